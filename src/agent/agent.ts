@@ -1,0 +1,130 @@
+/**
+ * The agent: wires the store, the allocator, the CNI handler and the API server, and owns their
+ * lifecycle. start() is ready to serve when it resolves; stop() stops accepting, lets in-flight
+ * calls finish (bounded), closes the store and removes the socket. Nothing here decides anything:
+ * the layers below do.
+ */
+import { chmodSync, existsSync, mkdirSync, unlinkSync, statSync } from 'node:fs';
+import { connect } from 'node:net';
+import type { Server } from 'node:http';
+import { dirname } from 'node:path';
+import type { Logger } from 'pino';
+import { type Clock, systemClock } from '../core/clock.ts';
+import { WarrenError } from '../core/errors.ts';
+import { CniHandler } from '../cni/handler.ts';
+import { Allocator } from '../store/allocator.ts';
+import { SqliteStore } from '../store/sqlite-store.ts';
+import type { Store } from '../store/store.ts';
+import { createApiServer } from './api-server.ts';
+import { InstanceLock } from './instance-lock.ts';
+import type { AgentOptions } from './options.ts';
+import { AgentService } from './service.ts';
+
+export const WARREN_VERSION = '0.1.0';
+
+export interface AgentDeps {
+  readonly clock?: Clock;
+  readonly logger: Logger;
+  /** A store to use instead of opening the SQLite database (tests, other backends). */
+  readonly store?: Store;
+}
+
+export class Agent {
+  readonly options: AgentOptions;
+  readonly #logger: Logger;
+  readonly #clock: Clock;
+  #store: Store | undefined;
+  #server: Server | undefined;
+  #lock: InstanceLock | undefined;
+  #injectedStore: Store | undefined;
+
+  constructor(options: AgentOptions, deps: AgentDeps) {
+    this.options = options;
+    this.#logger = deps.logger;
+    this.#clock = deps.clock ?? systemClock;
+    this.#injectedStore = deps.store;
+  }
+
+  async start(): Promise<void> {
+    const o = this.options;
+    // Allocation state is the node's business alone: files and directories are owner-only.
+    process.umask(0o077);
+    mkdirSync(o.stateDir, { recursive: true, mode: 0o700 });
+    this.#lock = InstanceLock.acquire(o.stateDir);
+    try {
+      const store = this.#injectedStore ?? new SqliteStore({ path: o.database, synchronous: o.synchronous });
+      this.#store = store;
+      const allocator = new Allocator({ store, clock: this.#clock, node: o.nodeName });
+      const service = new AgentService({ store, allocator, clock: this.#clock, socket: o.socket, version: WARREN_VERSION });
+      const cni = new CniHandler({ allocator, readiness: () => service.readiness() });
+      this.#server = createApiServer({
+        cni,
+        service,
+        onError: (error, route) => this.#logger.error({ err: error, route }, 'request failed'),
+      });
+      await prepareSocket(o.socket);
+      await listen(this.#server, o.socket);
+      this.#logger.info({ socket: o.socket, store: store.description }, 'agent ready');
+    } catch (error) {
+      await this.stop();
+      throw error;
+    }
+  }
+
+  async stop(): Promise<void> {
+    const server = this.#server;
+    this.#server = undefined;
+    if (server !== undefined) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(() => server.closeAllConnections(), 10_000);
+        server.close(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+        server.closeIdleConnections();
+      });
+      try {
+        unlinkSync(this.options.socket);
+      } catch {
+        // gone already
+      }
+    }
+    await this.#store?.close();
+    this.#store = undefined;
+    this.#lock?.release();
+    this.#lock = undefined;
+  }
+}
+
+/** Creates the socket's directory; refuses when a live agent answers there; clears a stale socket. */
+async function prepareSocket(path: string): Promise<void> {
+  const dir = dirname(path);
+  if (!existsSync(dir)) mkdirSync(dir, { recursive: true, mode: 0o700 });
+  if (!existsSync(path)) return;
+  if (!statSync(path).isSocket()) throw new WarrenError('IO_FAILURE', `${path} exists and is not a socket; refusing to replace it`);
+  const live = await new Promise<boolean>((resolve) => {
+    const socket = connect(path);
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+  if (live) throw new WarrenError('ALREADY_RUNNING', `an agent already answers on ${path}`);
+  unlinkSync(path);
+}
+
+function listen(server: Server, path: string): Promise<void> {
+  // The socket is created 0600 (umask) so there is no instant at which others could connect.
+  const previous = process.umask(0o177);
+  return new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(path, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  }).finally(() => {
+    process.umask(previous);
+    if (existsSync(path)) chmodSync(path, 0o600);
+  });
+}

@@ -1,0 +1,100 @@
+/**
+ * Agent settings: every one a flag and an environment variable, with defaults from DESIGN.md.
+ * As root the defaults are the system paths; as another user the agent picks the first state
+ * directory it can write (XDG state dir, ~/.local/state/warren, ./.warren), so it starts anywhere.
+ */
+import { accessSync, constants, mkdirSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { hostname } from 'node:os';
+import { join, resolve } from 'node:path';
+import { DEFAULT_SOCKET, DEFAULT_STATE_DIR } from '../core/defaults.ts';
+import { WarrenError } from '../core/errors.ts';
+
+export interface AgentOptions {
+  readonly stateDir: string;
+  readonly socket: string;
+  readonly database: string;
+  readonly nodeName: string;
+  /** SQLite durability: FULL survives power loss, NORMAL a process crash. */
+  readonly synchronous: 'FULL' | 'NORMAL';
+  readonly logLevel: string;
+}
+
+/** One setting: its flag, its environment variable and what it means (for --help and the README). */
+export interface Setting {
+  readonly flag: string;
+  readonly env: string;
+  readonly help: string;
+}
+
+export const SETTINGS: Record<keyof AgentOptions, Setting> = {
+  stateDir: { flag: 'state-dir', env: 'WARREN_STATE_DIR', help: `state directory (database); default ${DEFAULT_STATE_DIR} as root` },
+  socket: { flag: 'socket', env: 'WARREN_SOCKET', help: `agent API socket; default ${DEFAULT_SOCKET} as root, <state-dir>/warren.sock otherwise` },
+  database: { flag: 'database', env: 'WARREN_DATABASE', help: 'SQLite database file; default <state-dir>/warren.db' },
+  nodeName: { flag: 'node-name', env: 'WARREN_NODE_NAME', help: 'name this node records on its allocations; default the host name' },
+  synchronous: { flag: 'sync', env: 'WARREN_SYNC', help: 'FULL (survives power loss, default) or NORMAL (survives a process crash)' },
+  logLevel: { flag: 'log-level', env: 'WARREN_LOG_LEVEL', help: 'debug, info (default), warn or error' },
+};
+
+const MAX_SOCKET_PATH = 107;
+
+function writableDir(dir: string): boolean {
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    accessSync(dir, constants.W_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The first state directory this user can write. */
+export function defaultStateDir(env: NodeJS.ProcessEnv, uid: number, cwd: string): string {
+  const candidates: string[] = [];
+  if (uid === 0) candidates.push(DEFAULT_STATE_DIR);
+  if (env.XDG_STATE_HOME) candidates.push(join(env.XDG_STATE_HOME, 'warren'));
+  const home = env.HOME || safeHomedir();
+  if (home) candidates.push(join(home, '.local', 'state', 'warren'));
+  candidates.push(join(cwd, '.warren'));
+  for (const dir of candidates) if (writableDir(dir)) return dir;
+  throw new WarrenError('IO_FAILURE', `no writable state directory among ${candidates.join(', ')}; pass --state-dir`);
+}
+
+function safeHomedir(): string | undefined {
+  try {
+    return homedir();
+  } catch {
+    return undefined;
+  }
+}
+
+export function resolveAgentOptions(
+  flags: Partial<Record<keyof AgentOptions, string>>,
+  env: NodeJS.ProcessEnv = process.env,
+  uid: number = process.getuid?.() ?? 0,
+  cwd: string = process.cwd(),
+): AgentOptions {
+  const pick = (key: keyof AgentOptions): string | undefined => flags[key] ?? (env[SETTINGS[key].env] || undefined);
+  const explicitState = pick('stateDir');
+  const stateDir = explicitState === undefined ? defaultStateDir(env, uid, cwd) : resolve(cwd, explicitState);
+  const socket = resolve(cwd, pick('socket') ?? (uid === 0 ? DEFAULT_SOCKET : join(stateDir, 'warren.sock')));
+  if (Buffer.byteLength(socket) > MAX_SOCKET_PATH) {
+    throw new WarrenError('INVALID_CONFIG', `socket path ${socket} is longer than ${MAX_SOCKET_PATH} bytes, the limit of a unix socket address; pass a shorter --socket`);
+  }
+  const synchronous = (pick('synchronous') ?? 'FULL').toUpperCase();
+  if (synchronous !== 'FULL' && synchronous !== 'NORMAL') {
+    throw new WarrenError('INVALID_CONFIG', `--sync / WARREN_SYNC: "${synchronous}" is not FULL or NORMAL`);
+  }
+  const logLevel = pick('logLevel') ?? 'info';
+  if (!['debug', 'info', 'warn', 'error'].includes(logLevel)) {
+    throw new WarrenError('INVALID_CONFIG', `--log-level / WARREN_LOG_LEVEL: "${logLevel}" is not debug, info, warn or error`);
+  }
+  return {
+    stateDir,
+    socket,
+    database: resolve(cwd, pick('database') ?? join(stateDir, 'warren.db')),
+    nodeName: pick('nodeName') ?? hostname(),
+    synchronous,
+    logLevel,
+  };
+}

@@ -1,0 +1,143 @@
+/**
+ * The operator-facing queries and actions of the agent (status, pools, allocations, release),
+ * over the allocator and the store. Release by hand is the same idempotent release a DEL does.
+ */
+import type { Clock } from '../core/clock.ts';
+import { WarrenError } from '../core/errors.ts';
+import { formatIP, parseIP } from '../ipam/address.ts';
+import type { Allocation } from '../ipam/allocation.ts';
+import type { Allocator } from '../store/allocator.ts';
+import type { AllocationFilter, Store } from '../store/store.ts';
+
+export interface AgentStatus {
+  readonly node: string;
+  readonly pid: number;
+  readonly version: string;
+  readonly startedAt: string;
+  readonly uptimeSeconds: number;
+  readonly socket: string;
+  readonly store: { readonly description: string; readonly healthy: boolean; readonly error?: string };
+  readonly ready: boolean;
+  readonly pools: number;
+  readonly allocations: number;
+}
+
+export interface PoolReport {
+  readonly pool: string;
+  readonly subnet?: string;
+  readonly first?: string;
+  readonly last?: string;
+  readonly capacity?: string;
+  readonly allocated: number;
+  readonly resting: number;
+  /** allocated / capacity, 0..1; undefined when the capacity is unknown. */
+  readonly utilisation?: number;
+}
+
+export interface AgentServiceOptions {
+  readonly store: Store;
+  readonly allocator: Allocator;
+  readonly clock: Clock;
+  readonly socket: string;
+  readonly version: string;
+}
+
+export class AgentService {
+  readonly #o: AgentServiceOptions;
+  readonly #startedAt: number;
+
+  constructor(options: AgentServiceOptions) {
+    this.#o = options;
+    this.#startedAt = options.clock.now();
+  }
+
+  /** Throws NOT_READY when ADD cannot be served. */
+  async readiness(): Promise<void> {
+    try {
+      await this.#o.store.ping();
+    } catch (error) {
+      throw new WarrenError('NOT_READY', `store ${this.#o.store.description} is not usable`, { cause: error });
+    }
+  }
+
+  async status(): Promise<AgentStatus> {
+    let error: string | undefined;
+    try {
+      await this.#o.store.ping();
+    } catch (e) {
+      error = (e as Error).message;
+    }
+    const pools = error === undefined ? await this.#o.store.pools() : [];
+    const now = this.#o.clock.now();
+    return {
+      node: this.#o.allocator.node,
+      pid: process.pid,
+      version: this.#o.version,
+      startedAt: new Date(this.#startedAt).toISOString(),
+      uptimeSeconds: Math.round((now - this.#startedAt) / 1000),
+      socket: this.#o.socket,
+      store: { description: this.#o.store.description, healthy: error === undefined, ...(error === undefined ? {} : { error }) },
+      ready: error === undefined,
+      pools: pools.length,
+      allocations: pools.reduce((sum, p) => sum + p.allocated, 0),
+    };
+  }
+
+  async pools(): Promise<PoolReport[]> {
+    return (await this.#o.store.pools()).map((p) => {
+      const capacity = p.description === undefined ? undefined : Number(p.description.capacity);
+      return {
+        pool: p.pool,
+        ...(p.description === undefined
+          ? {}
+          : { subnet: p.description.subnet, first: p.description.first, last: p.description.last, capacity: p.description.capacity }),
+        allocated: p.allocated,
+        resting: p.resting,
+        ...(capacity === undefined || capacity === 0 ? {} : { utilisation: p.allocated / capacity }),
+      };
+    });
+  }
+
+  async allocations(filter: AllocationFilter): Promise<Allocation[]> {
+    if (filter.address !== undefined) {
+      const ip = parseIP(filter.address);
+      if (ip === undefined) throw new WarrenError('BAD_REQUEST', `address "${filter.address}" is not an IP address`);
+      return this.#o.store.list({ ...filter, address: formatIP(ip) });
+    }
+    return this.#o.store.list(filter);
+  }
+
+  /** {pool, address}: that address. {containerID, network?, ifname?}: everything it holds. */
+  async release(body: unknown): Promise<{ released: Allocation[] }> {
+    if (typeof body !== 'object' || body === null) throw new WarrenError('BAD_REQUEST', 'release needs a JSON object');
+    const b = body as Record<string, unknown>;
+    for (const key of Object.keys(b)) {
+      if (!['pool', 'address', 'containerID', 'network', 'ifname'].includes(key)) throw new WarrenError('BAD_REQUEST', `release: unknown field "${key}"`);
+      if (typeof b[key] !== 'string' || b[key] === '') throw new WarrenError('BAD_REQUEST', `release: ${key} must be a non-empty string`);
+    }
+    const s = b as Record<string, string | undefined>;
+    if (s.address !== undefined) {
+      const ip = parseIP(s.address);
+      if (ip === undefined) throw new WarrenError('BAD_REQUEST', `release: address "${s.address}" is not an IP address`);
+      const address = formatIP(ip);
+      const pools = s.pool !== undefined ? [s.pool] : [...new Set((await this.#o.store.list({ address })).map((a) => a.pool))];
+      if (pools.length > 1) throw new WarrenError('BAD_REQUEST', `release: ${address} is allocated in several pools (${pools.join(', ')}); name one with pool`);
+      const released: Allocation[] = [];
+      for (const pool of pools) released.push(...(await this.#o.allocator.releaseAddresses(pool, [address])));
+      return { released };
+    }
+    if (s.containerID !== undefined) {
+      const held = await this.#o.store.list({
+        containerID: s.containerID,
+        ...(s.network === undefined ? {} : { network: s.network }),
+        ...(s.ifname === undefined ? {} : { ifname: s.ifname }),
+      });
+      const released: Allocation[] = [];
+      for (const network of new Set(held.map((a) => a.network))) {
+        released.push(...(await this.#o.allocator.release({ network, containerID: s.containerID, ...(s.ifname === undefined ? {} : { ifname: s.ifname }) })));
+      }
+      return { released };
+    }
+    throw new WarrenError('BAD_REQUEST', 'release needs an address (with an optional pool) or a containerID (with optional network and ifname)');
+  }
+}

@@ -1,0 +1,31 @@
+/** `warren agent`: runs the agent in the foreground until SIGTERM or SIGINT. */
+import { parseArgs } from 'node:util';
+import { pino } from 'pino';
+import { Agent } from '../agent/agent.ts';
+import { type AgentOptions, SETTINGS, resolveAgentOptions } from '../agent/options.ts';
+import type { CliIO } from './main.ts';
+
+export async function runAgent(argv: readonly string[], io: CliIO): Promise<number> {
+  const options = Object.fromEntries(Object.values(SETTINGS).map((s) => [s.flag, { type: 'string' as const }]));
+  const { values } = parseArgs({ args: [...argv], options, strict: true });
+  const flags: Partial<Record<keyof AgentOptions, string>> = {};
+  for (const [key, setting] of Object.entries(SETTINGS) as Array<[keyof AgentOptions, (typeof SETTINGS)[keyof AgentOptions]]>) {
+    const value = values[setting.flag];
+    if (typeof value === 'string') flags[key] = value;
+  }
+  const resolved = resolveAgentOptions(flags, io.env);
+  const logger = pino({ level: resolved.logLevel, base: { node: resolved.nodeName } });
+  const agent = new Agent(resolved, { logger });
+  await agent.start();
+  await new Promise<void>((resolve) => {
+    const stop = (signal: NodeJS.Signals): void => {
+      logger.info({ signal }, 'stopping');
+      resolve();
+    };
+    process.once('SIGTERM', stop);
+    process.once('SIGINT', stop);
+  });
+  await agent.stop();
+  logger.info('stopped');
+  return 0;
+}

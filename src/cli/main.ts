@@ -1,0 +1,231 @@
+/**
+ * The `warren` command line: `warren agent` runs the node agent; the other commands ask a running
+ * agent over its socket. Human output by default, `--json` for scripts. Exit codes: 0 success,
+ * 1 the operation failed, 2 a usage error.
+ */
+import { parseArgs } from 'node:util';
+import { DEFAULT_SOCKET } from '../core/defaults.ts';
+import { WarrenError, isWarrenError, messageOf } from '../core/errors.ts';
+import { requestJson } from '../core/unix-http.ts';
+import type { Allocation } from '../ipam/allocation.ts';
+import type { AgentStatus, PoolReport } from '../agent/service.ts';
+import { SETTINGS, defaultStateDir } from '../agent/options.ts';
+import { age, percent, table } from './format.ts';
+import { join } from 'node:path';
+
+const USAGE = `usage: warren <command> [flags]
+
+commands:
+  agent          run the node agent (flags below, each also an environment variable)
+  status         show the agent's state
+  pools          show utilisation per pool
+  allocations    list allocations (filters: --pool --network --container --ifname
+                 --namespace --pod --pod-uid --node --address)
+  release        release --address A [--pool P], or --container ID [--network N] [--ifname I]
+  version        print the version
+
+common flags:
+  --socket PATH  agent socket (env WARREN_SOCKET)
+  --json         machine-readable output
+
+agent flags:
+${Object.values(SETTINGS)
+  .map((s) => `  --${s.flag.padEnd(12)} ${s.env.padEnd(18)} ${s.help}`)
+  .join('\n')}
+`;
+
+export interface CliIO {
+  readonly out: (text: string) => void;
+  readonly err: (text: string) => void;
+  readonly env: NodeJS.ProcessEnv;
+}
+
+class UsageError extends Error {}
+
+export async function runCli(argv: readonly string[], io: CliIO): Promise<number> {
+  const [command, ...rest] = argv;
+  try {
+    switch (command) {
+      case 'agent': {
+        const { runAgent } = await import('./agent-command.ts');
+        return await runAgent(rest, io);
+      }
+      case 'status':
+        return await status(rest, io);
+      case 'pools':
+        return await pools(rest, io);
+      case 'allocations':
+        return await allocations(rest, io);
+      case 'release':
+        return await release(rest, io);
+      case 'version':
+      case '--version':
+        io.out('warren 0.1.0\n');
+        return 0;
+      case undefined:
+      case 'help':
+      case '--help':
+      case '-h':
+        io.out(USAGE);
+        return command === undefined ? 2 : 0;
+      default:
+        throw new UsageError(`unknown command "${command}"`);
+    }
+  } catch (error) {
+    if (error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+      io.err(`warren: ${messageOf(error)}\n\n${USAGE}`);
+      return 2;
+    }
+    io.err(`warren: ${messageOf(error)}\n`);
+    if (isWarrenError(error, 'AGENT_UNREACHABLE')) io.err('is the agent running? start it with `warren agent`\n');
+    return 1;
+  }
+}
+
+function clientSocket(flag: string | undefined, env: NodeJS.ProcessEnv): string {
+  if (flag !== undefined) return flag;
+  if (env.WARREN_SOCKET) return env.WARREN_SOCKET;
+  const uid = process.getuid?.() ?? 0;
+  if (uid === 0) return DEFAULT_SOCKET;
+  return join(env.WARREN_STATE_DIR || defaultStateDir(env, uid, process.cwd()), 'warren.sock');
+}
+
+async function call(socket: string, method: 'GET' | 'POST', path: string, body?: unknown): Promise<unknown> {
+  const response = await requestJson({ socket, method, path, ...(body === undefined ? {} : { body }), timeoutMs: 30_000 });
+  if (response.status !== 200) {
+    const e = (response.body as { error?: { code?: string; message?: string } } | undefined)?.error;
+    throw new WarrenError('IO_FAILURE', `agent refused: ${e?.message ?? `HTTP ${response.status}`}`);
+  }
+  return response.body;
+}
+
+const COMMON = { socket: { type: 'string' }, json: { type: 'boolean', default: false } } as const;
+
+async function status(argv: readonly string[], io: CliIO): Promise<number> {
+  const { values } = parseArgs({ args: [...argv], options: COMMON, strict: true });
+  const s = (await call(clientSocket(values.socket, io.env), 'GET', '/v1/status')) as AgentStatus;
+  if (values.json) {
+    io.out(`${JSON.stringify(s, null, 2)}\n`);
+    return 0;
+  }
+  io.out(
+    [
+      `node:        ${s.node}`,
+      `agent:       pid ${s.pid}, version ${s.version}, up ${s.uptimeSeconds}s (since ${s.startedAt})`,
+      `socket:      ${s.socket}`,
+      `store:       ${s.store.description} (${s.store.healthy ? 'healthy' : `UNHEALTHY: ${s.store.error}`})`,
+      `ready:       ${s.ready ? 'yes' : 'no'}`,
+      `pools:       ${s.pools}`,
+      `allocations: ${s.allocations}`,
+    ].join('\n') + '\n',
+  );
+  return s.ready ? 0 : 1;
+}
+
+async function pools(argv: readonly string[], io: CliIO): Promise<number> {
+  const { values } = parseArgs({ args: [...argv], options: COMMON, strict: true });
+  const list = (await call(clientSocket(values.socket, io.env), 'GET', '/v1/pools')) as PoolReport[];
+  if (values.json) {
+    io.out(`${JSON.stringify(list, null, 2)}\n`);
+    return 0;
+  }
+  if (list.length === 0) {
+    io.out('no pools yet: a pool appears with its first allocation\n');
+    return 0;
+  }
+  io.out(
+    table(
+      ['POOL', 'SPAN', 'CAPACITY', 'ALLOCATED', 'RESTING', 'USED'],
+      list.map((p) => [p.pool, p.first === undefined ? '-' : `${p.first}-${p.last}`, p.capacity ?? '-', String(p.allocated), String(p.resting), percent(p.utilisation)]),
+    ),
+  );
+  return 0;
+}
+
+async function allocations(argv: readonly string[], io: CliIO): Promise<number> {
+  const { values } = parseArgs({
+    args: [...argv],
+    options: {
+      ...COMMON,
+      pool: { type: 'string' },
+      network: { type: 'string' },
+      container: { type: 'string' },
+      ifname: { type: 'string' },
+      namespace: { type: 'string' },
+      pod: { type: 'string' },
+      'pod-uid': { type: 'string' },
+      node: { type: 'string' },
+      address: { type: 'string' },
+    },
+    strict: true,
+  });
+  const query = new URLSearchParams();
+  const map: Array<[string | undefined, string]> = [
+    [values.pool, 'pool'],
+    [values.network, 'network'],
+    [values.container, 'containerID'],
+    [values.ifname, 'ifname'],
+    [values.namespace, 'podNamespace'],
+    [values.pod, 'podName'],
+    [values['pod-uid'], 'podUID'],
+    [values.node, 'node'],
+    [values.address, 'address'],
+  ];
+  for (const [value, name] of map) if (value !== undefined) query.set(name, value);
+  const qs = query.size === 0 ? '' : `?${query}`;
+  const list = (await call(clientSocket(values.socket, io.env), 'GET', `/v1/allocations${qs}`)) as Allocation[];
+  if (values.json) {
+    io.out(`${JSON.stringify(list, null, 2)}\n`);
+    return 0;
+  }
+  if (list.length === 0) {
+    io.out('no allocations\n');
+    return 0;
+  }
+  const now = Date.now();
+  io.out(
+    table(
+      ['ADDRESS', 'POOL', 'NETWORK', 'CONTAINER', 'IF', 'POD', 'NODE', 'AGE'],
+      list.map((a) => [
+        a.address,
+        a.pool,
+        a.network,
+        a.containerID.length > 16 ? a.containerID.slice(0, 16) : a.containerID,
+        a.ifname,
+        a.podName === undefined ? '-' : `${a.podNamespace ?? ''}/${a.podName}`,
+        a.node,
+        age(a.createdAt, now),
+      ]),
+    ),
+  );
+  return 0;
+}
+
+async function release(argv: readonly string[], io: CliIO): Promise<number> {
+  const { values } = parseArgs({
+    args: [...argv],
+    options: { ...COMMON, pool: { type: 'string' }, address: { type: 'string' }, container: { type: 'string' }, network: { type: 'string' }, ifname: { type: 'string' } },
+    strict: true,
+  });
+  const body: Record<string, string> = {};
+  if (values.address !== undefined) {
+    body.address = values.address;
+    if (values.pool !== undefined) body.pool = values.pool;
+    if (values.container !== undefined) throw new UsageError('release takes --address or --container, not both');
+  } else if (values.container !== undefined) {
+    body.containerID = values.container;
+    if (values.network !== undefined) body.network = values.network;
+    if (values.ifname !== undefined) body.ifname = values.ifname;
+  } else {
+    throw new UsageError('release needs --address or --container');
+  }
+  const result = (await call(clientSocket(values.socket, io.env), 'POST', '/v1/release', body)) as { released: Allocation[] };
+  if (values.json) {
+    io.out(`${JSON.stringify(result, null, 2)}\n`);
+    return 0;
+  }
+  if (result.released.length === 0) io.out('nothing to release: no matching allocation\n');
+  for (const a of result.released) io.out(`released ${a.address} from ${a.pool} (container ${a.containerID}, ${a.ifname})\n`);
+  return 0;
+}
+

@@ -1,0 +1,91 @@
+/**
+ * The CNI environment: CNI_COMMAND, CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME, CNI_ARGS, CNI_PATH.
+ * Problems are BAD_ENV errors naming the variable.
+ */
+import { WarrenError } from '../core/errors.ts';
+import { type CniCommand, COMMANDS } from './spec.ts';
+
+export interface CniArgs {
+  readonly podNamespace?: string;
+  readonly podName?: string;
+  readonly podUID?: string;
+  /** IP= values: one or more addresses, comma separated. */
+  readonly ips: readonly string[];
+}
+
+export interface CniEnv {
+  readonly command: CniCommand;
+  readonly containerID?: string;
+  readonly netns?: string;
+  readonly ifname?: string;
+  /** CNI_ARGS as given; parsed by parseCniArgs. */
+  readonly args: string;
+}
+
+const KNOWN_ARGS = new Set(['IgnoreUnknown', 'K8S_POD_NAMESPACE', 'K8S_POD_NAME', 'K8S_POD_UID', 'K8S_POD_INFRA_CONTAINER_ID', 'K8S_POD_NETWORK', 'IP']);
+
+/** Container IDs are opaque to the spec, but Warren keeps them within sane bounds. */
+const CONTAINER_ID = /^[A-Za-z0-9][A-Za-z0-9_.\-]{0,254}$/;
+const IFNAME = /^[^\s/:\0]{1,15}$/;
+
+function bad(message: string): WarrenError {
+  return new WarrenError('BAD_ENV', message);
+}
+
+export function parseCniEnv(env: NodeJS.ProcessEnv): CniEnv {
+  const command = env.CNI_COMMAND;
+  if (command === undefined || command === '') throw bad('CNI_COMMAND is not set');
+  if (!(COMMANDS as readonly string[]).includes(command)) throw bad(`CNI_COMMAND "${command}" is not one of ${COMMANDS.join(', ')}`);
+  const cmd = command as CniCommand;
+  const out: { -readonly [K in keyof CniEnv]: CniEnv[K] } = { command: cmd, args: env.CNI_ARGS ?? '' };
+  const needsContainer = cmd === 'ADD' || cmd === 'DEL' || cmd === 'CHECK';
+  if (needsContainer) {
+    const id = env.CNI_CONTAINERID;
+    if (id === undefined || id === '') throw bad('CNI_CONTAINERID is not set');
+    if (!CONTAINER_ID.test(id)) throw bad(`CNI_CONTAINERID "${printable(id)}" must be 1-255 letters, digits, "_", "." or "-", starting with a letter or digit`);
+    out.containerID = id;
+    const ifname = env.CNI_IFNAME;
+    if (ifname === undefined || ifname === '') throw bad('CNI_IFNAME is not set');
+    if (!IFNAME.test(ifname)) throw bad(`CNI_IFNAME "${printable(ifname)}" is not a valid interface name (1-15 characters, no spaces, "/" or ":")`);
+    out.ifname = ifname;
+    const netns = env.CNI_NETNS;
+    // DEL may come after the namespace is gone, with CNI_NETNS empty.
+    if ((cmd === 'ADD' || cmd === 'CHECK') && (netns === undefined || netns === '')) throw bad('CNI_NETNS is not set');
+    if (netns !== undefined && netns !== '') out.netns = netns;
+  }
+  return out;
+}
+
+/** Parses `K=V;K=V`. Unknown keys are refused unless IgnoreUnknown is true, as the spec asks. */
+export function parseCniArgs(text: string): CniArgs {
+  const pairs = new Map<string, string>();
+  if (text !== '') {
+    for (const part of text.split(';')) {
+      const eq = part.indexOf('=');
+      if (eq <= 0) throw bad(`CNI_ARGS: "${printable(part)}" is not KEY=VALUE`);
+      pairs.set(part.slice(0, eq), part.slice(eq + 1));
+    }
+  }
+  const ignoreUnknown = /^(1|true)$/i.test(pairs.get('IgnoreUnknown') ?? '');
+  if (!ignoreUnknown) {
+    for (const key of pairs.keys()) {
+      if (!KNOWN_ARGS.has(key)) throw bad(`CNI_ARGS: unknown argument "${printable(key)}" (set IgnoreUnknown=1 to allow it)`);
+    }
+  }
+  const out: { -readonly [K in keyof CniArgs]: CniArgs[K] } = { ips: [] };
+  const ns = pairs.get('K8S_POD_NAMESPACE');
+  const name = pairs.get('K8S_POD_NAME');
+  const uid = pairs.get('K8S_POD_UID');
+  if (ns) out.podNamespace = ns;
+  if (name) out.podName = name;
+  if (uid) out.podUID = uid;
+  const ip = pairs.get('IP');
+  if (ip) out.ips = ip.split(',').map((s) => s.trim());
+  return out;
+}
+
+/** Shows control characters visibly so error messages cannot be used to forge log lines. */
+export function printable(text: string): string {
+  const cut = text.length > 80 ? `${text.slice(0, 80)}...` : text;
+  return cut.replace(/[\x00-\x1f\x7f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+}

@@ -1,0 +1,42 @@
+/**
+ * CNI error objects. Every Warren error code maps to one spec code; Warren's own outcomes use the
+ * plugin-specific range (100+), documented in the README.
+ */
+import { WarrenError, type WarrenErrorCode, messageOf } from '../core/errors.ts';
+import { SPEC_VERSION } from './spec.ts';
+
+export const CNI_CODES: Record<WarrenErrorCode, number> = {
+  INCOMPATIBLE_VERSION: 1,
+  UNSUPPORTED_FIELD: 2,
+  UNKNOWN_CONTAINER: 3,
+  BAD_ENV: 4,
+  IO_FAILURE: 5,
+  DECODE_FAILURE: 6,
+  INVALID_CONFIG: 7,
+  TRY_AGAIN: 11,
+  AGENT_UNREACHABLE: 11,
+  NOT_READY: 50,
+  POOL_EXHAUSTED: 100,
+  ADDRESS_UNAVAILABLE: 101,
+  ALLOCATION_MISSING: 102,
+  ALLOCATION_MISMATCH: 103,
+  BAD_REQUEST: 7,
+  ALREADY_RUNNING: 5,
+};
+
+export interface CniErrorObject {
+  cniVersion: string;
+  code: number;
+  msg: string;
+  details?: string;
+}
+
+export function toCniError(error: unknown, cniVersion: string = SPEC_VERSION): CniErrorObject {
+  if (error instanceof WarrenError) {
+    const out: CniErrorObject = { cniVersion, code: CNI_CODES[error.code], msg: error.message };
+    const details = error.details ?? (error.cause === undefined ? undefined : messageOf(error.cause));
+    if (details !== undefined) out.details = details;
+    return out;
+  }
+  return { cniVersion, code: 5, msg: `internal error: ${messageOf(error)}` };
+}

@@ -1,0 +1,117 @@
+/**
+ * The CNI plugin: reads the environment and stdin, validates what it can alone (so a bad config is
+ * reported even with the agent down), asks the agent over its unix socket, and prints the answer.
+ * It is on the hot path of every pod start, so it loads only what that needs.
+ *
+ * When the agent cannot be reached: ADD fails with code 11 (try again later) and allocates
+ * nothing; STATUS answers 50; DEL, CHECK and GC fail with code 11.
+ */
+import { DEFAULT_SOCKET } from '../core/defaults.ts';
+import { WarrenError, isWarrenError } from '../core/errors.ts';
+import { requestJson } from '../core/unix-http.ts';
+import { type CniEnv, parseCniArgs, parseCniEnv } from './args.ts';
+import { toCniError } from './errors.ts';
+import type { CniOutcome, CniRequest } from './handler.ts';
+import { declaredVersion, parseNetConf } from './netconf.ts';
+import { SPEC_VERSION, versionResult } from './spec.ts';
+
+export interface PluginIO {
+  readonly env: NodeJS.ProcessEnv;
+  readonly stdin: () => Promise<string>;
+  readonly write: (text: string) => void;
+}
+
+/** Runs one plugin invocation; returns the exit code. */
+export async function runPlugin(io: PluginIO): Promise<number> {
+  let version = SPEC_VERSION;
+  const fail = (error: unknown): number => {
+    io.write(JSON.stringify(toCniError(error, version)));
+    return 1;
+  };
+  let env: CniEnv;
+  try {
+    env = parseCniEnv(io.env);
+  } catch (error) {
+    return fail(error);
+  }
+  let text: string;
+  try {
+    text = await io.stdin();
+  } catch (error) {
+    if (isWarrenError(error)) return fail(error);
+    return fail(new WarrenError('IO_FAILURE', 'could not read the network config from stdin', { cause: error }));
+  }
+  if (env.command === 'VERSION') {
+    io.write(JSON.stringify(versionResult()));
+    return 0;
+  }
+  let config: unknown;
+  try {
+    config = JSON.parse(text);
+  } catch (error) {
+    return fail(new WarrenError('DECODE_FAILURE', `network config on stdin is not valid JSON: ${(error as Error).message}`));
+  }
+  version = declaredVersion(config) ?? SPEC_VERSION;
+  let socket: string;
+  try {
+    const conf = parseNetConf(config, env.command);
+    if (env.command === 'ADD') parseCniArgs(env.args);
+    socket = conf.ipam.socket ?? io.env.WARREN_SOCKET ?? DEFAULT_SOCKET;
+  } catch (error) {
+    return fail(error);
+  }
+  const request: CniRequest = {
+    command: env.command,
+    config,
+    args: env.args,
+    ...(env.containerID === undefined ? {} : { containerID: env.containerID }),
+    ...(env.netns === undefined ? {} : { netns: env.netns }),
+    ...(env.ifname === undefined ? {} : { ifname: env.ifname }),
+  };
+  try {
+    const response = await requestJson({ socket, method: 'POST', path: '/v1/cni', body: request });
+    const outcome = response.body as CniOutcome | undefined;
+    if (response.status !== 200 || outcome === undefined || typeof outcome !== 'object') {
+      throw new WarrenError('IO_FAILURE', `Warren agent at ${socket} answered HTTP ${response.status} without a CNI outcome`);
+    }
+    switch (outcome.kind) {
+      case 'result':
+        io.write(JSON.stringify(outcome.output));
+        return 0;
+      case 'silent':
+        return 0;
+      case 'error':
+        io.write(JSON.stringify(outcome.output));
+        return 1;
+      default:
+        throw new WarrenError('IO_FAILURE', `Warren agent at ${socket} answered an unknown outcome`);
+    }
+  } catch (error) {
+    if (isWarrenError(error, 'AGENT_UNREACHABLE') && env.command === 'STATUS') {
+      return fail(new WarrenError('NOT_READY', error.message, { cause: error.cause }));
+    }
+    return fail(error);
+  }
+}
+
+/** Network configs are small; anything past this is refused rather than buffered. */
+export const MAX_CONFIG_BYTES = 4 * 1024 * 1024;
+
+export function readAll(stream: NodeJS.ReadableStream, limit = MAX_CONFIG_BYTES): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    stream.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        reject(new WarrenError('DECODE_FAILURE', `network config on stdin is larger than ${limit} bytes`));
+        stream.removeAllListeners('data');
+        stream.resume();
+        return;
+      }
+      chunks.push(chunk);
+    });
+    stream.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    stream.on('error', reject);
+  });
+}

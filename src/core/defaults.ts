@@ -1,0 +1,9 @@
+/**
+ * Default locations (DESIGN.md "Defaults"). Kept in a file of their own so the CNI plugin can
+ * learn the default socket without loading anything else.
+ */
+export const DEFAULT_STATE_DIR = '/var/lib/warren';
+export const DEFAULT_SOCKET = '/run/warren/warren.sock';
+export const DEFAULT_CNI_CONF_DIR = '/etc/cni/net.d';
+export const DEFAULT_CNI_BIN_DIR = '/opt/cni/bin';
+export const DEFAULT_PLUGINS_DIR = '/run/warren/plugins';
