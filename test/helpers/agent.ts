@@ -1,0 +1,76 @@
+/**
+ * A real Warren agent in a child process, on its own state directory and socket.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { requestJson } from '../../src/core/unix-http.ts';
+import type { Allocation } from '../../src/ipam/allocation.ts';
+import { CHILD_PATH, REPO, WARREN_BIN, isGone, tempDir, track, waitFor } from './processes.ts';
+
+export interface AgentHandle {
+  readonly dir: string;
+  readonly socket: string;
+  readonly child: ChildProcess;
+  readonly pid: number;
+  log(): string;
+  /** SIGTERM and wait for a clean exit; returns the exit code. */
+  stop(): Promise<number | null>;
+  /** SIGKILL and wait until the process is gone. */
+  kill(): Promise<void>;
+  allocations(query?: string): Promise<Allocation[]>;
+}
+
+export interface AgentStart {
+  /** Reuse a state directory (restart after a crash). */
+  readonly dir?: string;
+  readonly env?: NodeJS.ProcessEnv;
+  readonly args?: readonly string[];
+}
+
+export async function startAgent(options: AgentStart = {}): Promise<AgentHandle> {
+  const dir = options.dir ?? tempDir('warren-agent-');
+  const socket = join(dir, 'warren.sock');
+  const child = track(
+    spawn(process.execPath, [WARREN_BIN, 'agent', '--state-dir', dir, '--socket', socket, '--node-name', 'test-node', ...(options.args ?? [])], {
+      cwd: REPO,
+      env: { ...process.env, PATH: CHILD_PATH, ...options.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  );
+  let output = '';
+  child.stdout?.on('data', (c: Buffer) => (output += c.toString()));
+  child.stderr?.on('data', (c: Buffer) => (output += c.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const pid = child.pid as number;
+  const handle: AgentHandle = {
+    dir,
+    socket,
+    child,
+    pid,
+    log: () => output,
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+      child.kill('SIGTERM');
+      return exited;
+    },
+    async kill() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      await waitFor(`agent ${pid} to die`, () => (isGone(pid) ? true : undefined));
+      await exited;
+    },
+    async allocations(query = '') {
+      const r = await requestJson({ socket, method: 'GET', path: `/v1/allocations${query}` });
+      return r.body as Allocation[];
+    },
+  };
+  await waitFor(
+    `agent on ${socket} to answer (log: ${output})`,
+    async () => {
+      if (child.exitCode !== null) throw new Error(`agent exited with ${child.exitCode}: ${output}`);
+      const r = await requestJson({ socket, method: 'GET', path: '/v1/status', timeoutMs: 2_000 });
+      return r.status === 200 ? true : undefined;
+    },
+    15_000,
+  );
+  return handle;
+}

@@ -1,0 +1,83 @@
+/**
+ * Running CNI plugins the way a runtime does: the Warren executable directly (as an IPAM plugin),
+ * or the real `bridge` plugin from containernetworking-plugins with Warren as its IPAM.
+ */
+import { existsSync, symlinkSync } from 'node:fs';
+import { join } from 'node:path';
+import { CHILD_PATH, WARREN_BIN, run, tempDir } from './processes.ts';
+
+export const REFERENCE_PLUGINS = '/usr/lib/cni';
+
+/** A CNI_PATH directory holding `warren`, made once per test process. */
+let binDir: string | undefined;
+export function cniBinDir(): string {
+  if (binDir === undefined) {
+    binDir = tempDir('warren-cnibin-');
+    symlinkSync(WARREN_BIN, join(binDir, 'warren'));
+  }
+  return binDir;
+}
+
+export function haveReferencePlugins(): boolean {
+  return existsSync(join(REFERENCE_PLUGINS, 'bridge'));
+}
+
+export interface CniCall {
+  readonly command: string;
+  readonly containerID?: string;
+  readonly netns?: string;
+  readonly ifname?: string;
+  readonly args?: string;
+  readonly config: unknown;
+  /** Extra or replacement variables; undefined values remove a variable. */
+  readonly env?: Record<string, string | undefined>;
+}
+
+export interface CniReply {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+  /** stdout parsed, when it is JSON. */
+  readonly json: Record<string, unknown> | undefined;
+}
+
+function cniEnv(call: CniCall): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { PATH: CHILD_PATH, CNI_COMMAND: call.command, CNI_PATH: `${cniBinDir()}:${REFERENCE_PLUGINS}` };
+  if (call.containerID !== undefined) env.CNI_CONTAINERID = call.containerID;
+  if (call.netns !== undefined) env.CNI_NETNS = call.netns;
+  if (call.ifname !== undefined) env.CNI_IFNAME = call.ifname;
+  if (call.args !== undefined) env.CNI_ARGS = call.args;
+  for (const [k, v] of Object.entries(call.env ?? {})) {
+    if (v === undefined) delete env[k];
+    else env[k] = v;
+  }
+  return env;
+}
+
+async function invoke(executable: string, call: CniCall): Promise<CniReply> {
+  const stdin = typeof call.config === 'string' ? call.config : JSON.stringify(call.config);
+  const r = await run(executable, [], { env: cniEnv(call), stdin });
+  let json: Record<string, unknown> | undefined;
+  try {
+    json = r.stdout.trim() === '' ? undefined : (JSON.parse(r.stdout) as Record<string, unknown>);
+  } catch {
+    json = undefined;
+  }
+  return { code: r.code, stdout: r.stdout, stderr: r.stderr, json };
+}
+
+/** Runs the Warren executable as an IPAM plugin. */
+export function warren(call: CniCall): Promise<CniReply> {
+  return invoke(join(cniBinDir(), 'warren'), call);
+}
+
+/** Runs a reference plugin (bridge, ...) that delegates IPAM to Warren through CNI_PATH. */
+export function reference(plugin: string, call: CniCall): Promise<CniReply> {
+  return invoke(join(REFERENCE_PLUGINS, plugin), call);
+}
+
+/** The addresses of a CNI result, without prefix length. */
+export function resultAddresses(reply: CniReply): string[] {
+  const ips = (reply.json?.ips ?? []) as Array<{ address: string }>;
+  return ips.map((ip) => ip.address.slice(0, ip.address.indexOf('/')));
+}

@@ -1,0 +1,132 @@
+/**
+ * The allocator over a real SQLite store: idempotency, all-or-nothing dual stack, requested
+ * addresses, cooldown on an injected clock, exhaustion, GC, and two writers on one file
+ * (the optimistic-conflict path a cluster store will take).
+ */
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { ManualClock } from '../../src/core/clock.ts';
+import { isWarrenError } from '../../src/core/errors.ts';
+import { parseIP } from '../../src/ipam/address.ts';
+import { parseIpamConfig } from '../../src/ipam/config.ts';
+import { Allocator, attachmentKey } from '../../src/store/allocator.ts';
+import { SqliteStore } from '../../src/store/sqlite-store.ts';
+import { tempDir } from '../helpers/processes.ts';
+
+function setup(clock = new ManualClock(1_000_000)) {
+  const store = new SqliteStore({ path: ':memory:' });
+  return { store, clock, allocator: new Allocator({ store, clock, node: 'n1' }) };
+}
+
+const owner = (containerID: string, ifname = 'eth0', network = 'net') => ({ network, containerID, ifname });
+const ranges = (ipam: Record<string, unknown>) => parseIpamConfig({ type: 'warren', ...ipam }).ranges;
+
+describe('Allocator', () => {
+  it('returns the same address to a retried ADD of the same attachment', async () => {
+    const { allocator } = setup();
+    const r = ranges({ range: '10.0.0.0/29' });
+    const first = await allocator.allocate({ owner: owner('a'), ranges: r });
+    const retry = await allocator.allocate({ owner: owner('a'), ranges: r });
+    assert.equal(retry[0]?.allocation.address, first[0]?.allocation.address);
+    assert.equal(retry[0]?.fresh, false);
+    const other = await allocator.allocate({ owner: owner('a', 'net1'), ranges: r });
+    assert.notEqual(other[0]?.allocation.address, first[0]?.allocation.address, 'another interface is another attachment');
+  });
+
+  it('hands out addresses next-after-last, so a released address is not reused at once', async () => {
+    const { allocator } = setup();
+    const r = ranges({ range: '10.0.0.0/29' }); // .1 to .6
+    const a = await allocator.allocate({ owner: owner('a'), ranges: r });
+    await allocator.allocate({ owner: owner('b'), ranges: r });
+    await allocator.release(owner('a'));
+    const c = await allocator.allocate({ owner: owner('c'), ranges: r });
+    assert.equal(a[0]?.allocation.address, '10.0.0.1');
+    assert.equal(c[0]?.allocation.address, '10.0.0.3');
+  });
+
+  it('reports exhaustion with its own error and allocates nothing more', async () => {
+    const { allocator, store } = setup();
+    const r = ranges({ range: '10.0.0.0/30' }); // .1 and .2
+    await allocator.allocate({ owner: owner('a'), ranges: r });
+    await allocator.allocate({ owner: owner('b'), ranges: r });
+    await assert.rejects(allocator.allocate({ owner: owner('c'), ranges: r }), (e) => isWarrenError(e, 'POOL_EXHAUSTED') && /10\.0\.0\.0\/30/.test(e.message));
+    assert.equal((await store.list()).length, 2);
+  });
+
+  it('gives a dual-stack attachment both addresses or neither', async () => {
+    const { allocator, store } = setup();
+    const r = ranges({ ipRanges: [{ range: '10.0.0.0/24' }, { range: 'fd00::/126' }] }); // v6: ::1..::3
+    for (const id of ['a', 'b', 'c']) {
+      const got = await allocator.allocate({ owner: owner(id), ranges: r });
+      assert.deepEqual(got.map((g) => parseIP(g.allocation.address)?.family), [4, 6]);
+    }
+    await assert.rejects(allocator.allocate({ owner: owner('d'), ranges: r }), (e) => isWarrenError(e, 'POOL_EXHAUSTED'));
+    assert.deepEqual(await store.findByOwner({ network: 'net', containerID: 'd' }), [], 'the IPv4 half was given back');
+  });
+
+  it('honours a requested address and refuses one that is taken, excluded or outside', async () => {
+    const { allocator } = setup();
+    const r = ranges({ range: '10.0.0.0/24', exclude: ['10.0.0.128/25'] });
+    const got = await allocator.allocate({ owner: owner('a'), ranges: r, requested: [parseIP('10.0.0.77')!] });
+    assert.equal(got[0]?.allocation.address, '10.0.0.77');
+    const refuse = async (ip: string, pattern: RegExp) =>
+      assert.rejects(allocator.allocate({ owner: owner(`x-${ip}`), ranges: r, requested: [parseIP(ip)!] }), (e) => isWarrenError(e, 'ADDRESS_UNAVAILABLE') && pattern.test(e.message));
+    await refuse('10.0.0.77', /already allocated/);
+    await refuse('10.0.0.200', /excluded/);
+    await refuse('10.0.0.0', /outside the allocatable span/);
+    await refuse('10.9.9.9', /none of the configured ranges/);
+    await assert.rejects(allocator.allocate({ owner: owner('a'), ranges: r, requested: [parseIP('10.0.0.78')!] }), /already holds 10\.0\.0\.77/);
+  });
+
+  it('keeps a released address resting for the cooldown, on the injected clock', async () => {
+    const { allocator, clock } = setup();
+    const r = ranges({ range: '10.0.0.0/30' }); // .1 and .2
+    await allocator.allocate({ owner: owner('a'), ranges: r, cooldownSeconds: 60 });
+    await allocator.allocate({ owner: owner('b'), ranges: r, cooldownSeconds: 60 });
+    await allocator.release(owner('a'), 60);
+    await assert.rejects(allocator.allocate({ owner: owner('c'), ranges: r, cooldownSeconds: 60 }), (e) => isWarrenError(e, 'POOL_EXHAUSTED') && /1 resting/.test(e.message));
+    clock.advance(59_999);
+    await assert.rejects(allocator.allocate({ owner: owner('c'), ranges: r, cooldownSeconds: 60 }), (e) => isWarrenError(e, 'POOL_EXHAUSTED'));
+    clock.advance(1);
+    const c = await allocator.allocate({ owner: owner('c'), ranges: r, cooldownSeconds: 60 });
+    assert.equal(c[0]?.allocation.address, '10.0.0.1');
+  });
+
+  it('releases idempotently and reports what it released', async () => {
+    const { allocator } = setup();
+    const r = ranges({ range: '10.0.0.0/24' });
+    await allocator.allocate({ owner: owner('a'), ranges: r });
+    assert.equal((await allocator.release(owner('a'))).length, 1);
+    assert.deepEqual(await allocator.release(owner('a')), []);
+    assert.deepEqual(await allocator.release(owner('never-seen')), []);
+  });
+
+  it('GC releases only this network’s attachments that are not valid', async () => {
+    const { allocator, store } = setup();
+    const r = ranges({ range: '10.0.0.0/24' });
+    for (const id of ['a', 'b', 'c']) await allocator.allocate({ owner: owner(id), ranges: r });
+    await allocator.allocate({ owner: owner('z', 'eth0', 'othernet'), ranges: r });
+    const outcome = await allocator.gc('net', new Set([attachmentKey('b', 'eth0')]));
+    assert.deepEqual(outcome.released.map((a) => a.containerID).sort(), ['a', 'c']);
+    assert.deepEqual(outcome.errors, []);
+    assert.deepEqual((await store.list()).map((a) => a.containerID).sort(), ['b', 'z']);
+  });
+
+  it('never duplicates an address when two writers share one database file', async () => {
+    const path = join(tempDir(), 'shared.db');
+    const clock = new ManualClock(0);
+    const s1 = new SqliteStore({ path, synchronous: 'NORMAL' });
+    const s2 = new SqliteStore({ path, synchronous: 'NORMAL' });
+    const a1 = new Allocator({ store: s1, clock, node: 'n1' });
+    const a2 = new Allocator({ store: s2, clock, node: 'n2' });
+    const r = ranges({ range: '10.1.0.0/24' });
+    const got = await Promise.all(
+      Array.from({ length: 120 }, (_, i) => (i % 2 === 0 ? a1 : a2).allocate({ owner: owner(`c${i}`), ranges: r }).then((x) => x[0]?.allocation.address)),
+    );
+    assert.equal(new Set(got).size, 120);
+    assert.equal((await s1.list()).length, 120);
+    await s1.close();
+    await s2.close();
+  });
+});

@@ -1,0 +1,216 @@
+/**
+ * The contract of the Store interface (src/store/store.ts), run against every implementation.
+ * A new backend passes this file before the allocator may use it.
+ */
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import type { Allocation } from '../../src/ipam/allocation.ts';
+import type { PoolOp, Store } from '../../src/store/store.ts';
+
+export interface StoreFactory {
+  /** A new, empty store. */
+  create(): Promise<Store>;
+  /** The same data opened again (after close), to prove commits persist; absent for memory-only backends. */
+  reopen?(store: Store): Promise<Store>;
+}
+
+let serial = 0;
+function allocation(pool: string, address: string, extra: Partial<Allocation> = {}): Allocation {
+  serial += 1;
+  return { pool, address, network: 'net', containerID: `c${serial}`, ifname: 'eth0', node: 'n1', createdAt: 1_000 + serial, ...extra };
+}
+
+function allocate(a: Allocation): PoolOp {
+  return { op: 'allocate', allocation: a };
+}
+
+export function storeConformance(name: string, factory: StoreFactory): void {
+  describe(`Store conformance: ${name}`, () => {
+    const opened: Store[] = [];
+    const fresh = async (): Promise<Store> => {
+      const s = await factory.create();
+      opened.push(s);
+      return s;
+    };
+    after(async () => {
+      for (const s of opened) await s.close().catch(() => undefined);
+    });
+
+    it('reads a pool never written as empty at revision 0', async () => {
+      const s = await fresh();
+      const read = await s.readPool('10.0.0.0/24');
+      assert.equal(read.kind, 'snapshot');
+      assert.equal(read.revision, 0);
+      if (read.kind === 'snapshot') {
+        assert.deepEqual(read.allocations, []);
+        assert.deepEqual(read.resting, []);
+        assert.equal(read.cursor, undefined);
+      }
+    });
+
+    it('commits at the current revision and bumps it', async () => {
+      const s = await fresh();
+      const a = allocation('p', '10.0.0.2', { podNamespace: 'ns', podName: 'pod', podUID: 'uid-1', netns: '/var/run/netns/x' });
+      const r = await s.commit('p', 0, [allocate(a), { op: 'cursor', address: '10.0.0.2' }]);
+      assert.equal(r.kind, 'committed');
+      const read = await s.readPool('p');
+      assert.ok(read.revision > 0);
+      assert.equal(read.kind, 'snapshot');
+      if (read.kind === 'snapshot') {
+        assert.deepEqual(read.allocations, ['10.0.0.2']);
+        assert.equal(read.cursor, '10.0.0.2');
+      }
+      assert.deepEqual(await s.findByOwner({ network: 'net', containerID: a.containerID, ifname: 'eth0' }), [a]);
+    });
+
+    it('refuses a commit against a stale revision and changes nothing', async () => {
+      const s = await fresh();
+      await s.commit('p', 0, [allocate(allocation('p', '10.0.0.2'))]);
+      const stale = await s.commit('p', 0, [allocate(allocation('p', '10.0.0.3'))]);
+      assert.equal(stale.kind, 'conflict');
+      const read = await s.readPool('p');
+      assert.equal(read.kind === 'snapshot' && read.allocations.length, 1);
+    });
+
+    it('applies all operations of a commit or none: a taken address voids the whole commit', async () => {
+      const s = await fresh();
+      const first = await s.commit('p', 0, [allocate(allocation('p', '10.0.0.2'))]);
+      assert.equal(first.kind, 'committed');
+      const rev = first.kind === 'committed' ? first.revision : -1;
+      const mixed = await s.commit('p', rev, [allocate(allocation('p', '10.0.0.3')), { op: 'cursor', address: '10.0.0.3' }, allocate(allocation('p', '10.0.0.2'))]);
+      assert.equal(mixed.kind, 'conflict');
+      const read = await s.readPool('p');
+      assert.equal(read.revision, rev);
+      assert.equal(read.kind, 'snapshot');
+      if (read.kind === 'snapshot') {
+        assert.deepEqual(read.allocations, ['10.0.0.2']);
+        assert.equal(read.cursor, undefined);
+      }
+    });
+
+    it('lets one address live in two pools (network_name) but only once per pool', async () => {
+      const s = await fresh();
+      assert.equal((await s.commit('10.0.0.0/24', 0, [allocate(allocation('10.0.0.0/24', '10.0.0.2'))])).kind, 'committed');
+      assert.equal((await s.commit('10.0.0.0/24@blue', 0, [allocate(allocation('10.0.0.0/24@blue', '10.0.0.2'))])).kind, 'committed');
+      assert.equal((await s.list({ address: '10.0.0.2' })).length, 2);
+    });
+
+    it('answers unchanged when the caller already knows the revision', async () => {
+      const s = await fresh();
+      const r = await s.commit('p', 0, [allocate(allocation('p', '10.0.0.2'))]);
+      const rev = r.kind === 'committed' ? r.revision : -1;
+      assert.deepEqual(await s.readPool('p', rev), { kind: 'unchanged', revision: rev });
+      assert.equal((await s.readPool('p', rev - 1)).kind, 'snapshot');
+    });
+
+    it('treats releasing an address that is not allocated as a no-op', async () => {
+      const s = await fresh();
+      const r = await s.commit('p', 0, [{ op: 'release', address: '10.0.0.9' }]);
+      assert.equal(r.kind, 'committed');
+      const read = await s.readPool('p');
+      assert.equal(read.kind === 'snapshot' && read.allocations.length, 0);
+    });
+
+    it('keeps a released address resting until it is allocated again or unrested', async () => {
+      const s = await fresh();
+      let rev = 0;
+      const step = async (ops: PoolOp[]) => {
+        const r = await s.commit('p', rev, ops);
+        assert.equal(r.kind, 'committed');
+        if (r.kind === 'committed') rev = r.revision;
+      };
+      await step([allocate(allocation('p', '10.0.0.2')), allocate(allocation('p', '10.0.0.3'))]);
+      await step([{ op: 'release', address: '10.0.0.2', reusableAt: 5_000 }, { op: 'release', address: '10.0.0.3', reusableAt: 6_000 }]);
+      let read = await s.readPool('p');
+      assert.equal(read.kind, 'snapshot');
+      if (read.kind === 'snapshot') {
+        assert.deepEqual(read.allocations, []);
+        assert.deepEqual([...read.resting].sort((x, y) => x.address.localeCompare(y.address)), [
+          { address: '10.0.0.2', reusableAt: 5_000 },
+          { address: '10.0.0.3', reusableAt: 6_000 },
+        ]);
+      }
+      await step([allocate(allocation('p', '10.0.0.2')), { op: 'unrest', address: '10.0.0.3' }]);
+      read = await s.readPool('p');
+      if (read.kind === 'snapshot') {
+        assert.deepEqual(read.allocations, ['10.0.0.2']);
+        assert.deepEqual(read.resting, []);
+      }
+      const summary = (await s.pools()).find((p) => p.pool === 'p');
+      assert.equal(summary?.allocated, 1);
+      assert.equal(summary?.resting, 0);
+    });
+
+    it('finds allocations by owner, with or without the interface', async () => {
+      const s = await fresh();
+      const eth0 = allocation('p', '10.0.0.2', { containerID: 'ctr', ifname: 'eth0' });
+      const net1 = allocation('q', 'fd00::2', { containerID: 'ctr', ifname: 'net1' });
+      await s.commit('p', 0, [allocate(eth0)]);
+      await s.commit('q', 0, [allocate(net1)]);
+      assert.deepEqual(await s.findByOwner({ network: 'net', containerID: 'ctr', ifname: 'eth0' }), [eth0]);
+      assert.deepEqual(await s.findByOwner({ network: 'net', containerID: 'ctr' }), [eth0, net1]);
+      assert.deepEqual(await s.findByOwner({ network: 'other', containerID: 'ctr' }), []);
+    });
+
+    it('filters the allocation list by every field', async () => {
+      const s = await fresh();
+      const a = allocation('p', '10.0.0.2', { network: 'n1', containerID: 'A', ifname: 'eth0', podNamespace: 'ns1', podName: 'web', podUID: 'u1', node: 'x' });
+      const b = allocation('p', '10.0.0.3', { network: 'n2', containerID: 'B', ifname: 'net1', podNamespace: 'ns2', podName: 'db', podUID: 'u2', node: 'y' });
+      await s.commit('p', 0, [allocate(a), allocate(b)]);
+      const cases: Array<[Record<string, string>, Allocation[]]> = [
+        [{}, [a, b]],
+        [{ pool: 'p' }, [a, b]],
+        [{ pool: 'nope' }, []],
+        [{ network: 'n2' }, [b]],
+        [{ containerID: 'A' }, [a]],
+        [{ ifname: 'net1' }, [b]],
+        [{ podNamespace: 'ns1' }, [a]],
+        [{ podName: 'db' }, [b]],
+        [{ podUID: 'u1' }, [a]],
+        [{ node: 'y' }, [b]],
+        [{ address: '10.0.0.2' }, [a]],
+        [{ network: 'n1', node: 'y' }, []],
+      ];
+      for (const [filter, expected] of cases) assert.deepEqual(await s.list(filter), expected, JSON.stringify(filter));
+    });
+
+    it('describes pools for operators', async () => {
+      const s = await fresh();
+      const description = { subnet: '10.0.0.0/24', first: '10.0.0.1', last: '10.0.0.254', capacity: '253', cooldownSeconds: 30 };
+      await s.commit('p', 0, [allocate(allocation('p', '10.0.0.2')), { op: 'describe', description }]);
+      const [summary] = await s.pools();
+      assert.equal(summary?.pool, 'p');
+      assert.equal(summary?.allocated, 1);
+      assert.deepEqual(summary?.description, description);
+    });
+
+    it('lets exactly one of many commits racing on one revision win', async () => {
+      const s = await fresh();
+      const results = await Promise.all(Array.from({ length: 10 }, (_, i) => s.commit('p', 0, [allocate(allocation('p', `10.0.0.${i + 2}`))])));
+      assert.equal(results.filter((r) => r.kind === 'committed').length, 1);
+      const read = await s.readPool('p');
+      assert.equal(read.kind === 'snapshot' && read.allocations.length, 1);
+    });
+
+    it('reports itself healthy with ping', async () => {
+      const s = await fresh();
+      await s.ping();
+      assert.ok(s.description.length > 0);
+    });
+
+    if (factory.reopen !== undefined) {
+      const reopen = factory.reopen.bind(factory);
+      it('keeps every committed operation across close and reopen', async () => {
+        const s = await fresh();
+        const a = allocation('p', 'fd00::5', { podUID: 'u' });
+        await s.commit('p', 0, [allocate(a), { op: 'cursor', address: 'fd00::5' }, { op: 'release', address: 'fd00::9', reusableAt: 42 }]);
+        const before = await s.readPool('p');
+        await s.close();
+        const again = await reopen(s);
+        opened.push(again);
+        assert.deepEqual(await again.readPool('p'), before);
+        assert.deepEqual(await again.list(), [a]);
+      });
+    }
+  });
+}
