@@ -35,7 +35,7 @@ function bad(message: string): WarrenError {
 export function parseCniEnv(env: NodeJS.ProcessEnv): CniEnv {
   const command = env.CNI_COMMAND;
   if (command === undefined || command === '') throw bad('CNI_COMMAND is not set');
-  if (!(COMMANDS as readonly string[]).includes(command)) throw bad(`CNI_COMMAND "${command}" is not one of ${COMMANDS.join(', ')}`);
+  if (!(COMMANDS as readonly string[]).includes(command)) throw bad(`CNI_COMMAND "${printable(command)}" is not one of ${COMMANDS.join(', ')}`);
   const cmd = command as CniCommand;
   const out: { -readonly [K in keyof CniEnv]: CniEnv[K] } = { command: cmd, args: env.CNI_ARGS ?? '' };
   const needsContainer = cmd === 'ADD' || cmd === 'DEL' || cmd === 'CHECK';
@@ -62,7 +62,7 @@ export function parseCniArgs(text: string): CniArgs {
   if (text !== '') {
     for (const part of text.split(';')) {
       const eq = part.indexOf('=');
-      if (eq <= 0) throw bad(`CNI_ARGS: "${printable(part)}" is not KEY=VALUE`);
+      if (eq <= 0 || part.indexOf('=', eq + 1) >= 0) throw bad(`CNI_ARGS: "${printable(part)}" is not KEY=VALUE`);
       pairs.set(part.slice(0, eq), part.slice(eq + 1));
     }
   }

@@ -32,6 +32,19 @@ function invalid(message: string): WarrenError {
   return new WarrenError('INVALID_CONFIG', message);
 }
 
+/**
+ * Text of a value for an error message. Not String(): a JSON object with its own "toString" key
+ * makes String() throw a TypeError, which would turn a config mistake into an internal error.
+ */
+function shown(value: unknown): string {
+  if (typeof value === 'string') return value;
+  try {
+    return JSON.stringify(value) ?? typeof value;
+  } catch {
+    return typeof value;
+  }
+}
+
 function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
@@ -53,7 +66,7 @@ export function parseNetConf(raw: unknown, command: CniCommand): NetConf {
     throw new WarrenError('INCOMPATIBLE_VERSION', `${command} needs cniVersion ${COMMAND_SINCE[command]} or later; the config says ${version}`);
   }
   if (typeof raw.name !== 'string' || !NAME.test(raw.name)) {
-    throw invalid(`name: ${raw.name === undefined ? 'missing' : `"${printable(String(raw.name))}" must be letters, digits, "_", "." or "-", starting with a letter or digit`}`);
+    throw invalid(`name: ${raw.name === undefined ? 'missing' : `"${printable(shown(raw.name))}" must be letters, digits, "_", "." or "-", starting with a letter or digit`}`);
   }
   if (raw.ipam === undefined) throw invalid('ipam: missing');
   const ipam = parseIpamConfig(raw.ipam);
@@ -63,7 +76,7 @@ export function parseNetConf(raw: unknown, command: CniCommand): NetConf {
     if (!Array.isArray(list)) throw invalid(`${path}: must be a list of addresses`);
     list.forEach((item, i) => {
       const ip = typeof item === 'string' ? addressPart(item) : undefined;
-      if (ip === undefined) throw invalid(`${path}[${i}]: "${printable(String(item))}" is not an IP address or CIDR`);
+      if (ip === undefined) throw invalid(`${path}[${i}]: "${printable(shown(item))}" is not an IP address or CIDR`);
       requested.push(ip);
     });
   };

@@ -195,7 +195,7 @@ function parseRange(raw: RawRange, path: string, networkName: string, sharedGate
   const first = explicitStart !== undefined && explicitStart.value > firstHost ? explicitStart.value : firstHost;
   const last = explicitEnd !== undefined && explicitEnd.value < lastHost ? explicitEnd.value : lastHost;
   if (explicitStart !== undefined && explicitEnd !== undefined && explicitStart.value > explicitEnd.value) {
-    throw invalid(`${path}.range_end`, `${formatIP(explicitEnd)} comes before range_start ${formatIP(explicitStart)}`);
+    throw invalid(`${path}.${dash >= 0 ? 'range' : 'range_end'}`, `${formatIP(explicitEnd)} comes before range_start ${formatIP(explicitStart)}`);
   }
   if (first > last) throw invalid(`${path}.range`, `${subnetText} has no allocatable addresses`);
 
@@ -329,7 +329,7 @@ export function parseIpamConfig(value: unknown, path = 'ipam'): IpamConfig {
     if (seen.has(range.pool)) throw invalid(path, `range ${range.subnet} is listed twice`);
     seen.add(range.pool);
   }
-  if (sharedGateway !== undefined && !ranges.some((r) => r.gateway === sharedGateway)) {
+  if (sharedGateway !== undefined && !ranges.some((r) => inSubnet(r, sharedGateway))) {
     throw invalid(`${path}.gateway`, `${formatIP(sharedGateway)} is not inside any range`);
   }
   const config: { -readonly [K in keyof IpamConfig]: IpamConfig[K] } = {

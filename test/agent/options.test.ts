@@ -1,0 +1,43 @@
+import assert from 'node:assert/strict';
+import { chmodSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { defaultStateDir, resolveAgentOptions } from '../../src/agent/options.ts';
+import { tempDir } from '../helpers/processes.ts';
+
+describe('agent options', () => {
+  it('uses the system paths as root', () => {
+    const o = resolveAgentOptions({ stateDir: tempDir() }, {}, 0, '/');
+    assert.equal(o.socket, '/run/warren/warren.sock');
+    assert.equal(o.synchronous, 'FULL');
+  });
+
+  it('takes a flag over its environment variable, and the variable over the default', () => {
+    const dir = tempDir();
+    const env = { WARREN_STATE_DIR: dir, WARREN_SOCKET: '/tmp/env.sock', WARREN_NODE_NAME: 'from-env', WARREN_SYNC: 'normal' };
+    const o = resolveAgentOptions({ socket: '/tmp/flag.sock' }, env, 1000, '/');
+    assert.equal(o.socket, '/tmp/flag.sock');
+    assert.equal(o.stateDir, dir);
+    assert.equal(o.database, join(dir, 'warren.db'));
+    assert.equal(o.nodeName, 'from-env');
+    assert.equal(o.synchronous, 'NORMAL');
+  });
+
+  it('puts a non-root user under the XDG state directory, else home, else the working directory', () => {
+    const base = tempDir();
+    assert.equal(defaultStateDir({ XDG_STATE_HOME: join(base, 'xdg') }, 1000, base), join(base, 'xdg', 'warren'));
+    assert.equal(defaultStateDir({ HOME: join(base, 'home') }, 1000, base), join(base, 'home', '.local', 'state', 'warren'));
+    const locked = join(base, 'locked');
+    mkdirSync(locked);
+    chmodSync(locked, 0o500);
+    // root ignores permission bits, so only an unwritable path proves the fallback: use a file as HOME.
+    assert.equal(defaultStateDir({ HOME: '/proc/self/status' }, 1000, base), join(base, '.warren'));
+  });
+
+  it('names the setting that is wrong', () => {
+    const dir = tempDir();
+    assert.throws(() => resolveAgentOptions({ stateDir: dir, synchronous: 'sometimes' }, {}, 0, '/'), /--sync \/ WARREN_SYNC: "SOMETIMES"/);
+    assert.throws(() => resolveAgentOptions({ stateDir: dir, logLevel: 'loud' }, {}, 0, '/'), /--log-level/);
+    assert.throws(() => resolveAgentOptions({ stateDir: dir, socket: `/tmp/${'x'.repeat(120)}.sock` }, {}, 0, '/'), /longer than 107 bytes/);
+  });
+});
