@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs everything Warren needs on a fresh Debian bookworm machine (as root): the CNI reference
+# plugins and iproute2 for the end-to-end tests, Node 24, and the npm packages. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export DEBIAN_FRONTEND=noninteractive
+need_apt=()
+for pkg in containernetworking-plugins iproute2 util-linux procps; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need_apt+=("$pkg")
+done
+if [ "${#need_apt[@]}" -gt 0 ]; then
+  apt-get update -q
+  apt-get -o DPkg::Lock::Timeout=600 install -y -q "${need_apt[@]}"
+fi
+
+node_major() { "$1" -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0; }
+if [ "$(node_major /usr/local/bin/node)" != "24" ]; then
+  npm install -g --prefix /usr/local node@24
+fi
+export PATH="/usr/local/bin:$PATH"
+if [ "$(node_major node)" != "24" ]; then
+  echo "setup: node on PATH is $(node --version), not 24" >&2
+  exit 1
+fi
+
+npm ci --no-audit --no-fund
+echo "setup: node $(node --version), CNI plugins in /usr/lib/cni, npm packages installed"
