@@ -15,7 +15,11 @@ import { CniHandler } from '../cni/handler.ts';
 import { Allocator } from '../store/allocator.ts';
 import { SqliteStore } from '../store/sqlite-store.ts';
 import type { Store } from '../store/store.ts';
+import { ExponentialBackoff } from '../core/backoff.ts';
+import { MissedDeleteJournal } from '../sources/missed-delete-journal.ts';
+import { NetnsObserver } from '../sources/netns.ts';
 import { createApiServer } from './api-server.ts';
+import { ReleaseReconciler } from './release-reconciler.ts';
 import { InstanceLock } from './instance-lock.ts';
 import type { AgentOptions } from './options.ts';
 import { AgentService } from './service.ts';
@@ -37,6 +41,10 @@ export class Agent {
   #server: Server | undefined;
   #lock: InstanceLock | undefined;
   #injectedStore: Store | undefined;
+  #reconciler: ReleaseReconciler | undefined;
+  /** Stops the reconciler and the journal watch. */
+  #abort = new AbortController();
+  #consuming: Promise<void> | undefined;
 
   constructor(options: AgentOptions, deps: AgentDeps) {
     this.options = options;
@@ -55,8 +63,24 @@ export class Agent {
       const store = this.#injectedStore ?? new SqliteStore({ path: o.database, synchronous: o.synchronous });
       this.#store = store;
       const allocator = new Allocator({ store, clock: this.#clock, node: o.nodeName });
-      const service = new AgentService({ store, allocator, clock: this.#clock, socket: o.socket, version: WARREN_VERSION });
+      const journal = new MissedDeleteJournal({ dir: o.journalDir, clock: this.#clock });
+      journal.prepare();
+      const reconciler = new ReleaseReconciler({
+        allocator,
+        store,
+        journal,
+        observer: new NetnsObserver(o.netnsDirs),
+        clock: this.#clock,
+        backoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 300_000 }),
+        logger: this.#logger,
+        intervalMs: o.reconcileIntervalSeconds * 1000,
+        netnsGraceMs: o.netnsGraceSeconds * 1000,
+        releaseGoneNetns: o.netnsDirs.length > 0,
+      });
+      this.#reconciler = reconciler;
+      const service = new AgentService({ store, allocator, clock: this.#clock, socket: o.socket, version: WARREN_VERSION, reconciler });
       const cni = new CniHandler({ allocator, readiness: () => service.readiness() });
+      this.#consuming = reconciler.start(this.#abort.signal);
       this.#server = createApiServer({
         cni,
         service,
@@ -72,6 +96,7 @@ export class Agent {
   }
 
   async stop(): Promise<void> {
+    this.#abort.abort();
     const server = this.#server;
     this.#server = undefined;
     if (server !== undefined) {
@@ -89,6 +114,8 @@ export class Agent {
         // gone already
       }
     }
+    await this.#consuming;
+    this.#consuming = undefined;
     await this.#store?.close();
     this.#store = undefined;
     this.#lock?.release();

@@ -7,6 +7,8 @@
  *   GET  /v1/pools        utilisation per pool
  *   GET  /v1/allocations  ?pool=&network=&containerID=&ifname=&podNamespace=&podName=&podUID=&node=&address=
  *   POST /v1/release      {pool, address} or {containerID, network?, ifname?}
+ *   GET  /v1/audit        every allocation judged; POST /v1/audit {fix: true} also releases the stale
+ *   GET  /v1/journal      pending and rejected missed-delete intents, last reconcile
  *
  * Errors outside CNI calls are {error: {code, message}} with a 4xx/5xx status.
  */
@@ -61,6 +63,16 @@ async function route(options: ApiServerOptions, req: IncomingMessage, res: Serve
       }
       case 'POST /v1/release':
         return send(res, 200, await options.service.release(await readJson(req)));
+      case 'GET /v1/audit':
+        return send(res, 200, await options.service.audit(false));
+      case 'POST /v1/audit': {
+        const body = await readJson(req);
+        const fix = typeof body === 'object' && body !== null && (body as { fix?: unknown }).fix;
+        if (typeof fix !== 'boolean') throw new WarrenError('BAD_REQUEST', 'audit needs {"fix": true|false}');
+        return send(res, 200, await options.service.audit(fix));
+      }
+      case 'GET /v1/journal':
+        return send(res, 200, options.service.journal());
       default:
         return send(res, knownPath(url.pathname) ? 405 : 404, { error: { code: 'NOT_FOUND', message: `no route ${key}` } });
     }
@@ -73,7 +85,7 @@ async function route(options: ApiServerOptions, req: IncomingMessage, res: Serve
 }
 
 function knownPath(path: string): boolean {
-  return ['/v1/cni', '/v1/status', '/v1/pools', '/v1/allocations', '/v1/release'].includes(path);
+  return ['/v1/cni', '/v1/status', '/v1/pools', '/v1/allocations', '/v1/release', '/v1/audit', '/v1/journal'].includes(path);
 }
 
 function send(res: ServerResponse, status: number, body: unknown): void {

@@ -7,7 +7,7 @@ import { accessSync, constants, mkdirSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
-import { DEFAULT_SOCKET, DEFAULT_STATE_DIR } from '../core/defaults.ts';
+import { DEFAULT_JOURNAL_DIR, DEFAULT_NETNS_DIR, DEFAULT_SOCKET, DEFAULT_STATE_DIR } from '../core/defaults.ts';
 import { WarrenError } from '../core/errors.ts';
 
 export interface AgentOptions {
@@ -18,6 +18,14 @@ export interface AgentOptions {
   /** SQLite durability: FULL survives power loss, NORMAL a process crash. */
   readonly synchronous: 'FULL' | 'NORMAL';
   readonly logLevel: string;
+  /** Missed-delete journal the plugin writes when the agent is unreachable. */
+  readonly journalDir: string;
+  /** Directories whose network namespaces the agent may judge gone; empty: none. */
+  readonly netnsDirs: readonly string[];
+  /** Seconds between reconcile passes. */
+  readonly reconcileIntervalSeconds: number;
+  /** Seconds an allocation is left alone before its namespace is judged. */
+  readonly netnsGraceSeconds: number;
 }
 
 /** One setting: its flag, its environment variable and what it means (for --help and the README). */
@@ -34,6 +42,10 @@ export const SETTINGS: Record<keyof AgentOptions, Setting> = {
   nodeName: { flag: 'node-name', env: 'WARREN_NODE_NAME', help: 'name this node records on its allocations; default the host name' },
   synchronous: { flag: 'sync', env: 'WARREN_SYNC', help: 'FULL (survives power loss, default) or NORMAL (survives a process crash)' },
   logLevel: { flag: 'log-level', env: 'WARREN_LOG_LEVEL', help: 'debug, info (default), warn or error' },
+  journalDir: { flag: 'journal-dir', env: 'WARREN_JOURNAL_DIR', help: `missed-delete journal; default ${DEFAULT_JOURNAL_DIR} as root, <state-dir>/journal otherwise` },
+  netnsDirs: { flag: 'netns-dirs', env: 'WARREN_NETNS_DIRS', help: 'comma-separated netns directories the agent may judge; default /var/run/netns; empty for none' },
+  reconcileIntervalSeconds: { flag: 'reconcile-interval', env: 'WARREN_RECONCILE_INTERVAL', help: 'seconds between reconcile passes; default 10' },
+  netnsGraceSeconds: { flag: 'netns-grace', env: 'WARREN_NETNS_GRACE', help: 'seconds before a new allocation is judged by its namespace; default 60' },
 };
 
 const MAX_SOCKET_PATH = 107;
@@ -75,6 +87,15 @@ export function resolveAgentOptions(
   cwd: string = process.cwd(),
 ): AgentOptions {
   const pick = (key: keyof AgentOptions): string | undefined => flags[key] ?? (env[SETTINGS[key].env] || undefined);
+  const seconds = (key: 'reconcileIntervalSeconds' | 'netnsGraceSeconds', fallback: number, min: number): number => {
+    const text = pick(key);
+    if (text === undefined) return fallback;
+    const n = Number(text);
+    if (!Number.isFinite(n) || n < min || n > 86_400) {
+      throw new WarrenError('INVALID_CONFIG', `--${SETTINGS[key].flag} / ${SETTINGS[key].env}: "${text}" is not a number of seconds from ${min} to 86400`);
+    }
+    return n;
+  };
   const explicitState = pick('stateDir');
   const stateDir = explicitState === undefined ? defaultStateDir(env, uid, cwd) : resolve(cwd, explicitState);
   const socket = resolve(cwd, pick('socket') ?? (uid === 0 ? DEFAULT_SOCKET : join(stateDir, 'warren.sock')));
@@ -96,5 +117,13 @@ export function resolveAgentOptions(
     nodeName: pick('nodeName') ?? hostname(),
     synchronous,
     logLevel,
+    journalDir: resolve(cwd, pick('journalDir') ?? (explicitState === undefined && uid === 0 ? DEFAULT_JOURNAL_DIR : join(stateDir, 'journal'))),
+    netnsDirs: (flags.netnsDirs ?? env[SETTINGS.netnsDirs.env] ?? DEFAULT_NETNS_DIR)
+      .split(',')
+      .map((d) => d.trim())
+      .filter((d) => d !== '')
+      .map((d) => resolve(cwd, d)),
+    reconcileIntervalSeconds: seconds('reconcileIntervalSeconds', 10, 0.05),
+    netnsGraceSeconds: seconds('netnsGraceSeconds', 60, 0),
   };
 }

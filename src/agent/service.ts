@@ -8,6 +8,8 @@ import { formatIP, parseIP } from '../ipam/address.ts';
 import type { Allocation } from '../ipam/allocation.ts';
 import type { Allocator } from '../store/allocator.ts';
 import type { AllocationFilter, Store } from '../store/store.ts';
+import type { AuditReport } from './audit.ts';
+import type { ReconcilerStatus, ReleaseReconciler } from './release-reconciler.ts';
 
 export interface AgentStatus {
   readonly node: string;
@@ -20,6 +22,7 @@ export interface AgentStatus {
   readonly ready: boolean;
   readonly pools: number;
   readonly allocations: number;
+  readonly reconciler: ReconcilerStatus;
 }
 
 export interface PoolReport {
@@ -40,6 +43,7 @@ export interface AgentServiceOptions {
   readonly clock: Clock;
   readonly socket: string;
   readonly version: string;
+  readonly reconciler: ReleaseReconciler;
 }
 
 export class AgentService {
@@ -80,7 +84,17 @@ export class AgentService {
       ready: error === undefined,
       pools: pools.length,
       allocations: pools.reduce((sum, p) => sum + p.allocated, 0),
+      reconciler: this.#o.reconciler.status(),
     };
+  }
+
+  /** Every allocation judged against what the node can observe; `fix` releases the provably stale. */
+  async audit(fix: boolean): Promise<AuditReport> {
+    return this.#o.reconciler.audit(fix);
+  }
+
+  journal(): ReconcilerStatus {
+    return this.#o.reconciler.status();
   }
 
   async pools(): Promise<PoolReport[]> {

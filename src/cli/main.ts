@@ -9,6 +9,8 @@ import { WarrenError, isWarrenError, messageOf } from '../core/errors.ts';
 import { requestJson } from '../core/unix-http.ts';
 import type { Allocation } from '../ipam/allocation.ts';
 import type { AgentStatus, PoolReport } from '../agent/service.ts';
+import type { AuditReport } from '../agent/audit.ts';
+import type { ReconcileReport, ReconcilerStatus } from '../agent/release-reconciler.ts';
 import { SETTINGS, defaultStateDir } from '../agent/options.ts';
 import { age, percent, table } from './format.ts';
 import { join } from 'node:path';
@@ -22,6 +24,9 @@ commands:
   allocations    list allocations (filters: --pool --network --container --ifname
                  --namespace --pod --pod-uid --node --address)
   release        release --address A [--pool P], or --container ID [--network N] [--ifname I]
+  audit          judge every allocation against what the node can observe; --fix releases
+                 what is provably stale and nothing else
+  journal        pending and set-aside missed-delete intents, and the last reconcile
   version        print the version
 
 common flags:
@@ -58,6 +63,10 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
         return await allocations(rest, io);
       case 'release':
         return await release(rest, io);
+      case 'audit':
+        return await auditCommand(rest, io);
+      case 'journal':
+        return await journalCommand(rest, io);
       case 'version':
       case '--version':
         io.out('warren 0.1.0\n');
@@ -117,6 +126,9 @@ async function status(argv: readonly string[], io: CliIO): Promise<number> {
       `ready:       ${s.ready ? 'yes' : 'no'}`,
       `pools:       ${s.pools}`,
       `allocations: ${s.allocations}`,
+      `journal:     ${s.reconciler.journalDir}: ${s.reconciler.pending.length} pending, ${s.reconciler.rejected.length} set aside, ${s.reconciler.releasedFromJournal} released since start`,
+      `reconcile:   ${reconcileLine(s.reconciler.lastReconcile)}`,
+      ...s.reconciler.recentErrors.slice(-5).map((e) => `error:       ${e.at} ${e.message}`),
     ].join('\n') + '\n',
   );
   return s.ready ? 0 : 1;
@@ -229,3 +241,66 @@ async function release(argv: readonly string[], io: CliIO): Promise<number> {
   return 0;
 }
 
+
+function reconcileLine(r: ReconcileReport | undefined): string {
+  if (r === undefined) return 'not yet';
+  const parts = [`${r.at}: released ${r.journalReleased} from the journal, ${r.netnsReleased} with their namespace gone`];
+  if (r.journalFailed > 0) parts.push(`${r.journalFailed} failed`);
+  if (r.unobservable.length > 0) parts.push(`could not observe: ${r.unobservable.join('; ')}`);
+  return parts.join('; ');
+}
+
+async function auditCommand(argv: readonly string[], io: CliIO): Promise<number> {
+  const { values } = parseArgs({ args: [...argv], options: { ...COMMON, fix: { type: 'boolean', default: false } }, strict: true });
+  const socket = clientSocket(values.socket, io.env);
+  const report = (values.fix ? await call(socket, 'POST', '/v1/audit', { fix: true }) : await call(socket, 'GET', '/v1/audit')) as AuditReport;
+  if (values.json) {
+    io.out(`${JSON.stringify(report, null, 2)}\n`);
+    return 0;
+  }
+  const lines = [`audit at ${report.at}: ${report.counts.healthy} healthy, ${report.counts.stale} stale, ${report.counts.suspect} suspect`];
+  lines.push(`journal ${report.sources.journal.dir}: ${report.sources.journal.pending} pending`);
+  for (const d of report.sources.netns) lines.push(`netns ${d.dir}: ${d.observable ? 'observable' : `NOT observable (${d.reason}); nothing is released on its account`}`);
+  io.out(`${lines.join('\n')}\n`);
+  if (report.findings.length > 0) {
+    io.out(
+      table(
+        ['VERDICT', 'ADDRESS', 'POOL', 'CONTAINER', 'IF', 'WHY'],
+        report.findings.map((f) => [
+          f.verdict.kind === 'suspect' ? `suspect (${f.verdict.why})` : f.verdict.kind,
+          f.allocation.address,
+          f.allocation.pool,
+          f.allocation.containerID.length > 16 ? f.allocation.containerID.slice(0, 16) : f.allocation.containerID,
+          f.allocation.ifname,
+          f.verdict.reason,
+        ]),
+      ),
+    );
+  }
+  if (values.fix) {
+    io.out(`released ${report.released?.length ?? 0} stale allocation(s)${(report.released ?? []).map((a) => `\n  ${a.address} (${a.containerID})`).join('')}\n`);
+    for (const e of report.errors ?? []) io.err(`could not release ${e}\n`);
+    return (report.errors ?? []).length > 0 ? 1 : 0;
+  }
+  if (report.counts.stale > 0) io.out('run `warren audit --fix` to release the stale ones\n');
+  return 0;
+}
+
+async function journalCommand(argv: readonly string[], io: CliIO): Promise<number> {
+  const { values } = parseArgs({ args: [...argv], options: COMMON, strict: true });
+  const s = (await call(clientSocket(values.socket, io.env), 'GET', '/v1/journal')) as ReconcilerStatus;
+  if (values.json) {
+    io.out(`${JSON.stringify(s, null, 2)}\n`);
+    return 0;
+  }
+  io.out(`journal ${s.journalDir}: ${s.pending.length} pending, ${s.releasedFromJournal} released since start\n`);
+  if (s.pending.length > 0) {
+    io.out(table(['FILE', 'NETWORK', 'CONTAINER', 'IF', 'FAILURES', 'NEXT TRY', 'LAST ERROR'], s.pending.map((p) => [p.name, p.network, p.containerID, p.ifname, String(p.failures), p.nextAttemptAt ?? 'now', p.lastError ?? '-'])));
+  }
+  if (s.rejected.length > 0) {
+    io.out(`set aside in ${s.journalDir}/rejected (recent):\n`);
+    io.out(table(['FILE', 'REASON'], s.rejected.map((r) => [r.name, r.reason])));
+  }
+  io.out(`last reconcile: ${reconcileLine(s.lastReconcile)}\n`);
+  return 0;
+}

@@ -4,15 +4,17 @@
  * It is on the hot path of every pod start, so it loads only what that needs.
  *
  * When the agent cannot be reached: ADD fails with code 11 (try again later) and allocates
- * nothing; STATUS answers 50; DEL, CHECK and GC fail with code 11.
+ * nothing; STATUS answers 50; CHECK and GC fail with code 11; DEL records its intent in the
+ * missed-delete journal and succeeds (the agent releases it when it is back), and fails with
+ * code 11 only if even that record cannot be written.
  */
-import { DEFAULT_SOCKET } from '../core/defaults.ts';
-import { WarrenError, isWarrenError } from '../core/errors.ts';
+import { DEFAULT_JOURNAL_DIR, DEFAULT_SOCKET } from '../core/defaults.ts';
+import { WarrenError, isWarrenError, messageOf } from '../core/errors.ts';
 import { requestJson } from '../core/unix-http.ts';
 import { type CniEnv, parseCniArgs, parseCniEnv } from './args.ts';
 import { toCniError } from './errors.ts';
 import type { CniOutcome, CniRequest } from './handler.ts';
-import { declaredVersion, parseNetConf } from './netconf.ts';
+import { type NetConf, declaredVersion, parseNetConf } from './netconf.ts';
 import { SPEC_VERSION, versionResult } from './spec.ts';
 
 export interface PluginIO {
@@ -52,14 +54,34 @@ export async function runPlugin(io: PluginIO): Promise<number> {
     return fail(new WarrenError('DECODE_FAILURE', `network config on stdin is not valid JSON: ${(error as Error).message}`));
   }
   version = declaredVersion(config) ?? SPEC_VERSION;
+  let conf: NetConf;
   let socket: string;
   try {
-    const conf = parseNetConf(config, env.command);
+    conf = parseNetConf(config, env.command);
     if (env.command === 'ADD') parseCniArgs(env.args);
     socket = conf.ipam.socket ?? io.env.WARREN_SOCKET ?? DEFAULT_SOCKET;
   } catch (error) {
     return fail(error);
   }
+  /** DEL's fallback: record the intent durably so the agent releases it later, then succeed. */
+  const journalDelete = async (why: string): Promise<number> => {
+    const dir = conf.ipam.journalDir ?? io.env.WARREN_JOURNAL_DIR ?? DEFAULT_JOURNAL_DIR;
+    try {
+      const { recordMissedDelete } = await import('./journal-writer.ts');
+      recordMissedDelete(dir, {
+        format: 1,
+        network: conf.name,
+        containerID: env.containerID as string,
+        ifname: env.ifname as string,
+        ...(env.netns === undefined ? {} : { netns: env.netns }),
+        recordedAt: Date.now(),
+        reason: why,
+      });
+      return 0;
+    } catch (error) {
+      return fail(new WarrenError('TRY_AGAIN', `${why}; and the missed-delete journal ${dir} could not record the DEL: ${messageOf(error)}`));
+    }
+  };
   const request: CniRequest = {
     command: env.command,
     config,
@@ -81,6 +103,8 @@ export async function runPlugin(io: PluginIO): Promise<number> {
       case 'silent':
         return 0;
       case 'error':
+        // The agent took the call but could not commit it now: keep the DEL's promise via the journal.
+        if (env.command === 'DEL' && (outcome.output.code === 11 || outcome.output.code === 5)) return journalDelete(outcome.output.msg);
         io.write(JSON.stringify(outcome.output));
         return 1;
       default:
@@ -89,6 +113,9 @@ export async function runPlugin(io: PluginIO): Promise<number> {
   } catch (error) {
     if (isWarrenError(error, 'AGENT_UNREACHABLE') && env.command === 'STATUS') {
       return fail(new WarrenError('NOT_READY', error.message, { cause: error.cause }));
+    }
+    if (env.command === 'DEL' && (isWarrenError(error, 'AGENT_UNREACHABLE') || isWarrenError(error, 'IO_FAILURE'))) {
+      return journalDelete(error.message);
     }
     return fail(error);
   }

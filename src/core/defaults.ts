@@ -4,6 +4,8 @@
  */
 export const DEFAULT_STATE_DIR = '/var/lib/warren';
 export const DEFAULT_SOCKET = '/run/warren/warren.sock';
+export const DEFAULT_JOURNAL_DIR = '/var/lib/warren/journal';
+export const DEFAULT_NETNS_DIR = '/var/run/netns';
 export const DEFAULT_CNI_CONF_DIR = '/etc/cni/net.d';
 export const DEFAULT_CNI_BIN_DIR = '/opt/cni/bin';
 export const DEFAULT_PLUGINS_DIR = '/run/warren/plugins';

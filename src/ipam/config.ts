@@ -59,6 +59,8 @@ export interface IpamConfig {
   readonly cooldownSeconds: number;
   /** Agent socket for the plugin, when not the default. */
   readonly socket?: string;
+  /** Where the plugin records a DEL the agent could not take, when not the default. */
+  readonly journalDir?: string;
 }
 
 const TOP_KEYS = new Set([
@@ -80,6 +82,7 @@ const TOP_KEYS = new Set([
   'log_level',
   // Warren's own.
   'socket',
+  'journal_dir',
   'cooldown_seconds',
 ]);
 const RANGE_KEYS = new Set(['range', 'range_start', 'range_end', 'exclude', 'gateway']);
@@ -281,6 +284,8 @@ export function parseIpamConfig(value: unknown, path = 'ipam'): IpamConfig {
   optionalString(value.log_level, `${path}.log_level`);
   const socket = optionalString(value.socket, `${path}.socket`);
   if (socket !== undefined && !socket.startsWith('/')) throw invalid(`${path}.socket`, `"${socket}" must be an absolute path`);
+  const journalDir = optionalString(value.journal_dir, `${path}.journal_dir`);
+  if (journalDir !== undefined && !journalDir.startsWith('/')) throw invalid(`${path}.journal_dir`, `"${journalDir}" must be an absolute path`);
   let cooldownSeconds = 0;
   if (value.cooldown_seconds !== undefined) {
     const c = value.cooldown_seconds;
@@ -342,6 +347,7 @@ export function parseIpamConfig(value: unknown, path = 'ipam'): IpamConfig {
   const dns = parseDns(value.dns, `${path}.dns`);
   if (dns !== undefined) config.dns = dns;
   if (socket !== undefined) config.socket = socket;
+  if (journalDir !== undefined) config.journalDir = journalDir;
   return config;
 }
 

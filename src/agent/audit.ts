@@ -1,0 +1,85 @@
+/**
+ * The audit: every allocation against every source of truth the node can observe, with a verdict
+ * and the reason for it.
+ *
+ *   stale    provably unused: a DEL for it is pending in the journal, or its network namespace
+ *            is gone from a directory the agent can observe. `--fix` releases these, nothing else.
+ *   suspect  nothing proves it used or unused: no namespace or pod was recorded (orphaned), or
+ *            the namespace is where the agent cannot see. Reported, never released.
+ *   healthy  its namespace exists, or it is younger than the grace period for ADDs in flight.
+ *
+ * A source that cannot be observed never reads as "everything is gone".
+ */
+import type { Allocation } from '../ipam/allocation.ts';
+import { ownerKey } from '../ipam/allocation.ts';
+import type { DirectoryObservability, NetnsObserver } from '../sources/netns.ts';
+
+export type AuditVerdict =
+  | { readonly kind: 'healthy'; readonly reason: string }
+  | { readonly kind: 'stale'; readonly proof: 'journal' | 'netns-gone'; readonly reason: string }
+  | { readonly kind: 'suspect'; readonly why: 'orphaned' | 'unobservable'; readonly reason: string };
+
+export interface AuditFinding {
+  readonly allocation: Allocation;
+  readonly verdict: AuditVerdict;
+}
+
+export interface AuditReport {
+  readonly at: string;
+  readonly counts: { readonly healthy: number; readonly stale: number; readonly suspect: number };
+  readonly sources: {
+    readonly journal: { readonly dir: string; readonly pending: number };
+    readonly netns: readonly DirectoryObservability[];
+  };
+  readonly findings: readonly AuditFinding[];
+  /** With --fix: what was released. */
+  readonly released?: readonly Allocation[];
+  readonly errors?: readonly string[];
+}
+
+export interface AuditContext {
+  /** ownerKey of every attachment with a pending journal intent. */
+  readonly journalOwners: ReadonlySet<string>;
+  readonly observer: NetnsObserver;
+  readonly now: number;
+  /** Allocations younger than this are not judged by their namespace. */
+  readonly graceMs: number;
+}
+
+export function judge(allocation: Allocation, ctx: AuditContext, cache: Map<string, { observable: boolean; reason?: string }>): AuditVerdict {
+  if (ctx.journalOwners.has(ownerKey(allocation))) {
+    return { kind: 'stale', proof: 'journal', reason: 'a DEL for this attachment is pending in the missed-delete journal' };
+  }
+  if (ctx.now - allocation.createdAt < ctx.graceMs) {
+    return { kind: 'healthy', reason: `allocated ${Math.round((ctx.now - allocation.createdAt) / 1000)}s ago, within the grace period for ADDs in flight` };
+  }
+  const seen = ctx.observer.observe(allocation.netns, cache);
+  switch (seen.kind) {
+    case 'exists':
+      return { kind: 'healthy', reason: `network namespace ${allocation.netns} exists` };
+    case 'gone':
+      return { kind: 'stale', proof: 'netns-gone', reason: `network namespace ${allocation.netns} is gone` };
+    case 'unobservable':
+      if (allocation.netns === undefined && allocation.podUID === undefined && allocation.podName === undefined) {
+        return { kind: 'suspect', why: 'orphaned', reason: 'no network namespace or pod was recorded, so nothing can vouch for it' };
+      }
+      return { kind: 'suspect', why: 'unobservable', reason: `cannot be checked: ${seen.reason}` };
+    default: {
+      const never: never = seen;
+      throw new Error(`unhandled observation ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+export function audit(allocations: readonly Allocation[], ctx: AuditContext, journal: { dir: string; pending: number }): AuditReport {
+  const cache = new Map<string, { observable: boolean; reason?: string }>();
+  const findings = allocations.map((allocation) => ({ allocation, verdict: judge(allocation, ctx, cache) }));
+  const counts = { healthy: 0, stale: 0, suspect: 0 };
+  for (const f of findings) counts[f.verdict.kind] += 1;
+  return {
+    at: new Date(ctx.now).toISOString(),
+    counts,
+    sources: { journal, netns: ctx.observer.directories() },
+    findings,
+  };
+}

@@ -1,0 +1,91 @@
+/**
+ * What the node can see of network namespaces. A namespace file being gone is proof that the
+ * container's network is torn down — but only inside a directory the agent can really observe.
+ * A directory that is missing, unreadable, or not a mount point (the usual sign that the host's
+ * netns directory was not mounted where the agent runs) observes nothing, and a namespace under
+ * it is never judged gone. `/proc/<pid>/ns/net` paths are never judged either: a process
+ * exiting does not prove its namespace is gone.
+ */
+import { lstatSync, readFileSync, readdirSync, realpathSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+
+export type NetnsObservation =
+  | { readonly kind: 'exists' }
+  | { readonly kind: 'gone' }
+  | { readonly kind: 'unobservable'; readonly reason: string };
+
+export interface DirectoryObservability {
+  readonly dir: string;
+  readonly observable: boolean;
+  readonly reason?: string;
+}
+
+/** Mount points of this process's mount namespace, decoded (octal escapes such as \040). */
+export function mountPoints(mountinfo = '/proc/self/mountinfo'): Set<string> {
+  const points = new Set<string>();
+  let text: string;
+  try {
+    text = readFileSync(mountinfo, 'utf8');
+  } catch {
+    return points;
+  }
+  for (const line of text.split('\n')) {
+    const field = line.split(' ')[4];
+    if (field) points.add(field.replace(/\\([0-7]{3})/g, (_m, o: string) => String.fromCharCode(parseInt(o, 8))));
+  }
+  return points;
+}
+
+export class NetnsObserver {
+  readonly #dirs: readonly string[];
+  readonly #mountinfo: string;
+
+  /** `dirs`: directories whose namespaces may be judged (e.g. /var/run/netns). */
+  constructor(dirs: readonly string[], mountinfo = '/proc/self/mountinfo') {
+    this.#dirs = dirs.map((d) => resolve(d));
+    this.#mountinfo = mountinfo;
+  }
+
+  /** The configured directories and whether each can be observed right now. */
+  directories(): DirectoryObservability[] {
+    const mounts = mountPoints(this.#mountinfo);
+    return this.#dirs.map((dir) => ({ dir, ...this.#check(dir, mounts) }));
+  }
+
+  #check(dir: string, mounts: Set<string>): { observable: boolean; reason?: string } {
+    let real: string;
+    try {
+      real = realpathSync(dir);
+      readdirSync(real);
+    } catch (error) {
+      return { observable: false, reason: `${dir} cannot be read (${(error as NodeJS.ErrnoException).code ?? String(error)})` };
+    }
+    if (!mounts.has(real)) return { observable: false, reason: `${dir} is not a mount point here, so it may not show the host's namespaces` };
+    return { observable: true };
+  }
+
+  /** Judges one recorded netns path; `cache` shares directory checks across one audit. */
+  observe(path: string | undefined, cache = new Map<string, { observable: boolean; reason?: string }>()): NetnsObservation {
+    if (path === undefined || path === '') return { kind: 'unobservable', reason: 'no network namespace was recorded' };
+    if (/^\/proc\/[0-9]+\/(task\/[0-9]+\/)?ns\/net$/.test(path)) {
+      return { kind: 'unobservable', reason: `${path} names a process's namespace; a process exiting does not prove the namespace is gone` };
+    }
+    const abs = resolve(path);
+    const dir = this.#dirs.find((d) => dirname(abs) === d);
+    if (dir === undefined) return { kind: 'unobservable', reason: `${dirname(abs)} is not a watched netns directory` };
+    let verdict = cache.get(dir);
+    if (verdict === undefined) {
+      verdict = this.#check(dir, mountPoints(this.#mountinfo));
+      cache.set(dir, verdict);
+    }
+    if (!verdict.observable) return { kind: 'unobservable', reason: verdict.reason ?? `${dir} is not observable` };
+    try {
+      lstatSync(abs);
+      return { kind: 'exists' };
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') return { kind: 'gone' };
+      return { kind: 'unobservable', reason: `${abs} cannot be checked (${code ?? String(error)})` };
+    }
+  }
+}
