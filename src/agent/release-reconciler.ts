@@ -76,6 +76,7 @@ export class ReleaseReconciler {
   #listed = false;
   #released = 0;
   #cancelTick: CancelTimer | undefined;
+  /** The last pass asked for; the next one chains behind it. */
   #ticking: Promise<ReconcileReport> | undefined;
   #stopped = false;
 
@@ -164,9 +165,13 @@ export class ReleaseReconciler {
 
   /** One reconcile pass: re-drive due intents, sweep gone namespaces, rescan the journal. */
   tick(): Promise<ReconcileReport> {
-    // One tick at a time; a caller asking during a tick gets that tick's report.
-    this.#ticking ??= this.#tick().finally(() => (this.#ticking = undefined));
-    return this.#ticking;
+    // One pass at a time: a pass asked for during another runs after it, with a fresh look.
+    const pass = (this.#ticking ?? Promise.resolve(undefined)).catch(() => undefined).then(() => this.#tick());
+    this.#ticking = pass;
+    void pass.finally(() => {
+      if (this.#ticking === pass) this.#ticking = undefined;
+    }).catch(() => undefined);
+    return pass;
   }
 
   async #tick(): Promise<ReconcileReport> {

@@ -1,0 +1,99 @@
+/**
+ * The reconcile loop in process, on a ManualClock: a journal intent whose release fails stays on
+ * disk and backs off (1 s, 2 s, ...), is retried by the tick when its backoff is over, and is
+ * removed only once the release has committed.
+ */
+import assert from 'node:assert/strict';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { pino } from 'pino';
+import { ExponentialBackoff } from '../../src/core/backoff.ts';
+import { ManualClock } from '../../src/core/clock.ts';
+import { recordMissedDelete } from '../../src/cni/journal-writer.ts';
+import { parseIpamConfig } from '../../src/ipam/config.ts';
+import { ReleaseReconciler } from '../../src/agent/release-reconciler.ts';
+import { MissedDeleteJournal } from '../../src/sources/missed-delete-journal.ts';
+import { NetnsObserver } from '../../src/sources/netns.ts';
+import { Allocator } from '../../src/store/allocator.ts';
+import { SqliteStore } from '../../src/store/sqlite-store.ts';
+import type { CommitResult, PoolOp, Store } from '../../src/store/store.ts';
+import { tempDir, waitFor } from '../helpers/processes.ts';
+
+/** A store whose commits fail while `failing` is set: the fault a real disk or etcd can give. */
+class FlakyStore extends SqliteStore {
+  failing = false;
+  override async commit(pool: string, expected: number, ops: readonly PoolOp[]): Promise<CommitResult> {
+    if (this.failing) throw new Error('disk I/O error (injected)');
+    return super.commit(pool, expected, ops);
+  }
+}
+
+describe('ReleaseReconciler', () => {
+  it('keeps a failing intent on disk, backs off, and releases it on a later tick', async () => {
+    const clock = new ManualClock(1_000_000);
+    const store = new FlakyStore({ path: ':memory:' });
+    const allocator = new Allocator({ store: store as Store, clock, node: 'n' });
+    const ranges = parseIpamConfig({ type: 'warren', range: '10.0.0.0/24' }).ranges;
+    const owner = { network: 'net', containerID: 'c1', ifname: 'eth0' };
+    await allocator.allocate({ owner, ranges });
+    const dir = join(tempDir(), 'journal');
+    const journal = new MissedDeleteJournal({ dir, clock, rescanMs: 0 });
+    journal.prepare();
+    const reconciler = new ReleaseReconciler({
+      allocator,
+      store,
+      journal,
+      observer: new NetnsObserver([]),
+      clock,
+      backoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 300_000 }),
+      logger: pino({ level: 'silent' }),
+      // Longer than any step below: only the explicit tick() calls run passes, until the last check.
+      intervalMs: 60_000,
+      netnsGraceMs: 0,
+      releaseGoneNetns: false,
+    });
+    const abort = new AbortController();
+    const consuming = reconciler.start(abort.signal);
+    try {
+      store.failing = true;
+      recordMissedDelete(dir, { format: 1, ...owner, recordedAt: 0, reason: 'test' });
+      const failed = await waitFor('the first attempt to fail', () => {
+        const p = reconciler.status().pending[0];
+        return p !== undefined && p.failures === 1 ? p : undefined;
+      });
+      assert.equal(failed.nextAttemptAt, new Date(1_001_000).toISOString(), 'first retry after 1 s');
+      assert.match(failed.lastError ?? '', /injected/);
+      assert.equal(readdirSync(dir).filter((n) => n.endsWith('.release')).length, 1, 'the file stays until the release commits');
+
+      // A tick before the backoff is over does not retry.
+      clock.advance(500);
+      const early = await reconciler.tick();
+      assert.equal(early.journalFailed, 0);
+      assert.equal(reconciler.status().pending[0]?.failures, 1);
+
+      // Due now, still failing: the delay doubles.
+      clock.advance(500);
+      const second = await reconciler.tick();
+      assert.equal(second.journalFailed, 1);
+      assert.equal(reconciler.status().pending[0]?.nextAttemptAt, new Date(clock.now() + 2_000).toISOString());
+
+      store.failing = false;
+      clock.advance(2_000);
+      const third = await reconciler.tick();
+      assert.equal(third.journalReleased, 1);
+      assert.deepEqual(reconciler.status().pending, []);
+      assert.deepEqual(readdirSync(dir).filter((n) => n.endsWith('.release')), []);
+      assert.deepEqual(await store.list(), []);
+
+      // The periodic pass runs on the clock by itself.
+      const before = reconciler.status().lastReconcile?.at;
+      clock.advance(60_000);
+      await waitFor('the periodic pass', () => (reconciler.status().lastReconcile?.at !== before ? true : undefined));
+    } finally {
+      abort.abort();
+      await consuming;
+      await store.close();
+    }
+  });
+});
