@@ -18,7 +18,8 @@ import { PoolState } from '../src/ipam/pool-state.ts';
 import { Allocator } from '../src/store/allocator.ts';
 import { SqliteStore } from '../src/store/sqlite-store.ts';
 import { startAgent } from '../test/helpers/agent.ts';
-import { CHILD_PATH, WARREN_BIN } from '../test/helpers/processes.ts';
+import { CHILD_PATH } from '../test/helpers/processes.ts';
+import { PLUGIN_BUNDLE, buildPlugin } from '../scripts/build.ts';
 
 const quick = process.argv.includes('--quick');
 const SEQ = quick ? 15 : 60;
@@ -183,8 +184,9 @@ function inProcessFigures(): Promise<Record<string, string>> {
 }
 
 async function main(): Promise<void> {
+  buildPlugin();
   const binDir = mkdtempSync(join(tmpdir(), 'bench-bin-'));
-  symlinkSync(WARREN_BIN, join(binDir, 'warren'));
+  symlinkSync(PLUGIN_BUNDLE, join(binDir, 'warren'));
   const env = { PATH: CHILD_PATH };
   console.log(`Warren benchmarks, ${new Date().toISOString()}, Node ${process.version}, ${quick ? 'quick' : 'full'} run\n`);
 

@@ -2,8 +2,11 @@
  * JSON over HTTP/1.1 on a unix socket: the one way the plugin and the CLI talk to the agent.
  * Transport failures become AGENT_UNREACHABLE with the socket path and the system error named, so
  * "the agent is down" is never confused with "the agent said no".
+ *
+ * Hand-written on node:net rather than node:http: the plugin runs once per pod start, and
+ * node:http's client, agent and parser cost several milliseconds of every cold start for one
+ * request whose answer always carries Content-Length. One request per connection.
  */
-import { request } from 'node:http';
 import { WarrenError } from './errors.ts';
 
 export interface JsonResponse {
@@ -20,44 +23,90 @@ export interface JsonRequest {
   readonly timeoutMs?: number;
 }
 
+/** Answers larger than this are not from the agent. */
+const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
+
+const net = (): typeof import('node:net') => process.getBuiltinModule('node:net') as typeof import('node:net');
+
+/** Parses a complete HTTP/1.1 response head; undefined while more bytes are needed. */
+export function parseResponseHead(buffer: Buffer): { status: number; length: number | undefined; bodyStart: number } | undefined {
+  const end = buffer.indexOf('\r\n\r\n');
+  if (end < 0) return undefined;
+  const lines = buffer.subarray(0, end).toString('latin1').split('\r\n');
+  const match = /^HTTP\/1\.[01] (\d{3})/.exec(lines[0] ?? '');
+  if (match === null) throw new Error(`malformed status line "${(lines[0] ?? '').slice(0, 60)}"`);
+  let length: number | undefined;
+  for (const line of lines.slice(1)) {
+    const colon = line.indexOf(':');
+    if (colon > 0 && line.slice(0, colon).trim().toLowerCase() === 'content-length') {
+      length = Number(line.slice(colon + 1).trim());
+      if (!Number.isSafeInteger(length) || length < 0) throw new Error(`malformed Content-Length "${line.slice(colon + 1).trim()}"`);
+    }
+  }
+  return { status: Number(match[1]), length, bodyStart: end + 4 };
+}
+
 export function requestJson(options: JsonRequest): Promise<JsonResponse> {
-  const payload = options.body === undefined ? undefined : JSON.stringify(options.body);
+  const payload = options.body === undefined ? '' : JSON.stringify(options.body);
+  const timeoutMs = options.timeoutMs ?? 120_000;
   return new Promise((resolve, reject) => {
-    let sent = false;
+    let connected = false;
+    let settled = false;
+    let received: Buffer = Buffer.alloc(0);
     const unreachable = (why: string, cause?: unknown): WarrenError =>
       new WarrenError('AGENT_UNREACHABLE', `Warren agent at ${options.socket} ${why}`, cause === undefined ? {} : { cause });
-    const req = request(
-      {
-        socketPath: options.socket,
-        method: options.method,
-        path: options.path,
-        headers: payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
-        timeout: options.timeoutMs ?? 120_000,
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('error', (error) => reject(unreachable(`broke off its answer: ${error.message}`, error)));
-        res.on('end', () => {
-          if (!res.complete) return reject(unreachable('broke off its answer'));
-          const text = Buffer.concat(chunks).toString('utf8');
-          let body: unknown;
-          try {
-            body = text === '' ? undefined : JSON.parse(text);
-          } catch (error) {
-            return reject(new WarrenError('IO_FAILURE', `Warren agent at ${options.socket} answered with invalid JSON`, { cause: error }));
-          }
-          resolve({ status: res.statusCode ?? 0, body });
-        });
-      },
-    );
-    req.on('socket', (socket) => socket.on('connect', () => (sent = true)));
-    req.on('timeout', () => req.destroy(unreachable(`did not answer within ${options.timeoutMs ?? 120_000} ms`)));
-    req.on('error', (error: NodeJS.ErrnoException) => {
-      if (error instanceof WarrenError) return reject(error);
-      const code = error.code ?? error.message;
-      reject(unreachable(sent ? `dropped the connection (${code})` : `is not reachable (${code})`, error));
+    const finish = (error: Error | undefined, response?: JsonResponse): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      socket.destroy();
+      if (error !== undefined) reject(error);
+      else resolve(response as JsonResponse);
+    };
+    const socket = net().connect({ path: options.socket });
+    const timer = setTimeout(() => finish(unreachable(`did not answer within ${timeoutMs} ms`)), timeoutMs);
+    /** Resolves once the whole body is in; returns false while more is needed. */
+    const tryComplete = (ended: boolean): boolean => {
+      let head: ReturnType<typeof parseResponseHead>;
+      try {
+        head = parseResponseHead(received);
+      } catch (error) {
+        finish(new WarrenError('IO_FAILURE', `Warren agent at ${options.socket} answered malformed HTTP: ${(error as Error).message}`));
+        return true;
+      }
+      if (head === undefined) return false;
+      const available = received.length - head.bodyStart;
+      if (head.length !== undefined ? available < head.length : !ended) return false;
+      const text = received.subarray(head.bodyStart, head.bodyStart + (head.length ?? available)).toString('utf8');
+      try {
+        finish(undefined, { status: head.status, body: text === '' ? undefined : JSON.parse(text) });
+      } catch (error) {
+        finish(new WarrenError('IO_FAILURE', `Warren agent at ${options.socket} answered with invalid JSON`, { cause: error }));
+      }
+      return true;
+    };
+    socket.on('connect', () => {
+      connected = true;
+      const head =
+        `${options.method} ${options.path} HTTP/1.1\r\nHost: warren\r\nConnection: close\r\n` +
+        (options.body === undefined ? '' : `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(payload)}\r\n`) +
+        '\r\n';
+      socket.end(head + payload);
     });
-    req.end(payload);
+    socket.on('data', (chunk: Buffer) => {
+      received = received.length === 0 ? chunk : Buffer.concat([received, chunk]);
+      if (received.length > MAX_RESPONSE_BYTES) return finish(new WarrenError('IO_FAILURE', `Warren agent at ${options.socket} answered more than ${MAX_RESPONSE_BYTES} bytes`));
+      tryComplete(false);
+    });
+    socket.on('end', () => {
+      if (!tryComplete(true)) finish(unreachable('broke off its answer'));
+    });
+    socket.on('error', (error: NodeJS.ErrnoException) => {
+      const code = error.code ?? error.message;
+      finish(unreachable(connected ? `dropped the connection (${code})` : `is not reachable (${code})`, error));
+    });
+    socket.on('close', () => {
+      if (!settled && !tryComplete(true)) finish(unreachable('closed the connection without an answer'));
+    });
   });
 }

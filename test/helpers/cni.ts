@@ -4,16 +4,21 @@
  */
 import { existsSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { CHILD_PATH, WARREN_BIN, run, tempDir } from './processes.ts';
+import { PLUGIN_BUNDLE, buildPlugin } from '../../scripts/build.ts';
+import { CHILD_PATH, run, tempDir } from './processes.ts';
 
 export const REFERENCE_PLUGINS = '/usr/lib/cni';
 
-/** A CNI_PATH directory holding `warren`, made once per test process. */
+/**
+ * A CNI_PATH directory holding `warren`: the installed artefact, dist/warren, rebuilt once per
+ * test process from the current sources so a test never runs a stale bundle.
+ */
 let binDir: string | undefined;
 export function cniBinDir(): string {
   if (binDir === undefined) {
+    buildPlugin();
     binDir = tempDir('warren-cnibin-');
-    symlinkSync(WARREN_BIN, join(binDir, 'warren'));
+    symlinkSync(PLUGIN_BUNDLE, join(binDir, 'warren'));
   }
   return binDir;
 }
