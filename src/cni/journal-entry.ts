@@ -29,7 +29,11 @@ export type Decoded = { readonly kind: 'entry'; readonly entry: JournalEntry } |
 const CONTAINER_ID = /^[A-Za-z0-9][A-Za-z0-9_.\-]{0,254}$/;
 const NETWORK = /^[A-Za-z0-9][A-Za-z0-9_.\-]{0,252}$/;
 const IFNAME = /^[^\s/:\0]{1,15}$/;
-const FILE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.~%\-]{0,200}\.release$/;
+/**
+ * Long enough for every name journalFileName makes: an ID of up to 100, "_", an ifname of 15 UTF-16
+ * units percent-encoded to up to 135, "_", an 8-digit hash: 245, plus ".release" is 253 (< 255).
+ */
+const FILE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.~%\-]{0,244}\.release$/;
 
 /** 32-bit FNV-1a, hex: enough to keep names of different networks apart, and cheap to load. */
 function fnv1a(text: string): string {

@@ -1,0 +1,299 @@
+/**
+ * Journal entries: the file name is derived from the owner, is always a single safe path
+ * component, keeps different owners apart, and is refused for owners that could not be journaled;
+ * decodeEntry accepts exactly what encodeEntry writes under the name journalFileName gives, and
+ * turns anything else into a reason, never an exception.
+ */
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import fc from 'fast-check';
+import type { Owner } from '../../src/ipam/allocation.ts';
+import { JOURNAL_FORMAT, type JournalEntry, decodeEntry, encodeEntry, journalFileName, ownerProblem } from '../../src/cni/journal-entry.ts';
+
+const SAFE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.~%-]*\.release$/;
+const OWNER: Owner = { network: 'pods', containerID: 'c0ffee', ifname: 'eth0' };
+
+function entryOf(owner: Owner, extra: Partial<JournalEntry> = {}): JournalEntry {
+  return { format: JOURNAL_FORMAT, ...owner, netns: '/var/run/netns/cni-1', recordedAt: 1_700_000_000_000, reason: 'agent unreachable', ...extra };
+}
+
+/** A hand-made entry text, for fields encodeEntry would never write. */
+function raw(fields: Record<string, unknown>): string {
+  return JSON.stringify(fields);
+}
+
+function assertInvalid(name: string, text: string, reason?: RegExp): void {
+  const decoded = decodeEntry(name, text);
+  assert.equal(decoded.kind, 'invalid', `expected ${JSON.stringify(text.slice(0, 200))} under ${JSON.stringify(name)} to be refused`);
+  if (reason !== undefined && decoded.kind === 'invalid') assert.match(decoded.reason, reason);
+}
+
+/** Owners ownerProblem accepts, leaning on the edges: long IDs, 15-unit multi-byte ifnames. */
+const validContainerID = fc.oneof(
+  fc.stringMatching(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$/),
+  fc.stringMatching(/^[0-9a-f]{64}$/),
+  fc.integer({ min: 1, max: 255 }).map((n) => 'a'.repeat(n)),
+  fc.constantFrom('a'.repeat(100), 'b'.repeat(101), 'c'.repeat(255), 'a..b', 'x.', 'y-', 'z_'),
+);
+const validNetwork = fc.oneof(fc.stringMatching(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,252}$/), fc.constantFrom('pods', 'n'.repeat(253)));
+const threeByteChar = fc
+  .integer({ min: 0x800, max: 0xffff })
+  .filter((c) => c < 0xd800 || c > 0xdfff)
+  .map((c) => String.fromCharCode(c));
+const ifnamePattern = /^[^\s/:\0]{1,15}$/;
+const validIfname = fc
+  .oneof(
+    fc.constantFrom('eth0', 'net1', 'e', '.', '..', '%', '~', 'eth0.100', 'x'.repeat(15)),
+    fc.string({ minLength: 1, maxLength: 15 }),
+    fc.string({ minLength: 1, maxLength: 15, unit: 'binary' }),
+    fc.string({ minLength: 1, maxLength: 15, unit: threeByteChar }),
+    fc.constant('\u0800'.repeat(15)),
+  )
+  .filter((s) => ifnamePattern.test(s));
+const validOwner: fc.Arbitrary<Owner> = fc.record({ network: validNetwork, containerID: validContainerID, ifname: validIfname });
+
+describe('journalFileName', () => {
+  test('names an ordinary owner "<id>_<ifname>_<network hash>.release"', () => {
+    const name = journalFileName(OWNER);
+    assert.match(name, /^c0ffee_eth0_[0-9a-f]{8}\.release$/);
+    assert.equal(journalFileName({ ...OWNER }), name, 'the same owner always gets the same name');
+    const k8s = { network: 'k8s-pod-network', containerID: 'f'.repeat(64), ifname: 'eth0' };
+    assert.match(journalFileName(k8s), new RegExp(`^${'f'.repeat(64)}_eth0_[0-9a-f]{8}\\.release$`));
+  });
+
+  test('ifname characters outside [A-Za-z0-9_.-] are percent-encoded', () => {
+    const ifnameOf = (ifname: string): string => {
+      const m = /^c0ffee_(.*)_[0-9a-f]{8}\.release$/.exec(journalFileName({ ...OWNER, ifname }));
+      assert.ok(m !== null);
+      return m[1] ?? '';
+    };
+    assert.equal(ifnameOf('eth0'), 'eth0');
+    assert.equal(ifnameOf('a_b.c-d'), 'a_b.c-d');
+    assert.equal(ifnameOf('eth~0'), 'eth%7e0');
+    assert.equal(ifnameOf('a%b'), 'a%25b');
+    assert.equal(ifnameOf('*'), '%2a');
+    assert.equal(ifnameOf('é'), '%c3%a9');
+    assert.equal(ifnameOf('\\'), '%5c');
+    assert.equal(ifnameOf('\u{1f600}'), '%f0%9f%98%80');
+  });
+
+  test('different ifnames give different names', () => {
+    fc.assert(
+      fc.property(validIfname, validIfname, (a, b) => {
+        fc.pre(a !== b && a.isWellFormed() && b.isWellFormed());
+        assert.notEqual(journalFileName({ ...OWNER, ifname: a }), journalFileName({ ...OWNER, ifname: b }));
+      }),
+    );
+  });
+
+  test('container IDs up to 100 characters are kept whole; longer ones are shortened with a hash', () => {
+    const hundred = 'a'.repeat(100);
+    assert.ok(journalFileName({ ...OWNER, containerID: hundred }).startsWith(`${hundred}_eth0_`));
+    const long = `${'b'.repeat(64)}${'c'.repeat(37)}`;
+    const name = journalFileName({ ...OWNER, containerID: long });
+    assert.match(name, new RegExp(`^${'b'.repeat(64)}~[0-9a-f]{8}_eth0_[0-9a-f]{8}\\.release$`));
+    const longest = journalFileName({ ...OWNER, containerID: 'z'.repeat(255) });
+    assert.ok(longest.length < 100, `"${longest}" is ${longest.length} characters`);
+  });
+
+  test('long container IDs sharing their first 64 characters still get different names', () => {
+    const prefix = 'p'.repeat(64);
+    const names = new Set<string>();
+    for (let i = 0; i < 2_000; i++) names.add(journalFileName({ ...OWNER, containerID: `${prefix}${i.toString(36).padStart(40, '0')}` }));
+    assert.equal(names.size, 2_000);
+    fc.assert(
+      fc.property(fc.stringMatching(/^[A-Za-z0-9_.-]{37,191}$/), fc.stringMatching(/^[A-Za-z0-9_.-]{37,191}$/), (a, b) => {
+        fc.pre(a !== b);
+        assert.notEqual(journalFileName({ ...OWNER, containerID: prefix + a }), journalFileName({ ...OWNER, containerID: prefix + b }));
+      }),
+    );
+  });
+
+  test('different networks give different names', () => {
+    const networks = ['pods', 'pods2', 'Pods', 'pods.', 'pods-', 'pods_', 'a', 'b', 'k8s-pod-network', 'n'.repeat(253)];
+    const names = new Set(networks.map((network) => journalFileName({ ...OWNER, network })));
+    assert.equal(names.size, networks.length);
+  });
+
+  test('owners that cannot be journaled are refused, by ownerProblem and by a throw', () => {
+    const bad: Array<[string, Owner]> = [];
+    for (const containerID of ['', 'a/b', '/abs', '../x', '..', '.', '.hidden', '-x', '_x', '~x', 'a\0b', 'a b', ' a', 'a\n', 'é', 'a:b', 'a%2fb', 'a'.repeat(256)]) {
+      bad.push([`containerID ${JSON.stringify(containerID.slice(0, 20))}`, { ...OWNER, containerID }]);
+    }
+    for (const ifname of ['', 'a/b', '/', '../x', 'e\0', 'eth 0', ' eth0', 'eth0\n', '\t', 'a:b', 'x'.repeat(16)]) {
+      bad.push([`ifname ${JSON.stringify(ifname)}`, { ...OWNER, ifname }]);
+    }
+    for (const network of ['', 'a/b', '..', '../x', '.net', 'a b', 'a\0', 'n'.repeat(254)]) {
+      bad.push([`network ${JSON.stringify(network.slice(0, 20))}`, { ...OWNER, network }]);
+    }
+    for (const [what, owner] of bad) {
+      assert.equal(typeof ownerProblem(owner), 'string', `${what} should have a problem`);
+      assert.throws(() => journalFileName(owner), /cannot journal/, what);
+    }
+    assert.equal(ownerProblem(OWNER), undefined);
+  });
+
+  test('an ifname of "." or ".." stays inside the name: it cannot become a path component', () => {
+    for (const ifname of ['.', '..']) {
+      const name = journalFileName({ ...OWNER, ifname });
+      assert.match(name, /^c0ffee_/);
+      assert.match(name, SAFE_NAME);
+    }
+  });
+
+  test('every name is one safe path component ending in .release, under 256 bytes, for any valid owner', () => {
+    fc.assert(
+      fc.property(validOwner, (owner) => {
+        const name = journalFileName(owner);
+        assert.match(name, SAFE_NAME);
+        assert.ok(!name.includes('/') && !name.includes('\0'));
+        assert.ok(Buffer.byteLength(name) <= 255, `${name} is ${Buffer.byteLength(name)} bytes`);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  test('every name journalFileName makes is one decodeEntry accepts', () => {
+    fc.assert(
+      fc.property(validOwner, fc.option(fc.string(), { nil: undefined }), (owner, netns) => {
+        const entry = entryOf(owner, { netns });
+        const decoded = decodeEntry(journalFileName(owner), encodeEntry(entry));
+        assert.equal(decoded.kind, 'entry', JSON.stringify(decoded));
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  test('a 64-character container ID with a 15-character non-ASCII ifname round-trips (was refused as too long a name)', () => {
+    // 15 three-byte characters encode to 135 characters; with a 64-hex ID the name used to exceed
+    // the decoder's 200-character limit, so the agent rejected the intent and leaked the address.
+    for (const containerID of ['f'.repeat(64), 'a'.repeat(100), 'b'.repeat(255)]) {
+      const owner = { network: 'n'.repeat(253), containerID, ifname: '\uffee'.repeat(15) };
+      const decoded = decodeEntry(journalFileName(owner), encodeEntry(entryOf(owner)));
+      assert.equal(decoded.kind, 'entry', `${containerID.length}: ${JSON.stringify(decoded)}`);
+    }
+  });
+});
+
+describe('decodeEntry', () => {
+  const name = journalFileName(OWNER);
+  const text = encodeEntry(entryOf(OWNER));
+
+  test('accepts what encodeEntry wrote, with or without netns', () => {
+    assert.deepEqual(decodeEntry(name, text), { kind: 'entry', entry: entryOf(OWNER) });
+    const bare: JournalEntry = { format: JOURNAL_FORMAT, ...OWNER, recordedAt: 0, reason: '' };
+    assert.deepEqual(decodeEntry(name, encodeEntry(bare)), { kind: 'entry', entry: bare });
+    assert.ok(text.endsWith('\n'));
+    assert.equal(decodeEntry(name, text.trimEnd()).kind, 'entry');
+  });
+
+  test('refuses empty, blank, truncated and garbage content', () => {
+    assertInvalid(name, '', /empty/);
+    for (const blank of [' ', '\n', '\t\r\n  ']) assertInvalid(name, blank, /empty/);
+    for (let cut = 1; cut < text.trimEnd().length; cut++) assertInvalid(name, text.slice(0, cut));
+    for (const garbage of ['hello', '{', '}', '{"format":1,', 'format=1', '\0\0\0', '\ufeff{}', text.replace('{', '{{')]) assertInvalid(name, garbage);
+  });
+
+  test('refuses JSON that is not an object', () => {
+    for (const value of ['[]', '[1]', `[${text}]`, 'null', '42', '"text"', 'true']) assertInvalid(name, value, /not a JSON object/);
+  });
+
+  test('refuses another format number', () => {
+    const base = entryOf(OWNER);
+    for (const format of [0, 2, '1', null, 1.5, true]) assertInvalid(name, raw({ ...base, format }), /format/);
+    const { format: _, ...noFormat } = base;
+    assertInvalid(name, raw(noFormat), /format/);
+  });
+
+  test('refuses unknown fields', () => {
+    const base = entryOf(OWNER);
+    for (const key of ['extra', 'Network', 'address', '__proto__', 'constructor']) {
+      assertInvalid(name, `${raw(base).slice(0, -1)},${JSON.stringify(key)}:1}`, /unknown field/);
+    }
+  });
+
+  test('refuses missing or ill-typed fields', () => {
+    const base = entryOf(OWNER);
+    for (const key of ['network', 'containerID', 'ifname', 'reason', 'recordedAt'] as const) {
+      const { [key]: _, ...missing } = base;
+      assertInvalid(name, raw(missing), new RegExp(key));
+      for (const wrong of [null, 1, true, [], {}]) {
+        if (key === 'recordedAt' && typeof wrong === 'number') continue;
+        assertInvalid(name, raw({ ...base, [key]: wrong }), new RegExp(key));
+      }
+    }
+    assertInvalid(name, raw({ ...base, recordedAt: '1700000000000' }), /recordedAt/);
+    assertInvalid(name, `${raw(base).slice(0, -1).replace(/"recordedAt":\d+/, '"recordedAt":1e400')}}`, /recordedAt/);
+    for (const netns of [null, 1, false, [], {}]) assertInvalid(name, raw({ ...base, netns }), /netns/);
+  });
+
+  test('refuses content whose owner could not have been journaled', () => {
+    for (const owner of [
+      { ...OWNER, containerID: '../etc' },
+      { ...OWNER, containerID: 'a/b' },
+      { ...OWNER, ifname: 'a/b' },
+      { ...OWNER, ifname: '' },
+      { ...OWNER, network: '..' },
+    ]) {
+      assertInvalid(name, raw(entryOf(owner)), /not valid|container ID/);
+    }
+  });
+
+  test('refuses a name that does not match the content', () => {
+    const others: Owner[] = [
+      { ...OWNER, containerID: 'c0ffef' },
+      { ...OWNER, ifname: 'eth1' },
+      { ...OWNER, network: 'other' },
+    ];
+    for (const other of others) {
+      assertInvalid(journalFileName(other), text, /does not match/);
+      assertInvalid(name, encodeEntry(entryOf(other)), /does not match/);
+    }
+  });
+
+  test('refuses names that are not a journal entry name: "..", "/", dot-files, other suffixes', () => {
+    for (const bad of [
+      '',
+      '.release',
+      '..release',
+      `..${name}`,
+      `../${name}`,
+      `./${name}`,
+      `a/${name}`,
+      `${name}/`,
+      `/${name}`,
+      `.${name}`,
+      `${name}.tmp`,
+      `${name}\n`,
+      `${name}\0`,
+      `${name.slice(0, -'.release'.length)}`,
+      `${name.slice(0, -'.release'.length)}.Release`,
+      name.replace('_eth0_', '_eth 0_'),
+      'x'.repeat(300) + '.release',
+    ]) {
+      assertInvalid(bad, text);
+    }
+  });
+
+  test('arbitrary names and texts never throw, and give an entry only under its own name', () => {
+    const nameArb = fc.oneof(fc.constant(name), fc.string(), fc.string({ unit: 'binary', maxLength: 300 }), fc.stringMatching(/^[A-Za-z0-9][A-Za-z0-9_.~%-]{0,60}\.release$/));
+    const textArb = fc.oneof(
+      fc.string(),
+      fc.string({ unit: 'binary' }),
+      fc.json(),
+      fc.jsonValue().map((v) => JSON.stringify(v)),
+      fc.record({ format: fc.constantFrom(1, 2, '1'), network: fc.constantFrom('pods', 1), containerID: fc.constantFrom('c0ffee', '../x'), ifname: fc.constantFrom('eth0', ''), recordedAt: fc.constantFrom(0, '0'), reason: fc.string() }, { requiredKeys: [] }).map(raw),
+      // A valid text with a few characters replaced, deleted or duplicated.
+      fc.tuple(fc.nat(text.length), fc.nat(3), fc.string({ maxLength: 3, unit: 'binary' })).map(([at, cut, insert]) => text.slice(0, at) + insert + text.slice(at + cut)),
+    );
+    fc.assert(
+      fc.property(nameArb, textArb, (n, t) => {
+        const decoded = decodeEntry(n, t);
+        assert.ok(decoded.kind === 'entry' || decoded.kind === 'invalid');
+        if (decoded.kind === 'entry') assert.equal(journalFileName(decoded.entry), n);
+        else assert.equal(typeof decoded.reason, 'string');
+      }),
+      { numRuns: 2_000 },
+    );
+  });
+});
