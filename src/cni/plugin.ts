@@ -1,7 +1,8 @@
 /**
- * The CNI plugin: reads the environment and stdin, validates what it can alone (so a bad config is
- * reported even with the agent down), asks the agent over its unix socket, and prints the answer.
- * It is on the hot path of every pod start, so it loads only what that needs.
+ * The CNI plugin: reads the environment and stdin, asks the agent over its unix socket, and prints
+ * the answer. The agent validates every call; the plugin validates the config itself only when
+ * the agent cannot answer, so a bad config is still reported as one (7) with the agent down. It is
+ * on the hot path of every pod start, so it loads only what that needs.
  *
  * When the agent cannot be reached: ADD fails with code 11 (try again later) and allocates
  * nothing; STATUS answers 50; CHECK and GC fail with code 11; DEL records its intent in the
@@ -132,6 +133,9 @@ export async function runPlugin(io: PluginIO): Promise<number> {
   }
 }
 
+/** Network configs are small; anything past this is refused rather than buffered. */
+export const MAX_CONFIG_BYTES = 4 * 1024 * 1024;
+
 /** Reads all of fd 0 with blocking reads; EAGAIN (a non-blocking stdin) waits briefly and retries. */
 export function readStdinSync(limit = MAX_CONFIG_BYTES): string {
   const chunks: Buffer[] = [];
@@ -165,24 +169,3 @@ function socketOf(config: unknown): string | undefined {
   return typeof socket === 'string' && socket.startsWith('/') ? socket : undefined;
 }
 
-/** Network configs are small; anything past this is refused rather than buffered. */
-export const MAX_CONFIG_BYTES = 4 * 1024 * 1024;
-
-export function readAll(stream: NodeJS.ReadableStream, limit = MAX_CONFIG_BYTES): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    stream.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > limit) {
-        reject(new WarrenError('DECODE_FAILURE', `network config on stdin is larger than ${limit} bytes`));
-        stream.removeAllListeners('data');
-        stream.resume();
-        return;
-      }
-      chunks.push(chunk);
-    });
-    stream.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    stream.on('error', reject);
-  });
-}

@@ -3,6 +3,8 @@
  * conversion of a result to the version the runtime's config asked for.
  */
 
+import type { Dns, Route } from '../ipam/config.ts';
+
 export const SPEC_VERSION = '1.1.0';
 
 /** Config versions Warren answers, each in its own result format. */
@@ -42,17 +44,9 @@ export interface IpConfig {
   readonly gateway?: string;
 }
 
-export interface CniRoute {
-  readonly dst: string;
-  readonly gw?: string;
-}
-
-export interface CniDns {
-  readonly nameservers?: string[];
-  readonly domain?: string;
-  readonly search?: string[];
-  readonly options?: string[];
-}
+/** Routes and DNS pass through from the IPAM config to the result unchanged. */
+export type CniRoute = Route;
+export type CniDns = Dns;
 
 /** An IPAM result in the current spec's shape (no interfaces: IPAM plugins report none). */
 export interface IpamResult {
