@@ -26,7 +26,8 @@ const KNOWN_ARGS = new Set(['IgnoreUnknown', 'K8S_POD_NAMESPACE', 'K8S_POD_NAME'
 
 /** Container IDs are opaque to the spec, but Warren keeps them within sane bounds. */
 const CONTAINER_ID = /^[A-Za-z0-9][A-Za-z0-9_.\-]{0,254}$/;
-const IFNAME = /^[^\s/:\0]{1,15}$/;
+/** The spec's interface name: 1 to 15 bytes, not "." or "..", no "/", ":" or white space. */
+const IFNAME = /^(?!\.{1,2}$)[^\s/:\0]{1,15}$/;
 
 function bad(message: string): WarrenError {
   return new WarrenError('BAD_ENV', message);
@@ -46,7 +47,7 @@ export function parseCniEnv(env: NodeJS.ProcessEnv): CniEnv {
     out.containerID = id;
     const ifname = env.CNI_IFNAME;
     if (ifname === undefined || ifname === '') throw bad('CNI_IFNAME is not set');
-    if (!IFNAME.test(ifname)) throw bad(`CNI_IFNAME "${printable(ifname)}" is not a valid interface name (1-15 characters, no spaces, "/" or ":")`);
+    if (!IFNAME.test(ifname) || Buffer.byteLength(ifname) > 15) throw bad(`CNI_IFNAME "${printable(ifname)}" is not a valid interface name (1-15 bytes, not "." or "..", no spaces, "/" or ":")`);
     out.ifname = ifname;
     const netns = env.CNI_NETNS;
     // DEL may come after the namespace is gone, with CNI_NETNS empty.

@@ -12,7 +12,7 @@
  * name is reported `removed` only after it was reported present or added; iteration ends when
  * the signal aborts.
  */
-import { type FSWatcher, lstatSync, readdirSync, watch } from 'node:fs';
+import { type FSWatcher, lstatSync, readdirSync, statSync, watch } from 'node:fs';
 import { type Clock, systemClock } from './clock.ts';
 
 export type DirectoryEvent =
@@ -43,6 +43,8 @@ export class DirectoryWatcher implements AsyncIterable<DirectoryEvent> {
   #rescanDue = false;
   #wake: (() => void) | undefined;
   #started = false;
+  /** Inode of the directory the kernel watch is on: a replaced directory needs a new watch. */
+  #watchedIno: number | undefined;
 
   constructor(options: DirectoryWatcherOptions) {
     this.#o = options;
@@ -57,6 +59,14 @@ export class DirectoryWatcher implements AsyncIterable<DirectoryEvent> {
 
   #include(name: string): boolean {
     return this.#o.include ? this.#o.include(name) : !name.startsWith('.');
+  }
+
+  #dirIno(): number | undefined {
+    try {
+      return statSync(this.#o.dir).ino;
+    } catch {
+      return undefined;
+    }
   }
 
   #exists(name: string): boolean {
@@ -77,6 +87,7 @@ export class DirectoryWatcher implements AsyncIterable<DirectoryEvent> {
     let watcher: FSWatcher | undefined;
     const openWatch = (): Error | undefined => {
       try {
+        this.#watchedIno = this.#dirIno();
         watcher = watch(dir, { persistent: false }, (_type, filename) => {
           if (filename === null) this.#rescanDue = true;
           else this.#dirty.add(filename.toString());
@@ -124,6 +135,11 @@ export class DirectoryWatcher implements AsyncIterable<DirectoryEvent> {
         }
         if (this.#rescanDue) {
           this.#rescanDue = false;
+          // A watch that is gone, or that follows a directory since moved away, is reopened here.
+          if (watcher !== undefined && this.#dirIno() !== this.#watchedIno) {
+            watcher.close();
+            watcher = undefined;
+          }
           if (watcher === undefined) {
             const again = openWatch();
             if (again !== undefined) yield { kind: 'error', error: again };
@@ -151,7 +167,13 @@ export class DirectoryWatcher implements AsyncIterable<DirectoryEvent> {
   #look(name: string): DirectoryEvent | undefined {
     const exists = this.#exists(name);
     if (exists) return this.#note(name, this.#known.has(name) ? 'changed' : 'added');
-    return this.#known.has(name) ? this.#note(name, 'removed') : undefined;
+    if (!this.#known.has(name)) return undefined;
+    // Missing from a directory that is itself gone or replaced proves nothing: let a rescan decide.
+    if (this.#dirIno() !== this.#watchedIno) {
+      this.#rescanDue = true;
+      return undefined;
+    }
+    return this.#note(name, 'removed');
   }
 
   #note(name: string, kind: 'added' | 'changed' | 'removed'): DirectoryEvent {

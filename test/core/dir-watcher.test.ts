@@ -387,6 +387,28 @@ describe('DirectoryWatcher', () => {
     assertProtocol(log.events);
   });
 
+  test('a file changed after its directory moved away is not reported removed (the kernel watch follows the old directory)', async (t) => {
+    const parent = tempDir('warren-watch-');
+    const dir = join(parent, 'watched');
+    mkdirSync(dir);
+    writeFileSync(join(dir, 'a'), 'a');
+    const { watcher, log } = start(t, { dir, rescanMs: 0 });
+    await log.event('listed');
+    renameSync(dir, join(parent, 'moved'));
+    appendFileSync(join(parent, 'moved', 'a'), 'more');
+    // A new directory at the old path, and a file in it only a rescan (with a new watch) can see.
+    mkdirSync(dir);
+    writeFileSync(join(dir, 'a'), 'a');
+    writeFileSync(join(dir, 'b'), 'b');
+    watcher.rescan();
+    await log.has('added', 'b');
+    assert.ok(!log.named().includes('removed a'), show(log.events));
+    // The watch was reopened on the new directory: a live change there is seen without a rescan.
+    put(dir, 'c');
+    await log.has('added', 'c');
+    assertProtocol(log.events);
+  });
+
   test('a directory missing at start gives errors, then listed, and is picked up once it appears', async (t) => {
     const dir = join(tempDir('warren-watch-'), 'later');
     const clock = new ManualClock();
