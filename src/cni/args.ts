@@ -24,10 +24,24 @@ export interface CniEnv {
 
 const KNOWN_ARGS = new Set(['IgnoreUnknown', 'K8S_POD_NAMESPACE', 'K8S_POD_NAME', 'K8S_POD_UID', 'K8S_POD_INFRA_CONTAINER_ID', 'K8S_POD_NETWORK', 'IP']);
 
-/** Container IDs are opaque to the spec, but Warren keeps them within sane bounds. */
+/** The spec's container ID: letters, digits, "_", "." and "-", starting with a letter or digit. */
 const CONTAINER_ID = /^[A-Za-z0-9][A-Za-z0-9_.\-]{0,254}$/;
+/** The spec's network name: the same characters, at most 253. */
+const NETWORK_NAME = /^[A-Za-z0-9][A-Za-z0-9_.\-]{0,252}$/;
 /** The spec's interface name: 1 to 15 bytes, not "." or "..", no "/", ":" or white space. */
 const IFNAME = /^(?!\.{1,2}$)[^\s/:\0]{1,15}$/;
+
+export function isValidContainerID(id: string): boolean {
+  return CONTAINER_ID.test(id);
+}
+
+export function isValidNetworkName(name: string): boolean {
+  return NETWORK_NAME.test(name);
+}
+
+export function isValidIfname(name: string): boolean {
+  return IFNAME.test(name) && Buffer.byteLength(name) <= 15;
+}
 
 function bad(message: string): WarrenError {
   return new WarrenError('BAD_ENV', message);
@@ -43,11 +57,11 @@ export function parseCniEnv(env: NodeJS.ProcessEnv): CniEnv {
   if (needsContainer) {
     const id = env.CNI_CONTAINERID;
     if (id === undefined || id === '') throw bad('CNI_CONTAINERID is not set');
-    if (!CONTAINER_ID.test(id)) throw bad(`CNI_CONTAINERID "${printable(id)}" must be 1-255 letters, digits, "_", "." or "-", starting with a letter or digit`);
+    if (!isValidContainerID(id)) throw bad(`CNI_CONTAINERID "${printable(id)}" must be 1-255 letters, digits, "_", "." or "-", starting with a letter or digit`);
     out.containerID = id;
     const ifname = env.CNI_IFNAME;
     if (ifname === undefined || ifname === '') throw bad('CNI_IFNAME is not set');
-    if (!IFNAME.test(ifname) || Buffer.byteLength(ifname) > 15) throw bad(`CNI_IFNAME "${printable(ifname)}" is not a valid interface name (1-15 bytes, not "." or "..", no spaces, "/" or ":")`);
+    if (!isValidIfname(ifname)) throw bad(`CNI_IFNAME "${printable(ifname)}" is not a valid interface name (1-15 bytes, not "." or "..", no spaces, "/" or ":")`);
     out.ifname = ifname;
     const netns = env.CNI_NETNS;
     // DEL may come after the namespace is gone, with CNI_NETNS empty.

@@ -6,6 +6,7 @@
  * shortened with a hash. The agent checks that a file's name matches its content.
  */
 import type { Owner } from '../ipam/allocation.ts';
+import { isValidContainerID, isValidIfname, isValidNetworkName } from './args.ts';
 
 export const JOURNAL_FORMAT = 1;
 export const JOURNAL_SUFFIX = '.release';
@@ -26,10 +27,6 @@ export interface JournalEntry {
 
 export type Decoded = { readonly kind: 'entry'; readonly entry: JournalEntry } | { readonly kind: 'invalid'; readonly reason: string };
 
-const CONTAINER_ID = /^[A-Za-z0-9][A-Za-z0-9_.\-]{0,254}$/;
-const NETWORK = /^[A-Za-z0-9][A-Za-z0-9_.\-]{0,252}$/;
-/** The spec's interface name: 1 to 15 bytes, not "." or "..", no "/", ":" or white space. */
-const IFNAME = /^(?!\.{1,2}$)[^\s/:\0]{1,15}$/;
 /**
  * Long enough for every name journalFileName makes: an ID of up to 100, "_", an ifname of 15 UTF-16
  * units percent-encoded to up to 135, "_", an 8-digit hash: 245, plus ".release" is 253 (< 255).
@@ -55,9 +52,9 @@ function encodeComponent(text: string): string {
 
 /** Why an owner cannot be journaled, or undefined when it can. */
 export function ownerProblem(owner: Owner): string | undefined {
-  if (!CONTAINER_ID.test(owner.containerID)) return 'container ID is not 1-255 letters, digits, "_", "." or "-" starting with a letter or digit';
-  if (!NETWORK.test(owner.network)) return 'network name is not valid';
-  if (!IFNAME.test(owner.ifname) || Buffer.byteLength(owner.ifname) > 15) return 'interface name is not valid';
+  if (!isValidContainerID(owner.containerID)) return 'container ID is not 1-255 letters, digits, "_", "." or "-" starting with a letter or digit';
+  if (!isValidNetworkName(owner.network)) return 'network name is not valid';
+  if (!isValidIfname(owner.ifname)) return 'interface name is not valid';
   return undefined;
 }
 

@@ -7,7 +7,7 @@ import { WarrenError } from '../core/errors.ts';
 import { type IPAddress, parseCidr, parseIP } from '../ipam/address.ts';
 import { type IpamConfig, parseIpamConfig } from '../ipam/config.ts';
 import { type CniCommand, type CniVersion, COMMAND_SINCE, SUPPORTED_VERSIONS, compareVersions, isSupportedVersion } from './spec.ts';
-import { printable } from './args.ts';
+import { isValidNetworkName, printable } from './args.ts';
 
 export interface Attachment {
   readonly containerID: string;
@@ -26,7 +26,6 @@ export interface NetConf {
   readonly validAttachments?: readonly Attachment[];
 }
 
-const NAME = /^[A-Za-z0-9][A-Za-z0-9_.\-]{0,252}$/;
 
 function invalid(message: string): WarrenError {
   return new WarrenError('INVALID_CONFIG', message);
@@ -65,7 +64,7 @@ export function parseNetConf(raw: unknown, command: CniCommand): NetConf {
   if (compareVersions(version, COMMAND_SINCE[command]) < 0) {
     throw new WarrenError('INCOMPATIBLE_VERSION', `${command} needs cniVersion ${COMMAND_SINCE[command]} or later; the config says ${version}`);
   }
-  if (typeof raw.name !== 'string' || !NAME.test(raw.name)) {
+  if (typeof raw.name !== 'string' || !isValidNetworkName(raw.name)) {
     throw invalid(`name: ${raw.name === undefined ? 'missing' : `"${printable(shown(raw.name))}" must be letters, digits, "_", "." or "-", starting with a letter or digit`}`);
   }
   if (raw.ipam === undefined) throw invalid('ipam: missing');

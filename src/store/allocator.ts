@@ -95,7 +95,7 @@ export class Allocator {
     } catch (error) {
       const added = done.filter((a) => a.fresh);
       for (const a of added) {
-        await this.#releaseIn(a.allocation.pool, [a.allocation.address], request.cooldownSeconds ?? 0).catch(() => undefined);
+        await this.releaseAddresses(a.allocation.pool, [a.allocation.address], request.cooldownSeconds ?? 0).catch(() => undefined);
       }
       throw error;
     }
@@ -236,9 +236,6 @@ export class Allocator {
     });
   }
 
-  async #releaseIn(pool: string, addresses: readonly string[], cooldownSeconds: number): Promise<void> {
-    await this.releaseAddresses(pool, addresses, cooldownSeconds);
-  }
 
   /** One release round inside the pool lock; false on a revision conflict. */
   async #commitRelease(pool: string, addresses: readonly string[], cooldownSeconds?: number): Promise<boolean> {
