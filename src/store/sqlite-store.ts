@@ -27,7 +27,8 @@ export interface SqliteStoreOptions {
   readonly synchronous?: 'FULL' | 'NORMAL';
 }
 
-const SCHEMA_VERSION = 1;
+/** 2 added pools.affinity and one address per owner and pool; a version-1 file is upgraded. */
+const SCHEMA_VERSION = 2;
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -35,7 +36,8 @@ CREATE TABLE IF NOT EXISTS pools (
   pool TEXT PRIMARY KEY,
   revision INTEGER NOT NULL,
   cursor TEXT,
-  description TEXT
+  description TEXT,
+  affinity TEXT
 );
 CREATE TABLE IF NOT EXISTS allocations (
   pool TEXT NOT NULL,
@@ -52,6 +54,7 @@ CREATE TABLE IF NOT EXISTS allocations (
   PRIMARY KEY (pool, address)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS allocations_owner ON allocations (network, container_id, ifname);
+CREATE UNIQUE INDEX IF NOT EXISTS allocations_owner_pool ON allocations (network, container_id, ifname, pool);
 CREATE TABLE IF NOT EXISTS resting (
   pool TEXT NOT NULL,
   address TEXT NOT NULL,
@@ -114,16 +117,21 @@ export class SqliteStore implements Store {
     this.description = `sqlite:${options.path}`;
     this.#db = new DatabaseSync(options.path);
     this.#db.exec(`PRAGMA journal_mode = WAL; PRAGMA synchronous = ${options.synchronous ?? 'FULL'}; PRAGMA busy_timeout = 5000;`);
-    this.#db.exec(SCHEMA);
+    this.#db.exec(`CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`);
     const version = this.#db.prepare(`SELECT value FROM meta WHERE key = 'schema_version'`).get() as { value: string } | undefined;
-    if (version === undefined) {
+    if (version !== undefined && Number(version.value) === 1) {
+      this.#db.exec(`BEGIN IMMEDIATE; ALTER TABLE pools ADD COLUMN affinity TEXT; UPDATE meta SET value = '2' WHERE key = 'schema_version'; COMMIT;`);
+    }
+    this.#db.exec(SCHEMA);
+    const current = this.#db.prepare(`SELECT value FROM meta WHERE key = 'schema_version'`).get() as { value: string } | undefined;
+    if (current === undefined) {
       this.#db.prepare(`INSERT INTO meta (key, value) VALUES ('schema_version', ?)`).run(String(SCHEMA_VERSION));
-    } else if (Number(version.value) !== SCHEMA_VERSION) {
-      throw new Error(`${options.path}: schema version ${version.value} is not ${SCHEMA_VERSION}; this Warren cannot open it`);
+    } else if (Number(current.value) !== SCHEMA_VERSION) {
+      throw new Error(`${options.path}: schema version ${current.value} is not ${SCHEMA_VERSION}; this Warren cannot open it`);
     }
     const db = this.#db;
     this.#stmt = {
-      revision: db.prepare('SELECT revision, cursor FROM pools WHERE pool = ?'),
+      revision: db.prepare('SELECT revision, cursor, affinity FROM pools WHERE pool = ?'),
       allocated: db.prepare('SELECT address FROM allocations WHERE pool = ?'),
       resting: db.prepare('SELECT address, reusable_at FROM resting WHERE pool = ?'),
       upsertPool: db.prepare('INSERT INTO pools (pool, revision) VALUES (?, ?) ON CONFLICT (pool) DO UPDATE SET revision = excluded.revision'),
@@ -136,6 +144,7 @@ export class SqliteStore implements Store {
       unrest: db.prepare('DELETE FROM resting WHERE pool = ? AND address = ?'),
       cursor: db.prepare('UPDATE pools SET cursor = ? WHERE pool = ?'),
       describe: db.prepare('UPDATE pools SET description = ? WHERE pool = ?'),
+      affinity: db.prepare('UPDATE pools SET affinity = ? WHERE pool = ?'),
       byOwner: db.prepare('SELECT * FROM allocations WHERE network = ? AND container_id = ? ORDER BY pool, address'),
       byOwnerIf: db.prepare('SELECT * FROM allocations WHERE network = ? AND container_id = ? AND ifname = ? ORDER BY pool, address'),
       begin: db.prepare('BEGIN IMMEDIATE'),
@@ -149,7 +158,7 @@ export class SqliteStore implements Store {
   }
 
   async readPool(pool: string, knownRevision?: Revision): Promise<PoolRead> {
-    const row = this.#s('revision').get(pool) as { revision: number; cursor: string | null } | undefined;
+    const row = this.#s('revision').get(pool) as { revision: number; cursor: string | null; affinity: string | null } | undefined;
     const revision = row === undefined ? 0 : Number(row.revision);
     if (knownRevision !== undefined && knownRevision === revision) return { kind: 'unchanged', revision };
     const allocations = (this.#s('allocated').all(pool) as Array<{ address: string }>).map((r) => r.address);
@@ -157,7 +166,15 @@ export class SqliteStore implements Store {
       address: r.address,
       reusableAt: Number(r.reusable_at),
     }));
-    return { kind: 'snapshot', pool, revision, ...(row?.cursor ? { cursor: row.cursor } : {}), allocations, resting };
+    return {
+      kind: 'snapshot',
+      pool,
+      revision,
+      ...(row?.cursor ? { cursor: row.cursor } : {}),
+      ...(row?.affinity ? { affinity: row.affinity } : {}),
+      allocations,
+      resting,
+    };
   }
 
   async commit(pool: string, expected: Revision, ops: readonly PoolOp[]): Promise<CommitResult> {
@@ -207,7 +224,9 @@ export class SqliteStore implements Store {
             a.createdAt,
           );
         } catch (error) {
-          if ((error as { errcode?: number }).errcode === 1555) return `${a.address} is already allocated in ${pool}`;
+          const code = (error as { errcode?: number }).errcode;
+          if (code === 1555) return `${a.address} is already allocated in ${pool}`;
+          if (code === 2067) return `container ${a.containerID} (${a.ifname}) already holds an address in ${pool}`;
           throw error;
         }
         this.#s('unrest').run(pool, a.address);
@@ -225,6 +244,12 @@ export class SqliteStore implements Store {
         return undefined;
       case 'describe':
         this.#s('describe').run(JSON.stringify(op.description), pool);
+        return undefined;
+      case 'claim':
+        this.#s('affinity').run(op.node, pool);
+        return undefined;
+      case 'unclaim':
+        this.#s('affinity').run(null, pool);
         return undefined;
       default: {
         const never: never = op;
@@ -246,7 +271,10 @@ export class SqliteStore implements Store {
     const values: string[] = [];
     for (const [key, column] of Object.entries(FILTER_COLUMNS) as Array<[keyof AllocationFilter, string]>) {
       const value = filter[key];
-      if (value !== undefined) {
+      if (key === 'pool' && value !== undefined) {
+        clauses.push(`(pool = ? OR substr(pool, 1, ?) = ?)`);
+        values.push(value, String(value.length + 1), `${value}#`);
+      } else if (value !== undefined) {
         clauses.push(`${column} = ?`);
         values.push(value);
       }
@@ -256,21 +284,22 @@ export class SqliteStore implements Store {
     return (rows as unknown as AllocationRow[]).map(toAllocation);
   }
 
-  async pools(): Promise<PoolSummary[]> {
+  async pools(prefix = ''): Promise<PoolSummary[]> {
     const rows = this.#db
       .prepare(
-        `SELECT p.pool, p.revision, p.description,
+        `SELECT p.pool, p.revision, p.description, p.affinity,
            (SELECT count(*) FROM allocations a WHERE a.pool = p.pool) AS allocated,
            (SELECT count(*) FROM resting r WHERE r.pool = p.pool) AS resting
-         FROM pools p ORDER BY p.pool`,
+         FROM pools p WHERE substr(p.pool, 1, ?) = ? ORDER BY p.pool`,
       )
-      .all() as Array<{ pool: string; revision: number; description: string | null; allocated: number; resting: number }>;
+      .all(prefix.length, prefix) as Array<{ pool: string; revision: number; description: string | null; affinity: string | null; allocated: number; resting: number }>;
     return rows.map((r) => ({
       pool: r.pool,
       revision: Number(r.revision),
       allocated: Number(r.allocated),
       resting: Number(r.resting),
       ...(r.description === null ? {} : { description: JSON.parse(r.description) as PoolDescription }),
+      ...(r.affinity === null ? {} : { affinity: r.affinity }),
     }));
   }
 

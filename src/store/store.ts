@@ -8,7 +8,12 @@
  * - a commit applies all of its operations or none;
  * - a commit against a stale revision returns `conflict` and changes nothing;
  * - an address is held by at most one allocation per pool;
- * - releasing an address that is not allocated is a no-op.
+ * - an owner (network, containerID, ifname) holds at most one address per pool;
+ * - releasing an address that is not allocated is a no-op;
+ * - a pool's affinity (the node that claimed it, for cluster blocks) changes only by commit.
+ *
+ * In cluster mode a range is split into blocks and each block is a pool of its own here, keyed
+ * `<range pool>#<block CIDR>` (see ipam/blocks.ts); the store needs no other notion of blocks.
  */
 import type { Allocation, Owner } from '../ipam/allocation.ts';
 
@@ -26,6 +31,8 @@ export interface PoolSnapshot {
   readonly pool: string;
   readonly revision: Revision;
   readonly cursor?: string;
+  /** The node that claimed this pool (a block), if any. */
+  readonly affinity?: string;
   readonly allocations: readonly string[];
   readonly resting: readonly RestingAddress[];
 }
@@ -39,6 +46,8 @@ export interface PoolDescription {
   readonly last: string;
   readonly capacity: string;
   readonly cooldownSeconds: number;
+  /** For a range split into blocks: the block prefix length, fixed at first use. */
+  readonly blockPrefix?: number;
 }
 
 export type PoolOp =
@@ -46,7 +55,11 @@ export type PoolOp =
   | { readonly op: 'release'; readonly address: string; readonly reusableAt?: number }
   | { readonly op: 'unrest'; readonly address: string }
   | { readonly op: 'cursor'; readonly address: string }
-  | { readonly op: 'describe'; readonly description: PoolDescription };
+  | { readonly op: 'describe'; readonly description: PoolDescription }
+  /** Sets the pool's affinity to `node` (claiming a block). */
+  | { readonly op: 'claim'; readonly node: string }
+  /** Clears the pool's affinity (giving a block back). */
+  | { readonly op: 'unclaim' };
 
 export type CommitResult =
   | { readonly kind: 'committed'; readonly revision: Revision }
@@ -58,9 +71,29 @@ export interface PoolSummary {
   readonly allocated: number;
   readonly resting: number;
   readonly description?: PoolDescription;
+  readonly affinity?: string;
+}
+
+/** A node as announced by its agent; present only while the agent is alive (lease). */
+export interface NodeRecord {
+  readonly node: string;
+  /** Milliseconds since the epoch when the agent announced itself. */
+  readonly since: number;
+  readonly version?: string;
+}
+
+/** Liveness of agents, for stores shared by several nodes. */
+export interface Membership {
+  /** Announces `node` as alive for as long as this process keeps its lease. */
+  announce(node: string, info: { since: number; version: string }): Promise<void>;
+  /** Nodes whose agent is alive now. */
+  liveNodes(): Promise<NodeRecord[]>;
+  /** Withdraws the announcement at once (clean stop). */
+  withdraw(): Promise<void>;
 }
 
 export interface AllocationFilter {
+  /** A pool, or a range pool: `p` also matches its blocks `p#...`. */
   readonly pool?: string;
   readonly network?: string;
   readonly containerID?: string;
@@ -85,7 +118,10 @@ export interface Store {
   /** Allocations of one owner; ifname undefined matches every interface. */
   findByOwner(owner: Omit<Owner, 'ifname'> & { ifname?: string }): Promise<Allocation[]>;
   list(filter?: AllocationFilter): Promise<Allocation[]>;
-  pools(): Promise<PoolSummary[]>;
+  /** Pools whose key starts with `prefix` (every pool without one). */
+  pools(prefix?: string): Promise<PoolSummary[]>;
+  /** Present when the store is shared by several nodes. */
+  readonly membership?: Membership;
   /** Throws when the store cannot take writes. */
   ping(): Promise<void>;
   close(): Promise<void>;

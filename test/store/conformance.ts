@@ -192,6 +192,49 @@ export function storeConformance(name: string, factory: StoreFactory): void {
       assert.equal(read.kind === 'snapshot' && read.allocations.length, 1);
     });
 
+    it('lets an owner hold at most one address per pool', async () => {
+      const s = await fresh();
+      const first = allocation('p', '10.0.0.2');
+      const r = await s.commit('p', 0, [allocate(first)]);
+      assert.equal(r.kind, 'committed');
+      if (r.kind !== 'committed') return;
+      const again = await s.commit('p', r.revision, [allocate({ ...first, address: '10.0.0.3', createdAt: 5 })]);
+      assert.equal(again.kind, 'conflict');
+      assert.deepEqual((await s.list({ pool: 'p' })).map((a) => a.address), ['10.0.0.2']);
+    });
+
+    it('keeps a block\'s affinity, lists blocks by prefix and matches a range pool to its blocks', async () => {
+      const s = await fresh();
+      const block = 'r#10.0.0.0/26';
+      const claimed = await s.commit(block, 0, [{ op: 'claim', node: 'n1' }]);
+      assert.equal(claimed.kind, 'committed');
+      if (claimed.kind !== 'committed') return;
+      const read = await s.readPool(block);
+      assert.equal(read.kind === 'snapshot' && read.affinity, 'n1');
+      const a = allocation(block, '10.0.0.5');
+      const r2 = await s.commit(block, claimed.revision, [allocate(a)]);
+      assert.equal(r2.kind, 'committed');
+      await s.commit('r2#10.0.0.0/26', 0, [{ op: 'claim', node: 'n2' }]);
+      const summaries = await s.pools('r#');
+      assert.deepEqual(summaries.map((p) => [p.pool, p.affinity, p.allocated]), [[block, 'n1', 1]]);
+      assert.deepEqual(await s.list({ pool: 'r' }), [a]);
+      assert.deepEqual(await s.list({ pool: 'r2' }), []);
+      if (r2.kind !== 'committed') return;
+      await s.commit(block, r2.revision, [{ op: 'unclaim' }]);
+      const after = await s.readPool(block);
+      assert.equal(after.kind === 'snapshot' && after.affinity, undefined);
+      assert.deepEqual(after.kind === 'snapshot' && after.allocations, ['10.0.0.5']);
+    });
+
+    it('lets exactly one of many racing claims of a block win', async () => {
+      const s = await fresh();
+      const results = await Promise.all(Array.from({ length: 8 }, (_, i) => s.commit('r#10.0.0.64/26', 0, [{ op: 'claim', node: `n${i}` }])));
+      const winners = results.flatMap((r, i) => (r.kind === 'committed' ? [`n${i}`] : []));
+      assert.equal(winners.length, 1);
+      const read = await s.readPool('r#10.0.0.64/26');
+      assert.equal(read.kind === 'snapshot' && read.affinity, winners[0]);
+    });
+
     it('reports itself healthy with ping', async () => {
       const s = await fresh();
       await s.ping();

@@ -1,0 +1,122 @@
+/**
+ * Real etcd (Debian's etcd-server) for tests: one member or a cluster of several on loopback, each
+ * member in its own data directory under a private temp dir, on ports the kernel handed out.
+ * Members are stopped by PID (SIGKILL: the last member of a cluster can take seconds to leave on
+ * SIGTERM, and a test never needs a graceful etcd exit) and their directories removed.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { isGone, tempDir, track, waitFor } from './processes.ts';
+
+export const ETCD_BIN = '/usr/bin/etcd';
+
+export interface EtcdMember {
+  readonly name: string;
+  readonly clientURL: string;
+  readonly peerURL: string;
+  readonly dataDir: string;
+  process: ChildProcess | undefined;
+}
+
+export interface EtcdCluster {
+  readonly members: EtcdMember[];
+  /** Client URLs of every member, for a client's endpoint list. */
+  readonly endpoints: string[];
+  kill(member: EtcdMember): Promise<void>;
+  /** Restarts a killed member with its old data (joins as `existing`). */
+  restart(member: EtcdMember): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** A port free at the moment of asking (the kernel's choice). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address !== null ? resolvePort(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+export async function startEtcd(size = 1): Promise<EtcdCluster> {
+  const dir = tempDir('warren-etcd-');
+  const members: EtcdMember[] = [];
+  for (let i = 1; i <= size; i++) {
+    const [client, peer] = [await freePort(), await freePort()];
+    members.push({
+      name: `m${i}`,
+      clientURL: `http://127.0.0.1:${client}`,
+      peerURL: `http://127.0.0.1:${peer}`,
+      dataDir: join(dir, `m${i}`),
+      process: undefined,
+    });
+  }
+  const initialCluster = members.map((m) => `${m.name}=${m.peerURL}`).join(',');
+  const launch = (m: EtcdMember, state: 'new' | 'existing'): void => {
+    const child = spawn(
+      ETCD_BIN,
+      [
+        '--name', m.name,
+        '--data-dir', m.dataDir,
+        '--listen-client-urls', m.clientURL,
+        '--advertise-client-urls', m.clientURL,
+        '--listen-peer-urls', m.peerURL,
+        '--initial-advertise-peer-urls', m.peerURL,
+        '--initial-cluster', initialCluster,
+        '--initial-cluster-state', state,
+        '--initial-cluster-token', `warren-test-${process.pid}`,
+        '--heartbeat-interval', '10',
+        '--election-timeout', '100',
+        '--log-level', 'error',
+        '--logger', 'zap',
+      ],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    );
+    let stderr = '';
+    child.stderr?.on('data', (c: Buffer) => {
+      stderr = (stderr + c.toString('utf8')).slice(-4000);
+    });
+    child.once('exit', (code, signal) => {
+      if (code !== null && code !== 0) process.stderr.write(`etcd ${m.name} exited ${code}: ${stderr}\n`);
+      void signal;
+    });
+    m.process = track(child);
+  };
+  for (const m of members) launch(m, 'new');
+  const healthy = async (m: EtcdMember): Promise<boolean> => {
+    try {
+      const response = await fetch(`${m.clientURL}/health`, { signal: AbortSignal.timeout(1000) });
+      const body = (await response.json()) as { health?: string };
+      return body.health === 'true';
+    } catch {
+      return false;
+    }
+  };
+  for (const m of members) await waitFor(`etcd member ${m.name} healthy`, async () => ((await healthy(m)) ? true : undefined), 20_000);
+
+  const kill = async (m: EtcdMember): Promise<void> => {
+    const child = m.process;
+    if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGKILL');
+    await exited;
+    m.process = undefined;
+  };
+  return {
+    members,
+    endpoints: members.map((m) => m.clientURL),
+    kill,
+    async restart(m) {
+      await kill(m);
+      launch(m, 'existing');
+      await waitFor(`etcd member ${m.name} healthy again`, async () => ((await healthy(m)) ? true : undefined), 20_000);
+    },
+    async stop() {
+      for (const m of members) await kill(m);
+      for (const m of members) if (m.process?.pid !== undefined) await waitFor(`etcd ${m.name} gone`, () => (isGone(m.process?.pid ?? 0) ? true : undefined));
+    },
+  };
+}
