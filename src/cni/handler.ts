@@ -6,8 +6,9 @@
  */
 import { WarrenError } from '../core/errors.ts';
 import { type IPAddress, formatIP, parseIP } from '../ipam/address.ts';
-import { inSubnet } from '../ipam/config.ts';
+import { type StoreKind, inSubnet } from '../ipam/config.ts';
 import { type Allocator, attachmentKey } from '../store/allocator.ts';
+import { rangePoolOf } from '../store/store.ts';
 import { type CniEnv, parseCniArgs, parseCniEnv, printable } from './args.ts';
 import { type CniErrorObject, toCniError } from './errors.ts';
 import { type NetConf, declaredVersion, parseNetConf } from './netconf.ts';
@@ -32,15 +33,19 @@ export interface CniHandlerOptions {
   readonly allocator: Allocator;
   /** Throws a NOT_READY WarrenError when ADD cannot be served. */
   readonly readiness: () => Promise<void>;
+  /** The store the agent runs on; a network config that names another is refused. */
+  readonly storeKind?: StoreKind;
 }
 
 export class CniHandler {
   readonly #allocator: Allocator;
   readonly #readiness: () => Promise<void>;
+  readonly #storeKind: StoreKind | undefined;
 
   constructor(options: CniHandlerOptions) {
     this.#allocator = options.allocator;
     this.#readiness = options.readiness;
+    this.#storeKind = options.storeKind;
   }
 
   async handle(request: CniRequest): Promise<CniOutcome> {
@@ -57,6 +62,10 @@ export class CniHandler {
 
   async #run(env: CniEnv, conf: NetConf): Promise<CniOutcome> {
     const command: Exclude<CniCommand, 'VERSION'> = env.command as Exclude<CniCommand, 'VERSION'>;
+    const wanted = conf.ipam.store;
+    if (wanted !== undefined && this.#storeKind !== undefined && wanted !== this.#storeKind) {
+      throw new WarrenError('INVALID_CONFIG', `network ${conf.name} asks for the ${wanted} store (ipam.store), but this agent runs on ${this.#storeKind}; start the agent with --store ${wanted}`);
+    }
     switch (command) {
       case 'ADD':
         return this.#add(env, conf);
@@ -121,7 +130,7 @@ export class CniHandler {
     const owner = ownerOf(env, conf);
     const held = await this.#allocator.held(owner);
     for (const range of conf.ipam.ranges) {
-      const mine = held.find((a) => a.pool === range.pool);
+      const mine = held.find((a) => rangePoolOf(a.pool) === range.pool);
       if (mine === undefined) {
         throw new WarrenError('ALLOCATION_MISSING', `container ${owner.containerID} (${owner.ifname}) holds no address in ${range.pool}`);
       }

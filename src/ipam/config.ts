@@ -47,6 +47,11 @@ export interface RangeSpec {
   readonly gateway?: IPAddress;
   /** Identity of the pool: ranges with one subnet and network_name share addresses. */
   readonly pool: string;
+  /**
+   * Prefix length of the blocks the range is split into when nodes share it (cluster store);
+   * `block_size`, or the family's default, never shorter than the range's own prefix.
+   */
+  readonly blockPrefix: number;
 }
 
 export interface IpamConfig {
@@ -61,6 +66,8 @@ export interface IpamConfig {
   readonly socket?: string;
   /** Where the plugin records a DEL the agent could not take, when not the default. */
   readonly journalDir?: string;
+  /** The store this network expects the agent to run on; the agent refuses a mismatch. */
+  readonly store?: StoreKind;
 }
 
 const TOP_KEYS = new Set([
@@ -84,8 +91,15 @@ const TOP_KEYS = new Set([
   'socket',
   'journal_dir',
   'cooldown_seconds',
+  'block_size',
+  'store',
 ]);
-const RANGE_KEYS = new Set(['range', 'range_start', 'range_end', 'exclude', 'gateway']);
+const RANGE_KEYS = new Set(['range', 'range_start', 'range_end', 'exclude', 'gateway', 'block_size']);
+
+/** Default block prefix lengths in cluster mode: 64 addresses per block in either family. */
+export const DEFAULT_BLOCK_PREFIX = { 4: 26, 6: 122 } as const;
+
+export type StoreKind = 'sqlite' | 'etcd';
 const ROUTE_KEYS = new Set(['dst', 'gw']);
 const DNS_KEYS = new Set(['nameservers', 'domain', 'search', 'options']);
 
@@ -152,6 +166,7 @@ interface RawRange {
   range_end: unknown;
   exclude: unknown;
   gateway: unknown;
+  block_size: unknown;
 }
 
 function parseRange(raw: RawRange, path: string, networkName: string, sharedGateway?: IPAddress): RangeSpec {
@@ -222,7 +237,15 @@ function parseRange(raw: RawRange, path: string, networkName: string, sharedGate
   }
   if (gateway !== undefined) excluded.push([gateway.value, gateway.value]);
   const pool = networkName === '' ? subnetText : `${subnetText}@${networkName}`;
-  return { family, subnet: subnetText, network: net, prefixLength: subnet.length, first, last, excluded, gateway, pool };
+  let blockPrefix = Math.max(DEFAULT_BLOCK_PREFIX[family], subnet.length);
+  if (raw.block_size !== undefined) {
+    const b = raw.block_size;
+    if (typeof b !== 'number' || !Number.isInteger(b) || b < subnet.length || b > bits) {
+      throw invalid(`${path}.block_size`, `must be a prefix length from ${subnet.length} (the range's own) to ${bits}, got ${describe(b)}`);
+    }
+    blockPrefix = b;
+  }
+  return { family, subnet: subnetText, network: net, prefixLength: subnet.length, first, last, excluded, gateway, pool, blockPrefix };
 }
 
 function formatSubnet(cidr: Cidr): string {
@@ -295,6 +318,8 @@ export function parseIpamConfig(value: unknown, path = 'ipam'): IpamConfig {
     cooldownSeconds = c;
   }
   const sharedGateway = value.gateway === undefined ? undefined : ipAt(value.gateway, `${path}.gateway`);
+  const store = optionalString(value.store, `${path}.store`);
+  if (store !== undefined && store !== 'sqlite' && store !== 'etcd') throw invalid(`${path}.store`, `must be "sqlite" or "etcd", got ${describe(store)}`);
 
   const ranges: RangeSpec[] = [];
   const hasTopRange = value.range !== undefined;
@@ -305,7 +330,7 @@ export function parseIpamConfig(value: unknown, path = 'ipam'): IpamConfig {
   } else {
     ranges.push(
       parseRange(
-        { range: value.range, range_start: value.range_start, range_end: value.range_end, exclude: value.exclude, gateway: undefined },
+        { range: value.range, range_start: value.range_start, range_end: value.range_end, exclude: value.exclude, gateway: undefined, block_size: value.block_size },
         path,
         networkName,
         sharedGateway,
@@ -320,7 +345,7 @@ export function parseIpamConfig(value: unknown, path = 'ipam'): IpamConfig {
       refuseUnknownKeys(item, RANGE_KEYS, at);
       ranges.push(
         parseRange(
-          { range: item.range, range_start: item.range_start, range_end: item.range_end, exclude: item.exclude, gateway: item.gateway },
+          { range: item.range, range_start: item.range_start, range_end: item.range_end, exclude: item.exclude, gateway: item.gateway, block_size: item.block_size ?? value.block_size },
           at,
           networkName,
           sharedGateway,
@@ -348,6 +373,7 @@ export function parseIpamConfig(value: unknown, path = 'ipam'): IpamConfig {
   if (dns !== undefined) config.dns = dns;
   if (socket !== undefined) config.socket = socket;
   if (journalDir !== undefined) config.journalDir = journalDir;
+  if (store !== undefined) config.store = store;
   return config;
 }
 

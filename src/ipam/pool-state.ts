@@ -117,7 +117,7 @@ export class PoolState {
 
 const exclusionCache = new WeakMap<RangeSpec, RunSet>();
 
-function exclusionSet(range: RangeSpec): RunSet {
+export function exclusionSet(range: RangeSpec): RunSet {
   let set = exclusionCache.get(range);
   if (set === undefined) {
     set = new RunSet();
@@ -131,7 +131,7 @@ function exclusionSet(range: RangeSpec): RunSet {
  * Smallest x in [from, to] in neither set. Each round jumps past a whole run of one set, and runs
  * of one set never touch, so the rounds are bounded by the number of exclusion runs.
  */
-function firstFree(occupied: RunSet, excluded: RunSet, from: bigint, to: bigint): bigint | undefined {
+export function firstFree(occupied: RunSet, excluded: RunSet, from: bigint, to: bigint): bigint | undefined {
   let x = from;
   while (x <= to) {
     const y = occupied.nextAbsent(x);

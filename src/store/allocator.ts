@@ -17,8 +17,9 @@ import { KeyedMutex } from '../core/keyed-mutex.ts';
 import { type IPAddress, formatIP, parseIP } from '../ipam/address.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
 import { type RangeSpec, capacityOf, inSubnet } from '../ipam/config.ts';
+import { type Block, blockAt, blockCapacity, blockOfKey, firstUnclaimedBlock } from '../ipam/blocks.ts';
 import { PoolState } from '../ipam/pool-state.ts';
-import type { PoolDescription, PoolOp, PoolSnapshot, Revision, Store } from './store.ts';
+import { type PoolDescription, type PoolOp, type PoolSnapshot, type Revision, type Store, rangePoolOf } from './store.ts';
 
 export interface AllocateRequest {
   readonly owner: Owner;
@@ -48,8 +49,21 @@ export interface AllocatorOptions {
   readonly store: Store;
   readonly clock: Clock;
   readonly node: string;
-  /** Decide-and-commit rounds before giving up with TRY_AGAIN. Default 8. */
+  /** Decide-and-commit rounds before giving up with TRY_AGAIN. Default 8, 32 with blocks. */
   readonly maxAttempts?: number;
+  /**
+   * Split ranges into blocks with node affinity (cluster stores): this node allocates inside
+   * blocks it claimed, claims a free block when they are full, and borrows from other nodes'
+   * blocks when no block is free.
+   */
+  readonly blocks?: boolean;
+}
+
+type Decision = { readonly kind: 'done'; readonly assignment: Assignment } | { readonly kind: 'full' } | { readonly kind: 'conflict' };
+
+export interface BlockReturn {
+  readonly returned: string[];
+  readonly errors: string[];
 }
 
 interface CachedPool {
@@ -68,12 +82,20 @@ export class Allocator {
   readonly #locks = new KeyedMutex();
   /** Pools as last read or written; revalidated against the store's revision before each use. */
   readonly #pools = new Map<string, CachedPool>();
+  readonly #blocks: boolean;
+  /** Per range pool: keys of the blocks this node has claimed, as last seen. */
+  readonly #mine = new Map<string, string[]>();
+  /** Range pools whose block size has been checked against the store, and that size. */
+  readonly #blockPrefixChecked = new Map<string, number>();
+  /** Own blocks seen empty, and since when (milliseconds). */
+  readonly #emptySince = new Map<string, number>();
 
   constructor(options: AllocatorOptions) {
     this.#store = options.store;
     this.#clock = options.clock;
     this.#node = options.node;
-    this.#maxAttempts = options.maxAttempts ?? 8;
+    this.#blocks = options.blocks ?? false;
+    this.#maxAttempts = options.maxAttempts ?? (this.#blocks ? 32 : 8);
   }
 
   get node(): string {
@@ -103,76 +125,246 @@ export class Allocator {
   }
 
   async #allocateIn(range: RangeSpec, request: AllocateRequest, requested: IPAddress | undefined): Promise<Assignment> {
-    const pool = range.pool;
-    return this.#locks.run(pool, async () => {
+    return this.#locks.run(range.pool, async () => {
       for (let attempt = 1; attempt <= this.#maxAttempts; attempt++) {
-        const held = (await this.#store.findByOwner(request.owner)).find((a) => a.pool === pool);
+        const held = (await this.#store.findByOwner(request.owner)).find((a) => rangePoolOf(a.pool) === range.pool);
         if (held !== undefined) {
           if (requested !== undefined && held.address !== formatIP(requested)) {
             throw new WarrenError(
               'ADDRESS_UNAVAILABLE',
-              `container ${request.owner.containerID} (${request.owner.ifname}) already holds ${held.address} in ${pool}, not the requested ${formatIP(requested)}`,
+              `container ${request.owner.containerID} (${request.owner.ifname}) already holds ${held.address} in ${range.pool}, not the requested ${formatIP(requested)}`,
             );
           }
           return { range, allocation: held, fresh: false };
         }
-        const cached = await this.#load(pool);
-        const now = this.#clock.now();
-        const ops: PoolOp[] = cached.state.expireRests(now).map((a) => ({ op: 'unrest', address: formatIP({ family: range.family, value: a }) }));
-        let address: bigint;
-        if (requested !== undefined) {
-          address = requested.value;
-          const verdict = cached.state.checkRequest(range, address);
-          switch (verdict.kind) {
-            case 'free':
-            case 'resting': // an explicit request overrides the cooldown: the operator asked for this address
-              break;
-            case 'occupied':
-              throw new WarrenError('ADDRESS_UNAVAILABLE', `requested address ${formatIP(requested)} is already allocated in ${pool}`);
-            case 'outside':
-              throw new WarrenError(
-                'ADDRESS_UNAVAILABLE',
-                `requested address ${formatIP(requested)} is outside the allocatable span ${formatIP({ family: range.family, value: range.first })}-${formatIP({ family: range.family, value: range.last })} of ${pool}`,
-              );
-            case 'excluded':
-              throw new WarrenError('ADDRESS_UNAVAILABLE', `requested address ${formatIP(requested)} is excluded from ${pool}`);
-            default: {
-              const never: never = verdict;
-              throw new Error(`unhandled verdict ${JSON.stringify(never)}`);
-            }
-          }
-        } else {
-          const pick = cached.state.pick(range);
-          if (pick.kind === 'exhausted') {
-            throw new WarrenError('POOL_EXHAUSTED', `pool ${pool} has no free address (${cached.state.allocatedCount} allocated, ${cached.state.restingCount} resting after release)`);
-          }
-          address = pick.address;
-          ops.push({ op: 'cursor', address: formatIP({ family: range.family, value: address }) });
-        }
-        const allocation = this.#record(range, address, request, now);
-        ops.push({ op: 'allocate', allocation });
-        const description = describeRange(range, request.cooldownSeconds ?? 0);
-        const descriptionText = JSON.stringify(description);
-        if (cached.description !== descriptionText) ops.push({ op: 'describe', description });
-        const result = await this.#store.commit(pool, cached.revision, ops);
-        if (result.kind === 'conflict') {
-          this.#pools.delete(pool);
-          continue;
-        }
-        cached.revision = result.revision;
-        cached.state.markAllocated(address);
-        if (requested === undefined) cached.state.cursor = address;
-        cached.description = descriptionText;
-        return { range, allocation, fresh: true };
+        const decision = this.#blocks ? await this.#decideInBlocks(range, request, requested) : await this.#decide(range, range, request, requested);
+        if (decision.kind === 'done') return decision.assignment;
+        if (decision.kind === 'full') throw await this.#exhausted(range);
       }
-      throw new WarrenError('TRY_AGAIN', `pool ${pool} kept changing under ${this.#maxAttempts} attempts to allocate; try again`);
+      throw new WarrenError('TRY_AGAIN', `pool ${range.pool} kept changing under ${this.#maxAttempts} attempts to allocate; try again`);
     });
   }
 
-  #record(range: RangeSpec, address: bigint, request: AllocateRequest, now: number): Allocation {
+  /**
+   * One decide-and-commit round in one store pool: `span` is the range or one of its blocks (its
+   * `pool` is the store key), `range` what the caller configured.
+   */
+  async #decide(span: RangeSpec, range: RangeSpec, request: AllocateRequest, requested: IPAddress | undefined): Promise<Decision> {
+    const pool = span.pool;
+    const cached = await this.#load(pool);
+    const now = this.#clock.now();
+    const ops: PoolOp[] = cached.state.expireRests(now).map((a) => ({ op: 'unrest', address: formatIP({ family: range.family, value: a }) }));
+    let address: bigint;
+    if (requested !== undefined) {
+      address = requested.value;
+      const verdict = cached.state.checkRequest(span, address);
+      switch (verdict.kind) {
+        case 'free':
+        case 'resting': // an explicit request overrides the cooldown: the operator asked for this address
+          break;
+        case 'occupied':
+          throw new WarrenError('ADDRESS_UNAVAILABLE', `requested address ${formatIP(requested)} is already allocated in ${range.pool}`);
+        case 'outside':
+          throw new WarrenError(
+            'ADDRESS_UNAVAILABLE',
+            `requested address ${formatIP(requested)} is outside the allocatable span ${formatIP({ family: range.family, value: range.first })}-${formatIP({ family: range.family, value: range.last })} of ${range.pool}`,
+          );
+        case 'excluded':
+          throw new WarrenError('ADDRESS_UNAVAILABLE', `requested address ${formatIP(requested)} is excluded from ${range.pool}`);
+        default: {
+          const never: never = verdict;
+          throw new Error(`unhandled verdict ${JSON.stringify(never)}`);
+        }
+      }
+    } else {
+      const pick = cached.state.pick(span);
+      if (pick.kind === 'exhausted') return { kind: 'full' };
+      address = pick.address;
+      ops.push({ op: 'cursor', address: formatIP({ family: range.family, value: address }) });
+    }
+    const allocation = this.#record(span, address, request, now);
+    ops.push({ op: 'allocate', allocation });
+    const description = describeRange(span, request.cooldownSeconds ?? 0);
+    const descriptionText = JSON.stringify(description);
+    if (cached.description !== descriptionText) ops.push({ op: 'describe', description });
+    const result = await this.#store.commit(pool, cached.revision, ops);
+    if (result.kind === 'conflict') {
+      this.#pools.delete(pool);
+      return { kind: 'conflict' };
+    }
+    cached.revision = result.revision;
+    cached.state.markAllocated(address);
+    if (requested === undefined) cached.state.cursor = address;
+    cached.description = descriptionText;
+    return { kind: 'done', assignment: { range, allocation, fresh: true } };
+  }
+
+  /**
+   * One round in block mode: a requested address goes to whichever block holds it; otherwise own
+   * blocks first, then a newly claimed free block, then a borrowed address in another node's block.
+   */
+  async #decideInBlocks(range: RangeSpec, request: AllocateRequest, requested: IPAddress | undefined): Promise<Decision> {
+    await this.#checkBlockPrefix(range);
+    if (requested !== undefined) {
+      if (requested.value < range.first || requested.value > range.last) return this.#decide(range, range, request, requested); // reports "outside"
+      return this.#decide(blockAt(range, requested.value).span, range, request, requested);
+    }
+    for (const key of this.#mine.get(range.pool) ?? (await this.#refreshMine(range))) {
+      const block = blockOfKey(range, key);
+      if (block === undefined) continue;
+      const decision = await this.#decide(block.span, range, request, undefined);
+      if (decision.kind !== 'full') return decision;
+    }
+    // Own blocks are full (or there are none): look at the whole range again.
+    const summaries = await this.#store.pools(`${range.pool}#`);
+    const claimed: Block[] = [];
+    const others: Array<{ block: Block; free: bigint }> = [];
+    const mine: string[] = [];
+    for (const summary of summaries) {
+      const block = blockOfKey(range, summary.pool);
+      if (block === undefined) continue;
+      if (summary.affinity === undefined) continue;
+      claimed.push(block);
+      if (summary.affinity === this.#node) mine.push(block.key);
+      else others.push({ block, free: blockCapacity(block) - BigInt(summary.allocated + summary.resting) });
+    }
+    const known = this.#mine.get(range.pool) ?? [];
+    this.#mine.set(range.pool, mine);
+    if (mine.some((key) => !known.includes(key))) return { kind: 'conflict' }; // a block of ours we did not know of: try it first
+    const free = firstUnclaimedBlock(range, claimed);
+    if (free !== undefined) {
+      const summary = summaries.find((p) => p.pool === free.key);
+      const claim = await this.#store.commit(free.key, summary?.revision ?? 0, [
+        { op: 'claim', node: this.#node },
+        { op: 'describe', description: describeRange(free.span, request.cooldownSeconds ?? 0) },
+      ]);
+      this.#pools.delete(free.key);
+      if (claim.kind === 'committed') this.#mine.set(range.pool, [...mine, free.key]);
+      return { kind: 'conflict' }; // either way, decide again with the new picture
+    }
+    // No free block: borrow from the block of another node with the most room.
+    others.sort((a, b) => (a.free > b.free ? -1 : a.free < b.free ? 1 : 0));
+    for (const { block, free: room } of others) {
+      if (room <= 0n) continue;
+      const decision = await this.#decide(block.span, range, request, undefined);
+      if (decision.kind !== 'full') return decision;
+    }
+    return { kind: 'full' };
+  }
+
+  async #refreshMine(range: RangeSpec): Promise<string[]> {
+    const mine = (await this.#store.pools(`${range.pool}#`)).filter((p) => p.affinity === this.#node && blockOfKey(range, p.pool) !== undefined).map((p) => p.pool);
+    this.#mine.set(range.pool, mine);
+    return mine;
+  }
+
+  /**
+   * The block size of a range is fixed when the range is first used in the store: two configs
+   * that split one range differently would put one address in two blocks.
+   */
+  async #checkBlockPrefix(range: RangeSpec): Promise<void> {
+    if (this.#blockPrefixChecked.get(range.pool) === range.blockPrefix) return;
+    for (let attempt = 1; attempt <= this.#maxAttempts; attempt++) {
+      const summary = (await this.#store.pools(range.pool)).find((p) => p.pool === range.pool);
+      const fixed = summary?.description?.blockPrefix;
+      if (fixed !== undefined) {
+        if (fixed !== range.blockPrefix) {
+          throw new WarrenError('INVALID_CONFIG', `range ${range.pool} is split into /${fixed} blocks in the store; this config asks for block_size ${range.blockPrefix}`);
+        }
+        this.#blockPrefixChecked.set(range.pool, fixed);
+        return;
+      }
+      const description: PoolDescription = { ...describeRange(range, 0), blockPrefix: range.blockPrefix };
+      const result = await this.#store.commit(range.pool, summary?.revision ?? 0, [{ op: 'describe', description }]);
+      if (result.kind === 'committed') {
+        this.#blockPrefixChecked.set(range.pool, range.blockPrefix);
+        return;
+      }
+    }
+    throw new WarrenError('TRY_AGAIN', `pool ${range.pool} kept changing while its block size was recorded; try again`);
+  }
+
+  async #exhausted(range: RangeSpec): Promise<WarrenError> {
+    const summaries = (await this.#store.pools(range.pool)).filter((p) => rangePoolOf(p.pool) === range.pool);
+    const allocated = summaries.reduce((n, p) => n + p.allocated, 0);
+    const resting = summaries.reduce((n, p) => n + p.resting, 0);
+    return new WarrenError('POOL_EXHAUSTED', `pool ${range.pool} has no free address (${allocated} allocated, ${resting} resting after release)`);
+  }
+
+  /**
+   * Gives back this node's blocks that have held no allocation for `graceMs`, so other nodes can
+   * claim them. A block is given back with a compare-and-swap on the revision at which it was seen
+   * empty: an allocation that lands meanwhile keeps it.
+   */
+  async returnEmptyBlocks(graceMs: number): Promise<BlockReturn> {
+    const returned: string[] = [];
+    const errors: string[] = [];
+    if (!this.#blocks) return { returned, errors };
+    const now = this.#clock.now();
+    const mine = (await this.#store.pools()).filter((p) => p.affinity === this.#node && p.pool.includes('#'));
+    const seen = new Set<string>();
+    for (const summary of mine) {
+      seen.add(summary.pool);
+      if (summary.allocated > 0) {
+        this.#emptySince.delete(summary.pool);
+        continue;
+      }
+      const since = this.#emptySince.get(summary.pool);
+      if (since === undefined) {
+        this.#emptySince.set(summary.pool, now);
+        if (graceMs > 0) continue;
+      } else if (now - since < graceMs) {
+        continue;
+      }
+      const rangePool = rangePoolOf(summary.pool);
+      try {
+        await this.#locks.run(rangePool, async () => {
+          const result = await this.#store.commit(summary.pool, summary.revision, [{ op: 'unclaim' }]);
+          this.#pools.delete(summary.pool);
+          if (result.kind === 'committed') {
+            returned.push(summary.pool);
+            this.#emptySince.delete(summary.pool);
+            const list = this.#mine.get(rangePool);
+            if (list !== undefined) this.#mine.set(rangePool, list.filter((k) => k !== summary.pool));
+          }
+        });
+      } catch (error) {
+        errors.push(`${summary.pool}: ${messageOf(error)}`);
+      }
+    }
+    for (const key of this.#emptySince.keys()) if (!seen.has(key)) this.#emptySince.delete(key);
+    return { returned, errors };
+  }
+
+  /**
+   * Frees everything a node that is gone for good held: its allocations are released and its
+   * blocks lose their affinity (addresses other nodes borrowed in them stay allocated). The caller
+   * makes sure the node is not alive.
+   */
+  async forgetNode(node: string): Promise<{ released: Allocation[]; blocks: string[] }> {
+    const held = await this.#store.list({ node });
+    const byPool = new Map<string, string[]>();
+    for (const a of held) byPool.set(a.pool, [...(byPool.get(a.pool) ?? []), a.address]);
+    const released: Allocation[] = [];
+    for (const [pool, addresses] of byPool) released.push(...(await this.releaseAddresses(pool, addresses)));
+    const blocks: string[] = [];
+    for (let attempt = 1; attempt <= this.#maxAttempts; attempt++) {
+      const owned = (await this.#store.pools()).filter((p) => p.affinity === node);
+      if (owned.length === 0) return { released, blocks };
+      for (const p of owned) {
+        const result = await this.#store.commit(p.pool, p.revision, [{ op: 'unclaim' }]);
+        this.#pools.delete(p.pool);
+        if (result.kind === 'committed') blocks.push(p.pool);
+      }
+    }
+    throw new WarrenError('TRY_AGAIN', `the blocks of node ${node} kept changing while they were given back; try again`);
+  }
+
+  /** The record of a new allocation in `span` (the range or one of its blocks). */
+  #record(span: RangeSpec, address: bigint, request: AllocateRequest, now: number): Allocation {
     const a: { -readonly [K in keyof Allocation]: Allocation[K] } = {
-      pool: range.pool,
-      address: formatIP({ family: range.family, value: address }),
+      pool: span.pool,
+      address: formatIP({ family: span.family, value: address }),
       network: request.owner.network,
       containerID: request.owner.containerID,
       ifname: request.owner.ifname,
@@ -258,7 +450,7 @@ export class Allocator {
   }
 
   async #describedCooldown(pool: string): Promise<number> {
-    const summary = (await this.#store.pools()).find((p) => p.pool === pool);
+    const summary = (await this.#store.pools(pool)).find((p) => p.pool === pool);
     return summary?.description?.cooldownSeconds ?? 0;
   }
 

@@ -23,17 +23,18 @@
 import { readFileSync } from 'node:fs';
 import { WarrenError, messageOf } from '../core/errors.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
-import type {
-  AllocationFilter,
-  CommitResult,
-  Membership,
-  NodeRecord,
-  PoolDescription,
-  PoolOp,
-  PoolRead,
-  PoolSummary,
-  Revision,
-  Store,
+import {
+  type AllocationFilter,
+  type CommitResult,
+  type Membership,
+  type NodeRecord,
+  type PoolDescription,
+  type PoolOp,
+  type PoolRead,
+  type PoolSummary,
+  type Revision,
+  type Store,
+  rangePoolOf,
 } from './store.ts';
 import type { Etcd3, Lease, Namespace } from 'etcd3';
 
@@ -61,12 +62,6 @@ interface UnitDoc {
 }
 
 const enc = encodeURIComponent;
-
-/** The range pool a pool belongs to: a block `p#cidr` belongs to `p`; any other pool to itself. */
-export function rangePoolOf(pool: string): string {
-  const i = pool.indexOf('#');
-  return i < 0 ? pool : pool.slice(0, i);
-}
 
 function ownerKey(network: string, containerID: string, ifname: string, pool: string): string {
   return `owners/${enc(network)}/${enc(containerID)}/${enc(ifname)}/${enc(rangePoolOf(pool))}`;

@@ -126,3 +126,9 @@ export interface Store {
   ping(): Promise<void>;
   close(): Promise<void>;
 }
+
+/** The range pool a store pool belongs to: a block `p#cidr` belongs to `p`; any other pool to itself. */
+export function rangePoolOf(pool: string): string {
+  const i = pool.indexOf('#');
+  return i < 0 ? pool : pool.slice(0, i);
+}
