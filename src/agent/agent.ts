@@ -45,6 +45,7 @@ export class Agent {
   /** Stops the reconciler and the journal watch. */
   #abort = new AbortController();
   #consuming: Promise<void> | undefined;
+  #announced = false;
 
   constructor(options: AgentOptions, deps: AgentDeps) {
     this.options = options;
@@ -60,9 +61,35 @@ export class Agent {
     mkdirSync(o.stateDir, { recursive: true, mode: 0o700 });
     this.#lock = InstanceLock.acquire(o.stateDir);
     try {
-      const store = this.#injectedStore ?? new SqliteStore({ path: o.database, synchronous: o.synchronous });
+      const store = this.#injectedStore ?? (await openStore(o));
       this.#store = store;
-      const allocator = new Allocator({ store, clock: this.#clock, node: o.nodeName });
+      const clustered = store.membership !== undefined;
+      const allocator = new Allocator({ store, clock: this.#clock, node: o.nodeName, blocks: clustered });
+      const upkeep: Array<{ name: string; run: () => Promise<void> }> = [];
+      if (store.membership !== undefined) {
+        const membership = store.membership;
+        const announce = async (): Promise<void> => {
+          await membership.announce(o.nodeName, { since: this.#clock.now(), version: WARREN_VERSION });
+          this.#announced = true;
+        };
+        // An etcd that is away now must not keep the agent from starting: upkeep announces later.
+        await announce().catch((error: unknown) => this.#logger.warn({ err: error }, 'could not announce this node yet; will retry'));
+        upkeep.push({
+          name: 'node announcement',
+          run: async () => {
+            if (!this.#announced) await announce();
+            else await membership.renew();
+          },
+        });
+        upkeep.push({
+          name: 'giving back empty blocks',
+          run: async () => {
+            const outcome = await allocator.returnEmptyBlocks(o.blockGraceSeconds * 1000);
+            if (outcome.returned.length > 0) this.#logger.info({ blocks: outcome.returned }, 'gave back empty blocks');
+            if (outcome.errors.length > 0) throw new Error(outcome.errors.join('; '));
+          },
+        });
+      }
       const journal = new MissedDeleteJournal({ dir: o.journalDir, clock: this.#clock });
       journal.prepare();
       const reconciler = new ReleaseReconciler({
@@ -76,10 +103,12 @@ export class Agent {
         intervalMs: o.reconcileIntervalSeconds * 1000,
         netnsGraceMs: o.netnsGraceSeconds * 1000,
         releaseGoneNetns: o.netnsDirs.length > 0,
+        ...(clustered ? { onlyNode: o.nodeName } : {}),
+        upkeep,
       });
       this.#reconciler = reconciler;
       const service = new AgentService({ store, allocator, clock: this.#clock, socket: o.socket, version: WARREN_VERSION, reconciler });
-      const cni = new CniHandler({ allocator, readiness: () => service.readiness() });
+      const cni = new CniHandler({ allocator, readiness: () => service.readiness(), storeKind: clustered ? 'etcd' : 'sqlite' });
       this.#consuming = reconciler.start(this.#abort.signal);
       this.#server = createApiServer({
         cni,
@@ -121,6 +150,18 @@ export class Agent {
     this.#lock?.release();
     this.#lock = undefined;
   }
+}
+
+async function openStore(o: AgentOptions): Promise<Store> {
+  if (o.store === 'sqlite') return new SqliteStore({ path: o.database, synchronous: o.synchronous });
+  const { EtcdStore } = await import('../store/etcd-store.ts');
+  const tls = { ...(o.etcdCa === undefined ? {} : { ca: o.etcdCa }), ...(o.etcdCert === undefined ? {} : { cert: o.etcdCert }), ...(o.etcdKey === undefined ? {} : { key: o.etcdKey }) };
+  return EtcdStore.open({
+    endpoints: o.etcdEndpoints,
+    prefix: o.etcdPrefix,
+    leaseSeconds: Math.ceil(o.nodeLeaseSeconds),
+    ...(Object.keys(tls).length === 0 ? {} : { tls }),
+  });
 }
 
 /** Creates the socket's directory; refuses when a live agent answers there; clears a stale socket. */

@@ -9,6 +9,8 @@
  *   POST /v1/release      {pool, address} or {containerID, network?, ifname?}
  *   GET  /v1/audit        every allocation judged; POST /v1/audit {fix: true} also releases the stale
  *   GET  /v1/journal      pending and rejected missed-delete intents, last reconcile
+ *   GET  /v1/nodes        nodes sharing the store (cluster store), their blocks and allocations
+ *   POST /v1/nodes/forget {node}: free what a dead node held; refused while it is alive
  *
  * Errors outside CNI calls are {error: {code, message}} with a 4xx/5xx status.
  */
@@ -73,6 +75,10 @@ async function route(options: ApiServerOptions, req: IncomingMessage, res: Serve
       }
       case 'GET /v1/journal':
         return send(res, 200, options.service.journal());
+      case 'GET /v1/nodes':
+        return send(res, 200, await options.service.nodes());
+      case 'POST /v1/nodes/forget':
+        return send(res, 200, await options.service.forgetNode(await readJson(req)));
       default:
         return send(res, knownPath(url.pathname) ? 405 : 404, { error: { code: 'NOT_FOUND', message: `no route ${key}` } });
     }
@@ -85,7 +91,7 @@ async function route(options: ApiServerOptions, req: IncomingMessage, res: Serve
 }
 
 function knownPath(path: string): boolean {
-  return ['/v1/cni', '/v1/status', '/v1/pools', '/v1/allocations', '/v1/release', '/v1/audit', '/v1/journal'].includes(path);
+  return ['/v1/cni', '/v1/status', '/v1/pools', '/v1/allocations', '/v1/release', '/v1/audit', '/v1/journal', '/v1/nodes', '/v1/nodes/forget'].includes(path);
 }
 
 function send(res: ServerResponse, status: number, body: unknown): void {

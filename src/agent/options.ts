@@ -9,6 +9,7 @@ import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { DEFAULT_JOURNAL_DIR, DEFAULT_NETNS_DIR, DEFAULT_SOCKET, DEFAULT_STATE_DIR } from '../core/defaults.ts';
 import { WarrenError } from '../core/errors.ts';
+import type { StoreKind } from '../ipam/config.ts';
 
 export interface AgentOptions {
   readonly stateDir: string;
@@ -26,6 +27,17 @@ export interface AgentOptions {
   readonly reconcileIntervalSeconds: number;
   /** Seconds an allocation is left alone before its namespace is judged. */
   readonly netnsGraceSeconds: number;
+  /** sqlite (one node, embedded) or etcd (pools shared by a cluster). */
+  readonly store: StoreKind;
+  readonly etcdEndpoints: readonly string[];
+  readonly etcdPrefix: string;
+  readonly etcdCa?: string;
+  readonly etcdCert?: string;
+  readonly etcdKey?: string;
+  /** Seconds an own block stays empty before it is given back (cluster store). */
+  readonly blockGraceSeconds: number;
+  /** Seconds a node stays listed alive after its agent stops renewing (cluster store). */
+  readonly nodeLeaseSeconds: number;
 }
 
 /** One setting: its flag, its environment variable and what it means (for --help and the README). */
@@ -46,6 +58,14 @@ export const SETTINGS: Record<keyof AgentOptions, Setting> = {
   netnsDirs: { flag: 'netns-dirs', env: 'WARREN_NETNS_DIRS', help: 'comma-separated netns directories the agent may judge; default /var/run/netns; empty for none' },
   reconcileIntervalSeconds: { flag: 'reconcile-interval', env: 'WARREN_RECONCILE_INTERVAL', help: 'seconds between reconcile passes; default 10' },
   netnsGraceSeconds: { flag: 'netns-grace', env: 'WARREN_NETNS_GRACE', help: 'seconds before a new allocation is judged by its namespace; default 60' },
+  store: { flag: 'store', env: 'WARREN_STORE', help: 'sqlite (embedded, one node; default) or etcd (pools shared by many nodes)' },
+  etcdEndpoints: { flag: 'etcd-endpoints', env: 'WARREN_ETCD_ENDPOINTS', help: 'comma-separated etcd client URLs (http:// or https://); required with --store etcd' },
+  etcdPrefix: { flag: 'etcd-prefix', env: 'WARREN_ETCD_PREFIX', help: 'key prefix in etcd; default /warren/' },
+  etcdCa: { flag: 'etcd-ca', env: 'WARREN_ETCD_CA', help: 'PEM file of the CA that signed the etcd servers\' certificates' },
+  etcdCert: { flag: 'etcd-cert', env: 'WARREN_ETCD_CERT', help: 'PEM client certificate for etcd (mutual TLS), with --etcd-key' },
+  etcdKey: { flag: 'etcd-key', env: 'WARREN_ETCD_KEY', help: 'PEM private key of --etcd-cert' },
+  blockGraceSeconds: { flag: 'block-grace', env: 'WARREN_BLOCK_GRACE', help: 'seconds an empty block stays with this node before it is given back; default 300' },
+  nodeLeaseSeconds: { flag: 'node-lease', env: 'WARREN_NODE_LEASE', help: 'seconds a stopped agent\'s node stays listed alive (etcd lease TTL); default 10' },
 };
 
 const MAX_SOCKET_PATH = 107;
@@ -87,7 +107,7 @@ export function resolveAgentOptions(
   cwd: string = process.cwd(),
 ): AgentOptions {
   const pick = (key: keyof AgentOptions): string | undefined => flags[key] ?? (env[SETTINGS[key].env] || undefined);
-  const seconds = (key: 'reconcileIntervalSeconds' | 'netnsGraceSeconds', fallback: number, min: number): number => {
+  const seconds = (key: 'reconcileIntervalSeconds' | 'netnsGraceSeconds' | 'blockGraceSeconds' | 'nodeLeaseSeconds', fallback: number, min: number): number => {
     const text = pick(key);
     if (text === undefined) return fallback;
     const n = Number(text);
@@ -110,6 +130,24 @@ export function resolveAgentOptions(
   if (!['debug', 'info', 'warn', 'error'].includes(logLevel)) {
     throw new WarrenError('INVALID_CONFIG', `--log-level / WARREN_LOG_LEVEL: "${logLevel}" is not debug, info, warn or error`);
   }
+  const store = pick('store') ?? 'sqlite';
+  if (store !== 'sqlite' && store !== 'etcd') throw new WarrenError('INVALID_CONFIG', `--store / WARREN_STORE: "${store}" is not sqlite or etcd`);
+  const etcdEndpoints = (pick('etcdEndpoints') ?? '')
+    .split(',')
+    .map((e) => e.trim())
+    .filter((e) => e !== '');
+  if (store === 'etcd' && etcdEndpoints.length === 0) {
+    throw new WarrenError('INVALID_CONFIG', '--store etcd needs --etcd-endpoints / WARREN_ETCD_ENDPOINTS (comma-separated client URLs)');
+  }
+  for (const url of etcdEndpoints) {
+    if (!/^https?:\/\/[^/]+$/.test(url)) throw new WarrenError('INVALID_CONFIG', `--etcd-endpoints: "${url}" is not http://host:port or https://host:port`);
+  }
+  const etcdPrefix = pick('etcdPrefix') ?? '/warren/';
+  if (!etcdPrefix.startsWith('/') || !etcdPrefix.endsWith('/')) throw new WarrenError('INVALID_CONFIG', `--etcd-prefix: "${etcdPrefix}" must start and end with /`);
+  const file = (key: 'etcdCa' | 'etcdCert' | 'etcdKey'): { [k: string]: string } => {
+    const value = pick(key);
+    return value === undefined ? {} : { [key]: resolve(cwd, value) };
+  };
   return {
     stateDir,
     socket,
@@ -125,5 +163,13 @@ export function resolveAgentOptions(
       .map((d) => resolve(cwd, d)),
     reconcileIntervalSeconds: seconds('reconcileIntervalSeconds', 10, 0.05),
     netnsGraceSeconds: seconds('netnsGraceSeconds', 60, 0),
+    store,
+    etcdEndpoints,
+    etcdPrefix,
+    ...file('etcdCa'),
+    ...file('etcdCert'),
+    ...file('etcdKey'),
+    blockGraceSeconds: seconds('blockGraceSeconds', 300, 0),
+    nodeLeaseSeconds: seconds('nodeLeaseSeconds', 10, 2),
   };
 }

@@ -60,6 +60,13 @@ export interface ReleaseReconcilerOptions {
   /** Allocations younger than this are never judged by their namespace. */
   readonly netnsGraceMs: number;
   readonly releaseGoneNetns: boolean;
+  /**
+   * Judge only this node's allocations (a store shared by nodes: another node's namespaces are
+   * not visible here, so their absence proves nothing).
+   */
+  readonly onlyNode?: string;
+  /** Other work done on every tick (cluster upkeep); a failure is reported and the tick goes on. */
+  readonly upkeep?: ReadonlyArray<{ readonly name: string; readonly run: () => Promise<void> }>;
 }
 
 const MAX_RECENT = 20;
@@ -197,6 +204,13 @@ export class ReleaseReconciler {
         this.#error(`namespace sweep failed: ${messageOf(error)}`);
       }
     }
+    for (const task of this.#o.upkeep ?? []) {
+      try {
+        await task.run();
+      } catch (error) {
+        this.#error(`${task.name} failed: ${messageOf(error)}`);
+      }
+    }
     this.#o.journal.rescan();
     const report: ReconcileReport = {
       at: new Date(started).toISOString(),
@@ -226,7 +240,7 @@ export class ReleaseReconciler {
     for (const intent of this.#pending.values()) journalOwners.add(ownerKey(intent.entry));
     const now = this.#o.clock.now();
     const report = audit(
-      await this.#o.store.list(),
+      await this.#o.store.list(this.#o.onlyNode === undefined ? {} : { node: this.#o.onlyNode }),
       { journalOwners, observer: this.#o.observer, now, graceMs: this.#o.netnsGraceMs },
       { dir: this.#o.journal.dir, pending: this.#pending.size },
     );

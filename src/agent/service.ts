@@ -3,7 +3,7 @@
  * over the allocator and the store. Release by hand is the same idempotent release a DEL does.
  */
 import type { Clock } from '../core/clock.ts';
-import { WarrenError } from '../core/errors.ts';
+import { WarrenError, messageOf } from '../core/errors.ts';
 import { formatIP, parseIP } from '../ipam/address.ts';
 import type { Allocation } from '../ipam/allocation.ts';
 import type { Allocator } from '../store/allocator.ts';
@@ -35,6 +35,23 @@ export interface PoolReport {
   readonly resting: number;
   /** allocated / capacity, 0..1; undefined when the capacity is unknown. */
   readonly utilisation?: number;
+  /** For a block of a range shared by nodes: the node that claimed it. */
+  readonly node?: string;
+  /** For a range split into blocks: the block prefix length and how many blocks are claimed. */
+  readonly blockPrefix?: number;
+  readonly blocks?: number;
+}
+
+export interface NodeReport {
+  readonly node: string;
+  /** The agent holds its announcement now. */
+  readonly alive: boolean;
+  readonly since?: string;
+  readonly version?: string;
+  /** Blocks with this node's affinity. */
+  readonly blocks: string[];
+  /** Allocations this node's agent made. */
+  readonly allocations: number;
 }
 
 export interface AgentServiceOptions {
@@ -60,7 +77,7 @@ export class AgentService {
     try {
       await this.#o.store.ping();
     } catch (error) {
-      throw new WarrenError('NOT_READY', `store ${this.#o.store.description} is not usable`, { cause: error });
+      throw new WarrenError('NOT_READY', `store ${this.#o.store.description} is not usable: ${messageOf(error)}`, { cause: error });
     }
   }
 
@@ -97,19 +114,64 @@ export class AgentService {
     return this.#o.reconciler.status();
   }
 
+  /** Every pool; a range split into blocks is reported whole (its blocks summed) and block by block. */
   async pools(): Promise<PoolReport[]> {
-    return (await this.#o.store.pools()).map((p) => {
+    const summaries = await this.#o.store.pools();
+    return summaries.map((p) => {
+      let { allocated, resting } = p;
+      let blocks: number | undefined;
+      if (p.description?.blockPrefix !== undefined) {
+        const inside = summaries.filter((b) => b.pool.startsWith(`${p.pool}#`));
+        allocated = inside.reduce((n, b) => n + b.allocated, 0);
+        resting = inside.reduce((n, b) => n + b.resting, 0);
+        blocks = inside.filter((b) => b.affinity !== undefined).length;
+      }
       const capacity = p.description === undefined ? undefined : Number(p.description.capacity);
       return {
         pool: p.pool,
         ...(p.description === undefined
           ? {}
           : { subnet: p.description.subnet, first: p.description.first, last: p.description.last, capacity: p.description.capacity }),
-        allocated: p.allocated,
-        resting: p.resting,
-        ...(capacity === undefined || capacity === 0 ? {} : { utilisation: p.allocated / capacity }),
+        allocated,
+        resting,
+        ...(capacity === undefined || capacity === 0 ? {} : { utilisation: allocated / capacity }),
+        ...(p.affinity === undefined ? {} : { node: p.affinity }),
+        ...(p.description?.blockPrefix === undefined ? {} : { blockPrefix: p.description.blockPrefix, blocks }),
       };
     });
+  }
+
+  /** Nodes sharing the store: announced ones, and any that still own blocks or allocations. */
+  async nodes(): Promise<NodeReport[]> {
+    const membership = this.#o.store.membership;
+    if (membership === undefined) throw new WarrenError('BAD_REQUEST', `store ${this.#o.store.description} is not shared by nodes; nodes exist with --store etcd`);
+    const [live, summaries, allocations] = await Promise.all([membership.liveNodes(), this.#o.store.pools(), this.#o.store.list()]);
+    const nodes = new Map<string, { alive: boolean; since?: string; version?: string; blocks: string[]; allocations: number }>();
+    const entry = (name: string) => {
+      let n = nodes.get(name);
+      if (n === undefined) {
+        n = { alive: false, blocks: [], allocations: 0 };
+        nodes.set(name, n);
+      }
+      return n;
+    };
+    for (const record of live) Object.assign(entry(record.node), { alive: true, since: new Date(record.since).toISOString(), ...(record.version === undefined ? {} : { version: record.version }) });
+    for (const p of summaries) if (p.affinity !== undefined) entry(p.affinity).blocks.push(p.pool);
+    for (const a of allocations) entry(a.node).allocations += 1;
+    return [...nodes].sort(([a], [b]) => (a < b ? -1 : 1)).map(([node, n]) => ({ node, ...n }));
+  }
+
+  /** Frees what a node that is gone for good held; refuses while its agent is alive. */
+  async forgetNode(body: unknown): Promise<{ node: string; released: Allocation[]; blocks: string[] }> {
+    const node = typeof body === 'object' && body !== null ? (body as { node?: unknown }).node : undefined;
+    if (typeof node !== 'string' || node === '') throw new WarrenError('BAD_REQUEST', 'forget needs {"node": "<name>"}');
+    const membership = this.#o.store.membership;
+    if (membership === undefined) throw new WarrenError('BAD_REQUEST', `store ${this.#o.store.description} is not shared by nodes; there is no node to forget`);
+    const live = await membership.liveNodes();
+    if (live.some((n) => n.node === node)) {
+      throw new WarrenError('BAD_REQUEST', `node ${node} is alive (its agent holds its announcement); stop that agent first, or wait for its lease to lapse`);
+    }
+    return { node, ...(await this.#o.allocator.forgetNode(node)) };
   }
 
   async allocations(filter: AllocationFilter): Promise<Allocation[]> {

@@ -8,7 +8,7 @@ import { DEFAULT_SOCKET } from '../core/defaults.ts';
 import { WarrenError, isWarrenError, messageOf } from '../core/errors.ts';
 import { requestJson } from '../core/unix-http.ts';
 import type { Allocation } from '../ipam/allocation.ts';
-import type { AgentStatus, PoolReport } from '../agent/service.ts';
+import type { AgentStatus, NodeReport, PoolReport } from '../agent/service.ts';
 import type { AuditReport } from '../agent/audit.ts';
 import type { ReconcileReport, ReconcilerStatus } from '../agent/release-reconciler.ts';
 import { SETTINGS, defaultStateDir } from '../agent/options.ts';
@@ -27,6 +27,8 @@ commands:
   audit          judge every allocation against what the node can observe; --fix releases
                  what is provably stale and nothing else
   journal        pending and set-aside missed-delete intents, and the last reconcile
+  nodes          nodes sharing the store (--store etcd): alive or not, blocks, allocations
+  node forget N  free the blocks and allocations of node N, gone for good (refused while alive)
   version        print the version
 
 common flags:
@@ -67,6 +69,13 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
         return await auditCommand(rest, io);
       case 'journal':
         return await journalCommand(rest, io);
+      case 'nodes':
+        return await nodes(rest, io);
+      case 'node': {
+        const [verb, ...more] = rest;
+        if (verb !== 'forget') throw new UsageError(verb === undefined ? 'node needs a verb: node forget NAME' : `unknown node verb "${verb}"; node forget NAME`);
+        return await forgetNode(more, io);
+      }
       case 'version':
       case '--version':
         io.out('warren 0.1.0\n');
@@ -147,8 +156,16 @@ async function pools(argv: readonly string[], io: CliIO): Promise<number> {
   }
   io.out(
     table(
-      ['POOL', 'SPAN', 'CAPACITY', 'ALLOCATED', 'RESTING', 'USED'],
-      list.map((p) => [p.pool, p.first === undefined ? '-' : `${p.first}-${p.last}`, p.capacity ?? '-', String(p.allocated), String(p.resting), percent(p.utilisation)]),
+      ['POOL', 'SPAN', 'CAPACITY', 'ALLOCATED', 'RESTING', 'USED', 'NODE'],
+      list.map((p) => [
+        p.pool,
+        p.first === undefined ? '-' : `${p.first}-${p.last}`,
+        p.capacity ?? '-',
+        String(p.allocated),
+        String(p.resting),
+        percent(p.utilisation),
+        p.node ?? (p.blockPrefix === undefined ? '-' : `${p.blocks ?? 0} blocks of /${p.blockPrefix}`),
+      ]),
     ),
   );
   return 0;
@@ -241,6 +258,39 @@ async function release(argv: readonly string[], io: CliIO): Promise<number> {
   return 0;
 }
 
+async function nodes(argv: readonly string[], io: CliIO): Promise<number> {
+  const { values } = parseArgs({ args: [...argv], options: COMMON, strict: true });
+  const list = (await call(clientSocket(values.socket, io.env), 'GET', '/v1/nodes')) as NodeReport[];
+  if (values.json) {
+    io.out(`${JSON.stringify(list, null, 2)}\n`);
+    return 0;
+  }
+  if (list.length === 0) {
+    io.out('no nodes\n');
+    return 0;
+  }
+  io.out(
+    table(
+      ['NODE', 'ALIVE', 'SINCE', 'ALLOCATIONS', 'BLOCKS'],
+      list.map((n) => [n.node, n.alive ? 'yes' : 'no', n.since ?? '-', String(n.allocations), n.blocks.length === 0 ? '-' : n.blocks.map((b) => b.slice(b.indexOf('#') + 1)).join(' ')]),
+    ),
+  );
+  return 0;
+}
+
+async function forgetNode(argv: readonly string[], io: CliIO): Promise<number> {
+  const { values, positionals } = parseArgs({ args: [...argv], options: COMMON, strict: true, allowPositionals: true });
+  if (positionals.length !== 1) throw new UsageError('node forget takes exactly one node name');
+  const node = positionals[0] as string;
+  const result = (await call(clientSocket(values.socket, io.env), 'POST', '/v1/nodes/forget', { node })) as { node: string; released: Allocation[]; blocks: string[] };
+  if (values.json) {
+    io.out(`${JSON.stringify(result, null, 2)}\n`);
+    return 0;
+  }
+  io.out(`forgot node ${result.node}: released ${result.released.length} allocations, gave back ${result.blocks.length} blocks\n`);
+  for (const a of result.released) io.out(`released ${a.address} (container ${a.containerID}, ${a.ifname})\n`);
+  return 0;
+}
 
 function reconcileLine(r: ReconcileReport | undefined): string {
   if (r === undefined) return 'not yet';

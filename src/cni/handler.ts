@@ -4,7 +4,7 @@
  * ends in exactly one outcome: a result object, no output (DEL, CHECK, GC, STATUS succeed
  * silently), or a CNI error object.
  */
-import { WarrenError } from '../core/errors.ts';
+import { WarrenError, isWarrenError } from '../core/errors.ts';
 import { type IPAddress, formatIP, parseIP } from '../ipam/address.ts';
 import { type StoreKind, inSubnet } from '../ipam/config.ts';
 import { type Allocator, attachmentKey } from '../store/allocator.ts';
@@ -96,7 +96,13 @@ export class CniHandler {
   }
 
   async #add(env: CniEnv, conf: NetConf): Promise<CniOutcome> {
-    await this.#readiness();
+    try {
+      await this.#readiness();
+    } catch (error) {
+      // Not ready now is "try again later" for an ADD (code 11); STATUS reports it as 50.
+      if (isWarrenError(error, 'NOT_READY')) throw new WarrenError('TRY_AGAIN', `${error.message}; try again later`, { cause: error });
+      throw error;
+    }
     const args = parseCniArgs(env.args);
     const requested: IPAddress[] = [...conf.requested];
     for (const text of args.ips) {

@@ -415,19 +415,28 @@ export class Allocator {
     });
   }
 
-  /** Releases specific addresses of a pool, whoever holds them. */
+  /**
+   * Releases specific addresses of a pool, whoever holds them. `pool` may be a range pool whose
+   * addresses live in blocks: each address is released in the block that holds it.
+   */
   async releaseAddresses(pool: string, addresses: readonly string[], cooldownSeconds?: number): Promise<Allocation[]> {
-    return this.#locks.run(pool, async () => {
-      for (let attempt = 1; attempt <= this.#maxAttempts; attempt++) {
-        const wanted = new Set(addresses);
-        const held = (await this.#store.list({ pool })).filter((a) => wanted.has(a.address));
-        if (held.length === 0) return [];
-        if (await this.#commitRelease(pool, held.map((a) => a.address), cooldownSeconds)) return held;
-      }
-      throw new WarrenError('TRY_AGAIN', `pool ${pool} kept changing under ${this.#maxAttempts} attempts to release; try again`);
-    });
+    const wanted = new Set(addresses);
+    const units = new Set((await this.#store.list({ pool })).filter((a) => wanted.has(a.address)).map((a) => a.pool));
+    const released: Allocation[] = [];
+    for (const unit of units) released.push(...(await this.#releaseIn(unit, wanted, cooldownSeconds)));
+    return released;
   }
 
+  async #releaseIn(unit: string, wanted: ReadonlySet<string>, cooldownSeconds?: number): Promise<Allocation[]> {
+    return this.#locks.run(unit, async () => {
+      for (let attempt = 1; attempt <= this.#maxAttempts; attempt++) {
+        const held = (await this.#store.list({ pool: unit })).filter((a) => a.pool === unit && wanted.has(a.address));
+        if (held.length === 0) return [];
+        if (await this.#commitRelease(unit, held.map((a) => a.address), cooldownSeconds)) return held;
+      }
+      throw new WarrenError('TRY_AGAIN', `pool ${unit} kept changing under ${this.#maxAttempts} attempts to release; try again`);
+    });
+  }
 
   /** One release round inside the pool lock; false on a revision conflict. */
   async #commitRelease(pool: string, addresses: readonly string[], cooldownSeconds?: number): Promise<boolean> {

@@ -135,6 +135,7 @@ export class EtcdStore implements Store {
     this.membership = {
       announce: (node, info) => this.#announce(node, info),
       liveNodes: () => this.#liveNodes(),
+      renew: () => this.#renew(),
       withdraw: () => this.#withdraw(),
     };
   }
@@ -322,7 +323,7 @@ export class EtcdStore implements Store {
   }
 
   /** Re-announces after a lost lease (etcd was away longer than the lease). Cheap when all is well. */
-  async renew(): Promise<void> {
+  async #renew(): Promise<void> {
     if (this.#announced !== undefined && (this.#lease === undefined || this.#lease.revoked())) await this.#grant();
   }
 

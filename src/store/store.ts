@@ -88,6 +88,8 @@ export interface Membership {
   announce(node: string, info: { since: number; version: string }): Promise<void>;
   /** Nodes whose agent is alive now. */
   liveNodes(): Promise<NodeRecord[]>;
+  /** Announces again if the announcement was lost (the store was away longer than its lease). */
+  renew(): Promise<void>;
   /** Withdraws the announcement at once (clean stop). */
   withdraw(): Promise<void>;
 }

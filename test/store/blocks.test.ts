@@ -10,7 +10,7 @@ import fc from 'fast-check';
 import { ManualClock } from '../../src/core/clock.ts';
 import { isWarrenError } from '../../src/core/errors.ts';
 import { parseIP } from '../../src/ipam/address.ts';
-import { blockAt, blockOfKey, firstUnclaimedBlock } from '../../src/ipam/blocks.ts';
+import { type Block, blockAt, blockOfKey, firstUnclaimedBlock } from '../../src/ipam/blocks.ts';
 import { capacityOf, parseIpamConfig } from '../../src/ipam/config.ts';
 import { Allocator } from '../../src/store/allocator.ts';
 import { SqliteStore } from '../../src/store/sqlite-store.ts';
@@ -62,7 +62,7 @@ describe('block math', () => {
         const [lo, hi] = a <= b ? [a, b] : [b, a];
         const [range] = rangesOf({ range: '10.9.0.0/24', range_start: `10.9.0.${Math.max(lo, 1)}`, range_end: `10.9.0.${Math.min(Math.max(hi, Math.max(lo, 1)), 254)}`, block_size: blockSize });
         if (range === undefined) return;
-        const claimed = [];
+        const claimed: Block[] = [];
         let total = 0n;
         for (let block = firstUnclaimedBlock(range, claimed); block !== undefined; block = firstUnclaimedBlock(range, claimed)) {
           claimed.push(block);
