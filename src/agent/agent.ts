@@ -68,15 +68,23 @@ export class Agent {
       const upkeep: Array<{ name: string; run: () => Promise<void> }> = [];
       if (store.membership !== undefined) {
         const membership = store.membership;
-        const announce = async (): Promise<void> => {
-          await membership.announce(o.nodeName, { since: this.#clock.now(), version: WARREN_VERSION });
-          this.#announced = true;
-        };
-        // An etcd that is away now must not keep the agent from starting: upkeep announces later.
-        await announce().catch((error: unknown) => this.#logger.warn({ err: error }, 'could not announce this node yet; will retry'));
+        let announcing: Promise<void> | undefined;
+        const announce = (): Promise<void> =>
+          (announcing ??= membership
+            .announce(o.nodeName, { since: this.#clock.now(), version: WARREN_VERSION })
+            .then(() => {
+              this.#announced = true;
+            })
+            .finally(() => {
+              announcing = undefined;
+            }));
+        // Announcing must not hold up serving (an etcd without a leader answers lease calls late);
+        // if it fails, upkeep announces on a later tick.
+        void announce().catch((error: unknown) => this.#logger.warn({ err: error }, 'could not announce this node yet; will retry'));
         upkeep.push({
           name: 'node announcement',
           run: async () => {
+            if (announcing !== undefined) return; // the first announcement is still under way
             if (!this.#announced) await announce();
             else await membership.renew();
           },

@@ -4,7 +4,7 @@
  * ends in exactly one outcome: a result object, no output (DEL, CHECK, GC, STATUS succeed
  * silently), or a CNI error object.
  */
-import { WarrenError, isWarrenError } from '../core/errors.ts';
+import { WarrenError } from '../core/errors.ts';
 import { type IPAddress, formatIP, parseIP } from '../ipam/address.ts';
 import { type StoreKind, inSubnet } from '../ipam/config.ts';
 import { type Allocator, attachmentKey } from '../store/allocator.ts';
@@ -96,13 +96,8 @@ export class CniHandler {
   }
 
   async #add(env: CniEnv, conf: NetConf): Promise<CniOutcome> {
-    try {
-      await this.#readiness();
-    } catch (error) {
-      // Not ready now is "try again later" for an ADD (code 11); STATUS reports it as 50.
-      if (isWarrenError(error, 'NOT_READY')) throw new WarrenError('TRY_AGAIN', `${error.message}; try again later`, { cause: error });
-      throw error;
-    }
+    // No readiness probe here: it would cost a store round trip per ADD, and a store that cannot
+    // serve fails the allocation itself with TRY_AGAIN (code 11) naming the store.
     const args = parseCniArgs(env.args);
     const requested: IPAddress[] = [...conf.requested];
     for (const text of args.ips) {

@@ -91,7 +91,9 @@ export function requestJson(options: JsonRequest): Promise<JsonResponse> {
         `${options.method} ${options.path} HTTP/1.1\r\nHost: warren\r\nConnection: close\r\n` +
         (options.body === undefined ? '' : `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(payload)}\r\n`) +
         '\r\n';
-      socket.end(head + payload);
+      // Not end(): Node's HTTP server drops a connection whose client half-closes before the
+      // answer is ready, and answers that wait on a remote store are not ready at once.
+      socket.write(head + payload);
     });
     socket.on('data', (chunk: Buffer) => {
       received = received.length === 0 ? chunk : Buffer.concat([received, chunk]);

@@ -100,7 +100,8 @@ export class EtcdStore implements Store {
     for (const url of options.endpoints) {
       if (!/^https?:\/\/[^/]+$/.test(url)) throw new WarrenError('INVALID_CONFIG', `etcd endpoint "${url}" is not http://host:port or https://host:port`);
     }
-    const { Etcd3: Client } = await import('etcd3');
+    const { Etcd3: Client, isRecoverableError } = await import('etcd3');
+    const { ConsecutiveBreaker, ExponentialBackoff, circuitBreaker, handleWhen, retry } = await import('cockatiel');
     const read = (what: string, path: string | undefined): Buffer | undefined => {
       if (path === undefined) return undefined;
       try {
@@ -118,6 +119,14 @@ export class EtcdStore implements Store {
       hosts: [...options.endpoints],
       dialTimeout: timeout,
       defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + timeout }),
+      // A member that fails is skipped for half a second, not the client's default five: during a
+      // leader election every member fails for a moment, and a long open breaker on all of them
+      // would turn a one-second election into a five-second outage. A failed call is tried again
+      // on another member a few times, quickly.
+      faultHandling: {
+        host: () => circuitBreaker(handleWhen(isRecoverableError), { halfOpenAfter: 500, breaker: new ConsecutiveBreaker(3) }),
+        global: retry(handleWhen(isRecoverableError), { maxAttempts: 4, backoff: new ExponentialBackoff({ initialDelay: 50, maxDelay: 400 }) }),
+      },
       ...(ca === undefined && cert === undefined
         ? {}
         : { credentials: { rootCertificate: ca ?? Buffer.alloc(0), ...(key === undefined ? {} : { privateKey: key }), ...(cert === undefined ? {} : { certChain: cert }) } }),
