@@ -64,7 +64,7 @@ export class Agent {
       const store = this.#injectedStore ?? (await openStore(o));
       this.#store = store;
       const clustered = store.membership !== undefined;
-      const allocator = new Allocator({ store, clock: this.#clock, node: o.nodeName, blocks: clustered });
+      const allocator = new Allocator({ store, clock: this.#clock, node: o.nodeName, blocks: clustered && o.blocks });
       const upkeep: Array<{ name: string; run: () => Promise<void> }> = [];
       if (store.membership !== undefined) {
         const membership = store.membership;

@@ -34,6 +34,11 @@ export interface AgentOptions {
   readonly etcdCa?: string;
   readonly etcdCert?: string;
   readonly etcdKey?: string;
+  /**
+   * Split shared ranges into blocks with node affinity (default with etcd). Off keeps a whole range
+   * in one key, as whereabouts does: every node contends on it. For comparison, not production.
+   */
+  readonly blocks: boolean;
   /** Seconds an own block stays empty before it is given back (cluster store). */
   readonly blockGraceSeconds: number;
   /** Seconds a node stays listed alive after its agent stops renewing (cluster store). */
@@ -64,6 +69,7 @@ export const SETTINGS: Record<keyof AgentOptions, Setting> = {
   etcdCa: { flag: 'etcd-ca', env: 'WARREN_ETCD_CA', help: 'PEM file of the CA that signed the etcd servers\' certificates' },
   etcdCert: { flag: 'etcd-cert', env: 'WARREN_ETCD_CERT', help: 'PEM client certificate for etcd (mutual TLS), with --etcd-key' },
   etcdKey: { flag: 'etcd-key', env: 'WARREN_ETCD_KEY', help: 'PEM private key of --etcd-cert' },
+  blocks: { flag: 'blocks', env: 'WARREN_BLOCKS', help: 'on (default with etcd): nodes claim blocks of a range; off: one key per range (for comparison)' },
   blockGraceSeconds: { flag: 'block-grace', env: 'WARREN_BLOCK_GRACE', help: 'seconds an empty block stays with this node before it is given back; default 300' },
   nodeLeaseSeconds: { flag: 'node-lease', env: 'WARREN_NODE_LEASE', help: 'seconds a stopped agent\'s node stays listed alive (etcd lease TTL); default 10' },
 };
@@ -130,6 +136,12 @@ export function resolveAgentOptions(
   if (!['debug', 'info', 'warn', 'error'].includes(logLevel)) {
     throw new WarrenError('INVALID_CONFIG', `--log-level / WARREN_LOG_LEVEL: "${logLevel}" is not debug, info, warn or error`);
   }
+  const onOff = (key: 'blocks', fallback: boolean): boolean => {
+    const text = pick(key);
+    if (text === undefined) return fallback;
+    if (text !== 'on' && text !== 'off') throw new WarrenError('INVALID_CONFIG', `--${SETTINGS[key].flag} / ${SETTINGS[key].env}: "${text}" is not on or off`);
+    return text === 'on';
+  };
   const store = pick('store') ?? 'sqlite';
   if (store !== 'sqlite' && store !== 'etcd') throw new WarrenError('INVALID_CONFIG', `--store / WARREN_STORE: "${store}" is not sqlite or etcd`);
   const etcdEndpoints = (pick('etcdEndpoints') ?? '')
@@ -169,6 +181,7 @@ export function resolveAgentOptions(
     ...file('etcdCa'),
     ...file('etcdCert'),
     ...file('etcdKey'),
+    blocks: onOff('blocks', true),
     blockGraceSeconds: seconds('blockGraceSeconds', 300, 0),
     nodeLeaseSeconds: seconds('nodeLeaseSeconds', 10, 2),
   };

@@ -127,7 +127,10 @@ export class Allocator {
   async #allocateIn(range: RangeSpec, request: AllocateRequest, requested: IPAddress | undefined): Promise<Assignment> {
     return this.#locks.run(range.pool, async () => {
       for (let attempt = 1; attempt <= this.#maxAttempts; attempt++) {
-        const held = (await this.#store.findByOwner(request.owner)).find((a) => rangePoolOf(a.pool) === range.pool);
+        // With blocks the first round skips the owner look-up: the commit itself refuses a second
+        // address for one owner (the store's owner-per-pool rule), and a retried ADD lands here
+        // on the second round, where the look-up finds what it holds.
+        const held = this.#blocks && attempt === 1 ? undefined : (await this.#store.findByOwner(request.owner)).find((a) => rangePoolOf(a.pool) === range.pool);
         if (held !== undefined) {
           if (requested !== undefined && held.address !== formatIP(requested)) {
             throw new WarrenError(
@@ -151,7 +154,11 @@ export class Allocator {
    */
   async #decide(span: RangeSpec, range: RangeSpec, request: AllocateRequest, requested: IPAddress | undefined): Promise<Decision> {
     const pool = span.pool;
-    const cached = await this.#load(pool);
+    // With blocks a node is nearly always the only writer of its blocks, so the cached picture is
+    // used without a read and the commit's revision check catches the rare change; a block that
+    // looks full from the cache is read again before it is called full.
+    let cached = await this.#load(pool, this.#blocks);
+    if (this.#blocks && requested === undefined && cached.state.pick(span).kind === 'exhausted') cached = await this.#load(pool, false);
     const now = this.#clock.now();
     const ops: PoolOp[] = cached.state.expireRests(now).map((a) => ({ op: 'unrest', address: formatIP({ family: range.family, value: a }) }));
     let address: bigint;
@@ -209,11 +216,15 @@ export class Allocator {
       if (requested.value < range.first || requested.value > range.last) return this.#decide(range, range, request, requested); // reports "outside"
       return this.#decide(blockAt(range, requested.value).span, range, request, requested);
     }
-    for (const key of this.#mine.get(range.pool) ?? (await this.#refreshMine(range))) {
+    const owned = this.#mine.get(range.pool) ?? (await this.#refreshMine(range));
+    for (const key of owned) {
       const block = blockOfKey(range, key);
       if (block === undefined) continue;
       const decision = await this.#decide(block.span, range, request, undefined);
-      if (decision.kind !== 'full') return decision;
+      if (decision.kind === 'full') continue;
+      // The block that served is tried first next time, so full blocks are not read on every ADD.
+      if (decision.kind === 'done' && owned[0] !== key) this.#mine.set(range.pool, [key, ...owned.filter((k) => k !== key)]);
+      return decision;
     }
     // Own blocks are full (or there are none): look at the whole range again.
     const summaries = await this.#store.pools(`${range.pool}#`);
@@ -239,7 +250,7 @@ export class Allocator {
         { op: 'describe', description: describeRange(free.span, request.cooldownSeconds ?? 0) },
       ]);
       this.#pools.delete(free.key);
-      if (claim.kind === 'committed') this.#mine.set(range.pool, [...mine, free.key]);
+      if (claim.kind === 'committed') this.#mine.set(range.pool, [free.key, ...mine]);
       return { kind: 'conflict' }; // either way, decide again with the new picture
     }
     // No free block: borrow from the block of another node with the most room.
@@ -378,8 +389,10 @@ export class Allocator {
     return a;
   }
 
-  async #load(pool: string): Promise<CachedPool> {
+  /** The pool's picture: the cached one if `trust`, else revalidated against the store. */
+  async #load(pool: string, trust = false): Promise<CachedPool> {
     const cached = this.#pools.get(pool);
+    if (trust && cached !== undefined) return cached;
     const read = await this.#store.readPool(pool, cached?.revision);
     if (read.kind === 'unchanged' && cached !== undefined) return cached;
     if (read.kind === 'unchanged') throw new Error(`store answered unchanged for uncached pool ${pool}`);

@@ -54,7 +54,10 @@ CREATE TABLE IF NOT EXISTS allocations (
   PRIMARY KEY (pool, address)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS allocations_owner ON allocations (network, container_id, ifname);
-CREATE UNIQUE INDEX IF NOT EXISTS allocations_owner_pool ON allocations (network, container_id, ifname, pool);
+-- One address per owner and range pool: a block 'p#cidr' counts as its range pool 'p'.
+CREATE UNIQUE INDEX IF NOT EXISTS allocations_owner_range ON allocations (
+  network, container_id, ifname, (CASE WHEN instr(pool, '#') > 0 THEN substr(pool, 1, instr(pool, '#') - 1) ELSE pool END)
+);
 CREATE TABLE IF NOT EXISTS resting (
   pool TEXT NOT NULL,
   address TEXT NOT NULL,

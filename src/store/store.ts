@@ -8,7 +8,8 @@
  * - a commit applies all of its operations or none;
  * - a commit against a stale revision returns `conflict` and changes nothing;
  * - an address is held by at most one allocation per pool;
- * - an owner (network, containerID, ifname) holds at most one address per pool;
+ * - an owner (network, containerID, ifname) holds at most one address per range pool (a pool and
+ *   its blocks count as one), so a retried ADD can never get a second address anywhere;
  * - releasing an address that is not allocated is a no-op;
  * - a pool's affinity (the node that claimed it, for cluster blocks) changes only by commit.
  *

@@ -201,6 +201,11 @@ export function storeConformance(name: string, factory: StoreFactory): void {
       const again = await s.commit('p', r.revision, [allocate({ ...first, address: '10.0.0.3', createdAt: 5 })]);
       assert.equal(again.kind, 'conflict');
       assert.deepEqual((await s.list({ pool: 'p' })).map((a) => a.address), ['10.0.0.2']);
+      // A block of the range counts as the range: no second address for the owner there either.
+      const inBlock = await s.commit('p#10.0.0.64/26', 0, [allocate({ ...first, pool: 'p#10.0.0.64/26', address: '10.0.0.70' })]);
+      assert.equal(inBlock.kind, 'conflict');
+      const otherRange = await s.commit('q#10.0.0.64/26', 0, [allocate({ ...first, pool: 'q#10.0.0.64/26', address: '10.0.0.70' })]);
+      assert.equal(otherRange.kind, 'committed');
     });
 
     it('keeps a block\'s affinity, lists blocks by prefix and matches a range pool to its blocks', async () => {
