@@ -23,6 +23,8 @@ export interface AgentStatus {
   readonly pools: number;
   readonly allocations: number;
   readonly reconciler: ReconcilerStatus;
+  /** On a store shared by nodes: who is alive, and the blocks this node holds. */
+  readonly cluster?: { readonly liveNodes: readonly string[]; readonly ownBlocks: number; readonly thisNodeAnnounced: boolean };
 }
 
 export interface PoolReport {
@@ -89,6 +91,12 @@ export class AgentService {
       error = (e as Error).message;
     }
     const pools = error === undefined ? await this.#o.store.pools() : [];
+    let cluster: AgentStatus['cluster'];
+    const membership = this.#o.store.membership;
+    if (membership !== undefined && error === undefined) {
+      const live = (await membership.liveNodes()).map((n) => n.node);
+      cluster = { liveNodes: live, ownBlocks: pools.filter((p) => p.affinity === this.#o.allocator.node).length, thisNodeAnnounced: live.includes(this.#o.allocator.node) };
+    }
     const now = this.#o.clock.now();
     return {
       node: this.#o.allocator.node,
@@ -99,9 +107,11 @@ export class AgentService {
       socket: this.#o.socket,
       store: { description: this.#o.store.description, healthy: error === undefined, ...(error === undefined ? {} : { error }) },
       ready: error === undefined,
-      pools: pools.length,
+      // Ranges, not blocks: a range split into blocks has a store pool of its own.
+      pools: pools.filter((p) => !p.pool.includes('#')).length,
       allocations: pools.reduce((sum, p) => sum + p.allocated, 0),
       reconciler: this.#o.reconciler.status(),
+      ...(cluster === undefined ? {} : { cluster }),
     };
   }
 

@@ -137,6 +137,9 @@ async function status(argv: readonly string[], io: CliIO): Promise<number> {
       `allocations: ${s.allocations}`,
       `journal:     ${s.reconciler.journalDir}: ${s.reconciler.pending.length} pending, ${s.reconciler.rejected.length} set aside, ${s.reconciler.releasedFromJournal} released since start`,
       `reconcile:   ${reconcileLine(s.reconciler.lastReconcile)}`,
+      ...(s.cluster === undefined
+        ? []
+        : [`cluster:     ${s.cluster.liveNodes.length} nodes alive (${s.cluster.liveNodes.join(', ')}); this node ${s.cluster.thisNodeAnnounced ? 'announced' : 'NOT announced yet'}, holding ${s.cluster.ownBlocks} blocks`]),
       ...s.reconciler.recentErrors.slice(-5).map((e) => `error:       ${e.at} ${e.message}`),
     ].join('\n') + '\n',
   );

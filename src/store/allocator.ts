@@ -157,7 +157,7 @@ export class Allocator {
     // With blocks a node is nearly always the only writer of its blocks, so the cached picture is
     // used without a read and the commit's revision check catches the rare change; a block that
     // looks full from the cache is read again before it is called full.
-    let cached = await this.#load(pool, this.#blocks);
+    let cached = await this.#load(pool, this.#blocks && requested === undefined);
     if (this.#blocks && requested === undefined && cached.state.pick(span).kind === 'exhausted') cached = await this.#load(pool, false);
     const now = this.#clock.now();
     const ops: PoolOp[] = cached.state.expireRests(now).map((a) => ({ op: 'unrest', address: formatIP({ family: range.family, value: a }) }));
@@ -481,7 +481,10 @@ export class Allocator {
    * Keeps going past errors and reports them.
    */
   async gc(network: string, valid: ReadonlySet<string>, cooldownSeconds?: number): Promise<GcOutcome> {
-    const stale = (await this.#store.list({ network })).filter((a) => !valid.has(attachmentKey(a.containerID, a.ifname)));
+    // The runtime's list is this node's attachments: on a shared store, other nodes' allocations
+    // are not its to judge.
+    const shared = this.#blocks || this.#store.membership !== undefined;
+    const stale = (await this.#store.list(shared ? { network, node: this.#node } : { network })).filter((a) => !valid.has(attachmentKey(a.containerID, a.ifname)));
     const released: Allocation[] = [];
     const errors: string[] = [];
     const owners = new Map<string, Owner>();

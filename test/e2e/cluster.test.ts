@@ -195,6 +195,10 @@ describe('three nodes sharing pools on a 3-member etcd cluster', () => {
     assert.deepEqual(nodes.map((n) => [n.node, n.alive]), [['n1', true], ['n2', true], ['n3', true]]);
     assert.ok((nodes[2]?.blocks.length ?? 0) > 0);
 
+    const status = await cli(n1, 'status');
+    assert.equal(status.code, 0, status.stderr);
+    assert.match(status.stdout, /cluster: +3 nodes alive \(n1, n2, n3\); this node announced, holding [1-9][0-9]* blocks/);
+
     const refused = await cli(n1, 'node', 'forget', 'n3');
     assert.equal(refused.code, 1);
     assert.match(refused.stderr, /node n3 is alive/);

@@ -12,7 +12,7 @@ import { isWarrenError } from '../../src/core/errors.ts';
 import { parseIP } from '../../src/ipam/address.ts';
 import { type Block, blockAt, blockOfKey, firstUnclaimedBlock } from '../../src/ipam/blocks.ts';
 import { capacityOf, parseIpamConfig } from '../../src/ipam/config.ts';
-import { Allocator } from '../../src/store/allocator.ts';
+import { Allocator, attachmentKey } from '../../src/store/allocator.ts';
 import { SqliteStore } from '../../src/store/sqlite-store.ts';
 import type { Store } from '../../src/store/store.ts';
 import { tempDir } from '../helpers/processes.ts';
@@ -173,6 +173,18 @@ describe('Allocator with blocks', () => {
         (e: unknown) => isWarrenError(e, 'INVALID_CONFIG') && /split into \/28 blocks/.test(e.message),
       );
     }
+  });
+
+  it('lets CNI GC on one node release only that node\'s allocations', async () => {
+    const { store, allocators } = cluster(2);
+    const [n1, n2] = allocators as [Allocator, Allocator];
+    const r = rangesOf({ range: '10.9.0.0/24', block_size: 28 });
+    await n1.allocate({ owner: owner('a'), ranges: r });
+    await n1.allocate({ owner: owner('stale-on-n1'), ranges: r });
+    await n2.allocate({ owner: owner('b'), ranges: r });
+    const outcome = await n1.gc('net', new Set([attachmentKey('a', 'eth0')]));
+    assert.deepEqual(outcome.released.map((a) => a.containerID), ['stale-on-n1']);
+    assert.deepEqual((await store.list()).map((a) => a.containerID).sort(), ['a', 'b']);
   });
 
   it('forgets a node: its allocations are released and its blocks freed, borrowed addresses stay', async () => {
