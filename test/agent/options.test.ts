@@ -39,5 +39,28 @@ describe('agent options', () => {
     assert.throws(() => resolveAgentOptions({ stateDir: dir, synchronous: 'sometimes' }, {}, 0, '/'), /--sync \/ WARREN_SYNC: "SOMETIMES"/);
     assert.throws(() => resolveAgentOptions({ stateDir: dir, logLevel: 'loud' }, {}, 0, '/'), /--log-level/);
     assert.throws(() => resolveAgentOptions({ stateDir: dir, socket: `/tmp/${'x'.repeat(120)}.sock` }, {}, 0, '/'), /longer than 107 bytes/);
+    assert.throws(() => resolveAgentOptions({ stateDir: dir, store: 'redis' }, {}, 0, '/'), /--store \/ WARREN_STORE: "redis"/);
+    assert.throws(() => resolveAgentOptions({ stateDir: dir, store: 'etcd' }, {}, 0, '/'), /--store etcd needs --etcd-endpoints/);
+    assert.throws(() => resolveAgentOptions({ stateDir: dir, store: 'etcd', etcdEndpoints: '127.0.0.1:2379' }, {}, 0, '/'), /"127\.0\.0\.1:2379" is not http/);
+    assert.throws(() => resolveAgentOptions({ stateDir: dir, etcdPrefix: 'warren' }, {}, 0, '/'), /--etcd-prefix: "warren" must start and end with \//);
+    assert.throws(() => resolveAgentOptions({ stateDir: dir, blocks: 'yes' }, {}, 0, '/'), /--blocks \/ WARREN_BLOCKS: "yes" is not on or off/);
+    assert.throws(() => resolveAgentOptions({ stateDir: dir, nodeLeaseSeconds: '1' }, {}, 0, '/'), /--node-lease/);
+  });
+
+  it('reads the etcd settings from flags or the environment', () => {
+    const dir = tempDir();
+    const o = resolveAgentOptions(
+      { stateDir: dir, store: 'etcd' },
+      { WARREN_ETCD_ENDPOINTS: 'http://127.0.0.1:2379, https://10.0.0.2:2379', WARREN_ETCD_CA: 'ca.pem', WARREN_BLOCK_GRACE: '60' },
+      0,
+      '/etc/warren',
+    );
+    assert.equal(o.store, 'etcd');
+    assert.deepEqual(o.etcdEndpoints, ['http://127.0.0.1:2379', 'https://10.0.0.2:2379']);
+    assert.equal(o.etcdPrefix, '/warren/');
+    assert.equal(o.etcdCa, '/etc/warren/ca.pem');
+    assert.equal(o.blockGraceSeconds, 60);
+    assert.equal(o.blocks, true);
+    assert.equal(resolveAgentOptions({ stateDir: dir }, {}, 0, '/').store, 'sqlite');
   });
 });

@@ -5,9 +5,12 @@
  * SIGTERM, and a test never needs a graceful etcd exit) and their directories removed.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { get as httpGet } from 'node:http';
+import { get as httpsGet } from 'node:https';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import { tempDir, track, waitFor } from './processes.ts';
+import { run, tempDir, track, waitFor } from './processes.ts';
 
 export const ETCD_BIN = '/usr/bin/etcd';
 
@@ -41,14 +44,25 @@ export async function freePort(): Promise<number> {
   });
 }
 
-export async function startEtcd(size = 1): Promise<EtcdCluster> {
+/** PEM files for serving clients over TLS and requiring client certificates. */
+export interface EtcdTls {
+  readonly ca: string;
+  readonly cert: string;
+  readonly key: string;
+  /** A client certificate and key the members accept, for health checks. */
+  readonly clientCert: string;
+  readonly clientKey: string;
+}
+
+export async function startEtcd(size = 1, tls?: EtcdTls): Promise<EtcdCluster> {
   const dir = tempDir('warren-etcd-');
+  const scheme = tls === undefined ? 'http' : 'https';
   const members: EtcdMember[] = [];
   for (let i = 1; i <= size; i++) {
     const [client, peer] = [await freePort(), await freePort()];
     members.push({
       name: `m${i}`,
-      clientURL: `http://127.0.0.1:${client}`,
+      clientURL: `${scheme}://127.0.0.1:${client}`,
       peerURL: `http://127.0.0.1:${peer}`,
       dataDir: join(dir, `m${i}`),
       process: undefined,
@@ -72,6 +86,7 @@ export async function startEtcd(size = 1): Promise<EtcdCluster> {
         // leadership flaps and lease calls stall.
         '--heartbeat-interval', size === 1 ? '10' : '50',
         '--election-timeout', size === 1 ? '100' : '1000',
+        ...(tls === undefined ? [] : ['--cert-file', tls.cert, '--key-file', tls.key, '--trusted-ca-file', tls.ca, '--client-cert-auth']),
         '--log-level', 'error',
         '--logger', 'zap',
       ],
@@ -88,15 +103,24 @@ export async function startEtcd(size = 1): Promise<EtcdCluster> {
     m.process = track(child);
   };
   for (const m of members) launch(m, 'new');
-  const healthy = async (m: EtcdMember): Promise<boolean> => {
-    try {
-      const response = await fetch(`${m.clientURL}/health`, { signal: AbortSignal.timeout(1000) });
-      const body = (await response.json()) as { health?: string };
-      return body.health === 'true';
-    } catch {
-      return false;
-    }
-  };
+  const healthy = (m: EtcdMember): Promise<boolean> =>
+    new Promise((resolveHealth) => {
+      const get = tls === undefined ? httpGet : httpsGet;
+      const options = tls === undefined ? {} : { ca: readFileSync(tls.ca), cert: readFileSync(tls.clientCert), key: readFileSync(tls.clientKey) };
+      const request = get(`${m.clientURL}/health`, { ...options, timeout: 1000 }, (response) => {
+        let body = '';
+        response.on('data', (c: Buffer) => (body += c.toString('utf8')));
+        response.on('end', () => {
+          try {
+            resolveHealth((JSON.parse(body) as { health?: string }).health === 'true');
+          } catch {
+            resolveHealth(false);
+          }
+        });
+      });
+      request.on('timeout', () => request.destroy());
+      request.on('error', () => resolveHealth(false));
+    });
   for (const m of members) await waitFor(`etcd member ${m.name} healthy`, async () => ((await healthy(m)) ? true : undefined), 20_000);
 
   const kill = async (m: EtcdMember): Promise<void> => {
@@ -120,4 +144,21 @@ export async function startEtcd(size = 1): Promise<EtcdCluster> {
       for (const m of members) await kill(m);
     },
   };
+}
+
+/** A private CA with a server certificate for 127.0.0.1 and a client certificate, made by openssl. */
+export async function makeTls(): Promise<EtcdTls> {
+  const dir = tempDir('warren-tls-');
+  const f = (name: string) => join(dir, name);
+  const ssl = async (...args: string[]) => {
+    const r = await run('openssl', args);
+    if (r.code !== 0) throw new Error(`openssl ${args.join(' ')}: ${r.stderr}`);
+  };
+  await ssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', f('ca.key'), '-out', f('ca.pem'), '-days', '2', '-subj', '/CN=warren-test-ca');
+  for (const [name, ext] of [['server', 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth'], ['client', 'extendedKeyUsage=clientAuth']] as const) {
+    await ssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', f(`${name}.key`), '-out', f(`${name}.csr`), '-subj', `/CN=warren-test-${name}`);
+    writeFileSync(f(`${name}.ext`), ext);
+    await ssl('x509', '-req', '-in', f(`${name}.csr`), '-CA', f('ca.pem'), '-CAkey', f('ca.key'), '-CAcreateserial', '-out', f(`${name}.pem`), '-days', '2', '-extfile', f(`${name}.ext`));
+  }
+  return { ca: f('ca.pem'), cert: f('server.pem'), key: f('server.key'), clientCert: f('client.pem'), clientKey: f('client.key') };
 }

@@ -254,6 +254,17 @@ describe('parseIpamConfig refuses', () => {
     rejects({ ...base, network_name: 'n'.repeat(254) }, 'ipam.network_name');
     rejects({ ...base, socket: 'run/warren.sock' }, 'ipam.socket', /absolute/);
     for (const c of [-1, 1.5, 86_401, Number.MAX_SAFE_INTEGER]) rejects({ ...base, cooldown_seconds: c }, 'ipam.cooldown_seconds');
+    for (const b of [7, 33, 26.5, '26', null]) rejects({ ...base, range: '10.0.0.0/8', block_size: b }, 'ipam.block_size', /prefix length from 8/);
+    rejects({ type: 'warren', ipRanges: [{ range: 'fd00::/64', block_size: 26 }] }, 'ipam.ipRanges[0].block_size', /from 64 .* to 128/);
+    rejects({ ...base, store: 'redis' }, 'ipam.store', /"sqlite" or "etcd"/);
+  });
+
+  test('block sizes: defaults per family, never shorter than the range, per range or shared', () => {
+    const one = parseIpamConfig({ type: 'warren', ipRanges: [{ range: '10.0.0.0/16' }, { range: 'fd00::/64' }, { range: '10.1.0.0/28' }] });
+    assert.deepEqual(one.ranges.map((r) => r.blockPrefix), [26, 122, 28]);
+    const shared = parseIpamConfig({ type: 'warren', block_size: 24, ipRanges: [{ range: '10.0.0.0/16' }, { range: '10.2.0.0/16', block_size: 30 }] });
+    assert.deepEqual(shared.ranges.map((r) => r.blockPrefix), [24, 30]);
+    assert.equal(parseIpamConfig({ type: 'warren', range: '10.0.0.0/16', store: 'etcd' }).store, 'etcd');
   });
 
   test('a range that is not a network, suggesting the network', () => {
@@ -475,6 +486,8 @@ describe('parseIpamConfig on arbitrary input', () => {
     log_level: mostly(fc.constant('debug')),
     socket: mostly(fc.constant('/run/warren.sock')),
     cooldown_seconds: mostly(fc.integer({ min: 0, max: 86_400 })),
+    block_size: mostly(fc.integer({ min: -1, max: 130 })),
+    store: mostly(fc.constantFrom('sqlite', 'etcd', 'mongo')),
     bogus: fc.constant(1),
   };
   /** A random subset of the known keys (and, rarely, an unknown one), each with a random value. */

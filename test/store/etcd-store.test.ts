@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { isWarrenError } from '../../src/core/errors.ts';
 import { EtcdStore } from '../../src/store/etcd-store.ts';
 import type { Store } from '../../src/store/store.ts';
-import { type EtcdCluster, freePort, startEtcd } from '../helpers/etcd.ts';
+import { type EtcdCluster, freePort, makeTls, startEtcd } from '../helpers/etcd.ts';
 import { storeConformance } from './conformance.ts';
 
 let etcd: EtcdCluster;
@@ -49,6 +49,46 @@ describe('etcd store', () => {
       assert.ok(Date.now() - started < 15_000);
     } finally {
       await store.close();
+    }
+  });
+
+  it('names the pool whose document is corrupt instead of guessing', async () => {
+    const { Etcd3 } = await import('etcd3');
+    const raw = new Etcd3({ hosts: etcd.endpoints });
+    const store = await EtcdStore.open({ endpoints: etcd.endpoints, prefix: '/corrupt/' });
+    try {
+      await raw.put('/corrupt/units/10.0.0.0/24').value('{"allocations": 7');
+      await assert.rejects(store.readPool('10.0.0.0/24'), (e: unknown) => isWarrenError(e, 'IO_FAILURE') && /document of pool 10\.0\.0\.0\/24 is corrupt/.test(e.message));
+      await raw.put('/corrupt/owners/net/c1/eth0/p').value('not json');
+      await assert.rejects(store.list(), (e: unknown) => isWarrenError(e, 'IO_FAILURE') && /allocation record .* is corrupt/.test(e.message));
+    } finally {
+      raw.close();
+      await store.close();
+    }
+  });
+
+  it('talks to etcd over mutual TLS when given the CA, a client certificate and its key', async () => {
+    const tls = await makeTls();
+    const secure = await startEtcd(1, tls);
+    try {
+      const store = await EtcdStore.open({ endpoints: secure.endpoints, prefix: '/tls/', tls: { ca: tls.ca, cert: tls.clientCert, key: tls.clientKey } });
+      try {
+        await store.ping();
+        const r = await store.commit('p', 0, [{ op: 'claim', node: 'n1' }]);
+        assert.equal(r.kind, 'committed');
+      } finally {
+        await store.close();
+      }
+      // Without a client certificate the member refuses, and Warren says etcd is unreachable.
+      const anonymous = await EtcdStore.open({ endpoints: secure.endpoints, prefix: '/tls/', tls: { ca: tls.ca } });
+      try {
+        await assert.rejects(anonymous.ping(), (e: unknown) => isWarrenError(e, 'TRY_AGAIN'));
+      } finally {
+        await anonymous.close();
+      }
+      await assert.rejects(EtcdStore.open({ endpoints: secure.endpoints, tls: { ca: tls.ca, cert: tls.clientCert } }), /needs its key/);
+    } finally {
+      await secure.stop();
     }
   });
 
