@@ -19,7 +19,7 @@ import { requestJson } from '../src/core/unix-http.ts';
 import { type AgentHandle, startAgent } from '../test/helpers/agent.ts';
 import { cniBinDir } from '../test/helpers/cni.ts';
 import { startEtcd } from '../test/helpers/etcd.ts';
-import { CHILD_PATH } from '../test/helpers/processes.ts';
+import { CHILD_PATH, bounded } from '../test/helpers/processes.ts';
 
 const quick = process.argv.includes('--quick');
 const PER_AGENT = quick ? 150 : 400;
@@ -40,20 +40,6 @@ const quantile = (xs: number[], q: number): number => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor(q * s.length))] ?? Number.NaN;
 };
-
-async function bounded<T>(width: number, jobs: ReadonlyArray<() => Promise<T>>): Promise<T[]> {
-  const out: T[] = new Array(jobs.length);
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(width, jobs.length) }, async () => {
-      while (next < jobs.length) {
-        const i = next++;
-        out[i] = await (jobs[i] as () => Promise<T>)();
-      }
-    }),
-  );
-  return out;
-}
 
 function config(network: string) {
   return { cniVersion: '1.1.0', name: network, ipam: { type: 'warren', range: '10.240.0.0/16' } };

@@ -12,22 +12,7 @@ import { EtcdStore } from '../../src/store/etcd-store.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { type CniReply, resultAddresses, warren } from '../helpers/cni.ts';
 import { type EtcdCluster, startEtcd } from '../helpers/etcd.ts';
-import { CHILD_PATH, WARREN_BIN, run, waitFor } from '../helpers/processes.ts';
-
-/** Runs `jobs` with at most `width` in flight. */
-async function bounded<T>(width: number, jobs: ReadonlyArray<() => Promise<T>>): Promise<T[]> {
-  const out: T[] = new Array(jobs.length);
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(width, jobs.length) }, async () => {
-      while (next < jobs.length) {
-        const i = next++;
-        out[i] = await (jobs[i] as () => Promise<T>)();
-      }
-    }),
-  );
-  return out;
-}
+import { CHILD_PATH, WARREN_BIN, bounded, run, waitFor } from '../helpers/processes.ts';
 
 function nodeArgs(name: string, etcd: EtcdCluster, prefix: string, extra: readonly string[] = []): string[] {
   return ['--node-name', name, '--store', 'etcd', '--etcd-endpoints', etcd.endpoints.join(','), '--etcd-prefix', prefix, '--reconcile-interval', '1', ...extra];

@@ -105,3 +105,18 @@ export function isGone(pid: number): boolean {
 export function isRoot(): boolean {
   return process.getuid?.() === 0;
 }
+
+/** Runs `jobs` with at most `width` in flight; results in job order. */
+export async function bounded<T>(width: number, jobs: ReadonlyArray<() => Promise<T>>): Promise<T[]> {
+  const out: T[] = new Array(jobs.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(width, jobs.length) }, async () => {
+      while (next < jobs.length) {
+        const i = next++;
+        out[i] = await (jobs[i] as () => Promise<T>)();
+      }
+    }),
+  );
+  return out;
+}
