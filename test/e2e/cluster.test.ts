@@ -184,6 +184,11 @@ describe('three nodes sharing pools on a 3-member etcd cluster', () => {
     assert.equal(status.code, 0, status.stderr);
     assert.match(status.stdout, /cluster: +3 nodes alive \(n1, n2, n3\); this node announced, holding [1-9][0-9]* blocks/);
 
+    const pools = await cli(n1, 'pools');
+    assert.equal(pools.code, 0, pools.stderr);
+    assert.match(pools.stdout, /^10\.230\.0\.0\/20 .* 600 .* [0-9]+ blocks of \/26$/m, 'a range reported whole, its blocks summed');
+    assert.match(pools.stdout, /^10\.230\.0\.0\/20#10\.230\.0\.0\/26 .* n[123]$/m, 'each block with the node that claimed it');
+
     const refused = await cli(n1, 'node', 'forget', 'n3');
     assert.equal(refused.code, 1);
     assert.match(refused.stderr, /node n3 is alive/);
