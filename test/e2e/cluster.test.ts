@@ -5,7 +5,7 @@
  * a stopped node, and the whole of etcd going away and coming back.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { EtcdStore } from '../../src/store/etcd-store.ts';
@@ -243,8 +243,16 @@ describe('degradation while etcd is away', () => {
     await etcd.restart(member);
     await waitFor('STATUS to succeed again', async () => ((await warren({ command: 'STATUS', config })).code === 0 ? true : undefined), 30_000);
     await waitFor('the journaled DEL to be released', async () => ((await agent.allocations('?containerID=before')).length === 0 ? true : undefined), 30_000);
-    assert.ok(!existsSync(join(agent.dir, 'journal', readdirSync(join(agent.dir, 'journal')).find((f) => f.endsWith('.release')) ?? 'none')));
+    // The intent file goes once its release has committed (just after the allocation disappears).
+    await waitFor('the journal intent to be removed', () => (readdirSync(join(agent.dir, 'journal')).some((f) => f.endsWith('.release')) ? undefined : true), 10_000);
     const again = await call('ADD', 'after');
     assert.equal(again.code, 0, again.stdout);
+
+    // A retried ADD reaching the agent after a crash and restart gets the same address back.
+    await agent.kill();
+    agent = await startAgent({ dir: agent.dir, args: nodeArgs('solo', etcd, '/degrade/') });
+    const retried = await warren({ command: 'ADD', containerID: 'after', netns: '/var/run/netns/after', ifname: 'eth0', config: { ...config, ipam: { ...config.ipam, socket: agent.socket } } });
+    assert.equal(retried.code, 0, retried.stdout);
+    assert.deepEqual(resultAddresses(retried), resultAddresses(again));
   });
 });
