@@ -18,6 +18,9 @@ import type { Store } from '../store/store.ts';
 import { ExponentialBackoff } from '../core/backoff.ts';
 import { MissedDeleteJournal } from '../sources/missed-delete-journal.ts';
 import { NetnsObserver } from '../sources/netns.ts';
+import { ContainerdEventSource } from '../sources/containerd/event-source.ts';
+import { DirectoryWatcher } from '../core/dir-watcher.ts';
+import { ContainerReleases } from './container-releases.ts';
 import { createApiServer } from './api-server.ts';
 import { ReleaseReconciler } from './release-reconciler.ts';
 import { InstanceLock } from './instance-lock.ts';
@@ -46,6 +49,9 @@ export class Agent {
   #abort = new AbortController();
   #consuming: Promise<void> | undefined;
   #announced = false;
+  #containerd: { source: ContainerdEventSource; releases: ContainerReleases } | undefined;
+  /** Loops that run until the abort signal: the containerd source, netns directory watches. */
+  #background: Array<Promise<void>> = [];
 
   constructor(options: AgentOptions, deps: AgentDeps) {
     this.options = options;
@@ -99,12 +105,13 @@ export class Agent {
         });
       }
       const journal = new MissedDeleteJournal({ dir: o.journalDir, clock: this.#clock });
+      const observer = new NetnsObserver(o.netnsDirs);
       journal.prepare();
       const reconciler = new ReleaseReconciler({
         allocator,
         store,
         journal,
-        observer: new NetnsObserver(o.netnsDirs),
+        observer,
         clock: this.#clock,
         backoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 300_000 }),
         logger: this.#logger,
@@ -115,7 +122,44 @@ export class Agent {
         upkeep,
       });
       this.#reconciler = reconciler;
-      const service = new AgentService({ store, allocator, clock: this.#clock, socket: o.socket, version: WARREN_VERSION, reconciler });
+      let containerd: { source: ContainerdEventSource; releases: ContainerReleases } | undefined;
+      if (o.containerd) {
+        const logger = this.#logger.child({ source: 'containerd' });
+        const releases = new ContainerReleases({
+          allocator,
+          store,
+          observer,
+          clock: this.#clock,
+          backoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 300_000 }),
+          logger,
+          node: o.nodeName,
+          resyncGraceMs: o.containerdGraceSeconds * 1000,
+        });
+        const source = new ContainerdEventSource({
+          socket: o.containerdSocket,
+          namespaces: o.containerdNamespaces,
+          clock: this.#clock,
+          backoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 30_000 }),
+          logger,
+          onEvent: (event) => releases.onEvent(event),
+          onSubscribed: (live) => releases.resync(live),
+        });
+        containerd = { source, releases };
+        this.#containerd = containerd;
+        upkeep.push({ name: 'exited containers', run: async () => releases.checkExited() });
+        this.#background.push(source.run(this.#abort.signal));
+        // A namespace file disappearing is the moment an exited container's address becomes free.
+        for (const dir of o.netnsDirs) this.#background.push(watchRemovals(dir, this.#abort.signal, this.#clock, () => releases.hasExited && releases.checkExited()));
+      }
+      const service = new AgentService({
+        store,
+        allocator,
+        clock: this.#clock,
+        socket: o.socket,
+        version: WARREN_VERSION,
+        reconciler,
+        ...(containerd === undefined ? {} : { containerd: () => ({ ...containerd.source.status(), releases: containerd.releases.status() }) }),
+      });
       const cni = new CniHandler({ allocator, readiness: () => service.readiness(), storeKind: clustered ? 'etcd' : 'sqlite' });
       this.#consuming = reconciler.start(this.#abort.signal);
       this.#server = createApiServer({
@@ -153,6 +197,9 @@ export class Agent {
     }
     await this.#consuming;
     this.#consuming = undefined;
+    this.#containerd?.releases.stop();
+    await Promise.allSettled(this.#background);
+    this.#background = [];
     await this.#store?.close();
     this.#store = undefined;
     this.#lock?.release();
@@ -170,6 +217,13 @@ async function openStore(o: AgentOptions): Promise<Store> {
     leaseSeconds: Math.ceil(o.nodeLeaseSeconds),
     ...(Object.keys(tls).length === 0 ? {} : { tls }),
   });
+}
+
+/** Calls `onRemoved` whenever an entry disappears from `dir`, until `signal` aborts. */
+async function watchRemovals(dir: string, signal: AbortSignal, clock: Clock, onRemoved: () => void): Promise<void> {
+  for await (const event of new DirectoryWatcher({ dir, signal, clock, include: () => true })) {
+    if (event.kind === 'removed') onRemoved();
+  }
 }
 
 /** Creates the socket's directory; refuses when a live agent answers there; clears a stale socket. */

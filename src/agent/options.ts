@@ -7,7 +7,7 @@ import { accessSync, constants, mkdirSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
-import { DEFAULT_JOURNAL_DIR, DEFAULT_NETNS_DIR, DEFAULT_SOCKET, DEFAULT_STATE_DIR } from '../core/defaults.ts';
+import { DEFAULT_CONTAINERD_SOCKET, DEFAULT_JOURNAL_DIR, DEFAULT_NETNS_DIR, DEFAULT_SOCKET, DEFAULT_STATE_DIR } from '../core/defaults.ts';
 import { WarrenError } from '../core/errors.ts';
 import type { StoreKind } from '../ipam/config.ts';
 
@@ -43,6 +43,12 @@ export interface AgentOptions {
   readonly blockGraceSeconds: number;
   /** Seconds a node stays listed alive after its agent stops renewing (cluster store). */
   readonly nodeLeaseSeconds: number;
+  /** Follow containerd's events to release what deleted containers held. */
+  readonly containerd: boolean;
+  readonly containerdSocket: string;
+  readonly containerdNamespaces: readonly string[];
+  /** Seconds an allocation is left alone by a resynchronisation with containerd (ADDs in flight). */
+  readonly containerdGraceSeconds: number;
 }
 
 /** One setting: its flag, its environment variable and what it means (for --help and the README). */
@@ -71,6 +77,10 @@ export const SETTINGS: Record<keyof AgentOptions, Setting> = {
   etcdKey: { flag: 'etcd-key', env: 'WARREN_ETCD_KEY', help: 'PEM private key of --etcd-cert' },
   blocks: { flag: 'blocks', env: 'WARREN_BLOCKS', help: 'on (default with etcd): nodes claim blocks of a range; off: one key per range (for comparison)' },
   blockGraceSeconds: { flag: 'block-grace', env: 'WARREN_BLOCK_GRACE', help: 'seconds an empty block stays with this node before it is given back; default 300' },
+  containerd: { flag: 'containerd', env: 'WARREN_CONTAINERD', help: 'on (default): release what containers deleted in containerd held; off' },
+  containerdSocket: { flag: 'containerd-socket', env: 'WARREN_CONTAINERD_SOCKET', help: 'containerd\'s gRPC socket; default /run/containerd/containerd.sock' },
+  containerdNamespaces: { flag: 'containerd-namespaces', env: 'WARREN_CONTAINERD_NAMESPACES', help: 'comma-separated containerd namespaces to follow; default k8s.io' },
+  containerdGraceSeconds: { flag: 'containerd-grace', env: 'WARREN_CONTAINERD_GRACE', help: 'seconds a new allocation is spared by a resync with containerd; default 60' },
   nodeLeaseSeconds: { flag: 'node-lease', env: 'WARREN_NODE_LEASE', help: 'seconds a stopped agent\'s node stays listed alive (etcd lease TTL); default 10' },
 };
 
@@ -113,7 +123,11 @@ export function resolveAgentOptions(
   cwd: string = process.cwd(),
 ): AgentOptions {
   const pick = (key: keyof AgentOptions): string | undefined => flags[key] ?? (env[SETTINGS[key].env] || undefined);
-  const seconds = (key: 'reconcileIntervalSeconds' | 'netnsGraceSeconds' | 'blockGraceSeconds' | 'nodeLeaseSeconds', fallback: number, min: number): number => {
+  const seconds = (
+    key: 'reconcileIntervalSeconds' | 'netnsGraceSeconds' | 'blockGraceSeconds' | 'nodeLeaseSeconds' | 'containerdGraceSeconds',
+    fallback: number,
+    min: number,
+  ): number => {
     const text = pick(key);
     if (text === undefined) return fallback;
     const n = Number(text);
@@ -136,7 +150,7 @@ export function resolveAgentOptions(
   if (!['debug', 'info', 'warn', 'error'].includes(logLevel)) {
     throw new WarrenError('INVALID_CONFIG', `--log-level / WARREN_LOG_LEVEL: "${logLevel}" is not debug, info, warn or error`);
   }
-  const onOff = (key: 'blocks', fallback: boolean): boolean => {
+  const onOff = (key: 'blocks' | 'containerd', fallback: boolean): boolean => {
     const text = pick(key);
     if (text === undefined) return fallback;
     if (text !== 'on' && text !== 'off') throw new WarrenError('INVALID_CONFIG', `--${SETTINGS[key].flag} / ${SETTINGS[key].env}: "${text}" is not on or off`);
@@ -154,6 +168,17 @@ export function resolveAgentOptions(
   for (const url of etcdEndpoints) {
     if (!/^https?:\/\/[^/]+$/.test(url)) throw new WarrenError('INVALID_CONFIG', `--etcd-endpoints: "${url}" is not http://host:port or https://host:port`);
   }
+  const containerdNamespaces = (pick('containerdNamespaces') ?? 'k8s.io')
+    .split(',')
+    .map((n) => n.trim())
+    .filter((n) => n !== '');
+  for (const ns of containerdNamespaces) {
+    // containerd's own rule for namespace names: labels of letters, digits, '-' and '_', joined by dots.
+    if (!/^[A-Za-z0-9]+(?:[._-][A-Za-z0-9]+)*$/.test(ns) || ns.length > 76) {
+      throw new WarrenError('INVALID_CONFIG', `--containerd-namespaces: "${ns}" is not a containerd namespace name`);
+    }
+  }
+  if (containerdNamespaces.length === 0) throw new WarrenError('INVALID_CONFIG', '--containerd-namespaces: give at least one namespace (or --containerd off)');
   const etcdPrefix = pick('etcdPrefix') ?? '/warren/';
   if (!etcdPrefix.startsWith('/') || !etcdPrefix.endsWith('/')) throw new WarrenError('INVALID_CONFIG', `--etcd-prefix: "${etcdPrefix}" must start and end with /`);
   const file = (key: 'etcdCa' | 'etcdCert' | 'etcdKey'): { [k: string]: string } => {
@@ -184,5 +209,9 @@ export function resolveAgentOptions(
     blocks: onOff('blocks', true),
     blockGraceSeconds: seconds('blockGraceSeconds', 300, 0),
     nodeLeaseSeconds: seconds('nodeLeaseSeconds', 10, 2),
+    containerd: onOff('containerd', true),
+    containerdSocket: resolve(cwd, pick('containerdSocket') ?? DEFAULT_CONTAINERD_SOCKET),
+    containerdNamespaces,
+    containerdGraceSeconds: seconds('containerdGraceSeconds', 60, 0),
   };
 }

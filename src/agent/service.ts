@@ -10,6 +10,8 @@ import type { Allocator } from '../store/allocator.ts';
 import type { AllocationFilter, Store } from '../store/store.ts';
 import type { AuditReport } from './audit.ts';
 import type { ReconcilerStatus, ReleaseReconciler } from './release-reconciler.ts';
+import type { ContainerdSourceStatus } from '../sources/containerd/event-source.ts';
+import type { ContainerReleasesStatus } from './container-releases.ts';
 
 export interface AgentStatus {
   readonly node: string;
@@ -25,6 +27,8 @@ export interface AgentStatus {
   readonly reconciler: ReconcilerStatus;
   /** On a store shared by nodes: who is alive, and the blocks this node holds. */
   readonly cluster?: { readonly liveNodes: readonly string[]; readonly ownBlocks: number; readonly thisNodeAnnounced: boolean };
+  /** The containerd event source, when enabled. */
+  readonly containerd?: ContainerdStatus;
 }
 
 export interface PoolReport {
@@ -63,7 +67,11 @@ export interface AgentServiceOptions {
   readonly socket: string;
   readonly version: string;
   readonly reconciler: ReleaseReconciler;
+  /** The containerd event source and what it released, when enabled. */
+  readonly containerd?: () => ContainerdStatus;
 }
+
+export type ContainerdStatus = ContainerdSourceStatus & { readonly releases: ContainerReleasesStatus };
 
 export class AgentService {
   readonly #o: AgentServiceOptions;
@@ -112,6 +120,7 @@ export class AgentService {
       allocations: pools.reduce((sum, p) => sum + p.allocated, 0),
       reconciler: this.#o.reconciler.status(),
       ...(cluster === undefined ? {} : { cluster }),
+      ...(this.#o.containerd === undefined ? {} : { containerd: this.#o.containerd() }),
     };
   }
 

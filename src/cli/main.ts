@@ -137,6 +137,13 @@ async function status(argv: readonly string[], io: CliIO): Promise<number> {
       `allocations: ${s.allocations}`,
       `journal:     ${s.reconciler.journalDir}: ${s.reconciler.pending.length} pending, ${s.reconciler.rejected.length} set aside, ${s.reconciler.releasedFromJournal} released since start`,
       `reconcile:   ${reconcileLine(s.reconciler.lastReconcile)}`,
+      ...(s.containerd === undefined
+        ? []
+        : [
+            `containerd:  ${s.containerd.state} since ${s.containerd.since} (${s.containerd.socket}, namespaces ${s.containerd.namespaces.join(', ')}); ${s.containerd.events} events, ${s.containerd.malformed} malformed, ${s.containerd.releases.released} addresses released`,
+            ...(s.containerd.releases.exited.length > 0 ? [`exited:      ${s.containerd.releases.exited.map((e) => `${e.containerID.slice(0, 16)} (waiting for ${e.waitingFor})`).join('; ')}`] : []),
+            ...(s.containerd.lastError === undefined ? [] : [`containerd error: ${s.containerd.lastError}`]),
+          ]),
       ...(s.cluster === undefined
         ? []
         : [`cluster:     ${s.cluster.liveNodes.length} nodes alive (${s.cluster.liveNodes.join(', ')}); this node ${s.cluster.thisNodeAnnounced ? 'announced' : 'NOT announced yet'}, holding ${s.cluster.ownBlocks} blocks`]),

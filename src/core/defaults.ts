@@ -9,3 +9,5 @@ export const DEFAULT_NETNS_DIR = '/var/run/netns';
 export const DEFAULT_CNI_CONF_DIR = '/etc/cni/net.d';
 export const DEFAULT_CNI_BIN_DIR = '/opt/cni/bin';
 export const DEFAULT_PLUGINS_DIR = '/run/warren/plugins';
+/** Where containerd listens for gRPC by default. */
+export const DEFAULT_CONTAINERD_SOCKET = '/run/containerd/containerd.sock';

@@ -31,7 +31,7 @@ export async function startAgent(options: AgentStart = {}): Promise<AgentHandle>
   const dir = options.dir ?? tempDir('warren-agent-');
   const socket = join(dir, 'warren.sock');
   const child = track(
-    spawn(process.execPath, [WARREN_BIN, 'agent', '--state-dir', dir, '--socket', socket, '--node-name', 'test-node', '--netns-dirs', '', ...(options.args ?? [])], {
+    spawn(process.execPath, [WARREN_BIN, 'agent', '--state-dir', dir, '--socket', socket, '--node-name', 'test-node', '--netns-dirs', '', '--containerd', 'off', ...(options.args ?? [])], {
       cwd: REPO,
       env: { ...process.env, PATH: CHILD_PATH, ...options.env },
       stdio: ['ignore', 'pipe', 'pipe'],

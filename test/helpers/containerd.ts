@@ -41,8 +41,11 @@ function busyboxRootfs(dir: string): string {
   return rootfs;
 }
 
-export async function startContainerd(): Promise<Containerd> {
+/** A containerd with a private config; `start: false` prepares it without starting the daemon. */
+export async function startContainerd(options: { start?: boolean } = {}): Promise<Containerd> {
   const dir = tempDir('warren-ctd-');
+  // containerd keeps runtime state under /run/containerd whatever its config says.
+  const runDirExisted = existsSync('/run/containerd');
   const socket = join(dir, 'containerd.sock');
   const rootfs = busyboxRootfs(dir);
   let child: ChildProcess | undefined;
@@ -69,7 +72,7 @@ export async function startContainerd(): Promise<Containerd> {
     socket,
     rootfs,
     ctr: (namespace, ...args) => run(CTR_BIN, ['--address', listening, '--namespace', namespace, ...args]),
-    publish: (namespace, topic, any) => run(CONTAINERD_BIN, ['--address', listening, 'publish', '--namespace', namespace, '--topic', topic], { stdin: any.toString('latin1') }),
+    publish: (namespace, topic, any) => run(CONTAINERD_BIN, ['--address', listening, 'publish', '--namespace', namespace, '--topic', topic], { stdin: any }),
     async start(at = socket) {
       listening = at;
       const log: string[] = [];
@@ -110,9 +113,10 @@ export async function startContainerd(): Promise<Containerd> {
         rmSync(join('/run/containerd/runc', ns), { recursive: true, force: true });
         removeCgroups(ns);
       }
+      if (!runDirExisted) rmSync('/run/containerd', { recursive: true, force: true });
     },
   };
-  await handle.start();
+  if (options.start !== false) await handle.start();
   return handle;
 }
 

@@ -47,7 +47,7 @@ export interface RunResult {
 }
 
 /** Runs a command to completion with optional stdin. */
-export function run(command: string, args: readonly string[], options: { env?: NodeJS.ProcessEnv; stdin?: string; cwd?: string } = {}): Promise<RunResult> {
+export function run(command: string, args: readonly string[], options: { env?: NodeJS.ProcessEnv; stdin?: string | Buffer; cwd?: string } = {}): Promise<RunResult> {
   return new Promise((resolvePromise, reject) => {
     const child = track(
       spawn(command, args, {

@@ -183,10 +183,14 @@ export class ContainerdClient {
   }
 }
 
-/** Encodes an event as containerd's `publish` expects it on stdin (a google.protobuf.Any); for tests and tools. */
-export function encodeAny(typeUrl: string, message: 'ContainerDelete' | 'TaskExit' | 'TaskDelete', fields: Record<string, unknown>): Buffer {
+/** Encodes one of the event messages Warren knows (for tests and tools). */
+export function encodeMessage(message: 'ContainerDelete' | 'TaskExit' | 'TaskDelete', fields: Record<string, unknown>): Uint8Array {
   const t = T[message];
-  const value = t.encode(t.fromObject(fields)).finish();
+  return t.encode(t.fromObject(fields)).finish();
+}
+
+/** A google.protobuf.Any, as `containerd publish` reads it on stdin. */
+export function encodeAny(typeUrl: string, value: Uint8Array): Buffer {
   const any = root.lookupType('warren.containerd.Any');
   return Buffer.from(any.encode(any.create({ type_url: typeUrl, value })).finish());
 }

@@ -1,0 +1,246 @@
+/**
+ * containerd as a source of releases: follows containerd's socket with the list-then-watch
+ * directory watcher, subscribes to container and task events in the configured namespaces
+ * whenever the socket is there, and after every (re)subscription lists the containers that exist,
+ * so the caller can resynchronise with what happened while nobody was listening.
+ *
+ * The source decides nothing: each decoded event goes to `onEvent` (the caller queues it per
+ * container), each resynchronisation to `onSubscribed`. Events that are not for Warren are
+ * skipped quietly, malformed ones logged and skipped; the stream goes on either way.
+ */
+import { basename, dirname } from 'node:path';
+import type { Logger } from 'pino';
+import type { BackoffPolicy } from '../../core/backoff.ts';
+import type { CancelTimer, Clock } from '../../core/clock.ts';
+import { DirectoryWatcher } from '../../core/dir-watcher.ts';
+import { messageOf } from '../../core/errors.ts';
+import { type ContainerEvent, ContainerdClient, type RawEnvelope, type Subscription, decodeEvent, subscribeFilters } from './client.ts';
+
+export type ContainerdState = 'waiting-for-socket' | 'connecting' | 'subscribed' | 'reconnecting' | 'stopped';
+
+export interface ContainerdSourceStatus {
+  readonly socket: string;
+  readonly namespaces: readonly string[];
+  readonly state: ContainerdState;
+  /** When the state last changed (ISO). */
+  readonly since: string;
+  readonly subscriptions: number;
+  readonly events: number;
+  readonly skipped: number;
+  readonly malformed: number;
+  readonly lastError?: string;
+  readonly lastResync?: { readonly at: string; readonly containers: number };
+}
+
+export interface ContainerdSourceOptions {
+  readonly socket: string;
+  readonly namespaces: readonly string[];
+  readonly clock: Clock;
+  /** Between failed connection attempts while the socket exists. */
+  readonly backoff: BackoffPolicy;
+  readonly logger: Logger;
+  readonly onEvent: (event: ContainerEvent) => void;
+  /** After each subscription: the IDs of every container in the namespaces, now. */
+  readonly onSubscribed: (live: ReadonlySet<string>) => Promise<void>;
+  /** How often the socket's directory is re-listed in case a watch event was lost. Default 1 s. */
+  readonly rescanMs?: number;
+}
+
+export class ContainerdEventSource {
+  readonly #o: ContainerdSourceOptions;
+  #state: ContainerdState = 'waiting-for-socket';
+  #since: number;
+  #client: ContainerdClient | undefined;
+  #subscription: Subscription | undefined;
+  #retry: CancelTimer | undefined;
+  #failures = 0;
+  #socketPresent = false;
+  #stopped = false;
+  #generation = 0;
+  #counts = { subscriptions: 0, events: 0, skipped: 0, malformed: 0 };
+  #lastError: string | undefined;
+  #lastResync: { at: string; containers: number } | undefined;
+  /** Resolves the next time the state becomes `subscribed` (for callers that wait on it). */
+  #subscribedWaiters = new Set<() => void>();
+
+  constructor(options: ContainerdSourceOptions) {
+    this.#o = options;
+    this.#since = options.clock.now();
+  }
+
+  get state(): ContainerdState {
+    return this.#state;
+  }
+
+  /** Follows the socket until `signal` aborts. */
+  async run(signal: AbortSignal): Promise<void> {
+    const name = basename(this.#o.socket);
+    const watcher = new DirectoryWatcher({
+      dir: dirname(this.#o.socket),
+      signal,
+      clock: this.#o.clock,
+      rescanMs: this.#o.rescanMs ?? 1_000,
+      include: (n) => n === name,
+    });
+    let reportedMissingDir = false;
+    try {
+      for await (const event of watcher) {
+        switch (event.kind) {
+          case 'present':
+          case 'added':
+            reportedMissingDir = false;
+            this.#socketPresent = true;
+            this.#connect();
+            break;
+          case 'changed':
+            // A new socket file: containerd restarted. Whatever stream there was is dead.
+            this.#socketPresent = true;
+            this.#disconnect();
+            this.#connect();
+            break;
+          case 'removed':
+            this.#socketPresent = false;
+            this.#disconnect();
+            this.#setState('waiting-for-socket');
+            this.#o.logger.warn({ socket: this.#o.socket }, 'containerd socket gone; waiting for it to come back');
+            break;
+          case 'listed':
+            if (!this.#socketPresent) this.#o.logger.info({ socket: this.#o.socket }, 'waiting for containerd');
+            break;
+          case 'error':
+            // Typically the socket's directory does not exist yet: keep waiting, say so once.
+            if (!reportedMissingDir) this.#o.logger.info({ socket: this.#o.socket, reason: event.error.message }, 'waiting for containerd');
+            reportedMissingDir = true;
+            break;
+          default: {
+            const never: never = event;
+            throw new Error(`unhandled watcher event ${JSON.stringify(never)}`);
+          }
+        }
+      }
+    } finally {
+      this.#stopped = true;
+      this.#disconnect();
+      this.#setState('stopped');
+      for (const wake of this.#subscribedWaiters) wake();
+    }
+  }
+
+  /** Resolves once subscribed (at once if already). */
+  subscribed(): Promise<void> {
+    if (this.#state === 'subscribed') return Promise.resolve();
+    return new Promise((resolve) => {
+      const wake = (): void => {
+        this.#subscribedWaiters.delete(wake);
+        resolve();
+      };
+      this.#subscribedWaiters.add(wake);
+    });
+  }
+
+  #setState(state: ContainerdState): void {
+    if (state === this.#state) return;
+    this.#state = state;
+    this.#since = this.#o.clock.now();
+    if (state === 'subscribed') for (const wake of [...this.#subscribedWaiters]) wake();
+  }
+
+  #connect(): void {
+    if (this.#stopped || this.#state === 'connecting' || this.#state === 'subscribed') return;
+    this.#retry?.();
+    this.#retry = undefined;
+    this.#setState('connecting');
+    const generation = ++this.#generation;
+    const client = new ContainerdClient(this.#o.socket);
+    this.#client = client;
+    const subscription = client.subscribe(
+      subscribeFilters(this.#o.namespaces),
+      (envelope) => this.#envelope(envelope),
+      (error) => {
+        if (generation === this.#generation) this.#lost(error?.message ?? 'event stream ended');
+      },
+    );
+    this.#subscription = subscription;
+    void (async () => {
+      await subscription.ready;
+      const live = new Set<string>();
+      for (const ns of this.#o.namespaces) for (const id of await client.listContainers(ns)) live.add(id);
+      if (generation !== this.#generation) return;
+      await this.#o.onSubscribed(live);
+      if (generation !== this.#generation) return;
+      this.#counts.subscriptions += 1;
+      this.#failures = 0;
+      this.#lastResync = { at: new Date(this.#o.clock.now()).toISOString(), containers: live.size };
+      this.#setState('subscribed');
+      this.#o.logger.info({ socket: this.#o.socket, namespaces: this.#o.namespaces, containers: live.size }, 'subscribed to containerd events; resynchronised');
+    })().catch((error: unknown) => {
+      if (generation === this.#generation) this.#lost(messageOf(error));
+    });
+  }
+
+  /** The connection failed or ended: try again after a backoff while the socket is there. */
+  #lost(reason: string): void {
+    this.#lastError = reason;
+    this.#disconnect();
+    if (this.#stopped) return;
+    if (!this.#socketPresent) {
+      this.#setState('waiting-for-socket');
+      return;
+    }
+    this.#failures += 1;
+    const wait = this.#o.backoff.delay(this.#failures);
+    this.#setState('reconnecting');
+    this.#o.logger.warn({ socket: this.#o.socket, reason, retryInMs: wait }, 'lost containerd; reconnecting');
+    this.#retry = this.#o.clock.setTimer(wait, () => {
+      this.#retry = undefined;
+      this.#connect();
+    });
+  }
+
+  #disconnect(): void {
+    this.#generation += 1;
+    this.#retry?.();
+    this.#retry = undefined;
+    const subscription = this.#subscription;
+    const client = this.#client;
+    this.#subscription = undefined;
+    this.#client = undefined;
+    subscription?.cancel();
+    client?.close();
+    if (this.#state === 'subscribed' || this.#state === 'connecting') this.#setState(this.#socketPresent ? 'reconnecting' : 'waiting-for-socket');
+  }
+
+  #envelope(envelope: RawEnvelope): void {
+    const decoded = decodeEvent(envelope);
+    switch (decoded.kind) {
+      case 'event':
+        this.#counts.events += 1;
+        this.#o.onEvent(decoded.event);
+        return;
+      case 'ignored':
+        this.#counts.skipped += 1;
+        this.#o.logger.debug({ reason: decoded.reason }, 'containerd event skipped');
+        return;
+      case 'malformed':
+        this.#counts.malformed += 1;
+        this.#o.logger.warn({ reason: decoded.reason }, 'malformed containerd event skipped');
+        return;
+      default: {
+        const never: never = decoded;
+        throw new Error(`unhandled decode ${JSON.stringify(never)}`);
+      }
+    }
+  }
+
+  status(): ContainerdSourceStatus {
+    return {
+      socket: this.#o.socket,
+      namespaces: this.#o.namespaces,
+      state: this.#state,
+      since: new Date(this.#since).toISOString(),
+      ...this.#counts,
+      ...(this.#lastError === undefined ? {} : { lastError: this.#lastError }),
+      ...(this.#lastResync === undefined ? {} : { lastResync: this.#lastResync }),
+    };
+  }
+}

@@ -1,0 +1,139 @@
+/**
+ * The containerd event source against a real containerd, in process: events go through the
+ * per-container ordered retry queue on an injected clock, a failing container does not hold up
+ * another, and malformed events are skipped while the stream keeps going. Plus the resync grace of
+ * the releaser, on an injected clock.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import pino from 'pino';
+import { ExponentialBackoff } from '../../src/core/backoff.ts';
+import { ManualClock } from '../../src/core/clock.ts';
+import { OrderedRetryQueue } from '../../src/core/ordered-retry-queue.ts';
+import { ContainerReleases } from '../../src/agent/container-releases.ts';
+import { parseIpamConfig } from '../../src/ipam/config.ts';
+import { type ContainerEvent, decodeEvent, encodeAny, encodeMessage } from '../../src/sources/containerd/client.ts';
+import { ContainerdEventSource } from '../../src/sources/containerd/event-source.ts';
+import { NetnsObserver } from '../../src/sources/netns.ts';
+import { Allocator } from '../../src/store/allocator.ts';
+import { SqliteStore } from '../../src/store/sqlite-store.ts';
+import { type Containerd, haveContainerd, startContainerd } from '../helpers/containerd.ts';
+import { isRoot, waitFor } from '../helpers/processes.ts';
+
+const NS = `warren-s${process.pid}`;
+const skip = !isRoot() || !haveContainerd() ? 'needs root and containerd' : false;
+const quiet = pino({ level: 'silent' });
+
+describe('containerd event source', { skip }, () => {
+  let containerd: Containerd;
+  before(async () => {
+    containerd = await startContainerd();
+  });
+  after(async () => {
+    await containerd?.stop([NS]);
+  });
+
+  it('queues per container: a failing container backs off and replays in order, others go on; bad events are skipped', async () => {
+    const clock = new ManualClock(Date.now());
+    const attempts: string[] = [];
+    let failX = true;
+    const queue = new OrderedRetryQueue<ContainerEvent>({
+      clock,
+      backoff: new ExponentialBackoff({ initialMs: 1_000 }),
+      handle: async (key, event) => {
+        const pid = event.kind === 'container-delete' ? 0 : event.pid;
+        attempts.push(`${key}:${pid}`);
+        if (key === 'x' && failX) {
+          failX = false;
+          throw new Error('store away');
+        }
+      },
+    });
+    const abort = new AbortController();
+    const source = new ContainerdEventSource({
+      socket: containerd.socket,
+      namespaces: [NS],
+      clock,
+      backoff: new ExponentialBackoff(),
+      logger: quiet,
+      onEvent: (event) => queue.push(event.containerID, event),
+      onSubscribed: async () => undefined,
+    });
+    const running = source.run(abort.signal);
+    try {
+      await source.subscribed();
+      const exit = (container: string, pid: number) =>
+        containerd.publish(NS, '/tasks/exit', encodeAny('containerd.events.TaskExit', encodeMessage('TaskExit', { container_id: container, id: container, pid, exit_status: 1 })));
+      assert.equal((await exit('x', 1)).code, 0);
+      await waitFor('x to fail once', () => (attempts.includes('x:1') ? true : undefined));
+      assert.equal((await exit('y', 2)).code, 0);
+      assert.equal((await exit('x', 3)).code, 0);
+      // Malformed: an unknown type, a payload that is not protobuf, an exec's exit (not the task's).
+      assert.equal((await containerd.publish(NS, '/tasks/exit', encodeAny('warren.test.Unknown', new Uint8Array([1, 2, 3])))).code, 0);
+      assert.equal((await containerd.publish(NS, '/tasks/exit', encodeAny('containerd.events.TaskExit', new Uint8Array([0x0a, 0xff, 0xff, 0xff])))).code, 0);
+      assert.equal((await containerd.publish(NS, '/tasks/exit', encodeAny('containerd.events.TaskExit', encodeMessage('TaskExit', { container_id: 'y', id: 'exec-1', pid: 9 })))).code, 0);
+      assert.equal((await exit('y', 4)).code, 0);
+      await waitFor('y to be handled while x backs off', () => (attempts.includes('y:4') ? true : undefined));
+      assert.deepEqual(attempts, ['x:1', 'y:2', 'y:4'], 'x:3 waits behind the failed x:1; y is not delayed');
+      const s = source.status();
+      assert.equal(s.malformed, 1);
+      assert.equal(s.skipped, 2);
+      assert.equal(s.state, 'subscribed', 'the stream keeps going');
+      clock.advance(1_000);
+      await queue.idle();
+      assert.deepEqual(attempts, ['x:1', 'y:2', 'y:4', 'x:1', 'x:3']);
+    } finally {
+      abort.abort();
+      await running;
+      queue.stop();
+    }
+  });
+});
+
+describe('decodeEvent', () => {
+  it('never throws on garbage and names what it skipped', () => {
+    const garbage = [new Uint8Array([0xff]), new Uint8Array([0x0a, 0x05, 0x61]), new Uint8Array(0)];
+    for (const value of garbage) {
+      for (const typeUrl of ['containerd.events.TaskExit', 'containerd.events.TaskDelete', 'containerd.events.ContainerDelete', '', 'x']) {
+        const d = decodeEvent({ namespace: 'ns', topic: '/tasks/exit', typeUrl, value });
+        assert.ok(d.kind === 'malformed' || d.kind === 'ignored', `${typeUrl}: ${JSON.stringify(d)}`);
+      }
+    }
+    const ok = decodeEvent({ namespace: 'ns', topic: '/containers/delete', typeUrl: 'types.containerd.io/containerd.events.ContainerDelete', value: encodeMessage('ContainerDelete', { id: 'abc' }) });
+    assert.deepEqual(ok, { kind: 'event', event: { kind: 'container-delete', namespace: 'ns', containerID: 'abc' } });
+  });
+});
+
+describe('ContainerReleases resync', () => {
+  it('spares allocations younger than the grace period and releases the rest whose container is gone', async () => {
+    const clock = new ManualClock(1_000_000);
+    const store = new SqliteStore({ path: ':memory:' });
+    const allocator = new Allocator({ store, clock, node: 'n1' });
+    const ranges = parseIpamConfig({ type: 'warren', range: '10.9.0.0/24' }).ranges;
+    const owner = (containerID: string) => ({ network: 'net', containerID, ifname: 'eth0' });
+    await allocator.allocate({ owner: owner('old-gone'), ranges });
+    await allocator.allocate({ owner: owner('old-live'), ranges });
+    clock.advance(50_000);
+    await allocator.allocate({ owner: owner('new-gone'), ranges }); // an ADD still in flight
+    const releases = new ContainerReleases({
+      allocator,
+      store,
+      observer: new NetnsObserver([]),
+      clock,
+      backoff: new ExponentialBackoff(),
+      logger: quiet,
+      node: 'n1',
+      resyncGraceMs: 30_000,
+    });
+    await releases.resync(new Set(['old-live']));
+    await releases.idle();
+    assert.deepEqual((await store.list()).map((a) => a.containerID).sort(), ['new-gone', 'old-live']);
+    assert.equal(releases.status().released, 1);
+    // Events for a container that holds nothing stop at one look-up and change nothing.
+    releases.onEvent({ kind: 'container-delete', namespace: 'ns', containerID: 'nobody' });
+    await releases.idle();
+    assert.equal(releases.status().released, 1);
+    releases.stop();
+    await store.close();
+  });
+});
