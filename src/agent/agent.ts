@@ -130,7 +130,7 @@ export class Agent {
           store,
           observer,
           clock: this.#clock,
-          backoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 300_000 }),
+          backoff: new ExponentialBackoff({ initialMs: o.eventRetrySeconds * 1000, maxMs: o.eventRetryMaxSeconds * 1000 }),
           logger,
           node: o.nodeName,
           resyncGraceMs: o.containerdGraceSeconds * 1000,

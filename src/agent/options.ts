@@ -49,6 +49,9 @@ export interface AgentOptions {
   readonly containerdNamespaces: readonly string[];
   /** Seconds an allocation is left alone by a resynchronisation with containerd (ADDs in flight). */
   readonly containerdGraceSeconds: number;
+  /** Backoff of a container whose event failed: first delay and cap, seconds. */
+  readonly eventRetrySeconds: number;
+  readonly eventRetryMaxSeconds: number;
 }
 
 /** One setting: its flag, its environment variable and what it means (for --help and the README). */
@@ -81,6 +84,8 @@ export const SETTINGS: Record<keyof AgentOptions, Setting> = {
   containerdSocket: { flag: 'containerd-socket', env: 'WARREN_CONTAINERD_SOCKET', help: 'containerd\'s gRPC socket; default /run/containerd/containerd.sock' },
   containerdNamespaces: { flag: 'containerd-namespaces', env: 'WARREN_CONTAINERD_NAMESPACES', help: 'comma-separated containerd namespaces to follow; default k8s.io' },
   containerdGraceSeconds: { flag: 'containerd-grace', env: 'WARREN_CONTAINERD_GRACE', help: 'seconds a new allocation is spared by a resync with containerd; default 60' },
+  eventRetrySeconds: { flag: 'event-retry', env: 'WARREN_EVENT_RETRY', help: 'seconds before a failed container event is retried, doubling each time; default 1' },
+  eventRetryMaxSeconds: { flag: 'event-retry-max', env: 'WARREN_EVENT_RETRY_MAX', help: 'longest wait between retries of a failed container event, seconds; default 300' },
   nodeLeaseSeconds: { flag: 'node-lease', env: 'WARREN_NODE_LEASE', help: 'seconds a stopped agent\'s node stays listed alive (etcd lease TTL); default 10' },
 };
 
@@ -124,7 +129,7 @@ export function resolveAgentOptions(
 ): AgentOptions {
   const pick = (key: keyof AgentOptions): string | undefined => flags[key] ?? (env[SETTINGS[key].env] || undefined);
   const seconds = (
-    key: 'reconcileIntervalSeconds' | 'netnsGraceSeconds' | 'blockGraceSeconds' | 'nodeLeaseSeconds' | 'containerdGraceSeconds',
+    key: 'reconcileIntervalSeconds' | 'netnsGraceSeconds' | 'blockGraceSeconds' | 'nodeLeaseSeconds' | 'containerdGraceSeconds' | 'eventRetrySeconds' | 'eventRetryMaxSeconds',
     fallback: number,
     min: number,
   ): number => {
@@ -179,6 +184,11 @@ export function resolveAgentOptions(
     }
   }
   if (containerdNamespaces.length === 0) throw new WarrenError('INVALID_CONFIG', '--containerd-namespaces: give at least one namespace (or --containerd off)');
+  const eventRetrySeconds = seconds('eventRetrySeconds', 1, 0.01);
+  const eventRetryMaxSeconds = seconds('eventRetryMaxSeconds', 300, 0.01);
+  if (eventRetryMaxSeconds < eventRetrySeconds) {
+    throw new WarrenError('INVALID_CONFIG', `--event-retry-max (${eventRetryMaxSeconds}) is shorter than --event-retry (${eventRetrySeconds})`);
+  }
   const etcdPrefix = pick('etcdPrefix') ?? '/warren/';
   if (!etcdPrefix.startsWith('/') || !etcdPrefix.endsWith('/')) throw new WarrenError('INVALID_CONFIG', `--etcd-prefix: "${etcdPrefix}" must start and end with /`);
   const file = (key: 'etcdCa' | 'etcdCert' | 'etcdKey'): { [k: string]: string } => {
@@ -213,5 +223,7 @@ export function resolveAgentOptions(
     containerdSocket: resolve(cwd, pick('containerdSocket') ?? DEFAULT_CONTAINERD_SOCKET),
     containerdNamespaces,
     containerdGraceSeconds: seconds('containerdGraceSeconds', 60, 0),
+    eventRetrySeconds,
+    eventRetryMaxSeconds,
   };
 }

@@ -121,10 +121,12 @@ describe('releases driven by containerd events', { skip }, () => {
 describe('Warren started before containerd', { skip }, () => {
   it('waits for the socket and subscribes when containerd appears', async () => {
     const containerd = await startContainerd({ start: false });
-    const agent = await startAgent({ args: ['--containerd', 'on', '--containerd-socket', containerd.socket, '--containerd-namespaces', NS] });
+    // Not even the socket's directory exists yet.
+    const socket = join(containerd.dir, 'later', 'containerd.sock');
+    const agent = await startAgent({ args: ['--containerd', 'on', '--containerd-socket', socket, '--containerd-namespaces', NS] });
     try {
       assert.equal((await status(agent)).containerd?.state, 'waiting-for-socket');
-      await containerd.start();
+      await containerd.start(socket);
       await waitFor('the agent to subscribe', async () => ((await status(agent)).containerd?.state === 'subscribed' ? true : undefined), 10_000);
       const human = await import('../helpers/processes.ts').then(({ run, WARREN_BIN, CHILD_PATH }) => run(process.execPath, [WARREN_BIN, 'status', '--socket', agent.socket], { env: { ...process.env, PATH: CHILD_PATH } }));
       assert.match(human.stdout, /containerd: +subscribed since/);
