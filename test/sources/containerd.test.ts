@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import fc from 'fast-check';
 import pino from 'pino';
 import { ExponentialBackoff } from '../../src/core/backoff.ts';
 import { ManualClock } from '../../src/core/clock.ts';
@@ -99,6 +100,18 @@ describe('decodeEvent', () => {
         assert.ok(d.kind === 'malformed' || d.kind === 'ignored', `${typeUrl}: ${JSON.stringify(d)}`);
       }
     }
+    fc.assert(
+      fc.property(
+        fc.constantFrom('containerd.events.TaskExit', 'containerd.events.TaskDelete', 'containerd.events.ContainerDelete', 'types.containerd.io/containerd.events.TaskExit', 'other'),
+        fc.uint8Array({ maxLength: 64 }),
+        (typeUrl, value) => {
+          const d = decodeEvent({ namespace: 'ns', topic: '/tasks/exit', typeUrl, value });
+          assert.ok(['event', 'ignored', 'malformed'].includes(d.kind));
+          if (d.kind === 'event') assert.ok(d.event.containerID.length > 0);
+        },
+      ),
+      { numRuns: 2000 },
+    );
     const ok = decodeEvent({ namespace: 'ns', topic: '/containers/delete', typeUrl: 'types.containerd.io/containerd.events.ContainerDelete', value: encodeMessage('ContainerDelete', { id: 'abc' }) });
     assert.deepEqual(ok, { kind: 'event', event: { kind: 'container-delete', namespace: 'ns', containerID: 'abc' } });
   });
