@@ -58,9 +58,9 @@ describe('block math', () => {
 
   it('tiles every allocatable address into exactly one block (property)', () => {
     fc.assert(
-      fc.property(fc.integer({ min: 24, max: 30 }), fc.integer({ min: 0, max: 255 }), fc.integer({ min: 0, max: 255 }), (blockSize, a, b) => {
+      fc.property(fc.integer({ min: 24, max: 30 }), fc.integer({ min: 1, max: 254 }), fc.integer({ min: 1, max: 254 }), (blockSize, a, b) => {
         const [lo, hi] = a <= b ? [a, b] : [b, a];
-        const [range] = rangesOf({ range: '10.9.0.0/24', range_start: `10.9.0.${Math.max(lo, 1)}`, range_end: `10.9.0.${Math.min(Math.max(hi, Math.max(lo, 1)), 254)}`, block_size: blockSize });
+        const [range] = rangesOf({ range: '10.9.0.0/24', range_start: `10.9.0.${lo}`, range_end: `10.9.0.${hi}`, block_size: blockSize });
         if (range === undefined) return;
         const claimed: Block[] = [];
         let total = 0n;
@@ -71,6 +71,7 @@ describe('block math', () => {
         }
         assert.equal(total, capacityOf(range));
       }),
+      { numRuns: 500 },
     );
   });
 });
