@@ -105,7 +105,7 @@ export class ContainerdEventSource {
             this.#o.logger.warn({ socket: this.#o.socket }, 'containerd socket gone; waiting for it to come back');
             break;
           case 'listed':
-            if (!this.#socketPresent) this.#o.logger.info({ socket: this.#o.socket }, 'waiting for containerd');
+            if (!this.#socketPresent && !reportedMissingDir) this.#o.logger.info({ socket: this.#o.socket }, 'waiting for containerd');
             break;
           case 'error':
             // Typically the socket's directory does not exist yet: keep waiting, say so once.
