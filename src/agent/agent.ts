@@ -14,7 +14,7 @@ import { WarrenError } from '../core/errors.ts';
 import { CniHandler } from '../cni/handler.ts';
 import { Allocator } from '../store/allocator.ts';
 import { SqliteStore } from '../store/sqlite-store.ts';
-import type { Store } from '../store/store.ts';
+import type { Membership, Store } from '../store/store.ts';
 import { ExponentialBackoff } from '../core/backoff.ts';
 import { MissedDeleteJournal } from '../sources/missed-delete-journal.ts';
 import { NetnsObserver } from '../sources/netns.ts';
@@ -36,6 +36,9 @@ export interface AgentDeps {
   readonly store?: Store;
 }
 
+type Upkeep = { readonly name: string; readonly run: () => Promise<void> };
+type ContainerdParts = { readonly source: ContainerdEventSource; readonly releases: ContainerReleases };
+
 export class Agent {
   readonly options: AgentOptions;
   readonly #logger: Logger;
@@ -49,7 +52,7 @@ export class Agent {
   #abort = new AbortController();
   #consuming: Promise<void> | undefined;
   #announced = false;
-  #containerd: { source: ContainerdEventSource; releases: ContainerReleases } | undefined;
+  #containerd: ContainerdParts | undefined;
   /** Loops that run until the abort signal: the containerd source, netns directory watches. */
   #background: Array<Promise<void>> = [];
 
@@ -71,39 +74,7 @@ export class Agent {
       this.#store = store;
       const clustered = store.membership !== undefined;
       const allocator = new Allocator({ store, clock: this.#clock, node: o.nodeName, blocks: clustered && o.blocks });
-      const upkeep: Array<{ name: string; run: () => Promise<void> }> = [];
-      if (store.membership !== undefined) {
-        const membership = store.membership;
-        let announcing: Promise<void> | undefined;
-        const announce = (): Promise<void> =>
-          (announcing ??= membership
-            .announce(o.nodeName, { since: this.#clock.now(), version: WARREN_VERSION })
-            .then(() => {
-              this.#announced = true;
-            })
-            .finally(() => {
-              announcing = undefined;
-            }));
-        // Announcing must not hold up serving (an etcd without a leader answers lease calls late);
-        // if it fails, upkeep announces on a later tick.
-        void announce().catch((error: unknown) => this.#logger.warn({ err: error }, 'could not announce this node yet; will retry'));
-        upkeep.push({
-          name: 'node announcement',
-          run: async () => {
-            if (announcing !== undefined) return; // the first announcement is still under way
-            if (!this.#announced) await announce();
-            else await membership.renew();
-          },
-        });
-        upkeep.push({
-          name: 'giving back empty blocks',
-          run: async () => {
-            const outcome = await allocator.returnEmptyBlocks(o.blockGraceSeconds * 1000);
-            if (outcome.returned.length > 0) this.#logger.info({ blocks: outcome.returned }, 'gave back empty blocks');
-            if (outcome.errors.length > 0) throw new Error(outcome.errors.join('; '));
-          },
-        });
-      }
+      const upkeep = store.membership === undefined ? [] : this.#clusterUpkeep(store.membership, allocator);
       const journal = new MissedDeleteJournal({ dir: o.journalDir, clock: this.#clock });
       const observer = new NetnsObserver(o.netnsDirs);
       journal.prepare();
@@ -122,35 +93,7 @@ export class Agent {
         upkeep,
       });
       this.#reconciler = reconciler;
-      let containerd: { source: ContainerdEventSource; releases: ContainerReleases } | undefined;
-      if (o.containerd) {
-        const logger = this.#logger.child({ source: 'containerd' });
-        const releases = new ContainerReleases({
-          allocator,
-          store,
-          observer,
-          clock: this.#clock,
-          backoff: new ExponentialBackoff({ initialMs: o.eventRetrySeconds * 1000, maxMs: o.eventRetryMaxSeconds * 1000 }),
-          logger,
-          node: o.nodeName,
-          resyncGraceMs: o.containerdGraceSeconds * 1000,
-        });
-        const source = new ContainerdEventSource({
-          socket: o.containerdSocket,
-          namespaces: o.containerdNamespaces,
-          clock: this.#clock,
-          backoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 30_000 }),
-          logger,
-          onEvent: (event) => releases.onEvent(event),
-          onSubscribed: (live) => releases.resync(live),
-        });
-        containerd = { source, releases };
-        this.#containerd = containerd;
-        upkeep.push({ name: 'exited containers', run: async () => releases.checkExited() });
-        this.#background.push(source.run(this.#abort.signal));
-        // A namespace file disappearing is the moment an exited container's address becomes free.
-        for (const dir of o.netnsDirs) this.#background.push(watchRemovals(dir, this.#abort.signal, this.#clock, () => releases.hasExited && releases.checkExited()));
-      }
+      const containerd = o.containerd ? this.#startContainerd(store, allocator, observer, upkeep) : undefined;
       const service = new AgentService({
         store,
         allocator,
@@ -174,6 +117,75 @@ export class Agent {
       await this.stop();
       throw error;
     }
+  }
+
+  /** Cluster store: announce this node (without holding up serving) and give back empty blocks. */
+  #clusterUpkeep(membership: Membership, allocator: Allocator): Upkeep[] {
+    const o = this.options;
+    let announcing: Promise<void> | undefined;
+    const announce = (): Promise<void> =>
+      (announcing ??= membership
+        .announce(o.nodeName, { since: this.#clock.now(), version: WARREN_VERSION })
+        .then(() => {
+          this.#announced = true;
+        })
+        .finally(() => {
+          announcing = undefined;
+        }));
+    // An etcd without a leader answers lease calls late: serve at once, and if the announcement
+    // fails, upkeep makes it on a later tick.
+    void announce().catch((error: unknown) => this.#logger.warn({ err: error }, 'could not announce this node yet; will retry'));
+    return [
+      {
+        name: 'node announcement',
+        run: async () => {
+          if (announcing !== undefined) return; // the first announcement is still under way
+          if (!this.#announced) await announce();
+          else await membership.renew();
+        },
+      },
+      {
+        name: 'giving back empty blocks',
+        run: async () => {
+          const outcome = await allocator.returnEmptyBlocks(o.blockGraceSeconds * 1000);
+          if (outcome.returned.length > 0) this.#logger.info({ blocks: outcome.returned }, 'gave back empty blocks');
+          if (outcome.errors.length > 0) throw new Error(outcome.errors.join('; '));
+        },
+      },
+    ];
+  }
+
+  /** containerd's events, through the per-container queue; exited containers checked on each tick. */
+  #startContainerd(store: Store, allocator: Allocator, observer: NetnsObserver, upkeep: Upkeep[]): ContainerdParts {
+    const o = this.options;
+    const logger = this.#logger.child({ source: 'containerd' });
+    const releases = new ContainerReleases({
+      allocator,
+      store,
+      observer,
+      clock: this.#clock,
+      backoff: new ExponentialBackoff({ initialMs: o.eventRetrySeconds * 1000, maxMs: o.eventRetryMaxSeconds * 1000 }),
+      logger,
+      node: o.nodeName,
+      resyncGraceMs: o.containerdGraceSeconds * 1000,
+    });
+    const source = new ContainerdEventSource({
+      socket: o.containerdSocket,
+      namespaces: o.containerdNamespaces,
+      clock: this.#clock,
+      backoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 30_000 }),
+      logger,
+      onEvent: (event) => releases.onEvent(event),
+      onSubscribed: (live) => releases.resync(live),
+    });
+    this.#containerd = { source, releases };
+    upkeep.push({ name: 'exited containers', run: async () => releases.checkExited() });
+    this.#background.push(source.run(this.#abort.signal));
+    // A namespace file disappearing is the moment an exited container's address becomes free.
+    for (const dir of o.netnsDirs) {
+      this.#background.push(watchRemovals(dir, this.#abort.signal, this.#clock, () => releases.hasExited && releases.checkExited()));
+    }
+    return this.#containerd;
   }
 
   async stop(): Promise<void> {
