@@ -10,6 +10,7 @@ import { join, resolve } from 'node:path';
 import { DEFAULT_CONTAINERD_SOCKET, DEFAULT_JOURNAL_DIR, DEFAULT_NETNS_DIR, DEFAULT_SOCKET, DEFAULT_STATE_DIR } from '../core/defaults.ts';
 import { WarrenError } from '../core/errors.ts';
 import type { StoreKind } from '../ipam/config.ts';
+import { isEtcdEndpoint } from '../store/store.ts';
 
 export interface AgentOptions {
   readonly stateDir: string;
@@ -171,7 +172,7 @@ export function resolveAgentOptions(
     throw new WarrenError('INVALID_CONFIG', '--store etcd needs --etcd-endpoints / WARREN_ETCD_ENDPOINTS (comma-separated client URLs)');
   }
   for (const url of etcdEndpoints) {
-    if (!/^https?:\/\/[^/]+$/.test(url)) throw new WarrenError('INVALID_CONFIG', `--etcd-endpoints: "${url}" is not http://host:port or https://host:port`);
+    if (!isEtcdEndpoint(url)) throw new WarrenError('INVALID_CONFIG', `--etcd-endpoints: "${url}" is not http://host:port or https://host:port`);
   }
   const containerdNamespaces = (pick('containerdNamespaces') ?? 'k8s.io')
     .split(',')

@@ -7,7 +7,7 @@ import { WarrenError, messageOf } from '../core/errors.ts';
 import { formatIP, parseIP } from '../ipam/address.ts';
 import type { Allocation } from '../ipam/allocation.ts';
 import type { Allocator } from '../store/allocator.ts';
-import type { AllocationFilter, Store } from '../store/store.ts';
+import { type AllocationFilter, type Store, rangePoolOf } from '../store/store.ts';
 import type { AuditReport } from './audit.ts';
 import type { ReconcilerStatus, ReleaseReconciler } from './release-reconciler.ts';
 import type { ContainerdSourceStatus } from '../sources/containerd/event-source.ts';
@@ -136,14 +136,22 @@ export class AgentService {
   /** Every pool; a range split into blocks is reported whole (its blocks summed) and block by block. */
   async pools(): Promise<PoolReport[]> {
     const summaries = await this.#o.store.pools();
+    // Block totals per range pool, in one pass.
+    const totals = new Map<string, { allocated: number; resting: number; blocks: number }>();
+    for (const b of summaries) {
+      if (!b.pool.includes('#')) continue;
+      const t = totals.get(rangePoolOf(b.pool)) ?? { allocated: 0, resting: 0, blocks: 0 };
+      t.allocated += b.allocated;
+      t.resting += b.resting;
+      if (b.affinity !== undefined) t.blocks += 1;
+      totals.set(rangePoolOf(b.pool), t);
+    }
     return summaries.map((p) => {
       let { allocated, resting } = p;
       let blocks: number | undefined;
       if (p.description?.blockPrefix !== undefined) {
-        const inside = summaries.filter((b) => b.pool.startsWith(`${p.pool}#`));
-        allocated = inside.reduce((n, b) => n + b.allocated, 0);
-        resting = inside.reduce((n, b) => n + b.resting, 0);
-        blocks = inside.filter((b) => b.affinity !== undefined).length;
+        const t = totals.get(p.pool) ?? { allocated: 0, resting: 0, blocks: 0 };
+        ({ allocated, resting, blocks } = t);
       }
       const capacity = p.description === undefined ? undefined : Number(p.description.capacity);
       return {

@@ -34,6 +34,7 @@ import {
   type PoolSummary,
   type Revision,
   type Store,
+  isEtcdEndpoint,
   rangePoolOf,
 } from './store.ts';
 import type { Etcd3, Lease, Namespace } from 'etcd3';
@@ -98,7 +99,7 @@ export class EtcdStore implements Store {
   static async open(options: EtcdStoreOptions): Promise<EtcdStore> {
     if (options.endpoints.length === 0) throw new WarrenError('INVALID_CONFIG', 'etcd store: no endpoints given');
     for (const url of options.endpoints) {
-      if (!/^https?:\/\/[^/]+$/.test(url)) throw new WarrenError('INVALID_CONFIG', `etcd endpoint "${url}" is not http://host:port or https://host:port`);
+      if (!isEtcdEndpoint(url)) throw new WarrenError('INVALID_CONFIG', `etcd endpoint "${url}" is not http://host:port or https://host:port`);
     }
     const { Etcd3: Client, isRecoverableError } = await import('etcd3');
     const { ConsecutiveBreaker, ExponentialBackoff, circuitBreaker, handleWhen, retry } = await import('cockatiel');

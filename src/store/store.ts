@@ -135,3 +135,8 @@ export function rangePoolOf(pool: string): string {
   const i = pool.indexOf('#');
   return i < 0 ? pool : pool.slice(0, i);
 }
+
+/** An etcd client URL Warren accepts: `http://host:port` or `https://host:port`, nothing after. */
+export function isEtcdEndpoint(url: string): boolean {
+  return /^https?:\/\/[^/]+$/.test(url);
+}
