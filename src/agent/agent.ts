@@ -45,6 +45,8 @@ export class Agent {
   readonly #clock: Clock;
   #store: Store | undefined;
   #server: Server | undefined;
+  /** Inode of the socket file this agent created; undefined until it listens. */
+  #socketIno: number | undefined;
   #lock: InstanceLock | undefined;
   #injectedStore: Store | undefined;
   #reconciler: ReleaseReconciler | undefined;
@@ -68,9 +70,15 @@ export class Agent {
     // Allocation state is the node's business alone: files and directories are owner-only.
     process.umask(0o077);
     mkdirSync(o.stateDir, { recursive: true, mode: 0o700 });
-    this.#lock = InstanceLock.acquire(o.stateDir);
+    // Everything that must have a single agent is locked before anything is touched: a refused
+    // second agent leaves the first one's socket, database and journal alone.
+    this.#lock = await InstanceLock.acquire([
+      { what: 'state directory', path: o.stateDir },
+      ...(this.#injectedStore === undefined && o.store === 'sqlite' ? [{ what: 'database', path: o.database }] : []),
+      { what: 'socket', path: o.socket },
+    ]);
     try {
-      const store = this.#injectedStore ?? (await openStore(o));
+      const store = this.#injectedStore ?? (await openStore(o, this.#clock));
       this.#store = store;
       const clustered = store.membership !== undefined;
       const allocator = new Allocator({ store, clock: this.#clock, node: o.nodeName, blocks: clustered && o.blocks });
@@ -103,7 +111,15 @@ export class Agent {
         reconciler,
         ...(containerd === undefined ? {} : { containerd: () => ({ ...containerd.source.status(), releases: containerd.releases.status() }) }),
       });
-      const cni = new CniHandler({ allocator, readiness: () => service.readiness(), storeKind: clustered ? 'etcd' : 'sqlite' });
+      const cni = new CniHandler({
+        allocator,
+        readiness: () => service.readiness(),
+        storeKind: clustered ? 'etcd' : 'sqlite',
+        clock: this.#clock,
+        gcGraceMs: o.gcGraceSeconds * 1000,
+        onIgnoredKeys: (network, keys) =>
+          this.#logger.warn({ network, keys }, 'network config has whereabouts keys Warren accepts but ignores (Warren keeps its own store and runs its own reconciliation)'),
+      });
       this.#consuming = reconciler.start(this.#abort.signal);
       this.#server = createApiServer({
         cni,
@@ -112,6 +128,7 @@ export class Agent {
       });
       await prepareSocket(o.socket);
       await listen(this.#server, o.socket);
+      this.#socketIno = statSync(o.socket).ino;
       this.#logger.info({ socket: o.socket, store: store.description }, 'agent ready');
     } catch (error) {
       await this.stop();
@@ -201,11 +218,15 @@ export class Agent {
         });
         server.closeIdleConnections();
       });
+    }
+    // Only the socket this agent created, and only if it is still that one: never another agent's.
+    if (this.#socketIno !== undefined) {
       try {
-        unlinkSync(this.options.socket);
+        if (statSync(this.options.socket).ino === this.#socketIno) unlinkSync(this.options.socket);
       } catch {
         // gone already
       }
+      this.#socketIno = undefined;
     }
     await this.#consuming;
     this.#consuming = undefined;
@@ -214,13 +235,13 @@ export class Agent {
     this.#background = [];
     await this.#store?.close();
     this.#store = undefined;
-    this.#lock?.release();
+    await this.#lock?.release();
     this.#lock = undefined;
   }
 }
 
-async function openStore(o: AgentOptions): Promise<Store> {
-  if (o.store === 'sqlite') return new SqliteStore({ path: o.database, synchronous: o.synchronous });
+async function openStore(o: AgentOptions, clock: Clock): Promise<Store> {
+  if (o.store === 'sqlite') return new SqliteStore({ path: o.database, synchronous: o.synchronous, clock, busyTimeoutMs: o.dbBusyTimeoutSeconds * 1000 });
   const { EtcdStore } = await import('../store/etcd-store.ts');
   const tls = { ...(o.etcdCa === undefined ? {} : { ca: o.etcdCa }), ...(o.etcdCert === undefined ? {} : { cert: o.etcdCert }), ...(o.etcdKey === undefined ? {} : { key: o.etcdKey }) };
   return EtcdStore.open({

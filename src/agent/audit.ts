@@ -38,8 +38,8 @@ export interface AuditReport {
 }
 
 export interface AuditContext {
-  /** ownerKey of every attachment with a pending journal intent. */
-  readonly journalOwners: ReadonlySet<string>;
+  /** ownerKey of every attachment with a pending journal intent → when the DEL was recorded. */
+  readonly journalOwners: ReadonlyMap<string, number>;
   readonly observer: NetnsObserver;
   readonly now: number;
   /** Allocations younger than this are not judged by their namespace. */
@@ -47,7 +47,9 @@ export interface AuditContext {
 }
 
 export function judge(allocation: Allocation, ctx: AuditContext, cache: Map<string, { observable: boolean; reason?: string }>): AuditVerdict {
-  if (ctx.journalOwners.has(ownerKey(allocation))) {
+  const recordedAt = ctx.journalOwners.get(ownerKey(allocation));
+  // A DEL recorded before this allocation was made is about an earlier one of the same attachment.
+  if (recordedAt !== undefined && allocation.createdAt <= recordedAt) {
     return { kind: 'stale', proof: 'journal', reason: 'a DEL for this attachment is pending in the missed-delete journal' };
   }
   if (ctx.now - allocation.createdAt < ctx.graceMs) {

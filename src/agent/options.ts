@@ -53,6 +53,10 @@ export interface AgentOptions {
   /** Backoff of a container whose event failed: first delay and cap, seconds. */
   readonly eventRetrySeconds: number;
   readonly eventRetryMaxSeconds: number;
+  /** CNI GC spares allocations younger than this, seconds (ADDs the runtime's list cannot show). */
+  readonly gcGraceSeconds: number;
+  /** How long a call waits while another process holds the SQLite database, seconds. */
+  readonly dbBusyTimeoutSeconds: number;
 }
 
 /** One setting: its flag, its environment variable and what it means (for --help and the README). */
@@ -87,6 +91,8 @@ export const SETTINGS: Record<keyof AgentOptions, Setting> = {
   containerdGraceSeconds: { flag: 'containerd-grace', env: 'WARREN_CONTAINERD_GRACE', help: 'seconds a new allocation is spared by a resync with containerd; default 60' },
   eventRetrySeconds: { flag: 'event-retry', env: 'WARREN_EVENT_RETRY', help: 'seconds before a failed container event is retried, doubling each time; default 1' },
   eventRetryMaxSeconds: { flag: 'event-retry-max', env: 'WARREN_EVENT_RETRY_MAX', help: 'longest wait between retries of a failed container event, seconds; default 300' },
+  gcGraceSeconds: { flag: 'gc-grace', env: 'WARREN_GC_GRACE', help: 'seconds a new allocation is spared by CNI GC (ADDs that raced the runtime\'s list); default 60' },
+  dbBusyTimeoutSeconds: { flag: 'db-busy-timeout', env: 'WARREN_DB_BUSY_TIMEOUT', help: 'seconds a call waits while another process holds the database, then answers try-again (CNI 11); default 5' },
   nodeLeaseSeconds: { flag: 'node-lease', env: 'WARREN_NODE_LEASE', help: 'seconds a stopped agent\'s node stays listed alive (etcd lease TTL); default 10' },
 };
 
@@ -130,7 +136,16 @@ export function resolveAgentOptions(
 ): AgentOptions {
   const pick = (key: keyof AgentOptions): string | undefined => flags[key] ?? (env[SETTINGS[key].env] || undefined);
   const seconds = (
-    key: 'reconcileIntervalSeconds' | 'netnsGraceSeconds' | 'blockGraceSeconds' | 'nodeLeaseSeconds' | 'containerdGraceSeconds' | 'eventRetrySeconds' | 'eventRetryMaxSeconds',
+    key:
+      | 'reconcileIntervalSeconds'
+      | 'netnsGraceSeconds'
+      | 'blockGraceSeconds'
+      | 'nodeLeaseSeconds'
+      | 'containerdGraceSeconds'
+      | 'eventRetrySeconds'
+      | 'eventRetryMaxSeconds'
+      | 'gcGraceSeconds'
+      | 'dbBusyTimeoutSeconds',
     fallback: number,
     min: number,
   ): number => {
@@ -226,5 +241,7 @@ export function resolveAgentOptions(
     containerdGraceSeconds: seconds('containerdGraceSeconds', 60, 0),
     eventRetrySeconds,
     eventRetryMaxSeconds,
+    gcGraceSeconds: seconds('gcGraceSeconds', 60, 0),
+    dbBusyTimeoutSeconds: seconds('dbBusyTimeoutSeconds', 5, 0),
   };
 }

@@ -152,8 +152,10 @@ export class ReleaseReconciler {
     if (!force && intent.nextAttemptAt > this.#o.clock.now()) return false;
     this.#inFlight.add(name);
     try {
-      const { network, containerID, ifname } = intent.entry;
-      const released = await this.#o.allocator.release({ network, containerID, ifname });
+      const { network, containerID, ifname, recordedAt } = intent.entry;
+      // The intent speaks for what was allocated before the DEL was recorded: a later ADD of the
+      // same container and interface (the runtime retried it once the store was back) is in use.
+      const released = await this.#o.allocator.release({ network, containerID, ifname }, undefined, { createdAtOrBefore: recordedAt });
       this.#o.journal.complete(name);
       this.#pending.delete(name);
       this.#released += 1;
@@ -236,8 +238,11 @@ export class ReleaseReconciler {
 
   /** Audits every allocation; with `fix`, releases the provably stale ones and nothing else. */
   async audit(fix: boolean): Promise<AuditReport> {
-    const journalOwners = new Set<string>();
-    for (const intent of this.#pending.values()) journalOwners.add(ownerKey(intent.entry));
+    const journalOwners = new Map<string, number>();
+    for (const intent of this.#pending.values()) {
+      const key = ownerKey(intent.entry);
+      journalOwners.set(key, Math.max(journalOwners.get(key) ?? 0, intent.entry.recordedAt));
+    }
     const now = this.#o.clock.now();
     const report = audit(
       await this.#o.store.list(this.#o.onlyNode === undefined ? {} : { node: this.#o.onlyNode }),

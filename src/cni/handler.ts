@@ -4,6 +4,7 @@
  * ends in exactly one outcome: a result object, no output (DEL, CHECK, GC, STATUS succeed
  * silently), or a CNI error object.
  */
+import { type Clock, systemClock } from '../core/clock.ts';
 import { WarrenError } from '../core/errors.ts';
 import { type IPAddress, formatIP, parseIP } from '../ipam/address.ts';
 import { type StoreKind, inSubnet } from '../ipam/config.ts';
@@ -35,17 +36,36 @@ export interface CniHandlerOptions {
   readonly readiness: () => Promise<void>;
   /** The store the agent runs on; a network config that names another is refused. */
   readonly storeKind?: StoreKind;
+  readonly clock?: Clock;
+  /**
+   * GC spares allocations younger than this, ms. The runtime takes its list of valid attachments
+   * before it calls GC; an ADD that commits in between is not on the list and is in use.
+   */
+  readonly gcGraceMs?: number;
+  /** Told once per network about IPAM keys Warren accepts but does not act on. */
+  readonly onIgnoredKeys?: (network: string, keys: readonly string[]) => void;
 }
+
+/** Default of CniHandlerOptions.gcGraceMs: far longer than any runtime takes from list to GC. */
+export const DEFAULT_GC_GRACE_MS = 60_000;
 
 export class CniHandler {
   readonly #allocator: Allocator;
   readonly #readiness: () => Promise<void>;
   readonly #storeKind: StoreKind | undefined;
+  readonly #clock: Clock;
+  readonly #gcGraceMs: number;
+  readonly #onIgnoredKeys: ((network: string, keys: readonly string[]) => void) | undefined;
+  /** Networks whose ignored keys were already reported: once each, not on every call. */
+  readonly #reportedIgnored = new Set<string>();
 
   constructor(options: CniHandlerOptions) {
     this.#allocator = options.allocator;
     this.#readiness = options.readiness;
     this.#storeKind = options.storeKind;
+    this.#clock = options.clock ?? systemClock;
+    this.#gcGraceMs = options.gcGraceMs ?? DEFAULT_GC_GRACE_MS;
+    this.#onIgnoredKeys = options.onIgnoredKeys;
   }
 
   async handle(request: CniRequest): Promise<CniOutcome> {
@@ -77,7 +97,7 @@ export class CniHandler {
         return { kind: 'silent' };
       case 'GC': {
         const valid = new Set((conf.validAttachments ?? []).map((a) => attachmentKey(a.containerID, a.ifname)));
-        const outcome = await this.#allocator.gc(conf.name, valid, conf.ipam.cooldownSeconds);
+        const outcome = await this.#allocator.gc(conf.name, valid, conf.ipam.cooldownSeconds, { createdAtOrBefore: this.#clock.now() - this.#gcGraceMs });
         if (outcome.errors.length > 0) {
           throw new WarrenError('IO_FAILURE', `GC released ${outcome.released.length} addresses but failed for ${outcome.errors.length} attachments`, {
             details: outcome.errors.join('; '),

@@ -177,6 +177,9 @@ export class Allocator {
             `requested address ${formatIP(requested)} is outside the allocatable span ${formatIP({ family: range.family, value: range.first })}-${formatIP({ family: range.family, value: range.last })} of ${range.pool}`,
           );
         case 'excluded':
+          if (range.gateway !== undefined && range.gateway.value === address) {
+            throw new WarrenError('ADDRESS_UNAVAILABLE', `requested address ${formatIP(requested)} is the gateway of ${range.pool}; it is never handed to a container`);
+          }
           throw new WarrenError('ADDRESS_UNAVAILABLE', `requested address ${formatIP(requested)} is excluded from ${range.pool}`);
         default: {
           const never: never = verdict;
@@ -405,21 +408,22 @@ export class Allocator {
    * Releases every address an owner holds (ifname undefined: every interface). Returns what was
    * released; releasing an owner that holds nothing returns [].
    */
-  async release(owner: Omit<Owner, 'ifname'> & { ifname?: string }, cooldownSeconds?: number): Promise<Allocation[]> {
-    const held = await this.#store.findByOwner(owner);
+  async release(owner: Omit<Owner, 'ifname'> & { ifname?: string }, cooldownSeconds?: number, only: ReleaseLimits = {}): Promise<Allocation[]> {
+    const held = (await this.#store.findByOwner(owner)).filter((a) => within(a, only));
     const pools = new Set(held.map((a) => a.pool));
     const released: Allocation[] = [];
     for (const pool of pools) {
-      released.push(...(await this.#releaseOwnerIn(pool, owner, cooldownSeconds)));
+      released.push(...(await this.#releaseOwnerIn(pool, owner, cooldownSeconds, only)));
     }
     return released;
   }
 
-  async #releaseOwnerIn(pool: string, owner: Omit<Owner, 'ifname'> & { ifname?: string }, cooldownSeconds?: number): Promise<Allocation[]> {
+  async #releaseOwnerIn(pool: string, owner: Omit<Owner, 'ifname'> & { ifname?: string }, cooldownSeconds: number | undefined, only: ReleaseLimits): Promise<Allocation[]> {
     return this.#locks.run(pool, async () => {
       for (let attempt = 1; attempt <= this.#maxAttempts; attempt++) {
-        // Re-read inside the lock: between the caller's look-up and now the address may have moved.
-        const mine = (await this.#store.findByOwner(owner)).filter((a) => a.pool === pool);
+        // Re-read inside the lock: between the caller's look-up and now the address may have moved,
+        // or been released and allocated again (which the limits then spare).
+        const mine = (await this.#store.findByOwner(owner)).filter((a) => a.pool === pool && within(a, only));
         if (mine.length === 0) return [];
         const result = await this.#commitRelease(pool, mine.map((a) => a.address), cooldownSeconds);
         if (result) return mine;
@@ -477,27 +481,44 @@ export class Allocator {
   }
 
   /**
-   * CNI GC: releases every allocation of `network` whose (containerID, ifname) is not in `valid`.
-   * Keeps going past errors and reports them.
+   * CNI GC: releases every allocation of `network` whose (containerID, ifname) is not in `valid`
+   * and that `only` allows (the caller spares allocations younger than the runtime's list can
+   * know of). Keeps going past errors and reports them.
    */
-  async gc(network: string, valid: ReadonlySet<string>, cooldownSeconds?: number): Promise<GcOutcome> {
+  async gc(network: string, valid: ReadonlySet<string>, cooldownSeconds?: number, only: ReleaseLimits = {}): Promise<GcOutcome> {
     // The runtime's list is this node's attachments: on a shared store, other nodes' allocations
     // are not its to judge.
     const shared = this.#blocks || this.#store.membership !== undefined;
-    const stale = (await this.#store.list(shared ? { network, node: this.#node } : { network })).filter((a) => !valid.has(attachmentKey(a.containerID, a.ifname)));
+    const stale = (await this.#store.list(shared ? { network, node: this.#node } : { network })).filter(
+      (a) => !valid.has(attachmentKey(a.containerID, a.ifname)) && within(a, only),
+    );
     const released: Allocation[] = [];
     const errors: string[] = [];
     const owners = new Map<string, Owner>();
     for (const a of stale) owners.set(attachmentKey(a.containerID, a.ifname), { network, containerID: a.containerID, ifname: a.ifname });
     for (const owner of owners.values()) {
       try {
-        released.push(...(await this.release(owner, cooldownSeconds)));
+        released.push(...(await this.release(owner, cooldownSeconds, only)));
       } catch (error) {
         errors.push(`${owner.containerID}/${owner.ifname}: ${messageOf(error)}`);
       }
     }
     return { released, errors };
   }
+}
+
+/**
+ * Which of an owner's allocations a release may take. An intent recorded at some instant (a
+ * journaled DEL, a GC's list of valid attachments) speaks only for allocations made before it: the
+ * same container and interface may have been ADDed again since, and that address is in use.
+ */
+export interface ReleaseLimits {
+  /** Release only allocations created at or before this instant (ms since the epoch). */
+  readonly createdAtOrBefore?: number;
+}
+
+function within(a: Allocation, only: ReleaseLimits): boolean {
+  return only.createdAtOrBefore === undefined || a.createdAt <= only.createdAtOrBefore;
 }
 
 export function attachmentKey(containerID: string, ifname: string): string {

@@ -4,10 +4,18 @@
  * kill -9 at any instant leaves either the whole commit or none of it. With `synchronous=FULL`
  * (the default) a commit that returned survives power loss; `NORMAL` keeps it across a process
  * crash only, for a lower cost per commit.
+ *
+ * node:sqlite is synchronous, so SQLite's own busy wait would freeze the agent's event loop for
+ * as long as another process holds the database. SQLite is told not to wait at all; a busy
+ * database is retried here on the injected clock, with the event loop free, up to a budget, and
+ * then reported as TRY_AGAIN (CNI code 11) naming the file. Every other SQLite failure that is
+ * about the file (full disk, corruption, I/O) is an IO_FAILURE naming the file.
  */
 import { DatabaseSync, type StatementSync } from 'node:sqlite';
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { type Clock, systemClock } from '../core/clock.ts';
+import { WarrenError } from '../core/errors.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
 import type {
   AllocationFilter,
@@ -25,6 +33,50 @@ export interface SqliteStoreOptions {
   readonly path: string;
   /** 'FULL' survives power loss; 'NORMAL' survives a process crash. Default FULL. */
   readonly synchronous?: 'FULL' | 'NORMAL';
+  /** Waits on the injected clock while another process holds the database. */
+  readonly clock?: Clock;
+  /** How long one call waits for a database another process holds, ms. Default 5000. */
+  readonly busyTimeoutMs?: number;
+}
+
+/** SQLite primary result codes Warren tells apart (extended codes carry them in the low byte). */
+const SQLITE_BUSY = 5;
+const SQLITE_LOCKED = 6;
+const SQLITE_IOERR = 10;
+const SQLITE_CORRUPT = 11;
+const SQLITE_FULL = 13;
+const SQLITE_CANTOPEN = 14;
+const SQLITE_NOTADB = 26;
+
+function sqliteCode(error: unknown): number | undefined {
+  const code = (error as { errcode?: unknown } | null)?.errcode;
+  return typeof code === 'number' ? code & 0xff : undefined;
+}
+
+function isBusy(error: unknown): boolean {
+  const code = sqliteCode(error);
+  return code === SQLITE_BUSY || code === SQLITE_LOCKED;
+}
+
+/** An SQLite failure about the file, as an error that names it; anything else unchanged. */
+export function describeSqliteError(path: string, error: unknown): unknown {
+  const code = sqliteCode(error);
+  const detail = (error as { errstr?: string; message?: string }).errstr ?? (error as Error).message;
+  switch (code) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return new WarrenError('TRY_AGAIN', `database ${path} is locked by another process; try again`, { cause: error });
+    case SQLITE_FULL:
+      return new WarrenError('IO_FAILURE', `database ${path}: the disk is full (${detail}); free space where it lives`, { cause: error });
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      return new WarrenError('IO_FAILURE', `database ${path} is corrupt (${detail}); restore it from a backup, or move it aside to start with no allocations`, { cause: error });
+    case SQLITE_IOERR:
+    case SQLITE_CANTOPEN:
+      return new WarrenError('IO_FAILURE', `database ${path}: ${detail}`, { cause: error });
+    default:
+      return error;
+  }
 }
 
 /** 2 added pools.affinity and one address per owner and pool; a version-1 file is upgraded. */
@@ -111,15 +163,67 @@ const FILTER_COLUMNS: Record<keyof AllocationFilter, string> = {
 
 export class SqliteStore implements Store {
   readonly description: string;
+  readonly #path: string;
+  readonly #clock: Clock;
+  readonly #busyTimeoutMs: number;
   #db: DatabaseSync;
   /** Prepared once: statement preparation costs more than the statements themselves. */
   #stmt: Record<string, StatementSync>;
 
   constructor(options: SqliteStoreOptions) {
-    if (options.path !== ':memory:') mkdirSync(dirname(options.path), { recursive: true, mode: 0o700 });
+    this.#path = options.path;
+    this.#clock = options.clock ?? systemClock;
+    this.#busyTimeoutMs = options.busyTimeoutMs ?? 5000;
     this.description = `sqlite:${options.path}`;
-    this.#db = new DatabaseSync(options.path);
-    this.#db.exec(`PRAGMA journal_mode = WAL; PRAGMA synchronous = ${options.synchronous ?? 'FULL'}; PRAGMA busy_timeout = 5000;`);
+    try {
+      this.#db = this.#open(options);
+    } catch (error) {
+      throw describeSqliteError(options.path, error);
+    }
+    this.#stmt = this.#prepare();
+  }
+
+  #open(options: SqliteStoreOptions): DatabaseSync {
+    if (options.path !== ':memory:') {
+      mkdirSync(dirname(options.path), { recursive: true, mode: 0o700 });
+      // SQLite takes an empty file for a new database: a database truncated to nothing (a bad
+      // restore, a full disk at the wrong moment) would silently start again with no allocations,
+      // and every address in use would be handed out a second time.
+      if (existsSync(options.path) && statSync(options.path).size === 0) {
+        throw new WarrenError(
+          'IO_FAILURE',
+          `database ${options.path} is an empty file that this start did not create; it may have been truncated: restore it from a backup, or remove it to start with no allocations`,
+        );
+      }
+    }
+    const db = new DatabaseSync(options.path);
+    // No busy wait inside SQLite: it would block the event loop (see the module header).
+    db.exec(`PRAGMA busy_timeout = 0;`);
+    this.#db = db;
+    this.#retrySync(() => db.exec(`PRAGMA journal_mode = WAL; PRAGMA synchronous = ${options.synchronous ?? 'FULL'};`));
+    this.#retrySync(() => this.#migrate(options.path));
+    return db;
+  }
+
+  /**
+   * At open only (a constructor cannot wait asynchronously): a short synchronous retry while
+   * another process holds the database, before the agent serves anything.
+   */
+  #retrySync(fn: () => void): void {
+    const deadline = Date.now() + this.#busyTimeoutMs;
+    for (;;) {
+      try {
+        fn();
+        return;
+      } catch (error) {
+        if (this.#db.isTransaction) this.#db.exec('ROLLBACK');
+        if (!isBusy(error) || Date.now() >= deadline) throw error;
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
+      }
+    }
+  }
+
+  #migrate(path: string): void {
     this.#db.exec(`CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`);
     const version = this.#db.prepare(`SELECT value FROM meta WHERE key = 'schema_version'`).get() as { value: string } | undefined;
     if (version !== undefined && Number(version.value) === 1) {
@@ -130,10 +234,13 @@ export class SqliteStore implements Store {
     if (current === undefined) {
       this.#db.prepare(`INSERT INTO meta (key, value) VALUES ('schema_version', ?)`).run(String(SCHEMA_VERSION));
     } else if (Number(current.value) !== SCHEMA_VERSION) {
-      throw new Error(`${options.path}: schema version ${current.value} is not ${SCHEMA_VERSION}; this Warren cannot open it`);
+      throw new Error(`${path}: schema version ${current.value} is not ${SCHEMA_VERSION}; this Warren cannot open it`);
     }
+  }
+
+  #prepare(): Record<string, StatementSync> {
     const db = this.#db;
-    this.#stmt = {
+    return {
       revision: db.prepare('SELECT revision, cursor, affinity FROM pools WHERE pool = ?'),
       allocated: db.prepare('SELECT address FROM allocations WHERE pool = ?'),
       resting: db.prepare('SELECT address, reusable_at FROM resting WHERE pool = ?'),
@@ -153,14 +260,38 @@ export class SqliteStore implements Store {
       begin: db.prepare('BEGIN IMMEDIATE'),
       commit: db.prepare('COMMIT'),
       rollback: db.prepare('ROLLBACK'),
+      probe: db.prepare(`INSERT INTO meta (key, value) VALUES ('write_probe', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`),
     };
+  }
+
+  /**
+   * Runs one synchronous database step; while another process holds the database, waits on the
+   * clock (the event loop stays free) and tries again, up to `budgetMs`. Failures about the file
+   * come back naming it.
+   */
+  async #run<T>(fn: () => T, budgetMs = this.#busyTimeoutMs): Promise<T> {
+    const started = this.#clock.now();
+    let delay = 2;
+    for (;;) {
+      try {
+        return fn();
+      } catch (error) {
+        if (!isBusy(error) || this.#clock.now() - started + delay > budgetMs) throw describeSqliteError(this.#path, error);
+      }
+      await new Promise<void>((resolve) => this.#clock.setTimer(delay, resolve));
+      delay = Math.min(delay * 2, 100);
+    }
   }
 
   #s(name: string): StatementSync {
     return this.#stmt[name] as StatementSync;
   }
 
-  async readPool(pool: string, knownRevision?: Revision): Promise<PoolRead> {
+  readPool(pool: string, knownRevision?: Revision): Promise<PoolRead> {
+    return this.#run(() => this.#readPool(pool, knownRevision));
+  }
+
+  #readPool(pool: string, knownRevision?: Revision): PoolRead {
     const row = this.#s('revision').get(pool) as { revision: number; cursor: string | null; affinity: string | null } | undefined;
     const revision = row === undefined ? 0 : Number(row.revision);
     if (knownRevision !== undefined && knownRevision === revision) return { kind: 'unchanged', revision };
@@ -180,7 +311,11 @@ export class SqliteStore implements Store {
     };
   }
 
-  async commit(pool: string, expected: Revision, ops: readonly PoolOp[]): Promise<CommitResult> {
+  commit(pool: string, expected: Revision, ops: readonly PoolOp[]): Promise<CommitResult> {
+    return this.#run(() => this.#commit(pool, expected, ops));
+  }
+
+  #commit(pool: string, expected: Revision, ops: readonly PoolOp[]): CommitResult {
     this.#s('begin').run();
     try {
       const row = this.#s('revision').get(pool) as { revision: number } | undefined;
@@ -261,15 +396,21 @@ export class SqliteStore implements Store {
     }
   }
 
-  async findByOwner(owner: Omit<Owner, 'ifname'> & { ifname?: string }): Promise<Allocation[]> {
-    const rows =
-      owner.ifname === undefined
-        ? this.#s('byOwner').all(owner.network, owner.containerID)
-        : this.#s('byOwnerIf').all(owner.network, owner.containerID, owner.ifname);
-    return (rows as unknown as AllocationRow[]).map(toAllocation);
+  findByOwner(owner: Omit<Owner, 'ifname'> & { ifname?: string }): Promise<Allocation[]> {
+    return this.#run(() => {
+      const rows =
+        owner.ifname === undefined
+          ? this.#s('byOwner').all(owner.network, owner.containerID)
+          : this.#s('byOwnerIf').all(owner.network, owner.containerID, owner.ifname);
+      return (rows as unknown as AllocationRow[]).map(toAllocation);
+    });
   }
 
-  async list(filter: AllocationFilter = {}): Promise<Allocation[]> {
+  list(filter: AllocationFilter = {}): Promise<Allocation[]> {
+    return this.#run(() => this.#list(filter));
+  }
+
+  #list(filter: AllocationFilter): Allocation[] {
     const clauses: string[] = [];
     const values: string[] = [];
     for (const [key, column] of Object.entries(FILTER_COLUMNS) as Array<[keyof AllocationFilter, string]>) {
@@ -287,7 +428,11 @@ export class SqliteStore implements Store {
     return (rows as unknown as AllocationRow[]).map(toAllocation);
   }
 
-  async pools(prefix = ''): Promise<PoolSummary[]> {
+  pools(prefix = ''): Promise<PoolSummary[]> {
+    return this.#run(() => this.#pools(prefix));
+  }
+
+  #pools(prefix: string): PoolSummary[] {
     const rows = this.#db
       .prepare(
         `SELECT p.pool, p.revision, p.description, p.affinity,
@@ -306,8 +451,22 @@ export class SqliteStore implements Store {
     }));
   }
 
+  /**
+   * A real write, committed like an allocation: a store that can still be read but not written
+   * (full disk, read-only file system, another process holding it) is not ready. Does not wait for
+   * a busy database: readiness is about now.
+   */
   async ping(): Promise<void> {
-    this.#db.prepare('SELECT 1').get();
+    await this.#run(() => {
+      this.#s('begin').run();
+      try {
+        this.#s('probe').run(String(this.#clock.now()));
+        this.#s('commit').run();
+      } catch (error) {
+        if (this.#db.isTransaction) this.#s('rollback').run();
+        throw error;
+      }
+    }, 0);
   }
 
   async close(): Promise<void> {

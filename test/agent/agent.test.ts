@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { chmodSync, existsSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
@@ -28,16 +28,17 @@ describe('the agent process', () => {
     assert.equal(add.code, 0, add.stdout);
     assert.equal(statSync(agent.socket).mode & 0o777, 0o600, 'socket is 0600');
     assert.ok(statSync(agent.socket).isSocket());
-    for (const name of ['warren.db', 'agent.lock']) {
+    for (const name of ['warren.db']) {
       assert.equal(statSync(join(agent.dir, name)).mode & 0o077, 0, `${name} has no group or other permissions`);
     }
   });
 
-  it('stops cleanly on SIGTERM: exit 0, socket and lock removed', async () => {
+  it('stops cleanly on SIGTERM: exit 0, socket removed, lock free for the next agent', async () => {
     const agent = await start();
     assert.equal(await agent.stop(), 0);
     assert.equal(existsSync(agent.socket), false);
-    assert.equal(existsSync(join(agent.dir, 'agent.lock')), false);
+    const again = await start(agent.dir);
+    assert.equal((await run(process.execPath, [WARREN_BIN, 'status', '--socket', again.socket])).code, 0);
   });
 
   it('refuses a second agent on the same state directory', async () => {
@@ -49,15 +50,70 @@ describe('the agent process', () => {
     assert.equal(status.code, 0, 'the first agent still serves');
   });
 
-  it('starts again after a kill -9 left its lock and socket behind, keeping allocations', async () => {
+  it('starts again after a kill -9 left its socket behind, keeping allocations', async () => {
     const agent = await start();
     const conf = { cniVersion: '1.0.0', name: 'k', ipam: { type: 'warren', socket: agent.socket, range: '10.218.0.0/24' } };
     const add = await warren({ command: 'ADD', containerID: 'k1', netns: '/x', ifname: 'eth0', config: conf });
     await agent.kill();
-    assert.ok(existsSync(agent.socket) && existsSync(join(agent.dir, 'agent.lock')), 'kill -9 leaves both behind');
+    assert.ok(existsSync(agent.socket), 'kill -9 leaves the socket behind');
     const again = await start(agent.dir);
     const held = await again.allocations('?containerID=k1');
     assert.deepEqual(held.map((a) => `${a.address}/24`), (add.json?.ips as Array<{ address: string }>).map((i) => i.address));
+  });
+
+  it('a refused second agent on the same socket leaves the first agent reachable', async () => {
+    const agent = await start();
+    const other = tempDir('warren-second-');
+    const second = await run(process.execPath, [WARREN_BIN, 'agent', '--state-dir', other, '--journal-dir', join(other, 'journal'), '--socket', agent.socket, '--containerd', 'off']);
+    assert.equal(second.code, 1);
+    assert.match(second.stderr, new RegExp(`another Warren agent \\(pid ${agent.pid}\\) already uses the socket`));
+    assert.ok(existsSync(agent.socket), 'the first agent\'s socket is still there');
+    const status = await run(process.execPath, [WARREN_BIN, 'status', '--socket', agent.socket]);
+    assert.equal(status.code, 0, `the first agent still serves: ${status.stderr}`);
+  });
+
+  it('refuses a second agent on the same database from another state directory', async () => {
+    const agent = await start();
+    const other = tempDir('warren-second-');
+    const second = await run(process.execPath, [
+      WARREN_BIN, 'agent', '--state-dir', other, '--journal-dir', join(other, 'journal'), '--socket', join(other, 'w.sock'), '--database', join(agent.dir, 'warren.db'), '--containerd', 'off',
+    ]);
+    assert.equal(second.code, 1, 'two writers of one database would each think they are the only one');
+    assert.match(second.stderr, new RegExp(`another Warren agent \\(pid ${agent.pid}\\) already uses the database`));
+  });
+
+  it('a stale agent.lock naming a live unrelated process does not stop the agent from starting', async () => {
+    const dir = tempDir('warren-stale-');
+    // PID 1 is always alive and is never a Warren agent: what a PID file holds after a reboot.
+    writeFileSync(join(dir, 'agent.lock'), '1\n', { mode: 0o600 });
+    const agent = await start(dir);
+    assert.equal((await run(process.execPath, [WARREN_BIN, 'status', '--socket', agent.socket])).code, 0);
+  });
+
+  it('of two agents starting at once on one state directory, exactly one serves', async () => {
+    const dir = tempDir('warren-race-');
+    const launch = (name: string) =>
+      track(
+        spawn(process.execPath, [WARREN_BIN, 'agent', '--state-dir', dir, '--journal-dir', join(dir, 'journal'), '--socket', join(dir, `${name}.sock`), '--containerd', 'off', '--netns-dirs', ''], {
+          env: { ...process.env, PATH: CHILD_PATH },
+          stdio: 'ignore',
+        }),
+      );
+    const children = [launch('a'), launch('b')];
+    const exits = children.map((c) => new Promise<number | null>((resolve) => c.once('exit', (code) => resolve(code))));
+    try {
+      // One of them exits (refused); then exactly one socket answers.
+      const refused = await Promise.race(exits);
+      assert.equal(refused, 1);
+      const serving = await waitFor('the winner to serve', async () => {
+        const answers = await Promise.all(['a', 'b'].map(async (n) => (await run(process.execPath, [WARREN_BIN, 'status', '--socket', join(dir, `${n}.sock`)])).code === 0));
+        return answers.some(Boolean) ? answers.filter(Boolean).length : undefined;
+      });
+      assert.equal(serving, 1);
+    } finally {
+      for (const c of children) if (c.exitCode === null) c.kill('SIGTERM');
+      await Promise.all(exits);
+    }
   });
 
   it('starts as an unprivileged user with no flags, in a state directory it can write', { skip: isRoot() ? false : 'needs root to switch user' }, async () => {
