@@ -117,6 +117,7 @@ export class Agent {
         storeKind: clustered ? 'etcd' : 'sqlite',
         clock: this.#clock,
         gcGraceMs: o.gcGraceSeconds * 1000,
+        beforeAdd: (owner) => reconciler.settle(owner),
         onIgnoredKeys: (network, keys) =>
           this.#logger.warn({ network, keys }, 'network config has whereabouts keys Warren accepts but ignores (Warren keeps its own store and runs its own reconciliation)'),
       });

@@ -10,9 +10,8 @@
 import type { Logger } from 'pino';
 import type { BackoffPolicy } from '../core/backoff.ts';
 import type { CancelTimer, Clock } from '../core/clock.ts';
-import { messageOf } from '../core/errors.ts';
-import { ownerKey } from '../ipam/allocation.ts';
-import type { Allocation } from '../ipam/allocation.ts';
+import { WarrenError, messageOf } from '../core/errors.ts';
+import { type Allocation, type Owner, ownerKey } from '../ipam/allocation.ts';
 import type { JournalEntry } from '../cni/journal-entry.ts';
 import type { MissedDeleteJournal, RejectedFile } from '../sources/missed-delete-journal.ts';
 import type { NetnsObserver } from '../sources/netns.ts';
@@ -75,8 +74,8 @@ export class ReleaseReconciler {
   readonly #o: ReleaseReconcilerOptions;
   /** Journal intents not yet committed, by file name. */
   readonly #pending = new Map<string, PendingIntent>();
-  /** Intents being released right now: never two releases of one intent at once. */
-  readonly #inFlight = new Set<string>();
+  /** Intents being released right now, and how that ends: never two releases of one intent at once. */
+  readonly #inFlight = new Map<string, Promise<boolean>>();
   #rejected: RejectedFile[] = [];
   #errors: Array<{ at: string; message: string }> = [];
   #last: ReconcileReport | undefined;
@@ -145,12 +144,38 @@ export class ReleaseReconciler {
     this.#o.logger.error(message);
   }
 
-  /** Tries one intent if it is due and not already in flight; true when it committed. */
-  async #drive(name: string, force = false): Promise<boolean> {
+  /**
+   * Tries one intent if it is due and not already in flight; true when it committed. `force`
+   * ignores the backoff and, when the intent is in flight, waits for that attempt instead.
+   */
+  #drive(name: string, force = false): Promise<boolean> {
+    const running = this.#inFlight.get(name);
+    if (running !== undefined) return force ? running : Promise.resolve(false);
     const intent = this.#pending.get(name);
-    if (intent === undefined || this.#inFlight.has(name)) return false;
-    if (!force && intent.nextAttemptAt > this.#o.clock.now()) return false;
-    this.#inFlight.add(name);
+    if (intent === undefined) return Promise.resolve(false);
+    if (!force && intent.nextAttemptAt > this.#o.clock.now()) return Promise.resolve(false);
+    const attempt = this.#attempt(name, intent).finally(() => this.#inFlight.delete(name));
+    this.#inFlight.set(name, attempt);
+    return attempt;
+  }
+
+  /**
+   * Before an ADD: applies every pending DEL recorded for this attachment, so the ADD neither gets
+   * back the address that DEL gave up (a retried ADD returns what the owner holds) nor has its new
+   * address released by that DEL later. Throws TRY_AGAIN when such a DEL cannot be applied yet.
+   */
+  async settle(owner: Owner): Promise<void> {
+    if (this.#pending.size === 0) return;
+    const key = ownerKey(owner);
+    for (const [name, intent] of [...this.#pending]) {
+      if (ownerKey(intent.entry) !== key) continue;
+      if (!(await this.#drive(name, true)) && this.#pending.has(name)) {
+        throw new WarrenError('TRY_AGAIN', `a DEL of container ${owner.containerID} (${owner.ifname}) is pending in the missed-delete journal and could not be applied yet: ${intent.lastError ?? 'unknown error'}`);
+      }
+    }
+  }
+
+  async #attempt(name: string, intent: PendingIntent): Promise<boolean> {
     try {
       const { network, containerID, ifname, recordedAt } = intent.entry;
       // The intent speaks for what was allocated before the DEL was recorded: a later ADD of the
@@ -167,8 +192,6 @@ export class ReleaseReconciler {
       intent.lastError = messageOf(error);
       this.#o.logger.warn({ file: name, failures: intent.failures, err: intent.lastError }, 'missed delete release failed; will retry');
       return false;
-    } finally {
-      this.#inFlight.delete(name);
     }
   }
 

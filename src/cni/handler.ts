@@ -7,6 +7,7 @@
 import { type Clock, systemClock } from '../core/clock.ts';
 import { WarrenError } from '../core/errors.ts';
 import { type IPAddress, formatIP, parseIP } from '../ipam/address.ts';
+import type { Owner } from '../ipam/allocation.ts';
 import { type StoreKind, inSubnet } from '../ipam/config.ts';
 import { type Allocator, attachmentKey } from '../store/allocator.ts';
 import { rangePoolOf } from '../store/store.ts';
@@ -42,6 +43,8 @@ export interface CniHandlerOptions {
    * before it calls GC; an ADD that commits in between is not on the list and is in use.
    */
   readonly gcGraceMs?: number;
+  /** Runs before an ADD allocates: settles what is still pending for this attachment (journal). */
+  readonly beforeAdd?: (owner: Owner) => Promise<void>;
   /** Told once per network about IPAM keys Warren accepts but does not act on. */
   readonly onIgnoredKeys?: (network: string, keys: readonly string[]) => void;
 }
@@ -56,6 +59,7 @@ export class CniHandler {
   readonly #clock: Clock;
   readonly #gcGraceMs: number;
   readonly #onIgnoredKeys: ((network: string, keys: readonly string[]) => void) | undefined;
+  readonly #beforeAdd: ((owner: Owner) => Promise<void>) | undefined;
   /** Networks whose ignored keys were already reported: once each, not on every call. */
   readonly #reportedIgnored = new Set<string>();
 
@@ -66,6 +70,7 @@ export class CniHandler {
     this.#clock = options.clock ?? systemClock;
     this.#gcGraceMs = options.gcGraceMs ?? DEFAULT_GC_GRACE_MS;
     this.#onIgnoredKeys = options.onIgnoredKeys;
+    this.#beforeAdd = options.beforeAdd;
   }
 
   async handle(request: CniRequest): Promise<CniOutcome> {
@@ -125,8 +130,10 @@ export class CniHandler {
       if (ip === undefined) throw new WarrenError('BAD_ENV', `CNI_ARGS: IP "${printable(text)}" is not an IP address`);
       if (!requested.some((r) => r.family === ip.family && r.value === ip.value)) requested.push(ip);
     }
+    const owner = ownerOf(env, conf);
+    await this.#beforeAdd?.(owner);
     const assignments = await this.#allocator.allocate({
-      owner: ownerOf(env, conf),
+      owner,
       ranges: conf.ipam.ranges,
       requested,
       cooldownSeconds: conf.ipam.cooldownSeconds,

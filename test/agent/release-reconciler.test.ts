@@ -57,7 +57,7 @@ describe('ReleaseReconciler', () => {
     const consuming = reconciler.start(abort.signal);
     try {
       store.failing = true;
-      recordMissedDelete(dir, { format: 1, ...owner, recordedAt: 0, reason: 'test' });
+      recordMissedDelete(dir, { format: 1, ...owner, recordedAt: clock.now(), reason: 'test' });
       const failed = await waitFor('the first attempt to fail', () => {
         const p = reconciler.status().pending[0];
         return p !== undefined && p.failures === 1 ? p : undefined;
@@ -93,6 +93,79 @@ describe('ReleaseReconciler', () => {
     } finally {
       abort.abort();
       await consuming;
+      await store.close();
+    }
+  });
+
+  /** A reconciler over a journal directory, on a manual clock; `done` stops it. */
+  function harness(clock: ManualClock, store: Store) {
+    const allocator = new Allocator({ store, clock, node: 'n' });
+    const dir = join(tempDir(), 'journal');
+    const journal = new MissedDeleteJournal({ dir, clock, rescanMs: 0 });
+    journal.prepare();
+    const reconciler = new ReleaseReconciler({
+      allocator,
+      store,
+      journal,
+      observer: new NetnsObserver([]),
+      clock,
+      backoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 300_000 }),
+      logger: pino({ level: 'silent' }),
+      intervalMs: 60_000,
+      netnsGraceMs: 0,
+      releaseGoneNetns: false,
+    });
+    const abort = new AbortController();
+    const consuming = reconciler.start(abort.signal);
+    return { allocator, dir, reconciler, done: async () => (abort.abort(), await consuming) };
+  }
+
+  it('a journaled DEL never releases an address allocated after the DEL was recorded', async () => {
+    const clock = new ManualClock(1_000_000);
+    const store = new SqliteStore({ path: ':memory:' });
+    const { allocator, dir, reconciler, done } = harness(clock, store);
+    try {
+      const ranges = parseIpamConfig({ type: 'warren', range: '10.0.0.0/24' }).ranges;
+      const owner = { network: 'net', containerID: 'c1', ifname: 'eth0' };
+      // The DEL was recorded at 1_000_000; the same attachment was ADDed again a second later.
+      clock.advance(1_000);
+      const [again] = await allocator.allocate({ owner, ranges });
+      recordMissedDelete(dir, { format: 1, ...owner, recordedAt: 1_000_000, reason: 'test' });
+      await waitFor('the intent to be taken', () => (reconciler.status().pending.length === 0 && reconciler.status().releasedFromJournal === 1 ? true : undefined));
+      assert.deepEqual((await store.list()).map((a) => a.address), [again?.allocation.address], 'the later allocation is in use and stays');
+      assert.deepEqual(readdirSync(dir).filter((n) => n.endsWith('.release')), [], 'the intent is done with');
+    } finally {
+      await done();
+      await store.close();
+    }
+  });
+
+  it('an ADD of an attachment with a pending journaled DEL first applies that DEL, then gets a fresh address', async () => {
+    const clock = new ManualClock(1_000_000);
+    const store = new FlakyStore({ path: ':memory:' });
+    const { allocator, dir, reconciler, done } = harness(clock, store);
+    try {
+      const ranges = parseIpamConfig({ type: 'warren', range: '10.0.0.0/24' }).ranges;
+      const owner = { network: 'net', containerID: 'c1', ifname: 'eth0' };
+      const [old] = await allocator.allocate({ owner, ranges });
+      store.failing = true;
+      clock.advance(1_000);
+      recordMissedDelete(dir, { format: 1, ...owner, recordedAt: clock.now(), reason: 'test' });
+      await waitFor('the first release attempt to fail', () => (reconciler.status().pending[0]?.failures === 1 ? true : undefined));
+      await assert.rejects(reconciler.settle(owner), /pending in the missed-delete journal/, 'while the DEL cannot be applied, the ADD must wait');
+      store.failing = false;
+      clock.advance(1_000);
+      // What the agent does before every ADD; without it the ADD would get the old address back
+      // as a retry, and the pending DEL would then release it from under the new container.
+      await reconciler.settle(owner);
+      const [fresh] = await allocator.allocate({ owner, ranges });
+      assert.notEqual(fresh?.fresh, false, 'a new allocation, not the one the DEL gave up');
+      assert.deepEqual(reconciler.status().pending, []);
+      await reconciler.tick();
+      assert.deepEqual((await store.list()).map((a) => a.address), [fresh?.allocation.address]);
+      assert.notEqual(fresh?.allocation.address, old?.allocation.address, 'next-after-last: the given-up address rests');
+    } finally {
+      await done();
       await store.close();
     }
   });
