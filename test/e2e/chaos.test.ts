@@ -1,9 +1,12 @@
 /**
  * Chaos: 1,000 container lifecycles (ADD, then DEL) through the real plugin executable while the
- * agent is SIGKILLed and restarted at random moments. The "runtime" here behaves like kubelet:
- * it retries a failed ADD until it succeeds, and a DEL always succeeds (the plugin journals it
- * when the agent is down). At the end: every live container holds exactly one address, no
- * address is held twice, every deleted container's address is free, and the journal is empty.
+ * agent is SIGKILLed and restarted at random moments, and CNI GC runs beside them. The "runtime"
+ * here behaves like kubelet: it retries a failed ADD until it succeeds, a DEL always succeeds (the
+ * plugin journals it when the agent is down), and now and then it loses a DEL altogether. Its GC
+ * lists the attachments whose ADD it has seen succeed, so an ADD still in flight is missing from
+ * the list — the race a GC grace exists for. At the end: every live container holds exactly one
+ * address, no address is held twice, every deleted container's address is free, the containers
+ * whose DEL was lost are freed by GC, and the journal is empty.
  */
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
@@ -18,6 +21,12 @@ import { waitFor } from '../helpers/processes.ts';
 const LIFECYCLES = Number(process.env.WARREN_CHAOS_LIFECYCLES ?? 1000);
 const LIVE_AT_END = 40;
 const WORKERS = 8;
+/** Every this many lifecycles, the runtime loses the DEL: only GC can free the address. */
+const LOST_DEL_EVERY = 50;
+/** A GC is started after this many plugin calls; at most two run at once. */
+const GC_EVERY_CALLS = 25;
+/** Seconds a new allocation is spared by GC: far longer than an ADD's reply takes to land. */
+const GC_GRACE = 5;
 
 /** A small seeded PRNG, so a failing run can be replayed with WARREN_CHAOS_SEED. */
 function mulberry32(seed: number): () => number {
@@ -41,33 +50,54 @@ describe('chaos', () => {
     const seed = Number(process.env.WARREN_CHAOS_SEED ?? Date.now() % 1_000_000);
     console.log(`# chaos seed ${seed}`);
     const random = mulberry32(seed);
-    let agent = await startAgent();
+    const args = ['--gc-grace', String(GC_GRACE)];
+    let agent = await startAgent({ args });
     agents.push(agent);
     const dir = agent.dir;
     const socket = agent.socket;
     const journal = join(dir, 'journal');
     const conf = { cniVersion: '1.0.0', name: 'chaos', ipam: { type: 'warren', socket, journal_dir: journal, range: '10.225.0.0/16' } };
+    const held = new Map<string, string>(); // live container -> address its last successful ADD reported
+    const deleted = new Set<string>();
+    const lost = new Set<string>(); // DEL never sent
+    const unexpected: string[] = [];
+    let gcs = 0;
+    let gcRefused = 0;
+    const gcsInFlight = new Set<Promise<void>>();
+    /** The runtime's GC: every attachment whose ADD it saw succeed is valid, nothing else. */
+    const gc = async (): Promise<number | null> => {
+      const valid = [...held.keys()].map((containerID) => ({ containerID, ifname: 'eth0' }));
+      const r = await warren({ command: 'GC', config: { ...conf, cniVersion: '1.1.0', 'cni.dev/valid-attachments': valid } });
+      gcs += 1;
+      if (r.code !== 0 && r.json?.code === 11) gcRefused += 1; // the agent was down: GC is not journaled
+      else if (r.code !== 0) unexpected.push(`GC: ${r.stdout}`);
+      return r.code;
+    };
 
     // The killer: after a random number of completed plugin calls, SIGKILL and restart the agent.
     let calls = 0;
+    let callsSinceGc = 0;
     let kills = 0;
     let nextKillAt = 30 + Math.floor(random() * 120);
     let restarting: Promise<void> | undefined;
     const afterCall = (): void => {
       calls += 1;
+      callsSinceGc += 1;
+      if (callsSinceGc >= GC_EVERY_CALLS && gcsInFlight.size < 2) {
+        callsSinceGc = 0;
+        const running: Promise<void> = gc().then(() => undefined).finally(() => gcsInFlight.delete(running));
+        gcsInFlight.add(running);
+      }
       if (calls < nextKillAt || restarting !== undefined) return;
       nextKillAt = calls + 30 + Math.floor(random() * 150);
       kills += 1;
       restarting = (async () => {
         await agent.kill();
-        agent = await startAgent({ dir });
+        agent = await startAgent({ dir, args });
         agents.push(agent);
       })().finally(() => (restarting = undefined));
     };
 
-    const held = new Map<string, string>(); // live container -> address its last successful ADD reported
-    const deleted = new Set<string>();
-    const unexpected: string[] = [];
     let addRetries = 0;
     let next = 0;
     const lifecycle = async (i: number): Promise<void> => {
@@ -89,6 +119,12 @@ describe('chaos', () => {
         await restarting;
       }
       if (i >= LIFECYCLES - LIVE_AT_END) return; // these stay running
+      if (i % LOST_DEL_EVERY === LOST_DEL_EVERY - 1) {
+        // The runtime forgets this container without a DEL: it drops out of GC's list.
+        held.delete(id);
+        lost.add(id);
+        return;
+      }
       const del = await warren({ command: 'DEL', ...env });
       afterCall();
       if (del.code !== 0) unexpected.push(`DEL ${id}: ${del.stdout}`);
@@ -101,9 +137,23 @@ describe('chaos', () => {
       }),
     );
     await restarting;
-    console.log(`# ${calls} plugin calls, ${kills} kills, ${addRetries} ADD retries`);
+    await Promise.all(gcsInFlight);
+    console.log(`# ${calls} plugin calls, ${kills} kills, ${addRetries} ADD retries, ${gcs} GCs (${gcRefused} while the agent was down), ${lost.size} DELs lost`);
     assert.deepEqual(unexpected, []);
     assert.ok(kills >= 3, `the agent was killed ${kills} times`);
+    assert.ok(gcs - gcRefused >= 6, `GC ran ${gcs - gcRefused} times beside the lifecycles`);
+
+    // The lost DELs: GC frees them once they are older than the grace (polled, not slept).
+    await waitFor(
+      'GC to free the containers whose DEL was lost',
+      async () => {
+        if ((await gc()) !== 0) return undefined;
+        const stored = await agent.allocations('?network=chaos');
+        return stored.some((a) => lost.has(a.containerID)) ? undefined : true;
+      },
+      60_000,
+    );
+    assert.deepEqual(unexpected, []);
 
     await waitFor(
       'the journal to drain',
@@ -120,6 +170,7 @@ describe('chaos', () => {
     assert.equal(new Set(stored.map((a) => a.address)).size, stored.length, 'no address is held twice');
     for (const [id, address] of held) assert.deepEqual(byContainer.get(id), [address], `${id} holds exactly the address it was given`);
     for (const id of deleted) assert.equal(byContainer.has(id), false, `${id} was deleted and holds nothing`);
+    for (const id of lost) assert.equal(byContainer.has(id), false, `${id} lost its DEL and GC freed it`);
     assert.equal(stored.length, LIVE_AT_END, 'nothing but the live containers holds an address');
     assert.equal(held.size, LIVE_AT_END);
   });
