@@ -14,7 +14,8 @@
 import type { Clock } from '../core/clock.ts';
 import { WarrenError, messageOf } from '../core/errors.ts';
 import { KeyedMutex } from '../core/keyed-mutex.ts';
-import { type IPAddress, formatIP, parseIP } from '../ipam/address.ts';
+import { type IPAddress, formatCidr, formatIP, parseIP } from '../ipam/address.ts';
+import { parsePoolKey, poolsOverlap } from '../ipam/pool-key.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
 import { type RangeSpec, capacityOf, inSubnet } from '../ipam/config.ts';
 import { type Block, blockAt, blockCapacity, blockOfKey, firstUnclaimedBlock } from '../ipam/blocks.ts';
@@ -89,6 +90,8 @@ export class Allocator {
   readonly #blockPrefixChecked = new Map<string, number>();
   /** Own blocks seen empty, and since when (milliseconds). */
   readonly #emptySince = new Map<string, number>();
+  /** Range pools checked against the overlapping ranges of their network_name (see #admit). */
+  readonly #admitted = new Set<string>();
 
   constructor(options: AllocatorOptions) {
     this.#store = options.store;
@@ -125,7 +128,10 @@ export class Allocator {
   }
 
   async #allocateIn(range: RangeSpec, request: AllocateRequest, requested: IPAddress | undefined): Promise<Assignment> {
-    return this.#locks.run(range.pool, async () => {
+    // Ranges of one network_name and family may overlap across configs: allocations in them are
+    // decided one at a time here, so an overlap admitted below cannot race an allocation.
+    return this.#locks.run(addressSpaceOf(range), () => this.#locks.run(range.pool, async () => {
+      await this.#admit(range);
       for (let attempt = 1; attempt <= this.#maxAttempts; attempt++) {
         // With blocks the first round skips the owner look-up: the commit itself refuses a second
         // address for one owner (the store's owner-per-pool rule), and a retried ADD lands here
@@ -145,7 +151,41 @@ export class Allocator {
         if (decision.kind === 'full') throw await this.#exhausted(range);
       }
       throw new WarrenError('TRY_AGAIN', `pool ${range.pool} kept changing under ${this.#maxAttempts} attempts to allocate; try again`);
-    });
+    }));
+  }
+
+  /**
+   * An address is unique within a network_name whatever the ranges of its configs say. Pools are
+   * keyed by subnet, so two configs of one network_name whose ranges overlap differently (a /25
+   * inside a /24) would each hand out the shared addresses: such a range is refused (CNI 7) while
+   * the other holds any address, naming both. Checked when this process first allocates in a range
+   * and again after it admitted an overlapping one; runs under the address-space lock.
+   */
+  async #admit(range: RangeSpec): Promise<void> {
+    if (this.#admitted.has(range.pool)) return;
+    const me = parsePoolKey(range.pool);
+    if (me === undefined) return;
+    const inUse = new Map<string, number>();
+    for (const p of await this.#store.pools()) {
+      const key = rangePoolOf(p.pool);
+      inUse.set(key, (inUse.get(key) ?? 0) + p.allocated + p.resting);
+    }
+    for (const [key, count] of inUse) {
+      const other = parsePoolKey(key);
+      if (key === range.pool || count === 0 || other === undefined || !poolsOverlap(me, other)) continue;
+      const name = me.networkName === '' ? 'no network_name' : `network_name "${me.networkName}"`;
+      throw new WarrenError(
+        'INVALID_CONFIG',
+        `range ${range.subnet} overlaps range ${formatCidr(other.family, other.network, other.prefixLength)}, which holds ${count} addresses (both ${name}); ` +
+          'an address must be unique within a network_name, so use the same range in every config of this network_name, give one of them its own network_name, or release the other range first',
+      );
+    }
+    // Overlapping ranges admitted earlier are checked again before their next allocation.
+    for (const key of this.#admitted) {
+      const other = parsePoolKey(key);
+      if (other !== undefined && poolsOverlap(me, other)) this.#admitted.delete(key);
+    }
+    this.#admitted.add(range.pool);
   }
 
   /**
@@ -523,6 +563,12 @@ function within(a: Allocation, only: ReleaseLimits): boolean {
 
 export function attachmentKey(containerID: string, ifname: string): string {
   return JSON.stringify([containerID, ifname]);
+}
+
+/** The lock of one address space: a network_name and an address family. */
+function addressSpaceOf(range: RangeSpec): string {
+  const at = range.pool.indexOf('@');
+  return `space:v${range.family}:${at < 0 ? '' : range.pool.slice(at + 1)}`;
 }
 
 function stateFrom(snapshot: PoolSnapshot): PoolState {

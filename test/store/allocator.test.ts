@@ -130,3 +130,53 @@ describe('Allocator', () => {
     await s2.close();
   });
 });
+
+describe('Allocator: overlapping ranges of one network_name', () => {
+  const refusedAsOverlap = (ours: string, theirs: string) => (error: unknown) =>
+    isWarrenError(error, 'INVALID_CONFIG') && error.message.includes(`range ${ours} overlaps range ${theirs}`);
+
+  it('never hands out one address twice from two configs whose ranges overlap differently', async () => {
+    const { allocator } = setup();
+    const wide = ranges({ range: '10.232.2.0/24' });
+    const narrow = ranges({ range: '10.232.2.0/25' });
+    const [a] = await allocator.allocate({ owner: owner('a'), ranges: wide });
+    assert.equal(a?.allocation.address, '10.232.2.1');
+    await assert.rejects(allocator.allocate({ owner: owner('b', 'eth0', 'other-conf'), ranges: narrow }), refusedAsOverlap('10.232.2.0/25', '10.232.2.0/24'));
+  });
+
+  it('refuses a /24 inside a /23 of the same network_name, even with enable_overlapping_ranges', async () => {
+    const { allocator } = setup();
+    await allocator.allocate({ owner: owner('a'), ranges: ranges({ range: '10.232.0.0/23', network_name: 'blue', enable_overlapping_ranges: true }) });
+    await assert.rejects(
+      allocator.allocate({ owner: owner('b'), ranges: ranges({ range: '10.232.1.0/24', network_name: 'blue', enable_overlapping_ranges: true }) }),
+      refusedAsOverlap('10.232.1.0/24', '10.232.0.0/23'),
+    );
+  });
+
+  it('keeps overlapping ranges of different network_names apart, as separate address spaces', async () => {
+    const { allocator } = setup();
+    const [a] = await allocator.allocate({ owner: owner('a'), ranges: ranges({ range: '10.232.2.0/24', network_name: 'red' }) });
+    const [b] = await allocator.allocate({ owner: owner('b'), ranges: ranges({ range: '10.232.2.0/25', network_name: 'green' }) });
+    assert.equal(a?.allocation.address, b?.allocation.address, 'the same address in two address spaces is not a duplicate');
+  });
+
+  it('admits a new overlapping range once the old one holds nothing, and then refuses the old one', async () => {
+    const { allocator } = setup();
+    const wide = ranges({ range: '10.232.2.0/24' });
+    const narrow = ranges({ range: '10.232.2.0/25' });
+    await allocator.allocate({ owner: owner('a'), ranges: wide });
+    await allocator.release(owner('a'));
+    // The operator moved the network from the /24 to the /25: it drained, so the /25 may start.
+    const [b] = await allocator.allocate({ owner: owner('b'), ranges: narrow });
+    assert.ok(b !== undefined);
+    await assert.rejects(allocator.allocate({ owner: owner('c'), ranges: wide }), refusedAsOverlap('10.232.2.0/24', '10.232.2.0/25'));
+  });
+
+  it('says it is the gateway when the gateway address is asked for', async () => {
+    const { allocator } = setup();
+    const r = ranges({ range: '10.232.3.0/24', gateway: '10.232.3.1' });
+    const gateway = parseIP('10.232.3.1');
+    assert.ok(gateway !== undefined);
+    await assert.rejects(allocator.allocate({ owner: owner('a'), ranges: r, requested: [gateway] }), /10\.232\.3\.1 is the gateway of 10\.232\.3\.0\/24/);
+  });
+});

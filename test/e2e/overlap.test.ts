@@ -1,0 +1,41 @@
+/**
+ * Overlapping ranges through the real plugin executable and agent: an address is unique within a
+ * network_name whatever the ranges of its configs say (issue: two configs with 10.232.2.0/24 and
+ * 10.232.2.0/25 each handed out 10.232.2.1).
+ */
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { type AgentHandle, startAgent } from '../helpers/agent.ts';
+import { resultAddresses, warren } from '../helpers/cni.ts';
+
+describe('overlapping ranges', () => {
+  const agents: AgentHandle[] = [];
+  after(async () => {
+    for (const a of agents) await a.kill();
+  });
+
+  it('never hands out 10.232.2.1 twice from a /24 and a /25 of one network', async () => {
+    const agent = await startAgent();
+    agents.push(agent);
+    const conf = (name: string, ipam: Record<string, unknown>) => ({
+      cniVersion: '1.0.0',
+      name,
+      ipam: { type: 'warren', socket: agent.socket, journal_dir: join(agent.dir, 'journal'), ...ipam },
+    });
+    const add = (id: string, config: unknown) => warren({ command: 'ADD', containerID: id, netns: '/var/run/netns/x', ifname: 'eth0', config });
+    const first = await add('o1', conf('wide', { range: '10.232.2.0/24' }));
+    assert.deepEqual(resultAddresses(first), ['10.232.2.1']);
+    const second = await add('o2', conf('narrow', { range: '10.232.2.0/25' }));
+    assert.equal(second.json?.code, 7, second.stdout);
+    assert.match(String(second.json?.msg), /range 10\.232\.2\.0\/25 overlaps range 10\.232\.2\.0\/24/);
+
+    const one = await add('o3', conf('both', { ipRanges: [{ range: '10.232.4.0/23' }, { range: '10.232.5.0/24' }], enable_overlapping_ranges: true }));
+    assert.equal(one.json?.code, 7, `one config whose ranges overlap: ${one.stdout}`);
+    assert.match(String(one.json?.msg), /10\.232\.5\.0\/24/);
+    assert.match(String(one.json?.msg), /10\.232\.4\.0\/23/);
+
+    const stored = await agent.allocations();
+    assert.equal(new Set(stored.map((a) => a.address)).size, stored.length, 'no address is held twice');
+  });
+});
