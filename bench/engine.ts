@@ -92,7 +92,7 @@ async function agentStart(n: number): Promise<Record<string, number>> {
     await store.close();
     const socket = join(dir, 'w.sock');
     const t = performance.now();
-    const agent = spawn(process.execPath, [join(SELF, '..', '..', 'bin', 'warren'), 'agent', '--state-dir', dir, '--socket', socket, '--netns-dirs', ''], { stdio: 'ignore' });
+    const agent = spawn(process.execPath, [join(SELF, '..', '..', 'bin', 'warren'), 'agent', '--state-dir', dir, '--journal-dir', join(dir, 'journal'), '--socket', socket, '--netns-dirs', ''], { stdio: 'ignore' });
     try {
       for (;;) {
         try {

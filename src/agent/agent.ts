@@ -76,6 +76,8 @@ export class Agent {
       { what: 'state directory', path: o.stateDir },
       ...(this.#injectedStore === undefined && o.store === 'sqlite' ? [{ what: 'database', path: o.database }] : []),
       { what: 'socket', path: o.socket },
+      // Two agents draining one journal would each remove intents the other is applying.
+      { what: 'journal', path: o.journalDir },
     ]);
     try {
       const store = this.#injectedStore ?? (await openStore(o, this.#clock));
@@ -119,7 +121,7 @@ export class Agent {
         gcGraceMs: o.gcGraceSeconds * 1000,
         beforeAdd: (owner) => reconciler.settle(owner),
         onIgnoredKeys: (network, keys) =>
-          this.#logger.warn({ network, keys }, 'network config has whereabouts keys Warren accepts but ignores (Warren keeps its own store and runs its own reconciliation)'),
+          this.#logger.warn({ network, keys }, `network ${network}: ignoring whereabouts keys that configure whereabouts itself (Warren keeps addresses in its agent's store)`),
       });
       this.#consuming = reconciler.start(this.#abort.signal);
       this.#server = createApiServer({

@@ -16,11 +16,13 @@
  */
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
 import { WarrenError, isWarrenError, messageOf } from '../core/errors.ts';
+import { MAX_REQUEST_BYTES } from '../core/limits.ts';
 import type { CniHandler } from '../cni/handler.ts';
 import type { AllocationFilter } from '../store/store.ts';
 import type { AgentService } from './service.ts';
 
-const MAX_BODY_BYTES = 4 * 1024 * 1024;
+/** A CNI call carries a whole network config: the limit is the plugin's, with room for its envelope. */
+const MAX_BODY_BYTES = MAX_REQUEST_BYTES;
 
 const FILTER_KEYS: ReadonlyArray<keyof AllocationFilter> = ['pool', 'network', 'containerID', 'ifname', 'podNamespace', 'podName', 'podUID', 'node', 'address'];
 

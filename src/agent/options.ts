@@ -2,12 +2,14 @@
  * Agent settings: every one a flag and an environment variable, with defaults from DESIGN.md.
  * As root the defaults are the system paths; as another user the agent picks the first state
  * directory it can write (XDG state dir, ~/.local/state/warren, ./.warren), so it starts anywhere.
+ * The journal's default never follows --state-dir as root: the plugin writes to
+ * DEFAULT_JOURNAL_DIR unless a network config says otherwise, and cannot know the agent's flags.
  */
 import { accessSync, constants, mkdirSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
-import { DEFAULT_CONTAINERD_SOCKET, DEFAULT_JOURNAL_DIR, DEFAULT_NETNS_DIR, DEFAULT_SOCKET, DEFAULT_STATE_DIR } from '../core/defaults.ts';
+import { DEFAULT_CONTAINERD_SOCKET, DEFAULT_JOURNAL_DIR, DEFAULT_NETNS_DIRS, DEFAULT_SOCKET, DEFAULT_STATE_DIR } from '../core/defaults.ts';
 import { WarrenError } from '../core/errors.ts';
 import type { StoreKind } from '../ipam/config.ts';
 import { isEtcdEndpoint } from '../store/store.ts';
@@ -67,14 +69,28 @@ export interface Setting {
 }
 
 export const SETTINGS: Record<keyof AgentOptions, Setting> = {
-  stateDir: { flag: 'state-dir', env: 'WARREN_STATE_DIR', help: `state directory (database); default ${DEFAULT_STATE_DIR} as root` },
+  stateDir: {
+    flag: 'state-dir',
+    env: 'WARREN_STATE_DIR',
+    help: `state directory (database; socket and journal too when not root); default ${DEFAULT_STATE_DIR} as root, otherwise the first writable of $XDG_STATE_HOME/warren, ~/.local/state/warren, ./.warren`,
+  },
   socket: { flag: 'socket', env: 'WARREN_SOCKET', help: `agent API socket; default ${DEFAULT_SOCKET} as root, <state-dir>/warren.sock otherwise` },
   database: { flag: 'database', env: 'WARREN_DATABASE', help: 'SQLite database file; default <state-dir>/warren.db' },
   nodeName: { flag: 'node-name', env: 'WARREN_NODE_NAME', help: 'name this node records on its allocations; default the host name' },
   synchronous: { flag: 'sync', env: 'WARREN_SYNC', help: 'FULL (survives power loss, default) or NORMAL (survives a process crash)' },
   logLevel: { flag: 'log-level', env: 'WARREN_LOG_LEVEL', help: 'debug, info (default), warn or error' },
-  journalDir: { flag: 'journal-dir', env: 'WARREN_JOURNAL_DIR', help: `missed-delete journal; default ${DEFAULT_JOURNAL_DIR} as root, <state-dir>/journal otherwise` },
-  netnsDirs: { flag: 'netns-dirs', env: 'WARREN_NETNS_DIRS', help: 'comma-separated netns directories the agent may judge; default /var/run/netns; empty for none' },
+  journalDir: {
+    flag: 'journal-dir',
+    env: 'WARREN_JOURNAL_DIR',
+    help:
+      `missed-delete journal; default ${DEFAULT_JOURNAL_DIR} as root whatever --state-dir says (where the plugin writes unless a config names ipam.journal_dir), ` +
+      '<state-dir>/journal as another user (network configs must then name it in ipam.journal_dir)',
+  },
+  netnsDirs: {
+    flag: 'netns-dirs',
+    env: 'WARREN_NETNS_DIRS',
+    help: `comma-separated netns directories the agent may judge, matched by real path; default ${DEFAULT_NETNS_DIRS.join(',')}; empty for none`,
+  },
   reconcileIntervalSeconds: { flag: 'reconcile-interval', env: 'WARREN_RECONCILE_INTERVAL', help: 'seconds between reconcile passes; default 10' },
   netnsGraceSeconds: { flag: 'netns-grace', env: 'WARREN_NETNS_GRACE', help: 'seconds before a new allocation is judged by its namespace; default 60' },
   store: { flag: 'store', env: 'WARREN_STORE', help: 'sqlite (embedded, one node; default) or etcd (pools shared by many nodes)' },
@@ -218,12 +234,16 @@ export function resolveAgentOptions(
     nodeName: pick('nodeName') ?? hostname(),
     synchronous,
     logLevel,
-    journalDir: resolve(cwd, pick('journalDir') ?? (explicitState === undefined && uid === 0 ? DEFAULT_JOURNAL_DIR : join(stateDir, 'journal'))),
-    netnsDirs: (flags.netnsDirs ?? env[SETTINGS.netnsDirs.env] ?? DEFAULT_NETNS_DIR)
-      .split(',')
-      .map((d) => d.trim())
-      .filter((d) => d !== '')
-      .map((d) => resolve(cwd, d)),
+    journalDir: resolve(cwd, pick('journalDir') ?? (uid === 0 ? DEFAULT_JOURNAL_DIR : join(stateDir, 'journal'))),
+    netnsDirs: [
+      ...new Set(
+        (flags.netnsDirs ?? env[SETTINGS.netnsDirs.env] ?? DEFAULT_NETNS_DIRS.join(','))
+          .split(',')
+          .map((d) => d.trim())
+          .filter((d) => d !== '')
+          .map((d) => resolve(cwd, d)),
+      ),
+    ],
     reconcileIntervalSeconds: seconds('reconcileIntervalSeconds', 10, 0.05),
     netnsGraceSeconds: seconds('netnsGraceSeconds', 60, 0),
     store,

@@ -13,7 +13,7 @@ import type { CancelTimer, Clock } from '../core/clock.ts';
 import { WarrenError, messageOf } from '../core/errors.ts';
 import { type Allocation, type Owner, ownerKey } from '../ipam/allocation.ts';
 import type { JournalEntry } from '../cni/journal-entry.ts';
-import type { MissedDeleteJournal, RejectedFile } from '../sources/missed-delete-journal.ts';
+import type { JournalEvent, MissedDeleteJournal, RejectedFile } from '../sources/missed-delete-journal.ts';
 import type { NetnsObserver } from '../sources/netns.ts';
 import type { Allocator } from '../store/allocator.ts';
 import type { Store } from '../store/store.ts';
@@ -102,33 +102,39 @@ export class ReleaseReconciler {
 
   async #consume(signal: AbortSignal): Promise<void> {
     try {
-      for await (const event of this.#o.journal.events(signal)) {
-        switch (event.kind) {
-          case 'intent': {
-            const known = this.#pending.get(event.name);
-            if (known === undefined) this.#pending.set(event.name, { entry: event.entry, failures: 0, nextAttemptAt: 0 });
-            void this.#drive(event.name);
-            break;
-          }
-          case 'rejected':
-            this.#rejected = [...this.#rejected, { name: event.name, reason: event.reason }].slice(-MAX_RECENT);
-            this.#o.logger.warn({ file: event.name, reason: event.reason, movedTo: event.movedTo }, 'journal file set aside');
-            break;
-          case 'listed':
-            this.#listed = true;
-            this.#o.logger.info({ pending: this.#pending.size }, 'journal listed');
-            break;
-          case 'error':
-            this.#error(event.message);
-            break;
-          default: {
-            const never: never = event;
-            throw new Error(`unhandled journal event ${JSON.stringify(never)}`);
-          }
-        }
-      }
+      for await (const event of this.#o.journal.events(signal)) this.#take(event);
     } catch (error) {
       if (!signal.aborted) this.#error(`journal watch stopped: ${messageOf(error)}`);
+    }
+  }
+
+  /** One journal event: an intent becomes pending and is driven at once; the rest is reported. */
+  #take(event: JournalEvent): void {
+    switch (event.kind) {
+      case 'intent': {
+        const known = this.#pending.get(event.name);
+        if (known === undefined) this.#pending.set(event.name, { entry: event.entry, failures: 0, nextAttemptAt: 0 });
+        void this.#drive(event.name);
+        break;
+      }
+      case 'rejected':
+        this.#rejected = [...this.#rejected, { name: event.name, reason: event.reason }].slice(-MAX_RECENT);
+        this.#o.logger.warn({ file: event.name, reason: event.reason, movedTo: event.movedTo }, 'journal file set aside');
+        if (event.pruned !== undefined) {
+          this.#o.logger.warn({ removed: event.pruned.files, bytes: event.pruned.bytes }, `removed the oldest set-aside journal files: ${event.pruned.why}`);
+        }
+        break;
+      case 'listed':
+        this.#listed = true;
+        this.#o.logger.info({ pending: this.#pending.size }, 'journal listed');
+        break;
+      case 'error':
+        this.#error(event.message);
+        break;
+      default: {
+        const never: never = event;
+        throw new Error(`unhandled journal event ${JSON.stringify(never)}`);
+      }
     }
   }
 
@@ -165,6 +171,8 @@ export class ReleaseReconciler {
    * address released by that DEL later. Throws TRY_AGAIN when such a DEL cannot be applied yet.
    */
   async settle(owner: Owner): Promise<void> {
+    // The plugin may have journaled this attachment's DEL a moment ago, before the watch says so.
+    for (const event of this.#o.journal.readFor(owner)) this.#take(event);
     if (this.#pending.size === 0) return;
     const key = ownerKey(owner);
     for (const [name, intent] of [...this.#pending]) {

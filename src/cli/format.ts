@@ -1,14 +1,42 @@
-/** Plain-text tables for humans; --json output bypasses this entirely. */
+/**
+ * Plain text for humans; --json output bypasses this entirely. Every recorded string shown here
+ * (pod names come from CNI_ARGS, which anyone who can start a pod chooses) goes through
+ * `printable`, so it cannot move the cursor, recolour the terminal or start a line of its own.
+ */
 
+/**
+ * Text with control characters shown as escapes (`\x1b`, `\u202e`): C0 and C1 controls, DEL,
+ * and the Unicode line separators and bidirectional overrides that reorder what a terminal shows.
+ * Idempotent: what it returns has nothing left to escape.
+ */
+export function printable(text: string): string {
+  return text.replace(/[\x00-\x1f\x7f-\x9f\u061c\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, (c) => {
+    const code = c.charCodeAt(0);
+    return code <= 0xff ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`;
+  });
+}
+
+/** A template literal whose every interpolated value is `printable`: safe`released ${a.address}`. */
+export function safe(strings: TemplateStringsArray, ...values: unknown[]): string {
+  return strings.reduce((out, part, i) => out + printable(String(values[i - 1])) + part);
+}
+
+/** Lines of `--flag  ENV  help` for the agent's settings, as `warren --help` and `warren agent --help` show them. */
+export function settingsHelp(settings: ReadonlyArray<{ readonly flag: string; readonly env: string; readonly help: string }>): string {
+  return settings.map((s) => `  --${s.flag.padEnd(12)} ${s.env.padEnd(18)} ${s.help}`).join('\n');
+}
+
+/** Columns padded to their widest cell, each cell `printable`. */
 export function table(headers: readonly string[], rows: ReadonlyArray<readonly string[]>): string {
   if (rows.length === 0) return '';
-  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const shown = rows.map((r) => r.map(printable));
+  const widths = headers.map((h, i) => Math.max(h.length, ...shown.map((r) => (r[i] ?? '').length)));
   const line = (cells: readonly string[]): string =>
     cells
       .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0)))
       .join('  ')
       .trimEnd();
-  return [line(headers), ...rows.map(line)].join('\n') + '\n';
+  return [line(headers), ...shown.map(line)].join('\n') + '\n';
 }
 
 export function percent(ratio: number | undefined): string {

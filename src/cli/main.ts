@@ -12,7 +12,7 @@ import type { AgentStatus, NodeReport, PoolReport } from '../agent/service.ts';
 import type { AuditReport } from '../agent/audit.ts';
 import type { ReconcileReport, ReconcilerStatus } from '../agent/release-reconciler.ts';
 import { SETTINGS, defaultStateDir } from '../agent/options.ts';
-import { age, percent, table } from './format.ts';
+import { age, percent, printable, safe, settingsHelp, table } from './format.ts';
 import { join } from 'node:path';
 
 const USAGE = `usage: warren <command> [flags]
@@ -24,6 +24,7 @@ commands:
   allocations    list allocations (filters: --pool --network --container --ifname
                  --namespace --pod --pod-uid --node --address)
   release        release --address A [--pool P], or --container ID [--network N] [--ifname I]
+                 (--container takes a container ID or a unique prefix of one, as tables show)
   audit          judge every allocation against what the node can observe; --fix releases
                  what is provably stale and nothing else
   journal        pending and set-aside missed-delete intents, and the last reconcile
@@ -36,9 +37,7 @@ common flags:
   --json         machine-readable output
 
 agent flags:
-${Object.values(SETTINGS)
-  .map((s) => `  --${s.flag.padEnd(12)} ${s.env.padEnd(18)} ${s.help}`)
-  .join('\n')}
+${settingsHelp(Object.values(SETTINGS))}
 `;
 
 export interface CliIO {
@@ -91,10 +90,11 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
     }
   } catch (error) {
     if (error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
-      io.err(`warren: ${messageOf(error)}\n\n${USAGE}`);
+      io.err(`warren: ${printable(messageOf(error))}\n\n${USAGE}`);
       return 2;
     }
-    io.err(`warren: ${messageOf(error)}\n`);
+    // The agent's messages quote what it was given and what it recorded.
+    io.err(`warren: ${printable(messageOf(error))}\n`);
     if (isWarrenError(error, 'AGENT_UNREACHABLE')) io.err('is the agent running? start it with `warren agent`\n');
     return 1;
   }
@@ -128,26 +128,26 @@ async function status(argv: readonly string[], io: CliIO): Promise<number> {
   }
   io.out(
     [
-      `node:        ${s.node}`,
-      `agent:       pid ${s.pid}, version ${s.version}, up ${s.uptimeSeconds}s (since ${s.startedAt})`,
-      `socket:      ${s.socket}`,
-      `store:       ${s.store.description} (${s.store.healthy ? 'healthy' : `UNHEALTHY: ${s.store.error}`})`,
+      safe`node:        ${s.node}`,
+      safe`agent:       pid ${s.pid}, version ${s.version}, up ${s.uptimeSeconds}s (since ${s.startedAt})`,
+      safe`socket:      ${s.socket}`,
+      safe`store:       ${s.store.description} (${s.store.healthy ? 'healthy' : `UNHEALTHY: ${s.store.error}`})`,
       `ready:       ${s.ready ? 'yes' : 'no'}`,
-      `pools:       ${s.pools}`,
-      `allocations: ${s.allocations}`,
-      `journal:     ${s.reconciler.journalDir}: ${s.reconciler.pending.length} pending, ${s.reconciler.rejected.length} set aside, ${s.reconciler.releasedFromJournal} released since start`,
+      safe`pools:       ${s.pools}`,
+      safe`allocations: ${s.allocations}`,
+      safe`journal:     ${s.reconciler.journalDir}: ${s.reconciler.pending.length} pending, ${s.reconciler.rejected.length} set aside, ${s.reconciler.releasedFromJournal} released since start`,
       `reconcile:   ${reconcileLine(s.reconciler.lastReconcile)}`,
       ...(s.containerd === undefined
         ? []
         : [
-            `containerd:  ${s.containerd.state} since ${s.containerd.since} (${s.containerd.socket}, namespaces ${s.containerd.namespaces.join(', ')}); ${s.containerd.events} events, ${s.containerd.malformed} malformed, ${s.containerd.releases.released} addresses released`,
-            ...(s.containerd.releases.exited.length > 0 ? [`exited:      ${s.containerd.releases.exited.map((e) => `${e.containerID.slice(0, 16)} (waiting for ${e.waitingFor})`).join('; ')}`] : []),
-            ...(s.containerd.lastError === undefined ? [] : [`containerd error: ${s.containerd.lastError}`]),
+            safe`containerd:  ${s.containerd.state} since ${s.containerd.since} (${s.containerd.socket}, namespaces ${s.containerd.namespaces.join(', ')}); ${s.containerd.events} events, ${s.containerd.malformed} malformed, ${s.containerd.releases.released} addresses released`,
+            ...(s.containerd.releases.exited.length > 0 ? [`exited:      ${s.containerd.releases.exited.map((e) => safe`${e.containerID.slice(0, 16)} (waiting for ${e.waitingFor})`).join('; ')}`] : []),
+            ...(s.containerd.lastError === undefined ? [] : [safe`containerd error: ${s.containerd.lastError}`]),
           ]),
       ...(s.cluster === undefined
         ? []
-        : [`cluster:     ${s.cluster.liveNodes.length} nodes alive (${s.cluster.liveNodes.join(', ')}); this node ${s.cluster.thisNodeAnnounced ? 'announced' : 'NOT announced yet'}, holding ${s.cluster.ownBlocks} blocks`]),
-      ...s.reconciler.recentErrors.slice(-5).map((e) => `error:       ${e.at} ${e.message}`),
+        : [safe`cluster:     ${s.cluster.liveNodes.length} nodes alive (${s.cluster.liveNodes.join(', ')}); this node ${s.cluster.thisNodeAnnounced ? 'announced' : 'NOT announced yet'}, holding ${s.cluster.ownBlocks} blocks`]),
+      ...s.reconciler.recentErrors.slice(-5).map((e) => safe`error:       ${e.at} ${e.message}`),
     ].join('\n') + '\n',
   );
   return s.ready ? 0 : 1;
@@ -202,7 +202,6 @@ async function allocations(argv: readonly string[], io: CliIO): Promise<number> 
   const map: Array<[string | undefined, string]> = [
     [values.pool, 'pool'],
     [values.network, 'network'],
-    [values.container, 'containerID'],
     [values.ifname, 'ifname'],
     [values.namespace, 'podNamespace'],
     [values.pod, 'podName'],
@@ -211,8 +210,13 @@ async function allocations(argv: readonly string[], io: CliIO): Promise<number> 
     [values.address, 'address'],
   ];
   for (const [value, name] of map) if (value !== undefined) query.set(name, value);
-  const qs = query.size === 0 ? '' : `?${query}`;
-  const list = (await call(clientSocket(values.socket, io.env), 'GET', `/v1/allocations${qs}`)) as Allocation[];
+  let list = await listAllocations(clientSocket(values.socket, io.env), query);
+  if (values.container !== undefined) {
+    // Resolved among what the other filters select: one request, and a prefix need only be
+    // unique there.
+    const id = resolveContainer(list, values.container);
+    list = list.filter((a) => a.containerID === id);
+  }
   if (values.json) {
     io.out(`${JSON.stringify(list, null, 2)}\n`);
     return 0;
@@ -231,7 +235,7 @@ async function allocations(argv: readonly string[], io: CliIO): Promise<number> 
         a.network,
         a.containerID.length > 16 ? a.containerID.slice(0, 16) : a.containerID,
         a.ifname,
-        a.podName === undefined ? '-' : `${a.podNamespace ?? ''}/${a.podName}`,
+        a.podName === undefined ? '-' : a.podNamespace === undefined ? a.podName : `${a.podNamespace}/${a.podName}`,
         a.node,
         age(a.createdAt, now),
       ]),
@@ -252,9 +256,10 @@ async function release(argv: readonly string[], io: CliIO): Promise<number> {
     if (values.pool !== undefined) body.pool = values.pool;
     if (values.container !== undefined) throw new UsageError('release takes --address or --container, not both');
   } else if (values.container !== undefined) {
-    body.containerID = values.container;
     if (values.network !== undefined) body.network = values.network;
     if (values.ifname !== undefined) body.ifname = values.ifname;
+    const scope = new URLSearchParams(body);
+    body.containerID = resolveContainer(await listAllocations(clientSocket(values.socket, io.env), scope), values.container);
   } else {
     throw new UsageError('release needs --address or --container');
   }
@@ -264,8 +269,28 @@ async function release(argv: readonly string[], io: CliIO): Promise<number> {
     return 0;
   }
   if (result.released.length === 0) io.out('nothing to release: no matching allocation\n');
-  for (const a of result.released) io.out(`released ${a.address} from ${a.pool} (container ${a.containerID}, ${a.ifname})\n`);
+  for (const a of result.released) io.out(safe`released ${a.address} from ${a.pool} (container ${a.containerID}, ${a.ifname})\n`);
   return 0;
+}
+
+async function listAllocations(socket: string, query: URLSearchParams): Promise<Allocation[]> {
+  return (await call(socket, 'GET', `/v1/allocations${query.size === 0 ? '' : `?${query}`}`)) as Allocation[];
+}
+
+/**
+ * The container a --container value names among `allocations`: the ID itself when one has it,
+ * else the one ID it begins, as podman and docker take a unique prefix (the tables show 16
+ * characters). A prefix of several IDs is refused with the IDs listed; a value that begins none
+ * comes back as it is, to match nothing.
+ */
+function resolveContainer(allocations: readonly Allocation[], given: string): string {
+  const ids = [...new Set(allocations.map((a) => a.containerID))];
+  if (given === '' || ids.includes(given)) return given;
+  const matches = ids.filter((id) => id.startsWith(given)).sort();
+  if (matches.length > 1) {
+    throw new WarrenError('BAD_REQUEST', `container "${given}" is the beginning of ${matches.length} container IDs; give more of it: ${matches.join(', ')}`);
+  }
+  return matches[0] ?? given;
 }
 
 async function nodes(argv: readonly string[], io: CliIO): Promise<number> {
@@ -297,16 +322,16 @@ async function forgetNode(argv: readonly string[], io: CliIO): Promise<number> {
     io.out(`${JSON.stringify(result, null, 2)}\n`);
     return 0;
   }
-  io.out(`forgot node ${result.node}: released ${result.released.length} allocations, gave back ${result.blocks.length} blocks\n`);
-  for (const a of result.released) io.out(`released ${a.address} (container ${a.containerID}, ${a.ifname})\n`);
+  io.out(safe`forgot node ${result.node}: released ${result.released.length} allocations, gave back ${result.blocks.length} blocks\n`);
+  for (const a of result.released) io.out(safe`released ${a.address} (container ${a.containerID}, ${a.ifname})\n`);
   return 0;
 }
 
 function reconcileLine(r: ReconcileReport | undefined): string {
   if (r === undefined) return 'not yet';
-  const parts = [`${r.at}: released ${r.journalReleased} from the journal, ${r.netnsReleased} with their namespace gone`];
+  const parts = [safe`${r.at}: released ${r.journalReleased} from the journal, ${r.netnsReleased} with their namespace gone`];
   if (r.journalFailed > 0) parts.push(`${r.journalFailed} failed`);
-  if (r.unobservable.length > 0) parts.push(`could not observe: ${r.unobservable.join('; ')}`);
+  if (r.unobservable.length > 0) parts.push(`could not observe: ${r.unobservable.map(printable).join('; ')}`);
   return parts.join('; ');
 }
 
@@ -318,9 +343,9 @@ async function auditCommand(argv: readonly string[], io: CliIO): Promise<number>
     io.out(`${JSON.stringify(report, null, 2)}\n`);
     return 0;
   }
-  const lines = [`audit at ${report.at}: ${report.counts.healthy} healthy, ${report.counts.stale} stale, ${report.counts.suspect} suspect`];
-  lines.push(`journal ${report.sources.journal.dir}: ${report.sources.journal.pending} pending`);
-  for (const d of report.sources.netns) lines.push(`netns ${d.dir}: ${d.observable ? 'observable' : `NOT observable (${d.reason}); nothing is released on its account`}`);
+  const lines = [safe`audit at ${report.at}: ${report.counts.healthy} healthy, ${report.counts.stale} stale, ${report.counts.suspect} suspect`];
+  lines.push(safe`journal ${report.sources.journal.dir}: ${report.sources.journal.pending} pending`);
+  for (const d of report.sources.netns) lines.push(d.observable ? safe`netns ${d.dir}: observable` : safe`netns ${d.dir}: NOT observable (${d.reason}); nothing is released on its account`);
   io.out(`${lines.join('\n')}\n`);
   if (report.findings.length > 0) {
     io.out(
@@ -338,8 +363,8 @@ async function auditCommand(argv: readonly string[], io: CliIO): Promise<number>
     );
   }
   if (values.fix) {
-    io.out(`released ${report.released?.length ?? 0} stale allocation(s)${(report.released ?? []).map((a) => `\n  ${a.address} (${a.containerID})`).join('')}\n`);
-    for (const e of report.errors ?? []) io.err(`could not release ${e}\n`);
+    io.out(`released ${report.released?.length ?? 0} stale allocation(s)${(report.released ?? []).map((a) => safe`\n  ${a.address} (${a.containerID})`).join('')}\n`);
+    for (const e of report.errors ?? []) io.err(safe`could not release ${e}\n`);
     return (report.errors ?? []).length > 0 ? 1 : 0;
   }
   if (report.counts.stale > 0) io.out('run `warren audit --fix` to release the stale ones\n');
@@ -353,12 +378,12 @@ async function journalCommand(argv: readonly string[], io: CliIO): Promise<numbe
     io.out(`${JSON.stringify(s, null, 2)}\n`);
     return 0;
   }
-  io.out(`journal ${s.journalDir}: ${s.pending.length} pending, ${s.releasedFromJournal} released since start\n`);
+  io.out(safe`journal ${s.journalDir}: ${s.pending.length} pending, ${s.releasedFromJournal} released since start\n`);
   if (s.pending.length > 0) {
     io.out(table(['FILE', 'NETWORK', 'CONTAINER', 'IF', 'FAILURES', 'NEXT TRY', 'LAST ERROR'], s.pending.map((p) => [p.name, p.network, p.containerID, p.ifname, String(p.failures), p.nextAttemptAt ?? 'now', p.lastError ?? '-'])));
   }
   if (s.rejected.length > 0) {
-    io.out(`set aside in ${s.journalDir}/rejected (recent):\n`);
+    io.out(safe`set aside in ${s.journalDir}/rejected (recent):\n`);
     io.out(table(['FILE', 'REASON'], s.rejected.map((r) => [r.name, r.reason])));
   }
   io.out(`last reconcile: ${reconcileLine(s.lastReconcile)}\n`);

@@ -34,9 +34,21 @@ export interface CniErrorObject {
 export function toCniError(error: unknown, cniVersion: string = SPEC_VERSION): CniErrorObject {
   if (error instanceof WarrenError) {
     const out: CniErrorObject = { cniVersion, code: CNI_CODES[error.code], msg: error.message };
-    const details = error.details ?? (error.cause === undefined ? undefined : messageOf(error.cause));
+    const details = error.details ?? causeDetails(error.message, error.cause);
     if (details !== undefined) out.details = details;
     return out;
   }
   return { cniVersion, code: 5, msg: `internal error: ${messageOf(error)}` };
+}
+
+/**
+ * The cause's text, for `details`, unless the message already names it: runtimes print msg and
+ * details together, and "not reachable (ENOENT); connect ENOENT /run/warren/warren.sock" says one
+ * thing twice.
+ */
+function causeDetails(message: string, cause: unknown): string | undefined {
+  if (cause === undefined) return undefined;
+  const errno = (cause as NodeJS.ErrnoException | null)?.code;
+  if (typeof errno === 'string' && message.includes(errno)) return undefined;
+  return messageOf(cause);
 }

@@ -79,10 +79,23 @@ export class CniHandler {
       const env = envOf(request);
       if (env.command === 'VERSION') return { kind: 'result', output: versionResult() };
       const conf = parseNetConf(request.config, env.command);
+      this.#reportIgnored(conf);
       return await this.#run(env, conf);
     } catch (error) {
       return { kind: 'error', output: toCniError(error, version) };
     }
+  }
+
+  /** Whereabouts keys Warren accepts but does not act on: said once per network and key set. */
+  #reportIgnored(conf: NetConf): void {
+    if (conf.ipam.ignoredKeys.length === 0 || this.#onIgnoredKeys === undefined) return;
+    const paths = conf.ipam.ignoredKeys.map((k) => k.path);
+    const key = JSON.stringify([conf.name, paths]);
+    if (this.#reportedIgnored.has(key)) return;
+    // Bounded: a caller sending ever new names must not grow this without end.
+    if (this.#reportedIgnored.size >= 1_000) this.#reportedIgnored.clear();
+    this.#reportedIgnored.add(key);
+    this.#onIgnoredKeys(conf.name, conf.ipam.ignoredKeys.map((k) => `${k.path} (${k.reason})`));
   }
 
   async #run(env: CniEnv, conf: NetConf): Promise<CniOutcome> {

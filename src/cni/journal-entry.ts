@@ -1,10 +1,26 @@
 /**
  * One missed-delete intent: what a release needs (the owner of the addresses), written by the
- * plugin when it cannot reach the agent on DEL. The file name is derived from the owner and never
- * used as a path component as it comes from the runtime: the container ID must already pass the
- * CNI spec's character set, anything else in the name is percent-encoded, and an over-long ID is
- * shortened with a hash. The agent checks that a file's name matches its content.
+ * plugin when it cannot reach the agent on DEL, and the name of the file that holds it.
+ *
+ * Guarantees of the file name (journalFileName):
+ * - Injective: two different owners (network, container ID, ifname) never share a name, so one
+ *   DEL never overwrites another's intent. Where the owner fits in 255 bytes the name is a
+ *   reversible encoding of it, `<containerID>~<ifname, percent-encoded>~<network>.release`: the
+ *   container ID and network name are drawn from [A-Za-z0-9_.-] and so contain no "~", and the
+ *   percent-encoded ifname contains none either, so splitting on "~" gives the owner back. An owner
+ *   too long for that is named `<first 64 of the ID>~<ifname>~~<sha256 of the exact owner>.release`:
+ *   the empty field ("~~") sets these apart from the reversible names (whose fields are never
+ *   empty), and sha256 keeps them apart from each other (a collision-resistant digest of the whole
+ *   owner; the readable prefix is for operators only).
+ * - One safe path component of at most 255 bytes, starting with a letter or digit, for every owner
+ *   ownerProblem accepts; an owner it refuses is never named.
+ * - decodeEntry accepts a file only under the name its content implies, so a name and a content
+ *   never disagree about whose DEL it is. Names written by older plugins
+ *   (`<id>_<ifname>_<32-bit hash of network>.release`, which could collide) are still accepted, so
+ *   intents recorded before an upgrade are released; they are never written any more. The two
+ *   schemes cannot be mistaken for each other: new names hold at least two "~", old ones at most one.
  */
+import { createHash } from 'node:crypto';
 import type { Owner } from '../ipam/allocation.ts';
 import { isValidContainerID, isValidIfname, isValidNetworkName } from './args.ts';
 
@@ -12,6 +28,8 @@ export const JOURNAL_FORMAT = 1;
 export const JOURNAL_SUFFIX = '.release';
 /** An intent is a few hundred bytes; anything much larger is not one. */
 export const MAX_ENTRY_BYTES = 16 * 1024;
+/** The longest file name Linux file systems take (NAME_MAX). */
+export const MAX_NAME_BYTES = 255;
 
 export interface JournalEntry {
   readonly format: typeof JOURNAL_FORMAT;
@@ -28,22 +46,15 @@ export interface JournalEntry {
 export type Decoded = { readonly kind: 'entry'; readonly entry: JournalEntry } | { readonly kind: 'invalid'; readonly reason: string };
 
 /**
- * Long enough for every name journalFileName makes: an ID of up to 100, "_", an ifname of 15 UTF-16
- * units percent-encoded to up to 135, "_", an 8-digit hash: 245, plus ".release" is 253 (< 255).
+ * Every name either scheme makes: a letter or digit first (never a dot-file, never "." or ".."),
+ * then only characters that are safe in a path component, 255 bytes in all.
  */
-const FILE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.~%\-]{0,244}\.release$/;
+const FILE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.~%\-]{0,246}\.release$/;
+/** Where a long container ID is cut in a digest name: a Docker or CRI ID (64 hex digits) stays whole. */
+const ID_PREFIX = 64;
 
-/** 32-bit FNV-1a, hex: enough to keep names of different networks apart, and cheap to load. */
-function fnv1a(text: string): string {
-  let h = 0x811c9dc5;
-  for (const byte of Buffer.from(text, 'utf8')) {
-    h ^= byte;
-    h = Math.imul(h, 0x01000193) >>> 0;
-  }
-  return h.toString(16).padStart(8, '0');
-}
-
-function encodeComponent(text: string): string {
+/** UTF-8 bytes outside [A-Za-z0-9_.-] as %xx (lower case): one spelling per text, so injective. */
+function percentEncode(text: string): string {
   return Array.from(Buffer.from(text, 'utf8'), (b) => {
     const c = String.fromCharCode(b);
     return /[A-Za-z0-9_.\-]/.test(c) ? c : `%${b.toString(16).padStart(2, '0')}`;
@@ -54,15 +65,43 @@ function encodeComponent(text: string): string {
 export function ownerProblem(owner: Owner): string | undefined {
   if (!isValidContainerID(owner.containerID)) return 'container ID is not 1-255 letters, digits, "_", "." or "-" starting with a letter or digit';
   if (!isValidNetworkName(owner.network)) return 'network name is not valid';
-  if (!isValidIfname(owner.ifname)) return 'interface name is not valid';
+  // A lone surrogate has no UTF-8 spelling (it would encode as U+FFFD, the same as U+FFFD itself),
+  // and no runtime can pass one: environment variables are bytes.
+  if (!isValidIfname(owner.ifname) || !owner.ifname.isWellFormed()) return 'interface name is not valid';
   return undefined;
 }
 
 export function journalFileName(owner: Owner): string {
   const problem = ownerProblem(owner);
   if (problem !== undefined) throw new Error(`cannot journal this release: ${problem}`);
+  const ifname = percentEncode(owner.ifname);
+  // Every character is ASCII here, so length is bytes.
+  const reversible = `${owner.containerID}~${ifname}~${owner.network}${JOURNAL_SUFFIX}`;
+  if (reversible.length <= MAX_NAME_BYTES) return reversible;
+  // JSON of the array is itself injective: the digest covers exactly the owner, nothing cut.
+  const digest = createHash('sha256').update(JSON.stringify([owner.network, owner.containerID, owner.ifname])).digest('hex');
+  return `${owner.containerID.slice(0, ID_PREFIX)}~${ifname}~~${digest}${JOURNAL_SUFFIX}`;
+}
+
+/** 32-bit FNV-1a, hex: what plugins before the injective names used. */
+function fnv1a(text: string): string {
+  let h = 0x811c9dc5;
+  for (const byte of Buffer.from(text, 'utf8')) {
+    h ^= byte;
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h.toString(16).padStart(8, '0');
+}
+
+/**
+ * The name an older plugin gave this owner. Accepted when reading, so intents written before an
+ * upgrade are not stranded; never written: different owners could share it.
+ */
+export function legacyJournalFileName(owner: Owner): string {
+  const problem = ownerProblem(owner);
+  if (problem !== undefined) throw new Error(`cannot journal this release: ${problem}`);
   const id = owner.containerID.length <= 100 ? owner.containerID : `${owner.containerID.slice(0, 64)}~${fnv1a(owner.containerID)}`;
-  return `${id}_${encodeComponent(owner.ifname)}_${fnv1a(owner.network)}${JOURNAL_SUFFIX}`;
+  return `${id}_${percentEncode(owner.ifname)}_${fnv1a(owner.network)}${JOURNAL_SUFFIX}`;
 }
 
 export function encodeEntry(entry: JournalEntry): string {
@@ -93,6 +132,6 @@ export function decodeEntry(name: string, text: string): Decoded {
   const owner = { network: r.network as string, containerID: r.containerID as string, ifname: r.ifname as string };
   const problem = ownerProblem(owner);
   if (problem !== undefined) return { kind: 'invalid', reason: problem };
-  if (journalFileName(owner) !== name) return { kind: 'invalid', reason: 'file name does not match its content' };
+  if (journalFileName(owner) !== name && legacyJournalFileName(owner) !== name) return { kind: 'invalid', reason: 'file name does not match its content' };
   return { kind: 'entry', entry: r as unknown as JournalEntry };
 }

@@ -1,24 +1,76 @@
 /**
  * The plugin's side of the journal: record a DEL the agent could not take, durably, then let the
  * DEL succeed. Loaded only on that fallback path, so a normal plugin call never pays for it.
+ *
+ * Also home of the journal directory's safety rule, which the agent applies to the same directory
+ * when it starts (checkJournalDir): both sides refuse exactly the same directories, so a file
+ * another user could plant is never taken as a release by either.
  */
-import { lstatSync, mkdirSync } from 'node:fs';
+import { closeSync, constants, fchmodSync, fstatSync, lstatSync, mkdirSync, openSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeFileAtomic } from '../core/atomic-file.ts';
-import { WarrenError } from '../core/errors.ts';
+import { WarrenError, messageOf } from '../core/errors.ts';
 import { type JournalEntry, encodeEntry, journalFileName } from './journal-entry.ts';
 
+export interface JournalDirOptions {
+  /**
+   * Set the mode of a directory that passed the check to 0700 (the agent does: intents name
+   * containers, which is no one else's business). Never loosens, never touches what it refuses.
+   */
+  readonly tighten?: boolean;
+}
+
+function refuse(dir: string, what: string, cause?: unknown): WarrenError {
+  return new WarrenError('IO_FAILURE', `journal directory ${dir} ${what}`, cause === undefined ? {} : { cause });
+}
+
 /**
- * Refuses a journal directory another user could write to: a planted file there would be taken
- * as a release by the agent.
+ * Creates the journal directory (0700) when it is missing, and refuses one another user could
+ * write to, since a file planted there would be taken as a release: a symbolic link (it leads
+ * wherever its owner likes), anything but a directory, a directory owned by another user, or one
+ * writable by its group or others. The checks and the tightening are made on one open descriptor
+ * (O_NOFOLLOW), so the directory cannot be swapped for a link between them.
  */
-export function checkJournalDir(dir: string): void {
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const st = lstatSync(dir);
-  if (!st.isDirectory()) throw new WarrenError('IO_FAILURE', `journal ${dir} is not a directory`);
-  const uid = process.getuid?.();
-  if (uid !== undefined && st.uid !== uid) throw new WarrenError('IO_FAILURE', `journal ${dir} belongs to uid ${st.uid}, not ${uid}`);
-  if ((st.mode & 0o022) !== 0) throw new WarrenError('IO_FAILURE', `journal ${dir} is writable by others (mode ${(st.mode & 0o777).toString(8)})`);
+export function checkJournalDir(dir: string, options: JournalDirOptions = {}): void {
+  let mkdirError: unknown;
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+  } catch (error) {
+    mkdirError = error; // described below, from what is there instead
+  }
+  let fd: number;
+  try {
+    fd = openSync(dir, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+  } catch (error) {
+    let st;
+    try {
+      st = lstatSync(dir);
+    } catch {
+      throw refuse(dir, `cannot be created or opened: ${messageOf(mkdirError ?? error)}`, mkdirError ?? error);
+    }
+    if (st.isSymbolicLink()) {
+      let target = '';
+      try {
+        target = ` to ${readlinkSync(dir)}`;
+      } catch {
+        // the link itself is the problem, wherever it points
+      }
+      throw refuse(dir, `is a symbolic link${target}; it must be a real directory owned by this user`);
+    }
+    if (!st.isDirectory()) throw refuse(dir, 'exists and is not a directory');
+    throw refuse(dir, `cannot be opened: ${messageOf(error)}`, error);
+  }
+  try {
+    const st = fstatSync(fd);
+    const uid = process.getuid?.();
+    if (uid !== undefined && st.uid !== uid) throw refuse(dir, `belongs to uid ${st.uid}, not to uid ${uid} that runs Warren; another user could plant releases in it`);
+    if ((st.mode & 0o022) !== 0) {
+      throw refuse(dir, `is writable by its group or others (mode ${(st.mode & 0o777).toString(8).padStart(3, '0')}); make it 0700 after checking what is in it`);
+    }
+    if (options.tighten === true && (st.mode & 0o777) !== 0o700) fchmodSync(fd, 0o700);
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** Writes the intent atomically and durably; returns the file's path. */

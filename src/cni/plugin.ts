@@ -7,16 +7,21 @@
  * When the agent cannot be reached: ADD fails with code 11 (try again later) and allocates
  * nothing; STATUS answers 50; CHECK and GC fail with code 11; DEL records its intent in the
  * missed-delete journal and succeeds (the agent releases it when it is back), and fails with
- * code 11 only if even that record cannot be written.
+ * code 11 only if even that record cannot be written. A DEL whose request cannot be built or
+ * sent, or that the agent took but could not commit, is journaled the same way.
+ *
+ * A config nested deeper than MAX_CONFIG_DEPTH is refused before anything walks it (7); a DEL
+ * with one is journaled when its top-level `name` is a network name.
  */
 import { readSync } from 'node:fs';
 import { DEFAULT_JOURNAL_DIR, DEFAULT_SOCKET } from '../core/defaults.ts';
 import { WarrenError, isWarrenError, messageOf } from '../core/errors.ts';
+import { MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, nestsDeeperThan } from '../core/limits.ts';
 import { requestJson } from '../core/unix-http.ts';
-import { type CniEnv, parseCniArgs, parseCniEnv } from './args.ts';
+import { type CniEnv, isValidNetworkName, parseCniArgs, parseCniEnv, printable } from './args.ts';
 import { toCniError } from './errors.ts';
 import type { CniOutcome, CniRequest } from './handler.ts';
-import { type NetConf, declaredVersion, parseNetConf } from './netconf.ts';
+import { declaredVersion, parseNetConf } from './netconf.ts';
 import { SPEC_VERSION, versionResult } from './spec.ts';
 
 export interface PluginIO {
@@ -24,6 +29,15 @@ export interface PluginIO {
   readonly stdin: () => Promise<string>;
   readonly write: (text: string) => void;
 }
+
+/** Where a DEL the agent did not take is recorded: its network, and the journal to write to. */
+interface JournalTarget {
+  readonly network: string;
+  readonly journalDir: string | undefined;
+}
+
+/** Said once with every "agent not reachable" answer: what the operator reading it should do. */
+const UNREACHABLE_HINT = 'is `warren agent` running? the runtime will retry';
 
 /** A CNI runtime sets CNI_* variables; without them the executable is the command line. */
 export function isCniCall(env: NodeJS.ProcessEnv): boolean {
@@ -56,28 +70,21 @@ export async function runPlugin(io: PluginIO): Promise<number> {
   }
   let config: unknown;
   try {
+    // V8 parses iteratively: any nesting that fits in memory parses.
     config = JSON.parse(text);
   } catch (error) {
     return fail(new WarrenError('DECODE_FAILURE', `network config on stdin is not valid JSON: ${(error as Error).message}`));
   }
   version = declaredVersion(config) ?? SPEC_VERSION;
-  // The agent validates everything again (it trusts no caller), so while it answers the plugin
-  // does not spend a pod start on a second validation: it validates only when it must answer
-  // alone, to tell a bad config (7) from an absent agent (11).
-  const socket = socketOf(config) ?? io.env.WARREN_SOCKET ?? DEFAULT_SOCKET;
-  const validate = (): NetConf => {
-    const conf = parseNetConf(config, env.command);
-    if (env.command === 'ADD') parseCniArgs(env.args);
-    return conf;
-  };
+
   /** DEL's fallback: record the intent durably so the agent releases it later, then succeed. */
-  const journalDelete = async (why: string, conf: NetConf): Promise<number> => {
-    const dir = conf.ipam.journalDir ?? io.env.WARREN_JOURNAL_DIR ?? DEFAULT_JOURNAL_DIR;
+  const journalDelete = async (why: string, target: JournalTarget): Promise<number> => {
+    const dir = target.journalDir ?? io.env.WARREN_JOURNAL_DIR ?? DEFAULT_JOURNAL_DIR;
     try {
       const { recordMissedDelete } = await import('./journal-writer.ts');
       recordMissedDelete(dir, {
         format: 1,
-        network: conf.name,
+        network: target.network,
         containerID: env.containerID as string,
         ifname: env.ifname as string,
         ...(env.netns === undefined ? {} : { netns: env.netns }),
@@ -89,16 +96,33 @@ export async function runPlugin(io: PluginIO): Promise<number> {
       return fail(new WarrenError('TRY_AGAIN', `${why}; and the missed-delete journal ${dir} could not record the DEL: ${messageOf(error)}`));
     }
   };
-  const request: CniRequest = {
-    command: env.command,
-    config,
-    args: env.args,
-    ...(env.containerID === undefined ? {} : { containerID: env.containerID }),
-    ...(env.netns === undefined ? {} : { netns: env.netns }),
-    ...(env.ifname === undefined ? {} : { ifname: env.ifname }),
+
+  if (nestsDeeperThan(text, MAX_CONFIG_DEPTH)) {
+    // Refused here, before anything walks it: code that recurses through a value (encoding it,
+    // validating it) overflows the stack on it. A DEL still keeps its promise when the config's
+    // top level says which network it is.
+    const tooDeep = new WarrenError('INVALID_CONFIG', `network config nests arrays and objects more than ${MAX_CONFIG_DEPTH} levels deep`);
+    if (env.command !== 'DEL') return fail(tooDeep);
+    let target: JournalTarget;
+    try {
+      target = shallowTarget(config, tooDeep.message);
+    } catch (error) {
+      return fail(error);
+    }
+    return journalDelete(`${tooDeep.message}; not sent to the agent`, target);
+  }
+
+  // The agent validates everything again (it trusts no caller), so while it answers the plugin
+  // does not spend a pod start on a second validation: it validates only when it must answer
+  // alone, to tell a bad config (7) from an absent agent (11).
+  const socket = socketOf(config) ?? io.env.WARREN_SOCKET ?? DEFAULT_SOCKET;
+  const validate = (): JournalTarget => {
+    const conf = parseNetConf(config, env.command);
+    if (env.command === 'ADD') parseCniArgs(env.args);
+    return { network: conf.name, journalDir: conf.ipam.journalDir };
   };
   try {
-    const response = await requestJson({ socket, method: 'POST', path: '/v1/cni', body: request });
+    const response = await requestJson({ socket, method: 'POST', path: '/v1/cni', bodyText: requestBody(env, text) });
     const outcome = response.body as CniOutcome | undefined;
     if (response.status !== 200 || outcome === undefined || typeof outcome !== 'object') {
       throw new WarrenError('IO_FAILURE', `Warren agent at ${socket} answered HTTP ${response.status} without a CNI outcome`);
@@ -118,23 +142,56 @@ export async function runPlugin(io: PluginIO): Promise<number> {
         throw new WarrenError('IO_FAILURE', `Warren agent at ${socket} answered an unknown outcome`);
     }
   } catch (error) {
-    if (!isWarrenError(error, 'AGENT_UNREACHABLE') && !isWarrenError(error, 'IO_FAILURE')) return fail(error);
-    let conf: NetConf;
+    // A DEL that could not be asked, whatever stood in the way, goes to the journal; the other
+    // commands answer alone only when the agent could not be reached or answered nonsense.
+    const unanswered = isWarrenError(error, 'AGENT_UNREACHABLE') || isWarrenError(error, 'IO_FAILURE');
+    if (!unanswered && env.command !== 'DEL') return fail(error);
+    let target: JournalTarget;
     try {
-      conf = validate();
+      target = validate();
     } catch (invalid) {
       return fail(invalid);
     }
-    if (env.command === 'STATUS' && isWarrenError(error, 'AGENT_UNREACHABLE')) {
-      return fail(new WarrenError('NOT_READY', error.message, { cause: error.cause }));
-    }
-    if (env.command === 'DEL') return journalDelete(error.message, conf);
-    return fail(error);
+    if (env.command === 'DEL') return journalDelete(messageOf(error), target);
+    if (!isWarrenError(error, 'AGENT_UNREACHABLE')) return fail(error);
+    const hinted = `${error.message}: ${UNREACHABLE_HINT}`;
+    return fail(new WarrenError(env.command === 'STATUS' ? 'NOT_READY' : 'AGENT_UNREACHABLE', hinted, { cause: error.cause }));
   }
 }
 
-/** Network configs are small; anything past this is refused rather than buffered. */
-export const MAX_CONFIG_BYTES = 4 * 1024 * 1024;
+/**
+ * The request to the agent: the CNI variables, and the config exactly as the runtime wrote it. The
+ * config is spliced in rather than encoded again: it is known to parse, it keeps its size (the
+ * agent's body limit allows for it), and a pod start does not pay for a second encoding.
+ */
+function requestBody(env: CniEnv, config: string): string {
+  const envelope: Omit<CniRequest, 'config'> = {
+    command: env.command,
+    args: env.args,
+    ...(env.containerID === undefined ? {} : { containerID: env.containerID }),
+    ...(env.netns === undefined ? {} : { netns: env.netns }),
+    ...(env.ifname === undefined ? {} : { ifname: env.ifname }),
+  };
+  return `${JSON.stringify(envelope).slice(0, -1)},"config":${config}}`;
+}
+
+/**
+ * The journal target of a config that cannot be validated whole, read from its top level only:
+ * `name`, and `ipam.journal_dir` when it names one.
+ */
+function shallowTarget(config: unknown, problem: string): JournalTarget {
+  const top = typeof config === 'object' && config !== null && !Array.isArray(config) ? (config as { name?: unknown; ipam?: unknown }) : {};
+  if (typeof top.name !== 'string' || !isValidNetworkName(top.name)) {
+    // Not String(top.name): on a deeply nested array that recurses too.
+    const what = top.name === undefined ? 'is missing' : typeof top.name === 'string' ? `"${printable(top.name)}" is not a network name` : 'is not a string';
+    throw new WarrenError('INVALID_CONFIG', `${problem}, and its name ${what}: the DEL cannot be recorded`);
+  }
+  const ipam = typeof top.ipam === 'object' && top.ipam !== null ? (top.ipam as { journal_dir?: unknown }) : {};
+  if (ipam.journal_dir !== undefined && !(typeof ipam.journal_dir === 'string' && ipam.journal_dir.startsWith('/'))) {
+    throw new WarrenError('INVALID_CONFIG', `${problem}, and ipam.journal_dir is not an absolute path: the DEL cannot be recorded`);
+  }
+  return { network: top.name, journalDir: ipam.journal_dir };
+}
 
 /** Reads all of fd 0 with blocking reads; EAGAIN (a non-blocking stdin) waits briefly and retries. */
 export function readStdinSync(limit = MAX_CONFIG_BYTES): string {

@@ -10,7 +10,9 @@
  *
  * Guarantees: every name is reported `present`/`added` before any `changed`/`removed` of it; a
  * name is reported `removed` only after it was reported present or added; iteration ends when
- * the signal aborts.
+ * the signal aborts. A consumer that could not act on a name (its read failed) calls `forget`,
+ * and the name is reported `added` again on the next rescan or kernel event while it exists: a
+ * rescan alone would never report a name it believes the consumer already has.
  */
 import { type FSWatcher, lstatSync, readdirSync, statSync, watch } from 'node:fs';
 import { type Clock, systemClock } from './clock.ts';
@@ -55,6 +57,14 @@ export class DirectoryWatcher implements AsyncIterable<DirectoryEvent> {
   rescan(): void {
     this.#rescanDue = true;
     this.#wake?.();
+  }
+
+  /**
+   * Treats `name` as never reported: the next rescan (or kernel event) that finds it reports it
+   * `added` again. For a consumer whose handling of a name failed and must be retried.
+   */
+  forget(name: string): void {
+    this.#known.delete(name);
   }
 
   #include(name: string): boolean {

@@ -1,7 +1,8 @@
 /**
  * JSON over HTTP/1.1 on a unix socket: the one way the plugin and the CLI talk to the agent.
  * Transport failures become AGENT_UNREACHABLE with the socket path and the system error named, so
- * "the agent is down" is never confused with "the agent said no".
+ * "the agent is down" is never confused with "the agent said no". Every failure, a body that
+ * cannot be written as JSON included, is a rejected promise, never a throw.
  *
  * Hand-written on node:net rather than node:http: the plugin runs once per pod start, and
  * node:http's client, agent and parser cost several milliseconds of every cold start for one
@@ -19,6 +20,8 @@ export interface JsonRequest {
   readonly method: 'GET' | 'POST';
   readonly path: string;
   readonly body?: unknown;
+  /** The body already serialized as JSON, sent as it is instead of `body`. */
+  readonly bodyText?: string;
   /** Milliseconds before the call is abandoned. */
   readonly timeoutMs?: number;
 }
@@ -47,7 +50,14 @@ export function parseResponseHead(buffer: Buffer): { status: number; length: num
 }
 
 export function requestJson(options: JsonRequest): Promise<JsonResponse> {
-  const payload = options.body === undefined ? '' : JSON.stringify(options.body);
+  let payload: string | undefined;
+  try {
+    payload = options.bodyText ?? (options.body === undefined ? undefined : JSON.stringify(options.body));
+  } catch (error) {
+    // A body nested too deep (RangeError) or holding a BigInt: the caller's mistake, reported as
+    // a failed call rather than thrown past the promise.
+    return Promise.reject(new WarrenError('IO_FAILURE', `request to Warren agent at ${options.socket} cannot be written as JSON: ${(error as Error).message}`, { cause: error }));
+  }
   const timeoutMs = options.timeoutMs ?? 120_000;
   return new Promise((resolve, reject) => {
     let connected = false;
@@ -89,11 +99,11 @@ export function requestJson(options: JsonRequest): Promise<JsonResponse> {
       connected = true;
       const head =
         `${options.method} ${options.path} HTTP/1.1\r\nHost: warren\r\nConnection: close\r\n` +
-        (options.body === undefined ? '' : `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(payload)}\r\n`) +
+        (payload === undefined ? '' : `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(payload)}\r\n`) +
         '\r\n';
       // Not end(): Node's HTTP server drops a connection whose client half-closes before the
       // answer is ready, and answers that wait on a remote store are not ready at once.
-      socket.write(head + payload);
+      socket.write(head + (payload ?? ''));
     });
     socket.on('data', (chunk: Buffer) => {
       received = received.length === 0 ? chunk : Buffer.concat([received, chunk]);

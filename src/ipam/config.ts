@@ -1,23 +1,33 @@
 /**
- * The IPAM section of a CNI network config. Accepts the keys whereabouts users already write
- * (`range`, `range_start`, `range_end`, `exclude`, `gateway`, `routes`, `dns`, `ipRanges`,
- * `network_name`, ...) plus Warren's own. Every problem is an INVALID_CONFIG error whose message
- * starts with the path of the offending key, and unknown keys are refused rather than ignored.
+ * The IPAM section of a CNI network config. Whereabouts configs move over unchanged: every key
+ * whereabouts has a JSON field for is accepted. Keys about addresses (`range`, `range_start`,
+ * `range_end`, `exclude`, `gateway`, `routes`, `dns`, `ipRanges`, `network_name`, `enable_l3`,
+ * ...) keep whereabouts' meaning, including its leniency: host bits in `range`, `exclude` and
+ * route destinations are masked off, and a gateway may lie outside the ranges. Keys that configure
+ * whereabouts itself (its datastore, leader election, flat file, reconciler, logging) are checked
+ * for type, then ignored and listed in `ignoredKeys`, so the agent can say once that they do
+ * nothing here. Warren's own keys sit beside them.
+ *
+ * Guarantees: every problem is an INVALID_CONFIG error whose message starts with the path of the
+ * offending key, or of the object holding several unknown keys, all of which it names; unknown
+ * keys are refused, never ignored; no two ranges of one config share an address, whatever
+ * `enable_overlapping_ranges` says; a parsed network_name can always be encoded in a pool key.
  */
 import { WarrenError } from '../core/errors.ts';
 import {
   type Cidr,
   type Family,
   type IPAddress,
+  bitsOf,
   contains,
   formatCidr,
   formatIP,
-  isNetwork,
   lastOf,
   networkOf,
   parseCidr,
   parseIP,
 } from './address.ts';
+import { networkNameProblem, poolKeyOf, subnetsOverlap } from './pool-key.ts';
 
 export interface Route {
   readonly dst: string;
@@ -34,7 +44,7 @@ export interface Dns {
 /** One range addresses are drawn from: one address per range per attachment. */
 export interface RangeSpec {
   readonly family: Family;
-  /** The network the range lives in, canonical (`10.0.0.0/24`). */
+  /** The network the range lives in, canonical (`10.0.0.0/24`), whatever host bits were written. */
   readonly subnet: string;
   /** The subnet's network address. */
   readonly network: bigint;
@@ -42,8 +52,9 @@ export interface RangeSpec {
   /** First and last allocatable address, after range_start/range_end, network and broadcast. */
   readonly first: bigint;
   readonly last: bigint;
-  /** Excluded CIDRs as inclusive [from, to] intervals, plus the gateway. */
+  /** Excluded CIDRs as inclusive [from, to] intervals, plus the gateway when it is in the subnet. */
   readonly excluded: ReadonlyArray<readonly [bigint, bigint]>;
+  /** Reported with every address of this range; of the range's family, possibly outside its subnet. */
   readonly gateway?: IPAddress;
   /** Identity of the pool: ranges with one subnet and network_name share addresses. */
   readonly pool: string;
@@ -52,6 +63,13 @@ export interface RangeSpec {
    * `block_size`, or the family's default, never shorter than the range's own prefix.
    */
   readonly blockPrefix: number;
+}
+
+/** A key Warren accepted and does not act on, with why. */
+export interface IgnoredKey {
+  /** Where it was, e.g. `ipam.etcd_host`. */
+  readonly path: string;
+  readonly reason: string;
 }
 
 export interface IpamConfig {
@@ -68,9 +86,49 @@ export interface IpamConfig {
   readonly journalDir?: string;
   /** The store this network expects the agent to run on; the agent refuses a mismatch. */
   readonly store?: StoreKind;
+  /** Whereabouts keys present in the config that change nothing in Warren, in the order written. */
+  readonly ignoredKeys: readonly IgnoredKey[];
 }
 
-const TOP_KEYS = new Set([
+/** Default block prefix lengths in cluster mode: 64 addresses per block in either family. */
+export const DEFAULT_BLOCK_PREFIX = { 4: 26, 6: 122 } as const;
+
+export type StoreKind = 'sqlite' | 'etcd';
+
+/** How an ignored key's value is checked: loosely, as whereabouts' Go decoder would. */
+type ValueCheck = 'string' | 'secret' | 'boolean' | 'integer' | 'kubernetes';
+
+const STORE_REASON = "whereabouts' own datastore; Warren keeps addresses in the agent's store";
+const LEADER_REASON = "whereabouts' leader election; Warren's store commits are optimistic and need none";
+const LOG_REASON = 'Warren logs through the agent';
+
+/**
+ * Keys whereabouts reads (pkg/types/types.go, past and present) that configure whereabouts
+ * itself. Accepted so configs move over, checked for type, reported in `ignoredKeys`.
+ */
+const IGNORED_KEYS: ReadonlyMap<string, { readonly check: ValueCheck; readonly reason: string }> = new Map([
+  ['datastore', { check: 'string', reason: STORE_REASON }],
+  ['etcd_host', { check: 'string', reason: STORE_REASON }],
+  ['etcd_username', { check: 'string', reason: STORE_REASON }],
+  ['etcd_password', { check: 'secret', reason: STORE_REASON }],
+  ['etcd_key_file', { check: 'string', reason: STORE_REASON }],
+  ['etcd_cert_file', { check: 'string', reason: STORE_REASON }],
+  ['etcd_ca_cert_file', { check: 'string', reason: STORE_REASON }],
+  ['kubernetes', { check: 'kubernetes', reason: STORE_REASON }],
+  ['configuration_path', { check: 'string', reason: "whereabouts' flat-file config; Warren does not read it, so keys set only there do not apply" }],
+  ['leader_lease_duration', { check: 'integer', reason: LEADER_REASON }],
+  ['leader_renew_deadline', { check: 'integer', reason: LEADER_REASON }],
+  ['leader_retry_period', { check: 'integer', reason: LEADER_REASON }],
+  ['optimistic_ipam', { check: 'boolean', reason: LEADER_REASON }],
+  ['reconciler_cron_expression', { check: 'string', reason: "whereabouts' reconciler schedule; the agent reconciles continuously" }],
+  ['sleep_for_race', { check: 'integer', reason: 'a whereabouts debugging delay' }],
+  ['node_slice_size', { check: 'string', reason: "whereabouts' per-node slices; Warren sizes its per-node blocks with block_size" }],
+  ['log_file', { check: 'string', reason: LOG_REASON }],
+  ['log_level', { check: 'string', reason: LOG_REASON }],
+]);
+
+const TOP_KEYS: ReadonlySet<string> = new Set([
+  // Whereabouts keys with their whereabouts meaning.
   'type',
   'range',
   'range_start',
@@ -81,12 +139,11 @@ const TOP_KEYS = new Set([
   'dns',
   'ipRanges',
   'network_name',
-  // Whereabouts keys Warren accepts so configs move over unchanged; they do not change Warren's
-  // behaviour (Warren never allows overlapping pools to hand out one address twice, and logs
-  // through the agent).
+  'enable_l3',
   'enable_overlapping_ranges',
-  'log_file',
-  'log_level',
+  'exclude_gateway',
+  'addresses',
+  ...IGNORED_KEYS.keys(),
   // Warren's own.
   'socket',
   'journal_dir',
@@ -94,14 +151,11 @@ const TOP_KEYS = new Set([
   'block_size',
   'store',
 ]);
-const RANGE_KEYS = new Set(['range', 'range_start', 'range_end', 'exclude', 'gateway', 'block_size']);
-
-/** Default block prefix lengths in cluster mode: 64 addresses per block in either family. */
-export const DEFAULT_BLOCK_PREFIX = { 4: 26, 6: 122 } as const;
-
-export type StoreKind = 'sqlite' | 'etcd';
-const ROUTE_KEYS = new Set(['dst', 'gw']);
-const DNS_KEYS = new Set(['nameservers', 'domain', 'search', 'options']);
+/** Whereabouts' RangeConfiguration keys, plus Warren's per-range gateway and block size. */
+const RANGE_KEYS: ReadonlySet<string> = new Set(['range', 'range_start', 'range_end', 'exclude', 'enable_l3', 'gateway', 'block_size']);
+const ROUTE_KEYS: ReadonlySet<string> = new Set(['dst', 'gw']);
+const DNS_KEYS: ReadonlySet<string> = new Set(['nameservers', 'domain', 'search', 'options']);
+const KUBERNETES_KEYS: ReadonlySet<string> = new Set(['kubeconfig', 'k8s_api_root']);
 
 function invalid(path: string, message: string): WarrenError {
   return new WarrenError('INVALID_CONFIG', `${path}: ${message}`);
@@ -111,10 +165,73 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-function refuseUnknownKeys(object: Record<string, unknown>, allowed: Set<string>, path: string): void {
-  for (const key of Object.keys(object)) {
-    if (!allowed.has(key)) throw invalid(`${path}.${key}`, 'unknown key');
+/** Quoted text for a message: JSON escapes keep control characters out of logs. */
+function quoted(text: string): string {
+  return JSON.stringify(text.length > 60 ? `${text.slice(0, 60)}...` : text);
+}
+
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'a list';
+  if (typeof value === 'string') return quoted(value);
+  return typeof value === 'object' ? 'an object' : `${typeof value} ${String(value)}`;
+}
+
+/** A key that can follow a dot in a path without confusing the reader. */
+const PLAIN_KEY = /^[A-Za-z0-9_-]{1,64}$/;
+/** Unknown keys named in one message; the rest are counted. */
+const MAX_KEYS_NAMED = 20;
+
+/** Refuses every key of `object` not in `allowed`, naming all of them in one error. */
+function refuseUnknownKeys(object: Record<string, unknown>, allowed: ReadonlySet<string>, path: string): void {
+  const unknown = Object.keys(object).filter((key) => !allowed.has(key));
+  if (unknown.length === 0) return;
+  const hintFor = (key: string): string => {
+    const near = nearestKey(key, allowed);
+    return near === undefined ? '' : ` (did you mean ${quoted(near)}?)`;
+  };
+  const [only] = unknown;
+  if (unknown.length === 1 && only !== undefined && PLAIN_KEY.test(only)) throw invalid(`${path}.${only}`, `unknown key${hintFor(only)}`);
+  const named = unknown.slice(0, MAX_KEYS_NAMED).map((key) => `${quoted(key)}${hintFor(key)}`);
+  const more = unknown.length > MAX_KEYS_NAMED ? ` and ${unknown.length - MAX_KEYS_NAMED} more` : '';
+  throw invalid(path, `unknown key${unknown.length === 1 ? '' : 's'} ${named.join(', ')}${more}`);
+}
+
+/** The allowed key `key` was probably meant to be: same letters in another case, or two edits away. */
+function nearestKey(key: string, allowed: ReadonlySet<string>): string | undefined {
+  if (key.length > 64) return undefined;
+  let best: string | undefined;
+  let bestDistance = 3;
+  for (const candidate of allowed) {
+    if (candidate.toLowerCase() === key.toLowerCase()) return candidate;
+    const d = editDistance(key.toLowerCase(), candidate.toLowerCase());
+    if (d < bestDistance && d < candidate.length / 2) {
+      best = candidate;
+      bestDistance = d;
+    }
   }
+  return best;
+}
+
+/** Levenshtein distance, with a swap of neighbours counting as one edit. */
+function editDistance(a: string, b: string): number {
+  const rows: number[][] = [];
+  for (let i = 0; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) {
+      if (i === 0) {
+        row.push(j);
+        continue;
+      }
+      const above = rows[i - 1] as number[];
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let d = Math.min((above[j] as number) + 1, (row[j - 1] as number) + 1, (above[j - 1] as number) + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d = Math.min(d, ((rows[i - 2] as number[])[j - 2] as number) + 1);
+      row.push(d);
+    }
+    rows.push(row);
+  }
+  return (rows[a.length] as number[])[b.length] as number;
 }
 
 function stringAt(value: unknown, path: string): string {
@@ -126,38 +243,66 @@ function optionalString(value: unknown, path: string): string | undefined {
   return value === undefined ? undefined : stringAt(value, path);
 }
 
+function optionalBoolean(value: unknown, path: string): boolean | undefined {
+  if (value !== undefined && typeof value !== 'boolean') throw invalid(path, `must be a boolean, got ${describe(value)}`);
+  return value as boolean | undefined;
+}
+
 function stringListAt(value: unknown, path: string): string[] {
   if (!Array.isArray(value)) throw invalid(path, `must be a list of strings, got ${describe(value)}`);
   return value.map((item, i) => stringAt(item, `${path}[${i}]`));
 }
 
-function describe(value: unknown): string {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'a list';
-  if (typeof value === 'string') return `"${value.length > 60 ? `${value.slice(0, 60)}...` : value}"`;
-  return typeof value === 'object' ? 'an object' : `${typeof value} ${String(value)}`;
-}
-
 function ipAt(value: unknown, path: string): IPAddress {
   const text = stringAt(value, path);
   const ip = parseIP(text);
-  if (ip === undefined) throw invalid(path, `"${text}" is not an IP address`);
+  if (ip === undefined) throw invalid(path, `${quoted(text)} is not an IP address`);
   return ip;
 }
 
-function networkCidrAt(value: unknown, path: string, allowBareAddress: boolean): Cidr {
+/**
+ * A CIDR as whereabouts reads one: the network it names, host bits masked off (Go's
+ * net.ParseCIDR), so `192.168.2.229/30` is 192.168.2.228/30. A bare address is a /32 or /128
+ * where `allowBareAddress` says so (exclude lists).
+ */
+function subnetAt(value: unknown, path: string, allowBareAddress: boolean): Cidr {
   const text = stringAt(value, path);
-  if (allowBareAddress && !text.includes('/')) {
+  let cidr = parseCidr(text);
+  if (cidr === undefined && allowBareAddress && !text.includes('/')) {
     const ip = parseIP(text);
-    if (ip !== undefined) return { address: ip, length: ip.family === 4 ? 32 : 128 };
+    if (ip !== undefined) cidr = { address: ip, length: bitsOf(ip.family) };
   }
-  const cidr = parseCidr(text);
-  if (cidr === undefined) throw invalid(path, `"${text}" is not a CIDR`);
-  if (!isNetwork(cidr)) {
-    const net = formatCidr(cidr.address.family, networkOf(cidr), cidr.length);
-    throw invalid(path, `"${text}" is not a network (host bits are set; did you mean ${net}?)`);
+  if (cidr === undefined) throw invalid(path, `${quoted(text)} is not a CIDR`);
+  return { address: { family: cidr.address.family, value: networkOf(cidr) }, length: cidr.length };
+}
+
+/** Checks the value of a key Warren ignores: loosely, and `null` passes as Go's decoder lets it. */
+function checkIgnored(value: unknown, check: ValueCheck, path: string): void {
+  if (value === null) return;
+  switch (check) {
+    case 'string':
+      stringAt(value, path);
+      return;
+    case 'secret':
+      // Never echo the value: a password in the wrong place is still a password.
+      if (typeof value !== 'string') throw invalid(path, 'must be a string (the value is not shown)');
+      return;
+    case 'boolean':
+      optionalBoolean(value, path);
+      return;
+    case 'integer':
+      if (typeof value !== 'number' || !Number.isSafeInteger(value)) throw invalid(path, `must be a whole number, got ${describe(value)}`);
+      return;
+    case 'kubernetes':
+      if (!isPlainObject(value)) throw invalid(path, `must be an object, got ${describe(value)}`);
+      refuseUnknownKeys(value, KUBERNETES_KEYS, path);
+      for (const key of KUBERNETES_KEYS) if (value[key] !== null) optionalString(value[key], `${path}.${key}`);
+      return;
+    default: {
+      const never: never = check;
+      throw new WarrenError('INVALID_CONFIG', `unhandled check ${String(never)}`);
+    }
   }
-  return cidr;
 }
 
 interface RawRange {
@@ -169,7 +314,15 @@ interface RawRange {
   block_size: unknown;
 }
 
-function parseRange(raw: RawRange, path: string, networkName: string, sharedGateway?: IPAddress): RangeSpec {
+/**
+ * One range. Whereabouts' semantics, from pkg/config/config.go and pkg/iphelpers: the range is
+ * the masked network (the address written is not where allocation starts); the first and last
+ * usable addresses leave out the network address and the IPv4 broadcast, except in /31, /32,
+ * /127 and /128, where every address is usable, and except with `enable_l3` (`l3`), where every
+ * address of the subnet is. (Whereabouts also leaves out IPv6's all-ones address; Warren hands
+ * it out.) `range_start` and `range_end` narrow that span.
+ */
+function parseRange(raw: RawRange, path: string, networkName: string, l3: boolean, sharedGateway?: IPAddress): RangeSpec {
   const rangeText = stringAt(raw.range, `${path}.range`);
   let subnet: Cidr;
   let explicitStart: IPAddress | undefined;
@@ -182,7 +335,7 @@ function parseRange(raw: RawRange, path: string, networkName: string, sharedGate
     const endIP = parseIP(rangeText.slice(dash + 1, slash < 0 ? undefined : slash));
     const cidr = slash < 0 || startIP === undefined ? undefined : parseCidr(`${rangeText.slice(0, dash)}${rangeText.slice(slash)}`);
     if (cidr === undefined || startIP === undefined || endIP === undefined || endIP.family !== startIP.family) {
-      throw invalid(`${path}.range`, `"${rangeText}" is not a CIDR or a start-end/length range`);
+      throw invalid(`${path}.range`, `${quoted(rangeText)} is not a CIDR or a start-end/length range`);
     }
     subnet = { address: { family: cidr.address.family, value: networkOf(cidr) }, length: cidr.length };
     if (raw.range_start !== undefined || raw.range_end !== undefined) {
@@ -192,7 +345,7 @@ function parseRange(raw: RawRange, path: string, networkName: string, sharedGate
     explicitEnd = endIP;
     if (!contains(subnet, endIP)) throw invalid(`${path}.range`, `end ${formatIP(endIP)} is outside ${formatSubnet(subnet)}`);
   } else {
-    subnet = networkCidrAt(rangeText, `${path}.range`, false);
+    subnet = subnetAt(rangeText, `${path}.range`, false);
   }
   const family = subnet.address.family;
   const subnetText = formatSubnet(subnet);
@@ -205,11 +358,10 @@ function parseRange(raw: RawRange, path: string, networkName: string, sharedGate
   }
   const net = networkOf(subnet);
   const broadcast = lastOf(subnet);
-  const bits = family === 4 ? 32 : 128;
-  // The network address (and IPv4 broadcast) are not handed out, except in point-to-point prefixes.
-  const tiny = subnet.length >= bits - 1;
-  const firstHost = tiny ? net : net + 1n;
-  const lastHost = tiny || family === 6 ? broadcast : broadcast - 1n;
+  const bits = bitsOf(family);
+  const everyAddress = l3 || subnet.length >= bits - 1;
+  const firstHost = everyAddress ? net : net + 1n;
+  const lastHost = everyAddress || family === 6 ? broadcast : broadcast - 1n;
   const first = explicitStart !== undefined && explicitStart.value > firstHost ? explicitStart.value : firstHost;
   const last = explicitEnd !== undefined && explicitEnd.value < lastHost ? explicitEnd.value : lastHost;
   if (explicitStart !== undefined && explicitEnd !== undefined && explicitStart.value > explicitEnd.value) {
@@ -221,22 +373,24 @@ function parseRange(raw: RawRange, path: string, networkName: string, sharedGate
   if (raw.exclude !== undefined) {
     if (!Array.isArray(raw.exclude)) throw invalid(`${path}.exclude`, `must be a list of CIDRs, got ${describe(raw.exclude)}`);
     raw.exclude.forEach((item, i) => {
-      const cidr = networkCidrAt(item, `${path}.exclude[${i}]`, true);
+      const cidr = subnetAt(item, `${path}.exclude[${i}]`, true);
       if (cidr.address.family !== family) {
         throw invalid(`${path}.exclude[${i}]`, `IPv${cidr.address.family} exclusion in IPv${family} range ${subnetText}`);
       }
       excluded.push([networkOf(cidr), lastOf(cidr)]);
     });
   }
+  // Whereabouts reports its one gateway with every address and checks nothing about it; Warren
+  // reports it with the addresses of its own family, and never hands it out when it is in range.
   let gateway: IPAddress | undefined;
   if (raw.gateway !== undefined) {
     gateway = ipAt(raw.gateway, `${path}.gateway`);
-    if (!contains(subnet, gateway)) throw invalid(`${path}.gateway`, `${formatIP(gateway)} is outside range ${subnetText}`);
-  } else if (sharedGateway !== undefined && contains(subnet, sharedGateway)) {
+    if (gateway.family !== family) throw invalid(`${path}.gateway`, `IPv${gateway.family} gateway for IPv${family} range ${subnetText}`);
+  } else if (sharedGateway !== undefined && sharedGateway.family === family) {
     gateway = sharedGateway;
   }
-  if (gateway !== undefined) excluded.push([gateway.value, gateway.value]);
-  const pool = networkName === '' ? subnetText : `${subnetText}@${networkName}`;
+  if (gateway !== undefined && contains(subnet, gateway)) excluded.push([gateway.value, gateway.value]);
+  const spec = { family, network: net, prefixLength: subnet.length };
   let blockPrefix = Math.max(DEFAULT_BLOCK_PREFIX[family], subnet.length);
   if (raw.block_size !== undefined) {
     const b = raw.block_size;
@@ -245,7 +399,7 @@ function parseRange(raw: RawRange, path: string, networkName: string, sharedGate
     }
     blockPrefix = b;
   }
-  return { family, subnet: subnetText, network: net, prefixLength: subnet.length, first, last, excluded, gateway, pool, blockPrefix };
+  return { ...spec, subnet: subnetText, first, last, excluded, gateway, pool: poolKeyOf(spec, networkName), blockPrefix };
 }
 
 function formatSubnet(cidr: Cidr): string {
@@ -259,8 +413,8 @@ function parseRoutes(value: unknown, path: string): Route[] {
     const at = `${path}[${i}]`;
     if (!isPlainObject(item)) throw invalid(at, `must be an object, got ${describe(item)}`);
     refuseUnknownKeys(item, ROUTE_KEYS, at);
-    const dst = parseCidr(stringAt(item.dst, `${at}.dst`));
-    if (dst === undefined || !isNetwork(dst)) throw invalid(`${at}.dst`, `"${String(item.dst)}" is not a network CIDR`);
+    // Masked like every other CIDR: the kernel refuses a route whose destination has host bits.
+    const dst = subnetAt(item.dst, `${at}.dst`, false);
     const route: { dst: string; gw?: string } = { dst: formatSubnet(dst) };
     if (item.gw !== undefined) {
       const gw = ipAt(item.gw, `${at}.gw`);
@@ -289,26 +443,81 @@ function parseDns(value: unknown, path: string): Dns | undefined {
 }
 
 /**
- * Validates the `ipam` object of a network config. `path` prefixes messages (default `ipam`).
- * Throws INVALID_CONFIG naming the first problem found.
+ * Refuses two ranges that share an address. Within one config they share a network_name, so one
+ * address could go to two attachments (and one attachment would hold two addresses of one
+ * subnet); whereabouts' `enable_overlapping_ranges` cannot make that safe. Sorting by network
+ * finds any overlap in O(n log n): CIDRs nest or are disjoint, so a range overlaps an earlier one
+ * exactly when it overlaps the earlier range reaching furthest.
+ */
+function refuseOverlaps(ranges: readonly RangeSpec[], paths: readonly string[], overlappingKeyGiven: boolean): void {
+  const order = ranges.map((_, i) => i);
+  const at = (i: number): RangeSpec => ranges[i] as RangeSpec;
+  order.sort((i, j) => at(i).family - at(j).family || compareBig(at(i).network, at(j).network) || at(i).prefixLength - at(j).prefixLength || i - j);
+  let reach: number | undefined;
+  for (const i of order) {
+    const range = at(i);
+    if (reach !== undefined && subnetsOverlap(at(reach), range)) {
+      const [earlier, later] = reach < i ? [reach, i] : [i, reach];
+      const a = at(earlier);
+      const b = at(later);
+      if (a.subnet === b.subnet) throw invalid(paths[later] as string, `${b.subnet} is listed twice (also at ${paths[earlier]})`);
+      const note = overlappingKeyGiven ? ', whatever enable_overlapping_ranges says' : '';
+      throw invalid(paths[later] as string, `${b.subnet} overlaps ${a.subnet} at ${paths[earlier]}: ranges of one network must not share addresses${note}`);
+    }
+    if (reach === undefined || at(reach).family !== range.family || subnetEnd(range) > subnetEnd(at(reach))) reach = i;
+  }
+}
+
+function compareBig(a: bigint, b: bigint): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+function subnetEnd(range: RangeSpec): bigint {
+  return lastOf({ address: { family: range.family, value: range.network }, length: range.prefixLength });
+}
+
+/**
+ * Validates the `ipam` object of a network config. `path` prefixes messages and the paths in
+ * `ignoredKeys` (default `ipam`). Throws INVALID_CONFIG naming the first problem found, or every
+ * unknown key of the first object that has any.
  */
 export function parseIpamConfig(value: unknown, path = 'ipam'): IpamConfig {
   if (!isPlainObject(value)) throw invalid(path, `must be an object, got ${describe(value)}`);
   refuseUnknownKeys(value, TOP_KEYS, path);
   const type = stringAt(value.type, `${path}.type`);
   const networkName = optionalString(value.network_name, `${path}.network_name`) ?? '';
-  if (networkName.length > 253 || /[\s/@]/.test(networkName)) {
-    throw invalid(`${path}.network_name`, 'must be at most 253 characters without spaces, "/" or "@"');
+  const nameProblem = networkNameProblem(networkName);
+  if (nameProblem !== undefined) throw invalid(`${path}.network_name`, `${quoted(networkName)} ${nameProblem}`);
+
+  const ignoredKeys: IgnoredKey[] = [];
+  for (const key of Object.keys(value)) {
+    const ignored = IGNORED_KEYS.get(key);
+    if (ignored === undefined) continue;
+    checkIgnored(value[key], ignored.check, `${path}.${key}`);
+    ignoredKeys.push({ path: `${path}.${key}`, reason: ignored.reason });
   }
-  for (const key of ['enable_overlapping_ranges'] as const) {
-    if (value[key] !== undefined && typeof value[key] !== 'boolean') throw invalid(`${path}.${key}`, `must be a boolean, got ${describe(value[key])}`);
+  // Whereabouts' defaults (true, false) describe what it does; Warren always does the safe thing,
+  // so only the other value is worth a word.
+  if (optionalBoolean(value.enable_overlapping_ranges, `${path}.enable_overlapping_ranges`) === false) {
+    ignoredKeys.push({ path: `${path}.enable_overlapping_ranges`, reason: 'Warren keeps every address unique within a network_name whatever this says' });
   }
-  optionalString(value.log_file, `${path}.log_file`);
-  optionalString(value.log_level, `${path}.log_level`);
+  if (optionalBoolean(value.exclude_gateway, `${path}.exclude_gateway`) === false) {
+    ignoredKeys.push({ path: `${path}.exclude_gateway`, reason: 'Warren never hands out a gateway address that lies in a range' });
+  }
+  const topL3 = optionalBoolean(value.enable_l3, `${path}.enable_l3`) ?? false;
+  if (value.addresses !== undefined) {
+    if (!Array.isArray(value.addresses)) throw invalid(`${path}.addresses`, `must be a list, got ${describe(value.addresses)}`);
+    if (value.addresses.length > 0) {
+      throw invalid(
+        `${path}.addresses`,
+        'static addresses would give every attachment of this network the same address, and Warren hands an address to one attachment only; use a range (a /32 or /128 for one address) or request the address with CNI_ARGS IP= or the ips capability',
+      );
+    }
+  }
   const socket = optionalString(value.socket, `${path}.socket`);
-  if (socket !== undefined && !socket.startsWith('/')) throw invalid(`${path}.socket`, `"${socket}" must be an absolute path`);
+  if (socket !== undefined && !socket.startsWith('/')) throw invalid(`${path}.socket`, `${quoted(socket)} must be an absolute path`);
   const journalDir = optionalString(value.journal_dir, `${path}.journal_dir`);
-  if (journalDir !== undefined && !journalDir.startsWith('/')) throw invalid(`${path}.journal_dir`, `"${journalDir}" must be an absolute path`);
+  if (journalDir !== undefined && !journalDir.startsWith('/')) throw invalid(`${path}.journal_dir`, `${quoted(journalDir)} must be an absolute path`);
   let cooldownSeconds = 0;
   if (value.cooldown_seconds !== undefined) {
     const c = value.cooldown_seconds;
@@ -322,20 +531,17 @@ export function parseIpamConfig(value: unknown, path = 'ipam'): IpamConfig {
   if (store !== undefined && store !== 'sqlite' && store !== 'etcd') throw invalid(`${path}.store`, `must be "sqlite" or "etcd", got ${describe(store)}`);
 
   const ranges: RangeSpec[] = [];
-  const hasTopRange = value.range !== undefined;
-  if (!hasTopRange) {
+  const rangePaths: string[] = [];
+  if (value.range === undefined) {
+    // Whereabouts silently drops these without a `range`; an exclusion that does nothing is how
+    // addresses meant to stay free get handed out, so say so instead.
     for (const key of ['range_start', 'range_end', 'exclude'] as const) {
-      if (value[key] !== undefined) throw invalid(`${path}.${key}`, 'needs "range" beside it');
+      if (value[key] !== undefined) throw invalid(`${path}.${key}`, 'needs "range" beside it (it does not apply to ipRanges entries: give each entry its own)');
     }
   } else {
-    ranges.push(
-      parseRange(
-        { range: value.range, range_start: value.range_start, range_end: value.range_end, exclude: value.exclude, gateway: undefined, block_size: value.block_size },
-        path,
-        networkName,
-        sharedGateway,
-      ),
-    );
+    const raw = { range: value.range, range_start: value.range_start, range_end: value.range_end, exclude: value.exclude, gateway: undefined, block_size: value.block_size };
+    ranges.push(parseRange(raw, path, networkName, topL3, sharedGateway));
+    rangePaths.push(`${path}.range`);
   }
   if (value.ipRanges !== undefined) {
     if (!Array.isArray(value.ipRanges)) throw invalid(`${path}.ipRanges`, `must be a list of ranges, got ${describe(value.ipRanges)}`);
@@ -343,24 +549,16 @@ export function parseIpamConfig(value: unknown, path = 'ipam'): IpamConfig {
       const at = `${path}.ipRanges[${i}]`;
       if (!isPlainObject(item)) throw invalid(at, `must be an object, got ${describe(item)}`);
       refuseUnknownKeys(item, RANGE_KEYS, at);
-      ranges.push(
-        parseRange(
-          { range: item.range, range_start: item.range_start, range_end: item.range_end, exclude: item.exclude, gateway: item.gateway, block_size: item.block_size ?? value.block_size },
-          at,
-          networkName,
-          sharedGateway,
-        ),
-      );
+      const l3 = topL3 || (optionalBoolean(item.enable_l3, `${at}.enable_l3`) ?? false);
+      const raw = { range: item.range, range_start: item.range_start, range_end: item.range_end, exclude: item.exclude, gateway: item.gateway, block_size: item.block_size ?? value.block_size };
+      ranges.push(parseRange(raw, at, networkName, l3, sharedGateway));
+      rangePaths.push(`${at}.range`);
     });
   }
   if (ranges.length === 0) throw invalid(path, 'needs "range" or a non-empty "ipRanges"');
-  const seen = new Set<string>();
-  for (const range of ranges) {
-    if (seen.has(range.pool)) throw invalid(path, `range ${range.subnet} is listed twice`);
-    seen.add(range.pool);
-  }
-  if (sharedGateway !== undefined && !ranges.some((r) => inSubnet(r, sharedGateway))) {
-    throw invalid(`${path}.gateway`, `${formatIP(sharedGateway)} is not inside any range`);
+  refuseOverlaps(ranges, rangePaths, value.enable_overlapping_ranges !== undefined);
+  if (sharedGateway !== undefined && !ranges.some((r) => r.family === sharedGateway.family)) {
+    throw invalid(`${path}.gateway`, `IPv${sharedGateway.family} gateway ${formatIP(sharedGateway)} but no IPv${sharedGateway.family} range`);
   }
   const config: { -readonly [K in keyof IpamConfig]: IpamConfig[K] } = {
     type,
@@ -368,6 +566,7 @@ export function parseIpamConfig(value: unknown, path = 'ipam'): IpamConfig {
     routes: parseRoutes(value.routes, `${path}.routes`),
     networkName,
     cooldownSeconds,
+    ignoredKeys,
   };
   const dns = parseDns(value.dns, `${path}.dns`);
   if (dns !== undefined) config.dns = dns;
@@ -397,6 +596,6 @@ export function capacityOf(range: RangeSpec): bigint {
 /** Whether `ip` lies in the range's subnet (not necessarily in its allocatable span). */
 export function inSubnet(range: RangeSpec, ip: IPAddress): boolean {
   if (ip.family !== range.family) return false;
-  const shift = BigInt((range.family === 4 ? 32 : 128) - range.prefixLength);
+  const shift = BigInt(bitsOf(range.family) - range.prefixLength);
   return ip.value >> shift === range.network >> shift;
 }

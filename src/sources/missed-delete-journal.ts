@@ -1,24 +1,48 @@
 /**
  * The agent's side of the missed-delete journal: an event source over the journal directory.
  * It lists the directory at start (every file becomes an intent), then watches it, so a file the
- * plugin writes while the agent runs is seen at once. A file that is not a valid intent (empty,
- * truncated, garbage, too large, a symlink, a name that does not match its content) is moved to
- * `rejected/` — never deleted, never retried — and reported. A file is removed only by
- * `complete`, which the reconciler calls after the release has committed.
+ * plugin writes while the agent runs is seen at once.
+ *
+ * Guarantees:
+ * - The directory is the one the plugin would accept (checkJournalDir, shared with the plugin): a
+ *   symbolic link, another user's directory or one others can write is refused at `prepare`,
+ *   never followed or chmodded.
+ * - A file becomes an intent only when it is a regular file owned by the agent's own uid, holds a
+ *   valid entry and is named as its content implies. Anything else (empty, truncated, garbage, too
+ *   large, a symlink, another user's file, a name that does not match) is moved to `rejected/`,
+ *   never released on, never deleted from the journal proper, and reported.
+ * - Every file in the directory is retried until it is an intent or set aside: a read that fails
+ *   for a passing reason (EMFILE, EIO, EACCES) is reported and tried again on the next rescan
+ *   (the reconciler's tick asks for one), never dropped for the life of the agent.
+ * - `rejected/` stays within bounds (files and bytes): when a set-aside goes over, the oldest
+ *   set aside are removed first, and the `rejected` event says which (`pruned`).
+ * - A file is removed only by `complete`, which the reconciler calls after the release committed.
  */
-import { closeSync, fstatSync, lstatSync, mkdirSync, openSync, readSync, readdirSync, renameSync, unlinkSync, chmodSync, constants } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readSync, readdirSync, renameSync, rmSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { fsyncDirectory } from '../core/atomic-file.ts';
 import type { Clock } from '../core/clock.ts';
 import { DirectoryWatcher } from '../core/dir-watcher.ts';
 import { messageOf } from '../core/errors.ts';
-import { type JournalEntry, MAX_ENTRY_BYTES, decodeEntry } from '../cni/journal-entry.ts';
+import { type JournalEntry, MAX_ENTRY_BYTES, MAX_NAME_BYTES, decodeEntry, journalFileName, legacyJournalFileName } from '../cni/journal-entry.ts';
+import type { Owner } from '../ipam/allocation.ts';
+import { checkJournalDir } from '../cni/journal-writer.ts';
 
 export const REJECTED_DIR = 'rejected';
+export const DEFAULT_MAX_REJECTED_FILES = 1_000;
+export const DEFAULT_MAX_REJECTED_BYTES = 16 * 1024 * 1024;
+
+/** What was removed from `rejected/` to keep it within its bounds, oldest first. */
+export interface PrunedRejects {
+  readonly files: readonly string[];
+  readonly bytes: number;
+  /** The bounds, in words, for the log line. */
+  readonly why: string;
+}
 
 export type JournalEvent =
   | { readonly kind: 'intent'; readonly name: string; readonly entry: JournalEntry }
-  | { readonly kind: 'rejected'; readonly name: string; readonly reason: string; readonly movedTo: string }
+  | { readonly kind: 'rejected'; readonly name: string; readonly reason: string; readonly movedTo: string; readonly pruned?: PrunedRejects }
   /** Every file present at start has been reported. */
   | { readonly kind: 'listed' }
   | { readonly kind: 'error'; readonly message: string };
@@ -28,23 +52,62 @@ export interface RejectedFile {
   readonly reason: string;
 }
 
+export interface MissedDeleteJournalOptions {
+  readonly dir: string;
+  readonly clock: Clock;
+  /** Milliseconds between the watcher's own rescans; default 30 s, 0 for none (ticks still ask). */
+  readonly rescanMs?: number;
+  /** Most entries `rejected/` keeps; default 1000. */
+  readonly maxRejectedFiles?: number;
+  /** Most bytes `rejected/` keeps; default 16 MiB. */
+  readonly maxRejectedBytes?: number;
+  /** Opens a journal file for reading (openSync by default): tests inject a failing one. */
+  readonly open?: (path: string, flags: number) => number;
+}
+
+/** One entry of `rejected/`, for keeping it within bounds. */
+interface Aside {
+  readonly name: string;
+  readonly bytes: number;
+  /** When it was set aside (from its name), for oldest-first removal. */
+  readonly at: number;
+}
+
+/** The set-aside suffix `.<ms>` or `.<ms>-<n>`: when a file was moved to rejected/. */
+const ASIDE_SUFFIX = /\.(\d{1,16})(?:-\d+)?$/;
+
 export class MissedDeleteJournal {
   readonly dir: string;
   readonly #clock: Clock;
   readonly #rescanMs: number;
+  readonly #maxRejectedFiles: number;
+  readonly #maxRejectedBytes: number;
+  readonly #open: (path: string, flags: number) => number;
+  /** The uid whose files may be intents: the agent's own (undefined where there are no uids). */
+  readonly #uid = process.getuid?.();
+  /** The live watcher: rescans go to it, and names whose read failed are handed back to it. */
   #watcher: DirectoryWatcher | undefined;
+  /** What `rejected/` holds, oldest first: listed once, then kept in step with each move and removal. */
+  #asides: Aside[] | undefined;
+  #asideBytes = 0;
 
-  constructor(options: { dir: string; clock: Clock; rescanMs?: number }) {
+  constructor(options: MissedDeleteJournalOptions) {
     this.dir = options.dir;
     this.#clock = options.clock;
     this.#rescanMs = options.rescanMs ?? 30_000;
+    this.#maxRejectedFiles = options.maxRejectedFiles ?? DEFAULT_MAX_REJECTED_FILES;
+    this.#maxRejectedBytes = options.maxRejectedBytes ?? DEFAULT_MAX_REJECTED_BYTES;
+    this.#open = options.open ?? openSync;
   }
 
-  /** Creates the directory owner-only (0700), tightening it if it exists. */
+  /**
+   * Creates the directory and `rejected/` owner-only (0700) when missing and tightens them to 0700
+   * when this user owns them; throws (IO_FAILURE, naming the directory and what is wrong) for
+   * what the plugin would refuse to write into.
+   */
   prepare(): void {
-    mkdirSync(join(this.dir, REJECTED_DIR), { recursive: true, mode: 0o700 });
-    chmodSync(this.dir, 0o700);
-    chmodSync(join(this.dir, REJECTED_DIR), 0o700);
+    checkJournalDir(this.dir, { tighten: true });
+    checkJournalDir(join(this.dir, REJECTED_DIR), { tighten: true });
   }
 
   async *events(signal: AbortSignal): AsyncGenerator<JournalEvent> {
@@ -81,9 +144,38 @@ export class MissedDeleteJournal {
     }
   }
 
-  /** Asks the watcher to rescan (the periodic tick does this to catch dropped events). */
+  /**
+   * The intents recorded for one attachment, read now rather than when the watch reports them: an
+   * ADD must see a DEL the plugin journaled a moment ago. Only the names that attachment's intents
+   * can have are looked at; a file there that is not a valid intent is set aside as usual.
+   */
+  readFor(owner: Owner): JournalEvent[] {
+    const names = new Set<string>();
+    for (const nameOf of [journalFileName, legacyJournalFileName]) {
+      try {
+        names.add(nameOf(owner));
+      } catch {
+        // not an owner any plugin could have journaled
+      }
+    }
+    const events: JournalEvent[] = [];
+    for (const name of names) {
+      if (!this.#exists(join(this.dir, name))) continue;
+      const event = this.#read(name);
+      if (event !== undefined) events.push(event);
+    }
+    return events;
+  }
+
+  /** Asks the watcher to rescan: catches dropped events and retries files whose read failed. */
   rescan(): void {
     this.#watcher?.rescan();
+  }
+
+  /** A file that could be neither read nor set aside now: reported, and read again on the next rescan. */
+  #retryLater(name: string, message: string): JournalEvent {
+    this.#watcher?.forget(name);
+    return { kind: 'error', message: `${message}; will try again on the next rescan` };
   }
 
   #read(name: string): JournalEvent | undefined {
@@ -91,16 +183,20 @@ export class MissedDeleteJournal {
     let fd: number;
     try {
       // O_NOFOLLOW: a symlink is refused here rather than followed to wherever it points.
-      fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+      // O_NONBLOCK: a FIFO planted here must not hang the agent; it is refused below.
+      fd = this.#open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
       if (code === 'ENOENT') return undefined; // completed or moved meanwhile
       if (code === 'ELOOP') return this.#reject(name, 'is a symbolic link');
-      return { kind: 'error', message: `journal ${path}: ${messageOf(error)}` };
+      return this.#retryLater(name, `journal ${path} could not be opened: ${messageOf(error)}`);
     }
     try {
       const st = fstatSync(fd);
       if (!st.isFile()) return this.#reject(name, 'is not a regular file');
+      // Only the agent's own user can write here (checkJournalDir); a file of another user got in
+      // some other way, and must not release anything.
+      if (this.#uid !== undefined && st.uid !== this.#uid) return this.#reject(name, `belongs to uid ${st.uid}, not to uid ${this.#uid} that runs the agent`);
       if (st.size > MAX_ENTRY_BYTES) return this.#reject(name, `is ${st.size} bytes, more than ${MAX_ENTRY_BYTES}`);
       const buffer = Buffer.alloc(st.size);
       let offset = 0;
@@ -112,20 +208,124 @@ export class MissedDeleteJournal {
       const decoded = decodeEntry(name, buffer.subarray(0, offset).toString('utf8'));
       if (decoded.kind === 'invalid') return this.#reject(name, decoded.reason);
       return { kind: 'intent', name, entry: decoded.entry };
+    } catch (error) {
+      return this.#retryLater(name, `journal ${path} could not be read: ${messageOf(error)}`);
     } finally {
       closeSync(fd);
     }
   }
 
-  #reject(name: string, reason: string): JournalEvent {
-    const movedTo = join(this.dir, REJECTED_DIR, `${name}.${this.#clock.now()}`);
+  /** Moves a file that is not an intent to rejected/; undefined when it vanished meanwhile. */
+  #reject(name: string, reason: string): JournalEvent | undefined {
+    const rejectedDir = join(this.dir, REJECTED_DIR);
+    const asides = this.#loadAsides();
+    const at = this.#clock.now();
+    const aside = this.#asideName(name, at);
+    const movedTo = join(rejectedDir, aside);
+    const from = join(this.dir, name);
     try {
-      renameSync(join(this.dir, name), movedTo);
-      fsyncDirectory(this.dir);
-    } catch (error) {
-      return { kind: 'error', message: `journal ${name} ${reason}, and could not be moved aside: ${messageOf(error)}` };
+      // Made again if an operator removed it; the journal directory is ours alone, so nothing else is there.
+      mkdirSync(rejectedDir, { mode: 0o700 });
+    } catch {
+      // there already (the usual case), or the rename below says what is wrong
     }
-    return { kind: 'rejected', name, reason, movedTo };
+    try {
+      renameSync(from, movedTo);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT' && !this.#exists(from)) return undefined;
+      return this.#retryLater(name, `journal ${name} ${reason}, and could not be moved aside: ${messageOf(error)}`);
+    }
+    try {
+      fsyncDirectory(this.dir);
+    } catch {
+      // The move stands; if it is lost in a crash the file is read and set aside again.
+    }
+    let bytes = 0;
+    try {
+      bytes = lstatSync(movedTo).size;
+    } catch {
+      // counted as nothing: it is gone already
+    }
+    asides.push({ name: aside, bytes, at });
+    this.#asideBytes += bytes;
+    const pruned = this.#prune();
+    return { kind: 'rejected', name, reason, movedTo, ...(pruned === undefined ? {} : { pruned }) };
+  }
+
+  #exists(path: string): boolean {
+    try {
+      lstatSync(path);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * `<name>.<ms>` in rejected/: within NAME_MAX however long the name was, and never over an
+   * earlier set-aside (a rename would replace it without a word).
+   */
+  #asideName(name: string, at: number): string {
+    for (let n = 0; ; n++) {
+      const suffix = n === 0 ? `.${at}` : `.${at}-${n}`;
+      let stem = name;
+      while (Buffer.byteLength(stem) + suffix.length > MAX_NAME_BYTES) stem = stem.slice(0, -1);
+      const candidate = `${stem}${suffix}`;
+      if (!this.#exists(join(this.dir, REJECTED_DIR, candidate))) return candidate;
+    }
+  }
+
+  /** rejected/ as it is on disk, oldest set aside first; read once, then kept in step. */
+  #loadAsides(): Aside[] {
+    if (this.#asides !== undefined) return this.#asides;
+    const rejectedDir = join(this.dir, REJECTED_DIR);
+    const asides: Aside[] = [];
+    let names: string[] = [];
+    try {
+      names = readdirSync(rejectedDir);
+    } catch {
+      // nothing to count: the move into it just failed or it is gone; the bounds apply from here
+    }
+    for (const name of names) {
+      try {
+        const st = lstatSync(join(rejectedDir, name));
+        const stamp = ASIDE_SUFFIX.exec(name)?.[1];
+        asides.push({ name, bytes: st.size, at: stamp === undefined ? st.mtimeMs : Number(stamp) });
+      } catch {
+        // removed meanwhile
+      }
+    }
+    asides.sort((a, b) => a.at - b.at || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    this.#asides = asides;
+    this.#asideBytes = asides.reduce((sum, a) => sum + a.bytes, 0);
+    return asides;
+  }
+
+  /** Removes the oldest set-asides until rejected/ is within both bounds; says what went. */
+  #prune(): PrunedRejects | undefined {
+    const asides = this.#loadAsides();
+    const files: string[] = [];
+    let bytes = 0;
+    const rejectedDir = join(this.dir, REJECTED_DIR);
+    while (asides.length > 0 && (asides.length > this.#maxRejectedFiles || this.#asideBytes > this.#maxRejectedBytes)) {
+      const oldest = asides.shift() as Aside;
+      this.#asideBytes -= oldest.bytes;
+      try {
+        // A directory set aside (a planted "x.release/") goes whole; a symlink is removed, not followed.
+        rmSync(join(rejectedDir, oldest.name), { recursive: true, force: true });
+        files.push(oldest.name);
+        bytes += oldest.bytes;
+      } catch {
+        // Left for the operator (it is no longer counted): the bound is on what Warren keeps adding.
+      }
+    }
+    if (files.length === 0) return undefined;
+    try {
+      fsyncDirectory(rejectedDir);
+    } catch {
+      // the removals stand; durability of a deletion of evidence is not worth an error
+    }
+    return { files, bytes, why: `${REJECTED_DIR}/ keeps at most ${this.#maxRejectedFiles} files and ${this.#maxRejectedBytes} bytes, the oldest removed first` };
   }
 
   /** Removes an intent whose release has committed. Removing a file already gone is a no-op. */

@@ -5,6 +5,12 @@
  * netns directory was not mounted where the agent runs) observes nothing, and a namespace under
  * it is never judged gone. `/proc/<pid>/ns/net` paths are never judged either: a process
  * exiting does not prove its namespace is gone.
+ *
+ * Directories are compared by their real paths, not their spelling: a namespace recorded as
+ * `/run/netns/NAME` (podman) and one recorded as `/var/run/netns/NAME` (iproute2, containerd's
+ * CRI) are in one directory where `/var/run` links to `/run`, and either configured spelling
+ * covers both. The namespace file itself may be gone, so it is its parent directory that is
+ * canonicalised; a parent that cannot be resolved observes nothing.
  */
 import { lstatSync, readFileSync, readdirSync, realpathSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
@@ -36,6 +42,14 @@ export function mountPoints(mountinfo = '/proc/self/mountinfo'): Set<string> {
   return points;
 }
 
+function realpathOrUndefined(path: string): string | undefined {
+  try {
+    return realpathSync(path);
+  } catch {
+    return undefined;
+  }
+}
+
 export class NetnsObserver {
   readonly #dirs: readonly string[];
   readonly #mountinfo: string;
@@ -64,6 +78,18 @@ export class NetnsObserver {
     return { observable: true };
   }
 
+  /**
+   * The configured directory that `parent` is, by spelling or else by real path; undefined when
+   * it is none of them or cannot be resolved (a vanished directory proves nothing).
+   */
+  #watchedDirOf(parent: string): string | undefined {
+    const spelled = this.#dirs.find((d) => d === parent);
+    if (spelled !== undefined) return spelled;
+    const real = realpathOrUndefined(parent);
+    if (real === undefined) return undefined;
+    return this.#dirs.find((d) => realpathOrUndefined(d) === real);
+  }
+
   /** Judges one recorded netns path; `cache` shares directory checks across one audit. */
   observe(path: string | undefined, cache = new Map<string, { observable: boolean; reason?: string }>()): NetnsObservation {
     if (path === undefined || path === '') return { kind: 'unobservable', reason: 'no network namespace was recorded' };
@@ -71,8 +97,9 @@ export class NetnsObserver {
       return { kind: 'unobservable', reason: `${path} names a process's namespace; a process exiting does not prove the namespace is gone` };
     }
     const abs = resolve(path);
-    const dir = this.#dirs.find((d) => dirname(abs) === d);
-    if (dir === undefined) return { kind: 'unobservable', reason: `${dirname(abs)} is not a watched netns directory` };
+    const parent = dirname(abs);
+    const dir = this.#watchedDirOf(parent);
+    if (dir === undefined) return { kind: 'unobservable', reason: `${parent} is not a watched netns directory` };
     let verdict = cache.get(dir);
     if (verdict === undefined) {
       verdict = this.#check(dir, mountPoints(this.#mountinfo));

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { chmodSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { defaultStateDir, resolveAgentOptions } from '../../src/agent/options.ts';
+import { SETTINGS, defaultStateDir, resolveAgentOptions } from '../../src/agent/options.ts';
+import { DEFAULT_JOURNAL_DIR, DEFAULT_NETNS_DIRS } from '../../src/core/defaults.ts';
 import { tempDir } from '../helpers/processes.ts';
 
 describe('agent options', () => {
@@ -68,5 +69,30 @@ describe('agent options', () => {
     assert.equal(resolveAgentOptions({ stateDir: dir }, {}, 0, '/').store, 'sqlite');
     const c = resolveAgentOptions({ stateDir: dir }, { WARREN_CONTAINERD_NAMESPACES: 'k8s.io, moby' }, 0, '/');
     assert.deepEqual([c.containerd, c.containerdSocket, c.containerdNamespaces, c.containerdGraceSeconds, c.eventRetrySeconds, c.eventRetryMaxSeconds], [true, '/run/containerd/containerd.sock', ['k8s.io', 'moby'], 60, 1, 300]);
+  });
+  it('as root, --state-dir does not move the journal away from where the plugin writes (issue 10)', () => {
+    const dir = tempDir();
+    assert.equal(resolveAgentOptions({ stateDir: dir }, {}, 0, '/').journalDir, DEFAULT_JOURNAL_DIR);
+    assert.equal(resolveAgentOptions({}, { WARREN_STATE_DIR: dir }, 0, '/').journalDir, DEFAULT_JOURNAL_DIR);
+    // Only an explicit journal moves it, as a config's journal_dir moves the plugin's.
+    assert.equal(resolveAgentOptions({ stateDir: dir, journalDir: 'j' }, {}, 0, '/srv').journalDir, '/srv/j');
+    assert.equal(resolveAgentOptions({ stateDir: dir }, { WARREN_JOURNAL_DIR: '/srv/env-journal' }, 0, '/').journalDir, '/srv/env-journal');
+  });
+
+  it('as another user keeps the journal under the state directory, and the help says configs must then name it', () => {
+    const dir = tempDir();
+    assert.equal(resolveAgentOptions({ stateDir: dir }, {}, 1000, '/').journalDir, join(dir, 'journal'));
+    const help = SETTINGS.journalDir.help;
+    assert.ok(help.includes(`${DEFAULT_JOURNAL_DIR} as root whatever --state-dir says`), help);
+    assert.match(help, /<state-dir>\/journal as another user \(network configs must then name it in ipam\.journal_dir\)/);
+  });
+
+  it("covers podman's /run/netns and containerd's /var/run/netns by default, once each (issue 10)", () => {
+    const dir = tempDir();
+    assert.deepEqual(DEFAULT_NETNS_DIRS, ['/run/netns', '/var/run/netns']);
+    assert.deepEqual(resolveAgentOptions({ stateDir: dir }, {}, 0, '/').netnsDirs, ['/run/netns', '/var/run/netns']);
+    assert.ok(SETTINGS.netnsDirs.help.includes('default /run/netns,/var/run/netns'), SETTINGS.netnsDirs.help);
+    assert.deepEqual(resolveAgentOptions({ stateDir: dir, netnsDirs: '/run/netns, /run/netns/, /var/run/netns' }, {}, 0, '/').netnsDirs, ['/run/netns', '/var/run/netns']);
+    assert.deepEqual(resolveAgentOptions({ stateDir: dir, netnsDirs: '' }, {}, 0, '/').netnsDirs, []);
   });
 });

@@ -70,4 +70,84 @@ describe('warren CLI', () => {
     assert.equal(down.code, 1);
     assert.match(down.stderr, /not reachable.*\n.*is the agent running/);
   });
+
+  it('prints the agent help and exits 0 on `warren agent --help` instead of a usage error', async () => {
+    for (const flag of ['--help', '-h']) {
+      const r = await run(process.execPath, [WARREN_BIN, 'agent', flag]);
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout, /^usage: warren agent/);
+      assert.match(r.stdout, /--journal-dir\s+WARREN_JOURNAL_DIR/);
+      assert.equal(r.stderr, '');
+    }
+  });
+
+  describe('with long container IDs and recorded strings from pods', () => {
+    // Two IDs that the tables cut to the same 16 characters, and one they cut to a unique prefix.
+    const twinA = `abcdef0123456789${'a'.repeat(48)}`;
+    const twinB = `abcdef0123456789${'b'.repeat(48)}`;
+    const single = `fedcba9876543210${'c'.repeat(48)}`;
+    const hostile = 'evil\x1b[2J\x1b[31m\nFORGED line\x9b-pod';
+
+    before(async () => {
+      const conf = { cniVersion: '1.0.0', name: 'clinet2', ipam: { type: 'warren', socket: agent.socket, range: '10.219.1.0/28' } };
+      const pods: Array<[string, string]> = [
+        [twinA, 'K8S_POD_NAME=lonely-pod'],
+        [twinB, 'K8S_POD_NAMESPACE=team;K8S_POD_NAME=twin-b'],
+        [single, 'K8S_POD_NAMESPACE=team;K8S_POD_NAME=single'],
+        ['hostile-1', `K8S_POD_NAMESPACE=team;K8S_POD_NAME=${hostile}`],
+      ];
+      for (const [id, args] of pods) {
+        const r = await warren({ command: 'ADD', containerID: id, netns: '/x', ifname: 'eth0', args, config: conf });
+        assert.equal(r.code, 0, r.stdout);
+      }
+    });
+
+    it('accepts the unique 16-character container prefix the table shows, in allocations and release', async () => {
+      const shown = single.slice(0, 16);
+      const table = (await cli('allocations', '--network', 'clinet2')).stdout;
+      assert.match(table, new RegExp(`\\b${shown}\\b`));
+      assert.doesNotMatch(table, new RegExp(single));
+      const listed = await cli('allocations', '--container', shown, '--json');
+      assert.equal(listed.code, 0, listed.stderr);
+      assert.deepEqual(JSON.parse(listed.stdout).map((a: { containerID: string }) => a.containerID), [single]);
+      const released = await cli('release', '--container', shown);
+      assert.equal(released.code, 0, released.stderr);
+      assert.match(released.stdout, new RegExp(`^released 10\\.219\\.1\\.\\d+ from 10\\.219\\.1\\.0/28 \\(container ${single}, eth0\\)$`, 'm'));
+      assert.deepEqual(await agent.allocations(`?containerID=${single}`), []);
+    });
+
+    it('refuses a container prefix that several containers share, listing them, and releases nothing', async () => {
+      const shared = twinA.slice(0, 16);
+      for (const command of ['allocations', 'release']) {
+        const r = await cli(command, '--container', shared);
+        assert.equal(r.code, 1, `${command}: ${r.stdout}`);
+        assert.match(r.stderr, new RegExp(`container "${shared}" is the beginning of 2 container IDs.*${twinA}, ${twinB}`));
+      }
+      assert.equal((await agent.allocations('?network=clinet2')).length, 3);
+      // One character more, or the whole ID, names one of them.
+      const longer = JSON.parse((await cli('allocations', '--container', twinA.slice(0, 17), '--json')).stdout);
+      assert.deepEqual(longer.map((a: { containerID: string }) => a.containerID), [twinA]);
+      const exact = JSON.parse((await cli('allocations', '--container', twinB, '--json')).stdout);
+      assert.deepEqual(exact.map((a: { containerID: string }) => a.containerID), [twinB]);
+    });
+
+    it('shows a pod without a namespace as its name, not "/name"', async () => {
+      const table = (await cli('allocations', '--network', 'clinet2')).stdout;
+      assert.match(table, / lonely-pod /);
+      assert.doesNotMatch(table, /\/lonely-pod/);
+      assert.match(table, / team\/twin-b /);
+    });
+
+    it('prints pod names with control characters escaped, so a hostile pod name cannot forge terminal output', async () => {
+      const r = await cli('allocations', '--pod', hostile);
+      assert.equal(r.code, 0, r.stderr);
+      assert.doesNotMatch(r.stdout, /[\x00-\x09\x0b-\x1f\x7f-\x9f]/);
+      assert.doesNotMatch(r.stdout, /^FORGED/m);
+      assert.ok(r.stdout.includes('team/evil\\x1b[2J\\x1b[31m\\x0aFORGED line\\x9b-pod'), r.stdout);
+      assert.equal(r.stdout.trimEnd().split('\n').length, 2, r.stdout);
+      // --json keeps the recorded string as it is.
+      const [json] = JSON.parse((await cli('allocations', '--pod', hostile, '--json')).stdout);
+      assert.equal(json.podName, hostile);
+    });
+  });
 });

@@ -1,16 +1,19 @@
 /**
  * Journal entries: the file name is derived from the owner, is always a single safe path
- * component, keeps different owners apart, and is refused for owners that could not be journaled;
- * decodeEntry accepts exactly what encodeEntry writes under the name journalFileName gives, and
- * turns anything else into a reason, never an exception.
+ * component of at most 255 bytes, is injective (different owners never share a name, so no DEL
+ * overwrites another's intent), and is refused for owners that could not be journaled;
+ * decodeEntry accepts exactly what encodeEntry writes under the name journalFileName gives (or the
+ * name an older plugin gave), and turns anything else into a reason, never an exception.
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
+import { createHash } from 'node:crypto';
 import type { Owner } from '../../src/ipam/allocation.ts';
-import { JOURNAL_FORMAT, type JournalEntry, decodeEntry, encodeEntry, journalFileName, ownerProblem } from '../../src/cni/journal-entry.ts';
+import { JOURNAL_FORMAT, type JournalEntry, decodeEntry, encodeEntry, journalFileName, legacyJournalFileName, ownerProblem } from '../../src/cni/journal-entry.ts';
 
-const SAFE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.~%-]*\.release$/;
+/** The names decodeEntry looks at: one safe path component, at most 255 bytes. */
+const SAFE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.~%-]{0,246}\.release$/;
 const OWNER: Owner = { network: 'pods', containerID: 'c0ffee', ifname: 'eth0' };
 
 function entryOf(owner: Owner, extra: Partial<JournalEntry> = {}): JournalEntry {
@@ -52,18 +55,35 @@ const validIfname = fc
   .filter((s) => ifnamePattern.test(s) && Buffer.byteLength(s) <= 15);
 const validOwner: fc.Arbitrary<Owner> = fc.record({ network: validNetwork, containerID: validContainerID, ifname: validIfname });
 
+/**
+ * Owners drawn from a few characters, "_", "." and "-" among them, so that pairs that differ only in
+ * where a separator falls come up often; plus long IDs (over 100, up to 255) and long networks
+ * sharing long prefixes, where names must be cut or digested.
+ */
+const nearID = fc.oneof(fc.stringMatching(/^[ab][ab_.-]{0,5}$/), fc.tuple(fc.integer({ min: 95, max: 250 }), fc.stringMatching(/^[ab_.-]{0,5}$/)).map(([n, tail]) => `${'a'.repeat(n)}${tail}`));
+const nearNetwork = fc.oneof(fc.stringMatching(/^[ab][ab_.-]{0,5}$/), fc.tuple(fc.integer({ min: 150, max: 248 }), fc.stringMatching(/^[ab_.-]{0,5}$/)).map(([n, tail]) => `${'n'.repeat(n)}${tail}`));
+const nearIfname = fc.stringMatching(/^[ab_.~%-]{1,6}$/).filter((s) => ifnamePattern.test(s));
+const nearOwner: fc.Arbitrary<Owner> = fc.record({ network: nearNetwork, containerID: nearID, ifname: nearIfname });
+/** So few owners that a sample holds many that differ only in where a "_" or "." falls. */
+const tinyOwner: fc.Arbitrary<Owner> = fc.record({
+  network: fc.constantFrom('n', 'n_a'),
+  containerID: fc.stringMatching(/^a[a_.]{0,2}$/),
+  ifname: fc.stringMatching(/^[a_.~]{1,2}$/).filter((s) => ifnamePattern.test(s)),
+});
+const anyOwner = fc.oneof(tinyOwner, nearOwner, validOwner);
+const ownerKey = (o: Owner): string => JSON.stringify([o.network, o.containerID, o.ifname]);
+
 describe('journalFileName', () => {
-  test('names an ordinary owner "<id>_<ifname>_<network hash>.release"', () => {
-    const name = journalFileName(OWNER);
-    assert.match(name, /^c0ffee_eth0_[0-9a-f]{8}\.release$/);
-    assert.equal(journalFileName({ ...OWNER }), name, 'the same owner always gets the same name');
+  test('names an ordinary owner "<id>~<ifname>~<network>.release"', () => {
+    assert.equal(journalFileName(OWNER), 'c0ffee~eth0~pods.release');
+    assert.equal(journalFileName({ ...OWNER }), journalFileName(OWNER), 'the same owner always gets the same name');
     const k8s = { network: 'k8s-pod-network', containerID: 'f'.repeat(64), ifname: 'eth0' };
-    assert.match(journalFileName(k8s), new RegExp(`^${'f'.repeat(64)}_eth0_[0-9a-f]{8}\\.release$`));
+    assert.equal(journalFileName(k8s), `${'f'.repeat(64)}~eth0~k8s-pod-network.release`);
   });
 
   test('ifname characters outside [A-Za-z0-9_.-] are percent-encoded', () => {
     const ifnameOf = (ifname: string): string => {
-      const m = /^c0ffee_(.*)_[0-9a-f]{8}\.release$/.exec(journalFileName({ ...OWNER, ifname }));
+      const m = /^c0ffee~(.*)~pods\.release$/.exec(journalFileName({ ...OWNER, ifname }));
       assert.ok(m !== null);
       return m[1] ?? '';
     };
@@ -77,42 +97,70 @@ describe('journalFileName', () => {
     assert.equal(ifnameOf('\u{1f600}'), '%f0%9f%98%80');
   });
 
-  test('different ifnames give different names', () => {
-    fc.assert(
-      fc.property(validIfname, validIfname, (a, b) => {
-        fc.pre(a !== b && a.isWellFormed() && b.isWellFormed());
-        assert.notEqual(journalFileName({ ...OWNER, ifname: a }), journalFileName({ ...OWNER, ifname: b }));
-      }),
-    );
+  test('owners whose ID and ifname differ only in where "_" falls get different names, so neither DEL is lost (issue 10)', () => {
+    const one = { network: 'pods', containerID: 'a_b', ifname: 'c' };
+    const other = { network: 'pods', containerID: 'a', ifname: 'b_c' };
+    assert.notEqual(journalFileName(one), journalFileName(other));
+    assert.equal(decodeEntry(journalFileName(other), encodeEntry(entryOf(one))).kind, 'invalid', "one's content is not taken under the other's name");
   });
 
-  test('container IDs up to 100 characters are kept whole; longer ones are shortened with a hash', () => {
-    const hundred = 'a'.repeat(100);
-    assert.ok(journalFileName({ ...OWNER, containerID: hundred }).startsWith(`${hundred}_eth0_`));
-    const long = `${'b'.repeat(64)}${'c'.repeat(37)}`;
-    const name = journalFileName({ ...OWNER, containerID: long });
-    assert.match(name, new RegExp(`^${'b'.repeat(64)}~[0-9a-f]{8}_eth0_[0-9a-f]{8}\\.release$`));
-    const longest = journalFileName({ ...OWNER, containerID: 'z'.repeat(255) });
-    assert.ok(longest.length < 100, `"${longest}" is ${longest.length} characters`);
+  test('networks whose 32-bit hashes are equal get different names, so neither DEL is lost (issue 10)', () => {
+    // FNV-1a gives both 32-bit hashes the same value: the old names differed only there.
+    assert.equal(legacyJournalFileName({ ...OWNER, network: 'net-162vu' }), legacyJournalFileName({ ...OWNER, network: 'net-1duea' }));
+    assert.notEqual(journalFileName({ ...OWNER, network: 'net-162vu' }), journalFileName({ ...OWNER, network: 'net-1duea' }));
   });
 
-  test('long container IDs sharing their first 64 characters still get different names', () => {
+  test('long container IDs sharing 64 characters and a 32-bit hash get different names, so neither DEL is lost (issue 10)', () => {
     const prefix = 'p'.repeat(64);
-    const names = new Set<string>();
-    for (let i = 0; i < 2_000; i++) names.add(journalFileName({ ...OWNER, containerID: `${prefix}${i.toString(36).padStart(40, '0')}` }));
-    assert.equal(names.size, 2_000);
+    const a = { ...OWNER, containerID: `${prefix}${'0'.repeat(36)}9pf8` };
+    const b = { ...OWNER, containerID: `${prefix}${'0'.repeat(36)}arj6` };
+    assert.equal(legacyJournalFileName(a), legacyJournalFileName(b), 'the old scheme cut both to one name');
+    assert.notEqual(journalFileName(a), journalFileName(b));
+  });
+
+  test('an owner that fits is spelled out whole, long IDs included; one that does not is named by the sha256 of the whole owner', () => {
+    const hundredOne = 'b'.repeat(101);
+    assert.equal(journalFileName({ ...OWNER, containerID: hundredOne }), `${hundredOne}~eth0~pods.release`);
+    const longest = { network: 'n'.repeat(253), containerID: 'z'.repeat(255), ifname: '\u0800'.repeat(5) };
+    const digest = createHash('sha256').update(JSON.stringify([longest.network, longest.containerID, longest.ifname])).digest('hex');
+    assert.equal(journalFileName(longest), `${'z'.repeat(64)}~${'%e0%a0%80'.repeat(5)}~~${digest}.release`);
+    // The edge: 255 bytes exactly is spelled out, 256 is digested.
+    const fits = { ...OWNER, network: 'n'.repeat(255 - 'c0ffee~eth0~.release'.length) };
+    assert.equal(Buffer.byteLength(journalFileName(fits)), 255);
+    assert.match(journalFileName({ ...fits, network: `${fits.network}n` }), /^c0ffee~eth0~~[0-9a-f]{64}\.release$/);
+  });
+
+  test('distinct owners get distinct names, of at most 255 bytes in the accepted pattern, that decode back to their entries', () => {
     fc.assert(
-      fc.property(fc.stringMatching(/^[A-Za-z0-9_.-]{37,191}$/), fc.stringMatching(/^[A-Za-z0-9_.-]{37,191}$/), (a, b) => {
-        fc.pre(a !== b);
-        assert.notEqual(journalFileName({ ...OWNER, containerID: prefix + a }), journalFileName({ ...OWNER, containerID: prefix + b }));
+      fc.property(anyOwner, anyOwner, (a, b) => {
+        const [na, nb] = [journalFileName(a), journalFileName(b)];
+        if (ownerKey(a) === ownerKey(b)) assert.equal(na, nb);
+        else assert.notEqual(na, nb, `${ownerKey(a)} and ${ownerKey(b)} share ${na}`);
+        for (const [owner, name] of [[a, na], [b, nb]] as const) {
+          assert.ok(Buffer.byteLength(name) <= 255, `${name} is ${Buffer.byteLength(name)} bytes`);
+          assert.match(name, SAFE_NAME);
+          const entry = entryOf(owner);
+          assert.deepEqual(decodeEntry(name, encodeEntry(entry)), { kind: 'entry', entry });
+        }
       }),
+      { numRuns: 3_000 },
+    );
+    // Many at once: a set of distinct owners gives as many names.
+    fc.assert(
+      fc.property(fc.uniqueArray(fc.oneof(tinyOwner, nearOwner), { selector: ownerKey, minLength: 2, maxLength: 200 }), (owners) => {
+        assert.equal(new Set(owners.map(journalFileName)).size, owners.length);
+      }),
+      { numRuns: 200 },
     );
   });
 
-  test('different networks give different names', () => {
-    const networks = ['pods', 'pods2', 'Pods', 'pods.', 'pods-', 'pods_', 'a', 'b', 'k8s-pod-network', 'n'.repeat(253)];
-    const names = new Set(networks.map((network) => journalFileName({ ...OWNER, network })));
-    assert.equal(names.size, networks.length);
+  test('a name made now is never one an older plugin made, for any owner', () => {
+    fc.assert(
+      fc.property(anyOwner, anyOwner, (a, b) => {
+        assert.notEqual(journalFileName(a), legacyJournalFileName(b));
+      }),
+      { numRuns: 2_000 },
+    );
   });
 
   test('owners that cannot be journaled are refused, by ownerProblem and by a throw', () => {
@@ -238,6 +286,17 @@ describe('decodeEntry', () => {
     }
   });
 
+  test('accepts a file named as older plugins named it, so an intent recorded before an upgrade is still released', () => {
+    const owners: Owner[] = [OWNER, { ...OWNER, ifname: 'a%b~' }, { ...OWNER, containerID: 'f'.repeat(150) }, { network: 'n'.repeat(253), containerID: 'z'.repeat(255), ifname: '\u0800'.repeat(5) }];
+    for (const owner of owners) {
+      const legacy = legacyJournalFileName(owner);
+      assert.match(legacy, /^[^~]*(~[0-9a-f]{8}_[^~]*)?\.release$/, 'old names hold at most one "~"');
+      assert.deepEqual(decodeEntry(legacy, encodeEntry(entryOf(owner))), { kind: 'entry', entry: entryOf(owner) });
+    }
+    assert.match(legacyJournalFileName(OWNER), /^c0ffee_eth0_[0-9a-f]{8}\.release$/);
+    assertInvalid(legacyJournalFileName({ ...OWNER, ifname: 'eth1' }), text, /does not match/);
+  });
+
   test('refuses a name that does not match the content', () => {
     const others: Owner[] = [
       { ...OWNER, containerID: 'c0ffef' },
@@ -267,7 +326,8 @@ describe('decodeEntry', () => {
       `${name}\0`,
       `${name.slice(0, -'.release'.length)}`,
       `${name.slice(0, -'.release'.length)}.Release`,
-      name.replace('_eth0_', '_eth 0_'),
+      name.replace('~eth0~', '~eth 0~'),
+      `${'a'.repeat(248)}.release`,
       'x'.repeat(300) + '.release',
     ]) {
       assertInvalid(bad, text);
@@ -289,7 +349,7 @@ describe('decodeEntry', () => {
       fc.property(nameArb, textArb, (n, t) => {
         const decoded = decodeEntry(n, t);
         assert.ok(decoded.kind === 'entry' || decoded.kind === 'invalid');
-        if (decoded.kind === 'entry') assert.equal(journalFileName(decoded.entry), n);
+        if (decoded.kind === 'entry') assert.ok(journalFileName(decoded.entry) === n || legacyJournalFileName(decoded.entry) === n, n);
         else assert.equal(typeof decoded.reason, 'string');
       }),
       { numRuns: 2_000 },

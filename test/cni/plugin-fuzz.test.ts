@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { runPlugin } from '../../src/cni/plugin.ts';
+import { MAX_CONFIG_DEPTH } from '../../src/core/limits.ts';
 import { decodeEntry } from '../../src/cni/journal-entry.ts';
 import { readFileSync } from 'node:fs';
 import { tempDir } from '../helpers/processes.ts';
@@ -42,8 +43,13 @@ const config = fc.record(
   },
   { requiredKeys: ['cniVersion', 'name', 'ipam'] },
 );
+/** A config with arrays or objects nested around and past the plugin's depth limit. */
+const deep = fc
+  .tuple(config, fc.integer({ min: MAX_CONFIG_DEPTH - 10, max: 50_000 }), fc.boolean())
+  .map(([c, depth, arrays]) => `${JSON.stringify(c).slice(0, -1)},"x":${arrays ? `${'['.repeat(depth)}${']'.repeat(depth)}` : `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`}}`);
 const stdin = fc.oneof(
   config.map((c) => JSON.stringify(c)),
+  deep,
   fc.string({ maxLength: 200 }),
   fc.jsonValue().map((v) => JSON.stringify(v)),
   config.map((c) => JSON.stringify(c).slice(0, 40)),
@@ -89,5 +95,56 @@ describe('plugin fuzz', () => {
     });
     assert.equal(code, 0, out);
     assert.equal(readdirSync(journal).filter((n) => n.endsWith('.release')).length, 1);
+  });
+
+  const nested = (top: Record<string, unknown>, depth: number): string => `${JSON.stringify(top).slice(0, -1)},"x":${'['.repeat(depth)}${']'.repeat(depth)}}`;
+  const deepEnv = (command: string, journal: string): NodeJS.ProcessEnv => ({
+    CNI_COMMAND: command,
+    CNI_CONTAINERID: 'deep1',
+    CNI_IFNAME: 'eth0',
+    CNI_NETNS: '/var/run/netns/x',
+    WARREN_SOCKET: '/nonexistent/w.sock',
+    WARREN_JOURNAL_DIR: journal,
+  });
+
+  it('journals a DEL whose config is nested 100000 levels deep instead of overflowing the stack', async () => {
+    const journal = join(tempDir(), 'journal');
+    let out = '';
+    const stdin = nested({ cniVersion: '1.0.0', name: 'deepnet', ipam: { type: 'warren', range: '10.9.0.0/24' } }, 100_000);
+    const code = await runPlugin({ env: deepEnv('DEL', journal), stdin: async () => stdin, write: (t) => (out += t) });
+    assert.equal(code, 0, out);
+    const [name] = readdirSync(journal).filter((n) => n.endsWith('.release'));
+    assert.ok(name !== undefined);
+    const decoded = decodeEntry(name, readFileSync(join(journal, name), 'utf8'));
+    assert.equal(decoded.kind, 'entry');
+    if (decoded.kind === 'entry') {
+      assert.deepEqual([decoded.entry.network, decoded.entry.containerID, decoded.entry.ifname], ['deepnet', 'deep1', 'eth0']);
+      assert.match(decoded.entry.reason, /levels deep/);
+    }
+  });
+
+  it('answers a deeply nested DEL whose top-level name is unusable with code 7, not a stack overflow', async () => {
+    for (const name of [undefined, 'bad name', ['x']]) {
+      const journal = join(tempDir(), 'journal');
+      let out = '';
+      const stdin = nested({ cniVersion: '1.0.0', ...(name === undefined ? {} : { name }), ipam: { type: 'warren' } }, 100_000);
+      const code = await runPlugin({ env: deepEnv('DEL', journal), stdin: async () => stdin, write: (t) => (out += t) });
+      assert.equal(code, 1);
+      const error = JSON.parse(out) as { code: number; msg: string };
+      assert.equal(error.code, 7, out);
+      assert.match(error.msg, /levels deep, and its name/);
+      assert.equal(existsSync(journal), false);
+    }
+  });
+
+  it('answers every other command with a deeply nested config with code 7 naming the nesting', async () => {
+    const stdin = nested({ cniVersion: '1.1.0', name: 'deepnet', ipam: { type: 'warren' } }, 100_000);
+    for (const command of ['ADD', 'CHECK', 'GC', 'STATUS']) {
+      let out = '';
+      const code = await runPlugin({ env: deepEnv(command, join(tempDir(), 'journal')), stdin: async () => stdin, write: (t) => (out += t) });
+      assert.equal(code, 1, command);
+      assert.equal(JSON.parse(out).code, 7, out);
+      assert.match(JSON.parse(out).msg, new RegExp(`more than ${MAX_CONFIG_DEPTH} levels deep`));
+    }
   });
 });

@@ -288,6 +288,27 @@ describe('DirectoryWatcher', () => {
     assertProtocol(log.events);
   });
 
+  test('a name the consumer forgets is reported added again by the next rescan, so a failed read is retried (issue 10)', async (t) => {
+    const dir = scratch(['a', 'b']);
+    const { watcher, log } = start(t, { dir, rescanMs: 0 });
+    await log.event('listed');
+    watcher.forget('a');
+    watcher.forget('b');
+    rmSync(join(dir, 'b'));
+    watcher.rescan();
+    await log.event('added', 'a');
+    // A second rescan is the fence: a name reported again is known again, and a forgotten name
+    // that is gone is neither added nor removed.
+    watcher.rescan();
+    await fence(log, dir);
+    watcher.rescan();
+    await fence(log, dir, '-2');
+    assert.deepEqual(
+      log.named().filter((n) => !n.includes('fence')),
+      ['present a', 'present b', 'added a'],
+    );
+  });
+
   test('rescan() reports changes the kernel watch never saw', async (t) => {
     // The kernel watch follows the directory's inode. Moving the directory away and putting a new
     // one at its path changes what the path holds without any event from the watched inode about

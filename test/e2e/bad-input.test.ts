@@ -30,7 +30,8 @@ describe('bad input', () => {
     ['range of the wrong type', () => add(withIpam({ range: 24 })), 7, /ipam\.range: must be a string/],
     ['an unknown ipam key', () => add(withIpam({ range: '10.216.0.0/24', rnage_start: '10.216.0.5' })), 7, /ipam\.rnage_start: unknown key/],
     ['an unknown key in ipRanges', () => add(withIpam({ ipRanges: [{ range: '10.216.0.0/24', gw: '10.216.0.1' }] })), 7, /ipam\.ipRanges\[0\]\.gw: unknown key/],
-    ['a range that is not a network', () => add(withIpam({ range: '10.216.0.5/24' })), 7, /ipam\.range: "10\.216\.0\.5\/24" is not a network/],
+    ['ranges that overlap', () => add(withIpam({ range: '10.216.0.0/24', ipRanges: [{ range: '10.216.0.0/25' }] })), 7, /ipam\.ipRanges\[0\]\.range: 10\.216\.0\.0\/25 overlaps 10\.216\.0\.0\/24 at ipam\.range/],
+    ['a network_name with "#" in it', () => add(withIpam({ range: '10.216.0.0/24', network_name: 'blue#1' })), 7, /ipam\.network_name: "blue#1" must not contain "#"/],
     ['range_start outside the range', () => add(withIpam({ range: '10.216.0.0/24', range_start: '10.217.0.5' })), 7, /ipam\.range_start: 10\.217\.0\.5 is outside range/],
     ['an exclusion of the wrong family', () => add(withIpam({ range: '10.216.0.0/24', exclude: ['fd00::/64'] })), 7, /ipam\.exclude\[0\]/],
     ['a negative cooldown', () => add(withIpam({ range: '10.216.0.0/24', cooldown_seconds: -1 })), 7, /cooldown_seconds/],
@@ -44,6 +45,7 @@ describe('bad input', () => {
     ['a requested IP that is not an address', () => add(good(), { args: 'IgnoreUnknown=1;IP=10.216.0.300' }), 4, /IP "10\.216\.0\.300"/],
     ['a requested IP outside every range', () => add(good(), { args: 'IP=192.0.2.9' }), 101, /none of the configured ranges/],
     ['CHECK with a config version older than CHECK', () => add({ ...good(), cniVersion: '0.3.1' }, { command: 'CHECK' }), 1, /CHECK needs cniVersion 0\.4\.0/],
+    ['a config nested 100000 levels deep (not a stack overflow)', () => add(`${JSON.stringify(good()).slice(0, -1)},"x":${'['.repeat(100_000)}${']'.repeat(100_000)}}`), 7, /more than \d+ levels deep/],
   ];
 
   for (const [what, call, code, message] of cases) {
@@ -57,7 +59,7 @@ describe('bad input', () => {
   }
 
   it('answers an error in the version the config asked for', async () => {
-    const reply = await warren(add({ ...withIpam({ range: '10.216.0.5/24' }), cniVersion: '0.3.1' }));
+    const reply = await warren(add({ ...withIpam({ range: '10.216.0.0/33' }), cniVersion: '0.3.1' }));
     assert.equal(reply.json?.cniVersion, '0.3.1');
   });
 

@@ -34,8 +34,10 @@ describe('Warren under the real bridge plugin', { skip }, () => {
     return ns;
   }
 
+  // GC here lists attachments after their ADDs answered: no grace is needed for ADDs in flight.
+  const args = ['--gc-grace', '0'];
   before(async () => {
-    agent = await startAgent();
+    agent = await startAgent({ args });
   });
   after(async () => {
     await agent?.stop();
@@ -140,7 +142,7 @@ describe('Warren under the real bridge plugin', { skip }, () => {
       assert.equal(add.json?.code, 11, add.stdout);
       assert.match(String(add.json?.msg), /not reachable/);
     } finally {
-      agent = await startAgent({ dir });
+      agent = await startAgent({ dir, args });
     }
     assert.deepEqual(await agent.allocations('?containerID=ctr-down'), []);
   });

@@ -25,13 +25,24 @@ export interface AgentStart {
   readonly dir?: string;
   readonly env?: NodeJS.ProcessEnv;
   readonly args?: readonly string[];
+  /**
+   * Leave --netns-dirs to the agent's default (the host's /run/netns and /var/run/netns) instead of
+   * none. For tests of the default itself; the agent judges only its own allocations.
+   */
+  readonly defaultNetnsDirs?: boolean;
 }
 
 export async function startAgent(options: AgentStart = {}): Promise<AgentHandle> {
   const dir = options.dir ?? tempDir('warren-agent-');
   const socket = join(dir, 'warren.sock');
+  const args = options.args ?? [];
+  // As root the journal's default is the system's /var/lib/warren/journal whatever --state-dir
+  // says; a test's agent keeps its journal in its own directory unless the test names one.
+  const namesJournal = args.some((a) => a === '--journal-dir' || a.startsWith('--journal-dir=')) || options.env?.WARREN_JOURNAL_DIR !== undefined;
+  const journal = namesJournal ? [] : ['--journal-dir', join(dir, 'journal')];
+  const netns = options.defaultNetnsDirs === true ? [] : ['--netns-dirs', ''];
   const child = track(
-    spawn(process.execPath, [WARREN_BIN, 'agent', '--state-dir', dir, '--socket', socket, '--node-name', 'test-node', '--netns-dirs', '', '--containerd', 'off', ...(options.args ?? [])], {
+    spawn(process.execPath, [WARREN_BIN, 'agent', '--state-dir', dir, '--socket', socket, '--node-name', 'test-node', ...journal, ...netns, '--containerd', 'off', ...args], {
       cwd: REPO,
       env: { ...process.env, PATH: CHILD_PATH, ...options.env },
       stdio: ['ignore', 'pipe', 'pipe'],

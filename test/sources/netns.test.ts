@@ -176,7 +176,38 @@ describe('NetnsObserver.observe', () => {
     const observer = new NetnsObserver([link], mountinfo);
     assert.deepEqual(observer.observe(join(link, 'ns-present')), { kind: 'exists' });
     assert.deepEqual(observer.observe(join(link, 'ns-absent')), { kind: 'gone' });
-    assert.equal(observer.observe(join(mounted, 'ns-absent')).kind, 'unobservable', 'only the configured spelling is watched');
+    assert.deepEqual(observer.observe(join(mounted, 'ns-absent')), { kind: 'gone' }, 'the real path is the same directory, whatever the spelling');
+  });
+
+  test("a namespace recorded as /run/netns/NAME is judged when /var/run/netns is configured, and the reverse (podman's namespaces, issue 10)", () => {
+    // A miniature of the host: run/netns is a mount point and var/run links to run.
+    const root = realpathSync(tempDir('warren-netns-'));
+    const run = join(root, 'run');
+    mkdirSync(join(run, 'netns'), { recursive: true });
+    writeFileSync(join(run, 'netns', 'podman-live'), '');
+    mkdirSync(join(root, 'var'));
+    symlinkSync(run, join(root, 'var', 'run'));
+    const mountinfo = fakeMountinfo(root, [join(run, 'netns')]);
+    const runSpelling = join(run, 'netns');
+    const varRunSpelling = join(root, 'var', 'run', 'netns');
+    for (const configured of [[varRunSpelling], [runSpelling], [runSpelling, varRunSpelling]]) {
+      const observer = new NetnsObserver(configured, mountinfo);
+      for (const recorded of [runSpelling, varRunSpelling]) {
+        assert.deepEqual(observer.observe(join(recorded, 'podman-live')), { kind: 'exists' }, `${configured.join(',')} / ${recorded}`);
+        assert.deepEqual(observer.observe(join(recorded, 'cni-gone')), { kind: 'gone' }, `${configured.join(',')} / ${recorded}`);
+      }
+    }
+  });
+
+  test('a namespace whose directory cannot be resolved is not judged, even when a configured directory is gone too', () => {
+    const root = realpathSync(tempDir('warren-netns-'));
+    const link = join(root, 'link');
+    symlinkSync(join(root, 'nowhere'), link);
+    const observer = new NetnsObserver([link], fakeMountinfo(root, [join(root, 'nowhere')]));
+    const o = observer.observe(join(link, 'ns'));
+    assert.equal(o.kind, 'unobservable');
+    const other = observer.observe(join(root, 'also-nowhere', 'ns'));
+    assert.ok(other.kind === 'unobservable' && other.reason.includes(join(root, 'also-nowhere')), JSON.stringify(other));
   });
 
   test('a mount point whose path has a space is recognised through its \\040 escape', () => {
