@@ -13,7 +13,6 @@
  * keys are refused, never ignored; no two ranges of one config share an address, whatever
  * `enable_overlapping_ranges` says; a parsed network_name can always be encoded in a pool key.
  */
-import { WarrenError } from '../core/errors.ts';
 import {
   type Cidr,
   type Family,
@@ -28,6 +27,8 @@ import {
   parseIP,
 } from './address.ts';
 import { networkNameProblem, poolKeyOf, subnetsOverlap } from './pool-key.ts';
+import { describe, invalid, ipAt, isPlainObject, optionalBoolean, optionalString, quoted, refuseUnknownKeys, stringAt, stringListAt, subnetAt } from './config-values.ts';
+import { IGNORED_KEYS, checkIgnored } from './whereabouts-keys.ts';
 
 export interface Route {
   readonly dst: string;
@@ -95,38 +96,6 @@ export const DEFAULT_BLOCK_PREFIX = { 4: 26, 6: 122 } as const;
 
 export type StoreKind = 'sqlite' | 'etcd';
 
-/** How an ignored key's value is checked: loosely, as whereabouts' Go decoder would. */
-type ValueCheck = 'string' | 'secret' | 'boolean' | 'integer' | 'kubernetes';
-
-const STORE_REASON = "whereabouts' own datastore; Warren keeps addresses in the agent's store";
-const LEADER_REASON = "whereabouts' leader election; Warren's store commits are optimistic and need none";
-const LOG_REASON = 'Warren logs through the agent';
-
-/**
- * Keys whereabouts reads (pkg/types/types.go, past and present) that configure whereabouts
- * itself. Accepted so configs move over, checked for type, reported in `ignoredKeys`.
- */
-const IGNORED_KEYS: ReadonlyMap<string, { readonly check: ValueCheck; readonly reason: string }> = new Map([
-  ['datastore', { check: 'string', reason: STORE_REASON }],
-  ['etcd_host', { check: 'string', reason: STORE_REASON }],
-  ['etcd_username', { check: 'string', reason: STORE_REASON }],
-  ['etcd_password', { check: 'secret', reason: STORE_REASON }],
-  ['etcd_key_file', { check: 'string', reason: STORE_REASON }],
-  ['etcd_cert_file', { check: 'string', reason: STORE_REASON }],
-  ['etcd_ca_cert_file', { check: 'string', reason: STORE_REASON }],
-  ['kubernetes', { check: 'kubernetes', reason: STORE_REASON }],
-  ['configuration_path', { check: 'string', reason: "whereabouts' flat-file config; Warren does not read it, so keys set only there do not apply" }],
-  ['leader_lease_duration', { check: 'integer', reason: LEADER_REASON }],
-  ['leader_renew_deadline', { check: 'integer', reason: LEADER_REASON }],
-  ['leader_retry_period', { check: 'integer', reason: LEADER_REASON }],
-  ['optimistic_ipam', { check: 'boolean', reason: LEADER_REASON }],
-  ['reconciler_cron_expression', { check: 'string', reason: "whereabouts' reconciler schedule; the agent reconciles continuously" }],
-  ['sleep_for_race', { check: 'integer', reason: 'a whereabouts debugging delay' }],
-  ['node_slice_size', { check: 'string', reason: "whereabouts' per-node slices; Warren sizes its per-node blocks with block_size" }],
-  ['log_file', { check: 'string', reason: LOG_REASON }],
-  ['log_level', { check: 'string', reason: LOG_REASON }],
-]);
-
 const TOP_KEYS: ReadonlySet<string> = new Set([
   // Whereabouts keys with their whereabouts meaning.
   'type',
@@ -155,155 +124,6 @@ const TOP_KEYS: ReadonlySet<string> = new Set([
 const RANGE_KEYS: ReadonlySet<string> = new Set(['range', 'range_start', 'range_end', 'exclude', 'enable_l3', 'gateway', 'block_size']);
 const ROUTE_KEYS: ReadonlySet<string> = new Set(['dst', 'gw']);
 const DNS_KEYS: ReadonlySet<string> = new Set(['nameservers', 'domain', 'search', 'options']);
-const KUBERNETES_KEYS: ReadonlySet<string> = new Set(['kubeconfig', 'k8s_api_root']);
-
-function invalid(path: string, message: string): WarrenError {
-  return new WarrenError('INVALID_CONFIG', `${path}: ${message}`);
-}
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-/** Quoted text for a message: JSON escapes keep control characters out of logs. */
-function quoted(text: string): string {
-  return JSON.stringify(text.length > 60 ? `${text.slice(0, 60)}...` : text);
-}
-
-function describe(value: unknown): string {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'a list';
-  if (typeof value === 'string') return quoted(value);
-  return typeof value === 'object' ? 'an object' : `${typeof value} ${String(value)}`;
-}
-
-/** A key that can follow a dot in a path without confusing the reader. */
-const PLAIN_KEY = /^[A-Za-z0-9_-]{1,64}$/;
-/** Unknown keys named in one message; the rest are counted. */
-const MAX_KEYS_NAMED = 20;
-
-/** Refuses every key of `object` not in `allowed`, naming all of them in one error. */
-function refuseUnknownKeys(object: Record<string, unknown>, allowed: ReadonlySet<string>, path: string): void {
-  const unknown = Object.keys(object).filter((key) => !allowed.has(key));
-  if (unknown.length === 0) return;
-  const hintFor = (key: string): string => {
-    const near = nearestKey(key, allowed);
-    return near === undefined ? '' : ` (did you mean ${quoted(near)}?)`;
-  };
-  const [only] = unknown;
-  if (unknown.length === 1 && only !== undefined && PLAIN_KEY.test(only)) throw invalid(`${path}.${only}`, `unknown key${hintFor(only)}`);
-  const named = unknown.slice(0, MAX_KEYS_NAMED).map((key) => `${quoted(key)}${hintFor(key)}`);
-  const more = unknown.length > MAX_KEYS_NAMED ? ` and ${unknown.length - MAX_KEYS_NAMED} more` : '';
-  throw invalid(path, `unknown key${unknown.length === 1 ? '' : 's'} ${named.join(', ')}${more}`);
-}
-
-/** The allowed key `key` was probably meant to be: same letters in another case, or two edits away. */
-function nearestKey(key: string, allowed: ReadonlySet<string>): string | undefined {
-  if (key.length > 64) return undefined;
-  let best: string | undefined;
-  let bestDistance = 3;
-  for (const candidate of allowed) {
-    if (candidate.toLowerCase() === key.toLowerCase()) return candidate;
-    const d = editDistance(key.toLowerCase(), candidate.toLowerCase());
-    if (d < bestDistance && d < candidate.length / 2) {
-      best = candidate;
-      bestDistance = d;
-    }
-  }
-  return best;
-}
-
-/** Levenshtein distance, with a swap of neighbours counting as one edit. */
-function editDistance(a: string, b: string): number {
-  const rows: number[][] = [];
-  for (let i = 0; i <= a.length; i++) {
-    const row = [i];
-    for (let j = 1; j <= b.length; j++) {
-      if (i === 0) {
-        row.push(j);
-        continue;
-      }
-      const above = rows[i - 1] as number[];
-      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
-      let d = Math.min((above[j] as number) + 1, (row[j - 1] as number) + 1, (above[j - 1] as number) + cost);
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d = Math.min(d, ((rows[i - 2] as number[])[j - 2] as number) + 1);
-      row.push(d);
-    }
-    rows.push(row);
-  }
-  return (rows[a.length] as number[])[b.length] as number;
-}
-
-function stringAt(value: unknown, path: string): string {
-  if (typeof value !== 'string') throw invalid(path, `must be a string, got ${describe(value)}`);
-  return value;
-}
-
-function optionalString(value: unknown, path: string): string | undefined {
-  return value === undefined ? undefined : stringAt(value, path);
-}
-
-function optionalBoolean(value: unknown, path: string): boolean | undefined {
-  if (value !== undefined && typeof value !== 'boolean') throw invalid(path, `must be a boolean, got ${describe(value)}`);
-  return value as boolean | undefined;
-}
-
-function stringListAt(value: unknown, path: string): string[] {
-  if (!Array.isArray(value)) throw invalid(path, `must be a list of strings, got ${describe(value)}`);
-  return value.map((item, i) => stringAt(item, `${path}[${i}]`));
-}
-
-function ipAt(value: unknown, path: string): IPAddress {
-  const text = stringAt(value, path);
-  const ip = parseIP(text);
-  if (ip === undefined) throw invalid(path, `${quoted(text)} is not an IP address`);
-  return ip;
-}
-
-/**
- * A CIDR as whereabouts reads one: the network it names, host bits masked off (Go's
- * net.ParseCIDR), so `192.168.2.229/30` is 192.168.2.228/30. A bare address is a /32 or /128
- * where `allowBareAddress` says so (exclude lists).
- */
-function subnetAt(value: unknown, path: string, allowBareAddress: boolean): Cidr {
-  const text = stringAt(value, path);
-  let cidr = parseCidr(text);
-  if (cidr === undefined && allowBareAddress && !text.includes('/')) {
-    const ip = parseIP(text);
-    if (ip !== undefined) cidr = { address: ip, length: bitsOf(ip.family) };
-  }
-  if (cidr === undefined) throw invalid(path, `${quoted(text)} is not a CIDR`);
-  return { address: { family: cidr.address.family, value: networkOf(cidr) }, length: cidr.length };
-}
-
-/** Checks the value of a key Warren ignores: loosely, and `null` passes as Go's decoder lets it. */
-function checkIgnored(value: unknown, check: ValueCheck, path: string): void {
-  if (value === null) return;
-  switch (check) {
-    case 'string':
-      stringAt(value, path);
-      return;
-    case 'secret':
-      // Never echo the value: a password in the wrong place is still a password.
-      if (typeof value !== 'string') throw invalid(path, 'must be a string (the value is not shown)');
-      return;
-    case 'boolean':
-      optionalBoolean(value, path);
-      return;
-    case 'integer':
-      if (typeof value !== 'number' || !Number.isSafeInteger(value)) throw invalid(path, `must be a whole number, got ${describe(value)}`);
-      return;
-    case 'kubernetes':
-      if (!isPlainObject(value)) throw invalid(path, `must be an object, got ${describe(value)}`);
-      refuseUnknownKeys(value, KUBERNETES_KEYS, path);
-      for (const key of KUBERNETES_KEYS) if (value[key] !== null) optionalString(value[key], `${path}.${key}`);
-      return;
-    default: {
-      const never: never = check;
-      throw new WarrenError('INVALID_CONFIG', `unhandled check ${String(never)}`);
-    }
-  }
-}
 
 interface RawRange {
   range: unknown;

@@ -29,32 +29,39 @@ class FlakyStore extends SqliteStore {
   }
 }
 
+/** A reconciler over a journal directory, on a manual clock; `done` stops it. */
+function harness(clock: ManualClock, store: Store) {
+  const allocator = new Allocator({ store, clock, node: 'n' });
+  const dir = join(tempDir(), 'journal');
+  const journal = new MissedDeleteJournal({ dir, clock, rescanMs: 0 });
+  journal.prepare();
+  const reconciler = new ReleaseReconciler({
+    allocator,
+    store,
+    journal,
+    observer: new NetnsObserver([]),
+    clock,
+    backoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 300_000 }),
+    logger: pino({ level: 'silent' }),
+    // Longer than any step of a test: only explicit tick() calls run passes, until a test moves the
+    // clock past it.
+    intervalMs: 60_000,
+    netnsGraceMs: 0,
+    releaseGoneNetns: false,
+  });
+  const abort = new AbortController();
+  const consuming = reconciler.start(abort.signal);
+  return { allocator, dir, reconciler, done: async () => (abort.abort(), await consuming) };
+}
+
 describe('ReleaseReconciler', () => {
   it('keeps a failing intent on disk, backs off, and releases it on a later tick', async () => {
     const clock = new ManualClock(1_000_000);
     const store = new FlakyStore({ path: ':memory:' });
-    const allocator = new Allocator({ store: store as Store, clock, node: 'n' });
+    const { allocator, dir, reconciler, done } = harness(clock, store);
     const ranges = parseIpamConfig({ type: 'warren', range: '10.0.0.0/24' }).ranges;
     const owner = { network: 'net', containerID: 'c1', ifname: 'eth0' };
     await allocator.allocate({ owner, ranges });
-    const dir = join(tempDir(), 'journal');
-    const journal = new MissedDeleteJournal({ dir, clock, rescanMs: 0 });
-    journal.prepare();
-    const reconciler = new ReleaseReconciler({
-      allocator,
-      store,
-      journal,
-      observer: new NetnsObserver([]),
-      clock,
-      backoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 300_000 }),
-      logger: pino({ level: 'silent' }),
-      // Longer than any step below: only the explicit tick() calls run passes, until the last check.
-      intervalMs: 60_000,
-      netnsGraceMs: 0,
-      releaseGoneNetns: false,
-    });
-    const abort = new AbortController();
-    const consuming = reconciler.start(abort.signal);
     try {
       store.failing = true;
       recordMissedDelete(dir, { format: 1, ...owner, recordedAt: clock.now(), reason: 'test' });
@@ -91,34 +98,10 @@ describe('ReleaseReconciler', () => {
       clock.advance(60_000);
       await waitFor('the periodic pass', () => (reconciler.status().lastReconcile?.at !== before ? true : undefined));
     } finally {
-      abort.abort();
-      await consuming;
+      await done();
       await store.close();
     }
   });
-
-  /** A reconciler over a journal directory, on a manual clock; `done` stops it. */
-  function harness(clock: ManualClock, store: Store) {
-    const allocator = new Allocator({ store, clock, node: 'n' });
-    const dir = join(tempDir(), 'journal');
-    const journal = new MissedDeleteJournal({ dir, clock, rescanMs: 0 });
-    journal.prepare();
-    const reconciler = new ReleaseReconciler({
-      allocator,
-      store,
-      journal,
-      observer: new NetnsObserver([]),
-      clock,
-      backoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 300_000 }),
-      logger: pino({ level: 'silent' }),
-      intervalMs: 60_000,
-      netnsGraceMs: 0,
-      releaseGoneNetns: false,
-    });
-    const abort = new AbortController();
-    const consuming = reconciler.start(abort.signal);
-    return { allocator, dir, reconciler, done: async () => (abort.abort(), await consuming) };
-  }
 
   it('a journaled DEL never releases an address allocated after the DEL was recorded', async () => {
     const clock = new ManualClock(1_000_000);
