@@ -16,7 +16,7 @@ import { ManualClock } from '../src/core/clock.ts';
 import { requestJson } from '../src/core/unix-http.ts';
 import { formatIP } from '../src/ipam/address.ts';
 import { parseIpamConfig } from '../src/ipam/config.ts';
-import { Allocator } from '../src/store/allocator.ts';
+import { Allocator } from '../src/allocator/allocator.ts';
 import { SqliteStore } from '../src/store/sqlite-store.ts';
 import type { PoolOp } from '../src/store/store.ts';
 

@@ -14,7 +14,7 @@ export const PLUGIN_BUNDLE = join(REPO_ROOT, 'dist', 'warren');
 
 export function buildPlugin(): void {
   buildSync({
-    entryPoints: [join(REPO_ROOT, 'src', 'cni', 'plugin-main.ts')],
+    entryPoints: [join(REPO_ROOT, 'src', 'plugin', 'plugin-main.ts')],
     outfile: PLUGIN_BUNDLE,
     bundle: true,
     platform: 'node',

@@ -8,11 +8,13 @@ export { type IgnoredKey, type IpamConfig, type RangeSpec, capacityOf, parseIpam
 export { type PoolKey, parsePoolKey, poolsOverlap } from './ipam/pool-key.ts';
 export { PoolState } from './ipam/pool-state.ts';
 export { RunSet } from './ipam/run-set.ts';
-export { Allocator, type AllocateRequest, type Assignment, type ReleaseLimits } from './store/allocator.ts';
+export { Allocator, type AllocateRequest, type Assignment, type ReleaseLimits } from './allocator/allocator.ts';
 export { SqliteStore } from './store/sqlite-store.ts';
 export type { CommitResult, PoolOp, PoolRead, Store } from './store/store.ts';
-export { CniHandler, type CniOutcome, type CniRequest } from './cni/handler.ts';
 export { type NetConf, parseNetConf } from './cni/netconf.ts';
 export { SUPPORTED_VERSIONS, renderResult } from './cni/spec.ts';
+export type { AgentApi, CniOutcome, CniRequest } from './api/protocol.ts';
+export { ApiClient } from './api/client.ts';
+export { CniService } from './agent/cni-service.ts';
 export { Agent } from './agent/agent.ts';
 export { type AgentOptions, resolveAgentOptions } from './agent/options.ts';

@@ -11,19 +11,15 @@ import { dirname } from 'node:path';
 import type { Logger } from 'pino';
 import { type Clock, systemClock } from '../core/clock.ts';
 import { WarrenError } from '../core/errors.ts';
-import { CniHandler } from '../cni/handler.ts';
-import { Allocator } from '../store/allocator.ts';
+import { CniService } from './cni-service.ts';
+import { Allocator } from '../allocator/allocator.ts';
 import { SqliteStore } from '../store/sqlite-store.ts';
-import type { Membership, Store } from '../store/store.ts';
-import { ExponentialBackoff } from '../core/backoff.ts';
-import { MissedDeleteJournal } from '../sources/missed-delete-journal.ts';
-import { NetnsObserver } from '../sources/netns.ts';
-import { ContainerdEventSource } from '../sources/containerd/event-source.ts';
-import { DirectoryWatcher } from '../core/dir-watcher.ts';
-import { ContainerReleases } from './container-releases.ts';
+import type { Store } from '../store/store.ts';
 import { createApiServer } from './api-server.ts';
-import { ReleaseReconciler } from './release-reconciler.ts';
+import { ClusterUpkeep } from './cluster-upkeep.ts';
 import { InstanceLock } from './instance-lock.ts';
+import { RecentErrors } from './recent-errors.ts';
+import { ReleaseWiring } from './release-wiring.ts';
 import type { AgentOptions } from './options.ts';
 import { AgentService } from './service.ts';
 
@@ -36,9 +32,6 @@ export interface AgentDeps {
   readonly store?: Store;
 }
 
-type Upkeep = { readonly name: string; readonly run: () => Promise<void> };
-type ContainerdParts = { readonly source: ContainerdEventSource; readonly releases: ContainerReleases };
-
 export class Agent {
   readonly options: AgentOptions;
   readonly #logger: Logger;
@@ -49,14 +42,10 @@ export class Agent {
   #socketIno: number | undefined;
   #lock: InstanceLock | undefined;
   #injectedStore: Store | undefined;
-  #reconciler: ReleaseReconciler | undefined;
-  /** Stops the reconciler and the journal watch. */
+  /** The release pipeline and its sources. */
+  #releases: ReleaseWiring | undefined;
+  /** Stops the sources, the reconcile pass and the cluster chores. */
   #abort = new AbortController();
-  #consuming: Promise<void> | undefined;
-  #announced = false;
-  #containerd: ContainerdParts | undefined;
-  /** Loops that run until the abort signal: the containerd source, netns directory watches. */
-  #background: Array<Promise<void>> = [];
 
   constructor(options: AgentOptions, deps: AgentDeps) {
     this.options = options;
@@ -84,26 +73,24 @@ export class Agent {
       this.#store = store;
       const clustered = store.membership !== undefined;
       const allocator = new Allocator({ store, clock: this.#clock, node: o.nodeName, blocks: clustered && o.blocks });
-      const upkeep = store.membership === undefined ? [] : this.#clusterUpkeep(store.membership, allocator);
-      const journal = new MissedDeleteJournal({ dir: o.journalDir, clock: this.#clock });
-      const observer = new NetnsObserver(o.netnsDirs);
-      journal.prepare();
-      const reconciler = new ReleaseReconciler({
-        allocator,
-        store,
-        journal,
-        observer,
-        clock: this.#clock,
-        backoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 300_000 }),
-        logger: this.#logger,
-        intervalMs: o.reconcileIntervalSeconds * 1000,
-        netnsGraceMs: o.netnsGraceSeconds * 1000,
-        releaseGoneNetns: o.netnsDirs.length > 0,
-        ...(clustered ? { onlyNode: o.nodeName } : {}),
-        upkeep,
-      });
-      this.#reconciler = reconciler;
-      const containerd = o.containerd ? this.#startContainerd(store, allocator, observer, upkeep) : undefined;
+      const errors = new RecentErrors(this.#clock, this.#logger);
+      if (store.membership !== undefined) {
+        new ClusterUpkeep({
+          membership: store.membership,
+          allocator,
+          clock: this.#clock,
+          logger: this.#logger,
+          errors,
+          node: o.nodeName,
+          version: WARREN_VERSION,
+          // The reconcile interval's default suits the chores too; they no longer share its pass.
+          intervalMs: o.reconcileIntervalSeconds * 1000,
+          blockGraceMs: o.blockGraceSeconds * 1000,
+        }).start(this.#abort.signal);
+      }
+      const releases = new ReleaseWiring(o, { store, allocator, clock: this.#clock, logger: this.#logger, errors });
+      this.#releases = releases;
+      const { reconciler, containerd } = releases;
       const service = new AgentService({
         store,
         allocator,
@@ -111,19 +98,20 @@ export class Agent {
         socket: o.socket,
         version: WARREN_VERSION,
         reconciler,
-        ...(containerd === undefined ? {} : { containerd: () => ({ ...containerd.source.status(), releases: containerd.releases.status() }) }),
+        ...(containerd === undefined ? {} : { containerd }),
       });
-      const cni = new CniHandler({
+      const cni = new CniService({
         allocator,
         readiness: () => service.readiness(),
         storeKind: clustered ? 'etcd' : 'sqlite',
         clock: this.#clock,
         gcGraceMs: o.gcGraceSeconds * 1000,
-        beforeAdd: (owner) => reconciler.settle(owner),
+        beforeAdd: (owner) => releases.pipeline.settle(owner),
         onIgnoredKeys: (network, keys) =>
           this.#logger.warn({ network, keys }, `network ${network}: ignoring whereabouts keys that configure whereabouts itself (Warren keeps addresses in its agent's store)`),
+        onFailure: (error, command) => this.#logger.error({ err: error, command }, 'CNI call failed'),
       });
-      this.#consuming = reconciler.start(this.#abort.signal);
+      releases.start(this.#abort.signal);
       this.#server = createApiServer({
         cni,
         service,
@@ -137,75 +125,6 @@ export class Agent {
       await this.stop();
       throw error;
     }
-  }
-
-  /** Cluster store: announce this node (without holding up serving) and give back empty blocks. */
-  #clusterUpkeep(membership: Membership, allocator: Allocator): Upkeep[] {
-    const o = this.options;
-    let announcing: Promise<void> | undefined;
-    const announce = (): Promise<void> =>
-      (announcing ??= membership
-        .announce(o.nodeName, { since: this.#clock.now(), version: WARREN_VERSION })
-        .then(() => {
-          this.#announced = true;
-        })
-        .finally(() => {
-          announcing = undefined;
-        }));
-    // An etcd without a leader answers lease calls late: serve at once, and if the announcement
-    // fails, upkeep makes it on a later tick.
-    void announce().catch((error: unknown) => this.#logger.warn({ err: error }, 'could not announce this node yet; will retry'));
-    return [
-      {
-        name: 'node announcement',
-        run: async () => {
-          if (announcing !== undefined) return; // the first announcement is still under way
-          if (!this.#announced) await announce();
-          else await membership.renew();
-        },
-      },
-      {
-        name: 'giving back empty blocks',
-        run: async () => {
-          const outcome = await allocator.returnEmptyBlocks(o.blockGraceSeconds * 1000);
-          if (outcome.returned.length > 0) this.#logger.info({ blocks: outcome.returned }, 'gave back empty blocks');
-          if (outcome.errors.length > 0) throw new Error(outcome.errors.join('; '));
-        },
-      },
-    ];
-  }
-
-  /** containerd's events, through the per-container queue; exited containers checked on each tick. */
-  #startContainerd(store: Store, allocator: Allocator, observer: NetnsObserver, upkeep: Upkeep[]): ContainerdParts {
-    const o = this.options;
-    const logger = this.#logger.child({ source: 'containerd' });
-    const releases = new ContainerReleases({
-      allocator,
-      store,
-      observer,
-      clock: this.#clock,
-      backoff: new ExponentialBackoff({ initialMs: o.eventRetrySeconds * 1000, maxMs: o.eventRetryMaxSeconds * 1000 }),
-      logger,
-      node: o.nodeName,
-      resyncGraceMs: o.containerdGraceSeconds * 1000,
-    });
-    const source = new ContainerdEventSource({
-      socket: o.containerdSocket,
-      namespaces: o.containerdNamespaces,
-      clock: this.#clock,
-      backoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 30_000 }),
-      logger,
-      onEvent: (event) => releases.onEvent(event),
-      onSubscribed: (live) => releases.resync(live),
-    });
-    this.#containerd = { source, releases };
-    upkeep.push({ name: 'exited containers', run: async () => releases.checkExited() });
-    this.#background.push(source.run(this.#abort.signal));
-    // A namespace file disappearing is the moment an exited container's address becomes free.
-    for (const dir of o.netnsDirs) {
-      this.#background.push(watchRemovals(dir, this.#abort.signal, this.#clock, () => releases.hasExited && releases.checkExited()));
-    }
-    return this.#containerd;
   }
 
   async stop(): Promise<void> {
@@ -231,11 +150,8 @@ export class Agent {
       }
       this.#socketIno = undefined;
     }
-    await this.#consuming;
-    this.#consuming = undefined;
-    this.#containerd?.releases.stop();
-    await Promise.allSettled(this.#background);
-    this.#background = [];
+    await this.#releases?.stopped();
+    this.#releases = undefined;
     await this.#store?.close();
     this.#store = undefined;
     await this.#lock?.release();
@@ -253,13 +169,6 @@ async function openStore(o: AgentOptions, clock: Clock): Promise<Store> {
     leaseSeconds: Math.ceil(o.nodeLeaseSeconds),
     ...(Object.keys(tls).length === 0 ? {} : { tls }),
   });
-}
-
-/** Calls `onRemoved` whenever an entry disappears from `dir`, until `signal` aborts. */
-async function watchRemovals(dir: string, signal: AbortSignal, clock: Clock, onRemoved: () => void): Promise<void> {
-  for await (const event of new DirectoryWatcher({ dir, signal, clock, include: () => true })) {
-    if (event.kind === 'removed') onRemoved();
-  }
 }
 
 /** Creates the socket's directory; refuses when a live agent answers there; clears a stale socket. */

@@ -1,42 +1,56 @@
 /**
- * The agent's API: HTTP+JSON on a unix socket that only the agent's user can open (mode 0600), so
- * `curl --unix-socket` works and nothing else on the node can ask for addresses.
+ * The agent's API server: HTTP+JSON on a unix socket that only the agent's user can open (mode
+ * 0600, set by the caller), so `curl --unix-socket` works and nothing else on the node can ask for
+ * addresses. It serves the route table of api/routes.ts over the agent's services, and nothing
+ * else: what each route takes and answers is api/protocol.ts.
  *
- *   POST /v1/cni          a CNI call from the plugin       -> 200 {kind: result|silent|error, ...}
- *   GET  /v1/status       agent and store state
- *   GET  /v1/pools        utilisation per pool
- *   GET  /v1/allocations  ?pool=&network=&containerID=&ifname=&podNamespace=&podName=&podUID=&node=&address=
- *   POST /v1/release      {pool, address} or {containerID, network?, ifname?}
- *   GET  /v1/audit        every allocation judged; POST /v1/audit {fix: true} also releases the stale
- *   GET  /v1/journal      pending and rejected missed-delete intents, last reconcile
- *   GET  /v1/nodes        nodes sharing the store (cluster store), their blocks and allocations
- *   POST /v1/nodes/forget {node}: free what a dead node held; refused while it is alive
- *
- * Errors outside CNI calls are {error: {code, message}} with a 4xx/5xx status.
+ * - A failed request answers `{error: {code, message}}` with the status of its code
+ *   (api/errors.ts): never a status chosen by the message, never a code dropped.
+ * - Only unexpected failures are reported to `onError` (for the log); a refusal of bad input, a
+ *   "not ready" or a "try again" is an answer, not the agent's failure.
+ * - A body past MAX_REQUEST_BYTES is refused (413) without being held in memory; a body that is
+ *   not JSON is refused (400).
  */
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
-import { WarrenError, isWarrenError, messageOf } from '../core/errors.ts';
+import { WarrenError } from '../core/errors.ts';
 import { MAX_REQUEST_BYTES } from '../core/limits.ts';
-import type { CniHandler } from '../cni/handler.ts';
-import type { AllocationFilter } from '../store/store.ts';
+import { errorAnswer, httpStatusOf, isExpected } from '../api/errors.ts';
+import type { AgentApi } from '../api/protocol.ts';
+import { matchRoute } from '../api/routes.ts';
+import type { CniService } from './cni-service.ts';
 import type { AgentService } from './service.ts';
 
-/** A CNI call carries a whole network config: the limit is the plugin's, with room for its envelope. */
-const MAX_BODY_BYTES = MAX_REQUEST_BYTES;
-
-const FILTER_KEYS: ReadonlyArray<keyof AllocationFilter> = ['pool', 'network', 'containerID', 'ifname', 'podNamespace', 'podName', 'podUID', 'node', 'address'];
-
 export interface ApiServerOptions {
-  readonly cni: CniHandler;
+  readonly cni: CniService;
   readonly service: AgentService;
+  /** Told of every request that failed unexpectedly, with its method and path. */
   readonly onError: (error: unknown, route: string) => void;
+  /** Largest request body read; default MAX_REQUEST_BYTES (a CNI call with the largest config). */
+  readonly maxBodyBytes?: number;
+}
+
+/** The agent's services as the one API the routes run against. */
+export function agentApi(cni: CniService, service: AgentService): AgentApi {
+  return {
+    cni: (request) => cni.handle(request),
+    status: () => service.status(),
+    pools: () => service.pools(),
+    allocations: (query) => service.allocations(query),
+    release: (request) => service.release(request),
+    audit: (request) => service.audit(request.fix),
+    journal: async () => service.journal(),
+    nodes: () => service.nodes(),
+    forgetNode: (request) => service.forgetNode(request.node),
+  };
 }
 
 export function createApiServer(options: ApiServerOptions): Server {
+  const api = agentApi(options.cni, options.service);
+  const maxBodyBytes = options.maxBodyBytes ?? MAX_REQUEST_BYTES;
   const server = createServer((req, res) => {
-    void route(options, req, res).catch((error: unknown) => {
-      options.onError(error, `${req.method} ${req.url}`);
-      send(res, 500, { error: { code: 'INTERNAL', message: messageOf(error) } });
+    void serve(api, maxBodyBytes, req, res).catch((error: unknown) => {
+      if (!isExpected(error)) options.onError(error, `${req.method} ${req.url}`);
+      send(res, httpStatusOf(error), errorAnswer(error));
     });
   });
   // A CNI call waits on the store; keep-alive connections from the CLI are not held open.
@@ -44,56 +58,24 @@ export function createApiServer(options: ApiServerOptions): Server {
   return server;
 }
 
-async function route(options: ApiServerOptions, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function serve(api: AgentApi, maxBodyBytes: number, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://warren');
-  const key = `${req.method} ${url.pathname}`;
-  try {
-    switch (key) {
-      case 'POST /v1/cni': {
-        const body = await readJson(req);
-        return send(res, 200, await options.cni.handle(body as never));
-      }
-      case 'GET /v1/status':
-        return send(res, 200, await options.service.status());
-      case 'GET /v1/pools':
-        return send(res, 200, await options.service.pools());
-      case 'GET /v1/allocations': {
-        const filter: Record<string, string> = {};
-        for (const [name, value] of url.searchParams) {
-          if (!(FILTER_KEYS as readonly string[]).includes(name)) throw new WarrenError('BAD_REQUEST', `unknown filter "${name}"; filters are ${FILTER_KEYS.join(', ')}`);
-          filter[name] = value;
-        }
-        return send(res, 200, await options.service.allocations(filter));
-      }
-      case 'POST /v1/release':
-        return send(res, 200, await options.service.release(await readJson(req)));
-      case 'GET /v1/audit':
-        return send(res, 200, await options.service.audit(false));
-      case 'POST /v1/audit': {
-        const body = await readJson(req);
-        const fix = typeof body === 'object' && body !== null && (body as { fix?: unknown }).fix;
-        if (typeof fix !== 'boolean') throw new WarrenError('BAD_REQUEST', 'audit needs {"fix": true|false}');
-        return send(res, 200, await options.service.audit(fix));
-      }
-      case 'GET /v1/journal':
-        return send(res, 200, options.service.journal());
-      case 'GET /v1/nodes':
-        return send(res, 200, await options.service.nodes());
-      case 'POST /v1/nodes/forget':
-        return send(res, 200, await options.service.forgetNode(await readJson(req)));
-      default:
-        return send(res, knownPath(url.pathname) ? 405 : 404, { error: { code: 'NOT_FOUND', message: `no route ${key}` } });
+  const match = matchRoute(req.method, url.pathname);
+  switch (match.kind) {
+    case 'found': {
+      const body = match.route.method === 'POST' ? await readJson(req, maxBodyBytes) : undefined;
+      return send(res, 200, await match.route.serve(api, { query: url.searchParams, body }));
     }
-  } catch (error) {
-    if (isWarrenError(error, 'BAD_REQUEST') || isWarrenError(error, 'DECODE_FAILURE')) {
-      return send(res, error.message.includes('larger than') ? 413 : 400, { error: { code: error.code, message: error.message } });
+    case 'wrong-method':
+      res.setHeader('allow', match.allowed.join(', '));
+      throw new WarrenError('METHOD_NOT_ALLOWED', `${url.pathname} takes ${match.allowed.join(' or ')}, not ${req.method}`);
+    case 'not-found':
+      throw new WarrenError('NOT_FOUND', `no route ${req.method} ${url.pathname}`);
+    default: {
+      const never: never = match;
+      throw new Error(`unhandled route match ${JSON.stringify(never)}`);
     }
-    throw error;
   }
-}
-
-function knownPath(path: string): boolean {
-  return ['/v1/cni', '/v1/status', '/v1/pools', '/v1/allocations', '/v1/release', '/v1/audit', '/v1/journal', '/v1/nodes', '/v1/nodes/forget'].includes(path);
 }
 
 function send(res: ServerResponse, status: number, body: unknown): void {
@@ -103,14 +85,15 @@ function send(res: ServerResponse, status: number, body: unknown): void {
   res.end(text);
 }
 
-function readJson(req: IncomingMessage): Promise<unknown> {
+function readJson(req: IncomingMessage, maxBytes: number): Promise<unknown> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     req.on('data', (chunk: Buffer) => {
       size += chunk.length;
-      if (size > MAX_BODY_BYTES) {
-        reject(new WarrenError('BAD_REQUEST', `request body is larger than ${MAX_BODY_BYTES} bytes`));
+      if (size > maxBytes) {
+        reject(new WarrenError('TOO_LARGE', `request body is larger than ${maxBytes} bytes`));
+        // Drain the rest unread, so the answer can still be written on this connection.
         req.removeAllListeners('data');
         req.resume();
         return;
@@ -122,7 +105,7 @@ function readJson(req: IncomingMessage): Promise<unknown> {
       try {
         resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')));
       } catch (error) {
-        reject(new WarrenError('BAD_REQUEST', `request body is not valid JSON: ${messageOf(error)}`));
+        reject(new WarrenError('BAD_REQUEST', `request body is not valid JSON: ${(error as Error).message}`));
       }
     });
   });

@@ -12,30 +12,11 @@
  */
 import type { Allocation } from '../ipam/allocation.ts';
 import { ownerKey } from '../ipam/allocation.ts';
-import type { DirectoryObservability, NetnsObserver } from '../sources/netns.ts';
+import type { NetnsObserver } from '../sources/netns.ts';
+import type { AuditReport, AuditVerdict } from '../api/protocol.ts';
 
-export type AuditVerdict =
-  | { readonly kind: 'healthy'; readonly reason: string }
-  | { readonly kind: 'stale'; readonly proof: 'journal' | 'netns-gone'; readonly reason: string }
-  | { readonly kind: 'suspect'; readonly why: 'orphaned' | 'unobservable'; readonly reason: string };
-
-export interface AuditFinding {
-  readonly allocation: Allocation;
-  readonly verdict: AuditVerdict;
-}
-
-export interface AuditReport {
-  readonly at: string;
-  readonly counts: { readonly healthy: number; readonly stale: number; readonly suspect: number };
-  readonly sources: {
-    readonly journal: { readonly dir: string; readonly pending: number };
-    readonly netns: readonly DirectoryObservability[];
-  };
-  readonly findings: readonly AuditFinding[];
-  /** With --fix: what was released. */
-  readonly released?: readonly Allocation[];
-  readonly errors?: readonly string[];
-}
+// The report is the API's (api/protocol.ts); these names stay for the agent's own modules.
+export type { AuditFinding, AuditReport, AuditVerdict } from '../api/protocol.ts';
 
 export interface AuditContext {
   /** ownerKey of every attachment with a pending journal intent → when the DEL was recorded. */

@@ -1,64 +1,29 @@
 /**
- * The operator-facing queries and actions of the agent (status, pools, allocations, release),
- * over the allocator and the store. Release by hand is the same idempotent release a DEL does.
+ * The operator-facing queries and actions of the agent (status, pools, allocations, release,
+ * audit, nodes), over the allocator and the store. Methods take typed input (the route table has
+ * parsed the request) and answer the wire shapes of api/protocol.ts. Release by hand is the same
+ * idempotent release a DEL does: releasing what is not allocated releases nothing.
  */
 import type { Clock } from '../core/clock.ts';
 import { WarrenError, messageOf } from '../core/errors.ts';
 import { formatIP, parseIP } from '../ipam/address.ts';
 import type { Allocation } from '../ipam/allocation.ts';
-import type { Allocator } from '../store/allocator.ts';
-import { type AllocationFilter, type Store, rangePoolOf } from '../store/store.ts';
-import type { AuditReport } from './audit.ts';
-import type { ReconcilerStatus, ReleaseReconciler } from './release-reconciler.ts';
-import type { ContainerdSourceStatus } from '../sources/containerd/event-source.ts';
-import type { ContainerReleasesStatus } from './container-releases.ts';
-
-export interface AgentStatus {
-  readonly node: string;
-  readonly pid: number;
-  readonly version: string;
-  readonly startedAt: string;
-  readonly uptimeSeconds: number;
-  readonly socket: string;
-  readonly store: { readonly description: string; readonly healthy: boolean; readonly error?: string };
-  readonly ready: boolean;
-  readonly pools: number;
-  readonly allocations: number;
-  readonly reconciler: ReconcilerStatus;
-  /** On a store shared by nodes: who is alive, and the blocks this node holds. */
-  readonly cluster?: { readonly liveNodes: readonly string[]; readonly ownBlocks: number; readonly thisNodeAnnounced: boolean };
-  /** The containerd event source, when enabled. */
-  readonly containerd?: ContainerdStatus;
-}
-
-export interface PoolReport {
-  readonly pool: string;
-  readonly subnet?: string;
-  readonly first?: string;
-  readonly last?: string;
-  readonly capacity?: string;
-  readonly allocated: number;
-  readonly resting: number;
-  /** allocated / capacity, 0..1; undefined when the capacity is unknown. */
-  readonly utilisation?: number;
-  /** For a block of a range shared by nodes: the node that claimed it. */
-  readonly node?: string;
-  /** For a range split into blocks: the block prefix length and how many blocks are claimed. */
-  readonly blockPrefix?: number;
-  readonly blocks?: number;
-}
-
-export interface NodeReport {
-  readonly node: string;
-  /** The agent holds its announcement now. */
-  readonly alive: boolean;
-  readonly since?: string;
-  readonly version?: string;
-  /** Blocks with this node's affinity. */
-  readonly blocks: string[];
-  /** Allocations this node's agent made. */
-  readonly allocations: number;
-}
+import type { Allocator } from '../allocator/allocator.ts';
+import { isBlockKey, rangePoolOfKey } from '../ipam/blocks.ts';
+import type { AllocationFilter, Store } from '../store/store.ts';
+import type {
+  AgentStatus,
+  AllocationQuery,
+  AuditReport,
+  ContainerdStatus,
+  ForgetNodeResponse,
+  NodeReport,
+  PoolReport,
+  ReconcilerStatus,
+  ReleaseRequest,
+  ReleaseResponse,
+} from '../api/protocol.ts';
+import type { ReleaseReconciler } from './release-reconciler.ts';
 
 export interface AgentServiceOptions {
   readonly store: Store;
@@ -70,8 +35,6 @@ export interface AgentServiceOptions {
   /** The containerd event source and what it released, when enabled. */
   readonly containerd?: () => ContainerdStatus;
 }
-
-export type ContainerdStatus = ContainerdSourceStatus & { readonly releases: ContainerReleasesStatus };
 
 export class AgentService {
   readonly #o: AgentServiceOptions;
@@ -116,7 +79,7 @@ export class AgentService {
       store: { description: this.#o.store.description, healthy: error === undefined, ...(error === undefined ? {} : { error }) },
       ready: error === undefined,
       // Ranges, not blocks: a range split into blocks has a store pool of its own.
-      pools: pools.filter((p) => !p.pool.includes('#')).length,
+      pools: pools.filter((p) => !isBlockKey(p.pool)).length,
       allocations: pools.reduce((sum, p) => sum + p.allocated, 0),
       reconciler: this.#o.reconciler.status(),
       ...(cluster === undefined ? {} : { cluster }),
@@ -139,12 +102,12 @@ export class AgentService {
     // Block totals per range pool, in one pass.
     const totals = new Map<string, { allocated: number; resting: number; blocks: number }>();
     for (const b of summaries) {
-      if (!b.pool.includes('#')) continue;
-      const t = totals.get(rangePoolOf(b.pool)) ?? { allocated: 0, resting: 0, blocks: 0 };
+      if (!isBlockKey(b.pool)) continue;
+      const t = totals.get(rangePoolOfKey(b.pool)) ?? { allocated: 0, resting: 0, blocks: 0 };
       t.allocated += b.allocated;
       t.resting += b.resting;
       if (b.affinity !== undefined) t.blocks += 1;
-      totals.set(rangePoolOf(b.pool), t);
+      totals.set(rangePoolOfKey(b.pool), t);
     }
     return summaries.map((p) => {
       let { allocated, resting } = p;
@@ -189,9 +152,7 @@ export class AgentService {
   }
 
   /** Frees what a node that is gone for good held; refuses while its agent is alive. */
-  async forgetNode(body: unknown): Promise<{ node: string; released: Allocation[]; blocks: string[] }> {
-    const node = typeof body === 'object' && body !== null ? (body as { node?: unknown }).node : undefined;
-    if (typeof node !== 'string' || node === '') throw new WarrenError('BAD_REQUEST', 'forget needs {"node": "<name>"}');
+  async forgetNode(node: string): Promise<ForgetNodeResponse> {
     const membership = this.#o.store.membership;
     if (membership === undefined) throw new WarrenError('BAD_REQUEST', `store ${this.#o.store.description} is not shared by nodes; there is no node to forget`);
     const live = await membership.liveNodes();
@@ -201,7 +162,10 @@ export class AgentService {
     return { node, ...(await this.#o.allocator.forgetNode(node)) };
   }
 
-  async allocations(filter: AllocationFilter): Promise<Allocation[]> {
+  async allocations(query: AllocationQuery): Promise<Allocation[]> {
+    // The API's `pool` means what users mean by a pool: a range, with every block it is split into.
+    const { pool, ...rest } = query;
+    const filter: AllocationFilter = pool === undefined ? rest : { ...rest, rangePool: pool };
     if (filter.address !== undefined) {
       const ip = parseIP(filter.address);
       if (ip === undefined) throw new WarrenError('BAD_REQUEST', `address "${filter.address}" is not an IP address`);
@@ -210,37 +174,24 @@ export class AgentService {
     return this.#o.store.list(filter);
   }
 
-  /** {pool, address}: that address. {containerID, network?, ifname?}: everything it holds. */
-  async release(body: unknown): Promise<{ released: Allocation[] }> {
-    if (typeof body !== 'object' || body === null) throw new WarrenError('BAD_REQUEST', 'release needs a JSON object');
-    const b = body as Record<string, unknown>;
-    for (const key of Object.keys(b)) {
-      if (!['pool', 'address', 'containerID', 'network', 'ifname'].includes(key)) throw new WarrenError('BAD_REQUEST', `release: unknown field "${key}"`);
-      if (typeof b[key] !== 'string' || b[key] === '') throw new WarrenError('BAD_REQUEST', `release: ${key} must be a non-empty string`);
-    }
-    const s = b as Record<string, string | undefined>;
-    if (s.address !== undefined) {
-      const ip = parseIP(s.address);
-      if (ip === undefined) throw new WarrenError('BAD_REQUEST', `release: address "${s.address}" is not an IP address`);
+  /** {address, pool?}: that address. {containerID, network?, ifname?}: everything it holds. */
+  async release(request: ReleaseRequest): Promise<ReleaseResponse> {
+    if ('address' in request) {
+      const ip = parseIP(request.address);
+      if (ip === undefined) throw new WarrenError('BAD_REQUEST', `release: address "${request.address}" is not an IP address`);
       const address = formatIP(ip);
-      const pools = s.pool !== undefined ? [s.pool] : [...new Set((await this.#o.store.list({ address })).map((a) => a.pool))];
+      const pools = request.pool !== undefined ? [request.pool] : [...new Set((await this.#o.store.list({ address })).map((a) => a.pool))];
       if (pools.length > 1) throw new WarrenError('BAD_REQUEST', `release: ${address} is allocated in several pools (${pools.join(', ')}); name one with pool`);
       const released: Allocation[] = [];
       for (const pool of pools) released.push(...(await this.#o.allocator.releaseAddresses(pool, [address])));
       return { released };
     }
-    if (s.containerID !== undefined) {
-      const held = await this.#o.store.list({
-        containerID: s.containerID,
-        ...(s.network === undefined ? {} : { network: s.network }),
-        ...(s.ifname === undefined ? {} : { ifname: s.ifname }),
-      });
-      const released: Allocation[] = [];
-      for (const network of new Set(held.map((a) => a.network))) {
-        released.push(...(await this.#o.allocator.release({ network, containerID: s.containerID, ...(s.ifname === undefined ? {} : { ifname: s.ifname }) })));
-      }
-      return { released };
+    const { containerID, network, ifname } = request;
+    const held = await this.#o.store.list({ containerID, ...(network === undefined ? {} : { network }), ...(ifname === undefined ? {} : { ifname }) });
+    const released: Allocation[] = [];
+    for (const heldIn of new Set(held.map((a) => a.network))) {
+      released.push(...(await this.#o.allocator.release({ network: heldIn, containerID, ...(ifname === undefined ? {} : { ifname }) })));
     }
-    throw new WarrenError('BAD_REQUEST', 'release needs an address (with an optional pool) or a containerID (with optional network and ifname)');
+    return { released };
   }
 }

@@ -1,16 +1,15 @@
 /**
  * The `warren` command line: `warren agent` runs the node agent; the other commands ask a running
- * agent over its socket. Human output by default, `--json` for scripts. Exit codes: 0 success,
- * 1 the operation failed, 2 a usage error.
+ * agent over its socket through the typed API client. Human output by default, `--json` for
+ * scripts. Exit codes: 0 success, 1 the operation failed, 2 a usage error. A refusal shows the
+ * agent's error code and message as the agent gave them.
  */
 import { parseArgs } from 'node:util';
 import { DEFAULT_SOCKET } from '../core/defaults.ts';
 import { WarrenError, isWarrenError, messageOf } from '../core/errors.ts';
-import { requestJson } from '../core/unix-http.ts';
-import type { Allocation } from '../ipam/allocation.ts';
-import type { AgentStatus, NodeReport, PoolReport } from '../agent/service.ts';
-import type { AuditReport } from '../agent/audit.ts';
-import type { ReconcileReport, ReconcilerStatus } from '../agent/release-reconciler.ts';
+import { blockCidrOfKey } from '../ipam/blocks.ts';
+import { ApiClient } from '../api/client.ts';
+import type { Allocation, AllocationQuery, ReconcileReport, ReleaseRequest } from '../api/protocol.ts';
 import { SETTINGS, defaultStateDir } from '../agent/options.ts';
 import { age, percent, printable, safe, settingsHelp, table } from './format.ts';
 import { join } from 'node:path';
@@ -93,8 +92,9 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
       io.err(`warren: ${printable(messageOf(error))}\n\n${USAGE}`);
       return 2;
     }
-    // The agent's messages quote what it was given and what it recorded.
-    io.err(`warren: ${printable(messageOf(error))}\n`);
+    // The agent's messages quote what it was given and what it recorded. The code is the one
+    // the agent answered (or the client's own: AGENT_UNREACHABLE), stable for scripts to match.
+    io.err(`warren: ${isWarrenError(error) ? `${error.code}: ` : ''}${printable(messageOf(error))}\n`);
     if (isWarrenError(error, 'AGENT_UNREACHABLE')) io.err('is the agent running? start it with `warren agent`\n');
     return 1;
   }
@@ -108,20 +108,16 @@ function clientSocket(flag: string | undefined, env: NodeJS.ProcessEnv): string 
   return join(env.WARREN_STATE_DIR || defaultStateDir(env, uid, process.cwd()), 'warren.sock');
 }
 
-async function call(socket: string, method: 'GET' | 'POST', path: string, body?: unknown): Promise<unknown> {
-  const response = await requestJson({ socket, method, path, ...(body === undefined ? {} : { body }), timeoutMs: 30_000 });
-  if (response.status !== 200) {
-    const e = (response.body as { error?: { code?: string; message?: string } } | undefined)?.error;
-    throw new WarrenError('IO_FAILURE', `agent refused: ${e?.message ?? `HTTP ${response.status}`}`);
-  }
-  return response.body;
+/** The agent behind --socket (or its default); a command waits at most 30 s for an answer. */
+function client(flag: string | undefined, env: NodeJS.ProcessEnv): ApiClient {
+  return new ApiClient({ socket: clientSocket(flag, env), timeoutMs: 30_000 });
 }
 
 const COMMON = { socket: { type: 'string' }, json: { type: 'boolean', default: false } } as const;
 
 async function status(argv: readonly string[], io: CliIO): Promise<number> {
   const { values } = parseArgs({ args: [...argv], options: COMMON, strict: true });
-  const s = (await call(clientSocket(values.socket, io.env), 'GET', '/v1/status')) as AgentStatus;
+  const s = await client(values.socket, io.env).status();
   if (values.json) {
     io.out(`${JSON.stringify(s, null, 2)}\n`);
     return 0;
@@ -155,7 +151,7 @@ async function status(argv: readonly string[], io: CliIO): Promise<number> {
 
 async function pools(argv: readonly string[], io: CliIO): Promise<number> {
   const { values } = parseArgs({ args: [...argv], options: COMMON, strict: true });
-  const list = (await call(clientSocket(values.socket, io.env), 'GET', '/v1/pools')) as PoolReport[];
+  const list = await client(values.socket, io.env).pools();
   if (values.json) {
     io.out(`${JSON.stringify(list, null, 2)}\n`);
     return 0;
@@ -198,19 +194,17 @@ async function allocations(argv: readonly string[], io: CliIO): Promise<number> 
     },
     strict: true,
   });
-  const query = new URLSearchParams();
-  const map: Array<[string | undefined, string]> = [
-    [values.pool, 'pool'],
-    [values.network, 'network'],
-    [values.ifname, 'ifname'],
-    [values.namespace, 'podNamespace'],
-    [values.pod, 'podName'],
-    [values['pod-uid'], 'podUID'],
-    [values.node, 'node'],
-    [values.address, 'address'],
-  ];
-  for (const [value, name] of map) if (value !== undefined) query.set(name, value);
-  let list = await listAllocations(clientSocket(values.socket, io.env), query);
+  const query: AllocationQuery = {
+    ...(values.pool === undefined ? {} : { pool: values.pool }),
+    ...(values.network === undefined ? {} : { network: values.network }),
+    ...(values.ifname === undefined ? {} : { ifname: values.ifname }),
+    ...(values.namespace === undefined ? {} : { podNamespace: values.namespace }),
+    ...(values.pod === undefined ? {} : { podName: values.pod }),
+    ...(values['pod-uid'] === undefined ? {} : { podUID: values['pod-uid'] }),
+    ...(values.node === undefined ? {} : { node: values.node }),
+    ...(values.address === undefined ? {} : { address: values.address }),
+  };
+  let list = await client(values.socket, io.env).allocations(query);
   if (values.container !== undefined) {
     // Resolved among what the other filters select: one request, and a prefix need only be
     // unique there.
@@ -250,20 +244,18 @@ async function release(argv: readonly string[], io: CliIO): Promise<number> {
     options: { ...COMMON, pool: { type: 'string' }, address: { type: 'string' }, container: { type: 'string' }, network: { type: 'string' }, ifname: { type: 'string' } },
     strict: true,
   });
-  const body: Record<string, string> = {};
+  const agent = client(values.socket, io.env);
+  let request: ReleaseRequest;
   if (values.address !== undefined) {
-    body.address = values.address;
-    if (values.pool !== undefined) body.pool = values.pool;
     if (values.container !== undefined) throw new UsageError('release takes --address or --container, not both');
+    request = { address: values.address, ...(values.pool === undefined ? {} : { pool: values.pool }) };
   } else if (values.container !== undefined) {
-    if (values.network !== undefined) body.network = values.network;
-    if (values.ifname !== undefined) body.ifname = values.ifname;
-    const scope = new URLSearchParams(body);
-    body.containerID = resolveContainer(await listAllocations(clientSocket(values.socket, io.env), scope), values.container);
+    const scope = { ...(values.network === undefined ? {} : { network: values.network }), ...(values.ifname === undefined ? {} : { ifname: values.ifname }) };
+    request = { containerID: resolveContainer(await agent.allocations(scope), values.container), ...scope };
   } else {
     throw new UsageError('release needs --address or --container');
   }
-  const result = (await call(clientSocket(values.socket, io.env), 'POST', '/v1/release', body)) as { released: Allocation[] };
+  const result = await agent.release(request);
   if (values.json) {
     io.out(`${JSON.stringify(result, null, 2)}\n`);
     return 0;
@@ -271,10 +263,6 @@ async function release(argv: readonly string[], io: CliIO): Promise<number> {
   if (result.released.length === 0) io.out('nothing to release: no matching allocation\n');
   for (const a of result.released) io.out(safe`released ${a.address} from ${a.pool} (container ${a.containerID}, ${a.ifname})\n`);
   return 0;
-}
-
-async function listAllocations(socket: string, query: URLSearchParams): Promise<Allocation[]> {
-  return (await call(socket, 'GET', `/v1/allocations${query.size === 0 ? '' : `?${query}`}`)) as Allocation[];
 }
 
 /**
@@ -295,7 +283,7 @@ function resolveContainer(allocations: readonly Allocation[], given: string): st
 
 async function nodes(argv: readonly string[], io: CliIO): Promise<number> {
   const { values } = parseArgs({ args: [...argv], options: COMMON, strict: true });
-  const list = (await call(clientSocket(values.socket, io.env), 'GET', '/v1/nodes')) as NodeReport[];
+  const list = await client(values.socket, io.env).nodes();
   if (values.json) {
     io.out(`${JSON.stringify(list, null, 2)}\n`);
     return 0;
@@ -307,7 +295,7 @@ async function nodes(argv: readonly string[], io: CliIO): Promise<number> {
   io.out(
     table(
       ['NODE', 'ALIVE', 'SINCE', 'ALLOCATIONS', 'BLOCKS'],
-      list.map((n) => [n.node, n.alive ? 'yes' : 'no', n.since ?? '-', String(n.allocations), n.blocks.length === 0 ? '-' : n.blocks.map((b) => b.slice(b.indexOf('#') + 1)).join(' ')]),
+      list.map((n) => [n.node, n.alive ? 'yes' : 'no', n.since ?? '-', String(n.allocations), n.blocks.length === 0 ? '-' : n.blocks.map((b) => blockCidrOfKey(b) ?? b).join(' ')]),
     ),
   );
   return 0;
@@ -317,7 +305,7 @@ async function forgetNode(argv: readonly string[], io: CliIO): Promise<number> {
   const { values, positionals } = parseArgs({ args: [...argv], options: COMMON, strict: true, allowPositionals: true });
   if (positionals.length !== 1) throw new UsageError('node forget takes exactly one node name');
   const node = positionals[0] as string;
-  const result = (await call(clientSocket(values.socket, io.env), 'POST', '/v1/nodes/forget', { node })) as { node: string; released: Allocation[]; blocks: string[] };
+  const result = await client(values.socket, io.env).forgetNode({ node });
   if (values.json) {
     io.out(`${JSON.stringify(result, null, 2)}\n`);
     return 0;
@@ -337,8 +325,7 @@ function reconcileLine(r: ReconcileReport | undefined): string {
 
 async function auditCommand(argv: readonly string[], io: CliIO): Promise<number> {
   const { values } = parseArgs({ args: [...argv], options: { ...COMMON, fix: { type: 'boolean', default: false } }, strict: true });
-  const socket = clientSocket(values.socket, io.env);
-  const report = (values.fix ? await call(socket, 'POST', '/v1/audit', { fix: true }) : await call(socket, 'GET', '/v1/audit')) as AuditReport;
+  const report = await client(values.socket, io.env).audit({ fix: values.fix });
   if (values.json) {
     io.out(`${JSON.stringify(report, null, 2)}\n`);
     return 0;
@@ -373,7 +360,7 @@ async function auditCommand(argv: readonly string[], io: CliIO): Promise<number>
 
 async function journalCommand(argv: readonly string[], io: CliIO): Promise<number> {
   const { values } = parseArgs({ args: [...argv], options: COMMON, strict: true });
-  const s = (await call(clientSocket(values.socket, io.env), 'GET', '/v1/journal')) as ReconcilerStatus;
+  const s = await client(values.socket, io.env).journal();
   if (values.json) {
     io.out(`${JSON.stringify(s, null, 2)}\n`);
     return 0;

@@ -1,6 +1,7 @@
 /**
  * The CNI environment: CNI_COMMAND, CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME, CNI_ARGS, CNI_PATH.
- * Problems are BAD_ENV errors naming the variable.
+ * Problems are BAD_ENV errors naming the variable. The one home of the spec's name rules: the
+ * plugin's environment and the agent's request are checked by the same function.
  */
 import { WarrenError } from '../core/errors.ts';
 import { type CniCommand, COMMANDS } from './spec.ts';
@@ -47,23 +48,45 @@ function bad(message: string): WarrenError {
   return new WarrenError('BAD_ENV', message);
 }
 
+/**
+ * The CNI variables as they arrived, unchecked: from the process environment (the plugin) or from
+ * the fields of the plugin's request (the agent). Absent and empty mean the same, as in an env.
+ */
+export interface CniVariables {
+  readonly command?: string | undefined;
+  readonly containerID?: string | undefined;
+  readonly netns?: string | undefined;
+  readonly ifname?: string | undefined;
+  readonly args?: string | undefined;
+}
+
+/** The plugin's side: the CNI variables of its process environment. */
 export function parseCniEnv(env: NodeJS.ProcessEnv): CniEnv {
-  const command = env.CNI_COMMAND;
+  return checkCniVariables({ command: env.CNI_COMMAND, containerID: env.CNI_CONTAINERID, netns: env.CNI_NETNS, ifname: env.CNI_IFNAME, args: env.CNI_ARGS });
+}
+
+/**
+ * The spec's rules for the CNI variables, wherever they come from: the plugin checks its
+ * environment and the agent checks the request with this one function, so both refuse the same
+ * input with the same BAD_ENV message (named by the variable the runtime set).
+ */
+export function checkCniVariables(vars: CniVariables): CniEnv {
+  const command = vars.command;
   if (command === undefined || command === '') throw bad('CNI_COMMAND is not set');
   if (!(COMMANDS as readonly string[]).includes(command)) throw bad(`CNI_COMMAND "${printable(command)}" is not one of ${COMMANDS.join(', ')}`);
   const cmd = command as CniCommand;
-  const out: { -readonly [K in keyof CniEnv]: CniEnv[K] } = { command: cmd, args: env.CNI_ARGS ?? '' };
+  const out: { -readonly [K in keyof CniEnv]: CniEnv[K] } = { command: cmd, args: vars.args ?? '' };
   const needsContainer = cmd === 'ADD' || cmd === 'DEL' || cmd === 'CHECK';
   if (needsContainer) {
-    const id = env.CNI_CONTAINERID;
+    const id = vars.containerID;
     if (id === undefined || id === '') throw bad('CNI_CONTAINERID is not set');
     if (!isValidContainerID(id)) throw bad(`CNI_CONTAINERID "${printable(id)}" must be 1-255 letters, digits, "_", "." or "-", starting with a letter or digit`);
     out.containerID = id;
-    const ifname = env.CNI_IFNAME;
+    const ifname = vars.ifname;
     if (ifname === undefined || ifname === '') throw bad('CNI_IFNAME is not set');
     if (!isValidIfname(ifname)) throw bad(`CNI_IFNAME "${printable(ifname)}" is not a valid interface name (1-15 bytes, not "." or "..", no spaces, "/" or ":")`);
     out.ifname = ifname;
-    const netns = env.CNI_NETNS;
+    const netns = vars.netns;
     // DEL may come after the namespace is gone, with CNI_NETNS empty.
     if ((cmd === 'ADD' || cmd === 'CHECK') && (netns === undefined || netns === '')) throw bad('CNI_NETNS is not set');
     if (netns !== undefined && netns !== '') out.netns = netns;

@@ -21,7 +21,13 @@ export const CNI_CODES: Record<WarrenErrorCode, number> = {
   ALLOCATION_MISSING: 102,
   ALLOCATION_MISMATCH: 103,
   BAD_REQUEST: 7,
+  // Too much to decode: the plugin's stdin limit has always answered 6.
+  TOO_LARGE: 6,
+  // A route the agent does not serve: a plugin and an agent of different versions, not the input.
+  NOT_FOUND: 5,
+  METHOD_NOT_ALLOWED: 5,
   ALREADY_RUNNING: 5,
+  INTERNAL: 5,
 };
 
 export interface CniErrorObject {

@@ -20,7 +20,15 @@ export type WarrenErrorCode =
   | 'ALLOCATION_MISSING'
   | 'ALLOCATION_MISMATCH'
   | 'BAD_REQUEST'
-  | 'ALREADY_RUNNING';
+  /** Input past a size limit (a request body, a network config on stdin). */
+  | 'TOO_LARGE'
+  /** No such route, or no such thing to act on. */
+  | 'NOT_FOUND'
+  /** A route that exists, asked with another method. */
+  | 'METHOD_NOT_ALLOWED'
+  | 'ALREADY_RUNNING'
+  /** A failure nobody anticipated (a bug): what the agent answers for anything not a WarrenError. */
+  | 'INTERNAL';
 
 export class WarrenError extends Error {
   readonly code: WarrenErrorCode;

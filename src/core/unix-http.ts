@@ -1,8 +1,10 @@
 /**
  * JSON over HTTP/1.1 on a unix socket: the one way the plugin and the CLI talk to the agent.
  * Transport failures become AGENT_UNREACHABLE with the socket path and the system error named, so
- * "the agent is down" is never confused with "the agent said no". Every failure, a body that
- * cannot be written as JSON included, is a rejected promise, never a throw.
+ * "the agent is down" is never confused with "the agent said no"; an answer that is not HTTP with
+ * a JSON body is IO_FAILURE. Every failure, a body that cannot be written as JSON included, is a
+ * rejected promise, never a throw. An answer is bounded: a head past MAX_HEAD_BYTES or an answer
+ * past maxResponseBytes is refused as it arrives, not held.
  *
  * Hand-written on node:net rather than node:http: the plugin runs once per pod start, and
  * node:http's client, agent and parser cost several milliseconds of every cold start for one
@@ -24,15 +26,27 @@ export interface JsonRequest {
   readonly bodyText?: string;
   /** Milliseconds before the call is abandoned. */
   readonly timeoutMs?: number;
+  /** Largest answer accepted, head and body; default MAX_RESPONSE_BYTES. */
+  readonly maxResponseBytes?: number;
 }
 
 /** Answers larger than this are not from the agent. */
-const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
+export const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
+/** A status line and headers larger than this are not from the agent (its heads are ~100 bytes). */
+export const MAX_HEAD_BYTES = 64 * 1024;
 
 const net = (): typeof import('node:net') => process.getBuiltinModule('node:net') as typeof import('node:net');
 
+interface ResponseHead {
+  readonly status: number;
+  /** Content-Length; undefined when absent (the body runs to the end of the connection). */
+  readonly length: number | undefined;
+  /** Where the body starts in the buffer the head was parsed from. */
+  readonly bodyStart: number;
+}
+
 /** Parses a complete HTTP/1.1 response head; undefined while more bytes are needed. */
-export function parseResponseHead(buffer: Buffer): { status: number; length: number | undefined; bodyStart: number } | undefined {
+export function parseResponseHead(buffer: Buffer): ResponseHead | undefined {
   const end = buffer.indexOf('\r\n\r\n');
   if (end < 0) return undefined;
   const lines = buffer.subarray(0, end).toString('latin1').split('\r\n');
@@ -42,8 +56,10 @@ export function parseResponseHead(buffer: Buffer): { status: number; length: num
   for (const line of lines.slice(1)) {
     const colon = line.indexOf(':');
     if (colon > 0 && line.slice(0, colon).trim().toLowerCase() === 'content-length') {
-      length = Number(line.slice(colon + 1).trim());
-      if (!Number.isSafeInteger(length) || length < 0) throw new Error(`malformed Content-Length "${line.slice(colon + 1).trim()}"`);
+      const value = line.slice(colon + 1).trim();
+      length = Number(value);
+      // Digits only: Number() would also take "1e3", "0x10" and " ".
+      if (!/^\d+$/.test(value) || !Number.isSafeInteger(length)) throw new Error(`malformed Content-Length "${value}"`);
     }
   }
   return { status: Number(match[1]), length, bodyStart: end + 4 };
@@ -59,12 +75,21 @@ export function requestJson(options: JsonRequest): Promise<JsonResponse> {
     return Promise.reject(new WarrenError('IO_FAILURE', `request to Warren agent at ${options.socket} cannot be written as JSON: ${(error as Error).message}`, { cause: error }));
   }
   const timeoutMs = options.timeoutMs ?? 120_000;
+  const maxBytes = options.maxResponseBytes ?? MAX_RESPONSE_BYTES;
   return new Promise((resolve, reject) => {
     let connected = false;
     let settled = false;
-    let received: Buffer = Buffer.alloc(0);
+    /** Bytes until the head is complete (bounded by MAX_HEAD_BYTES and one chunk). */
+    let pending: Buffer = Buffer.alloc(0);
+    let head: ResponseHead | undefined;
+    /** Body bytes, kept as chunks and joined once: no copy of the whole per chunk received. */
+    const body: Buffer[] = [];
+    let bodyBytes = 0;
+    let received = 0;
     const unreachable = (why: string, cause?: unknown): WarrenError =>
       new WarrenError('AGENT_UNREACHABLE', `Warren agent at ${options.socket} ${why}`, cause === undefined ? {} : { cause });
+    const malformed = (why: string, cause?: unknown): WarrenError =>
+      new WarrenError('IO_FAILURE', `Warren agent at ${options.socket} ${why}`, cause === undefined ? {} : { cause });
     const finish = (error: Error | undefined, response?: JsonResponse): void => {
       if (settled) return;
       settled = true;
@@ -75,39 +100,67 @@ export function requestJson(options: JsonRequest): Promise<JsonResponse> {
     };
     const socket = net().connect({ path: options.socket });
     const timer = setTimeout(() => finish(unreachable(`did not answer within ${timeoutMs} ms`)), timeoutMs);
-    /** Resolves once the whole body is in; returns false while more is needed. */
-    const tryComplete = (ended: boolean): boolean => {
-      let head: ReturnType<typeof parseResponseHead>;
+    /** Takes the head out of `pending` once it is all there; false while more is needed. */
+    const readHead = (): boolean => {
       try {
-        head = parseResponseHead(received);
+        head = parseResponseHead(pending);
       } catch (error) {
-        finish(new WarrenError('IO_FAILURE', `Warren agent at ${options.socket} answered malformed HTTP: ${(error as Error).message}`));
-        return true;
+        finish(malformed(`answered malformed HTTP: ${(error as Error).message}`));
+        return false;
+      }
+      const headBytes = head === undefined ? pending.length : head.bodyStart;
+      if (headBytes > MAX_HEAD_BYTES) {
+        finish(malformed(`answered an HTTP head larger than ${MAX_HEAD_BYTES} bytes`));
+        return false;
       }
       if (head === undefined) return false;
-      const available = received.length - head.bodyStart;
-      if (head.length !== undefined ? available < head.length : !ended) return false;
-      const text = received.subarray(head.bodyStart, head.bodyStart + (head.length ?? available)).toString('utf8');
+      if (head.length !== undefined && head.bodyStart + head.length > maxBytes) {
+        finish(malformed(`announced an answer of ${head.length} bytes, more than ${maxBytes}`));
+        return false;
+      }
+      const rest = pending.subarray(head.bodyStart);
+      if (rest.length > 0) {
+        body.push(rest);
+        bodyBytes += rest.length;
+      }
+      pending = Buffer.alloc(0);
+      return true;
+    };
+    /** Resolves once the whole body is in; returns false while more is needed. */
+    const tryComplete = (ended: boolean): boolean => {
+      if (head === undefined) return false;
+      if (head.length !== undefined ? bodyBytes < head.length : !ended) return false;
+      const text = Buffer.concat(body, bodyBytes)
+        .subarray(0, head.length ?? bodyBytes)
+        .toString('utf8');
       try {
         finish(undefined, { status: head.status, body: text === '' ? undefined : JSON.parse(text) });
       } catch (error) {
-        finish(new WarrenError('IO_FAILURE', `Warren agent at ${options.socket} answered with invalid JSON`, { cause: error }));
+        finish(malformed('answered with invalid JSON', error));
       }
       return true;
     };
     socket.on('connect', () => {
       connected = true;
-      const head =
+      const requestHead =
         `${options.method} ${options.path} HTTP/1.1\r\nHost: warren\r\nConnection: close\r\n` +
         (payload === undefined ? '' : `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(payload)}\r\n`) +
         '\r\n';
       // Not end(): Node's HTTP server drops a connection whose client half-closes before the
       // answer is ready, and answers that wait on a remote store are not ready at once.
-      socket.write(head + (payload ?? ''));
+      socket.write(requestHead + (payload ?? ''));
     });
     socket.on('data', (chunk: Buffer) => {
-      received = received.length === 0 ? chunk : Buffer.concat([received, chunk]);
-      if (received.length > MAX_RESPONSE_BYTES) return finish(new WarrenError('IO_FAILURE', `Warren agent at ${options.socket} answered more than ${MAX_RESPONSE_BYTES} bytes`));
+      if (settled) return;
+      received += chunk.length;
+      if (received > maxBytes) return finish(malformed(`answered more than ${maxBytes} bytes`));
+      if (head === undefined) {
+        pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
+        if (!readHead()) return;
+      } else {
+        body.push(chunk);
+        bodyBytes += chunk.length;
+      }
       tryComplete(false);
     });
     socket.on('end', () => {

@@ -2,13 +2,54 @@
  * Blocks: how a range is split when several nodes share it. A block is the aligned CIDR of
  * `range.blockPrefix` bits that contains an address, clipped to the range's allocatable span, so a
  * range whose size is not a multiple of the block size simply has smaller blocks at its edges, and
- * `range_start`/`range_end` and `exclude` hold inside every block. Each block is a pool of its own
- * in the store, keyed `<range pool>#<block CIDR>`. Pure: no I/O.
+ * `range_start`/`range_end` and `exclude` hold inside every block. Pure: no I/O.
+ *
+ * Each block is a pool of its own in the store, keyed `<range pool>#<block CIDR>`. This file is the
+ * one codec of that key (`blockKey`, `isBlockKey`, `rangePoolOfKey`, `blockCidrOfKey`,
+ * `blockKeyPrefix`, `inRangePool`): no other module splits a key at `#` by hand. (The SQLite
+ * store's unique index repeats the rule in SQL, and says so.)
+ *
+ * Guarantees: `rangePoolOfKey(blockKey(p, c)) === p` and `blockCidrOfKey(blockKey(p, c)) === c` for
+ * every range pool key `p` (pool-key.ts refuses `#` in network names, so `p` never holds one); a key
+ * without `#` is a range pool (or a plain pool) and is its own range pool.
  */
 import { bitsOf, formatCidr, parseCidr } from './address.ts';
 import { type RangeSpec, capacityOf } from './config.ts';
+import { BLOCK_SEPARATOR } from './pool-key.ts';
 import { exclusionSet, firstFree } from './pool-state.ts';
 import { RunSet } from './run-set.ts';
+
+/** The store key of block `cidr` of the range pool `rangePool`. */
+export function blockKey(rangePool: string, cidr: string): string {
+  return `${rangePool}${BLOCK_SEPARATOR}${cidr}`;
+}
+
+/** Whether a store pool key names a block (of some range pool). */
+export function isBlockKey(key: string): boolean {
+  return key.includes(BLOCK_SEPARATOR);
+}
+
+/** The range pool a store pool belongs to: a block `p#cidr` belongs to `p`; any other pool to itself. */
+export function rangePoolOfKey(key: string): string {
+  const i = key.indexOf(BLOCK_SEPARATOR);
+  return i < 0 ? key : key.slice(0, i);
+}
+
+/** The block CIDR of a block key, as written in it; undefined when `key` is not a block key. */
+export function blockCidrOfKey(key: string): string | undefined {
+  const i = key.indexOf(BLOCK_SEPARATOR);
+  return i < 0 ? undefined : key.slice(i + BLOCK_SEPARATOR.length);
+}
+
+/** What every block key of `rangePool` starts with, for prefix listings (`Store.pools`). */
+export function blockKeyPrefix(rangePool: string): string {
+  return `${rangePool}${BLOCK_SEPARATOR}`;
+}
+
+/** Whether store pool `key` is the pool `rangePool` itself or one of its blocks. */
+export function inRangePool(key: string, rangePool: string): boolean {
+  return key === rangePool || key.startsWith(blockKeyPrefix(rangePool));
+}
 
 export interface Block {
   /** Store key of the block: `<range pool>#<CIDR>`. */
@@ -28,7 +69,7 @@ export function blockAt(range: RangeSpec, address: bigint): Block {
   const base = (address >> bits) << bits;
   const end = base + (1n << bits) - 1n;
   const cidr = formatCidr(range.family, base, range.blockPrefix);
-  const key = `${range.pool}#${cidr}`;
+  const key = blockKey(range.pool, cidr);
   const span: RangeSpec = {
     ...range,
     first: range.first > base ? range.first : base,
@@ -40,8 +81,8 @@ export function blockAt(range: RangeSpec, address: bigint): Block {
 
 /** The block a store key names, when it is a block of `range` (undefined otherwise). */
 export function blockOfKey(range: RangeSpec, key: string): Block | undefined {
-  if (!key.startsWith(`${range.pool}#`)) return undefined;
-  const cidr = parseCidr(key.slice(range.pool.length + 1));
+  if (!key.startsWith(blockKeyPrefix(range.pool))) return undefined;
+  const cidr = parseCidr(key.slice(blockKeyPrefix(range.pool).length));
   if (cidr === undefined || cidr.length !== range.blockPrefix || cidr.address.family !== range.family) return undefined;
   const block = blockAt(range, cidr.address.value);
   return block.key === key && block.span.first <= block.span.last ? block : undefined;

@@ -29,7 +29,8 @@ export interface PoolKey extends Subnet {
 export const MAX_NETWORK_NAME_LENGTH = 253;
 
 const NAME_SEPARATOR = '@';
-const BLOCK_SEPARATOR = '#';
+/** Between a range pool key and a block CIDR; the block-key codec is in blocks.ts. */
+export const BLOCK_SEPARATOR = '#';
 /** Characters a network name may not contain: the key separators, `/`, whitespace, controls. */
 const RESERVED_IN_NAME = /[#@/\s\p{Cc}]/u;
 

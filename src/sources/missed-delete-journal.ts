@@ -10,13 +10,16 @@
  * - A file becomes an intent only when it is a regular file owned by the agent's own uid, holds a
  *   valid entry and is named as its content implies. Anything else (empty, truncated, garbage, too
  *   large, a symlink, another user's file, a name that does not match) is moved to `rejected/`,
- *   never released on, never deleted from the journal proper, and reported.
+ *   never released on, never deleted from the journal proper, and reported. An empty file is
+ *   looked at a second time first (a second later, or when it is written): one caught between its
+ *   creation and its write is read whole, not set aside.
  * - Every file in the directory is retried until it is an intent or set aside: a read that fails
  *   for a passing reason (EMFILE, EIO, EACCES) is reported and tried again on the next rescan
- *   (the reconciler's tick asks for one), never dropped for the life of the agent.
+ *   (the reconcile pass asks for one), never dropped for the life of the agent.
  * - `rejected/` stays within bounds (files and bytes): when a set-aside goes over, the oldest
  *   set aside are removed first, and the `rejected` event says which (`pruned`).
- * - A file is removed only by `complete`, which the reconciler calls after the release committed.
+ * - A file is removed only by `complete`, which its intent's acknowledgement calls after the
+ *   release committed.
  */
 import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readSync, readdirSync, renameSync, rmSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
@@ -26,7 +29,7 @@ import { DirectoryWatcher } from '../core/dir-watcher.ts';
 import { messageOf } from '../core/errors.ts';
 import { type JournalEntry, MAX_ENTRY_BYTES, MAX_NAME_BYTES, decodeEntry, journalFileName, legacyJournalFileName } from '../cni/journal-entry.ts';
 import type { Owner } from '../ipam/allocation.ts';
-import { checkJournalDir } from '../cni/journal-writer.ts';
+import { checkJournalDir } from '../cni/journal-dir.ts';
 
 export const REJECTED_DIR = 'rejected';
 export const DEFAULT_MAX_REJECTED_FILES = 1_000;
@@ -76,6 +79,13 @@ interface Aside {
 /** The set-aside suffix `.<ms>` or `.<ms>-<n>`: when a file was moved to rejected/. */
 const ASIDE_SUFFIX = /\.(\d{1,16})(?:-\d+)?$/;
 
+/**
+ * How long an empty file is given before it is read again: a writer that creates a file and then
+ * writes it (an operator's cp, anything but the plugin's atomic rename) shows an empty file in
+ * between, and setting that aside would lose the DEL it is about to hold.
+ */
+const EMPTY_SECOND_LOOK_MS = 1_000;
+
 export class MissedDeleteJournal {
   readonly dir: string;
   readonly #clock: Clock;
@@ -90,6 +100,8 @@ export class MissedDeleteJournal {
   /** What `rejected/` holds, oldest first: listed once, then kept in step with each move and removal. */
   #asides: Aside[] | undefined;
   #asideBytes = 0;
+  /** Files seen empty once: set aside only if they are still empty when looked at again. */
+  readonly #seenEmpty = new Set<string>();
 
   constructor(options: MissedDeleteJournalOptions) {
     this.dir = options.dir;
@@ -187,7 +199,10 @@ export class MissedDeleteJournal {
       fd = this.#open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
-      if (code === 'ENOENT') return undefined; // completed or moved meanwhile
+      if (code === 'ENOENT') {
+        this.#seenEmpty.delete(name);
+        return undefined; // completed or moved meanwhile
+      }
       if (code === 'ELOOP') return this.#reject(name, 'is a symbolic link');
       return this.#retryLater(name, `journal ${path} could not be opened: ${messageOf(error)}`);
     }
@@ -197,6 +212,15 @@ export class MissedDeleteJournal {
       // Only the agent's own user can write here (checkJournalDir); a file of another user got in
       // some other way, and must not release anything.
       if (this.#uid !== undefined && st.uid !== this.#uid) return this.#reject(name, `belongs to uid ${st.uid}, not to uid ${this.#uid} that runs the agent`);
+      if (st.size === 0 && !this.#seenEmpty.has(name)) {
+        // Maybe caught between its creation and its write: the write's own event, or the second
+        // look, reads it again.
+        this.#seenEmpty.add(name);
+        this.#watcher?.forget(name);
+        this.#clock.setTimer(EMPTY_SECOND_LOOK_MS, () => this.#watcher?.rescan());
+        return undefined;
+      }
+      this.#seenEmpty.delete(name);
       if (st.size > MAX_ENTRY_BYTES) return this.#reject(name, `is ${st.size} bytes, more than ${MAX_ENTRY_BYTES}`);
       const buffer = Buffer.alloc(st.size);
       let offset = 0;

@@ -3,8 +3,8 @@
  *
  * Layout under the key prefix (default `/warren/`):
  *   units/<pool>                          one JSON document per pool (in cluster mode, per block):
- *                                         affinity, cursor, description, allocated addresses with
- *                                         their owners, resting addresses
+ *                                         affinity, cursor, description, cooldown, allocated
+ *                                         addresses with their owners, resting addresses
  *   owners/<network>/<cid>/<ifname>/<range pool>
  *                                         the full allocation record, one per owner and range
  *   nodes/<node>                          an agent's announcement, attached to its lease
@@ -23,6 +23,7 @@
 import { readFileSync } from 'node:fs';
 import { WarrenError, messageOf } from '../core/errors.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
+import { inRangePool, rangePoolOfKey } from '../ipam/blocks.ts';
 import {
   type AllocationFilter,
   type CommitResult,
@@ -35,7 +36,6 @@ import {
   type Revision,
   type Store,
   isEtcdEndpoint,
-  rangePoolOf,
 } from './store.ts';
 import type { Etcd3, Lease, Namespace } from 'etcd3';
 
@@ -56,6 +56,11 @@ interface UnitDoc {
   affinity?: string;
   cursor?: string;
   description?: PoolDescription;
+  /**
+   * The pool's cooldown attribute. Documents written before it existed have only the copy inside
+   * `description`, which stands in for it until the pool's metadata is next written.
+   */
+  cooldownSeconds?: number;
   /** address → owner [network, containerID, ifname] */
   allocations: Record<string, [string, string, string]>;
   /** address → reusable at (ms since epoch) */
@@ -65,7 +70,7 @@ interface UnitDoc {
 const enc = encodeURIComponent;
 
 function ownerKey(network: string, containerID: string, ifname: string, pool: string): string {
-  return `owners/${enc(network)}/${enc(containerID)}/${enc(ifname)}/${enc(rangePoolOf(pool))}`;
+  return `owners/${enc(network)}/${enc(containerID)}/${enc(ifname)}/${enc(rangePoolOfKey(pool))}`;
 }
 
 function emptyDoc(): UnitDoc {
@@ -102,7 +107,8 @@ export class EtcdStore implements Store {
       if (!isEtcdEndpoint(url)) throw new WarrenError('INVALID_CONFIG', `etcd endpoint "${url}" is not http://host:port or https://host:port`);
     }
     const { Etcd3: Client, isRecoverableError } = await import('etcd3');
-    const { ConsecutiveBreaker, ExponentialBackoff, circuitBreaker, handleWhen, retry } = await import('cockatiel');
+    // Cockatiel's backoff is named like core/backoff.ts's and is not the same thing: aliased.
+    const { ConsecutiveBreaker, ExponentialBackoff: CockatielExponentialBackoff, circuitBreaker, handleWhen, retry } = await import('cockatiel');
     const read = (what: string, path: string | undefined): Buffer | undefined => {
       if (path === undefined) return undefined;
       try {
@@ -126,7 +132,7 @@ export class EtcdStore implements Store {
       // on another member a few times, quickly.
       faultHandling: {
         host: () => circuitBreaker(handleWhen(isRecoverableError), { halfOpenAfter: 500, breaker: new ConsecutiveBreaker(3) }),
-        global: retry(handleWhen(isRecoverableError), { maxAttempts: 4, backoff: new ExponentialBackoff({ initialDelay: 50, maxDelay: 400 }) }),
+        global: retry(handleWhen(isRecoverableError), { maxAttempts: 4, backoff: new CockatielExponentialBackoff({ initialDelay: 50, maxDelay: 400 }) }),
       },
       ...(ca === undefined && cert === undefined
         ? {}
@@ -167,12 +173,14 @@ export class EtcdStore implements Store {
     if (knownRevision !== undefined && knownRevision === revision) return { kind: 'unchanged', revision };
     const doc = parseDoc(pool, kv?.value);
     this.#docs.set(pool, { revision, doc });
+    const cooldownSeconds = doc.cooldownSeconds ?? doc.description?.cooldownSeconds;
     return {
       kind: 'snapshot',
       pool,
       revision,
       ...(doc.cursor === undefined ? {} : { cursor: doc.cursor }),
       ...(doc.affinity === undefined ? {} : { affinity: doc.affinity }),
+      ...(cooldownSeconds === undefined ? {} : { cooldownSeconds }),
       allocations: Object.keys(doc.allocations),
       resting: Object.entries(doc.resting).map(([address, reusableAt]) => ({ address, reusableAt })),
     };
@@ -220,6 +228,9 @@ export class EtcdStore implements Store {
           break;
         case 'describe':
           doc.description = op.description;
+          break;
+        case 'cooldown':
+          doc.cooldownSeconds = op.seconds;
           break;
         case 'claim':
           doc.affinity = op.node;
@@ -278,7 +289,8 @@ export class EtcdStore implements Store {
     const all = await this.#allocationsUnder(prefix);
     return all.filter(
       (a) =>
-        (filter.pool === undefined || a.pool === filter.pool || a.pool.startsWith(`${filter.pool}#`)) &&
+        (filter.pool === undefined || a.pool === filter.pool) &&
+        (filter.rangePool === undefined || inRangePool(a.pool, filter.rangePool)) &&
         (filter.network === undefined || a.network === filter.network) &&
         (filter.containerID === undefined || a.containerID === filter.containerID) &&
         (filter.ifname === undefined || a.ifname === filter.ifname) &&

@@ -17,6 +17,9 @@ import { dirname } from 'node:path';
 import { type Clock, systemClock } from '../core/clock.ts';
 import { WarrenError } from '../core/errors.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
+import { blockKeyPrefix } from '../ipam/blocks.ts';
+import { describeSqliteError, isBusy } from './sqlite-errors.ts';
+import { migrateSchema } from './sqlite-schema.ts';
 import type {
   AllocationFilter,
   CommitResult,
@@ -38,85 +41,6 @@ export interface SqliteStoreOptions {
   /** How long one call waits for a database another process holds, ms. Default 5000. */
   readonly busyTimeoutMs?: number;
 }
-
-/** SQLite primary result codes Warren tells apart (extended codes carry them in the low byte). */
-const SQLITE_BUSY = 5;
-const SQLITE_LOCKED = 6;
-const SQLITE_IOERR = 10;
-const SQLITE_CORRUPT = 11;
-const SQLITE_FULL = 13;
-const SQLITE_CANTOPEN = 14;
-const SQLITE_NOTADB = 26;
-
-function sqliteCode(error: unknown): number | undefined {
-  const code = (error as { errcode?: unknown } | null)?.errcode;
-  return typeof code === 'number' ? code & 0xff : undefined;
-}
-
-function isBusy(error: unknown): boolean {
-  const code = sqliteCode(error);
-  return code === SQLITE_BUSY || code === SQLITE_LOCKED;
-}
-
-/** An SQLite failure about the file, as an error that names it; anything else unchanged. */
-export function describeSqliteError(path: string, error: unknown): unknown {
-  const code = sqliteCode(error);
-  const detail = (error as { errstr?: string; message?: string }).errstr ?? (error as Error).message;
-  switch (code) {
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-      return new WarrenError('TRY_AGAIN', `database ${path} is locked by another process; try again`, { cause: error });
-    case SQLITE_FULL:
-      return new WarrenError('IO_FAILURE', `database ${path}: the disk is full (${detail}); free space where it lives`, { cause: error });
-    case SQLITE_CORRUPT:
-    case SQLITE_NOTADB:
-      return new WarrenError('IO_FAILURE', `database ${path} is corrupt (${detail}); restore it from a backup, or move it aside to start with no allocations`, { cause: error });
-    case SQLITE_IOERR:
-    case SQLITE_CANTOPEN:
-      return new WarrenError('IO_FAILURE', `database ${path}: ${detail}`, { cause: error });
-    default:
-      return error;
-  }
-}
-
-/** 2 added pools.affinity and one address per owner and pool; a version-1 file is upgraded. */
-const SCHEMA_VERSION = 2;
-
-const SCHEMA = `
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS pools (
-  pool TEXT PRIMARY KEY,
-  revision INTEGER NOT NULL,
-  cursor TEXT,
-  description TEXT,
-  affinity TEXT
-);
-CREATE TABLE IF NOT EXISTS allocations (
-  pool TEXT NOT NULL,
-  address TEXT NOT NULL,
-  network TEXT NOT NULL,
-  container_id TEXT NOT NULL,
-  ifname TEXT NOT NULL,
-  pod_namespace TEXT,
-  pod_name TEXT,
-  pod_uid TEXT,
-  node TEXT NOT NULL,
-  netns TEXT,
-  created_at INTEGER NOT NULL,
-  PRIMARY KEY (pool, address)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS allocations_owner ON allocations (network, container_id, ifname);
--- One address per owner and range pool: a block 'p#cidr' counts as its range pool 'p'.
-CREATE UNIQUE INDEX IF NOT EXISTS allocations_owner_range ON allocations (
-  network, container_id, ifname, (CASE WHEN instr(pool, '#') > 0 THEN substr(pool, 1, instr(pool, '#') - 1) ELSE pool END)
-);
-CREATE TABLE IF NOT EXISTS resting (
-  pool TEXT NOT NULL,
-  address TEXT NOT NULL,
-  reusable_at INTEGER NOT NULL,
-  PRIMARY KEY (pool, address)
-) WITHOUT ROWID;
-`;
 
 interface AllocationRow {
   pool: string;
@@ -149,7 +73,7 @@ function toAllocation(row: AllocationRow): Allocation {
   return a;
 }
 
-const FILTER_COLUMNS: Record<keyof AllocationFilter, string> = {
+const FILTER_COLUMNS: Record<Exclude<keyof AllocationFilter, 'rangePool'>, string> = {
   pool: 'pool',
   network: 'network',
   containerID: 'container_id',
@@ -201,7 +125,7 @@ export class SqliteStore implements Store {
     db.exec(`PRAGMA busy_timeout = 0;`);
     this.#db = db;
     this.#retrySync(() => db.exec(`PRAGMA journal_mode = WAL; PRAGMA synchronous = ${options.synchronous ?? 'FULL'};`));
-    this.#retrySync(() => this.#migrate(options.path));
+    this.#retrySync(() => migrateSchema(db, options.path));
     return db;
   }
 
@@ -223,25 +147,10 @@ export class SqliteStore implements Store {
     }
   }
 
-  #migrate(path: string): void {
-    this.#db.exec(`CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`);
-    const version = this.#db.prepare(`SELECT value FROM meta WHERE key = 'schema_version'`).get() as { value: string } | undefined;
-    if (version !== undefined && Number(version.value) === 1) {
-      this.#db.exec(`BEGIN IMMEDIATE; ALTER TABLE pools ADD COLUMN affinity TEXT; UPDATE meta SET value = '2' WHERE key = 'schema_version'; COMMIT;`);
-    }
-    this.#db.exec(SCHEMA);
-    const current = this.#db.prepare(`SELECT value FROM meta WHERE key = 'schema_version'`).get() as { value: string } | undefined;
-    if (current === undefined) {
-      this.#db.prepare(`INSERT INTO meta (key, value) VALUES ('schema_version', ?)`).run(String(SCHEMA_VERSION));
-    } else if (Number(current.value) !== SCHEMA_VERSION) {
-      throw new Error(`${path}: schema version ${current.value} is not ${SCHEMA_VERSION}; this Warren cannot open it`);
-    }
-  }
-
   #prepare(): Record<string, StatementSync> {
     const db = this.#db;
     return {
-      revision: db.prepare('SELECT revision, cursor, affinity FROM pools WHERE pool = ?'),
+      revision: db.prepare('SELECT revision, cursor, affinity, cooldown_seconds FROM pools WHERE pool = ?'),
       allocated: db.prepare('SELECT address FROM allocations WHERE pool = ?'),
       resting: db.prepare('SELECT address, reusable_at FROM resting WHERE pool = ?'),
       upsertPool: db.prepare('INSERT INTO pools (pool, revision) VALUES (?, ?) ON CONFLICT (pool) DO UPDATE SET revision = excluded.revision'),
@@ -255,6 +164,7 @@ export class SqliteStore implements Store {
       cursor: db.prepare('UPDATE pools SET cursor = ? WHERE pool = ?'),
       describe: db.prepare('UPDATE pools SET description = ? WHERE pool = ?'),
       affinity: db.prepare('UPDATE pools SET affinity = ? WHERE pool = ?'),
+      cooldown: db.prepare('UPDATE pools SET cooldown_seconds = ? WHERE pool = ?'),
       byOwner: db.prepare('SELECT * FROM allocations WHERE network = ? AND container_id = ? ORDER BY pool, address'),
       byOwnerIf: db.prepare('SELECT * FROM allocations WHERE network = ? AND container_id = ? AND ifname = ? ORDER BY pool, address'),
       begin: db.prepare('BEGIN IMMEDIATE'),
@@ -292,7 +202,7 @@ export class SqliteStore implements Store {
   }
 
   #readPool(pool: string, knownRevision?: Revision): PoolRead {
-    const row = this.#s('revision').get(pool) as { revision: number; cursor: string | null; affinity: string | null } | undefined;
+    const row = this.#s('revision').get(pool) as { revision: number; cursor: string | null; affinity: string | null; cooldown_seconds: number | null } | undefined;
     const revision = row === undefined ? 0 : Number(row.revision);
     if (knownRevision !== undefined && knownRevision === revision) return { kind: 'unchanged', revision };
     const allocations = (this.#s('allocated').all(pool) as Array<{ address: string }>).map((r) => r.address);
@@ -306,6 +216,7 @@ export class SqliteStore implements Store {
       revision,
       ...(row?.cursor ? { cursor: row.cursor } : {}),
       ...(row?.affinity ? { affinity: row.affinity } : {}),
+      ...(row === undefined || row.cooldown_seconds === null ? {} : { cooldownSeconds: Number(row.cooldown_seconds) }),
       allocations,
       resting,
     };
@@ -383,6 +294,9 @@ export class SqliteStore implements Store {
       case 'describe':
         this.#s('describe').run(JSON.stringify(op.description), pool);
         return undefined;
+      case 'cooldown':
+        this.#s('cooldown').run(op.seconds, pool);
+        return undefined;
       case 'claim':
         this.#s('affinity').run(op.node, pool);
         return undefined;
@@ -413,15 +327,17 @@ export class SqliteStore implements Store {
   #list(filter: AllocationFilter): Allocation[] {
     const clauses: string[] = [];
     const values: string[] = [];
-    for (const [key, column] of Object.entries(FILTER_COLUMNS) as Array<[keyof AllocationFilter, string]>) {
+    for (const [key, column] of Object.entries(FILTER_COLUMNS) as Array<[keyof typeof FILTER_COLUMNS, string]>) {
       const value = filter[key];
-      if (key === 'pool' && value !== undefined) {
-        clauses.push(`(pool = ? OR substr(pool, 1, ?) = ?)`);
-        values.push(value, String(value.length + 1), `${value}#`);
-      } else if (value !== undefined) {
+      if (value !== undefined) {
         clauses.push(`${column} = ?`);
         values.push(value);
       }
+    }
+    if (filter.rangePool !== undefined) {
+      const prefix = blockKeyPrefix(filter.rangePool);
+      clauses.push(`(pool = ? OR substr(pool, 1, ?) = ?)`);
+      values.push(filter.rangePool, String(prefix.length), prefix);
     }
     const where = clauses.length === 0 ? '' : `WHERE ${clauses.join(' AND ')}`;
     const rows = this.#db.prepare(`SELECT * FROM allocations ${where} ORDER BY pool, created_at, address`).all(...values);

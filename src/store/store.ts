@@ -11,10 +11,12 @@
  * - an owner (network, containerID, ifname) holds at most one address per range pool (a pool and
  *   its blocks count as one), so a retried ADD can never get a second address anywhere;
  * - releasing an address that is not allocated is a no-op;
- * - a pool's affinity (the node that claimed it, for cluster blocks) changes only by commit.
+ * - a pool's attributes (its affinity, the node that claimed it for cluster blocks, and its
+ *   cooldown) change only by commit.
  *
  * In cluster mode a range is split into blocks and each block is a pool of its own here, keyed
- * `<range pool>#<block CIDR>` (see ipam/blocks.ts); the store needs no other notion of blocks.
+ * `<range pool>#<block CIDR>` (the codec is ipam/blocks.ts); the store needs no other notion of
+ * blocks than that key and `AllocationFilter.rangePool`.
  */
 import type { Allocation, Owner } from '../ipam/allocation.ts';
 
@@ -34,13 +36,22 @@ export interface PoolSnapshot {
   readonly cursor?: string;
   /** The node that claimed this pool (a block), if any. */
   readonly affinity?: string;
+  /**
+   * Seconds an address released here rests when the releaser has no config of its own to say
+   * (journal, runtime events), as last set by a `cooldown` op; absent when never set.
+   */
+  readonly cooldownSeconds?: number;
   readonly allocations: readonly string[];
   readonly resting: readonly RestingAddress[];
 }
 
 export type PoolRead = PoolSnapshot | { readonly kind: 'unchanged'; readonly revision: Revision };
 
-/** Facts about a pool kept for operators (utilisation), refreshed at each ADD. */
+/**
+ * Facts about a pool kept for operators (utilisation), written when the pool or block is first
+ * used and when its config changes. Read by operators' listings only: the cooldown a release applies
+ * is the pool's `cooldownSeconds` attribute, not this copy.
+ */
 export interface PoolDescription {
   readonly subnet: string;
   readonly first: string;
@@ -57,6 +68,8 @@ export type PoolOp =
   | { readonly op: 'unrest'; readonly address: string }
   | { readonly op: 'cursor'; readonly address: string }
   | { readonly op: 'describe'; readonly description: PoolDescription }
+  /** Sets the pool's `cooldownSeconds` attribute. */
+  | { readonly op: 'cooldown'; readonly seconds: number }
   /** Sets the pool's affinity to `node` (claiming a block). */
   | { readonly op: 'claim'; readonly node: string }
   /** Clears the pool's affinity (giving a block back). */
@@ -96,8 +109,10 @@ export interface Membership {
 }
 
 export interface AllocationFilter {
-  /** A pool, or a range pool: `p` also matches its blocks `p#...`. */
+  /** Exactly this store pool (a range pool, or one block). */
   readonly pool?: string;
+  /** This pool and every block of it: everything a range holds, split into blocks or not. */
+  readonly rangePool?: string;
   readonly network?: string;
   readonly containerID?: string;
   readonly ifname?: string;
@@ -128,12 +143,6 @@ export interface Store {
   /** Throws when the store cannot take writes. */
   ping(): Promise<void>;
   close(): Promise<void>;
-}
-
-/** The range pool a store pool belongs to: a block `p#cidr` belongs to `p`; any other pool to itself. */
-export function rangePoolOf(pool: string): string {
-  const i = pool.indexOf('#');
-  return i < 0 ? pool : pool.slice(0, i);
 }
 
 /** An etcd client URL Warren accepts: `http://host:port` or `https://host:port`, nothing after. */

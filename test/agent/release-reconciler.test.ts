@@ -1,24 +1,19 @@
 /**
- * The reconcile loop in process, on a ManualClock: a journal intent whose release fails stays on
- * disk and backs off (1 s, 2 s, ...), is retried by the tick when its backoff is over, and is
- * removed only once the release has committed.
+ * The release pipeline and its reconcile pass in process, on a ManualClock: a journal intent whose
+ * release fails stays on disk and backs off (1 s, 2 s, ...), is retried when its backoff is over
+ * (and a pass reports what happened while it ran), and is removed only once the release has
+ * committed.
  */
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
-import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { pino } from 'pino';
-import { ExponentialBackoff } from '../../src/core/backoff.ts';
 import { ManualClock } from '../../src/core/clock.ts';
-import { recordMissedDelete } from '../../src/cni/journal-writer.ts';
+import { recordMissedDelete } from '../../src/plugin/journal-writer.ts';
 import { parseIpamConfig } from '../../src/ipam/config.ts';
-import { ReleaseReconciler } from '../../src/agent/release-reconciler.ts';
-import { MissedDeleteJournal } from '../../src/sources/missed-delete-journal.ts';
-import { NetnsObserver } from '../../src/sources/netns.ts';
-import { Allocator } from '../../src/store/allocator.ts';
 import { SqliteStore } from '../../src/store/sqlite-store.ts';
-import type { CommitResult, PoolOp, Store } from '../../src/store/store.ts';
-import { tempDir, waitFor } from '../helpers/processes.ts';
+import type { CommitResult, PoolOp } from '../../src/store/store.ts';
+import { waitFor } from '../helpers/processes.ts';
+import { releaseHarness as harness } from './release-harness.ts';
 
 /** A store whose commits fail while `failing` is set: the fault a real disk or etcd can give. */
 class FlakyStore extends SqliteStore {
@@ -27,31 +22,6 @@ class FlakyStore extends SqliteStore {
     if (this.failing) throw new Error('disk I/O error (injected)');
     return super.commit(pool, expected, ops);
   }
-}
-
-/** A reconciler over a journal directory, on a manual clock; `done` stops it. */
-function harness(clock: ManualClock, store: Store) {
-  const allocator = new Allocator({ store, clock, node: 'n' });
-  const dir = join(tempDir(), 'journal');
-  const journal = new MissedDeleteJournal({ dir, clock, rescanMs: 0 });
-  journal.prepare();
-  const reconciler = new ReleaseReconciler({
-    allocator,
-    store,
-    journal,
-    observer: new NetnsObserver([]),
-    clock,
-    backoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 300_000 }),
-    logger: pino({ level: 'silent' }),
-    // Longer than any step of a test: only explicit tick() calls run passes, until a test moves the
-    // clock past it.
-    intervalMs: 60_000,
-    netnsGraceMs: 0,
-    releaseGoneNetns: false,
-  });
-  const abort = new AbortController();
-  const consuming = reconciler.start(abort.signal);
-  return { allocator, dir, reconciler, done: async () => (abort.abort(), await consuming) };
 }
 
 describe('ReleaseReconciler', () => {
@@ -126,7 +96,7 @@ describe('ReleaseReconciler', () => {
   it('an ADD of an attachment with a pending journaled DEL first applies that DEL, then gets a fresh address', async () => {
     const clock = new ManualClock(1_000_000);
     const store = new FlakyStore({ path: ':memory:' });
-    const { allocator, dir, reconciler, done } = harness(clock, store);
+    const { allocator, dir, pipeline, reconciler, done } = harness(clock, store);
     try {
       const ranges = parseIpamConfig({ type: 'warren', range: '10.0.0.0/24' }).ranges;
       const owner = { network: 'net', containerID: 'c1', ifname: 'eth0' };
@@ -135,12 +105,12 @@ describe('ReleaseReconciler', () => {
       clock.advance(1_000);
       recordMissedDelete(dir, { format: 1, ...owner, recordedAt: clock.now(), reason: 'test' });
       await waitFor('the first release attempt to fail', () => (reconciler.status().pending[0]?.failures === 1 ? true : undefined));
-      await assert.rejects(reconciler.settle(owner), /pending in the missed-delete journal/, 'while the DEL cannot be applied, the ADD must wait');
+      await assert.rejects(pipeline.settle(owner), /pending in the missed-delete journal/, 'while the DEL cannot be applied, the ADD must wait');
       store.failing = false;
       clock.advance(1_000);
       // What the agent does before every ADD; without it the ADD would get the old address back
       // as a retry, and the pending DEL would then release it from under the new container.
-      await reconciler.settle(owner);
+      await pipeline.settle(owner);
       const [fresh] = await allocator.allocate({ owner, ranges });
       assert.notEqual(fresh?.fresh, false, 'a new allocation, not the one the DEL gave up');
       assert.deepEqual(reconciler.status().pending, []);

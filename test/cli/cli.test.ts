@@ -71,6 +71,16 @@ describe('warren CLI', () => {
     assert.match(down.stderr, /not reachable.*\n.*is the agent running/);
   });
 
+  it("shows the agent's error code and message when it refuses, and exits 1", async () => {
+    const badAddress = await cli('release', '--address', 'not-an-ip');
+    assert.equal(badAddress.code, 1);
+    assert.equal(badAddress.stderr, 'warren: BAD_REQUEST: release: address "not-an-ip" is not an IP address\n');
+    const nodes = await cli('nodes');
+    assert.equal(nodes.code, 1);
+    assert.match(nodes.stderr, /^warren: BAD_REQUEST: store .* is not shared by nodes; nodes exist with --store etcd\n$/);
+    assert.doesNotMatch(nodes.stderr, /agent refused/);
+  });
+
   it('prints the agent help and exits 0 on `warren agent --help` instead of a usage error', async () => {
     for (const flag of ['--help', '-h']) {
       const r = await run(process.execPath, [WARREN_BIN, 'agent', flag]);

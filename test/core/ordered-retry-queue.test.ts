@@ -1,6 +1,7 @@
 /**
  * The per-key ordered retry queue on an injected clock: order per key, independence of keys,
- * backoff and in-order replay, and events arriving at the instant a key is re-armed.
+ * backoff and in-order replay, and events arriving at the instant a key is re-armed; flushing a key
+ * now, waiting for running keys to settle, and a backoff policy per key.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -121,6 +122,75 @@ describe('OrderedRetryQueue', () => {
     assert.deepEqual(queue.keys(), []);
     queue.push('a', 'after-stop');
     assert.deepEqual(queue.keys(), []);
+  });
+
+  it('flushes a backing-off key at once, never starting a running key twice, and says how it went', async () => {
+    const attempts: string[] = [];
+    let failing = true;
+    let releaseRunning: () => void = () => undefined;
+    const { clock, queue } = setup(async (key, event) => {
+      attempts.push(event);
+      if (event === 'slow') await new Promise<void>((resolve) => (releaseRunning = resolve));
+      if (key === 'a' && failing) throw new Error('store away');
+    });
+    assert.deepEqual(await queue.flush('nothing'), { ok: true });
+    queue.push('a', 'a1');
+    queue.push('a', 'a2');
+    await flush();
+    assert.equal(queue.state('a')?.retryAt, 1_000);
+    assert.deepEqual(await queue.flush('a'), { ok: false, error: 'store away' }, 'tried now, before the backoff is over');
+    assert.deepEqual(attempts, ['a1', 'a1']);
+    assert.equal(queue.state('a')?.retryAt, clock.now() + 2_000, 'the failure backs off as usual');
+    failing = false;
+    assert.deepEqual(await queue.flush('a'), { ok: true });
+    assert.deepEqual(attempts, ['a1', 'a1', 'a1', 'a2']);
+    assert.equal(queue.has('a'), false);
+
+    queue.push('b', 'slow');
+    const flushed = queue.flush('b');
+    const settled = queue.settled();
+    await flush();
+    assert.deepEqual(attempts.slice(4), ['slow'], 'a running key is waited for, not started again');
+    releaseRunning();
+    assert.deepEqual(await flushed, { ok: true });
+    await settled;
+    assert.equal(clock.pendingTimers, 0);
+  });
+
+  it('settles when every key running now has emptied or is backing off', async () => {
+    let releaseA: () => void = () => undefined;
+    const { queue } = setup(async (key) => {
+      if (key === 'a') await new Promise<void>((resolve) => (releaseA = resolve));
+      if (key === 'b') throw new Error('backing off');
+    });
+    queue.push('a', 'a1');
+    queue.push('b', 'b1');
+    await flush();
+    let settled = false;
+    void queue.settled().then(() => (settled = true));
+    await flush();
+    assert.equal(settled, false, 'a is still running; b backing off counts as settled');
+    releaseA();
+    await flush();
+    assert.equal(settled, true);
+    queue.stop();
+  });
+
+  it('backs each key off by the policy chosen for it', async () => {
+    const clock = new ManualClock(0);
+    const queue = new OrderedRetryQueue<string>({
+      clock,
+      backoff: (key) => new ExponentialBackoff({ initialMs: key.startsWith('fast') ? 10 : 5_000, maxMs: 60_000 }),
+      handle: async () => {
+        throw new Error('down');
+      },
+    });
+    queue.push('fast-1', 'x');
+    queue.push('slow-1', 'y');
+    await flush();
+    assert.deepEqual(queue.keys().map((k) => [k.key, k.retryAt]), [['fast-1', 10], ['slow-1', 5_000]]);
+    queue.stop();
+    assert.deepEqual(await queue.flush('fast-1'), { ok: false, error: 'the queue is stopped' });
   });
 
   it('delivers every event of every key exactly once and in order, whatever fails when (property)', async () => {

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { existsSync, lstatSync, readlinkSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
-import type { AuditReport } from '../../src/agent/audit.ts';
+import type { AuditReport } from '../../src/api/protocol.ts';
 import { requestJson } from '../../src/core/unix-http.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { haveReferencePlugins, reference, resultAddresses } from '../helpers/cni.ts';

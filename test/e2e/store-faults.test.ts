@@ -8,7 +8,7 @@ import { closeSync, mkdirSync, openSync, readdirSync, rmSync, writeFileSync, wri
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { requestJson } from '../../src/core/unix-http.ts';
-import type { AgentStatus } from '../../src/agent/service.ts';
+import type { AgentStatus } from '../../src/api/protocol.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { resultAddresses, warren } from '../helpers/cni.ts';
 import { holdDatabase } from '../helpers/sqlite-holder.ts';

@@ -20,7 +20,7 @@ import { ManualClock } from '../../src/core/clock.ts';
 import { isWarrenError } from '../../src/core/errors.ts';
 import { formatIP, parseIP } from '../../src/ipam/address.ts';
 import { type RangeSpec, parseIpamConfig } from '../../src/ipam/config.ts';
-import { Allocator } from '../../src/store/allocator.ts';
+import { Allocator } from '../../src/allocator/allocator.ts';
 import { SqliteStore } from '../../src/store/sqlite-store.ts';
 
 const FIXTURES = join(import.meta.dirname, '..', 'fixtures', 'whereabouts');

@@ -1,8 +1,8 @@
 /**
- * The containerd event source against a real containerd, in process: events go through the
- * per-container ordered retry queue on an injected clock, a failing container does not hold up
- * another, and malformed events are skipped while the stream keeps going. Plus the resync grace of
- * the releaser, on an injected clock.
+ * The containerd event source against a real containerd, in process: its items (an AsyncIterable)
+ * go through the per-container ordered retry queue on an injected clock, a failing container does
+ * not hold up another, and malformed events are skipped while the stream keeps going. (The resync
+ * grace of the pipeline is in test/agent/release-pipeline.test.ts.)
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -11,13 +11,8 @@ import pino from 'pino';
 import { ExponentialBackoff } from '../../src/core/backoff.ts';
 import { ManualClock } from '../../src/core/clock.ts';
 import { OrderedRetryQueue } from '../../src/core/ordered-retry-queue.ts';
-import { ContainerReleases } from '../../src/agent/container-releases.ts';
-import { parseIpamConfig } from '../../src/ipam/config.ts';
 import { type ContainerEvent, decodeEvent, encodeAny, encodeMessage } from '../../src/sources/containerd/client.ts';
 import { ContainerdEventSource } from '../../src/sources/containerd/event-source.ts';
-import { NetnsObserver } from '../../src/sources/netns.ts';
-import { Allocator } from '../../src/store/allocator.ts';
-import { SqliteStore } from '../../src/store/sqlite-store.ts';
 import { type Containerd, haveContainerd, startContainerd } from '../helpers/containerd.ts';
 import { isRoot, waitFor } from '../helpers/processes.ts';
 
@@ -57,10 +52,13 @@ describe('containerd event source', { skip }, () => {
       clock,
       backoff: new ExponentialBackoff(),
       logger: quiet,
-      onEvent: (event) => queue.push(event.containerID, event),
-      onSubscribed: async () => undefined,
     });
-    const running = source.run(abort.signal);
+    const running = (async () => {
+      for await (const item of source.events(abort.signal)) {
+        if (item.kind === 'event') queue.push(item.event.containerID, item.event);
+        else item.ack();
+      }
+    })();
     try {
       await source.subscribed();
       const exit = (container: string, pid: number) =>
@@ -89,6 +87,29 @@ describe('containerd event source', { skip }, () => {
       queue.stop();
     }
   });
+  it('is subscribed only once its resync is acknowledged, and lists again when the consumer could not apply one', async () => {
+    const clock = new ManualClock(Date.now());
+    const source = new ContainerdEventSource({ socket: containerd.socket, namespaces: [NS], clock, backoff: new ExponentialBackoff({ initialMs: 1_000 }), logger: quiet });
+    const abort = new AbortController();
+    const items = source.events(abort.signal)[Symbol.asyncIterator]();
+    try {
+      const first = await items.next();
+      assert.equal(first.value?.kind, 'resync');
+      assert.equal(source.state, 'connecting', 'not subscribed before the consumer has applied the resync');
+      if (first.value?.kind === 'resync') first.value.ack(new Error('store away'));
+      assert.equal(source.state, 'reconnecting');
+      clock.advance(1_000);
+      const second = await items.next();
+      assert.equal(second.value?.kind, 'resync', 'listed again after the backoff');
+      if (second.value?.kind === 'resync') second.value.ack();
+      assert.equal(source.state, 'subscribed');
+      assert.equal(source.status().subscriptions, 1);
+      assert.equal(source.status().lastError, 'store away');
+    } finally {
+      abort.abort();
+      await items.return?.(undefined);
+    }
+  });
 });
 
 describe('decodeEvent', () => {
@@ -114,39 +135,5 @@ describe('decodeEvent', () => {
     );
     const ok = decodeEvent({ namespace: 'ns', topic: '/containers/delete', typeUrl: 'types.containerd.io/containerd.events.ContainerDelete', value: encodeMessage('ContainerDelete', { id: 'abc' }) });
     assert.deepEqual(ok, { kind: 'event', event: { kind: 'container-delete', namespace: 'ns', containerID: 'abc' } });
-  });
-});
-
-describe('ContainerReleases resync', () => {
-  it('spares allocations younger than the grace period and releases the rest whose container is gone', async () => {
-    const clock = new ManualClock(1_000_000);
-    const store = new SqliteStore({ path: ':memory:' });
-    const allocator = new Allocator({ store, clock, node: 'n1' });
-    const ranges = parseIpamConfig({ type: 'warren', range: '10.9.0.0/24' }).ranges;
-    const owner = (containerID: string) => ({ network: 'net', containerID, ifname: 'eth0' });
-    await allocator.allocate({ owner: owner('old-gone'), ranges });
-    await allocator.allocate({ owner: owner('old-live'), ranges });
-    clock.advance(50_000);
-    await allocator.allocate({ owner: owner('new-gone'), ranges }); // an ADD still in flight
-    const releases = new ContainerReleases({
-      allocator,
-      store,
-      observer: new NetnsObserver([]),
-      clock,
-      backoff: new ExponentialBackoff(),
-      logger: quiet,
-      node: 'n1',
-      resyncGraceMs: 30_000,
-    });
-    await releases.resync(new Set(['old-live']));
-    await releases.idle();
-    assert.deepEqual((await store.list()).map((a) => a.containerID).sort(), ['new-gone', 'old-live']);
-    assert.equal(releases.status().released, 1);
-    // Events for a container that holds nothing stop at one look-up and change nothing.
-    releases.onEvent({ kind: 'container-delete', namespace: 'ns', containerID: 'nobody' });
-    await releases.idle();
-    assert.equal(releases.status().released, 1);
-    releases.stop();
-    await store.close();
   });
 });

@@ -12,7 +12,8 @@ import { describe, test } from 'node:test';
 import { ManualClock } from '../../src/core/clock.ts';
 import { isWarrenError } from '../../src/core/errors.ts';
 import { encodeEntry, journalFileName } from '../../src/cni/journal-entry.ts';
-import { checkJournalDir, recordMissedDelete } from '../../src/cni/journal-writer.ts';
+import { checkJournalDir } from '../../src/cni/journal-dir.ts';
+import { recordMissedDelete } from '../../src/plugin/journal-writer.ts';
 import { type JournalEvent, MissedDeleteJournal, type MissedDeleteJournalOptions, REJECTED_DIR } from '../../src/sources/missed-delete-journal.ts';
 import { isRoot, tempDir, waitFor } from '../helpers/processes.ts';
 
@@ -134,6 +135,43 @@ const sides: Array<[string, (dir: string) => void]> = [
   ['the plugin (checkJournalDir)', (dir) => checkJournalDir(dir)],
   ['the agent (MissedDeleteJournal.prepare)', (dir) => new MissedDeleteJournal({ dir, clock: new ManualClock() }).prepare()],
 ];
+
+describe('MissedDeleteJournal: an empty file gets a second look', () => {
+  test('a file caught between its creation and its write is read whole, not set aside (the e2e journal tests wrote this way)', async () => {
+    const dir = join(tempDir(), 'journal');
+    checkJournalDir(dir);
+    const j = consume({ dir });
+    try {
+      await j.next('the listing', (e) => e.kind === 'listed');
+      const name = journalFileName(OWNER);
+      writeFileSync(join(dir, name), '');
+      await waitFor('the empty file to be seen', () => (j.clock.pendingTimers > 0 ? true : undefined), DEADLINE_MS);
+      writeFileSync(join(dir, name), encodeEntry({ format: 1, ...OWNER, recordedAt: 1, reason: 'written late' }));
+      const intent = await j.next('the intent once written', (e) => e.kind === 'intent');
+      assert.deepEqual(intent, { kind: 'intent', name, entry: { format: 1, ...OWNER, recordedAt: 1, reason: 'written late' } });
+      assert.equal(j.events.filter((e) => e.kind === 'rejected').length, 0);
+    } finally {
+      await j.stop();
+    }
+  });
+
+  test('a file that stays empty is set aside at the second look', async () => {
+    const dir = join(tempDir(), 'journal');
+    checkJournalDir(dir);
+    const j = consume({ dir });
+    try {
+      await j.next('the listing', (e) => e.kind === 'listed');
+      writeFileSync(join(dir, 'empty.release'), '');
+      await waitFor('the empty file to be seen', () => (j.clock.pendingTimers > 0 ? true : undefined), DEADLINE_MS);
+      assert.equal(j.events.filter((e) => e.kind === 'rejected').length, 0, 'not at the first look');
+      j.clock.advance(1_000);
+      const rejected = await j.next('the empty file set aside', (e) => e.kind === 'rejected');
+      assert.match(rejected.kind === 'rejected' ? rejected.reason : '', /empty/);
+    } finally {
+      await j.stop();
+    }
+  });
+});
 
 describe('the journal directory: the agent refuses what the plugin refuses', { skip: isRoot() ? false : 'needs root to chown' }, () => {
   for (const [side, prepare] of sides) {

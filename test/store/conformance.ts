@@ -174,6 +174,34 @@ export function storeConformance(name: string, factory: StoreFactory): void {
       for (const [filter, expected] of cases) assert.deepEqual(await s.list(filter), expected, JSON.stringify(filter));
     });
 
+    it('matches a range pool to itself and its blocks only, never to a pool that merely shares a prefix', async () => {
+      const s = await fresh();
+      const inRange = allocation('10.0.0.0/24', '10.0.0.2');
+      const inBlock = allocation('10.0.0.0/24#10.0.0.64/26', '10.0.0.70');
+      const named = allocation('10.0.0.0/24@blue', '10.0.0.2');
+      const namedBlock = allocation('10.0.0.0/24@blue#10.0.0.0/26', '10.0.0.3');
+      for (const a of [inRange, inBlock, named, namedBlock]) assert.equal((await s.commit(a.pool, 0, [allocate(a)])).kind, 'committed');
+      assert.deepEqual(await s.list({ rangePool: '10.0.0.0/24' }), [inRange, inBlock]);
+      assert.deepEqual(await s.list({ rangePool: '10.0.0.0/24@blue' }), [named, namedBlock]);
+      assert.deepEqual(await s.list({ rangePool: '10.0.0.0/24', address: '10.0.0.70' }), [inBlock]);
+      assert.deepEqual(await s.list({ pool: '10.0.0.0/24' }), [inRange]);
+      assert.deepEqual(await s.list({ pool: '10.0.0.0/24#10.0.0.64/26', rangePool: '10.0.0.0/24' }), [inBlock]);
+    });
+
+    it('keeps a pool\'s cooldown attribute, set by commit, apart from its description', async () => {
+      const s = await fresh();
+      const first = await s.readPool('p');
+      assert.equal(first.kind === 'snapshot' && first.cooldownSeconds, undefined, 'never set');
+      const r = await s.commit('p', 0, [{ op: 'cooldown', seconds: 30 }]);
+      assert.equal(r.kind, 'committed');
+      const read = await s.readPool('p');
+      assert.equal(read.kind === 'snapshot' && read.cooldownSeconds, 30);
+      if (r.kind !== 'committed') return;
+      await s.commit('p', r.revision, [{ op: 'cooldown', seconds: 0 }]);
+      const again = await s.readPool('p');
+      assert.equal(again.kind === 'snapshot' && again.cooldownSeconds, 0, 'zero is a value, not absence');
+    });
+
     it('describes pools for operators', async () => {
       const s = await fresh();
       const description = { subnet: '10.0.0.0/24', first: '10.0.0.1', last: '10.0.0.254', capacity: '253', cooldownSeconds: 30 };
@@ -222,8 +250,10 @@ export function storeConformance(name: string, factory: StoreFactory): void {
       await s.commit('r2#10.0.0.0/26', 0, [{ op: 'claim', node: 'n2' }]);
       const summaries = await s.pools('r#');
       assert.deepEqual(summaries.map((p) => [p.pool, p.affinity, p.allocated]), [[block, 'n1', 1]]);
-      assert.deepEqual(await s.list({ pool: 'r' }), [a]);
-      assert.deepEqual(await s.list({ pool: 'r2' }), []);
+      assert.deepEqual(await s.list({ rangePool: 'r' }), [a]);
+      assert.deepEqual(await s.list({ rangePool: 'r2' }), []);
+      assert.deepEqual(await s.list({ pool: 'r' }), [], 'pool names one store pool exactly, not its blocks');
+      assert.deepEqual(await s.list({ pool: block }), [a]);
       if (r2.kind !== 'committed') return;
       await s.commit(block, r2.revision, [{ op: 'unclaim' }]);
       const after = await s.readPool(block);
@@ -251,8 +281,9 @@ export function storeConformance(name: string, factory: StoreFactory): void {
       it('keeps every committed operation across close and reopen', async () => {
         const s = await fresh();
         const a = allocation('p', 'fd00::5', { podUID: 'u' });
-        await s.commit('p', 0, [allocate(a), { op: 'cursor', address: 'fd00::5' }, { op: 'release', address: 'fd00::9', reusableAt: 42 }]);
+        await s.commit('p', 0, [allocate(a), { op: 'cursor', address: 'fd00::5' }, { op: 'release', address: 'fd00::9', reusableAt: 42 }, { op: 'cooldown', seconds: 7 }]);
         const before = await s.readPool('p');
+        assert.equal(before.kind === 'snapshot' && before.cooldownSeconds, 7);
         await s.close();
         const again = await reopen(s);
         opened.push(again);

@@ -72,7 +72,56 @@ describe('SqliteStore specifics', () => {
       await store.close();
     }
     const db = new DatabaseSync(path);
-    assert.equal((db.prepare(`SELECT value FROM meta WHERE key = 'schema_version'`).get() as { value: string }).value, '2');
+    // Upgraded through every version to the current one (2 when this test was written, now 3).
+    assert.equal((db.prepare(`SELECT value FROM meta WHERE key = 'schema_version'`).get() as { value: string }).value, '3');
     db.close();
+  });
+
+  it('upgrades a version-2 database in place: the cooldown its descriptions recorded becomes the pools\' attribute', async () => {
+    const path = join(tempDir(), 'warren.db');
+    const v2 = new DatabaseSync(path);
+    const described = (cooldownSeconds: number) => JSON.stringify({ subnet: '10.0.0.0/24', first: '10.0.0.1', last: '10.0.0.254', capacity: '254', cooldownSeconds });
+    v2.exec(`
+      CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+      INSERT INTO meta VALUES ('schema_version', '2');
+      CREATE TABLE pools (pool TEXT PRIMARY KEY, revision INTEGER NOT NULL, cursor TEXT, description TEXT, affinity TEXT);
+      CREATE TABLE allocations (pool TEXT NOT NULL, address TEXT NOT NULL, network TEXT NOT NULL, container_id TEXT NOT NULL,
+        ifname TEXT NOT NULL, pod_namespace TEXT, pod_name TEXT, pod_uid TEXT, node TEXT NOT NULL, netns TEXT,
+        created_at INTEGER NOT NULL, PRIMARY KEY (pool, address)) WITHOUT ROWID;
+      CREATE INDEX allocations_owner ON allocations (network, container_id, ifname);
+      CREATE UNIQUE INDEX allocations_owner_range ON allocations (
+        network, container_id, ifname, (CASE WHEN instr(pool, '#') > 0 THEN substr(pool, 1, instr(pool, '#') - 1) ELSE pool END));
+      CREATE TABLE resting (pool TEXT NOT NULL, address TEXT NOT NULL, reusable_at INTEGER NOT NULL, PRIMARY KEY (pool, address)) WITHOUT ROWID;
+      INSERT INTO allocations VALUES ('10.0.0.0/24#10.0.0.0/28', '10.0.0.2', 'net', 'c1', 'eth0', NULL, NULL, NULL, 'n1', NULL, 5);
+    `);
+    const pool = v2.prepare('INSERT INTO pools VALUES (?, ?, ?, ?, ?)');
+    pool.run('10.0.0.0/24#10.0.0.0/28', 4, '10.0.0.2', described(45), 'n1');
+    pool.run('10.0.0.0/24#10.0.0.16/28', 2, null, described(0), null);
+    pool.run('10.1.0.0/24', 1, null, null, null);
+    v2.close();
+    const store = new SqliteStore({ path });
+    try {
+      const read = await store.readPool('10.0.0.0/24#10.0.0.0/28');
+      assert.equal(read.kind, 'snapshot');
+      if (read.kind === 'snapshot') {
+        assert.deepEqual([read.revision, read.affinity, read.cursor, read.allocations], [4, 'n1', '10.0.0.2', ['10.0.0.2']]);
+        assert.equal(read.cooldownSeconds, 45);
+      }
+      const zero = await store.readPool('10.0.0.0/24#10.0.0.16/28');
+      assert.equal(zero.kind === 'snapshot' && zero.cooldownSeconds, 0);
+      const undescribed = await store.readPool('10.1.0.0/24');
+      assert.equal(undescribed.kind === 'snapshot' && undescribed.cooldownSeconds, undefined);
+      assert.equal((await store.pools()).find((p) => p.pool === '10.0.0.0/24#10.0.0.0/28')?.description?.cooldownSeconds, 45, 'the description is kept');
+    } finally {
+      await store.close();
+    }
+    const db = new DatabaseSync(path);
+    assert.equal((db.prepare(`SELECT value FROM meta WHERE key = 'schema_version'`).get() as { value: string }).value, '3');
+    db.close();
+    // Opened again at version 3: nothing to upgrade, nothing lost.
+    const again = new SqliteStore({ path });
+    const read = await again.readPool('10.0.0.0/24#10.0.0.0/28');
+    assert.equal(read.kind === 'snapshot' && read.cooldownSeconds, 45);
+    await again.close();
   });
 });

@@ -1,20 +1,35 @@
 /**
- * containerd as a source of releases: follows containerd's socket with the list-then-watch
- * directory watcher, subscribes to container and task events in the configured namespaces
- * whenever the socket is there, and after every (re)subscription lists the containers that exist,
- * so the caller can resynchronise with what happened while nobody was listening.
+ * containerd as a source of releases: an `AsyncIterable` of container events that stops on an
+ * `AbortSignal`. It follows containerd's socket with the list-then-watch directory watcher,
+ * subscribes to container and task events in the configured namespaces whenever the socket is
+ * there, and after every (re)subscription lists the containers that exist and yields that live
+ * set as a `resync` item, so the consumer can resynchronise with what happened while nobody was
+ * listening.
  *
- * The source decides nothing: each decoded event goes to `onEvent` (the caller queues it per
- * container), each resynchronisation to `onSubscribed`. Events that are not for Warren are
- * skipped quietly, malformed ones logged and skipped; the stream goes on either way.
+ * Guarantees: items come out in the order they happened (an event decoded before a resync's
+ * listing finished comes out before the resync); the state is `subscribed` only once the consumer
+ * has acknowledged the resync of the current subscription; a resync the consumer could not apply
+ * makes the source reconnect and list again, so nothing is ever judged from a listing that was
+ * not applied. The source decides nothing: events that are not for Warren are skipped quietly,
+ * malformed ones logged and skipped; the stream goes on either way.
  */
 import { basename, dirname } from 'node:path';
 import type { Logger } from 'pino';
 import type { BackoffPolicy } from '../../core/backoff.ts';
 import type { CancelTimer, Clock } from '../../core/clock.ts';
+import { AsyncChannel } from '../../core/async-channel.ts';
 import { DirectoryWatcher } from '../../core/dir-watcher.ts';
 import { messageOf } from '../../core/errors.ts';
 import { type ContainerEvent, ContainerdClient, type RawEnvelope, type Subscription, decodeEvent, subscribeFilters } from './client.ts';
+
+export type ContainerdItem =
+  | { readonly kind: 'event'; readonly event: ContainerEvent }
+  /**
+   * After each (re)subscription: the IDs of every container in the namespaces, now. The consumer
+   * calls `ack()` once it has acted on it, or `ack(error)` when it could not (the source then
+   * reconnects and lists again).
+   */
+  | { readonly kind: 'resync'; readonly live: ReadonlySet<string>; readonly ack: (error?: unknown) => void };
 
 export type ContainerdState = 'waiting-for-socket' | 'connecting' | 'subscribed' | 'reconnecting' | 'stopped';
 
@@ -39,9 +54,6 @@ export interface ContainerdSourceOptions {
   /** Between failed connection attempts while the socket exists. */
   readonly backoff: BackoffPolicy;
   readonly logger: Logger;
-  readonly onEvent: (event: ContainerEvent) => void;
-  /** After each subscription: the IDs of every container in the namespaces, now. */
-  readonly onSubscribed: (live: ReadonlySet<string>) => Promise<void>;
   /** How often the socket's directory is re-listed in case a watch event was lost. Default 1 s. */
   readonly rescanMs?: number;
 }
@@ -62,6 +74,8 @@ export class ContainerdEventSource {
   #lastResync: { at: string; containers: number } | undefined;
   /** Resolves the next time the state becomes `subscribed` (for callers that wait on it). */
   #subscribedWaiters = new Set<() => void>();
+  /** Where decoded events and resyncs go, in order, for the one consumer of `events`. */
+  #channel: AsyncChannel<ContainerdItem> | undefined;
 
   constructor(options: ContainerdSourceOptions) {
     this.#o = options;
@@ -72,8 +86,28 @@ export class ContainerdEventSource {
     return this.#state;
   }
 
+  /** Container events and resyncs until `signal` aborts (or the consumer stops iterating). */
+  async *events(signal: AbortSignal): AsyncGenerator<ContainerdItem> {
+    if (this.#channel !== undefined) throw new Error('a ContainerdEventSource is iterated once');
+    const channel = new AsyncChannel<ContainerdItem>();
+    this.#channel = channel;
+    // Ends the following when the caller aborts or stops iterating early.
+    const stop = new AbortController();
+    const onAbort = (): void => stop.abort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    if (signal.aborted) stop.abort();
+    const following = this.#follow(stop.signal).finally(() => channel.close());
+    try {
+      yield* channel;
+    } finally {
+      stop.abort();
+      signal.removeEventListener('abort', onAbort);
+      await following;
+    }
+  }
+
   /** Follows the socket until `signal` aborts. */
-  async run(signal: AbortSignal): Promise<void> {
+  async #follow(signal: AbortSignal): Promise<void> {
     const name = basename(this.#o.socket);
     const watcher = new DirectoryWatcher({
       dir: dirname(this.#o.socket),
@@ -166,16 +200,24 @@ export class ContainerdEventSource {
       const live = new Set<string>();
       for (const ns of this.#o.namespaces) for (const id of await client.listContainers(ns)) live.add(id);
       if (generation !== this.#generation) return;
-      await this.#o.onSubscribed(live);
-      if (generation !== this.#generation) return;
-      this.#counts.subscriptions += 1;
-      this.#failures = 0;
-      this.#lastResync = { at: new Date(this.#o.clock.now()).toISOString(), containers: live.size };
-      this.#setState('subscribed');
-      this.#o.logger.info({ socket: this.#o.socket, namespaces: this.#o.namespaces, containers: live.size }, 'subscribed to containerd events; resynchronised');
+      this.#channel?.push({ kind: 'resync', live, ack: (error?: unknown) => this.#resynced(generation, live.size, error) });
     })().catch((error: unknown) => {
       if (generation === this.#generation) this.#lost(messageOf(error));
     });
+  }
+
+  /** The consumer acted on the resync of subscription `generation` (or could not: `error`). */
+  #resynced(generation: number, containers: number, error: unknown): void {
+    if (generation !== this.#generation) return;
+    if (error !== undefined) {
+      this.#lost(messageOf(error));
+      return;
+    }
+    this.#counts.subscriptions += 1;
+    this.#failures = 0;
+    this.#lastResync = { at: new Date(this.#o.clock.now()).toISOString(), containers };
+    this.#setState('subscribed');
+    this.#o.logger.info({ socket: this.#o.socket, namespaces: this.#o.namespaces, containers }, 'subscribed to containerd events; resynchronised');
   }
 
   /** The connection failed or ended: try again after a backoff while the socket is there. */
@@ -215,7 +257,7 @@ export class ContainerdEventSource {
     switch (decoded.kind) {
       case 'event':
         this.#counts.events += 1;
-        this.#o.onEvent(decoded.event);
+        this.#channel?.push({ kind: 'event', event: decoded.event });
         return;
       case 'ignored':
         this.#counts.skipped += 1;

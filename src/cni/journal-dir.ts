@@ -1,16 +1,12 @@
 /**
- * The plugin's side of the journal: record a DEL the agent could not take, durably, then let the
- * DEL succeed. Loaded only on that fallback path, so a normal plugin call never pays for it.
- *
- * Also home of the journal directory's safety rule, which the agent applies to the same directory
- * when it starts (checkJournalDir): both sides refuse exactly the same directories, so a file
- * another user could plant is never taken as a release by either.
+ * The journal directory's safety rule, in one place for both of its users: the plugin checks it
+ * before it records a DEL (plugin/journal-writer.ts), the agent when it starts draining it
+ * (sources/missed-delete-journal.ts). Both refuse exactly the same directories, so a file another
+ * user could plant is never taken as a release by either. Beside the journal entry codec, which
+ * both sides share for the same reason.
  */
 import { closeSync, constants, fchmodSync, fstatSync, lstatSync, mkdirSync, openSync, readlinkSync } from 'node:fs';
-import { join } from 'node:path';
-import { writeFileAtomic } from '../core/atomic-file.ts';
 import { WarrenError, messageOf } from '../core/errors.ts';
-import { type JournalEntry, encodeEntry, journalFileName } from './journal-entry.ts';
 
 export interface JournalDirOptions {
   /**
@@ -71,12 +67,4 @@ export function checkJournalDir(dir: string, options: JournalDirOptions = {}): v
   } finally {
     closeSync(fd);
   }
-}
-
-/** Writes the intent atomically and durably; returns the file's path. */
-export function recordMissedDelete(dir: string, entry: JournalEntry): string {
-  checkJournalDir(dir);
-  const path = join(dir, journalFileName(entry));
-  writeFileAtomic(path, encodeEntry(entry), 0o600);
-  return path;
 }

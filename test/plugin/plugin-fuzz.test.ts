@@ -8,7 +8,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { runPlugin } from '../../src/cni/plugin.ts';
+import { runPlugin } from '../../src/plugin/plugin.ts';
 import { MAX_CONFIG_DEPTH } from '../../src/core/limits.ts';
 import { decodeEntry } from '../../src/cni/journal-entry.ts';
 import { readFileSync } from 'node:fs';

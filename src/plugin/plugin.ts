@@ -2,7 +2,8 @@
  * The CNI plugin: reads the environment and stdin, asks the agent over its unix socket, and prints
  * the answer. The agent validates every call; the plugin validates the config itself only when
  * the agent cannot answer, so a bad config is still reported as one (7) with the agent down. It is
- * on the hot path of every pod start, so it loads only what that needs.
+ * on the hot path of every pod start, so it loads only what that needs: of the API, the CNI call
+ * alone (api/cni-call.ts); the journal writer only when a DEL falls back to it.
  *
  * When the agent cannot be reached: ADD fails with code 11 (try again later) and allocates
  * nothing; STATUS answers 50; CHECK and GC fail with code 11; DEL records its intent in the
@@ -17,12 +18,12 @@ import { readSync } from 'node:fs';
 import { DEFAULT_JOURNAL_DIR, DEFAULT_SOCKET } from '../core/defaults.ts';
 import { WarrenError, isWarrenError, messageOf } from '../core/errors.ts';
 import { MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, nestsDeeperThan } from '../core/limits.ts';
-import { requestJson } from '../core/unix-http.ts';
-import { type CniEnv, isValidNetworkName, parseCniArgs, parseCniEnv, printable } from './args.ts';
-import { toCniError } from './errors.ts';
-import type { CniOutcome, CniRequest } from './handler.ts';
-import { declaredVersion, parseNetConf } from './netconf.ts';
-import { SPEC_VERSION, versionResult } from './spec.ts';
+import { type CniEnv, isValidNetworkName, parseCniArgs, parseCniEnv, printable } from '../cni/args.ts';
+import { toCniError } from '../cni/errors.ts';
+import { declaredVersion, parseNetConf } from '../cni/netconf.ts';
+import { SPEC_VERSION, versionResult } from '../cni/spec.ts';
+import { callCni } from '../api/cni-call.ts';
+import type { CniOutcome, CniRequest } from '../api/protocol.ts';
 
 export interface PluginIO {
   readonly env: NodeJS.ProcessEnv;
@@ -121,41 +122,47 @@ export async function runPlugin(io: PluginIO): Promise<number> {
     if (env.command === 'ADD') parseCniArgs(env.args);
     return { network: conf.name, journalDir: conf.ipam.journalDir };
   };
-  try {
-    const response = await requestJson({ socket, method: 'POST', path: '/v1/cni', bodyText: requestBody(env, text) });
-    const outcome = response.body as CniOutcome | undefined;
-    if (response.status !== 200 || outcome === undefined || typeof outcome !== 'object') {
-      throw new WarrenError('IO_FAILURE', `Warren agent at ${socket} answered HTTP ${response.status} without a CNI outcome`);
-    }
-    switch (outcome.kind) {
-      case 'result':
-        io.write(JSON.stringify(outcome.output));
-        return 0;
-      case 'silent':
-        return 0;
-      case 'error':
-        // The agent took the call but could not commit it now: keep the DEL's promise via the journal.
-        if (env.command === 'DEL' && (outcome.output.code === 11 || outcome.output.code === 5)) return journalDelete(outcome.output.msg, validate());
-        io.write(JSON.stringify(outcome.output));
-        return 1;
-      default:
-        throw new WarrenError('IO_FAILURE', `Warren agent at ${socket} answered an unknown outcome`);
-    }
-  } catch (error) {
-    // A DEL that could not be asked, whatever stood in the way, goes to the journal; the other
-    // commands answer alone only when the agent could not be reached or answered nonsense.
-    const unanswered = isWarrenError(error, 'AGENT_UNREACHABLE') || isWarrenError(error, 'IO_FAILURE');
-    if (!unanswered && env.command !== 'DEL') return fail(error);
+  /** A DEL the agent did not commit: its config checked here (a bad one is 7), then journaled. */
+  const journalChecked = (why: string): number | Promise<number> => {
     let target: JournalTarget;
     try {
       target = validate();
     } catch (invalid) {
       return fail(invalid);
     }
-    if (env.command === 'DEL') return journalDelete(messageOf(error), target);
+    return journalDelete(why, target);
+  };
+  let outcome: CniOutcome;
+  try {
+    outcome = await callCni({ socket, bodyText: requestBody(env, text) });
+  } catch (error) {
+    // The agent did not take the call: it could not be reached, answered nonsense, or refused the
+    // request itself. A DEL goes to the journal; the other commands answer alone.
+    if (env.command === 'DEL') return journalChecked(messageOf(error));
+    try {
+      validate();
+    } catch (invalid) {
+      return fail(invalid);
+    }
     if (!isWarrenError(error, 'AGENT_UNREACHABLE')) return fail(error);
     const hinted = `${error.message}: ${UNREACHABLE_HINT}`;
     return fail(new WarrenError(env.command === 'STATUS' ? 'NOT_READY' : 'AGENT_UNREACHABLE', hinted, { cause: error.cause }));
+  }
+  switch (outcome.kind) {
+    case 'result':
+      io.write(JSON.stringify(outcome.output));
+      return 0;
+    case 'silent':
+      return 0;
+    case 'error':
+      // The agent took the call but could not commit it now: keep the DEL's promise via the journal.
+      if (env.command === 'DEL' && (outcome.output.code === 11 || outcome.output.code === 5)) return journalChecked(outcome.output.msg);
+      io.write(JSON.stringify(outcome.output));
+      return 1;
+    default: {
+      const never: never = outcome;
+      return fail(new WarrenError('IO_FAILURE', `Warren agent at ${socket} answered an unknown outcome ${JSON.stringify(never)}`));
+    }
   }
 }
 
@@ -213,7 +220,7 @@ export function readStdinSync(limit = MAX_CONFIG_BYTES): string {
     }
     if (n === 0) break;
     size += n;
-    if (size > limit) throw new WarrenError('DECODE_FAILURE', `network config on stdin is larger than ${limit} bytes`);
+    if (size > limit) throw new WarrenError('TOO_LARGE', `network config on stdin is larger than ${limit} bytes`);
     chunks.push(Buffer.from(buffer.subarray(0, n)));
   }
   return Buffer.concat(chunks).toString('utf8');

@@ -1,37 +1,34 @@
 /**
- * The agent's side of a CNI call: validates the request again (the agent never trusts the plugin),
+ * The agent's side of a CNI call: checks the request again (the agent never trusts the plugin),
  * runs the command against the allocator and renders the answer in the config's version. Each call
  * ends in exactly one outcome: a result object, no output (DEL, CHECK, GC, STATUS succeed
- * silently), or a CNI error object.
+ * silently), or a CNI error object. It never throws.
+ *
+ * - The request's fields are checked with the plugin's own rules (cni/args.ts), so both refuse the
+ *   same input with the same CNI code; a field of the wrong JSON type is BAD_REQUEST (7).
+ * - A network config naming another store than the agent runs on is refused (7).
+ * - ADD settles what is still pending for its attachment first (beforeAdd: a journaled DEL), and is
+ *   idempotent per (network, containerID, ifname).
+ * - GC spares allocations younger than the grace: the runtime lists its attachments before it
+ *   calls GC, and an ADD that commits in between is not on the list but is in use.
+ * - STATUS answers 50 while the agent cannot serve ADD (readiness).
+ * - Whereabouts keys Warren accepts but does not act on are reported once per network.
  */
 import { type Clock, systemClock } from '../core/clock.ts';
 import { WarrenError } from '../core/errors.ts';
 import { type IPAddress, formatIP, parseIP } from '../ipam/address.ts';
 import type { Owner } from '../ipam/allocation.ts';
 import { type StoreKind, inSubnet } from '../ipam/config.ts';
-import { type Allocator, attachmentKey } from '../store/allocator.ts';
-import { rangePoolOf } from '../store/store.ts';
-import { type CniEnv, parseCniArgs, parseCniEnv, printable } from './args.ts';
-import { type CniErrorObject, toCniError } from './errors.ts';
-import { type NetConf, declaredVersion, parseNetConf } from './netconf.ts';
-import { type CniCommand, type IpamResult, SPEC_VERSION, renderResult, versionResult } from './spec.ts';
+import { type Allocator, attachmentKey } from '../allocator/allocator.ts';
+import { rangePoolOfKey } from '../ipam/blocks.ts';
+import { type CniEnv, checkCniVariables, parseCniArgs, printable } from '../cni/args.ts';
+import { toCniError } from '../cni/errors.ts';
+import { type NetConf, declaredVersion, parseNetConf } from '../cni/netconf.ts';
+import { type CniCommand, type IpamResult, SPEC_VERSION, renderResult, versionResult } from '../cni/spec.ts';
+import { isExpected } from '../api/errors.ts';
+import type { CniOutcome, CniRequest } from '../api/protocol.ts';
 
-/** What the plugin sends the agent: its environment, and stdin decoded. */
-export interface CniRequest {
-  readonly command: string;
-  readonly containerID?: string;
-  readonly netns?: string;
-  readonly ifname?: string;
-  readonly args?: string;
-  readonly config: unknown;
-}
-
-export type CniOutcome =
-  | { readonly kind: 'result'; readonly output: Record<string, unknown> }
-  | { readonly kind: 'silent' }
-  | { readonly kind: 'error'; readonly output: CniErrorObject };
-
-export interface CniHandlerOptions {
+export interface CniServiceOptions {
   readonly allocator: Allocator;
   /** Throws a NOT_READY WarrenError when ADD cannot be served. */
   readonly readiness: () => Promise<void>;
@@ -47,12 +44,25 @@ export interface CniHandlerOptions {
   readonly beforeAdd?: (owner: Owner) => Promise<void>;
   /** Told once per network about IPAM keys Warren accepts but does not act on. */
   readonly onIgnoredKeys?: (network: string, keys: readonly string[]) => void;
+  /**
+   * Told of a call that failed unexpectedly (a store or disk failure, a bug), for the log. Refusals
+   * of bad input and "try again" are the caller's business and are not reported (api/errors.ts).
+   */
+  readonly onFailure?: (error: unknown, command: string) => void;
 }
 
-/** Default of CniHandlerOptions.gcGraceMs: far longer than any runtime takes from list to GC. */
+/** Default of CniServiceOptions.gcGraceMs: far longer than any runtime takes from list to GC. */
 export const DEFAULT_GC_GRACE_MS = 60_000;
 
-export class CniHandler {
+/** A request whose fields passed the spec's rules; the config is parsed per command. */
+interface CniCall {
+  readonly env: CniEnv;
+  readonly config: unknown;
+}
+
+type ConfiguredCommand = Exclude<CniCommand, 'VERSION'>;
+
+export class CniService {
   readonly #allocator: Allocator;
   readonly #readiness: () => Promise<void>;
   readonly #storeKind: StoreKind | undefined;
@@ -60,10 +70,11 @@ export class CniHandler {
   readonly #gcGraceMs: number;
   readonly #onIgnoredKeys: ((network: string, keys: readonly string[]) => void) | undefined;
   readonly #beforeAdd: ((owner: Owner) => Promise<void>) | undefined;
+  readonly #onFailure: ((error: unknown, command: string) => void) | undefined;
   /** Networks whose ignored keys were already reported: once each, not on every call. */
   readonly #reportedIgnored = new Set<string>();
 
-  constructor(options: CniHandlerOptions) {
+  constructor(options: CniServiceOptions) {
     this.#allocator = options.allocator;
     this.#readiness = options.readiness;
     this.#storeKind = options.storeKind;
@@ -71,17 +82,20 @@ export class CniHandler {
     this.#gcGraceMs = options.gcGraceMs ?? DEFAULT_GC_GRACE_MS;
     this.#onIgnoredKeys = options.onIgnoredKeys;
     this.#beforeAdd = options.beforeAdd;
+    this.#onFailure = options.onFailure;
   }
 
+  /** One CNI call, as the plugin sent it (unchecked: it came over the wire). */
   async handle(request: CniRequest): Promise<CniOutcome> {
     const version = declaredVersion(request?.config) ?? SPEC_VERSION;
     try {
-      const env = envOf(request);
-      if (env.command === 'VERSION') return { kind: 'result', output: versionResult() };
-      const conf = parseNetConf(request.config, env.command);
+      const call = cniCallOf(request);
+      if (call.env.command === 'VERSION') return { kind: 'result', output: versionResult() };
+      const conf = parseNetConf(call.config, call.env.command);
       this.#reportIgnored(conf);
-      return await this.#run(env, conf);
+      return await this.#run(call.env.command, call.env, conf);
     } catch (error) {
+      if (!isExpected(error)) this.#onFailure?.(error, typeof request?.command === 'string' ? printable(request.command) : '?');
       return { kind: 'error', output: toCniError(error, version) };
     }
   }
@@ -98,8 +112,7 @@ export class CniHandler {
     this.#onIgnoredKeys(conf.name, conf.ipam.ignoredKeys.map((k) => `${k.path} (${k.reason})`));
   }
 
-  async #run(env: CniEnv, conf: NetConf): Promise<CniOutcome> {
-    const command: Exclude<CniCommand, 'VERSION'> = env.command as Exclude<CniCommand, 'VERSION'>;
+  async #run(command: ConfiguredCommand, env: CniEnv, conf: NetConf): Promise<CniOutcome> {
     const wanted = conf.ipam.store;
     if (wanted !== undefined && this.#storeKind !== undefined && wanted !== this.#storeKind) {
       throw new WarrenError('INVALID_CONFIG', `network ${conf.name} asks for the ${wanted} store (ipam.store), but this agent runs on ${this.#storeKind}; start the agent with --store ${wanted}`);
@@ -171,7 +184,7 @@ export class CniHandler {
     const owner = ownerOf(env, conf);
     const held = await this.#allocator.held(owner);
     for (const range of conf.ipam.ranges) {
-      const mine = held.find((a) => rangePoolOf(a.pool) === range.pool);
+      const mine = held.find((a) => rangePoolOfKey(a.pool) === range.pool);
       if (mine === undefined) {
         throw new WarrenError('ALLOCATION_MISSING', `container ${owner.containerID} (${owner.ifname}) holds no address in ${range.pool}`);
       }
@@ -184,14 +197,21 @@ export class CniHandler {
   }
 }
 
-function envOf(request: CniRequest): CniEnv {
-  if (typeof request !== 'object' || request === null) throw new WarrenError('BAD_REQUEST', 'request must be a JSON object');
-  const env: NodeJS.ProcessEnv = { CNI_COMMAND: stringField(request.command, 'command') };
-  if (request.containerID !== undefined) env.CNI_CONTAINERID = stringField(request.containerID, 'containerID');
-  if (request.netns !== undefined) env.CNI_NETNS = stringField(request.netns, 'netns');
-  if (request.ifname !== undefined) env.CNI_IFNAME = stringField(request.ifname, 'ifname');
-  if (request.args !== undefined) env.CNI_ARGS = stringField(request.args, 'args');
-  return parseCniEnv(env);
+/**
+ * The request's fields, checked: each must be a string where present (BAD_REQUEST otherwise),
+ * then they pass the same rules as the plugin's environment (BAD_ENV, naming the variable).
+ */
+function cniCallOf(request: unknown): CniCall {
+  if (typeof request !== 'object' || request === null || Array.isArray(request)) throw new WarrenError('BAD_REQUEST', 'request must be a JSON object');
+  const r = request as Record<string, unknown>;
+  const env = checkCniVariables({
+    command: stringField(r.command, 'command'),
+    containerID: optionalString(r.containerID, 'containerID'),
+    netns: optionalString(r.netns, 'netns'),
+    ifname: optionalString(r.ifname, 'ifname'),
+    args: optionalString(r.args, 'args'),
+  });
+  return { env, config: r.config };
 }
 
 function stringField(value: unknown, name: string): string {
@@ -199,6 +219,11 @@ function stringField(value: unknown, name: string): string {
   return value;
 }
 
-function ownerOf(env: CniEnv, conf: NetConf): { network: string; containerID: string; ifname: string } {
+function optionalString(value: unknown, name: string): string | undefined {
+  return value === undefined ? undefined : stringField(value, name);
+}
+
+/** ADD, DEL and CHECK passed checkCniVariables, which requires both. */
+function ownerOf(env: CniEnv, conf: NetConf): Owner {
   return { network: conf.name, containerID: env.containerID as string, ifname: env.ifname as string };
 }

@@ -12,7 +12,7 @@ import { isWarrenError } from '../../src/core/errors.ts';
 import { parseIP } from '../../src/ipam/address.ts';
 import { type Block, blockAt, blockOfKey, firstUnclaimedBlock } from '../../src/ipam/blocks.ts';
 import { capacityOf, parseIpamConfig } from '../../src/ipam/config.ts';
-import { Allocator, attachmentKey } from '../../src/store/allocator.ts';
+import { Allocator, attachmentKey } from '../../src/allocator/allocator.ts';
 import { SqliteStore } from '../../src/store/sqlite-store.ts';
 import type { Store } from '../../src/store/store.ts';
 import { tempDir } from '../helpers/processes.ts';
@@ -89,7 +89,7 @@ describe('Allocator with blocks', () => {
     assert.equal(b1[0]?.allocation.pool, `${r[0]?.pool}#10.1.0.16/28`);
     const blocks = await store.pools(`${r[0]?.pool}#`);
     assert.deepEqual(blocks.map((p) => [p.pool.split('#')[1], p.affinity, p.allocated]), [['10.1.0.0/28', 'n1', 2], ['10.1.0.16/28', 'n2', 1]]);
-    assert.deepEqual((await store.list({ pool: r[0]?.pool })).map((a) => a.address).sort(), ['10.1.0.1', '10.1.0.16', '10.1.0.2']);
+    assert.deepEqual((await store.list({ rangePool: r[0]?.pool })).map((a) => a.address).sort(), ['10.1.0.1', '10.1.0.16', '10.1.0.2']);
   });
 
   it('returns the same address when a retried ADD reaches another node', async () => {
@@ -130,7 +130,7 @@ describe('Allocator with blocks', () => {
       assert.ok(v >= addressValue('10.4.0.5') && v <= addressValue('10.4.0.126'));
       assert.ok(v < addressValue('10.4.0.40') || v > addressValue('10.4.0.47'), `${address} is excluded`);
     }
-    assert.equal((await store.list({ pool: r[0]?.pool })).length, capacity);
+    assert.equal((await store.list({ rangePool: r[0]?.pool })).length, capacity);
   });
 
   it('honours a requested address in another node\'s block', async () => {

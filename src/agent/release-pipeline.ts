@@ -1,0 +1,303 @@
+/**
+ * The release pipeline: every release intent, from every source, goes the same way —
+ *
+ *   source → ordered retry queue (keyed by owner or container) → release rule → allocator
+ *
+ * Guarantees:
+ * - never processes one key twice at once, and handles a key's intents in the order they came;
+ *   a failing intent backs its key off (owner and container keys each with their own policy, on
+ *   the injected clock) and later intents for that key wait behind it; other keys go on;
+ * - nothing dropped: an intent stays queued until its action is applied; an intent's `ack` (the
+ *   journal removing its file) is called only after that, so a crash at any instant leaves the
+ *   intent to be read again;
+ * - what to do is decided by `decide` (release-rule.ts) from what the key holds now and what can
+ *   be observed now, never from what a source believed when it queued the intent; releasing what
+ *   is no longer held is a no-op;
+ * - a look-again intent (namespace sweep, exited-container recheck) that is already queued for a
+ *   key is not queued twice: the one queued looks at the state when it runs.
+ */
+import type { Logger } from 'pino';
+import type { ContainerdStatus } from '../api/protocol.ts';
+import type { BackoffPolicy } from '../core/backoff.ts';
+import type { Clock } from '../core/clock.ts';
+import { WarrenError, messageOf } from '../core/errors.ts';
+import { OrderedRetryQueue } from '../core/ordered-retry-queue.ts';
+import { type Allocation, type Owner, ownerKey } from '../ipam/allocation.ts';
+import type { NetnsObservation, NetnsObserver } from '../sources/netns.ts';
+import type { Allocator } from '../allocator/allocator.ts';
+import type { Store } from '../store/store.ts';
+import { type OwnerRelease, type ReleaseAction, type ReleaseIntent, decide, holderOf, needsNamespaces } from './release-rule.ts';
+
+export interface ReleasePipelineOptions {
+  readonly allocator: Allocator;
+  readonly store: Store;
+  readonly observer: NetnsObserver;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** This node: container intents judge only what this node's agent allocated. */
+  readonly node: string;
+  /** Backoff of owner intents (journaled DELs, the namespace sweep). */
+  readonly ownerBackoff: BackoffPolicy;
+  /** Backoff of container intents (runtime events, --event-retry and --event-retry-max). */
+  readonly containerBackoff: BackoffPolicy;
+  /** Allocations younger than this are never released because a resync did not list their container. */
+  readonly resyncGraceMs: number;
+  /** Intents recorded durably for an owner that may not have arrived yet (the journal, read now). */
+  readonly recordedFor?: (owner: Owner) => readonly ReleaseIntent[];
+}
+
+/** What container intents released, which containers wait for their namespace, and their queue. */
+export type ContainerReleasesStatus = ContainerdStatus['releases'];
+
+/** One intent's attempts so far, for status. */
+export interface Attempts {
+  readonly failures: number;
+  readonly lastError?: string;
+  /** When the next attempt is due (ms since epoch), while its key backs off. */
+  readonly retryAt?: number;
+}
+
+/** Per intent kind: intents done with, attempts failed, addresses released. */
+export type PipelineCounts = Record<ReleaseIntent['kind'], { done: number; failed: number; addresses: number }>;
+
+interface Pending {
+  readonly intent: ReleaseIntent;
+  failures: number;
+  lastError?: string;
+  /** Told what was released once the intent is done with (audit --fix waits on it). */
+  readonly onDone?: (released: readonly Allocation[]) => void;
+}
+
+const OWNER = 'owner:';
+const CONTAINER = 'container:';
+/** Intents that only say "look again": one queued per key is enough. */
+const LOOK_AGAIN: ReadonlySet<ReleaseIntent['kind']> = new Set(['netns-gone', 'namespace-recheck']);
+
+export class ReleasePipeline {
+  readonly #o: ReleasePipelineOptions;
+  readonly #queue: OrderedRetryQueue<Pending>;
+  /** Intents queued and not yet done with, by key, in arrival order. */
+  readonly #pending = new Map<string, Set<Pending>>();
+  /** Containers whose task exited while their namespace was still there. */
+  readonly #exited = new Map<string, { since: number; waitingFor: string }>();
+  readonly #counts: PipelineCounts = {
+    'journal-del': { done: 0, failed: 0, addresses: 0 },
+    'container-deleted': { done: 0, failed: 0, addresses: 0 },
+    'task-exited': { done: 0, failed: 0, addresses: 0 },
+    'namespace-recheck': { done: 0, failed: 0, addresses: 0 },
+    'absent-at-resync': { done: 0, failed: 0, addresses: 0 },
+    'netns-gone': { done: 0, failed: 0, addresses: 0 },
+  };
+  readonly #containerLog: Logger;
+
+  constructor(options: ReleasePipelineOptions) {
+    this.#o = options;
+    this.#containerLog = options.logger.child({ source: 'containerd' });
+    this.#queue = new OrderedRetryQueue<Pending>({
+      clock: options.clock,
+      backoff: (key) => (key.startsWith(CONTAINER) ? options.containerBackoff : options.ownerBackoff),
+      handle: (key, pending) => this.#handle(key, pending),
+      onFailure: (_key, pending, error, retryInMs) => this.#failed(pending, error, retryInMs),
+    });
+  }
+
+  /** Queues an intent; false when an equal look-again intent is queued already. */
+  push(intent: ReleaseIntent): boolean {
+    const key = keyOf(intent);
+    if (LOOK_AGAIN.has(intent.kind) && [...(this.#pending.get(key) ?? [])].some((p) => p.intent.kind === intent.kind)) return false;
+    this.#enqueue(key, { intent, failures: 0 });
+    return true;
+  }
+
+  #enqueue(key: string, pending: Pending): void {
+    let set = this.#pending.get(key);
+    if (set === undefined) this.#pending.set(key, (set = new Set()));
+    set.add(pending);
+    this.#queue.push(key, pending);
+  }
+
+  /**
+   * Before an ADD: applies every release queued (or journaled, not yet read) for this attachment,
+   * so the ADD neither gets back the address a DEL gave up (a retried ADD returns what the owner
+   * holds) nor has its new address released by that DEL later. Throws TRY_AGAIN when such a
+   * release cannot be applied yet.
+   */
+  async settle(owner: Owner): Promise<void> {
+    // The plugin may have journaled this attachment's DEL a moment ago, before the watch says so.
+    for (const intent of this.#o.recordedFor?.(owner) ?? []) this.push(intent);
+    const key = OWNER + ownerKey(owner);
+    if (!this.#queue.has(key)) return;
+    const outcome = await this.#queue.flush(key);
+    const left = [...(this.#pending.get(key) ?? [])];
+    if (outcome.ok || left.length === 0) return;
+    const what = left.some((p) => p.intent.kind === 'journal-del') ? 'a DEL of container %s is pending in the missed-delete journal' : 'a release of container %s is pending';
+    throw new WarrenError('TRY_AGAIN', `${what.replace('%s', `${owner.containerID} (${owner.ifname})`)} and could not be applied yet: ${outcome.error}`);
+  }
+
+  /** Queues an intent behind its key's others, handles that key now, and says what it released. */
+  async releaseNow(intent: ReleaseIntent): Promise<readonly Allocation[]> {
+    let released: readonly Allocation[] | undefined;
+    const key = keyOf(intent);
+    this.#enqueue(key, { intent, failures: 0, onDone: (r) => (released = r) });
+    const outcome = await this.#queue.flush(key);
+    if (released !== undefined) return released;
+    throw new Error(outcome.ok ? 'the release was not applied' : outcome.error);
+  }
+
+  /** After a runtime (re)subscription: every container of this node it did not list is looked at. */
+  async resync(live: ReadonlySet<string>): Promise<void> {
+    const cutoff = this.#o.clock.now() - this.#o.resyncGraceMs;
+    const absent = new Set<string>();
+    for (const a of await this.#o.store.list({ node: this.#o.node })) if (!live.has(a.containerID)) absent.add(a.containerID);
+    for (const containerID of absent) this.push({ kind: 'absent-at-resync', containerID, cutoff });
+  }
+
+  /** Looks again at every exited container's namespace; how many are waiting for theirs. */
+  recheckExited(): number {
+    for (const containerID of this.#exited.keys()) this.push({ kind: 'namespace-recheck', containerID });
+    return this.#exited.size;
+  }
+
+  get hasExited(): boolean {
+    return this.#exited.size > 0;
+  }
+
+  async #handle(key: string, pending: Pending): Promise<void> {
+    const { intent } = pending;
+    const holder = holderOf(intent);
+    const held =
+      holder.kind === 'owner' ? await this.#o.store.findByOwner(holder.owner) : await this.#o.store.list({ containerID: holder.containerID, node: this.#o.node });
+    const exited = holder.kind === 'container' && this.#exited.has(holder.containerID);
+    const action = decide(intent, held, { exited, namespaces: needsNamespaces(intent) ? this.#observe(held) : new Map() });
+    const released = await this.#apply(intent, action);
+    intent.ack?.();
+    this.#pending.get(key)?.delete(pending);
+    if (this.#pending.get(key)?.size === 0) this.#pending.delete(key);
+    const count = this.#counts[intent.kind];
+    count.done += 1;
+    count.addresses += released.length;
+    pending.onDone?.(released);
+  }
+
+  #observe(held: readonly Allocation[]): Map<string, NetnsObservation> {
+    const cache = new Map<string, { observable: boolean; reason?: string }>();
+    const seen = new Map<string, NetnsObservation>();
+    for (const a of held) if (a.netns !== undefined && !seen.has(a.netns)) seen.set(a.netns, this.#o.observer.observe(a.netns, cache));
+    return seen;
+  }
+
+  async #apply(intent: ReleaseIntent, action: ReleaseAction): Promise<Allocation[]> {
+    const containerID = 'containerID' in intent ? intent.containerID : undefined;
+    switch (action.kind) {
+      case 'release': {
+        const released = await this.#release(action.owners);
+        if (containerID !== undefined) this.#exited.delete(containerID);
+        this.#logReleased(intent, released, action.why);
+        return released;
+      }
+      case 'wait-for-namespace': {
+        const released = await this.#release(action.owners);
+        this.#logReleased(intent, released, action.why);
+        if (containerID !== undefined && !this.#exited.has(containerID)) {
+          this.#exited.set(containerID, { since: this.#o.clock.now(), waitingFor: action.waitingFor });
+          this.#containerLog.info({ containerID, waitingFor: action.waitingFor }, 'task exited; addresses kept until its network namespace is gone or the container is deleted');
+        }
+        return released;
+      }
+      case 'drop':
+        if (containerID !== undefined && action.forgetExited) this.#exited.delete(containerID);
+        if (intent.kind === 'journal-del') this.#o.logger.info({ file: intent.file, released: [], reason: action.reason }, 'missed delete released');
+        return [];
+      default: {
+        const never: never = action;
+        throw new Error(`unhandled action ${JSON.stringify(never)}`);
+      }
+    }
+  }
+
+  async #release(owners: readonly OwnerRelease[]): Promise<Allocation[]> {
+    const released: Allocation[] = [];
+    for (const { owner, createdAtOrBefore } of owners) {
+      released.push(...(await this.#o.allocator.release(owner, undefined, createdAtOrBefore === undefined ? {} : { createdAtOrBefore })));
+    }
+    return released;
+  }
+
+  #logReleased(intent: ReleaseIntent, released: readonly Allocation[], why: string): void {
+    const addresses = released.map((a) => a.address);
+    switch (intent.kind) {
+      case 'journal-del':
+        this.#o.logger.info({ file: intent.file, released: addresses }, 'missed delete released');
+        return;
+      case 'netns-gone':
+        if (released.length > 0) this.#o.logger.info({ containerID: intent.owner.containerID, ifname: intent.owner.ifname, addresses, netns: intent.netns }, 'released: network namespace is gone');
+        return;
+      case 'container-deleted':
+      case 'task-exited':
+      case 'namespace-recheck':
+      case 'absent-at-resync':
+        if (released.length > 0) this.#containerLog.info({ containerID: intent.containerID, addresses, why }, 'released');
+        return;
+      default: {
+        const never: never = intent;
+        throw new Error(`unhandled intent ${JSON.stringify(never)}`);
+      }
+    }
+  }
+
+  #failed(pending: Pending, error: unknown, retryInMs: number): void {
+    const { intent } = pending;
+    pending.failures += 1;
+    pending.lastError = messageOf(error);
+    this.#counts[intent.kind].failed += 1;
+    const err = pending.lastError;
+    if (intent.kind === 'journal-del') this.#o.logger.warn({ file: intent.file, failures: pending.failures, err, retryInMs }, 'missed delete release failed; will retry');
+    else if (intent.kind === 'netns-gone') this.#o.logger.warn({ containerID: intent.owner.containerID, ifname: intent.owner.ifname, err, retryInMs }, 'release of a gone namespace failed; will retry');
+    else this.#containerLog.warn({ containerID: intent.containerID, event: intent.kind, err, retryInMs }, 'container event failed; will retry in order');
+  }
+
+  /** An intent's attempts so far; undefined once it is done with (or was never queued). */
+  attempts(intent: ReleaseIntent): Attempts | undefined {
+    const key = keyOf(intent);
+    const pending = [...(this.#pending.get(key) ?? [])].find((p) => p.intent === intent);
+    if (pending === undefined) return undefined;
+    const retryAt = pending.failures > 0 ? this.#queue.state(key)?.retryAt : undefined;
+    return { failures: pending.failures, ...(pending.lastError === undefined ? {} : { lastError: pending.lastError }), ...(retryAt === undefined ? {} : { retryAt }) };
+  }
+
+  /** What the pipeline did since start, per intent kind (a copy). */
+  counts(): PipelineCounts {
+    return structuredClone(this.#counts);
+  }
+
+  containerStatus(): ContainerReleasesStatus {
+    const kinds: ReadonlyArray<ReleaseIntent['kind']> = ['container-deleted', 'task-exited', 'namespace-recheck', 'absent-at-resync'];
+    return {
+      released: kinds.reduce((sum, kind) => sum + this.#counts[kind].addresses, 0),
+      exited: [...this.#exited].map(([containerID, e]) => ({ containerID, since: new Date(e.since).toISOString(), waitingFor: e.waitingFor })),
+      queue: this.#queue
+        .keys()
+        .filter((k) => k.key.startsWith(CONTAINER))
+        .map((k) => ({ ...k, key: k.key.slice(CONTAINER.length) })),
+    };
+  }
+
+  /** Resolves once none of the keys running now is running (each emptied or backing off). */
+  settled(): Promise<void> {
+    return this.#queue.settled();
+  }
+
+  /** Resolves when nothing is queued. */
+  idle(): Promise<void> {
+    return this.#queue.idle();
+  }
+
+  stop(): void {
+    this.#queue.stop();
+  }
+}
+
+function keyOf(intent: ReleaseIntent): string {
+  const holder = holderOf(intent);
+  return holder.kind === 'owner' ? OWNER + ownerKey(holder.owner) : CONTAINER + holder.containerID;
+}

@@ -1,0 +1,146 @@
+/**
+ * The release rule: one pure function from (an intent, what its key holds, what can be observed)
+ * to an action — release these owners, wait for this namespace, or drop the intent. It decides;
+ * the release pipeline applies. It never reads the store, the clock or the file system, so every
+ * case is a row of a table (test/agent/release-rule.test.ts).
+ *
+ * The principle it keeps: an address is reused only when nothing can still be using it. A
+ * container record deleted, a DEL, or a network namespace gone (in a directory the agent really
+ * observes) is proof; a process exiting is not, and what cannot be observed proves nothing.
+ */
+import type { Allocation, Owner } from '../ipam/allocation.ts';
+import type { NetnsObservation } from '../sources/netns.ts';
+
+/** Called by the pipeline once its intent is done with: after a committed release, or a drop. */
+export type Ack = () => void;
+
+export type ReleaseIntent =
+  /** A DEL the plugin journaled (file `file`) at `recordedAt`, when it could not reach the agent. */
+  | { readonly kind: 'journal-del'; readonly file: string; readonly owner: Owner; readonly recordedAt: number; readonly ack?: Ack }
+  /** The runtime deleted the container record: nothing can use its addresses any more. */
+  | { readonly kind: 'container-deleted'; readonly containerID: string; readonly ack?: Ack }
+  /** The container's task exited or was deleted; its namespace may still carry its addresses. */
+  | { readonly kind: 'task-exited'; readonly containerID: string; readonly event: 'task-exit' | 'task-delete'; readonly ack?: Ack }
+  /** Look again at an exited container's namespace (a netns directory lost an entry; a reconcile pass). */
+  | { readonly kind: 'namespace-recheck'; readonly containerID: string; readonly ack?: Ack }
+  /**
+   * The container was missing from the runtime's listing after a resubscription; allocations made
+   * after `cutoff` (now minus the grace) may belong to an ADD still in flight for it.
+   */
+  | { readonly kind: 'absent-at-resync'; readonly containerID: string; readonly cutoff: number; readonly ack?: Ack }
+  /** The namespace sweep judged the owner's allocation made at `createdAt` stale: `netns` is gone. */
+  | { readonly kind: 'netns-gone'; readonly owner: Owner; readonly netns: string; readonly createdAt: number; readonly ack?: Ack };
+
+/** What one release is about: an owner, and limits that keep later allocations of it safe. */
+export interface OwnerRelease {
+  readonly owner: Owner;
+  /** Release only allocations created at or before this instant (ms since the epoch). */
+  readonly createdAtOrBefore?: number;
+}
+
+export type ReleaseAction =
+  /** Release these owners; the container (for container intents) is done with. */
+  | { readonly kind: 'release'; readonly owners: readonly OwnerRelease[]; readonly why: string }
+  /**
+   * Release these owners now (perhaps none), and keep the container marked exited until the
+   * namespaces in `waitingFor` are gone or the container is deleted.
+   */
+  | { readonly kind: 'wait-for-namespace'; readonly owners: readonly OwnerRelease[]; readonly why: string; readonly waitingFor: string }
+  /** Nothing to release. `forgetExited`: the container's exited mark (if any) goes too. */
+  | { readonly kind: 'drop'; readonly reason: string; readonly forgetExited: boolean };
+
+export interface Observed {
+  /** The container is marked exited (a task exit came and its namespace was still there). */
+  readonly exited: boolean;
+  /** What was seen of the namespaces of the held allocations, by path; a path not here is unobservable. */
+  readonly namespaces: ReadonlyMap<string, NetnsObservation>;
+}
+
+/** The store key an intent is held under: owner intents by owner, container intents by container. */
+export type Holder = { readonly kind: 'owner'; readonly owner: Owner } | { readonly kind: 'container'; readonly containerID: string };
+
+export function holderOf(intent: ReleaseIntent): Holder {
+  switch (intent.kind) {
+    case 'journal-del':
+    case 'netns-gone':
+      return { kind: 'owner', owner: intent.owner };
+    case 'container-deleted':
+    case 'task-exited':
+    case 'namespace-recheck':
+    case 'absent-at-resync':
+      return { kind: 'container', containerID: intent.containerID };
+    default: {
+      const never: never = intent;
+      throw new Error(`unhandled intent ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+/** Whether deciding this intent needs the held allocations' namespaces looked at. */
+export function needsNamespaces(intent: ReleaseIntent): boolean {
+  return intent.kind === 'task-exited' || intent.kind === 'namespace-recheck' || intent.kind === 'netns-gone';
+}
+
+/** The rule. `held`: what the intent's holder holds now (for a container, on this node). */
+export function decide(intent: ReleaseIntent, held: readonly Allocation[], observed: Observed): ReleaseAction {
+  switch (intent.kind) {
+    case 'journal-del': {
+      // The DEL speaks for what was allocated before it was recorded: a later ADD of the same
+      // attachment (the runtime retried it once the agent was back) is in use.
+      if (held.some((a) => a.createdAt <= intent.recordedAt)) {
+        return { kind: 'release', owners: [{ owner: intent.owner, createdAtOrBefore: intent.recordedAt }], why: 'missed delete' };
+      }
+      return { kind: 'drop', reason: held.length === 0 ? 'nothing is held' : 'what is held was allocated after the DEL was recorded', forgetExited: false };
+    }
+    case 'container-deleted':
+      if (held.length === 0) return nothingHeld();
+      return { kind: 'release', owners: ownersOf(held), why: 'container deleted' };
+    case 'absent-at-resync':
+      if (held.length === 0) return nothingHeld();
+      // Younger allocations alone may be an ADD in flight for a container being created.
+      if (!held.some((a) => a.createdAt <= intent.cutoff)) return { kind: 'drop', reason: 'allocated within the resync grace period', forgetExited: false };
+      return { kind: 'release', owners: ownersOf(held), why: 'container gone when containerd was resynchronised' };
+    case 'namespace-recheck':
+      if (held.length === 0) return nothingHeld();
+      if (!observed.exited) return { kind: 'drop', reason: 'the container is not waiting for its namespace', forgetExited: false };
+      return exited(held, observed);
+    case 'task-exited':
+      if (held.length === 0) return nothingHeld();
+      return exited(held, observed);
+    case 'netns-gone': {
+      // Looked at again now: a namespace back, or an allocation made after the sweep judged it, stays.
+      const gone = held.filter((a) => a.createdAt <= intent.createdAt && isGone(a, observed));
+      if (gone.length === 0) return { kind: 'drop', reason: `network namespace ${intent.netns} is not gone now, or what is held is newer`, forgetExited: false };
+      return { kind: 'release', owners: [{ owner: intent.owner, createdAtOrBefore: intent.createdAt }], why: 'network namespace is gone' };
+    }
+    default: {
+      const never: never = intent;
+      throw new Error(`unhandled intent ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+/** A task exit releases what sits in a namespace that is provably gone and waits for the rest. */
+function exited(held: readonly Allocation[], observed: Observed): ReleaseAction {
+  const gone = held.filter((a) => isGone(a, observed));
+  const why = 'task exited and its network namespace is gone';
+  const left = held.filter((a) => !gone.includes(a));
+  if (left.length === 0) return { kind: 'release', owners: ownersOf(gone), why };
+  const waitingFor = [...new Set(left.map((a) => a.netns ?? '(no namespace recorded)'))].join(', ');
+  return { kind: 'wait-for-namespace', owners: ownersOf(gone), why, waitingFor };
+}
+
+function isGone(a: Allocation, observed: Observed): boolean {
+  return a.netns !== undefined && observed.namespaces.get(a.netns)?.kind === 'gone';
+}
+
+function nothingHeld(): ReleaseAction {
+  return { kind: 'drop', reason: 'nothing is held', forgetExited: true };
+}
+
+/** Each (network, ifname) of a container's allocations once: one release per attachment. */
+function ownersOf(allocations: readonly Allocation[]): OwnerRelease[] {
+  const owners = new Map<string, OwnerRelease>();
+  for (const a of allocations) owners.set(JSON.stringify([a.network, a.containerID, a.ifname]), { owner: { network: a.network, containerID: a.containerID, ifname: a.ifname } });
+  return [...owners.values()];
+}

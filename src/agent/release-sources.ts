@@ -1,0 +1,57 @@
+/**
+ * The runtime's sources, fed into the release pipeline: containerd's items become intents (its
+ * resyncs are turned into intents by the pipeline, and acknowledged to the source only once they
+ * are), and a netns directory losing an entry has every exited container looked at again. Each
+ * loop runs until its source ends (its signal aborted). The journal has its own intake
+ * (release-journal.ts), since it also keeps files and reports.
+ */
+import type { ContainerEvent } from '../sources/containerd/client.ts';
+import type { ContainerdItem } from '../sources/containerd/event-source.ts';
+import type { NetnsRemoval } from '../sources/netns-removals.ts';
+import type { ReleasePipeline } from './release-pipeline.ts';
+import type { ReleaseIntent } from './release-rule.ts';
+
+/** The intent a containerd event stands for. */
+export function containerIntent(event: ContainerEvent): ReleaseIntent {
+  switch (event.kind) {
+    case 'container-delete':
+      return { kind: 'container-deleted', containerID: event.containerID };
+    case 'task-exit':
+    case 'task-delete':
+      return { kind: 'task-exited', containerID: event.containerID, event: event.kind };
+    default: {
+      const never: never = event;
+      throw new Error(`unhandled container event ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+export async function consumeContainerd(items: AsyncIterable<ContainerdItem>, pipeline: ReleasePipeline): Promise<void> {
+  for await (const item of items) {
+    switch (item.kind) {
+      case 'event':
+        pipeline.push(containerIntent(item.event));
+        break;
+      case 'resync':
+        // Awaited: events after the resync are queued after the intents it gives.
+        try {
+          await pipeline.resync(item.live);
+          item.ack();
+        } catch (error) {
+          item.ack(error ?? new Error('the resync failed'));
+        }
+        break;
+      default: {
+        const never: never = item;
+        throw new Error(`unhandled containerd item ${JSON.stringify(never)}`);
+      }
+    }
+  }
+}
+
+export async function consumeNetnsRemovals(removals: AsyncIterable<NetnsRemoval>, pipeline: ReleasePipeline): Promise<void> {
+  for await (const _removal of removals) {
+    // Which namespace went is not needed: the rule looks at each exited container's own.
+    if (pipeline.hasExited) pipeline.recheckExited();
+  }
+}

@@ -1,0 +1,232 @@
+/**
+ * The allocator: turns the engine's decisions (ipam/pool-state.ts) into store commits. This file
+ * is the façade and wires the parts: one commit loop (commit-loop.ts), one round per store pool
+ * (pool-assigner.ts), blocks with node affinity (block-assigner.ts, placement.ts), one release path
+ * (release.ts), the GC rule (gc.ts), give-back (give-back.ts) and node forget (forget-node.ts).
+ *
+ * Every write is optimistic: decide on a picture at a revision, commit at that revision, and on a
+ * conflict decide again. Per store pool, and per address space for allocations, this process never
+ * runs two decisions at once (KeyedMutex), so in the single-writer case a conflict never happens
+ * and the cached picture of a pool stays valid.
+ *
+ * Guarantees:
+ * - allocate is idempotent per (network, containerID, ifname) and range: a retry returns the
+ *   address already held;
+ * - an attachment over several ranges gets all of its addresses or none (what this call added is
+ *   released again when a later range fails);
+ * - releasing what is not allocated is a no-op;
+ * - a store that keeps changing under a write ends it with TRY_AGAIN naming the pool, never a loop
+ *   without end.
+ */
+import type { Clock } from '../core/clock.ts';
+import { WarrenError, messageOf } from '../core/errors.ts';
+import { KeyedMutex } from '../core/keyed-mutex.ts';
+import { type IPAddress, formatIP } from '../ipam/address.ts';
+import type { Allocation, Owner } from '../ipam/allocation.ts';
+import { inRangePool, rangePoolOfKey } from '../ipam/blocks.ts';
+import type { RangeSpec } from '../ipam/config.ts';
+import type { Store } from '../store/store.ts';
+import { OverlapAdmission, addressSpaceOf } from './admission.ts';
+import { type AllocateRequest, type Assignment, matchRequested } from './assignment.ts';
+import { BlockAssigner } from './block-assigner.ts';
+import { CONFLICT, retryOnConflict } from './commit-loop.ts';
+import { type ForgottenNode, forgetNode } from './forget-node.ts';
+import { gcCandidates, gcScope } from './gc.ts';
+import { type BlockReturn, EmptyBlockGiveBack } from './give-back.ts';
+import { OwnBlocks } from './own-blocks.ts';
+import { PoolAssigner } from './pool-assigner.ts';
+import { PoolCache } from './pool-cache.ts';
+import { PoolMetadata } from './pool-metadata.ts';
+import { type ReleaseLimits, Releaser, within } from './release.ts';
+
+export type { AllocateRequest, Assignment } from './assignment.ts';
+export type { BlockReturn } from './give-back.ts';
+export type { ReleaseLimits } from './release.ts';
+export { attachmentKey } from './gc.ts';
+
+export interface GcOutcome {
+  readonly released: Allocation[];
+  readonly errors: string[];
+}
+
+export interface AllocatorOptions {
+  readonly store: Store;
+  readonly clock: Clock;
+  readonly node: string;
+  /** Decide-and-commit rounds before giving up with TRY_AGAIN. Default 8, 32 with blocks. */
+  readonly maxAttempts?: number;
+  /**
+   * Split ranges into blocks with node affinity (cluster stores): this node allocates inside
+   * blocks it claimed, claims a free block when they are full, and borrows from other nodes'
+   * blocks when no block is free.
+   */
+  readonly blocks?: boolean;
+}
+
+type Holder = Omit<Owner, 'ifname'> & { ifname?: string };
+
+export class Allocator {
+  /** Read directly for look-ups (held, GC's list, exhaustion figures); parts commit through it. */
+  readonly #store: Store;
+  /** This node: recorded in allocations, scopes GC on a shared store. */
+  readonly #node: string;
+  /** Rounds of every commit loop this allocator runs (allocation, release, forget). */
+  readonly #maxAttempts: number;
+  /** Null when ranges are not split into blocks: then every range is one store pool. */
+  readonly #blocks: BlockAssigner | null;
+  /** One decision per pool and per address space at a time; shared by every part that writes. */
+  readonly #locks = new KeyedMutex();
+  /** Remembers which ranges passed the overlap check, so it runs once per range, not per ADD. */
+  readonly #admission: OverlapAdmission;
+  /** The round in one store pool, for ranges without blocks (BlockAssigner has it too). */
+  readonly #assigner: PoolAssigner;
+  /** The one release path, used by release, releaseAddresses, GC, rollback and forget. */
+  readonly #releaser: Releaser;
+  /** Holds since when each own block has been empty, across calls of returnEmptyBlocks. */
+  readonly #giveBack: EmptyBlockGiveBack;
+  /** The pool pictures every part shares; kept here for node forget, which has no part of its own. */
+  readonly #pools: PoolCache;
+
+  constructor(options: AllocatorOptions) {
+    const { store, clock, node } = options;
+    const blocks = options.blocks ?? false;
+    this.#store = store;
+    this.#node = node;
+    this.#maxAttempts = options.maxAttempts ?? (blocks ? 32 : 8);
+    const pools = new PoolCache(store);
+    const metadata = new PoolMetadata();
+    const own = new OwnBlocks();
+    const maxAttempts = this.#maxAttempts;
+    this.#admission = new OverlapAdmission(store);
+    this.#assigner = new PoolAssigner({ store, clock, node, pools, metadata, trustCache: blocks });
+    this.#blocks = blocks ? new BlockAssigner({ store, node, maxAttempts, pools, metadata, own, assigner: this.#assigner }) : null;
+    this.#releaser = new Releaser({ store, clock, maxAttempts, pools, locks: this.#locks });
+    this.#giveBack = new EmptyBlockGiveBack({ store, clock, node, pools, own, locks: this.#locks });
+    this.#pools = pools;
+  }
+
+  get node(): string {
+    return this.#node;
+  }
+
+  /** Everything an owner holds, in every pool. */
+  async held(owner: Holder): Promise<Allocation[]> {
+    return this.#store.findByOwner(owner);
+  }
+
+  async allocate(request: AllocateRequest): Promise<Assignment[]> {
+    const wanted = matchRequested(request.ranges, request.requested ?? []);
+    const done: Assignment[] = [];
+    try {
+      for (const range of request.ranges) {
+        done.push(await this.#allocateIn(range, request, wanted.get(range)));
+      }
+    } catch (error) {
+      const added = done.filter((a) => a.fresh);
+      for (const a of added) {
+        await this.releaseAddresses(a.allocation.pool, [a.allocation.address], request.cooldownSeconds ?? 0).catch(() => undefined);
+      }
+      throw error;
+    }
+    return done;
+  }
+
+  async #allocateIn(range: RangeSpec, request: AllocateRequest, requested: IPAddress | undefined): Promise<Assignment> {
+    // Ranges of one network_name and family may overlap across configs: allocations in them are
+    // decided one at a time here, so an overlap admitted below cannot race an allocation.
+    return this.#locks.run(addressSpaceOf(range), () =>
+      this.#locks.run(range.pool, async () => {
+        await this.#admission.admit(range);
+        return retryOnConflict({ subject: `pool ${range.pool}`, action: 'allocate' }, this.#maxAttempts, async (attempt) => {
+          // With blocks the first round skips the owner look-up: the commit itself refuses a second
+          // address for one owner (the store's owner-per-pool rule), and a retried ADD lands here
+          // on the second round, where the look-up finds what it holds.
+          const held = this.#blocks !== null && attempt === 1 ? undefined : (await this.#store.findByOwner(request.owner)).find((a) => rangePoolOfKey(a.pool) === range.pool);
+          if (held !== undefined) {
+            if (requested !== undefined && held.address !== formatIP(requested)) {
+              throw new WarrenError(
+                'ADDRESS_UNAVAILABLE',
+                `container ${request.owner.containerID} (${request.owner.ifname}) already holds ${held.address} in ${range.pool}, not the requested ${formatIP(requested)}`,
+              );
+            }
+            return { range, allocation: held, fresh: false };
+          }
+          const decision = this.#blocks !== null ? await this.#blocks.decide(range, request, requested) : await this.#assigner.decide(range, range, request, requested);
+          switch (decision.kind) {
+            case 'done':
+              return decision.assignment;
+            case 'full':
+              throw await this.#exhausted(range);
+            case 'conflict':
+              return CONFLICT;
+            default: {
+              const never: never = decision;
+              throw new Error(`unhandled decision ${JSON.stringify(never)}`);
+            }
+          }
+        });
+      }),
+    );
+  }
+
+  async #exhausted(range: RangeSpec): Promise<WarrenError> {
+    const summaries = (await this.#store.pools(range.pool)).filter((p) => inRangePool(p.pool, range.pool));
+    const allocated = summaries.reduce((n, p) => n + p.allocated, 0);
+    const resting = summaries.reduce((n, p) => n + p.resting, 0);
+    return new WarrenError('POOL_EXHAUSTED', `pool ${range.pool} has no free address (${allocated} allocated, ${resting} resting after release)`);
+  }
+
+  /**
+   * Releases every address an owner holds (ifname undefined: every interface) that `only` allows.
+   * Returns what was released; releasing an owner that holds nothing returns [].
+   */
+  async release(owner: Holder, cooldownSeconds?: number, only: ReleaseLimits = {}): Promise<Allocation[]> {
+    return this.#releaser.release(async () => (await this.#store.findByOwner(owner)).filter((a) => within(a, only)), cooldownSeconds);
+  }
+
+  /**
+   * Releases specific addresses of a pool, whoever holds them. `pool` may be a range pool whose
+   * addresses live in blocks: each address is released in the block that holds it.
+   */
+  async releaseAddresses(pool: string, addresses: readonly string[], cooldownSeconds?: number): Promise<Allocation[]> {
+    const wanted = new Set(addresses);
+    return this.#releaser.release(
+      async (storePool) => (await this.#store.list(storePool === undefined ? { rangePool: pool } : { pool: storePool })).filter((a) => wanted.has(a.address)),
+      cooldownSeconds,
+    );
+  }
+
+  /**
+   * CNI GC: releases every allocation of `network` that the GC rule (gc.ts) gives up: not in
+   * `valid`, allowed by `only`, and on a shared store this node's. Keeps going past errors and
+   * reports them.
+   */
+  async gc(network: string, valid: ReadonlySet<string>, cooldownSeconds?: number, only: ReleaseLimits = {}): Promise<GcOutcome> {
+    const shared = this.#blocks !== null || this.#store.membership !== undefined;
+    const stale = gcCandidates(await this.#store.list(gcScope(network, this.#node, shared)), valid, only);
+    const released: Allocation[] = [];
+    const errors: string[] = [];
+    for (const owner of stale) {
+      try {
+        released.push(...(await this.release(owner, cooldownSeconds, only)));
+      } catch (error) {
+        errors.push(`${owner.containerID}/${owner.ifname}: ${messageOf(error)}`);
+      }
+    }
+    return { released, errors };
+  }
+
+  /** Gives back this node's blocks that have held no allocation for `graceMs` (give-back.ts). */
+  async returnEmptyBlocks(graceMs: number): Promise<BlockReturn> {
+    if (this.#blocks === null) return { returned: [], errors: [] };
+    return this.#giveBack.run(graceMs);
+  }
+
+  /** Frees everything a node that is gone for good held (forget-node.ts). */
+  async forgetNode(node: string): Promise<ForgottenNode> {
+    return forgetNode(
+      { store: this.#store, pools: this.#pools, maxAttempts: this.#maxAttempts, releaseAddresses: (pool, addresses) => this.releaseAddresses(pool, addresses) },
+      node,
+    );
+  }
+}

@@ -1,0 +1,68 @@
+/**
+ * What an ADD asks of the allocator and what it gets back: the request, the assignment of one
+ * address per range, the record stored for it, and how requested addresses are matched to ranges.
+ * Pure: no I/O.
+ */
+import type { Allocation, Owner } from '../ipam/allocation.ts';
+import { type IPAddress, formatIP } from '../ipam/address.ts';
+import { type RangeSpec, inSubnet } from '../ipam/config.ts';
+import { WarrenError } from '../core/errors.ts';
+
+export interface AllocateRequest {
+  readonly owner: Owner;
+  readonly ranges: readonly RangeSpec[];
+  /** Addresses asked for (CNI_ARGS IP=, runtimeConfig ips); each must fall in one range. */
+  readonly requested?: readonly IPAddress[];
+  readonly cooldownSeconds?: number;
+  readonly podNamespace?: string;
+  readonly podName?: string;
+  readonly podUID?: string;
+  readonly netns?: string;
+}
+
+export interface Assignment {
+  readonly range: RangeSpec;
+  readonly allocation: Allocation;
+  /** False when the address was already held by this owner (a retried ADD). */
+  readonly fresh: boolean;
+}
+
+/** The outcome of one decide-and-commit round in a range. */
+export type Decision =
+  | { readonly kind: 'done'; readonly assignment: Assignment }
+  /** No address free where this round looked. */
+  | { readonly kind: 'full' }
+  /** The store moved under the round: decide again. */
+  | { readonly kind: 'conflict' };
+
+/** The record of a new allocation of `address` in `span` (the range or one of its blocks). */
+export function recordOf(span: RangeSpec, address: bigint, request: AllocateRequest, node: string, now: number): Allocation {
+  const a: { -readonly [K in keyof Allocation]: Allocation[K] } = {
+    pool: span.pool,
+    address: formatIP({ family: span.family, value: address }),
+    network: request.owner.network,
+    containerID: request.owner.containerID,
+    ifname: request.owner.ifname,
+    node,
+    createdAt: now,
+  };
+  if (request.podNamespace !== undefined) a.podNamespace = request.podNamespace;
+  if (request.podName !== undefined) a.podName = request.podName;
+  if (request.podUID !== undefined) a.podUID = request.podUID;
+  if (request.netns !== undefined) a.netns = request.netns;
+  return a;
+}
+
+/** Assigns each requested address to the one range that can hold it. */
+export function matchRequested(ranges: readonly RangeSpec[], requested: readonly IPAddress[]): Map<RangeSpec, IPAddress> {
+  const out = new Map<RangeSpec, IPAddress>();
+  for (const ip of requested) {
+    const range = ranges.find((r) => r.family === ip.family && inSubnet(r, ip));
+    if (range === undefined) {
+      throw new WarrenError('ADDRESS_UNAVAILABLE', `requested address ${formatIP(ip)} is in none of the configured ranges (${ranges.map((r) => r.subnet).join(', ')})`);
+    }
+    if (out.has(range)) throw new WarrenError('ADDRESS_UNAVAILABLE', `two requested addresses fall in range ${range.subnet}; one per range is allowed`);
+    out.set(range, ip);
+  }
+  return out;
+}

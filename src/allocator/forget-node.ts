@@ -1,0 +1,48 @@
+/**
+ * Forgetting a node that is gone for good: its allocations are released and its blocks lose their
+ * affinity, so other nodes can claim them; addresses other nodes borrowed in those blocks stay
+ * allocated. The caller makes sure the node is not alive (its announcement has lapsed) and that one
+ * agent of the cluster does this, not every one.
+ *
+ * Idempotent: forgetting a node that holds nothing returns empty lists.
+ */
+import type { Allocation } from '../ipam/allocation.ts';
+import type { Store } from '../store/store.ts';
+import { CONFLICT, retryOnConflict } from './commit-loop.ts';
+import type { PoolCache } from './pool-cache.ts';
+
+export interface ForgottenNode {
+  readonly released: Allocation[];
+  /** Keys of the blocks that lost the node's affinity. */
+  readonly blocks: string[];
+}
+
+export interface ForgetNodeParts {
+  readonly store: Store;
+  readonly pools: PoolCache;
+  readonly maxAttempts: number;
+  /** Releases given addresses of one store pool (the allocator's one release path). */
+  readonly releaseAddresses: (pool: string, addresses: readonly string[]) => Promise<Allocation[]>;
+}
+
+export async function forgetNode(parts: ForgetNodeParts, node: string): Promise<ForgottenNode> {
+  const { store, pools, maxAttempts } = parts;
+  const byPool = new Map<string, string[]>();
+  for (const a of await store.list({ node })) byPool.set(a.pool, [...(byPool.get(a.pool) ?? []), a.address]);
+  const released: Allocation[] = [];
+  for (const [pool, addresses] of byPool) released.push(...(await parts.releaseAddresses(pool, addresses)));
+  const blocks: string[] = [];
+  // Each round gives back every block still showing the node's affinity; the round that finds none
+  // is the one that ends the loop.
+  await retryOnConflict({ subject: `the blocks of node ${node}`, action: 'give them back' }, maxAttempts, async () => {
+    const owned = (await store.pools()).filter((p) => p.affinity === node);
+    if (owned.length === 0) return undefined;
+    for (const p of owned) {
+      const result = await store.commit(p.pool, p.revision, [{ op: 'unclaim' }]);
+      pools.forget(p.pool);
+      if (result.kind === 'committed') blocks.push(p.pool);
+    }
+    return CONFLICT;
+  });
+  return { released, blocks };
+}

@@ -1,0 +1,84 @@
+/**
+ * Giving back empty blocks: a block this node claimed and that has held no allocation for a grace
+ * period loses its affinity, so a node that needs a block can claim it. Run periodically by the
+ * agent's cluster upkeep.
+ *
+ * Guarantees: a block is given back with a compare-and-swap on the revision at which it was seen
+ * empty, so an allocation that lands meanwhile keeps it; the give-back runs under the range pool's
+ * lock, so it never races an allocation of this process in the same range; a failure for one block
+ * is reported and the others are still tried.
+ */
+import type { Clock } from '../core/clock.ts';
+import { messageOf } from '../core/errors.ts';
+import type { KeyedMutex } from '../core/keyed-mutex.ts';
+import { isBlockKey, rangePoolOfKey } from '../ipam/blocks.ts';
+import type { Store } from '../store/store.ts';
+import type { OwnBlocks } from './own-blocks.ts';
+import type { PoolCache } from './pool-cache.ts';
+
+export interface BlockReturn {
+  readonly returned: string[];
+  readonly errors: string[];
+}
+
+export interface EmptyBlockGiveBackOptions {
+  readonly store: Store;
+  readonly clock: Clock;
+  readonly node: string;
+  readonly pools: PoolCache;
+  readonly own: OwnBlocks;
+  /** Shared with allocation (see the module header). */
+  readonly locks: KeyedMutex;
+}
+
+export class EmptyBlockGiveBack {
+  /** The store and the shared state a give-back must keep true (pictures, own blocks, locks). */
+  readonly #o: EmptyBlockGiveBackOptions;
+  /** Own blocks seen empty, and since when (ms): the grace runs from the first empty sighting. */
+  readonly #emptySince = new Map<string, number>();
+
+  constructor(options: EmptyBlockGiveBackOptions) {
+    this.#o = options;
+  }
+
+  /** Gives back this node's blocks that have been empty for `graceMs`; reports what it did. */
+  async run(graceMs: number): Promise<BlockReturn> {
+    const { store, clock, node, pools, own, locks } = this.#o;
+    const returned: string[] = [];
+    const errors: string[] = [];
+    const now = clock.now();
+    const mine = (await store.pools()).filter((p) => p.affinity === node && isBlockKey(p.pool));
+    const seen = new Set<string>();
+    for (const summary of mine) {
+      seen.add(summary.pool);
+      if (summary.allocated > 0) {
+        this.#emptySince.delete(summary.pool);
+        continue;
+      }
+      const since = this.#emptySince.get(summary.pool);
+      if (since === undefined) {
+        this.#emptySince.set(summary.pool, now);
+        if (graceMs > 0) continue;
+      } else if (now - since < graceMs) {
+        continue;
+      }
+      const rangePool = rangePoolOfKey(summary.pool);
+      try {
+        await locks.run(rangePool, async () => {
+          const result = await store.commit(summary.pool, summary.revision, [{ op: 'unclaim' }]);
+          pools.forget(summary.pool);
+          if (result.kind === 'committed') {
+            returned.push(summary.pool);
+            this.#emptySince.delete(summary.pool);
+            own.drop(rangePool, summary.pool);
+          }
+        });
+      } catch (error) {
+        errors.push(`${summary.pool}: ${messageOf(error)}`);
+      }
+    }
+    // Blocks no longer ours (given back, forgotten) stop their grace.
+    for (const key of this.#emptySince.keys()) if (!seen.has(key)) this.#emptySince.delete(key);
+    return { returned, errors };
+  }
+}

@@ -1,0 +1,70 @@
+/**
+ * Block placement: where a node allocates when the blocks it already uses are full. Pure policy
+ * over the store's block summaries of one range; the allocator applies the decision (allocator.ts
+ * and block-assigner.ts) and tests exercise it without a store (test/allocator/placement.test.ts).
+ *
+ * The order, each step only when the one before has nothing:
+ * 1. own blocks: a block claimed by this node that the caller did not know of is tried first
+ *    (another process of this node, or an earlier round, claimed it);
+ * 2. claim: the lowest block nobody has claimed (ipam/blocks.ts firstUnclaimedBlock), at the
+ *    revision the summary shows, so two nodes racing for it cannot both win;
+ * 3. borrow: an address in another node's block, the block with the most room first, so borrowing
+ *    spreads over nodes instead of filling one;
+ * 4. full: no block of the range has a free address.
+ */
+import { type Block, blockCapacity, blockOfKey, firstUnclaimedBlock } from '../ipam/blocks.ts';
+import type { RangeSpec } from '../ipam/config.ts';
+import type { PoolSummary, Revision } from '../store/store.ts';
+
+export type Placement =
+  | { readonly kind: 'own' }
+  | { readonly kind: 'claim'; readonly block: Block; readonly revision: Revision }
+  | { readonly kind: 'borrow'; readonly from: readonly Block[] }
+  | { readonly kind: 'full' };
+
+export interface PlacementInput {
+  readonly range: RangeSpec;
+  /** This node. */
+  readonly node: string;
+  /** The store's summaries of the range's blocks (others are ignored). */
+  readonly summaries: readonly PoolSummary[];
+  /** Keys of this node's blocks as the caller knew them; all of them were full. */
+  readonly known: readonly string[];
+}
+
+export interface PlacementDecision {
+  /** This node's blocks of the range as the summaries show them: the caller's new list. */
+  readonly mine: readonly string[];
+  readonly placement: Placement;
+}
+
+/** Keys of the blocks of `range` that `node` has claimed, in the summaries' order. */
+export function ownBlocks(range: RangeSpec, node: string, summaries: readonly PoolSummary[]): string[] {
+  return summaries.filter((p) => p.affinity === node && blockOfKey(range, p.pool) !== undefined).map((p) => p.pool);
+}
+
+export function placeInBlocks(input: PlacementInput): PlacementDecision {
+  const { range, node, summaries, known } = input;
+  const claimed: Block[] = [];
+  const others: Array<{ readonly block: Block; readonly room: bigint }> = [];
+  const mine: string[] = [];
+  for (const summary of summaries) {
+    const block = blockOfKey(range, summary.pool);
+    if (block === undefined || summary.affinity === undefined) continue;
+    claimed.push(block);
+    if (summary.affinity === node) mine.push(block.key);
+    else others.push({ block, room: blockCapacity(block) - BigInt(summary.allocated + summary.resting) });
+  }
+  if (mine.some((key) => !known.includes(key))) return { mine, placement: { kind: 'own' } };
+  const free = firstUnclaimedBlock(range, claimed);
+  if (free !== undefined) {
+    const revision = summaries.find((p) => p.pool === free.key)?.revision ?? 0;
+    return { mine, placement: { kind: 'claim', block: free, revision } };
+  }
+  // Stable: blocks with equal room keep the summaries' (key) order.
+  const from = others
+    .filter((o) => o.room > 0n)
+    .sort((a, b) => (a.room > b.room ? -1 : a.room < b.room ? 1 : 0))
+    .map((o) => o.block);
+  return { mine, placement: from.length === 0 ? { kind: 'full' } : { kind: 'borrow', from } };
+}

@@ -1,0 +1,108 @@
+/**
+ * One decide-and-commit round in one store pool: the engine (ipam/pool-state.ts) picks the next
+ * address or judges a requested one, and the store commits the allocation at the revision the
+ * picture was read at. A conflict forgets the picture and is reported, not retried: the caller's
+ * commit loop decides whether to go round again.
+ *
+ * The commit carries, with the allocation, the cursor move, the end of rests that are over, and
+ * the pool's metadata when it is first used or its config changed (pool-metadata.ts).
+ */
+import type { Clock } from '../core/clock.ts';
+import { WarrenError } from '../core/errors.ts';
+import { type IPAddress, formatIP } from '../ipam/address.ts';
+import type { RangeSpec } from '../ipam/config.ts';
+import type { RequestCheck } from '../ipam/pool-state.ts';
+import type { PoolOp, Store } from '../store/store.ts';
+import { type AllocateRequest, type Decision, recordOf } from './assignment.ts';
+import type { PoolCache } from './pool-cache.ts';
+import type { PoolMetadata } from './pool-metadata.ts';
+
+export interface PoolAssignerOptions {
+  readonly store: Store;
+  readonly clock: Clock;
+  readonly node: string;
+  readonly pools: PoolCache;
+  readonly metadata: PoolMetadata;
+  /**
+   * Use the cached picture without a read (blocks: a node is nearly always the only writer of its
+   * blocks, and the commit's revision check catches the rare change).
+   */
+  readonly trustCache: boolean;
+}
+
+export class PoolAssigner {
+  /** Everything a round needs; the cache and metadata are shared with the other parts. */
+  readonly #o: PoolAssignerOptions;
+
+  constructor(options: PoolAssignerOptions) {
+    this.#o = options;
+  }
+
+  /**
+   * One round in the store pool `span.pool`: `span` is the range or one of its blocks, `range` what
+   * the caller configured (its key names the pool in messages).
+   */
+  async decide(span: RangeSpec, range: RangeSpec, request: AllocateRequest, requested: IPAddress | undefined): Promise<Decision> {
+    const { store, clock, pools, metadata } = this.#o;
+    const pool = span.pool;
+    const trust = this.#o.trustCache && requested === undefined;
+    // A block that looks full from the cache is read again before it is called full.
+    let picture = await pools.load(pool, trust);
+    if (trust && picture.state.pick(span).kind === 'exhausted') picture = await pools.load(pool, false);
+    const now = clock.now();
+    const ops: PoolOp[] = picture.state.expireRests(now).map((a) => ({ op: 'unrest', address: formatIP({ family: range.family, value: a }) }));
+    let address: bigint;
+    if (requested !== undefined) {
+      address = requested.value;
+      refuseUnlessAvailable(picture.state.checkRequest(span, address), requested, range);
+    } else {
+      const pick = picture.state.pick(span);
+      if (pick.kind === 'exhausted') return { kind: 'full' };
+      address = pick.address;
+      ops.push({ op: 'cursor', address: formatIP({ family: range.family, value: address }) });
+    }
+    const allocation = recordOf(span, address, request, this.#o.node, now);
+    ops.push({ op: 'allocate', allocation });
+    const cooldownSeconds = request.cooldownSeconds ?? 0;
+    const metadataOps = metadata.opsFor(span, cooldownSeconds, picture.cooldownSeconds);
+    ops.push(...metadataOps);
+    const result = await store.commit(pool, picture.revision, ops);
+    if (result.kind === 'conflict') {
+      pools.forget(pool);
+      return { kind: 'conflict' };
+    }
+    picture.revision = result.revision;
+    picture.state.markAllocated(address);
+    if (requested === undefined) picture.state.cursor = address;
+    if (metadataOps.length > 0) {
+      picture.cooldownSeconds = cooldownSeconds;
+      metadata.written(span);
+    }
+    return { kind: 'done', assignment: { range, allocation, fresh: true } };
+  }
+}
+
+/** Throws the reason a requested address cannot be handed out; returns when it can. */
+function refuseUnlessAvailable(verdict: RequestCheck, requested: IPAddress, range: RangeSpec): void {
+  switch (verdict.kind) {
+    case 'free':
+    case 'resting': // an explicit request overrides the cooldown: the operator asked for this address
+      return;
+    case 'occupied':
+      throw new WarrenError('ADDRESS_UNAVAILABLE', `requested address ${formatIP(requested)} is already allocated in ${range.pool}`);
+    case 'outside':
+      throw new WarrenError(
+        'ADDRESS_UNAVAILABLE',
+        `requested address ${formatIP(requested)} is outside the allocatable span ${formatIP({ family: range.family, value: range.first })}-${formatIP({ family: range.family, value: range.last })} of ${range.pool}`,
+      );
+    case 'excluded':
+      if (range.gateway !== undefined && range.gateway.value === requested.value) {
+        throw new WarrenError('ADDRESS_UNAVAILABLE', `requested address ${formatIP(requested)} is the gateway of ${range.pool}; it is never handed to a container`);
+      }
+      throw new WarrenError('ADDRESS_UNAVAILABLE', `requested address ${formatIP(requested)} is excluded from ${range.pool}`);
+    default: {
+      const never: never = verdict;
+      throw new Error(`unhandled verdict ${JSON.stringify(never)}`);
+    }
+  }
+}

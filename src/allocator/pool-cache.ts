@@ -1,0 +1,63 @@
+/**
+ * The allocator's picture of each store pool it has touched: the revision it read or wrote, the
+ * engine's state (ipam/pool-state.ts) and the pool's cooldown attribute. A picture is either
+ * revalidated against the store before use (cheap: the store answers `unchanged` when the revision
+ * is the same) or, where the caller's commit checks the revision anyway, trusted as it is. Whoever
+ * meets a conflict forgets the picture, so the next use reads the pool again.
+ *
+ * Pictures are updated in place by the caller after its own commit; callers hold the pool's lock
+ * (see Allocator) so no two of them update one picture at once.
+ */
+import { parseIP } from '../ipam/address.ts';
+import { PoolState } from '../ipam/pool-state.ts';
+import type { PoolSnapshot, Revision, Store } from '../store/store.ts';
+
+export interface PoolPicture {
+  revision: Revision;
+  readonly state: PoolState;
+  /** The pool's cooldown attribute as last read or written; undefined when never set. */
+  cooldownSeconds: number | undefined;
+}
+
+export class PoolCache {
+  /** Read to fill and revalidate pictures; this cache never writes. */
+  readonly #store: Store;
+  /** Pools as last read or written, by store pool key. */
+  readonly #pictures = new Map<string, PoolPicture>();
+
+  constructor(store: Store) {
+    this.#store = store;
+  }
+
+  /** The pool's picture: the cached one if `trust`, else revalidated against the store. */
+  async load(pool: string, trust = false): Promise<PoolPicture> {
+    const cached = this.#pictures.get(pool);
+    if (trust && cached !== undefined) return cached;
+    const read = await this.#store.readPool(pool, cached?.revision);
+    if (read.kind === 'unchanged' && cached !== undefined) return cached;
+    if (read.kind === 'unchanged') throw new Error(`store answered unchanged for uncached pool ${pool}`);
+    const fresh: PoolPicture = { revision: read.revision, state: stateFrom(read), cooldownSeconds: read.cooldownSeconds };
+    this.#pictures.set(pool, fresh);
+    return fresh;
+  }
+
+  /** Drops a picture that may be stale (a conflict, a write that did not go through this cache). */
+  forget(pool: string): void {
+    this.#pictures.delete(pool);
+  }
+}
+
+function stateFrom(snapshot: PoolSnapshot): PoolState {
+  const state = new PoolState();
+  for (const text of snapshot.allocations) {
+    const ip = parseIP(text);
+    if (ip !== undefined) state.occupied.add(ip.value);
+  }
+  for (const r of snapshot.resting) {
+    const ip = parseIP(r.address);
+    // A rest that is already over is dropped at the next allocation (expireRests).
+    if (ip !== undefined) state.markReleased(ip.value, r.reusableAt, Number.NEGATIVE_INFINITY);
+  }
+  if (snapshot.cursor !== undefined) state.cursor = parseIP(snapshot.cursor)?.value;
+  return state;
+}

@@ -1,0 +1,76 @@
+/**
+ * Warren's error codes on the wire, in one table: each code has exactly one HTTP status, chosen
+ * by its code and never by its message. Both directions live here so they cannot drift: the
+ * server turns a thrown error into a status and an `ErrorAnswer`; the client turns that answer
+ * back into a WarrenError with the same code and message.
+ *
+ * Expected errors (the caller's mistake, a refusal, "try again later") are recognised by
+ * `isExpected`, kubelet-style, and are not logged as the agent's failures; everything else is.
+ */
+import { WarrenError, type WarrenErrorCode, isWarrenError, messageOf } from '../core/errors.ts';
+import type { ErrorAnswer } from './protocol.ts';
+
+/** The HTTP status of every code. A new code does not compile until it is placed here. */
+export const HTTP_STATUS: Readonly<Record<WarrenErrorCode, number>> = {
+  // The request is wrong: fixing it is the caller's business.
+  BAD_REQUEST: 400,
+  INVALID_CONFIG: 400,
+  DECODE_FAILURE: 400,
+  BAD_ENV: 400,
+  INCOMPATIBLE_VERSION: 400,
+  UNSUPPORTED_FIELD: 400,
+  NOT_FOUND: 404,
+  UNKNOWN_CONTAINER: 404,
+  ALLOCATION_MISSING: 404,
+  METHOD_NOT_ALLOWED: 405,
+  // The request is fine but the state says no.
+  ALREADY_RUNNING: 409,
+  ADDRESS_UNAVAILABLE: 409,
+  POOL_EXHAUSTED: 409,
+  ALLOCATION_MISMATCH: 409,
+  TOO_LARGE: 413,
+  // Not now: the same request may succeed later.
+  TRY_AGAIN: 503,
+  NOT_READY: 503,
+  // The agent failed.
+  IO_FAILURE: 500,
+  AGENT_UNREACHABLE: 500,
+  INTERNAL: 500,
+};
+
+/** The status an error is answered with: its code's, or 500 for anything not a WarrenError. */
+export function httpStatusOf(error: unknown): number {
+  return isWarrenError(error) ? HTTP_STATUS[error.code] : 500;
+}
+
+/**
+ * Whether an error is an expected outcome rather than a failure of the agent: the caller's
+ * mistake or a refusal (any status below 500), or a passing condition the caller retries.
+ */
+export function isExpected(error: unknown): boolean {
+  if (!isWarrenError(error)) return false;
+  return HTTP_STATUS[error.code] < 500 || error.code === 'TRY_AGAIN' || error.code === 'NOT_READY';
+}
+
+/** The answer to a failed request. Anything not a WarrenError is INTERNAL. */
+export function errorAnswer(error: unknown): ErrorAnswer {
+  return { error: { code: isWarrenError(error) ? error.code : 'INTERNAL', message: messageOf(error) } };
+}
+
+export function isWarrenErrorCode(code: unknown): code is WarrenErrorCode {
+  return typeof code === 'string' && Object.hasOwn(HTTP_STATUS, code);
+}
+
+/**
+ * The WarrenError a non-200 answer stands for: the agent's code and message as it sent them. An
+ * answer that is not an `ErrorAnswer` (a proxy, another program on the socket) is an IO_FAILURE
+ * naming the status; a code this client does not know is kept in the message, as INTERNAL.
+ */
+export function errorFromAnswer(status: number, body: unknown, peer: string): WarrenError {
+  const error = typeof body === 'object' && body !== null ? (body as { error?: unknown }).error : undefined;
+  const code = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
+  const message = typeof error === 'object' && error !== null ? (error as { message?: unknown }).message : undefined;
+  if (typeof message !== 'string') return new WarrenError('IO_FAILURE', `${peer} answered HTTP ${status} without an error`);
+  if (isWarrenErrorCode(code)) return new WarrenError(code, message);
+  return new WarrenError('INTERNAL', `${typeof code === 'string' ? code : `HTTP ${status}`}: ${message}`);
+}

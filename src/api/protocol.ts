@@ -1,0 +1,275 @@
+/**
+ * The agent's wire contract: what the plugin and the CLI send the agent and what it answers, as
+ * JSON over HTTP on its unix socket (routes.ts says which route carries which). The agent's code
+ * produces these shapes and the clients read them; neither side defines them for the other.
+ *
+ * Stability: a field once answered keeps its name and meaning (scripts read `--json` output);
+ * fields may be added. Every failure outside a CNI call is an `ErrorAnswer` with a Warren error
+ * code (errors.ts maps each code to its one HTTP status). A CNI call whose body could be read (JSON,
+ * within the size limit) answers 200 with a `CniOutcome`: its errors are CNI error objects, which
+ * the plugin prints as they are.
+ */
+import type { CniErrorObject } from '../cni/errors.ts';
+import type { Allocation } from '../ipam/allocation.ts';
+
+export type { Allocation };
+
+// ---------------------------------------------------------------------------------------------
+// CNI calls (POST /v1/cni)
+
+/**
+ * What the plugin sends: its CNI variables and the network config from stdin. Unchecked on the
+ * wire: the agent trusts no caller and checks every field with the plugin's own rules.
+ */
+export interface CniRequest {
+  readonly command: string;
+  readonly containerID?: string;
+  readonly netns?: string;
+  readonly ifname?: string;
+  /** CNI_ARGS as the runtime set it. */
+  readonly args?: string;
+  readonly config: unknown;
+}
+
+/** Exactly one per call: a result to print, nothing to print, or a CNI error object to print. */
+export type CniOutcome =
+  | { readonly kind: 'result'; readonly output: Record<string, unknown> }
+  | { readonly kind: 'silent' }
+  | { readonly kind: 'error'; readonly output: CniErrorObject };
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+/** The body of every non-200 answer. `code` is a WarrenErrorCode; `message` names the problem. */
+export interface ErrorAnswer {
+  readonly error: { readonly code: string; readonly message: string };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Status (GET /v1/status) and the journal (GET /v1/journal)
+
+export interface AgentStatus {
+  readonly node: string;
+  readonly pid: number;
+  readonly version: string;
+  readonly startedAt: string;
+  readonly uptimeSeconds: number;
+  readonly socket: string;
+  readonly store: { readonly description: string; readonly healthy: boolean; readonly error?: string };
+  /** Whether ADD can be served now: the store answers. */
+  readonly ready: boolean;
+  /** Ranges in use (a range split into blocks counts once). */
+  readonly pools: number;
+  readonly allocations: number;
+  readonly reconciler: ReconcilerStatus;
+  /** On a store shared by nodes: who is alive, and the blocks this node holds. */
+  readonly cluster?: ClusterStatus;
+  /** The containerd event source, when enabled. */
+  readonly containerd?: ContainerdStatus;
+}
+
+export interface ClusterStatus {
+  readonly liveNodes: readonly string[];
+  readonly ownBlocks: number;
+  readonly thisNodeAnnounced: boolean;
+}
+
+/** The missed-delete journal and the reconcile loop that drains it. Times are ISO 8601. */
+export interface ReconcilerStatus {
+  readonly journalDir: string;
+  /** The journal directory has been listed once since start: every intent in it is known. */
+  readonly listed: boolean;
+  readonly pending: readonly PendingIntentStatus[];
+  /** Files set aside in `rejected/` (recent ones), never released on. */
+  readonly rejected: ReadonlyArray<{ readonly name: string; readonly reason: string }>;
+  readonly releasedFromJournal: number;
+  readonly lastReconcile?: ReconcileReport;
+  readonly recentErrors: ReadonlyArray<{ readonly at: string; readonly message: string }>;
+}
+
+export interface PendingIntentStatus {
+  /** The journal file's name. */
+  readonly name: string;
+  readonly network: string;
+  readonly containerID: string;
+  readonly ifname: string;
+  readonly failures: number;
+  readonly nextAttemptAt?: string;
+  readonly lastError?: string;
+}
+
+/** What one reconcile pass did. */
+export interface ReconcileReport {
+  readonly at: string;
+  readonly durationMs: number;
+  readonly journalReleased: number;
+  readonly journalFailed: number;
+  readonly netnsReleased: number;
+  readonly pending: number;
+  /** Why the namespace sweep released nothing on some allocations' account, when it could not look. */
+  readonly unobservable: readonly string[];
+}
+
+export type ContainerdState = 'waiting-for-socket' | 'connecting' | 'subscribed' | 'reconnecting' | 'stopped';
+
+export interface ContainerdStatus {
+  readonly socket: string;
+  readonly namespaces: readonly string[];
+  readonly state: ContainerdState;
+  /** When the state last changed. */
+  readonly since: string;
+  readonly subscriptions: number;
+  readonly events: number;
+  readonly skipped: number;
+  readonly malformed: number;
+  readonly lastError?: string;
+  readonly lastResync?: { readonly at: string; readonly containers: number };
+  /** What the events released, and what is still waiting. */
+  readonly releases: {
+    readonly released: number;
+    /** Containers whose task exited and whose namespace still exists (or cannot be observed). */
+    readonly exited: ReadonlyArray<{ readonly containerID: string; readonly since: string; readonly waitingFor: string }>;
+    /** Containers with events waiting or backing off. */
+    readonly queue: readonly QueueKeyStatus[];
+  };
+}
+
+export interface QueueKeyStatus {
+  readonly key: string;
+  readonly queued: number;
+  readonly failures: number;
+  readonly lastError?: string;
+  /** When the next attempt is due (ms since the epoch), while backing off. */
+  readonly retryAt?: number;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pools (GET /v1/pools) and nodes (GET /v1/nodes, POST /v1/nodes/forget)
+
+export interface PoolReport {
+  readonly pool: string;
+  readonly subnet?: string;
+  readonly first?: string;
+  readonly last?: string;
+  /** Decimal: a /64 holds more addresses than a JSON number keeps exactly. */
+  readonly capacity?: string;
+  readonly allocated: number;
+  readonly resting: number;
+  /** allocated / capacity, 0..1; absent when the capacity is unknown. */
+  readonly utilisation?: number;
+  /** For a block of a range shared by nodes: the node that claimed it. */
+  readonly node?: string;
+  /** For a range split into blocks: the block prefix length and how many blocks are claimed. */
+  readonly blockPrefix?: number;
+  readonly blocks?: number;
+}
+
+export interface NodeReport {
+  readonly node: string;
+  /** The node's agent holds its announcement now. */
+  readonly alive: boolean;
+  readonly since?: string;
+  readonly version?: string;
+  /** Blocks with this node's affinity. */
+  readonly blocks: readonly string[];
+  /** Allocations this node's agent made. */
+  readonly allocations: number;
+}
+
+export interface ForgetNodeRequest {
+  readonly node: string;
+}
+
+export interface ForgetNodeResponse {
+  readonly node: string;
+  readonly released: readonly Allocation[];
+  /** Blocks given back. */
+  readonly blocks: readonly string[];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Allocations (GET /v1/allocations) and release (POST /v1/release)
+
+/** The query parameters GET /v1/allocations takes; any other is refused. */
+export const ALLOCATION_QUERY_KEYS = ['pool', 'network', 'containerID', 'ifname', 'podNamespace', 'podName', 'podUID', 'node', 'address'] as const;
+
+export type AllocationQuery = { readonly [K in (typeof ALLOCATION_QUERY_KEYS)[number]]?: string };
+
+/**
+ * One address (in `pool` when it is allocated in several), or everything a container holds
+ * (narrowed by network and interface). Releasing what is not allocated is a no-op.
+ */
+export type ReleaseRequest = ReleaseAddressRequest | ReleaseContainerRequest;
+
+export interface ReleaseAddressRequest {
+  readonly address: string;
+  readonly pool?: string;
+}
+
+export interface ReleaseContainerRequest {
+  readonly containerID: string;
+  readonly network?: string;
+  readonly ifname?: string;
+}
+
+export interface ReleaseResponse {
+  readonly released: readonly Allocation[];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Audit (GET /v1/audit; POST /v1/audit {fix})
+
+export interface AuditRequest {
+  /** Release what is provably stale, and nothing else. */
+  readonly fix: boolean;
+}
+
+export type AuditVerdict =
+  | { readonly kind: 'healthy'; readonly reason: string }
+  | { readonly kind: 'stale'; readonly proof: 'journal' | 'netns-gone'; readonly reason: string }
+  | { readonly kind: 'suspect'; readonly why: 'orphaned' | 'unobservable'; readonly reason: string };
+
+export interface AuditFinding {
+  readonly allocation: Allocation;
+  readonly verdict: AuditVerdict;
+}
+
+/** Whether the agent can see a network namespace directory, and why not. */
+export interface NetnsDirectoryStatus {
+  readonly dir: string;
+  readonly observable: boolean;
+  readonly reason?: string;
+}
+
+export interface AuditReport {
+  readonly at: string;
+  readonly counts: { readonly healthy: number; readonly stale: number; readonly suspect: number };
+  readonly sources: {
+    readonly journal: { readonly dir: string; readonly pending: number };
+    readonly netns: readonly NetnsDirectoryStatus[];
+  };
+  readonly findings: readonly AuditFinding[];
+  /** With fix: what was released. */
+  readonly released?: readonly Allocation[];
+  /** With fix: what could not be released, and why. */
+  readonly errors?: readonly string[];
+}
+
+// ---------------------------------------------------------------------------------------------
+// The whole API, as one interface
+
+/**
+ * Every operation the agent serves, with typed input and output. The agent implements it over
+ * its services; the client implements it over the socket; routes.ts joins the two.
+ */
+export interface AgentApi {
+  cni(request: CniRequest): Promise<CniOutcome>;
+  status(): Promise<AgentStatus>;
+  pools(): Promise<PoolReport[]>;
+  allocations(query: AllocationQuery): Promise<Allocation[]>;
+  release(request: ReleaseRequest): Promise<ReleaseResponse>;
+  audit(request: AuditRequest): Promise<AuditReport>;
+  journal(): Promise<ReconcilerStatus>;
+  nodes(): Promise<NodeReport[]>;
+  forgetNode(request: ForgetNodeRequest): Promise<ForgetNodeResponse>;
+}

@@ -1,0 +1,156 @@
+/**
+ * The agent's routes, in one table: method, path, how the request's query or JSON body becomes
+ * the operation's typed input, and which operation of `AgentApi` runs it. The server serves
+ * exactly this table; a method and path not in it is 404, a path asked with another method 405.
+ *
+ *   POST /v1/cni          CniRequest                    -> CniOutcome (200 once the body is read: CNI errors are outcomes)
+ *   GET  /v1/status                                     -> AgentStatus
+ *   GET  /v1/pools                                      -> PoolReport[]
+ *   GET  /v1/allocations  ?pool=&network=&containerID=&ifname=&podNamespace=&podName=&podUID=&node=&address=
+ *                                                       -> Allocation[]
+ *   POST /v1/release      {address, pool?} | {containerID, network?, ifname?} -> ReleaseResponse
+ *   GET  /v1/audit                                      -> AuditReport (judges, releases nothing)
+ *   POST /v1/audit        {fix}                         -> AuditReport (fix: also releases the stale)
+ *   GET  /v1/journal                                    -> ReconcilerStatus
+ *   GET  /v1/nodes                                      -> NodeReport[] (cluster store only)
+ *   POST /v1/nodes/forget {node}                        -> ForgetNodeResponse (refused while alive)
+ *
+ * Parsing checks shape only (fields, types, no unknown fields) and refuses with BAD_REQUEST naming
+ * the field; what the values mean (is it an address, is the node alive) is the agent's to judge.
+ */
+import { WarrenError } from '../core/errors.ts';
+import { CNI_PATH } from './cni-call.ts';
+import {
+  ALLOCATION_QUERY_KEYS,
+  type AgentApi,
+  type AllocationQuery,
+  type AuditRequest,
+  type CniRequest,
+  type ForgetNodeRequest,
+  type ReleaseRequest,
+} from './protocol.ts';
+
+export type HttpMethod = 'GET' | 'POST';
+
+/** What a request carries. The server reads a JSON body for POST routes only. */
+export interface RequestParts {
+  readonly query: URLSearchParams;
+  readonly body: unknown;
+}
+
+export interface Route {
+  readonly method: HttpMethod;
+  readonly path: string;
+  /** Parses the request into the operation's input and runs it; throws BAD_REQUEST on bad input. */
+  readonly serve: (api: AgentApi, request: RequestParts) => Promise<unknown>;
+}
+
+export const PATHS = {
+  cni: CNI_PATH,
+  status: '/v1/status',
+  pools: '/v1/pools',
+  allocations: '/v1/allocations',
+  release: '/v1/release',
+  audit: '/v1/audit',
+  journal: '/v1/journal',
+  nodes: '/v1/nodes',
+  forgetNode: '/v1/nodes/forget',
+} as const;
+
+/** A row of the table: the parse and the run meet on one input type. */
+function route<I>(method: HttpMethod, path: string, parse: (request: RequestParts) => I, run: (api: AgentApi, input: I) => Promise<unknown>): Route {
+  return { method, path, serve: async (api, request) => run(api, parse(request)) };
+}
+
+const nothing = (): undefined => undefined;
+const body =
+  <I>(parse: (body: unknown) => I) =>
+  (request: RequestParts): I =>
+    parse(request.body);
+
+export const ROUTES: readonly Route[] = [
+  route('POST', PATHS.cni, body(cniRequest), (api, input) => api.cni(input)),
+  route('GET', PATHS.status, nothing, (api) => api.status()),
+  route('GET', PATHS.pools, nothing, (api) => api.pools()),
+  route('GET', PATHS.allocations, (request) => allocationQuery(request.query), (api, input) => api.allocations(input)),
+  route('POST', PATHS.release, body(releaseRequest), (api, input) => api.release(input)),
+  route('GET', PATHS.audit, (): AuditRequest => ({ fix: false }), (api, input) => api.audit(input)),
+  route('POST', PATHS.audit, body(auditRequest), (api, input) => api.audit(input)),
+  route('GET', PATHS.journal, nothing, (api) => api.journal()),
+  route('GET', PATHS.nodes, nothing, (api) => api.nodes()),
+  route('POST', PATHS.forgetNode, body(forgetNodeRequest), (api, input) => api.forgetNode(input)),
+];
+
+export type RouteMatch =
+  | { readonly kind: 'found'; readonly route: Route }
+  | { readonly kind: 'wrong-method'; readonly allowed: readonly HttpMethod[] }
+  | { readonly kind: 'not-found' };
+
+export function matchRoute(method: string | undefined, path: string): RouteMatch {
+  const onPath = ROUTES.filter((r) => r.path === path);
+  const found = onPath.find((r) => r.method === method);
+  if (found !== undefined) return { kind: 'found', route: found };
+  if (onPath.length > 0) return { kind: 'wrong-method', allowed: onPath.map((r) => r.method) };
+  return { kind: 'not-found' };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parsers: unknown JSON in, typed input out.
+
+/**
+ * Not checked here: the CNI service checks every field with the plugin's own rules and answers a
+ * bad one as a CNI error in the config's version, which is what the plugin prints.
+ */
+function cniRequest(value: unknown): CniRequest {
+  return value as CniRequest;
+}
+
+export function allocationQuery(query: URLSearchParams): AllocationQuery {
+  const out: Partial<Record<(typeof ALLOCATION_QUERY_KEYS)[number], string>> = {};
+  for (const [name, value] of query) {
+    if (!(ALLOCATION_QUERY_KEYS as readonly string[]).includes(name)) {
+      throw new WarrenError('BAD_REQUEST', `unknown filter "${name}"; filters are ${ALLOCATION_QUERY_KEYS.join(', ')}`);
+    }
+    out[name as (typeof ALLOCATION_QUERY_KEYS)[number]] = value;
+  }
+  return out;
+}
+
+const RELEASE_FIELDS = ['pool', 'address', 'containerID', 'network', 'ifname'] as const;
+
+export function releaseRequest(value: unknown): ReleaseRequest {
+  if (!isObject(value)) throw new WarrenError('BAD_REQUEST', 'release needs a JSON object');
+  const fields: Partial<Record<(typeof RELEASE_FIELDS)[number], string>> = {};
+  for (const [key, field] of Object.entries(value)) {
+    if (!(RELEASE_FIELDS as readonly string[]).includes(key)) throw new WarrenError('BAD_REQUEST', `release: unknown field "${key}"`);
+    if (typeof field !== 'string' || field === '') throw new WarrenError('BAD_REQUEST', `release: ${key} must be a non-empty string`);
+    fields[key as (typeof RELEASE_FIELDS)[number]] = field;
+  }
+  const { address, pool, containerID, network, ifname } = fields;
+  const byAddress = address !== undefined || pool !== undefined;
+  const byContainer = containerID !== undefined || network !== undefined || ifname !== undefined;
+  // One form or the other: a field of the other form would be silently ignored, and a release
+  // that does more than its caller meant cannot be taken back.
+  if (byAddress && byContainer) {
+    throw new WarrenError('BAD_REQUEST', 'release takes an address (with an optional pool) or a containerID (with optional network and ifname), not fields of both');
+  }
+  if (address !== undefined) return { address, ...(pool === undefined ? {} : { pool }) };
+  if (containerID !== undefined) return { containerID, ...(network === undefined ? {} : { network }), ...(ifname === undefined ? {} : { ifname }) };
+  throw new WarrenError('BAD_REQUEST', 'release needs an address (with an optional pool) or a containerID (with optional network and ifname)');
+}
+
+export function auditRequest(value: unknown): AuditRequest {
+  const fix = isObject(value) ? value.fix : undefined;
+  if (typeof fix !== 'boolean') throw new WarrenError('BAD_REQUEST', 'audit needs {"fix": true|false}');
+  return { fix };
+}
+
+export function forgetNodeRequest(value: unknown): ForgetNodeRequest {
+  const node = isObject(value) ? value.node : undefined;
+  if (typeof node !== 'string' || node === '') throw new WarrenError('BAD_REQUEST', 'forget needs {"node": "<name>"}');
+  return { node };
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}

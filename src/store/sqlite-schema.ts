@@ -1,0 +1,79 @@
+/**
+ * The SQLite store's schema and its history. A file is opened at the version this code writes;
+ * an older file is upgraded in place, one version at a time, each step in a transaction of its own
+ * (so a kill -9 during an upgrade leaves the file at one version or the next, never between), and
+ * a newer file is refused rather than guessed at.
+ */
+import type { DatabaseSync } from 'node:sqlite';
+
+/** The schema this code writes. */
+export const SCHEMA_VERSION = 3;
+
+/** The step from each version to the next. */
+const UPGRADES: ReadonlyMap<number, string> = new Map([
+  // 2: blocks. A pool has an affinity; one address per owner and range pool (the unique index, which
+  // SCHEMA creates once the step is done).
+  [1, `ALTER TABLE pools ADD COLUMN affinity TEXT;`],
+  // 3: the cooldown a release applies is a pool attribute. Until now it was read back out of the
+  // description on each release; the upgrade copies it from there once.
+  [2, `ALTER TABLE pools ADD COLUMN cooldown_seconds INTEGER;
+       UPDATE pools SET cooldown_seconds = json_extract(description, '$.cooldownSeconds') WHERE json_valid(description);`],
+]);
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS pools (
+  pool TEXT PRIMARY KEY,
+  revision INTEGER NOT NULL,
+  cursor TEXT,
+  description TEXT,
+  affinity TEXT,
+  cooldown_seconds INTEGER
+);
+CREATE TABLE IF NOT EXISTS allocations (
+  pool TEXT NOT NULL,
+  address TEXT NOT NULL,
+  network TEXT NOT NULL,
+  container_id TEXT NOT NULL,
+  ifname TEXT NOT NULL,
+  pod_namespace TEXT,
+  pod_name TEXT,
+  pod_uid TEXT,
+  node TEXT NOT NULL,
+  netns TEXT,
+  created_at INTEGER NOT NULL,
+  PRIMARY KEY (pool, address)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS allocations_owner ON allocations (network, container_id, ifname);
+-- One address per owner and range pool: a block 'p#cidr' counts as its range pool 'p'. The CASE
+-- is ipam/blocks.ts's rangePoolOfKey in SQL; keep the two the same.
+CREATE UNIQUE INDEX IF NOT EXISTS allocations_owner_range ON allocations (
+  network, container_id, ifname, (CASE WHEN instr(pool, '#') > 0 THEN substr(pool, 1, instr(pool, '#') - 1) ELSE pool END)
+);
+CREATE TABLE IF NOT EXISTS resting (
+  pool TEXT NOT NULL,
+  address TEXT NOT NULL,
+  reusable_at INTEGER NOT NULL,
+  PRIMARY KEY (pool, address)
+) WITHOUT ROWID;
+`;
+
+/** Brings the file at `path` to SCHEMA_VERSION, or throws when it is newer. Retried by the caller while busy. */
+export function migrateSchema(db: DatabaseSync, path: string): void {
+  db.exec(`CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`);
+  const versionOf = () => Number((db.prepare(`SELECT value FROM meta WHERE key = 'schema_version'`).get() as { value: string } | undefined)?.value);
+  while (UPGRADES.has(versionOf())) {
+    db.exec('BEGIN IMMEDIATE');
+    // Read again under the write lock: another process opening the same file may have upgraded it.
+    const version = versionOf();
+    const step = UPGRADES.get(version);
+    db.exec(step === undefined ? 'COMMIT' : `${step} UPDATE meta SET value = '${version + 1}' WHERE key = 'schema_version'; COMMIT;`);
+  }
+  db.exec(SCHEMA);
+  const current = db.prepare(`SELECT value FROM meta WHERE key = 'schema_version'`).get() as { value: string } | undefined;
+  if (current === undefined) {
+    db.prepare(`INSERT INTO meta (key, value) VALUES ('schema_version', ?)`).run(String(SCHEMA_VERSION));
+  } else if (Number(current.value) !== SCHEMA_VERSION) {
+    throw new Error(`${path}: schema version ${current.value} is not ${SCHEMA_VERSION}; this Warren cannot open it`);
+  }
+}

@@ -1,0 +1,208 @@
+/**
+ * The release rule as a table: each row is an intent, what its holder holds, what can be observed,
+ * and the action the rule must return. No store, clock or file system: the rule is a pure function.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { type Observed, type ReleaseAction, type ReleaseIntent, decide, holderOf, needsNamespaces } from '../../src/agent/release-rule.ts';
+import type { Allocation } from '../../src/ipam/allocation.ts';
+import type { NetnsObservation } from '../../src/sources/netns.ts';
+
+const T = 1_000_000;
+const GONE = '/run/netns/gone';
+const THERE = '/run/netns/there';
+const UNSEEN = '/mnt/elsewhere/ns';
+const PROC = '/proc/42/ns/net';
+
+function alloc(over: Partial<Allocation> = {}): Allocation {
+  return { pool: 'net/10.0.0.0/24', address: '10.0.0.2', network: 'net', containerID: 'c1', ifname: 'eth0', node: 'n', netns: THERE, createdAt: T, ...over };
+}
+
+const owner = { network: 'net', containerID: 'c1', ifname: 'eth0' };
+const namespaces = new Map<string, NetnsObservation>([
+  [GONE, { kind: 'gone' }],
+  [THERE, { kind: 'exists' }],
+  [UNSEEN, { kind: 'unobservable', reason: '/mnt/elsewhere is not a mount point here' }],
+  [PROC, { kind: 'unobservable', reason: 'a process exiting does not prove the namespace is gone' }],
+]);
+const seen = (exited = false): Observed => ({ exited, namespaces });
+
+interface Row {
+  readonly name: string;
+  readonly intent: ReleaseIntent;
+  readonly held: readonly Allocation[];
+  readonly observed?: Observed;
+  readonly action: ReleaseAction;
+}
+
+const journal = (recordedAt: number): ReleaseIntent => ({ kind: 'journal-del', file: 'f.release', owner, recordedAt });
+const taskExit: ReleaseIntent = { kind: 'task-exited', containerID: 'c1', event: 'task-exit' };
+const EXITED_WHY = 'task exited and its network namespace is gone';
+
+const TABLE: readonly Row[] = [
+  // Journaled DELs: they speak for what was allocated before they were recorded.
+  {
+    name: 'journal DEL, allocation made before it was recorded: released, limited to that instant',
+    intent: journal(T + 5),
+    held: [alloc()],
+    action: { kind: 'release', owners: [{ owner, createdAtOrBefore: T + 5 }], why: 'missed delete' },
+  },
+  {
+    name: 'journal DEL, only an allocation made after it was recorded (a retried ADD): dropped, the address is in use',
+    intent: journal(T - 1),
+    held: [alloc()],
+    action: { kind: 'drop', reason: 'what is held was allocated after the DEL was recorded', forgetExited: false },
+  },
+  {
+    name: 'journal DEL, nothing held (released already): dropped',
+    intent: journal(T),
+    held: [],
+    action: { kind: 'drop', reason: 'nothing is held', forgetExited: false },
+  },
+  // Container deletes: the record is gone, nothing can use the addresses.
+  {
+    name: 'container delete: every attachment of the container released, whatever its namespace shows',
+    intent: { kind: 'container-deleted', containerID: 'c1' },
+    held: [alloc(), alloc({ address: 'fd00::2', pool: 'net/fd00::/64' }), alloc({ ifname: 'net1', address: '10.0.1.2', netns: UNSEEN })],
+    action: { kind: 'release', owners: [{ owner }, { owner: { ...owner, ifname: 'net1' } }], why: 'container deleted' },
+  },
+  {
+    name: 'container delete of a container that holds nothing: dropped, its exited mark forgotten',
+    intent: { kind: 'container-deleted', containerID: 'c1' },
+    held: [],
+    action: { kind: 'drop', reason: 'nothing is held', forgetExited: true },
+  },
+  // Task exits: a process exiting is not proof; its namespace being gone is.
+  {
+    name: 'task exit, namespace present: kept, waiting for the namespace',
+    intent: taskExit,
+    held: [alloc()],
+    action: { kind: 'wait-for-namespace', owners: [], why: EXITED_WHY, waitingFor: THERE },
+  },
+  {
+    name: 'task exit, namespace gone: released',
+    intent: taskExit,
+    held: [alloc({ netns: GONE })],
+    action: { kind: 'release', owners: [{ owner }], why: EXITED_WHY },
+  },
+  {
+    name: 'task delete, namespace gone: released like a task exit',
+    intent: { kind: 'task-exited', containerID: 'c1', event: 'task-delete' },
+    held: [alloc({ netns: GONE })],
+    action: { kind: 'release', owners: [{ owner }], why: EXITED_WHY },
+  },
+  {
+    name: 'task exit, namespace where the agent cannot see: kept (never judged by what cannot be seen)',
+    intent: taskExit,
+    held: [alloc({ netns: UNSEEN })],
+    action: { kind: 'wait-for-namespace', owners: [], why: EXITED_WHY, waitingFor: UNSEEN },
+  },
+  {
+    name: "task exit, a process's namespace (/proc/<pid>/ns/net): kept",
+    intent: taskExit,
+    held: [alloc({ netns: PROC })],
+    action: { kind: 'wait-for-namespace', owners: [], why: EXITED_WHY, waitingFor: PROC },
+  },
+  {
+    name: 'task exit, no namespace recorded at ADD: kept, saying so',
+    intent: taskExit,
+    held: [alloc({ netns: undefined })],
+    action: { kind: 'wait-for-namespace', owners: [], why: EXITED_WHY, waitingFor: '(no namespace recorded)' },
+  },
+  {
+    name: 'task exit, one attachment in a gone namespace and one in a present one: the gone one released, the other waits',
+    intent: taskExit,
+    held: [alloc({ netns: GONE }), alloc({ ifname: 'net1', address: '10.0.1.2' })],
+    action: { kind: 'wait-for-namespace', owners: [{ owner }], why: EXITED_WHY, waitingFor: THERE },
+  },
+  {
+    name: 'task exit of a container that holds nothing: dropped, forgotten',
+    intent: taskExit,
+    held: [],
+    action: { kind: 'drop', reason: 'nothing is held', forgetExited: true },
+  },
+  // Looking again at an exited container (a netns directory lost an entry; a reconcile pass).
+  {
+    name: 'namespace recheck of an exited container whose namespace is now gone: released',
+    intent: { kind: 'namespace-recheck', containerID: 'c1' },
+    held: [alloc({ netns: GONE })],
+    observed: seen(true),
+    action: { kind: 'release', owners: [{ owner }], why: EXITED_WHY },
+  },
+  {
+    name: 'namespace recheck of an exited container whose namespace is still there: still waiting',
+    intent: { kind: 'namespace-recheck', containerID: 'c1' },
+    held: [alloc()],
+    observed: seen(true),
+    action: { kind: 'wait-for-namespace', owners: [], why: EXITED_WHY, waitingFor: THERE },
+  },
+  {
+    name: 'namespace recheck of a container not marked exited (it was deleted meanwhile, or never exited): dropped',
+    intent: { kind: 'namespace-recheck', containerID: 'c1' },
+    held: [alloc({ netns: GONE })],
+    observed: seen(false),
+    action: { kind: 'drop', reason: 'the container is not waiting for its namespace', forgetExited: false },
+  },
+  // Resynchronisation: containers the runtime no longer lists, with a grace for ADDs in flight.
+  {
+    name: 'absent at resync, allocated before the grace began: every attachment released',
+    intent: { kind: 'absent-at-resync', containerID: 'c1', cutoff: T },
+    held: [alloc(), alloc({ ifname: 'net1', address: '10.0.1.2', createdAt: T + 10 })],
+    action: { kind: 'release', owners: [{ owner }, { owner: { ...owner, ifname: 'net1' } }], why: 'container gone when containerd was resynchronised' },
+  },
+  {
+    name: 'absent at resync, allocated within the grace (an ADD may be in flight): kept',
+    intent: { kind: 'absent-at-resync', containerID: 'c1', cutoff: T - 1 },
+    held: [alloc()],
+    action: { kind: 'drop', reason: 'allocated within the resync grace period', forgetExited: false },
+  },
+  {
+    name: 'absent at resync, nothing held any more: dropped, forgotten',
+    intent: { kind: 'absent-at-resync', containerID: 'c1', cutoff: T },
+    held: [],
+    action: { kind: 'drop', reason: 'nothing is held', forgetExited: true },
+  },
+  // The namespace sweep, looked at again when the intent runs.
+  {
+    name: 'netns sweep, namespace still gone: the owner released, limited to the allocation judged',
+    intent: { kind: 'netns-gone', owner, netns: GONE, createdAt: T },
+    held: [alloc({ netns: GONE })],
+    action: { kind: 'release', owners: [{ owner, createdAtOrBefore: T }], why: 'network namespace is gone' },
+  },
+  {
+    name: 'netns sweep, the namespace is there again: dropped',
+    intent: { kind: 'netns-gone', owner, netns: THERE, createdAt: T },
+    held: [alloc()],
+    action: { kind: 'drop', reason: `network namespace ${THERE} is not gone now, or what is held is newer`, forgetExited: false },
+  },
+  {
+    name: 'netns sweep, the namespace cannot be observed now: dropped',
+    intent: { kind: 'netns-gone', owner, netns: UNSEEN, createdAt: T },
+    held: [alloc({ netns: UNSEEN })],
+    action: { kind: 'drop', reason: `network namespace ${UNSEEN} is not gone now, or what is held is newer`, forgetExited: false },
+  },
+  {
+    name: 'netns sweep, only an allocation made after the one judged (ADDed again): dropped',
+    intent: { kind: 'netns-gone', owner, netns: GONE, createdAt: T - 1 },
+    held: [alloc({ netns: GONE })],
+    action: { kind: 'drop', reason: `network namespace ${GONE} is not gone now, or what is held is newer`, forgetExited: false },
+  },
+];
+
+describe('the release rule', () => {
+  for (const row of TABLE) {
+    it(row.name, () => {
+      assert.deepEqual(decide(row.intent, row.held, row.observed ?? seen()), row.action);
+    });
+  }
+
+  it('keys owner intents by owner and container intents by container, and looks at namespaces only where it decides by them', () => {
+    const kinds = new Map(TABLE.map((r) => [r.intent.kind, r.intent]));
+    assert.deepEqual([...kinds.keys()].sort(), ['absent-at-resync', 'container-deleted', 'journal-del', 'namespace-recheck', 'netns-gone', 'task-exited']);
+    for (const [kind, intent] of kinds) {
+      const expected = kind === 'journal-del' || kind === 'netns-gone' ? 'owner' : 'container';
+      assert.equal(holderOf(intent).kind, expected, kind);
+      assert.equal(needsNamespaces(intent), ['task-exited', 'namespace-recheck', 'netns-gone'].includes(kind), kind);
+    }
+  });
+});

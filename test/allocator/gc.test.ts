@@ -1,0 +1,51 @@
+/**
+ * The CNI GC rule as a pure function: which allocations of a network a GC may take.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { Allocation } from '../../src/ipam/allocation.ts';
+import { attachmentKey, gcCandidates, gcScope } from '../../src/allocator/gc.ts';
+
+function allocation(containerID: string, ifname: string, createdAt: number, extra: Partial<Allocation> = {}): Allocation {
+  return { pool: '10.0.0.0/24', address: `10.0.0.${createdAt}`, network: 'net', containerID, ifname, node: 'n1', createdAt, ...extra };
+}
+
+describe('gcCandidates', () => {
+  it('takes every attachment not in the valid list, once per attachment', () => {
+    const allocations = [
+      allocation('a', 'eth0', 1),
+      allocation('b', 'eth0', 2),
+      allocation('b', 'net1', 3),
+      allocation('c', 'eth0', 4, { pool: '10.0.0.0/24' }),
+      allocation('c', 'eth0', 5, { pool: 'fd00::/64' }), // dual stack: one owner, two addresses
+    ];
+    const valid = new Set([attachmentKey('b', 'eth0')]);
+    assert.deepEqual(gcCandidates(allocations, valid, {}), [
+      { network: 'net', containerID: 'a', ifname: 'eth0' },
+      { network: 'net', containerID: 'b', ifname: 'net1' },
+      { network: 'net', containerID: 'c', ifname: 'eth0' },
+    ]);
+  });
+
+  it('spares allocations younger than the limit: an ADD after the runtime took its list is in use', () => {
+    const allocations = [allocation('old', 'eth0', 10), allocation('new', 'eth0', 11)];
+    assert.deepEqual(gcCandidates(allocations, new Set(), { createdAtOrBefore: 10 }).map((o) => o.containerID), ['old']);
+  });
+
+  it('takes nothing when every attachment is valid, or there is nothing', () => {
+    assert.deepEqual(gcCandidates([allocation('a', 'eth0', 1)], new Set([attachmentKey('a', 'eth0')]), {}), []);
+    assert.deepEqual(gcCandidates([], new Set(), {}), []);
+  });
+
+  it('keeps container IDs and interface names apart in the attachment key', () => {
+    assert.notEqual(attachmentKey('a/b', 'c'), attachmentKey('a', 'b/c'));
+    assert.notEqual(attachmentKey('a","b', 'c'), attachmentKey('a', 'b","c'));
+  });
+});
+
+describe('gcScope', () => {
+  it('looks at this node\'s allocations only when nodes share the store', () => {
+    assert.deepEqual(gcScope('net', 'n1', false), { network: 'net' });
+    assert.deepEqual(gcScope('net', 'n1', true), { network: 'net', node: 'n1' });
+  });
+});

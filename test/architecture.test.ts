@@ -1,0 +1,90 @@
+/**
+ * The architecture, checked from the code: every file under src/ imports only its own layer and
+ * the layers before it (DESIGN.md "Architecture"), so data flows one way and a lower layer never
+ * learns of a higher one; and the plugin's bundle is made of the files it is meant to be made of,
+ * so the cold start on every pod start cannot grow by an accidental import.
+ */
+import assert from 'node:assert/strict';
+import { readFileSync, readdirSync } from 'node:fs';
+import { dirname, join, relative, resolve, sep } from 'node:path';
+import { describe, it } from 'node:test';
+import { REPO } from './helpers/processes.ts';
+
+/** The layers in order; a layer may import itself and any layer before it. */
+export const LAYERS = ['core', 'ipam', 'store', 'allocator', 'cni', 'api', 'sources', 'agent'] as const;
+/** Entry points sit on top, and each may use only what it names: the plugin talks to the agent and nothing else. */
+export const ENTRY_POINTS: Record<string, readonly string[]> = {
+  plugin: ['core', 'ipam', 'cni', 'api', 'plugin'],
+  cli: [...LAYERS, 'cli'],
+};
+
+const SRC = join(REPO, 'src');
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) return sourceFiles(path);
+    return entry.name.endsWith('.ts') ? [path] : [];
+  });
+}
+
+/** Relative module specifiers a file imports, statically or dynamically (type-only ones too). */
+export function importsOf(text: string): string[] {
+  const specifiers = new Set<string>();
+  const patterns = [/\bfrom\s+'([^']+)'/g, /\bimport\s*\(\s*'([^']+)'\s*\)/g, /^\s*import\s+'([^']+)'/gm];
+  for (const pattern of patterns) for (const match of text.matchAll(pattern)) specifiers.add(match[1] as string);
+  return [...specifiers].filter((s) => s.startsWith('.'));
+}
+
+/** The top folder of a src file: its layer or entry point; undefined for src/index.ts. */
+function unitOf(path: string): string | undefined {
+  const parts = relative(SRC, path).split(sep);
+  return parts.length > 1 ? parts[0] : undefined;
+}
+
+/** What `unit` may import, or undefined when the unit is unknown (a folder DESIGN does not name). */
+export function allowedFor(unit: string): readonly string[] | undefined {
+  const entry = ENTRY_POINTS[unit];
+  if (entry !== undefined) return entry;
+  const index = (LAYERS as readonly string[]).indexOf(unit);
+  return index < 0 ? undefined : LAYERS.slice(0, index + 1);
+}
+
+/** Every import of `files` that goes against the layer order, as "from -> to" lines. */
+export function violations(files: ReadonlyArray<{ path: string; text: string }>): string[] {
+  const found: string[] = [];
+  for (const { path, text } of files) {
+    const unit = unitOf(path);
+    if (unit === undefined) continue; // src/index.ts: the curated public API re-exports every layer
+    const allowed = allowedFor(unit);
+    if (allowed === undefined) {
+      found.push(`${relative(REPO, path)}: src/${unit} is not a layer of DESIGN.md (${LAYERS.join(' → ')}, then ${Object.keys(ENTRY_POINTS).join(', ')})`);
+      continue;
+    }
+    for (const specifier of importsOf(text)) {
+      const target = resolve(dirname(path), specifier);
+      if (!target.startsWith(SRC + sep)) continue;
+      const to = unitOf(target);
+      if (to !== undefined && !allowed.includes(to)) found.push(`${relative(REPO, path)} -> ${relative(REPO, target)} (${unit} may not import ${to})`);
+    }
+  }
+  return found;
+}
+
+describe('architecture', () => {
+  it('every src file imports only its own layer and the layers before it', () => {
+    const files = sourceFiles(SRC).map((path) => ({ path, text: readFileSync(path, 'utf8') }));
+    assert.ok(files.length > 20);
+    assert.deepEqual(violations(files), []);
+  });
+
+  it('catches an upward import (a planted one is reported)', () => {
+    const planted = { path: join(SRC, 'core', 'clock.ts'), text: "import { Agent } from '../agent/agent.ts';\nimport type { Store } from '../store/store.ts';" };
+    assert.deepEqual(violations([planted]), [
+      'src/core/clock.ts -> src/agent/agent.ts (core may not import agent)',
+      'src/core/clock.ts -> src/store/store.ts (core may not import store)',
+    ]);
+    const plugin = { path: join(SRC, 'plugin', 'plugin.ts'), text: "const { x } = await import('../agent/agent.ts');" };
+    assert.deepEqual(violations([plugin]), ['src/plugin/plugin.ts -> src/agent/agent.ts (plugin may not import agent)']);
+  });
+});

@@ -1,0 +1,123 @@
+/**
+ * KeyedMutex's guarantees, each shown with work the test releases by hand (no timers, no sleeps):
+ * never two runs of one key at once, runs of one key in arrival order, different keys in
+ * parallel, a failing run does not block the next, and no memory kept for a key once it is idle.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import { KeyedMutex } from '../../src/core/keyed-mutex.ts';
+
+/** A promise the test settles when it chooses. */
+function gate<T = void>(): { promise: Promise<T>; open: (value: T) => void; fail: (error: Error) => void } {
+  let open!: (value: T) => void;
+  let fail!: (error: Error) => void;
+  const promise = new Promise<T>((resolve, reject) => {
+    open = resolve;
+    fail = reject;
+  });
+  return { promise, open, fail };
+}
+
+/** Lets every promise callback that is ready run. */
+async function settle(): Promise<void> {
+  for (let i = 0; i < 10; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+}
+
+describe('KeyedMutex', () => {
+  it('never runs two functions of one key at once, and runs them in arrival order', async () => {
+    const mutex = new KeyedMutex();
+    const started: number[] = [];
+    const gates = [gate(), gate(), gate()];
+    const runs = gates.map((g, i) =>
+      mutex.run('k', async () => {
+        started.push(i);
+        await g.promise;
+        return i;
+      }),
+    );
+    await settle();
+    assert.deepEqual(started, [0], 'the second waits for the first');
+    gates[0]?.open();
+    await settle();
+    assert.deepEqual(started, [0, 1]);
+    gates[2]?.open(); // the third's work is ready, but its turn has not come
+    await settle();
+    assert.deepEqual(started, [0, 1]);
+    gates[1]?.open();
+    assert.deepEqual(await Promise.all(runs), [0, 1, 2]);
+    assert.deepEqual(started, [0, 1, 2]);
+  });
+
+  it('runs different keys in parallel', async () => {
+    const mutex = new KeyedMutex();
+    const running = new Set<string>();
+    const a = gate();
+    const b = gate();
+    const runA = mutex.run('a', async () => {
+      running.add('a');
+      await a.promise;
+    });
+    const runB = mutex.run('b', async () => {
+      running.add('b');
+      await b.promise;
+    });
+    await settle();
+    assert.deepEqual([...running].sort(), ['a', 'b'], 'b did not wait for a');
+    b.open();
+    await runB;
+    a.open();
+    await runA;
+  });
+
+  it('passes on a failure to its caller and still runs the next of the key', async () => {
+    const mutex = new KeyedMutex();
+    const first = gate();
+    const failing = mutex.run('k', () => first.promise);
+    const next = mutex.run('k', async () => 'ran');
+    first.fail(new Error('boom'));
+    await assert.rejects(failing, /boom/);
+    assert.equal(await next, 'ran');
+  });
+
+  it('holds nothing for a key once its last run is done, and takes the key again afterwards', async () => {
+    const mutex = new KeyedMutex();
+    const g = gate();
+    const runs = [mutex.run('x', () => g.promise), mutex.run('x', async () => undefined), mutex.run('y', async () => undefined)];
+    await settle();
+    assert.equal(mutex.activeKeys, 1, 'y is done, x still runs');
+    g.open();
+    await Promise.all(runs);
+    assert.equal(mutex.activeKeys, 0);
+    await mutex.run('x', async () => undefined);
+    assert.equal(mutex.activeKeys, 0);
+  });
+
+  it('for any interleaving of keys, each key runs alone and in order (property)', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.constantFrom('a', 'b', 'c'), { minLength: 1, maxLength: 30 }), async (keys) => {
+        const mutex = new KeyedMutex();
+        const active = new Map<string, number>();
+        const order = new Map<string, number[]>();
+        await Promise.all(
+          keys.map((key, i) =>
+            mutex.run(key, async () => {
+              assert.equal(active.get(key) ?? 0, 0, `two runs of ${key} at once`);
+              active.set(key, 1);
+              order.set(key, [...(order.get(key) ?? []), i]);
+              // Yield a varying number of times, so runs of different keys interleave.
+              for (let n = 0; n < i % 3; n++) await Promise.resolve();
+              active.set(key, 0);
+            }),
+          ),
+        );
+        for (const [key, seen] of order) {
+          const expected = keys.flatMap((k, i) => (k === key ? [i] : []));
+          assert.deepEqual(seen, expected, `order of ${key}`);
+        }
+        assert.equal(mutex.activeKeys, 0);
+      }),
+      { numRuns: 100 },
+    );
+  });
+});
