@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { ManualClock } from '../src/core/clock.ts';
 import { requestJson } from '../src/core/unix-http.ts';
 import { formatIP } from '../src/ipam/address.ts';
-import { parseIpamConfig } from '../src/ipam/config.ts';
+import { parseIpamConfig } from '../src/cni/ipam-config.ts';
 import { Allocator } from '../src/allocator/allocator.ts';
 import { SqliteStore } from '../src/store/sqlite-store.ts';
 import type { PoolOp } from '../src/store/store.ts';

@@ -1,19 +1,21 @@
 /** Warren's public API, layer by layer. */
 export { type Clock, ManualClock, systemClock } from './core/clock.ts';
-export { WarrenError, type WarrenErrorCode, isWarrenError } from './core/errors.ts';
+export { WarrenError, isWarrenError } from './core/errors.ts';
 export { KeyedMutex } from './core/keyed-mutex.ts';
 export { type Cidr, type Family, type IPAddress, formatIP, parseCidr, parseIP } from './ipam/address.ts';
 export type { Allocation, Owner } from './ipam/allocation.ts';
-export { type IgnoredKey, type IpamConfig, type RangeSpec, capacityOf, parseIpamConfig } from './ipam/config.ts';
+export { type RangeSpec, capacityOf } from './ipam/range.ts';
 export { type PoolKey, parsePoolKey, poolsOverlap } from './ipam/pool-key.ts';
 export { PoolState } from './ipam/pool-state.ts';
 export { RunSet } from './ipam/run-set.ts';
 export { Allocator, type AllocateRequest, type Assignment, type ReleaseLimits } from './allocator/allocator.ts';
 export { SqliteStore } from './store/sqlite-store.ts';
 export type { CommitResult, PoolOp, PoolRead, Store } from './store/store.ts';
+export { type IgnoredKey, type IpamConfig, parseIpamConfig } from './cni/ipam-config.ts';
 export { type NetConf, parseNetConf } from './cni/netconf.ts';
 export { SUPPORTED_VERSIONS, renderResult } from './cni/spec.ts';
 export type { AgentApi, CniOutcome, CniRequest } from './api/protocol.ts';
+export type { WarrenErrorCode } from './api/errors.ts';
 export { ApiClient } from './api/client.ts';
 export { CniService } from './agent/cni-service.ts';
 export { Agent } from './agent/agent.ts';

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { describe, it } from 'node:test';
+import { buildSync } from 'esbuild';
 import { REPO } from './helpers/processes.ts';
 
 /** The layers in order; a layer may import itself and any layer before it. */
@@ -71,7 +72,62 @@ export function violations(files: ReadonlyArray<{ path: string; text: string }>)
   return found;
 }
 
+/**
+ * Every file the plugin bundle may be made of. The plugin runs on every pod start: a file that
+ * joins it (a store, the agent, an npm package) is start-up time paid by every container, so a new
+ * input is a decision to write down here, not an accident.
+ */
+export const PLUGIN_INPUTS: readonly string[] = [
+  'src/plugin/plugin-main.ts',
+  'src/plugin/plugin.ts',
+  'src/plugin/journal-writer.ts',
+  'src/api/cni-call.ts',
+  'src/api/errors.ts',
+  'src/api/socket.ts',
+  'src/cni/args.ts',
+  'src/cni/config-values.ts',
+  'src/cni/errors.ts',
+  'src/cni/ipam-config.ts',
+  'src/cni/ipam-range.ts',
+  'src/cni/journal-dir.ts',
+  'src/cni/journal-entry.ts',
+  'src/cni/netconf.ts',
+  'src/cni/spec.ts',
+  'src/cni/whereabouts-keys.ts',
+  'src/core/atomic-file.ts',
+  'src/core/errors.ts',
+  'src/core/limits.ts',
+  'src/core/unix-http.ts',
+  'src/core/validate.ts',
+  'src/ipam/address.ts',
+  'src/ipam/pool-key.ts',
+  'src/ipam/range.ts',
+];
+
+/** The files esbuild puts into the plugin bundle, as scripts/build.ts builds it. */
+function pluginBundleInputs(): string[] {
+  const result = buildSync({
+    entryPoints: [join(REPO, 'src', 'plugin', 'plugin-main.ts')],
+    bundle: true,
+    platform: 'node',
+    format: 'cjs',
+    target: 'node24',
+    write: false,
+    metafile: true,
+    absWorkingDir: REPO,
+    outfile: join(REPO, 'dist', 'architecture-check.js'),
+    logLevel: 'silent',
+  });
+  return Object.keys(result.metafile.inputs).sort();
+}
+
 describe('architecture', () => {
+  it('the plugin bundle holds only the files listed for it, and no npm package', () => {
+    const inputs = pluginBundleInputs();
+    assert.ok(inputs.includes('src/plugin/plugin-main.ts'), `unexpected bundle inputs: ${inputs.join(', ')}`);
+    assert.deepEqual(inputs.filter((input) => !PLUGIN_INPUTS.includes(input)), [], 'new inputs of the plugin bundle: add them to PLUGIN_INPUTS only if every pod start should pay for them');
+  });
+
   it('every src file imports only its own layer and the layers before it', () => {
     const files = sourceFiles(SRC).map((path) => ({ path, text: readFileSync(path, 'utf8') }));
     assert.ok(files.length > 20);

@@ -1,8 +1,8 @@
 /**
- * The agent: wires the store, the allocator, the CNI handler and the API server, and owns their
- * lifecycle. start() is ready to serve when it resolves; stop() stops accepting, lets in-flight
- * calls finish (bounded), closes the store and removes the socket. Nothing here decides anything:
- * the layers below do.
+ * The agent: wires the store, the allocator, the release pipeline and its sources, the cluster
+ * chores, the CNI service and the API server, and owns their lifecycle. start() is ready to serve
+ * when it resolves; stop() stops accepting, lets in-flight calls finish (bounded), closes the
+ * store and removes the socket. Nothing here decides anything: the layers below do.
  */
 import { chmodSync, existsSync, mkdirSync, unlinkSync, statSync } from 'node:fs';
 import { connect } from 'node:net';
@@ -22,8 +22,7 @@ import { RecentErrors } from './recent-errors.ts';
 import { ReleaseWiring } from './release-wiring.ts';
 import type { AgentOptions } from './options.ts';
 import { AgentService } from './service.ts';
-
-export const WARREN_VERSION = '0.1.0';
+import { WARREN_VERSION } from './version.ts';
 
 export interface AgentDeps {
   readonly clock?: Clock;

@@ -18,14 +18,14 @@ import { type Clock, systemClock } from '../core/clock.ts';
 import { WarrenError } from '../core/errors.ts';
 import { type IPAddress, formatIP, parseIP } from '../ipam/address.ts';
 import type { Owner } from '../ipam/allocation.ts';
-import { type StoreKind, inSubnet } from '../ipam/config.ts';
+import { inSubnet } from '../ipam/range.ts';
+import type { StoreKind } from '../store/store.ts';
 import { type Allocator, attachmentKey } from '../allocator/allocator.ts';
 import { rangePoolOfKey } from '../ipam/blocks.ts';
 import { type CniEnv, checkCniVariables, parseCniArgs, printable } from '../cni/args.ts';
-import { toCniError } from '../cni/errors.ts';
 import { type NetConf, declaredVersion, parseNetConf } from '../cni/netconf.ts';
 import { type CniCommand, type IpamResult, SPEC_VERSION, renderResult, versionResult } from '../cni/spec.ts';
-import { isExpected } from '../api/errors.ts';
+import { isExpected, toCniError } from '../api/errors.ts';
 import type { CniOutcome, CniRequest } from '../api/protocol.ts';
 
 export interface CniServiceOptions {

@@ -1,18 +1,24 @@
 /**
- * Agent settings: every one a flag and an environment variable, with defaults from DESIGN.md.
- * As root the defaults are the system paths; as another user the agent picks the first state
- * directory it can write (XDG state dir, ~/.local/state/warren, ./.warren), so it starts anywhere.
- * The journal's default never follows --state-dir as root: the plugin writes to
- * DEFAULT_JOURNAL_DIR unless a network config says otherwise, and cannot know the agent's flags.
+ * Agent settings: every one a flag and an environment variable, and its default, in one table
+ * (`SETTINGS`) from which both `--help` and `resolveAgentOptions` read. Defaults follow DESIGN.md:
+ * as root the system paths; as another user the first state directory the agent can write
+ * (XDG state dir, ~/.local/state/warren, ./.warren), so it starts anywhere. The journal's default
+ * never follows --state-dir as root: the plugin writes to DEFAULT_JOURNAL_DIR unless a network
+ * config says otherwise, and cannot know the agent's flags.
+ *
+ * The socket's rule (`agentSocket`) is shared with the CLI, which must find a running agent
+ * without creating anything: it looks for the state directory where the agent makes it
+ * (state-dir.ts).
  */
-import { accessSync, constants, mkdirSync } from 'node:fs';
-import { homedir } from 'node:os';
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
-import { DEFAULT_CONTAINERD_SOCKET, DEFAULT_JOURNAL_DIR, DEFAULT_NETNS_DIRS, DEFAULT_SOCKET, DEFAULT_STATE_DIR } from '../core/defaults.ts';
 import { WarrenError } from '../core/errors.ts';
-import type { StoreKind } from '../ipam/config.ts';
-import { isEtcdEndpoint } from '../store/store.ts';
+import { type StoreKind, isEtcdEndpoint } from '../store/store.ts';
+import { DEFAULT_JOURNAL_DIR } from '../cni/journal-dir.ts';
+import { DEFAULT_SOCKET } from '../api/socket.ts';
+import { DEFAULT_NETNS_DIRS } from '../sources/netns.ts';
+import { DEFAULT_CONTAINERD_SOCKET } from '../sources/containerd/socket.ts';
+import { DEFAULT_STATE_DIR, defaultStateDir } from './state-dir.ts';
 
 export interface AgentOptions {
   readonly stateDir: string;
@@ -61,88 +67,146 @@ export interface AgentOptions {
   readonly dbBusyTimeoutSeconds: number;
 }
 
-/** One setting: its flag, its environment variable and what it means (for --help and the README). */
-export interface Setting {
+/** What a default may depend on: who runs the agent, from where, and its state directory. */
+export interface DefaultContext {
+  readonly uid: number;
+  readonly env: NodeJS.ProcessEnv;
+  readonly cwd: string;
+  /** The state directory chosen; asked only by the defaults that live in it. */
+  readonly stateDir: () => string;
+}
+
+/** A default that depends on the context: what --help says it is, and the rule. */
+export interface DefaultRule {
+  readonly says: string;
+  readonly of: (context: DefaultContext) => string;
+}
+
+/** One setting as the table states it. */
+export interface SettingSpec {
   readonly flag: string;
   readonly env: string;
+  /** What it is, for --help; the default is added from `default`. */
+  readonly about: string;
+  /**
+   * The default, written as a flag would give it (so it passes the same parsing and checks), or
+   * a rule; none when the setting is optional or required.
+   */
+  readonly default?: string | DefaultRule;
+  /** An empty environment variable is a value (netns dirs: none), not an unset one. */
+  readonly emptyIsAValue?: boolean;
+}
+
+/** One setting: its flag, its environment variable, its default and the help --help shows for it. */
+export interface Setting extends SettingSpec {
+  /** `about` and the default in words: the line of `warren agent --help`. */
   readonly help: string;
 }
 
-export const SETTINGS: Record<keyof AgentOptions, Setting> = {
+/** The help line of a setting, generated from its default. */
+function helpOf(spec: SettingSpec): string {
+  if (spec.default === undefined) return spec.about;
+  return `${spec.about}; default ${typeof spec.default === 'string' ? spec.default : spec.default.says}`;
+}
+
+const TABLE = {
   stateDir: {
     flag: 'state-dir',
     env: 'WARREN_STATE_DIR',
-    help: `state directory (database; socket and journal too when not root); default ${DEFAULT_STATE_DIR} as root, otherwise the first writable of $XDG_STATE_HOME/warren, ~/.local/state/warren, ./.warren`,
+    about: 'state directory (database; socket and journal too when not root)',
+    default: {
+      says: `${DEFAULT_STATE_DIR} as root, otherwise the first writable of $XDG_STATE_HOME/warren, ~/.local/state/warren, ./.warren`,
+      of: (c) => defaultStateDir(c.env, c.uid, c.cwd),
+    },
   },
-  socket: { flag: 'socket', env: 'WARREN_SOCKET', help: `agent API socket; default ${DEFAULT_SOCKET} as root, <state-dir>/warren.sock otherwise` },
-  database: { flag: 'database', env: 'WARREN_DATABASE', help: 'SQLite database file; default <state-dir>/warren.db' },
-  nodeName: { flag: 'node-name', env: 'WARREN_NODE_NAME', help: 'name this node records on its allocations; default the host name' },
-  synchronous: { flag: 'sync', env: 'WARREN_SYNC', help: 'FULL (survives power loss, default) or NORMAL (survives a process crash)' },
-  logLevel: { flag: 'log-level', env: 'WARREN_LOG_LEVEL', help: 'debug, info (default), warn or error' },
+  socket: {
+    flag: 'socket',
+    env: 'WARREN_SOCKET',
+    about: 'agent API socket',
+    default: { says: `${DEFAULT_SOCKET} as root, <state-dir>/warren.sock otherwise`, of: (c) => (c.uid === 0 ? DEFAULT_SOCKET : join(c.stateDir(), 'warren.sock')) },
+  },
+  database: { flag: 'database', env: 'WARREN_DATABASE', about: 'SQLite database file', default: { says: '<state-dir>/warren.db', of: (c) => join(c.stateDir(), 'warren.db') } },
+  nodeName: { flag: 'node-name', env: 'WARREN_NODE_NAME', about: 'name this node records on its allocations', default: { says: 'the host name', of: () => hostname() } },
+  synchronous: { flag: 'sync', env: 'WARREN_SYNC', about: 'FULL (survives power loss) or NORMAL (survives a process crash)', default: 'FULL' },
+  logLevel: { flag: 'log-level', env: 'WARREN_LOG_LEVEL', about: 'debug, info, warn or error', default: 'info' },
   journalDir: {
     flag: 'journal-dir',
     env: 'WARREN_JOURNAL_DIR',
-    help:
-      `missed-delete journal; default ${DEFAULT_JOURNAL_DIR} as root whatever --state-dir says (where the plugin writes unless a config names ipam.journal_dir), ` +
-      '<state-dir>/journal as another user (network configs must then name it in ipam.journal_dir)',
+    about: 'missed-delete journal',
+    default: {
+      says:
+        `${DEFAULT_JOURNAL_DIR} as root whatever --state-dir says (where the plugin writes unless a config names ipam.journal_dir), ` +
+        '<state-dir>/journal as another user (network configs must then name it in ipam.journal_dir)',
+      of: (c) => (c.uid === 0 ? DEFAULT_JOURNAL_DIR : join(c.stateDir(), 'journal')),
+    },
   },
   netnsDirs: {
     flag: 'netns-dirs',
     env: 'WARREN_NETNS_DIRS',
-    help: `comma-separated netns directories the agent may judge, matched by real path; default ${DEFAULT_NETNS_DIRS.join(',')}; empty for none`,
+    about: 'comma-separated netns directories the agent may judge, matched by real path; empty for none',
+    default: DEFAULT_NETNS_DIRS.join(','),
+    emptyIsAValue: true,
   },
-  reconcileIntervalSeconds: { flag: 'reconcile-interval', env: 'WARREN_RECONCILE_INTERVAL', help: 'seconds between reconcile passes; default 10' },
-  netnsGraceSeconds: { flag: 'netns-grace', env: 'WARREN_NETNS_GRACE', help: 'seconds before a new allocation is judged by its namespace; default 60' },
-  store: { flag: 'store', env: 'WARREN_STORE', help: 'sqlite (embedded, one node; default) or etcd (pools shared by many nodes)' },
-  etcdEndpoints: { flag: 'etcd-endpoints', env: 'WARREN_ETCD_ENDPOINTS', help: 'comma-separated etcd client URLs (http:// or https://); required with --store etcd' },
-  etcdPrefix: { flag: 'etcd-prefix', env: 'WARREN_ETCD_PREFIX', help: 'key prefix in etcd; default /warren/' },
-  etcdCa: { flag: 'etcd-ca', env: 'WARREN_ETCD_CA', help: 'PEM file of the CA that signed the etcd servers\' certificates' },
-  etcdCert: { flag: 'etcd-cert', env: 'WARREN_ETCD_CERT', help: 'PEM client certificate for etcd (mutual TLS), with --etcd-key' },
-  etcdKey: { flag: 'etcd-key', env: 'WARREN_ETCD_KEY', help: 'PEM private key of --etcd-cert' },
-  blocks: { flag: 'blocks', env: 'WARREN_BLOCKS', help: 'on (default with etcd): nodes claim blocks of a range; off: one key per range (for comparison)' },
-  blockGraceSeconds: { flag: 'block-grace', env: 'WARREN_BLOCK_GRACE', help: 'seconds an empty block stays with this node before it is given back; default 300' },
-  containerd: { flag: 'containerd', env: 'WARREN_CONTAINERD', help: 'on (default): release what containers deleted in containerd held; off' },
-  containerdSocket: { flag: 'containerd-socket', env: 'WARREN_CONTAINERD_SOCKET', help: 'containerd\'s gRPC socket; default /run/containerd/containerd.sock' },
-  containerdNamespaces: { flag: 'containerd-namespaces', env: 'WARREN_CONTAINERD_NAMESPACES', help: 'comma-separated containerd namespaces to follow; default k8s.io' },
-  containerdGraceSeconds: { flag: 'containerd-grace', env: 'WARREN_CONTAINERD_GRACE', help: 'seconds a new allocation is spared by a resync with containerd; default 60' },
-  eventRetrySeconds: { flag: 'event-retry', env: 'WARREN_EVENT_RETRY', help: 'seconds before a failed container event is retried, doubling each time; default 1' },
-  eventRetryMaxSeconds: { flag: 'event-retry-max', env: 'WARREN_EVENT_RETRY_MAX', help: 'longest wait between retries of a failed container event, seconds; default 300' },
-  gcGraceSeconds: { flag: 'gc-grace', env: 'WARREN_GC_GRACE', help: 'seconds a new allocation is spared by CNI GC (ADDs that raced the runtime\'s list); default 60' },
-  dbBusyTimeoutSeconds: { flag: 'db-busy-timeout', env: 'WARREN_DB_BUSY_TIMEOUT', help: 'seconds a call waits while another process holds the database, then answers try-again (CNI 11); default 5' },
-  nodeLeaseSeconds: { flag: 'node-lease', env: 'WARREN_NODE_LEASE', help: 'seconds a stopped agent\'s node stays listed alive (etcd lease TTL); default 10' },
+  reconcileIntervalSeconds: { flag: 'reconcile-interval', env: 'WARREN_RECONCILE_INTERVAL', about: 'seconds between reconcile passes', default: '10' },
+  netnsGraceSeconds: { flag: 'netns-grace', env: 'WARREN_NETNS_GRACE', about: 'seconds before a new allocation is judged by its namespace', default: '60' },
+  store: { flag: 'store', env: 'WARREN_STORE', about: 'sqlite (embedded, one node) or etcd (pools shared by many nodes)', default: 'sqlite' },
+  etcdEndpoints: { flag: 'etcd-endpoints', env: 'WARREN_ETCD_ENDPOINTS', about: 'comma-separated etcd client URLs (http:// or https://); required with --store etcd' },
+  etcdPrefix: { flag: 'etcd-prefix', env: 'WARREN_ETCD_PREFIX', about: 'key prefix in etcd', default: '/warren/' },
+  etcdCa: { flag: 'etcd-ca', env: 'WARREN_ETCD_CA', about: "PEM file of the CA that signed the etcd servers' certificates" },
+  etcdCert: { flag: 'etcd-cert', env: 'WARREN_ETCD_CERT', about: 'PEM client certificate for etcd (mutual TLS), with --etcd-key' },
+  etcdKey: { flag: 'etcd-key', env: 'WARREN_ETCD_KEY', about: 'PEM private key of --etcd-cert' },
+  blocks: { flag: 'blocks', env: 'WARREN_BLOCKS', about: 'on: nodes claim blocks of a range (with --store etcd); off: one key per range (for comparison)', default: 'on' },
+  blockGraceSeconds: { flag: 'block-grace', env: 'WARREN_BLOCK_GRACE', about: 'seconds an empty block stays with this node before it is given back', default: '300' },
+  containerd: { flag: 'containerd', env: 'WARREN_CONTAINERD', about: 'on: release what containers deleted in containerd held, or off', default: 'on' },
+  containerdSocket: { flag: 'containerd-socket', env: 'WARREN_CONTAINERD_SOCKET', about: "containerd's gRPC socket", default: DEFAULT_CONTAINERD_SOCKET },
+  containerdNamespaces: { flag: 'containerd-namespaces', env: 'WARREN_CONTAINERD_NAMESPACES', about: 'comma-separated containerd namespaces to follow', default: 'k8s.io' },
+  containerdGraceSeconds: { flag: 'containerd-grace', env: 'WARREN_CONTAINERD_GRACE', about: 'seconds a new allocation is spared by a resync with containerd', default: '60' },
+  eventRetrySeconds: { flag: 'event-retry', env: 'WARREN_EVENT_RETRY', about: 'seconds before a failed container event is retried, doubling each time', default: '1' },
+  eventRetryMaxSeconds: { flag: 'event-retry-max', env: 'WARREN_EVENT_RETRY_MAX', about: 'longest wait between retries of a failed container event, seconds', default: '300' },
+  gcGraceSeconds: { flag: 'gc-grace', env: 'WARREN_GC_GRACE', about: "seconds a new allocation is spared by CNI GC (ADDs that raced the runtime's list)", default: '60' },
+  dbBusyTimeoutSeconds: {
+    flag: 'db-busy-timeout',
+    env: 'WARREN_DB_BUSY_TIMEOUT',
+    about: 'seconds a call waits while another process holds the database, then answers try-again (CNI 11)',
+    default: '5',
+  },
+  nodeLeaseSeconds: { flag: 'node-lease', env: 'WARREN_NODE_LEASE', about: "seconds a stopped agent's node stays listed alive (etcd lease TTL)", default: '10' },
+} satisfies Record<keyof AgentOptions, SettingSpec>;
+
+type Table = typeof TABLE;
+
+/** Every setting, in the order --help lists them, each with its help line. */
+export const SETTINGS = Object.fromEntries(Object.entries(TABLE).map(([key, spec]) => [key, { ...spec, help: helpOf(spec) }])) as {
+  readonly [K in keyof Table]: Table[K] & { readonly help: string };
 };
 
+/** The settings that have a default, so always a value. */
+type DefaultedKey = { [K in keyof Table]: Table[K] extends { readonly default: string | DefaultRule } ? K : never }[keyof Table];
+
+/** The value a flag or the environment gives a setting; undefined when neither does. */
+export function givenSetting(key: keyof AgentOptions, flags: Partial<Record<keyof AgentOptions, string>>, env: NodeJS.ProcessEnv): string | undefined {
+  const setting: SettingSpec = SETTINGS[key];
+  const fromEnv = env[setting.env];
+  return flags[key] ?? (setting.emptyIsAValue === true ? fromEnv : fromEnv || undefined);
+}
+
+/** A setting's default in the given context, as a flag would give it. */
+function defaultOf(setting: { readonly default: string | DefaultRule }, context: DefaultContext): string {
+  return typeof setting.default === 'string' ? setting.default : setting.default.of(context);
+}
+
+/**
+ * The agent's socket, one rule for the agent and for the CLI looking for it: --socket, else
+ * WARREN_SOCKET, else the default (DEFAULT_SOCKET as root, <state-dir>/warren.sock otherwise).
+ * Creates nothing: the context's `stateDir` is asked only when the default needs it, and is the
+ * caller's to find (the agent makes its state directory, `defaultStateDir`; the CLI only looks
+ * for one, `findStateDir`).
+ */
+export function agentSocket(flag: string | undefined, context: DefaultContext): string {
+  return givenSetting('socket', flag === undefined ? {} : { socket: flag }, context.env) ?? defaultOf(SETTINGS.socket, context);
+}
+
 const MAX_SOCKET_PATH = 107;
-
-function writableDir(dir: string): boolean {
-  try {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
-    accessSync(dir, constants.W_OK);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** The first state directory this user can write. */
-export function defaultStateDir(env: NodeJS.ProcessEnv, uid: number, cwd: string): string {
-  const candidates: string[] = [];
-  if (uid === 0) candidates.push(DEFAULT_STATE_DIR);
-  if (env.XDG_STATE_HOME) candidates.push(join(env.XDG_STATE_HOME, 'warren'));
-  const home = env.HOME || safeHomedir();
-  if (home) candidates.push(join(home, '.local', 'state', 'warren'));
-  candidates.push(join(cwd, '.warren'));
-  for (const dir of candidates) if (writableDir(dir)) return dir;
-  throw new WarrenError('IO_FAILURE', `no writable state directory among ${candidates.join(', ')}; pass --state-dir`);
-}
-
-function safeHomedir(): string | undefined {
-  try {
-    return homedir();
-  } catch {
-    return undefined;
-  }
-}
 
 export function resolveAgentOptions(
   flags: Partial<Record<keyof AgentOptions, string>>,
@@ -150,7 +214,12 @@ export function resolveAgentOptions(
   uid: number = process.getuid?.() ?? 0,
   cwd: string = process.cwd(),
 ): AgentOptions {
-  const pick = (key: keyof AgentOptions): string | undefined => flags[key] ?? (env[SETTINGS[key].env] || undefined);
+  const given = (key: keyof AgentOptions): string | undefined => givenSetting(key, flags, env);
+  const explicitState = given('stateDir');
+  const context: DefaultContext = { uid, env, cwd, stateDir: () => stateDir };
+  // An explicit state directory is taken relative to cwd; the default is used as it is found.
+  const stateDir = explicitState === undefined ? defaultOf(SETTINGS.stateDir, context) : resolve(cwd, explicitState);
+  const valueOf = (key: DefaultedKey): string => given(key) ?? defaultOf(SETTINGS[key], context);
   const seconds = (
     key:
       | 'reconcileIntervalSeconds'
@@ -162,40 +231,35 @@ export function resolveAgentOptions(
       | 'eventRetryMaxSeconds'
       | 'gcGraceSeconds'
       | 'dbBusyTimeoutSeconds',
-    fallback: number,
     min: number,
   ): number => {
-    const text = pick(key);
-    if (text === undefined) return fallback;
+    const text = valueOf(key);
     const n = Number(text);
     if (!Number.isFinite(n) || n < min || n > 86_400) {
       throw new WarrenError('INVALID_CONFIG', `--${SETTINGS[key].flag} / ${SETTINGS[key].env}: "${text}" is not a number of seconds from ${min} to 86400`);
     }
     return n;
   };
-  const explicitState = pick('stateDir');
-  const stateDir = explicitState === undefined ? defaultStateDir(env, uid, cwd) : resolve(cwd, explicitState);
-  const socket = resolve(cwd, pick('socket') ?? (uid === 0 ? DEFAULT_SOCKET : join(stateDir, 'warren.sock')));
+  const socket = resolve(cwd, agentSocket(flags.socket, context));
   if (Buffer.byteLength(socket) > MAX_SOCKET_PATH) {
     throw new WarrenError('INVALID_CONFIG', `socket path ${socket} is longer than ${MAX_SOCKET_PATH} bytes, the limit of a unix socket address; pass a shorter --socket`);
   }
-  const synchronous = (pick('synchronous') ?? 'FULL').toUpperCase();
+  const synchronous = valueOf('synchronous').toUpperCase();
   if (synchronous !== 'FULL' && synchronous !== 'NORMAL') {
     throw new WarrenError('INVALID_CONFIG', `--sync / WARREN_SYNC: "${synchronous}" is not FULL or NORMAL`);
   }
-  const logLevel = pick('logLevel') ?? 'info';
+  const logLevel = valueOf('logLevel');
   if (!['debug', 'info', 'warn', 'error'].includes(logLevel)) {
     throw new WarrenError('INVALID_CONFIG', `--log-level / WARREN_LOG_LEVEL: "${logLevel}" is not debug, info, warn or error`);
   }
-  const onOff = (key: 'blocks' | 'containerd', fallback: boolean): boolean => {
-    const text = pick(key);
-    if (text === undefined) return fallback;
+  const onOff = (key: 'blocks' | 'containerd'): boolean => {
+    const text = valueOf(key);
     if (text !== 'on' && text !== 'off') throw new WarrenError('INVALID_CONFIG', `--${SETTINGS[key].flag} / ${SETTINGS[key].env}: "${text}" is not on or off`);
     return text === 'on';
   };
-  const store = pick('store') ?? 'sqlite';
+  const store = valueOf('store');
   if (store !== 'sqlite' && store !== 'etcd') throw new WarrenError('INVALID_CONFIG', `--store / WARREN_STORE: "${store}" is not sqlite or etcd`);
-  const etcdEndpoints = (pick('etcdEndpoints') ?? '')
+  const etcdEndpoints = (given('etcdEndpoints') ?? '')
     .split(',')
     .map((e) => e.trim())
     .filter((e) => e !== '');
@@ -205,7 +269,7 @@ export function resolveAgentOptions(
   for (const url of etcdEndpoints) {
     if (!isEtcdEndpoint(url)) throw new WarrenError('INVALID_CONFIG', `--etcd-endpoints: "${url}" is not http://host:port or https://host:port`);
   }
-  const containerdNamespaces = (pick('containerdNamespaces') ?? 'k8s.io')
+  const containerdNamespaces = valueOf('containerdNamespaces')
     .split(',')
     .map((n) => n.trim())
     .filter((n) => n !== '');
@@ -216,52 +280,52 @@ export function resolveAgentOptions(
     }
   }
   if (containerdNamespaces.length === 0) throw new WarrenError('INVALID_CONFIG', '--containerd-namespaces: give at least one namespace (or --containerd off)');
-  const eventRetrySeconds = seconds('eventRetrySeconds', 1, 0.01);
-  const eventRetryMaxSeconds = seconds('eventRetryMaxSeconds', 300, 0.01);
+  const eventRetrySeconds = seconds('eventRetrySeconds', 0.01);
+  const eventRetryMaxSeconds = seconds('eventRetryMaxSeconds', 0.01);
   if (eventRetryMaxSeconds < eventRetrySeconds) {
     throw new WarrenError('INVALID_CONFIG', `--event-retry-max (${eventRetryMaxSeconds}) is shorter than --event-retry (${eventRetrySeconds})`);
   }
-  const etcdPrefix = pick('etcdPrefix') ?? '/warren/';
+  const etcdPrefix = valueOf('etcdPrefix');
   if (!etcdPrefix.startsWith('/') || !etcdPrefix.endsWith('/')) throw new WarrenError('INVALID_CONFIG', `--etcd-prefix: "${etcdPrefix}" must start and end with /`);
   const file = (key: 'etcdCa' | 'etcdCert' | 'etcdKey'): { [k: string]: string } => {
-    const value = pick(key);
+    const value = given(key);
     return value === undefined ? {} : { [key]: resolve(cwd, value) };
   };
   return {
     stateDir,
     socket,
-    database: resolve(cwd, pick('database') ?? join(stateDir, 'warren.db')),
-    nodeName: pick('nodeName') ?? hostname(),
+    database: resolve(cwd, valueOf('database')),
+    nodeName: valueOf('nodeName'),
     synchronous,
     logLevel,
-    journalDir: resolve(cwd, pick('journalDir') ?? (uid === 0 ? DEFAULT_JOURNAL_DIR : join(stateDir, 'journal'))),
+    journalDir: resolve(cwd, valueOf('journalDir')),
     netnsDirs: [
       ...new Set(
-        (flags.netnsDirs ?? env[SETTINGS.netnsDirs.env] ?? DEFAULT_NETNS_DIRS.join(','))
+        valueOf('netnsDirs')
           .split(',')
           .map((d) => d.trim())
           .filter((d) => d !== '')
           .map((d) => resolve(cwd, d)),
       ),
     ],
-    reconcileIntervalSeconds: seconds('reconcileIntervalSeconds', 10, 0.05),
-    netnsGraceSeconds: seconds('netnsGraceSeconds', 60, 0),
+    reconcileIntervalSeconds: seconds('reconcileIntervalSeconds', 0.05),
+    netnsGraceSeconds: seconds('netnsGraceSeconds', 0),
     store,
     etcdEndpoints,
     etcdPrefix,
     ...file('etcdCa'),
     ...file('etcdCert'),
     ...file('etcdKey'),
-    blocks: onOff('blocks', true),
-    blockGraceSeconds: seconds('blockGraceSeconds', 300, 0),
-    nodeLeaseSeconds: seconds('nodeLeaseSeconds', 10, 2),
-    containerd: onOff('containerd', true),
-    containerdSocket: resolve(cwd, pick('containerdSocket') ?? DEFAULT_CONTAINERD_SOCKET),
+    blocks: onOff('blocks'),
+    blockGraceSeconds: seconds('blockGraceSeconds', 0),
+    nodeLeaseSeconds: seconds('nodeLeaseSeconds', 2),
+    containerd: onOff('containerd'),
+    containerdSocket: resolve(cwd, valueOf('containerdSocket')),
     containerdNamespaces,
-    containerdGraceSeconds: seconds('containerdGraceSeconds', 60, 0),
+    containerdGraceSeconds: seconds('containerdGraceSeconds', 0),
     eventRetrySeconds,
     eventRetryMaxSeconds,
-    gcGraceSeconds: seconds('gcGraceSeconds', 60, 0),
-    dbBusyTimeoutSeconds: seconds('dbBusyTimeoutSeconds', 5, 0),
+    gcGraceSeconds: seconds('gcGraceSeconds', 0),
+    dbBusyTimeoutSeconds: seconds('dbBusyTimeoutSeconds', 0),
   };
 }

@@ -8,7 +8,7 @@
  * container record deleted, a DEL, or a network namespace gone (in a directory the agent really
  * observes) is proof; a process exiting is not, and what cannot be observed proves nothing.
  */
-import type { Allocation, Owner } from '../ipam/allocation.ts';
+import { type Allocation, type Owner, ownerKey } from '../ipam/allocation.ts';
 import type { NetnsObservation } from '../sources/netns.ts';
 
 /** Called by the pipeline once its intent is done with: after a committed release, or a drop. */
@@ -141,6 +141,6 @@ function nothingHeld(): ReleaseAction {
 /** Each (network, ifname) of a container's allocations once: one release per attachment. */
 function ownersOf(allocations: readonly Allocation[]): OwnerRelease[] {
   const owners = new Map<string, OwnerRelease>();
-  for (const a of allocations) owners.set(JSON.stringify([a.network, a.containerID, a.ifname]), { owner: { network: a.network, containerID: a.containerID, ifname: a.ifname } });
+  for (const a of allocations) owners.set(ownerKey(a), { owner: { network: a.network, containerID: a.containerID, ifname: a.ifname } });
   return [...owners.values()];
 }

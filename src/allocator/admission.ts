@@ -11,7 +11,7 @@
 import { WarrenError } from '../core/errors.ts';
 import { formatCidr } from '../ipam/address.ts';
 import { rangePoolOfKey } from '../ipam/blocks.ts';
-import type { RangeSpec } from '../ipam/config.ts';
+import type { RangeSpec } from '../ipam/range.ts';
 import { parsePoolKey, poolsOverlap } from '../ipam/pool-key.ts';
 import type { Store } from '../store/store.ts';
 

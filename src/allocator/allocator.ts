@@ -24,7 +24,7 @@ import { KeyedMutex } from '../core/keyed-mutex.ts';
 import { type IPAddress, formatIP } from '../ipam/address.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
 import { inRangePool, rangePoolOfKey } from '../ipam/blocks.ts';
-import type { RangeSpec } from '../ipam/config.ts';
+import type { RangeSpec } from '../ipam/range.ts';
 import type { Store } from '../store/store.ts';
 import { OverlapAdmission, addressSpaceOf } from './admission.ts';
 import { type AllocateRequest, type Assignment, matchRequested } from './assignment.ts';

@@ -5,7 +5,7 @@
  */
 import type { Allocation, Owner } from '../ipam/allocation.ts';
 import { type IPAddress, formatIP } from '../ipam/address.ts';
-import { type RangeSpec, inSubnet } from '../ipam/config.ts';
+import { type RangeSpec, inSubnet } from '../ipam/range.ts';
 import { WarrenError } from '../core/errors.ts';
 
 export interface AllocateRequest {

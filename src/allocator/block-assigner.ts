@@ -10,7 +10,7 @@
 import { WarrenError } from '../core/errors.ts';
 import type { IPAddress } from '../ipam/address.ts';
 import { blockAt, blockKeyPrefix, blockOfKey } from '../ipam/blocks.ts';
-import type { RangeSpec } from '../ipam/config.ts';
+import type { RangeSpec } from '../ipam/range.ts';
 import type { Store } from '../store/store.ts';
 import type { AllocateRequest, Decision } from './assignment.ts';
 import { CONFLICT, retryOnConflict } from './commit-loop.ts';

@@ -13,7 +13,7 @@
  * 4. full: no block of the range has a free address.
  */
 import { type Block, blockCapacity, blockOfKey, firstUnclaimedBlock } from '../ipam/blocks.ts';
-import type { RangeSpec } from '../ipam/config.ts';
+import type { RangeSpec } from '../ipam/range.ts';
 import type { PoolSummary, Revision } from '../store/store.ts';
 
 export type Placement =

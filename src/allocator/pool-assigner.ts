@@ -10,7 +10,7 @@
 import type { Clock } from '../core/clock.ts';
 import { WarrenError } from '../core/errors.ts';
 import { type IPAddress, formatIP } from '../ipam/address.ts';
-import type { RangeSpec } from '../ipam/config.ts';
+import type { RangeSpec } from '../ipam/range.ts';
 import type { RequestCheck } from '../ipam/pool-state.ts';
 import type { PoolOp, Store } from '../store/store.ts';
 import { type AllocateRequest, type Decision, recordOf } from './assignment.ts';

@@ -11,7 +11,7 @@
  * operator's most recent config should.
  */
 import { formatIP } from '../ipam/address.ts';
-import { type RangeSpec, capacityOf } from '../ipam/config.ts';
+import { type RangeSpec, capacityOf } from '../ipam/range.ts';
 import type { PoolDescription, PoolOp } from '../store/store.ts';
 
 /** The description of `span` (a range, or one block of it) for operators. */

@@ -7,7 +7,7 @@
  * For the CLI and for tests. The plugin uses cni-call.ts alone, to keep its cold start small.
  */
 import { requestJson } from '../core/unix-http.ts';
-import { callCni } from './cni-call.ts';
+import { agentPeer, callCni } from './cni-call.ts';
 import { errorFromAnswer } from './errors.ts';
 import type {
   AgentApi,
@@ -84,8 +84,9 @@ export class ApiClient implements AgentApi {
 
   /** The answer's body as the route's type: the agent is the other half of this contract. */
   async #call<T>(method: HttpMethod, path: string, body?: unknown): Promise<T> {
-    const response = await requestJson({ socket: this.socket, method, path, ...(body === undefined ? {} : { body }), ...this.#timeout() });
-    if (response.status !== 200) throw errorFromAnswer(response.status, response.body, `Warren agent at ${this.socket}`);
+    const peer = agentPeer(this.socket);
+    const response = await requestJson({ socket: this.socket, peer, method, path, ...(body === undefined ? {} : { body }), ...this.#timeout() });
+    if (response.status !== 200) throw errorFromAnswer(response.status, response.body, peer.label);
     return response.body as T;
   }
 

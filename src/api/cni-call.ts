@@ -1,18 +1,23 @@
 /**
  * The CNI call on its own: the one route on the hot path of every pod start. The plugin imports
- * this and nothing else of the API, so its bundle carries no more than one request and the error
- * table; the full client (client.ts) builds on it.
+ * this rather than the client, so its bundle carries one request, not every route; the full
+ * client (client.ts) builds on it.
  *
  * Resolves with the agent's CNI outcome. Rejects with AGENT_UNREACHABLE when the agent cannot be
  * reached, IO_FAILURE when it answers something that is not an outcome, and the agent's own code
  * when it refuses the request itself (a body too large, not JSON).
  */
 import { WarrenError } from '../core/errors.ts';
-import { requestJson } from '../core/unix-http.ts';
+import { type Peer, requestJson } from '../core/unix-http.ts';
 import { errorFromAnswer } from './errors.ts';
 import type { CniOutcome } from './protocol.ts';
 
 export const CNI_PATH = '/v1/cni';
+
+/** The agent as every client names it in errors ("Warren agent at <socket> is not reachable"). */
+export function agentPeer(socket: string): Peer {
+  return { label: `Warren agent at ${socket}`, unreachableCode: 'AGENT_UNREACHABLE' };
+}
 
 export interface CniCallOptions {
   readonly socket: string;
@@ -25,9 +30,11 @@ export interface CniCallOptions {
 }
 
 export async function callCni(options: CniCallOptions): Promise<CniOutcome> {
-  const peer = `Warren agent at ${options.socket}`;
+  const agent = agentPeer(options.socket);
+  const peer = agent.label;
   const response = await requestJson({
     socket: options.socket,
+    peer: agent,
     method: 'POST',
     path: CNI_PATH,
     bodyText: options.bodyText,

@@ -4,11 +4,41 @@
  * server turns a thrown error into a status and an `ErrorAnswer`; the client turns that answer
  * back into a WarrenError with the same code and message.
  *
+ * This is the layer that sees every code (the agent's API is the last to declare any: the agent
+ * answers with these and those before them), so the tables that must cover every code are here:
+ * HTTP status, and the CNI code (cni/errors.ts's table of the codes up to cni, with this layer's
+ * added) that the plugin and the agent put in a CNI error.
+ *
  * Expected errors (the caller's mistake, a refusal, "try again later") are recognised by
  * `isExpected`, kubelet-style, and are not logged as the agent's failures; everything else is.
  */
-import { WarrenError, type WarrenErrorCode, isWarrenError, messageOf } from '../core/errors.ts';
+import { WarrenError, isWarrenError, messageOf } from '../core/errors.ts';
+import { CNI_CODES, type CniErrorObject, type CniLayerErrorCode, cniErrorOf } from '../cni/errors.ts';
+import { SPEC_VERSION } from '../cni/spec.ts';
 import type { ErrorAnswer } from './protocol.ts';
+
+/** The codes of the agent's API: its refusals of a request, the client's, and the agent's own answers. */
+export const API_ERROR_CODES = [
+  'BAD_REQUEST',
+  /** Input past a size limit (a request body, a network config on stdin). */
+  'TOO_LARGE',
+  /** No such route, or no such thing to act on. */
+  'NOT_FOUND',
+  /** A route that exists, asked with another method. */
+  'METHOD_NOT_ALLOWED',
+  /** The client's: nothing answers on the socket, or the answer broke off. */
+  'AGENT_UNREACHABLE',
+  /** The agent cannot serve ADD now (its store is not usable). */
+  'NOT_READY',
+  /** Another agent already serves this node. */
+  'ALREADY_RUNNING',
+  /** A failure nobody anticipated (a bug): what the agent answers for anything not a WarrenError. */
+  'INTERNAL',
+] as const;
+export type ApiErrorCode = (typeof API_ERROR_CODES)[number];
+
+/** Every code Warren raises, each one a code the agent may answer with. */
+export type WarrenErrorCode = CniLayerErrorCode | ApiErrorCode;
 
 /** The HTTP status of every code. A new code does not compile until it is placed here. */
 export const HTTP_STATUS: Readonly<Record<WarrenErrorCode, number>> = {
@@ -38,9 +68,31 @@ export const HTTP_STATUS: Readonly<Record<WarrenErrorCode, number>> = {
   INTERNAL: 500,
 };
 
+/** The CNI code of this layer's codes; cni/errors.ts has those of the codes before it. */
+export const API_CNI_CODES: Readonly<Record<ApiErrorCode, number>> = {
+  BAD_REQUEST: 7,
+  // Too much to decode: the plugin's stdin limit has always answered 6.
+  TOO_LARGE: 6,
+  // A route the agent does not serve: a plugin and an agent of different versions, not the input.
+  NOT_FOUND: 5,
+  METHOD_NOT_ALLOWED: 5,
+  AGENT_UNREACHABLE: 11,
+  NOT_READY: 50,
+  ALREADY_RUNNING: 5,
+  INTERNAL: 5,
+};
+
+/** The CNI code of every code. */
+export const ALL_CNI_CODES: Readonly<Record<WarrenErrorCode, number>> = { ...CNI_CODES, ...API_CNI_CODES };
+
+/** The CNI error object for anything thrown: what the plugin prints and the agent's CNI service answers. */
+export function toCniError(error: unknown, cniVersion: string = SPEC_VERSION): CniErrorObject {
+  return cniErrorOf(error, ALL_CNI_CODES, cniVersion);
+}
+
 /** The status an error is answered with: its code's, or 500 for anything not a WarrenError. */
 export function httpStatusOf(error: unknown): number {
-  return isWarrenError(error) ? HTTP_STATUS[error.code] : 500;
+  return isWarrenError(error) && isWarrenErrorCode(error.code) ? HTTP_STATUS[error.code] : 500;
 }
 
 /**
@@ -49,7 +101,7 @@ export function httpStatusOf(error: unknown): number {
  */
 export function isExpected(error: unknown): boolean {
   if (!isWarrenError(error)) return false;
-  return HTTP_STATUS[error.code] < 500 || error.code === 'TRY_AGAIN' || error.code === 'NOT_READY';
+  return httpStatusOf(error) < 500 || error.code === 'TRY_AGAIN' || error.code === 'NOT_READY';
 }
 
 /** The answer to a failed request. Anything not a WarrenError is INTERNAL. */
@@ -57,7 +109,8 @@ export function errorAnswer(error: unknown): ErrorAnswer {
   return { error: { code: isWarrenError(error) ? error.code : 'INTERNAL', message: messageOf(error) } };
 }
 
-export function isWarrenErrorCode(code: unknown): code is WarrenErrorCode {
+/** Whether `code` is one this side of the wire knows (not a prototype key such as "toString"). */
+function isWarrenErrorCode(code: unknown): code is WarrenErrorCode {
   return typeof code === 'string' && Object.hasOwn(HTTP_STATUS, code);
 }
 
@@ -66,7 +119,7 @@ export function isWarrenErrorCode(code: unknown): code is WarrenErrorCode {
  * answer that is not an `ErrorAnswer` (a proxy, another program on the socket) is an IO_FAILURE
  * naming the status; a code this client does not know is kept in the message, as INTERNAL.
  */
-export function errorFromAnswer(status: number, body: unknown, peer: string): WarrenError {
+export function errorFromAnswer(status: number, body: unknown, peer: string): WarrenError<WarrenErrorCode> {
   const error = typeof body === 'object' && body !== null ? (body as { error?: unknown }).error : undefined;
   const code = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
   const message = typeof error === 'object' && error !== null ? (error as { message?: unknown }).message : undefined;

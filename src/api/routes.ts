@@ -19,6 +19,7 @@
  * the field; what the values mean (is it an address, is the node alive) is the agent's to judge.
  */
 import { WarrenError } from '../core/errors.ts';
+import { isPlainObject } from '../core/validate.ts';
 import { CNI_PATH } from './cni-call.ts';
 import {
   ALLOCATION_QUERY_KEYS,
@@ -119,7 +120,7 @@ export function allocationQuery(query: URLSearchParams): AllocationQuery {
 const RELEASE_FIELDS = ['pool', 'address', 'containerID', 'network', 'ifname'] as const;
 
 export function releaseRequest(value: unknown): ReleaseRequest {
-  if (!isObject(value)) throw new WarrenError('BAD_REQUEST', 'release needs a JSON object');
+  if (!isPlainObject(value)) throw new WarrenError('BAD_REQUEST', 'release needs a JSON object');
   const fields: Partial<Record<(typeof RELEASE_FIELDS)[number], string>> = {};
   for (const [key, field] of Object.entries(value)) {
     if (!(RELEASE_FIELDS as readonly string[]).includes(key)) throw new WarrenError('BAD_REQUEST', `release: unknown field "${key}"`);
@@ -140,17 +141,13 @@ export function releaseRequest(value: unknown): ReleaseRequest {
 }
 
 export function auditRequest(value: unknown): AuditRequest {
-  const fix = isObject(value) ? value.fix : undefined;
+  const fix = isPlainObject(value) ? value.fix : undefined;
   if (typeof fix !== 'boolean') throw new WarrenError('BAD_REQUEST', 'audit needs {"fix": true|false}');
   return { fix };
 }
 
 export function forgetNodeRequest(value: unknown): ForgetNodeRequest {
-  const node = isObject(value) ? value.node : undefined;
+  const node = isPlainObject(value) ? value.node : undefined;
   if (typeof node !== 'string' || node === '') throw new WarrenError('BAD_REQUEST', 'forget needs {"node": "<name>"}');
   return { node };
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

@@ -5,14 +5,14 @@
  * agent's error code and message as the agent gave them.
  */
 import { parseArgs } from 'node:util';
-import { DEFAULT_SOCKET } from '../core/defaults.ts';
 import { WarrenError, isWarrenError, messageOf } from '../core/errors.ts';
 import { blockCidrOfKey } from '../ipam/blocks.ts';
 import { ApiClient } from '../api/client.ts';
 import type { Allocation, AllocationQuery, ReconcileReport, ReleaseRequest } from '../api/protocol.ts';
-import { SETTINGS, defaultStateDir } from '../agent/options.ts';
+import { SETTINGS, agentSocket, givenSetting } from '../agent/options.ts';
+import { findStateDir } from '../agent/state-dir.ts';
+import { WARREN_VERSION } from '../agent/version.ts';
 import { age, percent, printable, safe, settingsHelp, table } from './format.ts';
-import { join } from 'node:path';
 
 const USAGE = `usage: warren <command> [flags]
 
@@ -76,7 +76,7 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
       }
       case 'version':
       case '--version':
-        io.out('warren 0.1.0\n');
+        io.out(`warren ${WARREN_VERSION}\n`);
         return 0;
       case undefined:
       case 'help':
@@ -100,12 +100,14 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
   }
 }
 
+/**
+ * The socket the agent listens on, by the agent's own rule; the state directory of a non-root
+ * agent is looked for (WARREN_STATE_DIR, else where the agent would have made it), never created.
+ */
 function clientSocket(flag: string | undefined, env: NodeJS.ProcessEnv): string {
-  if (flag !== undefined) return flag;
-  if (env.WARREN_SOCKET) return env.WARREN_SOCKET;
   const uid = process.getuid?.() ?? 0;
-  if (uid === 0) return DEFAULT_SOCKET;
-  return join(env.WARREN_STATE_DIR || defaultStateDir(env, uid, process.cwd()), 'warren.sock');
+  const cwd = process.cwd();
+  return agentSocket(flag, { uid, env, cwd, stateDir: () => givenSetting('stateDir', {}, env) ?? findStateDir(env, uid, cwd) });
 }
 
 /** The agent behind --socket (or its default); a command waits at most 30 s for an answer. */

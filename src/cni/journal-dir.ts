@@ -1,12 +1,19 @@
 /**
- * The journal directory's safety rule, in one place for both of its users: the plugin checks it
- * before it records a DEL (plugin/journal-writer.ts), the agent when it starts draining it
- * (sources/missed-delete-journal.ts). Both refuse exactly the same directories, so a file another
- * user could plant is never taken as a release by either. Beside the journal entry codec, which
- * both sides share for the same reason.
+ * The journal directory's default and its safety rule, in one place for both of its users: the
+ * plugin checks it before it records a DEL (plugin/journal-writer.ts), the agent when it starts
+ * draining it (sources/missed-delete-journal.ts). Both refuse exactly the same directories, so a
+ * file another user could plant is never taken as a release by either. Beside the journal entry
+ * codec, which both sides share for the same reason.
  */
 import { closeSync, constants, fchmodSync, fstatSync, lstatSync, mkdirSync, openSync, readlinkSync } from 'node:fs';
 import { WarrenError, messageOf } from '../core/errors.ts';
+
+/**
+ * Where the plugin writes missed DELs unless a network config names `ipam.journal_dir` (or
+ * WARREN_JOURNAL_DIR is set in the runtime's environment), and so where a root agent reads them
+ * whatever its --state-dir: the plugin cannot know the agent's flags.
+ */
+export const DEFAULT_JOURNAL_DIR = '/var/lib/warren/journal';
 
 export interface JournalDirOptions {
   /**

@@ -21,6 +21,7 @@
  *   schemes cannot be mistaken for each other: new names hold at least two "~", old ones at most one.
  */
 import { createHash } from 'node:crypto';
+import { isPlainObject, unknownKeys } from '../core/validate.ts';
 import type { Owner } from '../ipam/allocation.ts';
 import { isValidContainerID, isValidIfname, isValidNetworkName } from './args.ts';
 
@@ -108,6 +109,9 @@ export function encodeEntry(entry: JournalEntry): string {
   return `${JSON.stringify(entry)}\n`;
 }
 
+/** The fields of an entry: JournalEntry's, and no others. */
+const ENTRY_FIELDS: ReadonlySet<string> = new Set(['format', 'network', 'containerID', 'ifname', 'netns', 'recordedAt', 'reason']);
+
 /** Validates a journal file: its content, and that its name is the one its content implies. */
 export function decodeEntry(name: string, text: string): Decoded {
   if (!FILE_NAME.test(name)) return { kind: 'invalid', reason: 'file name is not a journal entry name' };
@@ -118,12 +122,11 @@ export function decodeEntry(name: string, text: string): Decoded {
   } catch (error) {
     return { kind: 'invalid', reason: `not valid JSON (${(error as Error).message})` };
   }
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return { kind: 'invalid', reason: 'not a JSON object' };
+  if (!isPlainObject(raw)) return { kind: 'invalid', reason: 'not a JSON object' };
   const r = raw as Record<string, unknown>;
   if (r.format !== JOURNAL_FORMAT) return { kind: 'invalid', reason: `format is not ${JOURNAL_FORMAT}` };
-  for (const key of Object.keys(r)) {
-    if (!['format', 'network', 'containerID', 'ifname', 'netns', 'recordedAt', 'reason'].includes(key)) return { kind: 'invalid', reason: `unknown field "${key.slice(0, 40)}"` };
-  }
+  const [unknown] = unknownKeys(r, ENTRY_FIELDS);
+  if (unknown !== undefined) return { kind: 'invalid', reason: `unknown field "${unknown.slice(0, 40)}"` };
   for (const key of ['network', 'containerID', 'ifname', 'reason'] as const) {
     if (typeof r[key] !== 'string') return { kind: 'invalid', reason: `${key} is missing or not a string` };
   }

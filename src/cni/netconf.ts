@@ -4,8 +4,10 @@
  * validated strictly; the rest of the object belongs to the main plugin.
  */
 import { WarrenError } from '../core/errors.ts';
+import { isPlainObject, textOf } from '../core/validate.ts';
 import { type IPAddress, parseCidr, parseIP } from '../ipam/address.ts';
-import { type IpamConfig, parseIpamConfig } from '../ipam/config.ts';
+import { invalid } from './config-values.ts';
+import { type IpamConfig, parseIpamConfig } from './ipam-config.ts';
 import { type CniCommand, type CniVersion, COMMAND_SINCE, SUPPORTED_VERSIONS, compareVersions, isSupportedVersion } from './spec.ts';
 import { isValidNetworkName, printable } from './args.ts';
 
@@ -26,38 +28,16 @@ export interface NetConf {
   readonly validAttachments?: readonly Attachment[];
 }
 
-
-function invalid(message: string): WarrenError {
-  return new WarrenError('INVALID_CONFIG', message);
-}
-
-/**
- * Text of a value for an error message. Not String(): a JSON object with its own "toString" key
- * makes String() throw a TypeError, which would turn a config mistake into an internal error.
- */
-function shown(value: unknown): string {
-  if (typeof value === 'string') return value;
-  try {
-    return JSON.stringify(value) ?? typeof value;
-  } catch {
-    return typeof value;
-  }
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 /** The config's cniVersion, when it has a usable one (to answer errors in the right version). */
 export function declaredVersion(raw: unknown): CniVersion | undefined {
-  if (!isObject(raw) || typeof raw.cniVersion !== 'string') return undefined;
+  if (!isPlainObject(raw) || typeof raw.cniVersion !== 'string') return undefined;
   return isSupportedVersion(raw.cniVersion) ? raw.cniVersion : undefined;
 }
 
 export function parseNetConf(raw: unknown, command: CniCommand): NetConf {
-  if (!isObject(raw)) throw invalid('network config must be a JSON object');
+  if (!isPlainObject(raw)) throw new WarrenError('INVALID_CONFIG', 'network config must be a JSON object');
   const version = raw.cniVersion;
-  if (typeof version !== 'string' || version === '') throw invalid('cniVersion: missing or not a string');
+  if (typeof version !== 'string' || version === '') throw invalid('cniVersion', 'missing or not a string');
   if (!isSupportedVersion(version)) {
     throw new WarrenError('INCOMPATIBLE_VERSION', `cniVersion "${printable(version)}" is not supported; Warren speaks ${SUPPORTED_VERSIONS.join(', ')}`);
   }
@@ -65,25 +45,25 @@ export function parseNetConf(raw: unknown, command: CniCommand): NetConf {
     throw new WarrenError('INCOMPATIBLE_VERSION', `${command} needs cniVersion ${COMMAND_SINCE[command]} or later; the config says ${version}`);
   }
   if (typeof raw.name !== 'string' || !isValidNetworkName(raw.name)) {
-    throw invalid(`name: ${raw.name === undefined ? 'missing' : `"${printable(shown(raw.name))}" must be letters, digits, "_", "." or "-", starting with a letter or digit`}`);
+    throw invalid('name', raw.name === undefined ? 'missing' : `"${printable(textOf(raw.name))}" must be letters, digits, "_", "." or "-", starting with a letter or digit`);
   }
-  if (raw.ipam === undefined) throw invalid('ipam: missing');
+  if (raw.ipam === undefined) throw invalid('ipam', 'missing');
   const ipam = parseIpamConfig(raw.ipam);
   const requested: IPAddress[] = [];
   const collect = (list: unknown, path: string): void => {
     if (list === undefined) return;
-    if (!Array.isArray(list)) throw invalid(`${path}: must be a list of addresses`);
+    if (!Array.isArray(list)) throw invalid(path, 'must be a list of addresses');
     list.forEach((item, i) => {
       const ip = typeof item === 'string' ? addressPart(item) : undefined;
-      if (ip === undefined) throw invalid(`${path}[${i}]: "${printable(shown(item))}" is not an IP address or CIDR`);
+      if (ip === undefined) throw invalid(`${path}[${i}]`, `"${printable(textOf(item))}" is not an IP address or CIDR`);
       requested.push(ip);
     });
   };
   if (raw.runtimeConfig !== undefined) {
-    if (!isObject(raw.runtimeConfig)) throw invalid('runtimeConfig: must be an object');
+    if (!isPlainObject(raw.runtimeConfig)) throw invalid('runtimeConfig', 'must be an object');
     collect(raw.runtimeConfig.ips, 'runtimeConfig.ips');
   }
-  if (isObject(raw.args) && isObject(raw.args.cni)) collect(raw.args.cni.ips, 'args.cni.ips');
+  if (isPlainObject(raw.args) && isPlainObject(raw.args.cni)) collect(raw.args.cni.ips, 'args.cni.ips');
 
   const conf: { -readonly [K in keyof NetConf]: NetConf[K] } = { cniVersion: version, name: raw.name, ipam, requested };
   if (raw.prevResult !== undefined) conf.previousIPs = previousIPs(raw.prevResult);
@@ -97,12 +77,12 @@ function addressPart(text: string): IPAddress | undefined {
 }
 
 function previousIPs(prev: unknown): IPAddress[] {
-  if (!isObject(prev)) throw invalid('prevResult: must be an object');
+  if (!isPlainObject(prev)) throw invalid('prevResult', 'must be an object');
   const ips = prev.ips ?? [];
-  if (!Array.isArray(ips)) throw invalid('prevResult.ips: must be a list');
+  if (!Array.isArray(ips)) throw invalid('prevResult.ips', 'must be a list');
   return ips.map((item, i) => {
-    const address = isObject(item) && typeof item.address === 'string' ? parseCidr(item.address)?.address : undefined;
-    if (address === undefined) throw invalid(`prevResult.ips[${i}].address: not an address in CIDR form`);
+    const address = isPlainObject(item) && typeof item.address === 'string' ? parseCidr(item.address)?.address : undefined;
+    if (address === undefined) throw invalid(`prevResult.ips[${i}].address`, 'not an address in CIDR form');
     return address;
   });
 }
@@ -110,10 +90,10 @@ function previousIPs(prev: unknown): IPAddress[] {
 function attachments(value: unknown): Attachment[] {
   const path = 'cni.dev/valid-attachments';
   if (value === undefined) return [];
-  if (!Array.isArray(value)) throw invalid(`${path}: must be a list of {containerID, ifname}`);
+  if (!Array.isArray(value)) throw invalid(path, 'must be a list of {containerID, ifname}');
   return value.map((item, i) => {
-    if (!isObject(item) || typeof item.containerID !== 'string' || typeof item.ifname !== 'string') {
-      throw invalid(`${path}[${i}]: must be an object with string containerID and ifname`);
+    if (!isPlainObject(item) || typeof item.containerID !== 'string' || typeof item.ifname !== 'string') {
+      throw invalid(`${path}[${i}]`, 'must be an object with string containerID and ifname');
     }
     return { containerID: item.containerID, ifname: item.ifname };
   });

@@ -1,41 +1,35 @@
 /**
  * One error class for the whole of Warren. Every error carries a stable string `code` that callers
- * match on (never the message), keeps its `cause`, and maps to exactly one CNI error code
- * (see cni/errors.ts). Expected outcomes such as "not found" are values, not errors.
+ * match on (never the message) and keeps its `cause`. Expected outcomes such as "not found" are
+ * values, not errors.
+ *
+ * The class knows no code but the few conditions any layer meets (below). Every other code is
+ * declared by the first layer that raises it, in that layer's own errors.ts, and a layer raises
+ * only its own codes and those of the layers before it; the tables that must cover every code
+ * (CNI code, HTTP status) live in the last layer to declare any. test/api/errors.test.ts checks
+ * all of that against the source.
  */
 
-export type WarrenErrorCode =
-  | 'INCOMPATIBLE_VERSION'
-  | 'UNSUPPORTED_FIELD'
-  | 'UNKNOWN_CONTAINER'
-  | 'BAD_ENV'
-  | 'IO_FAILURE'
-  | 'DECODE_FAILURE'
-  | 'INVALID_CONFIG'
-  | 'TRY_AGAIN'
-  | 'AGENT_UNREACHABLE'
-  | 'NOT_READY'
-  | 'POOL_EXHAUSTED'
-  | 'ADDRESS_UNAVAILABLE'
-  | 'ALLOCATION_MISSING'
-  | 'ALLOCATION_MISMATCH'
-  | 'BAD_REQUEST'
-  /** Input past a size limit (a request body, a network config on stdin). */
-  | 'TOO_LARGE'
-  /** No such route, or no such thing to act on. */
-  | 'NOT_FOUND'
-  /** A route that exists, asked with another method. */
-  | 'METHOD_NOT_ALLOWED'
-  | 'ALREADY_RUNNING'
-  /** A failure nobody anticipated (a bug): what the agent answers for anything not a WarrenError. */
-  | 'INTERNAL';
+/**
+ * Conditions every layer may meet, named the same everywhere: the CNI spec's generic errors
+ * (5, 7 and 11), which know nothing of what failed.
+ */
+export const CORE_ERROR_CODES = [
+  /** A file, socket or store could not be read or written, or answered something unreadable. */
+  'IO_FAILURE',
+  /** A configuration (options, a config file, a config on the wire) cannot be used as given. */
+  'INVALID_CONFIG',
+  /** A passing condition (a busy or unreachable store, a contended write): the same call may succeed later. */
+  'TRY_AGAIN',
+] as const;
+export type CoreErrorCode = (typeof CORE_ERROR_CODES)[number];
 
-export class WarrenError extends Error {
-  readonly code: WarrenErrorCode;
+export class WarrenError<C extends string = string> extends Error {
+  readonly code: C;
   /** Extra context for operators; goes into the CNI error's `details`. */
   readonly details: string | undefined;
 
-  constructor(code: WarrenErrorCode, message: string, options: { cause?: unknown; details?: string } = {}) {
+  constructor(code: C, message: string, options: { cause?: unknown; details?: string } = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'WarrenError';
     this.code = code;
@@ -43,7 +37,8 @@ export class WarrenError extends Error {
   }
 }
 
-export function isWarrenError(error: unknown, code?: WarrenErrorCode): error is WarrenError {
+/** Whether `error` is a WarrenError, and of `code` when one is given. */
+export function isWarrenError<C extends string = string>(error: unknown, code?: C): error is WarrenError<C> {
   return error instanceof WarrenError && (code === undefined || error.code === code);
 }
 

@@ -21,8 +21,4 @@ export class KeyedMutex {
       if (this.#tails.get(key) === tail) this.#tails.delete(key);
     }
   }
-
-  get activeKeys(): number {
-    return this.#tails.size;
-  }
 }

@@ -1,16 +1,25 @@
 /**
- * JSON over HTTP/1.1 on a unix socket: the one way the plugin and the CLI talk to the agent.
- * Transport failures become AGENT_UNREACHABLE with the socket path and the system error named, so
- * "the agent is down" is never confused with "the agent said no"; an answer that is not HTTP with
- * a JSON body is IO_FAILURE. Every failure, a body that cannot be written as JSON included, is a
- * rejected promise, never a throw. An answer is bounded: a head past MAX_HEAD_BYTES or an answer
- * past maxResponseBytes is refused as it arrives, not held.
+ * JSON over HTTP/1.1 on a unix socket. Every error message starts with the caller's name for the
+ * peer, which names the socket; a transport failure carries the caller's code for "unreachable"
+ * and names the system error, so "the peer is down" is never confused with "the peer said no"; an
+ * answer that is not HTTP with a JSON body is IO_FAILURE. Every failure, a body that cannot be
+ * written as JSON included, is a rejected promise, never a throw. An answer is bounded: a head
+ * past MAX_HEAD_BYTES or an answer past maxResponseBytes is refused as it arrives, not held.
  *
- * Hand-written on node:net rather than node:http: the plugin runs once per pod start, and
- * node:http's client, agent and parser cost several milliseconds of every cold start for one
- * request whose answer always carries Content-Length. One request per connection.
+ * Hand-written on node:net rather than node:http for cold starts: a process that makes one
+ * request and exits (a CNI plugin, once per pod start) would pay several milliseconds for
+ * node:http's client, agent and parser, for one request whose answer always carries
+ * Content-Length. One request per connection.
  */
 import { WarrenError } from './errors.ts';
+
+/** Who answers on the socket, in the caller's words. */
+export interface Peer {
+  /** Starts every error message: "<label> is not reachable (ENOENT)". */
+  readonly label: string;
+  /** The code of a transport failure: not reachable, no answer in time, connection dropped or cut short. */
+  readonly unreachableCode: string;
+}
 
 export interface JsonResponse {
   readonly status: number;
@@ -19,6 +28,8 @@ export interface JsonResponse {
 
 export interface JsonRequest {
   readonly socket: string;
+  /** Default: "peer at <socket>", unreachable as IO_FAILURE. */
+  readonly peer?: Peer;
   readonly method: 'GET' | 'POST';
   readonly path: string;
   readonly body?: unknown;
@@ -30,9 +41,9 @@ export interface JsonRequest {
   readonly maxResponseBytes?: number;
 }
 
-/** Answers larger than this are not from the agent. */
+/** The default bound on an answer, head and body: far past any answer of a local JSON API. */
 export const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
-/** A status line and headers larger than this are not from the agent (its heads are ~100 bytes). */
+/** A status line and headers larger than this are refused (a JSON API's are ~100 bytes). */
 export const MAX_HEAD_BYTES = 64 * 1024;
 
 const net = (): typeof import('node:net') => process.getBuiltinModule('node:net') as typeof import('node:net');
@@ -66,13 +77,14 @@ export function parseResponseHead(buffer: Buffer): ResponseHead | undefined {
 }
 
 export function requestJson(options: JsonRequest): Promise<JsonResponse> {
+  const peer = options.peer ?? { label: `peer at ${options.socket}`, unreachableCode: 'IO_FAILURE' };
   let payload: string | undefined;
   try {
     payload = options.bodyText ?? (options.body === undefined ? undefined : JSON.stringify(options.body));
   } catch (error) {
     // A body nested too deep (RangeError) or holding a BigInt: the caller's mistake, reported as
     // a failed call rather than thrown past the promise.
-    return Promise.reject(new WarrenError('IO_FAILURE', `request to Warren agent at ${options.socket} cannot be written as JSON: ${(error as Error).message}`, { cause: error }));
+    return Promise.reject(new WarrenError('IO_FAILURE', `request to ${peer.label} cannot be written as JSON: ${(error as Error).message}`, { cause: error }));
   }
   const timeoutMs = options.timeoutMs ?? 120_000;
   const maxBytes = options.maxResponseBytes ?? MAX_RESPONSE_BYTES;
@@ -87,9 +99,9 @@ export function requestJson(options: JsonRequest): Promise<JsonResponse> {
     let bodyBytes = 0;
     let received = 0;
     const unreachable = (why: string, cause?: unknown): WarrenError =>
-      new WarrenError('AGENT_UNREACHABLE', `Warren agent at ${options.socket} ${why}`, cause === undefined ? {} : { cause });
+      new WarrenError(peer.unreachableCode, `${peer.label} ${why}`, cause === undefined ? {} : { cause });
     const malformed = (why: string, cause?: unknown): WarrenError =>
-      new WarrenError('IO_FAILURE', `Warren agent at ${options.socket} ${why}`, cause === undefined ? {} : { cause });
+      new WarrenError('IO_FAILURE', `${peer.label} ${why}`, cause === undefined ? {} : { cause });
     const finish = (error: Error | undefined, response?: JsonResponse): void => {
       if (settled) return;
       settled = true;

@@ -29,6 +29,7 @@ export interface Owner {
   readonly ifname: string;
 }
 
+/** The owner's identity as one string, for maps and sets keyed by owner: injective (JSON of the triple). */
 export function ownerKey(owner: Owner): string {
   return JSON.stringify([owner.network, owner.containerID, owner.ifname]);
 }

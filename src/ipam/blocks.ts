@@ -14,7 +14,7 @@
  * without `#` is a range pool (or a plain pool) and is its own range pool.
  */
 import { bitsOf, formatCidr, parseCidr } from './address.ts';
-import { type RangeSpec, capacityOf } from './config.ts';
+import { type RangeSpec, capacityOf } from './range.ts';
 import { BLOCK_SEPARATOR } from './pool-key.ts';
 import { exclusionSet, firstFree } from './pool-state.ts';
 import { RunSet } from './run-set.ts';

@@ -6,7 +6,7 @@
  * Pick order is next-after-last, like host-local: the search starts just after the address handed
  * out last and wraps around once, so a just-released address is the last to be reused.
  */
-import type { RangeSpec } from './config.ts';
+import type { RangeSpec } from './range.ts';
 import { RunSet } from './run-set.ts';
 
 export type Pick =

@@ -3,7 +3,8 @@
  * the answer. The agent validates every call; the plugin validates the config itself only when
  * the agent cannot answer, so a bad config is still reported as one (7) with the agent down. It is
  * on the hot path of every pod start, so it loads only what that needs: of the API, the CNI call
- * alone (api/cni-call.ts); the journal writer only when a DEL falls back to it.
+ * and the error tables alone (api/cni-call.ts, api/errors.ts); the journal writer only when a DEL
+ * falls back to it.
  *
  * When the agent cannot be reached: ADD fails with code 11 (try again later) and allocates
  * nothing; STATUS answers 50; CHECK and GC fail with code 11; DEL records its intent in the
@@ -15,14 +16,15 @@
  * with one is journaled when its top-level `name` is a network name.
  */
 import { readSync } from 'node:fs';
-import { DEFAULT_JOURNAL_DIR, DEFAULT_SOCKET } from '../core/defaults.ts';
 import { WarrenError, isWarrenError, messageOf } from '../core/errors.ts';
 import { MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, nestsDeeperThan } from '../core/limits.ts';
 import { type CniEnv, isValidNetworkName, parseCniArgs, parseCniEnv, printable } from '../cni/args.ts';
-import { toCniError } from '../cni/errors.ts';
 import { declaredVersion, parseNetConf } from '../cni/netconf.ts';
+import { DEFAULT_JOURNAL_DIR } from '../cni/journal-dir.ts';
 import { SPEC_VERSION, versionResult } from '../cni/spec.ts';
-import { callCni } from '../api/cni-call.ts';
+import { agentPeer, callCni } from '../api/cni-call.ts';
+import { toCniError } from '../api/errors.ts';
+import { DEFAULT_SOCKET } from '../api/socket.ts';
 import type { CniOutcome, CniRequest } from '../api/protocol.ts';
 
 export interface PluginIO {
@@ -161,7 +163,7 @@ export async function runPlugin(io: PluginIO): Promise<number> {
       return 1;
     default: {
       const never: never = outcome;
-      return fail(new WarrenError('IO_FAILURE', `Warren agent at ${socket} answered an unknown outcome ${JSON.stringify(never)}`));
+      return fail(new WarrenError('IO_FAILURE', `${agentPeer(socket).label} answered an unknown outcome ${JSON.stringify(never)}`));
     }
   }
 }

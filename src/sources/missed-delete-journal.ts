@@ -379,13 +379,4 @@ export class MissedDeleteJournal {
       return [];
     }
   }
-
-  /** Whether a path is an intent file a reader would accept as present (not a symlink). */
-  isPresent(name: string): boolean {
-    try {
-      return lstatSync(join(this.dir, name)).isFile();
-    } catch {
-      return false;
-    }
-  }
 }

@@ -15,6 +15,14 @@
 import { lstatSync, readFileSync, readdirSync, realpathSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 
+/**
+ * Network namespace directories judged by default: podman's spelling and iproute2's and
+ * containerd CRI's. Where /var/run links to /run (nearly everywhere) they are one directory, and
+ * the observer compares real paths, so either covers a namespace recorded under the other; both
+ * are listed for the hosts where they are not the same.
+ */
+export const DEFAULT_NETNS_DIRS: readonly string[] = ['/run/netns', '/var/run/netns'];
+
 export type NetnsObservation =
   | { readonly kind: 'exists' }
   | { readonly kind: 'gone' }

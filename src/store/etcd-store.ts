@@ -22,6 +22,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { WarrenError, messageOf } from '../core/errors.ts';
+import { isPlainObject } from '../core/validate.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
 import { inRangePool, rangePoolOfKey } from '../ipam/blocks.ts';
 import {
@@ -69,7 +70,8 @@ interface UnitDoc {
 
 const enc = encodeURIComponent;
 
-function ownerKey(network: string, containerID: string, ifname: string, pool: string): string {
+/** Where an owner's record in a range pool lives in etcd: a key layout (identity is ipam's ownerKey). */
+function ownerRecordKey(network: string, containerID: string, ifname: string, pool: string): string {
   return `owners/${enc(network)}/${enc(containerID)}/${enc(ifname)}/${enc(rangePoolOfKey(pool))}`;
 }
 
@@ -81,7 +83,7 @@ function parseDoc(pool: string, value: Buffer | undefined): UnitDoc {
   if (value === undefined || value.length === 0) return emptyDoc();
   try {
     const doc = JSON.parse(value.toString('utf8')) as UnitDoc;
-    if (typeof doc !== 'object' || doc === null || typeof doc.allocations !== 'object' || typeof doc.resting !== 'object') throw new Error('not a pool document');
+    if (!isPlainObject(doc) || typeof doc.allocations !== 'object' || typeof doc.resting !== 'object') throw new Error('not a pool document');
     return doc;
   } catch (error) {
     throw new WarrenError('IO_FAILURE', `etcd document of pool ${pool} is corrupt: ${messageOf(error)}`);
@@ -202,7 +204,7 @@ export class EtcdStore implements Store {
           const a = op.allocation;
           if (a.pool !== pool) return { kind: 'conflict', reason: `allocation for pool ${a.pool} committed to ${pool}` };
           if (doc.allocations[a.address] !== undefined) return { kind: 'conflict', reason: `${a.address} is already allocated in ${pool}` };
-          const key = ownerKey(a.network, a.containerID, a.ifname, pool);
+          const key = ownerRecordKey(a.network, a.containerID, a.ifname, pool);
           if (creates.has(key)) return { kind: 'conflict', reason: `container ${a.containerID} (${a.ifname}) already holds an address in ${pool}` };
           doc.allocations[a.address] = [a.network, a.containerID, a.ifname];
           delete doc.resting[a.address];
@@ -214,7 +216,7 @@ export class EtcdStore implements Store {
           const owner = doc.allocations[op.address];
           if (owner !== undefined) {
             delete doc.allocations[op.address];
-            const key = ownerKey(owner[0], owner[1], owner[2], pool);
+            const key = ownerRecordKey(owner[0], owner[1], owner[2], pool);
             if (creates.delete(key) === false) deletes.add(key);
           }
           if (op.reusableAt !== undefined) doc.resting[op.address] = op.reusableAt;

@@ -145,6 +145,9 @@ export interface Store {
   close(): Promise<void>;
 }
 
+/** The implementations of Store: one node's SQLite file, or etcd shared by the nodes of a cluster. */
+export type StoreKind = 'sqlite' | 'etcd';
+
 /** An etcd client URL Warren accepts: `http://host:port` or `https://host:port`, nothing after. */
 export function isEtcdEndpoint(url: string): boolean {
   return /^https?:\/\/[^/]+$/.test(url);

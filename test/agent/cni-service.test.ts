@@ -10,7 +10,7 @@ import { CniService } from '../../src/agent/cni-service.ts';
 import { Allocator } from '../../src/allocator/allocator.ts';
 import { SqliteStore } from '../../src/store/sqlite-store.ts';
 import { parseCniEnv } from '../../src/cni/args.ts';
-import { toCniError } from '../../src/cni/errors.ts';
+import { toCniError } from '../../src/api/errors.ts';
 
 function setup(gcGraceMs = 60_000) {
   const clock = new ManualClock(1_000_000);

@@ -1,9 +1,12 @@
 import assert from 'node:assert/strict';
-import { chmodSync, mkdirSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { SETTINGS, defaultStateDir, resolveAgentOptions } from '../../src/agent/options.ts';
-import { DEFAULT_JOURNAL_DIR, DEFAULT_NETNS_DIRS } from '../../src/core/defaults.ts';
+import { type AgentOptions, SETTINGS, agentSocket, resolveAgentOptions } from '../../src/agent/options.ts';
+import { defaultStateDir, findStateDir } from '../../src/agent/state-dir.ts';
+import { DEFAULT_SOCKET } from '../../src/api/socket.ts';
+import { DEFAULT_JOURNAL_DIR } from '../../src/cni/journal-dir.ts';
+import { DEFAULT_NETNS_DIRS } from '../../src/sources/netns.ts';
 import { tempDir } from '../helpers/processes.ts';
 
 describe('agent options', () => {
@@ -94,5 +97,46 @@ describe('agent options', () => {
     assert.ok(SETTINGS.netnsDirs.help.includes('default /run/netns,/var/run/netns'), SETTINGS.netnsDirs.help);
     assert.deepEqual(resolveAgentOptions({ stateDir: dir, netnsDirs: '/run/netns, /run/netns/, /var/run/netns' }, {}, 0, '/').netnsDirs, ['/run/netns', '/var/run/netns']);
     assert.deepEqual(resolveAgentOptions({ stateDir: dir, netnsDirs: '' }, {}, 0, '/').netnsDirs, []);
+  });
+
+  it('takes every default from the one table that --help is made of', () => {
+    const dir = tempDir();
+    for (const uid of [0, 1000]) {
+      const o = resolveAgentOptions({ stateDir: dir }, {}, uid, '/');
+      const context = { uid, env: {}, cwd: '/', stateDir: () => dir };
+      for (const [key, setting] of Object.entries(SETTINGS) as Array<[keyof AgentOptions, (typeof SETTINGS)[keyof AgentOptions]]>) {
+        if (!('default' in setting) || key === 'stateDir') continue;
+        const text = typeof setting.default === 'string' ? setting.default : setting.default.of(context);
+        const said = typeof setting.default === 'string' ? setting.default : setting.default.says;
+        assert.ok(setting.help.endsWith(`; default ${said}`), `${key}: ${setting.help}`);
+        const expected = resolveAgentOptions({ stateDir: dir, [key]: text }, {}, uid, '/')[key];
+        assert.deepEqual(o[key], expected, `${key}: the default (${text}) resolves as the same flag would`);
+      }
+    }
+    assert.equal(resolveAgentOptions({ stateDir: dir }, {}, 0, '/').reconcileIntervalSeconds, 10);
+    assert.equal(resolveAgentOptions({ stateDir: dir }, {}, 0, '/').logLevel, 'info');
+    assert.ok(!('default' in SETTINGS.etcdEndpoints));
+  });
+
+  it('finds the socket by one rule for the agent and the CLI: flag, WARREN_SOCKET, then the default', () => {
+    const unused = (): string => assert.fail('the state directory is not asked for');
+    const context = (uid: number, env: NodeJS.ProcessEnv, stateDir: () => string = unused) => ({ uid, env, cwd: '/', stateDir });
+    assert.equal(agentSocket('/tmp/flag.sock', context(1000, { WARREN_SOCKET: '/tmp/env.sock' })), '/tmp/flag.sock');
+    assert.equal(agentSocket(undefined, context(1000, { WARREN_SOCKET: '/tmp/env.sock' })), '/tmp/env.sock');
+    assert.equal(agentSocket(undefined, context(0, { WARREN_SOCKET: '' })), DEFAULT_SOCKET);
+    assert.equal(agentSocket(undefined, context(1000, {}, () => '/srv/state')), '/srv/state/warren.sock');
+    const dir = tempDir();
+    assert.equal(resolveAgentOptions({ stateDir: dir }, {}, 1000, '/').socket, agentSocket(undefined, context(1000, {}, () => dir)));
+  });
+
+  it('lets the CLI find a state directory without creating one', () => {
+    const base = tempDir();
+    const env = { XDG_STATE_HOME: join(base, 'xdg') };
+    assert.equal(findStateDir(env, 1000, base), join(base, 'xdg', 'warren'));
+    assert.equal(existsSync(join(base, 'xdg')), false);
+    assert.equal(findStateDir({ HOME: '/proc/self/status' }, 1000, base), join(base, '.warren'));
+    assert.equal(existsSync(join(base, '.warren')), false);
+    // Where the agent makes it, the CLI finds it.
+    assert.equal(findStateDir(env, 1000, base), defaultStateDir(env, 1000, base));
   });
 });

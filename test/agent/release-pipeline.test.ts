@@ -14,7 +14,7 @@ import type { ReleaseIntent } from '../../src/agent/release-rule.ts';
 import { consumeContainerd, consumeNetnsRemovals, containerIntent } from '../../src/agent/release-sources.ts';
 import { AsyncChannel } from '../../src/core/async-channel.ts';
 import { ManualClock } from '../../src/core/clock.ts';
-import { parseIpamConfig } from '../../src/ipam/config.ts';
+import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import { recordMissedDelete } from '../../src/plugin/journal-writer.ts';
 import type { ContainerdItem } from '../../src/sources/containerd/event-source.ts';
 import { NetnsObserver } from '../../src/sources/netns.ts';

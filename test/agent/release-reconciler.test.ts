@@ -9,7 +9,7 @@ import { readdirSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { ManualClock } from '../../src/core/clock.ts';
 import { recordMissedDelete } from '../../src/plugin/journal-writer.ts';
-import { parseIpamConfig } from '../../src/ipam/config.ts';
+import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import { SqliteStore } from '../../src/store/sqlite-store.ts';
 import type { CommitResult, PoolOp } from '../../src/store/store.ts';
 import { waitFor } from '../helpers/processes.ts';

@@ -9,7 +9,7 @@ import { describe, it } from 'node:test';
 import { ManualClock } from '../../src/core/clock.ts';
 import { isWarrenError } from '../../src/core/errors.ts';
 import { parseIP } from '../../src/ipam/address.ts';
-import { parseIpamConfig } from '../../src/ipam/config.ts';
+import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import { Allocator, attachmentKey } from '../../src/allocator/allocator.ts';
 import { SqliteStore } from '../../src/store/sqlite-store.ts';
 import { tempDir } from '../helpers/processes.ts';

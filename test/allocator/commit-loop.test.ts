@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ManualClock } from '../../src/core/clock.ts';
 import { WarrenError, isWarrenError } from '../../src/core/errors.ts';
-import { parseIpamConfig } from '../../src/ipam/config.ts';
+import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import { Allocator } from '../../src/allocator/allocator.ts';
 import { CONFLICT, retryOnConflict } from '../../src/allocator/commit-loop.ts';
 import { SqliteStore } from '../../src/store/sqlite-store.ts';

@@ -5,7 +5,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { blockKey } from '../../src/ipam/blocks.ts';
-import { type RangeSpec, parseIpamConfig } from '../../src/ipam/config.ts';
+import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
+import type { RangeSpec } from '../../src/ipam/range.ts';
 import { ownBlocks, placeInBlocks } from '../../src/allocator/placement.ts';
 import type { PoolSummary } from '../../src/store/store.ts';
 

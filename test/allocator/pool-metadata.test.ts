@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ManualClock } from '../../src/core/clock.ts';
 import { isWarrenError } from '../../src/core/errors.ts';
-import { parseIpamConfig } from '../../src/ipam/config.ts';
+import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import { Allocator } from '../../src/allocator/allocator.ts';
 import { SqliteStore } from '../../src/store/sqlite-store.ts';
 import type { CommitResult, PoolOp, Revision, Store } from '../../src/store/store.ts';

@@ -6,7 +6,8 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { WarrenError, type WarrenErrorCode } from '../../src/core/errors.ts';
+import { WarrenError } from '../../src/core/errors.ts';
+import type { WarrenErrorCode } from '../../src/api/errors.ts';
 import { formatIP } from '../../src/ipam/address.ts';
 import { parseNetConf, declaredVersion } from '../../src/cni/netconf.ts';
 import { type CniCommand, type IpamResult, COMMANDS, SUPPORTED_VERSIONS, renderResult, versionResult } from '../../src/cni/spec.ts';

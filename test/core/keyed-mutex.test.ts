@@ -1,7 +1,9 @@
 /**
  * KeyedMutex's guarantees, each shown with work the test releases by hand (no timers, no sleeps):
  * never two runs of one key at once, runs of one key in arrival order, different keys in
- * parallel, a failing run does not block the next, and no memory kept for a key once it is idle.
+ * parallel, a failing run does not block the next, and a key whose runs are done is taken again.
+ * (That an idle key holds no memory is not observable from outside, and the class keeps no
+ * inspection hook for tests: its one line, deleting a drained key's tail, is the evidence.)
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -80,17 +82,13 @@ describe('KeyedMutex', () => {
     assert.equal(await next, 'ran');
   });
 
-  it('holds nothing for a key once its last run is done, and takes the key again afterwards', async () => {
+  it('takes a key again once its last run is done', async () => {
     const mutex = new KeyedMutex();
     const g = gate();
     const runs = [mutex.run('x', () => g.promise), mutex.run('x', async () => undefined), mutex.run('y', async () => undefined)];
-    await settle();
-    assert.equal(mutex.activeKeys, 1, 'y is done, x still runs');
     g.open();
     await Promise.all(runs);
-    assert.equal(mutex.activeKeys, 0);
-    await mutex.run('x', async () => undefined);
-    assert.equal(mutex.activeKeys, 0);
+    assert.equal(await mutex.run('x', async () => 'again'), 'again');
   });
 
   it('for any interleaving of keys, each key runs alone and in order (property)', async () => {
@@ -115,7 +113,6 @@ describe('KeyedMutex', () => {
           const expected = keys.flatMap((k, i) => (k === key ? [i] : []));
           assert.deepEqual(seen, expected, `order of ${key}`);
         }
-        assert.equal(mutex.activeKeys, 0);
       }),
       { numRuns: 100 },
     );

@@ -2,15 +2,19 @@
  * The hand-written HTTP client of unix-http.ts against a tiny node:net server in the same process
  * that answers byte for byte what each test scripts: heads split across many writes, answers past
  * the limits, malformed heads, bodies ended by the connection closing. Every failure is a rejected
- * promise with a code that says whether the agent was unreachable or answered nonsense.
+ * promise with a code that says whether the peer was unreachable (the caller's code) or answered
+ * nonsense, and a message that starts with the caller's name for the peer.
  */
 import assert from 'node:assert/strict';
 import { type Server, type Socket, createServer } from 'node:net';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { isWarrenError } from '../../src/core/errors.ts';
-import { MAX_HEAD_BYTES, parseResponseHead, requestJson } from '../../src/core/unix-http.ts';
+import { MAX_HEAD_BYTES, type Peer, parseResponseHead, requestJson } from '../../src/core/unix-http.ts';
 import { tempDir } from '../helpers/processes.ts';
+
+/** The peer as the API's clients name the agent (api/cni-call.ts), so codes and messages are theirs. */
+const agent = (socket: string): Peer => ({ label: `Warren agent at ${socket}`, unreachableCode: 'AGENT_UNREACHABLE' });
 
 interface Received {
   readonly head: string;
@@ -98,7 +102,7 @@ describe('requestJson', () => {
   it('sends method, path, Content-Length and the JSON body, and reads the JSON answer', async () => {
     const { socket, requests } = await scripted((s) => void s.end(response('200 OK', '{"ok":true}')));
     const body = { address: '10.0.0.1', note: 'é' };
-    const answer = await requestJson({ socket, method: 'POST', path: '/v1/release', body });
+    const answer = await requestJson({ socket, peer: agent(socket), method: 'POST', path: '/v1/release', body });
     assert.deepEqual(answer, { status: 200, body: { ok: true } });
     const [request] = requests;
     assert.match(request?.head ?? '', /^POST \/v1\/release HTTP\/1\.1\r\n/);
@@ -110,7 +114,7 @@ describe('requestJson', () => {
 
   it('sends bodyText as it is', async () => {
     const { socket, requests } = await scripted((s) => void s.end(response('200 OK', '{}')));
-    await requestJson({ socket, method: 'POST', path: '/v1/cni', bodyText: '{"command":"ADD","config":{"name":"x"}}' });
+    await requestJson({ socket, peer: agent(socket), method: 'POST', path: '/v1/cni', bodyText: '{"command":"ADD","config":{"name":"x"}}' });
     assert.equal(requests[0]?.body, '{"command":"ADD","config":{"name":"x"}}');
   });
 
@@ -120,43 +124,43 @@ describe('requestJson', () => {
     const headEnd = text.indexOf('\r\n\r\n') + 4;
     const pieces = [...text.slice(0, headEnd)].concat(text.slice(headEnd).match(/.{1,7}/gs) ?? []);
     const { socket } = await scripted((s) => writeInPieces(s, pieces));
-    const answer = await requestJson({ socket, method: 'GET', path: '/v1/pools' });
+    const answer = await requestJson({ socket, peer: agent(socket), method: 'GET', path: '/v1/pools' });
     assert.equal(answer.status, 200);
     assert.deepEqual(answer.body, JSON.parse(body));
   });
 
   it('reads a non-200 answer as an answer, not a failure: what it means is the caller’s to say', async () => {
     const { socket } = await scripted((s) => void s.end(response('400 Bad Request', '{"error":{"code":"BAD_REQUEST","message":"no"}}')));
-    assert.deepEqual(await requestJson({ socket, method: 'GET', path: '/x' }), { status: 400, body: { error: { code: 'BAD_REQUEST', message: 'no' } } });
+    assert.deepEqual(await requestJson({ socket, peer: agent(socket), method: 'GET', path: '/x' }), { status: 400, body: { error: { code: 'BAD_REQUEST', message: 'no' } } });
   });
 
   it('reads a body without Content-Length up to the connection closing', async () => {
     const { socket } = await scripted((s) => writeInPieces(s, ['HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n', '{"closed":', 'true}']).then(() => void s.end()));
-    assert.deepEqual(await requestJson({ socket, method: 'GET', path: '/v1/status' }), { status: 200, body: { closed: true } });
+    assert.deepEqual(await requestJson({ socket, peer: agent(socket), method: 'GET', path: '/v1/status' }), { status: 200, body: { closed: true } });
   });
 
   it('an empty body is undefined', async () => {
     const { socket } = await scripted((s) => void s.end('HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n'));
-    assert.deepEqual(await requestJson({ socket, method: 'GET', path: '/' }), { status: 204, body: undefined });
+    assert.deepEqual(await requestJson({ socket, peer: agent(socket), method: 'GET', path: '/' }), { status: 204, body: undefined });
   });
 
   it('calls an answer cut short of its Content-Length "broke off", AGENT_UNREACHABLE', async () => {
     const { socket } = await scripted((s) => void s.end('HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"half":'));
-    const error = await rejection(requestJson({ socket, method: 'GET', path: '/' }));
+    const error = await rejection(requestJson({ socket, peer: agent(socket), method: 'GET', path: '/' }));
     assert.ok(isWarrenError(error, 'AGENT_UNREACHABLE'), String(error));
     assert.match(error.message, /broke off its answer/);
   });
 
   it('refuses a malformed status line as IO_FAILURE, naming it', async () => {
     const { socket } = await scripted((s) => void s.end('HTTP/2 200\r\n\r\n{}'));
-    const error = await rejection(requestJson({ socket, method: 'GET', path: '/' }));
+    const error = await rejection(requestJson({ socket, peer: agent(socket), method: 'GET', path: '/' }));
     assert.ok(isWarrenError(error, 'IO_FAILURE'), String(error));
     assert.match(error.message, /answered malformed HTTP: malformed status line "HTTP\/2 200"/);
   });
 
   it('refuses an answer that is not JSON as IO_FAILURE', async () => {
     const { socket } = await scripted((s) => void s.end(response('200 OK', '<html>')));
-    const error = await rejection(requestJson({ socket, method: 'GET', path: '/' }));
+    const error = await rejection(requestJson({ socket, peer: agent(socket), method: 'GET', path: '/' }));
     assert.ok(isWarrenError(error, 'IO_FAILURE'), String(error));
     assert.match(error.message, /invalid JSON/);
   });
@@ -168,7 +172,7 @@ describe('requestJson', () => {
       const line = `X-Filler: ${'f'.repeat(1000)}\r\n`;
       await writeInPieces(s, ['HTTP/1.1 200 OK\r\n', ...Array.from({ length: Math.ceil(MAX_HEAD_BYTES / line.length) + 1 }, () => line)]);
     });
-    const error = await rejection(requestJson({ socket, method: 'GET', path: '/' }));
+    const error = await rejection(requestJson({ socket, peer: agent(socket), method: 'GET', path: '/' }));
     assert.ok(isWarrenError(error, 'IO_FAILURE'), String(error));
     assert.match(error.message, new RegExp(`HTTP head larger than ${MAX_HEAD_BYTES} bytes`));
     await closed;
@@ -176,36 +180,47 @@ describe('requestJson', () => {
 
   it('refuses an answer whose Content-Length is past the limit before reading its body', async () => {
     const { socket } = await scripted((s) => void s.write('HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n'));
-    const error = await rejection(requestJson({ socket, method: 'GET', path: '/', maxResponseBytes: 1000 }));
+    const error = await rejection(requestJson({ socket, peer: agent(socket), method: 'GET', path: '/', maxResponseBytes: 1000 }));
     assert.ok(isWarrenError(error, 'IO_FAILURE'), String(error));
     assert.match(error.message, /announced an answer of 5000 bytes, more than 1000/);
   });
 
   it('refuses an answer without Content-Length once it streams past the limit', async () => {
     const { socket } = await scripted((s) => writeInPieces(s, ['HTTP/1.1 200 OK\r\n\r\n[', ...Array.from({ length: 20 }, () => `${'1,'.repeat(50)}`)]));
-    const error = await rejection(requestJson({ socket, method: 'GET', path: '/', maxResponseBytes: 1000 }));
+    const error = await rejection(requestJson({ socket, peer: agent(socket), method: 'GET', path: '/', maxResponseBytes: 1000 }));
     assert.ok(isWarrenError(error, 'IO_FAILURE'), String(error));
     assert.match(error.message, /answered more than 1000 bytes/);
   });
 
   it('calls a socket nobody listens on AGENT_UNREACHABLE, naming the path and the errno', async () => {
     const socket = join(tempDir(), 'nobody.sock');
-    const error = await rejection(requestJson({ socket, method: 'GET', path: '/' }));
+    const error = await rejection(requestJson({ socket, peer: agent(socket), method: 'GET', path: '/' }));
     assert.ok(isWarrenError(error, 'AGENT_UNREACHABLE'), String(error));
     assert.equal(error.message, `Warren agent at ${socket} is not reachable (ENOENT)`);
   });
 
   it('gives up on an agent that does not answer within the timeout', async () => {
     const { socket } = await scripted(() => undefined);
-    const error = await rejection(requestJson({ socket, method: 'GET', path: '/', timeoutMs: 30 }));
+    const error = await rejection(requestJson({ socket, peer: agent(socket), method: 'GET', path: '/', timeoutMs: 30 }));
     assert.ok(isWarrenError(error, 'AGENT_UNREACHABLE'), String(error));
     assert.match(error.message, /did not answer within 30 ms/);
   });
 
   it('rejects a body that cannot be written as JSON instead of throwing', async () => {
-    const call = requestJson({ socket: '/nonexistent', method: 'POST', path: '/', body: { n: 1n } });
+    const call = requestJson({ socket: '/nonexistent', peer: agent('/nonexistent'), method: 'POST', path: '/', body: { n: 1n } });
     const error = await rejection(call);
     assert.ok(isWarrenError(error, 'IO_FAILURE'), String(error));
     assert.match(error.message, /cannot be written as JSON/);
+    assert.match(error.message, /^request to Warren agent at \/nonexistent cannot be written as JSON: /);
+  });
+
+  it('names the peer as its caller does, and without a name calls it "peer at <socket>", unreachable as IO_FAILURE', async () => {
+    const socket = join(tempDir(), 'nobody.sock');
+    const named = await rejection(requestJson({ socket, peer: { label: 'the registry on /x', unreachableCode: 'REGISTRY_DOWN' }, method: 'GET', path: '/' }));
+    assert.ok(isWarrenError(named, 'REGISTRY_DOWN'), String(named));
+    assert.equal(named.message, 'the registry on /x is not reachable (ENOENT)');
+    const unnamed = await rejection(requestJson({ socket, method: 'GET', path: '/' }));
+    assert.ok(isWarrenError(unnamed, 'IO_FAILURE'), String(unnamed));
+    assert.equal(unnamed.message, `peer at ${socket} is not reachable (ENOENT)`);
   });
 });

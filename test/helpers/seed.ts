@@ -5,7 +5,7 @@
 import { join } from 'node:path';
 import { ManualClock } from '../../src/core/clock.ts';
 import { parseIP } from '../../src/ipam/address.ts';
-import { parseIpamConfig } from '../../src/ipam/config.ts';
+import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import { Allocator } from '../../src/allocator/allocator.ts';
 import { SqliteStore } from '../../src/store/sqlite-store.ts';
 

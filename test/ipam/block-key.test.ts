@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { blockAt, blockCidrOfKey, blockKey, blockKeyPrefix, inRangePool, isBlockKey, rangePoolOfKey } from '../../src/ipam/blocks.ts';
-import { parseIpamConfig } from '../../src/ipam/config.ts';
+import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import { networkNameProblem, parsePoolKey } from '../../src/ipam/pool-key.ts';
 
 describe('block keys', () => {

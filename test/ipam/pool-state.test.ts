@@ -8,7 +8,8 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { type Family, formatIP, parseIP } from '../../src/ipam/address.ts';
-import { type RangeSpec, capacityOf, parseIpamConfig } from '../../src/ipam/config.ts';
+import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
+import { type RangeSpec, capacityOf } from '../../src/ipam/range.ts';
 import { PoolState, type RequestCheck } from '../../src/ipam/pool-state.ts';
 
 function ip(text: string): bigint {

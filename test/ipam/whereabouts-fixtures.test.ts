@@ -19,7 +19,8 @@ import { describe, it } from 'node:test';
 import { ManualClock } from '../../src/core/clock.ts';
 import { isWarrenError } from '../../src/core/errors.ts';
 import { formatIP, parseIP } from '../../src/ipam/address.ts';
-import { type RangeSpec, parseIpamConfig } from '../../src/ipam/config.ts';
+import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
+import type { RangeSpec } from '../../src/ipam/range.ts';
 import { Allocator } from '../../src/allocator/allocator.ts';
 import { SqliteStore } from '../../src/store/sqlite-store.ts';
 

@@ -9,7 +9,8 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { WarrenError } from '../../src/core/errors.ts';
 import { formatIP, parseIP } from '../../src/ipam/address.ts';
-import { type RangeSpec, capacityOf, inSubnet, parseIpamConfig } from '../../src/ipam/config.ts';
+import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
+import { type RangeSpec, capacityOf, inSubnet } from '../../src/ipam/range.ts';
 import { networkNameProblem, parsePoolKey, poolKeyOf, poolsOverlap, subnetsOverlap } from '../../src/ipam/pool-key.ts';
 
 function ip(text: string): bigint {

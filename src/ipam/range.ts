@@ -1,0 +1,59 @@
+/**
+ * A range addresses are drawn from, as the engine sees it: a subnet, its allocatable span,
+ * what is excluded from it, its pool and its block size. Pure values; cni/ipam-range.ts builds
+ * them from a network config.
+ *
+ * Guarantees: capacityOf counts each unusable address once, however exclusions overlap.
+ */
+import { type Family, type IPAddress, bitsOf } from './address.ts';
+
+/** One range addresses are drawn from: one address per range per attachment. */
+export interface RangeSpec {
+  readonly family: Family;
+  /** The network the range lives in, canonical (`10.0.0.0/24`), whatever host bits were written. */
+  readonly subnet: string;
+  /** The subnet's network address. */
+  readonly network: bigint;
+  readonly prefixLength: number;
+  /** First and last allocatable address, after range_start/range_end, network and broadcast. */
+  readonly first: bigint;
+  readonly last: bigint;
+  /** Excluded CIDRs as inclusive [from, to] intervals, plus the gateway when it is in the subnet. */
+  readonly excluded: ReadonlyArray<readonly [bigint, bigint]>;
+  /** Reported with every address of this range; of the range's family, possibly outside its subnet. */
+  readonly gateway?: IPAddress;
+  /** Identity of the pool: ranges with one subnet and network_name share addresses. */
+  readonly pool: string;
+  /**
+   * Prefix length of the blocks the range is split into when nodes share it (cluster store);
+   * `block_size`, or the family's default, never shorter than the range's own prefix.
+   */
+  readonly blockPrefix: number;
+}
+
+/** Default block prefix lengths in cluster mode: 64 addresses per block in either family. */
+export const DEFAULT_BLOCK_PREFIX = { 4: 26, 6: 122 } as const;
+
+/** How many addresses a range can hand out (before what is allocated). */
+export function capacityOf(range: RangeSpec): bigint {
+  let excluded = 0n;
+  // Exclusions may overlap each other or fall outside the allocatable span; count each address once.
+  const clipped = range.excluded
+    .map(([a, b]) => [a < range.first ? range.first : a, b > range.last ? range.last : b] as const)
+    .filter(([a, b]) => a <= b)
+    .sort((x, y) => (x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : 0));
+  let covered = range.first - 1n;
+  for (const [a, b] of clipped) {
+    const from = a > covered ? a : covered + 1n;
+    if (b >= from) excluded += b - from + 1n;
+    if (b > covered) covered = b;
+  }
+  return range.last - range.first + 1n - excluded;
+}
+
+/** Whether `ip` lies in the range's subnet (not necessarily in its allocatable span). */
+export function inSubnet(range: RangeSpec, ip: IPAddress): boolean {
+  if (ip.family !== range.family) return false;
+  const shift = BigInt(bitsOf(range.family) - range.prefixLength);
+  return ip.value >> shift === range.network >> shift;
+}
