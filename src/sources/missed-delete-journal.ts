@@ -361,22 +361,4 @@ export class MissedDeleteJournal {
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
     }
   }
-
-  /** Names of the intents in the directory now. */
-  pendingFiles(): string[] {
-    try {
-      return readdirSync(this.dir).filter((n) => !n.startsWith('.') && n !== REJECTED_DIR).sort();
-    } catch {
-      return [];
-    }
-  }
-
-  /** Files set aside, newest last. */
-  rejectedFiles(): string[] {
-    try {
-      return readdirSync(join(this.dir, REJECTED_DIR)).sort();
-    } catch {
-      return [];
-    }
-  }
 }
