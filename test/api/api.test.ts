@@ -8,14 +8,11 @@ import assert from 'node:assert/strict';
 import type { Server } from 'node:http';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { pino } from 'pino';
-import { ExponentialBackoff } from '../../src/core/backoff.ts';
 import { ManualClock } from '../../src/core/clock.ts';
 import { WarrenError, isWarrenError } from '../../src/core/errors.ts';
 import { MAX_REQUEST_BYTES } from '../../src/core/limits.ts';
 import { requestJson } from '../../src/core/unix-http.ts';
 import type { Allocation } from '../../src/ipam/allocation.ts';
-import { Allocator } from '../../src/allocator/allocator.ts';
 import type { AllocationFilter } from '../../src/store/store.ts';
 import { SqliteStore } from '../../src/store/sqlite-store.ts';
 import { ApiClient } from '../../src/api/client.ts';
@@ -23,14 +20,9 @@ import type { CniOutcome, CniRequest } from '../../src/api/protocol.ts';
 import { ROUTES } from '../../src/api/routes.ts';
 import { createApiServer } from '../../src/agent/api-server.ts';
 import { CniService } from '../../src/agent/cni-service.ts';
-import { RecentErrors } from '../../src/agent/recent-errors.ts';
-import { JournalIntake } from '../../src/agent/release-journal.ts';
-import { ReleasePipeline } from '../../src/agent/release-pipeline.ts';
-import { ReleaseReconciler } from '../../src/agent/release-reconciler.ts';
 import { AgentService } from '../../src/agent/service.ts';
-import { MissedDeleteJournal } from '../../src/sources/missed-delete-journal.ts';
-import { NetnsObserver } from '../../src/sources/netns.ts';
 import { tempDir } from '../helpers/processes.ts';
+import { releaseHarness } from '../agent/release-harness.ts';
 
 /** A store whose reads and health check fail on demand, with an error of the test's choosing. */
 class FaultyStore extends SqliteStore {
@@ -66,32 +58,9 @@ interface Harness {
 async function harness(): Promise<Harness> {
   const clock = new ManualClock(Date.parse('2030-01-01T00:00:00Z'));
   const store = new FaultyStore({ path: ':memory:' });
-  const allocator = new Allocator({ store, clock, node: 'n1' });
-  const logger = pino({ level: 'silent' });
-  const errors = new RecentErrors(clock, logger);
-  const observer = new NetnsObserver([]);
+  // The release side exactly as the release tests build it: journal intake, pipeline, reconcile pass.
+  const { allocator, dir: journalDir, pipeline, reconciler, done } = releaseHarness(clock, store, { node: 'n1' });
   const dir = tempDir('warren-api-');
-  const journalDir = join(dir, 'journal');
-  const missed = new MissedDeleteJournal({ dir: journalDir, clock, rescanMs: 0 });
-  missed.prepare();
-  const journal = new JournalIntake({ journal: missed, logger, errors });
-  const backoff = new ExponentialBackoff({ initialMs: 1_000, maxMs: 300_000 });
-  const pipeline = new ReleasePipeline({
-    allocator,
-    store,
-    observer,
-    clock,
-    logger,
-    node: 'n1',
-    ownerBackoff: backoff,
-    containerBackoff: backoff,
-    resyncGraceMs: 0,
-    recordedFor: (owner) => journal.readNow(owner),
-  });
-  const reconciler = new ReleaseReconciler({ pipeline, journal, store, observer, clock, logger, errors, intervalMs: 60_000, netnsGraceMs: 0, releaseGoneNetns: false });
-  const abort = new AbortController();
-  const consuming = journal.consume(abort.signal, (intent) => pipeline.push(intent));
-  reconciler.start(abort.signal);
   const socket = join(dir, 'api.sock');
   const service = new AgentService({ store, allocator, clock, socket, version: '0.0.0-test', reconciler });
   const failures: string[] = [];
@@ -114,9 +83,7 @@ async function harness(): Promise<Harness> {
     failures,
     journalDir,
     async close() {
-      abort.abort();
-      await consuming;
-      pipeline.stop();
+      await done();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await store.close();
     },

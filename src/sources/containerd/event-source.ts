@@ -21,6 +21,7 @@ import { AsyncChannel } from '../../core/async-channel.ts';
 import { DirectoryWatcher } from '../../core/dir-watcher.ts';
 import { messageOf } from '../../core/errors.ts';
 import { type ContainerEvent, ContainerdClient, type RawEnvelope, type Subscription, decodeEvent, subscribeFilters } from './client.ts';
+import type { ContainerdState, ContainerdStatus } from '../../api/protocol.ts';
 
 export type ContainerdItem =
   | { readonly kind: 'event'; readonly event: ContainerEvent }
@@ -31,21 +32,8 @@ export type ContainerdItem =
    */
   | { readonly kind: 'resync'; readonly live: ReadonlySet<string>; readonly ack: (error?: unknown) => void };
 
-export type ContainerdState = 'waiting-for-socket' | 'connecting' | 'subscribed' | 'reconnecting' | 'stopped';
-
-export interface ContainerdSourceStatus {
-  readonly socket: string;
-  readonly namespaces: readonly string[];
-  readonly state: ContainerdState;
-  /** When the state last changed (ISO). */
-  readonly since: string;
-  readonly subscriptions: number;
-  readonly events: number;
-  readonly skipped: number;
-  readonly malformed: number;
-  readonly lastError?: string;
-  readonly lastResync?: { readonly at: string; readonly containers: number };
-}
+/** The source's own part of the status the API reports (the pipeline adds what was released). */
+export type ContainerdSourceStatus = Omit<ContainerdStatus, 'releases'>;
 
 export interface ContainerdSourceOptions {
   readonly socket: string;
