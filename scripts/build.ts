@@ -1,16 +1,25 @@
 /**
- * Bundles the plugin's entry into dist/warren: one executable plain-JavaScript file (CommonJS,
- * with a shebang) that is what goes into the CNI bin directory. The plugin's cold start is on the
- * path of every pod start, and loading one file without type stripping is most of what it costs.
- * Run by `npm run build`, and before test, start and bench.
+ * Builds what goes into the CNI bin directory: the plugin's entry bundled into dist/warren, one
+ * executable plain-JavaScript file (CommonJS, with a shebang), and the native forwarder
+ * (src/plugin/forwarder, C) compiled into dist/warren-forwarder, a static executable. The
+ * plugin's cold start is on the path of every pod start, and loading one file without type
+ * stripping is most of what it costs; the forwarder takes even that off the path while the agent
+ * answers. Run by `npm run build`, and before test, start and bench.
  */
 import { buildSync } from 'esbuild';
-import { chmodSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const PLUGIN_BUNDLE = join(REPO_ROOT, 'dist', 'warren');
+export const FORWARDER_SOURCE_DIR = join(REPO_ROOT, 'src', 'plugin', 'forwarder');
+export const FORWARDER_BINARY = join(REPO_ROOT, 'dist', 'warren-forwarder');
+/** The forwarder's translation units; find-socket.c is also what the fuzz harness links. */
+export const FORWARDER_SOURCES = ['forwarder.c', 'find-socket.c'].map((name) => join(FORWARDER_SOURCE_DIR, name));
+/** C11 and libc only, every warning an error: the flags of every build of the forwarder. */
+const C_FLAGS = ['-std=c11', '-Wall', '-Wextra', '-Werror', '-D_GNU_SOURCE'];
 
 export function buildPlugin(): void {
   buildSync({
@@ -30,9 +39,56 @@ export function buildPlugin(): void {
   chmodSync(PLUGIN_BUNDLE, 0o755);
   // dist/ is CommonJS whatever the repository's package.json says.
   writeFileSync(join(REPO_ROOT, 'dist', 'package.json'), '{ "type": "commonjs" }\n');
+  buildForwarder();
+}
+
+/**
+ * The forwarder as installed: static (the node may have no libc to match), stripped. Skipped when
+ * the binary is newer than its sources and this script, so a test run does not pay for it again.
+ */
+export function buildForwarder(outPath = FORWARDER_BINARY): void {
+  if (outPath === FORWARDER_BINARY && isNewerThanInputs(outPath)) return;
+  compileC('gcc', [...C_FLAGS, '-O2', '-static', '-s', ...FORWARDER_SOURCES], outPath);
+}
+
+/**
+ * The forwarder under AddressSanitizer and UndefinedBehaviorSanitizer (dynamically linked: the
+ * sanitizers' runtimes are shared libraries), for tests that run it over a corpus. Any finding
+ * aborts the process. Built on demand, never by `npm run build`.
+ */
+export function buildForwarderSanitized(outPath: string): void {
+  compileC('gcc', [...C_FLAGS, '-O1', '-g', '-fsanitize=address,undefined', '-fno-sanitize-recover=all', '-fno-omit-frame-pointer', ...FORWARDER_SOURCES], outPath);
+}
+
+/** Compiles to a temp name beside `outPath`, then renames: a reader never sees half a binary. */
+function compileC(compiler: string, args: readonly string[], outPath: string): void {
+  const temp = `${outPath}.tmp-${process.pid}`;
+  mkdirSync(dirname(outPath), { recursive: true });
+  try {
+    execFileSync(compiler, [...args, '-o', temp], { stdio: ['ignore', 'inherit', 'inherit'] });
+  } catch (error) {
+    rmSync(temp, { force: true });
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
+      throw new Error(`${compiler} is not installed: the native forwarder (src/plugin/forwarder) needs ${compiler} and libc6-dev; run scripts/setup.sh`);
+    }
+    throw new Error(`compiling the native forwarder into ${outPath} failed (${compiler} ${args.join(' ')})`, { cause: error });
+  }
+  renameSync(temp, outPath);
+}
+
+function isNewerThanInputs(outPath: string): boolean {
+  if (!existsSync(outPath)) return false;
+  const built = statSync(outPath).mtimeMs;
+  const inputs = [
+    fileURLToPath(import.meta.url),
+    ...readdirSync(FORWARDER_SOURCE_DIR)
+      .filter((name) => name.endsWith('.c') || name.endsWith('.h'))
+      .map((name) => join(FORWARDER_SOURCE_DIR, name)),
+  ];
+  return inputs.every((input) => statSync(input).mtimeMs < built);
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   buildPlugin();
-  console.log(`built ${PLUGIN_BUNDLE}`);
+  console.log(`built ${PLUGIN_BUNDLE} and ${FORWARDER_BINARY}`);
 }

@@ -82,6 +82,7 @@ export const PLUGIN_INPUTS: readonly string[] = [
   'src/plugin/plugin.ts',
   'src/plugin/journal-writer.ts',
   'src/api/cni-call.ts',
+  'src/api/cni-stdout.ts',
   'src/api/errors.ts',
   'src/api/socket.ts',
   'src/cni/args.ts',

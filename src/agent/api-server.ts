@@ -10,13 +10,20 @@
  *   "not ready" or a "try again" is an answer, not the agent's failure.
  * - A body past MAX_REQUEST_BYTES is refused (413) without being held in memory; a body that is
  *   not JSON is refused (400).
+ * - POST /v1/cni with `X-Warren-Answer: stdout` (the native forwarder) is answered as the plugin's
+ *   stdout (api/forwarded-call.ts): 200 with `X-Warren-Exit` and the bytes to print, or 200 with
+ *   `X-Warren-Fallback` and no body when the TypeScript plugin must run the call itself. Every
+ *   failure of such a call, a body too large included, is a fallback, never an error answer the
+ *   forwarder would have to understand.
  */
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
-import { WarrenError } from '../core/errors.ts';
+import { WarrenError, isWarrenError, messageOf } from '../core/errors.ts';
 import { MAX_REQUEST_BYTES } from '../core/limits.ts';
 import { errorAnswer, httpStatusOf, isExpected } from '../api/errors.ts';
+import { ANSWER_HEADER, EXIT_HEADER, FALLBACK_HEADER, type StdoutAnswer } from '../api/cni-stdout.ts';
+import { answerForwardedCall } from '../api/forwarded-call.ts';
 import type { AgentApi } from '../api/protocol.ts';
-import { matchRoute } from '../api/routes.ts';
+import { PATHS, matchRoute } from '../api/routes.ts';
 import type { CniService } from './cni-service.ts';
 import type { AgentService } from './service.ts';
 
@@ -48,6 +55,16 @@ export function createApiServer(options: ApiServerOptions): Server {
   const api = agentApi(options.cni, options.service);
   const maxBodyBytes = options.maxBodyBytes ?? MAX_REQUEST_BYTES;
   const server = createServer((req, res) => {
+    if (req.method === 'POST' && req.headers[ANSWER_HEADER] === 'stdout' && new URL(req.url ?? '/', 'http://warren').pathname === PATHS.cni) {
+      void answerAsStdout(api, maxBodyBytes, req).then(
+        (answer) => sendStdout(res, answer),
+        (error: unknown) => {
+          if (!isWarrenError(error, 'TOO_LARGE')) options.onError(error, `${req.method} ${req.url} (stdout)`);
+          sendStdout(res, { kind: 'plugin', reason: isWarrenError(error, 'TOO_LARGE') ? 'request-too-large' : 'agent-failure', why: messageOf(error) });
+        },
+      );
+      return;
+    }
     void serve(api, maxBodyBytes, req, res).catch((error: unknown) => {
       if (!isExpected(error)) options.onError(error, `${req.method} ${req.url}`);
       send(res, httpStatusOf(error), errorAnswer(error));
@@ -78,6 +95,28 @@ async function serve(api: AgentApi, maxBodyBytes: number, req: IncomingMessage, 
   }
 }
 
+async function answerAsStdout(api: AgentApi, maxBodyBytes: number, req: IncomingMessage): Promise<StdoutAnswer> {
+  return answerForwardedCall(api, await readBody(req, maxBodyBytes));
+}
+
+function sendStdout(res: ServerResponse, answer: StdoutAnswer): void {
+  if (res.headersSent) return;
+  switch (answer.kind) {
+    case 'print':
+      res.writeHead(200, { [EXIT_HEADER]: String(answer.exitCode), 'content-type': 'application/json', 'content-length': Buffer.byteLength(answer.stdout) });
+      res.end(answer.stdout);
+      return;
+    case 'plugin':
+      res.writeHead(200, { [FALLBACK_HEADER]: answer.reason, 'content-length': 0 });
+      res.end();
+      return;
+    default: {
+      const never: never = answer;
+      throw new Error(`unhandled stdout answer ${JSON.stringify(never)}`);
+    }
+  }
+}
+
 function send(res: ServerResponse, status: number, body: unknown): void {
   if (res.headersSent) return;
   const text = JSON.stringify(body);
@@ -85,7 +124,17 @@ function send(res: ServerResponse, status: number, body: unknown): void {
   res.end(text);
 }
 
-function readJson(req: IncomingMessage, maxBytes: number): Promise<unknown> {
+async function readJson(req: IncomingMessage, maxBytes: number): Promise<unknown> {
+  const body = await readBody(req, maxBytes);
+  try {
+    return JSON.parse(body.toString('utf8'));
+  } catch (error) {
+    throw new WarrenError('BAD_REQUEST', `request body is not valid JSON: ${(error as Error).message}`);
+  }
+}
+
+/** The request's body, whole; TOO_LARGE past `maxBytes`, which are never held. */
+function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -101,12 +150,6 @@ function readJson(req: IncomingMessage, maxBytes: number): Promise<unknown> {
       chunks.push(chunk);
     });
     req.on('error', reject);
-    req.on('end', () => {
-      try {
-        resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')));
-      } catch (error) {
-        reject(new WarrenError('BAD_REQUEST', `request body is not valid JSON: ${(error as Error).message}`));
-      }
-    });
+    req.on('end', () => resolve(Buffer.concat(chunks, size)));
   });
 }

@@ -4,6 +4,10 @@
  * exactly this table; a method and path not in it is 404, a path asked with another method 405.
  *
  *   POST /v1/cni          CniRequest                    -> CniOutcome (200 once the body is read: CNI errors are outcomes)
+ *        with X-Warren-Answer: stdout (the native forwarder) -> the plugin's stdout and exit code,
+ *                                                         or "run the TypeScript plugin" (cni-stdout.ts,
+ *                                                         forwarded-call.ts); served by the server itself,
+ *                                                         as it reads the body as bytes, not as JSON
  *   GET  /v1/status                                     -> AgentStatus
  *   GET  /v1/pools                                      -> PoolReport[]
  *   GET  /v1/allocations  ?pool=&network=&containerID=&ifname=&podNamespace=&podName=&podUID=&node=&address=

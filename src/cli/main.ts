@@ -13,6 +13,7 @@ import { SETTINGS, agentSocket, givenSetting } from '../agent/options.ts';
 import { findStateDir } from '../agent/state-dir.ts';
 import { WARREN_VERSION } from '../agent/version.ts';
 import { age, percent, printable, safe, settingsHelp, table } from './format.ts';
+import { UsageError } from './usage.ts';
 
 const USAGE = `usage: warren <command> [flags]
 
@@ -29,6 +30,11 @@ commands:
   journal        pending and set-aside missed-delete intents, and the last reconcile
   nodes          nodes sharing the store (--store etcd): alive or not, blocks, allocations
   node forget N  free the blocks and allocations of node N, gone for good (refused while alive)
+  install        install --cni-bin-dir DIR [--link] [--from DIST]: the native forwarder as
+                 DIR/warren, and beside it DIR/warren.d/ (this Node and the TypeScript plugin),
+                 each file atomically, the forwarder last; --link symlinks this Node instead of
+                 copying it (development only: a node of the cluster has no Node.js); --from
+                 names the build output (default: this repository's dist/, npm run build)
   version        print the version
 
 common flags:
@@ -45,7 +51,6 @@ export interface CliIO {
   readonly env: NodeJS.ProcessEnv;
 }
 
-class UsageError extends Error {}
 
 export async function runCli(argv: readonly string[], io: CliIO): Promise<number> {
   const [command, ...rest] = argv;
@@ -73,6 +78,10 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
         const [verb, ...more] = rest;
         if (verb !== 'forget') throw new UsageError(verb === undefined ? 'node needs a verb: node forget NAME' : `unknown node verb "${verb}"; node forget NAME`);
         return await forgetNode(more, io);
+      }
+      case 'install': {
+        const { runInstall } = await import('./install.ts');
+        return await runInstall(rest, io);
       }
       case 'version':
       case '--version':

@@ -2,9 +2,14 @@
  * The CNI plugin: reads the environment and stdin, asks the agent over its unix socket, and prints
  * the answer. The agent validates every call; the plugin validates the config itself only when
  * the agent cannot answer, so a bad config is still reported as one (7) with the agent down. It is
- * on the hot path of every pod start, so it loads only what that needs: of the API, the CNI call
- * and the error tables alone (api/cni-call.ts, api/errors.ts); the journal writer only when a DEL
- * falls back to it.
+ * on the hot path of every pod start, so it loads only what that needs: of the API, the CNI call,
+ * the rule that prints an outcome and the error tables alone (api/cni-call.ts, api/cni-stdout.ts,
+ * api/errors.ts); the journal writer only when a DEL falls back to it.
+ *
+ * Installed, it runs behind the native forwarder (src/plugin/forwarder), which execs it with the
+ * same environment and stdin whenever the agent does not answer the call as stdout itself. The
+ * agent answers by the rule this plugin prints by (api/cni-stdout.ts `stdoutOf`), so a call prints
+ * the same bytes whichever of the two answers it.
  *
  * When the agent cannot be reached: ADD fails with code 11 (try again later) and allocates
  * nothing; STATUS answers 50; CHECK and GC fail with code 11; DEL records its intent in the
@@ -22,10 +27,10 @@ import { type CniEnv, isValidNetworkName, parseCniArgs, parseCniEnv, printable }
 import { declaredVersion, parseNetConf } from '../cni/netconf.ts';
 import { DEFAULT_JOURNAL_DIR } from '../cni/journal-dir.ts';
 import { SPEC_VERSION, versionResult } from '../cni/spec.ts';
-import { agentPeer, callCni } from '../api/cni-call.ts';
-import { toCniError } from '../api/errors.ts';
+import { callCni, cniRequestText } from '../api/cni-call.ts';
+import { type PrintAnswer, failureStdout, stdoutOf } from '../api/cni-stdout.ts';
 import { DEFAULT_SOCKET } from '../api/socket.ts';
-import type { CniOutcome, CniRequest } from '../api/protocol.ts';
+import type { CniOutcome } from '../api/protocol.ts';
 
 export interface PluginIO {
   readonly env: NodeJS.ProcessEnv;
@@ -50,10 +55,11 @@ export function isCniCall(env: NodeJS.ProcessEnv): boolean {
 /** Runs one plugin invocation; returns the exit code. */
 export async function runPlugin(io: PluginIO): Promise<number> {
   let version = SPEC_VERSION;
-  const fail = (error: unknown): number => {
-    io.write(JSON.stringify(toCniError(error, version)));
-    return 1;
+  const print = (answer: PrintAnswer): number => {
+    if (answer.stdout !== '') io.write(answer.stdout);
+    return answer.exitCode;
   };
+  const fail = (error: unknown): number => print(failureStdout(error, version));
   let env: CniEnv;
   try {
     env = parseCniEnv(io.env);
@@ -118,7 +124,8 @@ export async function runPlugin(io: PluginIO): Promise<number> {
   // The agent validates everything again (it trusts no caller), so while it answers the plugin
   // does not spend a pod start on a second validation: it validates only when it must answer
   // alone, to tell a bad config (7) from an absent agent (11).
-  const socket = socketOf(config) ?? io.env.WARREN_SOCKET ?? DEFAULT_SOCKET;
+  // An empty WARREN_SOCKET counts as unset, as it does for the agent and the forwarder.
+  const socket = socketOf(config) ?? (io.env.WARREN_SOCKET || DEFAULT_SOCKET);
   const validate = (): JournalTarget => {
     const conf = parseNetConf(config, env.command);
     if (env.command === 'ADD') parseCniArgs(env.args);
@@ -136,7 +143,7 @@ export async function runPlugin(io: PluginIO): Promise<number> {
   };
   let outcome: CniOutcome;
   try {
-    outcome = await callCni({ socket, bodyText: requestBody(env, text) });
+    outcome = await callCni({ socket, bodyText: cniRequestText(env, text) });
   } catch (error) {
     // The agent did not take the call: it could not be reached, answered nonsense, or refused the
     // request itself. A DEL goes to the journal; the other commands answer alone.
@@ -150,38 +157,19 @@ export async function runPlugin(io: PluginIO): Promise<number> {
     const hinted = `${error.message}: ${UNREACHABLE_HINT}`;
     return fail(new WarrenError(env.command === 'STATUS' ? 'NOT_READY' : 'AGENT_UNREACHABLE', hinted, { cause: error.cause }));
   }
-  switch (outcome.kind) {
-    case 'result':
-      io.write(JSON.stringify(outcome.output));
-      return 0;
-    case 'silent':
-      return 0;
-    case 'error':
-      // The agent took the call but could not commit it now: keep the DEL's promise via the journal.
-      if (env.command === 'DEL' && (outcome.output.code === 11 || outcome.output.code === 5)) return journalChecked(outcome.output.msg);
-      io.write(JSON.stringify(outcome.output));
-      return 1;
+  // The agent's outcome, printed by the rule the agent also answers the native forwarder with.
+  const answer = stdoutOf(env.command, outcome);
+  switch (answer.kind) {
+    case 'print':
+      return print(answer);
+    case 'plugin':
+      // A DEL the agent took but could not commit now: keep its promise via the journal.
+      return journalChecked(answer.why);
     default: {
-      const never: never = outcome;
-      return fail(new WarrenError('IO_FAILURE', `${agentPeer(socket).label} answered an unknown outcome ${JSON.stringify(never)}`));
+      const never: never = answer;
+      return fail(new WarrenError('IO_FAILURE', `unhandled answer ${JSON.stringify(never)}`));
     }
   }
-}
-
-/**
- * The request to the agent: the CNI variables, and the config exactly as the runtime wrote it. The
- * config is spliced in rather than encoded again: it is known to parse, it keeps its size (the
- * agent's body limit allows for it), and a pod start does not pay for a second encoding.
- */
-function requestBody(env: CniEnv, config: string): string {
-  const envelope: Omit<CniRequest, 'config'> = {
-    command: env.command,
-    args: env.args,
-    ...(env.containerID === undefined ? {} : { containerID: env.containerID }),
-    ...(env.netns === undefined ? {} : { netns: env.netns }),
-    ...(env.ifname === undefined ? {} : { ifname: env.ifname }),
-  };
-  return `${JSON.stringify(envelope).slice(0, -1)},"config":${config}}`;
 }
 
 /**

@@ -5,90 +5,17 @@
  * not, and the CNI outcomes the plugin prints.
  */
 import assert from 'node:assert/strict';
-import type { Server } from 'node:http';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { ManualClock } from '../../src/core/clock.ts';
 import { WarrenError, isWarrenError } from '../../src/core/errors.ts';
 import { MAX_REQUEST_BYTES } from '../../src/core/limits.ts';
 import { requestJson } from '../../src/core/unix-http.ts';
 import type { Allocation } from '../../src/ipam/allocation.ts';
-import type { AllocationFilter } from '../../src/store/store.ts';
-import { SqliteStore } from '../../src/store/sqlite-store.ts';
 import { ApiClient } from '../../src/api/client.ts';
 import type { CniOutcome, CniRequest } from '../../src/api/protocol.ts';
 import { ROUTES } from '../../src/api/routes.ts';
-import { createApiServer } from '../../src/agent/api-server.ts';
-import { CniService } from '../../src/agent/cni-service.ts';
-import { AgentService } from '../../src/agent/service.ts';
 import { tempDir } from '../helpers/processes.ts';
-import { releaseHarness } from '../agent/release-harness.ts';
-
-/** A store whose reads and health check fail on demand, with an error of the test's choosing. */
-class FaultyStore extends SqliteStore {
-  /** Thrown by every read of allocations. */
-  listFault: Error | undefined;
-  pingFault: Error | undefined;
-  override async list(filter?: AllocationFilter): Promise<Allocation[]> {
-    if (this.listFault !== undefined) throw this.listFault;
-    return super.list(filter);
-  }
-  override async findByOwner(owner: Parameters<SqliteStore['findByOwner']>[0]): Promise<Allocation[]> {
-    if (this.listFault !== undefined) throw this.listFault;
-    return super.findByOwner(owner);
-  }
-  override async ping(): Promise<void> {
-    if (this.pingFault !== undefined) throw this.pingFault;
-    return super.ping();
-  }
-}
-
-interface Harness {
-  readonly clock: ManualClock;
-  readonly store: FaultyStore;
-  readonly socket: string;
-  readonly client: ApiClient;
-  /** What the server and the CNI service reported as unexpected failures. */
-  readonly failures: string[];
-  readonly journalDir: string;
-  close(): Promise<void>;
-}
-
-/** The agent's parts as agent.ts wires them, over `:memory:` SQLite, serving on a temp socket. */
-async function harness(): Promise<Harness> {
-  const clock = new ManualClock(Date.parse('2030-01-01T00:00:00Z'));
-  const store = new FaultyStore({ path: ':memory:' });
-  // The release side exactly as the release tests build it: journal intake, pipeline, reconcile pass.
-  const { allocator, dir: journalDir, pipeline, reconciler, done } = releaseHarness(clock, store, { node: 'n1' });
-  const dir = tempDir('warren-api-');
-  const socket = join(dir, 'api.sock');
-  const service = new AgentService({ store, allocator, clock, socket, version: '0.0.0-test', reconciler });
-  const failures: string[] = [];
-  const cni = new CniService({
-    allocator,
-    readiness: () => service.readiness(),
-    storeKind: 'sqlite',
-    clock,
-    gcGraceMs: 60_000,
-    beforeAdd: (owner) => pipeline.settle(owner),
-    onFailure: (error, command) => failures.push(`cni ${command}: ${(error as Error).message}`),
-  });
-  const server: Server = createApiServer({ cni, service, onError: (error, route) => failures.push(`${route}: ${(error as Error).message}`) });
-  await new Promise<void>((resolve) => server.listen(socket, resolve));
-  return {
-    clock,
-    store,
-    socket,
-    client: new ApiClient({ socket, timeoutMs: 10_000 }),
-    failures,
-    journalDir,
-    async close() {
-      await done();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-      await store.close();
-    },
-  };
-}
+import { type Harness, harness } from './harness.ts';
 
 /** The WarrenError a call is refused with. */
 async function refusal(call: Promise<unknown>): Promise<WarrenError> {

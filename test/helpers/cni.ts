@@ -1,24 +1,30 @@
 /**
- * Running CNI plugins the way a runtime does: the Warren executable directly (as an IPAM plugin),
- * or the real `bridge` plugin from containernetworking-plugins with Warren as its IPAM.
+ * Running CNI plugins the way a runtime does: Warren as installed (the native forwarder, falling
+ * back to the TypeScript plugin beside it), the TypeScript plugin alone, or the real `bridge`
+ * plugin from containernetworking-plugins with Warren as its IPAM.
  */
-import { existsSync, symlinkSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { PLUGIN_BUNDLE, buildPlugin } from '../../scripts/build.ts';
-import { CHILD_PATH, run, tempDir } from './processes.ts';
+import { buildPlugin } from '../../scripts/build.ts';
+import { CHILD_PATH, REPO, WARREN_BIN, run, tempDir } from './processes.ts';
 
 export const REFERENCE_PLUGINS = '/usr/lib/cni';
 
 /**
- * A CNI_PATH directory holding `warren`: the installed artefact, dist/warren, rebuilt once per
- * test process from the current sources so a test never runs a stale bundle.
+ * A CNI_PATH directory holding Warren as `warren install --cni-bin-dir DIR --link` installs it
+ * (DIR/warren the forwarder, DIR/warren.d/ the TypeScript plugin and a link to this Node), built
+ * and installed once per test process from the current sources so a test never runs a stale one.
+ * Every call through `warren()` or a reference plugin goes through the installed forwarder.
  */
 let binDir: string | undefined;
 export function cniBinDir(): string {
   if (binDir === undefined) {
     buildPlugin();
-    binDir = tempDir('warren-cnibin-');
-    symlinkSync(PLUGIN_BUNDLE, join(binDir, 'warren'));
+    const dir = tempDir('warren-cnibin-');
+    const r = spawnSync(process.execPath, [WARREN_BIN, 'install', '--cni-bin-dir', dir, '--link'], { cwd: REPO, env: { PATH: CHILD_PATH }, encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`warren install --cni-bin-dir ${dir} --link failed (${r.status}): ${r.stderr}${r.stdout}`);
+    binDir = dir;
   }
   return binDir;
 }
@@ -59,9 +65,9 @@ function cniEnv(call: CniCall): NodeJS.ProcessEnv {
   return env;
 }
 
-async function invoke(executable: string, call: CniCall): Promise<CniReply> {
+async function invoke(executable: string, call: CniCall, args: readonly string[] = []): Promise<CniReply> {
   const stdin = typeof call.config === 'string' ? call.config : JSON.stringify(call.config);
-  const r = await run(executable, [], { env: cniEnv(call), stdin });
+  const r = await run(executable, args, { env: cniEnv(call), stdin });
   let json: Record<string, unknown> | undefined;
   try {
     json = r.stdout.trim() === '' ? undefined : (JSON.parse(r.stdout) as Record<string, unknown>);
@@ -71,9 +77,15 @@ async function invoke(executable: string, call: CniCall): Promise<CniReply> {
   return { code: r.code, stdout: r.stdout, stderr: r.stderr, json };
 }
 
-/** Runs the Warren executable as an IPAM plugin. */
+/** Runs Warren as installed (the forwarder) as an IPAM plugin. */
 export function warren(call: CniCall): Promise<CniReply> {
   return invoke(join(cniBinDir(), 'warren'), call);
+}
+
+/** Runs the TypeScript plugin alone, as the forwarder falls back to it: DIR/warren.d/node DIR/warren.d/warren.cjs. */
+export function typescriptPlugin(call: CniCall): Promise<CniReply> {
+  const fallback = join(cniBinDir(), 'warren.d');
+  return invoke(join(fallback, 'node'), call, [join(fallback, 'warren.cjs')]);
 }
 
 /** Runs a reference plugin (bridge, ...) that delegates IPAM to Warren through CNI_PATH. */

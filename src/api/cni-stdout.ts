@@ -1,0 +1,100 @@
+/**
+ * What a CNI call prints: the one rule that turns the agent's outcome of a call into the plugin's
+ * stdout and exit code, or says that the plugin must handle the call itself. The TypeScript plugin
+ * applies it to the outcome it asked for; the agent applies it when the native forwarder asks for
+ * the answer as stdout (forwarded-call.ts), so both print the same bytes for the same outcome and
+ * the rule lives here only.
+ *
+ * Guarantees:
+ * - `print` holds exactly the bytes the plugin writes to stdout (none for a silent outcome) and
+ *   its exit code: 0 for a result or silence, 1 for a CNI error object.
+ * - `plugin` is answered for exactly the outcomes the plugin does not simply print: a DEL the
+ *   agent took but could not commit (CNI 11, try again, or 5, an I/O failure) is the plugin's to
+ *   keep through the missed-delete journal.
+ *
+ * The forwarder's side of the wire (header names) is declared here too: it is the contract between
+ * the agent and a caller that knows the wire and not the spec. A file of its own: the plugin loads
+ * it on every pod start.
+ */
+import type { CniErrorObject } from '../cni/errors.ts';
+import { toCniError } from './errors.ts';
+import type { CniOutcome } from './protocol.ts';
+
+/** Request header asking POST /v1/cni to answer as stdout; its one value is `stdout`. */
+export const ANSWER_HEADER = 'x-warren-answer';
+/** Answer header: the exit code, with the body exactly the stdout. */
+export const EXIT_HEADER = 'x-warren-exit';
+/** Answer header: the TypeScript plugin must run this call itself, and why (a `FallbackReason`). */
+export const FALLBACK_HEADER = 'x-warren-fallback';
+
+/**
+ * Why a call is the TypeScript plugin's to answer, on the wire as a short token:
+ * - `del-not-committed`: a DEL the agent took and could not commit: the plugin journals it.
+ * - `no-command`: no CNI_COMMAND; without one the executable may be the command line.
+ * - `unreadable-request`: the body is not the plugin's request (envelope fields, then the config).
+ * - `request-too-large`: the body is past the agent's limit.
+ * - `config-too-large`: the config is past the plugin's stdin limit, which the plugin refuses.
+ * - `config-too-deep`: the config nests deeper than MAX_CONFIG_DEPTH, which the plugin refuses or
+ *   journals before anything walks it.
+ * - `config-not-json`: the config does not parse on its own; the plugin names the decode failure.
+ * - `agent-failure`: the agent failed to answer (a bug); the plugin asks again the usual way.
+ */
+export type FallbackReason =
+  | 'del-not-committed'
+  | 'no-command'
+  | 'unreadable-request'
+  | 'request-too-large'
+  | 'config-too-large'
+  | 'config-too-deep'
+  | 'config-not-json'
+  | 'agent-failure';
+
+/** What the plugin writes to stdout, and its exit code. */
+export interface PrintAnswer {
+  readonly kind: 'print';
+  readonly stdout: string;
+  readonly exitCode: 0 | 1;
+}
+
+/** The TypeScript plugin must run the call itself. */
+export interface PluginAnswer {
+  readonly kind: 'plugin';
+  readonly reason: FallbackReason;
+  /** What the plugin records as the reason (the agent's message), for a journaled DEL. */
+  readonly why: string;
+}
+
+export type StdoutAnswer = PrintAnswer | PluginAnswer;
+
+/** The plugin's answer to an outcome of `command` from the agent. */
+export function stdoutOf(command: string, outcome: CniOutcome): StdoutAnswer {
+  switch (outcome.kind) {
+    case 'result':
+      return { kind: 'print', stdout: JSON.stringify(outcome.output), exitCode: 0 };
+    case 'silent':
+      return { kind: 'print', stdout: '', exitCode: 0 };
+    case 'error':
+      // The agent took the DEL but could not commit it now: the plugin keeps its promise through
+      // the journal, which only it writes (it is what the runtime called).
+      if (command === 'DEL' && isNotCommitted(outcome.output)) return { kind: 'plugin', reason: 'del-not-committed', why: outcome.output.msg };
+      return errorStdout(outcome.output);
+    default: {
+      const never: never = outcome;
+      throw new Error(`unknown CNI outcome ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+/** A failure printed as a CNI error object: what the plugin prints when it answers alone. */
+export function failureStdout(error: unknown, cniVersion: string): PrintAnswer {
+  return errorStdout(toCniError(error, cniVersion));
+}
+
+function errorStdout(output: CniErrorObject): PrintAnswer {
+  return { kind: 'print', stdout: JSON.stringify(output), exitCode: 1 };
+}
+
+/** CNI 11 (try again later) or 5 (I/O failure): the store could not commit the release now. */
+function isNotCommitted(output: CniErrorObject): boolean {
+  return output.code === 11 || output.code === 5;
+}

@@ -1,0 +1,521 @@
+/*
+ * The forwarder: the executable a runtime finds as `warren` in its CNI bin directory. It relays
+ * one CNI call to the Warren agent and prints the agent's answer; it knows the wire, not the CNI
+ * spec. Everything it cannot do alone it hands, by exec, to the TypeScript plugin installed beside
+ * it (DIR/warren.d/node running DIR/warren.d/warren.cjs, DIR being this executable's directory),
+ * with the same environment and the same stdin bytes, so the runtime sees that plugin's stdout
+ * and exit code as this process's.
+ *
+ * One call:
+ * 1. CNI_COMMAND unset: not a call it can relay (a bad environment, or a person running the
+ *    command line): the plugin runs at once, stdin untouched, with this process's arguments.
+ * 2. Reads all of stdin (at most MAX_CONFIG_BYTES; one byte more, and the plugin reports the
+ *    limit). Stdin empty or not a JSON object: the plugin reports it.
+ * 3. The socket: `ipam.socket` when the config names an absolute one (find-socket.c), else
+ *    WARREN_SOCKET when set and not empty, else DEFAULT_SOCKET.
+ * 4. POST /v1/cni with `X-Warren-Answer: stdout`: the envelope of the CNI variables with the
+ *    config spliced in as read, exactly what the TypeScript plugin sends.
+ * 5. An answer `200` with `X-Warren-Exit: N` and no `X-Warren-Fallback` header: its body goes to
+ *    stdout as it is and the process exits N. Anything else (no agent, refused, timed out after
+ *    EXCHANGE_TIMEOUT_MS, an answer that is not that) hands the call to the plugin, which
+ *    journals a DEL, answers ADD 11, STATUS 50, reports a bad config, with its own words.
+ * If the plugin cannot be run either, the one message of the forwarder's own is printed: a CNI
+ * error 11 naming why, exit 1.
+ *
+ * Guarantees:
+ * - Bounded memory: stdin in a static buffer of MAX_CONFIG_BYTES + 1; the answer's head in a
+ *   static MAX_HEAD_BYTES; one allocation for the request head and envelope (each CNI variable is
+ *   at most MAX_VARIABLE_BYTES, six times that escaped), one for the answer's body (at most
+ *   MAX_BODY_BYTES, its Content-Length), one for the plugin's argument vector (argc + 2
+ *   pointers). No recursion; the config is scanned once (find-socket.c) and otherwise copied as
+ *   it is, never parsed.
+ * - Never prints a partial answer: the body is read whole before the first byte goes to stdout,
+ *   so any failure before then can still hand the call to the plugin.
+ * - Never dies of SIGPIPE from the agent (MSG_NOSIGNAL) and changes no signal disposition, so the
+ *   plugin it execs inherits the runtime's.
+ * - The environment is passed on untouched; no descriptor of its own leaks into the plugin.
+ *
+ * WARREN_FORWARDER_FALLBACK_DIR, when set and not empty, replaces DIR/warren.d (for tests).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "find-socket.h"
+
+extern char **environ;
+
+/* The TypeScript plugin's MAX_CONFIG_BYTES (src/core/limits.ts). */
+#define MAX_CONFIG_BYTES (4u * 1024 * 1024)
+/* Linux's MAX_ARG_STRLEN: no environment string can be longer. */
+#define MAX_VARIABLE_BYTES (128u * 1024)
+#define MAX_HEAD_BYTES (64u * 1024)
+#define MAX_BODY_BYTES (64u * 1024 * 1024)
+#define EXCHANGE_TIMEOUT_MS 120000
+/* The agent's default socket (src/api/socket.ts). */
+#define DEFAULT_SOCKET "/run/warren/warren.sock"
+
+static char config[MAX_CONFIG_BYTES + 1];
+static size_t config_len;
+static char head[MAX_HEAD_BYTES];
+static int64_t deadline_ms;
+
+/* ---- JSON strings -------------------------------------------------------------------------- */
+
+/* Bytes `s` takes as a JSON string body, escaped as JSON.stringify escapes it. */
+static size_t escaped_length(const char *s) {
+  size_t n = 0;
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    unsigned char c = *p;
+    if (c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t') n += 2;
+    else if (c < 0x20) n += 6;
+    else n += 1;
+  }
+  return n;
+}
+
+/* Writes `s` as a JSON string (quotes included) at `out`; returns the end. Other bytes verbatim. */
+static char *put_json_string(char *out, const char *s) {
+  static const char hex[] = "0123456789abcdef";
+  *out++ = '"';
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    unsigned char c = *p;
+    switch (c) {
+      case '"': *out++ = '\\'; *out++ = '"'; break;
+      case '\\': *out++ = '\\'; *out++ = '\\'; break;
+      case '\b': *out++ = '\\'; *out++ = 'b'; break;
+      case '\f': *out++ = '\\'; *out++ = 'f'; break;
+      case '\n': *out++ = '\\'; *out++ = 'n'; break;
+      case '\r': *out++ = '\\'; *out++ = 'r'; break;
+      case '\t': *out++ = '\\'; *out++ = 't'; break;
+      default:
+        if (c < 0x20) {
+          memcpy(out, "\\u00", 4);
+          out[4] = hex[c >> 4];
+          out[5] = hex[c & 15];
+          out += 6;
+        } else {
+          *out++ = (char)c;
+        }
+    }
+  }
+  *out++ = '"';
+  return out;
+}
+
+/* ---- The TypeScript plugin --------------------------------------------------------------------- */
+
+static void write_all(int fd, const char *p, size_t n);
+
+/* The forwarder's one message of its own: neither the agent nor the plugin could answer. */
+static _Noreturn void cannot_run_plugin(int error) {
+  static const char start[] = "{\"cniVersion\":\"1.1.0\",\"code\":11,\"msg\":";
+  const char *why = strerror(error);
+  char reason[512];
+  snprintf(reason, sizeof reason, "could not reach the agent, and the Warren plugin beside this forwarder could not be run: %s", why);
+  char message[sizeof start + 6 * sizeof reason + 4];
+  char *end = put_json_string(message + sizeof start - 1, reason);
+  memcpy(message, start, sizeof start - 1);
+  *end++ = '}';
+  write_all(1, message, (size_t)(end - message));
+  exit(1);
+}
+
+/* The directory the plugin is installed in: WARREN_FORWARDER_FALLBACK_DIR, or DIR/warren.d. */
+static int plugin_dir(char *out, size_t size) {
+  const char *override = getenv("WARREN_FORWARDER_FALLBACK_DIR");
+  if (override != NULL && *override != '\0') {
+    if (strlen(override) >= size) return ENAMETOOLONG;
+    strcpy(out, override);
+    return 0;
+  }
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n < 0) return errno;
+  if ((size_t)n >= sizeof self - 1) return ENAMETOOLONG;
+  self[n] = '\0';
+  char *slash = strrchr(self, '/');
+  if (slash == NULL) return ENOENT;
+  slash[1] = '\0';
+  if ((size_t)snprintf(out, size, "%swarren.d", self) >= size) return ENAMETOOLONG;
+  return 0;
+}
+
+/*
+ * Hands the call to the TypeScript plugin by exec: it reads the same stdin (the bytes already read,
+ * from a memfd, when `replay_stdin`) under the same environment. Returns only by exiting.
+ */
+static _Noreturn void run_plugin(int argc, char **argv, int replay_stdin) {
+  char dir[PATH_MAX];
+  char node[PATH_MAX];
+  char bundle[PATH_MAX];
+  int error = plugin_dir(dir, sizeof dir);
+  if (error != 0) cannot_run_plugin(error);
+  if ((size_t)snprintf(node, sizeof node, "%s/node", dir) >= sizeof node) cannot_run_plugin(ENAMETOOLONG);
+  if ((size_t)snprintf(bundle, sizeof bundle, "%s/warren.cjs", dir) >= sizeof bundle) cannot_run_plugin(ENAMETOOLONG);
+  if (replay_stdin) {
+    int fd = memfd_create("warren-stdin", MFD_CLOEXEC);
+    if (fd < 0) cannot_run_plugin(errno);
+    for (size_t off = 0; off < config_len;) {
+      ssize_t n = write(fd, config + off, config_len - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) cannot_run_plugin(n < 0 ? errno : EIO);
+      off += (size_t)n;
+    }
+    if (lseek(fd, 0, SEEK_SET) != 0) cannot_run_plugin(errno);
+    if (fd == 0) {
+      /* stdin was closed, so the memfd took fd 0: keep it open across exec. */
+      if (fcntl(0, F_SETFD, 0) != 0) cannot_run_plugin(errno);
+    } else {
+      if (dup2(fd, 0) != 0) cannot_run_plugin(errno);
+      close(fd);
+    }
+  }
+  /* ["node", bundle, this process's arguments...]: a runtime passes none; a person may. */
+  char **args = calloc((size_t)argc + 2, sizeof *args);
+  if (args == NULL) cannot_run_plugin(ENOMEM);
+  args[0] = "node";
+  args[1] = bundle;
+  for (int i = 1; i < argc; i++) args[i + 1] = argv[i];
+  execve(node, args, environ);
+  error = errno;
+  free(args);
+  cannot_run_plugin(error);
+}
+
+/* ---- I/O ----------------------------------------------------------------------------------- */
+
+/* Writes all of p[0..n) to fd (partial writes, EINTR, a non-blocking fd); exits 1 if it cannot. */
+static void write_all(int fd, const char *p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w > 0) {
+      p += w;
+      n -= (size_t)w;
+    } else if (w < 0 && errno == EINTR) {
+      continue;
+    } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+      poll(&pfd, 1, -1);
+    } else {
+      exit(1);
+    }
+  }
+}
+
+enum stdin_state { STDIN_READ, STDIN_TOO_LARGE, STDIN_FAILED };
+
+static enum stdin_state read_stdin(void) {
+  for (;;) {
+    if (config_len == sizeof config) return STDIN_TOO_LARGE;
+    ssize_t n = read(0, config + config_len, sizeof config - config_len);
+    if (n > 0) {
+      config_len += (size_t)n;
+    } else if (n == 0) {
+      return STDIN_READ;
+    } else if (errno == EINTR) {
+      continue;
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      struct pollfd pfd = {.fd = 0, .events = POLLIN};
+      poll(&pfd, 1, -1);
+    } else {
+      return STDIN_FAILED;
+    }
+  }
+}
+
+static int64_t now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* Waits until fd is ready for `events`, within the exchange's deadline; 0 when it is not. */
+static int wait_for(int fd, short events) {
+  for (;;) {
+    int64_t left = deadline_ms - now_ms();
+    if (left <= 0) return 0;
+    struct pollfd pfd = {.fd = fd, .events = events};
+    int r = poll(&pfd, 1, (int)left);
+    if (r > 0) return 1;
+    if (r == 0) return 0;
+    if (errno != EINTR) return 0;
+  }
+}
+
+/* ---- The exchange with the agent --------------------------------------------------------------- */
+
+/* The answer the agent gave the call, when it is one the forwarder may print. */
+struct answer {
+  int exit_code;
+  char *body;
+  size_t body_len;
+};
+
+static int connect_agent(const char *path) {
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  size_t len = strlen(path);
+  if (len >= sizeof addr.sun_path) return -1;
+  memcpy(addr.sun_path, path, len);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  /* A unix-socket connect waits only while the listener's backlog is full, and for this long. */
+  struct timeval wait = {.tv_sec = EXCHANGE_TIMEOUT_MS / 1000};
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wait, sizeof wait);
+  if (connect(fd, (struct sockaddr *)&addr, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len + 1)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+static int send_all(int fd, struct iovec *iov, int count) {
+  while (count > 0) {
+    struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)count};
+    ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if ((errno == EAGAIN || errno == EWOULDBLOCK) && wait_for(fd, POLLOUT)) continue;
+      return 0;
+    }
+    size_t sent = (size_t)n;
+    while (count > 0 && sent >= iov->iov_len) {
+      sent -= iov->iov_len;
+      iov++;
+      count--;
+    }
+    if (count > 0) {
+      iov->iov_base = (char *)iov->iov_base + sent;
+      iov->iov_len -= sent;
+    }
+  }
+  return 1;
+}
+
+/* Reads up to `size` bytes; >0 read, 0 end of stream, -1 error or deadline. */
+static ssize_t receive(int fd, char *p, size_t size) {
+  for (;;) {
+    if (!wait_for(fd, POLLIN)) return -1;
+    ssize_t n = recv(fd, p, size, MSG_DONTWAIT);
+    if (n >= 0) return n;
+    if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+  }
+}
+
+static int is_space(char c) {
+  return c == ' ' || c == '\t';
+}
+
+/* Header names compare case-insensitively (RFC 9110); `lower` is in lower case. */
+static int header_is(const char *name, size_t len, const char *lower) {
+  if (strlen(lower) != len) return 0;
+  for (size_t i = 0; i < len; i++) {
+    char c = name[i];
+    if (c >= 'A' && c <= 'Z') c = (char)(c - 'A' + 'a');
+    if (c != lower[i]) return 0;
+  }
+  return 1;
+}
+
+/* A decimal field of digits only, at most `max`; -1 otherwise. */
+static int64_t decimal(const char *p, size_t len, int64_t max) {
+  if (len == 0) return -1;
+  int64_t v = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (p[i] < '0' || p[i] > '9') return -1;
+    v = v * 10 + (p[i] - '0');
+    if (v > max) return -1;
+  }
+  return v;
+}
+
+/*
+ * Parses the head (head[0..len), its final CRLF CRLF included). Returns 1 with the exit code and
+ * Content-Length when it is an answer to print: status 200, X-Warren-Exit, no X-Warren-Fallback.
+ */
+static int parse_head(size_t len, int *exit_code, size_t *content_length) {
+  const char *p = head;
+  const char *end = head + len - 2; /* the last line's CRLF ends the last header */
+  if (len < 14 || memcmp(p, "HTTP/1.", 7) != 0 || p[7] < '0' || p[7] > '9' || p[8] != ' ') return 0;
+  if (memcmp(p + 9, "200", 3) != 0 || (p[12] != ' ' && p[12] != '\r')) return 0;
+  const char *line = memchr(p, '\n', len);
+  if (line == NULL) return 0;
+  line++;
+  int64_t exit_value = -1;
+  int64_t length = -1;
+  while (line < end) {
+    const char *eol = memchr(line, '\r', (size_t)(end - line));
+    if (eol == NULL || eol[1] != '\n') return 0;
+    /* A bare LF would let one line carry two headers past this parser. */
+    if (memchr(line, '\n', (size_t)(eol - line)) != NULL) return 0;
+    const char *colon = memchr(line, ':', (size_t)(eol - line));
+    if (colon == NULL || colon == line || is_space(line[0])) return 0;
+    const char *value = colon + 1;
+    const char *value_end = eol;
+    while (value < value_end && is_space(*value)) value++;
+    while (value_end > value && is_space(value_end[-1])) value_end--;
+    size_t name_len = (size_t)(colon - line);
+    size_t value_len = (size_t)(value_end - value);
+    if (header_is(line, name_len, "x-warren-fallback")) return 0;
+    if (header_is(line, name_len, "transfer-encoding")) return 0;
+    if (header_is(line, name_len, "content-length")) {
+      if (length >= 0) return 0;
+      length = decimal(value, value_len, MAX_BODY_BYTES);
+      if (length < 0) return 0;
+    } else if (header_is(line, name_len, "x-warren-exit")) {
+      if (exit_value >= 0) return 0;
+      exit_value = decimal(value, value_len, 255);
+      if (exit_value < 0) return 0;
+    }
+    line = eol + 2;
+  }
+  if (exit_value < 0 || length < 0) return 0;
+  *exit_code = (int)exit_value;
+  *content_length = (size_t)length;
+  return 1;
+}
+
+/* Sends the request and reads the answer; 1 with `answer` filled when it is one to print. */
+static int exchange(int fd, char *request, size_t request_len, struct answer *answer) {
+  struct iovec iov[3] = {
+      {.iov_base = request, .iov_len = request_len},
+      {.iov_base = config, .iov_len = config_len},
+      {.iov_base = "}", .iov_len = 1},
+  };
+  if (!send_all(fd, iov, 3)) return 0;
+
+  size_t have = 0;
+  size_t head_len = 0;
+  while (head_len == 0) {
+    if (have == sizeof head) return 0;
+    ssize_t n = receive(fd, head + have, sizeof head - have);
+    if (n <= 0) return 0;
+    size_t from = have >= 3 ? have - 3 : 0;
+    have += (size_t)n;
+    for (size_t i = from; i + 4 <= have; i++) {
+      if (memcmp(head + i, "\r\n\r\n", 4) == 0) {
+        head_len = i + 4;
+        break;
+      }
+    }
+  }
+  size_t length;
+  if (!parse_head(head_len, &answer->exit_code, &length)) return 0;
+  char *body = malloc(length > 0 ? length : 1);
+  if (body == NULL) return 0;
+  size_t got = have - head_len;
+  if (got > length) got = length; /* bytes past the declared body are not the answer */
+  memcpy(body, head + head_len, got);
+  while (got < length) {
+    ssize_t n = receive(fd, body + got, length - got);
+    if (n <= 0) {
+      free(body);
+      return 0;
+    }
+    got += (size_t)n;
+  }
+  answer->body = body;
+  answer->body_len = length;
+  return 1;
+}
+
+/* The request's head and envelope: everything before the config; NULL if a variable is too long. */
+static char *build_request(size_t *request_len) {
+  static const char *const names[] = {"CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME"};
+  static const char *const keys[] = {",\"containerID\":", ",\"netns\":", ",\"ifname\":"};
+  const char *command = getenv("CNI_COMMAND");
+  const char *args = getenv("CNI_ARGS");
+  if (args == NULL) args = "";
+  const char *values[3];
+  if (strlen(command) > MAX_VARIABLE_BYTES || strlen(args) > MAX_VARIABLE_BYTES) return NULL;
+  size_t envelope = strlen("{\"command\":") + escaped_length(command) + 2 + strlen(",\"args\":") + escaped_length(args) + 2;
+  for (int i = 0; i < 3; i++) {
+    values[i] = getenv(names[i]);
+    if (values[i] == NULL) continue;
+    if (strlen(values[i]) > MAX_VARIABLE_BYTES) return NULL;
+    envelope += strlen(keys[i]) + escaped_length(values[i]) + 2;
+  }
+  envelope += strlen(",\"config\":");
+  const size_t body_len = envelope + config_len + 1;
+  char http[256];
+  int http_len = snprintf(http, sizeof http,
+                          "POST /v1/cni HTTP/1.1\r\nHost: warren\r\nConnection: close\r\n"
+                          "Content-Type: application/json\r\nX-Warren-Answer: stdout\r\n"
+                          "Content-Length: %zu\r\n\r\n",
+                          body_len);
+  char *request = malloc((size_t)http_len + envelope);
+  if (request == NULL) return NULL;
+  memcpy(request, http, (size_t)http_len);
+  char *p = request + http_len;
+  p = stpcpy(p, "{\"command\":");
+  p = put_json_string(p, command);
+  p = stpcpy(p, ",\"args\":");
+  p = put_json_string(p, args);
+  for (int i = 0; i < 3; i++) {
+    if (values[i] == NULL) continue;
+    p = stpcpy(p, keys[i]);
+    p = put_json_string(p, values[i]);
+  }
+  p = stpcpy(p, ",\"config\":");
+  *request_len = (size_t)(p - request);
+  return request;
+}
+
+/* The agent's socket: ipam.socket, WARREN_SOCKET, the default. 0 when the plugin must answer. */
+static int choose_socket(char *path, size_t size) {
+  switch (warren_find_socket(config, config_len, path, size)) {
+    case WARREN_SOCKET_FOUND: return 1;
+    case WARREN_SOCKET_UNUSABLE: return 0;
+    case WARREN_SOCKET_TOO_DEEP: return 0;
+    case WARREN_SOCKET_NOT_FOUND: break;
+  }
+  const char *env = getenv("WARREN_SOCKET");
+  if (env == NULL || *env == '\0') env = DEFAULT_SOCKET;
+  if (strlen(env) >= size) return 0;
+  strcpy(path, env);
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  if (getenv("CNI_COMMAND") == NULL) run_plugin(argc, argv, 0);
+  switch (read_stdin()) {
+    case STDIN_READ: break;
+    case STDIN_TOO_LARGE: run_plugin(argc, argv, 1);
+    case STDIN_FAILED:
+      /* Nothing read: the plugin meets the same failing stdin and reports it. */
+      run_plugin(argc, argv, config_len > 0);
+  }
+  size_t first = 0;
+  while (first < config_len && (config[first] == ' ' || config[first] == '\t' || config[first] == '\n' || config[first] == '\r')) first++;
+  if (first == config_len || config[first] != '{') run_plugin(argc, argv, 1);
+
+  char path[WARREN_SOCKET_PATH_MAX + 1];
+  if (!choose_socket(path, sizeof path)) run_plugin(argc, argv, 1);
+  size_t request_len;
+  char *request = build_request(&request_len);
+  if (request == NULL) run_plugin(argc, argv, 1);
+
+  deadline_ms = now_ms() + EXCHANGE_TIMEOUT_MS;
+  int fd = connect_agent(path);
+  if (fd < 0) run_plugin(argc, argv, 1);
+  struct answer answer;
+  int answered = exchange(fd, request, request_len, &answer);
+  close(fd);
+  free(request);
+  if (!answered) run_plugin(argc, argv, 1);
+  write_all(1, answer.body, answer.body_len);
+  free(answer.body);
+  return answer.exit_code;
+}
