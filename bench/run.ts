@@ -1,22 +1,31 @@
 /**
  * Warren beside its peers, in one run on one machine, fresh state for each:
  *   - process floor: bare `node -e 0`, sequential and 20 at a time;
- *   - plugin cold start (VERSION) against that floor;
- *   - ADD and DEL through the plugin executable vs the CNI reference host-local plugin:
- *     sequential (median, p99) and 20 in flight (calls/s), duplicates, failures, leftovers;
+ *   - cold start (VERSION) of the installed forwarder, of the TypeScript plugin alone, and of
+ *     host-local;
+ *   - ADD and DEL through the installed forwarder (`warren install`), through the TypeScript
+ *     plugin alone, and through the CNI reference host-local plugin: sequential (median, p99) and
+ *     20 in flight (calls/s), duplicates, failures, leftovers; the same through the forwarder to an
+ *     agent on a one-member etcd;
+ *   - the agent-down paths (DEL journaled, ADD 11, STATUS 50): forwarder against TypeScript plugin;
+ *   - the issue's floors, each with its ratio and whether it is met;
  *   - the in-process engine (bench/engine.ts): allocations per second and memory for 100,000
  *     allocations, the cost of one allocation at empty, half full and 99% full, agent start
  *     with 100,000 allocations stored.
+ * Every process figure is timed by bench/spawn-timer.c (posix_spawn, spawn to exit), one driver
+ * run per batch, so the figures are the plugins' and not Node's child_process overhead.
  * Usage: npm run bench [-- --quick]
  */
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { engineFigures } from './engine.ts';
-import { startAgent } from '../test/helpers/agent.ts';
+import { type TimedCall as Timed, timeCalls } from './spawn-timer.ts';
+import { type AgentHandle, startAgent } from '../test/helpers/agent.ts';
+import { startEtcd } from '../test/helpers/etcd.ts';
 import { CHILD_PATH } from '../test/helpers/processes.ts';
-import { PLUGIN_BUNDLE, buildPlugin } from '../scripts/build.ts';
+import { buildPlugin } from '../scripts/build.ts';
+import { INSTALLED, install } from '../src/cli/install.ts';
 
 const quick = process.argv.includes('--quick');
 const SEQ = quick ? 15 : 60;
@@ -24,50 +33,24 @@ const BURST = quick ? 60 : 200;
 const IN_FLIGHT = 20;
 const HOST_LOCAL = '/usr/lib/cni/host-local';
 
-interface Timed {
-  ms: number;
-  code: number | null;
-  stdout: string;
-}
-
-function exec(cmd: string, args: string[], env: NodeJS.ProcessEnv, stdin = ''): Promise<Timed> {
-  const start = process.hrtime.bigint();
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { env, stdio: ['pipe', 'pipe', 'ignore'] });
-    let out = '';
-    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
-    child.on('error', reject);
-    child.stdin.on('error', () => undefined);
-    child.stdin.end(stdin);
-    child.on('close', (code) => resolve({ ms: Number(process.hrtime.bigint() - start) / 1e6, code, stdout: out }));
-  });
-}
+/** One batch of `n` calls of `c`, at most `width` in flight, timed by bench/spawn-timer.c. */
+const batch = (c: Command, env: NodeJS.ProcessEnv, stdin: string, n: number, width: number) => timeCalls({ exe: c.exe, args: c.args, env, stdin, n, width });
 
 const quantile = (xs: number[], q: number): number => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor(q * s.length))] ?? NaN;
 };
 
-async function sequential(n: number, call: (i: number) => Promise<Timed>): Promise<{ median: number; p99: number; failures: number; results: Timed[] }> {
-  const results: Timed[] = [];
-  for (let i = 0; i < n; i++) results.push(await call(i));
+/** `n` calls one after another: median and p99 per call. */
+async function sequential(n: number, c: Command, env: NodeJS.ProcessEnv, stdin = ''): Promise<{ median: number; p99: number; failures: number; results: Timed[] }> {
+  const { results } = await batch(c, env, stdin, n, 1);
   const ms = results.map((r) => r.ms);
   return { median: quantile(ms, 0.5), p99: quantile(ms, 0.99), failures: results.filter((r) => r.code !== 0).length, results };
 }
 
-async function concurrent(n: number, width: number, call: (i: number) => Promise<Timed>): Promise<{ perSecond: number; totalMs: number; failures: number; results: Timed[] }> {
-  const results: Timed[] = new Array(n);
-  let next = 0;
-  const start = performance.now();
-  await Promise.all(
-    Array.from({ length: width }, async () => {
-      while (next < n) {
-        const i = next++;
-        results[i] = await call(i);
-      }
-    }),
-  );
-  const totalMs = performance.now() - start;
+/** `n` calls, `width` in flight: calls per second over the whole batch. */
+async function concurrent(n: number, width: number, c: Command, env: NodeJS.ProcessEnv, stdin = ''): Promise<{ perSecond: number; totalMs: number; failures: number; results: Timed[] }> {
+  const { results, totalMs } = await batch(c, env, stdin, n, width);
   return { perSecond: (n / totalMs) * 1000, totalMs, failures: results.filter((r) => r.code !== 0).length, results };
 }
 
@@ -83,20 +66,27 @@ function addresses(results: Timed[]): string[] {
 
 const duplicates = (xs: string[]): number => xs.length - new Set(xs).size;
 
+/** How a plugin is run: the executable and its arguments. */
+interface Command {
+  readonly exe: string;
+  readonly args: readonly string[];
+}
+
 interface PluginUnderTest {
   name: string;
-  exe: string;
+  command: Command;
   config: (dir: string) => object;
   leftovers: (dir: string) => Promise<number>;
   stop: () => Promise<void>;
   dir: string;
 }
 
-async function warrenPlugin(binDir: string): Promise<PluginUnderTest> {
-  const agent = await startAgent();
+/** Warren through `command`, on a fresh agent (SQLite with `--sync FULL` unless args say otherwise). */
+async function warrenPlugin(name: string, command: Command, agentArgs: readonly string[] = []): Promise<PluginUnderTest> {
+  const agent: AgentHandle = await startAgent({ args: agentArgs });
   return {
-    name: 'warren',
-    exe: join(binDir, 'warren'),
+    name,
+    command,
     dir: agent.dir,
     config: () => ({ cniVersion: '1.0.0', name: 'bench', ipam: { type: 'warren', socket: agent.socket, range: '10.230.0.0/16' } }),
     leftovers: async () => (await agent.allocations()).length,
@@ -108,7 +98,7 @@ function hostLocalPlugin(): PluginUnderTest {
   const dir = mkdtempSync(join(tmpdir(), 'bench-hostlocal-'));
   return {
     name: 'host-local',
-    exe: HOST_LOCAL,
+    command: { exe: HOST_LOCAL, args: [] },
     dir,
     config: (d) => ({ cniVersion: '1.0.0', name: 'bench', ipam: { type: 'host-local', dataDir: d, ranges: [[{ subnet: '10.230.0.0/16' }]] } }),
     leftovers: async () => {
@@ -119,16 +109,17 @@ function hostLocalPlugin(): PluginUnderTest {
   };
 }
 
+/** The CNI environment for container `id` ("%i" in it: the call's index). */
 function cniEnv(command: string, id: string): NodeJS.ProcessEnv {
   return { PATH: CHILD_PATH, CNI_COMMAND: command, CNI_CONTAINERID: id, CNI_NETNS: `/var/run/netns/${id}`, CNI_IFNAME: 'eth0', CNI_PATH: '/usr/lib/cni' };
 }
 
 async function pluginFigures(p: PluginUnderTest): Promise<Record<string, string>> {
   const conf = JSON.stringify(p.config(p.dir));
-  const seqAdd = await sequential(SEQ, (i) => exec(p.exe, [], cniEnv('ADD', `seq-${i}`), conf));
-  const seqDel = await sequential(SEQ, (i) => exec(p.exe, [], cniEnv('DEL', `seq-${i}`), conf));
-  const burstAdd = await concurrent(BURST, IN_FLIGHT, (i) => exec(p.exe, [], cniEnv('ADD', `burst-${i}`), conf));
-  const burstDel = await concurrent(BURST, IN_FLIGHT, (i) => exec(p.exe, [], cniEnv('DEL', `burst-${i}`), conf));
+  const seqAdd = await sequential(SEQ, p.command, cniEnv('ADD', 'seq-%i'), conf);
+  const seqDel = await sequential(SEQ, p.command, cniEnv('DEL', 'seq-%i'), conf);
+  const burstAdd = await concurrent(BURST, IN_FLIGHT, p.command, cniEnv('ADD', 'burst-%i'), conf);
+  const burstDel = await concurrent(BURST, IN_FLIGHT, p.command, cniEnv('DEL', 'burst-%i'), conf);
   const leftovers = await p.leftovers(p.dir);
   return {
     'ADD sequential median ms': seqAdd.median.toFixed(1),
@@ -137,44 +128,98 @@ async function pluginFigures(p: PluginUnderTest): Promise<Record<string, string>
     [`ADD ${IN_FLIGHT} in flight /s`]: burstAdd.perSecond.toFixed(0),
     [`ADD ${IN_FLIGHT} in flight total ms`]: burstAdd.totalMs.toFixed(0),
     [`DEL ${IN_FLIGHT} in flight /s`]: burstDel.perSecond.toFixed(0),
-    'duplicate addresses': String(duplicates([...addresses(seqAdd.results), ...addresses(burstAdd.results)])),
+    // Held twice at once: within each phase every address is held until the phase's DELs (across
+    // phases an address released by the DELs may rightly be handed out again).
+    'duplicate addresses': String(duplicates(addresses(seqAdd.results)) + duplicates(addresses(burstAdd.results))),
     failures: String(seqAdd.failures + seqDel.failures + burstAdd.failures + burstDel.failures),
     'left after all DELs': String(leftovers),
   };
 }
 
+const ratio = (a: number, b: number): string => `${(a / b).toFixed(2)}x`;
+const verdict = (ok: boolean): string => (ok ? 'met' : 'NOT met');
+
 async function main(): Promise<void> {
   buildPlugin();
   const binDir = mkdtempSync(join(tmpdir(), 'bench-bin-'));
-  symlinkSync(PLUGIN_BUNDLE, join(binDir, 'warren'));
+  // Installed as on a node, but linking this Node rather than copying 120 MB of it.
+  install({ cniBinDir: binDir, link: true });
+  const forwarder: Command = { exe: join(binDir, INSTALLED.forwarder), args: [] };
+  const fallbackDir = join(binDir, INSTALLED.fallbackDir);
+  const typescript: Command = { exe: join(fallbackDir, INSTALLED.node), args: [join(fallbackDir, INSTALLED.bundle)] };
+  const hostLocal: Command = { exe: HOST_LOCAL, args: [] };
   const env = { PATH: CHILD_PATH };
   console.log(`Warren benchmarks, ${new Date().toISOString()}, Node ${process.version}, ${quick ? 'quick' : 'full'} run\n`);
 
-  const floorSeq = await sequential(SEQ, () => exec(process.execPath, ['-e', '0'], env));
-  const floorPar = await concurrent(BURST, IN_FLIGHT, () => exec(process.execPath, ['-e', '0'], env));
-  const version = await sequential(SEQ, () => exec(join(binDir, 'warren'), [], { ...env, CNI_COMMAND: 'VERSION' }, '{"cniVersion":"1.0.0"}'));
-  console.log('Process floor and cold start');
-  console.log(`  node -e 0 sequential median ms    ${floorSeq.median.toFixed(1)}`);
-  console.log(`  node -e 0 ${IN_FLIGHT} at a time /s         ${floorPar.perSecond.toFixed(0)}`);
-  console.log(`  warren VERSION median ms          ${version.median.toFixed(1)}  (${(version.median / floorSeq.median).toFixed(2)}x node -e 0)\n`);
+  const node: Command = { exe: process.execPath, args: ['-e', '0'] };
+  const floorSeq = await sequential(SEQ, node, env);
+  const floorPar = await concurrent(BURST, IN_FLIGHT, node, env);
+  const versionOf = (c: Command, extra: NodeJS.ProcessEnv = {}) => sequential(SEQ, c, { ...env, ...extra, CNI_COMMAND: 'VERSION' }, '{"cniVersion":"1.0.0"}');
+  // The forwarder asks the agent for VERSION, as for everything: measured with an agent up.
+  const versionAgent = await startAgent();
+  const versionForwarder = await versionOf(forwarder, { WARREN_SOCKET: versionAgent.socket });
+  await versionAgent.stop();
+  const versionTypescript = await versionOf(typescript);
+  const versionHostLocal = await versionOf(hostLocal);
+  console.log('Process floor and cold start (VERSION, median ms)');
+  console.log(`  node -e 0 sequential median ms             ${floorSeq.median.toFixed(1)}`);
+  console.log(`  node -e 0 ${IN_FLIGHT} at a time /s                  ${floorPar.perSecond.toFixed(0)}`);
+  console.log(`  warren (forwarder, agent up)               ${versionForwarder.median.toFixed(2)}`);
+  console.log(`  warren TypeScript plugin alone             ${versionTypescript.median.toFixed(1)}  (${ratio(versionTypescript.median, floorSeq.median)} node -e 0)`);
+  console.log(`  host-local                                 ${versionHostLocal.median.toFixed(2)}\n`);
   console.log(`Peers: host-local is the CNI reference plugin (Go, files + flock, one node only). Measured elsewhere`);
   console.log(`on this kind of machine: whereabouts v0.5.4 on etcd, about 25 ms per sequential ADD and 40-60 ADD/s`);
   console.log(`with 20 in flight, one lock for the whole range (REFERENCE.md); it is not installable here.\n`);
 
-  const plugins = [await warrenPlugin(binDir), hostLocalPlugin()];
+  const etcd = await startEtcd(1);
+  const etcdArgs = ['--store', 'etcd', '--etcd-endpoints', etcd.endpoints.join(','), '--etcd-prefix', '/bench/'];
+  const plugins = [
+    await warrenPlugin('warren', forwarder),
+    await warrenPlugin('TS plugin', typescript),
+    hostLocalPlugin(),
+    await warrenPlugin('warren/etcd', forwarder, etcdArgs),
+  ];
   const columns: Array<Record<string, string>> = [];
   for (const p of plugins) {
     columns.push(await pluginFigures(p));
     await p.stop();
   }
-  console.log(`Through the plugin executable (${SEQ} sequential, ${BURST} with ${IN_FLIGHT} in flight)`);
+  await etcd.stop();
+  console.log(`Through the plugin executable (${SEQ} sequential, ${BURST} with ${IN_FLIGHT} in flight; Warren's agent on SQLite with --sync FULL, or on one etcd member)`);
   console.log(`  ${''.padEnd(34)} ${plugins.map((p) => p.name.padStart(12)).join(' ')}`);
   for (const key of Object.keys(columns[0] ?? {})) {
     console.log(`  ${key.padEnd(34)} ${columns.map((c) => (c[key] ?? '').padStart(12)).join(' ')}`);
   }
-  const warrenSeq = Number(columns[0]?.['ADD sequential median ms']);
-  console.log(`  warren ADD median / node -e 0 median: ${(warrenSeq / floorSeq.median).toFixed(2)}x`);
-  console.log(`  warren ADD ${IN_FLIGHT} in flight / node -e 0 ${IN_FLIGHT} at a time: ${(Number(columns[0]?.[`ADD ${IN_FLIGHT} in flight /s`]) / floorPar.perSecond).toFixed(2)}x\n`);
+
+  // The agent-down paths: the forwarder hands them to the TypeScript plugin.
+  const down = mkdtempSync(join(tmpdir(), 'bench-down-'));
+  const downConf = JSON.stringify({ cniVersion: '1.1.0', name: 'bench', ipam: { type: 'warren', socket: join(down, 'absent.sock'), journal_dir: join(down, 'journal'), range: '10.230.0.0/16' } });
+  const downFigures = async (c: Command) => ({
+    del: (await sequential(SEQ, c, cniEnv('DEL', `down-${c.args.length}-%i`), downConf)).median,
+    add: (await sequential(SEQ, c, cniEnv('ADD', 'down-%i'), downConf)).median,
+    status: (await sequential(SEQ, c, { ...env, CNI_COMMAND: 'STATUS' }, downConf)).median,
+  });
+  const downForwarder = await downFigures(forwarder);
+  const downTypescript = await downFigures(typescript);
+  rmSync(down, { recursive: true, force: true });
+  console.log(`\nAgent down, median ms                     forwarder    TS plugin`);
+  console.log(`  DEL (journaled)                          ${downForwarder.del.toFixed(1).padStart(9)} ${downTypescript.del.toFixed(1).padStart(12)}`);
+  console.log(`  ADD (answers 11)                         ${downForwarder.add.toFixed(1).padStart(9)} ${downTypescript.add.toFixed(1).padStart(12)}`);
+  console.log(`  STATUS (answers 50)                      ${downForwarder.status.toFixed(1).padStart(9)} ${downTypescript.status.toFixed(1).padStart(12)}`);
+
+  const [w, , h, e] = columns;
+  const n = (c: Record<string, string> | undefined, k: string): number => Number(c?.[k]);
+  const seqW = n(w, 'ADD sequential median ms');
+  const seqH = n(h, 'ADD sequential median ms');
+  const burstKey = `ADD ${IN_FLIGHT} in flight /s`;
+  console.log('\nFloors (issue 12)');
+  console.log(`  ADD sequential median <= 0.6x host-local: ${ratio(seqW, seqH)}  ${verdict(seqW <= 0.6 * seqH)}`);
+  console.log(`  ADD sequential p99 <= host-local's p99:  ${n(w, 'ADD sequential p99 ms')} vs ${n(h, 'ADD sequential p99 ms')}  ${verdict(n(w, 'ADD sequential p99 ms') <= n(h, 'ADD sequential p99 ms'))}`);
+  console.log(`  ADD ${IN_FLIGHT} in flight >= 4x host-local:        ${ratio(n(w, burstKey), n(h, burstKey))}  ${verdict(n(w, burstKey) >= 4 * n(h, burstKey))}`);
+  console.log(`  VERSION <= 0.5x host-local:              ${ratio(versionForwarder.median, versionHostLocal.median)}  ${verdict(versionForwarder.median <= 0.5 * versionHostLocal.median)}`);
+  console.log(`  etcd sequential ADD <= 2x SQLite:        ${ratio(n(e, 'ADD sequential median ms'), seqW)}  ${verdict(n(e, 'ADD sequential median ms') <= 2 * seqW)}`);
+  const downOk = downForwarder.del <= downTypescript.del * 1.1 && downForwarder.add <= downTypescript.add * 1.1 && downForwarder.status <= downTypescript.status * 1.1;
+  console.log(`  agent-down paths no dearer than the TS plugin alone (within 10%): ${verdict(downOk)}\n`);
 
   console.log('In process (engine over SQLite, each figure in a fresh process; last column: what a committed allocation survives)');
   for (const [k, v, d] of await engineFigures(quick)) console.log(`  ${k.padEnd(70)} ${v.padStart(10)}  ${d}`);
