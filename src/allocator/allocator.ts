@@ -98,7 +98,10 @@ export class Allocator {
     const own = new OwnBlocks();
     const maxAttempts = this.#maxAttempts;
     this.#admission = new OverlapAdmission(store);
-    this.#assigner = new PoolAssigner({ store, clock, node, pools, metadata, trustCache: blocks });
+    // The cached picture is trusted when this process writes the pool alone (its own SQLite file) or
+    // owns it (blocks): a picture gone stale only costs a conflict and a fresh read, never a wrong
+    // commit, because the commit checks the revision.
+    this.#assigner = new PoolAssigner({ store, clock, node, pools, metadata, trustCache: blocks || store.membership === undefined });
     this.#blocks = blocks ? new BlockAssigner({ store, node, maxAttempts, pools, metadata, own, assigner: this.#assigner }) : null;
     this.#releaser = new Releaser({ store, clock, maxAttempts, pools, locks: this.#locks });
     this.#giveBack = new EmptyBlockGiveBack({ store, clock, node, pools, own, locks: this.#locks });

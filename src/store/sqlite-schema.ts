@@ -7,7 +7,7 @@
 import type { DatabaseSync } from 'node:sqlite';
 
 /** The schema this code writes. */
-export const SCHEMA_VERSION = 3;
+export const SCHEMA_VERSION = 4;
 
 /** The step from each version to the next. */
 const UPGRADES: ReadonlyMap<number, string> = new Map([
@@ -18,6 +18,10 @@ const UPGRADES: ReadonlyMap<number, string> = new Map([
   // description on each release; the upgrade copies it from there once.
   [2, `ALTER TABLE pools ADD COLUMN cooldown_seconds INTEGER;
        UPDATE pools SET cooldown_seconds = json_extract(description, '$.cooldownSeconds') WHERE json_valid(description);`],
+  // 4: the plain owner index goes. The unique owner-per-range index begins with the same columns
+  // and serves every look-up by owner, so the plain one only cost a second index write per
+  // allocation and release.
+  [3, `DROP INDEX IF EXISTS allocations_owner;`],
 ]);
 
 const SCHEMA = `
@@ -44,9 +48,9 @@ CREATE TABLE IF NOT EXISTS allocations (
   created_at INTEGER NOT NULL,
   PRIMARY KEY (pool, address)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS allocations_owner ON allocations (network, container_id, ifname);
 -- One address per owner and range pool: a block 'p#cidr' counts as its range pool 'p'. The CASE
--- is ipam/blocks.ts's rangePoolOfKey in SQL; keep the two the same.
+-- is ipam/blocks.ts's rangePoolOfKey in SQL; keep the two the same. Its leading columns also serve
+-- every look-up by owner (network, container ID, interface).
 CREATE UNIQUE INDEX IF NOT EXISTS allocations_owner_range ON allocations (
   network, container_id, ifname, (CASE WHEN instr(pool, '#') > 0 THEN substr(pool, 1, instr(pool, '#') - 1) ELSE pool END)
 );

@@ -153,7 +153,8 @@ export class SqliteStore implements Store {
       revision: db.prepare('SELECT revision, cursor, affinity, cooldown_seconds FROM pools WHERE pool = ?'),
       allocated: db.prepare('SELECT address FROM allocations WHERE pool = ?'),
       resting: db.prepare('SELECT address, reusable_at FROM resting WHERE pool = ?'),
-      upsertPool: db.prepare('INSERT INTO pools (pool, revision) VALUES (?, ?) ON CONFLICT (pool) DO UPDATE SET revision = excluded.revision'),
+      createPool: db.prepare('INSERT INTO pools (pool, revision) VALUES (?, 1) ON CONFLICT (pool) DO NOTHING'),
+      bumpRevision: db.prepare('UPDATE pools SET revision = revision + 1 WHERE pool = ? AND revision = ?'),
       insert: db.prepare(
         `INSERT INTO allocations (pool, address, network, container_id, ifname, pod_namespace, pod_name, pod_uid, node, netns, created_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -179,17 +180,27 @@ export class SqliteStore implements Store {
    * clock (the event loop stays free) and tries again, up to `budgetMs`. Failures about the file
    * come back naming it.
    */
-  async #run<T>(fn: () => T, budgetMs = this.#busyTimeoutMs): Promise<T> {
+  #run<T>(fn: () => T, budgetMs = this.#busyTimeoutMs): Promise<T> {
+    // The usual case, a database nobody else holds, costs no timer and no extra async frame.
     const started = this.#clock.now();
+    try {
+      return Promise.resolve(fn());
+    } catch (error) {
+      if (!isBusy(error) || 2 > budgetMs) return Promise.reject(describeSqliteError(this.#path, error));
+    }
+    return this.#retryWhileBusy(fn, budgetMs, started);
+  }
+
+  async #retryWhileBusy<T>(fn: () => T, budgetMs: number, started: number): Promise<T> {
     let delay = 2;
     for (;;) {
+      await new Promise<void>((resolve) => this.#clock.setTimer(delay, resolve));
+      delay = Math.min(delay * 2, 100);
       try {
         return fn();
       } catch (error) {
         if (!isBusy(error) || this.#clock.now() - started + delay > budgetMs) throw describeSqliteError(this.#path, error);
       }
-      await new Promise<void>((resolve) => this.#clock.setTimer(delay, resolve));
-      delay = Math.min(delay * 2, 100);
     }
   }
 
@@ -229,14 +240,15 @@ export class SqliteStore implements Store {
   #commit(pool: string, expected: Revision, ops: readonly PoolOp[]): CommitResult {
     this.#s('begin').run();
     try {
-      const row = this.#s('revision').get(pool) as { revision: number } | undefined;
-      const current = row === undefined ? 0 : Number(row.revision);
-      if (current !== expected) {
+      // The revision check and its bump are one statement: a pool row exists from its first commit
+      // on (revision 1), so revision 0 means "no row yet".
+      const bumped = expected === 0 ? this.#s('createPool').run(pool) : this.#s('bumpRevision').run(pool, expected);
+      if (Number(bumped.changes) !== 1) {
+        const row = this.#s('revision').get(pool) as { revision: number } | undefined;
         this.#s('rollback').run();
-        return { kind: 'conflict', reason: `pool ${pool} is at revision ${current}, not ${expected}` };
+        return { kind: 'conflict', reason: `pool ${pool} is at revision ${row === undefined ? 0 : Number(row.revision)}, not ${expected}` };
       }
-      const revision = current + 1;
-      this.#s('upsertPool').run(pool, revision);
+      const revision = expected + 1;
       for (const op of ops) {
         const conflict = this.#apply(pool, op);
         if (conflict !== undefined) {

@@ -3,6 +3,7 @@ import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { DatabaseSync } from 'node:sqlite';
+import { SCHEMA_VERSION } from '../../src/store/sqlite-schema.ts';
 import { SqliteStore } from '../../src/store/sqlite-store.ts';
 import type { Store } from '../../src/store/store.ts';
 import { tempDir } from '../helpers/processes.ts';
@@ -72,8 +73,8 @@ describe('SqliteStore specifics', () => {
       await store.close();
     }
     const db = new DatabaseSync(path);
-    // Upgraded through every version to the current one (2 when this test was written, now 3).
-    assert.equal((db.prepare(`SELECT value FROM meta WHERE key = 'schema_version'`).get() as { value: string }).value, '3');
+    // Upgraded through every version to the current one (2 when this test was written).
+    assert.equal((db.prepare(`SELECT value FROM meta WHERE key = 'schema_version'`).get() as { value: string }).value, String(SCHEMA_VERSION));
     db.close();
   });
 
@@ -116,12 +117,30 @@ describe('SqliteStore specifics', () => {
       await store.close();
     }
     const db = new DatabaseSync(path);
-    assert.equal((db.prepare(`SELECT value FROM meta WHERE key = 'schema_version'`).get() as { value: string }).value, '3');
+    assert.equal((db.prepare(`SELECT value FROM meta WHERE key = 'schema_version'`).get() as { value: string }).value, String(SCHEMA_VERSION));
     db.close();
-    // Opened again at version 3: nothing to upgrade, nothing lost.
+    // Opened again at the current version: nothing to upgrade, nothing lost.
     const again = new SqliteStore({ path });
     const read = await again.readPool('10.0.0.0/24#10.0.0.0/28');
     assert.equal(read.kind === 'snapshot' && read.cooldownSeconds, 45);
     await again.close();
+  });
+
+  it('keeps one owner index, not two: a version-3 file loses the plain one and look-ups by owner use the unique one', async () => {
+    const path = join(tempDir(), 'warren.db');
+    await new SqliteStore({ path }).close();
+    const v3 = new DatabaseSync(path);
+    v3.exec(`UPDATE meta SET value = '3' WHERE key = 'schema_version'; CREATE INDEX allocations_owner ON allocations (network, container_id, ifname);`);
+    v3.close();
+    await new SqliteStore({ path }).close();
+    const db = new DatabaseSync(path);
+    try {
+      const indexes = (db.prepare(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'allocations' AND sql IS NOT NULL ORDER BY name`).all() as Array<{ name: string }>).map((r) => r.name);
+      assert.deepEqual(indexes, ['allocations_owner_range']);
+      const plan = db.prepare('EXPLAIN QUERY PLAN SELECT * FROM allocations WHERE network = ? AND container_id = ? AND ifname = ?').all('n', 'c', 'eth0') as Array<{ detail: string }>;
+      assert.match(plan.map((p) => p.detail).join('; '), /USING INDEX allocations_owner_range/);
+    } finally {
+      db.close();
+    }
   });
 });
