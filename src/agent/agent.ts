@@ -89,7 +89,7 @@ export class Agent {
       }
       const releases = new ReleaseWiring(o, { store, allocator, clock: this.#clock, logger: this.#logger, errors });
       this.#releases = releases;
-      const { reconciler, containerd } = releases;
+      const { reconciler, containerd, kubernetes } = releases;
       const service = new AgentService({
         store,
         allocator,
@@ -98,6 +98,7 @@ export class Agent {
         version: WARREN_VERSION,
         reconciler,
         ...(containerd === undefined ? {} : { containerd }),
+        ...(kubernetes === undefined ? {} : { kubernetes }),
       });
       const cni = new CniService({
         allocator,

@@ -74,8 +74,11 @@ export class ClusterUpkeep {
   #announce(): Promise<void> {
     this.#announcing ??= this.#o.membership
       .announce(this.#o.node, { since: this.#o.clock.now(), version: this.#o.version })
-      .then(() => {
+      .then(async () => {
         this.#announced = true;
+        // Back in the cluster: if this node was forgotten while it was away, the chore is given up
+        // so that a later departure is handled again.
+        await this.#o.membership.releaseTask(`forget-node/${this.#o.node}`);
       })
       .finally(() => {
         this.#announcing = undefined;

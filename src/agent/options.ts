@@ -65,6 +65,14 @@ export interface AgentOptions {
   readonly gcGraceSeconds: number;
   /** How long a call waits while another process holds the SQLite database, seconds. */
   readonly dbBusyTimeoutSeconds: number;
+  /** Watch this node's pods (and Nodes, with etcd) in Kubernetes and release what gone pods held. */
+  readonly kubernetes: boolean;
+  /** A kubeconfig file; undefined: the in-cluster service account. */
+  readonly kubeconfig?: string;
+  /** Seconds a gone pod whose namespace cannot be proven gone keeps its addresses. */
+  readonly podGoneGraceSeconds: number;
+  /** Retries of a gone pod's release before a Warning Event and giving up until the next listing. */
+  readonly podReleaseRetries: number;
 }
 
 /** What a default may depend on: who runs the agent, from where, and its state directory. */
@@ -163,6 +171,15 @@ const TABLE = {
   containerdGraceSeconds: { flag: 'containerd-grace', env: 'WARREN_CONTAINERD_GRACE', about: 'seconds a new allocation is spared by a resync with containerd', default: '60' },
   eventRetrySeconds: { flag: 'event-retry', env: 'WARREN_EVENT_RETRY', about: 'seconds before a failed container event is retried, doubling each time', default: '1' },
   eventRetryMaxSeconds: { flag: 'event-retry-max', env: 'WARREN_EVENT_RETRY_MAX', about: 'longest wait between retries of a failed container event, seconds', default: '300' },
+  kubernetes: { flag: 'kubernetes', env: 'WARREN_KUBERNETES', about: "on: watch this node's pods in Kubernetes and release what gone pods held (Events on the pod), or off", default: 'off' },
+  kubeconfig: { flag: 'kubeconfig', env: 'WARREN_KUBECONFIG', about: 'kubeconfig file for --kubernetes on; without it, the in-cluster service account' },
+  podGoneGraceSeconds: {
+    flag: 'pod-gone-grace',
+    env: 'WARREN_POD_GONE_GRACE',
+    about: "seconds a gone pod keeps its addresses while its network namespace cannot be proven gone (a force-deleted pod's sandbox may still run)",
+    default: '600',
+  },
+  podReleaseRetries: { flag: 'pod-release-retries', env: 'WARREN_POD_RELEASE_RETRIES', about: "retries of a gone pod's release before a Warning Event on it", default: '5' },
   gcGraceSeconds: { flag: 'gc-grace', env: 'WARREN_GC_GRACE', about: "seconds a new allocation is spared by CNI GC (ADDs that raced the runtime's list)", default: '60' },
   dbBusyTimeoutSeconds: {
     flag: 'db-busy-timeout',
@@ -230,6 +247,7 @@ export function resolveAgentOptions(
       | 'eventRetrySeconds'
       | 'eventRetryMaxSeconds'
       | 'gcGraceSeconds'
+      | 'podGoneGraceSeconds'
       | 'dbBusyTimeoutSeconds',
     min: number,
   ): number => {
@@ -238,6 +256,12 @@ export function resolveAgentOptions(
     if (!Number.isFinite(n) || n < min || n > 86_400) {
       throw new WarrenError('INVALID_CONFIG', `--${SETTINGS[key].flag} / ${SETTINGS[key].env}: "${text}" is not a number of seconds from ${min} to 86400`);
     }
+    return n;
+  };
+  const retries = (): number => {
+    const text = valueOf('podReleaseRetries');
+    const n = Number(text);
+    if (!Number.isInteger(n) || n < 0 || n > 100) throw new WarrenError('INVALID_CONFIG', `--pod-release-retries / WARREN_POD_RELEASE_RETRIES: "${text}" is not a whole number from 0 to 100`);
     return n;
   };
   const socket = resolve(cwd, agentSocket(flags.socket, context));
@@ -252,7 +276,7 @@ export function resolveAgentOptions(
   if (!['debug', 'info', 'warn', 'error'].includes(logLevel)) {
     throw new WarrenError('INVALID_CONFIG', `--log-level / WARREN_LOG_LEVEL: "${logLevel}" is not debug, info, warn or error`);
   }
-  const onOff = (key: 'blocks' | 'containerd'): boolean => {
+  const onOff = (key: 'blocks' | 'containerd' | 'kubernetes'): boolean => {
     const text = valueOf(key);
     if (text !== 'on' && text !== 'off') throw new WarrenError('INVALID_CONFIG', `--${SETTINGS[key].flag} / ${SETTINGS[key].env}: "${text}" is not on or off`);
     return text === 'on';
@@ -327,5 +351,9 @@ export function resolveAgentOptions(
     eventRetryMaxSeconds,
     gcGraceSeconds: seconds('gcGraceSeconds', 0),
     dbBusyTimeoutSeconds: seconds('dbBusyTimeoutSeconds', 0),
+    kubernetes: onOff('kubernetes'),
+    ...(given('kubeconfig') === undefined ? {} : { kubeconfig: resolve(cwd, given('kubeconfig') as string) }),
+    podGoneGraceSeconds: seconds('podGoneGraceSeconds', 0),
+    podReleaseRetries: retries(),
   };
 }

@@ -26,7 +26,7 @@ import { type Allocation, type Owner, ownerKey } from '../ipam/allocation.ts';
 import type { NetnsObservation, NetnsObserver } from '../sources/netns.ts';
 import type { Allocator } from '../allocator/allocator.ts';
 import type { Store } from '../store/store.ts';
-import { type OwnerRelease, type ReleaseAction, type ReleaseIntent, decide, holderOf, needsNamespaces } from './release-rule.ts';
+import { type Holder, type OwnerRelease, type ReleaseAction, type ReleaseIntent, decide, holderOf, needsNamespaces } from './release-rule.ts';
 
 export interface ReleasePipelineOptions {
   readonly allocator: Allocator;
@@ -44,6 +44,14 @@ export interface ReleasePipelineOptions {
   readonly resyncGraceMs: number;
   /** Intents recorded durably for an owner that may not have arrived yet (the journal, read now). */
   readonly recordedFor?: (owner: Owner) => readonly ReleaseIntent[];
+  /** Told of every release the pipeline committed (Kubernetes reports them as Events on the pod). */
+  readonly onReleased?: (intent: ReleaseIntent, released: readonly Allocation[], why: string) => void;
+}
+
+/** What one attempt of an intent came to: what it released and the action the rule chose. */
+export interface Outcome {
+  readonly released: readonly Allocation[];
+  readonly action: ReleaseAction;
 }
 
 /** What container intents released, which containers wait for their namespace, and their queue. */
@@ -65,11 +73,17 @@ interface Pending {
   failures: number;
   lastError?: string;
   /** Told what was released once the intent is done with (audit --fix waits on it). */
-  readonly onDone?: (released: readonly Allocation[]) => void;
+  readonly onDone?: (released: readonly Allocation[], action: ReleaseAction) => void;
+  /**
+   * Present for an intent whose caller bounds its retries (Kubernetes' work queue): a failed attempt
+   * is handed to it and the intent leaves the pipeline instead of backing off here.
+   */
+  readonly onFailed?: (error: unknown) => void;
 }
 
 const OWNER = 'owner:';
 const CONTAINER = 'container:';
+const POD = 'pod:';
 /** Intents that only say "look again": one queued per key is enough. */
 const LOOK_AGAIN: ReadonlySet<ReleaseIntent['kind']> = new Set(['netns-gone', 'namespace-recheck']);
 
@@ -87,6 +101,7 @@ export class ReleasePipeline {
     'namespace-recheck': { done: 0, failed: 0, addresses: 0 },
     'absent-at-resync': { done: 0, failed: 0, addresses: 0 },
     'netns-gone': { done: 0, failed: 0, addresses: 0 },
+    'pod-gone': { done: 0, failed: 0, addresses: 0 },
   };
   readonly #containerLog: Logger;
 
@@ -144,6 +159,21 @@ export class ReleasePipeline {
     throw new Error(outcome.ok ? 'the release was not applied' : outcome.error);
   }
 
+  /**
+   * One attempt of an intent whose caller retries it (or not) itself: queued behind its key's
+   * others, handled now; resolves with what it came to, rejects with the attempt's error (and the
+   * intent is no longer queued).
+   */
+  async attempt(intent: ReleaseIntent): Promise<Outcome> {
+    let outcome: Outcome | undefined;
+    let failure: { error: unknown } | undefined;
+    const key = keyOf(intent);
+    this.#enqueue(key, { intent, failures: 0, onDone: (released, action) => (outcome = { released, action }), onFailed: (error) => (failure = { error }) });
+    await this.#queue.flush(key);
+    if (outcome !== undefined) return outcome;
+    throw failure === undefined ? new Error('the release was not attempted: the pipeline stopped') : failure.error;
+  }
+
   /** After a runtime (re)subscription: every container of this node it did not list is looked at. */
   async resync(live: ReadonlySet<string>): Promise<void> {
     const cutoff = this.#o.clock.now() - this.#o.resyncGraceMs;
@@ -164,19 +194,48 @@ export class ReleasePipeline {
 
   async #handle(key: string, pending: Pending): Promise<void> {
     const { intent } = pending;
-    const holder = holderOf(intent);
-    const held =
-      holder.kind === 'owner' ? await this.#o.store.findByOwner(holder.owner) : await this.#o.store.list({ containerID: holder.containerID, node: this.#o.node });
-    const exited = holder.kind === 'container' && this.#exited.has(holder.containerID);
-    const action = decide(intent, held, { exited, namespaces: needsNamespaces(intent) ? this.#observe(held) : new Map() });
-    const released = await this.#apply(intent, action);
+    let released: Allocation[];
+    let action: ReleaseAction;
+    try {
+      const held = await this.#held(holderOf(intent));
+      const exited = 'containerID' in intent && this.#exited.has(intent.containerID);
+      action = decide(intent, held, { exited, namespaces: needsNamespaces(intent) ? this.#observe(held) : new Map(), now: this.#o.clock.now() });
+      released = await this.#apply(intent, action);
+    } catch (error) {
+      if (pending.onFailed === undefined) throw error;
+      // The caller retries this intent itself: it leaves the pipeline with its error.
+      this.#forget(key, pending);
+      this.#counts[intent.kind].failed += 1;
+      pending.onFailed(error);
+      return;
+    }
     intent.ack?.();
-    this.#pending.get(key)?.delete(pending);
-    if (this.#pending.get(key)?.size === 0) this.#pending.delete(key);
+    this.#forget(key, pending);
     const count = this.#counts[intent.kind];
     count.done += 1;
     count.addresses += released.length;
-    pending.onDone?.(released);
+    pending.onDone?.(released, action);
+  }
+
+  #forget(key: string, pending: Pending): void {
+    this.#pending.get(key)?.delete(pending);
+    if (this.#pending.get(key)?.size === 0) this.#pending.delete(key);
+  }
+
+  /** What the intent's holder holds now: an owner anywhere; a container or pod on this node. */
+  #held(holder: Holder): Promise<Allocation[]> {
+    switch (holder.kind) {
+      case 'owner':
+        return this.#o.store.findByOwner(holder.owner);
+      case 'container':
+        return this.#o.store.list({ containerID: holder.containerID, node: this.#o.node });
+      case 'pod':
+        return this.#o.store.list({ podUID: holder.podUID, node: this.#o.node });
+      default: {
+        const never: never = holder;
+        throw new Error(`unhandled holder ${JSON.stringify(never)}`);
+      }
+    }
   }
 
   #observe(held: readonly Allocation[]): Map<string, NetnsObservation> {
@@ -192,6 +251,11 @@ export class ReleasePipeline {
       case 'release': {
         const released = await this.#release(action.owners);
         if (containerID !== undefined) this.#exited.delete(containerID);
+        this.#logReleased(intent, released, action.why);
+        return released;
+      }
+      case 'wait-until': {
+        const released = await this.#release(action.owners);
         this.#logReleased(intent, released, action.why);
         return released;
       }
@@ -225,6 +289,7 @@ export class ReleasePipeline {
 
   #logReleased(intent: ReleaseIntent, released: readonly Allocation[], why: string): void {
     const addresses = released.map((a) => a.address);
+    if (released.length > 0) this.#o.onReleased?.(intent, released, why);
     switch (intent.kind) {
       case 'journal-del':
         this.#o.logger.info({ file: intent.file, released: addresses }, 'missed delete released');
@@ -237,6 +302,9 @@ export class ReleasePipeline {
       case 'namespace-recheck':
       case 'absent-at-resync':
         if (released.length > 0) this.#containerLog.info({ containerID: intent.containerID, addresses, why }, 'released');
+        return;
+      case 'pod-gone':
+        if (released.length > 0) this.#o.logger.info({ source: 'kubernetes', pod: `${intent.pod.namespace}/${intent.pod.name}`, podUID: intent.pod.uid, because: intent.because, addresses, why }, 'released');
         return;
       default: {
         const never: never = intent;
@@ -253,6 +321,7 @@ export class ReleasePipeline {
     const err = pending.lastError;
     if (intent.kind === 'journal-del') this.#o.logger.warn({ file: intent.file, failures: pending.failures, err, retryInMs }, 'missed delete release failed; will retry');
     else if (intent.kind === 'netns-gone') this.#o.logger.warn({ containerID: intent.owner.containerID, ifname: intent.owner.ifname, err, retryInMs }, 'release of a gone namespace failed; will retry');
+    else if (intent.kind === 'pod-gone') this.#o.logger.warn({ source: 'kubernetes', podUID: intent.pod.uid, err, retryInMs }, 'release of a gone pod failed; will retry');
     else this.#containerLog.warn({ containerID: intent.containerID, event: intent.kind, err, retryInMs }, 'container event failed; will retry in order');
   }
 
@@ -299,5 +368,16 @@ export class ReleasePipeline {
 
 function keyOf(intent: ReleaseIntent): string {
   const holder = holderOf(intent);
-  return holder.kind === 'owner' ? OWNER + ownerKey(holder.owner) : CONTAINER + holder.containerID;
+  switch (holder.kind) {
+    case 'owner':
+      return OWNER + ownerKey(holder.owner);
+    case 'container':
+      return CONTAINER + holder.containerID;
+    case 'pod':
+      return POD + holder.podUID;
+    default: {
+      const never: never = holder;
+      throw new Error(`unhandled holder ${JSON.stringify(never)}`);
+    }
+  }
 }

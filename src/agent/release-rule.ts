@@ -29,7 +29,24 @@ export type ReleaseIntent =
    */
   | { readonly kind: 'absent-at-resync'; readonly containerID: string; readonly cutoff: number; readonly ack?: Ack }
   /** The namespace sweep judged the owner's allocation made at `createdAt` stale: `netns` is gone. */
-  | { readonly kind: 'netns-gone'; readonly owner: Owner; readonly netns: string; readonly createdAt: number; readonly ack?: Ack };
+  | { readonly kind: 'netns-gone'; readonly owner: Owner; readonly netns: string; readonly createdAt: number; readonly ack?: Ack }
+  /**
+   * Kubernetes no longer runs the pod (deleted, finished, or absent from a listing) since `goneAt`.
+   * A pod object gone is not proof that its sandbox is: its addresses go at once only where their
+   * namespace is provably gone, the rest at `releaseAfter` (the grace: a force-deleted pod's
+   * sandbox may run on while its kubelet is down).
+   */
+  | { readonly kind: 'pod-gone'; readonly pod: PodRef; readonly because: PodGoneBecause; readonly goneAt: number; readonly releaseAfter: number; readonly ack?: Ack };
+
+/** A pod, by the UID Kubernetes gave it; namespace and name only describe it (they are reused). */
+export interface PodRef {
+  readonly uid: string;
+  readonly namespace: string;
+  readonly name: string;
+}
+
+/** How Warren learnt that the pod no longer runs. */
+export type PodGoneBecause = 'deleted' | 'succeeded' | 'failed' | 'absent-from-listing';
 
 /** What one release is about: an owner, and limits that keep later allocations of it safe. */
 export interface OwnerRelease {
@@ -46,6 +63,11 @@ export type ReleaseAction =
    * namespaces in `waitingFor` are gone or the container is deleted.
    */
   | { readonly kind: 'wait-for-namespace'; readonly owners: readonly OwnerRelease[]; readonly why: string; readonly waitingFor: string }
+  /**
+   * Release these owners now (perhaps none); look again at `until` (ms since the epoch), or
+   * earlier when a namespace in `waitingFor` goes.
+   */
+  | { readonly kind: 'wait-until'; readonly owners: readonly OwnerRelease[]; readonly why: string; readonly until: number; readonly waitingFor: string }
   /** Nothing to release. `forgetExited`: the container's exited mark (if any) goes too. */
   | { readonly kind: 'drop'; readonly reason: string; readonly forgetExited: boolean };
 
@@ -54,10 +76,21 @@ export interface Observed {
   readonly exited: boolean;
   /** What was seen of the namespaces of the held allocations, by path; a path not here is unobservable. */
   readonly namespaces: ReadonlyMap<string, NetnsObservation>;
+  /** The time the intent is decided at (ms since the epoch); a deadline is never passed without it. */
+  readonly now?: number;
 }
 
+/** Why a pod's addresses were released, as its Event says it. */
+export const POD_RELEASE_WHY = {
+  namespaceGone: 'its network namespace is gone',
+  graceExpired: 'the pod has been gone for the whole grace period and its namespace cannot be proven gone',
+} as const;
+
 /** The store key an intent is held under: owner intents by owner, container intents by container. */
-export type Holder = { readonly kind: 'owner'; readonly owner: Owner } | { readonly kind: 'container'; readonly containerID: string };
+export type Holder =
+  | { readonly kind: 'owner'; readonly owner: Owner }
+  | { readonly kind: 'container'; readonly containerID: string }
+  | { readonly kind: 'pod'; readonly podUID: string };
 
 export function holderOf(intent: ReleaseIntent): Holder {
   switch (intent.kind) {
@@ -69,6 +102,8 @@ export function holderOf(intent: ReleaseIntent): Holder {
     case 'namespace-recheck':
     case 'absent-at-resync':
       return { kind: 'container', containerID: intent.containerID };
+    case 'pod-gone':
+      return { kind: 'pod', podUID: intent.pod.uid };
     default: {
       const never: never = intent;
       throw new Error(`unhandled intent ${JSON.stringify(never)}`);
@@ -78,7 +113,7 @@ export function holderOf(intent: ReleaseIntent): Holder {
 
 /** Whether deciding this intent needs the held allocations' namespaces looked at. */
 export function needsNamespaces(intent: ReleaseIntent): boolean {
-  return intent.kind === 'task-exited' || intent.kind === 'namespace-recheck' || intent.kind === 'netns-gone';
+  return intent.kind === 'task-exited' || intent.kind === 'namespace-recheck' || intent.kind === 'netns-gone' || intent.kind === 'pod-gone';
 }
 
 /** The rule. `held`: what the intent's holder holds now (for a container, on this node). */
@@ -113,6 +148,8 @@ export function decide(intent: ReleaseIntent, held: readonly Allocation[], obser
       if (gone.length === 0) return { kind: 'drop', reason: `network namespace ${intent.netns} is not gone now, or what is held is newer`, forgetExited: false };
       return { kind: 'release', owners: [{ owner: intent.owner, createdAtOrBefore: intent.createdAt }], why: 'network namespace is gone' };
     }
+    case 'pod-gone':
+      return podGone(intent, held, observed);
     default: {
       const never: never = intent;
       throw new Error(`unhandled intent ${JSON.stringify(never)}`);
@@ -128,6 +165,25 @@ function exited(held: readonly Allocation[], observed: Observed): ReleaseAction 
   if (left.length === 0) return { kind: 'release', owners: ownersOf(gone), why };
   const waitingFor = [...new Set(left.map((a) => a.netns ?? '(no namespace recorded)'))].join(', ');
   return { kind: 'wait-for-namespace', owners: ownersOf(gone), why, waitingFor };
+}
+
+/**
+ * A pod no longer runs: `held` is what this node allocated under its UID. An allocation made after
+ * the pod was seen gone is someone's ADD in flight and stays; the rest goes where its namespace is
+ * provably gone, and all of it once the grace is over.
+ */
+function podGone(intent: Extract<ReleaseIntent, { kind: 'pod-gone' }>, held: readonly Allocation[], observed: Observed): ReleaseAction {
+  const mine = held.filter((a) => a.createdAt <= intent.goneAt);
+  if (mine.length === 0) {
+    return { kind: 'drop', reason: held.length === 0 ? 'nothing is held' : 'what is held was allocated after the pod was seen gone', forgetExited: false };
+  }
+  const limited = (allocations: readonly Allocation[]): OwnerRelease[] => ownersOf(allocations).map((o) => ({ ...o, createdAtOrBefore: intent.goneAt }));
+  const gone = mine.filter((a) => isGone(a, observed));
+  const left = mine.filter((a) => !gone.includes(a));
+  if (left.length === 0) return { kind: 'release', owners: limited(gone), why: POD_RELEASE_WHY.namespaceGone };
+  if (observed.now !== undefined && observed.now >= intent.releaseAfter) return { kind: 'release', owners: limited(mine), why: POD_RELEASE_WHY.graceExpired };
+  const waitingFor = [...new Set(left.map((a) => a.netns ?? '(no namespace recorded)'))].join(', ');
+  return { kind: 'wait-until', owners: limited(gone), why: POD_RELEASE_WHY.namespaceGone, until: intent.releaseAfter, waitingFor };
 }
 
 function isGone(a: Allocation, observed: Observed): boolean {

@@ -1,7 +1,8 @@
 /**
  * The runtime's sources, fed into the release pipeline: containerd's items become intents (its
  * resyncs are turned into intents by the pipeline, and acknowledged to the source only once they
- * are), and a netns directory losing an entry has every exited container looked at again. Each
+ * are), and a netns directory losing an entry has every exited container (and waiting pod) looked
+ * at again. Each
  * loop runs until its source ends (its signal aborted). The journal has its own intake
  * (release-journal.ts), since it also keeps files and reports.
  */
@@ -49,9 +50,9 @@ export async function consumeContainerd(items: AsyncIterable<ContainerdItem>, pi
   }
 }
 
-export async function consumeNetnsRemovals(removals: AsyncIterable<NetnsRemoval>, pipeline: ReleasePipeline): Promise<void> {
+export async function consumeNetnsRemovals(removals: AsyncIterable<NetnsRemoval>, removed: () => void): Promise<void> {
   for await (const _removal of removals) {
-    // Which namespace went is not needed: the rule looks at each exited container's own.
-    if (pipeline.hasExited) pipeline.recheckExited();
+    // Which namespace went is not needed: the rule looks at each waiting container's or pod's own.
+    removed();
   }
 }

@@ -1,23 +1,30 @@
 /**
  * Wires the release side of the agent: every source (the missed-delete journal, containerd,
- * netns directories, the reconcile pass) feeds the one release pipeline. Nothing here decides
+ * Kubernetes, netns directories, the reconcile pass) feeds the one release pipeline. Nothing here decides
  * anything: the rule decides, the pipeline applies, the sources only report.
  *
  * `start` begins consuming and the periodic pass; after the signal aborts, `stopped` resolves once
  * every loop has ended and the pipeline has stopped (no release is started after that).
  */
 import type { Logger } from 'pino';
-import type { ContainerdStatus } from '../api/protocol.ts';
+import { CoreV1Api } from '@kubernetes/client-node';
+import type { ContainerdStatus, KubernetesStatus } from '../api/protocol.ts';
 import type { Allocator } from '../allocator/allocator.ts';
 import { ExponentialBackoff } from '../core/backoff.ts';
 import type { Clock } from '../core/clock.ts';
 import { ContainerdEventSource } from '../sources/containerd/event-source.ts';
+import { loadKubeConfig } from '../sources/kubernetes/kubeconfig.ts';
+import { NodeSource } from '../sources/kubernetes/node-source.ts';
+import { PodSource } from '../sources/kubernetes/pod-source.ts';
 import { MissedDeleteJournal } from '../sources/missed-delete-journal.ts';
 import { NetnsObserver } from '../sources/netns.ts';
 import { netnsRemovals } from '../sources/netns-removals.ts';
 import type { Store } from '../store/store.ts';
 import type { AgentOptions } from './options.ts';
 import type { RecentErrors } from './recent-errors.ts';
+import { ClusterEvents, statusCodeOf } from './kubernetes-events.ts';
+import { KubernetesNodes } from './kubernetes-nodes.ts';
+import { KubernetesReleases } from './kubernetes-releases.ts';
 import { JournalIntake } from './release-journal.ts';
 import { ReleasePipeline } from './release-pipeline.ts';
 import { ReleaseReconciler } from './release-reconciler.ts';
@@ -31,15 +38,39 @@ export interface ReleaseWiringDeps {
   readonly errors: RecentErrors;
 }
 
+interface KubernetesParts {
+  readonly pods: PodSource;
+  readonly releases: KubernetesReleases;
+  readonly events: ClusterEvents;
+  readonly nodes?: { readonly source: NodeSource; readonly forget: KubernetesNodes };
+}
+
+/** The object, or undefined when the API server answers 404. */
+async function orNotFound<T>(request: Promise<T>): Promise<T | undefined> {
+  try {
+    return await request;
+  } catch (error) {
+    if (statusCodeOf(error) === 404) return undefined;
+    throw error;
+  }
+}
+
+function nodesOf(s: ReturnType<KubernetesNodes['status']>): { gone: readonly string[]; forgotten: readonly string[]; forgetError?: string } {
+  return { gone: s.gone, forgotten: s.forgotten, ...(s.lastError === undefined ? {} : { forgetError: s.lastError }) };
+}
+
 export class ReleaseWiring {
   readonly pipeline: ReleasePipeline;
   readonly reconciler: ReleaseReconciler;
   /** containerd's state and what its events released, when the source is on. */
   readonly containerd: (() => ContainerdStatus) | undefined;
+  /** The Kubernetes sources' state and what they released, when on. */
+  readonly kubernetes: (() => KubernetesStatus) | undefined;
   readonly #o: AgentOptions;
   readonly #clock: Clock;
   readonly #journal: JournalIntake;
   readonly #source: ContainerdEventSource | undefined;
+  readonly #kube: KubernetesParts | undefined;
   /** Loops that run until the abort signal: the journal, containerd, netns directory watches. */
   #loops: Array<Promise<void>> = [];
 
@@ -63,6 +94,7 @@ export class ReleaseWiring {
       containerBackoff: new ExponentialBackoff({ initialMs: o.eventRetrySeconds * 1000, maxMs: o.eventRetryMaxSeconds * 1000 }),
       resyncGraceMs: o.containerdGraceSeconds * 1000,
       recordedFor: (owner) => this.#journal.readNow(owner),
+      onReleased: (intent, released, why) => this.#kube?.releases.released(intent, released, why),
     });
     this.reconciler = new ReleaseReconciler({
       pipeline: this.pipeline,
@@ -88,16 +120,80 @@ export class ReleaseWiring {
       : undefined;
     this.#source = source;
     this.containerd = source === undefined ? undefined : () => ({ ...source.status(), releases: this.pipeline.containerStatus() });
+    this.#kube = o.kubernetes ? this.#kubernetes(o, deps) : undefined;
+    this.kubernetes = this.#kube === undefined ? undefined : () => this.#kubernetesStatus();
+  }
+
+  /** The pod source (and, with a store shared by nodes, the node source) and what acts on them. */
+  #kubernetes(o: AgentOptions, deps: ReleaseWiringDeps): KubernetesParts {
+    const kubeConfig = loadKubeConfig(o.kubeconfig);
+    const logger = deps.logger.child({ source: 'kubernetes' });
+    const core = kubeConfig.makeApiClient(CoreV1Api);
+    const events = new ClusterEvents({ api: core, node: o.nodeName, clock: deps.clock, logger });
+    const backoff = new ExponentialBackoff({ initialMs: 1_000, maxMs: 30_000 });
+    const pods = new PodSource({ kubeConfig, node: o.nodeName, clock: deps.clock, backoff, logger });
+    const releases = new KubernetesReleases({
+      pipeline: this.pipeline,
+      store: deps.store,
+      clock: deps.clock,
+      logger,
+      node: o.nodeName,
+      graceMs: o.podGoneGraceSeconds * 1000,
+      maxRetries: o.podReleaseRetries,
+      events,
+      podExists: async (pod) => {
+        const found = await orNotFound(core.readNamespacedPod({ name: pod.name, namespace: pod.namespace }));
+        return found?.metadata?.uid === pod.uid;
+      },
+    });
+    const membership = deps.store.membership;
+    const nodes =
+      membership === undefined
+        ? undefined
+        : {
+            source: new NodeSource({ kubeConfig, clock: deps.clock, backoff, logger }),
+            forget: new KubernetesNodes({
+              store: deps.store,
+              membership,
+              allocator: deps.allocator,
+              clock: deps.clock,
+              logger,
+              node: o.nodeName,
+              recheckMs: o.nodeLeaseSeconds * 1000,
+              events,
+              nodeExists: async (name) => (await orNotFound(core.readNode({ name }))) !== undefined,
+            }),
+          };
+    return { pods, releases, events, ...(nodes === undefined ? {} : { nodes }) };
+  }
+
+  #kubernetesStatus(): KubernetesStatus {
+    const kube = this.#kube as KubernetesParts;
+    const pods = kube.pods.status();
+    const events = kube.events.status();
+    const nodes = kube.nodes === undefined ? undefined : { ...kube.nodes.source.status(), ...nodesOf(kube.nodes.forget.status()) };
+    const forbidden = [pods.forbidden, events.forbidden, nodes?.forbidden].filter((f): f is string => f !== undefined);
+    return { pods, releases: kube.releases.status(), events, ...(nodes === undefined ? {} : { nodes }), forbidden };
   }
 
   start(signal: AbortSignal): void {
     const push = this.pipeline.push.bind(this.pipeline);
     this.#loops.push(this.#journal.consume(signal, push));
     this.reconciler.start(signal);
-    if (this.#source === undefined) return;
-    this.#loops.push(consumeContainerd(this.#source.events(signal), this.pipeline));
-    // A namespace file disappearing is the moment an exited container's address becomes free.
-    for (const dir of this.#o.netnsDirs) this.#loops.push(consumeNetnsRemovals(netnsRemovals(dir, signal, this.#clock), this.pipeline));
+    if (this.#source !== undefined) this.#loops.push(consumeContainerd(this.#source.events(signal), this.pipeline));
+    const kube = this.#kube;
+    if (kube !== undefined) {
+      this.#loops.push(kube.releases.run(kube.pods.events(signal), signal));
+      if (kube.nodes !== undefined) this.#loops.push(kube.nodes.forget.run(kube.nodes.source.events(signal), signal));
+    }
+    if (this.#source === undefined && kube === undefined) return;
+    // A namespace file disappearing is the moment an exited container's (or a gone pod's) address
+    // becomes free.
+    const removed = (): void => {
+      if (this.pipeline.hasExited) this.pipeline.recheckExited();
+      kube?.releases.namespaceRemoved();
+    };
+    for (const dir of this.#o.netnsDirs) this.#loops.push(consumeNetnsRemovals(netnsRemovals(dir, signal, this.#clock), removed));
   }
 
   async stopped(): Promise<void> {

@@ -16,6 +16,7 @@ import type {
   AllocationQuery,
   AuditReport,
   ContainerdStatus,
+  KubernetesStatus,
   ForgetNodeResponse,
   NodeReport,
   PoolReport,
@@ -34,6 +35,8 @@ export interface AgentServiceOptions {
   readonly reconciler: ReleaseReconciler;
   /** The containerd event source and what it released, when enabled. */
   readonly containerd?: () => ContainerdStatus;
+  /** The Kubernetes sources and what they released, when enabled. */
+  readonly kubernetes?: () => KubernetesStatus;
 }
 
 export class AgentService {
@@ -84,6 +87,7 @@ export class AgentService {
       reconciler: this.#o.reconciler.status(),
       ...(cluster === undefined ? {} : { cluster }),
       ...(this.#o.containerd === undefined ? {} : { containerd: this.#o.containerd() }),
+      ...(this.#o.kubernetes === undefined ? {} : { kubernetes: this.#o.kubernetes() }),
     };
   }
 

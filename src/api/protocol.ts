@@ -66,6 +66,38 @@ export interface AgentStatus {
   readonly cluster?: ClusterStatus;
   /** The containerd event source, when enabled. */
   readonly containerd?: ContainerdStatus;
+  /** The Kubernetes pod (and node) sources and what they released, when enabled. */
+  readonly kubernetes?: KubernetesStatus;
+}
+
+/** A list-then-watch of the Kubernetes API. Times are ISO 8601. */
+export interface ListWatchStatus {
+  readonly state: 'listing' | 'watching' | 'backing-off' | 'stopped';
+  readonly since: string;
+  readonly relists: number;
+  readonly reconnects: number;
+  readonly lastListedAt?: string;
+  readonly lastError?: string;
+  /** The permission the API server refused, named ("list pods"). */
+  readonly forbidden?: string;
+}
+
+export interface KubernetesStatus {
+  readonly pods: ListWatchStatus;
+  /** Pods gone whose addresses are being released, or wait for their grace or namespace. */
+  readonly releases: {
+    readonly tracked: number;
+    readonly waiting: ReadonlyArray<{ readonly pod: string; readonly uid: string; readonly because: string; readonly until: string }>;
+    readonly released: number;
+    readonly gaveUp: number;
+    readonly resyncs: number;
+    readonly queue: { readonly depth: number; readonly processing: number; readonly delayed: number; readonly retries: number };
+  };
+  readonly events: { readonly sent: number; readonly aggregated: number; readonly dropped: number; readonly refused: number; readonly forbidden?: string; readonly lastError?: string };
+  /** With a store shared by nodes: Nodes gone from Kubernetes, and those this agent forgot. */
+  readonly nodes?: ListWatchStatus & { readonly gone: readonly string[]; readonly forgotten: readonly string[]; readonly forgetError?: string };
+  /** Every permission the API server refused, named; empty when none was. */
+  readonly forbidden: readonly string[];
 }
 
 export interface ClusterStatus {

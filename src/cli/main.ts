@@ -151,6 +151,14 @@ async function status(argv: readonly string[], io: CliIO): Promise<number> {
             ...(s.containerd.releases.exited.length > 0 ? [`exited:      ${s.containerd.releases.exited.map((e) => safe`${e.containerID.slice(0, 16)} (waiting for ${e.waitingFor})`).join('; ')}`] : []),
             ...(s.containerd.lastError === undefined ? [] : [safe`containerd error: ${s.containerd.lastError}`]),
           ]),
+      ...(s.kubernetes === undefined
+        ? []
+        : [
+            safe`kubernetes:  pods ${s.kubernetes.pods.state} since ${s.kubernetes.pods.since} (${s.kubernetes.pods.relists} relists, ${s.kubernetes.pods.reconnects} reconnects); ${s.kubernetes.releases.released} addresses released, ${s.kubernetes.releases.waiting.length} pods waiting, ${s.kubernetes.events.sent} events sent`,
+            ...(s.kubernetes.pods.lastError === undefined ? [] : [safe`kubernetes error: ${s.kubernetes.pods.lastError}`]),
+            ...(s.kubernetes.forbidden.length === 0 ? [] : [safe`kubernetes:  FORBIDDEN: the service account may not ${s.kubernetes.forbidden.join('; ')}`]),
+            ...(s.kubernetes.nodes === undefined ? [] : [safe`nodes:       ${s.kubernetes.nodes.state}; gone ${s.kubernetes.nodes.gone.join(', ') || 'none'}; forgotten here ${s.kubernetes.nodes.forgotten.join(', ') || 'none'}`]),
+          ]),
       ...(s.cluster === undefined
         ? []
         : [safe`cluster:     ${s.cluster.liveNodes.length} nodes alive (${s.cluster.liveNodes.join(', ')}); this node ${s.cluster.thisNodeAnnounced ? 'announced' : 'NOT announced yet'}, holding ${s.cluster.ownBlocks} blocks`]),

@@ -8,6 +8,7 @@
  *   owners/<network>/<cid>/<ifname>/<range pool>
  *                                         the full allocation record, one per owner and range
  *   nodes/<node>                          an agent's announcement, attached to its lease
+ *   tasks/<task>                          a cluster chore claimed by one node, attached to its lease
  * (path segments are percent-encoded, so a `/` in a name cannot escape its place).
  *
  * A pool's revision is the etcd mod_revision of its document. A commit is one etcd transaction:
@@ -153,6 +154,8 @@ export class EtcdStore implements Store {
     this.membership = {
       announce: (node, info) => this.#announce(node, info),
       liveNodes: () => this.#liveNodes(),
+      claimTask: (task) => this.#claimTask(task),
+      releaseTask: (task) => this.#releaseTask(task),
       renew: () => this.#renew(),
       withdraw: () => this.#withdraw(),
     };
@@ -349,6 +352,21 @@ export class EtcdStore implements Store {
   /** Re-announces after a lost lease (etcd was away longer than the lease). Cheap when all is well. */
   async #renew(): Promise<void> {
     if (this.#announced !== undefined && (this.#lease === undefined || this.#lease.revoked())) await this.#grant();
+  }
+
+  async #claimTask(task: string): Promise<boolean> {
+    const lease = this.#lease;
+    const announced = this.#announced;
+    if (lease === undefined || announced === undefined) return false;
+    const id = await this.#call('claim a task', () => lease.grant());
+    const key = `tasks/${task.split('/').map(enc).join('/')}`;
+    const claim = JSON.stringify({ node: announced.node, at: Date.now() });
+    const result = await this.#call('claim a task', () => this.#ns.if(key, 'Create', '==', 0).then(this.#ns.put(key).value(claim).lease(id)).commit());
+    return result.succeeded;
+  }
+
+  async #releaseTask(task: string): Promise<void> {
+    await this.#call('release a task', () => this.#ns.delete().key(`tasks/${task.split('/').map(enc).join('/')}`).exec());
   }
 
   async #liveNodes(): Promise<NodeRecord[]> {

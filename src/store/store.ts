@@ -106,6 +106,15 @@ export interface Membership {
   renew(): Promise<void>;
   /** Withdraws the announcement at once (clean stop). */
   withdraw(): Promise<void>;
+  /**
+   * Elects this node for a one-off cluster chore (`task`, e.g. `forget-node/n3`): true for exactly
+   * one of the nodes that ask while the winner lives. The claim lives as long as the winner's
+   * announcement, so a winner that dies leaves the chore to whoever asks next. False before
+   * `announce`.
+   */
+  claimTask(task: string): Promise<boolean>;
+  /** Gives a chore up so it can be claimed again (the forgotten node came back). */
+  releaseTask(task: string): Promise<void>;
 }
 
 export interface AllocationFilter {

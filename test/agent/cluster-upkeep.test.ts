@@ -30,6 +30,8 @@ describe('ClusterUpkeep', () => {
       },
       liveNodes: async () => [],
       withdraw: async () => undefined,
+      claimTask: async () => false,
+      releaseTask: async () => undefined,
     };
     const allocator = {
       returnEmptyBlocks: async (graceMs: number) => {

@@ -96,7 +96,7 @@ describe('ReleasePipeline', () => {
     assert.deepEqual(pipeline.containerStatus().exited.map((e) => [e.containerID, e.waitingFor]), [['c-exit', netns]]);
     assert.deepEqual(await held(store), ['c-exit'], 'a process exiting is not proof');
     rmSync(netns);
-    await consumeNetnsRemovals(once<NetnsRemoval>({ dir: ns.seen, name: 'ns-exit' }), pipeline);
+    await consumeNetnsRemovals(once<NetnsRemoval>({ dir: ns.seen, name: 'ns-exit' }), () => pipeline.hasExited && pipeline.recheckExited());
     await pipeline.idle();
     assert.deepEqual(await held(store), []);
     assert.deepEqual(pipeline.containerStatus().exited, []);

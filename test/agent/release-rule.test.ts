@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { type Observed, type ReleaseAction, type ReleaseIntent, decide, holderOf, needsNamespaces } from '../../src/agent/release-rule.ts';
+import { type Observed, POD_RELEASE_WHY, type ReleaseAction, type ReleaseIntent, decide, holderOf, needsNamespaces } from '../../src/agent/release-rule.ts';
 import type { Allocation } from '../../src/ipam/allocation.ts';
 import type { NetnsObservation } from '../../src/sources/netns.ts';
 
@@ -38,6 +38,10 @@ interface Row {
 const journal = (recordedAt: number): ReleaseIntent => ({ kind: 'journal-del', file: 'f.release', owner, recordedAt });
 const taskExit: ReleaseIntent = { kind: 'task-exited', containerID: 'c1', event: 'task-exit' };
 const EXITED_WHY = 'task exited and its network namespace is gone';
+
+const UID = '7d3c0a4e-1111-4d5e-9c1b-0a0b0c0d0e0f';
+/** Seen gone at T+10 (a replacement with the same name has another UID), grace until T+1000. */
+const podGone = (): ReleaseIntent => ({ kind: 'pod-gone', pod: { uid: UID, namespace: 'default', name: 'web-0' }, because: 'deleted', goneAt: T + 10, releaseAfter: T + 1_000 });
 
 const TABLE: readonly Row[] = [
   // Journaled DELs: they speak for what was allocated before they were recorded.
@@ -187,6 +191,60 @@ const TABLE: readonly Row[] = [
     held: [alloc({ netns: GONE })],
     action: { kind: 'drop', reason: `network namespace ${GONE} is not gone now, or what is held is newer`, forgetExited: false },
   },
+  // Pods Kubernetes no longer runs: a pod object gone is not proof its sandbox is.
+  {
+    name: 'pod gone, its namespace gone: released at once, limited to what was allocated before it went',
+    intent: podGone(),
+    held: [alloc({ podUID: UID, netns: GONE })],
+    action: { kind: 'release', owners: [{ owner, createdAtOrBefore: T + 10 }], why: POD_RELEASE_WHY.namespaceGone },
+  },
+  {
+    name: 'pod gone (force-deleted), its namespace still there, within the grace: kept, looked at again when the grace ends',
+    intent: podGone(),
+    held: [alloc({ podUID: UID })],
+    observed: { ...seen(), now: T + 20 },
+    action: { kind: 'wait-until', owners: [], why: POD_RELEASE_WHY.namespaceGone, until: T + 1_000, waitingFor: THERE },
+  },
+  {
+    name: 'pod gone, its namespace unobservable, within the grace: kept (what cannot be observed proves nothing)',
+    intent: podGone(),
+    held: [alloc({ podUID: UID, netns: UNSEEN })],
+    observed: { ...seen(), now: T + 999 },
+    action: { kind: 'wait-until', owners: [], why: POD_RELEASE_WHY.namespaceGone, until: T + 1_000, waitingFor: UNSEEN },
+  },
+  {
+    name: 'pod gone, its namespace still there, grace over: released',
+    intent: podGone(),
+    held: [alloc({ podUID: UID })],
+    observed: { ...seen(), now: T + 1_000 },
+    action: { kind: 'release', owners: [{ owner, createdAtOrBefore: T + 10 }], why: POD_RELEASE_WHY.graceExpired },
+  },
+  {
+    name: 'pod gone, decided without a time: never past its grace',
+    intent: podGone(),
+    held: [alloc({ podUID: UID })],
+    action: { kind: 'wait-until', owners: [], why: POD_RELEASE_WHY.namespaceGone, until: T + 1_000, waitingFor: THERE },
+  },
+  {
+    name: 'pod gone, one attachment in a gone namespace and one in a live one: the first released now, the second waits',
+    intent: podGone(),
+    held: [alloc({ podUID: UID, netns: GONE }), alloc({ podUID: UID, ifname: 'net1', address: '10.0.1.2' })],
+    observed: { ...seen(), now: T + 20 },
+    action: { kind: 'wait-until', owners: [{ owner, createdAtOrBefore: T + 10 }], why: POD_RELEASE_WHY.namespaceGone, until: T + 1_000, waitingFor: THERE },
+  },
+  {
+    name: 'pod gone, only an allocation made after it was seen gone: dropped, that is an ADD in flight',
+    intent: podGone(),
+    held: [alloc({ podUID: UID, netns: GONE, createdAt: T + 11 })],
+    observed: { ...seen(), now: T + 5_000 },
+    action: { kind: 'drop', reason: 'what is held was allocated after the pod was seen gone', forgetExited: false },
+  },
+  {
+    name: 'pod gone holding nothing (its DEL came): dropped',
+    intent: podGone(),
+    held: [],
+    action: { kind: 'drop', reason: 'nothing is held', forgetExited: false },
+  },
 ];
 
 describe('the release rule', () => {
@@ -196,13 +254,13 @@ describe('the release rule', () => {
     });
   }
 
-  it('keys owner intents by owner and container intents by container, and looks at namespaces only where it decides by them', () => {
+  it('keys owner intents by owner, container intents by container and pod intents by pod UID, and looks at namespaces only where it decides by them', () => {
     const kinds = new Map(TABLE.map((r) => [r.intent.kind, r.intent]));
-    assert.deepEqual([...kinds.keys()].sort(), ['absent-at-resync', 'container-deleted', 'journal-del', 'namespace-recheck', 'netns-gone', 'task-exited']);
+    assert.deepEqual([...kinds.keys()].sort(), ['absent-at-resync', 'container-deleted', 'journal-del', 'namespace-recheck', 'netns-gone', 'pod-gone', 'task-exited']);
     for (const [kind, intent] of kinds) {
-      const expected = kind === 'journal-del' || kind === 'netns-gone' ? 'owner' : 'container';
+      const expected = kind === 'journal-del' || kind === 'netns-gone' ? 'owner' : kind === 'pod-gone' ? 'pod' : 'container';
       assert.equal(holderOf(intent).kind, expected, kind);
-      assert.equal(needsNamespaces(intent), ['task-exited', 'namespace-recheck', 'netns-gone'].includes(kind), kind);
+      assert.equal(needsNamespaces(intent), ['task-exited', 'namespace-recheck', 'netns-gone', 'pod-gone'].includes(kind), kind);
     }
   });
 });

@@ -1,0 +1,191 @@
+/**
+ * Events on the pod (or the Node), where operators look (`kubectl describe pod`, `kubectl get
+ * events`): core/v1 Events reporting component `warren` and this node, sent with
+ * @kubernetes/client-node.
+ *
+ * Guarantees:
+ * - never a storm: an Event repeated for one pod (same reason and message) within `aggregateMs` is
+ *   one Event whose `count` and `lastTimestamp` are PATCHed; at most `burst` Events are sent at
+ *   once and `perMinute` after that (a token bucket on the injected clock); what is over the limit
+ *   is counted in `status()` and logged at debug, not queued without bound;
+ * - an Event the API server refuses (403 missing permission, 422 invalid) is logged once per
+ *   reason and never retried; any other failure is logged and the Event dropped — an Event is a
+ *   report, never something the agent waits on;
+ * - a 403 names the missing permission in `status()` and the log (e.g. "create events").
+ */
+import type { CoreV1Api, CoreV1Event } from '@kubernetes/client-node';
+import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import type { Clock } from '../core/clock.ts';
+import { messageOf } from '../core/errors.ts';
+
+/** What an Event is about: a pod (in its namespace) or a Node (Events about Nodes live in `default`). */
+export interface Involved {
+  readonly kind: 'Pod' | 'Node';
+  readonly namespace: string;
+  readonly name: string;
+  readonly uid?: string;
+}
+
+export function podInvolved(pod: { uid: string; namespace: string; name: string }): Involved {
+  return { kind: 'Pod', namespace: pod.namespace, name: pod.name, uid: pod.uid };
+}
+
+export function nodeInvolved(name: string, uid?: string): Involved {
+  return { kind: 'Node', namespace: 'default', name, ...(uid === undefined ? {} : { uid }) };
+}
+
+export const COMPONENT = 'warren';
+
+export type EventType = 'Normal' | 'Warning';
+
+export interface ClusterEventsOptions {
+  readonly api: Pick<CoreV1Api, 'createNamespacedEvent' | 'patchNamespacedEvent'>;
+  readonly node: string;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** Repeats within this window raise the count of one Event. Default 10 minutes. */
+  readonly aggregateMs?: number;
+  /** Events sent at once at most. Default 25. */
+  readonly burst?: number;
+  /** Events sent per minute once the burst is spent. Default 60. */
+  readonly perMinute?: number;
+}
+
+export interface ClusterEventsStatus {
+  readonly sent: number;
+  readonly aggregated: number;
+  readonly dropped: number;
+  readonly refused: number;
+  readonly forbidden?: string;
+  readonly lastError?: string;
+}
+
+interface Sent {
+  readonly namespace: string;
+  readonly name: string;
+  count: number;
+  lastAt: number;
+}
+
+export class ClusterEvents {
+  readonly #o: ClusterEventsOptions;
+  readonly #aggregateMs: number;
+  readonly #burst: number;
+  readonly #refillMs: number;
+  readonly #recent = new Map<string, Sent>();
+  #tokens: number;
+  #refilledAt: number;
+  #status: { sent: number; aggregated: number; dropped: number; refused: number; forbidden?: string; lastError?: string } = { sent: 0, aggregated: 0, dropped: 0, refused: 0 };
+  readonly #refusalsLogged = new Set<string>();
+
+  constructor(options: ClusterEventsOptions) {
+    this.#o = options;
+    this.#aggregateMs = options.aggregateMs ?? 10 * 60_000;
+    this.#burst = options.burst ?? 25;
+    this.#refillMs = 60_000 / (options.perMinute ?? 60);
+    this.#tokens = this.#burst;
+    this.#refilledAt = options.clock.now();
+  }
+
+  /** Reports on the object; resolves once sent, aggregated or dropped (never rejects). */
+  async record(about: Involved, type: EventType, reason: string, message: string): Promise<void> {
+    const now = this.#o.clock.now();
+    this.#prune(now);
+    const key = `${about.kind}\u0000${about.namespace}\u0000${about.name}\u0000${about.uid ?? ''}\u0000${reason}\u0000${message}`;
+    const earlier = this.#recent.get(key);
+    if (!this.#take(now)) {
+      this.#status.dropped += 1;
+      this.#o.logger.debug({ about: `${about.kind} ${about.namespace}/${about.name}`, reason }, 'event over the rate limit; not sent');
+      return;
+    }
+    try {
+      if (earlier !== undefined) {
+        earlier.count += 1;
+        earlier.lastAt = now;
+        const body = { count: earlier.count, lastTimestamp: kubeTime(now) };
+        await this.#o.api.patchNamespacedEvent({ name: earlier.name, namespace: earlier.namespace, body }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+        this.#status.aggregated += 1;
+        return;
+      }
+      const event = this.#event(about, type, reason, message, now);
+      await this.#o.api.createNamespacedEvent({ namespace: about.namespace, body: event });
+      this.#recent.set(key, { namespace: about.namespace, name: event.metadata?.name ?? '', count: 1, lastAt: now });
+      this.#status.sent += 1;
+    } catch (error) {
+      this.#failed(error, reason);
+    }
+  }
+
+  status(): ClusterEventsStatus {
+    return { ...this.#status };
+  }
+
+  #event(about: Involved, type: EventType, reason: string, message: string, now: number): CoreV1Event {
+    const at = new Date(now);
+    return {
+      apiVersion: 'v1',
+      kind: 'Event',
+      metadata: { name: `${about.name}.${now.toString(16)}${Math.floor(Math.random() * 0x10000).toString(16).padStart(4, '0')}`, namespace: about.namespace },
+      involvedObject: { apiVersion: 'v1', kind: about.kind, namespace: about.namespace, name: about.name, ...(about.uid === undefined ? {} : { uid: about.uid }) },
+      reason,
+      message,
+      type,
+      source: { component: COMPONENT, host: this.#o.node },
+      firstTimestamp: at,
+      lastTimestamp: at,
+      count: 1,
+      reportingComponent: COMPONENT,
+      reportingInstance: this.#o.node,
+    };
+  }
+
+  #failed(error: unknown, reason: string): void {
+    const code = statusCodeOf(error);
+    const message = messageOf(error);
+    this.#status.lastError = message;
+    if (code === 403 || code === 422) {
+      this.#status.refused += 1;
+      if (code === 403) this.#status.forbidden = 'create events (and patch events)';
+      const key = `${code}:${reason}`;
+      if (!this.#refusalsLogged.has(key)) {
+        this.#refusalsLogged.add(key);
+        this.#o.logger.warn(
+          { code, reason, err: message, ...(code === 403 ? { missingPermission: 'events: create, patch' } : {}) },
+          code === 403 ? 'the API server refused an Event: the service account may not create events; not retried' : 'the API server refused an Event as invalid; not retried',
+        );
+      }
+      return;
+    }
+    this.#status.dropped += 1;
+    this.#o.logger.warn({ reason, err: message }, 'could not send an Event; dropped');
+  }
+
+  #take(now: number): boolean {
+    const refill = Math.floor((now - this.#refilledAt) / this.#refillMs);
+    if (refill > 0) {
+      this.#tokens = Math.min(this.#burst, this.#tokens + refill);
+      this.#refilledAt += refill * this.#refillMs;
+    }
+    if (this.#tokens === 0) return false;
+    this.#tokens -= 1;
+    return true;
+  }
+
+  #prune(now: number): void {
+    for (const [key, sent] of this.#recent) if (now - sent.lastAt > this.#aggregateMs) this.#recent.delete(key);
+  }
+}
+
+/** The HTTP status of a client-node failure (ApiException.code), when it has one. */
+export function statusCodeOf(error: unknown): number | undefined {
+  const e = error as { code?: unknown; statusCode?: unknown } | null;
+  if (typeof e?.code === 'number') return e.code;
+  if (typeof e?.statusCode === 'number') return e.statusCode;
+  return undefined;
+}
+
+/** A Kubernetes `Time`: RFC 3339 to the second, as the API server stores it. */
+function kubeTime(ms: number): string {
+  return new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
+}

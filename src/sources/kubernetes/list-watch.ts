@@ -1,0 +1,373 @@
+/**
+ * List-then-watch over one Kubernetes collection, forever: an `AsyncIterable` that stops on an
+ * `AbortSignal`. It lists `path` (with a field and label selector), yields the whole listing as one
+ * `listed` item, then watches from the listing's resourceVersion with bookmarks and yields each
+ * change. It is the loop @kubernetes/client-node's informer is not: that one stops on any error but
+ * 410 and never restarts itself.
+ *
+ * Guarantees:
+ * - items come out in the order the server sent them; a `listed` item is the complete set as of
+ *   its resourceVersion and marks the end of that listing, and every change after it follows it;
+ *   BOOKMARK and ERROR events never reach the consumer;
+ * - the last resourceVersion seen (of an object or a BOOKMARK) is where the next watch starts: a
+ *   watch the server ends (its timeout) is re-opened from there at once, a watch cut mid-stream or
+ *   refused is re-opened from there after a backoff — neither lists again;
+ * - 410 Gone (the HTTP status, or an ERROR event carrying a Status with code 410) lists again at
+ *   once, and the consumer gets a new `listed` item with the truth; only if the expired version
+ *   came straight from a listing (the server contradicts itself) is there a backoff first;
+ * - any other failure (no connection, 5xx, 401, 403, a timeout) is retried after the backoff
+ *   policy's delay on the injected clock, forever; the count of failures in a row resets when a
+ *   listing succeeds or a watch is accepted. A 403 names the missing permission in `status()`;
+ * - an abort ends the iterable promptly: the backoff timer is cancelled, a listing in flight is
+ *   aborted, the watch stream is closed. (A watch whose response head has not arrived yet is closed
+ *   when it arrives: the library's Watch gives no handle before that; its timeout bounds the wait.)
+ *
+ * The objects are the JSON the server sent (no client-side model classes: timestamps stay strings),
+ * the same for listed and watched objects; `T` describes them, and the consumer validates what it
+ * uses.
+ */
+import { type KubeConfig, HttpMethod, IsomorphicFetchHttpLibrary, RequestContext, Watch } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { AsyncChannel } from '../../core/async-channel.ts';
+import { type BackoffPolicy, ExponentialBackoff } from '../../core/backoff.ts';
+import type { Clock } from '../../core/clock.ts';
+import { type ApiFailure, describeFailure, failureOfError, failureOfResponse, failureOfStatus, isExpired, missingPermission } from './api-failure.ts';
+
+/** What any watched object carries: where the collection stands after it. */
+export interface KubeObjectMeta {
+  readonly metadata?: { readonly resourceVersion?: string };
+}
+
+export type ListWatchItem<T> =
+  /** The complete collection as listed; marks the end of the listing (first, and after each relist). */
+  | { readonly kind: 'listed'; readonly objects: readonly T[] }
+  | { readonly kind: 'added' | 'modified' | 'deleted'; readonly object: T };
+
+/**
+ * `listing` from the start of a listing until the watch after it is accepted; `watching` while an
+ * accepted watch is open (and while one the server ended is re-opened); `backing-off` from a
+ * failure until a listing starts or a watch is accepted; `stopped` once the iteration ended.
+ */
+export type ListWatchState = 'listing' | 'watching' | 'backing-off' | 'stopped';
+
+export interface ListWatchStatus {
+  readonly state: ListWatchState;
+  /** When the state last changed (ISO 8601). */
+  readonly since: string;
+  /** Listings after the first (each after a 410 Gone). */
+  readonly relists: number;
+  /** Watches re-opened from a kept resourceVersion (server timeout, cut stream, refused watch). */
+  readonly reconnects: number;
+  /** The last resourceVersion seen, of a listing, an object or a bookmark. */
+  readonly resourceVersion?: string;
+  readonly lastListedAt?: string;
+  readonly lastError?: string;
+  /** While waiting out a backoff: when the next attempt is due (gone once the attempt is under way). */
+  readonly retryAt?: string;
+  /** The permission a 403 said is missing ("list pods"), until a listing or watch is accepted. */
+  readonly forbidden?: string;
+}
+
+export interface ListWatchOptions {
+  readonly kubeConfig: KubeConfig;
+  /** The collection, e.g. `/api/v1/pods`. */
+  readonly path: string;
+  readonly fieldSelector?: string;
+  readonly labelSelector?: string;
+  readonly clock: Clock;
+  /** Between failed attempts. Default 1 s doubling to 30 s. */
+  readonly backoff?: BackoffPolicy;
+  readonly logger: Logger;
+  /**
+   * How long the server keeps one watch open (its `timeoutSeconds`); the Watch's inactivity timeout
+   * is set a minute beyond it, so a quiet but healthy watch is ended by the server, cleanly, and
+   * only a dead connection by the timeout. Default 300 (client-go's minimum watch timeout).
+   */
+  readonly watchTimeoutSeconds?: number;
+}
+
+/** A watch shorter than this that delivered nothing and ended cleanly counts as a failure, so a server that ends every watch at once is not hammered. */
+const MIN_WATCH_MS = 1_000;
+/** The Watch's inactivity timeout beyond the server's own watch timeout. */
+const INACTIVITY_MARGIN_MS = 60_000;
+
+type Listing<T> = { readonly kind: 'listed'; readonly objects: T[]; readonly resourceVersion: string } | { readonly kind: 'failed'; readonly failure: ApiFailure };
+
+type WatchEnd =
+  /** The server ended the stream cleanly. */
+  | { readonly kind: 'ended'; readonly delivered: boolean; readonly startedAt: number }
+  /** 410 Gone: the resourceVersion is too old. */
+  | { readonly kind: 'expired'; readonly failure: ApiFailure }
+  | { readonly kind: 'failed'; readonly failure: ApiFailure }
+  | { readonly kind: 'aborted' };
+
+export class ListWatch<T extends KubeObjectMeta> {
+  readonly #o: ListWatchOptions;
+  readonly #backoff: BackoffPolicy;
+  readonly #resource: string;
+  readonly #watch: Watch;
+  readonly #http = new IsomorphicFetchHttpLibrary();
+  #state: ListWatchState = 'listing';
+  #since: number;
+  /** Failed attempts in a row; the backoff grows with it. */
+  #failures = 0;
+  #listings = 0;
+  #reconnects = 0;
+  /** Where the next watch starts; undefined: list first. */
+  #resourceVersion: string | undefined;
+  /** The resourceVersion is a listing's own (no event moved it yet): a 410 for it is the server contradicting itself. */
+  #versionFromListing = false;
+  #lastListedAt: number | undefined;
+  #lastError: string | undefined;
+  #retryAt: number | undefined;
+  #forbidden: string | undefined;
+  #iterated = false;
+
+  constructor(options: ListWatchOptions) {
+    this.#o = options;
+    this.#backoff = options.backoff ?? new ExponentialBackoff({ initialMs: 1_000, maxMs: 30_000 });
+    this.#resource = options.path.split('/').filter((part) => part !== '').at(-1) ?? options.path;
+    this.#since = options.clock.now();
+    this.#watch = new Watch(options.kubeConfig);
+    // 2.0.1 keeps the inactivity timeout in a field its typings call private (default 30 s, re-armed
+    // on every chunk); left at 30 s, every quiet half-minute would cut the watch.
+    const timeoutMs = (options.watchTimeoutSeconds ?? 300) * 1000 + INACTIVITY_MARGIN_MS;
+    if (typeof Reflect.get(this.#watch, 'requestTimeoutMs') === 'number') Reflect.set(this.#watch, 'requestTimeoutMs', timeoutMs);
+  }
+
+  get state(): ListWatchState {
+    return this.#state;
+  }
+
+  /** Listings and changes until `signal` aborts (or the consumer stops iterating). Iterated once. */
+  async *events(signal: AbortSignal): AsyncGenerator<ListWatchItem<T>> {
+    if (this.#iterated) throw new Error('a ListWatch is iterated once');
+    this.#iterated = true;
+    const channel = new AsyncChannel<ListWatchItem<T>>();
+    const stop = new AbortController();
+    const onAbort = (): void => stop.abort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    if (signal.aborted) stop.abort();
+    const running = this.#run(channel, stop.signal).finally(() => {
+      this.#setState('stopped');
+      channel.close();
+    });
+    try {
+      yield* channel;
+    } finally {
+      stop.abort();
+      signal.removeEventListener('abort', onAbort);
+      await running;
+    }
+  }
+
+  status(): ListWatchStatus {
+    const iso = (ms: number): string => new Date(ms).toISOString();
+    return {
+      state: this.#state,
+      since: iso(this.#since),
+      relists: Math.max(0, this.#listings - 1),
+      reconnects: this.#reconnects,
+      ...(this.#resourceVersion === undefined ? {} : { resourceVersion: this.#resourceVersion }),
+      ...(this.#lastListedAt === undefined ? {} : { lastListedAt: iso(this.#lastListedAt) }),
+      ...(this.#lastError === undefined ? {} : { lastError: this.#lastError }),
+      ...(this.#retryAt === undefined ? {} : { retryAt: iso(this.#retryAt) }),
+      ...(this.#forbidden === undefined ? {} : { forbidden: this.#forbidden }),
+    };
+  }
+
+  async #run(channel: AsyncChannel<ListWatchItem<T>>, signal: AbortSignal): Promise<void> {
+    let watchedSinceListing = false;
+    while (!signal.aborted) {
+      if (this.#resourceVersion === undefined) {
+        this.#setState('listing');
+        const listing = await this.#list(signal);
+        if (signal.aborted) return;
+        if (listing.kind === 'failed') {
+          await this.#backOff(listing.failure, 'list', signal);
+          continue;
+        }
+        this.#listings += 1;
+        this.#failures = 0;
+        this.#forbidden = undefined;
+        this.#lastListedAt = this.#o.clock.now();
+        this.#resourceVersion = listing.resourceVersion;
+        this.#versionFromListing = true;
+        watchedSinceListing = false;
+        channel.push({ kind: 'listed', objects: listing.objects });
+        this.#o.logger.info({ path: this.#o.path, objects: listing.objects.length, resourceVersion: listing.resourceVersion, relists: this.#listings - 1 }, 'kubernetes: listed');
+      }
+      if (watchedSinceListing) this.#reconnects += 1;
+      watchedSinceListing = true;
+      const end = await this.#watchFrom(this.#resourceVersion, channel, signal);
+      switch (end.kind) {
+        case 'aborted':
+          return;
+        case 'ended':
+          // The server's watch timeout: re-open at once, unless it ended before it began.
+          if (!end.delivered && this.#o.clock.now() - end.startedAt < MIN_WATCH_MS) {
+            await this.#backOff({ message: 'the API server ended the watch at once' }, 'watch', signal);
+          }
+          break;
+        case 'expired':
+          this.#o.logger.info({ path: this.#o.path, resourceVersion: this.#resourceVersion, err: describeFailure(end.failure) }, 'kubernetes: resourceVersion expired; listing again');
+          if (this.#versionFromListing) await this.#backOff(end.failure, 'watch', signal);
+          this.#resourceVersion = undefined;
+          break;
+        case 'failed':
+          await this.#backOff(end.failure, 'watch', signal);
+          break;
+        default: {
+          const never: never = end;
+          throw new Error(`unhandled watch end ${JSON.stringify(never)}`);
+        }
+      }
+    }
+  }
+
+  #url(): URL {
+    const cluster = this.#o.kubeConfig.getCurrentCluster();
+    if (cluster === null) throw new Error('the kubeconfig names no current cluster');
+    const url = new URL(cluster.server.replace(/\/+$/, '') + this.#o.path);
+    if (this.#o.fieldSelector !== undefined) url.searchParams.set('fieldSelector', this.#o.fieldSelector);
+    if (this.#o.labelSelector !== undefined) url.searchParams.set('labelSelector', this.#o.labelSelector);
+    return url;
+  }
+
+  /** One listing, through the library's HTTP layer (its TLS and credentials), as the server sent it. */
+  async #list(signal: AbortSignal): Promise<Listing<T>> {
+    try {
+      const context = new RequestContext(this.#url().toString(), HttpMethod.GET);
+      await this.#o.kubeConfig.applySecurityAuthentication(context);
+      context.setHeaderParam('Accept', 'application/json');
+      context.setSignal(signal);
+      const response = await this.#http.send(context).toPromise();
+      const text = await response.body.text();
+      if (response.httpStatusCode !== 200) return { kind: 'failed', failure: failureOfResponse(response.httpStatusCode, text) };
+      const list: unknown = JSON.parse(text);
+      const items = (list as { items?: unknown }).items;
+      const version = (list as { metadata?: { resourceVersion?: unknown } }).metadata?.resourceVersion;
+      if (!(Array.isArray(items) || items === null) || typeof version !== 'string' || version === '') {
+        return { kind: 'failed', failure: { message: 'the listing has no items or no metadata.resourceVersion' } };
+      }
+      return { kind: 'listed', objects: (items ?? []) as T[], resourceVersion: version };
+    } catch (error) {
+      return { kind: 'failed', failure: failureOfError(error) };
+    }
+  }
+
+  /** One watch from `resourceVersion`, until it ends, fails, expires or `signal` aborts. */
+  #watchFrom(resourceVersion: string, channel: AsyncChannel<ListWatchItem<T>>, signal: AbortSignal): Promise<WatchEnd> {
+    const startedAt = this.#o.clock.now();
+    let delivered = false;
+    return new Promise<WatchEnd>((resolve) => {
+      let settled = false;
+      let controller: AbortController | undefined;
+      const finish = (end: WatchEnd): void => {
+        if (settled) return;
+        settled = true;
+        signal.removeEventListener('abort', onAbort);
+        controller?.abort();
+        resolve(end);
+      };
+      const onAbort = (): void => finish({ kind: 'aborted' });
+      signal.addEventListener('abort', onAbort, { once: true });
+
+      const onEvent = (type: string, object: unknown): void => {
+        if (settled) return;
+        switch (type) {
+          case 'ADDED':
+          case 'MODIFIED':
+          case 'DELETED': {
+            delivered = true;
+            this.#advance(object);
+            const kind = type === 'ADDED' ? 'added' : type === 'MODIFIED' ? 'modified' : 'deleted';
+            channel.push({ kind, object: object as T });
+            return;
+          }
+          case 'BOOKMARK':
+            delivered = true;
+            this.#advance(object);
+            return;
+          case 'ERROR': {
+            const failure = failureOfStatus(object);
+            finish(isExpired(failure) ? { kind: 'expired', failure } : { kind: 'failed', failure });
+            return;
+          }
+          default:
+            this.#o.logger.warn({ path: this.#o.path, type }, 'kubernetes: watch event of an unknown type skipped');
+        }
+      };
+      const onDone = (error: unknown): void => {
+        if (error === null || error === undefined) finish({ kind: 'ended', delivered, startedAt });
+        else {
+          const failure = failureOfError(error);
+          finish(isExpired(failure) ? { kind: 'expired', failure } : { kind: 'failed', failure });
+        }
+      };
+      const query = {
+        resourceVersion,
+        allowWatchBookmarks: true,
+        timeoutSeconds: this.#o.watchTimeoutSeconds ?? 300,
+        ...(this.#o.fieldSelector === undefined ? {} : { fieldSelector: this.#o.fieldSelector }),
+        ...(this.#o.labelSelector === undefined ? {} : { labelSelector: this.#o.labelSelector }),
+      };
+      this.#watch.watch(this.#o.path, query, onEvent, onDone).then(
+        (opened) => {
+          controller = opened;
+          if (settled) {
+            opened.abort();
+            return;
+          }
+          // Accepted (200, the stream open): the failures in a row are over.
+          this.#failures = 0;
+          this.#forbidden = undefined;
+          this.#setState('watching');
+        },
+        (error: unknown) => finish({ kind: 'failed', failure: failureOfError(error) }),
+      );
+    });
+  }
+
+  /** The collection stands at the object's (or bookmark's) resourceVersion now. */
+  #advance(object: unknown): void {
+    const version = (object as KubeObjectMeta | null)?.metadata?.resourceVersion;
+    if (typeof version !== 'string' || version === '') return;
+    this.#resourceVersion = version;
+    this.#versionFromListing = false;
+  }
+
+  /** Records the failure and waits out the backoff (or the abort). */
+  async #backOff(failure: ApiFailure, verb: 'list' | 'watch', signal: AbortSignal): Promise<void> {
+    if (signal.aborted) return;
+    this.#failures += 1;
+    const wait = this.#backoff.delay(this.#failures);
+    const described = describeFailure(failure);
+    this.#lastError = described;
+    const forbidden = missingPermission(failure, verb, this.#resource);
+    if (forbidden !== undefined) this.#forbidden = forbidden;
+    this.#retryAt = this.#o.clock.now() + wait;
+    this.#setState('backing-off');
+    this.#o.logger.warn(
+      { path: this.#o.path, verb, err: described, retryInMs: wait, ...(forbidden === undefined ? {} : { missingPermission: forbidden }) },
+      forbidden === undefined ? `kubernetes: ${verb} failed; retrying` : `kubernetes: ${verb} refused: the service account may not ${forbidden}; retrying`,
+    );
+    await new Promise<void>((resolve) => {
+      const done = (): void => {
+        signal.removeEventListener('abort', onAbort);
+        cancel();
+        resolve();
+      };
+      const onAbort = (): void => done();
+      const cancel = this.#o.clock.setTimer(wait, done);
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
+    this.#retryAt = undefined;
+  }
+
+  #setState(state: ListWatchState): void {
+    if (state === this.#state) return;
+    this.#state = state;
+    this.#since = this.#o.clock.now();
+  }
+}

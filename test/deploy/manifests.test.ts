@@ -1,0 +1,241 @@
+/**
+ * deploy/ as a cluster would take it (`kubectl apply -f deploy/`), checked without a cluster:
+ * every YAML document is an object Kubernetes knows, with no field it does not know, valid
+ * against its schema (kubernetes-models); and the objects are what DESIGN.md C6 asks for: a
+ * least-privilege ClusterRole bound to the agent's ServiceAccount, and a DaemonSet on the host
+ * network, named after its node, with the host paths the agent and the plugin share, an init step
+ * installing the plugin, probes, every taint tolerated, node-critical priority, resources. Every
+ * WARREN_* variable deploy/ sets or documents is one the agent reads.
+ */
+import assert from 'node:assert/strict';
+import { readFileSync, readdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { dumpYaml, loadAllYaml } from '@kubernetes/client-node';
+import { DaemonSet, type IDaemonSet } from 'kubernetes-models/apps/v1/DaemonSet';
+import { ClusterRole, type IClusterRole } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRole';
+import { ClusterRoleBinding, type IClusterRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRoleBinding';
+import { Namespace } from 'kubernetes-models/v1/Namespace';
+import { type IServiceAccount, ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
+import { SETTINGS, resolveAgentOptions } from '../../src/agent/options.ts';
+import { imageReference, imageTag } from '../../scripts/build-image.ts';
+import { REPO } from '../helpers/processes.ts';
+
+const DEPLOY = join(REPO, 'deploy');
+const NAMESPACE = 'warren';
+
+
+/** The schema of each kind deploy/ may hold; any other kind is a mistake. */
+const MODELS: Record<string, new (data: never) => { validate(): void }> = {
+  'v1/Namespace': Namespace,
+  'v1/ServiceAccount': ServiceAccount,
+  'rbac.authorization.k8s.io/v1/ClusterRole': ClusterRole,
+  'rbac.authorization.k8s.io/v1/ClusterRoleBinding': ClusterRoleBinding,
+  'apps/v1/DaemonSet': DaemonSet,
+};
+
+// The YAML parser loadAllYaml itself uses, resolved as @kubernetes/client-node resolves it: the
+// documents as written, to compare with what the typed objects keep (they drop unknown fields).
+const jsYaml = createRequire(import.meta.resolve('@kubernetes/client-node'))('js-yaml') as { loadAll(text: string): unknown[] };
+
+interface Document {
+  readonly file: string;
+  readonly apiVersion: string;
+  readonly kind: string;
+  readonly metadata?: { readonly name?: string; readonly namespace?: string };
+}
+
+const files = readdirSync(DEPLOY)
+  .filter((name) => /\.ya?ml$/.test(name))
+  .sort();
+const texts = new Map(files.map((file) => [file, readFileSync(join(DEPLOY, file), 'utf8')]));
+const documents: Document[] = files.flatMap((file) => (jsYaml.loadAll(texts.get(file) as string) as Omit<Document, 'file'>[]).filter((doc) => doc !== null).map((doc) => ({ ...doc, file })));
+
+function theOne<T>(kind: string): T {
+  const found = documents.filter((doc) => doc.kind === kind);
+  assert.equal(found.length, 1, `deploy/ holds one ${kind}`);
+  return found[0] as unknown as T;
+}
+
+const daemonSet = theOne<IDaemonSet>('DaemonSet');
+const pod = daemonSet.spec?.template.spec;
+const agent = pod?.containers.find((c) => c.name === 'agent');
+const init = pod?.initContainers ?? [];
+const agentEnv = new Map((agent?.env ?? []).map((e) => [e.name, e]));
+
+/** The host path behind a container's mount, and the mount's propagation. */
+function hostMounts(container: { volumeMounts?: { name: string; mountPath: string; mountPropagation?: string; readOnly?: boolean }[] } | undefined) {
+  const volumes = new Map((pod?.volumes ?? []).map((v) => [v.name, v]));
+  return new Map(
+    (container?.volumeMounts ?? []).map((m) => [m.mountPath, { hostPath: volumes.get(m.name)?.hostPath?.path, propagation: m.mountPropagation, readOnly: m.readOnly === true }]),
+  );
+}
+
+describe('deploy/', () => {
+  it('holds YAML documents only of the kinds Warren deploys, each in its own file', () => {
+    assert.ok(files.length > 0, 'deploy/ has YAML files');
+    assert.deepEqual(documents.map((doc) => doc.kind).sort(), ['ClusterRole', 'ClusterRoleBinding', 'DaemonSet', 'Namespace', 'ServiceAccount']);
+    assert.equal(new Set(documents.map((doc) => doc.file)).size, documents.length);
+  });
+
+  it('opens every YAML file with a comment that says what it is', () => {
+    for (const [file, text] of texts) assert.match(text, /^# \S/, `${file} starts with a comment`);
+  });
+
+  it('has only fields Kubernetes knows: loadAllYaml gives back every field the files write', () => {
+    for (const file of files) {
+      const text = texts.get(file) as string;
+      const typed = loadAllYaml(text);
+      const written = jsYaml.loadAll(text).filter((doc) => doc !== null);
+      assert.equal(typed.length, written.length, file);
+      typed.forEach((object, i) => assert.deepEqual(jsYaml.loadAll(dumpYaml(object))[0], written[i], `${file}: a field loadAllYaml dropped is one the API server would too`));
+    }
+  });
+
+  it('is valid against the Kubernetes schema of each kind', () => {
+    for (const doc of documents) {
+      const { file, ...object } = doc;
+      const Model = MODELS[`${object.apiVersion}/${object.kind}`];
+      assert.ok(Model, `${file}: ${object.apiVersion} ${object.kind} is a kind deploy/ holds`);
+      assert.doesNotThrow(() => new Model(object as never).validate(), `${file}: ${object.kind} ${object.metadata?.name}`);
+    }
+  });
+
+  it('puts its namespaced objects in the warren namespace, which admits privileged pods', () => {
+    for (const doc of documents.filter((d) => d.kind === 'ServiceAccount' || d.kind === 'DaemonSet')) assert.equal(doc.metadata?.namespace, NAMESPACE, `${doc.kind} ${doc.metadata?.name}`);
+    const namespace = theOne<{ metadata: { name: string; labels?: Record<string, string> } }>('Namespace');
+    assert.equal(namespace.metadata.name, NAMESPACE);
+    assert.equal(namespace.metadata.labels?.['pod-security.kubernetes.io/enforce'], 'privileged');
+  });
+});
+
+describe('the ClusterRole and its binding', () => {
+  it('grant exactly pods get/list/watch, events create/patch and nodes get/list/watch, in the core group', () => {
+    const role = theOne<IClusterRole>('ClusterRole');
+    const granted: Record<string, string[]> = {};
+    for (const rule of role.rules ?? []) {
+      assert.equal(rule.resourceNames, undefined);
+      assert.equal(rule.nonResourceURLs, undefined);
+      for (const group of rule.apiGroups ?? []) {
+        for (const resource of rule.resources ?? []) granted[`${group}/${resource}`] = [...(granted[`${group}/${resource}`] ?? []), ...rule.verbs].sort();
+      }
+    }
+    assert.deepEqual(granted, { '/pods': ['get', 'list', 'watch'], '/events': ['create', 'patch'], '/nodes': ['get', 'list', 'watch'] });
+    assert.equal(role.aggregationRule, undefined);
+  });
+
+  it("bind that role to the DaemonSet's service account", () => {
+    const role = theOne<IClusterRole>('ClusterRole');
+    const account = theOne<IServiceAccount>('ServiceAccount');
+    const binding = theOne<IClusterRoleBinding>('ClusterRoleBinding');
+    assert.deepEqual(binding.roleRef, { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role.metadata?.name });
+    assert.deepEqual(binding.subjects, [{ kind: 'ServiceAccount', name: account.metadata?.name, namespace: account.metadata?.namespace }]);
+    assert.equal(pod?.serviceAccountName, account.metadata?.name);
+  });
+});
+
+describe('the DaemonSet', () => {
+  it('selects the pods of its own template and rolls one node at a time', () => {
+    const labels = daemonSet.spec?.template.metadata?.labels ?? {};
+    for (const [key, value] of Object.entries(daemonSet.spec?.selector.matchLabels ?? {})) assert.equal(labels[key], value, key);
+    assert.deepEqual(daemonSet.spec?.updateStrategy, { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 1 } });
+  });
+
+  it("runs on the host network, resolving cluster names, named after its node from the downward API's spec.nodeName", () => {
+    assert.equal(pod?.hostNetwork, true);
+    assert.equal(pod?.dnsPolicy, 'ClusterFirstWithHostNet');
+    assert.deepEqual(agentEnv.get('WARREN_NODE_NAME'), { name: 'WARREN_NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } });
+  });
+
+  it('tolerates every taint, is system-node-critical and privileged', () => {
+    assert.deepEqual(pod?.tolerations, [{ operator: 'Exists' }]);
+    assert.equal(pod?.priorityClassName, 'system-node-critical');
+    assert.equal(agent?.securityContext?.privileged, true);
+  });
+
+  it('requests CPU and memory and limits memory, for the agent and the init step', () => {
+    for (const container of [agent, ...init]) {
+      assert.ok(container?.resources?.requests?.cpu, `${container?.name} requests CPU`);
+      assert.ok(container?.resources?.requests?.memory, `${container?.name} requests memory`);
+      assert.ok(container?.resources?.limits?.memory, `${container?.name} limits memory`);
+    }
+  });
+
+  it('mounts the host paths the agent shares with the plugin and the runtime, where the agent looks by default', () => {
+    const mounts = hostMounts(agent);
+    const expect = (mountPath: string, hostPath: string) => assert.equal(mounts.get(mountPath)?.hostPath, hostPath, `${mountPath} is the host's ${hostPath}`);
+    expect('/var/lib/warren', '/var/lib/warren');
+    expect('/run/warren', '/run/warren');
+    expect('/opt/cni/bin', '/opt/cni/bin');
+    expect('/etc/cni/net.d', '/etc/cni/net.d');
+    expect('/var/run/netns', '/var/run/netns');
+    // Namespaces made after the agent started must appear inside it.
+    assert.equal(mounts.get('/var/run/netns')?.propagation, 'HostToContainer');
+    // containerd's socket, through its directory (a restarted containerd makes a new socket).
+    const socket = agentEnv.get('WARREN_CONTAINERD_SOCKET')?.value ?? SETTINGS.containerdSocket.default;
+    assert.equal(socket, '/run/containerd/containerd.sock');
+    expect('/run/containerd', '/run/containerd');
+    for (const [path, mount] of mounts) assert.ok(mount.hostPath !== undefined, `${path} is a host path`);
+  });
+
+  it('installs the plugin into the host CNI bin dir in an init container, with warren install, from the same image', () => {
+    assert.equal(init.length, 1);
+    const [step] = init;
+    assert.deepEqual([...(step?.command ?? []), ...(step?.args ?? [])], ['warren', 'install', '--cni-bin-dir', '/host/opt/cni/bin']);
+    assert.equal(hostMounts(step).get('/host/opt/cni/bin')?.hostPath, '/opt/cni/bin');
+    assert.equal(step?.image, agent?.image);
+  });
+
+  it('probes the agent over its socket: alive while it answers, ready while warren status says so', () => {
+    assert.deepEqual(agent?.livenessProbe?.exec?.command, ['warren', 'status', '--json']);
+    assert.deepEqual(agent?.readinessProbe?.exec?.command, ['warren', 'status']);
+    for (const probe of [agent?.startupProbe, agent?.livenessProbe, agent?.readinessProbe]) {
+      // Each probe starts a Node: kubelet's default of one second is too short for it.
+      if (probe !== undefined) assert.ok((probe.timeoutSeconds ?? 1) >= 5, 'a probe waits at least 5 s');
+    }
+  });
+
+  it('runs the image scripts/build-image.ts makes, never pulling it', () => {
+    for (const container of [agent, ...init]) {
+      assert.equal(container?.image, `warren:${imageTag()}`);
+      assert.equal(`docker.io/library/${container?.image}`, imageReference());
+      assert.equal(container?.imagePullPolicy, 'IfNotPresent');
+    }
+    assert.deepEqual([...(agent?.command ?? []), ...(agent?.args ?? [])], ['warren', 'agent']);
+  });
+
+  it('mounts only volumes it declares', () => {
+    const declared = new Set((pod?.volumes ?? []).map((v) => v.name));
+    for (const container of [agent, ...init]) for (const m of container?.volumeMounts ?? []) assert.ok(declared.has(m.name), `${container?.name} mounts ${m.name}`);
+  });
+});
+
+describe('the settings deploy/ names', () => {
+  const knownEnv = new Set(Object.values(SETTINGS).map((s) => s.env));
+  const knownFlags = new Set(Object.values(SETTINGS).map((s) => s.flag));
+
+  it('are variables the agent reads, set or documented in comments (the etcd variant)', () => {
+    for (const file of readdirSync(DEPLOY).sort()) {
+      for (const [name] of readFileSync(join(DEPLOY, file), 'utf8').matchAll(/\bWARREN_[A-Z0-9_]+/g)) assert.ok(knownEnv.has(name), `${file}: ${name} is a setting of the agent`);
+    }
+  });
+
+  it("are flags the agent takes, on the agent's command line", () => {
+    const argv = [...(agent?.command ?? []), ...(agent?.args ?? [])];
+    for (const arg of argv.filter((a) => a.startsWith('--'))) assert.ok(knownFlags.has(arg.slice(2).split('=')[0] as string), `${arg} is a flag of warren agent`);
+  });
+
+  it('give values the agent accepts', () => {
+    // An explicit state dir, the root default, so that resolving creates nothing here.
+    const env: NodeJS.ProcessEnv = { WARREN_STATE_DIR: '/var/lib/warren' };
+    const settingOf = new Map(Object.entries(SETTINGS).map(([key, s]) => [s.env, key]));
+    for (const e of agent?.env ?? []) env[e.name] = e.valueFrom?.fieldRef?.fieldPath === 'spec.nodeName' ? 'node-1' : e.value;
+    const options = resolveAgentOptions({}, env, 0, '/app') as unknown as Record<string, unknown>;
+    assert.equal(options.nodeName, 'node-1');
+    assert.equal(options.store, 'sqlite');
+    assert.equal(options.socket, '/run/warren/warren.sock');
+    assert.equal(options[settingOf.get('WARREN_KUBERNETES') as string], true);
+    assert.equal(options[settingOf.get('WARREN_POD_GONE_GRACE') as string], 600);
+  });
+});

@@ -1,0 +1,102 @@
+/**
+ * A node leaves the cluster: three agents (child processes, real plugin executable) share pools on
+ * a real etcd and watch Nodes through the fake API server (real wire, TLS, bearer token). When a
+ * Node is deleted and its agent's announcement has expired, exactly one of the others forgets it:
+ * its addresses are released, its blocks freed and reused, and one Event records it.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { REASON_NODE_FORGOTTEN } from '../../src/agent/kubernetes-nodes.ts';
+import type { AgentStatus } from '../../src/api/protocol.ts';
+import { requestJson } from '../../src/core/unix-http.ts';
+import { EtcdStore } from '../../src/store/etcd-store.ts';
+import { type AgentHandle, startAgent } from '../helpers/agent.ts';
+import { resultAddresses, warren } from '../helpers/cni.ts';
+import { type EtcdCluster, startEtcd } from '../helpers/etcd.ts';
+import { type FakeKubeApi, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
+import { waitFor } from '../helpers/processes.ts';
+
+const PREFIX = '/kube-nodes-test/';
+
+describe('a node deleted from Kubernetes', () => {
+  let etcd: EtcdCluster;
+  let api: FakeKubeApi;
+  let observer: EtcdStore;
+  const agents = new Map<string, AgentHandle>();
+
+  const args = (name: string) => [
+    '--node-name',
+    name,
+    '--store',
+    'etcd',
+    '--etcd-endpoints',
+    etcd.endpoints.join(','),
+    '--etcd-prefix',
+    PREFIX,
+    '--node-lease',
+    '2',
+    '--kubernetes',
+    'on',
+    '--kubeconfig',
+    api.kubeconfigPath,
+  ];
+  const config = (agent: AgentHandle) => ({ cniVersion: '1.1.0', name: 'kn', ipam: { type: 'warren', socket: agent.socket, range: '10.246.0.0/24', block_size: 28 } });
+
+  before(async () => {
+    etcd = await startEtcd(1);
+    api = await startFakeKubeApi();
+    for (const name of ['kn1', 'kn2', 'kn3']) {
+      api.createNode(name);
+      agents.set(name, await startAgent({ args: args(name) }));
+    }
+    observer = await EtcdStore.open({ endpoints: etcd.endpoints, prefix: PREFIX });
+  });
+  after(async () => {
+    for (const a of agents.values()) await a.kill();
+    await observer?.close();
+    await api?.stop();
+    await etcd?.stop();
+  });
+
+  it('is forgotten by exactly one agent once its announcement expired; its blocks are freed and reused', async () => {
+    const kn3 = agents.get('kn3') as AgentHandle;
+    const added: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const reply = await warren({ command: 'ADD', containerID: `kn3-c${i}`, netns: `/var/run/netns/kn3-c${i}`, ifname: 'eth0', config: config(kn3) });
+      assert.equal(reply.code, 0, reply.stdout);
+      added.push(...resultAddresses(reply));
+    }
+    const kn3Blocks = (await observer.pools()).filter((p) => p.affinity === 'kn3').map((p) => p.pool);
+    assert.ok(kn3Blocks.length >= 1, 'kn3 claimed a block');
+    // The node's machine dies: its agent is gone without withdrawing, and Kubernetes deletes the Node.
+    await kn3.kill();
+    agents.delete('kn3');
+    api.deleteNode('kn3');
+    await waitFor(
+      "kn3's addresses to be released and its blocks freed",
+      async () => ((await observer.list({ node: 'kn3' })).length === 0 && !(await observer.pools()).some((p) => p.affinity === 'kn3') ? true : undefined),
+      30_000,
+    );
+    const forgetters = [...agents.values()].filter((a) => a.log().includes('forgot a node deleted from Kubernetes'));
+    assert.equal(forgetters.length, 1, `exactly one agent forgot kn3; logs: ${[...agents.values()].map((a) => a.log().split('\n').filter((l) => /kn3|forg/.test(l)).join('\n')).join('\n---\n')}`);
+    const events = await waitFor('the Event on the Node', () => {
+      const found = api.listEvents('default').filter((e) => e.reason === REASON_NODE_FORGOTTEN);
+      return found.length > 0 ? found : undefined;
+    });
+    assert.equal(events.length, 1);
+    assert.match(String(events[0]?.message), /released 3 addresses/);
+    const statuses = await Promise.all([...agents.values()].map(async (a) => (await requestJson({ socket: a.socket, method: 'GET', path: '/v1/status' })).body as AgentStatus));
+    assert.deepEqual(statuses.flatMap((s) => s.kubernetes?.nodes?.forgotten ?? []), ['kn3']);
+    // Reused: a block kn3 held is claimed by a live node once it needs one.
+    const kn1 = agents.get('kn1') as AgentHandle;
+    for (let i = 0; i < 40; i++) {
+      const reply = await warren({ command: 'ADD', containerID: `kn1-c${i}`, netns: `/var/run/netns/kn1-c${i}`, ifname: 'eth0', config: config(kn1) });
+      assert.equal(reply.code, 0, reply.stdout);
+    }
+    const owners = new Map((await observer.pools()).map((p) => [p.pool, p.affinity]));
+    assert.ok(
+      kn3Blocks.some((b) => owners.get(b) === 'kn1'),
+      `one of kn3's former blocks (${kn3Blocks.join(', ')}) is now kn1's`,
+    );
+  });
+});
