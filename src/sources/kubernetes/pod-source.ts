@@ -168,7 +168,10 @@ export class PodSource {
     }
   }
 
-  /** The node's pods the API holds now, as last seen (finished ones included, until deleted). */
+  /**
+   * The node's pods the API holds, as of the last item handed to the consumer (finished ones
+   * included, until deleted). Kept current by `events`: empty before the first listing.
+   */
   live(): ReadonlyMap<string, PodFact> {
     return this.#live;
   }

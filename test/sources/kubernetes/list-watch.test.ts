@@ -260,6 +260,30 @@ describe('ListWatch', () => {
     assert.deepEqual(seen(r.items), ['listed:']);
   });
 
+  it('reports a token the server refuses (401) and keeps retrying with backoff', async (t) => {
+    const api = await startFakeKubeApi();
+    const clock = new ManualClock(Date.now());
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromFile(api.writeKubeconfig({ token: 'wrong' }));
+    const lw = new ListWatch<Pod>({ kubeConfig, path: '/api/v1/pods', clock, logger: quiet });
+    const abort = new AbortController();
+    const done = (async () => {
+      for await (const _ of lw.events(abort.signal)) assert.fail('nothing is listed with a wrong token');
+    })();
+    t.after(async () => {
+      abort.abort();
+      await done;
+      await api.stop();
+    });
+    const r = { api, clock, lw, items: [], done, abort };
+    const s = await backingOff(r, 1_000);
+    assert.equal(s.lastError, 'HTTP 401 Unauthorized: Unauthorized');
+    assert.equal(s.forbidden, undefined);
+    clock.advance(1_000);
+    await backingOff(r, 2_000);
+    assert.equal(lists(api).length, 2);
+  });
+
   it('ends the iterable on abort, closing the watch and leaving no timer', async (t) => {
     const r = await start(t);
     await watching(r);
