@@ -18,6 +18,8 @@ import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Clock } from '../core/clock.ts';
 import { messageOf } from '../core/errors.ts';
+import { TokenBucketRateLimiter } from '../core/rate-limited-queue.ts';
+import { failureOfError } from '../sources/kubernetes/api-failure.ts';
 
 /** What an Event is about: a pod (in its namespace) or a Node (Events about Nodes live in `default`). */
 export interface Involved {
@@ -71,21 +73,15 @@ interface Sent {
 export class ClusterEvents {
   readonly #o: ClusterEventsOptions;
   readonly #aggregateMs: number;
-  readonly #burst: number;
-  readonly #refillMs: number;
+  readonly #bucket: TokenBucketRateLimiter;
   readonly #recent = new Map<string, Sent>();
-  #tokens: number;
-  #refilledAt: number;
   #status: { sent: number; aggregated: number; dropped: number; refused: number; forbidden?: string; lastError?: string } = { sent: 0, aggregated: 0, dropped: 0, refused: 0 };
   readonly #refusalsLogged = new Set<string>();
 
   constructor(options: ClusterEventsOptions) {
     this.#o = options;
     this.#aggregateMs = options.aggregateMs ?? 10 * 60_000;
-    this.#burst = options.burst ?? 25;
-    this.#refillMs = 60_000 / (options.perMinute ?? 60);
-    this.#tokens = this.#burst;
-    this.#refilledAt = options.clock.now();
+    this.#bucket = new TokenBucketRateLimiter({ clock: options.clock, perSecond: (options.perMinute ?? 60) / 60, burst: options.burst ?? 25 });
   }
 
   /** Reports on the object; resolves once sent, aggregated or dropped (never rejects). */
@@ -94,7 +90,7 @@ export class ClusterEvents {
     this.#prune(now);
     const key = `${about.kind}\u0000${about.namespace}\u0000${about.name}\u0000${about.uid ?? ''}\u0000${reason}\u0000${message}`;
     const earlier = this.#recent.get(key);
-    if (!this.#take(now)) {
+    if (!this.#bucket.tryTake()) {
       this.#status.dropped += 1;
       this.#o.logger.debug({ about: `${about.kind} ${about.namespace}/${about.name}`, reason }, 'event over the rate limit; not sent');
       return;
@@ -141,7 +137,7 @@ export class ClusterEvents {
   }
 
   #failed(error: unknown, reason: string): void {
-    const code = statusCodeOf(error);
+    const code = failureOfError(error).code;
     const message = messageOf(error);
     this.#status.lastError = message;
     if (code === 403 || code === 422) {
@@ -161,28 +157,9 @@ export class ClusterEvents {
     this.#o.logger.warn({ reason, err: message }, 'could not send an Event; dropped');
   }
 
-  #take(now: number): boolean {
-    const refill = Math.floor((now - this.#refilledAt) / this.#refillMs);
-    if (refill > 0) {
-      this.#tokens = Math.min(this.#burst, this.#tokens + refill);
-      this.#refilledAt += refill * this.#refillMs;
-    }
-    if (this.#tokens === 0) return false;
-    this.#tokens -= 1;
-    return true;
-  }
-
   #prune(now: number): void {
     for (const [key, sent] of this.#recent) if (now - sent.lastAt > this.#aggregateMs) this.#recent.delete(key);
   }
-}
-
-/** The HTTP status of a client-node failure (ApiException.code), when it has one. */
-export function statusCodeOf(error: unknown): number | undefined {
-  const e = error as { code?: unknown; statusCode?: unknown } | null;
-  if (typeof e?.code === 'number') return e.code;
-  if (typeof e?.statusCode === 'number') return e.statusCode;
-  return undefined;
 }
 
 /** A Kubernetes `Time`: RFC 3339 to the second, as the API server stores it. */

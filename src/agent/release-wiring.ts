@@ -13,6 +13,7 @@ import type { Allocator } from '../allocator/allocator.ts';
 import { ExponentialBackoff } from '../core/backoff.ts';
 import type { Clock } from '../core/clock.ts';
 import { ContainerdEventSource } from '../sources/containerd/event-source.ts';
+import { failureOfError } from '../sources/kubernetes/api-failure.ts';
 import { loadKubeConfig } from '../sources/kubernetes/kubeconfig.ts';
 import { NodeSource } from '../sources/kubernetes/node-source.ts';
 import { PodSource } from '../sources/kubernetes/pod-source.ts';
@@ -22,7 +23,7 @@ import { netnsRemovals } from '../sources/netns-removals.ts';
 import type { Store } from '../store/store.ts';
 import type { AgentOptions } from './options.ts';
 import type { RecentErrors } from './recent-errors.ts';
-import { ClusterEvents, statusCodeOf } from './kubernetes-events.ts';
+import { ClusterEvents } from './kubernetes-events.ts';
 import { KubernetesNodes } from './kubernetes-nodes.ts';
 import { KubernetesReleases } from './kubernetes-releases.ts';
 import { JournalIntake } from './release-journal.ts';
@@ -50,7 +51,7 @@ async function orNotFound<T>(request: Promise<T>): Promise<T | undefined> {
   try {
     return await request;
   } catch (error) {
-    if (statusCodeOf(error) === 404) return undefined;
+    if (failureOfError(error).code === 404) return undefined;
     throw error;
   }
 }

@@ -86,11 +86,23 @@ export class TokenBucketRateLimiter implements RateLimiter {
   }
 
   when(_key: string): number {
+    this.#refill();
+    this.#tokens -= 1;
+    return this.#tokens < 0 ? (-this.#tokens * 1_000) / this.#perSecond : 0;
+  }
+
+  /** Takes a token if a whole one is there now, reserving none ahead: for callers that drop rather than wait. */
+  tryTake(): boolean {
+    this.#refill();
+    if (this.#tokens < 1) return false;
+    this.#tokens -= 1;
+    return true;
+  }
+
+  #refill(): void {
     const now = this.#clock.now();
     this.#tokens = Math.min(this.#burst, this.#tokens + (Math.max(0, now - this.#last) * this.#perSecond) / 1_000);
     this.#last = now;
-    this.#tokens -= 1;
-    return this.#tokens < 0 ? (-this.#tokens * 1_000) / this.#perSecond : 0;
   }
 
   /** The bucket is shared: one key's success gives no token back. */

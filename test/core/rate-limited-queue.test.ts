@@ -140,6 +140,17 @@ describe('RateLimitedQueue', () => {
     assert.equal(bucket.retries('k'), 0);
   });
 
+  it('takes a token only when a whole one is there, reserving none ahead (tryTake, for callers that drop)', () => {
+    const clock = new ManualClock(0);
+    const bucket = new TokenBucketRateLimiter({ clock, perSecond: 2, burst: 2 });
+    assert.deepEqual([bucket.tryTake(), bucket.tryTake(), bucket.tryTake()], [true, true, false]);
+    clock.advance(250);
+    assert.equal(bucket.tryTake(), false, 'half a token is not one');
+    clock.advance(250);
+    assert.equal(bucket.tryTake(), true);
+    assert.equal(bucket.when('k'), 500, 'a refused tryTake reserved nothing');
+  });
+
   it('waits the longer of the key backoff and the bucket reservation, and forgets in both', () => {
     const clock = new ManualClock(0);
     const limiter = new MaxOfRateLimiter(new ItemExponentialRateLimiter(), new TokenBucketRateLimiter({ clock, perSecond: 10, burst: 2 }));
