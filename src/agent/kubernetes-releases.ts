@@ -66,6 +66,7 @@ export interface KubernetesReleasesStatus {
   readonly waiting: ReadonlyArray<{ pod: string; uid: string; because: PodGoneBecause; until: string }>;
   readonly released: number;
   readonly gaveUp: number;
+  /** Resyncs completed (every allocation of the listing's node judged). */
   readonly resyncs: number;
   readonly queue: RateLimitedQueueStats;
 }
@@ -166,7 +167,6 @@ export class KubernetesReleases {
 
   /** After a listing: this node's allocations whose pod is not running, by UID. */
   async #resync(pods: ReadonlyMap<string, PodFact>): Promise<void> {
-    this.#resyncs += 1;
     const running = new Set<string>();
     for (const pod of pods.values()) {
       if (pod.terminal) continue;
@@ -190,6 +190,7 @@ export class KubernetesReleases {
       if (await this.#stillExists(pod)) continue;
       this.#track(pod, 'absent-from-listing');
     }
+    this.#resyncs += 1;
   }
 
   /** Whether the API server still has the pod; an error counts as "it may": nothing is judged unseen. */

@@ -179,6 +179,24 @@ describe('Kubernetes pod garbage collection', { skip }, () => {
     assert.ok(address !== liveAddress);
   });
 
+  it('keeps a static pod\'s address at the resync: its mirror pod, with another UID, counts through its config.mirror annotation', async () => {
+    // The kubelet ADDs a static pod under its own UID (the config hash); the API server shows a
+    // mirror pod with a UID of its own that names the hash in an annotation.
+    api.createPod({
+      metadata: { name: 'etcd-static', namespace: 'kube-system', uid: 'mirror-uid-1', annotations: { 'kubernetes.io/config.mirror': 'static-hash-1' } },
+      spec: { nodeName: NODE, containers: [{ name: 'c', image: 'busybox' }] },
+      status: { phase: 'Running' },
+    });
+    const ns = await netns();
+    const staticPod: KubeObject = { metadata: { name: 'etcd-static', namespace: 'kube-system', uid: 'static-hash-1' } };
+    const address = await add(staticPod, 'sandbox-static-1', ns.path);
+    await stop();
+    await start();
+    await waitFor('the resync after the listing', async () => (((await status()).kubernetes?.releases.resyncs ?? 0) > 0 ? true : undefined));
+    assert.deepEqual(await held('static-hash-1'), [address]);
+    assert.equal((await status()).kubernetes?.releases.tracked, 0, 'nothing judged gone');
+  });
+
   it('releases a finished Job pod (phase Succeeded) once its namespace is gone, while its object still exists', async () => {
     const p = pod('job-done', 'uid-succeeded-1');
     const ns = await netns();
