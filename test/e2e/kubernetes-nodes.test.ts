@@ -77,7 +77,10 @@ describe('a node deleted from Kubernetes', () => {
       async () => ((await observer.list({ node: 'kn3' })).length === 0 && !(await observer.pools()).some((p) => p.affinity === 'kn3') ? true : undefined),
       30_000,
     );
-    const forgetters = [...agents.values()].filter((a) => a.log().includes('forgot a node deleted from Kubernetes'));
+    // The store shows the forget before the agent's log line has come through its pipe.
+    const forgot = (a: AgentHandle) => a.log().includes('forgot a node deleted from Kubernetes');
+    await waitFor('an agent to log that it forgot kn3', () => ([...agents.values()].some(forgot) ? true : undefined));
+    const forgetters = [...agents.values()].filter(forgot);
     assert.equal(forgetters.length, 1, `exactly one agent forgot kn3; logs: ${[...agents.values()].map((a) => a.log().split('\n').filter((l) => /kn3|forg/.test(l)).join('\n')).join('\n---\n')}`);
     const events = await waitFor('the Event on the Node', () => {
       const found = api.listEvents('default').filter((e) => e.reason === REASON_NODE_FORGOTTEN);
