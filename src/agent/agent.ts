@@ -12,6 +12,9 @@ import type { Logger } from 'pino';
 import { type Clock, systemClock } from '../core/clock.ts';
 import { WarrenError } from '../core/errors.ts';
 import { CniService } from './cni-service.ts';
+import { CniConfigManager, readinessProblem } from './cni-config-manager.ts';
+import { DEFAULT_SOCKET } from '../api/socket.ts';
+import { DEFAULT_JOURNAL_DIR } from '../cni/journal-dir.ts';
 import { Allocator } from '../allocator/allocator.ts';
 import { SqliteStore } from '../store/sqlite-store.ts';
 import type { Store } from '../store/store.ts';
@@ -43,7 +46,9 @@ export class Agent {
   #injectedStore: Store | undefined;
   /** The release pipeline and its sources. */
   #releases: ReleaseWiring | undefined;
-  /** Stops the sources, the reconcile pass and the cluster chores. */
+  /** Keeps Warren's config in the CNI conf dir, when told to. */
+  #cniConfig: CniConfigManager | undefined;
+  /** Stops the sources, the reconcile pass, the cluster chores and the config manager. */
   #abort = new AbortController();
 
   constructor(options: AgentOptions, deps: AgentDeps) {
@@ -90,6 +95,9 @@ export class Agent {
       const releases = new ReleaseWiring(o, { store, allocator, clock: this.#clock, logger: this.#logger, errors });
       this.#releases = releases;
       const { reconciler, containerd, kubernetes } = releases;
+      const cniConfig = o.manageCniConfig ? this.#configManager() : undefined;
+      this.#cniConfig = cniConfig;
+      const notReady = (): string | undefined => readinessProblem(o.readinessIndicatorFile);
       const service = new AgentService({
         store,
         allocator,
@@ -99,10 +107,13 @@ export class Agent {
         reconciler,
         ...(containerd === undefined ? {} : { containerd }),
         ...(kubernetes === undefined ? {} : { kubernetes }),
+        notReady,
+        ...(cniConfig === undefined ? {} : { cniConfig: () => cniConfig.status() }),
       });
       const cni = new CniService({
         allocator,
         readiness: () => service.readiness(),
+        addGate: notReady,
         storeKind: clustered ? 'etcd' : 'sqlite',
         clock: this.#clock,
         gcGraceMs: o.gcGraceSeconds * 1000,
@@ -120,6 +131,8 @@ export class Agent {
       await prepareSocket(o.socket);
       await listen(this.#server, o.socket);
       this.#socketIno = statSync(o.socket).ino;
+      // Only now: a runtime that finds Warren's config calls the plugin, which must find the agent.
+      cniConfig?.start(this.#abort.signal);
       this.#logger.info({ socket: o.socket, store: store.description }, 'agent ready');
     } catch (error) {
       await this.stop();
@@ -127,8 +140,29 @@ export class Agent {
     }
   }
 
+  #configManager(): CniConfigManager {
+    const o = this.options;
+    const socket = unlessDefault(o.socket, DEFAULT_SOCKET);
+    const journalDir = unlessDefault(o.journalDir, DEFAULT_JOURNAL_DIR);
+    return new CniConfigManager({
+      confDir: o.cniConfDir,
+      ...(o.primaryConfig === undefined ? {} : { primaryConfig: o.primaryConfig }),
+      primaryWaitMs: o.primaryWaitSeconds * 1000,
+      ...(o.readinessIndicatorFile === undefined ? {} : { readinessIndicator: o.readinessIndicatorFile }),
+      cniVersionMax: o.cniVersionMax,
+      cleanupOnExit: o.cleanupConfigOnExit,
+      ...(socket === undefined ? {} : { socket }),
+      ...(journalDir === undefined ? {} : { journalDir }),
+      clock: this.#clock,
+      logger: this.#logger,
+    });
+  }
+
   async stop(): Promise<void> {
     this.#abort.abort();
+    // Before the socket goes: with --cleanup-config-on-exit the runtime stops calling Warren first.
+    await this.#cniConfig?.stopped();
+    this.#cniConfig = undefined;
     const server = this.#server;
     this.#server = undefined;
     if (server !== undefined) {
@@ -157,6 +191,11 @@ export class Agent {
     await this.#lock?.release();
     this.#lock = undefined;
   }
+}
+
+/** Plugin defaults need not be written into the config: the plugin finds them by itself. */
+function unlessDefault(value: string, plugin: string): string | undefined {
+  return value === plugin ? undefined : value;
 }
 
 async function openStore(o: AgentOptions, clock: Clock): Promise<Store> {

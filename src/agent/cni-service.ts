@@ -11,7 +11,8 @@
  *   idempotent per (network, containerID, ifname).
  * - GC spares allocations younger than the grace: the runtime lists its attachments before it
  *   calls GC, and an ADD that commits in between is not on the list but is in use.
- * - STATUS answers 50 while the agent cannot serve ADD (readiness).
+ * - STATUS answers 50 while the agent cannot serve ADD (readiness); while the readiness indicator
+ *   is missing ADD answers 11 with the reason.
  * - Whereabouts keys Warren accepts but does not act on are reported once per network.
  */
 import { type Clock, systemClock } from '../core/clock.ts';
@@ -32,6 +33,11 @@ export interface CniServiceOptions {
   readonly allocator: Allocator;
   /** Throws a NOT_READY WarrenError when ADD cannot be served. */
   readonly readiness: () => Promise<void>;
+  /**
+   * Why ADD must wait, checked before every ADD without a round trip (the readiness indicator is
+   * missing); undefined when it need not. ADD then answers try-again (11) with the reason.
+   */
+  readonly addGate?: () => string | undefined;
   /** The store the agent runs on; a network config that names another is refused. */
   readonly storeKind?: StoreKind;
   readonly clock?: Clock;
@@ -65,6 +71,7 @@ type ConfiguredCommand = Exclude<CniCommand, 'VERSION'>;
 export class CniService {
   readonly #allocator: Allocator;
   readonly #readiness: () => Promise<void>;
+  readonly #addGate: (() => string | undefined) | undefined;
   readonly #storeKind: StoreKind | undefined;
   readonly #clock: Clock;
   readonly #gcGraceMs: number;
@@ -77,6 +84,7 @@ export class CniService {
   constructor(options: CniServiceOptions) {
     this.#allocator = options.allocator;
     this.#readiness = options.readiness;
+    this.#addGate = options.addGate;
     this.#storeKind = options.storeKind;
     this.#clock = options.clock ?? systemClock;
     this.#gcGraceMs = options.gcGraceMs ?? DEFAULT_GC_GRACE_MS;
@@ -147,8 +155,10 @@ export class CniService {
   }
 
   async #add(env: CniEnv, conf: NetConf): Promise<CniOutcome> {
-    // No readiness probe here: it would cost a store round trip per ADD, and a store that cannot
-    // serve fails the allocation itself with TRY_AGAIN (code 11) naming the store.
+    // No store probe here: it would cost a round trip per ADD, and a store that cannot serve
+    // fails the allocation itself with TRY_AGAIN (code 11) naming the store.
+    const gated = this.#addGate?.();
+    if (gated !== undefined) throw new WarrenError('TRY_AGAIN', gated);
     const args = parseCniArgs(env.args);
     const requested: IPAddress[] = [...conf.requested];
     for (const text of args.ips) {

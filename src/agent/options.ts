@@ -15,6 +15,7 @@ import { join, resolve } from 'node:path';
 import { WarrenError } from '../core/errors.ts';
 import { type StoreKind, isEtcdEndpoint } from '../store/store.ts';
 import { DEFAULT_JOURNAL_DIR } from '../cni/journal-dir.ts';
+import { type CniVersion, SUPPORTED_VERSIONS, isSupportedVersion } from '../cni/spec.ts';
 import { DEFAULT_SOCKET } from '../api/socket.ts';
 import { DEFAULT_NETNS_DIRS } from '../sources/netns.ts';
 import { DEFAULT_CONTAINERD_SOCKET } from '../sources/containerd/socket.ts';
@@ -73,7 +74,23 @@ export interface AgentOptions {
   readonly podGoneGraceSeconds: number;
   /** Retries of a gone pod's release before a Warning Event and giving up until the next listing. */
   readonly podReleaseRetries: number;
+  /** Derive and keep Warren's config in the CNI conf dir from the node's primary config. */
+  readonly manageCniConfig: boolean;
+  readonly cniConfDir: string;
+  /** The primary config, named explicitly; undefined: the lexically first config not Warren's. */
+  readonly primaryConfig?: string;
+  /** Seconds to wait for a primary config before reporting there is none. */
+  readonly primaryWaitSeconds: number;
+  /** While this file is missing the agent is not ready (STATUS 50, ADD 11) and Warren's config is removed. */
+  readonly readinessIndicatorFile?: string;
+  /** The newest cniVersion the runtime accepts; Warren's config is capped at it. */
+  readonly cniVersionMax: CniVersion;
+  /** Remove Warren's config when the agent stops cleanly. */
+  readonly cleanupConfigOnExit: boolean;
 }
+
+/** Where runtimes look for CNI configs unless told otherwise. */
+export const DEFAULT_CNI_CONF_DIR = '/etc/cni/net.d';
 
 /** What a default may depend on: who runs the agent, from where, and its state directory. */
 export interface DefaultContext {
@@ -187,6 +204,22 @@ const TABLE = {
     about: 'seconds a call waits while another process holds the database, then answers try-again (CNI 11)',
     default: '5',
   },
+  manageCniConfig: {
+    flag: 'manage-cni-config',
+    env: 'WARREN_MANAGE_CNI_CONFIG',
+    about: "on: write Warren's config into the CNI conf dir, derived from the node's primary config and kept in step with it, or off",
+    default: 'off',
+  },
+  cniConfDir: { flag: 'cni-conf-dir', env: 'WARREN_CNI_CONF_DIR', about: "the runtime's CNI conf dir", default: DEFAULT_CNI_CONF_DIR },
+  primaryConfig: { flag: 'primary-config', env: 'WARREN_PRIMARY_CONFIG', about: 'the primary CNI config to derive from (a path, or a name in the conf dir); without it, the lexically first config that is not Warren\'s' },
+  primaryWaitSeconds: { flag: 'primary-wait', env: 'WARREN_PRIMARY_WAIT', about: 'seconds to wait for a primary config before reporting there is none', default: '300' },
+  readinessIndicatorFile: {
+    flag: 'readiness-indicator-file',
+    env: 'WARREN_READINESS_INDICATOR_FILE',
+    about: "while this file is missing the agent is not ready (CNI STATUS 50, ADD 11) and Warren's config is removed",
+  },
+  cniVersionMax: { flag: 'cni-version-max', env: 'WARREN_CNI_VERSION_MAX', about: "newest cniVersion the runtime accepts (containerd 1.6 and 1.7: 1.0.0); Warren's config is capped at it", default: '1.0.0' },
+  cleanupConfigOnExit: { flag: 'cleanup-config-on-exit', env: 'WARREN_CLEANUP_CONFIG_ON_EXIT', about: "on: remove Warren's config when the agent stops cleanly, or off", default: 'off' },
   nodeLeaseSeconds: { flag: 'node-lease', env: 'WARREN_NODE_LEASE', about: "seconds a stopped agent's node stays listed alive (etcd lease TTL)", default: '10' },
 } satisfies Record<keyof AgentOptions, SettingSpec>;
 
@@ -225,6 +258,13 @@ export function agentSocket(flag: string | undefined, context: DefaultContext): 
 
 const MAX_SOCKET_PATH = 107;
 
+function cniVersionMax(text: string): CniVersion {
+  if (!isSupportedVersion(text)) {
+    throw new WarrenError('INVALID_CONFIG', `--cni-version-max / WARREN_CNI_VERSION_MAX: "${text}" is not a CNI version Warren speaks (${SUPPORTED_VERSIONS.join(', ')})`);
+  }
+  return text;
+}
+
 export function resolveAgentOptions(
   flags: Partial<Record<keyof AgentOptions, string>>,
   env: NodeJS.ProcessEnv = process.env,
@@ -248,6 +288,7 @@ export function resolveAgentOptions(
       | 'eventRetryMaxSeconds'
       | 'gcGraceSeconds'
       | 'podGoneGraceSeconds'
+      | 'primaryWaitSeconds'
       | 'dbBusyTimeoutSeconds',
     min: number,
   ): number => {
@@ -276,7 +317,7 @@ export function resolveAgentOptions(
   if (!['debug', 'info', 'warn', 'error'].includes(logLevel)) {
     throw new WarrenError('INVALID_CONFIG', `--log-level / WARREN_LOG_LEVEL: "${logLevel}" is not debug, info, warn or error`);
   }
-  const onOff = (key: 'blocks' | 'containerd' | 'kubernetes'): boolean => {
+  const onOff = (key: 'blocks' | 'containerd' | 'kubernetes' | 'manageCniConfig' | 'cleanupConfigOnExit'): boolean => {
     const text = valueOf(key);
     if (text !== 'on' && text !== 'off') throw new WarrenError('INVALID_CONFIG', `--${SETTINGS[key].flag} / ${SETTINGS[key].env}: "${text}" is not on or off`);
     return text === 'on';
@@ -355,5 +396,12 @@ export function resolveAgentOptions(
     ...(given('kubeconfig') === undefined ? {} : { kubeconfig: resolve(cwd, given('kubeconfig') as string) }),
     podGoneGraceSeconds: seconds('podGoneGraceSeconds', 0),
     podReleaseRetries: retries(),
+    manageCniConfig: onOff('manageCniConfig'),
+    cniConfDir: resolve(cwd, valueOf('cniConfDir')),
+    ...(given('primaryConfig') === undefined ? {} : { primaryConfig: given('primaryConfig') as string }),
+    primaryWaitSeconds: seconds('primaryWaitSeconds', 0),
+    ...(given('readinessIndicatorFile') === undefined ? {} : { readinessIndicatorFile: resolve(cwd, given('readinessIndicatorFile') as string) }),
+    cniVersionMax: cniVersionMax(valueOf('cniVersionMax')),
+    cleanupConfigOnExit: onOff('cleanupConfigOnExit'),
   };
 }

@@ -15,6 +15,7 @@ import type {
   AgentStatus,
   AllocationQuery,
   AuditReport,
+  CniConfigStatus,
   ContainerdStatus,
   KubernetesStatus,
   ForgetNodeResponse,
@@ -37,6 +38,10 @@ export interface AgentServiceOptions {
   readonly containerd?: () => ContainerdStatus;
   /** The Kubernetes sources and what they released, when enabled. */
   readonly kubernetes?: () => KubernetesStatus;
+  /** Why the agent is not ready apart from its store (the readiness indicator); undefined when it is. */
+  readonly notReady?: () => string | undefined;
+  /** The CNI config manager, when enabled. */
+  readonly cniConfig?: () => CniConfigStatus;
 }
 
 export class AgentService {
@@ -50,6 +55,8 @@ export class AgentService {
 
   /** Throws NOT_READY when ADD cannot be served. */
   async readiness(): Promise<void> {
+    const notReady = this.#o.notReady?.();
+    if (notReady !== undefined) throw new WarrenError('NOT_READY', notReady);
     try {
       await this.#o.store.ping();
     } catch (error) {
@@ -72,6 +79,7 @@ export class AgentService {
       cluster = { liveNodes: live, ownBlocks: pools.filter((p) => p.affinity === this.#o.allocator.node).length, thisNodeAnnounced: live.includes(this.#o.allocator.node) };
     }
     const now = this.#o.clock.now();
+    const notReady = error === undefined ? this.#o.notReady?.() : `store ${this.#o.store.description} is not usable: ${error}`;
     return {
       node: this.#o.allocator.node,
       pid: process.pid,
@@ -80,7 +88,8 @@ export class AgentService {
       uptimeSeconds: Math.round((now - this.#startedAt) / 1000),
       socket: this.#o.socket,
       store: { description: this.#o.store.description, healthy: error === undefined, ...(error === undefined ? {} : { error }) },
-      ready: error === undefined,
+      ready: notReady === undefined,
+      ...(notReady === undefined ? {} : { notReady }),
       // Ranges, not blocks: a range split into blocks has a store pool of its own.
       pools: pools.filter((p) => !isBlockKey(p.pool)).length,
       allocations: pools.reduce((sum, p) => sum + p.allocated, 0),
@@ -88,6 +97,7 @@ export class AgentService {
       ...(cluster === undefined ? {} : { cluster }),
       ...(this.#o.containerd === undefined ? {} : { containerd: this.#o.containerd() }),
       ...(this.#o.kubernetes === undefined ? {} : { kubernetes: this.#o.kubernetes() }),
+      ...(this.#o.cniConfig === undefined ? {} : { cniConfig: this.#o.cniConfig() }),
     };
   }
 

@@ -56,8 +56,10 @@ export interface AgentStatus {
   readonly uptimeSeconds: number;
   readonly socket: string;
   readonly store: { readonly description: string; readonly healthy: boolean; readonly error?: string };
-  /** Whether ADD can be served now: the store answers. */
+  /** Whether ADD can be served now: the store answers and the readiness indicator is there. */
   readonly ready: boolean;
+  /** Why not, when not ready. */
+  readonly notReady?: string;
   /** Ranges in use (a range split into blocks counts once). */
   readonly pools: number;
   readonly allocations: number;
@@ -68,6 +70,35 @@ export interface AgentStatus {
   readonly containerd?: ContainerdStatus;
   /** The Kubernetes pod (and node) sources and what they released, when enabled. */
   readonly kubernetes?: KubernetesStatus;
+  /** The CNI config manager, when it manages the node's config. */
+  readonly cniConfig?: CniConfigStatus;
+}
+
+/**
+ * The CNI config manager. `current`: Warren's file is derived from the primary as it is now;
+ * `stale`: it is not (the primary is gone, broken or cannot be taken over: `problem` says which),
+ * the last good file stays; `waiting`: no primary yet, within --primary-wait; `not-ready`: the
+ * readiness indicator is missing and Warren's file is removed; `failed`: the write itself failed.
+ */
+export interface CniConfigStatus {
+  readonly state: 'waiting' | 'current' | 'stale' | 'not-ready' | 'failed';
+  readonly confDir: string;
+  /** Warren's file. */
+  readonly output: string;
+  readonly cniVersionMax: string;
+  /** The primary's path, when there is one. */
+  readonly primary?: string;
+  /** The network name, kept from the primary. */
+  readonly network?: string;
+  readonly problem?: string;
+  /** What was dropped from the primary's IPAM on the way, each with why. */
+  readonly notes?: readonly string[];
+  /** A config that sorts before Warren's: the runtime uses it, not Warren's. */
+  readonly shadowedBy?: string;
+  /** The last time this agent wrote its file: when (ISO 8601), from which primary, its digest. */
+  readonly lastWrite?: { readonly at: string; readonly from: string; readonly sha256: string };
+  readonly writes: number;
+  readonly readinessIndicator?: { readonly path: string; readonly present: boolean };
 }
 
 /** A list-then-watch of the Kubernetes API. Times are ISO 8601. */

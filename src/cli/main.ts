@@ -8,7 +8,7 @@ import { parseArgs } from 'node:util';
 import { WarrenError, isWarrenError, messageOf } from '../core/errors.ts';
 import { blockCidrOfKey } from '../ipam/blocks.ts';
 import { ApiClient } from '../api/client.ts';
-import type { Allocation, AllocationQuery, ReconcileReport, ReleaseRequest } from '../api/protocol.ts';
+import type { Allocation, AllocationQuery, CniConfigStatus, ReconcileReport, ReleaseRequest } from '../api/protocol.ts';
 import { SETTINGS, agentSocket, givenSetting } from '../agent/options.ts';
 import { findStateDir } from '../agent/state-dir.ts';
 import { WARREN_VERSION } from '../agent/version.ts';
@@ -126,6 +126,18 @@ function client(flag: string | undefined, env: NodeJS.ProcessEnv): ApiClient {
 
 const COMMON = { socket: { type: 'string' }, json: { type: 'boolean', default: false } } as const;
 
+/** The config manager's lines of `warren status`: the primary, Warren's file, the last write, any problem. */
+function cniConfigLines(c: CniConfigStatus): string[] {
+  return [
+    safe`cni config:  ${c.state}: ${c.output} from ${c.primary ?? 'no primary'}${c.network === undefined ? '' : ` (network ${c.network})`}, cniVersion at most ${c.cniVersionMax}`,
+    c.lastWrite === undefined ? safe`last write:  none by this agent (${c.writes} writes)` : safe`last write:  ${c.lastWrite.at} from ${c.lastWrite.from} (primary sha256 ${c.lastWrite.sha256.slice(0, 12)}, ${c.writes} writes)`,
+    ...(c.problem === undefined ? [] : [safe`cni problem: ${c.problem}`]),
+    ...(c.shadowedBy === undefined ? [] : [safe`cni problem: ${c.shadowedBy} sorts before Warren's file: the runtime uses it, not Warren's`]),
+    ...(c.readinessIndicator === undefined ? [] : [safe`readiness:   ${c.readinessIndicator.path} ${c.readinessIndicator.present ? 'present' : 'MISSING'}`]),
+    ...(c.notes ?? []).map((n) => safe`cni note:    ${n}`),
+  ];
+}
+
 async function status(argv: readonly string[], io: CliIO): Promise<number> {
   const { values } = parseArgs({ args: [...argv], options: COMMON, strict: true });
   const s = await client(values.socket, io.env).status();
@@ -139,7 +151,7 @@ async function status(argv: readonly string[], io: CliIO): Promise<number> {
       safe`agent:       pid ${s.pid}, version ${s.version}, up ${s.uptimeSeconds}s (since ${s.startedAt})`,
       safe`socket:      ${s.socket}`,
       safe`store:       ${s.store.description} (${s.store.healthy ? 'healthy' : `UNHEALTHY: ${s.store.error}`})`,
-      `ready:       ${s.ready ? 'yes' : 'no'}`,
+      s.ready ? 'ready:       yes' : safe`ready:       no (${s.notReady ?? 'see store'})`,
       safe`pools:       ${s.pools}`,
       safe`allocations: ${s.allocations}`,
       safe`journal:     ${s.reconciler.journalDir}: ${s.reconciler.pending.length} pending, ${s.reconciler.rejected.length} set aside, ${s.reconciler.releasedFromJournal} released since start`,
@@ -159,6 +171,7 @@ async function status(argv: readonly string[], io: CliIO): Promise<number> {
             ...(s.kubernetes.forbidden.length === 0 ? [] : [safe`kubernetes:  FORBIDDEN: the service account may not ${s.kubernetes.forbidden.join('; ')}`]),
             ...(s.kubernetes.nodes === undefined ? [] : [safe`nodes:       ${s.kubernetes.nodes.state}; gone ${s.kubernetes.nodes.gone.join(', ') || 'none'}; forgotten here ${s.kubernetes.nodes.forgotten.join(', ') || 'none'}`]),
           ]),
+      ...(s.cniConfig === undefined ? [] : cniConfigLines(s.cniConfig)),
       ...(s.cluster === undefined
         ? []
         : [safe`cluster:     ${s.cluster.liveNodes.length} nodes alive (${s.cluster.liveNodes.join(', ')}); this node ${s.cluster.thisNodeAnnounced ? 'announced' : 'NOT announced yet'}, holding ${s.cluster.ownBlocks} blocks`]),

@@ -1,0 +1,364 @@
+/**
+ * Keeps the node's CNI config right (C7): finds the primary config in the conf dir the way the
+ * runtime does, derives Warren's config from it (cni/derived-config.ts) and writes it where the
+ * runtime will use it first; regenerates whenever the primary, Warren's own file, or the readiness
+ * indicator changes (core/dir-watcher.ts, with its periodic rescan for dropped events).
+ *
+ * Guarantees:
+ * - Warren's file is only ever replaced whole (a temp file in the conf dir, fsync, rename over it,
+ *   fsync of the directory: the rename is the event containerd's watcher reloads on), with content
+ *   that passed the agent's ADD parser. It is never empty or invalid at any instant.
+ * - A primary that vanishes, breaks or cannot be taken over leaves the last good file in place;
+ *   the problem is in status and the log. A different primary taking its place regenerates.
+ * - Warren never takes its own output for a primary: its file name is skipped, and so is any file
+ *   carrying the generated marker (an output left under another name by an earlier run).
+ * - A file at Warren's name that Warren did not write is never overwritten or removed.
+ * - While the readiness indicator is missing, Warren's file is removed and `notReady()` says why
+ *   (STATUS answers 50, ADD 11); when it returns, the file is written again.
+ * - One pass at a time, synchronous: a change that arrives during a pass causes another pass.
+ */
+import { type Stats, existsSync, readFileSync, readdirSync, statSync, unlinkSync } from 'node:fs';
+import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
+import type { Logger } from 'pino';
+import { fsyncDirectory, writeFileAtomic } from '../core/atomic-file.ts';
+import type { Clock } from '../core/clock.ts';
+import { DirectoryWatcher } from '../core/dir-watcher.ts';
+import { messageOf } from '../core/errors.ts';
+import { DEFAULT_OUTPUT_NAME, type Derivation, deriveConfig, isConfigName, isGeneratedConfig } from '../cni/derived-config.ts';
+import type { CniVersion } from '../cni/spec.ts';
+import type { CniConfigStatus } from '../api/protocol.ts';
+
+export interface CniConfigManagerOptions {
+  readonly confDir: string;
+  /** Warren's file in the conf dir. Default 00-warren.conflist. */
+  readonly outputName?: string;
+  /** The primary, named explicitly (absolute, or relative to the conf dir); otherwise found. */
+  readonly primaryConfig?: string;
+  /** How long to wait for a primary before reporting that there is none, ms. */
+  readonly primaryWaitMs: number;
+  /** While this file is missing, Warren's config is removed and the agent is not ready. */
+  readonly readinessIndicator?: string;
+  readonly cniVersionMax: CniVersion;
+  /** Remove Warren's file when the agent stops cleanly. */
+  readonly cleanupOnExit: boolean;
+  /** Written into the IPAM section so the plugin finds this agent (when not the plugin's defaults). */
+  readonly socket?: string;
+  readonly journalDir?: string;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** Milliseconds between rescans of the watched directories (events dropped by the kernel). */
+  readonly rescanMs?: number;
+}
+
+/** Largest primary read: a CNI config is a few kilobytes. */
+const MAX_PRIMARY_BYTES = 1 << 20;
+
+type Primary = { readonly path: string; readonly name: string } | undefined;
+
+/** The readiness problem of an indicator file, or undefined when it is there. */
+export function readinessProblem(indicator: string | undefined): string | undefined {
+  if (indicator === undefined || existsSync(indicator)) return undefined;
+  return `not ready: readiness indicator ${indicator} is missing`;
+}
+
+export class CniConfigManager {
+  readonly #o: CniConfigManagerOptions;
+  readonly #output: string;
+  readonly #startedAt: number;
+  /** What the last pass found; status() reports it. */
+  #state: CniConfigStatus['state'] = 'waiting';
+  #primary: string | undefined;
+  #network: string | undefined;
+  #problem: string | undefined;
+  #notes: readonly string[] = [];
+  #shadowedBy: string | undefined;
+  #lastWrite: { at: number; from: string; sha256: string } | undefined;
+  #writes = 0;
+  /** The text this agent last wrote (or found current): what cleanup may remove. */
+  #written: string | undefined;
+  /** The last problem logged, so a repeated pass does not repeat the log line. */
+  #logged: string | undefined;
+  #waitExpired = false;
+  #cancelWait: (() => void) | undefined;
+  #running = false;
+  #again = false;
+  #loops: Promise<void>[] = [];
+  readonly #passListeners = new Set<() => void>();
+
+  constructor(options: CniConfigManagerOptions) {
+    this.#o = options;
+    this.#output = join(options.confDir, options.outputName ?? DEFAULT_OUTPUT_NAME);
+    this.#startedAt = options.clock.now();
+  }
+
+  /** Watches the conf dir (and the primary's and the indicator's directories) until the signal aborts. */
+  start(signal: AbortSignal): void {
+    const dirs = new Set([this.#o.confDir]);
+    if (this.#o.primaryConfig !== undefined) dirs.add(dirname(this.#primaryPath(this.#o.primaryConfig)));
+    if (this.#o.readinessIndicator !== undefined) dirs.add(dirname(this.#o.readinessIndicator));
+    for (const dir of dirs) {
+      const watcher = new DirectoryWatcher({ dir, signal, clock: this.#o.clock, rescanMs: this.#o.rescanMs ?? 5_000 });
+      this.#loops.push(
+        (async () => {
+          for await (const event of watcher) {
+            // A directory that cannot be read yet (the indicator's, before it exists) is rescanned.
+            if (event.kind !== 'error' && event.kind !== 'present') this.poke();
+          }
+        })(),
+      );
+    }
+    this.#cancelWait = this.#o.clock.setTimer(this.#o.primaryWaitMs, () => {
+      this.#waitExpired = true;
+      this.poke();
+    });
+    signal.addEventListener('abort', () => this.#cancelWait?.(), { once: true });
+    this.poke();
+  }
+
+  /** Resolves when every watch has ended; removes Warren's file first when told to clean up. */
+  async stopped(): Promise<void> {
+    await Promise.all(this.#loops);
+    if (this.#o.cleanupOnExit) this.#removeOutput('the agent stopped (--cleanup-config-on-exit on)');
+  }
+
+  /** Why the agent is not ready because of the readiness indicator; undefined when it is. */
+  notReady(): string | undefined {
+    return readinessProblem(this.#o.readinessIndicator);
+  }
+
+  /** Runs a pass now (and another after it, if one is running). */
+  poke(): void {
+    if (this.#running) {
+      this.#again = true;
+      return;
+    }
+    this.#running = true;
+    try {
+      do {
+        this.#again = false;
+        this.#pass();
+      } while (this.#again);
+    } finally {
+      this.#running = false;
+    }
+    for (const listener of [...this.#passListeners]) listener();
+  }
+
+  /** Resolves after the next pass that satisfies `done` (tests and `warren status` waiters). */
+  whenPassed(done: (status: CniConfigStatus) => boolean, signal?: AbortSignal): Promise<CniConfigStatus> {
+    return new Promise((resolve, reject) => {
+      const check = (): void => {
+        const s = this.status();
+        if (!done(s)) return;
+        this.#passListeners.delete(check);
+        resolve(s);
+      };
+      signal?.addEventListener('abort', () => {
+        this.#passListeners.delete(check);
+        reject(signal.reason);
+      });
+      this.#passListeners.add(check);
+      check();
+    });
+  }
+
+  status(): CniConfigStatus {
+    return {
+      state: this.#state,
+      confDir: this.#o.confDir,
+      output: this.#output,
+      cniVersionMax: this.#o.cniVersionMax,
+      ...(this.#primary === undefined ? {} : { primary: this.#primary }),
+      ...(this.#network === undefined ? {} : { network: this.#network }),
+      ...(this.#problem === undefined ? {} : { problem: this.#problem }),
+      ...(this.#notes.length === 0 ? {} : { notes: this.#notes }),
+      ...(this.#shadowedBy === undefined ? {} : { shadowedBy: this.#shadowedBy }),
+      ...(this.#lastWrite === undefined
+        ? {}
+        : { lastWrite: { at: new Date(this.#lastWrite.at).toISOString(), from: this.#lastWrite.from, sha256: this.#lastWrite.sha256 } }),
+      writes: this.#writes,
+      ...(this.#o.readinessIndicator === undefined ? {} : { readinessIndicator: { path: this.#o.readinessIndicator, present: this.notReady() === undefined } }),
+    };
+  }
+
+  #primaryPath(given: string): string {
+    return isAbsolute(given) ? given : resolve(this.#o.confDir, given);
+  }
+
+  #pass(): void {
+    const notReady = this.notReady();
+    if (notReady !== undefined) {
+      this.#removeOutput(notReady);
+      this.#set('not-ready', notReady);
+      return;
+    }
+    this.#shadowedBy = this.#shadowing();
+    const primary = this.#findPrimary();
+    if (primary === undefined) {
+      this.#primary = undefined;
+      const where = this.#o.primaryConfig === undefined ? `no CNI config in ${this.#o.confDir} other than Warren's` : `primary config ${this.#primaryPath(this.#o.primaryConfig)} is missing`;
+      if (this.#written !== undefined || this.#outputIsOurs()) {
+        this.#keepLastGood(where);
+      } else if (!this.#waitExpired) {
+        this.#set('waiting', `${where} yet; waiting up to ${Math.round(this.#o.primaryWaitMs / 1000)} s from ${new Date(this.#startedAt).toISOString()}`);
+      } else {
+        this.#set('stale', `${where} after waiting ${Math.round(this.#o.primaryWaitMs / 1000)} s; nothing written`);
+      }
+      return;
+    }
+    this.#primary = primary.path;
+    let text: string;
+    try {
+      const stat = statSync(primary.path);
+      if (stat.size > MAX_PRIMARY_BYTES) throw new Error(`larger than ${MAX_PRIMARY_BYTES} bytes`);
+      text = readFileSync(primary.path, 'utf8');
+    } catch (error) {
+      this.#keepLastGood(`${primary.name}: cannot be read (${messageOf(error)})`);
+      return;
+    }
+    const derived: Derivation = deriveConfig({
+      primaryName: primary.name,
+      primaryText: text,
+      cniVersionMax: this.#o.cniVersionMax,
+      ...(this.#o.socket === undefined ? {} : { socket: this.#o.socket }),
+      ...(this.#o.journalDir === undefined ? {} : { journalDir: this.#o.journalDir }),
+    });
+    if (!derived.ok) {
+      this.#keepLastGood(derived.reason);
+      return;
+    }
+    this.#network = derived.network;
+    this.#notes = derived.notes;
+    const current = this.#readOutput();
+    if (current !== undefined && !isGeneratedConfig(current)) {
+      this.#set('stale', `${this.#output} exists and was not written by Warren; it is left alone and nothing is written`);
+      return;
+    }
+    if (current !== derived.text) {
+      if (!this.#write(derived.text, primary.path, derived.primarySha256)) return;
+      this.#o.logger.info({ output: this.#output, primary: primary.path, network: derived.network, cniVersion: derived.cniVersion, notes: derived.notes }, `wrote ${basename(this.#output)} from ${primary.name}`);
+    }
+    this.#written = derived.text;
+    this.#set('current', undefined);
+  }
+
+  /** Replaces Warren's file whole; false (and state failed) when the disk refuses. */
+  #write(text: string, from: string, sha256: string): boolean {
+    try {
+      writeFileAtomic(this.#output, text, 0o600);
+    } catch (error) {
+      this.#set('failed', `writing ${this.#output} failed: ${messageOf(error)}`);
+      return false;
+    }
+    this.#lastWrite = { at: this.#o.clock.now(), from, sha256 };
+    this.#writes += 1;
+    return true;
+  }
+
+  /**
+   * The primary cannot be used now: the last good config stays, and is put back when it went
+   * missing meanwhile (removed while the readiness indicator was missing, or by hand).
+   */
+  #keepLastGood(problem: string): void {
+    const good = this.#written;
+    const current = this.#readOutput();
+    if (good !== undefined && current === undefined && this.#lastWrite !== undefined) {
+      if (!this.#write(good, this.#lastWrite.from, this.#lastWrite.sha256)) return;
+      this.#o.logger.info({ output: this.#output }, `put the last good ${basename(this.#output)} back`);
+    }
+    const kept = good !== undefined || (current !== undefined && isGeneratedConfig(current)) ? 'keeping the last good config' : 'nothing written';
+    this.#set('stale', `${problem}; ${kept}`);
+  }
+
+  /** The primary: the named one, or the lexically first config in the conf dir that is not Warren's. */
+  #findPrimary(): Primary {
+    if (this.#o.primaryConfig !== undefined) {
+      const path = this.#primaryPath(this.#o.primaryConfig);
+      return existsSync(path) ? { path, name: basename(path) } : undefined;
+    }
+    for (const name of this.#configNames()) {
+      const path = join(this.#o.confDir, name);
+      if (this.#isWarrens(path)) continue;
+      return { path, name };
+    }
+    return undefined;
+  }
+
+  /** Config names in the conf dir, in the order the runtime considers them. */
+  #configNames(): string[] {
+    try {
+      return readdirSync(this.#o.confDir)
+        .filter(isConfigName)
+        .sort()
+        .filter((name) => {
+          const stat = statOrUndefined(join(this.#o.confDir, name));
+          return stat !== undefined && !stat.isDirectory();
+        });
+    } catch {
+      return [];
+    }
+  }
+
+  #isWarrens(path: string): boolean {
+    if (path === this.#output) return true;
+    try {
+      return statSync(path).size <= MAX_PRIMARY_BYTES && isGeneratedConfig(readFileSync(path, 'utf8'));
+    } catch {
+      return false;
+    }
+  }
+
+  /** A config the runtime would load before Warren's (it sorts first), if any. */
+  #shadowing(): string | undefined {
+    if (dirname(this.#output) !== this.#o.confDir) return undefined;
+    const mine = basename(this.#output);
+    const first = this.#configNames().find((name) => name !== mine);
+    return first !== undefined && first < mine ? first : undefined;
+  }
+
+  #readOutput(): string | undefined {
+    try {
+      return readFileSync(this.#output, 'utf8');
+    } catch {
+      return undefined;
+    }
+  }
+
+  #outputIsOurs(): boolean {
+    const text = this.#readOutput();
+    return text !== undefined && isGeneratedConfig(text);
+  }
+
+  /** Removes Warren's file, only if Warren wrote it. */
+  #removeOutput(why: string): void {
+    if (!this.#outputIsOurs()) return;
+    try {
+      unlinkSync(this.#output);
+      fsyncDirectory(dirname(this.#output));
+      this.#o.logger.info({ output: this.#output }, `removed ${basename(this.#output)}: ${why}`);
+    } catch (error) {
+      this.#o.logger.error({ err: error, output: this.#output }, `could not remove ${basename(this.#output)}`);
+    }
+  }
+
+  #set(state: CniConfigStatus['state'], problem: string | undefined): void {
+    this.#state = state;
+    this.#problem = problem;
+    if (problem === undefined) {
+      this.#logged = undefined;
+      return;
+    }
+    if (this.#logged === problem) return;
+    this.#logged = problem;
+    const level = state === 'waiting' || state === 'not-ready' ? 'info' : state === 'failed' ? 'error' : 'warn';
+    this.#o.logger[level]({ confDir: this.#o.confDir, state }, problem);
+  }
+}
+
+function statOrUndefined(path: string): Stats | undefined {
+  try {
+    return statSync(path);
+  } catch {
+    return undefined;
+  }
+}

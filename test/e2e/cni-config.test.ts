@@ -1,0 +1,96 @@
+/**
+ * The config manager in a real agent process: `--manage-cni-config on` writes Warren's file into
+ * the conf dir with the agent's socket in it, so the installed plugin reaches this agent with the
+ * generated config as the runtime would hand it over; the readiness indicator turns STATUS to 50
+ * and ADD to 11 with the reason; `warren status` shows the primary, the file, the last write and
+ * the problem.
+ */
+import assert from 'node:assert/strict';
+import { existsSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import type { AgentStatus } from '../../src/api/protocol.ts';
+import { type AgentHandle, startAgent } from '../helpers/agent.ts';
+import { warren } from '../helpers/cni.ts';
+import { WARREN_BIN, removeDir, run, tempDir, waitFor } from '../helpers/processes.ts';
+
+const PRIMARY = {
+  cniVersion: '1.1.0',
+  name: 'cfgnet',
+  plugins: [{ type: 'bridge', bridge: 'cfg0', isGateway: true, ipam: { type: 'host-local', subnet: '10.242.0.0/24' } }],
+};
+
+async function status(agent: AgentHandle): Promise<AgentStatus> {
+  const r = await run(process.execPath, [WARREN_BIN, 'status', '--json', '--socket', agent.socket]);
+  return JSON.parse(r.stdout) as AgentStatus;
+}
+
+describe('an agent that manages the CNI config', () => {
+  const confDir = tempDir('warren-netd-');
+  const readyDir = tempDir('warren-ready-');
+  const indicator = join(readyDir, 'ready');
+  let agent: AgentHandle | undefined;
+  after(async () => {
+    await agent?.kill();
+    removeDir(confDir);
+    removeDir(readyDir);
+  });
+
+  it('writes a config whose main plugin reaches this agent through the installed plugin', async () => {
+    writeFileSync(indicator, '');
+    writeFileSync(join(confDir, '10-cfg.conflist'), JSON.stringify(PRIMARY));
+    agent = await startAgent({ args: ['--manage-cni-config', 'on', '--cni-conf-dir', confDir, '--readiness-indicator-file', indicator, '--cleanup-config-on-exit', 'on'] });
+    const output = join(confDir, '00-warren.conflist');
+    await waitFor('the generated config', () => (existsSync(output) ? true : undefined));
+    const conf = JSON.parse(readFileSync(output, 'utf8')) as { cniVersion: string; name: string; plugins: Array<Record<string, unknown>> };
+    assert.equal(conf.cniVersion, '1.0.0', 'capped at --cni-version-max (default 1.0.0)');
+    const ipam = conf.plugins[0]?.ipam as Record<string, unknown>;
+    assert.equal(ipam.socket, agent.socket, "the agent's own socket, so the plugin finds it");
+    // As libcni hands the main plugin over: its object with the list's name and version.
+    const add = await warren({ command: 'ADD', containerID: 'cfg1', netns: '/x', ifname: 'eth0', config: { ...conf.plugins[0], name: conf.name, cniVersion: conf.cniVersion } });
+    assert.equal(add.code, 0, add.stdout + add.stderr);
+    assert.match(JSON.stringify(add.json), /10\.242\.0\.2\/24/, 'the first address after the gateway host-local implied');
+    const s = await status(agent);
+    assert.equal(s.cniConfig?.state, 'current');
+    assert.equal(s.cniConfig?.primary, join(confDir, '10-cfg.conflist'));
+    assert.equal(s.cniConfig?.lastWrite?.from, join(confDir, '10-cfg.conflist'));
+    const text = await run(process.execPath, [WARREN_BIN, 'status', '--socket', agent.socket]);
+    assert.match(text.stdout, /cni config: {2}current: .*00-warren\.conflist from .*10-cfg\.conflist \(network cfgnet\), cniVersion at most 1\.0\.0/);
+    assert.match(text.stdout, /last write: {2}\S+ from .*10-cfg\.conflist/);
+  });
+
+  it('answers STATUS 50 and ADD 11 naming the missing readiness indicator, and removes its config until it returns', async () => {
+    assert.ok(agent !== undefined);
+    const output = join(confDir, '00-warren.conflist');
+    const conf = { cniVersion: '1.1.0', name: 'cfgnet', ipam: { type: 'warren', socket: agent.socket, range: '10.242.0.0/24', gateway: '10.242.0.1' } };
+    unlinkSync(indicator);
+    await waitFor('the config removed', () => (existsSync(output) ? undefined : true));
+    const reason = `not ready: readiness indicator ${indicator} is missing`;
+    const st = await warren({ command: 'STATUS', config: conf });
+    assert.notEqual(st.code, 0);
+    assert.deepEqual(st.json, { cniVersion: '1.1.0', code: 50, msg: reason });
+    const add = await warren({ command: 'ADD', containerID: 'cfg2', netns: '/x', ifname: 'eth0', config: conf });
+    assert.notEqual(add.code, 0);
+    assert.deepEqual(add.json, { cniVersion: '1.1.0', code: 11, msg: reason });
+    const s = await status(agent);
+    assert.equal(s.ready, false);
+    assert.equal(s.notReady, reason);
+    assert.equal(s.cniConfig?.state, 'not-ready');
+    const text = await run(process.execPath, [WARREN_BIN, 'status', '--socket', agent.socket]);
+    assert.equal(text.code, 1, 'status exits 1 while not ready');
+    assert.match(text.stdout, /readiness: {3}.* MISSING/);
+
+    writeFileSync(indicator, '');
+    await waitFor('the config back', () => (existsSync(output) ? true : undefined));
+    assert.equal((await warren({ command: 'STATUS', config: conf })).code, 0);
+    assert.equal((await warren({ command: 'ADD', containerID: 'cfg2', netns: '/x', ifname: 'eth0', config: conf })).code, 0);
+  });
+
+  it('removes its config on a clean stop with --cleanup-config-on-exit on', async () => {
+    assert.ok(agent !== undefined);
+    assert.equal(await agent.stop(), 0);
+    agent = undefined;
+    assert.equal(existsSync(join(confDir, '00-warren.conflist')), false);
+    assert.ok(existsSync(join(confDir, '10-cfg.conflist')));
+  });
+});

@@ -1,0 +1,644 @@
+/**
+ * A real containerd (Debian's 1.6) with its CRI plugin enabled, for tests that need pod sandboxes
+ * made the way a kubelet makes them: RunPodSandbox creates a network namespace and runs the CNI
+ * plugins of a private conf dir from a private bin dir (ADD), StopPodSandbox and RemovePodSandbox
+ * run DEL. The daemon's config, root, state, sockets, runc root, pod log dir and conf dir are in a
+ * private temp dir; the sandbox image is imported from a local OCI layout (no registry).
+ *
+ * Guarantees of stop(), also when a test failed half-way: every sandbox still known to containerd
+ * is stopped and removed through CRI while the daemon runs; then the daemon and any shim of this
+ * instance are gone, every process left in this instance's private cgroup parent is killed and
+ * its cgroup directories removed in every hierarchy, and what containerd and libcni write outside
+ * the temp dir whatever the config says (shim sockets in /run/containerd/s, network namespaces
+ * /var/run/netns/cni-*, libcni's result cache /var/lib/cni/results) is removed when it appeared
+ * after this instance started. Mounts left under the temp dir are unmounted before it is deleted.
+ * Nothing that existed before start() is touched, and only PIDs of this instance are signalled.
+ */
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, rmdirSync, statSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Client, Metadata, type ServiceError, credentials } from '@grpc/grpc-js';
+import protobuf from 'protobufjs';
+import { buildPlugin } from '../../scripts/build.ts';
+import { REFERENCE_PLUGINS } from './cni.ts';
+import { CONTAINERD_BIN, CTR_BIN } from './containerd.ts';
+import { CHILD_PATH, REPO, type RunResult, WARREN_BIN, isGone, removeDir, run, tempDir, track, waitFor } from './processes.ts';
+import { SANDBOX_IMAGE, haveBusybox, sandboxImageTar } from './sandbox-image.ts';
+
+/** The containerd namespace the CRI plugin keeps its sandboxes and images in. */
+export const CRI_NAMESPACE = 'k8s.io';
+const NETNS_DIR = '/var/run/netns';
+const SHIM_SOCKET_DIR = '/run/containerd/s';
+const RUN_DIR = '/run/containerd';
+const CNI_CACHE_DIR = '/var/lib/cni';
+const CNI_RESULTS_DIR = join(CNI_CACHE_DIR, 'results');
+const CGROUP_ROOT = '/sys/fs/cgroup';
+
+export function haveCriContainerd(): boolean {
+  return haveBusybox() && existsSync(CONTAINERD_BIN) && existsSync(CTR_BIN) && existsSync('/usr/sbin/runc') && existsSync(join(REFERENCE_PLUGINS, 'bridge'));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The CRI client
+
+// keepCase: field names as written in cri.proto (pod_sandbox_id), not camelCased.
+const root = new protobuf.Root().loadSync(fileURLToPath(new URL('./cri.proto', import.meta.url)), { keepCase: true });
+const type = (name: string): protobuf.Type => root.lookupType(`runtime.v1.${name}`);
+const SERVICE = '/runtime.v1.RuntimeService';
+
+/** A failed CRI call: the gRPC status code (`@grpc/grpc-js` `status`) and containerd's text. */
+export class CriError extends Error {
+  readonly code: number;
+  readonly details: string;
+  readonly method: string;
+  constructor(method: string, code: number, details: string) {
+    super(`${method} failed (gRPC code ${code}): ${details}`);
+    this.name = 'CriError';
+    this.code = code;
+    this.details = details;
+    this.method = method;
+  }
+}
+
+export interface SandboxRequest {
+  readonly name: string;
+  readonly uid: string;
+  readonly namespace: string;
+  readonly attempt?: number;
+  readonly annotations?: Readonly<Record<string, string>>;
+  readonly labels?: Readonly<Record<string, string>>;
+}
+
+export interface SandboxMetadata {
+  readonly name: string;
+  readonly uid: string;
+  readonly namespace: string;
+  readonly attempt: number;
+}
+
+export type SandboxState = 'SANDBOX_READY' | 'SANDBOX_NOTREADY';
+
+export interface SandboxStatus {
+  readonly id: string;
+  readonly state: SandboxState;
+  /** The sandbox's first address, '' when it has none. */
+  readonly ip: string;
+  readonly additionalIps: string[];
+  readonly metadata: SandboxMetadata;
+  readonly annotations: Record<string, string>;
+  /** containerd's verbose info (JSON texts by key), present when asked for. */
+  readonly info: Record<string, string>;
+}
+
+export interface RuntimeStatus {
+  readonly runtimeReady: boolean;
+  readonly networkReady: boolean;
+  readonly networkReason: string;
+  readonly networkMessage: string;
+  /** containerd's last CNI config load result: 'OK' or the load error's text. */
+  readonly lastCniLoadStatus: string | undefined;
+  /** The verbose info map (JSON texts by key). */
+  readonly info: Record<string, string>;
+}
+
+interface WireMetadata {
+  name: string;
+  uid: string;
+  namespace: string;
+  attempt: number;
+}
+
+interface WireSandboxStatus {
+  id: string;
+  metadata?: WireMetadata;
+  state: SandboxState;
+  network?: { ip: string; additional_ips: Array<{ ip: string }> };
+  annotations: Record<string, string>;
+}
+
+interface WireStatusResponse {
+  status?: { conditions: Array<{ type: string; status: boolean; reason: string; message: string }> };
+  info: Record<string, string>;
+}
+
+const DEFAULT_DEADLINE_MS = 60_000;
+
+export class CriClient {
+  readonly socket: string;
+  readonly #client: Client;
+  readonly #logDirectory: string;
+  readonly #cgroupParent: string;
+  /** Every sandbox id this client was given, so stop() can clean up even if listing fails. */
+  readonly created = new Set<string>();
+
+  constructor(socket: string, logDirectory: string, cgroupParent: string) {
+    this.socket = socket;
+    this.#logDirectory = logDirectory;
+    this.#cgroupParent = cgroupParent;
+    this.#client = new Client(`unix://${socket}`, credentials.createInsecure());
+  }
+
+  #call<T>(method: string, requestType: string, responseType: string, request: Record<string, unknown>, deadlineMs = DEFAULT_DEADLINE_MS): Promise<T> {
+    const req = type(requestType);
+    const res = type(responseType);
+    return new Promise((resolve, reject) => {
+      this.#client.makeUnaryRequest(
+        `${SERVICE}/${method}`,
+        (message: Record<string, unknown>) => Buffer.from(req.encode(req.fromObject(message)).finish()),
+        // Enums by name and int64 as text: what the test asserts on reads as written in cri.proto.
+        (bytes: Buffer) => res.toObject(res.decode(bytes), { defaults: true, enums: String, longs: String }) as T,
+        request,
+        new Metadata(),
+        { deadline: Date.now() + deadlineMs },
+        (error: ServiceError | null, response?: T) => {
+          if (error) reject(new CriError(method, error.code, error.details));
+          else if (response === undefined) reject(new CriError(method, -1, 'no response'));
+          else resolve(response);
+        },
+      );
+    });
+  }
+
+  /** RunPodSandbox as a kubelet sends it (own network namespace); resolves to the sandbox id. */
+  async runPodSandbox(request: SandboxRequest): Promise<string> {
+    const response = await this.#call<{ pod_sandbox_id: string }>('RunPodSandbox', 'RunPodSandboxRequest', 'RunPodSandboxResponse', {
+      config: {
+        metadata: { name: request.name, uid: request.uid, namespace: request.namespace, attempt: request.attempt ?? 0 },
+        // A hostname is at most 63 characters; a pod name can be longer.
+        hostname: request.name.slice(0, 63),
+        log_directory: this.#logDirectory,
+        labels: { ...request.labels },
+        annotations: { ...request.annotations },
+        linux: {
+          cgroup_parent: this.#cgroupParent,
+          security_context: { namespace_options: { network: 'POD', pid: 'CONTAINER', ipc: 'POD' } },
+        },
+      },
+    });
+    this.created.add(response.pod_sandbox_id);
+    return response.pod_sandbox_id;
+  }
+
+  async podSandboxStatus(id: string, options: { verbose?: boolean } = {}): Promise<SandboxStatus> {
+    const response = await this.#call<{ status?: WireSandboxStatus; info: Record<string, string> }>('PodSandboxStatus', 'PodSandboxStatusRequest', 'PodSandboxStatusResponse', {
+      pod_sandbox_id: id,
+      verbose: options.verbose ?? false,
+    });
+    const s = response.status;
+    if (s === undefined) throw new CriError('PodSandboxStatus', -1, `no status for sandbox ${id}`);
+    return {
+      id: s.id,
+      state: s.state,
+      ip: s.network?.ip ?? '',
+      additionalIps: (s.network?.additional_ips ?? []).map((a) => a.ip),
+      metadata: s.metadata ?? { name: '', uid: '', namespace: '', attempt: 0 },
+      annotations: s.annotations,
+      info: response.info,
+    };
+  }
+
+  async stopPodSandbox(id: string): Promise<void> {
+    await this.#call('StopPodSandbox', 'StopPodSandboxRequest', 'StopPodSandboxResponse', { pod_sandbox_id: id });
+  }
+
+  async removePodSandbox(id: string): Promise<void> {
+    await this.#call('RemovePodSandbox', 'RemovePodSandboxRequest', 'RemovePodSandboxResponse', { pod_sandbox_id: id });
+    this.created.delete(id);
+  }
+
+  /** Ids of every sandbox containerd knows, ready or not. */
+  async listPodSandbox(): Promise<string[]> {
+    const response = await this.#call<{ items: Array<{ id: string }> }>('ListPodSandbox', 'ListPodSandboxRequest', 'ListPodSandboxResponse', {});
+    return response.items.map((item) => item.id);
+  }
+
+  /** Status({verbose: true}): the runtime and network conditions and the CNI config load result. */
+  async status(deadlineMs = DEFAULT_DEADLINE_MS): Promise<RuntimeStatus> {
+    const response = await this.#call<WireStatusResponse>('Status', 'StatusRequest', 'StatusResponse', { verbose: true }, deadlineMs);
+    const conditions = response.status?.conditions ?? [];
+    const runtime = conditions.find((c) => c.type === 'RuntimeReady');
+    const network = conditions.find((c) => c.type === 'NetworkReady');
+    return {
+      runtimeReady: runtime?.status ?? false,
+      networkReady: network?.status ?? false,
+      networkReason: network?.reason ?? '',
+      networkMessage: network?.message ?? '',
+      lastCniLoadStatus: lastCniLoadStatus(response.info),
+      info: response.info,
+    };
+  }
+
+  close(): void {
+    this.#client.close();
+  }
+}
+
+/** containerd 1.6 puts the load result, JSON-encoded, under "lastCNILoadStatus". */
+function lastCniLoadStatus(info: Record<string, string>): string | undefined {
+  const raw = info.lastCNILoadStatus;
+  if (raw === undefined) return undefined;
+  try {
+    const value: unknown = JSON.parse(raw);
+    return typeof value === 'string' ? value : raw;
+  } catch {
+    return raw;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The CNI bin dir
+
+/**
+ * A private CNI bin dir for containerd 1.6, which takes a single bin_dir: links to the reference
+ * `loopback`, `bridge` and `host-local`, Warren as `warren install --cni-bin-dir DIR --link`
+ * installs it (built from the current sources once per process; `warren: false` leaves it out),
+ * and `extra` links (name → target, e.g. a logging wrapper), which replace a reference plugin of
+ * the same name. Removed at process exit.
+ */
+let pluginBuilt = false;
+export function criBinDir(extra: Readonly<Record<string, string>> = {}, options: { warren?: boolean } = {}): string {
+  const dir = tempDir('warren-cri-bin-');
+  for (const plugin of ['loopback', 'bridge', 'host-local']) if (extra[plugin] === undefined) symlinkSync(join(REFERENCE_PLUGINS, plugin), join(dir, plugin));
+  if (options.warren !== false) {
+    if (!pluginBuilt) {
+      buildPlugin();
+      pluginBuilt = true;
+    }
+    const r = spawnSync(process.execPath, [WARREN_BIN, 'install', '--cni-bin-dir', dir, '--link'], { cwd: REPO, env: { PATH: CHILD_PATH }, encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`warren install --cni-bin-dir ${dir} --link failed (${r.status}): ${r.stderr}${r.stdout}`);
+  }
+  for (const [name, target] of Object.entries(extra)) symlinkSync(target, join(dir, name));
+  return dir;
+}
+
+/** A bin dir with only the reference plugins linked (no Warren build). */
+function referenceBinDir(): string {
+  return criBinDir({}, { warren: false });
+}
+
+// ---------------------------------------------------------------------------------------------
+// The daemon
+
+export interface CriContainerdOptions {
+  /** The CNI bin dir (one dir: loopback, the main plugin and its IPAM); default: reference plugins. */
+  readonly binDir?: string;
+  /** The CNI conf dir; default: a private empty dir. */
+  readonly confDir?: string;
+  /** Extra environment for containerd, which libcni passes on to every plugin. */
+  readonly env?: Readonly<Record<string, string>>;
+}
+
+export interface CriContainerd {
+  readonly dir: string;
+  readonly socket: string;
+  readonly confDir: string;
+  readonly binDir: string;
+  readonly cri: CriClient;
+  /** The private cgroup parent every sandbox of this instance is put under. */
+  readonly cgroupParent: string;
+  /** containerd's PID. */
+  readonly pid: number;
+  /** How long starting the daemon and importing the sandbox image took. */
+  readonly startMs: { readonly daemon: number; readonly imageImport: number };
+  /** containerd's log (stderr) so far. */
+  log(): string;
+  /** `ctr` against this instance, in the CRI namespace. */
+  ctr(...args: string[]): Promise<RunResult>;
+  /**
+   * Puts a CNI config into the conf dir the way containerd notices it: written to a hidden temp
+   * file inside the dir, then renamed (containerd 1.6 reloads on WRITE/RENAME/REMOVE, not CREATE,
+   * and misses a file moved in from another directory).
+   */
+  writeConfig(fileName: string, config: unknown): void;
+  /** PIDs of the live containerd-shim-runc-v2 processes of this instance. */
+  shimPids(): number[];
+  /** Removes every sandbox, stops containerd and removes everything the instance left. */
+  stop(): Promise<void>;
+}
+
+function listNames(dir: string): Set<string> {
+  try {
+    return new Set(readdirSync(dir));
+  } catch {
+    return new Set();
+  }
+}
+
+function configToml(dir: string, socket: string, binDir: string, confDir: string): string {
+  return [
+    'version = 2',
+    `root = "${join(dir, 'root')}"`,
+    `state = "${join(dir, 'state')}"`,
+    'oom_score = 0',
+    '[grpc]',
+    `  address = "${socket}"`,
+    '[ttrpc]',
+    `  address = "${socket}.ttrpc"`,
+    '[plugins]',
+    '  [plugins."io.containerd.internal.v1.opt"]',
+    `    path = "${join(dir, 'opt')}"`,
+    '  [plugins."io.containerd.grpc.v1.cri"]',
+    `    sandbox_image = "${SANDBOX_IMAGE}"`,
+    '    disable_apparmor = true',
+    // root here lacks CAP_SYS_RESOURCE: lowering a score below the daemon's own would fail.
+    '    restrict_oom_score_adj = true',
+    '    disable_tcp_service = true',
+    '    stream_server_address = "127.0.0.1"',
+    '    stream_server_port = "0"',
+    '    tolerate_missing_hugetlb_controller = true',
+    '    disable_hugetlb_controller = true',
+    '    [plugins."io.containerd.grpc.v1.cri".cni]',
+    `      bin_dir = "${binDir}"`,
+    `      conf_dir = "${confDir}"`,
+    '      max_conf_num = 1',
+    '    [plugins."io.containerd.grpc.v1.cri".containerd]',
+    '      snapshotter = "overlayfs"',
+    '      default_runtime_name = "runc"',
+    '      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]',
+    '        runtime_type = "io.containerd.runc.v2"',
+    '        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]',
+    '          SystemdCgroup = false',
+    `          Root = "${join(dir, 'runc-root')}"`,
+    '',
+  ].join('\n');
+}
+
+/** Starts containerd with CRI on a private config and imports the sandbox image. */
+export async function startCriContainerd(options: CriContainerdOptions = {}): Promise<CriContainerd> {
+  // What exists before anything starts: only what appears afterwards is this instance's to remove.
+  const before = {
+    runDir: existsSync(RUN_DIR),
+    shimSockets: listNames(SHIM_SOCKET_DIR),
+    netns: listNames(NETNS_DIR),
+    cniResults: listNames(CNI_RESULTS_DIR),
+    cniResultsDir: existsSync(CNI_RESULTS_DIR),
+    cniDir: existsSync(CNI_CACHE_DIR),
+  };
+  const dir = tempDir('warren-cri-');
+  const socket = join(dir, 'containerd.sock');
+  const binDir = options.binDir ?? referenceBinDir();
+  const confDir = options.confDir ?? join(dir, 'net.d');
+  mkdirSync(confDir, { recursive: true });
+  const logDirectory = join(dir, 'pod-logs');
+  mkdirSync(logDirectory, { recursive: true });
+  // cgroupfs syntax, one level below every hierarchy's root, unique to this instance.
+  const cgroupName = `warren-cri-${randomBytes(6).toString('hex')}`;
+  const cgroupParent = `/${cgroupName}`;
+  const configPath = join(dir, 'config.toml');
+  writeFileSync(configPath, configToml(dir, socket, binDir, confDir));
+
+  const log: string[] = [];
+  const logText = (): string => log.join('');
+  const started = Date.now();
+  const child: ChildProcess = track(
+    spawn(CONTAINERD_BIN, ['--config', configPath, '--log-level', 'info'], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      env: { PATH: CHILD_PATH, ...options.env },
+    }),
+  );
+  child.stderr?.on('data', (b: Buffer) => log.push(b.toString('utf8')));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const cri = new CriClient(socket, logDirectory, cgroupParent);
+  const ctr = (...args: string[]): Promise<RunResult> => run(CTR_BIN, ['--address', socket, '--namespace', CRI_NAMESPACE, ...args]);
+
+  let stopped: Promise<void> | undefined;
+  const stop = (): Promise<void> => {
+    stopped ??= teardown();
+    return stopped;
+  };
+  const teardown = async (): Promise<void> => {
+    const running = child.exitCode === null && child.signalCode === null;
+    const sandboxIds = new Set<string>([...cri.created, ...sandboxIdsOnDisk(dir)]);
+    if (running) {
+      // Through CRI while containerd runs, so containerd runs DEL and tears down what it made.
+      const listed = await cri.listPodSandbox().catch(() => [] as string[]);
+      for (const id of listed) sandboxIds.add(id);
+      for (const id of sandboxIds) {
+        await cri.stopPodSandbox(id).catch(() => undefined);
+        await cri.removePodSandbox(id).catch(() => undefined);
+      }
+    }
+    cri.close();
+    if (running) {
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      await exited;
+      clearTimeout(timer);
+    }
+    // A shim whose sandbox was removed exits by itself; one whose daemon died holds its task for ever.
+    let tt = Date.now(); await killShims(socket, running ? 2_000 : 0); console.error("shims", Date.now() - tt); tt = Date.now();
+    await killCgroupProcesses(cgroupName); console.error("cg", Date.now() - tt); tt = Date.now();
+    unmountUnder(dir); console.error("umount", Date.now() - tt); tt = Date.now();
+    for (const name of listNames(NETNS_DIR)) {
+      if (!name.startsWith('cni-') || before.netns.has(name)) continue;
+      removeNetns(join(NETNS_DIR, name));
+    }
+    console.error("netns", Date.now() - tt); tt = Date.now(); removeCgroupTree(cgroupName); console.error("cgrm", Date.now() - tt);
+    for (const name of listNames(SHIM_SOCKET_DIR)) if (!before.shimSockets.has(name)) rmSync(join(SHIM_SOCKET_DIR, name), { force: true });
+    for (const name of listNames(CNI_RESULTS_DIR)) if (!before.cniResults.has(name)) rmSync(join(CNI_RESULTS_DIR, name), { force: true });
+    for (const id of sandboxIds) {
+      rmSync(join(RUN_DIR, 'io.containerd.runtime.v2.task', CRI_NAMESPACE, id), { recursive: true, force: true });
+      rmSync(join(RUN_DIR, 'runc', CRI_NAMESPACE, id), { recursive: true, force: true });
+    }
+    // Directories that did not exist before go too, when nothing else (another instance) is in them.
+    if (!before.runDir) removeEmptyTree(RUN_DIR);
+    if (!before.cniResultsDir) tryRmdir(CNI_RESULTS_DIR);
+    if (!before.cniDir) tryRmdir(CNI_CACHE_DIR);
+    if (options.binDir === undefined) removeDir(binDir);
+    removeDir(dir);
+  };
+
+  try {
+    await waitFor(
+      `containerd with CRI answering on ${socket}`,
+      async () => {
+        if (child.exitCode !== null || child.signalCode !== null) throw new Error(`containerd exited (${child.exitCode ?? child.signalCode}): ${logText().slice(-2000)}`);
+        if (!existsSync(socket) || !statSync(socket).isSocket()) return undefined;
+        // The CRI plugin initialises after the socket is up; Status answers once it has.
+        const s = await cri.status(2_000);
+        return s.runtimeReady ? true : undefined;
+      },
+      20_000,
+    );
+    const daemonMs = Date.now() - started;
+    const importStarted = Date.now();
+    const imported = await ctr('images', 'import', sandboxImageTar());
+    if (imported.code !== 0) throw new Error(`ctr images import failed (${imported.code}): ${imported.stderr}${imported.stdout}`);
+    const importMs = Date.now() - importStarted;
+    const writeConfig = (fileName: string, config: unknown): void => {
+      const temp = join(confDir, `.${fileName}.tmp`);
+      writeFileSync(temp, typeof config === 'string' ? config : JSON.stringify(config));
+      renameSync(temp, join(confDir, fileName));
+    };
+    return {
+      dir,
+      socket,
+      confDir,
+      binDir,
+      cri,
+      cgroupParent,
+      pid: child.pid ?? -1,
+      startMs: { daemon: daemonMs, imageImport: importMs },
+      log: logText,
+      ctr,
+      writeConfig,
+      shimPids: () => shimPids(socket).filter((pid) => !isGone(pid)),
+      stop,
+    };
+  } catch (error) {
+    await stop().catch(() => undefined);
+    throw error;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cleanup
+
+/** Sandbox ids containerd recorded in this instance's private root and state. */
+function sandboxIdsOnDisk(dir: string): string[] {
+  return [
+    ...listNames(join(dir, 'root', 'io.containerd.grpc.v1.cri', 'sandboxes')),
+    ...listNames(join(dir, 'state', 'io.containerd.runtime.v2.task', CRI_NAMESPACE)),
+  ];
+}
+
+/** PIDs of containerd-shim-runc-v2 processes started for the daemon listening on `socket`. */
+function shimPids(socket: string): number[] {
+  const pids: number[] = [];
+  for (const entry of listNames('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let argv: string[];
+    try {
+      argv = readFileSync(join('/proc', entry, 'cmdline'), 'utf8').split('\0');
+    } catch {
+      continue;
+    }
+    if (!(argv[0] ?? '').endsWith('containerd-shim-runc-v2')) continue;
+    const at = argv.indexOf('-address');
+    if (at >= 0 && argv[at + 1] === socket) pids.push(Number(entry));
+  }
+  return pids;
+}
+
+/** Waits up to `graceMs` for the shims of this daemon to exit, then kills those still there. */
+async function killShims(socket: string, graceMs: number): Promise<void> {
+  const pids = shimPids(socket).filter((pid) => !isGone(pid));
+  if (pids.length === 0) return;
+  if (graceMs > 0) await waitFor('shims to exit', () => (pids.every(isGone) ? true : undefined), graceMs).catch(() => undefined);
+  for (const pid of pids) if (!isGone(pid)) signal(pid, 'SIGKILL');
+  await waitFor(`shims ${pids.join(', ')} to be gone`, () => (pids.every(isGone) ? true : undefined), 10_000);
+}
+
+function signal(pid: number, name: NodeJS.Signals): void {
+  try {
+    process.kill(pid, name);
+  } catch {
+    // already gone
+  }
+}
+
+/** The cgroup hierarchies: the unified root, or every v1 controller mount (and cgroup2 beside them). */
+function cgroupTrees(): string[] {
+  if (existsSync(join(CGROUP_ROOT, 'cgroup.controllers'))) return [CGROUP_ROOT];
+  return readdirSync(CGROUP_ROOT, { withFileTypes: true })
+    .filter((d) => d.isDirectory())
+    .map((d) => join(CGROUP_ROOT, d.name));
+}
+
+/** Directories of a cgroup subtree, children before parents. */
+function subtreeDeepestFirst(dir: string): string[] {
+  if (!existsSync(dir)) return [];
+  const out: string[] = [];
+  for (const child of readdirSync(dir, { withFileTypes: true })) if (child.isDirectory()) out.push(...subtreeDeepestFirst(join(dir, child.name)));
+  out.push(dir);
+  return out;
+}
+
+/**
+ * Processes still in the private cgroup parent belong to sandboxes this instance started (a
+ * sandbox's process outlives its shim): kill them so the directories can go.
+ */
+async function killCgroupProcesses(cgroupName: string): Promise<void> {
+  const pids = new Set<number>();
+  for (const tree of cgroupTrees()) {
+    for (const d of subtreeDeepestFirst(join(tree, cgroupName))) {
+      let procs = '';
+      try {
+        procs = readFileSync(join(d, 'cgroup.procs'), 'utf8');
+      } catch {
+        continue;
+      }
+      for (const line of procs.split('\n')) if (line.trim() !== '') pids.add(Number(line));
+    }
+  }
+  if (pids.size === 0) return;
+  for (const pid of pids) signal(pid, 'SIGKILL');
+  await waitFor(`processes ${[...pids].join(', ')} of cgroup ${cgroupName} to be gone`, () => ([...pids].every(isGone) ? true : undefined), 10_000);
+}
+
+function removeCgroupTree(cgroupName: string): void {
+  // A directory still busy stays, for a test that checks the tree is gone to report.
+  for (const tree of cgroupTrees()) for (const d of subtreeDeepestFirst(join(tree, cgroupName))) tryRmdir(d);
+}
+
+/** The cgroup directories of a private parent that still exist, in any hierarchy. */
+export function cgroupDirsOf(cgroupParent: string): string[] {
+  return cgroupTrees()
+    .map((tree) => join(tree, cgroupParent))
+    .filter((d) => existsSync(d));
+}
+
+function tryRmdir(dir: string): void {
+  try {
+    rmdirSync(dir);
+  } catch {
+    // not empty (someone else's entries) or already gone
+  }
+}
+
+/** Removes the empty directories of a tree, deepest first; anything with a file in it stays. */
+function removeEmptyTree(dir: string): void {
+  let entries;
+  try {
+    entries = readdirSync(dir, { withFileTypes: true });
+  } catch {
+    return;
+  }
+  for (const e of entries) if (e.isDirectory()) removeEmptyTree(join(dir, e.name));
+  tryRmdir(dir);
+}
+
+/** Mount points in this mount namespace, unescaped (mountinfo writes space as \040). */
+function mountPoints(): string[] {
+  return readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => (line.split(' ')[4] ?? '').replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8))));
+}
+
+function umount(path: string): void {
+  const r = spawnSync('umount', [path], { encoding: 'utf8' });
+  // Still busy: detach it, so the directory can be removed and the mount goes when unused.
+  if (r.status !== 0) spawnSync('umount', ['-l', path], { encoding: 'utf8' });
+}
+
+/** Unmounts everything mounted at or below `dir` (sandbox rootfs overlays, shm), deepest first. */
+export function unmountUnder(dir: string): void {
+  const under = mountPoints()
+    .filter((m) => m === dir || m.startsWith(`${dir}/`))
+    .sort((a, b) => b.length - a.length);
+  for (const m of under) umount(m);
+}
+
+/** A netns file is a bind mount of an nsfs inode: unmount it, then unlink it. */
+function removeNetns(path: string): void {
+  const real = path.replace(/^\/var\/run\//, '/run/');
+  if (mountPoints().some((m) => m === path || m === real)) umount(path);
+  try {
+    unlinkSync(path);
+  } catch {
+    // already gone
+  }
+}
