@@ -93,11 +93,20 @@ export class CniConfigManager {
 
   /** Watches the conf dir (and the primary's and the indicator's directories) until the signal aborts. */
   start(signal: AbortSignal): void {
-    const dirs = new Set([this.#o.confDir]);
-    if (this.#o.primaryConfig !== undefined) dirs.add(dirname(this.#primaryPath(this.#o.primaryConfig)));
-    if (this.#o.readinessIndicator !== undefined) dirs.add(dirname(this.#o.readinessIndicator));
-    for (const dir of dirs) {
-      const watcher = new DirectoryWatcher({ dir, signal, clock: this.#o.clock, rescanMs: this.#o.rescanMs ?? 5_000 });
+    // Per directory, the names that matter there: configs (dot-files too: the runtime loads
+    // them; Warren's own temp files end in .tmp), the named primary, the indicator.
+    const watched = new Map<string, Array<(name: string) => boolean>>();
+    const watch = (dir: string, include: (name: string) => boolean): void => {
+      watched.set(dir, [...(watched.get(dir) ?? []), include]);
+    };
+    watch(this.#o.confDir, (name) => isConfigName(name));
+    const primary = this.#o.primaryConfig === undefined ? undefined : this.#primaryPath(this.#o.primaryConfig);
+    if (primary !== undefined) watch(dirname(primary), (name) => name === basename(primary));
+    const indicator = this.#o.readinessIndicator;
+    if (indicator !== undefined) watch(dirname(indicator), (name) => name === basename(indicator));
+    for (const [dir, includes] of watched) {
+      const include = (name: string): boolean => includes.some((f) => f(name));
+      const watcher = new DirectoryWatcher({ dir, signal, clock: this.#o.clock, rescanMs: this.#o.rescanMs ?? 5_000, include });
       this.#loops.push(
         (async () => {
           for await (const event of watcher) {

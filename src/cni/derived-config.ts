@@ -17,7 +17,7 @@ import { isPlainObject } from '../core/validate.ts';
 import { isValidNetworkName, printable } from './args.ts';
 import { translateIpam } from './host-local-keys.ts';
 import { parseNetConf } from './netconf.ts';
-import { type CniVersion, SPEC_VERSION, compareVersions, isSupportedVersion } from './spec.ts';
+import { type CniVersion, SPEC_VERSION, SUPPORTED_VERSIONS, compareVersions, isSupportedVersion } from './spec.ts';
 
 /** The file Warren writes, named to sort first: the runtime uses the lexically first config. */
 export const DEFAULT_OUTPUT_NAME = '00-warren.conflist';
@@ -25,9 +25,9 @@ export const DEFAULT_OUTPUT_NAME = '00-warren.conflist';
 /** The top-level key that marks a config Warren generated (runtimes ignore unknown keys there). */
 export const GENERATED_MARKER = 'warren.generated';
 
-/** What the runtime loads from a conf dir, by extension. */
+/** What the runtime loads from a conf dir: by extension alone (libcni loads dot-files too). */
 export function isConfigName(name: string): boolean {
-  return !name.startsWith('.') && (name.endsWith('.conf') || name.endsWith('.conflist') || name.endsWith('.json'));
+  return name.endsWith('.conf') || name.endsWith('.conflist') || name.endsWith('.json');
 }
 
 /** True when the text is a config Warren generated (it carries the marker). */
@@ -89,24 +89,30 @@ export function deriveConfig(input: DeriveInput): Derivation {
   if (typeof declared !== 'string' || !VERSION_FORMAT.test(declared)) return refuse('has no cniVersion of the form N.N.N');
   const cap = compareVersions(input.cniVersionMax, SPEC_VERSION) < 0 ? input.cniVersionMax : SPEC_VERSION;
   const version = compareVersions(declared, cap) > 0 ? cap : declared;
-  if (!isSupportedVersion(version)) return refuse(`cniVersion ${declared} is older than any Warren speaks (0.3.0 and later)`);
+  if (!isSupportedVersion(version)) return refuse(`cniVersion ${declared} is not one Warren speaks (${SUPPORTED_VERSIONS.join(', ')})`);
 
   // The chain, read as the runtime reads this file.
   let plugins: unknown[];
-  const top: Record<string, unknown> = {};
+  let top: Record<string, unknown> = {};
   if (file.endsWith('.conflist')) {
     if (!Array.isArray(primary.plugins) || primary.plugins.length === 0) return refuse('is a .conflist without a non-empty "plugins" list');
     plugins = primary.plugins;
-    for (const [key, value] of Object.entries(primary)) if (key !== 'cniVersion' && key !== 'name' && key !== 'plugins') top[key] = value;
+    // fromEntries, not assignment: a key named "__proto__" stays a key.
+    top = Object.fromEntries(Object.entries(primary).filter(([key]) => key !== 'cniVersion' && key !== 'name' && key !== 'plugins'));
+    // A runtime that reads cniVersions picks the newest it knows: none may pass the cap.
+    if (Array.isArray(top.cniVersions)) top.cniVersions = top.cniVersions.filter((v) => typeof v === 'string' && VERSION_FORMAT.test(v) && compareVersions(v, cap) <= 0);
   } else {
     if (typeof primary.type !== 'string' || primary.type === '') return refuse('is a single-plugin config without a "type"');
     const { cniVersion: _v, name: _n, ...plugin } = primary;
     plugins = [plugin];
   }
   const main = plugins.findIndex((p) => isPlainObject(p) && p.ipam !== undefined);
-  if (plugins.some((p) => !isPlainObject(p) || typeof p.type !== 'string')) return refuse('has a plugin that is not an object with a "type"');
+  if (plugins.some((p) => !isPlainObject(p) || typeof p.type !== 'string' || p.type === '')) return refuse('has a plugin that is not an object with a "type"');
   if (main < 0) return refuse('no plugin of its chain has an IPAM section, so there is nothing for Warren to take over');
   const mainPlugin = plugins[main] as Record<string, unknown>;
+  if (isPlainObject(mainPlugin.capabilities) && mainPlugin.capabilities.ipRanges === true) {
+    return refuse(`plugin ${main} asks for the ipRanges capability: its IPAM would take its ranges from the runtime at each ADD, which Warren does not; remove the capability or write the ranges into the config`);
+  }
   const ipamPath = file.endsWith('.conflist') ? `plugins[${main}].ipam` : 'ipam';
   let translated;
   try {

@@ -10,7 +10,7 @@
  * explicit, because the bridge plugin puts that address on the bridge and Warren must never hand
  * it to a container. What is dropped is listed in `notes`, with why.
  */
-import { type Cidr, bitsOf, formatIP } from '../ipam/address.ts';
+import { type Cidr, bitsOf, contains, formatIP, parseCidr } from '../ipam/address.ts';
 import { describe, invalid, ipAt, isPlainObject, quoted, refuseUnknownKeys, stringAt, subnetAt } from './config-values.ts';
 import { formatSubnet } from './ipam-range.ts';
 import { IGNORED_KEYS } from './whereabouts-keys.ts';
@@ -38,16 +38,13 @@ export function translateIpam(ipam: unknown, path: string): TranslatedIpam {
     case 'whereabouts':
     case 'warren': {
       const notes: string[] = [];
-      const out: Record<string, unknown> = {};
-      for (const [key, value] of Object.entries(ipam)) {
-        if (IGNORED_KEYS.has(key)) {
-          notes.push(`${path}.${key} dropped: ${IGNORED_KEYS.get(key)?.reason}`);
-          continue;
-        }
-        out[key] = value;
-      }
-      out.type = 'warren';
-      return { ipam: out, notes };
+      // fromEntries, not assignment: a key named "__proto__" stays a key.
+      const kept = Object.entries(ipam).filter(([key]) => {
+        if (!IGNORED_KEYS.has(key)) return true;
+        notes.push(`${path}.${key} dropped: ${IGNORED_KEYS.get(key)?.reason}`);
+        return false;
+      });
+      return { ipam: { ...Object.fromEntries(kept), type: 'warren' }, notes };
     }
     default:
       throw invalid(
@@ -60,10 +57,11 @@ export function translateIpam(ipam: unknown, path: string): TranslatedIpam {
 function fromHostLocal(ipam: Record<string, unknown>, path: string): TranslatedIpam {
   refuseUnknownKeys(ipam, HOST_LOCAL_KEYS, path);
   const notes: string[] = [];
-  if (ipam.resolvConf !== undefined) {
+  // Go's decoder leaves a key given as null (or resolvConf as "") unset: host-local ignores it.
+  if (ipam.resolvConf !== undefined && ipam.resolvConf !== null && ipam.resolvConf !== '') {
     throw invalid(`${path}.resolvConf`, 'host-local reads DNS servers from this file at every ADD; Warren takes DNS from ipam.dns only, so it cannot stand in for it');
   }
-  if (ipam.dataDir !== undefined) {
+  if (ipam.dataDir !== undefined && ipam.dataDir !== null) {
     stringAt(ipam.dataDir, `${path}.dataDir`);
     notes.push(`${path}.dataDir dropped: host-local's own state; Warren keeps addresses in the agent's store`);
   }
@@ -104,15 +102,26 @@ function fromHostLocal(ipam: Record<string, unknown>, path: string): TranslatedI
 /** One host-local range in whereabouts' keys, with host-local's default gateway made explicit. */
 function rangeOf(range: Record<string, unknown>, path: string): Record<string, unknown> {
   const subnetPath = `${path}.subnet`;
+  const written = parseCidr(stringAt(range.subnet, subnetPath));
   const subnet: Cidr = subnetAt(range.subnet, subnetPath, false);
+  if (written !== undefined && written.address.value !== subnet.address.value) {
+    // host-local starts counting from the address written (or refuses it, by version): either
+    // way not what the masked subnet would give, so the meaning cannot be kept.
+    throw invalid(subnetPath, `${quoted(String(range.subnet))} has host bits set; write the network address, ${formatSubnet(subnet)}`);
+  }
   const bits = bitsOf(subnet.address.family);
   if (subnet.length > bits - 2) throw invalid(subnetPath, `${formatSubnet(subnet)} is too small: host-local refuses subnets without a network and a gateway address`);
+  const inSubnet = (key: 'rangeStart' | 'rangeEnd' | 'gateway'): string | undefined => {
+    if (range[key] === undefined || range[key] === null) return undefined;
+    const ip = ipAt(range[key], `${path}.${key}`);
+    if (!contains(subnet, ip)) throw invalid(`${path}.${key}`, `${formatIP(ip)} is outside ${formatSubnet(subnet)} (host-local refuses it)`);
+    return formatIP(ip);
+  };
   const out: Record<string, unknown> = { range: formatSubnet(subnet) };
-  if (range.rangeStart !== undefined) out.range_start = formatIP(ipAt(range.rangeStart, `${path}.rangeStart`));
-  if (range.rangeEnd !== undefined) out.range_end = formatIP(ipAt(range.rangeEnd, `${path}.rangeEnd`));
-  out.gateway =
-    range.gateway === undefined
-      ? formatIP({ family: subnet.address.family, value: subnet.address.value + 1n })
-      : formatIP(ipAt(range.gateway, `${path}.gateway`));
+  const start = inSubnet('rangeStart');
+  const end = inSubnet('rangeEnd');
+  if (start !== undefined) out.range_start = start;
+  if (end !== undefined) out.range_end = end;
+  out.gateway = inSubnet('gateway') ?? formatIP({ family: subnet.address.family, value: subnet.address.value + 1n });
   return out;
 }

@@ -21,6 +21,7 @@ export function quoted(text: string): string {
 /** What a value is, for "must be X, got Y": strings quoted, objects and lists by kind only. */
 export function describe(value: unknown): string {
   if (value === null) return 'null';
+  if (value === undefined) return 'nothing';
   if (Array.isArray(value)) return 'a list';
   if (typeof value === 'string') return quoted(value);
   return typeof value === 'object' ? 'an object' : `${typeof value} ${String(value)}`;

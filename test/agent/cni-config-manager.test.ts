@@ -281,6 +281,19 @@ describe('the CNI config manager', () => {
     assert.equal(s.shadowedBy, '00-aaa.conflist');
   });
 
+  it('counts a dot-file with a config extension, as libcni does: it is the primary, and it shadows Warren\'s file', async () => {
+    const r = rig();
+    writeFileSync(join(r.dir, '10-bridge.conflist'), bridgeConflist('10.240.18.0/24'));
+    writeFileSync(join(r.dir, '.05-hidden.conflist'), bridgeConflist('10.240.19.0/24', 'hidden'));
+    r.start();
+    const s = await r.until('the write', (x) => x.state === 'current');
+    assert.equal(s.primary, join(r.dir, '.05-hidden.conflist'));
+    assert.equal(s.shadowedBy, '.05-hidden.conflist');
+    unlinkSync(join(r.dir, '.05-hidden.conflist'));
+    const after = await r.until('the next primary', (x) => x.network === 'podnet');
+    assert.equal(after.shadowedBy, undefined);
+  });
+
   it('derives from a primary named explicitly in another directory, and follows it there', async () => {
     const elsewhere = tempDir('warren-primary-');
     try {
