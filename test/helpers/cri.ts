@@ -5,18 +5,24 @@
  * run DEL. The daemon's config, root, state, sockets, runc root, pod log dir and conf dir are in a
  * private temp dir; the sandbox image is imported from a local OCI layout (no registry).
  *
- * Guarantees of stop(), also when a test failed half-way: every sandbox still known to containerd
- * is stopped and removed through CRI while the daemon runs; then the daemon and any shim of this
- * instance are gone, every process left in this instance's private cgroup parent is killed and
- * its cgroup directories removed in every hierarchy, and what containerd and libcni write outside
- * the temp dir whatever the config says (shim sockets in /run/containerd/s, network namespaces
- * /var/run/netns/cni-*, libcni's result cache /var/lib/cni/results) is removed when it appeared
- * after this instance started. Mounts left under the temp dir are unmounted before it is deleted.
- * Nothing that existed before start() is touched, and only PIDs of this instance are signalled.
+ * Guarantees of stop(), also when a test failed half-way or containerd was killed: every sandbox
+ * still known to containerd is stopped and removed through CRI while the daemon runs (so
+ * containerd itself runs DEL); then the daemon and every shim of this instance are gone, every
+ * process left in this instance's private cgroup parent is killed and its cgroup directories
+ * removed in every hierarchy, and what containerd and libcni write outside the temp dir whatever
+ * the config says (shim sockets in /run/containerd/s, network namespaces /var/run/netns/cni-*,
+ * libcni's result cache /var/lib/cni/results, task state under /run/containerd) is removed when
+ * it is both new since start and named after one of this instance's sandboxes (its ids and
+ * namespace paths come from CRI, the shims' command lines and containerd's own database), so an
+ * instance running beside it keeps its own. /run/containerd and /var/lib/cni, when an instance
+ * created them, are removed (their empty directories) by the last instance to stop. Mounts under
+ * the temp dir are unmounted before it is deleted. Nothing that existed before start is touched;
+ * only PIDs of this instance are signalled.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, rmdirSync, statSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import { type Dirent, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, rmdirSync, statSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client, Metadata, type ServiceError, credentials } from '@grpc/grpc-js';
@@ -29,6 +35,11 @@ import { SANDBOX_IMAGE, haveBusybox, sandboxImageTar } from './sandbox-image.ts'
 
 /** The containerd namespace the CRI plugin keeps its sandboxes and images in. */
 export const CRI_NAMESPACE = 'k8s.io';
+/**
+ * The prefix of an instance's temp dir (in os.tmpdir()). The dir lives from start to the last
+ * step of stop(), so its presence tells that an instance is live, in this process or another.
+ */
+export const INSTANCE_DIR_PREFIX = 'warren-crid-';
 const NETNS_DIR = '/var/run/netns';
 const SHIM_SOCKET_DIR = '/run/containerd/s';
 const RUN_DIR = '/run/containerd';
@@ -130,8 +141,8 @@ export class CriClient {
   readonly #client: Client;
   readonly #logDirectory: string;
   readonly #cgroupParent: string;
-  /** Every sandbox id this client was given, so stop() can clean up even if listing fails. */
-  readonly created = new Set<string>();
+  /** Every sandbox id this client was given and has not removed. */
+  readonly #created = new Set<string>();
 
   constructor(socket: string, logDirectory: string, cgroupParent: string) {
     this.socket = socket;
@@ -177,7 +188,7 @@ export class CriClient {
         },
       },
     });
-    this.created.add(response.pod_sandbox_id);
+    this.#created.add(response.pod_sandbox_id);
     return response.pod_sandbox_id;
   }
 
@@ -205,7 +216,12 @@ export class CriClient {
 
   async removePodSandbox(id: string): Promise<void> {
     await this.#call('RemovePodSandbox', 'RemovePodSandboxRequest', 'RemovePodSandboxResponse', { pod_sandbox_id: id });
-    this.created.delete(id);
+    this.#created.delete(id);
+  }
+
+  /** The sandboxes this client ran and has not removed (stop() cleans up even if listing fails). */
+  created(): ReadonlySet<string> {
+    return this.#created;
   }
 
   /** Ids of every sandbox containerd knows, ready or not. */
@@ -250,6 +266,8 @@ function lastCniLoadStatus(info: Record<string, string>): string | undefined {
 // ---------------------------------------------------------------------------------------------
 // The CNI bin dir
 
+let pluginBuilt = false;
+
 /**
  * A private CNI bin dir for containerd 1.6, which takes a single bin_dir: links to the reference
  * `loopback`, `bridge` and `host-local`, Warren as `warren install --cni-bin-dir DIR --link`
@@ -257,7 +275,6 @@ function lastCniLoadStatus(info: Record<string, string>): string | undefined {
  * and `extra` links (name → target, e.g. a logging wrapper), which replace a reference plugin of
  * the same name. Removed at process exit.
  */
-let pluginBuilt = false;
 export function criBinDir(extra: Readonly<Record<string, string>> = {}, options: { warren?: boolean } = {}): string {
   const dir = tempDir('warren-cri-bin-');
   for (const plugin of ['loopback', 'bridge', 'host-local']) if (extra[plugin] === undefined) symlinkSync(join(REFERENCE_PLUGINS, plugin), join(dir, plugin));
@@ -369,14 +386,12 @@ function configToml(dir: string, socket: string, binDir: string, confDir: string
 export async function startCriContainerd(options: CriContainerdOptions = {}): Promise<CriContainerd> {
   // What exists before anything starts: only what appears afterwards is this instance's to remove.
   const before = {
-    runDir: existsSync(RUN_DIR),
     shimSockets: listNames(SHIM_SOCKET_DIR),
     netns: listNames(NETNS_DIR),
     cniResults: listNames(CNI_RESULTS_DIR),
-    cniResultsDir: existsSync(CNI_RESULTS_DIR),
-    cniDir: existsSync(CNI_CACHE_DIR),
   };
-  const dir = tempDir('warren-cri-');
+  for (const shared of SHARED_DIRS) if (!existsSync(shared)) writeFileSync(createdMarker(shared), '');
+  const dir = tempDir(INSTANCE_DIR_PREFIX);
   const socket = join(dir, 'containerd.sock');
   const binDir = options.binDir ?? referenceBinDir();
   const confDir = options.confDir ?? join(dir, 'net.d');
@@ -399,7 +414,11 @@ export async function startCriContainerd(options: CriContainerdOptions = {}): Pr
     }),
   );
   child.stderr?.on('data', (b: Buffer) => log.push(b.toString('utf8')));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const exited = new Promise<void>((resolve) => {
+    child.once('exit', () => resolve());
+    child.once('error', () => resolve()); // never started
+  });
+  const hasExited = (): boolean => child.exitCode !== null || child.signalCode !== null;
   const cri = new CriClient(socket, logDirectory, cgroupParent);
   const ctr = (...args: string[]): Promise<RunResult> => run(CTR_BIN, ['--address', socket, '--namespace', CRI_NAMESPACE, ...args]);
 
@@ -409,52 +428,63 @@ export async function startCriContainerd(options: CriContainerdOptions = {}): Pr
     return stopped;
   };
   const teardown = async (): Promise<void> => {
-    const running = child.exitCode === null && child.signalCode === null;
-    const sandboxIds = new Set<string>([...cri.created, ...sandboxIdsOnDisk(dir)]);
+    // A daemon killed from outside can be a zombie Node has not reaped yet: not running either.
+    const running = !hasExited() && child.pid !== undefined && !isGone(child.pid);
+    const sandboxIds = new Set<string>([...cri.created(), ...sandboxIdsOnDisk(dir), ...shimIds(socket)]);
+    const netnsPaths = new Set<string>();
     if (running) {
       // Through CRI while containerd runs, so containerd runs DEL and tears down what it made.
       const listed = await cri.listPodSandbox().catch(() => [] as string[]);
       for (const id of listed) sandboxIds.add(id);
       for (const id of sandboxIds) {
+        // Its namespace, in case containerd cannot remove it (no network config to run DEL with).
+        const status = await cri.podSandboxStatus(id, { verbose: true }).catch(() => undefined);
+        if (status !== undefined) for (const path of netnsPathsIn(status.info.info ?? '')) netnsPaths.add(path);
         await cri.stopPodSandbox(id).catch(() => undefined);
         await cri.removePodSandbox(id).catch(() => undefined);
       }
     }
     cri.close();
-    if (running) {
+    if (!hasExited()) {
       child.kill('SIGTERM');
       const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
       await exited;
       clearTimeout(timer);
     }
     // A shim whose sandbox was removed exits by itself; one whose daemon died holds its task for ever.
-    let tt = Date.now(); await killShims(socket, running ? 2_000 : 0); console.error("shims", Date.now() - tt); tt = Date.now();
-    await killCgroupProcesses(cgroupName); console.error("cg", Date.now() - tt); tt = Date.now();
-    unmountUnder(dir); console.error("umount", Date.now() - tt); tt = Date.now();
+    await killShims(socket, running ? 2_000 : 0);
+    await killCgroupProcesses(cgroupName);
+    unmountUnder(dir);
+    // containerd's own database names every sandbox and namespace it made, even after a crash.
+    const recorded = readMetadataDb(dir);
+    for (const id of recorded.ids) sandboxIds.add(id);
+    for (const path of recorded.netns) netnsPaths.add(path);
+    // What is removed outside the temp dir is both new since start and provably this instance's,
+    // so a concurrent instance (another test file) keeps its own.
     for (const name of listNames(NETNS_DIR)) {
-      if (!name.startsWith('cni-') || before.netns.has(name)) continue;
-      removeNetns(join(NETNS_DIR, name));
+      if (!before.netns.has(name) && netnsPaths.has(join(NETNS_DIR, name))) removeNetns(join(NETNS_DIR, name));
     }
-    console.error("netns", Date.now() - tt); tt = Date.now(); removeCgroupTree(cgroupName); console.error("cgrm", Date.now() - tt);
-    for (const name of listNames(SHIM_SOCKET_DIR)) if (!before.shimSockets.has(name)) rmSync(join(SHIM_SOCKET_DIR, name), { force: true });
-    for (const name of listNames(CNI_RESULTS_DIR)) if (!before.cniResults.has(name)) rmSync(join(CNI_RESULTS_DIR, name), { force: true });
+    removeCgroupTree(cgroupName);
+    const sockets = new Set([...sandboxIds].map((id) => shimSocketName(socket, id)));
+    for (const name of listNames(SHIM_SOCKET_DIR)) if (!before.shimSockets.has(name) && sockets.has(name)) rmSync(join(SHIM_SOCKET_DIR, name), { force: true });
+    // libcni caches a result as <network>-<container id>-<ifname>.
+    for (const name of listNames(CNI_RESULTS_DIR)) {
+      if (!before.cniResults.has(name) && [...sandboxIds].some((id) => name.includes(`-${id}-`))) rmSync(join(CNI_RESULTS_DIR, name), { force: true });
+    }
     for (const id of sandboxIds) {
       rmSync(join(RUN_DIR, 'io.containerd.runtime.v2.task', CRI_NAMESPACE, id), { recursive: true, force: true });
       rmSync(join(RUN_DIR, 'runc', CRI_NAMESPACE, id), { recursive: true, force: true });
     }
-    // Directories that did not exist before go too, when nothing else (another instance) is in them.
-    if (!before.runDir) removeEmptyTree(RUN_DIR);
-    if (!before.cniResultsDir) tryRmdir(CNI_RESULTS_DIR);
-    if (!before.cniDir) tryRmdir(CNI_CACHE_DIR);
     if (options.binDir === undefined) removeDir(binDir);
     removeDir(dir);
+    removeSharedDirsIfLast();
   };
 
   try {
     await waitFor(
       `containerd with CRI answering on ${socket}`,
       async () => {
-        if (child.exitCode !== null || child.signalCode !== null) throw new Error(`containerd exited (${child.exitCode ?? child.signalCode}): ${logText().slice(-2000)}`);
+        if (hasExited()) throw new Error(`containerd exited (${child.exitCode ?? child.signalCode}): ${logText().slice(-2000)}`);
         if (!existsSync(socket) || !statSync(socket).isSocket()) return undefined;
         // The CRI plugin initialises after the socket is up; Status answers once it has.
         const s = await cri.status(2_000);
@@ -496,6 +526,32 @@ export async function startCriContainerd(options: CriContainerdOptions = {}): Pr
 // ---------------------------------------------------------------------------------------------
 // Cleanup
 
+/** Directories containerd and libcni create outside the temp dir, shared by every instance. */
+const SHARED_DIRS = [RUN_DIR, CNI_CACHE_DIR] as const;
+
+/**
+ * A file beside the instance dirs saying that a harness instance created `dir` (it did not exist
+ * when the instance started), so the last instance to stop, in any process, removes it.
+ */
+function createdMarker(dir: string): string {
+  return join(tmpdir(), `warren-cri-made${dir.replaceAll('/', '-')}`);
+}
+
+/**
+ * When no instance is live any more (no instance dir left), removes the empty directories of each
+ * shared dir a harness instance created. Instances that overlap each see the other's entries, so
+ * this is left to whichever stops last; anything with a file in it (someone else's) stays.
+ */
+function removeSharedDirsIfLast(): void {
+  if (readdirSync(tmpdir()).some((n) => n.startsWith(INSTANCE_DIR_PREFIX))) return;
+  for (const shared of SHARED_DIRS) {
+    const marker = createdMarker(shared);
+    if (!existsSync(marker)) continue;
+    removeEmptyTree(shared);
+    if (!existsSync(shared)) rmSync(marker, { force: true });
+  }
+}
+
 /** Sandbox ids containerd recorded in this instance's private root and state. */
 function sandboxIdsOnDisk(dir: string): string[] {
   return [
@@ -504,9 +560,53 @@ function sandboxIdsOnDisk(dir: string): string[] {
   ];
 }
 
-/** PIDs of containerd-shim-runc-v2 processes started for the daemon listening on `socket`. */
+/**
+ * The name of the shim socket containerd 1.6 makes for a task in /run/containerd/s: the hex
+ * sha256 of "<daemon address>/<namespace>/<id>".
+ */
+function shimSocketName(socket: string, id: string): string {
+  return createHash('sha256').update(join(socket, CRI_NAMESPACE, id)).digest('hex');
+}
+
+/** The shim socket path of a sandbox of the daemon listening on `socket`. */
+export function shimSocketPath(socket: string, id: string): string {
+  return join(SHIM_SOCKET_DIR, shimSocketName(socket, id));
+}
+
+/** Network namespace paths named in a text (containerd's JSON info, its database). */
+function netnsPathsIn(text: string): string[] {
+  return [...new Set(text.match(/\/var\/run\/netns\/cni-[0-9a-f-]{36}/g) ?? [])];
+}
+
+/**
+ * Sandbox ids and network namespace paths in containerd's metadata database (bbolt; the values
+ * are stored as plain bytes, so a scan finds them without a bolt reader).
+ */
+function readMetadataDb(dir: string): { ids: string[]; netns: string[] } {
+  let text: string;
+  try {
+    text = readFileSync(join(dir, 'root', 'io.containerd.metadata.v1.bolt', 'meta.db')).toString('latin1');
+  } catch {
+    return { ids: [], netns: [] };
+  }
+  return { ids: [...new Set(text.match(/(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])/g) ?? [])], netns: netnsPathsIn(text) };
+}
+
+/** The task ids (`-id`) of this daemon's shims. */
+function shimIds(socket: string): string[] {
+  return shimProcesses(socket).flatMap(({ argv }) => {
+    const at = argv.indexOf('-id');
+    return at >= 0 && argv[at + 1] !== undefined ? [argv[at + 1] as string] : [];
+  });
+}
+
 function shimPids(socket: string): number[] {
-  const pids: number[] = [];
+  return shimProcesses(socket).map(({ pid }) => pid);
+}
+
+/** The containerd-shim-runc-v2 processes started for the daemon listening on `socket`. */
+function shimProcesses(socket: string): Array<{ pid: number; argv: string[] }> {
+  const found: Array<{ pid: number; argv: string[] }> = [];
   for (const entry of listNames('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     let argv: string[];
@@ -517,9 +617,9 @@ function shimPids(socket: string): number[] {
     }
     if (!(argv[0] ?? '').endsWith('containerd-shim-runc-v2')) continue;
     const at = argv.indexOf('-address');
-    if (at >= 0 && argv[at + 1] === socket) pids.push(Number(entry));
+    if (at >= 0 && argv[at + 1] === socket) found.push({ pid: Number(entry), argv });
   }
-  return pids;
+  return found;
 }
 
 /** Waits up to `graceMs` for the shims of this daemon to exit, then kills those still there. */
@@ -600,7 +700,7 @@ function tryRmdir(dir: string): void {
 
 /** Removes the empty directories of a tree, deepest first; anything with a file in it stays. */
 function removeEmptyTree(dir: string): void {
-  let entries;
+  let entries: Dirent[];
   try {
     entries = readdirSync(dir, { withFileTypes: true });
   } catch {
