@@ -11,7 +11,7 @@
  * empty or invalid. Waits are on events with deadlines; nothing sleeps.
  */
 import assert from 'node:assert/strict';
-import { type FSWatcher, existsSync, readFileSync, renameSync, unlinkSync, watch, writeFileSync } from 'node:fs';
+import { type FSWatcher, existsSync, readFileSync, readdirSync, renameSync, rmSync, unlinkSync, watch, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { AgentStatus } from '../../src/api/protocol.ts';
@@ -27,6 +27,10 @@ const skip = !isRoot() ? 'needs root' : !haveCriContainerd() ? 'needs containerd
 const OUTPUT = '00-warren.conflist';
 const PRIMARY = '10-bridge.conflist';
 const DEADLINE_MS = 20_000;
+/** Network names of this file alone: libcni's cache entries are named after them. */
+const NETWORK = 'wrn-cri-e2e';
+const RENAMED = 'wrn-cri-e2e-renamed';
+const CNI_RESULTS = '/var/lib/cni/results';
 
 describe('Warren\'s CNI config under containerd\'s CRI', { skip }, () => {
   // One bridge per subnet: the bridge plugin refuses a bridge that has another subnet's gateway.
@@ -47,7 +51,7 @@ describe('Warren\'s CNI config under containerd\'s CRI', { skip }, () => {
   let versionsRead = 0;
   let pods = 0;
 
-  const primaryOf = (subnet: string, name = 'crinet'): object => ({
+  const primaryOf = (subnet: string, name = NETWORK): object => ({
     cniVersion: '1.1.0',
     name,
     plugins: [{ type: 'bridge', bridge: bridgeFor(subnet), isGateway: true, ipMasq: false, ipam: { type: 'host-local', subnet, dataDir: hostLocalData } }],
@@ -118,6 +122,10 @@ describe('Warren\'s CNI config under containerd\'s CRI', { skip }, () => {
 
   after(async () => {
     seen?.close();
+    // libcni's cache entries of this file's networks, even of sandboxes whose ADD failed midway
+    // (before the harness's stop, which removes the cache dir once it is empty).
+    const cached = existsSync(CNI_RESULTS) ? readdirSync(CNI_RESULTS) : [];
+    for (const name of cached) if (name.startsWith(`${NETWORK}-`)) rmSync(join(CNI_RESULTS, name), { force: true });
     await containerd?.stop();
     await agent?.kill();
     for (const bridge of bridges.values()) await deleteLink(bridge);
@@ -132,7 +140,7 @@ describe('Warren\'s CNI config under containerd\'s CRI', { skip }, () => {
     const held = await allocationsOf(pod.id);
     assert.equal(held.length, 1, 'Warren, not host-local, handed out the address');
     assert.equal(held[0]?.address, pod.ip);
-    assert.equal(held[0]?.network, 'crinet');
+    assert.equal(held[0]?.network, NETWORK);
     assert.equal(held[0]?.podNamespace, 'warren-cri');
     assert.equal(held[0]?.podName, pod.name);
     assert.equal(held[0]?.podUID, pod.uid);
@@ -162,7 +170,7 @@ describe('Warren\'s CNI config under containerd\'s CRI', { skip }, () => {
     assert.match(pod.ip, /^10\.243\.2\./, 'the next sandbox still starts, from the last good config');
     await removePod(pod.id);
 
-    putPrimary('{"cniVersion": "1.0.0", "name": "crinet", "plugins": [');
+    putPrimary(`{"cniVersion": "1.0.0", "name": "${NETWORK}", "plugins": [`);
     await waitFor('the broken primary reported', async () => (/10-bridge\.conflist: is not valid JSON/.test((await status()).cniConfig?.problem ?? '') ? true : undefined), DEADLINE_MS);
     assert.equal(readFileSync(join(confDir, OUTPUT), 'utf8'), good);
     pod = await runPod();
@@ -187,7 +195,7 @@ describe('Warren\'s CNI config under containerd\'s CRI', { skip }, () => {
       return undefined;
     }, DEADLINE_MS);
     assert.match(refusal.message, /failed to setup network for sandbox/);
-    const conf = { cniVersion: '1.1.0', name: 'crinet', ipam: { type: 'warren', socket: agent.socket, range: '10.243.2.0/24' } };
+    const conf = { cniVersion: '1.1.0', name: NETWORK, ipam: { type: 'warren', socket: agent.socket, range: '10.243.2.0/24' } };
     const st = await warren({ command: 'STATUS', config: conf });
     assert.deepEqual(st.json, { cniVersion: '1.1.0', code: 50, msg: `not ready: readiness indicator ${indicator} is missing` });
 
@@ -220,18 +228,18 @@ describe('Warren\'s CNI config under containerd\'s CRI', { skip }, () => {
 
   it('releases the address of a sandbox whose network was renamed between its ADD and its DEL (the DEL goes to the new name)', async () => {
     const pod = await podIn('10.243.3.');
-    assert.equal((await allocationsOf(pod.id))[0]?.network, 'crinet');
-    putPrimary(JSON.stringify(primaryOf('10.243.3.0/24', 'crinet-renamed')));
+    assert.equal((await allocationsOf(pod.id))[0]?.network, NETWORK);
+    putPrimary(JSON.stringify(primaryOf('10.243.3.0/24', RENAMED)));
     // A probe sandbox shows containerd now uses the renamed network.
     const probe = await waitFor('a sandbox on the renamed network', async () => {
       const p = await runPod();
-      if ((await allocationsOf(p.id))[0]?.network === 'crinet-renamed') return p;
+      if ((await allocationsOf(p.id))[0]?.network === RENAMED) return p;
       await removePod(p.id);
       return undefined;
     }, DEADLINE_MS);
     await removePod(probe.id);
     await removePod(pod.id);
-    // The DELs named crinet-renamed; the sandbox's deletion in containerd releases crinet's address.
+    // The DELs named the renamed network; the sandbox's deletion in containerd releases the old one's address.
     await waitFor('the old network\'s address released', async () => ((await allocationsOf(pod.id)).length === 0 ? true : undefined), DEADLINE_MS);
   });
 
