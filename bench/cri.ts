@@ -1,0 +1,123 @@
+/**
+ * Pod sandbox start through containerd's CRI, with Warren as the IPAM beside host-local, in one
+ * run on one containerd (Debian's 1.6, CRI enabled, private config: test/helpers/cri.ts).
+ *
+ * The node's primary config is bridge + host-local. Warren's agent manages the conf dir with a
+ * readiness indicator, which is how the two are switched without touching the primary: with the
+ * indicator present, containerd uses Warren's 00-warren.conflist; with it missing, Warren's file
+ * is removed and containerd uses the primary (host-local). Rounds alternate between the two so
+ * that the machine's drift hits both alike; each switch waits until a probe sandbox shows which
+ * IPAM containerd now calls (Warren records the sandbox's allocation, host-local does not).
+ *
+ * Measured per round: sequential RunPodSandbox (each timed alone; stop and remove untimed), and
+ * 20 RunPodSandbox at once (the wall time of the burst and each call's time).
+ *
+ * Usage: node bench/cri.ts [--quick]   (root; containerd, runc, busybox-static, CNI plugins)
+ */
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type AgentHandle, startAgent } from '../test/helpers/agent.ts';
+import { type CriContainerd, criBinDir, startCriContainerd } from '../test/helpers/cri.ts';
+import { bridgeName, deleteLink } from '../test/helpers/netns.ts';
+import { waitFor } from '../test/helpers/processes.ts';
+
+const quick = process.argv.includes('--quick');
+const ROUNDS = quick ? 2 : 4;
+const SEQUENTIAL = quick ? 10 : 20;
+const BURST = 20;
+const NETWORK = 'wrn-bench-cri';
+
+type Ipam = 'host-local' | 'warren';
+
+const median = (xs: readonly number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length === 0 ? Number.NaN : s.length % 2 === 1 ? (s[(s.length - 1) / 2] as number) : ((s[s.length / 2 - 1] as number) + (s[s.length / 2] as number)) / 2;
+};
+const p90 = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(0.9 * xs.length))] ?? Number.NaN;
+
+async function main(): Promise<void> {
+  const work = mkdtempSync(join(tmpdir(), 'warren-bench-cri-'));
+  const confDir = join(work, 'net.d');
+  const indicator = join(work, 'ready');
+  const bridge = bridgeName();
+  let containerd: CriContainerd | undefined;
+  let agent: AgentHandle | undefined;
+  let pods = 0;
+  try {
+    mkdirSync(confDir);
+    containerd = await startCriContainerd({ binDir: criBinDir(), confDir });
+    const primary = {
+      cniVersion: '1.0.0',
+      name: NETWORK,
+      plugins: [{ type: 'bridge', bridge, isGateway: true, ipMasq: false, ipam: { type: 'host-local', subnet: '10.246.0.0/20', dataDir: join(work, 'host-local') } }],
+    };
+    writeFileSync(join(confDir, '.primary.tmp'), JSON.stringify(primary));
+    renameSync(join(confDir, '.primary.tmp'), join(confDir, '10-bridge.conflist'));
+    agent = await startAgent({
+      dir: join(work, 'agent'),
+      args: ['--manage-cni-config', 'on', '--cni-conf-dir', confDir, '--readiness-indicator-file', indicator, '--containerd', 'off'],
+    });
+    const c = containerd;
+    const a = agent;
+    const run = async (): Promise<{ id: string; ms: number }> => {
+      pods += 1;
+      const t0 = performance.now();
+      const id = await c.cri.runPodSandbox({ name: `bench-${pods}`, uid: `bench-uid-${pods}`, namespace: 'warren-bench' });
+      return { id, ms: performance.now() - t0 };
+    };
+    const remove = async (id: string): Promise<void> => {
+      await c.cri.stopPodSandbox(id);
+      await c.cri.removePodSandbox(id);
+    };
+    const switchTo = async (ipam: Ipam): Promise<void> => {
+      if (ipam === 'warren') writeFileSync(indicator, '');
+      else if (existsSync(indicator)) unlinkSync(indicator);
+      await waitFor(`containerd to call ${ipam}`, async () => {
+        const { id } = await run();
+        const byWarren = (await a.allocations(`?containerID=${id}`)).length > 0;
+        await remove(id);
+        return byWarren === (ipam === 'warren') ? true : undefined;
+      }, 30_000);
+    };
+    const figures: Record<Ipam, { sequential: number[]; burstWall: number[]; burstEach: number[] }> = {
+      'host-local': { sequential: [], burstWall: [], burstEach: [] },
+      warren: { sequential: [], burstWall: [], burstEach: [] },
+    };
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const ipam of (round % 2 === 0 ? ['host-local', 'warren'] : ['warren', 'host-local']) as Ipam[]) {
+        await switchTo(ipam);
+        for (let i = 0; i < SEQUENTIAL; i++) {
+          const { id, ms } = await run();
+          figures[ipam].sequential.push(ms);
+          await remove(id);
+        }
+        const t0 = performance.now();
+        const burst = await Promise.all(Array.from({ length: BURST }, () => run()));
+        figures[ipam].burstWall.push(performance.now() - t0);
+        figures[ipam].burstEach.push(...burst.map((b) => b.ms));
+        await Promise.all(burst.map((b) => remove(b.id)));
+      }
+      process.stderr.write(`round ${round + 1}/${ROUNDS} done\n`);
+    }
+    const hl = figures['host-local'];
+    const w = figures.warren;
+    const f = (x: number): string => x.toFixed(0);
+    console.log(`CPU: ${cpus()[0]?.model ?? 'unknown'} × ${cpus().length}; containerd 1.6 with CRI, bridge plugin; ${ROUNDS} alternating rounds`);
+    console.log('| RunPodSandbox | host-local | Warren | Warren / host-local |');
+    console.log('|---|---|---|---|');
+    console.log(`| sequential, median ms (${hl.sequential.length} each) | ${f(median(hl.sequential))} | ${f(median(w.sequential))} | ${(median(w.sequential) / median(hl.sequential)).toFixed(2)}× |`);
+    console.log(`| sequential, p90 ms | ${f(p90(hl.sequential))} | ${f(p90(w.sequential))} | ${(p90(w.sequential) / p90(hl.sequential)).toFixed(2)}× |`);
+    console.log(`| ${BURST} at once, wall ms (median of ${hl.burstWall.length}) | ${f(median(hl.burstWall))} | ${f(median(w.burstWall))} | ${(median(w.burstWall) / median(hl.burstWall)).toFixed(2)}× |`);
+    console.log(`| ${BURST} at once, each call median ms | ${f(median(hl.burstEach))} | ${f(median(w.burstEach))} | ${(median(w.burstEach) / median(hl.burstEach)).toFixed(2)}× |`);
+  } finally {
+    const results = '/var/lib/cni/results';
+    if (existsSync(results)) for (const name of readdirSync(results)) if (name.startsWith(`${NETWORK}-`)) rmSync(join(results, name), { force: true });
+    await containerd?.stop();
+    await agent?.kill();
+    await deleteLink(bridge);
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+await main();
