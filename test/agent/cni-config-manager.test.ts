@@ -248,6 +248,24 @@ describe('the CNI config manager', () => {
     }
   });
 
+  it('follows a readiness indicator whose directory does not exist yet, through the periodic rescan', async () => {
+    const parent = tempDir('warren-ready-');
+    const indicator = join(parent, 'later', 'ready');
+    try {
+      const r = rig({ readinessIndicator: indicator, rescanMs: 5_000 });
+      writeFileSync(join(r.dir, '10-bridge.conflist'), bridgeConflist('10.240.20.0/24'));
+      r.start();
+      await r.until('not ready', (x) => x.state === 'not-ready');
+      mkdirSync(join(parent, 'later'));
+      writeFileSync(indicator, '');
+      // No watch could be placed on a directory that did not exist: the rescan finds it.
+      r.clock.advance(5_000);
+      await r.until('ready once the rescan saw the indicator', (x) => x.state === 'current');
+    } finally {
+      removeDir(parent);
+    }
+  });
+
   it('puts its file back when it is deleted by hand', async () => {
     const r = rig();
     writeFileSync(join(r.dir, '10-bridge.conflist'), bridgeConflist('10.240.12.0/24'));
