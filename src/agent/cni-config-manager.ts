@@ -30,8 +30,6 @@ import type { CniConfigStatus } from '../api/protocol.ts';
 
 export interface CniConfigManagerOptions {
   readonly confDir: string;
-  /** Warren's file in the conf dir. Default 00-warren.conflist. */
-  readonly outputName?: string;
   /** The primary, named explicitly (absolute, or relative to the conf dir); otherwise found. */
   readonly primaryConfig?: string;
   /** How long to wait for a primary before reporting that there is none, ms. */
@@ -72,10 +70,14 @@ export class CniConfigManager {
   #problem: string | undefined;
   #notes: readonly string[] = [];
   #shadowedBy: string | undefined;
+  /** This agent's own writes, for status. */
   #lastWrite: { at: number; from: string; sha256: string } | undefined;
   #writes = 0;
-  /** The text this agent last wrote (or found current): what cleanup may remove. */
-  #written: string | undefined;
+  /**
+   * The last config derived from a good primary (written now or found current), and where from:
+   * what stays, and is put back, while the primary is unusable.
+   */
+  #lastGood: { readonly text: string; readonly from: string; readonly sha256: string } | undefined;
   /** The last problem logged, so a repeated pass does not repeat the log line. */
   #logged: string | undefined;
   #waitExpired = false;
@@ -87,7 +89,7 @@ export class CniConfigManager {
 
   constructor(options: CniConfigManagerOptions) {
     this.#o = options;
-    this.#output = join(options.confDir, options.outputName ?? DEFAULT_OUTPUT_NAME);
+    this.#output = join(options.confDir, DEFAULT_OUTPUT_NAME);
     this.#startedAt = options.clock.now();
   }
 
@@ -153,7 +155,7 @@ export class CniConfigManager {
     for (const listener of [...this.#passListeners]) listener();
   }
 
-  /** Resolves after the next pass that satisfies `done` (tests and `warren status` waiters). */
+  /** Resolves after the first pass (or now) whose status satisfies `done`. */
   whenPassed(done: (status: CniConfigStatus) => boolean, signal?: AbortSignal): Promise<CniConfigStatus> {
     return new Promise((resolve, reject) => {
       const check = (): void => {
@@ -206,12 +208,12 @@ export class CniConfigManager {
     if (primary === undefined) {
       this.#primary = undefined;
       const where = this.#o.primaryConfig === undefined ? `no CNI config in ${this.#o.confDir} other than Warren's` : `primary config ${this.#primaryPath(this.#o.primaryConfig)} is missing`;
-      if (this.#written !== undefined || this.#outputIsOurs()) {
-        this.#keepLastGood(where);
-      } else if (!this.#waitExpired) {
-        this.#set('waiting', `${where} yet; waiting up to ${Math.round(this.#o.primaryWaitMs / 1000)} s from ${new Date(this.#startedAt).toISOString()}`);
+      const wait = Math.round(this.#o.primaryWaitMs / 1000);
+      const haveGood = this.#lastGood !== undefined || this.#outputIsOurs();
+      if (!haveGood && !this.#waitExpired) {
+        this.#set('waiting', `${where} yet; waiting up to ${wait} s from ${new Date(this.#startedAt).toISOString()}`);
       } else {
-        this.#set('stale', `${where} after waiting ${Math.round(this.#o.primaryWaitMs / 1000)} s; nothing written`);
+        this.#keepLastGood(haveGood ? where : `${where} after waiting ${wait} s`);
       }
       return;
     }
@@ -245,9 +247,11 @@ export class CniConfigManager {
     }
     if (current !== derived.text) {
       if (!this.#write(derived.text, primary.path, derived.primarySha256)) return;
-      this.#o.logger.info({ output: this.#output, primary: primary.path, network: derived.network, cniVersion: derived.cniVersion, notes: derived.notes }, `wrote ${basename(this.#output)} from ${primary.name}`);
+      this.#o.logger.info(
+        { output: this.#output, primary: primary.path, network: derived.network, mainPlugin: derived.mainPlugin, cniVersion: derived.cniVersion, notes: derived.notes },
+        `wrote ${basename(this.#output)} from ${primary.name}`);
     }
-    this.#written = derived.text;
+    this.#lastGood = { text: derived.text, from: primary.path, sha256: derived.primarySha256 };
     this.#set('current', undefined);
   }
 
@@ -269,10 +273,10 @@ export class CniConfigManager {
    * missing meanwhile (removed while the readiness indicator was missing, or by hand).
    */
   #keepLastGood(problem: string): void {
-    const good = this.#written;
+    const good = this.#lastGood;
     const current = this.#readOutput();
-    if (good !== undefined && current === undefined && this.#lastWrite !== undefined) {
-      if (!this.#write(good, this.#lastWrite.from, this.#lastWrite.sha256)) return;
+    if (good !== undefined && current === undefined) {
+      if (!this.#write(good.text, good.from, good.sha256)) return;
       this.#o.logger.info({ output: this.#output }, `put the last good ${basename(this.#output)} back`);
     }
     const kept = good !== undefined || (current !== undefined && isGeneratedConfig(current)) ? 'keeping the last good config' : 'nothing written';
@@ -319,7 +323,6 @@ export class CniConfigManager {
 
   /** A config the runtime would load before Warren's (it sorts first), if any. */
   #shadowing(): string | undefined {
-    if (dirname(this.#output) !== this.#o.confDir) return undefined;
     const mine = basename(this.#output);
     const first = this.#configNames().find((name) => name !== mine);
     return first !== undefined && first < mine ? first : undefined;

@@ -15,9 +15,6 @@ import { describe, invalid, ipAt, isPlainObject, quoted, refuseUnknownKeys, stri
 import { formatSubnet } from './ipam-range.ts';
 import { IGNORED_KEYS } from './whereabouts-keys.ts';
 
-/** IPAM types whose sections Warren can take over. */
-export const TRANSLATABLE_IPAM = ['host-local', 'whereabouts', 'warren'] as const;
-
 export interface TranslatedIpam {
   /** Warren's IPAM section, `type` "warren"; still to be checked by parseIpamConfig. */
   readonly ipam: Record<string, unknown>;
@@ -49,7 +46,7 @@ export function translateIpam(ipam: unknown, path: string): TranslatedIpam {
     default:
       throw invalid(
         `${path}.type`,
-        `IPAM ${quoted(type)} cannot be taken over: Warren translates ${TRANSLATABLE_IPAM.slice(0, 2).join(' and ')} (name a primary that uses one with --primary-config, or write Warren's IPAM into the primary yourself)`,
+        `IPAM ${quoted(type)} cannot be taken over: Warren translates host-local and whereabouts (name a primary that uses one with --primary-config, or write Warren's IPAM into the primary yourself)`,
       );
   }
 }
