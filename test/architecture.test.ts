@@ -16,7 +16,9 @@ export const LAYERS = ['core', 'ipam', 'store', 'allocator', 'cni', 'api', 'sour
 /** Entry points sit on top, and each may use only what it names: the plugin talks to the agent and nothing else. */
 export const ENTRY_POINTS: Record<string, readonly string[]> = {
   plugin: ['core', 'ipam', 'cni', 'api', 'plugin'],
-  cli: [...LAYERS, 'cli'],
+  // Runtime adapters run beside the agent, not in it: they speak the plugin wire (api) and nothing of the agent's.
+  adapters: ['core', 'api', 'adapters'],
+  cli: [...LAYERS, 'adapters', 'cli'],
 };
 
 const SRC = join(REPO, 'src');

@@ -94,7 +94,7 @@ export class Agent {
       }
       const releases = new ReleaseWiring(o, { store, allocator, clock: this.#clock, logger: this.#logger, errors });
       this.#releases = releases;
-      const { reconciler, containerd, kubernetes } = releases;
+      const { reconciler, containerd, kubernetes, plugins } = releases;
       const cniConfig = o.manageCniConfig ? this.#configManager() : undefined;
       this.#cniConfig = cniConfig;
       const notReady = (): string | undefined => readinessProblem(o.readinessIndicatorFile);
@@ -109,6 +109,7 @@ export class Agent {
         ...(kubernetes === undefined ? {} : { kubernetes }),
         notReady,
         ...(cniConfig === undefined ? {} : { cniConfig: () => cniConfig.status() }),
+        ...(plugins === undefined ? {} : { plugins }),
       });
       const cni = new CniService({
         allocator,

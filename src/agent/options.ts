@@ -11,7 +11,7 @@
  * (state-dir.ts).
  */
 import { hostname } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { WarrenError } from '../core/errors.ts';
 import { type StoreKind, isEtcdEndpoint } from '../store/store.ts';
 import { DEFAULT_JOURNAL_DIR } from '../cni/journal-dir.ts';
@@ -87,6 +87,8 @@ export interface AgentOptions {
   readonly cniVersionMax: CniVersion;
   /** Remove Warren's config when the agent stops cleanly. */
   readonly cleanupConfigOnExit: boolean;
+  /** Where plugins (runtime adapters) register with a unix socket; undefined: the registry is off. */
+  readonly pluginsDir?: string;
 }
 
 /** Where runtimes look for CNI configs unless told otherwise. */
@@ -220,6 +222,13 @@ const TABLE = {
   },
   cniVersionMax: { flag: 'cni-version-max', env: 'WARREN_CNI_VERSION_MAX', about: "newest cniVersion the runtime accepts (containerd 1.6 and 1.7: 1.0.0); Warren's config is capped at it", default: '1.0.0' },
   cleanupConfigOnExit: { flag: 'cleanup-config-on-exit', env: 'WARREN_CLEANUP_CONFIG_ON_EXIT', about: "on: remove Warren's config when the agent stops cleanly, or off", default: 'off' },
+  pluginsDir: {
+    flag: 'plugins-dir',
+    env: 'WARREN_PLUGINS_DIR',
+    about: 'directory, watched recursively, where plugins such as runtime adapters register with a unix socket (kubelet\'s handshake); empty turns the registry off',
+    default: { says: `plugins beside the agent socket (${join(dirname(DEFAULT_SOCKET), 'plugins')} as root)`, of: (c) => pluginsDirBeside(agentSocket(undefined, c)) },
+    emptyIsAValue: true,
+  },
   nodeLeaseSeconds: { flag: 'node-lease', env: 'WARREN_NODE_LEASE', about: "seconds a stopped agent's node stays listed alive (etcd lease TTL)", default: '10' },
 } satisfies Record<keyof AgentOptions, SettingSpec>;
 
@@ -257,6 +266,11 @@ export function agentSocket(flag: string | undefined, context: DefaultContext): 
 }
 
 const MAX_SOCKET_PATH = 107;
+
+/** The plugins directory that goes with an agent socket: `plugins` beside it. */
+function pluginsDirBeside(socket: string): string {
+  return join(dirname(socket), 'plugins');
+}
 
 function cniVersionMax(text: string): CniVersion {
   if (!isSupportedVersion(text)) {
@@ -403,5 +417,12 @@ export function resolveAgentOptions(
     ...(given('readinessIndicatorFile') === undefined ? {} : { readinessIndicatorFile: resolve(cwd, given('readinessIndicatorFile') as string) }),
     cniVersionMax: cniVersionMax(valueOf('cniVersionMax')),
     cleanupConfigOnExit: onOff('cleanupConfigOnExit'),
+    ...pluginsDirOf(given('pluginsDir'), socket, cwd),
   };
+}
+
+/** The registry's directory: given (empty: off), or `plugins` beside the socket actually used. */
+function pluginsDirOf(given: string | undefined, socket: string, cwd: string): { pluginsDir?: string } {
+  if (given === undefined) return { pluginsDir: pluginsDirBeside(socket) };
+  return given.trim() === '' ? {} : { pluginsDir: resolve(cwd, given) };
 }

@@ -26,7 +26,7 @@ import { type Allocation, type Owner, ownerKey } from '../ipam/allocation.ts';
 import type { NetnsObservation, NetnsObserver } from '../sources/netns.ts';
 import type { Allocator } from '../allocator/allocator.ts';
 import type { Store } from '../store/store.ts';
-import { type Holder, type OwnerRelease, type ReleaseAction, type ReleaseIntent, decide, holderOf, needsNamespaces } from './release-rule.ts';
+import { type Holder, type OwnerRelease, type ReleaseAction, type ReleaseIntent, type RuntimeAdapterScope, answersFor, decide, holderOf, needsNamespaces } from './release-rule.ts';
 
 export interface ReleasePipelineOptions {
   readonly allocator: Allocator;
@@ -92,8 +92,10 @@ export class ReleasePipeline {
   readonly #queue: OrderedRetryQueue<Pending>;
   /** Intents queued and not yet done with, by key, in arrival order. */
   readonly #pending = new Map<string, Set<Pending>>();
-  /** Containers whose task exited while their namespace was still there. */
-  readonly #exited = new Map<string, { since: number; waitingFor: string }>();
+  /** Containers whose task exited while their namespace was still there, and the adapter that said so (none: containerd). */
+  readonly #exited = new Map<string, { since: number; waitingFor: string; via?: RuntimeAdapterScope }>();
+  /** Addresses released by container intents, by where they came from: containerd (`''`) or an adapter's name. */
+  readonly #releasedBy = new Map<string, number>();
   readonly #counts: PipelineCounts = {
     'journal-del': { done: 0, failed: 0, addresses: 0 },
     'container-deleted': { done: 0, failed: 0, addresses: 0 },
@@ -174,17 +176,22 @@ export class ReleasePipeline {
     throw failure === undefined ? new Error('the release was not attempted: the pipeline stopped') : failure.error;
   }
 
-  /** After a runtime (re)subscription: every container of this node it did not list is looked at. */
-  async resync(live: ReadonlySet<string>): Promise<void> {
+  /**
+   * After a runtime (re)subscription: every container of this node it did not list is looked at —
+   * with `via`, only the allocations that adapter answers for.
+   */
+  async resync(live: ReadonlySet<string>, via?: RuntimeAdapterScope): Promise<void> {
     const cutoff = this.#o.clock.now() - this.#o.resyncGraceMs;
     const absent = new Set<string>();
-    for (const a of await this.#o.store.list({ node: this.#o.node })) if (!live.has(a.containerID)) absent.add(a.containerID);
-    for (const containerID of absent) this.push({ kind: 'absent-at-resync', containerID, cutoff });
+    for (const a of await this.#o.store.list({ node: this.#o.node })) {
+      if (!live.has(a.containerID) && (via === undefined || answersFor(via, a))) absent.add(a.containerID);
+    }
+    for (const containerID of absent) this.push({ kind: 'absent-at-resync', containerID, cutoff, ...(via === undefined ? {} : { via }) });
   }
 
   /** Looks again at every exited container's namespace; how many are waiting for theirs. */
   recheckExited(): number {
-    for (const containerID of this.#exited.keys()) this.push({ kind: 'namespace-recheck', containerID });
+    for (const [containerID, { via }] of this.#exited) this.push({ kind: 'namespace-recheck', containerID, ...(via === undefined ? {} : { via }) });
     return this.#exited.size;
   }
 
@@ -214,6 +221,10 @@ export class ReleasePipeline {
     const count = this.#counts[intent.kind];
     count.done += 1;
     count.addresses += released.length;
+    if ('containerID' in intent && released.length > 0) {
+      const by = intent.via?.adapter ?? '';
+      this.#releasedBy.set(by, (this.#releasedBy.get(by) ?? 0) + released.length);
+    }
     pending.onDone?.(released, action);
   }
 
@@ -263,7 +274,8 @@ export class ReleasePipeline {
         const released = await this.#release(action.owners);
         this.#logReleased(intent, released, action.why);
         if (containerID !== undefined && !this.#exited.has(containerID)) {
-          this.#exited.set(containerID, { since: this.#o.clock.now(), waitingFor: action.waitingFor });
+          const via = 'via' in intent ? intent.via : undefined;
+          this.#exited.set(containerID, { since: this.#o.clock.now(), waitingFor: action.waitingFor, ...(via === undefined ? {} : { via }) });
           this.#containerLog.info({ containerID, waitingFor: action.waitingFor }, 'task exited; addresses kept until its network namespace is gone or the container is deleted');
         }
         return released;
@@ -339,11 +351,13 @@ export class ReleasePipeline {
     return structuredClone(this.#counts);
   }
 
-  containerStatus(): ContainerReleasesStatus {
-    const kinds: ReadonlyArray<ReleaseIntent['kind']> = ['container-deleted', 'task-exited', 'namespace-recheck', 'absent-at-resync'];
+  /** What containerd's events released (no `adapter`), or the named adapter's; who waits for a namespace; the queue. */
+  containerStatus(adapter?: string): ContainerReleasesStatus {
     return {
-      released: kinds.reduce((sum, kind) => sum + this.#counts[kind].addresses, 0),
-      exited: [...this.#exited].map(([containerID, e]) => ({ containerID, since: new Date(e.since).toISOString(), waitingFor: e.waitingFor })),
+      released: this.#releasedBy.get(adapter ?? '') ?? 0,
+      exited: [...this.#exited]
+        .filter(([, e]) => e.via?.adapter === adapter)
+        .map(([containerID, e]) => ({ containerID, since: new Date(e.since).toISOString(), waitingFor: e.waitingFor })),
       queue: this.#queue
         .keys()
         .filter((k) => k.key.startsWith(CONTAINER))

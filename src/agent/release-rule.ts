@@ -18,16 +18,16 @@ export type ReleaseIntent =
   /** A DEL the plugin journaled (file `file`) at `recordedAt`, when it could not reach the agent. */
   | { readonly kind: 'journal-del'; readonly file: string; readonly owner: Owner; readonly recordedAt: number; readonly ack?: Ack }
   /** The runtime deleted the container record: nothing can use its addresses any more. */
-  | { readonly kind: 'container-deleted'; readonly containerID: string; readonly ack?: Ack }
+  | { readonly kind: 'container-deleted'; readonly containerID: string; readonly via?: RuntimeAdapterScope; readonly ack?: Ack }
   /** The container's task exited or was deleted; its namespace may still carry its addresses. */
-  | { readonly kind: 'task-exited'; readonly containerID: string; readonly event: 'task-exit' | 'task-delete'; readonly ack?: Ack }
+  | { readonly kind: 'task-exited'; readonly containerID: string; readonly event: 'task-exit' | 'task-delete'; readonly via?: RuntimeAdapterScope; readonly ack?: Ack }
   /** Look again at an exited container's namespace (a netns directory lost an entry; a reconcile pass). */
-  | { readonly kind: 'namespace-recheck'; readonly containerID: string; readonly ack?: Ack }
+  | { readonly kind: 'namespace-recheck'; readonly containerID: string; readonly via?: RuntimeAdapterScope; readonly ack?: Ack }
   /**
    * The container was missing from the runtime's listing after a resubscription; allocations made
    * after `cutoff` (now minus the grace) may belong to an ADD still in flight for it.
    */
-  | { readonly kind: 'absent-at-resync'; readonly containerID: string; readonly cutoff: number; readonly ack?: Ack }
+  | { readonly kind: 'absent-at-resync'; readonly containerID: string; readonly cutoff: number; readonly via?: RuntimeAdapterScope; readonly ack?: Ack }
   /** The namespace sweep judged the owner's allocation made at `createdAt` stale: `netns` is gone. */
   | { readonly kind: 'netns-gone'; readonly owner: Owner; readonly netns: string; readonly createdAt: number; readonly ack?: Ack }
   /**
@@ -37,6 +37,23 @@ export type ReleaseIntent =
    * sandbox may run on while its kubelet is down).
    */
   | { readonly kind: 'pod-gone'; readonly pod: PodRef; readonly because: PodGoneBecause; readonly goneAt: number; readonly releaseAfter: number; readonly ack?: Ack };
+
+/**
+ * A runtime adapter (a registered `warren.event-source` plugin) and what it answers for: the
+ * allocations whose network namespace path, recorded at ADD, begins with one of its prefixes
+ * (podman's are /run/netns/netns-*). A container intent that came `via` an adapter judges only
+ * those: another runtime's containers are not the adapter's to report gone. Intents without `via`
+ * come from containerd, which Warren asks about every container of its namespaces.
+ */
+export interface RuntimeAdapterScope {
+  readonly adapter: string;
+  readonly netnsPrefixes: readonly string[];
+}
+
+export function answersFor(scope: RuntimeAdapterScope, a: Allocation): boolean {
+  const netns = a.netns;
+  return netns !== undefined && scope.netnsPrefixes.some((prefix) => netns.startsWith(prefix));
+}
 
 /** A pod, by the UID Kubernetes gave it; namespace and name only describe it (they are reused). */
 export interface PodRef {
@@ -117,7 +134,9 @@ export function needsNamespaces(intent: ReleaseIntent): boolean {
 }
 
 /** The rule. `held`: what the intent's holder holds now (for a container, on this node). */
-export function decide(intent: ReleaseIntent, held: readonly Allocation[], observed: Observed): ReleaseAction {
+export function decide(intent: ReleaseIntent, all: readonly Allocation[], observed: Observed): ReleaseAction {
+  const via = 'via' in intent ? intent.via : undefined;
+  const held = via === undefined ? all : all.filter((a) => answersFor(via, a));
   switch (intent.kind) {
     case 'journal-del': {
       // The DEL speaks for what was allocated before it was recorded: a later ADD of the same
@@ -134,7 +153,7 @@ export function decide(intent: ReleaseIntent, held: readonly Allocation[], obser
       if (held.length === 0) return nothingHeld();
       // Younger allocations alone may be an ADD in flight for a container being created.
       if (!held.some((a) => a.createdAt <= intent.cutoff)) return { kind: 'drop', reason: 'allocated within the resync grace period', forgetExited: false };
-      return { kind: 'release', owners: ownersOf(held), why: 'container gone when containerd was resynchronised' };
+      return { kind: 'release', owners: ownersOf(held), why: `container gone when ${via?.adapter ?? 'containerd'} was resynchronised` };
     case 'namespace-recheck':
       if (held.length === 0) return nothingHeld();
       if (!observed.exited) return { kind: 'drop', reason: 'the container is not waiting for its namespace', forgetExited: false };

@@ -1,16 +1,18 @@
 /**
- * The runtime's sources, fed into the release pipeline: containerd's items become intents (its
- * resyncs are turned into intents by the pipeline, and acknowledged to the source only once they
- * are), and a netns directory losing an entry has every exited container (and waiting pod) looked
- * at again. Each
- * loop runs until its source ends (its signal aborted). The journal has its own intake
- * (release-journal.ts), since it also keeps files and reports.
+ * The runtime's sources, fed into the release pipeline: containerd's items and a registered
+ * runtime adapter's become intents (their resyncs are turned into intents by the pipeline, and
+ * acknowledged to the source only once they are), and a netns directory losing an entry has every
+ * exited container (and waiting pod) looked at again. Each loop runs until its source ends (its
+ * signal aborted). The journal has its own intake (release-journal.ts), since it also keeps files
+ * and reports.
  */
 import type { ContainerEvent } from '../sources/containerd/client.ts';
 import type { ContainerdItem } from '../sources/containerd/event-source.ts';
 import type { NetnsRemoval } from '../sources/netns-removals.ts';
+import type { RuntimeEvent } from '../api/plugins/wire.ts';
+import type { RuntimeItem } from '../sources/plugins/event-source-client.ts';
 import type { ReleasePipeline } from './release-pipeline.ts';
-import type { ReleaseIntent } from './release-rule.ts';
+import type { ReleaseIntent, RuntimeAdapterScope } from './release-rule.ts';
 
 /** The intent a containerd event stands for. */
 export function containerIntent(event: ContainerEvent): ReleaseIntent {
@@ -45,6 +47,57 @@ export async function consumeContainerd(items: AsyncIterable<ContainerdItem>, pi
       default: {
         const never: never = item;
         throw new Error(`unhandled containerd item ${JSON.stringify(never)}`);
+      }
+    }
+  }
+}
+
+/**
+ * The intent an adapter's event stands for, judged only over what the adapter answers for; a
+ * creation releases nothing.
+ */
+export function runtimeIntent(event: RuntimeEvent, via: RuntimeAdapterScope): ReleaseIntent | undefined {
+  switch (event.kind) {
+    case 'created':
+      return undefined;
+    case 'exited':
+      return { kind: 'task-exited', containerID: event.id, event: 'task-exit', via };
+    case 'deleted':
+      return { kind: 'container-deleted', containerID: event.id, via };
+    default: {
+      const never: never = event.kind;
+      throw new Error(`unhandled runtime event ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+/**
+ * A runtime adapter's stream into the pipeline. What it answers for comes with each listing (the
+ * client yields a listing first after every (re)opened stream), so an event is never judged
+ * before its adapter has said which allocations are its own.
+ */
+export async function consumeRuntimeAdapter(adapter: string, items: AsyncIterable<RuntimeItem>, pipeline: ReleasePipeline): Promise<void> {
+  let via: RuntimeAdapterScope | undefined;
+  for await (const item of items) {
+    switch (item.kind) {
+      case 'resync':
+        via = { adapter, netnsPrefixes: item.listing.netnsPrefixes };
+        try {
+          await pipeline.resync(new Set(item.listing.ids), via);
+          item.ack();
+        } catch (error) {
+          item.ack(error ?? new Error('the resync failed'));
+        }
+        break;
+      case 'event': {
+        if (via === undefined) break;
+        const intent = runtimeIntent(item.event, via);
+        if (intent !== undefined) pipeline.push(intent);
+        break;
+      }
+      default: {
+        const never: never = item;
+        throw new Error(`unhandled runtime adapter item ${JSON.stringify(never)}`);
       }
     }
   }

@@ -1,6 +1,7 @@
 /**
  * Wires the release side of the agent: every source (the missed-delete journal, containerd,
- * Kubernetes, netns directories, the reconcile pass) feeds the one release pipeline. Nothing here decides
+ * Kubernetes, runtime adapters registered as plugins, netns directories, the reconcile pass) feeds
+ * the one release pipeline. Nothing here decides
  * anything: the rule decides, the pipeline applies, the sources only report.
  *
  * `start` begins consuming and the periodic pass; after the signal aborts, `stopped` resolves once
@@ -8,7 +9,7 @@
  */
 import type { Logger } from 'pino';
 import { CoreV1Api } from '@kubernetes/client-node';
-import type { ContainerdStatus, KubernetesStatus } from '../api/protocol.ts';
+import type { ContainerdStatus, KubernetesStatus, PluginsStatus } from '../api/protocol.ts';
 import type { Allocator } from '../allocator/allocator.ts';
 import { ExponentialBackoff } from '../core/backoff.ts';
 import type { Clock } from '../core/clock.ts';
@@ -30,6 +31,8 @@ import { JournalIntake } from './release-journal.ts';
 import { ReleasePipeline } from './release-pipeline.ts';
 import { ReleaseReconciler } from './release-reconciler.ts';
 import { consumeContainerd, consumeNetnsRemovals } from './release-sources.ts';
+import { EventSourceHandler } from './registry/event-source-handler.ts';
+import { PluginRegistry } from './registry/registry.ts';
 
 export interface ReleaseWiringDeps {
   readonly store: Store;
@@ -67,11 +70,14 @@ export class ReleaseWiring {
   readonly containerd: (() => ContainerdStatus) | undefined;
   /** The Kubernetes sources' state and what they released, when on. */
   readonly kubernetes: (() => KubernetesStatus) | undefined;
+  /** The plugin registry's sockets and what registered adapters released, when on. */
+  readonly plugins: (() => PluginsStatus) | undefined;
   readonly #o: AgentOptions;
   readonly #clock: Clock;
   readonly #journal: JournalIntake;
   readonly #source: ContainerdEventSource | undefined;
   readonly #kube: KubernetesParts | undefined;
+  readonly #registry: PluginRegistry | undefined;
   /** Loops that run until the abort signal: the journal, containerd, netns directory watches. */
   #loops: Array<Promise<void>> = [];
 
@@ -123,6 +129,17 @@ export class ReleaseWiring {
     this.containerd = source === undefined ? undefined : () => ({ ...source.status(), releases: this.pipeline.containerStatus() });
     this.#kube = o.kubernetes ? this.#kubernetes(o, deps) : undefined;
     this.kubernetes = this.#kube === undefined ? undefined : () => this.#kubernetesStatus();
+    const registry =
+      o.pluginsDir === undefined
+        ? undefined
+        : new PluginRegistry({
+            dir: o.pluginsDir,
+            handlers: [new EventSourceHandler({ pipeline: this.pipeline, clock: deps.clock, logger: deps.logger })],
+            clock: deps.clock,
+            logger: deps.logger.child({ source: 'plugins' }),
+          });
+    this.#registry = registry;
+    this.plugins = registry === undefined ? undefined : () => registry.status();
   }
 
   /** The pod source (and, with a store shared by nodes, the node source) and what acts on them. */
@@ -181,13 +198,14 @@ export class ReleaseWiring {
     const push = this.pipeline.push.bind(this.pipeline);
     this.#loops.push(this.#journal.consume(signal, push));
     this.reconciler.start(signal);
+    this.#registry?.start(signal);
     if (this.#source !== undefined) this.#loops.push(consumeContainerd(this.#source.events(signal), this.pipeline));
     const kube = this.#kube;
     if (kube !== undefined) {
       this.#loops.push(kube.releases.run(kube.pods.events(signal), signal));
       if (kube.nodes !== undefined) this.#loops.push(kube.nodes.forget.run(kube.nodes.source.events(signal), signal));
     }
-    if (this.#source === undefined && kube === undefined) return;
+    if (this.#source === undefined && kube === undefined && this.#registry === undefined) return;
     // A namespace file disappearing is the moment an exited container's (or a gone pod's) address
     // becomes free.
     const removed = (): void => {
@@ -198,6 +216,8 @@ export class ReleaseWiring {
   }
 
   async stopped(): Promise<void> {
+    // Adapters first: their streams stop queueing before the pipeline stops.
+    await this.#registry?.stopped();
     await Promise.allSettled(this.#loops);
     this.#loops = [];
     this.pipeline.stop();

@@ -22,6 +22,7 @@ import type {
   NodeReport,
   PoolReport,
   ReconcilerStatus,
+  PluginsStatus,
   ReleaseRequest,
   ReleaseResponse,
 } from '../api/protocol.ts';
@@ -42,6 +43,8 @@ export interface AgentServiceOptions {
   readonly notReady?: () => string | undefined;
   /** The CNI config manager, when enabled. */
   readonly cniConfig?: () => CniConfigStatus;
+  /** The plugin registry, when on. */
+  readonly plugins?: () => PluginsStatus;
 }
 
 export class AgentService {
@@ -98,7 +101,14 @@ export class AgentService {
       ...(this.#o.containerd === undefined ? {} : { containerd: this.#o.containerd() }),
       ...(this.#o.kubernetes === undefined ? {} : { kubernetes: this.#o.kubernetes() }),
       ...(this.#o.cniConfig === undefined ? {} : { cniConfig: this.#o.cniConfig() }),
+      ...(this.#o.plugins === undefined ? {} : { plugins: countsOf(this.#o.plugins()) }),
     };
+  }
+
+  /** Every socket the plugin registry knows, with its state. */
+  plugins(): PluginsStatus {
+    if (this.#o.plugins === undefined) throw new WarrenError('BAD_REQUEST', 'the plugin registry is off (--plugins-dir is empty)');
+    return this.#o.plugins();
   }
 
   /** Every allocation judged against what the node can observe; `fix` releases the provably stale. */
@@ -208,4 +218,8 @@ export class AgentService {
     }
     return { released };
   }
+}
+
+function countsOf(status: PluginsStatus): { registered: number; refused: number; retrying: number } {
+  return { registered: status.registered, refused: status.refused, retrying: status.retrying };
 }

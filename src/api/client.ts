@@ -21,6 +21,7 @@ import type {
   ForgetNodeRequest,
   ForgetNodeResponse,
   NodeReport,
+  PluginsStatus,
   PoolReport,
   ReconcilerStatus,
   ReleaseRequest,
@@ -80,6 +81,10 @@ export class ApiClient implements AgentApi {
 
   forgetNode(request: ForgetNodeRequest): Promise<ForgetNodeResponse> {
     return this.#call('POST', PATHS.forgetNode, request);
+  }
+
+  plugins(): Promise<PluginsStatus> {
+    return this.#call('GET', PATHS.plugins);
   }
 
   /** The answer's body as the route's type: the agent is the other half of this contract. */

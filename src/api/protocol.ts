@@ -72,6 +72,8 @@ export interface AgentStatus {
   readonly kubernetes?: KubernetesStatus;
   /** The CNI config manager, when it manages the node's config. */
   readonly cniConfig?: CniConfigStatus;
+  /** The plugin registry, when on: counts (the whole list is GET /v1/plugins). */
+  readonly plugins?: PluginCounts;
 }
 
 /**
@@ -195,6 +197,52 @@ export interface ContainerdStatus {
     /** Containers with events waiting or backing off. */
     readonly queue: readonly QueueKeyStatus[];
   };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The plugin registry (GET /v1/plugins)
+
+/**
+ * One socket the registry knows. `registering`/`unregistering`: an operation is running on it;
+ * `registered`: its handshake passed and its handler serves it; `refused`: its PluginInfo was
+ * invalid (it was told why; it is asked again only when its socket is replaced); `retrying`: an
+ * attempt failed (no answer, the handler could not start) and the next is due at `retryAt`.
+ */
+export type PluginState = 'registering' | 'registered' | 'refused' | 'retrying' | 'unregistering';
+
+export interface PluginEntry {
+  /** The socket's path in the plugins directory. */
+  readonly socket: string;
+  readonly state: PluginState;
+  /** From its PluginInfo, once it answered. */
+  readonly type?: string;
+  readonly name?: string;
+  /** The endpoint used (absolute), and the version chosen, once registered. */
+  readonly endpoint?: string;
+  readonly version?: string;
+  /** When the state last changed. */
+  readonly since: string;
+  /** Why it was refused, or the last failure. */
+  readonly error?: string;
+  /** Consecutive failed attempts. */
+  readonly failures: number;
+  /** When the next attempt is due, while retrying. */
+  readonly retryAt?: string;
+  /** What the plugin's type reports about it (an event source: its stream's state and counters). */
+  readonly detail?: Readonly<Record<string, unknown>>;
+}
+
+export interface PluginCounts {
+  readonly registered: number;
+  readonly refused: number;
+  readonly retrying: number;
+}
+
+export interface PluginsStatus extends PluginCounts {
+  readonly dir: string;
+  /** `listing`: the directory is being read for the first time; `watching`: every socket present at start was seen. */
+  readonly watcher: 'listing' | 'watching';
+  readonly plugins: readonly PluginEntry[];
 }
 
 export interface QueueKeyStatus {
@@ -335,4 +383,5 @@ export interface AgentApi {
   journal(): Promise<ReconcilerStatus>;
   nodes(): Promise<NodeReport[]>;
   forgetNode(request: ForgetNodeRequest): Promise<ForgetNodeResponse>;
+  plugins(): Promise<PluginsStatus>;
 }

@@ -18,6 +18,7 @@
  *   GET  /v1/journal                                    -> ReconcilerStatus
  *   GET  /v1/nodes                                      -> NodeReport[] (cluster store only)
  *   POST /v1/nodes/forget {node}                        -> ForgetNodeResponse (refused while alive)
+ *   GET  /v1/plugins                                    -> PluginsStatus (BAD_REQUEST when the registry is off)
  *
  * Parsing checks shape only (fields, types, no unknown fields) and refuses with BAD_REQUEST naming
  * the field; what the values mean (is it an address, is the node alive) is the agent's to judge.
@@ -60,6 +61,7 @@ export const PATHS = {
   journal: '/v1/journal',
   nodes: '/v1/nodes',
   forgetNode: '/v1/nodes/forget',
+  plugins: '/v1/plugins',
 } as const;
 
 /** A row of the table: the parse and the run meet on one input type. */
@@ -84,6 +86,7 @@ export const ROUTES: readonly Route[] = [
   route('GET', PATHS.journal, nothing, (api) => api.journal()),
   route('GET', PATHS.nodes, nothing, (api) => api.nodes()),
   route('POST', PATHS.forgetNode, body(forgetNodeRequest), (api, input) => api.forgetNode(input)),
+  route('GET', PATHS.plugins, nothing, (api) => api.plugins()),
 ];
 
 export type RouteMatch =

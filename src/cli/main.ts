@@ -4,16 +4,18 @@
  * scripts. Exit codes: 0 success, 1 the operation failed, 2 a usage error. A refusal shows the
  * agent's error code and message as the agent gave them.
  */
+import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { WarrenError, isWarrenError, messageOf } from '../core/errors.ts';
 import { blockCidrOfKey } from '../ipam/blocks.ts';
 import { ApiClient } from '../api/client.ts';
-import type { Allocation, AllocationQuery, CniConfigStatus, ReconcileReport, ReleaseRequest } from '../api/protocol.ts';
+import type { Allocation, AllocationQuery, CniConfigStatus, PluginEntry, ReconcileReport, ReleaseRequest } from '../api/protocol.ts';
 import { SETTINGS, agentSocket, givenSetting } from '../agent/options.ts';
 import { findStateDir } from '../agent/state-dir.ts';
 import { WARREN_VERSION } from '../agent/version.ts';
 import { age, percent, printable, safe, settingsHelp, table } from './format.ts';
 import { UsageError } from './usage.ts';
+import { runPodmanEvents } from './podman-events-command.ts';
 
 const USAGE = `usage: warren <command> [flags]
 
@@ -28,6 +30,10 @@ commands:
   audit          judge every allocation against what the node can observe; --fix releases
                  what is provably stale and nothing else
   journal        pending and set-aside missed-delete intents, and the last reconcile
+  plugins        sockets in the plugins directory: registered, refused and retrying plugins
+                 (runtime adapters), with what each reported and released
+  podman-events  run the podman adapter: follow podman's container events and serve them
+                 to the agent through a socket in its plugins directory (--help for flags)
   nodes          nodes sharing the store (--store etcd): alive or not, blocks, allocations
   node forget N  free the blocks and allocations of node N, gone for good (refused while alive)
   install        install --cni-bin-dir DIR [--link] [--from DIST]: the native forwarder as
@@ -72,6 +78,10 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
         return await auditCommand(rest, io);
       case 'journal':
         return await journalCommand(rest, io);
+      case 'plugins':
+        return await pluginsCommand(rest, io);
+      case 'podman-events':
+        return await runPodmanEvents(rest, io, pluginsDirOfAgent(io.env));
       case 'nodes':
         return await nodes(rest, io);
       case 'node': {
@@ -117,6 +127,13 @@ function clientSocket(flag: string | undefined, env: NodeJS.ProcessEnv): string 
   const uid = process.getuid?.() ?? 0;
   const cwd = process.cwd();
   return agentSocket(flag, { uid, env, cwd, stateDir: () => givenSetting('stateDir', {}, env) ?? findStateDir(env, uid, cwd) });
+}
+
+/** Where the agent's plugin registry looks: WARREN_PLUGINS_DIR, else `plugins` beside its socket. */
+function pluginsDirOfAgent(env: NodeJS.ProcessEnv): string | undefined {
+  const given = env[SETTINGS.pluginsDir.env];
+  if (given !== undefined) return given.trim() === '' ? undefined : given;
+  return join(dirname(clientSocket(undefined, env)), 'plugins');
 }
 
 /** The agent behind --socket (or its default); a command waits at most 30 s for an answer. */
@@ -172,6 +189,7 @@ async function status(argv: readonly string[], io: CliIO): Promise<number> {
             ...(s.kubernetes.nodes === undefined ? [] : [safe`nodes:       ${s.kubernetes.nodes.state}; gone ${s.kubernetes.nodes.gone.join(', ') || 'none'}; forgotten here ${s.kubernetes.nodes.forgotten.join(', ') || 'none'}`]),
           ]),
       ...(s.cniConfig === undefined ? [] : cniConfigLines(s.cniConfig)),
+      ...(s.plugins === undefined ? [] : [safe`plugins:     ${s.plugins.registered} registered, ${s.plugins.refused} refused, ${s.plugins.retrying} retrying (warren plugins)`]),
       ...(s.cluster === undefined
         ? []
         : [safe`cluster:     ${s.cluster.liveNodes.length} nodes alive (${s.cluster.liveNodes.join(', ')}); this node ${s.cluster.thisNodeAnnounced ? 'announced' : 'NOT announced yet'}, holding ${s.cluster.ownBlocks} blocks`]),
@@ -407,4 +425,27 @@ async function journalCommand(argv: readonly string[], io: CliIO): Promise<numbe
   }
   io.out(`last reconcile: ${reconcileLine(s.lastReconcile)}\n`);
   return 0;
+}
+
+async function pluginsCommand(argv: readonly string[], io: CliIO): Promise<number> {
+  const { values } = parseArgs({ args: [...argv], options: COMMON, strict: true });
+  const s = await client(values.socket, io.env).plugins();
+  if (values.json) {
+    io.out(`${JSON.stringify(s, null, 2)}\n`);
+    return 0;
+  }
+  io.out(safe`plugins ${s.dir} (${s.watcher}): ${s.registered} registered, ${s.refused} refused, ${s.retrying} retrying\n`);
+  if (s.plugins.length > 0) {
+    io.out(table(['SOCKET', 'STATE', 'TYPE', 'NAME', 'VERSION', 'SINCE', 'DETAIL'], s.plugins.map((p) => [p.socket, p.state, p.type ?? '-', p.name ?? '-', p.version ?? '-', p.since, pluginDetail(p)])));
+  }
+  return 0;
+}
+
+/** The one cell that says most about a plugin: why it is refused or failing, or what its stream did. */
+function pluginDetail(p: PluginEntry): string {
+  if (p.error !== undefined) return `${p.failures > 0 ? `${p.failures} failures, ` : ''}${p.retryAt === undefined ? '' : `next ${p.retryAt}: `}${p.error}`;
+  const stream = p.detail?.stream as { state?: unknown; events?: unknown; malformed?: unknown } | undefined;
+  const released = p.detail?.released;
+  if (stream === undefined) return '-';
+  return `${String(stream.state)}; ${String(stream.events)} events, ${String(stream.malformed)} malformed, ${String(released ?? 0)} addresses released`;
 }

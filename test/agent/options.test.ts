@@ -118,6 +118,15 @@ describe('agent options', () => {
     assert.ok(!('default' in SETTINGS.etcdEndpoints));
   });
 
+  it('puts the plugins directory beside the socket actually used, and turns the registry off when it is empty', () => {
+    const dir = tempDir();
+    assert.equal(resolveAgentOptions({ stateDir: dir }, {}, 0, '/').pluginsDir, '/run/warren/plugins');
+    assert.equal(resolveAgentOptions({ stateDir: dir, socket: join(dir, 'a', 'w.sock') }, {}, 0, '/').pluginsDir, join(dir, 'a', 'plugins'), 'a private socket gets a private registry');
+    assert.equal(resolveAgentOptions({ stateDir: dir, pluginsDir: 'p' }, {}, 0, dir).pluginsDir, join(dir, 'p'));
+    assert.equal(resolveAgentOptions({ stateDir: dir }, { WARREN_PLUGINS_DIR: '' }, 0, '/').pluginsDir, undefined);
+    assert.equal(resolveAgentOptions({ stateDir: dir, pluginsDir: '' }, {}, 0, '/').pluginsDir, undefined);
+  });
+
   it('finds the socket by one rule for the agent and the CLI: flag, WARREN_SOCKET, then the default', () => {
     const unused = (): string => assert.fail('the state directory is not asked for');
     const context = (uid: number, env: NodeJS.ProcessEnv, stateDir: () => string = unused) => ({ uid, env, cwd: '/', stateDir });

@@ -11,7 +11,8 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { Allocator } from '../../src/allocator/allocator.ts';
 import type { ReleaseIntent } from '../../src/agent/release-rule.ts';
-import { consumeContainerd, consumeNetnsRemovals, containerIntent } from '../../src/agent/release-sources.ts';
+import { consumeContainerd, consumeNetnsRemovals, consumeRuntimeAdapter, containerIntent } from '../../src/agent/release-sources.ts';
+import type { RuntimeItem } from '../../src/sources/plugins/event-source-client.ts';
 import { AsyncChannel } from '../../src/core/async-channel.ts';
 import { ManualClock } from '../../src/core/clock.ts';
 import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
@@ -173,6 +174,44 @@ describe('ReleasePipeline', () => {
     assert.equal(pipeline.push({ kind: 'container-deleted', containerID: 'c-look' }), true, 'other intents always queue');
     await waitFor('the container key to back off', () => (pipeline.containerStatus().queue[0]?.failures === 1 ? pipeline.containerStatus().queue[0] : undefined));
     assert.equal(pipeline.containerStatus().queue[0]?.queued, 2);
+    await done();
+    await store.close();
+  });
+
+  it("judges a runtime adapter's resync and events only over the allocations under its namespace prefixes, and counts its releases apart from containerd's", async () => {
+    const clock = new ManualClock(1_000_000);
+    const store = new SqliteStore({ path: ':memory:' });
+    const ns = namespaces();
+    const { allocator, pipeline, done } = releaseHarness(clock, store, { node: 'n1', resyncGraceMs: 30_000, observer: ns.observer });
+    const podmanNs = (name: string) => ns.make(ns.seen, `netns-${name}`);
+    await allocator.allocate({ owner: owner('podman-gone'), ranges, netns: podmanNs('a') });
+    await allocator.allocate({ owner: owner('podman-live'), ranges, netns: podmanNs('b') });
+    await allocator.allocate({ owner: owner('containerd-one'), ranges, netns: ns.make(ns.seen, 'cni-c') });
+    await allocator.allocate({ owner: owner('podman-exits'), ranges, netns: podmanNs('d') });
+    clock.advance(60_000);
+    const acks: unknown[] = [];
+    const items = new AsyncChannel<RuntimeItem>();
+    const consuming = consumeRuntimeAdapter('podman', items, pipeline);
+    // The adapter lists only its own live containers: containerd's is not its to judge.
+    items.push({ kind: 'resync', listing: { ids: ['podman-live', 'podman-exits'], netnsPrefixes: [join(ns.seen, 'netns-')] }, ack: (error?: unknown) => acks.push(error ?? 'ok') });
+    await waitFor('the resync to be acknowledged', () => (acks.length === 1 ? true : undefined));
+    await pipeline.idle();
+    assert.deepEqual(await held(store), ['containerd-one', 'podman-exits', 'podman-live']);
+    // An exit waits for the namespace; a delete of another runtime's container changes nothing.
+    items.push({ kind: 'event', event: { id: 'podman-exits', kind: 'exited', time: clock.now() } });
+    items.push({ kind: 'event', event: { id: 'containerd-one', kind: 'deleted', time: clock.now() } });
+    items.push({ kind: 'event', event: { id: 'podman-live', kind: 'created', time: clock.now() } });
+    await waitFor('the exit to be judged', () => (pipeline.containerStatus('podman').exited.length === 1 ? true : undefined));
+    await pipeline.idle();
+    assert.deepEqual(await held(store), ['containerd-one', 'podman-exits', 'podman-live']);
+    assert.deepEqual(pipeline.containerStatus().exited, [], "containerd's status does not show the adapter's waiting container");
+    items.push({ kind: 'event', event: { id: 'podman-exits', kind: 'deleted', time: clock.now() } });
+    items.close();
+    await consuming;
+    await pipeline.idle();
+    assert.deepEqual(await held(store), ['containerd-one', 'podman-live']);
+    assert.equal(pipeline.containerStatus('podman').released, 2);
+    assert.equal(pipeline.containerStatus().released, 0);
     await done();
     await store.close();
   });

@@ -43,6 +43,9 @@ const UID = '7d3c0a4e-1111-4d5e-9c1b-0a0b0c0d0e0f';
 /** Seen gone at T+10 (a replacement with the same name has another UID), grace until T+1000. */
 const podGone = (): ReleaseIntent => ({ kind: 'pod-gone', pod: { uid: UID, namespace: 'default', name: 'web-0' }, because: 'deleted', goneAt: T + 10, releaseAfter: T + 1_000 });
 
+const PODMAN_NS = '/run/netns/netns-5a1f';
+const PODMAN = { adapter: 'podman', netnsPrefixes: ['/run/netns/netns-'] };
+
 const TABLE: readonly Row[] = [
   // Journaled DELs: they speak for what was allocated before they were recorded.
   {
@@ -244,6 +247,32 @@ const TABLE: readonly Row[] = [
     intent: podGone(),
     held: [],
     action: { kind: 'drop', reason: 'nothing is held', forgetExited: false },
+  },
+  // A runtime adapter's word counts only for the allocations it answers for (their namespace path).
+  {
+    name: "an adapter's container delete releases only the attachments under its namespace prefixes",
+    intent: { kind: 'container-deleted', containerID: 'c1', via: PODMAN },
+    held: [alloc({ netns: PODMAN_NS }), alloc({ ifname: 'net1', address: '10.0.1.2', netns: '/var/run/netns/cni-1234' })],
+    action: { kind: 'release', owners: [{ owner }], why: 'container deleted' },
+  },
+  {
+    name: "an adapter's container delete of a container it does not answer for (another runtime's, or no namespace recorded): dropped",
+    intent: { kind: 'container-deleted', containerID: 'c1', via: PODMAN },
+    held: [alloc({ netns: '/var/run/netns/cni-1234' }), alloc({ ifname: 'net1', address: '10.0.1.2', netns: undefined })],
+    action: { kind: 'drop', reason: 'nothing is held', forgetExited: true },
+  },
+  {
+    name: "an adapter's resync absence releases its own allocations of the container and leaves another runtime's",
+    intent: { kind: 'absent-at-resync', containerID: 'c1', cutoff: T, via: PODMAN },
+    held: [alloc({ netns: PODMAN_NS }), alloc({ ifname: 'net1', address: '10.0.1.2', netns: THERE })],
+    action: { kind: 'release', owners: [{ owner }], why: 'container gone when podman was resynchronised' },
+  },
+  {
+    name: "an adapter's exit with the namespace still there: waits for it, like containerd's",
+    intent: { kind: 'task-exited', containerID: 'c1', event: 'task-exit', via: PODMAN },
+    held: [alloc({ netns: PODMAN_NS })],
+    observed: { exited: false, namespaces: new Map([[PODMAN_NS, { kind: 'exists' }]]) },
+    action: { kind: 'wait-for-namespace', owners: [], why: EXITED_WHY, waitingFor: PODMAN_NS },
   },
 ];
 

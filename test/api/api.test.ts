@@ -233,6 +233,12 @@ describe('agent API in process', () => {
       assert.deepEqual([bad.status, bad.body], [400, { error: { code: 'BAD_REQUEST', message: 'audit needs {"fix": true|false}' } }]);
     });
 
+    it('GET /v1/plugins is refused (400) when the plugin registry is off, and the status counts no plugins', async () => {
+      const plugins = await refusal(h.client.plugins());
+      assert.deepEqual([plugins.code, plugins.message], ['BAD_REQUEST', 'the plugin registry is off (--plugins-dir is empty)']);
+      assert.equal((await h.client.status()).plugins, undefined);
+    });
+
     it('GET /v1/nodes and POST /v1/nodes/forget are refused on SQLite (400), as is a forget without a node', async () => {
       const nodes = await refusal(h.client.nodes());
       assert.equal(nodes.code, 'BAD_REQUEST');
@@ -292,7 +298,7 @@ describe('agent API in process', () => {
     it('serves every route of the table, and nothing else', () => {
       assert.deepEqual(
         ROUTES.map((r) => `${r.method} ${r.path}`),
-        ['POST /v1/cni', 'GET /v1/status', 'GET /v1/pools', 'GET /v1/allocations', 'POST /v1/release', 'GET /v1/audit', 'POST /v1/audit', 'GET /v1/journal', 'GET /v1/nodes', 'POST /v1/nodes/forget'],
+        ['POST /v1/cni', 'GET /v1/status', 'GET /v1/pools', 'GET /v1/allocations', 'POST /v1/release', 'GET /v1/audit', 'POST /v1/audit', 'GET /v1/journal', 'GET /v1/nodes', 'POST /v1/nodes/forget', 'GET /v1/plugins'],
       );
     });
 

@@ -156,6 +156,7 @@ const LAYERS = ['core', 'ipam', 'store', 'allocator', 'cni', 'api', 'sources', '
 /** What each folder of src/ may see: its layer and those before it; the entry points theirs. */
 function sees(unit: string): readonly string[] {
   if (unit === 'plugin') return ['core', 'ipam', 'cni', 'api'];
+  if (unit === 'adapters') return ['core', 'api'];
   if (unit === 'cli') return LAYERS;
   const index = LAYERS.indexOf(unit);
   assert.ok(index >= 0, `src/${unit} is not a layer`);

@@ -1,0 +1,29 @@
+/**
+ * What a plugin type plugs into the registry: the versions Warren speaks for that type, an optional
+ * check of a plugin's PluginInfo beyond the registry's own, and starting and stopping the use of a
+ * registered plugin. The registry calls `register` and `unregister` for one socket at a time, and
+ * always `unregister` before it registers that socket again; a handler never sees two calls for
+ * one socket at once.
+ */
+import type { PluginInfo } from '../../api/plugins/wire.ts';
+
+export interface RegisteredPlugin {
+  readonly socket: string;        // registration socket path
+  readonly info: PluginInfo;
+  readonly endpoint: string;      // absolute path of the plugin's service socket (info.endpoint resolved; the socket itself when empty)
+  readonly version: string;       // the version chosen: the first of handler.versions the plugin supports
+}
+
+export interface PluginHandler {
+  readonly type: string;
+  /** Versions Warren speaks, most preferred first. */
+  readonly versions: readonly string[];
+  /** A reason to refuse this plugin beyond the registry's own checks, or undefined. */
+  validate?(info: PluginInfo): string | undefined;
+  /** Starts using the plugin. A throw is a failed attempt (retried with backoff), not a refusal. */
+  register(plugin: RegisteredPlugin): Promise<void>;
+  /** Stops using it. Never throws. */
+  unregister(plugin: RegisteredPlugin): Promise<void>;
+  /** What this type reports about a registered plugin (shown by `warren plugins` as PluginEntry.detail). */
+  describe?(plugin: RegisteredPlugin): Readonly<Record<string, unknown>>;
+}

@@ -1,0 +1,476 @@
+/**
+ * The registry's reconciler: brings the actual state (registered plugins) to the desired state
+ * (sockets in the plugins directory), one socket at a time, and the operations it runs on a
+ * socket: register (dial, GetInfo, check, handler.register, NotifyRegistrationStatus) and
+ * unregister (handler.unregister). kubelet's reconciler, operation executor and pending-operations
+ * table in one place, driven by changes instead of a one-second poll.
+ *
+ * Guarantees:
+ * - Never runs two operations on one socket at once (a KeyedMutex on the path); pokes that arrive
+ *   while a run is queued coalesce into it, so a burst of events costs one run.
+ * - Tears down before it sets up: a socket whose desired entry is gone, or was replaced (a new
+ *   generation: a new file, whatever its inode), is unregistered before anything else happens on
+ *   it, and only then registered again.
+ * - A path that was never desired changes nothing: there is nothing to tear down, and nothing is.
+ * - Every handshake call is bounded on the injected clock (dial + GetInfo 1 s, notify 5 s), here as
+ *   well as in the client, so no client, real or fake, can hold a socket's operation longer; every
+ *   retry waits its backoff on that clock; a socket's failures count from its current file (a replaced socket starts at 0).
+ * - A refusal (PluginInfo that cannot be used) is told to the plugin with the reason and is not
+ *   asked again until the socket is replaced; except a refusal for a name another socket holds,
+ *   which is asked again when that socket lets the name go (a plugin moving its socket).
+ * - A (type, name) pair is held by at most one socket, from the moment it passes the checks.
+ * - After `shutdown`, no registration starts; it returns once every registered plugin has been
+ *   unregistered, after whatever operation was running on its socket.
+ */
+import { realpathSync } from 'node:fs';
+import { basename, dirname, join, resolve, sep } from 'node:path';
+import type { Logger } from 'pino';
+import type { BackoffPolicy } from '../../core/backoff.ts';
+import type { CancelTimer, Clock } from '../../core/clock.ts';
+import { WarrenError, messageOf } from '../../core/errors.ts';
+import { KeyedMutex } from '../../core/keyed-mutex.ts';
+import type { PluginInfo } from '../../api/plugins/wire.ts';
+import type { PluginEntry, PluginState } from '../../api/protocol.ts';
+import { DEFAULT_INFO_TIMEOUT_MS, DEFAULT_NOTIFY_TIMEOUT_MS, type RegistrationClientLike } from '../../sources/plugins/registration-client.ts';
+import type { ActualPlugin, ActualState } from './actual-state.ts';
+import type { DesiredState } from './desired-state.ts';
+import type { PluginHandler, RegisteredPlugin } from './handler.ts';
+
+/** The longest path a unix socket address holds (sun_path, less its NUL). */
+const MAX_SOCKET_PATH_BYTES = 107;
+
+export type InfoCheck =
+  | { readonly ok: true; readonly handler: PluginHandler; readonly endpoint: string; readonly version: string }
+  | { readonly ok: false; readonly reason: string };
+
+/**
+ * Whether a plugin's PluginInfo can be used, checked against the handlers and the plugins
+ * directory, and if so its handler, endpoint (absolute) and version. A name held by another socket
+ * is the reconciler's check, not this one: it depends on state.
+ */
+export function checkInfo(info: PluginInfo, socket: string, dir: string, handlers: ReadonlyMap<string, PluginHandler>): InfoCheck {
+  const handler = handlers.get(info.type);
+  if (handler === undefined) {
+    const known = [...handlers.keys()].map((t) => JSON.stringify(t)).join(', ') || 'none';
+    return { ok: false, reason: `unknown plugin type ${JSON.stringify(info.type)} (Warren knows ${known})` };
+  }
+  if (info.name.trim() === '') return { ok: false, reason: 'the plugin has an empty name' };
+  const version = handler.versions.find((v) => info.supportedVersions.includes(v));
+  if (version === undefined) {
+    return {
+      ok: false,
+      reason: `no version in common for type ${JSON.stringify(info.type)}: the plugin supports [${info.supportedVersions.join(', ')}], Warren speaks [${handler.versions.join(', ')}]`,
+    };
+  }
+  const endpoint = resolveEndpoint(info.endpoint, socket, dir);
+  if (typeof endpoint !== 'string') return { ok: false, reason: endpoint.refusal };
+  let refusal: string | undefined;
+  try {
+    refusal = handler.validate?.(info);
+  } catch (error) {
+    refusal = `the ${info.type} handler could not check it: ${messageOf(error)}`;
+  }
+  if (refusal !== undefined) return { ok: false, reason: refusal };
+  return { ok: true, handler, endpoint, version };
+}
+
+/**
+ * The absolute path of a plugin's endpoint (relative ones against its socket's directory; empty:
+ * the socket itself), or why it cannot be used. Inside the plugins directory means inside both as
+ * written and as the filesystem resolves it, so neither `..` nor a symlink leads out.
+ */
+export function resolveEndpoint(endpoint: string, socket: string, dir: string): string | { readonly refusal: string } {
+  if (endpoint === '') return socket;
+  const quoted = JSON.stringify(endpoint);
+  if (endpoint.includes('\0')) return { refusal: `endpoint ${quoted} contains a NUL byte` };
+  const path = resolve(dirname(socket), endpoint);
+  const inside = (p: string, d: string): boolean => p.startsWith(d.endsWith(sep) ? d : d + sep);
+  if (!inside(path, resolve(dir)) || !inside(realPath(path), realPath(dir))) {
+    return { refusal: `endpoint ${quoted} (${path}) is outside the plugins directory ${dir}` };
+  }
+  if (Buffer.byteLength(path) > MAX_SOCKET_PATH_BYTES) {
+    return { refusal: `endpoint ${path} is longer than ${MAX_SOCKET_PATH_BYTES} bytes, more than a unix socket address holds` };
+  }
+  return path;
+}
+
+/** The path with every symlink resolved, as far as it exists (an endpoint may not exist yet). */
+function realPath(path: string): string {
+  try {
+    return realpathSync(path);
+  } catch {
+    const parent = dirname(path);
+    return parent === path ? path : join(realPath(parent), basename(path));
+  }
+}
+
+const claimKey = (type: string, name: string): string => `${type}\0${name}`;
+
+/** When a socket is to be asked again. */
+type Wake =
+  /** At its next run. */
+  | { readonly kind: 'now' }
+  /** Once the backoff after a failure is over (a timer pokes it then). */
+  | { readonly kind: 'at'; readonly at: number; readonly cancel: CancelTimer }
+  /** Refused: only once the socket is replaced (a new record). */
+  | { readonly kind: 'replaced' }
+  /** Its name is held by another socket: once that socket lets it go. */
+  | { readonly kind: 'released'; readonly claim: string };
+
+/** What the reconciler knows of one socket, for one generation (file) of it. */
+interface SocketRecord {
+  readonly socket: string;
+  readonly generation: number;
+  /** The socket's inode, for the actual state. */
+  readonly ino: number;
+  state: PluginState;
+  since: number;
+  wake: Wake;
+  failures: number;
+  error: string | undefined;
+  info: PluginInfo | undefined;
+}
+
+export interface ReconcilerOptions {
+  /** The plugins directory, absolute. */
+  readonly dir: string;
+  readonly handlers: ReadonlyMap<string, PluginHandler>;
+  readonly desired: DesiredState;
+  readonly actual: ActualState;
+  /** A new handshake client for one attempt on a socket. */
+  readonly connect: (socket: string) => RegistrationClientLike;
+  readonly clock: Clock;
+  readonly backoff: BackoffPolicy;
+  readonly logger: Logger;
+  /** Bound on dial + GetInfo, ms, whatever the client does. Default 1000. */
+  readonly infoTimeoutMs?: number;
+  /** Bound on NotifyRegistrationStatus, ms. Default 5000. */
+  readonly notifyTimeoutMs?: number;
+}
+
+export class PluginReconciler {
+  readonly #o: ReconcilerOptions;
+  /** One operation per socket at a time. */
+  readonly #mutex = new KeyedMutex();
+  /** Sockets with a run queued but not yet started: a further poke joins it. */
+  readonly #queued = new Set<string>();
+  /** Runs queued or running, and who waits for none to be. */
+  #runs = 0;
+  #idleWaiters: Array<() => void> = [];
+  /** Per socket: state for status and when to ask again; outlives no desired entry. */
+  readonly #records = new Map<string, SocketRecord>();
+  /** (type, name) → the socket holding it, from passing the checks until unregistered. */
+  readonly #claims = new Map<string, string>();
+  /** Handshake clients in use, closed at shutdown so no attempt holds it up. */
+  readonly #clients = new Set<RegistrationClientLike>();
+  /** Handshake calls being waited for: shutdown ends the waits, whatever the client does. */
+  readonly #waits = new Set<() => void>();
+  #closed = false;
+
+  constructor(options: ReconcilerOptions) {
+    this.#o = options;
+  }
+
+  /** Reconciles one socket soon: after any operation on it that is running. */
+  poke(socket: string): void {
+    if (this.#closed || this.#queued.has(socket)) return;
+    this.#queued.add(socket);
+    this.#runs++;
+    void this.#mutex
+      .run(socket, async () => {
+        this.#queued.delete(socket);
+        await this.#reconcile(socket);
+      })
+      .catch((error: unknown) => this.#o.logger.error({ socket, err: error }, 'plugin registry: reconciling a socket failed unexpectedly'))
+      .finally(() => this.#ran());
+  }
+
+  /** Resolves once no run is queued or running (now, if none is). */
+  idle(): Promise<void> {
+    if (this.#runs === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#idleWaiters.push(resolve));
+  }
+
+  /** Every known socket: those with a record, and desired ones not reached yet. */
+  entries(): PluginEntry[] {
+    const paths = new Set([...this.#records.keys(), ...this.#o.desired.paths()]);
+    return [...paths].sort().map((socket) => this.#entry(socket));
+  }
+
+  /** Stops registering and unregisters every registered plugin; see the module header. */
+  async shutdown(): Promise<void> {
+    this.#closed = true;
+    for (const record of this.#records.values()) this.#setWake(record, { kind: 'now' });
+    for (const client of this.#clients) client.close();
+    for (const stop of [...this.#waits]) stop();
+    const sockets = new Set([...this.#records.keys(), ...this.#actual().all().map((p) => p.socket)]);
+    await Promise.all(
+      [...sockets].map((socket) =>
+        this.#mutex.run(socket, async () => {
+          const plugin = this.#actual().get(socket);
+          if (plugin !== undefined) await this.#unregister(plugin, 'Warren is stopping');
+        }),
+      ),
+    );
+    await this.idle();
+  }
+
+  #actual(): ActualState {
+    return this.#o.actual;
+  }
+
+  #ran(): void {
+    if (--this.#runs > 0) return;
+    for (const wake of this.#idleWaiters.splice(0)) wake();
+  }
+
+  async #reconcile(socket: string): Promise<void> {
+    const desired = this.#o.desired.get(socket);
+    const registered = this.#actual().get(socket);
+    // Tear down first: a plugin whose socket is gone, or is another socket now.
+    if (registered !== undefined && (desired === undefined || desired.generation !== registered.generation || this.#closed)) {
+      await this.#unregister(registered, desired === undefined ? 'its socket is gone' : this.#closed ? 'Warren is stopping' : 'its socket was replaced');
+    }
+    let record = this.#records.get(socket);
+    if (desired === undefined || this.#closed) {
+      if (record !== undefined && desired === undefined) this.#forget(record);
+      return;
+    }
+    if (record !== undefined && record.generation !== desired.generation) {
+      this.#forget(record);
+      record = undefined;
+    }
+    if (record === undefined) {
+      record = { socket, generation: desired.generation, ino: desired.ino, state: 'registering', since: this.#o.clock.now(), wake: { kind: 'now' }, failures: 0, error: undefined, info: undefined };
+      this.#records.set(socket, record);
+    }
+    if (this.#actual().get(socket) !== undefined) return; // registered from this very socket already
+    const wake = record.wake;
+    switch (wake.kind) {
+      case 'now':
+        break;
+      case 'at':
+        if (this.#o.clock.now() < wake.at) return;
+        break;
+      case 'replaced':
+      case 'released':
+        return;
+      default: {
+        const never: never = wake;
+        throw new Error(`unknown wake ${JSON.stringify(never)}`);
+      }
+    }
+    await this.#register(record);
+  }
+
+  async #register(record: SocketRecord): Promise<void> {
+    const { socket } = record;
+    this.#setWake(record, { kind: 'now' });
+    this.#setState(record, 'registering');
+    let client: RegistrationClientLike;
+    try {
+      client = this.#o.connect(socket);
+    } catch (error) {
+      this.#failed(record, `cannot dial: ${messageOf(error)}`);
+      return;
+    }
+    this.#clients.add(client);
+    try {
+      let info: PluginInfo;
+      try {
+        info = await this.#bounded('GetInfo', this.#o.infoTimeoutMs ?? DEFAULT_INFO_TIMEOUT_MS, client, client.getInfo());
+      } catch (error) {
+        this.#failed(record, messageOf(error));
+        return;
+      }
+      record.info = info;
+      if (this.#closed) return;
+      const check = checkInfo(info, socket, this.#o.dir, this.#o.handlers);
+      if (!check.ok) {
+        await this.#refuse(client, record, check.reason, { kind: 'replaced' });
+        return;
+      }
+      const claim = claimKey(info.type, info.name);
+      const holder = this.#claims.get(claim);
+      if (holder !== undefined && holder !== socket) {
+        const named = `the ${info.type} plugin ${JSON.stringify(info.name)} is registered already, from ${holder}`;
+        if (this.#leaving(holder)) {
+          // The holder's socket is gone or replaced and its unregistration is on its way: not a
+          // refusal (a plugin that moved its socket), just a wait for the name to be let go.
+          record.error = `${named}, which is being unregistered`;
+          this.#setWake(record, { kind: 'released', claim });
+          this.#setState(record, 'retrying');
+          return;
+        }
+        await this.#refuse(client, record, named, { kind: 'released', claim });
+        return;
+      }
+      this.#claims.set(claim, socket);
+      const plugin: RegisteredPlugin = Object.freeze({ socket, info, endpoint: check.endpoint, version: check.version });
+      try {
+        await check.handler.register(plugin);
+      } catch (error) {
+        this.#release(claim, socket);
+        this.#failed(record, `the ${info.type} handler could not start it: ${messageOf(error)}`);
+        return;
+      }
+      try {
+        await this.#bounded('NotifyRegistrationStatus', this.#o.notifyTimeoutMs ?? DEFAULT_NOTIFY_TIMEOUT_MS, client, client.notify({ registered: true, error: '' }));
+      } catch (error) {
+        await this.#handlerUnregister(check.handler, plugin);
+        this.#release(claim, socket);
+        this.#failed(record, messageOf(error));
+        return;
+      }
+      this.#actual().add({ socket, generation: record.generation, ino: record.ino, plugin, handler: check.handler, registeredAt: this.#o.clock.now() });
+      record.failures = 0;
+      record.error = undefined;
+      this.#setState(record, 'registered');
+      this.#o.logger.info({ socket, type: info.type, name: info.name, endpoint: check.endpoint, version: check.version }, 'plugin registered');
+    } finally {
+      this.#clients.delete(client);
+      client.close();
+    }
+  }
+
+  /** The call's outcome, or a timeout after `ms` on the clock (which closes the client). */
+  #bounded<T>(what: string, ms: number, client: RegistrationClientLike, call: Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      let ended = false;
+      const end = (finish: () => void): void => {
+        if (ended) return;
+        ended = true;
+        cancel();
+        this.#waits.delete(stop);
+        finish();
+      };
+      const stop = (): void => end(() => reject(new WarrenError('TRY_AGAIN', `${what}: Warren is stopping`)));
+      const cancel = this.#o.clock.setTimer(ms, () =>
+        end(() => {
+          client.close();
+          reject(new WarrenError('TRY_AGAIN', `${what}: no answer within ${ms} ms`));
+        }),
+      );
+      this.#waits.add(stop);
+      call.then(
+        (value) => end(() => resolve(value)),
+        (error: unknown) => end(() => reject(error)),
+      );
+    });
+  }
+
+  async #refuse(client: RegistrationClientLike, record: SocketRecord, reason: string, wake: Wake): Promise<void> {
+    record.error = reason;
+    this.#setWake(record, wake);
+    this.#setState(record, 'refused');
+    const { socket, info } = record;
+    this.#o.logger.warn({ socket, type: info?.type, name: info?.name, reason }, 'plugin refused');
+    try {
+      await this.#bounded('NotifyRegistrationStatus', this.#o.notifyTimeoutMs ?? DEFAULT_NOTIFY_TIMEOUT_MS, client, client.notify({ registered: false, error: reason }));
+    } catch (error) {
+      // It was refused either way; a plugin that will not hear why is not Warren's failure.
+      this.#o.logger.debug({ socket, err: messageOf(error) }, 'a refused plugin could not be told why');
+    }
+  }
+
+  #failed(record: SocketRecord, error: string): void {
+    record.failures++;
+    const repeated = record.error === error;
+    record.error = error;
+    if (this.#closed) {
+      this.#setWake(record, { kind: 'now' });
+    } else {
+      const delay = this.#o.backoff.delay(record.failures);
+      const cancel = this.#o.clock.setTimer(delay, () => this.poke(record.socket));
+      this.#setWake(record, { kind: 'at', at: this.#o.clock.now() + delay, cancel });
+    }
+    this.#setState(record, 'retrying');
+    const at = record.wake.kind === 'at' ? new Date(record.wake.at).toISOString() : undefined;
+    const fields = { socket: record.socket, failures: record.failures, retryAt: at, error };
+    // The first failure, or a new one, is news; the same failure again is not.
+    if (repeated) this.#o.logger.debug(fields, 'plugin registration failed again');
+    else this.#o.logger.warn(fields, 'plugin registration failed; will retry');
+  }
+
+  async #unregister(plugin: ActualPlugin, why: string): Promise<void> {
+    const record = this.#records.get(plugin.socket);
+    if (record !== undefined) this.#setState(record, 'unregistering');
+    await this.#handlerUnregister(plugin.handler, plugin.plugin);
+    this.#actual().remove(plugin.socket);
+    this.#release(claimKey(plugin.plugin.info.type, plugin.plugin.info.name), plugin.socket);
+    const { type, name } = plugin.plugin.info;
+    this.#o.logger.info({ socket: plugin.socket, type, name, why }, 'plugin unregistered');
+  }
+
+  async #handlerUnregister(handler: PluginHandler, plugin: RegisteredPlugin): Promise<void> {
+    try {
+      await handler.unregister(plugin);
+    } catch (error) {
+      this.#o.logger.error({ socket: plugin.socket, type: plugin.info.type, err: error }, 'a plugin handler threw from unregister (it must not)');
+    }
+  }
+
+  /** Lets a name go, and asks again every socket that waited for it. */
+  #release(claim: string, socket: string): void {
+    if (this.#claims.get(claim) !== socket) return;
+    this.#claims.delete(claim);
+    for (const record of this.#records.values()) {
+      if (record.wake.kind === 'released' && record.wake.claim === claim) {
+        this.#setWake(record, { kind: 'now' });
+        this.poke(record.socket);
+      }
+    }
+  }
+
+  /** Whether a socket's plugin is about to be unregistered: its socket is gone or replaced. */
+  #leaving(socket: string): boolean {
+    const registered = this.#actual().get(socket);
+    if (registered === undefined) return false;
+    return this.#o.desired.get(socket)?.generation !== registered.generation;
+  }
+
+  #forget(record: SocketRecord): void {
+    this.#setWake(record, { kind: 'now' });
+    this.#records.delete(record.socket);
+  }
+
+  #setWake(record: SocketRecord, wake: Wake): void {
+    if (record.wake.kind === 'at') record.wake.cancel();
+    record.wake = wake;
+  }
+
+  #setState(record: SocketRecord, state: PluginState): void {
+    if (record.state === state) return;
+    record.state = state;
+    record.since = this.#o.clock.now();
+  }
+
+  #entry(socket: string): PluginEntry {
+    const record = this.#records.get(socket);
+    if (record === undefined) {
+      const seenAt = this.#o.desired.get(socket)?.seenAt ?? this.#o.clock.now();
+      return { socket, state: 'registering', since: new Date(seenAt).toISOString(), failures: 0 };
+    }
+    const registered = this.#actual().get(socket);
+    const info = record.info;
+    let detail: Readonly<Record<string, unknown>> | undefined;
+    if (registered !== undefined && registered.handler.describe !== undefined) {
+      try {
+        detail = registered.handler.describe(registered.plugin);
+      } catch (error) {
+        detail = { error: `describe failed: ${messageOf(error)}` };
+      }
+    }
+    return {
+      socket,
+      state: record.state,
+      ...(info === undefined ? {} : { type: info.type, name: info.name }),
+      ...(registered === undefined ? {} : { endpoint: registered.plugin.endpoint, version: registered.plugin.version }),
+      since: new Date(record.since).toISOString(),
+      ...(record.error === undefined ? {} : { error: record.error }),
+      failures: record.failures,
+      ...(record.wake.kind === 'at' ? { retryAt: new Date(record.wake.at).toISOString() } : {}),
+      ...(detail === undefined ? {} : { detail }),
+    };
+  }
+}
