@@ -17,6 +17,7 @@ import { ManualClock } from '../../src/core/clock.ts';
 import { isWarrenError } from '../../src/core/errors.ts';
 import { EventSourceClient, type RuntimeItem } from '../../src/sources/plugins/event-source-client.ts';
 import { removeDir, tempDir, waitFor } from '../helpers/processes.ts';
+import { Puller } from '../helpers/puller.ts';
 
 const quiet = pino({ level: 'silent' });
 const PREFIXES = ['/run/netns/netns-'];
@@ -84,26 +85,13 @@ function watcher(t: TestContext, socket: string, heartbeatMs = 1_000) {
   });
   const abort = new AbortController();
   const items = client.events(abort.signal);
-  let prefetched: Promise<IteratorResult<RuntimeItem>> | undefined = items.next();
+  const puller = new Puller(items, () => `client: ${JSON.stringify(client.status())}`);
+  puller.prefetch();
   t.after(async () => {
     abort.abort();
     await items.return(undefined);
   });
-  const next = async (): Promise<RuntimeItem> => {
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no item within 10 s (client: ${JSON.stringify(client.status())})`)), 10_000);
-    });
-    try {
-      const pulled = prefetched ?? items.next();
-      prefetched = undefined;
-      const r = await Promise.race([pulled, deadline]);
-      assert.ok(!r.done, 'the items ended');
-      return r.value;
-    } finally {
-      clearTimeout(timer);
-    }
-  };
+  const next = (): Promise<RuntimeItem> => puller.take('the next item');
   return { client, abort, next };
 }
 

@@ -252,4 +252,15 @@ describe('the podman adapter with real podman', { skip }, () => {
     await podman.ok(['rm', '-f', '-t', '0', kept.id]);
     await waitFor('the kept container to be released once removed', async () => ((await heldBy(kept.id)).length === 0 ? true : undefined), 10_000);
   });
+
+  it('is registered again when the agent restarts, and the resync releases what podman removed while the agent was down', async () => {
+    await registered();
+    const removed = await runContainer();
+    const args = ['--plugins-dir', pluginsDir, '--netns-dirs', '/run/netns', '--containerd-grace', '0'];
+    await agent.stop();
+    await podman.ok(['rm', '-f', '-t', '0', removed.id]);
+    agent = await startAgent({ dir: agent.dir, args });
+    await registered();
+    await waitFor('the container removed meanwhile to be released', async () => ((await heldBy(removed.id)).length === 0 ? true : undefined), 10_000);
+  });
 });

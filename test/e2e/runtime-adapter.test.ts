@@ -66,7 +66,11 @@ describe('a registered runtime adapter, end to end', () => {
   it('registers it, tells it so, and resynchronises: what the adapter answers for and no longer has is released, nothing else', async () => {
     await waitFor('the registration to be notified', () => (adapter.notified.length > 0 ? adapter.notified : undefined));
     assert.deepEqual(adapter.notified, [{ registered: true, error: '' }]);
-    const status = await get<PluginsStatus>('/v1/plugins');
+    // Notified as the last step of registering: the state says so a moment later.
+    const status = await waitFor('the plugin to be registered', async () => {
+      const s = await get<PluginsStatus>('/v1/plugins');
+      return s.plugins[0]?.state === 'registered' ? s : undefined;
+    });
     assert.deepEqual(
       status.plugins.map((p) => [p.socket, p.state, p.name, p.version]),
       [[adapter.socket, 'registered', 'scripted', 'v1']],

@@ -14,6 +14,7 @@ import { ExponentialBackoff } from '../../../src/core/backoff.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { EventSourceClient, type EventSourceClientOptions, type RuntimeItem } from '../../../src/sources/plugins/event-source-client.ts';
 import { removeDir, tempDir, waitFor } from '../../helpers/processes.ts';
+import { Puller } from '../../helpers/puller.ts';
 import { LISTING, ScriptedAdapter } from '../../helpers/scripted-adapter.ts';
 
 const quiet = pino({ level: 'silent' });
@@ -48,26 +49,13 @@ async function fixture(t: TestContext, options: Partial<EventSourceClientOptions
   const abort = new AbortController();
   const items = client.events(abort.signal);
   // A generator starts when first pulled: pull at once, as a consumer does, so the client connects.
-  let prefetched: Promise<IteratorResult<RuntimeItem>> | undefined = items.next();
+  const puller = new Puller(items, () => `client: ${JSON.stringify(client.status())}`);
+  puller.prefetch();
   t.after(async () => {
     abort.abort();
     await items.return(undefined);
   });
-  const next = async (): Promise<RuntimeItem> => {
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no item within 10 s (client: ${JSON.stringify(client.status())})`)), 10_000);
-    });
-    try {
-      const pulled = prefetched ?? items.next();
-      prefetched = undefined;
-      const r = await Promise.race([pulled, deadline]);
-      assert.ok(!r.done, 'the items ended');
-      return r.value;
-    } finally {
-      clearTimeout(timer);
-    }
-  };
+  const next = (): Promise<RuntimeItem> => puller.take('the next item');
   const resync = async () => {
     const item = await next();
     assert.equal(item.kind, 'resync', JSON.stringify(item));
@@ -240,7 +228,7 @@ describe('EventSourceClient', () => {
       (error: Error) => error.message,
     );
     f.abort.abort();
-    assert.match(await pending, /the items ended/);
+    assert.match(await pending, /the iteration ended/);
     assert.equal(f.client.state, 'stopped');
     await waitFor('the stream to be cancelled', () => (watch.cancelled ? true : undefined));
     assert.equal(f.clock.pendingTimers, 0, 'no timer left behind');

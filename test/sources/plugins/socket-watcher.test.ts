@@ -19,6 +19,7 @@ import { join } from 'node:path';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { PluginSocketWatcher, type PluginSocketWatcherOptions, type SocketEvent } from '../../../src/sources/plugins/socket-watcher.ts';
 import { removeDir, tempDir, waitFor } from '../../helpers/processes.ts';
+import { Puller } from '../../helpers/puller.ts';
 
 const DEADLINE_MS = 10_000;
 
@@ -26,54 +27,10 @@ function show(events: readonly SocketEvent[]): string {
   return JSON.stringify(events.map((e) => (e.kind === 'error' ? { kind: 'error', error: e.error.message } : e)));
 }
 
-/** Pulls events from a watcher one at a time, each with a deadline; remembers all it pulled. */
-class Puller {
-  readonly seen: SocketEvent[] = [];
-  readonly #it: AsyncIterator<SocketEvent>;
-  /** A pull that outlived its deadline: the next pull waits for it rather than asking again. */
-  #pending: Promise<IteratorResult<SocketEvent>> | undefined;
-  ended = false;
-
+/** The generic puller, with the check every watcher test makes: this event, next. */
+class SocketPuller extends Puller<SocketEvent> {
   constructor(source: AsyncIterable<SocketEvent>) {
-    this.#it = source[Symbol.asyncIterator]();
-  }
-
-  /** The next event; undefined when the iteration ended; throws after `deadlineMs`. */
-  async next(what: string, deadlineMs = DEADLINE_MS): Promise<SocketEvent | undefined> {
-    if (this.ended) return undefined;
-    this.#pending ??= this.#it.next();
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), Math.max(0, deadlineMs))));
-    const result = await Promise.race([this.#pending, timeout]);
-    clearTimeout(timer);
-    if (result === 'timeout') throw new Error(`timed out after ${deadlineMs} ms waiting for ${what}; saw ${show(this.seen)}`);
-    this.#pending = undefined;
-    if (result.done === true) {
-      this.ended = true;
-      return undefined;
-    }
-    this.seen.push(result.value);
-    return result.value;
-  }
-
-  /**
-   * Starts pulling without waiting. The watcher is a generator: it does its work (a rescan the
-   * clock asked for, say) only while someone waits for its next event.
-   */
-  prefetch(): void {
-    if (!this.ended) this.#pending ??= this.#it.next();
-  }
-
-  /** Pulls until an event matches; returns it and the events skipped on the way. */
-  async until(what: string, match: (e: SocketEvent) => boolean): Promise<{ event: SocketEvent; skipped: SocketEvent[] }> {
-    const end = Date.now() + DEADLINE_MS;
-    const skipped: SocketEvent[] = [];
-    for (;;) {
-      const event = await this.next(what, end - Date.now());
-      if (event === undefined) throw new Error(`the iteration ended before ${what}; saw ${show(this.seen)}`);
-      if (match(event)) return { event, skipped };
-      skipped.push(event);
-    }
+    super(source, show);
   }
 
   /** The very next event, which must be the given one. */
@@ -102,7 +59,7 @@ class Scene {
   readonly dir: string;
   readonly servers: Server[] = [];
   readonly controller = new AbortController();
-  events: Puller | undefined;
+  events: SocketPuller | undefined;
   watcher: PluginSocketWatcher | undefined;
 
   constructor(t: TestContext, options: { create?: boolean } = {}) {
@@ -118,9 +75,9 @@ class Scene {
     });
   }
 
-  start(options: Partial<Omit<PluginSocketWatcherOptions, 'signal'>> = {}): Puller {
+  start(options: Partial<Omit<PluginSocketWatcherOptions, 'signal'>> = {}): SocketPuller {
     this.watcher = new PluginSocketWatcher({ dir: this.dir, rescanMs: 0, ...options, signal: this.controller.signal });
-    this.events = new Puller(this.watcher);
+    this.events = new SocketPuller(this.watcher);
     return this.events;
   }
 
@@ -254,9 +211,9 @@ describe('PluginSocketWatcher', () => {
     const first = await scene.listen('quick/a/b/plugin.sock');
     mkdirSync(scene.path('quick2'));
     const second = await scene.listen('quick2/plugin.sock');
-    const { event } = await events.until(first, (e) => e.kind === 'socket' && e.path === first);
+    const { item: event } = await events.until(first, (e) => e.kind === 'socket' && e.path === first);
     const rest = await events.until(second, (e) => e.kind === 'socket' && e.path === second);
-    assert.deepEqual([event, rest.event].map((e) => e.kind), ['socket', 'socket']);
+    assert.deepEqual([event, rest.item].map((e) => e.kind), ['socket', 'socket']);
     assert.deepEqual(
       events.seen.filter((e) => e.kind !== 'listed'),
       [{ kind: 'socket', path: first, ino: inoOf(first) }, { kind: 'socket', path: second, ino: inoOf(second) }],
@@ -321,7 +278,7 @@ describe('PluginSocketWatcher', () => {
     await new Promise<void>((resolve) => server.close(() => resolve())); // libuv unlinks the path on close
     rmSync(path, { force: true });
     await scene.listen('plugin.sock');
-    const { event, skipped } = await events.until('the new socket', (e) => e.kind === 'socket' && e.path === path);
+    const { item: event, skipped } = await events.until('the new socket', (e) => e.kind === 'socket' && e.path === path);
     // The removal may be seen on its own, or folded into the replacement: either way, in order.
     assert.ok(skipped.every((e) => e.kind === 'gone' && e.path === path), show(events.seen));
     assert.ok(event.kind === 'socket' && event.ino !== old && event.ino === inoOf(path), show(events.seen));
@@ -468,7 +425,7 @@ describe('PluginSocketWatcher', () => {
     const dir = join(scene.parent, 'blocker', 'plugins');
     const clock = new ManualClock();
     const watcher = new PluginSocketWatcher({ dir, clock, rescanMs: 1_000, signal: scene.controller.signal });
-    const events = (scene.events = new Puller(watcher));
+    const events = (scene.events = new SocketPuller(watcher));
     const { skipped } = await events.until('listed', (e) => e.kind === 'listed');
     assert.ok(skipped.length >= 1 && skipped.every((e) => e.kind === 'error'), show(events.seen));
     assert.match(skipped[0]?.kind === 'error' ? skipped[0].error.message : '', /cannot create the plugins directory/);
@@ -485,7 +442,7 @@ describe('PluginSocketWatcher', () => {
     events.prefetch();
     await waitFor('the directory to be created', () => (existsSync(dir) ? true : undefined), DEADLINE_MS);
     const path = await scene.listen(join(dir, 'plugin.sock'));
-    const { event, skipped: before } = await events.until('the socket', (e) => e.kind === 'socket');
+    const { item: event, skipped: before } = await events.until('the socket', (e) => e.kind === 'socket');
     assert.deepEqual(event, { kind: 'socket', path, ino: inoOf(path) });
     assert.ok(before.every((e) => e.kind === 'error'), show(events.seen)); // errors of the old watch, if any
     assertProtocol(events.seen);
