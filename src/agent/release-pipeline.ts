@@ -94,6 +94,11 @@ export class ReleasePipeline {
   readonly #pending = new Map<string, Set<Pending>>();
   /** Containers whose task exited while their namespace was still there, and the adapter that said so (none: containerd). */
   readonly #exited = new Map<string, { since: number; waitingFor: string; via?: RuntimeAdapterScope }>();
+  /**
+   * What each runtime adapter said it answers for, from its latest listing; kept after it goes
+   * away, so a resync of containerd never takes another runtime's containers for its own gone ones.
+   */
+  readonly #adapters = new Map<string, RuntimeAdapterScope>();
   /** Addresses released by container intents, by where they came from: containerd (`''`) or an adapter's name. */
   readonly #releasedBy = new Map<string, number>();
   readonly #counts: PipelineCounts = {
@@ -178,13 +183,16 @@ export class ReleasePipeline {
 
   /**
    * After a runtime (re)subscription: every container of this node it did not list is looked at —
-   * with `via`, only the allocations that adapter answers for.
+   * with `via`, only the allocations that adapter answers for; without (containerd), none that an
+   * adapter has said are its own.
    */
   async resync(live: ReadonlySet<string>, via?: RuntimeAdapterScope): Promise<void> {
+    if (via !== undefined) this.#adapters.set(via.adapter, via);
     const cutoff = this.#o.clock.now() - this.#o.resyncGraceMs;
     const absent = new Set<string>();
+    const judged = (a: Allocation): boolean => (via === undefined ? ![...this.#adapters.values()].some((scope) => answersFor(scope, a)) : answersFor(via, a));
     for (const a of await this.#o.store.list({ node: this.#o.node })) {
-      if (!live.has(a.containerID) && (via === undefined || answersFor(via, a))) absent.add(a.containerID);
+      if (!live.has(a.containerID) && judged(a)) absent.add(a.containerID);
     }
     for (const containerID of absent) this.push({ kind: 'absent-at-resync', containerID, cutoff, ...(via === undefined ? {} : { via }) });
   }

@@ -216,6 +216,22 @@ describe('ReleasePipeline', () => {
     await store.close();
   });
 
+  it("never lets a containerd resync release what a runtime adapter said is its own (a podman container is not a gone containerd one)", async () => {
+    const clock = new ManualClock(1_000_000);
+    const store = new SqliteStore({ path: ':memory:' });
+    const { allocator, pipeline, done } = releaseHarness(clock, store, { node: 'n1', resyncGraceMs: 0 });
+    await allocator.allocate({ owner: owner('podman-one'), ranges, netns: '/run/netns/netns-1' });
+    await allocator.allocate({ owner: owner('containerd-gone'), ranges, netns: '/var/run/netns/cni-2' });
+    clock.advance(1_000);
+    await pipeline.resync(new Set(['podman-one']), { adapter: 'podman', netnsPrefixes: ['/run/netns/netns-'] });
+    await pipeline.resync(new Set());
+    await pipeline.idle();
+    assert.deepEqual(await held(store), ['podman-one']);
+    assert.equal(pipeline.containerStatus().released, 1);
+    await done();
+    await store.close();
+  });
+
   it('acknowledges a containerd resync once its intents are queued, and with the error when the store cannot be listed', async () => {
     const clock = new ManualClock(1_000_000);
     const store = new FlakyStore({ path: ':memory:' });
