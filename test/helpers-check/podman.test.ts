@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { chmodSync, existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { BUSYBOX_IMAGE, REFERENCE_CNI_DIR, requirePodman, startPodman } from '../helpers/podman.ts';
+import { BUSYBOX_IMAGE, REFERENCE_CNI_DIR, processesUsing, requirePodman, startPodman } from '../helpers/podman.ts';
 import { tempDir, waitFor } from '../helpers/processes.ts';
 
 interface CniCall {
@@ -103,6 +103,9 @@ describe('the podman harness', () => {
     // The first container is still running when close() comes.
     await podman.close();
     assert.equal(existsSync(podman.dir), false, 'the dir is gone');
+    // podman's own cleanup processes, started by conmon, would make its storage dirs again: none is left to.
+    await waitFor('no process to name the dir', () => (processesUsing(podman.dir).length === 0 ? true : undefined), 20_000);
+    assert.equal(existsSync(podman.dir), false, 'the dir stays gone once podman is done with it');
     assert.deepEqual(mountsUnder(podman.dir), []);
     for (const [cid, ns] of [[id, netns], [stuck, stuckNetns]] as const) {
       assert.equal(existsSync(ns), false, `namespace ${ns} is gone`);

@@ -18,7 +18,7 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, rmdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { type RunResult, CHILD_PATH, isRoot, removeDir, run, tempDir } from './processes.ts';
+import { type RunResult, CHILD_PATH, isRoot, removeDir, run, tempDir, waitFor } from './processes.ts';
 
 export const PODMAN_BIN = '/usr/bin/podman';
 export const BUSYBOX_IMAGE = 'localhost/warren/busybox:latest';
@@ -277,6 +277,19 @@ export async function startPodman(options: { cniPluginDirs?: readonly string[] }
             tryRmdir(join(h, CGROUP_PARENT));
           }
         }
+        // conmon starts `podman container cleanup` when a container ends; one still running would
+        // make its storage directories again after they are removed.
+        // An adapter killed with SIGKILL leaves its `podman events` follower behind, which ends only
+        // when it next writes: what is still running after a while is stopped, by PID.
+        await waitFor('podman processes using the private dir to end', () => (processesUsing(dir).length === 0 ? true : undefined), 10_000).catch(() => undefined);
+        for (const pid of processesUsing(dir)) {
+          try {
+            process.kill(pid, 'SIGKILL');
+          } catch {
+            // ended meanwhile
+          }
+        }
+        await waitFor('podman processes using the private dir to be gone', () => (processesUsing(dir).length === 0 ? true : undefined), 10_000).catch(() => undefined);
         removeDir(dir);
       })();
       return closed;
@@ -298,4 +311,20 @@ function safeList(dir: string): string[] {
   } catch {
     return [];
   }
+}
+
+/** Live processes (zombies aside) whose command line or environment (CONTAINERS_CONF) names `dir`. */
+export function processesUsing(dir: string): number[] {
+  const pids: number[] = [];
+  for (const entry of safeList('/proc')) {
+    if (!/^[0-9]+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) continue;
+      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(dir) || readFileSync(`/proc/${entry}/environ`, 'utf8').includes(`=${dir}/`)) pids.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return pids;
 }
