@@ -266,17 +266,6 @@ export async function startPodman(options: { cniPluginDirs?: readonly string[] }
         }
         // podman removes a container whose CNI DEL failed, but libcni's cache entry stays.
         for (const entry of safeList(CNI_RESULTS_DIR)) if ([...networks].some((n) => entry.startsWith(`${n}-`))) rmSync(join(CNI_RESULTS_DIR, entry), { force: true });
-        // Deepest first: a mount inside another must go before it.
-        for (const point of mountPointsUnder(dir).sort((a, b) => b.length - a.length)) {
-          const r = await run('umount', [point]);
-          if (r.code !== 0) await run('umount', ['-l', point]);
-        }
-        if (!cgroupParentExisted) {
-          for (const h of cgroupHierarchies()) {
-            tryRmdir(join(h, CGROUP_PARENT, 'conmon'));
-            tryRmdir(join(h, CGROUP_PARENT));
-          }
-        }
         // conmon starts `podman container cleanup` when a container ends; one still running would
         // make its storage directories again after they are removed.
         // An adapter killed with SIGKILL leaves its `podman events` follower behind, which ends only
@@ -290,6 +279,17 @@ export async function startPodman(options: { cniPluginDirs?: readonly string[] }
           }
         }
         await waitFor('podman processes using the private dir to be gone', () => (processesUsing(dir).length === 0 ? true : undefined), 10_000).catch(() => undefined);
+        // Deepest first: a mount inside another must go before it.
+        for (const point of mountPointsUnder(dir).sort((a, b) => b.length - a.length)) {
+          const r = await run('umount', [point]);
+          if (r.code !== 0) await run('umount', ['-l', point]);
+        }
+        if (!cgroupParentExisted) {
+          for (const h of cgroupHierarchies()) {
+            tryRmdir(join(h, CGROUP_PARENT, 'conmon'));
+            tryRmdir(join(h, CGROUP_PARENT));
+          }
+        }
         removeDir(dir);
       })();
       return closed;
