@@ -421,8 +421,8 @@ export function resolveAgentOptions(
   };
 }
 
-/** The registry's directory: given (empty: off), or `plugins` beside the socket actually used. */
-function pluginsDirOf(given: string | undefined, socket: string, cwd: string): { pluginsDir?: string } {
+/** The registry's directory: given (empty: off), or `plugins` beside the socket actually used. One rule for the agent and the adapters. */
+export function pluginsDirOf(given: string | undefined, socket: string, cwd: string): { pluginsDir?: string } {
   if (given === undefined) return { pluginsDir: pluginsDirBeside(socket) };
   return given.trim() === '' ? {} : { pluginsDir: resolve(cwd, given) };
 }

@@ -4,13 +4,12 @@
  * scripts. Exit codes: 0 success, 1 the operation failed, 2 a usage error. A refusal shows the
  * agent's error code and message as the agent gave them.
  */
-import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { WarrenError, isWarrenError, messageOf } from '../core/errors.ts';
 import { blockCidrOfKey } from '../ipam/blocks.ts';
 import { ApiClient } from '../api/client.ts';
 import type { Allocation, AllocationQuery, CniConfigStatus, PluginEntry, ReconcileReport, ReleaseRequest } from '../api/protocol.ts';
-import { SETTINGS, agentSocket, givenSetting } from '../agent/options.ts';
+import { SETTINGS, agentSocket, givenSetting, pluginsDirOf } from '../agent/options.ts';
 import { findStateDir } from '../agent/state-dir.ts';
 import { WARREN_VERSION } from '../agent/version.ts';
 import { age, percent, printable, safe, settingsHelp, table } from './format.ts';
@@ -129,11 +128,9 @@ function clientSocket(flag: string | undefined, env: NodeJS.ProcessEnv): string 
   return agentSocket(flag, { uid, env, cwd, stateDir: () => givenSetting('stateDir', {}, env) ?? findStateDir(env, uid, cwd) });
 }
 
-/** Where the agent's plugin registry looks: WARREN_PLUGINS_DIR, else `plugins` beside its socket. */
+/** Where the agent's plugin registry looks, by the agent's own rule (WARREN_PLUGINS_DIR, else beside its socket). */
 function pluginsDirOfAgent(env: NodeJS.ProcessEnv): string | undefined {
-  const given = env[SETTINGS.pluginsDir.env];
-  if (given !== undefined) return given.trim() === '' ? undefined : given;
-  return join(dirname(clientSocket(undefined, env)), 'plugins');
+  return pluginsDirOf(givenSetting('pluginsDir', {}, env), clientSocket(undefined, env), process.cwd()).pluginsDir;
 }
 
 /** The agent behind --socket (or its default); a command waits at most 30 s for an answer. */

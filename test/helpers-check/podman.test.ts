@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { BUSYBOX_IMAGE, REFERENCE_CNI_DIR, processesUsing, requirePodman, startPodman } from '../helpers/podman.ts';
 import { tempDir, waitFor } from '../helpers/processes.ts';
+import { mountsUnder } from '../helpers/mounts.ts';
 
 interface CniCall {
   readonly command: string;
@@ -46,13 +47,6 @@ function recordingBridge(): { dir: string; calls: () => CniCall[]; failDel: stri
           })
       : [];
   return { dir, calls, failDel };
-}
-
-function mountsUnder(dir: string): string[] {
-  return readFileSync('/proc/self/mountinfo', 'utf8')
-    .split('\n')
-    .map((l) => l.split(' ')[4] ?? '')
-    .filter((p) => p === dir || p.startsWith(`${dir}/`));
 }
 
 function cniResultsFor(id: string): string[] {

@@ -31,6 +31,7 @@ import { buildPlugin } from '../../scripts/build.ts';
 import { REFERENCE_PLUGINS } from './cni.ts';
 import { CONTAINERD_BIN, CTR_BIN } from './containerd.ts';
 import { CHILD_PATH, REPO, type RunResult, WARREN_BIN, isGone, removeDir, run, tempDir, track, waitFor } from './processes.ts';
+import { mountPoints, umount, unmountUnder } from './mounts.ts';
 import { SANDBOX_IMAGE, haveBusybox, sandboxImageTar } from './sandbox-image.ts';
 
 /** The containerd namespace the CRI plugin keeps its sandboxes and images in. */
@@ -708,28 +709,6 @@ function removeEmptyTree(dir: string): void {
   }
   for (const e of entries) if (e.isDirectory()) removeEmptyTree(join(dir, e.name));
   tryRmdir(dir);
-}
-
-/** Mount points in this mount namespace, unescaped (mountinfo writes space as \040). */
-function mountPoints(): string[] {
-  return readFileSync('/proc/self/mountinfo', 'utf8')
-    .split('\n')
-    .filter((line) => line !== '')
-    .map((line) => (line.split(' ')[4] ?? '').replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8))));
-}
-
-function umount(path: string): void {
-  const r = spawnSync('umount', [path], { encoding: 'utf8' });
-  // Still busy: detach it, so the directory can be removed and the mount goes when unused.
-  if (r.status !== 0) spawnSync('umount', ['-l', path], { encoding: 'utf8' });
-}
-
-/** Unmounts everything mounted at or below `dir` (sandbox rootfs overlays, shm), deepest first. */
-export function unmountUnder(dir: string): void {
-  const under = mountPoints()
-    .filter((m) => m === dir || m.startsWith(`${dir}/`))
-    .sort((a, b) => b.length - a.length);
-  for (const m of under) umount(m);
 }
 
 /** A netns file is a bind mount of an nsfs inode: unmount it, then unlink it. */

@@ -19,6 +19,7 @@ import { randomBytes, randomInt } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, rmdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type RunResult, CHILD_PATH, isRoot, removeDir, run, tempDir, waitFor } from './processes.ts';
+import { unmountUnder } from './mounts.ts';
 
 export const PODMAN_BIN = '/usr/bin/podman';
 export const BUSYBOX_IMAGE = 'localhost/warren/busybox:latest';
@@ -123,17 +124,6 @@ function freshSubnet(): { subnet: string; prefix: string } {
 /** A unique name: `prefix` and random hex, at most `length` characters (bridges: 15). */
 export function uniquePodmanName(prefix: string, length = 15): string {
   return `${prefix}${randomBytes(8).toString('hex')}`.slice(0, length);
-}
-
-function mountPointsUnder(dir: string): string[] {
-  const points: string[] = [];
-  for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
-    const field = line.split(' ')[4];
-    if (field === undefined) continue;
-    const point = field.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(Number.parseInt(octal, 8)));
-    if (point === dir || point.startsWith(`${dir}/`)) points.push(point);
-  }
-  return points;
 }
 
 function cgroupHierarchies(): string[] {
@@ -279,11 +269,7 @@ export async function startPodman(options: { cniPluginDirs?: readonly string[] }
           }
         }
         await waitFor('podman processes using the private dir to be gone', () => (processesUsing(dir).length === 0 ? true : undefined), 10_000).catch(() => undefined);
-        // Deepest first: a mount inside another must go before it.
-        for (const point of mountPointsUnder(dir).sort((a, b) => b.length - a.length)) {
-          const r = await run('umount', [point]);
-          if (r.code !== 0) await run('umount', ['-l', point]);
-        }
+        unmountUnder(dir);
         if (!cgroupParentExisted) {
           for (const h of cgroupHierarchies()) {
             tryRmdir(join(h, CGROUP_PARENT, 'conmon'));
