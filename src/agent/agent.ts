@@ -4,13 +4,16 @@
  * when it resolves; stop() stops accepting, lets in-flight calls finish (bounded), closes the
  * store and removes the socket. Nothing here decides anything: the layers below do.
  */
-import { chmodSync, existsSync, mkdirSync, unlinkSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, unlinkSync, statSync } from 'node:fs';
 import { connect } from 'node:net';
 import type { Server } from 'node:http';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { Logger } from 'pino';
 import { type Clock, systemClock } from '../core/clock.ts';
-import { WarrenError } from '../core/errors.ts';
+import { WarrenError, messageOf } from '../core/errors.ts';
+import type { Allocation } from '../ipam/allocation.ts';
+import { isBlockKey, rangePoolOfKey } from '../ipam/blocks.ts';
+import { REJECTED_DIR } from '../sources/missed-delete-journal.ts';
 import { CniService } from './cni-service.ts';
 import { CniConfigManager, readinessProblem } from './cni-config-manager.ts';
 import { DEFAULT_SOCKET } from '../api/socket.ts';
@@ -26,6 +29,16 @@ import { ReleaseWiring } from './release-wiring.ts';
 import type { AgentOptions } from './options.ts';
 import { AgentService } from './service.ts';
 import { WARREN_VERSION } from './version.ts';
+import { doctorFacts } from './doctor-facts.ts';
+import { NetnsObserver } from '../sources/netns.ts';
+import type { DashboardData, MetricsEndpointStatus, PoolReport } from '../api/protocol.ts';
+import { renderDashboardBody, renderDashboardPage } from './dashboard/page.ts';
+import { createMetricsServer, listenMetrics } from './metrics/http-server.ts';
+import { MeasuredStore } from './metrics/measured-store.ts';
+import { AgentMetrics, type PoolFigures } from './metrics/prometheus.ts';
+import { ReleaseHistory } from './metrics/release-history.ts';
+import { NO_TELEMETRY, fanOut } from './metrics/telemetry.ts';
+import { type ListenAddress, formatListenAddress } from './options.ts';
 
 export interface AgentDeps {
   readonly clock?: Clock;
@@ -50,6 +63,9 @@ export class Agent {
   #cniConfig: CniConfigManager | undefined;
   /** Stops the sources, the reconcile pass, the cluster chores and the config manager. */
   #abort = new AbortController();
+  /** Metrics and the dashboard, on their TCP address; undefined when off. */
+  #metricsServer: Server | undefined;
+  #metricsStatus: MetricsEndpointStatus | undefined;
 
   constructor(options: AgentOptions, deps: AgentDeps) {
     this.options = options;
@@ -73,7 +89,24 @@ export class Agent {
       { what: 'journal', path: o.journalDir },
     ]);
     try {
-      const store = this.#injectedStore ?? (await openStore(o, this.#clock));
+      const opened = this.#injectedStore ?? (await openStore(o, this.#clock));
+      const history = new ReleaseHistory(this.#clock);
+      // Readings are taken from the parts made below, when a scrape asks.
+      const metrics =
+        o.metricsAddress === undefined
+          ? undefined
+          : new AgentMetrics({
+              version: WARREN_VERSION,
+              readings: {
+                pools: async () => poolFigures(await service.pools(), await opened.list({ node: o.nodeName }), o.nodeName, opened.membership !== undefined),
+                journal: () => ({ pending: releases.reconciler.status().pending.length, setAside: setAsideCount(o.journalDir) }),
+                queueDepth: () => releases.pipeline.queueDepth(),
+                ready: () => service.readiness().then(() => true, () => false),
+              },
+            });
+      const telemetry = fanOut(history, metrics ?? NO_TELEMETRY);
+      // Counting commits costs a clock read per commit: only when someone can read the figures.
+      const store = metrics === undefined ? opened : new MeasuredStore(opened, telemetry);
       this.#store = store;
       const clustered = store.membership !== undefined;
       const allocator = new Allocator({ store, clock: this.#clock, node: o.nodeName, blocks: clustered && o.blocks });
@@ -92,12 +125,13 @@ export class Agent {
           blockGraceMs: o.blockGraceSeconds * 1000,
         }).start(this.#abort.signal);
       }
-      const releases = new ReleaseWiring(o, { store, allocator, clock: this.#clock, logger: this.#logger, errors });
+      const releases = new ReleaseWiring(o, { store, allocator, clock: this.#clock, logger: this.#logger, errors, telemetry });
       this.#releases = releases;
       const { reconciler, containerd, kubernetes, plugins } = releases;
       const cniConfig = o.manageCniConfig ? this.#configManager() : undefined;
       this.#cniConfig = cniConfig;
       const notReady = (): string | undefined => readinessProblem(o.readinessIndicatorFile);
+      const metricsStatus = (): MetricsEndpointStatus | undefined => this.#metricsStatus;
       const service = new AgentService({
         store,
         allocator,
@@ -110,6 +144,19 @@ export class Agent {
         notReady,
         ...(cniConfig === undefined ? {} : { cniConfig: () => cniConfig.status() }),
         ...(plugins === undefined ? {} : { plugins }),
+        telemetry,
+        history,
+        ...(o.metricsAddress === undefined ? {} : { metrics: () => metricsStatus() as MetricsEndpointStatus }),
+        doctor: () =>
+          doctorFacts({
+            options: o,
+            store,
+            observer: new NetnsObserver(o.netnsDirs),
+            clock: this.#clock,
+            version: WARREN_VERSION,
+            ...(containerd === undefined ? {} : { containerd }),
+            ...(o.metricsAddress === undefined ? {} : { metrics: () => metricsStatus() as MetricsEndpointStatus }),
+          }),
       });
       const cni = new CniService({
         allocator,
@@ -122,6 +169,7 @@ export class Agent {
         onIgnoredKeys: (network, keys) =>
           this.#logger.warn({ network, keys }, `network ${network}: ignoring whereabouts keys that configure whereabouts itself (Warren keeps addresses in its agent's store)`),
         onFailure: (error, command) => this.#logger.error({ err: error, command }, 'CNI call failed'),
+        telemetry,
       });
       releases.start(this.#abort.signal);
       this.#server = createApiServer({
@@ -129,6 +177,9 @@ export class Agent {
         service,
         onError: (error, route) => this.#logger.error({ err: error, route }, 'request failed'),
       });
+      if (metrics !== undefined && o.metricsAddress !== undefined) {
+        await this.#serveMetrics(o.metricsAddress, metrics, () => service.dashboard());
+      }
       await prepareSocket(o.socket);
       await listen(this.#server, o.socket);
       this.#socketIno = statSync(o.socket).ino;
@@ -138,6 +189,31 @@ export class Agent {
     } catch (error) {
       await this.stop();
       throw error;
+    }
+  }
+
+  /**
+   * Metrics and the dashboard on their own TCP address. An address that cannot be bound (taken by
+   * another process) is logged and reported in status and by `warren doctor`; the agent serves
+   * CNI calls regardless: a node must not lose its IPAM over its metrics port.
+   */
+  async #serveMetrics(address: ListenAddress, metrics: AgentMetrics, dashboard: () => Promise<DashboardData>): Promise<void> {
+    const server = createMetricsServer({
+      exposition: async () => ({ contentType: metrics.contentType, text: await metrics.exposition() }),
+      dashboard,
+      page: (data) => renderDashboardPage(data),
+      fragment: (data) => renderDashboardBody(data),
+      onError: (error, path) => this.#logger.error({ err: error, path }, 'metrics request failed'),
+    });
+    try {
+      const bound = await listenMetrics(server, address);
+      this.#metricsServer = server;
+      this.#metricsStatus = { address: bound };
+      this.#logger.info({ address: bound }, 'metrics and dashboard served');
+    } catch (error) {
+      const wanted = formatListenAddress(address);
+      this.#metricsStatus = { address: wanted, error: `cannot listen on ${wanted}: ${messageOf(error)}` };
+      this.#logger.error({ err: error, address: wanted }, 'metrics and dashboard not served: cannot listen on --metrics-address (pass another, or an empty one to turn them off)');
     }
   }
 
@@ -164,6 +240,12 @@ export class Agent {
     // Before the socket goes: with --cleanup-config-on-exit the runtime stops calling Warren first.
     await this.#cniConfig?.stopped();
     this.#cniConfig = undefined;
+    const metricsServer = this.#metricsServer;
+    this.#metricsServer = undefined;
+    if (metricsServer !== undefined) {
+      metricsServer.closeAllConnections();
+      await new Promise<void>((resolve) => metricsServer.close(() => resolve()));
+    }
     const server = this.#server;
     this.#server = undefined;
     if (server !== undefined) {
@@ -191,6 +273,45 @@ export class Agent {
     this.#store = undefined;
     await this.#lock?.release();
     this.#lock = undefined;
+  }
+}
+
+/**
+ * Per range, what a scrape reports: the pool report's figures and, on a store shared by nodes,
+ * the blocks this node owns and those of other nodes it allocated from (borrowed).
+ */
+function poolFigures(pools: readonly PoolReport[], own: readonly Allocation[], node: string, clustered: boolean): PoolFigures[] {
+  const ranges = pools.filter((p) => !isBlockKey(p.pool));
+  const owned = new Map<string, number>();
+  const affinity = new Map<string, string | undefined>();
+  for (const p of pools) {
+    if (!isBlockKey(p.pool)) continue;
+    affinity.set(p.pool, p.node);
+    if (p.node === node) owned.set(rangePoolOfKey(p.pool), (owned.get(rangePoolOfKey(p.pool)) ?? 0) + 1);
+  }
+  const borrowedBlocks = new Map<string, Set<string>>();
+  for (const a of own) {
+    if (!isBlockKey(a.pool) || affinity.get(a.pool) === node) continue;
+    const range = rangePoolOfKey(a.pool);
+    const set = borrowedBlocks.get(range) ?? new Set<string>();
+    set.add(a.pool);
+    borrowedBlocks.set(range, set);
+  }
+  return ranges.map((p) => ({
+    pool: p.pool,
+    ...(p.capacity === undefined ? {} : { capacity: Number(p.capacity) }),
+    allocated: p.allocated,
+    resting: p.resting,
+    ...(clustered && p.blockPrefix !== undefined ? { blocks: { owned: owned.get(p.pool) ?? 0, borrowed: borrowedBlocks.get(p.pool)?.size ?? 0 } } : {}),
+  }));
+}
+
+/** Files set aside in the journal's `rejected/` directory (0 when it is not there). */
+function setAsideCount(journalDir: string): number {
+  try {
+    return readdirSync(join(journalDir, REJECTED_DIR)).length;
+  } catch {
+    return 0;
   }
 }
 

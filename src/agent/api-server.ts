@@ -49,6 +49,7 @@ export function agentApi(cni: CniService, service: AgentService): AgentApi {
     nodes: () => service.nodes(),
     forgetNode: (request) => service.forgetNode(request.node),
     plugins: async () => service.plugins(),
+    doctor: () => service.doctor(),
   };
 }
 

@@ -28,6 +28,7 @@ import { type NetConf, declaredVersion, parseNetConf } from '../cni/netconf.ts';
 import { type CniCommand, type IpamResult, SPEC_VERSION, renderResult, versionResult } from '../cni/spec.ts';
 import { isExpected, toCniError } from '../api/errors.ts';
 import type { CniOutcome, CniRequest } from '../api/protocol.ts';
+import { NO_TELEMETRY, type Telemetry } from './metrics/telemetry.ts';
 
 export interface CniServiceOptions {
   readonly allocator: Allocator;
@@ -55,6 +56,8 @@ export interface CniServiceOptions {
    * of bad input and "try again" are the caller's business and are not reported (api/errors.ts).
    */
   readonly onFailure?: (error: unknown, command: string) => void;
+  /** Told of every call (command, CNI code, seconds) and of what DEL and GC released. */
+  readonly telemetry?: Telemetry;
 }
 
 /** Default of CniServiceOptions.gcGraceMs: far longer than any runtime takes from list to GC. */
@@ -78,6 +81,7 @@ export class CniService {
   readonly #onIgnoredKeys: ((network: string, keys: readonly string[]) => void) | undefined;
   readonly #beforeAdd: ((owner: Owner) => Promise<void>) | undefined;
   readonly #onFailure: ((error: unknown, command: string) => void) | undefined;
+  readonly #telemetry: Telemetry;
   /** Networks whose ignored keys were already reported: once each, not on every call. */
   readonly #reportedIgnored = new Set<string>();
 
@@ -91,10 +95,19 @@ export class CniService {
     this.#onIgnoredKeys = options.onIgnoredKeys;
     this.#beforeAdd = options.beforeAdd;
     this.#onFailure = options.onFailure;
+    this.#telemetry = options.telemetry ?? NO_TELEMETRY;
   }
 
   /** One CNI call, as the plugin sent it (unchecked: it came over the wire). */
   async handle(request: CniRequest): Promise<CniOutcome> {
+    const started = performance.now();
+    const outcome = await this.#handle(request);
+    const code = outcome.kind === 'error' ? outcome.output.code : 0;
+    this.#telemetry.cniCall(typeof request?.command === 'string' ? request.command : '', code, (performance.now() - started) / 1000);
+    return outcome;
+  }
+
+  async #handle(request: CniRequest): Promise<CniOutcome> {
     const version = declaredVersion(request?.config) ?? SPEC_VERSION;
     try {
       const call = cniCallOf(request);
@@ -129,7 +142,7 @@ export class CniService {
       case 'ADD':
         return this.#add(env, conf);
       case 'DEL':
-        await this.#allocator.release(ownerOf(env, conf), conf.ipam.cooldownSeconds);
+        this.#telemetry.released('cni-del', await this.#allocator.release(ownerOf(env, conf), conf.ipam.cooldownSeconds), 'CNI DEL');
         return { kind: 'silent' };
       case 'CHECK':
         await this.#check(env, conf);
@@ -137,6 +150,7 @@ export class CniService {
       case 'GC': {
         const valid = new Set((conf.validAttachments ?? []).map((a) => attachmentKey(a.containerID, a.ifname)));
         const outcome = await this.#allocator.gc(conf.name, valid, conf.ipam.cooldownSeconds, { createdAtOrBefore: this.#clock.now() - this.#gcGraceMs });
+        this.#telemetry.released('gc', outcome.released, 'CNI GC: not among the runtime\'s valid attachments');
         if (outcome.errors.length > 0) {
           throw new WarrenError('IO_FAILURE', `GC released ${outcome.released.length} addresses but failed for ${outcome.errors.length} attachments`, {
             details: outcome.errors.join('; '),

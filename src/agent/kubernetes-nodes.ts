@@ -22,6 +22,7 @@ import { PeriodicTask } from '../core/periodic-task.ts';
 import type { NodeItem } from '../sources/kubernetes/node-source.ts';
 import type { Membership, Store } from '../store/store.ts';
 import { type ClusterEvents, nodeInvolved } from './kubernetes-events.ts';
+import type { Telemetry } from './metrics/telemetry.ts';
 
 export const REASON_NODE_FORGOTTEN = 'NodeAddressesForgotten';
 
@@ -37,6 +38,8 @@ export interface KubernetesNodesOptions {
   readonly events?: ClusterEvents;
   /** Asks the API server whether the Node exists now; a node is forgotten only when it does not. */
   readonly nodeExists?: (name: string) => Promise<boolean>;
+  /** Told what forgetting a node released (metrics, the last-releases list). */
+  readonly telemetry?: Telemetry;
 }
 
 export interface KubernetesNodesStatus {
@@ -121,6 +124,7 @@ export class KubernetesNodes {
           continue;
         }
         const { released, blocks } = await this.#o.allocator.forgetNode(name);
+        this.#o.telemetry?.released('node-forget', released, `node ${name} was deleted from Kubernetes`);
         this.#gone.delete(name);
         this.#forgotten.push(name);
         this.#o.logger.info({ source: 'kubernetes', node: name, released: released.map((a) => a.address), blocks }, 'forgot a node deleted from Kubernetes');

@@ -89,7 +89,18 @@ export interface AgentOptions {
   readonly cleanupConfigOnExit: boolean;
   /** Where plugins (runtime adapters) register with a unix socket; undefined: the registry is off. */
   readonly pluginsDir?: string;
+  /** Where Prometheus metrics and the dashboard are served (TCP, apart from the socket); undefined: off. */
+  readonly metricsAddress?: ListenAddress;
 }
+
+/** A TCP address to listen on; port 0 asks the kernel for a free one. */
+export interface ListenAddress {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** The default metrics address: loopback only, Prometheus' node-agent port range. */
+export const DEFAULT_METRICS_ADDRESS = '127.0.0.1:9464';
 
 /** Where runtimes look for CNI configs unless told otherwise. */
 export const DEFAULT_CNI_CONF_DIR = '/etc/cni/net.d';
@@ -227,6 +238,13 @@ const TABLE = {
     env: 'WARREN_PLUGINS_DIR',
     about: 'directory, watched recursively, where plugins such as runtime adapters register with a unix socket (kubelet\'s handshake); empty turns the registry off',
     default: { says: `plugins beside the agent socket (${join(dirname(DEFAULT_SOCKET), 'plugins')} as root)`, of: (c) => pluginsDirBeside(agentSocket(undefined, c)) },
+    emptyIsAValue: true,
+  },
+  metricsAddress: {
+    flag: 'metrics-address',
+    env: 'WARREN_METRICS_ADDRESS',
+    about: 'host:port where Prometheus metrics (/metrics) and the dashboard (/) are served over HTTP, apart from the socket ([::1]:9464 for IPv6; port 0 picks a free one); empty turns both off',
+    default: DEFAULT_METRICS_ADDRESS,
     emptyIsAValue: true,
   },
   nodeLeaseSeconds: { flag: 'node-lease', env: 'WARREN_NODE_LEASE', about: "seconds a stopped agent's node stays listed alive (etcd lease TTL)", default: '10' },
@@ -418,7 +436,24 @@ export function resolveAgentOptions(
     cniVersionMax: cniVersionMax(valueOf('cniVersionMax')),
     cleanupConfigOnExit: onOff('cleanupConfigOnExit'),
     ...pluginsDirOf(given('pluginsDir'), socket, cwd),
+    ...metricsAddressOf(valueOf('metricsAddress')),
   };
+}
+
+/** `host:port` or `[v6]:port`; empty (or blanks): off. */
+export function metricsAddressOf(text: string): { metricsAddress?: ListenAddress } {
+  if (text.trim() === '') return {};
+  const match = /^(?:\[([0-9A-Fa-f:.]+)\]|([^\s:[\]]+)):(\d{1,5})$/.exec(text.trim());
+  const port = match === null ? NaN : Number(match[3]);
+  if (match === null || port > 65_535) {
+    throw new WarrenError('INVALID_CONFIG', `--metrics-address / WARREN_METRICS_ADDRESS: "${text}" is not host:port (or [IPv6]:port) with a port from 0 to 65535; empty turns metrics off`);
+  }
+  return { metricsAddress: { host: (match[1] ?? match[2]) as string, port } };
+}
+
+/** A listen address as text, IPv6 in brackets. */
+export function formatListenAddress(address: ListenAddress): string {
+  return address.host.includes(':') ? `[${address.host}]:${address.port}` : `${address.host}:${address.port}`;
 }
 
 /** The registry's directory: given (empty: off), or `plugins` beside the socket actually used. One rule for the agent and the adapters. */

@@ -26,7 +26,9 @@ import { type Allocation, type Owner, ownerKey } from '../ipam/allocation.ts';
 import type { NetnsObservation, NetnsObserver } from '../sources/netns.ts';
 import type { Allocator } from '../allocator/allocator.ts';
 import type { Store } from '../store/store.ts';
-import { type Holder, type OwnerRelease, type ReleaseAction, type ReleaseIntent, type RuntimeAdapterScope, answersFor, decide, holderOf, needsNamespaces } from './release-rule.ts';
+import type { ReleaseSource } from '../api/protocol.ts';
+import { type Holder, type OwnerRelease, type ReleaseAction, type ReleaseIntent, type RuntimeAdapterScope, answersFor, decide, holderOf, needsNamespaces, sourceOf } from './release-rule.ts';
+import { NO_TELEMETRY, type Telemetry } from './metrics/telemetry.ts';
 
 export interface ReleasePipelineOptions {
   readonly allocator: Allocator;
@@ -46,6 +48,8 @@ export interface ReleasePipelineOptions {
   readonly recordedFor?: (owner: Owner) => readonly ReleaseIntent[];
   /** Told of every release the pipeline committed (Kubernetes reports them as Events on the pod). */
   readonly onReleased?: (intent: ReleaseIntent, released: readonly Allocation[], why: string) => void;
+  /** Told of releases by source and of failed attempts (metrics, the last-releases list). */
+  readonly telemetry?: Telemetry;
 }
 
 /** What one attempt of an intent came to: what it released and the action the rule chose. */
@@ -70,6 +74,8 @@ export type PipelineCounts = Record<ReleaseIntent['kind'], { done: number; faile
 
 interface Pending {
   readonly intent: ReleaseIntent;
+  /** Who asked, when not the intent's own source (`warren audit --fix` releasing a gone namespace). */
+  readonly source?: ReleaseSource;
   failures: number;
   lastError?: string;
   /** Told what was released once the intent is done with (audit --fix waits on it). */
@@ -111,9 +117,11 @@ export class ReleasePipeline {
     'pod-gone': { done: 0, failed: 0, addresses: 0 },
   };
   readonly #containerLog: Logger;
+  readonly #telemetry: Telemetry;
 
   constructor(options: ReleasePipelineOptions) {
     this.#o = options;
+    this.#telemetry = options.telemetry ?? NO_TELEMETRY;
     this.#containerLog = options.logger.child({ source: 'containerd' });
     this.#queue = new OrderedRetryQueue<Pending>({
       clock: options.clock,
@@ -156,11 +164,14 @@ export class ReleasePipeline {
     throw new WarrenError('TRY_AGAIN', `${what.replace('%s', `${owner.containerID} (${owner.ifname})`)} and could not be applied yet: ${outcome.error}`);
   }
 
-  /** Queues an intent behind its key's others, handles that key now, and says what it released. */
-  async releaseNow(intent: ReleaseIntent): Promise<readonly Allocation[]> {
+  /**
+   * Queues an intent behind its key's others, handles that key now, and says what it released;
+   * `source` names who asked when it is not the intent's own source (the audit).
+   */
+  async releaseNow(intent: ReleaseIntent, source?: ReleaseSource): Promise<readonly Allocation[]> {
     let released: readonly Allocation[] | undefined;
     const key = keyOf(intent);
-    this.#enqueue(key, { intent, failures: 0, onDone: (r) => (released = r) });
+    this.#enqueue(key, { intent, failures: 0, ...(source === undefined ? {} : { source }), onDone: (r) => (released = r) });
     const outcome = await this.#queue.flush(key);
     if (released !== undefined) return released;
     throw new Error(outcome.ok ? 'the release was not applied' : outcome.error);
@@ -215,12 +226,13 @@ export class ReleasePipeline {
       const held = await this.#held(holderOf(intent));
       const exited = 'containerID' in intent && this.#exited.has(intent.containerID);
       action = decide(intent, held, { exited, namespaces: needsNamespaces(intent) ? this.#observe(held) : new Map(), now: this.#o.clock.now() });
-      released = await this.#apply(intent, action);
+      released = await this.#apply(pending, action);
     } catch (error) {
       if (pending.onFailed === undefined) throw error;
       // The caller retries this intent itself: it leaves the pipeline with its error.
       this.#forget(key, pending);
       this.#counts[intent.kind].failed += 1;
+      this.#telemetry.retried(pending.source ?? sourceOf(intent));
       pending.onFailed(error);
       return;
     }
@@ -264,23 +276,24 @@ export class ReleasePipeline {
     return seen;
   }
 
-  async #apply(intent: ReleaseIntent, action: ReleaseAction): Promise<Allocation[]> {
+  async #apply(pending: Pending, action: ReleaseAction): Promise<Allocation[]> {
+    const { intent } = pending;
     const containerID = 'containerID' in intent ? intent.containerID : undefined;
     switch (action.kind) {
       case 'release': {
         const released = await this.#release(action.owners);
         if (containerID !== undefined) this.#exited.delete(containerID);
-        this.#logReleased(intent, released, action.why);
+        this.#logReleased(pending, released, action.why);
         return released;
       }
       case 'wait-until': {
         const released = await this.#release(action.owners);
-        this.#logReleased(intent, released, action.why);
+        this.#logReleased(pending, released, action.why);
         return released;
       }
       case 'wait-for-namespace': {
         const released = await this.#release(action.owners);
-        this.#logReleased(intent, released, action.why);
+        this.#logReleased(pending, released, action.why);
         if (containerID !== undefined && !this.#exited.has(containerID)) {
           const via = 'via' in intent ? intent.via : undefined;
           this.#exited.set(containerID, { since: this.#o.clock.now(), waitingFor: action.waitingFor, ...(via === undefined ? {} : { via }) });
@@ -307,9 +320,13 @@ export class ReleasePipeline {
     return released;
   }
 
-  #logReleased(intent: ReleaseIntent, released: readonly Allocation[], why: string): void {
+  #logReleased(pending: Pending, released: readonly Allocation[], why: string): void {
+    const { intent } = pending;
     const addresses = released.map((a) => a.address);
-    if (released.length > 0) this.#o.onReleased?.(intent, released, why);
+    if (released.length > 0) {
+      this.#o.onReleased?.(intent, released, why);
+      this.#telemetry.released(pending.source ?? sourceOf(intent), released, why, 'via' in intent ? intent.via?.adapter : undefined);
+    }
     switch (intent.kind) {
       case 'journal-del':
         this.#o.logger.info({ file: intent.file, released: addresses }, 'missed delete released');
@@ -336,6 +353,7 @@ export class ReleasePipeline {
   #failed(pending: Pending, error: unknown, retryInMs: number): void {
     const { intent } = pending;
     pending.failures += 1;
+    this.#telemetry.retried(pending.source ?? sourceOf(intent));
     pending.lastError = messageOf(error);
     this.#counts[intent.kind].failed += 1;
     const err = pending.lastError;
@@ -352,6 +370,18 @@ export class ReleasePipeline {
     if (pending === undefined) return undefined;
     const retryAt = pending.failures > 0 ? this.#queue.state(key)?.retryAt : undefined;
     return { failures: pending.failures, ...(pending.lastError === undefined ? {} : { lastError: pending.lastError }), ...(retryAt === undefined ? {} : { retryAt }) };
+  }
+
+  /** Intents queued and not yet done with (waiting, running or backing off), by source. */
+  queueDepth(): Partial<Record<ReleaseSource, number>> {
+    const depth: Partial<Record<ReleaseSource, number>> = {};
+    for (const set of this.#pending.values()) {
+      for (const p of set) {
+        const source = p.source ?? sourceOf(p.intent);
+        depth[source] = (depth[source] ?? 0) + 1;
+      }
+    }
+    return depth;
   }
 
   /** What the pipeline did since start, per intent kind (a copy). */

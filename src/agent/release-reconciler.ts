@@ -24,6 +24,7 @@ import type { RecentErrors } from './recent-errors.ts';
 import type { JournalIntake } from './release-journal.ts';
 import type { ReleasePipeline } from './release-pipeline.ts';
 import type { ReleaseIntent } from './release-rule.ts';
+import type { Telemetry } from './metrics/telemetry.ts';
 
 // The shapes `warren status` and `warren journal` answer are the API's.
 export type { ReconcileReport, ReconcilerStatus } from '../api/protocol.ts';
@@ -45,6 +46,8 @@ export interface ReleaseReconcilerOptions {
    * not visible here, so their absence proves nothing).
    */
   readonly onlyNode?: string;
+  /** Told what every audit found (metrics). */
+  readonly telemetry?: Telemetry;
 }
 
 export class ReleaseReconciler {
@@ -119,6 +122,7 @@ export class ReleaseReconciler {
       { journalOwners: journal.owners(), observer: this.#o.observer, now: this.#o.clock.now(), graceMs: this.#o.netnsGraceMs },
       { dir: journal.dir, pending: journal.pending().length },
     );
+    this.#o.telemetry?.audited(report.counts);
     if (!fix) return report;
     const released: Allocation[] = [];
     const errors: string[] = [];
@@ -130,7 +134,7 @@ export class ReleaseReconciler {
           // The pending DEL is applied now; when it cannot be yet, the pipeline logs why and retries.
           if (await pipeline.settle(a).then(() => true, () => false)) released.push(a);
         } else {
-          released.push(...(await pipeline.releaseNow(netnsGone(a))));
+          released.push(...(await pipeline.releaseNow(netnsGone(a), 'audit')));
         }
       } catch (error) {
         errors.push(`${a.address} (${a.containerID}): ${messageOf(error)}`);

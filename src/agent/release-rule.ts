@@ -10,6 +10,7 @@
  */
 import { type Allocation, type Owner, ownerKey } from '../ipam/allocation.ts';
 import type { NetnsObservation } from '../sources/netns.ts';
+import type { ReleaseSource } from '../api/protocol.ts';
 
 /** Called by the pipeline once its intent is done with: after a committed release, or a drop. */
 export type Ack = () => void;
@@ -48,6 +49,30 @@ export type ReleaseIntent =
 export interface RuntimeAdapterScope {
   readonly adapter: string;
   readonly netnsPrefixes: readonly string[];
+}
+
+/**
+ * Where an intent came from, as metrics and the last-releases list name it: a container intent
+ * `via` an adapter is a plugin's word, without one containerd's.
+ */
+export function sourceOf(intent: ReleaseIntent): ReleaseSource {
+  switch (intent.kind) {
+    case 'journal-del':
+      return 'journal';
+    case 'netns-gone':
+      return 'netns';
+    case 'pod-gone':
+      return 'kubernetes';
+    case 'container-deleted':
+    case 'task-exited':
+    case 'namespace-recheck':
+    case 'absent-at-resync':
+      return intent.via === undefined ? 'containerd' : 'plugin';
+    default: {
+      const never: never = intent;
+      throw new Error(`unhandled intent ${JSON.stringify(never)}`);
+    }
+  }
 }
 
 export function answersFor(scope: RuntimeAdapterScope, a: Allocation): boolean {

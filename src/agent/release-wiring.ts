@@ -33,6 +33,7 @@ import { ReleaseReconciler } from './release-reconciler.ts';
 import { consumeContainerd, consumeNetnsRemovals } from './release-sources.ts';
 import { EventSourceHandler } from './registry/event-source-handler.ts';
 import { PluginRegistry } from './registry/registry.ts';
+import type { Telemetry } from './metrics/telemetry.ts';
 
 export interface ReleaseWiringDeps {
   readonly store: Store;
@@ -40,6 +41,7 @@ export interface ReleaseWiringDeps {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly errors: RecentErrors;
+  readonly telemetry: Telemetry;
 }
 
 interface KubernetesParts {
@@ -102,6 +104,7 @@ export class ReleaseWiring {
       resyncGraceMs: o.containerdGraceSeconds * 1000,
       recordedFor: (owner) => this.#journal.readNow(owner),
       onReleased: (intent, released, why) => this.#kube?.releases.released(intent, released, why),
+      telemetry: deps.telemetry,
     });
     this.reconciler = new ReleaseReconciler({
       pipeline: this.pipeline,
@@ -115,6 +118,7 @@ export class ReleaseWiring {
       netnsGraceMs: o.netnsGraceSeconds * 1000,
       releaseGoneNetns: o.netnsDirs.length > 0,
       ...(clustered ? { onlyNode: o.nodeName } : {}),
+      telemetry: deps.telemetry,
     });
     const source = o.containerd
       ? new ContainerdEventSource({
@@ -180,6 +184,7 @@ export class ReleaseWiring {
               recheckMs: o.nodeLeaseSeconds * 1000,
               events,
               nodeExists: async (name) => (await orNotFound(core.readNode({ name }))) !== undefined,
+              telemetry: deps.telemetry,
             }),
           };
     return { pods, releases, events, ...(nodes === undefined ? {} : { nodes }) };

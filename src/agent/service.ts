@@ -17,6 +17,9 @@ import type {
   AuditReport,
   CniConfigStatus,
   ContainerdStatus,
+  DashboardData,
+  DoctorFacts,
+  MetricsEndpointStatus,
   KubernetesStatus,
   ForgetNodeResponse,
   NodeReport,
@@ -27,6 +30,8 @@ import type {
   ReleaseResponse,
 } from '../api/protocol.ts';
 import type { ReleaseReconciler } from './release-reconciler.ts';
+import { ReleaseHistory } from './metrics/release-history.ts';
+import { NO_TELEMETRY, type Telemetry } from './metrics/telemetry.ts';
 
 export interface AgentServiceOptions {
   readonly store: Store;
@@ -45,15 +50,27 @@ export interface AgentServiceOptions {
   readonly cniConfig?: () => CniConfigStatus;
   /** The plugin registry, when on. */
   readonly plugins?: () => PluginsStatus;
+  /** Told what an operator's release and a node forgotten released (metrics, the last-releases list). */
+  readonly telemetry?: Telemetry;
+  /** The last releases and totals by source, for the dashboard. */
+  readonly history?: ReleaseHistory;
+  /** Where metrics and the dashboard are served, when on. */
+  readonly metrics?: () => MetricsEndpointStatus;
+  /** The agent's own setup, for `warren doctor`. */
+  readonly doctor?: () => Promise<DoctorFacts>;
 }
 
 export class AgentService {
   readonly #o: AgentServiceOptions;
   readonly #startedAt: number;
+  readonly #telemetry: Telemetry;
+  readonly #history: ReleaseHistory;
 
   constructor(options: AgentServiceOptions) {
     this.#o = options;
     this.#startedAt = options.clock.now();
+    this.#telemetry = options.telemetry ?? NO_TELEMETRY;
+    this.#history = options.history ?? new ReleaseHistory(options.clock);
   }
 
   /** Throws NOT_READY when ADD cannot be served. */
@@ -102,7 +119,30 @@ export class AgentService {
       ...(this.#o.kubernetes === undefined ? {} : { kubernetes: this.#o.kubernetes() }),
       ...(this.#o.cniConfig === undefined ? {} : { cniConfig: this.#o.cniConfig() }),
       ...(this.#o.plugins === undefined ? {} : { plugins: countsOf(this.#o.plugins()) }),
+      ...(this.#o.metrics === undefined ? {} : { metrics: this.#o.metrics() }),
     };
+  }
+
+  /** Everything the dashboard shows, read now. */
+  async dashboard(): Promise<DashboardData> {
+    const status = await this.status();
+    const healthy = status.store.healthy;
+    const [pools, nodes] = await Promise.all([healthy ? this.pools() : [], healthy && this.#o.store.membership !== undefined ? this.nodes() : undefined]);
+    return {
+      generatedAt: new Date(this.#o.clock.now()).toISOString(),
+      status,
+      pools,
+      ...(nodes === undefined ? {} : { nodes }),
+      releases: this.#history.recent(),
+      releasesBySource: this.#history.totals(),
+      ...(this.#o.plugins === undefined ? {} : { plugins: this.#o.plugins() }),
+    };
+  }
+
+  /** The agent's own setup, for `warren doctor`. */
+  async doctor(): Promise<DoctorFacts> {
+    if (this.#o.doctor === undefined) throw new WarrenError('BAD_REQUEST', 'this agent does not report its setup');
+    return this.#o.doctor();
   }
 
   /** Every socket the plugin registry knows, with its state. */
@@ -183,7 +223,9 @@ export class AgentService {
     if (live.some((n) => n.node === node)) {
       throw new WarrenError('BAD_REQUEST', `node ${node} is alive (its agent holds its announcement); stop that agent first, or wait for its lease to lapse`);
     }
-    return { node, ...(await this.#o.allocator.forgetNode(node)) };
+    const forgotten = await this.#o.allocator.forgetNode(node);
+    this.#telemetry.released('node-forget', forgotten.released, `node ${node} forgotten by an operator (warren node forget)`);
+    return { node, ...forgotten };
   }
 
   async allocations(query: AllocationQuery): Promise<Allocation[]> {
@@ -208,6 +250,7 @@ export class AgentService {
       if (pools.length > 1) throw new WarrenError('BAD_REQUEST', `release: ${address} is allocated in several pools (${pools.join(', ')}); name one with pool`);
       const released: Allocation[] = [];
       for (const pool of pools) released.push(...(await this.#o.allocator.releaseAddresses(pool, [address])));
+      this.#telemetry.released('operator', released, `released by an operator (warren release --address ${address})`);
       return { released };
     }
     const { containerID, network, ifname } = request;
@@ -216,6 +259,7 @@ export class AgentService {
     for (const heldIn of new Set(held.map((a) => a.network))) {
       released.push(...(await this.#o.allocator.release({ network: heldIn, containerID, ...(ifname === undefined ? {} : { ifname }) })));
     }
+    this.#telemetry.released('operator', released, `released by an operator (warren release --container ${containerID})`);
     return { released };
   }
 }

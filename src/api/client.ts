@@ -18,6 +18,7 @@ import type {
   AuditRequest,
   CniOutcome,
   CniRequest,
+  DoctorFacts,
   ForgetNodeRequest,
   ForgetNodeResponse,
   NodeReport,
@@ -85,6 +86,10 @@ export class ApiClient implements AgentApi {
 
   plugins(): Promise<PluginsStatus> {
     return this.#call('GET', PATHS.plugins);
+  }
+
+  doctor(): Promise<DoctorFacts> {
+    return this.#call('GET', PATHS.doctor);
   }
 
   /** The answer's body as the route's type: the agent is the other half of this contract. */

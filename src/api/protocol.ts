@@ -74,6 +74,14 @@ export interface AgentStatus {
   readonly cniConfig?: CniConfigStatus;
   /** The plugin registry, when on: counts (the whole list is GET /v1/plugins). */
   readonly plugins?: PluginCounts;
+  /** Where metrics and the dashboard are served (as bound: port 0 resolved), or why they are not; absent when off. */
+  readonly metrics?: MetricsEndpointStatus;
+}
+
+/** The metrics address: `http://address/metrics` and the dashboard at `http://address/`; `error` when it could not be bound. */
+export interface MetricsEndpointStatus {
+  readonly address: string;
+  readonly error?: string;
 }
 
 /**
@@ -367,6 +375,95 @@ export interface AuditReport {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Recent releases, the dashboard's data (GET /dashboard.json on the metrics address), and what
+// the agent knows of itself for `warren doctor` (GET /v1/doctor)
+
+/**
+ * Where a release came from. `cni-del` and `gc` are the runtime's own CNI calls; `journal` a DEL
+ * the plugin journaled; `containerd`, `kubernetes` and `plugin` (a registered runtime adapter) the
+ * runtimes' and the cluster's word; `netns` the namespace sweep; `audit` `warren audit --fix`;
+ * `operator` `warren release`; `node-forget` a node that left (`warren nodes forget`, or its Node
+ * object deleted). A closed list: metrics label by it.
+ */
+export const RELEASE_SOURCES = ['cni-del', 'gc', 'journal', 'containerd', 'kubernetes', 'plugin', 'audit', 'netns', 'operator', 'node-forget'] as const;
+export type ReleaseSource = (typeof RELEASE_SOURCES)[number];
+
+/** One address released, for the last-releases list. */
+export interface ReleaseRecord {
+  /** When (ISO 8601). */
+  readonly at: string;
+  readonly source: ReleaseSource;
+  /** Why, in words: "network namespace /run/netns/x is gone", "CNI DEL". */
+  readonly reason: string;
+  readonly address: string;
+  readonly pool: string;
+  readonly network: string;
+  readonly containerID: string;
+  readonly ifname: string;
+  /** For source `plugin`: the adapter's name. */
+  readonly adapter?: string;
+}
+
+/** Everything the dashboard shows, in one answer. */
+export interface DashboardData {
+  readonly generatedAt: string;
+  readonly status: AgentStatus;
+  /** Ranges and, on etcd, their blocks (PoolReport.node set). */
+  readonly pools: readonly PoolReport[];
+  /** On a store shared by nodes: every node and its blocks. */
+  readonly nodes?: readonly NodeReport[];
+  /** The latest releases, newest first. */
+  readonly releases: readonly ReleaseRecord[];
+  /** Releases since start, by source. */
+  readonly releasesBySource: Readonly<Record<ReleaseSource, number>>;
+  /** The plugin registry's sockets, when it is on. */
+  readonly plugins?: PluginsStatus;
+}
+
+/**
+ * What the running agent knows of its own setup, for `warren doctor` to hold against the node's
+ * files: where it listens, where it reads the journal, which namespace directories it can observe
+ * and how many recorded namespaces lie under each, its store's health and durability, containerd,
+ * the clock against etcd.
+ */
+export interface DoctorFacts {
+  readonly node: string;
+  readonly version: string;
+  readonly pid: number;
+  readonly socket: string;
+  readonly stateDir: string;
+  readonly journalDir: string;
+  readonly cniConfDir: string;
+  readonly manageCniConfig: boolean;
+  /** Where metrics and the dashboard are served, as bound (port 0 resolved); absent when off. */
+  readonly metrics?: MetricsEndpointStatus;
+  readonly pluginsDir?: string;
+  readonly store: {
+    readonly kind: 'sqlite' | 'etcd';
+    readonly description: string;
+    readonly healthy: boolean;
+    readonly error?: string;
+    /** SQLite: FULL survives power loss, NORMAL only a process crash. */
+    readonly synchronous?: 'FULL' | 'NORMAL';
+    readonly etcdEndpoints?: readonly string[];
+  };
+  readonly netns: readonly NetnsDirectoryStatus[];
+  /**
+   * This node's allocations by the directory their recorded namespace lies in (`dir` one of
+   * --netns-dirs), or outside all of them (`dir` absent), or with none recorded (`dir` absent,
+   * `unrecorded` true).
+   */
+  readonly recordedNetns: ReadonlyArray<{ readonly dir?: string; readonly unrecorded?: boolean; readonly allocations: number; readonly example?: string }>;
+  /** The containerd source, when on. */
+  readonly containerd?: { readonly socket: string; readonly state: ContainerdState; readonly lastError?: string };
+  /**
+   * With etcd: this node's clock against the etcd member's (the Date of its HTTP answer, whole
+   * seconds), positive when this node is ahead; or why it could not be measured.
+   */
+  readonly clockSkew?: { readonly endpoint: string; readonly skewMs: number; readonly resolutionMs: number } | { readonly endpoint?: string; readonly error: string };
+}
+
+// ---------------------------------------------------------------------------------------------
 // The whole API, as one interface
 
 /**
@@ -384,4 +481,5 @@ export interface AgentApi {
   nodes(): Promise<NodeReport[]>;
   forgetNode(request: ForgetNodeRequest): Promise<ForgetNodeResponse>;
   plugins(): Promise<PluginsStatus>;
+  doctor(): Promise<DoctorFacts>;
 }

@@ -19,6 +19,7 @@
  *   GET  /v1/nodes                                      -> NodeReport[] (cluster store only)
  *   POST /v1/nodes/forget {node}                        -> ForgetNodeResponse (refused while alive)
  *   GET  /v1/plugins                                    -> PluginsStatus (BAD_REQUEST when the registry is off)
+ *   GET  /v1/doctor                                     -> DoctorFacts (the agent's own setup, for `warren doctor`)
  *
  * Parsing checks shape only (fields, types, no unknown fields) and refuses with BAD_REQUEST naming
  * the field; what the values mean (is it an address, is the node alive) is the agent's to judge.
@@ -62,6 +63,7 @@ export const PATHS = {
   nodes: '/v1/nodes',
   forgetNode: '/v1/nodes/forget',
   plugins: '/v1/plugins',
+  doctor: '/v1/doctor',
 } as const;
 
 /** A row of the table: the parse and the run meet on one input type. */
@@ -87,6 +89,7 @@ export const ROUTES: readonly Route[] = [
   route('GET', PATHS.nodes, nothing, (api) => api.nodes()),
   route('POST', PATHS.forgetNode, body(forgetNodeRequest), (api, input) => api.forgetNode(input)),
   route('GET', PATHS.plugins, nothing, (api) => api.plugins()),
+  route('GET', PATHS.doctor, nothing, (api) => api.doctor()),
 ];
 
 export type RouteMatch =

@@ -40,6 +40,10 @@ commands:
                  each file atomically, the forwarder last; --link symlinks this Node instead of
                  copying it (development only: a node of the cluster has no Node.js); --from
                  names the build output (default: this repository's dist/, npm run build)
+  doctor         check the node end to end (plugin installed where the runtime looks, configs
+                 naming warren against the agent, socket, journal dir, netns dirs, containerd,
+                 store, clock) and say how to fix each finding; exit 1 on any error
+                 (--help for flags)
   version        print the version
 
 common flags:
@@ -91,6 +95,10 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
       case 'install': {
         const { runInstall } = await import('./install.ts');
         return await runInstall(rest, io);
+      }
+      case 'doctor': {
+        const { runDoctor } = await import('./doctor/doctor-command.ts');
+        return await runDoctor(rest, io, { socketOf: (flag) => clientSocket(flag, io.env) });
       }
       case 'version':
       case '--version':

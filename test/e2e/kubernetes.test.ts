@@ -50,6 +50,7 @@ describe('Kubernetes pod garbage collection', { skip }, () => {
         kubernetes: 'on',
         kubeconfig: api.kubeconfigPath,
         podGoneGraceSeconds: String(GRACE_SECONDS),
+        metricsAddress: '127.0.0.1:0',
       },
       {},
     );

@@ -13,6 +13,10 @@ export const WARREN_BIN = join(REPO, 'bin', 'warren');
 /** PATH for children: this Node first, so `#!/usr/bin/env node` finds the same version. */
 export const CHILD_PATH = `${dirname(process.execPath)}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`;
 
+// Agents a test starts never take the node's default metrics port (127.0.0.1:9464), which another
+// test's agent or a real agent on this machine may hold: each gets a free port unless it names one.
+process.env.WARREN_METRICS_ADDRESS ??= '127.0.0.1:0';
+
 const live = new Set<ChildProcess>();
 const dirs = new Set<string>();
 

@@ -1,0 +1,73 @@
+/**
+ * The agent's web dashboard (DESIGN.md C10), served on the metrics address: `renderDashboardPage`
+ * is the whole document for `GET /`, `renderDashboardBody` the content of its `<main>` for
+ * `GET /fragment`, which the page's script fetches to refresh itself.
+ *
+ * Guarantees:
+ * - Server-rendered: the page is complete without its script; the script only swaps `<main>`'s
+ *   content for a fresh fragment every few seconds (paused while the tab is hidden). When the agent
+ *   does not answer, the last content stays and the header says since when.
+ * - No request leaves the agent's own origin: the style and the script are inline, there are no
+ *   fonts, images or links to elsewhere, and the icon is an empty data URL (so the browser does
+ *   not ask for /favicon.ico). It fits the server's Content-Security-Policy (`default-src 'none'`,
+ *   inline style and script, `connect-src 'self'`).
+ * - Every value from the data is escaped (html.ts): container IDs, network names and reasons come
+ *   from callers the agent does not trust, and render as text.
+ * - A pure function of the data: the same data gives the same page (times relative to
+ *   `generatedAt`, never to the clock).
+ */
+import type { DashboardData } from '../../api/protocol.ts';
+import { type Html, html } from './html.ts';
+import { healthSection } from './health.ts';
+import { nodesSection, poolsSection } from './pools.ts';
+import { releasesSection } from './releases.ts';
+import { sourcesSection } from './sources.ts';
+import { refreshScript } from './refresh-script.ts';
+import { STYLE } from './style.ts';
+import { timeOf } from './widgets.ts';
+
+export interface DashboardPageOptions {
+  /** Seconds between refreshes; default 5. Zero or less: the page does not refresh itself. */
+  readonly refreshSeconds?: number;
+}
+
+export const DEFAULT_REFRESH_SECONDS = 5;
+
+/** The content of `<main>`: what `/fragment` answers and the refresh swaps in. */
+export function renderDashboardBody(data: DashboardData): string {
+  return dashboardBody(data).toString();
+}
+
+/** The whole HTML document for `GET /`. */
+export function renderDashboardPage(data: DashboardData, options: DashboardPageOptions = {}): string {
+  const every = options.refreshSeconds ?? DEFAULT_REFRESH_SECONDS;
+  const refreshes = Number.isFinite(every) && every > 0;
+  return html`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<meta name="color-scheme" content="light dark">
+<title>Warren · ${data.status.node}</title>
+<link rel="icon" href="data:,">
+<style>${STYLE}</style>
+</head>
+<body>
+<header class="top"><h1>Warren</h1><span class="node">${data.status.node}</span>
+<span id="refresh-state" class="refresh" data-testid="refresh-state">${refreshes ? `refreshes every ${every}s` : 'does not refresh'}</span></header>
+<main id="dashboard">${dashboardBody(data)}</main>
+${refreshes ? refreshScript(Math.round(every * 1000)) : ''}
+</body>
+</html>
+`.toString();
+}
+
+function dashboardBody(data: DashboardData): Html {
+  return html`<p class="generated" data-testid="generated-at" data-at="${data.generatedAt}">as of ${timeOf(data.generatedAt, data.generatedAt)} UTC</p>
+${healthSection(data)}
+${poolsSection(data)}
+${nodesSection(data)}
+${releasesSection(data)}
+${sourcesSection(data)}`;
+}

@@ -1,0 +1,99 @@
+/**
+ * Pools on the dashboard: each range with its utilisation, and on a store shared by nodes the
+ * blocks it is split into, grouped under it by the node that claimed them; then the nodes
+ * themselves (alive, blocks, allocations).
+ *
+ * A range's figures are the agent's (`PoolReport`: a range split into blocks is reported whole,
+ * its blocks summed, and block by block); this section only arranges them. Capacities are shown
+ * exactly as the decimal strings they are, and percentages computed from them in bigint
+ * (figures.ts). A block whose range is not in the report still shows, under its range's key.
+ */
+import type { DashboardData, NodeReport, PoolReport } from '../../api/protocol.ts';
+import { blockCidrOfKey, isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
+import { type Html, html } from './html.ts';
+import { utilisationOf } from './figures.ts';
+import { badge, emptyState, firstOf, section, timeOf, utilisationBar } from './widgets.ts';
+
+/** "2 / 254 (0.8%)", or "2 allocated" when the capacity is unknown. */
+export function utilisationText(pool: PoolReport): string {
+  const u = utilisationOf(pool.allocated, pool.capacity);
+  return u === undefined || pool.capacity === undefined ? `${pool.allocated} allocated` : `${pool.allocated} / ${pool.capacity} (${u.text})`;
+}
+
+function figureCells(pool: PoolReport): Html {
+  return html`<td class="bar-cell">${utilisationBar(utilisationOf(pool.allocated, pool.capacity))}</td>
+<td class="num" data-testid="pool-utilisation" data-pool="${pool.pool}">${utilisationText(pool)}</td>
+<td class="num" data-testid="pool-resting" data-pool="${pool.pool}">${pool.resting}</td>`;
+}
+
+function span(pool: PoolReport): Html {
+  if (pool.first === undefined || pool.last === undefined) return html`<span class="muted">${pool.subnet ?? ''}</span>`;
+  return html`<span class="mono">${pool.first} – ${pool.last}</span>`;
+}
+
+function rangeRow(pool: PoolReport): Html {
+  const blocks = pool.blockPrefix === undefined ? html`<span class="muted">—</span>` : html`${pool.blocks ?? 0} claimed, /${pool.blockPrefix} each`;
+  return html`<tr class="range" data-testid="pool-row" data-pool="${pool.pool}">
+<th scope="row" class="mono">${pool.pool}</th><td>${span(pool)}</td>${figureCells(pool)}<td>${blocks}</td></tr>`;
+}
+
+function blockRow(block: PoolReport): Html {
+  const cidr = blockCidrOfKey(block.pool) ?? block.subnet ?? block.pool;
+  const owner = block.node === undefined ? html`<span class="muted">unclaimed</span>` : html`node <b>${block.node}</b>`;
+  return html`<tr class="block" data-testid="block-row" data-pool="${block.pool}" data-node="${block.node ?? ''}">
+<th scope="row" class="mono" title="${block.pool}">↳ ${cidr}</th><td>${owner}</td>${figureCells(block)}<td></td></tr>`;
+}
+
+/** Ranges in the report's order, each followed by its blocks (by node, then as reported). */
+function poolRows(pools: readonly PoolReport[]): Html[] {
+  const blocksOf = new Map<string, PoolReport[]>();
+  const ranges: PoolReport[] = [];
+  for (const p of pools) {
+    if (!isBlockKey(p.pool)) {
+      ranges.push(p);
+      continue;
+    }
+    const range = rangePoolOfKey(p.pool);
+    blocksOf.set(range, [...(blocksOf.get(range) ?? []), p]);
+  }
+  const byNode = (a: PoolReport, b: PoolReport) => (a.node ?? '\uffff').localeCompare(b.node ?? '\uffff');
+  const rows: Html[] = [];
+  for (const range of ranges) {
+    rows.push(rangeRow(range));
+    rows.push(...(blocksOf.get(range.pool) ?? []).sort(byNode).map(blockRow));
+    blocksOf.delete(range.pool);
+  }
+  // Blocks of a range the report has no row for: a heading of their own, so none is hidden.
+  for (const [range, blocks] of blocksOf) {
+    rows.push(html`<tr class="range orphan"><th scope="row" class="mono">${range}</th><td colspan="5" class="muted">range not described in the store</td></tr>`);
+    rows.push(...blocks.sort(byNode).map(blockRow));
+  }
+  return rows;
+}
+
+export function poolsSection(data: DashboardData): Html {
+  if (data.pools.length === 0) return section('Pools', 'pools', emptyState('No pool yet: a range appears here with its first allocation.', 'pools-empty'));
+  const table = html`<table class="grid pools">
+<thead><tr><th>Range / block</th><th>Addresses</th><th>Utilisation</th><th class="num">Allocated / capacity</th><th class="num">Resting</th><th>Blocks</th></tr></thead>
+<tbody>${poolRows(data.pools)}</tbody></table>`;
+  return section('Pools', 'pools', table, html`${data.status.allocations} allocations · resting addresses wait out their cooldown before reuse`);
+}
+
+function nodeRow(node: NodeReport, now: string): Html {
+  const blocks = node.blocks.map((key) => ({ key, cidr: blockCidrOfKey(key) ?? key }));
+  return html`<tr data-testid="node-row" data-node="${node.node}" data-alive="${String(node.alive)}">
+<th scope="row">${node.node}</th><td>${node.alive ? badge('good', 'alive') : badge('warn', 'gone')}</td>
+<td>${node.since === undefined ? html`<span class="muted">—</span>` : timeOf(node.since, now, { relative: true })}</td><td>${node.version ?? ''}</td>
+<td class="num" data-testid="node-blocks">${node.blocks.length}</td><td class="num" data-testid="node-allocations">${node.allocations}</td>
+<td><ul class="inline mono">${firstOf(blocks, 8, (b) => html`<li title="${b.key}">${b.cidr}</li>`)}</ul></td></tr>`;
+}
+
+/** Only on a store shared by nodes (`data.nodes` present). */
+export function nodesSection(data: DashboardData): Html {
+  if (data.nodes === undefined) return html``;
+  if (data.nodes.length === 0) return section('Nodes', 'nodes', emptyState('No node has announced itself yet.', 'nodes-empty'));
+  const table = html`<table class="grid">
+<thead><tr><th>Node</th><th>State</th><th>Since</th><th>Version</th><th class="num">Blocks</th><th class="num">Allocations</th><th>Its blocks</th></tr></thead>
+<tbody>${data.nodes.map((n) => nodeRow(n, data.generatedAt))}</tbody></table>`;
+  return section('Nodes', 'nodes', table, 'sharing the store');
+}

@@ -1,0 +1,57 @@
+/**
+ * The page's one script: it refreshes the page in place. Every `intervalMs` it fetches `fragment`
+ * (relative, so the page also works behind a path prefix, e.g. a proxy) and swaps `<main>`'s
+ * content for it. While the agent does not answer, the last content stays (dimmed) and the header
+ * says "agent not answering since HH:MM:SS UTC"; the first answer puts things back. It pauses while
+ * the tab is hidden and refreshes at once when it is shown again. One fetch at a time, each given
+ * up after one interval, so a hung agent never piles requests up.
+ *
+ * Inline (the Content-Security-Policy allows inline script and `connect-src 'self'`); written as
+ * plain text in the template, no backticks, no backslashes, no "</": the template's literal parts
+ * are placed as they are.
+ */
+import { type Html, html } from './html.ts';
+
+export function refreshScript(intervalMs: number): Html {
+  return html`<script>
+(() => {
+  'use strict';
+  const every = ${intervalMs};
+  const main = document.getElementById('dashboard');
+  const state = document.getElementById('refresh-state');
+  const idleText = state.textContent;
+  let failingSince = null;
+  let busy = false;
+  let timer = null;
+  async function refresh() {
+    if (busy) return;
+    busy = true;
+    try {
+      const answer = await fetch('fragment', { cache: 'no-store', signal: AbortSignal.timeout(every) });
+      if (!answer.ok) throw new Error('HTTP ' + answer.status);
+      main.innerHTML = await answer.text();
+      main.classList.remove('stale');
+      state.className = 'refresh';
+      state.textContent = idleText;
+      failingSince = null;
+    } catch {
+      if (failingSince === null) failingSince = new Date();
+      main.classList.add('stale');
+      state.className = 'refresh failing';
+      state.textContent = 'agent not answering since ' + failingSince.toISOString().slice(11, 19) + ' UTC';
+    } finally {
+      busy = false;
+    }
+  }
+  function schedule() {
+    if (timer !== null) clearInterval(timer);
+    timer = document.hidden ? null : setInterval(refresh, every);
+  }
+  document.addEventListener('visibilitychange', () => {
+    if (!document.hidden) refresh();
+    schedule();
+  });
+  schedule();
+})();
+</script>`;
+}

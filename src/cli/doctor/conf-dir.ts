@@ -1,0 +1,150 @@
+/**
+ * The network configs in a CNI conf dir that name Warren, read as the runtime reads them and
+ * parsed as the agent parses an ADD: a `.conf` (or `.json`) whose `ipam.type` is "warren", or a
+ * `.conflist` (or a `.json` with `plugins`) with a plugin whose `ipam.type` is "warren", that
+ * plugin seen with the list's `cniVersion` and `name` as the runtime hands it over. Files are taken
+ * in the runtime's order (by name).
+ *
+ * What each says is kept for the checks: the socket, journal dir and store it asks for, the
+ * whereabouts keys it carries that do nothing here, or the parser's refusal, word for word.
+ * A file that is not JSON cannot be said to name Warren or not: it is listed apart, with whether
+ * its text mentions "warren" at all.
+ *
+ * Read-only and never throws.
+ */
+import { closeSync, openSync, readSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { messageOf } from '../../core/errors.ts';
+import { MAX_CONFIG_BYTES } from '../../core/limits.ts';
+import { isPlainObject } from '../../core/validate.ts';
+import { isConfigName } from '../../cni/derived-config.ts';
+import type { IgnoredKey } from '../../cni/ipam-config.ts';
+import { parseNetConf } from '../../cni/netconf.ts';
+import type { StoreKind } from '../../store/store.ts';
+
+/** What a config that names Warren asks of the agent, or why the agent would refuse it. */
+export type WarrenConfigReading =
+  | {
+      readonly kind: 'parsed';
+      readonly network: string;
+      readonly socket?: string;
+      readonly journalDir?: string;
+      readonly store?: StoreKind;
+      readonly ignoredKeys: readonly IgnoredKey[];
+    }
+  | { readonly kind: 'refused'; readonly message: string };
+
+export interface WarrenConfig {
+  readonly file: string;
+  /** In a list: the index of the plugin whose ipam is Warren's. */
+  readonly plugin?: number;
+  readonly reading: WarrenConfigReading;
+}
+
+export interface MalformedConfig {
+  readonly file: string;
+  readonly reason: string;
+  /** Its text mentions "warren": it may well have been meant for Warren. */
+  readonly mentionsWarren: boolean;
+}
+
+export type ConfDirListing = { readonly kind: 'listed' } | { readonly kind: 'missing' } | { readonly kind: 'unreadable'; readonly reason: string };
+
+export interface ConfDirScan {
+  readonly dir: string;
+  readonly listing: ConfDirListing;
+  readonly configs: readonly WarrenConfig[];
+  readonly malformed: readonly MalformedConfig[];
+  /** Config files that name no Warren plugin. */
+  readonly others: readonly string[];
+}
+
+/** At most MAX_CONFIG_BYTES of a file, the plugin's own limit on a config; undefined past it. */
+function readBounded(path: string): string | undefined {
+  const fd = openSync(path, 'r');
+  try {
+    const buffer = Buffer.allocUnsafe(MAX_CONFIG_BYTES + 1);
+    let length = 0;
+    for (;;) {
+      const n = readSync(fd, buffer, length, buffer.length - length, null);
+      if (n === 0) break;
+      length += n;
+      if (length > MAX_CONFIG_BYTES) return undefined;
+    }
+    return buffer.subarray(0, length).toString('utf8');
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function namesWarren(plugin: unknown): boolean {
+  return isPlainObject(plugin) && isPlainObject(plugin.ipam) && plugin.ipam.type === 'warren';
+}
+
+/** The agent's parse of one network config (an ADD's), as what it asks or the refusal. */
+export function readWarrenConfig(raw: unknown): WarrenConfigReading {
+  try {
+    const conf = parseNetConf(raw, 'ADD');
+    const { socket, journalDir, store, ignoredKeys } = conf.ipam;
+    return {
+      kind: 'parsed',
+      network: conf.name,
+      ...(socket === undefined ? {} : { socket }),
+      ...(journalDir === undefined ? {} : { journalDir }),
+      ...(store === undefined ? {} : { store }),
+      ignoredKeys,
+    };
+  } catch (error) {
+    return { kind: 'refused', message: messageOf(error) };
+  }
+}
+
+/** The configs of one file's text that name Warren; throws (a message) when it is not a config at all. */
+export function warrenConfigsOf(file: string, text: string): WarrenConfig[] {
+  const value: unknown = JSON.parse(text);
+  if (!isPlainObject(value)) throw new Error('not a JSON object');
+  if (Array.isArray(value.plugins)) {
+    return value.plugins.flatMap((plugin, index) =>
+      namesWarren(plugin) ? [{ file, plugin: index, reading: readWarrenConfig({ ...(plugin as object), cniVersion: value.cniVersion, name: value.name }) }] : [],
+    );
+  }
+  return namesWarren(value) ? [{ file, reading: readWarrenConfig(value) }] : [];
+}
+
+/** Every config file of `dir`, in the runtime's order; see the module header. */
+export function scanConfDir(dir: string): ConfDirScan {
+  let names: string[];
+  try {
+    names = readdirSync(dir).filter(isConfigName).sort();
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const listing: ConfDirListing = code === 'ENOENT' ? { kind: 'missing' } : { kind: 'unreadable', reason: messageOf(error) };
+    return { dir, listing, configs: [], malformed: [], others: [] };
+  }
+  const configs: WarrenConfig[] = [];
+  const malformed: MalformedConfig[] = [];
+  const others: string[] = [];
+  for (const name of names) {
+    const file = join(dir, name);
+    let text: string | undefined;
+    try {
+      if (!statSync(file).isFile()) continue; // a directory named like a config: the runtime skips it too
+      text = readBounded(file);
+    } catch (error) {
+      malformed.push({ file, reason: `cannot be read: ${messageOf(error)}`, mentionsWarren: false });
+      continue;
+    }
+    if (text === undefined) {
+      malformed.push({ file, reason: `is larger than ${MAX_CONFIG_BYTES} bytes`, mentionsWarren: false });
+      continue;
+    }
+    try {
+      const found = warrenConfigsOf(file, text);
+      if (found.length === 0) others.push(file);
+      configs.push(...found);
+    } catch (error) {
+      malformed.push({ file, reason: `is not a network config: ${messageOf(error)}`, mentionsWarren: /warren/i.test(text) });
+    }
+  }
+  return { dir, listing: { kind: 'listed' }, configs, malformed, others };
+}
