@@ -4,16 +4,13 @@
  * when it resolves; stop() stops accepting, lets in-flight calls finish (bounded), closes the
  * store and removes the socket. Nothing here decides anything: the layers below do.
  */
-import { chmodSync, existsSync, mkdirSync, readdirSync, unlinkSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, unlinkSync, statSync } from 'node:fs';
 import { connect } from 'node:net';
 import type { Server } from 'node:http';
-import { dirname, join } from 'node:path';
+import { dirname } from 'node:path';
 import type { Logger } from 'pino';
 import { type Clock, systemClock } from '../core/clock.ts';
 import { WarrenError, messageOf } from '../core/errors.ts';
-import type { Allocation } from '../ipam/allocation.ts';
-import { isBlockKey, rangePoolOfKey } from '../ipam/blocks.ts';
-import { REJECTED_DIR } from '../sources/missed-delete-journal.ts';
 import { CniService } from './cni-service.ts';
 import { CniConfigManager, readinessProblem } from './cni-config-manager.ts';
 import { DEFAULT_SOCKET } from '../api/socket.ts';
@@ -31,11 +28,12 @@ import { AgentService } from './service.ts';
 import { WARREN_VERSION } from './version.ts';
 import { doctorFacts } from './doctor-facts.ts';
 import { NetnsObserver } from '../sources/netns.ts';
-import type { DashboardData, MetricsEndpointStatus, PoolReport } from '../api/protocol.ts';
+import type { DashboardData, MetricsEndpointStatus } from '../api/protocol.ts';
 import { renderDashboardBody, renderDashboardPage } from './dashboard/page.ts';
 import { createMetricsServer, listenMetrics } from './metrics/http-server.ts';
 import { MeasuredStore } from './metrics/measured-store.ts';
-import { AgentMetrics, type PoolFigures } from './metrics/prometheus.ts';
+import { AgentMetrics } from './metrics/prometheus.ts';
+import { poolFigures, setAsideCount } from './metrics/readings.ts';
 import { ReleaseHistory } from './metrics/release-history.ts';
 import { NO_TELEMETRY, fanOut } from './metrics/telemetry.ts';
 import { type ListenAddress, formatListenAddress } from './options.ts';
@@ -273,45 +271,6 @@ export class Agent {
     this.#store = undefined;
     await this.#lock?.release();
     this.#lock = undefined;
-  }
-}
-
-/**
- * Per range, what a scrape reports: the pool report's figures and, on a store shared by nodes,
- * the blocks this node owns and those of other nodes it allocated from (borrowed).
- */
-function poolFigures(pools: readonly PoolReport[], own: readonly Allocation[], node: string, clustered: boolean): PoolFigures[] {
-  const ranges = pools.filter((p) => !isBlockKey(p.pool));
-  const owned = new Map<string, number>();
-  const affinity = new Map<string, string | undefined>();
-  for (const p of pools) {
-    if (!isBlockKey(p.pool)) continue;
-    affinity.set(p.pool, p.node);
-    if (p.node === node) owned.set(rangePoolOfKey(p.pool), (owned.get(rangePoolOfKey(p.pool)) ?? 0) + 1);
-  }
-  const borrowedBlocks = new Map<string, Set<string>>();
-  for (const a of own) {
-    if (!isBlockKey(a.pool) || affinity.get(a.pool) === node) continue;
-    const range = rangePoolOfKey(a.pool);
-    const set = borrowedBlocks.get(range) ?? new Set<string>();
-    set.add(a.pool);
-    borrowedBlocks.set(range, set);
-  }
-  return ranges.map((p) => ({
-    pool: p.pool,
-    ...(p.capacity === undefined ? {} : { capacity: Number(p.capacity) }),
-    allocated: p.allocated,
-    resting: p.resting,
-    ...(clustered && p.blockPrefix !== undefined ? { blocks: { owned: owned.get(p.pool) ?? 0, borrowed: borrowedBlocks.get(p.pool)?.size ?? 0 } } : {}),
-  }));
-}
-
-/** Files set aside in the journal's `rejected/` directory (0 when it is not there). */
-function setAsideCount(journalDir: string): number {
-  try {
-    return readdirSync(join(journalDir, REJECTED_DIR)).length;
-  } catch {
-    return 0;
   }
 }
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { chmodSync, existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { type AgentOptions, SETTINGS, agentSocket, resolveAgentOptions } from '../../src/agent/options.ts';
+import { type AgentOptions, SETTINGS, agentSocket, formatListenAddress, metricsAddressOf, resolveAgentOptions } from '../../src/agent/options.ts';
 import { defaultStateDir, findStateDir } from '../../src/agent/state-dir.ts';
 import { DEFAULT_SOCKET } from '../../src/api/socket.ts';
 import { DEFAULT_JOURNAL_DIR } from '../../src/cni/journal-dir.ts';
@@ -147,5 +147,28 @@ describe('agent options', () => {
     assert.equal(existsSync(join(base, '.warren')), false);
     // Where the agent makes it, the CLI finds it.
     assert.equal(findStateDir(env, 1000, base), defaultStateDir(env, 1000, base));
+  });
+});
+
+describe('--metrics-address', () => {
+  it('takes host:port and [IPv6]:port, port 0 included, and turns metrics off when empty', () => {
+    assert.deepEqual(metricsAddressOf('127.0.0.1:9464'), { metricsAddress: { host: '127.0.0.1', port: 9464 } });
+    assert.deepEqual(metricsAddressOf('[::1]:0'), { metricsAddress: { host: '::1', port: 0 } });
+    assert.deepEqual(metricsAddressOf('node-1.example:80'), { metricsAddress: { host: 'node-1.example', port: 80 } });
+    assert.deepEqual(metricsAddressOf(''), {});
+    assert.deepEqual(metricsAddressOf('  '), {});
+    assert.equal(formatListenAddress({ host: '::1', port: 9464 }), '[::1]:9464');
+  });
+
+  it('refuses an address without a port, with a port past 65535, or an unbracketed IPv6 address, naming the flag', () => {
+    for (const bad of ['127.0.0.1', '127.0.0.1:65536', '::1:9464', ':9464', 'host:port', '127.0.0.1:94 64']) {
+      assert.throws(() => metricsAddressOf(bad), /--metrics-address \/ WARREN_METRICS_ADDRESS: ".*" is not host:port/, bad);
+    }
+  });
+
+  it('defaults to loopback port 9464, and an empty environment variable turns metrics off', () => {
+    const dir = tempDir();
+    assert.deepEqual(resolveAgentOptions({ stateDir: dir }, {}, 0, '/').metricsAddress, { host: '127.0.0.1', port: 9464 });
+    assert.equal(resolveAgentOptions({ stateDir: dir }, { WARREN_METRICS_ADDRESS: '' }, 0, '/').metricsAddress, undefined);
   });
 });

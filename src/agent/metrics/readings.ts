@@ -1,0 +1,51 @@
+/**
+ * What a scrape reads from the agent's state, as plain functions of it: per range the figures of
+ * its pool report and, on a store shared by nodes, the blocks this node owns and those of other
+ * nodes it allocated from; the journal's set-aside files.
+ */
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Allocation } from '../../ipam/allocation.ts';
+import { isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
+import type { PoolReport } from '../../api/protocol.ts';
+import { REJECTED_DIR } from '../../sources/missed-delete-journal.ts';
+import type { PoolFigures } from './prometheus.ts';
+
+/**
+ * Per range, what a scrape reports: the pool report's figures and, on a store shared by nodes,
+ * the blocks this node owns and those of other nodes it allocated from (borrowed).
+ */
+export function poolFigures(pools: readonly PoolReport[], own: readonly Allocation[], node: string, clustered: boolean): PoolFigures[] {
+  const ranges = pools.filter((p) => !isBlockKey(p.pool));
+  const owned = new Map<string, number>();
+  const affinity = new Map<string, string | undefined>();
+  for (const p of pools) {
+    if (!isBlockKey(p.pool)) continue;
+    affinity.set(p.pool, p.node);
+    if (p.node === node) owned.set(rangePoolOfKey(p.pool), (owned.get(rangePoolOfKey(p.pool)) ?? 0) + 1);
+  }
+  const borrowedBlocks = new Map<string, Set<string>>();
+  for (const a of own) {
+    if (!isBlockKey(a.pool) || affinity.get(a.pool) === node) continue;
+    const range = rangePoolOfKey(a.pool);
+    const set = borrowedBlocks.get(range) ?? new Set<string>();
+    set.add(a.pool);
+    borrowedBlocks.set(range, set);
+  }
+  return ranges.map((p) => ({
+    pool: p.pool,
+    ...(p.capacity === undefined ? {} : { capacity: Number(p.capacity) }),
+    allocated: p.allocated,
+    resting: p.resting,
+    ...(clustered && p.blockPrefix !== undefined ? { blocks: { owned: owned.get(p.pool) ?? 0, borrowed: borrowedBlocks.get(p.pool)?.size ?? 0 } } : {}),
+  }));
+}
+
+/** Files set aside in the journal's `rejected/` directory (0 when it is not there). */
+export function setAsideCount(journalDir: string): number {
+  try {
+    return readdirSync(join(journalDir, REJECTED_DIR)).length;
+  } catch {
+    return 0;
+  }
+}
