@@ -195,6 +195,9 @@ async function status(argv: readonly string[], io: CliIO): Promise<number> {
           ]),
       ...(s.cniConfig === undefined ? [] : cniConfigLines(s.cniConfig)),
       ...(s.plugins === undefined ? [] : [safe`plugins:     ${s.plugins.registered} registered, ${s.plugins.refused} refused, ${s.plugins.retrying} retrying (warren plugins)`]),
+      ...(s.metrics === undefined
+        ? []
+        : [s.metrics.error === undefined ? safe`metrics:     http://${s.metrics.address}/metrics, dashboard http://${s.metrics.address}/` : safe`metrics:     NOT SERVED: ${s.metrics.error}`]),
       ...(s.cluster === undefined
         ? []
         : [safe`cluster:     ${s.cluster.liveNodes.length} nodes alive (${s.cluster.liveNodes.join(', ')}); this node ${s.cluster.thisNodeAnnounced ? 'announced' : 'NOT announced yet'}, holding ${s.cluster.ownBlocks} blocks`]),

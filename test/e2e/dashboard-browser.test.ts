@@ -3,7 +3,7 @@
  * a real agent (bin/warren) after a scripted run of CNI calls over its socket. Shown: the page
  * shows the pool's utilisation as the calls left it and each release with its source (a CNI DEL as
  * `cni-del`, `warren release` as `operator`); it refreshes itself in place (no navigation) and
- * shows the next ADD; and neither the page nor anything it loads asks for a URL outside the agent's
+ * shows the next ADD; when the agent stops it says since when and keeps what it showed; and neither the page nor anything it loads asks for a URL outside the agent's
  * metrics address. A screenshot is saved to test-artifacts/dashboard.png; the load time and size
  * are reported as diagnostics.
  *
@@ -87,7 +87,7 @@ describe('the dashboard in Chromium', { skip, timeout: 180_000 }, () => {
     await agent?.stop();
   });
 
-  it('shows the pool and the releases as the scripted run left them, refreshes itself, and asks nothing of anyone else', async (t) => {
+  it('shows the pool and the releases as the scripted run left them, refreshes itself, keeps its content when the agent stops, and asks nothing of anyone else', async (t) => {
     const page = context?.pages()[0] ?? (await (context as BrowserContext).newPage());
     const response = await page.goto(`${origin}/`, { waitUntil: 'load' });
     assert.equal(response?.status(), 200);
@@ -127,6 +127,11 @@ describe('the dashboard in Chromium', { skip, timeout: 180_000 }, () => {
     rmSync(SCREENSHOT, { force: true });
     await page.screenshot({ path: SCREENSHOT, fullPage: true });
     assert.deepEqual(readFileSync(SCREENSHOT).subarray(0, 8), PNG_SIGNATURE);
+
+    // The agent stops: the page says so, and keeps what it last showed.
+    assert.equal(await agent?.stop(), 0);
+    await page.waitForFunction(() => /^agent not answering since \d\d:\d\d:\d\d UTC$/.test(document.querySelector('[data-testid="refresh-state"]')?.textContent ?? ''), null, { timeout: 30_000, polling: 100 });
+    assert.equal(await shown(page, 'pool-utilisation', 'data-pool', poolKey), '3 / 254 (1.2%)');
 
     assert.ok(requested.some((url) => url === `${origin}/fragment`), `the refresh fetched /fragment: ${requested.join(', ')}`);
     for (const url of requested) assert.equal(new URL(url).origin, origin, `a request outside the agent: ${url}`);

@@ -9,7 +9,7 @@
  * agent to ask, only the node's files are judged, on their own.
  */
 import { agentFindings } from './agent-checks.ts';
-import { type Finding, error, ok } from './finding.ts';
+import { type Finding, error, ok, warning } from './finding.ts';
 import { configFindings, runtimeDirFindings } from './node-checks.ts';
 import type { AgentReach, NodeObservation } from './observation.ts';
 
@@ -19,13 +19,14 @@ function reachFinding(reach: AgentReach, doctorVersion: string): Finding[] {
       const f = reach.facts;
       const found = [ok('socket-reachable', `the agent answers on ${reach.socket}`, `node ${f.node}, version ${f.version}, pid ${f.pid}, state dir ${f.stateDir}`)];
       if (f.version !== doctorVersion) {
-        found.push({
-          id: 'agent-version-differs',
-          severity: 'warning',
-          title: `the agent runs version ${f.version}, this command is ${doctorVersion}`,
-          detail: 'the doctor judges by its own version\'s rules; a plugin installed from one version and an agent of another may disagree too',
-          fix: 'run the same version everywhere: upgrade the older one, then `warren install --cni-bin-dir DIR` from it',
-        });
+        found.push(
+          warning(
+            'agent-version-differs',
+            `the agent runs version ${f.version}, this command is ${doctorVersion}`,
+            "the doctor judges by its own version's rules; a plugin installed from one version and an agent of another may disagree too",
+            'run one version everywhere: upgrade the older one, then `warren install --cni-bin-dir DIR` from it',
+          ),
+        );
       }
       return found;
     }
@@ -34,7 +35,7 @@ function reachFinding(reach: AgentReach, doctorVersion: string): Finding[] {
         error(
           'socket-unreachable',
           `no agent answers on ${reach.socket}`,
-          `${reach.reason}; the plugin calls this socket on every pod start and journals DELs while no one answers, and ADDs fail; the checks that need the agent were skipped`,
+          `${reach.reason}; a plugin sent to this socket finds no agent: ADDs fail and DELs are only journaled until one answers; the checks that need the agent were skipped`,
           `start the agent (\`warren agent\`, or its DaemonSet), or pass --socket PATH if it listens elsewhere`,
         ),
       ];
