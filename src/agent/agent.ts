@@ -96,7 +96,11 @@ export class Agent {
           : new AgentMetrics({
               version: WARREN_VERSION,
               readings: {
-                pools: async () => poolFigures(await service.pools(), await opened.list({ node: o.nodeName }), o.nodeName, opened.membership !== undefined),
+                // This node's allocations tell borrowed blocks apart; a store of one node has none.
+                pools: async () => {
+                  const clustered = opened.membership !== undefined;
+                  return poolFigures(await service.pools(), clustered ? await opened.list({ node: o.nodeName }) : [], o.nodeName, clustered);
+                },
                 journal: () => ({ pending: releases.reconciler.status().pending.length, setAside: setAsideCount(o.journalDir) }),
                 queueDepth: () => releases.pipeline.queueDepth(),
                 ready: () => service.readiness().then(() => true, () => false),

@@ -216,7 +216,7 @@ describe('the settings deploy/ names', () => {
   const knownFlags = new Set(Object.values(SETTINGS).map((s) => s.flag));
 
   it('are variables the agent reads, set or documented in comments (the etcd variant)', () => {
-    for (const file of readdirSync(DEPLOY).sort()) {
+    for (const file of readdirSync(DEPLOY, { withFileTypes: true }).filter((e) => e.isFile()).map((e) => e.name).sort()) {
       for (const [name] of readFileSync(join(DEPLOY, file), 'utf8').matchAll(/\bWARREN_[A-Z0-9_]+/g)) assert.ok(knownEnv.has(name), `${file}: ${name} is a setting of the agent`);
     }
   });
@@ -237,5 +237,42 @@ describe('the settings deploy/ names', () => {
     assert.equal(options.socket, '/run/warren/warren.sock');
     assert.equal(options[settingOf.get('WARREN_KUBERNETES') as string], true);
     assert.equal(options[settingOf.get('WARREN_POD_GONE_GRACE') as string], 600);
+  });
+});
+
+describe("the DaemonSet's metrics", () => {
+  const METRICS_PORT = 9464;
+
+  it('annotates its pods for a scrape without a ServiceMonitor: prometheus.io/scrape, port and path', () => {
+    const annotations = daemonSet.spec?.template.metadata?.annotations ?? {};
+    assert.equal(annotations['prometheus.io/scrape'], 'true');
+    assert.equal(annotations['prometheus.io/port'], String(METRICS_PORT));
+    assert.equal(annotations['prometheus.io/path'], '/metrics');
+  });
+
+  it("declares the agent's metrics port, named metrics, the port the annotation names", () => {
+    const ports = agent?.ports ?? [];
+    assert.deepEqual(ports, [{ name: 'metrics', containerPort: METRICS_PORT, protocol: 'TCP' }]);
+    assert.equal(String(ports[0]?.containerPort), daemonSet.spec?.template.metadata?.annotations?.['prometheus.io/port']);
+  });
+
+  it("serves metrics on the node's IP: POD_IP from status.podIP, then WARREN_METRICS_ADDRESS $(POD_IP):9464 listed after it", () => {
+    assert.deepEqual(agentEnv.get('POD_IP'), { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } });
+    assert.deepEqual(agentEnv.get('WARREN_METRICS_ADDRESS'), { name: 'WARREN_METRICS_ADDRESS', value: `$(POD_IP):${METRICS_PORT}` });
+    const names = (agent?.env ?? []).map((e) => e.name);
+    // Kubernetes expands $(VAR) only from entries listed before.
+    assert.ok(names.indexOf('POD_IP') < names.indexOf('WARREN_METRICS_ADDRESS'), 'POD_IP comes first');
+  });
+
+  it('gives the agent a metrics address on the pod IP once Kubernetes has expanded $(POD_IP)', () => {
+    // As the kubelet builds the container's environment: downward API values, then $(VAR) of earlier entries.
+    const fields: Record<string, string> = { 'spec.nodeName': 'node-1', 'status.podIP': '10.1.2.3' };
+    const env: NodeJS.ProcessEnv = { WARREN_STATE_DIR: '/var/lib/warren' };
+    for (const e of agent?.env ?? []) {
+      const value = e.valueFrom?.fieldRef === undefined ? (e.value ?? '') : (fields[e.valueFrom.fieldRef.fieldPath] ?? '');
+      env[e.name] = value.replace(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (whole, name: string) => env[name] ?? whole);
+    }
+    const options = resolveAgentOptions({}, env, 0, '/app');
+    assert.deepEqual(options.metricsAddress, { host: '10.1.2.3', port: METRICS_PORT });
   });
 });

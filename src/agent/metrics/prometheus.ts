@@ -128,7 +128,9 @@ export class AgentMetrics implements Telemetry {
       this.#retries.inc({ source }, 0);
     }
     for (const verdict of ['healthy', 'stale', 'suspect']) this.#findings.set({ verdict }, 0);
-    if (options.processMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'warren_' });
+    // The event-loop lag is sampled every 100 ms, not prom-client's 10 ms: an idle agent then costs
+    // almost no CPU for it, and lag that matters lasts longer than that.
+    if (options.processMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'warren_', eventLoopMonitoringPrecision: 100 });
   }
 
   get contentType(): string {
