@@ -133,7 +133,8 @@ export class Agent {
       const cniConfig = o.manageCniConfig ? this.#configManager() : undefined;
       this.#cniConfig = cniConfig;
       const notReady = (): string | undefined => readinessProblem(o.readinessIndicatorFile);
-      const metricsStatus = (): MetricsEndpointStatus | undefined => this.#metricsStatus;
+      // Set by #serveMetrics before the socket listens, so before anyone can ask.
+      const metricsEndpoint = o.metricsAddress === undefined ? {} : { metrics: () => this.#metricsStatus as MetricsEndpointStatus };
       const service = new AgentService({
         store,
         allocator,
@@ -148,7 +149,7 @@ export class Agent {
         ...(plugins === undefined ? {} : { plugins }),
         telemetry,
         history,
-        ...(o.metricsAddress === undefined ? {} : { metrics: () => metricsStatus() as MetricsEndpointStatus }),
+        ...metricsEndpoint,
         doctor: () =>
           doctorFacts({
             options: o,
@@ -157,7 +158,7 @@ export class Agent {
             clock: this.#clock,
             version: WARREN_VERSION,
             ...(containerd === undefined ? {} : { containerd }),
-            ...(o.metricsAddress === undefined ? {} : { metrics: () => metricsStatus() as MetricsEndpointStatus }),
+            ...metricsEndpoint,
           }),
       });
       const cni = new CniService({

@@ -22,11 +22,11 @@ import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 import { parse } from 'smol-toml';
 import { messageOf } from '../../core/errors.ts';
 import { DEFAULT_CONTAINERD_SOCKET } from '../../sources/containerd/socket.ts';
+import { DEFAULT_CNI_CONF_DIR } from '../../agent/options.ts';
 
 export const DEFAULT_CONTAINERD_CONFIG = '/etc/containerd/config.toml';
 /** containerd's defaults for the CNI keys (and every other runtime's: libcni's). */
 export const DEFAULT_CNI_BIN_DIR = '/opt/cni/bin';
-export const DEFAULT_RUNTIME_CONF_DIR = '/etc/cni/net.d';
 
 /** What a runtime configured with this file uses. */
 export interface RuntimeCniSettings {
@@ -130,7 +130,7 @@ function resolveImport(spec: string, from: string): string[] {
 export function readContainerdConfig(path: string): ContainerdConfigReading {
   const settings: { binDirs: readonly string[]; confDir: string; grpcAddress: string } = {
     binDirs: [DEFAULT_CNI_BIN_DIR],
-    confDir: DEFAULT_RUNTIME_CONF_DIR,
+    confDir: DEFAULT_CNI_CONF_DIR,
     grpcAddress: DEFAULT_CONTAINERD_SOCKET,
   };
   const pending = [path];

@@ -15,6 +15,7 @@ import { resolve } from 'node:path';
 import type { DoctorFacts } from '../../api/protocol.ts';
 import { DEFAULT_SOCKET } from '../../api/socket.ts';
 import { DEFAULT_JOURNAL_DIR } from '../../cni/journal-dir.ts';
+import { DEFAULT_CNI_BIN_DIR } from './containerd-config.ts';
 import type { ConfDirScan, WarrenConfig } from './conf-dir.ts';
 import type { ContainerdConfigReading } from './containerd-config.ts';
 import { type Finding, error, ok, warning } from './finding.ts';
@@ -75,7 +76,7 @@ function pluginFinding(node: NodeObservation): Finding {
       'plugin-missing',
       dirs.length === 1 ? `warren is not installed in ${dirs[0]}` : `warren is installed in none of ${dirs.join(', ')}`,
       `${reasons}; the runtime runs the plugin a config's ipam.type names from its bin dirs, so every pod of a network using Warren fails (${source})`,
-      `warren install --cni-bin-dir ${dirs[0] ?? '/opt/cni/bin'}`,
+      `warren install --cni-bin-dir ${dirs[0] ?? DEFAULT_CNI_BIN_DIR}`,
     );
   }
   const fix = `warren install --cni-bin-dir ${found.binDir}`;

@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { DEFAULT_CNI_BIN_DIR, DEFAULT_RUNTIME_CONF_DIR, readContainerdConfig } from '../../../src/cli/doctor/containerd-config.ts';
+import { DEFAULT_CNI_BIN_DIR, readContainerdConfig } from '../../../src/cli/doctor/containerd-config.ts';
+import { DEFAULT_CNI_CONF_DIR } from '../../../src/agent/options.ts';
 import { DEFAULT_CONTAINERD_SOCKET } from '../../../src/sources/containerd/socket.ts';
 import { tempDir } from '../../helpers/processes.ts';
 
@@ -32,7 +33,7 @@ describe("containerd's config", () => {
 
   it('gives bin_dirs, in order, of a version 3 config (containerd 2.x)', () => {
     const path = configFile(`version = 3\n[grpc]\naddress = "/run/k3s/containerd.sock"\n[plugins.'io.containerd.cri.v1.runtime'.cni]\nbin_dirs = ['/opt/cni/bin', '/opt/local/cni']\n`);
-    assert.deepEqual(settingsOf(path), { binDirs: ['/opt/cni/bin', '/opt/local/cni'], confDir: DEFAULT_RUNTIME_CONF_DIR, grpcAddress: '/run/k3s/containerd.sock' });
+    assert.deepEqual(settingsOf(path), { binDirs: ['/opt/cni/bin', '/opt/local/cni'], confDir: DEFAULT_CNI_CONF_DIR, grpcAddress: '/run/k3s/containerd.sock' });
   });
 
   it("takes a version 3 config's deprecated bin_dir", () => {
@@ -47,7 +48,7 @@ describe("containerd's config", () => {
 
   it("gives containerd's defaults for what a readable config leaves unset, and ignores another version's table", () => {
     const path = configFile(`version = 3\n[plugins."io.containerd.grpc.v1.cri".cni]\nbin_dir = "/only/in/v2"\n`);
-    assert.deepEqual(settingsOf(path), { binDirs: [DEFAULT_CNI_BIN_DIR], confDir: DEFAULT_RUNTIME_CONF_DIR, grpcAddress: DEFAULT_CONTAINERD_SOCKET });
+    assert.deepEqual(settingsOf(path), { binDirs: [DEFAULT_CNI_BIN_DIR], confDir: DEFAULT_CNI_CONF_DIR, grpcAddress: DEFAULT_CONTAINERD_SOCKET });
   });
 
   it('follows imports, relative and with *, a later file overriding an earlier one', () => {
@@ -67,7 +68,7 @@ describe("containerd's config", () => {
   it('stops at a file that imports itself', () => {
     const dir = tempDir('warren-doctor-ctrd-');
     const path = configFile(`version = 2\nimports = ["${join(dir, 'config.toml')}"]\n`, 'config.toml', dir);
-    assert.deepEqual(readContainerdConfig(path), { kind: 'read', path, files: [path], settings: { binDirs: [DEFAULT_CNI_BIN_DIR], confDir: DEFAULT_RUNTIME_CONF_DIR, grpcAddress: DEFAULT_CONTAINERD_SOCKET } });
+    assert.deepEqual(readContainerdConfig(path), { kind: 'read', path, files: [path], settings: { binDirs: [DEFAULT_CNI_BIN_DIR], confDir: DEFAULT_CNI_CONF_DIR, grpcAddress: DEFAULT_CONTAINERD_SOCKET } });
   });
 
   it('says a missing file is absent', () => {
