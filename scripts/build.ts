@@ -17,7 +17,7 @@ export const PLUGIN_BUNDLE = join(REPO_ROOT, 'dist', 'warren');
 export const FORWARDER_SOURCE_DIR = join(REPO_ROOT, 'src', 'plugin', 'forwarder');
 export const FORWARDER_BINARY = join(REPO_ROOT, 'dist', 'warren-forwarder');
 /** The forwarder's translation units; find-socket.c is also what the fuzz harness links. */
-export const FORWARDER_SOURCES = ['forwarder.c', 'find-socket.c'].map((name) => join(FORWARDER_SOURCE_DIR, name));
+export const FORWARDER_SOURCES = ['forwarder.c', 'agent-exchange.c', 'find-socket.c'].map((name) => join(FORWARDER_SOURCE_DIR, name));
 /** C11 and libc only, every warning an error: the flags of every build of the forwarder. */
 const C_FLAGS = ['-std=c11', '-Wall', '-Wextra', '-Werror', '-D_GNU_SOURCE'];
 
@@ -43,17 +43,20 @@ export function buildPlugin(): void {
 }
 
 /**
- * The forwarder as installed: static (the node may have no libc to match), stripped. Skipped when
- * the binary is newer than its sources and this script, so a test run does not pay for it again.
+ * The forwarder as installed: static (the node may have no libc to match), stripped, against musl
+ * (Debian's gcc through musl-gcc). A static glibc executable is ~700 KB and measured 0.61–0.65 ms
+ * from spawn to exit here doing nothing, a static musl one ~50 KB and 0.15–0.19 ms (2,650 against
+ * 6,000 starts/s with 20 in flight): the start is on every pod's path. Skipped when the binary is
+ * newer than its sources and this script, so a test run does not pay for it again.
  */
 export function buildForwarder(outPath = FORWARDER_BINARY): void {
   if (outPath === FORWARDER_BINARY && isNewerThanInputs(outPath)) return;
-  compileC('gcc', [...C_FLAGS, '-O2', '-static', '-s', ...FORWARDER_SOURCES], outPath);
+  compileC('musl-gcc', [...C_FLAGS, '-O2', '-static', '-s', ...FORWARDER_SOURCES], outPath);
 }
 
 /**
- * The forwarder under AddressSanitizer and UndefinedBehaviorSanitizer (dynamically linked: the
- * sanitizers' runtimes are shared libraries), for tests that run it over a corpus. Any finding
+ * The forwarder under AddressSanitizer and UndefinedBehaviorSanitizer (against glibc, dynamically
+ * linked: the sanitizers' runtimes are shared glibc libraries), for tests that run it over a corpus. Any finding
  * aborts the process. Built on demand, never by `npm run build`.
  */
 export function buildForwarderSanitized(outPath: string): void {
@@ -69,7 +72,7 @@ function compileC(compiler: string, args: readonly string[], outPath: string): v
   } catch (error) {
     rmSync(temp, { force: true });
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
-      throw new Error(`${compiler} is not installed: the native forwarder (src/plugin/forwarder) needs ${compiler} and libc6-dev; run scripts/setup.sh`);
+      throw new Error(`${compiler} is not installed: the native forwarder (src/plugin/forwarder) needs gcc, libc6-dev and musl-tools; run scripts/setup.sh`);
     }
     throw new Error(`compiling the native forwarder into ${outPath} failed (${compiler} ${args.join(' ')})`, { cause: error });
   }

@@ -2,7 +2,7 @@
 # Installs everything Warren needs on a fresh Debian bookworm machine (as root): the CNI reference
 # plugins and iproute2 for the end-to-end tests; etcd, and containerd with runc and busybox-static,
 # for the cluster store and containerd event tests; podman for the podman adapter's tests (the tests
-# start their own private instances with private configs; nothing here starts a service); gcc and libc6-dev for the plugin's static forwarder, clang and
+# start their own private instances with private configs; nothing here starts a service); gcc, libc6-dev and musl-tools for the plugin's static forwarder (linked against musl), clang and
 # its runtime libraries for fuzzing it (libFuzzer); Debian's chromium for the dashboard's browser
 # test (driven by playwright-core, which downloads no browser of its own); the Prometheus project's
 # Python client, whose parser reads the metrics in the tests; Node 24; and the npm packages. Safe to
@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 
 export DEBIAN_FRONTEND=noninteractive
 need_apt=()
-for pkg in containernetworking-plugins iproute2 util-linux procps etcd-server etcd-client containerd runc podman busybox-static gcc libc6-dev clang libclang-rt-14-dev chromium python3-prometheus-client; do
+for pkg in containernetworking-plugins iproute2 util-linux procps etcd-server etcd-client containerd runc podman busybox-static gcc libc6-dev musl-tools clang libclang-rt-14-dev chromium python3-prometheus-client; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need_apt+=("$pkg")
 done
 if [ "${#need_apt[@]}" -gt 0 ]; then
