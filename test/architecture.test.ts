@@ -16,9 +16,15 @@ export const LAYERS = ['core', 'ipam', 'store', 'allocator', 'cni', 'api', 'sour
 /** Entry points sit on top, and each may use only what it names: the plugin talks to the agent and nothing else. */
 export const ENTRY_POINTS: Record<string, readonly string[]> = {
   plugin: ['core', 'ipam', 'cni', 'api', 'plugin'],
-  // Runtime adapters run beside the agent, not in it: they speak the plugin wire (api) and nothing of the agent's.
-  adapters: ['core', 'api', 'adapters'],
-  cli: [...LAYERS, 'adapters', 'cli'],
+  cli: [...LAYERS, 'cli', 'cli/adapters'],
+};
+/**
+ * Parts of an entry point held to less than the entry point may use. Runtime adapters are the
+ * CLI's code (`warren podman-events` runs podman's) but run beside the agent, not in it: they speak
+ * the plugin wire (api) and nothing of the agent's.
+ */
+export const CONFINED: Record<string, readonly string[]> = {
+  'cli/adapters': ['core', 'api', 'cli/adapters'],
 };
 
 const SRC = join(REPO, 'src');
@@ -39,15 +45,17 @@ export function importsOf(text: string): string[] {
   return [...specifiers].filter((s) => s.startsWith('.'));
 }
 
-/** The top folder of a src file: its layer or entry point; undefined for src/index.ts. */
+/** The layer or entry point of a src file (its top folder, or a confined part of one); undefined for a file directly in src/. */
 function unitOf(path: string): string | undefined {
   const parts = relative(SRC, path).split(sep);
-  return parts.length > 1 ? parts[0] : undefined;
+  if (parts.length < 2) return undefined;
+  const part = parts.slice(0, 2).join('/');
+  return parts.length > 2 && CONFINED[part] !== undefined ? part : parts[0];
 }
 
 /** What `unit` may import, or undefined when the unit is unknown (a folder DESIGN does not name). */
 export function allowedFor(unit: string): readonly string[] | undefined {
-  const entry = ENTRY_POINTS[unit];
+  const entry = CONFINED[unit] ?? ENTRY_POINTS[unit];
   if (entry !== undefined) return entry;
   const index = (LAYERS as readonly string[]).indexOf(unit);
   return index < 0 ? undefined : LAYERS.slice(0, index + 1);
@@ -58,7 +66,10 @@ export function violations(files: ReadonlyArray<{ path: string; text: string }>)
   const found: string[] = [];
   for (const { path, text } of files) {
     const unit = unitOf(path);
-    if (unit === undefined) continue; // src/index.ts: the curated public API re-exports every layer
+    if (unit === undefined) {
+      found.push(`${relative(REPO, path)}: a file directly in src/ belongs to no layer of DESIGN.md`);
+      continue;
+    }
     const allowed = allowedFor(unit);
     if (allowed === undefined) {
       found.push(`${relative(REPO, path)}: src/${unit} is not a layer of DESIGN.md (${LAYERS.join(' → ')}, then ${Object.keys(ENTRY_POINTS).join(', ')})`);
@@ -86,6 +97,7 @@ export const PLUGIN_INPUTS: readonly string[] = [
   'src/api/cni-call.ts',
   'src/api/cni-stdout.ts',
   'src/api/errors.ts',
+  'src/api/limits.ts',
   'src/api/socket.ts',
   'src/cni/args.ts',
   'src/cni/config-values.ts',
@@ -99,10 +111,10 @@ export const PLUGIN_INPUTS: readonly string[] = [
   'src/cni/whereabouts-keys.ts',
   'src/core/atomic-file.ts',
   'src/core/errors.ts',
-  'src/core/limits.ts',
   'src/core/unix-http.ts',
   'src/core/validate.ts',
   'src/ipam/address.ts',
+  'src/ipam/allocation.ts',
   'src/ipam/pool-key.ts',
   'src/ipam/range.ts',
 ];
@@ -135,6 +147,22 @@ describe('architecture', () => {
     const files = sourceFiles(SRC).map((path) => ({ path, text: readFileSync(path, 'utf8') }));
     assert.ok(files.length > 20);
     assert.deepEqual(violations(files), []);
+  });
+
+  it('`ls src` reads as DESIGN.md\'s layers, then its entry points, and nothing else', () => {
+    const entries = readdirSync(SRC, { withFileTypes: true });
+    assert.deepEqual(entries.filter((e) => !e.isDirectory()).map((e) => e.name), [], 'no file directly in src/');
+    assert.deepEqual(entries.map((e) => e.name).sort(), [...LAYERS, ...Object.keys(ENTRY_POINTS)].sort());
+  });
+
+  it('keeps the runtime adapters to the plugin wire: an adapter importing the agent, or the rest of the CLI, is reported', () => {
+    const adapter = { path: join(SRC, 'cli', 'adapters', 'podman', 'adapter.ts'), text: "import { x } from '../../../agent/agent.ts';\nimport { y } from '../../main.ts';\nimport { z } from '../plugin-server.ts';\nimport { w } from '../../../api/plugins/wire.ts';" };
+    assert.deepEqual(violations([adapter]), [
+      'src/cli/adapters/podman/adapter.ts -> src/agent/agent.ts (cli/adapters may not import agent)',
+      'src/cli/adapters/podman/adapter.ts -> src/cli/main.ts (cli/adapters may not import cli)',
+    ]);
+    const command = { path: join(SRC, 'cli', 'podman-events-command.ts'), text: "import { runPodmanAdapter } from './adapters/podman/adapter.ts';" };
+    assert.deepEqual(violations([command]), []);
   });
 
   it('catches an upward import (a planted one is reported)', () => {

@@ -12,6 +12,7 @@ import type { Logger } from 'pino';
 import { type Clock, systemClock } from '../core/clock.ts';
 import { WarrenError, messageOf } from '../core/errors.ts';
 import { CniService } from './cni-service.ts';
+import { warmUp } from './warm-up.ts';
 import { CniConfigManager, readinessProblem } from './cni-config-manager.ts';
 import { DEFAULT_SOCKET } from '../api/socket.ts';
 import { DEFAULT_JOURNAL_DIR } from '../cni/journal-dir.ts';
@@ -25,10 +26,12 @@ import { RecentErrors } from './recent-errors.ts';
 import { ReleaseWiring } from './release-wiring.ts';
 import type { AgentOptions } from './options.ts';
 import { AgentService } from './service.ts';
+import { CommitHealth } from './commit-health.ts';
 import { WARREN_VERSION } from './version.ts';
 import { doctorFacts } from './doctor-facts.ts';
 import { NetnsObserver } from '../sources/netns.ts';
-import type { DashboardData, MetricsEndpointStatus } from '../api/protocol.ts';
+import type { DashboardData } from '../api/dashboard.ts';
+import type { MetricsEndpointStatus } from '../api/status.ts';
 import { renderDashboardBody, renderDashboardPage } from './dashboard/page.ts';
 import { createMetricsServer, listenMetrics } from './metrics/http-server.ts';
 import { MeasuredStore } from './metrics/measured-store.ts';
@@ -36,7 +39,7 @@ import { AgentMetrics } from './metrics/prometheus.ts';
 import { poolFigures, setAsideCount } from './metrics/readings.ts';
 import { ReleaseHistory } from './metrics/release-history.ts';
 import { NO_TELEMETRY, fanOut } from './metrics/telemetry.ts';
-import { type ListenAddress, formatListenAddress } from './options.ts';
+import { type ListenAddress, formatListenAddress } from './listen-address.ts';
 
 export interface AgentDeps {
   readonly clock?: Clock;
@@ -108,7 +111,9 @@ export class Agent {
             });
       const telemetry = fanOut(history, metrics ?? NO_TELEMETRY);
       // Counting commits costs a clock read per commit: only when someone can read the figures.
-      const store = metrics === undefined ? opened : new MeasuredStore(opened, telemetry);
+      // Readiness follows the commits the allocator makes, not only the ping (commit-health.ts).
+      const commits = new CommitHealth(this.#clock);
+      const store = commits.watch(metrics === undefined ? opened : new MeasuredStore(opened, telemetry));
       this.#store = store;
       const clustered = store.membership !== undefined;
       const allocator = new Allocator({ store, clock: this.#clock, node: o.nodeName, blocks: clustered && o.blocks });
@@ -122,8 +127,7 @@ export class Agent {
           errors,
           node: o.nodeName,
           version: WARREN_VERSION,
-          // The reconcile interval's default suits the chores too; they no longer share its pass.
-          intervalMs: o.reconcileIntervalSeconds * 1000,
+          intervalMs: o.upkeepIntervalSeconds * 1000,
           blockGraceMs: o.blockGraceSeconds * 1000,
         }).start(this.#abort.signal);
       }
@@ -145,6 +149,7 @@ export class Agent {
         ...(containerd === undefined ? {} : { containerd }),
         ...(kubernetes === undefined ? {} : { kubernetes }),
         notReady,
+        commits,
         ...(cniConfig === undefined ? {} : { cniConfig: () => cniConfig.status() }),
         ...(plugins === undefined ? {} : { plugins }),
         telemetry,
@@ -183,6 +188,7 @@ export class Agent {
       if (metrics !== undefined && o.metricsAddress !== undefined) {
         await this.#serveMetrics(o.metricsAddress, metrics, () => service.dashboard());
       }
+      await this.#warmUp(service);
       await prepareSocket(o.socket);
       await listen(this.#server, o.socket);
       this.#socketIno = statSync(o.socket).ino;
@@ -192,6 +198,16 @@ export class Agent {
     } catch (error) {
       await this.stop();
       throw error;
+    }
+  }
+
+  /** Runs the ADD path on a throwaway store before serving (warm-up.ts); a failure only costs speed. */
+  async #warmUp(service: AgentService): Promise<void> {
+    try {
+      const report = await warmUp({ rounds: this.options.warmUpRounds, clock: this.#clock, node: this.options.nodeName, service });
+      if (report.calls > 0) this.#logger.info(report, 'warmed up');
+    } catch (error) {
+      this.#logger.warn({ err: error }, 'warm-up failed; serving cold');
     }
   }
 

@@ -18,7 +18,7 @@
  */
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
 import { WarrenError, isWarrenError, messageOf } from '../core/errors.ts';
-import { MAX_REQUEST_BYTES } from '../core/limits.ts';
+import { MAX_REQUEST_BYTES } from '../api/limits.ts';
 import { errorAnswer, httpStatusOf, isExpected } from '../api/errors.ts';
 import { ANSWER_HEADER, EXIT_HEADER, FALLBACK_HEADER, type StdoutAnswer } from '../api/cni-stdout.ts';
 import { answerForwardedCall } from '../api/forwarded-call.ts';

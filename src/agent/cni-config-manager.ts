@@ -26,7 +26,7 @@ import { DirectoryWatcher } from '../core/dir-watcher.ts';
 import { messageOf } from '../core/errors.ts';
 import { DEFAULT_OUTPUT_NAME, type Derivation, deriveConfig, isConfigName, isGeneratedConfig } from '../cni/derived-config.ts';
 import type { CniVersion } from '../cni/spec.ts';
-import type { CniConfigStatus } from '../api/protocol.ts';
+import type { CniConfigStatus } from '../api/status.ts';
 
 export interface CniConfigManagerOptions {
   readonly confDir: string;

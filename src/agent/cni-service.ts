@@ -17,6 +17,7 @@
  */
 import { type Clock, systemClock } from '../core/clock.ts';
 import { WarrenError } from '../core/errors.ts';
+import { isPlainObject, validator } from '../core/validate.ts';
 import { type IPAddress, formatIP, parseIP } from '../ipam/address.ts';
 import type { Owner } from '../ipam/allocation.ts';
 import { inSubnet } from '../ipam/range.ts';
@@ -29,6 +30,7 @@ import { type CniCommand, type IpamResult, SPEC_VERSION, renderResult, versionRe
 import { isExpected, toCniError } from '../api/errors.ts';
 import type { CniOutcome, CniRequest } from '../api/protocol.ts';
 import { NO_TELEMETRY, type Telemetry } from './metrics/telemetry.ts';
+import { SETTINGS } from './settings.ts';
 
 export interface CniServiceOptions {
   readonly allocator: Allocator;
@@ -60,8 +62,8 @@ export interface CniServiceOptions {
   readonly telemetry?: Telemetry;
 }
 
-/** Default of CniServiceOptions.gcGraceMs: far longer than any runtime takes from list to GC. */
-export const DEFAULT_GC_GRACE_MS = 60_000;
+/** Default of CniServiceOptions.gcGraceMs: --gc-grace's default (far longer than any runtime takes from list to GC). */
+export const DEFAULT_GC_GRACE_MS = Number(SETTINGS.gcGraceSeconds.default) * 1000;
 
 /** A request whose fields passed the spec's rules; the config is parsed per command. */
 interface CniCall {
@@ -221,13 +223,20 @@ export class CniService {
   }
 }
 
+/** The fields of a CniRequest; any other is refused, as the forwarded call refuses one. */
+const REQUEST_FIELDS: ReadonlySet<string> = new Set(['command', 'containerID', 'netns', 'ifname', 'args', 'config']);
+
+const { refuseUnknownFields } = validator((message) => new WarrenError('BAD_REQUEST', message));
+
 /**
- * The request's fields, checked: each must be a string where present (BAD_REQUEST otherwise),
- * then they pass the same rules as the plugin's environment (BAD_ENV, naming the variable).
+ * The request's fields, checked: no unknown one, each a string where present (BAD_REQUEST
+ * otherwise), then they pass the same rules as the plugin's environment (BAD_ENV, naming the
+ * variable).
  */
 function cniCallOf(request: unknown): CniCall {
-  if (typeof request !== 'object' || request === null || Array.isArray(request)) throw new WarrenError('BAD_REQUEST', 'request must be a JSON object');
-  const r = request as Record<string, unknown>;
+  if (!isPlainObject(request)) throw new WarrenError('BAD_REQUEST', 'request must be a JSON object');
+  refuseUnknownFields(request, REQUEST_FIELDS, 'request');
+  const r = request;
   const env = checkCniVariables({
     command: stringField(r.command, 'command'),
     containerID: optionalString(r.containerID, 'containerID'),

@@ -11,7 +11,9 @@
  * - an Event the API server refuses (403 missing permission, 422 invalid) is logged once per
  *   reason and never retried; any other failure is logged and the Event dropped — an Event is a
  *   report, never something the agent waits on;
- * - a 403 names the missing permission in `status()` and the log (e.g. "create events").
+ * - a 403 names the missing permission in `status()` and the log (e.g. "create events") until an
+ *   Event is accepted with that verb again (the role was fixed: no restart needed). A 403 for a
+ *   namespace being deleted is a refusal, not a missing permission.
  */
 import type { CoreV1Api, CoreV1Event } from '@kubernetes/client-node';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
@@ -40,6 +42,12 @@ export function nodeInvolved(name: string, uid?: string): Involved {
 export const COMPONENT = 'warren';
 
 export type EventType = 'Normal' | 'Warning';
+
+/** The two verbs on events this module uses (and the ClusterRole grants). */
+type EventVerb = 'create' | 'patch';
+
+/** The API server's 403 for new objects in a namespace being deleted (NamespaceLifecycle). */
+const TERMINATING = /because it is being terminated/;
 
 export interface ClusterEventsOptions {
   readonly api: Pick<CoreV1Api, 'createNamespacedEvent' | 'patchNamespacedEvent'>;
@@ -75,7 +83,9 @@ export class ClusterEvents {
   readonly #aggregateMs: number;
   readonly #bucket: TokenBucketRateLimiter;
   readonly #recent = new Map<string, Sent>();
-  #status: { sent: number; aggregated: number; dropped: number; refused: number; forbidden?: string; lastError?: string } = { sent: 0, aggregated: 0, dropped: 0, refused: 0 };
+  #status: { sent: number; aggregated: number; dropped: number; refused: number; lastError?: string } = { sent: 0, aggregated: 0, dropped: 0, refused: 0 };
+  /** The verbs the API server last refused for want of a permission, until one is accepted again. */
+  readonly #forbidden = new Set<EventVerb>();
   readonly #refusalsLogged = new Set<string>();
 
   constructor(options: ClusterEventsOptions) {
@@ -90,6 +100,7 @@ export class ClusterEvents {
     this.#prune(now);
     const key = `${about.kind}\u0000${about.namespace}\u0000${about.name}\u0000${about.uid ?? ''}\u0000${reason}\u0000${message}`;
     const earlier = this.#recent.get(key);
+    const verb: EventVerb = earlier === undefined ? 'create' : 'patch';
     if (!this.#bucket.tryTake()) {
       this.#status.dropped += 1;
       this.#o.logger.debug({ about: `${about.kind} ${about.namespace}/${about.name}`, reason }, 'event over the rate limit; not sent');
@@ -102,19 +113,22 @@ export class ClusterEvents {
         const body = { count: earlier.count, lastTimestamp: kubeTime(now) };
         await this.#o.api.patchNamespacedEvent({ name: earlier.name, namespace: earlier.namespace, body }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
         this.#status.aggregated += 1;
-        return;
+      } else {
+        const event = this.#event(about, type, reason, message, now);
+        await this.#o.api.createNamespacedEvent({ namespace: about.namespace, body: event });
+        this.#recent.set(key, { namespace: about.namespace, name: event.metadata?.name ?? '', count: 1, lastAt: now });
+        this.#status.sent += 1;
       }
-      const event = this.#event(about, type, reason, message, now);
-      await this.#o.api.createNamespacedEvent({ namespace: about.namespace, body: event });
-      this.#recent.set(key, { namespace: about.namespace, name: event.metadata?.name ?? '', count: 1, lastAt: now });
-      this.#status.sent += 1;
+      // Accepted: whatever refusal of this verb was reported is over (the role was fixed).
+      this.#forbidden.delete(verb);
     } catch (error) {
-      this.#failed(error, reason);
+      this.#failed(error, reason, verb);
     }
   }
 
   status(): ClusterEventsStatus {
-    return { ...this.#status };
+    const forbidden = [...this.#forbidden].sort().map((v) => `${v} events`).join(', ');
+    return { ...this.#status, ...(forbidden === '' ? {} : { forbidden }) };
   }
 
   #event(about: Involved, type: EventType, reason: string, message: string, now: number): CoreV1Event {
@@ -136,19 +150,23 @@ export class ClusterEvents {
     };
   }
 
-  #failed(error: unknown, reason: string): void {
-    const code = failureOfError(error).code;
+  #failed(error: unknown, reason: string, verb: EventVerb): void {
+    const failure = failureOfError(error);
+    const { code } = failure;
     const message = messageOf(error);
     this.#status.lastError = message;
     if (code === 403 || code === 422) {
       this.#status.refused += 1;
-      if (code === 403) this.#status.forbidden = 'create events (and patch events)';
-      const key = `${code}:${reason}`;
+      // The API server answers 403 also for new content in a namespace being deleted: the
+      // Event's pod is going with it, and nothing is missing from the role.
+      const missing = code === 403 && !TERMINATING.test(failure.message) ? `${verb} events` : undefined;
+      if (missing !== undefined) this.#forbidden.add(verb);
+      const key = `${code}:${missing ?? ''}:${reason}`;
       if (!this.#refusalsLogged.has(key)) {
         this.#refusalsLogged.add(key);
         this.#o.logger.warn(
-          { code, reason, err: message, ...(code === 403 ? { missingPermission: 'events: create, patch' } : {}) },
-          code === 403 ? 'the API server refused an Event: the service account may not create events; not retried' : 'the API server refused an Event as invalid; not retried',
+          { code, reason, err: message, ...(missing === undefined ? {} : { missingPermission: missing }) },
+          missing !== undefined ? `the API server refused an Event: the service account may not ${missing}; not retried` : 'the API server refused an Event; not retried',
         );
       }
       return;

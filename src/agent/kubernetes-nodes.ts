@@ -12,7 +12,9 @@
  * - deletions missed while this agent was away are found after each listing: nodes that hold
  *   allocations or blocks in the store but are not listed;
  * - a failure (etcd away) is logged and retried at the next recheck; nothing is judged from a
- *   listing that did not come.
+ *   listing that did not come. A forget that fails after this agent won the chore is retried by
+ *   this agent: asking again for a chore it holds wins it again (claimTask), while the others,
+ *   refused, leave the node to it.
  */
 import type { Logger } from 'pino';
 import type { Allocator } from '../allocator/allocator.ts';
@@ -119,7 +121,9 @@ export class KubernetesNodes {
           continue;
         }
         if (!(await this.#o.membership.claimTask(`forget-node/${name}`))) {
-          // Another agent has the chore (or this one is not announced yet); it is theirs.
+          // Another agent holds the chore (or this one is not announced yet): it is theirs to
+          // finish. Should it die first, the claim goes with its lease and the node is found
+          // again by the check after the next listing (it still holds blocks or allocations).
           this.#gone.delete(name);
           continue;
         }

@@ -15,19 +15,23 @@
  *   is no longer held is a no-op;
  * - a look-again intent (namespace sweep, exited-container recheck) that is already queued for a
  *   key is not queued twice: the one queued looks at the state when it runs.
+ *
+ * The queue's keys are release-keys.ts; what is logged of each release and failure, release-log.ts.
  */
 import type { Logger } from 'pino';
-import type { ContainerdStatus } from '../api/protocol.ts';
+import type { ContainerdStatus } from '../api/status.ts';
 import type { BackoffPolicy } from '../core/backoff.ts';
 import type { Clock } from '../core/clock.ts';
 import { WarrenError, messageOf } from '../core/errors.ts';
 import { OrderedRetryQueue } from '../core/ordered-retry-queue.ts';
-import { type Allocation, type Owner, ownerKey } from '../ipam/allocation.ts';
+import type { Allocation, Owner } from '../ipam/allocation.ts';
 import type { NetnsObservation, NetnsObserver } from '../sources/netns.ts';
 import type { Allocator } from '../allocator/allocator.ts';
 import type { Store } from '../store/store.ts';
-import type { ReleaseSource } from '../api/protocol.ts';
+import type { ReleaseSource } from '../api/dashboard.ts';
 import { type Holder, type OwnerRelease, type ReleaseAction, type ReleaseIntent, type RuntimeAdapterScope, answersFor, decide, holderOf, needsNamespaces, sourceOf } from './release-rule.ts';
+import { containerOfKey, isLookAgain, keyOf, ownerQueueKey } from './release-keys.ts';
+import { ReleaseLog } from './release-log.ts';
 import { NO_TELEMETRY, type Telemetry } from './metrics/telemetry.ts';
 
 export interface ReleasePipelineOptions {
@@ -87,12 +91,6 @@ interface Pending {
   readonly onFailed?: (error: unknown) => void;
 }
 
-const OWNER = 'owner:';
-const CONTAINER = 'container:';
-const POD = 'pod:';
-/** Intents that only say "look again": one queued per key is enough. */
-const LOOK_AGAIN: ReadonlySet<ReleaseIntent['kind']> = new Set(['netns-gone', 'namespace-recheck']);
-
 export class ReleasePipeline {
   readonly #o: ReleasePipelineOptions;
   readonly #queue: OrderedRetryQueue<Pending>;
@@ -116,16 +114,16 @@ export class ReleasePipeline {
     'netns-gone': { done: 0, failed: 0, addresses: 0 },
     'pod-gone': { done: 0, failed: 0, addresses: 0 },
   };
-  readonly #containerLog: Logger;
+  readonly #log: ReleaseLog;
   readonly #telemetry: Telemetry;
 
   constructor(options: ReleasePipelineOptions) {
     this.#o = options;
     this.#telemetry = options.telemetry ?? NO_TELEMETRY;
-    this.#containerLog = options.logger.child({ source: 'containerd' });
+    this.#log = new ReleaseLog(options.logger);
     this.#queue = new OrderedRetryQueue<Pending>({
       clock: options.clock,
-      backoff: (key) => (key.startsWith(CONTAINER) ? options.containerBackoff : options.ownerBackoff),
+      backoff: (key) => (containerOfKey(key) === undefined ? options.ownerBackoff : options.containerBackoff),
       handle: (key, pending) => this.#handle(key, pending),
       onFailure: (_key, pending, error, retryInMs) => this.#failed(pending, error, retryInMs),
     });
@@ -134,7 +132,7 @@ export class ReleasePipeline {
   /** Queues an intent; false when an equal look-again intent is queued already. */
   push(intent: ReleaseIntent): boolean {
     const key = keyOf(intent);
-    if (LOOK_AGAIN.has(intent.kind) && [...(this.#pending.get(key) ?? [])].some((p) => p.intent.kind === intent.kind)) return false;
+    if (isLookAgain(intent) && [...(this.#pending.get(key) ?? [])].some((p) => p.intent.kind === intent.kind)) return false;
     this.#enqueue(key, { intent, failures: 0 });
     return true;
   }
@@ -155,7 +153,7 @@ export class ReleasePipeline {
   async settle(owner: Owner): Promise<void> {
     // The plugin may have journaled this attachment's DEL a moment ago, before the watch says so.
     for (const intent of this.#o.recordedFor?.(owner) ?? []) this.push(intent);
-    const key = OWNER + ownerKey(owner);
+    const key = ownerQueueKey(owner);
     if (!this.#queue.has(key)) return;
     const outcome = await this.#queue.flush(key);
     const left = [...(this.#pending.get(key) ?? [])];
@@ -297,13 +295,13 @@ export class ReleasePipeline {
         if (containerID !== undefined && !this.#exited.has(containerID)) {
           const via = 'via' in intent ? intent.via : undefined;
           this.#exited.set(containerID, { since: this.#o.clock.now(), waitingFor: action.waitingFor, ...(via === undefined ? {} : { via }) });
-          this.#containerLog.info({ containerID, waitingFor: action.waitingFor }, 'task exited; addresses kept until its network namespace is gone or the container is deleted');
+          this.#log.exited(containerID, action.waitingFor);
         }
         return released;
       }
       case 'drop':
         if (containerID !== undefined && action.forgetExited) this.#exited.delete(containerID);
-        if (intent.kind === 'journal-del') this.#o.logger.info({ file: intent.file, released: [], reason: action.reason }, 'missed delete released');
+        this.#log.dropped(intent, action.reason);
         return [];
       default: {
         const never: never = action;
@@ -322,32 +320,11 @@ export class ReleasePipeline {
 
   #logReleased(pending: Pending, released: readonly Allocation[], why: string): void {
     const { intent } = pending;
-    const addresses = released.map((a) => a.address);
     if (released.length > 0) {
       this.#o.onReleased?.(intent, released, why);
       this.#telemetry.released(pending.source ?? sourceOf(intent), released, why, 'via' in intent ? intent.via?.adapter : undefined);
     }
-    switch (intent.kind) {
-      case 'journal-del':
-        this.#o.logger.info({ file: intent.file, released: addresses }, 'missed delete released');
-        return;
-      case 'netns-gone':
-        if (released.length > 0) this.#o.logger.info({ containerID: intent.owner.containerID, ifname: intent.owner.ifname, addresses, netns: intent.netns }, 'released: network namespace is gone');
-        return;
-      case 'container-deleted':
-      case 'task-exited':
-      case 'namespace-recheck':
-      case 'absent-at-resync':
-        if (released.length > 0) this.#containerLog.info({ containerID: intent.containerID, addresses, why }, 'released');
-        return;
-      case 'pod-gone':
-        if (released.length > 0) this.#o.logger.info({ source: 'kubernetes', pod: `${intent.pod.namespace}/${intent.pod.name}`, podUID: intent.pod.uid, because: intent.because, addresses, why }, 'released');
-        return;
-      default: {
-        const never: never = intent;
-        throw new Error(`unhandled intent ${JSON.stringify(never)}`);
-      }
-    }
+    this.#log.released(intent, released, why);
   }
 
   #failed(pending: Pending, error: unknown, retryInMs: number): void {
@@ -356,11 +333,7 @@ export class ReleasePipeline {
     this.#telemetry.retried(pending.source ?? sourceOf(intent));
     pending.lastError = messageOf(error);
     this.#counts[intent.kind].failed += 1;
-    const err = pending.lastError;
-    if (intent.kind === 'journal-del') this.#o.logger.warn({ file: intent.file, failures: pending.failures, err, retryInMs }, 'missed delete release failed; will retry');
-    else if (intent.kind === 'netns-gone') this.#o.logger.warn({ containerID: intent.owner.containerID, ifname: intent.owner.ifname, err, retryInMs }, 'release of a gone namespace failed; will retry');
-    else if (intent.kind === 'pod-gone') this.#o.logger.warn({ source: 'kubernetes', podUID: intent.pod.uid, err, retryInMs }, 'release of a gone pod failed; will retry');
-    else this.#containerLog.warn({ containerID: intent.containerID, event: intent.kind, err, retryInMs }, 'container event failed; will retry in order');
+    this.#log.failed(intent, pending.failures, pending.lastError, retryInMs);
   }
 
   /** An intent's attempts so far; undefined once it is done with (or was never queued). */
@@ -396,10 +369,10 @@ export class ReleasePipeline {
       exited: [...this.#exited]
         .filter(([, e]) => e.via?.adapter === adapter)
         .map(([containerID, e]) => ({ containerID, since: new Date(e.since).toISOString(), waitingFor: e.waitingFor })),
-      queue: this.#queue
-        .keys()
-        .filter((k) => k.key.startsWith(CONTAINER))
-        .map((k) => ({ ...k, key: k.key.slice(CONTAINER.length) })),
+      queue: this.#queue.keys().flatMap((k) => {
+        const containerID = containerOfKey(k.key);
+        return containerID === undefined ? [] : [{ ...k, key: containerID }];
+      }),
     };
   }
 
@@ -415,21 +388,5 @@ export class ReleasePipeline {
 
   stop(): void {
     this.#queue.stop();
-  }
-}
-
-function keyOf(intent: ReleaseIntent): string {
-  const holder = holderOf(intent);
-  switch (holder.kind) {
-    case 'owner':
-      return OWNER + ownerKey(holder.owner);
-    case 'container':
-      return CONTAINER + holder.containerID;
-    case 'pod':
-      return POD + holder.podUID;
-    default: {
-      const never: never = holder;
-      throw new Error(`unhandled holder ${JSON.stringify(never)}`);
-    }
   }
 }

@@ -15,7 +15,7 @@ import type { Logger } from 'pino';
 import type { Clock } from '../core/clock.ts';
 import { messageOf } from '../core/errors.ts';
 import { PeriodicTask } from '../core/periodic-task.ts';
-import type { ReconcileReport, ReconcilerStatus } from '../api/protocol.ts';
+import type { ReconcileReport, ReconcilerStatus } from '../api/status.ts';
 import type { Allocation } from '../ipam/allocation.ts';
 import type { NetnsObserver } from '../sources/netns.ts';
 import type { Store } from '../store/store.ts';
@@ -27,7 +27,7 @@ import type { ReleaseIntent } from './release-rule.ts';
 import type { Telemetry } from './metrics/telemetry.ts';
 
 // The shapes `warren status` and `warren journal` answer are the API's.
-export type { ReconcileReport, ReconcilerStatus } from '../api/protocol.ts';
+export type { ReconcileReport, ReconcilerStatus } from '../api/status.ts';
 
 export interface ReleaseReconcilerOptions {
   readonly pipeline: ReleasePipeline;

@@ -10,7 +10,7 @@
  */
 import { type Allocation, type Owner, ownerKey } from '../ipam/allocation.ts';
 import type { NetnsObservation } from '../sources/netns.ts';
-import type { ReleaseSource } from '../api/protocol.ts';
+import type { ReleaseSource } from '../api/dashboard.ts';
 
 /** Called by the pipeline once its intent is done with: after a committed release, or a drop. */
 export type Ack = () => void;

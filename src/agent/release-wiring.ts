@@ -9,7 +9,7 @@
  */
 import type { Logger } from 'pino';
 import { CoreV1Api } from '@kubernetes/client-node';
-import type { ContainerdStatus, KubernetesStatus, PluginsStatus } from '../api/protocol.ts';
+import type { ContainerdStatus, KubernetesStatus, PluginsStatus } from '../api/status.ts';
 import type { Allocator } from '../allocator/allocator.ts';
 import { ExponentialBackoff } from '../core/backoff.ts';
 import type { Clock } from '../core/clock.ts';

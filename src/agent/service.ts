@@ -3,6 +3,9 @@
  * audit, nodes), over the allocator and the store. Methods take typed input (the route table has
  * parsed the request) and answer the wire shapes of api/protocol.ts. Release by hand is the same
  * idempotent release a DEL does: releasing what is not allocated releases nothing.
+ *
+ * Ready means an ADD can commit now: the readiness indicator is there, the store answers its ping,
+ * and the last commit did not fail (commit-health.ts says why the ping alone is not enough).
  */
 import type { Clock } from '../core/clock.ts';
 import { WarrenError, messageOf } from '../core/errors.ts';
@@ -11,25 +14,12 @@ import type { Allocation } from '../ipam/allocation.ts';
 import type { Allocator } from '../allocator/allocator.ts';
 import { isBlockKey, rangePoolOfKey } from '../ipam/blocks.ts';
 import type { AllocationFilter, Store } from '../store/store.ts';
-import type {
-  AgentStatus,
-  AllocationQuery,
-  AuditReport,
-  CniConfigStatus,
-  ContainerdStatus,
-  DashboardData,
-  DoctorFacts,
-  MetricsEndpointStatus,
-  KubernetesStatus,
-  ForgetNodeResponse,
-  NodeReport,
-  PoolReport,
-  ReconcilerStatus,
-  PluginsStatus,
-  ReleaseRequest,
-  ReleaseResponse,
-} from '../api/protocol.ts';
+import type { AgentStatus, CniConfigStatus, ContainerdStatus, KubernetesStatus, MetricsEndpointStatus, PluginsStatus, ReconcilerStatus } from '../api/status.ts';
+import type { AllocationQuery, AuditReport, ForgetNodeResponse, NodeReport, PoolReport, ReleaseRequest, ReleaseResponse } from '../api/protocol.ts';
+import type { DashboardData } from '../api/dashboard.ts';
+import type { DoctorFacts } from '../api/doctor.ts';
 import type { ReleaseReconciler } from './release-reconciler.ts';
+import type { CommitHealth } from './commit-health.ts';
 import { ReleaseHistory } from './metrics/release-history.ts';
 import { NO_TELEMETRY, type Telemetry } from './metrics/telemetry.ts';
 
@@ -46,6 +36,8 @@ export interface AgentServiceOptions {
   readonly kubernetes?: () => KubernetesStatus;
   /** Why the agent is not ready apart from its store (the readiness indicator); undefined when it is. */
   readonly notReady?: () => string | undefined;
+  /** How the store's commits went (it watches the store the allocator commits through); without it the ping alone decides. */
+  readonly commits?: CommitHealth;
   /** The CNI config manager, when enabled. */
   readonly cniConfig?: () => CniConfigStatus;
   /** The plugin registry, when on. */
@@ -82,25 +74,40 @@ export class AgentService {
     } catch (error) {
       throw new WarrenError('NOT_READY', `store ${this.#o.store.description} is not usable: ${messageOf(error)}`, { cause: error });
     }
+    const failing = this.#o.commits?.problem();
+    if (failing !== undefined) throw new WarrenError('NOT_READY', `store ${this.#o.store.description}: ${failing}`);
   }
 
   async status(): Promise<AgentStatus> {
-    let error: string | undefined;
+    return (await this.#statusNow()).status;
+  }
+
+  /** The status, and whether the store answers reads (it may, while its commits fail). */
+  async #statusNow(): Promise<{ status: AgentStatus; readable: boolean }> {
+    let pingError: string | undefined;
     try {
       await this.#o.store.ping();
     } catch (e) {
-      error = (e as Error).message;
+      pingError = (e as Error).message;
     }
-    const pools = error === undefined ? await this.#o.store.pools() : [];
+    // A store that answers can be read even while its commits fail.
+    const failing = pingError === undefined ? this.#o.commits?.problem() : undefined;
+    const error = pingError ?? failing;
+    const pools = pingError === undefined ? await this.#o.store.pools() : [];
     let cluster: AgentStatus['cluster'];
     const membership = this.#o.store.membership;
-    if (membership !== undefined && error === undefined) {
+    if (membership !== undefined && pingError === undefined) {
       const live = (await membership.liveNodes()).map((n) => n.node);
       cluster = { liveNodes: live, ownBlocks: pools.filter((p) => p.affinity === this.#o.allocator.node).length, thisNodeAnnounced: live.includes(this.#o.allocator.node) };
     }
     const now = this.#o.clock.now();
-    const notReady = error === undefined ? this.#o.notReady?.() : `store ${this.#o.store.description} is not usable: ${error}`;
-    return {
+    const notReady =
+      pingError !== undefined
+        ? `store ${this.#o.store.description} is not usable: ${pingError}`
+        : failing !== undefined
+          ? `store ${this.#o.store.description}: ${failing}`
+          : this.#o.notReady?.();
+    const status: AgentStatus = {
       node: this.#o.allocator.node,
       pid: process.pid,
       version: this.#o.version,
@@ -121,13 +128,13 @@ export class AgentService {
       ...(this.#o.plugins === undefined ? {} : { plugins: countsOf(this.#o.plugins()) }),
       ...(this.#o.metrics === undefined ? {} : { metrics: this.#o.metrics() }),
     };
+    return { status, readable: pingError === undefined };
   }
 
   /** Everything the dashboard shows, read now. */
   async dashboard(): Promise<DashboardData> {
-    const status = await this.status();
-    const healthy = status.store.healthy;
-    const [pools, nodes] = await Promise.all([healthy ? this.pools() : [], healthy && this.#o.store.membership !== undefined ? this.nodes() : undefined]);
+    const { status, readable } = await this.#statusNow();
+    const [pools, nodes] = await Promise.all([readable ? this.pools() : [], readable && this.#o.store.membership !== undefined ? this.nodes() : undefined]);
     return {
       generatedAt: new Date(this.#o.clock.now()).toISOString(),
       status,

@@ -76,7 +76,10 @@ export class Allocator {
   readonly #blocks: BlockAssigner | null;
   /** One decision per pool and per address space at a time; shared by every part that writes. */
   readonly #locks = new KeyedMutex();
-  /** Remembers which ranges passed the overlap check, so it runs once per range, not per ADD. */
+  /**
+   * Remembers which ranges passed the overlap check, so it runs once per range, not per ADD; on a
+   * shared store, with the guard that keeps that admission honest across agents.
+   */
   readonly #admission: OverlapAdmission;
   /** The round in one store pool, for ranges without blocks (BlockAssigner has it too). */
   readonly #assigner: PoolAssigner;
@@ -89,6 +92,9 @@ export class Allocator {
 
   constructor(options: AllocatorOptions) {
     const { store, clock, node } = options;
+    // A store wrapper that forwards `membership` but not `spaces` would quietly fall back to
+    // admitting ranges per process on a store several agents share: refuse it at once instead.
+    if (store.membership !== undefined && store.spaces === undefined) throw new Error(`store ${store.description} is shared by several nodes but keeps no range admissions (Store.spaces)`);
     const blocks = options.blocks ?? false;
     this.#store = store;
     this.#node = node;
@@ -97,7 +103,7 @@ export class Allocator {
     const metadata = new PoolMetadata();
     const own = new OwnBlocks();
     const maxAttempts = this.#maxAttempts;
-    this.#admission = new OverlapAdmission(store);
+    this.#admission = new OverlapAdmission(store, maxAttempts);
     // The cached picture is trusted when this process writes the pool alone (its own SQLite file) or
     // owns it (blocks): a picture gone stale only costs a conflict and a fresh read, never a wrong
     // commit, because the commit checks the revision.
@@ -138,9 +144,11 @@ export class Allocator {
     // Ranges of one network_name and family may overlap across configs: allocations in them are
     // decided one at a time here, so an overlap admitted below cannot race an allocation.
     return this.#locks.run(addressSpaceOf(range), () =>
-      this.#locks.run(range.pool, async () => {
-        await this.#admission.admit(range);
-        return retryOnConflict({ subject: `pool ${range.pool}`, action: 'allocate' }, this.#maxAttempts, async (attempt) => {
+      this.#locks.run(range.pool, () =>
+        retryOnConflict({ subject: `pool ${range.pool}`, action: 'allocate' }, this.#maxAttempts, async (attempt) => {
+          // A look-up after the first round; admitted again only after a commit said another agent
+          // retired this range's admission (admission.ts), which then refuses while that range holds.
+          const guard = await this.#admission.admit(range);
           // With blocks the first round skips the owner look-up: the commit itself refuses a second
           // address for one owner (the store's owner-per-pool rule), and a retried ADD lands here
           // on the second round, where the look-up finds what it holds.
@@ -154,21 +162,22 @@ export class Allocator {
             }
             return { range, allocation: held, fresh: false };
           }
-          const decision = this.#blocks !== null ? await this.#blocks.decide(range, request, requested) : await this.#assigner.decide(range, range, request, requested);
+          const decision = this.#blocks !== null ? await this.#blocks.decide(range, request, requested, guard) : await this.#assigner.decide(range, range, request, requested, guard);
           switch (decision.kind) {
             case 'done':
               return decision.assignment;
             case 'full':
               throw await this.#exhausted(range);
             case 'conflict':
+              if (decision.admissionLost === true) this.#admission.forget(range.pool);
               return CONFLICT;
             default: {
               const never: never = decision;
               throw new Error(`unhandled decision ${JSON.stringify(never)}`);
             }
           }
-        });
-      }),
+        }),
+      ),
     );
   }
 

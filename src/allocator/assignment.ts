@@ -32,8 +32,11 @@ export type Decision =
   | { readonly kind: 'done'; readonly assignment: Assignment }
   /** No address free where this round looked. */
   | { readonly kind: 'full' }
-  /** The store moved under the round: decide again. */
-  | { readonly kind: 'conflict' };
+  /**
+   * The store moved under the round: decide again. `admissionLost`: the range's admission was
+   * retired by another process (admission.ts), so admit it again first.
+   */
+  | { readonly kind: 'conflict'; readonly admissionLost?: true };
 
 /** The record of a new allocation of `address` in `span` (the range or one of its blocks). */
 export function recordOf(span: RangeSpec, address: bigint, request: AllocateRequest, node: string, now: number): Allocation {

@@ -11,7 +11,7 @@ import { WarrenError } from '../core/errors.ts';
 import type { IPAddress } from '../ipam/address.ts';
 import { blockAt, blockKeyPrefix, blockOfKey } from '../ipam/blocks.ts';
 import type { RangeSpec } from '../ipam/range.ts';
-import type { Store } from '../store/store.ts';
+import type { AdmissionGuard, Store } from '../store/store.ts';
 import type { AllocateRequest, Decision } from './assignment.ts';
 import { CONFLICT, retryOnConflict } from './commit-loop.ts';
 import type { OwnBlocks } from './own-blocks.ts';
@@ -40,19 +40,22 @@ export class BlockAssigner {
     this.#o = options;
   }
 
-  /** One round: the caller holds the range pool's lock and retries on `conflict`. */
-  async decide(range: RangeSpec, request: AllocateRequest, requested: IPAddress | undefined): Promise<Decision> {
+  /**
+   * One round: the caller holds the range pool's lock and retries on `conflict`; every allocation
+   * commit carries `guard`, the range's admission.
+   */
+  async decide(range: RangeSpec, request: AllocateRequest, requested: IPAddress | undefined, guard?: AdmissionGuard): Promise<Decision> {
     const { store, node, own, assigner } = this.#o;
     await this.#pinBlockSize(range);
     if (requested !== undefined) {
-      if (requested.value < range.first || requested.value > range.last) return assigner.decide(range, range, request, requested); // reports "outside"
-      return assigner.decide(blockAt(range, requested.value).span, range, request, requested);
+      if (requested.value < range.first || requested.value > range.last) return assigner.decide(range, range, request, requested, guard); // reports "outside"
+      return assigner.decide(blockAt(range, requested.value).span, range, request, requested, guard);
     }
     const owned = own.get(range.pool) ?? (await this.#refreshOwn(range));
     for (const key of owned) {
       const block = blockOfKey(range, key);
       if (block === undefined) continue;
-      const decision = await assigner.decide(block.span, range, request, undefined);
+      const decision = await assigner.decide(block.span, range, request, undefined, guard);
       if (decision.kind === 'full') continue;
       if (decision.kind === 'done') own.promote(range.pool, key);
       return decision;
@@ -77,7 +80,7 @@ export class BlockAssigner {
       }
       case 'borrow':
         for (const block of placement.from) {
-          const decision = await assigner.decide(block.span, range, request, undefined);
+          const decision = await assigner.decide(block.span, range, request, undefined, guard);
           if (decision.kind !== 'full') return decision;
         }
         return { kind: 'full' };

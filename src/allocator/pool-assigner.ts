@@ -12,7 +12,7 @@ import { WarrenError } from '../core/errors.ts';
 import { type IPAddress, formatIP } from '../ipam/address.ts';
 import type { RangeSpec } from '../ipam/range.ts';
 import type { RequestCheck } from '../ipam/pool-state.ts';
-import type { PoolOp, Store } from '../store/store.ts';
+import type { AdmissionGuard, PoolOp, Store } from '../store/store.ts';
 import { type AllocateRequest, type Decision, recordOf } from './assignment.ts';
 import type { PoolCache } from './pool-cache.ts';
 import type { PoolMetadata } from './pool-metadata.ts';
@@ -40,9 +40,10 @@ export class PoolAssigner {
 
   /**
    * One round in the store pool `span.pool`: `span` is the range or one of its blocks, `range` what
-   * the caller configured (its key names the pool in messages).
+   * the caller configured (its key names the pool in messages), `guard` the range's admission
+   * (admission.ts) the commit carries.
    */
-  async decide(span: RangeSpec, range: RangeSpec, request: AllocateRequest, requested: IPAddress | undefined): Promise<Decision> {
+  async decide(span: RangeSpec, range: RangeSpec, request: AllocateRequest, requested: IPAddress | undefined, guard?: AdmissionGuard): Promise<Decision> {
     const { store, clock, pools, metadata } = this.#o;
     const pool = span.pool;
     const trust = this.#o.trustCache && requested === undefined;
@@ -66,10 +67,10 @@ export class PoolAssigner {
     const cooldownSeconds = request.cooldownSeconds ?? 0;
     const metadataOps = metadata.opsFor(span, cooldownSeconds, picture.cooldownSeconds);
     ops.push(...metadataOps);
-    const result = await store.commit(pool, picture.revision, ops);
+    const result = await store.commit(pool, picture.revision, ops, guard);
     if (result.kind === 'conflict') {
       pools.forget(pool);
-      return { kind: 'conflict' };
+      return result.admissionLost === true ? { kind: 'conflict', admissionLost: true } : { kind: 'conflict' };
     }
     picture.revision = result.revision;
     picture.state.markAllocated(address);

@@ -9,25 +9,9 @@
 import { requestJson } from '../core/unix-http.ts';
 import { agentPeer, callCni } from './cni-call.ts';
 import { errorFromAnswer } from './errors.ts';
-import type {
-  AgentApi,
-  AgentStatus,
-  Allocation,
-  AllocationQuery,
-  AuditReport,
-  AuditRequest,
-  CniOutcome,
-  CniRequest,
-  DoctorFacts,
-  ForgetNodeRequest,
-  ForgetNodeResponse,
-  NodeReport,
-  PluginsStatus,
-  PoolReport,
-  ReconcilerStatus,
-  ReleaseRequest,
-  ReleaseResponse,
-} from './protocol.ts';
+import type { AgentApi, Allocation, AllocationQuery, AuditReport, AuditRequest, CniOutcome, CniRequest, ForgetNodeRequest, ForgetNodeResponse, NodeReport, PoolReport, ReleaseRequest, ReleaseResponse } from './protocol.ts';
+import type { AgentStatus, PluginsStatus, ReconcilerStatus } from './status.ts';
+import type { DoctorFacts } from './doctor.ts';
 import { type HttpMethod, PATHS } from './routes.ts';
 
 export interface ApiClientOptions {

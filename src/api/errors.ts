@@ -13,6 +13,7 @@
  * `isExpected`, kubelet-style, and are not logged as the agent's failures; everything else is.
  */
 import { WarrenError, isWarrenError, messageOf } from '../core/errors.ts';
+import { isPlainObject } from '../core/validate.ts';
 import { CNI_CODES, type CniErrorObject, type CniLayerErrorCode, cniErrorOf } from '../cni/errors.ts';
 import { SPEC_VERSION } from '../cni/spec.ts';
 import type { ErrorAnswer } from './protocol.ts';
@@ -120,9 +121,9 @@ function isWarrenErrorCode(code: unknown): code is WarrenErrorCode {
  * naming the status; a code this client does not know is kept in the message, as INTERNAL.
  */
 export function errorFromAnswer(status: number, body: unknown, peer: string): WarrenError<WarrenErrorCode> {
-  const error = typeof body === 'object' && body !== null ? (body as { error?: unknown }).error : undefined;
-  const code = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
-  const message = typeof error === 'object' && error !== null ? (error as { message?: unknown }).message : undefined;
+  const error = isPlainObject(body) ? body.error : undefined;
+  const code = isPlainObject(error) ? error.code : undefined;
+  const message = isPlainObject(error) ? error.message : undefined;
   if (typeof message !== 'string') return new WarrenError('IO_FAILURE', `${peer} answered HTTP ${status} without an error`);
   if (isWarrenErrorCode(code)) return new WarrenError(code, message);
   return new WarrenError('INTERNAL', `${typeof code === 'string' ? code : `HTTP ${status}`}: ${message}`);

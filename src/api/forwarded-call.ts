@@ -18,7 +18,7 @@
  * an unknown or repeated field, a config not last), is the plugin's: never a guess. The config is
  * parsed on its own, never as part of the body, so text after it cannot reach the envelope.
  */
-import { MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, nestsDeeperThan } from '../core/limits.ts';
+import { MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, nestsDeeperThan } from './limits.ts';
 import { type CniVariables, checkCniVariables } from '../cni/args.ts';
 import { SPEC_VERSION } from '../cni/spec.ts';
 import { type FallbackReason, type StdoutAnswer, failureStdout, stdoutOf } from './cni-stdout.ts';

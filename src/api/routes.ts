@@ -23,9 +23,13 @@
  *
  * Parsing checks shape only (fields, types, no unknown fields) and refuses with BAD_REQUEST naming
  * the field; what the values mean (is it an address, is the node alive) is the agent's to judge.
+ * An unknown field is refused in every body, not ignored: a misspelt field would otherwise leave
+ * a request doing more, or other, than its caller meant. The CNI body is the one exception here:
+ * the CNI service checks its fields, unknown ones too, so that a refusal is a CNI outcome the
+ * plugin can print.
  */
 import { WarrenError } from '../core/errors.ts';
-import { isPlainObject } from '../core/validate.ts';
+import { isPlainObject, validator } from '../core/validate.ts';
 import { CNI_PATH } from './cni-call.ts';
 import {
   ALLOCATION_QUERY_KEYS,
@@ -108,6 +112,8 @@ export function matchRoute(method: string | undefined, path: string): RouteMatch
 // ---------------------------------------------------------------------------------------------
 // Parsers: unknown JSON in, typed input out.
 
+const { refuseUnknownFields } = validator((message) => new WarrenError('BAD_REQUEST', message));
+
 /**
  * Not checked here: the CNI service checks every field with the plugin's own rules and answers a
  * bad one as a CNI error in the config's version, which is what the plugin prints.
@@ -128,12 +134,13 @@ export function allocationQuery(query: URLSearchParams): AllocationQuery {
 }
 
 const RELEASE_FIELDS = ['pool', 'address', 'containerID', 'network', 'ifname'] as const;
+const RELEASE_FIELD_SET: ReadonlySet<string> = new Set(RELEASE_FIELDS);
 
 export function releaseRequest(value: unknown): ReleaseRequest {
   if (!isPlainObject(value)) throw new WarrenError('BAD_REQUEST', 'release needs a JSON object');
+  refuseUnknownFields(value, RELEASE_FIELD_SET, 'release');
   const fields: Partial<Record<(typeof RELEASE_FIELDS)[number], string>> = {};
   for (const [key, field] of Object.entries(value)) {
-    if (!(RELEASE_FIELDS as readonly string[]).includes(key)) throw new WarrenError('BAD_REQUEST', `release: unknown field "${key}"`);
     if (typeof field !== 'string' || field === '') throw new WarrenError('BAD_REQUEST', `release: ${key} must be a non-empty string`);
     fields[key as (typeof RELEASE_FIELDS)[number]] = field;
   }
@@ -150,13 +157,19 @@ export function releaseRequest(value: unknown): ReleaseRequest {
   throw new WarrenError('BAD_REQUEST', 'release needs an address (with an optional pool) or a containerID (with optional network and ifname)');
 }
 
+const AUDIT_FIELDS: ReadonlySet<string> = new Set(['fix']);
+
 export function auditRequest(value: unknown): AuditRequest {
+  if (isPlainObject(value)) refuseUnknownFields(value, AUDIT_FIELDS, 'audit');
   const fix = isPlainObject(value) ? value.fix : undefined;
   if (typeof fix !== 'boolean') throw new WarrenError('BAD_REQUEST', 'audit needs {"fix": true|false}');
   return { fix };
 }
 
+const FORGET_NODE_FIELDS: ReadonlySet<string> = new Set(['node']);
+
 export function forgetNodeRequest(value: unknown): ForgetNodeRequest {
+  if (isPlainObject(value)) refuseUnknownFields(value, FORGET_NODE_FIELDS, 'forget');
   const node = isPlainObject(value) ? value.node : undefined;
   if (typeof node !== 'string' || node === '') throw new WarrenError('BAD_REQUEST', 'forget needs {"node": "<name>"}');
   return { node };

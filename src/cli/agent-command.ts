@@ -2,7 +2,8 @@
 import { parseArgs } from 'node:util';
 import { pino } from 'pino';
 import { Agent } from '../agent/agent.ts';
-import { type AgentOptions, SETTINGS, resolveAgentOptions } from '../agent/options.ts';
+import { type AgentOptions, resolveAgentOptions } from '../agent/options.ts';
+import { SETTINGS } from '../agent/settings.ts';
 import { settingsHelp } from './format.ts';
 import type { CliIO } from './main.ts';
 

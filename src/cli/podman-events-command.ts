@@ -6,7 +6,7 @@
 import { parseArgs } from 'node:util';
 import { pino } from 'pino';
 import { systemClock } from '../core/clock.ts';
-import { runPodmanAdapter } from '../adapters/podman/adapter.ts';
+import { runPodmanAdapter } from './adapters/podman/adapter.ts';
 import type { CliIO } from './main.ts';
 import { UsageError } from './usage.ts';
 

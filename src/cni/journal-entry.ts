@@ -22,7 +22,7 @@
  */
 import { createHash } from 'node:crypto';
 import { isPlainObject, unknownKeys } from '../core/validate.ts';
-import type { Owner } from '../ipam/allocation.ts';
+import { type Owner, ownerKey } from '../ipam/allocation.ts';
 import { isValidContainerID, isValidIfname, isValidNetworkName } from './args.ts';
 
 export const JOURNAL_FORMAT = 1;
@@ -79,8 +79,9 @@ export function journalFileName(owner: Owner): string {
   // Every character is ASCII here, so length is bytes.
   const reversible = `${owner.containerID}~${ifname}~${owner.network}${JOURNAL_SUFFIX}`;
   if (reversible.length <= MAX_NAME_BYTES) return reversible;
-  // JSON of the array is itself injective: the digest covers exactly the owner, nothing cut.
-  const digest = createHash('sha256').update(JSON.stringify([owner.network, owner.containerID, owner.ifname])).digest('hex');
+  // The owner key (JSON of the triple) is injective: the digest covers exactly the owner, nothing
+  // cut. The names are on disk, so the key's encoding is fixed; journal-entry.test.ts pins it.
+  const digest = createHash('sha256').update(ownerKey(owner)).digest('hex');
   return `${owner.containerID.slice(0, ID_PREFIX)}~${ifname}~~${digest}${JOURNAL_SUFFIX}`;
 }
 

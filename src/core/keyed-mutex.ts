@@ -7,6 +7,11 @@ export class KeyedMutex {
   /** Tail of each key's chain; removed when the chain drains so idle keys cost nothing. */
   #tails = new Map<string, Promise<void>>();
 
+  /** Keys with a run queued or running; an idle key is not counted, as it is not held. */
+  get size(): number {
+    return this.#tails.size;
+  }
+
   async run<T>(key: string, fn: () => Promise<T>): Promise<T> {
     const previous = this.#tails.get(key) ?? Promise.resolve();
     let release!: () => void;

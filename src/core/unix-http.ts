@@ -19,6 +19,11 @@ export interface Peer {
   readonly label: string;
   /** The code of a transport failure: not reachable, no answer in time, connection dropped or cut short. */
   readonly unreachableCode: string;
+  /**
+   * The Host header (HTTP/1.1 requires one; on a unix socket it names no address, only whom the
+   * caller means). Default "localhost", as curl --unix-socket sends.
+   */
+  readonly host?: string;
 }
 
 export interface JsonResponse {
@@ -28,7 +33,7 @@ export interface JsonResponse {
 
 export interface JsonRequest {
   readonly socket: string;
-  /** Default: "peer at <socket>", unreachable as IO_FAILURE. */
+  /** Default: "peer at <socket>", unreachable as IO_FAILURE, Host localhost. */
   readonly peer?: Peer;
   readonly method: 'GET' | 'POST';
   readonly path: string;
@@ -155,7 +160,7 @@ export function requestJson(options: JsonRequest): Promise<JsonResponse> {
     socket.on('connect', () => {
       connected = true;
       const requestHead =
-        `${options.method} ${options.path} HTTP/1.1\r\nHost: warren\r\nConnection: close\r\n` +
+        `${options.method} ${options.path} HTTP/1.1\r\nHost: ${peer.host ?? 'localhost'}\r\nConnection: close\r\n` +
         (payload === undefined ? '' : `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(payload)}\r\n`) +
         '\r\n';
       // Not end(): Node's HTTP server drops a connection whose client half-closes before the

@@ -57,6 +57,11 @@ export interface Validator<E extends Error> {
   readonly invalid: (path: string, message: string) => E;
   /** Refuses every key of `object` not in `allowed`, naming all of them in one error, with a hint when one looks like a known key mistyped. */
   readonly refuseUnknownKeys: (object: Record<string, unknown>, allowed: ReadonlySet<string>, path: string) => void;
+  /**
+   * The same for the fields of a request body, refused as `${what}: unknown field "x"`: a body is
+   * one level deep, so its fields are named in the message rather than in a path.
+   */
+  readonly refuseUnknownFields: (object: Record<string, unknown>, allowed: ReadonlySet<string>, what: string) => void;
   readonly stringAt: (value: unknown, path: string) => string;
   readonly optionalString: (value: unknown, path: string) => string | undefined;
   readonly optionalBoolean: (value: unknown, path: string) => boolean | undefined;
@@ -70,15 +75,14 @@ export function validator<E extends Error>(refuse: (message: string) => E): Vali
   const refuseUnknownKeys = (object: Record<string, unknown>, allowed: ReadonlySet<string>, path: string): void => {
     const unknown = unknownKeys(object, allowed);
     if (unknown.length === 0) return;
-    const hintFor = (key: string): string => {
-      const near = nearestKey(key, allowed);
-      return near === undefined ? '' : ` (did you mean ${quoted(near)}?)`;
-    };
     const [only] = unknown;
-    if (unknown.length === 1 && only !== undefined && PLAIN_KEY.test(only)) throw invalid(`${path}.${only}`, `unknown key${hintFor(only)}`);
-    const named = unknown.slice(0, MAX_KEYS_NAMED).map((key) => `${quoted(key)}${hintFor(key)}`);
-    const more = unknown.length > MAX_KEYS_NAMED ? ` and ${unknown.length - MAX_KEYS_NAMED} more` : '';
-    throw invalid(path, `unknown key${unknown.length === 1 ? '' : 's'} ${named.join(', ')}${more}`);
+    if (unknown.length === 1 && only !== undefined && PLAIN_KEY.test(only)) throw invalid(`${path}.${only}`, `unknown key${hintFor(only, allowed)}`);
+    throw invalid(path, unknownNamed(unknown, allowed, 'key'));
+  };
+
+  const refuseUnknownFields = (object: Record<string, unknown>, allowed: ReadonlySet<string>, what: string): void => {
+    const unknown = unknownKeys(object, allowed);
+    if (unknown.length > 0) throw invalid(what, unknownNamed(unknown, allowed, 'field'));
   };
 
   const stringAt = (value: unknown, path: string): string => {
@@ -98,7 +102,20 @@ export function validator<E extends Error>(refuse: (message: string) => E): Vali
     return value.map((item, i) => stringAt(item, `${path}[${i}]`));
   };
 
-  return { invalid, refuseUnknownKeys, stringAt, optionalString, optionalBoolean, stringListAt };
+  return { invalid, refuseUnknownKeys, refuseUnknownFields, stringAt, optionalString, optionalBoolean, stringListAt };
+}
+
+/** `unknown key "a", "b" (did you mean "c"?)`: the first MAX_KEYS_NAMED named, each with its hint, the rest counted. */
+function unknownNamed(unknown: readonly string[], allowed: ReadonlySet<string>, noun: string): string {
+  const named = unknown.slice(0, MAX_KEYS_NAMED).map((key) => `${quoted(key)}${hintFor(key, allowed)}`);
+  const more = unknown.length > MAX_KEYS_NAMED ? ` and ${unknown.length - MAX_KEYS_NAMED} more` : '';
+  return `unknown ${noun}${unknown.length === 1 ? '' : 's'} ${named.join(', ')}${more}`;
+}
+
+/** ` (did you mean "x"?)` when `key` looks like an allowed key mistyped; empty otherwise. */
+function hintFor(key: string, allowed: ReadonlySet<string>): string {
+  const near = nearestKey(key, allowed);
+  return near === undefined ? '' : ` (did you mean ${quoted(near)}?)`;
 }
 
 /** The allowed key `key` was probably meant to be: same letters in another case, or two edits away. */

@@ -29,7 +29,11 @@ export interface Owner {
   readonly ifname: string;
 }
 
-/** The owner's identity as one string, for maps and sets keyed by owner: injective (JSON of the triple). */
+/**
+ * The owner's identity as one string, for maps and sets keyed by owner: injective (JSON of the
+ * triple). Also on disk: the missed-delete journal names an owner too long to spell out by the
+ * sha256 of this key (cni/journal-entry.ts), so its encoding never changes.
+ */
 export function ownerKey(owner: Owner): string {
   return JSON.stringify([owner.network, owner.containerID, owner.ifname]);
 }

@@ -22,7 +22,8 @@
  */
 import { readSync } from 'node:fs';
 import { WarrenError, isWarrenError, messageOf } from '../core/errors.ts';
-import { MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, nestsDeeperThan } from '../core/limits.ts';
+import { isPlainObject } from '../core/validate.ts';
+import { MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, nestsDeeperThan } from '../api/limits.ts';
 import { type CniEnv, isValidNetworkName, parseCniArgs, parseCniEnv, printable } from '../cni/args.ts';
 import { declaredVersion, parseNetConf } from '../cni/netconf.ts';
 import { DEFAULT_JOURNAL_DIR } from '../cni/journal-dir.ts';
@@ -177,13 +178,13 @@ export async function runPlugin(io: PluginIO): Promise<number> {
  * `name`, and `ipam.journal_dir` when it names one.
  */
 function shallowTarget(config: unknown, problem: string): JournalTarget {
-  const top = typeof config === 'object' && config !== null && !Array.isArray(config) ? (config as { name?: unknown; ipam?: unknown }) : {};
+  const top: { name?: unknown; ipam?: unknown } = isPlainObject(config) ? config : {};
   if (typeof top.name !== 'string' || !isValidNetworkName(top.name)) {
     // Not String(top.name): on a deeply nested array that recurses too.
     const what = top.name === undefined ? 'is missing' : typeof top.name === 'string' ? `"${printable(top.name)}" is not a network name` : 'is not a string';
     throw new WarrenError('INVALID_CONFIG', `${problem}, and its name ${what}: the DEL cannot be recorded`);
   }
-  const ipam = typeof top.ipam === 'object' && top.ipam !== null ? (top.ipam as { journal_dir?: unknown }) : {};
+  const ipam: { journal_dir?: unknown } = isPlainObject(top.ipam) ? top.ipam : {};
   if (ipam.journal_dir !== undefined && !(typeof ipam.journal_dir === 'string' && ipam.journal_dir.startsWith('/'))) {
     throw new WarrenError('INVALID_CONFIG', `${problem}, and ipam.journal_dir is not an absolute path: the DEL cannot be recorded`);
   }
@@ -218,8 +219,8 @@ export function readStdinSync(limit = MAX_CONFIG_BYTES): string {
 
 /** ipam.socket when the config names one; the agent checks the rest of the config. */
 function socketOf(config: unknown): string | undefined {
-  const ipam = typeof config === 'object' && config !== null ? (config as { ipam?: unknown }).ipam : undefined;
-  const socket = typeof ipam === 'object' && ipam !== null ? (ipam as { socket?: unknown }).socket : undefined;
+  const ipam = isPlainObject(config) ? config.ipam : undefined;
+  const socket = isPlainObject(ipam) ? ipam.socket : undefined;
   return typeof socket === 'string' && socket.startsWith('/') ? socket : undefined;
 }
 

@@ -9,6 +9,9 @@
  *                                         the full allocation record, one per owner and range
  *   nodes/<node>                          an agent's announcement, attached to its lease
  *   tasks/<task>                          a cluster chore claimed by one node, attached to its lease
+ *                                         (these two: etcd-membership.ts)
+ *   spaces/<address space>/<range pool>   the admission record of a range in its address space
+ *                                         (network_name and family)
  * (path segments are percent-encoded, so a `/` in a name cannot escape its place).
  *
  * A pool's revision is the etcd mod_revision of its document. A commit is one etcd transaction:
@@ -19,6 +22,12 @@
  * retried fails its comparison and reads as a conflict; the allocator then finds the allocation
  * it made and returns it.
  *
+ * Address spaces (etcd-spaces.ts): each agent admits a range on its own and caches that, so the
+ * admission is a record in etcd, and an allocation commit carries its range's admission as a guard:
+ * one more compare, that the record still exists. Nobody writes that key during ADDs, so the guard
+ * adds no hot key; a commit whose range was retired by another agent's admission since is a
+ * conflict that says so (`admissionLost`).
+ *
  * Any failure to reach etcd surfaces as WarrenError TRY_AGAIN (CNI code 11) naming etcd.
  */
 import { readFileSync } from 'node:fs';
@@ -26,11 +35,14 @@ import { WarrenError, messageOf } from '../core/errors.ts';
 import { isPlainObject } from '../core/validate.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
 import { inRangePool, rangePoolOfKey } from '../ipam/blocks.ts';
+import { EtcdMembership } from './etcd-membership.ts';
+import { EtcdSpaces, admissionKey } from './etcd-spaces.ts';
 import {
+  type AddressSpaces,
+  type AdmissionGuard,
   type AllocationFilter,
   type CommitResult,
   type Membership,
-  type NodeRecord,
   type PoolDescription,
   type PoolOp,
   type PoolRead,
@@ -39,7 +51,7 @@ import {
   type Store,
   isEtcdEndpoint,
 } from './store.ts';
-import type { Etcd3, Lease, Namespace } from 'etcd3';
+import type { Etcd3, Namespace } from 'etcd3';
 
 export interface EtcdStoreOptions {
   /** Client URLs, `http://host:port` or `https://host:port`. */
@@ -94,14 +106,13 @@ function parseDoc(pool: string, value: Buffer | undefined): UnitDoc {
 export class EtcdStore implements Store {
   readonly description: string;
   readonly membership: Membership;
+  readonly spaces: AddressSpaces;
   readonly #client: Etcd3;
   readonly #ns: Namespace;
   readonly #timeout: number;
-  readonly #leaseSeconds: number;
+  readonly #membership: EtcdMembership;
   /** The last document seen per pool, so a commit on a fresh read needs one round trip. */
   readonly #docs = new Map<string, { revision: number; doc: UnitDoc }>();
-  #lease: Lease | undefined;
-  #announced: { node: string; since: number; version: string } | undefined;
 
   /** Opens a client (lazily loading etcd3, so the SQLite path never pays for gRPC). */
   static async open(options: EtcdStoreOptions): Promise<EtcdStore> {
@@ -150,15 +161,17 @@ export class EtcdStore implements Store {
     this.#client = client;
     this.#ns = client.namespace(prefix);
     this.#timeout = timeout;
-    this.#leaseSeconds = options.leaseSeconds ?? 10;
-    this.membership = {
-      announce: (node, info) => this.#announce(node, info),
-      liveNodes: () => this.#liveNodes(),
-      claimTask: (task) => this.#claimTask(task),
-      releaseTask: (task) => this.#releaseTask(task),
-      renew: () => this.#renew(),
-      withdraw: () => this.#withdraw(),
-    };
+    this.#membership = new EtcdMembership({ ns: this.#ns, leaseSeconds: options.leaseSeconds ?? 10, call: (what, body) => this.#call(what, body) });
+    this.membership = this.#membership;
+    this.spaces = new EtcdSpaces({
+      kv: client.kv,
+      prefix,
+      call: (what, body) => this.#call(what, body),
+      heldIn: (pool, value) => {
+        const doc = parseDoc(pool, value);
+        return Object.keys(doc.allocations).length + Object.keys(doc.resting).length;
+      },
+    });
   }
 
   /** Runs one etcd call, turning transport failures into TRY_AGAIN that names etcd. */
@@ -191,7 +204,8 @@ export class EtcdStore implements Store {
     };
   }
 
-  async commit(pool: string, expected: Revision, ops: readonly PoolOp[]): Promise<CommitResult> {
+  async commit(pool: string, expected: Revision, ops: readonly PoolOp[], guard?: AdmissionGuard): Promise<CommitResult> {
+    if (guard !== undefined && guard.rangePool !== rangePoolOfKey(pool)) throw new Error(`commit to ${pool} guarded by the admission of ${guard.rangePool}`);
     let base = this.#docs.get(pool);
     if (base === undefined || base.revision !== expected) {
       const read = await this.readPool(pool);
@@ -252,14 +266,22 @@ export class EtcdStore implements Store {
     const unitKey = `units/${pool}`;
     let txn = this.#ns.if(unitKey, 'Mod', '==', expected);
     for (const key of creates.keys()) txn = txn.and(key, 'Create', '==', 0);
+    // The guard reads a key nobody writes during ADDs; on failure the record is fetched, to tell a
+    // retired admission from a pool that moved.
+    const admitted = guard === undefined ? undefined : admissionKey(guard);
+    if (admitted !== undefined) txn = txn.and(admitted, 'Version', '>', 0);
     txn = txn.then(
       this.#ns.put(unitKey).value(JSON.stringify(doc)),
       ...[...creates].map(([key, a]) => this.#ns.put(key).value(JSON.stringify(a))),
       ...[...deletes].map((key) => this.#ns.delete().key(key)),
     );
+    if (admitted !== undefined) txn = txn.else(this.#ns.get(admitted));
     const response = await this.#call(`commit ${pool}`, () => txn.commit());
     if (!response.succeeded) {
       this.#docs.delete(pool);
+      if (admitted !== undefined && (response.responses[0]?.response_range?.kvs.length ?? 0) === 0) {
+        return { kind: 'conflict', reason: `range ${guard?.rangePool} is no longer admitted in its address space: an overlapping range was admitted since`, admissionLost: true };
+      }
       return { kind: 'conflict', reason: `pool ${pool} changed since revision ${expected}, or an owner already holds an address in it` };
     }
     const revision = Number(response.header.revision);
@@ -332,66 +354,8 @@ export class EtcdStore implements Store {
     await this.#call('ping', () => this.#ns.get('nodes/').options({ deadline: Date.now() + Math.min(this.#timeout, 1000) }).exec());
   }
 
-  async #announce(node: string, info: { since: number; version: string }): Promise<void> {
-    this.#announced = { node, ...info };
-    await this.#grant();
-  }
-
-  /** (Re)creates the lease and the node key; called at announce and whenever the lease was lost. */
-  async #grant(): Promise<void> {
-    const announced = this.#announced;
-    if (announced === undefined) return;
-    const lease = this.#ns.lease(this.#leaseSeconds);
-    this.#lease = lease;
-    lease.on('lost', () => {
-      if (this.#lease === lease) this.#lease = undefined;
-    });
-    await this.#call('announce node', () => lease.put(`nodes/${enc(announced.node)}`).value(JSON.stringify(announced)).exec());
-  }
-
-  /** Re-announces after a lost lease (etcd was away longer than the lease). Cheap when all is well. */
-  async #renew(): Promise<void> {
-    if (this.#announced !== undefined && (this.#lease === undefined || this.#lease.revoked())) await this.#grant();
-  }
-
-  async #claimTask(task: string): Promise<boolean> {
-    const lease = this.#lease;
-    const announced = this.#announced;
-    if (lease === undefined || announced === undefined) return false;
-    const id = await this.#call('claim a task', () => lease.grant());
-    const key = `tasks/${task.split('/').map(enc).join('/')}`;
-    const claim = JSON.stringify({ node: announced.node, at: Date.now() });
-    const result = await this.#call('claim a task', () => this.#ns.if(key, 'Create', '==', 0).then(this.#ns.put(key).value(claim).lease(id)).commit());
-    return result.succeeded;
-  }
-
-  async #releaseTask(task: string): Promise<void> {
-    await this.#call('release a task', () => this.#ns.delete().key(`tasks/${task.split('/').map(enc).join('/')}`).exec());
-  }
-
-  async #liveNodes(): Promise<NodeRecord[]> {
-    const values = await this.#call('list nodes', () => this.#ns.getAll().prefix('nodes/').strings());
-    const out: NodeRecord[] = [];
-    for (const value of Object.values(values)) {
-      try {
-        const record = JSON.parse(value) as NodeRecord;
-        if (typeof record.node === 'string') out.push(record);
-      } catch {
-        // A node key Warren did not write: not a node.
-      }
-    }
-    return out.sort((a, b) => (a.node < b.node ? -1 : 1));
-  }
-
-  async #withdraw(): Promise<void> {
-    const lease = this.#lease;
-    this.#announced = undefined;
-    this.#lease = undefined;
-    if (lease !== undefined) await lease.revoke().catch(() => undefined);
-  }
-
   async close(): Promise<void> {
-    await this.#withdraw();
+    await this.#membership.withdraw();
     this.#client.close();
   }
 }

@@ -12,7 +12,10 @@
  *   its blocks count as one), so a retried ADD can never get a second address anywhere;
  * - releasing an address that is not allocated is a no-op;
  * - a pool's attributes (its affinity, the node that claimed it for cluster blocks, and its
- *   cooldown) change only by commit.
+ *   cooldown) change only by commit;
+ * - with `spaces` (a store several processes write): a commit guarded by a range's admission
+ *   applies only while that admission stands, and admitting a range retires the overlapping ones
+ *   it names only if they were not written since they were read.
  *
  * In cluster mode a range is split into blocks and each block is a pool of its own here, keyed
  * `<range pool>#<block CIDR>` (the codec is ipam/blocks.ts); the store needs no other notion of
@@ -77,7 +80,11 @@ export type PoolOp =
 
 export type CommitResult =
   | { readonly kind: 'committed'; readonly revision: Revision }
-  | { readonly kind: 'conflict'; readonly reason: string };
+  /**
+   * `admissionLost`: the commit's guard no longer holds (another range of its address space was
+   * admitted since), so admit the range again before the next round instead of only re-reading.
+   */
+  | { readonly kind: 'conflict'; readonly reason: string; readonly admissionLost?: true };
 
 export interface PoolSummary {
   readonly pool: string;
@@ -109,12 +116,52 @@ export interface Membership {
   /**
    * Elects this node for a one-off cluster chore (`task`, e.g. `forget-node/n3`): true for exactly
    * one of the nodes that ask while the winner lives. The claim lives as long as the winner's
-   * announcement, so a winner that dies leaves the chore to whoever asks next. False before
-   * `announce`.
+   * announcement, so a winner that dies leaves the chore to whoever asks next. Asking again for a
+   * chore this node already holds answers true (a winner whose chore failed halfway takes it up
+   * again). False before `announce`.
    */
   claimTask(task: string): Promise<boolean>;
   /** Gives a chore up so it can be claimed again (the forgotten node came back). */
   releaseTask(task: string): Promise<void>;
+}
+
+/**
+ * What the store holds for one address space (a network_name and family), read at one revision:
+ * the ranges admitted in it, and what every range pool of the store holds.
+ */
+export interface SpaceReading {
+  readonly space: string;
+  /** The store revision the reading was taken at. */
+  readonly revision: Revision;
+  /** Range pools whose admission record in this space exists. */
+  readonly admitted: readonly string[];
+  /**
+   * Addresses (allocated and resting) held per range pool, its blocks counted with it; every range
+   * pool of the store, since which of them belong to the space is the caller's to judge.
+   */
+  readonly held: ReadonlyMap<string, number>;
+}
+
+/** A range's admission into its address space; a commit guarded by it applies only while it stands. */
+export interface AdmissionGuard {
+  readonly space: string;
+  readonly rangePool: string;
+}
+
+/**
+ * Admission of ranges into their address space, for stores shared by several processes, where an
+ * admission cached by one process must not outlive another process admitting an overlapping range.
+ * Ranges admitted in one space at one time never overlap each other: admitting a range retires the
+ * ranges it names, atomically.
+ */
+export interface AddressSpaces {
+  read(space: string): Promise<SpaceReading>;
+  /**
+   * Records `rangePool` as admitted in the reading's space and retires `retire` (other range pools
+   * of the space), provided no admission of the space changed and no pool of `retire` (or block of
+   * one) was written since the reading. Undefined when something did: read again and decide again.
+   */
+  admit(reading: SpaceReading, rangePool: string, retire: readonly string[]): Promise<AdmissionGuard | undefined>;
 }
 
 export interface AllocationFilter {
@@ -140,8 +187,12 @@ export interface Store {
    * the contents, so a cached picture is revalidated cheaply.
    */
   readPool(pool: string, knownRevision?: Revision): Promise<PoolRead>;
-  /** Applies `ops` atomically if the pool is still at `expected`; otherwise `conflict`. */
-  commit(pool: string, expected: Revision, ops: readonly PoolOp[]): Promise<CommitResult>;
+  /**
+   * Applies `ops` atomically if the pool is still at `expected` (and, with a `guard`, its range is
+   * still admitted in its address space); otherwise `conflict`. Only stores with `spaces` give
+   * guards, and only they look at one.
+   */
+  commit(pool: string, expected: Revision, ops: readonly PoolOp[], guard?: AdmissionGuard): Promise<CommitResult>;
   /** Allocations of one owner; ifname undefined matches every interface. */
   findByOwner(owner: Omit<Owner, 'ifname'> & { ifname?: string }): Promise<Allocation[]>;
   list(filter?: AllocationFilter): Promise<Allocation[]>;
@@ -149,6 +200,11 @@ export interface Store {
   pools(prefix?: string): Promise<PoolSummary[]>;
   /** Present when the store is shared by several nodes. */
   readonly membership?: Membership;
+  /**
+   * Present when the store is shared by several processes, each admitting ranges on its own (etcd).
+   * Absent for a store one process writes alone (SQLite), whose caller admits ranges in process.
+   */
+  readonly spaces?: AddressSpaces;
   /** Throws when the store cannot take writes. */
   ping(): Promise<void>;
   close(): Promise<void>;

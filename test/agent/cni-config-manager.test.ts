@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { afterEach, describe, it } from 'node:test';
 import pino from 'pino';
 import { CniConfigManager, type CniConfigManagerOptions } from '../../src/agent/cni-config-manager.ts';
-import type { CniConfigStatus } from '../../src/api/protocol.ts';
+import type { CniConfigStatus } from '../../src/api/status.ts';
 import { ManualClock } from '../../src/core/clock.ts';
 import { parseNetConf } from '../../src/cni/netconf.ts';
 import { removeDir, tempDir } from '../helpers/processes.ts';

@@ -1,11 +1,12 @@
 /**
  * Events on the pod, sent to the fake API server (real wire, TLS, bearer token): repeats
  * aggregated into one Event by PATCH, a burst limited, refusals (403, 422) reported and never
- * retried.
+ * retried, a missing permission reported until an Event is accepted again.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { Writable } from 'node:stream';
+import { ApiException, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { ClusterEvents, nodeInvolved, podInvolved } from '../../src/agent/kubernetes-events.ts';
 import { ManualClock } from '../../src/core/clock.ts';
@@ -69,5 +70,77 @@ describe('Events on the pod', () => {
     // An Event about a Node in a namespace that does not match what the fake requires of involvedObject.
     await e.record({ ...nodeInvolved('gone-node'), namespace: 'default', kind: 'Node', name: '' }, 'Normal', 'R', 'x');
     assert.equal(e.status().refused, 2);
+  });
+
+  /** A logger whose warn lines (JSON) are kept. */
+  const recording = () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        for (const line of chunk.toString('utf8').split('\n')) if (line !== '') lines.push(JSON.parse(line) as Record<string, unknown>);
+        done();
+      },
+    });
+    return { lines, logger: pino({ level: 'warn' }, sink) };
+  };
+
+  it('logs the missing permission by name once, for an operator reading the log', async () => {
+    const { lines, logger } = recording();
+    const e = new ClusterEvents({ api: core, node: 'n1', clock: new ManualClock(0), logger });
+    api.forbid('create', 'events');
+    try {
+      for (let i = 0; i < 3; i++) await e.record(pod, 'Normal', 'IPAddressGarbageCollected', `log ${i}`);
+    } finally {
+      api.allow('create', 'events');
+    }
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    const refusals = lines.filter((l) => l.missingPermission !== undefined);
+    assert.equal(refusals.length, 1, JSON.stringify(lines));
+    assert.equal(refusals[0]?.missingPermission, 'create events');
+    assert.match(String(refusals[0]?.msg), /may not create events/);
+  });
+
+  it('stops reporting a missing permission once an Event is accepted with that verb again (the role fixed, no restart)', async () => {
+    const clock = new ManualClock(0);
+    const e = events(clock);
+    const other = podInvolved({ uid: 'u-fixed', namespace: 'default', name: 'fixed-0' });
+    api.forbid('create', 'events');
+    try {
+      await e.record(other, 'Normal', 'IPAddressGarbageCollected', 'refused');
+    } finally {
+      api.allow('create', 'events');
+    }
+    assert.equal(e.status().forbidden, 'create events');
+    await e.record(other, 'Normal', 'IPAddressGarbageCollected', 'accepted');
+    assert.equal(e.status().forbidden, undefined, 'create accepted: the refusal is over');
+    // The same for patch: the repeat of an Event sent is a PATCH.
+    api.forbid('patch', 'events');
+    try {
+      await e.record(other, 'Normal', 'IPAddressGarbageCollected', 'accepted');
+    } finally {
+      api.allow('patch', 'events');
+    }
+    assert.equal(e.status().forbidden, 'patch events');
+    await e.record(other, 'Normal', 'IPAddressGarbageCollected', 'accepted');
+    assert.equal(e.status().forbidden, undefined, 'patch accepted: the refusal is over');
+    assert.equal(e.status().refused, 2);
+  });
+
+  it('does not take a 403 for a namespace being deleted for a missing permission', async () => {
+    // The API server's NamespaceLifecycle answer (the fake has no terminating namespaces).
+    const status = { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'Forbidden', code: 403, message: 'events "web-1.1" is forbidden: unable to create new content in namespace shop because it is being terminated' };
+    const refusing = {
+      createNamespacedEvent: async () => {
+        throw new ApiException(403, 'Forbidden', JSON.stringify(status), {});
+      },
+      patchNamespacedEvent: async () => {
+        throw new Error('not called');
+      },
+    } as unknown as Pick<CoreV1Api, 'createNamespacedEvent' | 'patchNamespacedEvent'>;
+    const e = new ClusterEvents({ api: refusing, node: 'n1', clock: new ManualClock(0), logger: pino({ level: 'silent' }) });
+    await e.record(podInvolved({ uid: 'u-t', namespace: 'shop', name: 'web-1' }), 'Normal', 'IPAddressGarbageCollected', 'x');
+    assert.equal(e.status().refused, 1);
+    assert.equal(e.status().forbidden, undefined);
+    assert.match(e.status().lastError ?? '', /being terminated/);
   });
 });

@@ -2,7 +2,9 @@ import assert from 'node:assert/strict';
 import { chmodSync, existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { type AgentOptions, SETTINGS, agentSocket, formatListenAddress, metricsAddressOf, resolveAgentOptions } from '../../src/agent/options.ts';
+import { type AgentOptions, resolveAgentOptions } from '../../src/agent/options.ts';
+import { SETTINGS, agentSocket } from '../../src/agent/settings.ts';
+import { formatListenAddress, metricsAddressOf } from '../../src/agent/listen-address.ts';
 import { defaultStateDir, findStateDir } from '../../src/agent/state-dir.ts';
 import { DEFAULT_SOCKET } from '../../src/api/socket.ts';
 import { DEFAULT_JOURNAL_DIR } from '../../src/cni/journal-dir.ts';
@@ -116,6 +118,21 @@ describe('agent options', () => {
     assert.equal(resolveAgentOptions({ stateDir: dir }, {}, 0, '/').reconcileIntervalSeconds, 10);
     assert.equal(resolveAgentOptions({ stateDir: dir }, {}, 0, '/').logLevel, 'info');
     assert.ok(!('default' in SETTINGS.etcdEndpoints));
+  });
+
+  it('times the cluster chores by their own setting, 10 s as before, whatever the reconcile interval', () => {
+    const dir = tempDir();
+    const o = (flags: Parameters<typeof resolveAgentOptions>[0], env: NodeJS.ProcessEnv = {}) => resolveAgentOptions({ stateDir: dir, ...flags }, env, 0, '/');
+    assert.equal(o({}).upkeepIntervalSeconds, 10);
+    assert.equal(o({}).upkeepIntervalSeconds, o({}).reconcileIntervalSeconds, 'the default is what the chores ran at when they shared the reconcile interval');
+    assert.deepEqual([o({ reconcileIntervalSeconds: '1' }).upkeepIntervalSeconds, o({ upkeepIntervalSeconds: '2' }).reconcileIntervalSeconds], [10, 10], 'neither follows the other');
+    assert.equal(o({ upkeepIntervalSeconds: '0.5' }).upkeepIntervalSeconds, 0.5);
+    assert.equal(o({}, { WARREN_UPKEEP_INTERVAL: '30' }).upkeepIntervalSeconds, 30);
+    assert.equal(o({ upkeepIntervalSeconds: '3' }, { WARREN_UPKEEP_INTERVAL: '30' }).upkeepIntervalSeconds, 3, 'the flag over the variable');
+    for (const bad of ['0', '-1', 'soon', '86401']) {
+      assert.throws(() => o({ upkeepIntervalSeconds: bad }), /--upkeep-interval \/ WARREN_UPKEEP_INTERVAL: ".*" is not a number of seconds/, bad);
+    }
+    assert.match(SETTINGS.upkeepIntervalSeconds.help, /cluster chores.*; default 10$/);
   });
 
   it('puts the plugins directory beside the socket actually used, and turns the registry off when it is empty', () => {

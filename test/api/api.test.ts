@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { WarrenError, isWarrenError } from '../../src/core/errors.ts';
-import { MAX_REQUEST_BYTES } from '../../src/core/limits.ts';
+import { MAX_REQUEST_BYTES } from '../../src/api/limits.ts';
 import { requestJson } from '../../src/core/unix-http.ts';
 import type { Allocation } from '../../src/ipam/allocation.ts';
 import { ApiClient } from '../../src/api/client.ts';

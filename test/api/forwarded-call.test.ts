@@ -10,7 +10,7 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { WarrenError } from '../../src/core/errors.ts';
-import { MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, MAX_REQUEST_BYTES } from '../../src/core/limits.ts';
+import { MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, MAX_REQUEST_BYTES } from '../../src/api/limits.ts';
 import { parseCniEnv } from '../../src/cni/args.ts';
 import { cniRequestText } from '../../src/api/cni-call.ts';
 import { splitCniRequest } from '../../src/api/forwarded-call.ts';

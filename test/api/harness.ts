@@ -13,6 +13,9 @@ import { ApiClient } from '../../src/api/client.ts';
 import { createApiServer } from '../../src/agent/api-server.ts';
 import { CniService } from '../../src/agent/cni-service.ts';
 import { AgentService } from '../../src/agent/service.ts';
+import { doctorFacts } from '../../src/agent/doctor-facts.ts';
+import { resolveAgentOptions } from '../../src/agent/options.ts';
+import { NetnsObserver } from '../../src/sources/netns.ts';
 import { tempDir } from '../helpers/processes.ts';
 import { releaseHarness } from '../agent/release-harness.ts';
 
@@ -49,6 +52,8 @@ export interface Harness {
   /** What the server and the CNI service reported as unexpected failures. */
   readonly failures: string[];
   readonly journalDir: string;
+  /** The one netns directory the agent is told to judge (a temp dir: not a mount point, so not observable). */
+  readonly netnsDir: string;
   close(): Promise<void>;
 }
 
@@ -60,7 +65,11 @@ export async function harness(): Promise<Harness> {
   const { allocator, dir: journalDir, pipeline, reconciler, done } = releaseHarness(clock, store, { node: 'n1' });
   const dir = tempDir('warren-api-');
   const socket = join(dir, 'api.sock');
-  const service = new AgentService({ store, allocator, clock, socket, version: '0.0.0-test', reconciler });
+  const netnsDir = tempDir('warren-api-netns-');
+  // The agent's own setup as agent.ts reports it for `warren doctor`, from options resolved as the agent resolves its flags.
+  const options = resolveAgentOptions({ stateDir: dir, socket, journalDir, nodeName: 'n1', netnsDirs: netnsDir, metricsAddress: '' }, {}, 0, dir);
+  const doctor = () => doctorFacts({ options, store, observer: new NetnsObserver(options.netnsDirs), clock, version: '0.0.0-test' });
+  const service = new AgentService({ store, allocator, clock, socket, version: '0.0.0-test', reconciler, doctor });
   const failures: string[] = [];
   const cni = new CniService({
     allocator,
@@ -80,6 +89,7 @@ export async function harness(): Promise<Harness> {
     client: new ApiClient({ socket, timeoutMs: 10_000 }),
     failures,
     journalDir,
+    netnsDir,
     async close() {
       await done();
       await new Promise<void>((resolve) => server.close(() => resolve()));

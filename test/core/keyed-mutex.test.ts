@@ -1,9 +1,8 @@
 /**
  * KeyedMutex's guarantees, each shown with work the test releases by hand (no timers, no sleeps):
  * never two runs of one key at once, runs of one key in arrival order, different keys in
- * parallel, a failing run does not block the next, and a key whose runs are done is taken again.
- * (That an idle key holds no memory is not observable from outside, and the class keeps no
- * inspection hook for tests: its one line, deleting a drained key's tail, is the evidence.)
+ * parallel, a failing run does not block the next, a key whose runs are done is taken again, and
+ * an idle key holds nothing (`size` counts the keys held).
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -89,6 +88,31 @@ describe('KeyedMutex', () => {
     g.open();
     await Promise.all(runs);
     assert.equal(await mutex.run('x', async () => 'again'), 'again');
+  });
+
+  it('holds nothing for a key once its last run is done, failed runs included', async () => {
+    const mutex = new KeyedMutex();
+    assert.equal(mutex.size, 0);
+    const first = gate();
+    const second = gate();
+    const runs = [mutex.run('x', () => first.promise), mutex.run('x', () => second.promise), mutex.run('y', async () => 'y')];
+    assert.equal(mutex.size, 2, 'x and y are held');
+    await runs[2];
+    assert.equal(mutex.size, 1, 'y is done and gone; x still runs');
+    first.open();
+    await runs[0];
+    assert.equal(mutex.size, 1, 'x is still held by its second run');
+    second.fail(new Error('boom'));
+    await assert.rejects(runs[1] as Promise<unknown>, /boom/);
+    assert.equal(mutex.size, 0, 'a failed last run lets its key go too');
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.constantFrom('a', 'b', 'c', 'd'), { maxLength: 40 }), async (keys) => {
+        const many = new KeyedMutex();
+        await Promise.allSettled(keys.map((key, i) => many.run(key, async () => (i % 4 === 0 ? Promise.reject(new Error('no')) : i))));
+        assert.equal(many.size, 0);
+      }),
+      { numRuns: 50 },
+    );
   });
 
   it('for any interleaving of keys, each key runs alone and in order (property)', async () => {

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { isWarrenError } from '../../src/core/errors.ts';
 import { MAX_HEAD_BYTES, type Peer, parseResponseHead, requestJson } from '../../src/core/unix-http.ts';
+import { agentPeer } from '../../src/api/cni-call.ts';
 import { tempDir } from '../helpers/processes.ts';
 
 /** The peer as the API's clients name the agent (api/cni-call.ts), so codes and messages are theirs. */
@@ -110,6 +111,17 @@ describe('requestJson', () => {
     assert.notEqual(bytes, JSON.stringify(body).length);
     assert.match(request?.head ?? '', new RegExp(`\r\nContent-Length: ${bytes}(\r\n|$)`), 'bytes, not characters');
     assert.deepEqual(JSON.parse(request?.body ?? ''), { address: '10.0.0.1', note: 'é' });
+  });
+
+  it('sends the Host its caller names (the API client: warren), and localhost when it names none', async () => {
+    const { socket, requests } = await scripted((s) => void s.end(response('200 OK', '{}')));
+    await requestJson({ socket, peer: agentPeer(socket), method: 'GET', path: '/v1/status' });
+    await requestJson({ socket, peer: { ...agent(socket), host: 'registry.example' }, method: 'GET', path: '/' });
+    await requestJson({ socket, method: 'GET', path: '/' });
+    assert.deepEqual(
+      requests.map((r) => /\r\nHost: ([^\r]*)\r\n/.exec(r.head)?.[1]),
+      ['warren', 'registry.example', 'localhost'],
+    );
   });
 
   it('sends bodyText as it is', async () => {

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { requestJson } from '../../src/core/unix-http.ts';
 import type { AuditReport } from '../../src/api/protocol.ts';
-import type { AgentStatus } from '../../src/api/protocol.ts';
+import type { AgentStatus } from '../../src/api/status.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { createNetns, deleteNetns, uniqueName } from '../helpers/netns.ts';
 import { WARREN_BIN, isRoot, run, tempDir, waitFor } from '../helpers/processes.ts';

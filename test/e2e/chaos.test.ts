@@ -4,9 +4,11 @@
  * here behaves like kubelet: it retries a failed ADD until it succeeds, a DEL always succeeds (the
  * plugin journals it when the agent is down), and now and then it loses a DEL altogether. Its GC
  * lists the attachments whose ADD it has seen succeed, so an ADD still in flight is missing from
- * the list — the race a GC grace exists for. At the end: every live container holds exactly one
- * address, no address is held twice, every deleted container's address is free, the containers
- * whose DEL was lost are freed by GC, and the journal is empty.
+ * the list — the race a GC grace exists for. Right before the runtime is done with a container
+ * (its DEL, or losing it), the container still holds exactly the address its ADD reported. At the
+ * end: every live container holds exactly one address, no address is held twice, every deleted
+ * container's address is free, the containers whose DEL was lost are freed by GC, and the journal
+ * is empty.
  */
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
@@ -14,6 +16,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { requestJson } from '../../src/core/unix-http.ts';
 import type { ReconcilerStatus } from '../../src/agent/release-reconciler.ts';
+import type { Allocation } from '../../src/ipam/allocation.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { resultAddresses, warren } from '../helpers/cni.ts';
 import { waitFor } from '../helpers/processes.ts';
@@ -98,6 +101,18 @@ describe('chaos', () => {
       })().finally(() => (restarting = undefined));
     };
 
+    /** The addresses the store holds for a container now; waits out a restart of the agent. */
+    const heldBy = (id: string): Promise<string[]> =>
+      waitFor(
+        `the allocations of ${id}`,
+        async () => {
+          await restarting;
+          const r = await requestJson({ socket, method: 'GET', path: `/v1/allocations?network=chaos&containerID=${id}`, timeoutMs: 5_000 });
+          return r.status === 200 ? (r.body as Allocation[]).map((a) => a.address) : undefined;
+        },
+        60_000,
+      );
+
     let addRetries = 0;
     let next = 0;
     const lifecycle = async (i: number): Promise<void> => {
@@ -119,6 +134,10 @@ describe('chaos', () => {
         await restarting;
       }
       if (i >= LIFECYCLES - LIVE_AT_END) return; // these stay running
+      // Still holding its address when the runtime is done with it: a loss mid-run (a stale
+      // release, a GC that raced the ADD) would otherwise go unseen, as this container leaves.
+      const holding = await heldBy(id);
+      if (holding.join() !== held.get(id)) unexpected.push(`${id} held ${JSON.stringify(holding)} before its DEL, not the ${held.get(id)} its ADD reported`);
       if (i % LOST_DEL_EVERY === LOST_DEL_EVERY - 1) {
         // The runtime forgets this container without a DEL: it drops out of GC's list.
         held.delete(id);

@@ -15,7 +15,7 @@ import { type EtcdCluster, startEtcd } from '../helpers/etcd.ts';
 import { CHILD_PATH, WARREN_BIN, bounded, run, waitFor } from '../helpers/processes.ts';
 
 function nodeArgs(name: string, etcd: EtcdCluster, prefix: string, extra: readonly string[] = []): string[] {
-  return ['--node-name', name, '--store', 'etcd', '--etcd-endpoints', etcd.endpoints.join(','), '--etcd-prefix', prefix, '--reconcile-interval', '1', ...extra];
+  return ['--node-name', name, '--store', 'etcd', '--etcd-endpoints', etcd.endpoints.join(','), '--etcd-prefix', prefix, '--reconcile-interval', '1', '--upkeep-interval', '1', ...extra];
 }
 
 async function cli(agent: AgentHandle, ...args: string[]) {

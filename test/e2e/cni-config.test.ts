@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import type { AgentStatus } from '../../src/api/protocol.ts';
+import type { AgentStatus } from '../../src/api/status.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { warren } from '../helpers/cni.ts';
 import { WARREN_BIN, removeDir, run, tempDir, waitFor } from '../helpers/processes.ts';

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { requestJson } from '../../src/core/unix-http.ts';
-import type { AgentStatus } from '../../src/api/protocol.ts';
+import type { AgentStatus } from '../../src/api/status.ts';
 import { encodeAny, encodeMessage } from '../../src/sources/containerd/client.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { resultAddresses, warren } from '../helpers/cni.ts';

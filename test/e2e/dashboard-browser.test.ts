@@ -16,7 +16,8 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { type BrowserContext, type Page, chromium } from 'playwright-core';
 import { ApiClient } from '../../src/api/client.ts';
-import type { CniOutcome, CniRequest, DashboardData } from '../../src/api/protocol.ts';
+import type { CniOutcome, CniRequest } from '../../src/api/protocol.ts';
+import type { DashboardData } from '../../src/api/dashboard.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { REPO, tempDir, waitFor } from '../helpers/processes.ts';
 

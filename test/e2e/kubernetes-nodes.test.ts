@@ -2,12 +2,15 @@
  * A node leaves the cluster: three agents (child processes, real plugin executable) share pools on
  * a real etcd and watch Nodes through the fake API server (real wire, TLS, bearer token). When a
  * Node is deleted and its agent's announcement has expired, exactly one of the others forgets it:
- * its addresses are released, its blocks freed and reused, and one Event records it.
+ * its addresses are released, its blocks freed and reused, and one Event records it. When the node
+ * comes back it announces itself again (giving the chore up), claims blocks anew, and is forgotten
+ * again if it leaves again.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import type { Etcd3 } from 'etcd3';
 import { REASON_NODE_FORGOTTEN } from '../../src/agent/kubernetes-nodes.ts';
-import type { AgentStatus } from '../../src/api/protocol.ts';
+import type { AgentStatus } from '../../src/api/status.ts';
 import { requestJson } from '../../src/core/unix-http.ts';
 import { EtcdStore } from '../../src/store/etcd-store.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
@@ -22,6 +25,7 @@ describe('a node deleted from Kubernetes', () => {
   let etcd: EtcdCluster;
   let api: FakeKubeApi;
   let observer: EtcdStore;
+  let raw: Etcd3;
   const agents = new Map<string, AgentHandle>();
 
   const args = (name: string) => [
@@ -50,10 +54,13 @@ describe('a node deleted from Kubernetes', () => {
       agents.set(name, await startAgent({ args: args(name) }));
     }
     observer = await EtcdStore.open({ endpoints: etcd.endpoints, prefix: PREFIX });
+    const { Etcd3: Client } = await import('etcd3');
+    raw = new Client({ hosts: etcd.endpoints });
   });
   after(async () => {
     for (const a of agents.values()) await a.kill();
     await observer?.close();
+    raw?.close();
     await api?.stop();
     await etcd?.stop();
   });
@@ -101,5 +108,37 @@ describe('a node deleted from Kubernetes', () => {
       kn3Blocks.some((b) => owners.get(b) === 'kn1'),
       `one of kn3's former blocks (${kn3Blocks.join(', ')}) is now kn1's`,
     );
+  });
+
+  it('comes back: announces itself again, which gives the chore up, claims blocks anew, and is forgotten again when it leaves again', async () => {
+    const chore = `${PREFIX}tasks/forget-node/kn3`;
+    assert.notEqual(await raw.get(chore).string(), null, 'the chore of forgetting kn3 is still claimed by its winner');
+    api.createNode('kn3');
+    const kn3 = await startAgent({ args: args('kn3') });
+    agents.set('kn3', kn3);
+    await waitFor('kn3 to announce itself and give the chore up', async () => ((await raw.get(chore).string()) === null ? true : undefined));
+    const reply = await warren({ command: 'ADD', containerID: 'kn3-back', netns: '/var/run/netns/kn3-back', ifname: 'eth0', config: config(kn3) });
+    assert.equal(reply.code, 0, reply.stdout);
+    const [address] = resultAddresses(reply);
+    const blocks = (await observer.pools()).filter((p) => p.affinity === 'kn3');
+    assert.equal(blocks.length, 1, 'kn3 claimed a block anew');
+    assert.deepEqual((await observer.list({ node: 'kn3' })).map((a) => [a.address, a.pool]), [[address, blocks[0]?.pool]], 'its address is from its new block');
+
+    // It leaves again: the chore, given up, is won again, by exactly one agent.
+    await kn3.kill();
+    agents.delete('kn3');
+    api.deleteNode('kn3');
+    await waitFor(
+      'kn3 to be forgotten a second time',
+      async () => ((await observer.list({ node: 'kn3' })).length === 0 && !(await observer.pools()).some((p) => p.affinity === 'kn3') ? true : undefined),
+      30_000,
+    );
+    const events = await waitFor('a second Event on the Node', () => {
+      const found = api.listEvents('default').filter((e) => e.reason === REASON_NODE_FORGOTTEN);
+      return found.length > 1 ? found : undefined;
+    });
+    assert.equal(events.length, 2);
+    const statuses = await Promise.all([...agents.values()].map(async (a) => (await requestJson({ socket: a.socket, method: 'GET', path: '/v1/status' })).body as AgentStatus));
+    assert.deepEqual(statuses.flatMap((s) => s.kubernetes?.nodes?.forgotten ?? []), ['kn3', 'kn3'], 'forgotten once per departure');
   });
 });

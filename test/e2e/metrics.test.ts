@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { requestJson } from '../../src/core/unix-http.ts';
-import type { AgentStatus } from '../../src/api/protocol.ts';
+import type { AgentStatus } from '../../src/api/status.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { resultAddresses, warren } from '../helpers/cni.ts';
 import { type Containerd, haveContainerd, startContainerd } from '../helpers/containerd.ts';

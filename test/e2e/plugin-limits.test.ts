@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { MAX_CONFIG_BYTES } from '../../src/core/limits.ts';
+import { MAX_CONFIG_BYTES } from '../../src/api/limits.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { warren } from '../helpers/cni.ts';
 import { waitFor } from '../helpers/processes.ts';

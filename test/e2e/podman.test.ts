@@ -21,7 +21,7 @@ import { existsSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:
 import { type Server, type Socket, createServer } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import type { PluginsStatus, ReconcilerStatus } from '../../src/api/protocol.ts';
+import type { PluginsStatus, ReconcilerStatus } from '../../src/api/status.ts';
 import { requestJson } from '../../src/core/unix-http.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { cniBinDir, warren } from '../helpers/cni.ts';

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { encodeEvent, encodeListing } from '../../src/api/plugins/event-codec.ts';
 import { MESSAGES, encode } from '../../src/api/plugins/wire.ts';
-import type { AgentStatus, PluginsStatus } from '../../src/api/protocol.ts';
+import type { AgentStatus, PluginsStatus } from '../../src/api/status.ts';
 import { requestJson } from '../../src/core/unix-http.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { warren } from '../helpers/cni.ts';

@@ -17,7 +17,7 @@ import { existsSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { type Server, type Socket, createServer } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH } from '../../src/core/limits.ts';
+import { MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH } from '../../src/api/limits.ts';
 import { buildForwarderSanitized } from '../../scripts/build.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { cniBinDir } from '../helpers/cni.ts';

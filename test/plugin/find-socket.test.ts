@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 import fc from 'fast-check';
 import { FORWARDER_SOURCE_DIR } from '../../scripts/build.ts';
-import { MAX_CONFIG_DEPTH, nestsDeeperThan } from '../../src/core/limits.ts';
+import { MAX_CONFIG_DEPTH, nestsDeeperThan } from '../../src/api/limits.ts';
 import { REPO, tempDir } from '../helpers/processes.ts';
 
 type Answer = 'not-found' | 'unusable' | 'too-deep' | { readonly found: string };

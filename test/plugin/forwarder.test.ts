@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { FORWARDER_BINARY, buildForwarder, buildForwarderSanitized } from '../../scripts/build.ts';
-import { MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH } from '../../src/core/limits.ts';
+import { MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH } from '../../src/api/limits.ts';
 import { CHILD_PATH, tempDir, track } from '../helpers/processes.ts';
 
 /** One request as the agent received it. */

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { runPlugin } from '../../src/plugin/plugin.ts';
-import { MAX_CONFIG_DEPTH } from '../../src/core/limits.ts';
+import { MAX_CONFIG_DEPTH } from '../../src/api/limits.ts';
 import { decodeEntry } from '../../src/cni/journal-entry.ts';
 import { readFileSync } from 'node:fs';
 import { tempDir } from '../helpers/processes.ts';

@@ -3,7 +3,7 @@
  * store's health, how long it has run, and what it holds; on a store shared by nodes, the cluster
  * as this agent sees it. Red means an ADD would fail now; nothing else on the page is red for that.
  */
-import type { DashboardData } from '../../api/protocol.ts';
+import type { DashboardData } from '../../api/dashboard.ts';
 import { type Html, html } from './html.ts';
 import { formatDuration } from './figures.ts';
 import { badge, facts, section, timeOf } from './widgets.ts';

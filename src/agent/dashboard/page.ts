@@ -16,7 +16,7 @@
  * - A pure function of the data: the same data gives the same page (times relative to
  *   `generatedAt`, never to the clock).
  */
-import type { DashboardData } from '../../api/protocol.ts';
+import type { DashboardData } from '../../api/dashboard.ts';
 import { type Html, html } from './html.ts';
 import { healthSection } from './health.ts';
 import { nodesSection, poolsSection } from './pools.ts';

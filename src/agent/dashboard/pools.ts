@@ -8,7 +8,8 @@
  * exactly as the decimal strings they are, and percentages computed from them in bigint
  * (figures.ts). A block whose range is not in the report still shows, under its range's key.
  */
-import type { DashboardData, NodeReport, PoolReport } from '../../api/protocol.ts';
+import type { DashboardData } from '../../api/dashboard.ts';
+import type { NodeReport, PoolReport } from '../../api/protocol.ts';
 import { blockCidrOfKey, isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
 import { type Html, html } from './html.ts';
 import { utilisationOf } from './figures.ts';

@@ -7,7 +7,7 @@
  * (container IDs, network names, reasons that quote paths); the `html` template escapes them.
  * Container IDs are shortened to the 12 characters runtimes show, the whole ID on hover.
  */
-import { type DashboardData, RELEASE_SOURCES, type ReleaseRecord } from '../../api/protocol.ts';
+import { type DashboardData, RELEASE_SOURCES, type ReleaseRecord } from '../../api/dashboard.ts';
 import { type Html, html } from './html.ts';
 import { shortId } from './figures.ts';
 import { emptyState, section, timeOf } from './widgets.ts';

@@ -8,18 +8,8 @@
  * Each state maps to a tone in an exhaustive switch: a state added to the protocol fails the
  * typecheck here until the page knows what it means.
  */
-import type {
-  CniConfigStatus,
-  ContainerdState,
-  ContainerdStatus,
-  DashboardData,
-  KubernetesStatus,
-  ListWatchStatus,
-  PluginEntry,
-  PluginState,
-  PluginsStatus,
-  ReconcilerStatus,
-} from '../../api/protocol.ts';
+import type { CniConfigStatus, ContainerdState, ContainerdStatus, KubernetesStatus, ListWatchStatus, PluginEntry, PluginState, PluginsStatus, ReconcilerStatus } from '../../api/status.ts';
+import type { DashboardData } from '../../api/dashboard.ts';
 import { type Html, html } from './html.ts';
 import { shortId } from './figures.ts';
 import { type Tone, badge, card, facts, firstOf, section, timeOf } from './widgets.ts';

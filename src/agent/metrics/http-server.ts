@@ -15,8 +15,8 @@
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { messageOf } from '../../core/errors.ts';
-import type { DashboardData } from '../../api/protocol.ts';
-import { type ListenAddress, formatListenAddress } from '../options.ts';
+import type { DashboardData } from '../../api/dashboard.ts';
+import { type ListenAddress, formatListenAddress } from '../listen-address.ts';
 
 export interface MetricsServerOptions {
   readonly exposition: () => Promise<{ readonly contentType: string; readonly text: string }>;

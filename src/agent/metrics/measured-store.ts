@@ -4,7 +4,7 @@
  * writes pass, so no caller can allocate without being counted.
  */
 import type { Allocation } from '../../ipam/allocation.ts';
-import type { AllocationFilter, CommitResult, Membership, PoolOp, PoolRead, PoolSummary, Revision, Store } from '../../store/store.ts';
+import type { AddressSpaces, AdmissionGuard, AllocationFilter, CommitResult, Membership, PoolOp, PoolRead, PoolSummary, Revision, Store } from '../../store/store.ts';
 import type { Owner } from '../../ipam/allocation.ts';
 import type { Telemetry } from './telemetry.ts';
 
@@ -13,12 +13,14 @@ export class MeasuredStore implements Store {
   readonly #telemetry: Telemetry;
   readonly description: string;
   readonly membership?: Membership;
+  readonly spaces?: AddressSpaces;
 
   constructor(inner: Store, telemetry: Telemetry) {
     this.#inner = inner;
     this.#telemetry = telemetry;
     this.description = inner.description;
     if (inner.membership !== undefined) this.membership = inner.membership;
+    if (inner.spaces !== undefined) this.spaces = inner.spaces;
   }
 
   /** The store wrapped (its own extras: SQLite's durability). */
@@ -30,11 +32,11 @@ export class MeasuredStore implements Store {
     return this.#inner.readPool(pool, knownRevision);
   }
 
-  async commit(pool: string, expected: Revision, ops: readonly PoolOp[]): Promise<CommitResult> {
+  async commit(pool: string, expected: Revision, ops: readonly PoolOp[], guard?: AdmissionGuard): Promise<CommitResult> {
     const started = performance.now();
     let result: CommitResult;
     try {
-      result = await this.#inner.commit(pool, expected, ops);
+      result = await this.#inner.commit(pool, expected, ops, guard);
     } catch (error) {
       this.#telemetry.commit((performance.now() - started) / 1000, 'error');
       throw error;

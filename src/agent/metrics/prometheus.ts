@@ -12,7 +12,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { type CniCommand, COMMANDS as CNI_COMMANDS } from '../../cni/spec.ts';
-import { RELEASE_SOURCES, type ReleaseSource } from '../../api/protocol.ts';
+import { RELEASE_SOURCES, type ReleaseSource } from '../../api/dashboard.ts';
 import type { AuditCounts, CommitResultKind, Telemetry } from './telemetry.ts';
 
 /** One range as a scrape reports it. */

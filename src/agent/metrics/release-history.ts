@@ -4,7 +4,7 @@
  */
 import type { Clock } from '../../core/clock.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
-import { RELEASE_SOURCES, type ReleaseRecord, type ReleaseSource } from '../../api/protocol.ts';
+import { RELEASE_SOURCES, type ReleaseRecord, type ReleaseSource } from '../../api/dashboard.ts';
 import { NO_TELEMETRY, type Telemetry } from './telemetry.ts';
 
 export const DEFAULT_HISTORY = 100;

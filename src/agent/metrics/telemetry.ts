@@ -8,10 +8,10 @@
  * Every method is cheap and never throws: it runs on the hot path of ADD.
  */
 import type { Allocation } from '../../ipam/allocation.ts';
-import type { ReleaseSource } from '../../api/protocol.ts';
+import type { ReleaseSource } from '../../api/dashboard.ts';
 
-export type { ReleaseSource } from '../../api/protocol.ts';
-export { RELEASE_SOURCES } from '../../api/protocol.ts';
+export type { ReleaseSource } from '../../api/dashboard.ts';
+export { RELEASE_SOURCES } from '../../api/dashboard.ts';
 
 /** How a store commit ended. */
 export type CommitResultKind = 'committed' | 'conflict' | 'error';

@@ -3,7 +3,8 @@
  * (sockets in the plugins directory), one socket at a time, and the operations it runs on a
  * socket: register (dial, GetInfo, check, handler.register, NotifyRegistrationStatus) and
  * unregister (handler.unregister). kubelet's reconciler, operation executor and pending-operations
- * table in one place, driven by changes instead of a one-second poll.
+ * table in one place, driven by changes instead of a one-second poll. Whether a PluginInfo can be
+ * used is info-check.ts; what is known of each socket, and how status shows it, socket-record.ts.
  *
  * Guarantees:
  * - Never runs two operations on one socket at once (a KeyedMutex on the path); pokes that arrive
@@ -22,114 +23,21 @@
  * - After `shutdown`, no registration starts; it returns once every registered plugin has been
  *   unregistered, after whatever operation was running on its socket.
  */
-import { realpathSync } from 'node:fs';
-import { basename, dirname, join, resolve, sep } from 'node:path';
 import type { Logger } from 'pino';
 import type { BackoffPolicy } from '../../core/backoff.ts';
-import type { CancelTimer, Clock } from '../../core/clock.ts';
+import type { Clock } from '../../core/clock.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import { KeyedMutex } from '../../core/keyed-mutex.ts';
 import type { PluginInfo } from '../../api/plugins/wire.ts';
-import type { PluginEntry, PluginState } from '../../api/protocol.ts';
+import type { PluginEntry, PluginState } from '../../api/status.ts';
 import { DEFAULT_INFO_TIMEOUT_MS, DEFAULT_NOTIFY_TIMEOUT_MS, type RegistrationClientLike } from '../../sources/plugins/registration-client.ts';
 import type { ActualPlugin, ActualState } from './actual-state.ts';
 import type { DesiredState } from './desired-state.ts';
 import type { PluginHandler, RegisteredPlugin } from './handler.ts';
-
-/** The longest path a unix socket address holds (sun_path, less its NUL). */
-const MAX_SOCKET_PATH_BYTES = 107;
-
-export type InfoCheck =
-  | { readonly ok: true; readonly handler: PluginHandler; readonly endpoint: string; readonly version: string }
-  | { readonly ok: false; readonly reason: string };
-
-/**
- * Whether a plugin's PluginInfo can be used, checked against the handlers and the plugins
- * directory, and if so its handler, endpoint (absolute) and version. A name held by another socket
- * is the reconciler's check, not this one: it depends on state.
- */
-export function checkInfo(info: PluginInfo, socket: string, dir: string, handlers: ReadonlyMap<string, PluginHandler>): InfoCheck {
-  const handler = handlers.get(info.type);
-  if (handler === undefined) {
-    const known = [...handlers.keys()].map((t) => JSON.stringify(t)).join(', ') || 'none';
-    return { ok: false, reason: `unknown plugin type ${JSON.stringify(info.type)} (Warren knows ${known})` };
-  }
-  if (info.name.trim() === '') return { ok: false, reason: 'the plugin has an empty name' };
-  const version = handler.versions.find((v) => info.supportedVersions.includes(v));
-  if (version === undefined) {
-    return {
-      ok: false,
-      reason: `no version in common for type ${JSON.stringify(info.type)}: the plugin supports [${info.supportedVersions.join(', ')}], Warren speaks [${handler.versions.join(', ')}]`,
-    };
-  }
-  const endpoint = resolveEndpoint(info.endpoint, socket, dir);
-  if (typeof endpoint !== 'string') return { ok: false, reason: endpoint.refusal };
-  let refusal: string | undefined;
-  try {
-    refusal = handler.validate?.(info);
-  } catch (error) {
-    refusal = `the ${info.type} handler could not check it: ${messageOf(error)}`;
-  }
-  if (refusal !== undefined) return { ok: false, reason: refusal };
-  return { ok: true, handler, endpoint, version };
-}
-
-/**
- * The absolute path of a plugin's endpoint (relative ones against its socket's directory; empty:
- * the socket itself), or why it cannot be used. Inside the plugins directory means inside both as
- * written and as the filesystem resolves it, so neither `..` nor a symlink leads out.
- */
-export function resolveEndpoint(endpoint: string, socket: string, dir: string): string | { readonly refusal: string } {
-  if (endpoint === '') return socket;
-  const quoted = JSON.stringify(endpoint);
-  if (endpoint.includes('\0')) return { refusal: `endpoint ${quoted} contains a NUL byte` };
-  const path = resolve(dirname(socket), endpoint);
-  const inside = (p: string, d: string): boolean => p.startsWith(d.endsWith(sep) ? d : d + sep);
-  if (!inside(path, resolve(dir)) || !inside(realPath(path), realPath(dir))) {
-    return { refusal: `endpoint ${quoted} (${path}) is outside the plugins directory ${dir}` };
-  }
-  if (Buffer.byteLength(path) > MAX_SOCKET_PATH_BYTES) {
-    return { refusal: `endpoint ${path} is longer than ${MAX_SOCKET_PATH_BYTES} bytes, more than a unix socket address holds` };
-  }
-  return path;
-}
-
-/** The path with every symlink resolved, as far as it exists (an endpoint may not exist yet). */
-function realPath(path: string): string {
-  try {
-    return realpathSync(path);
-  } catch {
-    const parent = dirname(path);
-    return parent === path ? path : join(realPath(parent), basename(path));
-  }
-}
+import { checkInfo } from './info-check.ts';
+import { type SocketRecord, type Wake, entryOf } from './socket-record.ts';
 
 const claimKey = (type: string, name: string): string => `${type}\0${name}`;
-
-/** When a socket is to be asked again. */
-type Wake =
-  /** At its next run. */
-  | { readonly kind: 'now' }
-  /** Once the backoff after a failure is over (a timer pokes it then). */
-  | { readonly kind: 'at'; readonly at: number; readonly cancel: CancelTimer }
-  /** Refused: only once the socket is replaced (a new record). */
-  | { readonly kind: 'replaced' }
-  /** Its name is held by another socket: once that socket lets it go. */
-  | { readonly kind: 'released'; readonly claim: string };
-
-/** What the reconciler knows of one socket, for one generation (file) of it. */
-interface SocketRecord {
-  readonly socket: string;
-  readonly generation: number;
-  /** The socket's inode, for the actual state. */
-  readonly ino: number;
-  state: PluginState;
-  since: number;
-  wake: Wake;
-  failures: number;
-  error: string | undefined;
-  info: PluginInfo | undefined;
-}
 
 export interface ReconcilerOptions {
   /** The plugins directory, absolute. */
@@ -451,26 +359,6 @@ export class PluginReconciler {
       const seenAt = this.#o.desired.get(socket)?.seenAt ?? this.#o.clock.now();
       return { socket, state: 'registering', since: new Date(seenAt).toISOString(), failures: 0 };
     }
-    const registered = this.#actual().get(socket);
-    const info = record.info;
-    let detail: Readonly<Record<string, unknown>> | undefined;
-    if (registered !== undefined && registered.handler.describe !== undefined) {
-      try {
-        detail = registered.handler.describe(registered.plugin);
-      } catch (error) {
-        detail = { error: `describe failed: ${messageOf(error)}` };
-      }
-    }
-    return {
-      socket,
-      state: record.state,
-      ...(info === undefined ? {} : { type: info.type, name: info.name }),
-      ...(registered === undefined ? {} : { endpoint: registered.plugin.endpoint, version: registered.plugin.version }),
-      since: new Date(record.since).toISOString(),
-      ...(record.error === undefined ? {} : { error: record.error }),
-      failures: record.failures,
-      ...(record.wake.kind === 'at' ? { retryAt: new Date(record.wake.at).toISOString() } : {}),
-      ...(detail === undefined ? {} : { detail }),
-    };
+    return entryOf(record, this.#actual().get(socket));
   }
 }

@@ -18,7 +18,7 @@ import type { Logger } from 'pino';
 import { type BackoffPolicy, ExponentialBackoff } from '../../core/backoff.ts';
 import { type Clock, systemClock } from '../../core/clock.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
-import type { PluginsStatus } from '../../api/protocol.ts';
+import type { PluginsStatus } from '../../api/status.ts';
 import { RegistrationClient, type RegistrationClientLike } from '../../sources/plugins/registration-client.ts';
 import { PluginSocketWatcher, type SocketEvent } from '../../sources/plugins/socket-watcher.ts';
 import { ActualState } from './actual-state.ts';

@@ -8,7 +8,7 @@
  * (their namespaces' going away is not seen); with none, it is a warning about the future.
  * Pure.
  */
-import type { DoctorFacts } from '../../api/protocol.ts';
+import type { DoctorFacts } from '../../api/doctor.ts';
 import type { ContainerdConfigReading } from './containerd-config.ts';
 import { type Finding, error, ok, warning } from './finding.ts';
 import type { JournalDirCheck } from './observation.ts';

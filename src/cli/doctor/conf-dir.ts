@@ -15,7 +15,7 @@
 import { closeSync, openSync, readSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { messageOf } from '../../core/errors.ts';
-import { MAX_CONFIG_BYTES } from '../../core/limits.ts';
+import { MAX_CONFIG_BYTES } from '../../api/limits.ts';
 import { isPlainObject } from '../../core/validate.ts';
 import { isConfigName } from '../../cni/derived-config.ts';
 import type { IgnoredKey } from '../../cni/ipam-config.ts';

@@ -21,8 +21,9 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 import { parse } from 'smol-toml';
 import { messageOf } from '../../core/errors.ts';
+import { isPlainObject } from '../../core/validate.ts';
 import { DEFAULT_CONTAINERD_SOCKET } from '../../sources/containerd/socket.ts';
-import { DEFAULT_CNI_CONF_DIR } from '../../agent/options.ts';
+import { DEFAULT_CNI_CONF_DIR } from '../../agent/settings.ts';
 
 export const DEFAULT_CONTAINERD_CONFIG = '/etc/containerd/config.toml';
 /** containerd's defaults for the CNI keys (and every other runtime's: libcni's). */
@@ -61,10 +62,6 @@ export interface FileCniSettings {
 
 class ConfigProblem extends Error {}
 
-function isTable(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 /** What one file sets, by its own version. Throws ConfigProblem naming the key that is wrong. */
 export function cniSettingsOfToml(text: string, file: string): FileCniSettings {
   let doc: Record<string, unknown>;
@@ -80,10 +77,10 @@ export function cniSettingsOfToml(text: string, file: string): FileCniSettings {
   const found: FileCniSettings = { imports: [] };
   const plugins = doc.plugins;
   for (const name of CNI_TABLES[version] ?? []) {
-    const cni = isTable(plugins) && isTable(plugins[name]) ? plugins[name].cni : undefined;
+    const cni = isPlainObject(plugins) && isPlainObject(plugins[name]) ? plugins[name].cni : undefined;
     if (cni === undefined) continue;
     const at = `${file}: plugins."${name}".cni`;
-    if (!isTable(cni)) throw new ConfigProblem(`${at} is not a table`);
+    if (!isPlainObject(cni)) throw new ConfigProblem(`${at} is not a table`);
     if (cni.bin_dirs !== undefined) {
       if (!Array.isArray(cni.bin_dirs) || !cni.bin_dirs.every((d) => typeof d === 'string')) throw new ConfigProblem(`${at}.bin_dirs must be a list of paths`);
       found.binDirs = cni.bin_dirs as string[];
@@ -97,7 +94,7 @@ export function cniSettingsOfToml(text: string, file: string): FileCniSettings {
     }
     break;
   }
-  if (isTable(doc.grpc) && doc.grpc.address !== undefined) {
+  if (isPlainObject(doc.grpc) && doc.grpc.address !== undefined) {
     if (typeof doc.grpc.address !== 'string') throw new ConfigProblem(`${file}: grpc.address must be a path`);
     if (doc.grpc.address !== '') found.grpcAddress = doc.grpc.address;
   }

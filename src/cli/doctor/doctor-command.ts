@@ -14,7 +14,7 @@ import { parseArgs } from 'node:util';
 import { ApiClient } from '../../api/client.ts';
 import { isWarrenError, messageOf } from '../../core/errors.ts';
 import { checkJournalDir } from '../../cni/journal-dir.ts';
-import { DEFAULT_CNI_CONF_DIR } from '../../agent/options.ts';
+import { DEFAULT_CNI_CONF_DIR } from '../../agent/settings.ts';
 import { WARREN_VERSION } from '../../agent/version.ts';
 import type { CliIO } from '../main.ts';
 import { UsageError } from '../usage.ts';

@@ -12,7 +12,7 @@
  * Pure: paths are compared through the observation's `canonical`.
  */
 import { resolve } from 'node:path';
-import type { DoctorFacts } from '../../api/protocol.ts';
+import type { DoctorFacts } from '../../api/doctor.ts';
 import { DEFAULT_SOCKET } from '../../api/socket.ts';
 import { DEFAULT_JOURNAL_DIR } from '../../cni/journal-dir.ts';
 import { DEFAULT_CNI_BIN_DIR } from './containerd-config.ts';

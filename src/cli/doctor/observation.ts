@@ -4,7 +4,7 @@
  * journal dir. Gathered by doctor-command.ts, judged by checks.ts; nothing here does I/O
  * but `canonical`, the one question about paths the checks must ask the file system.
  */
-import type { DoctorFacts } from '../../api/protocol.ts';
+import type { DoctorFacts } from '../../api/doctor.ts';
 import type { ConfDirScan } from './conf-dir.ts';
 import type { ContainerdConfigReading } from './containerd-config.ts';
 import type { PluginInstall } from './plugin-install.ts';

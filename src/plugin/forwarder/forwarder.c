@@ -55,7 +55,7 @@
 
 extern char **environ;
 
-/* The TypeScript plugin's MAX_CONFIG_BYTES (src/core/limits.ts). */
+/* The TypeScript plugin's MAX_CONFIG_BYTES (src/api/limits.ts). */
 #define MAX_CONFIG_BYTES (4u * 1024 * 1024)
 /* Linux's MAX_ARG_STRLEN: no environment string can be longer. */
 #define MAX_VARIABLE_BYTES (128u * 1024)

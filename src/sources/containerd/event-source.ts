@@ -21,7 +21,7 @@ import { AsyncChannel } from '../../core/async-channel.ts';
 import { DirectoryWatcher } from '../../core/dir-watcher.ts';
 import { messageOf } from '../../core/errors.ts';
 import { type ContainerEvent, ContainerdClient, type RawEnvelope, type Subscription, decodeEvent, subscribeFilters } from './client.ts';
-import type { ContainerdState, ContainerdStatus } from '../../api/protocol.ts';
+import type { ContainerdState, ContainerdStatus } from '../../api/status.ts';
 
 export type ContainerdItem =
   | { readonly kind: 'event'; readonly event: ContainerEvent }

@@ -16,6 +16,7 @@
  *   inactivity timeout (`DOMException`, name `TimeoutError`).
  */
 import { messageOf } from '../../core/errors.ts';
+import { isPlainObject as isRecord } from '../../core/validate.ts';
 
 export interface ApiFailure {
   /** The HTTP status, or the `code` of a Status in an ERROR event; absent when nothing answered. */
@@ -23,10 +24,6 @@ export interface ApiFailure {
   /** The Status' `reason` (`Expired`, `Forbidden`), or the network error's code (`ECONNREFUSED`). */
   readonly reason?: string;
   readonly message: string;
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 /** A `Status` object (from a body or an ERROR event) as a failure; `fallbackCode` when it names none. */

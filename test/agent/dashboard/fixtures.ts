@@ -2,7 +2,8 @@
  * Dashboard data to render: a healthy agent on SQLite with nothing on, by default, and builders for
  * the parts tests vary (pools, releases, the sources' statuses).
  */
-import { type DashboardData, type PoolReport, RELEASE_SOURCES, type ReleaseRecord, type ReleaseSource } from '../../../src/api/protocol.ts';
+import { type DashboardData, RELEASE_SOURCES, type ReleaseRecord, type ReleaseSource } from '../../../src/api/dashboard.ts';
+import type { PoolReport } from '../../../src/api/protocol.ts';
 
 export const NOW = '2025-03-04T10:20:30.000Z';
 

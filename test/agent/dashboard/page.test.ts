@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { AgentStatus, PluginsStatus } from '../../../src/api/protocol.ts';
+import type { AgentStatus, PluginsStatus } from '../../../src/api/status.ts';
 import { clockTime, formatDuration, utilisationOf } from '../../../src/agent/dashboard/figures.ts';
 import { Html, escapeHtml, html } from '../../../src/agent/dashboard/html.ts';
 import { renderDashboardBody, renderDashboardPage } from '../../../src/agent/dashboard/page.ts';

@@ -8,7 +8,7 @@ import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { ApiClient } from '../../../src/api/client.ts';
-import type { DashboardData } from '../../../src/api/protocol.ts';
+import type { DashboardData } from '../../../src/api/dashboard.ts';
 import { createMetricsServer, listenMetrics } from '../../../src/agent/metrics/http-server.ts';
 import { startAgent } from '../../helpers/agent.ts';
 

@@ -8,7 +8,7 @@ import { mkdirSync, realpathSync, symlinkSync } from 'node:fs';
 import { join, sep } from 'node:path';
 import { after, describe, it } from 'node:test';
 import fc from 'fast-check';
-import { checkInfo, resolveEndpoint } from '../../../src/agent/registry/reconciler.ts';
+import { checkInfo, resolveEndpoint } from '../../../src/agent/registry/info-check.ts';
 import type { PluginHandler } from '../../../src/agent/registry/handler.ts';
 import type { PluginInfo } from '../../../src/api/plugins/wire.ts';
 import { removeDir, tempDir } from '../../helpers/processes.ts';

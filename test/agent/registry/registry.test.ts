@@ -13,7 +13,7 @@ import pino from 'pino';
 import { PluginRegistry, type PluginRegistryOptions } from '../../../src/agent/registry/registry.ts';
 import type { PluginHandler, RegisteredPlugin } from '../../../src/agent/registry/handler.ts';
 import type { PluginInfo, RegistrationStatus } from '../../../src/api/plugins/wire.ts';
-import type { PluginEntry } from '../../../src/api/protocol.ts';
+import type { PluginEntry } from '../../../src/api/status.ts';
 import { AsyncChannel } from '../../../src/core/async-channel.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
 import type { RegistrationClientLike } from '../../../src/sources/plugins/registration-client.ts';

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { DoctorFacts } from '../../../src/api/protocol.ts';
+import type { DoctorFacts } from '../../../src/api/doctor.ts';
 import { DEFAULT_SOCKET } from '../../../src/api/socket.ts';
 import { DEFAULT_JOURNAL_DIR } from '../../../src/cni/journal-dir.ts';
 import { diagnose } from '../../../src/cli/doctor/checks.ts';

@@ -10,7 +10,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { scanConfDir } from '../../../src/cli/doctor/conf-dir.ts';
-import { MAX_CONFIG_BYTES } from '../../../src/core/limits.ts';
+import { MAX_CONFIG_BYTES } from '../../../src/api/limits.ts';
 import { tempDir } from '../../helpers/processes.ts';
 
 function confDir(files: Record<string, unknown>): string {

@@ -284,6 +284,31 @@ describe('ListWatch', () => {
     assert.equal(lists(api).length, 2);
   });
 
+  it("raises the library Watch's inactivity timeout to the server's watch timeout plus a minute, so a quiet watch is never cut at 30 s", async (t) => {
+    // client-node 2.0.1 arms its inactivity timer with setTimeout(…, requestTimeoutMs), a field its
+    // typings call private; ListWatch overrides it. Renamed in a new version, the override would be
+    // skipped silently and every quiet half-minute would cut the watch again: the delays armed say.
+    const setTimeoutSpy = t.mock.method(globalThis, 'setTimeout');
+    const api = await startFakeKubeApi();
+    t.after(() => api.stop());
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromFile(api.kubeconfigPath);
+    const abort = new AbortController();
+    const lw = new ListWatch<Pod>({ kubeConfig, path: '/api/v1/pods', clock: new ManualClock(), logger: quiet, watchTimeoutSeconds: 120 });
+    const done = (async () => {
+      for await (const _ of lw.events(abort.signal)) void _;
+    })();
+    t.after(async () => {
+      abort.abort();
+      await done;
+    });
+    await until('the watch to be accepted', () => lw.state === 'watching' && api.watchCount('pods') === 1);
+    const delays = setTimeoutSpy.mock.calls.map((c) => c.arguments[1]);
+    assert.ok(delays.includes(180_000), `the inactivity timer is armed at 120 s + 60 s; delays armed: ${delays.join(', ')}`);
+    assert.ok(!delays.includes(30_000), `the library's 30 s default is never armed; delays armed: ${delays.join(', ')}`);
+    assert.equal(watches(api)[0]?.query.timeoutSeconds, '120', 'the server is asked to end the watch first');
+  });
+
   it('ends the iterable on abort, closing the watch and leaving no timer', async (t) => {
     const r = await start(t);
     await watching(r);

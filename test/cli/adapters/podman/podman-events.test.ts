@@ -7,8 +7,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { decodeEvent, encodeEvent } from '../../../src/api/plugins/event-codec.ts';
-import { CONTAINER_ID, decodePodmanEvent, parseRfc3339 } from '../../../src/adapters/podman/podman-events.ts';
+import { decodeEvent, encodeEvent } from '../../../../src/api/plugins/event-codec.ts';
+import { CONTAINER_ID, decodePodmanEvent, parseRfc3339 } from '../../../../src/cli/adapters/podman/podman-events.ts';
 
 const A = 'c4eaaf63d6ba1ccca7157dd63b58eccf573e508adeb912649a011591278d5e44';
 const B = '0e74ac942810a4584d1826470fd92432e84cc1c0bea98d81e5cfd0340cdbb51f';

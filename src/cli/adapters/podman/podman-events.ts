@@ -13,7 +13,7 @@
  *   milliseconds); otherwise the line is malformed.
  * - The decoder knows no network namespace: podman's events do not carry it (see podman-feed.ts).
  */
-import type { RuntimeEvent } from '../../api/plugins/wire.ts';
+import type { RuntimeEvent } from '../../../api/plugins/wire.ts';
 
 export type DecodedPodmanEvent =
   | { readonly kind: 'event'; readonly event: RuntimeEvent }

@@ -26,10 +26,11 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import type { Logger } from 'pino';
-import type { RuntimeEvent } from '../../api/plugins/wire.ts';
-import { type BackoffPolicy, ExponentialBackoff } from '../../core/backoff.ts';
-import { type CancelTimer, type Clock, systemClock } from '../../core/clock.ts';
-import { WarrenError, messageOf } from '../../core/errors.ts';
+import type { RuntimeEvent } from '../../../api/plugins/wire.ts';
+import { type BackoffPolicy, ExponentialBackoff } from '../../../core/backoff.ts';
+import { type CancelTimer, type Clock, systemClock } from '../../../core/clock.ts';
+import { WarrenError, messageOf } from '../../../core/errors.ts';
+import { isPlainObject } from '../../../core/validate.ts';
 import type { EventFeed } from '../plugin-server.ts';
 import { CONTAINER_ID, decodePodmanEvent } from './podman-events.ts';
 
@@ -86,7 +87,7 @@ export function parsePsOutput(stdout: string): readonly string[] | string {
   if (!Array.isArray(value)) return 'podman ps printed JSON that is not a list';
   const ids: string[] = [];
   for (const [i, entry] of value.entries()) {
-    const id = typeof entry === 'object' && entry !== null ? ((entry as Record<string, unknown>).Id ?? (entry as Record<string, unknown>).ID) : undefined;
+    const id = isPlainObject(entry) ? (entry.Id ?? entry.ID) : undefined;
     if (typeof id !== 'string' || !CONTAINER_ID.test(id)) return `podman ps entry ${i} has no full container ID (${JSON.stringify(id)?.slice(0, 80)})`;
     ids.push(id);
   }

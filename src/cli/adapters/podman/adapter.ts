@@ -15,7 +15,7 @@
 import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Logger } from 'pino';
-import type { Clock } from '../../core/clock.ts';
+import type { Clock } from '../../../core/clock.ts';
 import { servePlugin } from '../plugin-server.ts';
 import { PodmanFeed } from './podman-feed.ts';
 

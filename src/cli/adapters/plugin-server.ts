@@ -34,7 +34,7 @@ import {
   status as grpcStatus,
 } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import { decodeEvent, decodeListing, encodeEvent, encodeListing } from '../api/plugins/event-codec.ts';
+import { decodeEvent, decodeListing, encodeEvent, encodeListing } from '../../api/plugins/event-codec.ts';
 import {
   EMPTY,
   EVENT_SOURCE_TYPE,
@@ -46,9 +46,9 @@ import {
   decodeMessage,
   decodeStatus,
   encodeInfo,
-} from '../api/plugins/wire.ts';
-import { type CancelTimer, type Clock, systemClock } from '../core/clock.ts';
-import { WarrenError, messageOf } from '../core/errors.ts';
+} from '../../api/plugins/wire.ts';
+import { type CancelTimer, type Clock, systemClock } from '../../core/clock.ts';
+import { WarrenError, messageOf } from '../../core/errors.ts';
 
 export interface EventFeed {
   /** The containers that exist now. */

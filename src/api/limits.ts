@@ -1,7 +1,9 @@
 /**
  * How much input Warren accepts, in one place so the plugin and the agent cannot disagree: a
  * config the plugin reads whole always fits in the request the agent reads. Past these limits input
- * is refused with an error naming the limit, never half-read or crashed on.
+ * is refused with an error naming the limit, never half-read or crashed on. Part of the wire
+ * contract between the plugin (and the native forwarder, which repeats MAX_CONFIG_BYTES) and the
+ * agent, so it lives with the contract.
  */
 
 /**

@@ -1,0 +1,59 @@
+/**
+ * What the registry's reconciler knows of one socket, for one generation (file) of it, and how
+ * `warren plugins` shows it: its state, when it is to be asked again, its failures, and what its
+ * handler reports once it is registered.
+ */
+import type { CancelTimer } from '../../core/clock.ts';
+import { messageOf } from '../../core/errors.ts';
+import type { PluginInfo } from '../../api/plugins/wire.ts';
+import type { PluginEntry, PluginState } from '../../api/status.ts';
+import type { ActualPlugin } from './actual-state.ts';
+
+/** When a socket is to be asked again. */
+export type Wake =
+  /** At its next run. */
+  | { readonly kind: 'now' }
+  /** Once the backoff after a failure is over (a timer pokes it then). */
+  | { readonly kind: 'at'; readonly at: number; readonly cancel: CancelTimer }
+  /** Refused: only once the socket is replaced (a new record). */
+  | { readonly kind: 'replaced' }
+  /** Its name is held by another socket: once that socket lets it go. */
+  | { readonly kind: 'released'; readonly claim: string };
+
+/** What the reconciler knows of one socket, for one generation (file) of it. */
+export interface SocketRecord {
+  readonly socket: string;
+  readonly generation: number;
+  /** The socket's inode, for the actual state. */
+  readonly ino: number;
+  state: PluginState;
+  since: number;
+  wake: Wake;
+  failures: number;
+  error: string | undefined;
+  info: PluginInfo | undefined;
+}
+
+/** A record as an entry of the registry's status; `registered` when its plugin is registered now. */
+export function entryOf(record: SocketRecord, registered: ActualPlugin | undefined): PluginEntry {
+  const { socket, info } = record;
+  let detail: Readonly<Record<string, unknown>> | undefined;
+  if (registered !== undefined && registered.handler.describe !== undefined) {
+    try {
+      detail = registered.handler.describe(registered.plugin);
+    } catch (error) {
+      detail = { error: `describe failed: ${messageOf(error)}` };
+    }
+  }
+  return {
+    socket,
+    state: record.state,
+    ...(info === undefined ? {} : { type: info.type, name: info.name }),
+    ...(registered === undefined ? {} : { endpoint: registered.plugin.endpoint, version: registered.plugin.version }),
+    since: new Date(record.since).toISOString(),
+    ...(record.error === undefined ? {} : { error: record.error }),
+    failures: record.failures,
+    ...(record.wake.kind === 'at' ? { retryAt: new Date(record.wake.at).toISOString() } : {}),
+    ...(detail === undefined ? {} : { detail }),
+  };
+}

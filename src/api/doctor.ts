@@ -1,0 +1,49 @@
+/**
+ * What the running agent knows of its own setup (GET /v1/doctor), for `warren doctor`: part of the
+ * agent's wire contract (protocol.ts), under its stability rule.
+ */
+import type { NetnsDirectoryStatus } from './protocol.ts';
+import type { ContainerdState, MetricsEndpointStatus } from './status.ts';
+
+/**
+ * What the running agent knows of its own setup, for `warren doctor` to hold against the node's
+ * files: where it listens, where it reads the journal, which namespace directories it can observe
+ * and how many recorded namespaces lie under each, its store's health and durability, containerd,
+ * the clock against etcd.
+ */
+export interface DoctorFacts {
+  readonly node: string;
+  readonly version: string;
+  readonly pid: number;
+  readonly socket: string;
+  readonly stateDir: string;
+  readonly journalDir: string;
+  readonly cniConfDir: string;
+  readonly manageCniConfig: boolean;
+  /** Where metrics and the dashboard are served, as bound (port 0 resolved); absent when off. */
+  readonly metrics?: MetricsEndpointStatus;
+  readonly pluginsDir?: string;
+  readonly store: {
+    readonly kind: 'sqlite' | 'etcd';
+    readonly description: string;
+    readonly healthy: boolean;
+    readonly error?: string;
+    /** SQLite: FULL survives power loss, NORMAL only a process crash. */
+    readonly synchronous?: 'FULL' | 'NORMAL';
+    readonly etcdEndpoints?: readonly string[];
+  };
+  readonly netns: readonly NetnsDirectoryStatus[];
+  /**
+   * This node's allocations by the directory their recorded namespace lies in (`dir` one of
+   * --netns-dirs), or outside all of them (`dir` absent), or with none recorded (`dir` absent,
+   * `unrecorded` true).
+   */
+  readonly recordedNetns: ReadonlyArray<{ readonly dir?: string; readonly unrecorded?: boolean; readonly allocations: number; readonly example?: string }>;
+  /** The containerd source, when on. */
+  readonly containerd?: { readonly socket: string; readonly state: ContainerdState; readonly lastError?: string };
+  /**
+   * With etcd: this node's clock against the etcd member's (the Date of its HTTP answer, whole
+   * seconds), positive when this node is ahead; or why it could not be measured.
+   */
+  readonly clockSkew?: { readonly endpoint: string; readonly skewMs: number; readonly resolutionMs: number } | { readonly endpoint?: string; readonly error: string };
+}

@@ -1,0 +1,223 @@
+/**
+ * The agent's state as its API answers it (part of the wire contract, protocol.ts): the status
+ * (GET /v1/status), the missed-delete journal and its reconcile pass (GET /v1/journal), and the
+ * plugin registry (GET /v1/plugins). Each part of the agent reports its own piece; `AgentStatus`
+ * gathers them. The stability rule of protocol.ts holds here: fields are added, never renamed.
+ */
+
+// ---------------------------------------------------------------------------------------------
+// Status (GET /v1/status) and the journal (GET /v1/journal)
+
+export interface AgentStatus {
+  readonly node: string;
+  readonly pid: number;
+  readonly version: string;
+  readonly startedAt: string;
+  readonly uptimeSeconds: number;
+  readonly socket: string;
+  readonly store: { readonly description: string; readonly healthy: boolean; readonly error?: string };
+  /** Whether ADD can be served now: the store answers and the readiness indicator is there. */
+  readonly ready: boolean;
+  /** Why not, when not ready. */
+  readonly notReady?: string;
+  /** Ranges in use (a range split into blocks counts once). */
+  readonly pools: number;
+  readonly allocations: number;
+  readonly reconciler: ReconcilerStatus;
+  /** On a store shared by nodes: who is alive, and the blocks this node holds. */
+  readonly cluster?: ClusterStatus;
+  /** The containerd event source, when enabled. */
+  readonly containerd?: ContainerdStatus;
+  /** The Kubernetes pod (and node) sources and what they released, when enabled. */
+  readonly kubernetes?: KubernetesStatus;
+  /** The CNI config manager, when it manages the node's config. */
+  readonly cniConfig?: CniConfigStatus;
+  /** The plugin registry, when on: counts (the whole list is GET /v1/plugins). */
+  readonly plugins?: PluginCounts;
+  /** Where metrics and the dashboard are served (as bound: port 0 resolved), or why they are not; absent when off. */
+  readonly metrics?: MetricsEndpointStatus;
+}
+
+/** The metrics address: `http://address/metrics` and the dashboard at `http://address/`; `error` when it could not be bound. */
+export interface MetricsEndpointStatus {
+  readonly address: string;
+  readonly error?: string;
+}
+
+/**
+ * The CNI config manager. `current`: Warren's file is derived from the primary as it is now;
+ * `stale`: it is not (the primary is gone, broken or cannot be taken over: `problem` says which),
+ * the last good file stays; `waiting`: no primary yet, within --primary-wait; `not-ready`: the
+ * readiness indicator is missing and Warren's file is removed; `failed`: the write itself failed.
+ */
+export interface CniConfigStatus {
+  readonly state: 'waiting' | 'current' | 'stale' | 'not-ready' | 'failed';
+  readonly confDir: string;
+  /** Warren's file. */
+  readonly output: string;
+  readonly cniVersionMax: string;
+  /** The primary's path, when there is one. */
+  readonly primary?: string;
+  /** The network name, kept from the primary. */
+  readonly network?: string;
+  readonly problem?: string;
+  /** What was dropped from the primary's IPAM on the way, each with why. */
+  readonly notes?: readonly string[];
+  /** A config that sorts before Warren's: the runtime uses it, not Warren's. */
+  readonly shadowedBy?: string;
+  /** The last time this agent wrote its file: when (ISO 8601), from which primary, its digest. */
+  readonly lastWrite?: { readonly at: string; readonly from: string; readonly sha256: string };
+  readonly writes: number;
+  readonly readinessIndicator?: { readonly path: string; readonly present: boolean };
+}
+
+/** A list-then-watch of the Kubernetes API. Times are ISO 8601. */
+export interface ListWatchStatus {
+  readonly state: 'listing' | 'watching' | 'backing-off' | 'stopped';
+  readonly since: string;
+  readonly relists: number;
+  readonly reconnects: number;
+  readonly lastListedAt?: string;
+  readonly lastError?: string;
+  /** The permission the API server refused, named ("list pods"). */
+  readonly forbidden?: string;
+}
+
+export interface KubernetesStatus {
+  readonly pods: ListWatchStatus;
+  /** Pods gone whose addresses are being released, or wait for their grace or namespace. */
+  readonly releases: {
+    readonly tracked: number;
+    readonly waiting: ReadonlyArray<{ readonly pod: string; readonly uid: string; readonly because: string; readonly until: string }>;
+    readonly released: number;
+    readonly gaveUp: number;
+    readonly resyncs: number;
+    readonly queue: { readonly depth: number; readonly processing: number; readonly delayed: number; readonly retries: number };
+  };
+  readonly events: { readonly sent: number; readonly aggregated: number; readonly dropped: number; readonly refused: number; readonly forbidden?: string; readonly lastError?: string };
+  /** With a store shared by nodes: Nodes gone from Kubernetes, and those this agent forgot. */
+  readonly nodes?: ListWatchStatus & { readonly gone: readonly string[]; readonly forgotten: readonly string[]; readonly forgetError?: string };
+  /** Every permission the API server refused, named; empty when none was. */
+  readonly forbidden: readonly string[];
+}
+
+export interface ClusterStatus {
+  readonly liveNodes: readonly string[];
+  readonly ownBlocks: number;
+  readonly thisNodeAnnounced: boolean;
+}
+
+/** The missed-delete journal and the reconcile loop that drains it. Times are ISO 8601. */
+export interface ReconcilerStatus {
+  readonly journalDir: string;
+  /** The journal directory has been listed once since start: every intent in it is known. */
+  readonly listed: boolean;
+  readonly pending: readonly PendingIntentStatus[];
+  /** Files set aside in `rejected/` (recent ones), never released on. */
+  readonly rejected: ReadonlyArray<{ readonly name: string; readonly reason: string }>;
+  readonly releasedFromJournal: number;
+  readonly lastReconcile?: ReconcileReport;
+  readonly recentErrors: ReadonlyArray<{ readonly at: string; readonly message: string }>;
+}
+
+export interface PendingIntentStatus {
+  /** The journal file's name. */
+  readonly name: string;
+  readonly network: string;
+  readonly containerID: string;
+  readonly ifname: string;
+  readonly failures: number;
+  readonly nextAttemptAt?: string;
+  readonly lastError?: string;
+}
+
+/** What one reconcile pass did. */
+export interface ReconcileReport {
+  readonly at: string;
+  readonly durationMs: number;
+  readonly journalReleased: number;
+  readonly journalFailed: number;
+  readonly netnsReleased: number;
+  readonly pending: number;
+  /** Why the namespace sweep released nothing on some allocations' account, when it could not look. */
+  readonly unobservable: readonly string[];
+}
+
+export type ContainerdState = 'waiting-for-socket' | 'connecting' | 'subscribed' | 'reconnecting' | 'stopped';
+
+export interface ContainerdStatus {
+  readonly socket: string;
+  readonly namespaces: readonly string[];
+  readonly state: ContainerdState;
+  /** When the state last changed. */
+  readonly since: string;
+  readonly subscriptions: number;
+  readonly events: number;
+  readonly skipped: number;
+  readonly malformed: number;
+  readonly lastError?: string;
+  readonly lastResync?: { readonly at: string; readonly containers: number };
+  /** What the events released, and what is still waiting. */
+  readonly releases: {
+    readonly released: number;
+    /** Containers whose task exited and whose namespace still exists (or cannot be observed). */
+    readonly exited: ReadonlyArray<{ readonly containerID: string; readonly since: string; readonly waitingFor: string }>;
+    /** Containers with events waiting or backing off. */
+    readonly queue: readonly QueueKeyStatus[];
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The plugin registry (GET /v1/plugins)
+
+/**
+ * One socket the registry knows. `registering`/`unregistering`: an operation is running on it;
+ * `registered`: its handshake passed and its handler serves it; `refused`: its PluginInfo was
+ * invalid (it was told why; it is asked again only when its socket is replaced); `retrying`: an
+ * attempt failed (no answer, the handler could not start) and the next is due at `retryAt`.
+ */
+export type PluginState = 'registering' | 'registered' | 'refused' | 'retrying' | 'unregistering';
+
+export interface PluginEntry {
+  /** The socket's path in the plugins directory. */
+  readonly socket: string;
+  readonly state: PluginState;
+  /** From its PluginInfo, once it answered. */
+  readonly type?: string;
+  readonly name?: string;
+  /** The endpoint used (absolute), and the version chosen, once registered. */
+  readonly endpoint?: string;
+  readonly version?: string;
+  /** When the state last changed. */
+  readonly since: string;
+  /** Why it was refused, or the last failure. */
+  readonly error?: string;
+  /** Consecutive failed attempts. */
+  readonly failures: number;
+  /** When the next attempt is due, while retrying. */
+  readonly retryAt?: string;
+  /** What the plugin's type reports about it (an event source: its stream's state and counters). */
+  readonly detail?: Readonly<Record<string, unknown>>;
+}
+
+export interface PluginCounts {
+  readonly registered: number;
+  readonly refused: number;
+  readonly retrying: number;
+}
+
+export interface PluginsStatus extends PluginCounts {
+  readonly dir: string;
+  /** `listing`: the directory is being read for the first time; `watching`: every socket present at start was seen. */
+  readonly watcher: 'listing' | 'watching';
+  readonly plugins: readonly PluginEntry[];
+}
+
+export interface QueueKeyStatus {
+  readonly key: string;
+  readonly queued: number;
+  readonly failures: number;
+  readonly lastError?: string;
+  /** When the next attempt is due (ms since the epoch), while backing off. */
+  readonly retryAt?: number;
+}

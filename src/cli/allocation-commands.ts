@@ -1,0 +1,151 @@
+/**
+ * The commands about addresses held: `warren allocations` (with filters), `warren release` (one
+ * address, or what a container holds) and `warren audit` (judge every allocation; --fix releases
+ * what is provably stale). A container is named by its ID or a unique prefix, as tables show it.
+ */
+import { parseArgs } from 'node:util';
+import { WarrenError } from '../core/errors.ts';
+import type { Allocation, AllocationQuery, ReleaseRequest } from '../api/protocol.ts';
+import { COMMON, client } from './agent-client.ts';
+import { age, safe, table } from './format.ts';
+import type { CliIO } from './main.ts';
+import { UsageError } from './usage.ts';
+
+export async function allocationsCommand(argv: readonly string[], io: CliIO): Promise<number> {
+  const { values } = parseArgs({
+    args: [...argv],
+    options: {
+      ...COMMON,
+      pool: { type: 'string' },
+      network: { type: 'string' },
+      container: { type: 'string' },
+      ifname: { type: 'string' },
+      namespace: { type: 'string' },
+      pod: { type: 'string' },
+      'pod-uid': { type: 'string' },
+      node: { type: 'string' },
+      address: { type: 'string' },
+    },
+    strict: true,
+  });
+  const query: AllocationQuery = {
+    ...(values.pool === undefined ? {} : { pool: values.pool }),
+    ...(values.network === undefined ? {} : { network: values.network }),
+    ...(values.ifname === undefined ? {} : { ifname: values.ifname }),
+    ...(values.namespace === undefined ? {} : { podNamespace: values.namespace }),
+    ...(values.pod === undefined ? {} : { podName: values.pod }),
+    ...(values['pod-uid'] === undefined ? {} : { podUID: values['pod-uid'] }),
+    ...(values.node === undefined ? {} : { node: values.node }),
+    ...(values.address === undefined ? {} : { address: values.address }),
+  };
+  let list = await client(values.socket, io.env).allocations(query);
+  if (values.container !== undefined) {
+    // Resolved among what the other filters select: one request, and a prefix need only be
+    // unique there.
+    const id = resolveContainer(list, values.container);
+    list = list.filter((a) => a.containerID === id);
+  }
+  if (values.json) {
+    io.out(`${JSON.stringify(list, null, 2)}\n`);
+    return 0;
+  }
+  if (list.length === 0) {
+    io.out('no allocations\n');
+    return 0;
+  }
+  const now = Date.now();
+  io.out(
+    table(
+      ['ADDRESS', 'POOL', 'NETWORK', 'CONTAINER', 'IF', 'POD', 'NODE', 'AGE'],
+      list.map((a) => [
+        a.address,
+        a.pool,
+        a.network,
+        a.containerID.length > 16 ? a.containerID.slice(0, 16) : a.containerID,
+        a.ifname,
+        a.podName === undefined ? '-' : a.podNamespace === undefined ? a.podName : `${a.podNamespace}/${a.podName}`,
+        a.node,
+        age(a.createdAt, now),
+      ]),
+    ),
+  );
+  return 0;
+}
+
+export async function releaseCommand(argv: readonly string[], io: CliIO): Promise<number> {
+  const { values } = parseArgs({
+    args: [...argv],
+    options: { ...COMMON, pool: { type: 'string' }, address: { type: 'string' }, container: { type: 'string' }, network: { type: 'string' }, ifname: { type: 'string' } },
+    strict: true,
+  });
+  const agent = client(values.socket, io.env);
+  let request: ReleaseRequest;
+  if (values.address !== undefined) {
+    if (values.container !== undefined) throw new UsageError('release takes --address or --container, not both');
+    request = { address: values.address, ...(values.pool === undefined ? {} : { pool: values.pool }) };
+  } else if (values.container !== undefined) {
+    const scope = { ...(values.network === undefined ? {} : { network: values.network }), ...(values.ifname === undefined ? {} : { ifname: values.ifname }) };
+    request = { containerID: resolveContainer(await agent.allocations(scope), values.container), ...scope };
+  } else {
+    throw new UsageError('release needs --address or --container');
+  }
+  const result = await agent.release(request);
+  if (values.json) {
+    io.out(`${JSON.stringify(result, null, 2)}\n`);
+    return 0;
+  }
+  if (result.released.length === 0) io.out('nothing to release: no matching allocation\n');
+  for (const a of result.released) io.out(safe`released ${a.address} from ${a.pool} (container ${a.containerID}, ${a.ifname})\n`);
+  return 0;
+}
+
+/**
+ * The container a --container value names among `allocations`: the ID itself when one has it,
+ * else the one ID it begins, as podman and docker take a unique prefix (the tables show 16
+ * characters). A prefix of several IDs is refused with the IDs listed; a value that begins none
+ * comes back as it is, to match nothing.
+ */
+function resolveContainer(allocations: readonly Allocation[], given: string): string {
+  const ids = [...new Set(allocations.map((a) => a.containerID))];
+  if (given === '' || ids.includes(given)) return given;
+  const matches = ids.filter((id) => id.startsWith(given)).sort();
+  if (matches.length > 1) {
+    throw new WarrenError('BAD_REQUEST', `container "${given}" is the beginning of ${matches.length} container IDs; give more of it: ${matches.join(', ')}`);
+  }
+  return matches[0] ?? given;
+}
+
+export async function auditCommand(argv: readonly string[], io: CliIO): Promise<number> {
+  const { values } = parseArgs({ args: [...argv], options: { ...COMMON, fix: { type: 'boolean', default: false } }, strict: true });
+  const report = await client(values.socket, io.env).audit({ fix: values.fix });
+  if (values.json) {
+    io.out(`${JSON.stringify(report, null, 2)}\n`);
+    return 0;
+  }
+  const lines = [safe`audit at ${report.at}: ${report.counts.healthy} healthy, ${report.counts.stale} stale, ${report.counts.suspect} suspect`];
+  lines.push(safe`journal ${report.sources.journal.dir}: ${report.sources.journal.pending} pending`);
+  for (const d of report.sources.netns) lines.push(d.observable ? safe`netns ${d.dir}: observable` : safe`netns ${d.dir}: NOT observable (${d.reason}); nothing is released on its account`);
+  io.out(`${lines.join('\n')}\n`);
+  if (report.findings.length > 0) {
+    io.out(
+      table(
+        ['VERDICT', 'ADDRESS', 'POOL', 'CONTAINER', 'IF', 'WHY'],
+        report.findings.map((f) => [
+          f.verdict.kind === 'suspect' ? `suspect (${f.verdict.why})` : f.verdict.kind,
+          f.allocation.address,
+          f.allocation.pool,
+          f.allocation.containerID.length > 16 ? f.allocation.containerID.slice(0, 16) : f.allocation.containerID,
+          f.allocation.ifname,
+          f.verdict.reason,
+        ]),
+      ),
+    );
+  }
+  if (values.fix) {
+    io.out(`released ${report.released?.length ?? 0} stale allocation(s)${(report.released ?? []).map((a) => safe`\n  ${a.address} (${a.containerID})`).join('')}\n`);
+    for (const e of report.errors ?? []) io.err(safe`could not release ${e}\n`);
+    return (report.errors ?? []).length > 0 ? 1 : 0;
+  }
+  if (report.counts.stale > 0) io.out('run `warren audit --fix` to release the stale ones\n');
+  return 0;
+}

@@ -1,0 +1,73 @@
+/**
+ * The commands about the address space: `warren pools` (utilisation per pool and block),
+ * `warren nodes` (who shares the store, alive or not, and their blocks) and `warren node forget`
+ * (free what a node gone for good held).
+ */
+import { parseArgs } from 'node:util';
+import { blockCidrOfKey } from '../ipam/blocks.ts';
+import { COMMON, client } from './agent-client.ts';
+import { percent, safe, table } from './format.ts';
+import type { CliIO } from './main.ts';
+import { UsageError } from './usage.ts';
+
+export async function poolsCommand(argv: readonly string[], io: CliIO): Promise<number> {
+  const { values } = parseArgs({ args: [...argv], options: COMMON, strict: true });
+  const list = await client(values.socket, io.env).pools();
+  if (values.json) {
+    io.out(`${JSON.stringify(list, null, 2)}\n`);
+    return 0;
+  }
+  if (list.length === 0) {
+    io.out('no pools yet: a pool appears with its first allocation\n');
+    return 0;
+  }
+  io.out(
+    table(
+      ['POOL', 'SPAN', 'CAPACITY', 'ALLOCATED', 'RESTING', 'USED', 'NODE'],
+      list.map((p) => [
+        p.pool,
+        p.first === undefined ? '-' : `${p.first}-${p.last}`,
+        p.capacity ?? '-',
+        String(p.allocated),
+        String(p.resting),
+        percent(p.utilisation),
+        p.node ?? (p.blockPrefix === undefined ? '-' : `${p.blocks ?? 0} blocks of /${p.blockPrefix}`),
+      ]),
+    ),
+  );
+  return 0;
+}
+
+export async function nodesCommand(argv: readonly string[], io: CliIO): Promise<number> {
+  const { values } = parseArgs({ args: [...argv], options: COMMON, strict: true });
+  const list = await client(values.socket, io.env).nodes();
+  if (values.json) {
+    io.out(`${JSON.stringify(list, null, 2)}\n`);
+    return 0;
+  }
+  if (list.length === 0) {
+    io.out('no nodes\n');
+    return 0;
+  }
+  io.out(
+    table(
+      ['NODE', 'ALIVE', 'SINCE', 'ALLOCATIONS', 'BLOCKS'],
+      list.map((n) => [n.node, n.alive ? 'yes' : 'no', n.since ?? '-', String(n.allocations), n.blocks.length === 0 ? '-' : n.blocks.map((b) => blockCidrOfKey(b) ?? b).join(' ')]),
+    ),
+  );
+  return 0;
+}
+
+export async function forgetNodeCommand(argv: readonly string[], io: CliIO): Promise<number> {
+  const { values, positionals } = parseArgs({ args: [...argv], options: COMMON, strict: true, allowPositionals: true });
+  if (positionals.length !== 1) throw new UsageError('node forget takes exactly one node name');
+  const node = positionals[0] as string;
+  const result = await client(values.socket, io.env).forgetNode({ node });
+  if (values.json) {
+    io.out(`${JSON.stringify(result, null, 2)}\n`);
+    return 0;
+  }
+  io.out(safe`forgot node ${result.node}: released ${result.released.length} allocations, gave back ${result.blocks.length} blocks\n`);
+  for (const a of result.released) io.out(safe`released ${a.address} (container ${a.containerID}, ${a.ifname})\n`);
+  return 0;
+}

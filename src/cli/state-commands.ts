@@ -1,0 +1,151 @@
+/**
+ * The commands that show what the agent reports of itself: `warren status`, `warren journal` and
+ * `warren plugins`, as text for people or, with --json, the agent's answer as it is.
+ */
+import { readdirSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import type { CniConfigStatus, PluginEntry, ReconcileReport, ReconcilerStatus } from '../api/status.ts';
+import { JOURNAL_SUFFIX } from '../cni/journal-entry.ts';
+import { COMMON, client } from './agent-client.ts';
+import { printable, safe, table } from './format.ts';
+import type { CliIO } from './main.ts';
+
+/** The config manager's lines of `warren status`: the primary, Warren's file, the last write, any problem. */
+function cniConfigLines(c: CniConfigStatus): string[] {
+  return [
+    safe`cni config:  ${c.state}: ${c.output} from ${c.primary ?? 'no primary'}${c.network === undefined ? '' : ` (network ${c.network})`}, cniVersion at most ${c.cniVersionMax}`,
+    c.lastWrite === undefined ? safe`last write:  none by this agent (${c.writes} writes)` : safe`last write:  ${c.lastWrite.at} from ${c.lastWrite.from} (primary sha256 ${c.lastWrite.sha256.slice(0, 12)}, ${c.writes} writes)`,
+    ...(c.problem === undefined ? [] : [safe`cni problem: ${c.problem}`]),
+    ...(c.shadowedBy === undefined ? [] : [safe`cni problem: ${c.shadowedBy} sorts before Warren's file: the runtime uses it, not Warren's`]),
+    ...(c.readinessIndicator === undefined ? [] : [safe`readiness:   ${c.readinessIndicator.path} ${c.readinessIndicator.present ? 'present' : 'MISSING'}`]),
+    ...(c.notes ?? []).map((n) => safe`cni note:    ${n}`),
+  ];
+}
+
+export async function statusCommand(argv: readonly string[], io: CliIO): Promise<number> {
+  const { values } = parseArgs({ args: [...argv], options: COMMON, strict: true });
+  const s = await client(values.socket, io.env).status();
+  if (values.json) {
+    io.out(`${JSON.stringify(s, null, 2)}\n`);
+    return 0;
+  }
+  io.out(
+    [
+      safe`node:        ${s.node}`,
+      safe`agent:       pid ${s.pid}, version ${s.version}, up ${s.uptimeSeconds}s (since ${s.startedAt})`,
+      safe`socket:      ${s.socket}`,
+      safe`store:       ${s.store.description} (${s.store.healthy ? 'healthy' : `UNHEALTHY: ${s.store.error}`})`,
+      s.ready ? 'ready:       yes' : safe`ready:       no (${s.notReady ?? 'see store'})`,
+      safe`pools:       ${s.pools}`,
+      safe`allocations: ${s.allocations}`,
+      safe`journal:     ${s.reconciler.journalDir}: ${s.reconciler.pending.length} pending, ${s.reconciler.rejected.length} set aside, ${s.reconciler.releasedFromJournal} released since start`,
+      `reconcile:   ${reconcileLine(s.reconciler.lastReconcile)}`,
+      ...(s.containerd === undefined
+        ? []
+        : [
+            safe`containerd:  ${s.containerd.state} since ${s.containerd.since} (${s.containerd.socket}, namespaces ${s.containerd.namespaces.join(', ')}); ${s.containerd.events} events, ${s.containerd.malformed} malformed, ${s.containerd.releases.released} addresses released`,
+            ...(s.containerd.releases.exited.length > 0 ? [`exited:      ${s.containerd.releases.exited.map((e) => safe`${e.containerID.slice(0, 16)} (waiting for ${e.waitingFor})`).join('; ')}`] : []),
+            ...(s.containerd.lastError === undefined ? [] : [safe`containerd error: ${s.containerd.lastError}`]),
+          ]),
+      ...(s.kubernetes === undefined
+        ? []
+        : [
+            safe`kubernetes:  pods ${s.kubernetes.pods.state} since ${s.kubernetes.pods.since} (${s.kubernetes.pods.relists} relists, ${s.kubernetes.pods.reconnects} reconnects); ${s.kubernetes.releases.released} addresses released, ${s.kubernetes.releases.waiting.length} pods waiting, ${s.kubernetes.events.sent} events sent`,
+            ...(s.kubernetes.pods.lastError === undefined ? [] : [safe`kubernetes error: ${s.kubernetes.pods.lastError}`]),
+            ...(s.kubernetes.forbidden.length === 0 ? [] : [safe`kubernetes:  FORBIDDEN: the service account may not ${s.kubernetes.forbidden.join('; ')}`]),
+            ...(s.kubernetes.nodes === undefined ? [] : [safe`nodes:       ${s.kubernetes.nodes.state}; gone ${s.kubernetes.nodes.gone.join(', ') || 'none'}; forgotten here ${s.kubernetes.nodes.forgotten.join(', ') || 'none'}`]),
+          ]),
+      ...(s.cniConfig === undefined ? [] : cniConfigLines(s.cniConfig)),
+      ...(s.plugins === undefined ? [] : [safe`plugins:     ${s.plugins.registered} registered, ${s.plugins.refused} refused, ${s.plugins.retrying} retrying (warren plugins)`]),
+      ...(s.metrics === undefined
+        ? []
+        : [s.metrics.error === undefined ? safe`metrics:     http://${s.metrics.address}/metrics, dashboard http://${s.metrics.address}/` : safe`metrics:     NOT SERVED: ${s.metrics.error}`]),
+      ...(s.cluster === undefined
+        ? []
+        : [safe`cluster:     ${s.cluster.liveNodes.length} nodes alive (${s.cluster.liveNodes.join(', ')}); this node ${s.cluster.thisNodeAnnounced ? 'announced' : 'NOT announced yet'}, holding ${s.cluster.ownBlocks} blocks`]),
+      ...s.reconciler.recentErrors.slice(-5).map((e) => safe`error:       ${e.at} ${e.message}`),
+    ].join('\n') + '\n',
+  );
+  return s.ready ? 0 : 1;
+}
+
+function reconcileLine(r: ReconcileReport | undefined): string {
+  if (r === undefined) return 'not yet';
+  const parts = [safe`${r.at}: released ${r.journalReleased} from the journal, ${r.netnsReleased} with their namespace gone`];
+  if (r.journalFailed > 0) parts.push(`${r.journalFailed} failed`);
+  if (r.unobservable.length > 0) parts.push(`could not observe: ${r.unobservable.map(printable).join('; ')}`);
+  return parts.join('; ');
+}
+
+export async function journalCommand(argv: readonly string[], io: CliIO): Promise<number> {
+  const { values } = parseArgs({ args: [...argv], options: COMMON, strict: true });
+  const s = await client(values.socket, io.env).journal();
+  if (values.json) {
+    io.out(`${JSON.stringify(s, null, 2)}\n`);
+    return 0;
+  }
+  const unread = notReadYet(s);
+  const waiting = typeof unread === 'string' || unread.length === 0 ? '' : `, ${unread.length} not read yet`;
+  io.out(safe`journal ${s.journalDir}: ${s.pending.length} pending${waiting}, ${s.releasedFromJournal} released since start\n`);
+  if (s.pending.length > 0) {
+    io.out(table(['FILE', 'NETWORK', 'CONTAINER', 'IF', 'FAILURES', 'NEXT TRY', 'LAST ERROR'], s.pending.map((p) => [p.name, p.network, p.containerID, p.ifname, String(p.failures), p.nextAttemptAt ?? 'now', p.lastError ?? '-'])));
+  }
+  if (typeof unread === 'string') io.out(safe`${unread}\n`);
+  else if (unread.length > 0) {
+    io.out(`${unread.length === 1 ? '1 file' : `${unread.length} files`} the agent has not read yet; it reads ${unread.length === 1 ? 'it' : 'them'} again on its next pass:\n`);
+    io.out(table(['FILE', 'LAST ERROR'], unread.map((u) => [u.name, u.error ?? '-'])));
+  }
+  if (s.rejected.length > 0) {
+    io.out(safe`set aside in ${s.journalDir}/rejected (recent):\n`);
+    io.out(table(['FILE', 'REASON'], s.rejected.map((r) => [r.name, r.reason])));
+  }
+  io.out(`last reconcile: ${reconcileLine(s.lastReconcile)}\n`);
+  return 0;
+}
+
+/**
+ * Journal files in the directory that are neither pending nor set aside: the agent reports a file
+ * it could not read (EMFILE, EIO) only as an error and reads it again on its next pass, so its
+ * pending list alone says "0 pending" while a DEL waits. Listed here, on the agent's node, after
+ * the agent answered: a file the plugin wrote a moment ago shows too, until the agent reads it.
+ * A string when the directory cannot be listed from here.
+ */
+function notReadYet(s: ReconcilerStatus): Array<{ name: string; error?: string }> | string {
+  let names: string[];
+  try {
+    names = readdirSync(s.journalDir).filter((n) => n.endsWith(JOURNAL_SUFFIX));
+  } catch (error) {
+    return `(files the agent could not read yet are not shown: ${s.journalDir} cannot be listed here: ${(error as Error).message})`;
+  }
+  const pending = new Set(s.pending.map((p) => p.name));
+  return names
+    .filter((name) => !pending.has(name))
+    .sort()
+    .map((name) => {
+      const error = s.recentErrors.findLast((e) => e.message.includes(name))?.message;
+      return error === undefined ? { name } : { name, error };
+    });
+}
+
+export async function pluginsCommand(argv: readonly string[], io: CliIO): Promise<number> {
+  const { values } = parseArgs({ args: [...argv], options: COMMON, strict: true });
+  const s = await client(values.socket, io.env).plugins();
+  if (values.json) {
+    io.out(`${JSON.stringify(s, null, 2)}\n`);
+    return 0;
+  }
+  io.out(safe`plugins ${s.dir} (${s.watcher}): ${s.registered} registered, ${s.refused} refused, ${s.retrying} retrying\n`);
+  if (s.plugins.length > 0) {
+    io.out(table(['SOCKET', 'STATE', 'TYPE', 'NAME', 'VERSION', 'SINCE', 'DETAIL'], s.plugins.map((p) => [p.socket, p.state, p.type ?? '-', p.name ?? '-', p.version ?? '-', p.since, pluginDetail(p)])));
+  }
+  return 0;
+}
+
+/** The one cell that says most about a plugin: why it is refused or failing, or what its stream did. */
+function pluginDetail(p: PluginEntry): string {
+  if (p.error !== undefined) return `${p.failures > 0 ? `${p.failures} failures, ` : ''}${p.retryAt === undefined ? '' : `next ${p.retryAt}: `}${p.error}`;
+  const stream = p.detail?.stream as { state?: unknown; events?: unknown; malformed?: unknown } | undefined;
+  const released = p.detail?.released;
+  if (stream === undefined) return '-';
+  return `${String(stream.state)}; ${String(stream.events)} events, ${String(stream.malformed)} malformed, ${String(released ?? 0)} addresses released`;
+}

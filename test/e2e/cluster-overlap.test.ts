@@ -1,0 +1,84 @@
+/**
+ * Overlapping ranges of one network_name across nodes, end to end (issue 10, defect #1): two real
+ * agents as two nodes on one real etcd, driven through the real plugin executable. Each agent
+ * admits a range on its own and caches that; an address must still be unique within the
+ * network_name, whichever node's config names which range, and whenever each node first used it.
+ * The agents run with their metrics on, as the tests' agents do, so the store they use is the
+ * measured one wrapped around etcd.
+ */
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { type AgentHandle, startAgent } from '../helpers/agent.ts';
+import { type CniReply, resultAddresses, warren } from '../helpers/cni.ts';
+import { type EtcdCluster, startEtcd } from '../helpers/etcd.ts';
+
+describe('overlapping ranges on two nodes sharing etcd', () => {
+  let etcd: EtcdCluster;
+  const agents: AgentHandle[] = [];
+
+  before(async () => {
+    etcd = await startEtcd(1);
+    for (const name of ['n1', 'n2']) {
+      const args = ['--node-name', name, '--store', 'etcd', '--etcd-endpoints', etcd.endpoints.join(','), '--etcd-prefix', '/cluster-overlap/'];
+      agents.push(await startAgent({ args }));
+    }
+  });
+  after(async () => {
+    for (const a of agents) await a.kill();
+    await etcd?.stop();
+  });
+
+  const call = (command: 'ADD' | 'DEL', agent: AgentHandle, id: string, name: string, ipam: Record<string, unknown>): Promise<CniReply> =>
+    warren({
+      command,
+      containerID: id,
+      netns: `/var/run/netns/${id}`,
+      ifname: 'eth0',
+      config: { cniVersion: '1.0.0', name, ipam: { type: 'warren', socket: agent.socket, journal_dir: join(agent.dir, 'journal'), ...ipam } },
+    });
+  const refusedAsOverlap = (reply: CniReply, ours: string, theirs: string) => {
+    assert.equal(reply.json?.code, 7, reply.stdout);
+    assert.ok(String(reply.json?.msg).includes(`range ${ours} overlaps range ${theirs}`), reply.stdout);
+  };
+
+  it('refuses the next ADD of a node whose range another node took over after it drained, instead of handing out 10.232.2.1 twice', async () => {
+    const [n1, n2] = agents as [AgentHandle, AgentHandle];
+    const wide = { range: '10.232.2.0/24' };
+    const narrow = { range: '10.232.2.0/25' };
+    const first = await call('ADD', n1, 'o1', 'wide', wide);
+    assert.deepEqual(resultAddresses(first), ['10.232.2.1'], first.stdout);
+    assert.equal((await call('DEL', n1, 'o1', 'wide', wide)).code, 0);
+    // The /24 drained, so node 2 may start the /25 of the same (unnamed) network_name.
+    const second = await call('ADD', n2, 'o2', 'narrow', narrow);
+    assert.deepEqual(resultAddresses(second), ['10.232.2.1'], second.stdout);
+    // Node 1 admitted the /24 before; that admission no longer stands.
+    refusedAsOverlap(await call('ADD', n1, 'o3', 'wide', wide), '10.232.2.0/24', '10.232.2.0/25');
+  });
+
+  it('of two nodes first using overlapping ranges at once, serves one and refuses the other', async () => {
+    const [n1, n2] = agents as [AgentHandle, AgentHandle];
+    for (let round = 0; round < 5; round++) {
+      const network_name = `race-${round}`;
+      const [a, b] = await Promise.all([
+        call('ADD', n1, `r${round}-a`, 'wide', { range: '10.232.4.0/24', network_name }),
+        call('ADD', n2, `r${round}-b`, 'narrow', { range: '10.232.4.0/25', network_name }),
+      ]);
+      const served = [a, b].filter((r) => r.code === 0);
+      assert.equal(served.length, 1, `round ${round}: ${a.stdout} / ${b.stdout}`);
+      const refused = a.code === 0 ? b : a;
+      const [ours, theirs] = a.code === 0 ? ['10.232.4.0/25', '10.232.4.0/24'] : ['10.232.4.0/24', '10.232.4.0/25'];
+      refusedAsOverlap(refused, ours, theirs);
+    }
+  });
+
+  it('leaves no address held twice within a network_name', async () => {
+    const held = new Map<string, string>();
+    for (const a of await (agents[0] as AgentHandle).allocations()) {
+      const key = `${a.pool.split('#')[0]?.split('@')[1] ?? ''} ${a.address}`;
+      assert.equal(held.get(key), undefined, `${a.address} held twice: ${held.get(key)} and ${a.pool}`);
+      held.set(key, a.pool);
+    }
+    assert.ok(held.size >= 6, 'the earlier tests allocated');
+  });
+});
