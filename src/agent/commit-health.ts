@@ -26,20 +26,8 @@
 import { type BackoffPolicy, ExponentialBackoff } from '../core/backoff.ts';
 import type { Clock } from '../core/clock.ts';
 import { isWarrenError, messageOf } from '../core/errors.ts';
-import type { Allocation, Owner } from '../ipam/allocation.ts';
-import type {
-  AddressSpaces,
-  AdmissionGuard,
-  AllocationFilter,
-  CommitResult,
-  Membership,
-  PoolOp,
-  PoolRead,
-  PoolSummary,
-  Revision,
-  SpaceReading,
-  Store,
-} from '../store/store.ts';
+import { ForwardingStore } from '../store/forwarding-store.ts';
+import type { AdmissionGuard, CommitResult, PoolOp, Revision, SpaceReading, Store } from '../store/store.ts';
 
 /** How long the agent stays not ready after a failed commit before it tries again on trial. */
 export const TRIAL_BACKOFF: BackoffPolicy = new ExponentialBackoff({ initialMs: 30_000, maxMs: 300_000 });
@@ -111,54 +99,26 @@ async function watched<T>(health: CommitHealth, write: () => Promise<T>, wrote: 
 }
 
 /** A Store that tells CommitHealth how each write ended: its commits, and its range admissions. */
-class WatchedStore implements Store {
-  readonly #inner: Store;
+class WatchedStore extends ForwardingStore {
   readonly #health: CommitHealth;
-  readonly description: string;
-  readonly membership?: Membership;
-  readonly spaces?: AddressSpaces;
 
   constructor(inner: Store, health: CommitHealth) {
-    this.#inner = inner;
-    this.#health = health;
-    this.description = inner.description;
-    if (inner.membership !== undefined) this.membership = inner.membership;
     const spaces = inner.spaces;
     // An ADD's first write on a shared store may be the admission of its range.
-    if (spaces !== undefined) {
-      this.spaces = {
-        read: (space: string) => spaces.read(space),
-        admit: (reading: SpaceReading, rangePool: string, retire: readonly string[]) =>
-          watched(health, () => spaces.admit(reading, rangePool, retire), (guard: AdmissionGuard | undefined) => guard !== undefined),
-      };
-    }
+    super(
+      inner,
+      spaces === undefined
+        ? undefined
+        : {
+            read: (space: string) => spaces.read(space),
+            admit: (reading: SpaceReading, rangePool: string, retire: readonly string[]) =>
+              watched(health, () => spaces.admit(reading, rangePool, retire), (guard: AdmissionGuard | undefined) => guard !== undefined),
+          },
+    );
+    this.#health = health;
   }
 
-  commit(pool: string, expected: Revision, ops: readonly PoolOp[], guard?: AdmissionGuard): Promise<CommitResult> {
-    return watched(this.#health, () => this.#inner.commit(pool, expected, ops, guard), (result) => result.kind === 'committed');
-  }
-
-  readPool(pool: string, knownRevision?: Revision): Promise<PoolRead> {
-    return this.#inner.readPool(pool, knownRevision);
-  }
-
-  findByOwner(owner: Omit<Owner, 'ifname'> & { ifname?: string }): Promise<Allocation[]> {
-    return this.#inner.findByOwner(owner);
-  }
-
-  list(filter?: AllocationFilter): Promise<Allocation[]> {
-    return this.#inner.list(filter);
-  }
-
-  pools(prefix?: string): Promise<PoolSummary[]> {
-    return this.#inner.pools(prefix);
-  }
-
-  ping(): Promise<void> {
-    return this.#inner.ping();
-  }
-
-  close(): Promise<void> {
-    return this.#inner.close();
+  override commit(pool: string, expected: Revision, ops: readonly PoolOp[], guard?: AdmissionGuard): Promise<CommitResult> {
+    return watched(this.#health, () => this.inner.commit(pool, expected, ops, guard), (result) => result.kind === 'committed');
   }
 }

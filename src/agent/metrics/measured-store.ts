@@ -4,39 +4,23 @@
  * writes pass, so no caller can allocate without being counted.
  */
 import type { Allocation } from '../../ipam/allocation.ts';
-import type { AddressSpaces, AdmissionGuard, AllocationFilter, CommitResult, Membership, PoolOp, PoolRead, PoolSummary, Revision, Store } from '../../store/store.ts';
-import type { Owner } from '../../ipam/allocation.ts';
+import { ForwardingStore } from '../../store/forwarding-store.ts';
+import type { AdmissionGuard, CommitResult, PoolOp, Revision, Store } from '../../store/store.ts';
 import type { Telemetry } from './telemetry.ts';
 
-export class MeasuredStore implements Store {
-  readonly #inner: Store;
+export class MeasuredStore extends ForwardingStore {
   readonly #telemetry: Telemetry;
-  readonly description: string;
-  readonly membership?: Membership;
-  readonly spaces?: AddressSpaces;
 
   constructor(inner: Store, telemetry: Telemetry) {
-    this.#inner = inner;
+    super(inner);
     this.#telemetry = telemetry;
-    this.description = inner.description;
-    if (inner.membership !== undefined) this.membership = inner.membership;
-    if (inner.spaces !== undefined) this.spaces = inner.spaces;
   }
 
-  /** The store wrapped (its own extras: SQLite's durability). */
-  get inner(): Store {
-    return this.#inner;
-  }
-
-  readPool(pool: string, knownRevision?: Revision): Promise<PoolRead> {
-    return this.#inner.readPool(pool, knownRevision);
-  }
-
-  async commit(pool: string, expected: Revision, ops: readonly PoolOp[], guard?: AdmissionGuard): Promise<CommitResult> {
+  override async commit(pool: string, expected: Revision, ops: readonly PoolOp[], guard?: AdmissionGuard): Promise<CommitResult> {
     const started = performance.now();
     let result: CommitResult;
     try {
-      result = await this.#inner.commit(pool, expected, ops, guard);
+      result = await this.inner.commit(pool, expected, ops, guard);
     } catch (error) {
       this.#telemetry.commit((performance.now() - started) / 1000, 'error');
       throw error;
@@ -48,25 +32,5 @@ export class MeasuredStore implements Store {
       if (allocated.length > 0) this.#telemetry.allocated(allocated);
     }
     return result;
-  }
-
-  findByOwner(owner: Omit<Owner, 'ifname'> & { ifname?: string }): Promise<Allocation[]> {
-    return this.#inner.findByOwner(owner);
-  }
-
-  list(filter?: AllocationFilter): Promise<Allocation[]> {
-    return this.#inner.list(filter);
-  }
-
-  pools(prefix?: string): Promise<PoolSummary[]> {
-    return this.#inner.pools(prefix);
-  }
-
-  ping(): Promise<void> {
-    return this.#inner.ping();
-  }
-
-  close(): Promise<void> {
-    return this.#inner.close();
   }
 }

@@ -1,0 +1,52 @@
+/**
+ * A Store that passes every member on to another: the base of the agent's store wrappers (commit
+ * timing for the metrics, commit health for readiness), which override only what they watch. The
+ * forwarding lives in this one place, so a member added to Store reaches every wrapper; optional
+ * members and arguments a wrapper forgot would not be caught by the compiler (one such slip once
+ * kept every cluster agent from starting). test/agent/store-wrappers.test.ts holds the wrappers to it.
+ */
+import type { Allocation, Owner } from '../ipam/allocation.ts';
+import type { AddressSpaces, AdmissionGuard, AllocationFilter, CommitResult, Membership, PoolOp, PoolRead, PoolSummary, Revision, Store } from './store.ts';
+
+export class ForwardingStore implements Store {
+  protected readonly inner: Store;
+  readonly description: string;
+  readonly membership?: Membership;
+  readonly spaces?: AddressSpaces;
+
+  /** `spaces`: the wrapper's own view of the inner store's address spaces, when it watches them. */
+  constructor(inner: Store, spaces: AddressSpaces | undefined = inner.spaces) {
+    this.inner = inner;
+    this.description = inner.description;
+    if (inner.membership !== undefined) this.membership = inner.membership;
+    if (spaces !== undefined) this.spaces = spaces;
+  }
+
+  readPool(pool: string, knownRevision?: Revision): Promise<PoolRead> {
+    return this.inner.readPool(pool, knownRevision);
+  }
+
+  commit(pool: string, expected: Revision, ops: readonly PoolOp[], guard?: AdmissionGuard): Promise<CommitResult> {
+    return this.inner.commit(pool, expected, ops, guard);
+  }
+
+  findByOwner(owner: Omit<Owner, 'ifname'> & { ifname?: string }): Promise<Allocation[]> {
+    return this.inner.findByOwner(owner);
+  }
+
+  list(filter?: AllocationFilter): Promise<Allocation[]> {
+    return this.inner.list(filter);
+  }
+
+  pools(prefix?: string): Promise<PoolSummary[]> {
+    return this.inner.pools(prefix);
+  }
+
+  ping(): Promise<void> {
+    return this.inner.ping();
+  }
+
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+}
