@@ -20,6 +20,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { BackoffPolicy } from '../../core/backoff.ts';
 import type { Clock } from '../../core/clock.ts';
+import { isPlainObject } from '../../core/validate.ts';
 import { ListWatch, type ListWatchStatus } from './list-watch.ts';
 
 export const MIRROR_ANNOTATION = 'kubernetes.io/config.mirror';
@@ -90,7 +91,7 @@ export function podFactOf(object: unknown): PodFact | undefined {
   const meta = pod?.metadata;
   if (!nonEmpty(meta?.uid) || !nonEmpty(meta.namespace) || !nonEmpty(meta.name)) return undefined;
   const phase = typeof pod?.status?.phase === 'string' ? pod.status.phase : '';
-  const annotations = typeof meta.annotations === 'object' && meta.annotations !== null ? (meta.annotations as Record<string, unknown>) : {};
+  const annotations = isPlainObject(meta.annotations) ? meta.annotations : {};
   const mirror = annotations[MIRROR_ANNOTATION];
   return {
     uid: meta.uid,
