@@ -11,7 +11,7 @@
 import type { Logger } from 'pino';
 import { messageOf } from '../core/errors.ts';
 import { type Owner, ownerKey } from '../ipam/allocation.ts';
-import type { JournalEvent, MissedDeleteJournal, RejectedFile } from '../sources/missed-delete-journal.ts';
+import type { JournalEvent, MissedDeleteJournal, RejectedFile, UnreadFile } from '../sources/missed-delete-journal.ts';
 import type { RecentErrors } from './recent-errors.ts';
 import type { ReleaseIntent } from './release-rule.ts';
 
@@ -124,5 +124,10 @@ export class JournalIntake {
 
   rejected(): readonly RejectedFile[] {
     return this.#rejected;
+  }
+
+  /** Files in the journal whose last read failed; read again on the next rescan. */
+  unread(): readonly UnreadFile[] {
+    return this.#o.journal.unread();
   }
 }

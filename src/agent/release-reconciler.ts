@@ -159,6 +159,7 @@ export class ReleaseReconciler {
         };
       }),
       rejected: journal.rejected(),
+      unread: journal.unread(),
       releasedFromJournal: pipeline.counts()['journal-del'].done,
       ...(this.#last === undefined ? {} : { lastReconcile: this.#last }),
       recentErrors: this.#o.errors.list(),

@@ -115,6 +115,8 @@ export interface ReconcilerStatus {
   readonly pending: readonly PendingIntentStatus[];
   /** Files set aside in `rejected/` (recent ones), never released on. */
   readonly rejected: ReadonlyArray<{ readonly name: string; readonly reason: string }>;
+  /** Files whose last read failed for a passing reason (EMFILE, EIO), read again on the next pass. */
+  readonly unread: ReadonlyArray<{ readonly name: string; readonly error: string }>;
   readonly releasedFromJournal: number;
   readonly lastReconcile?: ReconcileReport;
   readonly recentErrors: ReadonlyArray<{ readonly at: string; readonly message: string }>;

@@ -2,10 +2,8 @@
  * The commands that show what the agent reports of itself: `warren status`, `warren journal` and
  * `warren plugins`, as text for people or, with --json, the agent's answer as it is.
  */
-import { readdirSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { CniConfigStatus, PluginEntry, ReconcileReport, ReconcilerStatus } from '../api/status.ts';
-import { JOURNAL_SUFFIX } from '../cni/journal-entry.ts';
 import { COMMON, client } from './agent-client.ts';
 import { printable, safe, table } from './format.ts';
 import type { CliIO } from './main.ts';
@@ -84,16 +82,15 @@ export async function journalCommand(argv: readonly string[], io: CliIO): Promis
     io.out(`${JSON.stringify(s, null, 2)}\n`);
     return 0;
   }
-  const unread = notReadYet(s);
-  const waiting = typeof unread === 'string' || unread.length === 0 ? '' : `, ${unread.length} not read yet`;
+  const unread = s.unread;
+  const waiting = unread.length === 0 ? '' : `, ${unread.length} not read yet`;
   io.out(safe`journal ${s.journalDir}: ${s.pending.length} pending${waiting}, ${s.releasedFromJournal} released since start\n`);
   if (s.pending.length > 0) {
     io.out(table(['FILE', 'NETWORK', 'CONTAINER', 'IF', 'FAILURES', 'NEXT TRY', 'LAST ERROR'], s.pending.map((p) => [p.name, p.network, p.containerID, p.ifname, String(p.failures), p.nextAttemptAt ?? 'now', p.lastError ?? '-'])));
   }
-  if (typeof unread === 'string') io.out(safe`${unread}\n`);
-  else if (unread.length > 0) {
+  if (unread.length > 0) {
     io.out(`${unread.length === 1 ? '1 file' : `${unread.length} files`} the agent has not read yet; it reads ${unread.length === 1 ? 'it' : 'them'} again on its next pass:\n`);
-    io.out(table(['FILE', 'LAST ERROR'], unread.map((u) => [u.name, u.error ?? '-'])));
+    io.out(table(['FILE', 'LAST ERROR'], unread.map((u) => [u.name, u.error])));
   }
   if (s.rejected.length > 0) {
     io.out(safe`set aside in ${s.journalDir}/rejected (recent):\n`);
@@ -101,30 +98,6 @@ export async function journalCommand(argv: readonly string[], io: CliIO): Promis
   }
   io.out(`last reconcile: ${reconcileLine(s.lastReconcile)}\n`);
   return 0;
-}
-
-/**
- * Journal files in the directory that are neither pending nor set aside: the agent reports a file
- * it could not read (EMFILE, EIO) only as an error and reads it again on its next pass, so its
- * pending list alone says "0 pending" while a DEL waits. Listed here, on the agent's node, after
- * the agent answered: a file the plugin wrote a moment ago shows too, until the agent reads it.
- * A string when the directory cannot be listed from here.
- */
-function notReadYet(s: ReconcilerStatus): Array<{ name: string; error?: string }> | string {
-  let names: string[];
-  try {
-    names = readdirSync(s.journalDir).filter((n) => n.endsWith(JOURNAL_SUFFIX));
-  } catch (error) {
-    return `(files the agent could not read yet are not shown: ${s.journalDir} cannot be listed here: ${(error as Error).message})`;
-  }
-  const pending = new Set(s.pending.map((p) => p.name));
-  return names
-    .filter((name) => !pending.has(name))
-    .sort()
-    .map((name) => {
-      const error = s.recentErrors.findLast((e) => e.message.includes(name))?.message;
-      return error === undefined ? { name } : { name, error };
-    });
 }
 
 export async function pluginsCommand(argv: readonly string[], io: CliIO): Promise<number> {

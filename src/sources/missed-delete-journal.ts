@@ -55,6 +55,12 @@ export interface RejectedFile {
   readonly reason: string;
 }
 
+/** A journal file whose last read failed for a passing reason; read again on the next rescan. */
+export interface UnreadFile {
+  readonly name: string;
+  readonly error: string;
+}
+
 export interface MissedDeleteJournalOptions {
   readonly dir: string;
   readonly clock: Clock;
@@ -102,6 +108,8 @@ export class MissedDeleteJournal {
   #asideBytes = 0;
   /** Files seen empty once: set aside only if they are still empty when looked at again. */
   readonly #seenEmpty = new Set<string>();
+  /** Files whose last read failed (name → why), until a read of them ends otherwise. */
+  readonly #unread = new Map<string, string>();
 
   constructor(options: MissedDeleteJournalOptions) {
     this.dir = options.dir;
@@ -184,13 +192,28 @@ export class MissedDeleteJournal {
     this.#watcher?.rescan();
   }
 
+  /**
+   * Files in the directory whose last read failed, with why: the pending intents alone would say
+   * nothing waits while such a file does. One removed meanwhile is not listed.
+   */
+  unread(): UnreadFile[] {
+    return [...this.#unread]
+      .filter(([name]) => this.#exists(join(this.dir, name)))
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([name, error]) => ({ name, error }));
+  }
+
   /** A file that could be neither read nor set aside now: reported, and read again on the next rescan. */
   #retryLater(name: string, message: string): JournalEvent {
     this.#watcher?.forget(name);
-    return { kind: 'error', message: `${message}; will try again on the next rescan` };
+    const full = `${message}; will try again on the next rescan`;
+    this.#unread.set(name, full);
+    return { kind: 'error', message: full };
   }
 
   #read(name: string): JournalEvent | undefined {
+    // Whatever this read ends in, the failure before it is over; #retryLater records a new one.
+    this.#unread.delete(name);
     const path = join(this.dir, name);
     let fd: number;
     try {

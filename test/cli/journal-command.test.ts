@@ -1,8 +1,8 @@
 /**
  * `warren journal` as text, in process, against an agent stand-in that answers /v1/journal with
  * what the agent reports while a journal file cannot be read (test/sources/missed-delete-journal
- * shows the agent reporting it and reading it again): the pending list is empty and the failure
- * is only a recent error. The journal directory is a real one, listed by the command.
+ * shows the journal reporting it and reading it again): the pending list is empty and the file is
+ * listed as not read yet, with why.
  */
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
@@ -34,7 +34,7 @@ async function journalText(socket: string): Promise<{ code: number; out: string 
 }
 
 const NAME = 'c1~eth0~net.release';
-const base = (journalDir: string): ReconcilerStatus => ({ journalDir, listed: true, pending: [], rejected: [], releasedFromJournal: 0, recentErrors: [] });
+const base = (journalDir: string): ReconcilerStatus => ({ journalDir, listed: true, pending: [], rejected: [], unread: [], releasedFromJournal: 0, recentErrors: [] });
 
 describe('warren journal', () => {
   const closing: Array<() => Promise<void>> = [];
@@ -46,7 +46,7 @@ describe('warren journal', () => {
     const dir = tempDir('warren-journal-dir-');
     writeFileSync(join(dir, NAME), '{}');
     const message = `journal ${join(dir, NAME)} could not be opened: EMFILE: too many open files; will try again on the next rescan`;
-    const agent = await agentAnswering({ ...base(dir), recentErrors: [{ at: '2030-01-01T00:00:00.000Z', message }] });
+    const agent = await agentAnswering({ ...base(dir), unread: [{ name: NAME, error: message }], recentErrors: [{ at: '2030-01-01T00:00:00.000Z', message }] });
     closing.push(agent.close);
     const { code, out } = await journalText(agent.socket);
     assert.equal(code, 0, out);

@@ -6,7 +6,7 @@
  * within its bounds, oldest first, saying what it removed.
  */
 import assert from 'node:assert/strict';
-import { chmodSync, chownSync, existsSync, mkdirSync, openSync, readdirSync, renameSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, openSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { ManualClock } from '../../src/core/clock.ts';
@@ -116,6 +116,32 @@ describe('MissedDeleteJournal: a read that fails is retried', () => {
       j.journal.rescan();
       await j.next('the intent', (e) => e.kind === 'intent' && e.name === name);
       assert.equal(j.events.filter((e) => e.kind === 'intent').length, 1, 'read once it could be, and only then');
+    } finally {
+      await j.stop();
+    }
+  });
+
+  test('lists a file whose read failed as unread, with why, until a read of it succeeds or it is gone', async () => {
+    const dir = join(tempDir(), 'journal');
+    checkJournalDir(dir);
+    const name = writeIntent(dir).split('/').pop() as string;
+    const other = writeIntent(dir, { ...OWNER, containerID: 'c-removed' }).split('/').pop() as string;
+    let failing = true;
+    const open = (path: string, flags: number): number => {
+      if (failing) throw Object.assign(new Error(`EIO: i/o error, open '${path}' (injected)`), { code: 'EIO' });
+      return openSync(path, flags);
+    };
+    const j = consume({ dir, open });
+    try {
+      await j.next('the listing', (e) => e.kind === 'listed');
+      assert.deepEqual(j.journal.unread().map((u) => u.name), [name, other].sort());
+      assert.match(j.journal.unread()[0]?.error ?? '', /EIO.*will try again on the next rescan/);
+      rmSync(join(dir, other));
+      assert.deepEqual(j.journal.unread().map((u) => u.name), [name], 'a file removed meanwhile is not listed');
+      failing = false;
+      j.journal.rescan();
+      await j.next('the intent', (e) => e.kind === 'intent' && e.name === name);
+      assert.deepEqual(j.journal.unread(), []);
     } finally {
       await j.stop();
     }

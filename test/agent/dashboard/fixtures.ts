@@ -21,7 +21,7 @@ export function dashboardData(over: Partial<DashboardData> = {}, status: Partial
       ready: true,
       pools: 0,
       allocations: 0,
-      reconciler: { journalDir: '/var/lib/warren/journal', listed: true, pending: [], rejected: [], releasedFromJournal: 0, recentErrors: [] },
+      reconciler: { journalDir: '/var/lib/warren/journal', listed: true, pending: [], rejected: [], unread: [], releasedFromJournal: 0, recentErrors: [] },
       ...status,
     },
     pools: [],

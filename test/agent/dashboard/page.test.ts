@@ -191,7 +191,7 @@ describe('dashboard page', () => {
         },
         cniConfig: { state: 'current', confDir: '/etc/cni/net.d', output: '/etc/cni/net.d/05-warren.conflist', cniVersionMax: '1.1.0', primary: '/etc/cni/net.d/10-flannel.conflist', writes: 1 },
         plugins: { registered: 1, refused: 1, retrying: 0 },
-        reconciler: { journalDir: '/j', listed: true, pending: [{ name: 'a.release', network: 'n', containerID: 'abc', ifname: 'eth0', failures: 2, lastError: 'store down' }], rejected: [], releasedFromJournal: 0, recentErrors: [] },
+        reconciler: { journalDir: '/j', listed: true, pending: [{ name: 'a.release', network: 'n', containerID: 'abc', ifname: 'eth0', failures: 2, lastError: 'store down' }], rejected: [], unread: [], releasedFromJournal: 0, recentErrors: [] },
       };
       const plugins: PluginsStatus = {
         dir: '/run/warren/plugins', watcher: 'watching', registered: 1, refused: 1, retrying: 0,
