@@ -312,8 +312,9 @@ export class ReleasePipeline {
 
   async #release(owners: readonly OwnerRelease[]): Promise<Allocation[]> {
     const released: Allocation[] = [];
-    for (const { owner, createdAtOrBefore } of owners) {
-      released.push(...(await this.#o.allocator.release(owner, undefined, createdAtOrBefore === undefined ? {} : { createdAtOrBefore })));
+    for (const { owner, createdAtOrBefore, netns } of owners) {
+      const limits = { ...(createdAtOrBefore === undefined ? {} : { createdAtOrBefore }), ...(netns === undefined ? {} : { netns }) };
+      released.push(...(await this.#o.allocator.release(owner, undefined, limits)));
     }
     return released;
   }

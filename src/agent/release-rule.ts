@@ -95,6 +95,11 @@ export interface OwnerRelease {
   readonly owner: Owner;
   /** Release only allocations created at or before this instant (ms since the epoch). */
   readonly createdAtOrBefore?: number;
+  /**
+   * Release only allocations still recorded in this namespace: set when the release rests on a
+   * namespace being gone, which proves nothing about the owner once it lives in another one.
+   */
+  readonly netns?: string;
 }
 
 export type ReleaseAction =
@@ -188,9 +193,10 @@ export function decide(intent: ReleaseIntent, all: readonly Allocation[], observ
       return exited(held, observed);
     case 'netns-gone': {
       // Looked at again now: a namespace back, or an allocation made after the sweep judged it, stays.
-      const gone = held.filter((a) => a.createdAt <= intent.createdAt && isGone(a, observed));
+      // An owner ADDed again in another namespace since lives there now: this namespace says nothing of it.
+      const gone = held.filter((a) => a.createdAt <= intent.createdAt && a.netns === intent.netns && isGone(a, observed));
       if (gone.length === 0) return { kind: 'drop', reason: `network namespace ${intent.netns} is not gone now, or what is held is newer`, forgetExited: false };
-      return { kind: 'release', owners: [{ owner: intent.owner, createdAtOrBefore: intent.createdAt }], why: 'network namespace is gone' };
+      return { kind: 'release', owners: [{ owner: intent.owner, createdAtOrBefore: intent.createdAt, netns: intent.netns }], why: 'network namespace is gone' };
     }
     case 'pod-gone':
       return podGone(intent, held, observed);
@@ -206,9 +212,9 @@ function exited(held: readonly Allocation[], observed: Observed): ReleaseAction 
   const gone = held.filter((a) => isGone(a, observed));
   const why = 'task exited and its network namespace is gone';
   const left = held.filter((a) => !gone.includes(a));
-  if (left.length === 0) return { kind: 'release', owners: ownersOf(gone), why };
+  if (left.length === 0) return { kind: 'release', owners: inTheirNamespaces(gone), why };
   const waitingFor = [...new Set(left.map((a) => a.netns ?? '(no namespace recorded)'))].join(', ');
-  return { kind: 'wait-for-namespace', owners: ownersOf(gone), why, waitingFor };
+  return { kind: 'wait-for-namespace', owners: inTheirNamespaces(gone), why, waitingFor };
 }
 
 /**
@@ -224,10 +230,11 @@ function podGone(intent: Extract<ReleaseIntent, { kind: 'pod-gone' }>, held: rea
   const limited = (allocations: readonly Allocation[]): OwnerRelease[] => ownersOf(allocations).map((o) => ({ ...o, createdAtOrBefore: intent.goneAt }));
   const gone = mine.filter((a) => isGone(a, observed));
   const left = mine.filter((a) => !gone.includes(a));
-  if (left.length === 0) return { kind: 'release', owners: limited(gone), why: POD_RELEASE_WHY.namespaceGone };
+  const goneLimited = inTheirNamespaces(gone).map((o) => ({ ...o, createdAtOrBefore: intent.goneAt }));
+  if (left.length === 0) return { kind: 'release', owners: goneLimited, why: POD_RELEASE_WHY.namespaceGone };
   if (observed.now !== undefined && observed.now >= intent.releaseAfter) return { kind: 'release', owners: limited(mine), why: POD_RELEASE_WHY.graceExpired };
   const waitingFor = [...new Set(left.map((a) => a.netns ?? '(no namespace recorded)'))].join(', ');
-  return { kind: 'wait-until', owners: limited(gone), why: POD_RELEASE_WHY.namespaceGone, until: intent.releaseAfter, waitingFor };
+  return { kind: 'wait-until', owners: goneLimited, why: POD_RELEASE_WHY.namespaceGone, until: intent.releaseAfter, waitingFor };
 }
 
 function isGone(a: Allocation, observed: Observed): boolean {
@@ -236,6 +243,19 @@ function isGone(a: Allocation, observed: Observed): boolean {
 
 function nothingHeld(): ReleaseAction {
   return { kind: 'drop', reason: 'nothing is held', forgetExited: true };
+}
+
+/**
+ * One release per attachment and namespace, each limited to that namespace: for releases that rest
+ * on a namespace being gone, so an attachment moved to another namespace since the decision stays.
+ */
+function inTheirNamespaces(allocations: readonly Allocation[]): OwnerRelease[] {
+  const owners = new Map<string, OwnerRelease>();
+  for (const a of allocations) {
+    const owner = { network: a.network, containerID: a.containerID, ifname: a.ifname };
+    owners.set(JSON.stringify([ownerKey(a), a.netns]), a.netns === undefined ? { owner } : { owner, netns: a.netns });
+  }
+  return [...owners.values()];
 }
 
 /** Each (network, ifname) of a container's allocations once: one release per attachment. */

@@ -11,7 +11,8 @@
  *
  * Guarantees:
  * - allocate is idempotent per (network, containerID, ifname) and range: a retry returns the
- *   address already held;
+ *   address already held, recorded in the network namespace the retry names (a container restarted
+ *   in a new namespace without a DEL keeps its address, and the record follows it);
  * - an attachment over several ranges gets all of its addresses or none (what this call added is
  *   released again when a later range fails);
  * - releasing what is not allocated is a no-op;
@@ -160,6 +161,12 @@ export class Allocator {
                 `container ${request.owner.containerID} (${request.owner.ifname}) already holds ${held.address} in ${range.pool}, not the requested ${formatIP(requested)}`,
               );
             }
+            // A re-ADD in another namespace (a container restarted without a DEL): the record must say
+            // where the address lives now, or that namespace's removal would be taken for its end.
+            if (request.netns !== undefined && held.netns !== request.netns) {
+              const moved = await this.#relocate(held, request.netns);
+              return moved === CONFLICT ? CONFLICT : { range, allocation: moved, fresh: false };
+            }
             return { range, allocation: held, fresh: false };
           }
           const decision = this.#blocks !== null ? await this.#blocks.decide(range, request, requested, guard) : await this.#assigner.decide(range, range, request, requested, guard);
@@ -179,6 +186,19 @@ export class Allocator {
         }),
       ),
     );
+  }
+
+  /** Records the namespace `held`'s owner lives in now; CONFLICT when the pool moved meanwhile. */
+  async #relocate(held: Allocation, netns: string): Promise<Allocation | typeof CONFLICT> {
+    const moved: Allocation = { ...held, netns };
+    const picture = await this.#pools.load(held.pool);
+    const result = await this.#store.commit(held.pool, picture.revision, [{ op: 'relocate', allocation: moved }]);
+    if (result.kind === 'conflict') {
+      this.#pools.forget(held.pool);
+      return CONFLICT;
+    }
+    picture.revision = result.revision;
+    return moved;
   }
 
   async #exhausted(range: RangeSpec): Promise<WarrenError> {

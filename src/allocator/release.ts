@@ -26,11 +26,18 @@ import type { PoolCache } from './pool-cache.ts';
 export interface ReleaseLimits {
   /** Release only allocations created at or before this instant (ms since the epoch). */
   readonly createdAtOrBefore?: number;
+  /**
+   * Release only allocations still recorded in this network namespace. A release decided because
+   * a namespace is gone speaks for that namespace only: an owner ADDed again in another namespace
+   * since (a container restarted without a DEL) is in use there. Checked in the commit round, so a
+   * re-ADD that moved the record after the decision wins.
+   */
+  readonly netns?: string;
 }
 
 /** Whether the limits let a release take `a`. */
 export function within(a: Allocation, only: ReleaseLimits): boolean {
-  return only.createdAtOrBefore === undefined || a.createdAt <= only.createdAtOrBefore;
+  return (only.createdAtOrBefore === undefined || a.createdAt <= only.createdAtOrBefore) && (only.netns === undefined || a.netns === only.netns);
 }
 
 /**

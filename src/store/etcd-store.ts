@@ -215,6 +215,7 @@ export class EtcdStore implements Store {
     const doc: UnitDoc = structuredClone(base.doc);
     const creates = new Map<string, Allocation>();
     const deletes = new Set<string>();
+    const relocations = new Map<string, Allocation>();
     for (const op of ops) {
       switch (op.op) {
         case 'allocate': {
@@ -237,6 +238,17 @@ export class EtcdStore implements Store {
             if (creates.delete(key) === false) deletes.add(key);
           }
           if (op.reusableAt !== undefined) doc.resting[op.address] = op.reusableAt;
+          break;
+        }
+        case 'relocate': {
+          const a = op.allocation;
+          const owner = doc.allocations[a.address];
+          if (a.pool !== pool || owner === undefined || owner[0] !== a.network || owner[1] !== a.containerID || owner[2] !== a.ifname) {
+            return { kind: 'conflict', reason: `${a.address} is not held by container ${a.containerID} (${a.ifname}) in ${pool}` };
+          }
+          // The owner record exists while the document names the owner (both are written together),
+          // so rewriting it under the document's revision check cannot resurrect a released one.
+          relocations.set(ownerRecordKey(a.network, a.containerID, a.ifname, pool), a);
           break;
         }
         case 'unrest':
@@ -273,6 +285,7 @@ export class EtcdStore implements Store {
     txn = txn.then(
       this.#ns.put(unitKey).value(JSON.stringify(doc)),
       ...[...creates].map(([key, a]) => this.#ns.put(key).value(JSON.stringify(a))),
+      ...[...relocations].filter(([key]) => !creates.has(key) && !deletes.has(key)).map(([key, a]) => this.#ns.put(key).value(JSON.stringify(a))),
       ...[...deletes].map((key) => this.#ns.delete().key(key)),
     );
     if (admitted !== undefined) txn = txn.else(this.#ns.get(admitted));

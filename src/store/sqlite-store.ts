@@ -160,6 +160,7 @@ export class SqliteStore implements Store {
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       ),
       remove: db.prepare('DELETE FROM allocations WHERE pool = ? AND address = ?'),
+      relocate: db.prepare('UPDATE allocations SET netns = ? WHERE pool = ? AND address = ? AND network = ? AND container_id = ? AND ifname = ?'),
       rest: db.prepare('INSERT OR REPLACE INTO resting (pool, address, reusable_at) VALUES (?, ?, ?)'),
       unrest: db.prepare('DELETE FROM resting WHERE pool = ? AND address = ?'),
       cursor: db.prepare('UPDATE pools SET cursor = ? WHERE pool = ?'),
@@ -297,6 +298,12 @@ export class SqliteStore implements Store {
         this.#s('remove').run(pool, op.address);
         if (op.reusableAt !== undefined) this.#s('rest').run(pool, op.address, op.reusableAt);
         return undefined;
+      case 'relocate': {
+        const a = op.allocation;
+        const moved = this.#s('relocate').run(a.netns ?? null, pool, a.address, a.network, a.containerID, a.ifname);
+        if (Number(moved.changes) !== 1) return `${a.address} is not held by container ${a.containerID} (${a.ifname}) in ${pool}`;
+        return undefined;
+      }
       case 'unrest':
         this.#s('unrest').run(pool, op.address);
         return undefined;

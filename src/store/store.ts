@@ -11,6 +11,7 @@
  * - an owner (network, containerID, ifname) holds at most one address per range pool (a pool and
  *   its blocks count as one), so a retried ADD can never get a second address anywhere;
  * - releasing an address that is not allocated is a no-op;
+ * - an allocation's network namespace changes only by a `relocate` commit naming its holder;
  * - a pool's attributes (its affinity, the node that claimed it for cluster blocks, and its
  *   cooldown) change only by commit;
  * - with `spaces` (a store several processes write): a commit guarded by a range's admission
@@ -68,6 +69,13 @@ export interface PoolDescription {
 export type PoolOp =
   | { readonly op: 'allocate'; readonly allocation: Allocation }
   | { readonly op: 'release'; readonly address: string; readonly reusableAt?: number }
+  /**
+   * Records where the holder of `allocation.address` lives now: `allocation` is the record as held,
+   * with its new network namespace (`netns`). The owner (network, containerID, ifname) must be the
+   * one holding the address in this pool, or the commit is a conflict.
+   * A re-ADD of an attachment in a new namespace (a container restarted without a DEL) uses it.
+   */
+  | { readonly op: 'relocate'; readonly allocation: Allocation }
   | { readonly op: 'unrest'; readonly address: string }
   | { readonly op: 'cursor'; readonly address: string }
   | { readonly op: 'describe'; readonly description: PoolDescription }

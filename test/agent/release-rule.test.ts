@@ -90,13 +90,13 @@ const TABLE: readonly Row[] = [
     name: 'task exit, namespace gone: released',
     intent: taskExit,
     held: [alloc({ netns: GONE })],
-    action: { kind: 'release', owners: [{ owner }], why: EXITED_WHY },
+    action: { kind: 'release', owners: [{ owner, netns: GONE }], why: EXITED_WHY },
   },
   {
     name: 'task delete, namespace gone: released like a task exit',
     intent: { kind: 'task-exited', containerID: 'c1', event: 'task-delete' },
     held: [alloc({ netns: GONE })],
-    action: { kind: 'release', owners: [{ owner }], why: EXITED_WHY },
+    action: { kind: 'release', owners: [{ owner, netns: GONE }], why: EXITED_WHY },
   },
   {
     name: 'task exit, namespace where the agent cannot see: kept (never judged by what cannot be seen)',
@@ -120,7 +120,7 @@ const TABLE: readonly Row[] = [
     name: 'task exit, one attachment in a gone namespace and one in a present one: the gone one released, the other waits',
     intent: taskExit,
     held: [alloc({ netns: GONE }), alloc({ ifname: 'net1', address: '10.0.1.2' })],
-    action: { kind: 'wait-for-namespace', owners: [{ owner }], why: EXITED_WHY, waitingFor: THERE },
+    action: { kind: 'wait-for-namespace', owners: [{ owner, netns: GONE }], why: EXITED_WHY, waitingFor: THERE },
   },
   {
     name: 'task exit of a container that holds nothing: dropped, forgotten',
@@ -134,7 +134,7 @@ const TABLE: readonly Row[] = [
     intent: { kind: 'namespace-recheck', containerID: 'c1' },
     held: [alloc({ netns: GONE })],
     observed: seen(true),
-    action: { kind: 'release', owners: [{ owner }], why: EXITED_WHY },
+    action: { kind: 'release', owners: [{ owner, netns: GONE }], why: EXITED_WHY },
   },
   {
     name: 'namespace recheck of an exited container whose namespace is still there: still waiting',
@@ -174,7 +174,7 @@ const TABLE: readonly Row[] = [
     name: 'netns sweep, namespace still gone: the owner released, limited to the allocation judged',
     intent: { kind: 'netns-gone', owner, netns: GONE, createdAt: T },
     held: [alloc({ netns: GONE })],
-    action: { kind: 'release', owners: [{ owner, createdAtOrBefore: T }], why: 'network namespace is gone' },
+    action: { kind: 'release', owners: [{ owner, netns: GONE, createdAtOrBefore: T }], why: 'network namespace is gone' },
   },
   {
     name: 'netns sweep, the namespace is there again: dropped',
@@ -194,12 +194,19 @@ const TABLE: readonly Row[] = [
     held: [alloc({ netns: GONE })],
     action: { kind: 'drop', reason: `network namespace ${GONE} is not gone now, or what is held is newer`, forgetExited: false },
   },
+  {
+    name: 'netns sweep of a namespace the owner was ADDed out of (a re-ADD moved it): never releases the address it took along',
+    intent: { kind: 'netns-gone', owner, netns: GONE, createdAt: T },
+    held: [alloc({ netns: '/run/netns/also-gone' })],
+    observed: { exited: false, namespaces: new Map([...namespaces, ['/run/netns/also-gone', { kind: 'gone' }]]) },
+    action: { kind: 'drop', reason: `network namespace ${GONE} is not gone now, or what is held is newer`, forgetExited: false },
+  },
   // Pods Kubernetes no longer runs: a pod object gone is not proof its sandbox is.
   {
     name: 'pod gone, its namespace gone: released at once, limited to what was allocated before it went',
     intent: podGone(),
     held: [alloc({ podUID: UID, netns: GONE })],
-    action: { kind: 'release', owners: [{ owner, createdAtOrBefore: T + 10 }], why: POD_RELEASE_WHY.namespaceGone },
+    action: { kind: 'release', owners: [{ owner, netns: GONE, createdAtOrBefore: T + 10 }], why: POD_RELEASE_WHY.namespaceGone },
   },
   {
     name: 'pod gone (force-deleted), its namespace still there, within the grace: kept, looked at again when the grace ends',
@@ -233,7 +240,7 @@ const TABLE: readonly Row[] = [
     intent: podGone(),
     held: [alloc({ podUID: UID, netns: GONE }), alloc({ podUID: UID, ifname: 'net1', address: '10.0.1.2' })],
     observed: { ...seen(), now: T + 20 },
-    action: { kind: 'wait-until', owners: [{ owner, createdAtOrBefore: T + 10 }], why: POD_RELEASE_WHY.namespaceGone, until: T + 1_000, waitingFor: THERE },
+    action: { kind: 'wait-until', owners: [{ owner, netns: GONE, createdAtOrBefore: T + 10 }], why: POD_RELEASE_WHY.namespaceGone, until: T + 1_000, waitingFor: THERE },
   },
   {
     name: 'pod gone, only an allocation made after it was seen gone: dropped, that is an ADD in flight',

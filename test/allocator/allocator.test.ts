@@ -34,6 +34,22 @@ describe('Allocator', () => {
     assert.notEqual(other[0]?.allocation.address, first[0]?.allocation.address, 'another interface is another attachment');
   });
 
+  it('a re-ADD in a new namespace moves the record there, so a release that rests on the old namespace takes nothing', async () => {
+    for (const blocks of [false, true]) {
+      const store = new SqliteStore({ path: ':memory:' });
+      const allocator = new Allocator({ store, clock: new ManualClock(1_000_000), node: 'n1', blocks });
+      const r = ranges({ range: '10.0.0.0/24' });
+      const first = await allocator.allocate({ owner: owner('a'), ranges: r, netns: '/run/netns/old' });
+      const again = await allocator.allocate({ owner: owner('a'), ranges: r, netns: '/run/netns/new' });
+      assert.equal(again[0]?.allocation.address, first[0]?.allocation.address);
+      assert.equal(again[0]?.allocation.netns, '/run/netns/new');
+      assert.deepEqual((await allocator.held(owner('a'))).map((a) => a.netns), ['/run/netns/new']);
+      // Decided while the record still said /run/netns/old, committed after the re-ADD: nothing goes.
+      assert.deepEqual(await allocator.release(owner('a'), 0, { netns: '/run/netns/old' }), []);
+      assert.equal((await allocator.release(owner('a'), 0, { netns: '/run/netns/new' })).length, 1);
+    }
+  });
+
   it('hands out addresses next-after-last, so a released address is not reused at once', async () => {
     const { allocator } = setup();
     const r = ranges({ range: '10.0.0.0/29' }); // .1 to .6

@@ -236,6 +236,26 @@ export function storeConformance(name: string, factory: StoreFactory): void {
       assert.equal(otherRange.kind, 'committed');
     });
 
+    it('moves an allocation to the network namespace its holder lives in now, and only for its holder', async () => {
+      const s = await fresh();
+      const held = allocation('p', '10.0.0.2', { netns: '/var/run/netns/a' });
+      const r = await s.commit('p', 0, [allocate(held)]);
+      assert.equal(r.kind, 'committed');
+      if (r.kind !== 'committed') return;
+      const stranger = await s.commit('p', r.revision, [{ op: 'relocate', allocation: { ...held, containerID: 'someone-else', netns: '/var/run/netns/x' } }]);
+      assert.equal(stranger.kind, 'conflict');
+      const moved = await s.commit('p', r.revision, [{ op: 'relocate', allocation: { ...held, netns: '/var/run/netns/b' } }]);
+      assert.equal(moved.kind, 'committed');
+      if (moved.kind === 'committed') assert.ok(moved.revision > r.revision, 'a relocation is a write: a release decided before it conflicts');
+      assert.deepEqual((await s.findByOwner(held)).map((a) => a.netns), ['/var/run/netns/b']);
+      assert.deepEqual((await s.list({ pool: 'p' })).map((a) => [a.address, a.netns, a.createdAt]), [['10.0.0.2', '/var/run/netns/b', held.createdAt]]);
+      const released = await s.commit('p', moved.kind === 'committed' ? moved.revision : 0, [{ op: 'release', address: '10.0.0.2' }]);
+      assert.equal(released.kind, 'committed');
+      const gone = await s.commit('p', released.kind === 'committed' ? released.revision : 0, [{ op: 'relocate', allocation: { ...held, netns: '/var/run/netns/c' } }]);
+      assert.equal(gone.kind, 'conflict', 'a released allocation is not brought back by a relocation');
+      assert.deepEqual(await s.findByOwner(held), []);
+    });
+
     it('keeps a block\'s affinity, lists blocks by prefix and matches a range pool to its blocks', async () => {
       const s = await fresh();
       const block = 'r#10.0.0.0/26';
