@@ -2,19 +2,25 @@
  * What the release pipeline logs: each release committed and each failed attempt, in the words
  * and fields of the source the intent came from (a journal file, a gone namespace, a container
  * event, a gone pod), so an operator reading one source's lines finds all of them. Container
- * intents log as the containerd source.
+ * intents log under the source metrics name (sourceOf): containerd's own, or `plugin` with the
+ * adapter's name when a registered adapter said so.
  */
 import type { Logger } from 'pino';
 import type { Allocation } from '../ipam/allocation.ts';
-import type { ReleaseIntent } from './release-rule.ts';
+import { type ReleaseIntent, sourceOf } from './release-rule.ts';
+
+type ContainerIntent = Extract<ReleaseIntent, { containerID: string }>;
 
 export class ReleaseLog {
   readonly #logger: Logger;
-  readonly #containerLog: Logger;
 
   constructor(logger: Logger) {
     this.#logger = logger;
-    this.#containerLog = logger.child({ source: 'containerd' });
+  }
+
+  /** Where a container intent came from, as metrics name it, and the adapter if one said it. */
+  #containerFields(intent: ContainerIntent): { source: string; adapter?: string } {
+    return intent.via === undefined ? { source: sourceOf(intent) } : { source: sourceOf(intent), adapter: intent.via.adapter };
   }
 
   /** An intent's action was applied; `released` may be empty (nothing was held any more). */
@@ -31,7 +37,7 @@ export class ReleaseLog {
       case 'task-exited':
       case 'namespace-recheck':
       case 'absent-at-resync':
-        if (released.length > 0) this.#containerLog.info({ containerID: intent.containerID, addresses, why }, 'released');
+        if (released.length > 0) this.#logger.info({ ...this.#containerFields(intent), containerID: intent.containerID, addresses, why }, 'released');
         return;
       case 'pod-gone':
         if (released.length > 0) this.#logger.info({ source: 'kubernetes', pod: `${intent.pod.namespace}/${intent.pod.name}`, podUID: intent.pod.uid, because: intent.because, addresses, why }, 'released');
@@ -49,8 +55,8 @@ export class ReleaseLog {
   }
 
   /** A container whose task exited keeps its addresses until its namespace is gone. */
-  exited(containerID: string, waitingFor: string): void {
-    this.#containerLog.info({ containerID, waitingFor }, 'task exited; addresses kept until its network namespace is gone or the container is deleted');
+  exited(intent: ContainerIntent, waitingFor: string): void {
+    this.#logger.info({ ...this.#containerFields(intent), containerID: intent.containerID, waitingFor }, 'task exited; addresses kept until its network namespace is gone or the container is deleted');
   }
 
   /** An attempt failed and its key backs off for `retryInMs`. */
@@ -58,6 +64,6 @@ export class ReleaseLog {
     if (intent.kind === 'journal-del') this.#logger.warn({ file: intent.file, failures, err, retryInMs }, 'missed delete release failed; will retry');
     else if (intent.kind === 'netns-gone') this.#logger.warn({ containerID: intent.owner.containerID, ifname: intent.owner.ifname, err, retryInMs }, 'release of a gone namespace failed; will retry');
     else if (intent.kind === 'pod-gone') this.#logger.warn({ source: 'kubernetes', podUID: intent.pod.uid, err, retryInMs }, 'release of a gone pod failed; will retry');
-    else this.#containerLog.warn({ containerID: intent.containerID, event: intent.kind, err, retryInMs }, 'container event failed; will retry in order');
+    else this.#logger.warn({ ...this.#containerFields(intent), containerID: intent.containerID, event: intent.kind, err, retryInMs }, 'container event failed; will retry in order');
   }
 }

@@ -295,7 +295,7 @@ export class ReleasePipeline {
         if (containerID !== undefined && !this.#exited.has(containerID)) {
           const via = 'via' in intent ? intent.via : undefined;
           this.#exited.set(containerID, { since: this.#o.clock.now(), waitingFor: action.waitingFor, ...(via === undefined ? {} : { via }) });
-          this.#log.exited(containerID, action.waitingFor);
+          if ('containerID' in intent) this.#log.exited(intent, action.waitingFor);
         }
         return released;
       }
