@@ -6,7 +6,9 @@
  *
  * The principle it keeps: an address is reused only when nothing can still be using it. A
  * container record deleted, a DEL, or a network namespace gone (in a directory the agent really
- * observes) is proof; a process exiting is not, and what cannot be observed proves nothing.
+ * observes) is proof; a process exiting is not, and what cannot be observed proves nothing. A
+ * registered adapter's word that its container is gone is taken only where the namespace is not
+ * observably there: another runtime's namespace, still present, is never freed on it.
  */
 import { type Allocation, type Owner, ownerKey } from '../ipam/allocation.ts';
 import type { NetnsObservation } from '../sources/netns.ts';
@@ -160,6 +162,7 @@ export function holderOf(intent: ReleaseIntent): Holder {
 
 /** Whether deciding this intent needs the held allocations' namespaces looked at. */
 export function needsNamespaces(intent: ReleaseIntent): boolean {
+  if ((intent.kind === 'container-deleted' || intent.kind === 'absent-at-resync') && intent.via !== undefined) return true;
   return intent.kind === 'task-exited' || intent.kind === 'namespace-recheck' || intent.kind === 'netns-gone' || intent.kind === 'pod-gone';
 }
 
@@ -178,12 +181,16 @@ export function decide(intent: ReleaseIntent, all: readonly Allocation[], observ
     }
     case 'container-deleted':
       if (held.length === 0) return nothingHeld();
+      if (via !== undefined) return onAdapterWord(held, observed, 'container deleted');
       return { kind: 'release', owners: ownersOf(held), why: 'container deleted' };
-    case 'absent-at-resync':
+    case 'absent-at-resync': {
       if (held.length === 0) return nothingHeld();
       // Younger allocations alone may be an ADD in flight for a container being created.
       if (!held.some((a) => a.createdAt <= intent.cutoff)) return { kind: 'drop', reason: 'allocated within the resync grace period', forgetExited: false };
-      return { kind: 'release', owners: ownersOf(held), why: `container gone when ${via?.adapter ?? 'containerd'} was resynchronised` };
+      const why = `container gone when ${via?.adapter ?? 'containerd'} was resynchronised`;
+      if (via !== undefined) return onAdapterWord(held, observed, why);
+      return { kind: 'release', owners: ownersOf(held), why };
+    }
     case 'namespace-recheck':
       if (held.length === 0) return nothingHeld();
       if (!observed.exited) return { kind: 'drop', reason: 'the container is not waiting for its namespace', forgetExited: false };
@@ -205,6 +212,20 @@ export function decide(intent: ReleaseIntent, all: readonly Allocation[], observ
       throw new Error(`unhandled intent ${JSON.stringify(never)}`);
     }
   }
+}
+
+/**
+ * A registered adapter says its container is gone. Its word alone never frees an address whose
+ * namespace is observably there (an adapter may be wrong, or lie): that waits, as after a task
+ * exit, for the namespace to go; the rest is released on its word.
+ */
+function onAdapterWord(held: readonly Allocation[], observed: Observed, why: string): ReleaseAction {
+  const present = held.filter((a) => a.netns !== undefined && observed.namespaces.get(a.netns)?.kind === 'exists');
+  if (present.length === 0) return { kind: 'release', owners: ownersOf(held), why };
+  const waiting = new Set(present.map((a) => ownerKey(a)));
+  const rest = held.filter((a) => !waiting.has(ownerKey(a)));
+  const waitingFor = [...new Set(present.map((a) => a.netns as string))].join(', ');
+  return { kind: 'wait-for-namespace', owners: ownersOf(rest), why: `${why}; its network namespace is still there`, waitingFor };
 }
 
 /** A task exit releases what sits in a namespace that is provably gone and waits for the rest. */

@@ -13,6 +13,7 @@ import type { RuntimeEvent } from '../api/plugins/wire.ts';
 import type { RuntimeItem } from '../sources/plugins/event-source-client.ts';
 import type { ReleasePipeline } from './release-pipeline.ts';
 import type { ReleaseIntent, RuntimeAdapterScope } from './release-rule.ts';
+import type { NetnsScopes } from './registry/netns-scopes.ts';
 
 /** The intent a containerd event stands for. */
 export function containerIntent(event: ContainerEvent): ReleaseIntent {
@@ -74,13 +75,20 @@ export function runtimeIntent(event: RuntimeEvent, via: RuntimeAdapterScope): Re
 /**
  * A runtime adapter's stream into the pipeline. What it answers for comes with each listing (the
  * client yields a listing first after every (re)opened stream), so an event is never judged
- * before its adapter has said which allocations are its own.
+ * before its adapter has said which allocations are its own; a listing that declares another
+ * runtime's namespaces (`scopes`) is refused, and neither it nor the stream's events are applied.
  */
-export async function consumeRuntimeAdapter(adapter: string, items: AsyncIterable<RuntimeItem>, pipeline: ReleasePipeline): Promise<void> {
+export async function consumeRuntimeAdapter(adapter: string, items: AsyncIterable<RuntimeItem>, pipeline: ReleasePipeline, scopes: NetnsScopes): Promise<void> {
   let via: RuntimeAdapterScope | undefined;
   for await (const item of items) {
     switch (item.kind) {
-      case 'resync':
+      case 'resync': {
+        const refused = scopes.claim(adapter, item.listing.netnsPrefixes);
+        if (refused !== undefined) {
+          via = undefined;
+          item.ack(new Error(refused));
+          break;
+        }
         via = { adapter, netnsPrefixes: item.listing.netnsPrefixes };
         try {
           await pipeline.resync(new Set(item.listing.ids), via);
@@ -89,6 +97,7 @@ export async function consumeRuntimeAdapter(adapter: string, items: AsyncIterabl
           item.ack(error ?? new Error('the resync failed'));
         }
         break;
+      }
       case 'event': {
         if (via === undefined) break;
         const intent = runtimeIntent(item.event, via);

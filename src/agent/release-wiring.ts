@@ -33,6 +33,7 @@ import { ReleaseReconciler } from './release-reconciler.ts';
 import { consumeContainerd, consumeNetnsRemovals } from './release-sources.ts';
 import { EventSourceHandler } from './registry/event-source-handler.ts';
 import { PluginRegistry } from './registry/registry.ts';
+import { CONTAINERD_CRI_NETNS_PREFIXES, NetnsScopes } from './registry/netns-scopes.ts';
 import type { Telemetry } from './metrics/telemetry.ts';
 
 export interface ReleaseWiringDeps {
@@ -138,7 +139,7 @@ export class ReleaseWiring {
         ? undefined
         : new PluginRegistry({
             dir: o.pluginsDir,
-            handlers: [new EventSourceHandler({ pipeline: this.pipeline, clock: deps.clock, logger: deps.logger })],
+            handlers: [new EventSourceHandler({ pipeline: this.pipeline, clock: deps.clock, logger: deps.logger, scopes: new NetnsScopes(o.containerd ? [{ owner: 'containerd', prefixes: CONTAINERD_CRI_NETNS_PREFIXES }] : []) })],
             clock: deps.clock,
             logger: deps.logger.child({ source: 'plugins' }),
           });

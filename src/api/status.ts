@@ -210,6 +210,8 @@ export interface PluginCounts {
 
 export interface PluginsStatus extends PluginCounts {
   readonly dir: string;
+  /** Why the plugins directory is not trusted (no plugin registers while it is not). */
+  readonly problem?: string;
   /** `listing`: the directory is being read for the first time; `watching`: every socket present at start was seen. */
   readonly watcher: 'listing' | 'watching';
   readonly plugins: readonly PluginEntry[];

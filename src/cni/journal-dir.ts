@@ -4,6 +4,9 @@
  * draining it (sources/missed-delete-journal.ts). Both refuse exactly the same directories, so a
  * file another user could plant is never taken as a release by either. Beside the journal entry
  * codec, which both sides share for the same reason.
+ *
+ * The same rule (checkPrivateDir) holds every directory the agent trusts what appears in: the
+ * plugins directory too, where a socket is taken for a runtime adapter (agent/registry/trust.ts).
  */
 import { closeSync, constants, fchmodSync, fstatSync, lstatSync, mkdirSync, openSync, readlinkSync } from 'node:fs';
 import { WarrenError, messageOf } from '../core/errors.ts';
@@ -23,8 +26,12 @@ export interface JournalDirOptions {
   readonly tighten?: boolean;
 }
 
-function refuse(dir: string, what: string, cause?: unknown): WarrenError {
-  return new WarrenError('IO_FAILURE', `journal directory ${dir} ${what}`, cause === undefined ? {} : { cause });
+/** What a trusted directory is, for the messages of checkPrivateDir. */
+export interface PrivateDirOptions extends JournalDirOptions {
+  /** What the directory is, as messages name it: `journal directory`, `plugins directory`. */
+  readonly label: string;
+  /** What another user could do with it, e.g. `plant releases in it`. */
+  readonly risk: string;
 }
 
 /**
@@ -35,6 +42,17 @@ function refuse(dir: string, what: string, cause?: unknown): WarrenError {
  * (O_NOFOLLOW), so the directory cannot be swapped for a link between them.
  */
 export function checkJournalDir(dir: string, options: JournalDirOptions = {}): void {
+  checkPrivateDir(dir, { ...options, label: 'journal directory', risk: 'plant releases in it' });
+}
+
+/**
+ * The rule of checkJournalDir for any directory whose contents the agent trusts: created 0700 when
+ * missing; a symbolic link, a non-directory, another user's directory or one its group or others
+ * can write is refused (IO_FAILURE naming `label`, the directory and what is wrong).
+ */
+export function checkPrivateDir(dir: string, options: PrivateDirOptions): void {
+  const refuse = (where: string, what: string, cause?: unknown): WarrenError =>
+    new WarrenError('IO_FAILURE', `${options.label} ${where} ${what}`, cause === undefined ? {} : { cause });
   let mkdirError: unknown;
   try {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
@@ -66,7 +84,7 @@ export function checkJournalDir(dir: string, options: JournalDirOptions = {}): v
   try {
     const st = fstatSync(fd);
     const uid = process.getuid?.();
-    if (uid !== undefined && st.uid !== uid) throw refuse(dir, `belongs to uid ${st.uid}, not to uid ${uid} that runs Warren; another user could plant releases in it`);
+    if (uid !== undefined && st.uid !== uid) throw refuse(dir, `belongs to uid ${st.uid}, not to uid ${uid} that runs Warren; another user could ${options.risk}`);
     if ((st.mode & 0o022) !== 0) {
       throw refuse(dir, `is writable by its group or others (mode ${(st.mode & 0o777).toString(8).padStart(3, '0')}); make it 0700 after checking what is in it`);
     }

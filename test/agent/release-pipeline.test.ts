@@ -25,6 +25,7 @@ import type { Allocation } from '../../src/ipam/allocation.ts';
 import type { AllocationFilter, CommitResult, PoolOp } from '../../src/store/store.ts';
 import { tempDir, waitFor } from '../helpers/processes.ts';
 import { releaseHarness } from './release-harness.ts';
+import { NetnsScopes } from '../../src/agent/registry/netns-scopes.ts';
 
 /** A store whose commits, or listings of one container, fail while told to. */
 class FlakyStore extends SqliteStore {
@@ -191,8 +192,10 @@ describe('ReleasePipeline', () => {
     clock.advance(60_000);
     const acks: unknown[] = [];
     const items = new AsyncChannel<RuntimeItem>();
-    const consuming = consumeRuntimeAdapter('podman', items, pipeline);
-    // The adapter lists only its own live containers: containerd's is not its to judge.
+    const consuming = consumeRuntimeAdapter('podman', items, pipeline, new NetnsScopes([]));
+    // Podman removed the gone container's namespace; the adapter lists only its own live
+    // containers: containerd's is not its to judge.
+    rmSync(join(ns.seen, 'netns-a'));
     items.push({ kind: 'resync', listing: { ids: ['podman-live', 'podman-exits'], netnsPrefixes: [join(ns.seen, 'netns-')] }, ack: (error?: unknown) => acks.push(error ?? 'ok') });
     await waitFor('the resync to be acknowledged', () => (acks.length === 1 ? true : undefined));
     await pipeline.idle();
@@ -205,6 +208,8 @@ describe('ReleasePipeline', () => {
     await pipeline.idle();
     assert.deepEqual(await held(store), ['containerd-one', 'podman-exits', 'podman-live']);
     assert.deepEqual(pipeline.containerStatus().exited, [], "containerd's status does not show the adapter's waiting container");
+    // Removed: podman tears its namespace down first (an adapter's word alone frees nothing whose namespace is there).
+    rmSync(join(ns.seen, 'netns-d'));
     items.push({ kind: 'event', event: { id: 'podman-exits', kind: 'deleted', time: clock.now() } });
     items.close();
     await consuming;

@@ -275,6 +275,26 @@ const TABLE: readonly Row[] = [
     action: { kind: 'release', owners: [{ owner }], why: 'container gone when podman was resynchronised' },
   },
   {
+    name: "an adapter's container delete never frees an allocation whose namespace is still there: it waits for the namespace to go",
+    intent: { kind: 'container-deleted', containerID: 'c1', via: PODMAN },
+    held: [alloc({ netns: PODMAN_NS }), alloc({ ifname: 'net1', address: '10.0.1.2', netns: `${PODMAN.netnsPrefixes[0]}gone` })],
+    observed: { exited: false, namespaces: new Map([[PODMAN_NS, { kind: 'exists' }], [`${PODMAN.netnsPrefixes[0]}gone`, { kind: 'gone' }]]) },
+    action: { kind: 'wait-for-namespace', owners: [{ owner: { ...owner, ifname: 'net1' } }], why: 'container deleted; its network namespace is still there', waitingFor: PODMAN_NS },
+  },
+  {
+    name: "an adapter's resync absence never frees an allocation whose namespace is still there (an adapter that lists nothing)",
+    intent: { kind: 'absent-at-resync', containerID: 'c1', cutoff: T, via: PODMAN },
+    held: [alloc({ netns: PODMAN_NS })],
+    observed: { exited: false, namespaces: new Map([[PODMAN_NS, { kind: 'exists' }]]) },
+    action: { kind: 'wait-for-namespace', owners: [], why: 'container gone when podman was resynchronised; its network namespace is still there', waitingFor: PODMAN_NS },
+  },
+  {
+    name: "containerd's own container delete still releases at once: its word is the runtime's record gone",
+    intent: { kind: 'container-deleted', containerID: 'c1' },
+    held: [alloc({ netns: THERE })],
+    action: { kind: 'release', owners: [{ owner }], why: 'container deleted' },
+  },
+  {
     name: "an adapter's exit with the namespace still there: waits for it, like containerd's",
     intent: { kind: 'task-exited', containerID: 'c1', event: 'task-exit', via: PODMAN },
     held: [alloc({ netns: PODMAN_NS })],
@@ -296,7 +316,8 @@ describe('the release rule', () => {
     for (const [kind, intent] of kinds) {
       const expected = kind === 'journal-del' || kind === 'netns-gone' ? 'owner' : kind === 'pod-gone' ? 'pod' : 'container';
       assert.equal(holderOf(intent).kind, expected, kind);
-      assert.equal(needsNamespaces(intent), ['task-exited', 'namespace-recheck', 'netns-gone', 'pod-gone'].includes(kind), kind);
+      const onAdapterWord = (kind === 'container-deleted' || kind === 'absent-at-resync') && 'via' in intent && intent.via !== undefined;
+      assert.equal(needsNamespaces(intent), ['task-exited', 'namespace-recheck', 'netns-gone', 'pod-gone'].includes(kind) || onAdapterWord, kind);
     }
   });
 });

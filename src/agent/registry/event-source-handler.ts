@@ -4,18 +4,23 @@
  * pipeline, where the same rule as containerd's judges it (a deletion releases; an exit waits for
  * the namespace) over only the allocations the adapter answers for.
  *
- * Registering starts the client and returns at once (the client connects, lists and reconnects
- * on its own, forever); unregistering stops it and waits until its loop has ended, so no intent
- * from an unregistered adapter is queued after `unregister` resolves.
+ * Registering asks the adapter for one listing first and refuses it (telling it why) when the
+ * namespace prefixes it declares overlap another runtime's (netns-scopes.ts); an adapter that
+ * cannot list yet is registered, and its first listing is judged the same way when it comes (a
+ * refused listing is never applied: the stream is reopened with backoff, and status says why).
+ * Then it starts the client and returns (the client connects, lists and reconnects on its own,
+ * forever); unregistering stops it and waits until its loop has ended, so no intent from an
+ * unregistered adapter is queued after `unregister` resolves.
  */
 import type { Logger } from 'pino';
 import { EVENT_SOURCE_TYPE, EVENT_SOURCE_VERSIONS } from '../../api/plugins/wire.ts';
 import { ExponentialBackoff } from '../../core/backoff.ts';
 import type { Clock } from '../../core/clock.ts';
-import { EventSourceClient } from '../../sources/plugins/event-source-client.ts';
+import { EventSourceClient, listOnce } from '../../sources/plugins/event-source-client.ts';
 import type { ReleasePipeline } from '../release-pipeline.ts';
 import { consumeRuntimeAdapter } from '../release-sources.ts';
-import type { PluginHandler, RegisteredPlugin } from './handler.ts';
+import type { HandlerRefusal, PluginHandler, RegisteredPlugin } from './handler.ts';
+import type { NetnsScopes } from './netns-scopes.ts';
 
 export interface EventSourceHandlerOptions {
   readonly pipeline: ReleasePipeline;
@@ -23,6 +28,10 @@ export interface EventSourceHandlerOptions {
   readonly logger: Logger;
   /** Asked of each adapter; a stream silent for three of them is reopened. Default 10 s. */
   readonly heartbeatMs?: number;
+  /** Which runtime answers for which namespaces: an adapter may declare only its own. */
+  readonly scopes: NetnsScopes;
+  /** Bound on the listing asked for at registration, ms. Default 2000. */
+  readonly listTimeoutMs?: number;
 }
 
 interface Following {
@@ -43,10 +52,17 @@ export class EventSourceHandler implements PluginHandler {
     this.#o = options;
   }
 
-  async register(plugin: RegisteredPlugin): Promise<void> {
+  async register(plugin: RegisteredPlugin): Promise<void | HandlerRefusal> {
     await this.unregister(plugin);
     const name = plugin.info.name;
     const logger = this.#o.logger.child({ source: 'plugin', plugin: name });
+    const listing = await listOnce(plugin.endpoint, this.#o.listTimeoutMs ?? 2_000);
+    if ('failed' in listing) {
+      logger.debug({ reason: listing.failed }, 'the adapter could not list at registration; its first listing will be judged when it comes');
+    } else {
+      const refused = this.#o.scopes.claim(name, listing.netnsPrefixes);
+      if (refused !== undefined) return { refused };
+    }
     const client = new EventSourceClient({
       endpoint: plugin.endpoint,
       name,
@@ -56,7 +72,7 @@ export class EventSourceHandler implements PluginHandler {
       ...(this.#o.heartbeatMs === undefined ? {} : { heartbeatMs: this.#o.heartbeatMs }),
     });
     const abort = new AbortController();
-    const done = consumeRuntimeAdapter(name, client.events(abort.signal), this.#o.pipeline).catch((error: unknown) => {
+    const done = consumeRuntimeAdapter(name, client.events(abort.signal), this.#o.pipeline, this.#o.scopes).catch((error: unknown) => {
       logger.error({ err: error }, 'runtime adapter stream stopped');
     });
     this.#following.set(plugin.socket, { client, abort, done });

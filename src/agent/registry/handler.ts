@@ -14,14 +14,23 @@ export interface RegisteredPlugin {
   readonly version: string;       // the version chosen: the first of handler.versions the plugin supports
 }
 
+/** A handler's refusal of a plugin, with the reason the plugin is told. */
+export interface HandlerRefusal {
+  readonly refused: string;
+}
+
 export interface PluginHandler {
   readonly type: string;
   /** Versions Warren speaks, most preferred first. */
   readonly versions: readonly string[];
   /** A reason to refuse this plugin beyond the registry's own checks, or undefined. */
   validate?(info: PluginInfo): string | undefined;
-  /** Starts using the plugin. A throw is a failed attempt (retried with backoff), not a refusal. */
-  register(plugin: RegisteredPlugin): Promise<void>;
+  /**
+   * Starts using the plugin, or refuses it (`refused`: told to the plugin, not asked again until
+   * its socket is replaced), for what only talking to it can show. A throw is a failed attempt
+   * (retried with backoff), not a refusal.
+   */
+  register(plugin: RegisteredPlugin): Promise<void | HandlerRefusal>;
   /** Stops using it. Never throws. */
   unregister(plugin: RegisteredPlugin): Promise<void>;
   /** What this type reports about a registered plugin (shown by `warren plugins` as PluginEntry.detail). */

@@ -16,7 +16,10 @@
  * - Every handshake call is bounded on the injected clock (dial + GetInfo 1 s, notify 5 s), here as
  *   well as in the client, so no client, real or fake, can hold a socket's operation longer; every
  *   retry waits its backoff on that clock; a socket's failures count from its current file (a replaced socket starts at 0).
- * - A refusal (PluginInfo that cannot be used) is told to the plugin with the reason and is not
+ * - Nothing is dialed while the plugins directory is not trusted (trust.ts: retried with backoff,
+ *   so a directory put right is used again), nor a socket of another user than the agent's or
+ *   root's (refused without a word: it is not talked to). An endpoint of such a user is refused.
+ * - A refusal (PluginInfo that cannot be used, or its handler's) is told to the plugin with the reason and is not
  *   asked again until the socket is replaced; except a refusal for a name another socket holds,
  *   which is asked again when that socket lets the name go (a plugin moving its socket).
  * - A (type, name) pair is held by at most one socket, from the moment it passes the checks.
@@ -36,6 +39,7 @@ import type { DesiredState } from './desired-state.ts';
 import type { PluginHandler, RegisteredPlugin } from './handler.ts';
 import { checkInfo } from './info-check.ts';
 import { type SocketRecord, type Wake, entryOf } from './socket-record.ts';
+import type { RegistryTrust } from './trust.ts';
 
 const claimKey = (type: string, name: string): string => `${type}\0${name}`;
 
@@ -54,6 +58,8 @@ export interface ReconcilerOptions {
   readonly infoTimeoutMs?: number;
   /** Bound on NotifyRegistrationStatus, ms. Default 5000. */
   readonly notifyTimeoutMs?: number;
+  /** Whether the directory and a socket may be trusted (trust.ts). */
+  readonly trust: RegistryTrust;
 }
 
 export class PluginReconciler {
@@ -175,6 +181,16 @@ export class PluginReconciler {
     const { socket } = record;
     this.#setWake(record, { kind: 'now' });
     this.#setState(record, 'registering');
+    const distrusted = this.#o.trust.dir(this.#o.dir);
+    if (distrusted !== undefined) {
+      this.#failed(record, distrusted);
+      return;
+    }
+    const stranger = this.#o.trust.socket(socket, false);
+    if (stranger !== undefined) {
+      this.#refuseUnheard(record, stranger);
+      return;
+    }
     let client: RegistrationClientLike;
     try {
       client = this.#o.connect(socket);
@@ -198,6 +214,11 @@ export class PluginReconciler {
         await this.#refuse(client, record, check.reason, { kind: 'replaced' });
         return;
       }
+      const endpointStranger = check.endpoint === socket ? undefined : this.#o.trust.socket(check.endpoint, true);
+      if (endpointStranger !== undefined) {
+        await this.#refuse(client, record, `endpoint: ${endpointStranger}`, { kind: 'replaced' });
+        return;
+      }
       const claim = claimKey(info.type, info.name);
       const holder = this.#claims.get(claim);
       if (holder !== undefined && holder !== socket) {
@@ -215,11 +236,17 @@ export class PluginReconciler {
       }
       this.#claims.set(claim, socket);
       const plugin: RegisteredPlugin = Object.freeze({ socket, info, endpoint: check.endpoint, version: check.version });
+      let outcome;
       try {
-        await check.handler.register(plugin);
+        outcome = await check.handler.register(plugin);
       } catch (error) {
         this.#release(claim, socket);
         this.#failed(record, `the ${info.type} handler could not start it: ${messageOf(error)}`);
+        return;
+      }
+      if (outcome !== undefined) {
+        this.#release(claim, socket);
+        await this.#refuse(client, record, outcome.refused, { kind: 'replaced' });
         return;
       }
       try {
@@ -279,6 +306,14 @@ export class PluginReconciler {
       // It was refused either way; a plugin that will not hear why is not Warren's failure.
       this.#o.logger.debug({ socket, err: messageOf(error) }, 'a refused plugin could not be told why');
     }
+  }
+
+  /** Refuses a socket that is not talked to (another user's): logged and shown, never dialed. */
+  #refuseUnheard(record: SocketRecord, reason: string): void {
+    record.error = reason;
+    this.#setWake(record, { kind: 'replaced' });
+    this.#setState(record, 'refused');
+    this.#o.logger.warn({ socket: record.socket, reason }, 'plugin refused');
   }
 
   #failed(record: SocketRecord, error: string): void {

@@ -10,6 +10,8 @@
  *   removes it. A `gone` for a path that was never reported as a socket changes nothing
  *   (kubernetes #96827), and a rename is a `gone` and a `socket`.
  * - Each change pokes the reconciler for that socket alone (see reconciler.ts for its rules).
+ * - Nothing registers while the plugins directory is not held to the journal directory's rule, and
+ *   no socket of another user is dialed (trust.ts); status says why (`problem`, each entry's error).
  * - `stopped()`, once the signal given to `start` has aborted, returns after every registered
  *   plugin has been unregistered; nothing registers after it.
  */
@@ -25,6 +27,7 @@ import { ActualState } from './actual-state.ts';
 import { DesiredState } from './desired-state.ts';
 import type { PluginHandler } from './handler.ts';
 import { PluginReconciler } from './reconciler.ts';
+import { OWNER_TRUST, type RegistryTrust } from './trust.ts';
 
 /** The watcher's reports, or how to start them: called once, by `start`, with its signal. */
 export type SocketEventSource = AsyncIterable<SocketEvent> | ((signal: AbortSignal) => AsyncIterable<SocketEvent>);
@@ -49,6 +52,8 @@ export interface PluginRegistryOptions {
   readonly notifyTimeoutMs?: number;
   /** After a failed attempt on a socket. Default: 500 ms doubling to 2 min. */
   readonly backoff?: BackoffPolicy;
+  /** Whom to trust. Default OWNER_TRUST: the agent's user's (or root's) directory and sockets only. */
+  readonly trust?: RegistryTrust;
 }
 
 export const DEFAULT_REGISTRY_BACKOFF = { initialMs: 500, maxMs: 120_000 } as const;
@@ -59,6 +64,7 @@ export class PluginRegistry {
   readonly #desired: DesiredState;
   readonly #actual = new ActualState();
   readonly #reconciler: PluginReconciler;
+  readonly #trust: RegistryTrust;
   /** Until the watcher's `listed`: sockets present at start may still be unreported. */
   #watcher: PluginsStatus['watcher'] = 'listing';
   /** The event loop, ended by the source ending or the signal aborting. */
@@ -75,6 +81,7 @@ export class PluginRegistry {
       handlers.set(handler.type, handler);
     }
     this.#desired = new DesiredState(clock);
+    this.#trust = options.trust ?? OWNER_TRUST;
     const connect =
       options.connect ?? ((socket: string) => new RegistrationClient(socket, { clock, infoTimeoutMs: options.infoTimeoutMs, notifyTimeoutMs: options.notifyTimeoutMs }));
     this.#reconciler = new PluginReconciler({
@@ -88,6 +95,7 @@ export class PluginRegistry {
       logger: options.logger,
       infoTimeoutMs: options.infoTimeoutMs,
       notifyTimeoutMs: options.notifyTimeoutMs,
+      trust: this.#trust,
     });
   }
 
@@ -103,6 +111,8 @@ export class PluginRegistry {
     // A source that does not end on the signal (a test's channel) must not hold up stopping.
     this.#loop = Promise.race([this.#follow(events, signal), aborted]);
     this.#o.logger.info({ dir: this.#dir }, 'plugin registry watching');
+    const problem = this.#trust.dir(this.#dir);
+    if (problem !== undefined) this.#o.logger.error({ dir: this.#dir, problem }, 'the plugins directory is not trusted: no plugin registers until it is put right');
   }
 
   /** After the signal aborted: unregisters every plugin, then resolves. */
@@ -119,7 +129,8 @@ export class PluginRegistry {
   status(): PluginsStatus {
     const plugins = this.#reconciler.entries();
     const count = (state: string): number => plugins.filter((p) => p.state === state).length;
-    return { dir: this.#dir, watcher: this.#watcher, registered: count('registered'), refused: count('refused'), retrying: count('retrying'), plugins };
+    const problem = this.#trust.dir(this.#dir);
+    return { dir: this.#dir, ...(problem === undefined ? {} : { problem }), watcher: this.#watcher, registered: count('registered'), refused: count('refused'), retrying: count('retrying'), plugins };
   }
 
   async #follow(events: AsyncIterable<SocketEvent>, signal: AbortSignal): Promise<void> {

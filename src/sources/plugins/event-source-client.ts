@@ -72,6 +72,34 @@ export interface EventSourceClientOptions {
   readonly listTimeoutMs?: number;
 }
 
+/**
+ * One List call on an adapter's endpoint, bounded by `timeoutMs`: its listing, or why there is
+ * none (a listing that does not decode is refused as a whole, as the stream's would be). For the
+ * registry, to judge what an adapter declares before it is registered.
+ */
+export function listOnce(endpoint: string, timeoutMs: number): Promise<RuntimeListing | { readonly failed: string }> {
+  const target = endpoint.startsWith('unix:') ? endpoint : `unix://${endpoint}`;
+  const client = new Client(target, credentials.createInsecure());
+  return new Promise<RuntimeListing | { readonly failed: string }>((resolve) => {
+    client.makeUnaryRequest<Buffer, Buffer>(
+      METHODS.list,
+      (request) => request,
+      (bytes: Buffer) => bytes,
+      EMPTY,
+      new Metadata(),
+      { deadline: Date.now() + timeoutMs },
+      (error, bytes) => {
+        if (error || bytes === undefined) {
+          resolve({ failed: `List failed: ${error?.message ?? 'no answer'}` });
+          return;
+        }
+        const listing = decodeListing(bytes);
+        resolve(typeof listing === 'string' ? { failed: listing } : listing);
+      },
+    );
+  }).finally(() => client.close());
+}
+
 /** What one opened stream is doing. */
 interface Attempt {
   readonly generation: number;

@@ -10,6 +10,7 @@ import { mkdirSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, it } from 'node:test';
 import pino from 'pino';
+import { OWNER_TRUST } from '../../../src/agent/registry/trust.ts';
 import { PluginRegistry, type PluginRegistryOptions } from '../../../src/agent/registry/registry.ts';
 import type { PluginHandler, RegisteredPlugin } from '../../../src/agent/registry/handler.ts';
 import type { PluginInfo, RegistrationStatus } from '../../../src/api/plugins/wire.ts';
@@ -160,6 +161,8 @@ function rig(overrides: Partial<PluginRegistryOptions> = {}, handlers?: (log: st
     clock,
     events,
     connect: handshake.connect,
+    // The handshake is a fake: its sockets are paths without files, so only the directory is judged.
+    trust: { dir: OWNER_TRUST.dir, socket: () => undefined },
     ...overrides,
   });
   const abort = new AbortController();
