@@ -1,5 +1,5 @@
 /**
- * The running agent's own setup, judged from what it reports (DoctorFacts): its journal dir, the
+ * The running agent's own setup, judged from what it reports (DoctorFacts): its journal and plugins dirs, the
  * namespace directories it can observe and the allocations recorded under them, containerd, its
  * store's health and durability, its clock against etcd, its metrics endpoint.
  *
@@ -29,6 +29,16 @@ function journalFinding(journal: JournalDirCheck): Finding {
     `the journal dir ${journal.dir} is refused`,
     `${journal.problem}; the plugin cannot journal a DEL the agent missed there, and the agent reads nothing from it`,
     `make ${journal.dir} a directory owned by the agent's user with mode 0700 (e.g. chown root ${journal.dir} && chmod 0700 ${journal.dir}), or start the agent with --journal-dir naming one`,
+  );
+}
+
+function pluginsDirFinding(plugins: JournalDirCheck): Finding {
+  if (plugins.problem === undefined) return ok('plugins-dir-trusted', `the plugins dir ${plugins.dir} is trusted`, 'a real directory, owned by this user, writable by no one else');
+  return error(
+    'plugins-dir-untrusted',
+    `the plugins dir ${plugins.dir} is not trusted`,
+    `${plugins.problem}; no runtime adapter registers while it is so (a socket there is taken for an adapter whose word releases addresses)`,
+    `make ${plugins.dir} a directory owned by the agent's user and writable by no one else (e.g. chown root ${plugins.dir} && chmod 0700 ${plugins.dir}), after checking the sockets in it; or start the agent with --plugins-dir naming one`,
   );
 }
 
@@ -134,9 +144,10 @@ function metricsFindings(facts: DoctorFacts): Finding[] {
 }
 
 /** Every finding about the agent's own setup, in the order of the module header. */
-export function agentFindings(facts: DoctorFacts, journal: JournalDirCheck | undefined, reading: ContainerdConfigReading): Finding[] {
+export function agentFindings(facts: DoctorFacts, journal: JournalDirCheck | undefined, reading: ContainerdConfigReading, plugins?: JournalDirCheck): Finding[] {
   return [
     ...(journal === undefined ? [] : [journalFinding(journal)]),
+    ...(plugins === undefined ? [] : [pluginsDirFinding(plugins)]),
     ...netnsFindings(facts),
     ...containerdFindings(facts, reading),
     ...storeFindings(facts),

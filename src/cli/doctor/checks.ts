@@ -62,6 +62,6 @@ export function diagnose(node: NodeObservation): Finding[] {
     ...reachFinding(node.agent, node.doctorVersion),
     ...runtimeDirFindings(node, facts),
     ...configFindings(node.confDir.scan, facts, node.canonical),
-    ...(facts === undefined ? [] : agentFindings(facts, node.journalDir, node.containerdConfig)),
+    ...(facts === undefined ? [] : agentFindings(facts, node.journalDir, node.containerdConfig, node.pluginsDir)),
   ];
 }

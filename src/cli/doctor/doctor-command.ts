@@ -14,6 +14,7 @@ import { parseArgs } from 'node:util';
 import { ApiClient } from '../../api/client.ts';
 import { isWarrenError, messageOf } from '../../core/errors.ts';
 import { checkJournalDir } from '../../cni/journal-dir.ts';
+import { pluginsDirProblem } from '../../agent/registry/trust.ts';
 import { DEFAULT_CNI_CONF_DIR } from '../../agent/settings.ts';
 import { WARREN_VERSION } from '../../agent/version.ts';
 import type { CliIO } from '../main.ts';
@@ -75,18 +76,30 @@ export function canonicalPath(path: string): string {
 
 /** The journal dir by the plugin's and agent's own rule, without creating it when it is missing. */
 export function inspectJournalDir(dir: string): JournalDirCheck {
+  return inspectTrustedDir(dir, (d) => {
+    try {
+      checkJournalDir(d);
+      return undefined;
+    } catch (error) {
+      return messageOf(error);
+    }
+  });
+}
+
+/** The plugins dir by the registry's own rule (the journal dir's), without creating it when it is missing. */
+export function inspectPluginsDir(dir: string): JournalDirCheck {
+  return inspectTrustedDir(dir, pluginsDirProblem);
+}
+
+function inspectTrustedDir(dir: string, problemOf: (dir: string) => string | undefined): JournalDirCheck {
   try {
     lstatSync(dir);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     return { dir, problem: code === 'ENOENT' ? 'does not exist (the agent makes it when it starts: was it removed, or is it on another mount?)' : `cannot be examined: ${messageOf(error)}` };
   }
-  try {
-    checkJournalDir(dir);
-    return { dir };
-  } catch (error) {
-    return { dir, problem: messageOf(error) };
-  }
+  const problem = problemOf(dir);
+  return problem === undefined ? { dir } : { dir, problem };
 }
 
 async function reachAgent(socket: string): Promise<AgentReach> {
@@ -134,6 +147,7 @@ export async function observeNode(options: { socket: string; cniConfDir?: string
     binDirs: { from: bin.from, installs: bin.dirs.map(inspectPluginInstall) },
     confDir: { from: conf.from, scan: scanConfDir(conf.dir) },
     ...(agent.kind === 'reached' ? { journalDir: inspectJournalDir(agent.facts.journalDir) } : {}),
+    ...(agent.kind === 'reached' && agent.facts.pluginsDir !== undefined ? { pluginsDir: inspectPluginsDir(agent.facts.pluginsDir) } : {}),
     canonical: canonicalPath,
   };
 }

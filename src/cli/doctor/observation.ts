@@ -36,6 +36,8 @@ export interface NodeObservation {
   readonly confDir: { readonly from: DirSource; readonly scan: ConfDirScan };
   /** The agent's journal dir as the plugin would find it; with the agent's facts only. */
   readonly journalDir?: JournalDirCheck;
+  /** The agent's plugins dir by the registry's rule; with the agent's facts, when its registry is on. */
+  readonly pluginsDir?: JournalDirCheck;
   /**
    * A path as the file system resolves it (links followed), so `/var/run/warren/warren.sock` and
    * `/run/warren/warren.sock` compare equal where /var/run links to /run. Default: the path made
