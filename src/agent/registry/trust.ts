@@ -40,7 +40,8 @@ export function socketOwnerProblem(path: string, uid = process.getuid?.(), missi
   }
   if (!st.isSocket()) return `${path} is not a unix socket${st.isSymbolicLink() ? ' (it is a symbolic link, which is never followed)' : ''}`;
   if (uid === undefined || st.uid === uid || st.uid === 0) return undefined;
-  return `socket ${path} belongs to uid ${st.uid}, neither uid ${uid} that runs Warren nor root; only they may register a runtime adapter`;
+  const trusted = uid === 0 ? 'not to root, which runs Warren' : `neither to uid ${uid}, which runs Warren, nor to root`;
+  return `socket ${path} belongs to uid ${st.uid}, ${trusted}; only they may register a runtime adapter`;
 }
 
 /** What the registry asks before it dials a socket; the agent's is OWNER_TRUST. */
