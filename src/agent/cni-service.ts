@@ -10,7 +10,8 @@
  * - ADD settles what is still pending for its attachment first (beforeAdd: a journaled DEL), and is
  *   idempotent per (network, containerID, ifname).
  * - GC spares allocations younger than the grace: the runtime lists its attachments before it
- *   calls GC, and an ADD that commits in between is not on the list but is in use.
+ *   calls GC, and an ADD that commits in between is not on the list but is in use. It judges only
+ *   the asking runtime's attachments: never what a registered adapter answers for (allocator/gc.ts).
  * - STATUS answers 50 while the agent cannot serve ADD (readiness); while the readiness indicator
  *   is missing ADD answers 11 with the reason.
  * - Whereabouts keys Warren accepts but does not act on are reported once per network.
@@ -22,7 +23,7 @@ import { type IPAddress, formatIP, parseIP } from '../ipam/address.ts';
 import type { Owner } from '../ipam/allocation.ts';
 import { inSubnet } from '../ipam/range.ts';
 import type { StoreKind } from '../store/store.ts';
-import { type Allocator, attachmentKey } from '../allocator/allocator.ts';
+import { type Allocator, type RuntimeOf, attachmentKey } from '../allocator/allocator.ts';
 import { rangePoolOfKey } from '../ipam/blocks.ts';
 import { type CniEnv, checkCniVariables, parseCniArgs, printable } from '../cni/args.ts';
 import { type NetConf, declaredVersion, parseNetConf } from '../cni/netconf.ts';
@@ -49,6 +50,11 @@ export interface CniServiceOptions {
    * before it calls GC; an ADD that commits in between is not on the list and is in use.
    */
   readonly gcGraceMs?: number;
+  /**
+   * Which registered runtime adapter answers for an allocation (undefined: none). A GC never takes
+   * what an adapter answers for, and takes nothing when its list names such an attachment (gc.ts).
+   */
+  readonly runtimeOf?: RuntimeOf;
   /** Runs before an ADD allocates: settles what is still pending for this attachment (journal). */
   readonly beforeAdd?: (owner: Owner) => Promise<void>;
   /** Told once per network about IPAM keys Warren accepts but does not act on. */
@@ -82,6 +88,7 @@ export class CniService {
   readonly #gcGraceMs: number;
   readonly #onIgnoredKeys: ((network: string, keys: readonly string[]) => void) | undefined;
   readonly #beforeAdd: ((owner: Owner) => Promise<void>) | undefined;
+  readonly #runtimeOf: RuntimeOf | undefined;
   readonly #onFailure: ((error: unknown, command: string) => void) | undefined;
   readonly #telemetry: Telemetry;
   /** Networks whose ignored keys were already reported: once each, not on every call. */
@@ -96,6 +103,7 @@ export class CniService {
     this.#gcGraceMs = options.gcGraceMs ?? DEFAULT_GC_GRACE_MS;
     this.#onIgnoredKeys = options.onIgnoredKeys;
     this.#beforeAdd = options.beforeAdd;
+    this.#runtimeOf = options.runtimeOf;
     this.#onFailure = options.onFailure;
     this.#telemetry = options.telemetry ?? NO_TELEMETRY;
   }
@@ -151,7 +159,7 @@ export class CniService {
         return { kind: 'silent' };
       case 'GC': {
         const valid = new Set((conf.validAttachments ?? []).map((a) => attachmentKey(a.containerID, a.ifname)));
-        const outcome = await this.#allocator.gc(conf.name, valid, conf.ipam.cooldownSeconds, { createdAtOrBefore: this.#clock.now() - this.#gcGraceMs });
+        const outcome = await this.#allocator.gc(conf.name, valid, conf.ipam.cooldownSeconds, { createdAtOrBefore: this.#clock.now() - this.#gcGraceMs }, this.#runtimeOf);
         this.#telemetry.released('gc', outcome.released, 'CNI GC: not among the runtime\'s valid attachments');
         if (outcome.errors.length > 0) {
           throw new WarrenError('IO_FAILURE', `GC released ${outcome.released.length} addresses but failed for ${outcome.errors.length} attachments`, {

@@ -206,6 +206,12 @@ export class ReleasePipeline {
     for (const containerID of absent) this.push({ kind: 'absent-at-resync', containerID, cutoff, ...(via === undefined ? {} : { via }) });
   }
 
+  /** Which runtime adapter answers for an allocation, by what adapters have declared (undefined: none). */
+  adapterOf(a: Allocation): string | undefined {
+    for (const scope of this.#adapters.values()) if (answersFor(scope, a)) return scope.adapter;
+    return undefined;
+  }
+
   /** Looks again at every exited container's namespace; how many are waiting for theirs. */
   recheckExited(): number {
     for (const [containerID, { via }] of this.#exited) this.push({ kind: 'namespace-recheck', containerID, ...(via === undefined ? {} : { via }) });

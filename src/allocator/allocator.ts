@@ -32,7 +32,7 @@ import { type AllocateRequest, type Assignment, matchRequested } from './assignm
 import { BlockAssigner } from './block-assigner.ts';
 import { CONFLICT, retryOnConflict } from './commit-loop.ts';
 import { type ForgottenNode, forgetNode } from './forget-node.ts';
-import { gcCandidates, gcScope } from './gc.ts';
+import { type RuntimeOf, gcCandidates, gcScope } from './gc.ts';
 import { type BlockReturn, EmptyBlockGiveBack } from './give-back.ts';
 import { OwnBlocks } from './own-blocks.ts';
 import { PoolAssigner } from './pool-assigner.ts';
@@ -43,7 +43,7 @@ import { type ReleaseLimits, Releaser, within } from './release.ts';
 export type { AllocateRequest, Assignment } from './assignment.ts';
 export type { BlockReturn } from './give-back.ts';
 export type { ReleaseLimits } from './release.ts';
-export { attachmentKey } from './gc.ts';
+export { attachmentKey, type RuntimeOf } from './gc.ts';
 
 export interface GcOutcome {
   readonly released: Allocation[];
@@ -230,12 +230,12 @@ export class Allocator {
 
   /**
    * CNI GC: releases every allocation of `network` that the GC rule (gc.ts) gives up: not in
-   * `valid`, allowed by `only`, and on a shared store this node's. Keeps going past errors and
-   * reports them.
+   * `valid`, allowed by `only`, on a shared store this node's, and no registered adapter's
+   * (`runtimeOf`). Keeps going past errors and reports them.
    */
-  async gc(network: string, valid: ReadonlySet<string>, cooldownSeconds?: number, only: ReleaseLimits = {}): Promise<GcOutcome> {
+  async gc(network: string, valid: ReadonlySet<string>, cooldownSeconds?: number, only: ReleaseLimits = {}, runtimeOf?: RuntimeOf): Promise<GcOutcome> {
     const shared = this.#blocks !== null || this.#store.membership !== undefined;
-    const stale = gcCandidates(await this.#store.list(gcScope(network, this.#node, shared)), valid, only);
+    const stale = gcCandidates(await this.#store.list(gcScope(network, this.#node, shared)), valid, only, runtimeOf);
     const released: Allocation[] = [];
     const errors: string[] = [];
     for (const owner of stale) {

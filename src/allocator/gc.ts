@@ -1,11 +1,17 @@
 /**
  * The CNI GC rule: which allocations of a network a GC call may take. The runtime sends the
  * attachments it still has (`cni.dev/valid-attachments`); every other allocation of the network is
- * stale, with two exceptions that keep addresses in use:
+ * stale, with exceptions that keep addresses in use:
  * - on a store shared by nodes, the runtime's list is this node's attachments only: other nodes'
  *   allocations are not its to judge (`gcScope`);
  * - an allocation made after the runtime took its list is not on it and is in use: the caller
- *   spares allocations younger than a grace (`ReleaseLimits.createdAtOrBefore`).
+ *   spares allocations younger than a grace (`ReleaseLimits.createdAtOrBefore`);
+ * - several runtimes may share a network name on one node (podman, through its registered
+ *   adapter, beside containerd): the list is the asking runtime's attachments only. An allocation
+ *   a registered adapter answers for (`runtimeOf` names it) is that adapter's runtime's and is
+ *   never taken by a GC: the adapter's own resync judges it. The rest (the runtime with no adapter,
+ *   containerd's) are taken only when the GC is not identifiably another runtime's: a list naming
+ *   any attachment an adapter answers for comes from that adapter's runtime, and takes nothing.
  * Pure: the allocator's `gc` reads the store with `gcScope`, asks `gcCandidates` and releases.
  */
 import type { Allocation, Owner } from '../ipam/allocation.ts';
@@ -22,15 +28,20 @@ export function gcScope(network: string, node: string, sharedByNodes: boolean): 
   return sharedByNodes ? { network, node } : { network };
 }
 
+/** Which registered adapter answers for an allocation; undefined: the runtime without one (containerd). */
+export type RuntimeOf = (a: Allocation) => string | undefined;
+
 /**
  * The owners whose allocations a GC releases: those of `allocations` (read with `gcScope`) whose
- * attachment is not in `valid` and that `limits` allow, one owner per attachment.
+ * attachment is not in `valid`, that `limits` allow and that no adapter answers for, one owner per
+ * attachment; none when `valid` names an attachment an adapter answers for (see the header).
  */
-export function gcCandidates(allocations: readonly Allocation[], valid: ReadonlySet<string>, limits: ReleaseLimits): Owner[] {
+export function gcCandidates(allocations: readonly Allocation[], valid: ReadonlySet<string>, limits: ReleaseLimits, runtimeOf: RuntimeOf = () => undefined): Owner[] {
+  if (allocations.some((a) => valid.has(attachmentKey(a.containerID, a.ifname)) && runtimeOf(a) !== undefined)) return [];
   const owners = new Map<string, Owner>();
   for (const a of allocations) {
     const key = attachmentKey(a.containerID, a.ifname);
-    if (valid.has(key) || !within(a, limits) || owners.has(key)) continue;
+    if (valid.has(key) || !within(a, limits) || owners.has(key) || runtimeOf(a) !== undefined) continue;
     owners.set(key, { network: a.network, containerID: a.containerID, ifname: a.ifname });
   }
   return [...owners.values()];

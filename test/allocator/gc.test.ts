@@ -37,6 +37,21 @@ describe('gcCandidates', () => {
     assert.deepEqual(gcCandidates([], new Set(), {}), []);
   });
 
+  it('a GC never releases what a registered adapter answers for: that runtime\'s resync judges it', () => {
+    const podman = allocation('podman-live', 'eth0', 1, { netns: '/run/netns/netns-1' });
+    const containerdGone = allocation('ctr-gone', 'eth0', 2, { netns: '/var/run/netns/cni-2' });
+    const runtimeOf = (a: Allocation) => (a.netns?.startsWith('/run/netns/netns-') === true ? 'podman' : undefined);
+    // containerd's GC: its list has none of podman's containers.
+    assert.deepEqual(gcCandidates([podman, containerdGone], new Set([attachmentKey('ctr-live', 'eth0')]), {}, runtimeOf).map((o) => o.containerID), ['ctr-gone']);
+  });
+
+  it("a GC whose list names an adapter's attachment is that runtime's, and never takes another runtime's containers", () => {
+    const podman = allocation('podman-live', 'eth0', 1, { netns: '/run/netns/netns-1' });
+    const containerdLive = allocation('ctr-live', 'eth0', 2, { netns: '/var/run/netns/cni-2' });
+    const runtimeOf = (a: Allocation) => (a.netns?.startsWith('/run/netns/netns-') === true ? 'podman' : undefined);
+    assert.deepEqual(gcCandidates([podman, containerdLive], new Set([attachmentKey('podman-live', 'eth0')]), {}, runtimeOf), []);
+  });
+
   it('keeps container IDs and interface names apart in the attachment key', () => {
     assert.notEqual(attachmentKey('a/b', 'c'), attachmentKey('a', 'b/c'));
     assert.notEqual(attachmentKey('a","b', 'c'), attachmentKey('a', 'b","c'));
