@@ -108,6 +108,7 @@ export async function pluginsCommand(argv: readonly string[], io: CliIO): Promis
     return 0;
   }
   io.out(safe`plugins ${s.dir} (${s.watcher}): ${s.registered} registered, ${s.refused} refused, ${s.retrying} retrying\n`);
+  if (s.problem !== undefined) io.out(safe`not trusted, nothing registers: ${s.problem}\n`);
   if (s.plugins.length > 0) {
     io.out(table(['SOCKET', 'STATE', 'TYPE', 'NAME', 'VERSION', 'SINCE', 'DETAIL'], s.plugins.map((p) => [p.socket, p.state, p.type ?? '-', p.name ?? '-', p.version ?? '-', p.since, pluginDetail(p)])));
   }
