@@ -82,9 +82,9 @@ export class Agent {
     mkdirSync(o.stateDir, { recursive: true, mode: 0o700 });
     // Everything that must have a single agent is locked before anything is touched: a refused
     // second agent leaves the first one's socket, database and journal alone.
-    this.#lock = await InstanceLock.acquire([
+    this.#lock = InstanceLock.acquire([
       { what: 'state directory', path: o.stateDir },
-      ...(this.#injectedStore === undefined && o.store === 'sqlite' ? [{ what: 'database', path: o.database }] : []),
+      ...(this.#injectedStore === undefined && o.store === 'sqlite' ? [{ what: 'database' as const, path: o.database }] : []),
       { what: 'socket', path: o.socket },
       // Two agents draining one journal would each remove intents the other is applying.
       { what: 'journal', path: o.journalDir },
@@ -290,7 +290,7 @@ export class Agent {
     this.#releases = undefined;
     await this.#store?.close();
     this.#store = undefined;
-    await this.#lock?.release();
+    this.#lock?.release();
     this.#lock = undefined;
   }
 }
