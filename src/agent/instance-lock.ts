@@ -11,8 +11,8 @@
  * Guarantees:
  * - Only the agent's user can take a lock: a lock file's directory must be a directory owned by
  *   that user (or root) that neither its group nor others can write, and the lock file a regular
- *   file of that user (or root); anything else is refused with IO_FAILURE naming the path and what
- *   is wrong. So no other local user can create, replace or hold a lock (an abstract socket, as
+ *   file of that user (or root) that neither its group nor others can open (it is created 0600);
+ *   anything else is refused with IO_FAILURE naming the path and what is wrong. So no other local user can create, replace or hold a lock (an abstract socket, as
  *   used before, could be bound first by anyone, keeping the agent from starting on every node).
  * - Of two starters exactly one wins, in separate processes and in one process alike: SQLite's
  *   EXCLUSIVE lock is a POSIX record lock (fcntl), which the kernel grants to one process, and
@@ -100,7 +100,11 @@ function checkLockDir(resource: LockedResource, dir: string): void {
   }
 }
 
-/** Refuses a lock file that is not a regular file of the agent's user (or root). Missing is fine. */
+/**
+ * Refuses a lock file that is not a regular file of the agent's user (or root), or that others can
+ * open: whoever can read it can hold a shared lock on it, which keeps the agent's exclusive one
+ * out. Missing is fine (take() creates it 0600).
+ */
 function checkLockFile(resource: LockedResource, file: string): void {
   let st;
   try {
@@ -111,6 +115,9 @@ function checkLockFile(resource: LockedResource, file: string): void {
   if (st.isSymbolicLink()) throw refuse(resource, file, 'is a symbolic link; a lock file must be a regular file');
   if (!st.isFile()) throw refuse(resource, file, 'exists and is not a regular file');
   if (!trusted(st.uid)) throw refuse(resource, file, `belongs to uid ${st.uid}, not to uid ${process.getuid?.()} that runs Warren`);
+  if ((st.mode & 0o077) !== 0) {
+    throw refuse(resource, file, `can be opened by its group or others (mode ${(st.mode & 0o777).toString(8).padStart(3, '0')}), who could hold a lock on it; remove it while no agent runs`);
+  }
 }
 
 /** Takes the lock of one resource: the connection holding it, or undefined when another holds it. */
@@ -121,6 +128,9 @@ function take(resource: LockedResource, file: string): DatabaseSync | undefined 
   checkLockDir(resource, dirname(file));
   checkLockFile(resource, file);
   let db: DatabaseSync | undefined;
+  // Created owner-only; never by opening a descriptor of our own, since closing it would drop
+  // the locks this process holds on the file (another agent's, in the same process).
+  const umask = process.umask(0o077);
   try {
     db = new DatabaseSync(file, { timeout: 0 });
     // No journal file beside the lock; EXCLUSIVE locking mode keeps the lock after the
@@ -134,11 +144,13 @@ function take(resource: LockedResource, file: string): DatabaseSync | undefined 
     db?.close();
     if ((error as { errcode?: number }).errcode === SQLITE_BUSY) return undefined;
     throw refuse(resource, file, `cannot be locked: ${messageOf(error)}`, error);
+  } finally {
+    process.umask(umask);
   }
 }
 
 /** The PID holding a POSIX lock on `file`, from /proc/locks; undefined when it cannot be told. */
-export function lockHolder(file: string): number | undefined {
+function lockHolder(file: string): number | undefined {
   try {
     const st = statSync(file, { bigint: true });
     // /proc/locks names a file as MAJOR:MINOR:INODE, the device numbers in hex.

@@ -7,13 +7,13 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, mkdirSync, realpathSync } from 'node:fs';
+import { chmodSync, mkdirSync, realpathSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { WarrenError } from '../../src/core/errors.ts';
 import { InstanceLock, type LockedResource, lockFileOf } from '../../src/agent/instance-lock.ts';
 import { startAgent } from '../helpers/agent.ts';
-import { CHILD_PATH, REPO, WARREN_BIN, isGone, isRoot, run, tempDir, track, waitFor } from '../helpers/processes.ts';
+import { CHILD_PATH, REPO, WARREN_BIN, isRoot, run, tempDir, track, waitFor } from '../helpers/processes.ts';
 import { createUnixUser } from '../helpers/unix-user.ts';
 
 const LOCK_MODULE = join(REPO, 'src', 'agent', 'instance-lock.ts');
@@ -31,10 +31,15 @@ async function readyChild(args: readonly string[], options: { uid?: number; gid?
   return { child, said };
 }
 
+/**
+ * SIGKILL, then wait until the process is reaped: only then are all its threads gone, and with
+ * them its descriptors and locks (its main thread shows as a zombie earlier).
+ */
 async function killHard(child: ChildProcess): Promise<void> {
-  const pid = child.pid as number;
-  if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  await waitFor(`process ${pid} to die`, () => (isGone(pid) ? true : undefined), 30_000);
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGKILL');
+  await exited;
 }
 
 describe('the instance lock', { timeout: 120_000 }, () => {
@@ -89,6 +94,15 @@ describe('the instance lock', { timeout: 120_000 }, () => {
     ]);
     assert.equal(second.code, 1, second.stderr);
     assert.match(second.stderr, new RegExp(`cannot lock the socket .*${shared}.* is writable by its group or others \\(mode 777\\)`));
+  });
+
+  it('refuses a lock file others could open and hold a shared lock on, and creates its own owner-only', () => {
+    const dir = tempDir('warren-lock-mode-');
+    const resource: LockedResource = { what: 'state directory', path: dir };
+    InstanceLock.acquire([resource]).release();
+    assert.equal(statSync(lockFileOf(resource)).mode & 0o777, 0o600);
+    chmodSync(lockFileOf(resource), 0o644);
+    assert.throws(() => InstanceLock.acquire([resource]), /state\.lock can be opened by its group or others \(mode 644\)/);
   });
 
   it('kill -9 of the holder frees its locks at once for the next agent', async () => {
