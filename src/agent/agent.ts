@@ -63,7 +63,7 @@ export class Agent {
   #cniConfig: CniConfigManager | undefined;
   /** Stops the sources, the reconcile pass, the cluster chores and the config manager. */
   #abort = new AbortController();
-  /** Metrics and the dashboard, on their TCP address; undefined when off. */
+  /** Health, metrics and the dashboard, on their TCP address; undefined when off. */
   #metricsServer: Server | undefined;
   #metricsStatus: MetricsEndpointStatus | undefined;
   /** Whether the CNI socket is served: /readyz says ready only then (not while starting or stopping). */
