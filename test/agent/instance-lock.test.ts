@@ -133,6 +133,8 @@ describe('the instance lock', { timeout: 120_000 }, () => {
     const other = tempDir('warren-lock-two-');
     assert.throws(() => InstanceLock.acquire([{ what: 'state directory', path: other }, { what: 'socket', path: join(dir, 'w.sock') }]), new RegExp(`\\(pid ${process.pid}\\) already uses the socket`));
     InstanceLock.acquire([{ what: 'state directory', path: other }]).release();
+    // The refused attempts opened and closed the lock files: the first agent's locks survive that.
+    assert.throws(() => InstanceLock.acquire(resources), new RegExp(`\\(pid ${process.pid}\\) already uses the state directory`));
     first.release();
     InstanceLock.acquire(resources).release();
   });
