@@ -30,9 +30,8 @@ import { CommitHealth } from './commit-health.ts';
 import { WARREN_VERSION } from './version.ts';
 import { doctorFacts } from './doctor-facts.ts';
 import { NetnsObserver } from '../sources/netns.ts';
-import type { DashboardData } from '../api/dashboard.ts';
 import type { MetricsEndpointStatus } from '../api/status.ts';
-import { renderDashboardBody, renderDashboardPage } from './dashboard/page.ts';
+import { DASHBOARD_ASSETS, renderDashboardBody, renderDashboardPage } from './dashboard/page.ts';
 import { createMetricsServer, listenMetrics } from './metrics/http-server.ts';
 import { MeasuredStore } from './metrics/measured-store.ts';
 import { AgentMetrics } from './metrics/prometheus.ts';
@@ -64,9 +63,11 @@ export class Agent {
   #cniConfig: CniConfigManager | undefined;
   /** Stops the sources, the reconcile pass, the cluster chores and the config manager. */
   #abort = new AbortController();
-  /** Metrics and the dashboard, on their TCP address; undefined when off. */
+  /** Health, metrics and the dashboard, on their TCP address; undefined when off. */
   #metricsServer: Server | undefined;
   #metricsStatus: MetricsEndpointStatus | undefined;
+  /** Whether the CNI socket is served: /readyz says ready only then (not while starting or stopping). */
+  #serving = false;
 
   constructor(options: AgentOptions, deps: AgentDeps) {
     this.options = options;
@@ -82,9 +83,9 @@ export class Agent {
     mkdirSync(o.stateDir, { recursive: true, mode: 0o700 });
     // Everything that must have a single agent is locked before anything is touched: a refused
     // second agent leaves the first one's socket, database and journal alone.
-    this.#lock = await InstanceLock.acquire([
+    this.#lock = InstanceLock.acquire([
       { what: 'state directory', path: o.stateDir },
-      ...(this.#injectedStore === undefined && o.store === 'sqlite' ? [{ what: 'database', path: o.database }] : []),
+      ...(this.#injectedStore === undefined && o.store === 'sqlite' ? [{ what: 'database' as const, path: o.database }] : []),
       { what: 'socket', path: o.socket },
       // Two agents draining one journal would each remove intents the other is applying.
       { what: 'journal', path: o.journalDir },
@@ -187,12 +188,13 @@ export class Agent {
         onError: (error, route) => this.#logger.error({ err: error, route }, 'request failed'),
       });
       if (metrics !== undefined && o.metricsAddress !== undefined) {
-        await this.#serveMetrics(o.metricsAddress, metrics, () => service.dashboard());
+        await this.#serveMetrics(o.metricsAddress, metrics, service);
       }
       await this.#warmUp(service);
       await prepareSocket(o.socket);
       await listen(this.#server, o.socket);
       this.#socketIno = statSync(o.socket).ino;
+      this.#serving = true;
       // Only now: a runtime that finds Warren's config calls the plugin, which must find the agent.
       cniConfig?.start(this.#abort.signal);
       this.#logger.info({ socket: o.socket, store: store.description }, 'agent ready');
@@ -213,16 +215,20 @@ export class Agent {
   }
 
   /**
-   * Metrics and the dashboard on their own TCP address. An address that cannot be bound (taken by
+   * Health, metrics and the dashboard on their own TCP address. An address that cannot be bound (taken by
    * another process) is logged and reported in status and by `warren doctor`; the agent serves
    * CNI calls regardless: a node must not lose its IPAM over its metrics port.
    */
-  async #serveMetrics(address: ListenAddress, metrics: AgentMetrics, dashboard: () => Promise<DashboardData>): Promise<void> {
+  async #serveMetrics(address: ListenAddress, metrics: AgentMetrics, service: AgentService): Promise<void> {
     const server = createMetricsServer({
       exposition: async () => ({ contentType: metrics.contentType, text: await metrics.exposition() }),
-      dashboard,
+      dashboard: () => service.dashboard(),
       page: (data) => renderDashboardPage(data),
       fragment: (data) => renderDashboardBody(data),
+      assets: DASHBOARD_ASSETS,
+      // The probes' answers (liveness: the event loop turns; readiness: an ADD can commit now).
+      readiness: () => (this.#serving ? service.readiness() : Promise.reject(new WarrenError('NOT_READY', 'the agent is not serving CNI calls yet (starting) or any more (stopping)'))),
+      hostNames: [address.host],
       onError: (error, path) => this.#logger.error({ err: error, path }, 'metrics request failed'),
     });
     try {
@@ -256,6 +262,7 @@ export class Agent {
   }
 
   async stop(): Promise<void> {
+    this.#serving = false;
     this.#abort.abort();
     // Before the socket goes: with --cleanup-config-on-exit the runtime stops calling Warren first.
     await this.#cniConfig?.stopped();
@@ -291,7 +298,7 @@ export class Agent {
     this.#releases = undefined;
     await this.#store?.close();
     this.#store = undefined;
-    await this.#lock?.release();
+    this.#lock?.release();
     this.#lock = undefined;
   }
 }

@@ -178,7 +178,7 @@ const TABLE = {
   metricsAddress: {
     flag: 'metrics-address',
     env: 'WARREN_METRICS_ADDRESS',
-    about: 'host:port where Prometheus metrics (/metrics) and the dashboard (/) are served over HTTP, apart from the socket ([::1]:9464 for IPv6; port 0 picks a free one); empty turns both off',
+    about: 'host:port where the health endpoints (/livez, /readyz), Prometheus metrics (/metrics) and the dashboard (/) are served over HTTP, apart from the socket ([::1]:9464 for IPv6; port 0 picks a free one); empty turns all of them off',
     default: DEFAULT_METRICS_ADDRESS,
     emptyIsAValue: true,
   },

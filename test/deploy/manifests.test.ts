@@ -188,13 +188,25 @@ describe('the DaemonSet', () => {
     assert.equal(step?.image, agent?.image);
   });
 
-  it('probes the agent over its socket: alive while it answers, ready while warren status says so', () => {
-    assert.deepEqual(agent?.livenessProbe?.exec?.command, ['warren', 'status', '--json']);
-    assert.deepEqual(agent?.readinessProbe?.exec?.command, ['warren', 'status']);
-    for (const probe of [agent?.startupProbe, agent?.livenessProbe, agent?.readinessProbe]) {
-      // Each probe starts a Node: kubelet's default of one second is too short for it.
-      if (probe !== undefined) assert.ok((probe.timeoutSeconds ?? 1) >= 5, 'a probe waits at least 5 s');
+  it('probes the agent over HTTP on its metrics port, never by starting a Node: alive at /livez, ready at /readyz', () => {
+    const port = agent?.ports?.find((p) => p.name === 'metrics');
+    assert.ok(port !== undefined, 'the agent declares its metrics port');
+    const expected = { startupProbe: '/livez', livenessProbe: '/livez', readinessProbe: '/readyz' } as const;
+    for (const [name, path] of Object.entries(expected)) {
+      const probe = agent?.[name as keyof typeof expected];
+      assert.equal(probe?.exec, undefined, `${name} starts no process`);
+      assert.equal(probe?.httpGet?.path, path, name);
+      assert.ok(probe?.httpGet?.port === 'metrics' || probe?.httpGet?.port === port.containerPort, `${name} asks the metrics port`);
+      assert.equal(probe?.httpGet?.host, undefined, `${name} asks the pod IP, where WARREN_METRICS_ADDRESS listens`);
+      // A loaded node answers late: kubelet's default of one second would count that as a failure.
+      assert.ok((probe?.timeoutSeconds ?? 1) >= 5, `${name} waits at least 5 s`);
     }
+    const live = agent?.livenessProbe;
+    // A restart costs the node its IPAM while the agent starts again: only after a minute of silence.
+    assert.ok((live?.periodSeconds ?? 10) * (live?.failureThreshold ?? 3) >= 60, 'liveness restarts only after a minute without an answer');
+    const start = agent?.startupProbe;
+    assert.ok((start?.periodSeconds ?? 10) * (start?.failureThreshold ?? 3) >= 300, 'startup is given 5 minutes');
+    assert.match(agentEnv.get('WARREN_METRICS_ADDRESS')?.value ?? '', /^\$\(POD_IP\):\d+$/, 'the probes find the agent on the pod IP');
   });
 
   it('runs the image scripts/build-image.ts makes, never pulling it', () => {

@@ -3,7 +3,8 @@
  * a real agent (bin/warren) after a scripted run of CNI calls over its socket. Shown: the page
  * shows the pool's utilisation as the calls left it and each release with its source (a CNI DEL as
  * `cni-del`, `warren release` as `operator`); it refreshes itself in place (no navigation) and
- * shows the next ADD; when the agent stops it says since when and keeps what it showed; and neither the page nor anything it loads asks for a URL outside the agent's
+ * shows the next ADD; when the agent stops it says since when and keeps what it showed; its style
+ * sheet and script work under a policy that allows nothing inline; and neither the page nor anything it loads asks for a URL outside the agent's
  * metrics address. A screenshot is saved to test-artifacts/dashboard.png; the load time and size
  * are reported as diagnostics.
  *
@@ -90,8 +91,20 @@ describe('the dashboard in Chromium', { skip, timeout: 180_000 }, () => {
 
   it('shows the pool and the releases as the scripted run left them, refreshes itself, keeps its content when the agent stops, and asks nothing of anyone else', async (t) => {
     const page = context?.pages()[0] ?? (await (context as BrowserContext).newPage());
+    const refused: string[] = [];
+    page.on('console', (message) => {
+      if (/Content Security Policy/i.test(message.text())) refused.push(message.text());
+    });
     const response = await page.goto(`${origin}/`, { waitUntil: 'load' });
     assert.equal(response?.status(), 200);
+    // No inline script or style is allowed, so injected markup cannot run: the page's own style
+    // sheet and script come from the agent and work under that policy.
+    const csp = (await response?.allHeaders())?.['content-security-policy'] ?? '';
+    assert.match(csp, /script-src 'self'/);
+    assert.doesNotMatch(csp, /unsafe-inline/);
+    assert.equal(await page.evaluate(() => getComputedStyle(document.querySelector('.panel') as Element).borderTopStyle), 'solid', 'the style sheet applies');
+    const fill = await page.locator(`[data-testid="pool-utilisation"][data-pool="${poolKey}"]`).first().evaluate((el) => Math.max(-1, ...[...(el.closest('tr')?.querySelectorAll('.bar rect') ?? [])].map((r) => r.getBoundingClientRect().width)));
+    assert.ok(fill >= 3, `the utilisation bar is drawn (${fill} px)`);
 
     const timing = await page.evaluate(() => {
       const nav = performance.getEntriesByType('navigation')[0] as PerformanceNavigationTiming;
@@ -136,5 +149,6 @@ describe('the dashboard in Chromium', { skip, timeout: 180_000 }, () => {
 
     assert.ok(requested.some((url) => url === `${origin}/fragment`), `the refresh fetched /fragment: ${requested.join(', ')}`);
     for (const url of requested) assert.equal(new URL(url).origin, origin, `a request outside the agent: ${url}`);
+    assert.deepEqual(refused, [], 'the browser refused nothing of the page under its policy');
   });
 });

@@ -7,10 +7,12 @@
  * - Server-rendered: the page is complete without its script; the script only swaps `<main>`'s
  *   content for a fresh fragment every few seconds (paused while the tab is hidden). When the agent
  *   does not answer, the last content stays and the header says since when.
- * - No request leaves the agent's own origin: the style and the script are inline, there are no
- *   fonts, images or links to elsewhere, and the icon is an empty data URL (so the browser does
- *   not ask for /favicon.ico). It fits the server's Content-Security-Policy (`default-src 'none'`,
- *   inline style and script, `connect-src 'self'`).
+ * - No request leaves the agent's own origin: the style sheet and the script are the agent's own
+ *   resources (DASHBOARD_ASSETS, served beside the page), there are no fonts, images or links to
+ *   elsewhere, and the icon is an empty data URL (so the browser does not ask for /favicon.ico).
+ *   Nothing is inline — no `<style>`, no style attribute, no inline script — so it fits the
+ *   server's Content-Security-Policy (`default-src 'none'`, style and script from 'self' only,
+ *   `connect-src 'self'`), which refuses injected markup's style and script.
  * - Every value from the data is escaped (html.ts): container IDs, network names and reasons come
  *   from callers the agent does not trust, and render as text.
  * - A pure function of the data: the same data gives the same page (times relative to
@@ -22,8 +24,8 @@ import { healthSection } from './health.ts';
 import { nodesSection, poolsSection } from './pools.ts';
 import { releasesSection } from './releases.ts';
 import { sourcesSection } from './sources.ts';
-import { refreshScript } from './refresh-script.ts';
-import { STYLE } from './style.ts';
+import { REFRESH_SCRIPT, REFRESH_SCRIPT_PATH, refreshScriptTag } from './refresh-script.ts';
+import { STYLE, STYLE_PATH } from './style.ts';
 import { timeOf } from './widgets.ts';
 
 export interface DashboardPageOptions {
@@ -32,6 +34,12 @@ export interface DashboardPageOptions {
 }
 
 export const DEFAULT_REFRESH_SECONDS = 5;
+
+/** The page's own resources by path, as the server answers them (the page names them relatively). */
+export const DASHBOARD_ASSETS: ReadonlyMap<string, { readonly contentType: string; readonly body: string }> = new Map([
+  [`/${STYLE_PATH}`, { contentType: 'text/css; charset=utf-8', body: STYLE }],
+  [`/${REFRESH_SCRIPT_PATH}`, { contentType: 'text/javascript; charset=utf-8', body: REFRESH_SCRIPT }],
+]);
 
 /** The content of `<main>`: what `/fragment` answers and the refresh swaps in. */
 export function renderDashboardBody(data: DashboardData): string {
@@ -51,13 +59,13 @@ export function renderDashboardPage(data: DashboardData, options: DashboardPageO
 <meta name="color-scheme" content="light dark">
 <title>Warren · ${data.status.node}</title>
 <link rel="icon" href="data:,">
-<style>${STYLE}</style>
+<link rel="stylesheet" href="${STYLE_PATH}">
 </head>
 <body>
 <header class="top"><h1>Warren</h1><span class="node">${data.status.node}</span>
 <span id="refresh-state" class="refresh" data-testid="refresh-state">${refreshes ? `refreshes every ${every}s` : 'does not refresh'}</span></header>
 <main id="dashboard">${dashboardBody(data)}</main>
-${refreshes ? refreshScript(Math.round(every * 1000)) : ''}
+${refreshes ? refreshScriptTag(Math.round(every * 1000)) : ''}
 </body>
 </html>
 `.toString();

@@ -1,22 +1,23 @@
 /**
- * The page's one script: it refreshes the page in place. Every `intervalMs` it fetches `fragment`
- * (relative, so the page also works behind a path prefix, e.g. a proxy) and swaps `<main>`'s
- * content for it. While the agent does not answer, the last content stays (dimmed) and the header
- * says "agent not answering since HH:MM:SS UTC"; the first answer puts things back. It pauses while
- * the tab is hidden and refreshes at once when it is shown again. One fetch at a time, each given
- * up after one interval, so a hung agent never piles requests up.
- *
- * Inline (the Content-Security-Policy allows inline script and `connect-src 'self'`); written as
- * plain text in the template, no backticks, no backslashes, no "</": the template's literal parts
- * are placed as they are.
+ * The page's one script, served as its own resource (`GET /dashboard.js`, from the agent's origin)
+ * so the Content-Security-Policy allows scripts from 'self' only, never inline ones. It refreshes
+ * the page in place: every `data-every` milliseconds (an attribute of its script element) it
+ * fetches `fragment` (relative, so the page also works behind a path prefix, e.g. a proxy) and
+ * swaps `<main>`'s content for it. While the agent does not answer, the last content stays
+ * (dimmed) and the header says "agent not answering since HH:MM:SS UTC"; the first answer puts
+ * things back. It pauses while the tab is hidden and refreshes at once when it is shown again.
+ * One fetch at a time, each given up after one interval, so a hung agent never piles requests up.
  */
 import { type Html, html } from './html.ts';
 
-export function refreshScript(intervalMs: number): Html {
-  return html`<script>
-(() => {
+/** Where the page finds the script, relative to the page. */
+export const REFRESH_SCRIPT_PATH = 'dashboard.js';
+
+/** The script's text, the same for every page: what `GET /dashboard.js` answers. */
+export const REFRESH_SCRIPT = `(() => {
   'use strict';
-  const every = ${intervalMs};
+  // The interval is the script element's data-every (milliseconds), set by the page.
+  const every = Number((document.currentScript || document.querySelector('script[data-every]')).dataset.every);
   const main = document.getElementById('dashboard');
   const state = document.getElementById('refresh-state');
   const idleText = state.textContent;
@@ -53,5 +54,9 @@ export function refreshScript(intervalMs: number): Html {
   });
   schedule();
 })();
-</script>`;
+`;
+
+/** The element that loads the script, telling it the interval. */
+export function refreshScriptTag(intervalMs: number): Html {
+  return html`<script src="${REFRESH_SCRIPT_PATH}" data-every="${intervalMs}"></script>`;
 }

@@ -1,12 +1,15 @@
 /**
- * The dashboard's style sheet, inline in the page (the server's Content-Security-Policy allows
- * inline style and nothing from elsewhere). System fonts only: a font file would be a request. One
+ * The dashboard's style sheet, served as its own resource (`GET /dashboard.css`, from the agent's
+ * origin): the server's Content-Security-Policy allows style from 'self' only, neither inline
+ * style nor style attributes. System fonts only: a font file would be a request to elsewhere. One
  * palette of CSS variables, light and dark by the reader's preference; the tones good, warn, bad
  * and idle (widgets.ts) are the only colours that carry meaning.
  */
-import { html } from './html.ts';
+/** Where the page finds the style sheet, relative to the page. */
+export const STYLE_PATH = 'dashboard.css';
 
-export const STYLE = html`
+/** What `GET /dashboard.css` answers. */
+export const STYLE = `
 :root{--bg:#f5f6f8;--panel:#fff;--fg:#1c2230;--muted:#667085;--line:#e2e5ea;--track:#e8ebf0;
 --good:#1a7f37;--good-bg:#e3f4e8;--warn:#a25f00;--warn-bg:#fff2db;--bad:#c4221f;--bad-bg:#fde8e7;--idle:#667085;--idle-bg:#eef0f3}
 @media (prefers-color-scheme:dark){:root{--bg:#101318;--panel:#191e25;--fg:#e2e6ed;--muted:#98a2b3;--line:#2a313b;--track:#2a313b;
@@ -52,10 +55,10 @@ table.compact{margin-top:.5rem}
 .bar-cell{width:24%;min-width:120px}
 .bar{height:.6rem;overflow:hidden;background:var(--track);border-radius:999px}
 .bar.unknown{background:repeating-linear-gradient(45deg,var(--track) 0 4px,transparent 4px 8px)}
-.fill{height:100%;min-width:3px;border-radius:999px}
-.fill.low{background:var(--good)}
-.fill.high{background:var(--warn)}
-.fill.full{background:var(--bad)}
+.bar svg{display:block;width:100%;height:100%}
+.fill.low{fill:var(--good)}
+.fill.high{fill:var(--warn)}
+.fill.full{fill:var(--bad)}
 .chips{display:flex;flex-wrap:wrap;gap:.4rem;margin:0 0 .6rem;padding:0;list-style:none}
 .chip{display:flex;gap:.45rem;padding:.12rem .5rem;border:1px solid var(--line);border-radius:6px;font-size:.82rem}
 .chip b{font-variant-numeric:tabular-nums}

@@ -30,8 +30,9 @@ export function facts(rows: ReadonlyArray<readonly [string, HtmlValue]>): Html {
 /** A horizontal bar filled to the utilisation, coloured by its level; an empty track when unknown. */
 export function utilisationBar(u: Utilisation | undefined): Html {
   if (u === undefined) return html`<div class="bar unknown" title="capacity unknown"></div>`;
-  // No fill at all when nothing is allocated: the fill's minimum width shows "some", never "none".
-  const fill = u.width === '0.00' ? '' : html`<div class="fill ${u.level}" style="width:${u.width}%"></div>`;
+  // No fill at all when nothing is allocated; otherwise at least 3 px, so "some" never looks like
+  // "none". An SVG's width attributes, not a style attribute: the page allows no inline style.
+  const fill = u.width === '0.00' ? '' : html`<svg aria-hidden="true"><rect class="fill ${u.level}" width="${u.width}%" height="100%"/><rect class="fill ${u.level}" width="3" height="100%"/></svg>`;
   return html`<div class="bar" role="img" aria-label="${u.text} used">${fill}</div>`;
 }
 

@@ -9,7 +9,7 @@ import { describe, it } from 'node:test';
 import type { AgentStatus, PluginsStatus } from '../../../src/api/status.ts';
 import { clockTime, formatDuration, utilisationOf } from '../../../src/agent/dashboard/figures.ts';
 import { Html, escapeHtml, html } from '../../../src/agent/dashboard/html.ts';
-import { renderDashboardBody, renderDashboardPage } from '../../../src/agent/dashboard/page.ts';
+import { DASHBOARD_ASSETS, renderDashboardBody, renderDashboardPage } from '../../../src/agent/dashboard/page.ts';
 import { NOW, busyDashboard, bySource, dashboardData, range, release } from './fixtures.ts';
 
 /** The text of the element carrying `data-testid` (and `attr="value"` when given), tags stripped; undefined when absent. */
@@ -73,7 +73,7 @@ describe('dashboard page', () => {
     it('shows 3 of 254 as "3 / 254 (1.2%)" with a bar 1.18% wide', () => {
       const page = renderDashboardBody(dashboardData({ pools: [range('10.0.0.0/24', 3, '254', { first: '10.0.0.1', last: '10.0.0.254' })] }));
       assert.equal(textOf(page, 'pool-utilisation', ['data-pool', '10.0.0.0/24']), '3 / 254 (1.2%)');
-      assert.match(page, /class="fill low" style="width:1\.18%"/);
+      assert.match(page, /<rect class="fill low" width="1\.18%" height="100%"\/>/);
     });
 
     it('shows an IPv6 /64 capacity exactly, and 2 addresses of it as "<0.1%", not 0%', () => {
@@ -234,18 +234,29 @@ describe('dashboard page', () => {
     it('asks for nothing outside the agent: no absolute URL, no external resource, an empty icon', () => {
       const page = renderDashboardPage(busyDashboard(10, 100));
       assert.doesNotMatch(page, /https?:\/\//i);
-      assert.doesNotMatch(page, /(?:src|href|action|srcset)\s*=\s*"(?!data:)/i, 'no attribute loads anything but a data URL');
-      assert.doesNotMatch(page, /@import|url\(/i, 'no style sheet loads anything');
+      const loaded = [...page.matchAll(/(?:src|href|action|srcset)\s*=\s*"([^"]*)"/gi)].map((m) => m[1]);
+      assert.deepEqual(loaded, ['data:,', 'dashboard.css', 'dashboard.js'], 'nothing is loaded but the agent\'s own style sheet and script, relatively, and a data URL');
+      for (const [path, asset] of DASHBOARD_ASSETS) assert.doesNotMatch(asset.body, /@import|url\(|https?:\/\//i, `${path} loads nothing`);
       assert.match(page, /<link rel="icon" href="data:,">/);
       assert.match(page, /^<!doctype html>\n<html lang="en">/);
     });
 
+    it('holds nothing inline that a Content-Security-Policy without \'unsafe-inline\' would refuse: no <style>, no style attribute, no inline script or handler', () => {
+      const page = renderDashboardPage(busyDashboard(10, 100));
+      assert.doesNotMatch(page, /<style/i);
+      assert.doesNotMatch(page, /\sstyle\s*=/i);
+      assert.doesNotMatch(page, /\son[a-z]+\s*=/i);
+      for (const script of page.match(/<script[^>]*>[\s\S]*?<\/script>/g) ?? []) assert.match(script, /^<script src="[^"]+"[^>]*><\/script>$/, 'a script loads its text; none is inline');
+    });
+
     it('refreshes every 5 seconds by default from the fragment, at the interval given, or not at all', () => {
       const data = dashboardData();
-      assert.match(renderDashboardPage(data), /const every = 5000;[\s\S]*fetch\('fragment'/);
-      assert.match(renderDashboardPage(data, { refreshSeconds: 2 }), /const every = 2000;/);
+      assert.match(renderDashboardPage(data), /<script src="dashboard\.js" data-every="5000"><\/script>/);
+      assert.match(renderDashboardPage(data, { refreshSeconds: 2 }), /data-every="2000"/);
       assert.doesNotMatch(renderDashboardPage(data, { refreshSeconds: 0 }), /<script/);
-      assert.match(renderDashboardPage(data), /agent not answering since /);
+      const script = DASHBOARD_ASSETS.get('/dashboard.js')?.body ?? '';
+      assert.match(script, /dataset\.every[\s\S]*fetch\('fragment'/);
+      assert.match(script, /agent not answering since /);
     });
 
     it('holds the fragment as its main element’s content, so the refresh swaps like for like', () => {
