@@ -5,7 +5,6 @@
  * fix every attempt left its half-made gRPC connection open for good.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -13,30 +12,12 @@ import pino from 'pino';
 import { PluginRegistry } from '../../../src/agent/registry/registry.ts';
 import type { PluginHandler } from '../../../src/agent/registry/handler.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
-import { removeDir, tempDir, track, waitFor } from '../../helpers/processes.ts';
+import { type MuteSocket, startMuteSocket } from '../../helpers/mute-socket.ts';
+import { removeDir, tempDir, waitFor } from '../../helpers/processes.ts';
 
 const ATTEMPTS = 150;
 const INFO_TIMEOUT_MS = 1_000;
 const BACKOFF_MS = 500;
-
-/** A process that listens on `socket`, accepts every connection, never answers, and prints a line per accept. */
-function mutePlugin(socket: string): { accepted(): number; stop(): void } {
-  const child = track(
-    spawn(
-      process.execPath,
-      ['-e', `const held=[];require('node:net').createServer((s)=>{held.push(s);s.on('error',()=>{});process.stdout.write('a\\n')}).listen(${JSON.stringify(socket)},()=>process.stdout.write('listening\\n'))`],
-      { stdio: ['ignore', 'pipe', 'inherit'] },
-    ),
-  );
-  let out = '';
-  child.stdout?.on('data', (c: Buffer) => (out += c.toString()));
-  return {
-    accepted: () => (out.includes('listening') ? out.split('\n').filter((l) => l === 'a').length : -1),
-    stop: () => {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    },
-  };
-}
 
 const handler: PluginHandler = {
   type: 'warren.event-source',
@@ -52,7 +33,7 @@ const openDescriptors = (): number => readdirSync('/proc/self/fd').length;
 describe('the plugin registry against a plugin that accepts and never answers', { timeout: 120_000 }, () => {
   const dir = tempDir('warren-hung-plugin-');
   const abort = new AbortController();
-  let plugin: ReturnType<typeof mutePlugin> | undefined;
+  let plugin: MuteSocket | undefined;
   let registry: PluginRegistry | undefined;
   after(async () => {
     abort.abort();
@@ -63,9 +44,8 @@ describe('the plugin registry against a plugin that accepts and never answers', 
 
   it('a retried registration never leaks the connection of an attempt the plugin did not answer', async () => {
     const socket = join(dir, 'mute.sock');
-    plugin = mutePlugin(socket);
+    plugin = await startMuteSocket(socket);
     const p = plugin;
-    await waitFor('the mute plugin to listen', () => (p.accepted() >= 0 ? true : undefined));
     const clock = new ManualClock(Date.parse('2026-11-26T10:00:00Z'));
     registry = new PluginRegistry({
       dir,
