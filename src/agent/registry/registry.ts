@@ -10,6 +10,8 @@
  *   removes it. A `gone` for a path that was never reported as a socket changes nothing
  *   (kubernetes #96827), and a rename is a `gone` and a `socket`.
  * - Each change pokes the reconciler for that socket alone (see reconciler.ts for its rules).
+ * - A watcher that fails before the signal aborts is logged and told to `onFailure`, never left
+ *   unsaid while plugins come and go unseen.
  * - `stopped()`, once the signal given to `start` has aborted, returns after every registered
  *   plugin has been unregistered; nothing registers after it.
  */
@@ -49,6 +51,8 @@ export interface PluginRegistryOptions {
   readonly notifyTimeoutMs?: number;
   /** After a failed attempt on a socket. Default: 500 ms doubling to 2 min. */
   readonly backoff?: BackoffPolicy;
+  /** Told when the socket watcher fails before the signal aborts (no further plugin would be seen). */
+  readonly onFailure?: (error: Error) => void;
 }
 
 export const DEFAULT_REGISTRY_BACKOFF = { initialMs: 500, maxMs: 120_000 } as const;
@@ -129,7 +133,9 @@ export class PluginRegistry {
         this.#apply(event);
       }
     } catch (error) {
+      if (signal.aborted) return;
       this.#o.logger.error({ dir: this.#dir, err: messageOf(error) }, 'the plugin socket watcher failed; no further plugins will be seen');
+      this.#o.onFailure?.(new WarrenError('IO_FAILURE', `the plugin socket watcher on ${this.#dir} failed: ${messageOf(error)}`, { cause: error }));
     }
   }
 
