@@ -28,7 +28,8 @@ commands:
   allocations    list allocations (filters: --pool --network --container --ifname
                  --namespace --pod --pod-uid --node --address)
   release        release --address A [--pool P], or --container ID [--network N] [--ifname I]
-                 (--container takes a container ID or a unique prefix of one, as tables show)
+                 (--container takes the whole container ID; with --prefix, a unique prefix of
+                 one, as tables show)
   audit          judge every allocation against what the node can observe; --fix releases
                  what is provably stale and nothing else
   journal        pending and set-aside missed-delete intents, and the last reconcile
