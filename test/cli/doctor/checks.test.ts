@@ -155,6 +155,15 @@ describe('doctor checks', () => {
     });
   }
 
+  it('never says configs were read (✓) from a conf dir that does not exist or cannot be listed', () => {
+    for (const listing of [{ kind: 'missing' as const }, { kind: 'unreadable' as const, reason: 'EACCES' }]) {
+      const findings = diagnose(node({ confDir: { from: 'flag', scan: scan({ listing, configs: [] }) } }));
+      assert.ok(!findings.some((f) => f.id === 'cni-conf-dir' && f.severity === 'ok'), `${listing.kind}: ${JSON.stringify(findings.map((f) => `${f.id}:${f.severity}`))}`);
+    }
+    const listed = diagnose(node({}));
+    assert.equal(find(listed, 'cni-conf-dir').severity, 'ok');
+  });
+
   it('judges the files alone when the agent does not answer, and names the fix for that first', () => {
     const findings = diagnose(node({ agent: { kind: 'unreachable', socket: '/run/warren/warren.sock', reason: 'Warren agent at /run/warren/warren.sock is not reachable: ENOENT' }, journalDir: undefined }));
     assert.deepEqual(problems(findings), ['socket-unreachable:error']);
