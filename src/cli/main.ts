@@ -118,7 +118,9 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
     }
   } catch (error) {
     if (error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
-      io.err(`warren: ${printable(messageOf(error))}\n\n${USAGE}`);
+      // The parser's own messages span lines: printed as lines, each escaped (an argument quoted
+      // in them is the user's and may hold control characters).
+      io.err(`warren: ${messageOf(error).split('\n').map(printable).join('\n')}\n\n${USAGE}`);
       return 2;
     }
     // The agent's messages quote what it was given and what it recorded. The code is the one

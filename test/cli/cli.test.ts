@@ -71,6 +71,16 @@ describe('warren CLI', () => {
     assert.match(down.stderr, /not reachable.*\n.*is the agent running/);
   });
 
+  it('prints the command line parser\'s own messages as lines, not with \\x0a, still escaping what the user typed', async () => {
+    const r = await run(process.execPath, [WARREN_BIN, 'status', '--socket', '--json']);
+    assert.equal(r.code, 2);
+    assert.doesNotMatch(r.stderr, /\\x0a/);
+    assert.match(r.stderr, /^warren: Option '--socket' argument is ambiguous\.\nDid you forget to specify the option argument for '--socket'\?\n/);
+    const hostile = await run(process.execPath, [WARREN_BIN, 'status', '--x\x1b[2J']);
+    assert.equal(hostile.code, 2);
+    assert.match(hostile.stderr, /Unknown option '--x\\x1b\[2J'/);
+  });
+
   it("shows the agent's error code and message when it refuses, and exits 1", async () => {
     const badAddress = await cli('release', '--address', 'not-an-ip');
     assert.equal(badAddress.code, 1);
