@@ -27,7 +27,7 @@ import { EMPTY, MESSAGES, METHODS, type RuntimeEvent, type RuntimeListing, encod
 import type { BackoffPolicy } from '../../core/backoff.ts';
 import type { CancelTimer, Clock } from '../../core/clock.ts';
 import { AsyncChannel } from '../../core/async-channel.ts';
-import { LOCAL_SUBCHANNEL_POOL, closingInsecureCredentials } from './closing-credentials.ts';
+import { LOCAL_SUBCHANNEL_POOL, closingInsecureCredentials } from '../closing-credentials.ts';
 import { messageOf } from '../../core/errors.ts';
 
 export type RuntimeItem =

@@ -15,7 +15,7 @@
 import { Client, Metadata, type ServiceError } from '@grpc/grpc-js';
 import { type CancelTimer, type Clock, systemClock } from '../../core/clock.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
-import { LOCAL_SUBCHANNEL_POOL, closingInsecureCredentials } from './closing-credentials.ts';
+import { LOCAL_SUBCHANNEL_POOL, closingInsecureCredentials } from '../closing-credentials.ts';
 import { EMPTY, METHODS, type PluginInfo, type RegistrationStatus, decodeInfo, encodeStatus } from '../../api/plugins/wire.ts';
 
 /** What the registry needs of a handshake: the real client below, or a fake in tests. */

@@ -4,7 +4,8 @@
  * Why: grpc-js (1.14) leaves a connection open for good when its channel is closed before the
  * peer finished the HTTP/2 handshake: the subchannel goes idle, but the half-made session waits
  * for the peer's SETTINGS forever, holding its socket. A plugin that accepts and never answers
- * then cost a descriptor (and its buffers) per attempt, every retry (issue 24, item 18).
+ * then cost a descriptor (and its buffers) per attempt, every retry (issue 24, item 18); so would a
+ * wedged containerd on every reconnect. Used by every gRPC client of the sources.
  *
  * Guarantee: when grpc-js lets go of a subchannel (its channel closed, with a local subchannel
  * pool: `LOCAL_SUBCHANNEL_POOL`), it destroys the subchannel's connector, and this connector then
