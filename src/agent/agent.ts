@@ -181,6 +181,7 @@ export class Agent {
             clock: this.#clock,
             version: WARREN_VERSION,
             ...(containerd === undefined ? {} : { containerd }),
+            ...(cniConfig === undefined ? {} : { cniConfig: () => cniConfig.status() }),
             ...metricsEndpoint,
           }),
       });

@@ -144,6 +144,13 @@ describe('doctor checks', () => {
       fix: /--cni-conf-dir \/etc\/cni\/net\.d/,
     },
     { name: 'the agent runs another version', node: node({}, facts({ version: '0.9.0' })), expect: ['agent-version-differs:warning'] },
+    {
+      name: "the agent's CNI config manager failed",
+      node: node({}, facts({ manageCniConfig: true, cniConfig: { state: 'failed', output: '/etc/cni/net.d/00-warren.conflist', problem: 'the CNI config pass failed: Maximum call stack size exceeded' } })),
+      expect: ['cni-config-failed:error'],
+      fix: /tries again on every change/,
+    },
+    { name: "the agent's CNI config is current", node: node({}, facts({ manageCniConfig: true, cniConfig: { state: 'current', output: '/etc/cni/net.d/00-warren.conflist' } })), expect: [] },
   ];
   for (const c of cases) {
     it(`finds ${c.expect.length === 0 ? 'nothing wrong' : c.expect.join(', ')} when ${c.name}`, () => {
