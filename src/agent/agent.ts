@@ -1,8 +1,12 @@
 /**
  * The agent: wires the store, the allocator, the release pipeline and its sources, the cluster
  * chores, the CNI service and the API server, and owns their lifecycle. start() is ready to serve
- * when it resolves; stop() stops accepting, lets in-flight calls finish (bounded), closes the
- * store and removes the socket. Nothing here decides anything: the layers below do.
+ * when it resolves; when it rejects, everything it started is stopped (never a socket answering
+ * with the rest gone). stop() stops accepting, lets in-flight calls finish (bounded), closes the
+ * store and removes the socket, every step even if one fails. A part that fails after start
+ * (a source's loop) resolves `failed`, for the runner to stop and exit non-zero; a part that can
+ * fail alone (the CNI config manager) reports it in status instead. Nothing here decides
+ * anything: the layers below do.
  */
 import { chmodSync, existsSync, mkdirSync, unlinkSync, statSync } from 'node:fs';
 import { connect } from 'node:net';
@@ -68,12 +72,26 @@ export class Agent {
   #metricsStatus: MetricsEndpointStatus | undefined;
   /** Whether the CNI socket is served: /readyz says ready only then (not while starting or stopping). */
   #serving = false;
+  /** Resolves `failed` once, with the first failure of a part the agent cannot serve without. */
+  #fail: (error: Error) => void = () => undefined;
+  /**
+   * Resolves when a part the agent cannot serve without failed after start (a source's loop, the
+   * plugin watcher): whoever runs the agent stops it and exits non-zero, rather than leave it
+   * answering ADD and saying ready with a release path gone. Never rejects.
+   */
+  readonly failed: Promise<Error>;
 
   constructor(options: AgentOptions, deps: AgentDeps) {
     this.options = options;
     this.#logger = deps.logger;
     this.#clock = deps.clock ?? systemClock;
     this.#injectedStore = deps.store;
+    this.failed = new Promise<Error>((resolve) => {
+      this.#fail = (error) => {
+        this.#fail = () => undefined;
+        resolve(error);
+      };
+    });
   }
 
   async start(): Promise<void> {
@@ -132,7 +150,7 @@ export class Agent {
           blockGraceMs: o.blockGraceSeconds * 1000,
         }).start(this.#abort.signal);
       }
-      const releases = new ReleaseWiring(o, { store, allocator, clock: this.#clock, logger: this.#logger, errors, telemetry });
+      const releases = new ReleaseWiring(o, { store, allocator, clock: this.#clock, logger: this.#logger, errors, telemetry, onFailure: (error) => this.#fail(error) });
       this.#releases = releases;
       const { reconciler, containerd, kubernetes, plugins } = releases;
       const cniConfig = o.manageCniConfig ? this.#configManager() : undefined;
@@ -164,6 +182,7 @@ export class Agent {
             clock: this.#clock,
             version: WARREN_VERSION,
             ...(containerd === undefined ? {} : { containerd }),
+            ...(cniConfig === undefined ? {} : { cniConfig: () => cniConfig.status() }),
             ...metricsEndpoint,
           }),
       });
@@ -199,7 +218,9 @@ export class Agent {
       cniConfig?.start(this.#abort.signal);
       this.#logger.info({ socket: o.socket, store: store.description }, 'agent ready');
     } catch (error) {
-      await this.stop();
+      // Everything started so far is stopped, whatever else fails meanwhile: a start that failed
+      // never leaves a socket answering while the rest is gone.
+      await this.stop().catch((stopError: unknown) => this.#logger.error({ err: stopError }, 'stopping after a failed start failed'));
       throw error;
     }
   }
@@ -261,29 +282,48 @@ export class Agent {
     });
   }
 
+  /**
+   * Stops every part, each step even when one before it failed (a part that throws while stopping
+   * must not leave the socket served, the store open or the lock held); rejects afterwards with the
+   * first failure.
+   */
   async stop(): Promise<void> {
     this.#serving = false;
+    const failures: unknown[] = [];
+    const step = async (what: string, run: () => Promise<void> | void): Promise<void> => {
+      try {
+        await run();
+      } catch (error) {
+        this.#logger.error({ err: error }, `stopping: ${what} failed`);
+        failures.push(error);
+      }
+    };
     this.#abort.abort();
     // Before the socket goes: with --cleanup-config-on-exit the runtime stops calling Warren first.
-    await this.#cniConfig?.stopped();
+    const cniConfig = this.#cniConfig;
     this.#cniConfig = undefined;
+    await step('the CNI config manager', () => cniConfig?.stopped());
     const metricsServer = this.#metricsServer;
     this.#metricsServer = undefined;
     if (metricsServer !== undefined) {
-      metricsServer.closeAllConnections();
-      await new Promise<void>((resolve) => metricsServer.close(() => resolve()));
+      await step('the metrics server', async () => {
+        metricsServer.closeAllConnections();
+        await new Promise<void>((resolve) => metricsServer.close(() => resolve()));
+      });
     }
     const server = this.#server;
     this.#server = undefined;
     if (server !== undefined) {
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(() => server.closeAllConnections(), 10_000);
-        server.close(() => {
-          clearTimeout(timer);
-          resolve();
-        });
-        server.closeIdleConnections();
-      });
+      await step('the API server', () =>
+        new Promise<void>((resolve) => {
+          const timer = setTimeout(() => server.closeAllConnections(), 10_000);
+          server.close(() => {
+            clearTimeout(timer);
+            resolve();
+          });
+          server.closeIdleConnections();
+        }),
+      );
     }
     // Only the socket this agent created, and only if it is still that one: never another agent's.
     if (this.#socketIno !== undefined) {
@@ -294,12 +334,16 @@ export class Agent {
       }
       this.#socketIno = undefined;
     }
-    await this.#releases?.stopped();
+    const releases = this.#releases;
     this.#releases = undefined;
-    await this.#store?.close();
+    await step('the release sources', () => releases?.stopped());
+    const store = this.#store;
     this.#store = undefined;
-    this.#lock?.release();
+    await step('the store', () => store?.close());
+    const lock = this.#lock;
     this.#lock = undefined;
+    await step('the instance lock', () => lock?.release());
+    if (failures.length > 0) throw failures[0];
   }
 }
 

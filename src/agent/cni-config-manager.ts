@@ -16,6 +16,7 @@
  * - While the readiness indicator is missing, Warren's file is removed and `notReady()` says why
  *   (STATUS answers 50, ADD 11); when it returns, the file is written again.
  * - One pass at a time, synchronous: a change that arrives during a pass causes another pass.
+ *   A pass that throws leaves the state `failed` with why; it never throws out of `poke`/`start`.
  */
 import { type Stats, existsSync, readFileSync, readdirSync, statSync, unlinkSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
@@ -147,7 +148,15 @@ export class CniConfigManager {
     try {
       do {
         this.#again = false;
-        this.#pass();
+        try {
+          this.#pass();
+        } catch (error) {
+          // A pass that throws (a bug, a primary that defeats a parser) fails this component only:
+          // reported in status, the last file left as it is, retried on the next change or rescan,
+          // and never thrown into a watch loop (an unhandled rejection) or into the agent's start.
+          this.#o.logger.error({ err: error }, 'CNI config pass failed');
+          this.#set('failed', `the CNI config pass failed: ${messageOf(error)}`);
+        }
       } while (this.#again);
     } finally {
       this.#running = false;

@@ -1,7 +1,8 @@
 /**
  * What the running agent knows of its own setup, for `warren doctor` (GET /v1/doctor): its paths,
  * its store's health and durability, which namespace directories it can observe and where the
- * namespaces its allocations recorded lie, containerd's state, and its clock against etcd's.
+ * namespaces its allocations recorded lie, containerd's state, the CNI config manager's state, and
+ * its clock against etcd's.
  * Reads only; every part that cannot be read says why instead of failing the whole answer.
  *
  * The clock against etcd: etcd answers its HTTP endpoints with a `Date` header (whole seconds,
@@ -16,7 +17,7 @@ import { request as httpsRequest } from 'node:https';
 import { dirname, resolve } from 'node:path';
 import type { Clock } from '../core/clock.ts';
 import { messageOf } from '../core/errors.ts';
-import type { ContainerdStatus, MetricsEndpointStatus } from '../api/status.ts';
+import type { CniConfigStatus, ContainerdStatus, MetricsEndpointStatus } from '../api/status.ts';
 import type { DoctorFacts } from '../api/doctor.ts';
 import type { NetnsObserver } from '../sources/netns.ts';
 import type { Store } from '../store/store.ts';
@@ -30,6 +31,7 @@ export interface DoctorFactsDeps {
   readonly version: string;
   readonly containerd?: () => ContainerdStatus;
   readonly metrics?: () => MetricsEndpointStatus;
+  readonly cniConfig?: () => CniConfigStatus;
 }
 
 /** How long the clock measurement waits for etcd. */
@@ -45,6 +47,7 @@ export async function doctorFacts(d: DoctorFactsDeps): Promise<DoctorFacts> {
   }
   const containerd = d.containerd?.();
   const metrics = d.metrics?.();
+  const cniConfig = d.cniConfig?.();
   const endpoint = o.etcdEndpoints[0];
   return {
     node: o.nodeName,
@@ -56,6 +59,7 @@ export async function doctorFacts(d: DoctorFactsDeps): Promise<DoctorFacts> {
     cniConfDir: o.cniConfDir,
     manageCniConfig: o.manageCniConfig,
     ...(metrics === undefined ? {} : { metrics }),
+    ...(cniConfig === undefined ? {} : { cniConfig: { state: cniConfig.state, output: cniConfig.output, ...(cniConfig.problem === undefined ? {} : { problem: cniConfig.problem }) } }),
     ...(o.pluginsDir === undefined ? {} : { pluginsDir: o.pluginsDir }),
     store: {
       kind: o.store,

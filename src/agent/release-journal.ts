@@ -46,12 +46,18 @@ export class JournalIntake {
     return this.#listed;
   }
 
-  /** Hands every intent of the journal to `push` until `signal` aborts. */
+  /**
+   * Hands every intent of the journal to `push` until `signal` aborts. Rejects when the watch fails
+   * before that: an agent that stopped draining its journal must not go on saying it is ready
+   * (the wiring makes that fatal).
+   */
   async consume(signal: AbortSignal, push: (intent: ReleaseIntent) => void): Promise<void> {
     try {
       for await (const event of this.#o.journal.events(signal)) this.#take(event, push);
     } catch (error) {
-      if (!signal.aborted) this.#o.errors.add(`journal watch stopped: ${messageOf(error)}`);
+      if (signal.aborted) return;
+      this.#o.errors.add(`journal watch stopped: ${messageOf(error)}`);
+      throw error;
     }
   }
 

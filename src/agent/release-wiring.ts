@@ -5,7 +5,8 @@
  * anything: the rule decides, the pipeline applies, the sources only report.
  *
  * `start` begins consuming and the periodic pass; after the signal aborts, `stopped` resolves once
- * every loop has ended and the pipeline has stopped (no release is started after that).
+ * every loop has ended and the pipeline has stopped (no release is started after that). A loop
+ * (or the plugin watcher) that fails or ends before the signal aborts is told to `onFailure`.
  */
 import type { Logger } from 'pino';
 import { CoreV1Api } from '@kubernetes/client-node';
@@ -13,6 +14,7 @@ import type { ContainerdStatus, KubernetesStatus, PluginsStatus } from '../api/s
 import type { Allocator } from '../allocator/allocator.ts';
 import { ExponentialBackoff } from '../core/backoff.ts';
 import type { Clock } from '../core/clock.ts';
+import { WarrenError, messageOf } from '../core/errors.ts';
 import { ContainerdEventSource } from '../sources/containerd/event-source.ts';
 import { failureOfError } from '../sources/kubernetes/api-failure.ts';
 import { loadKubeConfig } from '../sources/kubernetes/kubeconfig.ts';
@@ -43,6 +45,11 @@ export interface ReleaseWiringDeps {
   readonly logger: Logger;
   readonly errors: RecentErrors;
   readonly telemetry: Telemetry;
+  /**
+   * Told when a source's loop fails or ends before the signal aborts: a release path is gone and
+   * the agent must not go on as if it were there. Unset: logged only (tests of parts).
+   */
+  readonly onFailure?: (error: Error) => void;
 }
 
 interface KubernetesParts {
@@ -81,6 +88,8 @@ export class ReleaseWiring {
   readonly #source: ContainerdEventSource | undefined;
   readonly #kube: KubernetesParts | undefined;
   readonly #registry: PluginRegistry | undefined;
+  readonly #logger: Logger;
+  readonly #onFailure: ((error: Error) => void) | undefined;
   /** Loops that run until the abort signal: the journal, containerd, netns directory watches. */
   #loops: Array<Promise<void>> = [];
 
@@ -88,6 +97,8 @@ export class ReleaseWiring {
   constructor(o: AgentOptions, deps: ReleaseWiringDeps) {
     this.#o = o;
     this.#clock = deps.clock;
+    this.#logger = deps.logger;
+    this.#onFailure = deps.onFailure;
     const clustered = deps.store.membership !== undefined;
     const journal = new MissedDeleteJournal({ dir: o.journalDir, clock: deps.clock });
     journal.prepare();
@@ -142,6 +153,7 @@ export class ReleaseWiring {
             handlers: [new EventSourceHandler({ pipeline: this.pipeline, clock: deps.clock, logger: deps.logger, scopes: new NetnsScopes(o.containerd ? [{ owner: 'containerd', prefixes: CONTAINERD_CRI_NETNS_PREFIXES }] : []) })],
             clock: deps.clock,
             logger: deps.logger.child({ source: 'plugins' }),
+            onFailure: (error) => this.#failed(error),
           });
     this.#registry = registry;
     this.plugins = registry === undefined ? undefined : () => registry.status();
@@ -200,16 +212,33 @@ export class ReleaseWiring {
     return { pods, releases: kube.releases.status(), events, ...(nodes === undefined ? {} : { nodes }), forbidden };
   }
 
+  /** A release path is gone: told to the agent, which must not serve as if it were there. */
+  #failed(error: Error): void {
+    this.#logger.error({ err: error }, error.message);
+    this.#onFailure?.(error);
+  }
+
   start(signal: AbortSignal): void {
     const push = this.pipeline.push.bind(this.pipeline);
-    this.#loops.push(this.#journal.consume(signal, push));
+    // Every loop runs until the signal aborts; one that fails or ends before is a failure of the
+    // agent, never a source silently gone while the agent says it is ready.
+    const supervised = (what: string, loop: Promise<void>): Promise<void> =>
+      loop.then(
+        () => {
+          if (!signal.aborted) this.#failed(new WarrenError('IO_FAILURE', `${what} ended on its own`));
+        },
+        (error: unknown) => {
+          if (!signal.aborted) this.#failed(new WarrenError('IO_FAILURE', `${what} failed: ${messageOf(error)}`, { cause: error }));
+        },
+      );
+    this.#loops.push(supervised('the missed-delete journal watch', this.#journal.consume(signal, push)));
     this.reconciler.start(signal);
     this.#registry?.start(signal);
-    if (this.#source !== undefined) this.#loops.push(consumeContainerd(this.#source.events(signal), this.pipeline));
+    if (this.#source !== undefined) this.#loops.push(supervised('the containerd event source', consumeContainerd(this.#source.events(signal), this.pipeline)));
     const kube = this.#kube;
     if (kube !== undefined) {
-      this.#loops.push(kube.releases.run(kube.pods.events(signal), signal));
-      if (kube.nodes !== undefined) this.#loops.push(kube.nodes.forget.run(kube.nodes.source.events(signal), signal));
+      this.#loops.push(supervised('the Kubernetes pod source', kube.releases.run(kube.pods.events(signal), signal)));
+      if (kube.nodes !== undefined) this.#loops.push(supervised('the Kubernetes node source', kube.nodes.forget.run(kube.nodes.source.events(signal), signal)));
     }
     if (this.#source === undefined && kube === undefined && this.#registry === undefined) return;
     // A namespace file disappearing is the moment an exited container's (or a gone pod's) address
@@ -218,7 +247,7 @@ export class ReleaseWiring {
       if (this.pipeline.hasExited) this.pipeline.recheckExited();
       kube?.releases.namespaceRemoved();
     };
-    for (const dir of this.#o.netnsDirs) this.#loops.push(consumeNetnsRemovals(netnsRemovals(dir, signal, this.#clock), removed));
+    for (const dir of this.#o.netnsDirs) this.#loops.push(supervised(`the watch of ${dir}`, consumeNetnsRemovals(netnsRemovals(dir, signal, this.#clock), removed)));
   }
 
   async stopped(): Promise<void> {

@@ -8,6 +8,7 @@
  * when it refuses the request itself (a body too large, not JSON).
  */
 import { WarrenError } from '../core/errors.ts';
+import { printable } from '../cni/args.ts';
 import { type Peer, requestJson } from '../core/unix-http.ts';
 import { errorFromAnswer } from './errors.ts';
 import type { CniEnv } from '../cni/args.ts';
@@ -71,7 +72,21 @@ export async function callCni(options: CniCallOptions): Promise<CniOutcome> {
       return outcome;
     default: {
       const never: never = outcome;
-      throw new WarrenError('IO_FAILURE', `${peer} answered an unknown outcome ${JSON.stringify((never as { kind?: unknown }).kind)}`);
+      throw new WarrenError('IO_FAILURE', `${peer} answered HTTP 200 with ${notAnOutcome(never)}`);
     }
   }
+}
+
+/** What a 200 answer holds instead of an outcome, in words and a bounded, printable excerpt. */
+function notAnOutcome(body: unknown): string {
+  const kind = (body as { kind?: unknown }).kind;
+  let text: string;
+  try {
+    text = JSON.stringify(body) ?? String(body);
+  } catch {
+    text = '(not printable)';
+  }
+  const excerpt = printable(text.length > 200 ? `${text.slice(0, 200)}…` : text);
+  if (typeof kind === 'string') return `an unknown outcome kind "${printable(kind.slice(0, 100))}": ${excerpt}`;
+  return `a body that is not a CNI outcome (no "kind"): ${excerpt}`;
 }

@@ -3,7 +3,7 @@
  * agent's wire contract (protocol.ts), under its stability rule.
  */
 import type { NetnsDirectoryStatus } from './protocol.ts';
-import type { ContainerdState, MetricsEndpointStatus } from './status.ts';
+import type { CniConfigStatus, ContainerdState, MetricsEndpointStatus } from './status.ts';
 
 /**
  * What the running agent knows of its own setup, for `warren doctor` to hold against the node's
@@ -39,6 +39,8 @@ export interface DoctorFacts {
    * `unrecorded` true).
    */
   readonly recordedNetns: ReadonlyArray<{ readonly dir?: string; readonly unrecorded?: boolean; readonly allocations: number; readonly example?: string }>;
+  /** The CNI config manager's state, when the agent manages the config (--manage-cni-config). */
+  readonly cniConfig?: { readonly state: CniConfigStatus['state']; readonly output: string; readonly problem?: string };
   /** The containerd source, when on. */
   readonly containerd?: { readonly socket: string; readonly state: ContainerdState; readonly lastError?: string };
   /**

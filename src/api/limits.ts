@@ -54,3 +54,26 @@ export function nestsDeeperThan(text: string, max: number): boolean {
   }
   return false;
 }
+
+/**
+ * How long a CNI call waits for the agent's answer (connecting, sending, answering together), in
+ * the native forwarder (AGENT_EXCHANGE_TIMEOUT_MS in src/plugin/forwarder/agent-exchange.h, which
+ * must be equal) and in the TypeScript plugin asking alone. A wedged agent (a socket that accepts
+ * and never answers) costs a call this long, once: the forwarder that gave up tells the plugin so
+ * (FORWARDER_TIMED_OUT_ENV), and the plugin answers without asking again.
+ */
+export const AGENT_ANSWER_TIMEOUT_MS = 30_000;
+
+/**
+ * Set by the native forwarder, to the milliseconds it waited, when it hands a call to the
+ * TypeScript plugin because the agent did not answer within AGENT_ANSWER_TIMEOUT_MS. A wire fact
+ * (no answer), not a CNI decision: the plugin journals a DEL, answers ADD 11, STATUS 50.
+ */
+export const FORWARDER_TIMED_OUT_ENV = 'WARREN_AGENT_TIMED_OUT_MS';
+
+/**
+ * What a DEL against a wedged agent may take, from the runtime's exec to its exit with the intent
+ * journaled: half the kubelet's 2-minute runtime request timeout, so a loaded node (a slow start of
+ * the fallback, a slow disk) still ends well inside it. ADD answers 11 within the same bound.
+ */
+export const DEL_BUDGET_MS = 60_000;

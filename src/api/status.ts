@@ -48,7 +48,8 @@ export interface MetricsEndpointStatus {
  * The CNI config manager. `current`: Warren's file is derived from the primary as it is now;
  * `stale`: it is not (the primary is gone, broken or cannot be taken over: `problem` says which),
  * the last good file stays; `waiting`: no primary yet, within --primary-wait; `not-ready`: the
- * readiness indicator is missing and Warren's file is removed; `failed`: the write itself failed.
+ * readiness indicator is missing and Warren's file is removed; `failed`: the write itself failed,
+ * or a pass threw (`problem` says which); the last file stays and the next change retries.
  */
 export interface CniConfigStatus {
   readonly state: 'waiting' | 'current' | 'stale' | 'not-ready' | 'failed';

@@ -1,4 +1,8 @@
-/** `warren agent`: runs the agent in the foreground until SIGTERM or SIGINT; `--help` says how. */
+/**
+ * `warren agent`: runs the agent in the foreground until SIGTERM or SIGINT; `--help` says how.
+ * Exits 0 after a signal; 1, saying why, when the start fails, a part the agent cannot serve
+ * without fails (Agent.failed), or anything throws that nothing caught — never half-alive.
+ */
 import { parseArgs } from 'node:util';
 import { pino } from 'pino';
 import { Agent } from '../agent/agent.ts';
@@ -6,6 +10,10 @@ import { type AgentOptions, resolveAgentOptions } from '../agent/options.ts';
 import { SETTINGS } from '../agent/settings.ts';
 import { settingsHelp } from './format.ts';
 import type { CliIO } from './main.ts';
+import { messageOf } from '../core/errors.ts';
+
+/** The exit code of an agent that stopped because something failed (main.ts: 1, the operation failed). */
+const EXIT_FAILED = 1;
 
 const USAGE = `usage: warren agent [flags]
 
@@ -33,17 +41,45 @@ export async function runAgent(argv: readonly string[], io: CliIO): Promise<numb
   }
   const resolved = resolveAgentOptions(flags, io.env);
   const logger = pino({ level: resolved.logLevel, base: { node: resolved.nodeName } });
+  // Anything thrown that nothing caught leaves the agent in a state nobody knows: it ends the
+  // process, saying what, with a non-zero exit, so the supervisor starts a whole agent again
+  // rather than one answering ADD with a part gone. (The store is crash-safe; a stale socket and
+  // the locks are cleared by the next start.)
+  const fatal = (what: string) => (error: unknown): void => {
+    logger.fatal({ err: error }, `${what}: ${messageOf(error)}; the agent exits`);
+    io.err(`warren agent: ${what}: ${messageOf(error)}\n`);
+    process.exit(EXIT_FAILED);
+  };
+  process.on('uncaughtException', fatal('uncaught exception'));
+  process.on('unhandledRejection', fatal('unhandled promise rejection'));
   const agent = new Agent(resolved, { logger });
-  await agent.start();
-  await new Promise<void>((resolve) => {
+  try {
+    await agent.start();
+  } catch (error) {
+    // start() stopped what it had started; should anything still hold the event loop open, the
+    // process ends anyway once the error has been reported.
+    setTimeout(() => process.exit(EXIT_FAILED), 5_000).unref();
+    throw error;
+  }
+  const code = await new Promise<number>((resolve) => {
     const stop = (signal: NodeJS.Signals): void => {
       logger.info({ signal }, 'stopping');
-      resolve();
+      resolve(0);
     };
     process.once('SIGTERM', stop);
     process.once('SIGINT', stop);
+    void agent.failed.then((error) => {
+      logger.fatal({ err: error }, `stopping: ${error.message}`);
+      io.err(`warren agent: ${error.message}\n`);
+      resolve(EXIT_FAILED);
+    });
   });
-  await agent.stop();
+  try {
+    await agent.stop();
+  } catch (error) {
+    logger.error({ err: error }, 'stopped, with failures');
+    return EXIT_FAILED;
+  }
   logger.info('stopped');
-  return 0;
+  return code;
 }

@@ -1,7 +1,8 @@
 /**
  * The commands about addresses held: `warren allocations` (with filters), `warren release` (one
  * address, or what a container holds) and `warren audit` (judge every allocation; --fix releases
- * what is provably stale). A container is named by its ID or a unique prefix, as tables show it.
+ * what is provably stale). A container is named by its ID or a unique prefix, as tables show it;
+ * `release` takes a prefix only with `--prefix` (it is destructive: `c` must not release `c1`).
  */
 import { parseArgs } from 'node:util';
 import { WarrenError } from '../core/errors.ts';
@@ -75,17 +76,29 @@ export async function allocationsCommand(argv: readonly string[], io: CliIO): Pr
 export async function releaseCommand(argv: readonly string[], io: CliIO): Promise<number> {
   const { values } = parseArgs({
     args: [...argv],
-    options: { ...COMMON, pool: { type: 'string' }, address: { type: 'string' }, container: { type: 'string' }, network: { type: 'string' }, ifname: { type: 'string' } },
+    options: {
+      ...COMMON,
+      pool: { type: 'string' },
+      address: { type: 'string' },
+      container: { type: 'string' },
+      prefix: { type: 'boolean', default: false },
+      network: { type: 'string' },
+      ifname: { type: 'string' },
+    },
     strict: true,
   });
   const agent = client(values.socket, io.env);
   let request: ReleaseRequest;
   if (values.address !== undefined) {
     if (values.container !== undefined) throw new UsageError('release takes --address or --container, not both');
+    if (values.prefix) throw new UsageError('--prefix goes with --container');
     request = { address: values.address, ...(values.pool === undefined ? {} : { pool: values.pool }) };
   } else if (values.container !== undefined) {
     const scope = { ...(values.network === undefined ? {} : { network: values.network }), ...(values.ifname === undefined ? {} : { ifname: values.ifname }) };
-    request = { containerID: resolveContainer(await agent.allocations(scope), values.container), ...scope };
+    const allocations = await agent.allocations(scope);
+    // Releasing is destructive: a prefix stands for an ID only when the operator says so, so a
+    // short ID (c) never releases a longer one (c1) that happens to begin with it.
+    request = { containerID: values.prefix ? resolveContainer(allocations, values.container) : exactContainer(allocations, values.container), ...scope };
   } else {
     throw new UsageError('release needs --address or --container');
   }
@@ -113,6 +126,21 @@ function resolveContainer(allocations: readonly Allocation[], given: string): st
     throw new WarrenError('BAD_REQUEST', `container "${given}" is the beginning of ${matches.length} container IDs; give more of it: ${matches.join(', ')}`);
   }
   return matches[0] ?? given;
+}
+
+/**
+ * The --container value of a release without --prefix: an ID as given. One that is no container's
+ * ID but begins some is refused, naming them and --prefix; one that begins none matches nothing.
+ */
+function exactContainer(allocations: readonly Allocation[], given: string): string {
+  const ids = [...new Set(allocations.map((a) => a.containerID))];
+  if (given === '' || ids.includes(given)) return given;
+  const begun = ids.filter((id) => id.startsWith(given)).sort();
+  if (begun.length > 0) {
+    const which = begun.length === 1 ? `the container ID ${begun[0]}` : `${begun.length} container IDs: ${begun.join(', ')}`;
+    throw new WarrenError('BAD_REQUEST', `no container has the ID "${given}"; it is the beginning of ${which}. Give the whole ID, or add --prefix to release by a unique prefix`);
+  }
+  return given;
 }
 
 export async function auditCommand(argv: readonly string[], io: CliIO): Promise<number> {

@@ -28,7 +28,8 @@ commands:
   allocations    list allocations (filters: --pool --network --container --ifname
                  --namespace --pod --pod-uid --node --address)
   release        release --address A [--pool P], or --container ID [--network N] [--ifname I]
-                 (--container takes a container ID or a unique prefix of one, as tables show)
+                 (--container takes the whole container ID; with --prefix, a unique prefix of
+                 one, as tables show)
   audit          judge every allocation against what the node can observe; --fix releases
                  what is provably stale and nothing else
   journal        pending and set-aside missed-delete intents, and the last reconcile
@@ -117,7 +118,9 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
     }
   } catch (error) {
     if (error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
-      io.err(`warren: ${printable(messageOf(error))}\n\n${USAGE}`);
+      // The parser's own messages span lines: printed as lines, each escaped (an argument quoted
+      // in them is the user's and may hold control characters).
+      io.err(`warren: ${messageOf(error).split('\n').map(printable).join('\n')}\n\n${USAGE}`);
       return 2;
     }
     // The agent's messages quote what it was given and what it recorded. The code is the one

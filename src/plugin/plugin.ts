@@ -11,6 +11,10 @@
  * agent answers by the rule this plugin prints by (api/cni-stdout.ts `stdoutOf`), so a call prints
  * the same bytes whichever of the two answers it.
  *
+ * It waits AGENT_ANSWER_TIMEOUT_MS for the agent, and not at all when the forwarder says it waited
+ * that long in vain (FORWARDER_TIMED_OUT_ENV): a DEL against a wedged agent is journaled and
+ * answered within DEL_BUDGET_MS (api/limits.ts).
+ *
  * When the agent cannot be reached: ADD fails with code 11 (try again later) and allocates
  * nothing; STATUS answers 50; CHECK and GC fail with code 11; DEL records its intent in the
  * missed-delete journal and succeeds (the agent releases it when it is back), and fails with
@@ -23,7 +27,7 @@
 import { readSync } from 'node:fs';
 import { WarrenError, isWarrenError, messageOf } from '../core/errors.ts';
 import { isPlainObject } from '../core/validate.ts';
-import { MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, nestsDeeperThan } from '../api/limits.ts';
+import { AGENT_ANSWER_TIMEOUT_MS, FORWARDER_TIMED_OUT_ENV, MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, nestsDeeperThan } from '../api/limits.ts';
 import { type CniEnv, isValidNetworkName, parseCniArgs, parseCniEnv, printable } from '../cni/args.ts';
 import { declaredVersion, parseNetConf } from '../cni/netconf.ts';
 import { DEFAULT_JOURNAL_DIR } from '../cni/journal-dir.ts';
@@ -144,7 +148,11 @@ export async function runPlugin(io: PluginIO): Promise<number> {
   };
   let outcome: CniOutcome;
   try {
-    outcome = await callCni({ socket, bodyText: cniRequestText(env, text) });
+    // The forwarder waited for this agent already and got no answer: asking again would double a
+    // wedged agent's cost, past the runtime's own timeout (DEL_BUDGET_MS).
+    const waited = forwarderWaited(io.env);
+    if (waited !== undefined) throw new WarrenError('AGENT_UNREACHABLE', `Warren agent at ${socket} did not answer within ${waited} ms (the forwarder waited; not asked again)`);
+    outcome = await callCni({ socket, bodyText: cniRequestText(env, text), timeoutMs: AGENT_ANSWER_TIMEOUT_MS });
   } catch (error) {
     // The agent did not take the call: it could not be reached, answered nonsense, or refused the
     // request itself. A DEL goes to the journal; the other commands answer alone.
@@ -215,6 +223,12 @@ export function readStdinSync(limit = MAX_CONFIG_BYTES): string {
     chunks.push(Buffer.from(buffer.subarray(0, n)));
   }
   return Buffer.concat(chunks).toString('utf8');
+}
+
+/** How long the native forwarder waited for the agent in vain, when it says so (FORWARDER_TIMED_OUT_ENV). */
+function forwarderWaited(env: NodeJS.ProcessEnv): number | undefined {
+  const value = env[FORWARDER_TIMED_OUT_ENV];
+  return value !== undefined && /^\d{1,9}$/.test(value) ? Number(value) : undefined;
 }
 
 /** ipam.socket when the config names one; the agent checks the rest of the config. */

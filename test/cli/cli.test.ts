@@ -71,6 +71,16 @@ describe('warren CLI', () => {
     assert.match(down.stderr, /not reachable.*\n.*is the agent running/);
   });
 
+  it('prints the command line parser\'s own messages as lines, not with \\x0a, still escaping what the user typed', async () => {
+    const r = await run(process.execPath, [WARREN_BIN, 'status', '--socket', '--json']);
+    assert.equal(r.code, 2);
+    assert.doesNotMatch(r.stderr, /\\x0a/);
+    assert.match(r.stderr, /^warren: Option '--socket' argument is ambiguous\.\nDid you forget to specify the option argument for '--socket'\?\n/);
+    const hostile = await run(process.execPath, [WARREN_BIN, 'status', '--x\x1b[2J']);
+    assert.equal(hostile.code, 2);
+    assert.match(hostile.stderr, /Unknown option '--x\\x1b\[2J'/);
+  });
+
   it("shows the agent's error code and message when it refuses, and exits 1", async () => {
     const badAddress = await cli('release', '--address', 'not-an-ip');
     assert.equal(badAddress.code, 1);
@@ -120,7 +130,7 @@ describe('warren CLI', () => {
       const listed = await cli('allocations', '--container', shown, '--json');
       assert.equal(listed.code, 0, listed.stderr);
       assert.deepEqual(JSON.parse(listed.stdout).map((a: { containerID: string }) => a.containerID), [single]);
-      const released = await cli('release', '--container', shown);
+      const released = await cli('release', '--container', shown, '--prefix');
       assert.equal(released.code, 0, released.stderr);
       assert.match(released.stdout, new RegExp(`^released 10\\.219\\.1\\.\\d+ from 10\\.219\\.1\\.0/28 \\(container ${single}, eth0\\)$`, 'm'));
       assert.deepEqual(await agent.allocations(`?containerID=${single}`), []);
@@ -128,8 +138,9 @@ describe('warren CLI', () => {
 
     it('refuses a container prefix that several containers share, listing them, and releases nothing', async () => {
       const shared = twinA.slice(0, 16);
-      for (const command of ['allocations', 'release']) {
-        const r = await cli(command, '--container', shared);
+      for (const args of [['allocations'], ['release', '--prefix']]) {
+        const command = args.join(' ');
+        const r = await cli(...args, '--container', shared);
         assert.equal(r.code, 1, `${command}: ${r.stdout}`);
         assert.match(r.stderr, new RegExp(`container "${shared}" is the beginning of 2 container IDs.*${twinA}, ${twinB}`));
       }
@@ -139,6 +150,14 @@ describe('warren CLI', () => {
       assert.deepEqual(longer.map((a: { containerID: string }) => a.containerID), [twinA]);
       const exact = JSON.parse((await cli('allocations', '--container', twinB, '--json')).stdout);
       assert.deepEqual(exact.map((a: { containerID: string }) => a.containerID), [twinB]);
+    });
+
+    it('release --container c never releases c1 by prefix: an ID that is only the beginning of one is refused without --prefix', async () => {
+      const shown = twinB.slice(0, 17);
+      const refused = await cli('release', '--container', shown);
+      assert.equal(refused.code, 1, refused.stdout);
+      assert.match(refused.stderr, new RegExp(`no container has the ID "${shown}"; it is the beginning of the container ID ${twinB}.*--prefix`));
+      assert.equal((await agent.allocations(`?containerID=${twinB}`)).length, 1, 'nothing released');
     });
 
     it('shows a pod without a namespace as its name, not "/name"', async () => {

@@ -10,6 +10,7 @@ import { type Server, createServer } from 'node:http';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { runPlugin } from '../../src/plugin/plugin.ts';
+import { warren } from '../helpers/cni.ts';
 import { tempDir } from '../helpers/processes.ts';
 
 const servers: Server[] = [];
@@ -77,6 +78,27 @@ describe('plugin against a stand-in agent', () => {
     assert.equal(r.code, 1);
     assert.equal(JSON.parse(r.out).code, 5);
     assert.match(JSON.parse(r.out).msg, /answered HTTP 502 without an error/);
+  });
+
+  it('names what an answer that is no CNI outcome holds (an exit code above 255 as stdout), never "unknown outcome undefined"', async () => {
+    // A stand-in that answers every request as stdout for the forwarder, with an exit code no
+    // process can have: the forwarder hands the call to the plugin, which gets the same answer.
+    const socket = join(tempDir('warren-plugin-'), 'agent.sock');
+    const stdout = JSON.stringify({ cniVersion: '1.0.0', ips: [{ address: '10.9.0.7/24' }] });
+    const server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'application/json', 'x-warren-exit': '300', 'content-length': Buffer.byteLength(stdout) });
+        res.end(stdout);
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(socket, resolve));
+    servers.push(server);
+    const r = await warren({ command: 'ADD', containerID: 'p300', netns: '/var/run/netns/p300', ifname: 'eth0', config: conf(socket, join(tempDir(), 'journal')) });
+    assert.equal(r.code, 1, r.stdout);
+    const msg = String(r.json?.msg);
+    assert.doesNotMatch(msg, /undefined/);
+    assert.match(msg, /answered HTTP 200 with a body that is not a CNI outcome \(no "kind"\): \{"cniVersion":"1\.0\.0","ips"/);
   });
 
   it('checks the config itself first when the agent refused: a bad config is still 7', async () => {

@@ -12,6 +12,8 @@
  * - Each change pokes the reconciler for that socket alone (see reconciler.ts for its rules).
  * - Nothing registers while the plugins directory is not held to the journal directory's rule, and
  *   no socket of another user is dialed (trust.ts); status says why (`problem`, each entry's error).
+ * - A watcher that fails before the signal aborts is logged and told to `onFailure`, never left
+ *   unsaid while plugins come and go unseen.
  * - `stopped()`, once the signal given to `start` has aborted, returns after every registered
  *   plugin has been unregistered; nothing registers after it.
  */
@@ -54,6 +56,8 @@ export interface PluginRegistryOptions {
   readonly backoff?: BackoffPolicy;
   /** Whom to trust. Default OWNER_TRUST: the agent's user's (or root's) directory and sockets only. */
   readonly trust?: RegistryTrust;
+  /** Told when the socket watcher fails before the signal aborts (no further plugin would be seen). */
+  readonly onFailure?: (error: Error) => void;
 }
 
 export const DEFAULT_REGISTRY_BACKOFF = { initialMs: 500, maxMs: 120_000 } as const;
@@ -140,7 +144,9 @@ export class PluginRegistry {
         this.#apply(event);
       }
     } catch (error) {
+      if (signal.aborted) return;
       this.#o.logger.error({ dir: this.#dir, err: messageOf(error) }, 'the plugin socket watcher failed; no further plugins will be seen');
+      this.#o.onFailure?.(new WarrenError('IO_FAILURE', `the plugin socket watcher on ${this.#dir} failed: ${messageOf(error)}`, { cause: error }));
     }
   }
 

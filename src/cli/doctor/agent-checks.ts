@@ -1,7 +1,8 @@
 /**
  * The running agent's own setup, judged from what it reports (DoctorFacts): its journal and plugins dirs, the
  * namespace directories it can observe and the allocations recorded under them, containerd, its
- * store's health and durability, its clock against etcd, its metrics endpoint.
+ * CNI config manager, its store's health and durability, its clock against etcd, its metrics
+ * endpoint.
  *
  * What makes an error rather than a warning: an address that can leak or a pod that cannot start.
  * An unobservable namespace directory is an error only when allocations are recorded under it
@@ -143,6 +144,20 @@ function metricsFindings(facts: DoctorFacts): Finding[] {
   return [ok('metrics-served', `metrics on http://${m.address}/metrics`, `the dashboard on http://${m.address}/`)];
 }
 
+/** A config manager that failed: the node keeps the last config, which no longer follows the primary. */
+function cniConfigFindings(facts: DoctorFacts): Finding[] {
+  const c = facts.cniConfig;
+  if (c?.state !== 'failed') return [];
+  return [
+    error(
+      'cni-config-failed',
+      `the agent's CNI config manager failed (${c.output})`,
+      `${c.problem ?? 'no reason given'}; the last config written stays, and no change of the primary reaches it`,
+      'fix what the problem names (the primary config, the conf dir); the agent tries again on every change there — if it fails again, see its log',
+    ),
+  ];
+}
+
 /** Every finding about the agent's own setup, in the order of the module header. */
 export function agentFindings(facts: DoctorFacts, journal: JournalDirCheck | undefined, reading: ContainerdConfigReading, plugins?: JournalDirCheck): Finding[] {
   return [
@@ -150,6 +165,7 @@ export function agentFindings(facts: DoctorFacts, journal: JournalDirCheck | und
     ...(plugins === undefined ? [] : [pluginsDirFinding(plugins)]),
     ...netnsFindings(facts),
     ...containerdFindings(facts, reading),
+    ...cniConfigFindings(facts),
     ...storeFindings(facts),
     ...clockFindings(facts),
     ...metricsFindings(facts),

@@ -100,11 +100,12 @@ function pluginFinding(node: NodeObservation): Finding {
 export function runtimeDirFindings(node: NodeObservation, facts: DoctorFacts | undefined): Finding[] {
   const canonical: Canonical = node.canonical ?? ((p) => resolve(p));
   const reading = node.containerdConfig;
-  const found = [
-    containerdConfigFinding(reading),
-    pluginFinding(node),
-    ok('cni-conf-dir', `network configs read from ${node.confDir.scan.dir}`, sourceOf(node.confDir.from, '--cni-conf-dir', reading)),
-  ];
+  const found = [containerdConfigFinding(reading), pluginFinding(node)];
+  // Said only of a directory that could be listed: one missing or unreadable is reported by the
+  // config findings, and a ✓ before them would say the opposite.
+  if (node.confDir.scan.listing.kind === 'listed') {
+    found.push(ok('cni-conf-dir', `network configs read from ${node.confDir.scan.dir}`, sourceOf(node.confDir.from, '--cni-conf-dir', reading)));
+  }
   if (facts?.manageCniConfig === true && reading.kind === 'read' && canonical(facts.cniConfDir) !== canonical(reading.settings.confDir)) {
     found.push(
       warning(

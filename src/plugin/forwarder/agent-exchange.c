@@ -45,6 +45,10 @@ static int wait_for(int fd, short events) {
   }
 }
 
+int agent_deadline_passed(void) {
+  return now_ms() >= deadline_ms;
+}
+
 int agent_connect(const char *path) {
   deadline_ms = now_ms() + AGENT_EXCHANGE_TIMEOUT_MS;
   struct sockaddr_un addr = {.sun_family = AF_UNIX};

@@ -18,7 +18,9 @@
  * 5. An answer `200` with `X-Warren-Exit: N` and no `X-Warren-Fallback` header: its body goes to
  *    stdout as it is and the process exits N. Anything else (no agent, refused, timed out after
  *    AGENT_EXCHANGE_TIMEOUT_MS, an answer that is not that) hands the call to the plugin, which
- *    journals a DEL, answers ADD 11, STATUS 50, reports a bad config, with its own words.
+ *    journals a DEL, answers ADD 11, STATUS 50, reports a bad config, with its own words. When the
+ *    deadline passed, the plugin is told so (WARREN_AGENT_TIMED_OUT_MS=<ms waited>) and does not
+ *    wait for the agent again: a wedged agent costs one wait, not two.
  * If the plugin cannot be run either, the one message of the forwarder's own is printed: a CNI
  * error 11 naming why, exit 1.
  *
@@ -33,7 +35,8 @@
  *   so any failure before then can still hand the call to the plugin.
  * - Never dies of SIGPIPE from the agent (MSG_NOSIGNAL) and changes no signal disposition, so the
  *   plugin it execs inherits the runtime's.
- * - The environment is passed on untouched; no descriptor of its own leaks into the plugin.
+ * - The environment is passed on untouched (but for WARREN_AGENT_TIMED_OUT_MS after a timeout); no
+ *   descriptor of its own leaks into the plugin.
  *
  * WARREN_FORWARDER_FALLBACK_DIR, when set and not empty, replaces DIR/warren.d (for tests).
  */
@@ -61,6 +64,14 @@ extern char **environ;
 #define MAX_VARIABLE_BYTES (128u * 1024)
 /* The agent's default socket (src/api/socket.ts). */
 #define DEFAULT_SOCKET "/run/warren/warren.sock"
+/* The TypeScript plugin's FORWARDER_TIMED_OUT_ENV (src/api/limits.ts): set, to the milliseconds
+ * waited, when the agent did not answer within AGENT_EXCHANGE_TIMEOUT_MS. */
+#define TIMED_OUT_ENV "WARREN_AGENT_TIMED_OUT_MS"
+#define STRINGIFY(x) #x
+#define DECIMAL(x) STRINGIFY(x)
+#define TIMED_OUT_VALUE DECIMAL(AGENT_EXCHANGE_TIMEOUT_MS)
+/* run_plugin's `replay_stdin` for a call the agent did not answer in time: replayed, and told. */
+#define REPLAY_TIMED_OUT 2
 
 static char config[MAX_CONFIG_BYTES + 1];
 static size_t config_len;
@@ -151,6 +162,10 @@ static int plugin_dir(char *out, size_t size) {
  * from a memfd, when `replay_stdin`) under the same environment. Returns only by exiting.
  */
 static _Noreturn void run_plugin(int argc, char **argv, int replay_stdin) {
+  if (replay_stdin == REPLAY_TIMED_OUT) {
+    /* The one change to the environment: the plugin must not wait for this agent a second time. */
+    if (setenv(TIMED_OUT_ENV, TIMED_OUT_VALUE, 1) != 0) cannot_run_plugin(errno);
+  }
   char dir[PATH_MAX];
   char node[PATH_MAX];
   char bundle[PATH_MAX];
@@ -306,7 +321,8 @@ int main(int argc, char **argv) {
   if (request == NULL) run_plugin(argc, argv, 1);
 
   int fd = agent_connect(path);
-  if (fd < 0) run_plugin(argc, argv, 1);
+  /* A connect that waited out the deadline on a full backlog is a wedged agent too. */
+  if (fd < 0) run_plugin(argc, argv, agent_deadline_passed() ? REPLAY_TIMED_OUT : 1);
   struct iovec parts[3] = {
       {.iov_base = request, .iov_len = request_len},
       {.iov_base = config, .iov_len = config_len},
@@ -316,7 +332,7 @@ int main(int argc, char **argv) {
   int answered = agent_exchange(fd, parts, 3, &answer);
   close(fd);
   free(request);
-  if (!answered) run_plugin(argc, argv, 1);
+  if (!answered) run_plugin(argc, argv, agent_deadline_passed() ? REPLAY_TIMED_OUT : 1);
   write_all(1, answer.body, answer.body_len);
   free(answer.body);
   return answer.exit_code;

@@ -6,8 +6,9 @@
  * with the reason, so one bad event cannot stop a stream.
  */
 import { fileURLToPath } from 'node:url';
-import { Client, type ClientReadableStream, Metadata, credentials, status as grpcStatus } from '@grpc/grpc-js';
+import { Client, type ClientReadableStream, Metadata, status as grpcStatus } from '@grpc/grpc-js';
 import protobuf from 'protobufjs';
+import { LOCAL_SUBCHANNEL_POOL, closingInsecureCredentials } from '../closing-credentials.ts';
 
 // keepCase: field names as written in the .proto (type_url, container_id), not camelCased.
 const root = new protobuf.Root().loadSync(fileURLToPath(new URL('./containerd.proto', import.meta.url)), { keepCase: true });
@@ -108,7 +109,8 @@ export class ContainerdClient {
 
   constructor(socket: string) {
     this.socket = socket;
-    this.#client = new Client(`unix://${socket}`, credentials.createInsecure(), { 'grpc.max_receive_message_length': 64 * 1024 * 1024 });
+    // Closing the client closes its connection too, answered or not (closing-credentials.ts).
+    this.#client = new Client(`unix://${socket}`, closingInsecureCredentials(), { ...LOCAL_SUBCHANNEL_POOL, 'grpc.max_receive_message_length': 64 * 1024 * 1024 });
   }
 
   /**

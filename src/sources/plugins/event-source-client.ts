@@ -20,13 +20,14 @@
  *   stream alive: no message of any kind for `stallAfterMs` (on the injected clock) reopens it.
  * - A listing that does not decode is refused as a whole (event-codec.ts) and reopens the stream.
  */
-import { Client, type ClientReadableStream, type ClientUnaryCall, Metadata, credentials } from '@grpc/grpc-js';
+import { Client, type ClientReadableStream, type ClientUnaryCall, Metadata } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { decodeEvent, decodeListing } from '../../api/plugins/event-codec.ts';
 import { EMPTY, MESSAGES, METHODS, type RuntimeEvent, type RuntimeListing, encode } from '../../api/plugins/wire.ts';
 import type { BackoffPolicy } from '../../core/backoff.ts';
 import type { CancelTimer, Clock } from '../../core/clock.ts';
 import { AsyncChannel } from '../../core/async-channel.ts';
+import { LOCAL_SUBCHANNEL_POOL, closingInsecureCredentials } from '../closing-credentials.ts';
 import { messageOf } from '../../core/errors.ts';
 
 export type RuntimeItem =
@@ -79,7 +80,7 @@ export interface EventSourceClientOptions {
  */
 export function listOnce(endpoint: string, timeoutMs: number): Promise<RuntimeListing | { readonly failed: string }> {
   const target = endpoint.startsWith('unix:') ? endpoint : `unix://${endpoint}`;
-  const client = new Client(target, credentials.createInsecure());
+  const client = new Client(target, closingInsecureCredentials(), LOCAL_SUBCHANNEL_POOL);
   return new Promise<RuntimeListing | { readonly failed: string }>((resolve) => {
     client.makeUnaryRequest<Buffer, Buffer>(
       METHODS.list,
@@ -197,7 +198,8 @@ export class EventSourceClient {
     this.#retry = undefined;
     this.#setState('connecting');
     const generation = ++this.#generation;
-    const client = new Client(this.#target, credentials.createInsecure());
+    // Closing the client closes its connection too, answered or not (closing-credentials.ts).
+    const client = new Client(this.#target, closingInsecureCredentials(), LOCAL_SUBCHANNEL_POOL);
     const call = client.makeServerStreamRequest<Record<string, unknown>, Buffer>(
       METHODS.watch,
       (request) => encode(MESSAGES.WatchRequest, request),

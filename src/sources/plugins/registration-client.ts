@@ -12,9 +12,10 @@
  * - Failures are WarrenErrors: `TRY_AGAIN` for a timeout, `IO_FAILURE` for everything else (no
  *   socket, refused connection, an RPC error, an undecodable answer).
  */
-import { Client, Metadata, type ServiceError, credentials } from '@grpc/grpc-js';
+import { Client, Metadata, type ServiceError } from '@grpc/grpc-js';
 import { type CancelTimer, type Clock, systemClock } from '../../core/clock.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
+import { LOCAL_SUBCHANNEL_POOL, closingInsecureCredentials } from '../closing-credentials.ts';
 import { EMPTY, METHODS, type PluginInfo, type RegistrationStatus, decodeInfo, encodeStatus } from '../../api/plugins/wire.ts';
 
 /** What the registry needs of a handshake: the real client below, or a fake in tests. */
@@ -57,7 +58,9 @@ export class RegistrationClient implements RegistrationClientLike {
     this.#clock = options.clock ?? systemClock;
     this.#infoTimeoutMs = options.infoTimeoutMs ?? DEFAULT_INFO_TIMEOUT_MS;
     this.#notifyTimeoutMs = options.notifyTimeoutMs ?? DEFAULT_NOTIFY_TIMEOUT_MS;
-    this.#client = new Client(`unix://${socket}`, credentials.createInsecure(), {
+    // Closing the client closes its connection too, answered or not (closing-credentials.ts).
+    this.#client = new Client(`unix://${socket}`, closingInsecureCredentials(), {
+      ...LOCAL_SUBCHANNEL_POOL,
       'grpc.max_receive_message_length': MAX_ANSWER_BYTES,
       // One attempt per client: the registry owns retries and their backoff.
       'grpc.enable_retries': 0,

@@ -144,6 +144,13 @@ describe('doctor checks', () => {
       fix: /--cni-conf-dir \/etc\/cni\/net\.d/,
     },
     { name: 'the agent runs another version', node: node({}, facts({ version: '0.9.0' })), expect: ['agent-version-differs:warning'] },
+    {
+      name: "the agent's CNI config manager failed",
+      node: node({}, facts({ manageCniConfig: true, cniConfig: { state: 'failed', output: '/etc/cni/net.d/00-warren.conflist', problem: 'the CNI config pass failed: Maximum call stack size exceeded' } })),
+      expect: ['cni-config-failed:error'],
+      fix: /tries again on every change/,
+    },
+    { name: "the agent's CNI config is current", node: node({}, facts({ manageCniConfig: true, cniConfig: { state: 'current', output: '/etc/cni/net.d/00-warren.conflist' } })), expect: [] },
   ];
   for (const c of cases) {
     it(`finds ${c.expect.length === 0 ? 'nothing wrong' : c.expect.join(', ')} when ${c.name}`, () => {
@@ -154,6 +161,15 @@ describe('doctor checks', () => {
       if (c.fix !== undefined) assert.match(find(findings, (c.expect[0] ?? '').split(':')[0] ?? '').fix ?? '', c.fix);
     });
   }
+
+  it('never says configs were read (✓) from a conf dir that does not exist or cannot be listed', () => {
+    for (const listing of [{ kind: 'missing' as const }, { kind: 'unreadable' as const, reason: 'EACCES' }]) {
+      const findings = diagnose(node({ confDir: { from: 'flag', scan: scan({ listing, configs: [] }) } }));
+      assert.ok(!findings.some((f) => f.id === 'cni-conf-dir' && f.severity === 'ok'), `${listing.kind}: ${JSON.stringify(findings.map((f) => `${f.id}:${f.severity}`))}`);
+    }
+    const listed = diagnose(node({}));
+    assert.equal(find(listed, 'cni-conf-dir').severity, 'ok');
+  });
 
   it('judges the files alone when the agent does not answer, and names the fix for that first', () => {
     const findings = diagnose(node({ agent: { kind: 'unreachable', socket: '/run/warren/warren.sock', reason: 'Warren agent at /run/warren/warren.sock is not reachable: ENOENT' }, journalDir: undefined }));

@@ -1,0 +1,41 @@
+/**
+ * A real process serving a unix socket that accepts every connection and never answers (a wedged
+ * agent, a hung plugin): the peer's connect succeeds and its read waits forever.
+ */
+import { spawn } from 'node:child_process';
+import { track, waitFor } from './processes.ts';
+
+export interface MuteSocket {
+  readonly pid: number;
+  /** Connections accepted so far. */
+  accepted(): number;
+  /** SIGKILL (idempotent). */
+  stop(): void;
+}
+
+/** Starts the process and waits until it listens on `socket`. */
+export async function startMuteSocket(socket: string): Promise<MuteSocket> {
+  const program = `const held = [];
+require('node:net').createServer((s) => { held.push(s); s.on('error', () => {}); process.stdout.write('a\\n'); })
+  .listen(${JSON.stringify(socket)}, () => process.stdout.write('listening\\n'));`;
+  const child = track(spawn(process.execPath, ['-e', program], { stdio: ['ignore', 'pipe', 'inherit'] }));
+  let out = '';
+  child.stdout?.on('data', (c: Buffer) => (out += c.toString()));
+  const mute: MuteSocket = {
+    pid: child.pid as number,
+    accepted: () => out.split('\n').filter((l) => l === 'a').length,
+    stop: () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    },
+  };
+  try {
+    await waitFor(`the mute process to listen on ${socket}`, () => {
+      if (child.exitCode !== null) throw new Error(`the mute process exited with ${child.exitCode}`);
+      return out.includes('listening') ? true : undefined;
+    });
+  } catch (error) {
+    mute.stop();
+    throw error;
+  }
+  return mute;
+}
