@@ -133,9 +133,11 @@ function take(resource: LockedResource, file: string): DatabaseSync | undefined 
   const umask = process.umask(0o077);
   try {
     db = new DatabaseSync(file, { timeout: 0 });
-    // No journal file beside the lock; EXCLUSIVE locking mode keeps the lock after the
-    // transaction that takes it ends, until the connection closes.
-    db.exec('PRAGMA journal_mode=OFF');
+    // No journal file beside the lock (node:sqlite opens connections in defensive mode, which
+    // ignores journal_mode=OFF and would leave a `-journal` file: MEMORY keeps it in memory);
+    // EXCLUSIVE locking mode keeps the lock after the transaction that takes it ends, until the
+    // connection closes.
+    db.exec('PRAGMA journal_mode=MEMORY');
     db.exec('PRAGMA locking_mode=EXCLUSIVE');
     db.exec('BEGIN EXCLUSIVE');
     db.exec('COMMIT');
