@@ -14,6 +14,8 @@ import { WarrenError, messageOf } from '../core/errors.ts';
 import { CniService } from './cni-service.ts';
 import { warmUp } from './warm-up.ts';
 import { CniConfigManager, readinessProblem } from './cni-config-manager.ts';
+import { HostLocalTakeover } from './host-local-takeover.ts';
+import { NodeHandBack } from './node-hand-back.ts';
 import { DEFAULT_SOCKET } from '../api/socket.ts';
 import { DEFAULT_JOURNAL_DIR } from '../cni/journal-dir.ts';
 import { Allocator } from '../allocator/allocator.ts';
@@ -31,6 +33,7 @@ import { WARREN_VERSION } from './version.ts';
 import { doctorFacts } from './doctor-facts.ts';
 import { NetnsObserver } from '../sources/netns.ts';
 import type { DashboardData } from '../api/dashboard.ts';
+import type { Allocation } from '../ipam/allocation.ts';
 import type { MetricsEndpointStatus } from '../api/status.ts';
 import { renderDashboardBody, renderDashboardPage } from './dashboard/page.ts';
 import { createMetricsServer, listenMetrics } from './metrics/http-server.ts';
@@ -62,6 +65,8 @@ export class Agent {
   #releases: ReleaseWiring | undefined;
   /** Keeps Warren's config in the CNI conf dir, when told to. */
   #cniConfig: CniConfigManager | undefined;
+  /** `warren uninstall`: set once the node was handed back (now or before this start). */
+  #handBack: NodeHandBack | undefined;
   /** Stops the sources, the reconcile pass, the cluster chores and the config manager. */
   #abort = new AbortController();
   /** Metrics and the dashboard, on their TCP address; undefined when off. */
@@ -109,7 +114,12 @@ export class Agent {
                 ready: () => service.readiness().then(() => true, () => false),
               },
             });
-      const telemetry = fanOut(history, metrics ?? NO_TELEMETRY);
+      const handBack = new NodeHandBack(o.stateDir, this.#clock);
+      this.#handBack = handBack;
+      // Built before the allocator exists, told of it below: releases must reach it (hand-back).
+      let takeover: HostLocalTakeover | undefined;
+      const takeoverTelemetry = { ...NO_TELEMETRY, released: (_source: unknown, allocations: readonly Allocation[]) => takeover?.released(allocations) };
+      const telemetry = fanOut(history, metrics ?? NO_TELEMETRY, takeoverTelemetry);
       // Counting commits costs a clock read per commit: only when someone can read the figures.
       // Readiness follows the commits the allocator makes, not only the ping (commit-health.ts).
       const commits = new CommitHealth(this.#clock);
@@ -134,9 +144,15 @@ export class Agent {
       const releases = new ReleaseWiring(o, { store, allocator, clock: this.#clock, logger: this.#logger, errors, telemetry });
       this.#releases = releases;
       const { reconciler, containerd, kubernetes, plugins } = releases;
-      const cniConfig = o.manageCniConfig ? this.#configManager() : undefined;
+      if (o.manageCniConfig || handBack.reason() !== undefined) {
+        takeover = new HostLocalTakeover({ allocator, store, node: o.nodeName, clock: this.#clock, logger: this.#logger });
+        const handedBack = handBack.reason();
+        if (handedBack !== undefined) takeover.restoreHandedBack(handedBack, handBack.targets());
+        takeover.start(this.#abort.signal);
+      }
+      const cniConfig = o.manageCniConfig ? this.#configManager(store, takeover, handBack.reason()) : undefined;
       this.#cniConfig = cniConfig;
-      const notReady = (): string | undefined => readinessProblem(o.readinessIndicatorFile);
+      const notReady = (): string | undefined => handBack.reason() ?? readinessProblem(o.readinessIndicatorFile);
       // Set by #serveMetrics before the socket listens, so before anyone can ask.
       const metricsEndpoint = o.metricsAddress === undefined ? {} : { metrics: () => this.#metricsStatus as MetricsEndpointStatus };
       const service = new AgentService({
@@ -152,6 +168,7 @@ export class Agent {
         commits,
         ...(cniConfig === undefined ? {} : { cniConfig: () => cniConfig.status() }),
         ...(plugins === undefined ? {} : { plugins }),
+        uninstall: () => handBack.uninstall(takeover, cniConfig),
         telemetry,
         history,
         ...metricsEndpoint,
@@ -169,7 +186,7 @@ export class Agent {
       const cni = new CniService({
         allocator,
         readiness: () => service.readiness(),
-        addGate: notReady,
+        addGate: (network) => notReady() ?? takeover?.gate(network),
         storeKind: clustered ? 'etcd' : 'sqlite',
         clock: this.#clock,
         gcGraceMs: o.gcGraceSeconds * 1000,
@@ -236,7 +253,7 @@ export class Agent {
     }
   }
 
-  #configManager(): CniConfigManager {
+  #configManager(store: Store, takeover: HostLocalTakeover | undefined, handedBack: string | undefined): CniConfigManager {
     const o = this.options;
     const socket = unlessDefault(o.socket, DEFAULT_SOCKET);
     const journalDir = unlessDefault(o.journalDir, DEFAULT_JOURNAL_DIR);
@@ -247,6 +264,9 @@ export class Agent {
       ...(o.readinessIndicatorFile === undefined ? {} : { readinessIndicator: o.readinessIndicatorFile }),
       cniVersionMax: o.cniVersionMax,
       cleanupOnExit: o.cleanupConfigOnExit,
+      holdsAddresses: async (network) => (await store.list({ network, node: o.nodeName })).length > 0,
+      ...(takeover === undefined ? {} : { takeover }),
+      ...(handedBack === undefined ? {} : { handedBack }),
       ...(socket === undefined ? {} : { socket }),
       ...(journalDir === undefined ? {} : { journalDir }),
       clock: this.#clock,
@@ -290,6 +310,12 @@ export class Agent {
     this.#releases = undefined;
     await this.#store?.close();
     this.#store = undefined;
+    // A node handed back keeps nothing of Warren's but the mark (node-hand-back.ts).
+    if (this.#handBack?.reason() !== undefined) {
+      const ownDatabase = this.#injectedStore === undefined && this.options.store === 'sqlite';
+      this.#handBack.removeState({ ...(ownDatabase ? { database: this.options.database } : {}), journalDir: this.options.journalDir });
+    }
+    this.#handBack = undefined;
     await this.#lock?.release();
     this.#lock = undefined;
   }
