@@ -14,7 +14,7 @@
  * - The outcome is a value for every expected case (missing, not regular, too large); only an
  *   unexpected failure (EACCES, EIO) throws, with the path in the message.
  */
-import { closeSync, constants, fstatSync, openSync, readSync, statSync } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, openSync, readSync, statSync } from 'node:fs';
 
 export type BoundedRead =
   | { readonly kind: 'read'; readonly text: string }
@@ -32,7 +32,7 @@ export interface BoundedReadOptions {
 export function readRegularFile(path: string, maxBytes: number, options: BoundedReadOptions = {}): BoundedRead {
   let fd: number;
   try {
-    const before = statSync(path, { throwIfNoEntry: false });
+    const before = (options.noFollow === true ? lstatSync : statSync)(path, { throwIfNoEntry: false });
     if (before === undefined) return { kind: 'missing' };
     if (!before.isFile()) return { kind: 'not-regular', what: kindOf(before) };
     fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY | (options.noFollow === true ? constants.O_NOFOLLOW : 0));
