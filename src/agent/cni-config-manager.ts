@@ -27,8 +27,8 @@
  *   blocking read.
  * - One pass at a time, synchronous: a change that arrives during a pass causes another pass.
  */
-import { type Stats, existsSync, readdirSync, statSync, unlinkSync } from 'node:fs';
-import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
+import { existsSync, unlinkSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import type { Logger } from 'pino';
 import { fsyncDirectory, writeFileAtomic } from '../core/atomic-file.ts';
 import type { Clock } from '../core/clock.ts';
@@ -37,6 +37,7 @@ import { messageOf } from '../core/errors.ts';
 import { type BoundedRead, readRegularFile, unreadReason } from '../core/bounded-read.ts';
 import { MAX_CONFIG_BYTES } from '../cni/config-limits.ts';
 import { DEFAULT_OUTPUT_NAME, type Derivation, deriveConfig, isConfigName, isGeneratedConfig } from '../cni/derived-config.ts';
+import { findPrimary, primaryPath, shadowing } from './conf-dir-listing.ts';
 import type { CniVersion } from '../cni/spec.ts';
 import type { CniConfigStatus, TakeoverStatus } from '../api/status.ts';
 import type { HostLocalTarget } from './host-local-takeover.ts';
@@ -69,8 +70,6 @@ export interface CniConfigManagerOptions {
 
 /** Largest config read: what the plugin reads (a CNI config is a few kilobytes). */
 const MAX_PRIMARY_BYTES = MAX_CONFIG_BYTES;
-
-type Primary = { readonly path: string; readonly name: string } | undefined;
 
 /** The readiness problem of an indicator file, or undefined when it is there. */
 export function readinessProblem(indicator: string | undefined): string | undefined {
@@ -124,7 +123,7 @@ export class CniConfigManager {
       watched.set(dir, [...(watched.get(dir) ?? []), include]);
     };
     watch(this.#o.confDir, (name) => isConfigName(name));
-    const primary = this.#o.primaryConfig === undefined ? undefined : this.#primaryPath(this.#o.primaryConfig);
+    const primary = this.#o.primaryConfig === undefined ? undefined : primaryPath(this.#o.confDir, this.#o.primaryConfig);
     if (primary !== undefined) watch(dirname(primary), (name) => name === basename(primary));
     const indicator = this.#o.readinessIndicator;
     if (indicator !== undefined) watch(dirname(indicator), (name) => name === basename(indicator));
@@ -250,9 +249,6 @@ export class CniConfigManager {
     };
   }
 
-  #primaryPath(given: string): string {
-    return isAbsolute(given) ? given : resolve(this.#o.confDir, given);
-  }
 
   #pass(): void {
     if (this.#handedBack !== undefined) {
@@ -266,11 +262,11 @@ export class CniConfigManager {
   }
 
   #derivePass(): void {
-    this.#shadowedBy = this.#shadowing();
-    const primary = this.#findPrimary();
+    this.#shadowedBy = shadowing(this.#o.confDir, this.#output);
+    const primary = findPrimary(this.#o.confDir, this.#output, this.#o.primaryConfig);
     if (primary === undefined) {
       this.#primary = undefined;
-      const where = this.#o.primaryConfig === undefined ? `no CNI config in ${this.#o.confDir} other than Warren's` : `primary config ${this.#primaryPath(this.#o.primaryConfig)} is missing`;
+      const where = this.#o.primaryConfig === undefined ? `no CNI config in ${this.#o.confDir} other than Warren's` : `primary config ${primaryPath(this.#o.confDir, this.#o.primaryConfig)} is missing`;
       const wait = Math.round(this.#o.primaryWaitMs / 1000);
       const haveGood = this.#lastGood !== undefined || this.#outputIsOurs();
       if (!haveGood && !this.#waitExpired) {
@@ -350,52 +346,6 @@ export class CniConfigManager {
     this.#set('stale', `${problem}; ${kept}`);
   }
 
-  /** The primary: the named one, or the lexically first config in the conf dir that is not Warren's. */
-  #findPrimary(): Primary {
-    if (this.#o.primaryConfig !== undefined) {
-      const path = this.#primaryPath(this.#o.primaryConfig);
-      return existsSync(path) ? { path, name: basename(path) } : undefined;
-    }
-    for (const name of this.#configNames()) {
-      const path = join(this.#o.confDir, name);
-      if (this.#isWarrens(path)) continue;
-      return { path, name };
-    }
-    return undefined;
-  }
-
-  /** Config names in the conf dir, in the order the runtime considers them. */
-  #configNames(): string[] {
-    try {
-      return readdirSync(this.#o.confDir)
-        .filter(isConfigName)
-        .sort()
-        .filter((name) => {
-          const stat = statOrUndefined(join(this.#o.confDir, name));
-          return stat !== undefined && !stat.isDirectory();
-        });
-    } catch {
-      return [];
-    }
-  }
-
-  #isWarrens(path: string): boolean {
-    if (path === this.#output) return true;
-    try {
-      const read = readRegularFile(path, MAX_PRIMARY_BYTES);
-      return read.kind === 'read' && isGeneratedConfig(read.text);
-    } catch {
-      return false;
-    }
-  }
-
-  /** A config the runtime would load before Warren's (it sorts first), if any. */
-  #shadowing(): string | undefined {
-    const mine = basename(this.#output);
-    const first = this.#configNames().find((name) => name !== mine);
-    return first !== undefined && first < mine ? first : undefined;
-  }
-
   /** Warren's file as it is; anything but a regular file there is not Warren's. */
   #readOutput(): BoundedRead {
     try {
@@ -441,14 +391,6 @@ function networkOf(text: string): string | undefined {
   try {
     const name = (JSON.parse(text) as { name?: unknown }).name;
     return typeof name === 'string' ? name : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-function statOrUndefined(path: string): Stats | undefined {
-  try {
-    return statSync(path);
   } catch {
     return undefined;
   }
