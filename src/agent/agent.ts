@@ -168,7 +168,12 @@ export class Agent {
         commits,
         ...(cniConfig === undefined ? {} : { cniConfig: () => cniConfig.status() }),
         ...(plugins === undefined ? {} : { plugins }),
-        uninstall: () => handBack.uninstall(takeover, cniConfig),
+        // Without the config manager nothing would remove the config naming Warren: refusing ADD
+        // for good would then fail every pod start on the node.
+        uninstall: async () => {
+          if (cniConfig === undefined) throw new WarrenError('BAD_REQUEST', "this agent does not manage the node's CNI config (--manage-cni-config off): there is no config of its own to hand back; remove the config that names warren, then the plugin");
+          return handBack.uninstall(takeover, cniConfig);
+        },
         telemetry,
         history,
         ...metricsEndpoint,

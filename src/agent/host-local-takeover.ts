@@ -62,14 +62,12 @@ interface Adopted {
   /** Same target, same key: adopt() of an unchanged config changes nothing. */
   readonly key: string;
   imported: boolean;
-  problems: readonly string[];
+  /** The problem of each file name (the directory's own under ""), as the last pass judged it. */
+  readonly problems: Map<string, string>;
+  /** Names judged by an earlier pass and still there: not read again (a /16 has 65,536). */
+  readonly seen: Set<string>;
 }
 
-/** What one import of a data dir did. */
-interface ImportPass {
-  imported: number;
-  problems: string[];
-}
 
 export class HostLocalTakeover {
   readonly #o: HostLocalTakeoverOptions;
@@ -99,7 +97,7 @@ export class HostLocalTakeover {
   adopt(target: HostLocalTarget): void {
     const key = JSON.stringify([target.dataDir, target.ranges.map((r) => r.pool)]);
     if (this.#adopted.get(target.network)?.key === key) return;
-    this.#adopted.set(target.network, { target, key, imported: false, problems: [] });
+    this.#adopted.set(target.network, { target, key, imported: false, problems: new Map(), seen: new Set() });
     this.#o.logger.info({ network: target.network, dataDir: target.dataDir }, `taking network ${target.network} over from host-local: importing its reservations first`);
     this.#task.runNow().catch((error: unknown) => this.#o.logger.error({ err: error, network: target.network }, 'importing host-local reservations failed; trying again'));
   }
@@ -109,7 +107,7 @@ export class HostLocalTakeover {
     if (this.#handedBack !== undefined) return this.#handedBack;
     const a = this.#adopted.get(network);
     if (a === undefined || a.imported) return undefined;
-    const problems = a.problems.length === 0 ? '' : ` (${a.problems.slice(0, 3).join('; ')})`;
+    const problems = a.problems.size === 0 ? '' : ` (${[...a.problems.values()].slice(0, 3).join('; ')})`;
     return `not ready: network ${network} is being taken over from host-local; its reservations in ${a.target.dataDir} are not imported yet${problems}`;
   }
 
@@ -118,7 +116,7 @@ export class HostLocalTakeover {
       network: a.target.network,
       dataDir: a.target.dataDir,
       imported: a.imported,
-      ...(a.problems.length === 0 ? {} : { problems: a.problems }),
+      ...(a.problems.size === 0 ? {} : { problems: [...a.problems.values()] }),
       ...(this.#handedBack === undefined ? {} : { handedBack: true }),
     }));
   }
@@ -131,7 +129,7 @@ export class HostLocalTakeover {
   /** Restores targets of an earlier hand-back (after a restart): releases keep cleaning their files. */
   restoreHandedBack(reason: string, targets: ReadonlyArray<{ readonly network: string; readonly dataDir: string }>): void {
     this.#handedBack = reason;
-    for (const t of targets) this.#adopted.set(t.network, { target: { ...t, ranges: [] }, key: '', imported: true, problems: [] });
+    for (const t of targets) this.#adopted.set(t.network, { target: { ...t, ranges: [] }, key: '', imported: true, problems: new Map(), seen: new Set() });
   }
 
   /** Gives every taken-over range back to host-local; see the module header. */
@@ -166,51 +164,70 @@ export class HostLocalTakeover {
   async #importAll(): Promise<void> {
     if (this.#handedBack !== undefined) return;
     for (const a of [...this.#adopted.values()]) {
-      const pass = await this.#import(a.target);
+      const before = new Set(a.problems.values());
+      const imported = await this.#import(a);
       // A target replaced meanwhile (another primary) is judged by its own pass.
       if (this.#adopted.get(a.target.network) !== a) continue;
-      a.problems = pass.problems;
-      if (!a.imported) this.#o.logger.info({ network: a.target.network, dataDir: a.target.dataDir, imported: pass.imported, problems: pass.problems }, `imported host-local's reservations of network ${a.target.network}`);
-      else if (pass.imported > 0) this.#o.logger.warn({ network: a.target.network, imported: pass.imported }, `imported ${pass.imported} reservations host-local made after Warren took network ${a.target.network} over`);
-      for (const problem of pass.problems) this.#o.logger.warn({ network: a.target.network, dataDir: a.target.dataDir }, problem);
+      const problems = [...a.problems.values()];
+      if (!a.imported) this.#o.logger.info({ network: a.target.network, dataDir: a.target.dataDir, imported, problems }, `imported host-local's reservations of network ${a.target.network}`);
+      else if (imported > 0) this.#o.logger.warn({ network: a.target.network, imported }, `imported ${imported} reservations host-local made after Warren took network ${a.target.network} over`);
+      // Said once, not at every rescan: a problem stays in status until its file changes.
+      for (const problem of problems) if (!before.has(problem)) this.#o.logger.warn({ network: a.target.network, dataDir: a.target.dataDir }, problem);
       a.imported = true;
     }
   }
 
-  /** One import of a data dir. Throws only when the store fails (the pass is tried again). */
-  async #import(target: HostLocalTarget): Promise<ImportPass> {
-    const pass: ImportPass = { imported: 0, problems: [] };
-    const names = listReservations(target.dataDir, pass.problems);
-    for (const [name, ip] of names) {
-      const range = target.ranges.find((r) => r.family === ip.family && inSubnet(r, ip));
-      if (range === undefined) continue; // another range's (host-local's config changed): not Warren's
-      const file = join(target.dataDir, name);
-      const read = readRegularFile(file, MAX_RESERVATION_BYTES, { noFollow: true });
-      if (read.kind !== 'read') {
-        if (read.kind !== 'missing') pass.problems.push(`${file} ${unreadReason(read)}; skipped`);
-        continue;
-      }
-      const owner = parseReservation(read.text);
-      if (!owner.ok) {
-        pass.problems.push(`${file}: ${owner.reason}; skipped`);
-        continue;
-      }
-      const address = formatIP(ip);
-      const holder = (await this.#o.store.list({ rangePool: range.pool, address }))[0];
-      if (holder !== undefined) {
-        if (holder.containerID !== owner.containerID || holder.ifname !== owner.ifname || holder.network !== target.network) {
-          pass.problems.push(`${file}: host-local reserved ${address} for ${owner.containerID} (${owner.ifname}), but Warren holds it for ${holder.containerID} (${holder.ifname}) of network ${holder.network}; one of them must be removed by hand`);
-        }
-        continue;
-      }
-      try {
-        await this.#o.allocator.allocate({ owner: { network: target.network, containerID: owner.containerID, ifname: owner.ifname }, ranges: [range], requested: [ip] });
-        pass.imported += 1;
-      } catch (error) {
-        pass.problems.push(`${file}: ${address} for ${owner.containerID} (${owner.ifname}) could not be imported: ${messageOf(error)}`);
-      }
+  /**
+   * One import of a data dir: the names not judged before. How many were imported. Throws only
+   * when the store fails; the names not judged yet are judged at the next pass.
+   */
+  async #import(a: Adopted): Promise<number> {
+    const { target, problems, seen } = a;
+    const listing: string[] = [];
+    const names = listReservations(target.dataDir, listing);
+    if (listing.length === 0) problems.delete('');
+    else problems.set('', listing.join('; '));
+    const present = new Set(names.map(([name]) => name));
+    for (const name of seen) {
+      if (present.has(name)) continue;
+      seen.delete(name);
+      problems.delete(name);
     }
-    return pass;
+    let imported = 0;
+    for (const [name, ip] of names) {
+      // Judged before and still there: imported, or a problem (kept). Gone and back: judged again.
+      if (seen.has(name)) continue;
+      const problem = await this.#judge(target, name, ip);
+      if (problem === 'imported') imported += 1;
+      else if (problem !== undefined) problems.set(name, problem);
+      // An import the store refused is tried again at the next pass.
+      if (problem === undefined || problem === 'imported' || !problem.includes('could not be imported')) seen.add(name);
+    }
+    return imported;
+  }
+
+  /** One reservation file: 'imported', undefined (nothing to do), or the problem. */
+  async #judge(target: HostLocalTarget, name: string, ip: IPAddress): Promise<string | undefined> {
+    const range = target.ranges.find((r) => r.family === ip.family && inSubnet(r, ip));
+    if (range === undefined) return undefined; // another range's (host-local's config changed): not Warren's
+    const file = join(target.dataDir, name);
+    const read = readRegularFile(file, MAX_RESERVATION_BYTES, { noFollow: true });
+    if (read.kind === 'missing') return undefined;
+    if (read.kind !== 'read') return `${file} ${unreadReason(read)}; skipped`;
+    const owner = parseReservation(read.text);
+    if (!owner.ok) return `${file}: ${owner.reason}; skipped`;
+    const address = formatIP(ip);
+    const holder = (await this.#o.store.list({ rangePool: range.pool, address }))[0];
+    if (holder !== undefined) {
+      if (holder.containerID === owner.containerID && holder.ifname === owner.ifname && holder.network === target.network) return undefined;
+      return `${file}: host-local reserved ${address} for ${owner.containerID} (${owner.ifname}), but Warren holds it for ${holder.containerID} (${holder.ifname}) of network ${holder.network}; one of them must be removed by hand`;
+    }
+    try {
+      await this.#o.allocator.allocate({ owner: { network: target.network, containerID: owner.containerID, ifname: owner.ifname }, ranges: [range], requested: [ip] });
+      return 'imported';
+    } catch (error) {
+      return `${file}: ${address} for ${owner.containerID} (${owner.ifname}) could not be imported: ${messageOf(error)}`;
+    }
   }
 
   async #handBack(target: HostLocalTarget): Promise<HandBackReport> {
