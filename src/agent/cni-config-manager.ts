@@ -56,7 +56,7 @@ export interface CniConfigManagerOptions {
   /** Whether Warren holds an address of `network` on this node (for cleanupOnExit); absent: assume it does. */
   readonly holdsAddresses?: (network: string) => Promise<boolean>;
   /** Told of a host-local primary before Warren's file is written from it. */
-  readonly takeover?: { adopt(target: HostLocalTarget): void; status(): TakeoverStatus[] };
+  readonly takeover?: { adopt(target: HostLocalTarget, fresh: boolean): void; status(): TakeoverStatus[] };
   /** The node was handed back (`warren uninstall`) before this start: write nothing. */
   readonly handedBack?: string;
   /** Written into the IPAM section so the plugin finds this agent (when not the plugin's defaults). */
@@ -306,7 +306,9 @@ export class CniConfigManager {
     }
     const current = read.kind === 'read' ? read.text : undefined;
     // Before the file names this range: no ADD is served from it until host-local's reservations are in.
-    if (derived.hostLocal !== undefined) this.#o.takeover?.adopt({ network: derived.network, dataDir: derived.hostLocal.dataDir, ranges: derived.hostLocal.ranges });
+    // Fresh: the runtime used the primary for this network until now (no file of Warren's naming it).
+    const fresh = current === undefined || networkOf(current) !== derived.network;
+    if (derived.hostLocal !== undefined) this.#o.takeover?.adopt({ network: derived.network, dataDir: derived.hostLocal.dataDir, ranges: derived.hostLocal.ranges }, fresh);
     if (current !== derived.text) {
       if (!this.#write(derived.text, primary.path, derived.primarySha256)) return;
       this.#o.logger.info(

@@ -7,9 +7,11 @@
  *
  * Guarantees:
  * - No ADD of a network is served from its range before that network's reservations were imported
- *   once (gate: ADD answers 11 with the reason); the import runs again every interval, so a
- *   reservation host-local made late (an ADD the runtime began before it loaded Warren's config)
- *   is imported too. An address host-local reserved that Warren holds for another container is a
+ *   (gate: ADD answers 11 with the reason). When Warren's config is new on the node (`fresh`),
+ *   the gate stays closed until a pass that began one interval after it was written: an ADD the
+ *   runtime began with the primary just before it loaded Warren's config has made its reservation
+ *   by then, and it is imported before Warren hands out anything. The import runs again every
+ *   interval after that too. An address host-local reserved that Warren holds for another container is a
  *   conflict: reported (log, status), never overwritten.
  * - Host-local's files are read bounded and non-blocking (core/bounded-read.ts): a FIFO, a device,
  *   a symlink or a huge file is skipped and reported, and at most MAX_RESERVATION_FILES names are
@@ -62,6 +64,8 @@ interface Adopted {
   /** Same target, same key: adopt() of an unchanged config changes nothing. */
   readonly key: string;
   imported: boolean;
+  /** A pass that began before this (clock ms) does not open the gate (see the header). */
+  readonly settledAt: number;
   /** The problem of each file name (the directory's own under ""), as the last pass judged it. */
   readonly problems: Map<string, string>;
   /** Names judged by an earlier pass and still there: not read again (a /16 has 65,536). */
@@ -74,12 +78,14 @@ export class HostLocalTakeover {
   readonly #adopted = new Map<string, Adopted>();
   readonly #task: PeriodicTask<void>;
   #handedBack: string | undefined;
+  readonly #rescanMs: number;
 
   constructor(options: HostLocalTakeoverOptions) {
     this.#o = options;
+    this.#rescanMs = options.rescanMs ?? 5_000;
     this.#task = new PeriodicTask({
       clock: options.clock,
-      intervalMs: options.rescanMs ?? 5_000,
+      intervalMs: this.#rescanMs,
       run: () => this.#importAll(),
       onError: (error) => options.logger.error({ err: error }, 'importing host-local reservations failed; trying again'),
     });
@@ -94,10 +100,11 @@ export class HostLocalTakeover {
    * until its reservations are imported, ADD of that network waits. Synchronous, so it holds
    * before the write.
    */
-  adopt(target: HostLocalTarget): void {
+  adopt(target: HostLocalTarget, fresh = false): void {
     const key = JSON.stringify([target.dataDir, target.ranges.map((r) => r.pool)]);
     if (this.#adopted.get(target.network)?.key === key) return;
-    this.#adopted.set(target.network, { target, key, imported: false, problems: new Map(), seen: new Set() });
+    const settledAt = this.#o.clock.now() + (fresh ? this.#rescanMs : 0);
+    this.#adopted.set(target.network, { target, key, imported: false, settledAt, problems: new Map(), seen: new Set() });
     this.#o.logger.info({ network: target.network, dataDir: target.dataDir }, `taking network ${target.network} over from host-local: importing its reservations first`);
     this.#task.runNow().catch((error: unknown) => this.#o.logger.error({ err: error, network: target.network }, 'importing host-local reservations failed; trying again'));
   }
@@ -129,7 +136,7 @@ export class HostLocalTakeover {
   /** Restores targets of an earlier hand-back (after a restart): releases keep cleaning their files. */
   restoreHandedBack(reason: string, targets: ReadonlyArray<{ readonly network: string; readonly dataDir: string }>): void {
     this.#handedBack = reason;
-    for (const t of targets) this.#adopted.set(t.network, { target: { ...t, ranges: [] }, key: '', imported: true, problems: new Map(), seen: new Set() });
+    for (const t of targets) this.#adopted.set(t.network, { target: { ...t, ranges: [] }, key: '', imported: true, settledAt: 0, problems: new Map(), seen: new Set() });
   }
 
   /** Gives every taken-over range back to host-local; see the module header. */
@@ -163,12 +170,14 @@ export class HostLocalTakeover {
 
   async #importAll(): Promise<void> {
     if (this.#handedBack !== undefined) return;
+    const startedAt = this.#o.clock.now();
     for (const a of [...this.#adopted.values()]) {
       const before = new Set(a.problems.values());
       const imported = await this.#import(a);
       // A target replaced meanwhile (another primary) is judged by its own pass.
       if (this.#adopted.get(a.target.network) !== a) continue;
       const problems = [...a.problems.values()];
+      if (!a.imported && startedAt < a.settledAt) continue; // the runtime may still be finishing an ADD with the primary
       if (!a.imported) this.#o.logger.info({ network: a.target.network, dataDir: a.target.dataDir, imported, problems }, `imported host-local's reservations of network ${a.target.network}`);
       else if (imported > 0) this.#o.logger.warn({ network: a.target.network, imported }, `imported ${imported} reservations host-local made after Warren took network ${a.target.network} over`);
       // Said once, not at every rescan: a problem stays in status until its file changes.

@@ -313,15 +313,20 @@ describe('the CNI config manager', () => {
   it('tells the takeover of a host-local primary before the file naming its range is written', async () => {
     const r = rig();
     writeFileSync(join(r.dir, '10-bridge.conflist'), bridgeConflist('10.240.21.0/24'));
-    const adopted: Array<{ network: string; dataDir: string; ranges: string[]; fileThere: boolean }> = [];
+    const adopted: Array<{ network: string; dataDir: string; ranges: string[]; fileThere: boolean; fresh: boolean }> = [];
     r.start({
       takeover: {
-        adopt: (t) => adopted.push({ network: t.network, dataDir: t.dataDir, ranges: t.ranges.map((x) => x.subnet), fileThere: existsSync(join(r.dir, OUTPUT)) }),
+        adopt: (t, fresh) => adopted.push({ network: t.network, dataDir: t.dataDir, ranges: t.ranges.map((x) => x.subnet), fileThere: existsSync(join(r.dir, OUTPUT)), fresh }),
         status: () => [],
       },
     });
     await r.until('the write', (x) => x.state === 'current');
-    assert.deepEqual(adopted[0], { network: 'podnet', dataDir: '/var/lib/cni/networks/podnet', ranges: ['10.240.21.0/24'], fileThere: false });
+    assert.deepEqual(adopted[0], { network: 'podnet', dataDir: '/var/lib/cni/networks/podnet', ranges: ['10.240.21.0/24'], fileThere: false, fresh: true });
+    // Started again over its own file: not fresh (the runtime has used Warren's config all along).
+    await r.stop();
+    r.start({ takeover: { adopt: (t, fresh) => adopted.push({ network: t.network, dataDir: t.dataDir, ranges: [], fileThere: true, fresh }), status: () => [] } });
+    await r.until('current again', (x) => x.state === 'current');
+    assert.equal(adopted.at(-1)?.fresh, false);
   });
 
   it('reports a FIFO and a link to /dev/zero named like configs without blocking or reading them, and serves on', async () => {

@@ -95,6 +95,19 @@ describe('taking host-local\'s range over', () => {
     assert.equal(r.takeover.gate(NETWORK), undefined);
   });
 
+  it('with a fresh config, keeps ADD waiting one interval, so a reservation host-local makes meanwhile (an ADD begun with the primary) is imported first', async () => {
+    const r = rig();
+    r.reserve('10.77.0.2', 'hl-a');
+    r.takeover.adopt(r.target, true);
+    await waitFor('the first pass', async () => ((await r.holder('10.77.0.2')) === 'hl-a' ? true : undefined));
+    assert.match(r.takeover.gate(NETWORK) ?? '', /not imported yet/, 'the first pass does not open the gate');
+    r.reserve('10.77.0.3', 'in-flight'); // the runtime's ADD that began before it loaded Warren's config
+    r.clock.advance(5_000);
+    await imported(r);
+    assert.equal(await r.holder('10.77.0.3'), 'in-flight', 'imported before any ADD was served');
+    assert.equal(r.takeover.gate(NETWORK), undefined);
+  });
+
   it('imports a reservation host-local made after the takeover at the next rescan', async () => {
     const r = rig();
     r.takeover.adopt(r.target);
