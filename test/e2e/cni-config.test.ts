@@ -48,6 +48,8 @@ describe('an agent that manages the CNI config', () => {
     assert.equal(conf.cniVersion, '1.0.0', 'capped at --cni-version-max (default 1.0.0)');
     const ipam = conf.plugins[0]?.ipam as Record<string, unknown>;
     assert.equal(ipam.socket, agent.socket, "the agent's own socket, so the plugin finds it");
+    // A range taken over from host-local is served once its reservations are imported (issue 24).
+    await waitFor('the import', async () => ((await status(agent as AgentHandle)).cniConfig?.takeover?.[0]?.imported === true ? true : undefined));
     // As libcni hands the main plugin over: its object with the list's name and version.
     const add = await warren({ command: 'ADD', containerID: 'cfg1', netns: '/x', ifname: 'eth0', config: { ...conf.plugins[0], name: conf.name, cniVersion: conf.cniVersion } });
     assert.equal(add.code, 0, add.stdout + add.stderr);
