@@ -134,6 +134,8 @@ describe('Warren\'s CNI config under containerd\'s CRI', { skip }, () => {
 
   it('gives a sandbox an address from Warren with the pod\'s identity, and both of containerd\'s DELs release it', async () => {
     await waitFor('containerd to load Warren\'s config', async () => ((await containerd.cri.status()).lastCniLoadStatus === 'OK' ? true : undefined), DEADLINE_MS);
+    // The range is served once host-local's reservations are imported (issue 24).
+    await waitFor('the host-local import', async () => ((await status()).cniConfig?.takeover?.[0]?.imported === true ? true : undefined), DEADLINE_MS);
     assert.equal(output()?.['warren.generated'].from, PRIMARY);
     const pod = await runPod();
     assert.match(pod.ip, /^10\.243\.1\.\d+$/);
