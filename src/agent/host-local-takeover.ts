@@ -78,6 +78,8 @@ export class HostLocalTakeover {
   readonly #adopted = new Map<string, Adopted>();
   readonly #task: PeriodicTask<void>;
   #handedBack: string | undefined;
+  /** handBack's own last import runs although the node is being handed back. */
+  #finalImport = false;
   readonly #rescanMs: number;
 
   constructor(options: HostLocalTakeoverOptions) {
@@ -142,7 +144,10 @@ export class HostLocalTakeover {
   /** Gives every taken-over range back to host-local; see the module header. */
   async handBack(reason: string): Promise<HandBackReport[]> {
     this.#handedBack = reason;
-    await this.#task.runNow().catch(() => undefined);
+    // One more import (ADD is refused already): what host-local reserved last is handed back too.
+    this.#finalImport = true;
+    await this.#task.runNow().catch((error: unknown) => this.#o.logger.warn({ err: error }, 'the last import of host-local reservations before the hand-back failed'));
+    this.#finalImport = false;
     const reports: HandBackReport[] = [];
     for (const { target } of this.#adopted.values()) reports.push(await this.#handBack(target));
     return reports;
@@ -169,7 +174,7 @@ export class HostLocalTakeover {
   }
 
   async #importAll(): Promise<void> {
-    if (this.#handedBack !== undefined) return;
+    if (this.#handedBack !== undefined && !this.#finalImport) return;
     const startedAt = this.#o.clock.now();
     for (const a of [...this.#adopted.values()]) {
       const before = new Set(a.problems.values());

@@ -149,7 +149,7 @@ describe('taking host-local\'s range over', () => {
     assert.equal(await r.holder('10.77.1.7'), undefined);
   });
 
-  it('hands back: a reservation for every address held, stale ones removed, and a later release takes its file with it', async () => {
+  it('hands back: a reservation for every address held (one host-local made last imported first, never removed), stale ones removed, and a later release takes its file with it', async () => {
     const r = rig();
     r.reserve('10.77.0.2', 'hl-a');
     r.reserve('10.77.0.3', 'hl-gone');
@@ -158,11 +158,12 @@ describe('taking host-local\'s range over', () => {
     const [w] = await r.allocator.allocate({ owner: { network: NETWORK, containerID: 'w1', ifname: 'eth0' }, ranges: r.target.ranges });
     const mine = w?.allocation.address as string;
     await r.allocator.release({ network: NETWORK, containerID: 'hl-gone', ifname: 'eth0' }); // its pod went while Warren served
+    r.reserve('10.77.0.9', 'late-hl'); // made since the last rescan: imported by the hand-back, not removed
     const [report] = await r.takeover.handBack('handed back for the test');
-    assert.deepEqual({ ...report, problems: [...(report?.problems ?? [])] }, { network: NETWORK, dataDir: r.dir, written: 1, kept: 1, removed: 1, problems: [] });
+    assert.deepEqual({ ...report, problems: [...(report?.problems ?? [])] }, { network: NETWORK, dataDir: r.dir, written: 1, kept: 2, removed: 1, problems: [] });
     assert.equal(r.takeover.gate(NETWORK), 'handed back for the test');
     assert.equal(r.takeover.gate('othernet'), 'handed back for the test', 'every ADD is refused');
-    assert.deepEqual(readdirSync(r.dir).filter((n) => n.startsWith('10.')).sort(), ['10.77.0.2', mine].sort());
+    assert.deepEqual(readdirSync(r.dir).filter((n) => n.startsWith('10.')).sort(), ['10.77.0.2', '10.77.0.9', mine].sort());
     assert.equal(readFileSync(join(r.dir, mine), 'utf8'), 'w1\r\neth0');
     // A DEL still reaching Warren: the release removes host-local's reservation of the same owner.
     r.takeover.released(await r.allocator.release({ network: NETWORK, containerID: 'w1', ifname: 'eth0' }));
