@@ -100,6 +100,7 @@ export const PLUGIN_INPUTS: readonly string[] = [
   'src/api/limits.ts',
   'src/api/socket.ts',
   'src/cni/args.ts',
+  'src/cni/config-limits.ts',
   'src/cni/config-values.ts',
   'src/cni/errors.ts',
   'src/cni/ipam-config.ts',

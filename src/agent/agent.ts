@@ -18,6 +18,8 @@ import { WarrenError, messageOf } from '../core/errors.ts';
 import { CniService } from './cni-service.ts';
 import { warmUp } from './warm-up.ts';
 import { CniConfigManager, readinessProblem } from './cni-config-manager.ts';
+import { HostLocalTakeover } from './host-local-takeover.ts';
+import { NodeHandBack } from './node-hand-back.ts';
 import { DEFAULT_SOCKET } from '../api/socket.ts';
 import { DEFAULT_JOURNAL_DIR } from '../cni/journal-dir.ts';
 import { Allocator } from '../allocator/allocator.ts';
@@ -34,6 +36,8 @@ import { CommitHealth } from './commit-health.ts';
 import { WARREN_VERSION } from './version.ts';
 import { doctorFacts } from './doctor-facts.ts';
 import { NetnsObserver } from '../sources/netns.ts';
+import type { DashboardData } from '../api/dashboard.ts';
+import type { Allocation } from '../ipam/allocation.ts';
 import type { MetricsEndpointStatus } from '../api/status.ts';
 import { DASHBOARD_ASSETS, renderDashboardBody, renderDashboardPage } from './dashboard/page.ts';
 import { createMetricsServer, listenMetrics } from './metrics/http-server.ts';
@@ -65,6 +69,8 @@ export class Agent {
   #releases: ReleaseWiring | undefined;
   /** Keeps Warren's config in the CNI conf dir, when told to. */
   #cniConfig: CniConfigManager | undefined;
+  /** `warren uninstall`: set once the node was handed back (now or before this start). */
+  #handBack: NodeHandBack | undefined;
   /** Stops the sources, the reconcile pass, the cluster chores and the config manager. */
   #abort = new AbortController();
   /** Health, metrics and the dashboard, on their TCP address; undefined when off. */
@@ -128,7 +134,12 @@ export class Agent {
                 ready: () => service.readiness().then(() => true, () => false),
               },
             });
-      const telemetry = fanOut(history, metrics ?? NO_TELEMETRY);
+      const handBack = new NodeHandBack(o.stateDir, this.#clock);
+      this.#handBack = handBack;
+      // Built before the allocator exists, told of it below: releases must reach it (hand-back).
+      let takeover: HostLocalTakeover | undefined;
+      const takeoverTelemetry = { ...NO_TELEMETRY, released: (_source: unknown, allocations: readonly Allocation[]) => takeover?.released(allocations) };
+      const telemetry = fanOut(history, metrics ?? NO_TELEMETRY, takeoverTelemetry);
       // Counting commits costs a clock read per commit: only when someone can read the figures.
       // Readiness follows the commits the allocator makes, not only the ping (commit-health.ts).
       const commits = new CommitHealth(this.#clock);
@@ -153,9 +164,15 @@ export class Agent {
       const releases = new ReleaseWiring(o, { store, allocator, clock: this.#clock, logger: this.#logger, errors, telemetry, onFailure: (error) => this.#fail(error) });
       this.#releases = releases;
       const { reconciler, containerd, kubernetes, plugins } = releases;
-      const cniConfig = o.manageCniConfig ? this.#configManager() : undefined;
+      if (o.manageCniConfig || handBack.reason() !== undefined) {
+        takeover = new HostLocalTakeover({ allocator, store, node: o.nodeName, clock: this.#clock, logger: this.#logger });
+        const handedBack = handBack.reason();
+        if (handedBack !== undefined) takeover.restoreHandedBack(handedBack, handBack.targets());
+        takeover.start(this.#abort.signal);
+      }
+      const cniConfig = o.manageCniConfig ? this.#configManager(store, takeover, handBack.reason()) : undefined;
       this.#cniConfig = cniConfig;
-      const notReady = (): string | undefined => readinessProblem(o.readinessIndicatorFile);
+      const notReady = (): string | undefined => handBack.reason() ?? readinessProblem(o.readinessIndicatorFile);
       // Set by #serveMetrics before the socket listens, so before anyone can ask.
       const metricsEndpoint = o.metricsAddress === undefined ? {} : { metrics: () => this.#metricsStatus as MetricsEndpointStatus };
       const service = new AgentService({
@@ -171,6 +188,12 @@ export class Agent {
         commits,
         ...(cniConfig === undefined ? {} : { cniConfig: () => cniConfig.status() }),
         ...(plugins === undefined ? {} : { plugins }),
+        // Without the config manager nothing would remove the config naming Warren: refusing ADD
+        // for good would then fail every pod start on the node.
+        uninstall: async () => {
+          if (cniConfig === undefined) throw new WarrenError('BAD_REQUEST', "this agent does not manage the node's CNI config (--manage-cni-config off): there is no config of its own to hand back; remove the config that names warren, then the plugin");
+          return handBack.uninstall(takeover, cniConfig);
+        },
         telemetry,
         history,
         ...metricsEndpoint,
@@ -189,7 +212,7 @@ export class Agent {
       const cni = new CniService({
         allocator,
         readiness: () => service.readiness(),
-        addGate: notReady,
+        addGate: (network) => notReady() ?? takeover?.gate(network),
         storeKind: clustered ? 'etcd' : 'sqlite',
         clock: this.#clock,
         gcGraceMs: o.gcGraceSeconds * 1000,
@@ -264,7 +287,7 @@ export class Agent {
     }
   }
 
-  #configManager(): CniConfigManager {
+  #configManager(store: Store, takeover: HostLocalTakeover | undefined, handedBack: string | undefined): CniConfigManager {
     const o = this.options;
     const socket = unlessDefault(o.socket, DEFAULT_SOCKET);
     const journalDir = unlessDefault(o.journalDir, DEFAULT_JOURNAL_DIR);
@@ -275,6 +298,9 @@ export class Agent {
       ...(o.readinessIndicatorFile === undefined ? {} : { readinessIndicator: o.readinessIndicatorFile }),
       cniVersionMax: o.cniVersionMax,
       cleanupOnExit: o.cleanupConfigOnExit,
+      holdsAddresses: async (network) => (await store.list({ network, node: o.nodeName })).length > 0,
+      ...(takeover === undefined ? {} : { takeover }),
+      ...(handedBack === undefined ? {} : { handedBack }),
       ...(socket === undefined ? {} : { socket }),
       ...(journalDir === undefined ? {} : { journalDir }),
       clock: this.#clock,
@@ -340,6 +366,16 @@ export class Agent {
     const store = this.#store;
     this.#store = undefined;
     await step('the store', () => store?.close());
+    // A node handed back keeps nothing of Warren's but the mark (node-hand-back.ts); its lock files
+    // go while they are still held, so no agent can take a lock on a file about to vanish.
+    const handBack = this.#handBack;
+    this.#handBack = undefined;
+    if (handBack?.reason() !== undefined) {
+      const ownDatabase = this.#injectedStore === undefined && this.options.store === 'sqlite';
+      await step('removing the handed-back state', () =>
+        handBack.removeState({ ...(ownDatabase ? { database: this.options.database } : {}), journalDir: this.options.journalDir }),
+      );
+    }
     const lock = this.#lock;
     this.#lock = undefined;
     await step('the instance lock', () => lock?.release());

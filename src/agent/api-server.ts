@@ -50,6 +50,7 @@ export function agentApi(cni: CniService, service: AgentService): AgentApi {
     forgetNode: (request) => service.forgetNode(request.node),
     plugins: async () => service.plugins(),
     doctor: () => service.doctor(),
+    uninstall: () => service.uninstall(),
   };
 }
 

@@ -13,21 +13,35 @@
  * - Warren never takes its own output for a primary: its file name is skipped, and so is any file
  *   carrying the generated marker (an output left under another name by an earlier run).
  * - A file at Warren's name that Warren did not write is never overwritten or removed.
- * - While the readiness indicator is missing, Warren's file is removed and `notReady()` says why
- *   (STATUS answers 50, ADD 11); when it returns, the file is written again.
+ * - Fails closed: nothing here removes Warren's file in a way that lets the primary's IPAM hand
+ *   out Warren's addresses. While the readiness indicator is missing, Warren's file stays first
+ *   (and is written as usual) and `notReady()` says why, so STATUS answers 50 and ADD 11 with the
+ *   reason. `--cleanup-config-on-exit` removes the file on a clean stop only when Warren holds no
+ *   address of its network (then the primary's IPAM has nothing of Warren's to hand out twice).
+ *   Only handBack (`warren uninstall`, after host-local's reservations were written) removes it
+ *   for good; nothing is written after that.
+ * - A host-local primary is adopted by the takeover (agent/host-local-takeover.ts) before
+ *   Warren's file is written from it, so its reservations are imported before any ADD is served.
+ * - Files of the conf dir are read bounded and non-blocking, and only when regular
+ *   (core/bounded-read.ts): a FIFO, a device or a symlink to one is reported, never opened for a
+ *   blocking read.
  * - One pass at a time, synchronous: a change that arrives during a pass causes another pass.
  *   A pass that throws leaves the state `failed` with why; it never throws out of `poke`/`start`.
  */
-import { type Stats, existsSync, readFileSync, readdirSync, statSync, unlinkSync } from 'node:fs';
-import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
+import { existsSync, unlinkSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import type { Logger } from 'pino';
 import { fsyncDirectory, writeFileAtomic } from '../core/atomic-file.ts';
 import type { Clock } from '../core/clock.ts';
 import { DirectoryWatcher } from '../core/dir-watcher.ts';
 import { messageOf } from '../core/errors.ts';
+import { type BoundedRead, readRegularFile, unreadReason } from '../core/bounded-read.ts';
+import { MAX_CONFIG_BYTES } from '../cni/config-limits.ts';
 import { DEFAULT_OUTPUT_NAME, type Derivation, deriveConfig, isConfigName, isGeneratedConfig } from '../cni/derived-config.ts';
+import { findPrimary, primaryPath, shadowing } from './conf-dir-listing.ts';
 import type { CniVersion } from '../cni/spec.ts';
-import type { CniConfigStatus } from '../api/status.ts';
+import type { CniConfigStatus, TakeoverStatus } from '../api/status.ts';
+import type { HostLocalTarget } from './host-local-takeover.ts';
 
 export interface CniConfigManagerOptions {
   readonly confDir: string;
@@ -35,11 +49,17 @@ export interface CniConfigManagerOptions {
   readonly primaryConfig?: string;
   /** How long to wait for a primary before reporting that there is none, ms. */
   readonly primaryWaitMs: number;
-  /** While this file is missing, Warren's config is removed and the agent is not ready. */
+  /** While this file is missing the agent is not ready (Warren's config stays: it fails closed). */
   readonly readinessIndicator?: string;
   readonly cniVersionMax: CniVersion;
-  /** Remove Warren's file when the agent stops cleanly. */
+  /** Remove Warren's file when the agent stops cleanly, if Warren holds no address of its network. */
   readonly cleanupOnExit: boolean;
+  /** Whether Warren holds an address of `network` on this node (for cleanupOnExit); absent: assume it does. */
+  readonly holdsAddresses?: (network: string) => Promise<boolean>;
+  /** Told of a host-local primary before Warren's file is written from it. */
+  readonly takeover?: { adopt(target: HostLocalTarget, fresh: boolean): void; status(): TakeoverStatus[] };
+  /** The node was handed back (`warren uninstall`) before this start: write nothing. */
+  readonly handedBack?: string;
   /** Written into the IPAM section so the plugin finds this agent (when not the plugin's defaults). */
   readonly socket?: string;
   readonly journalDir?: string;
@@ -49,10 +69,8 @@ export interface CniConfigManagerOptions {
   readonly rescanMs?: number;
 }
 
-/** Largest primary read: a CNI config is a few kilobytes. */
-const MAX_PRIMARY_BYTES = 1 << 20;
-
-type Primary = { readonly path: string; readonly name: string } | undefined;
+/** Largest config read: what the plugin reads (a CNI config is a few kilobytes). */
+const MAX_PRIMARY_BYTES = MAX_CONFIG_BYTES;
 
 /** The readiness problem of an indicator file, or undefined when it is there. */
 export function readinessProblem(indicator: string | undefined): string | undefined {
@@ -87,9 +105,12 @@ export class CniConfigManager {
   #again = false;
   #loops: Promise<void>[] = [];
   readonly #passListeners = new Set<() => void>();
+  /** Set by handBack (or given at start): nothing is written any more. */
+  #handedBack: string | undefined;
 
   constructor(options: CniConfigManagerOptions) {
     this.#o = options;
+    this.#handedBack = options.handedBack;
     this.#output = join(options.confDir, DEFAULT_OUTPUT_NAME);
     this.#startedAt = options.clock.now();
   }
@@ -103,7 +124,7 @@ export class CniConfigManager {
       watched.set(dir, [...(watched.get(dir) ?? []), include]);
     };
     watch(this.#o.confDir, (name) => isConfigName(name));
-    const primary = this.#o.primaryConfig === undefined ? undefined : this.#primaryPath(this.#o.primaryConfig);
+    const primary = this.#o.primaryConfig === undefined ? undefined : primaryPath(this.#o.confDir, this.#o.primaryConfig);
     if (primary !== undefined) watch(dirname(primary), (name) => name === basename(primary));
     const indicator = this.#o.readinessIndicator;
     if (indicator !== undefined) watch(dirname(indicator), (name) => name === basename(indicator));
@@ -127,10 +148,45 @@ export class CniConfigManager {
     this.poke();
   }
 
-  /** Resolves when every watch has ended; removes Warren's file first when told to clean up. */
+  /**
+   * Resolves when every watch has ended. With --cleanup-config-on-exit, removes Warren's file when
+   * Warren holds no address of its network: with addresses held, the primary's IPAM would hand
+   * them out again, so the file stays (`warren uninstall` hands a node back).
+   */
   async stopped(): Promise<void> {
     await Promise.all(this.#loops);
-    if (this.#o.cleanupOnExit) this.#removeOutput('the agent stopped (--cleanup-config-on-exit on)');
+    if (!this.#o.cleanupOnExit || this.#handedBack !== undefined) return;
+    const current = this.#readOutput();
+    if (current.kind !== 'read' || !isGeneratedConfig(current.text)) return;
+    const network = networkOf(current.text);
+    let holds = true;
+    try {
+      holds = network === undefined || this.#o.holdsAddresses === undefined || (await this.#o.holdsAddresses(network));
+    } catch (error) {
+      this.#o.logger.warn({ err: error }, 'could not tell whether Warren holds addresses; keeping its config');
+    }
+    if (holds) {
+      this.#o.logger.warn({ output: this.#output, network }, `kept ${basename(this.#output)} although --cleanup-config-on-exit is on: Warren holds addresses of network ${network ?? '?'}, which the primary's IPAM would hand out again (run \`warren uninstall\` to hand the node back)`);
+      return;
+    }
+    this.#removeOutput('the agent stopped holding no address of its network (--cleanup-config-on-exit on)');
+  }
+
+  /**
+   * `warren uninstall`, once host-local's reservations are written: removes Warren's file (only
+   * if Warren wrote it) and writes nothing from now on. Whether a file of Warren's was removed.
+   */
+  handBack(reason: string): boolean {
+    this.#handedBack = reason;
+    const current = this.#readOutput();
+    const ours = current.kind === 'read' && isGeneratedConfig(current.text);
+    if (ours) this.#removeOutput(reason);
+    this.#set('handed-back', reason);
+    return ours && !existsSync(this.#output);
+  }
+
+  get output(): string {
+    return this.#output;
   }
 
   /** Why the agent is not ready because of the readiness indicator; undefined when it is. */
@@ -198,25 +254,28 @@ export class CniConfigManager {
         : { lastWrite: { at: new Date(this.#lastWrite.at).toISOString(), from: this.#lastWrite.from, sha256: this.#lastWrite.sha256 } }),
       writes: this.#writes,
       ...(this.#o.readinessIndicator === undefined ? {} : { readinessIndicator: { path: this.#o.readinessIndicator, present: this.notReady() === undefined } }),
+      ...(this.#o.takeover === undefined || this.#o.takeover.status().length === 0 ? {} : { takeover: this.#o.takeover.status() }),
     };
   }
 
-  #primaryPath(given: string): string {
-    return isAbsolute(given) ? given : resolve(this.#o.confDir, given);
-  }
 
   #pass(): void {
-    const notReady = this.notReady();
-    if (notReady !== undefined) {
-      this.#removeOutput(notReady);
-      this.#set('not-ready', notReady);
+    if (this.#handedBack !== undefined) {
+      this.#set('handed-back', this.#handedBack);
       return;
     }
-    this.#shadowedBy = this.#shadowing();
-    const primary = this.#findPrimary();
+    this.#derivePass();
+    // Not ready fails closed: Warren's file stays first (written as usual), ADD answers 11.
+    const notReady = this.notReady();
+    if (notReady !== undefined) this.#set('not-ready', this.#state === 'current' || this.#problem === undefined ? notReady : `${notReady}; ${this.#problem}`);
+  }
+
+  #derivePass(): void {
+    this.#shadowedBy = shadowing(this.#o.confDir, this.#output);
+    const primary = findPrimary(this.#o.confDir, this.#output, this.#o.primaryConfig);
     if (primary === undefined) {
       this.#primary = undefined;
-      const where = this.#o.primaryConfig === undefined ? `no CNI config in ${this.#o.confDir} other than Warren's` : `primary config ${this.#primaryPath(this.#o.primaryConfig)} is missing`;
+      const where = this.#o.primaryConfig === undefined ? `no CNI config in ${this.#o.confDir} other than Warren's` : `primary config ${primaryPath(this.#o.confDir, this.#o.primaryConfig)} is missing`;
       const wait = Math.round(this.#o.primaryWaitMs / 1000);
       const haveGood = this.#lastGood !== undefined || this.#outputIsOurs();
       if (!haveGood && !this.#waitExpired) {
@@ -229,9 +288,9 @@ export class CniConfigManager {
     this.#primary = primary.path;
     let text: string;
     try {
-      const stat = statSync(primary.path);
-      if (stat.size > MAX_PRIMARY_BYTES) throw new Error(`larger than ${MAX_PRIMARY_BYTES} bytes`);
-      text = readFileSync(primary.path, 'utf8');
+      const read = readRegularFile(primary.path, MAX_PRIMARY_BYTES);
+      if (read.kind !== 'read') throw new Error(unreadReason(read));
+      text = read.text;
     } catch (error) {
       this.#keepLastGood(`${primary.name}: cannot be read (${messageOf(error)})`);
       return;
@@ -249,11 +308,16 @@ export class CniConfigManager {
     }
     this.#network = derived.network;
     this.#notes = derived.notes;
-    const current = this.#readOutput();
-    if (current !== undefined && !isGeneratedConfig(current)) {
+    const read = this.#readOutput();
+    if (read.kind !== 'missing' && (read.kind !== 'read' || !isGeneratedConfig(read.text))) {
       this.#set('stale', `${this.#output} exists and was not written by Warren; it is left alone and nothing is written`);
       return;
     }
+    const current = read.kind === 'read' ? read.text : undefined;
+    // Before the file names this range: no ADD is served from it until host-local's reservations are in.
+    // Fresh: the runtime used the primary for this network until now (no file of Warren's naming it).
+    const fresh = current === undefined || networkOf(current) !== derived.network;
+    if (derived.hostLocal !== undefined) this.#o.takeover?.adopt({ network: derived.network, dataDir: derived.hostLocal.dataDir, ranges: derived.hostLocal.ranges }, fresh);
     if (current !== derived.text) {
       if (!this.#write(derived.text, primary.path, derived.primarySha256)) return;
       this.#o.logger.info(
@@ -283,8 +347,9 @@ export class CniConfigManager {
    */
   #keepLastGood(problem: string): void {
     const good = this.#lastGood;
-    const current = this.#readOutput();
-    if (good !== undefined && current === undefined) {
+    const read = this.#readOutput();
+    const current = read.kind === 'read' ? read.text : undefined;
+    if (good !== undefined && read.kind === 'missing') {
       if (!this.#write(good.text, good.from, good.sha256)) return;
       this.#o.logger.info({ output: this.#output }, `put the last good ${basename(this.#output)} back`);
     }
@@ -292,62 +357,18 @@ export class CniConfigManager {
     this.#set('stale', `${problem}; ${kept}`);
   }
 
-  /** The primary: the named one, or the lexically first config in the conf dir that is not Warren's. */
-  #findPrimary(): Primary {
-    if (this.#o.primaryConfig !== undefined) {
-      const path = this.#primaryPath(this.#o.primaryConfig);
-      return existsSync(path) ? { path, name: basename(path) } : undefined;
-    }
-    for (const name of this.#configNames()) {
-      const path = join(this.#o.confDir, name);
-      if (this.#isWarrens(path)) continue;
-      return { path, name };
-    }
-    return undefined;
-  }
-
-  /** Config names in the conf dir, in the order the runtime considers them. */
-  #configNames(): string[] {
+  /** Warren's file as it is; anything but a regular file there is not Warren's. */
+  #readOutput(): BoundedRead {
     try {
-      return readdirSync(this.#o.confDir)
-        .filter(isConfigName)
-        .sort()
-        .filter((name) => {
-          const stat = statOrUndefined(join(this.#o.confDir, name));
-          return stat !== undefined && !stat.isDirectory();
-        });
-    } catch {
-      return [];
-    }
-  }
-
-  #isWarrens(path: string): boolean {
-    if (path === this.#output) return true;
-    try {
-      return statSync(path).size <= MAX_PRIMARY_BYTES && isGeneratedConfig(readFileSync(path, 'utf8'));
-    } catch {
-      return false;
-    }
-  }
-
-  /** A config the runtime would load before Warren's (it sorts first), if any. */
-  #shadowing(): string | undefined {
-    const mine = basename(this.#output);
-    const first = this.#configNames().find((name) => name !== mine);
-    return first !== undefined && first < mine ? first : undefined;
-  }
-
-  #readOutput(): string | undefined {
-    try {
-      return readFileSync(this.#output, 'utf8');
-    } catch {
-      return undefined;
+      return readRegularFile(this.#output, MAX_PRIMARY_BYTES);
+    } catch (error) {
+      return { kind: 'not-regular', what: `unreadable (${messageOf(error)})` };
     }
   }
 
   #outputIsOurs(): boolean {
-    const text = this.#readOutput();
-    return text !== undefined && isGeneratedConfig(text);
+    const read = this.#readOutput();
+    return read.kind === 'read' && isGeneratedConfig(read.text);
   }
 
   /** Removes Warren's file, only if Warren wrote it. */
@@ -376,9 +397,11 @@ export class CniConfigManager {
   }
 }
 
-function statOrUndefined(path: string): Stats | undefined {
+/** The network name a config's text carries, if any. */
+function networkOf(text: string): string | undefined {
   try {
-    return statSync(path);
+    const name = (JSON.parse(text) as { name?: unknown }).name;
+    return typeof name === 'string' ? name : undefined;
   } catch {
     return undefined;
   }

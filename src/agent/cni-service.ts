@@ -12,8 +12,8 @@
  * - GC spares allocations younger than the grace: the runtime lists its attachments before it
  *   calls GC, and an ADD that commits in between is not on the list but is in use. It judges only
  *   the asking runtime's attachments: never what a registered adapter answers for (allocator/gc.ts).
- * - STATUS answers 50 while the agent cannot serve ADD (readiness); while the readiness indicator
- *   is missing ADD answers 11 with the reason.
+ * - STATUS answers 50 while the agent cannot serve ADD (readiness); while the add gate says why
+ *   ADD must wait (readiness indicator, host-local import, hand-back) ADD answers 11 with the reason.
  * - Whereabouts keys Warren accepts but does not act on are reported once per network.
  */
 import { type Clock, systemClock } from '../core/clock.ts';
@@ -38,10 +38,11 @@ export interface CniServiceOptions {
   /** Throws a NOT_READY WarrenError when ADD cannot be served. */
   readonly readiness: () => Promise<void>;
   /**
-   * Why ADD must wait, checked before every ADD without a round trip (the readiness indicator is
-   * missing); undefined when it need not. ADD then answers try-again (11) with the reason.
+   * Why ADD of `network` must wait, checked before every ADD without a round trip (the readiness
+   * indicator is missing, the network's host-local reservations are not imported yet, the node was
+   * handed back); undefined when it need not. ADD then answers try-again (11) with the reason.
    */
-  readonly addGate?: () => string | undefined;
+  readonly addGate?: (network: string) => string | undefined;
   /** The store the agent runs on; a network config that names another is refused. */
   readonly storeKind?: StoreKind;
   readonly clock?: Clock;
@@ -82,7 +83,7 @@ type ConfiguredCommand = Exclude<CniCommand, 'VERSION'>;
 export class CniService {
   readonly #allocator: Allocator;
   readonly #readiness: () => Promise<void>;
-  readonly #addGate: (() => string | undefined) | undefined;
+  readonly #addGate: ((network: string) => string | undefined) | undefined;
   readonly #storeKind: StoreKind | undefined;
   readonly #clock: Clock;
   readonly #gcGraceMs: number;
@@ -181,7 +182,7 @@ export class CniService {
   async #add(env: CniEnv, conf: NetConf): Promise<CniOutcome> {
     // No store probe here: it would cost a round trip per ADD, and a store that cannot serve
     // fails the allocation itself with TRY_AGAIN (code 11) naming the store.
-    const gated = this.#addGate?.();
+    const gated = this.#addGate?.(conf.name);
     if (gated !== undefined) throw new WarrenError('TRY_AGAIN', gated);
     const args = parseCniArgs(env.args);
     const requested: IPAddress[] = [...conf.requested];

@@ -74,11 +74,11 @@ export interface AgentOptions {
   readonly primaryConfig?: string;
   /** Seconds to wait for a primary config before reporting there is none. */
   readonly primaryWaitSeconds: number;
-  /** While this file is missing the agent is not ready (STATUS 50, ADD 11) and Warren's config is removed. */
+  /** While this file is missing the agent is not ready (STATUS 50, ADD 11); Warren's config stays first. */
   readonly readinessIndicatorFile?: string;
   /** The newest cniVersion the runtime accepts; Warren's config is capped at it. */
   readonly cniVersionMax: CniVersion;
-  /** Remove Warren's config when the agent stops cleanly. */
+  /** Remove Warren's config when the agent stops cleanly and holds no address of its network. */
   readonly cleanupConfigOnExit: boolean;
   /** Where plugins (runtime adapters) register with a unix socket; undefined: the registry is off. */
   readonly pluginsDir?: string;

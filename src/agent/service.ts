@@ -14,7 +14,7 @@ import type { Allocation } from '../ipam/allocation.ts';
 import type { Allocator } from '../allocator/allocator.ts';
 import { isBlockKey, rangePoolOfKey } from '../ipam/blocks.ts';
 import type { AllocationFilter, Store } from '../store/store.ts';
-import type { AgentStatus, CniConfigStatus, ContainerdStatus, KubernetesStatus, MetricsEndpointStatus, PluginsStatus, ReconcilerStatus } from '../api/status.ts';
+import type { AgentStatus, UninstallReport, CniConfigStatus, ContainerdStatus, KubernetesStatus, MetricsEndpointStatus, PluginsStatus, ReconcilerStatus } from '../api/status.ts';
 import type { AllocationQuery, AuditReport, ForgetNodeResponse, NodeReport, PoolReport, ReleaseRequest, ReleaseResponse } from '../api/protocol.ts';
 import type { DashboardData } from '../api/dashboard.ts';
 import type { DoctorFacts } from '../api/doctor.ts';
@@ -50,6 +50,8 @@ export interface AgentServiceOptions {
   readonly metrics?: () => MetricsEndpointStatus;
   /** The agent's own setup, for `warren doctor`. */
   readonly doctor?: () => Promise<DoctorFacts>;
+  /** `warren uninstall`: hands the node back to the primary's IPAM (node-hand-back.ts). */
+  readonly uninstall?: () => Promise<UninstallReport>;
 }
 
 export class AgentService {
@@ -150,6 +152,12 @@ export class AgentService {
   async doctor(): Promise<DoctorFacts> {
     if (this.#o.doctor === undefined) throw new WarrenError('BAD_REQUEST', 'this agent does not report its setup');
     return this.#o.doctor();
+  }
+
+  /** `warren uninstall`: hands the node back (agent/node-hand-back.ts). */
+  async uninstall(): Promise<UninstallReport> {
+    if (this.#o.uninstall === undefined) throw new WarrenError('BAD_REQUEST', 'this agent cannot hand its node back');
+    return this.#o.uninstall();
   }
 
   /** Every socket the plugin registry knows, with its state. */

@@ -164,10 +164,10 @@ const TABLE = {
   readinessIndicatorFile: {
     flag: 'readiness-indicator-file',
     env: 'WARREN_READINESS_INDICATOR_FILE',
-    about: "while this file is missing the agent is not ready (CNI STATUS 50, ADD 11) and Warren's config is removed",
+    about: "while this file is missing the agent is not ready (CNI STATUS 50, ADD 11); Warren's config stays first (fails closed)",
   },
   cniVersionMax: { flag: 'cni-version-max', env: 'WARREN_CNI_VERSION_MAX', about: "newest cniVersion the runtime accepts (containerd 1.6 and 1.7: 1.0.0); Warren's config is capped at it", default: '1.0.0' },
-  cleanupConfigOnExit: { flag: 'cleanup-config-on-exit', env: 'WARREN_CLEANUP_CONFIG_ON_EXIT', about: "on: remove Warren's config when the agent stops cleanly, or off", default: 'off' },
+  cleanupConfigOnExit: { flag: 'cleanup-config-on-exit', env: 'WARREN_CLEANUP_CONFIG_ON_EXIT', about: "on: remove Warren's config when the agent stops cleanly and holds no address of its network (else it stays; `warren uninstall` hands a node back), or off", default: 'off' },
   pluginsDir: {
     flag: 'plugins-dir',
     env: 'WARREN_PLUGINS_DIR',

@@ -10,7 +10,7 @@ import { requestJson } from '../core/unix-http.ts';
 import { agentPeer, callCni } from './cni-call.ts';
 import { errorFromAnswer } from './errors.ts';
 import type { AgentApi, Allocation, AllocationQuery, AuditReport, AuditRequest, CniOutcome, CniRequest, ForgetNodeRequest, ForgetNodeResponse, NodeReport, PoolReport, ReleaseRequest, ReleaseResponse } from './protocol.ts';
-import type { AgentStatus, PluginsStatus, ReconcilerStatus } from './status.ts';
+import type { AgentStatus, PluginsStatus, ReconcilerStatus, UninstallReport } from './status.ts';
 import type { DoctorFacts } from './doctor.ts';
 import { type HttpMethod, PATHS } from './routes.ts';
 
@@ -74,6 +74,10 @@ export class ApiClient implements AgentApi {
 
   doctor(): Promise<DoctorFacts> {
     return this.#call('GET', PATHS.doctor);
+  }
+
+  uninstall(): Promise<UninstallReport> {
+    return this.#call('POST', PATHS.uninstall, {});
   }
 
   /** The answer's body as the route's type: the agent is the other half of this contract. */

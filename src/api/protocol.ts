@@ -16,7 +16,7 @@
 import type { CniErrorObject } from '../cni/errors.ts';
 import type { Allocation } from '../ipam/allocation.ts';
 import type { DoctorFacts } from './doctor.ts';
-import type { AgentStatus, PluginsStatus, ReconcilerStatus } from './status.ts';
+import type { AgentStatus, PluginsStatus, ReconcilerStatus, UninstallReport } from './status.ts';
 
 export type { Allocation };
 
@@ -182,4 +182,5 @@ export interface AgentApi {
   forgetNode(request: ForgetNodeRequest): Promise<ForgetNodeResponse>;
   plugins(): Promise<PluginsStatus>;
   doctor(): Promise<DoctorFacts>;
+  uninstall(): Promise<UninstallReport>;
 }

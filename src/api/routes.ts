@@ -20,6 +20,7 @@
  *   POST /v1/nodes/forget {node}                        -> ForgetNodeResponse (refused while alive)
  *   GET  /v1/plugins                                    -> PluginsStatus (BAD_REQUEST when the registry is off)
  *   GET  /v1/doctor                                     -> DoctorFacts (the agent's own setup, for `warren doctor`)
+ *   POST /v1/uninstall    {}                            -> UninstallReport (hands the node back: `warren uninstall`)
  *
  * Parsing checks shape only (fields, types, no unknown fields) and refuses with BAD_REQUEST naming
  * the field; what the values mean (is it an address, is the node alive) is the agent's to judge.
@@ -68,6 +69,7 @@ export const PATHS = {
   forgetNode: '/v1/nodes/forget',
   plugins: '/v1/plugins',
   doctor: '/v1/doctor',
+  uninstall: '/v1/uninstall',
 } as const;
 
 /** A row of the table: the parse and the run meet on one input type. */
@@ -94,6 +96,7 @@ export const ROUTES: readonly Route[] = [
   route('POST', PATHS.forgetNode, body(forgetNodeRequest), (api, input) => api.forgetNode(input)),
   route('GET', PATHS.plugins, nothing, (api) => api.plugins()),
   route('GET', PATHS.doctor, nothing, (api) => api.doctor()),
+  route('POST', PATHS.uninstall, body(emptyRequest), (api) => api.uninstall()),
 ];
 
 export type RouteMatch =
@@ -120,6 +123,14 @@ const { refuseUnknownFields } = validator((message) => new WarrenError('BAD_REQU
  */
 function cniRequest(value: unknown): CniRequest {
   return value as CniRequest;
+}
+
+/** A body that must say nothing: `{}` (or none). */
+function emptyRequest(value: unknown): undefined {
+  if (value === undefined || value === null) return undefined;
+  if (!isPlainObject(value)) throw new WarrenError('BAD_REQUEST', 'the request body must be a JSON object');
+  refuseUnknownFields(value, new Set<string>(), 'request');
+  return undefined;
 }
 
 export function allocationQuery(query: URLSearchParams): AllocationQuery {

@@ -52,7 +52,8 @@ export interface MetricsEndpointStatus {
  * or a pass threw (`problem` says which); the last file stays and the next change retries.
  */
 export interface CniConfigStatus {
-  readonly state: 'waiting' | 'current' | 'stale' | 'not-ready' | 'failed';
+  /** handed-back: `warren uninstall` gave the node back to the primary's IPAM; nothing is written. */
+  readonly state: 'waiting' | 'current' | 'stale' | 'not-ready' | 'failed' | 'handed-back';
   readonly confDir: string;
   /** Warren's file. */
   readonly output: string;
@@ -70,6 +71,45 @@ export interface CniConfigStatus {
   readonly lastWrite?: { readonly at: string; readonly from: string; readonly sha256: string };
   readonly writes: number;
   readonly readinessIndicator?: { readonly path: string; readonly present: boolean };
+  /** Ranges taken over from host-local: whether their reservations are imported, and what was skipped. */
+  readonly takeover?: readonly TakeoverStatus[];
+}
+
+/** One network taken over from host-local (agent/host-local-takeover.ts). */
+export interface TakeoverStatus {
+  readonly network: string;
+  /** host-local's data dir for the network. */
+  readonly dataDir: string;
+  /** Its reservations were imported once: ADD of the network is served. */
+  readonly imported: boolean;
+  /** Files skipped and conflicts of the last import, each naming the file. */
+  readonly problems?: readonly string[];
+  readonly handedBack?: true;
+}
+
+/** What handing one network back to host-local did. */
+export interface HandBackReport {
+  readonly network: string;
+  readonly dataDir: string;
+  /** Reservation files written for addresses Warren holds. */
+  readonly written: number;
+  /** Reservation files that already said what Warren holds. */
+  readonly kept: number;
+  /** Files of addresses in Warren's ranges that Warren no longer holds. */
+  readonly removed: number;
+  readonly problems: readonly string[];
+}
+
+/** What `warren uninstall` asked of the agent did (POST /v1/uninstall). */
+export interface UninstallReport {
+  /** When the node was handed back (ISO 8601); the same on a repeated call. */
+  readonly at: string;
+  readonly networks: readonly HandBackReport[];
+  /** Warren's config was removed from the conf dir (false: there was none of Warren's). */
+  readonly configRemoved: boolean;
+  readonly output?: string;
+  /** Where the agent keeps the mark that it handed the node back (survives restarts). */
+  readonly marker: string;
 }
 
 /** A list-then-watch of the Kubernetes API. Times are ISO 8601. */

@@ -18,7 +18,7 @@
  *   machine that has this Node; the default copies, because a node of the cluster has none.
  * Idempotent: installing again replaces each file whole with the same content.
  */
-import { closeSync, copyFileSync, constants, existsSync, fsyncSync, mkdirSync, openSync, realpathSync, renameSync, rmSync, statSync, symlinkSync, chmodSync } from 'node:fs';
+import { closeSync, copyFileSync, constants, existsSync, fsyncSync, lstatSync, mkdirSync, openSync, realpathSync, renameSync, rmSync, statSync, symlinkSync, chmodSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -123,6 +123,31 @@ function syncDirectory(dir: string): void {
     fsyncSync(fd);
   } finally {
     closeSync(fd);
+  }
+}
+
+/**
+ * Removes what `install` put into `cniBinDir`, in the reverse order: the forwarder first (the
+ * runtime runs nothing of Warren's after that), then the fallback directory. Only Warren's names
+ * are touched; what is missing is skipped. The removed paths, in order.
+ */
+export function uninstallPlugin(cniBinDir: string): string[] {
+  const dir = resolve(cniBinDir);
+  const removed: string[] = [];
+  for (const path of [join(dir, INSTALLED.forwarder), join(dir, INSTALLED.fallbackDir)]) {
+    if (!existsSync(path) && !isDanglingLink(path)) continue;
+    rmSync(path, { recursive: true, force: true });
+    removed.push(path);
+  }
+  if (removed.length > 0) syncDirectory(dir);
+  return removed;
+}
+
+function isDanglingLink(path: string): boolean {
+  try {
+    return lstatSync(path).isSymbolicLink();
+  } catch {
+    return false;
   }
 }
 

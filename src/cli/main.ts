@@ -44,6 +44,10 @@ commands:
                  each file atomically, the forwarder last; --link symlinks this Node instead of
                  copying it (development only: a node of the cluster has no Node.js); --from
                  names the build output (default: this repository's dist/, npm run build)
+  uninstall      uninstall [--cni-bin-dir DIR]: hand the node back to its primary IPAM (the agent
+                 refuses ADD, writes host-local's reservations for every address it holds and
+                 removes Warren's config), then remove the plugin from DIR; the agent removes
+                 its database and journal when it stops
   doctor         check the node end to end (plugin installed where the runtime looks, configs
                  naming warren against the agent, socket, journal dir, netns dirs, containerd,
                  store, clock) and say how to fix each finding; exit 1 on any error
@@ -98,6 +102,10 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
       case 'install': {
         const { runInstall } = await import('./install.ts');
         return await runInstall(rest, io);
+      }
+      case 'uninstall': {
+        const { uninstallCommand } = await import('./uninstall.ts');
+        return await uninstallCommand(rest, io);
       }
       case 'doctor': {
         const { runDoctor } = await import('./doctor/doctor-command.ts');

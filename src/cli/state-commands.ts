@@ -17,6 +17,10 @@ function cniConfigLines(c: CniConfigStatus): string[] {
     ...(c.shadowedBy === undefined ? [] : [safe`cni problem: ${c.shadowedBy} sorts before Warren's file: the runtime uses it, not Warren's`]),
     ...(c.readinessIndicator === undefined ? [] : [safe`readiness:   ${c.readinessIndicator.path} ${c.readinessIndicator.present ? 'present' : 'MISSING'}`]),
     ...(c.notes ?? []).map((n) => safe`cni note:    ${n}`),
+    ...(c.takeover ?? []).flatMap((t) => [
+      safe`cni takeover: network ${t.network} from host-local's ${t.dataDir}: ${t.handedBack === true ? 'handed back' : t.imported ? 'reservations imported' : 'IMPORTING (ADD waits)'}`,
+      ...(t.problems ?? []).map((p) => safe`cni takeover: ${p}`),
+    ]),
   ];
 }
 

@@ -12,11 +12,14 @@
  * nothing. A refusal says why in one sentence that names the file.
  */
 import { createHash } from 'node:crypto';
+import { join } from 'node:path';
 import { isWarrenError, messageOf } from '../core/errors.ts';
 import { isPlainObject } from '../core/validate.ts';
 import { isValidNetworkName, printable } from './args.ts';
 import { translateIpam } from './host-local-keys.ts';
 import { parseNetConf } from './netconf.ts';
+import { MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, nestsDeeperThan } from './config-limits.ts';
+import type { RangeSpec } from '../ipam/range.ts';
 import { type CniVersion, SPEC_VERSION, SUPPORTED_VERSIONS, compareVersions, isSupportedVersion } from './spec.ts';
 
 /** The file Warren writes, named to sort first: the runtime uses the lexically first config. */
@@ -64,6 +67,12 @@ export type Derivation =
       /** The main plugin's type, and what was dropped on the way, each with why. */
       readonly mainPlugin: string;
       readonly notes: readonly string[];
+      /**
+       * The primary's IPAM was host-local: its reservations (one file per address in `dataDir`,
+       * the network's own directory) must become Warren's allocations in `ranges` before Warren
+       * serves ADD from them.
+       */
+      readonly hostLocal?: { readonly dataDir: string; readonly ranges: readonly RangeSpec[] };
     }
   | { readonly ok: false; readonly reason: string };
 
@@ -73,6 +82,10 @@ export function deriveConfig(input: DeriveInput): Derivation {
   const file = input.primaryName;
   const refuse = (why: string): Derivation => ({ ok: false, reason: `${file}: ${why}` });
   if (input.primaryText.trim() === '') return refuse('is empty');
+  // What the plugin itself refuses is refused here, before anything walks the value: a deeper
+  // value would overflow the stack of whatever walks it, and the plugin would refuse every ADD.
+  if (Buffer.byteLength(input.primaryText) > MAX_CONFIG_BYTES) return refuse(`is larger than ${MAX_CONFIG_BYTES} bytes, the most the plugin reads`);
+  if (nestsDeeperThan(input.primaryText, MAX_CONFIG_DEPTH)) return refuse(`nests arrays and objects more than ${MAX_CONFIG_DEPTH} levels deep, more than the plugin accepts`);
   let primary: unknown;
   try {
     primary = JSON.parse(input.primaryText);
@@ -131,8 +144,9 @@ export function deriveConfig(input: DeriveInput): Derivation {
     return plugin;
   });
   // What the runtime will hand Warren at ADD: the main plugin with the list's name and version.
+  let ranges: readonly RangeSpec[];
   try {
-    parseNetConf({ ...chain[main], name, cniVersion: version }, 'ADD');
+    ranges = parseNetConf({ ...chain[main], name, cniVersion: version }, 'ADD').ipam.ranges;
   } catch (error) {
     return refuse(`its IPAM section, taken over by Warren, would be refused at ADD: ${messageOf(error)}`);
   }
@@ -148,5 +162,19 @@ export function deriveConfig(input: DeriveInput): Derivation {
       note: 'written by the Warren agent from the primary config named here; edit that file, not this one',
     },
   };
-  return { ok: true, text: `${JSON.stringify(output, null, 2)}\n`, network: name, cniVersion: version, primarySha256, mainPlugin: String(mainPlugin.type), notes: translated.notes };
+  // Compact: indentation grows with depth, and a deep primary would grow many times over.
+  const text = `${JSON.stringify(output)}\n`;
+  // The runtime hands the plugin one plugin of this list (two levels less deep, never larger).
+  if (Buffer.byteLength(text) > MAX_CONFIG_BYTES) return refuse(`would give a config larger than ${MAX_CONFIG_BYTES} bytes, more than the plugin reads`);
+  if (nestsDeeperThan(text, MAX_CONFIG_DEPTH)) return refuse(`would give a config nesting more than ${MAX_CONFIG_DEPTH} levels deep, more than the plugin accepts`);
+  return {
+    ok: true,
+    text,
+    network: name,
+    cniVersion: version,
+    primarySha256,
+    mainPlugin: String(mainPlugin.type),
+    notes: translated.notes,
+    ...(translated.hostLocalDataDir === undefined ? {} : { hostLocal: { dataDir: join(translated.hostLocalDataDir, name), ranges } }),
+  };
 }

@@ -10,6 +10,7 @@
  * explicit, because the bridge plugin puts that address on the bridge and Warren must never hand
  * it to a container. What is dropped is listed in `notes`, with why.
  */
+import { isAbsolute } from 'node:path';
 import { type Cidr, bitsOf, contains, formatIP, parseCidr } from '../ipam/address.ts';
 import { describe, invalid, ipAt, isPlainObject, quoted, refuseUnknownKeys, stringAt, subnetAt } from './config-values.ts';
 import { formatSubnet } from './ipam-range.ts';
@@ -20,7 +21,15 @@ export interface TranslatedIpam {
   readonly ipam: Record<string, unknown>;
   /** Keys dropped on the way, each with why. */
   readonly notes: readonly string[];
+  /**
+   * For host-local: the directory that holds its reservations, before the network's name is
+   * joined to it (its `dataDir`, or host-local's default). Warren imports them before serving.
+   */
+  readonly hostLocalDataDir?: string;
 }
+
+/** Where host-local keeps its reservations when the config names no `dataDir`. */
+export const HOST_LOCAL_DEFAULT_DATA_DIR = '/var/lib/cni/networks';
 
 const HOST_LOCAL_KEYS: ReadonlySet<string> = new Set(['type', 'subnet', 'rangeStart', 'rangeEnd', 'gateway', 'ranges', 'routes', 'dataDir', 'resolvConf']);
 const HOST_LOCAL_RANGE_KEYS: ReadonlySet<string> = new Set(['subnet', 'rangeStart', 'rangeEnd', 'gateway']);
@@ -58,9 +67,13 @@ function fromHostLocal(ipam: Record<string, unknown>, path: string): TranslatedI
   if (ipam.resolvConf !== undefined && ipam.resolvConf !== null && ipam.resolvConf !== '') {
     throw invalid(`${path}.resolvConf`, 'host-local reads DNS servers from this file at every ADD; Warren takes DNS from ipam.dns only, so it cannot stand in for it');
   }
+  let dataDir = HOST_LOCAL_DEFAULT_DATA_DIR;
+  // Go's decoder leaves "" as unset too: host-local then uses its default.
   if (ipam.dataDir !== undefined && ipam.dataDir !== null) {
-    stringAt(ipam.dataDir, `${path}.dataDir`);
-    notes.push(`${path}.dataDir dropped: host-local's own state; Warren keeps addresses in the agent's store`);
+    const given = stringAt(ipam.dataDir, `${path}.dataDir`);
+    if (given !== '' && !isAbsolute(given)) throw invalid(`${path}.dataDir`, `${quoted(given)} is not an absolute path: Warren imports host-local's reservations from it before taking the range over`);
+    if (given !== '') dataDir = given;
+    notes.push(`${path}.dataDir dropped: host-local's own state; Warren keeps addresses in the agent's store (host-local's reservations there are imported first)`);
   }
   const ranges: Record<string, unknown>[] = [];
   if (ipam.subnet !== undefined) {
@@ -93,7 +106,7 @@ function fromHostLocal(ipam: Record<string, unknown>, path: string): TranslatedI
   if (ranges.length === 0) throw invalid(path, 'host-local section has neither "subnet" nor "ranges": there is no address to hand out');
   const out: Record<string, unknown> = { type: 'warren', ipRanges: ranges };
   if (ipam.routes !== undefined) out.routes = ipam.routes;
-  return { ipam: out, notes };
+  return { ipam: out, notes, hostLocalDataDir: dataDir };
 }
 
 /** One host-local range in whereabouts' keys, with host-local's default gateway made explicit. */

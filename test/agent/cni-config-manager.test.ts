@@ -7,7 +7,8 @@
  * with a deadline, never slept for.
  */
 import assert from 'node:assert/strict';
-import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, statSync, unlinkSync, watch, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, statSync, symlinkSync, unlinkSync, watch, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, it } from 'node:test';
 import pino from 'pino';
@@ -220,7 +221,9 @@ describe('the CNI config manager', () => {
     await r.until('the late primary', (x) => x.state === 'current');
   });
 
-  it('removes its file while the readiness indicator is missing, says why, and writes it again when the indicator returns', async () => {
+  // Changed for issue 24: the file used to be removed while the indicator was missing, which let
+  // the primary's host-local hand out Warren's addresses. Now it fails closed.
+  it('never removes its file while the readiness indicator is missing: it stays first (written even before the indicator came), ADD waits with the reason', async () => {
     const indicatorDir = tempDir('warren-ready-');
     const indicator = join(indicatorDir, 'primary-ready');
     try {
@@ -230,18 +233,22 @@ describe('the CNI config manager', () => {
       let s = await r.until('not ready', (x) => x.state === 'not-ready');
       assert.equal(s.problem, `not ready: readiness indicator ${indicator} is missing`);
       assert.equal(r.manager.notReady(), s.problem);
-      assert.equal(existsSync(join(r.dir, OUTPUT)), false);
+      assert.equal(subnetOf(r.output()), '10.240.11.0/24', 'written and first, so the primary\'s IPAM is never asked');
       writeFileSync(indicator, '');
       s = await r.until('ready', (x) => x.state === 'current');
       assert.equal(r.manager.notReady(), undefined);
       assert.deepEqual(s.readinessIndicator, { path: indicator, present: true });
       unlinkSync(indicator);
       await r.until('not ready again', (x) => x.state === 'not-ready');
-      assert.equal(existsSync(join(r.dir, OUTPUT)), false, 'removed again');
-      // Broken primary while not ready: when the indicator returns, the last good file comes back.
+      assert.equal(subnetOf(r.output()), '10.240.11.0/24', 'still there');
+      // Deleted by hand while not ready: put back, as at any other time.
+      unlinkSync(join(r.dir, OUTPUT));
+      await r.until('the file back while not ready', (x) => x.state === 'not-ready' && existsSync(join(r.dir, OUTPUT)));
+      // Broken primary while not ready: the last good file stays, and both problems are said.
       writeFileSync(join(r.dir, '10-bridge.conflist'), 'not json');
-      writeFileSync(indicator, '');
-      s = await r.until('the last good file back', (x) => x.state === 'stale' && existsSync(join(r.dir, OUTPUT)));
+      s = await r.until('both problems', (x) => (x.problem ?? '').includes('not valid JSON'));
+      assert.equal(s.state, 'not-ready');
+      assert.match(s.problem ?? '', /^not ready: readiness indicator .* is missing; 10-bridge\.conflist: is not valid JSON/);
       assert.equal(subnetOf(r.output()), '10.240.11.0/24');
     } finally {
       removeDir(indicatorDir);
@@ -277,18 +284,64 @@ describe('the CNI config manager', () => {
     assert.equal(s.state, 'current');
   });
 
-  it('removes its file on a clean stop with --cleanup-config-on-exit, and keeps it without', async () => {
+  // Changed for issue 24: a clean stop used to remove the file whatever Warren held, handing
+  // Warren's addresses to the primary's IPAM. Now only a file naming nothing Warren holds goes.
+  it('removes its file on a clean stop with --cleanup-config-on-exit only while Warren holds no address of its network, and keeps it without', async () => {
     const r = rig();
     writeFileSync(join(r.dir, '10-bridge.conflist'), bridgeConflist('10.240.13.0/24'));
     r.start();
     await r.until('the first write', (x) => x.state === 'current');
     await r.stop();
     assert.ok(existsSync(join(r.dir, OUTPUT)), 'kept by default');
+    const asked: string[] = [];
+    r.start({ cleanupOnExit: true, holdsAddresses: async (network) => (asked.push(network), true) });
+    await r.until('current again', (x) => x.state === 'current');
+    await r.stop();
+    assert.deepEqual(asked, ['podnet']);
+    assert.ok(existsSync(join(r.dir, OUTPUT)), 'kept: the primary\'s IPAM would hand out what Warren holds');
     r.start({ cleanupOnExit: true });
     await r.until('current again', (x) => x.state === 'current');
     await r.stop();
-    assert.equal(existsSync(join(r.dir, OUTPUT)), false);
+    assert.ok(existsSync(join(r.dir, OUTPUT)), 'kept when it cannot tell');
+    r.start({ cleanupOnExit: true, holdsAddresses: async () => false });
+    await r.until('current again', (x) => x.state === 'current');
+    await r.stop();
+    assert.equal(existsSync(join(r.dir, OUTPUT)), false, 'removed: nothing of Warren\'s to hand out twice');
     assert.ok(existsSync(join(r.dir, '10-bridge.conflist')), 'the primary is never touched');
+  });
+
+  it('tells the takeover of a host-local primary before the file naming its range is written', async () => {
+    const r = rig();
+    writeFileSync(join(r.dir, '10-bridge.conflist'), bridgeConflist('10.240.21.0/24'));
+    const adopted: Array<{ network: string; dataDir: string; ranges: string[]; fileThere: boolean; fresh: boolean }> = [];
+    r.start({
+      takeover: {
+        adopt: (t, fresh) => adopted.push({ network: t.network, dataDir: t.dataDir, ranges: t.ranges.map((x) => x.subnet), fileThere: existsSync(join(r.dir, OUTPUT)), fresh }),
+        status: () => [],
+      },
+    });
+    await r.until('the write', (x) => x.state === 'current');
+    assert.deepEqual(adopted[0], { network: 'podnet', dataDir: '/var/lib/cni/networks/podnet', ranges: ['10.240.21.0/24'], fileThere: false, fresh: true });
+    // Started again over its own file: not fresh (the runtime has used Warren's config all along).
+    await r.stop();
+    r.start({ takeover: { adopt: (t, fresh) => adopted.push({ network: t.network, dataDir: t.dataDir, ranges: [], fileThere: true, fresh }), status: () => [] } });
+    await r.until('current again', (x) => x.state === 'current');
+    assert.equal(adopted.at(-1)?.fresh, false);
+  });
+
+  it('reports a FIFO and a link to /dev/zero named like configs without blocking or reading them, and serves on', async () => {
+    const r = rig();
+    execFileSync('mkfifo', [join(r.dir, '05-x.conf')]);
+    symlinkSync('/dev/zero', join(r.dir, '06-zero.conf'));
+    writeFileSync(join(r.dir, '10-bridge.conflist'), bridgeConflist('10.240.22.0/24'));
+    r.start();
+    let s = await r.until('the FIFO reported', (x) => x.state === 'stale');
+    assert.match(s.problem ?? '', /05-x\.conf: cannot be read \(is a FIFO, not a regular file\)/);
+    unlinkSync(join(r.dir, '05-x.conf'));
+    s = await r.until('the link reported', (x) => (x.problem ?? '').includes('06-zero.conf'));
+    assert.match(s.problem ?? '', /06-zero\.conf: cannot be read \(is a character device, not a regular file\)/);
+    unlinkSync(join(r.dir, '06-zero.conf'));
+    await r.until('the real primary', (x) => x.state === 'current');
   });
 
   it('reports a config that sorts before its own file, which the runtime would use instead', async () => {

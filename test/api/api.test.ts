@@ -298,7 +298,7 @@ describe('agent API in process', () => {
     it('serves every route of the table, and nothing else', () => {
       assert.deepEqual(
         ROUTES.map((r) => `${r.method} ${r.path}`),
-        ['POST /v1/cni', 'GET /v1/status', 'GET /v1/pools', 'GET /v1/allocations', 'POST /v1/release', 'GET /v1/audit', 'POST /v1/audit', 'GET /v1/journal', 'GET /v1/nodes', 'POST /v1/nodes/forget', 'GET /v1/plugins', 'GET /v1/doctor'],
+        ['POST /v1/cni', 'GET /v1/status', 'GET /v1/pools', 'GET /v1/allocations', 'POST /v1/release', 'GET /v1/audit', 'POST /v1/audit', 'GET /v1/journal', 'GET /v1/nodes', 'POST /v1/nodes/forget', 'GET /v1/plugins', 'GET /v1/doctor', 'POST /v1/uninstall'],
       );
     });
 

@@ -503,7 +503,37 @@ describe('deriveConfig output', () => {
     assert.ok(a.text.endsWith('}\n'));
     assert.ok(!a.text.endsWith('\n\n'));
     assert.deepEqual(JSON.parse(a.text), a.out);
-    assert.equal(a.text, `${JSON.stringify(a.out, null, 2)}\n`);
+    assert.equal(a.text, `${JSON.stringify(a.out)}\n`, 'compact: indentation would grow with depth');
+  });
+
+  test('a deeply nested primary is refused with the plugin\'s limit named, never a stack overflow', () => {
+    const deep = (levels: number): string => `{"cniVersion":"1.0.0","name":"deep","plugins":[{"type":"bridge","ipam":{"type":"host-local","subnet":"10.9.0.0/24"},"x":${'['.repeat(levels)}${']'.repeat(levels)}}]}`;
+    for (const levels of [100_000, 2_000]) {
+      const result = deriveConfig({ primaryName: LIST, primaryText: deep(levels), cniVersionMax: '1.1.0' });
+      assert.equal(result.ok, false, `${levels} deep`);
+      assert.match(result.ok ? '' : result.reason, /10-bridge\.conflist: nests arrays and objects more than 1000 levels deep, more than the plugin accepts/);
+    }
+    // Within the limit once derived (two levels fewer in the main plugin than in the list): written compact.
+    const fits = deriveConfig({ primaryName: LIST, primaryText: deep(990), cniVersionMax: '1.1.0' });
+    assert.ok(fits.ok, fits.ok ? '' : fits.reason);
+    assert.ok(fits.text.length < 4 * 1024, `a primary of a few KB stays a few KB (${fits.text.length} bytes)`);
+  });
+
+  test('a primary larger than the plugin reads is refused, naming the limit', () => {
+    const big = JSON.stringify({ cniVersion: '1.0.0', name: 'big', plugins: [{ type: 'bridge', ipam: { type: 'host-local', subnet: '10.9.0.0/24' }, pad: 'x'.repeat(4 * 1024 * 1024) }] });
+    const result = deriveConfig({ primaryName: LIST, primaryText: big, cniVersionMax: '1.1.0' });
+    assert.match(result.ok ? '' : result.reason, /10-bridge\.conflist: is larger than 4194304 bytes, the most the plugin reads/);
+  });
+
+  test('names host-local\'s reservation directory (its dataDir, or the default, with the network\'s name) and the ranges to import into', () => {
+    const given = derived(derive(LIST, { cniVersion: '1.0.0', name: 'hl', plugins: [{ type: 'bridge', ipam: { type: 'host-local', subnet: '10.9.1.0/24', dataDir: '/srv/hl' } }] }));
+    assert.equal(given.hostLocal?.dataDir, '/srv/hl/hl');
+    assert.deepEqual(given.hostLocal?.ranges.map((r) => r.subnet), ['10.9.1.0/24']);
+    const defaulted = derived(derive(LIST, { cniVersion: '1.0.0', name: 'hl', plugins: [{ type: 'bridge', ipam: { type: 'host-local', subnet: '10.9.1.0/24' } }] }));
+    assert.equal(defaulted.hostLocal?.dataDir, '/var/lib/cni/networks/hl');
+    const whereabouts = derived(derive(LIST, { cniVersion: '1.0.0', name: 'wb', plugins: [{ type: 'bridge', ipam: { type: 'whereabouts', range: '10.9.2.0/24' } }] }));
+    assert.equal(whereabouts.hostLocal, undefined);
+    refused(LIST, { cniVersion: '1.0.0', name: 'hl', plugins: [{ type: 'bridge', ipam: { type: 'host-local', subnet: '10.9.1.0/24', dataDir: 'relative/dir' } }] }, ['dataDir', 'not an absolute path']);
   });
 
   test('carries a marker naming the primary and the sha256 of its text', () => {

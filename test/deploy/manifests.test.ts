@@ -169,6 +169,8 @@ describe('the DaemonSet', () => {
     expect('/var/lib/warren', '/var/lib/warren');
     expect('/run/warren', '/run/warren');
     expect('/opt/cni/bin', '/opt/cni/bin');
+    // `warren uninstall`, run in the agent's container, removes the plugin from it.
+    assert.equal(mounts.get('/opt/cni/bin')?.readOnly, false, 'the CNI bin dir is writable for warren uninstall');
     expect('/etc/cni/net.d', '/etc/cni/net.d');
     expect('/var/run/netns', '/var/run/netns');
     // Namespaces made after the agent started must appear inside it.

@@ -4,8 +4,8 @@
  * comes from the `00-warren.conflist` a real agent derived from a bridge + host-local primary.
  * The agent follows the same containerd's events. One containerd and one agent serve the whole
  * file, in the order a node lives through: first sandboxes, the primary changed, removed and
- * broken, the readiness indicator gone and back, the agent restarted, a network renamed between a
- * sandbox's ADD and DEL, and 20 sandboxes at once.
+ * broken, the readiness indicator gone and back (Warren's config staying first), the agent
+ * restarted, a network renamed between a sandbox's ADD and DEL, and 20 sandboxes at once.
  *
  * Throughout, a watcher reads every version of Warren's file the kernel reports: none may be
  * empty or invalid. Waits are on events with deadlines; nothing sleeps.
@@ -134,6 +134,8 @@ describe('Warren\'s CNI config under containerd\'s CRI', { skip }, () => {
 
   it('gives a sandbox an address from Warren with the pod\'s identity, and both of containerd\'s DELs release it', async () => {
     await waitFor('containerd to load Warren\'s config', async () => ((await containerd.cri.status()).lastCniLoadStatus === 'OK' ? true : undefined), DEADLINE_MS);
+    // The range is served once host-local's reservations are imported (issue 24).
+    await waitFor('the host-local import', async () => ((await status()).cniConfig?.takeover?.[0]?.imported === true ? true : undefined), DEADLINE_MS);
     assert.equal(output()?.['warren.generated'].from, PRIMARY);
     const pod = await runPod();
     assert.match(pod.ip, /^10\.243\.1\.\d+$/);
@@ -178,30 +180,30 @@ describe('Warren\'s CNI config under containerd\'s CRI', { skip }, () => {
     await removePod(pod.id);
   });
 
-  it('removes its config while the readiness indicator is missing: the next sandbox fails and STATUS is 50; restored, sandboxes start again', async () => {
-    // The primary is still broken JSON, so with Warren's file gone the runtime has no usable config.
+  // Changed for issue 24: the config used to be removed while the indicator was missing, which let
+  // the primary's host-local hand out Warren's addresses; it now stays first and fails closed.
+  it('keeps its config first while the readiness indicator is missing: the next sandbox fails and STATUS is 50; restored, sandboxes start again', async () => {
+    const before = readFileSync(join(confDir, OUTPUT), 'utf8');
     unlinkSync(indicator);
-    await waitFor('Warren\'s config removed', () => (existsSync(join(confDir, OUTPUT)) ? undefined : true), DEADLINE_MS);
-    // containerd reloads on the removal in its own time: until then a sandbox may still start.
-    const refusal = await waitFor('containerd to refuse a sandbox', async () => {
-      let pod;
-      try {
-        pod = await runPod();
-      } catch (error) {
-        if (error instanceof CriError) return error;
-        throw error;
-      }
+    await waitFor('not ready', async () => ((await status()).cniConfig?.state === 'not-ready' ? true : undefined), DEADLINE_MS);
+    assert.equal(readFileSync(join(confDir, OUTPUT), 'utf8'), before, 'Warren\'s config stays first');
+    let refusal: unknown;
+    try {
+      const pod = await runPod();
       await removePod(pod.id);
-      return undefined;
-    }, DEADLINE_MS);
+    } catch (error) {
+      refusal = error;
+    }
+    assert.ok(refusal instanceof CriError, 'the sandbox fails while not ready');
     assert.match(refusal.message, /failed to setup network for sandbox/);
+    assert.match(refusal.message, /readiness indicator .* is missing/);
     const conf = { cniVersion: '1.1.0', name: NETWORK, ipam: { type: 'warren', socket: agent.socket, range: '10.243.2.0/24' } };
     const st = await warren({ command: 'STATUS', config: conf });
     assert.deepEqual(st.json, { cniVersion: '1.1.0', code: 50, msg: `not ready: readiness indicator ${indicator} is missing` });
 
     writeFileSync(indicator, '');
-    await waitFor('Warren\'s config back', () => (existsSync(join(confDir, OUTPUT)) ? true : undefined), DEADLINE_MS);
-    // The failed sandbox stays NOTREADY in containerd until a config loads; clear it now.
+    await waitFor('ready again', async () => ((await status()).cniConfig?.state !== 'not-ready' ? true : undefined), DEADLINE_MS);
+    // The failed sandbox stays NOTREADY in containerd; clear it now.
     for (const id of await containerd.cri.listPodSandbox()) await removePod(id).catch(() => undefined);
     const pod = await podIn('10.243.2.');
     await removePod(pod.id);
@@ -261,6 +263,7 @@ describe('Warren\'s CNI config under containerd\'s CRI', { skip }, () => {
     await Promise.all(batch.map((p) => removePod(p.id)));
     for (const pod of batch) assert.deepEqual(await allocationsOf(pod.id), [], pod.id);
     assert.deepEqual(badVersions, [], 'every version of 00-warren.conflist read was complete and valid');
-    assert.ok(versionsRead >= 4, `the watcher read ${versionsRead} versions`);
+    // The first write, two subnets and a rename (no removal while not ready any more: issue 24).
+    assert.ok(versionsRead >= 3, `the watcher read ${versionsRead} versions`);
   });
 });

@@ -71,6 +71,7 @@ function cniConfigTone(state: CniConfigStatus['state']): Tone {
       return 'good';
     case 'waiting':
     case 'stale':
+    case 'handed-back':
       return 'warn';
     case 'not-ready':
     case 'failed':

@@ -10,9 +10,10 @@
  * A file that is not JSON cannot be said to name Warren or not: it is listed apart, with whether
  * its text mentions "warren" at all.
  *
- * Read-only and never throws.
+ * Read-only and never throws; never blocks on a file (a FIFO) nor reads one without bound.
  */
-import { closeSync, openSync, readSync, readdirSync, statSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
+import { readRegularFile, unreadReason } from '../../core/bounded-read.ts';
 import { join } from 'node:path';
 import { messageOf } from '../../core/errors.ts';
 import { MAX_CONFIG_BYTES } from '../../api/limits.ts';
@@ -57,24 +58,6 @@ export interface ConfDirScan {
   readonly malformed: readonly MalformedConfig[];
   /** Config files that name no Warren plugin. */
   readonly others: readonly string[];
-}
-
-/** At most MAX_CONFIG_BYTES of a file, the plugin's own limit on a config; undefined past it. */
-function readBounded(path: string): string | undefined {
-  const fd = openSync(path, 'r');
-  try {
-    const buffer = Buffer.allocUnsafe(MAX_CONFIG_BYTES + 1);
-    let length = 0;
-    for (;;) {
-      const n = readSync(fd, buffer, length, buffer.length - length, null);
-      if (n === 0) break;
-      length += n;
-      if (length > MAX_CONFIG_BYTES) return undefined;
-    }
-    return buffer.subarray(0, length).toString('utf8');
-  } finally {
-    closeSync(fd);
-  }
 }
 
 function namesWarren(plugin: unknown): boolean {
@@ -126,16 +109,19 @@ export function scanConfDir(dir: string): ConfDirScan {
   const others: string[] = [];
   for (const name of names) {
     const file = join(dir, name);
-    let text: string | undefined;
+    let text: string;
     try {
-      if (!statSync(file).isFile()) continue; // a directory named like a config: the runtime skips it too
-      text = readBounded(file);
+      // Never blocks (a FIFO) nor reads without bound (a link to /dev/zero): core/bounded-read.ts.
+      const read = readRegularFile(file, MAX_CONFIG_BYTES);
+      if (read.kind === 'missing') continue; // removed since the listing
+      if (read.kind === 'not-regular' && read.what === 'a directory') continue; // the runtime skips it too
+      if (read.kind !== 'read') {
+        malformed.push({ file, reason: unreadReason(read) ?? '', mentionsWarren: false });
+        continue;
+      }
+      text = read.text;
     } catch (error) {
       malformed.push({ file, reason: `cannot be read: ${messageOf(error)}`, mentionsWarren: false });
-      continue;
-    }
-    if (text === undefined) {
-      malformed.push({ file, reason: `is larger than ${MAX_CONFIG_BYTES} bytes`, mentionsWarren: false });
       continue;
     }
     try {

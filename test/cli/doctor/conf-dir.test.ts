@@ -6,7 +6,8 @@
  * listed apart, never thrown.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { scanConfDir } from '../../../src/cli/doctor/conf-dir.ts';
@@ -98,5 +99,17 @@ describe('the conf dir', () => {
     const r = scanConfDir(file);
     assert.equal(r.listing.kind, 'unreadable');
     assert.match(r.listing.kind === 'unreadable' ? r.listing.reason : '', /ENOTDIR/);
+  });
+
+  it('reports a FIFO and a link to /dev/zero named like configs as not regular files, without blocking on or reading them', () => {
+    const dir = confDir({ '10-single.conf': { cniVersion: '0.4.0', name: 'singlenet', type: 'macvlan', ipam: warrenIpam() } });
+    execFileSync('mkfifo', [join(dir, '05-x.conf')]);
+    symlinkSync('/dev/zero', join(dir, '06-zero.conf'));
+    const scan = scanConfDir(dir);
+    assert.deepEqual(scan.malformed, [
+      { file: join(dir, '05-x.conf'), reason: 'is a FIFO, not a regular file', mentionsWarren: false },
+      { file: join(dir, '06-zero.conf'), reason: 'is a character device, not a regular file', mentionsWarren: false },
+    ]);
+    assert.equal(scan.configs.length, 1);
   });
 });
