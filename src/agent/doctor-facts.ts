@@ -30,6 +30,8 @@ export interface DoctorFactsDeps {
   readonly version: string;
   readonly containerd?: () => ContainerdStatus;
   readonly metrics?: () => MetricsEndpointStatus;
+  /** On a cluster store: why this node does not allocate now. */
+  readonly clusterProblem?: () => string | undefined;
 }
 
 /** How long the clock measurement waits for etcd. */
@@ -44,6 +46,7 @@ export async function doctorFacts(d: DoctorFactsDeps): Promise<DoctorFacts> {
     error = messageOf(e);
   }
   const containerd = d.containerd?.();
+  const clusterProblem = d.clusterProblem?.();
   const metrics = d.metrics?.();
   const endpoint = o.etcdEndpoints[0];
   return {
@@ -63,6 +66,7 @@ export async function doctorFacts(d: DoctorFactsDeps): Promise<DoctorFacts> {
       healthy: error === undefined,
       ...(error === undefined ? {} : { error }),
       ...(o.store === 'sqlite' ? { synchronous: o.synchronous } : { etcdEndpoints: o.etcdEndpoints }),
+      ...(clusterProblem === undefined ? {} : { clusterProblem }),
     },
     netns: d.observer.directories(),
     recordedNetns: error === undefined ? await recordedNetns(d) : [],

@@ -95,6 +95,12 @@ export interface ForgetNodeResponse {
   readonly blocks: readonly string[];
 }
 
+/** POST /v1/store/accept: what allocation had stopped for, and what still stops it, if anything. */
+export interface AcceptStoreResponse {
+  readonly accepted: string;
+  readonly problem?: string;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Allocations (GET /v1/allocations) and release (POST /v1/release)
 
@@ -180,6 +186,7 @@ export interface AgentApi {
   journal(): Promise<ReconcilerStatus>;
   nodes(): Promise<NodeReport[]>;
   forgetNode(request: ForgetNodeRequest): Promise<ForgetNodeResponse>;
+  acceptStore(): Promise<AcceptStoreResponse>;
   plugins(): Promise<PluginsStatus>;
   doctor(): Promise<DoctorFacts>;
 }

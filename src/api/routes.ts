@@ -18,6 +18,8 @@
  *   GET  /v1/journal                                    -> ReconcilerStatus
  *   GET  /v1/nodes                                      -> NodeReport[] (cluster store only)
  *   POST /v1/nodes/forget {node}                        -> ForgetNodeResponse (refused while alive)
+ *   POST /v1/store/accept {}                            -> AcceptStoreResponse (cluster store only: after the
+ *                                                         agent stopped allocating, the store as it is now is the one to use)
  *   GET  /v1/plugins                                    -> PluginsStatus (BAD_REQUEST when the registry is off)
  *   GET  /v1/doctor                                     -> DoctorFacts (the agent's own setup, for `warren doctor`)
  *
@@ -66,6 +68,7 @@ export const PATHS = {
   journal: '/v1/journal',
   nodes: '/v1/nodes',
   forgetNode: '/v1/nodes/forget',
+  acceptStore: '/v1/store/accept',
   plugins: '/v1/plugins',
   doctor: '/v1/doctor',
 } as const;
@@ -92,6 +95,7 @@ export const ROUTES: readonly Route[] = [
   route('GET', PATHS.journal, nothing, (api) => api.journal()),
   route('GET', PATHS.nodes, nothing, (api) => api.nodes()),
   route('POST', PATHS.forgetNode, body(forgetNodeRequest), (api, input) => api.forgetNode(input)),
+  route('POST', PATHS.acceptStore, body(emptyRequest), (api) => api.acceptStore()),
   route('GET', PATHS.plugins, nothing, (api) => api.plugins()),
   route('GET', PATHS.doctor, nothing, (api) => api.doctor()),
 ];
@@ -164,6 +168,14 @@ export function auditRequest(value: unknown): AuditRequest {
   const fix = isPlainObject(value) ? value.fix : undefined;
   if (typeof fix !== 'boolean') throw new WarrenError('BAD_REQUEST', 'audit needs {"fix": true|false}');
   return { fix };
+}
+
+/** A body that carries nothing: `{}` (or none); any field is refused. */
+export function emptyRequest(value: unknown): undefined {
+  if (value === undefined || value === null) return undefined;
+  if (!isPlainObject(value)) throw new WarrenError('BAD_REQUEST', 'the request body must be {}');
+  refuseUnknownFields(value, new Set(), 'request');
+  return undefined;
 }
 
 const FORGET_NODE_FIELDS: ReadonlySet<string> = new Set(['node']);

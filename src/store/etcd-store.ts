@@ -12,6 +12,8 @@
  *                                         (these two: etcd-membership.ts)
  *   spaces/<address space>/<range pool>   the admission record of a range in its address space
  *                                         (network_name and family)
+ *   identity                              the store's identity: a random id written once, when the
+ *                                         first agent finds none, and never deleted by Warren
  * (path segments are percent-encoded, so a `/` in a name cannot escape its place).
  *
  * A pool's revision is the etcd mod_revision of its document. A commit is one etcd transaction:
@@ -28,13 +30,21 @@
  * adds no hot key; a commit whose range was retired by another agent's admission since is a
  * conflict that says so (`admissionLost`).
  *
+ * A store that lost its data (etcd-continuity.ts) is never written again until an operator says so:
+ * every response is checked against what was seen (revision, cluster), and once this process
+ * knows the store's identity (at its node's announcement), every commit also compares that the
+ * identity record is unchanged, so no allocation can apply to a wiped or replaced store even before
+ * anything else noticed. While halted, commits and admissions fail with TRY_AGAIN naming why.
+ *
  * Any failure to reach etcd surfaces as WarrenError TRY_AGAIN (CNI code 11) naming etcd.
  */
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { WarrenError, messageOf } from '../core/errors.ts';
 import { isPlainObject } from '../core/validate.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
 import { inRangePool, rangePoolOfKey } from '../ipam/blocks.ts';
+import { EtcdContinuity } from './etcd-continuity.ts';
 import { EtcdMembership } from './etcd-membership.ts';
 import { EtcdSpaces, admissionKey } from './etcd-spaces.ts';
 import {
@@ -64,7 +74,17 @@ export interface EtcdStoreOptions {
   readonly callTimeoutMs?: number;
   /** Lifetime of a node's announcement when its agent stops renewing it, seconds. Default 10. */
   readonly leaseSeconds?: number;
+  /**
+   * The store's identity this agent recorded when it last ran (its state directory): a store
+   * found without it, or with another, lost its data while the agent was away, and is not written.
+   */
+  readonly identity?: string;
+  /** Told what an operator should know while announcing (waiting out a lease). */
+  readonly notice?: (message: string) => void;
 }
+
+/** The key of the store's identity record, under the prefix. */
+const IDENTITY_KEY = 'identity';
 
 interface UnitDoc {
   affinity?: string;
@@ -111,6 +131,11 @@ export class EtcdStore implements Store {
   readonly #ns: Namespace;
   readonly #timeout: number;
   readonly #membership: EtcdMembership;
+  /** What has been seen of etcd, and the halt when the store is no longer the one it was. */
+  readonly #continuity = new EtcdContinuity();
+  /** The identity recorded at the agent's last run; checked once, at the first verification. */
+  #expectedIdentity: string | undefined;
+  readonly #prefix: string;
   /** The last document seen per pool, so a commit on a fresh read needs one round trip. */
   readonly #docs = new Map<string, { revision: number; doc: UnitDoc }>();
 
@@ -161,12 +186,22 @@ export class EtcdStore implements Store {
     this.#client = client;
     this.#ns = client.namespace(prefix);
     this.#timeout = timeout;
-    this.#membership = new EtcdMembership({ ns: this.#ns, leaseSeconds: options.leaseSeconds ?? 10, call: (what, body) => this.#call(what, body) });
+    this.#prefix = prefix;
+    this.#expectedIdentity = options.identity;
+    this.#membership = new EtcdMembership({
+      ns: this.#ns,
+      leaseSeconds: options.leaseSeconds ?? 10,
+      call: (what, body) => this.#call(what, body),
+      continuity: this.#continuity,
+      verifyIdentity: () => this.#verifyIdentity(),
+      ...(options.notice === undefined ? {} : { notice: options.notice }),
+    });
     this.membership = this.#membership;
     this.spaces = new EtcdSpaces({
       kv: client.kv,
       prefix,
       call: (what, body) => this.#call(what, body),
+      writable: () => this.#refuseWhileHalted(),
       heldIn: (pool, value) => {
         const doc = parseDoc(pool, value);
         return Object.keys(doc.allocations).length + Object.keys(doc.resting).length;
@@ -174,14 +209,56 @@ export class EtcdStore implements Store {
     });
   }
 
-  /** Runs one etcd call, turning transport failures into TRY_AGAIN that names etcd. */
+  /**
+   * Runs one etcd call, turning transport failures into TRY_AGAIN that names etcd, and checks the
+   * response's header against what was seen before the call left (etcd-continuity.ts).
+   */
   async #call<T>(what: string, body: () => Promise<T>): Promise<T> {
+    const floor = this.#continuity.floor();
+    let result: T;
     try {
-      return await body();
+      result = await body();
     } catch (error) {
       if (error instanceof WarrenError) throw error;
       throw new WarrenError('TRY_AGAIN', `etcd store unreachable (${what}): ${messageOf(error)}`, { cause: error });
     }
+    const header = (result as { header?: { cluster_id: string; revision: string } } | undefined)?.header;
+    if (typeof header === 'object' && header !== null) this.#continuity.observe(header, floor);
+    return result;
+  }
+
+  #refuseWhileHalted(): void {
+    const halt = this.#continuity.halted();
+    if (halt !== undefined) throw new WarrenError('TRY_AGAIN', halt.message);
+  }
+
+  /**
+   * Reads the identity record: records one in a store that never had one (unless this agent knew
+   * one), and halts when the one it knew is gone or replaced. Once known, every commit checks it.
+   */
+  async #verifyIdentity(): Promise<void> {
+    if (this.#continuity.halted() !== undefined) return;
+    const known = this.#continuity.identity ?? this.#expectedIdentity;
+    const response = await this.#call('read the store identity', () => this.#ns.get(IDENTITY_KEY).exec());
+    let found = response.kvs[0]?.value.toString('utf8');
+    if (found === undefined && known === undefined) {
+      const made = randomUUID();
+      const created = await this.#call('record the store identity', () =>
+        this.#ns.if(IDENTITY_KEY, 'Create', '==', 0).then(this.#ns.put(IDENTITY_KEY).value(made)).else(this.#ns.get(IDENTITY_KEY)).commit(),
+      );
+      found = created.succeeded ? made : created.responses[0]?.response_range?.kvs[0]?.value.toString('utf8');
+      if (found === undefined) throw new WarrenError('TRY_AGAIN', 'etcd store identity was created and deleted at once; try again');
+    }
+    if (found === undefined) {
+      this.#continuity.halt('store-lost', `etcd store ${this.description} lost its data: its identity record ${this.#prefix}${IDENTITY_KEY} (${known}) is gone. Allocation is stopped until an operator acts: restore etcd from a backup, or accept the store as it is (\`warren store accept\`); see the README, "When etcd lost its data"`);
+      return;
+    }
+    if (known !== undefined && found !== known) {
+      this.#continuity.halt('store-lost', `etcd store ${this.description} is not the store this agent knew: its identity is ${found}, not ${known} (it was wiped and recreated, or the endpoints reach another store). Allocation is stopped until an operator acts (\`warren store accept\`); see the README, "When etcd lost its data"`);
+      return;
+    }
+    this.#continuity.identity = found;
+    this.#expectedIdentity = undefined;
   }
 
   async readPool(pool: string, knownRevision?: Revision): Promise<PoolRead> {
@@ -206,6 +283,7 @@ export class EtcdStore implements Store {
 
   async commit(pool: string, expected: Revision, ops: readonly PoolOp[], guard?: AdmissionGuard): Promise<CommitResult> {
     if (guard !== undefined && guard.rangePool !== rangePoolOfKey(pool)) throw new Error(`commit to ${pool} guarded by the admission of ${guard.rangePool}`);
+    this.#refuseWhileHalted();
     let base = this.#docs.get(pool);
     if (base === undefined || base.revision !== expected) {
       const read = await this.readPool(pool);
@@ -270,15 +348,26 @@ export class EtcdStore implements Store {
     // retired admission from a pool that moved.
     const admitted = guard === undefined ? undefined : admissionKey(guard);
     if (admitted !== undefined) txn = txn.and(admitted, 'Version', '>', 0);
+    // Never a commit into a store that is not the one whose identity this process verified.
+    const identity = this.#continuity.identity;
+    if (identity !== undefined) txn = txn.and(IDENTITY_KEY, 'Value', '==', identity);
     txn = txn.then(
       this.#ns.put(unitKey).value(JSON.stringify(doc)),
       ...[...creates].map(([key, a]) => this.#ns.put(key).value(JSON.stringify(a))),
       ...[...deletes].map((key) => this.#ns.delete().key(key)),
     );
     if (admitted !== undefined) txn = txn.else(this.#ns.get(admitted));
+    if (identity !== undefined) txn = txn.else(this.#ns.get(IDENTITY_KEY));
     const response = await this.#call(`commit ${pool}`, () => txn.commit());
     if (!response.succeeded) {
       this.#docs.delete(pool);
+      if (identity !== undefined) {
+        const now = response.responses[admitted === undefined ? 0 : 1]?.response_range?.kvs[0]?.value.toString('utf8');
+        if (now !== identity) {
+          await this.#verifyIdentity();
+          this.#refuseWhileHalted();
+        }
+      }
       if (admitted !== undefined && (response.responses[0]?.response_range?.kvs.length ?? 0) === 0) {
         return { kind: 'conflict', reason: `range ${guard?.rangePool} is no longer admitted in its address space: an overlapping range was admitted since`, admissionLost: true };
       }
@@ -295,13 +384,13 @@ export class EtcdStore implements Store {
   }
 
   async #allocationsUnder(prefix: string): Promise<Allocation[]> {
-    const values = await this.#call('list allocations', () => this.#ns.getAll().prefix(prefix).strings());
+    const response = await this.#call('list allocations', () => this.#ns.getAll().prefix(prefix).exec());
     const out: Allocation[] = [];
-    for (const [key, value] of Object.entries(values)) {
+    for (const kv of response.kvs) {
       try {
-        out.push(JSON.parse(value) as Allocation);
+        out.push(JSON.parse(kv.value.toString('utf8')) as Allocation);
       } catch (error) {
-        throw new WarrenError('IO_FAILURE', `etcd allocation record ${key} is corrupt: ${messageOf(error)}`);
+        throw new WarrenError('IO_FAILURE', `etcd allocation record ${kv.key.toString('utf8')} is corrupt: ${messageOf(error)}`);
       }
     }
     return out.sort((a, b) => (a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : a.createdAt - b.createdAt || (a.address < b.address ? -1 : 1)));
