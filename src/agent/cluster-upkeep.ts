@@ -18,8 +18,8 @@ import type { Clock } from '../core/clock.ts';
 import { messageOf } from '../core/errors.ts';
 import { PeriodicTask } from '../core/periodic-task.ts';
 import type { Allocator } from '../allocator/allocator.ts';
-import { isWarrenError } from '../core/errors.ts';
-import type { AnnounceInfo, Membership } from '../store/store.ts';
+import { WarrenError, isWarrenError } from '../core/errors.ts';
+import type { AcceptReport, AnnounceInfo, Membership } from '../store/store.ts';
 import type { RecentErrors } from './recent-errors.ts';
 
 export interface ClusterUpkeepOptions {
@@ -52,6 +52,8 @@ export class ClusterUpkeep {
   #announced = false;
   /** The announcement under way: a run never starts a second one beside it. */
   #announcing: Promise<void> | undefined;
+  /** While `accept` writes back what this node knew: no ADD may take an address meanwhile. */
+  #accepting = false;
   /** The halt already logged, so it is logged once. */
   #loggedHalt: string | undefined;
 
@@ -84,6 +86,7 @@ export class ClusterUpkeep {
 
   /** Why this node must not allocate now; undefined when it may. */
   problem(): string | undefined {
+    if (this.#accepting) return 'an operator is accepting the cluster store (warren store accept): writing back what this node knew first';
     const halted = this.#o.membership.halted();
     if (halted !== undefined) {
       if (this.#loggedHalt !== halted) {
@@ -96,13 +99,23 @@ export class ClusterUpkeep {
     return undefined;
   }
 
-  /** The operator's word after a halt (`warren store accept`): the store as it is now is the one to use. */
-  async accept(): Promise<void> {
-    await this.#o.membership.accept();
-    if (!this.#announced) await this.#announce();
-    else this.#o.onAnnounced?.();
-    this.#loggedHalt = undefined;
-    this.#o.logger.warn({ node: this.#o.node }, 'the operator accepted the cluster store as it is now; allocating again');
+  /**
+   * The operator's word after a halt (`warren store accept`): the store as it is now is the one to
+   * use. No ADD is served while what this node knew is written back.
+   */
+  async accept(): Promise<AcceptReport> {
+    if (this.#accepting) throw new WarrenError('BAD_REQUEST', 'the store is being accepted already');
+    this.#accepting = true;
+    try {
+      const report = await this.#o.membership.accept();
+      if (!this.#announced) await this.#announce();
+      else this.#o.onAnnounced?.();
+      this.#loggedHalt = undefined;
+      this.#o.logger.warn({ node: this.#o.node, ...report }, 'the operator accepted the cluster store as it is now; wrote back what this node knew; allocating again');
+      return report;
+    } finally {
+      this.#accepting = false;
+    }
   }
 
   /** One run of every chore now (after any run under way). */

@@ -15,7 +15,7 @@ import { formatIP, parseIP } from '../ipam/address.ts';
 import type { Allocation } from '../ipam/allocation.ts';
 import type { Allocator } from '../allocator/allocator.ts';
 import { isBlockKey, rangePoolOfKey } from '../ipam/blocks.ts';
-import type { AllocationFilter, Store } from '../store/store.ts';
+import type { AcceptReport, AllocationFilter, Store } from '../store/store.ts';
 import type { AgentStatus, CniConfigStatus, ContainerdStatus, KubernetesStatus, MetricsEndpointStatus, PluginsStatus, ReconcilerStatus } from '../api/status.ts';
 import type { AcceptStoreResponse, AllocationQuery, AuditReport, ForgetNodeResponse, NodeReport, PoolReport, ReleaseRequest, ReleaseResponse } from '../api/protocol.ts';
 import type { DashboardData } from '../api/dashboard.ts';
@@ -56,7 +56,7 @@ export interface AgentServiceOptions {
    * On a cluster store: why this node must not allocate (also in `notReady`), and the operator's
    * word that the store as it is now is the one to use (`warren store accept`).
    */
-  readonly cluster?: { readonly problem: () => string | undefined; readonly accept: () => Promise<void> };
+  readonly cluster?: { readonly problem: () => string | undefined; readonly accept: () => Promise<AcceptReport> };
 }
 
 export class AgentService {
@@ -243,8 +243,9 @@ export class AgentService {
     const cluster = this.#o.cluster;
     if (cluster === undefined) throw new WarrenError('BAD_REQUEST', `store ${this.#o.store.description} is not shared by nodes; there is nothing to accept`);
     const before = cluster.problem();
-    await cluster.accept();
-    return { accepted: before ?? 'nothing: allocation was not stopped', ...(cluster.problem() === undefined ? {} : { problem: cluster.problem() as string }) };
+    const report = await cluster.accept();
+    const after = cluster.problem();
+    return { accepted: before ?? 'nothing: allocation was not stopped', ...report, ...(after === undefined ? {} : { problem: after }) };
   }
 
   /** Frees what a node that is gone for good held; refuses while its agent is alive. */

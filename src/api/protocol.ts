@@ -95,9 +95,16 @@ export interface ForgetNodeResponse {
   readonly blocks: readonly string[];
 }
 
-/** POST /v1/store/accept: what allocation had stopped for, and what still stops it, if anything. */
+/**
+ * POST /v1/store/accept: what allocation had stopped for, what the agent wrote back into the store
+ * (addresses, blocks claimed again, and what it could not write back: conflicts for the operator),
+ * and what still stops allocation, if anything.
+ */
 export interface AcceptStoreResponse {
   readonly accepted: string;
+  readonly addresses: number;
+  readonly blocks: number;
+  readonly conflicts: readonly string[];
   readonly problem?: string;
 }
 

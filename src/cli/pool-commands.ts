@@ -68,6 +68,8 @@ export async function acceptStoreCommand(argv: readonly string[], io: CliIO): Pr
     return result.problem === undefined ? 0 : 1;
   }
   io.out(safe`accepted the store as it is now; allocation had stopped for: ${result.accepted}\n`);
+  io.out(safe`wrote back ${result.addresses} addresses and ${result.blocks} block claims this node knew of\n`);
+  for (const c of result.conflicts) io.out(safe`CONFLICT: ${c}\n`);
   if (result.problem !== undefined) io.out(safe`still not allocating: ${result.problem}\n`);
   return result.problem === undefined ? 0 : 1;
 }

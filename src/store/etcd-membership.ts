@@ -21,7 +21,7 @@
 import { WarrenError } from '../core/errors.ts';
 import type { Lease, Namespace } from 'etcd3';
 import type { EtcdContinuity } from './etcd-continuity.ts';
-import type { AnnounceInfo, Membership, NodeRecord } from './store.ts';
+import type { AcceptReport, AnnounceInfo, Membership, NodeRecord } from './store.ts';
 
 export interface EtcdMembershipOptions {
   /** The store's namespace (its key prefix). */
@@ -34,6 +34,8 @@ export interface EtcdMembershipOptions {
   readonly continuity: EtcdContinuity;
   /** Checks the store's identity record (creating it in a store that never had one); halts when it is gone. */
   readonly verifyIdentity: () => Promise<void>;
+  /** Writes back what this process knew of the store before it lost its data (etcd-republish.ts). */
+  readonly republish: (node: string) => Promise<AcceptReport>;
   /** Told what the operator should know while announcing (waiting out a lease). */
   readonly notice?: (message: string) => void;
   /** Waits this long (polling for a lease to lapse); injectable for tests. */
@@ -103,10 +105,15 @@ export class EtcdMembership implements Membership {
     return this.#o.continuity.identity;
   }
 
-  async accept(): Promise<void> {
+  async accept(): Promise<AcceptReport> {
+    const announced = this.#announced;
+    if (announced === undefined) throw new WarrenError('BAD_REQUEST', 'this agent has not announced a node yet: there is nothing to accept');
     this.#o.continuity.accept();
-    if (this.#announced !== undefined) await this.#claim();
-    else await this.#o.verifyIdentity();
+    await this.#o.verifyIdentity();
+    this.#refuseWhileHalted();
+    const report = await this.#o.republish(announced.node);
+    await this.#claim();
+    return report;
   }
 
   #refuseWhileHalted(): void {

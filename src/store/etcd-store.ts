@@ -44,11 +44,13 @@ import { WarrenError, messageOf } from '../core/errors.ts';
 import { isPlainObject } from '../core/validate.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
 import { inRangePool, rangePoolOfKey } from '../ipam/blocks.ts';
-import { EtcdContinuity } from './etcd-continuity.ts';
+import { EtcdContinuity, STORE_LOST_RECOVERY } from './etcd-continuity.ts';
 import { EtcdMembership } from './etcd-membership.ts';
+import { type SeenPool, republish } from './etcd-republish.ts';
 import { EtcdSpaces, admissionKey } from './etcd-spaces.ts';
 import {
   type AddressSpaces,
+  type AcceptReport,
   type AdmissionGuard,
   type AllocationFilter,
   type CommitResult,
@@ -136,8 +138,14 @@ export class EtcdStore implements Store {
   /** The identity recorded at the agent's last run; checked once, at the first verification. */
   #expectedIdentity: string | undefined;
   readonly #prefix: string;
-  /** The last document seen per pool, so a commit on a fresh read needs one round trip. */
+  /**
+   * The last document seen per pool, so a commit on a fresh read needs one round trip; and, with
+   * `#records`, what is written back if the store loses its data (etcd-republish.ts). Neither is
+   * updated from a store this process stopped trusting.
+   */
   readonly #docs = new Map<string, { revision: number; doc: UnitDoc }>();
+  /** Allocation records this process wrote or looked up by owner, by `pool|address`. */
+  readonly #records = new Map<string, Allocation>();
 
   /** Opens a client (lazily loading etcd3, so the SQLite path never pays for gRPC). */
   static async open(options: EtcdStoreOptions): Promise<EtcdStore> {
@@ -194,6 +202,7 @@ export class EtcdStore implements Store {
       call: (what, body) => this.#call(what, body),
       continuity: this.#continuity,
       verifyIdentity: () => this.#verifyIdentity(),
+      republish: (node) => this.#republish(node),
       ...(options.notice === undefined ? {} : { notice: options.notice }),
     });
     this.membership = this.#membership;
@@ -250,11 +259,11 @@ export class EtcdStore implements Store {
       if (found === undefined) throw new WarrenError('TRY_AGAIN', 'etcd store identity was created and deleted at once; try again');
     }
     if (found === undefined) {
-      this.#continuity.halt('store-lost', `etcd store ${this.description} lost its data: its identity record ${this.#prefix}${IDENTITY_KEY} (${known}) is gone. Allocation is stopped until an operator acts: restore etcd from a backup, or accept the store as it is (\`warren store accept\`); see the README, "When etcd lost its data"`);
+      this.#continuity.halt('store-lost', `etcd store ${this.description} lost its data: its identity record ${this.#prefix}${IDENTITY_KEY} (${known}) is gone. ${STORE_LOST_RECOVERY}`);
       return;
     }
     if (known !== undefined && found !== known) {
-      this.#continuity.halt('store-lost', `etcd store ${this.description} is not the store this agent knew: its identity is ${found}, not ${known} (it was wiped and recreated, or the endpoints reach another store). Allocation is stopped until an operator acts (\`warren store accept\`); see the README, "When etcd lost its data"`);
+      this.#continuity.halt('store-lost', `etcd store ${this.description} is not the store this agent knew: its identity is ${found}, not ${known} (it was wiped and recreated, or the endpoints reach another store). ${STORE_LOST_RECOVERY}`);
       return;
     }
     this.#continuity.identity = found;
@@ -267,7 +276,7 @@ export class EtcdStore implements Store {
     const revision = kv === undefined ? 0 : Number(kv.mod_revision);
     if (knownRevision !== undefined && knownRevision === revision) return { kind: 'unchanged', revision };
     const doc = parseDoc(pool, kv?.value);
-    this.#docs.set(pool, { revision, doc });
+    if (this.#continuity.halted() === undefined) this.#docs.set(pool, { revision, doc });
     const cooldownSeconds = doc.cooldownSeconds ?? doc.description?.cooldownSeconds;
     return {
       kind: 'snapshot',
@@ -288,6 +297,7 @@ export class EtcdStore implements Store {
     if (base === undefined || base.revision !== expected) {
       const read = await this.readPool(pool);
       if (read.revision !== expected) return { kind: 'conflict', reason: `pool ${pool} is at revision ${read.revision}, not ${expected}` };
+      this.#refuseWhileHalted();
       base = this.#docs.get(pool) as { revision: number; doc: UnitDoc };
     }
     const doc: UnitDoc = structuredClone(base.doc);
@@ -356,11 +366,13 @@ export class EtcdStore implements Store {
       ...[...creates].map(([key, a]) => this.#ns.put(key).value(JSON.stringify(a))),
       ...[...deletes].map((key) => this.#ns.delete().key(key)),
     );
-    if (admitted !== undefined) txn = txn.else(this.#ns.get(admitted));
-    if (identity !== undefined) txn = txn.else(this.#ns.get(IDENTITY_KEY));
+    // One else (a second would replace the first): the admission record, then the identity.
+    const reads = [...(admitted === undefined ? [] : [this.#ns.get(admitted)]), ...(identity === undefined ? [] : [this.#ns.get(IDENTITY_KEY)])];
+    if (reads.length > 0) txn = txn.else(...reads);
     const response = await this.#call(`commit ${pool}`, () => txn.commit());
     if (!response.succeeded) {
-      this.#docs.delete(pool);
+      // Kept from a store this process stopped trusting: it is what gets written back.
+      if (this.#continuity.halted() === undefined) this.#docs.delete(pool);
       if (identity !== undefined) {
         const now = response.responses[admitted === undefined ? 0 : 1]?.response_range?.kvs[0]?.value.toString('utf8');
         if (now !== identity) {
@@ -375,12 +387,16 @@ export class EtcdStore implements Store {
     }
     const revision = Number(response.header.revision);
     this.#docs.set(pool, { revision, doc });
+    for (const op of ops) if (op.op === 'release') this.#records.delete(`${pool}|${op.address}`);
+    for (const a of creates.values()) this.#records.set(`${a.pool}|${a.address}`, a);
     return { kind: 'committed', revision };
   }
 
   async findByOwner(owner: Omit<Owner, 'ifname'> & { ifname?: string }): Promise<Allocation[]> {
     const prefix = `owners/${enc(owner.network)}/${enc(owner.containerID)}/${owner.ifname === undefined ? '' : `${enc(owner.ifname)}/`}`;
-    return this.#allocationsUnder(prefix);
+    const found = await this.#allocationsUnder(prefix);
+    if (this.#continuity.halted() === undefined) for (const a of found) this.#records.set(`${a.pool}|${a.address}`, a);
+    return found;
   }
 
   async #allocationsUnder(prefix: string): Promise<Allocation[]> {
@@ -425,7 +441,7 @@ export class EtcdStore implements Store {
       const pool = kv.key.toString('utf8').slice('units/'.length); // the namespace strips its prefix
       const doc = parseDoc(pool, kv.value);
       const revision = Number(kv.mod_revision);
-      if (!this.#docs.has(pool) || (this.#docs.get(pool)?.revision ?? 0) < revision) this.#docs.set(pool, { revision, doc });
+      if (this.#continuity.halted() === undefined && (!this.#docs.has(pool) || (this.#docs.get(pool)?.revision ?? 0) < revision)) this.#docs.set(pool, { revision, doc });
       out.push({
         pool,
         revision,
@@ -436,6 +452,19 @@ export class EtcdStore implements Store {
       });
     }
     return out.sort((a, b) => (a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : 0));
+  }
+
+  /** Writes back what this process knew before the store lost its data; after the operator accepted it. */
+  async #republish(node: string): Promise<AcceptReport> {
+    const seen: SeenPool[] = [...this.#docs].map(([pool, { doc }]) => ({
+      pool,
+      allocations: doc.allocations,
+      ...(doc.affinity === undefined ? {} : { affinity: doc.affinity }),
+      ...(doc.description === undefined ? {} : { description: doc.description }),
+      ...(doc.cooldownSeconds === undefined ? {} : { cooldownSeconds: doc.cooldownSeconds }),
+    }));
+    const records = new Map(this.#records);
+    return republish({ store: this, node, seen, records, described: (pool) => this.#docs.get(pool)?.doc.description !== undefined, now: Date.now() });
   }
 
   async ping(): Promise<void> {

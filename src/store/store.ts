@@ -127,6 +127,16 @@ export interface AnnounceInfo {
   readonly previous?: string;
 }
 
+/** What `Membership.accept` wrote back into the store (etcd-republish.ts). */
+export interface AcceptReport {
+  /** Addresses written back. */
+  readonly addresses: number;
+  /** Blocks claimed again for this node. */
+  readonly blocks: number;
+  /** What could not be written back, and why: for the operator to resolve. */
+  readonly conflicts: readonly string[];
+}
+
 /** Liveness of agents, for stores shared by several nodes. */
 export interface Membership {
   /**
@@ -142,10 +152,11 @@ export interface Membership {
   halted(): string | undefined;
   /**
    * The operator's word after a halt: the store as it is now is the one to use. Forgets what was
-   * seen of the old store, adopts the present one (recording an identity in an empty one) and
-   * announces again.
+   * seen of the old store, adopts the present one (recording an identity in an empty one), writes
+   * back what this agent still knows it held (never over what the store holds now) and announces
+   * again.
    */
-  accept(): Promise<void>;
+  accept(): Promise<AcceptReport>;
   /** The identity of the store as verified at the last announcement; undefined before. */
   identity(): string | undefined;
   /** Nodes whose agent is alive now. */

@@ -37,6 +37,7 @@ describe('ClusterUpkeep', () => {
       accept: async () => {
         calls.push('accept');
         halted = undefined;
+        return { addresses: 0, blocks: 0, conflicts: [] };
       },
       identity: () => 'id-1',
     };
@@ -86,7 +87,9 @@ describe('ClusterUpkeep', () => {
       halted: () => halted,
       accept: async () => {
         calls.push('accept');
+        assert.match(upkeep.problem() ?? '', /accepting the cluster store/, 'no ADD while what the node knew is written back');
         halted = undefined;
+        return { addresses: 2, blocks: 1, conflicts: [] };
       },
       identity: () => 'id-1',
     };
@@ -106,7 +109,7 @@ describe('ClusterUpkeep', () => {
     assert.deepEqual(calls, ['renew', 'renew'], 'no block is given back on a store this node stopped trusting');
     assert.equal(upkeep.problem(), halted);
     assert.deepEqual(logged, ['allocation stopped: etcd answered at revision 3, lower than revision 90'], 'the halt is logged once');
-    await upkeep.accept();
+    assert.deepEqual(await upkeep.accept(), { addresses: 2, blocks: 1, conflicts: [] });
     assert.equal(upkeep.problem(), undefined);
     await upkeep.run();
     assert.deepEqual(calls.slice(2), ['accept', 'renew', 'give back']);
