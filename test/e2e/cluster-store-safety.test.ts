@@ -9,13 +9,15 @@
  * - an agent killed with -9 starts again on its state directory at once, though its old lease lives.
  */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Etcd3 } from 'etcd3';
+import { requestJson } from '../../src/core/unix-http.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { resultAddresses, warren } from '../helpers/cni.ts';
 import { type EtcdCluster, startEtcd } from '../helpers/etcd.ts';
-import { CHILD_PATH, WARREN_BIN, run, tempDir, waitFor } from '../helpers/processes.ts';
+import { CHILD_PATH, WARREN_BIN, run, tempDir, track, waitFor } from '../helpers/processes.ts';
 
 function nodeArgs(name: string, etcd: EtcdCluster, prefix: string, extra: readonly string[] = []): string[] {
   return ['--node-name', name, '--store', 'etcd', '--etcd-endpoints', etcd.endpoints.join(','), '--etcd-prefix', prefix, '--reconcile-interval', '1', '--upkeep-interval', '1', ...extra];
@@ -71,7 +73,7 @@ describe('an etcd that lost its data is never taken for a fresh cluster', { time
     await waitFor('the agent to report why it stopped', async () => {
       const s = await cli(agent, 'status', '--json');
       return (JSON.parse(s.stdout) as { cluster?: { problem?: string } }).cluster?.problem !== undefined ? true : undefined;
-    });
+    }, 30_000);
     for (const id of ['after-2', 'after-3', ...held.keys()]) {
       const reply = await refused(id);
       assert.equal(reply.json?.code, 11, reply.stdout);
@@ -129,6 +131,49 @@ describe('an etcd that lost its data is never taken for a fresh cluster', { time
   });
 });
 
+describe('an ordinary lease expiry is not a lost store', { timeout: 120_000 }, () => {
+  let etcd: EtcdCluster;
+  let agent: AgentHandle;
+  before(async () => {
+    etcd = await startEtcd(1);
+    agent = await startAgent({ args: nodeArgs('lapsed-n1', etcd, '/store-safety-lapse/') });
+  });
+  after(async () => {
+    await agent?.kill();
+    await etcd?.stop();
+  });
+
+  it('an agent whose announcement lease expired announces itself again and keeps allocating', async () => {
+    const net = network(agent, 'lapsed', '10.241.11.0/24');
+    const first = await net.call('ADD', 'l1');
+    assert.equal(first.code, 0, first.stdout);
+    const raw = new Etcd3({ hosts: etcd.endpoints });
+    try {
+      const key = '/store-safety-lapse/nodes/lapsed-n1';
+      const before = await raw.get(key).exec();
+      const lease = before.kvs[0]?.lease;
+      assert.ok(lease !== undefined && lease !== '0', 'the announcement lives on a lease');
+      const instance = (JSON.parse(before.kvs[0]?.value.toString() ?? '{}') as { instance?: string }).instance;
+      // What etcd does when a lease runs out: the lease and its keys go; everything else stays.
+      await raw.leaseClient.leaseRevoke({ ID: lease });
+      await waitFor('the agent to announce itself again', async () => {
+        const now = await raw.get(key).exec();
+        return now.kvs[0] !== undefined && now.kvs[0].lease !== lease ? true : undefined;
+      }, 30_000);
+      const again = JSON.parse((await raw.get(key).string()) ?? '{}') as { instance?: string };
+      assert.equal(again.instance, instance, 'the same instance announced again');
+    } finally {
+      raw.close();
+    }
+    const second = await net.call('ADD', 'l2');
+    assert.equal(second.code, 0, second.stdout);
+    assert.deepEqual(resultAddresses(await net.call('ADD', 'l1')), resultAddresses(first));
+    const status = JSON.parse((await cli(agent, 'status', '--json')).stdout) as { ready: boolean; cluster?: { problem?: string } };
+    assert.equal(status.ready, true);
+    assert.equal(status.cluster?.problem, undefined);
+  });
+});
+
 describe('one agent per node name on one etcd', { timeout: 180_000 }, () => {
   let etcd: EtcdCluster;
   const agents: AgentHandle[] = [];
@@ -147,12 +192,28 @@ describe('one agent per node name on one etcd', { timeout: 180_000 }, () => {
     assert.equal((await net.call('ADD', 't1')).code, 0);
 
     const dir = tempDir('warren-twin-');
-    const second = await run(process.execPath, [
-      WARREN_BIN, 'agent', '--state-dir', dir, '--socket', join(dir, 'warren.sock'), '--journal-dir', join(dir, 'journal'), '--netns-dirs', '', '--containerd', 'off',
-      ...nodeArgs('twin-node', etcd, '/store-safety-twins/'),
-    ]);
-    assert.notEqual(second.code, 0, `the second agent exits non-zero: ${second.stdout}${second.stderr}`);
-    const output = second.stdout + second.stderr;
+    const socket = join(dir, 'warren.sock');
+    const second = track(
+      spawn(
+        process.execPath,
+        [WARREN_BIN, 'agent', '--state-dir', dir, '--socket', socket, '--journal-dir', join(dir, 'journal'), '--netns-dirs', '', '--containerd', 'off', ...nodeArgs('twin-node', etcd, '/store-safety-twins/')],
+        { env: { ...process.env, PATH: CHILD_PATH }, stdio: ['ignore', 'pipe', 'pipe'] },
+      ),
+    );
+    let output = '';
+    second.stdout?.on('data', (c: Buffer) => (output += c.toString()));
+    second.stderr?.on('data', (c: Buffer) => (output += c.toString()));
+    const exited = new Promise<number | null>((resolve) => second.once('exit', (code) => resolve(code)));
+    // It either exits, or (the defect) serves: then it is stopped here and the test fails.
+    const outcome = await waitFor('the second agent to exit or serve', async () => {
+      if (second.exitCode !== null) return 'exited';
+      const r = await requestJson({ socket, method: 'GET', path: '/v1/status', timeoutMs: 2_000 }).catch(() => undefined);
+      return r?.status === 200 ? 'serving' : undefined;
+    }, 60_000);
+    if (outcome === 'serving') second.kill('SIGKILL');
+    const code = await exited;
+    assert.equal(outcome, 'exited', `the second agent must not serve: ${output}`);
+    assert.notEqual(code, 0, `the second agent exits non-zero: ${output}`);
     assert.match(output, /node twin-node is already announced in etcd by agent instance [0-9a-f-]+ \(host [^,]+, pid ([0-9]+), since /);
     assert.equal(output.match(/pid ([0-9]+), since/)?.[1], String(first.pid), 'the first agent is named by its pid');
 
@@ -167,7 +228,7 @@ describe('one agent per node name on one etcd', { timeout: 180_000 }, () => {
     try {
       await raw.put('/store-safety-twins/nodes/twin-node').value(JSON.stringify({ node: 'twin-node', since: Date.now(), instance: 'intruder-1', host: 'clone-vm', pid: 4242 }));
       const net = network(first, 'twins', '10.241.9.0/24');
-      await waitFor('the first agent to stop allocating', async () => ((await net.call('ADD', 't3')).json?.code === 11 ? true : undefined));
+      await waitFor('the first agent to stop allocating', async () => ((await net.call('ADD', 't3')).json?.code === 11 ? true : undefined), 30_000);
       const reply = await net.call('ADD', 't4');
       assert.equal(reply.json?.code, 11, reply.stdout);
       assert.match(String(reply.json?.msg), /taken over by agent instance intruder-1 \(host clone-vm, pid 4242/);
