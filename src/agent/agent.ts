@@ -163,7 +163,15 @@ export class Agent {
         ...(kubernetes === undefined ? {} : { kubernetes }),
         notReady,
         commits,
-        ...(upkeep === undefined ? {} : { cluster: { problem: () => upkeep.problem(), accept: () => upkeep.accept() } }),
+        ...(upkeep === undefined
+          ? {}
+          : {
+              cluster: {
+                problem: () => upkeep.problem(),
+                // What accept wrote went through: the commits that failed on the lost store say nothing now.
+                accept: () => upkeep.accept().then((report) => (commits.committed(), report)),
+              },
+            }),
         ...(cniConfig === undefined ? {} : { cniConfig: () => cniConfig.status() }),
         ...(plugins === undefined ? {} : { plugins }),
         telemetry,

@@ -52,7 +52,13 @@ export async function republish(input: RepublishInput): Promise<AcceptReport> {
   const conflicts: string[] = [];
   for (const seen of input.seen) {
     const own = seen.affinity === node;
-    const wanted = Object.entries(seen.allocations).filter(([address]) => own || records.get(`${seen.pool}|${address}`)?.node === node);
+    // A record counts only for the owner the document names: one seen earlier may be of an owner
+    // that released the address since.
+    const recordOf = (address: string, [network, containerID, ifname]: readonly [string, string, string]): Allocation | undefined => {
+      const r = records.get(`${seen.pool}|${address}`);
+      return r !== undefined && r.network === network && r.containerID === containerID && r.ifname === ifname ? r : undefined;
+    };
+    const wanted = Object.entries(seen.allocations).filter(([address, owner]) => own || recordOf(address, owner)?.node === node);
     if (!own && wanted.length === 0 && seen.description?.blockPrefix === undefined) continue;
     let done = false;
     for (let attempt = 1; attempt <= ATTEMPTS && !done; attempt++) {
@@ -68,7 +74,7 @@ export async function republish(input: RepublishInput): Promise<AcceptReport> {
           if (!theirs) found.push(`${address} (held by container ${containerID}, ${ifname}, in ${seen.pool}) is allocated to another owner in the store now`);
           continue;
         }
-        const allocation = records.get(`${seen.pool}|${address}`) ?? { pool: seen.pool, address, network, containerID, ifname, node: seen.affinity ?? node, createdAt: input.now };
+        const allocation = recordOf(address, [network, containerID, ifname]) ?? { pool: seen.pool, address, network, containerID, ifname, node: seen.affinity ?? node, createdAt: input.now };
         ops.push({ op: 'allocate', allocation });
         written += 1;
       }

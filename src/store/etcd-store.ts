@@ -1,7 +1,7 @@
 /**
  * The cluster store: etcd v3 through the etcd3 client (gRPC). Several agents share it, each a node.
  *
- * Layout under the key prefix (default `/warren/`):
+ * Layout under the key prefix (default `/warren/`; documents and owner records: etcd-documents.ts):
  *   units/<pool>                          one JSON document per pool (in cluster mode, per block):
  *                                         affinity, cursor, description, cooldown, allocated
  *                                         addresses with their owners, resting addresses
@@ -38,13 +38,13 @@
  *
  * Any failure to reach etcd surfaces as WarrenError TRY_AGAIN (CNI code 11) naming etcd.
  */
-import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { WarrenError, messageOf } from '../core/errors.ts';
-import { isPlainObject } from '../core/validate.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
 import { inRangePool, rangePoolOfKey } from '../ipam/blocks.ts';
-import { EtcdContinuity, STORE_LOST_RECOVERY } from './etcd-continuity.ts';
+import { EtcdContinuity } from './etcd-continuity.ts';
+import { type UnitDoc, ownerRecordKey, parseDoc } from './etcd-documents.ts';
+import { IDENTITY_KEY, verifyIdentity } from './etcd-identity.ts';
 import { EtcdMembership } from './etcd-membership.ts';
 import { type SeenPool, republish } from './etcd-republish.ts';
 import { EtcdSpaces, admissionKey } from './etcd-spaces.ts';
@@ -55,7 +55,6 @@ import {
   type AllocationFilter,
   type CommitResult,
   type Membership,
-  type PoolDescription,
   type PoolOp,
   type PoolRead,
   type PoolSummary,
@@ -85,45 +84,8 @@ export interface EtcdStoreOptions {
   readonly notice?: (message: string) => void;
 }
 
-/** The key of the store's identity record, under the prefix. */
-const IDENTITY_KEY = 'identity';
-
-interface UnitDoc {
-  affinity?: string;
-  cursor?: string;
-  description?: PoolDescription;
-  /**
-   * The pool's cooldown attribute. Documents written before it existed have only the copy inside
-   * `description`, which stands in for it until the pool's metadata is next written.
-   */
-  cooldownSeconds?: number;
-  /** address → owner [network, containerID, ifname] */
-  allocations: Record<string, [string, string, string]>;
-  /** address → reusable at (ms since epoch) */
-  resting: Record<string, number>;
-}
 
 const enc = encodeURIComponent;
-
-/** Where an owner's record in a range pool lives in etcd: a key layout (identity is ipam's ownerKey). */
-function ownerRecordKey(network: string, containerID: string, ifname: string, pool: string): string {
-  return `owners/${enc(network)}/${enc(containerID)}/${enc(ifname)}/${enc(rangePoolOfKey(pool))}`;
-}
-
-function emptyDoc(): UnitDoc {
-  return { allocations: {}, resting: {} };
-}
-
-function parseDoc(pool: string, value: Buffer | undefined): UnitDoc {
-  if (value === undefined || value.length === 0) return emptyDoc();
-  try {
-    const doc = JSON.parse(value.toString('utf8')) as UnitDoc;
-    if (!isPlainObject(doc) || typeof doc.allocations !== 'object' || typeof doc.resting !== 'object') throw new Error('not a pool document');
-    return doc;
-  } catch (error) {
-    throw new WarrenError('IO_FAILURE', `etcd document of pool ${pool} is corrupt: ${messageOf(error)}`);
-  }
-}
 
 export class EtcdStore implements Store {
   readonly description: string;
@@ -135,7 +97,7 @@ export class EtcdStore implements Store {
   readonly #membership: EtcdMembership;
   /** What has been seen of etcd, and the halt when the store is no longer the one it was. */
   readonly #continuity = new EtcdContinuity();
-  /** The identity recorded at the agent's last run; checked once, at the first verification. */
+  /** The identity recorded at the agent's last run; checked at the first verification. */
   #expectedIdentity: string | undefined;
   readonly #prefix: string;
   /**
@@ -222,6 +184,20 @@ export class EtcdStore implements Store {
    * Runs one etcd call, turning transport failures into TRY_AGAIN that names etcd, and checks the
    * response's header against what was seen before the call left (etcd-continuity.ts).
    */
+  /** Reads the identity record, and halts when it is not the one known (etcd-identity.ts). */
+  async #verifyIdentity(): Promise<void> {
+    await verifyIdentity({
+      ns: this.#ns,
+      call: (what, body) => this.#call(what, body),
+      continuity: this.#continuity,
+      where: `etcd store ${this.description}`,
+      key: `${this.#prefix}${IDENTITY_KEY}`,
+      ...(this.#expectedIdentity === undefined ? {} : { expected: this.#expectedIdentity }),
+    });
+    // Compared once: from now on what this process verified counts, or the operator's accept.
+    this.#expectedIdentity = undefined;
+  }
+
   async #call<T>(what: string, body: () => Promise<T>): Promise<T> {
     const floor = this.#continuity.floor();
     let result: T;
@@ -241,34 +217,6 @@ export class EtcdStore implements Store {
     if (halt !== undefined) throw new WarrenError('TRY_AGAIN', halt.message);
   }
 
-  /**
-   * Reads the identity record: records one in a store that never had one (unless this agent knew
-   * one), and halts when the one it knew is gone or replaced. Once known, every commit checks it.
-   */
-  async #verifyIdentity(): Promise<void> {
-    if (this.#continuity.halted() !== undefined) return;
-    const known = this.#continuity.identity ?? this.#expectedIdentity;
-    const response = await this.#call('read the store identity', () => this.#ns.get(IDENTITY_KEY).exec());
-    let found = response.kvs[0]?.value.toString('utf8');
-    if (found === undefined && known === undefined) {
-      const made = randomUUID();
-      const created = await this.#call('record the store identity', () =>
-        this.#ns.if(IDENTITY_KEY, 'Create', '==', 0).then(this.#ns.put(IDENTITY_KEY).value(made)).else(this.#ns.get(IDENTITY_KEY)).commit(),
-      );
-      found = created.succeeded ? made : created.responses[0]?.response_range?.kvs[0]?.value.toString('utf8');
-      if (found === undefined) throw new WarrenError('TRY_AGAIN', 'etcd store identity was created and deleted at once; try again');
-    }
-    if (found === undefined) {
-      this.#continuity.halt('store-lost', `etcd store ${this.description} lost its data: its identity record ${this.#prefix}${IDENTITY_KEY} (${known}) is gone. ${STORE_LOST_RECOVERY}`);
-      return;
-    }
-    if (known !== undefined && found !== known) {
-      this.#continuity.halt('store-lost', `etcd store ${this.description} is not the store this agent knew: its identity is ${found}, not ${known} (it was wiped and recreated, or the endpoints reach another store). ${STORE_LOST_RECOVERY}`);
-      return;
-    }
-    this.#continuity.identity = found;
-    this.#expectedIdentity = undefined;
-  }
 
   async readPool(pool: string, knownRevision?: Revision): Promise<PoolRead> {
     const response = await this.#call(`read ${pool}`, () => this.#ns.get(`units/${pool}`).exec());
