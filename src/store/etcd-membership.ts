@@ -80,7 +80,8 @@ export function describeInstance(record: NodeRecord | undefined): string {
   return `agent instance ${record.instance} (${[...where, `since ${new Date(record.since).toISOString()}`].join(', ')})`;
 }
 
-const defaultWait = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms).unref());
+// Not unref()ed: while an agent starts, this wait may be all that keeps its process alive.
+const defaultWait = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 export class EtcdMembership implements Membership {
   readonly #o: EtcdMembershipOptions;

@@ -6,10 +6,14 @@
  *   say why) and hands out none of the addresses its containers hold, until an operator accepts;
  * - a second agent with the same --node-name on the same etcd is refused at start, naming the
  *   first; an agent whose announcement another instance took stops allocating and says so;
- * - an agent killed with -9 starts again on its state directory at once, though its old lease lives.
+ *   An agent started again on an etcd wiped while it was stopped knows it from its state directory;
+ *   an ordinary lease expiry is none of this: the agent announces itself again;
+ * - an agent killed with -9 starts again on its state directory at once, though its old lease lives;
+ *   its previous start on another boot is waited out (a reboot), and refused while renewed (a clone).
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Etcd3 } from 'etcd3';
@@ -128,6 +132,85 @@ describe('an etcd that lost its data is never taken for a fresh cluster', { time
     }
     for (const address of held.values()) assert.ok(!fresh.includes(address), `${address}, held by a live container, handed out again`);
     assert.equal((await warren({ command: 'STATUS', config: net.config })).code, 0);
+  });
+});
+
+describe('a store that lost its data while the agent was down', { timeout: 120_000 }, () => {
+  let etcd: EtcdCluster;
+  let agent: AgentHandle | undefined;
+  before(async () => {
+    etcd = await startEtcd(1);
+  });
+  after(async () => {
+    await agent?.kill();
+    await etcd?.stop();
+  });
+
+  it('an agent started again on an etcd wiped while it was stopped serves, but allocates nothing, naming the lost identity', async () => {
+    const args = nodeArgs('down-n1', etcd, '/store-safety-down/');
+    const first = await startAgent({ args });
+    const net = network(first, 'down', '10.241.12.0/24');
+    const held = resultAddresses(await net.call('ADD', 'd1'));
+    assert.equal(held.length, 1);
+    assert.equal(await first.stop(), 0);
+    const member = etcd.members[0];
+    assert.ok(member);
+    await etcd.wipe(member);
+
+    agent = await startAgent({ dir: first.dir, args });
+    for (const id of ['d1', 'd2']) {
+      const reply = await net.call('ADD', id);
+      assert.equal(reply.json?.code, 11, reply.stdout);
+      assert.match(String(reply.json?.msg), /lost its data: its identity record \/store-safety-down\/identity \([0-9a-f-]+\) is gone/);
+    }
+    assert.equal((await warren({ command: 'STATUS', config: net.config })).json?.code, 50);
+  });
+});
+
+describe('a restart on another boot (a reboot, or a clone of the state directory)', { timeout: 120_000 }, () => {
+  let etcd: EtcdCluster;
+  let raw: Etcd3;
+  const agents: AgentHandle[] = [];
+  before(async () => {
+    etcd = await startEtcd(1);
+    raw = new Etcd3({ hosts: etcd.endpoints });
+  });
+  after(async () => {
+    for (const a of agents) await a.kill();
+    raw?.close();
+    await etcd?.stop();
+  });
+
+  /** A state directory whose last start was instance `previous`, and that instance's announcement, made on another boot. */
+  const leftBehind = async (node: string, prefix: string, previous: string) => {
+    const dir = tempDir('warren-reboot-');
+    writeFileSync(join(dir, 'cluster.json'), JSON.stringify({ instance: previous }));
+    const lease = raw.lease(2);
+    await lease.put(`${prefix}nodes/${node}`).value(JSON.stringify({ node, since: Date.now(), instance: previous, host: 'vm', pid: 99999, bootId: 'another-boot' }));
+    return { dir, lease };
+  };
+
+  it('an agent whose previous start announced on another boot waits for that lease to lapse, then starts', async () => {
+    const { dir, lease } = await leftBehind('reboot-n1', '/store-safety-reboot/', 'prev-instance-1');
+    lease.release(); // the old process is gone: nobody renews its lease
+    const agent = await startAgent({ dir, args: nodeArgs('reboot-n1', etcd, '/store-safety-reboot/', ['--node-lease', '2']) });
+    agents.push(agent);
+    assert.match(agent.log(), /this agent's previous start on another boot .*waiting up to 4 s for its lease to lapse/);
+    assert.equal((await network(agent, 'reboot', '10.241.13.0/24').call('ADD', 'r1')).code, 0);
+  });
+
+  it('an agent whose previous start on another boot is still renewed elsewhere (a clone) refuses to start, naming it', async () => {
+    const { dir, lease } = await leftBehind('clone-n1', '/store-safety-clone/', 'prev-instance-2');
+    try {
+      const refused = await run(process.execPath, [
+        WARREN_BIN, 'agent', '--state-dir', dir, '--socket', join(dir, 'warren.sock'), '--journal-dir', join(dir, 'journal'), '--netns-dirs', '', '--containerd', 'off',
+        ...nodeArgs('clone-n1', etcd, '/store-safety-clone/', ['--node-lease', '2']),
+      ]);
+      assert.notEqual(refused.code, 0, refused.stdout + refused.stderr);
+      assert.match(refused.stdout + refused.stderr, /node clone-n1 is already announced in etcd by agent instance prev-instance-2 \(host vm, pid 99999/);
+    } finally {
+      await lease.revoke();
+    }
   });
 });
 
