@@ -109,12 +109,12 @@ export class EtcdMembership implements Membership {
   async accept(): Promise<AcceptReport> {
     const announced = this.#announced;
     if (announced === undefined) throw new WarrenError('BAD_REQUEST', 'this agent has not announced a node yet: there is nothing to accept');
+    // Only a store that lost its data lacks what this node held; a name taken over lost nothing.
+    const lost = this.#o.continuity.halted()?.kind === 'store-lost';
     this.#o.continuity.accept();
-    await this.#o.verifyIdentity();
-    this.#refuseWhileHalted();
-    const report = await this.#o.republish(announced.node);
+    // The announcement first: an accept that another live instance's announcement refuses writes nothing.
     await this.#claim();
-    return report;
+    return lost ? this.#o.republish(announced.node) : { addresses: 0, blocks: 0, conflicts: [] };
   }
 
   #refuseWhileHalted(): void {

@@ -31,12 +31,28 @@ function cli(agent: AgentHandle, ...args: string[]) {
   return run(process.execPath, [WARREN_BIN, ...args, '--socket', agent.socket], { env: { ...process.env, PATH: CHILD_PATH } });
 }
 
-function network(agent: AgentHandle, name: string, range: string) {
+function network(agent: Pick<AgentHandle, 'socket' | 'dir'>, name: string, range: string) {
   const config = { cniVersion: '1.1.0', name, ipam: { type: 'warren', socket: agent.socket, journal_dir: join(agent.dir, 'journal'), range } };
   return {
     config,
     call: (command: string, id: string) => warren({ command, containerID: id, netns: `/var/run/netns/${id}`, ifname: 'eth0', config }),
   };
+}
+
+/** An agent process followed as it starts (startAgent returns only once it serves). */
+function spawnAgent(dir: string, args: readonly string[]) {
+  const socket = join(dir, 'warren.sock');
+  const child = track(
+    spawn(process.execPath, [WARREN_BIN, 'agent', '--state-dir', dir, '--socket', socket, '--journal-dir', join(dir, 'journal'), '--netns-dirs', '', '--containerd', 'off', ...args], {
+      env: { ...process.env, PATH: CHILD_PATH },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  );
+  let output = '';
+  child.stdout?.on('data', (c: Buffer) => (output += c.toString()));
+  child.stderr?.on('data', (c: Buffer) => (output += c.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return { dir, socket, child, exited, output: () => output };
 }
 
 describe('an etcd that lost its data is never taken for a fresh cluster', { timeout: 180_000 }, () => {
@@ -192,11 +208,20 @@ describe('a restart on another boot (a reboot, or a clone of the state directory
 
   it('an agent whose previous start announced on another boot waits for that lease to lapse, then starts', async () => {
     const { dir, lease } = await leftBehind('reboot-n1', '/store-safety-reboot/', 'prev-instance-1');
-    lease.release(); // the old process is gone: nobody renews its lease
-    const agent = await startAgent({ dir, args: nodeArgs('reboot-n1', etcd, '/store-safety-reboot/', ['--node-lease', '2']) });
-    agents.push(agent);
-    assert.match(agent.log(), /this agent's previous start on another boot .*waiting up to 4 s for its lease to lapse/);
-    assert.equal((await network(agent, 'reboot', '10.241.13.0/24').call('ADD', 'r1')).code, 0);
+    // A lease far longer than the old one, so the agent waits as long as the old lease is renewed here.
+    const agent = spawnAgent(dir, nodeArgs('reboot-n1', etcd, '/store-safety-reboot/', ['--node-lease', '30']));
+    try {
+      await waitFor('the agent to say it waits', () => (/this agent's previous start on another boot .*waiting up to 32 s for its lease to lapse/.test(agent.output()) ? true : undefined), 60_000);
+      await lease.revoke(); // the old process is gone: its lease lapses
+      await waitFor('the agent to serve', async () => {
+        if (agent.child.exitCode !== null) throw new Error(`agent exited: ${agent.output()}`);
+        const r = await requestJson({ socket: agent.socket, method: 'GET', path: '/v1/status', timeoutMs: 2_000 }).catch(() => undefined);
+        return r?.status === 200 ? true : undefined;
+      }, 60_000);
+      assert.equal((await network(agent, 'reboot', '10.241.13.0/24').call('ADD', 'r1')).code, 0);
+    } finally {
+      agent.child.kill('SIGKILL');
+    }
   });
 
   it('an agent whose previous start on another boot is still renewed elsewhere (a clone) refuses to start, naming it', async () => {
@@ -274,27 +299,16 @@ describe('one agent per node name on one etcd', { timeout: 180_000 }, () => {
     const net = network(first, 'twins', '10.241.9.0/24');
     assert.equal((await net.call('ADD', 't1')).code, 0);
 
-    const dir = tempDir('warren-twin-');
-    const socket = join(dir, 'warren.sock');
-    const second = track(
-      spawn(
-        process.execPath,
-        [WARREN_BIN, 'agent', '--state-dir', dir, '--socket', socket, '--journal-dir', join(dir, 'journal'), '--netns-dirs', '', '--containerd', 'off', ...nodeArgs('twin-node', etcd, '/store-safety-twins/')],
-        { env: { ...process.env, PATH: CHILD_PATH }, stdio: ['ignore', 'pipe', 'pipe'] },
-      ),
-    );
-    let output = '';
-    second.stdout?.on('data', (c: Buffer) => (output += c.toString()));
-    second.stderr?.on('data', (c: Buffer) => (output += c.toString()));
-    const exited = new Promise<number | null>((resolve) => second.once('exit', (code) => resolve(code)));
+    const second = spawnAgent(tempDir('warren-twin-'), nodeArgs('twin-node', etcd, '/store-safety-twins/'));
     // It either exits, or (the defect) serves: then it is stopped here and the test fails.
     const outcome = await waitFor('the second agent to exit or serve', async () => {
-      if (second.exitCode !== null) return 'exited';
-      const r = await requestJson({ socket, method: 'GET', path: '/v1/status', timeoutMs: 2_000 }).catch(() => undefined);
+      if (second.child.exitCode !== null) return 'exited';
+      const r = await requestJson({ socket: second.socket, method: 'GET', path: '/v1/status', timeoutMs: 2_000 }).catch(() => undefined);
       return r?.status === 200 ? 'serving' : undefined;
     }, 60_000);
-    if (outcome === 'serving') second.kill('SIGKILL');
-    const code = await exited;
+    if (outcome === 'serving') second.child.kill('SIGKILL');
+    const code = await second.exited;
+    const output = second.output();
     assert.equal(outcome, 'exited', `the second agent must not serve: ${output}`);
     assert.notEqual(code, 0, `the second agent exits non-zero: ${output}`);
     assert.match(output, /node twin-node is already announced in etcd by agent instance [0-9a-f-]+ \(host [^,]+, pid ([0-9]+), since /);
