@@ -135,7 +135,9 @@ export class EtcdMembership implements Membership {
     const key = nodeKey(announced.node);
     const value = JSON.stringify(announced.record);
     let waited = false;
-    for (;;) {
+    // The key changing between our reads (another starter, a lapse) is retried a few times, not forever.
+    for (let round = 1; ; round++) {
+      if (round > 5) throw new WarrenError('TRY_AGAIN', `the announcement of node ${announced.node} kept changing while this agent announced itself; try again`);
       const lease = this.#o.ns.lease(this.#o.leaseSeconds);
       const id = await this.#o.call('announce node', () => lease.grant());
       const created = await this.#o.call('announce node', () => this.#o.ns.if(key, 'Create', '==', 0).then(this.#o.ns.put(key).value(value).lease(id)).else(this.#o.ns.get(key)).commit());
