@@ -27,6 +27,7 @@ import { SqliteStore } from '../store/sqlite-store.ts';
 import type { Store } from '../store/store.ts';
 import { createApiServer } from './api-server.ts';
 import { ClusterUpkeep } from './cluster-upkeep.ts';
+import { ClusterRecord } from './cluster-record.ts';
 import { InstanceLock } from './instance-lock.ts';
 import { RecentErrors } from './recent-errors.ts';
 import { ReleaseWiring } from './release-wiring.ts';
@@ -114,7 +115,9 @@ export class Agent {
       { what: 'journal', path: o.journalDir },
     ]);
     try {
-      const opened = this.#injectedStore ?? (await openStore(o, this.#clock));
+      // On etcd: which start of this agent last announced the node, and the store's identity then.
+      const record = o.store === 'etcd' ? new ClusterRecord(o.stateDir, o.etcdPrefix, (message) => this.#logger.warn(message)) : undefined;
+      const opened = this.#injectedStore ?? (await openStore(o, this.#clock, record, (message) => this.#logger.warn(message)));
       const history = new ReleaseHistory(this.#clock);
       // Readings are taken from the parts made below, when a scrape asks.
       const metrics =
@@ -147,18 +150,27 @@ export class Agent {
       const clustered = store.membership !== undefined;
       const allocator = new Allocator({ store, clock: this.#clock, node: o.nodeName, blocks: clustered && o.blocks });
       const errors = new RecentErrors(this.#clock, this.#logger);
-      if (store.membership !== undefined) {
-        new ClusterUpkeep({
-          membership: store.membership,
+      const membership = store.membership;
+      const upkeep =
+        membership === undefined
+          ? undefined
+          : new ClusterUpkeep({
+          membership,
           allocator,
           clock: this.#clock,
           logger: this.#logger,
           errors,
           node: o.nodeName,
           version: WARREN_VERSION,
+          ...(record === undefined ? {} : { instance: record.instance, onAnnounced: () => record.recordIdentity(membership.identity()) }),
           intervalMs: o.upkeepIntervalSeconds * 1000,
           blockGraceMs: o.blockGraceSeconds * 1000,
-        }).start(this.#abort.signal);
+        });
+      if (upkeep !== undefined) {
+        // Before serving: a second agent with this node's name is refused here (ALREADY_RUNNING).
+        record?.recordInstance();
+        await upkeep.announceFirst();
+        upkeep.start(this.#abort.signal);
       }
       const releases = new ReleaseWiring(o, { store, allocator, clock: this.#clock, logger: this.#logger, errors, telemetry, onFailure: (error) => this.#fail(error) });
       this.#releases = releases;
@@ -171,7 +183,8 @@ export class Agent {
       }
       const cniConfig = o.manageCniConfig ? this.#configManager(store, takeover, handBack.reason()) : undefined;
       this.#cniConfig = cniConfig;
-      const notReady = (): string | undefined => handBack.reason() ?? readinessProblem(o.readinessIndicatorFile);
+      const clusterProblem = upkeep === undefined ? undefined : () => upkeep.problem();
+      const notReady = (): string | undefined => handBack.reason() ?? readinessProblem(o.readinessIndicatorFile) ?? clusterProblem?.();
       // Set by #serveMetrics before the socket listens, so before anyone can ask.
       const metricsEndpoint = o.metricsAddress === undefined ? {} : { metrics: () => this.#metricsStatus as MetricsEndpointStatus };
       const service = new AgentService({
@@ -185,6 +198,15 @@ export class Agent {
         ...(kubernetes === undefined ? {} : { kubernetes }),
         notReady,
         commits,
+        ...(upkeep === undefined
+          ? {}
+          : {
+              cluster: {
+                problem: () => upkeep.problem(),
+                // What accept wrote went through: the commits that failed on the lost store say nothing now.
+                accept: () => upkeep.accept().then((report) => (commits.committed(), report)),
+              },
+            }),
         ...(cniConfig === undefined ? {} : { cniConfig: () => cniConfig.status() }),
         ...(plugins === undefined ? {} : { plugins }),
         // Without the config manager nothing would remove the config naming Warren: refusing ADD
@@ -206,6 +228,7 @@ export class Agent {
             ...(containerd === undefined ? {} : { containerd }),
             ...(cniConfig === undefined ? {} : { cniConfig: () => cniConfig.status() }),
             ...metricsEndpoint,
+            ...(upkeep === undefined ? {} : { clusterProblem: () => upkeep.problem() }),
           }),
       });
       const cni = new CniService({
@@ -387,7 +410,7 @@ function unlessDefault(value: string, plugin: string): string | undefined {
   return value === plugin ? undefined : value;
 }
 
-async function openStore(o: AgentOptions, clock: Clock): Promise<Store> {
+async function openStore(o: AgentOptions, clock: Clock, record: ClusterRecord | undefined, notice: (message: string) => void): Promise<Store> {
   if (o.store === 'sqlite') return new SqliteStore({ path: o.database, synchronous: o.synchronous, clock, busyTimeoutMs: o.dbBusyTimeoutSeconds * 1000 });
   const { EtcdStore } = await import('../store/etcd-store.ts');
   const tls = { ...(o.etcdCa === undefined ? {} : { ca: o.etcdCa }), ...(o.etcdCert === undefined ? {} : { cert: o.etcdCert }), ...(o.etcdKey === undefined ? {} : { key: o.etcdKey }) };
@@ -395,6 +418,8 @@ async function openStore(o: AgentOptions, clock: Clock): Promise<Store> {
     endpoints: o.etcdEndpoints,
     prefix: o.etcdPrefix,
     leaseSeconds: Math.ceil(o.nodeLeaseSeconds),
+    notice,
+    ...(record?.identity === undefined ? {} : { identity: record.identity }),
     ...(Object.keys(tls).length === 0 ? {} : { tls }),
   });
 }

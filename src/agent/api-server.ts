@@ -48,6 +48,7 @@ export function agentApi(cni: CniService, service: AgentService): AgentApi {
     journal: async () => service.journal(),
     nodes: () => service.nodes(),
     forgetNode: (request) => service.forgetNode(request.node),
+    acceptStore: () => service.acceptStore(),
     plugins: async () => service.plugins(),
     doctor: () => service.doctor(),
     uninstall: () => service.uninstall(),

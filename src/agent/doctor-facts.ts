@@ -32,6 +32,8 @@ export interface DoctorFactsDeps {
   readonly containerd?: () => ContainerdStatus;
   readonly metrics?: () => MetricsEndpointStatus;
   readonly cniConfig?: () => CniConfigStatus;
+  /** On a cluster store: why this node does not allocate now. */
+  readonly clusterProblem?: () => string | undefined;
 }
 
 /** How long the clock measurement waits for etcd. */
@@ -46,6 +48,7 @@ export async function doctorFacts(d: DoctorFactsDeps): Promise<DoctorFacts> {
     error = messageOf(e);
   }
   const containerd = d.containerd?.();
+  const clusterProblem = d.clusterProblem?.();
   const metrics = d.metrics?.();
   const cniConfig = d.cniConfig?.();
   const endpoint = o.etcdEndpoints[0];
@@ -67,6 +70,7 @@ export async function doctorFacts(d: DoctorFactsDeps): Promise<DoctorFacts> {
       healthy: error === undefined,
       ...(error === undefined ? {} : { error }),
       ...(o.store === 'sqlite' ? { synchronous: o.synchronous } : { etcdEndpoints: o.etcdEndpoints }),
+      ...(clusterProblem === undefined ? {} : { clusterProblem }),
     },
     netns: d.observer.directories(),
     recordedNetns: error === undefined ? await recordedNetns(d) : [],

@@ -4,8 +4,10 @@
  * parsed the request) and answer the wire shapes of api/protocol.ts. Release by hand is the same
  * idempotent release a DEL does: releasing what is not allocated releases nothing.
  *
- * Ready means an ADD can commit now: the readiness indicator is there, the store answers its ping,
- * and the last commit did not fail (commit-health.ts says why the ping alone is not enough).
+ * Ready means an ADD can commit now: the readiness indicator is there, on a cluster store this node
+ * is announced and has not stopped allocating (the store lost its data, or another agent took its
+ * name), the store answers its ping, and the last commit did not fail (commit-health.ts says why
+ * the ping alone is not enough).
  */
 import type { Clock } from '../core/clock.ts';
 import { WarrenError, messageOf } from '../core/errors.ts';
@@ -13,9 +15,9 @@ import { formatIP, parseIP } from '../ipam/address.ts';
 import type { Allocation } from '../ipam/allocation.ts';
 import type { Allocator } from '../allocator/allocator.ts';
 import { isBlockKey, rangePoolOfKey } from '../ipam/blocks.ts';
-import type { AllocationFilter, Store } from '../store/store.ts';
+import type { AcceptReport, AllocationFilter, Store } from '../store/store.ts';
 import type { AgentStatus, UninstallReport, CniConfigStatus, ContainerdStatus, KubernetesStatus, MetricsEndpointStatus, PluginsStatus, ReconcilerStatus } from '../api/status.ts';
-import type { AllocationQuery, AuditReport, ForgetNodeResponse, NodeReport, PoolReport, ReleaseRequest, ReleaseResponse } from '../api/protocol.ts';
+import type { AcceptStoreResponse, AllocationQuery, AuditReport, ForgetNodeResponse, NodeReport, PoolReport, ReleaseRequest, ReleaseResponse } from '../api/protocol.ts';
 import type { DashboardData } from '../api/dashboard.ts';
 import type { DoctorFacts } from '../api/doctor.ts';
 import type { ReleaseReconciler } from './release-reconciler.ts';
@@ -52,6 +54,11 @@ export interface AgentServiceOptions {
   readonly doctor?: () => Promise<DoctorFacts>;
   /** `warren uninstall`: hands the node back to the primary's IPAM (node-hand-back.ts). */
   readonly uninstall?: () => Promise<UninstallReport>;
+  /**
+   * On a cluster store: why this node must not allocate (also in `notReady`), and the operator's
+   * word that the store as it is now is the one to use (`warren store accept`).
+   */
+  readonly cluster?: { readonly problem: () => string | undefined; readonly accept: () => Promise<AcceptReport> };
 }
 
 export class AgentService {
@@ -100,7 +107,13 @@ export class AgentService {
     const membership = this.#o.store.membership;
     if (membership !== undefined && pingError === undefined) {
       const live = (await membership.liveNodes()).map((n) => n.node);
-      cluster = { liveNodes: live, ownBlocks: pools.filter((p) => p.affinity === this.#o.allocator.node).length, thisNodeAnnounced: live.includes(this.#o.allocator.node) };
+      const problem = this.#o.cluster?.problem();
+      cluster = {
+        liveNodes: live,
+        ownBlocks: pools.filter((p) => p.affinity === this.#o.allocator.node).length,
+        thisNodeAnnounced: live.includes(this.#o.allocator.node),
+        ...(problem === undefined ? {} : { problem }),
+      };
     }
     const now = this.#o.clock.now();
     const notReady =
@@ -228,6 +241,19 @@ export class AgentService {
     for (const p of summaries) if (p.affinity !== undefined) entry(p.affinity).blocks.push(p.pool);
     for (const a of allocations) entry(a.node).allocations += 1;
     return [...nodes].sort(([a], [b]) => (a < b ? -1 : 1)).map(([node, n]) => ({ node, ...n }));
+  }
+
+  /**
+   * After the agent stopped allocating on its cluster store (it lost its data, or another agent took
+   * this node's name): the operator's word that the store as it is now is the one to use.
+   */
+  async acceptStore(): Promise<AcceptStoreResponse> {
+    const cluster = this.#o.cluster;
+    if (cluster === undefined) throw new WarrenError('BAD_REQUEST', `store ${this.#o.store.description} is not shared by nodes; there is nothing to accept`);
+    const before = cluster.problem();
+    const report = await cluster.accept();
+    const after = cluster.problem();
+    return { accepted: before ?? 'nothing: allocation was not stopped', ...report, ...(after === undefined ? {} : { problem: after }) };
   }
 
   /** Frees what a node that is gone for good held; refuses while its agent is alive. */

@@ -31,6 +31,8 @@ export interface DoctorFacts {
     /** SQLite: FULL survives power loss, NORMAL only a process crash. */
     readonly synchronous?: 'FULL' | 'NORMAL';
     readonly etcdEndpoints?: readonly string[];
+    /** On a cluster store: why this node does not allocate (not announced; the store lost its data; its name taken). */
+    readonly clusterProblem?: string;
   };
   readonly netns: readonly NetnsDirectoryStatus[];
   /**

@@ -95,6 +95,19 @@ export interface ForgetNodeResponse {
   readonly blocks: readonly string[];
 }
 
+/**
+ * POST /v1/store/accept: what allocation had stopped for, what the agent wrote back into the store
+ * (addresses, blocks claimed again, and what it could not write back: conflicts for the operator),
+ * and what still stops allocation, if anything.
+ */
+export interface AcceptStoreResponse {
+  readonly accepted: string;
+  readonly addresses: number;
+  readonly blocks: number;
+  readonly conflicts: readonly string[];
+  readonly problem?: string;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Allocations (GET /v1/allocations) and release (POST /v1/release)
 
@@ -180,6 +193,7 @@ export interface AgentApi {
   journal(): Promise<ReconcilerStatus>;
   nodes(): Promise<NodeReport[]>;
   forgetNode(request: ForgetNodeRequest): Promise<ForgetNodeResponse>;
+  acceptStore(): Promise<AcceptStoreResponse>;
   plugins(): Promise<PluginsStatus>;
   doctor(): Promise<DoctorFacts>;
   uninstall(): Promise<UninstallReport>;

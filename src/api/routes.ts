@@ -18,6 +18,8 @@
  *   GET  /v1/journal                                    -> ReconcilerStatus
  *   GET  /v1/nodes                                      -> NodeReport[] (cluster store only)
  *   POST /v1/nodes/forget {node}                        -> ForgetNodeResponse (refused while alive)
+ *   POST /v1/store/accept {}                            -> AcceptStoreResponse (cluster store only: after the
+ *                                                         agent stopped allocating, the store as it is now is the one to use)
  *   GET  /v1/plugins                                    -> PluginsStatus (BAD_REQUEST when the registry is off)
  *   GET  /v1/doctor                                     -> DoctorFacts (the agent's own setup, for `warren doctor`)
  *   POST /v1/uninstall    {}                            -> UninstallReport (hands the node back: `warren uninstall`)
@@ -67,6 +69,7 @@ export const PATHS = {
   journal: '/v1/journal',
   nodes: '/v1/nodes',
   forgetNode: '/v1/nodes/forget',
+  acceptStore: '/v1/store/accept',
   plugins: '/v1/plugins',
   doctor: '/v1/doctor',
   uninstall: '/v1/uninstall',
@@ -94,6 +97,7 @@ export const ROUTES: readonly Route[] = [
   route('GET', PATHS.journal, nothing, (api) => api.journal()),
   route('GET', PATHS.nodes, nothing, (api) => api.nodes()),
   route('POST', PATHS.forgetNode, body(forgetNodeRequest), (api, input) => api.forgetNode(input)),
+  route('POST', PATHS.acceptStore, body(emptyRequest), (api) => api.acceptStore()),
   route('GET', PATHS.plugins, nothing, (api) => api.plugins()),
   route('GET', PATHS.doctor, nothing, (api) => api.doctor()),
   route('POST', PATHS.uninstall, body(emptyRequest), (api) => api.uninstall()),
@@ -123,14 +127,6 @@ const { refuseUnknownFields } = validator((message) => new WarrenError('BAD_REQU
  */
 function cniRequest(value: unknown): CniRequest {
   return value as CniRequest;
-}
-
-/** A body that must say nothing: `{}` (or none). */
-function emptyRequest(value: unknown): undefined {
-  if (value === undefined || value === null) return undefined;
-  if (!isPlainObject(value)) throw new WarrenError('BAD_REQUEST', 'the request body must be a JSON object');
-  refuseUnknownFields(value, new Set<string>(), 'request');
-  return undefined;
 }
 
 export function allocationQuery(query: URLSearchParams): AllocationQuery {
@@ -175,6 +171,14 @@ export function auditRequest(value: unknown): AuditRequest {
   const fix = isPlainObject(value) ? value.fix : undefined;
   if (typeof fix !== 'boolean') throw new WarrenError('BAD_REQUEST', 'audit needs {"fix": true|false}');
   return { fix };
+}
+
+/** A body that carries nothing: `{}` (or none); any field is refused. */
+export function emptyRequest(value: unknown): undefined {
+  if (value === undefined || value === null) return undefined;
+  if (!isPlainObject(value)) throw new WarrenError('BAD_REQUEST', 'the request body must be {}');
+  refuseUnknownFields(value, new Set(), 'request');
+  return undefined;
 }
 
 const FORGET_NODE_FIELDS: ReadonlySet<string> = new Set(['node']);

@@ -146,6 +146,11 @@ export interface ClusterStatus {
   readonly liveNodes: readonly string[];
   readonly ownBlocks: number;
   readonly thisNodeAnnounced: boolean;
+  /**
+   * Why this node does not allocate: not announced yet, or stopped until an operator acts (the
+   * store lost its data, or another agent instance took this node's name).
+   */
+  readonly problem?: string;
 }
 
 /** The missed-delete journal and the reconcile loop that drains it. Times are ISO 8601. */

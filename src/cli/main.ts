@@ -14,7 +14,7 @@ import { WARREN_VERSION } from '../agent/version.ts';
 import { clientSocket, pluginsDirOfAgent } from './agent-client.ts';
 import { allocationsCommand, auditCommand, releaseCommand } from './allocation-commands.ts';
 import { printable, settingsHelp } from './format.ts';
-import { forgetNodeCommand, nodesCommand, poolsCommand } from './pool-commands.ts';
+import { acceptStoreCommand, forgetNodeCommand, nodesCommand, poolsCommand } from './pool-commands.ts';
 import { runPodmanEvents } from './podman-events-command.ts';
 import { journalCommand, pluginsCommand, statusCommand } from './state-commands.ts';
 import { UsageError } from './usage.ts';
@@ -39,6 +39,9 @@ commands:
                  to the agent through a socket in its plugins directory (--help for flags)
   nodes          nodes sharing the store (--store etcd): alive or not, blocks, allocations
   node forget N  free the blocks and allocations of node N, gone for good (refused while alive)
+  store accept   after the agent stopped allocating because its etcd lost its data (or another
+                 agent took this node's name): use the store as it is now (README, "When etcd
+                 lost its data")
   install        install --cni-bin-dir DIR [--link] [--from DIST]: the native forwarder as
                  DIR/warren, and beside it DIR/warren.d/ (this Node and the TypeScript plugin),
                  each file atomically, the forwarder last; --link symlinks this Node instead of
@@ -98,6 +101,11 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
         const [verb, ...more] = rest;
         if (verb !== 'forget') throw new UsageError(verb === undefined ? 'node needs a verb: node forget NAME' : `unknown node verb "${verb}"; node forget NAME`);
         return await forgetNodeCommand(more, io);
+      }
+      case 'store': {
+        const [verb, ...more] = rest;
+        if (verb !== 'accept') throw new UsageError(verb === undefined ? 'store needs a verb: store accept' : `unknown store verb "${verb}"; store accept`);
+        return await acceptStoreCommand(more, io);
       }
       case 'install': {
         const { runInstall } = await import('./install.ts');

@@ -1,7 +1,8 @@
 /**
  * The commands about the address space: `warren pools` (utilisation per pool and block),
- * `warren nodes` (who shares the store, alive or not, and their blocks) and `warren node forget`
- * (free what a node gone for good held).
+ * `warren nodes` (who shares the store, alive or not, and their blocks), `warren node forget`
+ * (free what a node gone for good held) and `warren store accept` (after the agent stopped
+ * allocating on a store that lost its data: use it as it is now).
  */
 import { parseArgs } from 'node:util';
 import { blockCidrOfKey } from '../ipam/blocks.ts';
@@ -56,6 +57,21 @@ export async function nodesCommand(argv: readonly string[], io: CliIO): Promise<
     ),
   );
   return 0;
+}
+
+export async function acceptStoreCommand(argv: readonly string[], io: CliIO): Promise<number> {
+  const { values, positionals } = parseArgs({ args: [...argv], options: COMMON, strict: true, allowPositionals: true });
+  if (positionals.length !== 0) throw new UsageError('store accept takes no arguments');
+  const result = await client(values.socket, io.env).acceptStore();
+  if (values.json) {
+    io.out(`${JSON.stringify(result, null, 2)}\n`);
+    return result.problem === undefined ? 0 : 1;
+  }
+  io.out(safe`accepted the store as it is now; allocation had stopped for: ${result.accepted}\n`);
+  io.out(safe`wrote back ${result.addresses} addresses and ${result.blocks} block claims this node knew of\n`);
+  for (const c of result.conflicts) io.out(safe`CONFLICT: ${c}\n`);
+  if (result.problem !== undefined) io.out(safe`still not allocating: ${result.problem}\n`);
+  return result.problem === undefined ? 0 : 1;
 }
 
 export async function forgetNodeCommand(argv: readonly string[], io: CliIO): Promise<number> {

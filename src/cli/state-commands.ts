@@ -64,7 +64,10 @@ export async function statusCommand(argv: readonly string[], io: CliIO): Promise
         : [s.metrics.error === undefined ? safe`metrics:     http://${s.metrics.address}/metrics, dashboard http://${s.metrics.address}/` : safe`metrics:     NOT SERVED: ${s.metrics.error}`]),
       ...(s.cluster === undefined
         ? []
-        : [safe`cluster:     ${s.cluster.liveNodes.length} nodes alive (${s.cluster.liveNodes.join(', ')}); this node ${s.cluster.thisNodeAnnounced ? 'announced' : 'NOT announced yet'}, holding ${s.cluster.ownBlocks} blocks`]),
+        : [
+            safe`cluster:     ${s.cluster.liveNodes.length} nodes alive (${s.cluster.liveNodes.join(', ')}); this node ${s.cluster.thisNodeAnnounced ? 'announced' : 'NOT announced yet'}, holding ${s.cluster.ownBlocks} blocks`,
+            ...(s.cluster.problem === undefined ? [] : [safe`cluster:     NOT ALLOCATING: ${s.cluster.problem}`]),
+          ]),
       ...s.reconciler.recentErrors.slice(-5).map((e) => safe`error:       ${e.at} ${e.message}`),
     ].join('\n') + '\n',
   );

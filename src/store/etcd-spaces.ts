@@ -52,6 +52,8 @@ export interface EtcdSpacesOptions {
   readonly prefix: string;
   /** Runs one etcd call, turning transport failures into the store's TRY_AGAIN. */
   readonly call: <T>(what: string, body: () => Promise<T>) => Promise<T>;
+  /** Throws when the store must not be written (it lost its data: etcd-continuity.ts). */
+  readonly writable: () => void;
   /** Addresses (allocated and resting) held by the pool document `value` of `pool`. */
   readonly heldIn: (pool: string, value: Buffer) => number;
 }
@@ -89,6 +91,7 @@ export class EtcdSpaces implements AddressSpaces {
 
   async admit(reading: SpaceReading, rangePool: string, retire: readonly string[]): Promise<AdmissionGuard | undefined> {
     const guard: AdmissionGuard = { space: reading.space, rangePool };
+    this.#o.writable();
     // Already admitted and nothing it overlaps is: nothing to write. Its commits' guard still checks
     // that the record lives.
     if (reading.admitted.includes(rangePool) && !retire.some((r) => reading.admitted.includes(r))) return guard;

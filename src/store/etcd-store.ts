@@ -1,7 +1,7 @@
 /**
  * The cluster store: etcd v3 through the etcd3 client (gRPC). Several agents share it, each a node.
  *
- * Layout under the key prefix (default `/warren/`):
+ * Layout under the key prefix (default `/warren/`; documents and owner records: etcd-documents.ts):
  *   units/<pool>                          one JSON document per pool (in cluster mode, per block):
  *                                         affinity, cursor, description, cooldown, allocated
  *                                         addresses with their owners, resting addresses
@@ -12,6 +12,8 @@
  *                                         (these two: etcd-membership.ts)
  *   spaces/<address space>/<range pool>   the admission record of a range in its address space
  *                                         (network_name and family)
+ *   identity                              the store's identity: a random id written once, when the
+ *                                         first agent finds none, and never deleted by Warren
  * (path segments are percent-encoded, so a `/` in a name cannot escape its place).
  *
  * A pool's revision is the etcd mod_revision of its document. A commit is one etcd transaction:
@@ -28,22 +30,31 @@
  * adds no hot key; a commit whose range was retired by another agent's admission since is a
  * conflict that says so (`admissionLost`).
  *
+ * A store that lost its data (etcd-continuity.ts) is never written again until an operator says so:
+ * every response is checked against what was seen (revision, cluster), and once this process
+ * knows the store's identity (at its node's announcement), every commit also compares that the
+ * identity record is unchanged, so no allocation can apply to a wiped or replaced store even before
+ * anything else noticed. While halted, commits and admissions fail with TRY_AGAIN naming why.
+ *
  * Any failure to reach etcd surfaces as WarrenError TRY_AGAIN (CNI code 11) naming etcd.
  */
 import { readFileSync } from 'node:fs';
 import { WarrenError, messageOf } from '../core/errors.ts';
-import { isPlainObject } from '../core/validate.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
 import { inRangePool, rangePoolOfKey } from '../ipam/blocks.ts';
+import { EtcdContinuity } from './etcd-continuity.ts';
+import { type UnitDoc, ownerRecordKey, parseDoc } from './etcd-documents.ts';
+import { IDENTITY_KEY, verifyIdentity } from './etcd-identity.ts';
 import { EtcdMembership } from './etcd-membership.ts';
+import { type SeenPool, republish } from './etcd-republish.ts';
 import { EtcdSpaces, admissionKey } from './etcd-spaces.ts';
 import {
   type AddressSpaces,
+  type AcceptReport,
   type AdmissionGuard,
   type AllocationFilter,
   type CommitResult,
   type Membership,
-  type PoolDescription,
   type PoolOp,
   type PoolRead,
   type PoolSummary,
@@ -64,44 +75,17 @@ export interface EtcdStoreOptions {
   readonly callTimeoutMs?: number;
   /** Lifetime of a node's announcement when its agent stops renewing it, seconds. Default 10. */
   readonly leaseSeconds?: number;
+  /**
+   * The store's identity this agent recorded when it last ran (its state directory): a store
+   * found without it, or with another, lost its data while the agent was away, and is not written.
+   */
+  readonly identity?: string;
+  /** Told what an operator should know while announcing (waiting out a lease). */
+  readonly notice?: (message: string) => void;
 }
 
-interface UnitDoc {
-  affinity?: string;
-  cursor?: string;
-  description?: PoolDescription;
-  /**
-   * The pool's cooldown attribute. Documents written before it existed have only the copy inside
-   * `description`, which stands in for it until the pool's metadata is next written.
-   */
-  cooldownSeconds?: number;
-  /** address → owner [network, containerID, ifname] */
-  allocations: Record<string, [string, string, string]>;
-  /** address → reusable at (ms since epoch) */
-  resting: Record<string, number>;
-}
 
 const enc = encodeURIComponent;
-
-/** Where an owner's record in a range pool lives in etcd: a key layout (identity is ipam's ownerKey). */
-function ownerRecordKey(network: string, containerID: string, ifname: string, pool: string): string {
-  return `owners/${enc(network)}/${enc(containerID)}/${enc(ifname)}/${enc(rangePoolOfKey(pool))}`;
-}
-
-function emptyDoc(): UnitDoc {
-  return { allocations: {}, resting: {} };
-}
-
-function parseDoc(pool: string, value: Buffer | undefined): UnitDoc {
-  if (value === undefined || value.length === 0) return emptyDoc();
-  try {
-    const doc = JSON.parse(value.toString('utf8')) as UnitDoc;
-    if (!isPlainObject(doc) || typeof doc.allocations !== 'object' || typeof doc.resting !== 'object') throw new Error('not a pool document');
-    return doc;
-  } catch (error) {
-    throw new WarrenError('IO_FAILURE', `etcd document of pool ${pool} is corrupt: ${messageOf(error)}`);
-  }
-}
 
 export class EtcdStore implements Store {
   readonly description: string;
@@ -111,8 +95,19 @@ export class EtcdStore implements Store {
   readonly #ns: Namespace;
   readonly #timeout: number;
   readonly #membership: EtcdMembership;
-  /** The last document seen per pool, so a commit on a fresh read needs one round trip. */
+  /** What has been seen of etcd, and the halt when the store is no longer the one it was. */
+  readonly #continuity = new EtcdContinuity();
+  /** The identity recorded at the agent's last run; checked at the first verification. */
+  #expectedIdentity: string | undefined;
+  readonly #prefix: string;
+  /**
+   * The last document seen per pool, so a commit on a fresh read needs one round trip; and, with
+   * `#records`, what is written back if the store loses its data (etcd-republish.ts). Neither is
+   * updated from a store this process stopped trusting.
+   */
   readonly #docs = new Map<string, { revision: number; doc: UnitDoc }>();
+  /** Allocation records this process wrote or looked up by owner, by `pool|address`. */
+  readonly #records = new Map<string, Allocation>();
 
   /** Opens a client (lazily loading etcd3, so the SQLite path never pays for gRPC). */
   static async open(options: EtcdStoreOptions): Promise<EtcdStore> {
@@ -161,12 +156,23 @@ export class EtcdStore implements Store {
     this.#client = client;
     this.#ns = client.namespace(prefix);
     this.#timeout = timeout;
-    this.#membership = new EtcdMembership({ ns: this.#ns, leaseSeconds: options.leaseSeconds ?? 10, call: (what, body) => this.#call(what, body) });
+    this.#prefix = prefix;
+    this.#expectedIdentity = options.identity;
+    this.#membership = new EtcdMembership({
+      ns: this.#ns,
+      leaseSeconds: options.leaseSeconds ?? 10,
+      call: (what, body) => this.#call(what, body),
+      continuity: this.#continuity,
+      verifyIdentity: () => this.#verifyIdentity(),
+      republish: (node) => this.#republish(node),
+      ...(options.notice === undefined ? {} : { notice: options.notice }),
+    });
     this.membership = this.#membership;
     this.spaces = new EtcdSpaces({
       kv: client.kv,
       prefix,
       call: (what, body) => this.#call(what, body),
+      writable: () => this.#refuseWhileHalted(),
       heldIn: (pool, value) => {
         const doc = parseDoc(pool, value);
         return Object.keys(doc.allocations).length + Object.keys(doc.resting).length;
@@ -174,15 +180,43 @@ export class EtcdStore implements Store {
     });
   }
 
-  /** Runs one etcd call, turning transport failures into TRY_AGAIN that names etcd. */
+  /**
+   * Runs one etcd call, turning transport failures into TRY_AGAIN that names etcd, and checks the
+   * response's header against what was seen before the call left (etcd-continuity.ts).
+   */
+  /** Reads the identity record, and halts when it is not the one known (etcd-identity.ts). */
+  async #verifyIdentity(): Promise<void> {
+    await verifyIdentity({
+      ns: this.#ns,
+      call: (what, body) => this.#call(what, body),
+      continuity: this.#continuity,
+      where: `etcd store ${this.description}`,
+      key: `${this.#prefix}${IDENTITY_KEY}`,
+      ...(this.#expectedIdentity === undefined ? {} : { expected: this.#expectedIdentity }),
+    });
+    // Compared once: from now on what this process verified counts, or the operator's accept.
+    this.#expectedIdentity = undefined;
+  }
+
   async #call<T>(what: string, body: () => Promise<T>): Promise<T> {
+    const floor = this.#continuity.floor();
+    let result: T;
     try {
-      return await body();
+      result = await body();
     } catch (error) {
       if (error instanceof WarrenError) throw error;
       throw new WarrenError('TRY_AGAIN', `etcd store unreachable (${what}): ${messageOf(error)}`, { cause: error });
     }
+    const header = (result as { header?: { cluster_id: string; revision: string } } | undefined)?.header;
+    if (typeof header === 'object' && header !== null) this.#continuity.observe(header, floor);
+    return result;
   }
+
+  #refuseWhileHalted(): void {
+    const halt = this.#continuity.halted();
+    if (halt !== undefined) throw new WarrenError('TRY_AGAIN', halt.message);
+  }
+
 
   async readPool(pool: string, knownRevision?: Revision): Promise<PoolRead> {
     const response = await this.#call(`read ${pool}`, () => this.#ns.get(`units/${pool}`).exec());
@@ -190,7 +224,7 @@ export class EtcdStore implements Store {
     const revision = kv === undefined ? 0 : Number(kv.mod_revision);
     if (knownRevision !== undefined && knownRevision === revision) return { kind: 'unchanged', revision };
     const doc = parseDoc(pool, kv?.value);
-    this.#docs.set(pool, { revision, doc });
+    if (this.#continuity.halted() === undefined) this.#docs.set(pool, { revision, doc });
     const cooldownSeconds = doc.cooldownSeconds ?? doc.description?.cooldownSeconds;
     return {
       kind: 'snapshot',
@@ -206,10 +240,12 @@ export class EtcdStore implements Store {
 
   async commit(pool: string, expected: Revision, ops: readonly PoolOp[], guard?: AdmissionGuard): Promise<CommitResult> {
     if (guard !== undefined && guard.rangePool !== rangePoolOfKey(pool)) throw new Error(`commit to ${pool} guarded by the admission of ${guard.rangePool}`);
+    this.#refuseWhileHalted();
     let base = this.#docs.get(pool);
     if (base === undefined || base.revision !== expected) {
       const read = await this.readPool(pool);
       if (read.revision !== expected) return { kind: 'conflict', reason: `pool ${pool} is at revision ${read.revision}, not ${expected}` };
+      this.#refuseWhileHalted();
       base = this.#docs.get(pool) as { revision: number; doc: UnitDoc };
     }
     const doc: UnitDoc = structuredClone(base.doc);
@@ -282,16 +318,29 @@ export class EtcdStore implements Store {
     // retired admission from a pool that moved.
     const admitted = guard === undefined ? undefined : admissionKey(guard);
     if (admitted !== undefined) txn = txn.and(admitted, 'Version', '>', 0);
+    // Never a commit into a store that is not the one whose identity this process verified.
+    const identity = this.#continuity.identity;
+    if (identity !== undefined) txn = txn.and(IDENTITY_KEY, 'Value', '==', identity);
     txn = txn.then(
       this.#ns.put(unitKey).value(JSON.stringify(doc)),
       ...[...creates].map(([key, a]) => this.#ns.put(key).value(JSON.stringify(a))),
       ...[...relocations].filter(([key]) => !creates.has(key) && !deletes.has(key)).map(([key, a]) => this.#ns.put(key).value(JSON.stringify(a))),
       ...[...deletes].map((key) => this.#ns.delete().key(key)),
     );
-    if (admitted !== undefined) txn = txn.else(this.#ns.get(admitted));
+    // One else (a second would replace the first): the admission record, then the identity.
+    const reads = [...(admitted === undefined ? [] : [this.#ns.get(admitted)]), ...(identity === undefined ? [] : [this.#ns.get(IDENTITY_KEY)])];
+    if (reads.length > 0) txn = txn.else(...reads);
     const response = await this.#call(`commit ${pool}`, () => txn.commit());
     if (!response.succeeded) {
-      this.#docs.delete(pool);
+      // Kept from a store this process stopped trusting: it is what gets written back.
+      if (this.#continuity.halted() === undefined) this.#docs.delete(pool);
+      if (identity !== undefined) {
+        const now = response.responses[admitted === undefined ? 0 : 1]?.response_range?.kvs[0]?.value.toString('utf8');
+        if (now !== identity) {
+          await this.#verifyIdentity();
+          this.#refuseWhileHalted();
+        }
+      }
       if (admitted !== undefined && (response.responses[0]?.response_range?.kvs.length ?? 0) === 0) {
         return { kind: 'conflict', reason: `range ${guard?.rangePool} is no longer admitted in its address space: an overlapping range was admitted since`, admissionLost: true };
       }
@@ -299,22 +348,26 @@ export class EtcdStore implements Store {
     }
     const revision = Number(response.header.revision);
     this.#docs.set(pool, { revision, doc });
+    for (const op of ops) if (op.op === 'release') this.#records.delete(`${pool}|${op.address}`);
+    for (const a of creates.values()) this.#records.set(`${a.pool}|${a.address}`, a);
     return { kind: 'committed', revision };
   }
 
   async findByOwner(owner: Omit<Owner, 'ifname'> & { ifname?: string }): Promise<Allocation[]> {
     const prefix = `owners/${enc(owner.network)}/${enc(owner.containerID)}/${owner.ifname === undefined ? '' : `${enc(owner.ifname)}/`}`;
-    return this.#allocationsUnder(prefix);
+    const found = await this.#allocationsUnder(prefix);
+    if (this.#continuity.halted() === undefined) for (const a of found) this.#records.set(`${a.pool}|${a.address}`, a);
+    return found;
   }
 
   async #allocationsUnder(prefix: string): Promise<Allocation[]> {
-    const values = await this.#call('list allocations', () => this.#ns.getAll().prefix(prefix).strings());
+    const response = await this.#call('list allocations', () => this.#ns.getAll().prefix(prefix).exec());
     const out: Allocation[] = [];
-    for (const [key, value] of Object.entries(values)) {
+    for (const kv of response.kvs) {
       try {
-        out.push(JSON.parse(value) as Allocation);
+        out.push(JSON.parse(kv.value.toString('utf8')) as Allocation);
       } catch (error) {
-        throw new WarrenError('IO_FAILURE', `etcd allocation record ${key} is corrupt: ${messageOf(error)}`);
+        throw new WarrenError('IO_FAILURE', `etcd allocation record ${kv.key.toString('utf8')} is corrupt: ${messageOf(error)}`);
       }
     }
     return out.sort((a, b) => (a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : a.createdAt - b.createdAt || (a.address < b.address ? -1 : 1)));
@@ -349,7 +402,7 @@ export class EtcdStore implements Store {
       const pool = kv.key.toString('utf8').slice('units/'.length); // the namespace strips its prefix
       const doc = parseDoc(pool, kv.value);
       const revision = Number(kv.mod_revision);
-      if (!this.#docs.has(pool) || (this.#docs.get(pool)?.revision ?? 0) < revision) this.#docs.set(pool, { revision, doc });
+      if (this.#continuity.halted() === undefined && (!this.#docs.has(pool) || (this.#docs.get(pool)?.revision ?? 0) < revision)) this.#docs.set(pool, { revision, doc });
       out.push({
         pool,
         revision,
@@ -360,6 +413,19 @@ export class EtcdStore implements Store {
       });
     }
     return out.sort((a, b) => (a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : 0));
+  }
+
+  /** Writes back what this process knew before the store lost its data; after the operator accepted it. */
+  async #republish(node: string): Promise<AcceptReport> {
+    const seen: SeenPool[] = [...this.#docs].map(([pool, { doc }]) => ({
+      pool,
+      allocations: doc.allocations,
+      ...(doc.affinity === undefined ? {} : { affinity: doc.affinity }),
+      ...(doc.description === undefined ? {} : { description: doc.description }),
+      ...(doc.cooldownSeconds === undefined ? {} : { cooldownSeconds: doc.cooldownSeconds }),
+    }));
+    const records = new Map(this.#records);
+    return republish({ store: this, node, seen, records, described: (pool) => this.#docs.get(pool)?.doc.description !== undefined, now: Date.now() });
   }
 
   async ping(): Promise<void> {

@@ -239,6 +239,15 @@ describe('agent API in process', () => {
       assert.equal((await h.client.status()).plugins, undefined);
     });
 
+    it('POST /v1/store/accept is refused on SQLite (400), as is a body with any field', async () => {
+      const accept = await refusal(h.client.acceptStore());
+      assert.equal(accept.code, 'BAD_REQUEST');
+      assert.match(accept.message, /is not shared by nodes; there is nothing to accept/);
+      const answer = await raw(h.socket, 'POST', '/v1/store/accept', { force: true });
+      assert.equal(answer.status, 400);
+      assert.match((answer.body as { error: { message: string } }).error.message, /force/);
+    });
+
     it('GET /v1/nodes and POST /v1/nodes/forget are refused on SQLite (400), as is a forget without a node', async () => {
       const nodes = await refusal(h.client.nodes());
       assert.equal(nodes.code, 'BAD_REQUEST');
@@ -298,7 +307,7 @@ describe('agent API in process', () => {
     it('serves every route of the table, and nothing else', () => {
       assert.deepEqual(
         ROUTES.map((r) => `${r.method} ${r.path}`),
-        ['POST /v1/cni', 'GET /v1/status', 'GET /v1/pools', 'GET /v1/allocations', 'POST /v1/release', 'GET /v1/audit', 'POST /v1/audit', 'GET /v1/journal', 'GET /v1/nodes', 'POST /v1/nodes/forget', 'GET /v1/plugins', 'GET /v1/doctor', 'POST /v1/uninstall'],
+        ['POST /v1/cni', 'GET /v1/status', 'GET /v1/pools', 'GET /v1/allocations', 'POST /v1/release', 'GET /v1/audit', 'POST /v1/audit', 'GET /v1/journal', 'GET /v1/nodes', 'POST /v1/nodes/forget', 'POST /v1/store/accept', 'GET /v1/plugins', 'GET /v1/doctor', 'POST /v1/uninstall'],
       );
     });
 

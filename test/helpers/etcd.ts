@@ -5,7 +5,7 @@
  * SIGTERM, and a test never needs a graceful etcd exit) and their directories removed.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { get as httpGet } from 'node:http';
 import { get as httpsGet } from 'node:https';
 import { createServer } from 'node:net';
@@ -29,6 +29,11 @@ export interface EtcdCluster {
   kill(member: EtcdMember): Promise<void>;
   /** Restarts a killed member with its old data (joins as `existing`). */
   restart(member: EtcdMember): Promise<void>;
+  /**
+   * Kills a single-member cluster's member, removes its data directory and starts it again with
+   * the same name, URLs and cluster token: an etcd that lost its data, as a wiped disk leaves it.
+   */
+  wipe(member: EtcdMember): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -139,6 +144,13 @@ export async function startEtcd(size = 1, tls?: EtcdTls): Promise<EtcdCluster> {
       await kill(m);
       launch(m, 'existing');
       await waitFor(`etcd member ${m.name} healthy again`, async () => ((await healthy(m)) ? true : undefined), 20_000);
+    },
+    async wipe(m) {
+      if (members.length !== 1) throw new Error('wipe() restarts a single-member cluster only (a wiped member of several would join as new)');
+      await kill(m);
+      rmSync(m.dataDir, { recursive: true, force: true });
+      launch(m, 'new');
+      await waitFor(`etcd member ${m.name} healthy after its data was wiped`, async () => ((await healthy(m)) ? true : undefined), 20_000);
     },
     async stop() {
       for (const m of members) await kill(m);

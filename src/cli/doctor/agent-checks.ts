@@ -106,6 +106,16 @@ function storeFindings(facts: DoctorFacts): Finding[] {
       ),
     );
   }
+  if (s.clusterProblem !== undefined) {
+    found.push(
+      error(
+        'store-not-allocating',
+        'this node does not allocate on its cluster store',
+        `${s.clusterProblem}; ADDs fail (CNI error 11) and STATUS answers 50`,
+        'see the README, "When etcd lost its data": if the store lost its data, restore etcd from a backup or accept it as it is (`warren store accept`) after checking; if another agent holds this node\'s name, stop one of them or give it another --node-name',
+      ),
+    );
+  }
   if (s.synchronous === 'NORMAL') {
     found.push(
       warning(
