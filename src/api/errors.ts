@@ -31,8 +31,6 @@ export const API_ERROR_CODES = [
   'AGENT_UNREACHABLE',
   /** The agent cannot serve ADD now (its store is not usable). */
   'NOT_READY',
-  /** Another agent already serves this node. */
-  'ALREADY_RUNNING',
   /** A failure nobody anticipated (a bug): what the agent answers for anything not a WarrenError. */
   'INTERNAL',
 ] as const;
@@ -79,7 +77,6 @@ export const API_CNI_CODES: Readonly<Record<ApiErrorCode, number>> = {
   METHOD_NOT_ALLOWED: 5,
   AGENT_UNREACHABLE: 11,
   NOT_READY: 50,
-  ALREADY_RUNNING: 5,
   INTERNAL: 5,
 };
 

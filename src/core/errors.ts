@@ -12,7 +12,7 @@
 
 /**
  * Conditions every layer may meet, named the same everywhere: the CNI spec's generic errors
- * (5, 7 and 11), which know nothing of what failed.
+ * (5, 7 and 11), which know nothing of what failed, and a second agent for one node.
  */
 export const CORE_ERROR_CODES = [
   /** A file, socket or store could not be read or written, or answered something unreadable. */
@@ -21,6 +21,11 @@ export const CORE_ERROR_CODES = [
   'INVALID_CONFIG',
   /** A passing condition (a busy or unreachable store, a contended write): the same call may succeed later. */
   'TRY_AGAIN',
+  /**
+   * Another agent already serves this node: its instance lock (agent) or its live announcement in
+   * a cluster store (store) — met by two layers, so declared by the first.
+   */
+  'ALREADY_RUNNING',
 ] as const;
 export type CoreErrorCode = (typeof CORE_ERROR_CODES)[number];
 

@@ -108,7 +108,7 @@ export class EtcdMembership implements Membership {
 
   async accept(): Promise<AcceptReport> {
     const announced = this.#announced;
-    if (announced === undefined) throw new WarrenError('BAD_REQUEST', 'this agent has not announced a node yet: there is nothing to accept');
+    if (announced === undefined) throw new WarrenError('TRY_AGAIN', 'this agent has not announced a node yet: there is nothing to accept');
     // Only a store that lost its data lacks what this node held; a name taken over lost nothing.
     const lost = this.#o.continuity.halted()?.kind === 'store-lost';
     this.#o.continuity.accept();
