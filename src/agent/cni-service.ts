@@ -17,6 +17,7 @@
  */
 import { type Clock, systemClock } from '../core/clock.ts';
 import { WarrenError } from '../core/errors.ts';
+import { momentOf, shifted } from '../core/moment.ts';
 import { isPlainObject, validator } from '../core/validate.ts';
 import { type IPAddress, formatIP, parseIP } from '../ipam/address.ts';
 import type { Owner } from '../ipam/allocation.ts';
@@ -151,7 +152,7 @@ export class CniService {
         return { kind: 'silent' };
       case 'GC': {
         const valid = new Set((conf.validAttachments ?? []).map((a) => attachmentKey(a.containerID, a.ifname)));
-        const outcome = await this.#allocator.gc(conf.name, valid, conf.ipam.cooldownSeconds, { createdAtOrBefore: this.#clock.now() - this.#gcGraceMs });
+        const outcome = await this.#allocator.gc(conf.name, valid, conf.ipam.cooldownSeconds, { createdAtOrBefore: shifted(momentOf(this.#clock), -this.#gcGraceMs) });
         this.#telemetry.released('gc', outcome.released, 'CNI GC: not among the runtime\'s valid attachments');
         if (outcome.errors.length > 0) {
           throw new WarrenError('IO_FAILURE', `GC released ${outcome.released.length} addresses but failed for ${outcome.errors.length} attachments`, {

@@ -204,7 +204,7 @@ export class ReleaseWiring {
     this.#loops.push(this.#journal.consume(signal, push));
     this.reconciler.start(signal);
     this.#registry?.start(signal);
-    if (this.#source !== undefined) this.#loops.push(consumeContainerd(this.#source.events(signal), this.pipeline));
+    if (this.#source !== undefined) this.#loops.push(consumeContainerd(this.#source.events(signal), this.pipeline, this.#clock));
     const kube = this.#kube;
     if (kube !== undefined) {
       this.#loops.push(kube.releases.run(kube.pods.events(signal), signal));

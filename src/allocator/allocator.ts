@@ -89,6 +89,8 @@ export class Allocator {
   readonly #giveBack: EmptyBlockGiveBack;
   /** The pool pictures every part shares; kept here for node forget, which has no part of its own. */
   readonly #pools: PoolCache;
+  /** Which boot is running now: release limits order moments by it (core/moment.ts). */
+  readonly #clock: Clock;
 
   constructor(options: AllocatorOptions) {
     const { store, clock, node } = options;
@@ -98,8 +100,9 @@ export class Allocator {
     const blocks = options.blocks ?? false;
     this.#store = store;
     this.#node = node;
+    this.#clock = clock;
     this.#maxAttempts = options.maxAttempts ?? (blocks ? 32 : 8);
-    const pools = new PoolCache(store);
+    const pools = new PoolCache(store, clock);
     const metadata = new PoolMetadata();
     const own = new OwnBlocks();
     const maxAttempts = this.#maxAttempts;
@@ -193,7 +196,7 @@ export class Allocator {
    * Returns what was released; releasing an owner that holds nothing returns [].
    */
   async release(owner: Holder, cooldownSeconds?: number, only: ReleaseLimits = {}): Promise<Allocation[]> {
-    return this.#releaser.release(async () => (await this.#store.findByOwner(owner)).filter((a) => within(a, only)), cooldownSeconds);
+    return this.#releaser.release(async () => (await this.#store.findByOwner(owner)).filter((a) => within(a, only, this.#clock.boot)), cooldownSeconds);
   }
 
   /**
@@ -215,7 +218,7 @@ export class Allocator {
    */
   async gc(network: string, valid: ReadonlySet<string>, cooldownSeconds?: number, only: ReleaseLimits = {}): Promise<GcOutcome> {
     const shared = this.#blocks !== null || this.#store.membership !== undefined;
-    const stale = gcCandidates(await this.#store.list(gcScope(network, this.#node, shared)), valid, only);
+    const stale = gcCandidates(await this.#store.list(gcScope(network, this.#node, shared)), valid, only, this.#clock.boot);
     const released: Allocation[] = [];
     const errors: string[] = [];
     for (const owner of stale) {

@@ -79,6 +79,13 @@ interface UnitDoc {
   allocations: Record<string, [string, string, string]>;
   /** address → reusable at (ms since epoch) */
   resting: Record<string, number>;
+  /**
+   * address → [the `resting` value it belongs to, boot, monotonic ms]: the rest's end on the
+   * releasing boot's monotonic clock. Apart from `resting`, whose numbers agents of older versions
+   * read; used only while it belongs to the address's current `resting` value, so a stale one left
+   * by an older agent's write is never taken for a newer rest's.
+   */
+  restStamps?: Record<string, [number, string, number]>;
 }
 
 const enc = encodeURIComponent;
@@ -200,7 +207,12 @@ export class EtcdStore implements Store {
       ...(doc.affinity === undefined ? {} : { affinity: doc.affinity }),
       ...(cooldownSeconds === undefined ? {} : { cooldownSeconds }),
       allocations: Object.keys(doc.allocations),
-      resting: Object.entries(doc.resting).map(([address, reusableAt]) => ({ address, reusableAt })),
+      resting: Object.entries(doc.resting).map(([address, reusableAt]) => {
+        const stamp = doc.restStamps?.[address];
+        return Array.isArray(stamp) && stamp[0] === reusableAt && typeof stamp[1] === 'string' && typeof stamp[2] === 'number'
+          ? { address, reusableAt, reusableStamp: { boot: stamp[1], at: stamp[2] } }
+          : { address, reusableAt };
+      }),
     };
   }
 
@@ -225,6 +237,7 @@ export class EtcdStore implements Store {
           if (creates.has(key)) return { kind: 'conflict', reason: `container ${a.containerID} (${a.ifname}) already holds an address in ${pool}` };
           doc.allocations[a.address] = [a.network, a.containerID, a.ifname];
           delete doc.resting[a.address];
+          if (doc.restStamps !== undefined) delete doc.restStamps[a.address];
           creates.set(key, a);
           deletes.delete(key);
           break;
@@ -237,10 +250,13 @@ export class EtcdStore implements Store {
             if (creates.delete(key) === false) deletes.add(key);
           }
           if (op.reusableAt !== undefined) doc.resting[op.address] = op.reusableAt;
+          if (op.reusableAt !== undefined && op.reusableStamp !== undefined) (doc.restStamps ??= {})[op.address] = [op.reusableAt, op.reusableStamp.boot, op.reusableStamp.at];
+          else if (doc.restStamps !== undefined) delete doc.restStamps[op.address];
           break;
         }
         case 'unrest':
           delete doc.resting[op.address];
+          if (doc.restStamps !== undefined) delete doc.restStamps[op.address];
           break;
         case 'cursor':
           doc.cursor = op.address;

@@ -21,6 +21,7 @@
  * `<range pool>#<block CIDR>` (the codec is ipam/blocks.ts); the store needs no other notion of
  * blocks than that key and `AllocationFilter.rangePool`.
  */
+import type { BootStamp } from '../core/moment.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
 
 /** Opaque, strictly increasing per pool; 0 for a pool never written. */
@@ -28,8 +29,13 @@ export type Revision = number;
 
 export interface RestingAddress {
   readonly address: string;
-  /** Milliseconds since the epoch. */
+  /** Milliseconds since the epoch, on the releaser's wall clock: for people, and the last resort. */
   readonly reusableAt: number;
+  /**
+   * The same instant on the releasing boot's monotonic clock: what times the rest within that boot
+   * (allocator/pool-cache.ts). Absent in rests recorded by older Warrens.
+   */
+  readonly reusableStamp?: BootStamp;
 }
 
 export interface PoolSnapshot {
@@ -67,7 +73,7 @@ export interface PoolDescription {
 
 export type PoolOp =
   | { readonly op: 'allocate'; readonly allocation: Allocation }
-  | { readonly op: 'release'; readonly address: string; readonly reusableAt?: number }
+  | { readonly op: 'release'; readonly address: string; readonly reusableAt?: number; readonly reusableStamp?: BootStamp }
   | { readonly op: 'unrest'; readonly address: string }
   | { readonly op: 'cursor'; readonly address: string }
   | { readonly op: 'describe'; readonly description: PoolDescription }

@@ -20,7 +20,7 @@ describe('gcCandidates', () => {
       allocation('c', 'eth0', 5, { pool: 'fd00::/64' }), // dual stack: one owner, two addresses
     ];
     const valid = new Set([attachmentKey('b', 'eth0')]);
-    assert.deepEqual(gcCandidates(allocations, valid, {}), [
+    assert.deepEqual(gcCandidates(allocations, valid, {}, undefined), [
       { network: 'net', containerID: 'a', ifname: 'eth0' },
       { network: 'net', containerID: 'b', ifname: 'net1' },
       { network: 'net', containerID: 'c', ifname: 'eth0' },
@@ -29,12 +29,12 @@ describe('gcCandidates', () => {
 
   it('spares allocations younger than the limit: an ADD after the runtime took its list is in use', () => {
     const allocations = [allocation('old', 'eth0', 10), allocation('new', 'eth0', 11)];
-    assert.deepEqual(gcCandidates(allocations, new Set(), { createdAtOrBefore: 10 }).map((o) => o.containerID), ['old']);
+    assert.deepEqual(gcCandidates(allocations, new Set(), { createdAtOrBefore: { wall: 10 } }, undefined).map((o) => o.containerID), ['old']);
   });
 
   it('takes nothing when every attachment is valid, or there is nothing', () => {
-    assert.deepEqual(gcCandidates([allocation('a', 'eth0', 1)], new Set([attachmentKey('a', 'eth0')]), {}), []);
-    assert.deepEqual(gcCandidates([], new Set(), {}), []);
+    assert.deepEqual(gcCandidates([allocation('a', 'eth0', 1)], new Set([attachmentKey('a', 'eth0')]), {}, undefined), []);
+    assert.deepEqual(gcCandidates([], new Set(), {}, undefined), []);
   });
 
   it('keeps container IDs and interface names apart in the attachment key', () => {
