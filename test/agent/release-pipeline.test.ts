@@ -160,6 +160,56 @@ describe('ReleasePipeline', () => {
     await store.close();
   });
 
+  it('a container-deleted event retried after a DEL + ADD of the same container ID never releases the new allocation', async () => {
+    const clock = new ManualClock(1_000_000);
+    const store = new FlakyStore({ path: ':memory:' });
+    const { allocator, pipeline, done } = releaseHarness(clock, store);
+    const [old] = await allocator.allocate({ owner: owner('c-late'), ranges });
+    clock.advance(10);
+    store.failListing = 'c-late'; // the store is busy when the event comes
+    const event = containerIntent({ kind: 'container-delete', namespace: 'ns', containerID: 'c-late' }, momentOf(clock));
+    pipeline.push(event);
+    await waitFor('the deleted event to fail once', () => (pipeline.containerStatus().queue[0]?.failures === 1 ? true : undefined));
+    store.failListing = undefined;
+    clock.advance(10);
+    // Meanwhile the runtime reused the ID: DEL, then ADD (directly, as an ADD that raced the event would).
+    await allocator.release(owner('c-late'));
+    clock.advance(10);
+    const [fresh] = await allocator.allocate({ owner: owner('c-late'), ranges });
+    assert.notEqual(fresh?.allocation.address, old?.allocation.address);
+    clock.advance(1_000); // the retry
+    await pipeline.idle();
+    assert.deepEqual((await store.list({ containerID: 'c-late' })).map((a) => a.address), [fresh?.allocation.address], 'the new allocation stays');
+    assert.deepEqual(pipeline.containerStatus().queue, []);
+    await done();
+    await store.close();
+  });
+
+  it('an ADD settles the container queue of its container ID: a backed-off runtime event is applied before the ADD, never after it', async () => {
+    const clock = new ManualClock(1_000_000);
+    const store = new FlakyStore({ path: ':memory:' });
+    const { allocator, pipeline, done } = releaseHarness(clock, store);
+    const [old] = await allocator.allocate({ owner: owner('c-settled'), ranges });
+    clock.advance(10);
+    store.failListing = 'c-settled';
+    pipeline.push(containerIntent({ kind: 'container-delete', namespace: 'ns', containerID: 'c-settled' }, momentOf(clock)));
+    await waitFor('the deleted event to fail once', () => (pipeline.containerStatus().queue[0]?.failures === 1 ? true : undefined));
+    // While the store is still busy, the ADD is told to try again rather than get the address the event releases.
+    await assert.rejects(pipeline.settle(owner('c-settled')), (e: Error & { code?: string }) => e.code === 'TRY_AGAIN' && /store away/.test(e.message));
+    store.failListing = undefined;
+    clock.advance(10);
+    await pipeline.settle(owner('c-settled'));
+    assert.deepEqual(pipeline.containerStatus().queue, [], 'applied by the settle');
+    assert.deepEqual(await held(store), [], 'the old address went with the container');
+    const [fresh] = await allocator.allocate({ owner: owner('c-settled'), ranges });
+    assert.notEqual(fresh?.allocation.address, old?.allocation.address);
+    clock.advance(300_000);
+    await pipeline.idle();
+    assert.deepEqual(await held(store), ['c-settled']);
+    await done();
+    await store.close();
+  });
+
   it('does not queue a look-again intent twice for one key', async () => {
     const clock = new ManualClock(1_000_000);
     const store = new FlakyStore({ path: ':memory:' });
