@@ -25,12 +25,14 @@ export interface AuditContext {
   readonly now: Moment;
   /** The boot running now (core/moment.ts orders moments by it). */
   readonly boot?: string | undefined;
+  /** This node, where several share the store (allocation.ts createdMoment). */
+  readonly node?: string | undefined;
   /** Allocations younger than this are not judged by their namespace. */
   readonly graceMs: number;
 }
 
 export function judge(allocation: Allocation, ctx: AuditContext, cache: Map<string, { observable: boolean; reason?: string }>): AuditVerdict {
-  const made = createdMoment(allocation);
+  const made = createdMoment(allocation, ctx.node);
   // A DEL recorded before this allocation was made is about an earlier one of the same attachment.
   if ((ctx.journalOwners.get(ownerKey(allocation)) ?? []).some((recordedAt) => atOrBefore(made, recordedAt, ctx.boot))) {
     return { kind: 'stale', proof: 'journal', reason: 'a DEL for this attachment is pending in the missed-delete journal' };

@@ -236,7 +236,14 @@ export class ReleasePipeline {
     try {
       const held = await this.#held(holderOf(intent));
       const exited = 'containerID' in intent && this.#exited.has(intent.containerID);
-      action = decide(intent, held, { exited, namespaces: needsNamespaces(intent) ? this.#observe(held) : new Map(), now: momentOf(this.#o.clock), boot: this.#o.clock.boot });
+      action = decide(intent, held, {
+        exited,
+        namespaces: needsNamespaces(intent) ? this.#observe(held) : new Map(),
+        now: momentOf(this.#o.clock),
+        boot: this.#o.clock.boot,
+        // Where nodes share the store, another node's stamps are another host's (createdMoment).
+        ...(this.#o.store.membership === undefined ? {} : { node: this.#o.node }),
+      });
       released = await this.#apply(pending, action);
     } catch (error) {
       if (pending.onFailed === undefined) throw error;

@@ -120,7 +120,7 @@ export class ReleaseReconciler {
     const { journal, pipeline } = this.#o;
     const report = audit(
       await this.#o.store.list(this.#o.onlyNode === undefined ? {} : { node: this.#o.onlyNode }),
-      { journalOwners: journal.owners(), observer: this.#o.observer, now: momentOf(this.#o.clock), boot: this.#o.clock.boot, graceMs: this.#o.netnsGraceMs },
+      { journalOwners: journal.owners(), observer: this.#o.observer, now: momentOf(this.#o.clock), boot: this.#o.clock.boot, node: this.#o.onlyNode, graceMs: this.#o.netnsGraceMs },
       { dir: journal.dir, pending: journal.pending().length },
     );
     this.#o.telemetry?.audited(report.counts);

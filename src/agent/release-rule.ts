@@ -133,6 +133,8 @@ export interface Observed {
   readonly now?: Moment;
   /** The boot running now: moments of an earlier boot came before it (core/moment.ts). */
   readonly boot?: string | undefined;
+  /** This node, where several share the store: another node's allocations are ordered by the wall clock alone (createdMoment). */
+  readonly node?: string | undefined;
 }
 
 /** Why a pod's addresses were released, as its Event says it. */
@@ -175,7 +177,7 @@ export function needsNamespaces(intent: ReleaseIntent): boolean {
 export function decide(intent: ReleaseIntent, all: readonly Allocation[], observed: Observed): ReleaseAction {
   const via = 'via' in intent ? intent.via : undefined;
   const held = via === undefined ? all : all.filter((a) => answersFor(via, a));
-  const madeBy = (at: Moment) => (a: Allocation) => atOrBefore(createdMoment(a), at, observed.boot);
+  const madeBy = (at: Moment) => (a: Allocation) => atOrBefore(createdMoment(a, observed.node), at, observed.boot);
   switch (intent.kind) {
     case 'journal-del': {
       // The DEL speaks for what was allocated before it was recorded: a later ADD of the same
@@ -251,7 +253,7 @@ function newer(when: string): ReleaseAction {
  * provably gone, and all of it once the grace is over.
  */
 function podGone(intent: Extract<ReleaseIntent, { kind: 'pod-gone' }>, held: readonly Allocation[], observed: Observed): ReleaseAction {
-  const mine = held.filter((a) => atOrBefore(createdMoment(a), intent.goneAt, observed.boot));
+  const mine = held.filter((a) => atOrBefore(createdMoment(a, observed.node), intent.goneAt, observed.boot));
   if (mine.length === 0) {
     return { kind: 'drop', reason: held.length === 0 ? 'nothing is held' : 'what is held was allocated after the pod was seen gone', forgetExited: false };
   }

@@ -196,7 +196,7 @@ export class Allocator {
    * Returns what was released; releasing an owner that holds nothing returns [].
    */
   async release(owner: Holder, cooldownSeconds?: number, only: ReleaseLimits = {}): Promise<Allocation[]> {
-    return this.#releaser.release(async () => (await this.#store.findByOwner(owner)).filter((a) => within(a, only, this.#clock.boot)), cooldownSeconds);
+    return this.#releaser.release(async () => (await this.#store.findByOwner(owner)).filter((a) => within(a, only, this.#clock.boot, this.#sharedBy())), cooldownSeconds);
   }
 
   /**
@@ -218,7 +218,7 @@ export class Allocator {
    */
   async gc(network: string, valid: ReadonlySet<string>, cooldownSeconds?: number, only: ReleaseLimits = {}): Promise<GcOutcome> {
     const shared = this.#blocks !== null || this.#store.membership !== undefined;
-    const stale = gcCandidates(await this.#store.list(gcScope(network, this.#node, shared)), valid, only, this.#clock.boot);
+    const stale = gcCandidates(await this.#store.list(gcScope(network, this.#node, shared)), valid, only, this.#clock.boot, this.#sharedBy());
     const released: Allocation[] = [];
     const errors: string[] = [];
     for (const owner of stale) {
@@ -229,6 +229,11 @@ export class Allocator {
       }
     }
     return { released, errors };
+  }
+
+  /** This node where several share the store (another node's stamps are another host's: createdMoment), else undefined. */
+  #sharedBy(): string | undefined {
+    return this.#store.membership === undefined ? undefined : this.#node;
   }
 
   /** Gives back this node's blocks that have held no allocation for `graceMs` (give-back.ts). */

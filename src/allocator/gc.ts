@@ -26,11 +26,11 @@ export function gcScope(network: string, node: string, sharedByNodes: boolean): 
  * The owners whose allocations a GC releases: those of `allocations` (read with `gcScope`) whose
  * attachment is not in `valid` and that `limits` allow, one owner per attachment.
  */
-export function gcCandidates(allocations: readonly Allocation[], valid: ReadonlySet<string>, limits: ReleaseLimits, boot: string | undefined): Owner[] {
+export function gcCandidates(allocations: readonly Allocation[], valid: ReadonlySet<string>, limits: ReleaseLimits, boot: string | undefined, here?: string): Owner[] {
   const owners = new Map<string, Owner>();
   for (const a of allocations) {
     const key = attachmentKey(a.containerID, a.ifname);
-    if (valid.has(key) || !within(a, limits, boot) || owners.has(key)) continue;
+    if (valid.has(key) || !within(a, limits, boot, here) || owners.has(key)) continue;
     owners.set(key, { network: a.network, containerID: a.containerID, ifname: a.ifname });
   }
   return [...owners.values()];

@@ -31,9 +31,12 @@ export interface ReleaseLimits {
   readonly createdAtOrBefore?: Moment;
 }
 
-/** Whether the limits let a release take `a`; `boot`: the boot running now. */
-export function within(a: Allocation, only: ReleaseLimits, boot: string | undefined): boolean {
-  return only.createdAtOrBefore === undefined || atOrBefore(createdMoment(a), only.createdAtOrBefore, boot);
+/**
+ * Whether the limits let a release take `a`; `boot`: the boot running now; `here`: this node, on a
+ * store several nodes share (allocation.ts createdMoment).
+ */
+export function within(a: Allocation, only: ReleaseLimits, boot: string | undefined, here?: string): boolean {
+  return only.createdAtOrBefore === undefined || atOrBefore(createdMoment(a, here), only.createdAtOrBefore, boot);
 }
 
 /**

@@ -7,7 +7,9 @@
  * "how long has it been" from two of its readings. The boot's monotonic clock (`monotonic`, Linux's
  * CLOCK_MONOTONIC) never steps and is one clock for every process of one boot, so the plugin and
  * the agent can order what each saw; it restarts at each boot, so its readings are paired with the
- * boot's ID (core/moment.ts orders them). Timers run on the monotonic clock.
+ * boot's ID (core/moment.ts orders them). Timers run on the monotonic clock. The boot ID is the
+ * host's inside a container too; a time namespace would offset CLOCK_MONOTONIC, and container
+ * runtimes give none unless told to (the agent and the plugin must share one).
  */
 import { readFileSync } from 'node:fs';
 

@@ -31,9 +31,14 @@ export interface Allocation {
   readonly createdStamp?: BootStamp;
 }
 
-/** When the allocation was made. */
-export function createdMoment(a: Allocation): Moment {
-  return a.createdStamp === undefined ? { wall: a.createdAt } : { wall: a.createdAt, stamp: a.createdStamp };
+/**
+ * When the allocation was made, as node `here` can order it. On a store several nodes share, the
+ * stamp of an allocation another node made is left out: its boot is another host's, which says
+ * nothing about this host's boots (core/moment.ts would take it for an earlier boot), so only the
+ * wall clock orders it. `here` undefined: every allocation of the store was made on this host.
+ */
+export function createdMoment(a: Allocation, here?: string): Moment {
+  return a.createdStamp === undefined || (here !== undefined && a.node !== here) ? { wall: a.createdAt } : { wall: a.createdAt, stamp: a.createdStamp };
 }
 
 export interface Owner {

@@ -116,6 +116,20 @@ const TABLE: readonly Row[] = [
     held: [alloc({ createdStamp: { boot: EARLIER, at: 1 } })],
     action: { kind: 'drop', reason: 'what is held was allocated after the DEL was recorded', forgetExited: false },
   },
+  {
+    name: "an allocation another node made, on a store nodes share: its boot is another host's, so the wall clock orders it",
+    intent: journal(at(5, T + 5)),
+    held: [alloc({ node: 'other', createdStamp: { boot: 'boot-of-other-host', at: 1 } })],
+    observed: { ...seen(), node: 'n' },
+    action: { kind: 'release', owners: [{ owner, createdAtOrBefore: at(5, T + 5) }], why: 'missed delete' },
+  },
+  {
+    name: "an allocation another node made after this node's DEL by the wall clock: dropped, never taken for one of an earlier boot here",
+    intent: journal(at(5, T - 1)),
+    held: [alloc({ node: 'other', createdStamp: { boot: 'boot-of-other-host', at: 1 } })],
+    observed: { ...seen(), node: 'n' },
+    action: { kind: 'drop', reason: 'what is held was allocated after the DEL was recorded', forgetExited: false },
+  },
   // Every intent speaks only for what was allocated before it was observed (a container ID ADDed
   // again since — a DEL + ADD while the intent backed off — keeps its new address).
   {
