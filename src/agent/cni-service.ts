@@ -7,8 +7,9 @@
  * - The request's fields are checked with the plugin's own rules (cni/args.ts), so both refuse the
  *   same input with the same CNI code; a field of the wrong JSON type is BAD_REQUEST (7).
  * - A network config naming another store than the agent runs on is refused (7).
- * - ADD settles what is still pending for its attachment first (beforeAdd: a journaled DEL), and is
- *   idempotent per (network, containerID, ifname).
+ * - ADD settles what is still pending for its attachment first (beforeAdd: a journaled DEL, a
+ *   runtime event or pod release queued for its container or pod), and is idempotent per
+ *   (network, containerID, ifname).
  * - GC spares allocations younger than the grace: the runtime lists its attachments before it
  *   calls GC, and an ADD that commits in between is not on the list but is in use.
  * - STATUS answers 50 while the agent cannot serve ADD (readiness); while the readiness indicator
@@ -50,8 +51,11 @@ export interface CniServiceOptions {
    * before it calls GC; an ADD that commits in between is not on the list and is in use.
    */
   readonly gcGraceMs?: number;
-  /** Runs before an ADD allocates: settles what is still pending for this attachment (journal). */
-  readonly beforeAdd?: (owner: Owner) => Promise<void>;
+  /**
+   * Runs before an ADD allocates: settles what is still pending for this attachment, its container
+   * or its pod (`podUID`, from CNI_ARGS, when given): the journal, runtime events, pod releases.
+   */
+  readonly beforeAdd?: (owner: Owner, podUID?: string) => Promise<void>;
   /** Told once per network about IPAM keys Warren accepts but does not act on. */
   readonly onIgnoredKeys?: (network: string, keys: readonly string[]) => void;
   /**
@@ -82,7 +86,7 @@ export class CniService {
   readonly #clock: Clock;
   readonly #gcGraceMs: number;
   readonly #onIgnoredKeys: ((network: string, keys: readonly string[]) => void) | undefined;
-  readonly #beforeAdd: ((owner: Owner) => Promise<void>) | undefined;
+  readonly #beforeAdd: ((owner: Owner, podUID?: string) => Promise<void>) | undefined;
   readonly #onFailure: ((error: unknown, command: string) => void) | undefined;
   readonly #telemetry: Telemetry;
   /** Networks whose ignored keys were already reported: once each, not on every call. */
@@ -184,7 +188,7 @@ export class CniService {
       if (!requested.some((r) => r.family === ip.family && r.value === ip.value)) requested.push(ip);
     }
     const owner = ownerOf(env, conf);
-    await this.#beforeAdd?.(owner);
+    await this.#beforeAdd?.(owner, args.podUID);
     const assignments = await this.#allocator.allocate({
       owner,
       ranges: conf.ipam.ranges,
