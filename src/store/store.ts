@@ -11,6 +11,9 @@
  * - an owner (network, containerID, ifname) holds at most one address per range pool (a pool and
  *   its blocks count as one), so a retried ADD can never get a second address anywhere;
  * - releasing an address that is not allocated is a no-op;
+ * - an allocation and a rest read back as committed, their monotonic stamps (`createdStamp`,
+ *   `reusableStamp`: what orders them, core/moment.ts) included, and records written without one
+ *   (by older versions) read back without one;
  * - a pool's attributes (its affinity, the node that claimed it for cluster blocks, and its
  *   cooldown) change only by commit;
  * - with `spaces` (a store several processes write): a commit guarded by a range's admission
