@@ -173,52 +173,86 @@ export function needsNamespaces(intent: ReleaseIntent): boolean {
   return intent.kind === 'task-exited' || intent.kind === 'namespace-recheck' || intent.kind === 'netns-gone' || intent.kind === 'pod-gone';
 }
 
-/** The rule. `held`: what the intent's holder holds now (for a container, on this node). */
+/**
+ * When the intent was observed: it speaks only for allocations made by then (the DEL's recording,
+ * the event's arrival, the listing, the allocation the sweep judged, the pod seen gone).
+ */
+export function observedAt(intent: ReleaseIntent): Moment {
+  switch (intent.kind) {
+    case 'journal-del':
+      return intent.recordedAt;
+    case 'netns-gone':
+      return intent.createdAt;
+    case 'pod-gone':
+      return intent.goneAt;
+    case 'container-deleted':
+    case 'task-exited':
+    case 'namespace-recheck':
+    case 'absent-at-resync':
+      return intent.observedAt;
+    default: {
+      const never: never = intent;
+      throw new Error(`unhandled intent ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+/** What an intent saw, as its drop says when everything held is newer. */
+const SEEN: Record<ReleaseIntent['kind'], string> = {
+  'journal-del': 'the DEL was recorded',
+  'container-deleted': 'the container was reported deleted',
+  'task-exited': 'its task was reported exited',
+  'namespace-recheck': 'its task was reported exited',
+  'absent-at-resync': 'the runtime listed its containers',
+  'netns-gone': 'the namespace sweep judged it',
+  'pod-gone': 'the pod was seen gone',
+};
+
+/**
+ * The rule. `all`: what the intent's holder holds now (for a container, on this node). Only what
+ * was allocated by the time the intent was observed is judged, and every release it decides is
+ * limited to that moment (applied again inside the release's commit round): the same container
+ * ID or attachment ADDed again since keeps its address, however long the intent waited.
+ */
 export function decide(intent: ReleaseIntent, all: readonly Allocation[], observed: Observed): ReleaseAction {
   const via = 'via' in intent ? intent.via : undefined;
-  const held = via === undefined ? all : all.filter((a) => answersFor(via, a));
-  const madeBy = (at: Moment) => (a: Allocation) => atOrBefore(createdMoment(a, observed.node), at, observed.boot);
+  const visible = via === undefined ? all : all.filter((a) => answersFor(via, a));
+  const at = observedAt(intent);
+  const held = visible.filter((a) => atOrBefore(createdMoment(a, observed.node), at, observed.boot));
+  if (held.length === 0 && visible.length > 0) return { kind: 'drop', reason: `what is held was allocated after ${SEEN[intent.kind]}`, forgetExited: false };
+  return limitedTo(judge(intent, held, observed, via), at);
+}
+
+/** The rule over what the intent speaks for. */
+function judge(intent: ReleaseIntent, held: readonly Allocation[], observed: Observed, via: RuntimeAdapterScope | undefined): ReleaseAction {
   switch (intent.kind) {
-    case 'journal-del': {
-      // The DEL speaks for what was allocated before it was recorded: a later ADD of the same
-      // attachment (the runtime retried it once the agent was back) is in use.
-      if (held.some(madeBy(intent.recordedAt))) {
-        return { kind: 'release', owners: [{ owner: intent.owner, createdAtOrBefore: intent.recordedAt }], why: 'missed delete' };
-      }
-      return { kind: 'drop', reason: held.length === 0 ? 'nothing is held' : 'what is held was allocated after the DEL was recorded', forgetExited: false };
-    }
-    case 'container-deleted': {
+    case 'journal-del':
+      // The DEL speaks for what was allocated before it was recorded (decide): a later ADD of the
+      // same attachment (the runtime retried it once the agent was back) is in use.
+      if (held.length > 0) return { kind: 'release', owners: [{ owner: intent.owner }], why: 'missed delete' };
+      return { kind: 'drop', reason: 'nothing is held', forgetExited: false };
+    case 'container-deleted':
       if (held.length === 0) return nothingHeld();
-      const seen = held.filter(madeBy(intent.observedAt));
-      if (seen.length === 0) return newer('the container was reported deleted');
-      return { kind: 'release', owners: ownersOf(seen, intent.observedAt), why: 'container deleted' };
-    }
-    case 'absent-at-resync': {
+      return { kind: 'release', owners: ownersOf(held), why: 'container deleted' };
+    case 'absent-at-resync':
       if (held.length === 0) return nothingHeld();
-      const seen = held.filter(madeBy(intent.observedAt));
-      if (seen.length === 0) return newer('the runtime listed its containers');
       // Younger allocations alone may be an ADD in flight for a container being created.
-      if (!seen.some(madeBy(intent.cutoff))) return { kind: 'drop', reason: 'allocated within the resync grace period', forgetExited: false };
-      return { kind: 'release', owners: ownersOf(seen, intent.observedAt), why: `container gone when ${via?.adapter ?? 'containerd'} was resynchronised` };
-    }
-    case 'namespace-recheck': {
+      if (!held.some((a) => atOrBefore(createdMoment(a, observed.node), intent.cutoff, observed.boot))) {
+        return { kind: 'drop', reason: 'allocated within the resync grace period', forgetExited: false };
+      }
+      return { kind: 'release', owners: ownersOf(held), why: `container gone when ${via?.adapter ?? 'containerd'} was resynchronised` };
+    case 'namespace-recheck':
       if (held.length === 0) return nothingHeld();
       if (!observed.exited) return { kind: 'drop', reason: 'the container is not waiting for its namespace', forgetExited: false };
-      const seen = held.filter(madeBy(intent.observedAt));
-      if (seen.length === 0) return newer('its task was reported exited');
-      return exited(seen, observed, intent.observedAt);
-    }
-    case 'task-exited': {
+      return exited(held, observed);
+    case 'task-exited':
       if (held.length === 0) return nothingHeld();
-      const seen = held.filter(madeBy(intent.observedAt));
-      if (seen.length === 0) return newer('its task was reported exited');
-      return exited(seen, observed, intent.observedAt);
-    }
+      return exited(held, observed);
     case 'netns-gone': {
-      // Looked at again now: a namespace back, or an allocation made after the sweep judged it, stays.
-      const gone = held.filter((a) => madeBy(intent.createdAt)(a) && isGone(a, observed));
+      // Looked at again now: a namespace back stays (one made after the sweep judged it, decide).
+      const gone = held.filter((a) => isGone(a, observed));
       if (gone.length === 0) return { kind: 'drop', reason: `network namespace ${intent.netns} is not gone now, or what is held is newer`, forgetExited: false };
-      return { kind: 'release', owners: [{ owner: intent.owner, createdAtOrBefore: intent.createdAt }], why: 'network namespace is gone' };
+      return { kind: 'release', owners: [{ owner: intent.owner }], why: 'network namespace is gone' };
     }
     case 'pod-gone':
       return podGone(intent, held, observed);
@@ -229,41 +263,35 @@ export function decide(intent: ReleaseIntent, all: readonly Allocation[], observ
   }
 }
 
-/**
- * A task exit (seen at `at`) releases what sits in a namespace that is provably gone and waits for
- * the rest; `held` is what was allocated by then.
- */
-function exited(held: readonly Allocation[], observed: Observed, at: Moment): ReleaseAction {
+/** Every release of the action limited to what was allocated by `at` (a limit already set stays). */
+function limitedTo(action: ReleaseAction, at: Moment): ReleaseAction {
+  if (action.kind === 'drop') return action;
+  return { ...action, owners: action.owners.map((o) => (o.createdAtOrBefore === undefined ? { ...o, createdAtOrBefore: at } : o)) };
+}
+
+/** A task exit releases what sits in a namespace that is provably gone and waits for the rest. */
+function exited(held: readonly Allocation[], observed: Observed): ReleaseAction {
   const gone = held.filter((a) => isGone(a, observed));
   const why = 'task exited and its network namespace is gone';
   const left = held.filter((a) => !gone.includes(a));
-  if (left.length === 0) return { kind: 'release', owners: ownersOf(gone, at), why };
+  if (left.length === 0) return { kind: 'release', owners: ownersOf(gone), why };
   const waitingFor = [...new Set(left.map((a) => a.netns ?? '(no namespace recorded)'))].join(', ');
-  return { kind: 'wait-for-namespace', owners: ownersOf(gone, at), why, waitingFor };
-}
-
-/** What is held was allocated after the intent was observed: the container ID was ADDed again since. */
-function newer(when: string): ReleaseAction {
-  return { kind: 'drop', reason: `what is held was allocated after ${when}`, forgetExited: false };
+  return { kind: 'wait-for-namespace', owners: ownersOf(gone), why, waitingFor };
 }
 
 /**
- * A pod no longer runs: `held` is what this node allocated under its UID. An allocation made after
- * the pod was seen gone is someone's ADD in flight and stays; the rest goes where its namespace is
- * provably gone, and all of it once the grace is over.
+ * A pod no longer runs: `held` is what this node allocated under its UID by the time the pod was
+ * seen gone (an allocation made later is someone's ADD in flight and stays: decide). It goes where
+ * its namespace is provably gone, and all of it once the grace is over.
  */
 function podGone(intent: Extract<ReleaseIntent, { kind: 'pod-gone' }>, held: readonly Allocation[], observed: Observed): ReleaseAction {
-  const mine = held.filter((a) => atOrBefore(createdMoment(a, observed.node), intent.goneAt, observed.boot));
-  if (mine.length === 0) {
-    return { kind: 'drop', reason: held.length === 0 ? 'nothing is held' : 'what is held was allocated after the pod was seen gone', forgetExited: false };
-  }
-  const limited = (allocations: readonly Allocation[]): OwnerRelease[] => ownersOf(allocations, intent.goneAt);
-  const gone = mine.filter((a) => isGone(a, observed));
-  const left = mine.filter((a) => !gone.includes(a));
-  if (left.length === 0) return { kind: 'release', owners: limited(gone), why: POD_RELEASE_WHY.namespaceGone };
-  if (observed.now !== undefined && atOrBefore(intent.releaseAfter, observed.now, observed.boot)) return { kind: 'release', owners: limited(mine), why: POD_RELEASE_WHY.graceExpired };
+  if (held.length === 0) return { kind: 'drop', reason: 'nothing is held', forgetExited: false };
+  const gone = held.filter((a) => isGone(a, observed));
+  const left = held.filter((a) => !gone.includes(a));
+  if (left.length === 0) return { kind: 'release', owners: ownersOf(gone), why: POD_RELEASE_WHY.namespaceGone };
+  if (observed.now !== undefined && atOrBefore(intent.releaseAfter, observed.now, observed.boot)) return { kind: 'release', owners: ownersOf(held), why: POD_RELEASE_WHY.graceExpired };
   const waitingFor = [...new Set(left.map((a) => a.netns ?? '(no namespace recorded)'))].join(', ');
-  return { kind: 'wait-until', owners: limited(gone), why: POD_RELEASE_WHY.namespaceGone, until: intent.releaseAfter, waitingFor };
+  return { kind: 'wait-until', owners: ownersOf(gone), why: POD_RELEASE_WHY.namespaceGone, until: intent.releaseAfter, waitingFor };
 }
 
 function isGone(a: Allocation, observed: Observed): boolean {
@@ -274,12 +302,9 @@ function nothingHeld(): ReleaseAction {
   return { kind: 'drop', reason: 'nothing is held', forgetExited: true };
 }
 
-/**
- * Each (network, ifname) of a container's allocations once: one release per attachment, of what
- * was allocated at or before `at` (when the intent was observed).
- */
-function ownersOf(allocations: readonly Allocation[], at: Moment): OwnerRelease[] {
+/** Each (network, ifname) of a container's allocations once: one release per attachment. */
+function ownersOf(allocations: readonly Allocation[]): OwnerRelease[] {
   const owners = new Map<string, OwnerRelease>();
-  for (const a of allocations) owners.set(ownerKey(a), { owner: { network: a.network, containerID: a.containerID, ifname: a.ifname }, createdAtOrBefore: at });
+  for (const a of allocations) owners.set(ownerKey(a), { owner: { network: a.network, containerID: a.containerID, ifname: a.ifname } });
   return [...owners.values()];
 }

@@ -316,7 +316,7 @@ const TABLE: readonly Row[] = [
     name: 'netns sweep, only an allocation made after the one judged (ADDed again): dropped',
     intent: { kind: 'netns-gone', owner, netns: GONE, createdAt: at(T - 1) },
     held: [alloc({ netns: GONE })],
-    action: { kind: 'drop', reason: `network namespace ${GONE} is not gone now, or what is held is newer`, forgetExited: false },
+    action: { kind: 'drop', reason: 'what is held was allocated after the namespace sweep judged it', forgetExited: false },
   },
   // Pods Kubernetes no longer runs: a pod object gone is not proof its sandbox is.
   {
