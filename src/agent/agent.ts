@@ -238,7 +238,7 @@ export class Agent {
         storeKind: clustered ? 'etcd' : 'sqlite',
         clock: this.#clock,
         gcGraceMs: o.gcGraceSeconds * 1000,
-        beforeAdd: (owner) => releases.pipeline.settle(owner),
+        beforeAdd: (owner, podUID) => releases.pipeline.settle(owner, podUID),
         runtimeOf: (a) => releases.pipeline.adapterOf(a),
         onIgnoredKeys: (network, keys) =>
           this.#logger.warn({ network, keys }, `network ${network}: ignoring whereabouts keys that configure whereabouts itself (Warren keeps addresses in its agent's store)`),

@@ -10,8 +10,8 @@
  *
  * A source that cannot be observed never reads as "everything is gone".
  */
-import type { Allocation } from '../ipam/allocation.ts';
-import { ownerKey } from '../ipam/allocation.ts';
+import { type Allocation, createdMoment, ownerKey } from '../ipam/allocation.ts';
+import { type Moment, atOrBefore, msBetween } from '../core/moment.ts';
 import type { NetnsObserver } from '../sources/netns.ts';
 import type { AuditReport, AuditVerdict } from '../api/protocol.ts';
 
@@ -19,22 +19,27 @@ import type { AuditReport, AuditVerdict } from '../api/protocol.ts';
 export type { AuditFinding, AuditReport, AuditVerdict } from '../api/protocol.ts';
 
 export interface AuditContext {
-  /** ownerKey of every attachment with a pending journal intent → when the DEL was recorded. */
-  readonly journalOwners: ReadonlyMap<string, number>;
+  /** ownerKey of every attachment with a pending journal intent → when its DELs were recorded. */
+  readonly journalOwners: ReadonlyMap<string, readonly Moment[]>;
   readonly observer: NetnsObserver;
-  readonly now: number;
+  readonly now: Moment;
+  /** The boot running now (core/moment.ts orders moments by it). */
+  readonly boot?: string | undefined;
+  /** This node, where several share the store (allocation.ts createdMoment). */
+  readonly node?: string | undefined;
   /** Allocations younger than this are not judged by their namespace. */
   readonly graceMs: number;
 }
 
 export function judge(allocation: Allocation, ctx: AuditContext, cache: Map<string, { observable: boolean; reason?: string }>): AuditVerdict {
-  const recordedAt = ctx.journalOwners.get(ownerKey(allocation));
+  const made = createdMoment(allocation, ctx.node);
   // A DEL recorded before this allocation was made is about an earlier one of the same attachment.
-  if (recordedAt !== undefined && allocation.createdAt <= recordedAt) {
+  if ((ctx.journalOwners.get(ownerKey(allocation)) ?? []).some((recordedAt) => atOrBefore(made, recordedAt, ctx.boot))) {
     return { kind: 'stale', proof: 'journal', reason: 'a DEL for this attachment is pending in the missed-delete journal' };
   }
-  if (ctx.now - allocation.createdAt < ctx.graceMs) {
-    return { kind: 'healthy', reason: `allocated ${Math.round((ctx.now - allocation.createdAt) / 1000)}s ago, within the grace period for ADDs in flight` };
+  const age = msBetween(made, ctx.now);
+  if (age < ctx.graceMs) {
+    return { kind: 'healthy', reason: `allocated ${Math.round(age / 1000)}s ago, within the grace period for ADDs in flight` };
   }
   const seen = ctx.observer.observe(allocation.netns, cache);
   switch (seen.kind) {
@@ -60,7 +65,7 @@ export function audit(allocations: readonly Allocation[], ctx: AuditContext, jou
   const counts = { healthy: 0, stale: 0, suspect: 0 };
   for (const f of findings) counts[f.verdict.kind] += 1;
   return {
-    at: new Date(ctx.now).toISOString(),
+    at: new Date(ctx.now.wall).toISOString(),
     counts,
     sources: { journal, netns: ctx.observer.directories() },
     findings,

@@ -7,8 +7,9 @@
  * - The request's fields are checked with the plugin's own rules (cni/args.ts), so both refuse the
  *   same input with the same CNI code; a field of the wrong JSON type is BAD_REQUEST (7).
  * - A network config naming another store than the agent runs on is refused (7).
- * - ADD settles what is still pending for its attachment first (beforeAdd: a journaled DEL), and is
- *   idempotent per (network, containerID, ifname).
+ * - ADD settles what is still pending for its attachment first (beforeAdd: a journaled DEL, a
+ *   runtime event or pod release queued for its container or pod), and is idempotent per
+ *   (network, containerID, ifname).
  * - GC spares allocations younger than the grace: the runtime lists its attachments before it
  *   calls GC, and an ADD that commits in between is not on the list but is in use. It judges only
  *   the asking runtime's attachments: never what a registered adapter answers for (allocator/gc.ts).
@@ -18,6 +19,7 @@
  */
 import { type Clock, systemClock } from '../core/clock.ts';
 import { WarrenError } from '../core/errors.ts';
+import { momentOf, shifted } from '../core/moment.ts';
 import { isPlainObject, validator } from '../core/validate.ts';
 import { type IPAddress, formatIP, parseIP } from '../ipam/address.ts';
 import type { Owner } from '../ipam/allocation.ts';
@@ -56,8 +58,11 @@ export interface CniServiceOptions {
    * what an adapter answers for, and takes nothing when its list names such an attachment (gc.ts).
    */
   readonly runtimeOf?: RuntimeOf;
-  /** Runs before an ADD allocates: settles what is still pending for this attachment (journal). */
-  readonly beforeAdd?: (owner: Owner) => Promise<void>;
+  /**
+   * Runs before an ADD allocates: settles what is still pending for this attachment, its container
+   * or its pod (`podUID`, from CNI_ARGS, when given): the journal, runtime events, pod releases.
+   */
+  readonly beforeAdd?: (owner: Owner, podUID?: string) => Promise<void>;
   /** Told once per network about IPAM keys Warren accepts but does not act on. */
   readonly onIgnoredKeys?: (network: string, keys: readonly string[]) => void;
   /**
@@ -88,7 +93,7 @@ export class CniService {
   readonly #clock: Clock;
   readonly #gcGraceMs: number;
   readonly #onIgnoredKeys: ((network: string, keys: readonly string[]) => void) | undefined;
-  readonly #beforeAdd: ((owner: Owner) => Promise<void>) | undefined;
+  readonly #beforeAdd: ((owner: Owner, podUID?: string) => Promise<void>) | undefined;
   readonly #runtimeOf: RuntimeOf | undefined;
   readonly #onFailure: ((error: unknown, command: string) => void) | undefined;
   readonly #telemetry: Telemetry;
@@ -160,7 +165,7 @@ export class CniService {
         return { kind: 'silent' };
       case 'GC': {
         const valid = new Set((conf.validAttachments ?? []).map((a) => attachmentKey(a.containerID, a.ifname)));
-        const outcome = await this.#allocator.gc(conf.name, valid, conf.ipam.cooldownSeconds, { createdAtOrBefore: this.#clock.now() - this.#gcGraceMs }, this.#runtimeOf);
+        const outcome = await this.#allocator.gc(conf.name, valid, conf.ipam.cooldownSeconds, { createdAtOrBefore: shifted(momentOf(this.#clock), -this.#gcGraceMs) }, this.#runtimeOf);
         this.#telemetry.released('gc', outcome.released, 'CNI GC: not among the runtime\'s valid attachments');
         if (outcome.errors.length > 0) {
           throw new WarrenError('IO_FAILURE', `GC released ${outcome.released.length} addresses but failed for ${outcome.errors.length} attachments`, {
@@ -192,7 +197,7 @@ export class CniService {
       if (!requested.some((r) => r.family === ip.family && r.value === ip.value)) requested.push(ip);
     }
     const owner = ownerOf(env, conf);
-    await this.#beforeAdd?.(owner);
+    await this.#beforeAdd?.(owner, args.podUID);
     const assignments = await this.#allocator.allocate({
       owner,
       ranges: conf.ipam.ranges,

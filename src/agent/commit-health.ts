@@ -34,6 +34,7 @@ export const TRIAL_BACKOFF: BackoffPolicy = new ExponentialBackoff({ initialMs: 
 
 interface Failure {
   readonly message: string;
+  /** On the monotonic clock: a wall clock stepped back must not keep the agent not ready for a day. */
   readonly at: number;
   /** Which wait of the backoff applies: 1, plus one for every trial that failed. */
   readonly round: number;
@@ -61,7 +62,7 @@ export class CommitHealth {
 
   failed(error: unknown): void {
     if (isWarrenError(error) && error.code !== 'IO_FAILURE' && error.code !== 'TRY_AGAIN') return;
-    const now = this.#clock.now();
+    const now = this.#clock.monotonic();
     const last = this.#failure;
     // A failure while on trial means the trial failed: wait longer. One before then is the same
     // failure going on (an ADD's rollback, a release retried): the wait starts again, no longer.
@@ -73,7 +74,7 @@ export class CommitHealth {
   problem(): string | undefined {
     const f = this.#failure;
     if (f === undefined) return undefined;
-    const now = this.#clock.now();
+    const now = this.#clock.monotonic();
     if (this.#onTrial(f, now)) return undefined;
     const left = Math.ceil((f.at + this.#backoff.delay(f.round) - now) / 1000);
     return `a commit failed: ${f.message}; not ready until a commit succeeds (tried again on trial in ${left} s)`;

@@ -22,6 +22,7 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../core/clock.ts';
 import { messageOf } from '../core/errors.ts';
+import { type Moment, momentOf, msBetween, shifted } from '../core/moment.ts';
 import { DEFAULT_MAX_RETRIES, RateLimitedQueue, type RateLimitedQueueStats, defaultRateLimiter } from '../core/rate-limited-queue.ts';
 import type { Allocation } from '../ipam/allocation.ts';
 import type { PodFact, PodItem } from '../sources/kubernetes/pod-source.ts';
@@ -56,9 +57,10 @@ export interface KubernetesReleasesOptions {
 interface Tracked {
   readonly pod: PodRef;
   readonly because: PodGoneBecause;
-  readonly goneAt: number;
+  /** When the pod was seen gone: allocations made later are someone's ADD in flight. */
+  readonly goneAt: Moment;
   /** While waiting for the grace or a namespace: when it is looked at again. */
-  waitingUntil?: number;
+  waitingUntil?: Moment;
 }
 
 export interface KubernetesReleasesStatus {
@@ -128,7 +130,7 @@ export class KubernetesReleases {
       tracked: this.#tracked.size,
       waiting: [...this.#tracked]
         .filter(([, t]) => t.waitingUntil !== undefined)
-        .map(([uid, t]) => ({ pod: `${t.pod.namespace}/${t.pod.name}`, uid, because: t.because, until: new Date(t.waitingUntil ?? 0).toISOString() })),
+        .map(([uid, t]) => ({ pod: `${t.pod.namespace}/${t.pod.name}`, uid, because: t.because, until: this.#wallTime(t.waitingUntil) })),
       released: this.#released,
       gaveUp: this.#gaveUp,
       resyncs: this.#resyncs,
@@ -156,8 +158,15 @@ export class KubernetesReleases {
   }
 
   #track(pod: PodRef, because: PodGoneBecause): void {
-    if (!this.#tracked.has(pod.uid)) this.#tracked.set(pod.uid, { pod: { uid: pod.uid, namespace: pod.namespace, name: pod.name }, because, goneAt: this.#o.clock.now() });
+    if (!this.#tracked.has(pod.uid)) this.#tracked.set(pod.uid, { pod: { uid: pod.uid, namespace: pod.namespace, name: pod.name }, because, goneAt: momentOf(this.#o.clock) });
     this.#queue.add(pod.uid);
+  }
+
+  /** A moment as the wall-clock time it is due at, as status shows it. */
+  #wallTime(m: Moment | undefined): string {
+    if (m === undefined) return new Date(0).toISOString();
+    const now = momentOf(this.#o.clock);
+    return new Date(now.wall + msBetween(now, m)).toISOString();
   }
 
   #untrack(uid: string): void {
@@ -207,14 +216,15 @@ export class KubernetesReleases {
   async #process(uid: string): Promise<void> {
     const tracked = this.#tracked.get(uid);
     if (tracked === undefined) return;
-    const intent: ReleaseIntent = { kind: 'pod-gone', pod: tracked.pod, because: tracked.because, goneAt: tracked.goneAt, releaseAfter: tracked.goneAt + this.#o.graceMs };
+    const intent: ReleaseIntent = { kind: 'pod-gone', pod: tracked.pod, because: tracked.because, goneAt: tracked.goneAt, releaseAfter: shifted(tracked.goneAt, this.#o.graceMs) };
     try {
       const { released, action } = await this.#o.pipeline.attempt(intent);
       this.#released += released.length;
       if (action.kind === 'wait-until') {
         tracked.waitingUntil = action.until;
         this.#queue.forget(uid);
-        this.#queue.addAfter(uid, Math.max(0, action.until - this.#o.clock.now()));
+        // The grace is measured on the monotonic clock: a wall clock stepped meanwhile neither cuts nor stretches it.
+        this.#queue.addAfter(uid, Math.max(0, msBetween(momentOf(this.#o.clock), action.until)));
         return;
       }
       this.#untrack(uid);

@@ -10,6 +10,7 @@
  */
 import type { Logger } from 'pino';
 import { messageOf } from '../core/errors.ts';
+import type { Moment } from '../core/moment.ts';
 import { type Owner, ownerKey } from '../ipam/allocation.ts';
 import type { JournalEvent, MissedDeleteJournal, RejectedFile, UnreadFile } from '../sources/missed-delete-journal.ts';
 import type { RecentErrors } from './recent-errors.ts';
@@ -82,7 +83,7 @@ export class JournalIntake {
           kind: 'journal-del',
           file: name,
           owner: { network: entry.network, containerID: entry.containerID, ifname: entry.ifname },
-          recordedAt: entry.recordedAt,
+          recordedAt: entry.stamp === undefined ? { wall: entry.recordedAt } : { wall: entry.recordedAt, stamp: entry.stamp },
           ack: () => {
             this.#o.journal.complete(name);
             this.#pending.delete(name);
@@ -118,12 +119,12 @@ export class JournalIntake {
     return [...this.#pending.values()];
   }
 
-  /** ownerKey of every attachment with a pending intent → when its latest DEL was recorded. */
-  owners(): Map<string, number> {
-    const owners = new Map<string, number>();
+  /** ownerKey of every attachment with a pending intent → when its DELs were recorded. */
+  owners(): Map<string, Moment[]> {
+    const owners = new Map<string, Moment[]>();
     for (const intent of this.#pending.values()) {
       const key = ownerKey(intent.owner);
-      owners.set(key, Math.max(owners.get(key) ?? 0, intent.recordedAt));
+      owners.set(key, [...(owners.get(key) ?? []), intent.recordedAt]);
     }
     return owners;
   }

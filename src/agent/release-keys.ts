@@ -23,6 +23,16 @@ export function ownerQueueKey(owner: Owner): string {
   return OWNER + ownerKey(owner);
 }
 
+/** The key of everything queued for a container (its runtime's events). */
+export function containerQueueKey(containerID: string): string {
+  return CONTAINER + containerID;
+}
+
+/** The key of everything queued for a pod, by its UID. */
+export function podQueueKey(podUID: string): string {
+  return POD + podUID;
+}
+
 /** The container ID of a container key; undefined for an owner's or a pod's. */
 export function containerOfKey(key: string): string | undefined {
   return key.startsWith(CONTAINER) ? key.slice(CONTAINER.length) : undefined;
@@ -35,9 +45,9 @@ export function keyOf(intent: ReleaseIntent): string {
     case 'owner':
       return ownerQueueKey(holder.owner);
     case 'container':
-      return CONTAINER + holder.containerID;
+      return containerQueueKey(holder.containerID);
     case 'pod':
-      return POD + holder.podUID;
+      return podQueueKey(holder.podUID);
     default: {
       const never: never = holder;
       throw new Error(`unhandled holder ${JSON.stringify(never)}`);

@@ -14,7 +14,11 @@
  *   be observed now, never from what a source believed when it queued the intent; releasing what
  *   is no longer held is a no-op;
  * - a look-again intent (namespace sweep, exited-container recheck) that is already queued for a
- *   key is not queued twice: the one queued looks at the state when it runs.
+ *   key is not queued twice: the one queued looks at the state when it runs;
+ * - an intent never releases what was allocated after it was observed (the rule's limit, applied
+ *   again inside the release's commit round), however long it backed off; and an ADD first
+ *   settles every key that holds an intent about it — its owner's, its container's, its pod's —
+ *   so it never gets back an address a queued intent is about to release.
  *
  * The queue's keys are release-keys.ts; what is logged of each release and failure, release-log.ts.
  */
@@ -23,6 +27,7 @@ import type { ContainerdStatus } from '../api/status.ts';
 import type { BackoffPolicy } from '../core/backoff.ts';
 import type { Clock } from '../core/clock.ts';
 import { WarrenError, messageOf } from '../core/errors.ts';
+import { type Moment, atOrBefore, momentOf, shifted } from '../core/moment.ts';
 import { OrderedRetryQueue } from '../core/ordered-retry-queue.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
 import type { NetnsObservation, NetnsObserver } from '../sources/netns.ts';
@@ -30,7 +35,7 @@ import type { Allocator } from '../allocator/allocator.ts';
 import type { Store } from '../store/store.ts';
 import type { ReleaseSource } from '../api/dashboard.ts';
 import { type Holder, type OwnerRelease, type ReleaseAction, type ReleaseIntent, type RuntimeAdapterScope, answersFor, decide, holderOf, needsNamespaces, sourceOf } from './release-rule.ts';
-import { containerOfKey, isLookAgain, keyOf, ownerQueueKey } from './release-keys.ts';
+import { containerOfKey, containerQueueKey, isLookAgain, keyOf, ownerQueueKey, podQueueKey } from './release-keys.ts';
 import { ReleaseLog } from './release-log.ts';
 import { NO_TELEMETRY, type Telemetry } from './metrics/telemetry.ts';
 
@@ -96,8 +101,11 @@ export class ReleasePipeline {
   readonly #queue: OrderedRetryQueue<Pending>;
   /** Intents queued and not yet done with, by key, in arrival order. */
   readonly #pending = new Map<string, Set<Pending>>();
-  /** Containers whose task exited while their namespace was still there, and the adapter that said so (none: containerd). */
-  readonly #exited = new Map<string, { since: number; waitingFor: string; via?: RuntimeAdapterScope }>();
+  /**
+   * Containers whose task exited while their namespace was still there, when that exit was seen
+   * (a recheck releases nothing allocated later), and the adapter that said so (none: containerd).
+   */
+  readonly #exited = new Map<string, { since: number; observedAt: Moment; waitingFor: string; via?: RuntimeAdapterScope }>();
   /**
    * What each runtime adapter said it answers for, from its latest listing; kept after it goes
    * away, so a resync of containerd never takes another runtime's containers for its own gone ones.
@@ -145,21 +153,25 @@ export class ReleasePipeline {
   }
 
   /**
-   * Before an ADD: applies every release queued (or journaled, not yet read) for this attachment,
-   * so the ADD neither gets back the address a DEL gave up (a retried ADD returns what the owner
-   * holds) nor has its new address released by that DEL later. Throws TRY_AGAIN when such a
-   * release cannot be applied yet.
+   * Before an ADD: applies every release queued (or journaled, not yet read) for this attachment —
+   * under its owner's key, its container's (runtime events) and its pod's (`podUID`, when the ADD
+   * names one) — so the ADD never gets back an address a queued intent is about to release (a
+   * retried ADD returns what the owner holds). Its new address is safe from them anyway: each
+   * releases only what was allocated before it was observed. Throws TRY_AGAIN when such a release
+   * cannot be applied yet.
    */
-  async settle(owner: Owner): Promise<void> {
+  async settle(owner: Owner, podUID?: string): Promise<void> {
     // The plugin may have journaled this attachment's DEL a moment ago, before the watch says so.
     for (const intent of this.#o.recordedFor?.(owner) ?? []) this.push(intent);
-    const key = ownerQueueKey(owner);
-    if (!this.#queue.has(key)) return;
-    const outcome = await this.#queue.flush(key);
-    const left = [...(this.#pending.get(key) ?? [])];
-    if (outcome.ok || left.length === 0) return;
-    const what = left.some((p) => p.intent.kind === 'journal-del') ? 'a DEL of container %s is pending in the missed-delete journal' : 'a release of container %s is pending';
-    throw new WarrenError('TRY_AGAIN', `${what.replace('%s', `${owner.containerID} (${owner.ifname})`)} and could not be applied yet: ${outcome.error}`);
+    const keys = [ownerQueueKey(owner), containerQueueKey(owner.containerID), ...(podUID === undefined ? [] : [podQueueKey(podUID)])];
+    for (const key of keys) {
+      if (!this.#queue.has(key)) continue;
+      const outcome = await this.#queue.flush(key);
+      const left = [...(this.#pending.get(key) ?? [])];
+      if (outcome.ok || left.length === 0) continue;
+      const what = left.some((p) => p.intent.kind === 'journal-del') ? 'a DEL of container %s is pending in the missed-delete journal' : 'a release of container %s is pending';
+      throw new WarrenError('TRY_AGAIN', `${what.replace('%s', `${owner.containerID} (${owner.ifname})`)} and could not be applied yet: ${outcome.error}`);
+    }
   }
 
   /**
@@ -197,13 +209,14 @@ export class ReleasePipeline {
    */
   async resync(live: ReadonlySet<string>, via?: RuntimeAdapterScope): Promise<void> {
     if (via !== undefined) this.#adapters.set(via.adapter, via);
-    const cutoff = this.#o.clock.now() - this.#o.resyncGraceMs;
+    const observedAt = momentOf(this.#o.clock);
+    const cutoff = shifted(observedAt, -this.#o.resyncGraceMs);
     const absent = new Set<string>();
     const judged = (a: Allocation): boolean => (via === undefined ? ![...this.#adapters.values()].some((scope) => answersFor(scope, a)) : answersFor(via, a));
     for (const a of await this.#o.store.list({ node: this.#o.node })) {
       if (!live.has(a.containerID) && judged(a)) absent.add(a.containerID);
     }
-    for (const containerID of absent) this.push({ kind: 'absent-at-resync', containerID, cutoff, ...(via === undefined ? {} : { via }) });
+    for (const containerID of absent) this.push({ kind: 'absent-at-resync', containerID, observedAt, cutoff, ...(via === undefined ? {} : { via }) });
   }
 
   /** Which runtime adapter answers for an allocation, by what adapters have declared (undefined: none). */
@@ -214,7 +227,7 @@ export class ReleasePipeline {
 
   /** Looks again at every exited container's namespace; how many are waiting for theirs. */
   recheckExited(): number {
-    for (const [containerID, { via }] of this.#exited) this.push({ kind: 'namespace-recheck', containerID, ...(via === undefined ? {} : { via }) });
+    for (const [containerID, { via, observedAt }] of this.#exited) this.push({ kind: 'namespace-recheck', containerID, observedAt, ...(via === undefined ? {} : { via }) });
     return this.#exited.size;
   }
 
@@ -229,7 +242,14 @@ export class ReleasePipeline {
     try {
       const held = await this.#held(holderOf(intent));
       const exited = 'containerID' in intent && this.#exited.has(intent.containerID);
-      action = decide(intent, held, { exited, namespaces: needsNamespaces(intent) ? this.#observe(held) : new Map(), now: this.#o.clock.now() });
+      action = decide(intent, held, {
+        exited,
+        namespaces: needsNamespaces(intent) ? this.#observe(held) : new Map(),
+        now: momentOf(this.#o.clock),
+        boot: this.#o.clock.boot,
+        // Where nodes share the store, another node's stamps are another host's (createdMoment).
+        ...(this.#o.store.membership === undefined ? {} : { node: this.#o.node }),
+      });
       released = await this.#apply(pending, action);
     } catch (error) {
       if (pending.onFailed === undefined) throw error;
@@ -298,10 +318,13 @@ export class ReleasePipeline {
       case 'wait-for-namespace': {
         const released = await this.#release(action.owners);
         this.#logReleased(pending, released, action.why);
-        if (containerID !== undefined && !this.#exited.has(containerID)) {
+        const marked = containerID === undefined ? undefined : this.#exited.get(containerID);
+        if (containerID !== undefined && 'observedAt' in intent) {
           const via = 'via' in intent ? intent.via : undefined;
-          this.#exited.set(containerID, { since: this.#o.clock.now(), waitingFor: action.waitingFor, ...(via === undefined ? {} : { via }) });
-          if ('containerID' in intent) this.#log.exited(intent, action.waitingFor);
+          // The latest exit seen is the one a recheck speaks for (the container ID may have been ADDed again since the first).
+          const observedAt = marked !== undefined && atOrBefore(intent.observedAt, marked.observedAt, this.#o.clock.boot) ? marked.observedAt : intent.observedAt;
+          this.#exited.set(containerID, { since: marked?.since ?? this.#o.clock.now(), observedAt, waitingFor: action.waitingFor, ...(via === undefined ? {} : { via }) });
+          if (marked === undefined && 'containerID' in intent) this.#log.exited(intent, action.waitingFor);
         }
         return released;
       }

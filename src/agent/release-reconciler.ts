@@ -14,9 +14,10 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../core/clock.ts';
 import { messageOf } from '../core/errors.ts';
+import { momentOf } from '../core/moment.ts';
 import { PeriodicTask } from '../core/periodic-task.ts';
 import type { ReconcileReport, ReconcilerStatus } from '../api/status.ts';
-import type { Allocation } from '../ipam/allocation.ts';
+import { type Allocation, createdMoment } from '../ipam/allocation.ts';
 import type { NetnsObserver } from '../sources/netns.ts';
 import type { Store } from '../store/store.ts';
 import { type AuditReport, audit } from './audit.ts';
@@ -119,7 +120,7 @@ export class ReleaseReconciler {
     const { journal, pipeline } = this.#o;
     const report = audit(
       await this.#o.store.list(this.#o.onlyNode === undefined ? {} : { node: this.#o.onlyNode }),
-      { journalOwners: journal.owners(), observer: this.#o.observer, now: this.#o.clock.now(), graceMs: this.#o.netnsGraceMs },
+      { journalOwners: journal.owners(), observer: this.#o.observer, now: momentOf(this.#o.clock), boot: this.#o.clock.boot, node: this.#o.onlyNode, graceMs: this.#o.netnsGraceMs },
       { dir: journal.dir, pending: journal.pending().length },
     );
     this.#o.telemetry?.audited(report.counts);
@@ -168,5 +169,5 @@ export class ReleaseReconciler {
 }
 
 function netnsGone(a: Allocation): ReleaseIntent {
-  return { kind: 'netns-gone', owner: { network: a.network, containerID: a.containerID, ifname: a.ifname }, netns: a.netns ?? '', createdAt: a.createdAt };
+  return { kind: 'netns-gone', owner: { network: a.network, containerID: a.containerID, ifname: a.ifname }, netns: a.netns ?? '', createdAt: createdMoment(a) };
 }

@@ -9,8 +9,15 @@
  * observes) is proof; a process exiting is not, and what cannot be observed proves nothing. A
  * registered adapter's word that its container is gone is taken only where the namespace is not
  * observably there: another runtime's namespace, still present, is never freed on it.
+ *
+ * And an intent speaks only for what was allocated before it was observed: every intent carries
+ * that moment, and the allocations made after it (the same container ID or attachment ADDed
+ * again meanwhile: a DEL + ADD while a runtime event backed off, a retried ADD after a journaled
+ * DEL) are never released on its strength. Moments are ordered by the boot's monotonic clock
+ * (core/moment.ts), never by two wall-clock readings, so an NTP step cannot reorder them.
  */
-import { type Allocation, type Owner, ownerKey } from '../ipam/allocation.ts';
+import { type Allocation, type Owner, createdMoment, ownerKey } from '../ipam/allocation.ts';
+import { type Moment, atOrBefore } from '../core/moment.ts';
 import type { NetnsObservation } from '../sources/netns.ts';
 import type { ReleaseSource } from '../api/dashboard.ts';
 
@@ -19,27 +26,31 @@ export type Ack = () => void;
 
 export type ReleaseIntent =
   /** A DEL the plugin journaled (file `file`) at `recordedAt`, when it could not reach the agent. */
-  | { readonly kind: 'journal-del'; readonly file: string; readonly owner: Owner; readonly recordedAt: number; readonly ack?: Ack }
-  /** The runtime deleted the container record: nothing can use its addresses any more. */
-  | { readonly kind: 'container-deleted'; readonly containerID: string; readonly via?: RuntimeAdapterScope; readonly ack?: Ack }
+  | { readonly kind: 'journal-del'; readonly file: string; readonly owner: Owner; readonly recordedAt: Moment; readonly ack?: Ack }
+  /** The runtime deleted the container record (seen at `observedAt`): nothing can use its addresses any more. */
+  | { readonly kind: 'container-deleted'; readonly containerID: string; readonly observedAt: Moment; readonly via?: RuntimeAdapterScope; readonly ack?: Ack }
   /** The container's task exited or was deleted; its namespace may still carry its addresses. */
-  | { readonly kind: 'task-exited'; readonly containerID: string; readonly event: 'task-exit' | 'task-delete'; readonly via?: RuntimeAdapterScope; readonly ack?: Ack }
-  /** Look again at an exited container's namespace (a netns directory lost an entry; a reconcile pass). */
-  | { readonly kind: 'namespace-recheck'; readonly containerID: string; readonly via?: RuntimeAdapterScope; readonly ack?: Ack }
+  | { readonly kind: 'task-exited'; readonly containerID: string; readonly event: 'task-exit' | 'task-delete'; readonly observedAt: Moment; readonly via?: RuntimeAdapterScope; readonly ack?: Ack }
   /**
-   * The container was missing from the runtime's listing after a resubscription; allocations made
-   * after `cutoff` (now minus the grace) may belong to an ADD still in flight for it.
+   * Look again at an exited container's namespace (a netns directory lost an entry; a reconcile
+   * pass); `observedAt` is when its exit was seen.
    */
-  | { readonly kind: 'absent-at-resync'; readonly containerID: string; readonly cutoff: number; readonly via?: RuntimeAdapterScope; readonly ack?: Ack }
+  | { readonly kind: 'namespace-recheck'; readonly containerID: string; readonly observedAt: Moment; readonly via?: RuntimeAdapterScope; readonly ack?: Ack }
+  /**
+   * The container was missing from the runtime's listing taken at `observedAt` after a
+   * resubscription; allocations made after `cutoff` (then minus the grace) may belong to an ADD
+   * still in flight for it.
+   */
+  | { readonly kind: 'absent-at-resync'; readonly containerID: string; readonly observedAt: Moment; readonly cutoff: Moment; readonly via?: RuntimeAdapterScope; readonly ack?: Ack }
   /** The namespace sweep judged the owner's allocation made at `createdAt` stale: `netns` is gone. */
-  | { readonly kind: 'netns-gone'; readonly owner: Owner; readonly netns: string; readonly createdAt: number; readonly ack?: Ack }
+  | { readonly kind: 'netns-gone'; readonly owner: Owner; readonly netns: string; readonly createdAt: Moment; readonly ack?: Ack }
   /**
    * Kubernetes no longer runs the pod (deleted, finished, or absent from a listing) since `goneAt`.
    * A pod object gone is not proof that its sandbox is: its addresses go at once only where their
    * namespace is provably gone, the rest at `releaseAfter` (the grace: a force-deleted pod's
    * sandbox may run on while its kubelet is down).
    */
-  | { readonly kind: 'pod-gone'; readonly pod: PodRef; readonly because: PodGoneBecause; readonly goneAt: number; readonly releaseAfter: number; readonly ack?: Ack };
+  | { readonly kind: 'pod-gone'; readonly pod: PodRef; readonly because: PodGoneBecause; readonly goneAt: Moment; readonly releaseAfter: Moment; readonly ack?: Ack };
 
 /**
  * A runtime adapter (a registered `warren.event-source` plugin) and what it answers for: the
@@ -95,8 +106,8 @@ export type PodGoneBecause = 'deleted' | 'succeeded' | 'failed' | 'absent-from-l
 /** What one release is about: an owner, and limits that keep later allocations of it safe. */
 export interface OwnerRelease {
   readonly owner: Owner;
-  /** Release only allocations created at or before this instant (ms since the epoch). */
-  readonly createdAtOrBefore?: number;
+  /** Release only allocations made at or before this moment. */
+  readonly createdAtOrBefore?: Moment;
   /**
    * Release only allocations still recorded in this namespace: set when the release rests on a
    * namespace being gone, which proves nothing about the owner once it lives in another one.
@@ -113,10 +124,10 @@ export type ReleaseAction =
    */
   | { readonly kind: 'wait-for-namespace'; readonly owners: readonly OwnerRelease[]; readonly why: string; readonly waitingFor: string }
   /**
-   * Release these owners now (perhaps none); look again at `until` (ms since the epoch), or
-   * earlier when a namespace in `waitingFor` goes.
+   * Release these owners now (perhaps none); look again at `until`, or earlier when a namespace in
+   * `waitingFor` goes.
    */
-  | { readonly kind: 'wait-until'; readonly owners: readonly OwnerRelease[]; readonly why: string; readonly until: number; readonly waitingFor: string }
+  | { readonly kind: 'wait-until'; readonly owners: readonly OwnerRelease[]; readonly why: string; readonly until: Moment; readonly waitingFor: string }
   /** Nothing to release. `forgetExited`: the container's exited mark (if any) goes too. */
   | { readonly kind: 'drop'; readonly reason: string; readonly forgetExited: boolean };
 
@@ -125,8 +136,12 @@ export interface Observed {
   readonly exited: boolean;
   /** What was seen of the namespaces of the held allocations, by path; a path not here is unobservable. */
   readonly namespaces: ReadonlyMap<string, NetnsObservation>;
-  /** The time the intent is decided at (ms since the epoch); a deadline is never passed without it. */
-  readonly now?: number;
+  /** The moment the intent is decided at; a deadline is never passed without it. */
+  readonly now?: Moment;
+  /** The boot running now: moments of an earlier boot came before it (core/moment.ts). */
+  readonly boot?: string | undefined;
+  /** This node, where several share the store: another node's allocations are ordered by the wall clock alone (createdMoment). */
+  readonly node?: string | undefined;
 }
 
 /** Why a pod's addresses were released, as its Event says it. */
@@ -166,19 +181,64 @@ export function needsNamespaces(intent: ReleaseIntent): boolean {
   return intent.kind === 'task-exited' || intent.kind === 'namespace-recheck' || intent.kind === 'netns-gone' || intent.kind === 'pod-gone';
 }
 
-/** The rule. `held`: what the intent's holder holds now (for a container, on this node). */
+/**
+ * When the intent was observed: it speaks only for allocations made by then (the DEL's recording,
+ * the event's arrival, the listing, the allocation the sweep judged, the pod seen gone).
+ */
+export function observedAt(intent: ReleaseIntent): Moment {
+  switch (intent.kind) {
+    case 'journal-del':
+      return intent.recordedAt;
+    case 'netns-gone':
+      return intent.createdAt;
+    case 'pod-gone':
+      return intent.goneAt;
+    case 'container-deleted':
+    case 'task-exited':
+    case 'namespace-recheck':
+    case 'absent-at-resync':
+      return intent.observedAt;
+    default: {
+      const never: never = intent;
+      throw new Error(`unhandled intent ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+/** What an intent saw, as its drop says when everything held is newer. */
+const SEEN: Record<ReleaseIntent['kind'], string> = {
+  'journal-del': 'the DEL was recorded',
+  'container-deleted': 'the container was reported deleted',
+  'task-exited': 'its task was reported exited',
+  'namespace-recheck': 'its task was reported exited',
+  'absent-at-resync': 'the runtime listed its containers',
+  'netns-gone': 'the namespace sweep judged it',
+  'pod-gone': 'the pod was seen gone',
+};
+
+/**
+ * The rule. `all`: what the intent's holder holds now (for a container, on this node). Only what
+ * was allocated by the time the intent was observed is judged, and every release it decides is
+ * limited to that moment (applied again inside the release's commit round): the same container
+ * ID or attachment ADDed again since keeps its address, however long the intent waited.
+ */
 export function decide(intent: ReleaseIntent, all: readonly Allocation[], observed: Observed): ReleaseAction {
   const via = 'via' in intent ? intent.via : undefined;
-  const held = via === undefined ? all : all.filter((a) => answersFor(via, a));
+  const visible = via === undefined ? all : all.filter((a) => answersFor(via, a));
+  const at = observedAt(intent);
+  const held = visible.filter((a) => atOrBefore(createdMoment(a, observed.node), at, observed.boot));
+  if (held.length === 0 && visible.length > 0) return { kind: 'drop', reason: `what is held was allocated after ${SEEN[intent.kind]}`, forgetExited: false };
+  return limitedTo(judge(intent, held, observed, via), at);
+}
+
+/** The rule over what the intent speaks for. */
+function judge(intent: ReleaseIntent, held: readonly Allocation[], observed: Observed, via: RuntimeAdapterScope | undefined): ReleaseAction {
   switch (intent.kind) {
-    case 'journal-del': {
-      // The DEL speaks for what was allocated before it was recorded: a later ADD of the same
-      // attachment (the runtime retried it once the agent was back) is in use.
-      if (held.some((a) => a.createdAt <= intent.recordedAt)) {
-        return { kind: 'release', owners: [{ owner: intent.owner, createdAtOrBefore: intent.recordedAt }], why: 'missed delete' };
-      }
-      return { kind: 'drop', reason: held.length === 0 ? 'nothing is held' : 'what is held was allocated after the DEL was recorded', forgetExited: false };
-    }
+    case 'journal-del':
+      // The DEL speaks for what was allocated before it was recorded (decide): a later ADD of the
+      // same attachment (the runtime retried it once the agent was back) is in use.
+      if (held.length > 0) return { kind: 'release', owners: [{ owner: intent.owner }], why: 'missed delete' };
+      return { kind: 'drop', reason: 'nothing is held', forgetExited: false };
     case 'container-deleted':
       if (held.length === 0) return nothingHeld();
       if (via !== undefined) return onAdapterWord(held, observed, 'container deleted');
@@ -186,7 +246,9 @@ export function decide(intent: ReleaseIntent, all: readonly Allocation[], observ
     case 'absent-at-resync': {
       if (held.length === 0) return nothingHeld();
       // Younger allocations alone may be an ADD in flight for a container being created.
-      if (!held.some((a) => a.createdAt <= intent.cutoff)) return { kind: 'drop', reason: 'allocated within the resync grace period', forgetExited: false };
+      if (!held.some((a) => atOrBefore(createdMoment(a, observed.node), intent.cutoff, observed.boot))) {
+        return { kind: 'drop', reason: 'allocated within the resync grace period', forgetExited: false };
+      }
       const why = `container gone when ${via?.adapter ?? 'containerd'} was resynchronised`;
       if (via !== undefined) return onAdapterWord(held, observed, why);
       return { kind: 'release', owners: ownersOf(held), why };
@@ -199,11 +261,11 @@ export function decide(intent: ReleaseIntent, all: readonly Allocation[], observ
       if (held.length === 0) return nothingHeld();
       return exited(held, observed);
     case 'netns-gone': {
-      // Looked at again now: a namespace back, or an allocation made after the sweep judged it, stays.
+      // Looked at again now: a namespace back stays (one made after the sweep judged it, decide).
       // An owner ADDed again in another namespace since lives there now: this namespace says nothing of it.
-      const gone = held.filter((a) => a.createdAt <= intent.createdAt && a.netns === intent.netns && isGone(a, observed));
+      const gone = held.filter((a) => a.netns === intent.netns && isGone(a, observed));
       if (gone.length === 0) return { kind: 'drop', reason: `network namespace ${intent.netns} is not gone now, or what is held is newer`, forgetExited: false };
-      return { kind: 'release', owners: [{ owner: intent.owner, createdAtOrBefore: intent.createdAt, netns: intent.netns }], why: 'network namespace is gone' };
+      return { kind: 'release', owners: [{ owner: intent.owner, netns: intent.netns }], why: 'network namespace is gone' };
     }
     case 'pod-gone':
       return podGone(intent, held, observed);
@@ -228,6 +290,12 @@ function onAdapterWord(held: readonly Allocation[], observed: Observed, why: str
   return { kind: 'wait-for-namespace', owners: ownersOf(rest), why: `${why}; its network namespace is still there`, waitingFor };
 }
 
+/** Every release of the action limited to what was allocated by `at` (a limit already set stays). */
+function limitedTo(action: ReleaseAction, at: Moment): ReleaseAction {
+  if (action.kind === 'drop') return action;
+  return { ...action, owners: action.owners.map((o) => (o.createdAtOrBefore === undefined ? { ...o, createdAtOrBefore: at } : o)) };
+}
+
 /** A task exit releases what sits in a namespace that is provably gone and waits for the rest. */
 function exited(held: readonly Allocation[], observed: Observed): ReleaseAction {
   const gone = held.filter((a) => isGone(a, observed));
@@ -239,23 +307,18 @@ function exited(held: readonly Allocation[], observed: Observed): ReleaseAction 
 }
 
 /**
- * A pod no longer runs: `held` is what this node allocated under its UID. An allocation made after
- * the pod was seen gone is someone's ADD in flight and stays; the rest goes where its namespace is
- * provably gone, and all of it once the grace is over.
+ * A pod no longer runs: `held` is what this node allocated under its UID by the time the pod was
+ * seen gone (an allocation made later is someone's ADD in flight and stays: decide). It goes where
+ * its namespace is provably gone, and all of it once the grace is over.
  */
 function podGone(intent: Extract<ReleaseIntent, { kind: 'pod-gone' }>, held: readonly Allocation[], observed: Observed): ReleaseAction {
-  const mine = held.filter((a) => a.createdAt <= intent.goneAt);
-  if (mine.length === 0) {
-    return { kind: 'drop', reason: held.length === 0 ? 'nothing is held' : 'what is held was allocated after the pod was seen gone', forgetExited: false };
-  }
-  const limited = (allocations: readonly Allocation[]): OwnerRelease[] => ownersOf(allocations).map((o) => ({ ...o, createdAtOrBefore: intent.goneAt }));
-  const gone = mine.filter((a) => isGone(a, observed));
-  const left = mine.filter((a) => !gone.includes(a));
-  const goneLimited = inTheirNamespaces(gone).map((o) => ({ ...o, createdAtOrBefore: intent.goneAt }));
-  if (left.length === 0) return { kind: 'release', owners: goneLimited, why: POD_RELEASE_WHY.namespaceGone };
-  if (observed.now !== undefined && observed.now >= intent.releaseAfter) return { kind: 'release', owners: limited(mine), why: POD_RELEASE_WHY.graceExpired };
+  if (held.length === 0) return { kind: 'drop', reason: 'nothing is held', forgetExited: false };
+  const gone = held.filter((a) => isGone(a, observed));
+  const left = held.filter((a) => !gone.includes(a));
+  if (left.length === 0) return { kind: 'release', owners: inTheirNamespaces(gone), why: POD_RELEASE_WHY.namespaceGone };
+  if (observed.now !== undefined && atOrBefore(intent.releaseAfter, observed.now, observed.boot)) return { kind: 'release', owners: ownersOf(held), why: POD_RELEASE_WHY.graceExpired };
   const waitingFor = [...new Set(left.map((a) => a.netns ?? '(no namespace recorded)'))].join(', ');
-  return { kind: 'wait-until', owners: goneLimited, why: POD_RELEASE_WHY.namespaceGone, until: intent.releaseAfter, waitingFor };
+  return { kind: 'wait-until', owners: inTheirNamespaces(gone), why: POD_RELEASE_WHY.namespaceGone, until: intent.releaseAfter, waitingFor };
 }
 
 function isGone(a: Allocation, observed: Observed): boolean {

@@ -6,6 +6,8 @@
  * signal aborted). The journal has its own intake (release-journal.ts), since it also keeps files
  * and reports.
  */
+import type { Clock } from '../core/clock.ts';
+import { type Moment, momentOf } from '../core/moment.ts';
 import type { ContainerEvent } from '../sources/containerd/client.ts';
 import type { ContainerdItem } from '../sources/containerd/event-source.ts';
 import type { NetnsRemoval } from '../sources/netns-removals.ts';
@@ -15,14 +17,14 @@ import type { ReleasePipeline } from './release-pipeline.ts';
 import type { ReleaseIntent, RuntimeAdapterScope } from './release-rule.ts';
 import type { NetnsScopes } from './registry/netns-scopes.ts';
 
-/** The intent a containerd event stands for. */
-export function containerIntent(event: ContainerEvent): ReleaseIntent {
+/** The intent a containerd event seen at `observedAt` stands for. */
+export function containerIntent(event: ContainerEvent, observedAt: Moment): ReleaseIntent {
   switch (event.kind) {
     case 'container-delete':
-      return { kind: 'container-deleted', containerID: event.containerID };
+      return { kind: 'container-deleted', containerID: event.containerID, observedAt };
     case 'task-exit':
     case 'task-delete':
-      return { kind: 'task-exited', containerID: event.containerID, event: event.kind };
+      return { kind: 'task-exited', containerID: event.containerID, event: event.kind, observedAt };
     default: {
       const never: never = event;
       throw new Error(`unhandled container event ${JSON.stringify(never)}`);
@@ -30,11 +32,12 @@ export function containerIntent(event: ContainerEvent): ReleaseIntent {
   }
 }
 
-export async function consumeContainerd(items: AsyncIterable<ContainerdItem>, pipeline: ReleasePipeline): Promise<void> {
+/** `clock` stamps each event when it arrives: its intent never releases what was allocated later. */
+export async function consumeContainerd(items: AsyncIterable<ContainerdItem>, pipeline: ReleasePipeline, clock: Clock): Promise<void> {
   for await (const item of items) {
     switch (item.kind) {
       case 'event':
-        pipeline.push(containerIntent(item.event));
+        pipeline.push(containerIntent(item.event, momentOf(clock)));
         break;
       case 'resync':
         // Awaited: events after the resync are queued after the intents it gives.
@@ -54,17 +57,17 @@ export async function consumeContainerd(items: AsyncIterable<ContainerdItem>, pi
 }
 
 /**
- * The intent an adapter's event stands for, judged only over what the adapter answers for; a
- * creation releases nothing.
+ * The intent an adapter's event seen at `observedAt` stands for, judged only over what the adapter
+ * answers for; a creation releases nothing.
  */
-export function runtimeIntent(event: RuntimeEvent, via: RuntimeAdapterScope): ReleaseIntent | undefined {
+export function runtimeIntent(event: RuntimeEvent, via: RuntimeAdapterScope, observedAt: Moment): ReleaseIntent | undefined {
   switch (event.kind) {
     case 'created':
       return undefined;
     case 'exited':
-      return { kind: 'task-exited', containerID: event.id, event: 'task-exit', via };
+      return { kind: 'task-exited', containerID: event.id, event: 'task-exit', observedAt, via };
     case 'deleted':
-      return { kind: 'container-deleted', containerID: event.id, via };
+      return { kind: 'container-deleted', containerID: event.id, observedAt, via };
     default: {
       const never: never = event.kind;
       throw new Error(`unhandled runtime event ${JSON.stringify(never)}`);
@@ -78,7 +81,7 @@ export function runtimeIntent(event: RuntimeEvent, via: RuntimeAdapterScope): Re
  * before its adapter has said which allocations are its own; a listing that declares another
  * runtime's namespaces (`scopes`) is refused, and neither it nor the stream's events are applied.
  */
-export async function consumeRuntimeAdapter(adapter: string, items: AsyncIterable<RuntimeItem>, pipeline: ReleasePipeline, scopes: NetnsScopes): Promise<void> {
+export async function consumeRuntimeAdapter(adapter: string, items: AsyncIterable<RuntimeItem>, pipeline: ReleasePipeline, scopes: NetnsScopes, clock: Clock): Promise<void> {
   let via: RuntimeAdapterScope | undefined;
   for await (const item of items) {
     switch (item.kind) {
@@ -100,7 +103,7 @@ export async function consumeRuntimeAdapter(adapter: string, items: AsyncIterabl
       }
       case 'event': {
         if (via === undefined) break;
-        const intent = runtimeIntent(item.event, via);
+        const intent = runtimeIntent(item.event, via, momentOf(clock));
         if (intent !== undefined) pipeline.push(intent);
         break;
       }

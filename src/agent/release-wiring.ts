@@ -234,7 +234,7 @@ export class ReleaseWiring {
     this.#loops.push(supervised('the missed-delete journal watch', this.#journal.consume(signal, push)));
     this.reconciler.start(signal);
     this.#registry?.start(signal);
-    if (this.#source !== undefined) this.#loops.push(supervised('the containerd event source', consumeContainerd(this.#source.events(signal), this.pipeline)));
+    if (this.#source !== undefined) this.#loops.push(supervised('the containerd event source', consumeContainerd(this.#source.events(signal), this.pipeline, this.#clock)));
     const kube = this.#kube;
     if (kube !== undefined) {
       this.#loops.push(supervised('the Kubernetes pod source', kube.releases.run(kube.pods.events(signal), signal)));

@@ -90,6 +90,8 @@ export class Allocator {
   readonly #giveBack: EmptyBlockGiveBack;
   /** The pool pictures every part shares; kept here for node forget, which has no part of its own. */
   readonly #pools: PoolCache;
+  /** Which boot is running now: release limits order moments by it (core/moment.ts). */
+  readonly #clock: Clock;
 
   constructor(options: AllocatorOptions) {
     const { store, clock, node } = options;
@@ -99,8 +101,9 @@ export class Allocator {
     const blocks = options.blocks ?? false;
     this.#store = store;
     this.#node = node;
+    this.#clock = clock;
     this.#maxAttempts = options.maxAttempts ?? (blocks ? 32 : 8);
-    const pools = new PoolCache(store);
+    const pools = new PoolCache(store, clock);
     const metadata = new PoolMetadata();
     const own = new OwnBlocks();
     const maxAttempts = this.#maxAttempts;
@@ -213,7 +216,7 @@ export class Allocator {
    * Returns what was released; releasing an owner that holds nothing returns [].
    */
   async release(owner: Holder, cooldownSeconds?: number, only: ReleaseLimits = {}): Promise<Allocation[]> {
-    return this.#releaser.release(async () => (await this.#store.findByOwner(owner)).filter((a) => within(a, only)), cooldownSeconds);
+    return this.#releaser.release(async () => (await this.#store.findByOwner(owner)).filter((a) => within(a, only, this.#clock.boot, this.#sharedBy())), cooldownSeconds);
   }
 
   /**
@@ -235,7 +238,7 @@ export class Allocator {
    */
   async gc(network: string, valid: ReadonlySet<string>, cooldownSeconds?: number, only: ReleaseLimits = {}, runtimeOf?: RuntimeOf): Promise<GcOutcome> {
     const shared = this.#blocks !== null || this.#store.membership !== undefined;
-    const stale = gcCandidates(await this.#store.list(gcScope(network, this.#node, shared)), valid, only, runtimeOf);
+    const stale = gcCandidates(await this.#store.list(gcScope(network, this.#node, shared)), valid, only, this.#clock.boot, this.#sharedBy(), runtimeOf);
     const released: Allocation[] = [];
     const errors: string[] = [];
     for (const owner of stale) {
@@ -246,6 +249,11 @@ export class Allocator {
       }
     }
     return { released, errors };
+  }
+
+  /** This node where several share the store (another node's stamps are another host's: createdMoment), else undefined. */
+  #sharedBy(): string | undefined {
+    return this.#store.membership === undefined ? undefined : this.#node;
   }
 
   /** Gives back this node's blocks that have held no allocation for `graceMs` (give-back.ts). */

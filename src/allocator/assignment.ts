@@ -7,6 +7,7 @@ import type { Allocation, Owner } from '../ipam/allocation.ts';
 import { type IPAddress, formatIP } from '../ipam/address.ts';
 import { type RangeSpec, inSubnet } from '../ipam/range.ts';
 import { WarrenError } from '../core/errors.ts';
+import type { Moment } from '../core/moment.ts';
 
 export interface AllocateRequest {
   readonly owner: Owner;
@@ -39,7 +40,7 @@ export type Decision =
   | { readonly kind: 'conflict'; readonly admissionLost?: true };
 
 /** The record of a new allocation of `address` in `span` (the range or one of its blocks). */
-export function recordOf(span: RangeSpec, address: bigint, request: AllocateRequest, node: string, now: number): Allocation {
+export function recordOf(span: RangeSpec, address: bigint, request: AllocateRequest, node: string, now: Moment): Allocation {
   const a: { -readonly [K in keyof Allocation]: Allocation[K] } = {
     pool: span.pool,
     address: formatIP({ family: span.family, value: address }),
@@ -47,8 +48,9 @@ export function recordOf(span: RangeSpec, address: bigint, request: AllocateRequ
     containerID: request.owner.containerID,
     ifname: request.owner.ifname,
     node,
-    createdAt: now,
+    createdAt: now.wall,
   };
+  if (now.stamp !== undefined) a.createdStamp = now.stamp;
   if (request.podNamespace !== undefined) a.podNamespace = request.podNamespace;
   if (request.podName !== undefined) a.podName = request.podName;
   if (request.podUID !== undefined) a.podUID = request.podUID;

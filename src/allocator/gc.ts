@@ -36,12 +36,19 @@ export type RuntimeOf = (a: Allocation) => string | undefined;
  * attachment is not in `valid`, that `limits` allow and that no adapter answers for, one owner per
  * attachment; none when `valid` names an attachment an adapter answers for (see the header).
  */
-export function gcCandidates(allocations: readonly Allocation[], valid: ReadonlySet<string>, limits: ReleaseLimits, runtimeOf: RuntimeOf = () => undefined): Owner[] {
+export function gcCandidates(
+  allocations: readonly Allocation[],
+  valid: ReadonlySet<string>,
+  limits: ReleaseLimits,
+  boot: string | undefined,
+  here?: string,
+  runtimeOf: RuntimeOf = () => undefined,
+): Owner[] {
   if (allocations.some((a) => valid.has(attachmentKey(a.containerID, a.ifname)) && runtimeOf(a) !== undefined)) return [];
   const owners = new Map<string, Owner>();
   for (const a of allocations) {
     const key = attachmentKey(a.containerID, a.ifname);
-    if (valid.has(key) || !within(a, limits) || owners.has(key) || runtimeOf(a) !== undefined) continue;
+    if (valid.has(key) || !within(a, limits, boot, here) || owners.has(key) || runtimeOf(a) !== undefined) continue;
     owners.set(key, { network: a.network, containerID: a.containerID, ifname: a.ifname });
   }
   return [...owners.values()];

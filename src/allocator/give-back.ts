@@ -46,7 +46,8 @@ export class EmptyBlockGiveBack {
     const { store, clock, node, pools, own, locks } = this.#o;
     const returned: string[] = [];
     const errors: string[] = [];
-    const now = clock.now();
+    // How long a block has been empty is measured on the monotonic clock, never by two wall-clock readings.
+    const now = clock.monotonic();
     const mine = (await store.pools()).filter((p) => p.affinity === node && isBlockKey(p.pool));
     const seen = new Set<string>();
     for (const summary of mine) {

@@ -9,6 +9,7 @@
  */
 import type { Clock } from '../core/clock.ts';
 import { WarrenError } from '../core/errors.ts';
+import { momentOf } from '../core/moment.ts';
 import { type IPAddress, formatIP } from '../ipam/address.ts';
 import type { RangeSpec } from '../ipam/range.ts';
 import type { RequestCheck } from '../ipam/pool-state.ts';
@@ -50,8 +51,9 @@ export class PoolAssigner {
     // A block that looks full from the cache is read again before it is called full.
     let picture = await pools.load(pool, trust);
     if (trust && picture.state.pick(span).kind === 'exhausted') picture = await pools.load(pool, false);
-    const now = clock.now();
-    const ops: PoolOp[] = picture.state.expireRests(now).map((a) => ({ op: 'unrest', address: formatIP({ family: range.family, value: a }) }));
+    const now = momentOf(clock);
+    // Rests are timed on the monotonic clock: a wall clock stepped back or forward neither keeps an address resting nor frees it early.
+    const ops: PoolOp[] = picture.state.expireRests(clock.monotonic()).map((a) => ({ op: 'unrest', address: formatIP({ family: range.family, value: a }) }));
     let address: bigint;
     if (requested !== undefined) {
       address = requested.value;

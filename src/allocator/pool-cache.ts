@@ -1,6 +1,7 @@
 /**
  * The allocator's picture of each store pool it has touched: the revision it read or wrote, the
- * engine's state (ipam/pool-state.ts) and the pool's cooldown attribute. A picture is either
+ * engine's state (ipam/pool-state.ts, its rests timed on the monotonic clock: restEnd) and the
+ * pool's cooldown attribute. A picture is either
  * revalidated against the store before use (cheap: the store answers `unchanged` when the revision
  * is the same) or, where the caller's commit checks the revision anyway, trusted as it is. Whoever
  * meets a conflict forgets the picture, so the next use reads the pool again.
@@ -8,9 +9,11 @@
  * Pictures are updated in place by the caller after its own commit; callers hold the pool's lock
  * (see Allocator) so no two of them update one picture at once.
  */
+import type { Clock } from '../core/clock.ts';
+import { momentOf, msBetween } from '../core/moment.ts';
 import { parseIP } from '../ipam/address.ts';
 import { PoolState } from '../ipam/pool-state.ts';
-import type { PoolSnapshot, Revision, Store } from '../store/store.ts';
+import type { PoolSnapshot, RestingAddress, Revision, Store } from '../store/store.ts';
 
 export interface PoolPicture {
   revision: Revision;
@@ -24,9 +27,12 @@ export class PoolCache {
   readonly #store: Store;
   /** Pools as last read or written, by store pool key. */
   readonly #pictures = new Map<string, PoolPicture>();
+  /** Rests are timed on its monotonic clock (restEnd). */
+  readonly #clock: Clock;
 
-  constructor(store: Store) {
+  constructor(store: Store, clock: Clock) {
     this.#store = store;
+    this.#clock = clock;
   }
 
   /** The pool's picture: the cached one if `trust`, else revalidated against the store. */
@@ -36,7 +42,7 @@ export class PoolCache {
     const read = await this.#store.readPool(pool, cached?.revision);
     if (read.kind === 'unchanged' && cached !== undefined) return cached;
     if (read.kind === 'unchanged') throw new Error(`store answered unchanged for uncached pool ${pool}`);
-    const fresh: PoolPicture = { revision: read.revision, state: stateFrom(read), cooldownSeconds: read.cooldownSeconds };
+    const fresh: PoolPicture = { revision: read.revision, state: stateFrom(read, this.#clock), cooldownSeconds: read.cooldownSeconds };
     this.#pictures.set(pool, fresh);
     return fresh;
   }
@@ -47,7 +53,17 @@ export class PoolCache {
   }
 }
 
-function stateFrom(snapshot: PoolSnapshot): PoolState {
+/**
+ * When a rest ends on this process's monotonic clock, the timeline of PoolState's rests: a rest
+ * recorded in this boot ends at its stamp; one from another boot (or an older Warren) ends as far
+ * from now as its wall-clock end is, which is all that can be known of it.
+ */
+export function restEnd(r: RestingAddress, clock: Clock): number {
+  const mono = clock.monotonic();
+  return mono + msBetween(momentOf(clock), r.reusableStamp === undefined ? { wall: r.reusableAt } : { wall: r.reusableAt, stamp: r.reusableStamp });
+}
+
+function stateFrom(snapshot: PoolSnapshot, clock: Clock): PoolState {
   const state = new PoolState();
   for (const text of snapshot.allocations) {
     const ip = parseIP(text);
@@ -56,7 +72,7 @@ function stateFrom(snapshot: PoolSnapshot): PoolState {
   for (const r of snapshot.resting) {
     const ip = parseIP(r.address);
     // A rest that is already over is dropped at the next allocation (expireRests).
-    if (ip !== undefined) state.markReleased(ip.value, r.reusableAt, Number.NEGATIVE_INFINITY);
+    if (ip !== undefined) state.markReleased(ip.value, restEnd(r, clock), Number.NEGATIVE_INFINITY);
   }
   if (snapshot.cursor !== undefined) state.cursor = parseIP(snapshot.cursor)?.value;
   return state;

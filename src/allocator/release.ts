@@ -5,7 +5,9 @@
  * address may have been released or allocated again. Each pool is released in its own commit.
  *
  * The cooldown applied is the caller's (from the network config, for a DEL or GC), or else the
- * pool's cooldown attribute (a journaled DEL or a runtime event has no config), or none.
+ * pool's cooldown attribute (a journaled DEL or a runtime event has no config), or none. A rest is
+ * recorded on both clocks (store.ts RestingAddress) and timed on the monotonic one, so a wall
+ * clock stepped back or forward neither lengthens nor cuts it short.
  *
  * Guarantees: releasing what is not allocated is a no-op and returns []; what is returned was
  * released by this call; an allocation newer than the release's limits is never taken.
@@ -13,7 +15,8 @@
 import type { Clock } from '../core/clock.ts';
 import type { KeyedMutex } from '../core/keyed-mutex.ts';
 import { parseIP } from '../ipam/address.ts';
-import type { Allocation } from '../ipam/allocation.ts';
+import { type Allocation, createdMoment } from '../ipam/allocation.ts';
+import { type Moment, atOrBefore, momentOf, shifted } from '../core/moment.ts';
 import type { PoolOp, Store } from '../store/store.ts';
 import { CONFLICT, retryOnConflict } from './commit-loop.ts';
 import type { PoolCache } from './pool-cache.ts';
@@ -24,8 +27,8 @@ import type { PoolCache } from './pool-cache.ts';
  * same container and interface may have been ADDed again since, and that address is in use.
  */
 export interface ReleaseLimits {
-  /** Release only allocations created at or before this instant (ms since the epoch). */
-  readonly createdAtOrBefore?: number;
+  /** Release only allocations made at or before this moment (ordered as core/moment.ts says). */
+  readonly createdAtOrBefore?: Moment;
   /**
    * Release only allocations still recorded in this network namespace. A release decided because
    * a namespace is gone speaks for that namespace only: an owner ADDed again in another namespace
@@ -35,9 +38,12 @@ export interface ReleaseLimits {
   readonly netns?: string;
 }
 
-/** Whether the limits let a release take `a`. */
-export function within(a: Allocation, only: ReleaseLimits): boolean {
-  return (only.createdAtOrBefore === undefined || a.createdAt <= only.createdAtOrBefore) && (only.netns === undefined || a.netns === only.netns);
+/**
+ * Whether the limits let a release take `a`; `boot`: the boot running now; `here`: this node, on a
+ * store several nodes share (allocation.ts createdMoment).
+ */
+export function within(a: Allocation, only: ReleaseLimits, boot: string | undefined, here?: string): boolean {
+  return (only.createdAtOrBefore === undefined || atOrBefore(createdMoment(a, here), only.createdAtOrBefore, boot)) && (only.netns === undefined || a.netns === only.netns);
 }
 
 /**
@@ -86,10 +92,12 @@ export class Releaser {
   async #commit(pool: string, addresses: readonly string[], cooldownSeconds: number | undefined): Promise<boolean> {
     const { store, clock, pools } = this.#o;
     const picture = await pools.load(pool);
-    const now = clock.now();
     const seconds = cooldownSeconds ?? picture.cooldownSeconds ?? 0;
-    const reusableAt = seconds > 0 ? now + seconds * 1000 : undefined;
-    const ops: PoolOp[] = addresses.map((address) => (reusableAt === undefined ? { op: 'release', address } : { op: 'release', address, reusableAt }));
+    const mono = clock.monotonic();
+    const rest = seconds > 0 ? shifted(momentOf(clock), seconds * 1000) : undefined;
+    const ops: PoolOp[] = addresses.map((address) =>
+      rest === undefined ? { op: 'release', address } : { op: 'release', address, reusableAt: rest.wall, ...(rest.stamp === undefined ? {} : { reusableStamp: rest.stamp }) },
+    );
     const result = await store.commit(pool, picture.revision, ops);
     if (result.kind === 'conflict') {
       pools.forget(pool);
@@ -98,7 +106,7 @@ export class Releaser {
     picture.revision = result.revision;
     for (const text of addresses) {
       const ip = parseIP(text);
-      if (ip !== undefined) picture.state.markReleased(ip.value, reusableAt, now);
+      if (ip !== undefined) picture.state.markReleased(ip.value, rest === undefined ? undefined : mono + seconds * 1000, mono);
     }
     return true;
   }

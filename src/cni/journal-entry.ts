@@ -21,6 +21,7 @@
  *   schemes cannot be mistaken for each other: new names hold at least two "~", old ones at most one.
  */
 import { createHash } from 'node:crypto';
+import type { BootStamp } from '../core/moment.ts';
 import { isPlainObject, unknownKeys } from '../core/validate.ts';
 import { type Owner, ownerKey } from '../ipam/allocation.ts';
 import { isValidContainerID, isValidIfname, isValidNetworkName } from './args.ts';
@@ -38,8 +39,14 @@ export interface JournalEntry {
   readonly containerID: string;
   readonly ifname: string;
   readonly netns?: string;
-  /** Milliseconds since the epoch, when the plugin wrote it. */
+  /** Milliseconds since the epoch, when the plugin wrote it (wall clock: for people, and the last resort). */
   readonly recordedAt: number;
+  /**
+   * The boot's monotonic clock when the plugin wrote it: what orders the DEL against the agent's
+   * allocations (core/moment.ts). Absent in entries of older plugins and on hosts without a boot ID;
+   * those are ordered by `recordedAt`, as they always were.
+   */
+  readonly stamp?: BootStamp;
   /** Why the plugin fell back to the journal. */
   readonly reason: string;
 }
@@ -111,7 +118,20 @@ export function encodeEntry(entry: JournalEntry): string {
 }
 
 /** The fields of an entry: JournalEntry's, and no others. */
-const ENTRY_FIELDS: ReadonlySet<string> = new Set(['format', 'network', 'containerID', 'ifname', 'netns', 'recordedAt', 'reason']);
+const ENTRY_FIELDS: ReadonlySet<string> = new Set(['format', 'network', 'containerID', 'ifname', 'netns', 'recordedAt', 'stamp', 'reason']);
+/** A boot ID as Linux draws it (a UUID), or what a test clock names its boot: short, printable. */
+const BOOT = /^[A-Za-z0-9-]{1,64}$/;
+
+/** Why a `stamp` field is not one, or undefined when it is. */
+function stampProblem(stamp: unknown): string | undefined {
+  if (!isPlainObject(stamp)) return 'stamp is not an object';
+  const s = stamp as Record<string, unknown>;
+  const [unknown] = unknownKeys(s, new Set(['boot', 'at']));
+  if (unknown !== undefined) return `unknown field "stamp.${unknown.slice(0, 40)}"`;
+  if (typeof s.boot !== 'string' || !BOOT.test(s.boot)) return 'stamp.boot is not a boot ID';
+  if (typeof s.at !== 'number' || !Number.isFinite(s.at) || s.at < 0) return 'stamp.at is not a non-negative number';
+  return undefined;
+}
 
 /** Validates a journal file: its content, and that its name is the one its content implies. */
 export function decodeEntry(name: string, text: string): Decoded {
@@ -133,6 +153,8 @@ export function decodeEntry(name: string, text: string): Decoded {
   }
   if (r.netns !== undefined && typeof r.netns !== 'string') return { kind: 'invalid', reason: 'netns is not a string' };
   if (typeof r.recordedAt !== 'number' || !Number.isFinite(r.recordedAt)) return { kind: 'invalid', reason: 'recordedAt is not a number' };
+  const badStamp = r.stamp === undefined ? undefined : stampProblem(r.stamp);
+  if (badStamp !== undefined) return { kind: 'invalid', reason: badStamp };
   const owner = { network: r.network as string, containerID: r.containerID as string, ifname: r.ifname as string };
   const problem = ownerProblem(owner);
   if (problem !== undefined) return { kind: 'invalid', reason: problem };

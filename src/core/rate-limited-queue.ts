@@ -71,7 +71,7 @@ export class TokenBucketRateLimiter implements RateLimiter {
   readonly #burst: number;
   /** May go negative: reservations made ahead of the refill. */
   #tokens: number;
-  /** When #tokens was last refilled; refills are computed lazily, on the next `when`. */
+  /** When #tokens was last refilled (monotonic clock); refills are computed lazily, on the next `when`. */
   #last: number;
 
   constructor(options: { clock: Clock; perSecond?: number; burst?: number }) {
@@ -82,7 +82,7 @@ export class TokenBucketRateLimiter implements RateLimiter {
     this.#perSecond = perSecond;
     this.#burst = burst;
     this.#tokens = burst;
-    this.#last = options.clock.now();
+    this.#last = options.clock.monotonic();
   }
 
   when(_key: string): number {
@@ -100,7 +100,7 @@ export class TokenBucketRateLimiter implements RateLimiter {
   }
 
   #refill(): void {
-    const now = this.#clock.now();
+    const now = this.#clock.monotonic();
     this.#tokens = Math.min(this.#burst, this.#tokens + (Math.max(0, now - this.#last) * this.#perSecond) / 1_000);
     this.#last = now;
   }
@@ -203,7 +203,7 @@ export class RateLimitedQueue {
       this.add(key);
       return;
     }
-    const at = this.#clock.now() + ms;
+    const at = this.#clock.monotonic() + ms;
     const waiting = this.#delayed.get(key);
     if (waiting !== undefined && waiting.at <= at) return;
     waiting?.cancel();

@@ -1,7 +1,10 @@
 /**
  * What Warren remembers about one handed-out address. Owner identity is the triple
  * (network, containerID, ifname): a retried ADD for the same triple gets the same record back.
+ * When it was made is ordered by `createdStamp` where there is one (core/moment.ts), never by two
+ * wall-clock readings alone.
  */
+import type { BootStamp, Moment } from '../core/moment.ts';
 
 export interface Allocation {
   /** Pool identity (see RangeSpec.pool). */
@@ -19,8 +22,23 @@ export interface Allocation {
   readonly node: string;
   /** Network namespace path given at ADD. */
   readonly netns?: string;
-  /** Milliseconds since the epoch. */
+  /** Milliseconds since the epoch, on the wall clock of the agent that made it. */
   readonly createdAt: number;
+  /**
+   * The boot's monotonic clock when it was made: what orders it against intents (a journaled DEL,
+   * a runtime event). Absent in records of older Warrens and on hosts without a boot ID.
+   */
+  readonly createdStamp?: BootStamp;
+}
+
+/**
+ * When the allocation was made, as node `here` can order it. On a store several nodes share, the
+ * stamp of an allocation another node made is left out: its boot is another host's, which says
+ * nothing about this host's boots (core/moment.ts would take it for an earlier boot), so only the
+ * wall clock orders it. `here` undefined: every allocation of the store was made on this host.
+ */
+export function createdMoment(a: Allocation, here?: string): Moment {
+  return a.createdStamp === undefined || (here !== undefined && a.node !== here) ? { wall: a.createdAt } : { wall: a.createdAt, stamp: a.createdStamp };
 }
 
 export interface Owner {

@@ -22,6 +22,7 @@ export type RequestCheck =
 
 interface Resting {
   readonly address: bigint;
+  /** When the rest ends, on the caller's one clock (the allocator's: the monotonic clock, never the wall clock). */
   readonly reusableAt: number;
 }
 

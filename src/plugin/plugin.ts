@@ -95,14 +95,16 @@ export async function runPlugin(io: PluginIO): Promise<number> {
   const journalDelete = async (why: string, target: JournalTarget): Promise<number> => {
     const dir = target.journalDir ?? io.env.WARREN_JOURNAL_DIR ?? DEFAULT_JOURNAL_DIR;
     try {
-      const { recordMissedDelete } = await import('./journal-writer.ts');
+      const { recordMissedDelete, recordingMoment } = await import('./journal-writer.ts');
+      const at = recordingMoment();
       recordMissedDelete(dir, {
         format: 1,
         network: target.network,
         containerID: env.containerID as string,
         ifname: env.ifname as string,
         ...(env.netns === undefined ? {} : { netns: env.netns }),
-        recordedAt: Date.now(),
+        recordedAt: at.wall,
+        ...(at.stamp === undefined ? {} : { stamp: at.stamp }),
         reason: why,
       });
       return 0;

@@ -21,6 +21,13 @@ export interface UnitDoc {
   allocations: Record<string, [string, string, string]>;
   /** address → reusable at (ms since epoch) */
   resting: Record<string, number>;
+  /**
+   * address → [the `resting` value it belongs to, boot, monotonic ms]: the rest's end on the
+   * releasing boot's monotonic clock. Apart from `resting`, whose numbers agents of older versions
+   * read; used only while it belongs to the address's current `resting` value, so a stale one left
+   * by an older agent's write is never taken for a newer rest's.
+   */
+  restStamps?: Record<string, [number, string, number]>;
 }
 
 const enc = encodeURIComponent;

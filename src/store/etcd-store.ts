@@ -234,7 +234,12 @@ export class EtcdStore implements Store {
       ...(doc.affinity === undefined ? {} : { affinity: doc.affinity }),
       ...(cooldownSeconds === undefined ? {} : { cooldownSeconds }),
       allocations: Object.keys(doc.allocations),
-      resting: Object.entries(doc.resting).map(([address, reusableAt]) => ({ address, reusableAt })),
+      resting: Object.entries(doc.resting).map(([address, reusableAt]) => {
+        const stamp = doc.restStamps?.[address];
+        return Array.isArray(stamp) && stamp[0] === reusableAt && typeof stamp[1] === 'string' && typeof stamp[2] === 'number'
+          ? { address, reusableAt, reusableStamp: { boot: stamp[1], at: stamp[2] } }
+          : { address, reusableAt };
+      }),
     };
   }
 
@@ -262,6 +267,7 @@ export class EtcdStore implements Store {
           if (creates.has(key)) return { kind: 'conflict', reason: `container ${a.containerID} (${a.ifname}) already holds an address in ${pool}` };
           doc.allocations[a.address] = [a.network, a.containerID, a.ifname];
           delete doc.resting[a.address];
+          if (doc.restStamps !== undefined) delete doc.restStamps[a.address];
           creates.set(key, a);
           deletes.delete(key);
           break;
@@ -274,6 +280,8 @@ export class EtcdStore implements Store {
             if (creates.delete(key) === false) deletes.add(key);
           }
           if (op.reusableAt !== undefined) doc.resting[op.address] = op.reusableAt;
+          if (op.reusableAt !== undefined && op.reusableStamp !== undefined) (doc.restStamps ??= {})[op.address] = [op.reusableAt, op.reusableStamp.boot, op.reusableStamp.at];
+          else if (doc.restStamps !== undefined) delete doc.restStamps[op.address];
           break;
         }
         case 'relocate': {
@@ -289,6 +297,7 @@ export class EtcdStore implements Store {
         }
         case 'unrest':
           delete doc.resting[op.address];
+          if (doc.restStamps !== undefined) delete doc.restStamps[op.address];
           break;
         case 'cursor':
           doc.cursor = op.address;

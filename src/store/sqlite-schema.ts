@@ -7,7 +7,7 @@
 import type { DatabaseSync } from 'node:sqlite';
 
 /** The schema this code writes. */
-export const SCHEMA_VERSION = 4;
+export const SCHEMA_VERSION = 5;
 
 /** The step from each version to the next. */
 const UPGRADES: ReadonlyMap<number, string> = new Map([
@@ -22,6 +22,16 @@ const UPGRADES: ReadonlyMap<number, string> = new Map([
   // and serves every look-up by owner, so the plain one only cost a second index write per
   // allocation and release.
   [3, `DROP INDEX IF EXISTS allocations_owner;`],
+  // 5: when an allocation was made and when a rest ends, on the boot's monotonic clock as well
+  // (core/moment.ts): the wall clock alone cannot order them. Rows written before have none and
+  // are ordered by their wall-clock times, as they always were.
+  [
+    4,
+    `ALTER TABLE allocations ADD COLUMN created_boot TEXT;
+     ALTER TABLE allocations ADD COLUMN created_mono REAL;
+     ALTER TABLE resting ADD COLUMN reusable_boot TEXT;
+     ALTER TABLE resting ADD COLUMN reusable_mono REAL;`,
+  ],
 ]);
 
 const SCHEMA = `
@@ -46,6 +56,8 @@ CREATE TABLE IF NOT EXISTS allocations (
   node TEXT NOT NULL,
   netns TEXT,
   created_at INTEGER NOT NULL,
+  created_boot TEXT,
+  created_mono REAL,
   PRIMARY KEY (pool, address)
 ) WITHOUT ROWID;
 -- One address per owner and range pool: a block 'p#cidr' counts as its range pool 'p'. The CASE
@@ -58,6 +70,8 @@ CREATE TABLE IF NOT EXISTS resting (
   pool TEXT NOT NULL,
   address TEXT NOT NULL,
   reusable_at INTEGER NOT NULL,
+  reusable_boot TEXT,
+  reusable_mono REAL,
   PRIMARY KEY (pool, address)
 ) WITHOUT ROWID;
 `;

@@ -54,6 +54,8 @@ interface AllocationRow {
   node: string;
   netns: string | null;
   created_at: number;
+  created_boot: string | null;
+  created_mono: number | null;
 }
 
 function toAllocation(row: AllocationRow): Allocation {
@@ -70,6 +72,7 @@ function toAllocation(row: AllocationRow): Allocation {
   if (row.pod_name !== null) a.podName = row.pod_name;
   if (row.pod_uid !== null) a.podUID = row.pod_uid;
   if (row.netns !== null) a.netns = row.netns;
+  if (row.created_boot !== null && row.created_mono !== null) a.createdStamp = { boot: row.created_boot, at: Number(row.created_mono) };
   return a;
 }
 
@@ -152,16 +155,16 @@ export class SqliteStore implements Store {
     return {
       revision: db.prepare('SELECT revision, cursor, affinity, cooldown_seconds FROM pools WHERE pool = ?'),
       allocated: db.prepare('SELECT address FROM allocations WHERE pool = ?'),
-      resting: db.prepare('SELECT address, reusable_at FROM resting WHERE pool = ?'),
+      resting: db.prepare('SELECT address, reusable_at, reusable_boot, reusable_mono FROM resting WHERE pool = ?'),
       createPool: db.prepare('INSERT INTO pools (pool, revision) VALUES (?, 1) ON CONFLICT (pool) DO NOTHING'),
       bumpRevision: db.prepare('UPDATE pools SET revision = revision + 1 WHERE pool = ? AND revision = ?'),
       insert: db.prepare(
-        `INSERT INTO allocations (pool, address, network, container_id, ifname, pod_namespace, pod_name, pod_uid, node, netns, created_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        `INSERT INTO allocations (pool, address, network, container_id, ifname, pod_namespace, pod_name, pod_uid, node, netns, created_at, created_boot, created_mono)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       ),
       remove: db.prepare('DELETE FROM allocations WHERE pool = ? AND address = ?'),
       relocate: db.prepare('UPDATE allocations SET netns = ? WHERE pool = ? AND address = ? AND network = ? AND container_id = ? AND ifname = ?'),
-      rest: db.prepare('INSERT OR REPLACE INTO resting (pool, address, reusable_at) VALUES (?, ?, ?)'),
+      rest: db.prepare('INSERT OR REPLACE INTO resting (pool, address, reusable_at, reusable_boot, reusable_mono) VALUES (?, ?, ?, ?, ?)'),
       unrest: db.prepare('DELETE FROM resting WHERE pool = ? AND address = ?'),
       cursor: db.prepare('UPDATE pools SET cursor = ? WHERE pool = ?'),
       describe: db.prepare('UPDATE pools SET description = ? WHERE pool = ?'),
@@ -183,7 +186,8 @@ export class SqliteStore implements Store {
    */
   #run<T>(fn: () => T, budgetMs = this.#busyTimeoutMs): Promise<T> {
     // The usual case, a database nobody else holds, costs no timer and no extra async frame.
-    const started = this.#clock.now();
+    // Measured on the monotonic clock: a wall clock stepped meanwhile neither cuts nor stretches the budget.
+    const started = this.#clock.monotonic();
     try {
       return Promise.resolve(fn());
     } catch (error) {
@@ -200,7 +204,7 @@ export class SqliteStore implements Store {
       try {
         return fn();
       } catch (error) {
-        if (!isBusy(error) || this.#clock.now() - started + delay > budgetMs) throw describeSqliteError(this.#path, error);
+        if (!isBusy(error) || this.#clock.monotonic() - started + delay > budgetMs) throw describeSqliteError(this.#path, error);
       }
     }
   }
@@ -218,9 +222,10 @@ export class SqliteStore implements Store {
     const revision = row === undefined ? 0 : Number(row.revision);
     if (knownRevision !== undefined && knownRevision === revision) return { kind: 'unchanged', revision };
     const allocations = (this.#s('allocated').all(pool) as Array<{ address: string }>).map((r) => r.address);
-    const resting = (this.#s('resting').all(pool) as Array<{ address: string; reusable_at: number }>).map((r) => ({
+    const resting = (this.#s('resting').all(pool) as Array<{ address: string; reusable_at: number; reusable_boot: string | null; reusable_mono: number | null }>).map((r) => ({
       address: r.address,
       reusableAt: Number(r.reusable_at),
+      ...(r.reusable_boot === null || r.reusable_mono === null ? {} : { reusableStamp: { boot: r.reusable_boot, at: Number(r.reusable_mono) } }),
     }));
     return {
       kind: 'snapshot',
@@ -284,6 +289,8 @@ export class SqliteStore implements Store {
             a.node,
             a.netns ?? null,
             a.createdAt,
+            a.createdStamp?.boot ?? null,
+            a.createdStamp?.at ?? null,
           );
         } catch (error) {
           const code = (error as { errcode?: number }).errcode;
@@ -296,7 +303,7 @@ export class SqliteStore implements Store {
       }
       case 'release':
         this.#s('remove').run(pool, op.address);
-        if (op.reusableAt !== undefined) this.#s('rest').run(pool, op.address, op.reusableAt);
+        if (op.reusableAt !== undefined) this.#s('rest').run(pool, op.address, op.reusableAt, op.reusableStamp?.boot ?? null, op.reusableStamp?.at ?? null);
         return undefined;
       case 'relocate': {
         const a = op.allocation;

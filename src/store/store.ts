@@ -12,6 +12,9 @@
  *   its blocks count as one), so a retried ADD can never get a second address anywhere;
  * - releasing an address that is not allocated is a no-op;
  * - an allocation's network namespace changes only by a `relocate` commit naming its holder;
+ * - an allocation and a rest read back as committed, their monotonic stamps (`createdStamp`,
+ *   `reusableStamp`: what orders them, core/moment.ts) included, and records written without one
+ *   (by older versions) read back without one;
  * - a pool's attributes (its affinity, the node that claimed it for cluster blocks, and its
  *   cooldown) change only by commit;
  * - with `spaces` (a store several processes write): a commit guarded by a range's admission
@@ -22,6 +25,7 @@
  * `<range pool>#<block CIDR>` (the codec is ipam/blocks.ts); the store needs no other notion of
  * blocks than that key and `AllocationFilter.rangePool`.
  */
+import type { BootStamp } from '../core/moment.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
 
 /** Opaque, strictly increasing per pool; 0 for a pool never written. */
@@ -29,8 +33,13 @@ export type Revision = number;
 
 export interface RestingAddress {
   readonly address: string;
-  /** Milliseconds since the epoch. */
+  /** Milliseconds since the epoch, on the releaser's wall clock: for people, and the last resort. */
   readonly reusableAt: number;
+  /**
+   * The same instant on the releasing boot's monotonic clock: what times the rest within that boot
+   * (allocator/pool-cache.ts). Absent in rests recorded by older Warrens.
+   */
+  readonly reusableStamp?: BootStamp;
 }
 
 export interface PoolSnapshot {
@@ -68,7 +77,7 @@ export interface PoolDescription {
 
 export type PoolOp =
   | { readonly op: 'allocate'; readonly allocation: Allocation }
-  | { readonly op: 'release'; readonly address: string; readonly reusableAt?: number }
+  | { readonly op: 'release'; readonly address: string; readonly reusableAt?: number; readonly reusableStamp?: BootStamp }
   /**
    * Records where the holder of `allocation.address` lives now: `allocation` is the record as held,
    * with its new network namespace (`netns`). The owner (network, containerID, ifname) must be the

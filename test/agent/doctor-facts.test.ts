@@ -13,7 +13,7 @@ import { SqliteStore } from '../../src/store/sqlite-store.ts';
 import { type EtcdCluster, freePort, makeTls, startEtcd } from '../helpers/etcd.ts';
 import { tempDir } from '../helpers/processes.ts';
 
-const ahead = (ms: number): Clock => ({ now: () => Date.now() + ms, setTimer: systemClock.setTimer });
+const ahead = (ms: number): Clock => ({ now: () => Date.now() + ms, monotonic: systemClock.monotonic, boot: systemClock.boot, setTimer: systemClock.setTimer });
 
 describe('the clock against etcd', () => {
   let etcd: EtcdCluster;

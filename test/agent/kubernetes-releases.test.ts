@@ -78,7 +78,7 @@ describe('KubernetesReleases', () => {
     const pods = new AsyncChannel<PodItem>();
     const containerd = new AsyncChannel<ContainerdItem>();
     const abort = new AbortController();
-    const loops = [releases.run(pods, abort.signal), consumeContainerd(containerd, pipeline)];
+    const loops = [releases.run(pods, abort.signal), consumeContainerd(containerd, pipeline, clock)];
     /** An ADD of the pod's sandbox, recorded with the pod as the plugin records it from CNI_ARGS. */
     const add = async (uid: string, name: string, sandbox: string): Promise<string> => {
       const assignments = await allocator.allocate({ owner: { network: 'kube', containerID: sandbox, ifname: 'eth0' }, ranges, podUID: uid, podNamespace: 'default', podName: name });

@@ -111,6 +111,16 @@ describe('readiness: whether an ADD can commit now', () => {
     assert.equal(codeOf(await s.cniStatus()).code, 0, 'a commit that succeeded starts the waits over');
   });
 
+  it('a wall clock stepped back a day after a failed commit does not keep the node not ready for a day (the wait runs on the monotonic clock)', async () => {
+    const s = open();
+    s.faulty.commitFault = DISK_FULL;
+    assert.equal(codeOf(await s.add('w1')).code, 5);
+    s.clock.stepWall(-86_400_000);
+    s.clock.advance(30_000);
+    assert.equal(codeOf(await s.cniStatus()).code, 0, 'on trial after 30 s, whatever the wall clock did');
+    s.faulty.commitFault = undefined;
+  });
+
   it('a refused config, a conflict and a caller\'s mistake leave the agent ready', async () => {
     const s = open();
     assert.equal(codeOf(await s.add('r1', { range: '10.241.0.0/33' })).code, 7);

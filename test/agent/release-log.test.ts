@@ -27,11 +27,11 @@ const PODMAN = { adapter: 'podman', netnsPrefixes: ['/run/netns/netns-'] };
 describe('release log', () => {
   it('never logs a release an adapter asked for as containerd\'s', async () => {
     const { log, lines } = capture();
-    const viaAdapter: ReleaseIntent = { kind: 'container-deleted', containerID: 'c1', via: PODMAN };
+    const viaAdapter: ReleaseIntent = { kind: 'container-deleted', containerID: 'c1', observedAt: { wall: 1 }, via: PODMAN };
     log.released(viaAdapter, [released], 'container deleted');
-    log.exited({ kind: 'task-exited', containerID: 'c2', event: 'task-exit', via: PODMAN }, '/run/netns/netns-x');
+    log.exited({ kind: 'task-exited', containerID: 'c2', event: 'task-exit', observedAt: { wall: 1 }, via: PODMAN }, '/run/netns/netns-x');
     log.failed(viaAdapter, 1, 'store busy', 1_000);
-    log.released({ kind: 'container-deleted', containerID: 'c3' }, [released], 'container deleted');
+    log.released({ kind: 'container-deleted', containerID: 'c3', observedAt: { wall: 1 } }, [released], 'container deleted');
     await new Promise((resolve) => setImmediate(resolve));
     assert.deepEqual(
       lines.map((l) => [l.containerID, l.source, l.adapter]),

@@ -15,6 +15,7 @@ import { consumeContainerd, consumeNetnsRemovals, consumeRuntimeAdapter, contain
 import type { RuntimeItem } from '../../src/sources/plugins/event-source-client.ts';
 import { AsyncChannel } from '../../src/core/async-channel.ts';
 import { ManualClock } from '../../src/core/clock.ts';
+import { momentOf } from '../../src/core/moment.ts';
 import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import { recordMissedDelete } from '../../src/plugin/journal-writer.ts';
 import type { ContainerdItem } from '../../src/sources/containerd/event-source.ts';
@@ -79,7 +80,7 @@ describe('ReleasePipeline', () => {
     assert.deepEqual(await held(store), ['new-gone', 'old-live']);
     assert.equal(pipeline.containerStatus().released, 1);
     // Events for a container that holds nothing stop at one look-up and change nothing.
-    pipeline.push(containerIntent({ kind: 'container-delete', namespace: 'ns', containerID: 'nobody' }));
+    pipeline.push(containerIntent({ kind: 'container-delete', namespace: 'ns', containerID: 'nobody' }, momentOf(clock)));
     await pipeline.idle();
     assert.equal(pipeline.containerStatus().released, 1);
     await done();
@@ -93,7 +94,7 @@ describe('ReleasePipeline', () => {
     const { allocator, pipeline, done } = releaseHarness(clock, store, { observer: ns.observer });
     const netns = ns.make(ns.seen, 'ns-exit');
     await allocator.allocate({ owner: owner('c-exit'), ranges, netns });
-    pipeline.push(containerIntent({ kind: 'task-exit', namespace: 'ns', containerID: 'c-exit', pid: 1, exitStatus: 0 }));
+    pipeline.push(containerIntent({ kind: 'task-exit', namespace: 'ns', containerID: 'c-exit', pid: 1, exitStatus: 0 }, momentOf(clock)));
     await pipeline.idle();
     assert.deepEqual(pipeline.containerStatus().exited.map((e) => [e.containerID, e.waitingFor]), [['c-exit', netns]]);
     assert.deepEqual(await held(store), ['c-exit'], 'a process exiting is not proof');
@@ -114,9 +115,9 @@ describe('ReleasePipeline', () => {
     await allocator.allocate({ owner: owner('bad'), ranges });
     await allocator.allocate({ owner: owner('good'), ranges });
     store.failListing = 'bad';
-    pipeline.push({ kind: 'container-deleted', containerID: 'bad' });
+    pipeline.push({ kind: 'container-deleted', containerID: 'bad', observedAt: momentOf(clock) });
     let acks = 0;
-    const intent: ReleaseIntent = { kind: 'journal-del', file: 'good.release', owner: owner('good'), recordedAt: clock.now(), ack: () => (acks += 1) };
+    const intent: ReleaseIntent = { kind: 'journal-del', file: 'good.release', owner: owner('good'), recordedAt: momentOf(clock), ack: () => (acks += 1) };
     pipeline.push(intent);
     await waitFor('the good owner to be released', async () => ((await store.list({ containerID: 'good' })).length === 0 ? true : undefined));
     assert.equal(acks, 1, 'acknowledged once, after the commit');
@@ -124,7 +125,7 @@ describe('ReleasePipeline', () => {
 
     store.failCommits = true;
     let lateAcks = 0;
-    const late: ReleaseIntent = { kind: 'journal-del', file: 'bad.release', owner: owner('bad'), recordedAt: clock.now(), ack: () => (lateAcks += 1) };
+    const late: ReleaseIntent = { kind: 'journal-del', file: 'bad.release', owner: owner('bad'), recordedAt: momentOf(clock), ack: () => (lateAcks += 1) };
     pipeline.push(late);
     await waitFor('the commit to fail', () => (pipeline.attempts(late)?.failures === 1 ? true : undefined));
     assert.equal(lateAcks, 0, 'no ack while the release has not committed');
@@ -148,7 +149,7 @@ describe('ReleasePipeline', () => {
     const netns = join(ns.seen, 'ns-settle'); // never created: gone
     await allocator.allocate({ owner: owner('c-settle'), ranges, netns });
     store.failCommits = true;
-    const intent: ReleaseIntent = { kind: 'netns-gone', owner: owner('c-settle'), netns, createdAt: clock.now() };
+    const intent: ReleaseIntent = { kind: 'netns-gone', owner: owner('c-settle'), netns, createdAt: momentOf(clock) };
     pipeline.push(intent);
     await waitFor('the release to fail', () => (pipeline.attempts(intent)?.failures === 1 ? true : undefined));
     await assert.rejects(pipeline.settle(owner('c-settle')), (e: Error & { code?: string }) => e.code === 'TRY_AGAIN' && /a release of container c-settle \(eth0\) is pending and could not be applied yet: disk I\/O error/.test(e.message));
@@ -160,6 +161,56 @@ describe('ReleasePipeline', () => {
     await store.close();
   });
 
+  it('a container-deleted event retried after a DEL + ADD of the same container ID never releases the new allocation', async () => {
+    const clock = new ManualClock(1_000_000);
+    const store = new FlakyStore({ path: ':memory:' });
+    const { allocator, pipeline, done } = releaseHarness(clock, store);
+    const [old] = await allocator.allocate({ owner: owner('c-late'), ranges });
+    clock.advance(10);
+    store.failListing = 'c-late'; // the store is busy when the event comes
+    const event = containerIntent({ kind: 'container-delete', namespace: 'ns', containerID: 'c-late' }, momentOf(clock));
+    pipeline.push(event);
+    await waitFor('the deleted event to fail once', () => (pipeline.containerStatus().queue[0]?.failures === 1 ? true : undefined));
+    store.failListing = undefined;
+    clock.advance(10);
+    // Meanwhile the runtime reused the ID: DEL, then ADD (directly, as an ADD that raced the event would).
+    await allocator.release(owner('c-late'));
+    clock.advance(10);
+    const [fresh] = await allocator.allocate({ owner: owner('c-late'), ranges });
+    assert.notEqual(fresh?.allocation.address, old?.allocation.address);
+    clock.advance(1_000); // the retry
+    await pipeline.idle();
+    assert.deepEqual((await store.list({ containerID: 'c-late' })).map((a) => a.address), [fresh?.allocation.address], 'the new allocation stays');
+    assert.deepEqual(pipeline.containerStatus().queue, []);
+    await done();
+    await store.close();
+  });
+
+  it('an ADD settles the container queue of its container ID: a backed-off runtime event is applied before the ADD, never after it', async () => {
+    const clock = new ManualClock(1_000_000);
+    const store = new FlakyStore({ path: ':memory:' });
+    const { allocator, pipeline, done } = releaseHarness(clock, store);
+    const [old] = await allocator.allocate({ owner: owner('c-settled'), ranges });
+    clock.advance(10);
+    store.failListing = 'c-settled';
+    pipeline.push(containerIntent({ kind: 'container-delete', namespace: 'ns', containerID: 'c-settled' }, momentOf(clock)));
+    await waitFor('the deleted event to fail once', () => (pipeline.containerStatus().queue[0]?.failures === 1 ? true : undefined));
+    // While the store is still busy, the ADD is told to try again rather than get the address the event releases.
+    await assert.rejects(pipeline.settle(owner('c-settled')), (e: Error & { code?: string }) => e.code === 'TRY_AGAIN' && /store away/.test(e.message));
+    store.failListing = undefined;
+    clock.advance(10);
+    await pipeline.settle(owner('c-settled'));
+    assert.deepEqual(pipeline.containerStatus().queue, [], 'applied by the settle');
+    assert.deepEqual(await held(store), [], 'the old address went with the container');
+    const [fresh] = await allocator.allocate({ owner: owner('c-settled'), ranges });
+    assert.notEqual(fresh?.allocation.address, old?.allocation.address);
+    clock.advance(300_000);
+    await pipeline.idle();
+    assert.deepEqual(await held(store), ['c-settled']);
+    await done();
+    await store.close();
+  });
+
   it('does not queue a look-again intent twice for one key', async () => {
     const clock = new ManualClock(1_000_000);
     const store = new FlakyStore({ path: ':memory:' });
@@ -167,12 +218,12 @@ describe('ReleasePipeline', () => {
     await allocator.allocate({ owner: owner('c-look'), ranges, netns: '/nowhere/ns' });
     store.failCommits = true;
     store.failListing = 'c-look';
-    const sweep: ReleaseIntent = { kind: 'netns-gone', owner: owner('c-look'), netns: '/nowhere/ns', createdAt: clock.now() };
+    const sweep: ReleaseIntent = { kind: 'netns-gone', owner: owner('c-look'), netns: '/nowhere/ns', createdAt: momentOf(clock) };
     assert.equal(pipeline.push(sweep), true);
     assert.equal(pipeline.push({ ...sweep }), false, 'the one queued looks at the state when it runs');
-    assert.equal(pipeline.push({ kind: 'namespace-recheck', containerID: 'c-look' }), true);
-    assert.equal(pipeline.push({ kind: 'namespace-recheck', containerID: 'c-look' }), false);
-    assert.equal(pipeline.push({ kind: 'container-deleted', containerID: 'c-look' }), true, 'other intents always queue');
+    assert.equal(pipeline.push({ kind: 'namespace-recheck', containerID: 'c-look', observedAt: momentOf(clock) }), true);
+    assert.equal(pipeline.push({ kind: 'namespace-recheck', containerID: 'c-look', observedAt: momentOf(clock) }), false);
+    assert.equal(pipeline.push({ kind: 'container-deleted', containerID: 'c-look', observedAt: momentOf(clock) }), true, 'other intents always queue');
     await waitFor('the container key to back off', () => (pipeline.containerStatus().queue[0]?.failures === 1 ? pipeline.containerStatus().queue[0] : undefined));
     assert.equal(pipeline.containerStatus().queue[0]?.queued, 2);
     await done();
@@ -192,7 +243,7 @@ describe('ReleasePipeline', () => {
     clock.advance(60_000);
     const acks: unknown[] = [];
     const items = new AsyncChannel<RuntimeItem>();
-    const consuming = consumeRuntimeAdapter('podman', items, pipeline, new NetnsScopes([]));
+    const consuming = consumeRuntimeAdapter('podman', items, pipeline, new NetnsScopes([]), clock);
     // Podman removed the gone container's namespace; the adapter lists only its own live
     // containers: containerd's is not its to judge.
     rmSync(join(ns.seen, 'netns-a'));
@@ -244,7 +295,7 @@ describe('ReleasePipeline', () => {
     await allocator.allocate({ owner: owner('gone-while-away'), ranges });
     const acks: unknown[] = [];
     const items = new AsyncChannel<ContainerdItem>();
-    const consuming = consumeContainerd(items, pipeline);
+    const consuming = consumeContainerd(items, pipeline, clock);
     items.push({ kind: 'resync', live: new Set(), ack: (error?: unknown) => acks.push(error ?? 'ok') });
     await waitFor('the resync to be acknowledged', () => (acks.length === 1 ? true : undefined));
     assert.equal(acks[0], 'ok');
@@ -288,7 +339,7 @@ describe('the reconcile pass', () => {
     await allocator.allocate({ owner: owner('journaled'), ranges, netns: ns.make(ns.seen, 'ns-b') });
     await allocator.allocate({ owner: owner('healthy'), ranges, netns: ns.make(ns.seen, 'ns-c') });
     store.failCommits = true;
-    recordMissedDelete(dir, { format: 1, ...owner('journaled'), recordedAt: clock.now(), reason: 'test' });
+    recordMissedDelete(dir, { format: 1, ...owner('journaled'), recordedAt: clock.now(), stamp: { boot: 'manual-boot', at: clock.monotonic() }, reason: 'test' });
     await waitFor('the DEL to be pending', () => (reconciler.status().pending[0]?.failures === 1 ? true : undefined));
     store.failCommits = false;
     const report = await reconciler.audit(true);

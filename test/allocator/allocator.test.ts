@@ -109,6 +109,51 @@ describe('Allocator', () => {
     assert.equal(c[0]?.allocation.address, '10.0.0.1');
   });
 
+  it('a wall clock stepped back a day never keeps a released address resting past its cooldown (the rest runs on the monotonic clock)', async () => {
+    const { allocator, clock, store } = setup();
+    const r = ranges({ range: '10.0.0.0/30' }); // .1 and .2
+    await allocator.allocate({ owner: owner('a'), ranges: r, cooldownSeconds: 60 });
+    await allocator.allocate({ owner: owner('b'), ranges: r, cooldownSeconds: 60 });
+    await allocator.release(owner('a'), 60);
+    clock.stepWall(-86_400_000);
+    await assert.rejects(allocator.allocate({ owner: owner('c'), ranges: r, cooldownSeconds: 60 }), (e) => isWarrenError(e, 'POOL_EXHAUSTED'), 'still resting');
+    clock.advance(60_000);
+    // Read from the store by a new allocator too (the agent restarted): the rest is timed by its stamp.
+    const restarted = new Allocator({ store, clock, node: 'n1' });
+    const c = await restarted.allocate({ owner: owner('c'), ranges: r, cooldownSeconds: 60 });
+    assert.equal(c[0]?.allocation.address, '10.0.0.1');
+  });
+
+  it('a wall clock stepped forward an hour never frees a just-released address at once', async () => {
+    const { allocator, clock, store } = setup();
+    const r = ranges({ range: '10.0.0.0/30' });
+    await allocator.allocate({ owner: owner('a'), ranges: r, cooldownSeconds: 60 });
+    await allocator.allocate({ owner: owner('b'), ranges: r, cooldownSeconds: 60 });
+    await allocator.release(owner('a'), 60);
+    clock.stepWall(3_600_000);
+    await assert.rejects(allocator.allocate({ owner: owner('c'), ranges: r, cooldownSeconds: 60 }), (e) => isWarrenError(e, 'POOL_EXHAUSTED') && /1 resting/.test(e.message));
+    const restarted = new Allocator({ store, clock, node: 'n1' });
+    await assert.rejects(restarted.allocate({ owner: owner('c'), ranges: r, cooldownSeconds: 60 }), (e) => isWarrenError(e, 'POOL_EXHAUSTED'), 'nor after a restart');
+    clock.advance(60_000);
+    const c = await restarted.allocate({ owner: owner('c'), ranges: r, cooldownSeconds: 60 });
+    assert.equal(c[0]?.allocation.address, '10.0.0.1');
+  });
+
+  it('a rest recorded in an earlier boot, or by an older Warren, is timed by its wall-clock end', async () => {
+    const clock = new ManualClock(1_000_000);
+    const { allocator, store } = setup(clock);
+    const r = ranges({ range: '10.0.0.0/30' });
+    await allocator.allocate({ owner: owner('a'), ranges: r, cooldownSeconds: 60 });
+    await allocator.allocate({ owner: owner('b'), ranges: r, cooldownSeconds: 60 });
+    await allocator.release(owner('a'), 60);
+    clock.reboot('boot-2', 5);
+    clock.advance(30_000);
+    const rebooted = new Allocator({ store, clock, node: 'n1' });
+    await assert.rejects(rebooted.allocate({ owner: owner('c'), ranges: r, cooldownSeconds: 60 }), (e) => isWarrenError(e, 'POOL_EXHAUSTED'), '30 s of the wall clock left');
+    clock.advance(30_000);
+    assert.equal((await rebooted.allocate({ owner: owner('c'), ranges: r, cooldownSeconds: 60 }))[0]?.allocation.address, '10.0.0.1');
+  });
+
   it('releases idempotently and reports what it released', async () => {
     const { allocator } = setup();
     const r = ranges({ range: '10.0.0.0/24' });

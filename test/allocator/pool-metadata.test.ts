@@ -103,7 +103,8 @@ describe('the cooldown of a release', () => {
     await restarted.release(owner('a'));
     assert.equal(log.listings, listings, 'a release reads no pool listing (no description) for its cooldown');
     const read = await store.readPool('10.0.0.0/30');
-    assert.deepEqual(read.kind === 'snapshot' && read.resting, [{ address: '10.0.0.1', reusableAt: 1_060_000 }]);
+    // On both clocks: the monotonic one times the rest (the manual clock's starts where its wall clock does).
+    assert.deepEqual(read.kind === 'snapshot' && read.resting, [{ address: '10.0.0.1', reusableAt: 1_060_000, reusableStamp: { boot: 'manual-boot', at: 1_060_000 } }]);
     // A DEL with the config: its cooldown wins (0: reusable at once).
     await restarted.release(owner('b'), 0);
     const [c] = await restarted.allocate({ owner: owner('c'), ranges: r, cooldownSeconds: 60 });

@@ -274,6 +274,22 @@ describe('decodeEntry', () => {
     for (const netns of [null, 1, false, [], {}]) assertInvalid(name, raw({ ...base, netns }), /netns/);
   });
 
+  test('keeps the monotonic stamp the plugin records, and still reads entries of older plugins that have none', () => {
+    const stamped = entryOf(OWNER, { stamp: { boot: '0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0', at: 8_123_456.789 } });
+    assert.deepEqual(decodeEntry(name, encodeEntry(stamped)), { kind: 'entry', entry: stamped });
+    const older = decodeEntry(name, text);
+    assert.ok(older.kind === 'entry' && older.entry.stamp === undefined);
+  });
+
+  test('refuses a stamp that is not a boot ID and a monotonic reading, naming what is wrong', () => {
+    const base = entryOf(OWNER);
+    const boot = '0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0';
+    for (const stamp of [null, 1, 'x', [], { at: 1 }, { boot, at: '1' }, { boot, at: -1 }, { boot: '', at: 1 }, { boot: '../x', at: 1 }, { boot: 'b'.repeat(65), at: 1 }, { boot, at: 1, extra: 2 }]) {
+      assertInvalid(name, raw({ ...base, stamp }), /stamp/);
+    }
+    assertInvalid(name, `${raw({ ...base, stamp: { boot, at: 1 } }).slice(0, -2).replace(/"at":1$/, '"at":1e400')}}}`, /stamp\.at/);
+  });
+
   test('refuses content whose owner could not have been journaled', () => {
     for (const owner of [
       { ...OWNER, containerID: '../etc' },

@@ -5,7 +5,7 @@
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ManualClock, systemClock } from '../../src/core/clock.ts';
+import { ManualClock, readBootID, systemClock } from '../../src/core/clock.ts';
 
 describe('ManualClock', () => {
   test('starts at the given time and moves only when advanced', () => {
@@ -146,6 +146,44 @@ describe('ManualClock', () => {
     assert.equal(clock.now(), 100);
     assert.equal(fired, false);
     assert.equal(clock.pendingTimers, 1);
+  });
+});
+
+describe('ManualClock, two clocks', () => {
+  test('steps the wall clock alone, back or forward, as NTP does: the monotonic clock and the timers stay', () => {
+    const clock = new ManualClock(1_000, { monotonic: 50 });
+    const fired: number[] = [];
+    clock.setTimer(100, () => fired.push(clock.monotonic()));
+    clock.stepWall(-86_400_000);
+    assert.equal(clock.now(), 1_000 - 86_400_000);
+    assert.equal(clock.monotonic(), 50);
+    clock.stepWall(3_600_000 + 86_400_000);
+    assert.deepEqual(fired, [], 'a wall clock stepped forward fires no timer');
+    clock.advance(100);
+    assert.deepEqual(fired, [150]);
+    assert.equal(clock.now(), 1_000 + 3_600_000 + 100, 'advance moves both');
+  });
+
+  test('a reboot draws a new boot ID and starts the monotonic clock again; the wall clock goes on', () => {
+    const clock = new ManualClock(5_000);
+    assert.equal(clock.boot, 'manual-boot');
+    clock.advance(1_000);
+    clock.reboot('boot-2', 3);
+    assert.deepEqual([clock.boot, clock.monotonic(), clock.now()], ['boot-2', 3, 6_000]);
+    assert.equal(new ManualClock(0, { boot: undefined }).boot, undefined);
+  });
+});
+
+describe('systemClock, two clocks', () => {
+  test('reads the boot ID Linux draws at each boot, and a monotonic clock that never goes back', () => {
+    assert.match(systemClock.boot ?? '', /^[0-9a-f-]{36}$/);
+    const a = systemClock.monotonic();
+    const b = systemClock.monotonic();
+    assert.ok(b >= a);
+  });
+
+  test('reads no boot ID where there is none', () => {
+    assert.equal(readBootID('/nonexistent/boot_id'), undefined);
   });
 });
 

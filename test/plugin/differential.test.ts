@@ -34,7 +34,7 @@ interface Run {
   readonly code: number | null;
   readonly stdout: Buffer;
   readonly stderr: string;
-  /** Journal intents written, by file name, recordedAt left out. */
+  /** Journal intents written, by file name, recordedAt and the stamp's readings left out. */
   readonly journal: Readonly<Record<string, unknown>>;
 }
 
@@ -73,9 +73,10 @@ function takeJournal(dir: string): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   if (!existsSync(dir)) return out;
   for (const name of readdirSync(dir).filter((n) => n.endsWith('.release'))) {
-    const { recordedAt, ...entry } = JSON.parse(readFileSync(join(dir, name), 'utf8')) as { recordedAt: number };
+    const { recordedAt, stamp, ...entry } = JSON.parse(readFileSync(join(dir, name), 'utf8')) as { recordedAt: number; stamp?: { boot: string; at: number } };
     assert.equal(typeof recordedAt, 'number');
-    out[name] = entry;
+    // When it was recorded differs from run to run; that it was stamped on the boot's monotonic clock does not.
+    out[name] = { ...entry, stamped: typeof stamp?.boot === 'string' && typeof stamp.at === 'number' };
     rmSync(join(dir, name));
   }
   return out;

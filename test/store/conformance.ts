@@ -141,6 +141,38 @@ export function storeConformance(name: string, factory: StoreFactory): void {
       assert.equal(summary?.resting, 0);
     });
 
+    it('keeps when an allocation was made and when a rest ends on the monotonic clock, exactly, and records without one as they were', async () => {
+      const s = await fresh();
+      const stamped = allocation('p', '10.0.0.2', { createdAt: 1_700_000_000_123, createdStamp: { boot: '0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0', at: 123_456.789 } });
+      const plain = allocation('p', '10.0.0.3');
+      const r1 = await s.commit('p', 0, [allocate(stamped), allocate(plain), allocate(allocation('p', '10.0.0.4', { containerID: 'c4' }))]);
+      assert.equal(r1.kind, 'committed');
+      assert.deepEqual(await s.findByOwner({ network: stamped.network, containerID: stamped.containerID, ifname: stamped.ifname }), [stamped]);
+      assert.deepEqual((await s.list({ address: '10.0.0.3' }))[0], plain);
+      assert.equal('createdStamp' in ((await s.list({ address: '10.0.0.3' }))[0] as Allocation), false);
+      if (r1.kind !== 'committed') return;
+      const r2 = await s.commit('p', r1.revision, [
+        { op: 'release', address: '10.0.0.2', reusableAt: 9_000, reusableStamp: { boot: 'b-1', at: 77.5 } },
+        { op: 'release', address: '10.0.0.3', reusableAt: 9_500 },
+      ]);
+      assert.equal(r2.kind, 'committed');
+      const read = await s.readPool('p');
+      assert.ok(read.kind === 'snapshot');
+      assert.deepEqual([...read.resting].sort((x, y) => x.address.localeCompare(y.address)), [
+        { address: '10.0.0.2', reusableAt: 9_000, reusableStamp: { boot: 'b-1', at: 77.5 } },
+        { address: '10.0.0.3', reusableAt: 9_500 },
+      ]);
+      // Resting again without a stamp (a release by an older Warren) leaves no stale stamp behind.
+      if (r2.kind !== 'committed') return;
+      const r3 = await s.commit('p', r2.revision, [allocate(allocation('p', '10.0.0.2', { containerID: 'c5' }))]);
+      assert.equal(r3.kind, 'committed');
+      if (r3.kind !== 'committed') return;
+      await s.commit('p', r3.revision, [{ op: 'release', address: '10.0.0.2', reusableAt: 9_900 }]);
+      const again = await s.readPool('p');
+      assert.ok(again.kind === 'snapshot');
+      assert.deepEqual(again.resting.find((r) => r.address === '10.0.0.2'), { address: '10.0.0.2', reusableAt: 9_900 });
+    });
+
     it('finds allocations by owner, with or without the interface', async () => {
       const s = await fresh();
       const eth0 = allocation('p', '10.0.0.2', { containerID: 'ctr', ifname: 'eth0' });
@@ -300,8 +332,14 @@ export function storeConformance(name: string, factory: StoreFactory): void {
       const reopen = factory.reopen.bind(factory);
       it('keeps every committed operation across close and reopen', async () => {
         const s = await fresh();
-        const a = allocation('p', 'fd00::5', { podUID: 'u' });
-        await s.commit('p', 0, [allocate(a), { op: 'cursor', address: 'fd00::5' }, { op: 'release', address: 'fd00::9', reusableAt: 42 }, { op: 'cooldown', seconds: 7 }]);
+        const a = allocation('p', 'fd00::5', { podUID: 'u', createdStamp: { boot: 'b-2', at: 0.5 } });
+        await s.commit('p', 0, [
+          allocate(a),
+          { op: 'cursor', address: 'fd00::5' },
+          { op: 'release', address: 'fd00::9', reusableAt: 42 },
+          { op: 'release', address: 'fd00::a', reusableAt: 43, reusableStamp: { boot: 'b-2', at: 9 } },
+          { op: 'cooldown', seconds: 7 },
+        ]);
         const before = await s.readPool('p');
         assert.equal(before.kind === 'snapshot' && before.cooldownSeconds, 7);
         await s.close();

@@ -126,11 +126,58 @@ describe('SqliteStore specifics', () => {
     await again.close();
   });
 
+  it('upgrades a version-4 database in place: its allocations and rests, recorded on the wall clock alone, stay readable beside new ones stamped on the monotonic clock', async () => {
+    const path = join(tempDir(), 'warren.db');
+    const v4 = new DatabaseSync(path);
+    v4.exec(`
+      CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+      INSERT INTO meta VALUES ('schema_version', '4');
+      CREATE TABLE pools (pool TEXT PRIMARY KEY, revision INTEGER NOT NULL, cursor TEXT, description TEXT, affinity TEXT, cooldown_seconds INTEGER);
+      CREATE TABLE allocations (pool TEXT NOT NULL, address TEXT NOT NULL, network TEXT NOT NULL, container_id TEXT NOT NULL,
+        ifname TEXT NOT NULL, pod_namespace TEXT, pod_name TEXT, pod_uid TEXT, node TEXT NOT NULL, netns TEXT,
+        created_at INTEGER NOT NULL, PRIMARY KEY (pool, address)) WITHOUT ROWID;
+      CREATE UNIQUE INDEX allocations_owner_range ON allocations (
+        network, container_id, ifname, (CASE WHEN instr(pool, '#') > 0 THEN substr(pool, 1, instr(pool, '#') - 1) ELSE pool END));
+      CREATE TABLE resting (pool TEXT NOT NULL, address TEXT NOT NULL, reusable_at INTEGER NOT NULL, PRIMARY KEY (pool, address)) WITHOUT ROWID;
+      INSERT INTO pools VALUES ('10.0.0.0/24', 2, '10.0.0.3', NULL, NULL, 30);
+      INSERT INTO allocations VALUES ('10.0.0.0/24', '10.0.0.2', 'net', 'old', 'eth0', NULL, NULL, NULL, 'n1', NULL, 5);
+      INSERT INTO resting VALUES ('10.0.0.0/24', '10.0.0.3', 7000);
+    `);
+    v4.close();
+    const store = new SqliteStore({ path });
+    try {
+      assert.deepEqual(await store.findByOwner({ network: 'net', containerID: 'old', ifname: 'eth0' }), [
+        { pool: '10.0.0.0/24', address: '10.0.0.2', network: 'net', containerID: 'old', ifname: 'eth0', node: 'n1', createdAt: 5 },
+      ]);
+      const stamped = { pool: '10.0.0.0/24', address: '10.0.0.4', network: 'net', containerID: 'new', ifname: 'eth0', node: 'n1', createdAt: 9, createdStamp: { boot: 'b-1', at: 1234.5 } };
+      const ops = [{ op: 'allocate', allocation: stamped }, { op: 'release', address: '10.0.0.2', reusableAt: 8000, reusableStamp: { boot: 'b-1', at: 4321.25 } }] as const;
+      assert.equal((await store.commit('10.0.0.0/24', 2, ops)).kind, 'committed');
+      assert.deepEqual(await store.findByOwner({ network: 'net', containerID: 'new', ifname: 'eth0' }), [stamped]);
+      const read = await store.readPool('10.0.0.0/24');
+      assert.ok(read.kind === 'snapshot');
+      assert.deepEqual(
+        [...read.resting].sort((a, b) => (a.address < b.address ? -1 : 1)),
+        [
+          { address: '10.0.0.2', reusableAt: 8000, reusableStamp: { boot: 'b-1', at: 4321.25 } },
+          { address: '10.0.0.3', reusableAt: 7000 },
+        ],
+      );
+    } finally {
+      await store.close();
+    }
+    const db = new DatabaseSync(path);
+    assert.equal((db.prepare(`SELECT value FROM meta WHERE key = 'schema_version'`).get() as { value: string }).value, String(SCHEMA_VERSION));
+    db.close();
+  });
+
   it('keeps one owner index, not two: a version-3 file loses the plain one and look-ups by owner use the unique one', async () => {
     const path = join(tempDir(), 'warren.db');
     await new SqliteStore({ path }).close();
     const v3 = new DatabaseSync(path);
-    v3.exec(`UPDATE meta SET value = '3' WHERE key = 'schema_version'; CREATE INDEX allocations_owner ON allocations (network, container_id, ifname);`);
+    // A version-3 file as version 3 wrote it: without the columns version 5 adds.
+    v3.exec(`UPDATE meta SET value = '3' WHERE key = 'schema_version'; CREATE INDEX allocations_owner ON allocations (network, container_id, ifname);
+      ALTER TABLE allocations DROP COLUMN created_boot; ALTER TABLE allocations DROP COLUMN created_mono;
+      ALTER TABLE resting DROP COLUMN reusable_boot; ALTER TABLE resting DROP COLUMN reusable_mono;`);
     v3.close();
     await new SqliteStore({ path }).close();
     const db = new DatabaseSync(path);

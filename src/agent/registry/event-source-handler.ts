@@ -72,7 +72,7 @@ export class EventSourceHandler implements PluginHandler {
       ...(this.#o.heartbeatMs === undefined ? {} : { heartbeatMs: this.#o.heartbeatMs }),
     });
     const abort = new AbortController();
-    const done = consumeRuntimeAdapter(name, client.events(abort.signal), this.#o.pipeline, this.#o.scopes).catch((error: unknown) => {
+    const done = consumeRuntimeAdapter(name, client.events(abort.signal), this.#o.pipeline, this.#o.scopes, this.#o.clock).catch((error: unknown) => {
       logger.error({ err: error }, 'runtime adapter stream stopped');
     });
     this.#following.set(plugin.socket, { client, abort, done });

@@ -164,7 +164,7 @@ export class PluginReconciler {
       case 'now':
         break;
       case 'at':
-        if (this.#o.clock.now() < wake.at) return;
+        if (this.#o.clock.monotonic() < wake.due) return;
         break;
       case 'replaced':
       case 'released':
@@ -325,7 +325,7 @@ export class PluginReconciler {
     } else {
       const delay = this.#o.backoff.delay(record.failures);
       const cancel = this.#o.clock.setTimer(delay, () => this.poke(record.socket));
-      this.#setWake(record, { kind: 'at', at: this.#o.clock.now() + delay, cancel });
+      this.#setWake(record, { kind: 'at', at: this.#o.clock.now() + delay, due: this.#o.clock.monotonic() + delay, cancel });
     }
     this.#setState(record, 'retrying');
     const at = record.wake.kind === 'at' ? new Date(record.wake.at).toISOString() : undefined;

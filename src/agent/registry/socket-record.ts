@@ -14,7 +14,8 @@ export type Wake =
   /** At its next run. */
   | { readonly kind: 'now' }
   /** Once the backoff after a failure is over (a timer pokes it then). */
-  | { readonly kind: 'at'; readonly at: number; readonly cancel: CancelTimer }
+  /** `at`: ms since the epoch, for status; `due`: the same instant on the monotonic clock, which decides. */
+  | { readonly kind: 'at'; readonly at: number; readonly due: number; readonly cancel: CancelTimer }
   /** Refused: only once the socket is replaced (a new record). */
   | { readonly kind: 'replaced' }
   /** Its name is held by another socket: once that socket lets it go. */

@@ -205,7 +205,7 @@ export class ListWatch<T extends KubeObjectMeta> {
           return;
         case 'ended':
           // The server's watch timeout: re-open at once, unless it ended before it began.
-          if (!end.delivered && this.#o.clock.now() - end.startedAt < MIN_WATCH_MS) {
+          if (!end.delivered && this.#o.clock.monotonic() - end.startedAt < MIN_WATCH_MS) {
             await this.#backOff({ message: 'the API server ended the watch at once' }, 'watch', signal);
           }
           break;
@@ -258,7 +258,7 @@ export class ListWatch<T extends KubeObjectMeta> {
 
   /** One watch from `resourceVersion`, until it ends, fails, expires or `signal` aborts. */
   #watchFrom(resourceVersion: string, channel: AsyncChannel<ListWatchItem<T>>, signal: AbortSignal): Promise<WatchEnd> {
-    const startedAt = this.#o.clock.now();
+    const startedAt = this.#o.clock.monotonic();
     let delivered = false;
     return new Promise<WatchEnd>((resolve) => {
       let settled = false;

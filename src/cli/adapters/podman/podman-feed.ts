@@ -183,7 +183,7 @@ export class PodmanFeed implements EventFeed {
     if (this.#closed) return;
     const since = this.#since ?? this.#clock.now();
     const args = ['events', '--format', 'json', '--filter', 'type=container', '--since', sinceArgument(since)];
-    const startedAt = this.#clock.now();
+    const startedAt = this.#clock.monotonic();
     let linesRead = 0;
     let ended = false;
     let stderr = '';
@@ -227,7 +227,7 @@ export class PodmanFeed implements EventFeed {
       ended = true;
       if (this.#child === child) this.#child = undefined;
       const tail = stderr.trim();
-      const healthy = linesRead > 0 || this.#clock.now() - startedAt >= HEALTHY_RUN_MS;
+      const healthy = linesRead > 0 || this.#clock.monotonic() - startedAt >= HEALTHY_RUN_MS;
       this.#followerEnded(`podman events ${how}${tail === '' ? '' : `: ${tail}`}`, healthy);
     };
     child.once('error', (error) => end(`failed (${error.message})`));
