@@ -131,7 +131,7 @@ export class Agent {
           blockGraceMs: o.blockGraceSeconds * 1000,
         }).start(this.#abort.signal);
       }
-      const releases = new ReleaseWiring(o, { store, allocator, clock: this.#clock, logger: this.#logger, errors, telemetry });
+      const releases = await ReleaseWiring.open(o, { store, allocator, clock: this.#clock, logger: this.#logger, errors, telemetry });
       this.#releases = releases;
       const { reconciler, containerd, kubernetes, plugins } = releases;
       const cniConfig = o.manageCniConfig ? this.#configManager() : undefined;
