@@ -67,6 +67,8 @@ export class Agent {
   /** Metrics and the dashboard, on their TCP address; undefined when off. */
   #metricsServer: Server | undefined;
   #metricsStatus: MetricsEndpointStatus | undefined;
+  /** The warm-up running beside serving; stop() waits for it (it stops at the abort). */
+  #warmingUp: Promise<void> | undefined;
 
   constructor(options: AgentOptions, deps: AgentDeps) {
     this.options = options;
@@ -188,23 +190,24 @@ export class Agent {
       if (metrics !== undefined && o.metricsAddress !== undefined) {
         await this.#serveMetrics(o.metricsAddress, metrics, () => service.dashboard());
       }
-      await this.#warmUp(service);
       await prepareSocket(o.socket);
       await listen(this.#server, o.socket);
       this.#socketIno = statSync(o.socket).ino;
       // Only now: a runtime that finds Warren's config calls the plugin, which must find the agent.
       cniConfig?.start(this.#abort.signal);
       this.#logger.info({ socket: o.socket, store: store.description }, 'agent ready');
+      // Beside serving, not before it: it costs more than the rest of a start (warm-up.ts).
+      this.#warmingUp = this.#warmUp();
     } catch (error) {
       await this.stop();
       throw error;
     }
   }
 
-  /** Runs the ADD path on a throwaway store before serving (warm-up.ts); a failure only costs speed. */
-  async #warmUp(service: AgentService): Promise<void> {
+  /** Runs the ADD path on a throwaway store (warm-up.ts); a failure only costs speed. */
+  async #warmUp(): Promise<void> {
     try {
-      const report = await warmUp({ rounds: this.options.warmUpRounds, clock: this.#clock, node: this.options.nodeName, service });
+      const report = await warmUp({ rounds: this.options.warmUpRounds, clock: this.#clock, node: this.options.nodeName, signal: this.#abort.signal });
       if (report.calls > 0) this.#logger.info(report, 'warmed up');
     } catch (error) {
       this.#logger.warn({ err: error }, 'warm-up failed; serving cold');
@@ -256,6 +259,7 @@ export class Agent {
 
   async stop(): Promise<void> {
     this.#abort.abort();
+    await this.#warmingUp;
     // Before the socket goes: with --cleanup-config-on-exit the runtime stops calling Warren first.
     await this.#cniConfig?.stopped();
     this.#cniConfig = undefined;

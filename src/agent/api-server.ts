@@ -29,15 +29,21 @@ import type { AgentService } from './service.ts';
 
 export interface ApiServerOptions {
   readonly cni: CniService;
-  readonly service: AgentService;
+  /**
+   * The agent's other routes (status, allocations, release, audit, nodes, ...). Absent: the
+   * server answers CNI calls only and every other route NOT_FOUND (the warm-up's server, which
+   * must never reach the live agent).
+   */
+  readonly service?: AgentService;
   /** Told of every request that failed unexpectedly, with its method and path. */
   readonly onError: (error: unknown, route: string) => void;
   /** Largest request body read; default MAX_REQUEST_BYTES (a CNI call with the largest config). */
   readonly maxBodyBytes?: number;
 }
 
-/** The agent's services as the one API the routes run against. */
-export function agentApi(cni: CniService, service: AgentService): AgentApi {
+/** The agent's services as the one API the routes run against; without a service, CNI calls only. */
+export function agentApi(cni: CniService, service: AgentService | undefined): AgentApi {
+  if (service === undefined) return cniOnly(cni);
   return {
     cni: (request) => cni.handle(request),
     status: () => service.status(),
@@ -51,6 +57,11 @@ export function agentApi(cni: CniService, service: AgentService): AgentApi {
     plugins: async () => service.plugins(),
     doctor: () => service.doctor(),
   };
+}
+
+function cniOnly(cni: CniService): AgentApi {
+  const absent = (): Promise<never> => Promise.reject(new WarrenError('NOT_FOUND', 'this server answers CNI calls only'));
+  return { cni: (request) => cni.handle(request), status: absent, pools: absent, allocations: absent, release: absent, audit: absent, journal: absent, nodes: absent, forgetNode: absent, plugins: absent, doctor: absent };
 }
 
 export function createApiServer(options: ApiServerOptions): Server {
