@@ -195,7 +195,9 @@ export class Agent {
       this.#socketIno = statSync(o.socket).ino;
       // Only now: a runtime that finds Warren's config calls the plugin, which must find the agent.
       cniConfig?.start(this.#abort.signal);
-      this.#logger.info({ socket: o.socket, store: store.description }, 'agent ready');
+      // What the start cost, all threads (the bench reads it: issue 24 set a floor on it).
+      const cpu = process.cpuUsage();
+      this.#logger.info({ socket: o.socket, store: store.description, startCpuSeconds: (cpu.user + cpu.system) / 1e6, startSeconds: process.uptime() }, 'agent ready');
       // Beside serving, not before it: it costs more than the rest of a start (warm-up.ts).
       this.#warmingUp = this.#warmUp();
     } catch (error) {
