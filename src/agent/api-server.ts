@@ -16,7 +16,8 @@
  *   failure of such a call, a body too large included, is a fallback, never an error answer the
  *   forwarder would have to understand.
  */
-import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { nodeHttp } from '../core/node-http.ts';
 import { WarrenError, isWarrenError, messageOf } from '../core/errors.ts';
 import { MAX_REQUEST_BYTES } from '../api/limits.ts';
 import { errorAnswer, httpStatusOf, isExpected } from '../api/errors.ts';
@@ -67,7 +68,7 @@ function cniOnly(cni: CniService): AgentApi {
 export function createApiServer(options: ApiServerOptions): Server {
   const api = agentApi(options.cni, options.service);
   const maxBodyBytes = options.maxBodyBytes ?? MAX_REQUEST_BYTES;
-  const server = createServer((req, res) => {
+  const server = nodeHttp.createServer((req, res) => {
     if (req.method === 'POST' && req.headers[ANSWER_HEADER] === 'stdout' && new URL(req.url ?? '/', 'http://warren').pathname === PATHS.cni) {
       void answerAsStdout(api, maxBodyBytes, req).then(
         (answer) => sendStdout(res, answer),

@@ -20,9 +20,9 @@
  * A failure is reported to the caller, which logs it and goes on: a cold agent is slower, not
  * wrong. An aborted signal stops it between two calls.
  */
-import { request } from 'node:http';
-import { duplexPair } from 'node:stream';
 import type { Server } from 'node:http';
+import { duplexPair } from 'node:stream';
+import { nodeHttp } from '../core/node-http.ts';
 import { ANSWER_HEADER, EXIT_HEADER } from '../api/cni-stdout.ts';
 import { PATHS } from '../api/routes.ts';
 import { Allocator } from '../allocator/allocator.ts';
@@ -94,7 +94,7 @@ export function exchange(server: Server, method: 'GET' | 'POST', path: string, b
   const [client, serverEnd] = duplexPair();
   server.emit('connection', serverEnd);
   return new Promise<{ status: number; exit: number; body: string }>((resolve, reject) => {
-    const req = request({ createConnection: () => client, method, path, headers: { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) } }, (res) => {
+    const req = nodeHttp.request({ createConnection: () => client, method, path, headers: { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) } }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (chunk: Buffer) => chunks.push(chunk));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, exit: Number(res.headers[EXIT_HEADER] ?? NaN), body: Buffer.concat(chunks).toString('utf8') }));

@@ -12,7 +12,8 @@
  * method is 405, any other path 404. A failing read answers 500 with the message, never crashes
  * the agent.
  */
-import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { nodeHttp } from '../../core/node-http.ts';
 import type { AddressInfo } from 'node:net';
 import { messageOf } from '../../core/errors.ts';
 import type { DashboardData } from '../../api/dashboard.ts';
@@ -35,7 +36,7 @@ const SECURITY_HEADERS = {
 } as const;
 
 export function createMetricsServer(options: MetricsServerOptions): Server {
-  const server = createServer((req, res) => {
+  const server = nodeHttp.createServer((req, res) => {
     void answer(options, req, res).catch((error: unknown) => {
       options.onError(error, req.url ?? '/');
       if (!res.headersSent) send(res, req, 500, 'text/plain; charset=utf-8', `${messageOf(error)}\n`);
