@@ -137,7 +137,9 @@ export function installedForwarder(): string {
 /** One line per summary, as the bench prints it. */
 export function describeStarts(label: string, s: StartSummary): string {
   const adds = s.addP99 === undefined ? '' : `; then ${FIRST_ADDS} sequential ADDs: p99 ${s.addP99.toFixed(1)} ms, median ${s.addMedian?.toFixed(2)} ms, ${s.addFailures} failed`;
-  return `${label.padEnd(26)} CPU ${s.cpu.toFixed(2)} s (${s.cpuAtListen.toFixed(2)} s when it listened), wall ${s.wall.toFixed(2)} s (medians of ${s.starts})${adds}`;
+  // NaN (JSON: null) when the agent does not log its start's CPU (before issue 24).
+  const atListen = typeof s.cpuAtListen === 'number' && Number.isFinite(s.cpuAtListen) ? `${s.cpuAtListen.toFixed(2)} s` : 'n/a';
+  return `${label.padEnd(26)} CPU ${s.cpu.toFixed(2)} s (${atListen} when it listened), wall ${s.wall.toFixed(2)} s (medians of ${s.starts})${adds}`;
 }
 
 if (process.argv[1] === import.meta.filename) {

@@ -290,7 +290,10 @@ function startFigures(): void {
   console.log(`  ${describeStarts('as the machine is', idle)}; loadavg ${idle.loadavg.split(' ').slice(0, 3).join(' ')}`);
   const hogged = run(true);
   console.log(`  ${describeStarts('with 8 busy loops', hogged)}; loadavg ${hogged.loadavg.split(' ').slice(0, 3).join(' ')}`);
-  console.log(`  floor, CPU to serving <= 0.3 s: ${idle.cpuAtListen.toFixed(2)} / ${hogged.cpuAtListen.toFixed(2)} s when it listened, ${idle.cpu.toFixed(2)} / ${hogged.cpu.toFixed(2)} s at the first answer  ${verdict(Math.max(idle.cpuAtListen, hogged.cpuAtListen) <= 0.3)}`);
+  const atListen = (x: number | null): string => (x === null || !Number.isFinite(x) ? 'n/a' : x.toFixed(2));
+  // The agent serves from the moment it listens; what it did between then and the poll's answer
+  // (the warm-up, beside serving) is counted in the second pair, which a loaded machine inflates.
+  console.log(`  floor, CPU to serving <= 0.3 s: ${atListen(idle.cpuAtListen)} / ${atListen(hogged.cpuAtListen)} s when it listened, ${idle.cpu.toFixed(2)} / ${hogged.cpu.toFixed(2)} s at the first answer  ${verdict([idle.cpuAtListen, hogged.cpuAtListen].every((x) => typeof x === 'number' && x <= 0.3))}`);
   console.log(`  floor, wall to serving <= 0.5 s on a quiet machine: ${idle.wall.toFixed(2)} s (loadavg ${idle.loadavg.split(' ')[0]})  ${verdict(idle.wall <= 0.5)}`);
 }
 
