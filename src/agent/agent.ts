@@ -12,7 +12,7 @@ import type { Logger } from 'pino';
 import { type Clock, systemClock } from '../core/clock.ts';
 import { WarrenError, messageOf } from '../core/errors.ts';
 import { CniService } from './cni-service.ts';
-import { warmUp } from './warm-up.ts';
+import { ROUNDS_BEFORE_SERVING, warmUp } from './warm-up.ts';
 import { CniConfigManager, readinessProblem } from './cni-config-manager.ts';
 import { DEFAULT_SOCKET } from '../api/socket.ts';
 import { DEFAULT_JOURNAL_DIR } from '../cni/journal-dir.ts';
@@ -190,6 +190,9 @@ export class Agent {
       if (metrics !== undefined && o.metricsAddress !== undefined) {
         await this.#serveMetrics(o.metricsAddress, metrics, () => service.dashboard());
       }
+      // The first few rounds before serving, the rest beside it (warm-up.ts).
+      const beforeServing = Math.min(o.warmUpRounds, ROUNDS_BEFORE_SERVING);
+      await this.#warmUp(beforeServing, 'warmed up before serving');
       await prepareSocket(o.socket);
       await listen(this.#server, o.socket);
       this.#socketIno = statSync(o.socket).ino;
@@ -198,8 +201,7 @@ export class Agent {
       // What the start cost, all threads (the bench reads it: issue 24 set a floor on it).
       const cpu = process.cpuUsage();
       this.#logger.info({ socket: o.socket, store: store.description, startCpuSeconds: (cpu.user + cpu.system) / 1e6, startSeconds: process.uptime() }, 'agent ready');
-      // Beside serving, not before it: it costs more than the rest of a start (warm-up.ts).
-      this.#warmingUp = this.#warmUp();
+      this.#warmingUp = this.#warmUp(o.warmUpRounds - beforeServing, 'warmed up');
     } catch (error) {
       await this.stop();
       throw error;
@@ -207,10 +209,10 @@ export class Agent {
   }
 
   /** Runs the ADD path on a throwaway store (warm-up.ts); a failure only costs speed. */
-  async #warmUp(): Promise<void> {
+  async #warmUp(rounds: number, done: string): Promise<void> {
     try {
-      const report = await warmUp({ rounds: this.options.warmUpRounds, clock: this.#clock, node: this.options.nodeName, signal: this.#abort.signal });
-      if (report.calls > 0) this.#logger.info(report, 'warmed up');
+      const report = await warmUp({ rounds, clock: this.#clock, node: this.options.nodeName, signal: this.#abort.signal });
+      if (report.calls > 0) this.#logger.info(report, done);
     } catch (error) {
       this.#logger.warn({ err: error }, 'warm-up failed; serving cold');
     }

@@ -180,7 +180,7 @@ describe('another local user while the agent starts', { timeout: 180_000, skip: 
       })();
       agent = await startAgent({ dir, args: ['--warm-up', '150'] });
       const started = agent;
-      await waitFor('the warm-up to end', () => (/"msg":"(warmed up|warm-up failed)/.test(started.log()) ? true : undefined), 60_000);
+      await waitFor('the warm-up to end', () => (/"msg":"(warmed up|warm-up failed)"/.test(started.log()) ? true : undefined), 60_000);
       scanning = false;
       await scanner;
       intruder.stdin?.end();
