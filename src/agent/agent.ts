@@ -12,7 +12,7 @@ import type { Logger } from 'pino';
 import { type Clock, systemClock } from '../core/clock.ts';
 import { WarrenError, messageOf } from '../core/errors.ts';
 import { CniService } from './cni-service.ts';
-import { ROUNDS_BEFORE_SERVING, warmUp } from './warm-up.ts';
+import { LiveTraffic, ROUNDS_BEFORE_SERVING, warmUp } from './warm-up.ts';
 import { CniConfigManager, readinessProblem } from './cni-config-manager.ts';
 import { DEFAULT_SOCKET } from '../api/socket.ts';
 import { DEFAULT_JOURNAL_DIR } from '../cni/journal-dir.ts';
@@ -194,6 +194,8 @@ export class Agent {
       const beforeServing = Math.min(o.warmUpRounds, ROUNDS_BEFORE_SERVING);
       await this.#warmUp(beforeServing, 'warmed up before serving');
       await prepareSocket(o.socket);
+      // Counting from the first request on: the warm-up gives way to real calls.
+      const traffic = new LiveTraffic(this.#server);
       await listen(this.#server, o.socket);
       this.#socketIno = statSync(o.socket).ino;
       // Only now: a runtime that finds Warren's config calls the plugin, which must find the agent.
@@ -201,7 +203,7 @@ export class Agent {
       // What the start cost, all threads (the bench reads it: issue 24 set a floor on it).
       const cpu = process.cpuUsage();
       this.#logger.info({ socket: o.socket, store: store.description, startCpuSeconds: (cpu.user + cpu.system) / 1e6, startSeconds: process.uptime() }, 'agent ready');
-      this.#warmingUp = this.#warmUp(o.warmUpRounds - beforeServing, 'warmed up');
+      this.#warmingUp = this.#warmUp(o.warmUpRounds - beforeServing, 'warmed up', traffic);
     } catch (error) {
       await this.stop();
       throw error;
@@ -209,9 +211,9 @@ export class Agent {
   }
 
   /** Runs the ADD path on a throwaway store (warm-up.ts); a failure only costs speed. */
-  async #warmUp(rounds: number, done: string): Promise<void> {
+  async #warmUp(rounds: number, done: string, traffic?: LiveTraffic): Promise<void> {
     try {
-      const report = await warmUp({ rounds, clock: this.#clock, node: this.options.nodeName, signal: this.#abort.signal });
+      const report = await warmUp({ rounds, clock: this.#clock, node: this.options.nodeName, signal: this.#abort.signal, ...(traffic === undefined ? {} : { busy: () => traffic.busy() }) });
       if (report.calls > 0) this.#logger.info(report, done);
     } catch (error) {
       this.#logger.warn({ err: error }, 'warm-up failed; serving cold');

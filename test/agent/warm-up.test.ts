@@ -8,8 +8,8 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { systemClock } from '../../src/core/clock.ts';
-import { exchange, warmUp, warmUpServer } from '../../src/agent/warm-up.ts';
+import { ManualClock, systemClock } from '../../src/core/clock.ts';
+import { QUIET_MS, exchange, warmUp, warmUpServer } from '../../src/agent/warm-up.ts';
 import { CniService } from '../../src/agent/cni-service.ts';
 import { Allocator } from '../../src/allocator/allocator.ts';
 import { SqliteStore } from '../../src/store/sqlite-store.ts';
@@ -42,6 +42,26 @@ describe('the warm-up', { timeout: 120_000 }, () => {
     const abort = new AbortController();
     abort.abort();
     assert.equal((await warmUp({ rounds: 1_000, clock: systemClock, node: 'n1', signal: abort.signal })).calls, 0);
+  });
+
+  it('gives way to real calls: makes no call while they keep coming, then warms up', async () => {
+    let asked = 0;
+    // Busy for the first five asks: five quiet periods pass before the first call.
+    const report = await warmUp({ rounds: 2, clock: systemClock, node: 'n1', busy: () => ++asked <= 5 });
+    assert.equal(report.calls, 2 + 2 + 1);
+    assert.ok(report.ms >= 5 * QUIET_MS, `warmed up in ${report.ms} ms, less than five quiet periods`);
+    assert.ok(asked >= 6);
+  });
+
+  it('ends a wait for quiet at once when the agent stops', async () => {
+    const abort = new AbortController();
+    const clock = new ManualClock();
+    let asked = 0;
+    const warming = warmUp({ rounds: 5, clock, node: 'n1', busy: () => ++asked > 0, signal: abort.signal });
+    // Waiting for quiet on a clock nobody steps: only the abort can end it.
+    await waitFor('the warm-up to wait for quiet', () => (asked > 0 ? true : undefined));
+    abort.abort();
+    assert.deepEqual((await warming).calls, 0);
   });
 
   it("never serves a route of the live agent: its server has the CNI route alone, on the warm-up's own store", async () => {
