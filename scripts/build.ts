@@ -103,9 +103,10 @@ export const CLI_BUNDLE_INPUTS = join(CLI_BUNDLE_DIR, 'inputs.txt');
  * The command line and the agent, bundled into dist/cli/: main.mjs and chunks, ES modules split
  * where the sources import dynamically, so a command loads only what it runs and the agent only
  * the client libraries its options use (release-wiring.ts). npm packages stay outside (imported
- * from node_modules as from the sources: protobufjs, for one, does not survive bundling). What it
- * saves is the type stripping, resolution and loading of some 200 files at every start (an agent
- * started in 0.23 s of CPU from the bundle against 0.38 s from the sources, both after the lazy
+ * from node_modules as from the sources: protobufjs does not survive bundling, and CommonJS
+ * packages bundled into ES modules fail on their dynamic requires). What it saves is the type
+ * stripping, resolution and loading of some 150 files at every start (an agent
+ * started in 0.27 s of CPU from the bundle against 0.78 s from the sources, both after the lazy
  * imports; BENCHMARKS.md).
  *
  * The sources read files beside themselves (package.json for the version, the .proto files)
