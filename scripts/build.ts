@@ -106,7 +106,7 @@ export const CLI_BUNDLE_INPUTS = join(CLI_BUNDLE_DIR, 'inputs.txt');
  * from node_modules as from the sources: protobufjs does not survive bundling, and CommonJS
  * packages bundled into ES modules fail on their dynamic requires). What it saves is the type
  * stripping, resolution and loading of some 150 files at every start (an agent
- * started in 0.27 s of CPU from the bundle against 0.78 s from the sources, both after the lazy
+ * started in 0.27 s of CPU from the bundle against 0.79 s from the sources, both after the lazy
  * imports; BENCHMARKS.md).
  *
  * The sources read files beside themselves (package.json for the version, the .proto files)
