@@ -10,7 +10,7 @@
  *   /lib..., /lib64/...     exactly the shared libraries `ldd` lists for it and for /usr/bin/env,
  *                           and the dynamic loader, each at the path ldd names
  *   /usr/bin/env            for bin/warren's `#!/usr/bin/env node`
- *   /app/                   bin/ src/ dist/ (the plugin bundle and the forwarder) package.json,
+ *   /app/                   bin/ src/ dist/ (the plugin bundle, the forwarder, the agent bundle) package.json,
  *                           and node_modules with the production dependencies only (the
  *                           packages `npm ls --omit=dev` names, copied from this repository's,
  *                           then `npm prune --omit=dev`, offline: no registry is needed)
@@ -77,7 +77,7 @@ export const DEFAULT_GZIP_LEVEL = 1;
 /** Where the application lives in the image, and the working directory. */
 export const APP_DIR = '/app';
 /** What `npm run build` leaves in dist/ and the image carries (never the archive itself). */
-const DIST_FILES = ['warren', 'warren-forwarder', 'package.json'] as const;
+const DIST_FILES = ['warren', 'warren-forwarder', 'package.json', 'cli/main.mjs', 'cli/inputs.txt'] as const;
 const IMAGE_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 /** Every tar this script makes: the same bytes from the same files, whoever and whenever. */
 const DETERMINISTIC_TAR = ['--sort=name', '--owner=0', '--group=0', '--numeric-owner', '--mtime=@0', '--format=gnu'];
@@ -228,7 +228,15 @@ function assembleRootfs(rootfs: string, node: string): void {
   const app = join(rootfs, 'app');
   for (const dir of ['bin', 'src']) cpSync(join(REPO_ROOT, dir), join(app, dir), { recursive: true, verbatimSymlinks: true });
   makeDirs(rootfs, 'app/dist');
-  for (const file of DIST_FILES) copyFileSync(join(REPO_ROOT, 'dist', file), join(app, 'dist', file));
+  for (const file of DIST_FILES) {
+    if (dirname(file) !== '.') makeDirs(rootfs, join('app/dist', dirname(file)));
+    copyFileSync(join(REPO_ROOT, 'dist', file), join(app, 'dist', file));
+  }
+  // The rest of the agent's bundle (bin/warren runs it while no source is newer: in the image
+  // every mtime is the epoch, so it does), without this machine's compile caches.
+  for (const chunk of readdirSync(join(REPO_ROOT, 'dist', 'cli'))) {
+    if (chunk.endsWith('.mjs')) copyFileSync(join(REPO_ROOT, 'dist', 'cli', chunk), join(app, 'dist', 'cli', chunk));
+  }
   copyFileSync(join(REPO_ROOT, 'package.json'), join(app, 'package.json'));
   productionNodeModules(app);
   symlinkSync('/app/bin/warren', join(rootfs, 'usr', 'local', 'bin', 'warren'));

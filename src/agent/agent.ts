@@ -16,7 +16,7 @@ import type { Logger } from 'pino';
 import { type Clock, systemClock } from '../core/clock.ts';
 import { WarrenError, messageOf } from '../core/errors.ts';
 import { CniService } from './cni-service.ts';
-import { warmUp } from './warm-up.ts';
+import { LiveTraffic, ROUNDS_BEFORE_SERVING, warmUp } from './warm-up.ts';
 import { CniConfigManager, readinessProblem } from './cni-config-manager.ts';
 import { HostLocalTakeover } from './host-local-takeover.ts';
 import { NodeHandBack } from './node-hand-back.ts';
@@ -86,6 +86,8 @@ export class Agent {
    * answering ADD and saying ready with a release path gone. Never rejects.
    */
   readonly failed: Promise<Error>;
+  /** The warm-up running beside serving; stop() waits for it (it stops at the abort). */
+  #warmingUp: Promise<void> | undefined;
 
   constructor(options: AgentOptions, deps: AgentDeps) {
     this.options = options;
@@ -172,7 +174,7 @@ export class Agent {
         await upkeep.announceFirst();
         upkeep.start(this.#abort.signal);
       }
-      const releases = new ReleaseWiring(o, { store, allocator, clock: this.#clock, logger: this.#logger, errors, telemetry, onFailure: (error) => this.#fail(error) });
+      const releases = await ReleaseWiring.open(o, { store, allocator, clock: this.#clock, logger: this.#logger, errors, telemetry, onFailure: (error) => this.#fail(error) });
       this.#releases = releases;
       const { reconciler, containerd, kubernetes, plugins } = releases;
       if (o.manageCniConfig || handBack.reason() !== undefined) {
@@ -254,14 +256,21 @@ export class Agent {
       if (metrics !== undefined && o.metricsAddress !== undefined) {
         await this.#serveMetrics(o.metricsAddress, metrics, service);
       }
-      await this.#warmUp(service);
+      // The first few rounds before serving, the rest beside it (warm-up.ts).
+      const beforeServing = Math.min(o.warmUpRounds, ROUNDS_BEFORE_SERVING);
+      await this.#warmUp(beforeServing, 'warmed up before serving');
       await prepareSocket(o.socket);
+      // Counting from the first request on: the warm-up gives way to real calls.
+      const traffic = new LiveTraffic(this.#server);
       await listen(this.#server, o.socket);
       this.#socketIno = statSync(o.socket).ino;
       this.#serving = true;
       // Only now: a runtime that finds Warren's config calls the plugin, which must find the agent.
       cniConfig?.start(this.#abort.signal);
-      this.#logger.info({ socket: o.socket, store: store.description }, 'agent ready');
+      // What the start cost, all threads (the bench reads it: issue 24 set a floor on it).
+      const cpu = process.cpuUsage();
+      this.#logger.info({ socket: o.socket, store: store.description, startCpuSeconds: (cpu.user + cpu.system) / 1e6, startSeconds: process.uptime() }, 'agent ready');
+      this.#warmingUp = this.#warmUp(o.warmUpRounds - beforeServing, 'warmed up', traffic);
     } catch (error) {
       // Everything started so far is stopped, whatever else fails meanwhile: a start that failed
       // never leaves a socket answering while the rest is gone.
@@ -270,11 +279,11 @@ export class Agent {
     }
   }
 
-  /** Runs the ADD path on a throwaway store before serving (warm-up.ts); a failure only costs speed. */
-  async #warmUp(service: AgentService): Promise<void> {
+  /** Runs the ADD path on a throwaway store (warm-up.ts); a failure only costs speed. */
+  async #warmUp(rounds: number, done: string, traffic?: LiveTraffic): Promise<void> {
     try {
-      const report = await warmUp({ rounds: this.options.warmUpRounds, clock: this.#clock, node: this.options.nodeName, service });
-      if (report.calls > 0) this.#logger.info(report, 'warmed up');
+      const report = await warmUp({ rounds, clock: this.#clock, node: this.options.nodeName, signal: this.#abort.signal, ...(traffic === undefined ? {} : { busy: () => traffic.busy() }) });
+      if (report.calls > 0) this.#logger.info(report, done);
     } catch (error) {
       this.#logger.warn({ err: error }, 'warm-up failed; serving cold');
     }
@@ -347,6 +356,7 @@ export class Agent {
       }
     };
     this.#abort.abort();
+    await this.#warmingUp;
     // Before the socket goes: with --cleanup-config-on-exit the runtime stops calling Warren first.
     const cniConfig = this.#cniConfig;
     this.#cniConfig = undefined;

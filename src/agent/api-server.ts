@@ -16,7 +16,8 @@
  *   failure of such a call, a body too large included, is a fallback, never an error answer the
  *   forwarder would have to understand.
  */
-import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { nodeHttp } from '../core/node-http.ts';
 import { WarrenError, isWarrenError, messageOf } from '../core/errors.ts';
 import { MAX_REQUEST_BYTES } from '../api/limits.ts';
 import { errorAnswer, httpStatusOf, isExpected } from '../api/errors.ts';
@@ -29,15 +30,21 @@ import type { AgentService } from './service.ts';
 
 export interface ApiServerOptions {
   readonly cni: CniService;
-  readonly service: AgentService;
+  /**
+   * The agent's other routes (status, allocations, release, audit, nodes, ...). Absent: the
+   * server answers CNI calls only and every other route NOT_FOUND (the warm-up's server, which
+   * must never reach the live agent).
+   */
+  readonly service?: AgentService;
   /** Told of every request that failed unexpectedly, with its method and path. */
   readonly onError: (error: unknown, route: string) => void;
   /** Largest request body read; default MAX_REQUEST_BYTES (a CNI call with the largest config). */
   readonly maxBodyBytes?: number;
 }
 
-/** The agent's services as the one API the routes run against. */
-export function agentApi(cni: CniService, service: AgentService): AgentApi {
+/** The agent's services as the one API the routes run against; without a service, CNI calls only. */
+export function agentApi(cni: CniService, service: AgentService | undefined): AgentApi {
+  if (service === undefined) return cniOnly(cni);
   return {
     cni: (request) => cni.handle(request),
     status: () => service.status(),
@@ -55,10 +62,29 @@ export function agentApi(cni: CniService, service: AgentService): AgentApi {
   };
 }
 
+function cniOnly(cni: CniService): AgentApi {
+  const absent = (): Promise<never> => Promise.reject(new WarrenError('NOT_FOUND', 'this server answers CNI calls only'));
+  return {
+    cni: (request) => cni.handle(request),
+    status: absent,
+    pools: absent,
+    allocations: absent,
+    release: absent,
+    audit: absent,
+    journal: absent,
+    nodes: absent,
+    forgetNode: absent,
+    acceptStore: absent,
+    plugins: absent,
+    doctor: absent,
+    uninstall: absent,
+  };
+}
+
 export function createApiServer(options: ApiServerOptions): Server {
   const api = agentApi(options.cni, options.service);
   const maxBodyBytes = options.maxBodyBytes ?? MAX_REQUEST_BYTES;
-  const server = createServer((req, res) => {
+  const server = nodeHttp.createServer((req, res) => {
     if (req.method === 'POST' && req.headers[ANSWER_HEADER] === 'stdout' && new URL(req.url ?? '/', 'http://warren').pathname === PATHS.cni) {
       void answerAsStdout(api, maxBodyBytes, req).then(
         (answer) => sendStdout(res, answer),

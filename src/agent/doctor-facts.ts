@@ -12,8 +12,7 @@
  * of seconds is worth fixing, not one of milliseconds.
  */
 import { readFileSync } from 'node:fs';
-import { request as httpRequest } from 'node:http';
-import { request as httpsRequest } from 'node:https';
+import { nodeHttp } from '../core/node-http.ts';
 import { dirname, resolve } from 'node:path';
 import type { Clock } from '../core/clock.ts';
 import { messageOf } from '../core/errors.ts';
@@ -113,7 +112,9 @@ export async function etcdClockSkew(endpoint: string, o: Pick<AgentOptions, 'etc
     const tls = url.protocol === 'https:' ? tlsOf(o) : {};
     const sent = clock.now();
     const date = await new Promise<string>((resolveDate, reject) => {
-      const request = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, { method: 'GET', timeout: SKEW_TIMEOUT_MS, ...tls }, (res) => {
+      // node:https (and TLS) only when asked: an import would load them at every agent start.
+      const send = url.protocol === 'https:' ? (process.getBuiltinModule('node:https') as typeof import('node:https')).request : nodeHttp.request;
+      const request = send(url, { method: 'GET', timeout: SKEW_TIMEOUT_MS, ...tls }, (res) => {
         res.resume();
         const header = res.headers.date;
         if (header === undefined) reject(new Error(`${endpoint} answered without a Date header`));

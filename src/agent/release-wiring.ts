@@ -7,36 +7,57 @@
  * `start` begins consuming and the periodic pass; after the signal aborts, `stopped` resolves once
  * every loop has ended and the pipeline has stopped (no release is started after that). A loop
  * (or the plugin watcher) that fails or ends before the signal aborts is told to `onFailure`.
+ *
+ * A source that is off costs nothing: its client library (@kubernetes/client-node, @grpc/grpc-js,
+ * protobufjs) is imported by `open` only when its option is on. Loading them all cost an agent
+ * start more than a second of CPU before it could serve.
  */
 import type { Logger } from 'pino';
-import { CoreV1Api } from '@kubernetes/client-node';
 import type { ContainerdStatus, KubernetesStatus, PluginsStatus } from '../api/status.ts';
 import type { Allocator } from '../allocator/allocator.ts';
 import { ExponentialBackoff } from '../core/backoff.ts';
 import type { Clock } from '../core/clock.ts';
 import { WarrenError, messageOf } from '../core/errors.ts';
-import { ContainerdEventSource } from '../sources/containerd/event-source.ts';
-import { failureOfError } from '../sources/kubernetes/api-failure.ts';
-import { loadKubeConfig } from '../sources/kubernetes/kubeconfig.ts';
-import { NodeSource } from '../sources/kubernetes/node-source.ts';
-import { PodSource } from '../sources/kubernetes/pod-source.ts';
+import type { ContainerdEventSource } from '../sources/containerd/event-source.ts';
 import { MissedDeleteJournal } from '../sources/missed-delete-journal.ts';
 import { NetnsObserver } from '../sources/netns.ts';
 import { netnsRemovals } from '../sources/netns-removals.ts';
 import type { Store } from '../store/store.ts';
 import type { AgentOptions } from './options.ts';
 import type { RecentErrors } from './recent-errors.ts';
-import { ClusterEvents } from './kubernetes-events.ts';
-import { KubernetesNodes } from './kubernetes-nodes.ts';
-import { KubernetesReleases } from './kubernetes-releases.ts';
 import { JournalIntake } from './release-journal.ts';
 import { ReleasePipeline } from './release-pipeline.ts';
 import { ReleaseReconciler } from './release-reconciler.ts';
 import { consumeContainerd, consumeNetnsRemovals } from './release-sources.ts';
-import { EventSourceHandler } from './registry/event-source-handler.ts';
-import { PluginRegistry } from './registry/registry.ts';
+import type { PluginRegistry } from './registry/registry.ts';
 import { CONTAINERD_CRI_NETNS_PREFIXES, NetnsScopes } from './registry/netns-scopes.ts';
 import type { Telemetry } from './metrics/telemetry.ts';
+import type { KubernetesNodes } from './kubernetes-nodes.ts';
+import type { KubernetesParts } from './kubernetes-wiring.ts';
+
+/** What an option that is on needs loaded, and nothing an option that is off would. */
+interface OptionalModules {
+  readonly kubernetes?: typeof import('./kubernetes-wiring.ts');
+  /** containerd's client: @grpc/grpc-js and protobufjs. */
+  readonly containerd?: typeof import('../sources/containerd/event-source.ts');
+  /** The registry and the runtime adapters' client: @grpc/grpc-js and protobufjs. */
+  readonly plugins?: { readonly registry: typeof import('./registry/registry.ts'); readonly handler: typeof import('./registry/event-source-handler.ts') };
+}
+
+/** Imports what the options that are on need, at once. */
+async function optionalModules(o: AgentOptions): Promise<OptionalModules> {
+  const [kubernetes, containerd, registry, handler] = await Promise.all([
+    o.kubernetes ? import('./kubernetes-wiring.ts') : undefined,
+    o.containerd ? import('../sources/containerd/event-source.ts') : undefined,
+    o.pluginsDir === undefined ? undefined : import('./registry/registry.ts'),
+    o.pluginsDir === undefined ? undefined : import('./registry/event-source-handler.ts'),
+  ]);
+  return {
+    ...(kubernetes === undefined ? {} : { kubernetes }),
+    ...(containerd === undefined ? {} : { containerd }),
+    ...(registry === undefined || handler === undefined ? {} : { plugins: { registry, handler } }),
+  };
+}
 
 export interface ReleaseWiringDeps {
   readonly store: Store;
@@ -50,23 +71,6 @@ export interface ReleaseWiringDeps {
    * the agent must not go on as if it were there. Unset: logged only (tests of parts).
    */
   readonly onFailure?: (error: Error) => void;
-}
-
-interface KubernetesParts {
-  readonly pods: PodSource;
-  readonly releases: KubernetesReleases;
-  readonly events: ClusterEvents;
-  readonly nodes?: { readonly source: NodeSource; readonly forget: KubernetesNodes };
-}
-
-/** The object, or undefined when the API server answers 404. */
-async function orNotFound<T>(request: Promise<T>): Promise<T | undefined> {
-  try {
-    return await request;
-  } catch (error) {
-    if (failureOfError(error).code === 404) return undefined;
-    throw error;
-  }
 }
 
 function nodesOf(s: ReturnType<KubernetesNodes['status']>): { gone: readonly string[]; forgotten: readonly string[]; forgetError?: string } {
@@ -93,8 +97,16 @@ export class ReleaseWiring {
   /** Loops that run until the abort signal: the journal, containerd, netns directory watches. */
   #loops: Array<Promise<void>> = [];
 
-  /** Throws (IO_FAILURE, naming it) for a journal directory the plugin would refuse to write into. */
-  constructor(o: AgentOptions, deps: ReleaseWiringDeps) {
+  /**
+   * Loads only the client libraries the options use (@kubernetes/client-node alone costs an agent
+   * start more CPU than all the rest), then wires. Throws (IO_FAILURE, naming it) for a journal
+   * directory the plugin would refuse to write into.
+   */
+  static async open(o: AgentOptions, deps: ReleaseWiringDeps): Promise<ReleaseWiring> {
+    return new ReleaseWiring(o, deps, await optionalModules(o));
+  }
+
+  private constructor(o: AgentOptions, deps: ReleaseWiringDeps, modules: OptionalModules) {
     this.#o = o;
     this.#clock = deps.clock;
     this.#logger = deps.logger;
@@ -132,8 +144,9 @@ export class ReleaseWiring {
       ...(clustered ? { onlyNode: o.nodeName } : {}),
       telemetry: deps.telemetry,
     });
-    const source = o.containerd
-      ? new ContainerdEventSource({
+    const containerd = modules.containerd;
+    const source = containerd
+      ? new containerd.ContainerdEventSource({
           socket: o.containerdSocket,
           namespaces: o.containerdNamespaces,
           clock: deps.clock,
@@ -143,64 +156,28 @@ export class ReleaseWiring {
       : undefined;
     this.#source = source;
     this.containerd = source === undefined ? undefined : () => ({ ...source.status(), releases: this.pipeline.containerStatus() });
-    this.#kube = o.kubernetes ? this.#kubernetes(o, deps) : undefined;
+    this.#kube = modules.kubernetes?.kubernetesParts(o, deps, this.pipeline);
     this.kubernetes = this.#kube === undefined ? undefined : () => this.#kubernetesStatus();
+    const plugins = modules.plugins;
     const registry =
-      o.pluginsDir === undefined
+      o.pluginsDir === undefined || plugins === undefined
         ? undefined
-        : new PluginRegistry({
+        : new plugins.registry.PluginRegistry({
             dir: o.pluginsDir,
-            handlers: [new EventSourceHandler({ pipeline: this.pipeline, clock: deps.clock, logger: deps.logger, scopes: new NetnsScopes(o.containerd ? [{ owner: 'containerd', prefixes: CONTAINERD_CRI_NETNS_PREFIXES }] : []) })],
+            handlers: [
+              new plugins.handler.EventSourceHandler({
+                pipeline: this.pipeline,
+                clock: deps.clock,
+                logger: deps.logger,
+                scopes: new NetnsScopes(o.containerd ? [{ owner: 'containerd', prefixes: CONTAINERD_CRI_NETNS_PREFIXES }] : []),
+              }),
+            ],
             clock: deps.clock,
             logger: deps.logger.child({ source: 'plugins' }),
             onFailure: (error) => this.#failed(error),
           });
     this.#registry = registry;
     this.plugins = registry === undefined ? undefined : () => registry.status();
-  }
-
-  /** The pod source (and, with a store shared by nodes, the node source) and what acts on them. */
-  #kubernetes(o: AgentOptions, deps: ReleaseWiringDeps): KubernetesParts {
-    const kubeConfig = loadKubeConfig(o.kubeconfig);
-    const logger = deps.logger.child({ source: 'kubernetes' });
-    const core = kubeConfig.makeApiClient(CoreV1Api);
-    const events = new ClusterEvents({ api: core, node: o.nodeName, clock: deps.clock, logger });
-    const backoff = new ExponentialBackoff({ initialMs: 1_000, maxMs: 30_000 });
-    const pods = new PodSource({ kubeConfig, node: o.nodeName, clock: deps.clock, backoff, logger });
-    const releases = new KubernetesReleases({
-      pipeline: this.pipeline,
-      store: deps.store,
-      clock: deps.clock,
-      logger,
-      node: o.nodeName,
-      graceMs: o.podGoneGraceSeconds * 1000,
-      maxRetries: o.podReleaseRetries,
-      events,
-      podExists: async (pod) => {
-        const found = await orNotFound(core.readNamespacedPod({ name: pod.name, namespace: pod.namespace }));
-        return found?.metadata?.uid === pod.uid;
-      },
-    });
-    const membership = deps.store.membership;
-    const nodes =
-      membership === undefined
-        ? undefined
-        : {
-            source: new NodeSource({ kubeConfig, clock: deps.clock, backoff, logger }),
-            forget: new KubernetesNodes({
-              store: deps.store,
-              membership,
-              allocator: deps.allocator,
-              clock: deps.clock,
-              logger,
-              node: o.nodeName,
-              recheckMs: o.nodeLeaseSeconds * 1000,
-              events,
-              nodeExists: async (name) => (await orNotFound(core.readNode({ name }))) !== undefined,
-              telemetry: deps.telemetry,
-            }),
-          };
-    return { pods, releases, events, ...(nodes === undefined ? {} : { nodes }) };
   }
 
   #kubernetesStatus(): KubernetesStatus {

@@ -141,7 +141,7 @@ const TABLE = {
   warmUpRounds: {
     flag: 'warm-up',
     env: 'WARREN_WARM_UP',
-    about: 'ADD/DEL rounds the agent answers itself on a throwaway in-memory store before it serves, so the first pods do not wait for V8 to compile the ADD path; 0 for none',
+    about: 'ADD/DEL rounds the agent answers itself on a throwaway in-memory store, in process, beside serving from its start, so the first pods do not wait for V8 to compile the ADD path; 0 for none',
     // Enough for V8 to have compiled and optimised the ADD path (BENCHMARKS.md); about 0.2 s.
     default: '150',
   },

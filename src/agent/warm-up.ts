@@ -1,17 +1,32 @@
 /**
- * The warm-up: before the agent listens on its socket, it answers CNI calls of its own — ADD,
- * CHECK and DEL for made-up containers, then a GC — through the same HTTP server code, routes, CNI
- * service, allocator, engine and SQLite store class it serves with, on a throwaway in-memory
- * database and a private abstract unix socket. V8 compiles a function when it first runs and
- * optimises it after it has run many times: without this, the first pods after an agent start pay
- * for it (measured through the forwarder: the first ADD 7–12 ms, the next few 2–5 ms, then 1.2 ms;
- * a bench's p99 over 200 calls was those first calls).
+ * The warm-up: the agent answers CNI calls of its own — ADD, CHECK and DEL for made-up
+ * containers, then nothing else — through the same HTTP server code, CNI route, CNI service,
+ * allocator, engine and SQLite store class it serves with, on a throwaway in-memory database. V8
+ * compiles a function when it first runs and optimises it after it has run many times: without
+ * this, the first pods after an agent start pay for it (measured through the forwarder: the first
+ * ADD 7–12 ms, the next few 2–5 ms, then 1.2 ms; a bench's p99 over 200 calls was those first
+ * calls). The agent runs ROUNDS_BEFORE_SERVING rounds before it serves, which take the first
+ * calls' compiling, and the rest beside serving: the whole warm-up costs more CPU than the rest of
+ * a start (about 0.25 s against 0.2 s). Beside serving it gives way to real calls (LiveTraffic):
+ * it makes no call while one is in flight or while they keep coming (one in the last QUIET_MS),
+ * so pods that come right after a start never share the CPU with it (that doubled their p99 on a
+ * loaded machine); they warm the path up themselves.
  *
- * Nothing of it reaches the agent's state: its own store, no telemetry (metrics count only real
- * calls), no journal, no readiness indicator, a socket no file names. A failure is reported to the
- * caller, which logs it and goes on: a cold agent is slower, not wrong.
+ * Nothing of it reaches the agent or is reachable by anyone:
+ * - no socket: each call is an HTTP exchange over an in-process stream pair handed to the server
+ *   (duplexPair), so there is no name in /proc/net/unix, nothing another user or a hostNetwork
+ *   pod can connect to. (It used to listen on an abstract unix socket, which has no owner or mode,
+ *   with the live routes behind it: anyone could release a live container's address.)
+ * - its server has the CNI route only (api-server.ts without a service): status, allocations,
+ *   release, audit and the node routes answer NOT_FOUND, and the CNI route reaches its own store;
+ * - its own store, no telemetry (metrics count only real calls), no journal, no readiness
+ *   indicator.
+ * A failure is reported to the caller, which logs it and goes on: a cold agent is slower, not
+ * wrong. An aborted signal stops it between two calls.
  */
-import { request } from 'node:http';
+import type { Server } from 'node:http';
+import { duplexPair } from 'node:stream';
+import { nodeHttp } from '../core/node-http.ts';
 import { ANSWER_HEADER, EXIT_HEADER } from '../api/cni-stdout.ts';
 import { PATHS } from '../api/routes.ts';
 import { Allocator } from '../allocator/allocator.ts';
@@ -19,15 +34,48 @@ import type { Clock } from '../core/clock.ts';
 import { SqliteStore } from '../store/sqlite-store.ts';
 import { createApiServer } from './api-server.ts';
 import { CniService } from './cni-service.ts';
-import type { AgentService } from './service.ts';
+
+/**
+ * Rounds the agent runs before it serves: the first calls compile the ADD path (the first ADD cost
+ * 7–12 ms, the next few 2–5 ms); five rounds (eleven calls) cost about 40 ms of CPU.
+ */
+export const ROUNDS_BEFORE_SERVING = 1;
 
 export interface WarmUpOptions {
   /** ADD/DEL rounds (a CHECK every tenth); the agent's --warm-up. */
   readonly rounds: number;
   readonly clock: Clock;
   readonly node: string;
-  /** Only for the server's non-CNI routes, which the warm-up never calls. */
-  readonly service: AgentService;
+  /** Stops the warm-up before its next call (the agent is stopping). */
+  readonly signal?: AbortSignal;
+  /** Real calls are coming (LiveTraffic.busy): the next call waits until they stop. */
+  readonly busy?: () => boolean;
+}
+
+/** How long the live server must have had no request before the warm-up makes its next call. */
+export const QUIET_MS = 20;
+
+/**
+ * Whether the live server is answering real calls: one in flight, or one began since the last
+ * ask. Counts requests by the server's own events; no timestamps (nothing to go backwards).
+ */
+export class LiveTraffic {
+  #inFlight = 0;
+  #began = false;
+
+  constructor(server: Server) {
+    server.on('request', (_request, response: { once(event: 'close', fn: () => void): unknown }) => {
+      this.#inFlight++;
+      this.#began = true;
+      response.once('close', () => this.#inFlight--);
+    });
+  }
+
+  busy(): boolean {
+    const busy = this.#inFlight > 0 || this.#began;
+    this.#began = false;
+    return busy;
+  }
 }
 
 export interface WarmUpReport {
@@ -46,20 +94,29 @@ export async function warmUp(options: WarmUpOptions): Promise<WarmUpReport> {
   const allocator = new Allocator({ store, clock: options.clock, node: options.node, blocks: false });
   const cni = new CniService({ allocator, readiness: async () => {}, storeKind: 'sqlite', clock: options.clock, gcGraceMs: 0 });
   let failure: unknown;
-  const server = createApiServer({ cni, service: options.service, onError: (error) => (failure ??= error) });
-  const socket = `\0warren-warm-up-${process.pid}-${Math.random().toString(36).slice(2)}`;
+  const server = warmUpServer(cni, (error) => (failure ??= error));
   let calls = 0;
   try {
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(socket, () => resolve());
-    });
     const call = async (command: string, containerID: string): Promise<void> => {
       calls++;
-      const exit = await postCni(socket, { command, containerID, netns: `/var/run/netns/${containerID}`, ifname: 'eth0', args: '', config: CONFIG });
+      const exit = await postCni(server, { command, containerID, netns: `/var/run/netns/${containerID}`, ifname: 'eth0', args: '', config: CONFIG });
       if (exit !== 0) throw new Error(`warm-up ${command} answered exit ${exit}`);
     };
-    for (let i = 0; i < options.rounds; i++) {
+    const stopped = (): boolean => options.signal?.aborted === true;
+    // A wait that the agent's stop ends at once (its clock may be one a test steps by hand).
+    const quiet = (): Promise<void> =>
+      new Promise((resolve) => {
+        const done = (): void => {
+          cancel();
+          options.signal?.removeEventListener('abort', done);
+          resolve();
+        };
+        const cancel = options.clock.setTimer(QUIET_MS, done);
+        options.signal?.addEventListener('abort', done, { once: true });
+      });
+    for (let i = 0; i < options.rounds && !stopped(); i++) {
+      while (options.busy?.() === true && !stopped()) await quiet();
+      if (stopped()) break;
       const id = `warm-up-${i}`;
       await call('ADD', id);
       if (i % 10 === 0) await call('CHECK', id);
@@ -67,22 +124,42 @@ export async function warmUp(options: WarmUpOptions): Promise<WarmUpReport> {
     }
     if (failure !== undefined) throw failure;
   } finally {
-    await new Promise<void>((resolve) => server.close(() => resolve()));
     await store.close();
   }
   return { calls, ms: performance.now() - started };
 }
 
-/** One call as the forwarder makes it; resolves with the exit code the agent names. */
-function postCni(socketPath: string, body: object): Promise<number> {
-  const text = JSON.stringify(body);
-  return new Promise((resolve, reject) => {
-    const req = request({ socketPath, method: 'POST', path: PATHS.cni, headers: { [ANSWER_HEADER]: 'stdout', 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) } }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(Number(res.headers[EXIT_HEADER] ?? NaN)));
+/**
+ * The warm-up's server: the agent's API server code with the CNI route only, never listening.
+ * Exported for the test that it serves no other route.
+ */
+export function warmUpServer(cni: CniService, onError: (error: unknown) => void): Server {
+  return createApiServer({ cni, onError });
+}
+
+/**
+ * One call as the forwarder makes it, over a stream pair handed to `server` as a connection;
+ * resolves with the status, the exit code the agent names and the body.
+ */
+export function exchange(server: Server, method: 'GET' | 'POST', path: string, body?: object, headers: Record<string, string> = {}): Promise<{ status: number; exit: number; body: string }> {
+  const text = body === undefined ? '' : JSON.stringify(body);
+  const [client, serverEnd] = duplexPair();
+  server.emit('connection', serverEnd);
+  return new Promise<{ status: number; exit: number; body: string }>((resolve, reject) => {
+    const req = nodeHttp.request({ createConnection: () => client, method, path, headers: { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, exit: Number(res.headers[EXIT_HEADER] ?? NaN), body: Buffer.concat(chunks).toString('utf8') }));
       res.on('error', reject);
     });
     req.on('error', reject);
     req.end(text);
+  }).finally(() => {
+    client.destroy();
+    serverEnd.destroy();
   });
+}
+
+async function postCni(server: Server, body: object): Promise<number> {
+  return (await exchange(server, 'POST', PATHS.cni, body, { [ANSWER_HEADER]: 'stdout' })).exit;
 }

@@ -15,7 +15,6 @@ import { clientSocket, pluginsDirOfAgent } from './agent-client.ts';
 import { allocationsCommand, auditCommand, releaseCommand } from './allocation-commands.ts';
 import { printable, settingsHelp } from './format.ts';
 import { acceptStoreCommand, forgetNodeCommand, nodesCommand, poolsCommand } from './pool-commands.ts';
-import { runPodmanEvents } from './podman-events-command.ts';
 import { journalCommand, pluginsCommand, statusCommand } from './state-commands.ts';
 import { UsageError } from './usage.ts';
 
@@ -93,8 +92,11 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
         return await journalCommand(rest, io);
       case 'plugins':
         return await pluginsCommand(rest, io);
-      case 'podman-events':
+      case 'podman-events': {
+        // Imported when run: its gRPC server library is no cost of the other commands or the agent.
+        const { runPodmanEvents } = await import('./podman-events-command.ts');
         return await runPodmanEvents(rest, io, pluginsDirOfAgent(io.env));
+      }
       case 'nodes':
         return await nodesCommand(rest, io);
       case 'node': {

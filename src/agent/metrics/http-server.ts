@@ -22,7 +22,8 @@
  * - HEAD is answered like GET without a body; any other method is 405, any other path 404. A
  *   failing read answers 500 with the message, never crashes the agent.
  */
-import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { nodeHttp } from '../../core/node-http.ts';
 import { type AddressInfo, isIP } from 'node:net';
 import { messageOf } from '../../core/errors.ts';
 import type { DashboardData } from '../../api/dashboard.ts';
@@ -57,7 +58,7 @@ const ROUTES = new Set(['/livez', '/healthz', '/readyz', '/metrics', '/', '/frag
 
 export function createMetricsServer(options: MetricsServerOptions): Server {
   const bounds = options.bounds ?? METRICS_CONNECTION_BOUNDS;
-  const server = createServer(serverOptionsFor(bounds), (req, res) => {
+  const server = nodeHttp.createServer(serverOptionsFor(bounds), (req, res) => {
     void answer(options, req, res).catch((error: unknown) => {
       options.onError(error, req.url ?? '/');
       if (!res.headersSent) send(res, req, 500, TEXT, `${messageOf(error)}\n`);

@@ -1,0 +1,80 @@
+/**
+ * The Kubernetes side of the release wiring: the pod source (and, with a store shared by nodes,
+ * the node source), the Events it reports with, and what acts on them. A module of its own because
+ * it is the only part of the agent that loads @kubernetes/client-node, whose loading costs more
+ * CPU than the whole rest of an agent start: release-wiring.ts imports it only when --kubernetes
+ * is on.
+ */
+import { CoreV1Api } from '@kubernetes/client-node';
+import { failureOfError } from '../sources/kubernetes/api-failure.ts';
+import { loadKubeConfig } from '../sources/kubernetes/kubeconfig.ts';
+import { NodeSource } from '../sources/kubernetes/node-source.ts';
+import { PodSource } from '../sources/kubernetes/pod-source.ts';
+import { ExponentialBackoff } from '../core/backoff.ts';
+import type { AgentOptions } from './options.ts';
+import { ClusterEvents } from './kubernetes-events.ts';
+import { KubernetesNodes } from './kubernetes-nodes.ts';
+import { KubernetesReleases } from './kubernetes-releases.ts';
+import type { ReleasePipeline } from './release-pipeline.ts';
+import type { ReleaseWiringDeps } from './release-wiring.ts';
+
+export interface KubernetesParts {
+  readonly pods: PodSource;
+  readonly releases: KubernetesReleases;
+  readonly events: ClusterEvents;
+  readonly nodes?: { readonly source: NodeSource; readonly forget: KubernetesNodes };
+}
+
+/** The object, or undefined when the API server answers 404. */
+async function orNotFound<T>(request: Promise<T>): Promise<T | undefined> {
+  try {
+    return await request;
+  } catch (error) {
+    if (failureOfError(error).code === 404) return undefined;
+    throw error;
+  }
+}
+
+/** The pod source (and, with a store shared by nodes, the node source) and what acts on them. */
+export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeline: ReleasePipeline): KubernetesParts {
+  const kubeConfig = loadKubeConfig(o.kubeconfig);
+  const logger = deps.logger.child({ source: 'kubernetes' });
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const events = new ClusterEvents({ api: core, node: o.nodeName, clock: deps.clock, logger });
+  const backoff = new ExponentialBackoff({ initialMs: 1_000, maxMs: 30_000 });
+  const pods = new PodSource({ kubeConfig, node: o.nodeName, clock: deps.clock, backoff, logger });
+  const releases = new KubernetesReleases({
+    pipeline,
+    store: deps.store,
+    clock: deps.clock,
+    logger,
+    node: o.nodeName,
+    graceMs: o.podGoneGraceSeconds * 1000,
+    maxRetries: o.podReleaseRetries,
+    events,
+    podExists: async (pod) => {
+      const found = await orNotFound(core.readNamespacedPod({ name: pod.name, namespace: pod.namespace }));
+      return found?.metadata?.uid === pod.uid;
+    },
+  });
+  const membership = deps.store.membership;
+  const nodes =
+    membership === undefined
+      ? undefined
+      : {
+          source: new NodeSource({ kubeConfig, clock: deps.clock, backoff, logger }),
+          forget: new KubernetesNodes({
+            store: deps.store,
+            membership,
+            allocator: deps.allocator,
+            clock: deps.clock,
+            logger,
+            node: o.nodeName,
+            recheckMs: o.nodeLeaseSeconds * 1000,
+            events,
+            nodeExists: async (name) => (await orNotFound(core.readNode({ name }))) !== undefined,
+            telemetry: deps.telemetry,
+          }),
+        };
+  return { pods, releases, events, ...(nodes === undefined ? {} : { nodes }) };
+}
