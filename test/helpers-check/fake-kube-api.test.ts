@@ -54,7 +54,7 @@ function within<T>(what: string, promise: Promise<T>, deadlineMs = 5_000): Promi
   return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
 }
 
-const until = (what: string, events: readonly Seen[], count: number) => waitFor(what, () => (events.length >= count ? true : undefined), 5_000);
+const until = (what: string, events: readonly Seen[], count: number) => waitFor(what, () => (events.length >= count ? true : undefined));
 
 /** The Status body of an ApiException; the library leaves it as the raw JSON text. */
 function statusOf(error: unknown): KubeStatus {
