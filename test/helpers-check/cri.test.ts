@@ -268,7 +268,7 @@ function assertNothingLeft(t: TestContext, instance: CriContainerd, before: Mach
 
 // ---------------------------------------------------------------------------------------------
 
-describe('containerd 1.6 with its CRI plugin, as the harness runs it', { skip, timeout: 180_000 }, () => {
+describe('containerd 1.6 with its CRI plugin, as the harness runs it', { skip }, () => {
   it('runs a pod sandbox through bridge and host-local, and stop then remove tear its network down with two DELs', async (t) => {
     const before = snapshot();
     const bridge = bridgeName();
