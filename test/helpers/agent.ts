@@ -15,7 +15,7 @@ export interface AgentHandle {
   readonly child: ChildProcess;
   readonly pid: number;
   log(): string;
-  /** SIGTERM and wait for a clean exit; returns the exit code. */
+  /** SIGTERM and wait for a clean exit; returns the exit code. A hang is killed and thrown. */
   stop(): Promise<number | null>;
   /** SIGKILL and wait until the process is gone. */
   kill(): Promise<void>;
@@ -66,7 +66,13 @@ export async function startAgent(options: AgentStart = {}): Promise<AgentHandle>
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
       child.kill('SIGTERM');
-      return exited;
+      // An agent wedged on SIGTERM is a failure to report, not a wait until the file times out.
+      let timer: NodeJS.Timeout | undefined;
+      const wedged = new Promise<'wedged'>((resolve) => (timer = setTimeout(() => resolve('wedged'), HANG_BOUND_MS)));
+      const outcome = await Promise.race([exited, wedged]).finally(() => clearTimeout(timer));
+      if (outcome !== 'wedged') return outcome;
+      await handle.kill();
+      throw new Error(`agent ${pid} did not exit within ${HANG_BOUND_MS} ms of SIGTERM (killed); its log:\n${excerpt(output)}`);
     },
     async kill() {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
