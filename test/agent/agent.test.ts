@@ -61,7 +61,7 @@ describe('the agent process', () => {
     assert.deepEqual(held.map((a) => `${a.address}/24`), (add.json?.ips as Array<{ address: string }>).map((i) => i.address));
   });
 
-  it('a refused second agent on the same socket leaves the first agent reachable', { timeout: 30_000 }, async () => {
+  it('a refused second agent on the same socket leaves the first agent reachable', async () => {
     const agent = await start();
     const other = tempDir('warren-second-');
     const second = await run(process.execPath, [WARREN_BIN, 'agent', '--state-dir', other, '--journal-dir', join(other, 'journal'), '--socket', agent.socket, '--containerd', 'off']);
@@ -72,7 +72,7 @@ describe('the agent process', () => {
     assert.equal(status.code, 0, `the first agent still serves: ${status.stderr}`);
   });
 
-  it('refuses a second agent on the same database from another state directory', { timeout: 30_000 }, async () => {
+  it('refuses a second agent on the same database from another state directory', async () => {
     const agent = await start();
     const other = tempDir('warren-second-');
     const second = await run(process.execPath, [
@@ -82,7 +82,7 @@ describe('the agent process', () => {
     assert.match(second.stderr, new RegExp(`another Warren agent \\(pid ${agent.pid}\\) already uses the database`));
   });
 
-  it('a stale agent.lock naming a live unrelated process does not stop the agent from starting', { timeout: 30_000 }, async () => {
+  it('a stale agent.lock naming a live unrelated process does not stop the agent from starting', async () => {
     const dir = tempDir('warren-stale-');
     // PID 1 is always alive and is never a Warren agent: what a PID file holds after a reboot.
     writeFileSync(join(dir, 'agent.lock'), '1\n', { mode: 0o600 });
@@ -90,7 +90,7 @@ describe('the agent process', () => {
     assert.equal((await run(process.execPath, [WARREN_BIN, 'status', '--socket', agent.socket])).code, 0);
   });
 
-  it('of two agents starting at once on one state directory, exactly one serves', { timeout: 30_000 }, async () => {
+  it('of two agents starting at once on one state directory, exactly one serves', async () => {
     const dir = tempDir('warren-race-');
     const launch = (name: string) =>
       track(

@@ -6,6 +6,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ManualClock, readBootID, systemClock } from '../../src/core/clock.ts';
+import { HANG_BOUND_MS } from '../helpers/processes.ts';
 
 describe('ManualClock', () => {
   test('starts at the given time and moves only when advanced', () => {
@@ -198,7 +199,7 @@ describe('systemClock', () => {
     const fired = new Promise<'fired'>((resolve) => systemClock.setTimer(5, () => resolve('fired')));
     // The timer is unref'd, so keep the event loop alive while waiting, with a generous deadline.
     let deadline: NodeJS.Timeout | undefined;
-    const timeout = new Promise<'timeout'>((resolve) => (deadline = setTimeout(() => resolve('timeout'), 5_000)));
+    const timeout = new Promise<'timeout'>((resolve) => (deadline = setTimeout(() => resolve('timeout'), HANG_BOUND_MS)));
     try {
       assert.equal(await Promise.race([fired, timeout]), 'fired');
     } finally {
@@ -212,7 +213,7 @@ describe('systemClock', () => {
     cancel();
     // Proving a negative needs some time; a later timer on the same clock is the fence.
     await new Promise<void>((resolve) => {
-      const keepAlive = setTimeout(() => undefined, 5_000);
+      const keepAlive = setTimeout(() => undefined, HANG_BOUND_MS);
       systemClock.setTimer(30, () => {
         clearTimeout(keepAlive);
         resolve();

@@ -110,7 +110,6 @@ describe('chaos', () => {
           const r = await requestJson({ socket, method: 'GET', path: `/v1/allocations?network=chaos&containerID=${id}`, timeoutMs: 5_000 });
           return r.status === 200 ? (r.body as Allocation[]).map((a) => a.address) : undefined;
         },
-        60_000,
       );
 
     let addRetries = 0;
@@ -170,7 +169,6 @@ describe('chaos', () => {
         const stored = await agent.allocations('?network=chaos');
         return stored.some((a) => lost.has(a.containerID)) ? undefined : true;
       },
-      60_000,
     );
     assert.deepEqual(unexpected, []);
 
@@ -181,7 +179,6 @@ describe('chaos', () => {
         const files = readdirSync(journal).filter((n) => n.endsWith('.release'));
         return s.pending.length === 0 && files.length === 0 ? true : undefined;
       },
-      60_000,
     );
     const stored = await agent.allocations('?network=chaos');
     const byContainer = new Map<string, string[]>();

@@ -241,10 +241,10 @@ describe('degradation while etcd is away', () => {
     assert.equal(readdirSync(join(agent.dir, 'journal')).filter((f) => f.endsWith('.release')).length, 1, 'the DEL waits in the journal');
 
     await etcd.restart(member);
-    await waitFor('STATUS to succeed again', async () => ((await warren({ command: 'STATUS', config })).code === 0 ? true : undefined), 30_000);
-    await waitFor('the journaled DEL to be released', async () => ((await agent.allocations('?containerID=before')).length === 0 ? true : undefined), 30_000);
+    await waitFor('STATUS to succeed again', async () => ((await warren({ command: 'STATUS', config })).code === 0 ? true : undefined));
+    await waitFor('the journaled DEL to be released', async () => ((await agent.allocations('?containerID=before')).length === 0 ? true : undefined));
     // The intent file goes once its release has committed (just after the allocation disappears).
-    await waitFor('the journal intent to be removed', () => (readdirSync(join(agent.dir, 'journal')).some((f) => f.endsWith('.release')) ? undefined : true), 10_000);
+    await waitFor('the journal intent to be removed', () => (readdirSync(join(agent.dir, 'journal')).some((f) => f.endsWith('.release')) ? undefined : true));
     const again = await call('ADD', 'after');
     assert.equal(again.code, 0, again.stdout);
 

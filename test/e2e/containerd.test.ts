@@ -37,7 +37,8 @@ describe('releases driven by containerd events', { skip }, () => {
   before(async () => {
     containerd = await startContainerd();
     agent = await startAgent({
-      args: ['--containerd', 'on', '--containerd-socket', containerd.socket, '--containerd-namespaces', NS, '--netns-dirs', '/var/run/netns', '--containerd-grace', '0'],
+      // No reconcile pass within a test: a release the tests wait for comes from the event itself.
+      args: ['--containerd', 'on', '--containerd-socket', containerd.socket, '--containerd-namespaces', NS, '--netns-dirs', '/var/run/netns', '--containerd-grace', '0', '--reconcile-interval', '3600'],
     });
     await waitFor('the agent to subscribe to containerd', async () => ((await status(agent)).containerd?.state === 'subscribed' ? true : undefined));
   });
@@ -46,7 +47,7 @@ describe('releases driven by containerd events', { skip }, () => {
     await containerd?.stop([NS]);
   });
 
-  it('releases a container\'s address within a second of its delete event', async (t) => {
+  it('releases a container\'s address on its delete event, with no reconcile pass', async (t) => {
     const netns = await createNetns();
     try {
       const id = 'ctd-delete-1';
@@ -56,7 +57,7 @@ describe('releases driven by containerd events', { skip }, () => {
       assert.equal(run.code, 0, run.stderr);
       const deleted = Date.now();
       // The namespace still exists: only the container's deletion can release it.
-      await waitFor('the address to be released', async () => ((await held(id)).length === 0 ? true : undefined), 1_000);
+      await waitFor('the address to be released', async () => ((await held(id)).length === 0 ? true : undefined));
       t.diagnostic(`released ${Date.now() - deleted} ms after ctr returned from the delete`);
     } finally {
       await deleteNetns(netns.name);
@@ -72,7 +73,7 @@ describe('releases driven by containerd events', { skip }, () => {
     await waitFor('the container to be marked exited', async () => ((await status(agent)).containerd?.releases.exited.some((e) => e.containerID === id) ? true : undefined));
     assert.deepEqual(await held(id), [address], 'a task exit alone releases nothing while the namespace exists');
     await deleteNetns(netns.name);
-    await waitFor('the address to be released', async () => ((await held(id)).length === 0 ? true : undefined), 1_000);
+    await waitFor('the address to be released', async () => ((await held(id)).length === 0 ? true : undefined));
     assert.equal((await status(agent)).containerd?.releases.exited.some((e) => e.containerID === id), false);
     await containerd.ctr(NS, 'containers', 'delete', id);
   });
@@ -86,7 +87,7 @@ describe('releases driven by containerd events', { skip }, () => {
     await waitFor('the container to be marked exited', async () => ((await status(agent)).containerd?.releases.exited.some((e) => e.containerID === id) ? true : undefined));
     assert.deepEqual(await held(id), [address]);
     await deleteNetns(netns.name);
-    await waitFor('the address to be released', async () => ((await held(id)).length === 0 ? true : undefined), 1_000);
+    await waitFor('the address to be released', async () => ((await held(id)).length === 0 ? true : undefined));
   });
 
   it('resynchronises after containerd restarts: releases exactly the containers deleted meanwhile', async () => {
@@ -108,7 +109,7 @@ describe('releases driven by containerd events', { skip }, () => {
       await containerd.stopDaemon();
       assert.equal((await held('ctd-gone')).length, 1, 'nothing is released while Warren cannot see containerd');
       await containerd.start();
-      await waitFor('the agent to subscribe again', async () => ((await status(agent)).containerd?.subscriptions ?? 0) > before && (await status(agent)).containerd?.state === 'subscribed' ? true : undefined, 20_000);
+      await waitFor('the agent to subscribe again', async () => ((await status(agent)).containerd?.subscriptions ?? 0) > before && (await status(agent)).containerd?.state === 'subscribed' ? true : undefined);
       await waitFor('the deleted container to be released', async () => ((await held('ctd-gone')).length === 0 && (await held('ctd-never')).length === 0 ? true : undefined));
       assert.equal((await held('ctd-live')).length, 1, 'the live container keeps its address');
     } finally {
@@ -127,7 +128,7 @@ describe('Warren started before containerd', { skip }, () => {
     try {
       assert.equal((await status(agent)).containerd?.state, 'waiting-for-socket');
       await containerd.start(socket);
-      await waitFor('the agent to subscribe', async () => ((await status(agent)).containerd?.state === 'subscribed' ? true : undefined), 10_000);
+      await waitFor('the agent to subscribe', async () => ((await status(agent)).containerd?.state === 'subscribed' ? true : undefined));
       const human = await import('../helpers/processes.ts').then(({ run, WARREN_BIN, CHILD_PATH }) => run(process.execPath, [WARREN_BIN, 'status', '--socket', agent.socket], { env: { ...process.env, PATH: CHILD_PATH } }));
       assert.match(human.stdout, /containerd: +subscribed since/);
     } finally {

@@ -20,13 +20,14 @@ import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { warren } from '../helpers/cni.ts';
 import { type CriContainerd, CriError, criBinDir, haveCriContainerd, startCriContainerd } from '../helpers/cri.ts';
 import { bridgeName, deleteLink } from '../helpers/netns.ts';
-import { WARREN_BIN, isRoot, removeDir, run, tempDir, waitFor } from '../helpers/processes.ts';
+import { HANG_BOUND_MS, isRoot, removeDir, run, tempDir, waitFor, WARREN_BIN } from '../helpers/processes.ts';
 
 const skip = !isRoot() ? 'needs root' : !haveCriContainerd() ? 'needs containerd, runc, busybox-static and the reference CNI plugins' : false;
 
 const OUTPUT = '00-warren.conflist';
 const PRIMARY = '10-bridge.conflist';
-const DEADLINE_MS = 20_000;
+/** Bounds a hang; a loaded machine is slow, not wrong. */
+const DEADLINE_MS = HANG_BOUND_MS;
 /** Network names of this file alone: libcni's cache entries are named after them. */
 const NETWORK = 'wrn-cri-e2e';
 const RENAMED = 'wrn-cri-e2e-renamed';

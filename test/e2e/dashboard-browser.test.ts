@@ -20,7 +20,7 @@ import { ApiClient } from '../../src/api/client.ts';
 import type { CniOutcome, CniRequest } from '../../src/api/protocol.ts';
 import type { DashboardData } from '../../src/api/dashboard.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
-import { REPO, tempDir, waitFor } from '../helpers/processes.ts';
+import { HANG_BOUND_MS, REPO, tempDir, waitFor } from '../helpers/processes.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
 const skip = existsSync(CHROMIUM) ? false : `${CHROMIUM} is not installed (apt-get install chromium): the dashboard cannot be shown in a browser`;
@@ -47,7 +47,7 @@ async function shown(page: Page, testid: string, attr: string, value: string): P
   return page.locator(`[data-testid="${testid}"][${attr}="${value}"]`).first().textContent();
 }
 
-describe('the dashboard in Chromium', { skip, timeout: 180_000 }, () => {
+describe('the dashboard in Chromium', { skip }, () => {
   let agent: AgentHandle | undefined;
   let context: BrowserContext | undefined;
   let client: ApiClient;
@@ -132,7 +132,7 @@ describe('the dashboard in Chromium', { skip, timeout: 180_000 }, () => {
     await page.waitForFunction(
       (key) => document.querySelector(`[data-testid="pool-utilisation"][data-pool="${key}"]`)?.textContent === '3 / 254 (1.2%)',
       poolKey,
-      { timeout: 30_000, polling: 100 },
+      { timeout: HANG_BOUND_MS, polling: 100 },
     );
     assert.equal(await page.evaluate(() => (window as unknown as { warrenMarker?: number }).warrenMarker), 1, 'the page refreshed in place, not by navigating');
     assert.match((await page.textContent('[data-testid="refresh-state"]')) ?? '', /refreshes every 5s/);
@@ -144,7 +144,7 @@ describe('the dashboard in Chromium', { skip, timeout: 180_000 }, () => {
 
     // The agent stops: the page says so, and keeps what it last showed.
     assert.equal(await agent?.stop(), 0);
-    await page.waitForFunction(() => /^agent not answering since \d\d:\d\d:\d\d UTC$/.test(document.querySelector('[data-testid="refresh-state"]')?.textContent ?? ''), null, { timeout: 30_000, polling: 100 });
+    await page.waitForFunction(() => /^agent not answering since \d\d:\d\d:\d\d UTC$/.test(document.querySelector('[data-testid="refresh-state"]')?.textContent ?? ''), null, { timeout: HANG_BOUND_MS, polling: 100 });
     assert.equal(await shown(page, 'pool-utilisation', 'data-pool', poolKey), '3 / 254 (1.2%)');
 
     assert.ok(requested.some((url) => url === `${origin}/fragment`), `the refresh fetched /fragment: ${requested.join(', ')}`);

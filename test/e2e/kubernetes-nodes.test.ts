@@ -82,7 +82,6 @@ describe('a node deleted from Kubernetes', () => {
     await waitFor(
       "kn3's addresses to be released and its blocks freed",
       async () => ((await observer.list({ node: 'kn3' })).length === 0 && !(await observer.pools()).some((p) => p.affinity === 'kn3') ? true : undefined),
-      30_000,
     );
     // The store shows the forget before the agent's log line has come through its pipe.
     const forgot = (a: AgentHandle) => a.log().includes('forgot a node deleted from Kubernetes');
@@ -131,7 +130,6 @@ describe('a node deleted from Kubernetes', () => {
     await waitFor(
       'kn3 to be forgotten a second time',
       async () => ((await observer.list({ node: 'kn3' })).length === 0 && !(await observer.pools()).some((p) => p.affinity === 'kn3') ? true : undefined),
-      30_000,
     );
     const events = await waitFor('a second Event on the Node', () => {
       const found = api.listEvents('default').filter((e) => e.reason === REASON_NODE_FORGOTTEN);

@@ -106,7 +106,7 @@ describe('Kubernetes pod garbage collection', { skip }, () => {
     removeDir(dir);
   });
 
-  it('releases a force-deleted pod within a second of its namespace being deleted, with a Normal Event naming the address', async (t) => {
+  it('releases a force-deleted pod as its namespace is deleted (the clock stands still), with a Normal Event naming the address', async (t) => {
     const p = pod('web-a', 'uid-force-1');
     const ns = await netns();
     const address = await add(p, 'sandbox-force-1', ns.path);
@@ -115,7 +115,7 @@ describe('Kubernetes pod garbage collection', { skip }, () => {
     assert.deepEqual(await held('uid-force-1'), [address], 'a pod object gone is not proof: the namespace still exists');
     await deleteNetns(ns.name);
     const deleted = Date.now();
-    await waitFor('the address to be released', async () => ((await held('uid-force-1')).length === 0 ? true : undefined), 1_000);
+    await waitFor('the address to be released', async () => ((await held('uid-force-1')).length === 0 ? true : undefined));
     t.diagnostic(`released ${Date.now() - deleted} ms after the namespace was deleted`);
     const event = await waitFor('the Event', () => eventsFor('web-a', REASON_RELEASED)[0]);
     assert.equal(event.type, 'Normal');
@@ -151,15 +151,16 @@ describe('Kubernetes pod garbage collection', { skip }, () => {
     const newAddress = await add(replacement, 'sandbox-sts-new', newNs.path);
     await deleteNetns(oldNs.name);
     await api.setUnavailable(false);
-    // The source reconnects after its backoff on the injected clock.
-    await waitFor(
-      'the old pod\'s address to be released',
-      async () => {
+    // The source reconnects after its backoff on the injected clock. The clock is stepped a minute
+    // at most, far inside the pod-gone grace: the release comes from the namespace, not the grace.
+    let stepped = 0;
+    await waitFor('the old pod\'s address to be released', async () => {
+      if (stepped < 60_000) {
         clock.advance(1_000);
-        return (await held('uid-sts-old')).length === 0 ? true : undefined;
-      },
-      15_000,
-    );
+        stepped += 1_000;
+      }
+      return (await held('uid-sts-old')).length === 0 ? true : undefined;
+    });
     assert.notEqual(oldAddress, newAddress);
     assert.deepEqual(await held('uid-sts-new'), [newAddress], 'the replacement keeps its address');
   });
@@ -205,7 +206,7 @@ describe('Kubernetes pod garbage collection', { skip }, () => {
     api.setPodPhase('default', 'job-done', 'Succeeded');
     await waitFor('the finished pod to wait for its namespace', async () => ((await status()).kubernetes?.releases.waiting.some((w) => w.uid === 'uid-succeeded-1') ? true : undefined));
     await deleteNetns(ns.name);
-    await waitFor('the address to be released', async () => ((await held('uid-succeeded-1')).length === 0 ? true : undefined), 1_000);
+    await waitFor('the address to be released', async () => ((await held('uid-succeeded-1')).length === 0 ? true : undefined));
   });
 
   it('recovers by itself from a broken watch, a 410 as status and as event, and the API server away, releasing nothing it could not see', async () => {
@@ -222,7 +223,6 @@ describe('Kubernetes pod garbage collection', { skip }, () => {
           const s = await pods();
           return s !== undefined && ok(s) ? s : undefined;
         },
-        20_000,
       );
     /**
      * Nothing judged gone: a pod wrongly taken for gone would be tracked, waiting for its grace

@@ -67,7 +67,7 @@ describe('netns paths under the default --netns-dirs', { skip }, () => {
 
       // The container goes away without a DEL: only the namespace's absence can tell.
       await deleteNetns(ns.name);
-      await waitFor(`the sweep to release ${address}`, async () => ((await agent.allocations(`?containerID=${containerID}`)).length === 0 ? true : undefined), 10_000);
+      await waitFor(`the sweep to release ${address}`, async () => ((await agent.allocations(`?containerID=${containerID}`)).length === 0 ? true : undefined));
       // The log line follows the commit, and comes through a pipe: wait for it too.
       const line = await waitFor('the sweep to say why', () =>
         agent

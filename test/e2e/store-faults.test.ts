@@ -55,7 +55,6 @@ describe('store faults', () => {
           const next = pending?.nextAttemptAt === undefined ? 0 : Date.parse(pending.nextAttemptAt);
           return next - Date.now() >= 2_500 ? true : undefined;
         },
-        60_000,
       );
       await holder.release();
       released = true;

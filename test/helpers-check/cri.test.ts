@@ -268,7 +268,7 @@ function assertNothingLeft(t: TestContext, instance: CriContainerd, before: Mach
 
 // ---------------------------------------------------------------------------------------------
 
-describe('containerd 1.6 with its CRI plugin, as the harness runs it', { skip, timeout: 180_000 }, () => {
+describe('containerd 1.6 with its CRI plugin, as the harness runs it', { skip }, () => {
   it('runs a pod sandbox through bridge and host-local, and stop then remove tear its network down with two DELs', async (t) => {
     const before = snapshot();
     const bridge = bridgeName();
@@ -327,7 +327,7 @@ describe('containerd 1.6 with its CRI plugin, as the harness runs it', { skip, t
       assert.equal(stopped.ip, '', 'a stopped sandbox reports no address');
       assert.equal(existsSync(netns), false, 'StopPodSandbox removes the network namespace');
       assert.deepEqual(hostLocalReservations(ipamDir), [], 'the DEL of StopPodSandbox released the address');
-      await waitFor('the sandbox process to be gone', () => (isGone(pid) ? true : undefined), 10_000);
+      await waitFor('the sandbox process to be gone', () => (isGone(pid) ? true : undefined));
 
       await instance.cri.removePodSandbox(id);
       assert.deepEqual(await instance.cri.listPodSandbox(), []);
@@ -468,7 +468,7 @@ describe('containerd 1.6 with its CRI plugin, as the harness runs it', { skip, t
       await networkReady(instance);
       for (const name of ['pod-x', 'pod-y']) await note(instance, own, await instance.cri.runPodSandbox({ name, uid: `uid-${name}`, namespace: 'wrn-check' }));
       process.kill(instance.pid, 'SIGKILL');
-      await waitFor('containerd to be gone', () => (isGone(instance.pid) ? true : undefined), 10_000);
+      await waitFor('containerd to be gone', () => (isGone(instance.pid) ? true : undefined));
       // Shims and sandboxes outlive their daemon.
       assert.equal(instance.shimPids().length, 2);
       for (const path of own.netns) assert.ok(existsSync(path));

@@ -11,7 +11,7 @@ import type { TLSSocket } from 'node:tls';
 import { type TestContext, describe, it } from 'node:test';
 import { ApiException, CoreV1Api, KubeConfig, PatchStrategy, Watch, setHeaderOptions } from '@kubernetes/client-node';
 import { type FakeKubeApi, type FakeKubeApiOptions, type KubeObject, type KubeStatus, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
-import { waitFor } from '../helpers/processes.ts';
+import { HANG_BOUND_MS, waitFor } from '../helpers/processes.ts';
 
 interface Started {
   readonly fake: FakeKubeApi;
@@ -48,13 +48,13 @@ async function watch(kc: KubeConfig, path: string, query: Record<string, string 
   return { events, done, abort: () => controller.abort() };
 }
 
-function within<T>(what: string, promise: Promise<T>, deadlineMs = 5_000): Promise<T> {
+function within<T>(what: string, promise: Promise<T>, deadlineMs = HANG_BOUND_MS): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out after ${deadlineMs} ms waiting for ${what}`)), deadlineMs)));
   return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
 }
 
-const until = (what: string, events: readonly Seen[], count: number) => waitFor(what, () => (events.length >= count ? true : undefined), 5_000);
+const until = (what: string, events: readonly Seen[], count: number) => waitFor(what, () => (events.length >= count ? true : undefined));
 
 /** The Status body of an ApiException; the library leaves it as the raw JSON text. */
 function statusOf(error: unknown): KubeStatus {

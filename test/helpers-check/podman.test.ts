@@ -98,7 +98,7 @@ describe('the podman harness', () => {
     await podman.close();
     assert.equal(existsSync(podman.dir), false, 'the dir is gone');
     // podman's own cleanup processes, started by conmon, would make its storage dirs again: none is left to.
-    await waitFor('no process to name the dir', () => (processesUsing(podman.dir).length === 0 ? true : undefined), 20_000);
+    await waitFor('no process to name the dir', () => (processesUsing(podman.dir).length === 0 ? true : undefined));
     assert.equal(existsSync(podman.dir), false, 'the dir stays gone once podman is done with it');
     assert.deepEqual(mountsUnder(podman.dir), []);
     for (const [cid, ns] of [[id, netns], [stuck, stuckNetns]] as const) {

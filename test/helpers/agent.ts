@@ -1,11 +1,13 @@
 /**
- * A real Warren agent in a child process, on its own state directory and socket.
+ * A real Warren agent in a child process, on its own state directory and socket. A start that
+ * fails (the agent exits, never answers within HANG_BOUND_MS, or the wait throws) kills the agent
+ * and waits until it is gone before throwing an error that says which, with the agent's log.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { requestJson } from '../../src/core/unix-http.ts';
 import type { Allocation } from '../../src/ipam/allocation.ts';
-import { CHILD_PATH, REPO, WARREN_BIN, isGone, tempDir, track, waitFor } from './processes.ts';
+import { CHILD_PATH, HANG_BOUND_MS, REPO, WARREN_BIN, StopWaiting, isGone, tempDir, track, untilReady, waitFor } from './processes.ts';
 
 export interface AgentHandle {
   readonly dir: string;
@@ -13,7 +15,7 @@ export interface AgentHandle {
   readonly child: ChildProcess;
   readonly pid: number;
   log(): string;
-  /** SIGTERM and wait for a clean exit; returns the exit code. */
+  /** SIGTERM and wait for a clean exit; returns the exit code. A hang is killed and thrown. */
   stop(): Promise<number | null>;
   /** SIGKILL and wait until the process is gone. */
   kill(): Promise<void>;
@@ -30,6 +32,8 @@ export interface AgentStart {
    * none. For tests of the default itself; the agent judges only its own allocations.
    */
   readonly defaultNetnsDirs?: boolean;
+  /** How long the agent may take to answer before the start is a hang (default HANG_BOUND_MS). */
+  readonly readyWithinMs?: number;
 }
 
 export async function startAgent(options: AgentStart = {}): Promise<AgentHandle> {
@@ -62,7 +66,13 @@ export async function startAgent(options: AgentStart = {}): Promise<AgentHandle>
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
       child.kill('SIGTERM');
-      return exited;
+      // An agent wedged on SIGTERM is a failure to report, not a wait until the file times out.
+      let timer: NodeJS.Timeout | undefined;
+      const wedged = new Promise<'wedged'>((resolve) => (timer = setTimeout(() => resolve('wedged'), HANG_BOUND_MS)));
+      const outcome = await Promise.race([exited, wedged]).finally(() => clearTimeout(timer));
+      if (outcome !== 'wedged') return outcome;
+      await handle.kill();
+      throw new Error(`agent ${pid} did not exit within ${HANG_BOUND_MS} ms of SIGTERM (killed); its log:\n${excerpt(output)}`);
     },
     async kill() {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
@@ -74,14 +84,29 @@ export async function startAgent(options: AgentStart = {}): Promise<AgentHandle>
       return r.body as Allocation[];
     },
   };
-  await waitFor(
-    `agent on ${socket} to answer (log: ${output})`,
-    async () => {
-      if (child.exitCode !== null) throw new Error(`agent exited with ${child.exitCode}: ${output}`);
-      const r = await requestJson({ socket, method: 'GET', path: '/v1/status', timeoutMs: 2_000 });
-      return r.status === 200 ? true : undefined;
-    },
-    15_000,
-  );
+  await untilReady(child, async () => {
+    try {
+      await waitFor(`agent ${pid} on ${socket} to answer /v1/status`, async () => {
+        if (child.exitCode !== null || child.signalCode !== null) throw new AgentExited(child.exitCode ?? child.signalCode);
+        const r = await requestJson({ socket, method: 'GET', path: '/v1/status', timeoutMs: 5_000 });
+        return r.status === 200 ? true : undefined;
+      }, options.readyWithinMs ?? HANG_BOUND_MS);
+    } catch (error) {
+      // The reason first (exited, or timed out), then what the agent said.
+      const reason = error instanceof AgentExited ? error.message : String(error instanceof Error ? error.message : error);
+      throw new Error(`the agent did not start: ${reason}; its log:\n${excerpt(output)}`, { cause: error });
+    }
+  });
   return handle;
+}
+
+/** The start of a log (where a start failure is said) and its end (what happened last). */
+function excerpt(log: string): string {
+  return log.length <= 6_000 ? log : `${log.slice(0, 3_000)}\n[…]\n${log.slice(-3_000)}`;
+}
+
+class AgentExited extends StopWaiting {
+  constructor(code: number | string | null) {
+    super(`agent exited (${code}) before answering`);
+  }
 }

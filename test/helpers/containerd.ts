@@ -7,7 +7,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, rmSync, rmdirSync, statSync, symlinkSync, writeFileSync, copyFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { type RunResult, run, tempDir, track, waitFor } from './processes.ts';
+import { type RunResult, StopWaiting, run, tempDir, track, untilReady, waitFor } from './processes.ts';
 
 export const CONTAINERD_BIN = '/usr/bin/containerd';
 export const CTR_BIN = '/usr/bin/ctr';
@@ -79,12 +79,15 @@ export async function startContainerd(options: { start?: boolean } = {}): Promis
       const c = spawn(CONTAINERD_BIN, ['--config', configFor(at), '--log-level', 'warn'], { stdio: ['ignore', 'ignore', 'pipe'] });
       c.stderr?.on('data', (b: Buffer) => log.push(b.toString('utf8')));
       child = track(c);
-      await waitFor(`containerd listening on ${at} (${log.join('').slice(-500)})`, async () => {
-        if (c.exitCode !== null) throw new Error(`containerd exited ${c.exitCode}: ${log.join('').slice(-1000)}`);
-        if (!existsSync(at) || !statSync(at).isSocket()) return undefined;
-        const r = await run(CTR_BIN, ['--address', at, 'version']);
-        return r.code === 0 ? true : undefined;
-      }, 20_000);
+      // A start that fails leaves no daemon behind (it would keep the test file alive).
+      await untilReady(c, () =>
+        waitFor(`containerd listening on ${at}`, async () => {
+          if (c.exitCode !== null || c.signalCode !== null) throw new StopWaiting(`containerd exited ${c.exitCode ?? c.signalCode}: ${log.join('').slice(-1000)}`);
+          if (!existsSync(at) || !statSync(at).isSocket()) return undefined;
+          const r = await run(CTR_BIN, ['--address', at, 'version']);
+          return r.code === 0 ? true : undefined;
+        }),
+      );
     },
     async stopDaemon() {
       const c = child;

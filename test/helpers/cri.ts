@@ -30,7 +30,7 @@ import protobuf from 'protobufjs';
 import { buildPlugin } from '../../scripts/build.ts';
 import { REFERENCE_PLUGINS } from './cni.ts';
 import { CONTAINERD_BIN, CTR_BIN } from './containerd.ts';
-import { CHILD_PATH, REPO, type RunResult, WARREN_BIN, isGone, removeDir, run, tempDir, track, waitFor } from './processes.ts';
+import { CHILD_PATH, REPO, type RunResult, WARREN_BIN, StopWaiting, isGone, removeDir, run, tempDir, track, waitFor } from './processes.ts';
 import { mountPoints, umount, unmountUnder } from './mounts.ts';
 import { SANDBOX_IMAGE, haveBusybox, sandboxImageTar } from './sandbox-image.ts';
 
@@ -485,13 +485,12 @@ export async function startCriContainerd(options: CriContainerdOptions = {}): Pr
     await waitFor(
       `containerd with CRI answering on ${socket}`,
       async () => {
-        if (hasExited()) throw new Error(`containerd exited (${child.exitCode ?? child.signalCode}): ${logText().slice(-2000)}`);
+        if (hasExited()) throw new StopWaiting(`containerd exited (${child.exitCode ?? child.signalCode}): ${logText().slice(-2000)}`);
         if (!existsSync(socket) || !statSync(socket).isSocket()) return undefined;
         // The CRI plugin initialises after the socket is up; Status answers once it has.
         const s = await cri.status(2_000);
         return s.runtimeReady ? true : undefined;
       },
-      20_000,
     );
     const daemonMs = Date.now() - started;
     const importStarted = Date.now();
@@ -629,7 +628,7 @@ async function killShims(socket: string, graceMs: number): Promise<void> {
   if (pids.length === 0) return;
   if (graceMs > 0) await waitFor('shims to exit', () => (pids.every(isGone) ? true : undefined), graceMs).catch(() => undefined);
   for (const pid of pids) if (!isGone(pid)) signal(pid, 'SIGKILL');
-  await waitFor(`shims ${pids.join(', ')} to be gone`, () => (pids.every(isGone) ? true : undefined), 10_000);
+  await waitFor(`shims ${pids.join(', ')} to be gone`, () => (pids.every(isGone) ? true : undefined));
 }
 
 function signal(pid: number, name: NodeJS.Signals): void {
@@ -676,7 +675,7 @@ async function killCgroupProcesses(cgroupName: string): Promise<void> {
   }
   if (pids.size === 0) return;
   for (const pid of pids) signal(pid, 'SIGKILL');
-  await waitFor(`processes ${[...pids].join(', ')} of cgroup ${cgroupName} to be gone`, () => ([...pids].every(isGone) ? true : undefined), 10_000);
+  await waitFor(`processes ${[...pids].join(', ')} of cgroup ${cgroupName} to be gone`, () => ([...pids].every(isGone) ? true : undefined));
 }
 
 function removeCgroupTree(cgroupName: string): void {

@@ -10,7 +10,7 @@ import { get as httpGet } from 'node:http';
 import { get as httpsGet } from 'node:https';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import { run, tempDir, track, waitFor } from './processes.ts';
+import { run, tempDir, track, untilReady, waitFor } from './processes.ts';
 
 export const ETCD_BIN = '/usr/bin/etcd';
 
@@ -126,7 +126,13 @@ export async function startEtcd(size = 1, tls?: EtcdTls): Promise<EtcdCluster> {
       request.on('timeout', () => request.destroy());
       request.on('error', () => resolveHealth(false));
     });
-  for (const m of members) await waitFor(`etcd member ${m.name} healthy`, async () => ((await healthy(m)) ? true : undefined), 20_000);
+  // A cluster that does not come up leaves no member behind (one would keep the test file alive).
+  await untilReady(
+    members.map((m) => m.process as ChildProcess),
+    async () => {
+      for (const m of members) await waitFor(`etcd member ${m.name} healthy`, async () => ((await healthy(m)) ? true : undefined));
+    },
+  );
 
   const kill = async (m: EtcdMember): Promise<void> => {
     const child = m.process;
@@ -143,7 +149,7 @@ export async function startEtcd(size = 1, tls?: EtcdTls): Promise<EtcdCluster> {
     async restart(m) {
       await kill(m);
       launch(m, 'existing');
-      await waitFor(`etcd member ${m.name} healthy again`, async () => ((await healthy(m)) ? true : undefined), 20_000);
+      await untilReady(m.process as ChildProcess, () => waitFor(`etcd member ${m.name} healthy again`, async () => ((await healthy(m)) ? true : undefined)));
     },
     async wipe(m) {
       if (members.length !== 1) throw new Error('wipe() restarts a single-member cluster only (a wiped member of several would join as new)');

@@ -18,7 +18,9 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, rmdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { type RunResult, CHILD_PATH, isRoot, removeDir, run, tempDir, waitFor } from './processes.ts';
+import { type RunResult, CHILD_PATH, isRoot, processesUsing, removeDir, run, tempDir, waitFor } from './processes.ts';
+
+export { processesUsing };
 import { unmountUnder } from './mounts.ts';
 
 export const PODMAN_BIN = '/usr/bin/podman';
@@ -299,18 +301,3 @@ function safeList(dir: string): string[] {
   }
 }
 
-/** Live processes (zombies aside) whose command line or environment (CONTAINERS_CONF) names `dir`. */
-export function processesUsing(dir: string): number[] {
-  const pids: number[] = [];
-  for (const entry of safeList('/proc')) {
-    if (!/^[0-9]+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) continue;
-      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(dir) || readFileSync(`/proc/${entry}/environ`, 'utf8').includes(`=${dir}/`)) pids.push(Number(entry));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return pids;
-}

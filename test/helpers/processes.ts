@@ -1,9 +1,16 @@
 /**
  * Child processes and scratch space for tests, all cleaned up: every process started here is
- * killed and every directory removed when the test file ends, even when a test fails.
+ * killed and every directory removed when the test file ends, even when a test fails, times out
+ * (`--test-timeout` with `--test-force-exit` ends the file's process) or the file's process is
+ * stopped by SIGTERM, SIGINT or SIGHUP. A helper whose start fails kills what it started at once
+ * (`untilReady`), so a failed start never keeps a file alive.
+ *
+ * Deadlines bound a hang; they never measure speed. Waits default to HANG_BOUND_MS, long enough
+ * for a machine loaded far past its cores (see README, "Tests"), and short enough that a hung
+ * wait fails with its own message well before the file's timeout.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -17,21 +24,83 @@ export const CHILD_PATH = `${dirname(process.execPath)}:/usr/local/sbin:/usr/loc
 // test's agent or a real agent on this machine may hold: each gets a free port unless it names one.
 process.env.WARREN_METRICS_ADDRESS ??= '127.0.0.1:0';
 
+/**
+ * How long a wait may take before it is a hang. A loaded CI runner or a developer's machine under
+ * `scripts/cpu-hog.sh` makes an agent start take tens of seconds; the file timeout in package.json
+ * (`--test-timeout`) stays several times this, so a hang names what it waited for.
+ */
+export const HANG_BOUND_MS = 120_000;
+
 const live = new Set<ChildProcess>();
 const dirs = new Set<string>();
 
-process.on('exit', () => {
+function cleanUp(): void {
   for (const child of live) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-});
+  live.clear();
+  for (const dir of dirs) {
+    try {
+      rmSync(dir, { recursive: true, force: true });
+    } catch {
+      // still busy (a mount a failed test left): the others are removed all the same
+    }
+  }
+  dirs.clear();
+}
+
+process.on('exit', cleanUp);
+
+let watching = false;
+/**
+ * A file stopped from outside (the runner interrupted, CI cancelling) takes its children with it;
+ * 'exit' alone does not run on a signal. Installed with the first child, so a process that only
+ * imports this module (the registration plugin run as a child) keeps its own signal handling. A
+ * SIGKILL cannot be caught: the children share the file's process group, which a CI runner kills.
+ */
+function watchSignals(): void {
+  if (watching) return;
+  watching = true;
+  for (const [signal, number] of [['SIGTERM', 15], ['SIGINT', 2], ['SIGHUP', 1]] as const) {
+    process.once(signal, () => {
+      cleanUp();
+      process.exit(128 + number);
+    });
+  }
+}
 
 export function track(child: ChildProcess): ChildProcess {
+  watchSignals();
   live.add(child);
   child.once('exit', () => live.delete(child));
   return child;
 }
 
 /** A private temporary directory (0700), removed at exit or by the returned function. */
+/** The children started through `track` that are still running (the helpers' own check). */
+export function liveChildren(): number[] {
+  return [...live].filter((c) => c.exitCode === null && c.signalCode === null && c.pid !== undefined).map((c) => c.pid as number);
+}
+
+/** SIGKILL, then wait until the process is gone (a zombie counts: reaping is slow here). */
+export async function killAndWait(child: ChildProcess): Promise<void> {
+  if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  const pid = child.pid;
+  if (pid !== undefined) await waitFor(`process ${pid} to die`, () => (isGone(pid) ? true : undefined));
+}
+
+/**
+ * Waits for a just-started child to be ready; if `ready` fails (timeout, early exit, an exception
+ * mid-setup) the child is killed and gone before the error is thrown, so a failed start leaves
+ * nothing running and never keeps the test file's process alive.
+ */
+export async function untilReady<T>(children: ChildProcess | readonly ChildProcess[], ready: () => Promise<T>): Promise<T> {
+  try {
+    return await ready();
+  } catch (error) {
+    for (const child of Array.isArray(children) ? children : [children]) await killAndWait(child as ChildProcess).catch(() => undefined);
+    throw error;
+  }
+}
+
 export function tempDir(prefix = 'warren-test-'): string {
   const dir = mkdtempSync(join(tmpdir(), prefix));
   dirs.add(dir);
@@ -79,8 +148,16 @@ export async function sh(command: string, args: readonly string[]): Promise<stri
   return r.stdout;
 }
 
-/** Polls `probe` until it returns a value other than undefined, or fails after `deadlineMs`. */
-export async function waitFor<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, deadlineMs = 10_000): Promise<T> {
+/** Thrown by a `waitFor` probe when waiting longer is pointless (the process it waits on exited). */
+export class StopWaiting extends Error {}
+
+/**
+ * Polls `probe` until it returns a value other than undefined, or fails after `deadlineMs`. Other
+ * errors from the probe are retried (the last one is reported); a StopWaiting ends the wait at
+ * once. The deadline bounds a hang (default HANG_BOUND_MS); a test that means "soon" says what it
+ * measures some other way (a count of ticks, an event), never with a short deadline here.
+ */
+export async function waitFor<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, deadlineMs = HANG_BOUND_MS): Promise<T> {
   const end = Date.now() + deadlineMs;
   let lastError: unknown;
   for (;;) {
@@ -88,6 +165,7 @@ export async function waitFor<T>(what: string, probe: () => Promise<T | undefine
       const value = await probe();
       if (value !== undefined) return value;
     } catch (error) {
+      if (error instanceof StopWaiting) throw error;
       lastError = error;
     }
     if (Date.now() > end) throw new Error(`timed out after ${deadlineMs} ms waiting for ${what}${lastError ? `: ${String(lastError)}` : ''}`);
@@ -104,6 +182,22 @@ export function isGone(pid: number): boolean {
   } catch {
     return true;
   }
+}
+
+/** Live processes (zombies aside) whose command line or environment (a private directory passed as an option or variable) names `dir`. */
+export function processesUsing(dir: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^[0-9]+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) continue;
+      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(dir) || readFileSync(`/proc/${entry}/environ`, 'utf8').includes(`=${dir}/`)) pids.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return pids;
 }
 
 export function isRoot(): boolean {

@@ -3,7 +3,10 @@
  * tests of event sources (watchers, streams) use to wait for the next thing to happen. A pull that
  * outlived its deadline is kept, so the next pull waits for it rather than asking again.
  */
-const DEADLINE_MS = 10_000;
+import { HANG_BOUND_MS } from './processes.ts';
+
+/** A pull's deadline bounds a hang, it does not time the machine. */
+const DEADLINE_MS = HANG_BOUND_MS;
 
 export class Puller<T> {
   /** Everything pulled so far, for failure messages. */

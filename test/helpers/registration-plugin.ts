@@ -23,7 +23,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Server, ServerCredentials, type ServerUnaryCall, type ServiceDefinition, type sendUnaryData } from '@grpc/grpc-js';
 import { EMPTY, METHODS, type PluginInfo, type RegistrationStatus, decodeStatus, encodeInfo } from '../../src/api/plugins/wire.ts';
-import { track } from './processes.ts';
+import { HANG_BOUND_MS, track, untilReady } from './processes.ts';
 
 export interface SocketSpec {
   readonly socket: string;
@@ -171,10 +171,11 @@ export class RegistrationPluginProcess {
   }
 
   /** Spawns the plugin; resolves once every socket is listening. */
-  static async start(specs: readonly SocketSpec[], deadlineMs = 10_000): Promise<RegistrationPluginProcess> {
+  static async start(specs: readonly SocketSpec[], deadlineMs = HANG_BOUND_MS): Promise<RegistrationPluginProcess> {
     const child = track(spawn(process.execPath, [HERE, JSON.stringify(specs)], { stdio: ['ignore', 'pipe', 'pipe'] }));
     const plugin = new RegistrationPluginProcess(child);
-    await plugin.until(`${specs.length} sockets listening`, (records) => records.filter((r) => r.event === 'listening').length === specs.length, deadlineMs);
+    // A plugin that does not come up is killed: it would keep the test file alive.
+    await untilReady(child, () => plugin.until(`${specs.length} sockets listening`, (records) => records.filter((r) => r.event === 'listening').length === specs.length, deadlineMs));
     return plugin;
   }
 
@@ -194,7 +195,7 @@ export class RegistrationPluginProcess {
   }
 
   /** Waits (polling, with a deadline) until `done` holds for the records so far. */
-  async until(what: string, done: (records: readonly PluginRecord[]) => boolean, deadlineMs = 10_000): Promise<void> {
+  async until(what: string, done: (records: readonly PluginRecord[]) => boolean, deadlineMs = HANG_BOUND_MS): Promise<void> {
     const end = Date.now() + deadlineMs;
     while (!done(this.records)) {
       if (this.child.exitCode !== null || this.child.signalCode !== null) throw new Error(`the test plugin exited while waiting for ${what}: ${this.#stderr}`);

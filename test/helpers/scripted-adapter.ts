@@ -70,7 +70,12 @@ export class ScriptedAdapter {
         },
       });
     }
-    await new Promise<void>((resolve, reject) => server.bindAsync(`unix://${this.socket}`, ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())));
+    try {
+      await new Promise<void>((resolve, reject) => server.bindAsync(`unix://${this.socket}`, ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())));
+    } catch (error) {
+      server.forceShutdown(); // a server that failed to bind keeps nothing open behind the test
+      throw error;
+    }
     this.#server = server;
   }
 

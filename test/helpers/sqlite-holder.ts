@@ -4,7 +4,7 @@
  * BEGIN IMMEDIATE, says so, and keeps it until released (or until the test process exits).
  */
 import { spawn } from 'node:child_process';
-import { CHILD_PATH, track, waitFor } from './processes.ts';
+import { CHILD_PATH, StopWaiting, track, untilReady, waitFor } from './processes.ts';
 
 export interface DatabaseHolder {
   readonly pid: number;
@@ -26,10 +26,12 @@ export async function holdDatabase(path: string): Promise<DatabaseHolder> {
   let out = '';
   child.stdout?.on('data', (c: Buffer) => (out += c.toString()));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  await waitFor(`process ${child.pid} to hold ${path}`, () => {
-    if (child.exitCode !== null) throw new Error(`holder exited with ${child.exitCode}`);
-    return out.includes('held') ? true : undefined;
-  });
+  await untilReady(child, () =>
+    waitFor(`process ${child.pid} to hold ${path}`, () => {
+      if (child.exitCode !== null) throw new StopWaiting(`holder exited with ${child.exitCode}`);
+      return out.includes('held') ? true : undefined;
+    }),
+  );
   return {
     pid: child.pid as number,
     async release() {

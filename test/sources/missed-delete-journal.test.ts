@@ -15,7 +15,7 @@ import { encodeEntry, journalFileName } from '../../src/cni/journal-entry.ts';
 import { checkJournalDir } from '../../src/cni/journal-dir.ts';
 import { recordMissedDelete } from '../../src/plugin/journal-writer.ts';
 import { type JournalEvent, MissedDeleteJournal, type MissedDeleteJournalOptions, REJECTED_DIR } from '../../src/sources/missed-delete-journal.ts';
-import { isRoot, tempDir, waitFor } from '../helpers/processes.ts';
+import { HANG_BOUND_MS, isRoot, tempDir, waitFor } from '../helpers/processes.ts';
 
 /** The intents in a journal directory now, as the plugin and an operator see them. */
 function pendingFiles(dir: string): string[] {
@@ -29,7 +29,8 @@ function rejectedFiles(dir: string): string[] {
 
 const OWNER = { network: 'pods', containerID: 'c0ffee', ifname: 'eth0' };
 const NOBODY = 65534;
-const DEADLINE_MS = 5_000;
+/** Bounds a hang; a loaded machine is slow, not wrong. */
+const DEADLINE_MS = HANG_BOUND_MS;
 
 /** A journal being consumed: its events so far, and a way to wait for the next one that matches. */
 function consume(options: Omit<MissedDeleteJournalOptions, 'clock'> & { clock?: ManualClock }) {

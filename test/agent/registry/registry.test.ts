@@ -19,7 +19,7 @@ import { AsyncChannel } from '../../../src/core/async-channel.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
 import type { RegistrationClientLike } from '../../../src/sources/plugins/registration-client.ts';
 import type { SocketEvent } from '../../../src/sources/plugins/socket-watcher.ts';
-import { removeDir, tempDir } from '../../helpers/processes.ts';
+import { HANG_BOUND_MS, removeDir, tempDir } from '../../helpers/processes.ts';
 
 const TYPE = 'warren.event-source';
 const START = Date.parse('2026-11-22T10:00:00Z');
@@ -193,7 +193,7 @@ function rig(overrides: Partial<PluginRegistryOptions> = {}, handlers?: (log: st
     },
     entry: (name) => registry.status().plugins.find((p) => p.socket === path(name)),
     async until(what, done) {
-      const end = Date.now() + 10_000;
+      const end = Date.now() + HANG_BOUND_MS;
       while (!done()) {
         if (Date.now() > end) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(registry.status(), null, 1)}\nlog: ${log.join(', ')}`);
         await turn();

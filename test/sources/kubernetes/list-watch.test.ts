@@ -64,7 +64,7 @@ function seen(items: ReadonlyArray<ListWatchItem<Pod>>): string[] {
 }
 
 async function until(what: string, probe: () => boolean): Promise<void> {
-  await waitFor(what, () => (probe() ? true : undefined), 5_000);
+  await waitFor(what, () => (probe() ? true : undefined));
 }
 
 /** Waits until the watch is open on the server and the source has been told it was accepted. */

@@ -36,8 +36,8 @@ describe('NodeSource', () => {
     done = (async () => {
       for await (const item of source.events(abort.signal)) items.push(item);
     })();
-    const until = (what: string, count: number) => waitFor(what, () => (items.length >= count ? true : undefined), 5_000);
-    await waitFor('the watch', () => (api.watchCount('nodes') === 1 && source.status().state === 'watching' ? true : undefined), 5_000);
+    const until = (what: string, count: number) => waitFor(what, () => (items.length >= count ? true : undefined));
+    await waitFor('the watch', () => (api.watchCount('nodes') === 1 && source.status().state === 'watching' ? true : undefined));
     api.createNode('node-3');
     api.updateNode('node-1', (n) => (n.metadata.labels = { zone: 'a' }));
     api.deleteNode('node-2');
@@ -49,7 +49,7 @@ describe('NodeSource', () => {
 
     // A node deleted while the watch was away shows as missing from the next listing.
     api.breakWatches();
-    await waitFor('the backoff', () => (source.status().state === 'backing-off' ? true : undefined), 5_000);
+    await waitFor('the backoff', () => (source.status().state === 'backing-off' ? true : undefined));
     api.deleteNode('node-1');
     api.compactHistory();
     clock.advance(1_000);

@@ -70,7 +70,7 @@ function seen(items: readonly PodItem[]): string[] {
 }
 
 async function until(what: string, probe: () => boolean): Promise<void> {
-  await waitFor(what, () => (probe() ? true : undefined), 5_000);
+  await waitFor(what, () => (probe() ? true : undefined));
 }
 
 async function watching(r: Running): Promise<void> {

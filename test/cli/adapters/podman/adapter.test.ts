@@ -64,10 +64,10 @@ describe('the podman adapter', () => {
     await new Promise((resolve) => stream.once('metadata', resolve));
 
     const id = await podman.ok(['create', '--network', 'none', BUSYBOX_IMAGE, 'true']);
-    await waitFor('created on the stream', () => got.find((e) => e.id === id && e.kind === 'created'), 10_000);
+    await waitFor('created on the stream', () => got.find((e) => e.id === id && e.kind === 'created'));
     assert.deepEqual(decodeListing(await listOver(client)), { ids: [id], netnsPrefixes: [...DEFAULT_PODMAN_NETNS_PREFIXES] });
     await podman.ok(['rm', id]);
-    await waitFor('deleted on the stream', () => got.find((e) => e.id === id && e.kind === 'deleted'), 10_000);
+    await waitFor('deleted on the stream', () => got.find((e) => e.id === id && e.kind === 'deleted'));
     stream.cancel();
 
     stop.abort();

@@ -262,7 +262,7 @@ describe('with real podman', () => {
     const got: RuntimeEvent[] = [];
     feed.subscribe((e) => got.push(e));
     feed.start();
-    const waitEvent = (id: string, kind: RuntimeEvent['kind']): Promise<RuntimeEvent> => waitFor(`${kind} for ${id}`, () => got.find((e) => e.id === id && e.kind === kind), 10_000);
+    const waitEvent = (id: string, kind: RuntimeEvent['kind']): Promise<RuntimeEvent> => waitFor(`${kind} for ${id}`, () => got.find((e) => e.id === id && e.kind === kind));
 
     const started = Date.now();
     const a = await podman.ok(['create', '--network', 'none', '--name', 'wrp-feed-a', BUSYBOX_IMAGE, 'true']);
@@ -300,13 +300,13 @@ describe('with real podman', () => {
     feed.subscribe((e) => got.push(e));
     feed.start();
     const a = await podman.ok(['create', '--network', 'none', BUSYBOX_IMAGE, 'true']);
-    await waitFor('created', () => got.find((e) => e.id === a && e.kind === 'created'), 10_000);
+    await waitFor('created', () => got.find((e) => e.id === a && e.kind === 'created'));
     const pid = feed.followerPid;
     assert.ok(pid !== undefined);
     process.kill(pid, 'SIGKILL');
     await waitFor('the follower to be gone', () => (isGone(pid) ? true : undefined));
     await podman.ok(['rm', a]);
-    await waitFor('deleted, read by the next follower', () => got.find((e) => e.id === a && e.kind === 'deleted'), 10_000);
+    await waitFor('deleted, read by the next follower', () => got.find((e) => e.id === a && e.kind === 'deleted'));
     assert.ok(feed.counts.followers >= 2);
   });
 });
