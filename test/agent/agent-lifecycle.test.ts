@@ -21,7 +21,7 @@ import { JournalIntake } from '../../src/agent/release-journal.ts';
 import { RecentErrors } from '../../src/agent/recent-errors.ts';
 import type { MissedDeleteJournal } from '../../src/sources/missed-delete-journal.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
-import { CHILD_PATH, REPO, removeDir, tempDir, track, waitFor } from '../helpers/processes.ts';
+import { HANG_BOUND_MS, CHILD_PATH, REPO, removeDir, tempDir, track, waitFor } from '../helpers/processes.ts';
 
 /** A primary whose derivation overflows the stack (JSON.stringify of a value 100,000 levels deep). */
 function deepPrimary(): string {
@@ -29,7 +29,7 @@ function deepPrimary(): string {
   return `{"cniVersion":"1.0.0","name":"deepnet","type":"bridge","ipam":{"type":"host-local","subnet":"10.219.0.0/24"},"x":${'['.repeat(depth)}${']'.repeat(depth)}}`;
 }
 
-describe('the agent\'s start and stop', { timeout: 120_000 }, () => {
+describe('the agent\'s start and stop', () => {
   const agents: AgentHandle[] = [];
   after(async () => {
     for (const a of agents) await a.kill();
@@ -46,7 +46,7 @@ describe('the agent\'s start and stop', { timeout: 120_000 }, () => {
     // A DEL the plugin journaled while the agent was serving: the agent drains it (nothing holds
     // the address, so the intent is simply completed and its file removed).
     const file = recordMissedDelete(journal, { format: 1, network: 'deepnet', containerID: 'deep-del-1', ifname: 'eth0', recordedAt: Date.now(), reason: 'test' });
-    await waitFor(`the agent to drain ${file} (log: ${agent.log().slice(-2000)})`, () => (existsSync(file) ? undefined : true), 30_000);
+    await waitFor(`the agent to drain ${file} (log: ${agent.log().slice(-2000)})`, () => (existsSync(file) ? undefined : true), HANG_BOUND_MS);
     const status = (await requestJson({ socket: agent.socket, method: 'GET', path: '/v1/status' })).body as { ready: boolean; cniConfig?: { state: string; problem?: string } };
     assert.notEqual(status.cniConfig?.state, 'current', 'the config manager does not say all is well');
     assert.ok(status.cniConfig?.problem !== undefined && status.cniConfig.problem !== '', JSON.stringify(status.cniConfig));

@@ -28,7 +28,7 @@ async function packagesLoadedBy(args: readonly string[]): Promise<{ packages: Se
   }
 }
 
-describe('an agent start', { timeout: 120_000 }, () => {
+describe('an agent start', () => {
   it('with etcd, Kubernetes, containerd and the plugin registry off loads none of their client libraries', async () => {
     const { packages, modules } = await packagesLoadedBy(['--warm-up', '0', '--containerd', 'off', '--kubernetes', 'off', '--store', 'sqlite', '--plugins-dir', '']);
     assert.ok(modules.some((url) => /\/(src|dist)\/cli\/main\.(ts|mjs)$/.test(url)), `the trace saw the agent's own modules: ${modules.slice(0, 5).join(', ')}`);

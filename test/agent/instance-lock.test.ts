@@ -42,7 +42,7 @@ async function killHard(child: ChildProcess): Promise<void> {
   await exited;
 }
 
-describe('the instance lock', { timeout: 120_000 }, () => {
+describe('the instance lock', () => {
   const children: ChildProcess[] = [];
   after(async () => {
     for (const c of children) await killHard(c);

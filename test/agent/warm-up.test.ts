@@ -17,10 +17,10 @@ import { ApiClient } from '../../src/api/client.ts';
 import { PATHS, ROUTES } from '../../src/api/routes.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { histogramCount, scrape } from '../helpers/prometheus.ts';
-import { isRoot, tempDir, track, waitFor } from '../helpers/processes.ts';
+import { HANG_BOUND_MS, isRoot, tempDir, track, waitFor } from '../helpers/processes.ts';
 import { createUnixUser } from '../helpers/unix-user.ts';
 
-describe('the warm-up', { timeout: 120_000 }, () => {
+describe('the warm-up', () => {
   it('answers its own ADD, CHECK and DEL calls through the HTTP server and says how many', async () => {
     const report = await warmUp({ rounds: 12, clock: systemClock, node: 'n1' });
     // 12 ADDs, 12 DELs, a CHECK every 10th round: a call that failed would have thrown.
@@ -85,7 +85,7 @@ describe('the warm-up', { timeout: 120_000 }, () => {
   });
 });
 
-describe('an agent that warmed up', { timeout: 120_000 }, () => {
+describe('an agent that warmed up', () => {
   let agent: AgentHandle | undefined;
   after(async () => void (await agent?.stop()));
 
@@ -93,7 +93,7 @@ describe('an agent that warmed up', { timeout: 120_000 }, () => {
     agent = await startAgent({ args: ['--metrics-address', '127.0.0.1:0'] });
     const started = agent;
     // The warm-up runs beside serving: its line comes after the agent is ready.
-    await waitFor('the warm-up to end', () => (/"calls":\d+[^}]*"msg":"warmed up"/.test(started.log()) ? true : undefined), 60_000);
+    await waitFor('the warm-up to end', () => (/"calls":\d+[^}]*"msg":"warmed up"/.test(started.log()) ? true : undefined), HANG_BOUND_MS);
     const api = new ApiClient({ socket: agent.socket });
     assert.deepEqual(await agent.allocations(), []);
     assert.deepEqual(await api.pools(), []);
@@ -166,7 +166,7 @@ function childrenWith(mark: string): number[] {
   });
 }
 
-describe('another local user while the agent starts', { timeout: 180_000, skip: isRoot() ? false : 'needs root (useradd, reading the agent’s /proc entries)' }, () => {
+describe('another local user while the agent starts', { skip: isRoot() ? false : 'needs root (useradd, reading the agent’s /proc entries)' }, () => {
   it('reaches none of its routes through any abstract socket the agent has open, during its start and its warm-up', async () => {
     const user = await createUnixUser('wrnwarm');
     let intruder: ChildProcess | undefined;
@@ -200,7 +200,7 @@ describe('another local user while the agent starts', { timeout: 180_000, skip: 
       })();
       agent = await startAgent({ dir, args: ['--warm-up', '150'] });
       const started = agent;
-      await waitFor('the warm-up to end', () => (/"msg":"(warmed up|warm-up failed)"/.test(started.log()) ? true : undefined), 60_000);
+      await waitFor('the warm-up to end', () => (/"msg":"(warmed up|warm-up failed)"/.test(started.log()) ? true : undefined), HANG_BOUND_MS);
       scanning = false;
       await scanner;
       intruder.stdin?.end();

@@ -41,7 +41,7 @@ function versionFrom(root: string): 'bundle' | 'sources' {
   return 'sources';
 }
 
-describe('bin/warren', { timeout: 120_000 }, () => {
+describe('bin/warren', () => {
   before(async () => {
     if (!existsSync(join(REPO, 'dist', 'cli', 'main.mjs'))) await buildCli();
   });

@@ -14,7 +14,7 @@ import { requestJson } from '../../src/core/unix-http.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { warren } from '../helpers/cni.ts';
 import { deleteNetns, uniqueName } from '../helpers/netns.ts';
-import { isRoot, removeDir, sh, tempDir, waitFor } from '../helpers/processes.ts';
+import { HANG_BOUND_MS, isRoot, removeDir, sh, tempDir, waitFor } from '../helpers/processes.ts';
 import { ScriptedAdapter } from '../helpers/scripted-adapter.ts';
 
 const skip = isRoot() ? false : 'needs root (ip netns)';
@@ -45,7 +45,7 @@ async function add(agent: AgentHandle, containerID: string, netns: string): Prom
 
 const held = async (agent: AgentHandle): Promise<string[]> => (await agent.allocations()).map((a) => a.containerID.slice(0, 8)).sort();
 
-describe("an adapter that claims containerd's namespaces", { skip, timeout: 120_000 }, () => {
+describe("an adapter that claims containerd's namespaces", { skip }, () => {
   let agent: AgentHandle;
   const dir = tempDir('warren-adapter-scope-');
   const made: string[] = [];
@@ -95,7 +95,7 @@ describe("an adapter that claims containerd's namespaces", { skip, timeout: 120_
   });
 });
 
-describe("an adapter's word alone", { skip, timeout: 120_000 }, () => {
+describe("an adapter's word alone", { skip }, () => {
   let agent: AgentHandle;
   const dir = tempDir('warren-adapter-word-');
   const made: string[] = [];
@@ -127,7 +127,7 @@ describe("an adapter's word alone", { skip, timeout: 120_000 }, () => {
     await adapter.start();
     assert.deepEqual(await waitFor('the adapter to be told', () => adapter.notified[0]), { registered: true, error: '' });
     // The one whose namespace is gone goes; the others wait for theirs.
-    await waitFor('the resync to release the container whose namespace is gone', async () => ((await held(agent)).includes('gonecont') ? undefined : true), 30_000);
+    await waitFor('the resync to release the container whose namespace is gone', async () => ((await held(agent)).includes('gonecont') ? undefined : true), HANG_BOUND_MS);
     assert.deepEqual(await held(agent), ['delecont', 'livecont']);
     // A deletion on its word alone waits too, while the namespace is there...
     await adapter.watch(1);
@@ -141,7 +141,7 @@ describe("an adapter's word alone", { skip, timeout: 120_000 }, () => {
     assert.deepEqual(await held(agent), ['delecont', 'livecont']);
     // ...and is released when it goes.
     await deleteNetns(exits.name);
-    await waitFor('the container to be released once its namespace is gone', async () => ((await held(agent)).includes('delecont') ? undefined : true), 30_000);
+    await waitFor('the container to be released once its namespace is gone', async () => ((await held(agent)).includes('delecont') ? undefined : true), HANG_BOUND_MS);
     assert.deepEqual(await held(agent), ['livecont'], 'the container whose namespace exists keeps its address');
   });
 });

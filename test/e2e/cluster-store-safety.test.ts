@@ -21,7 +21,7 @@ import { requestJson } from '../../src/core/unix-http.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { resultAddresses, warren } from '../helpers/cni.ts';
 import { type EtcdCluster, startEtcd } from '../helpers/etcd.ts';
-import { CHILD_PATH, WARREN_BIN, run, tempDir, track, waitFor } from '../helpers/processes.ts';
+import { HANG_BOUND_MS, CHILD_PATH, WARREN_BIN, run, tempDir, track, waitFor } from '../helpers/processes.ts';
 
 function nodeArgs(name: string, etcd: EtcdCluster, prefix: string, extra: readonly string[] = []): string[] {
   return ['--node-name', name, '--store', 'etcd', '--etcd-endpoints', etcd.endpoints.join(','), '--etcd-prefix', prefix, '--reconcile-interval', '1', '--upkeep-interval', '1', ...extra];
@@ -55,7 +55,7 @@ function spawnAgent(dir: string, args: readonly string[]) {
   return { dir, socket, child, exited, output: () => output };
 }
 
-describe('an etcd that lost its data is never taken for a fresh cluster', { timeout: 180_000 }, () => {
+describe('an etcd that lost its data is never taken for a fresh cluster', () => {
   let etcd: EtcdCluster;
   let agent: AgentHandle;
   /** Container → the address it was given before etcd lost its data. */
@@ -151,7 +151,7 @@ describe('an etcd that lost its data is never taken for a fresh cluster', { time
   });
 });
 
-describe('a store that lost its data while the agent was down', { timeout: 120_000 }, () => {
+describe('a store that lost its data while the agent was down', () => {
   let etcd: EtcdCluster;
   let agent: AgentHandle | undefined;
   before(async () => {
@@ -183,7 +183,7 @@ describe('a store that lost its data while the agent was down', { timeout: 120_0
   });
 });
 
-describe('a restart on another boot (a reboot, or a clone of the state directory)', { timeout: 120_000 }, () => {
+describe('a restart on another boot (a reboot, or a clone of the state directory)', () => {
   let etcd: EtcdCluster;
   let raw: Etcd3;
   const agents: AgentHandle[] = [];
@@ -211,7 +211,7 @@ describe('a restart on another boot (a reboot, or a clone of the state directory
     // A lease far longer than the old one, so the agent waits as long as the old lease is renewed here.
     const agent = spawnAgent(dir, nodeArgs('reboot-n1', etcd, '/store-safety-reboot/', ['--node-lease', '30']));
     try {
-      await waitFor('the agent to say it waits', () => (/this agent's previous start on another boot .*waiting up to 32 s for its lease to lapse/.test(agent.output()) ? true : undefined), 60_000);
+      await waitFor('the agent to say it waits', () => (/this agent's previous start on another boot .*waiting up to 32 s for its lease to lapse/.test(agent.output()) ? true : undefined), HANG_BOUND_MS);
       await lease.revoke(); // the old process is gone: its lease lapses
       await waitFor('the agent to serve', async () => {
         if (agent.child.exitCode !== null) throw new Error(`agent exited: ${agent.output()}`);
@@ -239,7 +239,7 @@ describe('a restart on another boot (a reboot, or a clone of the state directory
   });
 });
 
-describe('an ordinary lease expiry is not a lost store', { timeout: 120_000 }, () => {
+describe('an ordinary lease expiry is not a lost store', () => {
   let etcd: EtcdCluster;
   let agent: AgentHandle;
   before(async () => {
@@ -282,7 +282,7 @@ describe('an ordinary lease expiry is not a lost store', { timeout: 120_000 }, (
   });
 });
 
-describe('one agent per node name on one etcd', { timeout: 180_000 }, () => {
+describe('one agent per node name on one etcd', () => {
   let etcd: EtcdCluster;
   const agents: AgentHandle[] = [];
   before(async () => {
@@ -325,7 +325,7 @@ describe('one agent per node name on one etcd', { timeout: 180_000 }, () => {
     try {
       await raw.put('/store-safety-twins/nodes/twin-node').value(JSON.stringify({ node: 'twin-node', since: Date.now(), instance: 'intruder-1', host: 'clone-vm', pid: 4242 }));
       const net = network(first, 'twins', '10.241.9.0/24');
-      await waitFor('the first agent to stop allocating', async () => ((await net.call('ADD', 't3')).json?.code === 11 ? true : undefined), 30_000);
+      await waitFor('the first agent to stop allocating', async () => ((await net.call('ADD', 't3')).json?.code === 11 ? true : undefined), HANG_BOUND_MS);
       const reply = await net.call('ADD', 't4');
       assert.equal(reply.json?.code, 11, reply.stdout);
       assert.match(String(reply.json?.msg), /taken over by agent instance intruder-1 \(host clone-vm, pid 4242/);

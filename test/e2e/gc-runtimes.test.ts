@@ -18,7 +18,7 @@ import { ScriptedAdapter } from '../helpers/scripted-adapter.ts';
 const PREFIX = '/run/netns/wrn11-';
 const id = (n: string): string => n.padEnd(64, '0');
 
-describe('CNI GC with two runtimes on one network name', { timeout: 120_000 }, () => {
+describe('CNI GC with two runtimes on one network name', () => {
   let agent: AgentHandle;
   let adapter: ScriptedAdapter;
   const dir = tempDir('warren-gc-runtimes-');

@@ -31,7 +31,7 @@ const anHourAhead: Clock = {
   setTimer: (ms, fn) => systemClock.setTimer(ms, fn),
 };
 
-describe('journaled DEL after an NTP step back', { timeout: 120_000, skip: systemClock.boot === undefined ? 'no boot ID on this host' : false }, () => {
+describe('journaled DEL after an NTP step back', { skip: systemClock.boot === undefined ? 'no boot ID on this host' : false }, () => {
   const dir = tempDir('warren-clockstep-');
   const socket = join(dir, 'warren.sock');
   const journal = join(dir, 'journal');

@@ -12,7 +12,7 @@ import { after, describe, it } from 'node:test';
 import { ApiClient } from '../../src/api/client.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { resultAddresses, warren } from '../helpers/cni.ts';
-import { CHILD_PATH, isGone, isRoot, sh, tempDir, track, waitFor } from '../helpers/processes.ts';
+import { HANG_BOUND_MS, CHILD_PATH, isGone, isRoot, sh, tempDir, track, waitFor } from '../helpers/processes.ts';
 
 const CONNECTIONS = 1_100;
 const DESCRIPTORS = 1_024;
@@ -21,13 +21,13 @@ async function metricsAddressOf(agent: AgentHandle): Promise<string> {
   return waitFor('the agent to report its metrics address', async () => (await new ApiClient({ socket: agent.socket }).status()).metrics?.address);
 }
 
-describe('the metrics port of a real agent', { timeout: 300_000 }, () => {
+describe('the metrics port of a real agent', () => {
   const agents: AgentHandle[] = [];
   const children: ChildProcess[] = [];
   after(async () => {
     for (const child of children) {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-      await waitFor(`process ${child.pid} to die`, () => (isGone(child.pid as number) ? true : undefined), 30_000);
+      await waitFor(`process ${child.pid} to die`, () => (isGone(child.pid as number) ? true : undefined), HANG_BOUND_MS);
     }
     for (const agent of agents) await agent.kill();
   });
@@ -63,7 +63,7 @@ describe('the metrics port of a real agent', { timeout: 300_000 }, () => {
     let said = '';
     client.stdout?.on('data', (c: Buffer) => (said += c.toString()));
     client.stderr?.on('data', (c: Buffer) => (said += c.toString()));
-    await waitFor(`${CONNECTIONS} connections to be opened (${said})`, () => (said.includes('ready') ? true : undefined), 240_000);
+    await waitFor(`${CONNECTIONS} connections to be opened (${said})`, () => (said.includes('ready') ? true : undefined), 2 * HANG_BOUND_MS);
     assert.match(said, new RegExp(`ready ${CONNECTIONS} connected`), 'every connection was accepted by the kernel');
 
     const add = await warren({
@@ -95,7 +95,7 @@ describe('the metrics port of a real agent', { timeout: 300_000 }, () => {
 
     writeFileSync(indicator, '');
     try {
-      await waitFor('/readyz to answer 200', async () => ((await fetch(`http://${address}/readyz`)).status === 200 ? true : undefined), 30_000);
+      await waitFor('/readyz to answer 200', async () => ((await fetch(`http://${address}/readyz`)).status === 200 ? true : undefined), HANG_BOUND_MS);
     } finally {
       rmSync(indicator, { force: true });
     }

@@ -45,7 +45,7 @@ function greedyAdapter(socket: string, name: string): ScriptedAdapter {
   return adapter;
 }
 
-describe('the plugin registry against another local user', { skip: isRoot() ? false : 'needs root (useradd)', timeout: 120_000 }, () => {
+describe('the plugin registry against another local user', { skip: isRoot() ? false : 'needs root (useradd)' }, () => {
   const user = `wrn7-${randomBytes(4).toString('hex')}`;
   let uid = -1;
   const dirs: string[] = [];

@@ -10,9 +10,9 @@ import { after, before, describe, it } from 'node:test';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { resultAddresses, warren } from '../helpers/cni.ts';
 import { createNetns, deleteNetns } from '../helpers/netns.ts';
-import { isRoot, waitFor } from '../helpers/processes.ts';
+import { HANG_BOUND_MS, isRoot, waitFor } from '../helpers/processes.ts';
 
-describe('a re-ADD in a new network namespace', { skip: isRoot() ? false : 'needs root (ip netns)', timeout: 120_000 }, () => {
+describe('a re-ADD in a new network namespace', { skip: isRoot() ? false : 'needs root (ip netns)' }, () => {
   let agent: AgentHandle;
   const namespaces: string[] = [];
 
@@ -57,7 +57,7 @@ describe('a re-ADD in a new network namespace', { skip: isRoot() ? false : 'need
     const witness = await add('readd-witness', w.path);
     await deleteNetns(a.name);
     await deleteNetns(w.name);
-    await waitFor('the namespace sweep to release the witness', async () => ((await agent.allocations('?containerID=readd-witness')).length === 0 ? true : undefined), 60_000);
+    await waitFor('the namespace sweep to release the witness', async () => ((await agent.allocations('?containerID=readd-witness')).length === 0 ? true : undefined), HANG_BOUND_MS);
 
     assert.deepEqual((await agent.allocations('?containerID=readd-c1')).map((x) => x.address), [first], 'c1 still holds its address');
     assert.deepEqual((await agent.allocations('?containerID=readd-c1')).map((x) => x.netns), [b.path], 'the allocation records where the container lives now');

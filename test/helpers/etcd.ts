@@ -10,7 +10,7 @@ import { get as httpGet } from 'node:http';
 import { get as httpsGet } from 'node:https';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import { run, tempDir, track, untilReady, waitFor } from './processes.ts';
+import { HANG_BOUND_MS, run, tempDir, track, untilReady, waitFor } from './processes.ts';
 
 export const ETCD_BIN = '/usr/bin/etcd';
 
@@ -156,7 +156,7 @@ export async function startEtcd(size = 1, tls?: EtcdTls): Promise<EtcdCluster> {
       await kill(m);
       rmSync(m.dataDir, { recursive: true, force: true });
       launch(m, 'new');
-      await waitFor(`etcd member ${m.name} healthy after its data was wiped`, async () => ((await healthy(m)) ? true : undefined), 20_000);
+      await waitFor(`etcd member ${m.name} healthy after its data was wiped`, async () => ((await healthy(m)) ? true : undefined), HANG_BOUND_MS);
     },
     async stop() {
       for (const m of members) await kill(m);

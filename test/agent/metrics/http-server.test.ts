@@ -14,7 +14,7 @@ import type { DashboardData } from '../../../src/api/dashboard.ts';
 import { type MetricsServerOptions, createMetricsServer, listenMetrics } from '../../../src/agent/metrics/http-server.ts';
 import { CHECK_EVERY_MS, METRICS_CONNECTION_BOUNDS } from '../../../src/agent/metrics/connection-budget.ts';
 import { WarrenError } from '../../../src/core/errors.ts';
-import { waitFor } from '../../helpers/processes.ts';
+import { HANG_BOUND_MS, waitFor } from '../../helpers/processes.ts';
 import { startAgent } from '../../helpers/agent.ts';
 
 const DATA = { generatedAt: '2026-01-01T00:00:00.000Z' } as unknown as DashboardData;
@@ -183,7 +183,7 @@ function openConnection(port: number): Promise<Socket & { closedAt?: number }> {
   });
 }
 
-describe('the bounds of the metrics port', { timeout: 120_000 }, () => {
+describe('the bounds of the metrics port', () => {
   it('closes a connection that trickles its headers once the header bound has passed, not half a minute later', async () => {
     const s = await serverWith();
     const socket = await openConnection(s.port);
@@ -192,7 +192,7 @@ describe('the bounds of the metrics port', { timeout: 120_000 }, () => {
     // A byte now and then keeps the connection from ever being idle: only the header bound ends it.
     const trickle = setInterval(() => socket.writable && socket.write('x'), 200);
     try {
-      await waitFor('the server to close the slow-header connection', () => socket.closedAt, 60_000);
+      await waitFor('the server to close the slow-header connection', () => socket.closedAt, HANG_BOUND_MS);
       const lived = (socket.closedAt as number) - openedAt;
       const bound = METRICS_CONNECTION_BOUNDS.headersMs + CHECK_EVERY_MS;
       assert.ok(lived >= METRICS_CONNECTION_BOUNDS.headersMs - 100, `closed after ${lived} ms, before the bound`);
@@ -209,7 +209,7 @@ describe('the bounds of the metrics port', { timeout: 120_000 }, () => {
     const s = await serverWith({ bounds: { ...METRICS_CONNECTION_BOUNDS, headersMs: 60_000, requestMs: 60_000, idleMs: 1_000 } });
     const socket = await openConnection(s.port);
     try {
-      await waitFor('the server to close the silent connection', () => socket.closedAt, 30_000);
+      await waitFor('the server to close the silent connection', () => socket.closedAt, HANG_BOUND_MS);
     } finally {
       socket.destroy();
       await s.close();

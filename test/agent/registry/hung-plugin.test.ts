@@ -13,7 +13,7 @@ import { PluginRegistry } from '../../../src/agent/registry/registry.ts';
 import type { PluginHandler } from '../../../src/agent/registry/handler.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { type MuteSocket, startMuteSocket } from '../../helpers/mute-socket.ts';
-import { removeDir, tempDir, waitFor } from '../../helpers/processes.ts';
+import { HANG_BOUND_MS, removeDir, tempDir, waitFor } from '../../helpers/processes.ts';
 
 const ATTEMPTS = 150;
 const INFO_TIMEOUT_MS = 1_000;
@@ -30,7 +30,7 @@ const handler: PluginHandler = {
 
 const openDescriptors = (): number => readdirSync('/proc/self/fd').length;
 
-describe('the plugin registry against a plugin that accepts and never answers', { timeout: 120_000 }, () => {
+describe('the plugin registry against a plugin that accepts and never answers', () => {
   const dir = tempDir('warren-hung-plugin-');
   const abort = new AbortController();
   let plugin: MuteSocket | undefined;
@@ -61,9 +61,9 @@ describe('the plugin registry against a plugin that accepts and never answers', 
     const entry = () => r.status().plugins.find((e) => e.socket === socket);
     let baseline = 0;
     for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
-      await waitFor(`attempt ${attempt} to reach the plugin`, () => (p.accepted() >= attempt ? true : undefined), 30_000);
+      await waitFor(`attempt ${attempt} to reach the plugin`, () => (p.accepted() >= attempt ? true : undefined), HANG_BOUND_MS);
       clock.advance(INFO_TIMEOUT_MS);
-      await waitFor(`attempt ${attempt} to fail`, () => ((entry()?.failures ?? 0) >= attempt && entry()?.state === 'retrying' ? true : undefined), 30_000);
+      await waitFor(`attempt ${attempt} to fail`, () => ((entry()?.failures ?? 0) >= attempt && entry()?.state === 'retrying' ? true : undefined), HANG_BOUND_MS);
       // After a few attempts everything lazily opened once (gRPC's, the watcher's) is open.
       if (attempt === 5) baseline = openDescriptors();
       clock.advance(BACKOFF_MS);

@@ -12,7 +12,7 @@ import pino from 'pino';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { EventSourceClient } from '../../../src/sources/plugins/event-source-client.ts';
 import { type MuteSocket, startMuteSocket } from '../../helpers/mute-socket.ts';
-import { removeDir, tempDir, waitFor } from '../../helpers/processes.ts';
+import { HANG_BOUND_MS, removeDir, tempDir, waitFor } from '../../helpers/processes.ts';
 
 const STREAMS = 120;
 const HEARTBEAT_MS = 1_000;
@@ -21,7 +21,7 @@ const BACKOFF_MS = 100;
 
 const openDescriptors = (): number => readdirSync('/proc/self/fd').length;
 
-describe('the event-source client against an adapter that accepts and never answers', { timeout: 120_000 }, () => {
+describe('the event-source client against an adapter that accepts and never answers', () => {
   const dir = tempDir('warren-hung-adapter-');
   const abort = new AbortController();
   let mute: MuteSocket | undefined;
@@ -43,7 +43,7 @@ describe('the event-source client against an adapter that accepts and never answ
     })();
     let baseline = 0;
     for (let stream = 1; stream <= STREAMS; stream++) {
-      await waitFor(`stream ${stream} to reach the adapter`, () => (m.accepted() >= stream ? true : undefined), 30_000);
+      await waitFor(`stream ${stream} to reach the adapter`, () => (m.accepted() >= stream ? true : undefined), HANG_BOUND_MS);
       clock.advance(STALL_MS);
       assert.equal(client.state, 'reconnecting', `stream ${stream} given up as stalled`);
       if (stream === 5) baseline = openDescriptors();
