@@ -19,7 +19,7 @@ import type { ReconcilerStatus } from '../../src/agent/release-reconciler.ts';
 import type { Allocation } from '../../src/ipam/allocation.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { resultAddresses, warren } from '../helpers/cni.ts';
-import { waitFor } from '../helpers/processes.ts';
+import { HANG_BOUND_MS, waitFor } from '../helpers/processes.ts';
 
 const LIFECYCLES = Number(process.env.WARREN_CHAOS_LIFECYCLES ?? 1000);
 const LIVE_AT_END = 40;
@@ -28,8 +28,12 @@ const WORKERS = 8;
 const LOST_DEL_EVERY = 50;
 /** A GC is started after this many plugin calls; at most two run at once. */
 const GC_EVERY_CALLS = 25;
-/** Seconds a new allocation is spared by GC: far longer than an ADD's reply takes to land. */
-const GC_GRACE = 5;
+/**
+ * Seconds a new allocation is spared by GC: far longer than an ADD's reply takes to land, also on
+ * a loaded machine (the agent's default). At 5 s, with 8 busy loops beside the suite, a reply that
+ * landed after a GC had taken its list made that GC free a live container's address.
+ */
+const GC_GRACE = 60;
 
 /** A small seeded PRNG, so a failing run can be replayed with WARREN_CHAOS_SEED. */
 function mulberry32(seed: number): () => number {
@@ -169,6 +173,7 @@ describe('chaos', () => {
         const stored = await agent.allocations('?network=chaos');
         return stored.some((a) => lost.has(a.containerID)) ? undefined : true;
       },
+      GC_GRACE * 1000 + HANG_BOUND_MS,
     );
     assert.deepEqual(unexpected, []);
 

@@ -77,14 +77,15 @@ export function track(child: ChildProcess): ChildProcess {
 /** A private temporary directory (0700), removed at exit or by the returned function. */
 /** The children started through `track` that are still running (the helpers' own check). */
 export function liveChildren(): number[] {
-  return [...live].filter((c) => c.exitCode === null && c.signalCode === null && c.pid !== undefined).map((c) => c.pid as number);
+  return [...live].filter((c) => c.exitCode === null && c.signalCode === null && c.pid !== undefined && !isGone(c.pid)).map((c) => c.pid as number);
 }
 
-/** SIGKILL, then wait until the process is gone (a zombie counts: reaping is slow here). */
+/** SIGKILL, then wait until the process is gone and Node has seen it exit (so it is no longer tracked). */
 export async function killAndWait(child: ChildProcess): Promise<void> {
   if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   const pid = child.pid;
-  if (pid !== undefined) await waitFor(`process ${pid} to die`, () => (isGone(pid) ? true : undefined));
+  if (pid === undefined) return;
+  await waitFor(`process ${pid} to die`, () => (child.exitCode !== null || child.signalCode !== null ? true : undefined));
 }
 
 /**
