@@ -76,12 +76,14 @@ describe('a test file that hangs', () => {
   it('is ended by the suite file timeout, and its agent with it', async () => {
     const flags = suiteFlags();
     assert.ok(flags.timeoutMs > 0, "package.json's test command gives every file a --test-timeout");
-    assert.ok(flags.forceExit, "package.json's test command ends a file's process once its tests are done (--test-force-exit)");
+    // --test-force-exit loses the last reports of a file (whole files' counts went missing): a
+    // file is ended by processes.ts instead, a grace after its tests are done.
+    assert.ok(!flags.forceExit, "package.json's test command does not cut files short with --test-force-exit");
     const dir = tempDir('warren-hc-hang-');
     const pidFile = join(dir, 'agent.pid');
     // The same flags with a short timeout: the file's agent starts at the top level, outside it.
     const runner = track(
-      spawn(process.execPath, ['--test', '--test-force-exit', '--test-timeout=2000', '--test-reporter=tap', FIXTURE], {
+      spawn(process.execPath, ['--test', '--test-timeout=2000', '--test-reporter=tap', FIXTURE], {
         cwd: REPO,
         env: fileEnv(dir),
         stdio: ['ignore', 'pipe', 'pipe'],
