@@ -57,9 +57,17 @@ process.on('exit', cleanUp);
  * files' results were lost with it (a run counted 1,542 tests of 1,567, none failed).
  */
 const FILE_EXIT_GRACE_MS = 30_000;
-// Only in a file the runner started: a child process that imports this module (the registration
-// plugin) must not grow a test harness.
-if (process.env.NODE_TEST_CONTEXT !== undefined) {
+
+/** A file under test/ that is not one of the helpers (which run as children of tests). */
+function isTestFile(path: string | undefined): boolean {
+  if (path === undefined) return false;
+  const absolute = resolve(path);
+  return absolute.startsWith(join(REPO, 'test') + '/') && !absolute.startsWith(join(REPO, 'test', 'helpers') + '/');
+}
+// Only in a test file the runner started: a child process that imports this module (the
+// registration plugin, a `node -e` program) inherits the runner's NODE_TEST_CONTEXT and must not
+// grow a test harness of its own, which would write the runner's reports to its stdout.
+if (process.env.NODE_TEST_CONTEXT !== undefined && isTestFile(process.argv[1])) {
   const { after } = process.getBuiltinModule('node:test') as typeof import('node:test');
   after(() => {
     setTimeout(() => {
