@@ -120,6 +120,9 @@ function checkLockFile(resource: LockedResource, file: string): void {
   }
 }
 
+/** How long a start waits out another start's passing hold on a lock file before it is refused. */
+const CONTENTION_MS = 2_000;
+
 /** Takes the lock of one resource: the connection holding it, or undefined when another holds it. */
 function take(resource: LockedResource, file: string): DatabaseSync | undefined {
   // The journal directory is held to the journal's own rule (no symbolic link either), with its
@@ -132,7 +135,10 @@ function take(resource: LockedResource, file: string): DatabaseSync | undefined 
   // the locks this process holds on the file (another agent's, in the same process).
   const umask = process.umask(0o077);
   try {
-    db = new DatabaseSync(file, { timeout: 0 });
+    // A bounded busy timeout, not none: two agents starting at once each hold SQLite's shared lock
+    // for an instant while taking the exclusive one, and with none both were refused (neither
+    // served). A holder keeps its exclusive lock for good, so a real refusal still comes, later.
+    db = new DatabaseSync(file, { timeout: CONTENTION_MS });
     // No journal file beside the lock (node:sqlite opens connections in defensive mode, which
     // ignores journal_mode=OFF and would leave a `-journal` file: MEMORY keeps it in memory);
     // EXCLUSIVE locking mode keeps the lock after the transaction that takes it ends, until the
