@@ -3,6 +3,7 @@
  * agent, a hung plugin): the peer's connect succeeds and its read waits forever.
  */
 import { spawn } from 'node:child_process';
+import { readdirSync } from 'node:fs';
 import { track, waitFor } from './processes.ts';
 
 export interface MuteSocket {
@@ -38,4 +39,20 @@ require('node:net').createServer((s) => { held.push(s); s.on('error', () => {});
     throw error;
   }
   return mute;
+}
+
+/** This process's open descriptors: what a client that leaks a connection per attempt grows. */
+export function openDescriptors(): number {
+  return readdirSync('/proc/self/fd').length;
+}
+
+/**
+ * This process's descriptor count once it is within `bound` (sockets the peer closed are released
+ * on the next turns of the loop), or the count after a short wait when it never gets there.
+ */
+export function descriptorsSettled(bound: number): Promise<number> {
+  return waitFor(`descriptors to stay within ${bound}`, () => {
+    const n = openDescriptors();
+    return n <= bound ? n : undefined;
+  }, 10_000).catch(() => openDescriptors());
 }

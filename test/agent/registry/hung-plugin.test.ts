@@ -5,14 +5,13 @@
  * fix every attempt left its half-made gRPC connection open for good.
  */
 import assert from 'node:assert/strict';
-import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import pino from 'pino';
 import { PluginRegistry } from '../../../src/agent/registry/registry.ts';
 import type { PluginHandler } from '../../../src/agent/registry/handler.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
-import { type MuteSocket, startMuteSocket } from '../../helpers/mute-socket.ts';
+import { type MuteSocket, descriptorsSettled, openDescriptors, startMuteSocket } from '../../helpers/mute-socket.ts';
 import { HANG_BOUND_MS, removeDir, tempDir, waitFor } from '../../helpers/processes.ts';
 
 const ATTEMPTS = 150;
@@ -28,7 +27,6 @@ const handler: PluginHandler = {
   describe: () => ({}),
 };
 
-const openDescriptors = (): number => readdirSync('/proc/self/fd').length;
 
 describe('the plugin registry against a plugin that accepts and never answers', () => {
   const dir = tempDir('warren-hung-plugin-');
@@ -68,12 +66,8 @@ describe('the plugin registry against a plugin that accepts and never answers', 
       if (attempt === 5) baseline = openDescriptors();
       clock.advance(BACKOFF_MS);
     }
-    // Sockets closed by the peer are released on the next turns of the loop.
     const bound = baseline + 10;
-    const open = await waitFor(`descriptors to stay within ${bound}`, () => {
-      const n = openDescriptors();
-      return n <= bound ? n : undefined;
-    }, 10_000).catch(() => openDescriptors());
+    const open = await descriptorsSettled(bound);
     assert.ok(open <= bound, `${open} descriptors open after ${ATTEMPTS} attempts, ${baseline} after 5: one leaked per attempt`);
   });
 });

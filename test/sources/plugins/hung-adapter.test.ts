@@ -5,13 +5,12 @@
  * the fix each given-up stream left its half-made gRPC connection open for good.
  */
 import assert from 'node:assert/strict';
-import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import pino from 'pino';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { EventSourceClient } from '../../../src/sources/plugins/event-source-client.ts';
-import { type MuteSocket, startMuteSocket } from '../../helpers/mute-socket.ts';
+import { type MuteSocket, descriptorsSettled, openDescriptors, startMuteSocket } from '../../helpers/mute-socket.ts';
 import { HANG_BOUND_MS, removeDir, tempDir, waitFor } from '../../helpers/processes.ts';
 
 const STREAMS = 120;
@@ -19,7 +18,6 @@ const HEARTBEAT_MS = 1_000;
 const STALL_MS = 3 * HEARTBEAT_MS;
 const BACKOFF_MS = 100;
 
-const openDescriptors = (): number => readdirSync('/proc/self/fd').length;
 
 describe('the event-source client against an adapter that accepts and never answers', () => {
   const dir = tempDir('warren-hung-adapter-');
@@ -50,10 +48,7 @@ describe('the event-source client against an adapter that accepts and never answ
       clock.advance(BACKOFF_MS);
     }
     const bound = baseline + 10;
-    const open = await waitFor(`descriptors to stay within ${bound}`, () => {
-      const n = openDescriptors();
-      return n <= bound ? n : undefined;
-    }, 10_000).catch(() => openDescriptors());
+    const open = await descriptorsSettled(bound);
     assert.ok(open <= bound, `${open} descriptors open after ${STREAMS} streams, ${baseline} after 5: one leaked per stream`);
   });
 });
