@@ -39,7 +39,7 @@ import { Allocator } from '../src/allocator/allocator.ts';
 import { SqliteStore } from '../src/store/sqlite-store.ts';
 import type { Store } from '../src/store/store.ts';
 import { ApiClient } from '../src/api/client.ts';
-import { CniService } from '../src/agent/cni-service.ts';
+import { CniService } from '../src/agent/server/cni-service.ts';
 import { MeasuredStore } from '../src/agent/metrics/measured-store.ts';
 import { AgentMetrics } from '../src/agent/metrics/prometheus.ts';
 import { ReleaseHistory } from '../src/agent/metrics/release-history.ts';

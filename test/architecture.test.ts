@@ -27,7 +27,27 @@ export const CONFINED: Record<string, readonly string[]> = {
   'cli/adapters': ['core', 'api', 'cli/adapters'],
 };
 
+/**
+ * The agent's parts: each folder of src/agent and the other folders it may import. The files at
+ * the top of src/agent only wire (AGENT_WIRING); a part never imports them, so the parts form a
+ * tree under the wiring and a part can be read, and tested, without the agent around it.
+ */
+export const AGENT_PARTS: Record<string, readonly string[]> = {
+  settings: [],
+  dashboard: [],
+  node: [],
+  metrics: ['settings'],
+  cluster: ['metrics'],
+  release: ['settings', 'metrics'],
+  registry: ['settings', 'metrics', 'release'],
+  kubernetes: ['settings', 'metrics', 'release'],
+  server: ['settings', 'metrics', 'release'],
+};
+/** The files directly in src/agent: the composition of the parts, and nothing else. */
+export const AGENT_WIRING: readonly string[] = ['agent.ts', 'kubernetes-wiring.ts', 'release-wiring.ts'];
+
 const SRC = join(REPO, 'src');
+const AGENT = join(SRC, 'agent');
 
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
@@ -61,6 +81,25 @@ export function allowedFor(unit: string): readonly string[] | undefined {
   return index < 0 ? undefined : LAYERS.slice(0, index + 1);
 }
 
+/** The part of src/agent a path is in: its folder there, '' for a wiring file, undefined outside src/agent. */
+function agentPartOf(path: string): string | undefined {
+  if (!path.startsWith(AGENT + sep)) return undefined;
+  const parts = relative(AGENT, path).split(sep);
+  return parts.length === 1 ? '' : parts[0];
+}
+
+/** Imports between the agent's parts that AGENT_PARTS does not allow, as "from -> to" lines. */
+function agentPartViolations(path: string, target: string): string[] {
+  const from = agentPartOf(path);
+  const to = agentPartOf(target);
+  if (from === undefined || to === undefined || from === '' || from === to) return [];
+  const allowed = AGENT_PARTS[from];
+  const where = `${relative(REPO, path)} -> ${relative(REPO, target)}`;
+  if (allowed === undefined) return [`${where} (src/agent/${from} is not a part named in AGENT_PARTS)`];
+  if (to === '') return [`${where} (agent/${from} may not import the agent's wiring)`];
+  return allowed.includes(to) ? [] : [`${where} (agent/${from} may import only ${allowed.length === 0 ? 'itself' : allowed.join(', ')})`];
+}
+
 /** Every import of `files` that goes against the layer order, as "from -> to" lines. */
 export function violations(files: ReadonlyArray<{ path: string; text: string }>): string[] {
   const found: string[] = [];
@@ -80,6 +119,7 @@ export function violations(files: ReadonlyArray<{ path: string; text: string }>)
       if (!target.startsWith(SRC + sep)) continue;
       const to = unitOf(target);
       if (to !== undefined && !allowed.includes(to)) found.push(`${relative(REPO, path)} -> ${relative(REPO, target)} (${unit} may not import ${to})`);
+      found.push(...agentPartViolations(path, target));
     }
   }
   return found;
@@ -156,6 +196,24 @@ describe('architecture', () => {
     const entries = readdirSync(SRC, { withFileTypes: true });
     assert.deepEqual(entries.filter((e) => !e.isDirectory()).map((e) => e.name), [], 'no file directly in src/');
     assert.deepEqual(entries.map((e) => e.name).sort(), [...LAYERS, ...Object.keys(ENTRY_POINTS)].sort());
+  });
+
+  it('src/agent holds its wiring files and its parts, each part importing only the parts AGENT_PARTS names for it', () => {
+    const entries = readdirSync(AGENT, { withFileTypes: true });
+    assert.deepEqual(entries.filter((e) => !e.isDirectory()).map((e) => e.name).sort(), [...AGENT_WIRING].sort(), 'a file directly in src/agent only wires; put a part in its folder');
+    assert.deepEqual(entries.filter((e) => e.isDirectory()).map((e) => e.name).sort(), Object.keys(AGENT_PARTS).sort());
+  });
+
+  it('catches an import across the agent\'s parts that AGENT_PARTS does not allow (planted ones are reported)', () => {
+    const planted = [
+      { path: join(AGENT, 'release', 'pipeline.ts'), text: "import { Registry } from '../registry/registry.ts';\nimport { x } from '../release-wiring.ts';\nimport { y } from '../metrics/telemetry.ts';" },
+      { path: join(AGENT, 'settings', 'options.ts'), text: "import { z } from '../metrics/telemetry.ts';" },
+    ];
+    assert.deepEqual(violations(planted), [
+      'src/agent/release/pipeline.ts -> src/agent/registry/registry.ts (agent/release may import only settings, metrics)',
+      "src/agent/release/pipeline.ts -> src/agent/release-wiring.ts (agent/release may not import the agent's wiring)",
+      'src/agent/settings/options.ts -> src/agent/metrics/telemetry.ts (agent/settings may import only itself)',
+    ]);
   });
 
   it('keeps the runtime adapters to the plugin wire: an adapter importing the agent, or the rest of the CLI, is reported', () => {

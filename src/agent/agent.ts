@@ -15,27 +15,27 @@ import { dirname } from 'node:path';
 import type { Logger } from 'pino';
 import { type Clock, systemClock } from '../core/clock.ts';
 import { WarrenError, messageOf } from '../core/errors.ts';
-import { CniService } from './cni-service.ts';
-import { LiveTraffic, ROUNDS_BEFORE_SERVING, warmUp } from './warm-up.ts';
-import { CniConfigManager, readinessProblem } from './cni-config-manager.ts';
-import { HostLocalTakeover } from './host-local-takeover.ts';
-import { NodeHandBack } from './node-hand-back.ts';
+import { CniService } from './server/cni-service.ts';
+import { LiveTraffic, ROUNDS_BEFORE_SERVING, warmUp } from './server/warm-up.ts';
+import { CniConfigManager, readinessProblem } from './node/cni-config-manager.ts';
+import { HostLocalTakeover } from './node/host-local-takeover.ts';
+import { NodeHandBack } from './node/hand-back.ts';
 import { DEFAULT_SOCKET } from '../api/socket.ts';
 import { DEFAULT_JOURNAL_DIR } from '../cni/journal-dir.ts';
 import { Allocator } from '../allocator/allocator.ts';
 import { SqliteStore } from '../store/sqlite-store.ts';
 import type { Store } from '../store/store.ts';
-import { createApiServer } from './api-server.ts';
-import { ClusterUpkeep } from './cluster-upkeep.ts';
-import { ClusterRecord } from './cluster-record.ts';
-import { InstanceLock } from './instance-lock.ts';
-import { RecentErrors } from './recent-errors.ts';
+import { createApiServer } from './server/api-server.ts';
+import { ClusterUpkeep } from './cluster/upkeep.ts';
+import { ClusterRecord } from './cluster/record.ts';
+import { InstanceLock } from './settings/instance-lock.ts';
+import { RecentErrors } from './metrics/recent-errors.ts';
 import { ReleaseWiring } from './release-wiring.ts';
-import type { AgentOptions } from './options.ts';
-import { AgentService } from './service.ts';
-import { CommitHealth } from './commit-health.ts';
-import { WARREN_VERSION } from './version.ts';
-import { doctorFacts } from './doctor-facts.ts';
+import type { AgentOptions } from './settings/options.ts';
+import { AgentService } from './server/operator-service.ts';
+import { CommitHealth } from './server/commit-health.ts';
+import { WARREN_VERSION } from './server/version.ts';
+import { doctorFacts } from './server/doctor-facts.ts';
 import { NetnsObserver } from '../sources/netns.ts';
 import type { Allocation } from '../ipam/allocation.ts';
 import type { MetricsEndpointStatus } from '../api/status.ts';
@@ -46,7 +46,7 @@ import { AgentMetrics } from './metrics/prometheus.ts';
 import { poolFigures, setAsideCount } from './metrics/readings.ts';
 import { ReleaseHistory } from './metrics/release-history.ts';
 import { NO_TELEMETRY, fanOut } from './metrics/telemetry.ts';
-import { type ListenAddress, formatListenAddress } from './listen-address.ts';
+import { type ListenAddress, formatListenAddress } from './settings/listen-address.ts';
 
 export interface AgentDeps {
   readonly clock?: Clock;
@@ -145,7 +145,7 @@ export class Agent {
       const takeoverTelemetry = { ...NO_TELEMETRY, released: (_source: unknown, allocations: readonly Allocation[]) => takeover?.released(allocations) };
       const telemetry = fanOut(history, metrics ?? NO_TELEMETRY, takeoverTelemetry);
       // Counting commits costs a clock read per commit: only when someone can read the figures.
-      // Readiness follows the commits the allocator makes, not only the ping (commit-health.ts).
+      // Readiness follows the commits the allocator makes, not only the ping (server/commit-health.ts).
       const commits = new CommitHealth(this.#clock);
       const store = commits.watch(metrics === undefined ? opened : new MeasuredStore(opened, telemetry));
       this.#store = store;
@@ -256,7 +256,7 @@ export class Agent {
       if (metrics !== undefined && o.metricsAddress !== undefined) {
         await this.#serveMetrics(o.metricsAddress, metrics, service);
       }
-      // The first few rounds before serving, the rest beside it (warm-up.ts).
+      // The first few rounds before serving, the rest beside it (server/warm-up.ts).
       const beforeServing = Math.min(o.warmUpRounds, ROUNDS_BEFORE_SERVING);
       await this.#warmUp(beforeServing, 'warmed up before serving');
       await prepareSocket(o.socket);
@@ -279,7 +279,7 @@ export class Agent {
     }
   }
 
-  /** Runs the ADD path on a throwaway store (warm-up.ts); a failure only costs speed. */
+  /** Runs the ADD path on a throwaway store (server/warm-up.ts); a failure only costs speed. */
   async #warmUp(rounds: number, done: string, traffic?: LiveTraffic): Promise<void> {
     try {
       const report = await warmUp({ rounds, clock: this.#clock, node: this.options.nodeName, signal: this.#abort.signal, ...(traffic === undefined ? {} : { busy: () => traffic.busy() }) });
@@ -398,7 +398,7 @@ export class Agent {
     const store = this.#store;
     this.#store = undefined;
     await step('the store', () => store?.close());
-    // A node handed back keeps nothing of Warren's but the mark (node-hand-back.ts); its lock files
+    // A node handed back keeps nothing of Warren's but the mark (node/hand-back.ts); its lock files
     // go while they are still held, so no agent can take a lock on a file about to vanish.
     const handBack = this.#handBack;
     this.#handBack = undefined;

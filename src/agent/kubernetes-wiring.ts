@@ -11,11 +11,11 @@ import { loadKubeConfig } from '../sources/kubernetes/kubeconfig.ts';
 import { NodeSource } from '../sources/kubernetes/node-source.ts';
 import { PodSource } from '../sources/kubernetes/pod-source.ts';
 import { ExponentialBackoff } from '../core/backoff.ts';
-import type { AgentOptions } from './options.ts';
-import { ClusterEvents } from './kubernetes-events.ts';
-import { KubernetesNodes } from './kubernetes-nodes.ts';
-import { KubernetesReleases } from './kubernetes-releases.ts';
-import type { ReleasePipeline } from './release-pipeline.ts';
+import type { AgentOptions } from './settings/options.ts';
+import { ClusterEvents } from './kubernetes/events.ts';
+import { KubernetesNodes } from './kubernetes/nodes.ts';
+import { KubernetesReleases } from './kubernetes/releases.ts';
+import type { ReleasePipeline } from './release/pipeline.ts';
 import type { ReleaseWiringDeps } from './release-wiring.ts';
 
 export interface KubernetesParts {

@@ -23,16 +23,16 @@ import { MissedDeleteJournal } from '../sources/missed-delete-journal.ts';
 import { NetnsObserver } from '../sources/netns.ts';
 import { netnsRemovals } from '../sources/netns-removals.ts';
 import type { Store } from '../store/store.ts';
-import type { AgentOptions } from './options.ts';
-import type { RecentErrors } from './recent-errors.ts';
-import { JournalIntake } from './release-journal.ts';
-import { ReleasePipeline } from './release-pipeline.ts';
-import { ReleaseReconciler } from './release-reconciler.ts';
-import { consumeContainerd, consumeNetnsRemovals } from './release-sources.ts';
+import type { AgentOptions } from './settings/options.ts';
+import type { RecentErrors } from './metrics/recent-errors.ts';
+import { JournalIntake } from './release/journal.ts';
+import { ReleasePipeline } from './release/pipeline.ts';
+import { ReleaseReconciler } from './release/reconciler.ts';
+import { consumeContainerd, consumeNetnsRemovals } from './release/sources.ts';
 import type { PluginRegistry } from './registry/registry.ts';
-import { CONTAINERD_CRI_NETNS_PREFIXES, NetnsScopes } from './registry/netns-scopes.ts';
+import { CONTAINERD_CRI_NETNS_PREFIXES, NetnsScopes } from './release/netns-scopes.ts';
 import type { Telemetry } from './metrics/telemetry.ts';
-import type { KubernetesNodes } from './kubernetes-nodes.ts';
+import type { KubernetesNodes } from './kubernetes/nodes.ts';
 import type { KubernetesParts } from './kubernetes-wiring.ts';
 
 /** What an option that is on needs loaded, and nothing an option that is off would. */

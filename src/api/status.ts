@@ -75,7 +75,7 @@ export interface CniConfigStatus {
   readonly takeover?: readonly TakeoverStatus[];
 }
 
-/** One network taken over from host-local (agent/host-local-takeover.ts). */
+/** One network taken over from host-local (agent/node/host-local-takeover.ts). */
 export interface TakeoverStatus {
   readonly network: string;
   /** host-local's data dir for the network. */

@@ -1,11 +1,11 @@
 /**
- * How a command reaches the running agent: its socket by the agent's own rule (settings.ts), the
+ * How a command reaches the running agent: its socket by the agent's own rule (settings/table.ts), the
  * plugins directory the same way, and a typed client that waits a bounded time. Finds, never
  * creates: printing a status must not leave a state directory behind.
  */
 import { ApiClient } from '../api/client.ts';
-import { agentSocket, givenSetting, pluginsDirOf } from '../agent/settings.ts';
-import { findStateDir } from '../agent/state-dir.ts';
+import { agentSocket, givenSetting, pluginsDirOf } from '../agent/settings/table.ts';
+import { findStateDir } from '../agent/settings/state-dir.ts';
 
 /**
  * The socket the agent listens on, by the agent's own rule; the state directory of a non-root

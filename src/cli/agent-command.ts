@@ -6,8 +6,8 @@
 import { parseArgs } from 'node:util';
 import { pino } from 'pino';
 import { Agent } from '../agent/agent.ts';
-import { type AgentOptions, resolveAgentOptions } from '../agent/options.ts';
-import { SETTINGS } from '../agent/settings.ts';
+import { type AgentOptions, resolveAgentOptions } from '../agent/settings/options.ts';
+import { SETTINGS } from '../agent/settings/table.ts';
 import { settingsHelp } from './format.ts';
 import type { CliIO } from './main.ts';
 import { messageOf } from '../core/errors.ts';

@@ -9,8 +9,8 @@
  * agent, install and doctor), each reaching the agent through agent-client.ts.
  */
 import { isWarrenError, messageOf } from '../core/errors.ts';
-import { SETTINGS } from '../agent/settings.ts';
-import { WARREN_VERSION } from '../agent/version.ts';
+import { SETTINGS } from '../agent/settings/table.ts';
+import { WARREN_VERSION } from '../agent/server/version.ts';
 import { clientSocket, pluginsDirOfAgent } from './agent-client.ts';
 import { allocationsCommand, auditCommand, releaseCommand } from './allocation-commands.ts';
 import { printable, settingsHelp } from './format.ts';

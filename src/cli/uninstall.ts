@@ -1,6 +1,6 @@
 /**
  * `warren uninstall`: hands the node back to its primary IPAM and takes Warren off it, in the
- * order in which no pod start gets a duplicate or a permanent failure (agent/node-hand-back.ts):
+ * order in which no pod start gets a duplicate or a permanent failure (agent/node/hand-back.ts):
  * the agent refuses ADD, writes host-local's reservations for every address it holds and removes
  * Warren's config; only then does this remove the plugin from the CNI bin dir (a runtime no longer
  * calls it once the config is gone). The agent removes its database and journal when it stops.

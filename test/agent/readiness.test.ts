@@ -6,14 +6,14 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { CommitHealth } from '../../src/agent/commit-health.ts';
-import { CniService } from '../../src/agent/cni-service.ts';
-import { AgentService } from '../../src/agent/service.ts';
+import { CommitHealth } from '../../src/agent/server/commit-health.ts';
+import { CniService } from '../../src/agent/server/cni-service.ts';
+import { AgentService } from '../../src/agent/server/operator-service.ts';
 import { ManualClock } from '../../src/core/clock.ts';
 import { WarrenError } from '../../src/core/errors.ts';
 import type { CommitResult, Store } from '../../src/store/store.ts';
 import { FaultyStore } from '../api/harness.ts';
-import { releaseHarness } from './release-harness.ts';
+import { releaseHarness } from './release/harness.ts';
 
 const DISK_FULL = new WarrenError('IO_FAILURE', 'database /var/lib/warren/warren.db: the disk is full (database or disk is full); free space where it lives');
 

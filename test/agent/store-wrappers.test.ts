@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { CommitHealth } from '../../src/agent/commit-health.ts';
+import { CommitHealth } from '../../src/agent/server/commit-health.ts';
 import { MeasuredStore } from '../../src/agent/metrics/measured-store.ts';
 import { NO_TELEMETRY } from '../../src/agent/metrics/telemetry.ts';
 import { ManualClock } from '../../src/core/clock.ts';

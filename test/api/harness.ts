@@ -10,14 +10,14 @@ import type { Allocation } from '../../src/ipam/allocation.ts';
 import type { AllocationFilter, CommitResult, PoolOp, Revision } from '../../src/store/store.ts';
 import { SqliteStore } from '../../src/store/sqlite-store.ts';
 import { ApiClient } from '../../src/api/client.ts';
-import { createApiServer } from '../../src/agent/api-server.ts';
-import { CniService } from '../../src/agent/cni-service.ts';
-import { AgentService } from '../../src/agent/service.ts';
-import { doctorFacts } from '../../src/agent/doctor-facts.ts';
-import { resolveAgentOptions } from '../../src/agent/options.ts';
+import { createApiServer } from '../../src/agent/server/api-server.ts';
+import { CniService } from '../../src/agent/server/cni-service.ts';
+import { AgentService } from '../../src/agent/server/operator-service.ts';
+import { doctorFacts } from '../../src/agent/server/doctor-facts.ts';
+import { resolveAgentOptions } from '../../src/agent/settings/options.ts';
 import { NetnsObserver } from '../../src/sources/netns.ts';
 import { tempDir } from '../helpers/processes.ts';
-import { releaseHarness } from '../agent/release-harness.ts';
+import { releaseHarness } from '../agent/release/harness.ts';
 
 /** A store whose reads, commits and health check fail on demand, with an error of the test's choosing. */
 export class FaultyStore extends SqliteStore {

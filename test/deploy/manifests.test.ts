@@ -18,8 +18,8 @@ import { ClusterRole, type IClusterRole } from 'kubernetes-models/rbac.authoriza
 import { ClusterRoleBinding, type IClusterRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRoleBinding';
 import { Namespace } from 'kubernetes-models/v1/Namespace';
 import { type IServiceAccount, ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
-import { SETTINGS } from '../../src/agent/settings.ts';
-import { resolveAgentOptions } from '../../src/agent/options.ts';
+import { SETTINGS } from '../../src/agent/settings/table.ts';
+import { resolveAgentOptions } from '../../src/agent/settings/options.ts';
 import { imageReference, imageTag } from '../../scripts/build-image.ts';
 import { REPO } from '../helpers/processes.ts';
 

@@ -15,7 +15,7 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { requestJson } from '../../src/core/unix-http.ts';
-import type { ReconcilerStatus } from '../../src/agent/release-reconciler.ts';
+import type { ReconcilerStatus } from '../../src/agent/release/reconciler.ts';
 import type { Allocation } from '../../src/ipam/allocation.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { resultAddresses, warren } from '../helpers/cni.ts';

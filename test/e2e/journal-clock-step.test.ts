@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { pino } from 'pino';
 import { Agent } from '../../src/agent/agent.ts';
-import { resolveAgentOptions } from '../../src/agent/options.ts';
+import { resolveAgentOptions } from '../../src/agent/settings/options.ts';
 import { type Clock, systemClock } from '../../src/core/clock.ts';
 import { requestJson } from '../../src/core/unix-http.ts';
 import type { Allocation } from '../../src/ipam/allocation.ts';

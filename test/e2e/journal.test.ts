@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { requestJson } from '../../src/core/unix-http.ts';
 import { encodeEntry, journalFileName, legacyJournalFileName } from '../../src/cni/journal-entry.ts';
-import type { ReconcilerStatus } from '../../src/agent/release-reconciler.ts';
+import type { ReconcilerStatus } from '../../src/agent/release/reconciler.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { resultAddresses, warren } from '../helpers/cni.ts';
 import { WARREN_BIN, isRoot, run, tempDir, waitFor } from '../helpers/processes.ts';

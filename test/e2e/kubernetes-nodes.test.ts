@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Etcd3 } from 'etcd3';
-import { REASON_NODE_FORGOTTEN } from '../../src/agent/kubernetes-nodes.ts';
+import { REASON_NODE_FORGOTTEN } from '../../src/agent/kubernetes/nodes.ts';
 import type { AgentStatus } from '../../src/api/status.ts';
 import { requestJson } from '../../src/core/unix-http.ts';
 import { EtcdStore } from '../../src/store/etcd-store.ts';

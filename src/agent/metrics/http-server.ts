@@ -27,7 +27,7 @@ import { nodeHttp } from '../../core/node-http.ts';
 import { type AddressInfo, isIP } from 'node:net';
 import { messageOf } from '../../core/errors.ts';
 import type { DashboardData } from '../../api/dashboard.ts';
-import { type ListenAddress, formatListenAddress } from '../listen-address.ts';
+import { type ListenAddress, formatListenAddress } from '../settings/listen-address.ts';
 import { type ConnectionBounds, METRICS_CONNECTION_BOUNDS, boundConnections, serverOptionsFor } from './connection-budget.ts';
 
 export interface MetricsServerOptions {

@@ -17,10 +17,10 @@ import { EVENT_SOURCE_TYPE, EVENT_SOURCE_VERSIONS } from '../../api/plugins/wire
 import { ExponentialBackoff } from '../../core/backoff.ts';
 import type { Clock } from '../../core/clock.ts';
 import { EventSourceClient, listOnce } from '../../sources/plugins/event-source-client.ts';
-import type { ReleasePipeline } from '../release-pipeline.ts';
-import { consumeRuntimeAdapter } from '../release-sources.ts';
+import type { ReleasePipeline } from '../release/pipeline.ts';
+import { consumeRuntimeAdapter } from '../release/sources.ts';
 import type { HandlerRefusal, PluginHandler, RegisteredPlugin } from './handler.ts';
-import type { NetnsScopes } from './netns-scopes.ts';
+import type { NetnsScopes } from '../release/netns-scopes.ts';
 
 export interface EventSourceHandlerOptions {
   readonly pipeline: ReleasePipeline;

@@ -23,7 +23,7 @@ import { parse } from 'smol-toml';
 import { messageOf } from '../../core/errors.ts';
 import { isPlainObject } from '../../core/validate.ts';
 import { DEFAULT_CONTAINERD_SOCKET } from '../../sources/containerd/socket.ts';
-import { DEFAULT_CNI_CONF_DIR } from '../../agent/settings.ts';
+import { DEFAULT_CNI_CONF_DIR } from '../../agent/settings/table.ts';
 
 export const DEFAULT_CONTAINERD_CONFIG = '/etc/containerd/config.toml';
 /** containerd's defaults for the CNI keys (and every other runtime's: libcni's). */

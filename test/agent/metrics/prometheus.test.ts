@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { ManualClock } from '../../../src/core/clock.ts';
-import { CniService } from '../../../src/agent/cni-service.ts';
+import { CniService } from '../../../src/agent/server/cni-service.ts';
 import { Allocator } from '../../../src/allocator/allocator.ts';
 import { SqliteStore } from '../../../src/store/sqlite-store.ts';
 import { MeasuredStore } from '../../../src/agent/metrics/measured-store.ts';

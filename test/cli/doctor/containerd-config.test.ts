@@ -9,7 +9,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { DEFAULT_CNI_BIN_DIR, readContainerdConfig } from '../../../src/cli/doctor/containerd-config.ts';
-import { DEFAULT_CNI_CONF_DIR } from '../../../src/agent/settings.ts';
+import { DEFAULT_CNI_CONF_DIR } from '../../../src/agent/settings/table.ts';
 import { DEFAULT_CONTAINERD_SOCKET } from '../../../src/sources/containerd/socket.ts';
 import { tempDir } from '../../helpers/processes.ts';
 

@@ -1,0 +1,166 @@
+/**
+ * The chores of a node on a store shared by nodes, on their own interval (apart from the release
+ * pipeline and its reconcile pass, whose timing they must not share a fate with):
+ * - node announcement: tried once before serving (`announceFirst`), so that a second agent with
+ *   this node's name is refused before it serves (ALREADY_RUNNING); when etcd cannot take it then
+ *   (an etcd without a leader answers lease calls late) it is made on a later run; renewed on every
+ *   run after, which also checks the store is still the one announced to and the announcement
+ *   still this instance's;
+ * - giving back empty blocks this node has held empty for longer than the block grace.
+ * One run at a time; a chore that fails is reported (recent errors, log) and the others still run.
+ *
+ * `problem()` says why this node must not allocate: not announced yet (another agent may hold its
+ * name), or halted (the store lost its data, or the announcement was taken over); the halt is
+ * logged once, as an error, when it is first seen.
+ */
+import type { Logger } from 'pino';
+import type { Clock } from '../../core/clock.ts';
+import { messageOf } from '../../core/errors.ts';
+import { PeriodicTask } from '../../core/periodic-task.ts';
+import type { Allocator } from '../../allocator/allocator.ts';
+import { WarrenError, isWarrenError } from '../../core/errors.ts';
+import type { AcceptReport, AnnounceInfo, Membership } from '../../store/store.ts';
+import type { RecentErrors } from '../metrics/recent-errors.ts';
+
+export interface ClusterUpkeepOptions {
+  readonly membership: Membership;
+  /** What giving back blocks needs of the allocator. */
+  readonly allocator: Pick<Allocator, 'returnEmptyBlocks'>;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly errors: RecentErrors;
+  readonly node: string;
+  readonly version: string;
+  /** This start of the agent as the announcement records it (instance id, host, pid, boot id, previous instance). */
+  readonly instance?: Omit<AnnounceInfo, 'since' | 'version'>;
+  /** Told each time an announcement succeeds (the agent records the store's identity then). */
+  readonly onAnnounced?: () => void;
+  readonly intervalMs: number;
+  /** How long a block stays empty with this node before it is given back. */
+  readonly blockGraceMs: number;
+}
+
+interface Chore {
+  readonly name: string;
+  readonly run: () => Promise<void>;
+}
+
+export class ClusterUpkeep {
+  readonly #o: ClusterUpkeepOptions;
+  readonly #task: PeriodicTask<void>;
+  readonly #chores: readonly Chore[];
+  #announced = false;
+  /** The announcement under way: a run never starts a second one beside it. */
+  #announcing: Promise<void> | undefined;
+  /** While `accept` writes back what this node knew: no ADD may take an address meanwhile. */
+  #accepting = false;
+  /** The halt already logged, so it is logged once. */
+  #loggedHalt: string | undefined;
+
+  constructor(options: ClusterUpkeepOptions) {
+    this.#o = options;
+    this.#chores = [
+      { name: 'node announcement', run: () => this.#keepAnnounced() },
+      { name: 'giving back empty blocks', run: () => this.#giveBack() },
+    ];
+    this.#task = new PeriodicTask({ clock: options.clock, intervalMs: options.intervalMs, run: () => this.#run() });
+  }
+
+  /**
+   * Announces this node once, before the agent serves. Throws ALREADY_RUNNING when another agent
+   * instance holds this node's announcement; any other failure is logged and left to the runs.
+   */
+  async announceFirst(): Promise<void> {
+    try {
+      await this.#announce();
+    } catch (error) {
+      if (isWarrenError(error) && error.code === 'ALREADY_RUNNING') throw error;
+      this.#o.logger.warn({ err: error }, 'could not announce this node yet; will retry (ADDs answer 11 until then)');
+    }
+  }
+
+  /** Runs the chores every interval until `signal` aborts (announcing first if announceFirst could not). */
+  start(signal: AbortSignal): void {
+    this.#task.start(signal);
+  }
+
+  /** Why this node must not allocate now; undefined when it may. */
+  problem(): string | undefined {
+    if (this.#accepting) return 'an operator is accepting the cluster store (warren store accept): writing back what this node knew first';
+    const halted = this.#o.membership.halted();
+    if (halted !== undefined) {
+      if (this.#loggedHalt !== halted) {
+        this.#loggedHalt = halted;
+        this.#o.logger.error({ node: this.#o.node }, `allocation stopped: ${halted}`);
+      }
+      return halted;
+    }
+    if (!this.#announced) return `node ${this.#o.node} is not announced in the cluster store yet (until it is, another agent might hold this node name); retrying every ${this.#o.intervalMs / 1000} s`;
+    return undefined;
+  }
+
+  /**
+   * The operator's word after a halt (`warren store accept`): the store as it is now is the one to
+   * use. No ADD is served while what this node knew is written back.
+   */
+  async accept(): Promise<AcceptReport> {
+    if (this.#accepting) throw new WarrenError('BAD_REQUEST', 'the store is being accepted already');
+    this.#accepting = true;
+    try {
+      const report = await this.#o.membership.accept();
+      if (!this.#announced) await this.#announce();
+      else this.#o.onAnnounced?.();
+      this.#loggedHalt = undefined;
+      this.#o.logger.warn({ node: this.#o.node, ...report }, 'the operator accepted the cluster store as it is now; wrote back what this node knew; allocating again');
+      return report;
+    } finally {
+      this.#accepting = false;
+    }
+  }
+
+  /** One run of every chore now (after any run under way). */
+  run(): Promise<void> {
+    return this.#task.runNow();
+  }
+
+  async #run(): Promise<void> {
+    for (const chore of this.#chores) {
+      // Nothing is written to a store this node stopped trusting; the announcement chore still looks.
+      if (chore.name !== 'node announcement' && this.#o.membership.halted() !== undefined) continue;
+      try {
+        await chore.run();
+      } catch (error) {
+        this.#o.errors.add(`${chore.name} failed: ${messageOf(error)}`);
+      }
+    }
+  }
+
+  #announce(): Promise<void> {
+    this.#announcing ??= this.#o.membership
+      .announce(this.#o.node, { since: this.#o.clock.now(), version: this.#o.version, ...this.#o.instance })
+      .then(async () => {
+        this.#announced = true;
+        this.#o.onAnnounced?.();
+        // Back in the cluster: if this node was forgotten while it was away, the chore is given up
+        // so that a later departure is handled again.
+        await this.#o.membership.releaseTask(`forget-node/${this.#o.node}`);
+      })
+      .finally(() => {
+        this.#announcing = undefined;
+      });
+    return this.#announcing;
+  }
+
+  async #keepAnnounced(): Promise<void> {
+    if (this.#announcing !== undefined) return; // the first announcement is still under way
+    if (!this.#announced) await this.#announce();
+    else await this.#o.membership.renew();
+    this.problem(); // logs a halt the renewal found
+  }
+
+  async #giveBack(): Promise<void> {
+    const outcome = await this.#o.allocator.returnEmptyBlocks(this.#o.blockGraceMs);
+    if (outcome.returned.length > 0) this.#o.logger.info({ blocks: outcome.returned }, 'gave back empty blocks');
+    if (outcome.errors.length > 0) throw new Error(outcome.errors.join('; '));
+  }
+}

@@ -1,0 +1,152 @@
+/**
+ * Nodes that left the cluster (etcd store only): when Kubernetes no longer has a Node and that
+ * node's announcement in etcd has expired, exactly one agent — the one that claims the chore
+ * `forget-node/<name>` in etcd — forgets it: its allocations are released and its blocks freed
+ * for other nodes; an Event on the Node records it. A node that comes back announces itself again
+ * (which gives the chore up) and claims blocks anew.
+ *
+ * Guarantees:
+ * - a node Kubernetes still lists, this node, or a node whose agent is alive is never forgotten;
+ * - a node seen gone whose announcement has not expired yet is looked at again every `recheckMs`
+ *   until it expires or the node is listed again;
+ * - deletions missed while this agent was away are found after each listing: nodes that hold
+ *   allocations or blocks in the store but are not listed;
+ * - a failure (etcd away) is logged and retried at the next recheck; nothing is judged from a
+ *   listing that did not come. A forget that fails after this agent won the chore is retried by
+ *   this agent: asking again for a chore it holds wins it again (claimTask), while the others,
+ *   refused, leave the node to it.
+ */
+import type { Logger } from 'pino';
+import type { Allocator } from '../../allocator/allocator.ts';
+import type { Clock } from '../../core/clock.ts';
+import { messageOf } from '../../core/errors.ts';
+import { PeriodicTask } from '../../core/periodic-task.ts';
+import type { NodeItem } from '../../sources/kubernetes/node-source.ts';
+import type { Membership, Store } from '../../store/store.ts';
+import { type ClusterEvents, nodeInvolved } from './events.ts';
+import type { Telemetry } from '../metrics/telemetry.ts';
+
+export const REASON_NODE_FORGOTTEN = 'NodeAddressesForgotten';
+
+export interface KubernetesNodesOptions {
+  readonly store: Store;
+  readonly membership: Membership;
+  readonly allocator: Pick<Allocator, 'forgetNode'>;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly node: string;
+  /** How often a node seen gone but still announced is looked at again. */
+  readonly recheckMs: number;
+  readonly events?: ClusterEvents;
+  /** Asks the API server whether the Node exists now; a node is forgotten only when it does not. */
+  readonly nodeExists?: (name: string) => Promise<boolean>;
+  /** Told what forgetting a node released (metrics, the last-releases list). */
+  readonly telemetry?: Telemetry;
+}
+
+export interface KubernetesNodesStatus {
+  /** Nodes seen gone from Kubernetes and not forgotten yet (waiting for their announcement to expire). */
+  readonly gone: readonly string[];
+  /** Nodes this agent forgot since it started. */
+  readonly forgotten: readonly string[];
+  readonly lastError?: string;
+}
+
+export class KubernetesNodes {
+  readonly #o: KubernetesNodesOptions;
+  readonly #gone = new Set<string>();
+  readonly #forgotten: string[] = [];
+  #lastError: string | undefined;
+  /** One look at a time: a listing and a recheck never forget side by side. */
+  #looking: Promise<void> = Promise.resolve();
+
+  constructor(options: KubernetesNodesOptions) {
+    this.#o = options;
+  }
+
+  async run(items: AsyncIterable<NodeItem>, signal: AbortSignal): Promise<void> {
+    const recheck = new PeriodicTask({ clock: this.#o.clock, intervalMs: this.#o.recheckMs, run: () => this.#look() });
+    recheck.start(signal);
+    for await (const item of items) {
+      switch (item.kind) {
+        case 'listed':
+          await this.#listed(item.names);
+          break;
+        case 'node-deleted':
+          if (item.name !== this.#o.node) this.#gone.add(item.name);
+          await this.#look();
+          break;
+        case 'node-added':
+          this.#gone.delete(item.name);
+          break;
+        default: {
+          const never: never = item;
+          throw new Error(`unhandled node item ${JSON.stringify(never)}`);
+        }
+      }
+    }
+  }
+
+  status(): KubernetesNodesStatus {
+    return { gone: [...this.#gone].sort(), forgotten: [...this.#forgotten], ...(this.#lastError === undefined ? {} : { lastError: this.#lastError }) };
+  }
+
+  async #listed(names: ReadonlySet<string>): Promise<void> {
+    for (const name of this.#gone) if (names.has(name)) this.#gone.delete(name);
+    try {
+      const known = new Set<string>();
+      for (const a of await this.#o.store.list()) known.add(a.node);
+      for (const p of await this.#o.store.pools()) if (p.affinity !== undefined) known.add(p.affinity);
+      for (const name of known) if (!names.has(name) && name !== this.#o.node) this.#gone.add(name);
+    } catch (error) {
+      this.#failed(error);
+      return;
+    }
+    await this.#look();
+  }
+
+  #look(): Promise<void> {
+    this.#looking = this.#looking.then(() => this.#forgetExpired());
+    return this.#looking;
+  }
+
+  async #forgetExpired(): Promise<void> {
+    if (this.#gone.size === 0) return;
+    try {
+      const alive = new Set((await this.#o.membership.liveNodes()).map((n) => n.node));
+      for (const name of [...this.#gone]) {
+        if (alive.has(name)) continue; // its announcement has not expired: look again later
+        if (this.#o.nodeExists !== undefined && (await this.#o.nodeExists(name))) {
+          this.#gone.delete(name); // back in the cluster (the listing was older than it)
+          continue;
+        }
+        if (!(await this.#o.membership.claimTask(`forget-node/${name}`))) {
+          // Another agent holds the chore (or this one is not announced yet): it is theirs to
+          // finish. Should it die first, the claim goes with its lease and the node is found
+          // again by the check after the next listing (it still holds blocks or allocations).
+          this.#gone.delete(name);
+          continue;
+        }
+        const { released, blocks } = await this.#o.allocator.forgetNode(name);
+        this.#o.telemetry?.released('node-forget', released, `node ${name} was deleted from Kubernetes`);
+        this.#gone.delete(name);
+        this.#forgotten.push(name);
+        this.#o.logger.info({ source: 'kubernetes', node: name, released: released.map((a) => a.address), blocks }, 'forgot a node deleted from Kubernetes');
+        await this.#o.events?.record(
+          nodeInvolved(name),
+          'Normal',
+          REASON_NODE_FORGOTTEN,
+          `node ${name} left the cluster: released ${released.length} addresses and freed ${blocks.length} blocks (by ${this.#o.node})`,
+        );
+      }
+      this.#lastError = undefined;
+    } catch (error) {
+      this.#failed(error);
+    }
+  }
+
+  #failed(error: unknown): void {
+    this.#lastError = messageOf(error);
+    this.#o.logger.warn({ source: 'kubernetes', err: this.#lastError }, 'could not forget gone nodes yet; will retry');
+  }
+}

@@ -1,0 +1,408 @@
+/**
+ * Keeps the node's CNI config right (C7): finds the primary config in the conf dir the way the
+ * runtime does, derives Warren's config from it (cni/derived-config.ts) and writes it where the
+ * runtime will use it first; regenerates whenever the primary, Warren's own file, or the readiness
+ * indicator changes (core/dir-watcher.ts, with its periodic rescan for dropped events).
+ *
+ * Guarantees:
+ * - Warren's file is only ever replaced whole (a temp file in the conf dir, fsync, rename over it,
+ *   fsync of the directory: the rename is the event containerd's watcher reloads on), with content
+ *   that passed the agent's ADD parser. It is never empty or invalid at any instant.
+ * - A primary that vanishes, breaks or cannot be taken over leaves the last good file in place;
+ *   the problem is in status and the log. A different primary taking its place regenerates.
+ * - Warren never takes its own output for a primary: its file name is skipped, and so is any file
+ *   carrying the generated marker (an output left under another name by an earlier run).
+ * - A file at Warren's name that Warren did not write is never overwritten or removed.
+ * - Fails closed: nothing here removes Warren's file in a way that lets the primary's IPAM hand
+ *   out Warren's addresses. While the readiness indicator is missing, Warren's file stays first
+ *   (and is written as usual) and `notReady()` says why, so STATUS answers 50 and ADD 11 with the
+ *   reason. `--cleanup-config-on-exit` removes the file on a clean stop only when Warren holds no
+ *   address of its network (then the primary's IPAM has nothing of Warren's to hand out twice).
+ *   Only handBack (`warren uninstall`, after host-local's reservations were written) removes it
+ *   for good; nothing is written after that.
+ * - A host-local primary is adopted by the takeover (agent/node/host-local-takeover.ts) before
+ *   Warren's file is written from it, so its reservations are imported before any ADD is served.
+ * - Files of the conf dir are read bounded and non-blocking, and only when regular
+ *   (core/bounded-read.ts): a FIFO, a device or a symlink to one is reported, never opened for a
+ *   blocking read.
+ * - One pass at a time, synchronous: a change that arrives during a pass causes another pass.
+ *   A pass that throws leaves the state `failed` with why; it never throws out of `poke`/`start`.
+ */
+import { existsSync, unlinkSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import type { Logger } from 'pino';
+import { fsyncDirectory, writeFileAtomic } from '../../core/atomic-file.ts';
+import type { Clock } from '../../core/clock.ts';
+import { DirectoryWatcher } from '../../core/dir-watcher.ts';
+import { messageOf } from '../../core/errors.ts';
+import { type BoundedRead, readRegularFile, unreadReason } from '../../core/bounded-read.ts';
+import { MAX_CONFIG_BYTES } from '../../cni/config-limits.ts';
+import { DEFAULT_OUTPUT_NAME, type Derivation, deriveConfig, isConfigName, isGeneratedConfig } from '../../cni/derived-config.ts';
+import { findPrimary, primaryPath, shadowing } from './conf-dir-listing.ts';
+import type { CniVersion } from '../../cni/spec.ts';
+import type { CniConfigStatus, TakeoverStatus } from '../../api/status.ts';
+import type { HostLocalTarget } from './host-local-takeover.ts';
+
+export interface CniConfigManagerOptions {
+  readonly confDir: string;
+  /** The primary, named explicitly (absolute, or relative to the conf dir); otherwise found. */
+  readonly primaryConfig?: string;
+  /** How long to wait for a primary before reporting that there is none, ms. */
+  readonly primaryWaitMs: number;
+  /** While this file is missing the agent is not ready (Warren's config stays: it fails closed). */
+  readonly readinessIndicator?: string;
+  readonly cniVersionMax: CniVersion;
+  /** Remove Warren's file when the agent stops cleanly, if Warren holds no address of its network. */
+  readonly cleanupOnExit: boolean;
+  /** Whether Warren holds an address of `network` on this node (for cleanupOnExit); absent: assume it does. */
+  readonly holdsAddresses?: (network: string) => Promise<boolean>;
+  /** Told of a host-local primary before Warren's file is written from it. */
+  readonly takeover?: { adopt(target: HostLocalTarget, fresh: boolean): void; status(): TakeoverStatus[] };
+  /** The node was handed back (`warren uninstall`) before this start: write nothing. */
+  readonly handedBack?: string;
+  /** Written into the IPAM section so the plugin finds this agent (when not the plugin's defaults). */
+  readonly socket?: string;
+  readonly journalDir?: string;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** Milliseconds between rescans of the watched directories (events dropped by the kernel). */
+  readonly rescanMs?: number;
+}
+
+/** Largest config read: what the plugin reads (a CNI config is a few kilobytes). */
+const MAX_PRIMARY_BYTES = MAX_CONFIG_BYTES;
+
+/** The readiness problem of an indicator file, or undefined when it is there. */
+export function readinessProblem(indicator: string | undefined): string | undefined {
+  if (indicator === undefined || existsSync(indicator)) return undefined;
+  return `not ready: readiness indicator ${indicator} is missing`;
+}
+
+export class CniConfigManager {
+  readonly #o: CniConfigManagerOptions;
+  readonly #output: string;
+  readonly #startedAt: number;
+  /** What the last pass found; status() reports it. */
+  #state: CniConfigStatus['state'] = 'waiting';
+  #primary: string | undefined;
+  #network: string | undefined;
+  #problem: string | undefined;
+  #notes: readonly string[] = [];
+  #shadowedBy: string | undefined;
+  /** This agent's own writes, for status. */
+  #lastWrite: { at: number; from: string; sha256: string } | undefined;
+  #writes = 0;
+  /**
+   * The last config derived from a good primary (written now or found current), and where from:
+   * what stays, and is put back, while the primary is unusable.
+   */
+  #lastGood: { readonly text: string; readonly from: string; readonly sha256: string } | undefined;
+  /** The last problem logged, so a repeated pass does not repeat the log line. */
+  #logged: string | undefined;
+  #waitExpired = false;
+  #cancelWait: (() => void) | undefined;
+  #running = false;
+  #again = false;
+  #loops: Promise<void>[] = [];
+  readonly #passListeners = new Set<() => void>();
+  /** Set by handBack (or given at start): nothing is written any more. */
+  #handedBack: string | undefined;
+
+  constructor(options: CniConfigManagerOptions) {
+    this.#o = options;
+    this.#handedBack = options.handedBack;
+    this.#output = join(options.confDir, DEFAULT_OUTPUT_NAME);
+    this.#startedAt = options.clock.now();
+  }
+
+  /** Watches the conf dir (and the primary's and the indicator's directories) until the signal aborts. */
+  start(signal: AbortSignal): void {
+    // Per directory, the names that matter there: configs (dot-files too: the runtime loads
+    // them; Warren's own temp files end in .tmp), the named primary, the indicator.
+    const watched = new Map<string, Array<(name: string) => boolean>>();
+    const watch = (dir: string, include: (name: string) => boolean): void => {
+      watched.set(dir, [...(watched.get(dir) ?? []), include]);
+    };
+    watch(this.#o.confDir, (name) => isConfigName(name));
+    const primary = this.#o.primaryConfig === undefined ? undefined : primaryPath(this.#o.confDir, this.#o.primaryConfig);
+    if (primary !== undefined) watch(dirname(primary), (name) => name === basename(primary));
+    const indicator = this.#o.readinessIndicator;
+    if (indicator !== undefined) watch(dirname(indicator), (name) => name === basename(indicator));
+    for (const [dir, includes] of watched) {
+      const include = (name: string): boolean => includes.some((f) => f(name));
+      const watcher = new DirectoryWatcher({ dir, signal, clock: this.#o.clock, rescanMs: this.#o.rescanMs ?? 5_000, include });
+      this.#loops.push(
+        (async () => {
+          for await (const event of watcher) {
+            // A directory that cannot be read yet (the indicator's, before it exists) is rescanned.
+            if (event.kind !== 'error' && event.kind !== 'present') this.poke();
+          }
+        })(),
+      );
+    }
+    this.#cancelWait = this.#o.clock.setTimer(this.#o.primaryWaitMs, () => {
+      this.#waitExpired = true;
+      this.poke();
+    });
+    signal.addEventListener('abort', () => this.#cancelWait?.(), { once: true });
+    this.poke();
+  }
+
+  /**
+   * Resolves when every watch has ended. With --cleanup-config-on-exit, removes Warren's file when
+   * Warren holds no address of its network: with addresses held, the primary's IPAM would hand
+   * them out again, so the file stays (`warren uninstall` hands a node back).
+   */
+  async stopped(): Promise<void> {
+    await Promise.all(this.#loops);
+    if (!this.#o.cleanupOnExit || this.#handedBack !== undefined) return;
+    const current = this.#readOutput();
+    if (current.kind !== 'read' || !isGeneratedConfig(current.text)) return;
+    const network = networkOf(current.text);
+    let holds = true;
+    try {
+      holds = network === undefined || this.#o.holdsAddresses === undefined || (await this.#o.holdsAddresses(network));
+    } catch (error) {
+      this.#o.logger.warn({ err: error }, 'could not tell whether Warren holds addresses; keeping its config');
+    }
+    if (holds) {
+      this.#o.logger.warn({ output: this.#output, network }, `kept ${basename(this.#output)} although --cleanup-config-on-exit is on: Warren holds addresses of network ${network ?? '?'}, which the primary's IPAM would hand out again (run \`warren uninstall\` to hand the node back)`);
+      return;
+    }
+    this.#removeOutput('the agent stopped holding no address of its network (--cleanup-config-on-exit on)');
+  }
+
+  /**
+   * `warren uninstall`, once host-local's reservations are written: removes Warren's file (only
+   * if Warren wrote it) and writes nothing from now on. Whether a file of Warren's was removed.
+   */
+  handBack(reason: string): boolean {
+    this.#handedBack = reason;
+    const current = this.#readOutput();
+    const ours = current.kind === 'read' && isGeneratedConfig(current.text);
+    if (ours) this.#removeOutput(reason);
+    this.#set('handed-back', reason);
+    return ours && !existsSync(this.#output);
+  }
+
+  get output(): string {
+    return this.#output;
+  }
+
+  /** Why the agent is not ready because of the readiness indicator; undefined when it is. */
+  notReady(): string | undefined {
+    return readinessProblem(this.#o.readinessIndicator);
+  }
+
+  /** Runs a pass now (and another after it, if one is running). */
+  poke(): void {
+    if (this.#running) {
+      this.#again = true;
+      return;
+    }
+    this.#running = true;
+    try {
+      do {
+        this.#again = false;
+        try {
+          this.#pass();
+        } catch (error) {
+          // A pass that throws (a bug, a primary that defeats a parser) fails this component only:
+          // reported in status, the last file left as it is, retried on the next change or rescan,
+          // and never thrown into a watch loop (an unhandled rejection) or into the agent's start.
+          this.#o.logger.error({ err: error }, 'CNI config pass failed');
+          this.#set('failed', `the CNI config pass failed: ${messageOf(error)}`);
+        }
+      } while (this.#again);
+    } finally {
+      this.#running = false;
+    }
+    for (const listener of [...this.#passListeners]) listener();
+  }
+
+  /** Resolves after the first pass (or now) whose status satisfies `done`. */
+  whenPassed(done: (status: CniConfigStatus) => boolean, signal?: AbortSignal): Promise<CniConfigStatus> {
+    return new Promise((resolve, reject) => {
+      const check = (): void => {
+        const s = this.status();
+        if (!done(s)) return;
+        this.#passListeners.delete(check);
+        resolve(s);
+      };
+      signal?.addEventListener('abort', () => {
+        this.#passListeners.delete(check);
+        reject(signal.reason);
+      });
+      this.#passListeners.add(check);
+      check();
+    });
+  }
+
+  status(): CniConfigStatus {
+    return {
+      state: this.#state,
+      confDir: this.#o.confDir,
+      output: this.#output,
+      cniVersionMax: this.#o.cniVersionMax,
+      ...(this.#primary === undefined ? {} : { primary: this.#primary }),
+      ...(this.#network === undefined ? {} : { network: this.#network }),
+      ...(this.#problem === undefined ? {} : { problem: this.#problem }),
+      ...(this.#notes.length === 0 ? {} : { notes: this.#notes }),
+      ...(this.#shadowedBy === undefined ? {} : { shadowedBy: this.#shadowedBy }),
+      ...(this.#lastWrite === undefined
+        ? {}
+        : { lastWrite: { at: new Date(this.#lastWrite.at).toISOString(), from: this.#lastWrite.from, sha256: this.#lastWrite.sha256 } }),
+      writes: this.#writes,
+      ...(this.#o.readinessIndicator === undefined ? {} : { readinessIndicator: { path: this.#o.readinessIndicator, present: this.notReady() === undefined } }),
+      ...(this.#o.takeover === undefined || this.#o.takeover.status().length === 0 ? {} : { takeover: this.#o.takeover.status() }),
+    };
+  }
+
+
+  #pass(): void {
+    if (this.#handedBack !== undefined) {
+      this.#set('handed-back', this.#handedBack);
+      return;
+    }
+    this.#derivePass();
+    // Not ready fails closed: Warren's file stays first (written as usual), ADD answers 11.
+    const notReady = this.notReady();
+    if (notReady !== undefined) this.#set('not-ready', this.#state === 'current' || this.#problem === undefined ? notReady : `${notReady}; ${this.#problem}`);
+  }
+
+  #derivePass(): void {
+    this.#shadowedBy = shadowing(this.#o.confDir, this.#output);
+    const primary = findPrimary(this.#o.confDir, this.#output, this.#o.primaryConfig);
+    if (primary === undefined) {
+      this.#primary = undefined;
+      const where = this.#o.primaryConfig === undefined ? `no CNI config in ${this.#o.confDir} other than Warren's` : `primary config ${primaryPath(this.#o.confDir, this.#o.primaryConfig)} is missing`;
+      const wait = Math.round(this.#o.primaryWaitMs / 1000);
+      const haveGood = this.#lastGood !== undefined || this.#outputIsOurs();
+      if (!haveGood && !this.#waitExpired) {
+        this.#set('waiting', `${where} yet; waiting up to ${wait} s from ${new Date(this.#startedAt).toISOString()}`);
+      } else {
+        this.#keepLastGood(haveGood ? where : `${where} after waiting ${wait} s`);
+      }
+      return;
+    }
+    this.#primary = primary.path;
+    let text: string;
+    try {
+      const read = readRegularFile(primary.path, MAX_PRIMARY_BYTES);
+      if (read.kind !== 'read') throw new Error(unreadReason(read));
+      text = read.text;
+    } catch (error) {
+      this.#keepLastGood(`${primary.name}: cannot be read (${messageOf(error)})`);
+      return;
+    }
+    const derived: Derivation = deriveConfig({
+      primaryName: primary.name,
+      primaryText: text,
+      cniVersionMax: this.#o.cniVersionMax,
+      ...(this.#o.socket === undefined ? {} : { socket: this.#o.socket }),
+      ...(this.#o.journalDir === undefined ? {} : { journalDir: this.#o.journalDir }),
+    });
+    if (!derived.ok) {
+      this.#keepLastGood(derived.reason);
+      return;
+    }
+    this.#network = derived.network;
+    this.#notes = derived.notes;
+    const read = this.#readOutput();
+    if (read.kind !== 'missing' && (read.kind !== 'read' || !isGeneratedConfig(read.text))) {
+      this.#set('stale', `${this.#output} exists and was not written by Warren; it is left alone and nothing is written`);
+      return;
+    }
+    const current = read.kind === 'read' ? read.text : undefined;
+    // Before the file names this range: no ADD is served from it until host-local's reservations are in.
+    // Fresh: the runtime used the primary for this network until now (no file of Warren's naming it).
+    const fresh = current === undefined || networkOf(current) !== derived.network;
+    if (derived.hostLocal !== undefined) this.#o.takeover?.adopt({ network: derived.network, dataDir: derived.hostLocal.dataDir, ranges: derived.hostLocal.ranges }, fresh);
+    if (current !== derived.text) {
+      if (!this.#write(derived.text, primary.path, derived.primarySha256)) return;
+      this.#o.logger.info(
+        { output: this.#output, primary: primary.path, network: derived.network, mainPlugin: derived.mainPlugin, cniVersion: derived.cniVersion, notes: derived.notes },
+        `wrote ${basename(this.#output)} from ${primary.name}`);
+    }
+    this.#lastGood = { text: derived.text, from: primary.path, sha256: derived.primarySha256 };
+    this.#set('current', undefined);
+  }
+
+  /** Replaces Warren's file whole; false (and state failed) when the disk refuses. */
+  #write(text: string, from: string, sha256: string): boolean {
+    try {
+      writeFileAtomic(this.#output, text, 0o600);
+    } catch (error) {
+      this.#set('failed', `writing ${this.#output} failed: ${messageOf(error)}`);
+      return false;
+    }
+    this.#lastWrite = { at: this.#o.clock.now(), from, sha256 };
+    this.#writes += 1;
+    return true;
+  }
+
+  /**
+   * The primary cannot be used now: the last good config stays, and is put back when it went
+   * missing meanwhile (removed while the readiness indicator was missing, or by hand).
+   */
+  #keepLastGood(problem: string): void {
+    const good = this.#lastGood;
+    const read = this.#readOutput();
+    const current = read.kind === 'read' ? read.text : undefined;
+    if (good !== undefined && read.kind === 'missing') {
+      if (!this.#write(good.text, good.from, good.sha256)) return;
+      this.#o.logger.info({ output: this.#output }, `put the last good ${basename(this.#output)} back`);
+    }
+    const kept = good !== undefined || (current !== undefined && isGeneratedConfig(current)) ? 'keeping the last good config' : 'nothing written';
+    this.#set('stale', `${problem}; ${kept}`);
+  }
+
+  /** Warren's file as it is; anything but a regular file there is not Warren's. */
+  #readOutput(): BoundedRead {
+    try {
+      return readRegularFile(this.#output, MAX_PRIMARY_BYTES);
+    } catch (error) {
+      return { kind: 'not-regular', what: `unreadable (${messageOf(error)})` };
+    }
+  }
+
+  #outputIsOurs(): boolean {
+    const read = this.#readOutput();
+    return read.kind === 'read' && isGeneratedConfig(read.text);
+  }
+
+  /** Removes Warren's file, only if Warren wrote it. */
+  #removeOutput(why: string): void {
+    if (!this.#outputIsOurs()) return;
+    try {
+      unlinkSync(this.#output);
+      fsyncDirectory(dirname(this.#output));
+      this.#o.logger.info({ output: this.#output }, `removed ${basename(this.#output)}: ${why}`);
+    } catch (error) {
+      this.#o.logger.error({ err: error, output: this.#output }, `could not remove ${basename(this.#output)}`);
+    }
+  }
+
+  #set(state: CniConfigStatus['state'], problem: string | undefined): void {
+    this.#state = state;
+    this.#problem = problem;
+    if (problem === undefined) {
+      this.#logged = undefined;
+      return;
+    }
+    if (this.#logged === problem) return;
+    this.#logged = problem;
+    const level = state === 'waiting' || state === 'not-ready' ? 'info' : state === 'failed' ? 'error' : 'warn';
+    this.#o.logger[level]({ confDir: this.#o.confDir, state }, problem);
+  }
+}
+
+/** The network name a config's text carries, if any. */
+function networkOf(text: string): string | undefined {
+  try {
+    const name = (JSON.parse(text) as { name?: unknown }).name;
+    return typeof name === 'string' ? name : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,173 @@
+/**
+ * The reconcile pass: what no source reports by itself is looked for every interval, and handed
+ * to the release pipeline as intents —
+ * - the namespace sweep: allocations whose network namespace is provably gone (release/audit.ts judges;
+ *   only this node's allocations on a store shared by nodes, whose namespaces are not visible
+ *   here), as `netns-gone` intents;
+ * - exited containers, looked at again (`namespace-recheck`);
+ * - a rescan of the journal, for watch events the kernel dropped.
+ * The pass releases nothing itself: the pipeline decides and applies. One pass at a time; each
+ * waits for the work it queued (and the work under way when it began) to be applied or to back
+ * off, and reports what the pipeline did meanwhile. Also serves the audit, and `--fix` through the
+ * pipeline.
+ */
+import type { Logger } from 'pino';
+import type { Clock } from '../../core/clock.ts';
+import { messageOf } from '../../core/errors.ts';
+import { momentOf } from '../../core/moment.ts';
+import { PeriodicTask } from '../../core/periodic-task.ts';
+import type { ReconcileReport, ReconcilerStatus } from '../../api/status.ts';
+import { type Allocation, createdMoment } from '../../ipam/allocation.ts';
+import type { NetnsObserver } from '../../sources/netns.ts';
+import type { Store } from '../../store/store.ts';
+import { type AuditReport, audit } from './audit.ts';
+import type { RecentErrors } from '../metrics/recent-errors.ts';
+import type { JournalIntake } from './journal.ts';
+import type { ReleasePipeline } from './pipeline.ts';
+import type { ReleaseIntent } from './rule.ts';
+import type { Telemetry } from '../metrics/telemetry.ts';
+
+// The shapes `warren status` and `warren journal` answer are the API's.
+export type { ReconcileReport, ReconcilerStatus } from '../../api/status.ts';
+
+export interface ReleaseReconcilerOptions {
+  readonly pipeline: ReleasePipeline;
+  readonly journal: JournalIntake;
+  readonly store: Store;
+  readonly observer: NetnsObserver;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly errors: RecentErrors;
+  readonly intervalMs: number;
+  /** Allocations younger than this are never judged by their namespace. */
+  readonly netnsGraceMs: number;
+  readonly releaseGoneNetns: boolean;
+  /**
+   * Judge only this node's allocations (a store shared by nodes: another node's namespaces are
+   * not visible here, so their absence proves nothing).
+   */
+  readonly onlyNode?: string;
+  /** Told what every audit found (metrics). */
+  readonly telemetry?: Telemetry;
+}
+
+export class ReleaseReconciler {
+  readonly #o: ReleaseReconcilerOptions;
+  readonly #task: PeriodicTask<ReconcileReport>;
+  #last: ReconcileReport | undefined;
+
+  constructor(options: ReleaseReconcilerOptions) {
+    this.#o = options;
+    this.#task = new PeriodicTask({
+      clock: options.clock,
+      intervalMs: options.intervalMs,
+      run: () => this.#pass(),
+      onError: (error) => options.errors.add(`reconcile pass failed: ${messageOf(error)}`),
+    });
+  }
+
+  /** Runs a pass every interval until `signal` aborts. */
+  start(signal: AbortSignal): void {
+    this.#task.start(signal);
+  }
+
+  /** One pass now (after any pass under way). */
+  tick(): Promise<ReconcileReport> {
+    return this.#task.runNow();
+  }
+
+  async #pass(): Promise<ReconcileReport> {
+    const { pipeline } = this.#o;
+    const started = this.#o.clock.now();
+    const before = pipeline.counts();
+    const unobservable = new Set<string>();
+    if (this.#o.releaseGoneNetns) {
+      try {
+        for (const intent of this.#sweep(await this.audit(false), unobservable)) pipeline.push(intent);
+      } catch (error) {
+        this.#o.errors.add(`namespace sweep failed: ${messageOf(error)}`);
+      }
+    }
+    pipeline.recheckExited();
+    await pipeline.settled();
+    this.#o.journal.rescan();
+    const after = pipeline.counts();
+    const report: ReconcileReport = {
+      at: new Date(started).toISOString(),
+      durationMs: this.#o.clock.now() - started,
+      journalReleased: after['journal-del'].done - before['journal-del'].done,
+      journalFailed: after['journal-del'].failed - before['journal-del'].failed,
+      netnsReleased: after['netns-gone'].addresses - before['netns-gone'].addresses,
+      pending: this.#o.journal.pending().length,
+      unobservable: [...unobservable].slice(0, 10),
+    };
+    this.#last = report;
+    const busy = report.journalReleased + report.journalFailed + report.netnsReleased > 0;
+    (busy ? this.#o.logger.info.bind(this.#o.logger) : this.#o.logger.debug.bind(this.#o.logger))(report, 'reconciled');
+    return report;
+  }
+
+  /** The sweep: an intent per allocation whose namespace is provably gone; notes what it could not see. */
+  *#sweep(report: AuditReport, unobservable: Set<string>): Generator<ReleaseIntent> {
+    for (const { allocation: a, verdict } of report.findings) {
+      if (verdict.kind === 'suspect' && verdict.why === 'unobservable') unobservable.add(verdict.reason.replace(/^cannot be checked: /, ''));
+      if (verdict.kind === 'stale' && verdict.proof === 'netns-gone') yield netnsGone(a);
+    }
+  }
+
+  /** Audits every allocation; with `fix`, releases the provably stale ones and nothing else. */
+  async audit(fix: boolean): Promise<AuditReport> {
+    const { journal, pipeline } = this.#o;
+    const report = audit(
+      await this.#o.store.list(this.#o.onlyNode === undefined ? {} : { node: this.#o.onlyNode }),
+      { journalOwners: journal.owners(), observer: this.#o.observer, now: momentOf(this.#o.clock), boot: this.#o.clock.boot, node: this.#o.onlyNode, graceMs: this.#o.netnsGraceMs },
+      { dir: journal.dir, pending: journal.pending().length },
+    );
+    this.#o.telemetry?.audited(report.counts);
+    if (!fix) return report;
+    const released: Allocation[] = [];
+    const errors: string[] = [];
+    for (const f of report.findings) {
+      if (f.verdict.kind !== 'stale') continue;
+      const a = f.allocation;
+      try {
+        if (f.verdict.proof === 'journal') {
+          // The pending DEL is applied now; when it cannot be yet, the pipeline logs why and retries.
+          if (await pipeline.settle(a).then(() => true, () => false)) released.push(a);
+        } else {
+          released.push(...(await pipeline.releaseNow(netnsGone(a), 'audit')));
+        }
+      } catch (error) {
+        errors.push(`${a.address} (${a.containerID}): ${messageOf(error)}`);
+      }
+    }
+    return { ...report, released, errors };
+  }
+
+  status(): ReconcilerStatus {
+    const { journal, pipeline } = this.#o;
+    return {
+      journalDir: journal.dir,
+      listed: journal.listed,
+      pending: journal.pending().map((intent) => {
+        const attempts = pipeline.attempts(intent) ?? { failures: 0 };
+        return {
+          name: intent.file,
+          ...intent.owner,
+          failures: attempts.failures,
+          ...(attempts.retryAt === undefined ? {} : { nextAttemptAt: new Date(attempts.retryAt).toISOString() }),
+          ...(attempts.lastError === undefined ? {} : { lastError: attempts.lastError }),
+        };
+      }),
+      rejected: journal.rejected(),
+      unread: journal.unread(),
+      releasedFromJournal: pipeline.counts()['journal-del'].done,
+      ...(this.#last === undefined ? {} : { lastReconcile: this.#last }),
+      recentErrors: this.#o.errors.list(),
+    };
+  }
+}
+
+function netnsGone(a: Allocation): ReleaseIntent {
+  return { kind: 'netns-gone', owner: { network: a.network, containerID: a.containerID, ifname: a.ifname }, netns: a.netns ?? '', createdAt: createdMoment(a) };
+}

@@ -1,0 +1,276 @@
+/**
+ * The agent's side of a CNI call: checks the request again (the agent never trusts the plugin),
+ * runs the command against the allocator and renders the answer in the config's version. Each call
+ * ends in exactly one outcome: a result object, no output (DEL, CHECK, GC, STATUS succeed
+ * silently), or a CNI error object. It never throws.
+ *
+ * - The request's fields are checked with the plugin's own rules (cni/args.ts), so both refuse the
+ *   same input with the same CNI code; a field of the wrong JSON type is BAD_REQUEST (7).
+ * - A network config naming another store than the agent runs on is refused (7).
+ * - ADD settles what is still pending for its attachment first (beforeAdd: a journaled DEL, a
+ *   runtime event or pod release queued for its container or pod), and is idempotent per
+ *   (network, containerID, ifname).
+ * - GC spares allocations younger than the grace: the runtime lists its attachments before it
+ *   calls GC, and an ADD that commits in between is not on the list but is in use. It judges only
+ *   the asking runtime's attachments: never what a registered adapter answers for (allocator/gc.ts).
+ * - STATUS answers 50 while the agent cannot serve ADD (readiness); while the add gate says why
+ *   ADD must wait (readiness indicator, host-local import, hand-back) ADD answers 11 with the reason.
+ * - Whereabouts keys Warren accepts but does not act on are reported once per network.
+ */
+import { type Clock, systemClock } from '../../core/clock.ts';
+import { WarrenError } from '../../core/errors.ts';
+import { momentOf, shifted } from '../../core/moment.ts';
+import { isPlainObject, validator } from '../../core/validate.ts';
+import { type IPAddress, formatIP, parseIP } from '../../ipam/address.ts';
+import type { Owner } from '../../ipam/allocation.ts';
+import { inSubnet } from '../../ipam/range.ts';
+import type { StoreKind } from '../../store/store.ts';
+import { type Allocator, type RuntimeOf, attachmentKey } from '../../allocator/allocator.ts';
+import { rangePoolOfKey } from '../../ipam/blocks.ts';
+import { type CniEnv, checkCniVariables, parseCniArgs, printable } from '../../cni/args.ts';
+import { type NetConf, declaredVersion, parseNetConf } from '../../cni/netconf.ts';
+import { type CniCommand, type IpamResult, SPEC_VERSION, renderResult, versionResult } from '../../cni/spec.ts';
+import { isExpected, toCniError } from '../../api/errors.ts';
+import type { CniOutcome, CniRequest } from '../../api/protocol.ts';
+import { NO_TELEMETRY, type Telemetry } from '../metrics/telemetry.ts';
+import { SETTINGS } from '../settings/table.ts';
+
+export interface CniServiceOptions {
+  readonly allocator: Allocator;
+  /** Throws a NOT_READY WarrenError when ADD cannot be served. */
+  readonly readiness: () => Promise<void>;
+  /**
+   * Why ADD of `network` must wait, checked before every ADD without a round trip (the readiness
+   * indicator is missing, the network's host-local reservations are not imported yet, the node was
+   * handed back); undefined when it need not. ADD then answers try-again (11) with the reason.
+   */
+  readonly addGate?: (network: string) => string | undefined;
+  /** The store the agent runs on; a network config that names another is refused. */
+  readonly storeKind?: StoreKind;
+  readonly clock?: Clock;
+  /**
+   * GC spares allocations younger than this, ms. The runtime takes its list of valid attachments
+   * before it calls GC; an ADD that commits in between is not on the list and is in use.
+   */
+  readonly gcGraceMs?: number;
+  /**
+   * Which registered runtime adapter answers for an allocation (undefined: none). A GC never takes
+   * what an adapter answers for, and takes nothing when its list names such an attachment (gc.ts).
+   */
+  readonly runtimeOf?: RuntimeOf;
+  /**
+   * Runs before an ADD allocates: settles what is still pending for this attachment, its container
+   * or its pod (`podUID`, from CNI_ARGS, when given): the journal, runtime events, pod releases.
+   */
+  readonly beforeAdd?: (owner: Owner, podUID?: string) => Promise<void>;
+  /** Told once per network about IPAM keys Warren accepts but does not act on. */
+  readonly onIgnoredKeys?: (network: string, keys: readonly string[]) => void;
+  /**
+   * Told of a call that failed unexpectedly (a store or disk failure, a bug), for the log. Refusals
+   * of bad input and "try again" are the caller's business and are not reported (api/errors.ts).
+   */
+  readonly onFailure?: (error: unknown, command: string) => void;
+  /** Told of every call (command, CNI code, seconds) and of what DEL and GC released. */
+  readonly telemetry?: Telemetry;
+}
+
+/** Default of CniServiceOptions.gcGraceMs: --gc-grace's default (far longer than any runtime takes from list to GC). */
+export const DEFAULT_GC_GRACE_MS = Number(SETTINGS.gcGraceSeconds.default) * 1000;
+
+/** A request whose fields passed the spec's rules; the config is parsed per command. */
+interface CniCall {
+  readonly env: CniEnv;
+  readonly config: unknown;
+}
+
+type ConfiguredCommand = Exclude<CniCommand, 'VERSION'>;
+
+export class CniService {
+  readonly #allocator: Allocator;
+  readonly #readiness: () => Promise<void>;
+  readonly #addGate: ((network: string) => string | undefined) | undefined;
+  readonly #storeKind: StoreKind | undefined;
+  readonly #clock: Clock;
+  readonly #gcGraceMs: number;
+  readonly #onIgnoredKeys: ((network: string, keys: readonly string[]) => void) | undefined;
+  readonly #beforeAdd: ((owner: Owner, podUID?: string) => Promise<void>) | undefined;
+  readonly #runtimeOf: RuntimeOf | undefined;
+  readonly #onFailure: ((error: unknown, command: string) => void) | undefined;
+  readonly #telemetry: Telemetry;
+  /** Networks whose ignored keys were already reported: once each, not on every call. */
+  readonly #reportedIgnored = new Set<string>();
+
+  constructor(options: CniServiceOptions) {
+    this.#allocator = options.allocator;
+    this.#readiness = options.readiness;
+    this.#addGate = options.addGate;
+    this.#storeKind = options.storeKind;
+    this.#clock = options.clock ?? systemClock;
+    this.#gcGraceMs = options.gcGraceMs ?? DEFAULT_GC_GRACE_MS;
+    this.#onIgnoredKeys = options.onIgnoredKeys;
+    this.#beforeAdd = options.beforeAdd;
+    this.#runtimeOf = options.runtimeOf;
+    this.#onFailure = options.onFailure;
+    this.#telemetry = options.telemetry ?? NO_TELEMETRY;
+  }
+
+  /** One CNI call, as the plugin sent it (unchecked: it came over the wire). */
+  async handle(request: CniRequest): Promise<CniOutcome> {
+    const started = performance.now();
+    const outcome = await this.#handle(request);
+    const code = outcome.kind === 'error' ? outcome.output.code : 0;
+    this.#telemetry.cniCall(typeof request?.command === 'string' ? request.command : '', code, (performance.now() - started) / 1000);
+    return outcome;
+  }
+
+  async #handle(request: CniRequest): Promise<CniOutcome> {
+    const version = declaredVersion(request?.config) ?? SPEC_VERSION;
+    try {
+      const call = cniCallOf(request);
+      if (call.env.command === 'VERSION') return { kind: 'result', output: versionResult() };
+      const conf = parseNetConf(call.config, call.env.command);
+      this.#reportIgnored(conf);
+      return await this.#run(call.env.command, call.env, conf);
+    } catch (error) {
+      if (!isExpected(error)) this.#onFailure?.(error, typeof request?.command === 'string' ? printable(request.command) : '?');
+      return { kind: 'error', output: toCniError(error, version) };
+    }
+  }
+
+  /** Whereabouts keys Warren accepts but does not act on: said once per network and key set. */
+  #reportIgnored(conf: NetConf): void {
+    if (conf.ipam.ignoredKeys.length === 0 || this.#onIgnoredKeys === undefined) return;
+    const paths = conf.ipam.ignoredKeys.map((k) => k.path);
+    const key = JSON.stringify([conf.name, paths]);
+    if (this.#reportedIgnored.has(key)) return;
+    // Bounded: a caller sending ever new names must not grow this without end.
+    if (this.#reportedIgnored.size >= 1_000) this.#reportedIgnored.clear();
+    this.#reportedIgnored.add(key);
+    this.#onIgnoredKeys(conf.name, conf.ipam.ignoredKeys.map((k) => `${k.path} (${k.reason})`));
+  }
+
+  async #run(command: ConfiguredCommand, env: CniEnv, conf: NetConf): Promise<CniOutcome> {
+    const wanted = conf.ipam.store;
+    if (wanted !== undefined && this.#storeKind !== undefined && wanted !== this.#storeKind) {
+      throw new WarrenError('INVALID_CONFIG', `network ${conf.name} asks for the ${wanted} store (ipam.store), but this agent runs on ${this.#storeKind}; start the agent with --store ${wanted}`);
+    }
+    switch (command) {
+      case 'ADD':
+        return this.#add(env, conf);
+      case 'DEL':
+        this.#telemetry.released('cni-del', await this.#allocator.release(ownerOf(env, conf), conf.ipam.cooldownSeconds), 'CNI DEL');
+        return { kind: 'silent' };
+      case 'CHECK':
+        await this.#check(env, conf);
+        return { kind: 'silent' };
+      case 'GC': {
+        const valid = new Set((conf.validAttachments ?? []).map((a) => attachmentKey(a.containerID, a.ifname)));
+        const outcome = await this.#allocator.gc(conf.name, valid, conf.ipam.cooldownSeconds, { createdAtOrBefore: shifted(momentOf(this.#clock), -this.#gcGraceMs) }, this.#runtimeOf);
+        this.#telemetry.released('gc', outcome.released, 'CNI GC: not among the runtime\'s valid attachments');
+        if (outcome.errors.length > 0) {
+          throw new WarrenError('IO_FAILURE', `GC released ${outcome.released.length} addresses but failed for ${outcome.errors.length} attachments`, {
+            details: outcome.errors.join('; '),
+          });
+        }
+        return { kind: 'silent' };
+      }
+      case 'STATUS':
+        await this.#readiness();
+        return { kind: 'silent' };
+      default: {
+        const never: never = command;
+        throw new WarrenError('BAD_ENV', `unhandled command ${String(never)}`);
+      }
+    }
+  }
+
+  async #add(env: CniEnv, conf: NetConf): Promise<CniOutcome> {
+    // No store probe here: it would cost a round trip per ADD, and a store that cannot serve
+    // fails the allocation itself with TRY_AGAIN (code 11) naming the store.
+    const gated = this.#addGate?.(conf.name);
+    if (gated !== undefined) throw new WarrenError('TRY_AGAIN', gated);
+    const args = parseCniArgs(env.args);
+    const requested: IPAddress[] = [...conf.requested];
+    for (const text of args.ips) {
+      const ip = parseIP(text.includes('/') ? text.slice(0, text.indexOf('/')) : text);
+      if (ip === undefined) throw new WarrenError('BAD_ENV', `CNI_ARGS: IP "${printable(text)}" is not an IP address`);
+      if (!requested.some((r) => r.family === ip.family && r.value === ip.value)) requested.push(ip);
+    }
+    const owner = ownerOf(env, conf);
+    await this.#beforeAdd?.(owner, args.podUID);
+    const assignments = await this.#allocator.allocate({
+      owner,
+      ranges: conf.ipam.ranges,
+      requested,
+      cooldownSeconds: conf.ipam.cooldownSeconds,
+      ...(args.podNamespace === undefined ? {} : { podNamespace: args.podNamespace }),
+      ...(args.podName === undefined ? {} : { podName: args.podName }),
+      ...(args.podUID === undefined ? {} : { podUID: args.podUID }),
+      ...(env.netns === undefined ? {} : { netns: env.netns }),
+    });
+    const result: IpamResult = {
+      ips: assignments.map(({ range, allocation }) => ({
+        address: `${allocation.address}/${range.prefixLength}`,
+        ...(range.gateway === undefined ? {} : { gateway: formatIP(range.gateway) }),
+      })),
+      routes: conf.ipam.routes,
+      dns: conf.ipam.dns ?? {},
+    };
+    return { kind: 'result', output: renderResult(result, conf.cniVersion) };
+  }
+
+  /** CHECK: every range must hold an address for this attachment, matching prevResult if given. */
+  async #check(env: CniEnv, conf: NetConf): Promise<void> {
+    const owner = ownerOf(env, conf);
+    const held = await this.#allocator.held(owner);
+    for (const range of conf.ipam.ranges) {
+      const mine = held.find((a) => rangePoolOfKey(a.pool) === range.pool);
+      if (mine === undefined) {
+        throw new WarrenError('ALLOCATION_MISSING', `container ${owner.containerID} (${owner.ifname}) holds no address in ${range.pool}`);
+      }
+      for (const ip of conf.previousIPs ?? []) {
+        if (inSubnet(range, ip) && formatIP(ip) !== mine.address) {
+          throw new WarrenError('ALLOCATION_MISMATCH', `container ${owner.containerID} (${owner.ifname}) holds ${mine.address} in ${range.pool}, but prevResult says ${formatIP(ip)}`);
+        }
+      }
+    }
+  }
+}
+
+/** The fields of a CniRequest; any other is refused, as the forwarded call refuses one. */
+const REQUEST_FIELDS: ReadonlySet<string> = new Set(['command', 'containerID', 'netns', 'ifname', 'args', 'config']);
+
+const { refuseUnknownFields } = validator((message) => new WarrenError('BAD_REQUEST', message));
+
+/**
+ * The request's fields, checked: no unknown one, each a string where present (BAD_REQUEST
+ * otherwise), then they pass the same rules as the plugin's environment (BAD_ENV, naming the
+ * variable).
+ */
+function cniCallOf(request: unknown): CniCall {
+  if (!isPlainObject(request)) throw new WarrenError('BAD_REQUEST', 'request must be a JSON object');
+  refuseUnknownFields(request, REQUEST_FIELDS, 'request');
+  const r = request;
+  const env = checkCniVariables({
+    command: stringField(r.command, 'command'),
+    containerID: optionalString(r.containerID, 'containerID'),
+    netns: optionalString(r.netns, 'netns'),
+    ifname: optionalString(r.ifname, 'ifname'),
+    args: optionalString(r.args, 'args'),
+  });
+  return { env, config: r.config };
+}
+
+function stringField(value: unknown, name: string): string {
+  if (typeof value !== 'string') throw new WarrenError('BAD_REQUEST', `request field ${name} must be a string`);
+  return value;
+}
+
+function optionalString(value: unknown, name: string): string | undefined {
+  return value === undefined ? undefined : stringField(value, name);
+}
+
+/** ADD, DEL and CHECK passed checkCniVariables, which requires both. */
+function ownerOf(env: CniEnv, conf: NetConf): Owner {
+  return { network: conf.name, containerID: env.containerID as string, ifname: env.ifname as string };
+}

@@ -1,0 +1,143 @@
+/**
+ * What the running agent knows of its own setup, for `warren doctor` (GET /v1/doctor): its paths,
+ * its store's health and durability, which namespace directories it can observe and where the
+ * namespaces its allocations recorded lie, containerd's state, the CNI config manager's state, and
+ * its clock against etcd's.
+ * Reads only; every part that cannot be read says why instead of failing the whole answer.
+ *
+ * The clock against etcd: etcd answers its HTTP endpoints with a `Date` header (whole seconds,
+ * truncated), so the server's time lies in [Date, Date + 1 s). The skew is this node's clock at the
+ * middle of the round trip minus the middle of that second; its resolution is half a second plus
+ * half the round trip. Leases and grace periods are measured on each node's own clock, so a skew
+ * of seconds is worth fixing, not one of milliseconds.
+ */
+import { readFileSync } from 'node:fs';
+import { nodeHttp } from '../../core/node-http.ts';
+import { dirname, resolve } from 'node:path';
+import type { Clock } from '../../core/clock.ts';
+import { messageOf } from '../../core/errors.ts';
+import type { CniConfigStatus, ContainerdStatus, MetricsEndpointStatus } from '../../api/status.ts';
+import type { DoctorFacts } from '../../api/doctor.ts';
+import type { NetnsObserver } from '../../sources/netns.ts';
+import type { Store } from '../../store/store.ts';
+import type { AgentOptions } from '../settings/options.ts';
+
+export interface DoctorFactsDeps {
+  readonly options: AgentOptions;
+  readonly store: Store;
+  readonly observer: NetnsObserver;
+  readonly clock: Clock;
+  readonly version: string;
+  readonly containerd?: () => ContainerdStatus;
+  readonly metrics?: () => MetricsEndpointStatus;
+  readonly cniConfig?: () => CniConfigStatus;
+  /** On a cluster store: why this node does not allocate now. */
+  readonly clusterProblem?: () => string | undefined;
+}
+
+/** How long the clock measurement waits for etcd. */
+const SKEW_TIMEOUT_MS = 2_000;
+
+export async function doctorFacts(d: DoctorFactsDeps): Promise<DoctorFacts> {
+  const o = d.options;
+  let error: string | undefined;
+  try {
+    await d.store.ping();
+  } catch (e) {
+    error = messageOf(e);
+  }
+  const containerd = d.containerd?.();
+  const clusterProblem = d.clusterProblem?.();
+  const metrics = d.metrics?.();
+  const cniConfig = d.cniConfig?.();
+  const endpoint = o.etcdEndpoints[0];
+  return {
+    node: o.nodeName,
+    version: d.version,
+    pid: process.pid,
+    socket: o.socket,
+    stateDir: o.stateDir,
+    journalDir: o.journalDir,
+    cniConfDir: o.cniConfDir,
+    manageCniConfig: o.manageCniConfig,
+    ...(metrics === undefined ? {} : { metrics }),
+    ...(cniConfig === undefined ? {} : { cniConfig: { state: cniConfig.state, output: cniConfig.output, ...(cniConfig.problem === undefined ? {} : { problem: cniConfig.problem }) } }),
+    ...(o.pluginsDir === undefined ? {} : { pluginsDir: o.pluginsDir }),
+    store: {
+      kind: o.store,
+      description: d.store.description,
+      healthy: error === undefined,
+      ...(error === undefined ? {} : { error }),
+      ...(o.store === 'sqlite' ? { synchronous: o.synchronous } : { etcdEndpoints: o.etcdEndpoints }),
+      ...(clusterProblem === undefined ? {} : { clusterProblem }),
+    },
+    netns: d.observer.directories(),
+    recordedNetns: error === undefined ? await recordedNetns(d) : [],
+    ...(containerd === undefined ? {} : { containerd: { socket: containerd.socket, state: containerd.state, ...(containerd.lastError === undefined ? {} : { lastError: containerd.lastError }) } }),
+    ...(o.store === 'etcd' && endpoint !== undefined ? { clockSkew: await etcdClockSkew(endpoint, o, d.clock) } : {}),
+  };
+}
+
+/** This node's allocations by the netns directory their recorded namespace lies in. */
+async function recordedNetns(d: DoctorFactsDeps): Promise<DoctorFacts['recordedNetns']> {
+  const dirs = d.options.netnsDirs.map((dir) => resolve(dir));
+  const byDir = new Map<string, { allocations: number; example: string }>();
+  let outside: { allocations: number; example: string } | undefined;
+  let unrecorded = 0;
+  for (const a of await d.store.list({ node: d.options.nodeName })) {
+    if (a.netns === undefined || a.netns === '') {
+      unrecorded += 1;
+      continue;
+    }
+    const parent = dirname(resolve(a.netns));
+    const dir = dirs.find((x) => x === parent);
+    if (dir === undefined) {
+      outside = outside === undefined ? { allocations: 1, example: a.netns } : { ...outside, allocations: outside.allocations + 1 };
+    } else {
+      const entry = byDir.get(dir);
+      byDir.set(dir, entry === undefined ? { allocations: 1, example: a.netns } : { ...entry, allocations: entry.allocations + 1 });
+    }
+  }
+  return [
+    ...[...byDir].map(([dir, e]) => ({ dir, ...e })),
+    ...(outside === undefined ? [] : [outside]),
+    ...(unrecorded === 0 ? [] : [{ unrecorded: true, allocations: unrecorded }]),
+  ];
+}
+
+/** This node's clock against the etcd member at `endpoint`; see the module header. */
+export async function etcdClockSkew(endpoint: string, o: Pick<AgentOptions, 'etcdCa' | 'etcdCert' | 'etcdKey'>, clock: Clock): Promise<NonNullable<DoctorFacts['clockSkew']>> {
+  try {
+    const url = new URL('/version', endpoint);
+    const tls = url.protocol === 'https:' ? tlsOf(o) : {};
+    const sent = clock.now();
+    const date = await new Promise<string>((resolveDate, reject) => {
+      // node:https (and TLS) only when asked: an import would load them at every agent start.
+      const send = url.protocol === 'https:' ? (process.getBuiltinModule('node:https') as typeof import('node:https')).request : nodeHttp.request;
+      const request = send(url, { method: 'GET', timeout: SKEW_TIMEOUT_MS, ...tls }, (res) => {
+        res.resume();
+        const header = res.headers.date;
+        if (header === undefined) reject(new Error(`${endpoint} answered without a Date header`));
+        else resolveDate(header);
+      });
+      request.on('timeout', () => request.destroy(new Error(`${endpoint} did not answer within ${SKEW_TIMEOUT_MS} ms`)));
+      request.on('error', reject);
+      request.end();
+    });
+    const received = clock.now();
+    const server = Date.parse(date);
+    if (Number.isNaN(server)) throw new Error(`${endpoint} answered a Date that is not a date: ${JSON.stringify(date)}`);
+    const roundTrip = received - sent;
+    return { endpoint, skewMs: Math.round((sent + received) / 2 - (server + 500)), resolutionMs: Math.round(500 + roundTrip / 2) };
+  } catch (error) {
+    return { endpoint, error: `could not read etcd's clock: ${messageOf(error)}` };
+  }
+}
+
+function tlsOf(o: Pick<AgentOptions, 'etcdCa' | 'etcdCert' | 'etcdKey'>): { ca?: Buffer; cert?: Buffer; key?: Buffer } {
+  return {
+    ...(o.etcdCa === undefined ? {} : { ca: readFileSync(o.etcdCa) }),
+    ...(o.etcdCert === undefined ? {} : { cert: readFileSync(o.etcdCert) }),
+    ...(o.etcdKey === undefined ? {} : { key: readFileSync(o.etcdKey) }),
+  };
+}

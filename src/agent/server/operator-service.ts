@@ -1,0 +1,310 @@
+/**
+ * The operator-facing queries and actions of the agent (status, pools, allocations, release,
+ * audit, nodes), over the allocator and the store. Methods take typed input (the route table has
+ * parsed the request) and answer the wire shapes of api/protocol.ts. Release by hand is the same
+ * idempotent release a DEL does: releasing what is not allocated releases nothing.
+ *
+ * Ready means an ADD can commit now: the readiness indicator is there, on a cluster store this node
+ * is announced and has not stopped allocating (the store lost its data, or another agent took its
+ * name), the store answers its ping, and the last commit did not fail (server/commit-health.ts says why
+ * the ping alone is not enough).
+ */
+import type { Clock } from '../../core/clock.ts';
+import { WarrenError, messageOf } from '../../core/errors.ts';
+import { formatIP, parseIP } from '../../ipam/address.ts';
+import type { Allocation } from '../../ipam/allocation.ts';
+import type { Allocator } from '../../allocator/allocator.ts';
+import { isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
+import type { AcceptReport, AllocationFilter, Store } from '../../store/store.ts';
+import type { AgentStatus, UninstallReport, CniConfigStatus, ContainerdStatus, KubernetesStatus, MetricsEndpointStatus, PluginsStatus, ReconcilerStatus } from '../../api/status.ts';
+import type { AcceptStoreResponse, AllocationQuery, AuditReport, ForgetNodeResponse, NodeReport, PoolReport, ReleaseRequest, ReleaseResponse } from '../../api/protocol.ts';
+import type { DashboardData } from '../../api/dashboard.ts';
+import type { DoctorFacts } from '../../api/doctor.ts';
+import type { ReleaseReconciler } from '../release/reconciler.ts';
+import type { CommitHealth } from './commit-health.ts';
+import { ReleaseHistory } from '../metrics/release-history.ts';
+import { NO_TELEMETRY, type Telemetry } from '../metrics/telemetry.ts';
+
+export interface AgentServiceOptions {
+  readonly store: Store;
+  readonly allocator: Allocator;
+  readonly clock: Clock;
+  readonly socket: string;
+  readonly version: string;
+  readonly reconciler: ReleaseReconciler;
+  /** The containerd event source and what it released, when enabled. */
+  readonly containerd?: () => ContainerdStatus;
+  /** The Kubernetes sources and what they released, when enabled. */
+  readonly kubernetes?: () => KubernetesStatus;
+  /** Why the agent is not ready apart from its store (the readiness indicator); undefined when it is. */
+  readonly notReady?: () => string | undefined;
+  /** How the store's commits went (it watches the store the allocator commits through); without it the ping alone decides. */
+  readonly commits?: CommitHealth;
+  /** The CNI config manager, when enabled. */
+  readonly cniConfig?: () => CniConfigStatus;
+  /** The plugin registry, when on. */
+  readonly plugins?: () => PluginsStatus;
+  /** Told what an operator's release and a node forgotten released (metrics, the last-releases list). */
+  readonly telemetry?: Telemetry;
+  /** The last releases and totals by source, for the dashboard. */
+  readonly history?: ReleaseHistory;
+  /** Where metrics and the dashboard are served, when on. */
+  readonly metrics?: () => MetricsEndpointStatus;
+  /** The agent's own setup, for `warren doctor`. */
+  readonly doctor?: () => Promise<DoctorFacts>;
+  /** `warren uninstall`: hands the node back to the primary's IPAM (node/hand-back.ts). */
+  readonly uninstall?: () => Promise<UninstallReport>;
+  /**
+   * On a cluster store: why this node must not allocate (also in `notReady`), and the operator's
+   * word that the store as it is now is the one to use (`warren store accept`).
+   */
+  readonly cluster?: { readonly problem: () => string | undefined; readonly accept: () => Promise<AcceptReport> };
+}
+
+export class AgentService {
+  readonly #o: AgentServiceOptions;
+  readonly #startedAt: number;
+  readonly #telemetry: Telemetry;
+  readonly #history: ReleaseHistory;
+
+  constructor(options: AgentServiceOptions) {
+    this.#o = options;
+    this.#startedAt = options.clock.now();
+    this.#telemetry = options.telemetry ?? NO_TELEMETRY;
+    this.#history = options.history ?? new ReleaseHistory(options.clock);
+  }
+
+  /** Throws NOT_READY when ADD cannot be served. */
+  async readiness(): Promise<void> {
+    const notReady = this.#o.notReady?.();
+    if (notReady !== undefined) throw new WarrenError('NOT_READY', notReady);
+    try {
+      await this.#o.store.ping();
+    } catch (error) {
+      throw new WarrenError('NOT_READY', `store ${this.#o.store.description} is not usable: ${messageOf(error)}`, { cause: error });
+    }
+    const failing = this.#o.commits?.problem();
+    if (failing !== undefined) throw new WarrenError('NOT_READY', `store ${this.#o.store.description}: ${failing}`);
+  }
+
+  async status(): Promise<AgentStatus> {
+    return (await this.#statusNow()).status;
+  }
+
+  /** The status, and whether the store answers reads (it may, while its commits fail). */
+  async #statusNow(): Promise<{ status: AgentStatus; readable: boolean }> {
+    let pingError: string | undefined;
+    try {
+      await this.#o.store.ping();
+    } catch (e) {
+      pingError = (e as Error).message;
+    }
+    // A store that answers can be read even while its commits fail.
+    const failing = pingError === undefined ? this.#o.commits?.problem() : undefined;
+    const error = pingError ?? failing;
+    const pools = pingError === undefined ? await this.#o.store.pools() : [];
+    let cluster: AgentStatus['cluster'];
+    const membership = this.#o.store.membership;
+    if (membership !== undefined && pingError === undefined) {
+      const live = (await membership.liveNodes()).map((n) => n.node);
+      const problem = this.#o.cluster?.problem();
+      cluster = {
+        liveNodes: live,
+        ownBlocks: pools.filter((p) => p.affinity === this.#o.allocator.node).length,
+        thisNodeAnnounced: live.includes(this.#o.allocator.node),
+        ...(problem === undefined ? {} : { problem }),
+      };
+    }
+    const now = this.#o.clock.now();
+    const notReady =
+      pingError !== undefined
+        ? `store ${this.#o.store.description} is not usable: ${pingError}`
+        : failing !== undefined
+          ? `store ${this.#o.store.description}: ${failing}`
+          : this.#o.notReady?.();
+    const status: AgentStatus = {
+      node: this.#o.allocator.node,
+      pid: process.pid,
+      version: this.#o.version,
+      startedAt: new Date(this.#startedAt).toISOString(),
+      uptimeSeconds: Math.round((now - this.#startedAt) / 1000),
+      socket: this.#o.socket,
+      store: { description: this.#o.store.description, healthy: error === undefined, ...(error === undefined ? {} : { error }) },
+      ready: notReady === undefined,
+      ...(notReady === undefined ? {} : { notReady }),
+      // Ranges, not blocks: a range split into blocks has a store pool of its own.
+      pools: pools.filter((p) => !isBlockKey(p.pool)).length,
+      allocations: pools.reduce((sum, p) => sum + p.allocated, 0),
+      reconciler: this.#o.reconciler.status(),
+      ...(cluster === undefined ? {} : { cluster }),
+      ...(this.#o.containerd === undefined ? {} : { containerd: this.#o.containerd() }),
+      ...(this.#o.kubernetes === undefined ? {} : { kubernetes: this.#o.kubernetes() }),
+      ...(this.#o.cniConfig === undefined ? {} : { cniConfig: this.#o.cniConfig() }),
+      ...(this.#o.plugins === undefined ? {} : { plugins: countsOf(this.#o.plugins()) }),
+      ...(this.#o.metrics === undefined ? {} : { metrics: this.#o.metrics() }),
+    };
+    return { status, readable: pingError === undefined };
+  }
+
+  /** Everything the dashboard shows, read now. */
+  async dashboard(): Promise<DashboardData> {
+    const { status, readable } = await this.#statusNow();
+    const [pools, nodes] = await Promise.all([readable ? this.pools() : [], readable && this.#o.store.membership !== undefined ? this.nodes() : undefined]);
+    return {
+      generatedAt: new Date(this.#o.clock.now()).toISOString(),
+      status,
+      pools,
+      ...(nodes === undefined ? {} : { nodes }),
+      releases: this.#history.recent(),
+      releasesBySource: this.#history.totals(),
+      ...(this.#o.plugins === undefined ? {} : { plugins: this.#o.plugins() }),
+    };
+  }
+
+  /** The agent's own setup, for `warren doctor`. */
+  async doctor(): Promise<DoctorFacts> {
+    if (this.#o.doctor === undefined) throw new WarrenError('BAD_REQUEST', 'this agent does not report its setup');
+    return this.#o.doctor();
+  }
+
+  /** `warren uninstall`: hands the node back (agent/node/hand-back.ts). */
+  async uninstall(): Promise<UninstallReport> {
+    if (this.#o.uninstall === undefined) throw new WarrenError('BAD_REQUEST', 'this agent cannot hand its node back');
+    return this.#o.uninstall();
+  }
+
+  /** Every socket the plugin registry knows, with its state. */
+  plugins(): PluginsStatus {
+    if (this.#o.plugins === undefined) throw new WarrenError('BAD_REQUEST', 'the plugin registry is off (--plugins-dir is empty)');
+    return this.#o.plugins();
+  }
+
+  /** Every allocation judged against what the node can observe; `fix` releases the provably stale. */
+  async audit(fix: boolean): Promise<AuditReport> {
+    return this.#o.reconciler.audit(fix);
+  }
+
+  journal(): ReconcilerStatus {
+    return this.#o.reconciler.status();
+  }
+
+  /** Every pool; a range split into blocks is reported whole (its blocks summed) and block by block. */
+  async pools(): Promise<PoolReport[]> {
+    const summaries = await this.#o.store.pools();
+    // Block totals per range pool, in one pass.
+    const totals = new Map<string, { allocated: number; resting: number; blocks: number }>();
+    for (const b of summaries) {
+      if (!isBlockKey(b.pool)) continue;
+      const t = totals.get(rangePoolOfKey(b.pool)) ?? { allocated: 0, resting: 0, blocks: 0 };
+      t.allocated += b.allocated;
+      t.resting += b.resting;
+      if (b.affinity !== undefined) t.blocks += 1;
+      totals.set(rangePoolOfKey(b.pool), t);
+    }
+    return summaries.map((p) => {
+      let { allocated, resting } = p;
+      let blocks: number | undefined;
+      if (p.description?.blockPrefix !== undefined) {
+        const t = totals.get(p.pool) ?? { allocated: 0, resting: 0, blocks: 0 };
+        ({ allocated, resting, blocks } = t);
+      }
+      const capacity = p.description === undefined ? undefined : Number(p.description.capacity);
+      return {
+        pool: p.pool,
+        ...(p.description === undefined
+          ? {}
+          : { subnet: p.description.subnet, first: p.description.first, last: p.description.last, capacity: p.description.capacity }),
+        allocated,
+        resting,
+        ...(capacity === undefined || capacity === 0 ? {} : { utilisation: allocated / capacity }),
+        ...(p.affinity === undefined ? {} : { node: p.affinity }),
+        ...(p.description?.blockPrefix === undefined ? {} : { blockPrefix: p.description.blockPrefix, blocks }),
+      };
+    });
+  }
+
+  /** Nodes sharing the store: announced ones, and any that still own blocks or allocations. */
+  async nodes(): Promise<NodeReport[]> {
+    const membership = this.#o.store.membership;
+    if (membership === undefined) throw new WarrenError('BAD_REQUEST', `store ${this.#o.store.description} is not shared by nodes; nodes exist with --store etcd`);
+    const [live, summaries, allocations] = await Promise.all([membership.liveNodes(), this.#o.store.pools(), this.#o.store.list()]);
+    const nodes = new Map<string, { alive: boolean; since?: string; version?: string; blocks: string[]; allocations: number }>();
+    const entry = (name: string) => {
+      let n = nodes.get(name);
+      if (n === undefined) {
+        n = { alive: false, blocks: [], allocations: 0 };
+        nodes.set(name, n);
+      }
+      return n;
+    };
+    for (const record of live) Object.assign(entry(record.node), { alive: true, since: new Date(record.since).toISOString(), ...(record.version === undefined ? {} : { version: record.version }) });
+    for (const p of summaries) if (p.affinity !== undefined) entry(p.affinity).blocks.push(p.pool);
+    for (const a of allocations) entry(a.node).allocations += 1;
+    return [...nodes].sort(([a], [b]) => (a < b ? -1 : 1)).map(([node, n]) => ({ node, ...n }));
+  }
+
+  /**
+   * After the agent stopped allocating on its cluster store (it lost its data, or another agent took
+   * this node's name): the operator's word that the store as it is now is the one to use.
+   */
+  async acceptStore(): Promise<AcceptStoreResponse> {
+    const cluster = this.#o.cluster;
+    if (cluster === undefined) throw new WarrenError('BAD_REQUEST', `store ${this.#o.store.description} is not shared by nodes; there is nothing to accept`);
+    const before = cluster.problem();
+    const report = await cluster.accept();
+    const after = cluster.problem();
+    return { accepted: before ?? 'nothing: allocation was not stopped', ...report, ...(after === undefined ? {} : { problem: after }) };
+  }
+
+  /** Frees what a node that is gone for good held; refuses while its agent is alive. */
+  async forgetNode(node: string): Promise<ForgetNodeResponse> {
+    const membership = this.#o.store.membership;
+    if (membership === undefined) throw new WarrenError('BAD_REQUEST', `store ${this.#o.store.description} is not shared by nodes; there is no node to forget`);
+    const live = await membership.liveNodes();
+    if (live.some((n) => n.node === node)) {
+      throw new WarrenError('BAD_REQUEST', `node ${node} is alive (its agent holds its announcement); stop that agent first, or wait for its lease to lapse`);
+    }
+    const forgotten = await this.#o.allocator.forgetNode(node);
+    this.#telemetry.released('node-forget', forgotten.released, `node ${node} forgotten by an operator (warren node forget)`);
+    return { node, ...forgotten };
+  }
+
+  async allocations(query: AllocationQuery): Promise<Allocation[]> {
+    // The API's `pool` means what users mean by a pool: a range, with every block it is split into.
+    const { pool, ...rest } = query;
+    const filter: AllocationFilter = pool === undefined ? rest : { ...rest, rangePool: pool };
+    if (filter.address !== undefined) {
+      const ip = parseIP(filter.address);
+      if (ip === undefined) throw new WarrenError('BAD_REQUEST', `address "${filter.address}" is not an IP address`);
+      return this.#o.store.list({ ...filter, address: formatIP(ip) });
+    }
+    return this.#o.store.list(filter);
+  }
+
+  /** {address, pool?}: that address. {containerID, network?, ifname?}: everything it holds. */
+  async release(request: ReleaseRequest): Promise<ReleaseResponse> {
+    if ('address' in request) {
+      const ip = parseIP(request.address);
+      if (ip === undefined) throw new WarrenError('BAD_REQUEST', `release: address "${request.address}" is not an IP address`);
+      const address = formatIP(ip);
+      const pools = request.pool !== undefined ? [request.pool] : [...new Set((await this.#o.store.list({ address })).map((a) => a.pool))];
+      if (pools.length > 1) throw new WarrenError('BAD_REQUEST', `release: ${address} is allocated in several pools (${pools.join(', ')}); name one with pool`);
+      const released: Allocation[] = [];
+      for (const pool of pools) released.push(...(await this.#o.allocator.releaseAddresses(pool, [address])));
+      this.#telemetry.released('operator', released, `released by an operator (warren release --address ${address})`);
+      return { released };
+    }
+    const { containerID, network, ifname } = request;
+    const held = await this.#o.store.list({ containerID, ...(network === undefined ? {} : { network }), ...(ifname === undefined ? {} : { ifname }) });
+    const released: Allocation[] = [];
+    for (const heldIn of new Set(held.map((a) => a.network))) {
+      released.push(...(await this.#o.allocator.release({ network: heldIn, containerID, ...(ifname === undefined ? {} : { ifname }) })));
+    }
+    this.#telemetry.released('operator', released, `released by an operator (warren release --container ${containerID})`);
+    return { released };
+  }
+}
+
+function countsOf(status: PluginsStatus): { registered: number; refused: number; retrying: number } {
+  return { registered: status.registered, refused: status.refused, retrying: status.retrying };
+}

@@ -1,0 +1,104 @@
+/**
+ * Forgetting nodes deleted from Kubernetes, in process, on real etcd and a manual clock: two agents
+ * see the same Node deleted, exactly one wins the chore, and a forget that fails after the chore
+ * was won is taken up again by the winner at its next recheck.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { pino } from 'pino';
+import { Allocator } from '../../../src/allocator/allocator.ts';
+import { KubernetesNodes } from '../../../src/agent/kubernetes/nodes.ts';
+import { parseIpamConfig } from '../../../src/cni/ipam-config.ts';
+import { AsyncChannel } from '../../../src/core/async-channel.ts';
+import { ManualClock } from '../../../src/core/clock.ts';
+import type { NodeItem } from '../../../src/sources/kubernetes/node-source.ts';
+import { EtcdStore } from '../../../src/store/etcd-store.ts';
+import type { Membership } from '../../../src/store/store.ts';
+import { type EtcdCluster, startEtcd } from '../../helpers/etcd.ts';
+import { waitFor } from '../../helpers/processes.ts';
+
+const RECHECK_MS = 2_000;
+const ranges = parseIpamConfig({ type: 'warren', range: '10.247.0.0/24', block_size: 28 }).ranges;
+
+describe('KubernetesNodes', () => {
+  let etcd: EtcdCluster;
+  const stores: EtcdStore[] = [];
+  const aborts: AbortController[] = [];
+  const runs: Array<Promise<void>> = [];
+
+  before(async () => {
+    etcd = await startEtcd(1);
+  });
+  after(async () => {
+    for (const a of aborts) a.abort();
+    await Promise.allSettled(runs);
+    for (const s of stores) await s.close().catch(() => undefined);
+    await etcd?.stop();
+  });
+
+  const open = async (prefix: string): Promise<EtcdStore> => {
+    const store = await EtcdStore.open({ endpoints: etcd.endpoints, prefix });
+    stores.push(store);
+    return store;
+  };
+
+  /** An agent of `node` forgetting nodes from the items pushed to its channel. */
+  const agent = async (prefix: string, node: string, clock: ManualClock, forgetNode?: Allocator['forgetNode']) => {
+    const store = await open(prefix);
+    const membership = store.membership as Membership;
+    await membership.announce(node, { since: clock.now(), version: 'test' });
+    const allocator = new Allocator({ store, clock, node, blocks: true });
+    const nodes = new KubernetesNodes({
+      store,
+      membership,
+      allocator: { forgetNode: forgetNode ?? ((name) => allocator.forgetNode(name)) },
+      clock,
+      logger: pino({ level: 'silent' }),
+      node,
+      recheckMs: RECHECK_MS,
+    });
+    const items = new AsyncChannel<NodeItem>();
+    const abort = new AbortController();
+    // The node source ends its iterable on abort; the channel stands in for it.
+    abort.signal.addEventListener('abort', () => items.close(), { once: true });
+    aborts.push(abort);
+    runs.push(nodes.run(items, abort.signal));
+    return { nodes, items, allocator };
+  };
+
+  it('retries a forget that failed after this agent won the chore, at its next recheck, instead of leaving the node to nobody', async () => {
+    const prefix = '/kn-retry/';
+    const clock = new ManualClock(1_000_000);
+    // n3 held addresses, then its machine died (it never announced: its announcement has expired).
+    const n3 = new Allocator({ store: await open(prefix), clock, node: 'n3', blocks: true });
+    for (const id of ['c1', 'c2']) await n3.allocate({ owner: { network: 'net', containerID: id, ifname: 'eth0' }, ranges });
+    const observer = await open(prefix);
+    assert.equal((await observer.list({ node: 'n3' })).length, 2);
+
+    let failures = 0;
+    const n1 = await agent(prefix, 'n1', clock, async (name) => {
+      if (failures === 0) {
+        failures += 1;
+        throw new Error('etcd store unreachable (injected)');
+      }
+      return n1.allocator.forgetNode(name);
+    });
+    const n2 = await agent(prefix, 'n2', clock);
+
+    n1.items.push({ kind: 'node-deleted', name: 'n3' });
+    const failed = await waitFor('n1 to win the chore and fail to forget n3', () => (n1.nodes.status().lastError === undefined ? undefined : n1.nodes.status()));
+    assert.match(failed.lastError ?? '', /injected/);
+    assert.deepEqual(failed.gone, ['n3'], 'n1 keeps n3 to look at again');
+
+    n2.items.push({ kind: 'node-deleted', name: 'n3' });
+    await waitFor('n2 to be refused the chore, which is n1\'s', () => (n2.nodes.status().gone.length === 0 ? true : undefined));
+
+    clock.advance(RECHECK_MS);
+    await waitFor('n1 to forget n3 at its next recheck', () => (n1.nodes.status().forgotten.includes('n3') ? true : undefined));
+    assert.equal(failures, 1);
+    assert.deepEqual(await observer.list({ node: 'n3' }), [], "n3's addresses are released");
+    assert.ok(!(await observer.pools()).some((p) => p.affinity === 'n3'), "n3's blocks are freed");
+    assert.deepEqual(n1.nodes.status(), { gone: [], forgotten: ['n3'] }, 'the error is over');
+    assert.deepEqual(n2.nodes.status().forgotten, [], 'exactly one agent forgot n3');
+  });
+});
