@@ -53,6 +53,12 @@ export interface AgentDeps {
   readonly logger: Logger;
   /** A store to use instead of opening the SQLite database (tests, other backends). */
   readonly store?: Store;
+  /**
+   * Whether a cluster store's ranges are split into blocks with node affinity (default: yes). No
+   * keeps a range in one key, as whereabouts does, so every node contends on it: for the cluster
+   * benchmark's comparison only, so no flag or variable reaches it.
+   */
+  readonly blocks?: boolean;
 }
 
 export class Agent {
@@ -65,6 +71,7 @@ export class Agent {
   #socketIno: number | undefined;
   #lock: InstanceLock | undefined;
   #injectedStore: Store | undefined;
+  readonly #blocks: boolean;
   /** The release pipeline and its sources. */
   #releases: ReleaseWiring | undefined;
   /** Keeps Warren's config in the CNI conf dir, when told to. */
@@ -94,6 +101,7 @@ export class Agent {
     this.#logger = deps.logger;
     this.#clock = deps.clock ?? systemClock;
     this.#injectedStore = deps.store;
+    this.#blocks = deps.blocks ?? true;
     this.failed = new Promise<Error>((resolve) => {
       this.#fail = (error) => {
         this.#fail = () => undefined;
@@ -150,7 +158,7 @@ export class Agent {
       const store = commits.watch(metrics === undefined ? opened : new MeasuredStore(opened, telemetry));
       this.#store = store;
       const clustered = store.membership !== undefined;
-      const allocator = new Allocator({ store, clock: this.#clock, node: o.nodeName, blocks: clustered && o.blocks });
+      const allocator = new Allocator({ store, clock: this.#clock, node: o.nodeName, blocks: clustered && this.#blocks });
       const errors = new RecentErrors(this.#clock, this.#logger);
       const membership = store.membership;
       const upkeep =

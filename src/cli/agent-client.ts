@@ -4,22 +4,31 @@
  * creates: printing a status must not leave a state directory behind.
  */
 import { ApiClient } from '../api/client.ts';
-import { agentSocket, givenSetting, pluginsDirOf } from '../agent/settings/table.ts';
+import { agentSocket, givenSetting, SETTINGS } from '../agent/settings/table.ts';
+import { type DefaultContext, readRow } from '../agent/settings/row.ts';
 import { findStateDir } from '../agent/settings/state-dir.ts';
 
 /**
- * The socket the agent listens on, by the agent's own rule; the state directory of a non-root
- * agent is looked for (WARREN_STATE_DIR, else where the agent would have made it), never created.
+ * What the agent's defaults depend on, as a client sees it: the state directory of a non-root agent
+ * is looked for (WARREN_STATE_DIR, else where the agent would have made it), never created.
  */
-export function clientSocket(flag: string | undefined, env: NodeJS.ProcessEnv): string {
+function clientContext(env: NodeJS.ProcessEnv): DefaultContext {
   const uid = process.getuid?.() ?? 0;
   const cwd = process.cwd();
-  return agentSocket(flag, { uid, env, cwd, stateDir: () => givenSetting('stateDir', {}, env) ?? findStateDir(env, uid, cwd) });
+  return { uid, env, cwd, stateDir: () => givenSetting('stateDir', {}, env) ?? findStateDir(env, uid, cwd) };
 }
 
-/** Where the agent's plugin registry looks, by the agent's own rule (WARREN_PLUGINS_DIR, else beside its socket). */
+/** The socket the agent listens on, by the agent's own rule. */
+export function clientSocket(flag: string | undefined, env: NodeJS.ProcessEnv): string {
+  return agentSocket(flag, clientContext(env));
+}
+
+/**
+ * Where the agent's plugin registry looks, by the agent's own row: WARREN_PLUGINS_DIR (empty: off),
+ * else beside its socket.
+ */
 export function pluginsDirOfAgent(env: NodeJS.ProcessEnv): string | undefined {
-  return pluginsDirOf(givenSetting('pluginsDir', {}, env), clientSocket(undefined, env), process.cwd()).pluginsDir;
+  return readRow(SETTINGS.pluginsDir, undefined, clientContext(env));
 }
 
 /** The agent behind --socket (or its default); a command waits at most 30 s for an answer. */

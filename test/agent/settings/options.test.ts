@@ -49,7 +49,7 @@ describe('agent options', () => {
     assert.throws(() => resolveAgentOptions({ stateDir: dir, store: 'etcd' }, {}, 0, '/'), /--store etcd needs --etcd-endpoints/);
     assert.throws(() => resolveAgentOptions({ stateDir: dir, store: 'etcd', etcdEndpoints: '127.0.0.1:2379' }, {}, 0, '/'), /"127\.0\.0\.1:2379" is not http/);
     assert.throws(() => resolveAgentOptions({ stateDir: dir, etcdPrefix: 'warren' }, {}, 0, '/'), /--etcd-prefix: "warren" must start and end with \//);
-    assert.throws(() => resolveAgentOptions({ stateDir: dir, blocks: 'yes' }, {}, 0, '/'), /--blocks \/ WARREN_BLOCKS: "yes" is not on or off/);
+    assert.throws(() => resolveAgentOptions({ stateDir: dir, kubernetes: 'yes' }, {}, 0, '/'), /--kubernetes \/ WARREN_KUBERNETES: "yes" is not on or off/);
     assert.throws(() => resolveAgentOptions({ stateDir: dir, nodeLeaseSeconds: '1' }, {}, 0, '/'), /--node-lease/);
     assert.throws(() => resolveAgentOptions({ stateDir: dir, containerdNamespaces: 'k8s.io,bad/ns' }, {}, 0, '/'), /"bad\/ns" is not a containerd namespace/);
     assert.throws(() => resolveAgentOptions({ stateDir: dir, containerdNamespaces: ' , ' }, {}, 0, '/'), /at least one namespace/);
@@ -70,7 +70,6 @@ describe('agent options', () => {
     assert.equal(o.etcdPrefix, '/warren/');
     assert.equal(o.etcdCa, '/etc/warren/ca.pem');
     assert.equal(o.blockGraceSeconds, 60);
-    assert.equal(o.blocks, true);
     assert.equal(resolveAgentOptions({ stateDir: dir }, {}, 0, '/').store, 'sqlite');
     const c = resolveAgentOptions({ stateDir: dir }, { WARREN_CONTAINERD_NAMESPACES: 'k8s.io, moby' }, 0, '/');
     assert.deepEqual([c.containerd, c.containerdSocket, c.containerdNamespaces, c.containerdGraceSeconds, c.eventRetrySeconds, c.eventRetryMaxSeconds], [true, '/run/containerd/containerd.sock', ['k8s.io', 'moby'], 60, 1, 300]);
