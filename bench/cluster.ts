@@ -6,8 +6,9 @@
  * agent, so the figure is the store path and not process start-up. Two layouts are measured in
  * the same run:
  *   - blocks on (Warren's default with etcd): each node allocates in blocks it claimed;
- *   - blocks off: the whole range in one etcd key, the layout whereabouts uses, so every node's
- *     every ADD contends on that key (whereabouts adds a lock around it; here it is optimistic).
+ *   - one key per range: the whole range in one etcd key, the layout whereabouts uses, so every
+ *     node's every ADD contends on that key (whereabouts adds a lock around it; here it is
+ *     optimistic). The agent has no flag for it: these agents run bench/one-key-agent.ts.
  * A last row runs ADDs through the plugin executable, 20 in flight over 3 agents, the way the peer
  * figure for whereabouts on etcd (REFERENCE.md: 40-60 ADD/s, one lock for the range) was taken.
  *
@@ -15,6 +16,7 @@
  */
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { requestJson } from '../src/core/unix-http.ts';
 import { type AgentHandle, startAgent } from '../test/helpers/agent.ts';
 import { cniBinDir } from '../test/helpers/cni.ts';
@@ -22,6 +24,8 @@ import { startEtcd } from '../test/helpers/etcd.ts';
 import { CHILD_PATH, bounded } from '../test/helpers/processes.ts';
 
 const quick = process.argv.includes('--quick');
+/** An agent that keeps each range in one key: no flag of `warren agent` does. */
+const ONE_KEY_AGENT = fileURLToPath(new URL('one-key-agent.ts', import.meta.url));
 const PER_AGENT = quick ? 150 : 400;
 const WIDTH = 16;
 
@@ -96,7 +100,9 @@ async function measure(
     for (let i = 1; i <= count; i++) {
       agents.push(
         await startAgent({
-          args: ['--node-name', `bench-${i}`, '--store', 'etcd', '--etcd-endpoints', endpoints.join(','), '--etcd-prefix', prefix, '--blocks', blocks ? 'on' : 'off', '--log-level', 'warn'],
+          args: ['--node-name', `bench-${i}`, '--store', 'etcd', '--etcd-endpoints', endpoints.join(',')]
+            .concat(['--etcd-prefix', prefix, '--log-level', 'warn']),
+          ...(blocks ? {} : { entry: [ONE_KEY_AGENT] }),
         }),
       );
     }

@@ -5,7 +5,7 @@
  */
 import { parseArgs } from 'node:util';
 import { pino } from 'pino';
-import { Agent } from '../agent/agent.ts';
+import { Agent, type AgentDeps } from '../agent/agent.ts';
 import { type AgentOptions, resolveAgentOptions } from '../agent/settings/options.ts';
 import { SETTINGS } from '../agent/settings/table.ts';
 import { settingsHelp } from './format.ts';
@@ -24,7 +24,15 @@ ${settingsHelp(Object.values(SETTINGS))}
   --help, -h                        print this help
 `;
 
-export async function runAgent(argv: readonly string[], io: CliIO): Promise<number> {
+/**
+ * Runs the agent with `argv`'s flags. `build` reaches what no flag does (the cluster benchmark's
+ * ranges in one key); `warren agent` passes nothing.
+ */
+export async function runAgent(
+  argv: readonly string[],
+  io: CliIO,
+  build: Pick<AgentDeps, 'blocks'> = {},
+): Promise<number> {
   const options = {
     ...Object.fromEntries(Object.values(SETTINGS).map((s) => [s.flag, { type: 'string' as const }])),
     help: { type: 'boolean' as const, short: 'h' },
@@ -52,7 +60,7 @@ export async function runAgent(argv: readonly string[], io: CliIO): Promise<numb
   };
   process.on('uncaughtException', fatal('uncaught exception'));
   process.on('unhandledRejection', fatal('unhandled promise rejection'));
-  const agent = new Agent(resolved, { logger });
+  const agent = new Agent(resolved, { logger, ...build });
   try {
     await agent.start();
   } catch (error) {

@@ -34,6 +34,8 @@ export interface AgentStart {
   readonly defaultNetnsDirs?: boolean;
   /** How long the agent may take to answer before the start is a hang (default HANG_BOUND_MS). */
   readonly readyWithinMs?: number;
+  /** The script run with the agent's flags instead of `bin/warren agent` (a benchmark's own build). */
+  readonly entry?: readonly string[];
 }
 
 export async function startAgent(options: AgentStart = {}): Promise<AgentHandle> {
@@ -46,7 +48,8 @@ export async function startAgent(options: AgentStart = {}): Promise<AgentHandle>
   const journal = namesJournal ? [] : ['--journal-dir', join(dir, 'journal')];
   const netns = options.defaultNetnsDirs === true ? [] : ['--netns-dirs', ''];
   const child = track(
-    spawn(process.execPath, [WARREN_BIN, 'agent', '--state-dir', dir, '--socket', socket, '--node-name', 'test-node', ...journal, ...netns, '--containerd', 'off', ...args], {
+    spawn(process.execPath, [...(options.entry ?? [WARREN_BIN, 'agent']), '--state-dir', dir, '--socket', socket,
+      '--node-name', 'test-node', ...journal, ...netns, '--containerd', 'off', ...args], {
       cwd: REPO,
       env: { ...process.env, PATH: CHILD_PATH, ...options.env },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -101,7 +101,8 @@ export const socketPath: Reader<string> = (text, at) => {
 export const directories: Reader<string[]> = (text, at) => [...new Set(items(text).map((dir) => path(dir, at)))];
 
 /** A directory; empty (or blanks) turns what it is for off. */
-export const directoryOrOff: Reader<string | undefined> = (text, at) => (text.trim() === '' ? undefined : path(text, at));
+export const directoryOrOff: Reader<string | undefined> = (text, at) =>
+  text.trim() === '' ? undefined : path(text, at);
 
 /** A listen address, host:port; empty (or blanks) turns what it is for off. */
 export const listenAddressOrOff: Reader<ListenAddress | undefined> = (text) => metricsAddressOf(text).metricsAddress;
@@ -111,7 +112,8 @@ export const etcdEndpoints: Reader<string[]> = (text) => {
   const urls = items(text);
   for (const url of urls) {
     if (!isEtcdEndpoint(url)) {
-      throw new WarrenError('INVALID_CONFIG', `--etcd-endpoints: "${url}" is not http://host:port or https://host:port`);
+      const why = 'is not http://host:port or https://host:port';
+      throw new WarrenError('INVALID_CONFIG', `--etcd-endpoints: "${url}" ${why}`);
     }
   }
   return urls;
@@ -135,7 +137,8 @@ export const containerdNamespaces: Reader<string[]> = (text) => {
     }
   }
   if (namespaces.length === 0) {
-    throw new WarrenError('INVALID_CONFIG', '--containerd-namespaces: give at least one namespace (or --containerd off)');
+    const why = 'give at least one namespace (or --containerd off)';
+    throw new WarrenError('INVALID_CONFIG', `--containerd-namespaces: ${why}`);
   }
   return namespaces;
 };

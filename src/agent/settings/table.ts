@@ -88,7 +88,8 @@ const TABLE = {
     default: {
       says:
         `${DEFAULT_JOURNAL_DIR} as root whatever --state-dir says (where the plugin writes unless a config names ` +
-        'ipam.journal_dir), <state-dir>/journal as another user (network configs must then name it in ipam.journal_dir)',
+        'ipam.journal_dir), <state-dir>/journal as another user ' +
+        '(network configs must then name it in ipam.journal_dir)',
       of: (c) => (c.uid === 0 ? DEFAULT_JOURNAL_DIR : join(c.stateDir(), 'journal')),
     },
     read: read.path,

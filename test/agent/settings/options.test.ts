@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
-import { chmodSync, existsSync, mkdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import { type AgentOptions, resolveAgentOptions } from '../../../src/agent/settings/options.ts';
-import { SETTINGS, agentSocket } from '../../../src/agent/settings/table.ts';
+import { SETTINGS, SETTING_KEYS, agentSocket } from '../../../src/agent/settings/table.ts';
 import { formatListenAddress, metricsAddressOf } from '../../../src/agent/settings/listen-address.ts';
 import { defaultStateDir, findStateDir } from '../../../src/agent/settings/state-dir.ts';
 import { DEFAULT_SOCKET } from '../../../src/api/socket.ts';
@@ -152,6 +153,65 @@ describe('agent options', () => {
     assert.equal(agentSocket(undefined, context(1000, {}, () => '/srv/state')), '/srv/state/warren.sock');
     const dir = tempDir();
     assert.equal(resolveAgentOptions({ stateDir: dir }, {}, 1000, '/').socket, agentSocket(undefined, context(1000, {}, () => dir)));
+  });
+
+  it('reads every setting through its own row: its flag over its variable, its variable over its default', () => {
+    const dir = tempDir();
+    const context = { uid: 0, env: {}, cwd: '/', stateDir: () => dir };
+    const defaults = resolveAgentOptions({ stateDir: dir }, {}, 0, '/');
+    for (const key of SETTING_KEYS.filter((k) => k !== 'stateDir')) {
+      type Rule = { of: (c: typeof context) => string };
+      const setting: { flag: string; env: string; default?: string | Rule } = SETTINGS[key];
+      const env = { [setting.env]: 'x-bad' };
+      // The variable is read: a value it may not have is refused naming the setting, any other one is taken.
+      let fromEnv: unknown;
+      try {
+        fromEnv = resolveAgentOptions({ stateDir: dir }, env, 0, '/')[key];
+      } catch (error) {
+        assert.ok(String(error).includes(`--${setting.flag}`), `${key}: ${String(error)}`);
+        fromEnv = error;
+      }
+      assert.notDeepEqual(fromEnv, defaults[key], `${key}: ${setting.env} is read`);
+      if (setting.default === undefined) continue;
+      const text = typeof setting.default === 'string' ? setting.default : setting.default.of(context);
+      // The flag wins: the variable's value is not even read.
+      const flagged = resolveAgentOptions({ stateDir: dir, [key]: text }, env, 0, '/');
+      assert.deepEqual(flagged[key], defaults[key], `${key}: the flag wins`);
+    }
+  });
+
+  it('gives every row of the table an option, and nothing else (the options type is derived from the rows)', () => {
+    const dir = tempDir();
+    const files = { etcdCa: 'ca', etcdCert: 'c', etcdKey: 'k', kubeconfig: 'k', readinessIndicatorFile: 'r' };
+    const o = resolveAgentOptions({ stateDir: dir, primaryConfig: 'p', ...files }, {}, 0, '/');
+    assert.deepEqual(Object.keys(o).sort(), [...SETTING_KEYS].sort());
+    assert.deepEqual(Object.keys(SETTINGS), SETTING_KEYS);
+    // Left out, an optional setting is absent, not undefined.
+    assert.ok(!('etcdCa' in resolveAgentOptions({ stateDir: dir }, {}, 0, '/')));
+  });
+
+  it('ships no setting only the benchmark uses: --blocks / WARREN_BLOCKS are gone (issue 25)', () => {
+    assert.ok(!Object.values(SETTINGS).some((s) => s.flag === 'blocks' || s.env === 'WARREN_BLOCKS'));
+    assert.ok(!('blocks' in resolveAgentOptions({ stateDir: tempDir() }, { WARREN_BLOCKS: 'off' }, 0, '/')));
+  });
+
+  it('keeps the settings files free of import cycles: the table knows nothing of the options read from it', () => {
+    const folder = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'src', 'agent', 'settings');
+    const imports = new Map<string, string[]>();
+    for (const file of readdirSync(folder).filter((f) => f.endsWith('.ts'))) {
+      const text = readFileSync(join(folder, file), 'utf8');
+      imports.set(file, [...text.matchAll(/from '\.\/([\w-]+\.ts)'/g)].map((m) => m[1] as string));
+    }
+    assert.ok(imports.get('table.ts')?.length, 'the table imports its readers');
+    assert.ok(!imports.get('table.ts')?.includes('options.ts'));
+    const reaches = (from: string, to: string, seen = new Set<string>()): boolean =>
+      (imports.get(from) ?? []).some((next) => {
+        if (next === to) return true;
+        if (seen.has(next)) return false;
+        seen.add(next);
+        return reaches(next, to, seen);
+      });
+    for (const file of imports.keys()) assert.ok(!reaches(file, file), `${file} imports itself through the others`);
   });
 
   it('lets the CLI find a state directory without creating one', () => {
