@@ -48,12 +48,6 @@ export interface Row<T> extends SettingSpec {
   readonly unset?: T;
 }
 
-/** One setting: its flag, its environment variable, its default and the help --help shows for it. */
-export interface Setting extends SettingSpec {
-  /** `about` and the default in words: the line of `warren agent --help`. */
-  readonly help: string;
-}
-
 /** The help line of a setting, generated from its default. */
 export function helpOf(spec: SettingSpec): string {
   if (spec.default === undefined) return spec.about;
