@@ -17,12 +17,12 @@ import { releaseHarness } from './release/harness.ts';
 
 const DISK_FULL = new WarrenError('IO_FAILURE', 'database /var/lib/warren/warren.db: the disk is full (database or disk is full); free space where it lives');
 
-function setup() {
+async function setup() {
   const clock = new ManualClock(Date.parse('2030-01-01T00:00:00Z'));
   const faulty = new FaultyStore({ path: ':memory:' });
   const commits = new CommitHealth(clock);
   const store = commits.watch(faulty);
-  const release = releaseHarness(clock, store, { node: 'n1' });
+  const release = await releaseHarness(clock, store, { node: 'n1' });
   const service = new AgentService({ store, allocator: release.allocator, clock, socket: '/run/warren.sock', version: '0.0.0-test', reconciler: release.reconciler, commits });
   const cni = new CniService({ allocator: release.allocator, readiness: () => service.readiness(), storeKind: 'sqlite', clock });
   const config = { cniVersion: '1.1.0', name: 'ready', ipam: { type: 'warren', range: '10.241.0.0/24' } };
@@ -40,10 +40,10 @@ function setup() {
   };
 }
 
-type Setup = ReturnType<typeof setup>;
+type Setup = Awaited<ReturnType<typeof setup>>;
 const opened: Setup[] = [];
-const open = () => {
-  const s = setup();
+const open = async () => {
+  const s = await setup();
   opened.push(s);
   return s;
 };
@@ -58,7 +58,7 @@ describe('readiness: whether an ADD can commit now', () => {
   });
 
   it('STATUS does not say ready while ADDs fail to commit though the ping still succeeds, and says why', async () => {
-    const s = open();
+    const s = await open();
     assert.equal(codeOf(await s.add('a1')).code, 0);
     assert.equal(codeOf(await s.cniStatus()).code, 0);
     s.faulty.commitFault = DISK_FULL;
@@ -77,7 +77,7 @@ describe('readiness: whether an ADD can commit now', () => {
   });
 
   it('stays not ready once the disk has room until a commit succeeds, then is ready', async () => {
-    const s = open();
+    const s = await open();
     s.faulty.commitFault = DISK_FULL;
     assert.equal(codeOf(await s.add('b1')).code, 5);
     s.faulty.commitFault = undefined;
@@ -88,7 +88,7 @@ describe('readiness: whether an ADD can commit now', () => {
   });
 
   it('a node that gets no ADD while not ready comes back on trial after 30 s, and a failed trial waits longer', async () => {
-    const s = open();
+    const s = await open();
     s.faulty.commitFault = DISK_FULL;
     assert.equal(codeOf(await s.add('t1')).code, 5);
     s.clock.advance(29_999);
@@ -112,7 +112,7 @@ describe('readiness: whether an ADD can commit now', () => {
   });
 
   it('a wall clock stepped back a day after a failed commit does not keep the node not ready for a day (the wait runs on the monotonic clock)', async () => {
-    const s = open();
+    const s = await open();
     s.faulty.commitFault = DISK_FULL;
     assert.equal(codeOf(await s.add('w1')).code, 5);
     s.clock.stepWall(-86_400_000);
@@ -122,7 +122,7 @@ describe('readiness: whether an ADD can commit now', () => {
   });
 
   it('a refused config, a conflict and a caller\'s mistake leave the agent ready', async () => {
-    const s = open();
+    const s = await open();
     assert.equal(codeOf(await s.add('r1', { range: '10.241.0.0/33' })).code, 7);
     assert.equal(codeOf(await s.cniStatus()).code, 0);
     const clock = new ManualClock(0);

@@ -62,7 +62,7 @@ export async function harness(): Promise<Harness> {
   const clock = new ManualClock(Date.parse('2030-01-01T00:00:00Z'));
   const store = new FaultyStore({ path: ':memory:' });
   // The release side exactly as the release tests build it: journal intake, pipeline, reconcile pass.
-  const { allocator, dir: journalDir, pipeline, reconciler, done } = releaseHarness(clock, store, { node: 'n1' });
+  const { allocator, dir: journalDir, pipeline, reconciler, done } = await releaseHarness(clock, store, { node: 'n1' });
   const dir = tempDir('warren-api-');
   const socket = join(dir, 'api.sock');
   const netnsDir = tempDir('warren-api-netns-');
