@@ -1,14 +1,14 @@
 /**
- * Readiness in process, as agent.ts wires it: the CNI service's STATUS and the status route over
- * an in-memory SQLite store whose commits fail on demand while its ping goes on succeeding (what a
- * nearly full disk does: test/e2e/store-faults.test.ts shows it on a real tmpfs), with the commit
- * health watching the store the allocator commits through, on a manual clock.
+ * Readiness in process, wired by the agent's own servedApi and ReleaseWiring: the CNI service's
+ * STATUS and the status route over an in-memory SQLite store whose commits fail on demand while
+ * its ping goes on succeeding (what a nearly full disk does: test/e2e/store-faults.test.ts shows
+ * it on a real tmpfs), with the commit health watching the store the allocator commits through,
+ * on a manual clock.
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { CommitHealth } from '../../src/agent/server/commit-health.ts';
-import { CniService } from '../../src/agent/server/cni-service.ts';
-import { AgentService } from '../../src/agent/server/operator-service.ts';
+import { servedApi } from '../../src/agent/server/served-api.ts';
 import { ManualClock } from '../../src/core/clock.ts';
 import { WarrenError } from '../../src/core/errors.ts';
 import type { CommitResult, Store } from '../../src/store/store.ts';
@@ -23,8 +23,18 @@ async function setup() {
   const commits = new CommitHealth(clock);
   const store = commits.watch(faulty);
   const release = await releaseHarness(clock, store, { node: 'n1' });
-  const service = new AgentService({ store, allocator: release.allocator, clock, socket: '/run/warren.sock', version: '0.0.0-test', reconciler: release.reconciler, commits });
-  const cni = new CniService({ allocator: release.allocator, readiness: () => service.readiness(), storeKind: 'sqlite', clock });
+  const { service, cni } = servedApi(release.options, {
+    store,
+    allocator: release.allocator,
+    clock,
+    version: '0.0.0-test',
+    pipeline: release.pipeline,
+    reconciler: release.reconciler,
+    commits,
+    // What is asserted is the answers; an unexpected failure would show in them.
+    onCniFailure: () => undefined,
+    onRequestError: () => undefined,
+  });
   const config = { cniVersion: '1.1.0', name: 'ready', ipam: { type: 'warren', range: '10.241.0.0/24' } };
   return {
     clock,

@@ -11,7 +11,7 @@ import { Allocator } from '../../../src/allocator/allocator.ts';
 import { RecentErrors } from '../../../src/agent/metrics/recent-errors.ts';
 import { NO_TELEMETRY } from '../../../src/agent/metrics/telemetry.ts';
 import { ReleaseWiring } from '../../../src/agent/release-wiring.ts';
-import { resolveAgentOptions } from '../../../src/agent/settings/options.ts';
+import { type AgentOptions, resolveAgentOptions } from '../../../src/agent/settings/options.ts';
 import type { ManualClock } from '../../../src/core/clock.ts';
 import { MissedDeleteJournal } from '../../../src/sources/missed-delete-journal.ts';
 import { NetnsObserver } from '../../../src/sources/netns.ts';
@@ -28,13 +28,15 @@ export interface HarnessOptions {
   readonly releaseGoneNetns?: boolean;
   /** Judge only this node's allocations (a store shared by nodes). */
   readonly onlyNode?: string;
+  /** More of the agent's flags, as its command line would give them (the API harness: its socket and state). */
+  readonly flags?: Partial<Record<keyof AgentOptions, string>>;
 }
 
 /** `done` stops every loop and the pipeline. */
 export async function releaseHarness(clock: ManualClock, store: Store, options: HarnessOptions = {}) {
   const node = options.node ?? 'n';
   const allocator = new Allocator({ store, clock, node });
-  const stateDir = tempDir();
+  const stateDir = options.flags?.stateDir ?? tempDir();
   const dir = join(stateDir, 'journal');
   const agentOptions = resolveAgentOptions(
     {
@@ -49,6 +51,7 @@ export async function releaseHarness(clock: ManualClock, store: Store, options: 
       // the clock past it.
       reconcileIntervalSeconds: '60',
       metricsAddress: '',
+      ...options.flags,
     },
     {},
     0,
@@ -75,6 +78,8 @@ export async function releaseHarness(clock: ManualClock, store: Store, options: 
   const abort = new AbortController();
   wiring.start(abort.signal);
   return {
+    /** The options the wiring was built from, as the agent would have resolved them. */
+    options: agentOptions,
     allocator,
     journal,
     dir,
