@@ -43,7 +43,7 @@ export async function releaseHarness(clock: ManualClock, store: Store, options: 
       stateDir,
       journalDir: dir,
       nodeName: node,
-      // No directory of the host's: a test that judges namespaces gives its own observer.
+      // No directory of the host's (doctor's view); the observer and the sweep are the test's, below.
       netnsDirs: '',
       containerdGraceSeconds: String((options.resyncGraceMs ?? 0) / 1000),
       netnsGraceSeconds: String((options.netnsGraceMs ?? 0) / 1000),
