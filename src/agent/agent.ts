@@ -15,7 +15,6 @@ import { dirname } from 'node:path';
 import type { Logger } from 'pino';
 import { type Clock, systemClock } from '../core/clock.ts';
 import { WarrenError, messageOf } from '../core/errors.ts';
-import { CniService } from './server/cni-service.ts';
 import { LiveTraffic, ROUNDS_BEFORE_SERVING, warmUp } from './server/warm-up.ts';
 import { CniConfigManager, readinessProblem } from './node/cni-config-manager.ts';
 import { HostLocalTakeover } from './node/host-local-takeover.ts';
@@ -25,18 +24,16 @@ import { DEFAULT_JOURNAL_DIR } from '../cni/journal-dir.ts';
 import { Allocator } from '../allocator/allocator.ts';
 import { SqliteStore } from '../store/sqlite-store.ts';
 import type { Store } from '../store/store.ts';
-import { createApiServer } from './server/api-server.ts';
 import { ClusterUpkeep } from './cluster/upkeep.ts';
 import { ClusterRecord } from './cluster/record.ts';
 import { InstanceLock } from './settings/instance-lock.ts';
 import { RecentErrors } from './metrics/recent-errors.ts';
 import { ReleaseWiring } from './release-wiring.ts';
 import type { AgentOptions } from './settings/options.ts';
-import { AgentService } from './server/operator-service.ts';
+import type { AgentService } from './server/operator-service.ts';
+import { servedApi } from './server/served-api.ts';
 import { CommitHealth } from './server/commit-health.ts';
 import { WARREN_VERSION } from './server/version.ts';
-import { doctorFacts } from './server/doctor-facts.ts';
-import { NetnsObserver } from '../sources/netns.ts';
 import type { Allocation } from '../ipam/allocation.ts';
 import type { MetricsEndpointStatus } from '../api/status.ts';
 import { DASHBOARD_ASSETS, renderDashboardBody, renderDashboardPage } from './dashboard/page.ts';
@@ -197,12 +194,12 @@ export class Agent {
       const notReady = (): string | undefined => handBack.reason() ?? readinessProblem(o.readinessIndicatorFile) ?? clusterProblem?.();
       // Set by #serveMetrics before the socket listens, so before anyone can ask.
       const metricsEndpoint = o.metricsAddress === undefined ? {} : { metrics: () => this.#metricsStatus as MetricsEndpointStatus };
-      const service = new AgentService({
+      const { service, server } = servedApi(o, {
         store,
         allocator,
         clock: this.#clock,
-        socket: o.socket,
         version: WARREN_VERSION,
+        pipeline: releases.pipeline,
         reconciler,
         ...(containerd === undefined ? {} : { containerd }),
         ...(kubernetes === undefined ? {} : { kubernetes }),
@@ -228,39 +225,14 @@ export class Agent {
         telemetry,
         history,
         ...metricsEndpoint,
-        doctor: () =>
-          doctorFacts({
-            options: o,
-            store,
-            observer: new NetnsObserver(o.netnsDirs),
-            clock: this.#clock,
-            version: WARREN_VERSION,
-            ...(containerd === undefined ? {} : { containerd }),
-            ...(cniConfig === undefined ? {} : { cniConfig: () => cniConfig.status() }),
-            ...metricsEndpoint,
-            ...(upkeep === undefined ? {} : { clusterProblem: () => upkeep.problem() }),
-          }),
-      });
-      const cni = new CniService({
-        allocator,
-        readiness: () => service.readiness(),
         addGate: (network) => notReady() ?? takeover?.gate(network),
-        storeKind: clustered ? 'etcd' : 'sqlite',
-        clock: this.#clock,
-        gcGraceMs: o.gcGraceSeconds * 1000,
-        beforeAdd: (owner, podUID) => releases.pipeline.settle(owner, podUID),
-        runtimeOf: (a) => releases.pipeline.adapterOf(a),
         onIgnoredKeys: (network, keys) =>
           this.#logger.warn({ network, keys }, `network ${network}: ignoring whereabouts keys that configure whereabouts itself (Warren keeps addresses in its agent's store)`),
-        onFailure: (error, command) => this.#logger.error({ err: error, command }, 'CNI call failed'),
-        telemetry,
+        onCniFailure: (error, command) => this.#logger.error({ err: error, command }, 'CNI call failed'),
+        onRequestError: (error, route) => this.#logger.error({ err: error, route }, 'request failed'),
       });
       releases.start(this.#abort.signal);
-      this.#server = createApiServer({
-        cni,
-        service,
-        onError: (error, route) => this.#logger.error({ err: error, route }, 'request failed'),
-      });
+      this.#server = server;
       if (metrics !== undefined && o.metricsAddress !== undefined) {
         await this.#serveMetrics(o.metricsAddress, metrics, service);
       }

@@ -27,7 +27,7 @@ import type { AgentOptions } from './settings/options.ts';
 import type { RecentErrors } from './metrics/recent-errors.ts';
 import { JournalIntake } from './release/journal.ts';
 import { ReleasePipeline } from './release/pipeline.ts';
-import { ReleaseReconciler } from './release/reconciler.ts';
+import { ReleaseReconciler, type ReleaseReconcilerOptions } from './release/reconciler.ts';
 import { consumeContainerd, consumeNetnsRemovals } from './release/sources.ts';
 import type { PluginRegistry } from './registry/registry.ts';
 import { CONTAINERD_CRI_NETNS_PREFIXES, NetnsScopes } from './release/netns-scopes.ts';
@@ -71,6 +71,17 @@ export interface ReleaseWiringDeps {
    * the agent must not go on as if it were there. Unset: logged only (tests of parts).
    */
   readonly onFailure?: (error: Error) => void;
+  /** Parts and settings used instead of what the options would give (tests: the agent's wiring, on their terms). */
+  readonly over?: ReleaseWiringOverrides;
+}
+
+export interface ReleaseWiringOverrides {
+  /** The journal to drain, instead of one on the options' journal directory. */
+  readonly journal?: MissedDeleteJournal;
+  /** The namespace observer, instead of one over the options' netns directories. */
+  readonly observer?: NetnsObserver;
+  /** What the agent derives for the reconcile pass (from the netns directories, from a shared store). */
+  readonly reconciler?: Partial<Pick<ReleaseReconcilerOptions, 'releaseGoneNetns' | 'onlyNode'>>;
 }
 
 function nodesOf(s: ReturnType<KubernetesNodes['status']>): { gone: readonly string[]; forgotten: readonly string[]; forgetError?: string } {
@@ -112,10 +123,10 @@ export class ReleaseWiring {
     this.#logger = deps.logger;
     this.#onFailure = deps.onFailure;
     const clustered = deps.store.membership !== undefined;
-    const journal = new MissedDeleteJournal({ dir: o.journalDir, clock: deps.clock });
+    const journal = deps.over?.journal ?? new MissedDeleteJournal({ dir: o.journalDir, clock: deps.clock });
     journal.prepare();
     this.#journal = new JournalIntake({ journal, logger: deps.logger, errors: deps.errors });
-    const observer = new NetnsObserver(o.netnsDirs);
+    const observer = deps.over?.observer ?? new NetnsObserver(o.netnsDirs);
     this.pipeline = new ReleasePipeline({
       allocator: deps.allocator,
       store: deps.store,
@@ -143,6 +154,7 @@ export class ReleaseWiring {
       releaseGoneNetns: o.netnsDirs.length > 0,
       ...(clustered ? { onlyNode: o.nodeName } : {}),
       telemetry: deps.telemetry,
+      ...deps.over?.reconciler,
     });
     const containerd = modules.containerd;
     const source = containerd

@@ -9,7 +9,6 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import pino from 'pino';
 import { Agent } from '../../src/agent/agent.ts';
 import { resolveAgentOptions } from '../../src/agent/settings/options.ts';
 import { requestJson } from '../../src/core/unix-http.ts';
@@ -22,6 +21,7 @@ import { RecentErrors } from '../../src/agent/metrics/recent-errors.ts';
 import type { MissedDeleteJournal } from '../../src/sources/missed-delete-journal.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { HANG_BOUND_MS, CHILD_PATH, REPO, removeDir, tempDir, track, waitFor } from '../helpers/processes.ts';
+import { silentLogger } from '../helpers/logger.ts';
 
 /** A primary whose derivation overflows the stack (JSON.stringify of a value 100,000 levels deep). */
 function deepPrimary(): string {
@@ -63,7 +63,7 @@ describe('the agent\'s start and stop', () => {
         throw new Error('injected: the store failed to close');
       }
     }
-    const logger = pino({ level: 'silent' });
+    const logger = silentLogger;
     const first = new Agent(options, { logger, store: new FailingClose(new SqliteStore({ path: join(dir, 'first.db'), clock: systemClock })) });
     await first.start();
     await assert.rejects(first.stop(), /injected: the store failed to close/);
@@ -104,7 +104,7 @@ describe('the agent\'s start and stop', () => {
         throw new Error('injected: the watch failed');
       },
     } as unknown as MissedDeleteJournal;
-    const logger = pino({ level: 'silent' });
+    const logger = silentLogger;
     const errors = new RecentErrors(systemClock, logger);
     const intake = new JournalIntake({ journal: broken, logger, errors });
     await assert.rejects(intake.consume(new AbortController().signal, () => undefined), /injected: the watch failed/);

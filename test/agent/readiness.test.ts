@@ -1,14 +1,14 @@
 /**
- * Readiness in process, as agent.ts wires it: the CNI service's STATUS and the status route over
- * an in-memory SQLite store whose commits fail on demand while its ping goes on succeeding (what a
- * nearly full disk does: test/e2e/store-faults.test.ts shows it on a real tmpfs), with the commit
- * health watching the store the allocator commits through, on a manual clock.
+ * Readiness in process, wired by the agent's own servedApi and ReleaseWiring: the CNI service's
+ * STATUS and the status route over an in-memory SQLite store whose commits fail on demand while
+ * its ping goes on succeeding (what a nearly full disk does: test/e2e/store-faults.test.ts shows
+ * it on a real tmpfs), with the commit health watching the store the allocator commits through,
+ * on a manual clock.
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { CommitHealth } from '../../src/agent/server/commit-health.ts';
-import { CniService } from '../../src/agent/server/cni-service.ts';
-import { AgentService } from '../../src/agent/server/operator-service.ts';
+import { servedApi } from '../../src/agent/server/served-api.ts';
 import { ManualClock } from '../../src/core/clock.ts';
 import { WarrenError } from '../../src/core/errors.ts';
 import type { CommitResult, Store } from '../../src/store/store.ts';
@@ -17,14 +17,24 @@ import { releaseHarness } from './release/harness.ts';
 
 const DISK_FULL = new WarrenError('IO_FAILURE', 'database /var/lib/warren/warren.db: the disk is full (database or disk is full); free space where it lives');
 
-function setup() {
+async function setup() {
   const clock = new ManualClock(Date.parse('2030-01-01T00:00:00Z'));
   const faulty = new FaultyStore({ path: ':memory:' });
   const commits = new CommitHealth(clock);
   const store = commits.watch(faulty);
-  const release = releaseHarness(clock, store, { node: 'n1' });
-  const service = new AgentService({ store, allocator: release.allocator, clock, socket: '/run/warren.sock', version: '0.0.0-test', reconciler: release.reconciler, commits });
-  const cni = new CniService({ allocator: release.allocator, readiness: () => service.readiness(), storeKind: 'sqlite', clock });
+  const release = await releaseHarness(clock, store, { node: 'n1' });
+  const { service, cni } = servedApi(release.options, {
+    store,
+    allocator: release.allocator,
+    clock,
+    version: '0.0.0-test',
+    pipeline: release.pipeline,
+    reconciler: release.reconciler,
+    commits,
+    // What is asserted is the answers; an unexpected failure would show in them.
+    onCniFailure: () => undefined,
+    onRequestError: () => undefined,
+  });
   const config = { cniVersion: '1.1.0', name: 'ready', ipam: { type: 'warren', range: '10.241.0.0/24' } };
   return {
     clock,
@@ -40,10 +50,10 @@ function setup() {
   };
 }
 
-type Setup = ReturnType<typeof setup>;
+type Setup = Awaited<ReturnType<typeof setup>>;
 const opened: Setup[] = [];
-const open = () => {
-  const s = setup();
+const open = async () => {
+  const s = await setup();
   opened.push(s);
   return s;
 };
@@ -58,7 +68,7 @@ describe('readiness: whether an ADD can commit now', () => {
   });
 
   it('STATUS does not say ready while ADDs fail to commit though the ping still succeeds, and says why', async () => {
-    const s = open();
+    const s = await open();
     assert.equal(codeOf(await s.add('a1')).code, 0);
     assert.equal(codeOf(await s.cniStatus()).code, 0);
     s.faulty.commitFault = DISK_FULL;
@@ -77,7 +87,7 @@ describe('readiness: whether an ADD can commit now', () => {
   });
 
   it('stays not ready once the disk has room until a commit succeeds, then is ready', async () => {
-    const s = open();
+    const s = await open();
     s.faulty.commitFault = DISK_FULL;
     assert.equal(codeOf(await s.add('b1')).code, 5);
     s.faulty.commitFault = undefined;
@@ -88,7 +98,7 @@ describe('readiness: whether an ADD can commit now', () => {
   });
 
   it('a node that gets no ADD while not ready comes back on trial after 30 s, and a failed trial waits longer', async () => {
-    const s = open();
+    const s = await open();
     s.faulty.commitFault = DISK_FULL;
     assert.equal(codeOf(await s.add('t1')).code, 5);
     s.clock.advance(29_999);
@@ -112,7 +122,7 @@ describe('readiness: whether an ADD can commit now', () => {
   });
 
   it('a wall clock stepped back a day after a failed commit does not keep the node not ready for a day (the wait runs on the monotonic clock)', async () => {
-    const s = open();
+    const s = await open();
     s.faulty.commitFault = DISK_FULL;
     assert.equal(codeOf(await s.add('w1')).code, 5);
     s.clock.stepWall(-86_400_000);
@@ -122,7 +132,7 @@ describe('readiness: whether an ADD can commit now', () => {
   });
 
   it('a refused config, a conflict and a caller\'s mistake leave the agent ready', async () => {
-    const s = open();
+    const s = await open();
     assert.equal(codeOf(await s.add('r1', { range: '10.241.0.0/33' })).code, 7);
     assert.equal(codeOf(await s.cniStatus()).code, 0);
     const clock = new ManualClock(0);

@@ -1,21 +1,16 @@
 /**
- * The agent's API server in process, as agent.ts wires it: the real HTTP server on a unix socket
- * in a temp dir, over an in-memory SQLite store whose reads, commits and health check fail on
- * demand, and a manual clock. Shared by the API tests.
+ * The agent's API server in process, wired by the agent's own servedApi and ReleaseWiring (through
+ * the release harness): the real HTTP server on a unix socket in a temp dir, over an in-memory
+ * SQLite store whose reads, commits and health check fail on demand, and a manual clock. What the
+ * agent logs as unexpected failures is collected instead. Shared by the API tests.
  */
-import type { Server } from 'node:http';
 import { join } from 'node:path';
 import { ManualClock } from '../../src/core/clock.ts';
 import type { Allocation } from '../../src/ipam/allocation.ts';
 import type { AllocationFilter, CommitResult, PoolOp, Revision } from '../../src/store/store.ts';
 import { SqliteStore } from '../../src/store/sqlite-store.ts';
 import { ApiClient } from '../../src/api/client.ts';
-import { createApiServer } from '../../src/agent/server/api-server.ts';
-import { CniService } from '../../src/agent/server/cni-service.ts';
-import { AgentService } from '../../src/agent/server/operator-service.ts';
-import { doctorFacts } from '../../src/agent/server/doctor-facts.ts';
-import { resolveAgentOptions } from '../../src/agent/settings/options.ts';
-import { NetnsObserver } from '../../src/sources/netns.ts';
+import { servedApi } from '../../src/agent/server/served-api.ts';
 import { tempDir } from '../helpers/processes.ts';
 import { releaseHarness } from '../agent/release/harness.ts';
 
@@ -61,26 +56,26 @@ export interface Harness {
 export async function harness(): Promise<Harness> {
   const clock = new ManualClock(Date.parse('2030-01-01T00:00:00Z'));
   const store = new FaultyStore({ path: ':memory:' });
-  // The release side exactly as the release tests build it: journal intake, pipeline, reconcile pass.
-  const { allocator, dir: journalDir, pipeline, reconciler, done } = releaseHarness(clock, store, { node: 'n1' });
   const dir = tempDir('warren-api-');
   const socket = join(dir, 'api.sock');
   const netnsDir = tempDir('warren-api-netns-');
-  // The agent's own setup as agent.ts reports it for `warren doctor`, from options resolved as the agent resolves its flags.
-  const options = resolveAgentOptions({ stateDir: dir, socket, journalDir, nodeName: 'n1', netnsDirs: netnsDir, metricsAddress: '' }, {}, 0, dir);
-  const doctor = () => doctorFacts({ options, store, observer: new NetnsObserver(options.netnsDirs), clock, version: '0.0.0-test' });
-  const service = new AgentService({ store, allocator, clock, socket, version: '0.0.0-test', reconciler, doctor });
-  const failures: string[] = [];
-  const cni = new CniService({
-    allocator,
-    readiness: () => service.readiness(),
-    storeKind: 'sqlite',
-    clock,
-    gcGraceMs: 60_000,
-    beforeAdd: (owner) => pipeline.settle(owner),
-    onFailure: (error, command) => failures.push(`cni ${command}: ${(error as Error).message}`),
+  // The release side exactly as the release tests build it (journal intake, pipeline, reconcile
+  // pass), from options resolved as the agent resolves its flags; the served API from the same.
+  const { options, allocator, dir: journalDir, pipeline, reconciler, done } = await releaseHarness(clock, store, {
+    node: 'n1',
+    flags: { stateDir: dir, socket, netnsDirs: netnsDir },
   });
-  const server: Server = createApiServer({ cni, service, onError: (error, route) => failures.push(`${route}: ${(error as Error).message}`) });
+  const failures: string[] = [];
+  const { server } = servedApi(options, {
+    store,
+    allocator,
+    clock,
+    version: '0.0.0-test',
+    pipeline,
+    reconciler,
+    onCniFailure: (error, command) => failures.push(`cni ${command}: ${(error as Error).message}`),
+    onRequestError: (error, route) => failures.push(`${route}: ${(error as Error).message}`),
+  });
   await new Promise<void>((resolve) => server.listen(socket, resolve));
   return {
     clock,

@@ -10,6 +10,7 @@ import { closeSync, existsSync, lstatSync, mkdirSync, openSync, readFileSync, re
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { WARREN_BIN, run, tempDir, track } from '../helpers/processes.ts';
+import { flush } from '../helpers/event-loop.ts';
 
 /** A build output of the test's own: two files whose content says which build they are. */
 function fakeBuild(tag: string, bytes = 64 * 1024): string {
@@ -113,7 +114,7 @@ describe('warren install', () => {
           assert.ok(content.equals(whole.get(content.toString('hex', 0, 64)) ?? Buffer.alloc(0)), `${path} is one whole file of a build`);
           reads += 1;
         }
-        await new Promise((resolve) => setImmediate(resolve));
+        await flush();
       }
     })();
     try {

@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { AsyncChannel } from '../../src/core/async-channel.ts';
+import { flush } from '../helpers/event-loop.ts';
 
 describe('AsyncChannel', () => {
   it('hands items over in order, waits for more, ends after close with nothing lost', async () => {
@@ -15,7 +16,7 @@ describe('AsyncChannel', () => {
     const consuming = (async () => {
       for await (const item of channel) seen.push(item);
     })();
-    await new Promise<void>((resolve) => setImmediate(resolve));
+    await flush();
     assert.deepEqual(seen, [1, undefined]);
     channel.push(3);
     channel.push(4);

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { KeyedMutex } from '../../src/core/keyed-mutex.ts';
+import { flush } from '../helpers/event-loop.ts';
 
 /** A promise the test settles when it chooses. */
 function gate<T = void>(): { promise: Promise<T>; open: (value: T) => void; fail: (error: Error) => void } {
@@ -18,11 +19,6 @@ function gate<T = void>(): { promise: Promise<T>; open: (value: T) => void; fail
     fail = reject;
   });
   return { promise, open, fail };
-}
-
-/** Lets every promise callback that is ready run. */
-async function settle(): Promise<void> {
-  for (let i = 0; i < 10; i++) await new Promise<void>((resolve) => setImmediate(resolve));
 }
 
 describe('KeyedMutex', () => {
@@ -37,13 +33,13 @@ describe('KeyedMutex', () => {
         return i;
       }),
     );
-    await settle();
+    await flush(10);
     assert.deepEqual(started, [0], 'the second waits for the first');
     gates[0]?.open();
-    await settle();
+    await flush(10);
     assert.deepEqual(started, [0, 1]);
     gates[2]?.open(); // the third's work is ready, but its turn has not come
-    await settle();
+    await flush(10);
     assert.deepEqual(started, [0, 1]);
     gates[1]?.open();
     assert.deepEqual(await Promise.all(runs), [0, 1, 2]);
@@ -63,7 +59,7 @@ describe('KeyedMutex', () => {
       running.add('b');
       await b.promise;
     });
-    await settle();
+    await flush(10);
     assert.deepEqual([...running].sort(), ['a', 'b'], 'b did not wait for a');
     b.open();
     await runB;

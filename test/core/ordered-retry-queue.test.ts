@@ -9,9 +9,9 @@ import fc from 'fast-check';
 import { ExponentialBackoff } from '../../src/core/backoff.ts';
 import { ManualClock } from '../../src/core/clock.ts';
 import { OrderedRetryQueue } from '../../src/core/ordered-retry-queue.ts';
+import { flush } from '../helpers/event-loop.ts';
 
 /** Lets every promise already resolved run its continuations (no time passes). */
-const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 function setup(handle: (key: string, event: string) => Promise<void>) {
   const clock = new ManualClock(0);

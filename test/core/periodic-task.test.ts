@@ -7,9 +7,9 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ManualClock } from '../../src/core/clock.ts';
 import { PeriodicTask } from '../../src/core/periodic-task.ts';
+import { flush } from '../helpers/event-loop.ts';
 
 /** Lets every promise already resolved run its continuations (no time passes). */
-const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 describe('PeriodicTask', () => {
   it('runs every interval from the end of the last run, reports failures and goes on, and stops with its signal', async () => {

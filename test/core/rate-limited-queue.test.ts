@@ -16,9 +16,9 @@ import {
   type RateLimiter,
   TokenBucketRateLimiter,
 } from '../../src/core/rate-limited-queue.ts';
+import { flush } from '../helpers/event-loop.ts';
 
 /** Lets every promise already resolved run its continuations (no time passes). */
-const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 const failOnError = (key: string, error: unknown): never => assert.fail(`handler for ${key} threw: ${String(error)}`);
 

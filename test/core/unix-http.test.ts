@@ -13,6 +13,7 @@ import { isWarrenError } from '../../src/core/errors.ts';
 import { MAX_HEAD_BYTES, type Peer, parseResponseHead, requestJson } from '../../src/core/unix-http.ts';
 import { agentPeer } from '../../src/api/cni-call.ts';
 import { tempDir } from '../helpers/processes.ts';
+import { flush } from '../helpers/event-loop.ts';
 
 /** The peer as the API's clients name the agent (api/cni-call.ts), so codes and messages are theirs. */
 const agent = (socket: string): Peer => ({ label: `Warren agent at ${socket}`, unreachableCode: 'AGENT_UNREACHABLE' });
@@ -61,7 +62,7 @@ after(() => {
 async function writeInPieces(socket: Socket, pieces: ReadonlyArray<string | Buffer>): Promise<void> {
   for (const piece of pieces) {
     await new Promise<void>((resolve) => socket.write(piece, () => resolve()));
-    await new Promise<void>((resolve) => setImmediate(resolve));
+    await flush();
   }
 }
 

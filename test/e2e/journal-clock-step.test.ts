@@ -9,7 +9,6 @@ import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { pino } from 'pino';
 import { Agent } from '../../src/agent/agent.ts';
 import { resolveAgentOptions } from '../../src/agent/settings/options.ts';
 import { type Clock, systemClock } from '../../src/core/clock.ts';
@@ -18,6 +17,7 @@ import type { Allocation } from '../../src/ipam/allocation.ts';
 import { decodeEntry } from '../../src/cni/journal-entry.ts';
 import { warren } from '../helpers/cni.ts';
 import { removeDir, tempDir, waitFor } from '../helpers/processes.ts';
+import { silentLogger } from '../helpers/logger.ts';
 
 const HOUR = 3_600_000;
 
@@ -43,7 +43,7 @@ describe('journaled DEL after an NTP step back', { skip: systemClock.boot === un
 
   const start = async (): Promise<void> => {
     const options = resolveAgentOptions({ stateDir: dir, socket, nodeName: 'clockstep-node', journalDir: journal, netnsDirs: '', containerd: 'off', warmUpRounds: '0' }, {});
-    agent = new Agent(options, { clock: anHourAhead, logger: pino({ level: 'silent' }) });
+    agent = new Agent(options, { clock: anHourAhead, logger: silentLogger });
     await agent.start();
   };
   const held = async (): Promise<Allocation[]> => (await requestJson({ socket, method: 'GET', path: '/v1/allocations?containerID=clockstep-1' })).body as Allocation[];

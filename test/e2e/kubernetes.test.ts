@@ -8,7 +8,6 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { pino } from 'pino';
 import { Agent } from '../../src/agent/agent.ts';
 import { REASON_RELEASED } from '../../src/agent/kubernetes/releases.ts';
 import { resolveAgentOptions } from '../../src/agent/settings/options.ts';
@@ -20,6 +19,7 @@ import { resultAddresses, warren } from '../helpers/cni.ts';
 import { type FakeKubeApi, type KubeObject, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
 import { createNetns, deleteNetns } from '../helpers/netns.ts';
 import { WARREN_BIN, isRoot, removeDir, run, tempDir, waitFor } from '../helpers/processes.ts';
+import { silentLogger } from '../helpers/logger.ts';
 
 const NODE = 'kube-node-1';
 const GRACE_SECONDS = 600;
@@ -54,7 +54,7 @@ describe('Kubernetes pod garbage collection', { skip }, () => {
       },
       {},
     );
-    const agent = new Agent(options, { clock, logger: pino({ level: 'silent' }) });
+    const agent = new Agent(options, { clock, logger: silentLogger });
     await agent.start();
     running = { agent, socket };
     await waitFor('the pod watch to start', async () => ((await status()).kubernetes?.pods.state === 'watching' ? true : undefined));

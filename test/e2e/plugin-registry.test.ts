@@ -14,12 +14,12 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import pino from 'pino';
 import type { PluginHandler, RegisteredPlugin } from '../../src/agent/registry/handler.ts';
 import { PluginRegistry } from '../../src/agent/registry/registry.ts';
 import { EVENT_SOURCE_TYPE, EVENT_SOURCE_VERSIONS, type PluginInfo } from '../../src/api/plugins/wire.ts';
 import { RegistrationPluginProcess, type SocketSpec } from '../helpers/registration-plugin.ts';
 import { removeDir, tempDir, waitFor } from '../helpers/processes.ts';
+import { silentLogger } from '../helpers/logger.ts';
 
 /** Longer than the file runs: a socket registered (or unregistered) was found by its inotify event. */
 const NO_RESCAN_MS = 3_600_000;
@@ -54,7 +54,7 @@ describe('plugin registry with real plugin processes', () => {
   const dir = tempDir('warren-plugins-');
   const handler = new RecordingHandler();
   const abort = new AbortController();
-  const registry = new PluginRegistry({ dir, handlers: [handler], logger: pino({ level: 'silent' }), rescanMs: NO_RESCAN_MS });
+  const registry = new PluginRegistry({ dir, handlers: [handler], logger: silentLogger, rescanMs: NO_RESCAN_MS });
   const plugins: RegistrationPluginProcess[] = [];
   const start = async (specs: readonly SocketSpec[]): Promise<RegistrationPluginProcess> => {
     const plugin = await RegistrationPluginProcess.start(specs);

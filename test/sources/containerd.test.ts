@@ -7,7 +7,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
-import pino from 'pino';
 import { ExponentialBackoff } from '../../src/core/backoff.ts';
 import { ManualClock } from '../../src/core/clock.ts';
 import { OrderedRetryQueue } from '../../src/core/ordered-retry-queue.ts';
@@ -15,10 +14,10 @@ import { type ContainerEvent, decodeEvent, encodeAny, encodeMessage } from '../.
 import { ContainerdEventSource } from '../../src/sources/containerd/event-source.ts';
 import { type Containerd, haveContainerd, startContainerd } from '../helpers/containerd.ts';
 import { isRoot, waitFor } from '../helpers/processes.ts';
+import { silentLogger } from '../helpers/logger.ts';
 
 const NS = `warren-s${process.pid}`;
 const skip = !isRoot() || !haveContainerd() ? 'needs root and containerd' : false;
-const quiet = pino({ level: 'silent' });
 
 describe('containerd event source', { skip }, () => {
   let containerd: Containerd;
@@ -51,7 +50,7 @@ describe('containerd event source', { skip }, () => {
       namespaces: [NS],
       clock,
       backoff: new ExponentialBackoff(),
-      logger: quiet,
+      logger: silentLogger,
     });
     const running = (async () => {
       for await (const item of source.events(abort.signal)) {
@@ -89,7 +88,7 @@ describe('containerd event source', { skip }, () => {
   });
   it('is subscribed only once its resync is acknowledged, and lists again when the consumer could not apply one', async () => {
     const clock = new ManualClock(Date.now());
-    const source = new ContainerdEventSource({ socket: containerd.socket, namespaces: [NS], clock, backoff: new ExponentialBackoff({ initialMs: 1_000 }), logger: quiet });
+    const source = new ContainerdEventSource({ socket: containerd.socket, namespaces: [NS], clock, backoff: new ExponentialBackoff({ initialMs: 1_000 }), logger: silentLogger });
     const abort = new AbortController();
     const items = source.events(abort.signal)[Symbol.asyncIterator]();
     try {

@@ -10,8 +10,8 @@ import { ClusterUpkeep } from '../../../src/agent/cluster/upkeep.ts';
 import { RecentErrors } from '../../../src/agent/metrics/recent-errors.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
 import type { Membership } from '../../../src/store/store.ts';
-
-const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
+import { flush } from '../../helpers/event-loop.ts';
+import { silentLogger } from '../../helpers/logger.ts';
 
 describe('ClusterUpkeep', () => {
   it('announces, renews and gives back blocks every interval; a failing chore is reported and the rest still run', async () => {
@@ -47,7 +47,7 @@ describe('ClusterUpkeep', () => {
         return { returned: [], errors: [] };
       },
     };
-    const logger = pino({ level: 'silent' });
+    const logger = silentLogger;
     const errors = new RecentErrors(clock, logger);
     const upkeep = new ClusterUpkeep({ membership, allocator, clock, logger, errors, node: 'n1', version: 'v', intervalMs: 10_000, blockGraceMs: 300_000 });
     const abort = new AbortController();

@@ -11,6 +11,8 @@ import { pino } from 'pino';
 import { ClusterEvents, nodeInvolved, podInvolved } from '../../../src/agent/kubernetes/events.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { type FakeKubeApi, startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
+import { flush } from '../../helpers/event-loop.ts';
+import { silentLogger } from '../../helpers/logger.ts';
 
 describe('Events on the pod', () => {
   let api: FakeKubeApi;
@@ -25,7 +27,7 @@ describe('Events on the pod', () => {
   });
   after(async () => api?.stop());
 
-  const events = (clock: ManualClock, over: { burst?: number; perMinute?: number } = {}) => new ClusterEvents({ api: core, node: 'n1', clock, logger: pino({ level: 'silent' }), ...over });
+  const events = (clock: ManualClock, over: { burst?: number; perMinute?: number } = {}) => new ClusterEvents({ api: core, node: 'n1', clock, logger: silentLogger, ...over });
 
   it('sends one Event and raises its count for a repeat, by merge PATCH, never a second Event', async () => {
     const clock = new ManualClock(Date.parse('2026-11-22T10:00:00Z'));
@@ -93,7 +95,7 @@ describe('Events on the pod', () => {
     } finally {
       api.allow('create', 'events');
     }
-    await new Promise<void>((resolve) => setImmediate(resolve));
+    await flush();
     const refusals = lines.filter((l) => l.missingPermission !== undefined);
     assert.equal(refusals.length, 1, JSON.stringify(lines));
     assert.equal(refusals[0]?.missingPermission, 'create events');
@@ -137,7 +139,7 @@ describe('Events on the pod', () => {
         throw new Error('not called');
       },
     } as unknown as Pick<CoreV1Api, 'createNamespacedEvent' | 'patchNamespacedEvent'>;
-    const e = new ClusterEvents({ api: refusing, node: 'n1', clock: new ManualClock(0), logger: pino({ level: 'silent' }) });
+    const e = new ClusterEvents({ api: refusing, node: 'n1', clock: new ManualClock(0), logger: silentLogger });
     await e.record(podInvolved({ uid: 'u-t', namespace: 'shop', name: 'web-1' }), 'Normal', 'IPAddressGarbageCollected', 'x');
     assert.equal(e.status().refused, 1);
     assert.equal(e.status().forbidden, undefined);

@@ -5,7 +5,6 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { pino } from 'pino';
 import { Allocator } from '../../../src/allocator/allocator.ts';
 import { KubernetesNodes } from '../../../src/agent/kubernetes/nodes.ts';
 import { parseIpamConfig } from '../../../src/cni/ipam-config.ts';
@@ -16,6 +15,7 @@ import { EtcdStore } from '../../../src/store/etcd-store.ts';
 import type { Membership } from '../../../src/store/store.ts';
 import { type EtcdCluster, startEtcd } from '../../helpers/etcd.ts';
 import { waitFor } from '../../helpers/processes.ts';
+import { silentLogger } from '../../helpers/logger.ts';
 
 const RECHECK_MS = 2_000;
 const ranges = parseIpamConfig({ type: 'warren', range: '10.247.0.0/24', block_size: 28 }).ranges;
@@ -53,7 +53,7 @@ describe('KubernetesNodes', () => {
       membership,
       allocator: { forgetNode: forgetNode ?? ((name) => allocator.forgetNode(name)) },
       clock,
-      logger: pino({ level: 'silent' }),
+      logger: silentLogger,
       node,
       recheckMs: RECHECK_MS,
     });

@@ -8,7 +8,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
-import { pino } from 'pino';
 import { Allocator } from '../../../src/allocator/allocator.ts';
 import { ClusterEvents } from '../../../src/agent/kubernetes/events.ts';
 import { KubernetesReleases, REASON_FAILED, REASON_RELEASED } from '../../../src/agent/kubernetes/releases.ts';
@@ -26,6 +25,8 @@ import type { AllocationFilter } from '../../../src/store/store.ts';
 import { SqliteStore } from '../../../src/store/sqlite-store.ts';
 import { type FakeKubeApi, type KubeObject, startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
 import { waitFor } from '../../helpers/processes.ts';
+import { flush } from '../../helpers/event-loop.ts';
+import { silentLogger } from '../../helpers/logger.ts';
 
 const NODE = 'n1';
 const ranges = parseIpamConfig({ type: 'warren', range: '10.248.0.0/24' }).ranges;
@@ -58,7 +59,7 @@ describe('KubernetesReleases', () => {
   /** The release side of one agent, running until the returned `stop`. */
   const wire = (clock: ManualClock, maxRetries = 5) => {
     const store = new StuckPodStore({ path: ':memory:' });
-    const logger = pino({ level: 'silent' });
+    const logger = silentLogger;
     const allocator = new Allocator({ store, clock, node: NODE });
     const events = new ClusterEvents({ api: core, node: NODE, clock, logger });
     let releases: KubernetesReleases | undefined;
@@ -119,7 +120,7 @@ describe('KubernetesReleases', () => {
       assert.equal(s.tracked, 0, 'the pod is let go: the resync after the next listing finds what it holds');
       // Bounded: no attempt after giving up, however long the clock runs.
       clock.advance(3_600_000);
-      await new Promise<void>((resolve) => setImmediate(resolve));
+      await flush();
       assert.equal(r.store.tries, maxRetries + 1);
       r.store.stuckPod = undefined;
       assert.deepEqual((await r.store.list({ podUID: 'uid-stuck' })).map((a) => a.address), [address], 'nothing was released');

@@ -11,12 +11,12 @@ import { execFileSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, statSync, symlinkSync, unlinkSync, watch, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, it } from 'node:test';
-import pino from 'pino';
 import { CniConfigManager, type CniConfigManagerOptions } from '../../../src/agent/node/cni-config-manager.ts';
 import type { CniConfigStatus } from '../../../src/api/status.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { parseNetConf } from '../../../src/cni/netconf.ts';
 import { HANG_BOUND_MS, removeDir, tempDir } from '../../helpers/processes.ts';
+import { silentLogger } from '../../helpers/logger.ts';
 
 /** Bounds a hang; a loaded machine is slow, not wrong. */
 const DEADLINE_MS = HANG_BOUND_MS;
@@ -69,7 +69,7 @@ function rig(defaults: Partial<CniConfigManagerOptions> = {}): Rig {
         cniVersionMax: '1.0.0',
         cleanupOnExit: false,
         clock,
-        logger: pino({ level: 'silent' }),
+        logger: silentLogger,
         ...defaults,
         ...overrides,
       });
@@ -437,7 +437,7 @@ describe('the readiness indicator without a managed config', () => {
         cniVersionMax: '1.0.0',
         cleanupOnExit: false,
         clock: new ManualClock(0),
-        logger: pino({ level: 'silent' }),
+        logger: silentLogger,
       });
       assert.match(rigless.notReady() ?? '', /readiness indicator .*sub\/ready is missing/);
       writeFileSync(join(dir, 'sub', 'ready'), '');

@@ -12,7 +12,6 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, it } from 'node:test';
-import pino from 'pino';
 import { HostLocalTakeover, type HostLocalTarget } from '../../../src/agent/node/host-local-takeover.ts';
 import { Allocator } from '../../../src/allocator/allocator.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
@@ -20,6 +19,7 @@ import { parseNetConf } from '../../../src/cni/netconf.ts';
 import { parseReservation, renderReservation, reservationAddress } from '../../../src/cni/host-local-reservation.ts';
 import { SqliteStore } from '../../../src/store/sqlite-store.ts';
 import { removeDir, tempDir, waitFor } from '../../helpers/processes.ts';
+import { silentLogger } from '../../helpers/logger.ts';
 
 const NETWORK = 'hlnet';
 
@@ -47,7 +47,7 @@ function rig(): Rig {
   const store = new SqliteStore({ path: ':memory:', clock });
   const allocator = new Allocator({ store, clock, node: 'n1' });
   const abort = new AbortController();
-  const takeover = new HostLocalTakeover({ allocator, store, node: 'n1', clock, logger: pino({ level: 'silent' }), rescanMs: 5_000 });
+  const takeover = new HostLocalTakeover({ allocator, store, node: 'n1', clock, logger: silentLogger, rescanMs: 5_000 });
   takeover.start(abort.signal);
   const ranges = parseNetConf({ cniVersion: '1.0.0', name: NETWORK, type: 'bridge', ipam: { type: 'warren', range: '10.77.0.0/24', gateway: '10.77.0.1' } }, 'ADD').ipam.ranges;
   cleanups.push(async () => {

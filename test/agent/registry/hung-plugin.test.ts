@@ -7,12 +7,12 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import pino from 'pino';
 import { PluginRegistry } from '../../../src/agent/registry/registry.ts';
 import type { PluginHandler } from '../../../src/agent/registry/handler.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { type MuteSocket, descriptorsSettled, openDescriptors, startMuteSocket } from '../../helpers/mute-socket.ts';
 import { HANG_BOUND_MS, removeDir, tempDir, waitFor } from '../../helpers/processes.ts';
+import { silentLogger } from '../../helpers/logger.ts';
 
 const ATTEMPTS = 150;
 const INFO_TIMEOUT_MS = 1_000;
@@ -48,7 +48,7 @@ describe('the plugin registry against a plugin that accepts and never answers', 
     registry = new PluginRegistry({
       dir,
       handlers: [handler],
-      logger: pino({ level: 'silent' }),
+      logger: silentLogger,
       clock,
       infoTimeoutMs: INFO_TIMEOUT_MS,
       // A constant backoff: many attempts in few clock steps.

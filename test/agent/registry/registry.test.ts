@@ -9,7 +9,6 @@ import assert from 'node:assert/strict';
 import { mkdirSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, it } from 'node:test';
-import pino from 'pino';
 import { OWNER_TRUST } from '../../../src/agent/registry/trust.ts';
 import { PluginRegistry, type PluginRegistryOptions } from '../../../src/agent/registry/registry.ts';
 import type { PluginHandler, RegisteredPlugin } from '../../../src/agent/registry/handler.ts';
@@ -20,6 +19,8 @@ import { ManualClock } from '../../../src/core/clock.ts';
 import type { RegistrationClientLike } from '../../../src/sources/plugins/registration-client.ts';
 import type { SocketEvent } from '../../../src/sources/plugins/socket-watcher.ts';
 import { HANG_BOUND_MS, removeDir, tempDir } from '../../helpers/processes.ts';
+import { flush } from '../../helpers/event-loop.ts';
+import { silentLogger } from '../../helpers/logger.ts';
 
 const TYPE = 'warren.event-source';
 const START = Date.parse('2026-11-22T10:00:00Z');
@@ -141,12 +142,6 @@ afterEach(async () => {
   }
 });
 
-const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
-/** Lets whatever can run without the clock run (for checking that something did not happen). */
-async function turns(n = 20): Promise<void> {
-  for (let i = 0; i < n; i++) await turn();
-}
-
 function rig(overrides: Partial<PluginRegistryOptions> = {}, handlers?: (log: string[]) => PluginHandler[]): Rig {
   const dir = tempDir('warren-registry-');
   const clock = new ManualClock(START);
@@ -157,7 +152,7 @@ function rig(overrides: Partial<PluginRegistryOptions> = {}, handlers?: (log: st
   const registry = new PluginRegistry({
     dir,
     handlers: handlers?.(log) ?? [handler],
-    logger: pino({ level: 'silent' }),
+    logger: silentLogger,
     clock,
     events,
     connect: handshake.connect,
@@ -196,13 +191,13 @@ function rig(overrides: Partial<PluginRegistryOptions> = {}, handlers?: (log: st
       const end = Date.now() + HANG_BOUND_MS;
       while (!done()) {
         if (Date.now() > end) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(registry.status(), null, 1)}\nlog: ${log.join(', ')}`);
-        await turn();
+        await flush();
       }
     },
     async settle() {
-      await turn();
+      await flush();
       await registry.settled();
-      await turn();
+      await flush();
     },
   };
   rigs.push(r);
@@ -300,7 +295,7 @@ describe('plugin registry: unregister before register', () => {
     r.socket('slow.sock');
     await r.until('the register to start', () => r.log.length === 1);
     r.gone('slow.sock');
-    await turns();
+    await flush(20);
     assert.deepEqual(r.log, [`register ${r.path('slow.sock')}`], 'no unregister while the register runs');
     assert.equal(r.entry('slow.sock')?.state, 'registering');
     open();
@@ -345,7 +340,7 @@ describe('plugin registry: timeouts and backoff on the clock', () => {
     const expected = [500, 1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 64_000, 120_000, 120_000];
     for (const [i, delay] of expected.entries()) {
       r.clock.advance(999);
-      await turns();
+      await flush(20);
       assert.equal(r.entry('mute.sock')?.state, 'registering', 'still waiting 1 ms before the timeout');
       r.clock.advance(1);
       await r.until(`failure ${i + 1}`, () => r.entry('mute.sock')?.failures === i + 1);
@@ -422,7 +417,7 @@ describe('plugin registry: timeouts and backoff on the clock', () => {
     r.events.push({ kind: 'socket', path: r.path('a.sock'), ino: 1 });
     await r.until('the register', () => r.log.length === 1);
     r.clock.advance(4_999);
-    await turns();
+    await flush(20);
     assert.equal(r.entry('a.sock')?.state, 'registering');
     r.clock.advance(1);
     await r.until('failure 1', () => r.entry('a.sock')?.failures === 1);

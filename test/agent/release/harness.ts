@@ -1,20 +1,22 @@
 /**
- * The release side of the agent in process, as the agent wires it, over a journal directory and a
- * store, on a manual clock: the journal intake feeding the pipeline, and the reconcile pass. Not a
- * test file itself; the release tests share it.
+ * The release side of the agent in process, wired by the agent's own ReleaseWiring from options
+ * resolved as the agent resolves its flags, over a journal directory and a store, on a manual
+ * clock: the journal intake feeding the pipeline, and the reconcile pass. The sources that need a
+ * runtime (containerd, Kubernetes, plugins) are off. What a test replaces it replaces through the
+ * wiring's overrides: a journal that rescans only when told, its own namespace observer, and the
+ * reconcile pass's netns sweep and node filter. Not a test file itself; the release tests share it.
  */
 import { join } from 'node:path';
-import { pino } from 'pino';
 import { Allocator } from '../../../src/allocator/allocator.ts';
 import { RecentErrors } from '../../../src/agent/metrics/recent-errors.ts';
-import { JournalIntake } from '../../../src/agent/release/journal.ts';
-import { ReleasePipeline } from '../../../src/agent/release/pipeline.ts';
-import { ReleaseReconciler } from '../../../src/agent/release/reconciler.ts';
-import { ExponentialBackoff } from '../../../src/core/backoff.ts';
+import { NO_TELEMETRY } from '../../../src/agent/metrics/telemetry.ts';
+import { ReleaseWiring } from '../../../src/agent/release-wiring.ts';
+import { type AgentOptions, resolveAgentOptions } from '../../../src/agent/settings/options.ts';
 import type { ManualClock } from '../../../src/core/clock.ts';
 import { MissedDeleteJournal } from '../../../src/sources/missed-delete-journal.ts';
 import { NetnsObserver } from '../../../src/sources/netns.ts';
 import type { Store } from '../../../src/store/store.ts';
+import { silentLogger } from '../../helpers/logger.ts';
 import { tempDir } from '../../helpers/processes.ts';
 
 export interface HarnessOptions {
@@ -26,59 +28,66 @@ export interface HarnessOptions {
   readonly releaseGoneNetns?: boolean;
   /** Judge only this node's allocations (a store shared by nodes). */
   readonly onlyNode?: string;
+  /** More of the agent's flags, as its command line would give them (the API harness: its socket and state). */
+  readonly flags?: Partial<Record<keyof AgentOptions, string>>;
 }
 
 /** `done` stops every loop and the pipeline. */
-export function releaseHarness(clock: ManualClock, store: Store, options: HarnessOptions = {}) {
+export async function releaseHarness(clock: ManualClock, store: Store, options: HarnessOptions = {}) {
   const node = options.node ?? 'n';
   const allocator = new Allocator({ store, clock, node });
-  const dir = join(tempDir(), 'journal');
+  const stateDir = options.flags?.stateDir ?? tempDir();
+  const dir = join(stateDir, 'journal');
+  const agentOptions = resolveAgentOptions(
+    {
+      stateDir,
+      journalDir: dir,
+      nodeName: node,
+      // No directory of the host's (doctor's view); the observer and the sweep are the test's, below.
+      netnsDirs: '',
+      containerdGraceSeconds: String((options.resyncGraceMs ?? 0) / 1000),
+      netnsGraceSeconds: String((options.netnsGraceMs ?? 0) / 1000),
+      // Longer than any step of a test: only explicit tick() calls run passes, until a test moves
+      // the clock past it.
+      reconcileIntervalSeconds: '60',
+      metricsAddress: '',
+      ...options.flags,
+    },
+    {},
+    0,
+    stateDir,
+  );
   const journal = new MissedDeleteJournal({ dir, clock, rescanMs: 0 });
-  journal.prepare();
-  const logger = pino({ level: 'silent' });
-  const errors = new RecentErrors(clock, logger);
-  const intake = new JournalIntake({ journal, logger, errors });
-  const observer = options.observer ?? new NetnsObserver([]);
-  const pipeline = new ReleasePipeline({
+  const errors = new RecentErrors(clock, silentLogger);
+  const wiring = await ReleaseWiring.open(agentOptions, {
+    store,
     allocator,
-    store,
-    observer,
     clock,
-    logger,
-    node,
-    ownerBackoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 300_000 }),
-    containerBackoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 300_000 }),
-    resyncGraceMs: options.resyncGraceMs ?? 0,
-    recordedFor: (owner) => intake.readNow(owner),
-  });
-  const reconciler = new ReleaseReconciler({
-    pipeline,
-    journal: intake,
-    store,
-    observer,
-    clock,
-    logger,
+    logger: silentLogger,
     errors,
-    // Longer than any step of a test: only explicit tick() calls run passes, until a test moves the
-    // clock past it.
-    intervalMs: 60_000,
-    netnsGraceMs: options.netnsGraceMs ?? 0,
-    releaseGoneNetns: options.releaseGoneNetns ?? false,
-    ...(options.onlyNode === undefined ? {} : { onlyNode: options.onlyNode }),
+    telemetry: NO_TELEMETRY,
+    over: {
+      journal,
+      observer: options.observer ?? new NetnsObserver([]),
+      reconciler: {
+        releaseGoneNetns: options.releaseGoneNetns ?? false,
+        ...(options.onlyNode === undefined ? {} : { onlyNode: options.onlyNode }),
+      },
+    },
   });
   const abort = new AbortController();
-  const consuming = intake.consume(abort.signal, (intent) => pipeline.push(intent));
-  reconciler.start(abort.signal);
+  wiring.start(abort.signal);
   return {
+    /** The options the wiring was built from, as the agent would have resolved them. */
+    options: agentOptions,
     allocator,
     journal,
     dir,
-    pipeline,
-    reconciler,
+    pipeline: wiring.pipeline,
+    reconciler: wiring.reconciler,
     done: async () => {
       abort.abort();
-      await consuming;
-      pipeline.stop();
+      await wiring.stopped();
     },
   };
 }

@@ -9,6 +9,7 @@ import { pino } from 'pino';
 import { ReleaseLog } from '../../../src/agent/release/log.ts';
 import type { ReleaseIntent } from '../../../src/agent/release/rule.ts';
 import type { Allocation } from '../../../src/ipam/allocation.ts';
+import { flush } from '../../helpers/event-loop.ts';
 
 function capture(): { log: ReleaseLog; lines: Array<Record<string, unknown>> } {
   const lines: Array<Record<string, unknown>> = [];
@@ -32,7 +33,7 @@ describe('release log', () => {
     log.exited({ kind: 'task-exited', containerID: 'c2', event: 'task-exit', observedAt: { wall: 1 }, via: PODMAN }, '/run/netns/netns-x');
     log.failed(viaAdapter, 1, 'store busy', 1_000);
     log.released({ kind: 'container-deleted', containerID: 'c3', observedAt: { wall: 1 } }, [released], 'container deleted');
-    await new Promise((resolve) => setImmediate(resolve));
+    await flush();
     assert.deepEqual(
       lines.map((l) => [l.containerID, l.source, l.adapter]),
       [

@@ -70,7 +70,7 @@ describe('ReleasePipeline', () => {
   it('spares allocations younger than the resync grace and releases the rest whose container is gone', async () => {
     const clock = new ManualClock(1_000_000);
     const store = new SqliteStore({ path: ':memory:' });
-    const { allocator, pipeline, done } = releaseHarness(clock, store, { node: 'n1', resyncGraceMs: 30_000 });
+    const { allocator, pipeline, done } = await releaseHarness(clock, store, { node: 'n1', resyncGraceMs: 30_000 });
     await allocator.allocate({ owner: owner('old-gone'), ranges });
     await allocator.allocate({ owner: owner('old-live'), ranges });
     clock.advance(50_000);
@@ -91,7 +91,7 @@ describe('ReleasePipeline', () => {
     const clock = new ManualClock(1_000_000);
     const store = new SqliteStore({ path: ':memory:' });
     const ns = namespaces();
-    const { allocator, pipeline, done } = releaseHarness(clock, store, { observer: ns.observer });
+    const { allocator, pipeline, done } = await releaseHarness(clock, store, { observer: ns.observer });
     const netns = ns.make(ns.seen, 'ns-exit');
     await allocator.allocate({ owner: owner('c-exit'), ranges, netns });
     pipeline.push(containerIntent({ kind: 'task-exit', namespace: 'ns', containerID: 'c-exit', pid: 1, exitStatus: 0 }, momentOf(clock)));
@@ -111,7 +111,7 @@ describe('ReleasePipeline', () => {
   it('backs a failing container off on its own while other keys go on, and acknowledges an intent only after its release commits', async () => {
     const clock = new ManualClock(1_000_000);
     const store = new FlakyStore({ path: ':memory:' });
-    const { allocator, pipeline, done } = releaseHarness(clock, store);
+    const { allocator, pipeline, done } = await releaseHarness(clock, store);
     await allocator.allocate({ owner: owner('bad'), ranges });
     await allocator.allocate({ owner: owner('good'), ranges });
     store.failListing = 'bad';
@@ -145,7 +145,7 @@ describe('ReleasePipeline', () => {
     const clock = new ManualClock(1_000_000);
     const store = new FlakyStore({ path: ':memory:' });
     const ns = namespaces();
-    const { allocator, pipeline, done } = releaseHarness(clock, store, { observer: ns.observer });
+    const { allocator, pipeline, done } = await releaseHarness(clock, store, { observer: ns.observer });
     const netns = join(ns.seen, 'ns-settle'); // never created: gone
     await allocator.allocate({ owner: owner('c-settle'), ranges, netns });
     store.failCommits = true;
@@ -164,7 +164,7 @@ describe('ReleasePipeline', () => {
   it('a container-deleted event retried after a DEL + ADD of the same container ID never releases the new allocation', async () => {
     const clock = new ManualClock(1_000_000);
     const store = new FlakyStore({ path: ':memory:' });
-    const { allocator, pipeline, done } = releaseHarness(clock, store);
+    const { allocator, pipeline, done } = await releaseHarness(clock, store);
     const [old] = await allocator.allocate({ owner: owner('c-late'), ranges });
     clock.advance(10);
     store.failListing = 'c-late'; // the store is busy when the event comes
@@ -189,7 +189,7 @@ describe('ReleasePipeline', () => {
   it('an ADD settles the container queue of its container ID: a backed-off runtime event is applied before the ADD, never after it', async () => {
     const clock = new ManualClock(1_000_000);
     const store = new FlakyStore({ path: ':memory:' });
-    const { allocator, pipeline, done } = releaseHarness(clock, store);
+    const { allocator, pipeline, done } = await releaseHarness(clock, store);
     const [old] = await allocator.allocate({ owner: owner('c-settled'), ranges });
     clock.advance(10);
     store.failListing = 'c-settled';
@@ -214,7 +214,7 @@ describe('ReleasePipeline', () => {
   it('does not queue a look-again intent twice for one key', async () => {
     const clock = new ManualClock(1_000_000);
     const store = new FlakyStore({ path: ':memory:' });
-    const { allocator, pipeline, done } = releaseHarness(clock, store);
+    const { allocator, pipeline, done } = await releaseHarness(clock, store);
     await allocator.allocate({ owner: owner('c-look'), ranges, netns: '/nowhere/ns' });
     store.failCommits = true;
     store.failListing = 'c-look';
@@ -234,7 +234,7 @@ describe('ReleasePipeline', () => {
     const clock = new ManualClock(1_000_000);
     const store = new SqliteStore({ path: ':memory:' });
     const ns = namespaces();
-    const { allocator, pipeline, done } = releaseHarness(clock, store, { node: 'n1', resyncGraceMs: 30_000, observer: ns.observer });
+    const { allocator, pipeline, done } = await releaseHarness(clock, store, { node: 'n1', resyncGraceMs: 30_000, observer: ns.observer });
     const podmanNs = (name: string) => ns.make(ns.seen, `netns-${name}`);
     await allocator.allocate({ owner: owner('podman-gone'), ranges, netns: podmanNs('a') });
     await allocator.allocate({ owner: owner('podman-live'), ranges, netns: podmanNs('b') });
@@ -275,7 +275,7 @@ describe('ReleasePipeline', () => {
   it("never lets a containerd resync release what a runtime adapter said is its own (a podman container is not a gone containerd one)", async () => {
     const clock = new ManualClock(1_000_000);
     const store = new SqliteStore({ path: ':memory:' });
-    const { allocator, pipeline, done } = releaseHarness(clock, store, { node: 'n1', resyncGraceMs: 0 });
+    const { allocator, pipeline, done } = await releaseHarness(clock, store, { node: 'n1', resyncGraceMs: 0 });
     await allocator.allocate({ owner: owner('podman-one'), ranges, netns: '/run/netns/netns-1' });
     await allocator.allocate({ owner: owner('containerd-gone'), ranges, netns: '/var/run/netns/cni-2' });
     clock.advance(1_000);
@@ -291,7 +291,7 @@ describe('ReleasePipeline', () => {
   it('acknowledges a containerd resync once its intents are queued, and with the error when the store cannot be listed', async () => {
     const clock = new ManualClock(1_000_000);
     const store = new FlakyStore({ path: ':memory:' });
-    const { allocator, pipeline, done } = releaseHarness(clock, store);
+    const { allocator, pipeline, done } = await releaseHarness(clock, store);
     await allocator.allocate({ owner: owner('gone-while-away'), ranges });
     const acks: unknown[] = [];
     const items = new AsyncChannel<ContainerdItem>();
@@ -316,7 +316,7 @@ describe('the reconcile pass', () => {
     const clock = new ManualClock(1_000_000);
     const store = new SqliteStore({ path: ':memory:' });
     const ns = namespaces();
-    const { allocator, reconciler, done } = releaseHarness(clock, store, { observer: ns.observer, releaseGoneNetns: true, onlyNode: 'n' });
+    const { allocator, reconciler, done } = await releaseHarness(clock, store, { observer: ns.observer, releaseGoneNetns: true, onlyNode: 'n' });
     const theirs = new Allocator({ store, clock, node: 'other' });
     await allocator.allocate({ owner: owner('gone'), ranges, netns: join(ns.seen, 'ns-gone') });
     await allocator.allocate({ owner: owner('there'), ranges, netns: ns.make(ns.seen, 'ns-there') });
@@ -334,7 +334,7 @@ describe('the reconcile pass', () => {
     const clock = new ManualClock(1_000_000);
     const store = new FlakyStore({ path: ':memory:' });
     const ns = namespaces();
-    const { allocator, dir, reconciler, done } = releaseHarness(clock, store, { observer: ns.observer });
+    const { allocator, dir, reconciler, done } = await releaseHarness(clock, store, { observer: ns.observer });
     await allocator.allocate({ owner: owner('netns-gone'), ranges, netns: join(ns.seen, 'ns-a') });
     await allocator.allocate({ owner: owner('journaled'), ranges, netns: ns.make(ns.seen, 'ns-b') });
     await allocator.allocate({ owner: owner('healthy'), ranges, netns: ns.make(ns.seen, 'ns-c') });

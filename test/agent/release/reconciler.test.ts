@@ -28,7 +28,7 @@ describe('ReleaseReconciler', () => {
   it('keeps a failing intent on disk, backs off, and releases it on a later tick', async () => {
     const clock = new ManualClock(1_000_000);
     const store = new FlakyStore({ path: ':memory:' });
-    const { allocator, dir, reconciler, done } = harness(clock, store);
+    const { allocator, dir, reconciler, done } = await harness(clock, store);
     const ranges = parseIpamConfig({ type: 'warren', range: '10.0.0.0/24' }).ranges;
     const owner = { network: 'net', containerID: 'c1', ifname: 'eth0' };
     await allocator.allocate({ owner, ranges });
@@ -76,7 +76,7 @@ describe('ReleaseReconciler', () => {
   it('a journaled DEL never releases an address allocated after the DEL was recorded', async () => {
     const clock = new ManualClock(1_000_000);
     const store = new SqliteStore({ path: ':memory:' });
-    const { allocator, dir, reconciler, done } = harness(clock, store);
+    const { allocator, dir, reconciler, done } = await harness(clock, store);
     try {
       const ranges = parseIpamConfig({ type: 'warren', range: '10.0.0.0/24' }).ranges;
       const owner = { network: 'net', containerID: 'c1', ifname: 'eth0' };
@@ -96,7 +96,7 @@ describe('ReleaseReconciler', () => {
   it('an ADD of an attachment with a pending journaled DEL first applies that DEL, then gets a fresh address', async () => {
     const clock = new ManualClock(1_000_000);
     const store = new FlakyStore({ path: ':memory:' });
-    const { allocator, dir, pipeline, reconciler, done } = harness(clock, store);
+    const { allocator, dir, pipeline, reconciler, done } = await harness(clock, store);
     try {
       const ranges = parseIpamConfig({ type: 'warren', range: '10.0.0.0/24' }).ranges;
       const owner = { network: 'net', containerID: 'c1', ifname: 'eth0' };

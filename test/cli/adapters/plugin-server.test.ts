@@ -9,7 +9,6 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { type TestContext, describe, it } from 'node:test';
 import { Client, Metadata, credentials } from '@grpc/grpc-js';
-import pino from 'pino';
 import { EVENT_SOURCE_TYPE, METHODS, type PluginInfo, type RegistrationStatus, type RuntimeEvent, decodeInfo, encodeStatus, EMPTY } from '../../../src/api/plugins/wire.ts';
 import { type EventFeed, type PluginServer, heartbeatInterval, servePlugin } from '../../../src/cli/adapters/plugin-server.ts';
 import { ExponentialBackoff } from '../../../src/core/backoff.ts';
@@ -18,8 +17,8 @@ import { isWarrenError } from '../../../src/core/errors.ts';
 import { EventSourceClient, type RuntimeItem } from '../../../src/sources/plugins/event-source-client.ts';
 import { removeDir, tempDir, waitFor } from '../../helpers/processes.ts';
 import { Puller } from '../../helpers/puller.ts';
+import { silentLogger } from '../../helpers/logger.ts';
 
-const quiet = pino({ level: 'silent' });
 const PREFIXES = ['/run/netns/netns-'];
 
 /** A runtime in memory: containers that exist, and listeners told of each event. */
@@ -65,7 +64,7 @@ async function setup(t: TestContext): Promise<Setup> {
     name: 'podman',
     netnsPrefixes: PREFIXES,
     feed,
-    logger: quiet,
+    logger: silentLogger,
     clock,
     onRegistrationStatus: (s) => statuses.push(s),
   });
@@ -80,7 +79,7 @@ function watcher(t: TestContext, socket: string, heartbeatMs = 1_000) {
     name: 'podman',
     clock: new ManualClock(Date.now()),
     backoff: new ExponentialBackoff({ initialMs: 100, maxMs: 100 }),
-    logger: quiet,
+    logger: silentLogger,
     heartbeatMs,
   });
   const abort = new AbortController();
@@ -203,9 +202,9 @@ describe('servePlugin', () => {
     const dir = tempDir('warren-ps-');
     t.after(() => removeDir(dir));
     const feed = new MemoryFeed();
-    await assert.rejects(servePlugin({ socket: join(dir, 'a.sock'), name: 'a', netnsPrefixes: ['/run'], feed, logger: quiet }), (e) => isWarrenError(e, 'INVALID_CONFIG') && /fewer than two components/.test(e.message));
+    await assert.rejects(servePlugin({ socket: join(dir, 'a.sock'), name: 'a', netnsPrefixes: ['/run'], feed, logger: silentLogger }), (e) => isWarrenError(e, 'INVALID_CONFIG') && /fewer than two components/.test(e.message));
     writeFileSync(join(dir, 'file.sock'), 'not a socket');
-    await assert.rejects(servePlugin({ socket: join(dir, 'file.sock'), name: 'a', netnsPrefixes: PREFIXES, feed, logger: quiet }), (e) => isWarrenError(e, 'INVALID_CONFIG') && /not a socket/.test(e.message));
+    await assert.rejects(servePlugin({ socket: join(dir, 'file.sock'), name: 'a', netnsPrefixes: PREFIXES, feed, logger: silentLogger }), (e) => isWarrenError(e, 'INVALID_CONFIG') && /not a socket/.test(e.message));
     assert.ok(lstatSync(join(dir, 'file.sock')).isFile(), 'left alone');
   });
 
@@ -218,7 +217,7 @@ describe('servePlugin', () => {
     linkSync(join(dir, 'old'), join(dir, 'podman.sock'));
     await new Promise<void>((resolve) => listener.close(() => resolve()));
     assert.ok(lstatSync(join(dir, 'podman.sock')).isSocket());
-    const server = await servePlugin({ socket: join(dir, 'podman.sock'), name: 'podman', netnsPrefixes: PREFIXES, feed: new MemoryFeed(), logger: quiet });
+    const server = await servePlugin({ socket: join(dir, 'podman.sock'), name: 'podman', netnsPrefixes: PREFIXES, feed: new MemoryFeed(), logger: silentLogger });
     t.after(() => server.close());
     assert.deepEqual(readdirSync(dir), ['podman.sock'], 'renamed into place: no dot-file left');
     assert.equal(typeof decodeInfo(await unary(server.socket, METHODS.getInfo, EMPTY)), 'object', 'it answers');
@@ -230,7 +229,7 @@ describe('servePlugin', () => {
   it('makes the socket\'s directory when it is missing (the adapter may start before Warren)', async (t) => {
     const dir = tempDir('warren-ps-');
     t.after(() => removeDir(dir));
-    const server = await servePlugin({ socket: join(dir, 'plugins', 'podman.sock'), name: 'podman', netnsPrefixes: PREFIXES, feed: new MemoryFeed(), logger: quiet });
+    const server = await servePlugin({ socket: join(dir, 'plugins', 'podman.sock'), name: 'podman', netnsPrefixes: PREFIXES, feed: new MemoryFeed(), logger: silentLogger });
     t.after(() => server.close());
     assert.ok(lstatSync(join(dir, 'plugins', 'podman.sock')).isSocket());
   });
@@ -241,7 +240,7 @@ describe('servePlugin', () => {
     const r = await w.next();
     if (r.kind === 'resync') r.ack();
     // A newer adapter took the path: ours is moved aside, theirs put in place.
-    const newer = await servePlugin({ socket: join(dir, 'newer.sock'), name: 'podman', netnsPrefixes: PREFIXES, feed: new MemoryFeed(), logger: quiet });
+    const newer = await servePlugin({ socket: join(dir, 'newer.sock'), name: 'podman', netnsPrefixes: PREFIXES, feed: new MemoryFeed(), logger: silentLogger });
     t.after(() => newer.close());
     renameSync(server.socket, join(dir, 'moved.sock'));
     renameSync(newer.socket, server.socket);

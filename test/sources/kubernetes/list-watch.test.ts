@@ -9,14 +9,13 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { type TestContext, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
-import pino from 'pino';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { ListWatch, type ListWatchItem, type ListWatchStatus } from '../../../src/sources/kubernetes/list-watch.ts';
 import { type ExpiredAs, type FakeKubeApi, type FakeKubeApiOptions, type KubeObject, type RequestRecord, startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
 import { REPO, waitFor } from '../../helpers/processes.ts';
+import { silentLogger } from '../../helpers/logger.ts';
 
 const NODE = 'node-1';
-const quiet = pino({ level: 'silent' });
 
 type Pod = KubeObject;
 
@@ -41,7 +40,7 @@ async function start(t: TestContext, options: { fake?: FakeKubeApiOptions; seed?
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(api.kubeconfigPath);
   const clock = new ManualClock(Date.now());
-  const lw = new ListWatch<Pod>({ kubeConfig, path: '/api/v1/pods', fieldSelector: `spec.nodeName=${NODE}`, clock, logger: quiet });
+  const lw = new ListWatch<Pod>({ kubeConfig, path: '/api/v1/pods', fieldSelector: `spec.nodeName=${NODE}`, clock, logger: silentLogger });
   const abort = new AbortController();
   const items: Array<ListWatchItem<Pod>> = [];
   const done = (async () => {
@@ -265,7 +264,7 @@ describe('ListWatch', () => {
     const clock = new ManualClock(Date.now());
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromFile(api.writeKubeconfig({ token: 'wrong' }));
-    const lw = new ListWatch<Pod>({ kubeConfig, path: '/api/v1/pods', clock, logger: quiet });
+    const lw = new ListWatch<Pod>({ kubeConfig, path: '/api/v1/pods', clock, logger: silentLogger });
     const abort = new AbortController();
     const done = (async () => {
       for await (const _ of lw.events(abort.signal)) assert.fail('nothing is listed with a wrong token');
@@ -294,7 +293,7 @@ describe('ListWatch', () => {
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromFile(api.kubeconfigPath);
     const abort = new AbortController();
-    const lw = new ListWatch<Pod>({ kubeConfig, path: '/api/v1/pods', clock: new ManualClock(), logger: quiet, watchTimeoutSeconds: 120 });
+    const lw = new ListWatch<Pod>({ kubeConfig, path: '/api/v1/pods', clock: new ManualClock(), logger: silentLogger, watchTimeoutSeconds: 120 });
     const done = (async () => {
       for await (const _ of lw.events(abort.signal)) void _;
     })();
@@ -335,7 +334,7 @@ describe('ListWatch', () => {
     api.createPod(pod('a'));
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromFile(api.kubeconfigPath);
-    const lw = new ListWatch<Pod>({ kubeConfig, path: '/api/v1/pods', clock: new ManualClock(), logger: quiet });
+    const lw = new ListWatch<Pod>({ kubeConfig, path: '/api/v1/pods', clock: new ManualClock(), logger: silentLogger });
     for await (const item of lw.events(new AbortController().signal)) {
       assert.equal(item.kind, 'listed');
       break;
@@ -349,16 +348,16 @@ describe('ListWatch', () => {
     // In a process of its own: it must exit by itself, with no socket or timer left holding it.
     const script = `
       import { KubeConfig } from '@kubernetes/client-node';
-      import pino from 'pino';
       import { systemClock } from './src/core/clock.ts';
       import { ListWatch } from './src/sources/kubernetes/list-watch.ts';
       import { startFakeKubeApi } from './test/helpers/fake-kube-api.ts';
+      import { silentLogger } from './test/helpers/logger.ts';
       const api = await startFakeKubeApi();
       api.createPod({ metadata: { name: 'a', namespace: 'default' }, spec: { nodeName: 'n', containers: [] } });
       const kubeConfig = new KubeConfig();
       kubeConfig.loadFromFile(api.kubeconfigPath);
       const abort = new AbortController();
-      const lw = new ListWatch({ kubeConfig, path: '/api/v1/pods', clock: systemClock, logger: pino({ level: 'silent' }) });
+      const lw = new ListWatch({ kubeConfig, path: '/api/v1/pods', clock: systemClock, logger: silentLogger });
       let seen = 0;
       for await (const item of lw.events(abort.signal)) {
         seen += 1;

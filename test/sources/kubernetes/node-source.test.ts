@@ -6,11 +6,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
-import pino from 'pino';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { type NodeItem, NodeSource } from '../../../src/sources/kubernetes/node-source.ts';
 import { startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
 import { waitFor } from '../../helpers/processes.ts';
+import { silentLogger } from '../../helpers/logger.ts';
 
 function seen(items: readonly NodeItem[]): string[] {
   return items.map((item) => (item.kind === 'listed' ? `listed:${[...item.names].sort().join(',')}` : `${item.kind}:${item.name}`));
@@ -32,7 +32,7 @@ describe('NodeSource', () => {
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromFile(api.kubeconfigPath);
     const clock = new ManualClock(Date.now());
-    const source = new NodeSource({ kubeConfig, clock, logger: pino({ level: 'silent' }) });
+    const source = new NodeSource({ kubeConfig, clock, logger: silentLogger });
     done = (async () => {
       for await (const item of source.events(abort.signal)) items.push(item);
     })();

@@ -7,14 +7,13 @@
 import assert from 'node:assert/strict';
 import { type TestContext, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
-import pino from 'pino';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { MIRROR_ANNOTATION, type PodFact, type PodItem, PodSource, podFactOf } from '../../../src/sources/kubernetes/pod-source.ts';
 import { type FakeKubeApi, type FakeKubeApiOptions, type KubeObject, startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
 import { waitFor } from '../../helpers/processes.ts';
+import { silentLogger } from '../../helpers/logger.ts';
 
 const NODE = 'node-1';
-const quiet = pino({ level: 'silent' });
 
 function pod(name: string, options: { node?: string; phase?: string; annotations?: Record<string, string> } = {}): KubeObject {
   return {
@@ -37,7 +36,7 @@ async function start(t: TestContext, options: { fake?: FakeKubeApiOptions; seed?
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(api.kubeconfigPath);
   const clock = new ManualClock(Date.now());
-  const source = new PodSource({ kubeConfig, node: NODE, clock, logger: quiet });
+  const source = new PodSource({ kubeConfig, node: NODE, clock, logger: silentLogger });
   const abort = new AbortController();
   const items: PodItem[] = [];
   const done = (async () => {

@@ -7,7 +7,6 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { type TestContext, describe, it } from 'node:test';
-import pino from 'pino';
 import { encodeEvent, encodeListing } from '../../../src/api/plugins/event-codec.ts';
 import { EVENT_KIND, MESSAGES, type RuntimeEvent } from '../../../src/api/plugins/wire.ts';
 import { ExponentialBackoff } from '../../../src/core/backoff.ts';
@@ -16,8 +15,8 @@ import { EventSourceClient, type EventSourceClientOptions, type RuntimeItem } fr
 import { removeDir, tempDir, waitFor } from '../../helpers/processes.ts';
 import { Puller } from '../../helpers/puller.ts';
 import { LISTING, ScriptedAdapter } from '../../helpers/scripted-adapter.ts';
+import { silentLogger } from '../../helpers/logger.ts';
 
-const quiet = pino({ level: 'silent' });
 interface Fixture {
   readonly adapter: ScriptedAdapter;
   readonly client: EventSourceClient;
@@ -42,7 +41,7 @@ async function fixture(t: TestContext, options: Partial<EventSourceClientOptions
     name: 'scripted',
     clock,
     backoff: new ExponentialBackoff({ initialMs: 100, maxMs: 100 }),
-    logger: quiet,
+    logger: silentLogger,
     heartbeatMs: 1_000,
     ...options,
   });

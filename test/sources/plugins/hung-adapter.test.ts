@@ -7,11 +7,11 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import pino from 'pino';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { EventSourceClient } from '../../../src/sources/plugins/event-source-client.ts';
 import { type MuteSocket, descriptorsSettled, openDescriptors, startMuteSocket } from '../../helpers/mute-socket.ts';
 import { HANG_BOUND_MS, removeDir, tempDir, waitFor } from '../../helpers/processes.ts';
+import { silentLogger } from '../../helpers/logger.ts';
 
 const STREAMS = 120;
 const HEARTBEAT_MS = 1_000;
@@ -34,7 +34,7 @@ describe('the event-source client against an adapter that accepts and never answ
     mute = await startMuteSocket(socket);
     const m = mute;
     const clock = new ManualClock(Date.parse('2026-11-26T10:00:00Z'));
-    const client = new EventSourceClient({ endpoint: socket, name: 'mute', clock, backoff: { delay: () => BACKOFF_MS }, logger: pino({ level: 'silent' }), heartbeatMs: HEARTBEAT_MS });
+    const client = new EventSourceClient({ endpoint: socket, name: 'mute', clock, backoff: { delay: () => BACKOFF_MS }, logger: silentLogger, heartbeatMs: HEARTBEAT_MS });
     // Iterated, so it connects; nothing ever comes out (the adapter never answers).
     void (async () => {
       for await (const _item of client.events(abort.signal)) assert.fail('a mute adapter yields nothing');

@@ -14,6 +14,7 @@ import { isWarrenError } from '../../../src/core/errors.ts';
 import { RegistrationClient } from '../../../src/sources/plugins/registration-client.ts';
 import { type PluginRecord, type Served, type SocketSpec, serveRegistration } from '../../helpers/registration-plugin.ts';
 import { removeDir, tempDir, waitFor } from '../../helpers/processes.ts';
+import { flush } from '../../helpers/event-loop.ts';
 
 const INFO: PluginInfo = { type: 'warren.event-source', name: 'podman', endpoint: 'events.sock', supportedVersions: ['v1', 'v2'] };
 
@@ -80,7 +81,8 @@ describe('registration client', () => {
     const call = outcome(client('mute.sock', clock).getInfo());
     await waitFor('GetInfo to reach the plugin', () => (count('get-info', 'mute.sock') === 1 ? true : undefined));
     clock.advance(999);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    // A timer fired early would have settled the call by the end of this turn.
+    await flush();
     assert.equal(call.done(), false, 'still waiting at 999 ms');
     clock.advance(1);
     const { error } = await call.result;
@@ -95,7 +97,8 @@ describe('registration client', () => {
     const call = outcome(client('deaf.sock', clock).notify({ registered: true, error: '' }));
     await waitFor('the notify to reach the plugin', () => (count('notify', 'deaf.sock') === 1 ? true : undefined));
     clock.advance(4_999);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    // A timer fired early would have settled the call by the end of this turn.
+    await flush();
     assert.equal(call.done(), false);
     clock.advance(1);
     const { error } = await call.result;

@@ -10,7 +10,6 @@ import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { Client, credentials } from '@grpc/grpc-js';
-import pino from 'pino';
 import { decodeEvent, decodeListing } from '../../../../src/api/plugins/event-codec.ts';
 import { EMPTY, METHODS, MESSAGES, type RuntimeEvent, encode } from '../../../../src/api/plugins/wire.ts';
 import { ManualClock, systemClock } from '../../../../src/core/clock.ts';
@@ -19,8 +18,8 @@ import { DEFAULT_PODMAN_NETNS_PREFIXES, DEFAULT_PODMAN_SOCKET_NAME, runPodmanAda
 import { RegistrationClient } from '../../../../src/sources/plugins/registration-client.ts';
 import { BUSYBOX_IMAGE, startPodman } from '../../../helpers/podman.ts';
 import { tempDir, waitFor } from '../../../helpers/processes.ts';
+import { silentLogger } from '../../../helpers/logger.ts';
 
-const logger = pino({ level: 'silent' });
 const raw = (b: Buffer): Buffer => b;
 
 function listOver(client: Client): Promise<Buffer> {
@@ -41,7 +40,7 @@ describe('the podman adapter', () => {
       await running.catch(() => undefined);
       await podman.close();
     });
-    const running = runPodmanAdapter({ pluginsDir, podman: podman.bin, env: podman.env, logger, clock: systemClock, signal: stop.signal });
+    const running = runPodmanAdapter({ pluginsDir, podman: podman.bin, env: podman.env, logger: silentLogger, clock: systemClock, signal: stop.signal });
     const socket = join(pluginsDir, DEFAULT_PODMAN_SOCKET_NAME);
     await waitFor(`the socket ${socket}`, () => (existsSync(socket) && statSync(socket).isSocket() ? true : undefined));
 
@@ -83,7 +82,7 @@ describe('the podman adapter', () => {
     const clock = new ManualClock(Date.now());
     // No podman is needed to fail: the follower runs a binary that is not there and is stopped.
     await assert.rejects(
-      runPodmanAdapter({ pluginsDir, socketName: 'not-a-socket', podman: join(pluginsDir, 'no-podman'), logger, clock, signal: stop.signal }),
+      runPodmanAdapter({ pluginsDir, socketName: 'not-a-socket', podman: join(pluginsDir, 'no-podman'), logger: silentLogger, clock, signal: stop.signal }),
       (e: unknown) => isWarrenError(e, 'INVALID_CONFIG'),
     );
     assert.ok(existsSync(join(pluginsDir, 'not-a-socket')), 'what was there is kept');
@@ -92,7 +91,7 @@ describe('the podman adapter', () => {
 
   it('returns at once when aborted before it starts', async () => {
     const pluginsDir = join(tempDir('warren-podman-plugins-'), 'never');
-    await runPodmanAdapter({ pluginsDir, logger, clock: systemClock, signal: AbortSignal.abort() });
+    await runPodmanAdapter({ pluginsDir, logger: silentLogger, clock: systemClock, signal: AbortSignal.abort() });
     assert.equal(existsSync(pluginsDir), false);
   });
 });

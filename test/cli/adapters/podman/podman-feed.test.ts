@@ -10,7 +10,6 @@ import assert from 'node:assert/strict';
 import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import pino from 'pino';
 import type { RuntimeEvent } from '../../../../src/api/plugins/wire.ts';
 import { ExponentialBackoff } from '../../../../src/core/backoff.ts';
 import { ManualClock, systemClock } from '../../../../src/core/clock.ts';
@@ -18,8 +17,8 @@ import { isWarrenError } from '../../../../src/core/errors.ts';
 import { PodmanFeed, parsePsOutput, sinceArgument } from '../../../../src/cli/adapters/podman/podman-feed.ts';
 import { BUSYBOX_IMAGE, startPodman } from '../../../helpers/podman.ts';
 import { isGone, tempDir, waitFor } from '../../../helpers/processes.ts';
+import { silentLogger } from '../../../helpers/logger.ts';
 
-const logger = pino({ level: 'silent' });
 const A = 'c4eaaf63d6ba1ccca7157dd63b58eccf573e508adeb912649a011591278d5e44';
 const B = '0e74ac942810a4584d1826470fd92432e84cc1c0bea98d81e5cfd0340cdbb51f';
 const T0 = Date.UTC(2026, 10, 22, 13, 0, 0);
@@ -72,7 +71,7 @@ exit 9
 }
 
 function fakeFeed(fake: ReturnType<typeof fakePodman>, clock: ManualClock, over: { listTimeoutMs?: number } = {}): PodmanFeed {
-  return new PodmanFeed({ podman: fake.bin, env: fake.env, logger, clock, backoff: new ExponentialBackoff({ initialMs: 500, maxMs: 4_000 }), ...over });
+  return new PodmanFeed({ podman: fake.bin, env: fake.env, logger: silentLogger, clock, backoff: new ExponentialBackoff({ initialMs: 500, maxMs: 4_000 }), ...over });
 }
 
 describe('following a fake podman', () => {
@@ -196,7 +195,7 @@ describe('following a fake podman', () => {
 
   it('a podman binary that does not exist is retried with growing delays', async (t) => {
     const clock = new ManualClock(T0);
-    const feed = new PodmanFeed({ podman: join(tempDir('warren-no-podman-'), 'podman'), logger, clock, backoff: new ExponentialBackoff({ initialMs: 500, maxMs: 4_000 }) });
+    const feed = new PodmanFeed({ podman: join(tempDir('warren-no-podman-'), 'podman'), logger: silentLogger, clock, backoff: new ExponentialBackoff({ initialMs: 500, maxMs: 4_000 }) });
     t.after(() => feed.close());
     feed.start();
     for (const delay of [500, 1_000, 2_000, 4_000, 4_000]) {
@@ -254,7 +253,7 @@ describe('listing with a fake podman', () => {
 describe('with real podman', () => {
   it('create, exit and removal come as created, exited and deleted; list() is exactly the containers', async (t) => {
     const podman = await startPodman();
-    const feed = new PodmanFeed({ podman: podman.bin, env: podman.env, logger, clock: systemClock });
+    const feed = new PodmanFeed({ podman: podman.bin, env: podman.env, logger: silentLogger, clock: systemClock });
     t.after(async () => {
       await feed.close();
       await podman.close();
@@ -291,7 +290,7 @@ describe('with real podman', () => {
 
   it('a follower killed while containers come and go is restarted and misses nothing', async (t) => {
     const podman = await startPodman();
-    const feed = new PodmanFeed({ podman: podman.bin, env: podman.env, logger, clock: systemClock, backoff: new ExponentialBackoff({ initialMs: 200, maxMs: 1_000 }) });
+    const feed = new PodmanFeed({ podman: podman.bin, env: podman.env, logger: silentLogger, clock: systemClock, backoff: new ExponentialBackoff({ initialMs: 200, maxMs: 1_000 }) });
     t.after(async () => {
       await feed.close();
       await podman.close();
