@@ -104,7 +104,10 @@ export function cniRequestBody(vars: WireVariables, configText: string): string 
  * config's bytes: head and body; undefined when it sends nothing and hands the call to the plugin
  * (CNI_COMMAND unset, or a variable longer than MAX_VARIABLE_BYTES).
  */
-export function forwardedRequest(variables: Readonly<Record<string, string | undefined>>, config: Buffer): Buffer | undefined {
+export function forwardedRequest(
+  variables: Readonly<Record<string, string | undefined>>,
+  config: Buffer,
+): Buffer | undefined {
   const command = variables.CNI_COMMAND;
   if (command === undefined) return undefined;
   const vars: Record<string, string | undefined> = {};
@@ -119,8 +122,10 @@ export function forwardedRequest(variables: Readonly<Record<string, string | und
 
 /** The head a forwarder sends before a body of `bodyLength` bytes. */
 export function forwardedRequestHead(bodyLength: number): string {
-  return `POST ${CNI_PATH} HTTP/1.1\r\nHost: warren\r\nConnection: close\r\nContent-Type: application/json\r\n` +
-    `X-Warren-Answer: stdout\r\nContent-Length: ${bodyLength}\r\n\r\n`;
+  return (
+    `POST ${CNI_PATH} HTTP/1.1\r\nHost: warren\r\nConnection: close\r\nContent-Type: application/json\r\n` +
+    `X-Warren-Answer: stdout\r\nContent-Length: ${bodyLength}\r\n\r\n`
+  );
 }
 
 /** The headers of the agent's answer (status 200) to a forwarded call. */

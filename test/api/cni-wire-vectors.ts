@@ -30,7 +30,12 @@ import {
   forwardedRequest,
 } from '../../src/api/cni-wire.ts';
 
-export const VECTORS_FILE = join(fileURLToPath(new URL('.', import.meta.url)), '..', 'fixtures', 'cni-wire-vectors.txt');
+export const VECTORS_FILE = join(
+  fileURLToPath(new URL('.', import.meta.url)),
+  '..',
+  'fixtures',
+  'cni-wire-vectors.txt',
+);
 
 type Variables = Readonly<Record<string, string | undefined>>;
 
@@ -57,18 +62,32 @@ const ATTACHMENT: Variables = {
   CNI_ARGS: 'IgnoreUnknown=1;K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p',
 };
 /** A config as a runtime writes it: indented, a final newline. */
-const CONFIG = `${JSON.stringify({ cniVersion: '1.0.0', name: 'net', type: 'bridge', ipam: { type: 'warren', range: '10.9.0.0/24' } }, null, 2)}\n`;
+const NETWORK = { cniVersion: '1.0.0', name: 'net', type: 'bridge', ipam: { type: 'warren', range: '10.9.0.0/24' } };
+const CONFIG = `${JSON.stringify(NETWORK, null, 2)}\n`;
 
 /** [name, variables, config]: what each request vector sends is the definition's. */
 const REQUESTS: ReadonlyArray<readonly [string, Variables, string | Buffer]> = [
   ['add-every-variable', ATTACHMENT, CONFIG],
-  ['del-without-netns-or-args', { ...ATTACHMENT, CNI_COMMAND: 'DEL', CNI_NETNS: undefined, CNI_ARGS: undefined }, CONFIG],
+  [
+    'del-without-netns-or-args',
+    { ...ATTACHMENT, CNI_COMMAND: 'DEL', CNI_NETNS: undefined, CNI_ARGS: undefined },
+    CONFIG,
+  ],
   ['version-command-alone', { CNI_COMMAND: 'VERSION' }, '{"cniVersion":"1.1.0"}'],
-  ['empty-variables-are-sent', { CNI_COMMAND: '', CNI_ARGS: '', CNI_CONTAINERID: '', CNI_NETNS: '', CNI_IFNAME: '' }, CONFIG],
+  [
+    'empty-variables-are-sent',
+    { CNI_COMMAND: '', CNI_ARGS: '', CNI_CONTAINERID: '', CNI_NETNS: '', CNI_IFNAME: '' },
+    CONFIG,
+  ],
   ['an-unknown-command-is-sent-as-it-is', { ...ATTACHMENT, CNI_COMMAND: 'BOGUS' }, CONFIG],
   [
     'escapes-as-json-stringify',
-    { ...ATTACHMENT, CNI_ARGS: 'K8S_POD_NAME="q\\uote"\n\ttab\x01\x1f\x7f\b\f\r é😀', CNI_IFNAME: '"', CNI_NETNS: '\\' },
+    {
+      ...ATTACHMENT,
+      CNI_ARGS: 'K8S_POD_NAME="q\\uote"\n\ttab\x01\x1f\x7f\b\f\r é😀',
+      CNI_IFNAME: '"',
+      CNI_NETNS: '\\',
+    },
     CONFIG,
   ],
   ['config-with-leading-white-space', ATTACHMENT, ` \n\t${CONFIG}`],
@@ -78,22 +97,36 @@ const REQUESTS: ReadonlyArray<readonly [string, Variables, string | Buffer]> = [
   ['a-variable-at-the-limit', { ...ATTACHMENT, CNI_ARGS: 'a'.repeat(MAX_VARIABLE_BYTES) }, CONFIG],
   ['a-variable-at-the-limit-escaped-six-fold', { ...ATTACHMENT, CNI_NETNS: '\x01'.repeat(MAX_VARIABLE_BYTES) }, CONFIG],
   ['a-variable-past-the-limit', { ...ATTACHMENT, CNI_ARGS: 'a'.repeat(MAX_VARIABLE_BYTES + 1) }, CONFIG],
-  ['a-variable-past-the-limit-in-utf-8-bytes', { ...ATTACHMENT, CNI_CONTAINERID: 'é'.repeat(MAX_VARIABLE_BYTES / 2 + 1) }, CONFIG],
+  [
+    'a-variable-past-the-limit-in-utf-8-bytes',
+    { ...ATTACHMENT, CNI_CONTAINERID: 'é'.repeat(MAX_VARIABLE_BYTES / 2 + 1) },
+    CONFIG,
+  ],
   ['no-command', { ...ATTACHMENT, CNI_COMMAND: undefined }, CONFIG],
 ];
 
 /** The agent's answers, as the definition writes them and Node frames them (the date fixed). */
 const AGENT_ANSWERS: ReadonlyArray<readonly [string, StdoutAnswer]> = [
-  ['agent-prints-a-result', { kind: 'print', stdout: '{"cniVersion":"1.0.0","ips":[{"address":"10.9.0.5/24"}]}', exitCode: 0 }],
+  [
+    'agent-prints-a-result',
+    { kind: 'print', stdout: '{"cniVersion":"1.0.0","ips":[{"address":"10.9.0.5/24"}]}', exitCode: 0 },
+  ],
   ['agent-prints-nothing', { kind: 'print', stdout: '', exitCode: 0 }],
-  ['agent-prints-an-error', { kind: 'print', stdout: '{"cniVersion":"1.0.0","code":7,"msg":"bad \\"x\\" é"}', exitCode: 1 }],
+  [
+    'agent-prints-an-error',
+    { kind: 'print', stdout: '{"cniVersion":"1.0.0","code":7,"msg":"bad \\"x\\" é"}', exitCode: 1 },
+  ],
   ['agent-hands-back-a-del', { kind: 'plugin', reason: 'del-not-committed', why: 'store busy' }],
   ['agent-hands-back-a-config', { kind: 'plugin', reason: 'config-not-json', why: 'not JSON' }],
 ];
 
 function agentAnswer(answer: StdoutAnswer): Buffer {
-  const headers = Object.entries(forwardedAnswerHeaders(answer)).map(([name, value]) => `${name}: ${value}\r\n`).join('');
-  const head = `HTTP/1.1 200 OK\r\n${headers}Date: Thu, 01 Jan 1970 00:00:00 GMT\r\nConnection: keep-alive\r\nKeep-Alive: timeout=1\r\n\r\n`;
+  const headers = Object.entries(forwardedAnswerHeaders(answer))
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join('');
+  // What Node adds to the agent's own headers, the date fixed.
+  const node = 'Date: Thu, 01 Jan 1970 00:00:00 GMT\r\nConnection: keep-alive\r\nKeep-Alive: timeout=1\r\n';
+  const head = `HTTP/1.1 200 OK\r\n${headers}${node}\r\n`;
   return Buffer.concat([Buffer.from(head), Buffer.from(forwardedAnswerBody(answer))]);
 }
 
@@ -111,7 +144,11 @@ const EDGE_ANSWERS: ReadonlyArray<readonly [string, string | Buffer, AnswerVecto
   ['http-1-0-and-no-reason', 'HTTP/1.0 200\r\nx-warren-exit: 0\r\ncontent-length: 1\r\n\r\nz', prints(0, 'z')],
   ['other-headers-are-ignored', ok(0, 'b', 'x-other: 1\r\ncontent-type: text/plain\r\n'), prints(0, 'b')],
   ['bytes-past-the-body-are-not-the-answer', `${ok(0, 'abc')}trailing bytes`, prints(0, 'abc')],
-  ['a-body-of-any-bytes', Buffer.concat([Buffer.from(ok(3, 'xxxx').slice(0, -4)), Buffer.from([0, 0xff, 0x0d, 0x0a])]), { exit: 3, body: Buffer.from([0, 0xff, 0x0d, 0x0a]) }],
+  [
+    'a-body-of-any-bytes',
+    Buffer.concat([Buffer.from(ok(3, 'xxxx').slice(0, -4)), Buffer.from([0, 0xff, 0x0d, 0x0a])]),
+    { exit: 3, body: Buffer.from([0, 0xff, 0x0d, 0x0a]) },
+  ],
   ['status-not-200', ok(0, 'x').replace('200 OK', '404 Not Found'), undefined],
   ['status-2000', ok(0, 'x').replace('200 OK', '2000 OK'), undefined],
   ['fallback-header', ok(0, 'x', 'x-warren-fallback: no-command\r\n'), undefined],
@@ -120,7 +157,11 @@ const EDGE_ANSWERS: ReadonlyArray<readonly [string, string | Buffer, AnswerVecto
   ['two-exit-headers', ok(0, 'x', 'x-warren-exit: 0\r\n'), undefined],
   ['no-content-length', 'HTTP/1.1 200 OK\r\nx-warren-exit: 0\r\n\r\nx', undefined],
   ['two-content-lengths', ok(0, 'x', 'content-length: 1\r\n'), undefined],
-  ['content-length-past-the-limit', `HTTP/1.1 200 OK\r\nx-warren-exit: 0\r\ncontent-length: ${MAX_ANSWER_BODY_BYTES + 1}\r\n\r\n`, undefined],
+  [
+    'content-length-past-the-limit',
+    `HTTP/1.1 200 OK\r\nx-warren-exit: 0\r\ncontent-length: ${MAX_ANSWER_BODY_BYTES + 1}\r\n\r\n`,
+    undefined,
+  ],
   ['chunked', ok(0, 'x', 'transfer-encoding: chunked\r\n'), undefined],
   ['a-bare-lf-in-the-head', ok(0, 'x', 'x-other: 1\nx-warren-fallback: no-command\r\n'), undefined],
   ['a-folded-header-line', ok(0, 'x', 'x-other: 1\r\n x-more\r\n'), undefined],
@@ -140,11 +181,13 @@ export function requestVectors(): RequestVector[] {
 }
 
 export function answerVectors(): AnswerVector[] {
-  const fromAgent = AGENT_ANSWERS.map(([name, answer]): AnswerVector => ({
-    name,
-    raw: agentAnswer(answer),
-    prints: answer.kind === 'print' ? prints(answer.exitCode, answer.stdout) : undefined,
-  }));
+  const fromAgent = AGENT_ANSWERS.map(
+    ([name, answer]): AnswerVector => ({
+      name,
+      raw: agentAnswer(answer),
+      prints: answer.kind === 'print' ? prints(answer.exitCode, answer.stdout) : undefined,
+    }),
+  );
   return [...fromAgent, ...EDGE_ANSWERS.map(([name, raw, out]) => ({ name, raw: Buffer.from(raw), prints: out }))];
 }
 
@@ -161,7 +204,11 @@ export function segments(bytes: Buffer): string {
     let best: { unit: number; count: number } | undefined;
     for (let unit = 1; unit <= 8 && i + unit <= bytes.length; unit++) {
       let count = 1;
-      while (i + (count + 1) * unit <= bytes.length && bytes.compare(bytes, i, i + unit, i + count * unit, i + (count + 1) * unit) === 0) count++;
+      while (
+        i + (count + 1) * unit <= bytes.length &&
+        bytes.compare(bytes, i, i + unit, i + count * unit, i + (count + 1) * unit) === 0
+      )
+        count++;
       if (count * unit >= 64 && (best === undefined || count * unit > best.count * best.unit)) best = { unit, count };
     }
     if (best === undefined) {
@@ -180,9 +227,9 @@ export function segments(bytes: Buffer): string {
 /** The vector file's text, from the definition. */
 export function vectorsText(): string {
   const lines = [
-    '# The CNI wire\'s test vectors, generated from src/api/cni-wire.ts by test/api/cni-wire-vectors.ts',
-    '# (node test/api/cni-wire-vectors.ts --write); do not edit. The format is in that file\'s header.',
-    '# Variables in the envelope\'s order, with their fields:',
+    "# The CNI wire's test vectors, generated from src/api/cni-wire.ts by test/api/cni-wire-vectors.ts",
+    "# (node test/api/cni-wire-vectors.ts --write); do not edit. The format is in that file's header.",
+    "# Variables in the envelope's order, with their fields:",
     ...ENVELOPE.map(({ field, variable, always }) => `#   ${variable} -> ${field}${always ? ' (always sent)' : ''}`),
   ];
   for (const [name, value] of Object.entries(WIRE_LIMITS)) lines.push(`limit ${name} ${value}`);
@@ -195,7 +242,12 @@ export function vectorsText(): string {
     lines.push(`config ${segments(v.config)}`, v.sends === undefined ? 'refused' : `sends ${segments(v.sends)}`, 'end');
   }
   for (const v of answerVectors()) {
-    lines.push(`answer ${v.name}`, `raw ${segments(v.raw)}`, v.prints === undefined ? 'handed-back' : `prints ${v.prints.exit} ${segments(v.prints.body)}`, 'end');
+    lines.push(
+      `answer ${v.name}`,
+      `raw ${segments(v.raw)}`,
+      v.prints === undefined ? 'handed-back' : `prints ${v.prints.exit} ${segments(v.prints.body)}`,
+      'end',
+    );
   }
   return `${lines.join('\n')}\n`;
 }

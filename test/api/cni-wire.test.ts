@@ -10,7 +10,14 @@ import { readFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { callCni, cniRequestText } from '../../src/api/cni-call.ts';
-import { CONFIG_FIELD, ENVELOPE, forwardedAnswerHeaders, forwardedRequest } from '../../src/api/cni-wire.ts';
+import {
+  CONFIG_FIELD,
+  ENVELOPE,
+  type EnvelopeField,
+  forwardedAnswerHeaders,
+  forwardedRequest,
+} from '../../src/api/cni-wire.ts';
+import type { CniRequest } from '../../src/api/protocol.ts';
 import { splitCniRequest } from '../../src/api/forwarded-call.ts';
 import { stdoutOf } from '../../src/api/cni-stdout.ts';
 import type { CniEnv } from '../../src/cni/args.ts';
@@ -35,6 +42,10 @@ function fieldsOf(variables: Readonly<Record<string, string | undefined>>): Reco
 
 const sent = requestVectors().filter((v) => v.sends !== undefined);
 
+/** True only when A and B are the same union: a field added to one and not the other fails to compile. */
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const envelopeIsTheRequestType: Same<EnvelopeField | typeof CONFIG_FIELD, keyof CniRequest> = true;
+
 describe('the CNI wire: one definition, its vector file and its TypeScript codecs', () => {
   it('the vector file is what src/api/cni-wire.ts generates, so the definition and the file cannot drift apart', () => {
     const generated = vectorsText();
@@ -42,8 +53,15 @@ describe('the CNI wire: one definition, its vector file and its TypeScript codec
     if (file === generated) return;
     const lines = [file.split('\n'), generated.split('\n')] as const;
     const at = lines[0].findIndex((line, i) => line !== lines[1][i]);
-    assert.fail(`${VECTORS_FILE} differs from the definition at line ${at + 1}; regenerate it with ` +
-      '`node test/api/cni-wire-vectors.ts --write` if the wire changed on purpose, and rebuild the forwarder to match');
+    assert.fail(
+      `${VECTORS_FILE} differs from the definition at line ${at + 1}; regenerate it with ` +
+        '`node test/api/cni-wire-vectors.ts --write` if the wire changed on purpose, ' +
+        'and rebuild the forwarder to match',
+    );
+  });
+
+  it("the envelope's fields and the config are the fields of CniRequest (protocol.ts), checked by the compiler", () => {
+    assert.equal(envelopeIsTheRequestType, true);
   });
 
   it('the vectors cover sending, refusing, printing and handing back', () => {
@@ -53,7 +71,7 @@ describe('the CNI wire: one definition, its vector file and its TypeScript codec
     assert.ok(answers.filter((a) => a.prints === undefined).length >= 15, 'answers handed back');
   });
 
-  it('the plugin\'s encoder (cni-call.ts) writes each vector\'s body', () => {
+  it("the plugin's encoder (cni-call.ts) writes each vector's body", () => {
     let compared = 0;
     for (const v of sent) {
       const config = v.config.toString('utf8');
@@ -66,7 +84,7 @@ describe('the CNI wire: one definition, its vector file and its TypeScript codec
     assert.ok(compared >= 10, `only ${compared} compared`);
   });
 
-  it('the agent (forwarded-call.ts) takes each vector\'s body apart into its variables and its config bytes', () => {
+  it("the agent (forwarded-call.ts) takes each vector's body apart into its variables and its config bytes", () => {
     for (const v of sent) {
       const split = splitCniRequest(bodyOf(v.sends as Buffer));
       assert.ok(split !== undefined, v.name);
@@ -82,7 +100,7 @@ describe('the CNI wire: one definition, its vector file and its TypeScript codec
     assert.equal(splitCniRequest(Buffer.from(body)), undefined, body);
   });
 
-  describe('the agent\'s server', () => {
+  describe("the agent's server", () => {
     let h: Harness;
     before(async () => {
       h = await harness();
@@ -91,7 +109,7 @@ describe('the CNI wire: one definition, its vector file and its TypeScript codec
       await h.close();
     });
 
-    it('accepts each field of the envelope and the config, and refuses a field the definition does not name (BAD_REQUEST, 7)', async () => {
+    it("accepts the envelope's fields and the config, refuses a field the definition lacks (7)", async () => {
       const request: Record<string, string | object> = { [CONFIG_FIELD]: { cniVersion: '1.1.0' } };
       for (const { field } of ENVELOPE) request[field] = field === 'command' ? 'VERSION' : '';
       const accepted = await callCni({ socket: h.socket, bodyText: JSON.stringify(request) });
@@ -102,7 +120,7 @@ describe('the CNI wire: one definition, its vector file and its TypeScript codec
       assert.match(refused.kind === 'error' ? refused.output.msg : '', /colour/);
     });
 
-    it('answers a forwarder\'s request, sent as the definition writes it, with the definition\'s headers and body', async () => {
+    it("answers a forwarder's request as the definition writes it, with the definition's head and body", async () => {
       const sends = forwardedRequest({ CNI_COMMAND: 'VERSION' }, Buffer.from('{"cniVersion":"1.1.0"}')) as Buffer;
       const raw = await new Promise<Buffer>((resolve, reject) => {
         const chunks: Buffer[] = [];
@@ -116,7 +134,11 @@ describe('the CNI wire: one definition, its vector file and its TypeScript codec
       assert.match(status ?? '', /^HTTP\/1\.1 200 /);
       const expected = stdoutOf('VERSION', { kind: 'result', output: versionResult() });
       for (const [name, value] of Object.entries(forwardedAnswerHeaders(expected))) {
-        assert.deepEqual(lines.filter((l) => l.toLowerCase().startsWith(`${name}:`)), [`${name}: ${value}`], name);
+        assert.deepEqual(
+          lines.filter((l) => l.toLowerCase().startsWith(`${name}:`)),
+          [`${name}: ${value}`],
+          name,
+        );
       }
       assert.equal(raw.subarray(end + 4).toString('utf8'), JSON.stringify(versionResult()));
     });

@@ -21,9 +21,20 @@ before(() => {
   dir = tempDir('warren-cni-wire-');
   driver = join(dir, 'cni-wire-driver');
   execFileSync('gcc', [
-    '-std=c11', '-O1', '-g', '-Wall', '-Wextra', '-Werror', '-D_GNU_SOURCE',
-    '-fsanitize=address,undefined', '-fno-sanitize-recover=all', '-fno-omit-frame-pointer',
-    join(REPO, 'test', 'plugin', 'cni-wire-driver.c'), join(FORWARDER_SOURCE_DIR, 'agent-exchange.c'), '-o', driver,
+    '-std=c11',
+    '-O1',
+    '-g',
+    '-Wall',
+    '-Wextra',
+    '-Werror',
+    '-D_GNU_SOURCE',
+    '-fsanitize=address,undefined',
+    '-fno-sanitize-recover=all',
+    '-fno-omit-frame-pointer',
+    join(REPO, 'test', 'plugin', 'cni-wire-driver.c'),
+    join(FORWARDER_SOURCE_DIR, 'agent-exchange.c'),
+    '-o',
+    driver,
   ]);
 });
 
@@ -33,8 +44,8 @@ function drive(file: string): { status: number | null; stdout: string; stderr: s
   return { status: run.status, stdout: run.stdout, stderr: run.stderr };
 }
 
-describe('the forwarder\'s C codec against the CNI wire\'s vectors', () => {
-  it('writes every request vector\'s bytes, reads every answer vector as stated, and compiles in the file\'s limits', () => {
+describe("the forwarder's C codec against the CNI wire's vectors", () => {
+  it("writes every request vector's bytes, reads every answer vector as stated, has the file's limits", () => {
     const run = drive(VECTORS_FILE);
     assert.equal(run.stderr, '', 'the driver (or a sanitizer) wrote to stderr');
     assert.equal(run.status, 0, run.stdout);
@@ -45,7 +56,7 @@ describe('the forwarder\'s C codec against the CNI wire\'s vectors', () => {
     assert.deepEqual(counts.slice(1).map(Number), [count('request'), count('answer'), count('limit')]);
   });
 
-  it('reports a C encoder whose bytes differ from a vector, an answer read otherwise, and a limit that differs or is missing', () => {
+  it("reports C request bytes that differ from a vector, an answer read otherwise, a limit unlike the file's", () => {
     let text = readFileSync(VECTORS_FILE, 'utf8');
     const plant = (from: RegExp, to: string): void => {
       assert.match(text, from);
@@ -61,7 +72,10 @@ describe('the forwarder\'s C codec against the CNI wire\'s vectors', () => {
     writeFileSync(planted, text);
     const run = drive(planted);
     assert.equal(run.status, 1, run.stdout);
-    const reported = run.stdout.split('\n').filter((line) => line.startsWith('mismatch ')).map((line) => line.slice(0, line.indexOf(':')));
+    const reported = run.stdout
+      .split('\n')
+      .filter((line) => line.startsWith('mismatch '))
+      .map((line) => line.slice(0, line.indexOf(':')));
     assert.deepEqual(reported.sort(), [
       'mismatch answer exit-code-at-the-limit',
       'mismatch limit max-exit-code',

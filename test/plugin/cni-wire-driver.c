@@ -170,7 +170,8 @@ static _Noreturn void serve(int conn, const struct bytes *raw) {
   _exit(0);
 }
 
-static void check_answer(const char *path, const char *name, const struct bytes *raw, int prints, int exit_code, const struct bytes *body) {
+static void check_answer(const char *path, const char *name, const struct bytes *raw, int prints, int exit_code,
+                         const struct bytes *body) {
   int fd = agent_connect(path);
   int conn = fd < 0 ? -1 : accept(listener, NULL, NULL);
   if (conn < 0) {
