@@ -14,7 +14,8 @@
  * 3. The socket: `ipam.socket` when the config names an absolute one (find-socket.c), else
  *    WARREN_SOCKET when set and not empty, else DEFAULT_SOCKET.
  * 4. POST /v1/cni with `X-Warren-Answer: stdout`: the envelope of the CNI variables with the
- *    config spliced in as read, exactly what the TypeScript plugin sends.
+ *    config spliced in as read, exactly what the TypeScript plugin sends (agent-exchange.c
+ *    agent_request; the wire is defined in src/api/cni-wire.ts).
  * 5. An answer `200` with `X-Warren-Exit: N` and no `X-Warren-Fallback` header: its body goes to
  *    stdout as it is and the process exits N. Anything else (no agent, refused, timed out after
  *    AGENT_EXCHANGE_TIMEOUT_MS, an answer that is not that) hands the call to the plugin, which
