@@ -12,7 +12,8 @@
  *   request NAME / set VARIABLE BYTES / config BYTES / sends BYTES or refused / end
  *   answer NAME / raw BYTES / prints EXIT BYTES or handed-back / end
  * BYTES is a list of segments, concatenated: `x:HEX` (possibly empty) or `r:COUNT:HEX` (HEX
- * repeated COUNT times). A variable not `set` is unset. Lines starting with `#` are comments.
+ * repeated COUNT times). A variable not `set` is unset. Lines starting with `#` are comments (a
+ * preview of each vector's body or answer, for a reader).
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -224,6 +225,18 @@ export function segments(bytes: Buffer): string {
   return out.length === 0 ? 'x:' : out.join(' ');
 }
 
+const SHOWN: Readonly<Record<number, string>> = { 0x5c: '\\\\', 0x0d: '\\r', 0x0a: '\\n', 0x09: '\\t' };
+
+/** A comment showing the start of `bytes` to a reader: at most 100, ASCII as it is, the rest as \xNN. */
+function preview(what: string, bytes: Buffer): string {
+  let text = '';
+  for (const byte of bytes.subarray(0, 100)) {
+    const shown = SHOWN[byte] ?? (byte >= 0x20 && byte < 0x7f ? String.fromCharCode(byte) : undefined);
+    text += shown ?? `\\x${byte.toString(16).padStart(2, '0')}`;
+  }
+  return `# ${what}: ${text}${bytes.length > 100 ? ` ... (${bytes.length} bytes)` : ''}`;
+}
+
 /** The vector file's text, from the definition. */
 export function vectorsText(): string {
   const lines = [
@@ -235,6 +248,7 @@ export function vectorsText(): string {
   for (const [name, value] of Object.entries(WIRE_LIMITS)) lines.push(`limit ${name} ${value}`);
   for (const v of requestVectors()) {
     lines.push(`request ${v.name}`);
+    if (v.sends !== undefined) lines.push(preview('sends', v.sends.subarray(v.sends.indexOf('\r\n\r\n') + 4)));
     for (const { variable } of ENVELOPE) {
       const value = v.variables[variable];
       if (value !== undefined) lines.push(`set ${variable} ${segments(Buffer.from(value))}`);
@@ -244,6 +258,7 @@ export function vectorsText(): string {
   for (const v of answerVectors()) {
     lines.push(
       `answer ${v.name}`,
+      preview('raw', v.raw),
       `raw ${segments(v.raw)}`,
       v.prints === undefined ? 'handed-back' : `prints ${v.prints.exit} ${segments(v.prints.body)}`,
       'end',
