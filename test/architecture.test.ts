@@ -136,6 +136,8 @@ export const PLUGIN_INPUTS: readonly string[] = [
   'src/plugin/journal-writer.ts',
   'src/api/cni-call.ts',
   'src/api/cni-stdout.ts',
+  // The wire's one definition: the plugin's request is written by it, not by a copy of it.
+  'src/api/cni-wire.ts',
   'src/api/errors.ts',
   'src/api/limits.ts',
   'src/api/socket.ts',

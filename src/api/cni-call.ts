@@ -11,10 +11,9 @@ import { WarrenError } from '../core/errors.ts';
 import { printable } from '../cni/args.ts';
 import { type Peer, requestJson } from '../core/unix-http.ts';
 import { errorFromAnswer } from './errors.ts';
+import { CNI_PATH, cniRequestBody } from './cni-wire.ts';
 import type { CniEnv } from '../cni/args.ts';
-import type { CniOutcome, CniRequest } from './protocol.ts';
-
-export const CNI_PATH = '/v1/cni';
+import type { CniOutcome } from './protocol.ts';
 
 /** The agent as every client names it in errors ("Warren agent at <socket> is not reachable") and in the Host header. */
 export function agentPeer(socket: string): Peer {
@@ -22,21 +21,14 @@ export function agentPeer(socket: string): Peer {
 }
 
 /**
- * The request's body: the CNI variables, and the config exactly as the runtime wrote it, last. The
- * config is spliced in rather than encoded again: it is known to parse, it keeps its size (the
- * agent's body limit allows for it), and a pod start does not pay for a second encoding. The native
- * forwarder writes the same shape (it cannot parse the config either); the agent's
- * forwarded-call.ts takes it apart again.
+ * The request's body: the CNI variables, and the config exactly as the runtime wrote it, last
+ * (cni-wire.ts, the one definition of the request). The config is spliced in rather than encoded
+ * again: it is known to parse, it keeps its size (the agent's body limit allows for it), and a pod
+ * start does not pay for a second encoding. The native forwarder writes the same bytes (it cannot
+ * parse the config either); the agent's forwarded-call.ts takes it apart again.
  */
 export function cniRequestText(env: CniEnv, configText: string): string {
-  const envelope: Omit<CniRequest, 'config'> = {
-    command: env.command,
-    args: env.args,
-    ...(env.containerID === undefined ? {} : { containerID: env.containerID }),
-    ...(env.netns === undefined ? {} : { netns: env.netns }),
-    ...(env.ifname === undefined ? {} : { ifname: env.ifname }),
-  };
-  return `${JSON.stringify(envelope).slice(0, -1)},"config":${configText}}`;
+  return cniRequestBody(env, configText);
 }
 
 export interface CniCallOptions {

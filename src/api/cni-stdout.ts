@@ -12,20 +12,15 @@
  *   agent took but could not commit (CNI 11, try again, or 5, an I/O failure) is the plugin's to
  *   keep through the missed-delete journal.
  *
- * The forwarder's side of the wire (header names) is declared here too: it is the contract between
- * the agent and a caller that knows the wire and not the spec. A file of its own: the plugin loads
- * it on every pod start.
+ * The forwarder's side of the wire (header names, how an answer is written) is defined in
+ * cni-wire.ts with the rest of the wire. A file of its own: the plugin loads it on every pod start.
  */
 import type { CniErrorObject } from '../cni/errors.ts';
 import { toCniError } from './errors.ts';
 import type { CniOutcome } from './protocol.ts';
 
-/** Request header asking POST /v1/cni to answer as stdout; its one value is `stdout`. */
-export const ANSWER_HEADER = 'x-warren-answer';
-/** Answer header: the exit code, with the body exactly the stdout. */
-export const EXIT_HEADER = 'x-warren-exit';
-/** Answer header: the TypeScript plugin must run this call itself, and why (a `FallbackReason`). */
-export const FALLBACK_HEADER = 'x-warren-fallback';
+// The forwarder's side of the wire is defined with the rest of it (cni-wire.ts).
+export { ANSWER_HEADER, EXIT_HEADER, FALLBACK_HEADER } from './cni-wire.ts';
 
 /**
  * Why a call is the TypeScript plugin's to answer, on the wire as a short token:

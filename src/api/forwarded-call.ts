@@ -1,7 +1,7 @@
 /**
  * A CNI call relayed by the native forwarder, answered as the TypeScript plugin's stdout. The
- * forwarder knows the wire and not the spec: it sends the plugin's request (cni-call.ts
- * `cniRequestText`: the CNI variables, then `"config":` and the stdin bytes verbatim) with
+ * forwarder knows the wire and not the spec: it sends the plugin's request (cni-wire.ts, the one
+ * definition: the CNI variables, then `"config":` and the stdin bytes verbatim) with
  * `X-Warren-Answer: stdout`, and prints what it gets back. The agent answers either the exact
  * bytes and exit code the plugin would print for the same call, or that the plugin must run the
  * call itself (the forwarder then execs it with the same environment and stdin).
@@ -22,6 +22,7 @@ import { MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, nestsDeeperThan } from './limits.ts
 import { type CniVariables, checkCniVariables } from '../cni/args.ts';
 import { SPEC_VERSION } from '../cni/spec.ts';
 import { type FallbackReason, type StdoutAnswer, failureStdout, stdoutOf } from './cni-stdout.ts';
+import { CONFIG_FIELD, ENVELOPE } from './cni-wire.ts';
 import type { AgentApi } from './protocol.ts';
 
 /** The request's body taken apart: the envelope's fields, and the config's bytes as the runtime wrote them. */
@@ -30,7 +31,7 @@ export interface SplitCniRequest {
   readonly config: Buffer;
 }
 
-const ENVELOPE_FIELDS: ReadonlySet<string> = new Set(['command', 'containerID', 'netns', 'ifname', 'args']);
+const ENVELOPE_FIELDS: ReadonlySet<string> = new Set(ENVELOPE.map((f) => f.field));
 
 const OPEN_BRACE = 0x7b;
 const CLOSE_BRACE = 0x7d;
@@ -55,7 +56,7 @@ export function splitCniRequest(body: Buffer): SplitCniRequest | undefined {
     i = skipSpace(body, key.end);
     if (body[i] !== COLON) return undefined;
     i += 1;
-    if (key.value === 'config') {
+    if (key.value === CONFIG_FIELD) {
       // The config runs to the closing brace: the caller wrote the stdin bytes there verbatim.
       if (body.length <= i || body[body.length - 1] !== CLOSE_BRACE) return undefined;
       return { fields, config: body.subarray(i, body.length - 1) };

@@ -33,7 +33,7 @@
  */
 import { WarrenError } from '../core/errors.ts';
 import { isPlainObject, validator } from '../core/validate.ts';
-import { CNI_PATH } from './cni-call.ts';
+import { CNI_PATH } from './cni-wire.ts';
 import {
   ALLOCATION_QUERY_KEYS,
   type AgentApi,

@@ -18,7 +18,8 @@
  *
  * A pool's revision is the etcd mod_revision of its document. A commit is one etcd transaction:
  * the document's mod_revision must still be the expected one and every owner key being created
- * must not exist; then the document and the owner keys are written together. So two nodes can
+ * must not exist; then the document and the owner keys are written together (what the ops make of
+ * the document and the owner keys is worked out first: etcd-pool-ops.ts). So two nodes can
  * never both commit on the same picture of a block, and one owner can never hold two addresses in
  * one range, even when its ADD is retried on another node. A commit whose answer was lost and is
  * retried fails its comparison and reads as a conflict; the allocator then finds the allocation
@@ -43,7 +44,8 @@ import { WarrenError, messageOf } from '../core/errors.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
 import { inRangePool, rangePoolOfKey } from '../ipam/blocks.ts';
 import { EtcdContinuity } from './etcd-continuity.ts';
-import { type UnitDoc, ownerRecordKey, parseDoc } from './etcd-documents.ts';
+import { type UnitDoc, parseDoc } from './etcd-documents.ts';
+import { applyOps } from './etcd-pool-ops.ts';
 import { IDENTITY_KEY, verifyIdentity } from './etcd-identity.ts';
 import { EtcdMembership } from './etcd-membership.ts';
 import { type SeenPool, republish } from './etcd-republish.ts';
@@ -253,73 +255,9 @@ export class EtcdStore implements Store {
       this.#refuseWhileHalted();
       base = this.#docs.get(pool) as { revision: number; doc: UnitDoc };
     }
-    const doc: UnitDoc = structuredClone(base.doc);
-    const creates = new Map<string, Allocation>();
-    const deletes = new Set<string>();
-    const relocations = new Map<string, Allocation>();
-    for (const op of ops) {
-      switch (op.op) {
-        case 'allocate': {
-          const a = op.allocation;
-          if (a.pool !== pool) return { kind: 'conflict', reason: `allocation for pool ${a.pool} committed to ${pool}` };
-          if (doc.allocations[a.address] !== undefined) return { kind: 'conflict', reason: `${a.address} is already allocated in ${pool}` };
-          const key = ownerRecordKey(a.network, a.containerID, a.ifname, pool);
-          if (creates.has(key)) return { kind: 'conflict', reason: `container ${a.containerID} (${a.ifname}) already holds an address in ${pool}` };
-          doc.allocations[a.address] = [a.network, a.containerID, a.ifname];
-          delete doc.resting[a.address];
-          if (doc.restStamps !== undefined) delete doc.restStamps[a.address];
-          creates.set(key, a);
-          deletes.delete(key);
-          break;
-        }
-        case 'release': {
-          const owner = doc.allocations[op.address];
-          if (owner !== undefined) {
-            delete doc.allocations[op.address];
-            const key = ownerRecordKey(owner[0], owner[1], owner[2], pool);
-            if (creates.delete(key) === false) deletes.add(key);
-          }
-          if (op.reusableAt !== undefined) doc.resting[op.address] = op.reusableAt;
-          if (op.reusableAt !== undefined && op.reusableStamp !== undefined) (doc.restStamps ??= {})[op.address] = [op.reusableAt, op.reusableStamp.boot, op.reusableStamp.at];
-          else if (doc.restStamps !== undefined) delete doc.restStamps[op.address];
-          break;
-        }
-        case 'relocate': {
-          const a = op.allocation;
-          const owner = doc.allocations[a.address];
-          if (a.pool !== pool || owner === undefined || owner[0] !== a.network || owner[1] !== a.containerID || owner[2] !== a.ifname) {
-            return { kind: 'conflict', reason: `${a.address} is not held by container ${a.containerID} (${a.ifname}) in ${pool}` };
-          }
-          // The owner record exists while the document names the owner (both are written together),
-          // so rewriting it under the document's revision check cannot resurrect a released one.
-          relocations.set(ownerRecordKey(a.network, a.containerID, a.ifname, pool), a);
-          break;
-        }
-        case 'unrest':
-          delete doc.resting[op.address];
-          if (doc.restStamps !== undefined) delete doc.restStamps[op.address];
-          break;
-        case 'cursor':
-          doc.cursor = op.address;
-          break;
-        case 'describe':
-          doc.description = op.description;
-          break;
-        case 'cooldown':
-          doc.cooldownSeconds = op.seconds;
-          break;
-        case 'claim':
-          doc.affinity = op.node;
-          break;
-        case 'unclaim':
-          delete doc.affinity;
-          break;
-        default: {
-          const never: never = op;
-          throw new Error(`unknown pool op ${JSON.stringify(never)}`);
-        }
-      }
-    }
+    const edit = applyOps(pool, base.doc, ops);
+    if (edit.kind === 'conflict') return edit;
+    const { doc, creates, deletes, relocations } = edit;
     const unitKey = `units/${pool}`;
     let txn = this.#ns.if(unitKey, 'Mod', '==', expected);
     for (const key of creates.keys()) txn = txn.and(key, 'Create', '==', 0);

@@ -17,8 +17,8 @@ import { dirname } from 'node:path';
 import { type Clock, systemClock } from '../core/clock.ts';
 import { WarrenError } from '../core/errors.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
-import { blockKeyPrefix } from '../ipam/blocks.ts';
 import { describeSqliteError, isBusy } from './sqlite-errors.ts';
+import { type AllocationRow, INSERT_ALLOCATION, rowValues, toAllocation, whereClause } from './sqlite-rows.ts';
 import { migrateSchema } from './sqlite-schema.ts';
 import type {
   AllocationFilter,
@@ -41,52 +41,6 @@ export interface SqliteStoreOptions {
   /** How long one call waits for a database another process holds, ms. Default 5000. */
   readonly busyTimeoutMs?: number;
 }
-
-interface AllocationRow {
-  pool: string;
-  address: string;
-  network: string;
-  container_id: string;
-  ifname: string;
-  pod_namespace: string | null;
-  pod_name: string | null;
-  pod_uid: string | null;
-  node: string;
-  netns: string | null;
-  created_at: number;
-  created_boot: string | null;
-  created_mono: number | null;
-}
-
-function toAllocation(row: AllocationRow): Allocation {
-  const a: { -readonly [K in keyof Allocation]: Allocation[K] } = {
-    pool: row.pool,
-    address: row.address,
-    network: row.network,
-    containerID: row.container_id,
-    ifname: row.ifname,
-    node: row.node,
-    createdAt: Number(row.created_at),
-  };
-  if (row.pod_namespace !== null) a.podNamespace = row.pod_namespace;
-  if (row.pod_name !== null) a.podName = row.pod_name;
-  if (row.pod_uid !== null) a.podUID = row.pod_uid;
-  if (row.netns !== null) a.netns = row.netns;
-  if (row.created_boot !== null && row.created_mono !== null) a.createdStamp = { boot: row.created_boot, at: Number(row.created_mono) };
-  return a;
-}
-
-const FILTER_COLUMNS: Record<Exclude<keyof AllocationFilter, 'rangePool'>, string> = {
-  pool: 'pool',
-  network: 'network',
-  containerID: 'container_id',
-  ifname: 'ifname',
-  podNamespace: 'pod_namespace',
-  podName: 'pod_name',
-  podUID: 'pod_uid',
-  node: 'node',
-  address: 'address',
-};
 
 export class SqliteStore implements Store {
   readonly description: string;
@@ -158,10 +112,7 @@ export class SqliteStore implements Store {
       resting: db.prepare('SELECT address, reusable_at, reusable_boot, reusable_mono FROM resting WHERE pool = ?'),
       createPool: db.prepare('INSERT INTO pools (pool, revision) VALUES (?, 1) ON CONFLICT (pool) DO NOTHING'),
       bumpRevision: db.prepare('UPDATE pools SET revision = revision + 1 WHERE pool = ? AND revision = ?'),
-      insert: db.prepare(
-        `INSERT INTO allocations (pool, address, network, container_id, ifname, pod_namespace, pod_name, pod_uid, node, netns, created_at, created_boot, created_mono)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      ),
+      insert: db.prepare(INSERT_ALLOCATION),
       remove: db.prepare('DELETE FROM allocations WHERE pool = ? AND address = ?'),
       relocate: db.prepare('UPDATE allocations SET netns = ? WHERE pool = ? AND address = ? AND network = ? AND container_id = ? AND ifname = ?'),
       rest: db.prepare('INSERT OR REPLACE INTO resting (pool, address, reusable_at, reusable_boot, reusable_mono) VALUES (?, ?, ?, ?, ?)'),
@@ -277,21 +228,7 @@ export class SqliteStore implements Store {
         const a = op.allocation;
         if (a.pool !== pool) return `allocation for pool ${a.pool} committed to ${pool}`;
         try {
-          this.#s('insert').run(
-            pool,
-            a.address,
-            a.network,
-            a.containerID,
-            a.ifname,
-            a.podNamespace ?? null,
-            a.podName ?? null,
-            a.podUID ?? null,
-            a.node,
-            a.netns ?? null,
-            a.createdAt,
-            a.createdStamp?.boot ?? null,
-            a.createdStamp?.at ?? null,
-          );
+          this.#s('insert').run(...rowValues(pool, a));
         } catch (error) {
           const code = (error as { errcode?: number }).errcode;
           if (code === 1555) return `${a.address} is already allocated in ${pool}`;
@@ -351,21 +288,7 @@ export class SqliteStore implements Store {
   }
 
   #list(filter: AllocationFilter): Allocation[] {
-    const clauses: string[] = [];
-    const values: string[] = [];
-    for (const [key, column] of Object.entries(FILTER_COLUMNS) as Array<[keyof typeof FILTER_COLUMNS, string]>) {
-      const value = filter[key];
-      if (value !== undefined) {
-        clauses.push(`${column} = ?`);
-        values.push(value);
-      }
-    }
-    if (filter.rangePool !== undefined) {
-      const prefix = blockKeyPrefix(filter.rangePool);
-      clauses.push(`(pool = ? OR substr(pool, 1, ?) = ?)`);
-      values.push(filter.rangePool, String(prefix.length), prefix);
-    }
-    const where = clauses.length === 0 ? '' : `WHERE ${clauses.join(' AND ')}`;
+    const { where, values } = whereClause(filter);
     const rows = this.#db.prepare(`SELECT * FROM allocations ${where} ORDER BY pool, created_at, address`).all(...values);
     return (rows as unknown as AllocationRow[]).map(toAllocation);
   }

@@ -22,6 +22,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { FORWARDER_BINARY, buildForwarder, buildForwarderSanitized } from '../../scripts/build.ts';
 import { MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH } from '../../src/api/limits.ts';
+import { forwardedRequest, forwardedRequestHead } from '../../src/api/cni-wire.ts';
 import { CHILD_PATH, tempDir, track } from '../helpers/processes.ts';
 
 /** One request as the agent received it. */
@@ -158,20 +159,15 @@ function config(socket?: string): string {
   return `${JSON.stringify({ cniVersion: '1.0.0', name: 'fnet', type: 'bridge', ipam }, null, 2)}\n`;
 }
 
-/** The request body the TypeScript plugin sends for these variables and this stdin. */
+/** The request body the TypeScript plugin sends for these variables and this stdin (the wire's one definition). */
 function pluginBody(env: NodeJS.ProcessEnv, stdin: string | Buffer): Buffer {
-  const envelope = {
-    command: env.CNI_COMMAND ?? '',
-    args: env.CNI_ARGS ?? '',
-    ...(env.CNI_CONTAINERID === undefined ? {} : { containerID: env.CNI_CONTAINERID }),
-    ...(env.CNI_NETNS === undefined ? {} : { netns: env.CNI_NETNS }),
-    ...(env.CNI_IFNAME === undefined ? {} : { ifname: env.CNI_IFNAME }),
-  };
-  return Buffer.concat([Buffer.from(`${JSON.stringify(envelope).slice(0, -1)},"config":`), Buffer.from(stdin), Buffer.from('}')]);
+  const request = forwardedRequest(env, Buffer.from(stdin));
+  assert.ok(request !== undefined, 'a call the forwarder sends');
+  return request.subarray(request.indexOf('\r\n\r\n') + 4);
 }
 
 function requestHead(bodyLength: number): string {
-  return `POST /v1/cni HTTP/1.1\r\nHost: warren\r\nConnection: close\r\nContent-Type: application/json\r\nX-Warren-Answer: stdout\r\nContent-Length: ${bodyLength}\r\n\r\n`;
+  return forwardedRequestHead(bodyLength);
 }
 
 const builds: Array<{ name: string; binary: string }> = [

@@ -5,9 +5,10 @@
  * indicator changes (core/dir-watcher.ts, with its periodic rescan for dropped events).
  *
  * Guarantees:
- * - Warren's file is only ever replaced whole (a temp file in the conf dir, fsync, rename over it,
- *   fsync of the directory: the rename is the event containerd's watcher reloads on), with content
- *   that passed the agent's ADD parser. It is never empty or invalid at any instant.
+ * - Warren's file is only ever replaced whole (warren-config-file.ts: a temp file in the conf dir,
+ *   fsync, rename over it, fsync of the directory: the rename is the event containerd's watcher
+ *   reloads on), with content that passed the agent's ADD parser. It is never empty or invalid at
+ *   any instant.
  * - A primary that vanishes, breaks or cannot be taken over leaves the last good file in place;
  *   the problem is in status and the log. A different primary taking its place regenerates.
  * - Warren never takes its own output for a primary: its file name is skipped, and so is any file
@@ -28,20 +29,20 @@
  * - One pass at a time, synchronous: a change that arrives during a pass causes another pass.
  *   A pass that throws leaves the state `failed` with why; it never throws out of `poke`/`start`.
  */
-import { existsSync, unlinkSync } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+import { existsSync } from 'node:fs';
+import { basename, dirname } from 'node:path';
 import type { Logger } from 'pino';
-import { fsyncDirectory, writeFileAtomic } from '../../core/atomic-file.ts';
 import type { Clock } from '../../core/clock.ts';
 import { DirectoryWatcher } from '../../core/dir-watcher.ts';
 import { messageOf } from '../../core/errors.ts';
-import { type BoundedRead, readRegularFile, unreadReason } from '../../core/bounded-read.ts';
+import { readRegularFile, unreadReason } from '../../core/bounded-read.ts';
 import { MAX_CONFIG_BYTES } from '../../cni/config-limits.ts';
-import { DEFAULT_OUTPUT_NAME, type Derivation, deriveConfig, isConfigName, isGeneratedConfig } from '../../cni/derived-config.ts';
+import { type Derivation, deriveConfig, isConfigName, isGeneratedConfig } from '../../cni/derived-config.ts';
 import { findPrimary, primaryPath, shadowing } from './conf-dir-listing.ts';
 import type { CniVersion } from '../../cni/spec.ts';
 import type { CniConfigStatus, TakeoverStatus } from '../../api/status.ts';
 import type { HostLocalTarget } from './host-local-takeover.ts';
+import { WarrenConfigFile, networkOf } from './warren-config-file.ts';
 
 export interface CniConfigManagerOptions {
   readonly confDir: string;
@@ -80,6 +81,8 @@ export function readinessProblem(indicator: string | undefined): string | undefi
 
 export class CniConfigManager {
   readonly #o: CniConfigManagerOptions;
+  /** Warren's file: read, replaced whole and removed only as warren-config-file.ts allows. */
+  readonly #file: WarrenConfigFile;
   readonly #output: string;
   readonly #startedAt: number;
   /** What the last pass found; status() reports it. */
@@ -89,9 +92,6 @@ export class CniConfigManager {
   #problem: string | undefined;
   #notes: readonly string[] = [];
   #shadowedBy: string | undefined;
-  /** This agent's own writes, for status. */
-  #lastWrite: { at: number; from: string; sha256: string } | undefined;
-  #writes = 0;
   /**
    * The last config derived from a good primary (written now or found current), and where from:
    * what stays, and is put back, while the primary is unusable.
@@ -111,7 +111,8 @@ export class CniConfigManager {
   constructor(options: CniConfigManagerOptions) {
     this.#o = options;
     this.#handedBack = options.handedBack;
-    this.#output = join(options.confDir, DEFAULT_OUTPUT_NAME);
+    this.#file = new WarrenConfigFile(options.confDir, options.clock, options.logger);
+    this.#output = this.#file.path;
     this.#startedAt = options.clock.now();
   }
 
@@ -156,7 +157,7 @@ export class CniConfigManager {
   async stopped(): Promise<void> {
     await Promise.all(this.#loops);
     if (!this.#o.cleanupOnExit || this.#handedBack !== undefined) return;
-    const current = this.#readOutput();
+    const current = this.#file.read();
     if (current.kind !== 'read' || !isGeneratedConfig(current.text)) return;
     const network = networkOf(current.text);
     let holds = true;
@@ -169,7 +170,7 @@ export class CniConfigManager {
       this.#o.logger.warn({ output: this.#output, network }, `kept ${basename(this.#output)} although --cleanup-config-on-exit is on: Warren holds addresses of network ${network ?? '?'}, which the primary's IPAM would hand out again (run \`warren uninstall\` to hand the node back)`);
       return;
     }
-    this.#removeOutput('the agent stopped holding no address of its network (--cleanup-config-on-exit on)');
+    this.#file.remove('the agent stopped holding no address of its network (--cleanup-config-on-exit on)');
   }
 
   /**
@@ -178,9 +179,9 @@ export class CniConfigManager {
    */
   handBack(reason: string): boolean {
     this.#handedBack = reason;
-    const current = this.#readOutput();
+    const current = this.#file.read();
     const ours = current.kind === 'read' && isGeneratedConfig(current.text);
-    if (ours) this.#removeOutput(reason);
+    if (ours) this.#file.remove(reason);
     this.#set('handed-back', reason);
     return ours && !existsSync(this.#output);
   }
@@ -239,6 +240,7 @@ export class CniConfigManager {
   }
 
   status(): CniConfigStatus {
+    const lastWrite = this.#file.lastWrite;
     return {
       state: this.#state,
       confDir: this.#o.confDir,
@@ -249,10 +251,10 @@ export class CniConfigManager {
       ...(this.#problem === undefined ? {} : { problem: this.#problem }),
       ...(this.#notes.length === 0 ? {} : { notes: this.#notes }),
       ...(this.#shadowedBy === undefined ? {} : { shadowedBy: this.#shadowedBy }),
-      ...(this.#lastWrite === undefined
+      ...(lastWrite === undefined
         ? {}
-        : { lastWrite: { at: new Date(this.#lastWrite.at).toISOString(), from: this.#lastWrite.from, sha256: this.#lastWrite.sha256 } }),
-      writes: this.#writes,
+        : { lastWrite: { at: new Date(lastWrite.at).toISOString(), from: lastWrite.from, sha256: lastWrite.sha256 } }),
+      writes: this.#file.writes,
       ...(this.#o.readinessIndicator === undefined ? {} : { readinessIndicator: { path: this.#o.readinessIndicator, present: this.notReady() === undefined } }),
       ...(this.#o.takeover === undefined || this.#o.takeover.status().length === 0 ? {} : { takeover: this.#o.takeover.status() }),
     };
@@ -277,7 +279,7 @@ export class CniConfigManager {
       this.#primary = undefined;
       const where = this.#o.primaryConfig === undefined ? `no CNI config in ${this.#o.confDir} other than Warren's` : `primary config ${primaryPath(this.#o.confDir, this.#o.primaryConfig)} is missing`;
       const wait = Math.round(this.#o.primaryWaitMs / 1000);
-      const haveGood = this.#lastGood !== undefined || this.#outputIsOurs();
+      const haveGood = this.#lastGood !== undefined || this.#file.isOurs();
       if (!haveGood && !this.#waitExpired) {
         this.#set('waiting', `${where} yet; waiting up to ${wait} s from ${new Date(this.#startedAt).toISOString()}`);
       } else {
@@ -308,7 +310,7 @@ export class CniConfigManager {
     }
     this.#network = derived.network;
     this.#notes = derived.notes;
-    const read = this.#readOutput();
+    const read = this.#file.read();
     if (read.kind !== 'missing' && (read.kind !== 'read' || !isGeneratedConfig(read.text))) {
       this.#set('stale', `${this.#output} exists and was not written by Warren; it is left alone and nothing is written`);
       return;
@@ -330,15 +332,9 @@ export class CniConfigManager {
 
   /** Replaces Warren's file whole; false (and state failed) when the disk refuses. */
   #write(text: string, from: string, sha256: string): boolean {
-    try {
-      writeFileAtomic(this.#output, text, 0o600);
-    } catch (error) {
-      this.#set('failed', `writing ${this.#output} failed: ${messageOf(error)}`);
-      return false;
-    }
-    this.#lastWrite = { at: this.#o.clock.now(), from, sha256 };
-    this.#writes += 1;
-    return true;
+    const failed = this.#file.replace(text, from, sha256);
+    if (failed !== undefined) this.#set('failed', failed);
+    return failed === undefined;
   }
 
   /**
@@ -347,7 +343,7 @@ export class CniConfigManager {
    */
   #keepLastGood(problem: string): void {
     const good = this.#lastGood;
-    const read = this.#readOutput();
+    const read = this.#file.read();
     const current = read.kind === 'read' ? read.text : undefined;
     if (good !== undefined && read.kind === 'missing') {
       if (!this.#write(good.text, good.from, good.sha256)) return;
@@ -355,32 +351,6 @@ export class CniConfigManager {
     }
     const kept = good !== undefined || (current !== undefined && isGeneratedConfig(current)) ? 'keeping the last good config' : 'nothing written';
     this.#set('stale', `${problem}; ${kept}`);
-  }
-
-  /** Warren's file as it is; anything but a regular file there is not Warren's. */
-  #readOutput(): BoundedRead {
-    try {
-      return readRegularFile(this.#output, MAX_PRIMARY_BYTES);
-    } catch (error) {
-      return { kind: 'not-regular', what: `unreadable (${messageOf(error)})` };
-    }
-  }
-
-  #outputIsOurs(): boolean {
-    const read = this.#readOutput();
-    return read.kind === 'read' && isGeneratedConfig(read.text);
-  }
-
-  /** Removes Warren's file, only if Warren wrote it. */
-  #removeOutput(why: string): void {
-    if (!this.#outputIsOurs()) return;
-    try {
-      unlinkSync(this.#output);
-      fsyncDirectory(dirname(this.#output));
-      this.#o.logger.info({ output: this.#output }, `removed ${basename(this.#output)}: ${why}`);
-    } catch (error) {
-      this.#o.logger.error({ err: error, output: this.#output }, `could not remove ${basename(this.#output)}`);
-    }
   }
 
   #set(state: CniConfigStatus['state'], problem: string | undefined): void {
@@ -394,15 +364,5 @@ export class CniConfigManager {
     this.#logged = problem;
     const level = state === 'waiting' || state === 'not-ready' ? 'info' : state === 'failed' ? 'error' : 'warn';
     this.#o.logger[level]({ confDir: this.#o.confDir, state }, problem);
-  }
-}
-
-/** The network name a config's text carries, if any. */
-function networkOf(text: string): string | undefined {
-  try {
-    const name = (JSON.parse(text) as { name?: unknown }).name;
-    return typeof name === 'string' ? name : undefined;
-  } catch {
-    return undefined;
   }
 }

@@ -21,7 +21,8 @@ import { nodeHttp } from '../../core/node-http.ts';
 import { WarrenError, isWarrenError, messageOf } from '../../core/errors.ts';
 import { MAX_REQUEST_BYTES } from '../../api/limits.ts';
 import { errorAnswer, httpStatusOf, isExpected } from '../../api/errors.ts';
-import { ANSWER_HEADER, EXIT_HEADER, FALLBACK_HEADER, type StdoutAnswer } from '../../api/cni-stdout.ts';
+import type { StdoutAnswer } from '../../api/cni-stdout.ts';
+import { ANSWER_HEADER, forwardedAnswerBody, forwardedAnswerHeaders } from '../../api/cni-wire.ts';
 import { answerForwardedCall } from '../../api/forwarded-call.ts';
 import type { AgentApi } from '../../api/protocol.ts';
 import { PATHS, matchRoute } from '../../api/routes.ts';
@@ -131,20 +132,8 @@ async function answerAsStdout(api: AgentApi, maxBodyBytes: number, req: Incoming
 
 function sendStdout(res: ServerResponse, answer: StdoutAnswer): void {
   if (res.headersSent) return;
-  switch (answer.kind) {
-    case 'print':
-      res.writeHead(200, { [EXIT_HEADER]: String(answer.exitCode), 'content-type': 'application/json', 'content-length': Buffer.byteLength(answer.stdout) });
-      res.end(answer.stdout);
-      return;
-    case 'plugin':
-      res.writeHead(200, { [FALLBACK_HEADER]: answer.reason, 'content-length': 0 });
-      res.end();
-      return;
-    default: {
-      const never: never = answer;
-      throw new Error(`unhandled stdout answer ${JSON.stringify(never)}`);
-    }
-  }
+  res.writeHead(200, forwardedAnswerHeaders(answer));
+  res.end(forwardedAnswerBody(answer));
 }
 
 function send(res: ServerResponse, status: number, body: unknown): void {

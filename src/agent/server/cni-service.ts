@@ -32,6 +32,7 @@ import { type NetConf, declaredVersion, parseNetConf } from '../../cni/netconf.t
 import { type CniCommand, type IpamResult, SPEC_VERSION, renderResult, versionResult } from '../../cni/spec.ts';
 import { isExpected, toCniError } from '../../api/errors.ts';
 import type { CniOutcome, CniRequest } from '../../api/protocol.ts';
+import { CONFIG_FIELD, ENVELOPE } from '../../api/cni-wire.ts';
 import { NO_TELEMETRY, type Telemetry } from '../metrics/telemetry.ts';
 import { SETTINGS } from '../settings/table.ts';
 
@@ -237,8 +238,8 @@ export class CniService {
   }
 }
 
-/** The fields of a CniRequest; any other is refused, as the forwarded call refuses one. */
-const REQUEST_FIELDS: ReadonlySet<string> = new Set(['command', 'containerID', 'netns', 'ifname', 'args', 'config']);
+/** The fields of a CniRequest (api/cni-wire.ts); any other is refused, as the forwarded call refuses one. */
+const REQUEST_FIELDS: ReadonlySet<string> = new Set([...ENVELOPE.map((f) => f.field), CONFIG_FIELD]);
 
 const { refuseUnknownFields } = validator((message) => new WarrenError('BAD_REQUEST', message));
 

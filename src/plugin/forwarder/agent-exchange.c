@@ -1,10 +1,13 @@
 /*
  * The forwarder's exchange with the agent: one HTTP/1.1 request over a unix socket, one answer
- * read whole, within AGENT_EXCHANGE_TIMEOUT_MS. The head is parsed strictly (status 200, one
- * Content-Length, one X-Warren-Exit, no X-Warren-Fallback, no Transfer-Encoding, CRLF line ends):
- * anything else is "not an answer to print", and the caller hands the call to the TypeScript
- * plugin. Memory: the head in a static MAX_HEAD_BYTES buffer, the body in one allocation of its
- * Content-Length (at most MAX_BODY_BYTES).
+ * read whole, within AGENT_EXCHANGE_TIMEOUT_MS. The request is the one src/api/cni-wire.ts
+ * defines: the CNI variables as JSON strings in the envelope's order, then the config's bytes as
+ * they are (sent by the caller); what they mean is the agent's business, not this file's. The
+ * answer's head is parsed strictly (status 200, one Content-Length, one X-Warren-Exit, no
+ * X-Warren-Fallback, no Transfer-Encoding, CRLF line ends): anything else is "not an answer to
+ * print", and the caller hands the call to the TypeScript plugin. Memory: the request's head and
+ * envelope in one allocation, the answer's head in a static MAX_HEAD_BYTES buffer, its body in one
+ * allocation of its Content-Length (at most MAX_BODY_BYTES).
  */
 #include "agent-exchange.h"
 
@@ -12,6 +15,7 @@
 #include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -20,8 +24,96 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_HEAD_BYTES (64u * 1024)
-#define MAX_BODY_BYTES (64u * 1024 * 1024)
+/* ---- The request ---------------------------------------------------------------------------- */
+
+/* Bytes `s` takes as a JSON string body, escaped as JSON.stringify escapes it. */
+static size_t escaped_length(const char *s) {
+  size_t n = 0;
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    unsigned char c = *p;
+    if (c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t') n += 2;
+    else if (c < 0x20) n += 6;
+    else n += 1;
+  }
+  return n;
+}
+
+char *agent_json_string(char *out, const char *s) {
+  static const char hex[] = "0123456789abcdef";
+  *out++ = '"';
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    unsigned char c = *p;
+    switch (c) {
+      case '"': *out++ = '\\'; *out++ = '"'; break;
+      case '\\': *out++ = '\\'; *out++ = '\\'; break;
+      case '\b': *out++ = '\\'; *out++ = 'b'; break;
+      case '\f': *out++ = '\\'; *out++ = 'f'; break;
+      case '\n': *out++ = '\\'; *out++ = 'n'; break;
+      case '\r': *out++ = '\\'; *out++ = 'r'; break;
+      case '\t': *out++ = '\\'; *out++ = 't'; break;
+      default:
+        if (c < 0x20) {
+          memcpy(out, "\\u00", 4);
+          out[4] = hex[c >> 4];
+          out[5] = hex[c & 15];
+          out += 6;
+        } else {
+          *out++ = (char)c;
+        }
+    }
+  }
+  *out++ = '"';
+  return out;
+}
+
+/* The envelope's fields in the order cni-wire.ts writes them; `always`: written ("") when unset. */
+static const struct {
+  const char *variable;
+  const char *key;
+  int always;
+} envelope_fields[] = {
+    {"CNI_COMMAND", "{\"command\":", 1},
+    {"CNI_ARGS", ",\"args\":", 1},
+    {"CNI_CONTAINERID", ",\"containerID\":", 0},
+    {"CNI_NETNS", ",\"netns\":", 0},
+    {"CNI_IFNAME", ",\"ifname\":", 0},
+};
+#define ENVELOPE_FIELDS (sizeof envelope_fields / sizeof envelope_fields[0])
+#define CONFIG_KEY ",\"config\":"
+
+char *agent_request(char *(*variable)(const char *name), size_t config_len, size_t *request_len) {
+  const char *values[ENVELOPE_FIELDS];
+  size_t envelope = strlen(CONFIG_KEY);
+  for (size_t i = 0; i < ENVELOPE_FIELDS; i++) {
+    values[i] = variable(envelope_fields[i].variable);
+    if (values[i] == NULL && i == 0) return NULL; /* no CNI_COMMAND: not a call to send */
+    if (values[i] == NULL && envelope_fields[i].always) values[i] = "";
+    if (values[i] == NULL) continue;
+    if (strlen(values[i]) > MAX_VARIABLE_BYTES) return NULL;
+    envelope += strlen(envelope_fields[i].key) + escaped_length(values[i]) + 2;
+  }
+  const size_t body_len = envelope + config_len + 1;
+  char http[256];
+  int http_len = snprintf(http, sizeof http,
+                          "POST /v1/cni HTTP/1.1\r\nHost: warren\r\nConnection: close\r\n"
+                          "Content-Type: application/json\r\nX-Warren-Answer: stdout\r\n"
+                          "Content-Length: %zu\r\n\r\n",
+                          body_len);
+  char *request = malloc((size_t)http_len + envelope);
+  if (request == NULL) return NULL;
+  memcpy(request, http, (size_t)http_len);
+  char *p = request + http_len;
+  for (size_t i = 0; i < ENVELOPE_FIELDS; i++) {
+    if (values[i] == NULL) continue;
+    p = stpcpy(p, envelope_fields[i].key);
+    p = agent_json_string(p, values[i]);
+  }
+  p = stpcpy(p, CONFIG_KEY);
+  *request_len = (size_t)(p - request);
+  return request;
+}
+
+/* ---- The exchange --------------------------------------------------------------------------- */
 
 static char head[MAX_HEAD_BYTES];
 static int64_t deadline_ms;
@@ -162,7 +254,7 @@ static int parse_head(size_t len, int *exit_code, size_t *content_length) {
       if (length < 0) return 0;
     } else if (header_is(line, name_len, "x-warren-exit")) {
       if (exit_value >= 0) return 0;
-      exit_value = decimal(value, value_len, 255);
+      exit_value = decimal(value, value_len, MAX_EXIT_CODE);
       if (exit_value < 0) return 0;
     }
     line = eol + 2;

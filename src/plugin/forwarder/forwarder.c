@@ -14,7 +14,8 @@
  * 3. The socket: `ipam.socket` when the config names an absolute one (find-socket.c), else
  *    WARREN_SOCKET when set and not empty, else DEFAULT_SOCKET.
  * 4. POST /v1/cni with `X-Warren-Answer: stdout`: the envelope of the CNI variables with the
- *    config spliced in as read, exactly what the TypeScript plugin sends.
+ *    config spliced in as read, exactly what the TypeScript plugin sends (agent-exchange.c
+ *    agent_request; the wire is defined in src/api/cni-wire.ts).
  * 5. An answer `200` with `X-Warren-Exit: N` and no `X-Warren-Fallback` header: its body goes to
  *    stdout as it is and the process exits N. Anything else (no agent, refused, timed out after
  *    AGENT_EXCHANGE_TIMEOUT_MS, an answer that is not that) hands the call to the plugin, which
@@ -26,11 +27,11 @@
  *
  * Guarantees:
  * - Bounded memory: stdin in a static buffer of MAX_CONFIG_BYTES + 1; the answer's head in a
- *   static MAX_HEAD_BYTES (agent-exchange.c); one allocation for the request head and envelope (each CNI variable is
- *   at most MAX_VARIABLE_BYTES, six times that escaped), one for the answer's body (at most
- *   MAX_BODY_BYTES, its Content-Length), one for the plugin's argument vector (argc + 2
- *   pointers). No recursion; the config is scanned once (find-socket.c) and otherwise copied as
- *   it is, never parsed.
+ *   static MAX_HEAD_BYTES (agent-exchange.c); one allocation for the request head and envelope
+ *   (agent-exchange.c; each CNI variable is at most MAX_VARIABLE_BYTES, six times that escaped),
+ *   one for the answer's body (at most MAX_BODY_BYTES, its Content-Length), one for the plugin's
+ *   argument vector (argc + 2 pointers). No recursion; the config is scanned once (find-socket.c)
+ *   and otherwise copied as it is, never parsed.
  * - Never prints a partial answer: the body is read whole before the first byte goes to stdout,
  *   so any failure before then can still hand the call to the plugin.
  * - Never dies of SIGPIPE from the agent (MSG_NOSIGNAL) and changes no signal disposition, so the
@@ -58,10 +59,6 @@
 
 extern char **environ;
 
-/* The TypeScript plugin's MAX_CONFIG_BYTES (src/api/limits.ts). */
-#define MAX_CONFIG_BYTES (4u * 1024 * 1024)
-/* Linux's MAX_ARG_STRLEN: no environment string can be longer. */
-#define MAX_VARIABLE_BYTES (128u * 1024)
 /* The agent's default socket (src/api/socket.ts). */
 #define DEFAULT_SOCKET "/run/warren/warren.sock"
 /* The TypeScript plugin's FORWARDER_TIMED_OUT_ENV (src/api/limits.ts): set, to the milliseconds
@@ -76,49 +73,6 @@ extern char **environ;
 static char config[MAX_CONFIG_BYTES + 1];
 static size_t config_len;
 
-/* ---- JSON strings -------------------------------------------------------------------------- */
-
-/* Bytes `s` takes as a JSON string body, escaped as JSON.stringify escapes it. */
-static size_t escaped_length(const char *s) {
-  size_t n = 0;
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    unsigned char c = *p;
-    if (c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t') n += 2;
-    else if (c < 0x20) n += 6;
-    else n += 1;
-  }
-  return n;
-}
-
-/* Writes `s` as a JSON string (quotes included) at `out`; returns the end. Other bytes verbatim. */
-static char *put_json_string(char *out, const char *s) {
-  static const char hex[] = "0123456789abcdef";
-  *out++ = '"';
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    unsigned char c = *p;
-    switch (c) {
-      case '"': *out++ = '\\'; *out++ = '"'; break;
-      case '\\': *out++ = '\\'; *out++ = '\\'; break;
-      case '\b': *out++ = '\\'; *out++ = 'b'; break;
-      case '\f': *out++ = '\\'; *out++ = 'f'; break;
-      case '\n': *out++ = '\\'; *out++ = 'n'; break;
-      case '\r': *out++ = '\\'; *out++ = 'r'; break;
-      case '\t': *out++ = '\\'; *out++ = 't'; break;
-      default:
-        if (c < 0x20) {
-          memcpy(out, "\\u00", 4);
-          out[4] = hex[c >> 4];
-          out[5] = hex[c & 15];
-          out += 6;
-        } else {
-          *out++ = (char)c;
-        }
-    }
-  }
-  *out++ = '"';
-  return out;
-}
-
 /* ---- The TypeScript plugin --------------------------------------------------------------------- */
 
 static void write_all(int fd, const char *p, size_t n);
@@ -130,7 +84,7 @@ static _Noreturn void cannot_run_plugin(int error) {
   char reason[512];
   snprintf(reason, sizeof reason, "could not reach the agent, and the Warren plugin beside this forwarder could not be run: %s", why);
   char message[sizeof start + 6 * sizeof reason + 4];
-  char *end = put_json_string(message + sizeof start - 1, reason);
+  char *end = agent_json_string(message + sizeof start - 1, reason);
   memcpy(message, start, sizeof start - 1);
   *end++ = '}';
   write_all(1, message, (size_t)(end - message));
@@ -244,48 +198,6 @@ static enum stdin_state read_stdin(void) {
   }
 }
 
-/* The request's head and envelope: everything before the config; NULL if a variable is too long. */
-static char *build_request(size_t *request_len) {
-  static const char *const names[] = {"CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME"};
-  static const char *const keys[] = {",\"containerID\":", ",\"netns\":", ",\"ifname\":"};
-  const char *command = getenv("CNI_COMMAND");
-  const char *args = getenv("CNI_ARGS");
-  if (args == NULL) args = "";
-  const char *values[3];
-  if (strlen(command) > MAX_VARIABLE_BYTES || strlen(args) > MAX_VARIABLE_BYTES) return NULL;
-  size_t envelope = strlen("{\"command\":") + escaped_length(command) + 2 + strlen(",\"args\":") + escaped_length(args) + 2;
-  for (int i = 0; i < 3; i++) {
-    values[i] = getenv(names[i]);
-    if (values[i] == NULL) continue;
-    if (strlen(values[i]) > MAX_VARIABLE_BYTES) return NULL;
-    envelope += strlen(keys[i]) + escaped_length(values[i]) + 2;
-  }
-  envelope += strlen(",\"config\":");
-  const size_t body_len = envelope + config_len + 1;
-  char http[256];
-  int http_len = snprintf(http, sizeof http,
-                          "POST /v1/cni HTTP/1.1\r\nHost: warren\r\nConnection: close\r\n"
-                          "Content-Type: application/json\r\nX-Warren-Answer: stdout\r\n"
-                          "Content-Length: %zu\r\n\r\n",
-                          body_len);
-  char *request = malloc((size_t)http_len + envelope);
-  if (request == NULL) return NULL;
-  memcpy(request, http, (size_t)http_len);
-  char *p = request + http_len;
-  p = stpcpy(p, "{\"command\":");
-  p = put_json_string(p, command);
-  p = stpcpy(p, ",\"args\":");
-  p = put_json_string(p, args);
-  for (int i = 0; i < 3; i++) {
-    if (values[i] == NULL) continue;
-    p = stpcpy(p, keys[i]);
-    p = put_json_string(p, values[i]);
-  }
-  p = stpcpy(p, ",\"config\":");
-  *request_len = (size_t)(p - request);
-  return request;
-}
-
 /* The agent's socket: ipam.socket, WARREN_SOCKET, the default. 0 when the plugin must answer. */
 static int choose_socket(char *path, size_t size) {
   switch (warren_find_socket(config, config_len, path, size)) {
@@ -317,7 +229,7 @@ int main(int argc, char **argv) {
   char path[WARREN_SOCKET_PATH_MAX + 1];
   if (!choose_socket(path, sizeof path)) run_plugin(argc, argv, 1);
   size_t request_len;
-  char *request = build_request(&request_len);
+  char *request = agent_request(getenv, config_len, &request_len);
   if (request == NULL) run_plugin(argc, argv, 1);
 
   int fd = agent_connect(path);
