@@ -330,6 +330,25 @@ describe('the reconcile pass', () => {
     await store.close();
   });
 
+  it('reports what it could not see in the observer\'s words, whatever sentence the audit puts around them', async () => {
+    const clock = new ManualClock(1_000_000);
+    const store = new SqliteStore({ path: ':memory:' });
+    const ns = namespaces();
+    const { allocator, reconciler, done } = releaseHarness(clock, store, { observer: ns.observer, releaseGoneNetns: true });
+    const unseen = join(ns.unseen, 'ns-x');
+    await allocator.allocate({ owner: owner('unseen'), ranges, netns: unseen });
+    const said = ns.observer.observe(unseen);
+    assert.equal(said.kind, 'unobservable');
+    const because = said.kind === 'unobservable' ? said.reason : '';
+    const verdict = (await reconciler.audit(false)).findings[0]?.verdict;
+    assert.ok(verdict?.kind === 'suspect' && verdict.why === 'unobservable', JSON.stringify(verdict));
+    assert.equal(verdict.unobservableBecause, because, 'the reason is a field of its own, not cut out of the sentence');
+    assert.ok(verdict.reason.includes(because), 'the sentence still says it');
+    assert.deepEqual((await reconciler.tick()).unobservable, [because]);
+    await done();
+    await store.close();
+  });
+
   it('audit --fix releases the provably stale through the pipeline: a pending journaled DEL and a gone namespace', async () => {
     const clock = new ManualClock(1_000_000);
     const store = new FlakyStore({ path: ':memory:' });
