@@ -2,7 +2,7 @@
  * A fake Kubernetes API server for tests, in process, speaking the real wire protocol: HTTP/1.1 over
  * TLS on 127.0.0.1 (a fresh CA per run), bearer-token auth, JSON bodies, `Status` errors, and
  * watches as chunked streams of newline-separated `{"type","object"}` events — the protocol a pod
- * watcher meets (REFERENCE.md "The Kubernetes API, as a pod watcher meets it"). It serves pods and
+ * watcher meets (as observed from a real API server). It serves pods and
  * nodes (get, list, watch) and core/v1 events (get, list, watch, create, patch); tests drive the
  * cluster through the handle (create and delete pods and nodes) and inject faults: expired
  * resource versions, broken or ended watch streams, RBAC refusals, a namespace being deleted, an

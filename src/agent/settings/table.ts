@@ -1,7 +1,7 @@
 /**
  * Agent settings: every one a flag and an environment variable, and its default, in one table
  * (`SETTINGS`) from which both `--help` and `resolveAgentOptions` (settings/options.ts) read. Defaults
- * follow DESIGN.md: as root the system paths; as another user the first state directory the agent
+ * are: as root the system paths; as another user the first state directory the agent
  * can write (XDG state dir, ~/.local/state/warren, ./.warren), so it starts anywhere. The
  * journal's default never follows --state-dir as root: the plugin writes to DEFAULT_JOURNAL_DIR
  * unless a network config says otherwise, and cannot know the agent's flags.
