@@ -1,7 +1,10 @@
 /**
- * The release pipeline: every release intent, from every source, goes the same way —
+ * The release pipeline: every release intent goes the same way —
  *
- *   source → ordered retry queue (keyed by owner or container) → release rule → allocator
+ *   a source's item, or what the reconcile pass finds
+ *     → intent (made by the source's consumer: release/consumers.ts, release/journal.ts,
+ *       kubernetes/releases.ts; or by release/reconciler.ts)
+ *     → ordered retry queue (keyed by owner, container or pod) → release rule → allocator
  *
  * Guarantees:
  * - never processes one key twice at once, and handles a key's intents in the order they came;

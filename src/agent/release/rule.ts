@@ -2,7 +2,7 @@
  * The release rule: one pure function from (an intent, what its key holds, what can be observed)
  * to an action — release these owners, wait for this namespace, or drop the intent. It decides;
  * the release pipeline applies. It never reads the store, the clock or the file system, so every
- * case is a row of a table (test/agent/release-rule.test.ts).
+ * case is a row of a table (test/agent/release/rule.test.ts).
  *
  * The principle it keeps: an address is reused only when nothing can still be using it. A
  * container record deleted, a DEL, or a network namespace gone (in a directory the agent really

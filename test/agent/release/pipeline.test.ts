@@ -11,7 +11,12 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { Allocator } from '../../../src/allocator/allocator.ts';
 import type { ReleaseIntent } from '../../../src/agent/release/rule.ts';
-import { consumeContainerd, consumeNetnsRemovals, consumeRuntimeAdapter, containerIntent } from '../../../src/agent/release/sources.ts';
+import {
+  consumeContainerd,
+  consumeNetnsRemovals,
+  consumeRuntimeAdapter,
+  containerIntent,
+} from '../../../src/agent/release/consumers.ts';
 import type { RuntimeItem } from '../../../src/sources/plugins/event-source-client.ts';
 import { AsyncChannel } from '../../../src/core/async-channel.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
