@@ -240,7 +240,7 @@ export class Agent {
         storeKind: clustered ? 'etcd' : 'sqlite',
         clock: this.#clock,
         gcGraceMs: o.gcGraceSeconds * 1000,
-        beforeAdd: (owner, podUID) => releases.pipeline.settle(owner, podUID),
+        beforeAdd: (owner, podUID) => releases.pipeline.applyPending(owner, podUID),
         runtimeOf: (a) => releases.pipeline.adapterOf(a),
         onIgnoredKeys: (network, keys) =>
           this.#logger.warn({ network, keys }, `network ${network}: ignoring whereabouts keys that configure whereabouts itself (Warren keeps addresses in its agent's store)`),

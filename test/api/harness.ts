@@ -77,7 +77,7 @@ export async function harness(): Promise<Harness> {
     storeKind: 'sqlite',
     clock,
     gcGraceMs: 60_000,
-    beforeAdd: (owner) => pipeline.settle(owner),
+    beforeAdd: (owner) => pipeline.applyPending(owner),
     onFailure: (error, command) => failures.push(`cni ${command}: ${(error as Error).message}`),
   });
   const server: Server = createApiServer({ cni, service, onError: (error, route) => failures.push(`${route}: ${(error as Error).message}`) });

@@ -126,7 +126,7 @@ export class PluginRegistry {
   }
 
   /** Resolves once the reconciler has nothing queued or running (tests wait on it). */
-  settled(): Promise<void> {
+  idle(): Promise<void> {
     return this.#reconciler.idle();
   }
 

@@ -20,8 +20,8 @@
  *   key is not queued twice: the one queued looks at the state when it runs;
  * - an intent never releases what was allocated after it was observed (the rule's limit, applied
  *   again inside the release's commit round), however long it backed off; and an ADD first
- *   settles every key that holds an intent about it — its owner's, its container's, its pod's —
- *   so it never gets back an address a queued intent is about to release.
+ *   applies what is queued under every key that holds an intent about it — its owner's, its
+ *   container's, its pod's — so it never gets back an address a queued intent is about to release.
  *
  * The queue's keys are release/keys.ts; what is logged of each release and failure, release/log.ts.
  */
@@ -163,7 +163,7 @@ export class ReleasePipeline {
    * releases only what was allocated before it was observed. Throws TRY_AGAIN when such a release
    * cannot be applied yet.
    */
-  async settle(owner: Owner, podUID?: string): Promise<void> {
+  async applyPending(owner: Owner, podUID?: string): Promise<void> {
     // The plugin may have journaled this attachment's DEL a moment ago, before the watch says so.
     for (const intent of this.#o.recordedFor?.(owner) ?? []) this.push(intent);
     const keys = [ownerQueueKey(owner), containerQueueKey(owner.containerID), ...(podUID === undefined ? [] : [podQueueKey(podUID)])];

@@ -133,7 +133,7 @@ export class ReleaseReconciler {
       try {
         if (f.verdict.proof === 'journal') {
           // The pending DEL is applied now; when it cannot be yet, the pipeline logs why and retries.
-          if (await pipeline.settle(a).then(() => true, () => false)) released.push(a);
+          if (await pipeline.applyPending(a).then(() => true, () => false)) released.push(a);
         } else {
           released.push(...(await pipeline.releaseNow(netnsGone(a), 'audit')));
         }

@@ -201,7 +201,7 @@ function rig(overrides: Partial<PluginRegistryOptions> = {}, handlers?: (log: st
     },
     async settle() {
       await turn();
-      await registry.settled();
+      await registry.idle();
       await turn();
     },
   };

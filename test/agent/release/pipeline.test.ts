@@ -157,11 +157,11 @@ describe('ReleasePipeline', () => {
     const intent: ReleaseIntent = { kind: 'netns-gone', owner: owner('c-settle'), netns, createdAt: momentOf(clock) };
     pipeline.push(intent);
     await waitFor('the release to fail', () => (pipeline.attempts(intent)?.failures === 1 ? true : undefined));
-    await assert.rejects(pipeline.settle(owner('c-settle')), (e: Error & { code?: string }) => e.code === 'TRY_AGAIN' && /a release of container c-settle \(eth0\) is pending and could not be applied yet: disk I\/O error/.test(e.message));
+    await assert.rejects(pipeline.applyPending(owner('c-settle')), (e: Error & { code?: string }) => e.code === 'TRY_AGAIN' && /a release of container c-settle \(eth0\) is pending and could not be applied yet: disk I\/O error/.test(e.message));
     store.failCommits = false;
-    await pipeline.settle(owner('c-settle')); // the backoff (2 s now) is cut short: no clock moved
+    await pipeline.applyPending(owner('c-settle')); // the backoff (2 s now) is cut short: no clock moved
     assert.deepEqual(await held(store), []);
-    await pipeline.settle(owner('nothing-queued'));
+    await pipeline.applyPending(owner('nothing-queued'));
     await done();
     await store.close();
   });
@@ -201,10 +201,10 @@ describe('ReleasePipeline', () => {
     pipeline.push(containerIntent({ kind: 'container-delete', namespace: 'ns', containerID: 'c-settled' }, momentOf(clock)));
     await waitFor('the deleted event to fail once', () => (pipeline.containerStatus().queue[0]?.failures === 1 ? true : undefined));
     // While the store is still busy, the ADD is told to try again rather than get the address the event releases.
-    await assert.rejects(pipeline.settle(owner('c-settled')), (e: Error & { code?: string }) => e.code === 'TRY_AGAIN' && /store away/.test(e.message));
+    await assert.rejects(pipeline.applyPending(owner('c-settled')), (e: Error & { code?: string }) => e.code === 'TRY_AGAIN' && /store away/.test(e.message));
     store.failListing = undefined;
     clock.advance(10);
-    await pipeline.settle(owner('c-settled'));
+    await pipeline.applyPending(owner('c-settled'));
     assert.deepEqual(pipeline.containerStatus().queue, [], 'applied by the settle');
     assert.deepEqual(await held(store), [], 'the old address went with the container');
     const [fresh] = await allocator.allocate({ owner: owner('c-settled'), ranges });
