@@ -37,7 +37,18 @@ import type { NetnsObservation, NetnsObserver } from '../../sources/netns.ts';
 import type { Allocator } from '../../allocator/allocator.ts';
 import type { Store } from '../../store/store.ts';
 import type { ReleaseSource } from '../../api/dashboard.ts';
-import { type Holder, type OwnerRelease, type ReleaseAction, type ReleaseIntent, type RuntimeAdapterScope, answersFor, decide, holderOf, needsNamespaces, sourceOf } from './rule.ts';
+import {
+  type AddressHolder,
+  type OwnerRelease,
+  type ReleaseAction,
+  type ReleaseIntent,
+  type RuntimeAdapterScope,
+  addressHolderOf,
+  answersFor,
+  decide,
+  needsNamespaces,
+  sourceOf,
+} from './rule.ts';
 import { containerOfKey, containerQueueKey, isLookAgain, keyOf, ownerQueueKey, podQueueKey } from './keys.ts';
 import { ReleaseLog } from './log.ts';
 import { NO_TELEMETRY, type Telemetry } from '../metrics/telemetry.ts';
@@ -243,7 +254,7 @@ export class ReleasePipeline {
     let released: Allocation[];
     let action: ReleaseAction;
     try {
-      const held = await this.#held(holderOf(intent));
+      const held = await this.#held(addressHolderOf(intent));
       const exited = 'containerID' in intent && this.#exited.has(intent.containerID);
       action = decide(intent, held, {
         exited,
@@ -281,7 +292,7 @@ export class ReleasePipeline {
   }
 
   /** What the intent's holder holds now: an owner anywhere; a container or pod on this node. */
-  #held(holder: Holder): Promise<Allocation[]> {
+  #held(holder: AddressHolder): Promise<Allocation[]> {
     switch (holder.kind) {
       case 'owner':
         return this.#o.store.findByOwner(holder.owner);

@@ -150,13 +150,13 @@ export const POD_RELEASE_WHY = {
   graceExpired: 'the pod has been gone for the whole grace period and its namespace cannot be proven gone',
 } as const;
 
-/** The store key an intent is held under: owner intents by owner, container intents by container. */
-export type Holder =
+/** Whose addresses an intent is about: an owner's, a container's or a pod's (also its queue key, release/keys.ts). */
+export type AddressHolder =
   | { readonly kind: 'owner'; readonly owner: Owner }
   | { readonly kind: 'container'; readonly containerID: string }
   | { readonly kind: 'pod'; readonly podUID: string };
 
-export function holderOf(intent: ReleaseIntent): Holder {
+export function addressHolderOf(intent: ReleaseIntent): AddressHolder {
   switch (intent.kind) {
     case 'journal-del':
     case 'netns-gone':
