@@ -2,8 +2,8 @@
  * A failed request to the Kubernetes API, as a value: what a list-then-watch loop needs to decide
  * (relist on 410, name the missing permission on 403, back off on anything else), what an
  * operator reads in the status, and the Status' causes, by which an expected refusal (a namespace
- * being terminated) is told from a failure. @kubernetes/client-node 2.0.1 reports failures in four shapes, all
- * read here so that no other module guesses at them:
+ * being terminated) is told from a failure. @kubernetes/client-node 2.0.1 reports failures in
+ * four shapes, all read here so that no other module guesses at them:
  *
  * - a list through the library's HTTP layer: a `ResponseContext` whose `httpStatusCode` is not
  *   2xx, the body a `Status` (JSON text); the typed clients turn the same into an `ApiException`
@@ -73,8 +73,8 @@ export function hasStatusCause(failure: ApiFailure, type: string): boolean {
 }
 
 /**
- * Whether the failure is the refusal of new content in a namespace being deleted: a 403 by its
- * cause, as Kubernetes' own controllers recognise it, not by its message (whose words may change).
+ * Whether the failure is the refusal of new content in a namespace being deleted, known by its
+ * cause as Kubernetes' own controllers know it, not by its message (whose words may change).
  */
 export function isNamespaceTerminating(failure: ApiFailure): boolean {
   return hasStatusCause(failure, NAMESPACE_TERMINATING_CAUSE);
