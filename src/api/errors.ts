@@ -2,7 +2,8 @@
  * Warren's error codes on the wire, in one table: each code has exactly one HTTP status, chosen
  * by its code and never by its message. Both directions live here so they cannot drift: the
  * server turns a thrown error into a status and an `ErrorAnswer`; the client turns that answer
- * back into a WarrenError with the same code and message.
+ * back into a WarrenError with the same code and message, and the answer's HTTP status beside
+ * them (`AnsweredError`).
  *
  * This is the layer that sees every code (the agent's API is the last to declare any: the agent
  * answers with these and those before them), so the tables that must cover every code are here:
