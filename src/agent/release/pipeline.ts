@@ -1,10 +1,8 @@
 /**
- * The release pipeline: every release intent goes the same way —
+ * The release pipeline: every release intent (a source's item as its consumer turned it, or what
+ * the reconcile pass found) goes the same way —
  *
- *   a source's item, or what the reconcile pass finds
- *     → intent (made by the source's consumer: release/consumers.ts, release/journal.ts,
- *       kubernetes/releases.ts; or by release/reconciler.ts)
- *     → ordered retry queue (keyed by owner, container or pod) → release rule → allocator
+ *   intent → ordered retry queue (keyed by owner, container or pod) → release rule → allocator
  *
  * Guarantees:
  * - never processes one key twice at once, and handles a key's intents in the order they came;
@@ -37,18 +35,7 @@ import type { NetnsObservation, NetnsObserver } from '../../sources/netns.ts';
 import type { Allocator } from '../../allocator/allocator.ts';
 import type { Store } from '../../store/store.ts';
 import type { ReleaseSource } from '../../api/dashboard.ts';
-import {
-  type AddressHolder,
-  type OwnerRelease,
-  type ReleaseAction,
-  type ReleaseIntent,
-  type RuntimeAdapterScope,
-  addressHolderOf,
-  answersFor,
-  decide,
-  needsNamespaces,
-  sourceOf,
-} from './rule.ts';
+import { type AddressHolder, type OwnerRelease, type ReleaseAction, type ReleaseIntent, type RuntimeAdapterScope, addressHolderOf, answersFor, decide, needsNamespaces, sourceOf } from './rule.ts';
 import { containerOfKey, containerQueueKey, isLookAgain, keyOf, ownerQueueKey, podQueueKey } from './keys.ts';
 import { ReleaseLog } from './log.ts';
 import { NO_TELEMETRY, type Telemetry } from '../metrics/telemetry.ts';
