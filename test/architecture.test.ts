@@ -1,6 +1,6 @@
 /**
  * The architecture, checked from the code: every file under src/ imports only its own layer and
- * the layers before it (DESIGN.md "Architecture"), so data flows one way and a lower layer never
+ * the layers before it (README "Layout"), so data flows one way and a lower layer never
  * learns of a higher one; and the plugin's bundle is made of the files it is meant to be made of,
  * so the cold start on every pod start cannot grow by an accidental import.
  */
@@ -73,7 +73,7 @@ function unitOf(path: string): string | undefined {
   return parts.length > 2 && CONFINED[part] !== undefined ? part : parts[0];
 }
 
-/** What `unit` may import, or undefined when the unit is unknown (a folder DESIGN does not name). */
+/** What `unit` may import, or undefined when the unit is unknown (a folder the layers do not name). */
 export function allowedFor(unit: string): readonly string[] | undefined {
   const entry = CONFINED[unit] ?? ENTRY_POINTS[unit];
   if (entry !== undefined) return entry;
@@ -106,12 +106,12 @@ export function violations(files: ReadonlyArray<{ path: string; text: string }>)
   for (const { path, text } of files) {
     const unit = unitOf(path);
     if (unit === undefined) {
-      found.push(`${relative(REPO, path)}: a file directly in src/ belongs to no layer of DESIGN.md`);
+      found.push(`${relative(REPO, path)}: a file directly in src/ belongs to no layer`);
       continue;
     }
     const allowed = allowedFor(unit);
     if (allowed === undefined) {
-      found.push(`${relative(REPO, path)}: src/${unit} is not a layer of DESIGN.md (${LAYERS.join(' → ')}, then ${Object.keys(ENTRY_POINTS).join(', ')})`);
+      found.push(`${relative(REPO, path)}: src/${unit} is not a layer (${LAYERS.join(' → ')}, then ${Object.keys(ENTRY_POINTS).join(', ')})`);
       continue;
     }
     for (const specifier of importsOf(text)) {
@@ -194,7 +194,7 @@ describe('architecture', () => {
     assert.deepEqual(violations(files), []);
   });
 
-  it('`ls src` reads as DESIGN.md\'s layers, then its entry points, and nothing else', () => {
+  it('`ls src` reads as the layers, then the entry points, and nothing else', () => {
     const entries = readdirSync(SRC, { withFileTypes: true });
     assert.deepEqual(entries.filter((e) => !e.isDirectory()).map((e) => e.name), [], 'no file directly in src/');
     assert.deepEqual(entries.map((e) => e.name).sort(), [...LAYERS, ...Object.keys(ENTRY_POINTS)].sort());

@@ -28,7 +28,7 @@ import type { RecentErrors } from './metrics/recent-errors.ts';
 import { JournalIntake } from './release/journal.ts';
 import { ReleasePipeline } from './release/pipeline.ts';
 import { ReleaseReconciler, type ReleaseReconcilerOptions } from './release/reconciler.ts';
-import { consumeContainerd, consumeNetnsRemovals } from './release/sources.ts';
+import { consumeContainerd, consumeNetnsRemovals } from './release/consumers.ts';
 import type { PluginRegistry } from './registry/registry.ts';
 import { CONTAINERD_CRI_NETNS_PREFIXES, NetnsScopes } from './release/netns-scopes.ts';
 import type { Telemetry } from './metrics/telemetry.ts';

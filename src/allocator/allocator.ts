@@ -64,7 +64,8 @@ export interface AllocatorOptions {
   readonly blocks?: boolean;
 }
 
-type Holder = Omit<Owner, 'ifname'> & { ifname?: string };
+/** One owner, or with no `ifname` every interface of the container in the network (store.findByOwner). */
+type OwnerSelector = Omit<Owner, 'ifname'> & { ifname?: string };
 
 export class Allocator {
   /** Read directly for look-ups (held, GC's list, exhaustion figures); parts commit through it. */
@@ -123,7 +124,7 @@ export class Allocator {
   }
 
   /** Everything an owner holds, in every pool. */
-  async held(owner: Holder): Promise<Allocation[]> {
+  async held(owner: OwnerSelector): Promise<Allocation[]> {
     return this.#store.findByOwner(owner);
   }
 
@@ -215,7 +216,7 @@ export class Allocator {
    * Releases every address an owner holds (ifname undefined: every interface) that `only` allows.
    * Returns what was released; releasing an owner that holds nothing returns [].
    */
-  async release(owner: Holder, cooldownSeconds?: number, only: ReleaseLimits = {}): Promise<Allocation[]> {
+  async release(owner: OwnerSelector, cooldownSeconds?: number, only: ReleaseLimits = {}): Promise<Allocation[]> {
     return this.#releaser.release(async () => (await this.#store.findByOwner(owner)).filter((a) => within(a, only, this.#clock.boot, this.#sharedBy())), cooldownSeconds);
   }
 

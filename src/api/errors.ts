@@ -2,7 +2,8 @@
  * Warren's error codes on the wire, in one table: each code has exactly one HTTP status, chosen
  * by its code and never by its message. Both directions live here so they cannot drift: the
  * server turns a thrown error into a status and an `ErrorAnswer`; the client turns that answer
- * back into a WarrenError with the same code and message.
+ * back into a WarrenError with the same code and message, and the answer's HTTP status beside
+ * them (`AnsweredError`).
  *
  * This is the layer that sees every code (the agent's API is the last to declare any: the agent
  * answers with these and those before them), so the tables that must cover every code are here:
@@ -113,15 +114,31 @@ function isWarrenErrorCode(code: unknown): code is WarrenErrorCode {
 }
 
 /**
+ * A WarrenError that a non-200 answer stood for, with the answer's HTTP status kept beside its
+ * code: a caller that must know "no such route" (an agent older than the route) reads the status,
+ * not the message, also when the body is not one this client reads.
+ */
+export class AnsweredError extends WarrenError<WarrenErrorCode> {
+  readonly httpStatus: number;
+
+  constructor(code: WarrenErrorCode, message: string, httpStatus: number) {
+    super(code, message);
+    this.httpStatus = httpStatus;
+  }
+}
+
+/**
  * The WarrenError a non-200 answer stands for: the agent's code and message as it sent them. An
  * answer that is not an `ErrorAnswer` (a proxy, another program on the socket) is an IO_FAILURE
  * naming the status; a code this client does not know is kept in the message, as INTERNAL.
  */
-export function errorFromAnswer(status: number, body: unknown, peer: string): WarrenError<WarrenErrorCode> {
+export function errorFromAnswer(status: number, body: unknown, peer: string): AnsweredError {
   const error = isPlainObject(body) ? body.error : undefined;
   const code = isPlainObject(error) ? error.code : undefined;
   const message = isPlainObject(error) ? error.message : undefined;
-  if (typeof message !== 'string') return new WarrenError('IO_FAILURE', `${peer} answered HTTP ${status} without an error`);
-  if (isWarrenErrorCode(code)) return new WarrenError(code, message);
-  return new WarrenError('INTERNAL', `${typeof code === 'string' ? code : `HTTP ${status}`}: ${message}`);
+  if (typeof message !== 'string') {
+    return new AnsweredError('IO_FAILURE', `${peer} answered HTTP ${status} without an error`, status);
+  }
+  if (isWarrenErrorCode(code)) return new AnsweredError(code, message, status);
+  return new AnsweredError('INTERNAL', `${typeof code === 'string' ? code : `HTTP ${status}`}: ${message}`, status);
 }

@@ -148,7 +148,9 @@ export interface AuditRequest {
 export type AuditVerdict =
   | { readonly kind: 'healthy'; readonly reason: string }
   | { readonly kind: 'stale'; readonly proof: 'journal' | 'netns-gone'; readonly reason: string }
-  | { readonly kind: 'suspect'; readonly why: 'orphaned' | 'unobservable'; readonly reason: string };
+  | { readonly kind: 'suspect'; readonly why: 'orphaned'; readonly reason: string }
+  /** `unobservableBecause`: the observer's words alone, for the reconcile report's list. */
+  | { readonly kind: 'suspect'; readonly why: 'unobservable'; readonly reason: string; readonly unobservableBecause: string };
 
 export interface AuditFinding {
   readonly allocation: Allocation;

@@ -1,8 +1,8 @@
 /**
- * Warren's network config derived from the node's primary one (C7): the primary's plugin chain,
- * read the way the runtime reads the file (`.conflist` a list, `.conf` and `.json` one plugin),
- * with the IPAM of its main plugin (the first of the chain with an `ipam` section) taken over by
- * Warren and every other plugin untouched. Pure: text in, text or a refusal out.
+ * Warren's network config derived from the node's primary one (README "The node's CNI config"):
+ * the primary's plugin chain, read the way the runtime reads the file (`.conflist` a list, `.conf`
+ * and `.json` one plugin), with the IPAM of its main plugin (the first of the chain with an `ipam`
+ * section) taken over by Warren and every other plugin untouched. Pure: text in, text or a refusal out.
  *
  * Guarantees: a derivation that succeeds has passed the parser the agent uses for ADD on the
  * exact config the runtime will hand Warren, so what is written is never empty or invalid; its

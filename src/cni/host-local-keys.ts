@@ -1,8 +1,9 @@
 /**
- * A primary network config's IPAM section in Warren's keys, for the config manager (C7): the
- * primary's chain is kept and its IPAM is taken over by Warren. host-local's keys are translated
- * (the table is in the README); whereabouts' keys are Warren's already, so only the type changes
- * and the keys that configure whereabouts itself are dropped; a section that is Warren's stays.
+ * A primary network config's IPAM section in Warren's keys, for the agent's CNI config manager
+ * (README "The node's CNI config"): the primary's chain is kept and its IPAM is taken over by
+ * Warren. host-local's keys are translated (the table is in the README); whereabouts' keys are
+ * Warren's already, so only the type changes and the keys that configure whereabouts itself are
+ * dropped; a section that is Warren's stays.
  *
  * Guarantees: the meaning is kept or the section is refused, never guessed. Every refusal is an
  * INVALID_CONFIG error whose message starts with the path of what cannot be translated and says

@@ -1,7 +1,8 @@
 /**
  * The agent's side of the missed-delete journal: an event source over the journal directory.
- * It lists the directory at start (every file becomes an intent), then watches it, so a file the
- * plugin writes while the agent runs is seen at once.
+ * It lists the directory at start (every valid file is yielded as an `intent` item: the DEL the
+ * plugin recorded, which release/journal.ts turns into a release intent), then watches it, so a
+ * file the plugin writes while the agent runs is seen at once.
  *
  * Guarantees:
  * - The directory is the one the plugin would accept (checkJournalDir, shared with the plugin): a

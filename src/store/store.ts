@@ -1,5 +1,5 @@
 /**
- * The store interface every backend implements (SQLite now, etcd next). It is asynchronous and
+ * The store interface every backend implements (SQLite and etcd). It is asynchronous and
  * optimistic: a caller reads a pool with its revision, decides, and commits a list of operations
  * that applies only if the pool is still at that revision. The engine never holds a lock in the
  * store, so a distributed backend can implement the same contract with compare-and-swap.

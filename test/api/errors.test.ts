@@ -91,6 +91,13 @@ describe('error codes on the wire', () => {
     // Not a prototype key taken for a code.
     assert.ok(isWarrenError(errorFromAnswer(500, { error: { code: 'toString', message: 'm' } }, 'agent'), 'INTERNAL'));
   });
+
+  it('keeps the answer\'s HTTP status beside the code, so no caller reads it out of the message', () => {
+    const answer = (code: string, message: string) => ({ error: { code, message } });
+    assert.equal(errorFromAnswer(404, answer('NOT_FOUND', 'no route GET /v1/x'), 'agent').httpStatus, 404);
+    assert.equal(errorFromAnswer(404, 'not found', 'agent').httpStatus, 404);
+    assert.equal(errorFromAnswer(500, answer('INTERNAL', 'pool 10.0.4.0/24: 404 left'), 'agent').httpStatus, 500);
+  });
 });
 
 /** Every code's CNI code: the spec's where one fits, Warren's own (100+) for its pool outcomes. */
@@ -145,7 +152,7 @@ describe('error codes in a CNI answer', () => {
   });
 });
 
-/** The layers that declare codes, in DESIGN.md's order (test/architecture.test.ts checks imports in it). */
+/** The layers that declare codes, in the README's order ("Layout"; test/architecture.test.ts checks imports in it). */
 const DECLARED: ReadonlyArray<readonly [layer: string, codes: readonly string[]]> = [
   ['core', CORE_ERROR_CODES],
   ['allocator', ALLOCATOR_ERROR_CODES],
@@ -172,13 +179,13 @@ function sourceFiles(dir: string): string[] {
 }
 
 /**
- * The code literals a file raises (`new WarrenError('X'`, either arm of a conditional first
- * argument) or matches (`isWarrenError(e, 'X')`). A literal compared against (`=== 'STATUS'`) is
- * not a code.
+ * The code literals a file raises (`new WarrenError('X'`, or its subclass `new AnsweredError('X'`,
+ * either arm of a conditional first argument) or matches (`isWarrenError(e, 'X')`). A literal
+ * compared against (`=== 'STATUS'`) is not a code.
  */
 export function codesIn(text: string): string[] {
   const found: string[] = [];
-  for (const [, first] of text.matchAll(/new WarrenError\(\s*([^,]*),/g)) {
+  for (const [, first] of text.matchAll(/new (?:WarrenError|AnsweredError)\(\s*([^,]*),/g)) {
     for (const [, code] of (first as string).matchAll(/(?<![!=]==\s*)'([A-Z][A-Z0-9_]*)'/g)) found.push(code as string);
   }
   for (const [, code] of text.matchAll(/isWarrenError\([^,()]+,\s*'([A-Z][A-Z0-9_]*)'\)/g)) found.push(code as string);

@@ -1,7 +1,7 @@
 /**
  * deploy/ as a cluster would take it (`kubectl apply -f deploy/`), checked without a cluster:
  * every YAML document is an object Kubernetes knows, with no field it does not know, valid
- * against its schema (kubernetes-models); and the objects are what DESIGN.md C6 asks for: a
+ * against its schema (kubernetes-models); and the objects are what README "On Kubernetes" says: a
  * least-privilege ClusterRole bound to the agent's ServiceAccount, and a DaemonSet on the host
  * network, named after its node, with the host paths the agent and the plugin share, an init step
  * installing the plugin, probes, every taint tolerated, node-critical priority, resources. Every

@@ -2,10 +2,11 @@
  * A fake Kubernetes API server for tests, in process, speaking the real wire protocol: HTTP/1.1 over
  * TLS on 127.0.0.1 (a fresh CA per run), bearer-token auth, JSON bodies, `Status` errors, and
  * watches as chunked streams of newline-separated `{"type","object"}` events — the protocol a pod
- * watcher meets (REFERENCE.md "The Kubernetes API, as a pod watcher meets it"). It serves pods and
+ * watcher meets (as observed from a real API server). It serves pods and
  * nodes (get, list, watch) and core/v1 events (get, list, watch, create, patch); tests drive the
  * cluster through the handle (create and delete pods and nodes) and inject faults: expired
- * resource versions, broken or ended watch streams, RBAC refusals, an unreachable server.
+ * resource versions, broken or ended watch streams, RBAC refusals, a namespace being deleted, an
+ * unreachable server.
  *
  * Guarantees, as the real server gives them:
  * - One global resourceVersion, a string of an increasing integer; every change gets the next one.
@@ -144,6 +145,11 @@ export interface FakeKubeApi {
   breakWatches(): void;
   /** Ends every open watch stream cleanly, as the server does when a watch times out. */
   endWatches(): void;
+  /**
+   * Marks a namespace as being deleted: every create in it is refused as the API server's
+   * NamespaceLifecycle admission refuses it (403 Forbidden with the cause `NamespaceTerminating`).
+   */
+  terminateNamespace(namespace: string): void;
   /** Refuses `verb` on `resource` with 403 Forbidden, as RBAC would, until `allow`. */
   forbid(verb: Verb, resource: Resource): void;
   allow(verb: Verb, resource: Resource): void;
@@ -234,7 +240,24 @@ function failure(code: number, reason: string, message: string, details?: KubeSt
 }
 
 const badRequest = (message: string): KubeError => failure(400, 'BadRequest', message);
+
 const unsupportedByFake = (what: string): KubeError => badRequest(`the fake Kubernetes API does not support ${what}`);
+
+/** NamespaceLifecycle's refusal of an Event created in a namespace being deleted, as the API server gives it. */
+function terminatingNamespace(namespace: string, name: string): KubeError {
+  const subject = name === '' ? 'events' : `events ${JSON.stringify(name)}`;
+  const why = `unable to create new content in namespace ${namespace} because it is being terminated`;
+  const cause = {
+    reason: 'NamespaceTerminating',
+    message: `namespace ${namespace} is being terminated`,
+    field: 'metadata.namespace',
+  };
+  return failure(403, 'Forbidden', `${subject} is forbidden: ${why}`, {
+    ...(name === '' ? {} : { name }),
+    kind: 'events',
+    causes: [cause],
+  });
+}
 
 function rfc3339(date: Date): string {
   return date.toISOString().replace(/\.\d{3}Z$/, 'Z');
@@ -472,6 +495,7 @@ class FakeKubeApiServer implements FakeKubeApi {
   readonly #pendingExpiries: ExpiredAs[] = [];
   readonly #watchers = new Set<Watcher>();
   readonly #forbidden = new Set<string>();
+  readonly #terminating = new Set<string>();
   readonly #requests: RequestRecord[] = [];
   #down: Unavailability | undefined;
   #listening = true;
@@ -614,6 +638,10 @@ class FakeKubeApiServer implements FakeKubeApi {
       this.#forget(watcher);
       watcher.res.end();
     }
+  }
+
+  terminateNamespace(namespace: string): void {
+    this.#terminating.add(namespace);
   }
 
   forbid(verb: Verb, resource: Resource): void {
@@ -877,6 +905,10 @@ class FakeKubeApiServer implements FakeKubeApi {
     if (meta.resourceVersion !== undefined && meta.resourceVersion !== '') throw failure(500, 'InternalError', 'resourceVersion should not be set on objects to be created');
     if (meta.namespace !== undefined && meta.namespace !== '' && meta.namespace !== namespace)
       throw badRequest('the namespace of the provided object does not match the namespace sent on the request');
+    // Admission comes before the name is generated and the object validated.
+    if (this.#terminating.has(namespace)) {
+      throw terminatingNamespace(namespace, typeof meta.name === 'string' ? meta.name : '');
+    }
     const event: KubeObject = { ...body, metadata: { ...meta, namespace } as ObjectMeta };
     if (!event.metadata.name && event.metadata.generateName)
       event.metadata.name = `${event.metadata.generateName}${Array.from(randomBytes(5), (b) => GENERATE_ALPHABET[b % GENERATE_ALPHABET.length]).join('')}`;

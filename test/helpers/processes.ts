@@ -202,7 +202,7 @@ export async function waitFor<T>(what: string, probe: () => Promise<T | undefine
   }
 }
 
-/** True once the process is gone or a zombie (reaping is slow here; see REFERENCE.md). */
+/** True once the process is gone or a zombie (a killed process may stay a zombie for seconds on a busy machine). */
 export function isGone(pid: number): boolean {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');

@@ -2,7 +2,7 @@
  * The containerd event source against a real containerd, in process: its items (an AsyncIterable)
  * go through the per-container ordered retry queue on an injected clock, a failing container does
  * not hold up another, and malformed events are skipped while the stream keeps going. (The resync
- * grace of the pipeline is in test/agent/release-pipeline.test.ts.)
+ * grace of the pipeline is in test/agent/release/pipeline.test.ts.)
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';

@@ -1,7 +1,7 @@
 /**
- * The agent's web dashboard (DESIGN.md C10), served on the metrics address: `renderDashboardPage`
- * is the whole document for `GET /`, `renderDashboardBody` the content of its `<main>` for
- * `GET /fragment`, which the page's script fetches to refresh itself.
+ * The agent's web dashboard (README "What an operator sees"), served on the metrics address:
+ * `renderDashboardPage` is the whole document for `GET /`, `renderDashboardBody` the content of
+ * its `<main>` for `GET /fragment`, which the page's script fetches to refresh itself.
  *
  * Guarantees:
  * - Server-rendered: the page is complete without its script; the script only swaps `<main>`'s

@@ -13,7 +13,8 @@
  *   report, never something the agent waits on;
  * - a 403 names the missing permission in `status()` and the log (e.g. "create events") until an
  *   Event is accepted with that verb again (the role was fixed: no restart needed). A 403 for a
- *   namespace being deleted is a refusal, not a missing permission.
+ *   namespace being deleted (its Status cause `NamespaceTerminating`) is a refusal, not a missing
+ *   permission.
  */
 import type { CoreV1Api, CoreV1Event } from '@kubernetes/client-node';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
@@ -21,7 +22,7 @@ import type { Logger } from 'pino';
 import type { Clock } from '../../core/clock.ts';
 import { messageOf } from '../../core/errors.ts';
 import { TokenBucketRateLimiter } from '../../core/rate-limited-queue.ts';
-import { failureOfError } from '../../sources/kubernetes/api-failure.ts';
+import { failureOfError, isNamespaceTerminating } from '../../sources/kubernetes/api-failure.ts';
 
 /** What an Event is about: a pod (in its namespace) or a Node (Events about Nodes live in `default`). */
 export interface Involved {
@@ -45,9 +46,6 @@ export type EventType = 'Normal' | 'Warning';
 
 /** The two verbs on events this module uses (and the ClusterRole grants). */
 type EventVerb = 'create' | 'patch';
-
-/** The API server's 403 for new objects in a namespace being deleted (NamespaceLifecycle). */
-const TERMINATING = /because it is being terminated/;
 
 export interface ClusterEventsOptions {
   readonly api: Pick<CoreV1Api, 'createNamespacedEvent' | 'patchNamespacedEvent'>;
@@ -157,9 +155,10 @@ export class ClusterEvents {
     this.#status.lastError = message;
     if (code === 403 || code === 422) {
       this.#status.refused += 1;
-      // The API server answers 403 also for new content in a namespace being deleted: the
-      // Event's pod is going with it, and nothing is missing from the role.
-      const missing = code === 403 && !TERMINATING.test(failure.message) ? `${verb} events` : undefined;
+      // The API server answers 403 also for new content in a namespace being deleted (its
+      // NamespaceLifecycle admission, which says so by a Status cause): the Event's pod is going
+      // with it, and nothing is missing from the role.
+      const missing = code === 403 && !isNamespaceTerminating(failure) ? `${verb} events` : undefined;
       if (missing !== undefined) this.#forbidden.add(verb);
       const key = `${code}:${missing ?? ''}:${reason}`;
       if (!this.#refusalsLogged.has(key)) {

@@ -1,8 +1,8 @@
 /**
- * Keeps the node's CNI config right (C7): finds the primary config in the conf dir the way the
- * runtime does, derives Warren's config from it (cni/derived-config.ts) and writes it where the
- * runtime will use it first; regenerates whenever the primary, Warren's own file, or the readiness
- * indicator changes (core/dir-watcher.ts, with its periodic rescan for dropped events).
+ * Keeps the node's CNI config right (README "The node's CNI config"): finds the primary config in
+ * the conf dir the way the runtime does, derives Warren's config from it (cni/derived-config.ts)
+ * and writes it where the runtime will use it first; regenerates whenever the primary, Warren's
+ * own file or the readiness indicator changes (core/dir-watcher.ts, rescanning for dropped events).
  *
  * Guarantees:
  * - Warren's file is only ever replaced whole (warren-config-file.ts: a temp file in the conf dir,

@@ -1,9 +1,9 @@
 /**
- * Taking a host-local primary's range over, and handing it back (C7). The config manager tells
- * this what it takes over (adopt: the network, host-local's data dir, the ranges) before it writes
- * Warren's config; host-local's reservations there (cni/host-local-reservation.ts) become
- * allocations of their containers, released by the usual sources (DEL, GC, containerd, pods) when
- * those go. `warren uninstall` hands the node back (handBack).
+ * Taking a host-local primary's range over, and handing it back (README "The node's CNI
+ * config"). The config manager tells this what it takes over (adopt: the network, host-local's
+ * data dir, the ranges) before it writes Warren's config; host-local's reservations there
+ * (cni/host-local-reservation.ts) become allocations of their containers, released by the usual
+ * sources (DEL, GC, containerd, pods) when those go. `warren uninstall` hands the node back (handBack).
  *
  * Guarantees:
  * - No ADD of a network is served from its range before that network's reservations were imported
@@ -71,6 +71,17 @@ interface Adopted {
   /** Names judged by an earlier pass and still there: not read again (a /16 has 65,536). */
   readonly seen: Set<string>;
 }
+
+/**
+ * What one reservation file comes to: imported; nothing to do (not Warren's range, gone, or held
+ * already); a problem that stays until the file changes; or an import the store refused, which
+ * is tried again at the next pass.
+ */
+type Judgement =
+  | { readonly kind: 'imported' }
+  | { readonly kind: 'nothing' }
+  | { readonly kind: 'problem'; readonly problem: string }
+  | { readonly kind: 'refused'; readonly problem: string };
 
 
 export class HostLocalTakeover {
@@ -211,36 +222,54 @@ export class HostLocalTakeover {
     for (const [name, ip] of names) {
       // Judged before and still there: imported, or a problem (kept). Gone and back: judged again.
       if (seen.has(name)) continue;
-      const problem = await this.#judge(target, name, ip);
-      if (problem === 'imported') imported += 1;
-      else if (problem !== undefined) problems.set(name, problem);
+      const judged = await this.#judge(target, name, ip);
+      switch (judged.kind) {
+        case 'imported':
+          imported += 1;
+          break;
+        case 'nothing':
+          break;
+        case 'problem':
+        case 'refused':
+          problems.set(name, judged.problem);
+          break;
+        default: {
+          const never: never = judged;
+          throw new Error(`unhandled judgement ${JSON.stringify(never)}`);
+        }
+      }
       // An import the store refused is tried again at the next pass.
-      if (problem === undefined || problem === 'imported' || !problem.includes('could not be imported')) seen.add(name);
+      if (judged.kind !== 'refused') seen.add(name);
     }
     return imported;
   }
 
-  /** One reservation file: 'imported', undefined (nothing to do), or the problem. */
-  async #judge(target: HostLocalTarget, name: string, ip: IPAddress): Promise<string | undefined> {
+  /** One reservation file, judged; see Judgement. */
+  async #judge(target: HostLocalTarget, name: string, ip: IPAddress): Promise<Judgement> {
+    const nothing = { kind: 'nothing' } as const;
     const range = target.ranges.find((r) => r.family === ip.family && inSubnet(r, ip));
-    if (range === undefined) return undefined; // another range's (host-local's config changed): not Warren's
+    if (range === undefined) return nothing; // another range's (host-local's config changed): not Warren's
     const file = join(target.dataDir, name);
     const read = readRegularFile(file, MAX_RESERVATION_BYTES, { noFollow: true });
-    if (read.kind === 'missing') return undefined;
-    if (read.kind !== 'read') return `${file} ${unreadReason(read)}; skipped`;
+    if (read.kind === 'missing') return nothing;
+    if (read.kind !== 'read') return { kind: 'problem', problem: `${file} ${unreadReason(read)}; skipped` };
     const owner = parseReservation(read.text);
-    if (!owner.ok) return `${file}: ${owner.reason}; skipped`;
+    if (!owner.ok) return { kind: 'problem', problem: `${file}: ${owner.reason}; skipped` };
     const address = formatIP(ip);
     const holder = (await this.#o.store.list({ rangePool: range.pool, address }))[0];
     if (holder !== undefined) {
-      if (holder.containerID === owner.containerID && holder.ifname === owner.ifname && holder.network === target.network) return undefined;
-      return `${file}: host-local reserved ${address} for ${owner.containerID} (${owner.ifname}), but Warren holds it for ${holder.containerID} (${holder.ifname}) of network ${holder.network}; one of them must be removed by hand`;
+      const same = holder.containerID === owner.containerID && holder.ifname === owner.ifname;
+      if (same && holder.network === target.network) return nothing;
+      const reserved = `host-local reserved ${address} for ${owner.containerID} (${owner.ifname})`;
+      const held = `Warren holds it for ${holder.containerID} (${holder.ifname}) of network ${holder.network}`;
+      return { kind: 'problem', problem: `${file}: ${reserved}, but ${held}; one of them must be removed by hand` };
     }
     try {
       await this.#o.allocator.allocate({ owner: { network: target.network, containerID: owner.containerID, ifname: owner.ifname }, ranges: [range], requested: [ip] });
-      return 'imported';
+      return { kind: 'imported' };
     } catch (error) {
-      return `${file}: ${address} for ${owner.containerID} (${owner.ifname}) could not be imported: ${messageOf(error)}`;
+      const what = `${address} for ${owner.containerID} (${owner.ifname})`;
+      return { kind: 'refused', problem: `${file}: ${what} could not be imported: ${messageOf(error)}` };
     }
   }
 

@@ -18,7 +18,7 @@ import { ExponentialBackoff } from '../../core/backoff.ts';
 import type { Clock } from '../../core/clock.ts';
 import { EventSourceClient, listOnce } from '../../sources/plugins/event-source-client.ts';
 import type { ReleasePipeline } from '../release/pipeline.ts';
-import { consumeRuntimeAdapter } from '../release/sources.ts';
+import { consumeRuntimeAdapter } from '../release/consumers.ts';
 import type { HandlerRefusal, PluginHandler, RegisteredPlugin } from './handler.ts';
 import type { NetnsScopes } from '../release/netns-scopes.ts';
 

@@ -1,8 +1,8 @@
 /**
- * The plugin registry (DESIGN C8): wires the socket watcher (sources/plugins/socket-watcher.ts)
- * into the desired state, and the reconciler between desired and actual state, with the
- * handshake client and one handler per plugin type. The parts live beside this file:
- * desired-state.ts, actual-state.ts, reconciler.ts, handler.ts.
+ * The plugin registry (README "Runtime adapters: plugins that register with a socket"): wires the
+ * socket watcher (sources/plugins/socket-watcher.ts) into the desired state, and the reconciler
+ * between desired and actual state, with the handshake client and one handler per plugin type.
+ * The parts live beside this file: desired-state.ts, actual-state.ts, reconciler.ts, handler.ts.
  *
  * Guarantees:
  * - The desired state changes only on the watcher's reports: a socket (new, or replaced in place,
@@ -126,7 +126,7 @@ export class PluginRegistry {
   }
 
   /** Resolves once the reconciler has nothing queued or running (tests wait on it). */
-  settled(): Promise<void> {
+  idle(): Promise<void> {
     return this.#reconciler.idle();
   }
 

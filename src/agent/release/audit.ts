@@ -51,7 +51,12 @@ export function judge(allocation: Allocation, ctx: AuditContext, cache: Map<stri
       if (allocation.netns === undefined && allocation.podUID === undefined && allocation.podName === undefined) {
         return { kind: 'suspect', why: 'orphaned', reason: 'no network namespace or pod was recorded, so nothing can vouch for it' };
       }
-      return { kind: 'suspect', why: 'unobservable', reason: `cannot be checked: ${seen.reason}` };
+      return {
+        kind: 'suspect',
+        why: 'unobservable',
+        reason: `cannot be checked: ${seen.reason}`,
+        unobservableBecause: seen.reason,
+      };
     default: {
       const never: never = seen;
       throw new Error(`unhandled observation ${JSON.stringify(never)}`);

@@ -5,7 +5,7 @@
  * apart, and say which backoff a key takes and which keys the containerd status lists.
  */
 import { type Owner, ownerKey } from '../../ipam/allocation.ts';
-import { type ReleaseIntent, holderOf } from './rule.ts';
+import { type ReleaseIntent, addressHolderOf } from './rule.ts';
 
 const OWNER = 'owner:';
 const CONTAINER = 'container:';
@@ -40,7 +40,7 @@ export function containerOfKey(key: string): string | undefined {
 
 /** The key an intent is queued under: its holder's. */
 export function keyOf(intent: ReleaseIntent): string {
-  const holder = holderOf(intent);
+  const holder = addressHolderOf(intent);
   switch (holder.kind) {
     case 'owner':
       return ownerQueueKey(holder.owner);

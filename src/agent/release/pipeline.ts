@@ -1,7 +1,8 @@
 /**
- * The release pipeline: every release intent, from every source, goes the same way —
+ * The release pipeline: every release intent (a source's item as its consumer turned it, or what
+ * the reconcile pass found) goes the same way —
  *
- *   source → ordered retry queue (keyed by owner or container) → release rule → allocator
+ *   intent → ordered retry queue (keyed by owner, container or pod) → release rule → allocator
  *
  * Guarantees:
  * - never processes one key twice at once, and handles a key's intents in the order they came;
@@ -17,8 +18,8 @@
  *   key is not queued twice: the one queued looks at the state when it runs;
  * - an intent never releases what was allocated after it was observed (the rule's limit, applied
  *   again inside the release's commit round), however long it backed off; and an ADD first
- *   settles every key that holds an intent about it — its owner's, its container's, its pod's —
- *   so it never gets back an address a queued intent is about to release.
+ *   applies what is queued under every key that holds an intent about it — its owner's, its
+ *   container's, its pod's — so it never gets back an address a queued intent is about to release.
  *
  * The queue's keys are release/keys.ts; what is logged of each release and failure, release/log.ts.
  */
@@ -34,7 +35,7 @@ import type { NetnsObservation, NetnsObserver } from '../../sources/netns.ts';
 import type { Allocator } from '../../allocator/allocator.ts';
 import type { Store } from '../../store/store.ts';
 import type { ReleaseSource } from '../../api/dashboard.ts';
-import { type Holder, type OwnerRelease, type ReleaseAction, type ReleaseIntent, type RuntimeAdapterScope, answersFor, decide, holderOf, needsNamespaces, sourceOf } from './rule.ts';
+import { type AddressHolder, type OwnerRelease, type ReleaseAction, type ReleaseIntent, type RuntimeAdapterScope, addressHolderOf, answersFor, decide, needsNamespaces, sourceOf } from './rule.ts';
 import { containerOfKey, containerQueueKey, isLookAgain, keyOf, ownerQueueKey, podQueueKey } from './keys.ts';
 import { ReleaseLog } from './log.ts';
 import { NO_TELEMETRY, type Telemetry } from '../metrics/telemetry.ts';
@@ -160,7 +161,7 @@ export class ReleasePipeline {
    * releases only what was allocated before it was observed. Throws TRY_AGAIN when such a release
    * cannot be applied yet.
    */
-  async settle(owner: Owner, podUID?: string): Promise<void> {
+  async applyPending(owner: Owner, podUID?: string): Promise<void> {
     // The plugin may have journaled this attachment's DEL a moment ago, before the watch says so.
     for (const intent of this.#o.recordedFor?.(owner) ?? []) this.push(intent);
     const keys = [ownerQueueKey(owner), containerQueueKey(owner.containerID), ...(podUID === undefined ? [] : [podQueueKey(podUID)])];
@@ -240,7 +241,7 @@ export class ReleasePipeline {
     let released: Allocation[];
     let action: ReleaseAction;
     try {
-      const held = await this.#held(holderOf(intent));
+      const held = await this.#held(addressHolderOf(intent));
       const exited = 'containerID' in intent && this.#exited.has(intent.containerID);
       action = decide(intent, held, {
         exited,
@@ -278,7 +279,7 @@ export class ReleasePipeline {
   }
 
   /** What the intent's holder holds now: an owner anywhere; a container or pod on this node. */
-  #held(holder: Holder): Promise<Allocation[]> {
+  #held(holder: AddressHolder): Promise<Allocation[]> {
     switch (holder.kind) {
       case 'owner':
         return this.#o.store.findByOwner(holder.owner);

@@ -110,7 +110,7 @@ export class ReleaseReconciler {
   /** The sweep: an intent per allocation whose namespace is provably gone; notes what it could not see. */
   *#sweep(report: AuditReport, unobservable: Set<string>): Generator<ReleaseIntent> {
     for (const { allocation: a, verdict } of report.findings) {
-      if (verdict.kind === 'suspect' && verdict.why === 'unobservable') unobservable.add(verdict.reason.replace(/^cannot be checked: /, ''));
+      if (verdict.kind === 'suspect' && verdict.why === 'unobservable') unobservable.add(verdict.unobservableBecause);
       if (verdict.kind === 'stale' && verdict.proof === 'netns-gone') yield netnsGone(a);
     }
   }
@@ -133,7 +133,7 @@ export class ReleaseReconciler {
       try {
         if (f.verdict.proof === 'journal') {
           // The pending DEL is applied now; when it cannot be yet, the pipeline logs why and retries.
-          if (await pipeline.settle(a).then(() => true, () => false)) released.push(a);
+          if (await pipeline.applyPending(a).then(() => true, () => false)) released.push(a);
         } else {
           released.push(...(await pipeline.releaseNow(netnsGone(a), 'audit')));
         }

@@ -2,7 +2,7 @@
  * The release rule: one pure function from (an intent, what its key holds, what can be observed)
  * to an action — release these owners, wait for this namespace, or drop the intent. It decides;
  * the release pipeline applies. It never reads the store, the clock or the file system, so every
- * case is a row of a table (test/agent/release-rule.test.ts).
+ * case is a row of a table (test/agent/release/rule.test.ts).
  *
  * The principle it keeps: an address is reused only when nothing can still be using it. A
  * container record deleted, a DEL, or a network namespace gone (in a directory the agent really
@@ -150,13 +150,13 @@ export const POD_RELEASE_WHY = {
   graceExpired: 'the pod has been gone for the whole grace period and its namespace cannot be proven gone',
 } as const;
 
-/** The store key an intent is held under: owner intents by owner, container intents by container. */
-export type Holder =
+/** Whose addresses an intent is about: an owner's, a container's or a pod's (also its queue key, release/keys.ts). */
+export type AddressHolder =
   | { readonly kind: 'owner'; readonly owner: Owner }
   | { readonly kind: 'container'; readonly containerID: string }
   | { readonly kind: 'pod'; readonly podUID: string };
 
-export function holderOf(intent: ReleaseIntent): Holder {
+export function addressHolderOf(intent: ReleaseIntent): AddressHolder {
   switch (intent.kind) {
     case 'journal-del':
     case 'netns-gone':

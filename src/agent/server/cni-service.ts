@@ -7,7 +7,7 @@
  * - The request's fields are checked with the plugin's own rules (cni/args.ts), so both refuse the
  *   same input with the same CNI code; a field of the wrong JSON type is BAD_REQUEST (7).
  * - A network config naming another store than the agent runs on is refused (7).
- * - ADD settles what is still pending for its attachment first (beforeAdd: a journaled DEL, a
+ * - ADD applies what is still pending for its attachment first (beforeAdd: a journaled DEL, a
  *   runtime event or pod release queued for its container or pod), and is idempotent per
  *   (network, containerID, ifname).
  * - GC spares allocations younger than the grace: the runtime lists its attachments before it
@@ -60,7 +60,7 @@ export interface CniServiceOptions {
    */
   readonly runtimeOf?: RuntimeOf;
   /**
-   * Runs before an ADD allocates: settles what is still pending for this attachment, its container
+   * Runs before an ADD allocates: applies what is still pending for this attachment, its container
    * or its pod (`podUID`, from CNI_ARGS, when given): the journal, runtime events, pod releases.
    */
   readonly beforeAdd?: (owner: Owner, podUID?: string) => Promise<void>;

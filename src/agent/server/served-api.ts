@@ -28,7 +28,7 @@ import { AgentService, type AgentServiceOptions } from './operator-service.ts';
  */
 export interface ServedApiDeps extends Omit<AgentServiceOptions, 'socket' | 'doctor'> {
   /** An ADD settles what is pending for its attachment first; GC spares what an adapter answers for. */
-  readonly pipeline: Pick<ReleasePipeline, 'settle' | 'adapterOf'>;
+  readonly pipeline: Pick<ReleasePipeline, 'applyPending' | 'adapterOf'>;
   /** Why an ADD must wait now (readiness indicator, host-local import, hand-back); none: never. */
   readonly addGate?: CniServiceOptions['addGate'];
   readonly onIgnoredKeys?: CniServiceOptions['onIgnoredKeys'];
@@ -70,7 +70,7 @@ export function servedApi(o: AgentOptions, d: ServedApiDeps): ServedApi {
     storeKind: store.membership !== undefined ? 'etcd' : 'sqlite',
     clock,
     gcGraceMs: o.gcGraceSeconds * 1000,
-    beforeAdd: (owner, podUID) => pipeline.settle(owner, podUID),
+    beforeAdd: (owner, podUID) => pipeline.applyPending(owner, podUID),
     runtimeOf: (a) => pipeline.adapterOf(a),
     ...(onIgnoredKeys === undefined ? {} : { onIgnoredKeys }),
     onFailure: onCniFailure,

@@ -2,7 +2,7 @@
  * Agent settings: each one row of one table (`SETTINGS`), its only home: option key, flag,
  * environment variable, help, default and reader (settings/readers.ts). `--help` is made of the
  * rows, the agent's options type is derived from them, and `resolveAgentOptions` walks them
- * (settings/options.ts). Defaults follow DESIGN.md: as root the system paths; as another user the
+ * (settings/options.ts). Defaults: as root the system paths; as another user the
  * first state directory the agent can write (XDG state dir, ~/.local/state/warren, ./.warren), so
  * it starts anywhere. The journal's default never follows --state-dir as root: the plugin writes
  * to DEFAULT_JOURNAL_DIR unless a network config says otherwise, and cannot know the agent's flags.

@@ -45,7 +45,9 @@ function reachFinding(reach: AgentReach, doctorVersion: string): Finding[] {
           'agent-refused',
           `the agent on ${reach.socket} did not report its setup`,
           `it answered ${reach.code}: ${reach.reason}; the checks that need the agent were skipped`,
-          reach.code === 'NOT_FOUND' || /404/.test(reach.reason)
+          // By the code (every agent answers a route it does not know NOT_FOUND) or the status (an
+          // answer this doctor cannot read), never by the message.
+          reach.code === 'NOT_FOUND' || reach.httpStatus === 404
             ? `upgrade the agent to version ${doctorVersion} or later, which serves GET /v1/doctor`
             : 'see `warren status` and the agent\'s log for why, then run `warren doctor` again',
         ),

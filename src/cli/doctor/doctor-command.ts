@@ -12,6 +12,7 @@ import { lstatSync, realpathSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ApiClient } from '../../api/client.ts';
+import { AnsweredError } from '../../api/errors.ts';
 import { isWarrenError, messageOf } from '../../core/errors.ts';
 import { checkJournalDir } from '../../cni/journal-dir.ts';
 import { pluginsDirProblem } from '../../agent/registry/trust.ts';
@@ -108,7 +109,9 @@ async function reachAgent(socket: string): Promise<AgentReach> {
     return { kind: 'reached', socket, facts };
   } catch (error) {
     if (isWarrenError(error, 'AGENT_UNREACHABLE')) return { kind: 'unreachable', socket, reason: messageOf(error) };
-    return { kind: 'refused', socket, code: isWarrenError(error) ? error.code : 'INTERNAL', reason: messageOf(error) };
+    const code = isWarrenError(error) ? error.code : 'INTERNAL';
+    const httpStatus = error instanceof AnsweredError ? { httpStatus: error.httpStatus } : {};
+    return { kind: 'refused', socket, code, reason: messageOf(error), ...httpStatus };
   }
 }
 

@@ -14,8 +14,17 @@ export type AgentReach =
   | { readonly kind: 'reached'; readonly socket: string; readonly facts: DoctorFacts }
   /** Nothing listens there, or it does not answer. */
   | { readonly kind: 'unreachable'; readonly socket: string; readonly reason: string }
-  /** Something answered, but not with facts (an agent too old to know GET /v1/doctor, a failure). */
-  | { readonly kind: 'refused'; readonly socket: string; readonly code: string; readonly reason: string };
+  /**
+   * Something answered, but not with facts (an agent too old to know GET /v1/doctor, a failure);
+   * `httpStatus` when it answered over HTTP at all.
+   */
+  | {
+      readonly kind: 'refused';
+      readonly socket: string;
+      readonly code: string;
+      readonly reason: string;
+      readonly httpStatus?: number;
+    };
 
 /** Where a directory the runtime uses was taken from. */
 export type DirSource = 'flag' | 'agent' | 'containerd-config' | 'default';

@@ -1,8 +1,9 @@
 /**
  * A failed request to the Kubernetes API, as a value: what a list-then-watch loop needs to decide
- * (relist on 410, name the missing permission on 403, back off on anything else) and what an
- * operator reads in the status. @kubernetes/client-node 2.0.1 reports failures in four shapes, all
- * read here so that no other module guesses at them:
+ * (relist on 410, name the missing permission on 403, back off on anything else), what an
+ * operator reads in the status, and the Status' causes, by which an expected refusal (a namespace
+ * being terminated) is told from a failure. @kubernetes/client-node 2.0.1 reports failures in
+ * four shapes, all read here so that no other module guesses at them:
  *
  * - a list through the library's HTTP layer: a `ResponseContext` whose `httpStatusCode` is not
  *   2xx, the body a `Status` (JSON text); the typed clients turn the same into an `ApiException`
@@ -24,7 +25,23 @@ export interface ApiFailure {
   /** The Status' `reason` (`Expired`, `Forbidden`), or the network error's code (`ECONNREFUSED`). */
   readonly reason?: string;
   readonly message: string;
+  /** The Status' `details.causes`, when it gave any: what the server says by type, not in prose. */
+  readonly causes?: readonly StatusCause[];
 }
+
+/**
+ * One of a Status' `details.causes`. On the wire the cause's type is the key `reason` (client-go's
+ * `StatusCause.Type`): `FieldValueInvalid`, or `NamespaceTerminating` for a create refused in a
+ * namespace being deleted.
+ */
+export interface StatusCause {
+  readonly reason?: string;
+  readonly message?: string;
+  readonly field?: string;
+}
+
+/** The cause the API server's NamespaceLifecycle admission gives its 403 (core/v1 `NamespaceTerminatingCause`). */
+export const NAMESPACE_TERMINATING_CAUSE = 'NamespaceTerminating';
 
 /** A `Status` object (from a body or an ERROR event) as a failure; `fallbackCode` when it names none. */
 export function failureOfStatus(status: unknown, fallbackCode?: number): ApiFailure {
@@ -32,7 +49,35 @@ export function failureOfStatus(status: unknown, fallbackCode?: number): ApiFail
   const reason = isRecord(status) && typeof status.reason === 'string' && status.reason !== '' ? status.reason : undefined;
   const text = isRecord(status) && typeof status.message === 'string' && status.message !== '' ? status.message : undefined;
   const message = text ?? (reason ?? (code === undefined ? 'an error without a Status' : `HTTP ${code}`));
-  return { ...(code === undefined ? {} : { code }), ...(reason === undefined ? {} : { reason }), message };
+  const causes = isRecord(status) ? causesOf(status.details) : [];
+  return {
+    ...(code === undefined ? {} : { code }),
+    ...(reason === undefined ? {} : { reason }),
+    message,
+    ...(causes.length === 0 ? {} : { causes }),
+  };
+}
+
+/** The well-formed entries of `details.causes`, their string fields only; none when there is no list. */
+function causesOf(details: unknown): StatusCause[] {
+  if (!isRecord(details) || !Array.isArray(details.causes)) return [];
+  return details.causes.filter(isRecord).map((c) => {
+    const field = (key: 'reason' | 'message' | 'field') => (typeof c[key] === 'string' ? { [key]: c[key] } : {});
+    return { ...field('reason'), ...field('message'), ...field('field') };
+  });
+}
+
+/** Whether the server gave a cause of this type (client-go's `HasStatusCause`). */
+export function hasStatusCause(failure: ApiFailure, type: string): boolean {
+  return (failure.causes ?? []).some((c) => c.reason === type);
+}
+
+/**
+ * Whether the failure is the refusal of new content in a namespace being deleted, known by its
+ * cause as Kubernetes' own controllers know it, not by its message (whose words may change).
+ */
+export function isNamespaceTerminating(failure: ApiFailure): boolean {
+  return hasStatusCause(failure, NAMESPACE_TERMINATING_CAUSE);
 }
 
 /** An HTTP answer that is not a success: its body's Status when it carries one, else the text. */

@@ -1,7 +1,8 @@
 /**
  * The plugins directory, watched for unix sockets: an AsyncIterable of socket facts for a whole
  * directory tree, which stops on an AbortSignal. Plugins announce themselves by creating a socket
- * anywhere under the directory (DESIGN C8), so this is the registry's desired state.
+ * anywhere under the directory (kubelet's plugin registration model), so this is the registry's
+ * desired state.
  *
  * The protocol says "I have seen everything that existed at start" the way DirectoryWatcher does:
  * one `socket` per socket in the tree at start (nested directories included), then `listed`; then

@@ -129,20 +129,50 @@ describe('Events on the pod', () => {
   });
 
   it('does not take a 403 for a namespace being deleted for a missing permission', async () => {
-    // The API server's NamespaceLifecycle answer (the fake has no terminating namespaces).
-    const status = { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'Forbidden', code: 403, message: 'events "web-1.1" is forbidden: unable to create new content in namespace shop because it is being terminated' };
-    const refusing = {
+    // The API server's NamespaceLifecycle answer: 403 Forbidden with the cause NamespaceTerminating.
+    api.terminateNamespace('shop');
+    const e = new ClusterEvents({ api: core, node: 'n1', clock: new ManualClock(0), logger: silentLogger });
+    await e.record(podInvolved({ uid: 'u-t', namespace: 'shop', name: 'web-1' }), 'Normal', 'IPAddressGarbageCollected', 'x');
+    assert.equal(e.status().refused, 1);
+    assert.equal(e.status().forbidden, undefined);
+    assert.match(e.status().lastError ?? '', /being terminated/);
+  });
+
+  /** An API whose creates are refused with a 403 Status: wordings the fake does not give. */
+  const refusingWith = (status: { message: string; details: object }) => {
+    const refusal = { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'Forbidden', code: 403 };
+    const body = JSON.stringify({ ...refusal, ...status });
+    return {
       createNamespacedEvent: async () => {
-        throw new ApiException(403, 'Forbidden', JSON.stringify(status), {});
+        throw new ApiException(403, 'Forbidden', body, {});
       },
       patchNamespacedEvent: async () => {
         throw new Error('not called');
       },
     } as unknown as Pick<CoreV1Api, 'createNamespacedEvent' | 'patchNamespacedEvent'>;
+  };
+  const shop = podInvolved({ uid: 'u-w', namespace: 'shop', name: 'web-1' });
+
+  it('knows a namespace being deleted by its Status cause, in whatever words the message puts it', async () => {
+    const cause = { reason: 'NamespaceTerminating', message: 'shop is going away', field: 'metadata.namespace' };
+    const refusing = refusingWith({
+      message: 'events "web-1.1" is forbidden: namespace shop is going away',
+      details: { kind: 'events', causes: [cause] },
+    });
     const e = new ClusterEvents({ api: refusing, node: 'n1', clock: new ManualClock(0), logger: silentLogger });
-    await e.record(podInvolved({ uid: 'u-t', namespace: 'shop', name: 'web-1' }), 'Normal', 'IPAddressGarbageCollected', 'x');
+    await e.record(shop, 'Normal', 'IPAddressGarbageCollected', 'x');
     assert.equal(e.status().refused, 1);
-    assert.equal(e.status().forbidden, undefined);
-    assert.match(e.status().lastError ?? '', /being terminated/);
+    assert.equal(e.status().forbidden, undefined, 'nothing is missing from the role');
+  });
+
+  it('does not take a 403 that merely says "because it is being terminated" for a deleted namespace', async () => {
+    const refusing = refusingWith({
+      message: 'events is forbidden: User "x" cannot create resource "events" in API group "" in the namespace "shop" '
+        + '(its binding is gone because it is being terminated)',
+      details: { kind: 'events' },
+    });
+    const e = new ClusterEvents({ api: refusing, node: 'n1', clock: new ManualClock(0), logger: silentLogger });
+    await e.record(shop, 'Normal', 'IPAddressGarbageCollected', 'x');
+    assert.equal(e.status().forbidden, 'create events', 'without the cause it is a missing permission');
   });
 });

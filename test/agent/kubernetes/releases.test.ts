@@ -12,7 +12,7 @@ import { Allocator } from '../../../src/allocator/allocator.ts';
 import { ClusterEvents } from '../../../src/agent/kubernetes/events.ts';
 import { KubernetesReleases, REASON_FAILED, REASON_RELEASED } from '../../../src/agent/kubernetes/releases.ts';
 import { ReleasePipeline } from '../../../src/agent/release/pipeline.ts';
-import { consumeContainerd } from '../../../src/agent/release/sources.ts';
+import { consumeContainerd } from '../../../src/agent/release/consumers.ts';
 import { parseIpamConfig } from '../../../src/cni/ipam-config.ts';
 import { AsyncChannel } from '../../../src/core/async-channel.ts';
 import { ExponentialBackoff } from '../../../src/core/backoff.ts';

@@ -2,10 +2,10 @@
  * Taking host-local's range over and handing it back (agent/node/host-local-takeover.ts), against a
  * real data dir in a temp directory, a real SQLite store and allocator, on a manual clock: ADD
  * waits until the reservations are imported; a reservation host-local made late is imported at the
- * next rescan; a conflict is reported, never overwritten; hostile files are skipped without
- * blocking; handBack writes host-local's format for every address held and removes what Warren no
- * longer holds; a release after the hand-back takes its reservation with it. And the codec of
- * host-local's files (cni/host-local-reservation.ts).
+ * next rescan, and so is one the store refused; a conflict is reported, never overwritten; hostile
+ * files are skipped without blocking; handBack writes host-local's format for every address held
+ * and removes what Warren no longer holds; a release after the hand-back takes its reservation with
+ * it. And the codec of host-local's files (cni/host-local-reservation.ts).
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -18,6 +18,7 @@ import { ManualClock } from '../../../src/core/clock.ts';
 import { parseNetConf } from '../../../src/cni/netconf.ts';
 import { parseReservation, renderReservation, reservationAddress } from '../../../src/cni/host-local-reservation.ts';
 import { SqliteStore } from '../../../src/store/sqlite-store.ts';
+import type { CommitResult, PoolOp } from '../../../src/store/store.ts';
 import { removeDir, tempDir, waitFor } from '../../helpers/processes.ts';
 import { silentLogger } from '../../helpers/logger.ts';
 
@@ -39,12 +40,21 @@ afterEach(async () => {
   for (const c of cleanups.splice(0)) await c();
 });
 
-function rig(): Rig {
+/** A store whose commits fail while `failing` is set: the fault a real disk or etcd can give. */
+class FlakyStore extends SqliteStore {
+  failing = false;
+  override async commit(pool: string, expected: number, ops: readonly PoolOp[]): Promise<CommitResult> {
+    if (this.failing) throw new Error('disk I/O error (injected)');
+    return super.commit(pool, expected, ops);
+  }
+}
+
+function rig(): Rig & { readonly store: FlakyStore } {
   const root = tempDir('warren-hltakeover-');
   const dir = join(root, NETWORK);
   mkdirSync(dir);
   const clock = new ManualClock(Date.parse('2026-11-26T10:00:00Z'));
-  const store = new SqliteStore({ path: ':memory:', clock });
+  const store = new FlakyStore({ path: ':memory:', clock });
   const allocator = new Allocator({ store, clock, node: 'n1' });
   const abort = new AbortController();
   const takeover = new HostLocalTakeover({ allocator, store, node: 'n1', clock, logger: silentLogger, rescanMs: 5_000 });
@@ -115,6 +125,20 @@ describe('taking host-local\'s range over', () => {
     r.reserve('10.77.0.9', 'late');
     r.clock.advance(5_000);
     await waitFor('the late reservation', async () => ((await r.holder('10.77.0.9')) === 'late' ? true : undefined));
+  });
+
+  it('tries an import the store refused again at the next pass', async () => {
+    const r = rig();
+    r.reserve('10.77.0.7', 'refused-once');
+    r.store.failing = true;
+    r.takeover.adopt(r.target);
+    const s = await imported(r);
+    assert.match((s.problems ?? []).join('\n'), /10\.77\.0\.7 for refused-once \(eth0\) could not be imported: disk I\/O/);
+    assert.equal(await r.holder('10.77.0.7'), undefined);
+    r.store.failing = false;
+    r.clock.advance(5_000);
+    const holds = async () => ((await r.holder('10.77.0.7')) === 'refused-once' ? true : undefined);
+    await waitFor('the retried import', holds);
   });
 
   it('reports an address host-local reserved that Warren holds for another container, and leaves both as they are', async () => {

@@ -196,7 +196,7 @@ function rig(overrides: Partial<PluginRegistryOptions> = {}, handlers?: (log: st
     },
     async settle() {
       await flush();
-      await registry.settled();
+      await registry.idle();
       await flush();
     },
   };

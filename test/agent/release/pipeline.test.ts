@@ -11,7 +11,12 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { Allocator } from '../../../src/allocator/allocator.ts';
 import type { ReleaseIntent } from '../../../src/agent/release/rule.ts';
-import { consumeContainerd, consumeNetnsRemovals, consumeRuntimeAdapter, containerIntent } from '../../../src/agent/release/sources.ts';
+import {
+  consumeContainerd,
+  consumeNetnsRemovals,
+  consumeRuntimeAdapter,
+  containerIntent,
+} from '../../../src/agent/release/consumers.ts';
 import type { RuntimeItem } from '../../../src/sources/plugins/event-source-client.ts';
 import { AsyncChannel } from '../../../src/core/async-channel.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
@@ -152,11 +157,11 @@ describe('ReleasePipeline', () => {
     const intent: ReleaseIntent = { kind: 'netns-gone', owner: owner('c-settle'), netns, createdAt: momentOf(clock) };
     pipeline.push(intent);
     await waitFor('the release to fail', () => (pipeline.attempts(intent)?.failures === 1 ? true : undefined));
-    await assert.rejects(pipeline.settle(owner('c-settle')), (e: Error & { code?: string }) => e.code === 'TRY_AGAIN' && /a release of container c-settle \(eth0\) is pending and could not be applied yet: disk I\/O error/.test(e.message));
+    await assert.rejects(pipeline.applyPending(owner('c-settle')), (e: Error & { code?: string }) => e.code === 'TRY_AGAIN' && /a release of container c-settle \(eth0\) is pending and could not be applied yet: disk I\/O error/.test(e.message));
     store.failCommits = false;
-    await pipeline.settle(owner('c-settle')); // the backoff (2 s now) is cut short: no clock moved
+    await pipeline.applyPending(owner('c-settle')); // the backoff (2 s now) is cut short: no clock moved
     assert.deepEqual(await held(store), []);
-    await pipeline.settle(owner('nothing-queued'));
+    await pipeline.applyPending(owner('nothing-queued'));
     await done();
     await store.close();
   });
@@ -196,10 +201,10 @@ describe('ReleasePipeline', () => {
     pipeline.push(containerIntent({ kind: 'container-delete', namespace: 'ns', containerID: 'c-settled' }, momentOf(clock)));
     await waitFor('the deleted event to fail once', () => (pipeline.containerStatus().queue[0]?.failures === 1 ? true : undefined));
     // While the store is still busy, the ADD is told to try again rather than get the address the event releases.
-    await assert.rejects(pipeline.settle(owner('c-settled')), (e: Error & { code?: string }) => e.code === 'TRY_AGAIN' && /store away/.test(e.message));
+    await assert.rejects(pipeline.applyPending(owner('c-settled')), (e: Error & { code?: string }) => e.code === 'TRY_AGAIN' && /store away/.test(e.message));
     store.failListing = undefined;
     clock.advance(10);
-    await pipeline.settle(owner('c-settled'));
+    await pipeline.applyPending(owner('c-settled'));
     assert.deepEqual(pipeline.containerStatus().queue, [], 'applied by the settle');
     assert.deepEqual(await held(store), [], 'the old address went with the container');
     const [fresh] = await allocator.allocate({ owner: owner('c-settled'), ranges });
@@ -326,6 +331,25 @@ describe('the reconcile pass', () => {
     assert.equal(report.netnsReleased, 1);
     assert.match(report.unobservable.join(' '), /is not a mount point/);
     assert.deepEqual(await held(store), ['theirs', 'there', 'unseen']);
+    await done();
+    await store.close();
+  });
+
+  it('reports what it could not see in the observer\'s words, whatever sentence the audit puts around them', async () => {
+    const clock = new ManualClock(1_000_000);
+    const store = new SqliteStore({ path: ':memory:' });
+    const ns = namespaces();
+    const { allocator, reconciler, done } = await releaseHarness(clock, store, { observer: ns.observer, releaseGoneNetns: true });
+    const unseen = join(ns.unseen, 'ns-x');
+    await allocator.allocate({ owner: owner('unseen'), ranges, netns: unseen });
+    const said = ns.observer.observe(unseen);
+    assert.equal(said.kind, 'unobservable');
+    const because = said.kind === 'unobservable' ? said.reason : '';
+    const verdict = (await reconciler.audit(false)).findings[0]?.verdict;
+    assert.ok(verdict?.kind === 'suspect' && verdict.why === 'unobservable', JSON.stringify(verdict));
+    assert.equal(verdict.unobservableBecause, because, 'the reason is a field of its own, not cut out of the sentence');
+    assert.ok(verdict.reason.includes(because), 'the sentence still says it');
+    assert.deepEqual((await reconciler.tick()).unobservable, [because]);
     await done();
     await store.close();
   });

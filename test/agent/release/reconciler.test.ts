@@ -105,12 +105,12 @@ describe('ReleaseReconciler', () => {
       clock.advance(1_000);
       recordMissedDelete(dir, { format: 1, ...owner, recordedAt: clock.now(), reason: 'test' });
       await waitFor('the first release attempt to fail', () => (reconciler.status().pending[0]?.failures === 1 ? true : undefined));
-      await assert.rejects(pipeline.settle(owner), /pending in the missed-delete journal/, 'while the DEL cannot be applied, the ADD must wait');
+      await assert.rejects(pipeline.applyPending(owner), /pending in the missed-delete journal/, 'while the DEL cannot be applied, the ADD must wait');
       store.failing = false;
       clock.advance(1_000);
       // What the agent does before every ADD; without it the ADD would get the old address back
       // as a retry, and the pending DEL would then release it from under the new container.
-      await pipeline.settle(owner);
+      await pipeline.applyPending(owner);
       const [fresh] = await allocator.allocate({ owner, ranges });
       assert.notEqual(fresh?.fresh, false, 'a new allocation, not the one the DEL gave up');
       assert.deepEqual(reconciler.status().pending, []);

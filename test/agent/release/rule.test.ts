@@ -4,7 +4,15 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { type Observed, POD_RELEASE_WHY, type ReleaseAction, type ReleaseIntent, decide, holderOf, needsNamespaces } from '../../../src/agent/release/rule.ts';
+import {
+  type Observed,
+  POD_RELEASE_WHY,
+  type ReleaseAction,
+  type ReleaseIntent,
+  addressHolderOf,
+  decide,
+  needsNamespaces,
+} from '../../../src/agent/release/rule.ts';
 import type { Allocation } from '../../../src/ipam/allocation.ts';
 import type { Moment } from '../../../src/core/moment.ts';
 import type { NetnsObservation } from '../../../src/sources/netns.ts';
@@ -440,7 +448,7 @@ describe('the release rule', () => {
     assert.deepEqual([...kinds.keys()].sort(), ['absent-at-resync', 'container-deleted', 'journal-del', 'namespace-recheck', 'netns-gone', 'pod-gone', 'task-exited']);
     for (const [kind, intent] of kinds) {
       const expected = kind === 'journal-del' || kind === 'netns-gone' ? 'owner' : kind === 'pod-gone' ? 'pod' : 'container';
-      assert.equal(holderOf(intent).kind, expected, kind);
+      assert.equal(addressHolderOf(intent).kind, expected, kind);
       const onAdapterWord = (kind === 'container-deleted' || kind === 'absent-at-resync') && 'via' in intent && intent.via !== undefined;
       assert.equal(needsNamespaces(intent), ['task-exited', 'namespace-recheck', 'netns-gone', 'pod-gone'].includes(kind) || onAdapterWord, kind);
     }

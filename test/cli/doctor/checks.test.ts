@@ -188,6 +188,23 @@ describe('doctor checks', () => {
     assert.match(find(findings, 'agent-refused').fix ?? '', new RegExp(`upgrade the agent to version ${VERSION.replace(/\./g, '\\.')}`));
   });
 
+  it('tells to upgrade on an HTTP 404 it cannot read, by the status and not the words', () => {
+    const reason = 'Warren agent at /s answered HTTP 404 without an error';
+    for (const refused of [{ reason, httpStatus: 404 }, { reason: 'no such page', httpStatus: 404 }]) {
+      const agent = { kind: 'refused', socket: '/s', code: 'IO_FAILURE', ...refused } as const;
+      const fix = find(diagnose(node({ agent, journalDir: undefined })), 'agent-refused').fix ?? '';
+      assert.match(fix, /upgrade the agent/, refused.reason);
+    }
+  });
+
+  it('does not take a refusal whose message merely contains "404" for an agent too old', () => {
+    const reason = 'the store is unhealthy: pool 10.0.4.0/24: commit 404 of 410 failed';
+    const agent = { kind: 'refused', socket: '/s', code: 'INTERNAL', reason, httpStatus: 500 } as const;
+    const fix = find(diagnose(node({ agent, journalDir: undefined })), 'agent-refused').fix ?? '';
+    assert.doesNotMatch(fix, /upgrade/);
+    assert.match(fix, /warren status/);
+  });
+
   it('lists the whereabouts keys a config carries that do nothing here, as information', () => {
     const ignored = [{ path: 'ipam.etcd_host', reason: "whereabouts' own datastore" }, { path: 'ipam.log_level', reason: 'Warren logs through the agent' }];
     const findings = diagnose(node({ confDir: { from: 'flag', scan: scan({ configs: [config(parsed({ ignoredKeys: ignored }))] }) } }));

@@ -1,11 +1,13 @@
 /**
  * `warren doctor` in process, without an agent: broken input (containerd's config not TOML, a
  * conf dir file not JSON) is a finding and never a crash; flags choose the dirs; the output is
- * escaped for a terminal; the journal dir is judged without being created. The command against a
+ * escaped for a terminal; the journal dir is judged without being created; an answer that is not
+ * facts is judged by its HTTP status and code, never its words. The command against a
  * real agent is test/e2e/doctor.test.ts.
  */
 import assert from 'node:assert/strict';
 import { chmodSync, existsSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { canonicalPath, inspectJournalDir, runDoctor } from '../../../src/cli/doctor/doctor-command.ts';
@@ -43,6 +45,29 @@ describe('warren doctor, the command', () => {
     assert.match(broken?.title ?? '', /10-broken\.conflist is not a network config: /);
     // Without a readable config, the default bin dir is judged, and said to be the default.
     assert.match(byId.get('plugin-missing')?.detail ?? byId.get('plugin-installed')?.detail ?? '', /\/opt\/cni\/bin, the default: containerd's config .* cannot be read/);
+  });
+
+  it('takes an HTTP 404 for an agent too old by its status, and a message saying 404 for a failure', async () => {
+    const socket = join(tempDir('warren-doctor-cmd-'), 'agent.sock');
+    let answer = { status: 404, body: { detail: 'not a Warren error answer' } as object };
+    const server = createServer((_req, res) => {
+      const text = JSON.stringify(answer.body);
+      res.writeHead(answer.status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text) });
+      res.end(text);
+    });
+    await new Promise<void>((resolve) => server.listen(socket, resolve));
+    const fixOf = async (): Promise<string> => {
+      const report = JSON.parse((await doctor(['--json', '--socket', socket])).out) as { findings: Finding[] };
+      return report.findings.find((f) => f.id === 'agent-refused')?.fix ?? 'no agent-refused finding';
+    };
+    try {
+      assert.match(await fixOf(), /upgrade the agent/);
+      answer = { status: 500, body: { error: { code: 'INTERNAL', message: 'commit 404 of 410 failed' } } };
+      assert.match(await fixOf(), /see `warren status`/);
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   });
 
   it('looks in every --cni-bin-dir, repeated or comma-separated, in order', async () => {

@@ -1,10 +1,11 @@
 /**
- * The runtime's sources, fed into the release pipeline: containerd's items and a registered
- * runtime adapter's become intents (their resyncs are turned into intents by the pipeline, and
- * acknowledged to the source only once they are), and a netns directory losing an entry has every
- * exited container (and waiting pod) looked at again. Each loop runs until its source ends (its
- * signal aborted). The journal has its own intake (release/journal.ts), since it also keeps files
- * and reports.
+ * The consumers of the runtime's sources, which feed the release pipeline: the sources yield their
+ * own items (containerd's events and resyncs, a registered runtime adapter's, a netns directory's
+ * removals), and these loops turn them into release intents — an event into one intent, a resync
+ * into the intents the pipeline derives from it (acknowledged to the source only once queued), a
+ * removal into a look again at every exited container (and waiting pod). Each loop runs until its
+ * source ends (its signal aborted). The journal has its own consumer (release/journal.ts), since
+ * it also keeps files and reports.
  */
 import type { Clock } from '../../core/clock.ts';
 import { type Moment, momentOf } from '../../core/moment.ts';
