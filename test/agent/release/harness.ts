@@ -7,9 +7,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { Allocator } from '../../../src/allocator/allocator.ts';
 import { RecentErrors } from '../../../src/agent/metrics/recent-errors.ts';
-import { JournalIntake } from '../../../src/agent/release/journal.ts';
-import { ReleasePipeline } from '../../../src/agent/release/pipeline.ts';
-import { ReleaseReconciler } from '../../../src/agent/release/reconciler.ts';
+import { releaseCore } from '../../../src/agent/release-wiring.ts';
 import { ExponentialBackoff } from '../../../src/core/backoff.ts';
 import type { ManualClock } from '../../../src/core/clock.ts';
 import { MissedDeleteJournal } from '../../../src/sources/missed-delete-journal.ts';
@@ -24,48 +22,37 @@ export interface HarnessOptions {
   readonly netnsGraceMs?: number;
   /** Sweep namespaces on every pass. */
   readonly releaseGoneNetns?: boolean;
-  /** Judge only this node's allocations (a store shared by nodes). */
+  /** Judge only this node's allocations (a store shared by nodes); the harness's node when set. */
   readonly onlyNode?: string;
 }
 
 /** `done` stops every loop and the pipeline. */
 export function releaseHarness(clock: ManualClock, store: Store, options: HarnessOptions = {}) {
-  const node = options.node ?? 'n';
+  const node = options.onlyNode ?? options.node ?? 'n';
   const allocator = new Allocator({ store, clock, node });
   const dir = join(tempDir(), 'journal');
   const journal = new MissedDeleteJournal({ dir, clock, rescanMs: 0 });
   journal.prepare();
   const logger = pino({ level: 'silent' });
   const errors = new RecentErrors(clock, logger);
-  const intake = new JournalIntake({ journal, logger, errors });
   const observer = options.observer ?? new NetnsObserver([]);
-  const pipeline = new ReleasePipeline({
-    allocator,
-    store,
-    observer,
-    clock,
-    logger,
-    node,
-    ownerBackoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 300_000 }),
-    containerBackoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 300_000 }),
-    resyncGraceMs: options.resyncGraceMs ?? 0,
-    recordedFor: (owner) => intake.readNow(owner),
-  });
-  const reconciler = new ReleaseReconciler({
-    pipeline,
-    journal: intake,
-    store,
-    observer,
-    clock,
-    logger,
-    errors,
-    // Longer than any step of a test: only explicit tick() calls run passes, until a test moves the
-    // clock past it.
-    intervalMs: 60_000,
-    netnsGraceMs: options.netnsGraceMs ?? 0,
-    releaseGoneNetns: options.releaseGoneNetns ?? false,
-    ...(options.onlyNode === undefined ? {} : { onlyNode: options.onlyNode }),
-  });
+  const { intake, pipeline, reconciler } = releaseCore(
+    {
+      node,
+      // Judge only this node's allocations, as on a store shared by nodes.
+      shared: options.onlyNode !== undefined,
+      ownerBackoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 300_000 }),
+      containerBackoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 300_000 }),
+      resyncGraceMs: options.resyncGraceMs ?? 0,
+      // Longer than any step of a test: only explicit tick() calls run passes, until a test moves the
+      // clock past it.
+      reconcileIntervalMs: 60_000,
+      netnsGraceMs: options.netnsGraceMs ?? 0,
+      releaseGoneNetns: options.releaseGoneNetns ?? false,
+      containerd: false,
+    },
+    { store, allocator, clock, logger, errors, observer, journal },
+  );
   const abort = new AbortController();
   const consuming = intake.consume(abort.signal, (intent) => pipeline.push(intent));
   reconciler.start(abort.signal);
