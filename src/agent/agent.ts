@@ -185,6 +185,7 @@ export class Agent {
         options: o,
         storeKind: facts.kind,
         store,
+        membership,
         allocator,
         clock: this.#clock,
         logger: this.#logger,
