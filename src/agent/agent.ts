@@ -6,7 +6,9 @@
  * store and removes the socket, every step even if one fails. A part that fails after start
  * (a source's loop) resolves `failed`, for the runner to stop and exit non-zero; a part that can
  * fail alone (the CNI config manager) reports it in status instead. Nothing here decides
- * anything: the layers below do.
+ * anything: the layers below do. What it knows of its store (its kind, whether nodes share it,
+ * whether its file is the agent's own) comes from the options, never from the store object
+ * (settings/store-kind.ts).
  */
 import { mkdirSync } from 'node:fs';
 import type { Server } from 'node:http';
@@ -60,7 +62,7 @@ export class Agent {
   /** The socket this agent listens on; undefined until it does. */
   #socket: OwnSocket | undefined;
   #lock: InstanceLock | undefined;
-  #stated: StatedStore | undefined;
+  readonly #stated: StatedStore | undefined;
   /** What the options (or the stated store) say of the store; set by start(). */
   #facts: StoreFacts | undefined;
   /** The release pipeline and its sources. */
@@ -117,15 +119,17 @@ export class Agent {
       // Two agents draining one journal would each remove intents the other is applying.
       { what: 'journal', path: o.journalDir },
     ]);
+    const clock = this.#clock;
+    const logger = this.#logger;
     try {
-      const warn = (message: string): void => this.#logger.warn(message);
+      const warn = (message: string): void => logger.warn(message);
       // On etcd: which start of this agent last announced the node, and the store's identity then.
       const record = facts.shared ? new ClusterRecord(o.stateDir, o.etcdPrefix, warn) : undefined;
       const identity = record?.identity;
       const opened =
         this.#stated?.store ??
-        (await openStore(o, { clock: this.#clock, notice: warn, ...(identity === undefined ? {} : { identity }) }));
-      const history = new ReleaseHistory(this.#clock);
+        (await openStore(o, { clock, notice: warn, ...(identity === undefined ? {} : { identity }) }));
+      const history = new ReleaseHistory(clock);
       // Readings are taken from the parts made below, when a scrape asks.
       const metrics =
         o.metricsAddress === undefined
@@ -143,7 +147,7 @@ export class Agent {
                 readiness: () => service.readiness(),
               }),
             });
-      const handBack = new NodeHandBack(o.stateDir, this.#clock);
+      const handBack = new NodeHandBack(o.stateDir, clock);
       this.#handBack = handBack;
       // Built before the allocator exists, told of it below: releases must reach it (hand-back).
       let takeover: HostLocalTakeover | undefined;
@@ -154,29 +158,28 @@ export class Agent {
       const telemetry = fanOut(history, metrics ?? NO_TELEMETRY, takeoverTelemetry);
       // Counting commits costs a clock read per commit: only when someone can read the figures.
       // Readiness follows the commits the allocator makes, not only the ping (server/commit-health.ts).
-      const commits = new CommitHealth(this.#clock);
+      const commits = new CommitHealth(clock);
       const store = commits.watch(metrics === undefined ? opened : new MeasuredStore(opened, telemetry));
       this.#store = store;
       const membership = membershipOf(store, facts);
       const blocks = facts.shared && o.blocks;
-      const allocator = new Allocator({ store, clock: this.#clock, node: o.nodeName, blocks });
-      const errors = new RecentErrors(this.#clock, this.#logger);
-      const logger = this.#logger;
-      const clusterDeps = { allocator, clock: this.#clock, logger, errors, version: WARREN_VERSION, record };
+      const allocator = new Allocator({ store, clock, node: o.nodeName, blocks });
+      const errors = new RecentErrors(clock, logger);
+      const clusterDeps = { allocator, clock, logger, errors, version: WARREN_VERSION, record };
       // Before serving: a second agent with this node's name is refused here (ALREADY_RUNNING).
       const upkeep =
         membership === undefined ? undefined : await startUpkeep(o, { ...clusterDeps, membership }, this.#abort.signal);
       const onFailure = (error: Error): void => this.#fail(error);
-      const wiringDeps = { store, membership, allocator, clock: this.#clock, logger, errors, telemetry, onFailure };
+      const wiringDeps = { store, membership, allocator, clock, logger, errors, telemetry, onFailure };
       const releases = await ReleaseWiring.open(o, wiringDeps);
       this.#releases = releases;
       if (o.manageCniConfig || handBack.reason() !== undefined) {
-        takeover = new HostLocalTakeover({ allocator, store, node: o.nodeName, clock: this.#clock, logger: this.#logger });
+        takeover = new HostLocalTakeover({ allocator, store, node: o.nodeName, clock, logger });
         const handedBack = handBack.reason();
         if (handedBack !== undefined) takeover.restoreHandedBack(handedBack, handBack.targets());
         takeover.start(this.#abort.signal);
       }
-      const configDeps = { store, takeover, handedBack: handBack.reason(), clock: this.#clock, logger: this.#logger };
+      const configDeps = { store, takeover, handedBack: handBack.reason(), clock, logger };
       const cniConfig = o.manageCniConfig ? managedCniConfig(o, configDeps) : undefined;
       this.#cniConfig = cniConfig;
       const notReady = (): string | undefined =>
@@ -187,8 +190,8 @@ export class Agent {
         store,
         membership,
         allocator,
-        clock: this.#clock,
-        logger: this.#logger,
+        clock,
+        logger,
         version: WARREN_VERSION,
         reconciler: releases.reconciler,
         containerd: releases.containerd,
@@ -233,10 +236,10 @@ export class Agent {
             // The probes' answers (liveness: the event loop turns; readiness: an ADD can commit now).
             readiness: () =>
               this.#serving ? service.readiness() : Promise.reject(new WarrenError('NOT_READY', NOT_SERVING)),
-            onError: (error, path) => this.#logger.error({ err: error, path }, 'metrics request failed'),
+            onError: (error, path) => logger.error({ err: error, path }, 'metrics request failed'),
           },
           o.metricsAddress,
-          this.#logger,
+          logger,
         );
         this.#metricsServer = served.server;
         this.#metricsStatus = served.status;
@@ -254,12 +257,13 @@ export class Agent {
       const cpu = process.cpuUsage();
       const startCpuSeconds = (cpu.user + cpu.system) / 1e6;
       const startSeconds = process.uptime();
-      this.#logger.info({ socket: o.socket, store: store.description, startCpuSeconds, startSeconds }, 'agent ready');
+      logger.info({ socket: o.socket, store: store.description, startCpuSeconds, startSeconds }, 'agent ready');
       this.#warmingUp = this.#warmUp(o.warmUpRounds - beforeServing, 'warmed up', traffic);
     } catch (error) {
       // Everything started so far is stopped, whatever else fails meanwhile: a start that failed
       // never leaves a socket answering while the rest is gone.
-      await this.stop().catch((stopError: unknown) => this.#logger.error({ err: stopError }, 'stopping after a failed start failed'));
+      const stopFailed = (err: unknown): void => logger.error({ err }, 'stopping after a failed start failed');
+      await this.stop().catch(stopFailed);
       throw error;
     }
   }
