@@ -1,8 +1,8 @@
 /**
  * Wires the release side of the agent: every source (the missed-delete journal, containerd,
  * Kubernetes, runtime adapters registered as plugins, netns directories, the reconcile pass) feeds
- * the one release pipeline. Nothing here decides
- * anything: the rule decides, the pipeline applies, the sources only report.
+ * the one release pipeline. Nothing here decides anything: the rule decides, the pipeline's
+ * applier applies, the sources only report.
  *
  * `start` begins consuming and the periodic pass; after the signal aborts, `stopped` resolves once
  * every loop has ended and the pipeline has stopped (no release is started after that). A loop

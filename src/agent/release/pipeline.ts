@@ -29,14 +29,15 @@
  * runs its key now, telling the caller the first attempt's error; `attempt` (Kubernetes) queues
  * one try and runs its key now, telling the caller how it came out.
  *
- * The retry rule, one for every entry point: a failed attempt is counted and the key backs off on
- * its policy (owner and pod keys on `ownerBackoff`, container keys on `containerBackoff`; each
- * doubles from its first delay to its cap), the intent staying at the head of its key, until
- * the backoff ends or `settle`, `releaseNow` or `attempt` on that key cuts it short — or, once the
- * intent has failed as many times as it was queued to be tried, it is given up: taken out of the
- * queue without its ack, and whoever waits on it told the error. Only `attempt` bounds the tries,
- * at one, because its caller retries on its own schedule and gives up on its own count (the
- * Kubernetes work queue); every other intent is tried until it is applied.
+ * The retry rule, one for every entry point: a failed attempt is counted, and the intent stays at
+ * the head of its key (its later intents wait behind it) while the key backs off on its policy —
+ * owner and pod keys on `ownerBackoff`, container keys on `containerBackoff` (release-wiring.ts:
+ * 1 s doubling to 5 min; --event-retry doubling to --event-retry-max) — until the backoff ends or
+ * `settle`, `releaseNow` or `attempt` on that key cuts it short; a success resets the key's count.
+ * Once an intent has failed as many times as it was queued to be tried, it is given up instead:
+ * taken out of the queue without its ack, and whoever waits on it told the error. Only `attempt`
+ * bounds the tries, at one, because its caller retries on its own schedule and gives up on its own
+ * count (the Kubernetes work queue); every other intent is tried until it is applied.
  *
  * The queue's keys are release/keys.ts.
  */
