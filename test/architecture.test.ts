@@ -35,9 +35,11 @@ export const CONFINED: Record<string, readonly string[]> = {
 export const AGENT_PARTS: Record<string, readonly string[]> = {
   settings: [],
   dashboard: [],
-  node: [],
+  // A part may read its own settings from the options (settings is a leaf): the node's config
+  // manager and the cluster's upkeep are configured there, as release, kubernetes and server are.
+  node: ['settings'],
   metrics: ['settings'],
-  cluster: ['metrics'],
+  cluster: ['metrics', 'settings'],
   release: ['settings', 'metrics'],
   registry: ['settings', 'metrics', 'release'],
   kubernetes: ['settings', 'metrics', 'release'],

@@ -6,50 +6,51 @@
  * store and removes the socket, every step even if one fails. A part that fails after start
  * (a source's loop) resolves `failed`, for the runner to stop and exit non-zero; a part that can
  * fail alone (the CNI config manager) reports it in status instead. Nothing here decides
- * anything: the layers below do.
+ * anything: the layers below do. What it knows of its store (its kind, whether nodes share it,
+ * whether its file is the agent's own) comes from the options, never from the store object
+ * (settings/store-kind.ts).
  */
-import { chmodSync, existsSync, mkdirSync, unlinkSync, statSync } from 'node:fs';
-import { connect } from 'node:net';
+import { mkdirSync } from 'node:fs';
 import type { Server } from 'node:http';
-import { dirname } from 'node:path';
 import type { Logger } from 'pino';
 import { type Clock, systemClock } from '../core/clock.ts';
-import { WarrenError, messageOf } from '../core/errors.ts';
+import { WarrenError } from '../core/errors.ts';
 import { LiveTraffic, ROUNDS_BEFORE_SERVING, warmUp } from './server/warm-up.ts';
-import { CniConfigManager, readinessProblem } from './node/cni-config-manager.ts';
+import { type CniConfigManager, readinessProblem } from './node/cni-config-manager.ts';
+import { managedCniConfig } from './node/managed-config.ts';
 import { HostLocalTakeover } from './node/host-local-takeover.ts';
 import { NodeHandBack } from './node/hand-back.ts';
-import { DEFAULT_SOCKET } from '../api/socket.ts';
-import { DEFAULT_JOURNAL_DIR } from '../cni/journal-dir.ts';
 import { Allocator } from '../allocator/allocator.ts';
-import { SqliteStore } from '../store/sqlite-store.ts';
 import type { Store } from '../store/store.ts';
-import { ClusterUpkeep } from './cluster/upkeep.ts';
+import { startUpkeep } from './cluster/upkeep.ts';
 import { ClusterRecord } from './cluster/record.ts';
 import { InstanceLock } from './settings/instance-lock.ts';
+import { type StatedStore, type StoreFacts, membershipOf, openStore, storeFacts } from './settings/store-kind.ts';
 import { RecentErrors } from './metrics/recent-errors.ts';
 import { ReleaseWiring } from './release-wiring.ts';
 import type { AgentOptions } from './settings/options.ts';
-import type { AgentService } from './server/operator-service.ts';
-import { servedApi } from './server/served-api.ts';
 import { CommitHealth } from './server/commit-health.ts';
+import { servingParts } from './server/serving.ts';
+import { type OwnSocket, closeServer, listenOnSocket } from './server/socket.ts';
 import { WARREN_VERSION } from './server/version.ts';
 import type { Allocation } from '../ipam/allocation.ts';
 import type { MetricsEndpointStatus } from '../api/status.ts';
 import { DASHBOARD_ASSETS, renderDashboardBody, renderDashboardPage } from './dashboard/page.ts';
-import { createMetricsServer, listenMetrics } from './metrics/http-server.ts';
+import { serveMetrics } from './metrics/http-server.ts';
 import { MeasuredStore } from './metrics/measured-store.ts';
 import { AgentMetrics } from './metrics/prometheus.ts';
-import { poolFigures, setAsideCount } from './metrics/readings.ts';
+import { agentReadings } from './metrics/readings.ts';
 import { ReleaseHistory } from './metrics/release-history.ts';
 import { NO_TELEMETRY, fanOut } from './metrics/telemetry.ts';
-import { type ListenAddress, formatListenAddress } from './settings/listen-address.ts';
 
 export interface AgentDeps {
   readonly clock?: Clock;
   readonly logger: Logger;
-  /** A store to use instead of opening the SQLite database (tests, other backends). */
-  readonly store?: Store;
+  /**
+   * A store to use instead of the one the options name (tests, other backends), with its kind
+   * stated: the agent never asks a store what it is (settings/store-kind.ts).
+   */
+  readonly store?: StatedStore;
   /**
    * Whether a cluster store's ranges are split into blocks with node affinity (default: yes). No
    * keeps a range in one key, as whereabouts does, so every node contends on it: for the cluster
@@ -64,11 +65,13 @@ export class Agent {
   readonly #clock: Clock;
   #store: Store | undefined;
   #server: Server | undefined;
-  /** Inode of the socket file this agent created; undefined until it listens. */
-  #socketIno: number | undefined;
+  /** The socket this agent listens on; undefined until it does. */
+  #socket: OwnSocket | undefined;
   #lock: InstanceLock | undefined;
-  #injectedStore: Store | undefined;
+  readonly #stated: StatedStore | undefined;
   readonly #blocks: boolean;
+  /** What the options (or the stated store) say of the store; set by start(). */
+  #facts: StoreFacts | undefined;
   /** The release pipeline and its sources. */
   #releases: ReleaseWiring | undefined;
   /** Keeps Warren's config in the CNI conf dir, when told to. */
@@ -97,8 +100,8 @@ export class Agent {
     this.options = options;
     this.#logger = deps.logger;
     this.#clock = deps.clock ?? systemClock;
-    this.#injectedStore = deps.store;
     this.#blocks = deps.blocks ?? true;
+    this.#stated = deps.store;
     this.failed = new Promise<Error>((resolve) => {
       this.#fail = (error) => {
         this.#fail = () => undefined;
@@ -109,6 +112,9 @@ export class Agent {
 
   async start(): Promise<void> {
     const o = this.options;
+    const facts = storeFacts(o, this.#stated);
+    this.#facts = facts;
+    const { database } = facts;
     // Allocation state is the node's business alone: files and directories are owner-only.
     process.umask(0o077);
     mkdirSync(o.stateDir, { recursive: true, mode: 0o700 });
@@ -116,94 +122,93 @@ export class Agent {
     // second agent leaves the first one's socket, database and journal alone.
     this.#lock = InstanceLock.acquire([
       { what: 'state directory', path: o.stateDir },
-      ...(this.#injectedStore === undefined && o.store === 'sqlite' ? [{ what: 'database' as const, path: o.database }] : []),
+      ...(database === undefined ? [] : [{ what: 'database' as const, path: database }]),
       { what: 'socket', path: o.socket },
       // Two agents draining one journal would each remove intents the other is applying.
       { what: 'journal', path: o.journalDir },
     ]);
+    const clock = this.#clock;
+    const logger = this.#logger;
     try {
+      const warn = (message: string): void => logger.warn(message);
       // On etcd: which start of this agent last announced the node, and the store's identity then.
-      const record = o.store === 'etcd' ? new ClusterRecord(o.stateDir, o.etcdPrefix, (message) => this.#logger.warn(message)) : undefined;
-      const opened = this.#injectedStore ?? (await openStore(o, this.#clock, record, (message) => this.#logger.warn(message)));
-      const history = new ReleaseHistory(this.#clock);
+      const record = facts.shared ? new ClusterRecord(o.stateDir, o.etcdPrefix, warn) : undefined;
+      const identity = record?.identity;
+      const opened =
+        this.#stated?.store ??
+        (await openStore(o, { clock, notice: warn, ...(identity === undefined ? {} : { identity }) }));
+      const history = new ReleaseHistory(clock);
       // Readings are taken from the parts made below, when a scrape asks.
       const metrics =
         o.metricsAddress === undefined
           ? undefined
           : new AgentMetrics({
               version: WARREN_VERSION,
-              readings: {
+              readings: agentReadings({
+                node: o.nodeName,
+                pools: () => service.pools(),
                 // This node's allocations tell borrowed blocks apart; a store of one node has none.
-                pools: async () => {
-                  const clustered = opened.membership !== undefined;
-                  return poolFigures(await service.pools(), clustered ? await opened.list({ node: o.nodeName }) : [], o.nodeName, clustered);
-                },
-                journal: () => ({ pending: releases.reconciler.status().pending.length, setAside: setAsideCount(o.journalDir) }),
+                ownAllocations: facts.shared ? () => opened.list({ node: o.nodeName }) : undefined,
+                pendingJournal: () => releases.reconciler.status().pending.length,
+                journalDir: o.journalDir,
                 queueDepth: () => releases.pipeline.queueDepth(),
-                ready: () => service.readiness().then(() => true, () => false),
-              },
+                readiness: () => service.readiness(),
+              }),
             });
-      const handBack = new NodeHandBack(o.stateDir, this.#clock);
+      const handBack = new NodeHandBack(o.stateDir, clock);
       this.#handBack = handBack;
       // Built before the allocator exists, told of it below: releases must reach it (hand-back).
       let takeover: HostLocalTakeover | undefined;
-      const takeoverTelemetry = { ...NO_TELEMETRY, released: (_source: unknown, allocations: readonly Allocation[]) => takeover?.released(allocations) };
+      const takeoverTelemetry = {
+        ...NO_TELEMETRY,
+        released: (_source: unknown, allocations: readonly Allocation[]) => takeover?.released(allocations),
+      };
       const telemetry = fanOut(history, metrics ?? NO_TELEMETRY, takeoverTelemetry);
       // Counting commits costs a clock read per commit: only when someone can read the figures.
       // Readiness follows the commits the allocator makes, not only the ping (server/commit-health.ts).
-      const commits = new CommitHealth(this.#clock);
+      const commits = new CommitHealth(clock);
       const store = commits.watch(metrics === undefined ? opened : new MeasuredStore(opened, telemetry));
       this.#store = store;
-      const clustered = store.membership !== undefined;
-      const allocator = new Allocator({ store, clock: this.#clock, node: o.nodeName, blocks: clustered && this.#blocks });
-      const errors = new RecentErrors(this.#clock, this.#logger);
-      const membership = store.membership;
+      const membership = membershipOf(store, facts);
+      const blocks = facts.shared && this.#blocks;
+      const allocator = new Allocator({ store, clock, node: o.nodeName, blocks });
+      const errors = new RecentErrors(clock, logger);
+      const clusterDeps = { allocator, clock, logger, errors, version: WARREN_VERSION, record };
+      // Before serving: a second agent with this node's name is refused here (ALREADY_RUNNING).
       const upkeep =
-        membership === undefined
-          ? undefined
-          : new ClusterUpkeep({
-          membership,
-          allocator,
-          clock: this.#clock,
-          logger: this.#logger,
-          errors,
-          node: o.nodeName,
-          version: WARREN_VERSION,
-          ...(record === undefined ? {} : { instance: record.instance, onAnnounced: () => record.recordIdentity(membership.identity()) }),
-          intervalMs: o.upkeepIntervalSeconds * 1000,
-          blockGraceMs: o.blockGraceSeconds * 1000,
-        });
-      if (upkeep !== undefined) {
-        // Before serving: a second agent with this node's name is refused here (ALREADY_RUNNING).
-        record?.recordInstance();
-        await upkeep.announceFirst();
-        upkeep.start(this.#abort.signal);
-      }
-      const releases = await ReleaseWiring.open(o, { store, allocator, clock: this.#clock, logger: this.#logger, errors, telemetry, onFailure: (error) => this.#fail(error) });
+        membership === undefined ? undefined : await startUpkeep(o, { ...clusterDeps, membership }, this.#abort.signal);
+      const onFailure = (error: Error): void => this.#fail(error);
+      const wiringDeps = { store, membership, allocator, clock, logger, errors, telemetry, onFailure };
+      const releases = await ReleaseWiring.open(o, wiringDeps);
       this.#releases = releases;
-      const { reconciler, containerd, kubernetes, plugins } = releases;
       if (o.manageCniConfig || handBack.reason() !== undefined) {
-        takeover = new HostLocalTakeover({ allocator, store, node: o.nodeName, clock: this.#clock, logger: this.#logger });
+        takeover = new HostLocalTakeover({ allocator, store, node: o.nodeName, clock, logger });
         const handedBack = handBack.reason();
         if (handedBack !== undefined) takeover.restoreHandedBack(handedBack, handBack.targets());
         takeover.start(this.#abort.signal);
       }
-      const cniConfig = o.manageCniConfig ? this.#configManager(store, takeover, handBack.reason()) : undefined;
+      const configDeps = { store, takeover, handedBack: handBack.reason(), clock, logger };
+      const cniConfig = o.manageCniConfig ? managedCniConfig(o, configDeps) : undefined;
       this.#cniConfig = cniConfig;
-      const clusterProblem = upkeep === undefined ? undefined : () => upkeep.problem();
-      const notReady = (): string | undefined => handBack.reason() ?? readinessProblem(o.readinessIndicatorFile) ?? clusterProblem?.();
-      // Set by #serveMetrics before the socket listens, so before anyone can ask.
-      const metricsEndpoint = o.metricsAddress === undefined ? {} : { metrics: () => this.#metricsStatus as MetricsEndpointStatus };
-      const { service, server } = servedApi(o, {
+      const notReady = (): string | undefined =>
+        handBack.reason() ?? readinessProblem(o.readinessIndicatorFile) ?? upkeep?.problem();
+      const { service, server } = servingParts({
+        options: o,
+        storeKind: facts.kind,
         store,
+        membership,
         allocator,
-        clock: this.#clock,
+        clock,
+        logger,
         version: WARREN_VERSION,
-        pipeline: releases.pipeline,
-        reconciler,
-        ...(containerd === undefined ? {} : { containerd }),
-        ...(kubernetes === undefined ? {} : { kubernetes }),
+        reconciler: releases.reconciler,
+        containerd: releases.containerd,
+        kubernetes: releases.kubernetes,
+        plugins: releases.plugins,
         notReady,
+        addGate: (network) => notReady() ?? takeover?.gate(network),
+        beforeAdd: (owner, podUID) => releases.pipeline.applyPending(owner, podUID),
+        runtimeOf: (a) => releases.scopes.adapterOf(a),
         commits,
         ...(upkeep === undefined
           ? {}
@@ -215,46 +220,58 @@ export class Agent {
               },
             }),
         ...(cniConfig === undefined ? {} : { cniConfig: () => cniConfig.status() }),
-        ...(plugins === undefined ? {} : { plugins }),
         // Without the config manager nothing would remove the config naming Warren: refusing ADD
         // for good would then fail every pod start on the node.
         uninstall: async () => {
-          if (cniConfig === undefined) throw new WarrenError('BAD_REQUEST', "this agent does not manage the node's CNI config (--manage-cni-config off): there is no config of its own to hand back; remove the config that names warren, then the plugin");
+          if (cniConfig === undefined) throw new WarrenError('BAD_REQUEST', NO_CONFIG_TO_HAND_BACK);
           return handBack.uninstall(takeover, cniConfig);
         },
         telemetry,
         history,
-        ...metricsEndpoint,
-        addGate: (network) => notReady() ?? takeover?.gate(network),
-        onIgnoredKeys: (network, keys) =>
-          this.#logger.warn({ network, keys }, `network ${network}: ignoring whereabouts keys that configure whereabouts itself (Warren keeps addresses in its agent's store)`),
-        onCniFailure: (error, command) => this.#logger.error({ err: error, command }, 'CNI call failed'),
-        onRequestError: (error, route) => this.#logger.error({ err: error, route }, 'request failed'),
+        // Set before the socket listens, so before anyone can ask.
+        ...(o.metricsAddress === undefined ? {} : { metrics: () => this.#metricsStatus as MetricsEndpointStatus }),
       });
-      releases.start(this.#abort.signal);
       this.#server = server;
+      releases.start(this.#abort.signal);
       if (metrics !== undefined && o.metricsAddress !== undefined) {
-        await this.#serveMetrics(o.metricsAddress, metrics, service);
+        const served = await serveMetrics(
+          {
+            exposition: async () => ({ contentType: metrics.contentType, text: await metrics.exposition() }),
+            dashboard: () => service.dashboard(),
+            page: (data) => renderDashboardPage(data),
+            fragment: (data) => renderDashboardBody(data),
+            assets: DASHBOARD_ASSETS,
+            // The probes' answers (liveness: the event loop turns; readiness: an ADD can commit now).
+            readiness: () =>
+              this.#serving ? service.readiness() : Promise.reject(new WarrenError('NOT_READY', NOT_SERVING)),
+            onError: (error, path) => logger.error({ err: error, path }, 'metrics request failed'),
+          },
+          o.metricsAddress,
+          logger,
+        );
+        this.#metricsServer = served.server;
+        this.#metricsStatus = served.status;
       }
       // The first few rounds before serving, the rest beside it (server/warm-up.ts).
       const beforeServing = Math.min(o.warmUpRounds, ROUNDS_BEFORE_SERVING);
       await this.#warmUp(beforeServing, 'warmed up before serving');
-      await prepareSocket(o.socket);
       // Counting from the first request on: the warm-up gives way to real calls.
-      const traffic = new LiveTraffic(this.#server);
-      await listen(this.#server, o.socket);
-      this.#socketIno = statSync(o.socket).ino;
+      const traffic = new LiveTraffic(server);
+      this.#socket = await listenOnSocket(server, o.socket);
       this.#serving = true;
       // Only now: a runtime that finds Warren's config calls the plugin, which must find the agent.
       cniConfig?.start(this.#abort.signal);
       // What the start cost, all threads (the bench reads it: issue 24 set a floor on it).
       const cpu = process.cpuUsage();
-      this.#logger.info({ socket: o.socket, store: store.description, startCpuSeconds: (cpu.user + cpu.system) / 1e6, startSeconds: process.uptime() }, 'agent ready');
+      const startCpuSeconds = (cpu.user + cpu.system) / 1e6;
+      const startSeconds = process.uptime();
+      logger.info({ socket: o.socket, store: store.description, startCpuSeconds, startSeconds }, 'agent ready');
       this.#warmingUp = this.#warmUp(o.warmUpRounds - beforeServing, 'warmed up', traffic);
     } catch (error) {
       // Everything started so far is stopped, whatever else fails meanwhile: a start that failed
       // never leaves a socket answering while the rest is gone.
-      await this.stop().catch((stopError: unknown) => this.#logger.error({ err: stopError }, 'stopping after a failed start failed'));
+      const stopFailed = (err: unknown): void => logger.error({ err }, 'stopping after a failed start failed');
+      await this.stop().catch(stopFailed);
       throw error;
     }
   }
@@ -267,56 +284,6 @@ export class Agent {
     } catch (error) {
       this.#logger.warn({ err: error }, 'warm-up failed; serving cold');
     }
-  }
-
-  /**
-   * Health, metrics and the dashboard on their own TCP address. An address that cannot be bound (taken by
-   * another process) is logged and reported in status and by `warren doctor`; the agent serves
-   * CNI calls regardless: a node must not lose its IPAM over its metrics port.
-   */
-  async #serveMetrics(address: ListenAddress, metrics: AgentMetrics, service: AgentService): Promise<void> {
-    const server = createMetricsServer({
-      exposition: async () => ({ contentType: metrics.contentType, text: await metrics.exposition() }),
-      dashboard: () => service.dashboard(),
-      page: (data) => renderDashboardPage(data),
-      fragment: (data) => renderDashboardBody(data),
-      assets: DASHBOARD_ASSETS,
-      // The probes' answers (liveness: the event loop turns; readiness: an ADD can commit now).
-      readiness: () => (this.#serving ? service.readiness() : Promise.reject(new WarrenError('NOT_READY', 'the agent is not serving CNI calls yet (starting) or any more (stopping)'))),
-      hostNames: [address.host],
-      onError: (error, path) => this.#logger.error({ err: error, path }, 'metrics request failed'),
-    });
-    try {
-      const bound = await listenMetrics(server, address);
-      this.#metricsServer = server;
-      this.#metricsStatus = { address: bound };
-      this.#logger.info({ address: bound }, 'metrics and dashboard served');
-    } catch (error) {
-      const wanted = formatListenAddress(address);
-      this.#metricsStatus = { address: wanted, error: `cannot listen on ${wanted}: ${messageOf(error)}` };
-      this.#logger.error({ err: error, address: wanted }, 'metrics and dashboard not served: cannot listen on --metrics-address (pass another, or an empty one to turn them off)');
-    }
-  }
-
-  #configManager(store: Store, takeover: HostLocalTakeover | undefined, handedBack: string | undefined): CniConfigManager {
-    const o = this.options;
-    const socket = unlessDefault(o.socket, DEFAULT_SOCKET);
-    const journalDir = unlessDefault(o.journalDir, DEFAULT_JOURNAL_DIR);
-    return new CniConfigManager({
-      confDir: o.cniConfDir,
-      ...(o.primaryConfig === undefined ? {} : { primaryConfig: o.primaryConfig }),
-      primaryWaitMs: o.primaryWaitSeconds * 1000,
-      ...(o.readinessIndicatorFile === undefined ? {} : { readinessIndicator: o.readinessIndicatorFile }),
-      cniVersionMax: o.cniVersionMax,
-      cleanupOnExit: o.cleanupConfigOnExit,
-      holdsAddresses: async (network) => (await store.list({ network, node: o.nodeName })).length > 0,
-      ...(takeover === undefined ? {} : { takeover }),
-      ...(handedBack === undefined ? {} : { handedBack }),
-      ...(socket === undefined ? {} : { socket }),
-      ...(journalDir === undefined ? {} : { journalDir }),
-      clock: this.#clock,
-      logger: this.#logger,
-    });
   }
 
   /**
@@ -351,27 +318,10 @@ export class Agent {
     }
     const server = this.#server;
     this.#server = undefined;
-    if (server !== undefined) {
-      await step('the API server', () =>
-        new Promise<void>((resolve) => {
-          const timer = setTimeout(() => server.closeAllConnections(), 10_000);
-          server.close(() => {
-            clearTimeout(timer);
-            resolve();
-          });
-          server.closeIdleConnections();
-        }),
-      );
-    }
+    if (server !== undefined) await step('the API server', () => closeServer(server));
     // Only the socket this agent created, and only if it is still that one: never another agent's.
-    if (this.#socketIno !== undefined) {
-      try {
-        if (statSync(this.options.socket).ino === this.#socketIno) unlinkSync(this.options.socket);
-      } catch {
-        // gone already
-      }
-      this.#socketIno = undefined;
-    }
+    this.#socket?.remove();
+    this.#socket = undefined;
     const releases = this.#releases;
     this.#releases = undefined;
     await step('the release sources', () => releases?.stopped());
@@ -382,10 +332,10 @@ export class Agent {
     // go while they are still held, so no agent can take a lock on a file about to vanish.
     const handBack = this.#handBack;
     this.#handBack = undefined;
+    const database = this.#facts?.database;
     if (handBack?.reason() !== undefined) {
-      const ownDatabase = this.#injectedStore === undefined && this.options.store === 'sqlite';
       await step('removing the handed-back state', () =>
-        handBack.removeState({ ...(ownDatabase ? { database: this.options.database } : {}), journalDir: this.options.journalDir }),
+        handBack.removeState({ ...(database === undefined ? {} : { database }), journalDir: this.options.journalDir }),
       );
     }
     const lock = this.#lock;
@@ -395,54 +345,7 @@ export class Agent {
   }
 }
 
-/** Plugin defaults need not be written into the config: the plugin finds them by itself. */
-function unlessDefault(value: string, plugin: string): string | undefined {
-  return value === plugin ? undefined : value;
-}
-
-async function openStore(o: AgentOptions, clock: Clock, record: ClusterRecord | undefined, notice: (message: string) => void): Promise<Store> {
-  if (o.store === 'sqlite') return new SqliteStore({ path: o.database, synchronous: o.synchronous, clock, busyTimeoutMs: o.dbBusyTimeoutSeconds * 1000 });
-  const { EtcdStore } = await import('../store/etcd-store.ts');
-  const tls = { ...(o.etcdCa === undefined ? {} : { ca: o.etcdCa }), ...(o.etcdCert === undefined ? {} : { cert: o.etcdCert }), ...(o.etcdKey === undefined ? {} : { key: o.etcdKey }) };
-  return EtcdStore.open({
-    endpoints: o.etcdEndpoints,
-    prefix: o.etcdPrefix,
-    leaseSeconds: Math.ceil(o.nodeLeaseSeconds),
-    notice,
-    ...(record?.identity === undefined ? {} : { identity: record.identity }),
-    ...(Object.keys(tls).length === 0 ? {} : { tls }),
-  });
-}
-
-/** Creates the socket's directory; refuses when a live agent answers there; clears a stale socket. */
-async function prepareSocket(path: string): Promise<void> {
-  const dir = dirname(path);
-  if (!existsSync(dir)) mkdirSync(dir, { recursive: true, mode: 0o700 });
-  if (!existsSync(path)) return;
-  if (!statSync(path).isSocket()) throw new WarrenError('IO_FAILURE', `${path} exists and is not a socket; refusing to replace it`);
-  const live = await new Promise<boolean>((resolve) => {
-    const socket = connect(path);
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
-  if (live) throw new WarrenError('ALREADY_RUNNING', `an agent already answers on ${path}`);
-  unlinkSync(path);
-}
-
-function listen(server: Server, path: string): Promise<void> {
-  // The socket is created 0600 (umask) so there is no instant at which others could connect.
-  const previous = process.umask(0o177);
-  return new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(path, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  }).finally(() => {
-    process.umask(previous);
-    if (existsSync(path)) chmodSync(path, 0o600);
-  });
-}
+const NOT_SERVING = 'the agent is not serving CNI calls yet (starting) or any more (stopping)';
+const NO_CONFIG_TO_HAND_BACK =
+  "this agent does not manage the node's CNI config (--manage-cni-config off): " +
+  'there is no config of its own to hand back; remove the config that names warren, then the plugin';

@@ -57,7 +57,7 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
       return found?.metadata?.uid === pod.uid;
     },
   });
-  const membership = deps.store.membership;
+  const membership = deps.membership;
   const nodes =
     membership === undefined
       ? undefined

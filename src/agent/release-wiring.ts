@@ -1,8 +1,8 @@
 /**
  * Wires the release side of the agent: every source (the missed-delete journal, containerd,
  * Kubernetes, runtime adapters registered as plugins, netns directories, the reconcile pass) feeds
- * the one release pipeline. Nothing here decides
- * anything: the rule decides, the pipeline applies, the sources only report.
+ * the one release pipeline. Nothing here decides anything: the rule decides, the pipeline's
+ * applier applies, the sources only report.
  *
  * `start` begins consuming and the periodic pass; after the signal aborts, `stopped` resolves once
  * every loop has ended and the pipeline has stopped (no release is started after that). A loop
@@ -11,23 +11,33 @@
  * A source that is off costs nothing: its client library (@kubernetes/client-node, @grpc/grpc-js,
  * protobufjs) is imported by `open` only when its option is on. Loading them all cost an agent
  * start more than a second of CPU before it could serve.
+ *
+ * The composition is in functions a test can call with its own settings and parts (a manual
+ * clock, a store that fails on demand): `releasePipeline` makes the pipeline and the parts it is
+ * composed with, `releaseCore` adds the journal intake and the reconcile pass; `releaseSettings`
+ * is what the options make of their settings.
  */
 import type { Logger } from 'pino';
 import type { ContainerdStatus, KubernetesStatus, PluginsStatus } from '../api/status.ts';
 import type { Allocator } from '../allocator/allocator.ts';
-import { ExponentialBackoff } from '../core/backoff.ts';
+import { type BackoffPolicy, ExponentialBackoff } from '../core/backoff.ts';
 import type { Clock } from '../core/clock.ts';
 import { WarrenError, messageOf } from '../core/errors.ts';
 import type { ContainerdEventSource } from '../sources/containerd/event-source.ts';
 import { MissedDeleteJournal } from '../sources/missed-delete-journal.ts';
 import { NetnsObserver } from '../sources/netns.ts';
 import { netnsRemovals } from '../sources/netns-removals.ts';
-import type { Store } from '../store/store.ts';
+import type { Membership, Store } from '../store/store.ts';
+import type { Allocation, Owner } from '../ipam/allocation.ts';
 import type { AgentOptions } from './settings/options.ts';
 import type { RecentErrors } from './metrics/recent-errors.ts';
+import { ReleaseApplier } from './release/applier.ts';
+import { ReleaseCounts } from './release/counts.ts';
+import { ExitedContainers } from './release/exited-containers.ts';
 import { JournalIntake } from './release/journal.ts';
 import { ReleasePipeline } from './release/pipeline.ts';
-import { ReleaseReconciler, type ReleaseReconcilerOptions } from './release/reconciler.ts';
+import { ReleaseReconciler } from './release/reconciler.ts';
+import type { ReleaseIntent } from './release/rule.ts';
 import { consumeContainerd, consumeNetnsRemovals } from './release/consumers.ts';
 import type { PluginRegistry } from './registry/registry.ts';
 import { CONTAINERD_CRI_NETNS_PREFIXES, NetnsScopes } from './release/netns-scopes.ts';
@@ -59,8 +69,144 @@ async function optionalModules(o: AgentOptions): Promise<OptionalModules> {
   };
 }
 
+/** The release side's settings, in the units its parts take. */
+export interface ReleaseSettings {
+  /** This node: only what its agent allocated is judged by runtime and pod intents. */
+  readonly node: string;
+  /**
+   * The store is shared by nodes (the options say so): the reconcile pass judges only this node's
+   * allocations, and another node's are ordered by the wall clock alone.
+   */
+  readonly shared: boolean;
+  readonly ownerBackoff: BackoffPolicy;
+  readonly containerBackoff: BackoffPolicy;
+  readonly resyncGraceMs: number;
+  readonly reconcileIntervalMs: number;
+  readonly netnsGraceMs: number;
+  /** The reconcile pass sweeps allocations whose namespace is provably gone. */
+  readonly releaseGoneNetns: boolean;
+  /** containerd's source is on: the namespaces its CRI makes are its own, never an adapter's. */
+  readonly containerd: boolean;
+}
+
+/** The settings the options make: owner keys back off from 1 s to 5 min, container keys as told. */
+export function releaseSettings(o: AgentOptions, shared: boolean): ReleaseSettings {
+  return {
+    node: o.nodeName,
+    shared,
+    ownerBackoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 300_000 }),
+    containerBackoff: new ExponentialBackoff({
+      initialMs: o.eventRetrySeconds * 1000,
+      maxMs: o.eventRetryMaxSeconds * 1000,
+    }),
+    resyncGraceMs: o.containerdGraceSeconds * 1000,
+    reconcileIntervalMs: o.reconcileIntervalSeconds * 1000,
+    netnsGraceMs: o.netnsGraceSeconds * 1000,
+    releaseGoneNetns: o.netnsDirs.length > 0,
+    containerd: o.containerd,
+  };
+}
+
+/** What the pipeline is composed over. */
+export interface ReleasePipelineDeps {
+  readonly store: Store;
+  readonly allocator: Allocator;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly observer: NetnsObserver;
+  readonly telemetry?: Telemetry;
+  /** Intents recorded durably for an owner that may not have arrived yet (the journal, read now). */
+  readonly recordedFor?: (owner: Owner) => readonly ReleaseIntent[];
+  /** Told of every release committed (Kubernetes reports them as Events on the pod). */
+  readonly onReleased?: (intent: ReleaseIntent, released: readonly Allocation[], why: string) => void;
+}
+
+/** The pipeline and the parts composed with it. */
+export interface ReleasePipelineParts {
+  readonly pipeline: ReleasePipeline;
+  readonly exited: ExitedContainers;
+  /** What runtime adapters answer for; shared with the registry's handler and the CNI service. */
+  readonly scopes: NetnsScopes;
+  readonly counts: ReleaseCounts;
+}
+
+/** The release pipeline, with its own exited containers, netns scopes and counts. */
+export function releasePipeline(settings: ReleaseSettings, deps: ReleasePipelineDeps): ReleasePipelineParts {
+  const { store, clock, logger, telemetry } = deps;
+  const exited = new ExitedContainers(clock);
+  const containerd = { owner: 'containerd', prefixes: CONTAINERD_CRI_NETNS_PREFIXES };
+  const scopes = new NetnsScopes(settings.containerd ? [containerd] : []);
+  const counts = new ReleaseCounts();
+  const { node, shared } = settings;
+  const applier = new ReleaseApplier({
+    allocator: deps.allocator,
+    store,
+    observer: deps.observer,
+    clock,
+    logger,
+    node,
+    shared,
+    exited,
+    ...(deps.onReleased === undefined ? {} : { onReleased: deps.onReleased }),
+    ...(telemetry === undefined ? {} : { telemetry }),
+  });
+  const pipeline = new ReleasePipeline({
+    clock,
+    logger,
+    applier,
+    ownerBackoff: settings.ownerBackoff,
+    containerBackoff: settings.containerBackoff,
+    store,
+    node,
+    resyncGraceMs: settings.resyncGraceMs,
+    exited,
+    scopes,
+    counts,
+    ...(deps.recordedFor === undefined ? {} : { recordedFor: deps.recordedFor }),
+    ...(telemetry === undefined ? {} : { telemetry }),
+  });
+  return { pipeline, exited, scopes, counts };
+}
+
+/** What the release core is composed over: the pipeline's, and the journal it reads. */
+export interface ReleaseCoreDeps extends Omit<ReleasePipelineDeps, 'recordedFor'> {
+  readonly errors: RecentErrors;
+  /** The missed-delete journal, prepared. */
+  readonly journal: MissedDeleteJournal;
+}
+
+/** The pipeline and its parts, the journal intake feeding it, and the reconcile pass. */
+export interface ReleaseCore extends ReleasePipelineParts {
+  readonly intake: JournalIntake;
+  readonly reconciler: ReleaseReconciler;
+}
+
+/** The release side without its optional sources: the journal intake, the pipeline, the reconcile pass. */
+export function releaseCore(settings: ReleaseSettings, deps: ReleaseCoreDeps): ReleaseCore {
+  const { store, clock, logger, errors, telemetry, observer } = deps;
+  const intake = new JournalIntake({ journal: deps.journal, logger, errors });
+  const parts = releasePipeline(settings, { ...deps, recordedFor: (owner) => intake.readNow(owner) });
+  const reconciler = new ReleaseReconciler({
+    pipeline: parts.pipeline,
+    journal: intake,
+    store,
+    observer,
+    clock,
+    logger,
+    errors,
+    intervalMs: settings.reconcileIntervalMs,
+    netnsGraceMs: settings.netnsGraceMs,
+    releaseGoneNetns: settings.releaseGoneNetns,
+    ...(settings.shared ? { onlyNode: settings.node } : {}),
+    ...(telemetry === undefined ? {} : { telemetry }),
+  });
+  return { ...parts, intake, reconciler };
+}
+
 export interface ReleaseWiringDeps {
   readonly store: Store;
+  /** The store's membership: present exactly when the options say nodes share it (settings/store-kind.ts). */
+  readonly membership: Membership | undefined;
   readonly allocator: Allocator;
   readonly clock: Clock;
   readonly logger: Logger;
@@ -71,17 +217,6 @@ export interface ReleaseWiringDeps {
    * the agent must not go on as if it were there. Unset: logged only (tests of parts).
    */
   readonly onFailure?: (error: Error) => void;
-  /** Parts and settings used instead of what the options would give (tests: the agent's wiring, on their terms). */
-  readonly over?: ReleaseWiringOverrides;
-}
-
-export interface ReleaseWiringOverrides {
-  /** The journal to drain, instead of one on the options' journal directory. */
-  readonly journal?: MissedDeleteJournal;
-  /** The namespace observer, instead of one over the options' netns directories. */
-  readonly observer?: NetnsObserver;
-  /** What the agent derives for the reconcile pass (from the netns directories, from a shared store). */
-  readonly reconciler?: Partial<Pick<ReleaseReconcilerOptions, 'releaseGoneNetns' | 'onlyNode'>>;
 }
 
 function nodesOf(s: ReturnType<KubernetesNodes['status']>): { gone: readonly string[]; forgotten: readonly string[]; forgetError?: string } {
@@ -91,6 +226,8 @@ function nodesOf(s: ReturnType<KubernetesNodes['status']>): { gone: readonly str
 export class ReleaseWiring {
   readonly pipeline: ReleasePipeline;
   readonly reconciler: ReleaseReconciler;
+  /** What runtime adapters answer for: the CNI service's GC asks it whose an allocation is. */
+  readonly scopes: NetnsScopes;
   /** containerd's state and what its events released, when the source is on. */
   readonly containerd: (() => ContainerdStatus) | undefined;
   /** The Kubernetes sources' state and what they released, when on. */
@@ -122,40 +259,18 @@ export class ReleaseWiring {
     this.#clock = deps.clock;
     this.#logger = deps.logger;
     this.#onFailure = deps.onFailure;
-    const clustered = deps.store.membership !== undefined;
-    const journal = deps.over?.journal ?? new MissedDeleteJournal({ dir: o.journalDir, clock: deps.clock });
+    const journal = new MissedDeleteJournal({ dir: o.journalDir, clock: deps.clock });
     journal.prepare();
-    this.#journal = new JournalIntake({ journal, logger: deps.logger, errors: deps.errors });
-    const observer = deps.over?.observer ?? new NetnsObserver(o.netnsDirs);
-    this.pipeline = new ReleasePipeline({
-      allocator: deps.allocator,
-      store: deps.store,
-      observer,
-      clock: deps.clock,
-      logger: deps.logger,
-      node: o.nodeName,
-      ownerBackoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 300_000 }),
-      containerBackoff: new ExponentialBackoff({ initialMs: o.eventRetrySeconds * 1000, maxMs: o.eventRetryMaxSeconds * 1000 }),
-      resyncGraceMs: o.containerdGraceSeconds * 1000,
-      recordedFor: (owner) => this.#journal.readNow(owner),
+    const core = releaseCore(releaseSettings(o, deps.membership !== undefined), {
+      ...deps,
+      journal,
+      observer: new NetnsObserver(o.netnsDirs),
       onReleased: (intent, released, why) => this.#kube?.releases.released(intent, released, why),
-      telemetry: deps.telemetry,
     });
-    this.reconciler = new ReleaseReconciler({
-      pipeline: this.pipeline,
-      journal: this.#journal,
-      store: deps.store,
-      observer,
-      clock: deps.clock,
-      logger: deps.logger,
-      errors: deps.errors,
-      intervalMs: o.reconcileIntervalSeconds * 1000,
-      netnsGraceMs: o.netnsGraceSeconds * 1000,
-      releaseGoneNetns: o.netnsDirs.length > 0,
-      ...(clustered ? { onlyNode: o.nodeName } : {}),
-      telemetry: deps.telemetry,
-      ...deps.over?.reconciler,
-    });
+    this.#journal = core.intake;
+    this.pipeline = core.pipeline;
+    this.reconciler = core.reconciler;
+    this.scopes = core.scopes;
     const containerd = modules.containerd;
     const source = containerd
       ? new containerd.ContainerdEventSource({
@@ -181,7 +296,7 @@ export class ReleaseWiring {
                 pipeline: this.pipeline,
                 clock: deps.clock,
                 logger: deps.logger,
-                scopes: new NetnsScopes(o.containerd ? [{ owner: 'containerd', prefixes: CONTAINERD_CRI_NETNS_PREFIXES }] : []),
+                scopes: core.scopes,
               }),
             ],
             clock: deps.clock,

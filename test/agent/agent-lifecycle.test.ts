@@ -64,12 +64,14 @@ describe('the agent\'s start and stop', () => {
       }
     }
     const logger = silentLogger;
-    const first = new Agent(options, { logger, store: new FailingClose(new SqliteStore({ path: join(dir, 'first.db'), clock: systemClock })) });
+    const firstStore = new FailingClose(new SqliteStore({ path: join(dir, 'first.db'), clock: systemClock }));
+    const first = new Agent(options, { logger, store: { kind: 'sqlite', store: firstStore } });
     await first.start();
     await assert.rejects(first.stop(), /injected: the store failed to close/);
     assert.equal(existsSync(options.socket), false, 'the socket is gone');
     // The lock was released although the store failed before it: a new agent starts on the same directory.
-    const second = new Agent(options, { logger, store: new SqliteStore({ path: join(dir, 'second.db'), clock: systemClock }) });
+    const secondStore = new SqliteStore({ path: join(dir, 'second.db'), clock: systemClock });
+    const second = new Agent(options, { logger, store: { kind: 'sqlite', store: secondStore } });
     await second.start();
     await second.stop();
     removeDir(dir);

@@ -1,5 +1,5 @@
 /**
- * Readiness in process, wired by the agent's own servedApi and ReleaseWiring: the CNI service's
+ * Readiness in process, composed by the agent's own servingParts and release functions: the CNI service's
  * STATUS and the status route over an in-memory SQLite store whose commits fail on demand while
  * its ping goes on succeeding (what a nearly full disk does: test/e2e/store-faults.test.ts shows
  * it on a real tmpfs), with the commit health watching the store the allocator commits through,
@@ -8,7 +8,8 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { CommitHealth } from '../../src/agent/server/commit-health.ts';
-import { servedApi } from '../../src/agent/server/served-api.ts';
+import { servingParts } from '../../src/agent/server/serving.ts';
+import { silentLogger } from '../helpers/logger.ts';
 import { ManualClock } from '../../src/core/clock.ts';
 import { WarrenError } from '../../src/core/errors.ts';
 import type { CommitResult, Store } from '../../src/store/store.ts';
@@ -23,17 +24,21 @@ async function setup() {
   const commits = new CommitHealth(clock);
   const store = commits.watch(faulty);
   const release = await releaseHarness(clock, store, { node: 'n1' });
-  const { service, cni } = servedApi(release.options, {
+  const { service, cni } = servingParts({
+    options: release.options,
+    storeKind: 'sqlite',
     store,
     allocator: release.allocator,
     clock,
+    logger: silentLogger,
     version: '0.0.0-test',
-    pipeline: release.pipeline,
     reconciler: release.reconciler,
     commits,
+    beforeAdd: (owner, podUID) => release.pipeline.applyPending(owner, podUID),
+    runtimeOf: (a) => release.scopes.adapterOf(a),
     // What is asserted is the answers; an unexpected failure would show in them.
-    onCniFailure: () => undefined,
-    onRequestError: () => undefined,
+    onFailure: () => undefined,
+    onError: () => undefined,
   });
   const config = { cniVersion: '1.1.0', name: 'ready', ipam: { type: 'warren', range: '10.241.0.0/24' } };
   return {

@@ -1,6 +1,7 @@
 /**
- * The agent's API server in process, wired by the agent's own servedApi and ReleaseWiring (through
- * the release harness): the real HTTP server on a unix socket in a temp dir, over an in-memory
+ * The agent's API server in process, composed by the agent's own functions: `servingParts` (the
+ * operator and CNI services, doctor's facts, the API server) over the release side of the release
+ * harness: the real HTTP server on a unix socket in a temp dir, over an in-memory
  * SQLite store whose reads, commits and health check fail on demand, and a manual clock. What the
  * agent logs as unexpected failures is collected instead. Shared by the API tests.
  */
@@ -10,7 +11,8 @@ import type { Allocation } from '../../src/ipam/allocation.ts';
 import type { AllocationFilter, CommitResult, PoolOp, Revision } from '../../src/store/store.ts';
 import { SqliteStore } from '../../src/store/sqlite-store.ts';
 import { ApiClient } from '../../src/api/client.ts';
-import { servedApi } from '../../src/agent/server/served-api.ts';
+import { servingParts } from '../../src/agent/server/serving.ts';
+import { silentLogger } from '../helpers/logger.ts';
 import { tempDir } from '../helpers/processes.ts';
 import { releaseHarness } from '../agent/release/harness.ts';
 
@@ -61,20 +63,25 @@ export async function harness(): Promise<Harness> {
   const netnsDir = tempDir('warren-api-netns-');
   // The release side exactly as the release tests build it (journal intake, pipeline, reconcile
   // pass), from options resolved as the agent resolves its flags; the served API from the same.
-  const { options, allocator, dir: journalDir, pipeline, reconciler, done } = await releaseHarness(clock, store, {
+  const release = await releaseHarness(clock, store, {
     node: 'n1',
     flags: { stateDir: dir, socket, netnsDirs: netnsDir },
   });
+  const { options, allocator, dir: journalDir, pipeline, reconciler, scopes, done } = release;
   const failures: string[] = [];
-  const { server } = servedApi(options, {
+  const { server } = servingParts({
+    options,
+    storeKind: 'sqlite',
     store,
     allocator,
     clock,
+    logger: silentLogger,
     version: '0.0.0-test',
-    pipeline,
     reconciler,
-    onCniFailure: (error, command) => failures.push(`cni ${command}: ${(error as Error).message}`),
-    onRequestError: (error, route) => failures.push(`${route}: ${(error as Error).message}`),
+    beforeAdd: (owner, podUID) => pipeline.applyPending(owner, podUID),
+    runtimeOf: (a) => scopes.adapterOf(a),
+    onFailure: (error, command) => failures.push(`cni ${command}: ${(error as Error).message}`),
+    onError: (error, route) => failures.push(`${route}: ${(error as Error).message}`),
   });
   await new Promise<void>((resolve) => server.listen(socket, resolve));
   return {

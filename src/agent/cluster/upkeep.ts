@@ -12,6 +12,8 @@
  * `problem()` says why this node must not allocate: not announced yet (another agent may hold its
  * name), or halted (the store lost its data, or the announcement was taken over); the halt is
  * logged once, as an error, when it is first seen.
+ *
+ * `startUpkeep` is the upkeep as the agent's options configure it, started as the agent starts it.
  */
 import type { Logger } from 'pino';
 import type { Clock } from '../../core/clock.ts';
@@ -21,6 +23,8 @@ import type { Allocator } from '../../allocator/allocator.ts';
 import { WarrenError, isWarrenError } from '../../core/errors.ts';
 import type { AcceptReport, AnnounceInfo, Membership } from '../../store/store.ts';
 import type { RecentErrors } from '../metrics/recent-errors.ts';
+import type { AgentOptions } from '../settings/options.ts';
+import type { ClusterRecord } from './record.ts';
 
 export interface ClusterUpkeepOptions {
   readonly membership: Membership;
@@ -163,4 +167,37 @@ export class ClusterUpkeep {
     if (outcome.returned.length > 0) this.#o.logger.info({ blocks: outcome.returned }, 'gave back empty blocks');
     if (outcome.errors.length > 0) throw new Error(outcome.errors.join('; '));
   }
+}
+
+/** What the upkeep the options configure is composed over. */
+export interface UpkeepDeps
+  extends Pick<ClusterUpkeepOptions, 'membership' | 'allocator' | 'clock' | 'logger' | 'errors' | 'version'> {
+  /** Which start of this agent last announced the node, and the store's identity then. */
+  readonly record: ClusterRecord | undefined;
+}
+
+/**
+ * The upkeep the options configure, announced once before the agent serves — throws
+ * ALREADY_RUNNING when another agent holds this node's name — and then run until `signal` aborts.
+ */
+export async function startUpkeep(
+  o: Pick<AgentOptions, 'nodeName' | 'upkeepIntervalSeconds' | 'blockGraceSeconds'>,
+  deps: UpkeepDeps,
+  signal: AbortSignal,
+): Promise<ClusterUpkeep> {
+  const { record, membership, ...parts } = deps;
+  const upkeep = new ClusterUpkeep({
+    ...parts,
+    membership,
+    node: o.nodeName,
+    ...(record === undefined
+      ? {}
+      : { instance: record.instance, onAnnounced: () => record.recordIdentity(membership.identity()) }),
+    intervalMs: o.upkeepIntervalSeconds * 1000,
+    blockGraceMs: o.blockGraceSeconds * 1000,
+  });
+  record?.recordInstance();
+  await upkeep.announceFirst();
+  upkeep.start(signal);
+  return upkeep;
 }

@@ -21,12 +21,17 @@
  *   and allows no inline script or style, so markup slipped into the page cannot run.
  * - HEAD is answered like GET without a body; any other method is 405, any other path 404. A
  *   failing read answers 500 with the message, never crashes the agent.
+ * - An address that cannot be bound (`serveMetrics`; taken by another process) is logged and
+ *   reported in status and by `warren doctor`; the agent serves CNI calls regardless: a node must
+ *   not lose its IPAM over its metrics port.
  */
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
 import { nodeHttp } from '../../core/node-http.ts';
 import { type AddressInfo, isIP } from 'node:net';
 import { messageOf } from '../../core/errors.ts';
 import type { DashboardData } from '../../api/dashboard.ts';
+import type { MetricsEndpointStatus } from '../../api/status.ts';
 import { type ListenAddress, formatListenAddress } from '../settings/listen-address.ts';
 import { type ConnectionBounds, METRICS_CONNECTION_BOUNDS, boundConnections, serverOptionsFor } from './connection-budget.ts';
 
@@ -145,4 +150,31 @@ export function listenMetrics(server: Server, address: ListenAddress): Promise<s
       resolve(formatListenAddress({ host: bound.address, port: bound.port }));
     });
   });
+}
+
+/** What serving the endpoint came to: the server, when it listens, and what status says of it. */
+export interface ServedMetrics {
+  readonly server: Server | undefined;
+  readonly status: MetricsEndpointStatus;
+}
+
+/** Serves on `address`, or says why it cannot (logged too); never throws for the address. */
+export async function serveMetrics(
+  options: Omit<MetricsServerOptions, 'hostNames'>,
+  address: ListenAddress,
+  log: Logger,
+): Promise<ServedMetrics> {
+  const server = createMetricsServer({ ...options, hostNames: [address.host] });
+  try {
+    const bound = await listenMetrics(server, address);
+    log.info({ address: bound }, 'metrics and dashboard served');
+    return { server, status: { address: bound } };
+  } catch (error) {
+    const wanted = formatListenAddress(address);
+    const message =
+      'metrics and dashboard not served: cannot listen on --metrics-address ' +
+      '(pass another, or an empty one to turn them off)';
+    log.error({ err: error, address: wanted }, message);
+    return { server: undefined, status: { address: wanted, error: `cannot listen on ${wanted}: ${messageOf(error)}` } };
+  }
 }

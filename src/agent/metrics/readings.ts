@@ -1,7 +1,8 @@
 /**
  * What a scrape reads from the agent's state, as plain functions of it: per range the figures of
  * its pool report and, on a store shared by nodes, the blocks this node owns and those of other
- * nodes it allocated from; the journal's set-aside files.
+ * nodes it allocated from; the journal's set-aside files; and `agentReadings`, the readings the
+ * agent's metrics take, put together from the parts that hold them.
  */
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -9,7 +10,7 @@ import type { Allocation } from '../../ipam/allocation.ts';
 import { isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
 import type { PoolReport } from '../../api/protocol.ts';
 import { REJECTED_DIR } from '../../sources/missed-delete-journal.ts';
-import type { PoolFigures } from './prometheus.ts';
+import type { MetricsReadings, PoolFigures } from './prometheus.ts';
 
 /**
  * Per range, what a scrape reports: the pool report's figures and, on a store shared by nodes,
@@ -48,4 +49,39 @@ export function setAsideCount(journalDir: string): number {
   } catch {
     return 0;
   }
+}
+
+/** Where a scrape's readings come from: the parts that hold them, read when a scrape asks. */
+export interface ReadingSources {
+  /** This node. */
+  readonly node: string;
+  /** Every pool's report (the operator service's). */
+  readonly pools: () => Promise<readonly PoolReport[]>;
+  /**
+   * This node's allocations, on a store shared by nodes (they tell borrowed blocks apart);
+   * undefined on a store of one node, which has no blocks.
+   */
+  readonly ownAllocations: (() => Promise<readonly Allocation[]>) | undefined;
+  /** Journal files not yet released, and the journal's directory (its set-aside files). */
+  readonly pendingJournal: () => number;
+  readonly journalDir: string;
+  readonly queueDepth: MetricsReadings['queueDepth'];
+  /** Resolves when an ADD can be served now. */
+  readonly readiness: () => Promise<void>;
+}
+
+/** The agent's readings for AgentMetrics, from the parts that hold them. */
+export function agentReadings(from: ReadingSources): MetricsReadings {
+  return {
+    pools: async () => {
+      const own = from.ownAllocations;
+      return poolFigures(await from.pools(), own === undefined ? [] : await own(), from.node, own !== undefined);
+    },
+    journal: () => ({ pending: from.pendingJournal(), setAside: setAsideCount(from.journalDir) }),
+    queueDepth: () => from.queueDepth(),
+    ready: () => from.readiness().then(
+      () => true,
+      () => false,
+    ),
+  };
 }

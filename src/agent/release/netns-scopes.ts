@@ -9,9 +9,16 @@
  *   (its allocations stay its own until it comes back), and the same adapter may declare again.
  * Two prefixes overlap when one begins with the other, in any of their spellings (as written, and
  * with links resolved: /var/run/netns/ and /run/netns/ are one directory on nearly every host).
+ *
+ * What the adapters declared is also what allocations are judged by: an adapter's resync looks
+ * only at what it answers for, containerd's at none of that (`judgedBy`), and the CNI service asks
+ * which adapter answers for an allocation (`adapterOf`). One instance serves the registry's
+ * handler and the release pipeline, so the two never disagree on whose a namespace is.
  */
 import { realpathSync } from 'node:fs';
 import { basename, dirname } from 'node:path';
+import type { Allocation } from '../../ipam/allocation.ts';
+import { type RuntimeAdapterScope, answersFor } from './rule.ts';
 
 /** The namespaces containerd's CRI makes for its sandboxes, in both spellings. */
 export const CONTAINERD_CRI_NETNS_PREFIXES: readonly string[] = ['/var/run/netns/cni-', '/run/netns/cni-'];
@@ -48,6 +55,28 @@ export class NetnsScopes {
     }
     this.#claims.set(adapter, [...prefixes]);
     return undefined;
+  }
+
+  /**
+   * Records `scope` as its adapter's without the overlap check: for a listing claimed already
+   * (a resync that follows its claim), or an adapter's word in a test of the pipeline.
+   */
+  declare(scope: RuntimeAdapterScope): void {
+    this.#claims.set(scope.adapter, [...scope.netnsPrefixes]);
+  }
+
+  /** Which adapter answers for an allocation, by what adapters have declared (undefined: none). */
+  adapterOf(a: Allocation): string | undefined {
+    for (const [adapter, netnsPrefixes] of this.#claims) if (answersFor({ adapter, netnsPrefixes }, a)) return adapter;
+    return undefined;
+  }
+
+  /**
+   * Whether a resync by `via` judges `a`: an adapter's judges only what it answers for;
+   * containerd's (no `via`) only what no adapter has said is its own.
+   */
+  judgedBy(a: Allocation, via: RuntimeAdapterScope | undefined): boolean {
+    return via === undefined ? this.adapterOf(a) === undefined : answersFor(via, a);
   }
 }
 

@@ -15,7 +15,7 @@ import { formatIP, parseIP } from '../../ipam/address.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import type { Allocator } from '../../allocator/allocator.ts';
 import { isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
-import type { AcceptReport, AllocationFilter, Store } from '../../store/store.ts';
+import type { AcceptReport, AllocationFilter, Membership, Store } from '../../store/store.ts';
 import type { AgentStatus, UninstallReport, CniConfigStatus, ContainerdStatus, KubernetesStatus, MetricsEndpointStatus, PluginsStatus, ReconcilerStatus } from '../../api/status.ts';
 import type { AcceptStoreResponse, AllocationQuery, AuditReport, ForgetNodeResponse, NodeReport, PoolReport, ReleaseRequest, ReleaseResponse } from '../../api/protocol.ts';
 import type { DashboardData } from '../../api/dashboard.ts';
@@ -27,6 +27,11 @@ import { NO_TELEMETRY, type Telemetry } from '../metrics/telemetry.ts';
 
 export interface AgentServiceOptions {
   readonly store: Store;
+  /**
+   * The store's membership, present when the options say nodes share the store (never found by
+   * asking the store): the live nodes in status and on the dashboard, `warren nodes`, node forget.
+   */
+  readonly membership?: Membership | undefined;
   readonly allocator: Allocator;
   readonly clock: Clock;
   readonly socket: string;
@@ -104,7 +109,7 @@ export class AgentService {
     const error = pingError ?? failing;
     const pools = pingError === undefined ? await this.#o.store.pools() : [];
     let cluster: AgentStatus['cluster'];
-    const membership = this.#o.store.membership;
+    const membership = this.#o.membership;
     if (membership !== undefined && pingError === undefined) {
       const live = (await membership.liveNodes()).map((n) => n.node);
       const problem = this.#o.cluster?.problem();
@@ -149,7 +154,8 @@ export class AgentService {
   /** Everything the dashboard shows, read now. */
   async dashboard(): Promise<DashboardData> {
     const { status, readable } = await this.#statusNow();
-    const [pools, nodes] = await Promise.all([readable ? this.pools() : [], readable && this.#o.store.membership !== undefined ? this.nodes() : undefined]);
+    const shared = readable && this.#o.membership !== undefined;
+    const [pools, nodes] = await Promise.all([readable ? this.pools() : [], shared ? this.nodes() : undefined]);
     return {
       generatedAt: new Date(this.#o.clock.now()).toISOString(),
       status,
@@ -225,7 +231,7 @@ export class AgentService {
 
   /** Nodes sharing the store: announced ones, and any that still own blocks or allocations. */
   async nodes(): Promise<NodeReport[]> {
-    const membership = this.#o.store.membership;
+    const membership = this.#o.membership;
     if (membership === undefined) throw new WarrenError('BAD_REQUEST', `store ${this.#o.store.description} is not shared by nodes; nodes exist with --store etcd`);
     const [live, summaries, allocations] = await Promise.all([membership.liveNodes(), this.#o.store.pools(), this.#o.store.list()]);
     const nodes = new Map<string, { alive: boolean; since?: string; version?: string; blocks: string[]; allocations: number }>();
@@ -258,7 +264,7 @@ export class AgentService {
 
   /** Frees what a node that is gone for good held; refuses while its agent is alive. */
   async forgetNode(node: string): Promise<ForgetNodeResponse> {
-    const membership = this.#o.store.membership;
+    const membership = this.#o.membership;
     if (membership === undefined) throw new WarrenError('BAD_REQUEST', `store ${this.#o.store.description} is not shared by nodes; there is no node to forget`);
     const live = await membership.liveNodes();
     if (live.some((n) => n.node === node)) {

@@ -11,7 +11,7 @@ import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { Allocator } from '../../../src/allocator/allocator.ts';
 import { ClusterEvents } from '../../../src/agent/kubernetes/events.ts';
 import { KubernetesReleases, REASON_FAILED, REASON_RELEASED } from '../../../src/agent/kubernetes/releases.ts';
-import { ReleasePipeline } from '../../../src/agent/release/pipeline.ts';
+import { releasePipeline } from '../../../src/agent/release-wiring.ts';
 import { consumeContainerd } from '../../../src/agent/release/consumers.ts';
 import { parseIpamConfig } from '../../../src/cni/ipam-config.ts';
 import { AsyncChannel } from '../../../src/core/async-channel.ts';
@@ -63,18 +63,27 @@ describe('KubernetesReleases', () => {
     const allocator = new Allocator({ store, clock, node: NODE });
     const events = new ClusterEvents({ api: core, node: NODE, clock, logger });
     let releases: KubernetesReleases | undefined;
-    const pipeline = new ReleasePipeline({
-      allocator,
-      store,
-      observer: new NetnsObserver([]),
-      clock,
-      logger,
-      node: NODE,
-      ownerBackoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 300_000 }),
-      containerBackoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 300_000 }),
-      resyncGraceMs: 0,
-      onReleased: (intent, released, why) => releases?.released(intent, released, why),
-    });
+    const { pipeline } = releasePipeline(
+      {
+        node: NODE,
+        shared: false,
+        ownerBackoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 300_000 }),
+        containerBackoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 300_000 }),
+        resyncGraceMs: 0,
+        reconcileIntervalMs: 60_000,
+        netnsGraceMs: 0,
+        releaseGoneNetns: false,
+        containerd: true,
+      },
+      {
+        allocator,
+        store,
+        observer: new NetnsObserver([]),
+        clock,
+        logger,
+        onReleased: (intent, released, why) => releases?.released(intent, released, why),
+      },
+    );
     releases = new KubernetesReleases({ pipeline, store, clock, logger, node: NODE, graceMs: 600_000, maxRetries, events });
     const pods = new AsyncChannel<PodItem>();
     const containerd = new AsyncChannel<ContainerdItem>();

@@ -1,16 +1,17 @@
 /**
- * The release side of the agent in process, wired by the agent's own ReleaseWiring from options
- * resolved as the agent resolves its flags, over a journal directory and a store, on a manual
- * clock: the journal intake feeding the pipeline, and the reconcile pass. The sources that need a
- * runtime (containerd, Kubernetes, plugins) are off. What a test replaces it replaces through the
- * wiring's overrides: a journal that rescans only when told, its own namespace observer, and the
+ * The release side of the agent in process, composed by the agent's own functions
+ * (release-wiring.ts `releaseSettings` and `releaseCore`) from options resolved as the agent
+ * resolves its flags, over a journal directory and a store, on a manual clock: the journal intake
+ * feeding the pipeline, and the reconcile pass. The sources that need a runtime (containerd,
+ * Kubernetes, plugins) are not composed. What a test replaces it replaces as an override of the
+ * agent's settings or parts: a journal that rescans only when told, its own namespace observer, the
  * reconcile pass's netns sweep and node filter. Not a test file itself; the release tests share it.
  */
 import { join } from 'node:path';
 import { Allocator } from '../../../src/allocator/allocator.ts';
 import { RecentErrors } from '../../../src/agent/metrics/recent-errors.ts';
 import { NO_TELEMETRY } from '../../../src/agent/metrics/telemetry.ts';
-import { ReleaseWiring } from '../../../src/agent/release-wiring.ts';
+import { releaseCore, releaseSettings } from '../../../src/agent/release-wiring.ts';
 import { type AgentOptions, resolveAgentOptions } from '../../../src/agent/settings/options.ts';
 import type { ManualClock } from '../../../src/core/clock.ts';
 import { MissedDeleteJournal } from '../../../src/sources/missed-delete-journal.ts';
@@ -26,7 +27,7 @@ export interface HarnessOptions {
   readonly netnsGraceMs?: number;
   /** Sweep namespaces on every pass. */
   readonly releaseGoneNetns?: boolean;
-  /** Judge only this node's allocations (a store shared by nodes). */
+  /** Judge only this node's allocations (a store shared by nodes); the harness's node when set. */
   readonly onlyNode?: string;
   /** More of the agent's flags, as its command line would give them (the API harness: its socket and state). */
   readonly flags?: Partial<Record<keyof AgentOptions, string>>;
@@ -34,7 +35,7 @@ export interface HarnessOptions {
 
 /** `done` stops every loop and the pipeline. */
 export async function releaseHarness(clock: ManualClock, store: Store, options: HarnessOptions = {}) {
-  const node = options.node ?? 'n';
+  const node = options.onlyNode ?? options.node ?? 'n';
   const allocator = new Allocator({ store, clock, node });
   const stateDir = options.flags?.stateDir ?? tempDir();
   const dir = join(stateDir, 'journal');
@@ -45,6 +46,7 @@ export async function releaseHarness(clock: ManualClock, store: Store, options: 
       nodeName: node,
       // No directory of the host's (doctor's view); the observer and the sweep are the test's, below.
       netnsDirs: '',
+      containerd: 'off',
       containerdGraceSeconds: String((options.resyncGraceMs ?? 0) / 1000),
       netnsGraceSeconds: String((options.netnsGraceMs ?? 0) / 1000),
       // Longer than any step of a test: only explicit tick() calls run passes, until a test moves
@@ -58,36 +60,40 @@ export async function releaseHarness(clock: ManualClock, store: Store, options: 
     stateDir,
   );
   const journal = new MissedDeleteJournal({ dir, clock, rescanMs: 0 });
+  journal.prepare();
   const errors = new RecentErrors(clock, silentLogger);
-  const wiring = await ReleaseWiring.open(agentOptions, {
+  const settings = {
+    // Judge only this node's allocations, as on a store shared by nodes.
+    ...releaseSettings(agentOptions, options.onlyNode !== undefined),
+    releaseGoneNetns: options.releaseGoneNetns ?? false,
+  };
+  const observer = options.observer ?? new NetnsObserver([]);
+  const { intake, pipeline, reconciler, scopes } = releaseCore(settings, {
     store,
     allocator,
     clock,
     logger: silentLogger,
     errors,
+    observer,
+    journal,
     telemetry: NO_TELEMETRY,
-    over: {
-      journal,
-      observer: options.observer ?? new NetnsObserver([]),
-      reconciler: {
-        releaseGoneNetns: options.releaseGoneNetns ?? false,
-        ...(options.onlyNode === undefined ? {} : { onlyNode: options.onlyNode }),
-      },
-    },
   });
   const abort = new AbortController();
-  wiring.start(abort.signal);
+  const consuming = intake.consume(abort.signal, (intent) => pipeline.push(intent));
+  reconciler.start(abort.signal);
   return {
-    /** The options the wiring was built from, as the agent would have resolved them. */
+    /** The options the parts were composed from, as the agent would have resolved them. */
     options: agentOptions,
     allocator,
     journal,
     dir,
-    pipeline: wiring.pipeline,
-    reconciler: wiring.reconciler,
+    pipeline,
+    reconciler,
+    scopes,
     done: async () => {
       abort.abort();
-      await wiring.stopped();
+      await consuming;
+      pipeline.stop();
     },
   };
 }

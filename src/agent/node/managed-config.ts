@@ -1,0 +1,51 @@
+/**
+ * The CNI config manager as the agent's options configure it (--manage-cni-config): the conf dir
+ * and the primary, how long to wait for one, the readiness indicator, whether to clean up on exit.
+ * The socket and the journal are written into Warren's config only where they are not the
+ * plugin's defaults: the plugin finds those by itself.
+ */
+import type { Logger } from 'pino';
+import { DEFAULT_SOCKET } from '../../api/socket.ts';
+import { DEFAULT_JOURNAL_DIR } from '../../cni/journal-dir.ts';
+import type { Clock } from '../../core/clock.ts';
+import type { Store } from '../../store/store.ts';
+import type { AgentOptions } from '../settings/options.ts';
+import { CniConfigManager } from './cni-config-manager.ts';
+import type { HostLocalTakeover } from './host-local-takeover.ts';
+
+export interface ManagedConfigDeps {
+  /** Where cleanup on exit asks whether Warren still holds an address of the network on this node. */
+  readonly store: Pick<Store, 'list'>;
+  /** Told of a host-local primary before Warren's file is written from it. */
+  readonly takeover: HostLocalTakeover | undefined;
+  /** Why the node was handed back before this start (`warren uninstall`); undefined when it was not. */
+  readonly handedBack: string | undefined;
+  readonly clock: Clock;
+  readonly logger: Logger;
+}
+
+export function managedCniConfig(o: AgentOptions, deps: ManagedConfigDeps): CniConfigManager {
+  const { store, takeover, handedBack } = deps;
+  const socket = unlessDefault(o.socket, DEFAULT_SOCKET);
+  const journalDir = unlessDefault(o.journalDir, DEFAULT_JOURNAL_DIR);
+  return new CniConfigManager({
+    confDir: o.cniConfDir,
+    ...(o.primaryConfig === undefined ? {} : { primaryConfig: o.primaryConfig }),
+    primaryWaitMs: o.primaryWaitSeconds * 1000,
+    ...(o.readinessIndicatorFile === undefined ? {} : { readinessIndicator: o.readinessIndicatorFile }),
+    cniVersionMax: o.cniVersionMax,
+    cleanupOnExit: o.cleanupConfigOnExit,
+    holdsAddresses: async (network) => (await store.list({ network, node: o.nodeName })).length > 0,
+    ...(takeover === undefined ? {} : { takeover }),
+    ...(handedBack === undefined ? {} : { handedBack }),
+    ...(socket === undefined ? {} : { socket }),
+    ...(journalDir === undefined ? {} : { journalDir }),
+    clock: deps.clock,
+    logger: deps.logger,
+  });
+}
+
+/** Plugin defaults need not be written into the config: the plugin finds them by itself. */
+function unlessDefault(value: string, plugin: string): string | undefined {
+  return value === plugin ? undefined : value;
+}

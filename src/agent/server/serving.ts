@@ -1,0 +1,83 @@
+/**
+ * The agent's serving side, composed: the operator service, the CNI service in front of the same
+ * allocator (ready when the operator service says so), `warren doctor`'s facts read from the same
+ * parts, and the API server routing to both. A function of the parts it serves from, so a test
+ * builds the serving side as the agent does, with parts of its own in their place (a store that
+ * fails on demand, a manual clock) and `onError`/`onFailure` kept instead of logged.
+ */
+import type { Server } from 'node:http';
+import type { Logger } from 'pino';
+import type { StoreKind } from '../../store/store.ts';
+import { NetnsObserver } from '../../sources/netns.ts';
+import type { AgentOptions } from '../settings/options.ts';
+import { createApiServer } from './api-server.ts';
+import { CniService, type CniServiceOptions } from './cni-service.ts';
+import { doctorFacts } from './doctor-facts.ts';
+import { AgentService, type AgentServiceOptions } from './operator-service.ts';
+
+export interface ServingDeps extends Omit<AgentServiceOptions, 'socket' | 'doctor'> {
+  /** The socket, the GC grace and what doctor reports of the agent's setup. */
+  readonly options: AgentOptions;
+  /** The store the options name (settings/store-kind.ts): a network asking for another is refused. */
+  readonly storeKind: StoreKind;
+  /** Applies what is pending for an attachment before its ADD (the release pipeline). */
+  readonly beforeAdd?: CniServiceOptions['beforeAdd'] | undefined;
+  /** Which runtime adapter answers for an allocation (release/netns-scopes.ts). */
+  readonly runtimeOf?: CniServiceOptions['runtimeOf'] | undefined;
+  /** Why ADD of a network must wait now (the readiness indicator, a takeover, a hand-back). */
+  readonly addGate?: CniServiceOptions['addGate'] | undefined;
+  readonly logger: Logger;
+  /** Told of every request that failed unexpectedly; default: logged. */
+  readonly onError?: ((error: unknown, route: string) => void) | undefined;
+  /** Told of every CNI call that failed unexpectedly; default: logged. */
+  readonly onFailure?: CniServiceOptions['onFailure'] | undefined;
+}
+
+export interface Serving {
+  readonly service: AgentService;
+  readonly cni: CniService;
+  /** Not listening yet: server/socket.ts listens on the agent's socket. */
+  readonly server: Server;
+}
+
+export function servingParts(deps: ServingDeps): Serving {
+  const { options: o, storeKind, beforeAdd, runtimeOf, addGate, logger, onError, onFailure, ...parts } = deps;
+  const { store, clock, version, containerd, cniConfig, metrics, cluster } = parts;
+  const doctor = () =>
+    doctorFacts({
+      options: o,
+      store,
+      observer: new NetnsObserver(o.netnsDirs),
+      clock,
+      version,
+      ...(containerd === undefined ? {} : { containerd }),
+      ...(cniConfig === undefined ? {} : { cniConfig }),
+      ...(metrics === undefined ? {} : { metrics }),
+      ...(cluster === undefined ? {} : { clusterProblem: cluster.problem }),
+    });
+  const service = new AgentService({ ...parts, socket: o.socket, doctor });
+  const cni = new CniService({
+    allocator: parts.allocator,
+    readiness: () => service.readiness(),
+    ...(addGate === undefined ? {} : { addGate }),
+    storeKind,
+    clock,
+    gcGraceMs: o.gcGraceSeconds * 1000,
+    ...(beforeAdd === undefined ? {} : { beforeAdd }),
+    ...(runtimeOf === undefined ? {} : { runtimeOf }),
+    onIgnoredKeys: (network, keys) =>
+      logger.warn(
+        { network, keys },
+        `network ${network}: ignoring whereabouts keys that configure whereabouts itself ` +
+          "(Warren keeps addresses in its agent's store)",
+      ),
+    onFailure: onFailure ?? ((error, command) => logger.error({ err: error, command }, 'CNI call failed')),
+    ...(parts.telemetry === undefined ? {} : { telemetry: parts.telemetry }),
+  });
+  const server = createApiServer({
+    cni,
+    service,
+    onError: onError ?? ((error, route) => logger.error({ err: error, route }, 'request failed')),
+  });
+  return { service, cni, server };
+}

@@ -1,0 +1,82 @@
+/**
+ * The store the options choose: what the agent knows of it from them, and opening it.
+ *
+ * What the agent knows of its store comes from the options (`--store`), never from asking the
+ * store object what it is: which kind it runs on (the CNI service refuses a network asking for
+ * another), whether nodes share it (the cluster chores, blocks, judging only this node's
+ * allocations), and which database file it opens itself (locked against a second agent, removed
+ * when the node is handed back). A store handed to the agent instead (tests) comes with its kind
+ * stated, and is never a file of the agent's own.
+ */
+import type { Clock } from '../../core/clock.ts';
+import { WarrenError } from '../../core/errors.ts';
+import { SqliteStore } from '../../store/sqlite-store.ts';
+import type { Membership, Store, StoreKind } from '../../store/store.ts';
+import type { AgentOptions } from './options.ts';
+
+export interface StoreFacts {
+  readonly kind: StoreKind;
+  /** Shared by the nodes of a cluster (etcd); a store of one node (SQLite) is not. */
+  readonly shared: boolean;
+  /** The SQLite database file the agent opens itself; undefined on etcd and for a store handed to it. */
+  readonly database?: string;
+}
+
+/** A store handed to the agent instead of the one its options name, and what kind it is. */
+export interface StatedStore {
+  readonly store: Store;
+  readonly kind: StoreKind;
+}
+
+/** The facts of the store the options name, or of `stated`, the store handed to the agent instead. */
+export function storeFacts(o: Pick<AgentOptions, 'store' | 'database'>, stated?: StatedStore): StoreFacts {
+  const kind = stated?.kind ?? o.store;
+  const own = stated === undefined && kind === 'sqlite';
+  return { kind, shared: kind === 'etcd', ...(own ? { database: o.database } : {}) };
+}
+
+/**
+ * The membership of a store the facts say is shared; undefined for one that is not. A shared
+ * store without one is a wiring mistake (a test's stated kind that its store does not fit).
+ */
+export function membershipOf(store: Store, facts: StoreFacts): Membership | undefined {
+  if (!facts.shared) return undefined;
+  if (store.membership === undefined) {
+    throw new WarrenError(
+      'INVALID_CONFIG',
+      `the ${facts.kind} store ${store.description} is shared by nodes but keeps no membership`,
+    );
+  }
+  return store.membership;
+}
+
+/** What opening a store needs besides the options. */
+export interface StoreOpening {
+  readonly clock: Clock;
+  /** The etcd store's identity when this node last announced itself there (cluster/record.ts). */
+  readonly identity?: string;
+  /** Told what the etcd client notices (a lost lease, a store that is no longer the one it was). */
+  readonly notice: (message: string) => void;
+}
+
+/** Opens the store the options name: SQLite's file, or etcd (its client loaded only then). */
+export async function openStore(o: AgentOptions, opening: StoreOpening): Promise<Store> {
+  if (o.store === 'sqlite') {
+    const busyTimeoutMs = o.dbBusyTimeoutSeconds * 1000;
+    return new SqliteStore({ path: o.database, synchronous: o.synchronous, clock: opening.clock, busyTimeoutMs });
+  }
+  const { EtcdStore } = await import('../../store/etcd-store.ts');
+  const tls = {
+    ...(o.etcdCa === undefined ? {} : { ca: o.etcdCa }),
+    ...(o.etcdCert === undefined ? {} : { cert: o.etcdCert }),
+    ...(o.etcdKey === undefined ? {} : { key: o.etcdKey }),
+  };
+  return EtcdStore.open({
+    endpoints: o.etcdEndpoints,
+    prefix: o.etcdPrefix,
+    leaseSeconds: Math.ceil(o.nodeLeaseSeconds),
+    notice: opening.notice,
+    ...(opening.identity === undefined ? {} : { identity: opening.identity }),
+    ...(Object.keys(tls).length === 0 ? {} : { tls }),
+  });
+}
