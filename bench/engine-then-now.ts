@@ -43,7 +43,7 @@ export interface ThenNowRow {
   readonly better: number;
 }
 
-export function engineThenNow(options: { against?: string; rounds?: number; quick?: boolean } = {}): { commit: string; rows: ThenNowRow[] } {
+export function engineThenNow(options: { against?: string | undefined; rounds?: number | undefined; quick?: boolean } = {}): { commit: string; rows: ThenNowRow[] } {
   const commit = options.against ?? BASELINE_COMMIT;
   const rounds = options.rounds ?? 3;
   const n = options.quick === true ? 5_000 : 20_000;

@@ -29,11 +29,11 @@ export type { Allocation };
  */
 export interface CniRequest {
   readonly command: string;
-  readonly containerID?: string;
-  readonly netns?: string;
-  readonly ifname?: string;
+  readonly containerID?: string | undefined;
+  readonly netns?: string | undefined;
+  readonly ifname?: string | undefined;
   /** CNI_ARGS as the runtime set it. */
-  readonly args?: string;
+  readonly args?: string | undefined;
   readonly config: unknown;
 }
 

@@ -3,7 +3,7 @@
  * `warren plugins`, as text for people or, with --json, the agent's answer as it is.
  */
 import { parseArgs } from 'node:util';
-import type { CniConfigStatus, PluginEntry, ReconcileReport, ReconcilerStatus } from '../api/status.ts';
+import type { CniConfigStatus, PluginEntry, ReconcileReport } from '../api/status.ts';
 import { COMMON, client } from './agent-client.ts';
 import { printable, safe, table } from './format.ts';
 import type { CliIO } from './main.ts';

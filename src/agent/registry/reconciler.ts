@@ -55,9 +55,9 @@ export interface ReconcilerOptions {
   readonly backoff: BackoffPolicy;
   readonly logger: Logger;
   /** Bound on dial + GetInfo, ms, whatever the client does. Default 1000. */
-  readonly infoTimeoutMs?: number;
+  readonly infoTimeoutMs?: number | undefined;
   /** Bound on NotifyRegistrationStatus, ms. Default 5000. */
-  readonly notifyTimeoutMs?: number;
+  readonly notifyTimeoutMs?: number | undefined;
   /** Whether the directory and a socket may be trusted (trust.ts). */
   readonly trust: RegistryTrust;
 }

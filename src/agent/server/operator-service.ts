@@ -203,7 +203,7 @@ export class AgentService {
     }
     return summaries.map((p) => {
       let { allocated, resting } = p;
-      let blocks: number | undefined;
+      let blocks = 0;
       if (p.description?.blockPrefix !== undefined) {
         const t = totals.get(p.pool) ?? { allocated: 0, resting: 0, blocks: 0 };
         ({ allocated, resting, blocks } = t);
