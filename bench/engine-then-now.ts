@@ -64,6 +64,7 @@ export function engineThenNow(options: { against?: string | undefined; rounds?: 
       }
       const t = median(a);
       const w = median(b);
+      // biome-ignore lint/suspicious/noThenProperty: the figure then and now; a row is never awaited
       rows.push({ figure: j.figure, then: t, now: w, better: j.higherIsBetter ? w / t : t / w });
     }
     return { commit, rows };

@@ -32,7 +32,7 @@ export async function statusCommand(argv: readonly string[], io: CliIO): Promise
     return 0;
   }
   io.out(
-    [
+    `${[
       safe`node:        ${s.node}`,
       safe`agent:       pid ${s.pid}, version ${s.version}, up ${s.uptimeSeconds}s (since ${s.startedAt})`,
       safe`socket:      ${s.socket}`,
@@ -69,7 +69,7 @@ export async function statusCommand(argv: readonly string[], io: CliIO): Promise
             ...(s.cluster.problem === undefined ? [] : [safe`cluster:     NOT ALLOCATING: ${s.cluster.problem}`]),
           ]),
       ...s.reconciler.recentErrors.slice(-5).map((e) => safe`error:       ${e.at} ${e.message}`),
-    ].join('\n') + '\n',
+    ].join('\n')}\n`,
   );
   return s.ready ? 0 : 1;
 }

@@ -280,8 +280,10 @@ export class EtcdStore implements Store {
             if (creates.delete(key) === false) deletes.add(key);
           }
           if (op.reusableAt !== undefined) doc.resting[op.address] = op.reusableAt;
-          if (op.reusableAt !== undefined && op.reusableStamp !== undefined) (doc.restStamps ??= {})[op.address] = [op.reusableAt, op.reusableStamp.boot, op.reusableStamp.at];
-          else if (doc.restStamps !== undefined) delete doc.restStamps[op.address];
+          if (op.reusableAt !== undefined && op.reusableStamp !== undefined) {
+            doc.restStamps ??= {};
+            doc.restStamps[op.address] = [op.reusableAt, op.reusableStamp.boot, op.reusableStamp.at];
+          } else if (doc.restStamps !== undefined) delete doc.restStamps[op.address];
           break;
         }
         case 'relocate': {

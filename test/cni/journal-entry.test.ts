@@ -344,7 +344,7 @@ describe('decodeEntry', () => {
       `${name.slice(0, -'.release'.length)}.Release`,
       name.replace('~eth0~', '~eth 0~'),
       `${'a'.repeat(248)}.release`,
-      'x'.repeat(300) + '.release',
+      `${'x'.repeat(300)}.release`,
     ]) {
       assertInvalid(bad, text);
     }

@@ -52,6 +52,7 @@ export class EventSourceHandler implements PluginHandler {
     this.#o = options;
   }
 
+  // biome-ignore lint/suspicious/noConfusingVoidType: a handler that accepts returns nothing
   async register(plugin: RegisteredPlugin): Promise<void | HandlerRefusal> {
     await this.unregister(plugin);
     const name = plugin.info.name;

@@ -30,6 +30,7 @@ export interface PluginHandler {
    * its socket is replaced), for what only talking to it can show. A throw is a failed attempt
    * (retried with backoff), not a refusal.
    */
+  // biome-ignore lint/suspicious/noConfusingVoidType: a handler that accepts returns nothing
   register(plugin: RegisteredPlugin): Promise<void | HandlerRefusal>;
   /** Stops using it. Never throws. */
   unregister(plugin: RegisteredPlugin): Promise<void>;

@@ -147,7 +147,10 @@ export class ReleasePipeline {
 
   #enqueue(key: string, pending: Pending): void {
     let set = this.#pending.get(key);
-    if (set === undefined) this.#pending.set(key, (set = new Set()));
+    if (set === undefined) {
+      set = new Set();
+      this.#pending.set(key, set);
+    }
     set.add(pending);
     this.#queue.push(key, pending);
   }

@@ -107,6 +107,7 @@ export function resolveAgentOptions(
   const context: DefaultContext = { uid, env, cwd, stateDir: () => stateDir };
   // An explicit state directory is taken relative to cwd; the default is used as it is found.
   const stateDir = explicitState === undefined ? defaultOf(SETTINGS.stateDir, context) : resolve(cwd, explicitState);
+    // biome-ignore lint/suspicious/noShadowRestrictedNames: a local function; nothing here calls Object's valueOf
   const valueOf = (key: DefaultedKey): string => given(key) ?? defaultOf(SETTINGS[key], context);
   const seconds = (
     key:
