@@ -196,8 +196,8 @@ export class Agent {
         socket: o.socket,
         version: WARREN_VERSION,
         reconciler,
-        ...(containerd === undefined ? {} : { containerd }),
-        ...(kubernetes === undefined ? {} : { kubernetes }),
+        containerd,
+        kubernetes,
         notReady,
         commits,
         ...(upkeep === undefined
@@ -214,7 +214,7 @@ export class Agent {
               },
             }),
         ...(cniConfig === undefined ? {} : { cniConfig: () => cniConfig.status() }),
-        ...(plugins === undefined ? {} : { plugins }),
+        plugins,
         // Without the config manager nothing would remove the config naming Warren: refusing ADD
         // for good would then fail every pod start on the node.
         uninstall: async () => {
@@ -231,7 +231,7 @@ export class Agent {
             observer: new NetnsObserver(o.netnsDirs),
             clock: this.#clock,
             version: WARREN_VERSION,
-            ...(containerd === undefined ? {} : { containerd }),
+            containerd,
             ...(cniConfig === undefined ? {} : { cniConfig: () => cniConfig.status() }),
             ...metricsEndpoint,
             ...(upkeep === undefined ? {} : { clusterProblem: () => upkeep.problem() }),
@@ -328,16 +328,16 @@ export class Agent {
     const journalDir = unlessDefault(o.journalDir, DEFAULT_JOURNAL_DIR);
     return new CniConfigManager({
       confDir: o.cniConfDir,
-      ...(o.primaryConfig === undefined ? {} : { primaryConfig: o.primaryConfig }),
+      primaryConfig: o.primaryConfig,
       primaryWaitMs: o.primaryWaitSeconds * 1000,
-      ...(o.readinessIndicatorFile === undefined ? {} : { readinessIndicator: o.readinessIndicatorFile }),
+      readinessIndicator: o.readinessIndicatorFile,
       cniVersionMax: o.cniVersionMax,
       cleanupOnExit: o.cleanupConfigOnExit,
       holdsAddresses: async (network) => (await store.list({ network, node: o.nodeName })).length > 0,
-      ...(takeover === undefined ? {} : { takeover }),
-      ...(handedBack === undefined ? {} : { handedBack }),
-      ...(socket === undefined ? {} : { socket }),
-      ...(journalDir === undefined ? {} : { journalDir }),
+      takeover,
+      handedBack,
+      socket,
+      journalDir,
       clock: this.#clock,
       logger: this.#logger,
     });

@@ -114,7 +114,7 @@ export interface AcceptStoreResponse {
 /** The query parameters GET /v1/allocations takes; any other is refused. */
 export const ALLOCATION_QUERY_KEYS = ['pool', 'network', 'containerID', 'ifname', 'podNamespace', 'podName', 'podUID', 'node', 'address'] as const;
 
-export type AllocationQuery = { readonly [K in (typeof ALLOCATION_QUERY_KEYS)[number]]?: string };
+export type AllocationQuery = { readonly [K in (typeof ALLOCATION_QUERY_KEYS)[number]]?: string | undefined };
 
 /**
  * One address (in `pool` when it is allocated in several), or everything a container holds

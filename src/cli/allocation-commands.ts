@@ -30,14 +30,14 @@ export async function allocationsCommand(argv: readonly string[], io: CliIO): Pr
     strict: true,
   });
   const query: AllocationQuery = {
-    ...(values.pool === undefined ? {} : { pool: values.pool }),
-    ...(values.network === undefined ? {} : { network: values.network }),
-    ...(values.ifname === undefined ? {} : { ifname: values.ifname }),
-    ...(values.namespace === undefined ? {} : { podNamespace: values.namespace }),
-    ...(values.pod === undefined ? {} : { podName: values.pod }),
-    ...(values['pod-uid'] === undefined ? {} : { podUID: values['pod-uid'] }),
-    ...(values.node === undefined ? {} : { node: values.node }),
-    ...(values.address === undefined ? {} : { address: values.address }),
+    pool: values.pool,
+    network: values.network,
+    ifname: values.ifname,
+    podNamespace: values.namespace,
+    podName: values.pod,
+    podUID: values['pod-uid'],
+    node: values.node,
+    address: values.address,
   };
   let list = await client(values.socket, io.env).allocations(query);
   if (values.container !== undefined) {

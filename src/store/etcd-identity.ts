@@ -26,7 +26,7 @@ export interface IdentityCheck {
   /** The record's full key, for messages. */
   readonly key: string;
   /** The identity this agent recorded at its last run, when it knows none in this process yet. */
-  readonly expected?: string;
+  readonly expected?: string | undefined;
 }
 
 /**

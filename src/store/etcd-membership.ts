@@ -37,7 +37,7 @@ export interface EtcdMembershipOptions {
   /** Writes back what this process knew of the store before it lost its data (etcd-republish.ts). */
   readonly republish: (node: string) => Promise<AcceptReport>;
   /** Told what the operator should know while announcing (waiting out a lease). */
-  readonly notice?: (message: string) => void;
+  readonly notice?: ((message: string) => void) | undefined;
   /** Waits this long (polling for a lease to lapse); injectable for tests. */
   readonly wait?: (ms: number) => Promise<void>;
 }

@@ -165,7 +165,7 @@ export class EtcdStore implements Store {
       continuity: this.#continuity,
       verifyIdentity: () => this.#verifyIdentity(),
       republish: (node) => this.#republish(node),
-      ...(options.notice === undefined ? {} : { notice: options.notice }),
+      notice: options.notice,
     });
     this.membership = this.#membership;
     this.spaces = new EtcdSpaces({
@@ -192,7 +192,7 @@ export class EtcdStore implements Store {
       continuity: this.#continuity,
       where: `etcd store ${this.description}`,
       key: `${this.#prefix}${IDENTITY_KEY}`,
-      ...(this.#expectedIdentity === undefined ? {} : { expected: this.#expectedIdentity }),
+      expected: this.#expectedIdentity,
     });
     // Compared once: from now on what this process verified counts, or the operator's accept.
     this.#expectedIdentity = undefined;

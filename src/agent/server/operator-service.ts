@@ -33,9 +33,9 @@ export interface AgentServiceOptions {
   readonly version: string;
   readonly reconciler: ReleaseReconciler;
   /** The containerd event source and what it released, when enabled. */
-  readonly containerd?: () => ContainerdStatus;
+  readonly containerd?: (() => ContainerdStatus) | undefined;
   /** The Kubernetes sources and what they released, when enabled. */
-  readonly kubernetes?: () => KubernetesStatus;
+  readonly kubernetes?: (() => KubernetesStatus) | undefined;
   /** Why the agent is not ready apart from its store (the readiness indicator); undefined when it is. */
   readonly notReady?: () => string | undefined;
   /** How the store's commits went (it watches the store the allocator commits through); without it the ping alone decides. */
@@ -43,7 +43,7 @@ export interface AgentServiceOptions {
   /** The CNI config manager, when enabled. */
   readonly cniConfig?: () => CniConfigStatus;
   /** The plugin registry, when on. */
-  readonly plugins?: () => PluginsStatus;
+  readonly plugins?: (() => PluginsStatus) | undefined;
   /** Told what an operator's release and a node forgotten released (metrics, the last-releases list). */
   readonly telemetry?: Telemetry;
   /** The last releases and totals by source, for the dashboard. */
@@ -295,7 +295,7 @@ export class AgentService {
       return { released };
     }
     const { containerID, network, ifname } = request;
-    const held = await this.#o.store.list({ containerID, ...(network === undefined ? {} : { network }), ...(ifname === undefined ? {} : { ifname }) });
+    const held = await this.#o.store.list({ containerID, network, ifname });
     const released: Allocation[] = [];
     for (const heldIn of new Set(held.map((a) => a.network))) {
       released.push(...(await this.#o.allocator.release({ network: heldIn, containerID, ...(ifname === undefined ? {} : { ifname }) })));

@@ -76,14 +76,14 @@ export interface ListWatchOptions {
   readonly labelSelector?: string;
   readonly clock: Clock;
   /** Between failed attempts. Default 1 s doubling to 30 s. */
-  readonly backoff?: BackoffPolicy;
+  readonly backoff?: BackoffPolicy | undefined;
   readonly logger: Logger;
   /**
    * How long the server keeps one watch open (its `timeoutSeconds`); the Watch's inactivity timeout
    * is set a minute beyond it, so a quiet but healthy watch is ended by the server, cleanly, and
    * only a dead connection by the timeout. Default 300 (client-go's minimum watch timeout).
    */
-  readonly watchTimeoutSeconds?: number;
+  readonly watchTimeoutSeconds?: number | undefined;
 }
 
 /** A watch shorter than this that delivered nothing and ended cleanly counts as a failure, so a server that ends every watch at once is not hammered. */

@@ -66,7 +66,7 @@ export interface EventSourceClientOptions {
   readonly backoff: BackoffPolicy;
   readonly logger: Logger;
   /** Asked of the adapter. Default 10 000 ms. */
-  readonly heartbeatMs?: number;
+  readonly heartbeatMs?: number | undefined;
   /** A stream silent this long is reopened. Default 3 × heartbeatMs. */
   readonly stallAfterMs?: number;
   /** List must answer within this. Default 5 000 ms. */
