@@ -218,7 +218,7 @@ export class Agent {
         // Without the config manager nothing would remove the config naming Warren: refusing ADD
         // for good would then fail every pod start on the node.
         uninstall: async () => {
-          if (cniConfig === undefined) throw new WarrenError('BAD_REQUEST', "this agent does not manage the node's CNI config (--manage-cni-config off): there is no config of its own to hand back; remove the config that names warren, then the plugin");
+          if (cniConfig === undefined) throw new WarrenError('BAD_REQUEST', "this agent does not manage the node's CNI config (--manage-cni-config off): there is no " + "config of its own to hand back; remove the config that names warren, then the plugin");
           return handBack.uninstall(takeover, cniConfig);
         },
         telemetry,
@@ -247,7 +247,7 @@ export class Agent {
         beforeAdd: (owner, podUID) => releases.pipeline.settle(owner, podUID),
         runtimeOf: (a) => releases.pipeline.adapterOf(a),
         onIgnoredKeys: (network, keys) =>
-          this.#logger.warn({ network, keys }, `network ${network}: ignoring whereabouts keys that configure whereabouts itself (Warren keeps addresses in its agent's store)`),
+          this.#logger.warn({ network, keys }, `network ${network}: ignoring whereabouts keys that configure whereabouts itself (Warren keeps ` + `addresses in its agent's store)`),
         onFailure: (error, command) => this.#logger.error({ err: error, command }, 'CNI call failed'),
         telemetry,
       });
@@ -318,7 +318,7 @@ export class Agent {
     } catch (error) {
       const wanted = formatListenAddress(address);
       this.#metricsStatus = { address: wanted, error: `cannot listen on ${wanted}: ${messageOf(error)}` };
-      this.#logger.error({ err: error, address: wanted }, 'metrics and dashboard not served: cannot listen on --metrics-address (pass another, or an empty one to turn them off)');
+      this.#logger.error({ err: error, address: wanted }, 'metrics and dashboard not served: cannot listen on --metrics-address (pass another, or an empty one ' + 'to turn them off)');
     }
   }
 

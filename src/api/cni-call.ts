@@ -16,7 +16,10 @@ import type { CniOutcome, CniRequest } from './protocol.ts';
 
 export const CNI_PATH = '/v1/cni';
 
-/** The agent as every client names it in errors ("Warren agent at <socket> is not reachable") and in the Host header. */
+/**
+ * The agent as every client names it in errors ("Warren agent at <socket> is not reachable") and in
+ * the Host header.
+ */
 export function agentPeer(socket: string): Peer {
   return { label: `Warren agent at ${socket}`, unreachableCode: 'AGENT_UNREACHABLE', host: 'warren' };
 }

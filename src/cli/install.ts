@@ -169,7 +169,7 @@ export async function runInstall(argv: readonly string[], io: CliIO): Promise<nu
     return 0;
   }
   for (const file of report.installed) {
-    io.out(safe`installed ${file.path} (${file.bytes} bytes, ${file.kind === 'symlink' ? 'symlink to' : 'from'} ${file.source})\n`);
+    io.out(safe`installed ${file.path} (${file.bytes} bytes, ${file.kind === 'symlink' ? 'symlink to' : 'from'} ` + safe`${file.source})\n`);
   }
   return 0;
 }

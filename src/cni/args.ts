@@ -80,11 +80,11 @@ export function checkCniVariables(vars: CniVariables): CniEnv {
   if (needsContainer) {
     const id = vars.containerID;
     if (id === undefined || id === '') throw bad('CNI_CONTAINERID is not set');
-    if (!isValidContainerID(id)) throw bad(`CNI_CONTAINERID "${printable(id)}" must be 1-255 letters, digits, "_", "." or "-", starting with a letter or digit`);
+    if (!isValidContainerID(id)) throw bad(`CNI_CONTAINERID "${printable(id)}" must be 1-255 letters, digits, "_", "." or "-", starting with a ` + `letter or digit`);
     out.containerID = id;
     const ifname = vars.ifname;
     if (ifname === undefined || ifname === '') throw bad('CNI_IFNAME is not set');
-    if (!isValidIfname(ifname)) throw bad(`CNI_IFNAME "${printable(ifname)}" is not a valid interface name (1-15 bytes, not "." or "..", no spaces, "/" or ":")`);
+    if (!isValidIfname(ifname)) throw bad(`CNI_IFNAME "${printable(ifname)}" is not a valid interface name (1-15 bytes, not "." or "..", no ` + `spaces, "/" or ":")`);
     out.ifname = ifname;
     const netns = vars.netns;
     // DEL may come after the namespace is gone, with CNI_NETNS empty.

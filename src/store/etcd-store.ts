@@ -353,7 +353,7 @@ export class EtcdStore implements Store {
         }
       }
       if (admitted !== undefined && (response.responses[0]?.response_range?.kvs.length ?? 0) === 0) {
-        return { kind: 'conflict', reason: `range ${guard?.rangePool} is no longer admitted in its address space: an overlapping range was admitted since`, admissionLost: true };
+        return { kind: 'conflict', reason: `range ${guard?.rangePool} is no longer admitted in its address space: an overlapping range ` + `was admitted since`, admissionLost: true };
       }
       return { kind: 'conflict', reason: `pool ${pool} changed since revision ${expected}, or an owner already holds an address in it` };
     }
@@ -365,7 +365,9 @@ export class EtcdStore implements Store {
   }
 
   async findByOwner(owner: Omit<Owner, 'ifname'> & { ifname?: string }): Promise<Allocation[]> {
-    const prefix = `owners/${enc(owner.network)}/${enc(owner.containerID)}/${owner.ifname === undefined ? '' : `${enc(owner.ifname)}/`}`;
+    const prefix = `owners/${enc(owner.network)}/${enc(owner.containerID)}/${owner.ifname === undefined ? '' : `${
+      enc(owner.ifname)
+    }/`}`;
     const found = await this.#allocationsUnder(prefix);
     if (this.#continuity.halted() === undefined) for (const a of found) this.#records.set(`${a.pool}|${a.address}`, a);
     return found;

@@ -166,7 +166,7 @@ export class CniConfigManager {
       this.#o.logger.warn({ err: error }, 'could not tell whether Warren holds addresses; keeping its config');
     }
     if (holds) {
-      this.#o.logger.warn({ output: this.#output, network }, `kept ${basename(this.#output)} although --cleanup-config-on-exit is on: Warren holds addresses of network ${network ?? '?'}, which the primary's IPAM would hand out again (run \`warren uninstall\` to hand the node back)`);
+      this.#o.logger.warn({ output: this.#output, network }, `kept ${basename(this.#output)} although --cleanup-config-on-exit is on: Warren holds addresses of ` + `network ${network ?? '?'}, which the primary's IPAM would hand out again (run \`warren uninstall\` ` + `to hand the node back)`);
       return;
     }
     this.#removeOutput('the agent stopped holding no address of its network (--cleanup-config-on-exit on)');

@@ -10,7 +10,8 @@ import type { PluginInfo } from '../../api/plugins/wire.ts';
 export interface RegisteredPlugin {
   readonly socket: string;        // registration socket path
   readonly info: PluginInfo;
-  readonly endpoint: string;      // absolute path of the plugin's service socket (info.endpoint resolved; the socket itself when empty)
+  // absolute path of the plugin's service socket (info.endpoint resolved; the socket itself when empty)
+  readonly endpoint: string;
   readonly version: string;       // the version chosen: the first of handler.versions the plugin supports
 }
 

@@ -173,7 +173,7 @@ export class ReleasePipeline {
       const left = [...(this.#pending.get(key) ?? [])];
       if (outcome.ok || left.length === 0) continue;
       const what = left.some((p) => p.intent.kind === 'journal-del') ? 'a DEL of container %s is pending in the missed-delete journal' : 'a release of container %s is pending';
-      throw new WarrenError('TRY_AGAIN', `${what.replace('%s', `${owner.containerID} (${owner.ifname})`)} and could not be applied yet: ${outcome.error}`);
+      throw new WarrenError('TRY_AGAIN', `${what.replace('%s', `${owner.containerID} (${owner.ifname})`)} and could not be applied yet: ` + `${outcome.error}`);
     }
   }
 
@@ -324,7 +324,8 @@ export class ReleasePipeline {
         const marked = containerID === undefined ? undefined : this.#exited.get(containerID);
         if (containerID !== undefined && 'observedAt' in intent) {
           const via = 'via' in intent ? intent.via : undefined;
-          // The latest exit seen is the one a recheck speaks for (the container ID may have been ADDed again since the first).
+          // The latest exit seen is the one a recheck speaks for (the container ID may have been
+          // ADDed again since the first).
           const observedAt = marked !== undefined && atOrBefore(intent.observedAt, marked.observedAt, this.#o.clock.boot) ? marked.observedAt : intent.observedAt;
           this.#exited.set(containerID, { since: marked?.since ?? this.#o.clock.now(), observedAt, waitingFor: action.waitingFor, ...(via === undefined ? {} : { via }) });
           if (marked === undefined && 'containerID' in intent) this.#log.exited(intent, action.waitingFor);

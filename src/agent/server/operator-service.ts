@@ -38,7 +38,10 @@ export interface AgentServiceOptions {
   readonly kubernetes?: (() => KubernetesStatus) | undefined;
   /** Why the agent is not ready apart from its store (the readiness indicator); undefined when it is. */
   readonly notReady?: () => string | undefined;
-  /** How the store's commits went (it watches the store the allocator commits through); without it the ping alone decides. */
+  /**
+   * How the store's commits went (it watches the store the allocator commits through); without it
+   * the ping alone decides.
+   */
   readonly commits?: CommitHealth;
   /** The CNI config manager, when enabled. */
   readonly cniConfig?: () => CniConfigStatus;
@@ -262,7 +265,7 @@ export class AgentService {
     if (membership === undefined) throw new WarrenError('BAD_REQUEST', `store ${this.#o.store.description} is not shared by nodes; there is no node to forget`);
     const live = await membership.liveNodes();
     if (live.some((n) => n.node === node)) {
-      throw new WarrenError('BAD_REQUEST', `node ${node} is alive (its agent holds its announcement); stop that agent first, or wait for its lease to lapse`);
+      throw new WarrenError('BAD_REQUEST', `node ${node} is alive (its agent holds its announcement); stop that agent first, or wait for its ` + `lease to lapse`);
     }
     const forgotten = await this.#o.allocator.forgetNode(node);
     this.#telemetry.released('node-forget', forgotten.released, `node ${node} forgotten by an operator (warren node forget)`);

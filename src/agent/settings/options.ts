@@ -91,7 +91,7 @@ const MAX_SOCKET_PATH = 107;
 
 function cniVersionMax(text: string): CniVersion {
   if (!isSupportedVersion(text)) {
-    throw new WarrenError('INVALID_CONFIG', `--cni-version-max / WARREN_CNI_VERSION_MAX: "${text}" is not a CNI version Warren speaks (${SUPPORTED_VERSIONS.join(', ')})`);
+    throw new WarrenError('INVALID_CONFIG', `--cni-version-max / WARREN_CNI_VERSION_MAX: "${text}" is not a CNI version Warren speaks ` + `(${SUPPORTED_VERSIONS.join(', ')})`);
   }
   return text;
 }
@@ -146,7 +146,7 @@ export function resolveAgentOptions(
   };
   const socket = resolve(cwd, agentSocket(flags.socket, context));
   if (Buffer.byteLength(socket) > MAX_SOCKET_PATH) {
-    throw new WarrenError('INVALID_CONFIG', `socket path ${socket} is longer than ${MAX_SOCKET_PATH} bytes, the limit of a unix socket address; pass a shorter --socket`);
+    throw new WarrenError('INVALID_CONFIG', `socket path ${socket} is longer than ${MAX_SOCKET_PATH} bytes, the limit of a unix socket address; ` + `pass a shorter --socket`);
   }
   const synchronous = valueOf('synchronous').toUpperCase();
   if (synchronous !== 'FULL' && synchronous !== 'NORMAL') {

@@ -74,7 +74,7 @@ const TABLE = {
     env: 'WARREN_STATE_DIR',
     about: 'state directory (database; socket and journal too when not root)',
     default: {
-      says: `${DEFAULT_STATE_DIR} as root, otherwise the first writable of $XDG_STATE_HOME/warren, ~/.local/state/warren, ./.warren`,
+      says: `${DEFAULT_STATE_DIR} as root, otherwise the first writable of $XDG_STATE_HOME/warren, ` + `~/.local/state/warren, ./.warren`,
       of: (c) => defaultStateDir(c.env, c.uid, c.cwd),
     },
   },
@@ -94,7 +94,7 @@ const TABLE = {
     about: 'missed-delete journal',
     default: {
       says:
-        `${DEFAULT_JOURNAL_DIR} as root whatever --state-dir says (where the plugin writes unless a config names ipam.journal_dir), ` +
+        `${DEFAULT_JOURNAL_DIR} as root whatever --state-dir says (where the plugin writes unless a config ` + `names ipam.journal_dir), ` +
         '<state-dir>/journal as another user (network configs must then name it in ipam.journal_dir)',
       of: (c) => (c.uid === 0 ? DEFAULT_JOURNAL_DIR : join(c.stateDir(), 'journal')),
     },
@@ -119,7 +119,7 @@ const TABLE = {
   upkeepIntervalSeconds: {
     flag: 'upkeep-interval',
     env: 'WARREN_UPKEEP_INTERVAL',
-    about: "seconds between the cluster chores on a shared store (renewing this node's announcement, giving back empty blocks), apart from the reconcile passes",
+    about: "seconds between the cluster chores on a shared store (renewing this node's announcement, giving back " + "empty blocks), apart from the reconcile passes",
     default: '10',
   },
   containerd: { flag: 'containerd', env: 'WARREN_CONTAINERD', about: 'on: release what containers deleted in containerd held, or off', default: 'on' },
@@ -133,7 +133,7 @@ const TABLE = {
   podGoneGraceSeconds: {
     flag: 'pod-gone-grace',
     env: 'WARREN_POD_GONE_GRACE',
-    about: "seconds a gone pod keeps its addresses while its network namespace cannot be proven gone (a force-deleted pod's sandbox may still run)",
+    about: "seconds a gone pod keeps its addresses while its network namespace cannot be proven gone (a " + "force-deleted pod's sandbox may still run)",
     default: '600',
   },
   // The work queue's own default (core cannot read this table), so the two cannot differ.
@@ -141,7 +141,7 @@ const TABLE = {
   warmUpRounds: {
     flag: 'warm-up',
     env: 'WARREN_WARM_UP',
-    about: 'ADD/DEL rounds the agent answers itself on a throwaway in-memory store, in process, beside serving from its start, so the first pods do not wait for V8 to compile the ADD path; 0 for none',
+    about: 'ADD/DEL rounds the agent answers itself on a throwaway in-memory store, in process, beside serving ' + 'from its start, so the first pods do not wait for V8 to compile the ADD path; 0 for none',
     // Enough for V8 to have compiled and optimised the ADD path (BENCHMARKS.md); about 0.2 s.
     default: '150',
   },
@@ -155,30 +155,30 @@ const TABLE = {
   manageCniConfig: {
     flag: 'manage-cni-config',
     env: 'WARREN_MANAGE_CNI_CONFIG',
-    about: "on: write Warren's config into the CNI conf dir, derived from the node's primary config and kept in step with it, or off",
+    about: "on: write Warren's config into the CNI conf dir, derived from the node's primary config and kept in " + "step with it, or off",
     default: 'off',
   },
   cniConfDir: { flag: 'cni-conf-dir', env: 'WARREN_CNI_CONF_DIR', about: "the runtime's CNI conf dir", default: DEFAULT_CNI_CONF_DIR },
-  primaryConfig: { flag: 'primary-config', env: 'WARREN_PRIMARY_CONFIG', about: 'the primary CNI config to derive from (a path, or a name in the conf dir); without it, the lexically first config that is not Warren\'s' },
+  primaryConfig: { flag: 'primary-config', env: 'WARREN_PRIMARY_CONFIG', about: 'the primary CNI config to derive from (a path, or a name in the conf dir); without it, the lexically ' + "first config that is not Warren's" },
   primaryWaitSeconds: { flag: 'primary-wait', env: 'WARREN_PRIMARY_WAIT', about: 'seconds to wait for a primary config before reporting there is none', default: '300' },
   readinessIndicatorFile: {
     flag: 'readiness-indicator-file',
     env: 'WARREN_READINESS_INDICATOR_FILE',
-    about: "while this file is missing the agent is not ready (CNI STATUS 50, ADD 11); Warren's config stays first (fails closed)",
+    about: "while this file is missing the agent is not ready (CNI STATUS 50, ADD 11); Warren's config stays " + "first (fails closed)",
   },
   cniVersionMax: { flag: 'cni-version-max', env: 'WARREN_CNI_VERSION_MAX', about: "newest cniVersion the runtime accepts (containerd 1.6 and 1.7: 1.0.0); Warren's config is capped at it", default: '1.0.0' },
-  cleanupConfigOnExit: { flag: 'cleanup-config-on-exit', env: 'WARREN_CLEANUP_CONFIG_ON_EXIT', about: "on: remove Warren's config when the agent stops cleanly and holds no address of its network (else it stays; `warren uninstall` hands a node back), or off", default: 'off' },
+  cleanupConfigOnExit: { flag: 'cleanup-config-on-exit', env: 'WARREN_CLEANUP_CONFIG_ON_EXIT', about: "on: remove Warren's config when the agent stops cleanly and holds no address of its network (else it " + "stays; `warren uninstall` hands a node back), or off", default: 'off' },
   pluginsDir: {
     flag: 'plugins-dir',
     env: 'WARREN_PLUGINS_DIR',
-    about: 'directory, watched recursively, where plugins such as runtime adapters register with a unix socket (kubelet\'s handshake); empty turns the registry off',
+    about: 'directory, watched recursively, where plugins such as runtime adapters register with a unix socket ' + "(kubelet's handshake); empty turns the registry off",
     default: { says: `plugins beside the agent socket (${join(dirname(DEFAULT_SOCKET), 'plugins')} as root)`, of: (c) => pluginsDirBeside(agentSocket(undefined, c)) },
     emptyIsAValue: true,
   },
   metricsAddress: {
     flag: 'metrics-address',
     env: 'WARREN_METRICS_ADDRESS',
-    about: 'host:port where the health endpoints (/livez, /readyz), Prometheus metrics (/metrics) and the dashboard (/) are served over HTTP, apart from the socket ([::1]:9464 for IPv6; port 0 picks a free one); empty turns all of them off',
+    about: 'host:port where the health endpoints (/livez, /readyz), Prometheus metrics (/metrics) and the ' + 'dashboard (/) are served over HTTP, apart from the socket ([::1]:9464 for IPv6; port 0 picks a free ' + 'one); empty turns all of them off',
     default: DEFAULT_METRICS_ADDRESS,
     emptyIsAValue: true,
   },
@@ -223,7 +223,10 @@ function pluginsDirBeside(socket: string): string {
   return join(dirname(socket), 'plugins');
 }
 
-/** The registry's directory: given (empty: off), or `plugins` beside the socket actually used. One rule for the agent and the adapters. */
+/**
+ * The registry's directory: given (empty: off), or `plugins` beside the socket actually used. One
+ * rule for the agent and the adapters.
+ */
 export function pluginsDirOf(given: string | undefined, socket: string, cwd: string): { pluginsDir?: string } {
   if (given === undefined) return { pluginsDir: pluginsDirBeside(socket) };
   return given.trim() === '' ? {} : { pluginsDir: resolve(cwd, given) };

@@ -86,7 +86,10 @@ export interface ListWatchOptions {
   readonly watchTimeoutSeconds?: number | undefined;
 }
 
-/** A watch shorter than this that delivered nothing and ended cleanly counts as a failure, so a server that ends every watch at once is not hammered. */
+/**
+ * A watch shorter than this that delivered nothing and ended cleanly counts as a failure, so a
+ * server that ends every watch at once is not hammered.
+ */
 const MIN_WATCH_MS = 1_000;
 /** The Watch's inactivity timeout beyond the server's own watch timeout. */
 const INACTIVITY_MARGIN_MS = 60_000;
@@ -115,7 +118,10 @@ export class ListWatch<T extends KubeObjectMeta> {
   #reconnects = 0;
   /** Where the next watch starts; undefined: list first. */
   #resourceVersion: string | undefined;
-  /** The resourceVersion is a listing's own (no event moved it yet): a 410 for it is the server contradicting itself. */
+  /**
+   * The resourceVersion is a listing's own (no event moved it yet): a 410 for it is the server
+   * contradicting itself.
+   */
   #versionFromListing = false;
   #lastListedAt: number | undefined;
   #lastError: string | undefined;

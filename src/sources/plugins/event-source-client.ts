@@ -32,7 +32,10 @@ import { messageOf } from '../../core/errors.ts';
 
 export type RuntimeItem =
   | { readonly kind: 'event'; readonly event: RuntimeEvent }
-  /** After each (re)opened stream: what List answered. ack() once acted on; ack(error) when it could not be (the client then reopens and lists again). */
+  /**
+   * After each (re)opened stream: what List answered. ack() once acted on; ack(error) when it could
+   * not be (the client then reopens and lists again).
+   */
   | { readonly kind: 'resync'; readonly listing: RuntimeListing; readonly ack: (error?: unknown) => void };
 
 /**
