@@ -43,7 +43,7 @@ export interface ThenNowRow {
   readonly better: number;
 }
 
-export function engineThenNow(options: { against?: string; rounds?: number; quick?: boolean } = {}): { commit: string; rows: ThenNowRow[] } {
+export function engineThenNow(options: { against?: string | undefined; rounds?: number | undefined; quick?: boolean } = {}): { commit: string; rows: ThenNowRow[] } {
   const commit = options.against ?? BASELINE_COMMIT;
   const rounds = options.rounds ?? 3;
   const n = options.quick === true ? 5_000 : 20_000;
@@ -64,6 +64,7 @@ export function engineThenNow(options: { against?: string; rounds?: number; quic
       }
       const t = median(a);
       const w = median(b);
+      // biome-ignore lint/suspicious/noThenProperty: the figure then and now; a row is never awaited
       rows.push({ figure: j.figure, then: t, now: w, better: j.higherIsBetter ? w / t : t / w });
     }
     return { commit, rows };

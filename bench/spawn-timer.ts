@@ -18,7 +18,7 @@ let batches = 0;
 function compiled(): string {
   if (driver !== undefined) return driver;
   workDir = mkdtempSync(join(tmpdir(), 'bench-spawn-timer-'));
-  process.once('exit', () => rmSync(workDir!, { recursive: true, force: true }));
+  process.once('exit', () => rmSync(workDir as string, { recursive: true, force: true }));
   const out = join(workDir, 'spawn-timer');
   execFileSync('gcc', ['-O2', '-std=c11', '-D_GNU_SOURCE', '-o', out, SOURCE], { stdio: ['ignore', 'inherit', 'inherit'] });
   driver = out;
@@ -47,7 +47,7 @@ export interface TimeCallsOptions {
 /** Runs `n` calls of `exe`, at most `width` at a time; results are in index order. */
 export async function timeCalls(o: TimeCallsOptions): Promise<{ results: TimedCall[]; totalMs: number }> {
   const exe = compiled();
-  const batch = join(workDir!, `batch-${batches++}`);
+  const batch = join(workDir as string, `batch-${batches++}`);
   mkdirSync(batch);
   const outDir = o.outDir ?? join(batch, 'out');
   mkdirSync(outDir, { recursive: true });

@@ -216,7 +216,11 @@ export class Agent {
               cluster: {
                 problem: () => upkeep.problem(),
                 // What accept wrote went through: the commits that failed on the lost store say nothing now.
-                accept: () => upkeep.accept().then((report) => (commits.committed(), report)),
+                accept: () =>
+                  upkeep.accept().then((report) => {
+                    commits.committed();
+                    return report;
+                  }),
               },
             }),
         ...(cniConfig === undefined ? {} : { cniConfig: () => cniConfig.status() }),

@@ -22,7 +22,7 @@ export interface KubernetesParts {
   readonly pods: PodSource;
   readonly releases: KubernetesReleases;
   readonly events: ClusterEvents;
-  readonly nodes?: { readonly source: NodeSource; readonly forget: KubernetesNodes };
+  readonly nodes?: { readonly source: NodeSource; readonly forget: KubernetesNodes } | undefined;
 }
 
 /** The object, or undefined when the API server answers 404. */
@@ -76,5 +76,5 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
             telemetry: deps.telemetry,
           }),
         };
-  return { pods, releases, events, ...(nodes === undefined ? {} : { nodes }) };
+  return { pods, releases, events, nodes };
 }

@@ -47,9 +47,9 @@ import type { KubernetesParts } from './kubernetes-wiring.ts';
 
 /** What an option that is on needs loaded, and nothing an option that is off would. */
 interface OptionalModules {
-  readonly kubernetes?: typeof import('./kubernetes-wiring.ts');
+  readonly kubernetes?: typeof import('./kubernetes-wiring.ts') | undefined;
   /** containerd's client: @grpc/grpc-js and protobufjs. */
-  readonly containerd?: typeof import('../sources/containerd/event-source.ts');
+  readonly containerd?: typeof import('../sources/containerd/event-source.ts') | undefined;
   /** The registry and the runtime adapters' client: @grpc/grpc-js and protobufjs. */
   readonly plugins?: { readonly registry: typeof import('./registry/registry.ts'); readonly handler: typeof import('./registry/event-source-handler.ts') };
 }
@@ -63,8 +63,8 @@ async function optionalModules(o: AgentOptions): Promise<OptionalModules> {
     o.pluginsDir === undefined ? undefined : import('./registry/event-source-handler.ts'),
   ]);
   return {
-    ...(kubernetes === undefined ? {} : { kubernetes }),
-    ...(containerd === undefined ? {} : { containerd }),
+    kubernetes,
+    containerd,
     ...(registry === undefined || handler === undefined ? {} : { plugins: { registry, handler } }),
   };
 }

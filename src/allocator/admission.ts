@@ -121,13 +121,13 @@ function nameOf(key: PoolKey): string {
 }
 
 const REMEDY =
-  'an address must be unique within a network_name, so use the same range in every config of this network_name, give one of them its own network_name, or release the other range first';
+  'an address must be unique within a network_name, so use the same range in every config of this ' + 'network_name, give one of them its own network_name, or release the other range first';
 
 /** Throws INVALID_CONFIG for a range whose admission another agent retired for `other`. */
 function refuseAsRetired(range: RangeSpec, me: PoolKey, other: PoolKey): never {
   throw new WarrenError(
     'INVALID_CONFIG',
-    `range ${range.subnet} overlaps range ${formatCidr(other.family, other.network, other.prefixLength)}, which another agent started to use while this ADD ran (both ${nameOf(me)}); ${REMEDY}`,
+    `range ${range.subnet} overlaps range ${formatCidr(other.family, other.network, other.prefixLength)}, ` + `which another agent started to use while this ADD ran (both ${nameOf(me)}); ${REMEDY}`,
   );
 }
 
@@ -138,7 +138,7 @@ function refuseIfHeld(range: RangeSpec, me: PoolKey, held: ReadonlyMap<string, n
     if (key === range.pool || count === 0 || other === undefined || !poolsOverlap(me, other)) continue;
     throw new WarrenError(
       'INVALID_CONFIG',
-      `range ${range.subnet} overlaps range ${formatCidr(other.family, other.network, other.prefixLength)}, which holds ${count} addresses (both ${nameOf(me)}); ${REMEDY}`,
+      `range ${range.subnet} overlaps range ${formatCidr(other.family, other.network, other.prefixLength)}, ` + `which holds ${count} addresses (both ${nameOf(me)}); ${REMEDY}`,
     );
   }
 }

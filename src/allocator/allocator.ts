@@ -162,7 +162,7 @@ export class Allocator {
             if (requested !== undefined && held.address !== formatIP(requested)) {
               throw new WarrenError(
                 'ADDRESS_UNAVAILABLE',
-                `container ${request.owner.containerID} (${request.owner.ifname}) already holds ${held.address} in ${range.pool}, not the requested ${formatIP(requested)}`,
+                `container ${request.owner.containerID} (${request.owner.ifname}) already holds ` + `${held.address} in ${range.pool}, not the requested ${formatIP(requested)}`,
               );
             }
             // A re-ADD in another namespace (a container restarted without a DEL): the record must say
@@ -252,7 +252,10 @@ export class Allocator {
     return { released, errors };
   }
 
-  /** This node where several share the store (another node's stamps are another host's: createdMoment), else undefined. */
+  /**
+   * This node where several share the store (another node's stamps are another host's:
+   * createdMoment), else undefined.
+   */
   #sharedBy(): string | undefined {
     return this.#store.membership === undefined ? undefined : this.#node;
   }

@@ -64,7 +64,7 @@ export function matchRequested(ranges: readonly RangeSpec[], requested: readonly
   for (const ip of requested) {
     const range = ranges.find((r) => r.family === ip.family && inSubnet(r, ip));
     if (range === undefined) {
-      throw new WarrenError('ADDRESS_UNAVAILABLE', `requested address ${formatIP(ip)} is in none of the configured ranges (${ranges.map((r) => r.subnet).join(', ')})`);
+      throw new WarrenError('ADDRESS_UNAVAILABLE', `requested address ${formatIP(ip)} is in none of the configured ranges ` + `(${ranges.map((r) => r.subnet).join(', ')})`);
     }
     if (out.has(range)) throw new WarrenError('ADDRESS_UNAVAILABLE', `two requested addresses fall in range ${range.subnet}; one per range is allowed`);
     out.set(range, ip);

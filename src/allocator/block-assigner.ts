@@ -111,7 +111,7 @@ export class BlockAssigner {
       const fixed = summary?.description?.blockPrefix;
       if (fixed !== undefined) {
         if (fixed !== range.blockPrefix) {
-          throw new WarrenError('INVALID_CONFIG', `range ${range.pool} is split into /${fixed} blocks in the store; this config asks for block_size ${range.blockPrefix}`);
+          throw new WarrenError('INVALID_CONFIG', `range ${range.pool} is split into /${fixed} blocks in the store; this config asks for ` + `block_size ${range.blockPrefix}`);
         }
         this.#pinned.set(range.pool, fixed);
         return undefined;

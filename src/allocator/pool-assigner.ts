@@ -52,7 +52,8 @@ export class PoolAssigner {
     let picture = await pools.load(pool, trust);
     if (trust && picture.state.pick(span).kind === 'exhausted') picture = await pools.load(pool, false);
     const now = momentOf(clock);
-    // Rests are timed on the monotonic clock: a wall clock stepped back or forward neither keeps an address resting nor frees it early.
+    // Rests are timed on the monotonic clock: a wall clock stepped back or forward neither keeps an
+    // address resting nor frees it early.
     const ops: PoolOp[] = picture.state.expireRests(clock.monotonic()).map((a) => ({ op: 'unrest', address: formatIP({ family: range.family, value: a }) }));
     let address: bigint;
     if (requested !== undefined) {
@@ -96,7 +97,9 @@ function refuseUnlessAvailable(verdict: RequestCheck, requested: IPAddress, rang
     case 'outside':
       throw new WarrenError(
         'ADDRESS_UNAVAILABLE',
-        `requested address ${formatIP(requested)} is outside the allocatable span ${formatIP({ family: range.family, value: range.first })}-${formatIP({ family: range.family, value: range.last })} of ${range.pool}`,
+        `requested address ${formatIP(requested)} is outside the allocatable span ` + `${formatIP({ family: range.family, value: range.first })}-${
+          formatIP({ family: range.family, value: range.last })
+        } ` + `of ${range.pool}`,
       );
     case 'excluded':
       if (range.gateway !== undefined && range.gateway.value === requested.value) {

@@ -87,7 +87,7 @@ export class ApiClient implements AgentApi {
   /** The answer's body as the route's type: the agent is the other half of this contract. */
   async #call<T>(method: HttpMethod, path: string, body?: unknown): Promise<T> {
     const peer = agentPeer(this.socket);
-    const response = await requestJson({ socket: this.socket, peer, method, path, ...(body === undefined ? {} : { body }), ...this.#timeout() });
+    const response = await requestJson({ socket: this.socket, peer, method, path, body, ...this.#timeout() });
     if (response.status !== 200) throw errorFromAnswer(response.status, response.body, peer.label);
     return response.body as T;
   }

@@ -15,7 +15,10 @@ import { CNI_PATH, cniRequestBody } from './cni-wire.ts';
 import type { CniEnv } from '../cni/args.ts';
 import type { CniOutcome } from './protocol.ts';
 
-/** The agent as every client names it in errors ("Warren agent at <socket> is not reachable") and in the Host header. */
+/**
+ * The agent as every client names it in errors ("Warren agent at <socket> is not reachable") and in
+ * the Host header.
+ */
 export function agentPeer(socket: string): Peer {
   return { label: `Warren agent at ${socket}`, unreachableCode: 'AGENT_UNREACHABLE', host: 'warren' };
 }

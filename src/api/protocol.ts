@@ -29,11 +29,11 @@ export type { Allocation };
  */
 export interface CniRequest {
   readonly command: string;
-  readonly containerID?: string;
-  readonly netns?: string;
-  readonly ifname?: string;
+  readonly containerID?: string | undefined;
+  readonly netns?: string | undefined;
+  readonly ifname?: string | undefined;
   /** CNI_ARGS as the runtime set it. */
-  readonly args?: string;
+  readonly args?: string | undefined;
   readonly config: unknown;
 }
 
@@ -114,7 +114,7 @@ export interface AcceptStoreResponse {
 /** The query parameters GET /v1/allocations takes; any other is refused. */
 export const ALLOCATION_QUERY_KEYS = ['pool', 'network', 'containerID', 'ifname', 'podNamespace', 'podName', 'podUID', 'node', 'address'] as const;
 
-export type AllocationQuery = { readonly [K in (typeof ALLOCATION_QUERY_KEYS)[number]]?: string };
+export type AllocationQuery = { readonly [K in (typeof ALLOCATION_QUERY_KEYS)[number]]?: string | undefined };
 
 /**
  * One address (in `pool` when it is allocated in several), or everything a container holds

@@ -3,7 +3,8 @@
  * the operation's typed input, and which operation of `AgentApi` runs it. The server serves
  * exactly this table; a method and path not in it is 404, a path asked with another method 405.
  *
- *   POST /v1/cni          CniRequest                    -> CniOutcome (200 once the body is read: CNI errors are outcomes)
+ *   POST /v1/cni          CniRequest                    -> CniOutcome (200 once the body is read: CNI errors
+ *                                                         are outcomes)
  *        with X-Warren-Answer: stdout (the native forwarder) -> the plugin's stdout and exit code,
  *                                                         or "run the TypeScript plugin" (cni-stdout.ts,
  *                                                         forwarded-call.ts); served by the server itself,
@@ -19,7 +20,8 @@
  *   GET  /v1/nodes                                      -> NodeReport[] (cluster store only)
  *   POST /v1/nodes/forget {node}                        -> ForgetNodeResponse (refused while alive)
  *   POST /v1/store/accept {}                            -> AcceptStoreResponse (cluster store only: after the
- *                                                         agent stopped allocating, the store as it is now is the one to use)
+ *                                                         agent stopped allocating, the store as it
+ *                                                         is now is the one to use)
  *   GET  /v1/plugins                                    -> PluginsStatus (BAD_REQUEST when the registry is off)
  *   GET  /v1/doctor                                     -> DoctorFacts (the agent's own setup, for `warren doctor`)
  *   POST /v1/uninstall    {}                            -> UninstallReport (hands the node back: `warren uninstall`)
@@ -157,7 +159,7 @@ export function releaseRequest(value: unknown): ReleaseRequest {
   // One form or the other: a field of the other form would be silently ignored, and a release
   // that does more than its caller meant cannot be taken back.
   if (byAddress && byContainer) {
-    throw new WarrenError('BAD_REQUEST', 'release takes an address (with an optional pool) or a containerID (with optional network and ifname), not fields of both');
+    throw new WarrenError('BAD_REQUEST', 'release takes an address (with an optional pool) or a containerID (with optional network and ifname), ' + 'not fields of both');
   }
   if (address !== undefined) return { address, ...(pool === undefined ? {} : { pool }) };
   if (containerID !== undefined) return { containerID, ...(network === undefined ? {} : { network }), ...(ifname === undefined ? {} : { ifname }) };

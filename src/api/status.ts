@@ -38,7 +38,10 @@ export interface AgentStatus {
   readonly metrics?: MetricsEndpointStatus;
 }
 
-/** The metrics address: `http://address/metrics` and the dashboard at `http://address/`; `error` when it could not be bound. */
+/**
+ * The metrics address: `http://address/metrics` and the dashboard at `http://address/`; `error`
+ * when it could not be bound.
+ */
 export interface MetricsEndpointStatus {
   readonly address: string;
   readonly error?: string;

@@ -30,14 +30,14 @@ export async function allocationsCommand(argv: readonly string[], io: CliIO): Pr
     strict: true,
   });
   const query: AllocationQuery = {
-    ...(values.pool === undefined ? {} : { pool: values.pool }),
-    ...(values.network === undefined ? {} : { network: values.network }),
-    ...(values.ifname === undefined ? {} : { ifname: values.ifname }),
-    ...(values.namespace === undefined ? {} : { podNamespace: values.namespace }),
-    ...(values.pod === undefined ? {} : { podName: values.pod }),
-    ...(values['pod-uid'] === undefined ? {} : { podUID: values['pod-uid'] }),
-    ...(values.node === undefined ? {} : { node: values.node }),
-    ...(values.address === undefined ? {} : { address: values.address }),
+    pool: values.pool,
+    network: values.network,
+    ifname: values.ifname,
+    podNamespace: values.namespace,
+    podName: values.pod,
+    podUID: values['pod-uid'],
+    node: values.node,
+    address: values.address,
   };
   let list = await client(values.socket, io.env).allocations(query);
   if (values.container !== undefined) {
@@ -123,7 +123,7 @@ function resolveContainer(allocations: readonly Allocation[], given: string): st
   if (given === '' || ids.includes(given)) return given;
   const matches = ids.filter((id) => id.startsWith(given)).sort();
   if (matches.length > 1) {
-    throw new WarrenError('BAD_REQUEST', `container "${given}" is the beginning of ${matches.length} container IDs; give more of it: ${matches.join(', ')}`);
+    throw new WarrenError('BAD_REQUEST', `container "${given}" is the beginning of ${matches.length} container IDs; give more of it: ` + `${matches.join(', ')}`);
   }
   return matches[0] ?? given;
 }
@@ -138,7 +138,7 @@ function exactContainer(allocations: readonly Allocation[], given: string): stri
   const begun = ids.filter((id) => id.startsWith(given)).sort();
   if (begun.length > 0) {
     const which = begun.length === 1 ? `the container ID ${begun[0]}` : `${begun.length} container IDs: ${begun.join(', ')}`;
-    throw new WarrenError('BAD_REQUEST', `no container has the ID "${given}"; it is the beginning of ${which}. Give the whole ID, or add --prefix to release by a unique prefix`);
+    throw new WarrenError('BAD_REQUEST', `no container has the ID "${given}"; it is the beginning of ${which}. Give the whole ID, or add ` + `--prefix to release by a unique prefix`);
   }
   return given;
 }
@@ -150,7 +150,7 @@ export async function auditCommand(argv: readonly string[], io: CliIO): Promise<
     io.out(`${JSON.stringify(report, null, 2)}\n`);
     return 0;
   }
-  const lines = [safe`audit at ${report.at}: ${report.counts.healthy} healthy, ${report.counts.stale} stale, ${report.counts.suspect} suspect`];
+  const lines = [safe`audit at ${report.at}: ${report.counts.healthy} healthy, ${report.counts.stale} stale, ` + safe`${report.counts.suspect} suspect`];
   lines.push(safe`journal ${report.sources.journal.dir}: ${report.sources.journal.pending} pending`);
   for (const d of report.sources.netns) lines.push(d.observable ? safe`netns ${d.dir}: observable` : safe`netns ${d.dir}: NOT observable (${d.reason}); nothing is released on its account`);
   io.out(`${lines.join('\n')}\n`);
@@ -170,7 +170,7 @@ export async function auditCommand(argv: readonly string[], io: CliIO): Promise<
     );
   }
   if (values.fix) {
-    io.out(`released ${report.released?.length ?? 0} stale allocation(s)${(report.released ?? []).map((a) => safe`\n  ${a.address} (${a.containerID})`).join('')}\n`);
+    io.out(`released ${report.released?.length ?? 0} stale ` + `allocation(s)${(report.released ?? []).map((a) => safe`\n  ${a.address} (${a.containerID})`).join('')}\n`);
     for (const e of report.errors ?? []) io.err(safe`could not release ${e}\n`);
     return (report.errors ?? []).length > 0 ? 1 : 0;
   }

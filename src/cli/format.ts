@@ -10,6 +10,7 @@
  * Idempotent: what it returns has nothing left to escape.
  */
 export function printable(text: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters to escape is the point
   return text.replace(/[\x00-\x1f\x7f-\x9f\u061c\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, (c) => {
     const code = c.charCodeAt(0);
     return code <= 0xff ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`;
@@ -36,7 +37,7 @@ export function table(headers: readonly string[], rows: ReadonlyArray<readonly s
       .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0)))
       .join('  ')
       .trimEnd();
-  return [line(headers), ...shown.map(line)].join('\n') + '\n';
+  return `${[line(headers), ...shown.map(line)].join('\n')}\n`;
 }
 
 export function percent(ratio: number | undefined): string {

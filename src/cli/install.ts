@@ -41,7 +41,7 @@ export const INSTALLED = {
 export interface InstallOptions {
   readonly cniBinDir: string;
   /** Holds warren-forwarder and warren, as `npm run build` makes them. Default DIST_DIR. */
-  readonly from?: string;
+  readonly from?: string | undefined;
   /** The Node executable to carry; default this process's, symlinks resolved. */
   readonly node?: string;
   /** Symlink the node rather than copy it. */
@@ -163,13 +163,13 @@ export async function runInstall(argv: readonly string[], io: CliIO): Promise<nu
   const { values } = parseArgs({ args: [...argv], options: FLAGS, strict: true, allowPositionals: false });
   const cniBinDir = values['cni-bin-dir'];
   if (cniBinDir === undefined || cniBinDir === '') throw new UsageError('install needs --cni-bin-dir DIR (the runtime\'s CNI bin directory, e.g. /opt/cni/bin)');
-  const report = install({ cniBinDir, ...(values.from === undefined ? {} : { from: values.from }), link: values.link });
+  const report = install({ cniBinDir, from: values.from, link: values.link });
   if (values.json) {
     io.out(`${JSON.stringify(report, null, 2)}\n`);
     return 0;
   }
   for (const file of report.installed) {
-    io.out(safe`installed ${file.path} (${file.bytes} bytes, ${file.kind === 'symlink' ? 'symlink to' : 'from'} ${file.source})\n`);
+    io.out(safe`installed ${file.path} (${file.bytes} bytes, ${file.kind === 'symlink' ? 'symlink to' : 'from'} ` + safe`${file.source})\n`);
   }
   return 0;
 }

@@ -60,9 +60,9 @@ export async function runPodmanEvents(argv: readonly string[], io: CliIO, defaul
   process.once('SIGINT', stop);
   await runPodmanAdapter({
     pluginsDir,
-    ...(values['socket-name'] === undefined ? {} : { socketName: values['socket-name'] }),
-    ...(values.podman === undefined ? {} : { podman: values.podman }),
-    ...(values['netns-prefix'] === undefined ? {} : { netnsPrefixes: values['netns-prefix'] }),
+    socketName: values['socket-name'],
+    podman: values.podman,
+    netnsPrefixes: values['netns-prefix'],
     env: io.env,
     logger,
     clock: systemClock,

@@ -83,7 +83,7 @@ export async function forgetNodeCommand(argv: readonly string[], io: CliIO): Pro
     io.out(`${JSON.stringify(result, null, 2)}\n`);
     return 0;
   }
-  io.out(safe`forgot node ${result.node}: released ${result.released.length} allocations, gave back ${result.blocks.length} blocks\n`);
+  io.out(safe`forgot node ${result.node}: released ${result.released.length} allocations, gave back ` + safe`${result.blocks.length} blocks\n`);
   for (const a of result.released) io.out(safe`released ${a.address} (container ${a.containerID}, ${a.ifname})\n`);
   return 0;
 }

@@ -26,9 +26,9 @@ export interface CniEnv {
 const KNOWN_ARGS = new Set(['IgnoreUnknown', 'K8S_POD_NAMESPACE', 'K8S_POD_NAME', 'K8S_POD_UID', 'K8S_POD_INFRA_CONTAINER_ID', 'K8S_POD_NETWORK', 'IP']);
 
 /** The spec's container ID: letters, digits, "_", "." and "-", starting with a letter or digit. */
-const CONTAINER_ID = /^[A-Za-z0-9][A-Za-z0-9_.\-]{0,254}$/;
+const CONTAINER_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$/;
 /** The spec's network name: the same characters, at most 253. */
-const NETWORK_NAME = /^[A-Za-z0-9][A-Za-z0-9_.\-]{0,252}$/;
+const NETWORK_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,252}$/;
 /** The spec's interface name: 1 to 15 bytes, not "." or "..", no "/", ":" or white space. */
 const IFNAME = /^(?!\.{1,2}$)[^\s/:\0]{1,15}$/;
 
@@ -80,11 +80,11 @@ export function checkCniVariables(vars: CniVariables): CniEnv {
   if (needsContainer) {
     const id = vars.containerID;
     if (id === undefined || id === '') throw bad('CNI_CONTAINERID is not set');
-    if (!isValidContainerID(id)) throw bad(`CNI_CONTAINERID "${printable(id)}" must be 1-255 letters, digits, "_", "." or "-", starting with a letter or digit`);
+    if (!isValidContainerID(id)) throw bad(`CNI_CONTAINERID "${printable(id)}" must be 1-255 letters, digits, "_", "." or "-", starting with a ` + `letter or digit`);
     out.containerID = id;
     const ifname = vars.ifname;
     if (ifname === undefined || ifname === '') throw bad('CNI_IFNAME is not set');
-    if (!isValidIfname(ifname)) throw bad(`CNI_IFNAME "${printable(ifname)}" is not a valid interface name (1-15 bytes, not "." or "..", no spaces, "/" or ":")`);
+    if (!isValidIfname(ifname)) throw bad(`CNI_IFNAME "${printable(ifname)}" is not a valid interface name (1-15 bytes, not "." or "..", no ` + `spaces, "/" or ":")`);
     out.ifname = ifname;
     const netns = vars.netns;
     // DEL may come after the namespace is gone, with CNI_NETNS empty.
@@ -125,5 +125,6 @@ export function parseCniArgs(text: string): CniArgs {
 /** Shows control characters visibly so error messages cannot be used to forge log lines. */
 export function printable(text: string): string {
   const cut = text.length > 80 ? `${text.slice(0, 80)}...` : text;
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters to escape is the point
   return cut.replace(/[\x00-\x1f\x7f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
 }

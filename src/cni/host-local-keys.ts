@@ -56,7 +56,7 @@ export function translateIpam(ipam: unknown, path: string): TranslatedIpam {
     default:
       throw invalid(
         `${path}.type`,
-        `IPAM ${quoted(type)} cannot be taken over: Warren translates host-local and whereabouts (name a primary that uses one with --primary-config, or write Warren's IPAM into the primary yourself)`,
+        `IPAM ${quoted(type)} cannot be taken over: Warren translates host-local and whereabouts (name a ` + `primary that uses one with --primary-config, or write Warren's IPAM into the primary yourself)`,
       );
   }
 }
@@ -66,15 +66,15 @@ function fromHostLocal(ipam: Record<string, unknown>, path: string): TranslatedI
   const notes: string[] = [];
   // Go's decoder leaves a key given as null (or resolvConf as "") unset: host-local ignores it.
   if (ipam.resolvConf !== undefined && ipam.resolvConf !== null && ipam.resolvConf !== '') {
-    throw invalid(`${path}.resolvConf`, 'host-local reads DNS servers from this file at every ADD; Warren takes DNS from ipam.dns only, so it cannot stand in for it');
+    throw invalid(`${path}.resolvConf`, 'host-local reads DNS servers from this file at every ADD; Warren takes DNS from ipam.dns only, so it ' + 'cannot stand in for it');
   }
   let dataDir = HOST_LOCAL_DEFAULT_DATA_DIR;
   // Go's decoder leaves "" as unset too: host-local then uses its default.
   if (ipam.dataDir !== undefined && ipam.dataDir !== null) {
     const given = stringAt(ipam.dataDir, `${path}.dataDir`);
-    if (given !== '' && !isAbsolute(given)) throw invalid(`${path}.dataDir`, `${quoted(given)} is not an absolute path: Warren imports host-local's reservations from it before taking the range over`);
+    if (given !== '' && !isAbsolute(given)) throw invalid(`${path}.dataDir`, `${quoted(given)} is not an absolute path: Warren imports host-local's reservations from it before ` + `taking the range over`);
     if (given !== '') dataDir = given;
-    notes.push(`${path}.dataDir dropped: host-local's own state; Warren keeps addresses in the agent's store (host-local's reservations there are imported first)`);
+    notes.push(`${path}.dataDir dropped: host-local's own state; Warren keeps addresses in the agent's store ` + `(host-local's reservations there are imported first)`);
   }
   const ranges: Record<string, unknown>[] = [];
   if (ipam.subnet !== undefined) {
@@ -95,7 +95,7 @@ function fromHostLocal(ipam: Record<string, unknown>, path: string): TranslatedI
           at,
           set.length === 0
             ? 'is an empty range set'
-            : `holds ${set.length} ranges: host-local draws one address from any of them, Warren gives one address per range, so the meaning would change (keep one range per set)`,
+            : `holds ${set.length} ranges: host-local draws one address from any of them, Warren gives one ` + `address per range, so the meaning would change (keep one range per set)`,
         );
       }
       const range = set[0];

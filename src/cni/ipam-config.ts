@@ -160,7 +160,7 @@ export function parseIpamConfig(value: unknown, path = 'ipam'): IpamConfig {
     if (value.addresses.length > 0) {
       throw invalid(
         `${path}.addresses`,
-        'static addresses would give every attachment of this network the same address, and Warren hands an address to one attachment only; use a range (a /32 or /128 for one address) or request the address with CNI_ARGS IP= or the ips capability',
+        'static addresses would give every attachment of this network the same address, and Warren hands an ' + 'address to one attachment only; use a range (a /32 or /128 for one address) or request the address ' + 'with CNI_ARGS IP= or the ips capability',
       );
     }
   }

@@ -57,7 +57,7 @@ export type Decoded = { readonly kind: 'entry'; readonly entry: JournalEntry } |
  * Every name either scheme makes: a letter or digit first (never a dot-file, never "." or ".."),
  * then only characters that are safe in a path component, 255 bytes in all.
  */
-const FILE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.~%\-]{0,246}\.release$/;
+const FILE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.~%-]{0,246}\.release$/;
 /** Where a long container ID is cut in a digest name: a Docker or CRI ID (64 hex digits) stays whole. */
 const ID_PREFIX = 64;
 
@@ -65,7 +65,7 @@ const ID_PREFIX = 64;
 function percentEncode(text: string): string {
   return Array.from(Buffer.from(text, 'utf8'), (b) => {
     const c = String.fromCharCode(b);
-    return /[A-Za-z0-9_.\-]/.test(c) ? c : `%${b.toString(16).padStart(2, '0')}`;
+    return /[A-Za-z0-9_.-]/.test(c) ? c : `%${b.toString(16).padStart(2, '0')}`;
   }).join('');
 }
 

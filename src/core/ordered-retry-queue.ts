@@ -49,7 +49,7 @@ interface Lane<E> {
   failures: number;
   lastError?: string;
   retryAt?: number;
-  cancel?: CancelTimer;
+  cancel?: CancelTimer | undefined;
   /** Told once when the lane stops running (emptied, or failed and backing off): flush and settled. */
   readonly waiters: Set<(outcome: FlushOutcome) => void>;
 }

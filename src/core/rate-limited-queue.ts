@@ -36,7 +36,10 @@ export interface RateLimiter {
   retries(key: string): number;
 }
 
-/** Per-key exponential backoff: base on the first retry, doubling up to max (client-go's ItemExponentialFailureRateLimiter). */
+/**
+ * Per-key exponential backoff: base on the first retry, doubling up to max (client-go's
+ * ItemExponentialFailureRateLimiter).
+ */
 export class ItemExponentialRateLimiter implements RateLimiter {
   readonly #backoff: ExponentialBackoff;
   readonly #failures = new Map<string, number>();

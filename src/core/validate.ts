@@ -55,7 +55,10 @@ const MAX_KEYS_NAMED = 20;
 export interface Validator<E extends Error> {
   /** The refusal of the value at `path`. */
   readonly invalid: (path: string, message: string) => E;
-  /** Refuses every key of `object` not in `allowed`, naming all of them in one error, with a hint when one looks like a known key mistyped. */
+  /**
+   * Refuses every key of `object` not in `allowed`, naming all of them in one error, with a hint
+   * when one looks like a known key mistyped.
+   */
   readonly refuseUnknownKeys: (object: Record<string, unknown>, allowed: ReadonlySet<string>, path: string) => void;
   /**
    * The same for the fields of a request body, refused as `${what}: unknown field "x"`: a body is

@@ -43,7 +43,7 @@ export function networkNameProblem(name: string): string | undefined {
   const bad = RESERVED_IN_NAME.exec(name);
   if (bad !== null) {
     const shown = JSON.stringify(bad[0]);
-    return `must not contain ${shown} (found at character ${bad.index + 1}): "#", "@", "/", whitespace and control characters separate the parts of Warren's pool and block keys`;
+    return `must not contain ${shown} (found at character ${bad.index + 1}): "#", "@", "/", whitespace and ` + `control characters separate the parts of Warren's pool and block keys`;
   }
   return undefined;
 }

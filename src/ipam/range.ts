@@ -21,7 +21,7 @@ export interface RangeSpec {
   /** Excluded CIDRs as inclusive [from, to] intervals, plus the gateway when it is in the subnet. */
   readonly excluded: ReadonlyArray<readonly [bigint, bigint]>;
   /** Reported with every address of this range; of the range's family, possibly outside its subnet. */
-  readonly gateway?: IPAddress;
+  readonly gateway?: IPAddress | undefined;
   /** Identity of the pool: ranges with one subnet and network_name share addresses. */
   readonly pool: string;
   /**

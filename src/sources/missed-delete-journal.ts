@@ -373,7 +373,7 @@ export class MissedDeleteJournal {
     } catch {
       // the removals stand; durability of a deletion of evidence is not worth an error
     }
-    return { files, bytes, why: `${REJECTED_DIR}/ keeps at most ${this.#maxRejectedFiles} files and ${this.#maxRejectedBytes} bytes, the oldest removed first` };
+    return { files, bytes, why: `${REJECTED_DIR}/ keeps at most ${this.#maxRejectedFiles} files and ${this.#maxRejectedBytes} bytes, ` + `the oldest removed first` };
   }
 
   /** Removes an intent whose release has committed. Removing a file already gone is a no-op. */

@@ -26,7 +26,7 @@ export interface IdentityCheck {
   /** The record's full key, for messages. */
   readonly key: string;
   /** The identity this agent recorded at its last run, when it knows none in this process yet. */
-  readonly expected?: string;
+  readonly expected?: string | undefined;
 }
 
 /**
@@ -51,7 +51,7 @@ export async function verifyIdentity(c: IdentityCheck): Promise<void> {
     return;
   }
   if (known !== undefined && found !== known) {
-    c.continuity.halt('store-lost', `${c.where} is not the store this agent knew: its identity is ${found}, not ${known} (it was wiped and recreated, or the endpoints reach another store). ${STORE_LOST_RECOVERY}`);
+    c.continuity.halt('store-lost', `${c.where} is not the store this agent knew: its identity is ${found}, not ${known} (it was wiped and ` + `recreated, or the endpoints reach another store). ${STORE_LOST_RECOVERY}`);
     return;
   }
   c.continuity.identity = found;

@@ -37,7 +37,7 @@ export interface EtcdMembershipOptions {
   /** Writes back what this process knew of the store before it lost its data (etcd-republish.ts). */
   readonly republish: (node: string) => Promise<AcceptReport>;
   /** Told what the operator should know while announcing (waiting out a lease). */
-  readonly notice?: (message: string) => void;
+  readonly notice?: ((message: string) => void) | undefined;
   /** Waits this long (polling for a lease to lapse); injectable for tests. */
   readonly wait?: (ms: number) => Promise<void>;
 }
@@ -77,7 +77,7 @@ function recordOf(value: Buffer | string | undefined): NodeRecord | undefined {
 export function describeInstance(record: NodeRecord | undefined): string {
   if (record?.instance === undefined) return 'an agent that records no instance (an older version, or a key Warren did not write)';
   const where = [record.host === undefined ? undefined : `host ${record.host}`, record.pid === undefined ? undefined : `pid ${record.pid}`].filter((x) => x !== undefined);
-  return `agent instance ${record.instance} (${[...where, `since ${new Date(record.since).toISOString()}`].join(', ')})`;
+  return `agent instance ${record.instance} ` + `(${[...where, `since ${new Date(record.since).toISOString()}`].join(', ')})`;
 }
 
 // Not unref()ed: while an agent starts, this wait may be all that keeps its process alive.
@@ -169,8 +169,8 @@ export class EtcdMembership implements Membership {
         continue;
       }
       const refusal =
-        `node ${announced.node} is already announced in etcd by ${describeInstance(holder)}: two agents must not share a node name ` +
-        `(give this one another --node-name; if that agent is gone, its announcement lapses within ${this.#o.leaseSeconds} s of its last renewal)`;
+        `node ${announced.node} is already announced in etcd by ${describeInstance(holder)}: two agents must ` + `not share a node name ` +
+        `(give this one another --node-name; if that agent is gone, its announcement lapses within ` + `${this.#o.leaseSeconds} s of its last renewal)`;
       // Refused while running (the first announcement came late, or the lease was lost meanwhile):
       // this instance must not write either.
       this.#o.continuity.halt('taken-over', `${refusal}; this agent stopped allocating (then \`warren store accept\`)`);
@@ -193,7 +193,7 @@ export class EtcdMembership implements Membership {
    */
   async #waitOut(key: string, modRevision: string, holder: NodeRecord | undefined): Promise<void> {
     const boundMs = this.#o.leaseSeconds * 1000 + 2000;
-    this.#o.notice?.(`this node's announcement is held by ${describeInstance(holder)}, this agent's previous start on another boot (a reboot, or a machine cloned with this state directory): waiting up to ${Math.ceil(boundMs / 1000)} s for its lease to lapse`);
+    this.#o.notice?.(`this node's announcement is held by ${describeInstance(holder)}, this agent's previous start on ` + `another boot (a reboot, or a machine cloned with this state directory): waiting up to ` + `${Math.ceil(boundMs / 1000)} s for its lease to lapse`);
     const wait = this.#o.wait ?? defaultWait;
     for (let waited = 0; waited < boundMs; waited += 250) {
       const now = await this.#o.call('read the announcement', () => this.#o.ns.get(key).exec());
@@ -218,7 +218,7 @@ export class EtcdMembership implements Membership {
     if (kv !== undefined && holder?.instance !== announced.record.instance) {
       this.#o.continuity.halt(
         'taken-over',
-        `this node's announcement (node ${announced.node}) was taken over by ${describeInstance(holder)}: two agents share this node name, and this one stopped allocating rather than fight over it (stop one of them, give it another --node-name, then run \`warren store accept\` on the one that stays)`,
+        `this node's announcement (node ${announced.node}) was taken over by ${describeInstance(holder)}: ` + `two agents share this node name, and this one stopped allocating rather than fight over it (stop ` + `one of them, give it another --node-name, then run \`warren store accept\` on the one that stays)`,
       );
       return;
     }

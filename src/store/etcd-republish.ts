@@ -71,7 +71,7 @@ export async function republish(input: RepublishInput): Promise<AcceptReport> {
       for (const [address, [network, containerID, ifname]] of wanted) {
         if (present.has(address)) {
           const theirs = (await store.findByOwner({ network, containerID, ifname })).some((a) => a.pool === seen.pool && a.address === address);
-          if (!theirs) found.push(`${address} (held by container ${containerID}, ${ifname}, in ${seen.pool}) is allocated to another owner in the store now`);
+          if (!theirs) found.push(`${address} (held by container ${containerID}, ${ifname}, in ${seen.pool}) is allocated to ` + `another owner in the store now`);
           continue;
         }
         const allocation = recordOf(address, [network, containerID, ifname]) ?? { pool: seen.pool, address, network, containerID, ifname, node: seen.affinity ?? node, createdAt: input.now };
@@ -99,7 +99,7 @@ export async function republish(input: RepublishInput): Promise<AcceptReport> {
         conflicts.push(...found);
         done = true;
       } else if (attempt === ATTEMPTS) {
-        conflicts.push(`pool ${seen.pool}: not written back (${result.reason}); one of its owners may hold another address in the store now`);
+        conflicts.push(`pool ${seen.pool}: not written back (${result.reason}); one of its owners may hold another ` + `address in the store now`);
       }
     }
   }

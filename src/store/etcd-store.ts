@@ -167,7 +167,7 @@ export class EtcdStore implements Store {
       continuity: this.#continuity,
       verifyIdentity: () => this.#verifyIdentity(),
       republish: (node) => this.#republish(node),
-      ...(options.notice === undefined ? {} : { notice: options.notice }),
+      notice: options.notice,
     });
     this.membership = this.#membership;
     this.spaces = new EtcdSpaces({
@@ -194,7 +194,7 @@ export class EtcdStore implements Store {
       continuity: this.#continuity,
       where: `etcd store ${this.description}`,
       key: `${this.#prefix}${IDENTITY_KEY}`,
-      ...(this.#expectedIdentity === undefined ? {} : { expected: this.#expectedIdentity }),
+      expected: this.#expectedIdentity,
     });
     // Compared once: from now on what this process verified counts, or the operator's accept.
     this.#expectedIdentity = undefined;
@@ -289,7 +289,7 @@ export class EtcdStore implements Store {
         }
       }
       if (admitted !== undefined && (response.responses[0]?.response_range?.kvs.length ?? 0) === 0) {
-        return { kind: 'conflict', reason: `range ${guard?.rangePool} is no longer admitted in its address space: an overlapping range was admitted since`, admissionLost: true };
+        return { kind: 'conflict', reason: `range ${guard?.rangePool} is no longer admitted in its address space: an overlapping range ` + `was admitted since`, admissionLost: true };
       }
       return { kind: 'conflict', reason: `pool ${pool} changed since revision ${expected}, or an owner already holds an address in it` };
     }
@@ -301,7 +301,9 @@ export class EtcdStore implements Store {
   }
 
   async findByOwner(owner: Omit<Owner, 'ifname'> & { ifname?: string }): Promise<Allocation[]> {
-    const prefix = `owners/${enc(owner.network)}/${enc(owner.containerID)}/${owner.ifname === undefined ? '' : `${enc(owner.ifname)}/`}`;
+    const prefix = `owners/${enc(owner.network)}/${enc(owner.containerID)}/${owner.ifname === undefined ? '' : `${
+      enc(owner.ifname)
+    }/`}`;
     const found = await this.#allocationsUnder(prefix);
     if (this.#continuity.halted() === undefined) for (const a of found) this.#records.set(`${a.pool}|${a.address}`, a);
     return found;

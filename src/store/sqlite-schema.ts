@@ -17,7 +17,8 @@ const UPGRADES: ReadonlyMap<number, string> = new Map([
   // 3: the cooldown a release applies is a pool attribute. Until now it was read back out of the
   // description on each release; the upgrade copies it from there once.
   [2, `ALTER TABLE pools ADD COLUMN cooldown_seconds INTEGER;
-       UPDATE pools SET cooldown_seconds = json_extract(description, '$.cooldownSeconds') WHERE json_valid(description);`],
+       UPDATE pools SET cooldown_seconds = json_extract(description, '$.cooldownSeconds')
+       WHERE json_valid(description);`],
   // 4: the plain owner index goes. The unique owner-per-range index begins with the same columns
   // and serves every look-up by owner, so the plain one only cost a second index write per
   // allocation and release.
@@ -64,7 +65,8 @@ CREATE TABLE IF NOT EXISTS allocations (
 -- is ipam/blocks.ts's rangePoolOfKey in SQL; keep the two the same. Its leading columns also serve
 -- every look-up by owner (network, container ID, interface).
 CREATE UNIQUE INDEX IF NOT EXISTS allocations_owner_range ON allocations (
-  network, container_id, ifname, (CASE WHEN instr(pool, '#') > 0 THEN substr(pool, 1, instr(pool, '#') - 1) ELSE pool END)
+  network, container_id, ifname,
+  (CASE WHEN instr(pool, '#') > 0 THEN substr(pool, 1, instr(pool, '#') - 1) ELSE pool END)
 );
 CREATE TABLE IF NOT EXISTS resting (
   pool TEXT NOT NULL,

@@ -73,7 +73,7 @@ export class SqliteStore implements Store {
       if (existsSync(options.path) && statSync(options.path).size === 0) {
         throw new WarrenError(
           'IO_FAILURE',
-          `database ${options.path} is an empty file that this start did not create; it may have been truncated: restore it from a backup, or remove it to start with no allocations`,
+          `database ${options.path} is an empty file that this start did not create; it may have been ` + `truncated: restore it from a backup, or remove it to start with no allocations`,
         );
       }
     }
@@ -114,8 +114,8 @@ export class SqliteStore implements Store {
       bumpRevision: db.prepare('UPDATE pools SET revision = revision + 1 WHERE pool = ? AND revision = ?'),
       insert: db.prepare(INSERT_ALLOCATION),
       remove: db.prepare('DELETE FROM allocations WHERE pool = ? AND address = ?'),
-      relocate: db.prepare('UPDATE allocations SET netns = ? WHERE pool = ? AND address = ? AND network = ? AND container_id = ? AND ifname = ?'),
-      rest: db.prepare('INSERT OR REPLACE INTO resting (pool, address, reusable_at, reusable_boot, reusable_mono) VALUES (?, ?, ?, ?, ?)'),
+      relocate: db.prepare('UPDATE allocations SET netns = ? WHERE pool = ? AND address = ? AND network = ? AND container_id = ' + '? AND ifname = ?'),
+      rest: db.prepare('INSERT OR REPLACE INTO resting (pool, address, reusable_at, reusable_boot, reusable_mono) VALUES ' + '(?, ?, ?, ?, ?)'),
       unrest: db.prepare('DELETE FROM resting WHERE pool = ? AND address = ?'),
       cursor: db.prepare('UPDATE pools SET cursor = ? WHERE pool = ?'),
       describe: db.prepare('UPDATE pools SET description = ? WHERE pool = ?'),
@@ -126,7 +126,7 @@ export class SqliteStore implements Store {
       begin: db.prepare('BEGIN IMMEDIATE'),
       commit: db.prepare('COMMIT'),
       rollback: db.prepare('ROLLBACK'),
-      probe: db.prepare(`INSERT INTO meta (key, value) VALUES ('write_probe', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`),
+      probe: db.prepare(`INSERT INTO meta (key, value) VALUES ('write_probe', ?) ON CONFLICT (key) DO UPDATE SET value = ` + `excluded.value`),
     };
   }
 

@@ -238,17 +238,17 @@ export interface AddressSpaces {
 
 export interface AllocationFilter {
   /** Exactly this store pool (a range pool, or one block). */
-  readonly pool?: string;
+  readonly pool?: string | undefined;
   /** This pool and every block of it: everything a range holds, split into blocks or not. */
-  readonly rangePool?: string;
-  readonly network?: string;
-  readonly containerID?: string;
-  readonly ifname?: string;
-  readonly podNamespace?: string;
-  readonly podName?: string;
-  readonly podUID?: string;
-  readonly node?: string;
-  readonly address?: string;
+  readonly rangePool?: string | undefined;
+  readonly network?: string | undefined;
+  readonly containerID?: string | undefined;
+  readonly ifname?: string | undefined;
+  readonly podNamespace?: string | undefined;
+  readonly podName?: string | undefined;
+  readonly podUID?: string | undefined;
+  readonly node?: string | undefined;
+  readonly address?: string | undefined;
 }
 
 export interface Store {

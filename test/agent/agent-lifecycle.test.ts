@@ -102,6 +102,7 @@ describe('the agent\'s start and stop', () => {
   it('a journal watch that fails is not swallowed: the intake rejects, so the agent stops rather than serve without draining', async () => {
     const broken = {
       dir: '/nonexistent',
+      // biome-ignore lint/correctness/useYield: a watch that fails before its first event
       async *events() {
         throw new Error('injected: the watch failed');
       },

@@ -58,7 +58,7 @@ describe('the agent process', () => {
     assert.ok(existsSync(agent.socket), 'kill -9 leaves the socket behind');
     const again = await start(agent.dir);
     const held = await again.allocations('?containerID=k1');
-    assert.deepEqual(held.map((a) => `${a.address}/24`), (add.json?.ips as Array<{ address: string }>).map((i) => i.address));
+    assert.deepEqual(held.map((a) => `${a.address}/24`), (add.json as { ips: Array<{ address: string }> }).ips.map((i) => i.address));
   });
 
   it('a refused second agent on the same socket leaves the first agent reachable', async () => {

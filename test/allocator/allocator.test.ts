@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { ManualClock } from '../../src/core/clock.ts';
 import { isWarrenError } from '../../src/core/errors.ts';
-import { parseIP } from '../../src/ipam/address.ts';
+import { type IPAddress, parseIP } from '../../src/ipam/address.ts';
 import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import { Allocator, attachmentKey } from '../../src/allocator/allocator.ts';
 import { SqliteStore } from '../../src/store/sqlite-store.ts';
@@ -84,15 +84,15 @@ describe('Allocator', () => {
   it('honours a requested address and refuses one that is taken, excluded or outside', async () => {
     const { allocator } = setup();
     const r = ranges({ range: '10.0.0.0/24', exclude: ['10.0.0.128/25'] });
-    const got = await allocator.allocate({ owner: owner('a'), ranges: r, requested: [parseIP('10.0.0.77')!] });
+    const got = await allocator.allocate({ owner: owner('a'), ranges: r, requested: [parseIP('10.0.0.77') as IPAddress] });
     assert.equal(got[0]?.allocation.address, '10.0.0.77');
     const refuse = async (ip: string, pattern: RegExp) =>
-      assert.rejects(allocator.allocate({ owner: owner(`x-${ip}`), ranges: r, requested: [parseIP(ip)!] }), (e) => isWarrenError(e, 'ADDRESS_UNAVAILABLE') && pattern.test(e.message));
+      assert.rejects(allocator.allocate({ owner: owner(`x-${ip}`), ranges: r, requested: [parseIP(ip) as IPAddress] }), (e) => isWarrenError(e, 'ADDRESS_UNAVAILABLE') && pattern.test(e.message));
     await refuse('10.0.0.77', /already allocated/);
     await refuse('10.0.0.200', /excluded/);
     await refuse('10.0.0.0', /outside the allocatable span/);
     await refuse('10.9.9.9', /none of the configured ranges/);
-    await assert.rejects(allocator.allocate({ owner: owner('a'), ranges: r, requested: [parseIP('10.0.0.78')!] }), /already holds 10\.0\.0\.77/);
+    await assert.rejects(allocator.allocate({ owner: owner('a'), ranges: r, requested: [parseIP('10.0.0.78') as IPAddress] }), /already holds 10\.0\.0\.77/);
   });
 
   it('keeps a released address resting for the cooldown, on the injected clock', async () => {

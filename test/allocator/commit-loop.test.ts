@@ -117,7 +117,7 @@ describe('the allocator under contention', () => {
   });
 
   it('gives up recording a block size, and forgetting a node, with messages of their own', async () => {
-    const store = contendedStore((pool, ops) => ops.some((op) => op.op === 'describe' && op.description.blockPrefix !== undefined) || ops.some((op) => op.op === 'unclaim'));
+    const store = contendedStore((_pool, ops) => ops.some((op) => op.op === 'describe' && op.description.blockPrefix !== undefined) || ops.some((op) => op.op === 'unclaim'));
     const allocator = new Allocator({ store, clock: new ManualClock(0), node: 'n1', blocks: true, maxAttempts: 2 });
     await assert.rejects(
       allocator.allocate({ owner: owner('a'), ranges: ranges({ range: '10.0.0.0/24', block_size: 28 }) }),

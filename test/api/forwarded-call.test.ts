@@ -46,7 +46,7 @@ function forwarded(socket: string, body: string | Buffer): Promise<RawAnswer> {
   });
 }
 
-type Vars = Partial<Record<'CNI_COMMAND' | 'CNI_CONTAINERID' | 'CNI_NETNS' | 'CNI_IFNAME' | 'CNI_ARGS', string>>;
+type Vars = Partial<Record<'CNI_COMMAND' | 'CNI_CONTAINERID' | 'CNI_NETNS' | 'CNI_IFNAME' | 'CNI_ARGS', string | undefined>>;
 
 /** The body as the forwarder writes it: the variables it was given as strings, then the stdin bytes. */
 function forwarderBody(vars: Vars, stdin: string): string {

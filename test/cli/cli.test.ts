@@ -170,6 +170,7 @@ describe('warren CLI', () => {
     it('prints pod names with control characters escaped, so a hostile pod name cannot forge terminal output', async () => {
       const r = await cli('allocations', '--pod', hostile);
       assert.equal(r.code, 0, r.stderr);
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: the test looks for control characters
       assert.doesNotMatch(r.stdout, /[\x00-\x09\x0b-\x1f\x7f-\x9f]/);
       assert.doesNotMatch(r.stdout, /^FORGED/m);
       assert.ok(r.stdout.includes('team/evil\\x1b[2J\\x1b[31m\\x0aFORGED line\\x9b-pod'), r.stdout);

@@ -148,6 +148,7 @@ describe('parseCniEnv', () => {
           assert.ok(error instanceof WarrenError, `threw a non-WarrenError: ${String(error)}`);
           assert.equal(error.code, 'BAD_ENV');
           assert.match(error.message, /^CNI_(COMMAND|CONTAINERID|IFNAME|NETNS) /);
+          // biome-ignore lint/suspicious/noControlCharactersInRegex: the test looks for control characters
           assert.ok(!/[\x00-\x1f\x7f]/.test(error.message), 'control character in the message');
         }
       }),
@@ -231,6 +232,7 @@ describe('parseCniArgs', () => {
           assert.ok(error instanceof WarrenError, `threw a non-WarrenError: ${String(error)}`);
           assert.equal(error.code, 'BAD_ENV');
           assert.match(error.message, /^CNI_ARGS: /);
+          // biome-ignore lint/suspicious/noControlCharactersInRegex: the test looks for control characters
           assert.ok(!/[\x00-\x1f\x7f]/.test(error.message), 'control character in the message');
         }
       }),

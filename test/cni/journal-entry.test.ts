@@ -16,8 +16,8 @@ import { JOURNAL_FORMAT, type JournalEntry, decodeEntry, encodeEntry, journalFil
 const SAFE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.~%-]{0,246}\.release$/;
 const OWNER: Owner = { network: 'pods', containerID: 'c0ffee', ifname: 'eth0' };
 
-function entryOf(owner: Owner, extra: Partial<JournalEntry> = {}): JournalEntry {
-  return { format: JOURNAL_FORMAT, ...owner, netns: '/var/run/netns/cni-1', recordedAt: 1_700_000_000_000, reason: 'agent unreachable', ...extra };
+function entryOf(owner: Owner, extra: { readonly [K in keyof JournalEntry]?: JournalEntry[K] | undefined } = {}): JournalEntry {
+  return { format: JOURNAL_FORMAT, ...owner, netns: '/var/run/netns/cni-1', recordedAt: 1_700_000_000_000, reason: 'agent unreachable', ...extra } as JournalEntry;
 }
 
 /** A hand-made entry text, for fields encodeEntry would never write. */
@@ -344,7 +344,7 @@ describe('decodeEntry', () => {
       `${name.slice(0, -'.release'.length)}.Release`,
       name.replace('~eth0~', '~eth 0~'),
       `${'a'.repeat(248)}.release`,
-      'x'.repeat(300) + '.release',
+      `${'x'.repeat(300)}.release`,
     ]) {
       assertInvalid(bad, text);
     }

@@ -41,7 +41,7 @@ describe('OrderedRetryQueue', () => {
   it('backs a failing key off (1 s doubling) and replays its queue in order, without delaying other keys', async () => {
     const attempts: string[] = [];
     let failuresLeft = 2;
-    const { clock, queue } = setup(async (key, event) => {
+    const { clock, queue } = setup(async (_key, event) => {
       attempts.push(event);
       if (event === 'a1' && failuresLeft > 0) {
         failuresLeft -= 1;

@@ -218,6 +218,7 @@ describe('the Grafana dashboard', () => {
     };
     walk(dashboard);
     assert.ok(datasources.length > 0);
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: Grafana's own variable syntax, not a template
     for (const d of datasources) assert.deepEqual(d, { type: 'prometheus', uid: '${datasource}' });
     for (const s of strings) assert.doesNotMatch(s, /[a-z][a-z0-9+.-]*:\/\//i, `an absolute URL: ${s}`);
     for (const p of queryPanels) for (const t of p.targets ?? []) assert.notEqual(t.datasource, undefined, `panel ${p.id} ${t.refId} names its datasource`);

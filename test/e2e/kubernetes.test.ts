@@ -278,7 +278,7 @@ describe('Kubernetes pod garbage collection', { skip }, () => {
       });
       const s = await waitFor('status to name the missing permission', async () => {
         const k = (await status()).kubernetes;
-        return k !== undefined && k.forbidden.some((f) => /create events/.test(f)) ? k : undefined;
+        return k?.forbidden.some((f) => /create events/.test(f)) ? k : undefined;
       });
       assert.ok(s.events.refused >= 1);
       // What an operator reads: `warren status`, in words.

@@ -49,9 +49,9 @@ export interface ObjectMeta {
   name?: string;
   generateName?: string;
   namespace?: string;
-  uid?: string;
+  uid?: string | undefined;
   resourceVersion?: string;
-  creationTimestamp?: string;
+  creationTimestamp?: string | undefined;
   deletionTimestamp?: string;
   deletionGracePeriodSeconds?: number;
   labels?: Record<string, string>;
@@ -61,8 +61,8 @@ export interface ObjectMeta {
 
 /** Any object as it travels on the wire (JSON; timestamps are RFC 3339 strings). */
 export interface KubeObject {
-  apiVersion?: string;
-  kind?: string;
+  apiVersion?: string | undefined;
+  kind?: string | undefined;
   metadata: ObjectMeta;
   [field: string]: unknown;
 }

@@ -16,7 +16,7 @@
  * A missing podman is a failure, not a skip: `requirePodman()` throws saying what is missing.
  */
 import { randomBytes, randomInt } from 'node:crypto';
-import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, rmdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, rmdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type RunResult, CHILD_PATH, isRoot, processesUsing, removeDir, run, tempDir, waitFor } from './processes.ts';
 

@@ -62,7 +62,7 @@ const FILE_EXIT_GRACE_MS = 30_000;
 function isTestFile(path: string | undefined): boolean {
   if (path === undefined) return false;
   const absolute = resolve(path);
-  return absolute.startsWith(join(REPO, 'test') + '/') && !absolute.startsWith(join(REPO, 'test', 'helpers') + '/');
+  return absolute.startsWith(`${join(REPO, 'test')}/`) && !absolute.startsWith(`${join(REPO, 'test', 'helpers')}/`);
 }
 // Only in a test file the runner started: a child process that imports this module (the
 // registration plugin, a `node -e` program) inherits the runner's NODE_TEST_CONTEXT and must not

@@ -4,7 +4,7 @@
  */
 import { join } from 'node:path';
 import { ManualClock } from '../../src/core/clock.ts';
-import { parseIP } from '../../src/ipam/address.ts';
+import { type IPAddress, parseIP } from '../../src/ipam/address.ts';
 import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import { Allocator } from '../../src/allocator/allocator.ts';
 import { SqliteStore } from '../../src/store/sqlite-store.ts';
@@ -26,7 +26,7 @@ export async function seedAllocations(stateDir: string, network: string, range: 
       await allocator.allocate({
         owner: { network, containerID: s.containerID, ifname: 'eth0' },
         ranges,
-        requested: [parseIP(s.address)!],
+        requested: [parseIP(s.address) as IPAddress],
         ...(s.netns === undefined ? {} : { netns: s.netns }),
         ...(s.podName === undefined ? {} : { podName: s.podName, podNamespace: 'default' }),
         ...(s.podUID === undefined ? {} : { podUID: s.podUID }),

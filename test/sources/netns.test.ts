@@ -11,14 +11,14 @@ import { NetnsObserver, mountPoints } from '../../src/sources/netns.ts';
 import { tempDir } from '../helpers/processes.ts';
 
 /** Escapes a path the way the kernel writes it in mountinfo. */
-function escape(path: string): string {
+function escapeMountPoint(path: string): string {
   return path.replace(/[ \t\n\\]/g, (c) => `\\${c.charCodeAt(0).toString(8).padStart(3, '0')}`);
 }
 
 /** A mountinfo file listing `/` and the given mount points, in the kernel's format. */
 function fakeMountinfo(scratch: string, points: readonly string[]): string {
   const lines = ['22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw'];
-  points.forEach((p, i) => lines.push(`${100 + i} 22 0:${50 + i} / ${escape(p)} rw,nosuid,nodev shared:${10 + i} - tmpfs tmpfs rw,mode=755`));
+  points.forEach((p, i) => lines.push(`${100 + i} 22 0:${50 + i} / ${escapeMountPoint(p)} rw,nosuid,nodev shared:${10 + i} - tmpfs tmpfs rw,mode=755`));
   const file = join(scratch, `mountinfo-${Math.random().toString(36).slice(2)}`);
   writeFileSync(file, `${lines.join('\n')}\n`);
   return file;

@@ -54,7 +54,7 @@ export class ClusterRecord {
         ...(isPlainObject(identities) ? { identities: Object.fromEntries(Object.entries(identities).filter((e): e is [string, string] => typeof e[1] === 'string')) } : {}),
       };
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') warn(`${this.#path} is unreadable, ignored (a restart then waits out this node's old announcement): ${messageOf(error)}`);
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') warn(`${this.#path} is unreadable, ignored (a restart then waits out this node's old announcement): ` + `${messageOf(error)}`);
     }
     const previous = this.#file.instance;
     const boot = bootId();

@@ -99,7 +99,7 @@ export class ClusterUpkeep {
       }
       return halted;
     }
-    if (!this.#announced) return `node ${this.#o.node} is not announced in the cluster store yet (until it is, another agent might hold this node name); retrying every ${this.#o.intervalMs / 1000} s`;
+    if (!this.#announced) return `node ${this.#o.node} is not announced in the cluster store yet (until it is, another agent might ` + `hold this node name); retrying every ${this.#o.intervalMs / 1000} s`;
     return undefined;
   }
 

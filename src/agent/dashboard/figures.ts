@@ -11,7 +11,10 @@
 
 /** How full a pool is, as the page shows it. */
 export interface Utilisation {
-  /** One decimal, rounded half up: "1.2%"; "<0.1%" when something but not 0.1% is allocated, ">99.9%" when not quite full. */
+  /**
+   * One decimal, rounded half up: "1.2%"; "<0.1%" when something but not 0.1% is allocated,
+   * ">99.9%" when not quite full.
+   */
   readonly text: string;
   /** The bar's width in percent, two decimals, at most 100. */
   readonly width: string;
@@ -58,7 +61,10 @@ export function formatDuration(seconds: number): string {
   return parts.length === 0 ? '0s' : parts.join(' ');
 }
 
-/** "HH:MM:SS" (UTC) when `at` is on the same UTC day as `now`, else "YYYY-MM-DD HH:MM:SS"; the text as given when it is no time. */
+/**
+ * "HH:MM:SS" (UTC) when `at` is on the same UTC day as `now`, else "YYYY-MM-DD HH:MM:SS"; the text
+ * as given when it is no time.
+ */
 export function clockTime(at: string, now: string): string {
   const t = new Date(at);
   if (Number.isNaN(t.getTime())) return at;

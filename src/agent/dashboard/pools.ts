@@ -66,7 +66,9 @@ function poolRows(pools: readonly PoolReport[]): Html[] {
   }
   // Blocks of a range the report has no row for: a heading of their own, so none is hidden.
   for (const [range, blocks] of blocksOf) {
-    rows.push(html`<tr class="range orphan"><th scope="row" class="mono">${range}</th><td colspan="5" class="muted">range not described in the store</td></tr>`);
+    rows.push(html`<tr class="range orphan"><th scope="row" class="mono">${
+      range
+    }</th><td colspan="5" class="muted">range not described in the store</td></tr>`);
     rows.push(...blocks.sort(byNode).map(blockRow));
   }
   return rows;
@@ -75,7 +77,8 @@ function poolRows(pools: readonly PoolReport[]): Html[] {
 export function poolsSection(data: DashboardData): Html {
   if (data.pools.length === 0) return section('Pools', 'pools', emptyState('No pool yet: a range appears here with its first allocation.', 'pools-empty'));
   const table = html`<table class="grid pools">
-<thead><tr><th>Range / block</th><th>Addresses</th><th>Utilisation</th><th class="num">Allocated / capacity</th><th class="num">Resting</th><th>Blocks</th></tr></thead>
+<thead><tr><th>Range / block</th><th>Addresses</th><th>Utilisation</th><th class="num">Allocated / capacity</th>
+<th class="num">Resting</th><th>Blocks</th></tr></thead>
 <tbody>${poolRows(data.pools)}</tbody></table>`;
   return section('Pools', 'pools', table, html`${data.status.allocations} allocations · resting addresses wait out their cooldown before reuse`);
 }
@@ -84,8 +87,11 @@ function nodeRow(node: NodeReport, now: string): Html {
   const blocks = node.blocks.map((key) => ({ key, cidr: blockCidrOfKey(key) ?? key }));
   return html`<tr data-testid="node-row" data-node="${node.node}" data-alive="${String(node.alive)}">
 <th scope="row">${node.node}</th><td>${node.alive ? badge('good', 'alive') : badge('warn', 'gone')}</td>
-<td>${node.since === undefined ? html`<span class="muted">—</span>` : timeOf(node.since, now, { relative: true })}</td><td>${node.version ?? ''}</td>
-<td class="num" data-testid="node-blocks">${node.blocks.length}</td><td class="num" data-testid="node-allocations">${node.allocations}</td>
+<td>${node.since === undefined ? html`<span class="muted">—</span>` : timeOf(node.since, now, { relative: true })}</td>
+<td>${node.version ?? ''}</td>
+<td class="num" data-testid="node-blocks">${
+  node.blocks.length
+}</td><td class="num" data-testid="node-allocations">${node.allocations}</td>
 <td><ul class="inline mono">${firstOf(blocks, 8, (b) => html`<li title="${b.key}">${b.cidr}</li>`)}</ul></td></tr>`;
 }
 
@@ -94,7 +100,8 @@ export function nodesSection(data: DashboardData): Html {
   if (data.nodes === undefined) return html``;
   if (data.nodes.length === 0) return section('Nodes', 'nodes', emptyState('No node has announced itself yet.', 'nodes-empty'));
   const table = html`<table class="grid">
-<thead><tr><th>Node</th><th>State</th><th>Since</th><th>Version</th><th class="num">Blocks</th><th class="num">Allocations</th><th>Its blocks</th></tr></thead>
+<thead><tr><th>Node</th><th>State</th><th>Since</th><th>Version</th><th class="num">Blocks</th>
+<th class="num">Allocations</th><th>Its blocks</th></tr></thead>
 <tbody>${data.nodes.map((n) => nodeRow(n, data.generatedAt))}</tbody></table>`;
   return section('Nodes', 'nodes', table, 'sharing the store');
 }

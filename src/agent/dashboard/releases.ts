@@ -16,15 +16,21 @@ function countsBySource(data: DashboardData): Html {
   const total = RELEASE_SOURCES.reduce((sum, source) => sum + (data.releasesBySource[source] ?? 0), 0);
   const chips = RELEASE_SOURCES.map((source) => {
     const n = data.releasesBySource[source] ?? 0;
-    return html`<li class="chip${n === 0 ? ' zero' : ''}" data-testid="release-count" data-source="${source}"><span>${source}</span><b>${n}</b></li>`;
+    return html`<li class="chip${n === 0 ? ' zero' : ''}" data-testid="release-count" data-source="${
+      source
+    }"><span>${source}</span><b>${n}</b></li>`;
   });
-  return html`<ul class="chips" data-testid="releases-by-source">${chips}<li class="chip total"><span>total</span><b data-testid="releases-total">${total}</b></li></ul>`;
+  return html`<ul class="chips" data-testid="releases-by-source">${
+    chips
+  }<li class="chip total"><span>total</span><b data-testid="releases-total">${total}</b></li></ul>`;
 }
 
 function releaseRow(r: ReleaseRecord, now: string): Html {
   const source = r.adapter === undefined ? r.source : `${r.source} · ${r.adapter}`;
   return html`<tr data-testid="release-row" data-source="${r.source}">
-<td>${timeOf(r.at, now)}</td><td><span class="source ${r.source}">${source}</span></td><td class="reason">${r.reason}</td>
+<td>${timeOf(r.at, now)}</td><td><span class="source ${r.source}">${source}</span></td><td class="reason">${
+  r.reason
+}</td>
 <td class="mono" title="pool ${r.pool}">${r.address}</td><td>${r.network}</td>
 <td class="mono" title="${r.containerID}">${shortId(r.containerID)}</td><td class="mono">${r.ifname}</td></tr>`;
 }
@@ -33,7 +39,8 @@ export function releasesSection(data: DashboardData): Html {
   const list = data.releases.length === 0
     ? emptyState('No address released since the agent started.', 'releases-empty')
     : html`<table class="grid releases">
-<thead><tr><th>Time (UTC)</th><th>Source</th><th>Reason</th><th>Address</th><th>Network</th><th>Container</th><th>Interface</th></tr></thead>
+<thead><tr><th>Time (UTC)</th><th>Source</th><th>Reason</th><th>Address</th><th>Network</th><th>Container</th>
+<th>Interface</th></tr></thead>
 <tbody>${data.releases.map((r) => releaseRow(r, data.generatedAt))}</tbody></table>`;
   const aside = data.releases.length === 0 ? undefined : `the latest ${data.releases.length}, newest first`;
   return section('Releases', 'releases', html`${countsBySource(data)}${list}`, aside);

@@ -14,11 +14,16 @@ export function badge(tone: Tone, text: HtmlValue, testid?: string): Html {
   return html`<span class="badge ${tone}"${testid === undefined ? '' : html` data-testid="${testid}"`}>${text}</span>`;
 }
 
-/** A time as the page shows it (UTC clock time, with the date when another day), machine-readable in `datetime`; optionally how long ago. */
+/**
+ * A time as the page shows it (UTC clock time, with the date when another day), machine-readable in
+ * `datetime`; optionally how long ago.
+ */
 export function timeOf(at: string | undefined, now: string, options: { relative?: boolean } = {}): Html {
   if (at === undefined) return html`<span class="muted">never</span>`;
   const ago = options.relative === true ? relativeTime(at, now) : '';
-  return html`<time datetime="${at}">${clockTime(at, now)}</time>${ago === '' ? '' : html` <span class="muted">(${ago})</span>`}`;
+  return html`<time datetime="${at}">${clockTime(at, now)}</time>${ago === '' ? '' : html` <span class="muted">(${
+    ago
+  })</span>`}`;
 }
 
 /** Label/value rows; rows whose value is undefined are left out (a field the agent did not report). */
@@ -32,7 +37,9 @@ export function utilisationBar(u: Utilisation | undefined): Html {
   if (u === undefined) return html`<div class="bar unknown" title="capacity unknown"></div>`;
   // No fill at all when nothing is allocated; otherwise at least 3 px, so "some" never looks like
   // "none". An SVG's width attributes, not a style attribute: the page allows no inline style.
-  const fill = u.width === '0.00' ? '' : html`<svg aria-hidden="true"><rect class="fill ${u.level}" width="${u.width}%" height="100%"/><rect class="fill ${u.level}" width="3" height="100%"/></svg>`;
+  const fill = u.width === '0.00' ? '' : html`<svg aria-hidden="true"><rect class="fill ${u.level}" width="${
+    u.width
+  }%" height="100%"/><rect class="fill ${u.level}" width="3" height="100%"/></svg>`;
   return html`<div class="bar" role="img" aria-label="${u.text} used">${fill}</div>`;
 }
 
@@ -43,12 +50,16 @@ export function emptyState(text: string, testid: string): Html {
 
 /** A section of the page: a heading and its content. */
 export function section(title: string, testid: string, content: HtmlValue, aside?: HtmlValue): Html {
-  return html`<section class="panel" data-testid="${testid}"><h2>${title}${aside === undefined ? '' : html` <span class="aside">${aside}</span>`}</h2>${content}</section>`;
+  return html`<section class="panel" data-testid="${testid}"><h2>${title}${
+    aside === undefined ? '' : html` <span class="aside">${aside}</span>`
+  }</h2>${content}</section>`;
 }
 
 /** A card within a section (one per event source): a title, its state badge, its facts. */
 export function card(title: string, testid: string, state: { tone: Tone; text: string }, content: HtmlValue): Html {
-  return html`<article class="card ${state.tone}" data-testid="${testid}" data-state="${state.text}"><h3>${title} ${badge(state.tone, state.text)}</h3>${content}</article>`;
+  return html`<article class="card ${state.tone}" data-testid="${testid}" data-state="${state.text}"><h3>${
+    title
+  } ${badge(state.tone, state.text)}</h3>${content}</article>`;
 }
 
 /** At most `max` items, then "and N more". */

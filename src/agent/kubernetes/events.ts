@@ -96,7 +96,9 @@ export class ClusterEvents {
   async record(about: Involved, type: EventType, reason: string, message: string): Promise<void> {
     const now = this.#o.clock.now();
     this.#prune(now);
-    const key = `${about.kind}\u0000${about.namespace}\u0000${about.name}\u0000${about.uid ?? ''}\u0000${reason}\u0000${message}`;
+    const key = `${about.kind}\u0000${about.namespace}\u0000${about.name}\u0000${about.uid ?? ''}\u0000${
+      reason
+    }\u0000${message}`;
     const earlier = this.#recent.get(key);
     const verb: EventVerb = earlier === undefined ? 'create' : 'patch';
     if (!this.#bucket.tryTake()) {

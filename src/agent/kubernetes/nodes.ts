@@ -136,7 +136,7 @@ export class KubernetesNodes {
           nodeInvolved(name),
           'Normal',
           REASON_NODE_FORGOTTEN,
-          `node ${name} left the cluster: released ${released.length} addresses and freed ${blocks.length} blocks (by ${this.#o.node})`,
+          `node ${name} left the cluster: released ${released.length} addresses and freed ${blocks.length} ` + `blocks (by ${this.#o.node})`,
         );
       }
       this.#lastError = undefined;

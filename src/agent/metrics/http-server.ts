@@ -52,7 +52,7 @@ export interface MetricsServerOptions {
 }
 
 const SECURITY_HEADERS = {
-  'content-security-policy': "default-src 'none'; style-src 'self'; script-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  'content-security-policy': "default-src 'none'; style-src 'self'; script-src 'self'; connect-src 'self'; img-src 'self' data:; " + "base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'no-referrer',
   'cache-control': 'no-store',
@@ -96,7 +96,7 @@ export function hostAccepted(header: string | undefined, hostNames: readonly str
 
 async function answer(o: MetricsServerOptions, req: IncomingMessage, res: ServerResponse): Promise<void> {
   if (!hostAccepted(req.headers.host, o.hostNames)) {
-    return send(res, req, 421, TEXT, `misdirected request: this agent answers to its IP address or localhost, not to "${req.headers.host}" (a name that is not the agent's may be a DNS rebinding attempt)\n`);
+    return send(res, req, 421, TEXT, `misdirected request: this agent answers to its IP address or localhost, not to "${req.headers.host}" ` + `(a name that is not the agent's may be a DNS rebinding attempt)\n`);
   }
   const path = new URL(req.url ?? '/', 'http://warren').pathname;
   const asset = o.assets?.get(path);

@@ -86,7 +86,7 @@ export class AgentMetrics implements Telemetry {
     );
     this.#cni = new Histogram({
       name: 'warren_cni_request_duration_seconds',
-      help: 'CNI calls answered by the agent, by command and outcome code (0 success, else the CNI error code), seconds from request to answer.',
+      help: 'CNI calls answered by the agent, by command and outcome code (0 success, else the CNI error code), ' + 'seconds from request to answer.',
       labelNames: ['command', 'code'],
       buckets: DURATION_BUCKETS,
       registers,
@@ -94,7 +94,7 @@ export class AgentMetrics implements Telemetry {
     this.#allocations = new Counter({ name: 'warren_allocations_total', help: 'Addresses allocated (committed), by network.', labelNames: ['network'], registers });
     this.#releases = new Counter({
       name: 'warren_releases_total',
-      help: 'Addresses released (committed), by what released them: cni-del, gc, journal, containerd, kubernetes, plugin, audit, netns, operator, node-forget.',
+      help: 'Addresses released (committed), by what released them: cni-del, gc, journal, containerd, ' + 'kubernetes, plugin, audit, netns, operator, node-forget.',
       labelNames: ['source'],
       registers,
     });
@@ -115,7 +115,7 @@ export class AgentMetrics implements Telemetry {
     this.#resting = new Gauge({ name: 'warren_pool_resting_addresses', help: 'Addresses released in a range and resting out their cooldown.', labelNames: ['pool'], registers });
     this.#blocks = new Gauge({
       name: 'warren_pool_blocks',
-      help: "Blocks of a range split into blocks (etcd): owned by this node, or borrowed (another node's block this node allocated from).",
+      help: "Blocks of a range split into blocks (etcd): owned by this node, or borrowed (another node's block " + "this node allocated from).",
       labelNames: ['pool', 'affinity'],
       registers,
     });

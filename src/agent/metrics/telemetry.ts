@@ -24,7 +24,10 @@ export interface AuditCounts {
 }
 
 export interface Telemetry {
-  /** One CNI call answered: its command (as sent, when it was one of the spec's), its CNI code (0: success), seconds taken. */
+  /**
+   * One CNI call answered: its command (as sent, when it was one of the spec's), its CNI code (0:
+   * success), seconds taken.
+   */
   cniCall(command: string, code: number, seconds: number): void;
   /** Addresses newly allocated (committed). */
   allocated(allocations: readonly Allocation[]): void;

@@ -47,23 +47,23 @@ import { WarrenConfigFile, networkOf } from './warren-config-file.ts';
 export interface CniConfigManagerOptions {
   readonly confDir: string;
   /** The primary, named explicitly (absolute, or relative to the conf dir); otherwise found. */
-  readonly primaryConfig?: string;
+  readonly primaryConfig?: string | undefined;
   /** How long to wait for a primary before reporting that there is none, ms. */
   readonly primaryWaitMs: number;
   /** While this file is missing the agent is not ready (Warren's config stays: it fails closed). */
-  readonly readinessIndicator?: string;
+  readonly readinessIndicator?: string | undefined;
   readonly cniVersionMax: CniVersion;
   /** Remove Warren's file when the agent stops cleanly, if Warren holds no address of its network. */
   readonly cleanupOnExit: boolean;
   /** Whether Warren holds an address of `network` on this node (for cleanupOnExit); absent: assume it does. */
   readonly holdsAddresses?: (network: string) => Promise<boolean>;
   /** Told of a host-local primary before Warren's file is written from it. */
-  readonly takeover?: { adopt(target: HostLocalTarget, fresh: boolean): void; status(): TakeoverStatus[] };
+  readonly takeover?: { adopt(target: HostLocalTarget, fresh: boolean): void; status(): TakeoverStatus[] } | undefined;
   /** The node was handed back (`warren uninstall`) before this start: write nothing. */
-  readonly handedBack?: string;
+  readonly handedBack?: string | undefined;
   /** Written into the IPAM section so the plugin finds this agent (when not the plugin's defaults). */
-  readonly socket?: string;
-  readonly journalDir?: string;
+  readonly socket?: string | undefined;
+  readonly journalDir?: string | undefined;
   readonly clock: Clock;
   readonly logger: Logger;
   /** Milliseconds between rescans of the watched directories (events dropped by the kernel). */
@@ -167,7 +167,7 @@ export class CniConfigManager {
       this.#o.logger.warn({ err: error }, 'could not tell whether Warren holds addresses; keeping its config');
     }
     if (holds) {
-      this.#o.logger.warn({ output: this.#output, network }, `kept ${basename(this.#output)} although --cleanup-config-on-exit is on: Warren holds addresses of network ${network ?? '?'}, which the primary's IPAM would hand out again (run \`warren uninstall\` to hand the node back)`);
+      this.#o.logger.warn({ output: this.#output, network }, `kept ${basename(this.#output)} although --cleanup-config-on-exit is on: Warren holds addresses of ` + `network ${network ?? '?'}, which the primary's IPAM would hand out again (run \`warren uninstall\` ` + `to hand the node back)`);
       return;
     }
     this.#file.remove('the agent stopped holding no address of its network (--cleanup-config-on-exit on)');

@@ -59,7 +59,7 @@ export class NodeHandBack {
   /** Why ADD is refused (and STATUS answers 50) once the node was handed back; undefined before. */
   reason(): string | undefined {
     if (this.#at === undefined) return undefined;
-    return `not serving: this node was handed back to its primary IPAM by \`warren uninstall\` at ${this.#at}; to take it over again, remove ${this.#mark} and restart the agent`;
+    return `not serving: this node was handed back to its primary IPAM by \`warren uninstall\` at ${this.#at}; ` + `to take it over again, remove ${this.#mark} and restart the agent`;
   }
 
   /** The networks handed back before this start, so releases keep cleaning their reservations. */

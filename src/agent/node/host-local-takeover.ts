@@ -128,7 +128,7 @@ export class HostLocalTakeover {
     const a = this.#adopted.get(network);
     if (a === undefined || a.imported) return undefined;
     const problems = a.problems.size === 0 ? '' : ` (${[...a.problems.values()].slice(0, 3).join('; ')})`;
-    return `not ready: network ${network} is being taken over from host-local; its reservations in ${a.target.dataDir} are not imported yet${problems}`;
+    return `not ready: network ${network} is being taken over from host-local; its reservations in ` + `${a.target.dataDir} are not imported yet${problems}`;
   }
 
   status(): TakeoverStatus[] {
@@ -193,7 +193,8 @@ export class HostLocalTakeover {
       // A target replaced meanwhile (another primary) is judged by its own pass.
       if (this.#adopted.get(a.target.network) !== a) continue;
       const problems = [...a.problems.values()];
-      if (!a.imported && startedAt < a.settledAt) continue; // the runtime may still be finishing an ADD with the primary
+      // The runtime may still be finishing an ADD with the primary.
+      if (!a.imported && startedAt < a.settledAt) continue;
       if (!a.imported) this.#o.logger.info({ network: a.target.network, dataDir: a.target.dataDir, imported, problems }, `imported host-local's reservations of network ${a.target.network}`);
       else if (imported > 0) this.#o.logger.warn({ network: a.target.network, imported }, `imported ${imported} reservations host-local made after Warren took network ${a.target.network} over`);
       // Said once, not at every rescan: a problem stays in status until its file changes.

@@ -52,6 +52,7 @@ export class EventSourceHandler implements PluginHandler {
     this.#o = options;
   }
 
+  // biome-ignore lint/suspicious/noConfusingVoidType: a handler that accepts returns nothing
   async register(plugin: RegisteredPlugin): Promise<void | HandlerRefusal> {
     await this.unregister(plugin);
     const name = plugin.info.name;
@@ -69,7 +70,7 @@ export class EventSourceHandler implements PluginHandler {
       clock: this.#o.clock,
       backoff: new ExponentialBackoff({ initialMs: 500, maxMs: 30_000 }),
       logger,
-      ...(this.#o.heartbeatMs === undefined ? {} : { heartbeatMs: this.#o.heartbeatMs }),
+      heartbeatMs: this.#o.heartbeatMs,
     });
     const abort = new AbortController();
     const done = consumeRuntimeAdapter(name, client.events(abort.signal), this.#o.pipeline, this.#o.scopes, this.#o.clock).catch((error: unknown) => {

@@ -10,7 +10,8 @@ import type { PluginInfo } from '../../api/plugins/wire.ts';
 export interface RegisteredPlugin {
   readonly socket: string;        // registration socket path
   readonly info: PluginInfo;
-  readonly endpoint: string;      // absolute path of the plugin's service socket (info.endpoint resolved; the socket itself when empty)
+  // absolute path of the plugin's service socket (info.endpoint resolved; the socket itself when empty)
+  readonly endpoint: string;
   readonly version: string;       // the version chosen: the first of handler.versions the plugin supports
 }
 
@@ -30,6 +31,7 @@ export interface PluginHandler {
    * its socket is replaced), for what only talking to it can show. A throw is a failed attempt
    * (retried with backoff), not a refusal.
    */
+  // biome-ignore lint/suspicious/noConfusingVoidType: a handler that accepts returns nothing
   register(plugin: RegisteredPlugin): Promise<void | HandlerRefusal>;
   /** Stops using it. Never throws. */
   unregister(plugin: RegisteredPlugin): Promise<void>;

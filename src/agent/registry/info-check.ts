@@ -33,7 +33,7 @@ export function checkInfo(info: PluginInfo, socket: string, dir: string, handler
   if (version === undefined) {
     return {
       ok: false,
-      reason: `no version in common for type ${JSON.stringify(info.type)}: the plugin supports [${info.supportedVersions.join(', ')}], Warren speaks [${handler.versions.join(', ')}]`,
+      reason: `no version in common for type ${JSON.stringify(info.type)}: the plugin supports ` + `[${info.supportedVersions.join(', ')}], Warren speaks [${handler.versions.join(', ')}]`,
     };
   }
   const endpoint = resolveEndpoint(info.endpoint, socket, dir);

@@ -15,7 +15,8 @@
  * - A path that was never desired changes nothing: there is nothing to tear down, and nothing is.
  * - Every handshake call is bounded on the injected clock (dial + GetInfo 1 s, notify 5 s), here as
  *   well as in the client, so no client, real or fake, can hold a socket's operation longer; every
- *   retry waits its backoff on that clock; a socket's failures count from its current file (a replaced socket starts at 0).
+ *   retry waits its backoff on that clock; a socket's failures count from its current file (a
+ *   replaced socket starts at 0).
  * - Nothing is dialed while the plugins directory is not trusted (trust.ts: retried with backoff,
  *   so a directory put right is used again), nor a socket of another user than the agent's or
  *   root's (refused without a word: it is not talked to). An endpoint of such a user is refused.
@@ -55,9 +56,9 @@ export interface ReconcilerOptions {
   readonly backoff: BackoffPolicy;
   readonly logger: Logger;
   /** Bound on dial + GetInfo, ms, whatever the client does. Default 1000. */
-  readonly infoTimeoutMs?: number;
+  readonly infoTimeoutMs?: number | undefined;
   /** Bound on NotifyRegistrationStatus, ms. Default 5000. */
-  readonly notifyTimeoutMs?: number;
+  readonly notifyTimeoutMs?: number | undefined;
   /** Whether the directory and a socket may be trusted (trust.ts). */
   readonly trust: RegistryTrust;
 }

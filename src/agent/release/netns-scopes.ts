@@ -49,7 +49,7 @@ export class NetnsScopes {
       for (const other of others) {
         const clash = other.prefixes.find((p) => overlap(prefix, p));
         if (clash !== undefined) {
-          return `netns prefix ${JSON.stringify(prefix)} overlaps ${JSON.stringify(clash)}, which ${other.owner} answers for; an adapter may declare only its own runtime's namespaces`;
+          return `netns prefix ${JSON.stringify(prefix)} overlaps ${JSON.stringify(clash)}, which ${other.owner} ` + `answers for; an adapter may declare only its own runtime's namespaces`;
         }
       }
     }

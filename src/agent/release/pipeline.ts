@@ -149,7 +149,10 @@ export class ReleasePipeline {
 
   #enqueue(key: string, pending: Pending): void {
     let set = this.#pending.get(key);
-    if (set === undefined) this.#pending.set(key, (set = new Set()));
+    if (set === undefined) {
+      set = new Set();
+      this.#pending.set(key, set);
+    }
     set.add(pending);
     this.#queue.push(key, pending);
   }
@@ -184,7 +187,7 @@ export class ReleasePipeline {
       const left = [...(this.#pending.get(key) ?? [])];
       if (outcome.ok || left.length === 0) continue;
       const what = left.some((p) => p.intent.kind === 'journal-del') ? 'a DEL of container %s is pending in the missed-delete journal' : 'a release of container %s is pending';
-      throw new WarrenError('TRY_AGAIN', `${what.replace('%s', `${owner.containerID} (${owner.ifname})`)} and could not be applied yet: ${outcome.error}`);
+      throw new WarrenError('TRY_AGAIN', `${what.replace('%s', `${owner.containerID} (${owner.ifname})`)} and could not be applied yet: ` + `${outcome.error}`);
     }
   }
 

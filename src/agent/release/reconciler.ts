@@ -119,7 +119,7 @@ export class ReleaseReconciler {
   async audit(fix: boolean): Promise<AuditReport> {
     const { journal, pipeline } = this.#o;
     const report = audit(
-      await this.#o.store.list(this.#o.onlyNode === undefined ? {} : { node: this.#o.onlyNode }),
+      await this.#o.store.list({ node: this.#o.onlyNode }),
       { journalOwners: journal.owners(), observer: this.#o.observer, now: momentOf(this.#o.clock), boot: this.#o.clock.boot, node: this.#o.onlyNode, graceMs: this.#o.netnsGraceMs },
       { dir: journal.dir, pending: journal.pending().length },
     );

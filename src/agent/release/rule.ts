@@ -140,7 +140,10 @@ export interface Observed {
   readonly now?: Moment;
   /** The boot running now: moments of an earlier boot came before it (core/moment.ts). */
   readonly boot?: string | undefined;
-  /** This node, where several share the store: another node's allocations are ordered by the wall clock alone (createdMoment). */
+  /**
+   * This node, where several share the store: another node's allocations are ordered by the wall
+   * clock alone (createdMoment).
+   */
   readonly node?: string | undefined;
 }
 

@@ -153,7 +153,7 @@ export class CniService {
   async #run(command: ConfiguredCommand, env: CniEnv, conf: NetConf): Promise<CniOutcome> {
     const wanted = conf.ipam.store;
     if (wanted !== undefined && this.#storeKind !== undefined && wanted !== this.#storeKind) {
-      throw new WarrenError('INVALID_CONFIG', `network ${conf.name} asks for the ${wanted} store (ipam.store), but this agent runs on ${this.#storeKind}; start the agent with --store ${wanted}`);
+      throw new WarrenError('INVALID_CONFIG', `network ${conf.name} asks for the ${wanted} store (ipam.store), but this agent runs on ` + `${this.#storeKind}; start the agent with --store ${wanted}`);
     }
     switch (command) {
       case 'ADD':
@@ -231,7 +231,7 @@ export class CniService {
       }
       for (const ip of conf.previousIPs ?? []) {
         if (inSubnet(range, ip) && formatIP(ip) !== mine.address) {
-          throw new WarrenError('ALLOCATION_MISMATCH', `container ${owner.containerID} (${owner.ifname}) holds ${mine.address} in ${range.pool}, but prevResult says ${formatIP(ip)}`);
+          throw new WarrenError('ALLOCATION_MISMATCH', `container ${owner.containerID} (${owner.ifname}) holds ${mine.address} in ${range.pool}, but ` + `prevResult says ${formatIP(ip)}`);
         }
       }
     }

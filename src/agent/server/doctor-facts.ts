@@ -28,7 +28,7 @@ export interface DoctorFactsDeps {
   readonly observer: NetnsObserver;
   readonly clock: Clock;
   readonly version: string;
-  readonly containerd?: () => ContainerdStatus;
+  readonly containerd?: (() => ContainerdStatus) | undefined;
   readonly metrics?: () => MetricsEndpointStatus;
   readonly cniConfig?: () => CniConfigStatus;
   /** On a cluster store: why this node does not allocate now. */

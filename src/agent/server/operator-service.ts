@@ -38,17 +38,20 @@ export interface AgentServiceOptions {
   readonly version: string;
   readonly reconciler: ReleaseReconciler;
   /** The containerd event source and what it released, when enabled. */
-  readonly containerd?: () => ContainerdStatus;
+  readonly containerd?: (() => ContainerdStatus) | undefined;
   /** The Kubernetes sources and what they released, when enabled. */
-  readonly kubernetes?: () => KubernetesStatus;
+  readonly kubernetes?: (() => KubernetesStatus) | undefined;
   /** Why the agent is not ready apart from its store (the readiness indicator); undefined when it is. */
   readonly notReady?: () => string | undefined;
-  /** How the store's commits went (it watches the store the allocator commits through); without it the ping alone decides. */
+  /**
+   * How the store's commits went (it watches the store the allocator commits through); without it
+   * the ping alone decides.
+   */
   readonly commits?: CommitHealth;
   /** The CNI config manager, when enabled. */
   readonly cniConfig?: () => CniConfigStatus;
   /** The plugin registry, when on. */
-  readonly plugins?: () => PluginsStatus;
+  readonly plugins?: (() => PluginsStatus) | undefined;
   /** Told what an operator's release and a node forgotten released (metrics, the last-releases list). */
   readonly telemetry?: Telemetry;
   /** The last releases and totals by source, for the dashboard. */
@@ -209,7 +212,7 @@ export class AgentService {
     }
     return summaries.map((p) => {
       let { allocated, resting } = p;
-      let blocks: number | undefined;
+      let blocks = 0;
       if (p.description?.blockPrefix !== undefined) {
         const t = totals.get(p.pool) ?? { allocated: 0, resting: 0, blocks: 0 };
         ({ allocated, resting, blocks } = t);
@@ -268,7 +271,7 @@ export class AgentService {
     if (membership === undefined) throw new WarrenError('BAD_REQUEST', `store ${this.#o.store.description} is not shared by nodes; there is no node to forget`);
     const live = await membership.liveNodes();
     if (live.some((n) => n.node === node)) {
-      throw new WarrenError('BAD_REQUEST', `node ${node} is alive (its agent holds its announcement); stop that agent first, or wait for its lease to lapse`);
+      throw new WarrenError('BAD_REQUEST', `node ${node} is alive (its agent holds its announcement); stop that agent first, or wait for its ` + `lease to lapse`);
     }
     const forgotten = await this.#o.allocator.forgetNode(node);
     this.#telemetry.released('node-forget', forgotten.released, `node ${node} forgotten by an operator (warren node forget)`);
@@ -301,7 +304,7 @@ export class AgentService {
       return { released };
     }
     const { containerID, network, ifname } = request;
-    const held = await this.#o.store.list({ containerID, ...(network === undefined ? {} : { network }), ...(ifname === undefined ? {} : { ifname }) });
+    const held = await this.#o.store.list({ containerID, network, ifname });
     const released: Allocation[] = [];
     for (const heldIn of new Set(held.map((a) => a.network))) {
       released.push(...(await this.#o.allocator.release({ network: heldIn, containerID, ...(ifname === undefined ? {} : { ifname }) })));

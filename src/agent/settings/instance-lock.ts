@@ -12,8 +12,9 @@
  * - Only the agent's user can take a lock: a lock file's directory must be a directory owned by
  *   that user (or root) that neither its group nor others can write, and the lock file a regular
  *   file of that user (or root) that neither its group nor others can open (it is created 0600);
- *   anything else is refused with IO_FAILURE naming the path and what is wrong. So no other local user can create, replace or hold a lock (an abstract socket, as
- *   used before, could be bound first by anyone, keeping the agent from starting on every node).
+ *   anything else is refused with IO_FAILURE naming the path and what is wrong. So no other local
+ *   user can create, replace or hold a lock (an abstract socket, as used before, could be bound
+ *   first by anyone, keeping the agent from starting on every node).
  * - Of two starters exactly one wins, in separate processes and in one process alike: SQLite's
  *   EXCLUSIVE lock is a POSIX record lock (fcntl), which the kernel grants to one process, and
  *   SQLite's own per-file lock table refuses a second connection in the same process.
@@ -91,9 +92,9 @@ function checkLockDir(resource: LockedResource, dir: string): void {
   }
   try {
     const st = fstatSync(fd);
-    if (!trusted(st.uid)) throw refuse(resource, dir, `belongs to uid ${st.uid}, not to uid ${process.getuid?.()} that runs Warren; its owner could hold the agent's lock`);
+    if (!trusted(st.uid)) throw refuse(resource, dir, `belongs to uid ${st.uid}, not to uid ${process.getuid?.()} that runs Warren; its owner could hold ` + `the agent's lock`);
     if ((st.mode & 0o022) !== 0) {
-      throw refuse(resource, dir, `is writable by its group or others (mode ${(st.mode & 0o777).toString(8).padStart(3, '0')}); another user could hold the agent's lock there: use a directory only the agent's user can write`);
+      throw refuse(resource, dir, `is writable by its group or others (mode ${(st.mode & 0o777).toString(8).padStart(3, '0')}); ` + `another user could hold the agent's lock there: use a directory only the agent's user can write`);
     }
   } finally {
     closeSync(fd);
@@ -116,7 +117,7 @@ function checkLockFile(resource: LockedResource, file: string): void {
   if (!st.isFile()) throw refuse(resource, file, 'exists and is not a regular file');
   if (!trusted(st.uid)) throw refuse(resource, file, `belongs to uid ${st.uid}, not to uid ${process.getuid?.()} that runs Warren`);
   if ((st.mode & 0o077) !== 0) {
-    throw refuse(resource, file, `can be opened by its group or others (mode ${(st.mode & 0o777).toString(8).padStart(3, '0')}), who could hold a lock on it; remove it while no agent runs`);
+    throw refuse(resource, file, `can be opened by its group or others (mode ${(st.mode & 0o777).toString(8).padStart(3, '0')}), who ` + `could hold a lock on it; remove it while no agent runs`);
   }
 }
 

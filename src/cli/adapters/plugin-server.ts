@@ -294,7 +294,7 @@ export async function servePlugin(o: PluginServerOptions): Promise<PluginServer>
       });
     });
     const stat = await lstat(socket).catch(() => undefined);
-    if (stat !== undefined && stat.isSocket() && stat.ino === ino) await unlink(socket).catch(() => undefined);
+    if (stat?.isSocket() && stat.ino === ino) await unlink(socket).catch(() => undefined);
     logger.info('stopped serving Warren');
   };
 

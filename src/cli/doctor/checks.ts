@@ -23,7 +23,7 @@ function reachFinding(reach: AgentReach, doctorVersion: string): Finding[] {
           warning(
             'agent-version-differs',
             `the agent runs version ${f.version}, this command is ${doctorVersion}`,
-            "the doctor judges by its own version's rules; a plugin installed from one version and an agent of another may disagree too",
+            "the doctor judges by its own version's rules; a plugin installed from one version and an agent " + "of another may disagree too",
             'run one version everywhere: upgrade the older one, then `warren install --cni-bin-dir DIR` from it',
           ),
         );
@@ -35,7 +35,7 @@ function reachFinding(reach: AgentReach, doctorVersion: string): Finding[] {
         error(
           'socket-unreachable',
           `no agent answers on ${reach.socket}`,
-          `${reach.reason}; a plugin sent to this socket finds no agent: ADDs fail and DELs are only journaled until one answers; the checks that need the agent were skipped`,
+          `${reach.reason}; a plugin sent to this socket finds no agent: ADDs fail and DELs are only ` + `journaled until one answers; the checks that need the agent were skipped`,
           `start the agent (\`warren agent\`, or its DaemonSet), or pass --socket PATH if it listens elsewhere`,
         ),
       ];

@@ -138,7 +138,12 @@ function confDirOf(given: string | undefined, reach: AgentReach, reading: Contai
 }
 
 /** Everything the checks judge, gathered from the agent and the node's files. */
-export async function observeNode(options: { socket: string; cniConfDir?: string; cniBinDirs?: readonly string[]; containerdConfig?: string }): Promise<NodeObservation> {
+export async function observeNode(options: {
+  socket: string;
+  cniConfDir?: string | undefined;
+  cniBinDirs?: readonly string[] | undefined;
+  containerdConfig?: string | undefined;
+}): Promise<NodeObservation> {
   const containerdConfig = readContainerdConfig(options.containerdConfig ?? DEFAULT_CONTAINERD_CONFIG);
   const bin = binDirsOf(options.cniBinDirs, containerdConfig);
   const agent = await reachAgent(options.socket);
@@ -163,9 +168,9 @@ export async function runDoctor(argv: readonly string[], io: CliIO, deps: Doctor
   }
   const node = await observeNode({
     socket: deps.socketOf(values.socket),
-    ...(values['cni-conf-dir'] === undefined ? {} : { cniConfDir: values['cni-conf-dir'] }),
-    ...(values['cni-bin-dir'] === undefined ? {} : { cniBinDirs: values['cni-bin-dir'] }),
-    ...(values['containerd-config'] === undefined ? {} : { containerdConfig: values['containerd-config'] }),
+    cniConfDir: values['cni-conf-dir'],
+    cniBinDirs: values['cni-bin-dir'],
+    containerdConfig: values['containerd-config'],
   });
   const findings = diagnose(node);
   io.out(values.json ? renderJson(findings) : renderHuman(findings));

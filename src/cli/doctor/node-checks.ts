@@ -32,7 +32,9 @@ function sourceOf(from: DirSource, flag: string, reading: ContainerdConfigReadin
     case 'containerd-config':
       return `from containerd's config ${reading.path}`;
     case 'default':
-      return `the default: containerd's config ${reading.path} ${reading.kind === 'absent' ? 'does not exist' : reading.kind === 'unreadable' ? 'cannot be read' : 'does not set it'}`;
+      return `the default: containerd's config ${reading.path} ${
+        reading.kind === 'absent' ? 'does not exist' : reading.kind === 'unreadable' ? 'cannot be read' : 'does not set it'
+      }`;
     default:
       return ((never: never) => never)(from);
   }
@@ -49,14 +51,14 @@ function containerdConfigFinding(reading: ContainerdConfigReading): Finding {
       return ok(
         'containerd-config-absent',
         `no containerd config at ${reading.path}`,
-        "containerd's defaults are assumed; if this node's runtime looks elsewhere, say where with --cni-bin-dir and --cni-conf-dir (or --containerd-config)",
+        "containerd's defaults are assumed; if this node's runtime looks elsewhere, say where with " + "--cni-bin-dir and --cni-conf-dir (or --containerd-config)",
       );
     case 'unreadable':
       return warning(
         'containerd-config-unreadable',
         `containerd's config ${reading.path} cannot be used`,
         `${reading.reason}; where the runtime looks for plugins and configs is not known from it`,
-        `fix ${reading.path} (containerd reads it at its start too), or say where the runtime looks with --cni-bin-dir DIR and --cni-conf-dir DIR`,
+        `fix ${reading.path} (containerd reads it at its start too), or say where the runtime looks with ` + `--cni-bin-dir DIR and --cni-conf-dir DIR`,
       );
     default:
       return ((never: never) => never)(reading);
@@ -75,7 +77,7 @@ function pluginFinding(node: NodeObservation): Finding {
     return error(
       'plugin-missing',
       dirs.length === 1 ? `warren is not installed in ${dirs[0]}` : `warren is installed in none of ${dirs.join(', ')}`,
-      `${reasons}; the runtime runs the plugin a config's ipam.type names from its bin dirs, so every pod of a network using Warren fails (${source})`,
+      `${reasons}; the runtime runs the plugin a config's ipam.type names from its bin dirs, so every pod of ` + `a network using Warren fails (${source})`,
       `warren install --cni-bin-dir ${dirs[0] ?? DEFAULT_CNI_BIN_DIR}`,
     );
   }
@@ -88,7 +90,7 @@ function pluginFinding(node: NodeObservation): Finding {
     return error(
       'plugin-fallback-missing',
       `warren in ${found.binDir} has no fallback beside it`,
-      `${fallback.join('; ')}; the forwarder hands a call it cannot relay (no agent, a bad config) to warren.d/, which journals the DEL or names the problem; without it that call fails and a DEL is lost`,
+      `${fallback.join('; ')}; the forwarder hands a call it cannot relay (no agent, a bad config) to ` + `warren.d/, which journals the DEL or names the problem; without it that call fails and a DEL is lost`,
       fix,
     );
   }
@@ -110,7 +112,7 @@ export function runtimeDirFindings(node: NodeObservation, facts: DoctorFacts | u
     found.push(
       warning(
         'cni-conf-dir-mismatch',
-        `the agent writes Warren's config into ${facts.cniConfDir}, containerd reads configs from ${reading.settings.confDir}`,
+        `the agent writes Warren's config into ${facts.cniConfDir}, containerd reads configs from ` + `${reading.settings.confDir}`,
         `the runtime never sees the config the agent keeps (containerd's config ${reading.path})`,
         `start the agent with --cni-conf-dir ${reading.settings.confDir}`,
       ),
@@ -131,7 +133,7 @@ function oneConfig(config: WarrenConfig, facts: DoctorFacts | undefined, canonic
   }
   const socket = r.socket ?? DEFAULT_SOCKET;
   const journal = r.journalDir ?? DEFAULT_JOURNAL_DIR;
-  const says = `network ${r.network}: socket ${socket}${r.socket === undefined ? ' (the default)' : ''}, journal dir ${journal}${r.journalDir === undefined ? ' (the default)' : ''}, store ${r.store ?? 'any'}`;
+  const says = `network ${r.network}: socket ${socket}${r.socket === undefined ? ' (the default)' : ''}, journal ` + `dir ${journal}${r.journalDir === undefined ? ' (the default)' : ''}, store ${r.store ?? 'any'}`;
   const found: Finding[] = [];
   if (facts === undefined) {
     found.push(ok('config-parses', `${where} names warren and parses`, `${says}; not compared with the agent, which did not answer`));
@@ -141,8 +143,10 @@ function oneConfig(config: WarrenConfig, facts: DoctorFacts | undefined, canonic
         error(
           'config-socket-mismatch',
           `${where} sends the plugin to ${socket}, the agent listens on ${facts.socket}`,
-          `${r.socket === undefined ? `the config names no ipam.socket, so the plugin calls ${DEFAULT_SOCKET} (or WARREN_SOCKET in the runtime's environment); ` : ''}the plugin would call another agent, or none, and journal every DEL of network ${r.network} where this agent may never read it`,
-          `set "socket": "${facts.socket}" in the ipam section of ${config.file}, or start the agent with --socket ${socket}`,
+          `${r.socket === undefined ? `the config names no ipam.socket, so the plugin calls ${
+            DEFAULT_SOCKET
+          } (or WARREN_SOCKET in the runtime's environment); ` : ''}the ` + `plugin would call another agent, or none, and journal every DEL of network ${r.network} where ` + `this agent may never read it`,
+          `set "socket": "${facts.socket}" in the ipam section of ${config.file}, or start the agent with ` + `--socket ${socket}`,
         ),
       );
     }
@@ -151,8 +155,10 @@ function oneConfig(config: WarrenConfig, facts: DoctorFacts | undefined, canonic
         error(
           'journal-dir-mismatch',
           `${where} journals missed DELs in ${journal}, the agent reads ${facts.journalDir}`,
-          `${r.journalDir === undefined ? `the config names no ipam.journal_dir, so the plugin writes to ${DEFAULT_JOURNAL_DIR} (or WARREN_JOURNAL_DIR in the runtime's environment); ` : ''}a DEL the agent missed is never read, and its address is never released`,
-          `set "journal_dir": "${facts.journalDir}" in the ipam section of ${config.file}, or start the agent with --journal-dir ${journal}`,
+          `${r.journalDir === undefined ? `the config names no ipam.journal_dir, so the plugin writes to ${
+            DEFAULT_JOURNAL_DIR
+          } (or WARREN_JOURNAL_DIR in the runtime's environment); ` : ''}a ` + `DEL the agent missed is never read, and its address is never released`,
+          `set "journal_dir": "${facts.journalDir}" in the ipam section of ${config.file}, or start the ` + `agent with --journal-dir ${journal}`,
         ),
       );
     }
@@ -162,7 +168,7 @@ function oneConfig(config: WarrenConfig, facts: DoctorFacts | undefined, canonic
           'config-store-mismatch',
           `${where} asks for the ${r.store} store, the agent runs on ${facts.store.kind}`,
           `the agent refuses every ADD of network ${r.network}: addresses of one network must come from one store`,
-          `set "store": "${facts.store.kind}" in the ipam section of ${config.file}, or start the agent with --store ${r.store}`,
+          `set "store": "${facts.store.kind}" in the ipam section of ${config.file}, or start the agent with ` + `--store ${r.store}`,
         ),
       );
     }
@@ -172,7 +178,7 @@ function oneConfig(config: WarrenConfig, facts: DoctorFacts | undefined, canonic
     found.push(
       ok(
         'whereabouts-keys-ignored',
-        `${where}: ${r.ignoredKeys.length} whereabouts key${r.ignoredKeys.length === 1 ? '' : 's'} accepted and ignored`,
+        `${where}: ${r.ignoredKeys.length} whereabouts key${r.ignoredKeys.length === 1 ? '' : 's'} accepted ` + `and ignored`,
         r.ignoredKeys.map((k) => `${k.path} (${k.reason})`).join('; '),
       ),
     );
@@ -183,7 +189,7 @@ function oneConfig(config: WarrenConfig, facts: DoctorFacts | undefined, canonic
 /** The configs of the conf dir that name Warren, each against the agent (when it answered). */
 export function configFindings(scan: ConfDirScan, facts: DoctorFacts | undefined, canonical: Canonical = (p) => resolve(p)): Finding[] {
   const found: Finding[] = [];
-  const noConfigFix = `start the agent with --manage-cni-config on to write one, or put ipam {"type": "warren", ...} in the network's config in ${scan.dir}; with Multus the config is in a NetworkAttachmentDefinition instead, and this can be ignored`;
+  const noConfigFix = `start the agent with --manage-cni-config on to write one, or put ipam {"type": "warren", ` + `...} in the network's config in ${scan.dir}; with Multus the config is in a ` + `NetworkAttachmentDefinition instead, and this can be ignored`;
   switch (scan.listing.kind) {
     case 'listed':
       break;

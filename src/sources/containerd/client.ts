@@ -55,7 +55,7 @@ function typeName(typeUrl: string): string {
 /** Decodes one envelope's payload. Never throws. */
 export function decodeEvent(envelope: RawEnvelope): Decoded {
   const name = typeName(envelope.typeUrl);
-  const where = `event ${JSON.stringify(envelope.typeUrl)} on ${JSON.stringify(envelope.topic)} in namespace ${JSON.stringify(envelope.namespace)}`;
+  const where = `event ${JSON.stringify(envelope.typeUrl)} on ${JSON.stringify(envelope.topic)} in namespace ` + `${JSON.stringify(envelope.namespace)}`;
   const decode = (t: protobuf.Type): Record<string, unknown> | string => {
     try {
       return t.toObject(t.decode(envelope.value), { defaults: true, longs: Number }) as Record<string, unknown>;

@@ -76,17 +76,20 @@ export interface ListWatchOptions {
   readonly labelSelector?: string;
   readonly clock: Clock;
   /** Between failed attempts. Default 1 s doubling to 30 s. */
-  readonly backoff?: BackoffPolicy;
+  readonly backoff?: BackoffPolicy | undefined;
   readonly logger: Logger;
   /**
    * How long the server keeps one watch open (its `timeoutSeconds`); the Watch's inactivity timeout
    * is set a minute beyond it, so a quiet but healthy watch is ended by the server, cleanly, and
    * only a dead connection by the timeout. Default 300 (client-go's minimum watch timeout).
    */
-  readonly watchTimeoutSeconds?: number;
+  readonly watchTimeoutSeconds?: number | undefined;
 }
 
-/** A watch shorter than this that delivered nothing and ended cleanly counts as a failure, so a server that ends every watch at once is not hammered. */
+/**
+ * A watch shorter than this that delivered nothing and ended cleanly counts as a failure, so a
+ * server that ends every watch at once is not hammered.
+ */
 const MIN_WATCH_MS = 1_000;
 /** The Watch's inactivity timeout beyond the server's own watch timeout. */
 const INACTIVITY_MARGIN_MS = 60_000;
@@ -115,7 +118,10 @@ export class ListWatch<T extends KubeObjectMeta> {
   #reconnects = 0;
   /** Where the next watch starts; undefined: list first. */
   #resourceVersion: string | undefined;
-  /** The resourceVersion is a listing's own (no event moved it yet): a 410 for it is the server contradicting itself. */
+  /**
+   * The resourceVersion is a listing's own (no event moved it yet): a 410 for it is the server
+   * contradicting itself.
+   */
   #versionFromListing = false;
   #lastListedAt: number | undefined;
   #lastError: string | undefined;

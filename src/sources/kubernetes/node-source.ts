@@ -55,8 +55,8 @@ export class NodeSource {
       path: '/api/v1/nodes',
       clock: options.clock,
       logger: options.logger,
-      ...(options.backoff === undefined ? {} : { backoff: options.backoff }),
-      ...(options.watchTimeoutSeconds === undefined ? {} : { watchTimeoutSeconds: options.watchTimeoutSeconds }),
+      backoff: options.backoff,
+      watchTimeoutSeconds: options.watchTimeoutSeconds,
     });
   }
 

@@ -121,8 +121,8 @@ export class PodSource {
       fieldSelector: `spec.nodeName=${options.node}`,
       clock: options.clock,
       logger: options.logger,
-      ...(options.backoff === undefined ? {} : { backoff: options.backoff }),
-      ...(options.watchTimeoutSeconds === undefined ? {} : { watchTimeoutSeconds: options.watchTimeoutSeconds }),
+      backoff: options.backoff,
+      watchTimeoutSeconds: options.watchTimeoutSeconds,
     });
   }
 

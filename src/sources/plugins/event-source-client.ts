@@ -32,7 +32,10 @@ import { messageOf } from '../../core/errors.ts';
 
 export type RuntimeItem =
   | { readonly kind: 'event'; readonly event: RuntimeEvent }
-  /** After each (re)opened stream: what List answered. ack() once acted on; ack(error) when it could not be (the client then reopens and lists again). */
+  /**
+   * After each (re)opened stream: what List answered. ack() once acted on; ack(error) when it could
+   * not be (the client then reopens and lists again).
+   */
   | { readonly kind: 'resync'; readonly listing: RuntimeListing; readonly ack: (error?: unknown) => void };
 
 /**
@@ -66,7 +69,7 @@ export interface EventSourceClientOptions {
   readonly backoff: BackoffPolicy;
   readonly logger: Logger;
   /** Asked of the adapter. Default 10 000 ms. */
-  readonly heartbeatMs?: number;
+  readonly heartbeatMs?: number | undefined;
   /** A stream silent this long is reopened. Default 3 × heartbeatMs. */
   readonly stallAfterMs?: number;
   /** List must answer within this. Default 5 000 ms. */

@@ -30,9 +30,9 @@ export interface RegistrationClientLike {
 export interface RegistrationClientOptions {
   readonly clock?: Clock;
   /** Bound on dialling and GetInfo together, ms. Default 1000. */
-  readonly infoTimeoutMs?: number;
+  readonly infoTimeoutMs?: number | undefined;
   /** Bound on NotifyRegistrationStatus, ms. Default 5000. */
-  readonly notifyTimeoutMs?: number;
+  readonly notifyTimeoutMs?: number | undefined;
 }
 
 export const DEFAULT_INFO_TIMEOUT_MS = 1_000;

@@ -49,9 +49,9 @@ export type SocketEvent =
 export interface PluginSocketWatcherOptions {
   readonly dir: string;
   readonly signal: AbortSignal;
-  readonly clock?: Clock;
+  readonly clock?: Clock | undefined;
   /** Milliseconds between rescans that catch events the kernel dropped. Default 5 s; 0 disables. */
-  readonly rescanMs?: number;
+  readonly rescanMs?: number | undefined;
 }
 
 export const DEFAULT_SOCKET_RESCAN_MS = 5_000;

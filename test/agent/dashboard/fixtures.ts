@@ -36,7 +36,7 @@ export function bySource(counts: Partial<Record<ReleaseSource, number>>): Record
 }
 
 export function range(pool: string, allocated: number, capacity: string | undefined, over: Partial<PoolReport> = {}): PoolReport {
-  return { pool, subnet: pool.split('@')[0], ...(capacity === undefined ? {} : { capacity }), allocated, resting: 0, ...over };
+  return { pool, subnet: pool.split('@')[0] ?? pool, ...(capacity === undefined ? {} : { capacity }), allocated, resting: 0, ...over };
 }
 
 export function release(n: number, over: Partial<ReleaseRecord> = {}): ReleaseRecord {

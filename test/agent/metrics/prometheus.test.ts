@@ -88,7 +88,7 @@ describe('AgentMetrics', () => {
       await call(service, 'ADD', 'a');
       await call(service, 'ADD', 'b', config('wnet', '10.0.0.0/33'));
       await call(service, 'CHECK', 'a');
-      await call(service, 'BOGUS-' + 'x'.repeat(100), 'a');
+      await call(service, `BOGUS-${'x'.repeat(100)}`, 'a');
       const families = parseExposition(await metrics.exposition());
       const count = (labels: Record<string, string>) => histogramCount(families, 'warren_cni_request_duration_seconds', labels);
       assert.equal(count({ command: 'ADD', code: '0' }), 1);

@@ -195,7 +195,7 @@ describe('the CNI config manager', () => {
     const s = await r.until('no primary', (x) => x.state === 'stale');
     assert.equal(s.primary, undefined, 'neither Warren file is taken for a primary');
     const out = r.output();
-    assert.equal((out?.['warren.generated'] as { from: string }).from, '10-bridge.conflist');
+    assert.equal((out as { 'warren.generated': { from: string } })['warren.generated'].from, '10-bridge.conflist');
   });
 
   it('leaves alone a file at its name that it did not write', async () => {
@@ -295,7 +295,11 @@ describe('the CNI config manager', () => {
     await r.stop();
     assert.ok(existsSync(join(r.dir, OUTPUT)), 'kept by default');
     const asked: string[] = [];
-    r.start({ cleanupOnExit: true, holdsAddresses: async (network) => (asked.push(network), true) });
+    r.start({ cleanupOnExit: true, holdsAddresses: async (network) => {
+        asked.push(network);
+        return true;
+      },
+    });
     await r.until('current again', (x) => x.state === 'current');
     await r.stop();
     assert.deepEqual(asked, ['podnet']);

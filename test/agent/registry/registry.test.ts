@@ -6,7 +6,7 @@
  * advanced, and the registry's work is awaited with a deadline.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, symlinkSync } from 'node:fs';
+import { symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, it } from 'node:test';
 import { OWNER_TRUST } from '../../../src/agent/registry/trust.ts';

@@ -29,8 +29,9 @@ const THERE = '/run/netns/there';
 const UNSEEN = '/mnt/elsewhere/ns';
 const PROC = '/proc/42/ns/net';
 
-function alloc(over: Partial<Allocation> = {}): Allocation {
-  const a: Allocation = { pool: 'net/10.0.0.0/24', address: '10.0.0.2', network: 'net', containerID: 'c1', ifname: 'eth0', node: 'n', netns: THERE, createdAt: T, ...over };
+/** A row may set a field to undefined: as the store hands it back when the field was not recorded. */
+function alloc(over: { readonly [K in keyof Allocation]?: Allocation[K] | undefined } = {}): Allocation {
+  const a = { pool: 'net/10.0.0.0/24', address: '10.0.0.2', network: 'net', containerID: 'c1', ifname: 'eth0', node: 'n', netns: THERE, createdAt: T, ...over } as Allocation;
   // Stamped on this boot's monotonic clock at the same reading as its wall clock, unless the row says otherwise.
   return 'createdStamp' in over ? a : { ...a, createdStamp: { boot: BOOT, at: a.createdAt } };
 }

@@ -40,7 +40,7 @@ const config = (reading: WarrenConfigReading = parsed()): WarrenConfig => ({ fil
 const scan = (over: Partial<ConfDirScan> = {}): ConfDirScan => ({ dir: '/etc/cni/net.d', listing: { kind: 'listed' }, configs: [config()], malformed: [], others: [], ...over });
 const install = (binDir: string, over: Partial<PluginInstall> = {}): PluginInstall => ({ binDir, forwarder: OK, node: OK, bundle: OK, ...over });
 
-function node(over: Partial<NodeObservation> = {}, agentFacts: DoctorFacts = facts()): NodeObservation {
+function node(over: { readonly [K in keyof NodeObservation]?: NodeObservation[K] | undefined } = {}, agentFacts: DoctorFacts = facts()): NodeObservation {
   return {
     agent: { kind: 'reached', socket: agentFacts.socket, facts: agentFacts },
     doctorVersion: VERSION,
@@ -49,7 +49,7 @@ function node(over: Partial<NodeObservation> = {}, agentFacts: DoctorFacts = fac
     confDir: { from: 'containerd-config', scan: scan() },
     journalDir: { dir: agentFacts.journalDir },
     ...over,
-  };
+  } as NodeObservation;
 }
 
 /** The findings that are not ok, as `id:severity`. */

@@ -426,7 +426,8 @@ describe('PluginSocketWatcher', () => {
     const dir = join(scene.parent, 'blocker', 'plugins');
     const clock = new ManualClock();
     const watcher = new PluginSocketWatcher({ dir, clock, rescanMs: 1_000, signal: scene.controller.signal });
-    const events = (scene.events = new SocketPuller(watcher));
+    const events = new SocketPuller(watcher);
+    scene.events = events;
     const { skipped } = await events.until('listed', (e) => e.kind === 'listed');
     assert.ok(skipped.length >= 1 && skipped.every((e) => e.kind === 'error'), show(events.seen));
     assert.match(skipped[0]?.kind === 'error' ? skipped[0].error.message : '', /cannot create the plugins directory/);

@@ -30,13 +30,13 @@ export interface PodmanAdapterOptions {
   /** Warren's plugins directory (the agent's --plugins-dir). */
   readonly pluginsDir: string;
   /** The socket's file name in it. Default `warren-podman.sock`. */
-  readonly socketName?: string;
+  readonly socketName?: string | undefined;
   /** The podman binary. Default `podman` (found on PATH). */
-  readonly podman?: string;
+  readonly podman?: string | undefined;
   /** podman's environment (CONTAINERS_CONF, CONTAINERS_STORAGE_CONF, …). Default this process's. */
   readonly env?: NodeJS.ProcessEnv;
   /** Default /run/netns/netns-. */
-  readonly netnsPrefixes?: readonly string[];
+  readonly netnsPrefixes?: readonly string[] | undefined;
   readonly logger: Logger;
   readonly clock: Clock;
   readonly signal: AbortSignal;

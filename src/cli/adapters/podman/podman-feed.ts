@@ -36,9 +36,9 @@ import { CONTAINER_ID, decodePodmanEvent } from './podman-events.ts';
 
 export interface PodmanFeedOptions {
   /** The podman binary. Default `podman` (found on PATH). */
-  readonly podman?: string;
+  readonly podman?: string | undefined;
   /** The environment of every podman invocation. Default this process's. */
-  readonly env?: NodeJS.ProcessEnv;
+  readonly env?: NodeJS.ProcessEnv | undefined;
   readonly logger: Logger;
   /** Default the system clock. */
   readonly clock?: Clock;
