@@ -58,7 +58,8 @@ function cpuSecondsOf(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
 }
 
-const quantile = (xs: readonly number[], q: number): number => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))] ?? NaN;
+const quantile = (xs: readonly number[], q: number): number =>
+  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))] ?? NaN;
 
 /** One start of an agent with `args`: spawn to the first answer of its socket; then the ADDs. */
 export async function measureStart(args: readonly string[], forwarder: string | undefined): Promise<StartFigure> {
@@ -66,11 +67,33 @@ export async function measureStart(args: readonly string[], forwarder: string | 
   const socket = join(dir, 'warren.sock');
   const started = performance.now();
   const child = track(
-    spawn(process.execPath, [WARREN_BIN, 'agent', '--state-dir', dir, '--socket', socket, '--journal-dir', join(dir, 'journal'), '--node-name', 'bench', '--netns-dirs', '', '--containerd', 'off', '--metrics-address', '127.0.0.1:0', ...args], {
-      cwd: REPO,
-      env: { ...process.env, PATH: CHILD_PATH },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    }),
+    spawn(
+      process.execPath,
+      [
+        WARREN_BIN,
+        'agent',
+        '--state-dir',
+        dir,
+        '--socket',
+        socket,
+        '--journal-dir',
+        join(dir, 'journal'),
+        '--node-name',
+        'bench',
+        '--netns-dirs',
+        '',
+        '--containerd',
+        'off',
+        '--metrics-address',
+        '127.0.0.1:0',
+        ...args,
+      ],
+      {
+        cwd: REPO,
+        env: { ...process.env, PATH: CHILD_PATH },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    ),
   );
   let stderr = '';
   let stdout = '';
@@ -86,22 +109,45 @@ export async function measureStart(args: readonly string[], forwarder: string | 
         (r) => r.status === 200,
         () => false,
       );
-      if (answered) figure = { cpuSeconds: cpuSecondsOf(pid), wallSeconds: (performance.now() - started) / 1000, cpuAtListen: NaN };
+      if (answered)
+        figure = { cpuSeconds: cpuSecondsOf(pid), wallSeconds: (performance.now() - started) / 1000, cpuAtListen: NaN };
       else if (performance.now() - started > 120_000) throw new Error(`agent did not answer within 120 s: ${stderr}`);
       // A short pause between attempts: the poll must not take the CPU the agent needs.
       else await new Promise((resolve) => setTimeout(resolve, 2));
     }
     // The log line is written before the socket answers; its pipe may deliver it a moment later.
     const deadline = performance.now() + 5_000;
-    while (!stdout.includes('"agent ready"') && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+    while (!stdout.includes('"agent ready"') && performance.now() < deadline)
+      await new Promise((resolve) => setTimeout(resolve, 5));
     const ready = stdout.split('\n').find((line) => line.includes('"agent ready"'));
-    figure = { ...figure, cpuAtListen: Number((JSON.parse(ready ?? '{}') as { startCpuSeconds?: number }).startCpuSeconds ?? NaN) };
+    figure = {
+      ...figure,
+      cpuAtListen: Number((JSON.parse(ready ?? '{}') as { startCpuSeconds?: number }).startCpuSeconds ?? NaN),
+    };
     if (forwarder === undefined) return figure;
-    const config = JSON.stringify({ cniVersion: '1.0.0', name: 'bench', ipam: { type: 'warren', socket, range: '10.230.0.0/16' } });
-    const env = { PATH: CHILD_PATH, CNI_COMMAND: 'ADD', CNI_CONTAINERID: 'first-%i', CNI_NETNS: '/var/run/netns/first-%i', CNI_IFNAME: 'eth0', CNI_PATH: '/usr/lib/cni' };
+    const config = JSON.stringify({
+      cniVersion: '1.0.0',
+      name: 'bench',
+      ipam: { type: 'warren', socket, range: '10.230.0.0/16' },
+    });
+    const env = {
+      PATH: CHILD_PATH,
+      CNI_COMMAND: 'ADD',
+      CNI_CONTAINERID: 'first-%i',
+      CNI_NETNS: '/var/run/netns/first-%i',
+      CNI_IFNAME: 'eth0',
+      CNI_PATH: '/usr/lib/cni',
+    };
     const { results } = await timeCalls({ exe: forwarder, args: [], env, stdin: config, n: FIRST_ADDS, width: 1 });
     const ms = results.map((r) => r.ms);
-    return { ...figure, adds: { p99: quantile(ms, 0.99), median: quantile(ms, 0.5), failures: results.filter((r) => r.code !== 0).length } };
+    return {
+      ...figure,
+      adds: {
+        p99: quantile(ms, 0.99),
+        median: quantile(ms, 0.5),
+        failures: results.filter((r) => r.code !== 0).length,
+      },
+    };
   } finally {
     child.kill('SIGTERM');
     await exited;
@@ -110,18 +156,41 @@ export async function measureStart(args: readonly string[], forwarder: string | 
 }
 
 /** `starts` starts one after another (ADDs through `forwarder` after each, when given). */
-export async function startToServing(starts: number, args: readonly string[] = [], forwarder?: string): Promise<StartSummary> {
+export async function startToServing(
+  starts: number,
+  args: readonly string[] = [],
+  forwarder?: string,
+): Promise<StartSummary> {
   const all: StartFigure[] = [];
   for (let i = 0; i < starts; i++) all.push(await measureStart(args, forwarder));
   const adds = all.flatMap((f) => (f.adds === undefined ? [] : [f.adds]));
   return {
     starts,
-    cpu: quantile(all.map((f) => f.cpuSeconds), 0.5),
-    cpuAtListen: quantile(all.map((f) => f.cpuAtListen), 0.5),
-    wall: quantile(all.map((f) => f.wallSeconds), 0.5),
+    cpu: quantile(
+      all.map((f) => f.cpuSeconds),
+      0.5,
+    ),
+    cpuAtListen: quantile(
+      all.map((f) => f.cpuAtListen),
+      0.5,
+    ),
+    wall: quantile(
+      all.map((f) => f.wallSeconds),
+      0.5,
+    ),
     ...(adds.length === 0
       ? {}
-      : { addP99: quantile(adds.map((a) => a.p99), 0.5), addMedian: quantile(adds.map((a) => a.median), 0.5), addFailures: adds.reduce((n, a) => n + a.failures, 0) }),
+      : {
+          addP99: quantile(
+            adds.map((a) => a.p99),
+            0.5,
+          ),
+          addMedian: quantile(
+            adds.map((a) => a.median),
+            0.5,
+          ),
+          addFailures: adds.reduce((n, a) => n + a.failures, 0),
+        }),
     all,
   };
 }
@@ -136,9 +205,13 @@ export function installedForwarder(): string {
 
 /** One line per summary, as the bench prints it. */
 export function describeStarts(label: string, s: StartSummary): string {
-  const adds = s.addP99 === undefined ? '' : `; then ${FIRST_ADDS} sequential ADDs: p99 ${s.addP99.toFixed(1)} ms, median ${s.addMedian?.toFixed(2)} ms, ${s.addFailures} failed`;
+  const adds =
+    s.addP99 === undefined
+      ? ''
+      : `; then ${FIRST_ADDS} sequential ADDs: p99 ${s.addP99.toFixed(1)} ms, median ${s.addMedian?.toFixed(2)} ms, ${s.addFailures} failed`;
   // NaN (JSON: null) when the agent does not log its start's CPU (before issue 24).
-  const atListen = typeof s.cpuAtListen === 'number' && Number.isFinite(s.cpuAtListen) ? `${s.cpuAtListen.toFixed(2)} s` : 'n/a';
+  const atListen =
+    typeof s.cpuAtListen === 'number' && Number.isFinite(s.cpuAtListen) ? `${s.cpuAtListen.toFixed(2)} s` : 'n/a';
   return `${label.padEnd(26)} CPU ${s.cpu.toFixed(2)} s (${atListen} when it listened), wall ${s.wall.toFixed(2)} s (medians of ${s.starts})${adds}`;
 }
 
@@ -146,14 +219,20 @@ if (process.argv[1] === import.meta.filename) {
   const dash = process.argv.indexOf('--');
   const { values } = parseArgs({
     args: process.argv.slice(2, dash === -1 ? undefined : dash),
-    options: { starts: { type: 'string', default: '5' }, adds: { type: 'boolean', default: false }, json: { type: 'boolean', default: false } },
+    options: {
+      starts: { type: 'string', default: '5' },
+      adds: { type: 'boolean', default: false },
+      json: { type: 'boolean', default: false },
+    },
   });
   const args = dash === -1 ? [] : process.argv.slice(dash + 1);
   const summary = await startToServing(Number(values.starts), args, values.adds ? installedForwarder() : undefined);
   if (values.json) console.log(JSON.stringify({ ...summary, loadavg: readFileSync('/proc/loadavg', 'utf8').trim() }));
   else {
     console.log(describeStarts(args.join(' ') || 'default flags', summary));
-    console.log(`  each (CPU/wall s${summary.addP99 === undefined ? '' : '/ADD p99 ms'}): ${summary.all.map((f) => `${f.cpuSeconds.toFixed(2)}/${f.wallSeconds.toFixed(2)}${f.adds === undefined ? '' : `/${f.adds.p99.toFixed(1)}`}`).join(' ')}`);
+    console.log(
+      `  each (CPU/wall s${summary.addP99 === undefined ? '' : '/ADD p99 ms'}): ${summary.all.map((f) => `${f.cpuSeconds.toFixed(2)}/${f.wallSeconds.toFixed(2)}${f.adds === undefined ? '' : `/${f.adds.p99.toFixed(1)}`}`).join(' ')}`,
+    );
     console.log(`  loadavg ${readFileSync('/proc/loadavg', 'utf8').trim()}`);
   }
 }

@@ -69,7 +69,14 @@ function viaPlugin(agent: AgentHandle, network: string, id: string): Promise<{ m
   const conf = { ...config(network), ipam: { ...config(network).ipam, socket: agent.socket } };
   return new Promise((resolve, reject) => {
     const child = spawn(join(cniBinDir(), 'warren'), [], {
-      env: { PATH: CHILD_PATH, CNI_COMMAND: 'ADD', CNI_CONTAINERID: id, CNI_NETNS: `/var/run/netns/${id}`, CNI_IFNAME: 'eth0', CNI_PATH: cniBinDir() },
+      env: {
+        PATH: CHILD_PATH,
+        CNI_COMMAND: 'ADD',
+        CNI_CONTAINERID: id,
+        CNI_NETNS: `/var/run/netns/${id}`,
+        CNI_IFNAME: 'eth0',
+        CNI_PATH: cniBinDir(),
+      },
       stdio: ['pipe', 'pipe', 'ignore'],
     });
     let out = '';
@@ -100,8 +107,12 @@ async function measure(
     for (let i = 1; i <= count; i++) {
       agents.push(
         await startAgent({
-          args: ['--node-name', `bench-${i}`, '--store', 'etcd', '--etcd-endpoints', endpoints.join(',')]
-            .concat(['--etcd-prefix', prefix, '--log-level', 'warn']),
+          args: ['--node-name', `bench-${i}`, '--store', 'etcd', '--etcd-endpoints', endpoints.join(',')].concat([
+            '--etcd-prefix',
+            prefix,
+            '--log-level',
+            'warn',
+          ]),
           ...(blocks ? {} : { entry: [ONE_KEY_AGENT] }),
         }),
       );
@@ -110,7 +121,10 @@ async function measure(
     const call = path === 'api' ? viaApi : viaPlugin;
     // One ADD per agent first, so a node's first block claim is not in the timing.
     await Promise.all(agents.map((a, i) => call(a, network, `warm-${i}`)));
-    const jobs = Array.from({ length: perAgent * count }, (_, i) => () => call(agents[i % count] as AgentHandle, network, `c-${i}`));
+    const jobs = Array.from(
+      { length: perAgent * count },
+      (_, i) => () => call(agents[i % count] as AgentHandle, network, `c-${i}`),
+    );
     const started = performance.now();
     const results = await bounded(width, jobs);
     const seconds = (performance.now() - started) / 1000;
@@ -120,8 +134,14 @@ async function measure(
       agents: count,
       adds: jobs.length,
       perSecond: jobs.length / seconds,
-      p50: quantile(results.map((r) => r.ms), 0.5),
-      p99: quantile(results.map((r) => r.ms), 0.99),
+      p50: quantile(
+        results.map((r) => r.ms),
+        0.5,
+      ),
+      p99: quantile(
+        results.map((r) => r.ms),
+        0.99,
+      ),
       failures: results.length - addresses.length,
       duplicates: addresses.length - new Set(addresses).size,
     };
@@ -138,22 +158,55 @@ async function main(): Promise<void> {
     for (const blocks of [true, false]) {
       for (const count of [1, 2, 3]) {
         serial += 1;
-        runs.push(await measure(blocks ? 'blocks (Warren)' : 'one key per range', etcd.endpoints, `/bench-${serial}/`, count, blocks, 'api', PER_AGENT, WIDTH * count));
+        runs.push(
+          await measure(
+            blocks ? 'blocks (Warren)' : 'one key per range',
+            etcd.endpoints,
+            `/bench-${serial}/`,
+            count,
+            blocks,
+            'api',
+            PER_AGENT,
+            WIDTH * count,
+          ),
+        );
       }
     }
     serial += 1;
-    runs.push(await measure('blocks, via plugin, 20 in flight', etcd.endpoints, `/bench-${serial}/`, 3, true, 'plugin', quick ? 40 : 100, 20));
+    runs.push(
+      await measure(
+        'blocks, via plugin, 20 in flight',
+        etcd.endpoints,
+        `/bench-${serial}/`,
+        3,
+        true,
+        'plugin',
+        quick ? 40 : 100,
+        20,
+      ),
+    );
   } finally {
     await etcd.stop();
   }
   const rows = [
     ['layout', 'agents', 'ADDs', 'ADD/s', 'p50 ms', 'p99 ms', 'failed', 'duplicates'],
-    ...runs.map((r) => [r.label, String(r.agents), String(r.adds), r.perSecond.toFixed(0), r.p50.toFixed(1), r.p99.toFixed(1), String(r.failures), String(r.duplicates)]),
+    ...runs.map((r) => [
+      r.label,
+      String(r.agents),
+      String(r.adds),
+      r.perSecond.toFixed(0),
+      r.p50.toFixed(1),
+      r.p99.toFixed(1),
+      String(r.failures),
+      String(r.duplicates),
+    ]),
     ['whereabouts v0.5.4 on etcd (REFERENCE.md)', '-', '-', '40-60', '~25 seq', '-', '-', 'retried ADD: 2nd address'],
   ];
   const widths = rows[0]?.map((_, c) => Math.max(...rows.map((row) => (row[c] ?? '').length))) ?? [];
   for (const row of rows) console.log(row.map((cell, c) => cell.padEnd(widths[c] ?? 0)).join('  '));
-  console.log(`\n3-member etcd on loopback, ${PER_AGENT} ADDs per agent over the API with ${WIDTH} in flight per agent; node ${process.version}; ${new Date().toISOString()}`);
+  console.log(
+    `\n3-member etcd on loopback, ${PER_AGENT} ADDs per agent over the API with ${WIDTH} in flight per agent; node ${process.version}; ${new Date().toISOString()}`,
+  );
 }
 
 await main();

@@ -14,7 +14,16 @@
  *
  * Usage: node bench/cri.ts [--quick]   (root; containerd, runc, busybox-static, CNI plugins)
  */
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type AgentHandle, startAgent } from '../test/helpers/agent.ts';
@@ -32,9 +41,14 @@ type Ipam = 'host-local' | 'warren';
 
 const median = (xs: readonly number[]): number => {
   const s = [...xs].sort((a, b) => a - b);
-  return s.length === 0 ? Number.NaN : s.length % 2 === 1 ? (s[(s.length - 1) / 2] as number) : ((s[s.length / 2 - 1] as number) + (s[s.length / 2] as number)) / 2;
+  return s.length === 0
+    ? Number.NaN
+    : s.length % 2 === 1
+      ? (s[(s.length - 1) / 2] as number)
+      : ((s[s.length / 2 - 1] as number) + (s[s.length / 2] as number)) / 2;
 };
-const p90 = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(0.9 * xs.length))] ?? Number.NaN;
+const p90 = (xs: readonly number[]): number =>
+  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(0.9 * xs.length))] ?? Number.NaN;
 
 async function main(): Promise<void> {
   const work = mkdtempSync(join(tmpdir(), 'warren-bench-cri-'));
@@ -50,20 +64,41 @@ async function main(): Promise<void> {
     const primary = {
       cniVersion: '1.0.0',
       name: NETWORK,
-      plugins: [{ type: 'bridge', bridge, isGateway: true, ipMasq: false, ipam: { type: 'host-local', subnet: '10.246.0.0/20', dataDir: join(work, 'host-local') } }],
+      plugins: [
+        {
+          type: 'bridge',
+          bridge,
+          isGateway: true,
+          ipMasq: false,
+          ipam: { type: 'host-local', subnet: '10.246.0.0/20', dataDir: join(work, 'host-local') },
+        },
+      ],
     };
     writeFileSync(join(confDir, '.primary.tmp'), JSON.stringify(primary));
     renameSync(join(confDir, '.primary.tmp'), join(confDir, '10-bridge.conflist'));
     agent = await startAgent({
       dir: join(work, 'agent'),
-      args: ['--manage-cni-config', 'on', '--cni-conf-dir', confDir, '--readiness-indicator-file', indicator, '--containerd', 'off'],
+      args: [
+        '--manage-cni-config',
+        'on',
+        '--cni-conf-dir',
+        confDir,
+        '--readiness-indicator-file',
+        indicator,
+        '--containerd',
+        'off',
+      ],
     });
     const c = containerd;
     const a = agent;
     const run = async (): Promise<{ id: string; ms: number }> => {
       pods += 1;
       const t0 = performance.now();
-      const id = await c.cri.runPodSandbox({ name: `bench-${pods}`, uid: `bench-uid-${pods}`, namespace: 'warren-bench' });
+      const id = await c.cri.runPodSandbox({
+        name: `bench-${pods}`,
+        uid: `bench-uid-${pods}`,
+        namespace: 'warren-bench',
+      });
       return { id, ms: performance.now() - t0 };
     };
     const remove = async (id: string): Promise<void> => {
@@ -73,12 +108,16 @@ async function main(): Promise<void> {
     const switchTo = async (ipam: Ipam): Promise<void> => {
       if (ipam === 'warren') writeFileSync(indicator, '');
       else if (existsSync(indicator)) unlinkSync(indicator);
-      await waitFor(`containerd to call ${ipam}`, async () => {
-        const { id } = await run();
-        const byWarren = (await a.allocations(`?containerID=${id}`)).length > 0;
-        await remove(id);
-        return byWarren === (ipam === 'warren') ? true : undefined;
-      }, 30_000);
+      await waitFor(
+        `containerd to call ${ipam}`,
+        async () => {
+          const { id } = await run();
+          const byWarren = (await a.allocations(`?containerID=${id}`)).length > 0;
+          await remove(id);
+          return byWarren === (ipam === 'warren') ? true : undefined;
+        },
+        30_000,
+      );
     };
     const figures: Record<Ipam, { sequential: number[]; burstWall: number[]; burstEach: number[] }> = {
       'host-local': { sequential: [], burstWall: [], burstEach: [] },
@@ -103,16 +142,28 @@ async function main(): Promise<void> {
     const hl = figures['host-local'];
     const w = figures.warren;
     const f = (x: number): string => x.toFixed(0);
-    console.log(`CPU: ${cpus()[0]?.model ?? 'unknown'} × ${cpus().length}; containerd 1.6 with CRI, bridge plugin; ${ROUNDS} alternating rounds`);
+    console.log(
+      `CPU: ${cpus()[0]?.model ?? 'unknown'} × ${cpus().length}; containerd 1.6 with CRI, bridge plugin; ${ROUNDS} alternating rounds`,
+    );
     console.log('| RunPodSandbox | host-local | Warren | Warren / host-local |');
     console.log('|---|---|---|---|');
-    console.log(`| sequential, median ms (${hl.sequential.length} each) | ${f(median(hl.sequential))} | ${f(median(w.sequential))} | ${(median(w.sequential) / median(hl.sequential)).toFixed(2)}× |`);
-    console.log(`| sequential, p90 ms | ${f(p90(hl.sequential))} | ${f(p90(w.sequential))} | ${(p90(w.sequential) / p90(hl.sequential)).toFixed(2)}× |`);
-    console.log(`| ${BURST} at once, wall ms (median of ${hl.burstWall.length}) | ${f(median(hl.burstWall))} | ${f(median(w.burstWall))} | ${(median(w.burstWall) / median(hl.burstWall)).toFixed(2)}× |`);
-    console.log(`| ${BURST} at once, each call median ms | ${f(median(hl.burstEach))} | ${f(median(w.burstEach))} | ${(median(w.burstEach) / median(hl.burstEach)).toFixed(2)}× |`);
+    console.log(
+      `| sequential, median ms (${hl.sequential.length} each) | ${f(median(hl.sequential))} | ${f(median(w.sequential))} | ${(median(w.sequential) / median(hl.sequential)).toFixed(2)}× |`,
+    );
+    console.log(
+      `| sequential, p90 ms | ${f(p90(hl.sequential))} | ${f(p90(w.sequential))} | ${(p90(w.sequential) / p90(hl.sequential)).toFixed(2)}× |`,
+    );
+    console.log(
+      `| ${BURST} at once, wall ms (median of ${hl.burstWall.length}) | ${f(median(hl.burstWall))} | ${f(median(w.burstWall))} | ${(median(w.burstWall) / median(hl.burstWall)).toFixed(2)}× |`,
+    );
+    console.log(
+      `| ${BURST} at once, each call median ms | ${f(median(hl.burstEach))} | ${f(median(w.burstEach))} | ${(median(w.burstEach) / median(hl.burstEach)).toFixed(2)}× |`,
+    );
   } finally {
     const results = '/var/lib/cni/results';
-    if (existsSync(results)) for (const name of readdirSync(results)) if (name.startsWith(`${NETWORK}-`)) rmSync(join(results, name), { force: true });
+    if (existsSync(results))
+      for (const name of readdirSync(results))
+        if (name.startsWith(`${NETWORK}-`)) rmSync(join(results, name), { force: true });
     await containerd?.stop();
     await agent?.kill();
     await deleteLink(bridge);

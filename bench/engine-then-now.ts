@@ -16,10 +16,16 @@ import { fileURLToPath } from 'node:url';
 const REPO = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const BASELINE_COMMIT = 'e9c30a3';
 
-type Job = { kind: 'fill'; range: string; n: number; sync: 'FULL' | 'NORMAL' } | { kind: 'at-fill'; fraction: number; n: number };
+type Job =
+  | { kind: 'fill'; range: string; n: number; sync: 'FULL' | 'NORMAL' }
+  | { kind: 'at-fill'; fraction: number; n: number };
 
 function runChild(tree: string, job: Job): Record<string, number> {
-  const r = spawnSync(process.execPath, ['--expose-gc', join(tree, 'bench', 'engine.ts'), '--child', JSON.stringify(job)], { cwd: tree, encoding: 'utf8', maxBuffer: 1 << 20 });
+  const r = spawnSync(
+    process.execPath,
+    ['--expose-gc', join(tree, 'bench', 'engine.ts'), '--child', JSON.stringify(job)],
+    { cwd: tree, encoding: 'utf8', maxBuffer: 1 << 20 },
+  );
   if (r.status !== 0) throw new Error(`bench child in ${tree} failed: ${r.stderr}`);
   return JSON.parse(r.stdout) as Record<string, number>;
 }
@@ -43,16 +49,38 @@ export interface ThenNowRow {
   readonly better: number;
 }
 
-export function engineThenNow(options: { against?: string | undefined; rounds?: number | undefined; quick?: boolean } = {}): { commit: string; rows: ThenNowRow[] } {
+export function engineThenNow(
+  options: { against?: string | undefined; rounds?: number | undefined; quick?: boolean } = {},
+): { commit: string; rows: ThenNowRow[] } {
   const commit = options.against ?? BASELINE_COMMIT;
   const rounds = options.rounds ?? 3;
   const n = options.quick === true ? 5_000 : 20_000;
   const then = checkout(commit);
   try {
-    const jobs: Array<{ figure: string; job: Job; value: (r: Record<string, number>) => number; higherIsBetter: boolean }> = [
-      { figure: `${n.toLocaleString('en')} allocations in IPv4 /15, allocations/s`, job: { kind: 'fill', range: '10.0.0.0/15', n, sync: 'NORMAL' }, value: (r) => r.perSecond ?? NaN, higherIsBetter: true },
-      { figure: `${n.toLocaleString('en')} allocations in IPv6 /64, allocations/s`, job: { kind: 'fill', range: 'fd00::/64', n, sync: 'NORMAL' }, value: (r) => r.perSecond ?? NaN, higherIsBetter: true },
-      { figure: 'one allocation in a /16 50% full, µs', job: { kind: 'at-fill', fraction: 0.5, n: 500 }, value: (r) => r.perCallUs ?? NaN, higherIsBetter: false },
+    const jobs: Array<{
+      figure: string;
+      job: Job;
+      value: (r: Record<string, number>) => number;
+      higherIsBetter: boolean;
+    }> = [
+      {
+        figure: `${n.toLocaleString('en')} allocations in IPv4 /15, allocations/s`,
+        job: { kind: 'fill', range: '10.0.0.0/15', n, sync: 'NORMAL' },
+        value: (r) => r.perSecond ?? NaN,
+        higherIsBetter: true,
+      },
+      {
+        figure: `${n.toLocaleString('en')} allocations in IPv6 /64, allocations/s`,
+        job: { kind: 'fill', range: 'fd00::/64', n, sync: 'NORMAL' },
+        value: (r) => r.perSecond ?? NaN,
+        higherIsBetter: true,
+      },
+      {
+        figure: 'one allocation in a /16 50% full, µs',
+        job: { kind: 'at-fill', fraction: 0.5, n: 500 },
+        value: (r) => r.perCallUs ?? NaN,
+        higherIsBetter: false,
+      },
     ];
     const rows: ThenNowRow[] = [];
     for (const j of jobs) {
@@ -76,7 +104,9 @@ export function engineThenNow(options: { against?: string | undefined; rounds?: 
 export function printThenNow(result: { commit: string; rows: ThenNowRow[] }): void {
   console.log(`  ${'figure'.padEnd(50)} ${result.commit.padStart(10)} ${'today'.padStart(10)}  today vs then`);
   for (const r of result.rows) {
-    console.log(`  ${r.figure.padEnd(50)} ${r.then.toFixed(1).padStart(10)} ${r.now.toFixed(1).padStart(10)}  ${r.better.toFixed(2)}x ${r.better >= 1 ? 'as fast or faster' : 'slower'}`);
+    console.log(
+      `  ${r.figure.padEnd(50)} ${r.then.toFixed(1).padStart(10)} ${r.now.toFixed(1).padStart(10)}  ${r.better.toFixed(2)}x ${r.better >= 1 ? 'as fast or faster' : 'slower'}`,
+    );
   }
 }
 
@@ -86,5 +116,11 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     return i < 0 ? undefined : process.argv[i + 1];
   };
   const rounds = at('--rounds');
-  printThenNow(engineThenNow({ against: at('--against'), rounds: rounds === undefined ? undefined : Number(rounds), quick: process.argv.includes('--quick') }));
+  printThenNow(
+    engineThenNow({
+      against: at('--against'),
+      rounds: rounds === undefined ? undefined : Number(rounds),
+      quick: process.argv.includes('--quick'),
+    }),
+  );
 }

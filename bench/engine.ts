@@ -35,7 +35,8 @@ async function child(job: Job): Promise<Record<string, number>> {
       const allocator = new Allocator({ store, clock, node: 'bench' });
       const ranges = parseIpamConfig({ type: 'warren', range: job.range }).ranges;
       const t = performance.now();
-      for (let i = 0; i < job.n; i++) await allocator.allocate({ owner: { network: 'b', containerID: `c${i}`, ifname: 'eth0' }, ranges });
+      for (let i = 0; i < job.n; i++)
+        await allocator.allocate({ owner: { network: 'b', containerID: `c${i}`, ifname: 'eth0' }, ranges });
       const seconds = (performance.now() - t) / 1000;
       globalThis.gc?.();
       const m = process.memoryUsage();
@@ -53,7 +54,8 @@ async function child(job: Job): Promise<Record<string, number>> {
     const ranges = [range];
     await allocator.allocate({ owner: { network: 'b', containerID: 'warm', ifname: 'eth0' }, ranges }); // loads the pool
     const t = performance.now();
-    for (let i = 0; i < job.n; i++) await allocator.allocate({ owner: { network: 'b', containerID: `m${i}`, ifname: 'eth0' }, ranges });
+    for (let i = 0; i < job.n; i++)
+      await allocator.allocate({ owner: { network: 'b', containerID: `m${i}`, ifname: 'eth0' }, ranges });
     const perCallUs = ((performance.now() - t) * 1000) / job.n;
     await store.close();
     return { perCallUs, filled: fill };
@@ -63,12 +65,27 @@ async function child(job: Job): Promise<Record<string, number>> {
 }
 
 /** Writes `count` allocations from `first` on in one commit: seeding, not measuring. */
-export async function bulkFill(store: SqliteStore, pool: string, first: bigint, count: number, family: 4 | 6 = 4): Promise<void> {
+export async function bulkFill(
+  store: SqliteStore,
+  pool: string,
+  first: bigint,
+  count: number,
+  family: 4 | 6 = 4,
+): Promise<void> {
   const ops: PoolOp[] = [];
   for (let i = 0; i < count; i++) {
     ops.push({
       op: 'allocate',
-      allocation: { pool, address: formatIP({ family, value: first + BigInt(i) }), network: 'b', containerID: `seed${i}`, ifname: 'eth0', node: 'bench', netns: `/var/run/netns/seed${i}`, createdAt: 0 },
+      allocation: {
+        pool,
+        address: formatIP({ family, value: first + BigInt(i) }),
+        network: 'b',
+        containerID: `seed${i}`,
+        ifname: 'eth0',
+        node: 'bench',
+        netns: `/var/run/netns/seed${i}`,
+        createdAt: 0,
+      },
     });
   }
   const read = await store.readPool(pool);
@@ -77,7 +94,10 @@ export async function bulkFill(store: SqliteStore, pool: string, first: bigint, 
 }
 
 function runChild(job: Job): Record<string, number> {
-  const r = spawnSync(process.execPath, ['--expose-gc', SELF, '--child', JSON.stringify(job)], { encoding: 'utf8', maxBuffer: 1 << 20 });
+  const r = spawnSync(process.execPath, ['--expose-gc', SELF, '--child', JSON.stringify(job)], {
+    encoding: 'utf8',
+    maxBuffer: 1 << 20,
+  });
   if (r.status !== 0) throw new Error(`bench child failed: ${r.stderr}`);
   return JSON.parse(r.stdout) as Record<string, number>;
 }
@@ -92,11 +112,27 @@ async function agentStart(n: number): Promise<Record<string, number>> {
     await store.close();
     const socket = join(dir, 'w.sock');
     const t = performance.now();
-    const agent = spawn(process.execPath, [join(SELF, '..', '..', 'bin', 'warren'), 'agent', '--state-dir', dir, '--journal-dir', join(dir, 'journal'), '--socket', socket, '--netns-dirs', ''], { stdio: 'ignore' });
+    const agent = spawn(
+      process.execPath,
+      [
+        join(SELF, '..', '..', 'bin', 'warren'),
+        'agent',
+        '--state-dir',
+        dir,
+        '--journal-dir',
+        join(dir, 'journal'),
+        '--socket',
+        socket,
+        '--netns-dirs',
+        '',
+      ],
+      { stdio: 'ignore' },
+    );
     try {
       for (;;) {
         try {
-          if ((await requestJson({ socket, method: 'GET', path: '/v1/status', timeoutMs: 2_000 })).status === 200) break;
+          if ((await requestJson({ socket, method: 'GET', path: '/v1/status', timeoutMs: 2_000 })).status === 200)
+            break;
         } catch {
           await new Promise((r) => setTimeout(r, 2));
         }
@@ -105,7 +141,12 @@ async function agentStart(n: number): Promise<Record<string, number>> {
       const ready = performance.now() - t;
       const t2 = performance.now();
       const config = { cniVersion: '1.0.0', name: 'b', ipam: { type: 'warren', range: '10.64.0.0/14', socket } };
-      const add = await requestJson({ socket, method: 'POST', path: '/v1/cni', body: { command: 'ADD', containerID: 'first', netns: '/x', ifname: 'eth0', config } });
+      const add = await requestJson({
+        socket,
+        method: 'POST',
+        path: '/v1/cni',
+        body: { command: 'ADD', containerID: 'first', netns: '/x', ifname: 'eth0', config },
+      });
       if ((add.body as { kind: string }).kind !== 'result') throw new Error(JSON.stringify(add.body));
       return { readyMs: ready, firstAddMs: performance.now() - t2 };
     } finally {
@@ -120,22 +161,45 @@ async function agentStart(n: number): Promise<Record<string, number>> {
 export async function engineFigures(quick: boolean): Promise<Array<[string, string, string]>> {
   const rows: Array<[string, string, string]> = [];
   const n = quick ? 20_000 : 100_000;
-  for (const [label, range] of [['IPv4 /15', '10.0.0.0/15'], ['IPv6 /64', 'fd00::/64']] as const) {
+  for (const [label, range] of [
+    ['IPv4 /15', '10.0.0.0/15'],
+    ['IPv6 /64', 'fd00::/64'],
+  ] as const) {
     const r = runChild({ kind: 'fill', range, n, sync: 'NORMAL' });
-    rows.push([`${n.toLocaleString('en')} allocations in ${label}: allocations/s`, (r.perSecond ?? 0).toFixed(0), 'process crash']);
-    rows.push([`  agent memory after them: RSS MB (heap MB)`, `${(r.rssMB ?? 0).toFixed(0)} (${(r.heapMB ?? 0).toFixed(0)})`, '']);
+    rows.push([
+      `${n.toLocaleString('en')} allocations in ${label}: allocations/s`,
+      (r.perSecond ?? 0).toFixed(0),
+      'process crash',
+    ]);
+    rows.push([
+      `  agent memory after them: RSS MB (heap MB)`,
+      `${(r.rssMB ?? 0).toFixed(0)} (${(r.heapMB ?? 0).toFixed(0)})`,
+      '',
+    ]);
   }
   const full = runChild({ kind: 'fill', range: '10.0.0.0/15', n: quick ? 2_000 : 10_000, sync: 'FULL' });
-  rows.push([`${(quick ? 2_000 : 10_000).toLocaleString('en')} allocations in IPv4 /15: allocations/s`, (full.perSecond ?? 0).toFixed(0), 'power loss']);
+  rows.push([
+    `${(quick ? 2_000 : 10_000).toLocaleString('en')} allocations in IPv4 /15: allocations/s`,
+    (full.perSecond ?? 0).toFixed(0),
+    'power loss',
+  ]);
   const costs: number[] = [];
   for (const fraction of [0, 0.5, 0.99]) {
     const r = runChild({ kind: 'at-fill', fraction, n: quick ? 200 : 500 });
     costs.push(r.perCallUs ?? NaN);
-    rows.push([`one allocation in a /16 ${fraction * 100}% full (${r.filled} held): µs`, (r.perCallUs ?? 0).toFixed(1), 'process crash']);
+    rows.push([
+      `one allocation in a /16 ${fraction * 100}% full (${r.filled} held): µs`,
+      (r.perCallUs ?? 0).toFixed(1),
+      'process crash',
+    ]);
   }
   rows.push(['  99% full / empty', ((costs[2] ?? NaN) / (costs[0] ?? NaN)).toFixed(2), '']);
   const start = await agentStart(n);
-  rows.push([`agent start with ${n.toLocaleString('en')} allocations stored: ms to ready`, (start.readyMs ?? 0).toFixed(0), '']);
+  rows.push([
+    `agent start with ${n.toLocaleString('en')} allocations stored: ms to ready`,
+    (start.readyMs ?? 0).toFixed(0),
+    '',
+  ]);
   rows.push([`  its first ADD into that pool (loads the pool): ms`, (start.firstAddMs ?? 0).toFixed(0), 'power loss']);
   return rows;
 }
@@ -143,5 +207,6 @@ export async function engineFigures(quick: boolean): Promise<Array<[string, stri
 if (process.argv[2] === '--child') {
   process.stdout.write(JSON.stringify(await child(JSON.parse(process.argv[3] as string) as Job)));
 } else if (process.argv[1] === SELF) {
-  for (const [k, v, d] of await engineFigures(process.argv.includes('--quick'))) console.log(`  ${k.padEnd(70)} ${v.padStart(10)}  ${d}`);
+  for (const [k, v, d] of await engineFigures(process.argv.includes('--quick')))
+    console.log(`  ${k.padEnd(70)} ${v.padStart(10)}  ${d}`);
 }

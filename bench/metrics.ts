@@ -121,10 +121,17 @@ const quantile = (xs: readonly number[], q: number): number => {
 const median = (xs: readonly number[]): number => quantile(xs, 0.5);
 const mean = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
 
-const netConf = (network: string, range: string) => ({ cniVersion: '1.1.0', name: network, ipam: { type: 'warren', range } });
+const netConf = (network: string, range: string) => ({
+  cniVersion: '1.1.0',
+  name: network,
+  ipam: { type: 'warren', range },
+});
 
 /** The CNI service over `path` as Agent.start() wires it, with metrics on or off. */
-function wire(path: string, metricsOn: boolean): { service: CniService; metrics: AgentMetrics | undefined; close: () => Promise<void> } {
+function wire(
+  path: string,
+  metricsOn: boolean,
+): { service: CniService; metrics: AgentMetrics | undefined; close: () => Promise<void> } {
   const opened = new SqliteStore({ path, synchronous: 'FULL', clock: systemClock });
   const history = new ReleaseHistory(systemClock);
   const metrics = metricsOn
@@ -141,14 +148,25 @@ function wire(path: string, metricsOn: boolean): { service: CniService; metrics:
   const telemetry = fanOut(history, metrics ?? NO_TELEMETRY);
   const store = metrics === undefined ? opened : new MeasuredStore(opened, telemetry);
   const allocator = new Allocator({ store, clock: systemClock, node: NODE });
-  const service = new CniService({ allocator, readiness: async () => undefined, storeKind: 'sqlite', clock: systemClock, telemetry });
+  const service = new CniService({
+    allocator,
+    readiness: async () => undefined,
+    storeKind: 'sqlite',
+    clock: systemClock,
+    telemetry,
+  });
   return { service, metrics, close: () => opened.close() };
 }
 
 /** The readings a scrape makes on a SQLite agent: the pool summaries, and this node's allocations (for blocks). */
 async function figuresOf(store: Store) {
   const [pools] = await Promise.all([store.pools(), store.list({ node: NODE })]);
-  return pools.map((p) => ({ pool: p.pool, allocated: p.allocated, resting: p.resting, ...(p.description === undefined ? {} : { capacity: Number(p.description.capacity) }) }));
+  return pools.map((p) => ({
+    pool: p.pool,
+    allocated: p.allocated,
+    resting: p.resting,
+    ...(p.description === undefined ? {} : { capacity: Number(p.description.capacity) }),
+  }));
 }
 
 /** Timed calls of `call(i)` for i in [0, n), microseconds each. */
@@ -173,7 +191,16 @@ type CniCall = (command: 'ADD' | 'DEL', id: string, range: string) => Promise<vo
 /** One wiring's calls, each checked: ADD gives a result, DEL nothing. */
 function caller(service: CniService): CniCall {
   return (command, id, range) =>
-    expect(service.handle({ command, containerID: id, netns: `/var/run/netns/${id}`, ifname: 'eth0', config: netConf('bench', range) }), command === 'ADD' ? 'result' : 'silent');
+    expect(
+      service.handle({
+        command,
+        containerID: id,
+        netns: `/var/run/netns/${id}`,
+        ifname: 'eth0',
+        config: netConf('bench', range),
+      }),
+      command === 'ADD' ? 'result' : 'silent',
+    );
 }
 
 /** Warms the JIT and the pool cache on a range of its own, outside the timed figures. */
@@ -182,7 +209,11 @@ async function warm(call: CniCall): Promise<void> {
   for (let i = 0; i < 200; i++) await call('DEL', `warm-${i}`, '10.99.0.0/16');
 }
 
-const roundOf = (adds: number[], dels: number[]): RoundResult => ({ addMedianUs: median(adds), addMeanUs: mean(adds), delMedianUs: median(dels) });
+const roundOf = (adds: number[], dels: number[]): RoundResult => ({
+  addMedianUs: median(adds),
+  addMeanUs: mean(adds),
+  delMedianUs: median(dels),
+});
 
 async function child(job: Job): Promise<RoundResult | { on: RoundResult; off: RoundResult } | { inProcessMs: number }> {
   const dir = tempDir('bench-metrics-');
@@ -205,7 +236,10 @@ async function child(job: Job): Promise<RoundResult | { on: RoundResult; off: Ro
         const calls = { on: caller(on.service), off: caller(off.service) };
         await warm(calls.on);
         await warm(calls.off);
-        const us = { on: { ADD: [] as number[], DEL: [] as number[] }, off: { ADD: [] as number[], DEL: [] as number[] } };
+        const us = {
+          on: { ADD: [] as number[], DEL: [] as number[] },
+          off: { ADD: [] as number[], DEL: [] as number[] },
+        };
         for (const command of ['ADD', 'DEL'] as const) {
           for (let i = 0; i < job.n; i++) {
             // Who goes first alternates too: neither always follows the other's commit.
@@ -245,7 +279,8 @@ async function seed(path: string): Promise<void> {
     for (let p = 0; p < SCRAPE_POOLS; p++) {
       const network = `net-${p}`;
       const ranges = parseIpamConfig({ type: 'warren', range: `10.20.${p * 4}.0/22` }).ranges;
-      for (let i = 0; i < perPool; i++) await allocator.allocate({ owner: { network, containerID: `s-${p}-${i}`, ifname: 'eth0' }, ranges });
+      for (let i = 0; i < perPool; i++)
+        await allocator.allocate({ owner: { network, containerID: `s-${p}-${i}`, ifname: 'eth0' }, ranges });
     }
   } finally {
     await store.close();
@@ -253,7 +288,10 @@ async function seed(path: string): Promise<void> {
 }
 
 function runChild(job: Job): Record<string, number> {
-  const r = spawnSync(process.execPath, [SELF, '--child', JSON.stringify(job)], { encoding: 'utf8', maxBuffer: 1 << 20 });
+  const r = spawnSync(process.execPath, [SELF, '--child', JSON.stringify(job)], {
+    encoding: 'utf8',
+    maxBuffer: 1 << 20,
+  });
   if (r.status !== 0) throw new Error(`bench child failed: ${r.stderr}`);
   return JSON.parse(r.stdout) as Record<string, number>;
 }
@@ -265,7 +303,10 @@ function summarise(on: readonly RoundResult[], off: readonly RoundResult[], rati
     addMeanUs: median(rs.map((x) => x.addMeanUs)),
     delMedianUs: median(rs.map((x) => x.delMedianUs)),
   });
-  const range = (rs: readonly RoundResult[]): [number, number] => [Math.min(...rs.map((x) => x.addMedianUs)), Math.max(...rs.map((x) => x.addMedianUs))];
+  const range = (rs: readonly RoundResult[]): [number, number] => [
+    Math.min(...rs.map((x) => x.addMedianUs)),
+    Math.max(...rs.map((x) => x.addMedianUs)),
+  ];
   return { rounds: on.length, on: summary(on), off: summary(off), ratio, spread: { on: range(on), off: range(off) } };
 }
 
@@ -274,7 +315,8 @@ function separate(n: number, rounds: number): InProcessFigures {
   const on: RoundResult[] = [];
   const off: RoundResult[] = [];
   for (let r = 0; r < rounds; r++) {
-    for (const metrics of r % 2 === 0 ? [true, false] : [false, true]) (metrics ? on : off).push(runChild({ kind: 'separate', metrics, n }) as unknown as RoundResult);
+    for (const metrics of r % 2 === 0 ? [true, false] : [false, true])
+      (metrics ? on : off).push(runChild({ kind: 'separate', metrics, n }) as unknown as RoundResult);
   }
   const s = summarise(on, off, NaN);
   return { ...s, ratio: s.on.addMedianUs / s.off.addMedianUs };
@@ -282,7 +324,10 @@ function separate(n: number, rounds: number): InProcessFigures {
 
 /** Rounds holding both settings, calls alternating; the ratio is the median of the rounds' ratios. */
 function paired(n: number, rounds: number): InProcessFigures {
-  const results = Array.from({ length: rounds }, () => runChild({ kind: 'paired', n }) as unknown as { on: RoundResult; off: RoundResult });
+  const results = Array.from(
+    { length: rounds },
+    () => runChild({ kind: 'paired', n }) as unknown as { on: RoundResult; off: RoundResult },
+  );
   return summarise(
     results.map((r) => r.on),
     results.map((r) => r.off),
@@ -316,30 +361,54 @@ async function overSocket(n: number, rounds: number): Promise<MetricsFigures['so
     off: timing('off'),
     ratio: median(ratios),
     ratioSpread: [Math.min(...ratios), Math.max(...ratios)],
-    cpuUs: cpu.length === 0 ? undefined : { on: median(cpu.map((c) => c.on)), off: median(cpu.map((c) => c.off)), ratio: median(cpu.map((c) => c.on / c.off)) },
+    cpuUs:
+      cpu.length === 0
+        ? undefined
+        : {
+            on: median(cpu.map((c) => c.on)),
+            off: median(cpu.map((c) => c.off)),
+            ratio: median(cpu.map((c) => c.on / c.off)),
+          },
   };
 }
 
 /** Nanoseconds a process has run on a CPU, all its threads (Linux schedstat); undefined where unreadable. */
 function cpuNanoseconds(pid: number): number | undefined {
   try {
-    return readdirSync(`/proc/${pid}/task`).reduce((sum, task) => sum + Number(readFileSync(`/proc/${pid}/task/${task}/schedstat`, 'utf8').split(' ')[0]), 0);
+    return readdirSync(`/proc/${pid}/task`).reduce(
+      (sum, task) => sum + Number(readFileSync(`/proc/${pid}/task/${task}/schedstat`, 'utf8').split(' ')[0]),
+      0,
+    );
   } catch {
     return undefined;
   }
 }
 
 /** One pair of fresh agents, started in either order: ADD milliseconds of each, and their CPU µs per ADD. */
-async function socketRound(n: number, onFirst: boolean): Promise<{ ms: { on: number[]; off: number[] }; cpuUs?: { on: number; off: number } }> {
+async function socketRound(
+  n: number,
+  onFirst: boolean,
+): Promise<{ ms: { on: number[]; off: number[] }; cpuUs?: { on: number; off: number } }> {
   const agents: AgentHandle[] = [];
   try {
-    for (const address of onFirst ? ['127.0.0.1:0', ''] : ['', '127.0.0.1:0']) agents.push(await startAgent({ args: ['--metrics-address', address] }));
+    for (const address of onFirst ? ['127.0.0.1:0', ''] : ['', '127.0.0.1:0'])
+      agents.push(await startAgent({ args: ['--metrics-address', address] }));
     const [on, off] = (onFirst ? agents : [...agents].reverse()) as [AgentHandle, AgentHandle];
     const clients = { on: new ApiClient({ socket: on.socket }), off: new ApiClient({ socket: off.socket }) };
-    if ((await clients.on.status()).metrics?.address === undefined) throw new Error('the metrics-on agent serves no metrics');
+    if ((await clients.on.status()).metrics?.address === undefined)
+      throw new Error('the metrics-on agent serves no metrics');
     if ((await clients.off.status()).metrics !== undefined) throw new Error('the metrics-off agent serves metrics');
     const call = (client: ApiClient, command: 'ADD' | 'DEL', id: string) =>
-      expect(client.cni({ command, containerID: id, netns: `/var/run/netns/${id}`, ifname: 'eth0', config: netConf('bench', '10.64.0.0/14') }), command === 'ADD' ? 'result' : 'silent');
+      expect(
+        client.cni({
+          command,
+          containerID: id,
+          netns: `/var/run/netns/${id}`,
+          ifname: 'eth0',
+          config: netConf('bench', '10.64.0.0/14'),
+        }),
+        command === 'ADD' ? 'result' : 'silent',
+      );
     for (let i = 0; i < 100; i++) for (const c of [clients.on, clients.off]) await call(c, 'ADD', `warm-${i}`);
     const ms = { on: [] as number[], off: [] as number[] };
     const cpuBefore = [cpuNanoseconds(on.pid), cpuNanoseconds(off.pid)];
@@ -377,10 +446,15 @@ async function scrapeOverHttp(scrapes: number): Promise<{ http: Timing; bytes: n
       return res.text();
     };
     const text = await get();
-    if (!text.includes(`warren_pool_allocated_addresses{pool="10.20.0.0/22"} ${SCRAPE_ALLOCATIONS / SCRAPE_POOLS}`)) throw new Error('the seeded pools are not in the exposition');
+    if (!text.includes(`warren_pool_allocated_addresses{pool="10.20.0.0/22"} ${SCRAPE_ALLOCATIONS / SCRAPE_POOLS}`))
+      throw new Error('the seeded pools are not in the exposition');
     for (let i = 0; i < 3; i++) await get();
     const ms = (await timed(scrapes, get)).map((us) => us / 1000);
-    return { http: { median: median(ms), p99: quantile(ms, 0.99) }, bytes: Buffer.byteLength(text), lines: text.split('\n').filter((l) => l !== '' && !l.startsWith('#')).length };
+    return {
+      http: { median: median(ms), p99: quantile(ms, 0.99) },
+      bytes: Buffer.byteLength(text),
+      lines: text.split('\n').filter((l) => l !== '' && !l.startsWith('#')).length,
+    };
   } finally {
     await agent.stop();
     removeDir(dir);
@@ -409,14 +483,20 @@ export async function metricsFigures(quick: boolean): Promise<MetricsFigures> {
     quick,
     inProcess: inProc,
     socket,
-    scrape: { pools: SCRAPE_POOLS, allocations: SCRAPE_ALLOCATIONS, inProcessMs: scrapeInProcess.inProcessMs ?? NaN, ...http },
+    scrape: {
+      pools: SCRAPE_POOLS,
+      allocations: SCRAPE_ALLOCATIONS,
+      inProcessMs: scrapeInProcess.inProcessMs ?? NaN,
+      ...http,
+    },
     floorMet: inProc.paired.ratio <= FLOOR && socket.ratio <= FLOOR,
   };
 }
 
 export function printMetricsFigures(f: MetricsFigures): void {
   const verdict = (ratio: number) => (ratio <= FLOOR ? 'met' : 'NOT met');
-  const row = (what: string, on: string, off: string, ratio = '') => console.log(`  ${what.padEnd(62)} ${on.padStart(10)} ${off.padStart(10)}  ${ratio}`);
+  const row = (what: string, on: string, off: string, ratio = '') =>
+    console.log(`  ${what.padEnd(62)} ${on.padStart(10)} ${off.padStart(10)}  ${ratio}`);
   const us = (x: number) => x.toFixed(1);
   const n = f.inProcess.n.toLocaleString('en');
   console.log(`  CPU: ${f.cpu} (${f.cores} threads)${f.quick ? '; quick run' : ''}`);
@@ -426,21 +506,47 @@ export function printMetricsFigures(f: MetricsFigures): void {
     ['separate (a process each, ABBA)', f.inProcess.separate],
   ] as const) {
     console.log(`  in process, SQLite FULL, ${n} ADDs then ${n} DELs, ${p.rounds} rounds, ${design}:`);
-    row('  median µs per ADD', us(p.on.addMedianUs), us(p.off.addMedianUs), `${p.ratio.toFixed(3)} (floor ${FLOOR}: ${verdict(p.ratio)})`);
-    row('  rounds\' median ADD, lowest–highest µs', `${p.spread.on[0].toFixed(0)}–${p.spread.on[1].toFixed(0)}`, `${p.spread.off[0].toFixed(0)}–${p.spread.off[1].toFixed(0)}`);
+    row(
+      '  median µs per ADD',
+      us(p.on.addMedianUs),
+      us(p.off.addMedianUs),
+      `${p.ratio.toFixed(3)} (floor ${FLOOR}: ${verdict(p.ratio)})`,
+    );
+    row(
+      "  rounds' median ADD, lowest–highest µs",
+      `${p.spread.on[0].toFixed(0)}–${p.spread.on[1].toFixed(0)}`,
+      `${p.spread.off[0].toFixed(0)}–${p.spread.off[1].toFixed(0)}`,
+    );
     row('  mean µs per ADD', us(p.on.addMeanUs), us(p.off.addMeanUs), (p.on.addMeanUs / p.off.addMeanUs).toFixed(3));
-    row(`  then ${n} DELs: median µs`, us(p.on.delMedianUs), us(p.off.delMedianUs), (p.on.delMedianUs / p.off.delMedianUs).toFixed(3));
+    row(
+      `  then ${n} DELs: median µs`,
+      us(p.on.delMedianUs),
+      us(p.off.delMedianUs),
+      (p.on.delMedianUs / p.off.delMedianUs).toFixed(3),
+    );
   }
   const s = f.socket;
-  console.log(`  two real agents over their sockets, ${s.rounds} pairs of fresh agents, ${s.n.toLocaleString('en')} ADDs each, alternating:`);
-  row('  median ms per ADD', s.on.median.toFixed(3), s.off.median.toFixed(3), `${s.ratio.toFixed(3)} (floor ${FLOOR}: ${verdict(s.ratio)})`);
+  console.log(
+    `  two real agents over their sockets, ${s.rounds} pairs of fresh agents, ${s.n.toLocaleString('en')} ADDs each, alternating:`,
+  );
+  row(
+    '  median ms per ADD',
+    s.on.median.toFixed(3),
+    s.off.median.toFixed(3),
+    `${s.ratio.toFixed(3)} (floor ${FLOOR}: ${verdict(s.ratio)})`,
+  );
   row('  p99 ms', s.on.p99.toFixed(3), s.off.p99.toFixed(3), (s.on.p99 / s.off.p99).toFixed(3));
   row("  pairs' ratios, lowest–highest", '', '', `${s.ratioSpread[0].toFixed(3)}–${s.ratioSpread[1].toFixed(3)}`);
-  if (s.cpuUs !== undefined) row("  the agent's CPU µs per ADD (all threads)", us(s.cpuUs.on), us(s.cpuUs.off), s.cpuUs.ratio.toFixed(3));
+  if (s.cpuUs !== undefined)
+    row("  the agent's CPU µs per ADD (all threads)", us(s.cpuUs.on), us(s.cpuUs.off), s.cpuUs.ratio.toFixed(3));
   const c = f.scrape;
-  console.log(`  one scrape with ${c.pools} pools and ${c.allocations.toLocaleString('en')} allocations (${c.lines} samples, ${(c.bytes / 1024).toFixed(1)} KiB):`);
+  console.log(
+    `  one scrape with ${c.pools} pools and ${c.allocations.toLocaleString('en')} allocations (${c.lines} samples, ${(c.bytes / 1024).toFixed(1)} KiB):`,
+  );
   console.log(`    in process, AgentMetrics.exposition(): median ms ${c.inProcessMs.toFixed(2)}`);
-  console.log(`    real agent, GET /metrics over HTTP: median ms ${c.http.median.toFixed(2)}, p99 ms ${c.http.p99.toFixed(2)}`);
+  console.log(
+    `    real agent, GET /metrics over HTTP: median ms ${c.http.median.toFixed(2)}, p99 ms ${c.http.p99.toFixed(2)}`,
+  );
   const sep = f.inProcess.separate;
   console.log(
     `  floor "ADD with metrics on within 5% of off": ${f.floorMet ? 'met' : 'NOT met'} per call (in process, paired ${f.inProcess.paired.ratio.toFixed(3)}; over the socket ${s.ratio.toFixed(3)}); ` +

@@ -44,7 +44,8 @@ const IN_FLIGHT = 20;
 const HOST_LOCAL = '/usr/lib/cni/host-local';
 
 /** One batch of `n` calls of `c`, at most `width` in flight, timed by bench/spawn-timer.c. */
-const batch = (c: Command, env: NodeJS.ProcessEnv, stdin: string, n: number, width: number) => timeCalls({ exe: c.exe, args: c.args, env, stdin, n, width });
+const batch = (c: Command, env: NodeJS.ProcessEnv, stdin: string, n: number, width: number) =>
+  timeCalls({ exe: c.exe, args: c.args, env, stdin, n, width });
 
 const quantile = (xs: number[], q: number): number => {
   const s = [...xs].sort((a, b) => a - b);
@@ -52,14 +53,30 @@ const quantile = (xs: number[], q: number): number => {
 };
 
 /** `n` calls one after another: median and p99 per call. */
-async function sequential(n: number, c: Command, env: NodeJS.ProcessEnv, stdin = ''): Promise<{ median: number; p99: number; failures: number; results: Timed[] }> {
+async function sequential(
+  n: number,
+  c: Command,
+  env: NodeJS.ProcessEnv,
+  stdin = '',
+): Promise<{ median: number; p99: number; failures: number; results: Timed[] }> {
   const { results } = await batch(c, env, stdin, n, 1);
   const ms = results.map((r) => r.ms);
-  return { median: quantile(ms, 0.5), p99: quantile(ms, 0.99), failures: results.filter((r) => r.code !== 0).length, results };
+  return {
+    median: quantile(ms, 0.5),
+    p99: quantile(ms, 0.99),
+    failures: results.filter((r) => r.code !== 0).length,
+    results,
+  };
 }
 
 /** `n` calls, `width` in flight: calls per second over the whole batch. */
-async function concurrent(n: number, width: number, c: Command, env: NodeJS.ProcessEnv, stdin = ''): Promise<{ perSecond: number; totalMs: number; failures: number; results: Timed[] }> {
+async function concurrent(
+  n: number,
+  width: number,
+  c: Command,
+  env: NodeJS.ProcessEnv,
+  stdin = '',
+): Promise<{ perSecond: number; totalMs: number; failures: number; results: Timed[] }> {
   const { results, totalMs } = await batch(c, env, stdin, n, width);
   return { perSecond: (n / totalMs) * 1000, totalMs, failures: results.filter((r) => r.code !== 0).length, results };
 }
@@ -92,13 +109,21 @@ interface PluginUnderTest {
 }
 
 /** Warren through `command`, on a fresh agent (SQLite with `--sync FULL` unless args say otherwise). */
-async function warrenPlugin(name: string, command: Command, agentArgs: readonly string[] = []): Promise<PluginUnderTest> {
+async function warrenPlugin(
+  name: string,
+  command: Command,
+  agentArgs: readonly string[] = [],
+): Promise<PluginUnderTest> {
   const agent: AgentHandle = await startAgent({ args: agentArgs });
   return {
     name,
     command,
     dir: agent.dir,
-    config: () => ({ cniVersion: '1.0.0', name: 'bench', ipam: { type: 'warren', socket: agent.socket, range: '10.230.0.0/16' } }),
+    config: () => ({
+      cniVersion: '1.0.0',
+      name: 'bench',
+      ipam: { type: 'warren', socket: agent.socket, range: '10.230.0.0/16' },
+    }),
     leftovers: async () => (await agent.allocations()).length,
     stop: async () => void (await agent.stop()),
   };
@@ -110,7 +135,11 @@ function hostLocalPlugin(): PluginUnderTest {
     name: 'host-local',
     command: { exe: HOST_LOCAL, args: [] },
     dir,
-    config: (d) => ({ cniVersion: '1.0.0', name: 'bench', ipam: { type: 'host-local', dataDir: d, ranges: [[{ subnet: '10.230.0.0/16' }]] } }),
+    config: (d) => ({
+      cniVersion: '1.0.0',
+      name: 'bench',
+      ipam: { type: 'host-local', dataDir: d, ranges: [[{ subnet: '10.230.0.0/16' }]] },
+    }),
     leftovers: async () => {
       const { readdirSync } = await import('node:fs');
       return readdirSync(join(dir, 'bench')).filter((f) => /^[0-9.]+$/.test(f)).length;
@@ -124,7 +153,10 @@ function hostLocalPlugin(): PluginUnderTest {
  * order swapped every pair), so the ratio is not one run's drift on this shared machine: each
  * pair's ratio of medians, and their median.
  */
-async function etcdAgainstSqlite(forwarder: Command, etcdArgs: readonly string[]): Promise<{ ratios: number[]; median: number }> {
+async function etcdAgainstSqlite(
+  forwarder: Command,
+  etcdArgs: readonly string[],
+): Promise<{ ratios: number[]; median: number }> {
   const pairs = quick ? 1 : 5;
   const calls = quick ? 15 : 100;
   const ratios: number[] = [];
@@ -132,14 +164,17 @@ async function etcdAgainstSqlite(forwarder: Command, etcdArgs: readonly string[]
     const medianOf = async (args: readonly string[], tag: string): Promise<number> => {
       const p = await warrenPlugin(tag, forwarder, args);
       try {
-        return (await sequential(calls, p.command, cniEnv('ADD', `pair-${i}-${tag}-%i`), JSON.stringify(p.config(p.dir)))).median;
+        return (
+          await sequential(calls, p.command, cniEnv('ADD', `pair-${i}-${tag}-%i`), JSON.stringify(p.config(p.dir)))
+        ).median;
       } finally {
         await p.stop();
       }
     };
     const order = i % 2 === 0 ? (['sqlite', 'etcd'] as const) : (['etcd', 'sqlite'] as const);
     const m: Record<string, number> = {};
-    for (const kind of order) m[kind] = await medianOf(kind === 'etcd' ? [...etcdArgs.slice(0, -1), `/bench-pair-${i}/`] : [], kind);
+    for (const kind of order)
+      m[kind] = await medianOf(kind === 'etcd' ? [...etcdArgs.slice(0, -1), `/bench-pair-${i}/`] : [], kind);
     ratios.push((m.etcd as number) / (m.sqlite as number));
   }
   return { ratios, median: quantile(ratios, 0.5) };
@@ -147,7 +182,14 @@ async function etcdAgainstSqlite(forwarder: Command, etcdArgs: readonly string[]
 
 /** The CNI environment for container `id` ("%i" in it: the call's index). */
 function cniEnv(command: string, id: string): NodeJS.ProcessEnv {
-  return { PATH: CHILD_PATH, CNI_COMMAND: command, CNI_CONTAINERID: id, CNI_NETNS: `/var/run/netns/${id}`, CNI_IFNAME: 'eth0', CNI_PATH: '/usr/lib/cni' };
+  return {
+    PATH: CHILD_PATH,
+    CNI_COMMAND: command,
+    CNI_CONTAINERID: id,
+    CNI_NETNS: `/var/run/netns/${id}`,
+    CNI_IFNAME: 'eth0',
+    CNI_PATH: '/usr/lib/cni',
+  };
 }
 
 async function pluginFigures(p: PluginUnderTest): Promise<Record<string, string>> {
@@ -185,12 +227,15 @@ async function main(): Promise<void> {
   const typescript: Command = { exe: join(fallbackDir, INSTALLED.node), args: [join(fallbackDir, INSTALLED.bundle)] };
   const hostLocal: Command = { exe: HOST_LOCAL, args: [] };
   const env = { PATH: CHILD_PATH };
-  console.log(`Warren benchmarks, ${new Date().toISOString()}, Node ${process.version}, ${quick ? 'quick' : 'full'} run\n`);
+  console.log(
+    `Warren benchmarks, ${new Date().toISOString()}, Node ${process.version}, ${quick ? 'quick' : 'full'} run\n`,
+  );
 
   const node: Command = { exe: process.execPath, args: ['-e', '0'] };
   const floorSeq = await sequential(SEQ, node, env);
   const floorPar = await concurrent(BURST, IN_FLIGHT, node, env);
-  const versionOf = (c: Command, extra: NodeJS.ProcessEnv = {}) => sequential(SEQ, c, { ...env, ...extra, CNI_COMMAND: 'VERSION' }, '{"cniVersion":"1.0.0"}');
+  const versionOf = (c: Command, extra: NodeJS.ProcessEnv = {}) =>
+    sequential(SEQ, c, { ...env, ...extra, CNI_COMMAND: 'VERSION' }, '{"cniVersion":"1.0.0"}');
   // The forwarder asks the agent for VERSION, as for everything: measured with an agent up.
   const versionAgent = await startAgent();
   const versionForwarder = await versionOf(forwarder, { WARREN_SOCKET: versionAgent.socket });
@@ -201,7 +246,9 @@ async function main(): Promise<void> {
   console.log(`  node -e 0 sequential median ms             ${floorSeq.median.toFixed(1)}`);
   console.log(`  node -e 0 ${IN_FLIGHT} at a time /s                  ${floorPar.perSecond.toFixed(0)}`);
   console.log(`  warren (forwarder, agent up)               ${versionForwarder.median.toFixed(2)}`);
-  console.log(`  warren TypeScript plugin alone             ${versionTypescript.median.toFixed(1)}  (${ratio(versionTypescript.median, floorSeq.median)} node -e 0)`);
+  console.log(
+    `  warren TypeScript plugin alone             ${versionTypescript.median.toFixed(1)}  (${ratio(versionTypescript.median, floorSeq.median)} node -e 0)`,
+  );
   console.log(`  host-local                                 ${versionHostLocal.median.toFixed(2)}\n`);
   console.log(`Peers: host-local is the CNI reference plugin (Go, files + flock, one node only). Measured elsewhere`);
   console.log(`on this kind of machine: whereabouts v0.5.4 on etcd, about 25 ms per sequential ADD and 40-60 ADD/s`);
@@ -222,7 +269,9 @@ async function main(): Promise<void> {
   }
   const etcdPairs = await etcdAgainstSqlite(forwarder, etcdArgs);
   await etcd.stop();
-  console.log(`Through the plugin executable (${SEQ} sequential, ${BURST} with ${IN_FLIGHT} in flight; Warren's agent on SQLite with --sync FULL, or on one etcd member)`);
+  console.log(
+    `Through the plugin executable (${SEQ} sequential, ${BURST} with ${IN_FLIGHT} in flight; Warren's agent on SQLite with --sync FULL, or on one etcd member)`,
+  );
   console.log(`  ${''.padEnd(34)} ${plugins.map((p) => p.name.padStart(12)).join(' ')}`);
   for (const key of Object.keys(columns[0] ?? {})) {
     console.log(`  ${key.padEnd(34)} ${columns.map((c) => (c[key] ?? '').padStart(12)).join(' ')}`);
@@ -230,7 +279,16 @@ async function main(): Promise<void> {
 
   // The agent-down paths: the forwarder hands them to the TypeScript plugin.
   const down = mkdtempSync(join(tmpdir(), 'bench-down-'));
-  const downConf = JSON.stringify({ cniVersion: '1.1.0', name: 'bench', ipam: { type: 'warren', socket: join(down, 'absent.sock'), journal_dir: join(down, 'journal'), range: '10.230.0.0/16' } });
+  const downConf = JSON.stringify({
+    cniVersion: '1.1.0',
+    name: 'bench',
+    ipam: {
+      type: 'warren',
+      socket: join(down, 'absent.sock'),
+      journal_dir: join(down, 'journal'),
+      range: '10.230.0.0/16',
+    },
+  });
   const downFigures = async (c: Command) => ({
     del: (await sequential(SEQ, c, cniEnv('DEL', `down-${c.args.length}-%i`), downConf)).median,
     add: (await sequential(SEQ, c, cniEnv('ADD', 'down-%i'), downConf)).median,
@@ -240,9 +298,15 @@ async function main(): Promise<void> {
   const downTypescript = await downFigures(typescript);
   rmSync(down, { recursive: true, force: true });
   console.log(`\nAgent down, median ms                     forwarder    TS plugin`);
-  console.log(`  DEL (journaled)                          ${downForwarder.del.toFixed(1).padStart(9)} ${downTypescript.del.toFixed(1).padStart(12)}`);
-  console.log(`  ADD (answers 11)                         ${downForwarder.add.toFixed(1).padStart(9)} ${downTypescript.add.toFixed(1).padStart(12)}`);
-  console.log(`  STATUS (answers 50)                      ${downForwarder.status.toFixed(1).padStart(9)} ${downTypescript.status.toFixed(1).padStart(12)}`);
+  console.log(
+    `  DEL (journaled)                          ${downForwarder.del.toFixed(1).padStart(9)} ${downTypescript.del.toFixed(1).padStart(12)}`,
+  );
+  console.log(
+    `  ADD (answers 11)                         ${downForwarder.add.toFixed(1).padStart(9)} ${downTypescript.add.toFixed(1).padStart(12)}`,
+  );
+  console.log(
+    `  STATUS (answers 50)                      ${downForwarder.status.toFixed(1).padStart(9)} ${downTypescript.status.toFixed(1).padStart(12)}`,
+  );
 
   const [w, , h, e] = columns;
   const n = (c: Record<string, string> | undefined, k: string): number => Number(c?.[k]);
@@ -251,20 +315,35 @@ async function main(): Promise<void> {
   const burstKey = `ADD ${IN_FLIGHT} in flight /s`;
   console.log('\nFloors (issue 12)');
   console.log(`  ADD sequential median <= 0.6x host-local: ${ratio(seqW, seqH)}  ${verdict(seqW <= 0.6 * seqH)}`);
-  console.log(`  ADD sequential p99 <= host-local's p99:  ${n(w, 'ADD sequential p99 ms')} vs ${n(h, 'ADD sequential p99 ms')}  ${verdict(n(w, 'ADD sequential p99 ms') <= n(h, 'ADD sequential p99 ms'))}`);
-  console.log(`  ADD ${IN_FLIGHT} in flight >= 4x host-local:        ${ratio(n(w, burstKey), n(h, burstKey))}  ${verdict(n(w, burstKey) >= 4 * n(h, burstKey))}`);
-  console.log(`  VERSION <= 0.5x host-local:              ${ratio(versionForwarder.median, versionHostLocal.median)}  ${verdict(versionForwarder.median <= 0.5 * versionHostLocal.median)}`);
-  console.log(`  etcd sequential ADD <= 2x SQLite:        ${ratio(n(e, 'ADD sequential median ms'), seqW)} in the table; ${etcdPairs.median.toFixed(2)}x the median of ${etcdPairs.ratios.length} alternating pairs (${etcdPairs.ratios.map((r) => r.toFixed(2)).join(', ')})  ${verdict(etcdPairs.median <= 2)}`);
-  const downOk = downForwarder.del <= downTypescript.del * 1.1 && downForwarder.add <= downTypescript.add * 1.1 && downForwarder.status <= downTypescript.status * 1.1;
+  console.log(
+    `  ADD sequential p99 <= host-local's p99:  ${n(w, 'ADD sequential p99 ms')} vs ${n(h, 'ADD sequential p99 ms')}  ${verdict(n(w, 'ADD sequential p99 ms') <= n(h, 'ADD sequential p99 ms'))}`,
+  );
+  console.log(
+    `  ADD ${IN_FLIGHT} in flight >= 4x host-local:        ${ratio(n(w, burstKey), n(h, burstKey))}  ${verdict(n(w, burstKey) >= 4 * n(h, burstKey))}`,
+  );
+  console.log(
+    `  VERSION <= 0.5x host-local:              ${ratio(versionForwarder.median, versionHostLocal.median)}  ${verdict(versionForwarder.median <= 0.5 * versionHostLocal.median)}`,
+  );
+  console.log(
+    `  etcd sequential ADD <= 2x SQLite:        ${ratio(n(e, 'ADD sequential median ms'), seqW)} in the table; ${etcdPairs.median.toFixed(2)}x the median of ${etcdPairs.ratios.length} alternating pairs (${etcdPairs.ratios.map((r) => r.toFixed(2)).join(', ')})  ${verdict(etcdPairs.median <= 2)}`,
+  );
+  const downOk =
+    downForwarder.del <= downTypescript.del * 1.1 &&
+    downForwarder.add <= downTypescript.add * 1.1 &&
+    downForwarder.status <= downTypescript.status * 1.1;
   console.log(`  agent-down paths no dearer than the TS plugin alone (within 10%): ${verdict(downOk)}`);
   const thenNow = engineThenNow({ quick, rounds: quick ? 1 : 5 });
   const slowest = Math.min(...thenNow.rows.map((r) => r.better));
-  console.log(`  engine at least as fast as at ${BASELINE_COMMIT} (worst figure today/then): ${slowest.toFixed(2)}x  ${verdict(slowest >= 1)}\n`);
+  console.log(
+    `  engine at least as fast as at ${BASELINE_COMMIT} (worst figure today/then): ${slowest.toFixed(2)}x  ${verdict(slowest >= 1)}\n`,
+  );
   console.log(`The engine today beside ${BASELINE_COMMIT} (medians of alternating fresh processes)`);
   printThenNow(thenNow);
   console.log('');
 
-  console.log('In process (engine over SQLite, each figure in a fresh process; last column: what a committed allocation survives)');
+  console.log(
+    'In process (engine over SQLite, each figure in a fresh process; last column: what a committed allocation survives)',
+  );
   for (const [k, v, d] of await engineFigures(quick)) console.log(`  ${k.padEnd(70)} ${v.padStart(10)}  ${d}`);
   rmSync(binDir, { recursive: true, force: true });
   startFigures();
@@ -280,21 +359,35 @@ function startFigures(): void {
   const loadavg = (): string => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
   const run = (hog: boolean): StartSummary & { loadavg: string } => {
     const bench = [process.execPath, 'bench/agent-start.ts', '--starts', starts, '--adds', '--json'];
-    const r = spawnSync(hog ? 'bash' : bench[0] as string, hog ? ['scripts/cpu-hog.sh', 'run', '8', '--', ...bench] : bench.slice(1), { encoding: 'utf8' });
+    const r = spawnSync(
+      hog ? 'bash' : (bench[0] as string),
+      hog ? ['scripts/cpu-hog.sh', 'run', '8', '--', ...bench] : bench.slice(1),
+      { encoding: 'utf8' },
+    );
     const line = r.stdout.split('\n').find((l) => l.startsWith('{'));
     if (r.status !== 0 || line === undefined) throw new Error(`bench/agent-start.ts failed (${r.status}): ${r.stderr}`);
     return JSON.parse(line) as StartSummary & { loadavg: string };
   };
-  console.log(`\nAgent start to serving (bin/warren agent, default flags but metrics on a free port; loadavg before: ${loadavg()})`);
+  console.log(
+    `\nAgent start to serving (bin/warren agent, default flags but metrics on a free port; loadavg before: ${loadavg()})`,
+  );
   const idle = run(false);
-  console.log(`  ${describeStarts('as the machine is', idle)}; loadavg ${idle.loadavg.split(' ').slice(0, 3).join(' ')}`);
+  console.log(
+    `  ${describeStarts('as the machine is', idle)}; loadavg ${idle.loadavg.split(' ').slice(0, 3).join(' ')}`,
+  );
   const hogged = run(true);
-  console.log(`  ${describeStarts('with 8 busy loops', hogged)}; loadavg ${hogged.loadavg.split(' ').slice(0, 3).join(' ')}`);
+  console.log(
+    `  ${describeStarts('with 8 busy loops', hogged)}; loadavg ${hogged.loadavg.split(' ').slice(0, 3).join(' ')}`,
+  );
   const atListen = (x: number | null): string => (x === null || !Number.isFinite(x) ? 'n/a' : x.toFixed(2));
   // The agent serves from the moment it listens; what it did between then and the poll's answer
   // (the warm-up, beside serving) is counted in the second pair, which a loaded machine inflates.
-  console.log(`  floor, CPU to serving <= 0.3 s: ${atListen(idle.cpuAtListen)} / ${atListen(hogged.cpuAtListen)} s when it listened, ${idle.cpu.toFixed(2)} / ${hogged.cpu.toFixed(2)} s at the first answer  ${verdict([idle.cpuAtListen, hogged.cpuAtListen].every((x) => typeof x === 'number' && x <= 0.3))}`);
-  console.log(`  floor, wall to serving <= 0.5 s on a quiet machine: ${idle.wall.toFixed(2)} s (loadavg ${idle.loadavg.split(' ')[0]})  ${verdict(idle.wall <= 0.5)}`);
+  console.log(
+    `  floor, CPU to serving <= 0.3 s: ${atListen(idle.cpuAtListen)} / ${atListen(hogged.cpuAtListen)} s when it listened, ${idle.cpu.toFixed(2)} / ${hogged.cpu.toFixed(2)} s at the first answer  ${verdict([idle.cpuAtListen, hogged.cpuAtListen].every((x) => typeof x === 'number' && x <= 0.3))}`,
+  );
+  console.log(
+    `  floor, wall to serving <= 0.5 s on a quiet machine: ${idle.wall.toFixed(2)} s (loadavg ${idle.loadavg.split(' ')[0]})  ${verdict(idle.wall <= 0.5)}`,
+  );
 }
 
 if (process.argv.includes('--start-only')) startFigures();

@@ -20,7 +20,9 @@ function compiled(): string {
   workDir = mkdtempSync(join(tmpdir(), 'bench-spawn-timer-'));
   process.once('exit', () => rmSync(workDir as string, { recursive: true, force: true }));
   const out = join(workDir, 'spawn-timer');
-  execFileSync('gcc', ['-O2', '-std=c11', '-D_GNU_SOURCE', '-o', out, SOURCE], { stdio: ['ignore', 'inherit', 'inherit'] });
+  execFileSync('gcc', ['-O2', '-std=c11', '-D_GNU_SOURCE', '-o', out, SOURCE], {
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
   driver = out;
   return out;
 }
@@ -64,7 +66,9 @@ export async function timeCalls(o: TimeCallsOptions): Promise<{ results: TimedCa
       child.stdout.on('data', (c: Buffer) => (out += c.toString()));
       child.stderr.on('data', (c: Buffer) => (err += c.toString()));
       child.on('error', reject);
-      child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`spawn-timer exited ${code}: ${err.trim()}`))));
+      child.on('close', (code) =>
+        code === 0 ? resolve(out) : reject(new Error(`spawn-timer exited ${code}: ${err.trim()}`)),
+      );
     });
     const results: TimedCall[] = new Array(o.n);
     let totalMs = NaN;

@@ -123,7 +123,8 @@ export async function buildImage(options: ImageBuildOptions = {}): Promise<Image
   const started = performance.now();
   const out = resolve(options.out ?? DEFAULT_ARCHIVE);
   const gzipLevel = options.gzipLevel ?? DEFAULT_GZIP_LEVEL;
-  if (!Number.isInteger(gzipLevel) || gzipLevel < 0 || gzipLevel > 9) throw new Error(`gzip level ${gzipLevel} is not 0 to 9`);
+  if (!Number.isInteger(gzipLevel) || gzipLevel < 0 || gzipLevel > 9)
+    throw new Error(`gzip level ${gzipLevel} is not 0 to 9`);
   const dist = join(REPO_ROOT, 'dist');
   for (const file of DIST_FILES) {
     if (!existsSync(join(dist, file))) throw new Error(`${join(dist, file)} is missing: run \`npm run build\` first`);
@@ -177,7 +178,19 @@ export async function buildImage(options: ImageBuildOptions = {}): Promise<Image
     mkdirSync(dirname(out), { recursive: true });
     const temp = join(dirname(out), `.${basename(out)}.tmp-${process.pid}`);
     try {
-      execFileSync('tar', ['--create', `--file=${temp}`, `--directory=${layout}`, ...DETERMINISTIC_TAR, 'blobs', 'index.json', 'oci-layout'], { stdio: ['ignore', 'ignore', 'inherit'] });
+      execFileSync(
+        'tar',
+        [
+          '--create',
+          `--file=${temp}`,
+          `--directory=${layout}`,
+          ...DETERMINISTIC_TAR,
+          'blobs',
+          'index.json',
+          'oci-layout',
+        ],
+        { stdio: ['ignore', 'ignore', 'inherit'] },
+      );
       renameSync(temp, out);
     } catch (error) {
       rmSync(temp, { force: true });
@@ -202,14 +215,20 @@ export async function buildImage(options: ImageBuildOptions = {}): Promise<Image
 /** The image's platform: this Node's, in the OCI's (Go's) names. */
 function imagePlatform(): { architecture: string; os: string } {
   if (process.platform !== 'linux') throw new Error(`an image is built on Linux, not ${process.platform}`);
-  const architecture = ({ x64: 'amd64', arm64: 'arm64', arm: 'arm', ppc64: 'ppc64le', s390x: 's390x', riscv64: 'riscv64' } as Record<string, string>)[process.arch];
+  const architecture = (
+    { x64: 'amd64', arm64: 'arm64', arm: 'arm', ppc64: 'ppc64le', s390x: 's390x', riscv64: 'riscv64' } as Record<
+      string,
+      string
+    >
+  )[process.arch];
   if (architecture === undefined) throw new Error(`no OCI architecture name for ${process.arch}`);
   return { architecture, os: 'linux' };
 }
 
 function assembleRootfs(rootfs: string, node: string): void {
   mkdirSync(rootfs);
-  for (const dir of ['app', 'etc', 'dev', 'proc', 'sys', 'run', 'var', 'usr/bin', 'usr/local/bin']) makeDirs(rootfs, dir);
+  for (const dir of ['app', 'etc', 'dev', 'proc', 'sys', 'run', 'var', 'usr/bin', 'usr/local/bin'])
+    makeDirs(rootfs, dir);
   makeDirs(rootfs, 'root', 0o700);
   makeDirs(rootfs, 'tmp', 0o1777);
   symlinkSync('/run', join(rootfs, 'var', 'run'));
@@ -226,7 +245,8 @@ function assembleRootfs(rootfs: string, node: string): void {
   }
 
   const app = join(rootfs, 'app');
-  for (const dir of ['bin', 'src']) cpSync(join(REPO_ROOT, dir), join(app, dir), { recursive: true, verbatimSymlinks: true });
+  for (const dir of ['bin', 'src'])
+    cpSync(join(REPO_ROOT, dir), join(app, dir), { recursive: true, verbatimSymlinks: true });
   makeDirs(rootfs, 'app/dist');
   for (const file of DIST_FILES) {
     if (dirname(file) !== '.') makeDirs(rootfs, join('app/dist', dirname(file)));
@@ -304,7 +324,11 @@ function productionNodeModules(app: string): void {
       env: { ...process.env, PATH: `${dirname(process.execPath)}:${process.env.PATH ?? '/usr/bin:/bin'}` },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
-  const production = new Set(npm(['ls', '--omit=dev', '--all', '--parseable'], REPO_ROOT).split('\n').filter((line) => line !== ''));
+  const production = new Set(
+    npm(['ls', '--omit=dev', '--all', '--parseable'], REPO_ROOT)
+      .split('\n')
+      .filter((line) => line !== ''),
+  );
   cpSync(modules, join(app, 'node_modules'), {
     recursive: true,
     verbatimSymlinks: true,
@@ -314,7 +338,8 @@ function productionNodeModules(app: string): void {
         return root === undefined || production.has(join(modules, root));
       };
       // A .bin link is kept with the package it runs: npm prune leaves a dangling one alone.
-      if (basename(dirname(source)) === '.bin' && lstatSync(source).isSymbolicLink()) return kept(resolve(dirname(source), readlinkSync(source)));
+      if (basename(dirname(source)) === '.bin' && lstatSync(source).isSymbolicLink())
+        return kept(resolve(dirname(source), readlinkSync(source)));
       return kept(source);
     },
   });
@@ -360,7 +385,9 @@ interface LayerBlob {
 /** Tars `rootfs` into a gzip'd layer in `blobs`, hashing the tar and the gzip as they stream. */
 async function writeLayer(rootfs: string, blobs: string, gzipLevel: number): Promise<LayerBlob> {
   const entries = readdirSync(rootfs).sort();
-  const tar = spawn('tar', ['--create', '--file=-', `--directory=${rootfs}`, ...DETERMINISTIC_TAR, ...entries], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const tar = spawn('tar', ['--create', '--file=-', `--directory=${rootfs}`, ...DETERMINISTIC_TAR, ...entries], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const stderr: Buffer[] = [];
   tar.stderr.on('data', (chunk: Buffer) => stderr.push(chunk));
   const exited = new Promise<number | null>((resolveExit, reject) => {
@@ -378,7 +405,10 @@ async function writeLayer(rootfs: string, blobs: string, gzipLevel: number): Pro
     throw error;
   }
   const code = await exited;
-  if (code !== 0) throw new Error(`tar of the image's root filesystem failed (${code}): ${Buffer.concat(stderr).toString('utf8').trim()}`);
+  if (code !== 0)
+    throw new Error(
+      `tar of the image's root filesystem failed (${code}): ${Buffer.concat(stderr).toString('utf8').trim()}`,
+    );
   const digest = compressed.digest();
   renameSync(temp, join(blobs, digest.slice('sha256:'.length)));
   return { digest, size: compressed.bytes, diffId: uncompressed.digest(), tarBytes: uncompressed.bytes };
@@ -414,7 +444,10 @@ function writeJson(path: string, value: unknown): void {
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const { values } = parseArgs({ options: { out: { type: 'string' }, 'gzip-level': { type: 'string' } }, strict: true });
+  const { values } = parseArgs({
+    options: { out: { type: 'string' }, 'gzip-level': { type: 'string' } },
+    strict: true,
+  });
   const report = await buildImage({
     ...(values.out === undefined ? {} : { out: values.out }),
     ...(values['gzip-level'] === undefined ? {} : { gzipLevel: Number(values['gzip-level']) }),

@@ -10,7 +10,17 @@
  */
 import { build, buildSync } from 'esbuild';
 import { execFileSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -19,7 +29,9 @@ export const PLUGIN_BUNDLE = join(REPO_ROOT, 'dist', 'warren');
 export const FORWARDER_SOURCE_DIR = join(REPO_ROOT, 'src', 'plugin', 'forwarder');
 export const FORWARDER_BINARY = join(REPO_ROOT, 'dist', 'warren-forwarder');
 /** The forwarder's translation units; find-socket.c is also what the fuzz harness links. */
-export const FORWARDER_SOURCES = ['forwarder.c', 'agent-exchange.c', 'find-socket.c'].map((name) => join(FORWARDER_SOURCE_DIR, name));
+export const FORWARDER_SOURCES = ['forwarder.c', 'agent-exchange.c', 'find-socket.c'].map((name) =>
+  join(FORWARDER_SOURCE_DIR, name),
+);
 /** C11 and libc only, every warning an error: the flags of every build of the forwarder. */
 const C_FLAGS = ['-std=c11', '-Wall', '-Wextra', '-Werror', '-D_GNU_SOURCE'];
 
@@ -62,7 +74,19 @@ export function buildForwarder(outPath = FORWARDER_BINARY): void {
  * aborts the process. Built on demand, never by `npm run build`.
  */
 export function buildForwarderSanitized(outPath: string): void {
-  compileC('gcc', [...C_FLAGS, '-O1', '-g', '-fsanitize=address,undefined', '-fno-sanitize-recover=all', '-fno-omit-frame-pointer', ...FORWARDER_SOURCES], outPath);
+  compileC(
+    'gcc',
+    [
+      ...C_FLAGS,
+      '-O1',
+      '-g',
+      '-fsanitize=address,undefined',
+      '-fno-sanitize-recover=all',
+      '-fno-omit-frame-pointer',
+      ...FORWARDER_SOURCES,
+    ],
+    outPath,
+  );
 }
 
 /** Compiles to a temp name beside `outPath`, then renames: a reader never sees half a binary. */
@@ -74,9 +98,13 @@ function compileC(compiler: string, args: readonly string[], outPath: string): v
   } catch (error) {
     rmSync(temp, { force: true });
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
-      throw new Error(`${compiler} is not installed: the native forwarder (src/plugin/forwarder) needs gcc, libc6-dev and musl-tools; run scripts/setup.sh`);
+      throw new Error(
+        `${compiler} is not installed: the native forwarder (src/plugin/forwarder) needs gcc, libc6-dev and musl-tools; run scripts/setup.sh`,
+      );
     }
-    throw new Error(`compiling the native forwarder into ${outPath} failed (${compiler} ${args.join(' ')})`, { cause: error });
+    throw new Error(`compiling the native forwarder into ${outPath} failed (${compiler} ${args.join(' ')})`, {
+      cause: error,
+    });
   }
   renameSync(temp, outPath);
 }
@@ -137,14 +165,20 @@ export async function buildCli(): Promise<void> {
             const text = readFileSync(args.path, 'utf8');
             if (!text.includes('import.meta.url')) return undefined;
             const fromBundle = JSON.stringify(relative(CLI_BUNDLE_DIR, args.path));
-            return { contents: text.replaceAll('import.meta.url', `new URL(${fromBundle}, import.meta.url).href`), loader: 'ts' };
+            return {
+              contents: text.replaceAll('import.meta.url', `new URL(${fromBundle}, import.meta.url).href`),
+              loader: 'ts',
+            };
           });
         },
       },
     ],
   });
   const inputs = Object.keys(result.metafile.inputs).filter((input) => !input.startsWith('node_modules/'));
-  writeFileSync(CLI_BUNDLE_INPUTS, `${inputs.map((input) => relative(REPO_ROOT, join(REPO_ROOT, input))).join('\n')}\n`);
+  writeFileSync(
+    CLI_BUNDLE_INPUTS,
+    `${inputs.map((input) => relative(REPO_ROOT, join(REPO_ROOT, input))).join('\n')}\n`,
+  );
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

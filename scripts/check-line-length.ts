@@ -12,7 +12,9 @@ export const MAX_LINE_LENGTH = 120;
 /** Every line over the limit in the .ts files under `dir`, as `file:line: length`. */
 export function longLines(dir: string, root: string = dir): string[] {
   const found: string[] = [];
-  const files = readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((name) => name.endsWith('.ts')).sort();
+  const files = readdirSync(dir, { recursive: true, encoding: 'utf8' })
+    .filter((name) => name.endsWith('.ts'))
+    .sort();
   for (const name of files) {
     const path = join(dir, name);
     readFileSync(path, 'utf8')

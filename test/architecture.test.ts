@@ -99,7 +99,9 @@ function agentPartViolations(path: string, target: string): string[] {
   const where = `${relative(REPO, path)} -> ${relative(REPO, target)}`;
   if (allowed === undefined) return [`${where} (src/agent/${from} is not a part named in AGENT_PARTS)`];
   if (to === '') return [`${where} (agent/${from} may not import the agent's wiring)`];
-  return allowed.includes(to) ? [] : [`${where} (agent/${from} may import only ${allowed.length === 0 ? 'itself' : allowed.join(', ')})`];
+  return allowed.includes(to)
+    ? []
+    : [`${where} (agent/${from} may import only ${allowed.length === 0 ? 'itself' : allowed.join(', ')})`];
 }
 
 /** Every import of `files` that goes against the layer order, as "from -> to" lines. */
@@ -113,14 +115,17 @@ export function violations(files: ReadonlyArray<{ path: string; text: string }>)
     }
     const allowed = allowedFor(unit);
     if (allowed === undefined) {
-      found.push(`${relative(REPO, path)}: src/${unit} is not a layer (${LAYERS.join(' → ')}, then ${Object.keys(ENTRY_POINTS).join(', ')})`);
+      found.push(
+        `${relative(REPO, path)}: src/${unit} is not a layer (${LAYERS.join(' → ')}, then ${Object.keys(ENTRY_POINTS).join(', ')})`,
+      );
       continue;
     }
     for (const specifier of importsOf(text)) {
       const target = resolve(dirname(path), specifier);
       if (!target.startsWith(SRC + sep)) continue;
       const to = unitOf(target);
-      if (to !== undefined && !allowed.includes(to)) found.push(`${relative(REPO, path)} -> ${relative(REPO, target)} (${unit} may not import ${to})`);
+      if (to !== undefined && !allowed.includes(to))
+        found.push(`${relative(REPO, path)} -> ${relative(REPO, target)} (${unit} may not import ${to})`);
       found.push(...agentPartViolations(path, target));
     }
   }
@@ -187,7 +192,11 @@ describe('architecture', () => {
   it('the plugin bundle holds only the files listed for it, and no npm package', () => {
     const inputs = pluginBundleInputs();
     assert.ok(inputs.includes('src/plugin/plugin-main.ts'), `unexpected bundle inputs: ${inputs.join(', ')}`);
-    assert.deepEqual(inputs.filter((input) => !PLUGIN_INPUTS.includes(input)), [], 'new inputs of the plugin bundle: add them to PLUGIN_INPUTS only if every pod start should pay for them');
+    assert.deepEqual(
+      inputs.filter((input) => !PLUGIN_INPUTS.includes(input)),
+      [],
+      'new inputs of the plugin bundle: add them to PLUGIN_INPUTS only if every pod start should pay for them',
+    );
   });
 
   it('every src file imports only its own layer and the layers before it', () => {
@@ -198,19 +207,39 @@ describe('architecture', () => {
 
   it('`ls src` reads as the layers, then the entry points, and nothing else', () => {
     const entries = readdirSync(SRC, { withFileTypes: true });
-    assert.deepEqual(entries.filter((e) => !e.isDirectory()).map((e) => e.name), [], 'no file directly in src/');
+    assert.deepEqual(
+      entries.filter((e) => !e.isDirectory()).map((e) => e.name),
+      [],
+      'no file directly in src/',
+    );
     assert.deepEqual(entries.map((e) => e.name).sort(), [...LAYERS, ...Object.keys(ENTRY_POINTS)].sort());
   });
 
   it('src/agent holds its wiring files and its parts, each part importing only the parts AGENT_PARTS names for it', () => {
     const entries = readdirSync(AGENT, { withFileTypes: true });
-    assert.deepEqual(entries.filter((e) => !e.isDirectory()).map((e) => e.name).sort(), [...AGENT_WIRING].sort(), 'a file directly in src/agent only wires; put a part in its folder');
-    assert.deepEqual(entries.filter((e) => e.isDirectory()).map((e) => e.name).sort(), Object.keys(AGENT_PARTS).sort());
+    assert.deepEqual(
+      entries
+        .filter((e) => !e.isDirectory())
+        .map((e) => e.name)
+        .sort(),
+      [...AGENT_WIRING].sort(),
+      'a file directly in src/agent only wires; put a part in its folder',
+    );
+    assert.deepEqual(
+      entries
+        .filter((e) => e.isDirectory())
+        .map((e) => e.name)
+        .sort(),
+      Object.keys(AGENT_PARTS).sort(),
+    );
   });
 
-  it('catches an import across the agent\'s parts that AGENT_PARTS does not allow (planted ones are reported)', () => {
+  it("catches an import across the agent's parts that AGENT_PARTS does not allow (planted ones are reported)", () => {
     const planted = [
-      { path: join(AGENT, 'release', 'pipeline.ts'), text: "import { Registry } from '../registry/registry.ts';\nimport { x } from '../release-wiring.ts';\nimport { y } from '../metrics/telemetry.ts';" },
+      {
+        path: join(AGENT, 'release', 'pipeline.ts'),
+        text: "import { Registry } from '../registry/registry.ts';\nimport { x } from '../release-wiring.ts';\nimport { y } from '../metrics/telemetry.ts';",
+      },
       { path: join(AGENT, 'settings', 'options.ts'), text: "import { z } from '../metrics/telemetry.ts';" },
     ];
     assert.deepEqual(violations(planted), [
@@ -221,22 +250,33 @@ describe('architecture', () => {
   });
 
   it('keeps the runtime adapters to the plugin wire: an adapter importing the agent, or the rest of the CLI, is reported', () => {
-    const adapter = { path: join(SRC, 'cli', 'adapters', 'podman', 'adapter.ts'), text: "import { x } from '../../../agent/agent.ts';\nimport { y } from '../../main.ts';\nimport { z } from '../plugin-server.ts';\nimport { w } from '../../../api/plugins/wire.ts';" };
+    const adapter = {
+      path: join(SRC, 'cli', 'adapters', 'podman', 'adapter.ts'),
+      text: "import { x } from '../../../agent/agent.ts';\nimport { y } from '../../main.ts';\nimport { z } from '../plugin-server.ts';\nimport { w } from '../../../api/plugins/wire.ts';",
+    };
     assert.deepEqual(violations([adapter]), [
       'src/cli/adapters/podman/adapter.ts -> src/agent/agent.ts (cli/adapters may not import agent)',
       'src/cli/adapters/podman/adapter.ts -> src/cli/main.ts (cli/adapters may not import cli)',
     ]);
-    const command = { path: join(SRC, 'cli', 'podman-events-command.ts'), text: "import { runPodmanAdapter } from './adapters/podman/adapter.ts';" };
+    const command = {
+      path: join(SRC, 'cli', 'podman-events-command.ts'),
+      text: "import { runPodmanAdapter } from './adapters/podman/adapter.ts';",
+    };
     assert.deepEqual(violations([command]), []);
   });
 
   it('catches an upward import (a planted one is reported)', () => {
-    const planted = { path: join(SRC, 'core', 'clock.ts'), text: "import { Agent } from '../agent/agent.ts';\nimport type { Store } from '../store/store.ts';" };
+    const planted = {
+      path: join(SRC, 'core', 'clock.ts'),
+      text: "import { Agent } from '../agent/agent.ts';\nimport type { Store } from '../store/store.ts';",
+    };
     assert.deepEqual(violations([planted]), [
       'src/core/clock.ts -> src/agent/agent.ts (core may not import agent)',
       'src/core/clock.ts -> src/store/store.ts (core may not import store)',
     ]);
     const plugin = { path: join(SRC, 'plugin', 'plugin.ts'), text: "const { x } = await import('../agent/agent.ts');" };
-    assert.deepEqual(violations([plugin]), ['src/plugin/plugin.ts -> src/agent/agent.ts (plugin may not import agent)']);
+    assert.deepEqual(violations([plugin]), [
+      'src/plugin/plugin.ts -> src/agent/agent.ts (plugin may not import agent)',
+    ]);
   });
 });

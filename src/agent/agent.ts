@@ -283,7 +283,13 @@ export class Agent {
   /** Runs the ADD path on a throwaway store (server/warm-up.ts); a failure only costs speed. */
   async #warmUp(rounds: number, done: string, traffic?: LiveTraffic): Promise<void> {
     try {
-      const report = await warmUp({ rounds, clock: this.#clock, node: this.options.nodeName, signal: this.#abort.signal, ...(traffic === undefined ? {} : { busy: () => traffic.busy() }) });
+      const report = await warmUp({
+        rounds,
+        clock: this.#clock,
+        node: this.options.nodeName,
+        signal: this.#abort.signal,
+        ...(traffic === undefined ? {} : { busy: () => traffic.busy() }),
+      });
       if (report.calls > 0) this.#logger.info(report, done);
     } catch (error) {
       this.#logger.warn({ err: error }, 'warm-up failed; serving cold');

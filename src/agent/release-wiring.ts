@@ -51,7 +51,10 @@ interface OptionalModules {
   /** containerd's client: @grpc/grpc-js and protobufjs. */
   readonly containerd?: typeof import('../sources/containerd/event-source.ts') | undefined;
   /** The registry and the runtime adapters' client: @grpc/grpc-js and protobufjs. */
-  readonly plugins?: { readonly registry: typeof import('./registry/registry.ts'); readonly handler: typeof import('./registry/event-source-handler.ts') };
+  readonly plugins?: {
+    readonly registry: typeof import('./registry/registry.ts');
+    readonly handler: typeof import('./registry/event-source-handler.ts');
+  };
 }
 
 /** Imports what the options that are on need, at once. */
@@ -219,7 +222,11 @@ export interface ReleaseWiringDeps {
   readonly onFailure?: (error: Error) => void;
 }
 
-function nodesOf(s: ReturnType<KubernetesNodes['status']>): { gone: readonly string[]; forgotten: readonly string[]; forgetError?: string } {
+function nodesOf(s: ReturnType<KubernetesNodes['status']>): {
+  gone: readonly string[];
+  forgotten: readonly string[];
+  forgetError?: string;
+} {
   return { gone: s.gone, forgotten: s.forgotten, ...(s.lastError === undefined ? {} : { forgetError: s.lastError }) };
 }
 
@@ -282,7 +289,8 @@ export class ReleaseWiring {
         })
       : undefined;
     this.#source = source;
-    this.containerd = source === undefined ? undefined : () => ({ ...source.status(), releases: this.pipeline.containerStatus() });
+    this.containerd =
+      source === undefined ? undefined : () => ({ ...source.status(), releases: this.pipeline.containerStatus() });
     this.#kube = modules.kubernetes?.kubernetesParts(o, deps, this.pipeline);
     this.kubernetes = this.#kube === undefined ? undefined : () => this.#kubernetesStatus();
     const plugins = modules.plugins;
@@ -311,7 +319,8 @@ export class ReleaseWiring {
     const kube = this.#kube as KubernetesParts;
     const pods = kube.pods.status();
     const events = kube.events.status();
-    const nodes = kube.nodes === undefined ? undefined : { ...kube.nodes.source.status(), ...nodesOf(kube.nodes.forget.status()) };
+    const nodes =
+      kube.nodes === undefined ? undefined : { ...kube.nodes.source.status(), ...nodesOf(kube.nodes.forget.status()) };
     const forbidden = [pods.forbidden, events.forbidden, nodes?.forbidden].filter((f): f is string => f !== undefined);
     return { pods, releases: kube.releases.status(), events, ...(nodes === undefined ? {} : { nodes }), forbidden };
   }
@@ -332,17 +341,27 @@ export class ReleaseWiring {
           if (!signal.aborted) this.#failed(new WarrenError('IO_FAILURE', `${what} ended on its own`));
         },
         (error: unknown) => {
-          if (!signal.aborted) this.#failed(new WarrenError('IO_FAILURE', `${what} failed: ${messageOf(error)}`, { cause: error }));
+          if (!signal.aborted)
+            this.#failed(new WarrenError('IO_FAILURE', `${what} failed: ${messageOf(error)}`, { cause: error }));
         },
       );
     this.#loops.push(supervised('the missed-delete journal watch', this.#journal.consume(signal, push)));
     this.reconciler.start(signal);
     this.#registry?.start(signal);
-    if (this.#source !== undefined) this.#loops.push(supervised('the containerd event source', consumeContainerd(this.#source.events(signal), this.pipeline, this.#clock)));
+    if (this.#source !== undefined)
+      this.#loops.push(
+        supervised(
+          'the containerd event source',
+          consumeContainerd(this.#source.events(signal), this.pipeline, this.#clock),
+        ),
+      );
     const kube = this.#kube;
     if (kube !== undefined) {
       this.#loops.push(supervised('the Kubernetes pod source', kube.releases.run(kube.pods.events(signal), signal)));
-      if (kube.nodes !== undefined) this.#loops.push(supervised('the Kubernetes node source', kube.nodes.forget.run(kube.nodes.source.events(signal), signal)));
+      if (kube.nodes !== undefined)
+        this.#loops.push(
+          supervised('the Kubernetes node source', kube.nodes.forget.run(kube.nodes.source.events(signal), signal)),
+        );
     }
     if (this.#source === undefined && kube === undefined && this.#registry === undefined) return;
     // A namespace file disappearing is the moment an exited container's (or a gone pod's) address
@@ -351,7 +370,10 @@ export class ReleaseWiring {
       if (this.pipeline.hasExited) this.pipeline.recheckExited();
       kube?.releases.namespaceRemoved();
     };
-    for (const dir of this.#o.netnsDirs) this.#loops.push(supervised(`the watch of ${dir}`, consumeNetnsRemovals(netnsRemovals(dir, signal, this.#clock), removed)));
+    for (const dir of this.#o.netnsDirs)
+      this.#loops.push(
+        supervised(`the watch of ${dir}`, consumeNetnsRemovals(netnsRemovals(dir, signal, this.#clock), removed)),
+      );
   }
 
   async stopped(): Promise<void> {

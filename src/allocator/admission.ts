@@ -68,7 +68,10 @@ export class OverlapAdmission {
     const spaces = this.#store.spaces;
     let guard: AdmissionGuard | undefined;
     try {
-      guard = spaces === undefined ? await this.#admitInProcess(range, me) : await this.#admitInStore(spaces, range, me, this.#retired.has(range.pool));
+      guard =
+        spaces === undefined
+          ? await this.#admitInProcess(range, me)
+          : await this.#admitInStore(spaces, range, me, this.#retired.has(range.pool));
     } finally {
       this.#retired.delete(range.pool);
     }
@@ -101,18 +104,22 @@ export class OverlapAdmission {
   }
 
   async #admitInStore(spaces: AddressSpaces, range: RangeSpec, me: PoolKey, retired: boolean): Promise<AdmissionGuard> {
-    return retryOnConflict({ subject: `the ranges of ${nameOf(me)}`, action: `admit range ${range.subnet}` }, this.#maxAttempts, async () => {
-      const reading = await spaces.read(spaceNameOf(me));
-      refuseIfHeld(range, me, reading.held);
-      const overlapping = new Set<string>();
-      for (const key of [...reading.held.keys(), ...reading.admitted]) {
-        const other = parsePoolKey(key);
-        if (key === range.pool || other === undefined || !poolsOverlap(me, other)) continue;
-        if (retired && reading.admitted.includes(key)) refuseAsRetired(range, me, other);
-        overlapping.add(key);
-      }
-      return (await spaces.admit(reading, range.pool, [...overlapping])) ?? CONFLICT;
-    });
+    return retryOnConflict(
+      { subject: `the ranges of ${nameOf(me)}`, action: `admit range ${range.subnet}` },
+      this.#maxAttempts,
+      async () => {
+        const reading = await spaces.read(spaceNameOf(me));
+        refuseIfHeld(range, me, reading.held);
+        const overlapping = new Set<string>();
+        for (const key of [...reading.held.keys(), ...reading.admitted]) {
+          const other = parsePoolKey(key);
+          if (key === range.pool || other === undefined || !poolsOverlap(me, other)) continue;
+          if (retired && reading.admitted.includes(key)) refuseAsRetired(range, me, other);
+          overlapping.add(key);
+        }
+        return (await spaces.admit(reading, range.pool, [...overlapping])) ?? CONFLICT;
+      },
+    );
   }
 }
 
@@ -121,13 +128,15 @@ function nameOf(key: PoolKey): string {
 }
 
 const REMEDY =
-  'an address must be unique within a network_name, so use the same range in every config of this ' + 'network_name, give one of them its own network_name, or release the other range first';
+  'an address must be unique within a network_name, so use the same range in every config of this ' +
+  'network_name, give one of them its own network_name, or release the other range first';
 
 /** Throws INVALID_CONFIG for a range whose admission another agent retired for `other`. */
 function refuseAsRetired(range: RangeSpec, me: PoolKey, other: PoolKey): never {
   throw new WarrenError(
     'INVALID_CONFIG',
-    `range ${range.subnet} overlaps range ${formatCidr(other.family, other.network, other.prefixLength)}, ` + `which another agent started to use while this ADD ran (both ${nameOf(me)}); ${REMEDY}`,
+    `range ${range.subnet} overlaps range ${formatCidr(other.family, other.network, other.prefixLength)}, ` +
+      `which another agent started to use while this ADD ran (both ${nameOf(me)}); ${REMEDY}`,
   );
 }
 
@@ -138,7 +147,8 @@ function refuseIfHeld(range: RangeSpec, me: PoolKey, held: ReadonlyMap<string, n
     if (key === range.pool || count === 0 || other === undefined || !poolsOverlap(me, other)) continue;
     throw new WarrenError(
       'INVALID_CONFIG',
-      `range ${range.subnet} overlaps range ${formatCidr(other.family, other.network, other.prefixLength)}, ` + `which holds ${count} addresses (both ${nameOf(me)}); ${REMEDY}`,
+      `range ${range.subnet} overlaps range ${formatCidr(other.family, other.network, other.prefixLength)}, ` +
+        `which holds ${count} addresses (both ${nameOf(me)}); ${REMEDY}`,
     );
   }
 }

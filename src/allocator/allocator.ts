@@ -98,7 +98,10 @@ export class Allocator {
     const { store, clock, node } = options;
     // A store wrapper that forwards `membership` but not `spaces` would quietly fall back to
     // admitting ranges per process on a store several agents share: refuse it at once instead.
-    if (store.membership !== undefined && store.spaces === undefined) throw new Error(`store ${store.description} is shared by several nodes but keeps no range admissions (Store.spaces)`);
+    if (store.membership !== undefined && store.spaces === undefined)
+      throw new Error(
+        `store ${store.description} is shared by several nodes but keeps no range admissions (Store.spaces)`,
+      );
     const blocks = options.blocks ?? false;
     this.#store = store;
     this.#node = node;
@@ -112,8 +115,17 @@ export class Allocator {
     // The cached picture is trusted when this process writes the pool alone (its own SQLite file) or
     // owns it (blocks): a picture gone stale only costs a conflict and a fresh read, never a wrong
     // commit, because the commit checks the revision.
-    this.#assigner = new PoolAssigner({ store, clock, node, pools, metadata, trustCache: blocks || store.membership === undefined });
-    this.#blocks = blocks ? new BlockAssigner({ store, node, maxAttempts, pools, metadata, own, assigner: this.#assigner }) : null;
+    this.#assigner = new PoolAssigner({
+      store,
+      clock,
+      node,
+      pools,
+      metadata,
+      trustCache: blocks || store.membership === undefined,
+    });
+    this.#blocks = blocks
+      ? new BlockAssigner({ store, node, maxAttempts, pools, metadata, own, assigner: this.#assigner })
+      : null;
     this.#releaser = new Releaser({ store, clock, maxAttempts, pools, locks: this.#locks });
     this.#giveBack = new EmptyBlockGiveBack({ store, clock, node, pools, own, locks: this.#locks });
     this.#pools = pools;
@@ -138,7 +150,9 @@ export class Allocator {
     } catch (error) {
       const added = done.filter((a) => a.fresh);
       for (const a of added) {
-        await this.releaseAddresses(a.allocation.pool, [a.allocation.address], request.cooldownSeconds ?? 0).catch(() => undefined);
+        await this.releaseAddresses(a.allocation.pool, [a.allocation.address], request.cooldownSeconds ?? 0).catch(
+          () => undefined,
+        );
       }
       throw error;
     }
@@ -157,12 +171,16 @@ export class Allocator {
           // With blocks the first round skips the owner look-up: the commit itself refuses a second
           // address for one owner (the store's owner-per-pool rule), and a retried ADD lands here
           // on the second round, where the look-up finds what it holds.
-          const held = this.#blocks !== null && attempt === 1 ? undefined : (await this.#store.findByOwner(request.owner)).find((a) => rangePoolOfKey(a.pool) === range.pool);
+          const held =
+            this.#blocks !== null && attempt === 1
+              ? undefined
+              : (await this.#store.findByOwner(request.owner)).find((a) => rangePoolOfKey(a.pool) === range.pool);
           if (held !== undefined) {
             if (requested !== undefined && held.address !== formatIP(requested)) {
               throw new WarrenError(
                 'ADDRESS_UNAVAILABLE',
-                `container ${request.owner.containerID} (${request.owner.ifname}) already holds ` + `${held.address} in ${range.pool}, not the requested ${formatIP(requested)}`,
+                `container ${request.owner.containerID} (${request.owner.ifname}) already holds ` +
+                  `${held.address} in ${range.pool}, not the requested ${formatIP(requested)}`,
               );
             }
             // A re-ADD in another namespace (a container restarted without a DEL): the record must say
@@ -173,7 +191,10 @@ export class Allocator {
             }
             return { range, allocation: held, fresh: false };
           }
-          const decision = this.#blocks !== null ? await this.#blocks.decide(range, request, requested, guard) : await this.#assigner.decide(range, range, request, requested, guard);
+          const decision =
+            this.#blocks !== null
+              ? await this.#blocks.decide(range, request, requested, guard)
+              : await this.#assigner.decide(range, range, request, requested, guard);
           switch (decision.kind) {
             case 'done':
               return decision.assignment;
@@ -209,7 +230,10 @@ export class Allocator {
     const summaries = (await this.#store.pools(range.pool)).filter((p) => inRangePool(p.pool, range.pool));
     const allocated = summaries.reduce((n, p) => n + p.allocated, 0);
     const resting = summaries.reduce((n, p) => n + p.resting, 0);
-    return new WarrenError('POOL_EXHAUSTED', `pool ${range.pool} has no free address (${allocated} allocated, ${resting} resting after release)`);
+    return new WarrenError(
+      'POOL_EXHAUSTED',
+      `pool ${range.pool} has no free address (${allocated} allocated, ${resting} resting after release)`,
+    );
   }
 
   /**
@@ -217,7 +241,11 @@ export class Allocator {
    * Returns what was released; releasing an owner that holds nothing returns [].
    */
   async release(owner: OwnerSelector, cooldownSeconds?: number, only: ReleaseLimits = {}): Promise<Allocation[]> {
-    return this.#releaser.release(async () => (await this.#store.findByOwner(owner)).filter((a) => within(a, only, this.#clock.boot, this.#sharedBy())), cooldownSeconds);
+    return this.#releaser.release(
+      async () =>
+        (await this.#store.findByOwner(owner)).filter((a) => within(a, only, this.#clock.boot, this.#sharedBy())),
+      cooldownSeconds,
+    );
   }
 
   /**
@@ -227,7 +255,10 @@ export class Allocator {
   async releaseAddresses(pool: string, addresses: readonly string[], cooldownSeconds?: number): Promise<Allocation[]> {
     const wanted = new Set(addresses);
     return this.#releaser.release(
-      async (storePool) => (await this.#store.list(storePool === undefined ? { rangePool: pool } : { pool: storePool })).filter((a) => wanted.has(a.address)),
+      async (storePool) =>
+        (await this.#store.list(storePool === undefined ? { rangePool: pool } : { pool: storePool })).filter((a) =>
+          wanted.has(a.address),
+        ),
       cooldownSeconds,
     );
   }
@@ -237,9 +268,22 @@ export class Allocator {
    * `valid`, allowed by `only`, on a shared store this node's, and no registered adapter's
    * (`runtimeOf`). Keeps going past errors and reports them.
    */
-  async gc(network: string, valid: ReadonlySet<string>, cooldownSeconds?: number, only: ReleaseLimits = {}, runtimeOf?: RuntimeOf): Promise<GcOutcome> {
+  async gc(
+    network: string,
+    valid: ReadonlySet<string>,
+    cooldownSeconds?: number,
+    only: ReleaseLimits = {},
+    runtimeOf?: RuntimeOf,
+  ): Promise<GcOutcome> {
     const shared = this.#blocks !== null || this.#store.membership !== undefined;
-    const stale = gcCandidates(await this.#store.list(gcScope(network, this.#node, shared)), valid, only, this.#clock.boot, this.#sharedBy(), runtimeOf);
+    const stale = gcCandidates(
+      await this.#store.list(gcScope(network, this.#node, shared)),
+      valid,
+      only,
+      this.#clock.boot,
+      this.#sharedBy(),
+      runtimeOf,
+    );
     const released: Allocation[] = [];
     const errors: string[] = [];
     for (const owner of stale) {
@@ -269,7 +313,12 @@ export class Allocator {
   /** Frees everything a node that is gone for good held (forget-node.ts). */
   async forgetNode(node: string): Promise<ForgottenNode> {
     return forgetNode(
-      { store: this.#store, pools: this.#pools, maxAttempts: this.#maxAttempts, releaseAddresses: (pool, addresses) => this.releaseAddresses(pool, addresses) },
+      {
+        store: this.#store,
+        pools: this.#pools,
+        maxAttempts: this.#maxAttempts,
+        releaseAddresses: (pool, addresses) => this.releaseAddresses(pool, addresses),
+      },
       node,
     );
   }

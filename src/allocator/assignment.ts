@@ -40,7 +40,13 @@ export type Decision =
   | { readonly kind: 'conflict'; readonly admissionLost?: true };
 
 /** The record of a new allocation of `address` in `span` (the range or one of its blocks). */
-export function recordOf(span: RangeSpec, address: bigint, request: AllocateRequest, node: string, now: Moment): Allocation {
+export function recordOf(
+  span: RangeSpec,
+  address: bigint,
+  request: AllocateRequest,
+  node: string,
+  now: Moment,
+): Allocation {
   const a: { -readonly [K in keyof Allocation]: Allocation[K] } = {
     pool: span.pool,
     address: formatIP({ family: span.family, value: address }),
@@ -59,14 +65,25 @@ export function recordOf(span: RangeSpec, address: bigint, request: AllocateRequ
 }
 
 /** Assigns each requested address to the one range that can hold it. */
-export function matchRequested(ranges: readonly RangeSpec[], requested: readonly IPAddress[]): Map<RangeSpec, IPAddress> {
+export function matchRequested(
+  ranges: readonly RangeSpec[],
+  requested: readonly IPAddress[],
+): Map<RangeSpec, IPAddress> {
   const out = new Map<RangeSpec, IPAddress>();
   for (const ip of requested) {
     const range = ranges.find((r) => r.family === ip.family && inSubnet(r, ip));
     if (range === undefined) {
-      throw new WarrenError('ADDRESS_UNAVAILABLE', `requested address ${formatIP(ip)} is in none of the configured ranges ` + `(${ranges.map((r) => r.subnet).join(', ')})`);
+      throw new WarrenError(
+        'ADDRESS_UNAVAILABLE',
+        `requested address ${formatIP(ip)} is in none of the configured ranges ` +
+          `(${ranges.map((r) => r.subnet).join(', ')})`,
+      );
     }
-    if (out.has(range)) throw new WarrenError('ADDRESS_UNAVAILABLE', `two requested addresses fall in range ${range.subnet}; one per range is allowed`);
+    if (out.has(range))
+      throw new WarrenError(
+        'ADDRESS_UNAVAILABLE',
+        `two requested addresses fall in range ${range.subnet}; one per range is allowed`,
+      );
     out.set(range, ip);
   }
   return out;

@@ -44,11 +44,17 @@ export class BlockAssigner {
    * One round: the caller holds the range pool's lock and retries on `conflict`; every allocation
    * commit carries `guard`, the range's admission.
    */
-  async decide(range: RangeSpec, request: AllocateRequest, requested: IPAddress | undefined, guard?: AdmissionGuard): Promise<Decision> {
+  async decide(
+    range: RangeSpec,
+    request: AllocateRequest,
+    requested: IPAddress | undefined,
+    guard?: AdmissionGuard,
+  ): Promise<Decision> {
     const { store, node, own, assigner } = this.#o;
     await this.#pinBlockSize(range);
     if (requested !== undefined) {
-      if (requested.value < range.first || requested.value > range.last) return assigner.decide(range, range, request, requested, guard); // reports "outside"
+      if (requested.value < range.first || requested.value > range.last)
+        return assigner.decide(range, range, request, requested, guard); // reports "outside"
       return assigner.decide(blockAt(range, requested.value).span, range, request, requested, guard);
     }
     const owned = own.get(range.pool) ?? (await this.#refreshOwn(range));
@@ -70,7 +76,10 @@ export class BlockAssigner {
       case 'claim': {
         const { block, revision } = placement;
         const cooldownSeconds = request.cooldownSeconds ?? 0;
-        const claim = await store.commit(block.key, revision, [{ op: 'claim', node }, ...metadataOps(block.span, cooldownSeconds)]);
+        const claim = await store.commit(block.key, revision, [
+          { op: 'claim', node },
+          ...metadataOps(block.span, cooldownSeconds),
+        ]);
         this.#o.pools.forget(block.key);
         if (claim.kind === 'committed') {
           own.set(range.pool, [block.key, ...mine]);
@@ -111,7 +120,11 @@ export class BlockAssigner {
       const fixed = summary?.description?.blockPrefix;
       if (fixed !== undefined) {
         if (fixed !== range.blockPrefix) {
-          throw new WarrenError('INVALID_CONFIG', `range ${range.pool} is split into /${fixed} blocks in the store; this config asks for ` + `block_size ${range.blockPrefix}`);
+          throw new WarrenError(
+            'INVALID_CONFIG',
+            `range ${range.pool} is split into /${fixed} blocks in the store; this config asks for ` +
+              `block_size ${range.blockPrefix}`,
+          );
         }
         this.#pinned.set(range.pool, fixed);
         return undefined;

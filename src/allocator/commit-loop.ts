@@ -26,10 +26,17 @@ export interface CommitTarget {
 }
 
 /** Runs `round` until it returns something other than CONFLICT, at most `maxAttempts` times. */
-export async function retryOnConflict<T>(target: CommitTarget, maxAttempts: number, round: (attempt: number) => Promise<T | Conflict>): Promise<T> {
+export async function retryOnConflict<T>(
+  target: CommitTarget,
+  maxAttempts: number,
+  round: (attempt: number) => Promise<T | Conflict>,
+): Promise<T> {
   for (let attempt = 1; attempt <= maxAttempts; attempt++) {
     const outcome = await round(attempt);
     if (outcome !== CONFLICT) return outcome;
   }
-  throw new WarrenError('TRY_AGAIN', `${target.subject} kept changing under ${maxAttempts} attempts to ${target.action}; try again`);
+  throw new WarrenError(
+    'TRY_AGAIN',
+    `${target.subject} kept changing under ${maxAttempts} attempts to ${target.action}; try again`,
+  );
 }

@@ -44,7 +44,8 @@ export function gcCandidates(
   here?: string,
   runtimeOf: RuntimeOf = () => undefined,
 ): Owner[] {
-  if (allocations.some((a) => valid.has(attachmentKey(a.containerID, a.ifname)) && runtimeOf(a) !== undefined)) return [];
+  if (allocations.some((a) => valid.has(attachmentKey(a.containerID, a.ifname)) && runtimeOf(a) !== undefined))
+    return [];
   const owners = new Map<string, Owner>();
   for (const a of allocations) {
     const key = attachmentKey(a.containerID, a.ifname);

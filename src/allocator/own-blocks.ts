@@ -26,6 +26,10 @@ export class OwnBlocks {
   /** Forgets a block given back. */
   drop(rangePool: string, key: string): void {
     const keys = this.#byRange.get(rangePool);
-    if (keys !== undefined) this.#byRange.set(rangePool, keys.filter((k) => k !== key));
+    if (keys !== undefined)
+      this.#byRange.set(
+        rangePool,
+        keys.filter((k) => k !== key),
+      );
   }
 }

@@ -44,7 +44,13 @@ export class PoolAssigner {
    * the caller configured (its key names the pool in messages), `guard` the range's admission
    * (admission.ts) the commit carries.
    */
-  async decide(span: RangeSpec, range: RangeSpec, request: AllocateRequest, requested: IPAddress | undefined, guard?: AdmissionGuard): Promise<Decision> {
+  async decide(
+    span: RangeSpec,
+    range: RangeSpec,
+    request: AllocateRequest,
+    requested: IPAddress | undefined,
+    guard?: AdmissionGuard,
+  ): Promise<Decision> {
     const { store, clock, pools, metadata } = this.#o;
     const pool = span.pool;
     const trust = this.#o.trustCache && requested === undefined;
@@ -54,7 +60,9 @@ export class PoolAssigner {
     const now = momentOf(clock);
     // Rests are timed on the monotonic clock: a wall clock stepped back or forward neither keeps an
     // address resting nor frees it early.
-    const ops: PoolOp[] = picture.state.expireRests(clock.monotonic()).map((a) => ({ op: 'unrest', address: formatIP({ family: range.family, value: a }) }));
+    const ops: PoolOp[] = picture.state
+      .expireRests(clock.monotonic())
+      .map((a) => ({ op: 'unrest', address: formatIP({ family: range.family, value: a }) }));
     let address: bigint;
     if (requested !== undefined) {
       address = requested.value;
@@ -93,19 +101,31 @@ function refuseUnlessAvailable(verdict: RequestCheck, requested: IPAddress, rang
     case 'resting': // an explicit request overrides the cooldown: the operator asked for this address
       return;
     case 'occupied':
-      throw new WarrenError('ADDRESS_UNAVAILABLE', `requested address ${formatIP(requested)} is already allocated in ${range.pool}`);
+      throw new WarrenError(
+        'ADDRESS_UNAVAILABLE',
+        `requested address ${formatIP(requested)} is already allocated in ${range.pool}`,
+      );
     case 'outside':
       throw new WarrenError(
         'ADDRESS_UNAVAILABLE',
-        `requested address ${formatIP(requested)} is outside the allocatable span ` + `${formatIP({ family: range.family, value: range.first })}-${
-          formatIP({ family: range.family, value: range.last })
-        } ` + `of ${range.pool}`,
+        `requested address ${formatIP(requested)} is outside the allocatable span ` +
+          `${formatIP({ family: range.family, value: range.first })}-${formatIP({
+            family: range.family,
+            value: range.last,
+          })} ` +
+          `of ${range.pool}`,
       );
     case 'excluded':
       if (range.gateway !== undefined && range.gateway.value === requested.value) {
-        throw new WarrenError('ADDRESS_UNAVAILABLE', `requested address ${formatIP(requested)} is the gateway of ${range.pool}; it is never handed to a container`);
+        throw new WarrenError(
+          'ADDRESS_UNAVAILABLE',
+          `requested address ${formatIP(requested)} is the gateway of ${range.pool}; it is never handed to a container`,
+        );
       }
-      throw new WarrenError('ADDRESS_UNAVAILABLE', `requested address ${formatIP(requested)} is excluded from ${range.pool}`);
+      throw new WarrenError(
+        'ADDRESS_UNAVAILABLE',
+        `requested address ${formatIP(requested)} is excluded from ${range.pool}`,
+      );
     default: {
       const never: never = verdict;
       throw new Error(`unhandled verdict ${JSON.stringify(never)}`);

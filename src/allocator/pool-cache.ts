@@ -42,7 +42,11 @@ export class PoolCache {
     const read = await this.#store.readPool(pool, cached?.revision);
     if (read.kind === 'unchanged' && cached !== undefined) return cached;
     if (read.kind === 'unchanged') throw new Error(`store answered unchanged for uncached pool ${pool}`);
-    const fresh: PoolPicture = { revision: read.revision, state: stateFrom(read, this.#clock), cooldownSeconds: read.cooldownSeconds };
+    const fresh: PoolPicture = {
+      revision: read.revision,
+      state: stateFrom(read, this.#clock),
+      cooldownSeconds: read.cooldownSeconds,
+    };
     this.#pictures.set(pool, fresh);
     return fresh;
   }
@@ -60,7 +64,13 @@ export class PoolCache {
  */
 export function restEnd(r: RestingAddress, clock: Clock): number {
   const mono = clock.monotonic();
-  return mono + msBetween(momentOf(clock), r.reusableStamp === undefined ? { wall: r.reusableAt } : { wall: r.reusableAt, stamp: r.reusableStamp });
+  return (
+    mono +
+    msBetween(
+      momentOf(clock),
+      r.reusableStamp === undefined ? { wall: r.reusableAt } : { wall: r.reusableAt, stamp: r.reusableStamp },
+    )
+  );
 }
 
 function stateFrom(snapshot: PoolSnapshot, clock: Clock): PoolState {

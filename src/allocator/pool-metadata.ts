@@ -60,7 +60,8 @@ export class PoolMetadata {
 /** Whether two spans of one pool describe alike: same addresses allocatable, same exclusions. */
 function sameSpan(a: RangeSpec, b: RangeSpec): boolean {
   if (a === b) return true;
-  if (a.subnet !== b.subnet || a.first !== b.first || a.last !== b.last || a.excluded.length !== b.excluded.length) return false;
+  if (a.subnet !== b.subnet || a.first !== b.first || a.last !== b.last || a.excluded.length !== b.excluded.length)
+    return false;
   return a.excluded.every(([from, to], i) => {
     const other = b.excluded[i] as readonly [bigint, bigint];
     return other[0] === from && other[1] === to;

@@ -43,7 +43,10 @@ export interface ReleaseLimits {
  * store several nodes share (allocation.ts createdMoment).
  */
 export function within(a: Allocation, only: ReleaseLimits, boot: string | undefined, here?: string): boolean {
-  return (only.createdAtOrBefore === undefined || atOrBefore(createdMoment(a, here), only.createdAtOrBefore, boot)) && (only.netns === undefined || a.netns === only.netns);
+  return (
+    (only.createdAtOrBefore === undefined || atOrBefore(createdMoment(a, here), only.createdAtOrBefore, boot)) &&
+    (only.netns === undefined || a.netns === only.netns)
+  );
 }
 
 /**
@@ -83,7 +86,13 @@ export class Releaser {
         // Read again inside the lock: the first look may be stale (see the module header).
         const held = (await select(pool)).filter((a) => a.pool === pool);
         if (held.length === 0) return [];
-        return (await this.#commit(pool, held.map((a) => a.address), cooldownSeconds)) ? held : CONFLICT;
+        return (await this.#commit(
+          pool,
+          held.map((a) => a.address),
+          cooldownSeconds,
+        ))
+          ? held
+          : CONFLICT;
       }),
     );
   }
@@ -96,7 +105,14 @@ export class Releaser {
     const mono = clock.monotonic();
     const rest = seconds > 0 ? shifted(momentOf(clock), seconds * 1000) : undefined;
     const ops: PoolOp[] = addresses.map((address) =>
-      rest === undefined ? { op: 'release', address } : { op: 'release', address, reusableAt: rest.wall, ...(rest.stamp === undefined ? {} : { reusableStamp: rest.stamp }) },
+      rest === undefined
+        ? { op: 'release', address }
+        : {
+            op: 'release',
+            address,
+            reusableAt: rest.wall,
+            ...(rest.stamp === undefined ? {} : { reusableStamp: rest.stamp }),
+          },
     );
     const result = await store.commit(pool, picture.revision, ops);
     if (result.kind === 'conflict') {
@@ -106,7 +122,8 @@ export class Releaser {
     picture.revision = result.revision;
     for (const text of addresses) {
       const ip = parseIP(text);
-      if (ip !== undefined) picture.state.markReleased(ip.value, rest === undefined ? undefined : mono + seconds * 1000, mono);
+      if (ip !== undefined)
+        picture.state.markReleased(ip.value, rest === undefined ? undefined : mono + seconds * 1000, mono);
     }
     return true;
   }

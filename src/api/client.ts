@@ -9,7 +9,22 @@
 import { requestJson } from '../core/unix-http.ts';
 import { agentPeer, callCni } from './cni-call.ts';
 import { errorFromAnswer } from './errors.ts';
-import type { AcceptStoreResponse, AgentApi, Allocation, AllocationQuery, AuditReport, AuditRequest, CniOutcome, CniRequest, ForgetNodeRequest, ForgetNodeResponse, NodeReport, PoolReport, ReleaseRequest, ReleaseResponse } from './protocol.ts';
+import type {
+  AcceptStoreResponse,
+  AgentApi,
+  Allocation,
+  AllocationQuery,
+  AuditReport,
+  AuditRequest,
+  CniOutcome,
+  CniRequest,
+  ForgetNodeRequest,
+  ForgetNodeResponse,
+  NodeReport,
+  PoolReport,
+  ReleaseRequest,
+  ReleaseResponse,
+} from './protocol.ts';
 import type { AgentStatus, PluginsStatus, ReconcilerStatus, UninstallReport } from './status.ts';
 import type { DoctorFacts } from './doctor.ts';
 import { type HttpMethod, PATHS } from './routes.ts';

@@ -57,11 +57,13 @@ export async function callCni(options: CniCallOptions): Promise<CniOutcome> {
   });
   if (response.status !== 200) throw errorFromAnswer(response.status, response.body, peer);
   const outcome = response.body as CniOutcome | undefined;
-  if (typeof outcome !== 'object' || outcome === null) throw new WarrenError('IO_FAILURE', `${peer} answered HTTP 200 without a CNI outcome`);
+  if (typeof outcome !== 'object' || outcome === null)
+    throw new WarrenError('IO_FAILURE', `${peer} answered HTTP 200 without a CNI outcome`);
   switch (outcome.kind) {
     case 'result':
     case 'error':
-      if (typeof outcome.output !== 'object' || outcome.output === null) throw new WarrenError('IO_FAILURE', `${peer} answered a CNI ${outcome.kind} without output`);
+      if (typeof outcome.output !== 'object' || outcome.output === null)
+        throw new WarrenError('IO_FAILURE', `${peer} answered a CNI ${outcome.kind} without output`);
       return outcome;
     case 'silent':
       return outcome;

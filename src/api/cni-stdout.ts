@@ -71,7 +71,8 @@ export function stdoutOf(command: string, outcome: CniOutcome): StdoutAnswer {
     case 'error':
       // The agent took the DEL but could not commit it now: the plugin keeps its promise through
       // the journal, which only it writes (it is what the runtime called).
-      if (command === 'DEL' && isNotCommitted(outcome.output)) return { kind: 'plugin', reason: 'del-not-committed', why: outcome.output.msg };
+      if (command === 'DEL' && isNotCommitted(outcome.output))
+        return { kind: 'plugin', reason: 'del-not-committed', why: outcome.output.msg };
       return errorStdout(outcome.output);
     default: {
       const never: never = outcome;

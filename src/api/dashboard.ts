@@ -13,7 +13,18 @@ import type { AgentStatus, PluginsStatus } from './status.ts';
  * `operator` `warren release`; `node-forget` a node that left (`warren nodes forget`, or its Node
  * object deleted). A closed list: metrics label by it.
  */
-export const RELEASE_SOURCES = ['cni-del', 'gc', 'journal', 'containerd', 'kubernetes', 'plugin', 'audit', 'netns', 'operator', 'node-forget'] as const;
+export const RELEASE_SOURCES = [
+  'cni-del',
+  'gc',
+  'journal',
+  'containerd',
+  'kubernetes',
+  'plugin',
+  'audit',
+  'netns',
+  'operator',
+  'node-forget',
+] as const;
 export type ReleaseSource = (typeof RELEASE_SOURCES)[number];
 
 /** One address released, for the last-releases list. */

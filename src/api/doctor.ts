@@ -40,7 +40,12 @@ export interface DoctorFacts {
    * --netns-dirs), or outside all of them (`dir` absent), or with none recorded (`dir` absent,
    * `unrecorded` true).
    */
-  readonly recordedNetns: ReadonlyArray<{ readonly dir?: string; readonly unrecorded?: boolean; readonly allocations: number; readonly example?: string }>;
+  readonly recordedNetns: ReadonlyArray<{
+    readonly dir?: string;
+    readonly unrecorded?: boolean;
+    readonly allocations: number;
+    readonly example?: string;
+  }>;
   /** The CNI config manager's state, when the agent manages the config (--manage-cni-config). */
   readonly cniConfig?: { readonly state: CniConfigStatus['state']; readonly output: string; readonly problem?: string };
   /** The containerd source, when on. */
@@ -49,5 +54,7 @@ export interface DoctorFacts {
    * With etcd: this node's clock against the etcd member's (the Date of its HTTP answer, whole
    * seconds), positive when this node is ahead; or why it could not be measured.
    */
-  readonly clockSkew?: { readonly endpoint: string; readonly skewMs: number; readonly resolutionMs: number } | { readonly endpoint?: string; readonly error: string };
+  readonly clockSkew?:
+    | { readonly endpoint: string; readonly skewMs: number; readonly resolutionMs: number }
+    | { readonly endpoint?: string; readonly error: string };
 }

@@ -117,11 +117,13 @@ export async function answerForwardedCall(api: Pick<AgentApi, 'cni'>, body: Buff
     // The plugin checks its environment before it reads stdin, so before it knows a cniVersion.
     return failureStdout(badEnv, SPEC_VERSION);
   }
-  if (config.length > MAX_CONFIG_BYTES) return pluginRuns('config-too-large', `the config is larger than ${MAX_CONFIG_BYTES} bytes`);
+  if (config.length > MAX_CONFIG_BYTES)
+    return pluginRuns('config-too-large', `the config is larger than ${MAX_CONFIG_BYTES} bytes`);
   const request = { ...fields, command };
   if (command === 'VERSION') return stdoutOf(command, await api.cni({ ...request, config: null }));
   const text = config.toString('utf8');
-  if (nestsDeeperThan(text, MAX_CONFIG_DEPTH)) return pluginRuns('config-too-deep', `the config nests more than ${MAX_CONFIG_DEPTH} levels deep`);
+  if (nestsDeeperThan(text, MAX_CONFIG_DEPTH))
+    return pluginRuns('config-too-deep', `the config nests more than ${MAX_CONFIG_DEPTH} levels deep`);
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);

@@ -112,7 +112,17 @@ export interface AcceptStoreResponse {
 // Allocations (GET /v1/allocations) and release (POST /v1/release)
 
 /** The query parameters GET /v1/allocations takes; any other is refused. */
-export const ALLOCATION_QUERY_KEYS = ['pool', 'network', 'containerID', 'ifname', 'podNamespace', 'podName', 'podUID', 'node', 'address'] as const;
+export const ALLOCATION_QUERY_KEYS = [
+  'pool',
+  'network',
+  'containerID',
+  'ifname',
+  'podNamespace',
+  'podName',
+  'podUID',
+  'node',
+  'address',
+] as const;
 
 export type AllocationQuery = { readonly [K in (typeof ALLOCATION_QUERY_KEYS)[number]]?: string | undefined };
 
@@ -150,7 +160,12 @@ export type AuditVerdict =
   | { readonly kind: 'stale'; readonly proof: 'journal' | 'netns-gone'; readonly reason: string }
   | { readonly kind: 'suspect'; readonly why: 'orphaned'; readonly reason: string }
   /** `unobservableBecause`: the observer's words alone, for the reconcile report's list. */
-  | { readonly kind: 'suspect'; readonly why: 'unobservable'; readonly reason: string; readonly unobservableBecause: string };
+  | {
+      readonly kind: 'suspect';
+      readonly why: 'unobservable';
+      readonly reason: string;
+      readonly unobservableBecause: string;
+    };
 
 export interface AuditFinding {
   readonly allocation: Allocation;

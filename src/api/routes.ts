@@ -78,7 +78,12 @@ export const PATHS = {
 } as const;
 
 /** A row of the table: the parse and the run meet on one input type. */
-function route<I>(method: HttpMethod, path: string, parse: (request: RequestParts) => I, run: (api: AgentApi, input: I) => Promise<unknown>): Route {
+function route<I>(
+  method: HttpMethod,
+  path: string,
+  parse: (request: RequestParts) => I,
+  run: (api: AgentApi, input: I) => Promise<unknown>,
+): Route {
   return { method, path, serve: async (api, request) => run(api, parse(request)) };
 }
 
@@ -92,9 +97,19 @@ export const ROUTES: readonly Route[] = [
   route('POST', PATHS.cni, body(cniRequest), (api, input) => api.cni(input)),
   route('GET', PATHS.status, nothing, (api) => api.status()),
   route('GET', PATHS.pools, nothing, (api) => api.pools()),
-  route('GET', PATHS.allocations, (request) => allocationQuery(request.query), (api, input) => api.allocations(input)),
+  route(
+    'GET',
+    PATHS.allocations,
+    (request) => allocationQuery(request.query),
+    (api, input) => api.allocations(input),
+  ),
   route('POST', PATHS.release, body(releaseRequest), (api, input) => api.release(input)),
-  route('GET', PATHS.audit, (): AuditRequest => ({ fix: false }), (api, input) => api.audit(input)),
+  route(
+    'GET',
+    PATHS.audit,
+    (): AuditRequest => ({ fix: false }),
+    (api, input) => api.audit(input),
+  ),
   route('POST', PATHS.audit, body(auditRequest), (api, input) => api.audit(input)),
   route('GET', PATHS.journal, nothing, (api) => api.journal()),
   route('GET', PATHS.nodes, nothing, (api) => api.nodes()),
@@ -150,7 +165,8 @@ export function releaseRequest(value: unknown): ReleaseRequest {
   refuseUnknownFields(value, RELEASE_FIELD_SET, 'release');
   const fields: Partial<Record<(typeof RELEASE_FIELDS)[number], string>> = {};
   for (const [key, field] of Object.entries(value)) {
-    if (typeof field !== 'string' || field === '') throw new WarrenError('BAD_REQUEST', `release: ${key} must be a non-empty string`);
+    if (typeof field !== 'string' || field === '')
+      throw new WarrenError('BAD_REQUEST', `release: ${key} must be a non-empty string`);
     fields[key as (typeof RELEASE_FIELDS)[number]] = field;
   }
   const { address, pool, containerID, network, ifname } = fields;
@@ -159,11 +175,19 @@ export function releaseRequest(value: unknown): ReleaseRequest {
   // One form or the other: a field of the other form would be silently ignored, and a release
   // that does more than its caller meant cannot be taken back.
   if (byAddress && byContainer) {
-    throw new WarrenError('BAD_REQUEST', 'release takes an address (with an optional pool) or a containerID (with optional network and ifname), ' + 'not fields of both');
+    throw new WarrenError(
+      'BAD_REQUEST',
+      'release takes an address (with an optional pool) or a containerID (with optional network and ifname), ' +
+        'not fields of both',
+    );
   }
   if (address !== undefined) return { address, ...(pool === undefined ? {} : { pool }) };
-  if (containerID !== undefined) return { containerID, ...(network === undefined ? {} : { network }), ...(ifname === undefined ? {} : { ifname }) };
-  throw new WarrenError('BAD_REQUEST', 'release needs an address (with an optional pool) or a containerID (with optional network and ifname)');
+  if (containerID !== undefined)
+    return { containerID, ...(network === undefined ? {} : { network }), ...(ifname === undefined ? {} : { ifname }) };
+  throw new WarrenError(
+    'BAD_REQUEST',
+    'release needs an address (with an optional pool) or a containerID (with optional network and ifname)',
+  );
 }
 
 const AUDIT_FIELDS: ReadonlySet<string> = new Set(['fix']);

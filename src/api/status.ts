@@ -132,15 +132,36 @@ export interface KubernetesStatus {
   /** Pods gone whose addresses are being released, or wait for their grace or namespace. */
   readonly releases: {
     readonly tracked: number;
-    readonly waiting: ReadonlyArray<{ readonly pod: string; readonly uid: string; readonly because: string; readonly until: string }>;
+    readonly waiting: ReadonlyArray<{
+      readonly pod: string;
+      readonly uid: string;
+      readonly because: string;
+      readonly until: string;
+    }>;
     readonly released: number;
     readonly gaveUp: number;
     readonly resyncs: number;
-    readonly queue: { readonly depth: number; readonly processing: number; readonly delayed: number; readonly retries: number };
+    readonly queue: {
+      readonly depth: number;
+      readonly processing: number;
+      readonly delayed: number;
+      readonly retries: number;
+    };
   };
-  readonly events: { readonly sent: number; readonly aggregated: number; readonly dropped: number; readonly refused: number; readonly forbidden?: string; readonly lastError?: string };
+  readonly events: {
+    readonly sent: number;
+    readonly aggregated: number;
+    readonly dropped: number;
+    readonly refused: number;
+    readonly forbidden?: string;
+    readonly lastError?: string;
+  };
   /** With a store shared by nodes: Nodes gone from Kubernetes, and those this agent forgot. */
-  readonly nodes?: ListWatchStatus & { readonly gone: readonly string[]; readonly forgotten: readonly string[]; readonly forgetError?: string };
+  readonly nodes?: ListWatchStatus & {
+    readonly gone: readonly string[];
+    readonly forgotten: readonly string[];
+    readonly forgetError?: string;
+  };
   /** Every permission the API server refused, named; empty when none was. */
   readonly forbidden: readonly string[];
 }
@@ -212,7 +233,11 @@ export interface ContainerdStatus {
   readonly releases: {
     readonly released: number;
     /** Containers whose task exited and whose namespace still exists (or cannot be observed). */
-    readonly exited: ReadonlyArray<{ readonly containerID: string; readonly since: string; readonly waitingFor: string }>;
+    readonly exited: ReadonlyArray<{
+      readonly containerID: string;
+      readonly since: string;
+      readonly waitingFor: string;
+    }>;
     /** Containers with events waiting or backing off. */
     readonly queue: readonly QueueKeyStatus[];
   };

@@ -43,7 +43,9 @@ export async function runAgent(
     return 0;
   }
   const flags: Partial<Record<keyof AgentOptions, string>> = {};
-  for (const [key, setting] of Object.entries(SETTINGS) as Array<[keyof AgentOptions, (typeof SETTINGS)[keyof AgentOptions]]>) {
+  for (const [key, setting] of Object.entries(SETTINGS) as Array<
+    [keyof AgentOptions, (typeof SETTINGS)[keyof AgentOptions]]
+  >) {
     const value = (values as Record<string, unknown>)[setting.flag];
     if (typeof value === 'string') flags[key] = value;
   }
@@ -53,11 +55,13 @@ export async function runAgent(
   // process, saying what, with a non-zero exit, so the supervisor starts a whole agent again
   // rather than one answering ADD with a part gone. (The store is crash-safe; a stale socket and
   // the locks are cleared by the next start.)
-  const fatal = (what: string) => (error: unknown): void => {
-    logger.fatal({ err: error }, `${what}: ${messageOf(error)}; the agent exits`);
-    io.err(`warren agent: ${what}: ${messageOf(error)}\n`);
-    process.exit(EXIT_FAILED);
-  };
+  const fatal =
+    (what: string) =>
+    (error: unknown): void => {
+      logger.fatal({ err: error }, `${what}: ${messageOf(error)}; the agent exits`);
+      io.err(`warren agent: ${what}: ${messageOf(error)}\n`);
+      process.exit(EXIT_FAILED);
+    };
   process.on('uncaughtException', fatal('uncaught exception'));
   process.on('unhandledRejection', fatal('unhandled promise rejection'));
   const agent = new Agent(resolved, { logger, ...build });

@@ -94,11 +94,19 @@ export async function releaseCommand(argv: readonly string[], io: CliIO): Promis
     if (values.prefix) throw new UsageError('--prefix goes with --container');
     request = { address: values.address, ...(values.pool === undefined ? {} : { pool: values.pool }) };
   } else if (values.container !== undefined) {
-    const scope = { ...(values.network === undefined ? {} : { network: values.network }), ...(values.ifname === undefined ? {} : { ifname: values.ifname }) };
+    const scope = {
+      ...(values.network === undefined ? {} : { network: values.network }),
+      ...(values.ifname === undefined ? {} : { ifname: values.ifname }),
+    };
     const allocations = await agent.allocations(scope);
     // Releasing is destructive: a prefix stands for an ID only when the operator says so, so a
     // short ID (c) never releases a longer one (c1) that happens to begin with it.
-    request = { containerID: values.prefix ? resolveContainer(allocations, values.container) : exactContainer(allocations, values.container), ...scope };
+    request = {
+      containerID: values.prefix
+        ? resolveContainer(allocations, values.container)
+        : exactContainer(allocations, values.container),
+      ...scope,
+    };
   } else {
     throw new UsageError('release needs --address or --container');
   }
@@ -108,7 +116,8 @@ export async function releaseCommand(argv: readonly string[], io: CliIO): Promis
     return 0;
   }
   if (result.released.length === 0) io.out('nothing to release: no matching allocation\n');
-  for (const a of result.released) io.out(safe`released ${a.address} from ${a.pool} (container ${a.containerID}, ${a.ifname})\n`);
+  for (const a of result.released)
+    io.out(safe`released ${a.address} from ${a.pool} (container ${a.containerID}, ${a.ifname})\n`);
   return 0;
 }
 
@@ -123,7 +132,11 @@ function resolveContainer(allocations: readonly Allocation[], given: string): st
   if (given === '' || ids.includes(given)) return given;
   const matches = ids.filter((id) => id.startsWith(given)).sort();
   if (matches.length > 1) {
-    throw new WarrenError('BAD_REQUEST', `container "${given}" is the beginning of ${matches.length} container IDs; give more of it: ` + `${matches.join(', ')}`);
+    throw new WarrenError(
+      'BAD_REQUEST',
+      `container "${given}" is the beginning of ${matches.length} container IDs; give more of it: ` +
+        `${matches.join(', ')}`,
+    );
   }
   return matches[0] ?? given;
 }
@@ -137,22 +150,39 @@ function exactContainer(allocations: readonly Allocation[], given: string): stri
   if (given === '' || ids.includes(given)) return given;
   const begun = ids.filter((id) => id.startsWith(given)).sort();
   if (begun.length > 0) {
-    const which = begun.length === 1 ? `the container ID ${begun[0]}` : `${begun.length} container IDs: ${begun.join(', ')}`;
-    throw new WarrenError('BAD_REQUEST', `no container has the ID "${given}"; it is the beginning of ${which}. Give the whole ID, or add ` + `--prefix to release by a unique prefix`);
+    const which =
+      begun.length === 1 ? `the container ID ${begun[0]}` : `${begun.length} container IDs: ${begun.join(', ')}`;
+    throw new WarrenError(
+      'BAD_REQUEST',
+      `no container has the ID "${given}"; it is the beginning of ${which}. Give the whole ID, or add ` +
+        `--prefix to release by a unique prefix`,
+    );
   }
   return given;
 }
 
 export async function auditCommand(argv: readonly string[], io: CliIO): Promise<number> {
-  const { values } = parseArgs({ args: [...argv], options: { ...COMMON, fix: { type: 'boolean', default: false } }, strict: true });
+  const { values } = parseArgs({
+    args: [...argv],
+    options: { ...COMMON, fix: { type: 'boolean', default: false } },
+    strict: true,
+  });
   const report = await client(values.socket, io.env).audit({ fix: values.fix });
   if (values.json) {
     io.out(`${JSON.stringify(report, null, 2)}\n`);
     return 0;
   }
-  const lines = [safe`audit at ${report.at}: ${report.counts.healthy} healthy, ${report.counts.stale} stale, ` + safe`${report.counts.suspect} suspect`];
+  const lines = [
+    safe`audit at ${report.at}: ${report.counts.healthy} healthy, ${report.counts.stale} stale, ` +
+      safe`${report.counts.suspect} suspect`,
+  ];
   lines.push(safe`journal ${report.sources.journal.dir}: ${report.sources.journal.pending} pending`);
-  for (const d of report.sources.netns) lines.push(d.observable ? safe`netns ${d.dir}: observable` : safe`netns ${d.dir}: NOT observable (${d.reason}); nothing is released on its account`);
+  for (const d of report.sources.netns)
+    lines.push(
+      d.observable
+        ? safe`netns ${d.dir}: observable`
+        : safe`netns ${d.dir}: NOT observable (${d.reason}); nothing is released on its account`,
+    );
   io.out(`${lines.join('\n')}\n`);
   if (report.findings.length > 0) {
     io.out(
@@ -170,7 +200,10 @@ export async function auditCommand(argv: readonly string[], io: CliIO): Promise<
     );
   }
   if (values.fix) {
-    io.out(`released ${report.released?.length ?? 0} stale ` + `allocation(s)${(report.released ?? []).map((a) => safe`\n  ${a.address} (${a.containerID})`).join('')}\n`);
+    io.out(
+      `released ${report.released?.length ?? 0} stale ` +
+        `allocation(s)${(report.released ?? []).map((a) => safe`\n  ${a.address} (${a.containerID})`).join('')}\n`,
+    );
     for (const e of report.errors ?? []) io.err(safe`could not release ${e}\n`);
     return (report.errors ?? []).length > 0 ? 1 : 0;
   }

@@ -23,7 +23,9 @@ export function safe(strings: TemplateStringsArray, ...values: unknown[]): strin
 }
 
 /** Lines of `--flag  ENV  help` for the agent's settings, as `warren --help` and `warren agent --help` show them. */
-export function settingsHelp(settings: ReadonlyArray<{ readonly flag: string; readonly env: string; readonly help: string }>): string {
+export function settingsHelp(
+  settings: ReadonlyArray<{ readonly flag: string; readonly env: string; readonly help: string }>,
+): string {
   return settings.map((s) => `  --${s.flag.padEnd(12)} ${s.env.padEnd(18)} ${s.help}`).join('\n');
 }
 

@@ -18,7 +18,22 @@
  *   machine that has this Node; the default copies, because a node of the cluster has none.
  * Idempotent: installing again replaces each file whole with the same content.
  */
-import { closeSync, copyFileSync, constants, existsSync, fsyncSync, lstatSync, mkdirSync, openSync, realpathSync, renameSync, rmSync, statSync, symlinkSync, chmodSync } from 'node:fs';
+import {
+  closeSync,
+  copyFileSync,
+  constants,
+  existsSync,
+  fsyncSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  chmodSync,
+} from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -74,7 +89,8 @@ export function install(options: InstallOptions): InstallReport {
     [forwarder, 'the native forwarder'],
     [bundle, 'the TypeScript plugin bundle'],
   ] as const) {
-    if (!existsSync(file)) throw new WarrenError('NOT_FOUND', `${file} (${what}) is missing: run \`npm run build\` first`);
+    if (!existsSync(file))
+      throw new WarrenError('NOT_FOUND', `${file} (${what}) is missing: run \`npm run build\` first`);
   }
   const node = realpathSync(options.node ?? process.execPath);
   const fallback = join(dir, INSTALLED.fallbackDir);
@@ -112,7 +128,9 @@ function placeFile(source: string, target: string, kind: InstalledFile['kind']):
     renameSync(temp, target);
   } catch (error) {
     rmSync(temp, { force: true });
-    throw new WarrenError('IO_FAILURE', `could not install ${target} from ${source}: ${(error as Error).message}`, { cause: error });
+    throw new WarrenError('IO_FAILURE', `could not install ${target} from ${source}: ${(error as Error).message}`, {
+      cause: error,
+    });
   }
   return { path: target, source, kind, bytes: statSync(target).size };
 }
@@ -162,14 +180,18 @@ const FLAGS = {
 export async function runInstall(argv: readonly string[], io: CliIO): Promise<number> {
   const { values } = parseArgs({ args: [...argv], options: FLAGS, strict: true, allowPositionals: false });
   const cniBinDir = values['cni-bin-dir'];
-  if (cniBinDir === undefined || cniBinDir === '') throw new UsageError('install needs --cni-bin-dir DIR (the runtime\'s CNI bin directory, e.g. /opt/cni/bin)');
+  if (cniBinDir === undefined || cniBinDir === '')
+    throw new UsageError("install needs --cni-bin-dir DIR (the runtime's CNI bin directory, e.g. /opt/cni/bin)");
   const report = install({ cniBinDir, from: values.from, link: values.link });
   if (values.json) {
     io.out(`${JSON.stringify(report, null, 2)}\n`);
     return 0;
   }
   for (const file of report.installed) {
-    io.out(safe`installed ${file.path} (${file.bytes} bytes, ${file.kind === 'symlink' ? 'symlink to' : 'from'} ` + safe`${file.source})\n`);
+    io.out(
+      safe`installed ${file.path} (${file.bytes} bytes, ${file.kind === 'symlink' ? 'symlink to' : 'from'} ` +
+        safe`${file.source})\n`,
+    );
   }
   return 0;
 }

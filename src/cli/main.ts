@@ -101,12 +101,20 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
         return await nodesCommand(rest, io);
       case 'node': {
         const [verb, ...more] = rest;
-        if (verb !== 'forget') throw new UsageError(verb === undefined ? 'node needs a verb: node forget NAME' : `unknown node verb "${verb}"; node forget NAME`);
+        if (verb !== 'forget')
+          throw new UsageError(
+            verb === undefined
+              ? 'node needs a verb: node forget NAME'
+              : `unknown node verb "${verb}"; node forget NAME`,
+          );
         return await forgetNodeCommand(more, io);
       }
       case 'store': {
         const [verb, ...more] = rest;
-        if (verb !== 'accept') throw new UsageError(verb === undefined ? 'store needs a verb: store accept' : `unknown store verb "${verb}"; store accept`);
+        if (verb !== 'accept')
+          throw new UsageError(
+            verb === undefined ? 'store needs a verb: store accept' : `unknown store verb "${verb}"; store accept`,
+          );
         return await acceptStoreCommand(more, io);
       }
       case 'install': {

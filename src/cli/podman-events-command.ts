@@ -29,7 +29,11 @@ flags:
   --help, -h            print this help
 `;
 
-export async function runPodmanEvents(argv: readonly string[], io: CliIO, defaultPluginsDir: string | undefined): Promise<number> {
+export async function runPodmanEvents(
+  argv: readonly string[],
+  io: CliIO,
+  defaultPluginsDir: string | undefined,
+): Promise<number> {
   const { values } = parseArgs({
     args: [...argv],
     options: {
@@ -47,9 +51,13 @@ export async function runPodmanEvents(argv: readonly string[], io: CliIO, defaul
     return 0;
   }
   const pluginsDir = values['plugins-dir'] ?? defaultPluginsDir;
-  if (pluginsDir === undefined || pluginsDir === '') throw new UsageError('podman-events needs --plugins-dir (WARREN_PLUGINS_DIR is empty: the agent runs without a registry)');
+  if (pluginsDir === undefined || pluginsDir === '')
+    throw new UsageError(
+      'podman-events needs --plugins-dir (WARREN_PLUGINS_DIR is empty: the agent runs without a registry)',
+    );
   const level = values['log-level'];
-  if (!['debug', 'info', 'warn', 'error'].includes(level)) throw new UsageError(`--log-level: "${level}" is not debug, info, warn or error`);
+  if (!['debug', 'info', 'warn', 'error'].includes(level))
+    throw new UsageError(`--log-level: "${level}" is not debug, info, warn or error`);
   const logger = pino({ level, base: { adapter: 'podman' } });
   const abort = new AbortController();
   const stop = (signal: NodeJS.Signals): void => {

@@ -53,7 +53,13 @@ export async function nodesCommand(argv: readonly string[], io: CliIO): Promise<
   io.out(
     table(
       ['NODE', 'ALIVE', 'SINCE', 'ALLOCATIONS', 'BLOCKS'],
-      list.map((n) => [n.node, n.alive ? 'yes' : 'no', n.since ?? '-', String(n.allocations), n.blocks.length === 0 ? '-' : n.blocks.map((b) => blockCidrOfKey(b) ?? b).join(' ')]),
+      list.map((n) => [
+        n.node,
+        n.alive ? 'yes' : 'no',
+        n.since ?? '-',
+        String(n.allocations),
+        n.blocks.length === 0 ? '-' : n.blocks.map((b) => blockCidrOfKey(b) ?? b).join(' '),
+      ]),
     ),
   );
   return 0;
@@ -83,7 +89,10 @@ export async function forgetNodeCommand(argv: readonly string[], io: CliIO): Pro
     io.out(`${JSON.stringify(result, null, 2)}\n`);
     return 0;
   }
-  io.out(safe`forgot node ${result.node}: released ${result.released.length} allocations, gave back ` + safe`${result.blocks.length} blocks\n`);
+  io.out(
+    safe`forgot node ${result.node}: released ${result.released.length} allocations, gave back ` +
+      safe`${result.blocks.length} blocks\n`,
+  );
   for (const a of result.released) io.out(safe`released ${a.address} (container ${a.containerID}, ${a.ifname})\n`);
   return 0;
 }

@@ -11,14 +11,24 @@ import type { CliIO } from './main.ts';
 /** The config manager's lines of `warren status`: the primary, Warren's file, the last write, any problem. */
 function cniConfigLines(c: CniConfigStatus): string[] {
   return [
-    safe`cni config:  ${c.state}: ${c.output} from ` + safe`${c.primary ?? 'no primary'}${c.network === undefined ? '' : ` (network ${c.network})`}, cniVersion ` + safe`at most ${c.cniVersionMax}`,
-    c.lastWrite === undefined ? safe`last write:  none by this agent (${c.writes} writes)` : safe`last write:  ${c.lastWrite.at} from ${c.lastWrite.from} (primary sha256 ` + safe`${c.lastWrite.sha256.slice(0, 12)}, ${c.writes} writes)`,
+    safe`cni config:  ${c.state}: ${c.output} from ` +
+      safe`${c.primary ?? 'no primary'}${c.network === undefined ? '' : ` (network ${c.network})`}, cniVersion ` +
+      safe`at most ${c.cniVersionMax}`,
+    c.lastWrite === undefined
+      ? safe`last write:  none by this agent (${c.writes} writes)`
+      : safe`last write:  ${c.lastWrite.at} from ${c.lastWrite.from} (primary sha256 ` +
+        safe`${c.lastWrite.sha256.slice(0, 12)}, ${c.writes} writes)`,
     ...(c.problem === undefined ? [] : [safe`cni problem: ${c.problem}`]),
-    ...(c.shadowedBy === undefined ? [] : [safe`cni problem: ${c.shadowedBy} sorts before Warren's file: the runtime uses it, not Warren's`]),
-    ...(c.readinessIndicator === undefined ? [] : [safe`readiness:   ${c.readinessIndicator.path} ${c.readinessIndicator.present ? 'present' : 'MISSING'}`]),
+    ...(c.shadowedBy === undefined
+      ? []
+      : [safe`cni problem: ${c.shadowedBy} sorts before Warren's file: the runtime uses it, not Warren's`]),
+    ...(c.readinessIndicator === undefined
+      ? []
+      : [safe`readiness:   ${c.readinessIndicator.path} ${c.readinessIndicator.present ? 'present' : 'MISSING'}`]),
     ...(c.notes ?? []).map((n) => safe`cni note:    ${n}`),
     ...(c.takeover ?? []).flatMap((t) => [
-      safe`cni takeover: network ${t.network} from host-local's ${t.dataDir}: ` + safe`${t.handedBack === true ? 'handed back' : t.imported ? 'reservations imported' : 'IMPORTING (ADD waits)'}`,
+      safe`cni takeover: network ${t.network} from host-local's ${t.dataDir}: ` +
+        safe`${t.handedBack === true ? 'handed back' : t.imported ? 'reservations imported' : 'IMPORTING (ADD waits)'}`,
       ...(t.problems ?? []).map((p) => safe`cni takeover: ${p}`),
     ]),
   ];
@@ -40,34 +50,68 @@ export async function statusCommand(argv: readonly string[], io: CliIO): Promise
       s.ready ? 'ready:       yes' : safe`ready:       no (${s.notReady ?? 'see store'})`,
       safe`pools:       ${s.pools}`,
       safe`allocations: ${s.allocations}`,
-      safe`journal:     ${s.reconciler.journalDir}: ${s.reconciler.pending.length} pending, ` + safe`${s.reconciler.rejected.length} set aside, ${s.reconciler.releasedFromJournal} released since ` + safe`start`,
+      safe`journal:     ${s.reconciler.journalDir}: ${s.reconciler.pending.length} pending, ` +
+        safe`${s.reconciler.rejected.length} set aside, ${s.reconciler.releasedFromJournal} released since ` +
+        safe`start`,
       `reconcile:   ${reconcileLine(s.reconciler.lastReconcile)}`,
       ...(s.containerd === undefined
         ? []
         : [
-            safe`containerd:  ${s.containerd.state} since ${s.containerd.since} (${s.containerd.socket}, ` + safe`namespaces ${s.containerd.namespaces.join(', ')}); ${s.containerd.events} events, ` + safe`${s.containerd.malformed} malformed, ${s.containerd.releases.released} addresses released`,
-            ...(s.containerd.releases.exited.length > 0 ? [`exited:      ` + `${s.containerd.releases.exited.map((e) => safe`${e.containerID.slice(0, 16)} (waiting for ${
-              e.waitingFor
-            })`).join('; ')}`] : []),
+            safe`containerd:  ${s.containerd.state} since ${s.containerd.since} (${s.containerd.socket}, ` +
+              safe`namespaces ${s.containerd.namespaces.join(', ')}); ${s.containerd.events} events, ` +
+              safe`${s.containerd.malformed} malformed, ${s.containerd.releases.released} addresses released`,
+            ...(s.containerd.releases.exited.length > 0
+              ? [
+                  `exited:      ` +
+                    `${s.containerd.releases.exited
+                      .map((e) => safe`${e.containerID.slice(0, 16)} (waiting for ${e.waitingFor})`)
+                      .join('; ')}`,
+                ]
+              : []),
             ...(s.containerd.lastError === undefined ? [] : [safe`containerd error: ${s.containerd.lastError}`]),
           ]),
       ...(s.kubernetes === undefined
         ? []
         : [
-            safe`kubernetes:  pods ${s.kubernetes.pods.state} since ${s.kubernetes.pods.since} ` + safe`(${s.kubernetes.pods.relists} relists, ${s.kubernetes.pods.reconnects} reconnects); ` + safe`${s.kubernetes.releases.released} addresses released, ` + safe`${s.kubernetes.releases.waiting.length} pods waiting, ${s.kubernetes.events.sent} events ` + safe`sent`,
-            ...(s.kubernetes.pods.lastError === undefined ? [] : [safe`kubernetes error: ${s.kubernetes.pods.lastError}`]),
-            ...(s.kubernetes.forbidden.length === 0 ? [] : [safe`kubernetes:  FORBIDDEN: the service account may not ${s.kubernetes.forbidden.join('; ')}`]),
-            ...(s.kubernetes.nodes === undefined ? [] : [safe`nodes:       ${s.kubernetes.nodes.state}; gone ` + safe`${s.kubernetes.nodes.gone.join(', ') || 'none'}; forgotten here ` + safe`${s.kubernetes.nodes.forgotten.join(', ') || 'none'}`]),
+            safe`kubernetes:  pods ${s.kubernetes.pods.state} since ${s.kubernetes.pods.since} ` +
+              safe`(${s.kubernetes.pods.relists} relists, ${s.kubernetes.pods.reconnects} reconnects); ` +
+              safe`${s.kubernetes.releases.released} addresses released, ` +
+              safe`${s.kubernetes.releases.waiting.length} pods waiting, ${s.kubernetes.events.sent} events ` +
+              safe`sent`,
+            ...(s.kubernetes.pods.lastError === undefined
+              ? []
+              : [safe`kubernetes error: ${s.kubernetes.pods.lastError}`]),
+            ...(s.kubernetes.forbidden.length === 0
+              ? []
+              : [safe`kubernetes:  FORBIDDEN: the service account may not ${s.kubernetes.forbidden.join('; ')}`]),
+            ...(s.kubernetes.nodes === undefined
+              ? []
+              : [
+                  safe`nodes:       ${s.kubernetes.nodes.state}; gone ` +
+                    safe`${s.kubernetes.nodes.gone.join(', ') || 'none'}; forgotten here ` +
+                    safe`${s.kubernetes.nodes.forgotten.join(', ') || 'none'}`,
+                ]),
           ]),
       ...(s.cniConfig === undefined ? [] : cniConfigLines(s.cniConfig)),
-      ...(s.plugins === undefined ? [] : [safe`plugins:     ${s.plugins.registered} registered, ${s.plugins.refused} refused, ` + safe`${s.plugins.retrying} retrying (warren plugins)`]),
+      ...(s.plugins === undefined
+        ? []
+        : [
+            safe`plugins:     ${s.plugins.registered} registered, ${s.plugins.refused} refused, ` +
+              safe`${s.plugins.retrying} retrying (warren plugins)`,
+          ]),
       ...(s.metrics === undefined
         ? []
-        : [s.metrics.error === undefined ? safe`metrics:     http://${s.metrics.address}/metrics, dashboard http://${s.metrics.address}/` : safe`metrics:     NOT SERVED: ${s.metrics.error}`]),
+        : [
+            s.metrics.error === undefined
+              ? safe`metrics:     http://${s.metrics.address}/metrics, dashboard http://${s.metrics.address}/`
+              : safe`metrics:     NOT SERVED: ${s.metrics.error}`,
+          ]),
       ...(s.cluster === undefined
         ? []
         : [
-            safe`cluster:     ${s.cluster.liveNodes.length} nodes alive (${s.cluster.liveNodes.join(', ')}); ` + safe`this node ${s.cluster.thisNodeAnnounced ? 'announced' : 'NOT announced yet'}, holding ` + safe`${s.cluster.ownBlocks} blocks`,
+            safe`cluster:     ${s.cluster.liveNodes.length} nodes alive (${s.cluster.liveNodes.join(', ')}); ` +
+              safe`this node ${s.cluster.thisNodeAnnounced ? 'announced' : 'NOT announced yet'}, holding ` +
+              safe`${s.cluster.ownBlocks} blocks`,
             ...(s.cluster.problem === undefined ? [] : [safe`cluster:     NOT ALLOCATING: ${s.cluster.problem}`]),
           ]),
       ...s.reconciler.recentErrors.slice(-5).map((e) => safe`error:       ${e.at} ${e.message}`),
@@ -78,7 +122,9 @@ export async function statusCommand(argv: readonly string[], io: CliIO): Promise
 
 function reconcileLine(r: ReconcileReport | undefined): string {
   if (r === undefined) return 'not yet';
-  const parts = [safe`${r.at}: released ${r.journalReleased} from the journal, ${r.netnsReleased} with their namespace gone`];
+  const parts = [
+    safe`${r.at}: released ${r.journalReleased} from the journal, ${r.netnsReleased} with their namespace gone`,
+  ];
   if (r.journalFailed > 0) parts.push(`${r.journalFailed} failed`);
   if (r.unobservable.length > 0) parts.push(`could not observe: ${r.unobservable.map(printable).join('; ')}`);
   return parts.join('; ');
@@ -93,17 +139,46 @@ export async function journalCommand(argv: readonly string[], io: CliIO): Promis
   }
   const unread = s.unread;
   const waiting = unread.length === 0 ? '' : `, ${unread.length} not read yet`;
-  io.out(safe`journal ${s.journalDir}: ${s.pending.length} pending${waiting}, ${s.releasedFromJournal} released ` + safe`since start\n`);
+  io.out(
+    safe`journal ${s.journalDir}: ${s.pending.length} pending${waiting}, ${s.releasedFromJournal} released ` +
+      safe`since start\n`,
+  );
   if (s.pending.length > 0) {
-    io.out(table(['FILE', 'NETWORK', 'CONTAINER', 'IF', 'FAILURES', 'NEXT TRY', 'LAST ERROR'], s.pending.map((p) => [p.name, p.network, p.containerID, p.ifname, String(p.failures), p.nextAttemptAt ?? 'now', p.lastError ?? '-'])));
+    io.out(
+      table(
+        ['FILE', 'NETWORK', 'CONTAINER', 'IF', 'FAILURES', 'NEXT TRY', 'LAST ERROR'],
+        s.pending.map((p) => [
+          p.name,
+          p.network,
+          p.containerID,
+          p.ifname,
+          String(p.failures),
+          p.nextAttemptAt ?? 'now',
+          p.lastError ?? '-',
+        ]),
+      ),
+    );
   }
   if (unread.length > 0) {
-    io.out(`${unread.length === 1 ? '1 file' : `${unread.length} files`} the agent has not read yet; it reads ` + `${unread.length === 1 ? 'it' : 'them'} again on its next pass:\n`);
-    io.out(table(['FILE', 'LAST ERROR'], unread.map((u) => [u.name, u.error])));
+    io.out(
+      `${unread.length === 1 ? '1 file' : `${unread.length} files`} the agent has not read yet; it reads ` +
+        `${unread.length === 1 ? 'it' : 'them'} again on its next pass:\n`,
+    );
+    io.out(
+      table(
+        ['FILE', 'LAST ERROR'],
+        unread.map((u) => [u.name, u.error]),
+      ),
+    );
   }
   if (s.rejected.length > 0) {
     io.out(safe`set aside in ${s.journalDir}/rejected (recent):\n`);
-    io.out(table(['FILE', 'REASON'], s.rejected.map((r) => [r.name, r.reason])));
+    io.out(
+      table(
+        ['FILE', 'REASON'],
+        s.rejected.map((r) => [r.name, r.reason]),
+      ),
+    );
   }
   io.out(`last reconcile: ${reconcileLine(s.lastReconcile)}\n`);
   return 0;
@@ -116,21 +191,40 @@ export async function pluginsCommand(argv: readonly string[], io: CliIO): Promis
     io.out(`${JSON.stringify(s, null, 2)}\n`);
     return 0;
   }
-  io.out(safe`plugins ${s.dir} (${s.watcher}): ${s.registered} registered, ${s.refused} refused, ${s.retrying} retrying\n`);
+  io.out(
+    safe`plugins ${s.dir} (${s.watcher}): ${s.registered} registered, ${s.refused} refused, ${s.retrying} retrying\n`,
+  );
   if (s.problem !== undefined) io.out(safe`not trusted, nothing registers: ${s.problem}\n`);
   if (s.plugins.length > 0) {
-    io.out(table(['SOCKET', 'STATE', 'TYPE', 'NAME', 'VERSION', 'SINCE', 'DETAIL'], s.plugins.map((p) => [p.socket, p.state, p.type ?? '-', p.name ?? '-', p.version ?? '-', p.since, pluginDetail(p)])));
+    io.out(
+      table(
+        ['SOCKET', 'STATE', 'TYPE', 'NAME', 'VERSION', 'SINCE', 'DETAIL'],
+        s.plugins.map((p) => [
+          p.socket,
+          p.state,
+          p.type ?? '-',
+          p.name ?? '-',
+          p.version ?? '-',
+          p.since,
+          pluginDetail(p),
+        ]),
+      ),
+    );
   }
   return 0;
 }
 
 /** The one cell that says most about a plugin: why it is refused or failing, or what its stream did. */
 function pluginDetail(p: PluginEntry): string {
-  if (p.error !== undefined) return `${p.failures > 0 ? `${p.failures} failures, ` : ''}${p.retryAt === undefined ? '' : `next ${
-    p.retryAt
-  }: `}${p.error}`;
+  if (p.error !== undefined)
+    return `${p.failures > 0 ? `${p.failures} failures, ` : ''}${
+      p.retryAt === undefined ? '' : `next ${p.retryAt}: `
+    }${p.error}`;
   const stream = p.detail?.stream as { state?: unknown; events?: unknown; malformed?: unknown } | undefined;
   const released = p.detail?.released;
   if (stream === undefined) return '-';
-  return `${String(stream.state)}; ${String(stream.events)} events, ${String(stream.malformed)} malformed, ` + `${String(released ?? 0)} addresses released`;
+  return (
+    `${String(stream.state)}; ${String(stream.events)} events, ${String(stream.malformed)} malformed, ` +
+    `${String(released ?? 0)} addresses released`
+  );
 }

@@ -26,10 +26,20 @@ export async function uninstallCommand(argv: readonly string[], io: CliIO): Prom
   }
   const lines = [
     safe`handed back: ${report.at}; ADD is refused from now on (marked in ${report.marker})`,
-    ...report.networks.map((n) => safe`network ${n.network}: ${n.written} host-local reservations written, ${n.kept} already there, ` + safe`${n.removed} stale removed in ${n.dataDir}`),
+    ...report.networks.map(
+      (n) =>
+        safe`network ${n.network}: ${n.written} host-local reservations written, ${n.kept} already there, ` +
+        safe`${n.removed} stale removed in ${n.dataDir}`,
+    ),
     ...report.networks.flatMap((n) => n.problems.map((p) => safe`problem:     ${p}`)),
-    report.output === undefined ? 'cni config:  not managed by this agent' : report.configRemoved ? safe`cni config:  removed ${report.output}` : safe`cni config:  ${report.output} was not Warren's (left alone)`,
-    ...(binDir === undefined ? ['plugin:      left in place (pass --cni-bin-dir DIR to remove it)'] : removed.map((p) => safe`plugin:      removed ${p}`)),
+    report.output === undefined
+      ? 'cni config:  not managed by this agent'
+      : report.configRemoved
+        ? safe`cni config:  removed ${report.output}`
+        : safe`cni config:  ${report.output} was not Warren's (left alone)`,
+    ...(binDir === undefined
+      ? ['plugin:      left in place (pass --cni-bin-dir DIR to remove it)']
+      : removed.map((p) => safe`plugin:      removed ${p}`)),
     'state:       the agent removes its database and journal when it stops',
   ];
   io.out(`${lines.join('\n')}\n`);

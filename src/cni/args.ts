@@ -23,7 +23,15 @@ export interface CniEnv {
   readonly args: string;
 }
 
-const KNOWN_ARGS = new Set(['IgnoreUnknown', 'K8S_POD_NAMESPACE', 'K8S_POD_NAME', 'K8S_POD_UID', 'K8S_POD_INFRA_CONTAINER_ID', 'K8S_POD_NETWORK', 'IP']);
+const KNOWN_ARGS = new Set([
+  'IgnoreUnknown',
+  'K8S_POD_NAMESPACE',
+  'K8S_POD_NAME',
+  'K8S_POD_UID',
+  'K8S_POD_INFRA_CONTAINER_ID',
+  'K8S_POD_NETWORK',
+  'IP',
+]);
 
 /** The spec's container ID: letters, digits, "_", "." and "-", starting with a letter or digit. */
 const CONTAINER_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$/;
@@ -62,7 +70,13 @@ export interface CniVariables {
 
 /** The plugin's side: the CNI variables of its process environment. */
 export function parseCniEnv(env: NodeJS.ProcessEnv): CniEnv {
-  return checkCniVariables({ command: env.CNI_COMMAND, containerID: env.CNI_CONTAINERID, netns: env.CNI_NETNS, ifname: env.CNI_IFNAME, args: env.CNI_ARGS });
+  return checkCniVariables({
+    command: env.CNI_COMMAND,
+    containerID: env.CNI_CONTAINERID,
+    netns: env.CNI_NETNS,
+    ifname: env.CNI_IFNAME,
+    args: env.CNI_ARGS,
+  });
 }
 
 /**
@@ -73,18 +87,27 @@ export function parseCniEnv(env: NodeJS.ProcessEnv): CniEnv {
 export function checkCniVariables(vars: CniVariables): CniEnv {
   const command = vars.command;
   if (command === undefined || command === '') throw bad('CNI_COMMAND is not set');
-  if (!(COMMANDS as readonly string[]).includes(command)) throw bad(`CNI_COMMAND "${printable(command)}" is not one of ${COMMANDS.join(', ')}`);
+  if (!(COMMANDS as readonly string[]).includes(command))
+    throw bad(`CNI_COMMAND "${printable(command)}" is not one of ${COMMANDS.join(', ')}`);
   const cmd = command as CniCommand;
   const out: { -readonly [K in keyof CniEnv]: CniEnv[K] } = { command: cmd, args: vars.args ?? '' };
   const needsContainer = cmd === 'ADD' || cmd === 'DEL' || cmd === 'CHECK';
   if (needsContainer) {
     const id = vars.containerID;
     if (id === undefined || id === '') throw bad('CNI_CONTAINERID is not set');
-    if (!isValidContainerID(id)) throw bad(`CNI_CONTAINERID "${printable(id)}" must be 1-255 letters, digits, "_", "." or "-", starting with a ` + `letter or digit`);
+    if (!isValidContainerID(id))
+      throw bad(
+        `CNI_CONTAINERID "${printable(id)}" must be 1-255 letters, digits, "_", "." or "-", starting with a ` +
+          `letter or digit`,
+      );
     out.containerID = id;
     const ifname = vars.ifname;
     if (ifname === undefined || ifname === '') throw bad('CNI_IFNAME is not set');
-    if (!isValidIfname(ifname)) throw bad(`CNI_IFNAME "${printable(ifname)}" is not a valid interface name (1-15 bytes, not "." or "..", no ` + `spaces, "/" or ":")`);
+    if (!isValidIfname(ifname))
+      throw bad(
+        `CNI_IFNAME "${printable(ifname)}" is not a valid interface name (1-15 bytes, not "." or "..", no ` +
+          `spaces, "/" or ":")`,
+      );
     out.ifname = ifname;
     const netns = vars.netns;
     // DEL may come after the namespace is gone, with CNI_NETNS empty.
@@ -107,7 +130,8 @@ export function parseCniArgs(text: string): CniArgs {
   const ignoreUnknown = /^(1|true)$/i.test(pairs.get('IgnoreUnknown') ?? '');
   if (!ignoreUnknown) {
     for (const key of pairs.keys()) {
-      if (!KNOWN_ARGS.has(key)) throw bad(`CNI_ARGS: unknown argument "${printable(key)}" (set IgnoreUnknown=1 to allow it)`);
+      if (!KNOWN_ARGS.has(key))
+        throw bad(`CNI_ARGS: unknown argument "${printable(key)}" (set IgnoreUnknown=1 to allow it)`);
     }
   }
   const out: { -readonly [K in keyof CniArgs]: CniArgs[K] } = { ips: [] };

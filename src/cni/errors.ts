@@ -60,7 +60,11 @@ export interface CniErrorObject {
  * that can reach the caller; api/errors.ts has the full one). Anything not a WarrenError is 5
  * with its message after "internal error: ".
  */
-export function cniErrorOf(error: unknown, codes: Readonly<Record<string, number>>, cniVersion: string = SPEC_VERSION): CniErrorObject {
+export function cniErrorOf(
+  error: unknown,
+  codes: Readonly<Record<string, number>>,
+  cniVersion: string = SPEC_VERSION,
+): CniErrorObject {
   if (error instanceof WarrenError) {
     const code = Object.hasOwn(codes, error.code) ? (codes[error.code] as number) : INTERNAL_CNI_CODE;
     const out: CniErrorObject = { cniVersion, code, msg: error.message };

@@ -13,7 +13,16 @@
  */
 import { isAbsolute } from 'node:path';
 import { type Cidr, bitsOf, contains, formatIP, parseCidr } from '../ipam/address.ts';
-import { describe, invalid, ipAt, isPlainObject, quoted, refuseUnknownKeys, stringAt, subnetAt } from './config-values.ts';
+import {
+  describe,
+  invalid,
+  ipAt,
+  isPlainObject,
+  quoted,
+  refuseUnknownKeys,
+  stringAt,
+  subnetAt,
+} from './config-values.ts';
 import { formatSubnet } from './ipam-range.ts';
 import { IGNORED_KEYS } from './whereabouts-keys.ts';
 
@@ -32,7 +41,17 @@ export interface TranslatedIpam {
 /** Where host-local keeps its reservations when the config names no `dataDir`. */
 export const HOST_LOCAL_DEFAULT_DATA_DIR = '/var/lib/cni/networks';
 
-const HOST_LOCAL_KEYS: ReadonlySet<string> = new Set(['type', 'subnet', 'rangeStart', 'rangeEnd', 'gateway', 'ranges', 'routes', 'dataDir', 'resolvConf']);
+const HOST_LOCAL_KEYS: ReadonlySet<string> = new Set([
+  'type',
+  'subnet',
+  'rangeStart',
+  'rangeEnd',
+  'gateway',
+  'ranges',
+  'routes',
+  'dataDir',
+  'resolvConf',
+]);
 const HOST_LOCAL_RANGE_KEYS: ReadonlySet<string> = new Set(['subnet', 'rangeStart', 'rangeEnd', 'gateway']);
 
 /** The primary's IPAM section `ipam` (found at `path`) as Warren's; throws INVALID_CONFIG when it cannot be. */
@@ -56,7 +75,8 @@ export function translateIpam(ipam: unknown, path: string): TranslatedIpam {
     default:
       throw invalid(
         `${path}.type`,
-        `IPAM ${quoted(type)} cannot be taken over: Warren translates host-local and whereabouts (name a ` + `primary that uses one with --primary-config, or write Warren's IPAM into the primary yourself)`,
+        `IPAM ${quoted(type)} cannot be taken over: Warren translates host-local and whereabouts (name a ` +
+          `primary that uses one with --primary-config, or write Warren's IPAM into the primary yourself)`,
       );
   }
 }
@@ -66,27 +86,46 @@ function fromHostLocal(ipam: Record<string, unknown>, path: string): TranslatedI
   const notes: string[] = [];
   // Go's decoder leaves a key given as null (or resolvConf as "") unset: host-local ignores it.
   if (ipam.resolvConf !== undefined && ipam.resolvConf !== null && ipam.resolvConf !== '') {
-    throw invalid(`${path}.resolvConf`, 'host-local reads DNS servers from this file at every ADD; Warren takes DNS from ipam.dns only, so it ' + 'cannot stand in for it');
+    throw invalid(
+      `${path}.resolvConf`,
+      'host-local reads DNS servers from this file at every ADD; Warren takes DNS from ipam.dns only, so it ' +
+        'cannot stand in for it',
+    );
   }
   let dataDir = HOST_LOCAL_DEFAULT_DATA_DIR;
   // Go's decoder leaves "" as unset too: host-local then uses its default.
   if (ipam.dataDir !== undefined && ipam.dataDir !== null) {
     const given = stringAt(ipam.dataDir, `${path}.dataDir`);
-    if (given !== '' && !isAbsolute(given)) throw invalid(`${path}.dataDir`, `${quoted(given)} is not an absolute path: Warren imports host-local's reservations from it before ` + `taking the range over`);
+    if (given !== '' && !isAbsolute(given))
+      throw invalid(
+        `${path}.dataDir`,
+        `${quoted(given)} is not an absolute path: Warren imports host-local's reservations from it before ` +
+          `taking the range over`,
+      );
     if (given !== '') dataDir = given;
-    notes.push(`${path}.dataDir dropped: host-local's own state; Warren keeps addresses in the agent's store ` + `(host-local's reservations there are imported first)`);
+    notes.push(
+      `${path}.dataDir dropped: host-local's own state; Warren keeps addresses in the agent's store ` +
+        `(host-local's reservations there are imported first)`,
+    );
   }
   const ranges: Record<string, unknown>[] = [];
   if (ipam.subnet !== undefined) {
     // host-local puts the old single range first, before the range sets.
-    ranges.push(rangeOf({ subnet: ipam.subnet, rangeStart: ipam.rangeStart, rangeEnd: ipam.rangeEnd, gateway: ipam.gateway }, path));
+    ranges.push(
+      rangeOf(
+        { subnet: ipam.subnet, rangeStart: ipam.rangeStart, rangeEnd: ipam.rangeEnd, gateway: ipam.gateway },
+        path,
+      ),
+    );
   } else {
     for (const key of ['rangeStart', 'rangeEnd', 'gateway'] as const) {
-      if (ipam[key] !== undefined) throw invalid(`${path}.${key}`, 'needs "subnet" beside it (host-local ignores it without one)');
+      if (ipam[key] !== undefined)
+        throw invalid(`${path}.${key}`, 'needs "subnet" beside it (host-local ignores it without one)');
     }
   }
   if (ipam.ranges !== undefined) {
-    if (!Array.isArray(ipam.ranges)) throw invalid(`${path}.ranges`, `must be a list of range sets, got ${describe(ipam.ranges)}`);
+    if (!Array.isArray(ipam.ranges))
+      throw invalid(`${path}.ranges`, `must be a list of range sets, got ${describe(ipam.ranges)}`);
     ipam.ranges.forEach((set, i) => {
       const at = `${path}.ranges[${i}]`;
       if (!Array.isArray(set)) throw invalid(at, `must be a range set (a list of ranges), got ${describe(set)}`);
@@ -95,7 +134,8 @@ function fromHostLocal(ipam: Record<string, unknown>, path: string): TranslatedI
           at,
           set.length === 0
             ? 'is an empty range set'
-            : `holds ${set.length} ranges: host-local draws one address from any of them, Warren gives one ` + `address per range, so the meaning would change (keep one range per set)`,
+            : `holds ${set.length} ranges: host-local draws one address from any of them, Warren gives one ` +
+                `address per range, so the meaning would change (keep one range per set)`,
         );
       }
       const range = set[0];
@@ -104,7 +144,8 @@ function fromHostLocal(ipam: Record<string, unknown>, path: string): TranslatedI
       ranges.push(rangeOf(range, `${at}[0]`));
     });
   }
-  if (ranges.length === 0) throw invalid(path, 'host-local section has neither "subnet" nor "ranges": there is no address to hand out');
+  if (ranges.length === 0)
+    throw invalid(path, 'host-local section has neither "subnet" nor "ranges": there is no address to hand out');
   const out: Record<string, unknown> = { type: 'warren', ipRanges: ranges };
   if (ipam.routes !== undefined) out.routes = ipam.routes;
   return { ipam: out, notes, hostLocalDataDir: dataDir };
@@ -118,14 +159,22 @@ function rangeOf(range: Record<string, unknown>, path: string): Record<string, u
   if (written !== undefined && written.address.value !== subnet.address.value) {
     // host-local starts counting from the address written (or refuses it, by version): either
     // way not what the masked subnet would give, so the meaning cannot be kept.
-    throw invalid(subnetPath, `${quoted(String(range.subnet))} has host bits set; write the network address, ${formatSubnet(subnet)}`);
+    throw invalid(
+      subnetPath,
+      `${quoted(String(range.subnet))} has host bits set; write the network address, ${formatSubnet(subnet)}`,
+    );
   }
   const bits = bitsOf(subnet.address.family);
-  if (subnet.length > bits - 2) throw invalid(subnetPath, `${formatSubnet(subnet)} is too small: host-local refuses subnets without a network and a gateway address`);
+  if (subnet.length > bits - 2)
+    throw invalid(
+      subnetPath,
+      `${formatSubnet(subnet)} is too small: host-local refuses subnets without a network and a gateway address`,
+    );
   const inSubnet = (key: 'rangeStart' | 'rangeEnd' | 'gateway'): string | undefined => {
     if (range[key] === undefined || range[key] === null) return undefined;
     const ip = ipAt(range[key], `${path}.${key}`);
-    if (!contains(subnet, ip)) throw invalid(`${path}.${key}`, `${formatIP(ip)} is outside ${formatSubnet(subnet)} (host-local refuses it)`);
+    if (!contains(subnet, ip))
+      throw invalid(`${path}.${key}`, `${formatIP(ip)} is outside ${formatSubnet(subnet)} (host-local refuses it)`);
     return formatIP(ip);
   };
   const out: Record<string, unknown> = { range: formatSubnet(subnet) };

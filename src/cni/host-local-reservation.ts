@@ -46,8 +46,16 @@ export function parseReservation(text: string): ReservationOwner {
   // host-local trims the container ID when it writes and when it matches; so does this.
   const containerID = (at < 0 ? text : text.slice(0, at)).trim();
   const ifname = at < 0 ? LEGACY_IFNAME : text.slice(at + LINE_BREAK.length).trim();
-  if (!isValidContainerID(containerID)) return { ok: false, reason: `container ID "${printable(containerID.slice(0, 80))}" is not a valid CNI container ID` };
-  if (!isValidIfname(ifname)) return { ok: false, reason: `interface name "${printable(ifname.slice(0, 80))}" is not a valid CNI interface name` };
+  if (!isValidContainerID(containerID))
+    return {
+      ok: false,
+      reason: `container ID "${printable(containerID.slice(0, 80))}" is not a valid CNI container ID`,
+    };
+  if (!isValidIfname(ifname))
+    return {
+      ok: false,
+      reason: `interface name "${printable(ifname.slice(0, 80))}" is not a valid CNI interface name`,
+    };
   return { ok: true, containerID, ifname, legacy: at < 0 };
 }
 

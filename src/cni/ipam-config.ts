@@ -20,7 +20,19 @@ import { formatIP } from '../ipam/address.ts';
 import { networkNameProblem } from '../ipam/pool-key.ts';
 import type { RangeSpec } from '../ipam/range.ts';
 import type { StoreKind } from '../store/store.ts';
-import { describe, invalid, ipAt, isPlainObject, optionalBoolean, optionalString, quoted, refuseUnknownKeys, stringAt, stringListAt, subnetAt } from './config-values.ts';
+import {
+  describe,
+  invalid,
+  ipAt,
+  isPlainObject,
+  optionalBoolean,
+  optionalString,
+  quoted,
+  refuseUnknownKeys,
+  stringAt,
+  stringListAt,
+  subnetAt,
+} from './config-values.ts';
 import { formatSubnet, parseRange, refuseOverlaps } from './ipam-range.ts';
 import { IGNORED_KEYS, checkIgnored } from './whereabouts-keys.ts';
 
@@ -86,7 +98,15 @@ const TOP_KEYS: ReadonlySet<string> = new Set([
   'store',
 ]);
 /** Whereabouts' RangeConfiguration keys, plus Warren's per-range gateway and block size. */
-const RANGE_KEYS: ReadonlySet<string> = new Set(['range', 'range_start', 'range_end', 'exclude', 'enable_l3', 'gateway', 'block_size']);
+const RANGE_KEYS: ReadonlySet<string> = new Set([
+  'range',
+  'range_start',
+  'range_end',
+  'exclude',
+  'enable_l3',
+  'gateway',
+  'block_size',
+]);
 const ROUTE_KEYS: ReadonlySet<string> = new Set(['dst', 'gw']);
 const DNS_KEYS: ReadonlySet<string> = new Set(['nameservers', 'domain', 'search', 'options']);
 
@@ -102,7 +122,8 @@ function parseRoutes(value: unknown, path: string): Route[] {
     const route: { dst: string; gw?: string } = { dst: formatSubnet(dst) };
     if (item.gw !== undefined) {
       const gw = ipAt(item.gw, `${at}.gw`);
-      if (gw.family !== dst.address.family) throw invalid(`${at}.gw`, `IPv${gw.family} gateway for an IPv${dst.address.family} destination`);
+      if (gw.family !== dst.address.family)
+        throw invalid(`${at}.gw`, `IPv${gw.family} gateway for an IPv${dst.address.family} destination`);
       route.gw = formatIP(gw);
     }
     return route;
@@ -149,36 +170,51 @@ export function parseIpamConfig(value: unknown, path = 'ipam'): IpamConfig {
   // Whereabouts' defaults (true, false) describe what it does; Warren always does the safe thing,
   // so only the other value is worth a word.
   if (optionalBoolean(value.enable_overlapping_ranges, `${path}.enable_overlapping_ranges`) === false) {
-    ignoredKeys.push({ path: `${path}.enable_overlapping_ranges`, reason: 'Warren keeps every address unique within a network_name whatever this says' });
+    ignoredKeys.push({
+      path: `${path}.enable_overlapping_ranges`,
+      reason: 'Warren keeps every address unique within a network_name whatever this says',
+    });
   }
   if (optionalBoolean(value.exclude_gateway, `${path}.exclude_gateway`) === false) {
-    ignoredKeys.push({ path: `${path}.exclude_gateway`, reason: 'Warren never hands out a gateway address that lies in a range' });
+    ignoredKeys.push({
+      path: `${path}.exclude_gateway`,
+      reason: 'Warren never hands out a gateway address that lies in a range',
+    });
   }
   const topL3 = optionalBoolean(value.enable_l3, `${path}.enable_l3`) ?? false;
   if (value.addresses !== undefined) {
-    if (!Array.isArray(value.addresses)) throw invalid(`${path}.addresses`, `must be a list, got ${describe(value.addresses)}`);
+    if (!Array.isArray(value.addresses))
+      throw invalid(`${path}.addresses`, `must be a list, got ${describe(value.addresses)}`);
     if (value.addresses.length > 0) {
       throw invalid(
         `${path}.addresses`,
-        'static addresses would give every attachment of this network the same address, and Warren hands an ' + 'address to one attachment only; use a range (a /32 or /128 for one address) or request the address ' + 'with CNI_ARGS IP= or the ips capability',
+        'static addresses would give every attachment of this network the same address, and Warren hands an ' +
+          'address to one attachment only; use a range (a /32 or /128 for one address) or request the address ' +
+          'with CNI_ARGS IP= or the ips capability',
       );
     }
   }
   const socket = optionalString(value.socket, `${path}.socket`);
-  if (socket !== undefined && !socket.startsWith('/')) throw invalid(`${path}.socket`, `${quoted(socket)} must be an absolute path`);
+  if (socket !== undefined && !socket.startsWith('/'))
+    throw invalid(`${path}.socket`, `${quoted(socket)} must be an absolute path`);
   const journalDir = optionalString(value.journal_dir, `${path}.journal_dir`);
-  if (journalDir !== undefined && !journalDir.startsWith('/')) throw invalid(`${path}.journal_dir`, `${quoted(journalDir)} must be an absolute path`);
+  if (journalDir !== undefined && !journalDir.startsWith('/'))
+    throw invalid(`${path}.journal_dir`, `${quoted(journalDir)} must be an absolute path`);
   let cooldownSeconds = 0;
   if (value.cooldown_seconds !== undefined) {
     const c = value.cooldown_seconds;
     if (typeof c !== 'number' || !Number.isInteger(c) || c < 0 || c > 86_400) {
-      throw invalid(`${path}.cooldown_seconds`, `must be a whole number of seconds from 0 to 86400, got ${describe(c)}`);
+      throw invalid(
+        `${path}.cooldown_seconds`,
+        `must be a whole number of seconds from 0 to 86400, got ${describe(c)}`,
+      );
     }
     cooldownSeconds = c;
   }
   const sharedGateway = value.gateway === undefined ? undefined : ipAt(value.gateway, `${path}.gateway`);
   const store = optionalString(value.store, `${path}.store`);
-  if (store !== undefined && store !== 'sqlite' && store !== 'etcd') throw invalid(`${path}.store`, `must be "sqlite" or "etcd", got ${describe(store)}`);
+  if (store !== undefined && store !== 'sqlite' && store !== 'etcd')
+    throw invalid(`${path}.store`, `must be "sqlite" or "etcd", got ${describe(store)}`);
 
   const ranges: RangeSpec[] = [];
   const rangePaths: string[] = [];
@@ -186,21 +222,40 @@ export function parseIpamConfig(value: unknown, path = 'ipam'): IpamConfig {
     // Whereabouts silently drops these without a `range`; an exclusion that does nothing is how
     // addresses meant to stay free get handed out, so say so instead.
     for (const key of ['range_start', 'range_end', 'exclude'] as const) {
-      if (value[key] !== undefined) throw invalid(`${path}.${key}`, 'needs "range" beside it (it does not apply to ipRanges entries: give each entry its own)');
+      if (value[key] !== undefined)
+        throw invalid(
+          `${path}.${key}`,
+          'needs "range" beside it (it does not apply to ipRanges entries: give each entry its own)',
+        );
     }
   } else {
-    const raw = { range: value.range, range_start: value.range_start, range_end: value.range_end, exclude: value.exclude, gateway: undefined, block_size: value.block_size };
+    const raw = {
+      range: value.range,
+      range_start: value.range_start,
+      range_end: value.range_end,
+      exclude: value.exclude,
+      gateway: undefined,
+      block_size: value.block_size,
+    };
     ranges.push(parseRange(raw, path, networkName, topL3, sharedGateway));
     rangePaths.push(`${path}.range`);
   }
   if (value.ipRanges !== undefined) {
-    if (!Array.isArray(value.ipRanges)) throw invalid(`${path}.ipRanges`, `must be a list of ranges, got ${describe(value.ipRanges)}`);
+    if (!Array.isArray(value.ipRanges))
+      throw invalid(`${path}.ipRanges`, `must be a list of ranges, got ${describe(value.ipRanges)}`);
     value.ipRanges.forEach((item, i) => {
       const at = `${path}.ipRanges[${i}]`;
       if (!isPlainObject(item)) throw invalid(at, `must be an object, got ${describe(item)}`);
       refuseUnknownKeys(item, RANGE_KEYS, at);
       const l3 = topL3 || (optionalBoolean(item.enable_l3, `${at}.enable_l3`) ?? false);
-      const raw = { range: item.range, range_start: item.range_start, range_end: item.range_end, exclude: item.exclude, gateway: item.gateway, block_size: item.block_size ?? value.block_size };
+      const raw = {
+        range: item.range,
+        range_start: item.range_start,
+        range_end: item.range_end,
+        exclude: item.exclude,
+        gateway: item.gateway,
+        block_size: item.block_size ?? value.block_size,
+      };
       ranges.push(parseRange(raw, at, networkName, l3, sharedGateway));
       rangePaths.push(`${at}.range`);
     });
@@ -208,7 +263,10 @@ export function parseIpamConfig(value: unknown, path = 'ipam'): IpamConfig {
   if (ranges.length === 0) throw invalid(path, 'needs "range" or a non-empty "ipRanges"');
   refuseOverlaps(ranges, rangePaths, value.enable_overlapping_ranges !== undefined);
   if (sharedGateway !== undefined && !ranges.some((r) => r.family === sharedGateway.family)) {
-    throw invalid(`${path}.gateway`, `IPv${sharedGateway.family} gateway ${formatIP(sharedGateway)} but no IPv${sharedGateway.family} range`);
+    throw invalid(
+      `${path}.gateway`,
+      `IPv${sharedGateway.family} gateway ${formatIP(sharedGateway)} but no IPv${sharedGateway.family} range`,
+    );
   }
   const config: { -readonly [K in keyof IpamConfig]: IpamConfig[K] } = {
     type,

@@ -6,7 +6,18 @@
  * Guarantees: every problem is an INVALID_CONFIG error whose message starts with the path of the
  * offending key; a range that parses has at least one allocatable address and a pool key.
  */
-import { type Cidr, type IPAddress, bitsOf, contains, formatCidr, formatIP, lastOf, networkOf, parseCidr, parseIP } from '../ipam/address.ts';
+import {
+  type Cidr,
+  type IPAddress,
+  bitsOf,
+  contains,
+  formatCidr,
+  formatIP,
+  lastOf,
+  networkOf,
+  parseCidr,
+  parseIP,
+} from '../ipam/address.ts';
 import { poolKeyOf, subnetsOverlap } from '../ipam/pool-key.ts';
 import { DEFAULT_BLOCK_PREFIX, type RangeSpec } from '../ipam/range.ts';
 import { describe, invalid, ipAt, quoted, stringAt, subnetAt } from './config-values.ts';
@@ -29,7 +40,13 @@ export interface RawRange {
  * address of the subnet is. (Whereabouts also leaves out IPv6's all-ones address; Warren hands
  * it out.) `range_start` and `range_end` narrow that span.
  */
-export function parseRange(raw: RawRange, path: string, networkName: string, l3: boolean, sharedGateway?: IPAddress): RangeSpec {
+export function parseRange(
+  raw: RawRange,
+  path: string,
+  networkName: string,
+  l3: boolean,
+  sharedGateway?: IPAddress,
+): RangeSpec {
   const rangeText = stringAt(raw.range, `${path}.range`);
   let subnet: Cidr;
   let explicitStart: IPAddress | undefined;
@@ -40,7 +57,10 @@ export function parseRange(raw: RawRange, path: string, networkName: string, l3:
     const slash = rangeText.lastIndexOf('/');
     const startIP = parseIP(rangeText.slice(0, dash));
     const endIP = parseIP(rangeText.slice(dash + 1, slash < 0 ? undefined : slash));
-    const cidr = slash < 0 || startIP === undefined ? undefined : parseCidr(`${rangeText.slice(0, dash)}${rangeText.slice(slash)}`);
+    const cidr =
+      slash < 0 || startIP === undefined
+        ? undefined
+        : parseCidr(`${rangeText.slice(0, dash)}${rangeText.slice(slash)}`);
     if (cidr === undefined || startIP === undefined || endIP === undefined || endIP.family !== startIP.family) {
       throw invalid(`${path}.range`, `${quoted(rangeText)} is not a CIDR or a start-end/length range`);
     }
@@ -50,7 +70,8 @@ export function parseRange(raw: RawRange, path: string, networkName: string, l3:
     }
     explicitStart = startIP;
     explicitEnd = endIP;
-    if (!contains(subnet, endIP)) throw invalid(`${path}.range`, `end ${formatIP(endIP)} is outside ${formatSubnet(subnet)}`);
+    if (!contains(subnet, endIP))
+      throw invalid(`${path}.range`, `end ${formatIP(endIP)} is outside ${formatSubnet(subnet)}`);
   } else {
     subnet = subnetAt(rangeText, `${path}.range`, false);
   }
@@ -58,7 +79,10 @@ export function parseRange(raw: RawRange, path: string, networkName: string, l3:
   const subnetText = formatSubnet(subnet);
   if (raw.range_start !== undefined) explicitStart = ipAt(raw.range_start, `${path}.range_start`);
   if (raw.range_end !== undefined) explicitEnd = ipAt(raw.range_end, `${path}.range_end`);
-  for (const [key, ip] of [['range_start', explicitStart], ['range_end', explicitEnd]] as const) {
+  for (const [key, ip] of [
+    ['range_start', explicitStart],
+    ['range_end', explicitEnd],
+  ] as const) {
     if (ip !== undefined && !contains(subnet, ip)) {
       throw invalid(`${path}.${key}`, `${formatIP(ip)} is outside range ${subnetText}`);
     }
@@ -72,17 +96,24 @@ export function parseRange(raw: RawRange, path: string, networkName: string, l3:
   const first = explicitStart !== undefined && explicitStart.value > firstHost ? explicitStart.value : firstHost;
   const last = explicitEnd !== undefined && explicitEnd.value < lastHost ? explicitEnd.value : lastHost;
   if (explicitStart !== undefined && explicitEnd !== undefined && explicitStart.value > explicitEnd.value) {
-    throw invalid(`${path}.${dash >= 0 ? 'range' : 'range_end'}`, `${formatIP(explicitEnd)} comes before range_start ${formatIP(explicitStart)}`);
+    throw invalid(
+      `${path}.${dash >= 0 ? 'range' : 'range_end'}`,
+      `${formatIP(explicitEnd)} comes before range_start ${formatIP(explicitStart)}`,
+    );
   }
   if (first > last) throw invalid(`${path}.range`, `${subnetText} has no allocatable addresses`);
 
   const excluded: Array<[bigint, bigint]> = [];
   if (raw.exclude !== undefined) {
-    if (!Array.isArray(raw.exclude)) throw invalid(`${path}.exclude`, `must be a list of CIDRs, got ${describe(raw.exclude)}`);
+    if (!Array.isArray(raw.exclude))
+      throw invalid(`${path}.exclude`, `must be a list of CIDRs, got ${describe(raw.exclude)}`);
     raw.exclude.forEach((item, i) => {
       const cidr = subnetAt(item, `${path}.exclude[${i}]`, true);
       if (cidr.address.family !== family) {
-        throw invalid(`${path}.exclude[${i}]`, `IPv${cidr.address.family} exclusion in IPv${family} range ${subnetText}`);
+        throw invalid(
+          `${path}.exclude[${i}]`,
+          `IPv${cidr.address.family} exclusion in IPv${family} range ${subnetText}`,
+        );
       }
       excluded.push([networkOf(cidr), lastOf(cidr)]);
     });
@@ -92,7 +123,8 @@ export function parseRange(raw: RawRange, path: string, networkName: string, l3:
   let gateway: IPAddress | undefined;
   if (raw.gateway !== undefined) {
     gateway = ipAt(raw.gateway, `${path}.gateway`);
-    if (gateway.family !== family) throw invalid(`${path}.gateway`, `IPv${gateway.family} gateway for IPv${family} range ${subnetText}`);
+    if (gateway.family !== family)
+      throw invalid(`${path}.gateway`, `IPv${gateway.family} gateway for IPv${family} range ${subnetText}`);
   } else if (sharedGateway !== undefined && sharedGateway.family === family) {
     gateway = sharedGateway;
   }
@@ -102,11 +134,23 @@ export function parseRange(raw: RawRange, path: string, networkName: string, l3:
   if (raw.block_size !== undefined) {
     const b = raw.block_size;
     if (typeof b !== 'number' || !Number.isInteger(b) || b < subnet.length || b > bits) {
-      throw invalid(`${path}.block_size`, `must be a prefix length from ${subnet.length} (the range's own) to ${bits}, got ${describe(b)}`);
+      throw invalid(
+        `${path}.block_size`,
+        `must be a prefix length from ${subnet.length} (the range's own) to ${bits}, got ${describe(b)}`,
+      );
     }
     blockPrefix = b;
   }
-  return { ...spec, subnet: subnetText, first, last, excluded, gateway, pool: poolKeyOf(spec, networkName), blockPrefix };
+  return {
+    ...spec,
+    subnet: subnetText,
+    first,
+    last,
+    excluded,
+    gateway,
+    pool: poolKeyOf(spec, networkName),
+    blockPrefix,
+  };
 }
 
 /** A subnet as canonical text: its network address, whatever host bits were written. */
@@ -121,10 +165,20 @@ export function formatSubnet(cidr: Cidr): string {
  * finds any overlap in O(n log n): CIDRs nest or are disjoint, so a range overlaps an earlier one
  * exactly when it overlaps the earlier range reaching furthest.
  */
-export function refuseOverlaps(ranges: readonly RangeSpec[], paths: readonly string[], overlappingKeyGiven: boolean): void {
+export function refuseOverlaps(
+  ranges: readonly RangeSpec[],
+  paths: readonly string[],
+  overlappingKeyGiven: boolean,
+): void {
   const order = ranges.map((_, i) => i);
   const at = (i: number): RangeSpec => ranges[i] as RangeSpec;
-  order.sort((i, j) => at(i).family - at(j).family || compareBig(at(i).network, at(j).network) || at(i).prefixLength - at(j).prefixLength || i - j);
+  order.sort(
+    (i, j) =>
+      at(i).family - at(j).family ||
+      compareBig(at(i).network, at(j).network) ||
+      at(i).prefixLength - at(j).prefixLength ||
+      i - j,
+  );
   let reach: number | undefined;
   for (const i of order) {
     const range = at(i);
@@ -132,9 +186,13 @@ export function refuseOverlaps(ranges: readonly RangeSpec[], paths: readonly str
       const [earlier, later] = reach < i ? [reach, i] : [i, reach];
       const a = at(earlier);
       const b = at(later);
-      if (a.subnet === b.subnet) throw invalid(paths[later] as string, `${b.subnet} is listed twice (also at ${paths[earlier]})`);
+      if (a.subnet === b.subnet)
+        throw invalid(paths[later] as string, `${b.subnet} is listed twice (also at ${paths[earlier]})`);
       const note = overlappingKeyGiven ? ', whatever enable_overlapping_ranges says' : '';
-      throw invalid(paths[later] as string, `${b.subnet} overlaps ${a.subnet} at ${paths[earlier]}: ranges of one network must not share addresses${note}`);
+      throw invalid(
+        paths[later] as string,
+        `${b.subnet} overlaps ${a.subnet} at ${paths[earlier]}: ranges of one network must not share addresses${note}`,
+      );
     }
     if (reach === undefined || at(reach).family !== range.family || subnetEnd(range) > subnetEnd(at(reach))) reach = i;
   }

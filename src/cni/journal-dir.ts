@@ -84,9 +84,17 @@ export function checkPrivateDir(dir: string, options: PrivateDirOptions): void {
   try {
     const st = fstatSync(fd);
     const uid = process.getuid?.();
-    if (uid !== undefined && st.uid !== uid) throw refuse(dir, `belongs to uid ${st.uid}, not to uid ${uid} that runs Warren; another user could ${options.risk}`);
+    if (uid !== undefined && st.uid !== uid)
+      throw refuse(
+        dir,
+        `belongs to uid ${st.uid}, not to uid ${uid} that runs Warren; another user could ${options.risk}`,
+      );
     if ((st.mode & 0o022) !== 0) {
-      throw refuse(dir, `is writable by its group or others (mode ${(st.mode & 0o777).toString(8).padStart(3, '0')}); make ` + `it 0700 after checking what is in it`);
+      throw refuse(
+        dir,
+        `is writable by its group or others (mode ${(st.mode & 0o777).toString(8).padStart(3, '0')}); make ` +
+          `it 0700 after checking what is in it`,
+      );
     }
     if (options.tighten === true && (st.mode & 0o777) !== 0o700) fchmodSync(fd, 0o700);
   } finally {

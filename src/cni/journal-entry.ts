@@ -51,7 +51,9 @@ export interface JournalEntry {
   readonly reason: string;
 }
 
-export type Decoded = { readonly kind: 'entry'; readonly entry: JournalEntry } | { readonly kind: 'invalid'; readonly reason: string };
+export type Decoded =
+  | { readonly kind: 'entry'; readonly entry: JournalEntry }
+  | { readonly kind: 'invalid'; readonly reason: string };
 
 /**
  * Every name either scheme makes: a letter or digit first (never a dot-file, never "." or ".."),
@@ -71,7 +73,8 @@ function percentEncode(text: string): string {
 
 /** Why an owner cannot be journaled, or undefined when it can. */
 export function ownerProblem(owner: Owner): string | undefined {
-  if (!isValidContainerID(owner.containerID)) return 'container ID is not 1-255 letters, digits, "_", "." or "-" starting with a letter or digit';
+  if (!isValidContainerID(owner.containerID))
+    return 'container ID is not 1-255 letters, digits, "_", "." or "-" starting with a letter or digit';
   if (!isValidNetworkName(owner.network)) return 'network name is not valid';
   // A lone surrogate has no UTF-8 spelling (it would encode as U+FFFD, the same as U+FFFD itself),
   // and no runtime can pass one: environment variables are bytes.
@@ -109,7 +112,10 @@ function fnv1a(text: string): string {
 export function legacyJournalFileName(owner: Owner): string {
   const problem = ownerProblem(owner);
   if (problem !== undefined) throw new Error(`cannot journal this release: ${problem}`);
-  const id = owner.containerID.length <= 100 ? owner.containerID : `${owner.containerID.slice(0, 64)}~${fnv1a(owner.containerID)}`;
+  const id =
+    owner.containerID.length <= 100
+      ? owner.containerID
+      : `${owner.containerID.slice(0, 64)}~${fnv1a(owner.containerID)}`;
   return `${id}_${percentEncode(owner.ifname)}_${fnv1a(owner.network)}${JOURNAL_SUFFIX}`;
 }
 
@@ -118,7 +124,16 @@ export function encodeEntry(entry: JournalEntry): string {
 }
 
 /** The fields of an entry: JournalEntry's, and no others. */
-const ENTRY_FIELDS: ReadonlySet<string> = new Set(['format', 'network', 'containerID', 'ifname', 'netns', 'recordedAt', 'stamp', 'reason']);
+const ENTRY_FIELDS: ReadonlySet<string> = new Set([
+  'format',
+  'network',
+  'containerID',
+  'ifname',
+  'netns',
+  'recordedAt',
+  'stamp',
+  'reason',
+]);
 /** A boot ID as Linux draws it (a UUID), or what a test clock names its boot: short, printable. */
 const BOOT = /^[A-Za-z0-9-]{1,64}$/;
 
@@ -152,12 +167,14 @@ export function decodeEntry(name: string, text: string): Decoded {
     if (typeof r[key] !== 'string') return { kind: 'invalid', reason: `${key} is missing or not a string` };
   }
   if (r.netns !== undefined && typeof r.netns !== 'string') return { kind: 'invalid', reason: 'netns is not a string' };
-  if (typeof r.recordedAt !== 'number' || !Number.isFinite(r.recordedAt)) return { kind: 'invalid', reason: 'recordedAt is not a number' };
+  if (typeof r.recordedAt !== 'number' || !Number.isFinite(r.recordedAt))
+    return { kind: 'invalid', reason: 'recordedAt is not a number' };
   const badStamp = r.stamp === undefined ? undefined : stampProblem(r.stamp);
   if (badStamp !== undefined) return { kind: 'invalid', reason: badStamp };
   const owner = { network: r.network as string, containerID: r.containerID as string, ifname: r.ifname as string };
   const problem = ownerProblem(owner);
   if (problem !== undefined) return { kind: 'invalid', reason: problem };
-  if (journalFileName(owner) !== name && legacyJournalFileName(owner) !== name) return { kind: 'invalid', reason: 'file name does not match its content' };
+  if (journalFileName(owner) !== name && legacyJournalFileName(owner) !== name)
+    return { kind: 'invalid', reason: 'file name does not match its content' };
   return { kind: 'entry', entry: r as unknown as JournalEntry };
 }

@@ -8,7 +8,14 @@ import { isPlainObject, textOf } from '../core/validate.ts';
 import { type IPAddress, parseCidr, parseIP } from '../ipam/address.ts';
 import { invalid } from './config-values.ts';
 import { type IpamConfig, parseIpamConfig } from './ipam-config.ts';
-import { type CniCommand, type CniVersion, COMMAND_SINCE, SUPPORTED_VERSIONS, compareVersions, isSupportedVersion } from './spec.ts';
+import {
+  type CniCommand,
+  type CniVersion,
+  COMMAND_SINCE,
+  SUPPORTED_VERSIONS,
+  compareVersions,
+  isSupportedVersion,
+} from './spec.ts';
 import { isValidNetworkName, printable } from './args.ts';
 
 export interface Attachment {
@@ -39,13 +46,24 @@ export function parseNetConf(raw: unknown, command: CniCommand): NetConf {
   const version = raw.cniVersion;
   if (typeof version !== 'string' || version === '') throw invalid('cniVersion', 'missing or not a string');
   if (!isSupportedVersion(version)) {
-    throw new WarrenError('INCOMPATIBLE_VERSION', `cniVersion "${printable(version)}" is not supported; Warren speaks ${SUPPORTED_VERSIONS.join(', ')}`);
+    throw new WarrenError(
+      'INCOMPATIBLE_VERSION',
+      `cniVersion "${printable(version)}" is not supported; Warren speaks ${SUPPORTED_VERSIONS.join(', ')}`,
+    );
   }
   if (compareVersions(version, COMMAND_SINCE[command]) < 0) {
-    throw new WarrenError('INCOMPATIBLE_VERSION', `${command} needs cniVersion ${COMMAND_SINCE[command]} or later; the config says ${version}`);
+    throw new WarrenError(
+      'INCOMPATIBLE_VERSION',
+      `${command} needs cniVersion ${COMMAND_SINCE[command]} or later; the config says ${version}`,
+    );
   }
   if (typeof raw.name !== 'string' || !isValidNetworkName(raw.name)) {
-    throw invalid('name', raw.name === undefined ? 'missing' : `"${printable(textOf(raw.name))}" must be letters, digits, "_", "." or "-", starting with a letter or digit`);
+    throw invalid(
+      'name',
+      raw.name === undefined
+        ? 'missing'
+        : `"${printable(textOf(raw.name))}" must be letters, digits, "_", "." or "-", starting with a letter or digit`,
+    );
   }
   if (raw.ipam === undefined) throw invalid('ipam', 'missing');
   const ipam = parseIpamConfig(raw.ipam);
@@ -81,7 +99,8 @@ function previousIPs(prev: unknown): IPAddress[] {
   const ips = prev.ips ?? [];
   if (!Array.isArray(ips)) throw invalid('prevResult.ips', 'must be a list');
   return ips.map((item, i) => {
-    const address = isPlainObject(item) && typeof item.address === 'string' ? parseCidr(item.address)?.address : undefined;
+    const address =
+      isPlainObject(item) && typeof item.address === 'string' ? parseCidr(item.address)?.address : undefined;
     if (address === undefined) throw invalid(`prevResult.ips[${i}].address`, 'not an address in CIDR form');
     return address;
   });

@@ -5,7 +5,15 @@
  * them as ignored, with why, so the agent can say once that they do nothing here.
  */
 import { WarrenError } from '../core/errors.ts';
-import { describe, invalid, isPlainObject, optionalBoolean, optionalString, refuseUnknownKeys, stringAt } from './config-values.ts';
+import {
+  describe,
+  invalid,
+  isPlainObject,
+  optionalBoolean,
+  optionalString,
+  refuseUnknownKeys,
+  stringAt,
+} from './config-values.ts';
 
 /** How an ignored key's value is checked: loosely, as whereabouts' Go decoder would. */
 export type ValueCheck = 'string' | 'secret' | 'boolean' | 'integer' | 'kubernetes';
@@ -27,14 +35,26 @@ export const IGNORED_KEYS: ReadonlyMap<string, { readonly check: ValueCheck; rea
   ['etcd_cert_file', { check: 'string', reason: STORE_REASON }],
   ['etcd_ca_cert_file', { check: 'string', reason: STORE_REASON }],
   ['kubernetes', { check: 'kubernetes', reason: STORE_REASON }],
-  ['configuration_path', { check: 'string', reason: "whereabouts' flat-file config; Warren does not read it, so keys set only there do not apply" }],
+  [
+    'configuration_path',
+    {
+      check: 'string',
+      reason: "whereabouts' flat-file config; Warren does not read it, so keys set only there do not apply",
+    },
+  ],
   ['leader_lease_duration', { check: 'integer', reason: LEADER_REASON }],
   ['leader_renew_deadline', { check: 'integer', reason: LEADER_REASON }],
   ['leader_retry_period', { check: 'integer', reason: LEADER_REASON }],
   ['optimistic_ipam', { check: 'boolean', reason: LEADER_REASON }],
-  ['reconciler_cron_expression', { check: 'string', reason: "whereabouts' reconciler schedule; the agent reconciles continuously" }],
+  [
+    'reconciler_cron_expression',
+    { check: 'string', reason: "whereabouts' reconciler schedule; the agent reconciles continuously" },
+  ],
   ['sleep_for_race', { check: 'integer', reason: 'a whereabouts debugging delay' }],
-  ['node_slice_size', { check: 'string', reason: "whereabouts' per-node slices; Warren sizes its per-node blocks with block_size" }],
+  [
+    'node_slice_size',
+    { check: 'string', reason: "whereabouts' per-node slices; Warren sizes its per-node blocks with block_size" },
+  ],
   ['log_file', { check: 'string', reason: LOG_REASON }],
   ['log_level', { check: 'string', reason: LOG_REASON }],
 ]);
@@ -56,7 +76,8 @@ export function checkIgnored(value: unknown, check: ValueCheck, path: string): v
       optionalBoolean(value, path);
       return;
     case 'integer':
-      if (typeof value !== 'number' || !Number.isSafeInteger(value)) throw invalid(path, `must be a whole number, got ${describe(value)}`);
+      if (typeof value !== 'number' || !Number.isSafeInteger(value))
+        throw invalid(path, `must be a whole number, got ${describe(value)}`);
       return;
     case 'kubernetes':
       if (!isPlainObject(value)) throw invalid(path, `must be an object, got ${describe(value)}`);

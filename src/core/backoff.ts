@@ -16,7 +16,9 @@ export class ExponentialBackoff implements BackoffPolicy {
     this.maxMs = options.maxMs ?? 300_000;
     this.factor = options.factor ?? 2;
     if (!(this.initialMs > 0 && this.maxMs >= this.initialMs && this.factor >= 1)) {
-      throw new RangeError(`backoff needs 0 < initial <= max and factor >= 1 (got ${this.initialMs}, ${this.maxMs}, ${this.factor})`);
+      throw new RangeError(
+        `backoff needs 0 < initial <= max and factor >= 1 (got ${this.initialMs}, ${this.maxMs}, ${this.factor})`,
+      );
     }
   }
 

@@ -35,7 +35,13 @@ export function readRegularFile(path: string, maxBytes: number, options: Bounded
     const before = (options.noFollow === true ? lstatSync : statSync)(path, { throwIfNoEntry: false });
     if (before === undefined) return { kind: 'missing' };
     if (!before.isFile()) return { kind: 'not-regular', what: kindOf(before) };
-    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY | (options.noFollow === true ? constants.O_NOFOLLOW : 0));
+    fd = openSync(
+      path,
+      constants.O_RDONLY |
+        constants.O_NONBLOCK |
+        constants.O_NOCTTY |
+        (options.noFollow === true ? constants.O_NOFOLLOW : 0),
+    );
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'ENOENT' || code === 'ENOTDIR') return { kind: 'missing' };
@@ -76,7 +82,14 @@ function readGrown(fd: number, start: Buffer, maxBytes: number): BoundedRead {
   return { kind: 'read', text: buffer.subarray(0, length).toString('utf8') };
 }
 
-function kindOf(st: { isDirectory(): boolean; isFIFO(): boolean; isSocket(): boolean; isCharacterDevice(): boolean; isBlockDevice(): boolean; isSymbolicLink(): boolean }): string {
+function kindOf(st: {
+  isDirectory(): boolean;
+  isFIFO(): boolean;
+  isSocket(): boolean;
+  isCharacterDevice(): boolean;
+  isBlockDevice(): boolean;
+  isSymbolicLink(): boolean;
+}): string {
   if (st.isDirectory()) return 'a directory';
   if (st.isFIFO()) return 'a FIFO';
   if (st.isSocket()) return 'a socket';

@@ -194,7 +194,9 @@ export class DirectoryWatcher implements AsyncIterable<DirectoryEvent> {
 
   #list(): string[] | Error {
     try {
-      return readdirSync(this.#o.dir).filter((n) => this.#include(n)).sort();
+      return readdirSync(this.#o.dir)
+        .filter((n) => this.#include(n))
+        .sort();
     } catch (error) {
       return error as Error;
     }

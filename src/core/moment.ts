@@ -34,7 +34,9 @@ export function momentOf(clock: Clock): Moment {
 
 /** `m` moved by `ms` on both clocks (negative: earlier). */
 export function shifted(m: Moment, ms: number): Moment {
-  return m.stamp === undefined ? { wall: m.wall + ms } : { wall: m.wall + ms, stamp: { boot: m.stamp.boot, at: m.stamp.at + ms } };
+  return m.stamp === undefined
+    ? { wall: m.wall + ms }
+    : { wall: m.wall + ms, stamp: { boot: m.stamp.boot, at: m.stamp.at + ms } };
 }
 
 /** Whether `a` happened at or before `b` (see the module header); `boot`: the boot running now. */
@@ -52,6 +54,7 @@ export function atOrBefore(a: Moment, b: Moment, boot: string | undefined): bool
  * of one boot; otherwise on the wall clock.
  */
 export function msBetween(now: Moment, m: Moment): number {
-  if (now.stamp !== undefined && m.stamp !== undefined && now.stamp.boot === m.stamp.boot) return m.stamp.at - now.stamp.at;
+  if (now.stamp !== undefined && m.stamp !== undefined && now.stamp.boot === m.stamp.boot)
+    return m.stamp.at - now.stamp.at;
   return m.wall - now.wall;
 }

@@ -151,7 +151,9 @@ export class OrderedRetryQueue<E> {
    */
   async settled(keys?: Iterable<string>): Promise<void> {
     const lanes = keys === undefined ? [...this.#lanes.values()] : [...keys].flatMap((k) => this.#lanes.get(k) ?? []);
-    await Promise.all(lanes.filter((l) => l.running).map((l) => new Promise<unknown>((resolve) => l.waiters.add(resolve))));
+    await Promise.all(
+      lanes.filter((l) => l.running).map((l) => new Promise<unknown>((resolve) => l.waiters.add(resolve))),
+    );
   }
 
   /** Events handled successfully since start. */

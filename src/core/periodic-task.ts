@@ -49,7 +49,8 @@ export class PeriodicTask<T> {
    * (its synchronous part runs at once), so a caller knows what happened before it asked.
    */
   runNow(): Promise<T> {
-    const run = this.#last === undefined ? start(this.#o.run) : this.#last.catch(() => undefined).then(() => this.#o.run());
+    const run =
+      this.#last === undefined ? start(this.#o.run) : this.#last.catch(() => undefined).then(() => this.#o.run());
     this.#last = run;
     void run.then(
       () => this.#forget(run),

@@ -45,7 +45,11 @@ export class ItemExponentialRateLimiter implements RateLimiter {
   readonly #failures = new Map<string, number>();
 
   constructor(options: { baseMs?: number; maxMs?: number } = {}) {
-    this.#backoff = new ExponentialBackoff({ initialMs: options.baseMs ?? 5, maxMs: options.maxMs ?? 1_000_000, factor: 2 });
+    this.#backoff = new ExponentialBackoff({
+      initialMs: options.baseMs ?? 5,
+      maxMs: options.maxMs ?? 1_000_000,
+      factor: 2,
+    });
   }
 
   when(key: string): number {
@@ -80,7 +84,8 @@ export class TokenBucketRateLimiter implements RateLimiter {
   constructor(options: { clock: Clock; perSecond?: number; burst?: number }) {
     const perSecond = options.perSecond ?? 10;
     const burst = options.burst ?? 100;
-    if (!(perSecond > 0 && burst >= 1)) throw new RangeError(`a token bucket needs a rate > 0 and a burst >= 1 (got ${perSecond}, ${burst})`);
+    if (!(perSecond > 0 && burst >= 1))
+      throw new RangeError(`a token bucket needs a rate > 0 and a burst >= 1 (got ${perSecond}, ${burst})`);
     this.#clock = options.clock;
     this.#perSecond = perSecond;
     this.#burst = burst;
@@ -235,7 +240,12 @@ export class RateLimitedQueue {
   }
 
   stats(): RateLimitedQueueStats {
-    return { depth: this.#ready.length, processing: this.#processing.size, delayed: this.#delayed.size, retries: this.#retries };
+    return {
+      depth: this.#ready.length,
+      processing: this.#processing.size,
+      delayed: this.#delayed.size,
+      retries: this.#retries,
+    };
   }
 
   /**
@@ -244,7 +254,8 @@ export class RateLimitedQueue {
    */
   async run(handler: (key: string) => Promise<void>, options: RunOptions): Promise<void> {
     const workers = options.workers ?? 1;
-    if (!(Number.isInteger(workers) && workers >= 1)) throw new RangeError(`workers must be a whole number >= 1 (got ${workers})`);
+    if (!(Number.isInteger(workers) && workers >= 1))
+      throw new RangeError(`workers must be a whole number >= 1 (got ${workers})`);
     const { signal } = options;
     const stop = (): void => this.shutDown();
     if (signal.aborted) stop();

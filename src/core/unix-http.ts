@@ -89,7 +89,11 @@ export function requestJson(options: JsonRequest): Promise<JsonResponse> {
   } catch (error) {
     // A body nested too deep (RangeError) or holding a BigInt: the caller's mistake, reported as
     // a failed call rather than thrown past the promise.
-    return Promise.reject(new WarrenError('IO_FAILURE', `request to ${peer.label} cannot be written as JSON: ${(error as Error).message}`, { cause: error }));
+    return Promise.reject(
+      new WarrenError('IO_FAILURE', `request to ${peer.label} cannot be written as JSON: ${(error as Error).message}`, {
+        cause: error,
+      }),
+    );
   }
   const timeoutMs = options.timeoutMs ?? 120_000;
   const maxBytes = options.maxResponseBytes ?? MAX_RESPONSE_BYTES;
@@ -161,7 +165,9 @@ export function requestJson(options: JsonRequest): Promise<JsonResponse> {
       connected = true;
       const requestHead =
         `${options.method} ${options.path} HTTP/1.1\r\nHost: ${peer.host ?? 'localhost'}\r\nConnection: close\r\n` +
-        (payload === undefined ? '' : `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(payload)}\r\n`) +
+        (payload === undefined
+          ? ''
+          : `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(payload)}\r\n`) +
         '\r\n';
       // Not end(): Node's HTTP server drops a connection whose client half-closes before the
       // answer is ready, and answers that wait on a remote store are not ready at once.

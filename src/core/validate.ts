@@ -79,7 +79,8 @@ export function validator<E extends Error>(refuse: (message: string) => E): Vali
     const unknown = unknownKeys(object, allowed);
     if (unknown.length === 0) return;
     const [only] = unknown;
-    if (unknown.length === 1 && only !== undefined && PLAIN_KEY.test(only)) throw invalid(`${path}.${only}`, `unknown key${hintFor(only, allowed)}`);
+    if (unknown.length === 1 && only !== undefined && PLAIN_KEY.test(only))
+      throw invalid(`${path}.${only}`, `unknown key${hintFor(only, allowed)}`);
     throw invalid(path, unknownNamed(unknown, allowed, 'key'));
   };
 
@@ -93,10 +94,12 @@ export function validator<E extends Error>(refuse: (message: string) => E): Vali
     return value;
   };
 
-  const optionalString = (value: unknown, path: string): string | undefined => (value === undefined ? undefined : stringAt(value, path));
+  const optionalString = (value: unknown, path: string): string | undefined =>
+    value === undefined ? undefined : stringAt(value, path);
 
   const optionalBoolean = (value: unknown, path: string): boolean | undefined => {
-    if (value !== undefined && typeof value !== 'boolean') throw invalid(path, `must be a boolean, got ${describe(value)}`);
+    if (value !== undefined && typeof value !== 'boolean')
+      throw invalid(path, `must be a boolean, got ${describe(value)}`);
     return value as boolean | undefined;
   };
 
@@ -150,7 +153,8 @@ function editDistance(a: string, b: string): number {
       const above = rows[i - 1] as number[];
       const cost = a[i - 1] === b[j - 1] ? 0 : 1;
       let d = Math.min((above[j] as number) + 1, (row[j - 1] as number) + 1, (above[j - 1] as number) + cost);
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d = Math.min(d, ((rows[i - 2] as number[])[j - 2] as number) + 1);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1])
+        d = Math.min(d, ((rows[i - 2] as number[])[j - 2] as number) + 1);
       row.push(d);
     }
     rows.push(row);

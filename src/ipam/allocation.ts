@@ -38,7 +38,9 @@ export interface Allocation {
  * wall clock orders it. `here` undefined: every allocation of the store was made on this host.
  */
 export function createdMoment(a: Allocation, here?: string): Moment {
-  return a.createdStamp === undefined || (here !== undefined && a.node !== here) ? { wall: a.createdAt } : { wall: a.createdAt, stamp: a.createdStamp };
+  return a.createdStamp === undefined || (here !== undefined && a.node !== here)
+    ? { wall: a.createdAt }
+    : { wall: a.createdAt, stamp: a.createdStamp };
 }
 
 export interface Owner {

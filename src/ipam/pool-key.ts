@@ -39,11 +39,15 @@ const RESERVED_IN_NAME = /[#@/\s\p{Cc}]/u;
  * means "no name" and gives the bare-subnet key.
  */
 export function networkNameProblem(name: string): string | undefined {
-  if (name.length > MAX_NETWORK_NAME_LENGTH) return `must be at most ${MAX_NETWORK_NAME_LENGTH} characters, got ${name.length}`;
+  if (name.length > MAX_NETWORK_NAME_LENGTH)
+    return `must be at most ${MAX_NETWORK_NAME_LENGTH} characters, got ${name.length}`;
   const bad = RESERVED_IN_NAME.exec(name);
   if (bad !== null) {
     const shown = JSON.stringify(bad[0]);
-    return `must not contain ${shown} (found at character ${bad.index + 1}): "#", "@", "/", whitespace and ` + `control characters separate the parts of Warren's pool and block keys`;
+    return (
+      `must not contain ${shown} (found at character ${bad.index + 1}): "#", "@", "/", whitespace and ` +
+      `control characters separate the parts of Warren's pool and block keys`
+    );
   }
   return undefined;
 }

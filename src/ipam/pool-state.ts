@@ -9,9 +9,7 @@
 import type { RangeSpec } from './range.ts';
 import { RunSet } from './run-set.ts';
 
-export type Pick =
-  | { readonly kind: 'picked'; readonly address: bigint }
-  | { readonly kind: 'exhausted' };
+export type Pick = { readonly kind: 'picked'; readonly address: bigint } | { readonly kind: 'exhausted' };
 
 export type RequestCheck =
   | { readonly kind: 'free' }
@@ -108,7 +106,10 @@ export class PoolState {
   /** The next free address of `range` after the cursor, wrapping around once. */
   pick(range: RangeSpec): Pick {
     const exclusions = exclusionSet(range);
-    const after = this.cursor === undefined || this.cursor < range.first || this.cursor >= range.last ? undefined : this.cursor + 1n;
+    const after =
+      this.cursor === undefined || this.cursor < range.first || this.cursor >= range.last
+        ? undefined
+        : this.cursor + 1n;
     const found =
       (after === undefined ? undefined : firstFree(this.occupied, exclusions, after, range.last)) ??
       firstFree(this.occupied, exclusions, range.first, after === undefined ? range.last : after - 1n);

@@ -36,7 +36,11 @@ if (isCniCall(process.env)) {
   if (existsSync(launcher)) {
     process.getBuiltinModule('node:module').createRequire(launcher)(launcher);
   } else {
-    writeSync(2, 'warren: this is the CNI plugin, run by a container runtime (it sets CNI_COMMAND); the warren command ' + 'line comes with the agent (`warren status`, `warren install`)\n');
+    writeSync(
+      2,
+      'warren: this is the CNI plugin, run by a container runtime (it sets CNI_COMMAND); the warren command ' +
+        'line comes with the agent (`warren status`, `warren install`)\n',
+    );
     process.exitCode = 2;
   }
 }

@@ -27,7 +27,13 @@
 import { readSync } from 'node:fs';
 import { WarrenError, isWarrenError, messageOf } from '../core/errors.ts';
 import { isPlainObject } from '../core/validate.ts';
-import { AGENT_ANSWER_TIMEOUT_MS, FORWARDER_TIMED_OUT_ENV, MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, nestsDeeperThan } from '../api/limits.ts';
+import {
+  AGENT_ANSWER_TIMEOUT_MS,
+  FORWARDER_TIMED_OUT_ENV,
+  MAX_CONFIG_BYTES,
+  MAX_CONFIG_DEPTH,
+  nestsDeeperThan,
+} from '../api/limits.ts';
 import { type CniEnv, isValidNetworkName, parseCniArgs, parseCniEnv, printable } from '../cni/args.ts';
 import { declaredVersion, parseNetConf } from '../cni/netconf.ts';
 import { DEFAULT_JOURNAL_DIR } from '../cni/journal-dir.ts';
@@ -87,7 +93,9 @@ export async function runPlugin(io: PluginIO): Promise<number> {
     // V8 parses iteratively: any nesting that fits in memory parses.
     config = JSON.parse(text);
   } catch (error) {
-    return fail(new WarrenError('DECODE_FAILURE', `network config on stdin is not valid JSON: ${(error as Error).message}`));
+    return fail(
+      new WarrenError('DECODE_FAILURE', `network config on stdin is not valid JSON: ${(error as Error).message}`),
+    );
   }
   version = declaredVersion(config) ?? SPEC_VERSION;
 
@@ -109,7 +117,12 @@ export async function runPlugin(io: PluginIO): Promise<number> {
       });
       return 0;
     } catch (error) {
-      return fail(new WarrenError('TRY_AGAIN', `${why}; and the missed-delete journal ${dir} could not record the DEL: ${messageOf(error)}`));
+      return fail(
+        new WarrenError(
+          'TRY_AGAIN',
+          `${why}; and the missed-delete journal ${dir} could not record the DEL: ${messageOf(error)}`,
+        ),
+      );
     }
   };
 
@@ -117,7 +130,10 @@ export async function runPlugin(io: PluginIO): Promise<number> {
     // Refused here, before anything walks it: code that recurses through a value (encoding it,
     // validating it) overflows the stack on it. A DEL still keeps its promise when the config's
     // top level says which network it is.
-    const tooDeep = new WarrenError('INVALID_CONFIG', `network config nests arrays and objects more than ${MAX_CONFIG_DEPTH} levels deep`);
+    const tooDeep = new WarrenError(
+      'INVALID_CONFIG',
+      `network config nests arrays and objects more than ${MAX_CONFIG_DEPTH} levels deep`,
+    );
     if (env.command !== 'DEL') return fail(tooDeep);
     let target: JournalTarget;
     try {
@@ -153,7 +169,11 @@ export async function runPlugin(io: PluginIO): Promise<number> {
     // The forwarder waited for this agent already and got no answer: asking again would double a
     // wedged agent's cost, past the runtime's own timeout (DEL_BUDGET_MS).
     const waited = forwarderWaited(io.env);
-    if (waited !== undefined) throw new WarrenError('AGENT_UNREACHABLE', `Warren agent at ${socket} did not answer within ${waited} ms (the forwarder waited; not asked again)`);
+    if (waited !== undefined)
+      throw new WarrenError(
+        'AGENT_UNREACHABLE',
+        `Warren agent at ${socket} did not answer within ${waited} ms (the forwarder waited; not asked again)`,
+      );
     outcome = await callCni({ socket, bodyText: cniRequestText(env, text), timeoutMs: AGENT_ANSWER_TIMEOUT_MS });
   } catch (error) {
     // The agent did not take the call: it could not be reached, answered nonsense, or refused the
@@ -166,7 +186,9 @@ export async function runPlugin(io: PluginIO): Promise<number> {
     }
     if (!isWarrenError(error, 'AGENT_UNREACHABLE')) return fail(error);
     const hinted = `${error.message}: ${UNREACHABLE_HINT}`;
-    return fail(new WarrenError(env.command === 'STATUS' ? 'NOT_READY' : 'AGENT_UNREACHABLE', hinted, { cause: error.cause }));
+    return fail(
+      new WarrenError(env.command === 'STATUS' ? 'NOT_READY' : 'AGENT_UNREACHABLE', hinted, { cause: error.cause }),
+    );
   }
   // The agent's outcome, printed by the rule the agent also answers the native forwarder with.
   const answer = stdoutOf(env.command, outcome);
@@ -191,12 +213,20 @@ function shallowTarget(config: unknown, problem: string): JournalTarget {
   const top: { name?: unknown; ipam?: unknown } = isPlainObject(config) ? config : {};
   if (typeof top.name !== 'string' || !isValidNetworkName(top.name)) {
     // Not String(top.name): on a deeply nested array that recurses too.
-    const what = top.name === undefined ? 'is missing' : typeof top.name === 'string' ? `"${printable(top.name)}" is not a network name` : 'is not a string';
+    const what =
+      top.name === undefined
+        ? 'is missing'
+        : typeof top.name === 'string'
+          ? `"${printable(top.name)}" is not a network name`
+          : 'is not a string';
     throw new WarrenError('INVALID_CONFIG', `${problem}, and its name ${what}: the DEL cannot be recorded`);
   }
   const ipam: { journal_dir?: unknown } = isPlainObject(top.ipam) ? top.ipam : {};
   if (ipam.journal_dir !== undefined && !(typeof ipam.journal_dir === 'string' && ipam.journal_dir.startsWith('/'))) {
-    throw new WarrenError('INVALID_CONFIG', `${problem}, and ipam.journal_dir is not an absolute path: the DEL cannot be recorded`);
+    throw new WarrenError(
+      'INVALID_CONFIG',
+      `${problem}, and ipam.journal_dir is not an absolute path: the DEL cannot be recorded`,
+    );
   }
   return { network: top.name, journalDir: ipam.journal_dir };
 }
@@ -239,4 +269,3 @@ function socketOf(config: unknown): string | undefined {
   const socket = isPlainObject(ipam) ? ipam.socket : undefined;
   return typeof socket === 'string' && socket.startsWith('/') ? socket : undefined;
 }
-

@@ -22,13 +22,32 @@
  * - A file is removed only by `complete`, which its intent's acknowledgement calls after the
  *   release committed.
  */
-import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readSync, readdirSync, renameSync, rmSync, unlinkSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  unlinkSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { fsyncDirectory } from '../core/atomic-file.ts';
 import type { Clock } from '../core/clock.ts';
 import { DirectoryWatcher } from '../core/dir-watcher.ts';
 import { messageOf } from '../core/errors.ts';
-import { type JournalEntry, MAX_ENTRY_BYTES, MAX_NAME_BYTES, decodeEntry, journalFileName, legacyJournalFileName } from '../cni/journal-entry.ts';
+import {
+  type JournalEntry,
+  MAX_ENTRY_BYTES,
+  MAX_NAME_BYTES,
+  decodeEntry,
+  journalFileName,
+  legacyJournalFileName,
+} from '../cni/journal-entry.ts';
 import type { Owner } from '../ipam/allocation.ts';
 import { checkJournalDir } from '../cni/journal-dir.ts';
 
@@ -46,7 +65,13 @@ export interface PrunedRejects {
 
 export type JournalEvent =
   | { readonly kind: 'intent'; readonly name: string; readonly entry: JournalEntry }
-  | { readonly kind: 'rejected'; readonly name: string; readonly reason: string; readonly movedTo: string; readonly pruned?: PrunedRejects }
+  | {
+      readonly kind: 'rejected';
+      readonly name: string;
+      readonly reason: string;
+      readonly movedTo: string;
+      readonly pruned?: PrunedRejects;
+    }
   /** Every file present at start has been reported. */
   | { readonly kind: 'listed' }
   | { readonly kind: 'error'; readonly message: string };
@@ -235,7 +260,8 @@ export class MissedDeleteJournal {
       if (!st.isFile()) return this.#reject(name, 'is not a regular file');
       // Only the agent's own user can write here (checkJournalDir); a file of another user got in
       // some other way, and must not release anything.
-      if (this.#uid !== undefined && st.uid !== this.#uid) return this.#reject(name, `belongs to uid ${st.uid}, not to uid ${this.#uid} that runs the agent`);
+      if (this.#uid !== undefined && st.uid !== this.#uid)
+        return this.#reject(name, `belongs to uid ${st.uid}, not to uid ${this.#uid} that runs the agent`);
       if (st.size === 0 && !this.#seenEmpty.has(name)) {
         // Maybe caught between its creation and its write: the write's own event, or the second
         // look, reads it again.
@@ -373,7 +399,13 @@ export class MissedDeleteJournal {
     } catch {
       // the removals stand; durability of a deletion of evidence is not worth an error
     }
-    return { files, bytes, why: `${REJECTED_DIR}/ keeps at most ${this.#maxRejectedFiles} files and ${this.#maxRejectedBytes} bytes, ` + `the oldest removed first` };
+    return {
+      files,
+      bytes,
+      why:
+        `${REJECTED_DIR}/ keeps at most ${this.#maxRejectedFiles} files and ${this.#maxRejectedBytes} bytes, ` +
+        `the oldest removed first`,
+    };
   }
 
   /** Removes an intent whose release has committed. Removing a file already gone is a no-op. */

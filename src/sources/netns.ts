@@ -80,9 +80,16 @@ export class NetnsObserver {
       real = realpathSync(dir);
       readdirSync(real);
     } catch (error) {
-      return { observable: false, reason: `${dir} cannot be read (${(error as NodeJS.ErrnoException).code ?? String(error)})` };
+      return {
+        observable: false,
+        reason: `${dir} cannot be read (${(error as NodeJS.ErrnoException).code ?? String(error)})`,
+      };
     }
-    if (!mounts.has(real)) return { observable: false, reason: `${dir} is not a mount point here, so it may not show the host's namespaces` };
+    if (!mounts.has(real))
+      return {
+        observable: false,
+        reason: `${dir} is not a mount point here, so it may not show the host's namespaces`,
+      };
     return { observable: true };
   }
 
@@ -99,10 +106,16 @@ export class NetnsObserver {
   }
 
   /** Judges one recorded netns path; `cache` shares directory checks across one audit. */
-  observe(path: string | undefined, cache = new Map<string, { observable: boolean; reason?: string }>()): NetnsObservation {
+  observe(
+    path: string | undefined,
+    cache = new Map<string, { observable: boolean; reason?: string }>(),
+  ): NetnsObservation {
     if (path === undefined || path === '') return { kind: 'unobservable', reason: 'no network namespace was recorded' };
     if (/^\/proc\/[0-9]+\/(task\/[0-9]+\/)?ns\/net$/.test(path)) {
-      return { kind: 'unobservable', reason: `${path} names a process's namespace; a process exiting does not prove the namespace is gone` };
+      return {
+        kind: 'unobservable',
+        reason: `${path} names a process's namespace; a process exiting does not prove the namespace is gone`,
+      };
     }
     const abs = resolve(path);
     const parent = dirname(abs);

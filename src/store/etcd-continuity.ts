@@ -24,7 +24,8 @@ import type { IResponseHeader } from 'etcd3';
 
 /** What the operator does about a store that lost its data; ends every such halt's message. */
 export const STORE_LOST_RECOVERY =
-  'Allocation is stopped until an operator acts: restore etcd from its latest backup, or accept the store as ' + 'it is (`warren store accept`); see the README, "When etcd lost its data"';
+  'Allocation is stopped until an operator acts: restore etcd from its latest backup, or accept the store as ' +
+  'it is (`warren store accept`); see the README, "When etcd lost its data"';
 
 export type HaltKind = 'store-lost' | 'taken-over';
 
@@ -59,12 +60,21 @@ export class EtcdContinuity {
     if (header === undefined) return;
     const revision = Number(header.revision);
     if (this.#clusterId !== undefined && header.cluster_id !== this.#clusterId) {
-      this.halt('store-lost', `etcd answered from cluster ${header.cluster_id}, not cluster ${this.#clusterId} this agent has been ` + `using: the endpoints now reach another etcd cluster. ${STORE_LOST_RECOVERY}`);
+      this.halt(
+        'store-lost',
+        `etcd answered from cluster ${header.cluster_id}, not cluster ${this.#clusterId} this agent has been ` +
+          `using: the endpoints now reach another etcd cluster. ${STORE_LOST_RECOVERY}`,
+      );
       return;
     }
     this.#clusterId ??= header.cluster_id;
     if (Number.isFinite(revision) && revision < floor) {
-      this.halt('store-lost', `etcd answered at revision ${revision}, lower than revision ${floor} this agent had already seen: ` + `the store went backwards (it lost its data, or was restored from an older backup). ` + `${STORE_LOST_RECOVERY}`);
+      this.halt(
+        'store-lost',
+        `etcd answered at revision ${revision}, lower than revision ${floor} this agent had already seen: ` +
+          `the store went backwards (it lost its data, or was restored from an older backup). ` +
+          `${STORE_LOST_RECOVERY}`,
+      );
       return;
     }
     if (revision > this.#revision) this.#revision = revision;

@@ -45,7 +45,8 @@ export function parseDoc(pool: string, value: Buffer | undefined): UnitDoc {
   if (value === undefined || value.length === 0) return emptyDoc();
   try {
     const doc = JSON.parse(value.toString('utf8')) as UnitDoc;
-    if (!isPlainObject(doc) || typeof doc.allocations !== 'object' || typeof doc.resting !== 'object') throw new Error('not a pool document');
+    if (!isPlainObject(doc) || typeof doc.allocations !== 'object' || typeof doc.resting !== 'object')
+      throw new Error('not a pool document');
     return doc;
   } catch (error) {
     throw new WarrenError('IO_FAILURE', `etcd document of pool ${pool} is corrupt: ${messageOf(error)}`);

@@ -41,17 +41,32 @@ export async function verifyIdentity(c: IdentityCheck): Promise<void> {
   if (found === undefined && known === undefined) {
     const made = randomUUID();
     const created = await c.call('record the store identity', () =>
-      c.ns.if(IDENTITY_KEY, 'Create', '==', 0).then(c.ns.put(IDENTITY_KEY).value(made)).else(c.ns.get(IDENTITY_KEY)).commit(),
+      c.ns
+        .if(IDENTITY_KEY, 'Create', '==', 0)
+        .then(c.ns.put(IDENTITY_KEY).value(made))
+        .else(c.ns.get(IDENTITY_KEY))
+        .commit(),
     );
     found = created.succeeded ? made : created.responses[0]?.response_range?.kvs[0]?.value.toString('utf8');
-    if (found === undefined) throw new WarrenError('TRY_AGAIN', `${c.where}: its identity record ${c.key} was created and deleted at once; try again`);
+    if (found === undefined)
+      throw new WarrenError(
+        'TRY_AGAIN',
+        `${c.where}: its identity record ${c.key} was created and deleted at once; try again`,
+      );
   }
   if (found === undefined) {
-    c.continuity.halt('store-lost', `${c.where} lost its data: its identity record ${c.key} (${known}) is gone. ${STORE_LOST_RECOVERY}`);
+    c.continuity.halt(
+      'store-lost',
+      `${c.where} lost its data: its identity record ${c.key} (${known}) is gone. ${STORE_LOST_RECOVERY}`,
+    );
     return;
   }
   if (known !== undefined && found !== known) {
-    c.continuity.halt('store-lost', `${c.where} is not the store this agent knew: its identity is ${found}, not ${known} (it was wiped and ` + `recreated, or the endpoints reach another store). ${STORE_LOST_RECOVERY}`);
+    c.continuity.halt(
+      'store-lost',
+      `${c.where} is not the store this agent knew: its identity is ${found}, not ${known} (it was wiped and ` +
+        `recreated, or the endpoints reach another store). ${STORE_LOST_RECOVERY}`,
+    );
     return;
   }
   c.continuity.identity = found;

@@ -56,7 +56,8 @@ function nodeKey(node: string): string {
 /** The node that holds a chore's claim; undefined for a value Warren did not write. */
 function claimantOf(value: Buffer | undefined): string | undefined {
   try {
-    const node: unknown = value === undefined ? undefined : (JSON.parse(value.toString('utf8')) as { node?: unknown }).node;
+    const node: unknown =
+      value === undefined ? undefined : (JSON.parse(value.toString('utf8')) as { node?: unknown }).node;
     return typeof node === 'string' ? node : undefined;
   } catch {
     return undefined;
@@ -75,9 +76,15 @@ function recordOf(value: Buffer | string | undefined): NodeRecord | undefined {
 
 /** The other instance, as its announcement records it, for a refusal or a halt. */
 export function describeInstance(record: NodeRecord | undefined): string {
-  if (record?.instance === undefined) return 'an agent that records no instance (an older version, or a key Warren did not write)';
-  const where = [record.host === undefined ? undefined : `host ${record.host}`, record.pid === undefined ? undefined : `pid ${record.pid}`].filter((x) => x !== undefined);
-  return `agent instance ${record.instance} ` + `(${[...where, `since ${new Date(record.since).toISOString()}`].join(', ')})`;
+  if (record?.instance === undefined)
+    return 'an agent that records no instance (an older version, or a key Warren did not write)';
+  const where = [
+    record.host === undefined ? undefined : `host ${record.host}`,
+    record.pid === undefined ? undefined : `pid ${record.pid}`,
+  ].filter((x) => x !== undefined);
+  return (
+    `agent instance ${record.instance} ` + `(${[...where, `since ${new Date(record.since).toISOString()}`].join(', ')})`
+  );
 }
 
 // Not unref()ed: while an agent starts, this wait may be all that keeps its process alive.
@@ -108,7 +115,8 @@ export class EtcdMembership implements Membership {
 
   async accept(): Promise<AcceptReport> {
     const announced = this.#announced;
-    if (announced === undefined) throw new WarrenError('TRY_AGAIN', 'this agent has not announced a node yet: there is nothing to accept');
+    if (announced === undefined)
+      throw new WarrenError('TRY_AGAIN', 'this agent has not announced a node yet: there is nothing to accept');
     // Only a store that lost its data lacks what this node held; a name taken over lost nothing.
     const lost = this.#o.continuity.halted()?.kind === 'store-lost';
     this.#o.continuity.accept();
@@ -137,10 +145,20 @@ export class EtcdMembership implements Membership {
     let waited = false;
     // The key changing between our reads (another starter, a lapse) is retried a few times, not forever.
     for (let round = 1; ; round++) {
-      if (round > 5) throw new WarrenError('TRY_AGAIN', `the announcement of node ${announced.node} kept changing while this agent announced itself; try again`);
+      if (round > 5)
+        throw new WarrenError(
+          'TRY_AGAIN',
+          `the announcement of node ${announced.node} kept changing while this agent announced itself; try again`,
+        );
       const lease = this.#o.ns.lease(this.#o.leaseSeconds);
       const id = await this.#o.call('announce node', () => lease.grant());
-      const created = await this.#o.call('announce node', () => this.#o.ns.if(key, 'Create', '==', 0).then(this.#o.ns.put(key).value(value).lease(id)).else(this.#o.ns.get(key)).commit());
+      const created = await this.#o.call('announce node', () =>
+        this.#o.ns
+          .if(key, 'Create', '==', 0)
+          .then(this.#o.ns.put(key).value(value).lease(id))
+          .else(this.#o.ns.get(key))
+          .commit(),
+      );
       if (created.succeeded) return this.#adopt(lease);
       const kv = created.responses[0]?.response_range?.kvs[0];
       if (kv === undefined) {
@@ -152,14 +170,20 @@ export class EtcdMembership implements Membership {
       const previous = holder?.instance !== undefined && holder.instance === announced.previous;
       if (mine || (previous && holder.bootId !== undefined && holder.bootId === announced.record.bootId)) {
         const taken = await this.#o.call('announce node', () =>
-          this.#o.ns.if(key, 'Mod', '==', Number(kv.mod_revision)).then(this.#o.ns.put(key).value(value).lease(id)).commit(),
+          this.#o.ns
+            .if(key, 'Mod', '==', Number(kv.mod_revision))
+            .then(this.#o.ns.put(key).value(value).lease(id))
+            .commit(),
         );
         if (!taken.succeeded) {
           await lease.revoke().catch(() => undefined);
           continue;
         }
         // The old lease held nothing else of ours worth keeping (its chore claims go with it).
-        if (kv.lease !== '0' && kv.lease !== id) await this.#o.call('revoke the old announcement', () => this.#o.ns.leaseClient.leaseRevoke({ ID: kv.lease })).catch(() => undefined);
+        if (kv.lease !== '0' && kv.lease !== id)
+          await this.#o
+            .call('revoke the old announcement', () => this.#o.ns.leaseClient.leaseRevoke({ ID: kv.lease }))
+            .catch(() => undefined);
         return this.#adopt(lease);
       }
       await lease.revoke().catch(() => undefined);
@@ -169,8 +193,10 @@ export class EtcdMembership implements Membership {
         continue;
       }
       const refusal =
-        `node ${announced.node} is already announced in etcd by ${describeInstance(holder)}: two agents must ` + `not share a node name ` +
-        `(give this one another --node-name; if that agent is gone, its announcement lapses within ` + `${this.#o.leaseSeconds} s of its last renewal)`;
+        `node ${announced.node} is already announced in etcd by ${describeInstance(holder)}: two agents must ` +
+        `not share a node name ` +
+        `(give this one another --node-name; if that agent is gone, its announcement lapses within ` +
+        `${this.#o.leaseSeconds} s of its last renewal)`;
       // Refused while running (the first announcement came late, or the lease was lost meanwhile):
       // this instance must not write either.
       this.#o.continuity.halt('taken-over', `${refusal}; this agent stopped allocating (then \`warren store accept\`)`);
@@ -193,7 +219,11 @@ export class EtcdMembership implements Membership {
    */
   async #waitOut(key: string, modRevision: string, holder: NodeRecord | undefined): Promise<void> {
     const boundMs = this.#o.leaseSeconds * 1000 + 2000;
-    this.#o.notice?.(`this node's announcement is held by ${describeInstance(holder)}, this agent's previous start on ` + `another boot (a reboot, or a machine cloned with this state directory): waiting up to ` + `${Math.ceil(boundMs / 1000)} s for its lease to lapse`);
+    this.#o.notice?.(
+      `this node's announcement is held by ${describeInstance(holder)}, this agent's previous start on ` +
+        `another boot (a reboot, or a machine cloned with this state directory): waiting up to ` +
+        `${Math.ceil(boundMs / 1000)} s for its lease to lapse`,
+    );
     const wait = this.#o.wait ?? defaultWait;
     for (let waited = 0; waited < boundMs; waited += 250) {
       const now = await this.#o.call('read the announcement', () => this.#o.ns.get(key).exec());
@@ -218,7 +248,9 @@ export class EtcdMembership implements Membership {
     if (kv !== undefined && holder?.instance !== announced.record.instance) {
       this.#o.continuity.halt(
         'taken-over',
-        `this node's announcement (node ${announced.node}) was taken over by ${describeInstance(holder)}: ` + `two agents share this node name, and this one stopped allocating rather than fight over it (stop ` + `one of them, give it another --node-name, then run \`warren store accept\` on the one that stays)`,
+        `this node's announcement (node ${announced.node}) was taken over by ${describeInstance(holder)}: ` +
+          `two agents share this node name, and this one stopped allocating rather than fight over it (stop ` +
+          `one of them, give it another --node-name, then run \`warren store accept\` on the one that stays)`,
       );
       return;
     }
@@ -240,7 +272,11 @@ export class EtcdMembership implements Membership {
     const key = taskKey(task);
     const claim = JSON.stringify({ node: announced.node, at: Date.now() });
     const result = await this.#o.call('claim a task', () =>
-      this.#o.ns.if(key, 'Create', '==', 0).then(this.#o.ns.put(key).value(claim).lease(id)).else(this.#o.ns.get(key)).commit(),
+      this.#o.ns
+        .if(key, 'Create', '==', 0)
+        .then(this.#o.ns.put(key).value(claim).lease(id))
+        .else(this.#o.ns.get(key))
+        .commit(),
     );
     if (result.succeeded) return true;
     return claimantOf(result.responses[0]?.response_range?.kvs[0]?.value) === announced.node;

@@ -59,7 +59,8 @@ export function applyOps(pool: string, base: UnitDoc, ops: readonly PoolOp[]): P
         }
         if (op.reusableAt !== undefined) doc.resting[op.address] = op.reusableAt;
         if (op.reusableAt !== undefined && op.reusableStamp !== undefined) {
-          (doc.restStamps ??= {})[op.address] = [op.reusableAt, op.reusableStamp.boot, op.reusableStamp.at];
+          doc.restStamps ??= {};
+          doc.restStamps[op.address] = [op.reusableAt, op.reusableStamp.boot, op.reusableStamp.at];
         } else if (doc.restStamps !== undefined) delete doc.restStamps[op.address];
         break;
       }

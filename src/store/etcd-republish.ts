@@ -31,7 +31,6 @@ export interface SeenPool {
   readonly allocations: Readonly<Record<string, readonly [string, string, string]>>;
 }
 
-
 export interface RepublishInput {
   readonly store: Pick<Store, 'readPool' | 'commit' | 'findByOwner'>;
   readonly node: string;
@@ -54,11 +53,18 @@ export async function republish(input: RepublishInput): Promise<AcceptReport> {
     const own = seen.affinity === node;
     // A record counts only for the owner the document names: one seen earlier may be of an owner
     // that released the address since.
-    const recordOf = (address: string, [network, containerID, ifname]: readonly [string, string, string]): Allocation | undefined => {
+    const recordOf = (
+      address: string,
+      [network, containerID, ifname]: readonly [string, string, string],
+    ): Allocation | undefined => {
       const r = records.get(`${seen.pool}|${address}`);
-      return r !== undefined && r.network === network && r.containerID === containerID && r.ifname === ifname ? r : undefined;
+      return r !== undefined && r.network === network && r.containerID === containerID && r.ifname === ifname
+        ? r
+        : undefined;
     };
-    const wanted = Object.entries(seen.allocations).filter(([address, owner]) => own || recordOf(address, owner)?.node === node);
+    const wanted = Object.entries(seen.allocations).filter(
+      ([address, owner]) => own || recordOf(address, owner)?.node === node,
+    );
     if (!own && wanted.length === 0 && seen.description?.blockPrefix === undefined) continue;
     let done = false;
     for (let attempt = 1; attempt <= ATTEMPTS && !done; attempt++) {
@@ -70,11 +76,25 @@ export async function republish(input: RepublishInput): Promise<AcceptReport> {
       let written = 0;
       for (const [address, [network, containerID, ifname]] of wanted) {
         if (present.has(address)) {
-          const theirs = (await store.findByOwner({ network, containerID, ifname })).some((a) => a.pool === seen.pool && a.address === address);
-          if (!theirs) found.push(`${address} (held by container ${containerID}, ${ifname}, in ${seen.pool}) is allocated to ` + `another owner in the store now`);
+          const theirs = (await store.findByOwner({ network, containerID, ifname })).some(
+            (a) => a.pool === seen.pool && a.address === address,
+          );
+          if (!theirs)
+            found.push(
+              `${address} (held by container ${containerID}, ${ifname}, in ${seen.pool}) is allocated to ` +
+                `another owner in the store now`,
+            );
           continue;
         }
-        const allocation = recordOf(address, [network, containerID, ifname]) ?? { pool: seen.pool, address, network, containerID, ifname, node: seen.affinity ?? node, createdAt: input.now };
+        const allocation = recordOf(address, [network, containerID, ifname]) ?? {
+          pool: seen.pool,
+          address,
+          network,
+          containerID,
+          ifname,
+          node: seen.affinity ?? node,
+          createdAt: input.now,
+        };
         ops.push({ op: 'allocate', allocation });
         written += 1;
       }
@@ -85,8 +105,10 @@ export async function republish(input: RepublishInput): Promise<AcceptReport> {
       } else if (own && read.affinity !== node) {
         found.push(`block ${seen.pool} of this node is claimed by node ${read.affinity} in the store now`);
       }
-      if (seen.description !== undefined && !input.described(seen.pool)) ops.push({ op: 'describe', description: seen.description });
-      if (seen.cooldownSeconds !== undefined && read.cooldownSeconds === undefined) ops.push({ op: 'cooldown', seconds: seen.cooldownSeconds });
+      if (seen.description !== undefined && !input.described(seen.pool))
+        ops.push({ op: 'describe', description: seen.description });
+      if (seen.cooldownSeconds !== undefined && read.cooldownSeconds === undefined)
+        ops.push({ op: 'cooldown', seconds: seen.cooldownSeconds });
       if (ops.length === 0) {
         conflicts.push(...found);
         done = true;
@@ -99,7 +121,10 @@ export async function republish(input: RepublishInput): Promise<AcceptReport> {
         conflicts.push(...found);
         done = true;
       } else if (attempt === ATTEMPTS) {
-        conflicts.push(`pool ${seen.pool}: not written back (${result.reason}); one of its owners may hold another ` + `address in the store now`);
+        conflicts.push(
+          `pool ${seen.pool}: not written back (${result.reason}); one of its owners may hold another ` +
+            `address in the store now`,
+        );
       }
     }
   }

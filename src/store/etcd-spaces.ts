@@ -76,7 +76,9 @@ export class EtcdSpaces implements AddressSpaces {
   async read(space: string): Promise<SpaceReading> {
     const range = (key: string) => ({ request_range: { key: this.#key(key), range_end: prefixEnd(this.#key(key)) } });
     const ranges = [range('units/'), range(spacePrefix(space))];
-    const response = await this.#o.call(`read address space ${space}`, () => this.#o.kv.txn({ compare: [], success: ranges, failure: [] }));
+    const response = await this.#o.call(`read address space ${space}`, () =>
+      this.#o.kv.txn({ compare: [], success: ranges, failure: [] }),
+    );
     const [units, records] = response.responses.map((r) => r.response_range?.kvs ?? []);
     const held = new Map<string, number>();
     for (const kv of units ?? []) {
@@ -89,7 +91,11 @@ export class EtcdSpaces implements AddressSpaces {
     return { space, revision: Number(response.header.revision), admitted, held };
   }
 
-  async admit(reading: SpaceReading, rangePool: string, retire: readonly string[]): Promise<AdmissionGuard | undefined> {
+  async admit(
+    reading: SpaceReading,
+    rangePool: string,
+    retire: readonly string[],
+  ): Promise<AdmissionGuard | undefined> {
     const guard: AdmissionGuard = { space: reading.space, rangePool };
     this.#o.writable();
     // Already admitted and nothing it overlaps is: nothing to write. Its commits' guard still checks
@@ -102,13 +108,20 @@ export class EtcdSpaces implements AddressSpaces {
       result: 'Less',
       mod_revision: reading.revision + 1,
     });
-    const compare = [notSince(spacePrefix(reading.space), true), ...retire.flatMap((r) => [notSince(`units/${r}`, false), notSince(`units/${blockKeyPrefix(r)}`, true)])];
+    const compare = [
+      notSince(spacePrefix(reading.space), true),
+      ...retire.flatMap((r) => [notSince(`units/${r}`, false), notSince(`units/${blockKeyPrefix(r)}`, true)]),
+    ];
     const record = Buffer.from(JSON.stringify({ range: rangePool, at: Date.now() }));
     const success = [
       { request_put: { key: this.#key(admissionKey(guard)), value: record } },
-      ...retire.map((r) => ({ request_delete_range: { key: this.#key(admissionKey({ space: reading.space, rangePool: r })) } })),
+      ...retire.map((r) => ({
+        request_delete_range: { key: this.#key(admissionKey({ space: reading.space, rangePool: r })) },
+      })),
     ];
-    const response = await this.#o.call(`admit range ${rangePool}`, () => this.#o.kv.txn({ compare, success, failure: [] }));
+    const response = await this.#o.call(`admit range ${rangePool}`, () =>
+      this.#o.kv.txn({ compare, success, failure: [] }),
+    );
     return response.succeeded ? guard : undefined;
   }
 }

@@ -86,7 +86,6 @@ export interface EtcdStoreOptions {
   readonly notice?: (message: string) => void;
 }
 
-
 const enc = encodeURIComponent;
 
 export class EtcdStore implements Store {
@@ -115,11 +114,18 @@ export class EtcdStore implements Store {
   static async open(options: EtcdStoreOptions): Promise<EtcdStore> {
     if (options.endpoints.length === 0) throw new WarrenError('INVALID_CONFIG', 'etcd store: no endpoints given');
     for (const url of options.endpoints) {
-      if (!isEtcdEndpoint(url)) throw new WarrenError('INVALID_CONFIG', `etcd endpoint "${url}" is not http://host:port or https://host:port`);
+      if (!isEtcdEndpoint(url))
+        throw new WarrenError('INVALID_CONFIG', `etcd endpoint "${url}" is not http://host:port or https://host:port`);
     }
     const { Etcd3: Client, isRecoverableError } = await import('etcd3');
     // Cockatiel's backoff is named like core/backoff.ts's and is not the same thing: aliased.
-    const { ConsecutiveBreaker, ExponentialBackoff: CockatielExponentialBackoff, circuitBreaker, handleWhen, retry } = await import('cockatiel');
+    const {
+      ConsecutiveBreaker,
+      ExponentialBackoff: CockatielExponentialBackoff,
+      circuitBreaker,
+      handleWhen,
+      retry,
+    } = await import('cockatiel');
     const read = (what: string, path: string | undefined): Buffer | undefined => {
       if (path === undefined) return undefined;
       try {
@@ -131,7 +137,11 @@ export class EtcdStore implements Store {
     const ca = read('CA file', options.tls?.ca);
     const cert = read('client certificate', options.tls?.cert);
     const key = read('client key', options.tls?.key);
-    if ((cert === undefined) !== (key === undefined)) throw new WarrenError('INVALID_CONFIG', 'etcd TLS: a client certificate needs its key, and a key its certificate');
+    if ((cert === undefined) !== (key === undefined))
+      throw new WarrenError(
+        'INVALID_CONFIG',
+        'etcd TLS: a client certificate needs its key, and a key its certificate',
+      );
     const timeout = options.callTimeoutMs ?? 2000;
     const client = new Client({
       hosts: [...options.endpoints],
@@ -142,12 +152,22 @@ export class EtcdStore implements Store {
       // would turn a one-second election into a five-second outage. A failed call is tried again
       // on another member a few times, quickly.
       faultHandling: {
-        host: () => circuitBreaker(handleWhen(isRecoverableError), { halfOpenAfter: 500, breaker: new ConsecutiveBreaker(3) }),
-        global: retry(handleWhen(isRecoverableError), { maxAttempts: 4, backoff: new CockatielExponentialBackoff({ initialDelay: 50, maxDelay: 400 }) }),
+        host: () =>
+          circuitBreaker(handleWhen(isRecoverableError), { halfOpenAfter: 500, breaker: new ConsecutiveBreaker(3) }),
+        global: retry(handleWhen(isRecoverableError), {
+          maxAttempts: 4,
+          backoff: new CockatielExponentialBackoff({ initialDelay: 50, maxDelay: 400 }),
+        }),
       },
       ...(ca === undefined && cert === undefined
         ? {}
-        : { credentials: { rootCertificate: ca ?? Buffer.alloc(0), ...(key === undefined ? {} : { privateKey: key }), ...(cert === undefined ? {} : { certChain: cert }) } }),
+        : {
+            credentials: {
+              rootCertificate: ca ?? Buffer.alloc(0),
+              ...(key === undefined ? {} : { privateKey: key }),
+              ...(cert === undefined ? {} : { certChain: cert }),
+            },
+          }),
     });
     return new EtcdStore(client, options, timeout);
   }
@@ -219,7 +239,6 @@ export class EtcdStore implements Store {
     if (halt !== undefined) throw new WarrenError('TRY_AGAIN', halt.message);
   }
 
-
   async readPool(pool: string, knownRevision?: Revision): Promise<PoolRead> {
     const response = await this.#call(`read ${pool}`, () => this.#ns.get(`units/${pool}`).exec());
     const kv = response.kvs[0];
@@ -238,20 +257,30 @@ export class EtcdStore implements Store {
       allocations: Object.keys(doc.allocations),
       resting: Object.entries(doc.resting).map(([address, reusableAt]) => {
         const stamp = doc.restStamps?.[address];
-        return Array.isArray(stamp) && stamp[0] === reusableAt && typeof stamp[1] === 'string' && typeof stamp[2] === 'number'
+        return Array.isArray(stamp) &&
+          stamp[0] === reusableAt &&
+          typeof stamp[1] === 'string' &&
+          typeof stamp[2] === 'number'
           ? { address, reusableAt, reusableStamp: { boot: stamp[1], at: stamp[2] } }
           : { address, reusableAt };
       }),
     };
   }
 
-  async commit(pool: string, expected: Revision, ops: readonly PoolOp[], guard?: AdmissionGuard): Promise<CommitResult> {
-    if (guard !== undefined && guard.rangePool !== rangePoolOfKey(pool)) throw new Error(`commit to ${pool} guarded by the admission of ${guard.rangePool}`);
+  async commit(
+    pool: string,
+    expected: Revision,
+    ops: readonly PoolOp[],
+    guard?: AdmissionGuard,
+  ): Promise<CommitResult> {
+    if (guard !== undefined && guard.rangePool !== rangePoolOfKey(pool))
+      throw new Error(`commit to ${pool} guarded by the admission of ${guard.rangePool}`);
     this.#refuseWhileHalted();
     let base = this.#docs.get(pool);
     if (base === undefined || base.revision !== expected) {
       const read = await this.readPool(pool);
-      if (read.revision !== expected) return { kind: 'conflict', reason: `pool ${pool} is at revision ${read.revision}, not ${expected}` };
+      if (read.revision !== expected)
+        return { kind: 'conflict', reason: `pool ${pool} is at revision ${read.revision}, not ${expected}` };
       this.#refuseWhileHalted();
       base = this.#docs.get(pool) as { revision: number; doc: UnitDoc };
     }
@@ -271,11 +300,16 @@ export class EtcdStore implements Store {
     txn = txn.then(
       this.#ns.put(unitKey).value(JSON.stringify(doc)),
       ...[...creates].map(([key, a]) => this.#ns.put(key).value(JSON.stringify(a))),
-      ...[...relocations].filter(([key]) => !creates.has(key) && !deletes.has(key)).map(([key, a]) => this.#ns.put(key).value(JSON.stringify(a))),
+      ...[...relocations]
+        .filter(([key]) => !creates.has(key) && !deletes.has(key))
+        .map(([key, a]) => this.#ns.put(key).value(JSON.stringify(a))),
       ...[...deletes].map((key) => this.#ns.delete().key(key)),
     );
     // One else (a second would replace the first): the admission record, then the identity.
-    const reads = [...(admitted === undefined ? [] : [this.#ns.get(admitted)]), ...(identity === undefined ? [] : [this.#ns.get(IDENTITY_KEY)])];
+    const reads = [
+      ...(admitted === undefined ? [] : [this.#ns.get(admitted)]),
+      ...(identity === undefined ? [] : [this.#ns.get(IDENTITY_KEY)]),
+    ];
     if (reads.length > 0) txn = txn.else(...reads);
     const response = await this.#call(`commit ${pool}`, () => txn.commit());
     if (!response.succeeded) {
@@ -289,9 +323,18 @@ export class EtcdStore implements Store {
         }
       }
       if (admitted !== undefined && (response.responses[0]?.response_range?.kvs.length ?? 0) === 0) {
-        return { kind: 'conflict', reason: `range ${guard?.rangePool} is no longer admitted in its address space: an overlapping range ` + `was admitted since`, admissionLost: true };
+        return {
+          kind: 'conflict',
+          reason:
+            `range ${guard?.rangePool} is no longer admitted in its address space: an overlapping range ` +
+            `was admitted since`,
+          admissionLost: true,
+        };
       }
-      return { kind: 'conflict', reason: `pool ${pool} changed since revision ${expected}, or an owner already holds an address in it` };
+      return {
+        kind: 'conflict',
+        reason: `pool ${pool} changed since revision ${expected}, or an owner already holds an address in it`,
+      };
     }
     const revision = Number(response.header.revision);
     this.#docs.set(pool, { revision, doc });
@@ -301,9 +344,9 @@ export class EtcdStore implements Store {
   }
 
   async findByOwner(owner: Omit<Owner, 'ifname'> & { ifname?: string }): Promise<Allocation[]> {
-    const prefix = `owners/${enc(owner.network)}/${enc(owner.containerID)}/${owner.ifname === undefined ? '' : `${
-      enc(owner.ifname)
-    }/`}`;
+    const prefix = `owners/${enc(owner.network)}/${enc(owner.containerID)}/${
+      owner.ifname === undefined ? '' : `${enc(owner.ifname)}/`
+    }`;
     const found = await this.#allocationsUnder(prefix);
     if (this.#continuity.halted() === undefined) for (const a of found) this.#records.set(`${a.pool}|${a.address}`, a);
     return found;
@@ -316,10 +359,15 @@ export class EtcdStore implements Store {
       try {
         out.push(JSON.parse(kv.value.toString('utf8')) as Allocation);
       } catch (error) {
-        throw new WarrenError('IO_FAILURE', `etcd allocation record ${kv.key.toString('utf8')} is corrupt: ${messageOf(error)}`);
+        throw new WarrenError(
+          'IO_FAILURE',
+          `etcd allocation record ${kv.key.toString('utf8')} is corrupt: ${messageOf(error)}`,
+        );
       }
     }
-    return out.sort((a, b) => (a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : a.createdAt - b.createdAt || (a.address < b.address ? -1 : 1)));
+    return out.sort((a, b) =>
+      a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : a.createdAt - b.createdAt || (a.address < b.address ? -1 : 1),
+    );
   }
 
   async list(filter: AllocationFilter = {}): Promise<Allocation[]> {
@@ -351,7 +399,11 @@ export class EtcdStore implements Store {
       const pool = kv.key.toString('utf8').slice('units/'.length); // the namespace strips its prefix
       const doc = parseDoc(pool, kv.value);
       const revision = Number(kv.mod_revision);
-      if (this.#continuity.halted() === undefined && (!this.#docs.has(pool) || (this.#docs.get(pool)?.revision ?? 0) < revision)) this.#docs.set(pool, { revision, doc });
+      if (
+        this.#continuity.halted() === undefined &&
+        (!this.#docs.has(pool) || (this.#docs.get(pool)?.revision ?? 0) < revision)
+      )
+        this.#docs.set(pool, { revision, doc });
       out.push({
         pool,
         revision,
@@ -374,12 +426,24 @@ export class EtcdStore implements Store {
       ...(doc.cooldownSeconds === undefined ? {} : { cooldownSeconds: doc.cooldownSeconds }),
     }));
     const records = new Map(this.#records);
-    return republish({ store: this, node, seen, records, described: (pool) => this.#docs.get(pool)?.doc.description !== undefined, now: Date.now() });
+    return republish({
+      store: this,
+      node,
+      seen,
+      records,
+      described: (pool) => this.#docs.get(pool)?.doc.description !== undefined,
+      now: Date.now(),
+    });
   }
 
   async ping(): Promise<void> {
     // A linearizable read: answered only by a member that has a quorum behind it.
-    await this.#call('ping', () => this.#ns.get('nodes/').options({ deadline: Date.now() + Math.min(this.#timeout, 1000) }).exec());
+    await this.#call('ping', () =>
+      this.#ns
+        .get('nodes/')
+        .options({ deadline: Date.now() + Math.min(this.#timeout, 1000) })
+        .exec(),
+    );
   }
 
   async close(): Promise<void> {

@@ -6,7 +6,18 @@
  * kept every cluster agent from starting). test/agent/store-wrappers.test.ts holds the wrappers to it.
  */
 import type { Allocation, Owner } from '../ipam/allocation.ts';
-import type { AddressSpaces, AdmissionGuard, AllocationFilter, CommitResult, Membership, PoolOp, PoolRead, PoolSummary, Revision, Store } from './store.ts';
+import type {
+  AddressSpaces,
+  AdmissionGuard,
+  AllocationFilter,
+  CommitResult,
+  Membership,
+  PoolOp,
+  PoolRead,
+  PoolSummary,
+  Revision,
+  Store,
+} from './store.ts';
 
 export class ForwardingStore implements Store {
   protected readonly inner: Store;

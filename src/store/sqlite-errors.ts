@@ -33,10 +33,19 @@ export function describeSqliteError(path: string, error: unknown): unknown {
     case SQLITE_LOCKED:
       return new WarrenError('TRY_AGAIN', `database ${path} is locked by another process; try again`, { cause: error });
     case SQLITE_FULL:
-      return new WarrenError('IO_FAILURE', `database ${path}: the disk is full (${detail}); free space where it lives`, { cause: error });
+      return new WarrenError(
+        'IO_FAILURE',
+        `database ${path}: the disk is full (${detail}); free space where it lives`,
+        { cause: error },
+      );
     case SQLITE_CORRUPT:
     case SQLITE_NOTADB:
-      return new WarrenError('IO_FAILURE', `database ${path} is corrupt (${detail}); restore it from a backup, or move it aside to start with ` + `no allocations`, { cause: error });
+      return new WarrenError(
+        'IO_FAILURE',
+        `database ${path} is corrupt (${detail}); restore it from a backup, or move it aside to start with ` +
+          `no allocations`,
+        { cause: error },
+      );
     case SQLITE_IOERR:
     case SQLITE_CANTOPEN:
       return new WarrenError('IO_FAILURE', `database ${path}: ${detail}`, { cause: error });

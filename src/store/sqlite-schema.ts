@@ -16,9 +16,12 @@ const UPGRADES: ReadonlyMap<number, string> = new Map([
   [1, `ALTER TABLE pools ADD COLUMN affinity TEXT;`],
   // 3: the cooldown a release applies is a pool attribute. Until now it was read back out of the
   // description on each release; the upgrade copies it from there once.
-  [2, `ALTER TABLE pools ADD COLUMN cooldown_seconds INTEGER;
+  [
+    2,
+    `ALTER TABLE pools ADD COLUMN cooldown_seconds INTEGER;
        UPDATE pools SET cooldown_seconds = json_extract(description, '$.cooldownSeconds')
-       WHERE json_valid(description);`],
+       WHERE json_valid(description);`,
+  ],
   // 4: the plain owner index goes. The unique owner-per-range index begins with the same columns
   // and serves every look-up by owner, so the plain one only cost a second index write per
   // allocation and release.
@@ -81,16 +84,25 @@ CREATE TABLE IF NOT EXISTS resting (
 /** Brings the file at `path` to SCHEMA_VERSION, or throws when it is newer. Retried by the caller while busy. */
 export function migrateSchema(db: DatabaseSync, path: string): void {
   db.exec(`CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`);
-  const versionOf = () => Number((db.prepare(`SELECT value FROM meta WHERE key = 'schema_version'`).get() as { value: string } | undefined)?.value);
+  const versionOf = () =>
+    Number(
+      (db.prepare(`SELECT value FROM meta WHERE key = 'schema_version'`).get() as { value: string } | undefined)?.value,
+    );
   while (UPGRADES.has(versionOf())) {
     db.exec('BEGIN IMMEDIATE');
     // Read again under the write lock: another process opening the same file may have upgraded it.
     const version = versionOf();
     const step = UPGRADES.get(version);
-    db.exec(step === undefined ? 'COMMIT' : `${step} UPDATE meta SET value = '${version + 1}' WHERE key = 'schema_version'; COMMIT;`);
+    db.exec(
+      step === undefined
+        ? 'COMMIT'
+        : `${step} UPDATE meta SET value = '${version + 1}' WHERE key = 'schema_version'; COMMIT;`,
+    );
   }
   db.exec(SCHEMA);
-  const current = db.prepare(`SELECT value FROM meta WHERE key = 'schema_version'`).get() as { value: string } | undefined;
+  const current = db.prepare(`SELECT value FROM meta WHERE key = 'schema_version'`).get() as
+    | { value: string }
+    | undefined;
   if (current === undefined) {
     db.prepare(`INSERT INTO meta (key, value) VALUES ('schema_version', ?)`).run(String(SCHEMA_VERSION));
   } else if (Number(current.value) !== SCHEMA_VERSION) {

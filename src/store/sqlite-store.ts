@@ -73,7 +73,8 @@ export class SqliteStore implements Store {
       if (existsSync(options.path) && statSync(options.path).size === 0) {
         throw new WarrenError(
           'IO_FAILURE',
-          `database ${options.path} is an empty file that this start did not create; it may have been ` + `truncated: restore it from a backup, or remove it to start with no allocations`,
+          `database ${options.path} is an empty file that this start did not create; it may have been ` +
+            `truncated: restore it from a backup, or remove it to start with no allocations`,
         );
       }
     }
@@ -114,19 +115,30 @@ export class SqliteStore implements Store {
       bumpRevision: db.prepare('UPDATE pools SET revision = revision + 1 WHERE pool = ? AND revision = ?'),
       insert: db.prepare(INSERT_ALLOCATION),
       remove: db.prepare('DELETE FROM allocations WHERE pool = ? AND address = ?'),
-      relocate: db.prepare('UPDATE allocations SET netns = ? WHERE pool = ? AND address = ? AND network = ? AND container_id = ' + '? AND ifname = ?'),
-      rest: db.prepare('INSERT OR REPLACE INTO resting (pool, address, reusable_at, reusable_boot, reusable_mono) VALUES ' + '(?, ?, ?, ?, ?)'),
+      relocate: db.prepare(
+        'UPDATE allocations SET netns = ? WHERE pool = ? AND address = ? AND network = ? AND container_id = ' +
+          '? AND ifname = ?',
+      ),
+      rest: db.prepare(
+        'INSERT OR REPLACE INTO resting (pool, address, reusable_at, reusable_boot, reusable_mono) VALUES ' +
+          '(?, ?, ?, ?, ?)',
+      ),
       unrest: db.prepare('DELETE FROM resting WHERE pool = ? AND address = ?'),
       cursor: db.prepare('UPDATE pools SET cursor = ? WHERE pool = ?'),
       describe: db.prepare('UPDATE pools SET description = ? WHERE pool = ?'),
       affinity: db.prepare('UPDATE pools SET affinity = ? WHERE pool = ?'),
       cooldown: db.prepare('UPDATE pools SET cooldown_seconds = ? WHERE pool = ?'),
       byOwner: db.prepare('SELECT * FROM allocations WHERE network = ? AND container_id = ? ORDER BY pool, address'),
-      byOwnerIf: db.prepare('SELECT * FROM allocations WHERE network = ? AND container_id = ? AND ifname = ? ORDER BY pool, address'),
+      byOwnerIf: db.prepare(
+        'SELECT * FROM allocations WHERE network = ? AND container_id = ? AND ifname = ? ORDER BY pool, address',
+      ),
       begin: db.prepare('BEGIN IMMEDIATE'),
       commit: db.prepare('COMMIT'),
       rollback: db.prepare('ROLLBACK'),
-      probe: db.prepare(`INSERT INTO meta (key, value) VALUES ('write_probe', ?) ON CONFLICT (key) DO UPDATE SET value = ` + `excluded.value`),
+      probe: db.prepare(
+        `INSERT INTO meta (key, value) VALUES ('write_probe', ?) ON CONFLICT (key) DO UPDATE SET value = ` +
+          `excluded.value`,
+      ),
     };
   }
 
@@ -155,7 +167,8 @@ export class SqliteStore implements Store {
       try {
         return fn();
       } catch (error) {
-        if (!isBusy(error) || this.#clock.monotonic() - started + delay > budgetMs) throw describeSqliteError(this.#path, error);
+        if (!isBusy(error) || this.#clock.monotonic() - started + delay > budgetMs)
+          throw describeSqliteError(this.#path, error);
       }
     }
   }
@@ -169,14 +182,25 @@ export class SqliteStore implements Store {
   }
 
   #readPool(pool: string, knownRevision?: Revision): PoolRead {
-    const row = this.#s('revision').get(pool) as { revision: number; cursor: string | null; affinity: string | null; cooldown_seconds: number | null } | undefined;
+    const row = this.#s('revision').get(pool) as
+      | { revision: number; cursor: string | null; affinity: string | null; cooldown_seconds: number | null }
+      | undefined;
     const revision = row === undefined ? 0 : Number(row.revision);
     if (knownRevision !== undefined && knownRevision === revision) return { kind: 'unchanged', revision };
     const allocations = (this.#s('allocated').all(pool) as Array<{ address: string }>).map((r) => r.address);
-    const resting = (this.#s('resting').all(pool) as Array<{ address: string; reusable_at: number; reusable_boot: string | null; reusable_mono: number | null }>).map((r) => ({
+    const resting = (
+      this.#s('resting').all(pool) as Array<{
+        address: string;
+        reusable_at: number;
+        reusable_boot: string | null;
+        reusable_mono: number | null;
+      }>
+    ).map((r) => ({
       address: r.address,
       reusableAt: Number(r.reusable_at),
-      ...(r.reusable_boot === null || r.reusable_mono === null ? {} : { reusableStamp: { boot: r.reusable_boot, at: Number(r.reusable_mono) } }),
+      ...(r.reusable_boot === null || r.reusable_mono === null
+        ? {}
+        : { reusableStamp: { boot: r.reusable_boot, at: Number(r.reusable_mono) } }),
     }));
     return {
       kind: 'snapshot',
@@ -203,7 +227,10 @@ export class SqliteStore implements Store {
       if (Number(bumped.changes) !== 1) {
         const row = this.#s('revision').get(pool) as { revision: number } | undefined;
         this.#s('rollback').run();
-        return { kind: 'conflict', reason: `pool ${pool} is at revision ${row === undefined ? 0 : Number(row.revision)}, not ${expected}` };
+        return {
+          kind: 'conflict',
+          reason: `pool ${pool} is at revision ${row === undefined ? 0 : Number(row.revision)}, not ${expected}`,
+        };
       }
       const revision = expected + 1;
       for (const op of ops) {
@@ -240,12 +267,20 @@ export class SqliteStore implements Store {
       }
       case 'release':
         this.#s('remove').run(pool, op.address);
-        if (op.reusableAt !== undefined) this.#s('rest').run(pool, op.address, op.reusableAt, op.reusableStamp?.boot ?? null, op.reusableStamp?.at ?? null);
+        if (op.reusableAt !== undefined)
+          this.#s('rest').run(
+            pool,
+            op.address,
+            op.reusableAt,
+            op.reusableStamp?.boot ?? null,
+            op.reusableStamp?.at ?? null,
+          );
         return undefined;
       case 'relocate': {
         const a = op.allocation;
         const moved = this.#s('relocate').run(a.netns ?? null, pool, a.address, a.network, a.containerID, a.ifname);
-        if (Number(moved.changes) !== 1) return `${a.address} is not held by container ${a.containerID} (${a.ifname}) in ${pool}`;
+        if (Number(moved.changes) !== 1)
+          return `${a.address} is not held by container ${a.containerID} (${a.ifname}) in ${pool}`;
         return undefined;
       }
       case 'unrest':
@@ -289,7 +324,9 @@ export class SqliteStore implements Store {
 
   #list(filter: AllocationFilter): Allocation[] {
     const { where, values } = whereClause(filter);
-    const rows = this.#db.prepare(`SELECT * FROM allocations ${where} ORDER BY pool, created_at, address`).all(...values);
+    const rows = this.#db
+      .prepare(`SELECT * FROM allocations ${where} ORDER BY pool, created_at, address`)
+      .all(...values);
     return (rows as unknown as AllocationRow[]).map(toAllocation);
   }
 
@@ -305,7 +342,14 @@ export class SqliteStore implements Store {
            (SELECT count(*) FROM resting r WHERE r.pool = p.pool) AS resting
          FROM pools p WHERE substr(p.pool, 1, ?) = ? ORDER BY p.pool`,
       )
-      .all(prefix.length, prefix) as Array<{ pool: string; revision: number; description: string | null; affinity: string | null; allocated: number; resting: number }>;
+      .all(prefix.length, prefix) as Array<{
+      pool: string;
+      revision: number;
+      description: string | null;
+      affinity: string | null;
+      allocated: number;
+      resting: number;
+    }>;
     return rows.map((r) => ({
       pool: r.pool,
       revision: Number(r.revision),

@@ -77,7 +77,12 @@ export interface PoolDescription {
 
 export type PoolOp =
   | { readonly op: 'allocate'; readonly allocation: Allocation }
-  | { readonly op: 'release'; readonly address: string; readonly reusableAt?: number; readonly reusableStamp?: BootStamp }
+  | {
+      readonly op: 'release';
+      readonly address: string;
+      readonly reusableAt?: number;
+      readonly reusableStamp?: BootStamp;
+    }
   /**
    * Records where the holder of `allocation.address` lives now: `allocation` is the record as held,
    * with its new network namespace (`netns`). The owner (network, containerID, ifname) must be the

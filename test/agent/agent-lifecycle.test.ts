@@ -29,7 +29,7 @@ function deepPrimary(): string {
   return `{"cniVersion":"1.0.0","name":"deepnet","type":"bridge","ipam":{"type":"host-local","subnet":"10.219.0.0/24"},"x":${'['.repeat(depth)}${']'.repeat(depth)}}`;
 }
 
-describe('the agent\'s start and stop', () => {
+describe("the agent's start and stop", () => {
   const agents: AgentHandle[] = [];
   after(async () => {
     for (const a of agents) await a.kill();
@@ -40,23 +40,58 @@ describe('the agent\'s start and stop', () => {
     const confDir = join(dir, 'net.d');
     mkdirSync(confDir);
     writeFileSync(join(confDir, '10-deep.conf'), deepPrimary());
-    const agent = await startAgent({ dir, args: ['--cni-conf-dir', confDir, '--manage-cni-config', 'on', '--metrics-address', '', '--warm-up', '0'] });
+    const agent = await startAgent({
+      dir,
+      args: ['--cni-conf-dir', confDir, '--manage-cni-config', 'on', '--metrics-address', '', '--warm-up', '0'],
+    });
     agents.push(agent);
     const journal = join(dir, 'journal');
     // A DEL the plugin journaled while the agent was serving: the agent drains it (nothing holds
     // the address, so the intent is simply completed and its file removed).
-    const file = recordMissedDelete(journal, { format: 1, network: 'deepnet', containerID: 'deep-del-1', ifname: 'eth0', recordedAt: Date.now(), reason: 'test' });
-    await waitFor(`the agent to drain ${file} (log: ${agent.log().slice(-2000)})`, () => (existsSync(file) ? undefined : true), HANG_BOUND_MS);
-    const status = (await requestJson({ socket: agent.socket, method: 'GET', path: '/v1/status' })).body as { ready: boolean; cniConfig?: { state: string; problem?: string } };
+    const file = recordMissedDelete(journal, {
+      format: 1,
+      network: 'deepnet',
+      containerID: 'deep-del-1',
+      ifname: 'eth0',
+      recordedAt: Date.now(),
+      reason: 'test',
+    });
+    await waitFor(
+      `the agent to drain ${file} (log: ${agent.log().slice(-2000)})`,
+      () => (existsSync(file) ? undefined : true),
+      HANG_BOUND_MS,
+    );
+    const status = (await requestJson({ socket: agent.socket, method: 'GET', path: '/v1/status' })).body as {
+      ready: boolean;
+      cniConfig?: { state: string; problem?: string };
+    };
     assert.notEqual(status.cniConfig?.state, 'current', 'the config manager does not say all is well');
-    assert.ok(status.cniConfig?.problem !== undefined && status.cniConfig.problem !== '', JSON.stringify(status.cniConfig));
+    assert.ok(
+      status.cniConfig?.problem !== undefined && status.cniConfig.problem !== '',
+      JSON.stringify(status.cniConfig),
+    );
     // The instance lock lives there as .journal.lock, with no SQLite journal file beside it.
-    assert.deepEqual(readdirSync(journal).filter((n) => n !== 'rejected' && n !== '.journal.lock'), []);
+    assert.deepEqual(
+      readdirSync(journal).filter((n) => n !== 'rejected' && n !== '.journal.lock'),
+      [],
+    );
   });
 
   it('a part that fails while stopping leaves no socket served, no store open and no lock held', async () => {
     const dir = tempDir('warren-lifecycle-stop-');
-    const options = resolveAgentOptions({ stateDir: dir, socket: join(dir, 'warren.sock'), journalDir: join(dir, 'journal'), netnsDirs: '', containerd: 'off', metricsAddress: '', warmUpRounds: '0', nodeName: 'lifecycle' }, {});
+    const options = resolveAgentOptions(
+      {
+        stateDir: dir,
+        socket: join(dir, 'warren.sock'),
+        journalDir: join(dir, 'journal'),
+        netnsDirs: '',
+        containerd: 'off',
+        metricsAddress: '',
+        warmUpRounds: '0',
+        nodeName: 'lifecycle',
+      },
+      {},
+    );
     class FailingClose extends ForwardingStore {
       override async close(): Promise<void> {
         await super.close();
@@ -85,7 +120,13 @@ describe('the agent\'s start and stop', () => {
       setTimeout(() => { Promise.reject(new Error('planted fault')); }, 1000);
       process.exitCode = await runAgent(${JSON.stringify(['--state-dir', dir, '--socket', join(dir, 'w.sock'), '--journal-dir', join(dir, 'journal'), '--netns-dirs', '', '--containerd', 'off', '--metrics-address', '', '--warm-up', '0', '--node-name', 'lifecycle'])},
         { out: (t) => process.stdout.write(t), err: (t) => process.stderr.write(t), env: process.env });`;
-    const child = track(spawn(process.execPath, ['--input-type=module', '-e', program], { cwd: REPO, env: { ...process.env, PATH: CHILD_PATH }, stdio: ['ignore', 'pipe', 'pipe'] }));
+    const child = track(
+      spawn(process.execPath, ['--input-type=module', '-e', program], {
+        cwd: REPO,
+        env: { ...process.env, PATH: CHILD_PATH },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      }),
+    );
     let out = '';
     let err = '';
     child.stdout?.on('data', (c: Buffer) => (out += c.toString()));
@@ -110,7 +151,16 @@ describe('the agent\'s start and stop', () => {
     const logger = silentLogger;
     const errors = new RecentErrors(systemClock, logger);
     const intake = new JournalIntake({ journal: broken, logger, errors });
-    await assert.rejects(intake.consume(new AbortController().signal, () => undefined), /injected: the watch failed/);
-    assert.match(errors.list().map((e) => e.message).join('\n'), /journal watch stopped: injected: the watch failed/);
+    await assert.rejects(
+      intake.consume(new AbortController().signal, () => undefined),
+      /injected: the watch failed/,
+    );
+    assert.match(
+      errors
+        .list()
+        .map((e) => e.message)
+        .join('\n'),
+      /journal watch stopped: injected: the watch failed/,
+    );
   });
 });

@@ -17,11 +17,16 @@ const CLIENT_LIBRARIES = ['etcd3', '@kubernetes/client-node', '@grpc/grpc-js'] a
 /** The npm packages among the modules an agent started with `args` had loaded once it served. */
 async function packagesLoadedBy(args: readonly string[]): Promise<{ packages: Set<string>; modules: string[] }> {
   const trace = join(tempDir('warren-agent-start-trace-'), 'modules');
-  const agent = await startAgent({ args, env: { NODE_OPTIONS: `--import ${TRACER}`, WARREN_TEST_MODULE_TRACE: trace } });
+  const agent = await startAgent({
+    args,
+    env: { NODE_OPTIONS: `--import ${TRACER}`, WARREN_TEST_MODULE_TRACE: trace },
+  });
   try {
     // Read while it serves: what the start and the first answers needed, nothing later.
     const modules = readFileSync(trace, 'utf8').split('\n').filter(Boolean);
-    const packages = new Set(modules.flatMap((url) => [.../node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url)?.slice(1, 2) ?? []]));
+    const packages = new Set(
+      modules.flatMap((url) => [...(/node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url)?.slice(1, 2) ?? [])]),
+    );
     return { packages, modules };
   } finally {
     await agent.stop();
@@ -30,14 +35,30 @@ async function packagesLoadedBy(args: readonly string[]): Promise<{ packages: Se
 
 describe('an agent start', () => {
   it('with etcd, Kubernetes, containerd and the plugin registry off loads none of their client libraries', async () => {
-    const { packages, modules } = await packagesLoadedBy(['--warm-up', '0', '--containerd', 'off', '--kubernetes', 'off', '--store', 'sqlite', '--plugins-dir', '']);
-    assert.ok(modules.some((url) => /\/(src|dist)\/cli\/main\.(ts|mjs)$/.test(url)), `the trace saw the agent's own modules: ${modules.slice(0, 5).join(', ')}`);
-    for (const library of CLIENT_LIBRARIES) assert.ok(!packages.has(library), `${library} loaded; packages: ${[...packages].join(', ')}`);
+    const { packages, modules } = await packagesLoadedBy([
+      '--warm-up',
+      '0',
+      '--containerd',
+      'off',
+      '--kubernetes',
+      'off',
+      '--store',
+      'sqlite',
+      '--plugins-dir',
+      '',
+    ]);
+    assert.ok(
+      modules.some((url) => /\/(src|dist)\/cli\/main\.(ts|mjs)$/.test(url)),
+      `the trace saw the agent's own modules: ${modules.slice(0, 5).join(', ')}`,
+    );
+    for (const library of CLIENT_LIBRARIES)
+      assert.ok(!packages.has(library), `${library} loaded; packages: ${[...packages].join(', ')}`);
   });
 
   it('with the default store and no Kubernetes loads neither etcd3 nor @kubernetes/client-node', async () => {
     // startAgent's other defaults: the plugin registry on, containerd off (no containerd here).
     const { packages } = await packagesLoadedBy([]);
-    for (const library of ['etcd3', '@kubernetes/client-node']) assert.ok(!packages.has(library), `${library} loaded; packages: ${[...packages].join(', ')}`);
+    for (const library of ['etcd3', '@kubernetes/client-node'])
+      assert.ok(!packages.has(library), `${library} loaded; packages: ${[...packages].join(', ')}`);
   });
 });

@@ -24,7 +24,17 @@ describe('the agent process', () => {
 
   it('serves on a socket and keeps state only its owner can open', async () => {
     const agent = await start();
-    const add = await warren({ command: 'ADD', containerID: 'm1', netns: '/x', ifname: 'eth0', config: { cniVersion: '1.0.0', name: 'm', ipam: { type: 'warren', socket: agent.socket, range: '10.217.0.0/24' } } });
+    const add = await warren({
+      command: 'ADD',
+      containerID: 'm1',
+      netns: '/x',
+      ifname: 'eth0',
+      config: {
+        cniVersion: '1.0.0',
+        name: 'm',
+        ipam: { type: 'warren', socket: agent.socket, range: '10.217.0.0/24' },
+      },
+    });
     assert.equal(add.code, 0, add.stdout);
     assert.equal(statSync(agent.socket).mode & 0o777, 0o600, 'socket is 0600');
     assert.ok(statSync(agent.socket).isSocket());
@@ -43,7 +53,14 @@ describe('the agent process', () => {
 
   it('refuses a second agent on the same state directory', async () => {
     const agent = await start();
-    const second = await run(process.execPath, [WARREN_BIN, 'agent', '--state-dir', agent.dir, '--socket', join(agent.dir, 'other.sock')]);
+    const second = await run(process.execPath, [
+      WARREN_BIN,
+      'agent',
+      '--state-dir',
+      agent.dir,
+      '--socket',
+      join(agent.dir, 'other.sock'),
+    ]);
     assert.equal(second.code, 1);
     assert.match(second.stderr, new RegExp(`another Warren agent \\(pid ${agent.pid}\\)`));
     const status = await run(process.execPath, [WARREN_BIN, 'status', '--socket', agent.socket]);
@@ -52,22 +69,40 @@ describe('the agent process', () => {
 
   it('starts again after a kill -9 left its socket behind, keeping allocations', async () => {
     const agent = await start();
-    const conf = { cniVersion: '1.0.0', name: 'k', ipam: { type: 'warren', socket: agent.socket, range: '10.218.0.0/24' } };
+    const conf = {
+      cniVersion: '1.0.0',
+      name: 'k',
+      ipam: { type: 'warren', socket: agent.socket, range: '10.218.0.0/24' },
+    };
     const add = await warren({ command: 'ADD', containerID: 'k1', netns: '/x', ifname: 'eth0', config: conf });
     await agent.kill();
     assert.ok(existsSync(agent.socket), 'kill -9 leaves the socket behind');
     const again = await start(agent.dir);
     const held = await again.allocations('?containerID=k1');
-    assert.deepEqual(held.map((a) => `${a.address}/24`), (add.json as { ips: Array<{ address: string }> }).ips.map((i) => i.address));
+    assert.deepEqual(
+      held.map((a) => `${a.address}/24`),
+      (add.json as { ips: Array<{ address: string }> }).ips.map((i) => i.address),
+    );
   });
 
   it('a refused second agent on the same socket leaves the first agent reachable', async () => {
     const agent = await start();
     const other = tempDir('warren-second-');
-    const second = await run(process.execPath, [WARREN_BIN, 'agent', '--state-dir', other, '--journal-dir', join(other, 'journal'), '--socket', agent.socket, '--containerd', 'off']);
+    const second = await run(process.execPath, [
+      WARREN_BIN,
+      'agent',
+      '--state-dir',
+      other,
+      '--journal-dir',
+      join(other, 'journal'),
+      '--socket',
+      agent.socket,
+      '--containerd',
+      'off',
+    ]);
     assert.equal(second.code, 1);
     assert.match(second.stderr, new RegExp(`another Warren agent \\(pid ${agent.pid}\\) already uses the socket`));
-    assert.ok(existsSync(agent.socket), 'the first agent\'s socket is still there');
+    assert.ok(existsSync(agent.socket), "the first agent's socket is still there");
     const status = await run(process.execPath, [WARREN_BIN, 'status', '--socket', agent.socket]);
     assert.equal(status.code, 0, `the first agent still serves: ${status.stderr}`);
   });
@@ -76,7 +111,18 @@ describe('the agent process', () => {
     const agent = await start();
     const other = tempDir('warren-second-');
     const second = await run(process.execPath, [
-      WARREN_BIN, 'agent', '--state-dir', other, '--journal-dir', join(other, 'journal'), '--socket', join(other, 'w.sock'), '--database', join(agent.dir, 'warren.db'), '--containerd', 'off',
+      WARREN_BIN,
+      'agent',
+      '--state-dir',
+      other,
+      '--journal-dir',
+      join(other, 'journal'),
+      '--socket',
+      join(other, 'w.sock'),
+      '--database',
+      join(agent.dir, 'warren.db'),
+      '--containerd',
+      'off',
     ]);
     assert.equal(second.code, 1, 'two writers of one database would each think they are the only one');
     assert.match(second.stderr, new RegExp(`another Warren agent \\(pid ${agent.pid}\\) already uses the database`));
@@ -94,10 +140,27 @@ describe('the agent process', () => {
     const dir = tempDir('warren-race-');
     const launch = (name: string) =>
       track(
-        spawn(process.execPath, [WARREN_BIN, 'agent', '--state-dir', dir, '--journal-dir', join(dir, 'journal'), '--socket', join(dir, `${name}.sock`), '--containerd', 'off', '--netns-dirs', ''], {
-          env: { ...process.env, PATH: CHILD_PATH },
-          stdio: 'ignore',
-        }),
+        spawn(
+          process.execPath,
+          [
+            WARREN_BIN,
+            'agent',
+            '--state-dir',
+            dir,
+            '--journal-dir',
+            join(dir, 'journal'),
+            '--socket',
+            join(dir, `${name}.sock`),
+            '--containerd',
+            'off',
+            '--netns-dirs',
+            '',
+          ],
+          {
+            env: { ...process.env, PATH: CHILD_PATH },
+            stdio: 'ignore',
+          },
+        ),
       );
     const children = [launch('a'), launch('b')];
     const exits = children.map((c) => new Promise<number | null>((resolve) => c.once('exit', (code) => resolve(code))));
@@ -106,7 +169,12 @@ describe('the agent process', () => {
       const refused = await Promise.race(exits);
       assert.equal(refused, 1);
       const serving = await waitFor('the winner to serve', async () => {
-        const answers = await Promise.all(['a', 'b'].map(async (n) => (await run(process.execPath, [WARREN_BIN, 'status', '--socket', join(dir, `${n}.sock`)])).code === 0));
+        const answers = await Promise.all(
+          ['a', 'b'].map(
+            async (n) =>
+              (await run(process.execPath, [WARREN_BIN, 'status', '--socket', join(dir, `${n}.sock`)])).code === 0,
+          ),
+        );
         return answers.some(Boolean) ? answers.filter(Boolean).length : undefined;
       });
       assert.equal(serving, 1);
@@ -116,18 +184,30 @@ describe('the agent process', () => {
     }
   });
 
-  it('starts as an unprivileged user with no flags, in a state directory it can write', { skip: isRoot() ? false : 'needs root to switch user' }, async () => {
+  it('starts as an unprivileged user with no flags, in a state directory it can write', {
+    skip: isRoot() ? false : 'needs root to switch user',
+  }, async () => {
     const home = tempDir('warren-home-');
     chmodSync(home, 0o777);
     const stateDir = join(home, '.local', 'state', 'warren');
     const socket = join(stateDir, 'warren.sock');
     // nobody/nogroup: uid and gid 65534 on Debian.
-    const child = track(spawn(process.execPath, [WARREN_BIN, 'agent'], { env: { PATH: CHILD_PATH, HOME: home }, cwd: home, uid: 65534, gid: 65534, stdio: 'ignore' }));
+    const child = track(
+      spawn(process.execPath, [WARREN_BIN, 'agent'], {
+        env: { PATH: CHILD_PATH, HOME: home },
+        cwd: home,
+        uid: 65534,
+        gid: 65534,
+        stdio: 'ignore',
+      }),
+    );
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     try {
       await waitFor(`an unprivileged agent on ${socket}`, async () => {
         if (child.exitCode !== null) throw new Error(`agent exited with ${child.exitCode}`);
-        return (await run(process.execPath, [WARREN_BIN, 'status', '--json', '--socket', socket])).code === 0 ? true : undefined;
+        return (await run(process.execPath, [WARREN_BIN, 'status', '--json', '--socket', socket])).code === 0
+          ? true
+          : undefined;
       });
       const status = await run(process.execPath, [WARREN_BIN, 'status', '--json', '--socket', socket]);
       assert.equal(JSON.parse(status.stdout).ready, true);

@@ -16,7 +16,10 @@ import type { CommitResult, Store } from '../../src/store/store.ts';
 import { FaultyStore } from '../api/harness.ts';
 import { releaseHarness } from './release/harness.ts';
 
-const DISK_FULL = new WarrenError('IO_FAILURE', 'database /var/lib/warren/warren.db: the disk is full (database or disk is full); free space where it lives');
+const DISK_FULL = new WarrenError(
+  'IO_FAILURE',
+  'database /var/lib/warren/warren.db: the disk is full (database or disk is full); free space where it lives',
+);
 
 async function setup() {
   const clock = new ManualClock(Date.parse('2030-01-01T00:00:00Z'));
@@ -46,7 +49,13 @@ async function setup() {
     faulty,
     service,
     add: (containerID: string, ipam: Record<string, unknown> = {}) =>
-      cni.handle({ command: 'ADD', containerID, netns: '/var/run/netns/r', ifname: 'eth0', config: { ...config, ipam: { ...config.ipam, ...ipam } } }),
+      cni.handle({
+        command: 'ADD',
+        containerID,
+        netns: '/var/run/netns/r',
+        ifname: 'eth0',
+        config: { ...config, ipam: { ...config.ipam, ...ipam } },
+      }),
     cniStatus: () => cni.handle({ command: 'STATUS', config }),
     close: async () => {
       await release.done();
@@ -96,7 +105,11 @@ describe('readiness: whether an ADD can commit now', () => {
     s.faulty.commitFault = DISK_FULL;
     assert.equal(codeOf(await s.add('b1')).code, 5);
     s.faulty.commitFault = undefined;
-    assert.equal(codeOf(await s.cniStatus()).code, 50, 'a ping is smaller than the commit that failed: it proves nothing about it');
+    assert.equal(
+      codeOf(await s.cniStatus()).code,
+      50,
+      'a ping is smaller than the commit that failed: it proves nothing about it',
+    );
     assert.equal(codeOf(await s.add('b1')).code, 0);
     assert.equal(codeOf(await s.cniStatus()).code, 0);
     assert.equal((await s.service.status()).ready, true);
@@ -109,7 +122,11 @@ describe('readiness: whether an ADD can commit now', () => {
     s.clock.advance(29_999);
     assert.equal(codeOf(await s.cniStatus()).code, 50);
     s.clock.advance(1);
-    assert.equal(codeOf(await s.cniStatus()).code, 0, 'on trial: a runtime that sends no ADD to a node that is not ready would wait for ever');
+    assert.equal(
+      codeOf(await s.cniStatus()).code,
+      0,
+      'on trial: a runtime that sends no ADD to a node that is not ready would wait for ever',
+    );
     s.faulty.pingFault = DISK_FULL;
     assert.equal(codeOf(await s.cniStatus()).code, 50, 'on trial only while the ping succeeds');
     s.faulty.pingFault = undefined;
@@ -136,13 +153,16 @@ describe('readiness: whether an ADD can commit now', () => {
     s.faulty.commitFault = undefined;
   });
 
-  it('a refused config, a conflict and a caller\'s mistake leave the agent ready', async () => {
+  it("a refused config, a conflict and a caller's mistake leave the agent ready", async () => {
     const s = await open();
     assert.equal(codeOf(await s.add('r1', { range: '10.241.0.0/33' })).code, 7);
     assert.equal(codeOf(await s.cniStatus()).code, 0);
     const clock = new ManualClock(0);
     const health = new CommitHealth(clock);
-    const answers: Array<CommitResult | Error> = [{ kind: 'conflict', reason: 'moved' }, new WarrenError('BAD_REQUEST', 'not a store failure')];
+    const answers: Array<CommitResult | Error> = [
+      { kind: 'conflict', reason: 'moved' },
+      new WarrenError('BAD_REQUEST', 'not a store failure'),
+    ];
     const store = health.watch({
       description: 'scripted',
       commit: async () => {

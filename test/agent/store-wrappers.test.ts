@@ -22,7 +22,10 @@ function recordingStore(): { store: Store; calls: Array<[string, unknown[]]> } {
       return answer;
     };
   const membership = { announce: record('announce', undefined) } as unknown as Membership;
-  const spaces = { read: record('spaces.read', {}), admit: record('spaces.admit', undefined) } as unknown as AddressSpaces;
+  const spaces = {
+    read: record('spaces.read', {}),
+    admit: record('spaces.admit', undefined),
+  } as unknown as AddressSpaces;
   const store: Store = {
     description: 'recording',
     readPool: record('readPool', { kind: 'unchanged', revision: 1 }),

@@ -31,7 +31,11 @@ describe('Allocator', () => {
     assert.equal(retry[0]?.allocation.address, first[0]?.allocation.address);
     assert.equal(retry[0]?.fresh, false);
     const other = await allocator.allocate({ owner: owner('a', 'net1'), ranges: r });
-    assert.notEqual(other[0]?.allocation.address, first[0]?.allocation.address, 'another interface is another attachment');
+    assert.notEqual(
+      other[0]?.allocation.address,
+      first[0]?.allocation.address,
+      'another interface is another attachment',
+    );
   });
 
   it('a re-ADD in a new namespace moves the record there, so a release that rests on the old namespace takes nothing', async () => {
@@ -43,7 +47,10 @@ describe('Allocator', () => {
       const again = await allocator.allocate({ owner: owner('a'), ranges: r, netns: '/run/netns/new' });
       assert.equal(again[0]?.allocation.address, first[0]?.allocation.address);
       assert.equal(again[0]?.allocation.netns, '/run/netns/new');
-      assert.deepEqual((await allocator.held(owner('a'))).map((a) => a.netns), ['/run/netns/new']);
+      assert.deepEqual(
+        (await allocator.held(owner('a'))).map((a) => a.netns),
+        ['/run/netns/new'],
+      );
       // Decided while the record still said /run/netns/old, committed after the re-ADD: nothing goes.
       assert.deepEqual(await allocator.release(owner('a'), 0, { netns: '/run/netns/old' }), []);
       assert.equal((await allocator.release(owner('a'), 0, { netns: '/run/netns/new' })).length, 1);
@@ -66,7 +73,10 @@ describe('Allocator', () => {
     const r = ranges({ range: '10.0.0.0/30' }); // .1 and .2
     await allocator.allocate({ owner: owner('a'), ranges: r });
     await allocator.allocate({ owner: owner('b'), ranges: r });
-    await assert.rejects(allocator.allocate({ owner: owner('c'), ranges: r }), (e) => isWarrenError(e, 'POOL_EXHAUSTED') && /10\.0\.0\.0\/30/.test(e.message));
+    await assert.rejects(
+      allocator.allocate({ owner: owner('c'), ranges: r }),
+      (e) => isWarrenError(e, 'POOL_EXHAUSTED') && /10\.0\.0\.0\/30/.test(e.message),
+    );
     assert.equal((await store.list()).length, 2);
   });
 
@@ -75,24 +85,39 @@ describe('Allocator', () => {
     const r = ranges({ ipRanges: [{ range: '10.0.0.0/24' }, { range: 'fd00::/126' }] }); // v6: ::1..::3
     for (const id of ['a', 'b', 'c']) {
       const got = await allocator.allocate({ owner: owner(id), ranges: r });
-      assert.deepEqual(got.map((g) => parseIP(g.allocation.address)?.family), [4, 6]);
+      assert.deepEqual(
+        got.map((g) => parseIP(g.allocation.address)?.family),
+        [4, 6],
+      );
     }
-    await assert.rejects(allocator.allocate({ owner: owner('d'), ranges: r }), (e) => isWarrenError(e, 'POOL_EXHAUSTED'));
+    await assert.rejects(allocator.allocate({ owner: owner('d'), ranges: r }), (e) =>
+      isWarrenError(e, 'POOL_EXHAUSTED'),
+    );
     assert.deepEqual(await store.findByOwner({ network: 'net', containerID: 'd' }), [], 'the IPv4 half was given back');
   });
 
   it('honours a requested address and refuses one that is taken, excluded or outside', async () => {
     const { allocator } = setup();
     const r = ranges({ range: '10.0.0.0/24', exclude: ['10.0.0.128/25'] });
-    const got = await allocator.allocate({ owner: owner('a'), ranges: r, requested: [parseIP('10.0.0.77') as IPAddress] });
+    const got = await allocator.allocate({
+      owner: owner('a'),
+      ranges: r,
+      requested: [parseIP('10.0.0.77') as IPAddress],
+    });
     assert.equal(got[0]?.allocation.address, '10.0.0.77');
     const refuse = async (ip: string, pattern: RegExp) =>
-      assert.rejects(allocator.allocate({ owner: owner(`x-${ip}`), ranges: r, requested: [parseIP(ip) as IPAddress] }), (e) => isWarrenError(e, 'ADDRESS_UNAVAILABLE') && pattern.test(e.message));
+      assert.rejects(
+        allocator.allocate({ owner: owner(`x-${ip}`), ranges: r, requested: [parseIP(ip) as IPAddress] }),
+        (e) => isWarrenError(e, 'ADDRESS_UNAVAILABLE') && pattern.test(e.message),
+      );
     await refuse('10.0.0.77', /already allocated/);
     await refuse('10.0.0.200', /excluded/);
     await refuse('10.0.0.0', /outside the allocatable span/);
     await refuse('10.9.9.9', /none of the configured ranges/);
-    await assert.rejects(allocator.allocate({ owner: owner('a'), ranges: r, requested: [parseIP('10.0.0.78') as IPAddress] }), /already holds 10\.0\.0\.77/);
+    await assert.rejects(
+      allocator.allocate({ owner: owner('a'), ranges: r, requested: [parseIP('10.0.0.78') as IPAddress] }),
+      /already holds 10\.0\.0\.77/,
+    );
   });
 
   it('keeps a released address resting for the cooldown, on the injected clock', async () => {
@@ -101,9 +126,14 @@ describe('Allocator', () => {
     await allocator.allocate({ owner: owner('a'), ranges: r, cooldownSeconds: 60 });
     await allocator.allocate({ owner: owner('b'), ranges: r, cooldownSeconds: 60 });
     await allocator.release(owner('a'), 60);
-    await assert.rejects(allocator.allocate({ owner: owner('c'), ranges: r, cooldownSeconds: 60 }), (e) => isWarrenError(e, 'POOL_EXHAUSTED') && /1 resting/.test(e.message));
+    await assert.rejects(
+      allocator.allocate({ owner: owner('c'), ranges: r, cooldownSeconds: 60 }),
+      (e) => isWarrenError(e, 'POOL_EXHAUSTED') && /1 resting/.test(e.message),
+    );
     clock.advance(59_999);
-    await assert.rejects(allocator.allocate({ owner: owner('c'), ranges: r, cooldownSeconds: 60 }), (e) => isWarrenError(e, 'POOL_EXHAUSTED'));
+    await assert.rejects(allocator.allocate({ owner: owner('c'), ranges: r, cooldownSeconds: 60 }), (e) =>
+      isWarrenError(e, 'POOL_EXHAUSTED'),
+    );
     clock.advance(1);
     const c = await allocator.allocate({ owner: owner('c'), ranges: r, cooldownSeconds: 60 });
     assert.equal(c[0]?.allocation.address, '10.0.0.1');
@@ -116,7 +146,11 @@ describe('Allocator', () => {
     await allocator.allocate({ owner: owner('b'), ranges: r, cooldownSeconds: 60 });
     await allocator.release(owner('a'), 60);
     clock.stepWall(-86_400_000);
-    await assert.rejects(allocator.allocate({ owner: owner('c'), ranges: r, cooldownSeconds: 60 }), (e) => isWarrenError(e, 'POOL_EXHAUSTED'), 'still resting');
+    await assert.rejects(
+      allocator.allocate({ owner: owner('c'), ranges: r, cooldownSeconds: 60 }),
+      (e) => isWarrenError(e, 'POOL_EXHAUSTED'),
+      'still resting',
+    );
     clock.advance(60_000);
     // Read from the store by a new allocator too (the agent restarted): the rest is timed by its stamp.
     const restarted = new Allocator({ store, clock, node: 'n1' });
@@ -131,9 +165,16 @@ describe('Allocator', () => {
     await allocator.allocate({ owner: owner('b'), ranges: r, cooldownSeconds: 60 });
     await allocator.release(owner('a'), 60);
     clock.stepWall(3_600_000);
-    await assert.rejects(allocator.allocate({ owner: owner('c'), ranges: r, cooldownSeconds: 60 }), (e) => isWarrenError(e, 'POOL_EXHAUSTED') && /1 resting/.test(e.message));
+    await assert.rejects(
+      allocator.allocate({ owner: owner('c'), ranges: r, cooldownSeconds: 60 }),
+      (e) => isWarrenError(e, 'POOL_EXHAUSTED') && /1 resting/.test(e.message),
+    );
     const restarted = new Allocator({ store, clock, node: 'n1' });
-    await assert.rejects(restarted.allocate({ owner: owner('c'), ranges: r, cooldownSeconds: 60 }), (e) => isWarrenError(e, 'POOL_EXHAUSTED'), 'nor after a restart');
+    await assert.rejects(
+      restarted.allocate({ owner: owner('c'), ranges: r, cooldownSeconds: 60 }),
+      (e) => isWarrenError(e, 'POOL_EXHAUSTED'),
+      'nor after a restart',
+    );
     clock.advance(60_000);
     const c = await restarted.allocate({ owner: owner('c'), ranges: r, cooldownSeconds: 60 });
     assert.equal(c[0]?.allocation.address, '10.0.0.1');
@@ -149,9 +190,16 @@ describe('Allocator', () => {
     clock.reboot('boot-2', 5);
     clock.advance(30_000);
     const rebooted = new Allocator({ store, clock, node: 'n1' });
-    await assert.rejects(rebooted.allocate({ owner: owner('c'), ranges: r, cooldownSeconds: 60 }), (e) => isWarrenError(e, 'POOL_EXHAUSTED'), '30 s of the wall clock left');
+    await assert.rejects(
+      rebooted.allocate({ owner: owner('c'), ranges: r, cooldownSeconds: 60 }),
+      (e) => isWarrenError(e, 'POOL_EXHAUSTED'),
+      '30 s of the wall clock left',
+    );
     clock.advance(30_000);
-    assert.equal((await rebooted.allocate({ owner: owner('c'), ranges: r, cooldownSeconds: 60 }))[0]?.allocation.address, '10.0.0.1');
+    assert.equal(
+      (await rebooted.allocate({ owner: owner('c'), ranges: r, cooldownSeconds: 60 }))[0]?.allocation.address,
+      '10.0.0.1',
+    );
   });
 
   it('releases idempotently and reports what it released', async () => {
@@ -183,7 +231,9 @@ describe('Allocator', () => {
     const a2 = new Allocator({ store: s2, clock, node: 'n2' });
     const r = ranges({ range: '10.1.0.0/24' });
     const got = await Promise.all(
-      Array.from({ length: 120 }, (_, i) => (i % 2 === 0 ? a1 : a2).allocate({ owner: owner(`c${i}`), ranges: r }).then((x) => x[0]?.allocation.address)),
+      Array.from({ length: 120 }, (_, i) =>
+        (i % 2 === 0 ? a1 : a2).allocate({ owner: owner(`c${i}`), ranges: r }).then((x) => x[0]?.allocation.address),
+      ),
     );
     assert.equal(new Set(got).size, 120);
     assert.equal((await s1.list()).length, 120);
@@ -202,23 +252,42 @@ describe('Allocator: overlapping ranges of one network_name', () => {
     const narrow = ranges({ range: '10.232.2.0/25' });
     const [a] = await allocator.allocate({ owner: owner('a'), ranges: wide });
     assert.equal(a?.allocation.address, '10.232.2.1');
-    await assert.rejects(allocator.allocate({ owner: owner('b', 'eth0', 'other-conf'), ranges: narrow }), refusedAsOverlap('10.232.2.0/25', '10.232.2.0/24'));
+    await assert.rejects(
+      allocator.allocate({ owner: owner('b', 'eth0', 'other-conf'), ranges: narrow }),
+      refusedAsOverlap('10.232.2.0/25', '10.232.2.0/24'),
+    );
   });
 
   it('refuses a /24 inside a /23 of the same network_name, even with enable_overlapping_ranges', async () => {
     const { allocator } = setup();
-    await allocator.allocate({ owner: owner('a'), ranges: ranges({ range: '10.232.0.0/23', network_name: 'blue', enable_overlapping_ranges: true }) });
+    await allocator.allocate({
+      owner: owner('a'),
+      ranges: ranges({ range: '10.232.0.0/23', network_name: 'blue', enable_overlapping_ranges: true }),
+    });
     await assert.rejects(
-      allocator.allocate({ owner: owner('b'), ranges: ranges({ range: '10.232.1.0/24', network_name: 'blue', enable_overlapping_ranges: true }) }),
+      allocator.allocate({
+        owner: owner('b'),
+        ranges: ranges({ range: '10.232.1.0/24', network_name: 'blue', enable_overlapping_ranges: true }),
+      }),
       refusedAsOverlap('10.232.1.0/24', '10.232.0.0/23'),
     );
   });
 
   it('keeps overlapping ranges of different network_names apart, as separate address spaces', async () => {
     const { allocator } = setup();
-    const [a] = await allocator.allocate({ owner: owner('a'), ranges: ranges({ range: '10.232.2.0/24', network_name: 'red' }) });
-    const [b] = await allocator.allocate({ owner: owner('b'), ranges: ranges({ range: '10.232.2.0/25', network_name: 'green' }) });
-    assert.equal(a?.allocation.address, b?.allocation.address, 'the same address in two address spaces is not a duplicate');
+    const [a] = await allocator.allocate({
+      owner: owner('a'),
+      ranges: ranges({ range: '10.232.2.0/24', network_name: 'red' }),
+    });
+    const [b] = await allocator.allocate({
+      owner: owner('b'),
+      ranges: ranges({ range: '10.232.2.0/25', network_name: 'green' }),
+    });
+    assert.equal(
+      a?.allocation.address,
+      b?.allocation.address,
+      'the same address in two address spaces is not a duplicate',
+    );
   });
 
   it('admits a new overlapping range once the old one holds nothing, and then refuses the old one', async () => {
@@ -230,7 +299,10 @@ describe('Allocator: overlapping ranges of one network_name', () => {
     // The operator moved the network from the /24 to the /25: it drained, so the /25 may start.
     const [b] = await allocator.allocate({ owner: owner('b'), ranges: narrow });
     assert.ok(b !== undefined);
-    await assert.rejects(allocator.allocate({ owner: owner('c'), ranges: wide }), refusedAsOverlap('10.232.2.0/24', '10.232.2.0/25'));
+    await assert.rejects(
+      allocator.allocate({ owner: owner('c'), ranges: wide }),
+      refusedAsOverlap('10.232.2.0/24', '10.232.2.0/25'),
+    );
   });
 
   it('says it is the gateway when the gateway address is asked for', async () => {
@@ -238,6 +310,9 @@ describe('Allocator: overlapping ranges of one network_name', () => {
     const r = ranges({ range: '10.232.3.0/24', gateway: '10.232.3.1' });
     const gateway = parseIP('10.232.3.1');
     assert.ok(gateway !== undefined);
-    await assert.rejects(allocator.allocate({ owner: owner('a'), ranges: r, requested: [gateway] }), /10\.232\.3\.1 is the gateway of 10\.232\.3\.0\/24/);
+    await assert.rejects(
+      allocator.allocate({ owner: owner('a'), ranges: r, requested: [gateway] }),
+      /10\.232\.3\.1 is the gateway of 10\.232\.3\.0\/24/,
+    );
   });
 });

@@ -21,8 +21,15 @@ import { tempDir } from '../helpers/processes.ts';
 const owner = (containerID: string) => ({ network: 'net', containerID, ifname: 'eth0' });
 const rangesOf = (ipam: Record<string, unknown>) => parseIpamConfig({ type: 'warren', ...ipam }).ranges;
 
-function cluster(nodes: number, clock = new ManualClock(1_000_000), store: Store = new SqliteStore({ path: join(tempDir(), 'w.db') })) {
-  const allocators = Array.from({ length: nodes }, (_, i) => new Allocator({ store, clock, node: `n${i + 1}`, blocks: true }));
+function cluster(
+  nodes: number,
+  clock = new ManualClock(1_000_000),
+  store: Store = new SqliteStore({ path: join(tempDir(), 'w.db') }),
+) {
+  const allocators = Array.from(
+    { length: nodes },
+    (_, i) => new Allocator({ store, clock, node: `n${i + 1}`, blocks: true }),
+  );
   return { store, clock, allocators };
 }
 
@@ -34,7 +41,13 @@ function addressValue(text: string): bigint {
 
 describe('block math', () => {
   it('clips edge blocks to range_start/range_end and skips fully excluded blocks', () => {
-    const [range] = rangesOf({ range: '10.0.0.0/24', range_start: '10.0.0.10', range_end: '10.0.0.100', exclude: ['10.0.0.16/28'], block_size: 28 });
+    const [range] = rangesOf({
+      range: '10.0.0.0/24',
+      range_start: '10.0.0.10',
+      range_end: '10.0.0.100',
+      exclude: ['10.0.0.16/28'],
+      block_size: 28,
+    });
     assert.ok(range);
     const first = firstUnclaimedBlock(range, []);
     assert.equal(first?.cidr, '10.0.0.0/28');
@@ -59,19 +72,33 @@ describe('block math', () => {
 
   it('tiles every allocatable address into exactly one block (property)', () => {
     fc.assert(
-      fc.property(fc.integer({ min: 24, max: 30 }), fc.integer({ min: 1, max: 254 }), fc.integer({ min: 1, max: 254 }), (blockSize, a, b) => {
-        const [lo, hi] = a <= b ? [a, b] : [b, a];
-        const [range] = rangesOf({ range: '10.9.0.0/24', range_start: `10.9.0.${lo}`, range_end: `10.9.0.${hi}`, block_size: blockSize });
-        if (range === undefined) return;
-        const claimed: Block[] = [];
-        let total = 0n;
-        for (let block = firstUnclaimedBlock(range, claimed); block !== undefined; block = firstUnclaimedBlock(range, claimed)) {
-          claimed.push(block);
-          total += capacityOf(block.span);
-          assert.ok(claimed.length <= 256);
-        }
-        assert.equal(total, capacityOf(range));
-      }),
+      fc.property(
+        fc.integer({ min: 24, max: 30 }),
+        fc.integer({ min: 1, max: 254 }),
+        fc.integer({ min: 1, max: 254 }),
+        (blockSize, a, b) => {
+          const [lo, hi] = a <= b ? [a, b] : [b, a];
+          const [range] = rangesOf({
+            range: '10.9.0.0/24',
+            range_start: `10.9.0.${lo}`,
+            range_end: `10.9.0.${hi}`,
+            block_size: blockSize,
+          });
+          if (range === undefined) return;
+          const claimed: Block[] = [];
+          let total = 0n;
+          for (
+            let block = firstUnclaimedBlock(range, claimed);
+            block !== undefined;
+            block = firstUnclaimedBlock(range, claimed)
+          ) {
+            claimed.push(block);
+            total += capacityOf(block.span);
+            assert.ok(claimed.length <= 256);
+          }
+          assert.equal(total, capacityOf(range));
+        },
+      ),
       { numRuns: 500 },
     );
   });
@@ -89,8 +116,18 @@ describe('Allocator with blocks', () => {
     assert.equal(a2[0]?.allocation.pool, a1[0]?.allocation.pool);
     assert.equal(b1[0]?.allocation.pool, `${r[0]?.pool}#10.1.0.16/28`);
     const blocks = await store.pools(`${r[0]?.pool}#`);
-    assert.deepEqual(blocks.map((p) => [p.pool.split('#')[1], p.affinity, p.allocated]), [['10.1.0.0/28', 'n1', 2], ['10.1.0.16/28', 'n2', 1]]);
-    assert.deepEqual((await store.list({ rangePool: r[0]?.pool })).map((a) => a.address).sort(), ['10.1.0.1', '10.1.0.16', '10.1.0.2']);
+    assert.deepEqual(
+      blocks.map((p) => [p.pool.split('#')[1], p.affinity, p.allocated]),
+      [
+        ['10.1.0.0/28', 'n1', 2],
+        ['10.1.0.16/28', 'n2', 1],
+      ],
+    );
+    assert.deepEqual((await store.list({ rangePool: r[0]?.pool })).map((a) => a.address).sort(), [
+      '10.1.0.1',
+      '10.1.0.16',
+      '10.1.0.2',
+    ]);
   });
 
   it('returns the same address when a retried ADD reaches another node', async () => {
@@ -106,14 +143,21 @@ describe('Allocator with blocks', () => {
   it('serves a pool with fewer blocks than nodes until it is truly full, borrowing, then reports exhaustion', async () => {
     const { store, allocators } = cluster(3);
     const r = rangesOf({ range: '10.3.0.0/28', block_size: 29 }); // two blocks, .1-.7 and .8-.14
-    const results = await Promise.allSettled(Array.from({ length: 18 }, (_, i) => (allocators[i % 3] as Allocator).allocate({ owner: owner(`c${i}`), ranges: r })));
+    const results = await Promise.allSettled(
+      Array.from({ length: 18 }, (_, i) =>
+        (allocators[i % 3] as Allocator).allocate({ owner: owner(`c${i}`), ranges: r }),
+      ),
+    );
     const ok = results.flatMap((x) => (x.status === 'fulfilled' ? [x.value[0]?.allocation] : []));
     const failed = results.flatMap((x) => (x.status === 'rejected' ? [x.reason] : []));
     assert.equal(ok.length, 14);
     assert.equal(new Set(ok.map((a) => a?.address)).size, 14);
     assert.equal(failed.length, 4);
     for (const error of failed) assert.ok(isWarrenError(error, 'POOL_EXHAUSTED'), String(error));
-    assert.ok(ok.some((a) => a?.node === 'n3'), 'the node without a block borrowed');
+    assert.ok(
+      ok.some((a) => a?.node === 'n3'),
+      'the node without a block borrowed',
+    );
     const affinities = (await store.pools(`${r[0]?.pool}#`)).map((p) => p.affinity);
     assert.equal(affinities.filter((x) => x === 'n3').length, 0);
   });
@@ -122,7 +166,11 @@ describe('Allocator with blocks', () => {
     const { store, allocators } = cluster(3);
     const r = rangesOf({ range: '10.4.0.0/25', range_start: '10.4.0.5', exclude: ['10.4.0.40/29'], block_size: 28 });
     const capacity = Number(capacityOf(r[0] as never));
-    const results = await Promise.allSettled(Array.from({ length: capacity + 6 }, (_, i) => (allocators[(i * 7) % 3] as Allocator).allocate({ owner: owner(`r${i}`), ranges: r })));
+    const results = await Promise.allSettled(
+      Array.from({ length: capacity + 6 }, (_, i) =>
+        (allocators[(i * 7) % 3] as Allocator).allocate({ owner: owner(`r${i}`), ranges: r }),
+      ),
+    );
     const ok = results.flatMap((x) => (x.status === 'fulfilled' ? [x.value[0]?.allocation.address as string] : []));
     assert.equal(ok.length, capacity);
     assert.equal(new Set(ok).size, capacity);
@@ -134,14 +182,17 @@ describe('Allocator with blocks', () => {
     assert.equal((await store.list({ rangePool: r[0]?.pool })).length, capacity);
   });
 
-  it('honours a requested address in another node\'s block', async () => {
+  it("honours a requested address in another node's block", async () => {
     const { allocators } = cluster(2);
     const [n1, n2] = allocators as [Allocator, Allocator];
     const r = rangesOf({ range: '10.5.0.0/24', block_size: 28 });
     await n1.allocate({ owner: owner('a'), ranges: r });
     const got = await n2.allocate({ owner: owner('b'), ranges: r, requested: [parseIP('10.5.0.9') as never] });
     assert.equal(got[0]?.allocation.address, '10.5.0.9');
-    await assert.rejects(n2.allocate({ owner: owner('c'), ranges: r, requested: [parseIP('10.5.0.9') as never] }), (e: unknown) => isWarrenError(e, 'ADDRESS_UNAVAILABLE'));
+    await assert.rejects(
+      n2.allocate({ owner: owner('c'), ranges: r, requested: [parseIP('10.5.0.9') as never] }),
+      (e: unknown) => isWarrenError(e, 'ADDRESS_UNAVAILABLE'),
+    );
   });
 
   it('gives an empty block back only after the grace period, and not while it holds an address', async () => {
@@ -156,7 +207,10 @@ describe('Allocator with blocks', () => {
     assert.deepEqual((await n1.returnEmptyBlocks(60_000)).returned, []);
     clock.advance(1);
     assert.deepEqual((await n1.returnEmptyBlocks(60_000)).returned, [`${r[0]?.pool}#10.6.0.0/28`]);
-    assert.deepEqual((await store.pools(`${r[0]?.pool}#`)).map((p) => p.affinity), [undefined]);
+    assert.deepEqual(
+      (await store.pools(`${r[0]?.pool}#`)).map((p) => p.affinity),
+      [undefined],
+    );
     // The returned block is the lowest free one again: the next node to need a block claims it.
     const b = await n2.allocate({ owner: owner('b'), ranges: r });
     assert.equal(b[0]?.allocation.pool, `${r[0]?.pool}#10.6.0.0/28`);
@@ -177,7 +231,7 @@ describe('Allocator with blocks', () => {
     }
   });
 
-  it('lets CNI GC on one node release only that node\'s allocations', async () => {
+  it("lets CNI GC on one node release only that node's allocations", async () => {
     const { store, allocators } = cluster(2);
     const [n1, n2] = allocators as [Allocator, Allocator];
     const r = rangesOf({ range: '10.9.0.0/24', block_size: 28 });
@@ -185,7 +239,10 @@ describe('Allocator with blocks', () => {
     await n1.allocate({ owner: owner('stale-on-n1'), ranges: r });
     await n2.allocate({ owner: owner('b'), ranges: r });
     const outcome = await n1.gc('net', new Set([attachmentKey('a', 'eth0')]));
-    assert.deepEqual(outcome.released.map((a) => a.containerID), ['stale-on-n1']);
+    assert.deepEqual(
+      outcome.released.map((a) => a.containerID),
+      ['stale-on-n1'],
+    );
     assert.deepEqual((await store.list()).map((a) => a.containerID).sort(), ['a', 'b']);
   });
 
@@ -196,9 +253,18 @@ describe('Allocator with blocks', () => {
     await n1.allocate({ owner: owner('a'), ranges: r });
     await n2.allocate({ owner: owner('b'), ranges: r }); // borrows from n1's only block
     const outcome = await n2.forgetNode('n1');
-    assert.deepEqual(outcome.released.map((a) => a.containerID), ['a']);
+    assert.deepEqual(
+      outcome.released.map((a) => a.containerID),
+      ['a'],
+    );
     assert.equal(outcome.blocks.length, 1);
-    assert.deepEqual((await store.list()).map((a) => [a.containerID, a.node]), [['b', 'n2']]);
-    assert.deepEqual((await store.pools(`${r[0]?.pool}#`)).map((p) => p.affinity), [undefined]);
+    assert.deepEqual(
+      (await store.list()).map((a) => [a.containerID, a.node]),
+      [['b', 'n2']],
+    );
+    assert.deepEqual(
+      (await store.pools(`${r[0]?.pool}#`)).map((p) => p.affinity),
+      [undefined],
+    );
   });
 });

@@ -33,7 +33,9 @@ describe('retryOnConflict', () => {
         rounds += 1;
         return CONFLICT;
       }),
-      (e: unknown) => isWarrenError(e, 'TRY_AGAIN') && e.message === 'pool 10.0.0.0/24 kept changing under 4 attempts to allocate; try again',
+      (e: unknown) =>
+        isWarrenError(e, 'TRY_AGAIN') &&
+        e.message === 'pool 10.0.0.0/24 kept changing under 4 attempts to allocate; try again',
     );
     assert.equal(rounds, 4);
   });
@@ -97,7 +99,9 @@ describe('the allocator under contention', () => {
     const allocator = new Allocator({ store, clock: new ManualClock(0), node: 'n1', maxAttempts: 3 });
     await assert.rejects(
       allocator.allocate({ owner: owner('a'), ranges: ranges({ range: '10.0.0.0/24', network_name: 'blue' }) }),
-      (e: unknown) => isWarrenError(e, 'TRY_AGAIN') && e.message === 'pool 10.0.0.0/24@blue kept changing under 3 attempts to allocate; try again',
+      (e: unknown) =>
+        isWarrenError(e, 'TRY_AGAIN') &&
+        e.message === 'pool 10.0.0.0/24@blue kept changing under 3 attempts to allocate; try again',
     );
     assert.equal(store.commits, 3);
   });
@@ -106,27 +110,40 @@ describe('the allocator under contention', () => {
     let contended = false;
     const store = contendedStore(() => contended);
     const allocator = new Allocator({ store, clock: new ManualClock(0), node: 'n1', blocks: true, maxAttempts: 5 });
-    const [got] = await allocator.allocate({ owner: owner('a'), ranges: ranges({ range: '10.0.0.0/24', block_size: 28 }) });
+    const [got] = await allocator.allocate({
+      owner: owner('a'),
+      ranges: ranges({ range: '10.0.0.0/24', block_size: 28 }),
+    });
     contended = true;
     await assert.rejects(
       allocator.release(owner('a')),
-      (e: unknown) => isWarrenError(e, 'TRY_AGAIN') && e.message === `pool ${got?.allocation.pool} kept changing under 5 attempts to release; try again`,
+      (e: unknown) =>
+        isWarrenError(e, 'TRY_AGAIN') &&
+        e.message === `pool ${got?.allocation.pool} kept changing under 5 attempts to release; try again`,
     );
     contended = false;
     assert.equal((await allocator.release(owner('a'))).length, 1, 'released once the store settles');
   });
 
   it('gives up recording a block size, and forgetting a node, with messages of their own', async () => {
-    const store = contendedStore((_pool, ops) => ops.some((op) => op.op === 'describe' && op.description.blockPrefix !== undefined) || ops.some((op) => op.op === 'unclaim'));
+    const store = contendedStore(
+      (_pool, ops) =>
+        ops.some((op) => op.op === 'describe' && op.description.blockPrefix !== undefined) ||
+        ops.some((op) => op.op === 'unclaim'),
+    );
     const allocator = new Allocator({ store, clock: new ManualClock(0), node: 'n1', blocks: true, maxAttempts: 2 });
     await assert.rejects(
       allocator.allocate({ owner: owner('a'), ranges: ranges({ range: '10.0.0.0/24', block_size: 28 }) }),
-      (e: unknown) => isWarrenError(e, 'TRY_AGAIN') && e.message === 'pool 10.0.0.0/24 kept changing under 2 attempts to record its block size; try again',
+      (e: unknown) =>
+        isWarrenError(e, 'TRY_AGAIN') &&
+        e.message === 'pool 10.0.0.0/24 kept changing under 2 attempts to record its block size; try again',
     );
     await store.commit('10.0.0.0/24#10.0.0.0/28', 0, [{ op: 'claim', node: 'gone' }]);
     await assert.rejects(
       allocator.forgetNode('gone'),
-      (e: unknown) => isWarrenError(e, 'TRY_AGAIN') && e.message === 'the blocks of node gone kept changing under 2 attempts to give them back; try again',
+      (e: unknown) =>
+        isWarrenError(e, 'TRY_AGAIN') &&
+        e.message === 'the blocks of node gone kept changing under 2 attempts to give them back; try again',
     );
   });
 });

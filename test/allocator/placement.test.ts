@@ -20,13 +20,30 @@ function rangeOf(ipam: Record<string, unknown>): RangeSpec {
 const range = rangeOf({ range: '10.1.0.0/26', block_size: 28 });
 const key = (cidr: string) => blockKey(range.pool, cidr);
 
-function block(cidr: string, affinity: string | undefined, allocated = 0, extra: Partial<PoolSummary> = {}): PoolSummary {
-  return { pool: key(cidr), revision: 7, allocated, resting: 0, ...(affinity === undefined ? {} : { affinity }), ...extra };
+function block(
+  cidr: string,
+  affinity: string | undefined,
+  allocated = 0,
+  extra: Partial<PoolSummary> = {},
+): PoolSummary {
+  return {
+    pool: key(cidr),
+    revision: 7,
+    allocated,
+    resting: 0,
+    ...(affinity === undefined ? {} : { affinity }),
+    ...extra,
+  };
 }
 
 describe('placeInBlocks', () => {
   it('claims the lowest block nobody holds, at the revision its summary shows', () => {
-    const { mine, placement } = placeInBlocks({ range, node: 'n1', summaries: [block('10.1.0.0/28', 'n2', 3), block('10.1.0.16/28', undefined, 0, { revision: 12 })], known: [] });
+    const { mine, placement } = placeInBlocks({
+      range,
+      node: 'n1',
+      summaries: [block('10.1.0.0/28', 'n2', 3), block('10.1.0.16/28', undefined, 0, { revision: 12 })],
+      known: [],
+    });
     assert.deepEqual(mine, []);
     assert.equal(placement.kind, 'claim');
     if (placement.kind !== 'claim') return;
@@ -47,7 +64,12 @@ describe('placeInBlocks', () => {
   });
 
   it('drops from its list a block it knew of that is no longer its own', () => {
-    const { mine, placement } = placeInBlocks({ range, node: 'n1', summaries: [block('10.1.0.0/28', 'n2', 1)], known: [key('10.1.0.0/28')] });
+    const { mine, placement } = placeInBlocks({
+      range,
+      node: 'n1',
+      summaries: [block('10.1.0.0/28', 'n2', 1)],
+      known: [key('10.1.0.0/28')],
+    });
     assert.deepEqual(mine, []);
     assert.equal(placement.kind, 'claim');
   });
@@ -64,18 +86,34 @@ describe('placeInBlocks', () => {
     assert.equal(placement.kind, 'borrow');
     if (placement.kind !== 'borrow') return;
     // .32/28: 16 - 4 - 2 = 10 free; .16/28: 16 - 10 = 6; .48/28 is full (resting counts as taken).
-    assert.deepEqual(placement.from.map((b) => b.key), [key('10.1.0.32/28'), key('10.1.0.16/28')]);
+    assert.deepEqual(
+      placement.from.map((b) => b.key),
+      [key('10.1.0.32/28'), key('10.1.0.16/28')],
+    );
   });
 
   it('keeps the key order between blocks with the same room', () => {
     // Every block has 10 free: the edge blocks hold 15 addresses, the middle ones 16.
-    const summaries = [block('10.1.0.0/28', 'n3', 5), block('10.1.0.16/28', 'n2', 6), block('10.1.0.32/28', 'n2', 6), block('10.1.0.48/28', 'n4', 5)];
+    const summaries = [
+      block('10.1.0.0/28', 'n3', 5),
+      block('10.1.0.16/28', 'n2', 6),
+      block('10.1.0.32/28', 'n2', 6),
+      block('10.1.0.48/28', 'n4', 5),
+    ];
     const { placement } = placeInBlocks({ range, node: 'n1', summaries, known: [] });
-    assert.deepEqual(placement.kind === 'borrow' && placement.from.map((b) => b.key), summaries.map((s) => s.pool));
+    assert.deepEqual(
+      placement.kind === 'borrow' && placement.from.map((b) => b.key),
+      summaries.map((s) => s.pool),
+    );
   });
 
   it('reports the range full when every block is claimed and none has room', () => {
-    const summaries = [block('10.1.0.0/28', 'n1', 15), block('10.1.0.16/28', 'n2', 16), block('10.1.0.32/28', 'n2', 10, { resting: 6 }), block('10.1.0.48/28', 'n3', 15)];
+    const summaries = [
+      block('10.1.0.0/28', 'n1', 15),
+      block('10.1.0.16/28', 'n2', 16),
+      block('10.1.0.32/28', 'n2', 10, { resting: 6 }),
+      block('10.1.0.48/28', 'n3', 15),
+    ];
     assert.equal(placeInBlocks({ range, node: 'n1', summaries, known: [key('10.1.0.0/28')] }).placement.kind, 'full');
   });
 
@@ -93,7 +131,9 @@ describe('placeInBlocks', () => {
 
   it('skips wholly excluded blocks when it claims', () => {
     const excluded = rangeOf({ range: '10.1.0.0/26', block_size: 28, exclude: ['10.1.0.16/28'] });
-    const summaries = [{ pool: blockKey(excluded.pool, '10.1.0.0/28'), revision: 2, allocated: 15, resting: 0, affinity: 'n2' }];
+    const summaries = [
+      { pool: blockKey(excluded.pool, '10.1.0.0/28'), revision: 2, allocated: 15, resting: 0, affinity: 'n2' },
+    ];
     const { placement } = placeInBlocks({ range: excluded, node: 'n1', summaries, known: [] });
     assert.deepEqual(placement.kind === 'claim' && placement.block.key, blockKey(excluded.pool, '10.1.0.32/28'));
   });
@@ -101,7 +141,12 @@ describe('placeInBlocks', () => {
 
 describe('ownBlocks', () => {
   it('lists the blocks of this range the node holds, in key order', () => {
-    const summaries = [block('10.1.0.0/28', 'n1'), block('10.1.0.16/28', 'n2'), block('10.1.0.32/28', 'n1'), block('10.1.0.48/28', undefined)];
+    const summaries = [
+      block('10.1.0.0/28', 'n1'),
+      block('10.1.0.16/28', 'n2'),
+      block('10.1.0.32/28', 'n1'),
+      block('10.1.0.48/28', undefined),
+    ];
     assert.deepEqual(ownBlocks(range, 'n1', summaries), [key('10.1.0.0/28'), key('10.1.0.32/28')]);
     assert.deepEqual(ownBlocks(range, 'n9', summaries), []);
   });

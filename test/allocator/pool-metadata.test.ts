@@ -43,10 +43,20 @@ describe('pool metadata', () => {
   it('is written with the first allocation in a pool and not again while the config stays the same', async () => {
     const { store, log } = recordingStore();
     const allocator = new Allocator({ store, clock: new ManualClock(0), node: 'n1' });
-    for (const id of ['a', 'b', 'c', 'd']) await allocator.allocate({ owner: owner(id), ranges: ranges({ range: '10.0.0.0/24' }), cooldownSeconds: 30 });
-    assert.deepEqual(log.metadata, [['10.0.0.0/24', 'describe'], ['10.0.0.0/24', 'cooldown']]);
+    for (const id of ['a', 'b', 'c', 'd'])
+      await allocator.allocate({ owner: owner(id), ranges: ranges({ range: '10.0.0.0/24' }), cooldownSeconds: 30 });
+    assert.deepEqual(log.metadata, [
+      ['10.0.0.0/24', 'describe'],
+      ['10.0.0.0/24', 'cooldown'],
+    ]);
     const [summary] = await store.pools();
-    assert.deepEqual(summary?.description, { subnet: '10.0.0.0/24', first: '10.0.0.1', last: '10.0.0.254', capacity: '254', cooldownSeconds: 30 });
+    assert.deepEqual(summary?.description, {
+      subnet: '10.0.0.0/24',
+      first: '10.0.0.1',
+      last: '10.0.0.254',
+      capacity: '254',
+      cooldownSeconds: 30,
+    });
   });
 
   it('is written again when the cooldown or the span of the config changes', async () => {
@@ -54,8 +64,16 @@ describe('pool metadata', () => {
     const allocator = new Allocator({ store, clock: new ManualClock(0), node: 'n1' });
     await allocator.allocate({ owner: owner('a'), ranges: ranges({ range: '10.0.0.0/24' }), cooldownSeconds: 30 });
     await allocator.allocate({ owner: owner('b'), ranges: ranges({ range: '10.0.0.0/24' }), cooldownSeconds: 60 });
-    await allocator.allocate({ owner: owner('c'), ranges: ranges({ range: '10.0.0.0/24', range_end: '10.0.0.99' }), cooldownSeconds: 60 });
-    await allocator.allocate({ owner: owner('d'), ranges: ranges({ range: '10.0.0.0/24', range_end: '10.0.0.99' }), cooldownSeconds: 60 });
+    await allocator.allocate({
+      owner: owner('c'),
+      ranges: ranges({ range: '10.0.0.0/24', range_end: '10.0.0.99' }),
+      cooldownSeconds: 60,
+    });
+    await allocator.allocate({
+      owner: owner('d'),
+      ranges: ranges({ range: '10.0.0.0/24', range_end: '10.0.0.99' }),
+      cooldownSeconds: 60,
+    });
     assert.equal(log.metadata.length, 6, JSON.stringify(log.metadata));
     const [summary] = await store.pools();
     assert.equal(summary?.description?.last, '10.0.0.99');
@@ -85,7 +103,10 @@ describe('pool metadata', () => {
       [block, 'cooldown'],
     ]);
     const blocks = await store.pools(`${r[0]?.pool}#`);
-    assert.deepEqual(blocks.map((p) => [p.description?.first, p.description?.last, p.description?.cooldownSeconds]), [['10.0.0.1', '10.0.0.15', 5]]);
+    assert.deepEqual(
+      blocks.map((p) => [p.description?.first, p.description?.last, p.description?.cooldownSeconds]),
+      [['10.0.0.1', '10.0.0.15', 5]],
+    );
   });
 });
 
@@ -104,12 +125,17 @@ describe('the cooldown of a release', () => {
     assert.equal(log.listings, listings, 'a release reads no pool listing (no description) for its cooldown');
     const read = await store.readPool('10.0.0.0/30');
     // On both clocks: the monotonic one times the rest (the manual clock's starts where its wall clock does).
-    assert.deepEqual(read.kind === 'snapshot' && read.resting, [{ address: '10.0.0.1', reusableAt: 1_060_000, reusableStamp: { boot: 'manual-boot', at: 1_060_000 } }]);
+    assert.deepEqual(read.kind === 'snapshot' && read.resting, [
+      { address: '10.0.0.1', reusableAt: 1_060_000, reusableStamp: { boot: 'manual-boot', at: 1_060_000 } },
+    ]);
     // A DEL with the config: its cooldown wins (0: reusable at once).
     await restarted.release(owner('b'), 0);
     const [c] = await restarted.allocate({ owner: owner('c'), ranges: r, cooldownSeconds: 60 });
     assert.equal(c?.allocation.address, '10.0.0.2');
-    await assert.rejects(restarted.allocate({ owner: owner('d'), ranges: r, cooldownSeconds: 60 }), (e: unknown) => isWarrenError(e, 'POOL_EXHAUSTED') && /1 resting/.test(e.message));
+    await assert.rejects(
+      restarted.allocate({ owner: owner('d'), ranges: r, cooldownSeconds: 60 }),
+      (e: unknown) => isWarrenError(e, 'POOL_EXHAUSTED') && /1 resting/.test(e.message),
+    );
   });
 
   it('follows the pool attribute when a later config changed it', async () => {

@@ -29,7 +29,12 @@ async function refusal(call: Promise<unknown>): Promise<WarrenError> {
 }
 
 /** A raw request, for what the typed client would never send. */
-async function raw(socket: string, method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ status: number; body: unknown }> {
+async function raw(
+  socket: string,
+  method: 'GET' | 'POST',
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; body: unknown }> {
   return requestJson({ socket, method, path, ...(body === undefined ? {} : { body }) });
 }
 
@@ -77,18 +82,27 @@ describe('agent API in process', () => {
       assert.equal(first.kind === 'result' ? first.output.cniVersion : undefined, '1.1.0');
       assert.equal(addressOf(await h.client.cni(call('ADD'))), address, 'ADD is idempotent per attachment');
       const [held] = await h.client.allocations({ containerID: 'api-1' });
-      assert.deepEqual([held?.address, held?.podNamespace, held?.podName, held?.netns], [address, 'team', 'api-1-pod', '/var/run/netns/api-1']);
+      assert.deepEqual(
+        [held?.address, held?.podNamespace, held?.podName, held?.netns],
+        [address, 'team', 'api-1-pod', '/var/run/netns/api-1'],
+      );
     });
 
     it('CHECK is silent for what is held, 102 for an attachment holding nothing, 103 when prevResult disagrees', async () => {
       const address = addressOf(await h.client.cni(call('ADD', 'api-check')));
       const prev = (ip: string) => ({ cniVersion: '1.1.0', ips: [{ address: `${ip}/24` }] });
-      assert.deepEqual(await h.client.cni(call('CHECK', 'api-check', { config: config({ prevResult: prev(address) }) })), { kind: 'silent' });
+      assert.deepEqual(
+        await h.client.cni(call('CHECK', 'api-check', { config: config({ prevResult: prev(address) }) })),
+        { kind: 'silent' },
+      );
       assert.equal(errorCode(await h.client.cni(call('CHECK', 'api-nobody'))), 102);
       const other = address === '10.77.0.200' ? '10.77.0.201' : '10.77.0.200';
       const mismatch = await h.client.cni(call('CHECK', 'api-check', { config: config({ prevResult: prev(other) }) }));
       assert.equal(errorCode(mismatch), 103);
-      assert.match(mismatch.kind === 'error' ? mismatch.output.msg : '', new RegExp(`holds ${address.replace(/\./g, '\\.')} .* prevResult says ${other.replace(/\./g, '\\.')}`));
+      assert.match(
+        mismatch.kind === 'error' ? mismatch.output.msg : '',
+        new RegExp(`holds ${address.replace(/\./g, '\\.')} .* prevResult says ${other.replace(/\./g, '\\.')}`),
+      );
     });
 
     it('DEL releases and is idempotent', async () => {
@@ -99,14 +113,18 @@ describe('agent API in process', () => {
     });
 
     it('GC spares what is younger than the grace and releases the rest not on the valid list', async () => {
-      const gcnet = (valid: Array<{ containerID: string; ifname: string }>) => config({ name: 'gcnet', 'cni.dev/valid-attachments': valid }, { range: '10.78.0.0/24' });
+      const gcnet = (valid: Array<{ containerID: string; ifname: string }>) =>
+        config({ name: 'gcnet', 'cni.dev/valid-attachments': valid }, { range: '10.78.0.0/24' });
       for (const id of ['gc-keep', 'gc-drop']) addressOf(await h.client.cni(call('ADD', id, { config: gcnet([]) })));
       const gc = () => h.client.cni({ command: 'GC', config: gcnet([{ containerID: 'gc-keep', ifname: 'eth0' }]) });
       assert.deepEqual(await gc(), { kind: 'silent' });
       assert.equal((await h.client.allocations({ network: 'gcnet' })).length, 2, 'both younger than the grace');
       h.clock.advance(60_001);
       assert.deepEqual(await gc(), { kind: 'silent' });
-      assert.deepEqual((await h.client.allocations({ network: 'gcnet' })).map((a) => a.containerID), ['gc-keep']);
+      assert.deepEqual(
+        (await h.client.allocations({ network: 'gcnet' })).map((a) => a.containerID),
+        ['gc-keep'],
+      );
     });
 
     it('STATUS is silent while the store answers and 50 while it does not; VERSION lists the versions', async () => {
@@ -126,7 +144,12 @@ describe('agent API in process', () => {
 
     const refused: Array<[string, unknown, number, RegExp]> = [
       ['a request that is not an object', [1, 2], 7, /request must be a JSON object/],
-      ['a field of the wrong type', { command: 'ADD', containerID: 5, config: config() }, 7, /request field containerID must be a string/],
+      [
+        'a field of the wrong type',
+        { command: 'ADD', containerID: 5, config: config() },
+        7,
+        /request field containerID must be a string/,
+      ],
       ['no command', { config: config() }, 7, /request field command must be a string/],
       ['an unknown command', { ...call('SMASH') }, 4, /CNI_COMMAND "SMASH" is not one of/],
       ['a container ID with a path in it', { ...call('ADD', '../../etc/passwd') }, 4, /CNI_CONTAINERID/],
@@ -134,8 +157,18 @@ describe('agent API in process', () => {
       ['ADD without a netns', { ...call('ADD'), netns: '' }, 4, /CNI_NETNS is not set/],
       ['an unknown CNI_ARGS key', { ...call('ADD'), args: 'FOO=bar' }, 4, /unknown argument "FOO"/],
       ['a bad config', { ...call('ADD'), config: config({}, { range: 24 }) }, 7, /ipam\.range: must be a string/],
-      ['a config asking for another store', { ...call('ADD'), config: config({}, { store: 'etcd' }) }, 7, /asks for the etcd store/],
-      ['a requested IP outside the range', { ...call('ADD'), args: 'IP=192.0.2.1' }, 101, /none of the configured ranges/],
+      [
+        'a config asking for another store',
+        { ...call('ADD'), config: config({}, { store: 'etcd' }) },
+        7,
+        /asks for the etcd store/,
+      ],
+      [
+        'a requested IP outside the range',
+        { ...call('ADD'), args: 'IP=192.0.2.1' },
+        101,
+        /none of the configured ranges/,
+      ],
     ];
     for (const [what, request, code, message] of refused) {
       it(`answers ${what} with CNI code ${code} as an outcome (HTTP 200), not as a failure`, async () => {
@@ -148,7 +181,9 @@ describe('agent API in process', () => {
     }
 
     it('answers an error in the version the config asked for', async () => {
-      const outcome = await h.client.cni(call('ADD', 'api-v', { config: { ...config({}, { range: '10.77.0.0/33' }), cniVersion: '0.3.1' } }));
+      const outcome = await h.client.cni(
+        call('ADD', 'api-v', { config: { ...config({}, { range: '10.77.0.0/33' }), cniVersion: '0.3.1' } }),
+      );
       assert.equal(outcome.kind === 'error' ? outcome.output.cniVersion : undefined, '0.3.1');
     });
 
@@ -200,17 +235,37 @@ describe('agent API in process', () => {
       const all = await h.client.allocations();
       assert.ok(all.length >= 2);
       const one = all[0] as Allocation;
-      assert.deepEqual(await h.client.allocations({ containerID: one.containerID, ifname: 'eth0', network: one.network, node: 'n1', pool: one.pool }), [one]);
+      assert.deepEqual(
+        await h.client.allocations({
+          containerID: one.containerID,
+          ifname: 'eth0',
+          network: one.network,
+          node: 'n1',
+          pool: one.pool,
+        }),
+        [one],
+      );
       assert.deepEqual(await h.client.allocations({ podNamespace: 'team', podName: `${one.containerID}-pod` }), [one]);
       // An address is matched in its canonical form, however it is written.
-      const v6 = addressOf(await h.client.cni(call('ADD', 'api-v6', { config: config({ name: 'v6net' }, { range: 'fd00:77::/120' }) })));
+      const v6 = addressOf(
+        await h.client.cni(call('ADD', 'api-v6', { config: config({ name: 'v6net' }, { range: 'fd00:77::/120' }) })),
+      );
       const spelled = v6.toUpperCase().replace('FD00:77::', 'FD00:0077:0:0:0:0:0:');
       assert.notEqual(spelled, v6);
-      assert.deepEqual((await h.client.allocations({ address: spelled })).map((a) => a.address), [v6]);
+      assert.deepEqual(
+        (await h.client.allocations({ address: spelled })).map((a) => a.address),
+        [v6],
+      );
       assert.deepEqual(await h.client.allocations({ podUID: 'nobody' }), []);
       const unknown = await raw(h.socket, 'GET', '/v1/allocations?colour=red');
       assert.equal(unknown.status, 400);
-      assert.deepEqual(unknown.body, { error: { code: 'BAD_REQUEST', message: 'unknown filter "colour"; filters are pool, network, containerID, ifname, podNamespace, podName, podUID, node, address' } });
+      assert.deepEqual(unknown.body, {
+        error: {
+          code: 'BAD_REQUEST',
+          message:
+            'unknown filter "colour"; filters are pool, network, containerID, ifname, podNamespace, podName, podUID, node, address',
+        },
+      });
       const bad = await refusal(h.client.allocations({ address: 'not-an-ip' }));
       assert.deepEqual([bad.code, bad.message], ['BAD_REQUEST', 'address "not-an-ip" is not an IP address']);
     });
@@ -230,12 +285,18 @@ describe('agent API in process', () => {
       const fixed = await h.client.audit({ fix: true });
       assert.deepEqual([fixed.released, fixed.errors], [[], []]);
       const bad = await raw(h.socket, 'POST', '/v1/audit', { fix: 'yes' });
-      assert.deepEqual([bad.status, bad.body], [400, { error: { code: 'BAD_REQUEST', message: 'audit needs {"fix": true|false}' } }]);
+      assert.deepEqual(
+        [bad.status, bad.body],
+        [400, { error: { code: 'BAD_REQUEST', message: 'audit needs {"fix": true|false}' } }],
+      );
     });
 
     it('GET /v1/plugins is refused (400) when the plugin registry is off, and the status counts no plugins', async () => {
       const plugins = await refusal(h.client.plugins());
-      assert.deepEqual([plugins.code, plugins.message], ['BAD_REQUEST', 'the plugin registry is off (--plugins-dir is empty)']);
+      assert.deepEqual(
+        [plugins.code, plugins.message],
+        ['BAD_REQUEST', 'the plugin registry is off (--plugins-dir is empty)'],
+      );
       assert.equal((await h.client.status()).plugins, undefined);
     });
 
@@ -257,7 +318,11 @@ describe('agent API in process', () => {
       assert.match(forget.message, /there is no node to forget/);
       for (const body of [{}, { node: '' }, { node: 7 }, null]) {
         const answer = await raw(h.socket, 'POST', '/v1/nodes/forget', body);
-        assert.deepEqual([answer.status, answer.body], [400, { error: { code: 'BAD_REQUEST', message: 'forget needs {"node": "<name>"}' } }], JSON.stringify(body));
+        assert.deepEqual(
+          [answer.status, answer.body],
+          [400, { error: { code: 'BAD_REQUEST', message: 'forget needs {"node": "<name>"}' } }],
+          JSON.stringify(body),
+        );
       }
     });
   });
@@ -266,7 +331,10 @@ describe('agent API in process', () => {
     it('releases by address once; a second time releases nothing', async () => {
       const address = addressOf(await h.client.cni(call('ADD', 'rel-a')));
       const released = await h.client.release({ address });
-      assert.deepEqual(released.released.map((a) => [a.address, a.containerID]), [[address, 'rel-a']]);
+      assert.deepEqual(
+        released.released.map((a) => [a.address, a.containerID]),
+        [[address, 'rel-a']],
+      );
       assert.deepEqual(await h.client.release({ address }), { released: [] });
       assert.deepEqual(await h.client.release({ address, pool: '10.77.0.0/24' }), { released: [] });
     });
@@ -275,8 +343,14 @@ describe('agent API in process', () => {
       addressOf(await h.client.cni(call('ADD', 'rel-c')));
       addressOf(await h.client.cni(call('ADD', 'rel-c', { ifname: 'net1' })));
       assert.deepEqual(await h.client.release({ containerID: 'rel-c', network: 'othernet' }), { released: [] });
-      assert.deepEqual((await h.client.release({ containerID: 'rel-c', ifname: 'net1' })).released.map((a) => a.ifname), ['net1']);
-      assert.deepEqual((await h.client.release({ containerID: 'rel-c' })).released.map((a) => a.ifname), ['eth0']);
+      assert.deepEqual(
+        (await h.client.release({ containerID: 'rel-c', ifname: 'net1' })).released.map((a) => a.ifname),
+        ['net1'],
+      );
+      assert.deepEqual(
+        (await h.client.release({ containerID: 'rel-c' })).released.map((a) => a.ifname),
+        ['eth0'],
+      );
       assert.deepEqual(await h.client.allocations({ containerID: 'rel-c' }), []);
     });
 
@@ -307,25 +381,57 @@ describe('agent API in process', () => {
     it('serves every route of the table, and nothing else', () => {
       assert.deepEqual(
         ROUTES.map((r) => `${r.method} ${r.path}`),
-        ['POST /v1/cni', 'GET /v1/status', 'GET /v1/pools', 'GET /v1/allocations', 'POST /v1/release', 'GET /v1/audit', 'POST /v1/audit', 'GET /v1/journal', 'GET /v1/nodes', 'POST /v1/nodes/forget', 'POST /v1/store/accept', 'GET /v1/plugins', 'GET /v1/doctor', 'POST /v1/uninstall'],
+        [
+          'POST /v1/cni',
+          'GET /v1/status',
+          'GET /v1/pools',
+          'GET /v1/allocations',
+          'POST /v1/release',
+          'GET /v1/audit',
+          'POST /v1/audit',
+          'GET /v1/journal',
+          'GET /v1/nodes',
+          'POST /v1/nodes/forget',
+          'POST /v1/store/accept',
+          'GET /v1/plugins',
+          'GET /v1/doctor',
+          'POST /v1/uninstall',
+        ],
       );
     });
 
     it('answers an unknown route 404 NOT_FOUND and a known path with the wrong method 405 METHOD_NOT_ALLOWED', async () => {
-      assert.deepEqual(await raw(h.socket, 'GET', '/v1/nothing'), { status: 404, body: { error: { code: 'NOT_FOUND', message: 'no route GET /v1/nothing' } } });
-      assert.deepEqual(await raw(h.socket, 'GET', '/v1/cni'), { status: 405, body: { error: { code: 'METHOD_NOT_ALLOWED', message: '/v1/cni takes POST, not GET' } } });
-      assert.deepEqual(await raw(h.socket, 'POST', '/v1/status', {}), { status: 405, body: { error: { code: 'METHOD_NOT_ALLOWED', message: '/v1/status takes GET, not POST' } } });
+      assert.deepEqual(await raw(h.socket, 'GET', '/v1/nothing'), {
+        status: 404,
+        body: { error: { code: 'NOT_FOUND', message: 'no route GET /v1/nothing' } },
+      });
+      assert.deepEqual(await raw(h.socket, 'GET', '/v1/cni'), {
+        status: 405,
+        body: { error: { code: 'METHOD_NOT_ALLOWED', message: '/v1/cni takes POST, not GET' } },
+      });
+      assert.deepEqual(await raw(h.socket, 'POST', '/v1/status', {}), {
+        status: 405,
+        body: { error: { code: 'METHOD_NOT_ALLOWED', message: '/v1/status takes GET, not POST' } },
+      });
     });
 
     it('refuses a body past the limit with 413 TOO_LARGE, and keeps serving', async () => {
       const text = JSON.stringify({ command: 'ADD', config: { pad: 'x'.repeat(MAX_REQUEST_BYTES) } });
       const answer = await requestJson({ socket: h.socket, method: 'POST', path: '/v1/cni', bodyText: text });
-      assert.deepEqual(answer, { status: 413, body: { error: { code: 'TOO_LARGE', message: `request body is larger than ${MAX_REQUEST_BYTES} bytes` } } });
+      assert.deepEqual(answer, {
+        status: 413,
+        body: { error: { code: 'TOO_LARGE', message: `request body is larger than ${MAX_REQUEST_BYTES} bytes` } },
+      });
       assert.equal((await h.client.status()).ready, true);
     });
 
     it('refuses a body that is not JSON with 400 BAD_REQUEST', async () => {
-      const answer = await requestJson({ socket: h.socket, method: 'POST', path: '/v1/release', bodyText: '{"address": ' });
+      const answer = await requestJson({
+        socket: h.socket,
+        method: 'POST',
+        path: '/v1/release',
+        bodyText: '{"address": ',
+      });
       assert.equal(answer.status, 400);
       const error = (answer.body as { error: { code: string; message: string } }).error;
       assert.equal(error.code, 'BAD_REQUEST');
@@ -339,7 +445,10 @@ describe('agent API in process', () => {
     it('answers an unexpected failure 500 with its code and logs it; a "try again" is 503 and not logged', async () => {
       h.store.listFault = new Error('disk on fire');
       try {
-        assert.deepEqual(await raw(h.socket, 'GET', '/v1/allocations'), { status: 500, body: { error: { code: 'INTERNAL', message: 'disk on fire' } } });
+        assert.deepEqual(await raw(h.socket, 'GET', '/v1/allocations'), {
+          status: 500,
+          body: { error: { code: 'INTERNAL', message: 'disk on fire' } },
+        });
         assert.deepEqual(h.failures, ['GET /v1/allocations: disk on fire']);
         h.store.listFault = new WarrenError('TRY_AGAIN', 'store busy');
         const busy = await refusal(h.client.allocations());

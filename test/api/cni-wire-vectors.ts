@@ -225,7 +225,8 @@ export function segments(bytes: Buffer): string {
   return out.length === 0 ? 'x:' : out.join(' ');
 }
 
-const SHOWN: Readonly<Record<number, string>> = { 0x5c: '\\\\', 0x0d: '\\r', 0x0a: '\\n', 0x09: '\\t' };
+/** Bytes shown escaped (backslash, CR, LF, tab), by their codes. */
+const SHOWN: Readonly<Record<number, string>> = { 92: '\\\\', 13: '\\r', 10: '\\n', 9: '\\t' };
 
 /** A comment showing the start of `bytes` to a reader: at most 100, ASCII as it is, the rest as \xNN. */
 function preview(what: string, bytes: Buffer): string {

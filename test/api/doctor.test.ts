@@ -33,13 +33,27 @@ describe('GET /v1/doctor in process', () => {
     assert.equal(outcome.kind, 'result', JSON.stringify(outcome));
   };
 
-  it('answers the agent\'s setup: node, version, socket, journal, a healthy SQLite store and its durability', async () => {
+  it("answers the agent's setup: node, version, socket, journal, a healthy SQLite store and its durability", async () => {
     const facts = await h.client.doctor();
     assert.deepEqual(
-      [facts.node, facts.version, facts.pid, facts.socket, facts.journalDir, facts.manageCniConfig, facts.metrics, facts.pluginsDir === undefined],
+      [
+        facts.node,
+        facts.version,
+        facts.pid,
+        facts.socket,
+        facts.journalDir,
+        facts.manageCniConfig,
+        facts.metrics,
+        facts.pluginsDir === undefined,
+      ],
       ['n1', '0.0.0-test', process.pid, h.socket, h.journalDir, false, undefined, false],
     );
-    assert.deepEqual(facts.store, { kind: 'sqlite', description: h.store.description, healthy: true, synchronous: 'FULL' });
+    assert.deepEqual(facts.store, {
+      kind: 'sqlite',
+      description: h.store.description,
+      healthy: true,
+      synchronous: 'FULL',
+    });
     assert.equal(facts.clockSkew, undefined, 'no etcd, no clock to compare with');
     assert.equal(facts.containerd, undefined);
   });
@@ -70,7 +84,10 @@ describe('GET /v1/doctor in process', () => {
       const answer = await requestJson({ socket: h.socket, method: 'GET', path: '/v1/doctor' });
       assert.equal(answer.status, 200);
       const facts = answer.body as Awaited<ReturnType<Harness['client']['doctor']>>;
-      assert.deepEqual([facts.store.healthy, facts.store.error, facts.recordedNetns], [false, 'database is locked', []]);
+      assert.deepEqual(
+        [facts.store.healthy, facts.store.error, facts.recordedNetns],
+        [false, 'database is locked', []],
+      );
     } finally {
       h.store.pingFault = undefined;
     }

@@ -92,7 +92,7 @@ describe('error codes on the wire', () => {
     assert.ok(isWarrenError(errorFromAnswer(500, { error: { code: 'toString', message: 'm' } }, 'agent'), 'INTERNAL'));
   });
 
-  it('keeps the answer\'s HTTP status beside the code, so no caller reads it out of the message', () => {
+  it("keeps the answer's HTTP status beside the code, so no caller reads it out of the message", () => {
     const answer = (code: string, message: string) => ({ error: { code, message } });
     assert.equal(errorFromAnswer(404, answer('NOT_FOUND', 'no route GET /v1/x'), 'agent').httpStatus, 404);
     assert.equal(errorFromAnswer(404, 'not found', 'agent').httpStatus, 404);
@@ -127,7 +127,11 @@ const CNI: Readonly<Record<WarrenErrorCode, number>> = {
 describe('error codes in a CNI answer', () => {
   for (const [code, cni] of Object.entries(CNI) as [WarrenErrorCode, number][]) {
     it(`${code} is CNI code ${cni}, with its message`, () => {
-      assert.deepEqual(toCniError(new WarrenError(code, `a ${code} happened`), '1.1.0'), { cniVersion: '1.1.0', code: cni, msg: `a ${code} happened` });
+      assert.deepEqual(toCniError(new WarrenError(code, `a ${code} happened`), '1.1.0'), {
+        cniVersion: '1.1.0',
+        code: cni,
+        msg: `a ${code} happened`,
+      });
     });
   }
 
@@ -138,7 +142,11 @@ describe('error codes in a CNI answer', () => {
   });
 
   it('anything not a WarrenError is 5, "internal error", and a code no table has is 5 with its message', () => {
-    assert.deepEqual(toCniError(new TypeError('x is undefined'), '1.0.0'), { cniVersion: '1.0.0', code: 5, msg: 'internal error: x is undefined' });
+    assert.deepEqual(toCniError(new TypeError('x is undefined'), '1.0.0'), {
+      cniVersion: '1.0.0',
+      code: 5,
+      msg: 'internal error: x is undefined',
+    });
     // cni's table alone does not know the API's codes: only api/errors.ts's toCniError is complete.
     assert.equal(cniErrorOf(new WarrenError('AGENT_UNREACHABLE', 'm'), CNI_CODES, '1.1.0').code, 5);
     assert.equal(toCniError(new WarrenError('toString', 'm')).code, 5);
@@ -146,7 +154,10 @@ describe('error codes in a CNI answer', () => {
 
   it('details are the cause, unless the message already names its errno', () => {
     const cause = Object.assign(new Error('connect ENOENT /s'), { code: 'ENOENT' });
-    assert.equal(toCniError(new WarrenError('AGENT_UNREACHABLE', 'not reachable (ENOENT)', { cause })).details, undefined);
+    assert.equal(
+      toCniError(new WarrenError('AGENT_UNREACHABLE', 'not reachable (ENOENT)', { cause })).details,
+      undefined,
+    );
     assert.equal(toCniError(new WarrenError('IO_FAILURE', 'disk', { cause: new Error('EIO') })).details, 'EIO');
     assert.equal(toCniError(new WarrenError('IO_FAILURE', 'disk', { details: 'said so' })).details, 'said so');
   });
@@ -194,12 +205,20 @@ export function codesIn(text: string): string[] {
 
 describe('where error codes live', () => {
   const declaredIn = new Map<string, string>();
-  for (const [layer, codes] of DECLARED) for (const code of codes) declaredIn.set(code, declaredIn.has(code) ? `${declaredIn.get(code)} and ${layer}` : layer);
+  for (const [layer, codes] of DECLARED)
+    for (const code of codes)
+      declaredIn.set(code, declaredIn.has(code) ? `${declaredIn.get(code)} and ${layer}` : layer);
 
   it('each code is declared by one layer, and the tables cover exactly the declared codes', () => {
-    assert.deepEqual([...declaredIn].filter(([, layer]) => layer.includes(' and ')), []);
+    assert.deepEqual(
+      [...declaredIn].filter(([, layer]) => layer.includes(' and ')),
+      [],
+    );
     assert.deepEqual([...declaredIn.keys()].sort(), Object.keys(HTTP_STATUS).sort());
-    assert.deepEqual([...CORE_ERROR_CODES, ...ALLOCATOR_ERROR_CODES, ...CNI_ERROR_CODES].sort(), Object.keys(CNI_CODES).sort());
+    assert.deepEqual(
+      [...CORE_ERROR_CODES, ...ALLOCATOR_ERROR_CODES, ...CNI_ERROR_CODES].sort(),
+      Object.keys(CNI_CODES).sort(),
+    );
     assert.deepEqual([...API_ERROR_CODES].sort(), Object.keys(API_CNI_CODES).sort());
   });
 
@@ -223,7 +242,8 @@ describe('where error codes live', () => {
         seen.add(code);
         const layer = declaredIn.get(code);
         if (layer === undefined) problems.push(`${relative(REPO, path)}: ${code} is declared by no layer`);
-        else if (!sees(unit).includes(layer)) problems.push(`${relative(REPO, path)}: ${code} is declared by ${layer}, which src/${unit} may not see`);
+        else if (!sees(unit).includes(layer))
+          problems.push(`${relative(REPO, path)}: ${code} is declared by ${layer}, which src/${unit} may not see`);
       }
     }
     assert.deepEqual(problems, []);

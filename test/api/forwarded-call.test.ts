@@ -29,24 +29,34 @@ interface RawAnswer {
 /** One request with the forwarder's header; the answer as bytes and headers. */
 function forwarded(socket: string, body: string | Buffer): Promise<RawAnswer> {
   return new Promise((resolve, reject) => {
-    const req = request({ socketPath: socket, method: 'POST', path: '/v1/cni', headers: { 'x-warren-answer': 'stdout', 'content-length': Buffer.byteLength(body) } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () =>
-        resolve({
-          status: res.statusCode ?? 0,
-          exit: res.headers['x-warren-exit'] as string | undefined,
-          fallback: res.headers['x-warren-fallback'] as string | undefined,
-          body: Buffer.concat(chunks).toString('utf8'),
-        }),
-      );
-    });
+    const req = request(
+      {
+        socketPath: socket,
+        method: 'POST',
+        path: '/v1/cni',
+        headers: { 'x-warren-answer': 'stdout', 'content-length': Buffer.byteLength(body) },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            exit: res.headers['x-warren-exit'] as string | undefined,
+            fallback: res.headers['x-warren-fallback'] as string | undefined,
+            body: Buffer.concat(chunks).toString('utf8'),
+          }),
+        );
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
 }
 
-type Vars = Partial<Record<'CNI_COMMAND' | 'CNI_CONTAINERID' | 'CNI_NETNS' | 'CNI_IFNAME' | 'CNI_ARGS', string | undefined>>;
+type Vars = Partial<
+  Record<'CNI_COMMAND' | 'CNI_CONTAINERID' | 'CNI_NETNS' | 'CNI_IFNAME' | 'CNI_ARGS', string | undefined>
+>;
 
 /** The body as the forwarder writes it: the variables it was given as strings, then the stdin bytes. */
 function forwarderBody(vars: Vars, stdin: string): string {
@@ -75,13 +85,28 @@ describe('POST /v1/cni answered as stdout (the forwarder)', () => {
   });
 
   const conf = (extra: Record<string, unknown> = {}, ipam: Record<string, unknown> = {}) =>
-    JSON.stringify({ cniVersion: '1.1.0', name: 'fwdnet', ipam: { type: 'warren', socket: h.socket, range: '10.79.0.0/24', ...ipam }, ...extra });
-  const attachment = (command: string, id: string): Vars => ({ CNI_COMMAND: command, CNI_CONTAINERID: id, CNI_NETNS: `/var/run/netns/${id}`, CNI_IFNAME: 'eth0', CNI_ARGS: `K8S_POD_NAMESPACE=ns;K8S_POD_NAME=${id}` });
+    JSON.stringify({
+      cniVersion: '1.1.0',
+      name: 'fwdnet',
+      ipam: { type: 'warren', socket: h.socket, range: '10.79.0.0/24', ...ipam },
+      ...extra,
+    });
+  const attachment = (command: string, id: string): Vars => ({
+    CNI_COMMAND: command,
+    CNI_CONTAINERID: id,
+    CNI_NETNS: `/var/run/netns/${id}`,
+    CNI_IFNAME: 'eth0',
+    CNI_ARGS: `K8S_POD_NAMESPACE=ns;K8S_POD_NAME=${id}`,
+  });
 
   /** The TypeScript plugin on the same call, in process, against the same agent. */
   async function plugin(vars: Vars, stdin: string): Promise<{ code: number; out: string }> {
     let out = '';
-    const code = await runPlugin({ env: { ...vars, WARREN_SOCKET: h.socket, WARREN_JOURNAL_DIR: journal }, stdin: async () => stdin, write: (t) => (out += t) });
+    const code = await runPlugin({
+      env: { ...vars, WARREN_SOCKET: h.socket, WARREN_JOURNAL_DIR: journal },
+      stdin: async () => stdin,
+      write: (t) => (out += t),
+    });
     return { code, out };
   }
 
@@ -146,7 +171,11 @@ describe('POST /v1/cni answered as stdout (the forwarder)', () => {
       { ...attachment('CHECK', 'fwd-env'), CNI_NETNS: '' },
     ];
     for (const vars of cases) {
-      for (const stdin of [conf({ cniVersion: '0.4.0' }), '{not json', `${'['.repeat(MAX_CONFIG_DEPTH + 5)}${']'.repeat(MAX_CONFIG_DEPTH + 5)}`]) {
+      for (const stdin of [
+        conf({ cniVersion: '0.4.0' }),
+        '{not json',
+        `${'['.repeat(MAX_CONFIG_DEPTH + 5)}${']'.repeat(MAX_CONFIG_DEPTH + 5)}`,
+      ]) {
         const answer = await printsAsThePlugin(vars, stdin);
         const error = JSON.parse(answer.body);
         assert.deepEqual([answer.exit, error.code, error.cniVersion], ['1', 4, '1.1.0'], answer.body);
@@ -191,7 +220,8 @@ describe('POST /v1/cni answered as stdout (the forwarder)', () => {
 
   it('hands back a config nested past the depth limit, for every command but VERSION', async () => {
     const deep = `${conf().slice(0, -1)},"x":${'['.repeat(MAX_CONFIG_DEPTH + 1)}${']'.repeat(MAX_CONFIG_DEPTH + 1)}}`;
-    for (const command of ['ADD', 'DEL', 'CHECK', 'GC', 'STATUS']) await handedBack(attachment(command, 'fwd-deep'), deep, 'config-too-deep');
+    for (const command of ['ADD', 'DEL', 'CHECK', 'GC', 'STATUS'])
+      await handedBack(attachment(command, 'fwd-deep'), deep, 'config-too-deep');
     // One level less is the agent's to answer.
     const fits = `${conf().slice(0, -1)},"x":${'['.repeat(MAX_CONFIG_DEPTH - 1)}${']'.repeat(MAX_CONFIG_DEPTH - 1)}}`;
     await printsAsThePlugin(attachment('ADD', 'fwd-deep'), fits);
@@ -237,7 +267,11 @@ describe('POST /v1/cni answered as stdout (the forwarder)', () => {
   });
 
   it('hands back a body past the request limit, and keeps serving', async () => {
-    await handedBack({}, Buffer.from(forwarderBody(attachment('ADD', 'fwd-huge'), `"${'x'.repeat(MAX_REQUEST_BYTES)}"`)), 'request-too-large');
+    await handedBack(
+      {},
+      Buffer.from(forwarderBody(attachment('ADD', 'fwd-huge'), `"${'x'.repeat(MAX_REQUEST_BYTES)}"`)),
+      'request-too-large',
+    );
     await printsAsThePlugin(attachment('ADD', 'fwd-after'), conf());
   });
 
@@ -253,22 +287,50 @@ describe('POST /v1/cni answered as stdout (the forwarder)', () => {
 
 describe('the plugin request on the wire', () => {
   it('is taken apart into the fields and the config bytes as written', () => {
-    const env = parseCniEnv({ CNI_COMMAND: 'ADD', CNI_CONTAINERID: 'c1', CNI_NETNS: '/n "x"\\', CNI_IFNAME: 'eth0', CNI_ARGS: 'K8S_POD_NAME=é' });
+    const env = parseCniEnv({
+      CNI_COMMAND: 'ADD',
+      CNI_CONTAINERID: 'c1',
+      CNI_NETNS: '/n "x"\\',
+      CNI_IFNAME: 'eth0',
+      CNI_ARGS: 'K8S_POD_NAME=é',
+    });
     for (const config of ['{"a":1}', ' {"a":"}\\""}\n', '', 'not json', '{"ü":"日本"}']) {
       const split = splitCniRequest(Buffer.from(cniRequestText(env, config)));
       assert.ok(split !== undefined, config);
-      assert.deepEqual(split.fields, { command: 'ADD', args: 'K8S_POD_NAME=é', containerID: 'c1', netns: '/n "x"\\', ifname: 'eth0' });
+      assert.deepEqual(split.fields, {
+        command: 'ADD',
+        args: 'K8S_POD_NAME=é',
+        containerID: 'c1',
+        netns: '/n "x"\\',
+        ifname: 'eth0',
+      });
       assert.equal(split.config.toString('utf8'), config);
       assert.equal(split.config.length, Buffer.byteLength(config));
     }
   });
 
   it('prints by one rule: result and silence exit 0, an error exits 1, a DEL not committed is the plugin’s', () => {
-    const error = (code: number) => ({ kind: 'error' as const, output: { cniVersion: '1.0.0', code, msg: `m${code}` } });
-    assert.deepEqual(stdoutOf('ADD', { kind: 'result', output: { a: 1 } }), { kind: 'print', stdout: '{"a":1}', exitCode: 0 });
+    const error = (code: number) => ({
+      kind: 'error' as const,
+      output: { cniVersion: '1.0.0', code, msg: `m${code}` },
+    });
+    assert.deepEqual(stdoutOf('ADD', { kind: 'result', output: { a: 1 } }), {
+      kind: 'print',
+      stdout: '{"a":1}',
+      exitCode: 0,
+    });
     assert.deepEqual(stdoutOf('DEL', { kind: 'silent' }), { kind: 'print', stdout: '', exitCode: 0 });
-    assert.deepEqual(stdoutOf('ADD', error(11)), { kind: 'print', stdout: '{"cniVersion":"1.0.0","code":11,"msg":"m11"}', exitCode: 1 });
-    assert.deepEqual(stdoutOf('DEL', error(7)), { kind: 'print', stdout: '{"cniVersion":"1.0.0","code":7,"msg":"m7"}', exitCode: 1 });
-    for (const code of [5, 11]) assert.deepEqual(stdoutOf('DEL', error(code)), { kind: 'plugin', reason: 'del-not-committed', why: `m${code}` });
+    assert.deepEqual(stdoutOf('ADD', error(11)), {
+      kind: 'print',
+      stdout: '{"cniVersion":"1.0.0","code":11,"msg":"m11"}',
+      exitCode: 1,
+    });
+    assert.deepEqual(stdoutOf('DEL', error(7)), {
+      kind: 'print',
+      stdout: '{"cniVersion":"1.0.0","code":7,"msg":"m7"}',
+      exitCode: 1,
+    });
+    for (const code of [5, 11])
+      assert.deepEqual(stdoutOf('DEL', error(code)), { kind: 'plugin', reason: 'del-not-committed', why: `m${code}` });
   });
 });

@@ -13,7 +13,14 @@ import type { CniOutcome } from '../../src/api/protocol.ts';
 import { type Harness, harness } from './harness.ts';
 
 const config = { cniVersion: '1.1.0', name: 'bodynet', ipam: { type: 'warren', range: '10.79.0.0/24' } };
-const add = (containerID: string) => ({ command: 'ADD', containerID, netns: `/var/run/netns/${containerID}`, ifname: 'eth0', args: '', config });
+const add = (containerID: string) => ({
+  command: 'ADD',
+  containerID,
+  netns: `/var/run/netns/${containerID}`,
+  ifname: 'eth0',
+  args: '',
+  config,
+});
 
 describe('unknown fields of request bodies, in process', () => {
   let h: Harness;
@@ -29,7 +36,12 @@ describe('unknown fields of request bodies, in process', () => {
 
   const refused: Array<[route: string, path: string, body: Record<string, unknown>, message: string]> = [
     ['release', '/v1/release', { address: '10.79.0.5', colour: 'red' }, 'release: unknown field "colour"'],
-    ['release', '/v1/release', { containerID: 'body-1', scope: 'all', force: true }, 'release: unknown fields "scope", "force"'],
+    [
+      'release',
+      '/v1/release',
+      { containerID: 'body-1', scope: 'all', force: true },
+      'release: unknown fields "scope", "force"',
+    ],
     ['release', '/v1/release', { adress: '10.79.0.5' }, 'release: unknown field "adress" (did you mean "address"?)'],
     ['audit', '/v1/audit', { fix: true, dryRun: true }, 'audit: unknown field "dryRun"'],
     ['audit', '/v1/audit', { Fix: true }, 'audit: unknown field "Fix" (did you mean "fix"?)'],
@@ -47,10 +59,17 @@ describe('unknown fields of request bodies, in process', () => {
 
   it('still takes every known field: the refusal is of the unknown ones only', async () => {
     assert.equal((await post('/v1/audit', { fix: false })).status, 200);
-    const address = (((await h.client.cni(add('body-known'))) as Extract<CniOutcome, { kind: 'result' }>).output.ips as Array<{ address: string }>)[0]?.address.split('/')[0];
+    const address = (
+      ((await h.client.cni(add('body-known'))) as Extract<CniOutcome, { kind: 'result' }>).output.ips as Array<{
+        address: string;
+      }>
+    )[0]?.address.split('/')[0];
     const released = await post('/v1/release', { address, pool: '10.79.0.0/24' });
     assert.equal(released.status, 200);
-    assert.deepEqual((released.body as { released: Array<{ containerID: string }> }).released.map((a) => a.containerID), ['body-known']);
+    assert.deepEqual(
+      (released.body as { released: Array<{ containerID: string }> }).released.map((a) => a.containerID),
+      ['body-known'],
+    );
   });
 
   it('answers a CNI call with an unknown field as a CNI error outcome (code 7, HTTP 200) and allocates nothing', async () => {
@@ -58,7 +77,10 @@ describe('unknown fields of request bodies, in process', () => {
     assert.equal(answer.status, 200);
     const outcome = answer.body as CniOutcome;
     assert.equal(outcome.kind, 'error');
-    assert.deepEqual(outcome.kind === 'error' ? [outcome.output.code, outcome.output.msg] : [], [7, 'request: unknown field "cniVersion"']);
+    assert.deepEqual(outcome.kind === 'error' ? [outcome.output.code, outcome.output.msg] : [], [
+      7,
+      'request: unknown field "cniVersion"',
+    ]);
     assert.deepEqual(await h.client.allocations({ containerID: 'body-cni' }), []);
   });
 

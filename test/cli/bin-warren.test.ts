@@ -6,7 +6,17 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, utimesSync } from 'node:fs';
+import {
+  chmodSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  symlinkSync,
+  utimesSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 import { buildCli } from '../../scripts/build.ts';
@@ -17,7 +27,8 @@ const TRACER = join(REPO, 'test', 'helpers', 'module-trace.ts');
 /** A copy of the tree with the bundle built from the sources as they are. */
 function copyOfTree(): string {
   const root = tempDir('warren-bin-');
-  for (const dir of ['bin', 'src', 'dist/cli']) cpSync(join(REPO, dir), join(root, dir), { recursive: true, filter: (path) => !path.includes('.compile-cache-') });
+  for (const dir of ['bin', 'src', 'dist/cli'])
+    cpSync(join(REPO, dir), join(root, dir), { recursive: true, filter: (path) => !path.includes('.compile-cache-') });
   cpSync(join(REPO, 'package.json'), join(root, 'package.json'));
   symlinkSync(join(REPO, 'node_modules'), join(root, 'node_modules'));
   // cpSync gives every copy a new mtime: the bundle is made as new as the build left it.

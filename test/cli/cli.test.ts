@@ -13,9 +13,20 @@ describe('warren CLI', () => {
 
   before(async () => {
     agent = await startAgent();
-    const conf = { cniVersion: '1.0.0', name: 'clinet', ipam: { type: 'warren', socket: agent.socket, range: '10.219.0.0/28', exclude: ['10.219.0.8/29'] } };
+    const conf = {
+      cniVersion: '1.0.0',
+      name: 'clinet',
+      ipam: { type: 'warren', socket: agent.socket, range: '10.219.0.0/28', exclude: ['10.219.0.8/29'] },
+    };
     for (const id of ['cli-a', 'cli-b', 'cli-c']) {
-      const r = await warren({ command: 'ADD', containerID: id, netns: '/x', ifname: 'eth0', args: `K8S_POD_NAMESPACE=team;K8S_POD_NAME=${id}-pod;K8S_POD_UID=uid-${id}`, config: conf });
+      const r = await warren({
+        command: 'ADD',
+        containerID: id,
+        netns: '/x',
+        ifname: 'eth0',
+        args: `K8S_POD_NAMESPACE=team;K8S_POD_NAME=${id}-pod;K8S_POD_UID=uid-${id}`,
+        config: conf,
+      });
       assert.equal(r.code, 0, r.stdout);
     }
   });
@@ -44,7 +55,10 @@ describe('warren CLI', () => {
     const all = JSON.parse((await cli('allocations', '--json')).stdout);
     assert.equal(all.length, 3);
     const one = JSON.parse((await cli('allocations', '--pod', 'cli-b-pod', '--json')).stdout);
-    assert.deepEqual(one.map((a: { containerID: string; podUID: string }) => [a.containerID, a.podUID]), [['cli-b', 'uid-cli-b']]);
+    assert.deepEqual(
+      one.map((a: { containerID: string; podUID: string }) => [a.containerID, a.podUID]),
+      [['cli-b', 'uid-cli-b']],
+    );
     const text = (await cli('allocations', '--namespace', 'team')).stdout;
     assert.match(text, /^ADDRESS\s+POOL/);
     assert.match(text, /team\/cli-a-pod/);
@@ -53,7 +67,10 @@ describe('warren CLI', () => {
   it('releases by address and by container, and says when there is nothing to release', async () => {
     const [a] = JSON.parse((await cli('allocations', '--container', 'cli-a', '--json')).stdout);
     const byAddress = await cli('release', '--address', a.address);
-    assert.match(byAddress.stdout, new RegExp(`released ${a.address.replace(/\./g, '\\.')} from 10\\.219\\.0\\.0/28 \\(container cli-a`));
+    assert.match(
+      byAddress.stdout,
+      new RegExp(`released ${a.address.replace(/\./g, '\\.')} from 10\\.219\\.0\\.0/28 \\(container cli-a`),
+    );
     const byContainer = JSON.parse((await cli('release', '--container', 'cli-b', '--json')).stdout);
     assert.equal(byContainer.released.length, 1);
     assert.match((await cli('release', '--container', 'cli-b')).stdout, /nothing to release/);
@@ -71,11 +88,14 @@ describe('warren CLI', () => {
     assert.match(down.stderr, /not reachable.*\n.*is the agent running/);
   });
 
-  it('prints the command line parser\'s own messages as lines, not with \\x0a, still escaping what the user typed', async () => {
+  it("prints the command line parser's own messages as lines, not with \\x0a, still escaping what the user typed", async () => {
     const r = await run(process.execPath, [WARREN_BIN, 'status', '--socket', '--json']);
     assert.equal(r.code, 2);
     assert.doesNotMatch(r.stderr, /\\x0a/);
-    assert.match(r.stderr, /^warren: Option '--socket' argument is ambiguous\.\nDid you forget to specify the option argument for '--socket'\?\n/);
+    assert.match(
+      r.stderr,
+      /^warren: Option '--socket' argument is ambiguous\.\nDid you forget to specify the option argument for '--socket'\?\n/,
+    );
     const hostile = await run(process.execPath, [WARREN_BIN, 'status', '--x\x1b[2J']);
     assert.equal(hostile.code, 2);
     assert.match(hostile.stderr, /Unknown option '--x\\x1b\[2J'/);
@@ -87,7 +107,10 @@ describe('warren CLI', () => {
     assert.equal(badAddress.stderr, 'warren: BAD_REQUEST: release: address "not-an-ip" is not an IP address\n');
     const nodes = await cli('nodes');
     assert.equal(nodes.code, 1);
-    assert.match(nodes.stderr, /^warren: BAD_REQUEST: store .* is not shared by nodes; nodes exist with --store etcd\n$/);
+    assert.match(
+      nodes.stderr,
+      /^warren: BAD_REQUEST: store .* is not shared by nodes; nodes exist with --store etcd\n$/,
+    );
     assert.doesNotMatch(nodes.stderr, /agent refused/);
   });
 
@@ -109,7 +132,11 @@ describe('warren CLI', () => {
     const hostile = 'evil\x1b[2J\x1b[31m\nFORGED line\x9b-pod';
 
     before(async () => {
-      const conf = { cniVersion: '1.0.0', name: 'clinet2', ipam: { type: 'warren', socket: agent.socket, range: '10.219.1.0/28' } };
+      const conf = {
+        cniVersion: '1.0.0',
+        name: 'clinet2',
+        ipam: { type: 'warren', socket: agent.socket, range: '10.219.1.0/28' },
+      };
       const pods: Array<[string, string]> = [
         [twinA, 'K8S_POD_NAME=lonely-pod'],
         [twinB, 'K8S_POD_NAMESPACE=team;K8S_POD_NAME=twin-b'],
@@ -129,10 +156,16 @@ describe('warren CLI', () => {
       assert.doesNotMatch(table, new RegExp(single));
       const listed = await cli('allocations', '--container', shown, '--json');
       assert.equal(listed.code, 0, listed.stderr);
-      assert.deepEqual(JSON.parse(listed.stdout).map((a: { containerID: string }) => a.containerID), [single]);
+      assert.deepEqual(
+        JSON.parse(listed.stdout).map((a: { containerID: string }) => a.containerID),
+        [single],
+      );
       const released = await cli('release', '--container', shown, '--prefix');
       assert.equal(released.code, 0, released.stderr);
-      assert.match(released.stdout, new RegExp(`^released 10\\.219\\.1\\.\\d+ from 10\\.219\\.1\\.0/28 \\(container ${single}, eth0\\)$`, 'm'));
+      assert.match(
+        released.stdout,
+        new RegExp(`^released 10\\.219\\.1\\.\\d+ from 10\\.219\\.1\\.0/28 \\(container ${single}, eth0\\)$`, 'm'),
+      );
       assert.deepEqual(await agent.allocations(`?containerID=${single}`), []);
     });
 
@@ -142,21 +175,33 @@ describe('warren CLI', () => {
         const command = args.join(' ');
         const r = await cli(...args, '--container', shared);
         assert.equal(r.code, 1, `${command}: ${r.stdout}`);
-        assert.match(r.stderr, new RegExp(`container "${shared}" is the beginning of 2 container IDs.*${twinA}, ${twinB}`));
+        assert.match(
+          r.stderr,
+          new RegExp(`container "${shared}" is the beginning of 2 container IDs.*${twinA}, ${twinB}`),
+        );
       }
       assert.equal((await agent.allocations('?network=clinet2')).length, 3);
       // One character more, or the whole ID, names one of them.
       const longer = JSON.parse((await cli('allocations', '--container', twinA.slice(0, 17), '--json')).stdout);
-      assert.deepEqual(longer.map((a: { containerID: string }) => a.containerID), [twinA]);
+      assert.deepEqual(
+        longer.map((a: { containerID: string }) => a.containerID),
+        [twinA],
+      );
       const exact = JSON.parse((await cli('allocations', '--container', twinB, '--json')).stdout);
-      assert.deepEqual(exact.map((a: { containerID: string }) => a.containerID), [twinB]);
+      assert.deepEqual(
+        exact.map((a: { containerID: string }) => a.containerID),
+        [twinB],
+      );
     });
 
     it('release --container c never releases c1 by prefix: an ID that is only the beginning of one is refused without --prefix', async () => {
       const shown = twinB.slice(0, 17);
       const refused = await cli('release', '--container', shown);
       assert.equal(refused.code, 1, refused.stdout);
-      assert.match(refused.stderr, new RegExp(`no container has the ID "${shown}"; it is the beginning of the container ID ${twinB}.*--prefix`));
+      assert.match(
+        refused.stderr,
+        new RegExp(`no container has the ID "${shown}"; it is the beginning of the container ID ${twinB}.*--prefix`),
+      );
       assert.equal((await agent.allocations(`?containerID=${twinB}`)).length, 1, 'nothing released');
     });
 

@@ -6,7 +6,20 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { closeSync, existsSync, lstatSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, readlinkSync, realpathSync, statSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  readSync,
+  readdirSync,
+  readlinkSync,
+  realpathSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { WARREN_BIN, run, tempDir, track } from '../helpers/processes.ts';
@@ -100,7 +113,11 @@ describe('warren install', () => {
     const builds = [fakeBuild('one', size), fakeBuild('two', size)];
     /** Every whole file the installs write, by its first bytes (which name the build and the file). */
     const whole = new Map(
-      builds.flatMap((b) => ['warren-forwarder', 'warren'].map((name) => readFileSync(join(b, name))).map((content) => [content.toString('hex', 0, 64), content] as const)),
+      builds.flatMap((b) =>
+        ['warren-forwarder', 'warren']
+          .map((name) => readFileSync(join(b, name)))
+          .map((content) => [content.toString('hex', 0, 64), content] as const),
+      ),
     );
     const dir = tempDir();
     assert.equal((await install('--cni-bin-dir', dir, '--from', builds[0] as string, '--link')).code, 0);
@@ -111,7 +128,10 @@ describe('warren install', () => {
         for (const path of [join(dir, 'warren'), join(dir, 'warren.d', 'warren.cjs')]) {
           const content = readFileSync(path);
           assert.equal(content.length, size, `${path} read whole`);
-          assert.ok(content.equals(whole.get(content.toString('hex', 0, 64)) ?? Buffer.alloc(0)), `${path} is one whole file of a build`);
+          assert.ok(
+            content.equals(whole.get(content.toString('hex', 0, 64)) ?? Buffer.alloc(0)),
+            `${path} is one whole file of a build`,
+          );
           reads += 1;
         }
         await flush();
@@ -119,7 +139,13 @@ describe('warren install', () => {
     })();
     try {
       for (let i = 1; i <= 6; i++) {
-        const child = track(spawn(process.execPath, [WARREN_BIN, 'install', '--cni-bin-dir', dir, '--from', builds[i % 2] as string, '--link'], { stdio: 'ignore' }));
+        const child = track(
+          spawn(
+            process.execPath,
+            [WARREN_BIN, 'install', '--cni-bin-dir', dir, '--from', builds[i % 2] as string, '--link'],
+            { stdio: 'ignore' },
+          ),
+        );
         const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
         assert.equal(code, 0);
       }
@@ -132,8 +158,13 @@ describe('warren install', () => {
 
   it('installs the fallback before the forwarder', async () => {
     const dir = tempDir();
-    const report = JSON.parse((await install('--cni-bin-dir', dir, '--from', fakeBuild('order'), '--link', '--json')).stdout) as Report;
-    assert.deepEqual(report.installed.map((f) => f.path.slice(dir.length + 1)), ['warren.d/node', 'warren.d/warren.cjs', 'warren']);
+    const report = JSON.parse(
+      (await install('--cni-bin-dir', dir, '--from', fakeBuild('order'), '--link', '--json')).stdout,
+    ) as Report;
+    assert.deepEqual(
+      report.installed.map((f) => f.path.slice(dir.length + 1)),
+      ['warren.d/node', 'warren.d/warren.cjs', 'warren'],
+    );
     const changed = (path: string) => lstatSync(path).ctimeMs;
     assert.ok(changed(join(dir, 'warren')) >= changed(join(dir, 'warren.d', 'warren.cjs')));
   });
@@ -143,11 +174,17 @@ describe('warren install', () => {
     const dir = join(tempDir(), 'bin');
     const noForwarder = await install('--cni-bin-dir', dir, '--from', empty);
     assert.equal(noForwarder.code, 1);
-    assert.equal(noForwarder.stderr, `warren: NOT_FOUND: ${join(empty, 'warren-forwarder')} (the native forwarder) is missing: run \`npm run build\` first\n`);
+    assert.equal(
+      noForwarder.stderr,
+      `warren: NOT_FOUND: ${join(empty, 'warren-forwarder')} (the native forwarder) is missing: run \`npm run build\` first\n`,
+    );
     writeFileSync(join(empty, 'warren-forwarder'), 'x');
     const noBundle = await install('--cni-bin-dir', dir, '--from', empty);
     assert.equal(noBundle.code, 1);
-    assert.equal(noBundle.stderr, `warren: NOT_FOUND: ${join(empty, 'warren')} (the TypeScript plugin bundle) is missing: run \`npm run build\` first\n`);
+    assert.equal(
+      noBundle.stderr,
+      `warren: NOT_FOUND: ${join(empty, 'warren')} (the TypeScript plugin bundle) is missing: run \`npm run build\` first\n`,
+    );
     assert.equal(existsSync(dir), false, 'nothing created');
   });
 

@@ -29,12 +29,24 @@ async function agentAnswering(status: ReconcilerStatus): Promise<{ socket: strin
 
 async function journalText(socket: string): Promise<{ code: number; out: string }> {
   let out = '';
-  const code = await runCli(['journal', '--socket', socket], { out: (t) => (out += t), err: (t) => (out += t), env: {} });
+  const code = await runCli(['journal', '--socket', socket], {
+    out: (t) => (out += t),
+    err: (t) => (out += t),
+    env: {},
+  });
   return { code, out };
 }
 
 const NAME = 'c1~eth0~net.release';
-const base = (journalDir: string): ReconcilerStatus => ({ journalDir, listed: true, pending: [], rejected: [], unread: [], releasedFromJournal: 0, recentErrors: [] });
+const base = (journalDir: string): ReconcilerStatus => ({
+  journalDir,
+  listed: true,
+  pending: [],
+  rejected: [],
+  unread: [],
+  releasedFromJournal: 0,
+  recentErrors: [],
+});
 
 describe('warren journal', () => {
   const closing: Array<() => Promise<void>> = [];
@@ -46,7 +58,11 @@ describe('warren journal', () => {
     const dir = tempDir('warren-journal-dir-');
     writeFileSync(join(dir, NAME), '{}');
     const message = `journal ${join(dir, NAME)} could not be opened: EMFILE: too many open files; will try again on the next rescan`;
-    const agent = await agentAnswering({ ...base(dir), unread: [{ name: NAME, error: message }], recentErrors: [{ at: '2030-01-01T00:00:00.000Z', message }] });
+    const agent = await agentAnswering({
+      ...base(dir),
+      unread: [{ name: NAME, error: message }],
+      recentErrors: [{ at: '2030-01-01T00:00:00.000Z', message }],
+    });
     closing.push(agent.close);
     const { code, out } = await journalText(agent.socket);
     assert.equal(code, 0, out);
@@ -62,8 +78,23 @@ describe('warren journal', () => {
     const gone = 'c2~eth0~net.release';
     const agent = await agentAnswering({
       ...base(dir),
-      pending: [{ name: NAME, network: 'net', containerID: 'c1', ifname: 'eth0', failures: 1, nextAttemptAt: '2030-01-01T00:00:01.000Z', lastError: 'store busy' }],
-      recentErrors: [{ at: '2030-01-01T00:00:00.000Z', message: `journal ${join(dir, gone)} could not be read: EIO; will try again on the next rescan` }],
+      pending: [
+        {
+          name: NAME,
+          network: 'net',
+          containerID: 'c1',
+          ifname: 'eth0',
+          failures: 1,
+          nextAttemptAt: '2030-01-01T00:00:01.000Z',
+          lastError: 'store busy',
+        },
+      ],
+      recentErrors: [
+        {
+          at: '2030-01-01T00:00:00.000Z',
+          message: `journal ${join(dir, gone)} could not be read: EIO; will try again on the next rescan`,
+        },
+      ],
     });
     closing.push(agent.close);
     const { out } = await journalText(agent.socket);

@@ -45,13 +45,22 @@ describe('parseCniEnv', () => {
   test('a missing or unknown CNI_COMMAND is refused', () => {
     badEnv(() => parseCniEnv({}), 'CNI_COMMAND', /not set/);
     badEnv(() => parseCniEnv({ CNI_COMMAND: '' }), 'CNI_COMMAND', /not set/);
-    for (const command of ['add', 'FOO', ' ADD', 'ADD ', 'DELETE']) badEnv(() => parseCniEnv({ ...ADD_ENV, CNI_COMMAND: command }), 'CNI_COMMAND', /not one of/);
+    for (const command of ['add', 'FOO', ' ADD', 'ADD ', 'DELETE'])
+      badEnv(() => parseCniEnv({ ...ADD_ENV, CNI_COMMAND: command }), 'CNI_COMMAND', /not one of/);
   });
 
   test('ADD, DEL and CHECK need a container ID', () => {
     for (const command of ['ADD', 'DEL', 'CHECK']) {
-      badEnv(() => parseCniEnv({ ...ADD_ENV, CNI_COMMAND: command, CNI_CONTAINERID: undefined }), 'CNI_CONTAINERID', /not set/);
-      badEnv(() => parseCniEnv({ ...ADD_ENV, CNI_COMMAND: command, CNI_CONTAINERID: '' }), 'CNI_CONTAINERID', /not set/);
+      badEnv(
+        () => parseCniEnv({ ...ADD_ENV, CNI_COMMAND: command, CNI_CONTAINERID: undefined }),
+        'CNI_CONTAINERID',
+        /not set/,
+      );
+      badEnv(
+        () => parseCniEnv({ ...ADD_ENV, CNI_COMMAND: command, CNI_CONTAINERID: '' }),
+        'CNI_CONTAINERID',
+        /not set/,
+      );
     }
   });
 
@@ -70,13 +79,18 @@ describe('parseCniEnv', () => {
   test('a control character in a refused value is shown escaped, not raw', () => {
     assert.throws(
       () => parseCniEnv({ ...ADD_ENV, CNI_CONTAINERID: 'a\nfake log line' }),
-      (error: unknown) => error instanceof WarrenError && !error.message.includes('\n') && error.message.includes('\\x0a'),
+      (error: unknown) =>
+        error instanceof WarrenError && !error.message.includes('\n') && error.message.includes('\\x0a'),
     );
   });
 
   test('a control character in CNI_COMMAND is shown escaped, not raw', () => {
     // Regression: the command was the one refused value put into the message unescaped.
-    badEnv(() => parseCniEnv({ CNI_COMMAND: 'ADD\nlevel=info msg=forged' }), 'CNI_COMMAND', /"ADD\\x0alevel=info msg=forged"/);
+    badEnv(
+      () => parseCniEnv({ CNI_COMMAND: 'ADD\nlevel=info msg=forged' }),
+      'CNI_COMMAND',
+      /"ADD\\x0alevel=info msg=forged"/,
+    );
   });
 
   test('ADD, DEL and CHECK need a valid interface name', () => {
@@ -112,7 +126,10 @@ describe('parseCniEnv', () => {
     for (const command of ['GC', 'STATUS', 'VERSION']) {
       assert.deepEqual(parseCniEnv({ CNI_COMMAND: command }), { command, args: '' });
       // Whatever container variables are present are not looked at.
-      assert.deepEqual(parseCniEnv({ CNI_COMMAND: command, CNI_CONTAINERID: '../x', CNI_IFNAME: 'eth 0' }), { command, args: '' });
+      assert.deepEqual(parseCniEnv({ CNI_COMMAND: command, CNI_CONTAINERID: '../x', CNI_IFNAME: 'eth 0' }), {
+        command,
+        args: '',
+      });
     }
   });
 
@@ -165,17 +182,22 @@ describe('parseCniArgs', () => {
 
   test('reads the Kubernetes pod identity', () => {
     assert.deepEqual(
-      parseCniArgs('IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-0;K8S_POD_INFRA_CONTAINER_ID=abc;K8S_POD_UID=1234-5678'),
+      parseCniArgs(
+        'IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-0;K8S_POD_INFRA_CONTAINER_ID=abc;K8S_POD_UID=1234-5678',
+      ),
       { ips: [], podNamespace: 'default', podName: 'web-0', podUID: '1234-5678' },
     );
   });
 
   test('known keys are accepted without IgnoreUnknown', () => {
-    assert.deepEqual(parseCniArgs('K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p;K8S_POD_NETWORK=n;K8S_POD_INFRA_CONTAINER_ID=c'), {
-      ips: [],
-      podNamespace: 'ns',
-      podName: 'p',
-    });
+    assert.deepEqual(
+      parseCniArgs('K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p;K8S_POD_NETWORK=n;K8S_POD_INFRA_CONTAINER_ID=c'),
+      {
+        ips: [],
+        podNamespace: 'ns',
+        podName: 'p',
+      },
+    );
   });
 
   test('empty values are treated as absent', () => {
@@ -207,19 +229,36 @@ describe('parseCniArgs', () => {
   });
 
   test('malformed pairs are refused', () => {
-    for (const text of ['FOO', '=bar', ';', 'K8S_POD_NAME=web;', ';K8S_POD_NAME=web', 'K8S_POD_NAME=web;;IP=10.0.0.5', 'IgnoreUnknown=1;junk']) {
+    for (const text of [
+      'FOO',
+      '=bar',
+      ';',
+      'K8S_POD_NAME=web;',
+      ';K8S_POD_NAME=web',
+      'K8S_POD_NAME=web;;IP=10.0.0.5',
+      'IgnoreUnknown=1;junk',
+    ]) {
       badEnv(() => parseCniArgs(text), 'CNI_ARGS', /is not KEY=VALUE/);
     }
   });
 
   test('random CNI_ARGS strings either parse or are refused with BAD_ENV', () => {
-    const key = fc.oneof(fc.constantFrom('IgnoreUnknown', 'K8S_POD_NAMESPACE', 'K8S_POD_NAME', 'K8S_POD_UID', 'IP', 'FOO', ''), fc.string({ maxLength: 6 }));
-    const value = fc.oneof(fc.constantFrom('1', 'true', '0', '10.0.0.5', '10.0.0.5,fd00::1', ''), fc.string({ maxLength: 10 }));
+    const key = fc.oneof(
+      fc.constantFrom('IgnoreUnknown', 'K8S_POD_NAMESPACE', 'K8S_POD_NAME', 'K8S_POD_UID', 'IP', 'FOO', ''),
+      fc.string({ maxLength: 6 }),
+    );
+    const value = fc.oneof(
+      fc.constantFrom('1', 'true', '0', '10.0.0.5', '10.0.0.5,fd00::1', ''),
+      fc.string({ maxLength: 10 }),
+    );
     const pair = fc.oneof(
       fc.tuple(key, value).map(([k, v]) => `${k}=${v}`),
       fc.string({ maxLength: 8 }),
     );
-    const argsText = fc.oneof(fc.array(pair, { maxLength: 5 }).map((pairs) => pairs.join(';')), fc.string({ unit: 'binary', maxLength: 30 }));
+    const argsText = fc.oneof(
+      fc.array(pair, { maxLength: 5 }).map((pairs) => pairs.join(';')),
+      fc.string({ unit: 'binary', maxLength: 30 }),
+    );
     let parsed = 0;
     fc.assert(
       fc.property(argsText, (text) => {
@@ -227,7 +266,8 @@ describe('parseCniArgs', () => {
           const args = parseCniArgs(text);
           parsed++;
           assert.ok(Array.isArray(args.ips));
-          for (const field of [args.podNamespace, args.podName, args.podUID]) assert.ok(field === undefined || field.length > 0);
+          for (const field of [args.podNamespace, args.podName, args.podUID])
+            assert.ok(field === undefined || field.length > 0);
         } catch (error) {
           assert.ok(error instanceof WarrenError, `threw a non-WarrenError: ${String(error)}`);
           assert.equal(error.code, 'BAD_ENV');

@@ -11,17 +11,35 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { WarrenError } from '../../src/core/errors.ts';
-import { type Derivation, DEFAULT_OUTPUT_NAME, GENERATED_MARKER, deriveConfig, isConfigName, isGeneratedConfig } from '../../src/cni/derived-config.ts';
+import {
+  type Derivation,
+  DEFAULT_OUTPUT_NAME,
+  GENERATED_MARKER,
+  deriveConfig,
+  isConfigName,
+  isGeneratedConfig,
+} from '../../src/cni/derived-config.ts';
 import { translateIpam } from '../../src/cni/host-local-keys.ts';
 import { parseNetConf } from '../../src/cni/netconf.ts';
-import { type CniVersion, SPEC_VERSION, SUPPORTED_VERSIONS, compareVersions, isSupportedVersion } from '../../src/cni/spec.ts';
+import {
+  type CniVersion,
+  SPEC_VERSION,
+  SUPPORTED_VERSIONS,
+  compareVersions,
+  isSupportedVersion,
+} from '../../src/cni/spec.ts';
 
 type Json = Record<string, unknown>;
 type Derived = Extract<Derivation, { ok: true }>;
 
 const LIST = '10-bridge.conflist';
 
-function derive(primaryName: string, primary: unknown, cniVersionMax: CniVersion = '1.1.0', extra: { socket?: string; journalDir?: string } = {}): Derivation {
+function derive(
+  primaryName: string,
+  primary: unknown,
+  cniVersionMax: CniVersion = '1.1.0',
+  extra: { socket?: string; journalDir?: string } = {},
+): Derivation {
   const primaryText = typeof primary === 'string' ? primary : JSON.stringify(primary, null, 2);
   return deriveConfig({ primaryName, primaryText, cniVersionMax, ...extra });
 }
@@ -47,10 +65,18 @@ function mainOf(out: Json): Json {
 }
 
 /** Asserts a refusal whose reason starts with the file's name and names every `mentions`. */
-function refused(primaryName: string, primary: unknown, mentions: readonly (string | RegExp)[], cniVersionMax: CniVersion = '1.1.0'): string {
+function refused(
+  primaryName: string,
+  primary: unknown,
+  mentions: readonly (string | RegExp)[],
+  cniVersionMax: CniVersion = '1.1.0',
+): string {
   const result = derive(primaryName, primary, cniVersionMax);
   if (result.ok) assert.fail(`derived, expected a refusal:\n${result.text}`);
-  assert.ok(result.reason.startsWith(`${primaryName}: `), `reason "${result.reason}" should start with "${primaryName}: "`);
+  assert.ok(
+    result.reason.startsWith(`${primaryName}: `),
+    `reason "${result.reason}" should start with "${primaryName}: "`,
+  );
   for (const m of mentions) {
     if (typeof m === 'string') assert.ok(result.reason.includes(m), `reason "${result.reason}" should name ${m}`);
     else assert.match(result.reason, m);
@@ -77,27 +103,47 @@ describe('deriveConfig translates host-local', () => {
     {
       what: 'a legacy subnet with rangeStart, rangeEnd and gateway',
       ipam: { subnet: '10.22.0.0/16', rangeStart: '10.22.1.10', rangeEnd: '10.22.1.200', gateway: '10.22.0.254' },
-      expected: { type: 'warren', ipRanges: [{ range: '10.22.0.0/16', range_start: '10.22.1.10', range_end: '10.22.1.200', gateway: '10.22.0.254' }] },
+      expected: {
+        type: 'warren',
+        ipRanges: [
+          { range: '10.22.0.0/16', range_start: '10.22.1.10', range_end: '10.22.1.200', gateway: '10.22.0.254' },
+        ],
+      },
     },
     {
       what: 'a legacy subnet with rangeStart only',
       ipam: { subnet: '192.168.10.0/24', rangeStart: '192.168.10.100' },
-      expected: { type: 'warren', ipRanges: [{ range: '192.168.10.0/24', range_start: '192.168.10.100', gateway: '192.168.10.1' }] },
+      expected: {
+        type: 'warren',
+        ipRanges: [{ range: '192.168.10.0/24', range_start: '192.168.10.100', gateway: '192.168.10.1' }],
+      },
     },
     {
       what: 'a legacy subnet with rangeEnd and gateway, no rangeStart',
       ipam: { subnet: '192.168.10.0/24', rangeEnd: '192.168.10.99', gateway: '192.168.10.254' },
-      expected: { type: 'warren', ipRanges: [{ range: '192.168.10.0/24', range_end: '192.168.10.99', gateway: '192.168.10.254' }] },
+      expected: {
+        type: 'warren',
+        ipRanges: [{ range: '192.168.10.0/24', range_end: '192.168.10.99', gateway: '192.168.10.254' }],
+      },
     },
     {
       what: 'a legacy IPv6 subnet, written in upper case, canonicalised',
       ipam: { subnet: 'FD00:10:0::/64', rangeStart: 'FD00:10::0A' },
-      expected: { type: 'warren', ipRanges: [{ range: 'fd00:10::/64', range_start: 'fd00:10::a', gateway: 'fd00:10::1' }] },
+      expected: {
+        type: 'warren',
+        ipRanges: [{ range: 'fd00:10::/64', range_start: 'fd00:10::a', gateway: 'fd00:10::1' }],
+      },
     },
     {
       what: 'the smallest subnets host-local accepts (/30 and /126)',
       ipam: { subnet: '10.9.0.4/30', ranges: [[{ subnet: 'fd00:9::/126' }]] },
-      expected: { type: 'warren', ipRanges: [{ range: '10.9.0.4/30', gateway: '10.9.0.5' }, { range: 'fd00:9::/126', gateway: 'fd00:9::1' }] },
+      expected: {
+        type: 'warren',
+        ipRanges: [
+          { range: '10.9.0.4/30', gateway: '10.9.0.5' },
+          { range: 'fd00:9::/126', gateway: 'fd00:9::1' },
+        ],
+      },
     },
     {
       what: 'ranges with an IPv4 and an IPv6 set, one range each',
@@ -117,7 +163,11 @@ describe('deriveConfig translates host-local', () => {
     },
     {
       what: 'both subnet and ranges, the legacy range first as host-local orders them',
-      ipam: { ranges: [[{ subnet: 'fd00:2::/64' }], [{ subnet: '10.3.0.0/24' }]], subnet: '10.2.0.0/24', rangeStart: '10.2.0.50' },
+      ipam: {
+        ranges: [[{ subnet: 'fd00:2::/64' }], [{ subnet: '10.3.0.0/24' }]],
+        subnet: '10.2.0.0/24',
+        rangeStart: '10.2.0.50',
+      },
       expected: {
         type: 'warren',
         ipRanges: [
@@ -129,7 +179,10 @@ describe('deriveConfig translates host-local', () => {
     },
     {
       what: 'routes, kept as written',
-      ipam: { subnet: '10.22.0.0/16', routes: [{ dst: '0.0.0.0/0' }, { dst: '192.168.0.0/16', gw: '10.22.0.1' }, { dst: 'FD00::/8' }] },
+      ipam: {
+        subnet: '10.22.0.0/16',
+        routes: [{ dst: '0.0.0.0/0' }, { dst: '192.168.0.0/16', gw: '10.22.0.1' }, { dst: 'FD00::/8' }],
+      },
       expected: {
         type: 'warren',
         ipRanges: [{ range: '10.22.0.0/16', gateway: '10.22.0.1' }],
@@ -163,8 +216,14 @@ describe('deriveConfig translates host-local', () => {
     });
   }
 
-  test('the output is cniVersion, name, the primary\'s other top-level keys, plugins and the marker, in that order', () => {
-    const primary = { name: 'cbr0', disableCheck: true, cniVersion: '1.0.0', plugins: [{ ...BRIDGE, ipam: { type: 'host-local', subnet: '10.22.0.0/16' } }], custom: { a: [1, 2] } };
+  test("the output is cniVersion, name, the primary's other top-level keys, plugins and the marker, in that order", () => {
+    const primary = {
+      name: 'cbr0',
+      disableCheck: true,
+      cniVersion: '1.0.0',
+      plugins: [{ ...BRIDGE, ipam: { type: 'host-local', subnet: '10.22.0.0/16' } }],
+      custom: { a: [1, 2] },
+    };
     const { out } = derived(derive(LIST, primary));
     assert.deepEqual(Object.keys(out), ['cniVersion', 'name', 'disableCheck', 'custom', 'plugins', GENERATED_MARKER]);
     assert.equal(out.disableCheck, true);
@@ -172,7 +231,12 @@ describe('deriveConfig translates host-local', () => {
   });
 
   test('socket and journalDir are written into the ipam section as socket and journal_dir', () => {
-    const { out } = derived(derive(LIST, hostLocal({ subnet: '10.22.0.0/16' }), '1.1.0', { socket: '/run/warren/agent.sock', journalDir: '/var/lib/warren/journal' }));
+    const { out } = derived(
+      derive(LIST, hostLocal({ subnet: '10.22.0.0/16' }), '1.1.0', {
+        socket: '/run/warren/agent.sock',
+        journalDir: '/var/lib/warren/journal',
+      }),
+    );
     assert.deepEqual(mainOf(out).ipam, {
       type: 'warren',
       ipRanges: [{ range: '10.22.0.0/16', gateway: '10.22.0.1' }],
@@ -185,18 +249,42 @@ describe('deriveConfig translates host-local', () => {
   });
 
   test('a socket given to the agent replaces the one a warren primary names', () => {
-    const primary = { cniVersion: '1.0.0', name: 'n', plugins: [{ type: 'ptp', ipam: { type: 'warren', range: '10.0.0.0/24', socket: '/old.sock' } }] };
-    assert.deepEqual(mainOf(derived(derive(LIST, primary, '1.1.0', { socket: '/new.sock' })).out).ipam, { type: 'warren', range: '10.0.0.0/24', socket: '/new.sock' });
+    const primary = {
+      cniVersion: '1.0.0',
+      name: 'n',
+      plugins: [{ type: 'ptp', ipam: { type: 'warren', range: '10.0.0.0/24', socket: '/old.sock' } }],
+    };
+    assert.deepEqual(mainOf(derived(derive(LIST, primary, '1.1.0', { socket: '/new.sock' })).out).ipam, {
+      type: 'warren',
+      range: '10.0.0.0/24',
+      socket: '/new.sock',
+    });
   });
 
   test('a .conf primary is read as one plugin and written as a list of it, without its name and cniVersion', () => {
-    const primary = { cniVersion: '0.4.0', name: 'mynet', type: 'bridge', bridge: 'cni0', isGateway: true, ipam: { type: 'host-local', subnet: '10.88.0.0/16', routes: [{ dst: '0.0.0.0/0' }] } };
+    const primary = {
+      cniVersion: '0.4.0',
+      name: 'mynet',
+      type: 'bridge',
+      bridge: 'cni0',
+      isGateway: true,
+      ipam: { type: 'host-local', subnet: '10.88.0.0/16', routes: [{ dst: '0.0.0.0/0' }] },
+    };
     for (const file of ['10-mynet.conf', '10-mynet.json']) {
       const result = derived(derive(file, primary));
       assert.equal(result.out.cniVersion, '0.4.0');
       assert.equal(result.out.name, 'mynet');
       assert.deepEqual(pluginsOf(result.out), [
-        { type: 'bridge', bridge: 'cni0', isGateway: true, ipam: { type: 'warren', ipRanges: [{ range: '10.88.0.0/16', gateway: '10.88.0.1' }], routes: [{ dst: '0.0.0.0/0' }] } },
+        {
+          type: 'bridge',
+          bridge: 'cni0',
+          isGateway: true,
+          ipam: {
+            type: 'warren',
+            ipRanges: [{ range: '10.88.0.0/16', gateway: '10.88.0.1' }],
+            routes: [{ dst: '0.0.0.0/0' }],
+          },
+        },
       ]);
       assert.deepEqual(Object.keys(result.out), ['cniVersion', 'name', 'plugins', GENERATED_MARKER]);
       assert.equal((result.out[GENERATED_MARKER] as Json).from, file);
@@ -205,11 +293,18 @@ describe('deriveConfig translates host-local', () => {
 
   test('the main plugin is the first with an ipam section, wherever it sits; a later one with ipam is left alone', () => {
     const later = { type: 'sbr', ipam: { type: 'host-local', subnet: '10.7.0.0/24' } };
-    const primary = { cniVersion: '1.0.0', name: 'n', plugins: [TUNING, { type: 'ptp', ipam: { type: 'host-local', subnet: '10.6.0.0/24', dataDir: '/d' } }, later] };
+    const primary = {
+      cniVersion: '1.0.0',
+      name: 'n',
+      plugins: [TUNING, { type: 'ptp', ipam: { type: 'host-local', subnet: '10.6.0.0/24', dataDir: '/d' } }, later],
+    };
     const result = derived(derive(LIST, primary));
     const plugins = pluginsOf(result.out);
     assert.deepEqual(plugins[0], TUNING);
-    assert.deepEqual(plugins[1], { type: 'ptp', ipam: { type: 'warren', ipRanges: [{ range: '10.6.0.0/24', gateway: '10.6.0.1' }] } });
+    assert.deepEqual(plugins[1], {
+      type: 'ptp',
+      ipam: { type: 'warren', ipRanges: [{ range: '10.6.0.0/24', gateway: '10.6.0.1' }] },
+    });
     assert.deepEqual(plugins[2], later);
     assert.equal(result.mainPlugin, 'ptp');
     assert.equal(result.notes.length, 1);
@@ -239,14 +334,23 @@ describe('translateIpam', () => {
     translateRefuses({ type: 'host-local', ranges: {} }, 'plugins[0].ipam.ranges');
     translateRefuses({ type: 'host-local', ranges: [{ subnet: '10.0.0.0/24' }] }, 'plugins[0].ipam.ranges[0]');
     translateRefuses({ type: 'host-local', ranges: [['10.0.0.0/24']] }, 'plugins[0].ipam.ranges[0][0]');
-    translateRefuses({ type: 'host-local', ranges: [[{ subnet: '10.0.0.0/24', dataDir: '/d' }]] }, 'plugins[0].ipam.ranges[0][0].dataDir');
+    translateRefuses(
+      { type: 'host-local', ranges: [[{ subnet: '10.0.0.0/24', dataDir: '/d' }]] },
+      'plugins[0].ipam.ranges[0][0].dataDir',
+    );
     translateRefuses({ type: 'host-local', subnet: 'banana' }, 'plugins[0].ipam.subnet');
     translateRefuses({ type: 'host-local', subnet: '10.0.0.0/24', gateway: 'x' }, 'plugins[0].ipam.gateway');
-    translateRefuses({ type: 'host-local', ranges: [[{ subnet: '10.0.0.0/32' }]] }, 'plugins[0].ipam.ranges[0][0].subnet');
+    translateRefuses(
+      { type: 'host-local', ranges: [[{ subnet: '10.0.0.0/32' }]] },
+      'plugins[0].ipam.ranges[0][0].subnet',
+    );
   });
 
   test('keeps a whereabouts section, type renamed, whereabouts-only keys dropped in the order written', () => {
-    const { ipam, notes } = translateIpam({ log_level: 'debug', type: 'whereabouts', range: '10.0.0.0/24', datastore: 'kubernetes', enable_l3: true }, 'ipam');
+    const { ipam, notes } = translateIpam(
+      { log_level: 'debug', type: 'whereabouts', range: '10.0.0.0/24', datastore: 'kubernetes', enable_l3: true },
+      'ipam',
+    );
     assert.deepEqual(ipam, { type: 'warren', range: '10.0.0.0/24', enable_l3: true });
     assert.deepEqual(
       notes.map((n) => n.split(':')[0]),
@@ -269,7 +373,8 @@ describe('deriveConfig refuses', () => {
   });
 
   test('JSON that is not an object', () => {
-    for (const text of ['[]', '"cbr0"', '42', 'null', 'true', JSON.stringify([good])]) refused(LIST, text, ['not a JSON object']);
+    for (const text of ['[]', '"cbr0"', '42', 'null', 'true', JSON.stringify([good])])
+      refused(LIST, text, ['not a JSON object']);
   });
 
   test('a config without a network name', () => {
@@ -278,7 +383,8 @@ describe('deriveConfig refuses', () => {
   });
 
   test('a network name that CNI does not allow, quoting it', () => {
-    for (const name of ['', 'has space', '-dash', 'a/b']) refused(LIST, { ...good, name }, [`"${name}"`, 'not a valid CNI network name']);
+    for (const name of ['', 'has space', '-dash', 'a/b'])
+      refused(LIST, { ...good, name }, [`"${name}"`, 'not a valid CNI network name']);
     refused(LIST, { ...good, name: 7 }, ['"7"', 'network name']);
     refused(LIST, { ...good, name: { toString: 1 } }, ['network name']);
   });
@@ -286,12 +392,18 @@ describe('deriveConfig refuses', () => {
   test('a missing or malformed cniVersion', () => {
     const { cniVersion: _v, ...noVersion } = good;
     refused(LIST, noVersion, ['cniVersion']);
-    for (const cniVersion of [1, '1.0', 'v1.0.0', '1.0.0-rc1', '', null]) refused(LIST, { ...good, cniVersion }, ['cniVersion']);
+    for (const cniVersion of [1, '1.0', 'v1.0.0', '1.0.0-rc1', '', null])
+      refused(LIST, { ...good, cniVersion }, ['cniVersion']);
   });
 
   test('cniVersion 0.2.0 and older, naming the version', () => {
     for (const cniVersion of ['0.2.0', '0.1.0']) refused(LIST, { ...good, cniVersion }, [`cniVersion ${cniVersion}`]);
-    refused('10-old.conf', { cniVersion: '0.2.0', name: 'n', type: 'bridge', ipam: { type: 'host-local', subnet: '10.0.0.0/24' } }, ['cniVersion 0.2.0'], '1.0.0');
+    refused(
+      '10-old.conf',
+      { cniVersion: '0.2.0', name: 'n', type: 'bridge', ipam: { type: 'host-local', subnet: '10.0.0.0/24' } },
+      ['cniVersion 0.2.0'],
+      '1.0.0',
+    );
   });
 
   test('a .conflist without a non-empty plugins list', () => {
@@ -302,14 +414,22 @@ describe('deriveConfig refuses', () => {
   });
 
   test('a .conf or .json without a type, even when it holds a plugins list', () => {
-    refused('10-x.conf', { cniVersion: '1.0.0', name: 'n', ipam: { type: 'host-local', subnet: '10.0.0.0/24' } }, ['"type"']);
-    refused('10-x.json', { cniVersion: '1.0.0', name: 'n', type: '', ipam: { type: 'host-local', subnet: '10.0.0.0/24' } }, ['"type"']);
+    refused('10-x.conf', { cniVersion: '1.0.0', name: 'n', ipam: { type: 'host-local', subnet: '10.0.0.0/24' } }, [
+      '"type"',
+    ]);
+    refused(
+      '10-x.json',
+      { cniVersion: '1.0.0', name: 'n', type: '', ipam: { type: 'host-local', subnet: '10.0.0.0/24' } },
+      ['"type"'],
+    );
     refused('10-x.conf', good, ['"type"']);
   });
 
   test('a chain with a plugin that is not an object with a type', () => {
     refused(LIST, { ...good, plugins: [...(good.plugins as Json[]), 'portmap'] }, ['"type"']);
-    refused(LIST, { ...good, plugins: [{ ...BRIDGE, type: 7, ipam: { type: 'host-local', subnet: '10.0.0.0/24' } }] }, ['"type"']);
+    refused(LIST, { ...good, plugins: [{ ...BRIDGE, type: 7, ipam: { type: 'host-local', subnet: '10.0.0.0/24' } }] }, [
+      '"type"',
+    ]);
   });
 
   test('a chain where no plugin has an ipam section', () => {
@@ -319,9 +439,15 @@ describe('deriveConfig refuses', () => {
 
   test('IPAM plugins Warren cannot take over, naming the type and where it is', () => {
     for (const type of ['dhcp', 'calico-ipam', 'static', 'azure-vnet-ipam']) {
-      refused(LIST, { ...good, plugins: [{ ...BRIDGE, ipam: { type } }, PORTMAP] }, ['plugins[0].ipam.type', `"${type}"`]);
+      refused(LIST, { ...good, plugins: [{ ...BRIDGE, ipam: { type } }, PORTMAP] }, [
+        'plugins[0].ipam.type',
+        `"${type}"`,
+      ]);
     }
-    refused('10-x.conf', { cniVersion: '0.3.1', name: 'n', type: 'macvlan', ipam: { type: 'dhcp' } }, [/: ipam\.type: /, '"dhcp"']);
+    refused('10-x.conf', { cniVersion: '0.3.1', name: 'n', type: 'macvlan', ipam: { type: 'dhcp' } }, [
+      /: ipam\.type: /,
+      '"dhcp"',
+    ]);
   });
 
   test('an ipam section that is not an object, or has no type', () => {
@@ -331,49 +457,85 @@ describe('deriveConfig refuses', () => {
   });
 
   test('host-local resolvConf', () => {
-    refused(LIST, hostLocal({ subnet: '10.22.0.0/16', resolvConf: '/etc/resolv.conf' }), ['plugins[0].ipam.resolvConf']);
+    refused(LIST, hostLocal({ subnet: '10.22.0.0/16', resolvConf: '/etc/resolv.conf' }), [
+      'plugins[0].ipam.resolvConf',
+    ]);
   });
 
   test('a range set with two ranges, even of two families', () => {
-    refused(LIST, hostLocal({ ranges: [[{ subnet: '10.1.0.0/24' }, { subnet: '10.2.0.0/24' }]] }), ['plugins[0].ipam.ranges[0]', '2 ranges']);
-    refused(LIST, hostLocal({ ranges: [[{ subnet: '10.1.0.0/24' }], [{ subnet: '10.2.0.0/24' }, { subnet: 'fd00::/64' }]] }), ['plugins[0].ipam.ranges[1]', '2 ranges']);
+    refused(LIST, hostLocal({ ranges: [[{ subnet: '10.1.0.0/24' }, { subnet: '10.2.0.0/24' }]] }), [
+      'plugins[0].ipam.ranges[0]',
+      '2 ranges',
+    ]);
+    refused(
+      LIST,
+      hostLocal({ ranges: [[{ subnet: '10.1.0.0/24' }], [{ subnet: '10.2.0.0/24' }, { subnet: 'fd00::/64' }]] }),
+      ['plugins[0].ipam.ranges[1]', '2 ranges'],
+    );
   });
 
   test('an empty range set', () => {
-    refused(LIST, hostLocal({ ranges: [[{ subnet: '10.1.0.0/24' }], []] }), ['plugins[0].ipam.ranges[1]', 'empty range set']);
+    refused(LIST, hostLocal({ ranges: [[{ subnet: '10.1.0.0/24' }], []] }), [
+      'plugins[0].ipam.ranges[1]',
+      'empty range set',
+    ]);
   });
 
   test('an unknown host-local key, with a hint at the one meant', () => {
-    refused(LIST, hostLocal({ subnet: '10.22.0.0/16', rangestart: '10.22.0.10' }), ['plugins[0].ipam.rangestart', '"rangeStart"']);
-    refused(LIST, hostLocal({ ranges: [[{ subnet: '10.1.0.0/24', rangeend: '10.1.0.9' }]] }), ['plugins[0].ipam.ranges[0][0].rangeend']);
+    refused(LIST, hostLocal({ subnet: '10.22.0.0/16', rangestart: '10.22.0.10' }), [
+      'plugins[0].ipam.rangestart',
+      '"rangeStart"',
+    ]);
+    refused(LIST, hostLocal({ ranges: [[{ subnet: '10.1.0.0/24', rangeend: '10.1.0.9' }]] }), [
+      'plugins[0].ipam.ranges[0][0].rangeend',
+    ]);
   });
 
   test('host-local rangeStart, rangeEnd or gateway without a subnet beside them', () => {
-    refused(LIST, hostLocal({ rangeStart: '10.1.0.5', ranges: [[{ subnet: '10.1.0.0/24' }]] }), ['plugins[0].ipam.rangeStart', '"subnet"']);
-    refused(LIST, hostLocal({ gateway: '10.1.0.1', ranges: [[{ subnet: '10.1.0.0/24' }]] }), ['plugins[0].ipam.gateway']);
+    refused(LIST, hostLocal({ rangeStart: '10.1.0.5', ranges: [[{ subnet: '10.1.0.0/24' }]] }), [
+      'plugins[0].ipam.rangeStart',
+      '"subnet"',
+    ]);
+    refused(LIST, hostLocal({ gateway: '10.1.0.1', ranges: [[{ subnet: '10.1.0.0/24' }]] }), [
+      'plugins[0].ipam.gateway',
+    ]);
   });
 
   test('a subnet smaller than /30 or /126, legacy or in a range set', () => {
     refused(LIST, hostLocal({ subnet: '10.0.0.0/31' }), ['plugins[0].ipam.subnet', '10.0.0.0/31', 'too small']);
     refused(LIST, hostLocal({ subnet: '10.0.0.7/32' }), ['plugins[0].ipam.subnet', '10.0.0.7/32']);
-    refused(LIST, hostLocal({ ranges: [[{ subnet: 'fd00::/127' }]] }), ['plugins[0].ipam.ranges[0][0].subnet', 'fd00::/127']);
+    refused(LIST, hostLocal({ ranges: [[{ subnet: 'fd00::/127' }]] }), [
+      'plugins[0].ipam.ranges[0][0].subnet',
+      'fd00::/127',
+    ]);
     refused(LIST, hostLocal({ ranges: [[{ subnet: 'fd00::1/128' }]] }), ['plugins[0].ipam.ranges[0][0].subnet']);
   });
 
-  test('host-local keys outside the subnet, or a subnet with host bits, refused in host-local\'s own words', () => {
-    refused(LIST, hostLocal({ subnet: '10.22.0.0/16', rangeStart: '10.23.0.5' }), ['plugins[0].ipam.rangeStart', '10.23.0.5 is outside 10.22.0.0/16']);
+  test("host-local keys outside the subnet, or a subnet with host bits, refused in host-local's own words", () => {
+    refused(LIST, hostLocal({ subnet: '10.22.0.0/16', rangeStart: '10.23.0.5' }), [
+      'plugins[0].ipam.rangeStart',
+      '10.23.0.5 is outside 10.22.0.0/16',
+    ]);
     refused(LIST, hostLocal({ subnet: '10.22.0.0/16', gateway: '10.9.9.9' }), ['plugins[0].ipam.gateway', 'outside']);
     refused(LIST, hostLocal({ subnet: '10.0.0.5/24' }), ['plugins[0].ipam.subnet', 'host bits', '10.0.0.0/24']);
   });
 
   test('host-local ranges the ADD parser refuses', () => {
-    refused(LIST, hostLocal({ subnet: '10.22.0.0/16', rangeStart: '10.22.0.200', rangeEnd: '10.22.0.100' }), ['would be refused at ADD']);
+    refused(LIST, hostLocal({ subnet: '10.22.0.0/16', rangeStart: '10.22.0.200', rangeEnd: '10.22.0.100' }), [
+      'would be refused at ADD',
+    ]);
     refused(LIST, hostLocal({ subnet: '10.22.0.0/16', gateway: 'fd00::1' }), ['plugins[0].ipam.gateway', 'outside']);
-    refused(LIST, hostLocal({ subnet: '10.22.0.0/16', routes: [{ dst: '0.0.0.0/0', mtu: 1400 }] }), ['would be refused at ADD', 'routes[0].mtu']);
+    refused(LIST, hostLocal({ subnet: '10.22.0.0/16', routes: [{ dst: '0.0.0.0/0', mtu: 1400 }] }), [
+      'would be refused at ADD',
+      'routes[0].mtu',
+    ]);
   });
 
   test('overlapping ranges, which the ADD parser refuses', () => {
-    refused(LIST, hostLocal({ subnet: '10.0.0.0/24', ranges: [[{ subnet: '10.0.0.0/25' }]] }), ['would be refused at ADD', 'overlaps']);
+    refused(LIST, hostLocal({ subnet: '10.0.0.0/24', ranges: [[{ subnet: '10.0.0.0/25' }]] }), [
+      'would be refused at ADD',
+      'overlaps',
+    ]);
   });
 
   test("Warren's own output as a primary; isGeneratedConfig tells the two apart", () => {
@@ -388,7 +550,15 @@ describe('deriveConfig refuses', () => {
   });
 
   test('isGeneratedConfig is false for anything that is not an object carrying the marker', () => {
-    for (const text of ['', 'not json', '[]', 'null', '"warren.generated"', JSON.stringify([{ [GENERATED_MARKER]: {} }]), JSON.stringify({ plugins: [{ [GENERATED_MARKER]: {} }] })]) {
+    for (const text of [
+      '',
+      'not json',
+      '[]',
+      'null',
+      '"warren.generated"',
+      JSON.stringify([{ [GENERATED_MARKER]: {} }]),
+      JSON.stringify({ plugins: [{ [GENERATED_MARKER]: {} }] }),
+    ]) {
       assert.equal(isGeneratedConfig(text), false, text);
     }
   });
@@ -410,7 +580,10 @@ describe('deriveConfig cniVersion', () => {
   });
 
   test('a 1.0.0 primary under a 1.1.0 cap stays 1.0.0', () => {
-    assert.equal(derived(derive(LIST, hostLocal({ subnet: '10.22.0.0/16' }, '1.0.0'), '1.1.0')).out.cniVersion, '1.0.0');
+    assert.equal(
+      derived(derive(LIST, hostLocal({ subnet: '10.22.0.0/16' }, '1.0.0'), '1.1.0')).out.cniVersion,
+      '1.0.0',
+    );
   });
 
   test('a version newer than any Warren speaks is capped, never above 1.1.0', () => {
@@ -459,7 +632,14 @@ describe('deriveConfig on a whereabouts primary', () => {
     log_level: 'debug',
   };
   const macvlan = { type: 'macvlan', master: 'eth1', mode: 'bridge', ipam: whereaboutsIpam };
-  const kept = { type: 'warren', range: '192.168.2.225/28', range_start: '192.168.2.226', exclude: ['192.168.2.229/30', '192.168.2.236/32'], gateway: '192.168.2.225', routes: [{ dst: '10.0.0.0/8', gw: '192.168.2.225' }] };
+  const kept = {
+    type: 'warren',
+    range: '192.168.2.225/28',
+    range_start: '192.168.2.226',
+    exclude: ['192.168.2.229/30', '192.168.2.236/32'],
+    gateway: '192.168.2.225',
+    routes: [{ dst: '10.0.0.0/8', gw: '192.168.2.225' }],
+  };
 
   test('in a conflist: type warren, address keys kept, whereabouts-only keys dropped, each noted', () => {
     const primary = { cniVersion: '0.3.1', name: 'macvlan-conf', plugins: [macvlan, TUNING] };
@@ -471,7 +651,12 @@ describe('deriveConfig on a whereabouts primary', () => {
     assert.equal(result.cniVersion, '0.3.1');
     assert.deepEqual(
       result.notes.map((n) => n.slice(0, n.indexOf(' dropped: '))),
-      ['plugins[0].ipam.etcd_host', 'plugins[0].ipam.kubernetes', 'plugins[0].ipam.log_file', 'plugins[0].ipam.log_level'],
+      [
+        'plugins[0].ipam.etcd_host',
+        'plugins[0].ipam.kubernetes',
+        'plugins[0].ipam.log_file',
+        'plugins[0].ipam.log_level',
+      ],
     );
     for (const note of result.notes) assert.ok(note.split(' dropped: ')[1]?.length, `note "${note}" says why`);
   });
@@ -486,12 +671,22 @@ describe('deriveConfig on a whereabouts primary', () => {
   });
 
   test('a whereabouts key Warren does not know is refused at ADD, naming it', () => {
-    refused('20-macvlan.conflist', { cniVersion: '0.3.1', name: 'm', plugins: [{ ...macvlan, ipam: { ...whereaboutsIpam, bogus_key: 1 } }] }, ['would be refused at ADD', 'bogus_key']);
+    refused(
+      '20-macvlan.conflist',
+      { cniVersion: '0.3.1', name: 'm', plugins: [{ ...macvlan, ipam: { ...whereaboutsIpam, bogus_key: 1 } }] },
+      ['would be refused at ADD', 'bogus_key'],
+    );
   });
 });
 
 describe('deriveConfig output', () => {
-  const primary = hostLocal({ ranges: [[{ subnet: '10.1.0.0/24' }], [{ subnet: 'fd00:1::/64' }]], routes: [{ dst: '0.0.0.0/0' }, { dst: '::/0' }] }, '1.0.0');
+  const primary = hostLocal(
+    {
+      ranges: [[{ subnet: '10.1.0.0/24' }], [{ subnet: 'fd00:1::/64' }]],
+      routes: [{ dst: '0.0.0.0/0' }, { dst: '::/0' }],
+    },
+    '1.0.0',
+  );
   // As files are written: with a trailing newline, which the digest covers.
   const primaryText = `${JSON.stringify(primary, null, 2)}\n`;
   const input = { primaryName: LIST, primaryText, cniVersionMax: '1.1.0' as const, socket: '/run/warren.sock' };
@@ -506,12 +701,16 @@ describe('deriveConfig output', () => {
     assert.equal(a.text, `${JSON.stringify(a.out)}\n`, 'compact: indentation would grow with depth');
   });
 
-  test('a deeply nested primary is refused with the plugin\'s limit named, never a stack overflow', () => {
-    const deep = (levels: number): string => `{"cniVersion":"1.0.0","name":"deep","plugins":[{"type":"bridge","ipam":{"type":"host-local","subnet":"10.9.0.0/24"},"x":${'['.repeat(levels)}${']'.repeat(levels)}}]}`;
+  test("a deeply nested primary is refused with the plugin's limit named, never a stack overflow", () => {
+    const deep = (levels: number): string =>
+      `{"cniVersion":"1.0.0","name":"deep","plugins":[{"type":"bridge","ipam":{"type":"host-local","subnet":"10.9.0.0/24"},"x":${'['.repeat(levels)}${']'.repeat(levels)}}]}`;
     for (const levels of [100_000, 2_000]) {
       const result = deriveConfig({ primaryName: LIST, primaryText: deep(levels), cniVersionMax: '1.1.0' });
       assert.equal(result.ok, false, `${levels} deep`);
-      assert.match(result.ok ? '' : result.reason, /10-bridge\.conflist: nests arrays and objects more than 1000 levels deep, more than the plugin accepts/);
+      assert.match(
+        result.ok ? '' : result.reason,
+        /10-bridge\.conflist: nests arrays and objects more than 1000 levels deep, more than the plugin accepts/,
+      );
     }
     // Within the limit once derived (two levels fewer in the main plugin than in the list): written compact.
     const fits = deriveConfig({ primaryName: LIST, primaryText: deep(990), cniVersionMax: '1.1.0' });
@@ -520,20 +719,58 @@ describe('deriveConfig output', () => {
   });
 
   test('a primary larger than the plugin reads is refused, naming the limit', () => {
-    const big = JSON.stringify({ cniVersion: '1.0.0', name: 'big', plugins: [{ type: 'bridge', ipam: { type: 'host-local', subnet: '10.9.0.0/24' }, pad: 'x'.repeat(4 * 1024 * 1024) }] });
+    const big = JSON.stringify({
+      cniVersion: '1.0.0',
+      name: 'big',
+      plugins: [
+        { type: 'bridge', ipam: { type: 'host-local', subnet: '10.9.0.0/24' }, pad: 'x'.repeat(4 * 1024 * 1024) },
+      ],
+    });
     const result = deriveConfig({ primaryName: LIST, primaryText: big, cniVersionMax: '1.1.0' });
-    assert.match(result.ok ? '' : result.reason, /10-bridge\.conflist: is larger than 4194304 bytes, the most the plugin reads/);
+    assert.match(
+      result.ok ? '' : result.reason,
+      /10-bridge\.conflist: is larger than 4194304 bytes, the most the plugin reads/,
+    );
   });
 
-  test('names host-local\'s reservation directory (its dataDir, or the default, with the network\'s name) and the ranges to import into', () => {
-    const given = derived(derive(LIST, { cniVersion: '1.0.0', name: 'hl', plugins: [{ type: 'bridge', ipam: { type: 'host-local', subnet: '10.9.1.0/24', dataDir: '/srv/hl' } }] }));
+  test("names host-local's reservation directory (its dataDir, or the default, with the network's name) and the ranges to import into", () => {
+    const given = derived(
+      derive(LIST, {
+        cniVersion: '1.0.0',
+        name: 'hl',
+        plugins: [{ type: 'bridge', ipam: { type: 'host-local', subnet: '10.9.1.0/24', dataDir: '/srv/hl' } }],
+      }),
+    );
     assert.equal(given.hostLocal?.dataDir, '/srv/hl/hl');
-    assert.deepEqual(given.hostLocal?.ranges.map((r) => r.subnet), ['10.9.1.0/24']);
-    const defaulted = derived(derive(LIST, { cniVersion: '1.0.0', name: 'hl', plugins: [{ type: 'bridge', ipam: { type: 'host-local', subnet: '10.9.1.0/24' } }] }));
+    assert.deepEqual(
+      given.hostLocal?.ranges.map((r) => r.subnet),
+      ['10.9.1.0/24'],
+    );
+    const defaulted = derived(
+      derive(LIST, {
+        cniVersion: '1.0.0',
+        name: 'hl',
+        plugins: [{ type: 'bridge', ipam: { type: 'host-local', subnet: '10.9.1.0/24' } }],
+      }),
+    );
     assert.equal(defaulted.hostLocal?.dataDir, '/var/lib/cni/networks/hl');
-    const whereabouts = derived(derive(LIST, { cniVersion: '1.0.0', name: 'wb', plugins: [{ type: 'bridge', ipam: { type: 'whereabouts', range: '10.9.2.0/24' } }] }));
+    const whereabouts = derived(
+      derive(LIST, {
+        cniVersion: '1.0.0',
+        name: 'wb',
+        plugins: [{ type: 'bridge', ipam: { type: 'whereabouts', range: '10.9.2.0/24' } }],
+      }),
+    );
     assert.equal(whereabouts.hostLocal, undefined);
-    refused(LIST, { cniVersion: '1.0.0', name: 'hl', plugins: [{ type: 'bridge', ipam: { type: 'host-local', subnet: '10.9.1.0/24', dataDir: 'relative/dir' } }] }, ['dataDir', 'not an absolute path']);
+    refused(
+      LIST,
+      {
+        cniVersion: '1.0.0',
+        name: 'hl',
+        plugins: [{ type: 'bridge', ipam: { type: 'host-local', subnet: '10.9.1.0/24', dataDir: 'relative/dir' } }],
+      },
+      ['dataDir', 'not an absolute path'],
+    );
   });
 
   test('carries a marker naming the primary and the sha256 of its text', () => {
@@ -576,7 +813,8 @@ describe('deriveConfig output', () => {
 
 describe('isConfigName', () => {
   test('is true for .conf, .conflist and .json', () => {
-    for (const name of ['10-bridge.conf', '10-calico.conflist', '99-loopback.json', DEFAULT_OUTPUT_NAME, 'a.b.conf']) assert.equal(isConfigName(name), true, name);
+    for (const name of ['10-bridge.conf', '10-calico.conflist', '99-loopback.json', DEFAULT_OUTPUT_NAME, 'a.b.conf'])
+      assert.equal(isConfigName(name), true, name);
   });
 
   test('is true for dot-files with a config extension: libcni picks files by extension alone', () => {
@@ -584,7 +822,17 @@ describe('isConfigName', () => {
   });
 
   test('is false for temp files, backups, other extensions and the bare extensions', () => {
-    for (const name of ['.00-warren.conflist.tmp', '10-bridge.conf.bak', '10-bridge.conflist~', 'notes.txt', 'README', 'conf', 'x.conf.d', '10-bridge.CONF', 'x.yaml']) {
+    for (const name of [
+      '.00-warren.conflist.tmp',
+      '10-bridge.conf.bak',
+      '10-bridge.conflist~',
+      'notes.txt',
+      'README',
+      'conf',
+      'x.conf.d',
+      '10-bridge.CONF',
+      'x.yaml',
+    ]) {
       assert.equal(isConfigName(name), false, name);
     }
   });
@@ -613,18 +861,31 @@ describe('deriveConfig on arbitrary input', () => {
 
   test('any string as the primary is answered, never thrown on', () => {
     fc.assert(
-      fc.property(files, fc.oneof(fc.string({ maxLength: 60 }), fc.string({ unit: 'binary', maxLength: 60 })), caps, (file, text, cap) => {
-        answers(file, text, cap);
-      }),
+      fc.property(
+        files,
+        fc.oneof(fc.string({ maxLength: 60 }), fc.string({ unit: 'binary', maxLength: 60 })),
+        caps,
+        (file, text, cap) => {
+          answers(file, text, cap);
+        },
+      ),
       { numRuns: 400 },
     );
   });
 
   test('any JSON text or value as the primary is answered, never thrown on', () => {
     fc.assert(
-      fc.property(files, fc.oneof(fc.json(), fc.jsonValue().map((v) => JSON.stringify(v) ?? 'null')), caps, (file, text, cap) => {
-        answers(file, text, cap);
-      }),
+      fc.property(
+        files,
+        fc.oneof(
+          fc.json(),
+          fc.jsonValue().map((v) => JSON.stringify(v) ?? 'null'),
+        ),
+        caps,
+        (file, text, cap) => {
+          answers(file, text, cap);
+        },
+      ),
       { numRuns: 400 },
     );
   });
@@ -632,17 +893,24 @@ describe('deriveConfig on arbitrary input', () => {
   // Mutations of a valid bridge + host-local conflist: random keys dropped or replaced.
   const anyValue: fc.Arbitrary<unknown> = fc.jsonValue({ maxDepth: 2 });
   /** Mostly `valid`, sometimes anything at all. */
-  const mostly = <T,>(valid: fc.Arbitrary<T>): fc.Arbitrary<unknown> => fc.oneof({ arbitrary: valid, weight: 40 }, { arbitrary: anyValue, weight: 1 });
+  const mostly = <T>(valid: fc.Arbitrary<T>): fc.Arbitrary<unknown> =>
+    fc.oneof({ arbitrary: valid, weight: 40 }, { arbitrary: anyValue, weight: 1 });
   /** Usually absent (undefined, which JSON drops), sometimes `value`. */
-  const rarely = <T,>(value: fc.Arbitrary<T>): fc.Arbitrary<T | undefined> => fc.oneof({ arbitrary: fc.constant(undefined), weight: 30 }, { arbitrary: value, weight: 1 });
+  const rarely = <T>(value: fc.Arbitrary<T>): fc.Arbitrary<T | undefined> =>
+    fc.oneof({ arbitrary: fc.constant(undefined), weight: 30 }, { arbitrary: value, weight: 1 });
   const versionText = fc.oneof(
     { arbitrary: fc.constantFrom(...SUPPORTED_VERSIONS), weight: 40 },
-    { arbitrary: fc.constantFrom('0.1.0', '0.2.0', '0.4.1', '1.0.1', '1.2.0', '2.0.0', '01.0.0', '1.0', 'v1.0.0', ''), weight: 2 },
+    {
+      arbitrary: fc.constantFrom('0.1.0', '0.2.0', '0.4.1', '1.0.1', '1.2.0', '2.0.0', '01.0.0', '1.0', 'v1.0.0', ''),
+      weight: 2,
+    },
     { arbitrary: fc.tuple(fc.nat(12), fc.nat(12), fc.nat(12)).map(([a, b, c]) => `${a}.${b}.${c}`), weight: 1 },
     { arbitrary: fc.string({ maxLength: 8 }), weight: 1 },
   );
   const v4 = fc.tuple(fc.constantFrom(10, 172, 192), fc.nat(255), fc.nat(255), fc.nat(255)).map((o) => o.join('.'));
-  const v6 = fc.tuple(fc.constantFrom('fd00', 'fd12', '2001:db8'), fc.nat(0xffff), fc.nat(0xffff)).map(([p, a, b]) => `${p}::${a.toString(16)}:${b.toString(16)}`);
+  const v6 = fc
+    .tuple(fc.constantFrom('fd00', 'fd12', '2001:db8'), fc.nat(0xffff), fc.nat(0xffff))
+    .map(([p, a, b]) => `${p}::${a.toString(16)}:${b.toString(16)}`);
   const ipText = fc.oneof(
     { arbitrary: fc.nat(0xffff).map((n) => `10.22.${n >> 8}.${n & 0xff}`), weight: 4 },
     { arbitrary: fc.nat(255).map((n) => `10.22.0.${n}`), weight: 4 },
@@ -650,8 +918,21 @@ describe('deriveConfig on arbitrary input', () => {
     { arbitrary: fc.constantFrom('10.22.0.1', 'fd00::1', 'fd00::ff', '1.2.3', 'x', ''), weight: 1 },
   );
   const subnetText = fc.oneof(
-    { arbitrary: fc.constantFrom('10.22.0.0/16', '10.22.0.0/24', '10.22.0.0/30', 'fd00::/64', 'fd00::/126', '10.22.0.5/24'), weight: 4 },
-    { arbitrary: fc.constantFrom('10.22.0.0/31', 'fd00::/127', '10.0.0.0/33', '0.0.0.0/0', 'x/24', '10.22.0.0'), weight: 1 },
+    {
+      arbitrary: fc.constantFrom(
+        '10.22.0.0/16',
+        '10.22.0.0/24',
+        '10.22.0.0/30',
+        'fd00::/64',
+        'fd00::/126',
+        '10.22.0.5/24',
+      ),
+      weight: 4,
+    },
+    {
+      arbitrary: fc.constantFrom('10.22.0.0/31', 'fd00::/127', '10.0.0.0/33', '0.0.0.0/0', 'x/24', '10.22.0.0'),
+      weight: 1,
+    },
     { arbitrary: fc.tuple(fc.oneof(v4, v6), fc.nat(130)).map(([a, len]) => `${a}/${len}`), weight: 1 },
   );
   /** Subnets that do not overlap, each with a way to name its n-th address. */
@@ -665,29 +946,47 @@ describe('deriveConfig on arbitrary input', () => {
   const rangeOf = (i: number): fc.Arbitrary<Json> =>
     fc.oneof(
       {
-        arbitrary: fc.tuple(fc.nat(255), fc.nat(255), fc.nat(255), fc.subarray(['rangeStart', 'rangeEnd', 'gateway'] as const)).map(([a, b, g, keys]) => {
-          const base = BASES[i] ?? BASES[0];
-          assert.ok(base !== undefined);
-          const out: Json = { subnet: base.subnet };
-          if (keys.includes('rangeStart')) out.rangeStart = base.at(Math.min(a, b));
-          if (keys.includes('rangeEnd')) out.rangeEnd = base.at(Math.max(a, b));
-          if (keys.includes('gateway')) out.gateway = base.at(g);
-          return out;
-        }),
+        arbitrary: fc
+          .tuple(fc.nat(255), fc.nat(255), fc.nat(255), fc.subarray(['rangeStart', 'rangeEnd', 'gateway'] as const))
+          .map(([a, b, g, keys]) => {
+            const base = BASES[i] ?? BASES[0];
+            assert.ok(base !== undefined);
+            const out: Json = { subnet: base.subnet };
+            if (keys.includes('rangeStart')) out.rangeStart = base.at(Math.min(a, b));
+            if (keys.includes('rangeEnd')) out.rangeEnd = base.at(Math.max(a, b));
+            if (keys.includes('gateway')) out.gateway = base.at(g);
+            return out;
+          }),
         weight: 8,
       },
       {
-        arbitrary: fc.record({ subnet: mostly(subnetText), rangeStart: mostly(ipText), rangeEnd: mostly(ipText), gateway: mostly(ipText) }, { requiredKeys: ['subnet'] }),
+        arbitrary: fc.record(
+          { subnet: mostly(subnetText), rangeStart: mostly(ipText), rangeEnd: mostly(ipText), gateway: mostly(ipText) },
+          { requiredKeys: ['subnet'] },
+        ),
         weight: 1,
       },
     );
   const rangeSets = fc.oneof(
-    { arbitrary: fc.uniqueArray(fc.integer({ min: 1, max: BASES.length - 1 }), { maxLength: 3 }).chain((bases) => fc.tuple(...bases.map((i) => fc.tuple(rangeOf(i))))), weight: 8 },
+    {
+      arbitrary: fc
+        .uniqueArray(fc.integer({ min: 1, max: BASES.length - 1 }), { maxLength: 3 })
+        .chain((bases) => fc.tuple(...bases.map((i) => fc.tuple(rangeOf(i))))),
+      weight: 8,
+    },
     { arbitrary: fc.array(fc.array(rangeOf(0), { maxLength: 2 }), { maxLength: 2 }), weight: 1 },
   );
   const legacy = rangeOf(0);
   const route = fc.record(
-    { dst: mostly(fc.oneof({ arbitrary: fc.constantFrom('0.0.0.0/0', '192.168.0.0/16', '::/0'), weight: 4 }, { arbitrary: subnetText, weight: 1 })), gw: mostly(fc.oneof(ipText, fc.constant('10.22.0.1'))) },
+    {
+      dst: mostly(
+        fc.oneof(
+          { arbitrary: fc.constantFrom('0.0.0.0/0', '192.168.0.0/16', '::/0'), weight: 4 },
+          { arbitrary: subnetText, weight: 1 },
+        ),
+      ),
+      gw: mostly(fc.oneof(ipText, fc.constant('10.22.0.1'))),
+    },
     { requiredKeys: ['dst'] },
   );
   const hostLocalIpam = fc
@@ -695,7 +994,12 @@ describe('deriveConfig on arbitrary input', () => {
       fc.option(legacy, { freq: 4 }),
       fc.record(
         {
-          type: mostly(fc.oneof({ arbitrary: fc.constant('host-local'), weight: 8 }, { arbitrary: fc.constantFrom('whereabouts', 'warren', 'dhcp'), weight: 1 })),
+          type: mostly(
+            fc.oneof(
+              { arbitrary: fc.constant('host-local'), weight: 8 },
+              { arbitrary: fc.constantFrom('whereabouts', 'warren', 'dhcp'), weight: 1 },
+            ),
+          ),
           ranges: mostly(rangeSets),
           routes: mostly(fc.array(route, { maxLength: 2 })),
           dataDir: mostly(fc.constant('/var/lib/cni/networks')),
@@ -722,14 +1026,30 @@ describe('deriveConfig on arbitrary input', () => {
   );
   const other = fc.oneof(
     { arbitrary: fc.constantFrom<unknown>(PORTMAP, TUNING), weight: 12 },
-    { arbitrary: fc.record({ type: mostly(fc.constantFrom('portmap', 'bandwidth')), cniVersion: versionText }, { requiredKeys: ['type'] }), weight: 12 },
+    {
+      arbitrary: fc.record(
+        { type: mostly(fc.constantFrom('portmap', 'bandwidth')), cniVersion: versionText },
+        { requiredKeys: ['type'] },
+      ),
+      weight: 12,
+    },
     { arbitrary: anyValue, weight: 1 },
   );
   const conflist = fc.record(
     {
       cniVersion: mostly(versionText),
-      name: mostly(fc.oneof({ arbitrary: fc.constantFrom('cbr0', 'k8s-pod-network', 'a.b_c-1'), weight: 30 }, { arbitrary: fc.constantFrom('bad name', '-x', ''), weight: 1 }, { arbitrary: fc.string({ maxLength: 10 }), weight: 1 })),
-      plugins: mostly(fc.tuple(fc.array(other, { maxLength: 1 }), bridge, fc.array(other, { maxLength: 2 })).map(([before, main, after]) => [...before, main, ...after])),
+      name: mostly(
+        fc.oneof(
+          { arbitrary: fc.constantFrom('cbr0', 'k8s-pod-network', 'a.b_c-1'), weight: 30 },
+          { arbitrary: fc.constantFrom('bad name', '-x', ''), weight: 1 },
+          { arbitrary: fc.string({ maxLength: 10 }), weight: 1 },
+        ),
+      ),
+      plugins: mostly(
+        fc
+          .tuple(fc.array(other, { maxLength: 1 }), bridge, fc.array(other, { maxLength: 2 }))
+          .map(([before, main, after]) => [...before, main, ...after]),
+      ),
       disableCheck: fc.boolean(),
       [GENERATED_MARKER]: rarely(anyValue),
     },
@@ -763,19 +1083,26 @@ describe('deriveConfig on arbitrary input', () => {
   }
   const mutation = fc.oneof(
     { arbitrary: fc.constant([]), weight: 3 },
-    { arbitrary: fc.array(fc.tuple(fc.noBias(fc.nat()), anyValue, fc.boolean()), { minLength: 1, maxLength: 2 }), weight: 2 },
+    {
+      arbitrary: fc.array(fc.tuple(fc.noBias(fc.nat()), anyValue, fc.boolean()), { minLength: 1, maxLength: 2 }),
+      weight: 2,
+    },
   );
   /** A conflist, or its main plugin as a single-plugin config, named to be read as such. */
   // Unbiased: fast-check's bias toward small values would pick the anything-at-all branches far
   // more often than their weights say, and nothing would get past the first checks.
-  const primaryCase = fc.tuple(fc.noBias(conflist), mutation, fc.constantFrom(LIST, LIST, '10-net.conf', '10-net.json'), caps).map(([list, picks, file, cap]) => {
-    let primary: unknown = list;
-    if (file !== LIST && Array.isArray(list.plugins)) {
-      const main = (list.plugins as unknown[]).find((p) => typeof p === 'object' && p !== null && !Array.isArray(p) && 'ipam' in p);
-      primary = { ...(main as Json | undefined), cniVersion: list.cniVersion, name: list.name };
-    }
-    return { primary: mutate(primary, picks), file, cap };
-  });
+  const primaryCase = fc
+    .tuple(fc.noBias(conflist), mutation, fc.constantFrom(LIST, LIST, '10-net.conf', '10-net.json'), caps)
+    .map(([list, picks, file, cap]) => {
+      let primary: unknown = list;
+      if (file !== LIST && Array.isArray(list.plugins)) {
+        const main = (list.plugins as unknown[]).find(
+          (p) => typeof p === 'object' && p !== null && !Array.isArray(p) && 'ipam' in p,
+        );
+        primary = { ...(main as Json | undefined), cniVersion: list.cniVersion, name: list.name };
+      }
+      return { primary: mutate(primary, picks), file, cap };
+    });
 
   test('mutated bridge + host-local configs never throw, and whatever is derived is a config the agent accepts at ADD', () => {
     let ok = 0;
@@ -791,7 +1118,11 @@ describe('deriveConfig on arbitrary input', () => {
         assert.ok(typeof out === 'object' && out !== null && !Array.isArray(out));
         const o = out as Json;
         // The marker, and the agent recognising its own output.
-        assert.deepEqual(o[GENERATED_MARKER], { from: file, sha256: createHash('sha256').update(text).digest('hex'), note: (o[GENERATED_MARKER] as Json).note });
+        assert.deepEqual(o[GENERATED_MARKER], {
+          from: file,
+          sha256: createHash('sha256').update(text).digest('hex'),
+          note: (o[GENERATED_MARKER] as Json).note,
+        });
         assert.equal(isGeneratedConfig(result.text), true);
         const again = deriveConfig({ primaryName: file, primaryText: result.text, cniVersionMax: cap });
         assert.ok(!again.ok, 'the output is never taken for a primary');
@@ -833,7 +1164,9 @@ describe('deriveConfig on arbitrary input', () => {
 
 describe('deriveConfig keeps what libcni and host-local would do (defects found by review)', () => {
   test('caps a cniVersions list too, so a runtime that reads it cannot pick a version above the cap', () => {
-    const { out } = derived(derive(LIST, { ...hostLocal({ subnet: '10.30.0.0/24' }), cniVersions: ['0.4.0', '1.0.0', '1.1.0'] }, '1.0.0'));
+    const { out } = derived(
+      derive(LIST, { ...hostLocal({ subnet: '10.30.0.0/24' }), cniVersions: ['0.4.0', '1.0.0', '1.1.0'] }, '1.0.0'),
+    );
     assert.deepEqual(out.cniVersions, ['0.4.0', '1.0.0']);
   });
 
@@ -845,7 +1178,9 @@ describe('deriveConfig keeps what libcni and host-local would do (defects found 
   test('refuses a main plugin that asks for the ipRanges capability: its ranges would come from the runtime', () => {
     const primary = hostLocal({ subnet: '10.30.2.0/24' });
     const [main, ...rest] = primary.plugins as Json[];
-    refused(LIST, { ...primary, plugins: [{ ...main, capabilities: { ipRanges: true } }, ...rest] }, ['ipRanges capability']);
+    refused(LIST, { ...primary, plugins: [{ ...main, capabilities: { ipRanges: true } }, ...rest] }, [
+      'ipRanges capability',
+    ]);
   });
 
   test('says an unknown cniVersion is not one Warren speaks, not that it is older', () => {
@@ -854,12 +1189,16 @@ describe('deriveConfig keeps what libcni and host-local would do (defects found 
 
   test('keeps a top-level key named __proto__ as a key', () => {
     const text = `{"cniVersion":"1.0.0","name":"p","__proto__":{"x":1},"plugins":[{"type":"bridge","ipam":{"type":"host-local","subnet":"10.30.4.0/24"}}]}`;
-    const { out, text: written } = derived(deriveConfig({ primaryName: LIST, primaryText: text, cniVersionMax: '1.0.0' }));
+    const { out, text: written } = derived(
+      deriveConfig({ primaryName: LIST, primaryText: text, cniVersionMax: '1.0.0' }),
+    );
     assert.ok(Object.hasOwn(out, '__proto__'), written);
   });
 
   test('takes host-local keys given as null, or resolvConf as "", as unset, as Go decodes them', () => {
-    const { out } = derived(derive(LIST, hostLocal({ subnet: '10.30.5.0/24', resolvConf: '', dataDir: null, rangeStart: null })));
+    const { out } = derived(
+      derive(LIST, hostLocal({ subnet: '10.30.5.0/24', resolvConf: '', dataDir: null, rangeStart: null })),
+    );
     assert.deepEqual(mainOf(out).ipam, { type: 'warren', ipRanges: [{ range: '10.30.5.0/24', gateway: '10.30.5.1' }] });
   });
 });

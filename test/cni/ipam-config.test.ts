@@ -90,15 +90,28 @@ describe('parseIpamConfig accepts', () => {
   test('routes, canonicalised, with and without a gateway', () => {
     const config = parseIpamConfig({
       ...base,
-      routes: [{ dst: '0.0.0.0/0', gw: '10.0.0.1' }, { dst: '192.168.0.0/16' }, { dst: 'FD00:0::/8', gw: 'fd00::0001' }],
+      routes: [
+        { dst: '0.0.0.0/0', gw: '10.0.0.1' },
+        { dst: '192.168.0.0/16' },
+        { dst: 'FD00:0::/8', gw: 'fd00::0001' },
+      ],
     });
-    assert.deepEqual(config.routes, [{ dst: '0.0.0.0/0', gw: '10.0.0.1' }, { dst: '192.168.0.0/16' }, { dst: 'fd00::/8', gw: 'fd00::1' }]);
+    assert.deepEqual(config.routes, [
+      { dst: '0.0.0.0/0', gw: '10.0.0.1' },
+      { dst: '192.168.0.0/16' },
+      { dst: 'fd00::/8', gw: 'fd00::1' },
+    ]);
   });
 
   test('dns with every field, nameservers canonicalised', () => {
     const config = parseIpamConfig({
       ...base,
-      dns: { nameservers: ['10.0.0.53', '2001:DB8:0::1'], domain: 'cluster.local', search: ['svc.cluster.local'], options: ['ndots:5'] },
+      dns: {
+        nameservers: ['10.0.0.53', '2001:DB8:0::1'],
+        domain: 'cluster.local',
+        search: ['svc.cluster.local'],
+        options: ['ndots:5'],
+      },
     });
     assert.deepEqual(config.dns, {
       nameservers: ['10.0.0.53', '2001:db8::1'],
@@ -113,7 +126,13 @@ describe('parseIpamConfig accepts', () => {
     const config = parseIpamConfig({
       type: 'warren',
       ipRanges: [
-        { range: '10.0.0.0/24', range_start: '10.0.0.100', range_end: '10.0.0.110', exclude: ['10.0.0.105'], gateway: '10.0.0.1' },
+        {
+          range: '10.0.0.0/24',
+          range_start: '10.0.0.100',
+          range_end: '10.0.0.110',
+          exclude: ['10.0.0.105'],
+          gateway: '10.0.0.1',
+        },
         { range: 'fd00::/64', range_start: 'fd00::10', gateway: 'fd00::1', exclude: ['fd00::10/127'] },
       ],
     });
@@ -143,7 +162,11 @@ describe('parseIpamConfig accepts', () => {
   });
 
   test('a top-level gateway applied to the range that contains it', () => {
-    const config = parseIpamConfig({ type: 'warren', gateway: 'fd00::1', ipRanges: [{ range: '10.0.0.0/24' }, { range: 'fd00::/64' }] });
+    const config = parseIpamConfig({
+      type: 'warren',
+      gateway: 'fd00::1',
+      ipRanges: [{ range: '10.0.0.0/24' }, { range: 'fd00::/64' }],
+    });
     const [v4, v6] = config.ranges as [RangeSpec, RangeSpec];
     assert.equal(v4.gateway, undefined);
     assert.equal(v6.gateway?.value, ip('fd00::1'));
@@ -152,7 +175,11 @@ describe('parseIpamConfig accepts', () => {
   test('a top-level gateway repeated as the gateway of an ipRanges entry', () => {
     // Regression: the check that the top-level gateway lies in some range compared objects, so
     // the same address written again on the entry was reported as "not inside any range".
-    const config = parseIpamConfig({ type: 'warren', gateway: '10.0.0.1', ipRanges: [{ range: '10.0.0.0/24', gateway: '10.0.0.1' }] });
+    const config = parseIpamConfig({
+      type: 'warren',
+      gateway: '10.0.0.1',
+      ipRanges: [{ range: '10.0.0.0/24', gateway: '10.0.0.1' }],
+    });
     assert.equal(only(config).gateway?.value, ip('10.0.0.1'));
   });
 
@@ -194,7 +221,10 @@ describe('parseIpamConfig accepts', () => {
   });
 
   test('a custom path prefix for messages', () => {
-    assert.throws(() => parseIpamConfig({ type: 'warren' }, 'plugins[0].ipam'), { code: 'INVALID_CONFIG', message: /^plugins\[0\]\.ipam: / });
+    assert.throws(() => parseIpamConfig({ type: 'warren' }, 'plugins[0].ipam'), {
+      code: 'INVALID_CONFIG',
+      message: /^plugins\[0\]\.ipam: /,
+    });
   });
 });
 
@@ -206,21 +236,45 @@ describe('parseIpamConfig refuses', () => {
   test('unknown keys, naming them, at every level', () => {
     rejects({ ...base, bogus: 1 }, 'ipam.bogus', /unknown key/);
     rejects({ ...base, Range: '10.0.0.0/24' }, 'ipam.Range', /unknown key/);
-    rejects({ type: 'warren', ipRanges: [{ range: '10.0.0.0/24' }, { range: 'fd00::/64', routes: [] }] }, 'ipam.ipRanges[1].routes', /unknown key/);
+    rejects(
+      { type: 'warren', ipRanges: [{ range: '10.0.0.0/24' }, { range: 'fd00::/64', routes: [] }] },
+      'ipam.ipRanges[1].routes',
+      /unknown key/,
+    );
     rejects({ ...base, routes: [{ dst: '0.0.0.0/0', via: '10.0.0.1' }] }, 'ipam.routes[0].via', /unknown key/);
     rejects({ ...base, dns: { nameserver: ['10.0.0.53'] } }, 'ipam.dns.nameserver', /unknown key/);
   });
 
   test('several unknown keys in one message that names every one, at every level', () => {
     rejects({ ...base, foo: 1, bar: 2 }, 'ipam', /^ipam: unknown keys "foo", "bar"$/);
-    rejects({ type: 'warren', ipRanges: [{ range: '10.0.0.0/24', routes: [], dns: {} }] }, 'ipam.ipRanges[0]', /unknown keys "routes", "dns"$/);
-    rejects({ ...base, routes: [{ dst: '0.0.0.0/0', via: '10.0.0.1', dev: 'eth0' }] }, 'ipam.routes[0]', /unknown keys "via", "dev"$/);
-    rejects({ ...base, dns: { nameserver: [], searches: [] } }, 'ipam.dns', /unknown keys "nameserver" \(did you mean "nameservers"\?\), "searches" \(did you mean "search"\?\)$/);
-    rejects({ ...base, kubernetes: { kubeconfig: '/k', kube_config: '/k', api: 'x' } }, 'ipam.kubernetes', /unknown keys "kube_config" \(did you mean "kubeconfig"\?\), "api"$/);
+    rejects(
+      { type: 'warren', ipRanges: [{ range: '10.0.0.0/24', routes: [], dns: {} }] },
+      'ipam.ipRanges[0]',
+      /unknown keys "routes", "dns"$/,
+    );
+    rejects(
+      { ...base, routes: [{ dst: '0.0.0.0/0', via: '10.0.0.1', dev: 'eth0' }] },
+      'ipam.routes[0]',
+      /unknown keys "via", "dev"$/,
+    );
+    rejects(
+      { ...base, dns: { nameserver: [], searches: [] } },
+      'ipam.dns',
+      /unknown keys "nameserver" \(did you mean "nameservers"\?\), "searches" \(did you mean "search"\?\)$/,
+    );
+    rejects(
+      { ...base, kubernetes: { kubeconfig: '/k', kube_config: '/k', api: 'x' } },
+      'ipam.kubernetes',
+      /unknown keys "kube_config" \(did you mean "kubeconfig"\?\), "api"$/,
+    );
   });
 
   test('an unknown key close to a known one, suggesting the known one', () => {
-    rejects({ ...base, rnage_start: '10.0.0.5' }, 'ipam.rnage_start', /^ipam\.rnage_start: unknown key \(did you mean "range_start"\?\)$/);
+    rejects(
+      { ...base, rnage_start: '10.0.0.5' },
+      'ipam.rnage_start',
+      /^ipam\.rnage_start: unknown key \(did you mean "range_start"\?\)$/,
+    );
     rejects({ ...base, Range: '10.0.0.0/24' }, 'ipam.Range', /did you mean "range"/);
     rejects({ ...base, iprange: [] }, 'ipam.iprange', /did you mean "ipRanges"/);
     rejects({ ...base, etcd_hosts: 'x' }, 'ipam.etcd_hosts', /did you mean "etcd_host"/);
@@ -276,17 +330,36 @@ describe('parseIpamConfig refuses', () => {
     rejects({ ...base, dns: { nameservers: ['10.0.0.53', 'dns.example'] } }, 'ipam.dns.nameservers[1]');
     rejects({ ...base, network_name: 'n'.repeat(254) }, 'ipam.network_name', /at most 253/);
     rejects({ ...base, socket: 'run/warren.sock' }, 'ipam.socket', /absolute/);
-    for (const c of [-1, 1.5, 86_401, Number.MAX_SAFE_INTEGER]) rejects({ ...base, cooldown_seconds: c }, 'ipam.cooldown_seconds');
-    for (const b of [7, 33, 26.5, '26', null]) rejects({ ...base, range: '10.0.0.0/8', block_size: b }, 'ipam.block_size', /prefix length from 8/);
-    rejects({ type: 'warren', ipRanges: [{ range: 'fd00::/64', block_size: 26 }] }, 'ipam.ipRanges[0].block_size', /from 64 .* to 128/);
+    for (const c of [-1, 1.5, 86_401, Number.MAX_SAFE_INTEGER])
+      rejects({ ...base, cooldown_seconds: c }, 'ipam.cooldown_seconds');
+    for (const b of [7, 33, 26.5, '26', null])
+      rejects({ ...base, range: '10.0.0.0/8', block_size: b }, 'ipam.block_size', /prefix length from 8/);
+    rejects(
+      { type: 'warren', ipRanges: [{ range: 'fd00::/64', block_size: 26 }] },
+      'ipam.ipRanges[0].block_size',
+      /from 64 .* to 128/,
+    );
     rejects({ ...base, store: 'redis' }, 'ipam.store', /"sqlite" or "etcd"/);
   });
 
   test('block sizes: defaults per family, never shorter than the range, per range or shared', () => {
-    const one = parseIpamConfig({ type: 'warren', ipRanges: [{ range: '10.0.0.0/16' }, { range: 'fd00::/64' }, { range: '10.1.0.0/28' }] });
-    assert.deepEqual(one.ranges.map((r) => r.blockPrefix), [26, 122, 28]);
-    const shared = parseIpamConfig({ type: 'warren', block_size: 24, ipRanges: [{ range: '10.0.0.0/16' }, { range: '10.2.0.0/16', block_size: 30 }] });
-    assert.deepEqual(shared.ranges.map((r) => r.blockPrefix), [24, 30]);
+    const one = parseIpamConfig({
+      type: 'warren',
+      ipRanges: [{ range: '10.0.0.0/16' }, { range: 'fd00::/64' }, { range: '10.1.0.0/28' }],
+    });
+    assert.deepEqual(
+      one.ranges.map((r) => r.blockPrefix),
+      [26, 122, 28],
+    );
+    const shared = parseIpamConfig({
+      type: 'warren',
+      block_size: 24,
+      ipRanges: [{ range: '10.0.0.0/16' }, { range: '10.2.0.0/16', block_size: 30 }],
+    });
+    assert.deepEqual(
+      shared.ranges.map((r) => r.blockPrefix),
+      [24, 30],
+    );
     assert.equal(parseIpamConfig({ type: 'warren', range: '10.0.0.0/16', store: 'etcd' }).store, 'etcd');
   });
 
@@ -294,7 +367,11 @@ describe('parseIpamConfig refuses', () => {
     rejects({ ...base, range_start: '10.0.1.1' }, 'ipam.range_start', /outside/);
     rejects({ ...base, range_end: '10.0.1.1' }, 'ipam.range_end', /outside/);
     rejects({ ...base, range_start: 'fd00::1' }, 'ipam.range_start', /outside/);
-    rejects({ type: 'warren', ipRanges: [{ range: 'fd00::/64', range_end: 'fd00:0:0:1::' }] }, 'ipam.ipRanges[0].range_end', /outside/);
+    rejects(
+      { type: 'warren', ipRanges: [{ range: 'fd00::/64', range_end: 'fd00:0:0:1::' }] },
+      'ipam.ipRanges[0].range_end',
+      /outside/,
+    );
   });
 
   test('range_end before range_start', () => {
@@ -311,7 +388,11 @@ describe('parseIpamConfig refuses', () => {
     rejects({ type: 'warren', range: '10.0.0.5-10.0.1.9/24' }, 'ipam.range', /outside/);
     rejects({ type: 'warren', range: '10.0.0.5-fd00::9/24' }, 'ipam.range');
     rejects({ type: 'warren', range: '10.0.0.5-x/24' }, 'ipam.range');
-    rejects({ type: 'warren', range: '10.0.0.5-10.0.0.9/24', range_start: '10.0.0.6' }, 'ipam.range', /cannot be combined/);
+    rejects(
+      { type: 'warren', range: '10.0.0.5-10.0.0.9/24', range_start: '10.0.0.6' },
+      'ipam.range',
+      /cannot be combined/,
+    );
   });
 
   test('a span with no allocatable address', () => {
@@ -319,30 +400,49 @@ describe('parseIpamConfig refuses', () => {
   });
 
   test('range keys without a range', () => {
-    rejects({ type: 'warren', range_start: '10.0.0.1', ipRanges: [{ range: '10.0.0.0/24' }] }, 'ipam.range_start', /needs "range"/);
+    rejects(
+      { type: 'warren', range_start: '10.0.0.1', ipRanges: [{ range: '10.0.0.0/24' }] },
+      'ipam.range_start',
+      /needs "range"/,
+    );
     rejects({ type: 'warren', range_end: '10.0.0.1' }, 'ipam.range_end');
     rejects({ type: 'warren', exclude: [] }, 'ipam.exclude');
   });
 
   test('an exclusion of the other family', () => {
     rejects({ ...base, exclude: ['fd00::/64'] }, 'ipam.exclude[0]', /IPv6 exclusion in IPv4/);
-    rejects({ type: 'warren', ipRanges: [{ range: 'fd00::/64', exclude: ['fd00::1', '10.0.0.0/8'] }] }, 'ipam.ipRanges[0].exclude[1]');
+    rejects(
+      { type: 'warren', ipRanges: [{ range: 'fd00::/64', exclude: ['fd00::1', '10.0.0.0/8'] }] },
+      'ipam.ipRanges[0].exclude[1]',
+    );
   });
 
   test('a gateway of a family no range has', () => {
     rejects({ ...base, gateway: 'fd00::1' }, 'ipam.gateway', /IPv6 gateway fd00::1 but no IPv6 range/);
-    rejects({ type: 'warren', ipRanges: [{ range: '10.0.0.0/24', gateway: 'fd00::1' }] }, 'ipam.ipRanges[0].gateway', /IPv6 gateway for IPv4 range/);
+    rejects(
+      { type: 'warren', ipRanges: [{ range: '10.0.0.0/24', gateway: 'fd00::1' }] },
+      'ipam.ipRanges[0].gateway',
+      /IPv6 gateway for IPv4 range/,
+    );
   });
 
   test('the same range twice, naming both places', () => {
-    rejects({ ...base, ipRanges: [{ range: '10.0.0.0/24' }] }, 'ipam.ipRanges[0].range', /10\.0\.0\.0\/24 is listed twice \(also at ipam\.range\)/);
+    rejects(
+      { ...base, ipRanges: [{ range: '10.0.0.0/24' }] },
+      'ipam.ipRanges[0].range',
+      /10\.0\.0\.0\/24 is listed twice \(also at ipam\.range\)/,
+    );
     rejects(
       { type: 'warren', ipRanges: [{ range: 'fd00::/64' }, { range: 'fd00:0::/64', range_start: 'fd00::9' }] },
       'ipam.ipRanges[1].range',
       /fd00::\/64 is listed twice \(also at ipam\.ipRanges\[0\]\.range\)/,
     );
     // Equal once host bits are masked off, as whereabouts masks them.
-    rejects({ type: 'warren', ipRanges: [{ range: '10.0.0.5/24' }, { range: '10.0.0.9/24' }] }, 'ipam.ipRanges[1].range', /listed twice/);
+    rejects(
+      { type: 'warren', ipRanges: [{ range: '10.0.0.5/24' }, { range: '10.0.0.9/24' }] },
+      'ipam.ipRanges[1].range',
+      /listed twice/,
+    );
   });
 
   test('no range at all', () => {
@@ -369,7 +469,13 @@ describe("whereabouts' leniency, kept", () => {
   });
 
   test('host bits in exclude entries are masked to their network', () => {
-    const range = only(parseIpamConfig({ type: 'whereabouts', range: '192.168.2.225/28', exclude: ['192.168.2.229/30', '192.168.2.236/32'] }));
+    const range = only(
+      parseIpamConfig({
+        type: 'whereabouts',
+        range: '192.168.2.225/28',
+        exclude: ['192.168.2.229/30', '192.168.2.236/32'],
+      }),
+    );
     assert.deepEqual(range.excluded, [
       [ip('192.168.2.228'), ip('192.168.2.231')],
       [ip('192.168.2.236'), ip('192.168.2.236')],
@@ -383,7 +489,11 @@ describe("whereabouts' leniency, kept", () => {
   });
 
   test('a top-level gateway outside every range, reported with each range of its family and not excluded', () => {
-    const config = parseIpamConfig({ type: 'whereabouts', gateway: '192.168.2.1', ipRanges: [{ range: '192.168.2.225/28' }, { range: '10.0.0.0/24' }, { range: 'fd00::/64' }] });
+    const config = parseIpamConfig({
+      type: 'whereabouts',
+      gateway: '192.168.2.1',
+      ipRanges: [{ range: '192.168.2.225/28' }, { range: '10.0.0.0/24' }, { range: 'fd00::/64' }],
+    });
     const [a, b, v6] = config.ranges as [RangeSpec, RangeSpec, RangeSpec];
     assert.equal(a.gateway?.value, ip('192.168.2.1'));
     assert.equal(b.gateway?.value, ip('192.168.2.1'));
@@ -393,7 +503,11 @@ describe("whereabouts' leniency, kept", () => {
   });
 
   test('a gateway inside a range is reported and never handed out', () => {
-    const config = parseIpamConfig({ type: 'whereabouts', gateway: '10.0.0.1', ipRanges: [{ range: '10.0.0.0/24' }, { range: '10.1.0.0/24' }] });
+    const config = parseIpamConfig({
+      type: 'whereabouts',
+      gateway: '10.0.0.1',
+      ipRanges: [{ range: '10.0.0.0/24' }, { range: '10.1.0.0/24' }],
+    });
     const [inside, outside] = config.ranges as [RangeSpec, RangeSpec];
     assert.deepEqual(inside.excluded, [[ip('10.0.0.1'), ip('10.0.0.1')]]);
     assert.deepEqual(outside.excluded, []);
@@ -407,7 +521,12 @@ describe("whereabouts' leniency, kept", () => {
   });
 
   test('enable_l3 at the top makes every address of every range allocatable', () => {
-    const config = parseIpamConfig({ type: 'whereabouts', enable_l3: true, range: '10.0.0.0/24', ipRanges: [{ range: 'fd00::/120', enable_l3: false }] });
+    const config = parseIpamConfig({
+      type: 'whereabouts',
+      enable_l3: true,
+      range: '10.0.0.0/24',
+      ipRanges: [{ range: 'fd00::/120', enable_l3: false }],
+    });
     const [v4, v6] = config.ranges as [RangeSpec, RangeSpec];
     assert.equal(v4.first, ip('10.0.0.0'));
     assert.equal(v4.last, ip('10.0.0.255'));
@@ -416,12 +535,19 @@ describe("whereabouts' leniency, kept", () => {
   });
 
   test('enable_l3 on one ipRanges entry applies to that entry only', () => {
-    const config = parseIpamConfig({ type: 'whereabouts', ipRanges: [{ range: '10.0.0.0/24', enable_l3: true }, { range: '192.168.1.0/24' }] });
+    const config = parseIpamConfig({
+      type: 'whereabouts',
+      ipRanges: [{ range: '10.0.0.0/24', enable_l3: true }, { range: '192.168.1.0/24' }],
+    });
     const [l3, l2] = config.ranges as [RangeSpec, RangeSpec];
     assert.deepEqual([l3.first, l3.last], [ip('10.0.0.0'), ip('10.0.0.255')]);
     assert.deepEqual([l2.first, l2.last], [ip('192.168.1.1'), ip('192.168.1.254')]);
     rejects({ type: 'whereabouts', enable_l3: 'yes', range: '10.0.0.0/24' }, 'ipam.enable_l3', /boolean/);
-    rejects({ type: 'whereabouts', ipRanges: [{ range: '10.0.0.0/24', enable_l3: 1 }] }, 'ipam.ipRanges[0].enable_l3', /boolean/);
+    rejects(
+      { type: 'whereabouts', ipRanges: [{ range: '10.0.0.0/24', enable_l3: 1 }] },
+      'ipam.ipRanges[0].enable_l3',
+      /boolean/,
+    );
   });
 
   test('an empty addresses list, and a refusal naming the reason for static addresses', () => {
@@ -440,7 +566,10 @@ describe('whereabouts keys Warren ignores', () => {
     etcd_key_file: '/k.pem',
     etcd_cert_file: '/c.pem',
     etcd_ca_cert_file: '/ca.pem',
-    kubernetes: { kubeconfig: '/etc/cni/net.d/whereabouts.d/whereabouts.kubeconfig', k8s_api_root: 'https://10.96.0.1' },
+    kubernetes: {
+      kubeconfig: '/etc/cni/net.d/whereabouts.d/whereabouts.kubeconfig',
+      k8s_api_root: 'https://10.96.0.1',
+    },
     configuration_path: '/etc/cni/net.d/whereabouts.d/whereabouts.conf',
     leader_lease_duration: 1500,
     leader_renew_deadline: 1000,
@@ -461,18 +590,31 @@ describe('whereabouts keys Warren ignores', () => {
     );
     for (const { reason } of config.ignoredKeys) assert.ok(reason.length > 10, reason);
     assert.match(config.ignoredKeys.find((k) => k.path === 'ipam.etcd_host')?.reason ?? '', /datastore/);
-    assert.deepEqual(config.ranges.map((r) => r.subnet), ['10.0.0.0/24'], 'nothing else changes');
+    assert.deepEqual(
+      config.ranges.map((r) => r.subnet),
+      ['10.0.0.0/24'],
+      'nothing else changes',
+    );
   });
 
   test('carry the caller’s path prefix', () => {
     const config = parseIpamConfig({ type: 'whereabouts', range: '10.0.0.0/24', etcd_host: 'x' }, 'plugins[1].ipam');
-    assert.deepEqual(config.ignoredKeys.map((k) => k.path), ['plugins[1].ipam.etcd_host']);
+    assert.deepEqual(
+      config.ignoredKeys.map((k) => k.path),
+      ['plugins[1].ipam.etcd_host'],
+    );
   });
 
   test('enable_overlapping_ranges and exclude_gateway are reported only when they ask for what Warren never does', () => {
-    assert.deepEqual(parseIpamConfig({ ...base, enable_overlapping_ranges: true, exclude_gateway: true }).ignoredKeys, []);
+    assert.deepEqual(
+      parseIpamConfig({ ...base, enable_overlapping_ranges: true, exclude_gateway: true }).ignoredKeys,
+      [],
+    );
     const config = parseIpamConfig({ ...base, enable_overlapping_ranges: false, exclude_gateway: false });
-    assert.deepEqual(config.ignoredKeys.map((k) => k.path), ['ipam.enable_overlapping_ranges', 'ipam.exclude_gateway']);
+    assert.deepEqual(
+      config.ignoredKeys.map((k) => k.path),
+      ['ipam.enable_overlapping_ranges', 'ipam.exclude_gateway'],
+    );
     rejects({ ...base, exclude_gateway: 'true' }, 'ipam.exclude_gateway', /boolean/);
   });
 
@@ -498,7 +640,9 @@ describe('whereabouts keys Warren ignores', () => {
     for (const password of [1234567, ['hunter2'], { secret: 'hunter2' }, true]) {
       assert.throws(
         () => parseIpamConfig({ ...base, etcd_password: password }),
-        (error: unknown) => error instanceof WarrenError && /^ipam\.etcd_password: must be a string \(the value is not shown\)$/.test(error.message),
+        (error: unknown) =>
+          error instanceof WarrenError &&
+          /^ipam\.etcd_password: must be a string \(the value is not shown\)$/.test(error.message),
       );
     }
   });
@@ -519,7 +663,11 @@ describe('ranges of one config never share an address', () => {
       'ipam.ipRanges[2].range',
       /10\.0\.0\.0\/23 overlaps 10\.0\.1\.0\/24 at ipam\.ipRanges\[1\]\.range/,
     );
-    rejects({ type: 'whereabouts', ipRanges: [{ range: 'fd00::/64' }, { range: 'fd00::100/120' }] }, 'ipam.ipRanges[1].range', /fd00::100\/120 overlaps fd00::\/64/);
+    rejects(
+      { type: 'whereabouts', ipRanges: [{ range: 'fd00::/64' }, { range: 'fd00::100/120' }] },
+      'ipam.ipRanges[1].range',
+      /fd00::100\/120 overlaps fd00::\/64/,
+    );
   });
 
   test('whatever enable_overlapping_ranges says, and whatever range_start and range_end keep apart', () => {
@@ -531,21 +679,54 @@ describe('ranges of one config never share an address', () => {
       );
     }
     // Disjoint spans, one subnet: still one pool, so still refused.
-    rejects({ type: 'whereabouts', ipRanges: [{ range: '10.0.0.0/24', range_end: '10.0.0.9' }, { range: '10.0.0.0/25', range_start: '10.0.0.100' }] }, 'ipam.ipRanges[1].range', /overlaps/);
+    rejects(
+      {
+        type: 'whereabouts',
+        ipRanges: [
+          { range: '10.0.0.0/24', range_end: '10.0.0.9' },
+          { range: '10.0.0.0/25', range_start: '10.0.0.100' },
+        ],
+      },
+      'ipam.ipRanges[1].range',
+      /overlaps/,
+    );
   });
 
   test('neighbouring and other-family ranges are fine', () => {
-    const config = parseIpamConfig({ type: 'whereabouts', range: '10.0.0.0/24', ipRanges: [{ range: '10.0.1.0/24' }, { range: '::/0' }, { range: '0.0.0.0/31' }] });
+    const config = parseIpamConfig({
+      type: 'whereabouts',
+      range: '10.0.0.0/24',
+      ipRanges: [{ range: '10.0.1.0/24' }, { range: '::/0' }, { range: '0.0.0.0/31' }],
+    });
     assert.equal(config.ranges.length, 4);
   });
 });
 
 describe('network_name and pool keys', () => {
   test('a network_name with a character of the key encoding is refused, saying why (regression: "#" broke retries, CHECK and release by address)', () => {
-    for (const name of ['a#b', '#', 'a@b', 'a/b', 'a b', 'tab\there', 'nl\n', 'nul\u0000', 'del\u007f', 'nbsp\u00a0x']) {
-      rejects({ ...base, network_name: name }, 'ipam.network_name', /must not contain .*separate the parts of Warren's pool and block keys/);
+    for (const name of [
+      'a#b',
+      '#',
+      'a@b',
+      'a/b',
+      'a b',
+      'tab\there',
+      'nl\n',
+      'nul\u0000',
+      'del\u007f',
+      'nbsp\u00a0x',
+    ]) {
+      rejects(
+        { ...base, network_name: name },
+        'ipam.network_name',
+        /must not contain .*separate the parts of Warren's pool and block keys/,
+      );
     }
-    rejects({ ...base, network_name: 'blue#1' }, 'ipam.network_name', /^ipam\.network_name: "blue#1" must not contain "#" \(found at character 5\)/);
+    rejects(
+      { ...base, network_name: 'blue#1' },
+      'ipam.network_name',
+      /^ipam\.network_name: "blue#1" must not contain "#" \(found at character 5\)/,
+    );
     rejects({ ...base, network_name: 'x\u0001' }, 'ipam.network_name', /"x\\u0001" must not contain "\\u0001"/);
   });
 
@@ -554,32 +735,62 @@ describe('network_name and pool keys', () => {
       const config = parseIpamConfig({ ...base, network_name: name });
       const range = only(config);
       assert.equal(range.pool, `10.0.0.0/24@${name}`);
-      assert.deepEqual(parsePoolKey(range.pool), { family: 4, network: ip('10.0.0.0'), prefixLength: 24, networkName: name });
+      assert.deepEqual(parsePoolKey(range.pool), {
+        family: 4,
+        network: ip('10.0.0.0'),
+        prefixLength: 24,
+        networkName: name,
+      });
     }
   });
 
   test('parsePoolKey reads back what poolKeyOf wrote, for random subnets and names', () => {
-    const name = fc.oneof(fc.constant(''), fc.string({ minLength: 1, maxLength: 20 }).filter((n) => networkNameProblem(n) === undefined));
+    const name = fc.oneof(
+      fc.constant(''),
+      fc.string({ minLength: 1, maxLength: 20 }).filter((n) => networkNameProblem(n) === undefined),
+    );
     fc.assert(
-      fc.property(fc.boolean(), fc.bigInt({ min: 0n, max: (1n << 128n) - 1n }), fc.nat(128), name, (v6, value, length, networkName) => {
-        const family = v6 ? 6 : 4;
-        const bits = v6 ? 128 : 32;
-        const prefixLength = length % (bits + 1);
-        const host = (1n << BigInt(bits - prefixLength)) - 1n;
-        const network = (value & ((1n << BigInt(bits)) - 1n)) & ~host;
-        const subnet = { family, network, prefixLength } as const;
-        assert.deepEqual(parsePoolKey(poolKeyOf(subnet, networkName)), { ...subnet, networkName });
-      }),
+      fc.property(
+        fc.boolean(),
+        fc.bigInt({ min: 0n, max: (1n << 128n) - 1n }),
+        fc.nat(128),
+        name,
+        (v6, value, length, networkName) => {
+          const family = v6 ? 6 : 4;
+          const bits = v6 ? 128 : 32;
+          const prefixLength = length % (bits + 1);
+          const host = (1n << BigInt(bits - prefixLength)) - 1n;
+          const network = value & ((1n << BigInt(bits)) - 1n) & ~host;
+          const subnet = { family, network, prefixLength } as const;
+          assert.deepEqual(parsePoolKey(poolKeyOf(subnet, networkName)), { ...subnet, networkName });
+        },
+      ),
       { numRuns: 300 },
     );
   });
 
   test('parsePoolKey gives undefined for what is not a range pool key', () => {
-    for (const key of ['', '10.0.0.0', '10.0.0.5/24', '10.0.0.0/33', '10.0.0.0/24@', '10.0.0.0/24@a b', '10.0.0.0/24#10.0.0.0/26', '10.0.0.0/24@blue#10.0.0.0/26', 'blue@10.0.0.0/24', 'x']) {
+    for (const key of [
+      '',
+      '10.0.0.0',
+      '10.0.0.5/24',
+      '10.0.0.0/33',
+      '10.0.0.0/24@',
+      '10.0.0.0/24@a b',
+      '10.0.0.0/24#10.0.0.0/26',
+      '10.0.0.0/24@blue#10.0.0.0/26',
+      'blue@10.0.0.0/24',
+      'x',
+    ]) {
       assert.equal(parsePoolKey(key), undefined, key);
     }
     assert.deepEqual(parsePoolKey('fd00::/64@a@b'), undefined, 'a name cannot hold a second "@"');
-    assert.deepEqual(parsePoolKey('fd00::/64'), { family: 6, network: ip('fd00::'), prefixLength: 64, networkName: '' });
+    assert.deepEqual(parsePoolKey('fd00::/64'), {
+      family: 6,
+      network: ip('fd00::'),
+      prefixLength: 64,
+      networkName: '',
+    });
   });
 
   test('subnetsOverlap is true exactly when the subnets share an address', () => {
@@ -592,15 +803,22 @@ describe('network_name and pool keys', () => {
     assert.equal(subnetsOverlap(key('::/0'), key('0.0.0.0/0')), false, 'families never overlap');
     assert.equal(subnetsOverlap(key('fd00::/64'), key('fd00:0:0:1::/64')), false);
     fc.assert(
-      fc.property(fc.nat(255), fc.integer({ min: 24, max: 32 }), fc.nat(255), fc.integer({ min: 24, max: 32 }), (a, la, b, lb) => {
-        const net = (n: number, l: number) => n & ~((1 << (32 - l)) - 1);
-        const x = key(`10.0.0.${net(a, la)}/${la}`);
-        const y = key(`10.0.0.${net(b, lb)}/${lb}`);
-        const addresses = (s: typeof x) => new Set(Array.from({ length: 2 ** (32 - s.prefixLength) }, (_, i) => s.network + BigInt(i)));
-        const shared = [...addresses(x)].some((v) => addresses(y).has(v));
-        assert.equal(subnetsOverlap(x, y), shared);
-        assert.equal(subnetsOverlap(y, x), shared);
-      }),
+      fc.property(
+        fc.nat(255),
+        fc.integer({ min: 24, max: 32 }),
+        fc.nat(255),
+        fc.integer({ min: 24, max: 32 }),
+        (a, la, b, lb) => {
+          const net = (n: number, l: number) => n & ~((1 << (32 - l)) - 1);
+          const x = key(`10.0.0.${net(a, la)}/${la}`);
+          const y = key(`10.0.0.${net(b, lb)}/${lb}`);
+          const addresses = (s: typeof x) =>
+            new Set(Array.from({ length: 2 ** (32 - s.prefixLength) }, (_, i) => s.network + BigInt(i)));
+          const shared = [...addresses(x)].some((v) => addresses(y).has(v));
+          assert.equal(subnetsOverlap(x, y), shared);
+          assert.equal(subnetsOverlap(y, x), shared);
+        },
+      ),
       { numRuns: 300 },
     );
   });
@@ -628,7 +846,14 @@ describe('capacityOf', () => {
   });
 
   test('overlapping exclusions, and the gateway inside them, are counted once', () => {
-    assert.equal(capacity({ range: '10.0.0.0/24', gateway: '10.0.0.1', exclude: ['10.0.0.0/28', '10.0.0.2', '10.0.0.0/30', '10.0.0.8/29'] }), 254n - 15n);
+    assert.equal(
+      capacity({
+        range: '10.0.0.0/24',
+        gateway: '10.0.0.1',
+        exclude: ['10.0.0.0/28', '10.0.0.2', '10.0.0.0/30', '10.0.0.8/29'],
+      }),
+      254n - 15n,
+    );
   });
 
   test('exclusions of the network and broadcast addresses change nothing', () => {
@@ -637,7 +862,15 @@ describe('capacityOf', () => {
   });
 
   test('exclusions outside range_start and range_end change nothing', () => {
-    assert.equal(capacity({ range: '10.0.0.0/24', range_start: '10.0.0.10', range_end: '10.0.0.19', exclude: ['10.0.0.0/29', '10.0.0.18/31'] }), 8n);
+    assert.equal(
+      capacity({
+        range: '10.0.0.0/24',
+        range_start: '10.0.0.10',
+        range_end: '10.0.0.19',
+        exclude: ['10.0.0.0/29', '10.0.0.18/31'],
+      }),
+      8n,
+    );
   });
 
   test('point-to-point prefixes use every address', () => {
@@ -717,7 +950,7 @@ describe('parseIpamConfig on arbitrary input', () => {
   });
 
   /** Mostly `valid`, sometimes anything at all: deep enough to reach the success path. */
-  const mostly = <T,>(valid: fc.Arbitrary<T>): fc.Arbitrary<unknown> =>
+  const mostly = <T>(valid: fc.Arbitrary<T>): fc.Arbitrary<unknown> =>
     fc.oneof({ arbitrary: valid, weight: 20 }, { arbitrary: anyValue, weight: 1 });
   const ipText = fc.oneof(
     fc.constantFrom('10.0.0.1', '10.0.0.0', '10.0.0.255', '10.0.1.1', 'fd00::1', 'fd00::', '::', '1.2.3', 'x', ''),
@@ -725,11 +958,29 @@ describe('parseIpamConfig on arbitrary input', () => {
     fc.nat(255).map((b) => `fd00::${b.toString(16)}`),
   );
   const cidrText = fc.oneof(
-    fc.constantFrom('10.0.0.0/24', '10.0.0.0/31', '10.0.0.5/24', 'fd00::/64', 'fd00::/120', '10.0.0.5-10.0.0.9/24', '10.0.0.0/33', '0.0.0.0/0'),
+    fc.constantFrom(
+      '10.0.0.0/24',
+      '10.0.0.0/31',
+      '10.0.0.5/24',
+      'fd00::/64',
+      'fd00::/120',
+      '10.0.0.5-10.0.0.9/24',
+      '10.0.0.0/33',
+      '0.0.0.0/0',
+    ),
     fc.tuple(ipText, fc.integer({ min: 0, max: 130 })).map(([a, len]) => `${a}/${len}`),
   );
   const networkText = fc.oneof(
-    fc.constantFrom('10.0.0.0/24', '10.0.0.0/28', '10.0.0.0/31', '10.0.0.7/32', 'fd00::/64', 'fd00::/120', 'fd00::/127', '10.0.0.5-10.0.0.9/24'),
+    fc.constantFrom(
+      '10.0.0.0/24',
+      '10.0.0.0/28',
+      '10.0.0.0/31',
+      '10.0.0.7/32',
+      'fd00::/64',
+      'fd00::/120',
+      'fd00::/127',
+      '10.0.0.5-10.0.0.9/24',
+    ),
     cidrText,
   );
   const anyValue: fc.Arbitrary<unknown> = fc.oneof(
@@ -755,10 +1006,19 @@ describe('parseIpamConfig on arbitrary input', () => {
     range_end: mostly(ipText),
     exclude: mostly(fc.array(cidrText, { maxLength: 3 })),
     gateway: mostly(ipText),
-    routes: mostly(fc.array(fc.record({ dst: mostly(networkText), gw: mostly(ipText) }, { requiredKeys: ['dst'] }), { maxLength: 2 })),
+    routes: mostly(
+      fc.array(fc.record({ dst: mostly(networkText), gw: mostly(ipText) }, { requiredKeys: ['dst'] }), {
+        maxLength: 2,
+      }),
+    ),
     dns: mostly(
       fc.record(
-        { nameservers: mostly(fc.array(ipText, { maxLength: 2 })), domain: mostly(fc.string()), search: mostly(fc.array(fc.string(), { maxLength: 2 })), options: anyValue },
+        {
+          nameservers: mostly(fc.array(ipText, { maxLength: 2 })),
+          domain: mostly(fc.string()),
+          search: mostly(fc.array(fc.string(), { maxLength: 2 })),
+          options: anyValue,
+        },
         { requiredKeys: [] },
       ),
     ),
@@ -777,7 +1037,12 @@ describe('parseIpamConfig on arbitrary input', () => {
     datastore: mostly(fc.constantFrom('kubernetes', 'etcd')),
     etcd_host: mostly(fc.constant('etcd:2379')),
     etcd_password: mostly(fc.constant('hunter2')),
-    kubernetes: mostly(fc.record({ kubeconfig: mostly(fc.constant('/k')), k8s_api_root: mostly(fc.constant('https://k')) }, { requiredKeys: [] })),
+    kubernetes: mostly(
+      fc.record(
+        { kubeconfig: mostly(fc.constant('/k')), k8s_api_root: mostly(fc.constant('https://k')) },
+        { requiredKeys: [] },
+      ),
+    ),
     leader_lease_duration: mostly(fc.integer()),
     node_slice_size: mostly(fc.constant('/28')),
     sleep_for_race: mostly(fc.nat(10)),
@@ -785,7 +1050,11 @@ describe('parseIpamConfig on arbitrary input', () => {
   };
   /** A random subset of the known keys (and, rarely, an unknown one), each with a random value. */
   const ipamObject = fc
-    .tuple(fc.record(ipamValues), fc.subarray(Object.keys(ipamValues).filter((k) => k !== 'bogus' && k !== 'type')), fc.integer({ min: 0, max: 19 }))
+    .tuple(
+      fc.record(ipamValues),
+      fc.subarray(Object.keys(ipamValues).filter((k) => k !== 'bogus' && k !== 'type')),
+      fc.integer({ min: 0, max: 19 }),
+    )
     .map(([values, keys, roll]) => {
       const object: Record<string, unknown> = { type: values.type };
       for (const key of keys) object[key] = values[key as keyof typeof values];
@@ -821,14 +1090,25 @@ describe('parseIpamConfig on arbitrary input', () => {
           assert.ok(inSubnet(range, { family: range.family, value: range.last }));
           if (range.gateway !== undefined) {
             assert.equal(range.gateway.family, range.family, formatIP(range.gateway));
-            const excluded = range.excluded.some(([a, b]) => range.gateway !== undefined && range.gateway.value >= a && range.gateway.value <= b);
+            const excluded = range.excluded.some(
+              ([a, b]) => range.gateway !== undefined && range.gateway.value >= a && range.gateway.value <= b,
+            );
             if (inSubnet(range, range.gateway)) assert.ok(excluded, `gateway ${formatIP(range.gateway)} is excluded`);
           }
           assert.ok(capacityOf(range) >= 0n);
           const key = parsePoolKey(range.pool);
-          assert.deepEqual(key, { family: range.family, network: range.network, prefixLength: range.prefixLength, networkName: config.networkName });
+          assert.deepEqual(key, {
+            family: range.family,
+            network: range.network,
+            prefixLength: range.prefixLength,
+            networkName: config.networkName,
+          });
         }
-        config.ranges.forEach((a, i) => config.ranges.slice(i + 1).forEach((b) => assert.ok(!subnetsOverlap(a, b), `${a.subnet} and ${b.subnet} overlap`)));
+        config.ranges.forEach((a, i) =>
+          config.ranges
+            .slice(i + 1)
+            .forEach((b) => assert.ok(!subnetsOverlap(a, b), `${a.subnet} and ${b.subnet} overlap`)),
+        );
       }),
       { numRuns: 500 },
     );
@@ -839,23 +1119,66 @@ describe('parseIpamConfig on arbitrary input', () => {
 
 describe('parseIpamConfig on whereabouts configs with random values', () => {
   const whereaboutsKeys = [
-    'range', 'range_start', 'range_end', 'exclude', 'gateway', 'routes', 'dns', 'ipRanges', 'network_name', 'enable_l3',
-    'enable_overlapping_ranges', 'exclude_gateway', 'addresses', 'datastore', 'etcd_host', 'etcd_username', 'etcd_password',
-    'etcd_key_file', 'etcd_cert_file', 'etcd_ca_cert_file', 'kubernetes', 'configuration_path', 'leader_lease_duration',
-    'leader_renew_deadline', 'leader_retry_period', 'optimistic_ipam', 'reconciler_cron_expression', 'sleep_for_race',
-    'node_slice_size', 'log_file', 'log_level',
+    'range',
+    'range_start',
+    'range_end',
+    'exclude',
+    'gateway',
+    'routes',
+    'dns',
+    'ipRanges',
+    'network_name',
+    'enable_l3',
+    'enable_overlapping_ranges',
+    'exclude_gateway',
+    'addresses',
+    'datastore',
+    'etcd_host',
+    'etcd_username',
+    'etcd_password',
+    'etcd_key_file',
+    'etcd_cert_file',
+    'etcd_ca_cert_file',
+    'kubernetes',
+    'configuration_path',
+    'leader_lease_duration',
+    'leader_renew_deadline',
+    'leader_retry_period',
+    'optimistic_ipam',
+    'reconciler_cron_expression',
+    'sleep_for_race',
+    'node_slice_size',
+    'log_file',
+    'log_level',
   ];
   const SECRET = 'pa55-w0rd-never-shown';
   const value = fc.oneof(
     fc.jsonValue({ maxDepth: 2 }),
-    fc.constantFrom('10.0.0.0/24', '10.0.0.5/24', '192.168.2.225/28', 'fd00::/64', '10.0.0.1', '', '/28', 'kubernetes', SECRET),
+    fc.constantFrom(
+      '10.0.0.0/24',
+      '10.0.0.5/24',
+      '192.168.2.225/28',
+      'fd00::/64',
+      '10.0.0.1',
+      '',
+      '/28',
+      'kubernetes',
+      SECRET,
+    ),
     fc.constantFrom(true, false, null, 0, 1500, -1, 1.5),
     fc.constant({ kubeconfig: '/k' }),
     fc.constant([{ range: '10.0.0.0/24' }, { range: 'fd00::/64' }]),
   );
   const config = fc
     .dictionary(fc.constantFrom(...whereaboutsKeys), value, { maxKeys: 8 })
-    .chain((object) => fc.record({ etcd_password: fc.oneof(fc.constant(SECRET), fc.constant(7), fc.constant([SECRET])) }, { requiredKeys: [] }).map((extra) => ({ type: 'whereabouts', ...object, ...extra })));
+    .chain((object) =>
+      fc
+        .record(
+          { etcd_password: fc.oneof(fc.constant(SECRET), fc.constant(7), fc.constant([SECRET])) },
+          { requiredKeys: [] },
+        )
+        .map((extra) => ({ type: 'whereabouts', ...object, ...extra })),
+    );
 
   test('either parse, reporting only keys that were given, or are refused with INVALID_CONFIG that never shows the etcd password', () => {
     fc.assert(
@@ -874,7 +1197,11 @@ describe('parseIpamConfig on whereabouts configs with random values', () => {
           assert.ok(path.slice('ipam.'.length) in raw, `${path} was reported but not given`);
           assert.ok(reason.length > 0);
         }
-        assert.equal(new Set(parsed.ignoredKeys.map((k) => k.path)).size, parsed.ignoredKeys.length, 'each key reported once');
+        assert.equal(
+          new Set(parsed.ignoredKeys.map((k) => k.path)).size,
+          parsed.ignoredKeys.length,
+          'each key reported once',
+        );
       }),
       { numRuns: 1000 },
     );

@@ -10,14 +10,32 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { createHash } from 'node:crypto';
 import type { Owner } from '../../src/ipam/allocation.ts';
-import { JOURNAL_FORMAT, type JournalEntry, decodeEntry, encodeEntry, journalFileName, legacyJournalFileName, ownerProblem } from '../../src/cni/journal-entry.ts';
+import {
+  JOURNAL_FORMAT,
+  type JournalEntry,
+  decodeEntry,
+  encodeEntry,
+  journalFileName,
+  legacyJournalFileName,
+  ownerProblem,
+} from '../../src/cni/journal-entry.ts';
 
 /** The names decodeEntry looks at: one safe path component, at most 255 bytes. */
 const SAFE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.~%-]{0,246}\.release$/;
 const OWNER: Owner = { network: 'pods', containerID: 'c0ffee', ifname: 'eth0' };
 
-function entryOf(owner: Owner, extra: { readonly [K in keyof JournalEntry]?: JournalEntry[K] | undefined } = {}): JournalEntry {
-  return { format: JOURNAL_FORMAT, ...owner, netns: '/var/run/netns/cni-1', recordedAt: 1_700_000_000_000, reason: 'agent unreachable', ...extra } as JournalEntry;
+function entryOf(
+  owner: Owner,
+  extra: { readonly [K in keyof JournalEntry]?: JournalEntry[K] | undefined } = {},
+): JournalEntry {
+  return {
+    format: JOURNAL_FORMAT,
+    ...owner,
+    netns: '/var/run/netns/cni-1',
+    recordedAt: 1_700_000_000_000,
+    reason: 'agent unreachable',
+    ...extra,
+  } as JournalEntry;
 }
 
 /** A hand-made entry text, for fields encodeEntry would never write. */
@@ -27,7 +45,11 @@ function raw(fields: object): string {
 
 function assertInvalid(name: string, text: string, reason?: RegExp): void {
   const decoded = decodeEntry(name, text);
-  assert.equal(decoded.kind, 'invalid', `expected ${JSON.stringify(text.slice(0, 200))} under ${JSON.stringify(name)} to be refused`);
+  assert.equal(
+    decoded.kind,
+    'invalid',
+    `expected ${JSON.stringify(text.slice(0, 200))} under ${JSON.stringify(name)} to be refused`,
+  );
   if (reason !== undefined && decoded.kind === 'invalid') assert.match(decoded.reason, reason);
 }
 
@@ -38,7 +60,10 @@ const validContainerID = fc.oneof(
   fc.integer({ min: 1, max: 255 }).map((n) => 'a'.repeat(n)),
   fc.constantFrom('a'.repeat(100), 'b'.repeat(101), 'c'.repeat(255), 'a..b', 'x.', 'y-', 'z_'),
 );
-const validNetwork = fc.oneof(fc.stringMatching(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,252}$/), fc.constantFrom('pods', 'n'.repeat(253)));
+const validNetwork = fc.oneof(
+  fc.stringMatching(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,252}$/),
+  fc.constantFrom('pods', 'n'.repeat(253)),
+);
 const threeByteChar = fc
   .integer({ min: 0x800, max: 0xffff })
   .filter((c) => c < 0xd800 || c > 0xdfff)
@@ -53,15 +78,29 @@ const validIfname = fc
     fc.constant('\u0800'.repeat(5)),
   )
   .filter((s) => ifnamePattern.test(s) && Buffer.byteLength(s) <= 15);
-const validOwner: fc.Arbitrary<Owner> = fc.record({ network: validNetwork, containerID: validContainerID, ifname: validIfname });
+const validOwner: fc.Arbitrary<Owner> = fc.record({
+  network: validNetwork,
+  containerID: validContainerID,
+  ifname: validIfname,
+});
 
 /**
  * Owners drawn from a few characters, "_", "." and "-" among them, so that pairs that differ only in
  * where a separator falls come up often; plus long IDs (over 100, up to 255) and long networks
  * sharing long prefixes, where names must be cut or digested.
  */
-const nearID = fc.oneof(fc.stringMatching(/^[ab][ab_.-]{0,5}$/), fc.tuple(fc.integer({ min: 95, max: 250 }), fc.stringMatching(/^[ab_.-]{0,5}$/)).map(([n, tail]) => `${'a'.repeat(n)}${tail}`));
-const nearNetwork = fc.oneof(fc.stringMatching(/^[ab][ab_.-]{0,5}$/), fc.tuple(fc.integer({ min: 150, max: 248 }), fc.stringMatching(/^[ab_.-]{0,5}$/)).map(([n, tail]) => `${'n'.repeat(n)}${tail}`));
+const nearID = fc.oneof(
+  fc.stringMatching(/^[ab][ab_.-]{0,5}$/),
+  fc
+    .tuple(fc.integer({ min: 95, max: 250 }), fc.stringMatching(/^[ab_.-]{0,5}$/))
+    .map(([n, tail]) => `${'a'.repeat(n)}${tail}`),
+);
+const nearNetwork = fc.oneof(
+  fc.stringMatching(/^[ab][ab_.-]{0,5}$/),
+  fc
+    .tuple(fc.integer({ min: 150, max: 248 }), fc.stringMatching(/^[ab_.-]{0,5}$/))
+    .map(([n, tail]) => `${'n'.repeat(n)}${tail}`),
+);
 const nearIfname = fc.stringMatching(/^[ab_.~%-]{1,6}$/).filter((s) => ifnamePattern.test(s));
 const nearOwner: fc.Arbitrary<Owner> = fc.record({ network: nearNetwork, containerID: nearID, ifname: nearIfname });
 /** So few owners that a sample holds many that differ only in where a "_" or "." falls. */
@@ -101,13 +140,23 @@ describe('journalFileName', () => {
     const one = { network: 'pods', containerID: 'a_b', ifname: 'c' };
     const other = { network: 'pods', containerID: 'a', ifname: 'b_c' };
     assert.notEqual(journalFileName(one), journalFileName(other));
-    assert.equal(decodeEntry(journalFileName(other), encodeEntry(entryOf(one))).kind, 'invalid', "one's content is not taken under the other's name");
+    assert.equal(
+      decodeEntry(journalFileName(other), encodeEntry(entryOf(one))).kind,
+      'invalid',
+      "one's content is not taken under the other's name",
+    );
   });
 
   test('networks whose 32-bit hashes are equal get different names, so neither DEL is lost (issue 10)', () => {
     // FNV-1a gives both 32-bit hashes the same value: the old names differed only there.
-    assert.equal(legacyJournalFileName({ ...OWNER, network: 'net-162vu' }), legacyJournalFileName({ ...OWNER, network: 'net-1duea' }));
-    assert.notEqual(journalFileName({ ...OWNER, network: 'net-162vu' }), journalFileName({ ...OWNER, network: 'net-1duea' }));
+    assert.equal(
+      legacyJournalFileName({ ...OWNER, network: 'net-162vu' }),
+      legacyJournalFileName({ ...OWNER, network: 'net-1duea' }),
+    );
+    assert.notEqual(
+      journalFileName({ ...OWNER, network: 'net-162vu' }),
+      journalFileName({ ...OWNER, network: 'net-1duea' }),
+    );
   });
 
   test('long container IDs sharing 64 characters and a 32-bit hash get different names, so neither DEL is lost (issue 10)', () => {
@@ -122,7 +171,9 @@ describe('journalFileName', () => {
     const hundredOne = 'b'.repeat(101);
     assert.equal(journalFileName({ ...OWNER, containerID: hundredOne }), `${hundredOne}~eth0~pods.release`);
     const longest = { network: 'n'.repeat(253), containerID: 'z'.repeat(255), ifname: '\u0800'.repeat(5) };
-    const digest = createHash('sha256').update(JSON.stringify([longest.network, longest.containerID, longest.ifname])).digest('hex');
+    const digest = createHash('sha256')
+      .update(JSON.stringify([longest.network, longest.containerID, longest.ifname]))
+      .digest('hex');
     assert.equal(journalFileName(longest), `${'z'.repeat(64)}~${'%e0%a0%80'.repeat(5)}~~${digest}.release`);
     // The edge: 255 bytes exactly is spelled out, 256 is digested.
     const fits = { ...OWNER, network: 'n'.repeat(255 - 'c0ffee~eth0~.release'.length) };
@@ -136,7 +187,10 @@ describe('journalFileName', () => {
         const [na, nb] = [journalFileName(a), journalFileName(b)];
         if (ownerKey(a) === ownerKey(b)) assert.equal(na, nb);
         else assert.notEqual(na, nb, `${ownerKey(a)} and ${ownerKey(b)} share ${na}`);
-        for (const [owner, name] of [[a, na], [b, nb]] as const) {
+        for (const [owner, name] of [
+          [a, na],
+          [b, nb],
+        ] as const) {
           assert.ok(Buffer.byteLength(name) <= 255, `${name} is ${Buffer.byteLength(name)} bytes`);
           assert.match(name, SAFE_NAME);
           const entry = entryOf(owner);
@@ -147,9 +201,12 @@ describe('journalFileName', () => {
     );
     // Many at once: a set of distinct owners gives as many names.
     fc.assert(
-      fc.property(fc.uniqueArray(fc.oneof(tinyOwner, nearOwner), { selector: ownerKey, minLength: 2, maxLength: 200 }), (owners) => {
-        assert.equal(new Set(owners.map(journalFileName)).size, owners.length);
-      }),
+      fc.property(
+        fc.uniqueArray(fc.oneof(tinyOwner, nearOwner), { selector: ownerKey, minLength: 2, maxLength: 200 }),
+        (owners) => {
+          assert.equal(new Set(owners.map(journalFileName)).size, owners.length);
+        },
+      ),
       { numRuns: 200 },
     );
   });
@@ -165,7 +222,26 @@ describe('journalFileName', () => {
 
   test('owners that cannot be journaled are refused, by ownerProblem and by a throw', () => {
     const bad: Array<[string, Owner]> = [];
-    for (const containerID of ['', 'a/b', '/abs', '../x', '..', '.', '.hidden', '-x', '_x', '~x', 'a\0b', 'a b', ' a', 'a\n', 'é', 'a:b', 'a%2fb', 'a'.repeat(256)]) {
+    for (const containerID of [
+      '',
+      'a/b',
+      '/abs',
+      '../x',
+      '..',
+      '.',
+      '.hidden',
+      '-x',
+      '_x',
+      '~x',
+      'a\0b',
+      'a b',
+      ' a',
+      'a\n',
+      'é',
+      'a:b',
+      'a%2fb',
+      'a'.repeat(256),
+    ]) {
       bad.push([`containerID ${JSON.stringify(containerID.slice(0, 20))}`, { ...OWNER, containerID }]);
     }
     for (const ifname of ['', 'a/b', '/', '../x', 'e\0', 'eth 0', ' eth0', 'eth0\n', '\t', 'a:b', 'x'.repeat(16)]) {
@@ -238,11 +314,22 @@ describe('decodeEntry', () => {
     assertInvalid(name, '', /empty/);
     for (const blank of [' ', '\n', '\t\r\n  ']) assertInvalid(name, blank, /empty/);
     for (let cut = 1; cut < text.trimEnd().length; cut++) assertInvalid(name, text.slice(0, cut));
-    for (const garbage of ['hello', '{', '}', '{"format":1,', 'format=1', '\0\0\0', '\ufeff{}', text.replace('{', '{{')]) assertInvalid(name, garbage);
+    for (const garbage of [
+      'hello',
+      '{',
+      '}',
+      '{"format":1,',
+      'format=1',
+      '\0\0\0',
+      '\ufeff{}',
+      text.replace('{', '{{'),
+    ])
+      assertInvalid(name, garbage);
   });
 
   test('refuses JSON that is not an object', () => {
-    for (const value of ['[]', '[1]', `[${text}]`, 'null', '42', '"text"', 'true']) assertInvalid(name, value, /not a JSON object/);
+    for (const value of ['[]', '[1]', `[${text}]`, 'null', '42', '"text"', 'true'])
+      assertInvalid(name, value, /not a JSON object/);
   });
 
   test('refuses another format number', () => {
@@ -270,7 +357,13 @@ describe('decodeEntry', () => {
       }
     }
     assertInvalid(name, raw({ ...base, recordedAt: '1700000000000' }), /recordedAt/);
-    assertInvalid(name, `${raw(base).slice(0, -1).replace(/"recordedAt":\d+/, '"recordedAt":1e400')}}`, /recordedAt/);
+    assertInvalid(
+      name,
+      `${raw(base)
+        .slice(0, -1)
+        .replace(/"recordedAt":\d+/, '"recordedAt":1e400')}}`,
+      /recordedAt/,
+    );
     for (const netns of [null, 1, false, [], {}]) assertInvalid(name, raw({ ...base, netns }), /netns/);
   });
 
@@ -284,10 +377,28 @@ describe('decodeEntry', () => {
   test('refuses a stamp that is not a boot ID and a monotonic reading, naming what is wrong', () => {
     const base = entryOf(OWNER);
     const boot = '0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0';
-    for (const stamp of [null, 1, 'x', [], { at: 1 }, { boot, at: '1' }, { boot, at: -1 }, { boot: '', at: 1 }, { boot: '../x', at: 1 }, { boot: 'b'.repeat(65), at: 1 }, { boot, at: 1, extra: 2 }]) {
+    for (const stamp of [
+      null,
+      1,
+      'x',
+      [],
+      { at: 1 },
+      { boot, at: '1' },
+      { boot, at: -1 },
+      { boot: '', at: 1 },
+      { boot: '../x', at: 1 },
+      { boot: 'b'.repeat(65), at: 1 },
+      { boot, at: 1, extra: 2 },
+    ]) {
       assertInvalid(name, raw({ ...base, stamp }), /stamp/);
     }
-    assertInvalid(name, `${raw({ ...base, stamp: { boot, at: 1 } }).slice(0, -2).replace(/"at":1$/, '"at":1e400')}}}`, /stamp\.at/);
+    assertInvalid(
+      name,
+      `${raw({ ...base, stamp: { boot, at: 1 } })
+        .slice(0, -2)
+        .replace(/"at":1$/, '"at":1e400')}}}`,
+      /stamp\.at/,
+    );
   });
 
   test('refuses content whose owner could not have been journaled', () => {
@@ -303,7 +414,12 @@ describe('decodeEntry', () => {
   });
 
   test('accepts a file named as older plugins named it, so an intent recorded before an upgrade is still released', () => {
-    const owners: Owner[] = [OWNER, { ...OWNER, ifname: 'a%b~' }, { ...OWNER, containerID: 'f'.repeat(150) }, { network: 'n'.repeat(253), containerID: 'z'.repeat(255), ifname: '\u0800'.repeat(5) }];
+    const owners: Owner[] = [
+      OWNER,
+      { ...OWNER, ifname: 'a%b~' },
+      { ...OWNER, containerID: 'f'.repeat(150) },
+      { network: 'n'.repeat(253), containerID: 'z'.repeat(255), ifname: '\u0800'.repeat(5) },
+    ];
     for (const owner of owners) {
       const legacy = legacyJournalFileName(owner);
       assert.match(legacy, /^[^~]*(~[0-9a-f]{8}_[^~]*)?\.release$/, 'old names hold at most one "~"');
@@ -351,21 +467,41 @@ describe('decodeEntry', () => {
   });
 
   test('arbitrary names and texts never throw, and give an entry only under its own name', () => {
-    const nameArb = fc.oneof(fc.constant(name), fc.string(), fc.string({ unit: 'binary', maxLength: 300 }), fc.stringMatching(/^[A-Za-z0-9][A-Za-z0-9_.~%-]{0,60}\.release$/));
+    const nameArb = fc.oneof(
+      fc.constant(name),
+      fc.string(),
+      fc.string({ unit: 'binary', maxLength: 300 }),
+      fc.stringMatching(/^[A-Za-z0-9][A-Za-z0-9_.~%-]{0,60}\.release$/),
+    );
     const textArb = fc.oneof(
       fc.string(),
       fc.string({ unit: 'binary' }),
       fc.json(),
       fc.jsonValue().map((v) => JSON.stringify(v)),
-      fc.record({ format: fc.constantFrom(1, 2, '1'), network: fc.constantFrom('pods', 1), containerID: fc.constantFrom('c0ffee', '../x'), ifname: fc.constantFrom('eth0', ''), recordedAt: fc.constantFrom(0, '0'), reason: fc.string() }, { requiredKeys: [] }).map(raw),
+      fc
+        .record(
+          {
+            format: fc.constantFrom(1, 2, '1'),
+            network: fc.constantFrom('pods', 1),
+            containerID: fc.constantFrom('c0ffee', '../x'),
+            ifname: fc.constantFrom('eth0', ''),
+            recordedAt: fc.constantFrom(0, '0'),
+            reason: fc.string(),
+          },
+          { requiredKeys: [] },
+        )
+        .map(raw),
       // A valid text with a few characters replaced, deleted or duplicated.
-      fc.tuple(fc.nat(text.length), fc.nat(3), fc.string({ maxLength: 3, unit: 'binary' })).map(([at, cut, insert]) => text.slice(0, at) + insert + text.slice(at + cut)),
+      fc
+        .tuple(fc.nat(text.length), fc.nat(3), fc.string({ maxLength: 3, unit: 'binary' }))
+        .map(([at, cut, insert]) => text.slice(0, at) + insert + text.slice(at + cut)),
     );
     fc.assert(
       fc.property(nameArb, textArb, (n, t) => {
         const decoded = decodeEntry(n, t);
         assert.ok(decoded.kind === 'entry' || decoded.kind === 'invalid');
-        if (decoded.kind === 'entry') assert.ok(journalFileName(decoded.entry) === n || legacyJournalFileName(decoded.entry) === n, n);
+        if (decoded.kind === 'entry')
+          assert.ok(journalFileName(decoded.entry) === n || legacyJournalFileName(decoded.entry) === n, n);
         else assert.equal(typeof decoded.reason, 'string');
       }),
       { numRuns: 2_000 },

@@ -10,7 +10,14 @@ import { WarrenError } from '../../src/core/errors.ts';
 import type { WarrenErrorCode } from '../../src/api/errors.ts';
 import { formatIP } from '../../src/ipam/address.ts';
 import { parseNetConf, declaredVersion } from '../../src/cni/netconf.ts';
-import { type CniCommand, type IpamResult, COMMANDS, SUPPORTED_VERSIONS, renderResult, versionResult } from '../../src/cni/spec.ts';
+import {
+  type CniCommand,
+  type IpamResult,
+  COMMANDS,
+  SUPPORTED_VERSIONS,
+  renderResult,
+  versionResult,
+} from '../../src/cni/spec.ts';
 
 const IPAM = { type: 'warren', range: '10.0.0.0/24' };
 
@@ -30,7 +37,8 @@ function refused(raw: unknown, command: CniCommand, code: WarrenErrorCode, messa
   );
 }
 
-const texts = (ips: readonly { family: 4 | 6; value: bigint }[] | undefined): string[] | undefined => ips?.map((ip) => formatIP(ip));
+const texts = (ips: readonly { family: 4 | 6; value: bigint }[] | undefined): string[] | undefined =>
+  ips?.map((ip) => formatIP(ip));
 
 describe('parseNetConf versions', () => {
   test('every supported version is accepted for ADD and DEL', () => {
@@ -64,12 +72,19 @@ describe('parseNetConf versions', () => {
   test('CHECK needs 0.4.0 or later', () => {
     refused(conf({ cniVersion: '0.3.0' }), 'CHECK', 'INCOMPATIBLE_VERSION', /CHECK needs cniVersion 0\.4\.0/);
     refused(conf({ cniVersion: '0.3.1' }), 'CHECK', 'INCOMPATIBLE_VERSION', /CHECK needs/);
-    for (const cniVersion of ['0.4.0', '1.0.0', '1.1.0']) assert.equal(parseNetConf(conf({ cniVersion }), 'CHECK').cniVersion, cniVersion);
+    for (const cniVersion of ['0.4.0', '1.0.0', '1.1.0'])
+      assert.equal(parseNetConf(conf({ cniVersion }), 'CHECK').cniVersion, cniVersion);
   });
 
   test('GC and STATUS need 1.1.0', () => {
     for (const command of ['GC', 'STATUS'] as const) {
-      for (const cniVersion of ['0.3.1', '0.4.0', '1.0.0']) refused(conf({ cniVersion }), command, 'INCOMPATIBLE_VERSION', new RegExp(`${command} needs cniVersion 1\\.1\\.0`));
+      for (const cniVersion of ['0.3.1', '0.4.0', '1.0.0'])
+        refused(
+          conf({ cniVersion }),
+          command,
+          'INCOMPATIBLE_VERSION',
+          new RegExp(`${command} needs cniVersion 1\\.1\\.0`),
+        );
       assert.equal(parseNetConf(conf({ cniVersion: '1.1.0' }), command).cniVersion, '1.1.0');
     }
   });
@@ -90,7 +105,8 @@ describe('parseNetConf fields', () => {
 
   test('the network name is required and must be safe', () => {
     refused(conf({ name: undefined }), 'ADD', 'INVALID_CONFIG', /^name: missing/);
-    for (const name of ['', '-x', '.x', 'a b', 'a/b', 'n'.repeat(254), 7, null, ['a']]) refused(conf({ name }), 'ADD', 'INVALID_CONFIG', /^name: /);
+    for (const name of ['', '-x', '.x', 'a b', 'a/b', 'n'.repeat(254), 7, null, ['a']])
+      refused(conf({ name }), 'ADD', 'INVALID_CONFIG', /^name: /);
     assert.equal(parseNetConf(conf({ name: `a${'b'.repeat(252)}` }), 'ADD').name.length, 253);
     assert.equal(parseNetConf(conf({ name: 'k8s-pod-network.v1_2' }), 'ADD').name, 'k8s-pod-network.v1_2');
   });
@@ -100,7 +116,12 @@ describe('parseNetConf fields', () => {
     // {"toString": 1}, so a config mistake surfaced as an internal error.
     refused(conf({ name: { toString: 1 } }), 'ADD', 'INVALID_CONFIG', /^name: /);
     refused(conf({ name: [{ toString: 1 }] }), 'ADD', 'INVALID_CONFIG', /^name: /);
-    refused(conf({ runtimeConfig: { ips: [{ toString: 'x', valueOf: 'y' }] } }), 'ADD', 'INVALID_CONFIG', /^runtimeConfig\.ips\[0\]: /);
+    refused(
+      conf({ runtimeConfig: { ips: [{ toString: 'x', valueOf: 'y' }] } }),
+      'ADD',
+      'INVALID_CONFIG',
+      /^runtimeConfig\.ips\[0\]: /,
+    );
   });
 
   test('the ipam section is required and validated, its problems named by path', () => {
@@ -110,7 +131,10 @@ describe('parseNetConf fields', () => {
   });
 
   test('keys of the main plugin are left alone', () => {
-    const parsed = parseNetConf(conf({ bridge: 'cni0', isGateway: true, mtu: 1450, capabilities: { ips: true } }), 'ADD');
+    const parsed = parseNetConf(
+      conf({ bridge: 'cni0', isGateway: true, mtu: 1450, capabilities: { ips: true } }),
+      'ADD',
+    );
     assert.equal(parsed.name, 'podnet');
   });
 
@@ -131,7 +155,12 @@ describe('parseNetConf fields', () => {
   test('a malformed requested address is refused, naming its position', () => {
     refused(conf({ runtimeConfig: [] }), 'ADD', 'INVALID_CONFIG', /^runtimeConfig: /);
     refused(conf({ runtimeConfig: { ips: '10.0.0.5' } }), 'ADD', 'INVALID_CONFIG', /^runtimeConfig\.ips: /);
-    refused(conf({ runtimeConfig: { ips: ['10.0.0.5', '10.0.0.256'] } }), 'ADD', 'INVALID_CONFIG', /^runtimeConfig\.ips\[1\]: /);
+    refused(
+      conf({ runtimeConfig: { ips: ['10.0.0.5', '10.0.0.256'] } }),
+      'ADD',
+      'INVALID_CONFIG',
+      /^runtimeConfig\.ips\[1\]: /,
+    );
     refused(conf({ runtimeConfig: { ips: [5] } }), 'ADD', 'INVALID_CONFIG', /^runtimeConfig\.ips\[0\]: /);
     refused(conf({ runtimeConfig: { ips: ['10.0.0.5/33'] } }), 'ADD', 'INVALID_CONFIG', /^runtimeConfig\.ips\[0\]: /);
     refused(conf({ args: { cni: { ips: ['fe80::1%eth0'] } } }), 'ADD', 'INVALID_CONFIG', /^args\.cni\.ips\[0\]: /);
@@ -152,15 +181,28 @@ describe('parseNetConf fields', () => {
       dns: {},
     };
     assert.deepEqual(texts(parseNetConf(conf({ prevResult }), 'DEL').previousIPs), ['10.0.0.5', 'fd00::5']);
-    assert.deepEqual(texts(parseNetConf(conf({ prevResult, cniVersion: '0.4.0' }), 'CHECK').previousIPs), ['10.0.0.5', 'fd00::5']);
+    assert.deepEqual(texts(parseNetConf(conf({ prevResult, cniVersion: '0.4.0' }), 'CHECK').previousIPs), [
+      '10.0.0.5',
+      'fd00::5',
+    ]);
     assert.deepEqual(parseNetConf(conf({ prevResult: { cniVersion: '1.1.0' } }), 'DEL').previousIPs, []);
   });
 
   test('a malformed prevResult is refused', () => {
     refused(conf({ prevResult: 'x' }), 'DEL', 'INVALID_CONFIG', /^prevResult: /);
     refused(conf({ prevResult: { ips: {} } }), 'DEL', 'INVALID_CONFIG', /^prevResult\.ips: /);
-    refused(conf({ prevResult: { ips: [{ address: '10.0.0.5/24' }, { address: '10.0.0.6' }] } }), 'DEL', 'INVALID_CONFIG', /^prevResult\.ips\[1\]\.address: /);
-    refused(conf({ prevResult: { ips: ['10.0.0.5/24'] } }), 'DEL', 'INVALID_CONFIG', /^prevResult\.ips\[0\]\.address: /);
+    refused(
+      conf({ prevResult: { ips: [{ address: '10.0.0.5/24' }, { address: '10.0.0.6' }] } }),
+      'DEL',
+      'INVALID_CONFIG',
+      /^prevResult\.ips\[1\]\.address: /,
+    );
+    refused(
+      conf({ prevResult: { ips: ['10.0.0.5/24'] } }),
+      'DEL',
+      'INVALID_CONFIG',
+      /^prevResult\.ips\[0\]\.address: /,
+    );
   });
 
   test('GC collects the valid attachments', () => {
@@ -182,8 +224,18 @@ describe('parseNetConf fields', () => {
 
   test('GC refuses malformed valid attachments', () => {
     refused(conf({ 'cni.dev/valid-attachments': {} }), 'GC', 'INVALID_CONFIG', /^cni\.dev\/valid-attachments: /);
-    refused(conf({ 'cni.dev/valid-attachments': [{ containerID: 'c1' }] }), 'GC', 'INVALID_CONFIG', /^cni\.dev\/valid-attachments\[0\]: /);
-    refused(conf({ 'cni.dev/valid-attachments': [{ containerID: 'c1', ifname: 'eth0' }, 'c2'] }), 'GC', 'INVALID_CONFIG', /\[1\]: /);
+    refused(
+      conf({ 'cni.dev/valid-attachments': [{ containerID: 'c1' }] }),
+      'GC',
+      'INVALID_CONFIG',
+      /^cni\.dev\/valid-attachments\[0\]: /,
+    );
+    refused(
+      conf({ 'cni.dev/valid-attachments': [{ containerID: 'c1', ifname: 'eth0' }, 'c2'] }),
+      'GC',
+      'INVALID_CONFIG',
+      /\[1\]: /,
+    );
   });
 
   test('commands other than GC ignore valid attachments', () => {
@@ -204,26 +256,48 @@ describe('parseNetConf on arbitrary input', () => {
   const command = fc.constantFrom(...COMMANDS.filter((c) => c !== 'VERSION'));
 
   test('any JSON value gives a config or a WarrenError', () => {
-    fc.assert(
-      fc.property(fc.jsonValue(), command, onlyWarrenErrors),
-      { numRuns: 500 },
-    );
+    fc.assert(fc.property(fc.jsonValue(), command, onlyWarrenErrors), { numRuns: 500 });
   });
 
   test('a valid config with random values in the fields Warren reads gives a config or a WarrenError', () => {
     // Objects with own toString/valueOf keys are JSON a runtime may pass; they must not crash message building.
-    const hostile = fc.constantFrom<unknown>({ toString: 1 }, { valueOf: 'x', toString: null }, [{ toString: 1 }], { ips: [{ toString: 1 }] });
+    const hostile = fc.constantFrom<unknown>({ toString: 1 }, { valueOf: 'x', toString: null }, [{ toString: 1 }], {
+      ips: [{ toString: 1 }],
+    });
     const anyValue = fc.oneof(fc.jsonValue({ maxDepth: 3 }), hostile);
-    const ipList = fc.array(fc.oneof(fc.constantFrom('10.0.0.5', '10.0.0.5/24', 'fd00::5/64', 'x', ''), anyValue), { maxLength: 3 });
-    const maybe = <T,>(arb: fc.Arbitrary<T>): fc.Arbitrary<unknown> => fc.oneof(fc.constant(undefined), arb, anyValue);
+    const ipList = fc.array(fc.oneof(fc.constantFrom('10.0.0.5', '10.0.0.5/24', 'fd00::5/64', 'x', ''), anyValue), {
+      maxLength: 3,
+    });
+    const maybe = <T>(arb: fc.Arbitrary<T>): fc.Arbitrary<unknown> => fc.oneof(fc.constant(undefined), arb, anyValue);
     const raw = fc.record({
       cniVersion: fc.oneof({ arbitrary: fc.constantFrom(...SUPPORTED_VERSIONS), weight: 8 }, anyValue),
       name: fc.oneof({ arbitrary: fc.constant('podnet'), weight: 4 }, fc.string(), anyValue),
       ipam: fc.oneof({ arbitrary: fc.constant(IPAM), weight: 6 }, anyValue),
       runtimeConfig: maybe(fc.record({ ips: maybe(ipList) }, { requiredKeys: [] })),
-      args: maybe(fc.record({ cni: maybe(fc.record({ ips: maybe(ipList) }, { requiredKeys: [] })) }, { requiredKeys: [] })),
-      prevResult: maybe(fc.record({ ips: maybe(fc.array(fc.record({ address: maybe(fc.constantFrom('10.0.0.5/24', '10.0.0.5', 'fd00::1/64')) }, { requiredKeys: [] }), { maxLength: 3 })) }, { requiredKeys: [] })),
-      'cni.dev/valid-attachments': maybe(fc.array(fc.record({ containerID: maybe(fc.string()), ifname: maybe(fc.string()) }, { requiredKeys: [] }), { maxLength: 3 })),
+      args: maybe(
+        fc.record({ cni: maybe(fc.record({ ips: maybe(ipList) }, { requiredKeys: [] })) }, { requiredKeys: [] }),
+      ),
+      prevResult: maybe(
+        fc.record(
+          {
+            ips: maybe(
+              fc.array(
+                fc.record(
+                  { address: maybe(fc.constantFrom('10.0.0.5/24', '10.0.0.5', 'fd00::1/64')) },
+                  { requiredKeys: [] },
+                ),
+                { maxLength: 3 },
+              ),
+            ),
+          },
+          { requiredKeys: [] },
+        ),
+      ),
+      'cni.dev/valid-attachments': maybe(
+        fc.array(fc.record({ containerID: maybe(fc.string()), ifname: maybe(fc.string()) }, { requiredKeys: [] }), {
+          maxLength: 3,
+        }),
+      ),
     });
     let parsed = 0;
     fc.assert(
@@ -279,10 +353,18 @@ describe('renderResult', () => {
   });
 
   test('an empty result renders empty lists', () => {
-    assert.deepEqual(renderResult({ ips: [], routes: [], dns: {} }, '0.3.1'), { cniVersion: '0.3.1', ips: [], routes: [], dns: {} });
+    assert.deepEqual(renderResult({ ips: [], routes: [], dns: {} }, '0.3.1'), {
+      cniVersion: '0.3.1',
+      ips: [],
+      routes: [],
+      dns: {},
+    });
   });
 
   test('VERSION lists every supported version', () => {
-    assert.deepEqual(versionResult(), { cniVersion: '1.1.0', supportedVersions: ['0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'] });
+    assert.deepEqual(versionResult(), {
+      cniVersion: '1.1.0',
+      supportedVersions: ['0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'],
+    });
   });
 });

@@ -66,10 +66,13 @@ describe('writeFileAtomic', () => {
     const target = join(dir, 'target');
     mkdirSync(target);
     writeFileSync(join(target, 'inside'), 'old content');
-    assert.throws(() => writeFileAtomic(target, 'new content'), (error: NodeJS.ErrnoException) => {
-      assert.ok(['EISDIR', 'ENOTEMPTY', 'EEXIST'].includes(error.code ?? ''), `unexpected ${error.code}`);
-      return true;
-    });
+    assert.throws(
+      () => writeFileAtomic(target, 'new content'),
+      (error: NodeJS.ErrnoException) => {
+        assert.ok(['EISDIR', 'ENOTEMPTY', 'EEXIST'].includes(error.code ?? ''), `unexpected ${error.code}`);
+        return true;
+      },
+    );
     assert.deepEqual(readdirSync(dir), ['target']);
     assert.ok(statSync(target).isDirectory());
     assert.deepEqual(readdirSync(target), ['inside']);

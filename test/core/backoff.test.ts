@@ -14,7 +14,10 @@ describe('ExponentialBackoff', () => {
     assert.equal(b.maxMs, 300_000);
     assert.equal(b.factor, 2);
     const delays = Array.from({ length: 12 }, (_, i) => b.delay(i));
-    assert.deepEqual(delays, [0, 1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 64_000, 128_000, 256_000, 300_000, 300_000]);
+    assert.deepEqual(
+      delays,
+      [0, 1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 64_000, 128_000, 256_000, 300_000, 300_000],
+    );
   });
 
   test('zero or negative failures mean no wait', () => {
@@ -33,9 +36,15 @@ describe('ExponentialBackoff', () => {
 
   test('custom options are honoured', () => {
     const b = new ExponentialBackoff({ initialMs: 100, maxMs: 1_000, factor: 3 });
-    assert.deepEqual([1, 2, 3, 4, 5].map((n) => b.delay(n)), [100, 300, 900, 1_000, 1_000]);
+    assert.deepEqual(
+      [1, 2, 3, 4, 5].map((n) => b.delay(n)),
+      [100, 300, 900, 1_000, 1_000],
+    );
     const flat = new ExponentialBackoff({ initialMs: 500, maxMs: 500, factor: 1 });
-    assert.deepEqual([1, 2, 50].map((n) => flat.delay(n)), [500, 500, 500]);
+    assert.deepEqual(
+      [1, 2, 50].map((n) => flat.delay(n)),
+      [500, 500, 500],
+    );
   });
 
   test('delays never decrease, never exceed the cap and are always finite', () => {
@@ -71,6 +80,7 @@ describe('ExponentialBackoff', () => {
       { factor: -2 },
       { factor: Number.NaN },
     ];
-    for (const options of bad) assert.throws(() => new ExponentialBackoff(options), RangeError, JSON.stringify(options));
+    for (const options of bad)
+      assert.throws(() => new ExponentialBackoff(options), RangeError, JSON.stringify(options));
   });
 });

@@ -26,7 +26,10 @@ describe('readRegularFile', () => {
     assert.deepEqual(readRegularFile(join(dir, 'plain'), 4), { kind: 'too-large', maxBytes: 4 });
     symlinkSync(join(dir, 'plain'), join(dir, 'link'));
     assert.deepEqual(readRegularFile(join(dir, 'link'), 100), { kind: 'read', text: 'hello' });
-    assert.deepEqual(readRegularFile(join(dir, 'link'), 100, { noFollow: true }), { kind: 'not-regular', what: 'a symbolic link' });
+    assert.deepEqual(readRegularFile(join(dir, 'link'), 100, { noFollow: true }), {
+      kind: 'not-regular',
+      what: 'a symbolic link',
+    });
     assert.equal(unreadReason({ kind: 'not-regular', what: 'a FIFO' }), 'is a FIFO, not a regular file');
   });
 });

@@ -199,7 +199,9 @@ describe('systemClock', () => {
     const fired = new Promise<'fired'>((resolve) => systemClock.setTimer(5, () => resolve('fired')));
     // The timer is unref'd, so keep the event loop alive while waiting, with a generous deadline.
     let deadline: NodeJS.Timeout | undefined;
-    const timeout = new Promise<'timeout'>((resolve) => (deadline = setTimeout(() => resolve('timeout'), HANG_BOUND_MS)));
+    const timeout = new Promise<'timeout'>(
+      (resolve) => (deadline = setTimeout(() => resolve('timeout'), HANG_BOUND_MS)),
+    );
     try {
       assert.equal(await Promise.race([fired, timeout]), 'fired');
     } finally {

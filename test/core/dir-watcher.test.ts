@@ -55,7 +55,12 @@ class EventLog {
    * The next event after the last one matched, of which `match` approves; skips the others.
    * With `anyOrder`, searches the whole log and leaves the cursor alone.
    */
-  async next(what: string, match: (e: DirectoryEvent) => boolean, deadlineMs = DEADLINE_MS, anyOrder = false): Promise<DirectoryEvent> {
+  async next(
+    what: string,
+    match: (e: DirectoryEvent) => boolean,
+    deadlineMs = DEADLINE_MS,
+    anyOrder = false,
+  ): Promise<DirectoryEvent> {
     const deadline = Date.now() + deadlineMs;
     for (;;) {
       for (let i = anyOrder ? 0 : this.#cursor; i < this.events.length; i++) {
@@ -82,7 +87,10 @@ class EventLog {
   }
 
   event(kind: DirectoryEvent['kind'], name?: string): Promise<DirectoryEvent> {
-    return this.next(name === undefined ? kind : `${kind} ${name}`, (e) => e.kind === kind && (name === undefined || ('name' in e && e.name === name)));
+    return this.next(
+      name === undefined ? kind : `${kind} ${name}`,
+      (e) => e.kind === kind && (name === undefined || ('name' in e && e.name === name)),
+    );
   }
 
   /** Waits until the log holds this event, wherever it is. */
@@ -105,7 +113,10 @@ function show(events: readonly DirectoryEvent[]): string {
 }
 
 /** Starts iterating a watcher; the test's end aborts it and waits for the iteration to finish. */
-function start(t: TestContext, options: Omit<DirectoryWatcherOptions, 'signal'>): { watcher: DirectoryWatcher; log: EventLog; controller: AbortController } {
+function start(
+  t: TestContext,
+  options: Omit<DirectoryWatcherOptions, 'signal'>,
+): { watcher: DirectoryWatcher; log: EventLog; controller: AbortController } {
   const controller = new AbortController();
   const watcher = new DirectoryWatcher({ ...options, signal: controller.signal });
   const log = new EventLog(watcher);
@@ -278,12 +289,20 @@ describe('DirectoryWatcher', () => {
     for (let i = 0; i < 20; i++) writeFileSync(join(dir, `f${i}`), `${i}`);
     watcher.rescan();
     const files = readdirSync(dir).sort();
-    await waitFor('every file reported', () => {
-      const reported = new Set(log.events.flatMap((e) => (e.kind === 'present' || e.kind === 'added' ? [e.name] : [])));
-      return files.every((f) => reported.has(f)) ? true : undefined;
-    }, DEADLINE_MS);
+    await waitFor(
+      'every file reported',
+      () => {
+        const reported = new Set(
+          log.events.flatMap((e) => (e.kind === 'present' || e.kind === 'added' ? [e.name] : [])),
+        );
+        return files.every((f) => reported.has(f)) ? true : undefined;
+      },
+      DEADLINE_MS,
+    );
     await fence(log, dir);
-    const arrivals = log.events.flatMap((e) => (e.kind === 'present' || e.kind === 'added' ? [e.name] : [])).filter((n) => !n.startsWith('fence'));
+    const arrivals = log.events
+      .flatMap((e) => (e.kind === 'present' || e.kind === 'added' ? [e.name] : []))
+      .filter((n) => !n.startsWith('fence'));
     assert.deepEqual(arrivals.sort(), files);
     assert.ok(!log.kinds().includes('removed'));
     assertProtocol(log.events);
@@ -436,7 +455,10 @@ describe('DirectoryWatcher', () => {
     const clock = new ManualClock();
     const { log } = start(t, { dir, clock, rescanMs: 1_000 });
     await log.event('listed');
-    assert.ok(log.events.slice(0, -1).every((e) => e.kind === 'error'), show(log.events));
+    assert.ok(
+      log.events.slice(0, -1).every((e) => e.kind === 'error'),
+      show(log.events),
+    );
     assert.ok(log.events.length >= 2, 'an error before listed');
     await waitFor('the rescan timer to be armed', () => (clock.pendingTimers === 1 ? true : undefined), DEADLINE_MS);
 

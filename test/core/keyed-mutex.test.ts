@@ -80,7 +80,11 @@ describe('KeyedMutex', () => {
   it('takes a key again once its last run is done', async () => {
     const mutex = new KeyedMutex();
     const g = gate();
-    const runs = [mutex.run('x', () => g.promise), mutex.run('x', async () => undefined), mutex.run('y', async () => undefined)];
+    const runs = [
+      mutex.run('x', () => g.promise),
+      mutex.run('x', async () => undefined),
+      mutex.run('y', async () => undefined),
+    ];
     g.open();
     await Promise.all(runs);
     assert.equal(await mutex.run('x', async () => 'again'), 'again');
@@ -91,7 +95,11 @@ describe('KeyedMutex', () => {
     assert.equal(mutex.size, 0);
     const first = gate();
     const second = gate();
-    const runs = [mutex.run('x', () => first.promise), mutex.run('x', () => second.promise), mutex.run('y', async () => 'y')];
+    const runs = [
+      mutex.run('x', () => first.promise),
+      mutex.run('x', () => second.promise),
+      mutex.run('y', async () => 'y'),
+    ];
     assert.equal(mutex.size, 2, 'x and y are held');
     await runs[2];
     assert.equal(mutex.size, 1, 'y is done and gone; x still runs');
@@ -104,7 +112,9 @@ describe('KeyedMutex', () => {
     await fc.assert(
       fc.asyncProperty(fc.array(fc.constantFrom('a', 'b', 'c', 'd'), { maxLength: 40 }), async (keys) => {
         const many = new KeyedMutex();
-        await Promise.allSettled(keys.map((key, i) => many.run(key, async () => (i % 4 === 0 ? Promise.reject(new Error('no')) : i))));
+        await Promise.allSettled(
+          keys.map((key, i) => many.run(key, async () => (i % 4 === 0 ? Promise.reject(new Error('no')) : i))),
+        );
         assert.equal(many.size, 0);
       }),
       { numRuns: 50 },

@@ -15,7 +15,11 @@ import { flush } from '../helpers/event-loop.ts';
 
 function setup(handle: (key: string, event: string) => Promise<void>) {
   const clock = new ManualClock(0);
-  const queue = new OrderedRetryQueue<string>({ clock, backoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 300_000 }), handle });
+  const queue = new OrderedRetryQueue<string>({
+    clock,
+    backoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 300_000 }),
+    handle,
+  });
   return { clock, queue };
 }
 
@@ -138,7 +142,11 @@ describe('OrderedRetryQueue', () => {
     queue.push('a', 'a2');
     await flush();
     assert.equal(queue.state('a')?.retryAt, 1_000);
-    assert.deepEqual(await queue.flush('a'), { ok: false, error: 'store away' }, 'tried now, before the backoff is over');
+    assert.deepEqual(
+      await queue.flush('a'),
+      { ok: false, error: 'store away' },
+      'tried now, before the backoff is over',
+    );
     assert.deepEqual(attempts, ['a1', 'a1']);
     assert.equal(queue.state('a')?.retryAt, clock.now() + 2_000, 'the failure backs off as usual');
     failing = false;
@@ -188,7 +196,13 @@ describe('OrderedRetryQueue', () => {
     queue.push('fast-1', 'x');
     queue.push('slow-1', 'y');
     await flush();
-    assert.deepEqual(queue.keys().map((k) => [k.key, k.retryAt]), [['fast-1', 10], ['slow-1', 5_000]]);
+    assert.deepEqual(
+      queue.keys().map((k) => [k.key, k.retryAt]),
+      [
+        ['fast-1', 10],
+        ['slow-1', 5_000],
+      ],
+    );
     queue.stop();
     assert.deepEqual(await queue.flush('fast-1'), { ok: false, error: 'the queue is stopped' });
   });

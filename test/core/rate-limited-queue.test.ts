@@ -128,7 +128,11 @@ describe('RateLimitedQueue', () => {
     const bucket = new TokenBucketRateLimiter({ clock });
     const burst = Array.from({ length: 100 }, (_, i) => bucket.when(`k${i}`));
     assert.deepEqual(new Set(burst), new Set([0]));
-    assert.deepEqual([bucket.when('x'), bucket.when('y'), bucket.when('z')], [100, 200, 300], 'reservations ahead of the refill');
+    assert.deepEqual(
+      [bucket.when('x'), bucket.when('y'), bucket.when('z')],
+      [100, 200, 300],
+      'reservations ahead of the refill',
+    );
     clock.advance(1_000);
     // -3 tokens plus 10 refilled: 7 go at once, the 8th waits 100 ms.
     const afterOneSecond = Array.from({ length: 8 }, () => bucket.when('k'));
@@ -153,7 +157,10 @@ describe('RateLimitedQueue', () => {
 
   it('waits the longer of the key backoff and the bucket reservation, and forgets in both', () => {
     const clock = new ManualClock(0);
-    const limiter = new MaxOfRateLimiter(new ItemExponentialRateLimiter(), new TokenBucketRateLimiter({ clock, perSecond: 10, burst: 2 }));
+    const limiter = new MaxOfRateLimiter(
+      new ItemExponentialRateLimiter(),
+      new TokenBucketRateLimiter({ clock, perSecond: 10, burst: 2 }),
+    );
     assert.equal(limiter.when('a'), 5, 'backoff 5 ms, bucket 0');
     assert.equal(limiter.when('a'), 10, 'backoff 10 ms, bucket 0');
     assert.equal(limiter.when('a'), 100, 'backoff 20 ms, bucket 100 ms');
@@ -251,7 +258,9 @@ describe('RateLimitedQueue', () => {
     const { clock, queue, controller } = setup();
     const g = gated();
     let stopped = false;
-    const run = queue.run(g.handler, { signal: controller.signal, workers: 2, onError: failOnError }).then(() => (stopped = true));
+    const run = queue
+      .run(g.handler, { signal: controller.signal, workers: 2, onError: failOnError })
+      .then(() => (stopped = true));
     queue.add('a');
     queue.add('b');
     queue.add('c');
@@ -281,7 +290,11 @@ describe('RateLimitedQueue', () => {
     const { queue } = setup();
     queue.add('a');
     const seen: string[] = [];
-    await queue.run(async (key) => void seen.push(key), { signal: AbortSignal.abort(), workers: 4, onError: failOnError });
+    await queue.run(async (key) => void seen.push(key), {
+      signal: AbortSignal.abort(),
+      workers: 4,
+      onError: failOnError,
+    });
     assert.deepEqual(seen, []);
   });
 
@@ -308,7 +321,10 @@ describe('RateLimitedQueue', () => {
 
   it('refuses nonsense: no workers, a bucket without rate', async () => {
     const { queue, controller } = setup();
-    await assert.rejects(queue.run(async () => undefined, { signal: controller.signal, workers: 0, onError: failOnError }), RangeError);
+    await assert.rejects(
+      queue.run(async () => undefined, { signal: controller.signal, workers: 0, onError: failOnError }),
+      RangeError,
+    );
     assert.throws(() => new TokenBucketRateLimiter({ clock: new ManualClock(0), perSecond: 0 }), RangeError);
     assert.throws(() => new TokenBucketRateLimiter({ clock: new ManualClock(0), burst: 0 }), RangeError);
   });
@@ -317,7 +333,10 @@ describe('RateLimitedQueue', () => {
     await fc.assert(
       fc.asyncProperty(
         fc.integer({ min: 1, max: 3 }),
-        fc.array(fc.oneof(fc.record({ add: fc.constantFrom('a', 'b', 'c', 'd') }), fc.record({ finish: fc.nat() })), { minLength: 1, maxLength: 40 }),
+        fc.array(fc.oneof(fc.record({ add: fc.constantFrom('a', 'b', 'c', 'd') }), fc.record({ finish: fc.nat() })), {
+          minLength: 1,
+          maxLength: 40,
+        }),
         async (workers, script) => {
           const { queue, controller } = setup();
           const g = gated();

@@ -27,7 +27,9 @@ interface Received {
  * A server that reads one request (head, then Content-Length bytes of body) and hands it with the
  * connection to `answer`. Resolves with the server and its socket path once it listens.
  */
-async function scripted(answer: (socket: Socket, request: Received) => Promise<void> | void): Promise<{ server: Server; socket: string; requests: Received[] }> {
+async function scripted(
+  answer: (socket: Socket, request: Received) => Promise<void> | void,
+): Promise<{ server: Server; socket: string; requests: Received[] }> {
   const path = join(tempDir('warren-http-'), 's.sock');
   const requests: Received[] = [];
   const server = createServer((socket) => {
@@ -66,7 +68,11 @@ async function writeInPieces(socket: Socket, pieces: ReadonlyArray<string | Buff
   }
 }
 
-function response(status: string, body: string, headers: string[] = [`Content-Length: ${Buffer.byteLength(body)}`]): string {
+function response(
+  status: string,
+  body: string,
+  headers: string[] = [`Content-Length: ${Buffer.byteLength(body)}`],
+): string {
   return `HTTP/1.1 ${status}\r\nContent-Type: application/json\r\n${headers.map((h) => `${h}\r\n`).join('')}\r\n${body}`;
 }
 
@@ -84,7 +90,8 @@ describe('parseResponseHead', () => {
     const text = response('200 OK', '{"a":1}');
     const whole = Buffer.from(text);
     const headEnd = text.indexOf('\r\n\r\n') + 4;
-    for (let n = 0; n < headEnd; n++) assert.equal(parseResponseHead(whole.subarray(0, n)), undefined, `prefix of ${n} bytes`);
+    for (let n = 0; n < headEnd; n++)
+      assert.equal(parseResponseHead(whole.subarray(0, n)), undefined, `prefix of ${n} bytes`);
     assert.deepEqual(parseResponseHead(whole), { status: 200, length: 7, bodyStart: headEnd });
   });
 
@@ -95,8 +102,14 @@ describe('parseResponseHead', () => {
 
   it('refuses a malformed status line or Content-Length', () => {
     assert.throws(() => parseResponseHead(Buffer.from('SMTP ready\r\n\r\n')), /malformed status line "SMTP ready"/);
-    assert.throws(() => parseResponseHead(Buffer.from('HTTP/1.1 200 OK\r\nContent-Length: -3\r\n\r\n')), /malformed Content-Length "-3"/);
-    assert.throws(() => parseResponseHead(Buffer.from('HTTP/1.1 200 OK\r\nContent-Length: 1e3\r\n\r\n')), /malformed Content-Length/);
+    assert.throws(
+      () => parseResponseHead(Buffer.from('HTTP/1.1 200 OK\r\nContent-Length: -3\r\n\r\n')),
+      /malformed Content-Length "-3"/,
+    );
+    assert.throws(
+      () => parseResponseHead(Buffer.from('HTTP/1.1 200 OK\r\nContent-Length: 1e3\r\n\r\n')),
+      /malformed Content-Length/,
+    );
   });
 });
 
@@ -127,7 +140,13 @@ describe('requestJson', () => {
 
   it('sends bodyText as it is', async () => {
     const { socket, requests } = await scripted((s) => void s.end(response('200 OK', '{}')));
-    await requestJson({ socket, peer: agent(socket), method: 'POST', path: '/v1/cni', bodyText: '{"command":"ADD","config":{"name":"x"}}' });
+    await requestJson({
+      socket,
+      peer: agent(socket),
+      method: 'POST',
+      path: '/v1/cni',
+      bodyText: '{"command":"ADD","config":{"name":"x"}}',
+    });
     assert.equal(requests[0]?.body, '{"command":"ADD","config":{"name":"x"}}');
   });
 
@@ -143,18 +162,33 @@ describe('requestJson', () => {
   });
 
   it('reads a non-200 answer as an answer, not a failure: what it means is the caller’s to say', async () => {
-    const { socket } = await scripted((s) => void s.end(response('400 Bad Request', '{"error":{"code":"BAD_REQUEST","message":"no"}}')));
-    assert.deepEqual(await requestJson({ socket, peer: agent(socket), method: 'GET', path: '/x' }), { status: 400, body: { error: { code: 'BAD_REQUEST', message: 'no' } } });
+    const { socket } = await scripted(
+      (s) => void s.end(response('400 Bad Request', '{"error":{"code":"BAD_REQUEST","message":"no"}}')),
+    );
+    assert.deepEqual(await requestJson({ socket, peer: agent(socket), method: 'GET', path: '/x' }), {
+      status: 400,
+      body: { error: { code: 'BAD_REQUEST', message: 'no' } },
+    });
   });
 
   it('reads a body without Content-Length up to the connection closing', async () => {
-    const { socket } = await scripted((s) => writeInPieces(s, ['HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n', '{"closed":', 'true}']).then(() => void s.end()));
-    assert.deepEqual(await requestJson({ socket, peer: agent(socket), method: 'GET', path: '/v1/status' }), { status: 200, body: { closed: true } });
+    const { socket } = await scripted((s) =>
+      writeInPieces(s, ['HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n', '{"closed":', 'true}']).then(
+        () => void s.end(),
+      ),
+    );
+    assert.deepEqual(await requestJson({ socket, peer: agent(socket), method: 'GET', path: '/v1/status' }), {
+      status: 200,
+      body: { closed: true },
+    });
   });
 
   it('an empty body is undefined', async () => {
     const { socket } = await scripted((s) => void s.end('HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n'));
-    assert.deepEqual(await requestJson({ socket, peer: agent(socket), method: 'GET', path: '/' }), { status: 204, body: undefined });
+    assert.deepEqual(await requestJson({ socket, peer: agent(socket), method: 'GET', path: '/' }), {
+      status: 204,
+      body: undefined,
+    });
   });
 
   it('calls an answer cut short of its Content-Length "broke off", AGENT_UNREACHABLE', async () => {
@@ -183,7 +217,10 @@ describe('requestJson', () => {
     const { socket } = await scripted(async (s) => {
       closed = new Promise((resolve) => s.once('close', () => resolve()));
       const line = `X-Filler: ${'f'.repeat(1000)}\r\n`;
-      await writeInPieces(s, ['HTTP/1.1 200 OK\r\n', ...Array.from({ length: Math.ceil(MAX_HEAD_BYTES / line.length) + 1 }, () => line)]);
+      await writeInPieces(s, [
+        'HTTP/1.1 200 OK\r\n',
+        ...Array.from({ length: Math.ceil(MAX_HEAD_BYTES / line.length) + 1 }, () => line),
+      ]);
     });
     const error = await rejection(requestJson({ socket, peer: agent(socket), method: 'GET', path: '/' }));
     assert.ok(isWarrenError(error, 'IO_FAILURE'), String(error));
@@ -193,14 +230,20 @@ describe('requestJson', () => {
 
   it('refuses an answer whose Content-Length is past the limit before reading its body', async () => {
     const { socket } = await scripted((s) => void s.write('HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n'));
-    const error = await rejection(requestJson({ socket, peer: agent(socket), method: 'GET', path: '/', maxResponseBytes: 1000 }));
+    const error = await rejection(
+      requestJson({ socket, peer: agent(socket), method: 'GET', path: '/', maxResponseBytes: 1000 }),
+    );
     assert.ok(isWarrenError(error, 'IO_FAILURE'), String(error));
     assert.match(error.message, /announced an answer of 5000 bytes, more than 1000/);
   });
 
   it('refuses an answer without Content-Length once it streams past the limit', async () => {
-    const { socket } = await scripted((s) => writeInPieces(s, ['HTTP/1.1 200 OK\r\n\r\n[', ...Array.from({ length: 20 }, () => `${'1,'.repeat(50)}`)]));
-    const error = await rejection(requestJson({ socket, peer: agent(socket), method: 'GET', path: '/', maxResponseBytes: 1000 }));
+    const { socket } = await scripted((s) =>
+      writeInPieces(s, ['HTTP/1.1 200 OK\r\n\r\n[', ...Array.from({ length: 20 }, () => `${'1,'.repeat(50)}`)]),
+    );
+    const error = await rejection(
+      requestJson({ socket, peer: agent(socket), method: 'GET', path: '/', maxResponseBytes: 1000 }),
+    );
     assert.ok(isWarrenError(error, 'IO_FAILURE'), String(error));
     assert.match(error.message, /answered more than 1000 bytes/);
   });
@@ -214,13 +257,21 @@ describe('requestJson', () => {
 
   it('gives up on an agent that does not answer within the timeout', async () => {
     const { socket } = await scripted(() => undefined);
-    const error = await rejection(requestJson({ socket, peer: agent(socket), method: 'GET', path: '/', timeoutMs: 30 }));
+    const error = await rejection(
+      requestJson({ socket, peer: agent(socket), method: 'GET', path: '/', timeoutMs: 30 }),
+    );
     assert.ok(isWarrenError(error, 'AGENT_UNREACHABLE'), String(error));
     assert.match(error.message, /did not answer within 30 ms/);
   });
 
   it('rejects a body that cannot be written as JSON instead of throwing', async () => {
-    const call = requestJson({ socket: '/nonexistent', peer: agent('/nonexistent'), method: 'POST', path: '/', body: { n: 1n } });
+    const call = requestJson({
+      socket: '/nonexistent',
+      peer: agent('/nonexistent'),
+      method: 'POST',
+      path: '/',
+      body: { n: 1n },
+    });
     const error = await rejection(call);
     assert.ok(isWarrenError(error, 'IO_FAILURE'), String(error));
     assert.match(error.message, /cannot be written as JSON/);
@@ -229,7 +280,14 @@ describe('requestJson', () => {
 
   it('names the peer as its caller does, and without a name calls it "peer at <socket>", unreachable as IO_FAILURE', async () => {
     const socket = join(tempDir(), 'nobody.sock');
-    const named = await rejection(requestJson({ socket, peer: { label: 'the registry on /x', unreachableCode: 'REGISTRY_DOWN' }, method: 'GET', path: '/' }));
+    const named = await rejection(
+      requestJson({
+        socket,
+        peer: { label: 'the registry on /x', unreachableCode: 'REGISTRY_DOWN' },
+        method: 'GET',
+        path: '/',
+      }),
+    );
     assert.ok(isWarrenError(named, 'REGISTRY_DOWN'), String(named));
     assert.equal(named.message, 'the registry on /x is not reachable (ENOENT)');
     const unnamed = await rejection(requestJson({ socket, method: 'GET', path: '/' }));

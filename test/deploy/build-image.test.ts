@@ -27,7 +27,7 @@ describe('packageRoot', () => {
     assert.equal(packageRoot('.package-lock.json'), undefined);
   });
 
-  it("gives a nested .bin or scope directory to the package whose node_modules holds it", () => {
+  it('gives a nested .bin or scope directory to the package whose node_modules holds it', () => {
     assert.equal(packageRoot('a/node_modules/.bin/x'), 'a');
     assert.equal(packageRoot('a/node_modules/@s'), 'a');
   });
@@ -38,8 +38,14 @@ describe('sharedLibraries', () => {
     const libraries = sharedLibraries(realpathSync(process.execPath));
     assert.ok(libraries.length > 0);
     for (const path of libraries) assert.ok(path.startsWith('/'), path);
-    assert.ok(libraries.some((path) => /\/ld-linux[^/]*\.so/.test(path)), 'the loader');
-    assert.ok(libraries.some((path) => /\/libc\.so/.test(path)), 'libc');
+    assert.ok(
+      libraries.some((path) => /\/ld-linux[^/]*\.so/.test(path)),
+      'the loader',
+    );
+    assert.ok(
+      libraries.some((path) => /\/libc\.so/.test(path)),
+      'libc',
+    );
     assert.ok(!libraries.some((path) => path.includes('vdso')));
   });
 

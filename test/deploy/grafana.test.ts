@@ -69,12 +69,19 @@ const queryPanels = allPanels.filter((p) => p.type !== 'row');
 /** Each query of the dashboard, with where it is, for the messages. */
 const queries: Array<{ where: string; expr: string; legend?: string }> = [
   ...queryPanels.flatMap((p) =>
-    (p.targets ?? []).map((t) => ({ where: `panel ${p.id} "${p.title}" ${t.refId}`, expr: t.expr ?? '', ...(t.legendFormat === undefined ? {} : { legend: t.legendFormat }) })),
+    (p.targets ?? []).map((t) => ({
+      where: `panel ${p.id} "${p.title}" ${t.refId}`,
+      expr: t.expr ?? '',
+      ...(t.legendFormat === undefined ? {} : { legend: t.legendFormat }),
+    })),
   ),
 ];
 const variableQueries = dashboard.templating.list
   .filter((v) => v.type === 'query')
-  .map((v) => ({ where: `variable ${v.name}`, query: typeof v.query === 'string' ? v.query : (v.query?.query ?? v.definition ?? '') }));
+  .map((v) => ({
+    where: `variable ${v.name}`,
+    query: typeof v.query === 'string' ? v.query : (v.query?.query ?? v.definition ?? ''),
+  }));
 
 const METRIC = /\bwarren_[A-Za-z0-9_:]*/g;
 const SELECTOR = /\b(warren_[A-Za-z0-9_:]*)\s*\{([^}]*)\}/g;
@@ -98,13 +105,23 @@ before(async () => {
   const metrics = new AgentMetrics({
     version: '0.0.0-test',
     readings: {
-      pools: async () => [{ pool: '10.0.0.0/24', capacity: 254, allocated: 3, resting: 1, blocks: { owned: 2, borrowed: 1 } }],
+      pools: async () => [
+        { pool: '10.0.0.0/24', capacity: 254, allocated: 3, resting: 1, blocks: { owned: 2, borrowed: 1 } },
+      ],
       journal: () => ({ pending: 1, setAside: 1 }),
       queueDepth: () => ({ journal: 1, containerd: 0 }),
       ready: async () => true,
     },
   });
-  const allocation: Allocation = { pool: '10.0.0.0/24', address: '10.0.0.2', network: 'net', containerID: 'c', ifname: 'eth0', node: 'n', createdAt: 0 };
+  const allocation: Allocation = {
+    pool: '10.0.0.0/24',
+    address: '10.0.0.2',
+    network: 'net',
+    containerID: 'c',
+    ifname: 'eth0',
+    node: 'n',
+    createdAt: 0,
+  };
   metrics.cniCall('ADD', 0, 0.001);
   metrics.cniCall('DEL', 11, 0.002);
   metrics.allocated([allocation]);
@@ -121,7 +138,9 @@ before(async () => {
     for (const l of Object.keys(s.labels)) labels.add(l);
     exposed.set(s.name, labels);
   }
-  warrenFamilies = families.map((f) => f.name).filter((n) => !n.startsWith('warren_process_') && !n.startsWith('warren_nodejs_'));
+  warrenFamilies = families
+    .map((f) => f.name)
+    .filter((n) => !n.startsWith('warren_process_') && !n.startsWith('warren_nodejs_'));
 });
 
 /** Whether every one of `metrics` carries `label`, or Prometheus adds it. */
@@ -155,13 +174,20 @@ describe('the Grafana dashboard', () => {
     for (const { where, expr, legend } of queries) {
       const metrics = metricsOf(expr);
       for (const [, metric, matchers] of expr.matchAll(SELECTOR)) {
-        for (const [, label] of (matchers as string).matchAll(MATCHER)) assert.ok(carried(label as string, [metric as string]), `${where}: ${metric} has no label ${label}`);
+        for (const [, label] of (matchers as string).matchAll(MATCHER))
+          assert.ok(carried(label as string, [metric as string]), `${where}: ${metric} has no label ${label}`);
       }
       const grouped = [...expr.matchAll(GROUPING)].flatMap(([, list]) => labelList(list as string));
-      for (const label of grouped) assert.ok(carried(label, metrics), `${where}: groups by ${label}, which ${metrics.join(', ')} do not all carry`);
+      for (const label of grouped)
+        assert.ok(
+          carried(label, metrics),
+          `${where}: groups by ${label}, which ${metrics.join(', ')} do not all carry`,
+        );
       for (const [, label] of (legend ?? '').matchAll(LEGEND_LABEL)) {
         // After an aggregation only its `by` labels are left.
-        const available = /\b(?:sum|min|max|avg|count)\b/.test(expr) ? grouped.includes(label as string) : carried(label as string, metrics);
+        const available = /\b(?:sum|min|max|avg|count)\b/.test(expr)
+          ? grouped.includes(label as string)
+          : carried(label as string, metrics);
         assert.ok(available, `${where}: legend names ${label}, which the result does not carry`);
       }
     }
@@ -173,10 +199,18 @@ describe('the Grafana dashboard', () => {
   });
 
   it('filters every query by the instance variable, so picking a node picks its agent', () => {
-    for (const { where, expr } of [...queries, ...variableQueries.filter((v) => v.where !== 'variable instance').map((v) => ({ where: v.where, expr: v.query }))]) {
+    for (const { where, expr } of [
+      ...queries,
+      ...variableQueries.filter((v) => v.where !== 'variable instance').map((v) => ({ where: v.where, expr: v.query })),
+    ]) {
       const selectors = [...expr.matchAll(SELECTOR)];
-      assert.equal(selectors.length, metricsOf(expr).length === 0 ? 0 : expr.match(METRIC)?.length, `${where}: every metric has a selector`);
-      for (const [selector, , matchers] of selectors) assert.match(matchers as string, /\binstance=~"\$instance"/, `${where}: ${selector}`);
+      assert.equal(
+        selectors.length,
+        metricsOf(expr).length === 0 ? 0 : expr.match(METRIC)?.length,
+        `${where}: every metric has a selector`,
+      );
+      for (const [selector, , matchers] of selectors)
+        assert.match(matchers as string, /\binstance=~"\$instance"/, `${where}: ${selector}`);
     }
   });
 
@@ -221,7 +255,9 @@ describe('the Grafana dashboard', () => {
     // biome-ignore lint/suspicious/noTemplateCurlyInString: Grafana's own variable syntax, not a template
     for (const d of datasources) assert.deepEqual(d, { type: 'prometheus', uid: '${datasource}' });
     for (const s of strings) assert.doesNotMatch(s, /[a-z][a-z0-9+.-]*:\/\//i, `an absolute URL: ${s}`);
-    for (const p of queryPanels) for (const t of p.targets ?? []) assert.notEqual(t.datasource, undefined, `panel ${p.id} ${t.refId} names its datasource`);
+    for (const p of queryPanels)
+      for (const t of p.targets ?? [])
+        assert.notEqual(t.datasource, undefined, `panel ${p.id} ${t.refId} names its datasource`);
   });
 
   it('sits under deploy/grafana/, out of the manifests that kubectl apply -f deploy/ reads', () => {

@@ -13,7 +13,13 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { createGunzip } from 'node:zlib';
 import { buildPlugin } from '../../scripts/build.ts';
-import { type ImageBuildReport, MEDIA_TYPES, buildImage, imageReference, packageVersion } from '../../scripts/build-image.ts';
+import {
+  type ImageBuildReport,
+  MEDIA_TYPES,
+  buildImage,
+  imageReference,
+  packageVersion,
+} from '../../scripts/build-image.ts';
 import { type Containerd, haveContainerd, startContainerd } from '../helpers/containerd.ts';
 import { isRoot, removeDir, run, tempDir } from '../helpers/processes.ts';
 
@@ -65,7 +71,9 @@ describe('the image scripts/build-image.ts builds', { skip }, () => {
   });
 
   it('is an OCI layout whose digests, sizes and diff_id are those of its bytes', async (t) => {
-    t.diagnostic(`archive ${(report.archiveBytes / 1e6).toFixed(1)} MB (layer ${(report.layerTarBytes / 1e6).toFixed(1)} MB uncompressed), built in ${report.seconds.toFixed(1)} s`);
+    t.diagnostic(
+      `archive ${(report.archiveBytes / 1e6).toFixed(1)} MB (layer ${(report.layerTarBytes / 1e6).toFixed(1)} MB uncompressed), built in ${report.seconds.toFixed(1)} s`,
+    );
     const layout = join(dir, 'layout');
     mkdirSync(layout);
     const untar = await run('tar', ['-xf', report.out, '-C', layout]);
@@ -78,16 +86,28 @@ describe('the image scripts/build-image.ts builds', { skip }, () => {
     };
 
     assert.deepEqual(JSON.parse(readFileSync(join(layout, 'oci-layout'), 'utf8')), { imageLayoutVersion: '1.0.0' });
-    const index = JSON.parse(readFileSync(join(layout, 'index.json'), 'utf8')) as { schemaVersion: number; mediaType: string; manifests: Descriptor[] };
+    const index = JSON.parse(readFileSync(join(layout, 'index.json'), 'utf8')) as {
+      schemaVersion: number;
+      mediaType: string;
+      manifests: Descriptor[];
+    };
     assert.equal(index.schemaVersion, 2);
     assert.equal(index.mediaType, MEDIA_TYPES.index);
     assert.equal(index.manifests.length, 1);
     const [top] = index.manifests as [Descriptor];
     assert.equal(top.mediaType, MEDIA_TYPES.manifest);
-    assert.deepEqual(top.annotations, { 'io.containerd.image.name': `docker.io/library/warren:${packageVersion()}`, 'org.opencontainers.image.ref.name': packageVersion() });
+    assert.deepEqual(top.annotations, {
+      'io.containerd.image.name': `docker.io/library/warren:${packageVersion()}`,
+      'org.opencontainers.image.ref.name': packageVersion(),
+    });
     assert.equal(top.platform?.os, 'linux');
 
-    const manifest = JSON.parse(readFileSync(await verified(top), 'utf8')) as { schemaVersion: number; mediaType: string; config: Descriptor; layers: Descriptor[] };
+    const manifest = JSON.parse(readFileSync(await verified(top), 'utf8')) as {
+      schemaVersion: number;
+      mediaType: string;
+      config: Descriptor;
+      layers: Descriptor[];
+    };
     assert.equal(manifest.schemaVersion, 2);
     assert.equal(manifest.mediaType, MEDIA_TYPES.manifest);
     assert.equal(manifest.config.mediaType, MEDIA_TYPES.config);
@@ -106,7 +126,10 @@ describe('the image scripts/build-image.ts builds', { skip }, () => {
     assert.equal(config.config.WorkingDir, '/app');
     assert.ok(config.config.Env.some((e) => e.startsWith('PATH=') && e.includes('/usr/local/bin')));
     const layer = await verified(manifest.layers[0] as Descriptor);
-    assert.deepEqual(config.rootfs, { type: 'layers', diff_ids: [await sha256Of(createReadStream(layer).pipe(createGunzip()))] });
+    assert.deepEqual(config.rootfs, {
+      type: 'layers',
+      diff_ids: [await sha256Of(createReadStream(layer).pipe(createGunzip()))],
+    });
   });
 
   it("runs `warren version` under containerd and prints package.json's version", async () => {
@@ -151,6 +174,9 @@ describe('the image scripts/build-image.ts builds', { skip }, () => {
     const env = { CNI_COMMAND: 'VERSION', WARREN_SOCKET: join(dir, 'no-agent.sock'), PATH: '/usr/bin:/bin' };
     const version = await run(join(binDir, 'warren'), [], { env, stdin: '{"cniVersion":"1.0.0"}' });
     assert.equal(version.code, 0, version.stderr);
-    assert.ok((JSON.parse(version.stdout) as { supportedVersions: string[] }).supportedVersions.includes('1.0.0'), version.stdout);
+    assert.ok(
+      (JSON.parse(version.stdout) as { supportedVersions: string[] }).supportedVersions.includes('1.0.0'),
+      version.stdout,
+    );
   });
 });

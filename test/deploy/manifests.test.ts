@@ -15,7 +15,10 @@ import { describe, it } from 'node:test';
 import { dumpYaml, loadAllYaml } from '@kubernetes/client-node';
 import { DaemonSet, type IDaemonSet } from 'kubernetes-models/apps/v1/DaemonSet';
 import { ClusterRole, type IClusterRole } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRole';
-import { ClusterRoleBinding, type IClusterRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRoleBinding';
+import {
+  ClusterRoleBinding,
+  type IClusterRoleBinding,
+} from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRoleBinding';
 import { Namespace } from 'kubernetes-models/v1/Namespace';
 import { type IServiceAccount, ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import { SETTINGS } from '../../src/agent/settings/table.ts';
@@ -25,7 +28,6 @@ import { REPO } from '../helpers/processes.ts';
 
 const DEPLOY = join(REPO, 'deploy');
 const NAMESPACE = 'warren';
-
 
 /** The schema of each kind deploy/ may hold; any other kind is a mistake. */
 const MODELS: Record<string, new (data: never) => { validate(): void }> = {
@@ -38,7 +40,9 @@ const MODELS: Record<string, new (data: never) => { validate(): void }> = {
 
 // The YAML parser loadAllYaml itself uses, resolved as @kubernetes/client-node resolves it: the
 // documents as written, to compare with what the typed objects keep (they drop unknown fields).
-const jsYaml = createRequire(import.meta.resolve('@kubernetes/client-node'))('js-yaml') as { loadAll(text: string): unknown[] };
+const jsYaml = createRequire(import.meta.resolve('@kubernetes/client-node'))('js-yaml') as {
+  loadAll(text: string): unknown[];
+};
 
 interface Document {
   readonly file: string;
@@ -51,7 +55,11 @@ const files = readdirSync(DEPLOY)
   .filter((name) => /\.ya?ml$/.test(name))
   .sort();
 const texts = new Map(files.map((file) => [file, readFileSync(join(DEPLOY, file), 'utf8')]));
-const documents: Document[] = files.flatMap((file) => (jsYaml.loadAll(texts.get(file) as string) as Omit<Document, 'file'>[]).filter((doc) => doc !== null).map((doc) => ({ ...doc, file })));
+const documents: Document[] = files.flatMap((file) =>
+  (jsYaml.loadAll(texts.get(file) as string) as Omit<Document, 'file'>[])
+    .filter((doc) => doc !== null)
+    .map((doc) => ({ ...doc, file })),
+);
 
 function theOne<T>(kind: string): T {
   const found = documents.filter((doc) => doc.kind === kind);
@@ -66,17 +74,30 @@ const init = pod?.initContainers ?? [];
 const agentEnv = new Map((agent?.env ?? []).map((e) => [e.name, e]));
 
 /** The host path behind a container's mount, and the mount's propagation. */
-function hostMounts(container: { volumeMounts?: { name: string; mountPath: string; mountPropagation?: string; readOnly?: boolean }[] } | undefined) {
+function hostMounts(
+  container:
+    | { volumeMounts?: { name: string; mountPath: string; mountPropagation?: string; readOnly?: boolean }[] }
+    | undefined,
+) {
   const volumes = new Map((pod?.volumes ?? []).map((v) => [v.name, v]));
   return new Map(
-    (container?.volumeMounts ?? []).map((m) => [m.mountPath, { hostPath: volumes.get(m.name)?.hostPath?.path, propagation: m.mountPropagation, readOnly: m.readOnly === true }]),
+    (container?.volumeMounts ?? []).map((m) => [
+      m.mountPath,
+      { hostPath: volumes.get(m.name)?.hostPath?.path, propagation: m.mountPropagation, readOnly: m.readOnly === true },
+    ]),
   );
 }
 
 describe('deploy/', () => {
   it('holds YAML documents only of the kinds Warren deploys, each in its own file', () => {
     assert.ok(files.length > 0, 'deploy/ has YAML files');
-    assert.deepEqual(documents.map((doc) => doc.kind).sort(), ['ClusterRole', 'ClusterRoleBinding', 'DaemonSet', 'Namespace', 'ServiceAccount']);
+    assert.deepEqual(documents.map((doc) => doc.kind).sort(), [
+      'ClusterRole',
+      'ClusterRoleBinding',
+      'DaemonSet',
+      'Namespace',
+      'ServiceAccount',
+    ]);
     assert.equal(new Set(documents.map((doc) => doc.file)).size, documents.length);
   });
 
@@ -90,7 +111,13 @@ describe('deploy/', () => {
       const typed = loadAllYaml(text);
       const written = jsYaml.loadAll(text).filter((doc) => doc !== null);
       assert.equal(typed.length, written.length, file);
-      typed.forEach((object, i) => assert.deepEqual(jsYaml.loadAll(dumpYaml(object))[0], written[i], `${file}: a field loadAllYaml dropped is one the API server would too`));
+      typed.forEach((object, i) =>
+        assert.deepEqual(
+          jsYaml.loadAll(dumpYaml(object))[0],
+          written[i],
+          `${file}: a field loadAllYaml dropped is one the API server would too`,
+        ),
+      );
     }
   });
 
@@ -99,12 +126,16 @@ describe('deploy/', () => {
       const { file, ...object } = doc;
       const Model = MODELS[`${object.apiVersion}/${object.kind}`];
       assert.ok(Model, `${file}: ${object.apiVersion} ${object.kind} is a kind deploy/ holds`);
-      assert.doesNotThrow(() => new Model(object as never).validate(), `${file}: ${object.kind} ${object.metadata?.name}`);
+      assert.doesNotThrow(
+        () => new Model(object as never).validate(),
+        `${file}: ${object.kind} ${object.metadata?.name}`,
+      );
     }
   });
 
   it('puts its namespaced objects in the warren namespace, which admits privileged pods', () => {
-    for (const doc of documents.filter((d) => d.kind === 'ServiceAccount' || d.kind === 'DaemonSet')) assert.equal(doc.metadata?.namespace, NAMESPACE, `${doc.kind} ${doc.metadata?.name}`);
+    for (const doc of documents.filter((d) => d.kind === 'ServiceAccount' || d.kind === 'DaemonSet'))
+      assert.equal(doc.metadata?.namespace, NAMESPACE, `${doc.kind} ${doc.metadata?.name}`);
     const namespace = theOne<{ metadata: { name: string; labels?: Record<string, string> } }>('Namespace');
     assert.equal(namespace.metadata.name, NAMESPACE);
     assert.equal(namespace.metadata.labels?.['pod-security.kubernetes.io/enforce'], 'privileged');
@@ -119,10 +150,15 @@ describe('the ClusterRole and its binding', () => {
       assert.equal(rule.resourceNames, undefined);
       assert.equal(rule.nonResourceURLs, undefined);
       for (const group of rule.apiGroups ?? []) {
-        for (const resource of rule.resources ?? []) granted[`${group}/${resource}`] = [...(granted[`${group}/${resource}`] ?? []), ...rule.verbs].sort();
+        for (const resource of rule.resources ?? [])
+          granted[`${group}/${resource}`] = [...(granted[`${group}/${resource}`] ?? []), ...rule.verbs].sort();
       }
     }
-    assert.deepEqual(granted, { '/pods': ['get', 'list', 'watch'], '/events': ['create', 'patch'], '/nodes': ['get', 'list', 'watch'] });
+    assert.deepEqual(granted, {
+      '/pods': ['get', 'list', 'watch'],
+      '/events': ['create', 'patch'],
+      '/nodes': ['get', 'list', 'watch'],
+    });
     assert.equal(role.aggregationRule, undefined);
   });
 
@@ -130,8 +166,14 @@ describe('the ClusterRole and its binding', () => {
     const role = theOne<IClusterRole>('ClusterRole');
     const account = theOne<IServiceAccount>('ServiceAccount');
     const binding = theOne<IClusterRoleBinding>('ClusterRoleBinding');
-    assert.deepEqual(binding.roleRef, { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role.metadata?.name });
-    assert.deepEqual(binding.subjects, [{ kind: 'ServiceAccount', name: account.metadata?.name, namespace: account.metadata?.namespace }]);
+    assert.deepEqual(binding.roleRef, {
+      apiGroup: 'rbac.authorization.k8s.io',
+      kind: 'ClusterRole',
+      name: role.metadata?.name,
+    });
+    assert.deepEqual(binding.subjects, [
+      { kind: 'ServiceAccount', name: account.metadata?.name, namespace: account.metadata?.namespace },
+    ]);
     assert.equal(pod?.serviceAccountName, account.metadata?.name);
   });
 });
@@ -139,14 +181,18 @@ describe('the ClusterRole and its binding', () => {
 describe('the DaemonSet', () => {
   it('selects the pods of its own template and rolls one node at a time', () => {
     const labels = daemonSet.spec?.template.metadata?.labels ?? {};
-    for (const [key, value] of Object.entries(daemonSet.spec?.selector.matchLabels ?? {})) assert.equal(labels[key], value, key);
+    for (const [key, value] of Object.entries(daemonSet.spec?.selector.matchLabels ?? {}))
+      assert.equal(labels[key], value, key);
     assert.deepEqual(daemonSet.spec?.updateStrategy, { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 1 } });
   });
 
   it("runs on the host network, resolving cluster names, named after its node from the downward API's spec.nodeName", () => {
     assert.equal(pod?.hostNetwork, true);
     assert.equal(pod?.dnsPolicy, 'ClusterFirstWithHostNet');
-    assert.deepEqual(agentEnv.get('WARREN_NODE_NAME'), { name: 'WARREN_NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } });
+    assert.deepEqual(agentEnv.get('WARREN_NODE_NAME'), {
+      name: 'WARREN_NODE_NAME',
+      valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } },
+    });
   });
 
   it('tolerates every taint, is system-node-critical and privileged', () => {
@@ -165,7 +211,8 @@ describe('the DaemonSet', () => {
 
   it('mounts the host paths the agent shares with the plugin and the runtime, where the agent looks by default', () => {
     const mounts = hostMounts(agent);
-    const expect = (mountPath: string, hostPath: string) => assert.equal(mounts.get(mountPath)?.hostPath, hostPath, `${mountPath} is the host's ${hostPath}`);
+    const expect = (mountPath: string, hostPath: string) =>
+      assert.equal(mounts.get(mountPath)?.hostPath, hostPath, `${mountPath} is the host's ${hostPath}`);
     expect('/var/lib/warren', '/var/lib/warren');
     expect('/run/warren', '/run/warren');
     expect('/opt/cni/bin', '/opt/cni/bin');
@@ -185,7 +232,10 @@ describe('the DaemonSet', () => {
   it('installs the plugin into the host CNI bin dir in an init container, with warren install, from the same image', () => {
     assert.equal(init.length, 1);
     const [step] = init;
-    assert.deepEqual([...(step?.command ?? []), ...(step?.args ?? [])], ['warren', 'install', '--cni-bin-dir', '/host/opt/cni/bin']);
+    assert.deepEqual(
+      [...(step?.command ?? []), ...(step?.args ?? [])],
+      ['warren', 'install', '--cni-bin-dir', '/host/opt/cni/bin'],
+    );
     assert.equal(hostMounts(step).get('/host/opt/cni/bin')?.hostPath, '/opt/cni/bin');
     assert.equal(step?.image, agent?.image);
   });
@@ -198,17 +248,27 @@ describe('the DaemonSet', () => {
       const probe = agent?.[name as keyof typeof expected];
       assert.equal(probe?.exec, undefined, `${name} starts no process`);
       assert.equal(probe?.httpGet?.path, path, name);
-      assert.ok(probe?.httpGet?.port === 'metrics' || probe?.httpGet?.port === port.containerPort, `${name} asks the metrics port`);
+      assert.ok(
+        probe?.httpGet?.port === 'metrics' || probe?.httpGet?.port === port.containerPort,
+        `${name} asks the metrics port`,
+      );
       assert.equal(probe?.httpGet?.host, undefined, `${name} asks the pod IP, where WARREN_METRICS_ADDRESS listens`);
       // A loaded node answers late: kubelet's default of one second would count that as a failure.
       assert.ok((probe?.timeoutSeconds ?? 1) >= 5, `${name} waits at least 5 s`);
     }
     const live = agent?.livenessProbe;
     // A restart costs the node its IPAM while the agent starts again: only after a minute of silence.
-    assert.ok((live?.periodSeconds ?? 10) * (live?.failureThreshold ?? 3) >= 60, 'liveness restarts only after a minute without an answer');
+    assert.ok(
+      (live?.periodSeconds ?? 10) * (live?.failureThreshold ?? 3) >= 60,
+      'liveness restarts only after a minute without an answer',
+    );
     const start = agent?.startupProbe;
     assert.ok((start?.periodSeconds ?? 10) * (start?.failureThreshold ?? 3) >= 300, 'startup is given 5 minutes');
-    assert.match(agentEnv.get('WARREN_METRICS_ADDRESS')?.value ?? '', /^\$\(POD_IP\):\d+$/, 'the probes find the agent on the pod IP');
+    assert.match(
+      agentEnv.get('WARREN_METRICS_ADDRESS')?.value ?? '',
+      /^\$\(POD_IP\):\d+$/,
+      'the probes find the agent on the pod IP',
+    );
   });
 
   it('runs the image scripts/build-image.ts makes, never pulling it', () => {
@@ -222,7 +282,9 @@ describe('the DaemonSet', () => {
 
   it('mounts only volumes it declares', () => {
     const declared = new Set((pod?.volumes ?? []).map((v) => v.name));
-    for (const container of [agent, ...init]) for (const m of container?.volumeMounts ?? []) assert.ok(declared.has(m.name), `${container?.name} mounts ${m.name}`);
+    for (const container of [agent, ...init])
+      for (const m of container?.volumeMounts ?? [])
+        assert.ok(declared.has(m.name), `${container?.name} mounts ${m.name}`);
   });
 });
 
@@ -231,21 +293,27 @@ describe('the settings deploy/ names', () => {
   const knownFlags = new Set(Object.values(SETTINGS).map((s) => s.flag));
 
   it('are variables the agent reads, set or documented in comments (the etcd variant)', () => {
-    for (const file of readdirSync(DEPLOY, { withFileTypes: true }).filter((e) => e.isFile()).map((e) => e.name).sort()) {
-      for (const [name] of readFileSync(join(DEPLOY, file), 'utf8').matchAll(/\bWARREN_[A-Z0-9_]+/g)) assert.ok(knownEnv.has(name), `${file}: ${name} is a setting of the agent`);
+    for (const file of readdirSync(DEPLOY, { withFileTypes: true })
+      .filter((e) => e.isFile())
+      .map((e) => e.name)
+      .sort()) {
+      for (const [name] of readFileSync(join(DEPLOY, file), 'utf8').matchAll(/\bWARREN_[A-Z0-9_]+/g))
+        assert.ok(knownEnv.has(name), `${file}: ${name} is a setting of the agent`);
     }
   });
 
   it("are flags the agent takes, on the agent's command line", () => {
     const argv = [...(agent?.command ?? []), ...(agent?.args ?? [])];
-    for (const arg of argv.filter((a) => a.startsWith('--'))) assert.ok(knownFlags.has(arg.slice(2).split('=')[0] as string), `${arg} is a flag of warren agent`);
+    for (const arg of argv.filter((a) => a.startsWith('--')))
+      assert.ok(knownFlags.has(arg.slice(2).split('=')[0] as string), `${arg} is a flag of warren agent`);
   });
 
   it('give values the agent accepts', () => {
     // An explicit state dir, the root default, so that resolving creates nothing here.
     const env: NodeJS.ProcessEnv = { WARREN_STATE_DIR: '/var/lib/warren' };
     const settingOf = new Map(Object.entries(SETTINGS).map(([key, s]) => [s.env, key]));
-    for (const e of agent?.env ?? []) env[e.name] = e.valueFrom?.fieldRef?.fieldPath === 'spec.nodeName' ? 'node-1' : e.value;
+    for (const e of agent?.env ?? [])
+      env[e.name] = e.valueFrom?.fieldRef?.fieldPath === 'spec.nodeName' ? 'node-1' : e.value;
     const options = resolveAgentOptions({}, env, 0, '/app') as unknown as Record<string, unknown>;
     assert.equal(options.nodeName, 'node-1');
     assert.equal(options.store, 'sqlite');
@@ -268,12 +336,21 @@ describe("the DaemonSet's metrics", () => {
   it("declares the agent's metrics port, named metrics, the port the annotation names", () => {
     const ports = agent?.ports ?? [];
     assert.deepEqual(ports, [{ name: 'metrics', containerPort: METRICS_PORT, protocol: 'TCP' }]);
-    assert.equal(String(ports[0]?.containerPort), daemonSet.spec?.template.metadata?.annotations?.['prometheus.io/port']);
+    assert.equal(
+      String(ports[0]?.containerPort),
+      daemonSet.spec?.template.metadata?.annotations?.['prometheus.io/port'],
+    );
   });
 
   it("serves metrics on the node's IP: POD_IP from status.podIP, then WARREN_METRICS_ADDRESS $(POD_IP):9464 listed after it", () => {
-    assert.deepEqual(agentEnv.get('POD_IP'), { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } });
-    assert.deepEqual(agentEnv.get('WARREN_METRICS_ADDRESS'), { name: 'WARREN_METRICS_ADDRESS', value: `$(POD_IP):${METRICS_PORT}` });
+    assert.deepEqual(agentEnv.get('POD_IP'), {
+      name: 'POD_IP',
+      valueFrom: { fieldRef: { fieldPath: 'status.podIP' } },
+    });
+    assert.deepEqual(agentEnv.get('WARREN_METRICS_ADDRESS'), {
+      name: 'WARREN_METRICS_ADDRESS',
+      value: `$(POD_IP):${METRICS_PORT}`,
+    });
     const names = (agent?.env ?? []).map((e) => e.name);
     // Kubernetes expands $(VAR) only from entries listed before.
     assert.ok(names.indexOf('POD_IP') < names.indexOf('WARREN_METRICS_ADDRESS'), 'POD_IP comes first');
@@ -284,7 +361,8 @@ describe("the DaemonSet's metrics", () => {
     const fields: Record<string, string> = { 'spec.nodeName': 'node-1', 'status.podIP': '10.1.2.3' };
     const env: NodeJS.ProcessEnv = { WARREN_STATE_DIR: '/var/lib/warren' };
     for (const e of agent?.env ?? []) {
-      const value = e.valueFrom?.fieldRef === undefined ? (e.value ?? '') : (fields[e.valueFrom.fieldRef.fieldPath] ?? '');
+      const value =
+        e.valueFrom?.fieldRef === undefined ? (e.value ?? '') : (fields[e.valueFrom.fieldRef.fieldPath] ?? '');
       env[e.name] = value.replace(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (whole, name: string) => env[name] ?? whole);
     }
     const options = resolveAgentOptions({}, env, 0, '/app');

@@ -21,10 +21,13 @@ const CALLS: ReadonlyArray<{ pattern: RegExp; needs: ReadonlyArray<string> }> = 
   { pattern: /\.patchNamespacedEvent\(/, needs: ['patch events'] },
 ];
 /** Any other client-node call on CoreV1Api would show up here and must be added to CALLS. */
-const ANY_CALL = /\.(?:read|list|create|patch|replace|delete|watch)(?:Namespaced)?(?:Pod|Node|Event|Namespace|Secret|ConfigMap|Service|Endpoints?|Lease)\w*\(/g;
+const ANY_CALL =
+  /\.(?:read|list|create|patch|replace|delete|watch)(?:Namespaced)?(?:Pod|Node|Event|Namespace|Secret|ConfigMap|Service|Endpoints?|Lease)\w*\(/g;
 
 function sources(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? sources(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : []));
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? sources(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
+  );
 }
 
 describe('the ClusterRole', () => {
@@ -35,10 +38,15 @@ describe('the ClusterRole', () => {
       for (const call of CALLS) if (call.pattern.test(text)) for (const need of call.needs) used.add(need);
       if (!text.includes('@kubernetes/client-node')) continue;
       for (const m of text.matchAll(ANY_CALL)) {
-        assert.ok(CALLS.some((c) => c.pattern.test(m[0])), `${file}: ${m[0]} is a Kubernetes API call this test does not know; add it to CALLS with the verb it needs`);
+        assert.ok(
+          CALLS.some((c) => c.pattern.test(m[0])),
+          `${file}: ${m[0]} is a Kubernetes API call this test does not know; add it to CALLS with the verb it needs`,
+        );
       }
     }
-    const role = loadAllYaml(readFileSync(join(REPO, 'deploy', '02-clusterrole.yaml'), 'utf8')).find((o) => (o as { kind?: string }).kind === 'ClusterRole') as {
+    const role = loadAllYaml(readFileSync(join(REPO, 'deploy', '02-clusterrole.yaml'), 'utf8')).find(
+      (o) => (o as { kind?: string }).kind === 'ClusterRole',
+    ) as {
       rules: Array<{ apiGroups: string[]; resources: string[]; verbs: string[] }>;
     };
     const granted = new Set<string>();

@@ -38,12 +38,18 @@ async function add(agent: AgentHandle, containerID: string, netns: string): Prom
     containerID,
     netns,
     ifname: 'eth0',
-    config: { cniVersion: '1.0.0', name: 'adapter-scope', type: 'warren', ipam: { type: 'warren', range: '10.237.42.0/24', socket: agent.socket, journal_dir: join(agent.dir, 'journal') } },
+    config: {
+      cniVersion: '1.0.0',
+      name: 'adapter-scope',
+      type: 'warren',
+      ipam: { type: 'warren', range: '10.237.42.0/24', socket: agent.socket, journal_dir: join(agent.dir, 'journal') },
+    },
   });
   assert.equal(r.code, 0, r.stdout + r.stderr);
 }
 
-const held = async (agent: AgentHandle): Promise<string[]> => (await agent.allocations()).map((a) => a.containerID.slice(0, 8)).sort();
+const held = async (agent: AgentHandle): Promise<string[]> =>
+  (await agent.allocations()).map((a) => a.containerID.slice(0, 8)).sort();
 
 describe("an adapter that claims containerd's namespaces", { skip }, () => {
   let agent: AgentHandle;
@@ -55,7 +61,18 @@ describe("an adapter that claims containerd's namespaces", { skip }, () => {
     // containerd's source is on (its socket is nowhere: it is down, which judges nothing).
     agent = await startAgent({
       defaultNetnsDirs: true,
-      args: ['--plugins-dir', join(dir, 'plugins'), '--containerd', 'on', '--containerd-socket', join(dir, 'no-containerd.sock'), '--containerd-grace', '0', '--netns-grace', '3600'],
+      args: [
+        '--plugins-dir',
+        join(dir, 'plugins'),
+        '--containerd',
+        'on',
+        '--containerd-socket',
+        join(dir, 'no-containerd.sock'),
+        '--containerd-grace',
+        '0',
+        '--netns-grace',
+        '3600',
+      ],
     });
   });
   after(async () => {
@@ -68,7 +85,12 @@ describe("an adapter that claims containerd's namespaces", { skip }, () => {
   it("never lets an adapter declare containerd's CRI namespaces, nor another adapter's, and tells it why", async () => {
     const cri = await namespace('cni-wrn6s-', made);
     await add(agent, id('cricont1'), cri.path);
-    const greedy = new ScriptedAdapter(join(dir, 'plugins', 'greedy.sock'), { type: 'warren.event-source', name: 'greedy', endpoint: '', supportedVersions: ['v1'] });
+    const greedy = new ScriptedAdapter(join(dir, 'plugins', 'greedy.sock'), {
+      type: 'warren.event-source',
+      name: 'greedy',
+      endpoint: '',
+      supportedVersions: ['v1'],
+    });
     adapters.push(greedy);
     greedy.answer = async () => encodeListing({ ids: [], netnsPrefixes: ['/var/run/netns/'] });
     await greedy.start();
@@ -81,13 +103,26 @@ describe("an adapter that claims containerd's namespaces", { skip }, () => {
     assert.deepEqual(await held(agent), ['cricont1'], "containerd's container keeps its address");
 
     // A first adapter takes its own prefix; a second one that overlaps it is refused.
-    const first = new ScriptedAdapter(join(dir, 'plugins', 'first.sock'), { type: 'warren.event-source', name: 'first', endpoint: '', supportedVersions: ['v1'] });
-    const second = new ScriptedAdapter(join(dir, 'plugins', 'second.sock'), { type: 'warren.event-source', name: 'second', endpoint: '', supportedVersions: ['v1'] });
+    const first = new ScriptedAdapter(join(dir, 'plugins', 'first.sock'), {
+      type: 'warren.event-source',
+      name: 'first',
+      endpoint: '',
+      supportedVersions: ['v1'],
+    });
+    const second = new ScriptedAdapter(join(dir, 'plugins', 'second.sock'), {
+      type: 'warren.event-source',
+      name: 'second',
+      endpoint: '',
+      supportedVersions: ['v1'],
+    });
     adapters.push(first, second);
     first.answer = async () => encodeListing({ ids: [], netnsPrefixes: ['/run/netns/wrn6-first-'] });
     second.answer = async () => encodeListing({ ids: [], netnsPrefixes: ['/var/run/netns/wrn6-'] });
     await first.start();
-    assert.deepEqual(await waitFor('the first adapter to be told', () => first.notified[0]), { registered: true, error: '' });
+    assert.deepEqual(await waitFor('the first adapter to be told', () => first.notified[0]), {
+      registered: true,
+      error: '',
+    });
     await second.start();
     const refused = await waitFor('the second adapter to be told', () => second.notified[0]);
     assert.equal(refused.registered, false);
@@ -104,7 +139,10 @@ describe("an adapter's word alone", { skip }, () => {
   before(async () => {
     // No containerd: the adapter may declare these namespaces; the sweep waits an hour, so only
     // the adapter's word (and the namespaces' going) can release anything here.
-    agent = await startAgent({ defaultNetnsDirs: true, args: ['--plugins-dir', join(dir, 'plugins'), '--containerd-grace', '0', '--netns-grace', '3600'] });
+    agent = await startAgent({
+      defaultNetnsDirs: true,
+      args: ['--plugins-dir', join(dir, 'plugins'), '--containerd-grace', '0', '--netns-grace', '3600'],
+    });
   });
   after(async () => {
     adapter?.stop();
@@ -121,13 +159,25 @@ describe("an adapter's word alone", { skip }, () => {
     await add(agent, id('gonecont'), gone.path);
     await add(agent, id('delecont'), exits.path);
     await deleteNetns(gone.name);
-    adapter = new ScriptedAdapter(join(dir, 'plugins', 'word.sock'), { type: 'warren.event-source', name: 'word', endpoint: '', supportedVersions: ['v1'] });
+    adapter = new ScriptedAdapter(join(dir, 'plugins', 'word.sock'), {
+      type: 'warren.event-source',
+      name: 'word',
+      endpoint: '',
+      supportedVersions: ['v1'],
+    });
     // It lists no container at all: by its word every one of them is gone.
     adapter.answer = async () => encodeListing({ ids: [], netnsPrefixes: ['/var/run/netns/wrn6w-'] });
     await adapter.start();
-    assert.deepEqual(await waitFor('the adapter to be told', () => adapter.notified[0]), { registered: true, error: '' });
+    assert.deepEqual(await waitFor('the adapter to be told', () => adapter.notified[0]), {
+      registered: true,
+      error: '',
+    });
     // The one whose namespace is gone goes; the others wait for theirs.
-    await waitFor('the resync to release the container whose namespace is gone', async () => ((await held(agent)).includes('gonecont') ? undefined : true), HANG_BOUND_MS);
+    await waitFor(
+      'the resync to release the container whose namespace is gone',
+      async () => ((await held(agent)).includes('gonecont') ? undefined : true),
+      HANG_BOUND_MS,
+    );
     assert.deepEqual(await held(agent), ['delecont', 'livecont']);
     // A deletion on its word alone waits too, while the namespace is there...
     await adapter.watch(1);
@@ -141,7 +191,11 @@ describe("an adapter's word alone", { skip }, () => {
     assert.deepEqual(await held(agent), ['delecont', 'livecont']);
     // ...and is released when it goes.
     await deleteNetns(exits.name);
-    await waitFor('the container to be released once its namespace is gone', async () => ((await held(agent)).includes('delecont') ? undefined : true), HANG_BOUND_MS);
+    await waitFor(
+      'the container to be released once its namespace is gone',
+      async () => ((await held(agent)).includes('delecont') ? undefined : true),
+      HANG_BOUND_MS,
+    );
     assert.deepEqual(await held(agent), ['livecont'], 'the container whose namespace exists keeps its address');
   });
 });

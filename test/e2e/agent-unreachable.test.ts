@@ -17,10 +17,20 @@ function count(text: string, part: string): number {
 
 describe('agent unreachable', () => {
   const socket = join(tempDir(), 'no-agent.sock');
-  const conf = (cniVersion: string) => ({ cniVersion, name: 'downnet', ipam: { type: 'warren', socket, range: '10.213.0.0/24' } });
+  const conf = (cniVersion: string) => ({
+    cniVersion,
+    name: 'downnet',
+    ipam: { type: 'warren', socket, range: '10.213.0.0/24' },
+  });
 
   it('answers an ADD with the hint once and the errno once, not the errno repeated in msg and details', async () => {
-    const add = await warren({ command: 'ADD', containerID: 'down-1', netns: '/var/run/netns/down', ifname: 'eth0', config: conf('1.0.0') });
+    const add = await warren({
+      command: 'ADD',
+      containerID: 'down-1',
+      netns: '/var/run/netns/down',
+      ifname: 'eth0',
+      config: conf('1.0.0'),
+    });
     assert.equal(add.code, 1);
     assert.equal(add.json?.code, 11, add.stdout);
     const msg = String(add.json?.msg);

@@ -26,7 +26,16 @@ describe('audit', { skip }, () => {
   });
 
   const verdicts = (report: AuditReport) =>
-    Object.fromEntries(report.findings.map((f) => [f.allocation.containerID, f.verdict.kind === 'suspect' ? `suspect:${f.verdict.why}` : f.verdict.kind === 'stale' ? `stale:${f.verdict.proof}` : 'healthy']));
+    Object.fromEntries(
+      report.findings.map((f) => [
+        f.allocation.containerID,
+        f.verdict.kind === 'suspect'
+          ? `suspect:${f.verdict.why}`
+          : f.verdict.kind === 'stale'
+            ? `stale:${f.verdict.proof}`
+            : 'healthy',
+      ]),
+    );
 
   it('names healthy, stale and orphaned allocations, and --fix releases only the stale', async () => {
     const live = await createNetns();
@@ -34,17 +43,34 @@ describe('audit', { skip }, () => {
     const dir = tempDir('warren-agent-');
     await seedAllocations(dir, 'anet', '10.222.0.0/24', [
       { containerID: 'healthy', address: '10.222.0.10', netns: live.path, podName: 'web', podUID: 'u1' },
-      { containerID: 'stale', address: '10.222.0.11', netns: `/var/run/netns/${uniqueName('wrn-gone-', 24)}`, podName: 'old', podUID: 'u2' },
+      {
+        containerID: 'stale',
+        address: '10.222.0.11',
+        netns: `/var/run/netns/${uniqueName('wrn-gone-', 24)}`,
+        podName: 'old',
+        podUID: 'u2',
+      },
       { containerID: 'orphan', address: '10.222.0.12' },
       { containerID: 'procns', address: '10.222.0.13', netns: '/proc/999999/ns/net', podUID: 'u3' },
     ]);
-    const agent = await startAgent({ dir, args: ['--netns-dirs', '/var/run/netns', '--netns-grace', '0', '--reconcile-interval', '3600'] });
+    const agent = await startAgent({
+      dir,
+      args: ['--netns-dirs', '/var/run/netns', '--netns-grace', '0', '--reconcile-interval', '3600'],
+    });
     agents.push(agent);
     const audit = await run(process.execPath, [WARREN_BIN, 'audit', '--json', '--socket', agent.socket]);
     const report = JSON.parse(audit.stdout) as AuditReport;
-    assert.deepEqual(verdicts(report), { healthy: 'healthy', stale: 'stale:netns-gone', orphan: 'suspect:orphaned', procns: 'suspect:unobservable' });
+    assert.deepEqual(verdicts(report), {
+      healthy: 'healthy',
+      stale: 'stale:netns-gone',
+      orphan: 'suspect:orphaned',
+      procns: 'suspect:unobservable',
+    });
     assert.deepEqual(report.counts, { healthy: 1, stale: 1, suspect: 2 });
-    assert.deepEqual(report.sources.netns.map((d) => d.observable), [true]);
+    assert.deepEqual(
+      report.sources.netns.map((d) => d.observable),
+      [true],
+    );
     const human = await run(process.execPath, [WARREN_BIN, 'audit', '--socket', agent.socket]);
     assert.match(human.stdout, /1 healthy, 1 stale, 2 suspect/);
     assert.match(human.stdout, /stale\s+10\.222\.0\.11.*is gone/);
@@ -52,7 +78,10 @@ describe('audit', { skip }, () => {
 
     const fix = await run(process.execPath, [WARREN_BIN, 'audit', '--fix', '--json', '--socket', agent.socket]);
     assert.equal(fix.code, 0, fix.stderr);
-    assert.deepEqual((JSON.parse(fix.stdout) as AuditReport).released?.map((a) => a.containerID), ['stale']);
+    assert.deepEqual(
+      (JSON.parse(fix.stdout) as AuditReport).released?.map((a) => a.containerID),
+      ['stale'],
+    );
     assert.deepEqual((await agent.allocations()).map((a) => a.containerID).sort(), ['healthy', 'orphan', 'procns']);
   });
 
@@ -65,16 +94,27 @@ describe('audit', { skip }, () => {
       { containerID: 'lives', address: '10.223.0.10', netns: live.path },
       { containerID: 'dies', address: '10.223.0.11', netns: doomed.path },
     ]);
-    const agent = await startAgent({ dir, args: ['--netns-dirs', '/var/run/netns', '--netns-grace', '0', '--reconcile-interval', '0.1'] });
+    const agent = await startAgent({
+      dir,
+      args: ['--netns-dirs', '/var/run/netns', '--netns-grace', '0', '--reconcile-interval', '0.1'],
+    });
     agents.push(agent);
-    const status = async () => (await requestJson({ socket: agent.socket, method: 'GET', path: '/v1/status' })).body as AgentStatus;
+    const status = async () =>
+      (await requestJson({ socket: agent.socket, method: 'GET', path: '/v1/status' })).body as AgentStatus;
     // Wait for at least one full tick with both namespaces present: nothing is released.
     const firstTick = (await waitFor('a reconcile tick', async () => (await status()).reconciler.lastReconcile)).at;
-    await waitFor('a second tick', async () => ((await status()).reconciler.lastReconcile?.at !== firstTick ? true : undefined));
+    await waitFor('a second tick', async () =>
+      (await status()).reconciler.lastReconcile?.at !== firstTick ? true : undefined,
+    );
     assert.equal((await agent.allocations()).length, 2);
     await deleteNetns(doomed.name);
-    await waitFor('the sweep to release the gone namespace', async () => ((await agent.allocations('?containerID=dies')).length === 0 ? true : undefined));
-    assert.deepEqual((await agent.allocations()).map((a) => a.containerID), ['lives']);
+    await waitFor('the sweep to release the gone namespace', async () =>
+      (await agent.allocations('?containerID=dies')).length === 0 ? true : undefined,
+    );
+    assert.deepEqual(
+      (await agent.allocations()).map((a) => a.containerID),
+      ['lives'],
+    );
   });
 
   it('releases nothing and says why when the netns directory cannot be observed', async () => {
@@ -86,17 +126,27 @@ describe('audit', { skip }, () => {
       { containerID: 'u-1', address: '10.224.0.10', netns: join(unmounted, 'cni-1'), podUID: 'a' },
       { containerID: 'u-2', address: '10.224.0.11', netns: join(unmounted, 'cni-2'), podUID: 'b' },
     ]);
-    const agent = await startAgent({ dir, args: ['--netns-dirs', unmounted, '--netns-grace', '0', '--reconcile-interval', '0.1'] });
+    const agent = await startAgent({
+      dir,
+      args: ['--netns-dirs', unmounted, '--netns-grace', '0', '--reconcile-interval', '0.1'],
+    });
     agents.push(agent);
-    const status = async () => (await requestJson({ socket: agent.socket, method: 'GET', path: '/v1/status' })).body as AgentStatus;
+    const status = async () =>
+      (await requestJson({ socket: agent.socket, method: 'GET', path: '/v1/status' })).body as AgentStatus;
     const first = await waitFor('a reconcile tick', async () => (await status()).reconciler.lastReconcile);
-    await waitFor('another tick', async () => ((await status()).reconciler.lastReconcile?.at !== first.at ? true : undefined));
+    await waitFor('another tick', async () =>
+      (await status()).reconciler.lastReconcile?.at !== first.at ? true : undefined,
+    );
     const last = (await status()).reconciler.lastReconcile;
     assert.equal(last?.netnsReleased, 0);
     assert.match(last?.unobservable.join(' ') ?? '', /is not a mount point/);
-    const report = (await requestJson({ socket: agent.socket, method: 'POST', path: '/v1/audit', body: { fix: true } })).body as AuditReport;
+    const report = (await requestJson({ socket: agent.socket, method: 'POST', path: '/v1/audit', body: { fix: true } }))
+      .body as AuditReport;
     assert.deepEqual(report.released, []);
-    assert.deepEqual(report.sources.netns.map((d) => [d.observable, /not a mount point/.test(d.reason ?? '')]), [[false, true]]);
+    assert.deepEqual(
+      report.sources.netns.map((d) => [d.observable, /not a mount point/.test(d.reason ?? '')]),
+      [[false, true]],
+    );
     for (const f of report.findings) assert.equal(f.verdict.kind, 'suspect');
     assert.equal((await agent.allocations()).length, 2);
     const text = await run(process.execPath, [WARREN_BIN, 'status', '--socket', agent.socket]);

@@ -47,26 +47,59 @@ describe('Warren under the real bridge plugin', { skip }, () => {
 
   it('puts the address Warren allocated on the container interface, and DEL releases it', async () => {
     const ns = await container();
-    const add = await reference('bridge', { command: 'ADD', containerID: 'ctr-a', netns: ns.path, ifname: 'eth0', config: v4() });
+    const add = await reference('bridge', {
+      command: 'ADD',
+      containerID: 'ctr-a',
+      netns: ns.path,
+      ifname: 'eth0',
+      config: v4(),
+    });
     assert.equal(add.code, 0, add.stdout + add.stderr);
     const [address] = resultAddresses(add);
     assert.ok(address?.startsWith('10.213.7.'));
     assert.deepEqual(await addressesIn(ns.name, 'eth0'), [`${address}/24`]);
     const held = await agent.allocations('?containerID=ctr-a');
-    assert.deepEqual(held.map((a) => [a.address, a.ifname, a.netns]), [[address, 'eth0', ns.path]]);
+    assert.deepEqual(
+      held.map((a) => [a.address, a.ifname, a.netns]),
+      [[address, 'eth0', ns.path]],
+    );
 
-    const del = await reference('bridge', { command: 'DEL', containerID: 'ctr-a', netns: ns.path, ifname: 'eth0', config: v4() });
+    const del = await reference('bridge', {
+      command: 'DEL',
+      containerID: 'ctr-a',
+      netns: ns.path,
+      ifname: 'eth0',
+      config: v4(),
+    });
     assert.equal(del.code, 0, del.stdout);
     assert.deepEqual(await agent.allocations('?containerID=ctr-a'), []);
-    const again = await reference('bridge', { command: 'DEL', containerID: 'ctr-a', netns: ns.path, ifname: 'eth0', config: v4() });
+    const again = await reference('bridge', {
+      command: 'DEL',
+      containerID: 'ctr-a',
+      netns: ns.path,
+      ifname: 'eth0',
+      config: v4(),
+    });
     assert.equal(again.code, 0, 'a repeated DEL succeeds');
   });
 
   it('answers a retried ADD with the same address', async () => {
     const ns = await container();
-    const first = await reference('bridge', { command: 'ADD', containerID: 'ctr-retry', netns: ns.path, ifname: 'eth0', config: v4() });
+    const first = await reference('bridge', {
+      command: 'ADD',
+      containerID: 'ctr-retry',
+      netns: ns.path,
+      ifname: 'eth0',
+      config: v4(),
+    });
     assert.equal(first.code, 0, first.stdout);
-    const retry = await warren({ command: 'ADD', containerID: 'ctr-retry', netns: ns.path, ifname: 'eth0', config: v4() });
+    const retry = await warren({
+      command: 'ADD',
+      containerID: 'ctr-retry',
+      netns: ns.path,
+      ifname: 'eth0',
+      config: v4(),
+    });
     assert.equal(retry.code, 0, retry.stdout);
     assert.deepEqual(resultAddresses(retry), resultAddresses(first));
     assert.equal((await agent.allocations('?containerID=ctr-retry')).length, 1);
@@ -75,7 +108,13 @@ describe('Warren under the real bridge plugin', { skip }, () => {
   it('gives a dual-stack container one IPv4 and one IPv6 address', async () => {
     const ns = await container();
     const conf = netconf({ ipRanges: [{ range: '10.213.8.0/24' }, { range: 'fd00:213:8::/64' }] });
-    const add = await reference('bridge', { command: 'ADD', containerID: 'ctr-dual', netns: ns.path, ifname: 'eth0', config: conf });
+    const add = await reference('bridge', {
+      command: 'ADD',
+      containerID: 'ctr-dual',
+      netns: ns.path,
+      ifname: 'eth0',
+      config: conf,
+    });
     assert.equal(add.code, 0, add.stdout + add.stderr);
     const addresses = resultAddresses(add);
     assert.equal(addresses.length, 2);
@@ -88,27 +127,67 @@ describe('Warren under the real bridge plugin', { skip }, () => {
   it('passes CHECK for a live container and fails it once the address is released', async () => {
     const ns = await container();
     const conf = v4();
-    const add = await reference('bridge', { command: 'ADD', containerID: 'ctr-check', netns: ns.path, ifname: 'eth0', config: conf });
+    const add = await reference('bridge', {
+      command: 'ADD',
+      containerID: 'ctr-check',
+      netns: ns.path,
+      ifname: 'eth0',
+      config: conf,
+    });
     assert.equal(add.code, 0, add.stdout);
     const withPrev = { ...conf, prevResult: add.json };
-    const ok = await reference('bridge', { command: 'CHECK', containerID: 'ctr-check', netns: ns.path, ifname: 'eth0', config: withPrev });
+    const ok = await reference('bridge', {
+      command: 'CHECK',
+      containerID: 'ctr-check',
+      netns: ns.path,
+      ifname: 'eth0',
+      config: withPrev,
+    });
     assert.equal(ok.code, 0, ok.stdout + ok.stderr);
-    const released = await warren({ command: 'DEL', containerID: 'ctr-check', netns: ns.path, ifname: 'eth0', config: conf });
+    const released = await warren({
+      command: 'DEL',
+      containerID: 'ctr-check',
+      netns: ns.path,
+      ifname: 'eth0',
+      config: conf,
+    });
     assert.equal(released.code, 0);
-    const failed = await reference('bridge', { command: 'CHECK', containerID: 'ctr-check', netns: ns.path, ifname: 'eth0', config: withPrev });
+    const failed = await reference('bridge', {
+      command: 'CHECK',
+      containerID: 'ctr-check',
+      netns: ns.path,
+      ifname: 'eth0',
+      config: withPrev,
+    });
     assert.notEqual(failed.code, 0);
     assert.equal(failed.json?.code, 102, failed.stdout);
     assert.match(String(failed.json?.msg), /holds no address/);
   });
 
   it('GC releases exactly the attachments missing from the valid list', async () => {
-    const conf = (v: string) => ({ cniVersion: v, name: 'gcnet', ipam: { type: 'warren', socket: agent.socket, range: '10.213.9.0/24' } });
+    const conf = (v: string) => ({
+      cniVersion: v,
+      name: 'gcnet',
+      ipam: { type: 'warren', socket: agent.socket, range: '10.213.9.0/24' },
+    });
     const ids = ['gc-1', 'gc-2', 'gc-3', 'gc-4'];
     for (const id of ids) {
-      const r = await warren({ command: 'ADD', containerID: id, netns: '/proc/self/ns/net', ifname: 'eth0', config: conf('1.1.0') });
+      const r = await warren({
+        command: 'ADD',
+        containerID: id,
+        netns: '/proc/self/ns/net',
+        ifname: 'eth0',
+        config: conf('1.1.0'),
+      });
       assert.equal(r.code, 0, r.stdout);
     }
-    const other = await warren({ command: 'ADD', containerID: 'gc-1', netns: '/proc/self/ns/net', ifname: 'net1', config: conf('1.1.0') });
+    const other = await warren({
+      command: 'ADD',
+      containerID: 'gc-1',
+      netns: '/proc/self/ns/net',
+      ifname: 'net1',
+      config: conf('1.1.0'),
+    });
     assert.equal(other.code, 0);
     const valid = [
       { containerID: 'gc-1', ifname: 'eth0' },
@@ -123,11 +202,18 @@ describe('Warren under the real bridge plugin', { skip }, () => {
   });
 
   it('answers STATUS 0 while the agent is up and 50 when it is down', async () => {
-    const conf = { cniVersion: '1.1.0', name: 'statusnet', ipam: { type: 'warren', socket: agent.socket, range: '10.213.10.0/24' } };
+    const conf = {
+      cniVersion: '1.1.0',
+      name: 'statusnet',
+      ipam: { type: 'warren', socket: agent.socket, range: '10.213.10.0/24' },
+    };
     const up = await warren({ command: 'STATUS', config: conf });
     assert.equal(up.code, 0, up.stdout);
     assert.equal(up.stdout, '');
-    const down = await warren({ command: 'STATUS', config: { ...conf, ipam: { ...conf.ipam, socket: `${agent.dir}/nobody.sock` } } });
+    const down = await warren({
+      command: 'STATUS',
+      config: { ...conf, ipam: { ...conf.ipam, socket: `${agent.dir}/nobody.sock` } },
+    });
     assert.equal(down.code, 1);
     assert.equal(down.json?.code, 50, down.stdout);
   });
@@ -137,7 +223,13 @@ describe('Warren under the real bridge plugin', { skip }, () => {
     const dir = agent.dir;
     await agent.stop();
     try {
-      const add = await reference('bridge', { command: 'ADD', containerID: 'ctr-down', netns: ns.path, ifname: 'eth0', config: v4() });
+      const add = await reference('bridge', {
+        command: 'ADD',
+        containerID: 'ctr-down',
+        netns: ns.path,
+        ifname: 'eth0',
+        config: v4(),
+      });
       assert.notEqual(add.code, 0);
       assert.equal(add.json?.code, 11, add.stdout);
       assert.match(String(add.json?.msg), /not reachable/);

@@ -53,7 +53,9 @@ describe('chaos', () => {
     for (const a of agents) await a.kill();
   });
 
-  it(`survives ${LIFECYCLES} lifecycles with the agent killed at random moments`, { timeout: 20 * 60_000 }, async () => {
+  it(`survives ${LIFECYCLES} lifecycles with the agent killed at random moments`, {
+    timeout: 20 * 60_000,
+  }, async () => {
     const seed = Number(process.env.WARREN_CHAOS_SEED ?? Date.now() % 1_000_000);
     console.log(`# chaos seed ${seed}`);
     const random = mulberry32(seed);
@@ -63,7 +65,11 @@ describe('chaos', () => {
     const dir = agent.dir;
     const socket = agent.socket;
     const journal = join(dir, 'journal');
-    const conf = { cniVersion: '1.0.0', name: 'chaos', ipam: { type: 'warren', socket, journal_dir: journal, range: '10.225.0.0/16' } };
+    const conf = {
+      cniVersion: '1.0.0',
+      name: 'chaos',
+      ipam: { type: 'warren', socket, journal_dir: journal, range: '10.225.0.0/16' },
+    };
     const held = new Map<string, string>(); // live container -> address its last successful ADD reported
     const deleted = new Set<string>();
     const lost = new Set<string>(); // DEL never sent
@@ -74,9 +80,13 @@ describe('chaos', () => {
     /** The runtime's GC: every attachment whose ADD it saw succeed is valid, nothing else. */
     const gc = async (): Promise<number | null> => {
       const valid = [...held.keys()].map((containerID) => ({ containerID, ifname: 'eth0' }));
-      const r = await warren({ command: 'GC', config: { ...conf, cniVersion: '1.1.0', 'cni.dev/valid-attachments': valid } });
+      const r = await warren({
+        command: 'GC',
+        config: { ...conf, cniVersion: '1.1.0', 'cni.dev/valid-attachments': valid },
+      });
       gcs += 1;
-      if (r.code !== 0 && r.json?.code === 11) gcRefused += 1; // the agent was down: GC is not journaled
+      if (r.code !== 0 && r.json?.code === 11)
+        gcRefused += 1; // the agent was down: GC is not journaled
       else if (r.code !== 0) unexpected.push(`GC: ${r.stdout}`);
       return r.code;
     };
@@ -92,7 +102,9 @@ describe('chaos', () => {
       callsSinceGc += 1;
       if (callsSinceGc >= GC_EVERY_CALLS && gcsInFlight.size < 2) {
         callsSinceGc = 0;
-        const running: Promise<void> = gc().then(() => undefined).finally(() => gcsInFlight.delete(running));
+        const running: Promise<void> = gc()
+          .then(() => undefined)
+          .finally(() => gcsInFlight.delete(running));
         gcsInFlight.add(running);
       }
       if (calls < nextKillAt || restarting !== undefined) return;
@@ -107,14 +119,16 @@ describe('chaos', () => {
 
     /** The addresses the store holds for a container now; waits out a restart of the agent. */
     const heldBy = (id: string): Promise<string[]> =>
-      waitFor(
-        `the allocations of ${id}`,
-        async () => {
-          await restarting;
-          const r = await requestJson({ socket, method: 'GET', path: `/v1/allocations?network=chaos&containerID=${id}`, timeoutMs: 5_000 });
-          return r.status === 200 ? (r.body as Allocation[]).map((a) => a.address) : undefined;
-        },
-      );
+      waitFor(`the allocations of ${id}`, async () => {
+        await restarting;
+        const r = await requestJson({
+          socket,
+          method: 'GET',
+          path: `/v1/allocations?network=chaos&containerID=${id}`,
+          timeoutMs: 5_000,
+        });
+        return r.status === 200 ? (r.body as Allocation[]).map((a) => a.address) : undefined;
+      });
 
     let addRetries = 0;
     let next = 0;
@@ -140,7 +154,10 @@ describe('chaos', () => {
       // Still holding its address when the runtime is done with it: a loss mid-run (a stale
       // release, a GC that raced the ADD) would otherwise go unseen, as this container leaves.
       const holding = await heldBy(id);
-      if (holding.join() !== held.get(id)) unexpected.push(`${id} held ${JSON.stringify(holding)} before its DEL, not the ${held.get(id)} its ADD reported`);
+      if (holding.join() !== held.get(id))
+        unexpected.push(
+          `${id} held ${JSON.stringify(holding)} before its DEL, not the ${held.get(id)} its ADD reported`,
+        );
       if (i % LOST_DEL_EVERY === LOST_DEL_EVERY - 1) {
         // The runtime forgets this container without a DEL: it drops out of GC's list.
         held.delete(id);
@@ -160,7 +177,9 @@ describe('chaos', () => {
     );
     await restarting;
     await Promise.all(gcsInFlight);
-    console.log(`# ${calls} plugin calls, ${kills} kills, ${addRetries} ADD retries, ${gcs} GCs (${gcRefused} while the agent was down), ${lost.size} DELs lost`);
+    console.log(
+      `# ${calls} plugin calls, ${kills} kills, ${addRetries} ADD retries, ${gcs} GCs (${gcRefused} while the agent was down), ${lost.size} DELs lost`,
+    );
     assert.deepEqual(unexpected, []);
     assert.ok(kills >= 3, `the agent was killed ${kills} times`);
     assert.ok(gcs - gcRefused >= 6, `GC ran ${gcs - gcRefused} times beside the lifecycles`);
@@ -177,19 +196,18 @@ describe('chaos', () => {
     );
     assert.deepEqual(unexpected, []);
 
-    await waitFor(
-      'the journal to drain',
-      async () => {
-        const s = (await requestJson({ socket: agent.socket, method: 'GET', path: '/v1/journal' })).body as ReconcilerStatus;
-        const files = readdirSync(journal).filter((n) => n.endsWith('.release'));
-        return s.pending.length === 0 && files.length === 0 ? true : undefined;
-      },
-    );
+    await waitFor('the journal to drain', async () => {
+      const s = (await requestJson({ socket: agent.socket, method: 'GET', path: '/v1/journal' }))
+        .body as ReconcilerStatus;
+      const files = readdirSync(journal).filter((n) => n.endsWith('.release'));
+      return s.pending.length === 0 && files.length === 0 ? true : undefined;
+    });
     const stored = await agent.allocations('?network=chaos');
     const byContainer = new Map<string, string[]>();
     for (const a of stored) byContainer.set(a.containerID, [...(byContainer.get(a.containerID) ?? []), a.address]);
     assert.equal(new Set(stored.map((a) => a.address)).size, stored.length, 'no address is held twice');
-    for (const [id, address] of held) assert.deepEqual(byContainer.get(id), [address], `${id} holds exactly the address it was given`);
+    for (const [id, address] of held)
+      assert.deepEqual(byContainer.get(id), [address], `${id} holds exactly the address it was given`);
     for (const id of deleted) assert.equal(byContainer.has(id), false, `${id} was deleted and holds nothing`);
     for (const id of lost) assert.equal(byContainer.has(id), false, `${id} lost its DEL and GC freed it`);
     assert.equal(stored.length, LIVE_AT_END, 'nothing but the live containers holds an address');

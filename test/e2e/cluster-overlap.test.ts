@@ -20,7 +20,16 @@ describe('overlapping ranges on two nodes sharing etcd', () => {
   before(async () => {
     etcd = await startEtcd(1);
     for (const name of ['n1', 'n2']) {
-      const args = ['--node-name', name, '--store', 'etcd', '--etcd-endpoints', etcd.endpoints.join(','), '--etcd-prefix', '/cluster-overlap/'];
+      const args = [
+        '--node-name',
+        name,
+        '--store',
+        'etcd',
+        '--etcd-endpoints',
+        etcd.endpoints.join(','),
+        '--etcd-prefix',
+        '/cluster-overlap/',
+      ];
       agents.push(await startAgent({ args }));
     }
   });
@@ -29,13 +38,23 @@ describe('overlapping ranges on two nodes sharing etcd', () => {
     await etcd?.stop();
   });
 
-  const call = (command: 'ADD' | 'DEL', agent: AgentHandle, id: string, name: string, ipam: Record<string, unknown>): Promise<CniReply> =>
+  const call = (
+    command: 'ADD' | 'DEL',
+    agent: AgentHandle,
+    id: string,
+    name: string,
+    ipam: Record<string, unknown>,
+  ): Promise<CniReply> =>
     warren({
       command,
       containerID: id,
       netns: `/var/run/netns/${id}`,
       ifname: 'eth0',
-      config: { cniVersion: '1.0.0', name, ipam: { type: 'warren', socket: agent.socket, journal_dir: join(agent.dir, 'journal'), ...ipam } },
+      config: {
+        cniVersion: '1.0.0',
+        name,
+        ipam: { type: 'warren', socket: agent.socket, journal_dir: join(agent.dir, 'journal'), ...ipam },
+      },
     });
   const refusedAsOverlap = (reply: CniReply, ours: string, theirs: string) => {
     assert.equal(reply.json?.code, 7, reply.stdout);

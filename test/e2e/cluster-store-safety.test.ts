@@ -24,18 +24,39 @@ import { type EtcdCluster, startEtcd } from '../helpers/etcd.ts';
 import { HANG_BOUND_MS, CHILD_PATH, WARREN_BIN, run, tempDir, track, waitFor } from '../helpers/processes.ts';
 
 function nodeArgs(name: string, etcd: EtcdCluster, prefix: string, extra: readonly string[] = []): string[] {
-  return ['--node-name', name, '--store', 'etcd', '--etcd-endpoints', etcd.endpoints.join(','), '--etcd-prefix', prefix, '--reconcile-interval', '1', '--upkeep-interval', '1', ...extra];
+  return [
+    '--node-name',
+    name,
+    '--store',
+    'etcd',
+    '--etcd-endpoints',
+    etcd.endpoints.join(','),
+    '--etcd-prefix',
+    prefix,
+    '--reconcile-interval',
+    '1',
+    '--upkeep-interval',
+    '1',
+    ...extra,
+  ];
 }
 
 function cli(agent: AgentHandle, ...args: string[]) {
-  return run(process.execPath, [WARREN_BIN, ...args, '--socket', agent.socket], { env: { ...process.env, PATH: CHILD_PATH } });
+  return run(process.execPath, [WARREN_BIN, ...args, '--socket', agent.socket], {
+    env: { ...process.env, PATH: CHILD_PATH },
+  });
 }
 
 function network(agent: Pick<AgentHandle, 'socket' | 'dir'>, name: string, range: string) {
-  const config = { cniVersion: '1.1.0', name, ipam: { type: 'warren', socket: agent.socket, journal_dir: join(agent.dir, 'journal'), range } };
+  const config = {
+    cniVersion: '1.1.0',
+    name,
+    ipam: { type: 'warren', socket: agent.socket, journal_dir: join(agent.dir, 'journal'), range },
+  };
   return {
     config,
-    call: (command: string, id: string) => warren({ command, containerID: id, netns: `/var/run/netns/${id}`, ifname: 'eth0', config }),
+    call: (command: string, id: string) =>
+      warren({ command, containerID: id, netns: `/var/run/netns/${id}`, ifname: 'eth0', config }),
   };
 }
 
@@ -43,10 +64,28 @@ function network(agent: Pick<AgentHandle, 'socket' | 'dir'>, name: string, range
 function spawnAgent(dir: string, args: readonly string[]) {
   const socket = join(dir, 'warren.sock');
   const child = track(
-    spawn(process.execPath, [WARREN_BIN, 'agent', '--state-dir', dir, '--socket', socket, '--journal-dir', join(dir, 'journal'), '--netns-dirs', '', '--containerd', 'off', ...args], {
-      env: { ...process.env, PATH: CHILD_PATH },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    }),
+    spawn(
+      process.execPath,
+      [
+        WARREN_BIN,
+        'agent',
+        '--state-dir',
+        dir,
+        '--socket',
+        socket,
+        '--journal-dir',
+        join(dir, 'journal'),
+        '--netns-dirs',
+        '',
+        '--containerd',
+        'off',
+        ...args,
+      ],
+      {
+        env: { ...process.env, PATH: CHILD_PATH },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    ),
   );
   let output = '';
   child.stdout?.on('data', (c: Buffer) => (output += c.toString()));
@@ -90,10 +129,16 @@ describe('an etcd that lost its data is never taken for a fresh cluster', () => 
     assert.equal(first.json?.code, 11, first.stdout);
     assert.match(String(first.json?.msg), /lost its data|went backwards/, first.stdout);
     // Still so after the upkeep has run a few times (it renews, and must not "fix" anything).
-    await waitFor('the agent to report why it stopped', async () => {
-      const s = await cli(agent, 'status', '--json');
-      return (JSON.parse(s.stdout) as { cluster?: { problem?: string } }).cluster?.problem !== undefined ? true : undefined;
-    }, 30_000);
+    await waitFor(
+      'the agent to report why it stopped',
+      async () => {
+        const s = await cli(agent, 'status', '--json');
+        return (JSON.parse(s.stdout) as { cluster?: { problem?: string } }).cluster?.problem !== undefined
+          ? true
+          : undefined;
+      },
+      30_000,
+    );
     for (const id of ['after-2', 'after-3', ...held.keys()]) {
       const reply = await refused(id);
       assert.equal(reply.json?.code, 11, reply.stdout);
@@ -108,8 +153,12 @@ describe('an etcd that lost its data is never taken for a fresh cluster', () => 
     assert.equal(human.code, 1, 'status exits 1 while not ready');
     assert.match(human.stdout, /NOT ALLOCATING: .*(lost its data|went backwards).*warren store accept/);
 
-    const doctor = await run(process.execPath, [WARREN_BIN, 'doctor', '--socket', agent.socket, '--json'], { env: { ...process.env, PATH: CHILD_PATH } });
-    const findings = (JSON.parse(doctor.stdout) as { findings: Array<{ id: string; severity: string; detail?: string }> }).findings;
+    const doctor = await run(process.execPath, [WARREN_BIN, 'doctor', '--socket', agent.socket, '--json'], {
+      env: { ...process.env, PATH: CHILD_PATH },
+    });
+    const findings = (
+      JSON.parse(doctor.stdout) as { findings: Array<{ id: string; severity: string; detail?: string }> }
+    ).findings;
     const stopped = findings.find((f) => f.id === 'store-not-allocating');
     assert.ok(stopped, `doctor reports the stop: ${doctor.stdout}`);
     assert.equal(stopped.severity, 'error');
@@ -118,10 +167,15 @@ describe('an etcd that lost its data is never taken for a fresh cluster', () => 
     // The agent wrote no allocation into the wiped store.
     const raw = new Etcd3({ hosts: etcd.endpoints });
     try {
-      assert.deepEqual(await raw.getAll().prefix('/store-safety-wipe/owners/').keys(), [], 'no allocation record in the wiped store');
+      assert.deepEqual(
+        await raw.getAll().prefix('/store-safety-wipe/owners/').keys(),
+        [],
+        'no allocation record in the wiped store',
+      );
       const docs = await raw.getAll().prefix('/store-safety-wipe/units/').strings();
       for (const [key, doc] of Object.entries(docs)) {
-        for (const address of held.values()) assert.ok(!doc.includes(`"${address}"`), `${address} handed out again in ${key}`);
+        for (const address of held.values())
+          assert.ok(!doc.includes(`"${address}"`), `${address} handed out again in ${key}`);
       }
     } finally {
       raw.close();
@@ -131,7 +185,10 @@ describe('an etcd that lost its data is never taken for a fresh cluster', () => 
   it('after the operator accepts the store (warren store accept), the agent writes back what it held and allocates again, never those addresses', async () => {
     const accepted = await cli(agent, 'store', 'accept');
     assert.equal(accepted.code, 0, accepted.stdout + accepted.stderr);
-    assert.match(accepted.stdout, /accepted the store as it is now; allocation had stopped for: .*(lost its data|went backwards)/);
+    assert.match(
+      accepted.stdout,
+      /accepted the store as it is now; allocation had stopped for: .*(lost its data|went backwards)/,
+    );
     assert.match(accepted.stdout, /wrote back 4 addresses and 1 block claims/);
     const net = network(agent, 'wiped', '10.241.7.0/24');
     // Its containers keep their addresses: a retried ADD gets the same one back.
@@ -146,7 +203,8 @@ describe('an etcd that lost its data is never taken for a fresh cluster', () => 
       assert.equal(reply.code, 0, reply.stdout);
       fresh.push(...resultAddresses(reply));
     }
-    for (const address of held.values()) assert.ok(!fresh.includes(address), `${address}, held by a live container, handed out again`);
+    for (const address of held.values())
+      assert.ok(!fresh.includes(address), `${address}, held by a live container, handed out again`);
     assert.equal((await warren({ command: 'STATUS', config: net.config })).code, 0);
   });
 });
@@ -177,7 +235,10 @@ describe('a store that lost its data while the agent was down', () => {
     for (const id of ['d1', 'd2']) {
       const reply = await net.call('ADD', id);
       assert.equal(reply.json?.code, 11, reply.stdout);
-      assert.match(String(reply.json?.msg), /lost its data: its identity record \/store-safety-down\/identity \([0-9a-f-]+\) is gone/);
+      assert.match(
+        String(reply.json?.msg),
+        /lost its data: its identity record \/store-safety-down\/identity \([0-9a-f-]+\) is gone/,
+      );
     }
     assert.equal((await warren({ command: 'STATUS', config: net.config })).json?.code, 50);
   });
@@ -202,7 +263,11 @@ describe('a restart on another boot (a reboot, or a clone of the state directory
     const dir = tempDir('warren-reboot-');
     writeFileSync(join(dir, 'cluster.json'), JSON.stringify({ instance: previous }));
     const lease = raw.lease(2);
-    await lease.put(`${prefix}nodes/${node}`).value(JSON.stringify({ node, since: Date.now(), instance: previous, host: 'vm', pid: 99999, bootId: 'another-boot' }));
+    await lease
+      .put(`${prefix}nodes/${node}`)
+      .value(
+        JSON.stringify({ node, since: Date.now(), instance: previous, host: 'vm', pid: 99999, bootId: 'another-boot' }),
+      );
     return { dir, lease };
   };
 
@@ -211,13 +276,29 @@ describe('a restart on another boot (a reboot, or a clone of the state directory
     // A lease far longer than the old one, so the agent waits as long as the old lease is renewed here.
     const agent = spawnAgent(dir, nodeArgs('reboot-n1', etcd, '/store-safety-reboot/', ['--node-lease', '30']));
     try {
-      await waitFor('the agent to say it waits', () => (/this agent's previous start on another boot .*waiting up to 32 s for its lease to lapse/.test(agent.output()) ? true : undefined), HANG_BOUND_MS);
+      await waitFor(
+        'the agent to say it waits',
+        () =>
+          /this agent's previous start on another boot .*waiting up to 32 s for its lease to lapse/.test(agent.output())
+            ? true
+            : undefined,
+        HANG_BOUND_MS,
+      );
       await lease.revoke(); // the old process is gone: its lease lapses
-      await waitFor('the agent to serve', async () => {
-        if (agent.child.exitCode !== null) throw new Error(`agent exited: ${agent.output()}`);
-        const r = await requestJson({ socket: agent.socket, method: 'GET', path: '/v1/status', timeoutMs: 2_000 }).catch(() => undefined);
-        return r?.status === 200 ? true : undefined;
-      }, 60_000);
+      await waitFor(
+        'the agent to serve',
+        async () => {
+          if (agent.child.exitCode !== null) throw new Error(`agent exited: ${agent.output()}`);
+          const r = await requestJson({
+            socket: agent.socket,
+            method: 'GET',
+            path: '/v1/status',
+            timeoutMs: 2_000,
+          }).catch(() => undefined);
+          return r?.status === 200 ? true : undefined;
+        },
+        60_000,
+      );
       assert.equal((await network(agent, 'reboot', '10.241.13.0/24').call('ADD', 'r1')).code, 0);
     } finally {
       agent.child.kill('SIGKILL');
@@ -228,11 +309,25 @@ describe('a restart on another boot (a reboot, or a clone of the state directory
     const { dir, lease } = await leftBehind('clone-n1', '/store-safety-clone/', 'prev-instance-2');
     try {
       const refused = await run(process.execPath, [
-        WARREN_BIN, 'agent', '--state-dir', dir, '--socket', join(dir, 'warren.sock'), '--journal-dir', join(dir, 'journal'), '--netns-dirs', '', '--containerd', 'off',
+        WARREN_BIN,
+        'agent',
+        '--state-dir',
+        dir,
+        '--socket',
+        join(dir, 'warren.sock'),
+        '--journal-dir',
+        join(dir, 'journal'),
+        '--netns-dirs',
+        '',
+        '--containerd',
+        'off',
         ...nodeArgs('clone-n1', etcd, '/store-safety-clone/', ['--node-lease', '2']),
       ]);
       assert.notEqual(refused.code, 0, refused.stdout + refused.stderr);
-      assert.match(refused.stdout + refused.stderr, /node clone-n1 is already announced in etcd by agent instance prev-instance-2 \(host vm, pid 99999/);
+      assert.match(
+        refused.stdout + refused.stderr,
+        /node clone-n1 is already announced in etcd by agent instance prev-instance-2 \(host vm, pid 99999/,
+      );
     } finally {
       await lease.revoke();
     }
@@ -264,10 +359,14 @@ describe('an ordinary lease expiry is not a lost store', () => {
       const instance = (JSON.parse(before.kvs[0]?.value.toString() ?? '{}') as { instance?: string }).instance;
       // What etcd does when a lease runs out: the lease and its keys go; everything else stays.
       await raw.leaseClient.leaseRevoke({ ID: lease });
-      await waitFor('the agent to announce itself again', async () => {
-        const now = await raw.get(key).exec();
-        return now.kvs[0] !== undefined && now.kvs[0].lease !== lease ? true : undefined;
-      }, 30_000);
+      await waitFor(
+        'the agent to announce itself again',
+        async () => {
+          const now = await raw.get(key).exec();
+          return now.kvs[0] !== undefined && now.kvs[0].lease !== lease ? true : undefined;
+        },
+        30_000,
+      );
       const again = JSON.parse((await raw.get(key).string()) ?? '{}') as { instance?: string };
       assert.equal(again.instance, instance, 'the same instance announced again');
     } finally {
@@ -276,7 +375,10 @@ describe('an ordinary lease expiry is not a lost store', () => {
     const second = await net.call('ADD', 'l2');
     assert.equal(second.code, 0, second.stdout);
     assert.deepEqual(resultAddresses(await net.call('ADD', 'l1')), resultAddresses(first));
-    const status = JSON.parse((await cli(agent, 'status', '--json')).stdout) as { ready: boolean; cluster?: { problem?: string } };
+    const status = JSON.parse((await cli(agent, 'status', '--json')).stdout) as {
+      ready: boolean;
+      cluster?: { problem?: string };
+    };
     assert.equal(status.ready, true);
     assert.equal(status.cluster?.problem, undefined);
   });
@@ -301,17 +403,29 @@ describe('one agent per node name on one etcd', () => {
 
     const second = spawnAgent(tempDir('warren-twin-'), nodeArgs('twin-node', etcd, '/store-safety-twins/'));
     // It either exits, or (the defect) serves: then it is stopped here and the test fails.
-    const outcome = await waitFor('the second agent to exit or serve', async () => {
-      if (second.child.exitCode !== null) return 'exited';
-      const r = await requestJson({ socket: second.socket, method: 'GET', path: '/v1/status', timeoutMs: 2_000 }).catch(() => undefined);
-      return r?.status === 200 ? 'serving' : undefined;
-    }, 60_000);
+    const outcome = await waitFor(
+      'the second agent to exit or serve',
+      async () => {
+        if (second.child.exitCode !== null) return 'exited';
+        const r = await requestJson({
+          socket: second.socket,
+          method: 'GET',
+          path: '/v1/status',
+          timeoutMs: 2_000,
+        }).catch(() => undefined);
+        return r?.status === 200 ? 'serving' : undefined;
+      },
+      60_000,
+    );
     if (outcome === 'serving') second.child.kill('SIGKILL');
     const code = await second.exited;
     const output = second.output();
     assert.equal(outcome, 'exited', `the second agent must not serve: ${output}`);
     assert.notEqual(code, 0, `the second agent exits non-zero: ${output}`);
-    assert.match(output, /node twin-node is already announced in etcd by agent instance [0-9a-f-]+ \(host [^,]+, pid ([0-9]+), since /);
+    assert.match(
+      output,
+      /node twin-node is already announced in etcd by agent instance [0-9a-f-]+ \(host [^,]+, pid ([0-9]+), since /,
+    );
     assert.equal(output.match(/pid ([0-9]+), since/)?.[1], String(first.pid), 'the first agent is named by its pid');
 
     // The first one goes on serving, and still holds what it held.
@@ -323,15 +437,25 @@ describe('one agent per node name on one etcd', () => {
     const first = agents[0] as AgentHandle;
     const raw = new Etcd3({ hosts: etcd.endpoints });
     try {
-      await raw.put('/store-safety-twins/nodes/twin-node').value(JSON.stringify({ node: 'twin-node', since: Date.now(), instance: 'intruder-1', host: 'clone-vm', pid: 4242 }));
+      await raw
+        .put('/store-safety-twins/nodes/twin-node')
+        .value(
+          JSON.stringify({ node: 'twin-node', since: Date.now(), instance: 'intruder-1', host: 'clone-vm', pid: 4242 }),
+        );
       const net = network(first, 'twins', '10.241.9.0/24');
-      await waitFor('the first agent to stop allocating', async () => ((await net.call('ADD', 't3')).json?.code === 11 ? true : undefined), HANG_BOUND_MS);
+      await waitFor(
+        'the first agent to stop allocating',
+        async () => ((await net.call('ADD', 't3')).json?.code === 11 ? true : undefined),
+        HANG_BOUND_MS,
+      );
       const reply = await net.call('ADD', 't4');
       assert.equal(reply.json?.code, 11, reply.stdout);
       assert.match(String(reply.json?.msg), /taken over by agent instance intruder-1 \(host clone-vm, pid 4242/);
       const status = await warren({ command: 'STATUS', config: net.config });
       assert.equal(status.json?.code, 50, status.stdout);
-      const announced = JSON.parse((await raw.get('/store-safety-twins/nodes/twin-node').string()) ?? '{}') as { instance?: string };
+      const announced = JSON.parse((await raw.get('/store-safety-twins/nodes/twin-node').string()) ?? '{}') as {
+        instance?: string;
+      };
       assert.equal(announced.instance, 'intruder-1', 'the first agent did not take the announcement back');
     } finally {
       raw.close();
@@ -353,7 +477,10 @@ describe('one agent per node name on one etcd', () => {
     assert.equal(retried.code, 0, retried.stdout);
     assert.deepEqual(resultAddresses(retried), resultAddresses(added), 'the retried ADD gets the address it had');
     assert.equal((await net.call('ADD', 'p2')).code, 0);
-    const status = JSON.parse((await cli(again, 'status', '--json')).stdout) as { ready: boolean; cluster?: { thisNodeAnnounced: boolean } };
+    const status = JSON.parse((await cli(again, 'status', '--json')).stdout) as {
+      ready: boolean;
+      cluster?: { thisNodeAnnounced: boolean };
+    };
     assert.equal(status.ready, true);
     assert.equal(status.cluster?.thisNodeAnnounced, true);
   });

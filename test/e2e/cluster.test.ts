@@ -15,11 +15,27 @@ import { type EtcdCluster, startEtcd } from '../helpers/etcd.ts';
 import { CHILD_PATH, WARREN_BIN, bounded, run, waitFor } from '../helpers/processes.ts';
 
 function nodeArgs(name: string, etcd: EtcdCluster, prefix: string, extra: readonly string[] = []): string[] {
-  return ['--node-name', name, '--store', 'etcd', '--etcd-endpoints', etcd.endpoints.join(','), '--etcd-prefix', prefix, '--reconcile-interval', '1', '--upkeep-interval', '1', ...extra];
+  return [
+    '--node-name',
+    name,
+    '--store',
+    'etcd',
+    '--etcd-endpoints',
+    etcd.endpoints.join(','),
+    '--etcd-prefix',
+    prefix,
+    '--reconcile-interval',
+    '1',
+    '--upkeep-interval',
+    '1',
+    ...extra,
+  ];
 }
 
 async function cli(agent: AgentHandle, ...args: string[]) {
-  return run(process.execPath, [WARREN_BIN, ...args, '--socket', agent.socket], { env: { ...process.env, PATH: CHILD_PATH } });
+  return run(process.execPath, [WARREN_BIN, ...args, '--socket', agent.socket], {
+    env: { ...process.env, PATH: CHILD_PATH },
+  });
 }
 
 /** The store agrees with itself: every owner record sits in its block's document and vice versa. */
@@ -37,7 +53,10 @@ async function assertConsistent(store: EtcdStore, network: string): Promise<void
     assert.equal(read.kind, 'snapshot');
     if (read.kind !== 'snapshot') continue;
     const inDoc = [...read.allocations].sort();
-    const inOwners = allocations.filter((a) => a.pool === pool).map((a) => a.address).sort();
+    const inOwners = allocations
+      .filter((a) => a.pool === pool)
+      .map((a) => a.address)
+      .sort();
     assert.deepEqual(inOwners, inDoc, `pool ${pool}: the owner records are exactly the block's addresses`);
   }
 }
@@ -69,14 +88,25 @@ describe('three nodes sharing pools on a 3-member etcd cluster', () => {
     const jobs = agents.flatMap((agent, n) =>
       Array.from({ length: 200 }, (_, i) => async () => {
         const id = `n${n + 1}-c${i}`;
-        const reply = await warren({ command: 'ADD', containerID: id, netns: `/var/run/netns/${id}`, ifname: 'eth0', config: conf(agent, 'wide', { range: '10.230.0.0/20' }) });
+        const reply = await warren({
+          command: 'ADD',
+          containerID: id,
+          netns: `/var/run/netns/${id}`,
+          ifname: 'eth0',
+          config: conf(agent, 'wide', { range: '10.230.0.0/20' }),
+        });
         return { id, node: `n${n + 1}`, reply };
       }),
     );
     // Interleave the nodes so all three are busy at once: 60 plugin processes in flight.
-    const interleaved = Array.from({ length: 200 }, (_, i) => [jobs[i], jobs[200 + i], jobs[400 + i]]).flat() as Array<() => Promise<{ id: string; node: string; reply: CniReply }>>;
+    const interleaved = Array.from({ length: 200 }, (_, i) => [jobs[i], jobs[200 + i], jobs[400 + i]]).flat() as Array<
+      () => Promise<{ id: string; node: string; reply: CniReply }>
+    >;
     const results = await bounded(60, interleaved);
-    assert.deepEqual(results.filter((r) => r.reply.code !== 0).map((r) => `${r.id}: ${r.reply.stdout}`), []);
+    assert.deepEqual(
+      results.filter((r) => r.reply.code !== 0).map((r) => `${r.id}: ${r.reply.stdout}`),
+      [],
+    );
     const addresses = results.flatMap((r) => resultAddresses(r.reply));
     assert.equal(addresses.length, 600);
     assert.equal(new Set(addresses).size, 600, 'no address twice');
@@ -94,8 +124,14 @@ describe('three nodes sharing pools on a 3-member etcd cluster', () => {
 
     // A retried ADD that lands on another node returns the address the first node gave.
     for (const r of results.slice(0, 6)) {
-      const other = agents[(Number(r.node.slice(1)) % 3)] as AgentHandle;
-      const retry = await warren({ command: 'ADD', containerID: r.id, netns: `/var/run/netns/${r.id}`, ifname: 'eth0', config: conf(other, 'wide', { range: '10.230.0.0/20' }) });
+      const other = agents[Number(r.node.slice(1)) % 3] as AgentHandle;
+      const retry = await warren({
+        command: 'ADD',
+        containerID: r.id,
+        netns: `/var/run/netns/${r.id}`,
+        ifname: 'eth0',
+        config: conf(other, 'wide', { range: '10.230.0.0/20' }),
+      });
       assert.equal(retry.code, 0, retry.stdout);
       assert.deepEqual(resultAddresses(retry), resultAddresses(r.reply));
     }
@@ -110,13 +146,20 @@ describe('three nodes sharing pools on a 3-member etcd cluster', () => {
     const jobs = Array.from({ length: 450 }, (_, i) => async () => {
       const agent = agents[i % 3] as AgentHandle;
       const id = `k${i}`;
-      const reply = await warren({ command: 'ADD', containerID: id, netns: `/var/run/netns/${id}`, ifname: 'eth0', config: conf(agent, 'kill', { range: '10.231.0.0/20' }) });
+      const reply = await warren({
+        command: 'ADD',
+        containerID: id,
+        netns: `/var/run/netns/${id}`,
+        ifname: 'eth0',
+        config: conf(agent, 'kill', { range: '10.231.0.0/20' }),
+      });
       done += 1;
       if (done === 100) killed = etcd.kill(victim);
-      if (done === 300) restarted = (async () => {
-        await killed;
-        await etcd.restart(victim);
-      })();
+      if (done === 300)
+        restarted = (async () => {
+          await killed;
+          await etcd.restart(victim);
+        })();
       return { id, reply };
     });
     const results = await bounded(45, jobs);
@@ -124,11 +167,20 @@ describe('three nodes sharing pools on a 3-member etcd cluster', () => {
     await restarted;
     assert.ok(killed !== undefined && restarted !== undefined, 'the member was killed and restarted during the run');
     const unexpected = results.filter((r) => r.reply.code !== 0 && (r.reply.json?.code as number | undefined) !== 11);
-    assert.deepEqual(unexpected.map((r) => `${r.id}: ${r.reply.code} ${r.reply.stdout}`), []);
+    assert.deepEqual(
+      unexpected.map((r) => `${r.id}: ${r.reply.code} ${r.reply.stdout}`),
+      [],
+    );
     const ok = results.filter((r) => r.reply.code === 0);
     t.diagnostic(`${ok.length} of 450 ADDs succeeded, ${450 - ok.length} answered 11`);
     const reasons = new Map<string, number>();
-    for (const r of results) if (r.reply.code !== 0) { const m = String(r.reply.json?.msg).replace(/[0-9]+/g, 'N').slice(0, 160); reasons.set(m, (reasons.get(m) ?? 0) + 1); }
+    for (const r of results)
+      if (r.reply.code !== 0) {
+        const m = String(r.reply.json?.msg)
+          .replace(/[0-9]+/g, 'N')
+          .slice(0, 160);
+        reasons.set(m, (reasons.get(m) ?? 0) + 1);
+      }
     for (const [m, n] of reasons) t.diagnostic(`${n} x ${m}`);
     assert.ok(ok.length >= 300, `most ADDs succeed (${ok.length} of 450)`);
     const owners = new Map<string, string>();
@@ -145,20 +197,33 @@ describe('three nodes sharing pools on a 3-member etcd cluster', () => {
     // A retried ADD of one that answered 11 now succeeds (etcd is whole again).
     const failed = results.find((r) => r.reply.code !== 0);
     if (failed !== undefined) {
-      const retry = await warren({ command: 'ADD', containerID: failed.id, netns: `/var/run/netns/${failed.id}`, ifname: 'eth0', config: conf(agents[0] as AgentHandle, 'kill', { range: '10.231.0.0/20' }) });
+      const retry = await warren({
+        command: 'ADD',
+        containerID: failed.id,
+        netns: `/var/run/netns/${failed.id}`,
+        ifname: 'eth0',
+        config: conf(agents[0] as AgentHandle, 'kill', { range: '10.231.0.0/20' }),
+      });
       assert.equal(retry.code, 0, retry.stdout);
     }
   });
 
   it('serves a pool with fewer blocks than nodes until it is full, borrowing, then reports exhaustion', async () => {
     const ipam = { range: '10.232.0.0/28', block_size: 29 }; // two blocks of 7 usable addresses
-    const add = (agent: AgentHandle, id: string) => warren({ command: 'ADD', containerID: id, netns: `/var/run/netns/${id}`, ifname: 'eth0', config: conf(agent, 'tiny', ipam) });
+    const add = (agent: AgentHandle, id: string) =>
+      warren({
+        command: 'ADD',
+        containerID: id,
+        netns: `/var/run/netns/${id}`,
+        ifname: 'eth0',
+        config: conf(agent, 'tiny', ipam),
+      });
     // One each, in order: n1 and n2 claim the two blocks, n3 must borrow.
     for (const [n, agent] of agents.entries()) assert.equal((await add(agent, `t-first-${n}`)).code, 0);
     const blocks = new Map((await observer.pools('10.232.0.0/28#')).map((p) => [p.pool, p.affinity]));
     assert.deepEqual([...blocks.values()].sort(), ['n1', 'n2']);
     const n3 = (await observer.list({ network: 'tiny', node: 'n3' }))[0];
-    assert.ok(n3 !== undefined && blocks.get(n3.pool) !== 'n3', 'n3 borrowed an address from another node\'s block');
+    assert.ok(n3 !== undefined && blocks.get(n3.pool) !== 'n3', "n3 borrowed an address from another node's block");
 
     const rest = await Promise.all(Array.from({ length: 15 }, (_, i) => add(agents[i % 3] as AgentHandle, `t${i}`)));
     const ok = rest.filter((r) => r.code === 0);
@@ -176,18 +241,41 @@ describe('three nodes sharing pools on a 3-member etcd cluster', () => {
     const [n1, , n3] = agents as [AgentHandle, AgentHandle, AgentHandle];
     const listed = await cli(n1, 'nodes', '--json');
     assert.equal(listed.code, 0, listed.stderr);
-    const nodes = JSON.parse(listed.stdout) as Array<{ node: string; alive: boolean; blocks: string[]; allocations: number }>;
-    assert.deepEqual(nodes.map((n) => [n.node, n.alive]), [['n1', true], ['n2', true], ['n3', true]]);
+    const nodes = JSON.parse(listed.stdout) as Array<{
+      node: string;
+      alive: boolean;
+      blocks: string[];
+      allocations: number;
+    }>;
+    assert.deepEqual(
+      nodes.map((n) => [n.node, n.alive]),
+      [
+        ['n1', true],
+        ['n2', true],
+        ['n3', true],
+      ],
+    );
     assert.ok((nodes[2]?.blocks.length ?? 0) > 0);
 
     const status = await cli(n1, 'status');
     assert.equal(status.code, 0, status.stderr);
-    assert.match(status.stdout, /cluster: +3 nodes alive \(n1, n2, n3\); this node announced, holding [1-9][0-9]* blocks/);
+    assert.match(
+      status.stdout,
+      /cluster: +3 nodes alive \(n1, n2, n3\); this node announced, holding [1-9][0-9]* blocks/,
+    );
 
     const pools = await cli(n1, 'pools');
     assert.equal(pools.code, 0, pools.stderr);
-    assert.match(pools.stdout, /^10\.230\.0\.0\/20 .* 600 .* [0-9]+ blocks of \/26$/m, 'a range reported whole, its blocks summed');
-    assert.match(pools.stdout, /^10\.230\.0\.0\/20#10\.230\.0\.0\/26 .* n[123]$/m, 'each block with the node that claimed it');
+    assert.match(
+      pools.stdout,
+      /^10\.230\.0\.0\/20 .* 600 .* [0-9]+ blocks of \/26$/m,
+      'a range reported whole, its blocks summed',
+    );
+    assert.match(
+      pools.stdout,
+      /^10\.230\.0\.0\/20#10\.230\.0\.0\/26 .* n[123]$/m,
+      'each block with the node that claimed it',
+    );
 
     const refused = await cli(n1, 'node', 'forget', 'n3');
     assert.equal(refused.code, 1);
@@ -203,7 +291,10 @@ describe('three nodes sharing pools on a 3-member etcd cluster', () => {
     assert.deepEqual(await observer.list({ node: 'n3' }), []);
     assert.equal((await observer.pools()).filter((p) => p.affinity === 'n3').length, 0);
     const after = JSON.parse((await cli(n1, 'nodes', '--json')).stdout) as Array<{ node: string }>;
-    assert.deepEqual(after.map((n) => n.node), ['n1', 'n2']);
+    assert.deepEqual(
+      after.map((n) => n.node),
+      ['n1', 'n2'],
+    );
     const human = await cli(n1, 'nodes');
     assert.match(human.stdout, /NODE\s+ALIVE/);
   });
@@ -222,8 +313,13 @@ describe('degradation while etcd is away', () => {
   });
 
   it('answers ADD with 11 and STATUS with 50, journals DEL, and recovers by itself when etcd returns', async (t) => {
-    const config = { cniVersion: '1.1.0', name: 'away', ipam: { type: 'warren', socket: agent.socket, journal_dir: join(agent.dir, 'journal'), range: '10.233.0.0/24' } };
-    const call = (command: string, id: string) => warren({ command, containerID: id, netns: `/var/run/netns/${id}`, ifname: 'eth0', config });
+    const config = {
+      cniVersion: '1.1.0',
+      name: 'away',
+      ipam: { type: 'warren', socket: agent.socket, journal_dir: join(agent.dir, 'journal'), range: '10.233.0.0/24' },
+    };
+    const call = (command: string, id: string) =>
+      warren({ command, containerID: id, netns: `/var/run/netns/${id}`, ifname: 'eth0', config });
     assert.equal((await call('ADD', 'before')).code, 0);
     const member = etcd.members[0];
     assert.ok(member);
@@ -238,20 +334,36 @@ describe('degradation while etcd is away', () => {
     assert.equal(status.json?.code, 50, status.stdout);
     const del = await call('DEL', 'before');
     assert.equal(del.code, 0, del.stdout);
-    assert.equal(readdirSync(join(agent.dir, 'journal')).filter((f) => f.endsWith('.release')).length, 1, 'the DEL waits in the journal');
+    assert.equal(
+      readdirSync(join(agent.dir, 'journal')).filter((f) => f.endsWith('.release')).length,
+      1,
+      'the DEL waits in the journal',
+    );
 
     await etcd.restart(member);
-    await waitFor('STATUS to succeed again', async () => ((await warren({ command: 'STATUS', config })).code === 0 ? true : undefined));
-    await waitFor('the journaled DEL to be released', async () => ((await agent.allocations('?containerID=before')).length === 0 ? true : undefined));
+    await waitFor('STATUS to succeed again', async () =>
+      (await warren({ command: 'STATUS', config })).code === 0 ? true : undefined,
+    );
+    await waitFor('the journaled DEL to be released', async () =>
+      (await agent.allocations('?containerID=before')).length === 0 ? true : undefined,
+    );
     // The intent file goes once its release has committed (just after the allocation disappears).
-    await waitFor('the journal intent to be removed', () => (readdirSync(join(agent.dir, 'journal')).some((f) => f.endsWith('.release')) ? undefined : true));
+    await waitFor('the journal intent to be removed', () =>
+      readdirSync(join(agent.dir, 'journal')).some((f) => f.endsWith('.release')) ? undefined : true,
+    );
     const again = await call('ADD', 'after');
     assert.equal(again.code, 0, again.stdout);
 
     // A retried ADD reaching the agent after a crash and restart gets the same address back.
     await agent.kill();
     agent = await startAgent({ dir: agent.dir, args: nodeArgs('solo', etcd, '/degrade/') });
-    const retried = await warren({ command: 'ADD', containerID: 'after', netns: '/var/run/netns/after', ifname: 'eth0', config: { ...config, ipam: { ...config.ipam, socket: agent.socket } } });
+    const retried = await warren({
+      command: 'ADD',
+      containerID: 'after',
+      netns: '/var/run/netns/after',
+      ifname: 'eth0',
+      config: { ...config, ipam: { ...config.ipam, socket: agent.socket } },
+    });
     assert.equal(retried.code, 0, retried.stdout);
     assert.deepEqual(resultAddresses(retried), resultAddresses(again));
   });

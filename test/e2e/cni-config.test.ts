@@ -41,25 +41,55 @@ describe('an agent that manages the CNI config', () => {
   it('writes a config whose main plugin reaches this agent through the installed plugin', async () => {
     writeFileSync(indicator, '');
     writeFileSync(join(confDir, '10-cfg.conflist'), JSON.stringify(PRIMARY));
-    agent = await startAgent({ args: ['--manage-cni-config', 'on', '--cni-conf-dir', confDir, '--readiness-indicator-file', indicator, '--cleanup-config-on-exit', 'on'] });
+    agent = await startAgent({
+      args: [
+        '--manage-cni-config',
+        'on',
+        '--cni-conf-dir',
+        confDir,
+        '--readiness-indicator-file',
+        indicator,
+        '--cleanup-config-on-exit',
+        'on',
+      ],
+    });
     const output = join(confDir, '00-warren.conflist');
     await waitFor('the generated config', () => (existsSync(output) ? true : undefined));
-    const conf = JSON.parse(readFileSync(output, 'utf8')) as { cniVersion: string; name: string; plugins: Array<Record<string, unknown>> };
+    const conf = JSON.parse(readFileSync(output, 'utf8')) as {
+      cniVersion: string;
+      name: string;
+      plugins: Array<Record<string, unknown>>;
+    };
     assert.equal(conf.cniVersion, '1.0.0', 'capped at --cni-version-max (default 1.0.0)');
     const ipam = conf.plugins[0]?.ipam as Record<string, unknown>;
     assert.equal(ipam.socket, agent.socket, "the agent's own socket, so the plugin finds it");
     // A range taken over from host-local is served once its reservations are imported (issue 24).
-    await waitFor('the import', async () => ((await status(agent as AgentHandle)).cniConfig?.takeover?.[0]?.imported === true ? true : undefined));
+    await waitFor('the import', async () =>
+      (await status(agent as AgentHandle)).cniConfig?.takeover?.[0]?.imported === true ? true : undefined,
+    );
     // As libcni hands the main plugin over: its object with the list's name and version.
-    const add = await warren({ command: 'ADD', containerID: 'cfg1', netns: '/x', ifname: 'eth0', config: { ...conf.plugins[0], name: conf.name, cniVersion: conf.cniVersion } });
+    const add = await warren({
+      command: 'ADD',
+      containerID: 'cfg1',
+      netns: '/x',
+      ifname: 'eth0',
+      config: { ...conf.plugins[0], name: conf.name, cniVersion: conf.cniVersion },
+    });
     assert.equal(add.code, 0, add.stdout + add.stderr);
-    assert.match(JSON.stringify(add.json), /10\.242\.0\.2\/24/, 'the first address after the gateway host-local implied');
+    assert.match(
+      JSON.stringify(add.json),
+      /10\.242\.0\.2\/24/,
+      'the first address after the gateway host-local implied',
+    );
     const s = await status(agent);
     assert.equal(s.cniConfig?.state, 'current');
     assert.equal(s.cniConfig?.primary, join(confDir, '10-cfg.conflist'));
     assert.equal(s.cniConfig?.lastWrite?.from, join(confDir, '10-cfg.conflist'));
     const text = await run(process.execPath, [WARREN_BIN, 'status', '--socket', agent.socket]);
-    assert.match(text.stdout, /cni config: {2}current: .*00-warren\.conflist from .*10-cfg\.conflist \(network cfgnet\), cniVersion at most 1\.0\.0/);
+    assert.match(
+      text.stdout,
+      /cni config: {2}current: .*00-warren\.conflist from .*10-cfg\.conflist \(network cfgnet\), cniVersion at most 1\.0\.0/,
+    );
     assert.match(text.stdout, /last write: {2}\S+ from .*10-cfg\.conflist/);
   });
 
@@ -68,10 +98,16 @@ describe('an agent that manages the CNI config', () => {
   it('answers STATUS 50 and ADD 11 naming the missing readiness indicator, and keeps its config first meanwhile', async () => {
     assert.ok(agent !== undefined);
     const output = join(confDir, '00-warren.conflist');
-    const conf = { cniVersion: '1.1.0', name: 'cfgnet', ipam: { type: 'warren', socket: agent.socket, range: '10.242.0.0/24', gateway: '10.242.0.1' } };
+    const conf = {
+      cniVersion: '1.1.0',
+      name: 'cfgnet',
+      ipam: { type: 'warren', socket: agent.socket, range: '10.242.0.0/24', gateway: '10.242.0.1' },
+    };
     unlinkSync(indicator);
-    await waitFor('not ready', async () => ((await status(agent as AgentHandle)).cniConfig?.state === 'not-ready' ? true : undefined));
-    assert.ok(existsSync(output), 'Warren\'s config stays: removing it would hand the primary\'s IPAM Warren\'s range');
+    await waitFor('not ready', async () =>
+      (await status(agent as AgentHandle)).cniConfig?.state === 'not-ready' ? true : undefined,
+    );
+    assert.ok(existsSync(output), "Warren's config stays: removing it would hand the primary's IPAM Warren's range");
     const reason = `not ready: readiness indicator ${indicator} is missing`;
     const st = await warren({ command: 'STATUS', config: conf });
     assert.notEqual(st.code, 0);
@@ -88,9 +124,14 @@ describe('an agent that manages the CNI config', () => {
     assert.match(text.stdout, /readiness: {3}.* MISSING/);
 
     writeFileSync(indicator, '');
-    await waitFor('ready again', async () => ((await status(agent as AgentHandle)).cniConfig?.state === 'current' ? true : undefined));
+    await waitFor('ready again', async () =>
+      (await status(agent as AgentHandle)).cniConfig?.state === 'current' ? true : undefined,
+    );
     assert.equal((await warren({ command: 'STATUS', config: conf })).code, 0);
-    assert.equal((await warren({ command: 'ADD', containerID: 'cfg2', netns: '/x', ifname: 'eth0', config: conf })).code, 0);
+    assert.equal(
+      (await warren({ command: 'ADD', containerID: 'cfg2', netns: '/x', ifname: 'eth0', config: conf })).code,
+      0,
+    );
   });
 
   // Changed for issue 24: a clean stop used to remove the config whatever Warren held.
@@ -98,7 +139,10 @@ describe('an agent that manages the CNI config', () => {
     assert.ok(agent !== undefined);
     assert.equal(await agent.stop(), 0);
     agent = undefined;
-    assert.ok(existsSync(join(confDir, '00-warren.conflist')), 'the primary\'s IPAM would hand out cfg1\'s and cfg2\'s addresses again');
+    assert.ok(
+      existsSync(join(confDir, '00-warren.conflist')),
+      "the primary's IPAM would hand out cfg1's and cfg2's addresses again",
+    );
     assert.ok(existsSync(join(confDir, '10-cfg.conflist')));
   });
 
@@ -106,7 +150,9 @@ describe('an agent that manages the CNI config', () => {
     execFileSync('mkfifo', [join(confDir, '05-x.conf')]);
     symlinkSync('/dev/zero', join(confDir, '06-zero.conf'));
     try {
-      agent = await startAgent({ args: ['--manage-cni-config', 'on', '--cni-conf-dir', confDir, '--readiness-indicator-file', indicator] });
+      agent = await startAgent({
+        args: ['--manage-cni-config', 'on', '--cni-conf-dir', confDir, '--readiness-indicator-file', indicator],
+      });
       const s = await status(agent);
       assert.equal(s.cniConfig?.state, 'stale');
       assert.match(s.cniConfig?.problem ?? '', /05-x\.conf: cannot be read \(is a FIFO, not a regular file\)/);

@@ -19,19 +19,41 @@ describe('concurrent plugin processes', () => {
   it('serves 50 ADDs from 50 plugin processes at once with no duplicate and no failure', async () => {
     const agent = await startAgent();
     agents.push(agent);
-    const conf = { cniVersion: '1.1.0', name: 'burst', ipam: { type: 'warren', socket: agent.socket, ipRanges: [{ range: '10.214.0.0/24' }, { range: 'fd00:214::/64' }] } };
+    const conf = {
+      cniVersion: '1.1.0',
+      name: 'burst',
+      ipam: {
+        type: 'warren',
+        socket: agent.socket,
+        ipRanges: [{ range: '10.214.0.0/24' }, { range: 'fd00:214::/64' }],
+      },
+    };
     const replies = await Promise.all(
-      Array.from({ length: 50 }, (_, i) => warren({ command: 'ADD', containerID: `burst-${i}`, netns: `/var/run/netns/burst-${i}`, ifname: 'eth0', config: conf })),
+      Array.from({ length: 50 }, (_, i) =>
+        warren({
+          command: 'ADD',
+          containerID: `burst-${i}`,
+          netns: `/var/run/netns/burst-${i}`,
+          ifname: 'eth0',
+          config: conf,
+        }),
+      ),
     );
     const failures = replies.filter((r) => r.code !== 0);
-    assert.deepEqual(failures.map((f) => f.stdout), []);
+    assert.deepEqual(
+      failures.map((f) => f.stdout),
+      [],
+    );
     const addresses = replies.flatMap(resultAddresses);
     assert.equal(addresses.length, 100);
     assert.equal(new Set(addresses).size, 100, 'no address twice');
     const stored = await agent.allocations('?network=burst');
     assert.equal(stored.length, 100);
     for (const [i, r] of replies.entries()) {
-      const mine = stored.filter((a) => a.containerID === `burst-${i}`).map((a) => a.address).sort();
+      const mine = stored
+        .filter((a) => a.containerID === `burst-${i}`)
+        .map((a) => a.address)
+        .sort();
       assert.deepEqual(mine, resultAddresses(r).sort());
     }
   });
@@ -40,7 +62,11 @@ describe('concurrent plugin processes', () => {
     let agent = await startAgent();
     agents.push(agent);
     const dir = agent.dir;
-    const conf = (socket: string) => ({ cniVersion: '1.0.0', name: 'crash', ipam: { type: 'warren', socket, range: '10.215.0.0/22' } });
+    const conf = (socket: string) => ({
+      cniVersion: '1.0.0',
+      name: 'crash',
+      ipam: { type: 'warren', socket, range: '10.215.0.0/22' },
+    });
     const socket = agent.socket;
     const total = 200;
     let succeeded = 0;
@@ -50,7 +76,13 @@ describe('concurrent plugin processes', () => {
       50,
       Array.from({ length: total }, (_, i) => async () => {
         const id = `crash-${i}`;
-        const reply = await warren({ command: 'ADD', containerID: id, netns: `/var/run/netns/${id}`, ifname: 'eth0', config: conf(socket) });
+        const reply = await warren({
+          command: 'ADD',
+          containerID: id,
+          netns: `/var/run/netns/${id}`,
+          ifname: 'eth0',
+          config: conf(socket),
+        });
         if (reply.code === 0) succeeded += 1;
         if (succeeded >= total / 4 && killed === undefined) killed = agent.kill();
         return { ...reply, id };
@@ -77,7 +109,13 @@ describe('concurrent plugin processes', () => {
     }
     // A failed ADD may have committed before the agent died; its retry gets that same address.
     for (const f of failed.slice(0, 10)) {
-      const retry = await warren({ command: 'ADD', containerID: f.id, netns: `/var/run/netns/${f.id}`, ifname: 'eth0', config: conf(agent.socket) });
+      const retry = await warren({
+        command: 'ADD',
+        containerID: f.id,
+        netns: `/var/run/netns/${f.id}`,
+        ifname: 'eth0',
+        config: conf(agent.socket),
+      });
       assert.equal(retry.code, 0, retry.stdout);
       const [address] = resultAddresses(retry);
       const before = stored.find((a) => a.containerID === f.id);

@@ -26,7 +26,11 @@ async function status(agent: AgentHandle): Promise<AgentStatus> {
 describe('releases driven by containerd events', { skip }, () => {
   let containerd: Containerd;
   let agent: AgentHandle;
-  const config = () => ({ cniVersion: '1.1.0', name: 'ctd', ipam: { type: 'warren', socket: agent.socket, range: '10.240.0.0/24' } });
+  const config = () => ({
+    cniVersion: '1.1.0',
+    name: 'ctd',
+    ipam: { type: 'warren', socket: agent.socket, range: '10.240.0.0/24' },
+  });
   const add = async (id: string, netns: string) => {
     const reply = await warren({ command: 'ADD', containerID: id, netns, ifname: 'eth0', config: config() });
     assert.equal(reply.code, 0, reply.stdout);
@@ -38,16 +42,31 @@ describe('releases driven by containerd events', { skip }, () => {
     containerd = await startContainerd();
     agent = await startAgent({
       // No reconcile pass within a test: a release the tests wait for comes from the event itself.
-      args: ['--containerd', 'on', '--containerd-socket', containerd.socket, '--containerd-namespaces', NS, '--netns-dirs', '/var/run/netns', '--containerd-grace', '0', '--reconcile-interval', '3600'],
+      args: [
+        '--containerd',
+        'on',
+        '--containerd-socket',
+        containerd.socket,
+        '--containerd-namespaces',
+        NS,
+        '--netns-dirs',
+        '/var/run/netns',
+        '--containerd-grace',
+        '0',
+        '--reconcile-interval',
+        '3600',
+      ],
     });
-    await waitFor('the agent to subscribe to containerd', async () => ((await status(agent)).containerd?.state === 'subscribed' ? true : undefined));
+    await waitFor('the agent to subscribe to containerd', async () =>
+      (await status(agent)).containerd?.state === 'subscribed' ? true : undefined,
+    );
   });
   after(async () => {
     await agent?.kill();
     await containerd?.stop([NS]);
   });
 
-  it('releases a container\'s address on its delete event, with no reconcile pass', async (t) => {
+  it("releases a container's address on its delete event, with no reconcile pass", async (t) => {
     const netns = await createNetns();
     try {
       const id = 'ctd-delete-1';
@@ -70,11 +89,16 @@ describe('releases driven by containerd events', { skip }, () => {
     const address = await add(id, netns.path);
     const run = await containerd.ctr(NS, 'run', '--rootfs', containerd.rootfs, id, '/bin/sh', '-c', 'exit 3');
     assert.equal(run.code, 3, run.stderr);
-    await waitFor('the container to be marked exited', async () => ((await status(agent)).containerd?.releases.exited.some((e) => e.containerID === id) ? true : undefined));
+    await waitFor('the container to be marked exited', async () =>
+      (await status(agent)).containerd?.releases.exited.some((e) => e.containerID === id) ? true : undefined,
+    );
     assert.deepEqual(await held(id), [address], 'a task exit alone releases nothing while the namespace exists');
     await deleteNetns(netns.name);
     await waitFor('the address to be released', async () => ((await held(id)).length === 0 ? true : undefined));
-    assert.equal((await status(agent)).containerd?.releases.exited.some((e) => e.containerID === id), false);
+    assert.equal(
+      (await status(agent)).containerd?.releases.exited.some((e) => e.containerID === id),
+      false,
+    );
     await containerd.ctr(NS, 'containers', 'delete', id);
   });
 
@@ -82,9 +106,18 @@ describe('releases driven by containerd events', { skip }, () => {
     const netns = await createNetns();
     const id = 'ctd-exit-injected';
     const address = await add(id, netns.path);
-    const published = await containerd.publish(NS, '/tasks/exit', encodeAny('containerd.events.TaskExit', encodeMessage('TaskExit', { container_id: id, id, pid: 4242, exit_status: 137 })));
+    const published = await containerd.publish(
+      NS,
+      '/tasks/exit',
+      encodeAny(
+        'containerd.events.TaskExit',
+        encodeMessage('TaskExit', { container_id: id, id, pid: 4242, exit_status: 137 }),
+      ),
+    );
     assert.equal(published.code, 0, published.stderr);
-    await waitFor('the container to be marked exited', async () => ((await status(agent)).containerd?.releases.exited.some((e) => e.containerID === id) ? true : undefined));
+    await waitFor('the container to be marked exited', async () =>
+      (await status(agent)).containerd?.releases.exited.some((e) => e.containerID === id) ? true : undefined,
+    );
     assert.deepEqual(await held(id), [address]);
     await deleteNetns(netns.name);
     await waitFor('the address to be released', async () => ((await held(id)).length === 0 ? true : undefined));
@@ -101,7 +134,9 @@ describe('releases driven by containerd events', { skip }, () => {
       await add('ctd-never', netns.path); // an allocation whose container never existed in containerd
       const before = (await status(agent)).containerd?.subscriptions ?? 0;
       await containerd.stopDaemon();
-      await waitFor('the agent to notice containerd is gone', async () => ((await status(agent)).containerd?.state === 'waiting-for-socket' ? true : undefined));
+      await waitFor('the agent to notice containerd is gone', async () =>
+        (await status(agent)).containerd?.state === 'waiting-for-socket' ? true : undefined,
+      );
       // containerd comes back where Warren is not looking, a container is deleted, it stops again.
       const elsewhere = join(tempDir('warren-ctd-other-'), 'other.sock');
       await containerd.start(elsewhere);
@@ -109,8 +144,15 @@ describe('releases driven by containerd events', { skip }, () => {
       await containerd.stopDaemon();
       assert.equal((await held('ctd-gone')).length, 1, 'nothing is released while Warren cannot see containerd');
       await containerd.start();
-      await waitFor('the agent to subscribe again', async () => ((await status(agent)).containerd?.subscriptions ?? 0) > before && (await status(agent)).containerd?.state === 'subscribed' ? true : undefined);
-      await waitFor('the deleted container to be released', async () => ((await held('ctd-gone')).length === 0 && (await held('ctd-never')).length === 0 ? true : undefined));
+      await waitFor('the agent to subscribe again', async () =>
+        ((await status(agent)).containerd?.subscriptions ?? 0) > before &&
+        (await status(agent)).containerd?.state === 'subscribed'
+          ? true
+          : undefined,
+      );
+      await waitFor('the deleted container to be released', async () =>
+        (await held('ctd-gone')).length === 0 && (await held('ctd-never')).length === 0 ? true : undefined,
+      );
       assert.equal((await held('ctd-live')).length, 1, 'the live container keeps its address');
     } finally {
       await containerd.ctr(NS, 'containers', 'delete', 'ctd-live');
@@ -124,12 +166,20 @@ describe('Warren started before containerd', { skip }, () => {
     const containerd = await startContainerd({ start: false });
     // Not even the socket's directory exists yet.
     const socket = join(containerd.dir, 'later', 'containerd.sock');
-    const agent = await startAgent({ args: ['--containerd', 'on', '--containerd-socket', socket, '--containerd-namespaces', NS] });
+    const agent = await startAgent({
+      args: ['--containerd', 'on', '--containerd-socket', socket, '--containerd-namespaces', NS],
+    });
     try {
       assert.equal((await status(agent)).containerd?.state, 'waiting-for-socket');
       await containerd.start(socket);
-      await waitFor('the agent to subscribe', async () => ((await status(agent)).containerd?.state === 'subscribed' ? true : undefined));
-      const human = await import('../helpers/processes.ts').then(({ run, WARREN_BIN, CHILD_PATH }) => run(process.execPath, [WARREN_BIN, 'status', '--socket', agent.socket], { env: { ...process.env, PATH: CHILD_PATH } }));
+      await waitFor('the agent to subscribe', async () =>
+        (await status(agent)).containerd?.state === 'subscribed' ? true : undefined,
+      );
+      const human = await import('../helpers/processes.ts').then(({ run, WARREN_BIN, CHILD_PATH }) =>
+        run(process.execPath, [WARREN_BIN, 'status', '--socket', agent.socket], {
+          env: { ...process.env, PATH: CHILD_PATH },
+        }),
+      );
       assert.match(human.stdout, /containerd: +subscribed since/);
     } finally {
       await agent.kill();

@@ -16,7 +16,11 @@ import { type CriContainerd, CriError, criBinDir, haveCriContainerd, startCriCon
 import { bridgeName, deleteLink } from '../helpers/netns.ts';
 import { WARREN_BIN, isRoot, removeDir, run, tempDir, waitFor } from '../helpers/processes.ts';
 
-const skip = !isRoot() ? 'needs root' : !haveCriContainerd() ? 'needs containerd, runc, busybox-static and the reference CNI plugins' : false;
+const skip = !isRoot()
+  ? 'needs root'
+  : !haveCriContainerd()
+    ? 'needs containerd, runc, busybox-static and the reference CNI plugins'
+    : false;
 
 const NETWORK = 'wrn-cri-takeover';
 const SUBNET = '10.252.24.0/24';
@@ -24,7 +28,7 @@ const OUTPUT = '00-warren.conflist';
 const DEADLINE_MS = 30_000;
 const CNI_RESULTS = '/var/lib/cni/results';
 
-describe('a node taken over from host-local and handed back, under containerd\'s CRI', { skip }, () => {
+describe("a node taken over from host-local and handed back, under containerd's CRI", { skip }, () => {
   const stateDir = tempDir('warren-crito-agent-');
   const readyDir = tempDir('warren-crito-ready-');
   const dataRoot = tempDir('warren-crito-hl-');
@@ -39,16 +43,25 @@ describe('a node taken over from host-local and handed back, under containerd\'s
   /** Every live sandbox's address: two sandboxes with one address is the failure. */
   const live = new Map<string, string>();
 
-  const status = async (): Promise<AgentStatus> => JSON.parse((await run(process.execPath, [WARREN_BIN, 'status', '--json', '--socket', (agent as AgentHandle).socket])).stdout) as AgentStatus;
+  const status = async (): Promise<AgentStatus> =>
+    JSON.parse(
+      (await run(process.execPath, [WARREN_BIN, 'status', '--json', '--socket', (agent as AgentHandle).socket])).stdout,
+    ) as AgentStatus;
   const hostLocal = (): Map<string, string> => {
     const out = new Map<string, string>();
     if (!existsSync(dataDir)) return out;
-    for (const name of readdirSync(dataDir)) if (name.startsWith('10.252.24.')) out.set(name, readFileSync(join(dataDir, name), 'utf8').split('\r\n')[0] as string);
+    for (const name of readdirSync(dataDir))
+      if (name.startsWith('10.252.24.'))
+        out.set(name, readFileSync(join(dataDir, name), 'utf8').split('\r\n')[0] as string);
     return out;
   };
   const runPod = async (): Promise<{ id: string; ip: string }> => {
     pods += 1;
-    const id = await containerd.cri.runPodSandbox({ name: `to-${pods}`, uid: `0000-crito-${pods}`, namespace: 'warren-crito' });
+    const id = await containerd.cri.runPodSandbox({
+      name: `to-${pods}`,
+      uid: `0000-crito-${pods}`,
+      namespace: 'warren-crito',
+    });
     const { ip } = await containerd.cri.podSandboxStatus(id);
     for (const [other, address] of live) assert.notEqual(address, ip, `${id} got ${ip}, which ${other} carries`);
     live.set(id, ip);
@@ -59,13 +72,29 @@ describe('a node taken over from host-local and handed back, under containerd\'s
     await containerd.cri.removePodSandbox(id);
     live.delete(id);
   };
-  const heldByWarren = async (): Promise<Map<string, string>> => new Map((await (agent as AgentHandle).allocations(`?network=${NETWORK}`)).map((a) => [a.address, a.containerID]));
+  const heldByWarren = async (): Promise<Map<string, string>> =>
+    new Map((await (agent as AgentHandle).allocations(`?network=${NETWORK}`)).map((a) => [a.address, a.containerID]));
 
   before(async () => {
     writeFileSync(indicator, '');
     containerd = await startCriContainerd({ binDir, confDir });
     const temp = join(confDir, '.primary.tmp');
-    writeFileSync(temp, JSON.stringify({ cniVersion: '1.0.0', name: NETWORK, plugins: [{ type: 'bridge', bridge, isGateway: true, ipMasq: false, ipam: { type: 'host-local', subnet: SUBNET, dataDir: dataRoot } }] }));
+    writeFileSync(
+      temp,
+      JSON.stringify({
+        cniVersion: '1.0.0',
+        name: NETWORK,
+        plugins: [
+          {
+            type: 'bridge',
+            bridge,
+            isGateway: true,
+            ipMasq: false,
+            ipam: { type: 'host-local', subnet: SUBNET, dataDir: dataRoot },
+          },
+        ],
+      }),
+    );
     renameSync(temp, join(confDir, '10-bridge.conflist'));
   });
 
@@ -78,52 +107,94 @@ describe('a node taken over from host-local and handed back, under containerd\'s
     for (const dir of [stateDir, readyDir, dataRoot, confDir]) removeDir(dir);
   });
 
-  it('install → missing indicator → uninstall: host-local\'s pods are imported, Warren\'s are never handed out by host-local, no address is ever on two sandboxes', async () => {
-    await waitFor('containerd to load the primary', async () => ((await containerd.cri.status()).lastCniLoadStatus === 'OK' ? true : undefined), DEADLINE_MS);
+  it("install → missing indicator → uninstall: host-local's pods are imported, Warren's are never handed out by host-local, no address is ever on two sandboxes", async () => {
+    await waitFor(
+      'containerd to load the primary',
+      async () => ((await containerd.cri.status()).lastCniLoadStatus === 'OK' ? true : undefined),
+      DEADLINE_MS,
+    );
     const early = [await runPod(), await runPod()];
-    assert.deepEqual([...hostLocal().keys()].sort(), early.map((p) => p.ip).sort(), 'host-local addressed the first sandboxes');
+    assert.deepEqual(
+      [...hostLocal().keys()].sort(),
+      early.map((p) => p.ip).sort(),
+      'host-local addressed the first sandboxes',
+    );
 
     // Install: Warren's config first, host-local's reservations imported before any ADD is served.
-    agent = await startAgent({ dir: stateDir, args: ['--manage-cni-config', 'on', '--cni-conf-dir', confDir, '--readiness-indicator-file', indicator] });
-    await waitFor('the import', async () => ((await status()).cniConfig?.takeover?.[0]?.imported === true ? true : undefined), DEADLINE_MS);
+    agent = await startAgent({
+      dir: stateDir,
+      args: ['--manage-cni-config', 'on', '--cni-conf-dir', confDir, '--readiness-indicator-file', indicator],
+    });
+    await waitFor(
+      'the import',
+      async () => ((await status()).cniConfig?.takeover?.[0]?.imported === true ? true : undefined),
+      DEADLINE_MS,
+    );
     const imported = await heldByWarren();
     for (const p of early) assert.equal(imported.get(p.ip), p.id, `${p.ip} imported for ${p.id}`);
     // containerd reloads in its own time: run sandboxes until Warren addresses one.
-    await waitFor('a sandbox addressed by Warren', async () => {
-      const p = await runPod();
-      return (await heldByWarren()).get(p.ip) === p.id ? p : undefined;
-    }, DEADLINE_MS);
+    await waitFor(
+      'a sandbox addressed by Warren',
+      async () => {
+        const p = await runPod();
+        return (await heldByWarren()).get(p.ip) === p.id ? p : undefined;
+      },
+      DEADLINE_MS,
+    );
     for (let i = 0; i < 3; i++) await runPod();
 
     // The indicator goes: Warren's config stays first and the next sandbox fails; host-local is never asked.
     const reservations = hostLocal();
     unlinkSync(indicator);
-    await waitFor('not ready', async () => ((await status()).cniConfig?.state === 'not-ready' ? true : undefined), DEADLINE_MS);
+    await waitFor(
+      'not ready',
+      async () => ((await status()).cniConfig?.state === 'not-ready' ? true : undefined),
+      DEADLINE_MS,
+    );
     assert.ok(existsSync(join(confDir, OUTPUT)));
-    await assert.rejects(runPod(), (error: unknown) => error instanceof CriError && /readiness indicator .* is missing/.test(error.message));
+    await assert.rejects(
+      runPod(),
+      (error: unknown) => error instanceof CriError && /readiness indicator .* is missing/.test(error.message),
+    );
     assert.deepEqual(hostLocal(), reservations, 'host-local handed out nothing');
-    for (const id of await containerd.cri.listPodSandbox()) if (!live.has(id)) await containerd.cri.removePodSandbox(id).catch(() => undefined);
+    for (const id of await containerd.cri.listPodSandbox())
+      if (!live.has(id)) await containerd.cri.removePodSandbox(id).catch(() => undefined);
     writeFileSync(indicator, '');
-    await waitFor('ready again', async () => ((await status()).cniConfig?.state === 'current' ? true : undefined), DEADLINE_MS);
+    await waitFor(
+      'ready again',
+      async () => ((await status()).cniConfig?.state === 'current' ? true : undefined),
+      DEADLINE_MS,
+    );
 
     // Uninstall: every address Warren holds becomes host-local's; the runtime goes back to host-local.
     const held = await heldByWarren();
-    const u = await run(process.execPath, [WARREN_BIN, 'uninstall', '--socket', (agent as AgentHandle).socket, '--cni-bin-dir', binDir]);
+    const u = await run(process.execPath, [
+      WARREN_BIN,
+      'uninstall',
+      '--socket',
+      (agent as AgentHandle).socket,
+      '--cni-bin-dir',
+      binDir,
+    ]);
     assert.equal(u.code, 0, u.stderr + u.stdout);
     assert.equal(existsSync(join(confDir, OUTPUT)), false);
     assert.equal(existsSync(join(binDir, 'warren')), false, 'the plugin is gone');
     const handedBack = hostLocal();
     for (const [address, id] of held) assert.equal(handedBack.get(address), id, `${address} reserved for ${id}`);
-    const after_ = await waitFor('a sandbox addressed by host-local', async () => {
-      let p;
-      try {
-        p = await runPod();
-      } catch (error) {
-        if (error instanceof CriError) return undefined; // containerd has not reloaded yet: Warren's ADD answered 11
-        throw error;
-      }
-      return hostLocal().get(p.ip) === p.id ? p : undefined;
-    }, DEADLINE_MS);
+    const after_ = await waitFor(
+      'a sandbox addressed by host-local',
+      async () => {
+        let p;
+        try {
+          p = await runPod();
+        } catch (error) {
+          if (error instanceof CriError) return undefined; // containerd has not reloaded yet: Warren's ADD answered 11
+          throw error;
+        }
+        return hostLocal().get(p.ip) === p.id ? p : undefined;
+      },
+      DEADLINE_MS,
+    );
     assert.ok(!held.has(after_.ip));
     for (let i = 0; i < 4; i++) assert.ok(!held.has((await runPod()).ip));
     // A sandbox Warren addressed goes: host-local's DEL releases the reservation Warren wrote.

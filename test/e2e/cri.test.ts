@@ -11,7 +11,17 @@
  * empty or invalid. Waits are on events with deadlines; nothing sleeps.
  */
 import assert from 'node:assert/strict';
-import { type FSWatcher, existsSync, readFileSync, readdirSync, renameSync, rmSync, unlinkSync, watch, writeFileSync } from 'node:fs';
+import {
+  type FSWatcher,
+  existsSync,
+  readFileSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  unlinkSync,
+  watch,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { AgentStatus } from '../../src/api/status.ts';
@@ -22,7 +32,11 @@ import { type CriContainerd, CriError, criBinDir, haveCriContainerd, startCriCon
 import { bridgeName, deleteLink } from '../helpers/netns.ts';
 import { HANG_BOUND_MS, isRoot, removeDir, run, tempDir, waitFor, WARREN_BIN } from '../helpers/processes.ts';
 
-const skip = !isRoot() ? 'needs root' : !haveCriContainerd() ? 'needs containerd, runc, busybox-static and the reference CNI plugins' : false;
+const skip = !isRoot()
+  ? 'needs root'
+  : !haveCriContainerd()
+    ? 'needs containerd, runc, busybox-static and the reference CNI plugins'
+    : false;
 
 const OUTPUT = '00-warren.conflist';
 const PRIMARY = '10-bridge.conflist';
@@ -33,7 +47,7 @@ const NETWORK = 'wrn-cri-e2e';
 const RENAMED = 'wrn-cri-e2e-renamed';
 const CNI_RESULTS = '/var/lib/cni/results';
 
-describe('Warren\'s CNI config under containerd\'s CRI', { skip }, () => {
+describe("Warren's CNI config under containerd's CRI", { skip }, () => {
   // One bridge per subnet: the bridge plugin refuses a bridge that has another subnet's gateway.
   const bridges = new Map<string, string>();
   const bridgeFor = (subnet: string): string => {
@@ -55,19 +69,42 @@ describe('Warren\'s CNI config under containerd\'s CRI', { skip }, () => {
   const primaryOf = (subnet: string, name = NETWORK): object => ({
     cniVersion: '1.1.0',
     name,
-    plugins: [{ type: 'bridge', bridge: bridgeFor(subnet), isGateway: true, ipMasq: false, ipam: { type: 'host-local', subnet, dataDir: hostLocalData } }],
+    plugins: [
+      {
+        type: 'bridge',
+        bridge: bridgeFor(subnet),
+        isGateway: true,
+        ipMasq: false,
+        ipam: { type: 'host-local', subnet, dataDir: hostLocalData },
+      },
+    ],
   });
   const agentArgs = (): string[] => [
-    '--manage-cni-config', 'on',
-    '--cni-conf-dir', confDir,
-    '--readiness-indicator-file', indicator,
-    '--containerd', 'on',
-    '--containerd-socket', containerd.socket,
-    '--containerd-namespaces', 'k8s.io',
+    '--manage-cni-config',
+    'on',
+    '--cni-conf-dir',
+    confDir,
+    '--readiness-indicator-file',
+    indicator,
+    '--containerd',
+    'on',
+    '--containerd-socket',
+    containerd.socket,
+    '--containerd-namespaces',
+    'k8s.io',
   ];
-  const output = (): { name: string; plugins: Array<{ ipam: { ipRanges: Array<{ range: string }> } }>; 'warren.generated': { from: string } } | undefined =>
+  const output = ():
+    | {
+        name: string;
+        plugins: Array<{ ipam: { ipRanges: Array<{ range: string }> } }>;
+        'warren.generated': { from: string };
+      }
+    | undefined =>
     existsSync(join(confDir, OUTPUT)) ? JSON.parse(readFileSync(join(confDir, OUTPUT), 'utf8')) : undefined;
-  const status = async (): Promise<AgentStatus> => JSON.parse((await run(process.execPath, [WARREN_BIN, 'status', '--json', '--socket', agent.socket])).stdout) as AgentStatus;
+  const status = async (): Promise<AgentStatus> =>
+    JSON.parse(
+      (await run(process.execPath, [WARREN_BIN, 'status', '--json', '--socket', agent.socket])).stdout,
+    ) as AgentStatus;
   const allocationsOf = (id: string): Promise<Allocation[]> => agent.allocations(`?containerID=${id}`);
 
   /** Runs a sandbox; its id, IP and pod identity. */
@@ -85,12 +122,16 @@ describe('Warren\'s CNI config under containerd\'s CRI', { skip }, () => {
   };
   /** Runs sandboxes (removing each at once) until one gets an address in `prefix`: containerd reloads on its own time. */
   const podIn = async (prefix: string): Promise<{ id: string; ip: string; uid: string; name: string }> =>
-    waitFor(`a sandbox with an address in ${prefix}*`, async () => {
-      const pod = await runPod();
-      if (pod.ip.startsWith(prefix)) return pod;
-      await removePod(pod.id);
-      return undefined;
-    }, DEADLINE_MS);
+    waitFor(
+      `a sandbox with an address in ${prefix}*`,
+      async () => {
+        const pod = await runPod();
+        if (pod.ip.startsWith(prefix)) return pod;
+        await removePod(pod.id);
+        return undefined;
+      },
+      DEADLINE_MS,
+    );
   /** Renames a file into the conf dir from a temp name inside it, as a careful installer does. */
   const putPrimary = (text: string): void => {
     const temp = join(confDir, '.primary.tmp');
@@ -133,10 +174,18 @@ describe('Warren\'s CNI config under containerd\'s CRI', { skip }, () => {
     for (const dir of [stateDir, readyDir, hostLocalData, confDir]) removeDir(dir);
   });
 
-  it('gives a sandbox an address from Warren with the pod\'s identity, and both of containerd\'s DELs release it', async () => {
-    await waitFor('containerd to load Warren\'s config', async () => ((await containerd.cri.status()).lastCniLoadStatus === 'OK' ? true : undefined), DEADLINE_MS);
+  it("gives a sandbox an address from Warren with the pod's identity, and both of containerd's DELs release it", async () => {
+    await waitFor(
+      "containerd to load Warren's config",
+      async () => ((await containerd.cri.status()).lastCniLoadStatus === 'OK' ? true : undefined),
+      DEADLINE_MS,
+    );
     // The range is served once host-local's reservations are imported (issue 24).
-    await waitFor('the host-local import', async () => ((await status()).cniConfig?.takeover?.[0]?.imported === true ? true : undefined), DEADLINE_MS);
+    await waitFor(
+      'the host-local import',
+      async () => ((await status()).cniConfig?.takeover?.[0]?.imported === true ? true : undefined),
+      DEADLINE_MS,
+    );
     assert.equal(output()?.['warren.generated'].from, PRIMARY);
     const pod = await runPod();
     assert.match(pod.ip, /^10\.243\.1\.\d+$/);
@@ -156,7 +205,11 @@ describe('Warren\'s CNI config under containerd\'s CRI', { skip }, () => {
 
   it('follows the primary rewritten with another subnet: containerd loads the regenerated config and the next sandbox is in the new range', async () => {
     putPrimary(JSON.stringify(primaryOf('10.243.2.0/24')));
-    await waitFor('the regenerated config', () => (output()?.plugins[0]?.ipam.ipRanges[0]?.range === '10.243.2.0/24' ? true : undefined), DEADLINE_MS);
+    await waitFor(
+      'the regenerated config',
+      () => (output()?.plugins[0]?.ipam.ipRanges[0]?.range === '10.243.2.0/24' ? true : undefined),
+      DEADLINE_MS,
+    );
     assert.equal((await containerd.cri.status()).lastCniLoadStatus, 'OK');
     const pod = await podIn('10.243.2.');
     assert.equal((await allocationsOf(pod.id))[0]?.address, pod.ip);
@@ -166,15 +219,27 @@ describe('Warren\'s CNI config under containerd\'s CRI', { skip }, () => {
   it('keeps the last good config when the primary is removed or replaced by invalid JSON: sandboxes still start, status says why', async () => {
     const good = readFileSync(join(confDir, OUTPUT), 'utf8');
     unlinkSync(join(confDir, PRIMARY));
-    await waitFor('the vanished primary reported', async () => ((await status()).cniConfig?.state === 'stale' ? true : undefined), DEADLINE_MS);
-    assert.match((await status()).cniConfig?.problem ?? '', /no CNI config .* other than Warren's; keeping the last good config/);
+    await waitFor(
+      'the vanished primary reported',
+      async () => ((await status()).cniConfig?.state === 'stale' ? true : undefined),
+      DEADLINE_MS,
+    );
+    assert.match(
+      (await status()).cniConfig?.problem ?? '',
+      /no CNI config .* other than Warren's; keeping the last good config/,
+    );
     assert.equal(readFileSync(join(confDir, OUTPUT), 'utf8'), good);
     let pod = await runPod();
     assert.match(pod.ip, /^10\.243\.2\./, 'the next sandbox still starts, from the last good config');
     await removePod(pod.id);
 
     putPrimary(`{"cniVersion": "1.0.0", "name": "${NETWORK}", "plugins": [`);
-    await waitFor('the broken primary reported', async () => (/10-bridge\.conflist: is not valid JSON/.test((await status()).cniConfig?.problem ?? '') ? true : undefined), DEADLINE_MS);
+    await waitFor(
+      'the broken primary reported',
+      async () =>
+        /10-bridge\.conflist: is not valid JSON/.test((await status()).cniConfig?.problem ?? '') ? true : undefined,
+      DEADLINE_MS,
+    );
     assert.equal(readFileSync(join(confDir, OUTPUT), 'utf8'), good);
     pod = await runPod();
     assert.match(pod.ip, /^10\.243\.2\./);
@@ -186,8 +251,12 @@ describe('Warren\'s CNI config under containerd\'s CRI', { skip }, () => {
   it('keeps its config first while the readiness indicator is missing: the next sandbox fails and STATUS is 50; restored, sandboxes start again', async () => {
     const before = readFileSync(join(confDir, OUTPUT), 'utf8');
     unlinkSync(indicator);
-    await waitFor('not ready', async () => ((await status()).cniConfig?.state === 'not-ready' ? true : undefined), DEADLINE_MS);
-    assert.equal(readFileSync(join(confDir, OUTPUT), 'utf8'), before, 'Warren\'s config stays first');
+    await waitFor(
+      'not ready',
+      async () => ((await status()).cniConfig?.state === 'not-ready' ? true : undefined),
+      DEADLINE_MS,
+    );
+    assert.equal(readFileSync(join(confDir, OUTPUT), 'utf8'), before, "Warren's config stays first");
     let refusal: unknown;
     try {
       const pod = await runPod();
@@ -198,12 +267,24 @@ describe('Warren\'s CNI config under containerd\'s CRI', { skip }, () => {
     assert.ok(refusal instanceof CriError, 'the sandbox fails while not ready');
     assert.match(refusal.message, /failed to setup network for sandbox/);
     assert.match(refusal.message, /readiness indicator .* is missing/);
-    const conf = { cniVersion: '1.1.0', name: NETWORK, ipam: { type: 'warren', socket: agent.socket, range: '10.243.2.0/24' } };
+    const conf = {
+      cniVersion: '1.1.0',
+      name: NETWORK,
+      ipam: { type: 'warren', socket: agent.socket, range: '10.243.2.0/24' },
+    };
     const st = await warren({ command: 'STATUS', config: conf });
-    assert.deepEqual(st.json, { cniVersion: '1.1.0', code: 50, msg: `not ready: readiness indicator ${indicator} is missing` });
+    assert.deepEqual(st.json, {
+      cniVersion: '1.1.0',
+      code: 50,
+      msg: `not ready: readiness indicator ${indicator} is missing`,
+    });
 
     writeFileSync(indicator, '');
-    await waitFor('ready again', async () => ((await status()).cniConfig?.state !== 'not-ready' ? true : undefined), DEADLINE_MS);
+    await waitFor(
+      'ready again',
+      async () => ((await status()).cniConfig?.state !== 'not-ready' ? true : undefined),
+      DEADLINE_MS,
+    );
     // The failed sandbox stays NOTREADY in containerd; clear it now.
     for (const id of await containerd.cri.listPodSandbox()) await removePod(id).catch(() => undefined);
     const pod = await podIn('10.243.2.');
@@ -213,17 +294,25 @@ describe('Warren\'s CNI config under containerd\'s CRI', { skip }, () => {
 
   it('never wraps its own output, however often the agent restarts', async () => {
     putPrimary(JSON.stringify(primaryOf('10.243.3.0/24')));
-    await waitFor('the config from the repaired primary', () => (output()?.plugins[0]?.ipam.ipRanges[0]?.range === '10.243.3.0/24' ? true : undefined), DEADLINE_MS);
+    await waitFor(
+      'the config from the repaired primary',
+      () => (output()?.plugins[0]?.ipam.ipRanges[0]?.range === '10.243.3.0/24' ? true : undefined),
+      DEADLINE_MS,
+    );
     for (let i = 0; i < 5; i++) {
       assert.equal(await agent.stop(), 0);
       agent = await startAgent({ dir: stateDir, args: agentArgs() });
-      const s = await waitFor(`restart ${i}: the config current`, async () => {
-        const c = (await status()).cniConfig;
-        return c?.state === 'current' ? c : undefined;
-      }, DEADLINE_MS);
+      const s = await waitFor(
+        `restart ${i}: the config current`,
+        async () => {
+          const c = (await status()).cniConfig;
+          return c?.state === 'current' ? c : undefined;
+        },
+        DEADLINE_MS,
+      );
       assert.equal(s.primary, join(confDir, PRIMARY), `restart ${i}`);
       assert.equal(output()?.['warren.generated'].from, PRIMARY);
-      assert.equal(output()?.plugins.length, 1, 'the chain is the primary\'s, not wrapped again');
+      assert.equal(output()?.plugins.length, 1, "the chain is the primary's, not wrapped again");
     }
     const pod = await podIn('10.243.3.');
     await removePod(pod.id);
@@ -234,16 +323,24 @@ describe('Warren\'s CNI config under containerd\'s CRI', { skip }, () => {
     assert.equal((await allocationsOf(pod.id))[0]?.network, NETWORK);
     putPrimary(JSON.stringify(primaryOf('10.243.3.0/24', RENAMED)));
     // A probe sandbox shows containerd now uses the renamed network.
-    const probe = await waitFor('a sandbox on the renamed network', async () => {
-      const p = await runPod();
-      if ((await allocationsOf(p.id))[0]?.network === RENAMED) return p;
-      await removePod(p.id);
-      return undefined;
-    }, DEADLINE_MS);
+    const probe = await waitFor(
+      'a sandbox on the renamed network',
+      async () => {
+        const p = await runPod();
+        if ((await allocationsOf(p.id))[0]?.network === RENAMED) return p;
+        await removePod(p.id);
+        return undefined;
+      },
+      DEADLINE_MS,
+    );
     await removePod(probe.id);
     await removePod(pod.id);
     // The DELs named the renamed network; the sandbox's deletion in containerd releases the old one's address.
-    await waitFor('the old network\'s address released', async () => ((await allocationsOf(pod.id)).length === 0 ? true : undefined), DEADLINE_MS);
+    await waitFor(
+      "the old network's address released",
+      async () => ((await allocationsOf(pod.id)).length === 0 ? true : undefined),
+      DEADLINE_MS,
+    );
   });
 
   it('starts 20 sandboxes at once with 20 distinct addresses, all released after removal', async (t) => {
@@ -257,7 +354,9 @@ describe('Warren\'s CNI config under containerd\'s CRI', { skip }, () => {
         return pod;
       }),
     );
-    t.diagnostic(`20 RunPodSandbox at once in ${Date.now() - started} ms; each ${Math.min(...timings)}–${Math.max(...timings)} ms`);
+    t.diagnostic(
+      `20 RunPodSandbox at once in ${Date.now() - started} ms; each ${Math.min(...timings)}–${Math.max(...timings)} ms`,
+    );
     const ips = batch.map((p) => p.ip);
     assert.equal(new Set(ips).size, 20, `distinct: ${ips.join(' ')}`);
     for (const pod of batch) assert.equal((await allocationsOf(pod.id))[0]?.address, pod.ip);

@@ -23,7 +23,9 @@ import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { HANG_BOUND_MS, REPO, tempDir, waitFor } from '../helpers/processes.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
-const skip = existsSync(CHROMIUM) ? false : `${CHROMIUM} is not installed (apt-get install chromium): the dashboard cannot be shown in a browser`;
+const skip = existsSync(CHROMIUM)
+  ? false
+  : `${CHROMIUM} is not installed (apt-get install chromium): the dashboard cannot be shown in a browser`;
 const SCREENSHOT = join(REPO, 'test-artifacts', 'dashboard.png');
 const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 const RANGE = '10.77.0.0/24';
@@ -58,11 +60,15 @@ describe('the dashboard in Chromium', { skip }, () => {
   before(async () => {
     agent = await startAgent({ args: ['--metrics-address', '127.0.0.1:0'] });
     client = new ApiClient({ socket: agent.socket, timeoutMs: 10_000 });
-    const address = await waitFor('the agent to report its metrics address', async () => (await client.status()).metrics?.address);
+    const address = await waitFor(
+      'the agent to report its metrics address',
+      async () => (await client.status()).metrics?.address,
+    );
     origin = `http://${address}`;
 
     // The scripted run: four ADDs, one DEL (cni-del), one `warren release` (operator): 2 left.
-    for (const id of ['dash-1', 'dash-2', 'dash-3', 'dash-4']) assertServed(await client.cni(cni('ADD', id)), `ADD ${id}`);
+    for (const id of ['dash-1', 'dash-2', 'dash-3', 'dash-4'])
+      assertServed(await client.cni(cni('ADD', id)), `ADD ${id}`);
     assertServed(await client.cni(cni('DEL', 'dash-1')), 'DEL dash-1');
     assert.equal((await client.release({ containerID: 'dash-2' })).released.length, 1);
 
@@ -76,7 +82,17 @@ describe('the dashboard in Chromium', { skip }, () => {
     context = await chromium.launchPersistentContext(join(home, 'profile'), {
       executablePath: CHROMIUM,
       headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-default-apps', '--disable-extensions'],
+      args: [
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+        '--disable-default-apps',
+        '--disable-extensions',
+      ],
       // Chromium's own files (config, cache, crash reports) stay under the temp dir too.
       env: { ...process.env, HOME: home, XDG_CONFIG_HOME: join(home, 'config'), XDG_CACHE_HOME: join(home, 'cache') },
       viewport: { width: 1280, height: 900 },
@@ -102,19 +118,41 @@ describe('the dashboard in Chromium', { skip }, () => {
     const csp = (await response?.allHeaders())?.['content-security-policy'] ?? '';
     assert.match(csp, /script-src 'self'/);
     assert.doesNotMatch(csp, /unsafe-inline/);
-    assert.equal(await page.evaluate(() => getComputedStyle(document.querySelector('.panel') as Element).borderTopStyle), 'solid', 'the style sheet applies');
-    const fill = await page.locator(`[data-testid="pool-utilisation"][data-pool="${poolKey}"]`).first().evaluate((el) => Math.max(-1, ...[...(el.closest('tr')?.querySelectorAll('.bar rect') ?? [])].map((r) => r.getBoundingClientRect().width)));
+    assert.equal(
+      await page.evaluate(() => getComputedStyle(document.querySelector('.panel') as Element).borderTopStyle),
+      'solid',
+      'the style sheet applies',
+    );
+    const fill = await page
+      .locator(`[data-testid="pool-utilisation"][data-pool="${poolKey}"]`)
+      .first()
+      .evaluate((el) =>
+        Math.max(
+          -1,
+          ...[...(el.closest('tr')?.querySelectorAll('.bar rect') ?? [])].map((r) => r.getBoundingClientRect().width),
+        ),
+      );
     assert.ok(fill >= 3, `the utilisation bar is drawn (${fill} px)`);
 
     const timing = await page.evaluate(() => {
       const nav = performance.getEntriesByType('navigation')[0] as PerformanceNavigationTiming;
-      return { response: nav.responseEnd - nav.requestStart, domContentLoaded: nav.domContentLoadedEventEnd, load: nav.loadEventEnd, bytes: nav.decodedBodySize };
+      return {
+        response: nav.responseEnd - nav.requestStart,
+        domContentLoaded: nav.domContentLoadedEventEnd,
+        load: nav.loadEventEnd,
+        bytes: nav.decodedBodySize,
+      };
     });
-    t.diagnostic(`page ${timing.bytes} bytes; response ${timing.response.toFixed(1)} ms, DOMContentLoaded ${timing.domContentLoaded.toFixed(1)} ms, load ${timing.load.toFixed(1)} ms after navigation start`);
+    t.diagnostic(
+      `page ${timing.bytes} bytes; response ${timing.response.toFixed(1)} ms, DOMContentLoaded ${timing.domContentLoaded.toFixed(1)} ms, load ${timing.load.toFixed(1)} ms after navigation start`,
+    );
 
     assert.equal(await shown(page, 'pool-utilisation', 'data-pool', poolKey), '2 / 254 (0.8%)');
     const rows = await page.locator('[data-testid="release-row"]').evaluateAll((trs) =>
-      trs.map((tr) => ({ source: tr.getAttribute('data-source'), container: tr.querySelector('td[title]:not([title^="pool "])')?.getAttribute('title') })),
+      trs.map((tr) => ({
+        source: tr.getAttribute('data-source'),
+        container: tr.querySelector('td[title]:not([title^="pool "])')?.getAttribute('title'),
+      })),
     );
     assert.deepEqual(rows, [
       { source: 'operator', container: 'dash-2' },
@@ -130,11 +168,17 @@ describe('the dashboard in Chromium', { skip }, () => {
     });
     assertServed(await client.cni(cni('ADD', 'dash-5')), 'ADD dash-5');
     await page.waitForFunction(
-      (key) => document.querySelector(`[data-testid="pool-utilisation"][data-pool="${key}"]`)?.textContent === '3 / 254 (1.2%)',
+      (key) =>
+        document.querySelector(`[data-testid="pool-utilisation"][data-pool="${key}"]`)?.textContent ===
+        '3 / 254 (1.2%)',
       poolKey,
       { timeout: HANG_BOUND_MS, polling: 100 },
     );
-    assert.equal(await page.evaluate(() => (window as unknown as { warrenMarker?: number }).warrenMarker), 1, 'the page refreshed in place, not by navigating');
+    assert.equal(
+      await page.evaluate(() => (window as unknown as { warrenMarker?: number }).warrenMarker),
+      1,
+      'the page refreshed in place, not by navigating',
+    );
     assert.match((await page.textContent('[data-testid="refresh-state"]')) ?? '', /refreshes every 5s/);
 
     mkdirSync(join(REPO, 'test-artifacts'), { recursive: true });
@@ -144,10 +188,20 @@ describe('the dashboard in Chromium', { skip }, () => {
 
     // The agent stops: the page says so, and keeps what it last showed.
     assert.equal(await agent?.stop(), 0);
-    await page.waitForFunction(() => /^agent not answering since \d\d:\d\d:\d\d UTC$/.test(document.querySelector('[data-testid="refresh-state"]')?.textContent ?? ''), null, { timeout: HANG_BOUND_MS, polling: 100 });
+    await page.waitForFunction(
+      () =>
+        /^agent not answering since \d\d:\d\d:\d\d UTC$/.test(
+          document.querySelector('[data-testid="refresh-state"]')?.textContent ?? '',
+        ),
+      null,
+      { timeout: HANG_BOUND_MS, polling: 100 },
+    );
     assert.equal(await shown(page, 'pool-utilisation', 'data-pool', poolKey), '3 / 254 (1.2%)');
 
-    assert.ok(requested.some((url) => url === `${origin}/fragment`), `the refresh fetched /fragment: ${requested.join(', ')}`);
+    assert.ok(
+      requested.some((url) => url === `${origin}/fragment`),
+      `the refresh fetched /fragment: ${requested.join(', ')}`,
+    );
     for (const url of requested) assert.equal(new URL(url).origin, origin, `a request outside the agent: ${url}`);
     assert.deepEqual(refused, [], 'the browser refused nothing of the page under its policy');
   });

@@ -23,7 +23,11 @@ interface Report {
 
 /** A conflist naming warren as a runtime would find it, for the agent behind `socket`. */
 function conflist(name: string, ipam: Record<string, unknown>) {
-  return { cniVersion: '1.0.0', name, plugins: [{ type: 'bridge', bridge: 'doc0', ipam: { type: 'warren', range: '10.231.0.0/24', ...ipam } }] };
+  return {
+    cniVersion: '1.0.0',
+    name,
+    plugins: [{ type: 'bridge', bridge: 'doc0', ipam: { type: 'warren', range: '10.231.0.0/24', ...ipam } }],
+  };
 }
 
 function writeConfDir(config: unknown): string {
@@ -35,7 +39,10 @@ function writeConfDir(config: unknown): string {
 /** containerd's config (version 3) pointing at `binDir` and `confDir`. */
 function containerdConfig(binDir: string, confDir: string): string {
   const path = join(tempDir('warren-doctor-ctrd-'), 'config.toml');
-  writeFileSync(path, `version = 3\n[plugins."io.containerd.cri.v1.runtime".cni]\nbin_dirs = [${JSON.stringify(binDir)}]\nconf_dir = ${JSON.stringify(confDir)}\n`);
+  writeFileSync(
+    path,
+    `version = 3\n[plugins."io.containerd.cri.v1.runtime".cni]\nbin_dirs = [${JSON.stringify(binDir)}]\nconf_dir = ${JSON.stringify(confDir)}\n`,
+  );
   return path;
 }
 
@@ -100,7 +107,17 @@ describe('warren doctor on a real node', () => {
     const green = await examine('--socket', agent.socket, '--containerd-config', ctrdConfig);
     assert.deepEqual(problems(green.report), []);
     assert.equal(green.code, 0, green.text);
-    for (const id of ['socket-reachable', 'containerd-config-read', 'plugin-installed', 'config-agrees', 'journal-dir-usable', 'store-healthy', 'store-durable', 'metrics-served']) assertShown(green.text, finding(green.report, id));
+    for (const id of [
+      'socket-reachable',
+      'containerd-config-read',
+      'plugin-installed',
+      'config-agrees',
+      'journal-dir-usable',
+      'store-healthy',
+      'store-durable',
+      'metrics-served',
+    ])
+      assertShown(green.text, finding(green.report, id));
     assert.match(finding(green.report, 'plugin-installed').title, new RegExp(`installed in ${binDir}`));
     assert.match(green.text, /\n0 errors, 0 warnings, \d+ ok: all well\n$/);
     assert.ok(!/^[✗!] /m.test(green.text), green.text);
@@ -110,14 +127,28 @@ describe('warren doctor on a real node', () => {
     const netns = join(netnsDir ?? '/nonexistent-netns', 'ns-green');
     if (netnsDir !== undefined) writeFileSync(netns, '');
     const add = await run(join(binDir, 'warren'), [], {
-      env: { PATH: CHILD_PATH, CNI_COMMAND: 'ADD', CNI_CONTAINERID: 'doctor-green', CNI_NETNS: netns, CNI_IFNAME: 'eth0', CNI_PATH: binDir },
-      stdin: JSON.stringify({ cniVersion: '1.0.0', name: 'docnet', ...conflist('docnet', { socket: agent.socket, journal_dir: join(agent.dir, 'journal') }).plugins[0] }),
+      env: {
+        PATH: CHILD_PATH,
+        CNI_COMMAND: 'ADD',
+        CNI_CONTAINERID: 'doctor-green',
+        CNI_NETNS: netns,
+        CNI_IFNAME: 'eth0',
+        CNI_PATH: binDir,
+      },
+      stdin: JSON.stringify({
+        cniVersion: '1.0.0',
+        name: 'docnet',
+        ...conflist('docnet', { socket: agent.socket, journal_dir: join(agent.dir, 'journal') }).plugins[0],
+      }),
     });
     assert.equal(add.code, 0, add.stdout + add.stderr);
     if (netnsDir === undefined) return; // without root there is no observed dir to record it under
     const after = await examine('--socket', agent.socket, '--containerd-config', ctrdConfig);
     assert.deepEqual(problems(after.report), []);
-    assert.match(finding(after.report, 'netns-dir-observable').detail, /^1 allocation recorded under it \(e\.g\. .*ns-green\)/);
+    assert.match(
+      finding(after.report, 'netns-dir-observable').detail,
+      /^1 allocation recorded under it \(e\.g\. .*ns-green\)/,
+    );
   });
 
   it('names a plugin missing from the bin dir the runtime uses, with the install command', async () => {
@@ -138,7 +169,10 @@ describe('warren doctor on a real node', () => {
     assert.equal(r.code, 1);
     assert.deepEqual(problems(r.report), ['journal-dir-mismatch:error']);
     const f = finding(r.report, 'journal-dir-mismatch');
-    assert.equal(f.fix, `set "journal_dir": "${join(agent.dir, 'journal')}" in the ipam section of ${join(conf, '10-docnet.conflist')}, or start the agent with --journal-dir ${other}`);
+    assert.equal(
+      f.fix,
+      `set "journal_dir": "${join(agent.dir, 'journal')}" in the ipam section of ${join(conf, '10-docnet.conflist')}, or start the agent with --journal-dir ${other}`,
+    );
     assertShown(r.text, f);
   });
 
@@ -186,8 +220,16 @@ describe('warren doctor on a real node', () => {
       assert.equal(r.code, 1);
       assert.deepEqual(problems(r.report), ['netns-dir-unobservable:error']);
       const f = finding(r.report, 'netns-dir-unobservable');
-      assert.match(f.detail, new RegExp(`is not a mount point.*1 allocation recorded under it \\(e\\.g\\. ${plainDir}/ns-1\\)`));
-      assert.match(f.fix ?? '', new RegExp(`mount the host's ${plainDir} into the agent's container \\(a hostPath volume with mountPropagation: HostToContainer\\), or run the agent on the host`));
+      assert.match(
+        f.detail,
+        new RegExp(`is not a mount point.*1 allocation recorded under it \\(e\\.g\\. ${plainDir}/ns-1\\)`),
+      );
+      assert.match(
+        f.fix ?? '',
+        new RegExp(
+          `mount the host's ${plainDir} into the agent's container \\(a hostPath volume with mountPropagation: HostToContainer\\), or run the agent on the host`,
+        ),
+      );
       assertShown(r.text, f);
     });
   });

@@ -35,18 +35,28 @@ describe('CNI GC with two runtimes on one network name', () => {
     assert.equal(r.code, 0, r.stdout + r.stderr);
   };
   const gc = async (valid: readonly string[]): Promise<void> => {
-    const r = await warren({ command: 'GC', config: config(valid.map((containerID) => ({ containerID, ifname: 'eth0' }))) });
+    const r = await warren({
+      command: 'GC',
+      config: config(valid.map((containerID) => ({ containerID, ifname: 'eth0' }))),
+    });
     assert.equal(r.code, 0, r.stdout + r.stderr);
   };
   const held = async (): Promise<string[]> => (await agent.allocations()).map((a) => a.containerID.slice(0, 8)).sort();
 
   before(async () => {
-    agent = await startAgent({ args: ['--plugins-dir', join(dir, 'plugins'), '--containerd-grace', '0', '--gc-grace', '0'] });
+    agent = await startAgent({
+      args: ['--plugins-dir', join(dir, 'plugins'), '--containerd-grace', '0', '--gc-grace', '0'],
+    });
     await add(id('podlive1'), `${PREFIX}a`);
     await add(id('podlive2'), `${PREFIX}b`);
     await add(id('ctrlive1'), '/var/run/netns/cni-wrn11-c');
     await add(id('ctrgone1'), '/var/run/netns/cni-wrn11-d');
-    adapter = new ScriptedAdapter(join(dir, 'plugins', 'runtime-b.sock'), { type: 'warren.event-source', name: 'runtime-b', endpoint: '', supportedVersions: ['v1'] });
+    adapter = new ScriptedAdapter(join(dir, 'plugins', 'runtime-b.sock'), {
+      type: 'warren.event-source',
+      name: 'runtime-b',
+      endpoint: '',
+      supportedVersions: ['v1'],
+    });
     adapter.answer = async () => encodeListing({ ids: [id('podlive1'), id('podlive2')], netnsPrefixes: [PREFIX] });
     await adapter.start();
     await waitFor('the adapter to be followed', async () => {
@@ -63,7 +73,11 @@ describe('CNI GC with two runtimes on one network name', () => {
   it("a GC from one runtime never releases another runtime's live containers", async () => {
     // containerd's GC lists containerd's live container only.
     await gc([id('ctrlive1')]);
-    assert.deepEqual(await held(), ['ctrlive1', 'podlive1', 'podlive2'], "containerd's GC takes its own gone container and none of the adapter's");
+    assert.deepEqual(
+      await held(),
+      ['ctrlive1', 'podlive1', 'podlive2'],
+      "containerd's GC takes its own gone container and none of the adapter's",
+    );
     // The other runtime's GC lists one of its containers: containerd's are not its to judge.
     await gc([id('podlive1')]);
     assert.deepEqual(await held(), ['ctrlive1', 'podlive1', 'podlive2']);

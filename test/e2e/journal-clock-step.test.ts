@@ -31,7 +31,9 @@ const anHourAhead: Clock = {
   setTimer: (ms, fn) => systemClock.setTimer(ms, fn),
 };
 
-describe('journaled DEL after an NTP step back', { skip: systemClock.boot === undefined ? 'no boot ID on this host' : false }, () => {
+describe('journaled DEL after an NTP step back', {
+  skip: systemClock.boot === undefined ? 'no boot ID on this host' : false,
+}, () => {
   const dir = tempDir('warren-clockstep-');
   const socket = join(dir, 'warren.sock');
   const journal = join(dir, 'journal');
@@ -42,19 +44,36 @@ describe('journaled DEL after an NTP step back', { skip: systemClock.boot === un
   });
 
   const start = async (): Promise<void> => {
-    const options = resolveAgentOptions({ stateDir: dir, socket, nodeName: 'clockstep-node', journalDir: journal, netnsDirs: '', containerd: 'off', warmUpRounds: '0' }, {});
+    const options = resolveAgentOptions(
+      {
+        stateDir: dir,
+        socket,
+        nodeName: 'clockstep-node',
+        journalDir: journal,
+        netnsDirs: '',
+        containerd: 'off',
+        warmUpRounds: '0',
+      },
+      {},
+    );
     agent = new Agent(options, { clock: anHourAhead, logger: silentLogger });
     await agent.start();
   };
-  const held = async (): Promise<Allocation[]> => (await requestJson({ socket, method: 'GET', path: '/v1/allocations?containerID=clockstep-1' })).body as Allocation[];
-  const conf = { cniVersion: '1.0.0', name: 'clockstep-net', ipam: { type: 'warren', socket, journal_dir: journal, range: '10.223.7.0/24' } };
+  const held = async (): Promise<Allocation[]> =>
+    (await requestJson({ socket, method: 'GET', path: '/v1/allocations?containerID=clockstep-1' }))
+      .body as Allocation[];
+  const conf = {
+    cniVersion: '1.0.0',
+    name: 'clockstep-net',
+    ipam: { type: 'warren', socket, journal_dir: journal, range: '10.223.7.0/24' },
+  };
 
   it('a DEL journaled after the ADD releases the address though the wall clock was stepped back between them', async () => {
     await start();
     const add = await warren({ command: 'ADD', containerID: 'clockstep-1', netns: '/x', ifname: 'eth0', config: conf });
     assert.equal(add.code, 0, add.stdout);
     const [made] = await held();
-    assert.ok(made !== undefined && made.createdAt > Date.now(), 'allocated on the agent\'s wall clock, an hour ahead');
+    assert.ok(made !== undefined && made.createdAt > Date.now(), "allocated on the agent's wall clock, an hour ahead");
     await agent?.stop();
     agent = undefined;
 
@@ -63,10 +82,17 @@ describe('journaled DEL after an NTP step back', { skip: systemClock.boot === un
     const [file] = readdirSync(journal).filter((n) => n.endsWith('.release'));
     assert.ok(file !== undefined, 'the plugin journaled the DEL');
     const decoded = decodeEntry(file, readFileSync(join(journal, file), 'utf8'));
-    assert.ok(decoded.kind === 'entry' && decoded.entry.recordedAt < made.createdAt, 'recorded "before" the ADD by the wall clock');
+    assert.ok(
+      decoded.kind === 'entry' && decoded.entry.recordedAt < made.createdAt,
+      'recorded "before" the ADD by the wall clock',
+    );
 
     await start();
-    await waitFor('the journaled DEL to release the address', async () => ((await held()).length === 0 ? true : undefined));
-    await waitFor('the journal file to go', () => (readdirSync(journal).some((n) => n.endsWith('.release')) ? undefined : true));
+    await waitFor('the journaled DEL to release the address', async () =>
+      (await held()).length === 0 ? true : undefined,
+    );
+    await waitFor('the journal file to go', () =>
+      readdirSync(journal).some((n) => n.endsWith('.release')) ? undefined : true,
+    );
   });
 });

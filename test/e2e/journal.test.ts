@@ -6,7 +6,17 @@
  * would refuse.
  */
 import assert from 'node:assert/strict';
-import { chownSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chownSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { requestJson } from '../../src/core/unix-http.ts';
@@ -16,7 +26,8 @@ import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { resultAddresses, warren } from '../helpers/cni.ts';
 import { WARREN_BIN, isRoot, run, tempDir, waitFor } from '../helpers/processes.ts';
 
-const journalStatus = async (agent: AgentHandle) => (await requestJson({ socket: agent.socket, method: 'GET', path: '/v1/journal' })).body as ReconcilerStatus;
+const journalStatus = async (agent: AgentHandle) =>
+  (await requestJson({ socket: agent.socket, method: 'GET', path: '/v1/journal' })).body as ReconcilerStatus;
 const intents = (dir: string) => readdirSync(dir).filter((n) => n.endsWith('.release'));
 
 describe('missed-delete journal', () => {
@@ -38,17 +49,33 @@ describe('missed-delete journal', () => {
 
   it('releases a DEL recorded while the agent runs, at once, and removes the file', async () => {
     const agent = await start();
-    const add = await warren({ command: 'ADD', containerID: 'live-1', netns: '/x', ifname: 'eth0', config: conf(agent) });
+    const add = await warren({
+      command: 'ADD',
+      containerID: 'live-1',
+      netns: '/x',
+      ifname: 'eth0',
+      config: conf(agent),
+    });
     assert.equal(add.code, 0, add.stdout);
     // This one call cannot reach the agent (wrong socket); the agent itself is up.
     const unreachable = conf(agent, join(agent.dir, 'elsewhere.sock'));
     const t0 = Date.now();
-    const del = await warren({ command: 'DEL', containerID: 'live-1', netns: '/x', ifname: 'eth0', config: unreachable });
+    const del = await warren({
+      command: 'DEL',
+      containerID: 'live-1',
+      netns: '/x',
+      ifname: 'eth0',
+      config: unreachable,
+    });
     assert.equal(del.code, 0, `DEL succeeds by recording its intent: ${del.stdout}`);
     assert.equal(del.stdout, '');
-    await waitFor('the live release', async () => ((await agent.allocations('?containerID=live-1')).length === 0 ? true : undefined));
+    await waitFor('the live release', async () =>
+      (await agent.allocations('?containerID=live-1')).length === 0 ? true : undefined,
+    );
     const elapsed = Date.now() - t0;
-    await waitFor('the journal file to go', () => (intents(join(agent.dir, 'journal')).length === 0 ? true : undefined));
+    await waitFor('the journal file to go', () =>
+      intents(join(agent.dir, 'journal')).length === 0 ? true : undefined,
+    );
     const status = await journalStatus(agent);
     assert.equal(status.releasedFromJournal, 1);
     assert.equal(status.lastReconcile, undefined, 'no reconcile tick ran: the watch did it');
@@ -60,14 +87,32 @@ describe('missed-delete journal', () => {
     const ids = ['down-1', 'down-2', 'down-3', 'down-4', 'down-5'];
     const held: string[] = [];
     for (const id of ids) {
-      const r = await warren({ command: 'ADD', containerID: id, netns: `/x/${id}`, ifname: 'eth0', config: conf(agent) });
+      const r = await warren({
+        command: 'ADD',
+        containerID: id,
+        netns: `/x/${id}`,
+        ifname: 'eth0',
+        config: conf(agent),
+      });
       held.push(...resultAddresses(r));
     }
-    const keep = await warren({ command: 'ADD', containerID: 'stays', netns: '/x/stays', ifname: 'eth0', config: conf(agent) });
+    const keep = await warren({
+      command: 'ADD',
+      containerID: 'stays',
+      netns: '/x/stays',
+      ifname: 'eth0',
+      config: conf(agent),
+    });
     assert.equal(keep.code, 0);
     await agent.stop();
     for (const id of ids) {
-      const r = await warren({ command: 'DEL', containerID: id, netns: `/x/${id}`, ifname: 'eth0', config: conf(agent) });
+      const r = await warren({
+        command: 'DEL',
+        containerID: id,
+        netns: `/x/${id}`,
+        ifname: 'eth0',
+        config: conf(agent),
+      });
       assert.equal(r.code, 0, r.stdout);
     }
     const journal = join(agent.dir, 'journal');
@@ -78,8 +123,13 @@ describe('missed-delete journal', () => {
       assert.match(readFileSync(join(journal, name), 'utf8'), /not reachable/);
     }
     agent = await start(agent.dir);
-    await waitFor('every recorded DEL released', async () => ((await agent.allocations('?network=jnet')).length === 1 ? true : undefined));
-    assert.deepEqual((await agent.allocations('?network=jnet')).map((a) => a.containerID), ['stays']);
+    await waitFor('every recorded DEL released', async () =>
+      (await agent.allocations('?network=jnet')).length === 1 ? true : undefined,
+    );
+    assert.deepEqual(
+      (await agent.allocations('?network=jnet')).map((a) => a.containerID),
+      ['stays'],
+    );
     await waitFor('the journal to empty', () => (intents(journal).length === 0 ? true : undefined));
   });
 
@@ -91,7 +141,13 @@ describe('missed-delete journal', () => {
       assert.equal(r.code, 1);
       assert.equal(r.json?.code, 4, r.stdout);
     }
-    const r = await warren({ command: 'DEL', containerID: 'ok-id', netns: '/x', ifname: '../eth0', config: conf(agent) });
+    const r = await warren({
+      command: 'DEL',
+      containerID: 'ok-id',
+      netns: '/x',
+      ifname: '../eth0',
+      config: conf(agent),
+    });
     assert.equal(r.json?.code, 4);
     assert.deepEqual(intents(join(agent.dir, 'journal')), []);
     assert.equal(existsSync(join(agent.dir, 'etc')), false);
@@ -99,7 +155,13 @@ describe('missed-delete journal', () => {
 
   it('sets bad journal files aside, reports them, keeps serving and releases nothing on their account', async () => {
     const agent = await start();
-    const victim = await warren({ command: 'ADD', containerID: 'victim', netns: '/x', ifname: 'eth0', config: conf(agent) });
+    const victim = await warren({
+      command: 'ADD',
+      containerID: 'victim',
+      netns: '/x',
+      ifname: 'eth0',
+      config: conf(agent),
+    });
     assert.equal(victim.code, 0);
     const journal = join(agent.dir, 'journal');
     const owner = { network: 'jnet', containerID: 'victim', ifname: 'eth0' };
@@ -118,13 +180,10 @@ describe('missed-delete journal', () => {
       'subdir.release': () => mkdirSync(join(journal, 'subdir.release')),
     };
     for (const make of Object.values(bad)) make();
-    await waitFor(
-      'every bad file set aside',
-      async () => {
-        const s = await journalStatus(agent);
-        return s.rejected.length >= Object.keys(bad).length ? s : undefined;
-      },
-    );
+    await waitFor('every bad file set aside', async () => {
+      const s = await journalStatus(agent);
+      return s.rejected.length >= Object.keys(bad).length ? s : undefined;
+    });
     const status = await journalStatus(agent);
     const reasons = Object.fromEntries(status.rejected.map((r) => [r.name, r.reason]));
     assert.match(reasons['empty.release'] ?? '', /empty/);
@@ -137,11 +196,20 @@ describe('missed-delete journal', () => {
     const rejected = readdirSync(join(journal, 'rejected'));
     assert.equal(rejected.length, Object.keys(bad).length, 'set aside, not deleted');
     assert.ok(lstatSync(join(outside, 'target')).isFile(), 'a symlink target is never touched');
-    assert.deepEqual((await agent.allocations('?containerID=victim')).map((a) => a.address), resultAddresses(victim), 'the victim keeps its address');
+    assert.deepEqual(
+      (await agent.allocations('?containerID=victim')).map((a) => a.address),
+      resultAddresses(victim),
+      'the victim keeps its address',
+    );
     // A valid file with the right name is still honoured afterwards (recorded after the ADD: a
     // journaled DEL never releases an allocation made after it).
-    writeFileSync(join(journal, journalFileName(owner)), encodeEntry({ format: 1, ...owner, recordedAt: Date.now(), reason: 'test' }));
-    await waitFor('the valid intent released', async () => ((await agent.allocations('?containerID=victim')).length === 0 ? true : undefined));
+    writeFileSync(
+      join(journal, journalFileName(owner)),
+      encodeEntry({ format: 1, ...owner, recordedAt: Date.now(), reason: 'test' }),
+    );
+    await waitFor('the valid intent released', async () =>
+      (await agent.allocations('?containerID=victim')).length === 0 ? true : undefined,
+    );
   });
   it('records two DELs whose IDs and ifnames differ only in where "_" falls as two files, and releases both (issue 10)', async () => {
     let agent = await start();
@@ -161,22 +229,38 @@ describe('missed-delete journal', () => {
     const journal = join(agent.dir, 'journal');
     assert.equal(intents(journal).length, 2, `one file per DEL: ${intents(journal).join(', ')}`);
     agent = await start(agent.dir);
-    await waitFor('both DELs released', async () => ((await agent.allocations('?network=jnet')).length === 0 ? true : undefined));
+    await waitFor('both DELs released', async () =>
+      (await agent.allocations('?network=jnet')).length === 0 ? true : undefined,
+    );
     await waitFor('the journal to empty', () => (intents(journal).length === 0 ? true : undefined));
   });
 
   it('releases an intent an older plugin wrote under its old file name', async () => {
     const agent = await start();
-    const add = await warren({ command: 'ADD', containerID: 'from-old-plugin', netns: '/x', ifname: 'eth0', config: conf(agent) });
+    const add = await warren({
+      command: 'ADD',
+      containerID: 'from-old-plugin',
+      netns: '/x',
+      ifname: 'eth0',
+      config: conf(agent),
+    });
     assert.equal(add.code, 0, add.stdout);
     const owner = { network: 'jnet', containerID: 'from-old-plugin', ifname: 'eth0' };
     const journal = join(agent.dir, 'journal');
-    writeFileSync(join(journal, legacyJournalFileName(owner)), encodeEntry({ format: 1, ...owner, recordedAt: Date.now(), reason: 'written before the upgrade' }), { mode: 0o600 });
-    await waitFor('the old intent released', async () => ((await agent.allocations('?containerID=from-old-plugin')).length === 0 ? true : undefined));
+    writeFileSync(
+      join(journal, legacyJournalFileName(owner)),
+      encodeEntry({ format: 1, ...owner, recordedAt: Date.now(), reason: 'written before the upgrade' }),
+      { mode: 0o600 },
+    );
+    await waitFor('the old intent released', async () =>
+      (await agent.allocations('?containerID=from-old-plugin')).length === 0 ? true : undefined,
+    );
     await waitFor('its file removed', () => (intents(journal).length === 0 ? true : undefined));
   });
 
-  it("refuses to start on a journal directory that is a symlink into another user's directory, naming it (issue 10)", { skip: isRoot() ? false : 'needs root to chown' }, async () => {
+  it("refuses to start on a journal directory that is a symlink into another user's directory, naming it (issue 10)", {
+    skip: isRoot() ? false : 'needs root to chown',
+  }, async () => {
     const root = tempDir();
     const theirs = join(root, 'theirs');
     mkdirSync(theirs, { mode: 0o755 });
@@ -184,9 +268,25 @@ describe('missed-delete journal', () => {
     const link = join(root, 'journal');
     symlinkSync(theirs, link);
     const dir = tempDir('warren-agent-');
-    const r = await run(process.execPath, [WARREN_BIN, 'agent', '--state-dir', dir, '--journal-dir', link, '--socket', join(dir, 'w.sock'), '--containerd', 'off', '--netns-dirs', '']);
+    const r = await run(process.execPath, [
+      WARREN_BIN,
+      'agent',
+      '--state-dir',
+      dir,
+      '--journal-dir',
+      link,
+      '--socket',
+      join(dir, 'w.sock'),
+      '--containerd',
+      'off',
+      '--netns-dirs',
+      '',
+    ]);
     assert.notEqual(r.code, 0);
-    assert.ok(`${r.stdout}${r.stderr}`.includes(`journal directory ${link} is a symbolic link to ${theirs}`), r.stdout + r.stderr);
+    assert.ok(
+      `${r.stdout}${r.stderr}`.includes(`journal directory ${link} is a symbolic link to ${theirs}`),
+      r.stdout + r.stderr,
+    );
     assert.equal(statSync(theirs).mode & 0o777, 0o755, 'the target is not chmodded');
     assert.deepEqual(readdirSync(theirs), []);
   });

@@ -44,7 +44,11 @@ describe('a node deleted from Kubernetes', () => {
     '--kubeconfig',
     api.kubeconfigPath,
   ];
-  const config = (agent: AgentHandle) => ({ cniVersion: '1.1.0', name: 'kn', ipam: { type: 'warren', socket: agent.socket, range: '10.246.0.0/24', block_size: 28 } });
+  const config = (agent: AgentHandle) => ({
+    cniVersion: '1.1.0',
+    name: 'kn',
+    ipam: { type: 'warren', socket: agent.socket, range: '10.246.0.0/24', block_size: 28 },
+  });
 
   before(async () => {
     etcd = await startEtcd(1);
@@ -69,7 +73,13 @@ describe('a node deleted from Kubernetes', () => {
     const kn3 = agents.get('kn3') as AgentHandle;
     const added: string[] = [];
     for (let i = 0; i < 3; i++) {
-      const reply = await warren({ command: 'ADD', containerID: `kn3-c${i}`, netns: `/var/run/netns/kn3-c${i}`, ifname: 'eth0', config: config(kn3) });
+      const reply = await warren({
+        command: 'ADD',
+        containerID: `kn3-c${i}`,
+        netns: `/var/run/netns/kn3-c${i}`,
+        ifname: 'eth0',
+        config: config(kn3),
+      });
       assert.equal(reply.code, 0, reply.stdout);
       added.push(...resultAddresses(reply));
     }
@@ -79,27 +89,53 @@ describe('a node deleted from Kubernetes', () => {
     await kn3.kill();
     agents.delete('kn3');
     api.deleteNode('kn3');
-    await waitFor(
-      "kn3's addresses to be released and its blocks freed",
-      async () => ((await observer.list({ node: 'kn3' })).length === 0 && !(await observer.pools()).some((p) => p.affinity === 'kn3') ? true : undefined),
+    await waitFor("kn3's addresses to be released and its blocks freed", async () =>
+      (await observer.list({ node: 'kn3' })).length === 0 && !(await observer.pools()).some((p) => p.affinity === 'kn3')
+        ? true
+        : undefined,
     );
     // The store shows the forget before the agent's log line has come through its pipe.
     const forgot = (a: AgentHandle) => a.log().includes('forgot a node deleted from Kubernetes');
     await waitFor('an agent to log that it forgot kn3', () => ([...agents.values()].some(forgot) ? true : undefined));
     const forgetters = [...agents.values()].filter(forgot);
-    assert.equal(forgetters.length, 1, `exactly one agent forgot kn3; logs: ${[...agents.values()].map((a) => a.log().split('\n').filter((l) => /kn3|forg/.test(l)).join('\n')).join('\n---\n')}`);
+    assert.equal(
+      forgetters.length,
+      1,
+      `exactly one agent forgot kn3; logs: ${[...agents.values()]
+        .map((a) =>
+          a
+            .log()
+            .split('\n')
+            .filter((l) => /kn3|forg/.test(l))
+            .join('\n'),
+        )
+        .join('\n---\n')}`,
+    );
     const events = await waitFor('the Event on the Node', () => {
       const found = api.listEvents('default').filter((e) => e.reason === REASON_NODE_FORGOTTEN);
       return found.length > 0 ? found : undefined;
     });
     assert.equal(events.length, 1);
     assert.match(String(events[0]?.message), /released 3 addresses/);
-    const statuses = await Promise.all([...agents.values()].map(async (a) => (await requestJson({ socket: a.socket, method: 'GET', path: '/v1/status' })).body as AgentStatus));
-    assert.deepEqual(statuses.flatMap((s) => s.kubernetes?.nodes?.forgotten ?? []), ['kn3']);
+    const statuses = await Promise.all(
+      [...agents.values()].map(
+        async (a) => (await requestJson({ socket: a.socket, method: 'GET', path: '/v1/status' })).body as AgentStatus,
+      ),
+    );
+    assert.deepEqual(
+      statuses.flatMap((s) => s.kubernetes?.nodes?.forgotten ?? []),
+      ['kn3'],
+    );
     // Reused: a block kn3 held is claimed by a live node once it needs one.
     const kn1 = agents.get('kn1') as AgentHandle;
     for (let i = 0; i < 40; i++) {
-      const reply = await warren({ command: 'ADD', containerID: `kn1-c${i}`, netns: `/var/run/netns/kn1-c${i}`, ifname: 'eth0', config: config(kn1) });
+      const reply = await warren({
+        command: 'ADD',
+        containerID: `kn1-c${i}`,
+        netns: `/var/run/netns/kn1-c${i}`,
+        ifname: 'eth0',
+        config: config(kn1),
+      });
       assert.equal(reply.code, 0, reply.stdout);
     }
     const owners = new Map((await observer.pools()).map((p) => [p.pool, p.affinity]));
@@ -115,28 +151,49 @@ describe('a node deleted from Kubernetes', () => {
     api.createNode('kn3');
     const kn3 = await startAgent({ args: args('kn3') });
     agents.set('kn3', kn3);
-    await waitFor('kn3 to announce itself and give the chore up', async () => ((await raw.get(chore).string()) === null ? true : undefined));
-    const reply = await warren({ command: 'ADD', containerID: 'kn3-back', netns: '/var/run/netns/kn3-back', ifname: 'eth0', config: config(kn3) });
+    await waitFor('kn3 to announce itself and give the chore up', async () =>
+      (await raw.get(chore).string()) === null ? true : undefined,
+    );
+    const reply = await warren({
+      command: 'ADD',
+      containerID: 'kn3-back',
+      netns: '/var/run/netns/kn3-back',
+      ifname: 'eth0',
+      config: config(kn3),
+    });
     assert.equal(reply.code, 0, reply.stdout);
     const [address] = resultAddresses(reply);
     const blocks = (await observer.pools()).filter((p) => p.affinity === 'kn3');
     assert.equal(blocks.length, 1, 'kn3 claimed a block anew');
-    assert.deepEqual((await observer.list({ node: 'kn3' })).map((a) => [a.address, a.pool]), [[address, blocks[0]?.pool]], 'its address is from its new block');
+    assert.deepEqual(
+      (await observer.list({ node: 'kn3' })).map((a) => [a.address, a.pool]),
+      [[address, blocks[0]?.pool]],
+      'its address is from its new block',
+    );
 
     // It leaves again: the chore, given up, is won again, by exactly one agent.
     await kn3.kill();
     agents.delete('kn3');
     api.deleteNode('kn3');
-    await waitFor(
-      'kn3 to be forgotten a second time',
-      async () => ((await observer.list({ node: 'kn3' })).length === 0 && !(await observer.pools()).some((p) => p.affinity === 'kn3') ? true : undefined),
+    await waitFor('kn3 to be forgotten a second time', async () =>
+      (await observer.list({ node: 'kn3' })).length === 0 && !(await observer.pools()).some((p) => p.affinity === 'kn3')
+        ? true
+        : undefined,
     );
     const events = await waitFor('a second Event on the Node', () => {
       const found = api.listEvents('default').filter((e) => e.reason === REASON_NODE_FORGOTTEN);
       return found.length > 1 ? found : undefined;
     });
     assert.equal(events.length, 2);
-    const statuses = await Promise.all([...agents.values()].map(async (a) => (await requestJson({ socket: a.socket, method: 'GET', path: '/v1/status' })).body as AgentStatus));
-    assert.deepEqual(statuses.flatMap((s) => s.kubernetes?.nodes?.forgotten ?? []), ['kn3', 'kn3'], 'forgotten once per departure');
+    const statuses = await Promise.all(
+      [...agents.values()].map(
+        async (a) => (await requestJson({ socket: a.socket, method: 'GET', path: '/v1/status' })).body as AgentStatus,
+      ),
+    );
+    assert.deepEqual(
+      statuses.flatMap((s) => s.kubernetes?.nodes?.forgotten ?? []),
+      ['kn3', 'kn3'],
+      'forgotten once per departure',
+    );
   });
 });

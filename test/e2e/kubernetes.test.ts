@@ -57,19 +57,30 @@ describe('Kubernetes pod garbage collection', { skip }, () => {
     const agent = new Agent(options, { clock, logger: silentLogger });
     await agent.start();
     running = { agent, socket };
-    await waitFor('the pod watch to start', async () => ((await status()).kubernetes?.pods.state === 'watching' ? true : undefined));
+    await waitFor('the pod watch to start', async () =>
+      (await status()).kubernetes?.pods.state === 'watching' ? true : undefined,
+    );
     return running;
   };
   const stop = async (): Promise<void> => {
     await running?.agent.stop();
     running = undefined;
   };
-  const status = async (): Promise<AgentStatus> => (await requestJson({ socket: running?.socket ?? '', method: 'GET', path: '/v1/status' })).body as AgentStatus;
+  const status = async (): Promise<AgentStatus> =>
+    (await requestJson({ socket: running?.socket ?? '', method: 'GET', path: '/v1/status' })).body as AgentStatus;
   const held = async (uid: string): Promise<string[]> =>
-    ((await requestJson({ socket: running?.socket ?? '', method: 'GET', path: `/v1/allocations?podUID=${uid}` })).body as Allocation[]).map((a) => a.address);
+    (
+      (await requestJson({ socket: running?.socket ?? '', method: 'GET', path: `/v1/allocations?podUID=${uid}` }))
+        .body as Allocation[]
+    ).map((a) => a.address);
 
   const pod = (name: string, uid: string, extra: Partial<KubeObject> = {}): KubeObject =>
-    api.createPod({ metadata: { name, namespace: 'default', uid }, spec: { nodeName: NODE, containers: [{ name: 'c', image: 'busybox' }] }, status: { phase: 'Running' }, ...extra });
+    api.createPod({
+      metadata: { name, namespace: 'default', uid },
+      spec: { nodeName: NODE, containers: [{ name: 'c', image: 'busybox' }] },
+      status: { phase: 'Running' },
+      ...extra,
+    });
 
   /** ADD through the installed plugin, as the runtime does for the pod's sandbox. */
   const add = async (p: KubeObject, sandbox: string, netns: string): Promise<string> => {
@@ -80,7 +91,11 @@ describe('Kubernetes pod garbage collection', { skip }, () => {
       netns,
       ifname: 'eth0',
       args: `IgnoreUnknown=1;K8S_POD_NAMESPACE=${meta.namespace};K8S_POD_NAME=${meta.name};K8S_POD_UID=${meta.uid};K8S_POD_INFRA_CONTAINER_ID=${sandbox}`,
-      config: { cniVersion: '1.1.0', name: 'kube', ipam: { type: 'warren', socket: running?.socket, range: '10.244.1.0/24' } },
+      config: {
+        cniVersion: '1.1.0',
+        name: 'kube',
+        ipam: { type: 'warren', socket: running?.socket, range: '10.244.1.0/24' },
+      },
     });
     assert.equal(reply.code, 0, reply.stdout);
     return resultAddresses(reply)[0] as string;
@@ -91,7 +106,9 @@ describe('Kubernetes pod garbage collection', { skip }, () => {
     return ns;
   };
   const eventsFor = (name: string, reason: string): KubeObject[] =>
-    api.listEvents('default').filter((e) => (e.involvedObject as { name?: string } | undefined)?.name === name && e.reason === reason);
+    api
+      .listEvents('default')
+      .filter((e) => (e.involvedObject as { name?: string } | undefined)?.name === name && e.reason === reason);
 
   before(async () => {
     api = await startFakeKubeApi();
@@ -111,11 +128,19 @@ describe('Kubernetes pod garbage collection', { skip }, () => {
     const ns = await netns();
     const address = await add(p, 'sandbox-force-1', ns.path);
     api.deletePod('default', 'web-a', { force: true });
-    await waitFor('the pod to be seen gone and kept while its namespace exists', async () => ((await status()).kubernetes?.releases.waiting.some((w) => w.uid === 'uid-force-1') ? true : undefined));
-    assert.deepEqual(await held('uid-force-1'), [address], 'a pod object gone is not proof: the namespace still exists');
+    await waitFor('the pod to be seen gone and kept while its namespace exists', async () =>
+      (await status()).kubernetes?.releases.waiting.some((w) => w.uid === 'uid-force-1') ? true : undefined,
+    );
+    assert.deepEqual(
+      await held('uid-force-1'),
+      [address],
+      'a pod object gone is not proof: the namespace still exists',
+    );
     await deleteNetns(ns.name);
     const deleted = Date.now();
-    await waitFor('the address to be released', async () => ((await held('uid-force-1')).length === 0 ? true : undefined));
+    await waitFor('the address to be released', async () =>
+      (await held('uid-force-1')).length === 0 ? true : undefined,
+    );
     t.diagnostic(`released ${Date.now() - deleted} ms after the namespace was deleted`);
     const event = await waitFor('the Event', () => eventsFor('web-a', REASON_RELEASED)[0]);
     assert.equal(event.type, 'Normal');
@@ -130,16 +155,20 @@ describe('Kubernetes pod garbage collection', { skip }, () => {
     const ns = await netns();
     const address = await add(p, 'sandbox-grace-1', ns.path);
     api.deletePod('default', 'web-b', { force: true });
-    await waitFor('the pod to wait for its grace', async () => ((await status()).kubernetes?.releases.waiting.some((w) => w.uid === 'uid-grace-1') ? true : undefined));
+    await waitFor('the pod to wait for its grace', async () =>
+      (await status()).kubernetes?.releases.waiting.some((w) => w.uid === 'uid-grace-1') ? true : undefined,
+    );
     clock.advance((GRACE_SECONDS - 1) * 1000);
     assert.deepEqual(await held('uid-grace-1'), [address], 'kept within the grace');
     clock.advance(2_000);
-    await waitFor('the address to be released after the grace', async () => ((await held('uid-grace-1')).length === 0 ? true : undefined));
+    await waitFor('the address to be released after the grace', async () =>
+      (await held('uid-grace-1')).length === 0 ? true : undefined,
+    );
     const event = await waitFor('the Event', () => eventsFor('web-b', REASON_RELEASED)[0]);
     assert.match(String(event.message), /grace period/);
   });
 
-  it('a StatefulSet replacement (same name, new UID, ADDed before the old deletion is processed) keeps its address; the old pod\'s is released', async () => {
+  it("a StatefulSet replacement (same name, new UID, ADDed before the old deletion is processed) keeps its address; the old pod's is released", async () => {
     const old = pod('db-0', 'uid-sts-old');
     const oldNs = await netns();
     const oldAddress = await add(old, 'sandbox-sts-old', oldNs.path);
@@ -154,7 +183,7 @@ describe('Kubernetes pod garbage collection', { skip }, () => {
     // The source reconnects after its backoff on the injected clock. The clock is stepped a minute
     // at most, far inside the pod-gone grace: the release comes from the namespace, not the grace.
     let stepped = 0;
-    await waitFor('the old pod\'s address to be released', async () => {
+    await waitFor("the old pod's address to be released", async () => {
       if (stepped < 60_000) {
         clock.advance(1_000);
         stepped += 1_000;
@@ -176,16 +205,23 @@ describe('Kubernetes pod garbage collection', { skip }, () => {
     api.deletePod('default', 'job-x', { force: true });
     await deleteNetns(ns.name);
     await start();
-    await waitFor('the missed deletion to be released', async () => ((await held('uid-down-1')).length === 0 ? true : undefined));
+    await waitFor('the missed deletion to be released', async () =>
+      (await held('uid-down-1')).length === 0 ? true : undefined,
+    );
     assert.deepEqual(await held('uid-live-1'), [liveAddress], 'a listed pod keeps its address');
     assert.ok(address !== liveAddress);
   });
 
-  it('keeps a static pod\'s address at the resync: its mirror pod, with another UID, counts through its config.mirror annotation', async () => {
+  it("keeps a static pod's address at the resync: its mirror pod, with another UID, counts through its config.mirror annotation", async () => {
     // The kubelet ADDs a static pod under its own UID (the config hash); the API server shows a
     // mirror pod with a UID of its own that names the hash in an annotation.
     api.createPod({
-      metadata: { name: 'etcd-static', namespace: 'kube-system', uid: 'mirror-uid-1', annotations: { 'kubernetes.io/config.mirror': 'static-hash-1' } },
+      metadata: {
+        name: 'etcd-static',
+        namespace: 'kube-system',
+        uid: 'mirror-uid-1',
+        annotations: { 'kubernetes.io/config.mirror': 'static-hash-1' },
+      },
       spec: { nodeName: NODE, containers: [{ name: 'c', image: 'busybox' }] },
       status: { phase: 'Running' },
     });
@@ -194,7 +230,9 @@ describe('Kubernetes pod garbage collection', { skip }, () => {
     const address = await add(staticPod, 'sandbox-static-1', ns.path);
     await stop();
     await start();
-    await waitFor('the resync after the listing', async () => (((await status()).kubernetes?.releases.resyncs ?? 0) > 0 ? true : undefined));
+    await waitFor('the resync after the listing', async () =>
+      ((await status()).kubernetes?.releases.resyncs ?? 0) > 0 ? true : undefined,
+    );
     assert.deepEqual(await held('static-hash-1'), [address]);
     assert.equal((await status()).kubernetes?.releases.tracked, 0, 'nothing judged gone');
   });
@@ -204,9 +242,13 @@ describe('Kubernetes pod garbage collection', { skip }, () => {
     const ns = await netns();
     await add(p, 'sandbox-succeeded-1', ns.path);
     api.setPodPhase('default', 'job-done', 'Succeeded');
-    await waitFor('the finished pod to wait for its namespace', async () => ((await status()).kubernetes?.releases.waiting.some((w) => w.uid === 'uid-succeeded-1') ? true : undefined));
+    await waitFor('the finished pod to wait for its namespace', async () =>
+      (await status()).kubernetes?.releases.waiting.some((w) => w.uid === 'uid-succeeded-1') ? true : undefined,
+    );
     await deleteNetns(ns.name);
-    await waitFor('the address to be released', async () => ((await held('uid-succeeded-1')).length === 0 ? true : undefined));
+    await waitFor('the address to be released', async () =>
+      (await held('uid-succeeded-1')).length === 0 ? true : undefined,
+    );
   });
 
   it('recovers by itself from a broken watch, a 410 as status and as event, and the API server away, releasing nothing it could not see', async () => {
@@ -216,14 +258,11 @@ describe('Kubernetes pod garbage collection', { skip }, () => {
     const pods = async () => (await status()).kubernetes?.pods;
     /** Waits, stepping the clock over the source's backoff, until `ok` holds of its status. */
     const until = (what: string, ok: (s: NonNullable<Awaited<ReturnType<typeof pods>>>) => boolean) =>
-      waitFor(
-        what,
-        async () => {
-          clock.advance(1_000);
-          const s = await pods();
-          return s !== undefined && ok(s) ? s : undefined;
-        },
-      );
+      waitFor(what, async () => {
+        clock.advance(1_000);
+        const s = await pods();
+        return s !== undefined && ok(s) ? s : undefined;
+      });
     /**
      * Nothing judged gone: a pod wrongly taken for gone would be tracked, waiting for its grace
      * (its namespace is alive), until the end of this test. Waited for, as a finished pod the
@@ -231,30 +270,53 @@ describe('Kubernetes pod garbage collection', { skip }, () => {
      * so far has been resynced, so a wrong judgement cannot come after the look.
      */
     const judgedNothing = async (fault: string): Promise<void> => {
-      const releases = await waitFor(`every listing resynced and nothing tracked after ${fault}`, async () => {
-        const k = (await status()).kubernetes;
-        return k !== undefined && k.releases.resyncs >= k.pods.relists + 1 && k.releases.tracked === 0 ? k.releases : undefined;
-      }, 5_000).catch(async (error: unknown) => {
-        throw new Error(`${(error as Error).message}; releases: ${JSON.stringify((await status()).kubernetes?.releases)}`);
+      const releases = await waitFor(
+        `every listing resynced and nothing tracked after ${fault}`,
+        async () => {
+          const k = (await status()).kubernetes;
+          return k !== undefined && k.releases.resyncs >= k.pods.relists + 1 && k.releases.tracked === 0
+            ? k.releases
+            : undefined;
+        },
+        5_000,
+      ).catch(async (error: unknown) => {
+        throw new Error(
+          `${(error as Error).message}; releases: ${JSON.stringify((await status()).kubernetes?.releases)}`,
+        );
       });
-      assert.ok(!releases.waiting.some((w) => w.uid === 'uid-steady-1'), `the steady pod is not waiting to be released after ${fault}`);
+      assert.ok(
+        !releases.waiting.some((w) => w.uid === 'uid-steady-1'),
+        `the steady pod is not waiting to be released after ${fault}`,
+      );
       assert.deepEqual(await held('uid-steady-1'), [address], `the steady pod keeps its address after ${fault}`);
     };
     const start = (await pods())?.reconnects ?? 0;
     api.breakWatches();
-    const broken = await until('a re-watch after the broken stream', (s) => s.state === 'watching' && s.reconnects > start);
+    const broken = await until(
+      'a re-watch after the broken stream',
+      (s) => s.state === 'watching' && s.reconnects > start,
+    );
     await judgedNothing('a broken watch');
     api.expireNextWatch('status');
     api.breakWatches();
-    const expiredStatus = await until('a relist after 410 as HTTP status', (s) => s.state === 'watching' && s.relists > broken.relists);
+    const expiredStatus = await until(
+      'a relist after 410 as HTTP status',
+      (s) => s.state === 'watching' && s.relists > broken.relists,
+    );
     await judgedNothing('a 410 as HTTP status');
     api.expireNextWatch('event');
     api.breakWatches();
-    const expiredEvent = await until('a relist after 410 as an ERROR event', (s) => s.state === 'watching' && s.relists > expiredStatus.relists);
+    const expiredEvent = await until(
+      'a relist after 410 as an ERROR event',
+      (s) => s.state === 'watching' && s.relists > expiredStatus.relists,
+    );
     await judgedNothing('a 410 as an ERROR event');
     await api.setUnavailable(true, 'refuse');
     // First the open watch is cut, then every attempt is refused: status says so.
-    await until('the source to say it is backing off because the server refuses it', (s) => s.state === 'backing-off' && /ECONNREFUSED/.test(s.lastError ?? ''));
+    await until(
+      'the source to say it is backing off because the server refuses it',
+      (s) => s.state === 'backing-off' && /ECONNREFUSED/.test(s.lastError ?? ''),
+    );
     await judgedNothing('the API server away');
     await api.setUnavailable(false);
     await until('the source to be watching again', (s) => s.state === 'watching');
@@ -273,7 +335,9 @@ describe('Kubernetes pod garbage collection', { skip }, () => {
       await add(p, 'sandbox-forbidden-1', ns.path);
       await deleteNetns(ns.name);
       api.deletePod('default', 'no-events', { force: true });
-      await waitFor('the address to be released', async () => ((await held('uid-forbidden-1')).length === 0 ? true : undefined)).catch(async (e) => {
+      await waitFor('the address to be released', async () =>
+        (await held('uid-forbidden-1')).length === 0 ? true : undefined,
+      ).catch(async (e) => {
         throw new Error(`${(e as Error).message}; status: ${JSON.stringify((await status()).kubernetes)}`);
       });
       const s = await waitFor('status to name the missing permission', async () => {
@@ -283,7 +347,11 @@ describe('Kubernetes pod garbage collection', { skip }, () => {
       assert.ok(s.events.refused >= 1);
       // What an operator reads: `warren status`, in words.
       const human = await run(process.execPath, [WARREN_BIN, 'status', '--socket', running?.socket ?? '']);
-      assert.match(human.stdout, /^kubernetes: +FORBIDDEN: the service account may not create events$/m, human.stdout + human.stderr);
+      assert.match(
+        human.stdout,
+        /^kubernetes: +FORBIDDEN: the service account may not create events$/m,
+        human.stdout + human.stderr,
+      );
       const other = await add(pod('after', 'uid-after-1'), 'sandbox-after-1', (await netns()).path);
       assert.ok(other.length > 0, 'CNI still serves');
     } finally {
@@ -295,7 +363,9 @@ describe('Kubernetes pod garbage collection', { skip }, () => {
     await deleteNetns(fixedNs.name);
     api.deletePod('default', 'fixed', { force: true });
     await waitFor('the Event once allowed', () => eventsFor('fixed', REASON_RELEASED)[0]);
-    await waitFor('status to stop naming the permission', async () => ((await status()).kubernetes?.forbidden.length === 0 ? true : undefined));
+    await waitFor('status to stop naming the permission', async () =>
+      (await status()).kubernetes?.forbidden.length === 0 ? true : undefined,
+    );
     const human = await run(process.execPath, [WARREN_BIN, 'status', '--socket', running?.socket ?? '']);
     assert.doesNotMatch(human.stdout, /FORBIDDEN/);
   });

@@ -18,7 +18,10 @@ const CONNECTIONS = 1_100;
 const DESCRIPTORS = 1_024;
 
 async function metricsAddressOf(agent: AgentHandle): Promise<string> {
-  return waitFor('the agent to report its metrics address', async () => (await new ApiClient({ socket: agent.socket }).status()).metrics?.address);
+  return waitFor(
+    'the agent to report its metrics address',
+    async () => (await new ApiClient({ socket: agent.socket }).status()).metrics?.address,
+  );
 }
 
 describe('the metrics port of a real agent', () => {
@@ -27,17 +30,26 @@ describe('the metrics port of a real agent', () => {
   after(async () => {
     for (const child of children) {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-      await waitFor(`process ${child.pid} to die`, () => (isGone(child.pid as number) ? true : undefined), HANG_BOUND_MS);
+      await waitFor(
+        `process ${child.pid} to die`,
+        () => (isGone(child.pid as number) ? true : undefined),
+        HANG_BOUND_MS,
+      );
     }
     for (const agent of agents) await agent.kill();
   });
 
-  it(`an agent under a ${DESCRIPTORS}-descriptor limit with ${CONNECTIONS} idle TCP connections on its metrics port still answers ADD through the real plugin`, { skip: isRoot() ? false : 'needs root for prlimit on another process' }, async () => {
+  it(`an agent under a ${DESCRIPTORS}-descriptor limit with ${CONNECTIONS} idle TCP connections on its metrics port still answers ADD through the real plugin`, {
+    skip: isRoot() ? false : 'needs root for prlimit on another process',
+  }, async () => {
     const agent = await startAgent({ args: ['--metrics-address', '127.0.0.1:0'] });
     agents.push(agent);
     await sh('prlimit', ['--pid', String(agent.pid), `--nofile=${DESCRIPTORS}:${DESCRIPTORS}`]);
     const address = await metricsAddressOf(agent);
-    const [host, port] = [address.slice(0, address.lastIndexOf(':')), Number(address.slice(address.lastIndexOf(':') + 1))];
+    const [host, port] = [
+      address.slice(0, address.lastIndexOf(':')),
+      Number(address.slice(address.lastIndexOf(':') + 1)),
+    ];
 
     // The client: its own process with room for the connections, each opened and left idle.
     const script = `
@@ -58,12 +70,30 @@ describe('the metrics port of a real agent', () => {
         console.log('ready ' + connected + ' connected');
       })();
       setInterval(() => {}, 1 << 30);`;
-    const client = track(spawn('prlimit', [`--nofile=${CONNECTIONS + 1_000}:${CONNECTIONS + 1_000}`, process.execPath, '-e', script, host, String(port), String(CONNECTIONS)], { env: { PATH: CHILD_PATH }, stdio: ['ignore', 'pipe', 'pipe'] }));
+    const client = track(
+      spawn(
+        'prlimit',
+        [
+          `--nofile=${CONNECTIONS + 1_000}:${CONNECTIONS + 1_000}`,
+          process.execPath,
+          '-e',
+          script,
+          host,
+          String(port),
+          String(CONNECTIONS),
+        ],
+        { env: { PATH: CHILD_PATH }, stdio: ['ignore', 'pipe', 'pipe'] },
+      ),
+    );
     children.push(client);
     let said = '';
     client.stdout?.on('data', (c: Buffer) => (said += c.toString()));
     client.stderr?.on('data', (c: Buffer) => (said += c.toString()));
-    await waitFor(`${CONNECTIONS} connections to be opened (${said})`, () => (said.includes('ready') ? true : undefined), 2 * HANG_BOUND_MS);
+    await waitFor(
+      `${CONNECTIONS} connections to be opened (${said})`,
+      () => (said.includes('ready') ? true : undefined),
+      2 * HANG_BOUND_MS,
+    );
     assert.match(said, new RegExp(`ready ${CONNECTIONS} connected`), 'every connection was accepted by the kernel');
 
     const add = await warren({
@@ -71,19 +101,28 @@ describe('the metrics port of a real agent', () => {
       containerID: 'flood-1',
       netns: '/var/run/netns/flood-1',
       ifname: 'eth0',
-      config: { cniVersion: '1.0.0', name: 'flood-net', ipam: { type: 'warren', socket: agent.socket, range: '10.219.0.0/24' } },
+      config: {
+        cniVersion: '1.0.0',
+        name: 'flood-net',
+        ipam: { type: 'warren', socket: agent.socket, range: '10.219.0.0/24' },
+      },
     });
     assert.equal(add.code, 0, `ADD answered: ${add.stdout}${add.stderr}`);
     assert.deepEqual(resultAddresses(add), ['10.219.0.1']);
     const descriptors = readdirSync(`/proc/${agent.pid}/fd`).length;
-    assert.ok(descriptors < DESCRIPTORS / 2, `the agent holds ${descriptors} descriptors with ${CONNECTIONS} connections open to its metrics port`);
+    assert.ok(
+      descriptors < DESCRIPTORS / 2,
+      `the agent holds ${descriptors} descriptors with ${CONNECTIONS} connections open to its metrics port`,
+    );
     const live = await fetch(`http://${address}/livez`);
     assert.equal(live.status, 200, 'the liveness probe gets through the flood');
   });
 
   it('/healthz answers while a readiness problem makes /readyz 503 with the reason; /readyz turns 200 once it is gone', async () => {
     const indicator = join(tempDir('warren-readyz-'), 'primary-ready');
-    const agent = await startAgent({ args: ['--metrics-address', '127.0.0.1:0', '--readiness-indicator-file', indicator] });
+    const agent = await startAgent({
+      args: ['--metrics-address', '127.0.0.1:0', '--readiness-indicator-file', indicator],
+    });
     agents.push(agent);
     const address = await metricsAddressOf(agent);
     const healthz = await fetch(`http://${address}/healthz`);
@@ -95,7 +134,11 @@ describe('the metrics port of a real agent', () => {
 
     writeFileSync(indicator, '');
     try {
-      await waitFor('/readyz to answer 200', async () => ((await fetch(`http://${address}/readyz`)).status === 200 ? true : undefined), HANG_BOUND_MS);
+      await waitFor(
+        '/readyz to answer 200',
+        async () => ((await fetch(`http://${address}/readyz`)).status === 200 ? true : undefined),
+        HANG_BOUND_MS,
+      );
     } finally {
       rmSync(indicator, { force: true });
     }

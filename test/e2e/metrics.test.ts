@@ -25,7 +25,11 @@ describe('metrics after a scripted run', { skip }, () => {
   let agent: AgentHandle;
   let address: string;
   const netnses: Array<{ name: string; path: string }> = [];
-  const config = (version = '1.1.0') => ({ cniVersion: version, name: 'metrics-net', ipam: { type: 'warren', socket: agent.socket, range: RANGE } });
+  const config = (version = '1.1.0') => ({
+    cniVersion: version,
+    name: 'metrics-net',
+    ipam: { type: 'warren', socket: agent.socket, range: RANGE },
+  });
   const add = async (id: string, netns: string) => {
     const reply = await warren({ command: 'ADD', containerID: id, netns, ifname: 'eth0', config: config() });
     assert.equal(reply.code, 0, reply.stdout);
@@ -40,9 +44,24 @@ describe('metrics after a scripted run', { skip }, () => {
   before(async () => {
     containerd = await startContainerd();
     agent = await startAgent({
-      args: ['--containerd', 'on', '--containerd-socket', containerd.socket, '--containerd-namespaces', NS, '--containerd-grace', '0', '--gc-grace', '0', '--metrics-address', '127.0.0.1:0'],
+      args: [
+        '--containerd',
+        'on',
+        '--containerd-socket',
+        containerd.socket,
+        '--containerd-namespaces',
+        NS,
+        '--containerd-grace',
+        '0',
+        '--gc-grace',
+        '0',
+        '--metrics-address',
+        '127.0.0.1:0',
+      ],
     });
-    await waitFor('the agent to subscribe to containerd', async () => ((await status()).containerd?.state === 'subscribed' ? true : undefined));
+    await waitFor('the agent to subscribe to containerd', async () =>
+      (await status()).containerd?.state === 'subscribed' ? true : undefined,
+    );
     address = (await status()).metrics?.address as string;
     assert.match(address, /^127\.0\.0\.1:\d+$/);
   });
@@ -62,7 +81,13 @@ describe('metrics after a scripted run', { skip }, () => {
     // Six ADDs; one repeated (idempotent: no new allocation); one refused (a range that is not a subnet).
     for (let i = 0; i < 6; i++) await add(`m-${i}`, ns(i));
     await add('m-0', ns(0));
-    const refused = await warren({ command: 'ADD', containerID: 'm-bad', netns: ns(0), ifname: 'eth0', config: { ...config(), ipam: { type: 'warren', socket: agent.socket, range: '10.241.0.0/33' } } });
+    const refused = await warren({
+      command: 'ADD',
+      containerID: 'm-bad',
+      netns: ns(0),
+      ifname: 'eth0',
+      config: { ...config(), ipam: { type: 'warren', socket: agent.socket, range: '10.241.0.0/33' } },
+    });
     assert.notEqual(refused.code, 0);
     assert.equal(refused.json?.code, 7, refused.stdout);
 
@@ -77,10 +102,20 @@ describe('metrics after a scripted run', { skip }, () => {
       containerID: 'm-2',
       netns: ns(2),
       ifname: 'eth0',
-      config: { ...config(), ipam: { type: 'warren', socket: join(tempDir('warren-nosock-'), 'none.sock'), journal_dir: join(agent.dir, 'journal'), range: RANGE } },
+      config: {
+        ...config(),
+        ipam: {
+          type: 'warren',
+          socket: join(tempDir('warren-nosock-'), 'none.sock'),
+          journal_dir: join(agent.dir, 'journal'),
+          range: RANGE,
+        },
+      },
     });
     assert.equal(journaled.code, 0, journaled.stdout);
-    await waitFor('the journaled DEL to be released', async () => ((await held('m-2')).length === 0 ? true : undefined));
+    await waitFor('the journaled DEL to be released', async () =>
+      (await held('m-2')).length === 0 ? true : undefined,
+    );
 
     // A GC that lists m-4 and m-5 as valid: m-3 is released.
     const valid = ['m-4', 'm-5'].map((containerID) => ({ containerID, ifname: 'eth0' }));
@@ -89,7 +124,17 @@ describe('metrics after a scripted run', { skip }, () => {
     assert.deepEqual(await held('m-3'), []);
 
     // containerd deletes the container m-4: its address goes by containerd's word alone.
-    const run = await containerd.ctr(NS, 'run', '--rm', '--rootfs', containerd.rootfs, 'm-4', '/bin/sh', '-c', 'exit 0');
+    const run = await containerd.ctr(
+      NS,
+      'run',
+      '--rm',
+      '--rootfs',
+      containerd.rootfs,
+      'm-4',
+      '/bin/sh',
+      '-c',
+      'exit 0',
+    );
     assert.equal(run.code, 0, run.stderr);
     await waitFor('containerd to release m-4', async () => ((await held('m-4')).length === 0 ? true : undefined));
 
@@ -101,10 +146,12 @@ describe('metrics after a scripted run', { skip }, () => {
     assert.equal(value('warren_releases_total', { source: 'journal' }), 1);
     assert.equal(value('warren_releases_total', { source: 'gc' }), 1);
     assert.equal(value('warren_releases_total', { source: 'containerd' }), 1);
-    for (const source of ['kubernetes', 'plugin', 'audit', 'netns', 'operator', 'node-forget']) assert.equal(value('warren_releases_total', { source }), 0, source);
+    for (const source of ['kubernetes', 'plugin', 'audit', 'netns', 'operator', 'node-forget'])
+      assert.equal(value('warren_releases_total', { source }), 0, source);
 
     // CNI calls that reached the agent: 7 ADDs answered 0, one answered 7, two DELs, one GC.
-    const calls = (command: string, code: string) => histogramCount(families, 'warren_cni_request_duration_seconds', { command, code });
+    const calls = (command: string, code: string) =>
+      histogramCount(families, 'warren_cni_request_duration_seconds', { command, code });
     assert.equal(calls('ADD', '0'), 7);
     assert.equal(calls('ADD', '7'), 1);
     assert.equal(calls('DEL', '0'), 2);

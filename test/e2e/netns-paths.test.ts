@@ -15,8 +15,16 @@ import { addressesIn, bridgeName, createNetns, deleteLink, deleteNetns } from '.
 import { isRoot, waitFor } from '../helpers/processes.ts';
 
 /** /var/run and /run are one directory here (as on nearly every host): the case this is about. */
-const varRunIsRun = existsSync('/var/run') && lstatSync('/var/run').isSymbolicLink() && ['/run', '../run'].includes(readlinkSync('/var/run'));
-const skip = !isRoot() || !haveReferencePlugins() ? 'needs root and containernetworking-plugins' : !varRunIsRun ? '/var/run is not a link to /run here' : false;
+const varRunIsRun =
+  existsSync('/var/run') &&
+  lstatSync('/var/run').isSymbolicLink() &&
+  ['/run', '../run'].includes(readlinkSync('/var/run'));
+const skip =
+  !isRoot() || !haveReferencePlugins()
+    ? 'needs root and containernetworking-plugins'
+    : !varRunIsRun
+      ? '/var/run is not a link to /run here'
+      : false;
 
 describe('netns paths under the default --netns-dirs', { skip }, () => {
   let agent: AgentHandle;
@@ -43,7 +51,9 @@ describe('netns paths under the default --netns-dirs', { skip }, () => {
     await deleteLink(bridge);
   });
 
-  const audit = async (): Promise<AuditReport> => (await requestJson({ socket: agent.socket, method: 'POST', path: '/v1/audit', body: { fix: false } })).body as AuditReport;
+  const audit = async (): Promise<AuditReport> =>
+    (await requestJson({ socket: agent.socket, method: 'POST', path: '/v1/audit', body: { fix: false } }))
+      .body as AuditReport;
 
   for (const [who, spelling] of [
     ['podman', '/run/netns'],
@@ -54,20 +64,34 @@ describe('netns paths under the default --netns-dirs', { skip }, () => {
       namespaces.push(ns.name);
       const netnsPath = `${spelling}/${ns.name}`;
       const containerID = `ctr-${who.replace(/\W/g, '')}`;
-      const add = await reference('bridge', { command: 'ADD', containerID, netns: netnsPath, ifname: 'eth0', config: netconf() });
+      const add = await reference('bridge', {
+        command: 'ADD',
+        containerID,
+        netns: netnsPath,
+        ifname: 'eth0',
+        config: netconf(),
+      });
       assert.equal(add.code, 0, add.stdout + add.stderr);
       const [address] = resultAddresses(add);
       assert.deepEqual(await addressesIn(ns.name, 'eth0'), [`${address}/24`]);
-      assert.deepEqual((await agent.allocations(`?containerID=${containerID}`)).map((a) => a.netns), [netnsPath]);
+      assert.deepEqual(
+        (await agent.allocations(`?containerID=${containerID}`)).map((a) => a.netns),
+        [netnsPath],
+      );
 
       // Observable while it exists: healthy because the namespace is seen, not suspect.
       const live = (await audit()).findings.find((f) => f.allocation.containerID === containerID);
       assert.deepEqual(live?.verdict, { kind: 'healthy', reason: `network namespace ${netnsPath} exists` });
-      assert.ok((await audit()).sources.netns.every((d) => d.observable), JSON.stringify((await audit()).sources.netns));
+      assert.ok(
+        (await audit()).sources.netns.every((d) => d.observable),
+        JSON.stringify((await audit()).sources.netns),
+      );
 
       // The container goes away without a DEL: only the namespace's absence can tell.
       await deleteNetns(ns.name);
-      await waitFor(`the sweep to release ${address}`, async () => ((await agent.allocations(`?containerID=${containerID}`)).length === 0 ? true : undefined));
+      await waitFor(`the sweep to release ${address}`, async () =>
+        (await agent.allocations(`?containerID=${containerID}`)).length === 0 ? true : undefined,
+      );
       // The log line follows the commit, and comes through a pipe: wait for it too.
       const line = await waitFor('the sweep to say why', () =>
         agent

@@ -42,9 +42,15 @@ describe("the cluster benchmark's one-key agent", () => {
 
   it('keeps a range in one key, where warren agent splits it into blocks', async () => {
     const split = await poolsAfterOneAdd(await start('/layout-blocks/'));
-    assert.ok(split.some((p) => p.pool.includes('#')), `warren agent claims a block: ${JSON.stringify(split)}`);
+    assert.ok(
+      split.some((p) => p.pool.includes('#')),
+      `warren agent claims a block: ${JSON.stringify(split)}`,
+    );
     const whole = await poolsAfterOneAdd(await start('/layout-one-key/', [join(REPO, 'bench', 'one-key-agent.ts')]));
-    assert.deepEqual(whole.map((p) => [p.pool, p.blockPrefix]), [['10.241.0.0/16', undefined]]);
+    assert.deepEqual(
+      whole.map((p) => [p.pool, p.blockPrefix]),
+      [['10.241.0.0/16', undefined]],
+    );
   });
 
   it('is the only way to it: warren agent refuses --blocks as a usage error', async () => {

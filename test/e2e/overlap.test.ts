@@ -23,14 +23,21 @@ describe('overlapping ranges', () => {
       name,
       ipam: { type: 'warren', socket: agent.socket, journal_dir: join(agent.dir, 'journal'), ...ipam },
     });
-    const add = (id: string, config: unknown) => warren({ command: 'ADD', containerID: id, netns: '/var/run/netns/x', ifname: 'eth0', config });
+    const add = (id: string, config: unknown) =>
+      warren({ command: 'ADD', containerID: id, netns: '/var/run/netns/x', ifname: 'eth0', config });
     const first = await add('o1', conf('wide', { range: '10.232.2.0/24' }));
     assert.deepEqual(resultAddresses(first), ['10.232.2.1']);
     const second = await add('o2', conf('narrow', { range: '10.232.2.0/25' }));
     assert.equal(second.json?.code, 7, second.stdout);
     assert.match(String(second.json?.msg), /range 10\.232\.2\.0\/25 overlaps range 10\.232\.2\.0\/24/);
 
-    const one = await add('o3', conf('both', { ipRanges: [{ range: '10.232.4.0/23' }, { range: '10.232.5.0/24' }], enable_overlapping_ranges: true }));
+    const one = await add(
+      'o3',
+      conf('both', {
+        ipRanges: [{ range: '10.232.4.0/23' }, { range: '10.232.5.0/24' }],
+        enable_overlapping_ranges: true,
+      }),
+    );
     assert.equal(one.json?.code, 7, `one config whose ranges overlap: ${one.stdout}`);
     assert.match(String(one.json?.msg), /10\.232\.5\.0\/24/);
     assert.match(String(one.json?.msg), /10\.232\.4\.0\/23/);

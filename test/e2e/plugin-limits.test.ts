@@ -28,12 +28,27 @@ describe('plugin input limits', () => {
     await agent.stop();
   });
 
-  const conf = (name: string) => ({ cniVersion: '1.0.0', name, ipam: { type: 'warren', socket: agent.socket, journal_dir: journal, range: '10.214.0.0/24' } });
+  const conf = (name: string) => ({
+    cniVersion: '1.0.0',
+    name,
+    ipam: { type: 'warren', socket: agent.socket, journal_dir: journal, range: '10.214.0.0/24' },
+  });
 
   it('keeps the promise of a DEL whose config is nested 100000 levels deep instead of failing with code 5', async () => {
-    const add = await warren({ command: 'ADD', containerID: 'deep-1', netns: '/var/run/netns/deep', ifname: 'eth0', config: conf('deepnet') });
+    const add = await warren({
+      command: 'ADD',
+      containerID: 'deep-1',
+      netns: '/var/run/netns/deep',
+      ifname: 'eth0',
+      config: conf('deepnet'),
+    });
     assert.equal(add.code, 0, add.stdout);
-    const del = await warren({ command: 'DEL', containerID: 'deep-1', ifname: 'eth0', config: deepConfig(conf('deepnet'), 100_000) });
+    const del = await warren({
+      command: 'DEL',
+      containerID: 'deep-1',
+      ifname: 'eth0',
+      config: deepConfig(conf('deepnet'), 100_000),
+    });
     assert.equal(del.code, 0, del.stdout);
     assert.equal(del.stdout, '');
     // Released at once, or journaled for the agent to release: either keeps the promise.
@@ -46,7 +61,13 @@ describe('plugin input limits', () => {
   });
 
   it('refuses an ADD whose config is nested 100000 levels deep with code 7 naming the nesting, not a stack overflow', async () => {
-    const add = await warren({ command: 'ADD', containerID: 'deep-2', netns: '/var/run/netns/deep', ifname: 'eth0', config: deepConfig(conf('deepnet'), 100_000) });
+    const add = await warren({
+      command: 'ADD',
+      containerID: 'deep-2',
+      netns: '/var/run/netns/deep',
+      ifname: 'eth0',
+      config: deepConfig(conf('deepnet'), 100_000),
+    });
     assert.equal(add.code, 1);
     assert.equal(add.json?.code, 7, add.stdout);
     assert.match(String(add.json?.msg), /nests arrays and objects more than \d+ levels deep/);
@@ -59,7 +80,14 @@ describe('plugin input limits', () => {
     assert.equal(Buffer.byteLength(JSON.stringify(config)), MAX_CONFIG_BYTES);
     // A long CNI_ARGS too: the request wraps the config with the CNI variables.
     const args = `IgnoreUnknown=1;K8S_POD_NAMESPACE=big;K8S_POD_NAME=big-pod;PAD=${'p'.repeat(100_000)}`;
-    const add = await warren({ command: 'ADD', containerID: 'big-1', netns: '/var/run/netns/big', ifname: 'eth0', args, config });
+    const add = await warren({
+      command: 'ADD',
+      containerID: 'big-1',
+      netns: '/var/run/netns/big',
+      ifname: 'eth0',
+      args,
+      config,
+    });
     assert.equal(add.code, 0, add.stdout.slice(0, 500));
     assert.equal((await agent.allocations('?containerID=big-1')).length, 1);
   });
@@ -67,7 +95,13 @@ describe('plugin input limits', () => {
   it('refuses a config one byte past the stdin limit with code 6 naming the limit', async () => {
     const base = { ...conf('bignet'), pad: '' };
     const config = { ...base, pad: 'x'.repeat(MAX_CONFIG_BYTES + 1 - JSON.stringify(base).length) };
-    const add = await warren({ command: 'ADD', containerID: 'big-2', netns: '/var/run/netns/big', ifname: 'eth0', config });
+    const add = await warren({
+      command: 'ADD',
+      containerID: 'big-2',
+      netns: '/var/run/netns/big',
+      ifname: 'eth0',
+      config,
+    });
     assert.equal(add.json?.code, 6, add.stdout.slice(0, 500));
     assert.match(String(add.json?.msg), new RegExp(`larger than ${MAX_CONFIG_BYTES} bytes`));
   });

@@ -28,7 +28,12 @@ const NO_RESCAN_MS = 3_600_000;
 class RecordingHandler implements PluginHandler {
   readonly type = EVENT_SOURCE_TYPE;
   readonly versions = EVENT_SOURCE_VERSIONS;
-  readonly log: Array<{ readonly call: 'register' | 'unregister'; readonly socket: string; readonly name: string; readonly at: number }> = [];
+  readonly log: Array<{
+    readonly call: 'register' | 'unregister';
+    readonly socket: string;
+    readonly name: string;
+    readonly at: number;
+  }> = [];
 
   async register(plugin: RegisteredPlugin): Promise<void> {
     this.log.push({ call: 'register', socket: plugin.socket, name: plugin.info.name, at: Date.now() });
@@ -48,7 +53,13 @@ class RecordingHandler implements PluginHandler {
   }
 }
 
-const info = (name: string, over: Partial<PluginInfo> = {}): PluginInfo => ({ type: EVENT_SOURCE_TYPE, name, endpoint: '', supportedVersions: ['v1'], ...over });
+const info = (name: string, over: Partial<PluginInfo> = {}): PluginInfo => ({
+  type: EVENT_SOURCE_TYPE,
+  name,
+  endpoint: '',
+  supportedVersions: ['v1'],
+  ...over,
+});
 
 describe('plugin registry with real plugin processes', () => {
   const dir = tempDir('warren-plugins-');
@@ -64,7 +75,9 @@ describe('plugin registry with real plugin processes', () => {
 
   before(async () => {
     registry.start(abort.signal);
-    await waitFor('the watcher to list the empty directory', () => (registry.status().watcher === 'watching' ? true : undefined));
+    await waitFor('the watcher to list the empty directory', () =>
+      registry.status().watcher === 'watching' ? true : undefined,
+    );
   });
 
   after(async () => {
@@ -83,15 +96,23 @@ describe('plugin registry with real plugin processes', () => {
   it('registers each plugin on its socket appearing, in nested directories made after start, and tells it registered=true', async (t) => {
     const sockets = [join(dir, 'a.sock'), join(dir, 'nested', 'b.sock'), join(dir, 'deeper', 'still', 'c.sock')];
     const plugin = await start(sockets.map((socket, i) => ({ socket, info: info(`first-${i}`) })));
-    for (const socket of sockets) t.diagnostic(`${socket} registered ${await registered(plugin, socket)} ms after it appeared`);
+    for (const socket of sockets)
+      t.diagnostic(`${socket} registered ${await registered(plugin, socket)} ms after it appeared`);
     await plugin.until('every plugin told', () => sockets.every((s) => plugin.notified(s).length === 1));
-    for (const socket of sockets) assert.deepEqual(plugin.notified(socket).map((n) => [n.registered, n.error]), [[true, '']]);
+    for (const socket of sockets)
+      assert.deepEqual(
+        plugin.notified(socket).map((n) => [n.registered, n.error]),
+        [[true, '']],
+      );
     // The plugin hears registered=true just before the registry records it: wait for the record.
     const entries = await waitFor('all three registered in status', () => {
       const found = registry.status().plugins.filter((p) => sockets.includes(p.socket));
       return found.every((e) => e.state === 'registered') ? found : undefined;
     });
-    assert.deepEqual(entries.map((e) => [e.state, e.endpoint, e.version]), [...sockets].sort().map((s) => ['registered', s, 'v1']));
+    assert.deepEqual(
+      entries.map((e) => [e.state, e.endpoint, e.version]),
+      [...sockets].sort().map((s) => ['registered', s, 'v1']),
+    );
   });
 
   it('unregisters a plugin on its socket’s removal, and all of a plugin process’s sockets when it stops', async (t) => {
@@ -100,22 +121,33 @@ describe('plugin registry with real plugin processes', () => {
     for (const socket of sockets) await registered(plugin, socket);
     const removedAt = Date.now();
     rmSync(sockets[0] as string);
-    const unregisteredAt = await waitFor('the removed socket unregistered', () => handler.at('unregister', sockets[0] as string));
+    const unregisteredAt = await waitFor('the removed socket unregistered', () =>
+      handler.at('unregister', sockets[0] as string),
+    );
     t.diagnostic(`unregistered ${unregisteredAt - removedAt} ms after removal`);
     await plugin.stop();
     await waitFor('the stopped plugin unregistered', () => handler.at('unregister', sockets[1] as string));
-    assert.equal(registry.status().plugins.some((p) => sockets.includes(p.socket)), false);
+    assert.equal(
+      registry.status().plugins.some((p) => sockets.includes(p.socket)),
+      false,
+    );
   });
 
   it('registers 50 plugins appearing at once', async (t) => {
     const sockets = Array.from({ length: 50 }, (_, i) => join(dir, `burst-${i % 5}`, `p${i}.sock`));
     const plugin = await start(sockets.map((socket, i) => ({ socket, info: info(`burst-${i}`) })));
-    await waitFor('all 50 registered', () => (sockets.every((s) => handler.at('register', s) !== undefined) ? true : undefined));
+    await waitFor('all 50 registered', () =>
+      sockets.every((s) => handler.at('register', s) !== undefined) ? true : undefined,
+    );
     const latencies = await Promise.all(sockets.map((s) => registered(plugin, s)));
     t.diagnostic(`slowest registered ${Math.max(...latencies)} ms after it appeared`);
-    await plugin.until('all 50 told registered=true', () => sockets.every((s) => plugin.notified(s).some((n) => n.registered)));
+    await plugin.until('all 50 told registered=true', () =>
+      sockets.every((s) => plugin.notified(s).some((n) => n.registered)),
+    );
     await plugin.stop();
-    await waitFor('all 50 unregistered', () => (sockets.every((s) => handler.at('unregister', s) !== undefined) ? true : undefined));
+    await waitFor('all 50 unregistered', () =>
+      sockets.every((s) => handler.at('unregister', s) !== undefined) ? true : undefined,
+    );
   });
 
   it('refuses a plugin of an unknown type or no common version, telling it registered=false with the reason', async () => {
@@ -126,11 +158,17 @@ describe('plugin registry with real plugin processes', () => {
       { socket: old, info: info('old', { supportedVersions: ['v0'] }) },
     ]);
     await plugin.until('both told', () => plugin.notified(unknown).length === 1 && plugin.notified(old).length === 1);
-    assert.deepEqual(plugin.notified(unknown).map((n) => [n.registered, n.error]), [[false, 'unknown plugin type "kubelet.csi" (Warren knows "warren.event-source")']]);
+    assert.deepEqual(
+      plugin.notified(unknown).map((n) => [n.registered, n.error]),
+      [[false, 'unknown plugin type "kubelet.csi" (Warren knows "warren.event-source")']],
+    );
     assert.equal(plugin.notified(old)[0]?.registered, false);
     assert.match(plugin.notified(old)[0]?.error ?? '', /no version in common/);
     const entries = registry.status().plugins.filter((p) => p.socket === unknown || p.socket === old);
-    assert.deepEqual(entries.map((e) => e.state), ['refused', 'refused']);
+    assert.deepEqual(
+      entries.map((e) => e.state),
+      ['refused', 'refused'],
+    );
     assert.deepEqual(handler.calls(unknown), []);
     assert.deepEqual(handler.calls(old), []);
   });
@@ -143,7 +181,10 @@ describe('plugin registry with real plugin processes', () => {
     await registered(second, socket, 2);
     assert.deepEqual(handler.calls(socket), ['register', 'unregister', 'register']);
     await second.until('the new plugin told registered=true', () => second.notified(socket).some((n) => n.registered));
-    assert.deepEqual(first.notified(socket).map((n) => n.registered), [true]);
+    assert.deepEqual(
+      first.notified(socket).map((n) => n.registered),
+      [true],
+    );
   });
 
   it('removing a regular file, a FIFO or a dot-file in the plugins directory unregisters nothing (kubernetes #96827)', async () => {
@@ -172,6 +213,9 @@ describe('plugin registry with real plugin processes', () => {
     await waitFor('the sentinel unregistered', () => handler.at('unregister', sentinel));
     assert.deepEqual(handler.calls(keep), ['register'], 'the kept plugin is untouched');
     assert.equal(registry.status().plugins.find((p) => p.socket === keep)?.state, 'registered');
-    assert.equal(registry.status().plugins.some((p) => [file, fifo, dot].includes(p.socket)), false);
+    assert.equal(
+      registry.status().plugins.some((p) => [file, fifo, dot].includes(p.socket)),
+      false,
+    );
   });
 });

@@ -33,7 +33,12 @@ async function addUnderPrefix(agent: AgentHandle, containerID: string): Promise<
     containerID,
     netns: `${PREFIX}${containerID}`,
     ifname: 'eth0',
-    config: { cniVersion: '1.0.0', name: 'plugins-trust', type: 'warren', ipam: { type: 'warren', range: '10.237.43.0/24', socket: agent.socket, journal_dir: join(agent.dir, 'journal') } },
+    config: {
+      cniVersion: '1.0.0',
+      name: 'plugins-trust',
+      type: 'warren',
+      ipam: { type: 'warren', range: '10.237.43.0/24', socket: agent.socket, journal_dir: join(agent.dir, 'journal') },
+    },
   });
   assert.equal(r.code, 0, r.stdout + r.stderr);
 }
@@ -69,7 +74,7 @@ describe('the plugin registry against another local user', { skip: isRoot() ? fa
     return agent;
   };
 
-  it("a plugins directory another user owns registers nothing and releases nothing, and doctor says so", async () => {
+  it('a plugins directory another user owns registers nothing and releases nothing, and doctor says so', async () => {
     const dir = tempDir('warren-plugins-trust-');
     dirs.push(dir);
     const pluginsDir = join(dir, 'plugins');
@@ -84,7 +89,9 @@ describe('the plugin registry against another local user', { skip: isRoot() ? fa
     const status = await waitFor('the registry to judge the planted socket', async () => {
       const s = await plugins(agent);
       // Judged one way or the other: refused or retrying with a reason, or (what must not be) registered.
-      return s.plugins.some((p) => p.socket === adapter.socket && (p.error !== undefined || p.state === 'registered')) ? s : undefined;
+      return s.plugins.some((p) => p.socket === adapter.socket && (p.error !== undefined || p.state === 'registered'))
+        ? s
+        : undefined;
     });
     assert.equal(status.registered, 0, JSON.stringify(status));
     assert.match(status.problem ?? '', new RegExp(`plugins directory ${pluginsDir} belongs to uid ${uid}`));
@@ -92,7 +99,10 @@ describe('the plugin registry against another local user', { skip: isRoot() ? fa
     assert.equal(status.registered, 0);
     assert.equal(adapter.lists, 0, 'the planted adapter was never asked anything');
     assert.deepEqual(adapter.notified, []);
-    assert.deepEqual((await agent.allocations()).map((a) => a.containerID), ['owned-dir-victim']);
+    assert.deepEqual(
+      (await agent.allocations()).map((a) => a.containerID),
+      ['owned-dir-victim'],
+    );
     assert.match(agent.log(), /the plugins directory is not trusted/);
 
     const doctor = await run(process.execPath, [WARREN_BIN, 'doctor', '--socket', agent.socket, '--json']);
@@ -102,7 +112,7 @@ describe('the plugin registry against another local user', { skip: isRoot() ? fa
     assert.match(finding?.detail ?? '', new RegExp(`belongs to uid ${uid}`));
   });
 
-  it("a socket another user owns, in a good plugins directory, is refused and releases nothing", async () => {
+  it('a socket another user owns, in a good plugins directory, is refused and releases nothing', async () => {
     const dir = tempDir('warren-plugins-trust-');
     dirs.push(dir);
     const pluginsDir = join(dir, 'plugins');
@@ -119,12 +129,22 @@ describe('the plugin registry against another local user', { skip: isRoot() ? fa
     lchownSync(adapter.socket, uid, uid);
     const socket = join(pluginsDir, 'theirs.sock');
     renameSync(adapter.socket, socket);
-    const entry = await waitFor('the registry to judge the socket', async () => (await plugins(agent)).plugins.find((p) => p.socket === socket && (p.state === 'refused' || p.state === 'registered')));
+    const entry = await waitFor('the registry to judge the socket', async () =>
+      (await plugins(agent)).plugins.find(
+        (p) => p.socket === socket && (p.state === 'refused' || p.state === 'registered'),
+      ),
+    );
     assert.equal(entry.state, 'refused', JSON.stringify(entry));
-    assert.match(entry.error ?? '', new RegExp(`socket ${socket} belongs to uid ${uid}, not to root, which runs Warren`));
+    assert.match(
+      entry.error ?? '',
+      new RegExp(`socket ${socket} belongs to uid ${uid}, not to root, which runs Warren`),
+    );
     assert.equal(adapter.lists, 0, 'the socket was never dialed');
     assert.deepEqual(adapter.notified, []);
-    assert.deepEqual((await agent.allocations()).map((a) => a.containerID), ['owned-socket-victim']);
+    assert.deepEqual(
+      (await agent.allocations()).map((a) => a.containerID),
+      ['owned-socket-victim'],
+    );
     assert.match(agent.log(), /plugin refused/);
   });
 });

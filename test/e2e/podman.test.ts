@@ -60,7 +60,15 @@ describe('the podman adapter with real podman', { skip }, () => {
     podman.writeNetwork(network, {
       cniVersion: '1.0.0',
       name: network,
-      plugins: [{ type: 'bridge', bridge, isGateway: true, ipMasq: false, ipam: { type: 'warren', range, socket: socketLink, journal_dir: join(unwritable, 'journal') } }],
+      plugins: [
+        {
+          type: 'bridge',
+          bridge,
+          isGateway: true,
+          ipMasq: false,
+          ipam: { type: 'warren', range, socket: socketLink, journal_dir: join(unwritable, 'journal') },
+        },
+      ],
     });
   };
 
@@ -94,21 +102,21 @@ describe('the podman adapter with real podman', { skip }, () => {
 
   /** The podman plugin's entry once it is registered and its stream is watching. */
   const registered = () =>
-    waitFor(
-      'the podman adapter to be registered and watching',
-      async () => {
-        const entry = (await plugins()).plugins.find((p) => p.name === 'podman' && p.state === 'registered');
-        return (entry?.detail?.stream as { state?: string } | undefined)?.state === 'watching' ? entry : undefined;
-      },
-    );
+    waitFor('the podman adapter to be registered and watching', async () => {
+      const entry = (await plugins()).plugins.find((p) => p.name === 'podman' && p.state === 'registered');
+      return (entry?.detail?.stream as { state?: string } | undefined)?.state === 'watching' ? entry : undefined;
+    });
 
-  const heldBy = async (id: string): Promise<string[]> => (await agent.allocations(`?containerID=${id}`)).map((a) => a.address);
+  const heldBy = async (id: string): Promise<string[]> =>
+    (await agent.allocations(`?containerID=${id}`)).map((a) => a.address);
 
   /**
    * A container on Warren's network, running `sleep`; its ID, address and namespace. Its DEL (and
    * every later one) goes to `delSocket`: by default a path where nothing listens.
    */
-  const runContainer = async (delSocket = join(agent.dir, 'nobody-listens.sock')): Promise<{ id: string; address: string; netns: string }> => {
+  const runContainer = async (
+    delSocket = join(agent.dir, 'nobody-listens.sock'),
+  ): Promise<{ id: string; address: string; netns: string }> => {
     pointSocketAt(agent.socket);
     const id = await podman.ok(['run', '-d', '--network', network, podman.image, 'sleep', '1000']);
     pointSocketAt(delSocket);
@@ -148,7 +156,9 @@ describe('the podman adapter with real podman', { skip }, () => {
     socketLink = join(dir, 'agent-link.sock');
     writeFileSync(unwritable, 'not a directory\n');
     mkdirSync(pluginsDir);
-    agent = await startAgent({ args: ['--plugins-dir', pluginsDir, '--netns-dirs', '/run/netns', '--containerd-grace', '0'] });
+    agent = await startAgent({
+      args: ['--plugins-dir', pluginsDir, '--netns-dirs', '/run/netns', '--containerd-grace', '0'],
+    });
     podman = await startPodman({ cniPluginDirs: [cniBinDir()] });
     writeNetwork();
     adapter = await startAdapter();
@@ -176,17 +186,23 @@ describe('the podman adapter with real podman', { skip }, () => {
     assert.match(status.stdout, /plugins: {5}1 registered, 0 refused, 0 retrying/);
   });
 
-  it('releases the address of a container removed while its DEL could neither reach the agent nor be journaled, on podman\'s remove event', async (t) => {
+  it("releases the address of a container removed while its DEL could neither reach the agent nor be journaled, on podman's remove event", async (t) => {
     await registered();
     const { id } = await runContainer();
     await podman.ok(['rm', '-f', '-t', '0', id]);
     const removedAt = Date.now();
-    await waitFor('the address to be released on the adapter\'s word', async () => ((await heldBy(id)).length === 0 ? true : undefined));
+    await waitFor("the address to be released on the adapter's word", async () =>
+      (await heldBy(id)).length === 0 ? true : undefined,
+    );
     const tookMs = Date.now() - removedAt;
     t.diagnostic(`released ${tookMs} ms after podman rm returned`);
     const entry = (await plugins()).plugins.find((p) => p.name === 'podman');
-    assert.ok(Number(entry?.detail?.released) >= 1, `the adapter's releases are counted: ${JSON.stringify(entry?.detail)}`);
-    const journal = (await requestJson({ socket: agent.socket, method: 'GET', path: '/v1/journal' })).body as ReconcilerStatus;
+    assert.ok(
+      Number(entry?.detail?.released) >= 1,
+      `the adapter's releases are counted: ${JSON.stringify(entry?.detail)}`,
+    );
+    const journal = (await requestJson({ socket: agent.socket, method: 'GET', path: '/v1/journal' }))
+      .body as ReconcilerStatus;
     assert.deepEqual([journal.releasedFromJournal, journal.pending.length], [0, 0], 'nothing was journaled');
   });
 
@@ -205,19 +221,18 @@ describe('the podman adapter with real podman', { skip }, () => {
     // kill, not stop: `podman stop` would itself wait in the stalled DEL.
     await podman.ok(['kill', id]);
     // The exit reaches the agent, which waits for the namespace rather than releasing.
-    await waitFor(
-      'the exit to be judged',
-      async () => {
-        const entry = (await plugins()).plugins.find((p) => p.name === 'podman');
-        const exited = (entry?.detail?.exited ?? []) as Array<{ containerID: string }>;
-        return exited.some((e) => e.containerID === id) ? true : undefined;
-      },
-    );
+    await waitFor('the exit to be judged', async () => {
+      const entry = (await plugins()).plugins.find((p) => p.name === 'podman');
+      const exited = (entry?.detail?.exited ?? []) as Array<{ containerID: string }>;
+      return exited.some((e) => e.containerID === id) ? true : undefined;
+    });
     assert.ok(existsSync(netns), `${netns} still exists while podman's DEL waits`);
     assert.deepEqual(await heldBy(id), [address], 'a process exiting is not proof');
     // The DEL fails (nothing answers, nothing can be journaled); podman removes the namespace.
     await stall.close();
-    await waitFor('the address to be released once the namespace is gone', async () => ((await heldBy(id)).length === 0 ? true : undefined));
+    await waitFor('the address to be released once the namespace is gone', async () =>
+      (await heldBy(id)).length === 0 ? true : undefined,
+    );
     assert.equal(existsSync(netns), false);
     await podman.ok(['rm', '-f', '-t', '0', id]);
   };
@@ -235,7 +250,12 @@ describe('the podman adapter with real podman', { skip }, () => {
       containerID: otherID,
       netns: other.path,
       ifname: 'eth0',
-      config: { cniVersion: '1.0.0', name: network, type: 'warren', ipam: { type: 'warren', range, socket: agent.socket, journal_dir: join(agent.dir, 'journal') } },
+      config: {
+        cniVersion: '1.0.0',
+        name: network,
+        type: 'warren',
+        ipam: { type: 'warren', range, socket: agent.socket, journal_dir: join(agent.dir, 'journal') },
+      },
     });
     assert.equal(add.code, 0, add.stdout + add.stderr);
     await adapter?.kill();
@@ -243,12 +263,16 @@ describe('the podman adapter with real podman', { skip }, () => {
     await podman.ok(['rm', '-f', '-t', '0', removed.id]);
     assert.deepEqual(await heldBy(removed.id), [removed.address], 'no adapter, no news: the address stays for now');
     adapter = await startAdapter();
-    await waitFor('the removed container to be released by the resync', async () => ((await heldBy(removed.id)).length === 0 ? true : undefined));
+    await waitFor('the removed container to be released by the resync', async () =>
+      (await heldBy(removed.id)).length === 0 ? true : undefined,
+    );
     await registered();
     assert.deepEqual(await heldBy(kept.id), [kept.address]);
     assert.equal((await heldBy(otherID)).length, 1, "another runtime's allocation is not the adapter's to judge");
     await podman.ok(['rm', '-f', '-t', '0', kept.id]);
-    await waitFor('the kept container to be released once removed', async () => ((await heldBy(kept.id)).length === 0 ? true : undefined));
+    await waitFor('the kept container to be released once removed', async () =>
+      (await heldBy(kept.id)).length === 0 ? true : undefined,
+    );
   });
 
   it('is registered again when the agent restarts, and the resync releases what podman removed while the agent was down', async () => {
@@ -259,6 +283,8 @@ describe('the podman adapter with real podman', { skip }, () => {
     await podman.ok(['rm', '-f', '-t', '0', removed.id]);
     agent = await startAgent({ dir: agent.dir, args });
     await registered();
-    await waitFor('the container removed meanwhile to be released', async () => ((await heldBy(removed.id)).length === 0 ? true : undefined));
+    await waitFor('the container removed meanwhile to be released', async () =>
+      (await heldBy(removed.id)).length === 0 ? true : undefined,
+    );
   });
 });

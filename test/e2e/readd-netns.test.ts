@@ -57,10 +57,22 @@ describe('a re-ADD in a new network namespace', { skip: isRoot() ? false : 'need
     const witness = await add('readd-witness', w.path);
     await deleteNetns(a.name);
     await deleteNetns(w.name);
-    await waitFor('the namespace sweep to release the witness', async () => ((await agent.allocations('?containerID=readd-witness')).length === 0 ? true : undefined), HANG_BOUND_MS);
+    await waitFor(
+      'the namespace sweep to release the witness',
+      async () => ((await agent.allocations('?containerID=readd-witness')).length === 0 ? true : undefined),
+      HANG_BOUND_MS,
+    );
 
-    assert.deepEqual((await agent.allocations('?containerID=readd-c1')).map((x) => x.address), [first], 'c1 still holds its address');
-    assert.deepEqual((await agent.allocations('?containerID=readd-c1')).map((x) => x.netns), [b.path], 'the allocation records where the container lives now');
+    assert.deepEqual(
+      (await agent.allocations('?containerID=readd-c1')).map((x) => x.address),
+      [first],
+      'c1 still holds its address',
+    );
+    assert.deepEqual(
+      (await agent.allocations('?containerID=readd-c1')).map((x) => x.netns),
+      [b.path],
+      'the allocation records where the container lives now',
+    );
     // The next containers get other addresses: c1's is not handed out again.
     const others = [await add('readd-c2', (await netns()).path), await add('readd-c3', (await netns()).path)];
     assert.ok(!others.includes(first), `${first} was handed out again: ${others.join(', ')} (witness had ${witness})`);

@@ -37,7 +37,12 @@ describe('a registered runtime adapter, end to end', () => {
       containerID,
       netns,
       ifname: 'eth0',
-      config: { cniVersion: '1.0.0', name: 'adapted', type: 'warren', ipam: { type: 'warren', range: '10.236.9.0/24', socket: agent.socket, journal_dir: join(agent.dir, 'journal') } },
+      config: {
+        cniVersion: '1.0.0',
+        name: 'adapted',
+        type: 'warren',
+        ipam: { type: 'warren', range: '10.236.9.0/24', socket: agent.socket, journal_dir: join(agent.dir, 'journal') },
+      },
     });
     assert.equal(r.code, 0, r.stdout + r.stderr);
   };
@@ -51,7 +56,12 @@ describe('a registered runtime adapter, end to end', () => {
     await add(id('bbbbgone'), `${PREFIX}b`);
     await add(id('ccccdele'), `${PREFIX}c`);
     await add(id('ddddothr'), '/var/run/netns/cni-other-runtime');
-    adapter = new ScriptedAdapter(join(plugins, 'nested', 'scripted.sock'), { type: 'warren.event-source', name: 'scripted', endpoint: '', supportedVersions: ['v0', 'v1'] });
+    adapter = new ScriptedAdapter(join(plugins, 'nested', 'scripted.sock'), {
+      type: 'warren.event-source',
+      name: 'scripted',
+      endpoint: '',
+      supportedVersions: ['v0', 'v1'],
+    });
     adapter.answer = async () => encodeListing({ ids: [id('aaaalive'), id('ccccdele')], netnsPrefixes: [PREFIX] });
     // A directory made after the agent started, and a socket in it.
     mkdirSync(join(plugins, 'nested'));
@@ -64,7 +74,9 @@ describe('a registered runtime adapter, end to end', () => {
   });
 
   it('registers it, tells it so, and resynchronises: what the adapter answers for and no longer has is released, nothing else', async () => {
-    await waitFor('the registration to be notified', () => (adapter.notified.length > 0 ? adapter.notified : undefined));
+    await waitFor('the registration to be notified', () =>
+      adapter.notified.length > 0 ? adapter.notified : undefined,
+    );
     assert.deepEqual(adapter.notified, [{ registered: true, error: '' }]);
     // Notified as the last step of registering: the state says so a moment later.
     const status = await waitFor('the plugin to be registered', async () => {
@@ -75,7 +87,9 @@ describe('a registered runtime adapter, end to end', () => {
       status.plugins.map((p) => [p.socket, p.state, p.name, p.version]),
       [[adapter.socket, 'registered', 'scripted', 'v1']],
     );
-    await waitFor('the resync to release the absent container', async () => ((await held()).includes('bbbbgone') ? undefined : true));
+    await waitFor('the resync to release the absent container', async () =>
+      (await held()).includes('bbbbgone') ? undefined : true,
+    );
     assert.deepEqual(await held(), ['aaaalive', 'ccccdele', 'ddddothr']);
     assert.deepEqual((await get<AgentStatus>('/v1/status')).plugins, { registered: 1, refused: 0, retrying: 0 });
   });
@@ -88,11 +102,17 @@ describe('a registered runtime adapter, end to end', () => {
     // Another runtime's container, and one of the adapter's: only the latter is its to release.
     adapter.write(encodeEvent({ id: id('ddddothr'), kind: 'deleted', time: Date.now() }));
     adapter.write(encodeEvent({ id: id('ccccdele'), kind: 'deleted', time: Date.now() }));
-    await waitFor('the deleted container to be released', async () => ((await held()).includes('ccccdele') ? undefined : true));
+    await waitFor('the deleted container to be released', async () =>
+      (await held()).includes('ccccdele') ? undefined : true,
+    );
     assert.deepEqual(await held(), ['aaaalive', 'ddddothr']);
     const entry = (await get<PluginsStatus>('/v1/plugins')).plugins[0];
     const stream = entry?.detail?.stream as { state: string; streams: number; malformed: number; events: number };
-    assert.deepEqual([stream.state, stream.streams, stream.malformed], ['watching', 1, 3], JSON.stringify(entry?.detail));
+    assert.deepEqual(
+      [stream.state, stream.streams, stream.malformed],
+      ['watching', 1, 3],
+      JSON.stringify(entry?.detail),
+    );
     assert.equal(entry?.detail?.released, 2);
     assert.equal((await get<AgentStatus>('/v1/status')).ready, true, 'the agent is up and serving');
   });
@@ -100,7 +120,9 @@ describe('a registered runtime adapter, end to end', () => {
   it('unregisters it when its socket goes, and stops following its stream', async () => {
     adapter.stop();
     rmSync(adapter.socket, { force: true });
-    await waitFor('the plugin to be unregistered', async () => ((await get<PluginsStatus>('/v1/plugins')).plugins.length === 0 ? true : undefined));
+    await waitFor('the plugin to be unregistered', async () =>
+      (await get<PluginsStatus>('/v1/plugins')).plugins.length === 0 ? true : undefined,
+    );
     assert.deepEqual((await get<AgentStatus>('/v1/status')).plugins, { registered: 0, refused: 0, retrying: 0 });
   });
 });

@@ -19,7 +19,14 @@ import { after, before, describe, it } from 'node:test';
 import type { AgentStatus } from '../../src/api/status.ts';
 import { isConfigName } from '../../src/cni/derived-config.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
-import { type CniReply, REFERENCE_PLUGINS, cniBinDir, haveReferencePlugins, reference, resultAddresses } from '../helpers/cni.ts';
+import {
+  type CniReply,
+  REFERENCE_PLUGINS,
+  cniBinDir,
+  haveReferencePlugins,
+  reference,
+  resultAddresses,
+} from '../helpers/cni.ts';
 import { bridgeName, createNetns, deleteLink, deleteNetns } from '../helpers/netns.ts';
 import { CHILD_PATH, REPO, WARREN_BIN, isRoot, removeDir, run, tempDir, waitFor } from '../helpers/processes.ts';
 
@@ -44,18 +51,37 @@ describe('taking a bridge + host-local node over, and handing it back', { skip }
   /** Addresses host-local handed out before Warren came, by container. */
   const before_: Record<string, string> = {};
 
-  const status = async (): Promise<AgentStatus> => JSON.parse((await run(process.execPath, [WARREN_BIN, 'status', '--json', '--socket', (agent as AgentHandle).socket])).stdout) as AgentStatus;
+  const status = async (): Promise<AgentStatus> =>
+    JSON.parse(
+      (await run(process.execPath, [WARREN_BIN, 'status', '--json', '--socket', (agent as AgentHandle).socket])).stdout,
+    ) as AgentStatus;
   const firstConfig = (): string => readdirSync(confDir).filter(isConfigName).sort()[0] as string;
-  const hostLocalFiles = (): string[] => (existsSync(dataDir) ? readdirSync(dataDir).filter((n) => n.startsWith(PREFIX)).sort() : []);
+  const hostLocalFiles = (): string[] =>
+    existsSync(dataDir)
+      ? readdirSync(dataDir)
+          .filter((n) => n.startsWith(PREFIX))
+          .sort()
+      : [];
 
   /** Runs CNI `command` for `id` as a runtime would: the conf dir's first config, its plugin (bridge) in the container's namespace. */
   async function viaConfDir(command: 'ADD' | 'DEL', id: string): Promise<CniReply & { file: string }> {
     if (!namespaces.has(id)) namespaces.set(id, await createNetns());
     const ns = namespaces.get(id) as { name: string; path: string };
     const file = firstConfig();
-    const conf = JSON.parse(readFileSync(join(confDir, file), 'utf8')) as { name: string; cniVersion: string; plugins: Array<Record<string, unknown>> };
+    const conf = JSON.parse(readFileSync(join(confDir, file), 'utf8')) as {
+      name: string;
+      cniVersion: string;
+      plugins: Array<Record<string, unknown>>;
+    };
     const plugin = { ...conf.plugins[0], name: conf.name, cniVersion: conf.cniVersion };
-    const reply = await reference('bridge', { command, containerID: id, netns: ns.path, ifname: 'eth0', config: plugin, env: { CNI_PATH: `${binDir}:${REFERENCE_PLUGINS}` } });
+    const reply = await reference('bridge', {
+      command,
+      containerID: id,
+      netns: ns.path,
+      ifname: 'eth0',
+      config: plugin,
+      env: { CNI_PATH: `${binDir}:${REFERENCE_PLUGINS}` },
+    });
     return { ...reply, file };
   }
   async function add(id: string): Promise<{ address: string; file: string }> {
@@ -78,11 +104,27 @@ describe('taking a bridge + host-local node over, and handing it back', { skip }
   before(() => {
     // Warren as installed, in a bin dir of this file's own: uninstall removes it.
     cniBinDir(); // builds the plugin once
-    const r = spawnSync(process.execPath, [WARREN_BIN, 'install', '--cni-bin-dir', binDir, '--link'], { cwd: REPO, env: { PATH: CHILD_PATH }, encoding: 'utf8' });
+    const r = spawnSync(process.execPath, [WARREN_BIN, 'install', '--cni-bin-dir', binDir, '--link'], {
+      cwd: REPO,
+      env: { PATH: CHILD_PATH },
+      encoding: 'utf8',
+    });
     assert.equal(r.status, 0, r.stderr);
     writeFileSync(
       join(confDir, '10-bridge.conflist'),
-      JSON.stringify({ cniVersion: '1.0.0', name: NETWORK, plugins: [{ type: 'bridge', bridge, isGateway: true, ipMasq: false, ipam: { type: 'host-local', subnet: SUBNET, dataDir: dataRoot } }] }),
+      JSON.stringify({
+        cniVersion: '1.0.0',
+        name: NETWORK,
+        plugins: [
+          {
+            type: 'bridge',
+            bridge,
+            isGateway: true,
+            ipMasq: false,
+            ipam: { type: 'host-local', subnet: SUBNET, dataDir: dataRoot },
+          },
+        ],
+      }),
     );
   });
 
@@ -106,11 +148,17 @@ describe('taking a bridge + host-local node over, and handing it back', { skip }
     writeFileSync(join(dataDir, `${PREFIX}202`), '../../etc/passwd\r\neth0');
 
     writeFileSync(indicator, '');
-    agent = await startAgent({ args: ['--manage-cni-config', 'on', '--cni-conf-dir', confDir, '--readiness-indicator-file', indicator] });
-    const takeover = await waitFor('the import', async () => {
-      const t = (await status()).cniConfig?.takeover?.[0];
-      return t?.imported === true ? t : undefined;
-    }, DEADLINE_MS);
+    agent = await startAgent({
+      args: ['--manage-cni-config', 'on', '--cni-conf-dir', confDir, '--readiness-indicator-file', indicator],
+    });
+    const takeover = await waitFor(
+      'the import',
+      async () => {
+        const t = (await status()).cniConfig?.takeover?.[0];
+        return t?.imported === true ? t : undefined;
+      },
+      DEADLINE_MS,
+    );
     assert.equal(takeover.dataDir, dataDir);
     assert.match((takeover.problems ?? []).join('\n'), /200 is a FIFO, not a regular file; skipped/);
     assert.match((takeover.problems ?? []).join('\n'), /201 is a symbolic link, not a regular file; skipped/);
@@ -118,7 +166,8 @@ describe('taking a bridge + host-local node over, and handing it back', { skip }
     for (const name of ['200', '201', '202']) unlinkSync(join(dataDir, `${PREFIX}${name}`));
 
     const held = await warrenHolds();
-    for (const [id, address] of Object.entries(before_)) assert.equal(held.get(address), id, `${address} is held for ${id}`);
+    for (const [id, address] of Object.entries(before_))
+      assert.equal(held.get(address), id, `${address} is held for ${id}`);
     assert.equal(firstConfig(), OUTPUT);
     const mine: string[] = [];
     for (let i = 0; i < 6; i++) {
@@ -126,7 +175,11 @@ describe('taking a bridge + host-local node over, and handing it back', { skip }
       assert.equal(file, OUTPUT);
       mine.push(address);
     }
-    for (const address of mine) assert.ok(!Object.values(before_).includes(address), `Warren handed out ${address}, which host-local had reserved`);
+    for (const address of mine)
+      assert.ok(
+        !Object.values(before_).includes(address),
+        `Warren handed out ${address}, which host-local had reserved`,
+      );
     // An imported pod goes: its DEL (through Warren's config now) releases Warren's allocation of it.
     await del('hl-c');
     assert.equal((await warrenHolds()).has(before_['hl-c'] as string), false);
@@ -135,8 +188,12 @@ describe('taking a bridge + host-local node over, and handing it back', { skip }
   it('keeps its config first while the readiness indicator is missing: an ADD through the conf dir fails with 11 and host-local hands out nothing', async () => {
     const files = hostLocalFiles();
     unlinkSync(indicator);
-    await waitFor('not ready', async () => ((await status()).cniConfig?.state === 'not-ready' ? true : undefined), DEADLINE_MS);
-    assert.equal(firstConfig(), OUTPUT, 'Warren\'s config stays first');
+    await waitFor(
+      'not ready',
+      async () => ((await status()).cniConfig?.state === 'not-ready' ? true : undefined),
+      DEADLINE_MS,
+    );
+    assert.equal(firstConfig(), OUTPUT, "Warren's config stays first");
     const r = await viaConfDir('ADD', 'nr-1');
     assert.notEqual(r.code, 0);
     assert.equal(r.json?.code, 11, r.stdout);
@@ -144,15 +201,31 @@ describe('taking a bridge + host-local node over, and handing it back', { skip }
     assert.deepEqual(hostLocalFiles(), files, 'host-local was never asked');
     await del('nr-1'); // the failed sandbox's DEL, as a runtime does
     writeFileSync(indicator, '');
-    await waitFor('ready again', async () => ((await status()).cniConfig?.state === 'current' ? true : undefined), DEADLINE_MS);
+    await waitFor(
+      'ready again',
+      async () => ((await status()).cniConfig?.state === 'current' ? true : undefined),
+      DEADLINE_MS,
+    );
   });
 
-  it('hands the node back: after `warren uninstall`, ADDs through host-local never get an address Warren held, and a DEL of a pod Warren addressed releases host-local\'s reservation', async () => {
+  it("hands the node back: after `warren uninstall`, ADDs through host-local never get an address Warren held, and a DEL of a pod Warren addressed releases host-local's reservation", async () => {
     const held = await warrenHolds();
     assert.ok(held.size >= 7, `Warren holds ${held.size}`);
-    const u = await run(process.execPath, [WARREN_BIN, 'uninstall', '--json', '--socket', (agent as AgentHandle).socket, '--cni-bin-dir', binDir]);
+    const u = await run(process.execPath, [
+      WARREN_BIN,
+      'uninstall',
+      '--json',
+      '--socket',
+      (agent as AgentHandle).socket,
+      '--cni-bin-dir',
+      binDir,
+    ]);
     assert.equal(u.code, 0, u.stderr);
-    const report = JSON.parse(u.stdout) as { configRemoved: boolean; networks: Array<{ network: string; written: number; kept: number; removed: number }>; pluginRemoved: string[] };
+    const report = JSON.parse(u.stdout) as {
+      configRemoved: boolean;
+      networks: Array<{ network: string; written: number; kept: number; removed: number }>;
+      pluginRemoved: string[];
+    };
     assert.equal(report.configRemoved, true);
     assert.equal(report.networks[0]?.network, NETWORK);
     assert.deepEqual(report.pluginRemoved, [join(binDir, 'warren'), join(binDir, 'warren.d')]);
@@ -184,11 +257,18 @@ describe('taking a bridge + host-local node over, and handing it back', { skip }
     assert.equal(await (agent as AgentHandle).stop(), 0);
     assert.equal(existsSync(join(dir, 'warren.db')), false);
     assert.ok(existsSync(join(dir, 'handed-back.json')));
-    agent = await startAgent({ dir, args: ['--manage-cni-config', 'on', '--cni-conf-dir', confDir, '--readiness-indicator-file', indicator] });
-    const s = await waitFor('the status', async () => {
-      const x = await status();
-      return x.cniConfig?.state === 'handed-back' ? x : undefined;
-    }, DEADLINE_MS);
+    agent = await startAgent({
+      dir,
+      args: ['--manage-cni-config', 'on', '--cni-conf-dir', confDir, '--readiness-indicator-file', indicator],
+    });
+    const s = await waitFor(
+      'the status',
+      async () => {
+        const x = await status();
+        return x.cniConfig?.state === 'handed-back' ? x : undefined;
+      },
+      DEADLINE_MS,
+    );
     assert.equal(s.ready, false);
     assert.equal(existsSync(join(confDir, OUTPUT)), false, 'not written again');
   });

@@ -24,15 +24,22 @@ describe('a wedged agent (accepts, never answers)', { timeout: 4 * DEL_BUDGET_MS
     mute?.stop();
     removeDir(dir);
   });
-  const config = { cniVersion: '1.0.0', name: 'wedgednet', ipam: { type: 'warren', socket, journal_dir: journal, range: '10.214.0.0/24' } };
+  const config = {
+    cniVersion: '1.0.0',
+    name: 'wedgednet',
+    ipam: { type: 'warren', socket, journal_dir: journal, range: '10.214.0.0/24' },
+  };
 
   it('the forwarder waits no longer than the plugin would, and the two waits fit the DEL budget', () => {
     const header = readFileSync(join(FORWARDER_SOURCE_DIR, 'agent-exchange.h'), 'utf8');
     const forwarder = Number(/#define AGENT_EXCHANGE_TIMEOUT_MS (\d+)/.exec(header)?.[1]);
     assert.equal(forwarder, AGENT_ANSWER_TIMEOUT_MS, 'the forwarder and the plugin wait as long');
     // The fallback does not wait again; what is left covers starting it and writing the journal on a loaded node.
-    assert.ok(AGENT_ANSWER_TIMEOUT_MS <= DEL_BUDGET_MS / 2, `${AGENT_ANSWER_TIMEOUT_MS} ms leaves too little of ${DEL_BUDGET_MS} ms`);
-    assert.ok(DEL_BUDGET_MS <= 120_000 / 2, 'well inside the kubelet\'s 2-minute runtime request timeout');
+    assert.ok(
+      AGENT_ANSWER_TIMEOUT_MS <= DEL_BUDGET_MS / 2,
+      `${AGENT_ANSWER_TIMEOUT_MS} ms leaves too little of ${DEL_BUDGET_MS} ms`,
+    );
+    assert.ok(DEL_BUDGET_MS <= 120_000 / 2, "well inside the kubelet's 2-minute runtime request timeout");
   });
 
   it('a DEL is journaled and succeeds, and an ADD answers 11, within the budget rather than after two full waits', async () => {
@@ -43,8 +50,24 @@ describe('a wedged agent (accepts, never answers)', { timeout: 4 * DEL_BUDGET_MS
       return { reply, ms: Date.now() - started };
     };
     const [del, add] = await Promise.all([
-      timed(warren({ command: 'DEL', containerID: 'wedged-del-1', netns: '/var/run/netns/wedged-del', ifname: 'eth0', config })),
-      timed(warren({ command: 'ADD', containerID: 'wedged-add-1', netns: '/var/run/netns/wedged-add', ifname: 'eth0', config })),
+      timed(
+        warren({
+          command: 'DEL',
+          containerID: 'wedged-del-1',
+          netns: '/var/run/netns/wedged-del',
+          ifname: 'eth0',
+          config,
+        }),
+      ),
+      timed(
+        warren({
+          command: 'ADD',
+          containerID: 'wedged-add-1',
+          netns: '/var/run/netns/wedged-add',
+          ifname: 'eth0',
+          config,
+        }),
+      ),
     ]);
     assert.equal(mute.accepted(), 2, 'each call reached the wedged agent once: the fallback did not ask again');
 

@@ -12,7 +12,16 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { startAgent } from '../helpers/agent.ts';
-import { CHILD_PATH, REPO, isGone, liveChildren, processesUsing, tempDir, track, waitFor } from '../helpers/processes.ts';
+import {
+  CHILD_PATH,
+  REPO,
+  isGone,
+  liveChildren,
+  processesUsing,
+  tempDir,
+  track,
+  waitFor,
+} from '../helpers/processes.ts';
 
 const FIXTURE = join(REPO, 'test', 'helpers-check', 'fixtures', 'hanging-file.ts');
 
@@ -20,7 +29,10 @@ const FIXTURE = join(REPO, 'test', 'helpers-check', 'fixtures', 'hanging-file.ts
 function neverAnswers(dir: string): { env: NodeJS.ProcessEnv; pidFile: string } {
   const pidFile = join(dir, 'agent.pid');
   const preload = join(dir, 'never-answers.cjs');
-  writeFileSync(preload, `require('node:fs').writeFileSync(${JSON.stringify(pidFile)}, String(process.pid));\nAtomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);\n`);
+  writeFileSync(
+    preload,
+    `require('node:fs').writeFileSync(${JSON.stringify(pidFile)}, String(process.pid));\nAtomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);\n`,
+  );
   return { env: { NODE_OPTIONS: `--require=${preload}` }, pidFile };
 }
 
@@ -32,14 +44,17 @@ function fileEnv(dir: string): NodeJS.ProcessEnv {
 
 /** The flags package.json's test command runs every file with. */
 function suiteFlags(): { timeoutMs: number; forceExit: boolean } {
-  const command = (JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts.test ?? '';
+  const command =
+    (JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts
+      .test ?? '';
   const timeout = /--test-timeout=(\d+)/.exec(command);
   return { timeoutMs: timeout === null ? 0 : Number(timeout[1]), forceExit: command.includes('--test-force-exit') };
 }
 
 function exitOf(child: ChildProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
   return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) resolve({ code: child.exitCode, signal: child.signalCode });
+    if (child.exitCode !== null || child.signalCode !== null)
+      resolve({ code: child.exitCode, signal: child.signalCode });
     else child.once('exit', (code, signal) => resolve({ code, signal }));
   });
 }
@@ -50,7 +65,10 @@ describe('a failing startAgent', () => {
     const { env, pidFile } = neverAnswers(dir);
     const before = liveChildren();
     await assert.rejects(startAgent({ dir, env, readyWithinMs: 3_000 }), (error: Error) => {
-      assert.match(error.message, /the agent did not start: timed out after 3000 ms waiting for agent \d+ on .*warren\.sock to answer/);
+      assert.match(
+        error.message,
+        /the agent did not start: timed out after 3000 ms waiting for agent \d+ on .*warren\.sock to answer/,
+      );
       return true;
     });
     const pid = Number(readFileSync(pidFile, 'utf8'));
@@ -105,7 +123,9 @@ describe('a test file that hangs', () => {
     const pidFile = join(dir, 'agent.pid');
     // The file run directly by node (node:test runs it in this process), as a CI runner's cancel sees it.
     const file = track(spawn(process.execPath, [FIXTURE], { cwd: REPO, env: fileEnv(dir), stdio: 'ignore' }));
-    await waitFor('the hung file to start its agent', () => (existsSync(pidFile) && readFileSync(pidFile, 'utf8') !== '' ? true : undefined));
+    await waitFor('the hung file to start its agent', () =>
+      existsSync(pidFile) && readFileSync(pidFile, 'utf8') !== '' ? true : undefined,
+    );
     const pid = Number(readFileSync(pidFile, 'utf8'));
     file.kill('SIGTERM');
     const exit = await exitOf(file);

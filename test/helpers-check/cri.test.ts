@@ -10,7 +10,17 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { randomInt } from 'node:crypto';
-import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, readlinkSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readFileSync,
+  readdirSync,
+  readlinkSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { type TestContext, describe, it } from 'node:test';
@@ -30,7 +40,11 @@ import {
 import { addressesIn, bridgeName, deleteLink } from '../helpers/netns.ts';
 import { isGone, isRoot, tempDir, waitFor } from '../helpers/processes.ts';
 
-const skip = !isRoot() ? 'needs root' : !haveCriContainerd() ? 'needs containerd, runc, busybox-static and the reference CNI plugins' : false;
+const skip = !isRoot()
+  ? 'needs root'
+  : !haveCriContainerd()
+    ? 'needs containerd, runc, busybox-static and the reference CNI plugins'
+    : false;
 
 const NETNS_DIR = '/var/run/netns';
 const SHIM_SOCKET_DIR = '/run/containerd/s';
@@ -59,7 +73,15 @@ function bridgeConflist(bridge: string, subnet: string, dataDir: string): object
   return {
     cniVersion: '1.0.0',
     name: NETWORK,
-    plugins: [{ type: 'bridge', bridge, isGateway: true, ipMasq: false, ipam: { type: 'host-local', dataDir, ranges: [[{ subnet }]] } }],
+    plugins: [
+      {
+        type: 'bridge',
+        bridge,
+        isGateway: true,
+        ipMasq: false,
+        ipam: { type: 'host-local', dataDir, ranges: [[{ subnet }]] },
+      },
+    ],
   };
 }
 
@@ -109,7 +131,10 @@ function recordingBinDir(): { binDir: string; calls: () => CniCallRecord[] } {
 
 /** The sandbox's network namespace path and process, from containerd's verbose status info. */
 function sandboxDetails(status: SandboxStatus): { netns: string; pid: number } {
-  const info = JSON.parse(status.info.info ?? '{}') as { pid?: number; runtimeSpec?: { linux?: { namespaces?: Array<{ type: string; path?: string }> } } };
+  const info = JSON.parse(status.info.info ?? '{}') as {
+    pid?: number;
+    runtimeSpec?: { linux?: { namespaces?: Array<{ type: string; path?: string }> } };
+  };
   const network = info.runtimeSpec?.linux?.namespaces?.find((n) => n.type === 'network');
   return { netns: network?.path ?? '', pid: info.pid ?? 0 };
 }
@@ -128,7 +153,9 @@ async function runTimed(t: TestContext, instance: CriContainerd, name: string): 
 }
 
 async function networkReady(instance: CriContainerd): Promise<void> {
-  await waitFor('containerd to load the conflist', async () => ((await instance.cri.status()).networkReady ? true : undefined));
+  await waitFor('containerd to load the conflist', async () =>
+    (await instance.cri.status()).networkReady ? true : undefined,
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -166,7 +193,12 @@ interface MachineSnapshot {
 const SHARED_DIRS = ['/run/containerd', '/var/lib/cni'];
 
 function snapshot(): MachineSnapshot {
-  return { netns: names(NETNS_DIR), shimSockets: names(SHIM_SOCKET_DIR), sharedDirs: SHARED_DIRS.map((d) => existsSync(d)), quiet: !othersLive() };
+  return {
+    netns: names(NETNS_DIR),
+    shimSockets: names(SHIM_SOCKET_DIR),
+    sharedDirs: SHARED_DIRS.map((d) => existsSync(d)),
+    quiet: !othersLive(),
+  };
 }
 
 const added = (dir: string, before: Set<string>): string[] => [...names(dir)].filter((n) => !before.has(n));
@@ -225,18 +257,34 @@ function boundSocketPaths(): Set<string> {
  * network namespace no process is in, no new shim socket nothing listens on, nothing there before
  * is gone) only when no other containerd ran beside the test, whose own would count.
  */
-function assertNothingLeft(t: TestContext, instance: CriContainerd, before: MachineSnapshot, own: Owned, bridge: string): void {
+function assertNothingLeft(
+  t: TestContext,
+  instance: CriContainerd,
+  before: MachineSnapshot,
+  own: Owned,
+  bridge: string,
+): void {
   for (const path of own.netns) assert.equal(existsSync(path), false, `network namespace ${path} of a sandbox`);
   for (const id of own.ids) {
     assert.equal(existsSync(shimSocketPath(instance.socket, id)), false, `shim socket of sandbox ${id}`);
-    assert.equal(existsSync(join('/run/containerd/io.containerd.runtime.v2.task/k8s.io', id)), false, `task state of ${id}`);
+    assert.equal(
+      existsSync(join('/run/containerd/io.containerd.runtime.v2.task/k8s.io', id)),
+      false,
+      `task state of ${id}`,
+    );
     assert.equal(existsSync(join('/run/containerd/runc/k8s.io', id)), false, `runc state of ${id}`);
-    assert.deepEqual([...names(CNI_RESULTS_DIR)].filter((n) => n.includes(id)), [], `libcni cache entries of ${id}`);
+    assert.deepEqual(
+      [...names(CNI_RESULTS_DIR)].filter((n) => n.includes(id)),
+      [],
+      `libcni cache entries of ${id}`,
+    );
   }
   if (before.quiet && !othersLive()) {
     const inUse = netnsInUse();
     assert.deepEqual(
-      added(NETNS_DIR, before.netns).filter((n) => n.startsWith('cni-') && !inUse.has(statSync(join(NETNS_DIR, n)).ino)),
+      added(NETNS_DIR, before.netns).filter(
+        (n) => n.startsWith('cni-') && !inUse.has(statSync(join(NETNS_DIR, n)).ino),
+      ),
       [],
       'new network namespaces no process is in',
     );
@@ -246,10 +294,17 @@ function assertNothingLeft(t: TestContext, instance: CriContainerd, before: Mach
       [],
       'new shim sockets nothing listens on',
     );
-    for (const name of before.netns) assert.ok(existsSync(join(NETNS_DIR, name)), `network namespace ${name}, there before, is still there`);
-    assert.deepEqual(SHARED_DIRS.map((d) => existsSync(d)), before.sharedDirs, `${SHARED_DIRS.join(' and ')} exist exactly when they did before`);
+    for (const name of before.netns)
+      assert.ok(existsSync(join(NETNS_DIR, name)), `network namespace ${name}, there before, is still there`);
+    assert.deepEqual(
+      SHARED_DIRS.map((d) => existsSync(d)),
+      before.sharedDirs,
+      `${SHARED_DIRS.join(' and ')} exist exactly when they did before`,
+    );
   } else {
-    t.diagnostic("another containerd ran beside this test: machine-wide checks skipped, this instance's own leftovers checked");
+    t.diagnostic(
+      "another containerd ran beside this test: machine-wide checks skipped, this instance's own leftovers checked",
+    );
   }
   assert.deepEqual(cgroupDirsOf(instance.cgroupParent), [], 'cgroup directories of the private parent');
   assert.deepEqual(
@@ -263,7 +318,11 @@ function assertNothingLeft(t: TestContext, instance: CriContainerd, before: Mach
     .filter((l) => l.includes(instance.dir));
   assert.deepEqual(mounts, [], 'mounts under the temp dir');
   assert.equal(existsSync(instance.dir), false, 'the temp dir');
-  assert.notEqual(spawnSync('ip', ['link', 'show', bridge], { stdio: 'ignore' }).status, 0, `bridge ${bridge} is deleted`);
+  assert.notEqual(
+    spawnSync('ip', ['link', 'show', bridge], { stdio: 'ignore' }).status,
+    0,
+    `bridge ${bridge} is deleted`,
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -285,7 +344,9 @@ describe('containerd 1.6 with its CRI plugin, as the harness runs it', { skip },
     const instance = await startCriContainerd({ binDir: recording.binDir, confDir, env: { WARREN_CRI_MARK: mark } });
     const own = owned(instance);
     try {
-      t.diagnostic(`containerd with CRI answering in ${instance.startMs.daemon} ms; sandbox image imported in ${instance.startMs.imageImport} ms`);
+      t.diagnostic(
+        `containerd with CRI answering in ${instance.startMs.daemon} ms; sandbox image imported in ${instance.startMs.imageImport} ms`,
+      );
       const runtime = await instance.cri.status();
       assert.equal(runtime.runtimeReady, true);
       assert.equal(runtime.networkReady, true, `${runtime.networkReason}: ${runtime.networkMessage}`);
@@ -316,10 +377,13 @@ describe('containerd 1.6 with its CRI plugin, as the harness runs it', { skip },
       assert.equal(add.mark, mark, 'containerd passes its environment to plugins');
       // The same variables on every call, in any order (containerd builds them from a Go map).
       const sortedArgs = (args: string): string[] => args.split(';').sort();
-      assert.deepEqual(
-        sortedArgs(add.args),
-        ['IgnoreUnknown=1', `K8S_POD_INFRA_CONTAINER_ID=${id}`, 'K8S_POD_NAME=pod-a', 'K8S_POD_NAMESPACE=wrn-check', 'K8S_POD_UID=uid-pod-a'],
-      );
+      assert.deepEqual(sortedArgs(add.args), [
+        'IgnoreUnknown=1',
+        `K8S_POD_INFRA_CONTAINER_ID=${id}`,
+        'K8S_POD_NAME=pod-a',
+        'K8S_POD_NAMESPACE=wrn-check',
+        'K8S_POD_UID=uid-pod-a',
+      ]);
 
       await instance.cri.stopPodSandbox(id);
       const stopped = await instance.cri.podSandboxStatus(id);
@@ -341,7 +405,13 @@ describe('containerd 1.6 with its CRI plugin, as the harness runs it', { skip },
       const dels = recording.calls().slice(1);
       t.diagnostic(`DEL sequence: ${dels.map((c) => `${c.command}(netns=${JSON.stringify(c.netns)})`).join(', ')}`);
       assert.deepEqual(
-        dels.map((c) => ({ command: c.command, containerID: c.containerID, netns: c.netns, ifname: c.ifname, args: sortedArgs(c.args) })),
+        dels.map((c) => ({
+          command: c.command,
+          containerID: c.containerID,
+          netns: c.netns,
+          ifname: c.ifname,
+          args: sortedArgs(c.args),
+        })),
         [
           { command: 'DEL', containerID: id, netns, ifname: 'eth0', args: sortedArgs(add.args) },
           { command: 'DEL', containerID: id, netns: '', ifname: 'eth0', args: sortedArgs(add.args) },
@@ -373,14 +443,19 @@ describe('containerd 1.6 with its CRI plugin, as the harness runs it', { skip },
       );
 
       let failedId = '';
-      await assert.rejects(instance.cri.runPodSandbox({ name: 'pod-early', uid: 'uid-early', namespace: 'wrn-check' }), (error: unknown) => {
-        assert.ok(error instanceof CriError);
-        assert.equal(error.code, grpcStatus.UNKNOWN);
-        const m = /^failed to setup network for sandbox "([0-9a-f]{64})": cni plugin not initialized$/.exec(error.details);
-        assert.ok(m, error.details);
-        failedId = m[1] ?? '';
-        return true;
-      });
+      await assert.rejects(
+        instance.cri.runPodSandbox({ name: 'pod-early', uid: 'uid-early', namespace: 'wrn-check' }),
+        (error: unknown) => {
+          assert.ok(error instanceof CriError);
+          assert.equal(error.code, grpcStatus.UNKNOWN);
+          const m = /^failed to setup network for sandbox "([0-9a-f]{64})": cni plugin not initialized$/.exec(
+            error.details,
+          );
+          assert.ok(m, error.details);
+          failedId = m[1] ?? '';
+          return true;
+        },
+      );
       // containerd cannot tear down what it could not set up without a network config, so the
       // failed sandbox stays (not ready, its namespace kept) for a later StopPodSandbox.
       assert.deepEqual(await instance.cri.listPodSandbox(), [failedId]);
@@ -411,7 +486,9 @@ describe('containerd 1.6 with its CRI plugin, as the harness runs it', { skip },
     const instance = await startCriContainerd();
     const own = owned(instance);
     try {
-      t.diagnostic(`containerd with CRI answering in ${instance.startMs.daemon} ms; sandbox image imported in ${instance.startMs.imageImport} ms`);
+      t.diagnostic(
+        `containerd with CRI answering in ${instance.startMs.daemon} ms; sandbox image imported in ${instance.startMs.imageImport} ms`,
+      );
       instance.writeConfig('10-wrn.conflist', bridgeConflist(bridge, subnet, join(instance.dir, 'ipam')));
       await networkReady(instance);
       const times: number[] = [];
@@ -442,14 +519,20 @@ describe('containerd 1.6 with its CRI plugin, as the harness runs it', { skip },
     const instance = await startCriContainerd();
     const own = owned(instance);
     try {
-      await assert.rejects(instance.cri.runPodSandbox({ name: 'pod-stuck', uid: 'uid-stuck', namespace: 'wrn-check' }), /cni plugin not initialized/);
+      await assert.rejects(
+        instance.cri.runPodSandbox({ name: 'pod-stuck', uid: 'uid-stuck', namespace: 'wrn-check' }),
+        /cni plugin not initialized/,
+      );
       const [id] = await instance.cri.listPodSandbox();
       assert.ok(id);
       const stuck = await note(instance, own, id);
       assert.equal(own.netns.size, 1);
       assert.ok(existsSync(sandboxDetails(stuck).netns), 'the failed sandbox keeps its network namespace');
       // Neither call can run DEL without a network config, so containerd keeps the sandbox.
-      await assert.rejects(instance.cri.stopPodSandbox(id), /failed to destroy network for sandbox ".*": cni plugin not initialized/);
+      await assert.rejects(
+        instance.cri.stopPodSandbox(id),
+        /failed to destroy network for sandbox ".*": cni plugin not initialized/,
+      );
       await assert.rejects(instance.cri.removePodSandbox(id), /failed to forcibly stop sandbox/);
     } finally {
       await instance.stop();
@@ -466,7 +549,12 @@ describe('containerd 1.6 with its CRI plugin, as the harness runs it', { skip },
     try {
       instance.writeConfig('10-wrn.conflist', bridgeConflist(bridge, subnet, join(instance.dir, 'ipam')));
       await networkReady(instance);
-      for (const name of ['pod-x', 'pod-y']) await note(instance, own, await instance.cri.runPodSandbox({ name, uid: `uid-${name}`, namespace: 'wrn-check' }));
+      for (const name of ['pod-x', 'pod-y'])
+        await note(
+          instance,
+          own,
+          await instance.cri.runPodSandbox({ name, uid: `uid-${name}`, namespace: 'wrn-check' }),
+        );
       process.kill(instance.pid, 'SIGKILL');
       await waitFor('containerd to be gone', () => (isGone(instance.pid) ? true : undefined));
       // Shims and sandboxes outlive their daemon.
@@ -494,10 +582,19 @@ describe('containerd 1.6 with its CRI plugin, as the harness runs it', { skip },
         { instance: a, own: ownA, bridge: bridges[0], subnet: subnets[0].subnet },
         { instance: b, own: ownB, bridge: bridges[1], subnet: subnets[1].subnet },
       ];
-      for (const { instance, bridge, subnet } of instances) instance.writeConfig('10-wrn.conflist', bridgeConflist(bridge, subnet, join(instance.dir, 'ipam')));
+      for (const { instance, bridge, subnet } of instances)
+        instance.writeConfig('10-wrn.conflist', bridgeConflist(bridge, subnet, join(instance.dir, 'ipam')));
       for (const { instance, own } of instances) {
         await networkReady(instance);
-        await note(instance, own, await instance.cri.runPodSandbox({ name: 'pod-side', uid: `uid-side-${instance.pid}`, namespace: 'wrn-check' }));
+        await note(
+          instance,
+          own,
+          await instance.cri.runPodSandbox({
+            name: 'pod-side',
+            uid: `uid-side-${instance.pid}`,
+            namespace: 'wrn-check',
+          }),
+        );
       }
       const [other] = ownB.ids;
       const [otherNetns] = ownB.netns;
@@ -509,7 +606,11 @@ describe('containerd 1.6 with its CRI plugin, as the harness runs it', { skip },
       // Everything of B's that lives in the same shared places as A's is still there.
       assert.ok(existsSync(otherNetns), "the other instance's network namespace");
       assert.ok(existsSync(shimSocketPath(b.socket, other)), "the other instance's shim socket");
-      assert.deepEqual([...names(CNI_RESULTS_DIR)].filter((n) => n.includes(other)), otherResults, "the other instance's libcni cache entries");
+      assert.deepEqual(
+        [...names(CNI_RESULTS_DIR)].filter((n) => n.includes(other)),
+        otherResults,
+        "the other instance's libcni cache entries",
+      );
       assert.equal(b.shimPids().length, 1, "the other instance's shim");
       assert.equal((await b.cri.podSandboxStatus(other)).state, 'SANDBOX_READY');
       await note(b, ownB, await b.cri.runPodSandbox({ name: 'pod-after', uid: 'uid-after', namespace: 'wrn-check' }));
@@ -529,7 +630,11 @@ describe('containerd 1.6 with its CRI plugin, as the harness runs it', { skip },
     assert.equal(readlinkSync(join(binDir, 'host-local')), join(REFERENCE_PLUGINS, 'host-local'));
     assert.equal(readlinkSync(join(binDir, 'bridge')), '/bin/true');
     assert.ok(lstatSync(join(binDir, 'warren')).isFile());
-    const version = spawnSync(join(binDir, 'warren'), [], { env: { CNI_COMMAND: 'VERSION' }, input: '{"cniVersion":"1.0.0"}', encoding: 'utf8' });
+    const version = spawnSync(join(binDir, 'warren'), [], {
+      env: { CNI_COMMAND: 'VERSION' },
+      input: '{"cniVersion":"1.0.0"}',
+      encoding: 'utf8',
+    });
     assert.equal(version.status, 0, version.stderr);
     assert.ok((JSON.parse(version.stdout) as { supportedVersions: string[] }).supportedVersions.includes('1.0.0'));
   });

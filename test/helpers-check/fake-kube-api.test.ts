@@ -10,7 +10,13 @@ import { request } from 'node:https';
 import type { TLSSocket } from 'node:tls';
 import { type TestContext, describe, it } from 'node:test';
 import { ApiException, CoreV1Api, KubeConfig, PatchStrategy, Watch, setHeaderOptions } from '@kubernetes/client-node';
-import { type FakeKubeApi, type FakeKubeApiOptions, type KubeObject, type KubeStatus, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
+import {
+  type FakeKubeApi,
+  type FakeKubeApiOptions,
+  type KubeObject,
+  type KubeStatus,
+  startFakeKubeApi,
+} from '../helpers/fake-kube-api.ts';
 import { HANG_BOUND_MS, waitFor } from '../helpers/processes.ts';
 
 interface Started {
@@ -40,21 +46,34 @@ interface Watching {
 }
 
 /** Starts the library's Watch; resolves once the server has answered the request. */
-async function watch(kc: KubeConfig, path: string, query: Record<string, string | number | boolean | undefined>): Promise<Watching> {
+async function watch(
+  kc: KubeConfig,
+  path: string,
+  query: Record<string, string | number | boolean | undefined>,
+): Promise<Watching> {
   const events: Seen[] = [];
   let finish: (error: unknown) => void = () => undefined;
   const done = new Promise<unknown>((resolveDone) => (finish = resolveDone));
-  const controller = await new Watch(kc).watch(path, query, (type, object) => events.push({ type, object }), (error) => finish(error ?? null));
+  const controller = await new Watch(kc).watch(
+    path,
+    query,
+    (type, object) => events.push({ type, object }),
+    (error) => finish(error ?? null),
+  );
   return { events, done, abort: () => controller.abort() };
 }
 
 function within<T>(what: string, promise: Promise<T>, deadlineMs = HANG_BOUND_MS): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out after ${deadlineMs} ms waiting for ${what}`)), deadlineMs)));
+  const deadline = new Promise<never>(
+    (_, reject) =>
+      (timer = setTimeout(() => reject(new Error(`timed out after ${deadlineMs} ms waiting for ${what}`)), deadlineMs)),
+  );
   return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
 }
 
-const until = (what: string, events: readonly Seen[], count: number) => waitFor(what, () => (events.length >= count ? true : undefined));
+const until = (what: string, events: readonly Seen[], count: number) =>
+  waitFor(what, () => (events.length >= count ? true : undefined));
 
 /** The Status body of an ApiException; the library leaves it as the raw JSON text. */
 function statusOf(error: unknown): KubeStatus {
@@ -82,29 +101,48 @@ interface RawResponse {
 }
 
 /** One request over node:https, trusting the fake's CA; `firstLine` stops reading after one line of body. */
-function raw(fake: FakeKubeApi, method: string, path: string, options: { token?: string | null; firstLine?: boolean } = {}): Promise<RawResponse> {
+function raw(
+  fake: FakeKubeApi,
+  method: string,
+  path: string,
+  options: { token?: string | null; firstLine?: boolean } = {},
+): Promise<RawResponse> {
   const token = options.token === undefined ? fake.token : options.token;
   return new Promise((resolveResponse, reject) => {
-    const req = request(`${fake.url}${path}`, { method, ca: fake.caPem, headers: token === null ? {} : { Authorization: `Bearer ${token}` } }, (res) => {
-      const peer = (res.socket as TLSSocket).getPeerCertificate().subjectaltname;
-      let body = '';
-      const answer = () => resolveResponse({ status: res.statusCode ?? 0, httpVersion: res.httpVersion, headers: res.headers, body, peerSubjectAltName: peer });
-      res.on('data', (chunk: Buffer) => {
-        body += chunk.toString('utf8');
-        if (options.firstLine && body.includes('\n')) {
-          answer();
-          req.destroy();
-        }
-      });
-      res.on('end', answer);
-      res.on('error', () => undefined);
-    });
+    const req = request(
+      `${fake.url}${path}`,
+      { method, ca: fake.caPem, headers: token === null ? {} : { Authorization: `Bearer ${token}` } },
+      (res) => {
+        const peer = (res.socket as TLSSocket).getPeerCertificate().subjectaltname;
+        let body = '';
+        const answer = () =>
+          resolveResponse({
+            status: res.statusCode ?? 0,
+            httpVersion: res.httpVersion,
+            headers: res.headers,
+            body,
+            peerSubjectAltName: peer,
+          });
+        res.on('data', (chunk: Buffer) => {
+          body += chunk.toString('utf8');
+          if (options.firstLine && body.includes('\n')) {
+            answer();
+            req.destroy();
+          }
+        });
+        res.on('end', answer);
+        res.on('error', () => undefined);
+      },
+    );
     req.on('error', reject);
     req.end();
   });
 }
 
-const pod = (namespace: string, name: string, nodeName?: string): KubeObject => ({ metadata: { namespace, name }, spec: { containers: [{ name: 'c', image: 'i' }], ...(nodeName === undefined ? {} : { nodeName }) } });
+const pod = (namespace: string, name: string, nodeName?: string): KubeObject => ({
+  metadata: { namespace, name },
+  spec: { containers: [{ name: 'c', image: 'i' }], ...(nodeName === undefined ? {} : { nodeName }) },
+});
 
 const event = (namespace: string, name: string, extra: Record<string, unknown> = {}) => ({
   metadata: { name, namespace },
@@ -127,12 +165,18 @@ describe('fake Kubernetes API, read by @kubernetes/client-node', () => {
     const c = fake.createPod(pod('ns2', 'c', 'node-a'));
 
     const onA = await api.listPodForAllNamespaces({ fieldSelector: 'spec.nodeName=node-a' });
-    assert.deepEqual(onA.items.map((p) => `${p.metadata?.namespace}/${p.metadata?.name}`), ['ns1/a', 'ns2/c']);
+    assert.deepEqual(
+      onA.items.map((p) => `${p.metadata?.namespace}/${p.metadata?.name}`),
+      ['ns1/a', 'ns2/c'],
+    );
     assert.equal(onA.metadata?.resourceVersion, fake.resourceVersion());
     assert.equal(onA.kind, 'PodList');
 
     const named = await api.listNamespacedPod({ namespace: 'ns1', fieldSelector: 'metadata.name=b' });
-    assert.deepEqual(named.items.map((p) => p.metadata?.name), ['b']);
+    assert.deepEqual(
+      named.items.map((p) => p.metadata?.name),
+      ['b'],
+    );
     const labelled = await api.listNamespacedPod({ namespace: 'ns1', labelSelector: 'app=web' });
     assert.deepEqual(labelled.items, []);
 
@@ -153,28 +197,47 @@ describe('fake Kubernetes API, read by @kubernetes/client-node', () => {
     const { fake, kc, api } = await started(t);
     const list = await api.listPodForAllNamespaces({ fieldSelector: 'spec.nodeName=node-a' });
     const from = list.metadata?.resourceVersion as string;
-    const live = await watch(kc, '/api/v1/pods', { fieldSelector: 'spec.nodeName=node-a', resourceVersion: from, allowWatchBookmarks: true });
+    const live = await watch(kc, '/api/v1/pods', {
+      fieldSelector: 'spec.nodeName=node-a',
+      resourceVersion: from,
+      allowWatchBookmarks: true,
+    });
 
     fake.createPod(pod('ns1', 'p1', 'node-a'));
     fake.createPod(pod('ns1', 'elsewhere', 'node-b'));
     fake.setPodPhase('ns1', 'p1', 'Running');
     fake.deletePod('ns1', 'p1');
-    assert.ok(fake.getPod('ns1', 'p1')?.metadata.deletionTimestamp, 'a running pod bound to a node waits for its kubelet');
+    assert.ok(
+      fake.getPod('ns1', 'p1')?.metadata.deletionTimestamp,
+      'a running pod bound to a node waits for its kubelet',
+    );
     fake.deletePod('ns1', 'p1');
     assert.equal(fake.getPod('ns1', 'p1'), undefined);
     await until('DELETED', live.events, 4);
 
-    assert.deepEqual(live.events.map((e) => `${e.type} ${e.object.metadata.name}`), ['ADDED p1', 'MODIFIED p1', 'MODIFIED p1', 'DELETED p1']);
+    assert.deepEqual(
+      live.events.map((e) => `${e.type} ${e.object.metadata.name}`),
+      ['ADDED p1', 'MODIFIED p1', 'MODIFIED p1', 'DELETED p1'],
+    );
     assert.equal(live.events[2]?.object.metadata.deletionTimestamp !== undefined, true);
     const rvs = live.events.map((e) => Number(e.object.metadata.resourceVersion));
-    assert.deepEqual(rvs, [...rvs].sort((x, y) => x - y));
+    assert.deepEqual(
+      rvs,
+      [...rvs].sort((x, y) => x - y),
+    );
     assert.ok((rvs[0] as number) > Number(from));
     assert.equal(live.events[0]?.object.kind, 'Pod', 'watch objects carry kind and apiVersion');
 
     // The same RV watched afterwards replays the history to the same sequence.
-    const replay = await watch(kc, '/api/v1/namespaces/ns1/pods', { fieldSelector: 'spec.nodeName=node-a', resourceVersion: from });
+    const replay = await watch(kc, '/api/v1/namespaces/ns1/pods', {
+      fieldSelector: 'spec.nodeName=node-a',
+      resourceVersion: from,
+    });
     await until('the replay', replay.events, 4);
-    assert.deepEqual(replay.events.map((e) => `${e.type} ${e.object.metadata.resourceVersion}`), live.events.map((e) => `${e.type} ${e.object.metadata.resourceVersion}`));
+    assert.deepEqual(
+      replay.events.map((e) => `${e.type} ${e.object.metadata.resourceVersion}`),
+      live.events.map((e) => `${e.type} ${e.object.metadata.resourceVersion}`),
+    );
     replay.abort();
     live.abort();
   });
@@ -190,7 +253,10 @@ describe('fake Kubernetes API, read by @kubernetes/client-node', () => {
     fake.deletePod('ns1', 'unbound');
     fake.deletePod('ns1', 'done');
     await until('three DELETED', deletions.events, 3);
-    assert.deepEqual(deletions.events.map((e) => `${e.type} ${e.object.metadata.name}`), ['DELETED running', 'DELETED unbound', 'DELETED done']);
+    assert.deepEqual(
+      deletions.events.map((e) => `${e.type} ${e.object.metadata.name}`),
+      ['DELETED running', 'DELETED unbound', 'DELETED done'],
+    );
     assert.equal(deletions.events[0]?.object.metadata.deletionGracePeriodSeconds, 0);
     deletions.abort();
   });
@@ -198,11 +264,17 @@ describe('fake Kubernetes API, read by @kubernetes/client-node', () => {
   it('a pod entering its watch selector arrives as ADDED and one leaving it as DELETED, like the watch cache', async (t) => {
     const { fake, kc } = await started(t);
     fake.createPod(pod('ns1', 'q', 'node-a'));
-    const running = await watch(kc, '/api/v1/pods', { fieldSelector: 'status.phase=Running', resourceVersion: fake.resourceVersion() });
+    const running = await watch(kc, '/api/v1/pods', {
+      fieldSelector: 'status.phase=Running',
+      resourceVersion: fake.resourceVersion(),
+    });
     fake.setPodPhase('ns1', 'q', 'Running');
     const left = fake.setPodPhase('ns1', 'q', 'Succeeded');
     await until('two events', running.events, 2);
-    assert.deepEqual(running.events.map((e) => e.type), ['ADDED', 'DELETED']);
+    assert.deepEqual(
+      running.events.map((e) => e.type),
+      ['ADDED', 'DELETED'],
+    );
     const gone = running.events[1]?.object;
     assert.equal(gone?.metadata.resourceVersion, left.metadata.resourceVersion, 'at the RV of the change');
     assert.deepEqual(gone?.status, { phase: 'Running' }, 'with its last state that matched');
@@ -215,7 +287,10 @@ describe('fake Kubernetes API, read by @kubernetes/client-node', () => {
     fake.createPod(pod('ns1', 'y', 'node-b'));
     const fresh = await watch(kc, '/api/v1/pods', { fieldSelector: 'spec.nodeName=node-a' });
     await until('the initial ADDED', fresh.events, 1);
-    assert.deepEqual(fresh.events.map((e) => `${e.type} ${e.object.metadata.name}`), ['ADDED x']);
+    assert.deepEqual(
+      fresh.events.map((e) => `${e.type} ${e.object.metadata.name}`),
+      ['ADDED x'],
+    );
     fresh.abort();
   });
 
@@ -228,8 +303,15 @@ describe('fake Kubernetes API, read by @kubernetes/client-node', () => {
     fake.createPod(pod('ns1', 'after-bookmark', 'node-a'));
     await until('bookmark and ADDED', allowed.events, 2);
     await until('ADDED', plain.events, 1);
-    assert.deepEqual(allowed.events[0], { type: 'BOOKMARK', object: { kind: 'Pod', apiVersion: 'v1', metadata: { resourceVersion: from } } });
-    assert.deepEqual(plain.events.map((e) => e.type), ['ADDED'], 'the ADDED after the bookmark came first: no bookmark was sent');
+    assert.deepEqual(allowed.events[0], {
+      type: 'BOOKMARK',
+      object: { kind: 'Pod', apiVersion: 'v1', metadata: { resourceVersion: from } },
+    });
+    assert.deepEqual(
+      plain.events.map((e) => e.type),
+      ['ADDED'],
+      'the ADDED after the bookmark came first: no bookmark was sent',
+    );
     allowed.abort();
     plain.abort();
   });
@@ -242,17 +324,36 @@ describe('fake Kubernetes API, read by @kubernetes/client-node', () => {
     fake.compactHistory();
 
     const asEvent = await watch(kc, '/api/v1/pods', { resourceVersion: old });
-    assert.equal(await within('done after the ERROR event', asEvent.done), null, 'the library ends the watch with done(null) after the stream closes');
+    assert.equal(
+      await within('done after the ERROR event', asEvent.done),
+      null,
+      'the library ends the watch with done(null) after the stream closes',
+    );
     assert.equal(asEvent.events.length, 1);
     assert.equal(asEvent.events[0]?.type, 'ERROR');
     const status = asEvent.events[0]?.object as unknown as KubeStatus;
-    assert.deepEqual({ ...status, message: undefined }, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: undefined, reason: 'Expired', code: 410 });
+    assert.deepEqual(
+      { ...status, message: undefined },
+      {
+        kind: 'Status',
+        apiVersion: 'v1',
+        metadata: {},
+        status: 'Failure',
+        message: undefined,
+        reason: 'Expired',
+        code: 410,
+      },
+    );
     assert.match(status.message, /^too old resource version: \d+ \(\d+\)$/);
 
     fake.expireNextWatch('status');
     const asStatus = await watch(kc, '/api/v1/pods', { resourceVersion: fake.resourceVersion() });
     const error = (await within('done with 410', asStatus.done)) as Error & { statusCode?: number };
-    assert.equal(error.statusCode, 410, 'the library reports an HTTP 410 as done(error) with statusCode, before any event');
+    assert.equal(
+      error.statusCode,
+      410,
+      'the library reports an HTTP 410 as done(error) with statusCode, before any event',
+    );
     assert.equal(error.message, 'Gone');
     assert.deepEqual(asStatus.events, []);
 
@@ -261,7 +362,10 @@ describe('fake Kubernetes API, read by @kubernetes/client-node', () => {
     fake.createPod(pod('ns1', 'later', 'node-a'));
     await until('ADDED after compaction', current.events, 1);
     current.abort();
-    assert.deepEqual(fake.requests.filter((r) => r.verb === 'watch').map((r) => r.status), [200, 410, 200]);
+    assert.deepEqual(
+      fake.requests.filter((r) => r.verb === 'watch').map((r) => r.status),
+      [200, 410, 200],
+    );
   });
 
   it('can answer every too-old resourceVersion with the HTTP status', async (t) => {
@@ -282,7 +386,8 @@ describe('fake Kubernetes API, read by @kubernetes/client-node', () => {
       apiVersion: 'v1',
       metadata: {},
       status: 'Failure',
-      message: 'pods is forbidden: User "system:serviceaccount:warren:warren" cannot list resource "pods" in API group "" at the cluster scope',
+      message:
+        'pods is forbidden: User "system:serviceaccount:warren:warren" cannot list resource "pods" in API group "" at the cluster scope',
       reason: 'Forbidden',
       details: { kind: 'pods' },
       code: 403,
@@ -307,7 +412,15 @@ describe('fake Kubernetes API, read by @kubernetes/client-node', () => {
     assert.equal(refused.body, undefined, 'the library drops the body of a 401');
     const anonymous = await raw(fake, 'GET', '/api/v1/pods', { token: null });
     assert.equal(anonymous.status, 401);
-    assert.deepEqual(JSON.parse(anonymous.body), { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: 'Unauthorized', reason: 'Unauthorized', code: 401 });
+    assert.deepEqual(JSON.parse(anonymous.body), {
+      kind: 'Status',
+      apiVersion: 'v1',
+      metadata: {},
+      status: 'Failure',
+      message: 'Unauthorized',
+      reason: 'Unauthorized',
+      code: 401,
+    });
     assert.deepEqual((await api.listPodForAllNamespaces()).items, [], 'the right token still works');
   });
 
@@ -316,53 +429,118 @@ describe('fake Kubernetes API, read by @kubernetes/client-node', () => {
     const created = await api.createNamespacedEvent({ namespace: 'ns1', body: event('ns1', 'p1.release') });
     assert.equal(created.metadata?.name, 'p1.release');
     assert.ok(created.metadata?.uid);
-    assert.equal(fake.listEvents('ns1')[0]?.lastTimestamp, '2025-01-01T00:00:00Z', 'timestamps kept to the second, like metav1.Time');
+    assert.equal(
+      fake.listEvents('ns1')[0]?.lastTimestamp,
+      '2025-01-01T00:00:00Z',
+      'timestamps kept to the second, like metav1.Time',
+    );
 
-    const duplicate = statusOf(await refusal(api.createNamespacedEvent({ namespace: 'ns1', body: event('ns1', 'p1.release') })));
-    assert.deepEqual([duplicate.code, duplicate.reason, duplicate.message], [409, 'AlreadyExists', 'events "p1.release" already exists']);
+    const duplicate = statusOf(
+      await refusal(api.createNamespacedEvent({ namespace: 'ns1', body: event('ns1', 'p1.release') })),
+    );
+    assert.deepEqual(
+      [duplicate.code, duplicate.reason, duplicate.message],
+      [409, 'AlreadyExists', 'events "p1.release" already exists'],
+    );
 
-    const bad = event('ns1', 'bad', { reason: '', type: 'Info', involvedObject: { kind: 'Pod', namespace: 'other', name: 'p1' } });
+    const bad = event('ns1', 'bad', {
+      reason: '',
+      type: 'Info',
+      involvedObject: { kind: 'Pod', namespace: 'other', name: 'p1' },
+    });
     const invalid = statusOf(await refusal(api.createNamespacedEvent({ namespace: 'ns1', body: bad })));
     assert.deepEqual([invalid.code, invalid.reason, invalid.details?.kind], [422, 'Invalid', 'Event']);
-    assert.deepEqual(invalid.details?.causes?.map((c) => c.field), ['involvedObject.namespace', 'reason', 'type']);
+    assert.deepEqual(
+      invalid.details?.causes?.map((c) => c.field),
+      ['involvedObject.namespace', 'reason', 'type'],
+    );
     assert.equal(
       invalid.message,
       'Event "bad" is invalid: [involvedObject.namespace: Invalid value: "other": does not match event.namespace, reason: Required value, type: Unsupported value: "Info": supported values: "Normal", "Warning"]',
     );
-    const nameless = statusOf(await refusal(api.createNamespacedEvent({ namespace: 'ns1', body: { ...event('ns1', ''), metadata: { namespace: 'ns1' } } })));
-    assert.equal(nameless.message, 'Event "" is invalid: metadata.name: Required value: name or generateName is required');
-    const elsewhere = statusOf(await refusal(api.createNamespacedEvent({ namespace: 'ns1', body: event('ns2', 'moved') })));
-    assert.deepEqual([elsewhere.code, elsewhere.message], [400, 'the namespace of the provided object does not match the namespace sent on the request']);
-    const reused = await refusal(api.createNamespacedEvent({ namespace: 'ns1', body: { ...event('ns1', 'again'), metadata: { name: 'again', resourceVersion: '7' } } }));
+    const nameless = statusOf(
+      await refusal(
+        api.createNamespacedEvent({ namespace: 'ns1', body: { ...event('ns1', ''), metadata: { namespace: 'ns1' } } }),
+      ),
+    );
+    assert.equal(
+      nameless.message,
+      'Event "" is invalid: metadata.name: Required value: name or generateName is required',
+    );
+    const elsewhere = statusOf(
+      await refusal(api.createNamespacedEvent({ namespace: 'ns1', body: event('ns2', 'moved') })),
+    );
+    assert.deepEqual(
+      [elsewhere.code, elsewhere.message],
+      [400, 'the namespace of the provided object does not match the namespace sent on the request'],
+    );
+    const reused = await refusal(
+      api.createNamespacedEvent({
+        namespace: 'ns1',
+        body: { ...event('ns1', 'again'), metadata: { name: 'again', resourceVersion: '7' } },
+      }),
+    );
     assert.equal(reused.code, 500, 'a resourceVersion on create is refused, as by the apiserver');
-    const generated = await api.createNamespacedEvent({ namespace: 'ns1', body: { ...event('ns1', ''), metadata: { generateName: 'p1.' } } });
+    const generated = await api.createNamespacedEvent({
+      namespace: 'ns1',
+      body: { ...event('ns1', ''), metadata: { generateName: 'p1.' } },
+    });
     assert.match(generated.metadata?.name ?? '', /^p1\.[a-z0-9]{5}$/);
 
     // The library's default PATCH content type is JSON Patch, which needs an array of operations.
-    const asJsonPatch = statusOf(await refusal(api.patchNamespacedEvent({ namespace: 'ns1', name: 'p1.release', body: { count: 2 } })));
+    const asJsonPatch = statusOf(
+      await refusal(api.patchNamespacedEvent({ namespace: 'ns1', name: 'p1.release', body: { count: 2 } })),
+    );
     assert.equal(asJsonPatch.code, 400);
     const merged = await api.patchNamespacedEvent(
-      { namespace: 'ns1', name: 'p1.release', body: { count: 2, message: 'released 10.0.0.5 again', lastTimestamp: '2025-01-01T00:01:00Z' } },
+      {
+        namespace: 'ns1',
+        name: 'p1.release',
+        body: { count: 2, message: 'released 10.0.0.5 again', lastTimestamp: '2025-01-01T00:01:00Z' },
+      },
       setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
     );
-    assert.deepEqual([merged.count, merged.message, merged.lastTimestamp?.toISOString()], [2, 'released 10.0.0.5 again', '2025-01-01T00:01:00.000Z']);
+    assert.deepEqual(
+      [merged.count, merged.message, merged.lastTimestamp?.toISOString()],
+      [2, 'released 10.0.0.5 again', '2025-01-01T00:01:00.000Z'],
+    );
     assert.ok(Number(merged.metadata?.resourceVersion) > Number(created.metadata?.resourceVersion));
-    const strategic = await api.patchNamespacedEvent({ namespace: 'ns1', name: 'p1.release', body: { count: 3 } }, setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch));
+    const strategic = await api.patchNamespacedEvent(
+      { namespace: 'ns1', name: 'p1.release', body: { count: 3 } },
+      setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch),
+    );
     assert.equal(strategic.count, 3);
-    const operations = await api.patchNamespacedEvent({ namespace: 'ns1', name: 'p1.release', body: [{ op: 'replace', path: '/count', value: 4 }] });
+    const operations = await api.patchNamespacedEvent({
+      namespace: 'ns1',
+      name: 'p1.release',
+      body: [{ op: 'replace', path: '/count', value: 4 }],
+    });
     assert.equal(operations.count, 4);
-    const missing = statusOf(await refusal(api.patchNamespacedEvent({ namespace: 'ns1', name: 'nope', body: { count: 2 } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch))));
+    const missing = statusOf(
+      await refusal(
+        api.patchNamespacedEvent(
+          { namespace: 'ns1', name: 'nope', body: { count: 2 } },
+          setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+        ),
+      ),
+    );
     assert.deepEqual([missing.code, missing.reason, missing.message], [404, 'NotFound', 'events "nope" not found']);
 
     const patches = fake.requests.filter((r) => r.verb === 'patch');
-    assert.deepEqual(patches.map((r) => `${r.contentType} ${r.status}`), [
-      'application/json-patch+json 400',
-      'application/merge-patch+json 200',
-      'application/strategic-merge-patch+json 200',
-      'application/json-patch+json 200',
-      'application/merge-patch+json 404',
-    ]);
-    assert.deepEqual(new Set(fake.requests.map((r) => `${r.method} ${r.verb}`)), new Set(['POST create', 'PATCH patch']));
+    assert.deepEqual(
+      patches.map((r) => `${r.contentType} ${r.status}`),
+      [
+        'application/json-patch+json 400',
+        'application/merge-patch+json 200',
+        'application/strategic-merge-patch+json 200',
+        'application/json-patch+json 200',
+        'application/merge-patch+json 404',
+      ],
+    );
+    assert.deepEqual(
+      new Set(fake.requests.map((r) => `${r.method} ${r.verb}`)),
+      new Set(['POST create', 'PATCH patch']),
+    );
     assert.equal(fake.listEvents().find((e) => e.metadata.name === 'p1.release')?.count, 4);
   });
 
@@ -390,18 +568,27 @@ describe('fake Kubernetes API, read by @kubernetes/client-node', () => {
     fake.createNode('node-a');
     fake.createNode({ metadata: { name: 'node-b', labels: { role: 'worker' } }, spec: {} });
     const list = await api.listNode({ fieldSelector: 'metadata.name=node-b' });
-    assert.deepEqual(list.items.map((n) => n.metadata?.name), ['node-b']);
+    assert.deepEqual(
+      list.items.map((n) => n.metadata?.name),
+      ['node-b'],
+    );
     assert.equal((await api.listNode({ labelSelector: 'role=worker' })).items.length, 1);
     assert.equal((await api.readNode({ name: 'node-a' })).metadata?.name, 'node-a');
 
-    const nodes = await watch(kc, '/api/v1/nodes', { resourceVersion: list.metadata?.resourceVersion, allowWatchBookmarks: true });
+    const nodes = await watch(kc, '/api/v1/nodes', {
+      resourceVersion: list.metadata?.resourceVersion,
+      allowWatchBookmarks: true,
+    });
     fake.updateNode('node-a', (node) => {
       node.spec = { unschedulable: true };
     });
     fake.deleteNode('node-a');
     fake.bookmark();
     await until('MODIFIED, DELETED and BOOKMARK', nodes.events, 3);
-    assert.deepEqual(nodes.events.map((e) => `${e.type} ${e.object.kind}`), ['MODIFIED Node', 'DELETED Node', 'BOOKMARK Node']);
+    assert.deepEqual(
+      nodes.events.map((e) => `${e.type} ${e.object.kind}`),
+      ['MODIFIED Node', 'DELETED Node', 'BOOKMARK Node'],
+    );
     nodes.abort();
   });
 
@@ -435,14 +622,16 @@ describe('fake Kubernetes API, read by @kubernetes/client-node', () => {
     assert.equal((JSON.parse(stream.body.split('\n')[0] as string) as Seen).type, 'ADDED');
 
     const unknown = await raw(fake, 'GET', '/apis/apps/v1/deployments');
-    assert.deepEqual([unknown.status, unknown.headers['content-type'], (JSON.parse(unknown.body) as KubeStatus).reason], [404, 'application/json', 'NotFound']);
+    assert.deepEqual(
+      [unknown.status, unknown.headers['content-type'], (JSON.parse(unknown.body) as KubeStatus).reason],
+      [404, 'application/json', 'NotFound'],
+    );
     const method = await raw(fake, 'POST', '/api/v1/pods');
     assert.deepEqual([method.status, (JSON.parse(method.body) as KubeStatus).reason], [405, 'MethodNotAllowed']);
-    assert.deepEqual(fake.requests.map((r) => `${r.method} ${r.path} ${r.verb} ${r.status}`), [
-      'GET /api/v1/pods watch 200',
-      'GET /apis/apps/v1/deployments undefined 404',
-      'POST /api/v1/pods create 405',
-    ]);
+    assert.deepEqual(
+      fake.requests.map((r) => `${r.method} ${r.path} ${r.verb} ${r.status}`),
+      ['GET /api/v1/pods watch 200', 'GET /apis/apps/v1/deployments undefined 404', 'POST /api/v1/pods create 405'],
+    );
     assert.deepEqual(fake.requests[0]?.query, { watch: '1', resourceVersion: '0' });
   });
 });

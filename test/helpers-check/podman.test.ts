@@ -71,9 +71,24 @@ describe('the podman harness', () => {
       await podman.deleteBridge(net.bridge);
     });
 
-    const id = await podman.ok(['run', '-d', '--name', 'wrp-check-run', '--network', net.name, BUSYBOX_IMAGE, 'sleep', '1000']);
+    const id = await podman.ok([
+      'run',
+      '-d',
+      '--name',
+      'wrp-check-run',
+      '--network',
+      net.name,
+      BUSYBOX_IMAGE,
+      'sleep',
+      '1000',
+    ]);
     assert.match(id, /^[0-9a-f]{64}$/);
-    const address = await podman.ok(['inspect', '--format', `{{(index .NetworkSettings.Networks "${net.name}").IPAddress}}`, id]);
+    const address = await podman.ok([
+      'inspect',
+      '--format',
+      `{{(index .NetworkSettings.Networks "${net.name}").IPAddress}}`,
+      id,
+    ]);
     assert.ok(address.startsWith(net.prefix), `address ${address} in ${net.subnet}`);
     const netns = await podman.ok(['inspect', '--format', '{{.NetworkSettings.SandboxKey}}', id]);
     assert.match(netns, /^\/run\/netns\/netns-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
@@ -81,17 +96,35 @@ describe('the podman harness', () => {
 
     // What podman hands CNI: the full ID (as `ps --no-trunc` lists it), the namespace, the name.
     const add = recorder.calls().find((c) => c.command === 'ADD');
-    assert.deepEqual(add, { command: 'ADD', containerID: id, netns, args: 'IgnoreUnknown=1;K8S_POD_NAME=wrp-check-run' });
+    assert.deepEqual(add, {
+      command: 'ADD',
+      containerID: id,
+      netns,
+      args: 'IgnoreUnknown=1;K8S_POD_NAME=wrp-check-run',
+    });
     assert.equal(await podman.ok(['ps', '-a', '--no-trunc', '--format', '{{.ID}}']), id);
 
     // A second container whose CNI DEL fails: podman removes it and its namespace, not libcni's entry.
     writeFileSync(recorder.failDel, '');
-    const stuck = await podman.ok(['run', '-d', '--name', 'wrp-check-stuck', '--network', net.name, BUSYBOX_IMAGE, 'sleep', '1000']);
+    const stuck = await podman.ok([
+      'run',
+      '-d',
+      '--name',
+      'wrp-check-stuck',
+      '--network',
+      net.name,
+      BUSYBOX_IMAGE,
+      'sleep',
+      '1000',
+    ]);
     const stuckNetns = await podman.ok(['inspect', '--format', '{{.NetworkSettings.SandboxKey}}', stuck]);
     await podman.rm(stuck);
-    assert.ok(recorder.calls().some((c) => c.command === 'DEL' && c.containerID === stuck), 'the failing DEL was tried');
+    assert.ok(
+      recorder.calls().some((c) => c.command === 'DEL' && c.containerID === stuck),
+      'the failing DEL was tried',
+    );
     assert.equal(existsSync(stuckNetns), false);
-    assert.equal(cniResultsFor(stuck).length, 1, 'libcni kept the failed container\'s entry');
+    assert.equal(cniResultsFor(stuck).length, 1, "libcni kept the failed container's entry");
     assert.ok(mountsUnder(podman.dir).length > 0, 'podman mounted something under its dir');
 
     // The first container is still running when close() comes.
@@ -101,7 +134,10 @@ describe('the podman harness', () => {
     await waitFor('no process to name the dir', () => (processesUsing(podman.dir).length === 0 ? true : undefined));
     assert.equal(existsSync(podman.dir), false, 'the dir stays gone once podman is done with it');
     assert.deepEqual(mountsUnder(podman.dir), []);
-    for (const [cid, ns] of [[id, netns], [stuck, stuckNetns]] as const) {
+    for (const [cid, ns] of [
+      [id, netns],
+      [stuck, stuckNetns],
+    ] as const) {
       assert.equal(existsSync(ns), false, `namespace ${ns} is gone`);
       assert.deepEqual(cniResultsFor(cid), []);
       assert.equal(existsSync(join('/run/runc', cid)), false);
@@ -115,11 +151,22 @@ describe('the podman harness', () => {
       await podman.close();
       await podman.deleteBridge(net.bridge);
     });
-    const id = await podman.ok(['run', '-d', '--network', net.name, BUSYBOX_IMAGE, 'sh', '-c', 'while [ ! -e /tmp/go ]; do sleep 0.05; done']);
+    const id = await podman.ok([
+      'run',
+      '-d',
+      '--network',
+      net.name,
+      BUSYBOX_IMAGE,
+      'sh',
+      '-c',
+      'while [ ! -e /tmp/go ]; do sleep 0.05; done',
+    ]);
     const netns = await podman.ok(['inspect', '--format', '{{.NetworkSettings.SandboxKey}}', id]);
     assert.ok(existsSync(netns));
     await podman.ok(['exec', id, 'sh', '-c', 'echo > /tmp/go']);
-    await waitFor('the container to exit', async () => ((await podman.ok(['inspect', '--format', '{{.State.Status}}', id])) === 'exited' ? true : undefined));
+    await waitFor('the container to exit', async () =>
+      (await podman.ok(['inspect', '--format', '{{.State.Status}}', id])) === 'exited' ? true : undefined,
+    );
     await waitFor(`namespace ${netns} to go`, () => (existsSync(netns) ? undefined : true));
     assert.equal(await podman.ok(['inspect', '--format', '{{.NetworkSettings.SandboxKey}}', id]), '');
   });

@@ -7,7 +7,18 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { requestJson } from '../../src/core/unix-http.ts';
 import type { Allocation } from '../../src/ipam/allocation.ts';
-import { CHILD_PATH, HANG_BOUND_MS, REPO, WARREN_BIN, StopWaiting, isGone, tempDir, track, untilReady, waitFor } from './processes.ts';
+import {
+  CHILD_PATH,
+  HANG_BOUND_MS,
+  REPO,
+  WARREN_BIN,
+  StopWaiting,
+  isGone,
+  tempDir,
+  track,
+  untilReady,
+  waitFor,
+} from './processes.ts';
 
 export interface AgentHandle {
   readonly dir: string;
@@ -44,16 +55,34 @@ export async function startAgent(options: AgentStart = {}): Promise<AgentHandle>
   const args = options.args ?? [];
   // As root the journal's default is the system's /var/lib/warren/journal whatever --state-dir
   // says; a test's agent keeps its journal in its own directory unless the test names one.
-  const namesJournal = args.some((a) => a === '--journal-dir' || a.startsWith('--journal-dir=')) || options.env?.WARREN_JOURNAL_DIR !== undefined;
+  const namesJournal =
+    args.some((a) => a === '--journal-dir' || a.startsWith('--journal-dir=')) ||
+    options.env?.WARREN_JOURNAL_DIR !== undefined;
   const journal = namesJournal ? [] : ['--journal-dir', join(dir, 'journal')];
   const netns = options.defaultNetnsDirs === true ? [] : ['--netns-dirs', ''];
   const child = track(
-    spawn(process.execPath, [...(options.entry ?? [WARREN_BIN, 'agent']), '--state-dir', dir, '--socket', socket,
-      '--node-name', 'test-node', ...journal, ...netns, '--containerd', 'off', ...args], {
-      cwd: REPO,
-      env: { ...process.env, PATH: CHILD_PATH, ...options.env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    }),
+    spawn(
+      process.execPath,
+      [
+        ...(options.entry ?? [WARREN_BIN, 'agent']),
+        '--state-dir',
+        dir,
+        '--socket',
+        socket,
+        '--node-name',
+        'test-node',
+        ...journal,
+        ...netns,
+        '--containerd',
+        'off',
+        ...args,
+      ],
+      {
+        cwd: REPO,
+        env: { ...process.env, PATH: CHILD_PATH, ...options.env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    ),
   );
   let output = '';
   child.stdout?.on('data', (c: Buffer) => (output += c.toString()));
@@ -75,7 +104,9 @@ export async function startAgent(options: AgentStart = {}): Promise<AgentHandle>
       const outcome = await Promise.race([exited, wedged]).finally(() => clearTimeout(timer));
       if (outcome !== 'wedged') return outcome;
       await handle.kill();
-      throw new Error(`agent ${pid} did not exit within ${HANG_BOUND_MS} ms of SIGTERM (killed); its log:\n${excerpt(output)}`);
+      throw new Error(
+        `agent ${pid} did not exit within ${HANG_BOUND_MS} ms of SIGTERM (killed); its log:\n${excerpt(output)}`,
+      );
     },
     async kill() {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
@@ -89,14 +120,20 @@ export async function startAgent(options: AgentStart = {}): Promise<AgentHandle>
   };
   await untilReady(child, async () => {
     try {
-      await waitFor(`agent ${pid} on ${socket} to answer /v1/status`, async () => {
-        if (child.exitCode !== null || child.signalCode !== null) throw new AgentExited(child.exitCode ?? child.signalCode);
-        const r = await requestJson({ socket, method: 'GET', path: '/v1/status', timeoutMs: 5_000 });
-        return r.status === 200 ? true : undefined;
-      }, options.readyWithinMs ?? HANG_BOUND_MS);
+      await waitFor(
+        `agent ${pid} on ${socket} to answer /v1/status`,
+        async () => {
+          if (child.exitCode !== null || child.signalCode !== null)
+            throw new AgentExited(child.exitCode ?? child.signalCode);
+          const r = await requestJson({ socket, method: 'GET', path: '/v1/status', timeoutMs: 5_000 });
+          return r.status === 200 ? true : undefined;
+        },
+        options.readyWithinMs ?? HANG_BOUND_MS,
+      );
     } catch (error) {
       // The reason first (exited, or timed out), then what the agent said.
-      const reason = error instanceof AgentExited ? error.message : String(error instanceof Error ? error.message : error);
+      const reason =
+        error instanceof AgentExited ? error.message : String(error instanceof Error ? error.message : error);
       throw new Error(`the agent did not start: ${reason}; its log:\n${excerpt(output)}`, { cause: error });
     }
   });

@@ -22,8 +22,13 @@ export function cniBinDir(): string {
   if (binDir === undefined) {
     buildPlugin();
     const dir = tempDir('warren-cnibin-');
-    const r = spawnSync(process.execPath, [WARREN_BIN, 'install', '--cni-bin-dir', dir, '--link'], { cwd: REPO, env: { PATH: CHILD_PATH }, encoding: 'utf8' });
-    if (r.status !== 0) throw new Error(`warren install --cni-bin-dir ${dir} --link failed (${r.status}): ${r.stderr}${r.stdout}`);
+    const r = spawnSync(process.execPath, [WARREN_BIN, 'install', '--cni-bin-dir', dir, '--link'], {
+      cwd: REPO,
+      env: { PATH: CHILD_PATH },
+      encoding: 'utf8',
+    });
+    if (r.status !== 0)
+      throw new Error(`warren install --cni-bin-dir ${dir} --link failed (${r.status}): ${r.stderr}${r.stdout}`);
     binDir = dir;
   }
   return binDir;
@@ -53,7 +58,11 @@ export interface CniReply {
 }
 
 function cniEnv(call: CniCall): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { PATH: CHILD_PATH, CNI_COMMAND: call.command, CNI_PATH: `${cniBinDir()}:${REFERENCE_PLUGINS}` };
+  const env: NodeJS.ProcessEnv = {
+    PATH: CHILD_PATH,
+    CNI_COMMAND: call.command,
+    CNI_PATH: `${cniBinDir()}:${REFERENCE_PLUGINS}`,
+  };
   if (call.containerID !== undefined) env.CNI_CONTAINERID = call.containerID;
   if (call.netns !== undefined) env.CNI_NETNS = call.netns;
   if (call.ifname !== undefined) env.CNI_IFNAME = call.ifname;

@@ -5,7 +5,17 @@
  * cgroup directories of the namespaces the test used) is removed by stop().
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, rmSync, rmdirSync, statSync, symlinkSync, writeFileSync, copyFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  rmSync,
+  rmdirSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+  copyFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { type RunResult, StopWaiting, run, tempDir, track, untilReady, waitFor } from './processes.ts';
 
@@ -13,7 +23,9 @@ export const CONTAINERD_BIN = '/usr/bin/containerd';
 export const CTR_BIN = '/usr/bin/ctr';
 
 export function haveContainerd(): boolean {
-  return existsSync(CONTAINERD_BIN) && existsSync(CTR_BIN) && existsSync('/usr/sbin/runc') && existsSync('/bin/busybox');
+  return (
+    existsSync(CONTAINERD_BIN) && existsSync(CTR_BIN) && existsSync('/usr/sbin/runc') && existsSync('/bin/busybox')
+  );
 }
 
 export interface Containerd {
@@ -72,17 +84,23 @@ export async function startContainerd(options: { start?: boolean } = {}): Promis
     socket,
     rootfs,
     ctr: (namespace, ...args) => run(CTR_BIN, ['--address', listening, '--namespace', namespace, ...args]),
-    publish: (namespace, topic, any) => run(CONTAINERD_BIN, ['--address', listening, 'publish', '--namespace', namespace, '--topic', topic], { stdin: any }),
+    publish: (namespace, topic, any) =>
+      run(CONTAINERD_BIN, ['--address', listening, 'publish', '--namespace', namespace, '--topic', topic], {
+        stdin: any,
+      }),
     async start(at = socket) {
       listening = at;
       const log: string[] = [];
-      const c = spawn(CONTAINERD_BIN, ['--config', configFor(at), '--log-level', 'warn'], { stdio: ['ignore', 'ignore', 'pipe'] });
+      const c = spawn(CONTAINERD_BIN, ['--config', configFor(at), '--log-level', 'warn'], {
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
       c.stderr?.on('data', (b: Buffer) => log.push(b.toString('utf8')));
       child = track(c);
       // A start that fails leaves no daemon behind (it would keep the test file alive).
       await untilReady(c, () =>
         waitFor(`containerd listening on ${at}`, async () => {
-          if (c.exitCode !== null || c.signalCode !== null) throw new StopWaiting(`containerd exited ${c.exitCode ?? c.signalCode}: ${log.join('').slice(-1000)}`);
+          if (c.exitCode !== null || c.signalCode !== null)
+            throw new StopWaiting(`containerd exited ${c.exitCode ?? c.signalCode}: ${log.join('').slice(-1000)}`);
           if (!existsSync(at) || !statSync(at).isSocket()) return undefined;
           const r = await run(CTR_BIN, ['--address', at, 'version']);
           return r.code === 0 ? true : undefined;
@@ -107,7 +125,8 @@ export async function startContainerd(options: { start?: boolean } = {}): Promis
             await handle.ctr(ns, 'tasks', 'delete', '-f', id);
           }
           const containers = await handle.ctr(ns, 'containers', 'list', '-q');
-          for (const id of containers.stdout.split('\n').filter(Boolean)) await handle.ctr(ns, 'containers', 'delete', id);
+          for (const id of containers.stdout.split('\n').filter(Boolean))
+            await handle.ctr(ns, 'containers', 'delete', id);
         }
       }
       await handle.stopDaemon();
@@ -130,7 +149,8 @@ function removeCgroups(namespace: string): void {
   for (const tree of trees) {
     const dir = join(tree, namespace);
     if (!existsSync(dir)) continue;
-    for (const child of readdirSync(dir, { withFileTypes: true })) if (child.isDirectory()) tryRmdir(join(dir, child.name));
+    for (const child of readdirSync(dir, { withFileTypes: true }))
+      if (child.isDirectory()) tryRmdir(join(dir, child.name));
     tryRmdir(dir);
   }
 }

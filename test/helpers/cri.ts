@@ -21,7 +21,20 @@
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { type Dirent, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, rmdirSync, statSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import {
+  type Dirent,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  rmdirSync,
+  statSync,
+  symlinkSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -30,7 +43,19 @@ import protobuf from 'protobufjs';
 import { buildPlugin } from '../../scripts/build.ts';
 import { REFERENCE_PLUGINS } from './cni.ts';
 import { CONTAINERD_BIN, CTR_BIN } from './containerd.ts';
-import { CHILD_PATH, REPO, type RunResult, WARREN_BIN, StopWaiting, isGone, removeDir, run, tempDir, track, waitFor } from './processes.ts';
+import {
+  CHILD_PATH,
+  REPO,
+  type RunResult,
+  WARREN_BIN,
+  StopWaiting,
+  isGone,
+  removeDir,
+  run,
+  tempDir,
+  track,
+  waitFor,
+} from './processes.ts';
 import { mountPoints, umount, unmountUnder } from './mounts.ts';
 import { SANDBOX_IMAGE, haveBusybox, sandboxImageTar } from './sandbox-image.ts';
 
@@ -49,7 +74,13 @@ const CNI_RESULTS_DIR = join(CNI_CACHE_DIR, 'results');
 const CGROUP_ROOT = '/sys/fs/cgroup';
 
 export function haveCriContainerd(): boolean {
-  return haveBusybox() && existsSync(CONTAINERD_BIN) && existsSync(CTR_BIN) && existsSync('/usr/sbin/runc') && existsSync(join(REFERENCE_PLUGINS, 'bridge'));
+  return (
+    haveBusybox() &&
+    existsSync(CONTAINERD_BIN) &&
+    existsSync(CTR_BIN) &&
+    existsSync('/usr/sbin/runc') &&
+    existsSync(join(REFERENCE_PLUGINS, 'bridge'))
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -152,7 +183,13 @@ export class CriClient {
     this.#client = new Client(`unix://${socket}`, credentials.createInsecure());
   }
 
-  #call<T>(method: string, requestType: string, responseType: string, request: Record<string, unknown>, deadlineMs = DEFAULT_DEADLINE_MS): Promise<T> {
+  #call<T>(
+    method: string,
+    requestType: string,
+    responseType: string,
+    request: Record<string, unknown>,
+    deadlineMs = DEFAULT_DEADLINE_MS,
+  ): Promise<T> {
     const req = type(requestType);
     const res = type(responseType);
     return new Promise((resolve, reject) => {
@@ -175,29 +212,44 @@ export class CriClient {
 
   /** RunPodSandbox as a kubelet sends it (own network namespace); resolves to the sandbox id. */
   async runPodSandbox(request: SandboxRequest): Promise<string> {
-    const response = await this.#call<{ pod_sandbox_id: string }>('RunPodSandbox', 'RunPodSandboxRequest', 'RunPodSandboxResponse', {
-      config: {
-        metadata: { name: request.name, uid: request.uid, namespace: request.namespace, attempt: request.attempt ?? 0 },
-        // A hostname is at most 63 characters; a pod name can be longer.
-        hostname: request.name.slice(0, 63),
-        log_directory: this.#logDirectory,
-        labels: { ...request.labels },
-        annotations: { ...request.annotations },
-        linux: {
-          cgroup_parent: this.#cgroupParent,
-          security_context: { namespace_options: { network: 'POD', pid: 'CONTAINER', ipc: 'POD' } },
+    const response = await this.#call<{ pod_sandbox_id: string }>(
+      'RunPodSandbox',
+      'RunPodSandboxRequest',
+      'RunPodSandboxResponse',
+      {
+        config: {
+          metadata: {
+            name: request.name,
+            uid: request.uid,
+            namespace: request.namespace,
+            attempt: request.attempt ?? 0,
+          },
+          // A hostname is at most 63 characters; a pod name can be longer.
+          hostname: request.name.slice(0, 63),
+          log_directory: this.#logDirectory,
+          labels: { ...request.labels },
+          annotations: { ...request.annotations },
+          linux: {
+            cgroup_parent: this.#cgroupParent,
+            security_context: { namespace_options: { network: 'POD', pid: 'CONTAINER', ipc: 'POD' } },
+          },
         },
       },
-    });
+    );
     this.#created.add(response.pod_sandbox_id);
     return response.pod_sandbox_id;
   }
 
   async podSandboxStatus(id: string, options: { verbose?: boolean } = {}): Promise<SandboxStatus> {
-    const response = await this.#call<{ status?: WireSandboxStatus; info: Record<string, string> }>('PodSandboxStatus', 'PodSandboxStatusRequest', 'PodSandboxStatusResponse', {
-      pod_sandbox_id: id,
-      verbose: options.verbose ?? false,
-    });
+    const response = await this.#call<{ status?: WireSandboxStatus; info: Record<string, string> }>(
+      'PodSandboxStatus',
+      'PodSandboxStatusRequest',
+      'PodSandboxStatusResponse',
+      {
+        pod_sandbox_id: id,
+        verbose: options.verbose ?? false,
+      },
+    );
     const s = response.status;
     if (s === undefined) throw new CriError('PodSandboxStatus', -1, `no status for sandbox ${id}`);
     return {
@@ -227,13 +279,24 @@ export class CriClient {
 
   /** Ids of every sandbox containerd knows, ready or not. */
   async listPodSandbox(): Promise<string[]> {
-    const response = await this.#call<{ items: Array<{ id: string }> }>('ListPodSandbox', 'ListPodSandboxRequest', 'ListPodSandboxResponse', {});
+    const response = await this.#call<{ items: Array<{ id: string }> }>(
+      'ListPodSandbox',
+      'ListPodSandboxRequest',
+      'ListPodSandboxResponse',
+      {},
+    );
     return response.items.map((item) => item.id);
   }
 
   /** Status({verbose: true}): the runtime and network conditions and the CNI config load result. */
   async status(deadlineMs = DEFAULT_DEADLINE_MS): Promise<RuntimeStatus> {
-    const response = await this.#call<WireStatusResponse>('Status', 'StatusRequest', 'StatusResponse', { verbose: true }, deadlineMs);
+    const response = await this.#call<WireStatusResponse>(
+      'Status',
+      'StatusRequest',
+      'StatusResponse',
+      { verbose: true },
+      deadlineMs,
+    );
     const conditions = response.status?.conditions ?? [];
     const runtime = conditions.find((c) => c.type === 'RuntimeReady');
     const network = conditions.find((c) => c.type === 'NetworkReady');
@@ -278,14 +341,20 @@ let pluginBuilt = false;
  */
 export function criBinDir(extra: Readonly<Record<string, string>> = {}, options: { warren?: boolean } = {}): string {
   const dir = tempDir('warren-cri-bin-');
-  for (const plugin of ['loopback', 'bridge', 'host-local']) if (extra[plugin] === undefined) symlinkSync(join(REFERENCE_PLUGINS, plugin), join(dir, plugin));
+  for (const plugin of ['loopback', 'bridge', 'host-local'])
+    if (extra[plugin] === undefined) symlinkSync(join(REFERENCE_PLUGINS, plugin), join(dir, plugin));
   if (options.warren !== false) {
     if (!pluginBuilt) {
       buildPlugin();
       pluginBuilt = true;
     }
-    const r = spawnSync(process.execPath, [WARREN_BIN, 'install', '--cni-bin-dir', dir, '--link'], { cwd: REPO, env: { PATH: CHILD_PATH }, encoding: 'utf8' });
-    if (r.status !== 0) throw new Error(`warren install --cni-bin-dir ${dir} --link failed (${r.status}): ${r.stderr}${r.stdout}`);
+    const r = spawnSync(process.execPath, [WARREN_BIN, 'install', '--cni-bin-dir', dir, '--link'], {
+      cwd: REPO,
+      env: { PATH: CHILD_PATH },
+      encoding: 'utf8',
+    });
+    if (r.status !== 0)
+      throw new Error(`warren install --cni-bin-dir ${dir} --link failed (${r.status}): ${r.stderr}${r.stdout}`);
   }
   for (const [name, target] of Object.entries(extra)) symlinkSync(target, join(dir, name));
   return dir;
@@ -421,7 +490,8 @@ export async function startCriContainerd(options: CriContainerdOptions = {}): Pr
   });
   const hasExited = (): boolean => child.exitCode !== null || child.signalCode !== null;
   const cri = new CriClient(socket, logDirectory, cgroupParent);
-  const ctr = (...args: string[]): Promise<RunResult> => run(CTR_BIN, ['--address', socket, '--namespace', CRI_NAMESPACE, ...args]);
+  const ctr = (...args: string[]): Promise<RunResult> =>
+    run(CTR_BIN, ['--address', socket, '--namespace', CRI_NAMESPACE, ...args]);
 
   let stopped: Promise<void> | undefined;
   const stop = (): Promise<void> => {
@@ -467,10 +537,12 @@ export async function startCriContainerd(options: CriContainerdOptions = {}): Pr
     }
     removeCgroupTree(cgroupName);
     const sockets = new Set([...sandboxIds].map((id) => shimSocketName(socket, id)));
-    for (const name of listNames(SHIM_SOCKET_DIR)) if (!before.shimSockets.has(name) && sockets.has(name)) rmSync(join(SHIM_SOCKET_DIR, name), { force: true });
+    for (const name of listNames(SHIM_SOCKET_DIR))
+      if (!before.shimSockets.has(name) && sockets.has(name)) rmSync(join(SHIM_SOCKET_DIR, name), { force: true });
     // libcni caches a result as <network>-<container id>-<ifname>.
     for (const name of listNames(CNI_RESULTS_DIR)) {
-      if (!before.cniResults.has(name) && [...sandboxIds].some((id) => name.includes(`-${id}-`))) rmSync(join(CNI_RESULTS_DIR, name), { force: true });
+      if (!before.cniResults.has(name) && [...sandboxIds].some((id) => name.includes(`-${id}-`)))
+        rmSync(join(CNI_RESULTS_DIR, name), { force: true });
     }
     for (const id of sandboxIds) {
       rmSync(join(RUN_DIR, 'io.containerd.runtime.v2.task', CRI_NAMESPACE, id), { recursive: true, force: true });
@@ -482,20 +554,19 @@ export async function startCriContainerd(options: CriContainerdOptions = {}): Pr
   };
 
   try {
-    await waitFor(
-      `containerd with CRI answering on ${socket}`,
-      async () => {
-        if (hasExited()) throw new StopWaiting(`containerd exited (${child.exitCode ?? child.signalCode}): ${logText().slice(-2000)}`);
-        if (!existsSync(socket) || !statSync(socket).isSocket()) return undefined;
-        // The CRI plugin initialises after the socket is up; Status answers once it has.
-        const s = await cri.status(2_000);
-        return s.runtimeReady ? true : undefined;
-      },
-    );
+    await waitFor(`containerd with CRI answering on ${socket}`, async () => {
+      if (hasExited())
+        throw new StopWaiting(`containerd exited (${child.exitCode ?? child.signalCode}): ${logText().slice(-2000)}`);
+      if (!existsSync(socket) || !statSync(socket).isSocket()) return undefined;
+      // The CRI plugin initialises after the socket is up; Status answers once it has.
+      const s = await cri.status(2_000);
+      return s.runtimeReady ? true : undefined;
+    });
     const daemonMs = Date.now() - started;
     const importStarted = Date.now();
     const imported = await ctr('images', 'import', sandboxImageTar());
-    if (imported.code !== 0) throw new Error(`ctr images import failed (${imported.code}): ${imported.stderr}${imported.stdout}`);
+    if (imported.code !== 0)
+      throw new Error(`ctr images import failed (${imported.code}): ${imported.stderr}${imported.stdout}`);
     const importMs = Date.now() - importStarted;
     const writeConfig = (fileName: string, config: unknown): void => {
       const temp = join(confDir, `.${fileName}.tmp`);
@@ -565,7 +636,9 @@ function sandboxIdsOnDisk(dir: string): string[] {
  * sha256 of "<daemon address>/<namespace>/<id>".
  */
 function shimSocketName(socket: string, id: string): string {
-  return createHash('sha256').update(join(socket, CRI_NAMESPACE, id)).digest('hex');
+  return createHash('sha256')
+    .update(join(socket, CRI_NAMESPACE, id))
+    .digest('hex');
 }
 
 /** The shim socket path of a sandbox of the daemon listening on `socket`. */
@@ -626,7 +699,8 @@ function shimProcesses(socket: string): Array<{ pid: number; argv: string[] }> {
 async function killShims(socket: string, graceMs: number): Promise<void> {
   const pids = shimPids(socket).filter((pid) => !isGone(pid));
   if (pids.length === 0) return;
-  if (graceMs > 0) await waitFor('shims to exit', () => (pids.every(isGone) ? true : undefined), graceMs).catch(() => undefined);
+  if (graceMs > 0)
+    await waitFor('shims to exit', () => (pids.every(isGone) ? true : undefined), graceMs).catch(() => undefined);
   for (const pid of pids) if (!isGone(pid)) signal(pid, 'SIGKILL');
   await waitFor(`shims ${pids.join(', ')} to be gone`, () => (pids.every(isGone) ? true : undefined));
 }
@@ -651,7 +725,8 @@ function cgroupTrees(): string[] {
 function subtreeDeepestFirst(dir: string): string[] {
   if (!existsSync(dir)) return [];
   const out: string[] = [];
-  for (const child of readdirSync(dir, { withFileTypes: true })) if (child.isDirectory()) out.push(...subtreeDeepestFirst(join(dir, child.name)));
+  for (const child of readdirSync(dir, { withFileTypes: true }))
+    if (child.isDirectory()) out.push(...subtreeDeepestFirst(join(dir, child.name)));
   out.push(dir);
   return out;
 }
@@ -675,7 +750,9 @@ async function killCgroupProcesses(cgroupName: string): Promise<void> {
   }
   if (pids.size === 0) return;
   for (const pid of pids) signal(pid, 'SIGKILL');
-  await waitFor(`processes ${[...pids].join(', ')} of cgroup ${cgroupName} to be gone`, () => ([...pids].every(isGone) ? true : undefined));
+  await waitFor(`processes ${[...pids].join(', ')} of cgroup ${cgroupName} to be gone`, () =>
+    [...pids].every(isGone) ? true : undefined,
+  );
 }
 
 function removeCgroupTree(cgroupName: string): void {

@@ -44,7 +44,9 @@ export async function freePort(): Promise<number> {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => {
       const address = server.address();
-      server.close(() => (typeof address === 'object' && address !== null ? resolvePort(address.port) : reject(new Error('no port'))));
+      server.close(() =>
+        typeof address === 'object' && address !== null ? resolvePort(address.port) : reject(new Error('no port')),
+      );
     });
   });
 }
@@ -78,22 +80,37 @@ export async function startEtcd(size = 1, tls?: EtcdTls): Promise<EtcdCluster> {
     const child = spawn(
       ETCD_BIN,
       [
-        '--name', m.name,
-        '--data-dir', m.dataDir,
-        '--listen-client-urls', m.clientURL,
-        '--advertise-client-urls', m.clientURL,
-        '--listen-peer-urls', m.peerURL,
-        '--initial-advertise-peer-urls', m.peerURL,
-        '--initial-cluster', initialCluster,
-        '--initial-cluster-state', state,
-        '--initial-cluster-token', `warren-test-${process.pid}`,
+        '--name',
+        m.name,
+        '--data-dir',
+        m.dataDir,
+        '--listen-client-urls',
+        m.clientURL,
+        '--advertise-client-urls',
+        m.clientURL,
+        '--listen-peer-urls',
+        m.peerURL,
+        '--initial-advertise-peer-urls',
+        m.peerURL,
+        '--initial-cluster',
+        initialCluster,
+        '--initial-cluster-state',
+        state,
+        '--initial-cluster-token',
+        `warren-test-${process.pid}`,
         // One member elects itself at once; several need room for a loaded machine's hiccups, or
         // leadership flaps and lease calls stall.
-        '--heartbeat-interval', size === 1 ? '10' : '50',
-        '--election-timeout', size === 1 ? '100' : '1000',
-        ...(tls === undefined ? [] : ['--cert-file', tls.cert, '--key-file', tls.key, '--trusted-ca-file', tls.ca, '--client-cert-auth']),
-        '--log-level', 'error',
-        '--logger', 'zap',
+        '--heartbeat-interval',
+        size === 1 ? '10' : '50',
+        '--election-timeout',
+        size === 1 ? '100' : '1000',
+        ...(tls === undefined
+          ? []
+          : ['--cert-file', tls.cert, '--key-file', tls.key, '--trusted-ca-file', tls.ca, '--client-cert-auth']),
+        '--log-level',
+        'error',
+        '--logger',
+        'zap',
       ],
       { stdio: ['ignore', 'ignore', 'pipe'] },
     );
@@ -111,7 +128,10 @@ export async function startEtcd(size = 1, tls?: EtcdTls): Promise<EtcdCluster> {
   const healthy = (m: EtcdMember): Promise<boolean> =>
     new Promise((resolveHealth) => {
       const get = tls === undefined ? httpGet : httpsGet;
-      const options = tls === undefined ? {} : { ca: readFileSync(tls.ca), cert: readFileSync(tls.clientCert), key: readFileSync(tls.clientKey) };
+      const options =
+        tls === undefined
+          ? {}
+          : { ca: readFileSync(tls.ca), cert: readFileSync(tls.clientCert), key: readFileSync(tls.clientKey) };
       const request = get(`${m.clientURL}/health`, { ...options, timeout: 1000 }, (response) => {
         let body = '';
         response.on('data', (c: Buffer) => (body += c.toString('utf8')));
@@ -130,7 +150,8 @@ export async function startEtcd(size = 1, tls?: EtcdTls): Promise<EtcdCluster> {
   await untilReady(
     members.map((m) => m.process as ChildProcess),
     async () => {
-      for (const m of members) await waitFor(`etcd member ${m.name} healthy`, async () => ((await healthy(m)) ? true : undefined));
+      for (const m of members)
+        await waitFor(`etcd member ${m.name} healthy`, async () => ((await healthy(m)) ? true : undefined));
     },
   );
 
@@ -149,14 +170,21 @@ export async function startEtcd(size = 1, tls?: EtcdTls): Promise<EtcdCluster> {
     async restart(m) {
       await kill(m);
       launch(m, 'existing');
-      await untilReady(m.process as ChildProcess, () => waitFor(`etcd member ${m.name} healthy again`, async () => ((await healthy(m)) ? true : undefined)));
+      await untilReady(m.process as ChildProcess, () =>
+        waitFor(`etcd member ${m.name} healthy again`, async () => ((await healthy(m)) ? true : undefined)),
+      );
     },
     async wipe(m) {
-      if (members.length !== 1) throw new Error('wipe() restarts a single-member cluster only (a wiped member of several would join as new)');
+      if (members.length !== 1)
+        throw new Error('wipe() restarts a single-member cluster only (a wiped member of several would join as new)');
       await kill(m);
       rmSync(m.dataDir, { recursive: true, force: true });
       launch(m, 'new');
-      await waitFor(`etcd member ${m.name} healthy after its data was wiped`, async () => ((await healthy(m)) ? true : undefined), HANG_BOUND_MS);
+      await waitFor(
+        `etcd member ${m.name} healthy after its data was wiped`,
+        async () => ((await healthy(m)) ? true : undefined),
+        HANG_BOUND_MS,
+      );
     },
     async stop() {
       for (const m of members) await kill(m);
@@ -172,11 +200,61 @@ export async function makeTls(): Promise<EtcdTls> {
     const r = await run('openssl', args);
     if (r.code !== 0) throw new Error(`openssl ${args.join(' ')}: ${r.stderr}`);
   };
-  await ssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', f('ca.key'), '-out', f('ca.pem'), '-days', '2', '-subj', '/CN=warren-test-ca');
-  for (const [name, ext] of [['server', 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth'], ['client', 'extendedKeyUsage=clientAuth']] as const) {
-    await ssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', f(`${name}.key`), '-out', f(`${name}.csr`), '-subj', `/CN=warren-test-${name}`);
+  await ssl(
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-keyout',
+    f('ca.key'),
+    '-out',
+    f('ca.pem'),
+    '-days',
+    '2',
+    '-subj',
+    '/CN=warren-test-ca',
+  );
+  for (const [name, ext] of [
+    ['server', 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth'],
+    ['client', 'extendedKeyUsage=clientAuth'],
+  ] as const) {
+    await ssl(
+      'req',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      f(`${name}.key`),
+      '-out',
+      f(`${name}.csr`),
+      '-subj',
+      `/CN=warren-test-${name}`,
+    );
     writeFileSync(f(`${name}.ext`), ext);
-    await ssl('x509', '-req', '-in', f(`${name}.csr`), '-CA', f('ca.pem'), '-CAkey', f('ca.key'), '-CAcreateserial', '-out', f(`${name}.pem`), '-days', '2', '-extfile', f(`${name}.ext`));
+    await ssl(
+      'x509',
+      '-req',
+      '-in',
+      f(`${name}.csr`),
+      '-CA',
+      f('ca.pem'),
+      '-CAkey',
+      f('ca.key'),
+      '-CAcreateserial',
+      '-out',
+      f(`${name}.pem`),
+      '-days',
+      '2',
+      '-extfile',
+      f(`${name}.ext`),
+    );
   }
-  return { ca: f('ca.pem'), cert: f('server.pem'), key: f('server.key'), clientCert: f('client.pem'), clientKey: f('client.key') };
+  return {
+    ca: f('ca.pem'),
+    cert: f('server.pem'),
+    key: f('server.key'),
+    clientCert: f('client.pem'),
+    clientKey: f('client.key'),
+  };
 }

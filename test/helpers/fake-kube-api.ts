@@ -74,7 +74,12 @@ export interface KubeStatus {
   status: 'Failure';
   message: string;
   reason: string;
-  details?: { name?: string; group?: string; kind?: string; causes?: Array<{ reason: string; message: string; field: string }> };
+  details?: {
+    name?: string;
+    group?: string;
+    kind?: string;
+    causes?: Array<{ reason: string; message: string; field: string }>;
+  };
   code: number;
 }
 
@@ -178,15 +183,39 @@ const RESOURCES: Record<Resource, ResourceInfo> = {
     listKind: 'PodList',
     namespaced: true,
     verbs: new Set(['get', 'list', 'watch']),
-    fields: new Set(['metadata.name', 'metadata.namespace', 'spec.nodeName', 'spec.restartPolicy', 'spec.schedulerName', 'spec.serviceAccountName', 'status.phase', 'status.podIP']),
+    fields: new Set([
+      'metadata.name',
+      'metadata.namespace',
+      'spec.nodeName',
+      'spec.restartPolicy',
+      'spec.schedulerName',
+      'spec.serviceAccountName',
+      'status.phase',
+      'status.podIP',
+    ]),
   },
-  nodes: { kind: 'Node', listKind: 'NodeList', namespaced: false, verbs: new Set(['get', 'list', 'watch']), fields: new Set(['metadata.name', 'spec.unschedulable']) },
+  nodes: {
+    kind: 'Node',
+    listKind: 'NodeList',
+    namespaced: false,
+    verbs: new Set(['get', 'list', 'watch']),
+    fields: new Set(['metadata.name', 'spec.unschedulable']),
+  },
   events: {
     kind: 'Event',
     listKind: 'EventList',
     namespaced: true,
     verbs: new Set(['get', 'list', 'watch', 'create', 'patch']),
-    fields: new Set(['metadata.name', 'metadata.namespace', 'involvedObject.kind', 'involvedObject.namespace', 'involvedObject.name', 'involvedObject.uid', 'reason', 'type']),
+    fields: new Set([
+      'metadata.name',
+      'metadata.namespace',
+      'involvedObject.kind',
+      'involvedObject.namespace',
+      'involvedObject.name',
+      'involvedObject.uid',
+      'reason',
+      'type',
+    ]),
   },
 };
 
@@ -236,7 +265,16 @@ class KubeError extends Error {
 }
 
 function failure(code: number, reason: string, message: string, details?: KubeStatus['details']): KubeError {
-  return new KubeError({ kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, ...(details === undefined ? {} : { details }), code });
+  return new KubeError({
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: 'Failure',
+    message,
+    reason,
+    ...(details === undefined ? {} : { details }),
+    code,
+  });
 }
 
 const badRequest = (message: string): KubeError => failure(400, 'BadRequest', message);
@@ -282,29 +320,44 @@ type Term = { readonly key: string; readonly op: '=' | '!=' | 'exists' | '!exist
 
 function parseFieldSelector(selector: string, info: ResourceInfo): Term[] {
   if (selector.includes('\\')) throw unsupportedByFake('escaped characters in fieldSelector');
-  return selector.split(',').filter((term) => term.trim() !== '').map((term) => {
-    const match = /^([^!=]+)(==|!=|=)(.*)$/.exec(term.trim());
-    if (match === null) throw badRequest(`invalid selector: '${selector}'; can't understand '${term}'`);
-    const key = (match[1] as string).trim();
-    if (!info.fields.has(key)) throw badRequest(`field label not supported: ${key}`);
-    return { key, op: match[2] === '!=' ? '!=' : '=', value: (match[3] as string).trim() };
-  });
+  return selector
+    .split(',')
+    .filter((term) => term.trim() !== '')
+    .map((term) => {
+      const match = /^([^!=]+)(==|!=|=)(.*)$/.exec(term.trim());
+      if (match === null) throw badRequest(`invalid selector: '${selector}'; can't understand '${term}'`);
+      const key = (match[1] as string).trim();
+      if (!info.fields.has(key)) throw badRequest(`field label not supported: ${key}`);
+      return { key, op: match[2] === '!=' ? '!=' : '=', value: (match[3] as string).trim() };
+    });
 }
 
 /** Equality and existence label selectors; set-based ones (in, notin) are refused. */
 function parseLabelSelector(selector: string): Term[] {
-  return selector.split(',').filter((term) => term.trim() !== '').map((raw) => {
-    const term = raw.trim();
-    if (/[()]|\s(in|notin)\s/.test(term)) throw unsupportedByFake(`set-based label selectors ('${term}')`);
-    const match = /^([^!=]+)(==|!=|=)(.*)$/.exec(term);
-    if (match !== null) return { key: (match[1] as string).trim(), op: match[2] === '!=' ? '!=' : '=', value: (match[3] as string).trim() };
-    if (/^!\s*[\w./-]+$/.test(term)) return { key: term.slice(1).trim(), op: '!exists', value: '' };
-    if (/^[\w./-]+$/.test(term)) return { key: term, op: 'exists', value: '' };
-    throw badRequest(`unable to parse requirement: '${term}'`);
-  });
+  return selector
+    .split(',')
+    .filter((term) => term.trim() !== '')
+    .map((raw) => {
+      const term = raw.trim();
+      if (/[()]|\s(in|notin)\s/.test(term)) throw unsupportedByFake(`set-based label selectors ('${term}')`);
+      const match = /^([^!=]+)(==|!=|=)(.*)$/.exec(term);
+      if (match !== null)
+        return {
+          key: (match[1] as string).trim(),
+          op: match[2] === '!=' ? '!=' : '=',
+          value: (match[3] as string).trim(),
+        };
+      if (/^!\s*[\w./-]+$/.test(term)) return { key: term.slice(1).trim(), op: '!exists', value: '' };
+      if (/^[\w./-]+$/.test(term)) return { key: term, op: 'exists', value: '' };
+      throw badRequest(`unable to parse requirement: '${term}'`);
+    });
 }
 
-function selectorMatcher(query: URLSearchParams, info: ResourceInfo, namespace: string | undefined): (object: KubeObject) => boolean {
+function selectorMatcher(
+  query: URLSearchParams,
+  info: ResourceInfo,
+  namespace: string | undefined,
+): (object: KubeObject) => boolean {
   const fields = parseFieldSelector(query.get('fieldSelector') ?? '', info);
   const labels = parseLabelSelector(query.get('labelSelector') ?? '');
   return (object) => {
@@ -314,11 +367,22 @@ function selectorMatcher(query: URLSearchParams, info: ResourceInfo, namespace: 
     for (const term of labels) {
       const value = own[term.key];
       switch (term.op) {
-        case '=': if (value !== term.value) return false; break;
-        case '!=': if (value === term.value) return false; break;
-        case 'exists': if (value === undefined) return false; break;
-        case '!exists': if (value !== undefined) return false; break;
-        default: { const never: never = term.op; throw new Error(`unknown selector op ${String(never)}`); }
+        case '=':
+          if (value !== term.value) return false;
+          break;
+        case '!=':
+          if (value === term.value) return false;
+          break;
+        case 'exists':
+          if (value === undefined) return false;
+          break;
+        case '!exists':
+          if (value !== undefined) return false;
+          break;
+        default: {
+          const never: never = term.op;
+          throw new Error(`unknown selector op ${String(never)}`);
+        }
       }
     }
     return true;
@@ -349,18 +413,25 @@ function routeOf(pathname: string): Route | undefined {
     return undefined; // a malformed escape names nothing
   }
   // A namespaced object is only addressable inside its namespace; a cluster object never is.
-  if (RESOURCES[resource].namespaced ? name !== undefined && namespace === undefined : namespace !== undefined) return undefined;
+  if (RESOURCES[resource].namespaced ? name !== undefined && namespace === undefined : namespace !== undefined)
+    return undefined;
   return { resource, namespace, name };
 }
 
 function verbOf(method: string, route: Route, query: URLSearchParams): Verb | undefined {
   switch (method) {
-    case 'GET': return route.name !== undefined ? 'get' : isTrue(query.get('watch')) ? 'watch' : 'list';
-    case 'POST': return route.name === undefined ? 'create' : undefined;
-    case 'PUT': return route.name !== undefined ? 'update' : undefined;
-    case 'PATCH': return route.name !== undefined ? 'patch' : undefined;
-    case 'DELETE': return route.name !== undefined ? 'delete' : 'deletecollection';
-    default: return undefined;
+    case 'GET':
+      return route.name !== undefined ? 'get' : isTrue(query.get('watch')) ? 'watch' : 'list';
+    case 'POST':
+      return route.name === undefined ? 'create' : undefined;
+    case 'PUT':
+      return route.name !== undefined ? 'update' : undefined;
+    case 'PATCH':
+      return route.name !== undefined ? 'patch' : undefined;
+    case 'DELETE':
+      return route.name !== undefined ? 'delete' : 'deletecollection';
+    default:
+      return undefined;
   }
 }
 
@@ -376,16 +447,27 @@ function mergePatch(target: unknown, patch: unknown): unknown {
 
 /** RFC 6902 add, replace, remove and test; move and copy are refused. Failures are 422 like the real server's. */
 function jsonPatch(document: unknown, operations: unknown): unknown {
-  if (!Array.isArray(operations)) throw badRequest(`json: cannot unmarshal ${isRecord(operations) ? 'object' : typeof operations} into Go value of type jsonpatch.Patch`);
+  if (!Array.isArray(operations))
+    throw badRequest(
+      `json: cannot unmarshal ${isRecord(operations) ? 'object' : typeof operations} into Go value of type jsonpatch.Patch`,
+    );
   const root = { value: structuredClone(document) as unknown };
   for (const operation of operations) {
-    if (!isRecord(operation) || typeof operation.op !== 'string' || typeof operation.path !== 'string') throw badRequest('json patch: an operation needs op and path');
-    const tokens = operation.path === '' ? [] : operation.path.slice(1).split('/').map((t) => t.replaceAll('~1', '/').replaceAll('~0', '~'));
+    if (!isRecord(operation) || typeof operation.op !== 'string' || typeof operation.path !== 'string')
+      throw badRequest('json patch: an operation needs op and path');
+    const tokens =
+      operation.path === ''
+        ? []
+        : operation.path
+            .slice(1)
+            .split('/')
+            .map((t) => t.replaceAll('~1', '/').replaceAll('~0', '~'));
     let parent: unknown = root;
     let key = 'value';
     for (const token of tokens) {
       const next: unknown = Array.isArray(parent) ? parent[Number(key)] : isRecord(parent) ? parent[key] : undefined;
-      if (!isRecord(next) && !Array.isArray(next)) throw failure(422, 'Invalid', `jsonpatch: missing path ${operation.path}`);
+      if (!isRecord(next) && !Array.isArray(next))
+        throw failure(422, 'Invalid', `jsonpatch: missing path ${operation.path}`);
       parent = next;
       key = token;
     }
@@ -399,18 +481,30 @@ function jsonPatch(document: unknown, operations: unknown): unknown {
         else (container as unknown as unknown[]).splice(index, 0, structuredClone(operation.value));
         break;
       case 'replace':
-        if (!exists) throw failure(422, 'Invalid', `jsonpatch replace operation does not apply: doc is missing key: ${operation.path}`);
+        if (!exists)
+          throw failure(
+            422,
+            'Invalid',
+            `jsonpatch replace operation does not apply: doc is missing key: ${operation.path}`,
+          );
         container[key] = structuredClone(operation.value);
         break;
       case 'remove':
-        if (!exists) throw failure(422, 'Invalid', `jsonpatch remove operation does not apply: doc is missing path: ${operation.path}`);
+        if (!exists)
+          throw failure(
+            422,
+            'Invalid',
+            `jsonpatch remove operation does not apply: doc is missing path: ${operation.path}`,
+          );
         if (index === undefined) delete container[key];
         else (container as unknown as unknown[]).splice(index, 1);
         break;
       case 'test':
-        if (JSON.stringify(container[key]) !== JSON.stringify(operation.value)) throw failure(422, 'Invalid', `testing value ${operation.path} failed: test failed`);
+        if (JSON.stringify(container[key]) !== JSON.stringify(operation.value))
+          throw failure(422, 'Invalid', `testing value ${operation.path} failed: test failed`);
         break;
-      default: throw unsupportedByFake(`the json patch operation '${operation.op}'`);
+      default:
+        throw unsupportedByFake(`the json patch operation '${operation.op}'`);
     }
   }
   return root.value;
@@ -418,7 +512,11 @@ function jsonPatch(document: unknown, operations: unknown): unknown {
 
 type FieldError = { readonly reason: string; readonly field: string; readonly message: string };
 
-const required = (field: string, detail = ''): FieldError => ({ reason: 'FieldValueRequired', field, message: `Required value${detail === '' ? '' : `: ${detail}`}` });
+const required = (field: string, detail = ''): FieldError => ({
+  reason: 'FieldValueRequired',
+  field,
+  message: `Required value${detail === '' ? '' : `: ${detail}`}`,
+});
 
 /** core/v1 Event validation, with the fields Warren always sends made required (see the header). */
 function eventErrors(event: KubeObject): FieldError[] {
@@ -427,14 +525,28 @@ function eventErrors(event: KubeObject): FieldError[] {
   const involved = event.involvedObject;
   if (!isRecord(involved)) errors.push(required('involvedObject'));
   else {
-    for (const field of ['kind', 'namespace', 'name']) if (typeof involved[field] !== 'string' || involved[field] === '') errors.push(required(`involvedObject.${field}`));
-    if (typeof involved.namespace === 'string' && involved.namespace !== '' && involved.namespace !== event.metadata.namespace)
-      errors.push({ reason: 'FieldValueInvalid', field: 'involvedObject.namespace', message: `Invalid value: ${JSON.stringify(involved.namespace)}: does not match event.namespace` });
+    for (const field of ['kind', 'namespace', 'name'])
+      if (typeof involved[field] !== 'string' || involved[field] === '')
+        errors.push(required(`involvedObject.${field}`));
+    if (
+      typeof involved.namespace === 'string' &&
+      involved.namespace !== '' &&
+      involved.namespace !== event.metadata.namespace
+    )
+      errors.push({
+        reason: 'FieldValueInvalid',
+        field: 'involvedObject.namespace',
+        message: `Invalid value: ${JSON.stringify(involved.namespace)}: does not match event.namespace`,
+      });
   }
   if (typeof event.reason !== 'string' || event.reason === '') errors.push(required('reason'));
   if (typeof event.type !== 'string' || event.type === '') errors.push(required('type'));
   else if (event.type !== 'Normal' && event.type !== 'Warning')
-    errors.push({ reason: 'FieldValueNotSupported', field: 'type', message: `Unsupported value: ${JSON.stringify(event.type)}: supported values: "Normal", "Warning"` });
+    errors.push({
+      reason: 'FieldValueNotSupported',
+      field: 'type',
+      message: `Unsupported value: ${JSON.stringify(event.type)}: supported values: "Normal", "Warning"`,
+    });
   return errors;
 }
 
@@ -449,7 +561,11 @@ function truncateTimes(event: KubeObject): void {
 function invalid(kind: string, name: string, errors: readonly FieldError[]): KubeError {
   const texts = errors.map((e) => `${e.field}: ${e.message}`);
   const summary = texts.length === 1 ? texts[0] : `[${texts.join(', ')}]`;
-  return failure(422, 'Invalid', `${kind} ${JSON.stringify(name)} is invalid: ${summary}`, { name, kind, causes: errors.map((e) => ({ reason: e.reason, message: e.message, field: e.field })) });
+  return failure(422, 'Invalid', `${kind} ${JSON.stringify(name)} is invalid: ${summary}`, {
+    name,
+    kind,
+    causes: errors.map((e) => ({ reason: e.reason, message: e.message, field: e.field })),
+  });
 }
 
 function readBody(req: IncomingMessage): Promise<unknown> {
@@ -484,7 +600,11 @@ class FakeKubeApiServer implements FakeKubeApi {
   readonly #user: string;
   readonly #expiredAs: ExpiredAs;
   readonly #now: () => Date;
-  readonly #objects: Record<Resource, Map<string, KubeObject>> = { pods: new Map(), nodes: new Map(), events: new Map() };
+  readonly #objects: Record<Resource, Map<string, KubeObject>> = {
+    pods: new Map(),
+    nodes: new Map(),
+    events: new Map(),
+  };
   /** The last RV handed out; the next change gets one more. */
   #rv = 1;
   /** Changes after `#compactedThrough`, in RV order: what a watch from an older RV replays. */
@@ -501,7 +621,13 @@ class FakeKubeApiServer implements FakeKubeApi {
   #listening = true;
   #stopped = false;
 
-  constructor(server: Server, port: number, dir: string, caPem: string, options: FakeKubeApiOptions & { token: string }) {
+  constructor(
+    server: Server,
+    port: number,
+    dir: string,
+    caPem: string,
+    options: FakeKubeApiOptions & { token: string },
+  ) {
     this.#server = server;
     this.#port = port;
     this.#dir = dir;
@@ -529,7 +655,12 @@ class FakeKubeApiServer implements FakeKubeApi {
     const config = {
       apiVersion: 'v1',
       kind: 'Config',
-      clusters: [{ name: 'fake', cluster: { server: this.url, 'certificate-authority-data': Buffer.from(this.caPem).toString('base64') } }],
+      clusters: [
+        {
+          name: 'fake',
+          cluster: { server: this.url, 'certificate-authority-data': Buffer.from(this.caPem).toString('base64') },
+        },
+      ],
       users: [{ name: 'warren', user: { token } }],
       contexts: [{ name: 'fake', context: { cluster: 'fake', user: 'warren', namespace: 'default' } }],
       'current-context': 'fake',
@@ -604,7 +735,9 @@ class FakeKubeApiServer implements FakeKubeApi {
   }
 
   listEvents(namespace?: string): KubeObject[] {
-    return [...this.#objects.events.values()].filter((e) => namespace === undefined || e.metadata.namespace === namespace).map((e) => structuredClone(e));
+    return [...this.#objects.events.values()]
+      .filter((e) => namespace === undefined || e.metadata.namespace === namespace)
+      .map((e) => structuredClone(e));
   }
 
   // --- Faults ---------------------------------------------------------------------------------------
@@ -621,7 +754,11 @@ class FakeKubeApiServer implements FakeKubeApi {
   bookmark(): void {
     for (const watcher of this.#watchers) {
       if (!watcher.bookmarks) continue;
-      const object = { kind: RESOURCES[watcher.resource].kind, apiVersion: 'v1', metadata: { resourceVersion: String(this.#rv) } };
+      const object = {
+        kind: RESOURCES[watcher.resource].kind,
+        apiVersion: 'v1',
+        metadata: { resourceVersion: String(this.#rv) },
+      };
       this.#send(watcher, { type: 'BOOKMARK', object });
     }
   }
@@ -691,7 +828,9 @@ class FakeKubeApiServer implements FakeKubeApi {
   // --- The store ------------------------------------------------------------------------------------
 
   #key(resource: Resource, object: KubeObject): string {
-    return RESOURCES[resource].namespaced ? `${object.metadata.namespace}/${object.metadata.name}` : (object.metadata.name as string);
+    return RESOURCES[resource].namespaced
+      ? `${object.metadata.namespace}/${object.metadata.name}`
+      : (object.metadata.name as string);
   }
 
   #existing(resource: Resource, key: string): KubeObject {
@@ -705,7 +844,8 @@ class FakeKubeApiServer implements FakeKubeApi {
     const info = RESOURCES[resource];
     const object: KubeObject = { ...structuredClone(input), apiVersion: 'v1', kind: info.kind };
     const meta = object.metadata;
-    if (!meta.name && meta.generateName) meta.name = `${meta.generateName}${Array.from(randomBytes(5), (b) => GENERATE_ALPHABET[b % GENERATE_ALPHABET.length]).join('')}`;
+    if (!meta.name && meta.generateName)
+      meta.name = `${meta.generateName}${Array.from(randomBytes(5), (b) => GENERATE_ALPHABET[b % GENERATE_ALPHABET.length]).join('')}`;
     if (!meta.name) throw new Error(`fake kube api: a ${info.kind} needs metadata.name`);
     if (info.namespaced) meta.namespace ??= 'default';
     else delete meta.namespace;
@@ -721,7 +861,8 @@ class FakeKubeApiServer implements FakeKubeApi {
     const previous = this.#existing(resource, key);
     const object = structuredClone(previous);
     change(object);
-    if (this.#key(resource, object) !== key) throw new Error(`fake kube api: an update may not rename ${resource} ${key}`);
+    if (this.#key(resource, object) !== key)
+      throw new Error(`fake kube api: an update may not rename ${resource} ${key}`);
     this.#commit(resource, 'MODIFIED', object, previous);
     return structuredClone(object);
   }
@@ -766,18 +907,36 @@ class FakeKubeApiServer implements FakeKubeApi {
     };
     this.#requests.push(record);
     try {
-      if (this.#down === '503') throw failure(503, 'ServiceUnavailable', 'the server is currently unable to handle the request');
+      if (this.#down === '503')
+        throw failure(503, 'ServiceUnavailable', 'the server is currently unable to handle the request');
       if (req.headers.authorization !== `Bearer ${this.token}`) throw failure(401, 'Unauthorized', 'Unauthorized');
       if (route === undefined) throw failure(404, 'NotFound', 'the server could not find the requested resource', {});
-      if (verb === undefined || !RESOURCES[route.resource].verbs.has(verb)) throw failure(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource', {});
+      if (verb === undefined || !RESOURCES[route.resource].verbs.has(verb))
+        throw failure(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource', {});
       if (this.#forbidden.has(`${verb} ${route.resource}`)) throw this.#forbiddenError(verb, route);
-      for (const param of UNSUPPORTED_PARAMS) if (url.searchParams.has(param)) throw unsupportedByFake(`the query parameter ${param}`);
+      for (const param of UNSUPPORTED_PARAMS)
+        if (url.searchParams.has(param)) throw unsupportedByFake(`the query parameter ${param}`);
       switch (verb) {
-        case 'get': return this.#reply(res, record, 200, this.#stored(route));
-        case 'list': return this.#reply(res, record, 200, this.#list(route, url.searchParams));
-        case 'watch': return this.#watch(route, url.searchParams, res, record);
-        case 'create': return this.#reply(res, record, 201, this.#createFromWire(route, await this.#jsonBody(req, ['application/json'])));
-        case 'patch': return this.#reply(res, record, 200, this.#patch(route, req.headers['content-type'], await this.#jsonBody(req, PATCH_TYPES)));
+        case 'get':
+          return this.#reply(res, record, 200, this.#stored(route));
+        case 'list':
+          return this.#reply(res, record, 200, this.#list(route, url.searchParams));
+        case 'watch':
+          return this.#watch(route, url.searchParams, res, record);
+        case 'create':
+          return this.#reply(
+            res,
+            record,
+            201,
+            this.#createFromWire(route, await this.#jsonBody(req, ['application/json'])),
+          );
+        case 'patch':
+          return this.#reply(
+            res,
+            record,
+            200,
+            this.#patch(route, req.headers['content-type'], await this.#jsonBody(req, PATCH_TYPES)),
+          );
         case 'update':
         case 'delete':
         case 'deletecollection':
@@ -788,7 +947,10 @@ class FakeKubeApiServer implements FakeKubeApi {
         }
       }
     } catch (error) {
-      const status = error instanceof KubeError ? error.status : failure(500, 'InternalError', `Internal error occurred: ${String(error)}`).status;
+      const status =
+        error instanceof KubeError
+          ? error.status
+          : failure(500, 'InternalError', `Internal error occurred: ${String(error)}`).status;
       if (!res.headersSent) this.#reply(res, record, status.code, status);
       else res.destroy();
     }
@@ -797,7 +959,11 @@ class FakeKubeApiServer implements FakeKubeApi {
   #reply(res: ServerResponse, record: RequestRecord, code: number, body: unknown): void {
     const text = JSON.stringify(body);
     record.status = code;
-    res.writeHead(code, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text), 'Cache-Control': 'no-cache, private' });
+    res.writeHead(code, {
+      'Content-Type': 'application/json',
+      'Content-Length': Buffer.byteLength(text),
+      'Cache-Control': 'no-cache, private',
+    });
     res.end(text);
   }
 
@@ -805,20 +971,31 @@ class FakeKubeApiServer implements FakeKubeApi {
     const type = (req.headers['content-type'] ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
     if (!accepted.includes(type)) {
       req.resume();
-      throw failure(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: ${accepted.join(', ')}`);
+      throw failure(
+        415,
+        'UnsupportedMediaType',
+        `the body of the request was in an unknown format - accepted media types include: ${accepted.join(', ')}`,
+      );
     }
     return readBody(req);
   }
 
   #forbiddenError(verb: Verb, route: Route): KubeError {
-    const scope = route.namespace === undefined ? 'at the cluster scope' : `in the namespace ${JSON.stringify(route.namespace)}`;
+    const scope =
+      route.namespace === undefined ? 'at the cluster scope' : `in the namespace ${JSON.stringify(route.namespace)}`;
     const subject = route.name === undefined ? route.resource : `${route.resource} ${JSON.stringify(route.name)}`;
     const message = `${subject} is forbidden: User ${JSON.stringify(this.#user)} cannot ${verb} resource ${JSON.stringify(route.resource)} in API group "" ${scope}`;
-    return failure(403, 'Forbidden', message, { ...(route.name === undefined ? {} : { name: route.name }), kind: route.resource });
+    return failure(403, 'Forbidden', message, {
+      ...(route.name === undefined ? {} : { name: route.name }),
+      kind: route.resource,
+    });
   }
 
   #notFound(route: Route, name: string): KubeError {
-    return failure(404, 'NotFound', `${route.resource} ${JSON.stringify(name)} not found`, { name, kind: route.resource });
+    return failure(404, 'NotFound', `${route.resource} ${JSON.stringify(name)} not found`, {
+      name,
+      kind: route.resource,
+    });
   }
 
   #stored(route: Route): KubeObject {
@@ -834,7 +1011,10 @@ class FakeKubeApiServer implements FakeKubeApi {
     const matches = selectorMatcher(query, info, route.namespace);
     const keys = [...this.#objects[route.resource].keys()].sort();
     // Items of a typed list carry no kind or apiVersion of their own on the real server either.
-    const items = keys.map((key) => this.#objects[route.resource].get(key) as KubeObject).filter(matches).map(({ kind: _kind, apiVersion: _apiVersion, ...rest }) => rest);
+    const items = keys
+      .map((key) => this.#objects[route.resource].get(key) as KubeObject)
+      .filter(matches)
+      .map(({ kind: _kind, apiVersion: _apiVersion, ...rest }) => rest);
     return { kind: info.listKind, apiVersion: 'v1', metadata: { resourceVersion: String(this.#rv) }, items };
   }
 
@@ -845,7 +1025,8 @@ class FakeKubeApiServer implements FakeKubeApi {
     if (rvText !== '' && !/^\d+$/.test(rvText)) throw badRequest(`invalid resource version: ${JSON.stringify(rvText)}`);
     const since = rvText === '' || rvText === '0' ? undefined : Number(rvText);
     const timeoutText = query.get('timeoutSeconds');
-    if (timeoutText !== null && !/^\d+$/.test(timeoutText)) throw badRequest(`invalid timeoutSeconds: ${JSON.stringify(timeoutText)}`);
+    if (timeoutText !== null && !/^\d+$/.test(timeoutText))
+      throw badRequest(`invalid timeoutSeconds: ${JSON.stringify(timeoutText)}`);
 
     const forced = this.#pendingExpiries.shift();
     const expiredAs = forced ?? (since !== undefined && since < this.#compactedThrough ? this.#expiredAs : undefined);
@@ -854,13 +1035,23 @@ class FakeKubeApiServer implements FakeKubeApi {
     if (expiredAs === 'status') throw new KubeError(expired);
 
     record.status = 200;
-    res.writeHead(200, { 'Content-Type': 'application/json', 'Cache-Control': 'no-cache, private', 'Transfer-Encoding': 'chunked' });
+    res.writeHead(200, {
+      'Content-Type': 'application/json',
+      'Cache-Control': 'no-cache, private',
+      'Transfer-Encoding': 'chunked',
+    });
     res.flushHeaders();
     if (expiredAs === 'event') {
       res.end(`${JSON.stringify({ type: 'ERROR', object: expired })}\n`);
       return;
     }
-    const watcher: Watcher = { resource: route.resource, matches, bookmarks: isTrue(query.get('allowWatchBookmarks')), res, timer: undefined };
+    const watcher: Watcher = {
+      resource: route.resource,
+      matches,
+      bookmarks: isTrue(query.get('allowWatchBookmarks')),
+      res,
+      timer: undefined,
+    };
     this.#watchers.add(watcher);
     res.on('close', () => this.#forget(watcher));
     if (timeoutText !== null && Number(timeoutText) > 0) {
@@ -899,10 +1090,15 @@ class FakeKubeApiServer implements FakeKubeApi {
   #createFromWire(route: Route, body: unknown): KubeObject {
     const namespace = route.namespace as string;
     if (!isRecord(body)) throw badRequest('the body of the request must be a JSON object');
-    if (body.kind !== undefined && body.kind !== 'Event') throw badRequest(`the kind of the provided object (${String(body.kind)}) is not Event`);
-    if (body.apiVersion !== undefined && body.apiVersion !== 'v1') throw badRequest(`the API version in the data (${String(body.apiVersion)}) does not match the expected API version (v1)`);
+    if (body.kind !== undefined && body.kind !== 'Event')
+      throw badRequest(`the kind of the provided object (${String(body.kind)}) is not Event`);
+    if (body.apiVersion !== undefined && body.apiVersion !== 'v1')
+      throw badRequest(
+        `the API version in the data (${String(body.apiVersion)}) does not match the expected API version (v1)`,
+      );
     const meta = isRecord(body.metadata) ? { ...body.metadata } : {};
-    if (meta.resourceVersion !== undefined && meta.resourceVersion !== '') throw failure(500, 'InternalError', 'resourceVersion should not be set on objects to be created');
+    if (meta.resourceVersion !== undefined && meta.resourceVersion !== '')
+      throw failure(500, 'InternalError', 'resourceVersion should not be set on objects to be created');
     if (meta.namespace !== undefined && meta.namespace !== '' && meta.namespace !== namespace)
       throw badRequest('the namespace of the provided object does not match the namespace sent on the request');
     // Admission comes before the name is generated and the object validated.
@@ -916,7 +1112,10 @@ class FakeKubeApiServer implements FakeKubeApi {
     if (errors.length > 0) throw invalid('Event', event.metadata.name ?? '', errors);
     truncateTimes(event);
     if (this.#objects.events.has(`${namespace}/${event.metadata.name}`))
-      throw failure(409, 'AlreadyExists', `events ${JSON.stringify(event.metadata.name)} already exists`, { name: event.metadata.name as string, kind: 'events' });
+      throw failure(409, 'AlreadyExists', `events ${JSON.stringify(event.metadata.name)} already exists`, {
+        name: event.metadata.name as string,
+        kind: 'events',
+      });
     for (const owned of ['uid', 'creationTimestamp', 'deletionTimestamp']) delete event.metadata[owned];
     return this.#create('events', event);
   }
@@ -934,10 +1133,22 @@ class FakeKubeApiServer implements FakeKubeApi {
     if (!isRecord(patched) || !isRecord(patched.metadata)) throw badRequest('the patch removed the object metadata');
     const result = patched as KubeObject;
     const name = route.name as string;
-    if (result.metadata.name !== name) throw badRequest(`the name of the object (${String(result.metadata.name)}) does not match the name on the URL (${name})`);
-    if (result.metadata.namespace !== route.namespace) throw badRequest('the namespace of the provided object does not match the namespace sent on the request');
-    if (result.metadata.resourceVersion !== undefined && result.metadata.resourceVersion !== current.metadata.resourceVersion)
-      throw failure(409, 'Conflict', `Operation cannot be fulfilled on ${route.resource} ${JSON.stringify(name)}: the object has been modified; please apply your changes to the latest version and try again`, { name, kind: route.resource });
+    if (result.metadata.name !== name)
+      throw badRequest(
+        `the name of the object (${String(result.metadata.name)}) does not match the name on the URL (${name})`,
+      );
+    if (result.metadata.namespace !== route.namespace)
+      throw badRequest('the namespace of the provided object does not match the namespace sent on the request');
+    if (
+      result.metadata.resourceVersion !== undefined &&
+      result.metadata.resourceVersion !== current.metadata.resourceVersion
+    )
+      throw failure(
+        409,
+        'Conflict',
+        `Operation cannot be fulfilled on ${route.resource} ${JSON.stringify(name)}: the object has been modified; please apply your changes to the latest version and try again`,
+        { name, kind: route.resource },
+      );
     const errors = route.resource === 'events' ? eventErrors(result) : [];
     if (errors.length > 0) throw invalid(RESOURCES[route.resource].kind, name, errors);
     truncateTimes(result);
@@ -953,7 +1164,11 @@ class FakeKubeApiServer implements FakeKubeApi {
 }
 
 /** The patch media types the real server accepts for core objects, apply (server-side apply) aside. */
-const PATCH_TYPES = ['application/json-patch+json', 'application/merge-patch+json', 'application/strategic-merge-patch+json'];
+const PATCH_TYPES = [
+  'application/json-patch+json',
+  'application/merge-patch+json',
+  'application/strategic-merge-patch+json',
+];
 
 /** Starts a fake API server on an ephemeral port of 127.0.0.1 with a fresh CA; call `stop()` when done. */
 export async function startFakeKubeApi(options: FakeKubeApiOptions = {}): Promise<FakeKubeApi> {
@@ -969,7 +1184,10 @@ export async function startFakeKubeApi(options: FakeKubeApiOptions = {}): Promis
       });
     });
     const port = (server.address() as AddressInfo).port;
-    return new FakeKubeApiServer(server, port, dir, certificate.caPem, { ...options, token: options.token ?? randomBytes(16).toString('hex') });
+    return new FakeKubeApiServer(server, port, dir, certificate.caPem, {
+      ...options,
+      token: options.token ?? randomBytes(16).toString('hex'),
+    });
   } catch (error) {
     removeDir(dir);
     throw error;

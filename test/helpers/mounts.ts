@@ -11,7 +11,11 @@ export function mountPoints(): string[] {
   return readFileSync('/proc/self/mountinfo', 'utf8')
     .split('\n')
     .filter((line) => line !== '')
-    .map((line) => (line.split(' ')[4] ?? '').replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8))));
+    .map((line) =>
+      (line.split(' ')[4] ?? '').replace(/\\([0-7]{3})/g, (_, octal: string) =>
+        String.fromCharCode(parseInt(octal, 8)),
+      ),
+    );
 }
 
 /** Mount points at or below `dir`. */

@@ -51,8 +51,12 @@ export function openDescriptors(): number {
  * on the next turns of the loop), or the count after a short wait when it never gets there.
  */
 export function descriptorsSettled(bound: number): Promise<number> {
-  return waitFor(`descriptors to stay within ${bound}`, () => {
-    const n = openDescriptors();
-    return n <= bound ? n : undefined;
-  }, 10_000).catch(() => openDescriptors());
+  return waitFor(
+    `descriptors to stay within ${bound}`,
+    () => {
+      const n = openDescriptors();
+      return n <= bound ? n : undefined;
+    },
+    10_000,
+  ).catch(() => openDescriptors());
 }

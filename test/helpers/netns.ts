@@ -35,7 +35,16 @@ export async function createNetns(): Promise<{ name: string; path: string }> {
   await sh('ip', ['netns', 'add', name]);
   namespaces.add(name);
   // IPv6 duplicate address detection would hold addresses tentative for a second or more.
-  await sh('ip', ['netns', 'exec', name, 'sysctl', '-q', '-w', 'net.ipv6.conf.all.accept_dad=0', 'net.ipv6.conf.default.accept_dad=0']);
+  await sh('ip', [
+    'netns',
+    'exec',
+    name,
+    'sysctl',
+    '-q',
+    '-w',
+    'net.ipv6.conf.all.accept_dad=0',
+    'net.ipv6.conf.default.accept_dad=0',
+  ]);
   return { name, path: `/var/run/netns/${name}` };
 }
 

@@ -16,7 +16,16 @@
  * A missing podman is a failure, not a skip: `requirePodman()` throws saying what is missing.
  */
 import { randomBytes, randomInt } from 'node:crypto';
-import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, rmdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  rmSync,
+  rmdirSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { type RunResult, CHILD_PATH, isRoot, processesUsing, removeDir, run, tempDir, waitFor } from './processes.ts';
 
@@ -105,7 +114,8 @@ function busyboxTar(): Promise<string> {
   mkdirSync(join(rootfs, 'bin'), { recursive: true });
   for (const d of ['proc', 'sys', 'dev', 'tmp', 'etc']) mkdirSync(join(rootfs, d), { recursive: true });
   copyFileSync(BUSYBOX, join(rootfs, 'bin', 'busybox'));
-  for (const applet of ['sh', 'sleep', 'true', 'false', 'echo', 'cat']) symlinkSync('busybox', join(rootfs, 'bin', applet));
+  for (const applet of ['sh', 'sleep', 'true', 'false', 'echo', 'cat'])
+    symlinkSync('busybox', join(rootfs, 'bin', applet));
   const tar = join(dir, 'rootfs.tar');
   return run('tar', ['-C', rootfs, '-cf', tar, '.']).then((r) => {
     if (r.code !== 0) throw new Error(`tar failed: ${r.stderr}`);
@@ -178,8 +188,22 @@ export async function startPodman(options: { cniPluginDirs?: readonly string[] }
       '',
     ].join('\n'),
   );
-  writeFileSync(storageConf, ['[storage]', 'driver = "overlay"', `graphroot = ${toml(join(dir, 'graph'))}`, `runroot = ${toml(join(dir, 'run'))}`, ''].join('\n'));
-  const env: NodeJS.ProcessEnv = { ...process.env, PATH: CHILD_PATH, CONTAINERS_CONF: containersConf, CONTAINERS_STORAGE_CONF: storageConf };
+  writeFileSync(
+    storageConf,
+    [
+      '[storage]',
+      'driver = "overlay"',
+      `graphroot = ${toml(join(dir, 'graph'))}`,
+      `runroot = ${toml(join(dir, 'run'))}`,
+      '',
+    ].join('\n'),
+  );
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    PATH: CHILD_PATH,
+    CONTAINERS_CONF: containersConf,
+    CONTAINERS_STORAGE_CONF: storageConf,
+  };
   const cgroupParentExisted = cgroupHierarchies().some((h) => existsSync(join(h, CGROUP_PARENT)));
   let closed: Promise<void> | undefined;
   /** Networks written here: libcni's cache entries for them go at close (a failed DEL leaves one). */
@@ -230,7 +254,15 @@ export async function startPodman(options: { cniPluginDirs?: readonly string[] }
       const conflist = handle.writeNetwork(name, {
         cniVersion: '0.4.0',
         name,
-        plugins: [{ type: 'bridge', bridge, isGateway: true, ipMasq: false, ipam: { type: 'host-local', dataDir: join(dir, 'host-local'), ranges: [[{ subnet }]] } }],
+        plugins: [
+          {
+            type: 'bridge',
+            bridge,
+            isGateway: true,
+            ipMasq: false,
+            ipam: { type: 'host-local', dataDir: join(dir, 'host-local'), ranges: [[{ subnet }]] },
+          },
+        ],
       });
       return { name, bridge, subnet, prefix, conflist };
     },
@@ -252,17 +284,24 @@ export async function startPodman(options: { cniPluginDirs?: readonly string[] }
             await run('umount', [netns]);
             rmSync(netns, { force: true });
           }
-          for (const entry of safeList(CNI_RESULTS_DIR)) if (entry.includes(`-${id}-`)) rmSync(join(CNI_RESULTS_DIR, entry), { force: true });
+          for (const entry of safeList(CNI_RESULTS_DIR))
+            if (entry.includes(`-${id}-`)) rmSync(join(CNI_RESULTS_DIR, entry), { force: true });
           rmSync(join(RUNC_STATE_DIR, id), { recursive: true, force: true });
           for (const h of cgroupHierarchies()) tryRmdir(join(h, CGROUP_PARENT, `libpod-${id}`));
         }
         // podman removes a container whose CNI DEL failed, but libcni's cache entry stays.
-        for (const entry of safeList(CNI_RESULTS_DIR)) if ([...networks].some((n) => entry.startsWith(`${n}-`))) rmSync(join(CNI_RESULTS_DIR, entry), { force: true });
+        for (const entry of safeList(CNI_RESULTS_DIR))
+          if ([...networks].some((n) => entry.startsWith(`${n}-`)))
+            rmSync(join(CNI_RESULTS_DIR, entry), { force: true });
         // conmon starts `podman container cleanup` when a container ends; one still running would
         // make its storage directories again after they are removed.
         // An adapter killed with SIGKILL leaves its `podman events` follower behind, which ends only
         // when it next writes: what is still running after a while is stopped, by PID.
-        await waitFor('podman processes using the private dir to end', () => (processesUsing(dir).length === 0 ? true : undefined), 10_000).catch(() => undefined);
+        await waitFor(
+          'podman processes using the private dir to end',
+          () => (processesUsing(dir).length === 0 ? true : undefined),
+          10_000,
+        ).catch(() => undefined);
         for (const pid of processesUsing(dir)) {
           try {
             process.kill(pid, 'SIGKILL');
@@ -270,7 +309,11 @@ export async function startPodman(options: { cniPluginDirs?: readonly string[] }
             // ended meanwhile
           }
         }
-        await waitFor('podman processes using the private dir to be gone', () => (processesUsing(dir).length === 0 ? true : undefined), 10_000).catch(() => undefined);
+        await waitFor(
+          'podman processes using the private dir to be gone',
+          () => (processesUsing(dir).length === 0 ? true : undefined),
+          10_000,
+        ).catch(() => undefined);
         unmountUnder(dir);
         if (!cgroupParentExisted) {
           for (const h of cgroupHierarchies()) {
@@ -300,4 +343,3 @@ function safeList(dir: string): string[] {
     return [];
   }
 }
-

@@ -71,7 +71,9 @@ if (process.env.NODE_TEST_CONTEXT !== undefined && isTestFile(process.argv[1])) 
   const { after } = process.getBuiltinModule('node:test') as typeof import('node:test');
   after(() => {
     setTimeout(() => {
-      process.stderr.write(`test file still alive ${FILE_EXIT_GRACE_MS / 1000} s after its tests ended: exiting, with its children\n`);
+      process.stderr.write(
+        `test file still alive ${FILE_EXIT_GRACE_MS / 1000} s after its tests ended: exiting, with its children\n`,
+      );
       process.exit();
     }, FILE_EXIT_GRACE_MS).unref();
   });
@@ -87,7 +89,11 @@ let watching = false;
 function watchSignals(): void {
   if (watching) return;
   watching = true;
-  for (const [signal, number] of [['SIGTERM', 15], ['SIGINT', 2], ['SIGHUP', 1]] as const) {
+  for (const [signal, number] of [
+    ['SIGTERM', 15],
+    ['SIGINT', 2],
+    ['SIGHUP', 1],
+  ] as const) {
     process.once(signal, () => {
       cleanUp();
       process.exit(128 + number);
@@ -105,7 +111,9 @@ export function track(child: ChildProcess): ChildProcess {
 /** A private temporary directory (0700), removed at exit or by the returned function. */
 /** The children started through `track` that are still running (the helpers' own check). */
 export function liveChildren(): number[] {
-  return [...live].filter((c) => c.exitCode === null && c.signalCode === null && c.pid !== undefined && !isGone(c.pid)).map((c) => c.pid as number);
+  return [...live]
+    .filter((c) => c.exitCode === null && c.signalCode === null && c.pid !== undefined && !isGone(c.pid))
+    .map((c) => c.pid as number);
 }
 
 /** SIGKILL, then wait until the process is gone and Node has seen it exit (so it is no longer tracked). */
@@ -113,7 +121,9 @@ export async function killAndWait(child: ChildProcess): Promise<void> {
   if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   const pid = child.pid;
   if (pid === undefined) return;
-  await waitFor(`process ${pid} to die`, () => (child.exitCode !== null || child.signalCode !== null ? true : undefined));
+  await waitFor(`process ${pid} to die`, () =>
+    child.exitCode !== null || child.signalCode !== null ? true : undefined,
+  );
 }
 
 /**
@@ -121,11 +131,15 @@ export async function killAndWait(child: ChildProcess): Promise<void> {
  * mid-setup) the child is killed and gone before the error is thrown, so a failed start leaves
  * nothing running and never keeps the test file's process alive.
  */
-export async function untilReady<T>(children: ChildProcess | readonly ChildProcess[], ready: () => Promise<T>): Promise<T> {
+export async function untilReady<T>(
+  children: ChildProcess | readonly ChildProcess[],
+  ready: () => Promise<T>,
+): Promise<T> {
   try {
     return await ready();
   } catch (error) {
-    for (const child of Array.isArray(children) ? children : [children]) await killAndWait(child as ChildProcess).catch(() => undefined);
+    for (const child of Array.isArray(children) ? children : [children])
+      await killAndWait(child as ChildProcess).catch(() => undefined);
     throw error;
   }
 }
@@ -149,7 +163,11 @@ export interface RunResult {
 }
 
 /** Runs a command to completion with optional stdin. */
-export function run(command: string, args: readonly string[], options: { env?: NodeJS.ProcessEnv; stdin?: string | Buffer; cwd?: string } = {}): Promise<RunResult> {
+export function run(
+  command: string,
+  args: readonly string[],
+  options: { env?: NodeJS.ProcessEnv; stdin?: string | Buffer; cwd?: string } = {},
+): Promise<RunResult> {
   return new Promise((resolvePromise, reject) => {
     const child = track(
       spawn(command, args, {
@@ -166,7 +184,12 @@ export function run(command: string, args: readonly string[], options: { env?: N
     child.stdin?.on('error', () => undefined); // a child that exits before reading stdin
     child.stdin?.end(options.stdin ?? '');
     child.on('close', (code, signal) =>
-      resolvePromise({ code, signal, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') }),
+      resolvePromise({
+        code,
+        signal,
+        stdout: Buffer.concat(out).toString('utf8'),
+        stderr: Buffer.concat(err).toString('utf8'),
+      }),
     );
   });
 }
@@ -186,7 +209,11 @@ export class StopWaiting extends Error {}
  * once. The deadline bounds a hang (default HANG_BOUND_MS); a test that means "soon" says what it
  * measures some other way (a count of ticks, an event), never with a short deadline here.
  */
-export async function waitFor<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, deadlineMs = HANG_BOUND_MS): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  probe: () => Promise<T | undefined> | T | undefined,
+  deadlineMs = HANG_BOUND_MS,
+): Promise<T> {
   const end = Date.now() + deadlineMs;
   let lastError: unknown;
   for (;;) {
@@ -197,7 +224,10 @@ export async function waitFor<T>(what: string, probe: () => Promise<T | undefine
       if (error instanceof StopWaiting) throw error;
       lastError = error;
     }
-    if (Date.now() > end) throw new Error(`timed out after ${deadlineMs} ms waiting for ${what}${lastError ? `: ${String(lastError)}` : ''}`);
+    if (Date.now() > end)
+      throw new Error(
+        `timed out after ${deadlineMs} ms waiting for ${what}${lastError ? `: ${String(lastError)}` : ''}`,
+      );
     await new Promise((r) => setTimeout(r, 10));
   }
 }
@@ -221,7 +251,11 @@ export function processesUsing(dir: string): number[] {
     try {
       const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
       if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) continue;
-      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(dir) || readFileSync(`/proc/${entry}/environ`, 'utf8').includes(`=${dir}/`)) pids.push(Number(entry));
+      if (
+        readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(dir) ||
+        readFileSync(`/proc/${entry}/environ`, 'utf8').includes(`=${dir}/`)
+      )
+        pids.push(Number(entry));
     } catch {
       // gone meanwhile
     }

@@ -52,7 +52,9 @@ export function parseExposition(text: string): Family[] {
 
 /** The value of the one sample named `name` (as exposed) whose labels include `labels`. */
 export function sample(families: readonly Family[], name: string, labels: Record<string, string> = {}): number {
-  const matching = families.flatMap((f) => f.samples).filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v));
+  const matching = families
+    .flatMap((f) => f.samples)
+    .filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v));
   assert.equal(matching.length, 1, `one sample ${name} with ${JSON.stringify(labels)}: found ${matching.length}`);
   return (matching[0] as Sample).value;
 }
@@ -62,7 +64,9 @@ export function histogramCount(families: readonly Family[], name: string, labels
   const family = families.find((f) => f.name === name);
   assert.ok(family !== undefined, `${name} is exposed`);
   assert.equal(family.type, 'histogram');
-  const count = family.samples.find((s) => s.name === `${name}_count` && Object.entries(labels).every(([k, v]) => s.labels[k] === v));
+  const count = family.samples.find(
+    (s) => s.name === `${name}_count` && Object.entries(labels).every(([k, v]) => s.labels[k] === v),
+  );
   return count?.value ?? 0;
 }
 

@@ -27,10 +27,13 @@ export class Puller<T> {
     if (this.ended) return undefined;
     this.#pending ??= this.#it.next();
     let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), Math.max(0, deadlineMs))));
+    const timeout = new Promise<'timeout'>(
+      (resolve) => (timer = setTimeout(() => resolve('timeout'), Math.max(0, deadlineMs))),
+    );
     const result = await Promise.race([this.#pending, timeout]);
     clearTimeout(timer);
-    if (result === 'timeout') throw new Error(`timed out after ${deadlineMs} ms waiting for ${what}; saw ${this.#describe(this.seen)}`);
+    if (result === 'timeout')
+      throw new Error(`timed out after ${deadlineMs} ms waiting for ${what}; saw ${this.#describe(this.seen)}`);
     this.#pending = undefined;
     if (result.done === true) {
       this.ended = true;

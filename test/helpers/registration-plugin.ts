@@ -21,8 +21,21 @@ import { mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { Server, ServerCredentials, type ServerUnaryCall, type ServiceDefinition, type sendUnaryData } from '@grpc/grpc-js';
-import { EMPTY, METHODS, type PluginInfo, type RegistrationStatus, decodeStatus, encodeInfo } from '../../src/api/plugins/wire.ts';
+import {
+  Server,
+  ServerCredentials,
+  type ServerUnaryCall,
+  type ServiceDefinition,
+  type sendUnaryData,
+} from '@grpc/grpc-js';
+import {
+  EMPTY,
+  METHODS,
+  type PluginInfo,
+  type RegistrationStatus,
+  decodeStatus,
+  encodeInfo,
+} from '../../src/api/plugins/wire.ts';
 import { HANG_BOUND_MS, track, untilReady } from './processes.ts';
 
 export interface SocketSpec {
@@ -38,7 +51,13 @@ export type PluginRecord =
   | { readonly event: 'listening'; readonly socket: string; readonly at: number }
   | { readonly event: 'get-info'; readonly socket: string; readonly at: number }
   | { readonly event: 'cancelled'; readonly socket: string; readonly method: string; readonly at: number }
-  | { readonly event: 'notify'; readonly socket: string; readonly registered: boolean; readonly error: string; readonly at: number }
+  | {
+      readonly event: 'notify';
+      readonly socket: string;
+      readonly registered: boolean;
+      readonly error: string;
+      readonly at: number;
+    }
   | { readonly event: 'failed'; readonly error: string; readonly at: number };
 
 /** No protobuf message: a varint that runs off the end. */
@@ -73,7 +92,10 @@ export interface Served {
 }
 
 /** Serves every spec; resolves once all sockets are in place (and recorded `listening`). */
-export async function serveRegistration(specs: readonly SocketSpec[], record: (r: PluginRecord) => void): Promise<Served> {
+export async function serveRegistration(
+  specs: readonly SocketSpec[],
+  record: (r: PluginRecord) => void,
+): Promise<Served> {
   const servers: Server[] = [];
   const bound: Array<{ readonly spec: SocketSpec; readonly temp: string }> = [];
   /** The inode each socket had once in place: a socket another plugin put over it is not ours to remove. */
@@ -95,7 +117,9 @@ export async function serveRegistration(specs: readonly SocketSpec[], record: (r
         server.addService(REGISTRATION, {
           GetInfo(call: ServerUnaryCall<Buffer, Buffer>, done: sendUnaryData<Buffer>) {
             record({ event: 'get-info', socket: spec.socket, at: Date.now() });
-            call.on('cancelled', () => record({ event: 'cancelled', socket: spec.socket, method: 'GetInfo', at: Date.now() }));
+            call.on('cancelled', () =>
+              record({ event: 'cancelled', socket: spec.socket, method: 'GetInfo', at: Date.now() }),
+            );
             switch (spec.getInfo ?? 'answer') {
               case 'answer':
                 done(null, encodeInfo(spec.info));
@@ -111,8 +135,11 @@ export async function serveRegistration(specs: readonly SocketSpec[], record: (r
             const status: RegistrationStatus | string = decodeStatus(call.request);
             const at = Date.now();
             if (typeof status === 'string') record({ event: 'failed', error: status, at });
-            else record({ event: 'notify', socket: spec.socket, registered: status.registered, error: status.error, at });
-            call.on('cancelled', () => record({ event: 'cancelled', socket: spec.socket, method: 'NotifyRegistrationStatus', at: Date.now() }));
+            else
+              record({ event: 'notify', socket: spec.socket, registered: status.registered, error: status.error, at });
+            call.on('cancelled', () =>
+              record({ event: 'cancelled', socket: spec.socket, method: 'NotifyRegistrationStatus', at: Date.now() }),
+            );
             if ((spec.notify ?? 'answer') === 'answer') done(null, EMPTY);
           },
         });
@@ -120,7 +147,9 @@ export async function serveRegistration(specs: readonly SocketSpec[], record: (r
         const temp = join(dirname(spec.socket), `.${basename(spec.socket)}.binding`);
         rmSync(temp, { force: true });
         await new Promise<void>((resolve, reject) =>
-          server.bindAsync(`unix://${temp}`, ServerCredentials.createInsecure(), (error) => (error ? reject(error) : resolve())),
+          server.bindAsync(`unix://${temp}`, ServerCredentials.createInsecure(), (error) =>
+            error ? reject(error) : resolve(),
+          ),
         );
         bound.push({ spec, temp });
       }),
@@ -175,7 +204,13 @@ export class RegistrationPluginProcess {
     const child = track(spawn(process.execPath, [HERE, JSON.stringify(specs)], { stdio: ['ignore', 'pipe', 'pipe'] }));
     const plugin = new RegistrationPluginProcess(child);
     // A plugin that does not come up is killed: it would keep the test file alive.
-    await untilReady(child, () => plugin.until(`${specs.length} sockets listening`, (records) => records.filter((r) => r.event === 'listening').length === specs.length, deadlineMs));
+    await untilReady(child, () =>
+      plugin.until(
+        `${specs.length} sockets listening`,
+        (records) => records.filter((r) => r.event === 'listening').length === specs.length,
+        deadlineMs,
+      ),
+    );
     return plugin;
   }
 
@@ -191,15 +226,25 @@ export class RegistrationPluginProcess {
   }
 
   notified(socket: string): Array<Extract<PluginRecord, { event: 'notify' }>> {
-    return this.records.filter((r): r is Extract<PluginRecord, { event: 'notify' }> => r.event === 'notify' && r.socket === socket);
+    return this.records.filter(
+      (r): r is Extract<PluginRecord, { event: 'notify' }> => r.event === 'notify' && r.socket === socket,
+    );
   }
 
   /** Waits (polling, with a deadline) until `done` holds for the records so far. */
-  async until(what: string, done: (records: readonly PluginRecord[]) => boolean, deadlineMs = HANG_BOUND_MS): Promise<void> {
+  async until(
+    what: string,
+    done: (records: readonly PluginRecord[]) => boolean,
+    deadlineMs = HANG_BOUND_MS,
+  ): Promise<void> {
     const end = Date.now() + deadlineMs;
     while (!done(this.records)) {
-      if (this.child.exitCode !== null || this.child.signalCode !== null) throw new Error(`the test plugin exited while waiting for ${what}: ${this.#stderr}`);
-      if (Date.now() > end) throw new Error(`timed out after ${deadlineMs} ms waiting for ${what}; records: ${JSON.stringify(this.records)}; stderr: ${this.#stderr}`);
+      if (this.child.exitCode !== null || this.child.signalCode !== null)
+        throw new Error(`the test plugin exited while waiting for ${what}: ${this.#stderr}`);
+      if (Date.now() > end)
+        throw new Error(
+          `timed out after ${deadlineMs} ms waiting for ${what}; records: ${JSON.stringify(this.records)}; stderr: ${this.#stderr}`,
+        );
       await new Promise((resolve) => setTimeout(resolve, 5));
     }
   }

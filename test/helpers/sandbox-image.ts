@@ -20,7 +20,14 @@ export function haveBusybox(): boolean {
 
 /** OCI platform architecture names for Node's `process.arch`. */
 function ociArchitecture(): string {
-  const names: Partial<Record<NodeJS.Architecture, string>> = { x64: 'amd64', arm64: 'arm64', arm: 'arm', ppc64: 'ppc64le', s390x: 's390x', riscv64: 'riscv64' };
+  const names: Partial<Record<NodeJS.Architecture, string>> = {
+    x64: 'amd64',
+    arm64: 'arm64',
+    arm: 'arm',
+    ppc64: 'ppc64le',
+    s390x: 's390x',
+    riscv64: 'riscv64',
+  };
   return names[process.arch] ?? process.arch;
 }
 

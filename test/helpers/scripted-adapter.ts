@@ -5,15 +5,43 @@
  * kubelet's registration service too, recording what Warren notifies.
  */
 import assert from 'node:assert/strict';
-import { Metadata, Server, ServerCredentials, type ServerUnaryCall, type ServerWritableStream, type ServiceDefinition, type sendUnaryData } from '@grpc/grpc-js';
+import {
+  Metadata,
+  Server,
+  ServerCredentials,
+  type ServerUnaryCall,
+  type ServerWritableStream,
+  type ServiceDefinition,
+  type sendUnaryData,
+} from '@grpc/grpc-js';
 import { encodeListing } from '../../src/api/plugins/event-codec.ts';
-import { EMPTY, MESSAGES, METHODS, type PluginInfo, type RegistrationStatus, type RuntimeListing, decodeStatus, encodeInfo } from '../../src/api/plugins/wire.ts';
+import {
+  EMPTY,
+  MESSAGES,
+  METHODS,
+  type PluginInfo,
+  type RegistrationStatus,
+  type RuntimeListing,
+  decodeStatus,
+  encodeInfo,
+} from '../../src/api/plugins/wire.ts';
 import { waitFor } from './processes.ts';
 
 const raw = (b: Buffer): Buffer => b;
-const method = (path: string, responseStream: boolean) => ({ path, requestStream: false, responseStream, requestSerialize: raw, requestDeserialize: raw, responseSerialize: raw, responseDeserialize: raw });
+const method = (path: string, responseStream: boolean) => ({
+  path,
+  requestStream: false,
+  responseStream,
+  requestSerialize: raw,
+  requestDeserialize: raw,
+  responseSerialize: raw,
+  responseDeserialize: raw,
+});
 const EVENT_SOURCE: ServiceDefinition = { Watch: method(METHODS.watch, true), List: method(METHODS.list, false) };
-const REGISTRATION: ServiceDefinition = { GetInfo: method(METHODS.getInfo, false), NotifyRegistrationStatus: method(METHODS.notifyRegistrationStatus, false) };
+const REGISTRATION: ServiceDefinition = {
+  GetInfo: method(METHODS.getInfo, false),
+  NotifyRegistrationStatus: method(METHODS.notifyRegistrationStatus, false),
+};
 export const LISTING: RuntimeListing = { ids: ['c1', 'c2'], netnsPrefixes: ['/run/netns/netns-'] };
 
 export interface Watch {
@@ -45,7 +73,9 @@ export class ScriptedAdapter {
     const server = new Server();
     server.addService(EVENT_SOURCE, {
       Watch: (call: ServerWritableStream<Buffer, Buffer>) => {
-        const request = MESSAGES.WatchRequest.toObject(MESSAGES.WatchRequest.decode(call.request)) as { heartbeat_interval_ms?: number };
+        const request = MESSAGES.WatchRequest.toObject(MESSAGES.WatchRequest.decode(call.request)) as {
+          heartbeat_interval_ms?: number;
+        };
         const watch: Watch = { call, heartbeatMs: request.heartbeat_interval_ms ?? 0, cancelled: false };
         call.on('cancelled', () => (watch.cancelled = true));
         this.watches.push(watch);
@@ -62,7 +92,8 @@ export class ScriptedAdapter {
     const info = this.#info;
     if (info !== undefined) {
       server.addService(REGISTRATION, {
-        GetInfo: (_call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => callback(null, encodeInfo(info)),
+        GetInfo: (_call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) =>
+          callback(null, encodeInfo(info)),
         NotifyRegistrationStatus: (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => {
           const status = decodeStatus(call.request);
           if (typeof status !== 'string') this.notified.push(status);
@@ -71,7 +102,11 @@ export class ScriptedAdapter {
       });
     }
     try {
-      await new Promise<void>((resolve, reject) => server.bindAsync(`unix://${this.socket}`, ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())));
+      await new Promise<void>((resolve, reject) =>
+        server.bindAsync(`unix://${this.socket}`, ServerCredentials.createInsecure(), (e) =>
+          e ? reject(e) : resolve(),
+        ),
+      );
     } catch (error) {
       server.forceShutdown(); // a server that failed to bind keeps nothing open behind the test
       throw error;

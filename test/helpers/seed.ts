@@ -17,7 +17,12 @@ export interface Seed {
   readonly podUID?: string;
 }
 
-export async function seedAllocations(stateDir: string, network: string, range: string, seeds: readonly Seed[]): Promise<void> {
+export async function seedAllocations(
+  stateDir: string,
+  network: string,
+  range: string,
+  seeds: readonly Seed[],
+): Promise<void> {
   const store = new SqliteStore({ path: join(stateDir, 'warren.db') });
   const allocator = new Allocator({ store, clock: new ManualClock(0), node: 'test-node' });
   const ranges = parseIpamConfig({ type: 'warren', range }).ranges;

@@ -22,7 +22,9 @@ process.stdin.on('end', () => { db.exec('ROLLBACK'); db.close(); process.exit(0)
 `;
 
 export async function holdDatabase(path: string): Promise<DatabaseHolder> {
-  const child = track(spawn(process.execPath, ['-e', HOLDER, path], { env: { PATH: CHILD_PATH }, stdio: ['pipe', 'pipe', 'inherit'] }));
+  const child = track(
+    spawn(process.execPath, ['-e', HOLDER, path], { env: { PATH: CHILD_PATH }, stdio: ['pipe', 'pipe', 'inherit'] }),
+  );
   let out = '';
   child.stdout?.on('data', (c: Buffer) => (out += c.toString()));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));

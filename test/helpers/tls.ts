@@ -35,25 +35,61 @@ export function issueServerCertificate(dir: string, options: ServerCertificateOp
   const ssl = (...args: string[]): void => {
     execFileSync('openssl', args, { stdio: ['ignore', 'ignore', 'pipe'] });
   };
-  const key = (name: string): void => ssl('genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-out', file(name));
+  const key = (name: string): void =>
+    ssl('genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-out', file(name));
 
   key('ca.key');
   ssl(
-    'req', '-x509', '-new', '-key', file('ca.key'), '-out', file('ca.pem'), '-days', days, '-subj', '/CN=warren-fake-ca',
-    '-addext', 'basicConstraints=critical,CA:TRUE',
-    '-addext', 'keyUsage=critical,keyCertSign,cRLSign',
+    'req',
+    '-x509',
+    '-new',
+    '-key',
+    file('ca.key'),
+    '-out',
+    file('ca.pem'),
+    '-days',
+    days,
+    '-subj',
+    '/CN=warren-fake-ca',
+    '-addext',
+    'basicConstraints=critical,CA:TRUE',
+    '-addext',
+    'keyUsage=critical,keyCertSign,cRLSign',
   );
 
   key('server.key');
   ssl('req', '-new', '-key', file('server.key'), '-out', file('server.csr'), '-subj', '/CN=warren-fake-server');
-  const names = [...(options.ips ?? ['127.0.0.1']).map((ip) => `IP:${ip}`), ...(options.dnsNames ?? ['localhost']).map((dns) => `DNS:${dns}`)];
+  const names = [
+    ...(options.ips ?? ['127.0.0.1']).map((ip) => `IP:${ip}`),
+    ...(options.dnsNames ?? ['localhost']).map((dns) => `DNS:${dns}`),
+  ];
   writeFileSync(
     file('server.ext'),
-    [`subjectAltName=${names.join(',')}`, 'basicConstraints=CA:FALSE', 'keyUsage=critical,digitalSignature', 'extendedKeyUsage=serverAuth', ''].join('\n'),
+    [
+      `subjectAltName=${names.join(',')}`,
+      'basicConstraints=CA:FALSE',
+      'keyUsage=critical,digitalSignature',
+      'extendedKeyUsage=serverAuth',
+      '',
+    ].join('\n'),
   );
   ssl(
-    'x509', '-req', '-in', file('server.csr'), '-CA', file('ca.pem'), '-CAkey', file('ca.key'), '-set_serial', `0x${Date.now().toString(16)}`,
-    '-out', file('server.pem'), '-days', days, '-extfile', file('server.ext'),
+    'x509',
+    '-req',
+    '-in',
+    file('server.csr'),
+    '-CA',
+    file('ca.pem'),
+    '-CAkey',
+    file('ca.key'),
+    '-set_serial',
+    `0x${Date.now().toString(16)}`,
+    '-out',
+    file('server.pem'),
+    '-days',
+    days,
+    '-extfile',
+    file('server.ext'),
   );
 
   return {

@@ -27,7 +27,10 @@ const v4Value = fc.bigInt({ min: 0n, max: MAX_V4 });
 const v6Value = fc.oneof(
   fc.bigInt({ min: 0n, max: MAX_V6 }),
   fc
-    .array(fc.oneof(fc.constant(0), fc.constant(0), fc.integer({ min: 0, max: 0xffff })), { minLength: 8, maxLength: 8 })
+    .array(fc.oneof(fc.constant(0), fc.constant(0), fc.integer({ min: 0, max: 0xffff })), {
+      minLength: 8,
+      maxLength: 8,
+    })
     .map((words) => words.reduce((acc, w) => (acc << 16n) | BigInt(w), 0n)),
 );
 

@@ -4,7 +4,15 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { blockAt, blockCidrOfKey, blockKey, blockKeyPrefix, inRangePool, isBlockKey, rangePoolOfKey } from '../../src/ipam/blocks.ts';
+import {
+  blockAt,
+  blockCidrOfKey,
+  blockKey,
+  blockKeyPrefix,
+  inRangePool,
+  isBlockKey,
+  rangePoolOfKey,
+} from '../../src/ipam/blocks.ts';
 import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import { networkNameProblem, parsePoolKey } from '../../src/ipam/pool-key.ts';
 
@@ -39,7 +47,12 @@ describe('block keys', () => {
   });
 
   it('is the key blockAt gives a block', () => {
-    const [range] = parseIpamConfig({ type: 'warren', range: '10.1.0.0/24', network_name: 'red', block_size: 28 }).ranges;
+    const [range] = parseIpamConfig({
+      type: 'warren',
+      range: '10.1.0.0/24',
+      network_name: 'red',
+      block_size: 28,
+    }).ranges;
     assert.ok(range);
     const block = blockAt(range, range.first + 20n);
     assert.equal(block.key, blockKey(range.pool, '10.1.0.16/28'));

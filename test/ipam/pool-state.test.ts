@@ -48,11 +48,20 @@ const smallRange = fc
   .record({
     family: fc.constantFrom<Family>(4, 6),
     // Mostly ranges of 16 to 128 addresses, sometimes the point-to-point and single-address ones.
-    hostBits: fc.oneof({ arbitrary: fc.integer({ min: 4, max: 7 }), weight: 4 }, { arbitrary: fc.integer({ min: 0, max: 3 }), weight: 1 }),
+    hostBits: fc.oneof(
+      { arbitrary: fc.integer({ min: 4, max: 7 }), weight: 4 },
+      { arbitrary: fc.integer({ min: 0, max: 3 }), weight: 1 },
+    ),
     seed: fc.bigInt({ min: 0n, max: (1n << 128n) - 1n }),
     start: fc.oneof({ arbitrary: fc.constant(null), weight: 2 }, fc.nat(127)),
     end: fc.oneof({ arbitrary: fc.constant(null), weight: 2 }, fc.nat(127)),
-    excludes: fc.array(fc.tuple(fc.nat(127), fc.oneof({ arbitrary: fc.integer({ min: 0, max: 3 }), weight: 6 }, fc.integer({ min: 0, max: 7 }))), { maxLength: 4 }),
+    excludes: fc.array(
+      fc.tuple(
+        fc.nat(127),
+        fc.oneof({ arbitrary: fc.integer({ min: 0, max: 3 }), weight: 6 }, fc.integer({ min: 0, max: 7 })),
+      ),
+      { maxLength: 4 },
+    ),
     gateway: fc.option(fc.nat(127)),
   })
   .map(({ family, hostBits, seed, start, end, excludes, gateway }) => {
@@ -126,8 +135,18 @@ type Op =
 
 const op: fc.Arbitrary<Op> = fc.oneof(
   { arbitrary: fc.constant({ kind: 'pick' as const }), weight: 4 },
-  { arbitrary: fc.record({ kind: fc.constant('release' as const), which: fc.nat(), cooldown: fc.constantFrom(0, 0, 1, 3, 10) }), weight: 3 },
-  { arbitrary: fc.record({ kind: fc.constant('request' as const), offset: fc.integer({ min: -2, max: 140 }) }), weight: 1 },
+  {
+    arbitrary: fc.record({
+      kind: fc.constant('release' as const),
+      which: fc.nat(),
+      cooldown: fc.constantFrom(0, 0, 1, 3, 10),
+    }),
+    weight: 3,
+  },
+  {
+    arbitrary: fc.record({ kind: fc.constant('request' as const), offset: fc.integer({ min: -2, max: 140 }) }),
+    weight: 1,
+  },
   { arbitrary: fc.record({ kind: fc.constant('tick' as const), by: fc.integer({ min: 0, max: 4 }) }), weight: 2 },
 );
 
@@ -173,7 +192,10 @@ describe('picking, releasing and resting', () => {
             case 'pick': {
               const expected = model.pick();
               const pick = state.pick(range);
-              assert.deepEqual(pick, expected === undefined ? { kind: 'exhausted' } : { kind: 'picked', address: expected });
+              assert.deepEqual(
+                pick,
+                expected === undefined ? { kind: 'exhausted' } : { kind: 'picked', address: expected },
+              );
               if (expected !== undefined) {
                 state.markAllocated(expected);
                 state.cursor = expected;
@@ -233,7 +255,10 @@ describe('picking, releasing and resting', () => {
     const range = rangeOf({ range: '10.0.0.0/29' });
     const state = new PoolState();
     const got = [1, 2, 3, 4, 5, 6].map(() => allocateNext(state, range));
-    assert.deepEqual(got, [1n, 2n, 3n, 4n, 5n, 6n].map((n) => ip('10.0.0.0') + n));
+    assert.deepEqual(
+      got,
+      [1n, 2n, 3n, 4n, 5n, 6n].map((n) => ip('10.0.0.0') + n),
+    );
     assert.equal(allocateNext(state, range), undefined);
   });
 
@@ -284,10 +309,15 @@ describe('picking, releasing and resting', () => {
   });
 
   test('excluded addresses and the gateway are skipped', () => {
-    const range = rangeOf({ range: '10.0.0.0/28', gateway: '10.0.0.1', exclude: ['10.0.0.2/31', '10.0.0.4/30', '10.0.0.9'] });
+    const range = rangeOf({
+      range: '10.0.0.0/28',
+      gateway: '10.0.0.1',
+      exclude: ['10.0.0.2/31', '10.0.0.4/30', '10.0.0.9'],
+    });
     const state = new PoolState();
     const got: bigint[] = [];
-    for (let x = allocateNext(state, range); x !== undefined; x = allocateNext(state, range)) got.push(x - ip('10.0.0.0'));
+    for (let x = allocateNext(state, range); x !== undefined; x = allocateNext(state, range))
+      got.push(x - ip('10.0.0.0'));
     assert.deepEqual(got, [8n, 10n, 11n, 12n, 13n, 14n]);
   });
 });
@@ -351,7 +381,13 @@ describe('cooldown', () => {
 
 describe('checkRequest', () => {
   test('gives each verdict', () => {
-    const range = rangeOf({ range: '10.0.0.0/24', range_start: '10.0.0.10', range_end: '10.0.0.100', gateway: '10.0.0.1', exclude: ['10.0.0.16/30'] });
+    const range = rangeOf({
+      range: '10.0.0.0/24',
+      range_start: '10.0.0.10',
+      range_end: '10.0.0.100',
+      gateway: '10.0.0.1',
+      exclude: ['10.0.0.16/30'],
+    });
     const state = new PoolState();
     state.markAllocated(ip('10.0.0.11'));
     state.markAllocated(ip('10.0.0.12'));

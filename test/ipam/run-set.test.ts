@@ -19,7 +19,9 @@ const value = fc.bigInt({ min: 0n, max: UNIVERSE - 1n });
 const op: fc.Arbitrary<Op> = fc.oneof(
   value.map((x) => ({ kind: 'add' as const, x })),
   // Reversed bounds on purpose sometimes: an empty range must change nothing.
-  fc.tuple(value, fc.bigInt({ min: -2n, max: 12n })).map(([from, span]) => ({ kind: 'addRange' as const, from, to: from + span })),
+  fc
+    .tuple(value, fc.bigInt({ min: -2n, max: 12n }))
+    .map(([from, span]) => ({ kind: 'addRange' as const, from, to: from + span })),
   value.map((x) => ({ kind: 'delete' as const, x })),
   value.map((x) => ({ kind: 'delete' as const, x })),
 );
@@ -65,7 +67,10 @@ function checkAgainstModel(set: RunSet, model: Set<bigint>): void {
   }
   const fromRuns = new Set<bigint>();
   for (const [s, e] of runs) for (let x = s; x <= e; x++) fromRuns.add(x);
-  assert.deepEqual([...fromRuns].sort((a, b) => (a < b ? -1 : 1)), [...model].sort((a, b) => (a < b ? -1 : 1)));
+  assert.deepEqual(
+    [...fromRuns].sort((a, b) => (a < b ? -1 : 1)),
+    [...model].sort((a, b) => (a < b ? -1 : 1)),
+  );
   assert.equal(set.size, BigInt(model.size));
   const top = UNIVERSE + 15n;
   for (let x = -3n; x <= top; x++) {

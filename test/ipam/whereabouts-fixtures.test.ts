@@ -29,7 +29,8 @@ const FIXTURES = join(import.meta.dirname, '..', 'fixtures', 'whereabouts');
 /** Whereabouts leaves out IPv6's all-ones address as a "broadcast"; Warren hands it out. */
 const IPV6_ALL_ONES = 'whereabouts stops one short of the all-ones IPv6 address; Warren hands it out';
 /** Whereabouts hands out a gateway in range unless exclude_gateway is true; Warren never does. */
-const GATEWAY_KEPT = 'whereabouts hands out the gateway address unless exclude_gateway is true; Warren never hands it out';
+const GATEWAY_KEPT =
+  'whereabouts hands out the gateway address unless exclude_gateway is true; Warren never hands it out';
 
 interface ExpectedRange {
   readonly subnet: string;
@@ -61,7 +62,17 @@ const README_EXCLUDED = [
   ['192.168.2.228', '192.168.2.231'],
   ['192.168.2.236', '192.168.2.236'],
 ] as const;
-const README_28_ORDER = ['192.168.2.225', '192.168.2.226', '192.168.2.227', '192.168.2.232', '192.168.2.233', '192.168.2.234', '192.168.2.235', '192.168.2.237', '192.168.2.238'];
+const README_28_ORDER = [
+  '192.168.2.225',
+  '192.168.2.226',
+  '192.168.2.227',
+  '192.168.2.232',
+  '192.168.2.233',
+  '192.168.2.234',
+  '192.168.2.235',
+  '192.168.2.237',
+  '192.168.2.238',
+];
 
 const EXPECTED: Readonly<Record<string, Expected>> = {
   'readme-example.json': {
@@ -71,14 +82,23 @@ const EXPECTED: Readonly<Record<string, Expected>> = {
     untilExhausted: README_28_ORDER,
   },
   'readme-network-attachment.json': {
-    source: 'README.md, "An example configuration using a NetworkAttachmentDefinition" (and doc/extended-configuration.md, flat file section)',
+    source:
+      'README.md, "An example configuration using a NetworkAttachmentDefinition" (and doc/extended-configuration.md, flat file section)',
     ranges: [README_28],
     firstHandedOut: ['192.168.2.225'],
     untilExhausted: Array.from({ length: 14 }, (_, i) => `192.168.2.${225 + i}`),
   },
   'readme-ipv6.json': {
     source: 'README.md, "Example IPv6 Config": the gateway lies outside the range',
-    ranges: [{ subnet: '2001::/116', first: '2001::1', last: '2001::fff', gateway: '2001::f:1', whereaboutsLast: ['2001::ffe', IPV6_ALL_ONES] }],
+    ranges: [
+      {
+        subnet: '2001::/116',
+        first: '2001::1',
+        last: '2001::fff',
+        gateway: '2001::f:1',
+        whereaboutsLast: ['2001::ffe', IPV6_ALL_ONES],
+      },
+    ],
     firstHandedOut: ['2001::1'],
   },
   'readme-ip-ranges.json': {
@@ -92,7 +112,12 @@ const EXPECTED: Readonly<Record<string, Expected>> = {
   'readme-ip-ranges-with-range.json': {
     source: 'README.md, ipRanges "in combination with basic range field": range comes first',
     ranges: [
-      { subnet: 'abcd::/64', first: 'abcd::1', last: 'abcd::ffff:ffff:ffff:ffff', whereaboutsLast: ['abcd::ffff:ffff:ffff:fffe', IPV6_ALL_ONES] },
+      {
+        subnet: 'abcd::/64',
+        first: 'abcd::1',
+        last: 'abcd::ffff:ffff:ffff:ffff',
+        whereaboutsLast: ['abcd::ffff:ffff:ffff:fffe', IPV6_ALL_ONES],
+      },
       { subnet: '192.168.10.0/24', first: '192.168.10.1', last: '192.168.10.254' },
       { subnet: '176.168.0.0/16', first: '176.168.0.1', last: '176.168.255.254' },
     ],
@@ -102,7 +127,12 @@ const EXPECTED: Readonly<Record<string, Expected>> = {
     source: 'README.md, "Example DualStack config"',
     ranges: [
       { subnet: '192.168.10.0/24', first: '192.168.10.1', last: '192.168.10.254' },
-      { subnet: 'abcd::/64', first: 'abcd::1', last: 'abcd::ffff:ffff:ffff:ffff', whereaboutsLast: ['abcd::ffff:ffff:ffff:fffe', IPV6_ALL_ONES] },
+      {
+        subnet: 'abcd::/64',
+        first: 'abcd::1',
+        last: 'abcd::ffff:ffff:ffff:ffff',
+        whereaboutsLast: ['abcd::ffff:ffff:ffff:fffe', IPV6_ALL_ONES],
+      },
     ],
     firstHandedOut: ['192.168.10.1', 'abcd::1'],
   },
@@ -110,7 +140,14 @@ const EXPECTED: Readonly<Record<string, Expected>> = {
     source: 'README.md, "Range end syntax"',
     ranges: [{ subnet: '192.168.2.224/28', first: '192.168.2.225', last: '192.168.2.230' }],
     firstHandedOut: ['192.168.2.225'],
-    untilExhausted: ['192.168.2.225', '192.168.2.226', '192.168.2.227', '192.168.2.228', '192.168.2.229', '192.168.2.230'],
+    untilExhausted: [
+      '192.168.2.225',
+      '192.168.2.226',
+      '192.168.2.227',
+      '192.168.2.228',
+      '192.168.2.229',
+      '192.168.2.230',
+    ],
   },
   'readme-kubernetes-datastore.json': {
     source: 'README.md of whereabouts 0.4 and 0.5, "Example IPAM Config": the gateway lies outside the range',
@@ -149,7 +186,15 @@ const EXPECTED: Readonly<Record<string, Expected>> = {
   },
   'extended-exclude-gateway.json': {
     source: 'doc/extended-configuration.md, "Gateway IP Exclusion"',
-    ranges: [{ subnet: '192.168.1.0/24', first: '192.168.1.1', last: '192.168.1.254', excluded: [['192.168.1.1', '192.168.1.1']], gateway: '192.168.1.1' }],
+    ranges: [
+      {
+        subnet: '192.168.1.0/24',
+        first: '192.168.1.1',
+        last: '192.168.1.254',
+        excluded: [['192.168.1.1', '192.168.1.1']],
+        gateway: '192.168.1.1',
+      },
+    ],
     firstHandedOut: ['192.168.1.2'],
   },
   'extended-exclude-gateway-by-hand.json': {
@@ -200,10 +245,27 @@ const EXPECTED: Readonly<Record<string, Expected>> = {
   },
   'types-test-every-field.json': {
     source: 'pkg/types/types_test.go, "parses all fields correctly"',
-    ranges: [{ subnet: '192.168.0.0/16', first: '192.168.0.1', last: '192.168.255.254', excluded: [['192.168.0.1', '192.168.0.1']], gateway: '192.168.0.1' }],
+    ranges: [
+      {
+        subnet: '192.168.0.0/16',
+        first: '192.168.0.1',
+        last: '192.168.255.254',
+        excluded: [['192.168.0.1', '192.168.0.1']],
+        gateway: '192.168.0.1',
+      },
+    ],
     firstHandedOut: ['192.168.0.2'],
     whereaboutsFirst: [['192.168.0.1'], GATEWAY_KEPT],
-    ignored: ['log_file', 'log_level', 'kubernetes', 'configuration_path', 'leader_lease_duration', 'leader_renew_deadline', 'leader_retry_period', 'node_slice_size'],
+    ignored: [
+      'log_file',
+      'log_level',
+      'kubernetes',
+      'configuration_path',
+      'leader_lease_duration',
+      'leader_renew_deadline',
+      'leader_retry_period',
+      'node_slice_size',
+    ],
     networkName: 'testnet',
   },
 };
@@ -237,7 +299,12 @@ const owner = (containerID: string) => ({ network: 'whereaboutsexample', contain
 
 describe('whereabouts example configs', () => {
   it('has an expectation for every fixture, and a fixture for every expectation', () => {
-    assert.deepEqual(readdirSync(FIXTURES).filter((f) => f.endsWith('.json')).sort(), Object.keys(EXPECTED).sort());
+    assert.deepEqual(
+      readdirSync(FIXTURES)
+        .filter((f) => f.endsWith('.json'))
+        .sort(),
+      Object.keys(EXPECTED).sort(),
+    );
   });
 
   for (const [file, expected] of Object.entries(EXPECTED)) {
@@ -277,7 +344,9 @@ describe('whereabouts example configs', () => {
       for (const blocks of [false, true]) {
         it(`hands the first attachment ${expected.firstHandedOut.join(' and ')}${blocks ? ', also in cluster mode (per-node blocks)' : ''}`, async () => {
           const config = parseIpamConfig(ipamOf(file));
-          const got = await withAllocator(blocks, (allocator) => allocator.allocate({ owner: owner('c-1'), ranges: config.ranges }));
+          const got = await withAllocator(blocks, (allocator) =>
+            allocator.allocate({ owner: owner('c-1'), ranges: config.ranges }),
+          );
           assert.deepEqual(
             got.map((a) => a.allocation.address),
             expected.firstHandedOut,

@@ -24,9 +24,20 @@ let driver = '';
 before(() => {
   driver = join(tempDir('warren-find-socket-'), 'find-socket-driver');
   execFileSync('gcc', [
-    '-std=c11', '-O1', '-g', '-Wall', '-Wextra', '-Werror', '-D_GNU_SOURCE',
-    '-fsanitize=address,undefined', '-fno-sanitize-recover=all', '-fno-omit-frame-pointer',
-    join(REPO, 'test', 'plugin', 'find-socket-driver.c'), join(FORWARDER_SOURCE_DIR, 'find-socket.c'), '-o', driver,
+    '-std=c11',
+    '-O1',
+    '-g',
+    '-Wall',
+    '-Wextra',
+    '-Werror',
+    '-D_GNU_SOURCE',
+    '-fsanitize=address,undefined',
+    '-fno-sanitize-recover=all',
+    '-fno-omit-frame-pointer',
+    join(REPO, 'test', 'plugin', 'find-socket-driver.c'),
+    join(FORWARDER_SOURCE_DIR, 'find-socket.c'),
+    '-o',
+    driver,
   ]);
 });
 
@@ -38,7 +49,9 @@ function scan(texts: readonly Buffer[]): Answer[] {
     writeFileSync(file, text);
     return file;
   });
-  const lines = execFileSync(driver, files, { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 }).trimEnd().split('\n');
+  const lines = execFileSync(driver, files, { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 })
+    .trimEnd()
+    .split('\n');
   assert.equal(lines.length, texts.length);
   return lines.map((line): Answer => {
     if (line.startsWith('found ')) return { found: Buffer.from(line.slice(6), 'hex').toString('utf8') };
@@ -124,7 +137,11 @@ const TABLE: ReadonlyArray<readonly [string, string | Buffer, Answer]> = [
   ['a surrogate encoded in UTF-8', Buffer.from('{"ipam":{"socket":"/run/\xed\xa0\x80"}}', 'latin1'), 'unusable'],
   ['a truncated sequence at the end', Buffer.from('{"ipam":{"socket":"/run/\xe2\x98"}}', 'latin1'), 'unusable'],
   ['past U+10FFFF', Buffer.from('{"ipam":{"socket":"/run/\xf4\x90\x80\x80"}}', 'latin1'), 'unusable'],
-  ['bytes that are not UTF-8 elsewhere', Buffer.from('{"x":"\xff","ipam":{"socket":"/run/w.sock"}}', 'latin1'), found('/run/w.sock')],
+  [
+    'bytes that are not UTF-8 elsewhere',
+    Buffer.from('{"x":"\xff","ipam":{"socket":"/run/w.sock"}}', 'latin1'),
+    found('/run/w.sock'),
+  ],
   ['the last socket wins', '{"ipam":{"socket":"/a","socket":"/b"}}', found('/b')],
   ['the last ipam wins', '{"ipam":{"socket":"/a"},"name":"n","ipam":{"socket":"/b"}}', found('/b')],
   ['a last ipam without socket', '{"ipam":{"socket":"/a"},"ipam":{"type":"warren"}}', 'not-found'],
@@ -135,7 +152,11 @@ const TABLE: ReadonlyArray<readonly [string, string | Buffer, Answer]> = [
   ['an unusable socket after a good one', '{"ipam":{"socket":"/b","socket":"/\\u0000"}}', 'unusable'],
   ['an unusable socket in an earlier ipam', '{"ipam":{"socket":"/\\u0000"},"ipam":{"socket":"/b"}}', found('/b')],
   ['white space everywhere', ' \t\r\n{ "ipam" :\n{\t"socket"\r:  "/w" } }\n ', found('/w')],
-  ['every kind of value around it', '{"a":[-0,0.5,1e10,-2.5E-3,1E+2,true,false,null,{},[],""],"ipam":{"mtu":1500,"f":true,"socket":"/n.sock","z":[{}]}}', found('/n.sock')],
+  [
+    'every kind of value around it',
+    '{"a":[-0,0.5,1e10,-2.5E-3,1E+2,true,false,null,{},[],""],"ipam":{"mtu":1500,"f":true,"socket":"/n.sock","z":[{}]}}',
+    found('/n.sock'),
+  ],
   ['a number beyond double', '{"big":1e400,"ipam":{"socket":"/w"}}', found('/w')],
   // Not JSON: the scanner names no socket, and the agent or the plugin reports the text.
   ['truncated', '{"ipam":{"socket":"/run/w.sock"}', 'not-found'],
@@ -173,19 +194,23 @@ const TABLE: ReadonlyArray<readonly [string, string | Buffer, Answer]> = [
   ['arrays 1000 deep', `{"ipam":{"socket":"/d"},"x":${nest(MAX_CONFIG_DEPTH - 1)}}`, found('/d')],
   ['arrays 1001 deep', `{"ipam":{"socket":"/d"},"x":${nest(MAX_CONFIG_DEPTH)}}`, 'too-deep'],
   ['a top-level array 1001 deep', nest(MAX_CONFIG_DEPTH + 1), 'too-deep'],
-  ['objects 1001 deep', `{"x":${'{"a":'.repeat(MAX_CONFIG_DEPTH)}1${'}'.repeat(MAX_CONFIG_DEPTH)},"ipam":{"socket":"/d"}}`, 'too-deep'],
+  [
+    'objects 1001 deep',
+    `{"x":${'{"a":'.repeat(MAX_CONFIG_DEPTH)}1${'}'.repeat(MAX_CONFIG_DEPTH)},"ipam":{"socket":"/d"}}`,
+    'too-deep',
+  ],
   ['100000 deep', nest(100_000), 'too-deep'],
   ['brackets inside strings', `{"x":"${'['.repeat(5000)}","ipam":{"socket":"/d"}}`, found('/d')],
   ['deep after a malformation', `{"a":01,"x":${nest(5000)}}`, 'not-found'],
 ];
 
-describe('find-socket (the forwarder\'s scanner)', () => {
+describe("find-socket (the forwarder's scanner)", () => {
   it('answers every case of the table as expected', () => {
     const answers = scan(TABLE.map(([, text]) => Buffer.from(text)));
     TABLE.forEach(([what, , expected], i) => assert.deepEqual(answers[i], expected, what));
   });
 
-  it('agrees with the TypeScript plugin\'s rule on every case that is JSON in UTF-8', () => {
+  it("agrees with the TypeScript plugin's rule on every case that is JSON in UTF-8", () => {
     const texts = TABLE.map(([, text]) => Buffer.from(text));
     const answers = scan(texts);
     let compared = 0;
@@ -198,7 +223,7 @@ describe('find-socket (the forwarder\'s scanner)', () => {
     assert.ok(compared > 50, `only ${compared} cases compared`);
   });
 
-  it('agrees with the TypeScript plugin\'s rule on generated configs with duplicate keys, escapes and white space', () => {
+  it("agrees with the TypeScript plugin's rule on generated configs with duplicate keys, escapes and white space", () => {
     const seed = Date.now();
     const texts = fc.sample(generatedConfig, { numRuns: 2000, seed }).map((text) => Buffer.from(text));
     const answers = scan(texts);
@@ -211,7 +236,8 @@ describe('find-socket (the forwarder\'s scanner)', () => {
       counts.set(kind, (counts.get(kind) ?? 0) + 1);
     });
     // The generator reaches every answer but depth, which the table covers.
-    for (const kind of ['found', 'not-found', 'unusable']) assert.ok((counts.get(kind) ?? 0) > 30, `${kind}: ${JSON.stringify([...counts])}`);
+    for (const kind of ['found', 'not-found', 'unusable'])
+      assert.ok((counts.get(kind) ?? 0) > 30, `${kind}: ${JSON.stringify([...counts])}`);
   });
 });
 
@@ -239,38 +265,79 @@ function encode(s: string, how: 'plain' | 'unicode' | 'slashes' | 'upper'): stri
 }
 
 const space = fc.constantFrom('', '', ' ', '\n', '\t ', '\r\n  ');
-const escaping = fc.constantFrom('plain', 'plain', 'unicode', 'slashes', 'upper') as fc.Arbitrary<'plain' | 'unicode' | 'slashes' | 'upper'>;
+const escaping = fc.constantFrom('plain', 'plain', 'unicode', 'slashes', 'upper') as fc.Arbitrary<
+  'plain' | 'unicode' | 'slashes' | 'upper'
+>;
 const socketText = fc.oneof(
   { weight: 2, arbitrary: fc.constantFrom('/run/warren/warren.sock', '/tmp/a.sock', '/run/\\"q\\".sock') },
-  { weight: 3, arbitrary: fc.constantFrom('/a\0b', '/\ud800x', '/x\udc00', '\ud800/x', '\udc00/', `/${'a'.repeat(107)}`, `/${'é'.repeat(60)}`) },
-  fc.constantFrom('/run/warren/warren.sock', '/', '', 'relative.sock', '/a\0b', '/\ud800x', '/x\udc00', '/é/😀', `/${'a'.repeat(106)}`, `/${'a'.repeat(107)}`, `/${'é'.repeat(60)}`),
+  {
+    weight: 3,
+    arbitrary: fc.constantFrom(
+      '/a\0b',
+      '/\ud800x',
+      '/x\udc00',
+      '\ud800/x',
+      '\udc00/',
+      `/${'a'.repeat(107)}`,
+      `/${'é'.repeat(60)}`,
+    ),
+  },
+  fc.constantFrom(
+    '/run/warren/warren.sock',
+    '/',
+    '',
+    'relative.sock',
+    '/a\0b',
+    '/\ud800x',
+    '/x\udc00',
+    '/é/😀',
+    `/${'a'.repeat(106)}`,
+    `/${'a'.repeat(107)}`,
+    `/${'é'.repeat(60)}`,
+  ),
   fc.string({ maxLength: 10 }),
   fc.string({ unit: 'binary', maxLength: 10 }).map((s) => `/${s}`),
   fc.string({ unit: 'grapheme', maxLength: 60 }).map((s) => `/${s}`),
 );
-const key = (names: readonly string[]): fc.Arbitrary<string> => fc.oneof({ weight: 4, arbitrary: fc.constantFrom(...names) }, { weight: 1, arbitrary: fc.string({ maxLength: 6 }) });
-const str = (text: fc.Arbitrary<string>): fc.Arbitrary<string> => fc.tuple(text, escaping).map(([s, how]) => encode(s, how));
+const key = (names: readonly string[]): fc.Arbitrary<string> =>
+  fc.oneof({ weight: 4, arbitrary: fc.constantFrom(...names) }, { weight: 1, arbitrary: fc.string({ maxLength: 6 }) });
+const str = (text: fc.Arbitrary<string>): fc.Arbitrary<string> =>
+  fc.tuple(text, escaping).map(([s, how]) => encode(s, how));
 const leaf = fc.oneof(
   fc.constantFrom('null', 'true', 'false', '0', '-0', '1.5e3', '-12.25E-2', '12345678901234567890'),
   fc.double({ noNaN: true, noDefaultInfinity: true }).map((n) => JSON.stringify(n)),
   str(fc.oneof(socketText, fc.string({ maxLength: 8 }))),
 );
 const object = (entries: fc.Arbitrary<ReadonlyArray<readonly [string, string]>>): fc.Arbitrary<string> =>
-  fc.tuple(entries, space, space).map(([list, a, b]) => `{${a}${list.map(([k, v]) => `${k}${b}:${a}${v}`).join(`,${b}`)}${b}}`);
+  fc
+    .tuple(entries, space, space)
+    .map(([list, a, b]) => `{${a}${list.map(([k, v]) => `${k}${b}:${a}${v}`).join(`,${b}`)}${b}}`);
 const { value } = fc.letrec<{ value: string; array: string; object: string }>((tie) => ({
   value: fc.oneof({ depthSize: 'small', withCrossShrink: true }, leaf, tie('array'), tie('object')),
-  array: fc.tuple(fc.array(tie('value'), { maxLength: 4 }), space).map(([items, s]) => `[${s}${items.join(`,${s}`)}${s}]`),
+  array: fc
+    .tuple(fc.array(tie('value'), { maxLength: 4 }), space)
+    .map(([items, s]) => `[${s}${items.join(`,${s}`)}${s}]`),
   object: object(fc.array(fc.tuple(str(key(['ipam', 'socket', 'type'])), tie('value')), { maxLength: 4 })),
 }));
 const socketValue = fc.oneof({ weight: 4, arbitrary: str(socketText) }, { weight: 1, arbitrary: value });
 const ipam = fc.oneof(
-  { weight: 4, arbitrary: object(fc.array(fc.tuple(str(key(['socket', 'socket', 'type', 'range'])), socketValue), { maxLength: 4 })) },
+  {
+    weight: 4,
+    arbitrary: object(
+      fc.array(fc.tuple(str(key(['socket', 'socket', 'type', 'range'])), socketValue), { maxLength: 4 }),
+    ),
+  },
   { weight: 1, arbitrary: value },
 );
 const topValue = fc.oneof({ weight: 3, arbitrary: ipam }, { weight: 1, arbitrary: value });
 const generatedConfig = fc
   .tuple(
-    object(fc.array(fc.tuple(str(key(['ipam', 'ipam', 'name', 'cniVersion', 'socket'])), topValue), { minLength: 1, maxLength: 5 })),
+    object(
+      fc.array(fc.tuple(str(key(['ipam', 'ipam', 'name', 'cniVersion', 'socket'])), topValue), {
+        minLength: 1,
+        maxLength: 5,
+      }),
+    ),
     space,
     space,
   )

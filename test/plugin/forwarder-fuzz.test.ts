@@ -22,16 +22,28 @@ const SECONDS = process.env.WARREN_FUZZ_SECONDS ?? '20';
 function buildHarness(dir: string): { binary: string } | { skip: string } {
   const binary = join(dir, 'find-socket-fuzz');
   const args = [
-    '-std=c11', '-g', '-O1', '-Wall', '-Wextra', '-Werror', '-D_GNU_SOURCE',
-    '-fsanitize=fuzzer,address,undefined', '-fno-sanitize-recover=all',
-    join(FUZZ_DIR, 'find-socket-fuzz.c'), join(FORWARDER_SOURCE_DIR, 'find-socket.c'), '-o', binary,
+    '-std=c11',
+    '-g',
+    '-O1',
+    '-Wall',
+    '-Wextra',
+    '-Werror',
+    '-D_GNU_SOURCE',
+    '-fsanitize=fuzzer,address,undefined',
+    '-fno-sanitize-recover=all',
+    join(FUZZ_DIR, 'find-socket-fuzz.c'),
+    join(FORWARDER_SOURCE_DIR, 'find-socket.c'),
+    '-o',
+    binary,
   ];
   const built = spawnSync('clang', args, { encoding: 'utf8' });
   if (built.error !== undefined && (built.error as NodeJS.ErrnoException).code === 'ENOENT') {
     return { skip: 'clang is not installed (scripts/setup.sh installs clang and libclang-rt-14-dev)' };
   }
   if (built.status !== 0 && /libclang_rt\.\w+/.test(built.stderr)) {
-    return { skip: `clang lacks its libFuzzer or sanitizer runtimes (apt-get install libclang-rt-14-dev): ${built.stderr.trim()}` };
+    return {
+      skip: `clang lacks its libFuzzer or sanitizer runtimes (apt-get install libclang-rt-14-dev): ${built.stderr.trim()}`,
+    };
   }
   assert.equal(built.status, 0, `clang ${args.join(' ')} failed:\n${built.stderr}`);
   return { binary };
@@ -42,7 +54,10 @@ describe('forwarder fuzz (find-socket under libFuzzer, ASan and UBSan)', () => {
   const harness = buildHarness(dir);
   const skip = 'skip' in harness ? harness.skip : false;
 
-  it('runs the seed corpus and a bounded fuzzing session with no finding', { skip, timeout: (Number(SECONDS) + 60) * 1000 }, () => {
+  it('runs the seed corpus and a bounded fuzzing session with no finding', {
+    skip,
+    timeout: (Number(SECONDS) + 60) * 1000,
+  }, () => {
     assert.ok('binary' in harness);
     const corpus = join(dir, 'corpus');
     cpSync(join(FUZZ_DIR, 'corpus'), corpus, { recursive: true });
@@ -62,7 +77,11 @@ describe('forwarder fuzz (find-socket under libFuzzer, ASan and UBSan)', () => {
         '-print_final_stats=1',
         corpus,
       ],
-      { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, env: { ...process.env, ASAN_OPTIONS: 'abort_on_error=1:detect_leaks=1' } },
+      {
+        encoding: 'utf8',
+        maxBuffer: 64 * 1024 * 1024,
+        env: { ...process.env, ASAN_OPTIONS: 'abort_on_error=1:detect_leaks=1' },
+      },
     );
     const tail = run.stderr.split('\n').slice(-40).join('\n');
     assert.equal(run.status, 0, `libFuzzer exited ${run.status} (${run.signal ?? 'no signal'}):\n${tail}`);

@@ -47,7 +47,10 @@ after(() => {
  * An agent on `socket` (a fresh temp path by default) that reads one request per connection and
  * replies; with `reply` 'close at accept', it closes every connection before reading anything.
  */
-async function fakeAgent(reply: Reply | 'close at accept', socket = join(tempDir('warren-fwd-agent-'), 'agent.sock')): Promise<FakeAgent> {
+async function fakeAgent(
+  reply: Reply | 'close at accept',
+  socket = join(tempDir('warren-fwd-agent-'), 'agent.sock'),
+): Promise<FakeAgent> {
   const received: Received[] = [];
   const server = createServer((connection) => {
     connection.on('error', () => undefined);
@@ -79,12 +82,25 @@ async function fakeAgent(reply: Reply | 'close at accept', socket = join(tempDir
 
 /** An HTTP answer with the given status line, header lines and body. */
 function http(status: string, headers: readonly string[], body: string | Buffer = ''): Buffer {
-  return Buffer.concat([Buffer.from(`HTTP/1.1 ${status}\r\n${headers.map((h) => `${h}\r\n`).join('')}\r\n`, 'latin1'), Buffer.from(body)]);
+  return Buffer.concat([
+    Buffer.from(`HTTP/1.1 ${status}\r\n${headers.map((h) => `${h}\r\n`).join('')}\r\n`, 'latin1'),
+    Buffer.from(body),
+  ]);
 }
 
 /** The agent's answer to print: 200, X-Warren-Exit, the body. */
 function outcome(exit: number, body: string | Buffer, extra: readonly string[] = []): Buffer {
-  return http('200 OK', ['Content-Type: application/json', `X-Warren-Exit: ${exit}`, `Content-Length: ${Buffer.byteLength(body)}`, 'Connection: close', ...extra], body);
+  return http(
+    '200 OK',
+    [
+      'Content-Type: application/json',
+      `X-Warren-Exit: ${exit}`,
+      `Content-Length: ${Buffer.byteLength(body)}`,
+      'Connection: close',
+      ...extra,
+    ],
+    body,
+  );
 }
 
 const send =
@@ -115,7 +131,12 @@ interface Run {
 }
 
 /** Runs `command` with exactly `env` and `stdin`; stdout as bytes. */
-function execute(command: string, args: readonly string[], env: NodeJS.ProcessEnv, stdin: string | Buffer): Promise<Run> {
+function execute(
+  command: string,
+  args: readonly string[],
+  env: NodeJS.ProcessEnv,
+  stdin: string | Buffer,
+): Promise<Run> {
   return new Promise((resolve, reject) => {
     const child = track(spawn(command, args, { env, stdio: ['pipe', 'pipe', 'pipe'] }));
     const out: Buffer[] = [];
@@ -125,7 +146,9 @@ function execute(command: string, args: readonly string[], env: NodeJS.ProcessEn
     child.on('error', reject);
     child.stdin?.on('error', () => undefined); // the forwarder stops reading past its limit
     child.stdin?.end(stdin);
-    child.on('close', (code, signal) => resolve({ code, signal, stdout: Buffer.concat(out), stderr: Buffer.concat(err).toString('utf8') }));
+    child.on('close', (code, signal) =>
+      resolve({ code, signal, stdout: Buffer.concat(out), stderr: Buffer.concat(err).toString('utf8') }),
+    );
   });
 }
 
@@ -139,7 +162,11 @@ interface PluginReport {
 }
 
 function pluginReport(run: Run): PluginReport {
-  assert.equal(run.code, 7, `the fake plugin did not run: code ${run.code}, stdout ${run.stdout.toString()}, stderr ${run.stderr}`);
+  assert.equal(
+    run.code,
+    7,
+    `the fake plugin did not run: code ${run.code}, stdout ${run.stdout.toString()}, stderr ${run.stderr}`,
+  );
   const report = JSON.parse(run.stdout.toString('utf8')) as Omit<PluginReport, 'stdin'> & { stdin: string };
   return { ...report, stdin: Buffer.from(report.stdin, 'base64') };
 }
@@ -193,7 +220,11 @@ for (const build of builds) {
       ...CNI_VARIABLES,
       ...extra,
     });
-    const forward = async (env: NodeJS.ProcessEnv, stdin: string | Buffer, args: readonly string[] = []): Promise<Run> => {
+    const forward = async (
+      env: NodeJS.ProcessEnv,
+      stdin: string | Buffer,
+      args: readonly string[] = [],
+    ): Promise<Run> => {
       const run = await execute(build.binary, args, env, stdin);
       assert.equal(run.stderr, '', 'the forwarder (or a sanitizer) wrote to stderr');
       return run;
@@ -209,8 +240,9 @@ for (const build of builds) {
       return report;
     };
 
-    it('sends the TypeScript plugin\'s request byte for byte and prints the answer exactly', async () => {
-      const result = '{"cniVersion":"1.0.0","ips":[{"address":"10.9.0.5/24","gateway":"10.9.0.1"}],"routes":[],"dns":{}}';
+    it("sends the TypeScript plugin's request byte for byte and prints the answer exactly", async () => {
+      const result =
+        '{"cniVersion":"1.0.0","ips":[{"address":"10.9.0.5/24","gateway":"10.9.0.1"}],"routes":[],"dns":{}}';
       const agent = await fakeAgent(send(outcome(0, result)));
       const env = cniEnv('/nonexistent/unused.sock');
       const stdin = config(agent.socket);
@@ -234,7 +266,11 @@ for (const build of builds) {
 
     it('exits with the code the agent names, printing the body as it is (an error, nothing, 255)', async () => {
       const error = '{"cniVersion":"1.0.0","code":7,"msg":"invalid config: unknown key \\"x\\""}\n';
-      for (const [exit, body] of [[1, error], [0, ''], [255, 'raw \u00e9 bytes\r\n\0']] as const) {
+      for (const [exit, body] of [
+        [1, error],
+        [0, ''],
+        [255, 'raw \u00e9 bytes\r\n\0'],
+      ] as const) {
         const agent = await fakeAgent(send(outcome(exit, body)));
         const run = await forward(cniEnv(agent.socket), config());
         assert.equal(run.code, exit);
@@ -245,7 +281,12 @@ for (const build of builds) {
     it('escapes the CNI variables as JSON.stringify does, omits the unset ones and sends unset CNI_ARGS as ""', async () => {
       const agent = await fakeAgent(send(outcome(0, '')));
       const cases: NodeJS.ProcessEnv[] = [
-        { CNI_ARGS: 'K8S_POD_NAME="q\\uote"\n\ttab\x01\x1f\x7f\b\f\r é😀', CNI_CONTAINERID: '', CNI_NETNS: undefined, CNI_IFNAME: undefined },
+        {
+          CNI_ARGS: 'K8S_POD_NAME="q\\uote"\n\ttab\x01\x1f\x7f\b\f\r é😀',
+          CNI_CONTAINERID: '',
+          CNI_NETNS: undefined,
+          CNI_IFNAME: undefined,
+        },
         { CNI_ARGS: undefined, CNI_CONTAINERID: undefined, CNI_NETNS: '', CNI_IFNAME: 'net1', CNI_COMMAND: 'DEL' },
         { CNI_COMMAND: '', CNI_ARGS: '\\', CNI_IFNAME: '"' },
       ];
@@ -293,7 +334,7 @@ for (const build of builds) {
       assert.ok(run.stdout.equals(body));
     });
 
-    it('accepts the answer\'s head in any header case, with other headers, HTTP/1.0 and padded values', async () => {
+    it("accepts the answer's head in any header case, with other headers, HTTP/1.0 and padded values", async () => {
       const heads = [
         http('200 OK', ['content-type: application/json', 'x-warren-exit: 3', 'content-length: 2', 'Date: now'], '{}'),
         Buffer.from('HTTP/1.0 200 OK\r\nX-WARREN-EXIT:\t3 \r\nCONTENT-LENGTH:  2\r\n\r\n{}'),
@@ -311,26 +352,53 @@ for (const build of builds) {
       const ok = '{"cniVersion":"1.0.0"}';
       const answers: Array<[string, Reply]> = [
         ['X-Warren-Fallback', send(outcome(0, ok, ['X-Warren-Fallback: agent-cannot-answer']))],
-        ['an empty X-Warren-Fallback', send(http('200 OK', ['X-Warren-Exit: 0', 'x-warren-fallback:', 'Content-Length: 2'], '{}'))],
-        ['status 500', send(http('500 Internal Server Error', ['X-Warren-Exit: 1', `Content-Length: ${ok.length}`], ok))],
+        [
+          'an empty X-Warren-Fallback',
+          send(http('200 OK', ['X-Warren-Exit: 0', 'x-warren-fallback:', 'Content-Length: 2'], '{}')),
+        ],
+        [
+          'status 500',
+          send(http('500 Internal Server Error', ['X-Warren-Exit: 1', `Content-Length: ${ok.length}`], ok)),
+        ],
         ['status 413', send(http('413 Payload Too Large', ['Content-Length: 2'], '{}'))],
         ['status 201', send(http('201 Created', ['X-Warren-Exit: 0', 'Content-Length: 2'], '{}'))],
-        ['no X-Warren-Exit', send(http('200 OK', ['Content-Type: application/json', `Content-Length: ${ok.length}`], ok))],
+        [
+          'no X-Warren-Exit',
+          send(http('200 OK', ['Content-Type: application/json', `Content-Length: ${ok.length}`], ok)),
+        ],
         ['X-Warren-Exit 256', send(http('200 OK', ['X-Warren-Exit: 256', 'Content-Length: 2'], '{}'))],
         ['X-Warren-Exit -1', send(http('200 OK', ['X-Warren-Exit: -1', 'Content-Length: 2'], '{}'))],
         ['X-Warren-Exit not a number', send(http('200 OK', ['X-Warren-Exit: zero', 'Content-Length: 2'], '{}'))],
         ['an empty X-Warren-Exit', send(http('200 OK', ['X-Warren-Exit:', 'Content-Length: 2'], '{}'))],
-        ['two X-Warren-Exit', send(http('200 OK', ['X-Warren-Exit: 0', 'X-Warren-Exit: 1', 'Content-Length: 2'], '{}'))],
+        [
+          'two X-Warren-Exit',
+          send(http('200 OK', ['X-Warren-Exit: 0', 'X-Warren-Exit: 1', 'Content-Length: 2'], '{}')),
+        ],
         ['no Content-Length', send(http('200 OK', ['X-Warren-Exit: 0'], '{}'))],
         ['Content-Length not digits', send(http('200 OK', ['X-Warren-Exit: 0', 'Content-Length: +2'], '{}'))],
-        ['two Content-Length', send(http('200 OK', ['X-Warren-Exit: 0', 'Content-Length: 2', 'Content-Length: 2'], '{}'))],
-        ['Content-Length past 64 MiB', send(http('200 OK', ['X-Warren-Exit: 0', `Content-Length: ${64 * 1024 * 1024 + 1}`], '{}'))],
+        [
+          'two Content-Length',
+          send(http('200 OK', ['X-Warren-Exit: 0', 'Content-Length: 2', 'Content-Length: 2'], '{}')),
+        ],
+        [
+          'Content-Length past 64 MiB',
+          send(http('200 OK', ['X-Warren-Exit: 0', `Content-Length: ${64 * 1024 * 1024 + 1}`], '{}')),
+        ],
         ['chunked', send(http('200 OK', ['X-Warren-Exit: 0', 'Transfer-Encoding: chunked'], '2\r\n{}\r\n0\r\n\r\n'))],
         ['a body cut short', send(http('200 OK', ['X-Warren-Exit: 0', 'Content-Length: 100'], '{}'))],
         ['a head cut short', send(Buffer.from('HTTP/1.1 200 OK\r\nX-Warren-Exit: 0\r\nContent-Len'))],
-        ['a head past 64 KiB', send(http('200 OK', ['X-Warren-Exit: 0', `X-Pad: ${'p'.repeat(65 * 1024)}`, 'Content-Length: 2'], '{}'))],
-        ['a bare LF hiding X-Warren-Fallback', send(http('200 OK', ['X-Warren-Exit: 0', 'X-Other: x\nX-Warren-Fallback: 1', 'Content-Length: 2'], '{}'))],
-        ['a header line without a colon', send(http('200 OK', ['X-Warren-Exit: 0', 'Content-Length: 2', 'nonsense'], '{}'))],
+        [
+          'a head past 64 KiB',
+          send(http('200 OK', ['X-Warren-Exit: 0', `X-Pad: ${'p'.repeat(65 * 1024)}`, 'Content-Length: 2'], '{}')),
+        ],
+        [
+          'a bare LF hiding X-Warren-Fallback',
+          send(http('200 OK', ['X-Warren-Exit: 0', 'X-Other: x\nX-Warren-Fallback: 1', 'Content-Length: 2'], '{}')),
+        ],
+        [
+          'a header line without a colon',
+          send(http('200 OK', ['X-Warren-Exit: 0', 'Content-Length: 2', 'nonsense'], '{}')),
+        ],
         ['garbage', send(Buffer.from('hello, this is not HTTP\r\n\r\n'))],
         ['HTTP/2', send(Buffer.from('HTTP/2 200\r\nX-Warren-Exit: 0\r\nContent-Length: 2\r\n\r\n{}'))],
         ['a connection closed without an answer', (connection) => void connection.end()],
@@ -349,7 +417,13 @@ for (const build of builds) {
       writeFileSync(join(dir, 'file.sock'), '');
       // A killed agent leaves its socket file behind with nobody listening: ECONNREFUSED.
       const stale = join(dir, 'stale.sock');
-      const listener = track(spawn(process.execPath, ['-e', `require('node:net').createServer().listen(${JSON.stringify(stale)}, () => console.log('ready'))`], { stdio: ['ignore', 'pipe', 'inherit'] }));
+      const listener = track(
+        spawn(
+          process.execPath,
+          ['-e', `require('node:net').createServer().listen(${JSON.stringify(stale)}, () => console.log('ready'))`],
+          { stdio: ['ignore', 'pipe', 'inherit'] },
+        ),
+      );
       await new Promise((resolve) => listener.stdout?.once('data', resolve));
       listener.kill('SIGKILL');
       await new Promise((resolve) => listener.once('exit', resolve));
@@ -369,8 +443,16 @@ for (const build of builds) {
         ['env', config(), {}],
         ['env', config('relative/agent.sock'), {}],
         ['env', `{"ipam":{"socket":"/a"},"ipam":{"type":"warren"}}`, {}],
-        ['config', `{"ipam":{"socket":"/a"},"ip\\u0061m":{"socket":"${fromConfig.socket.replaceAll('/', '\\/')}"}}`, {}],
-        ['env', `{"socket":${JSON.stringify(fromConfig.socket)},"plugins":[{"ipam":{"socket":${JSON.stringify(fromConfig.socket)}}}]}`, {}],
+        [
+          'config',
+          `{"ipam":{"socket":"/a"},"ip\\u0061m":{"socket":"${fromConfig.socket.replaceAll('/', '\\/')}"}}`,
+          {},
+        ],
+        [
+          'env',
+          `{"socket":${JSON.stringify(fromConfig.socket)},"plugins":[{"ipam":{"socket":${JSON.stringify(fromConfig.socket)}}}]}`,
+          {},
+        ],
       ];
       for (const [expected, stdin, extra] of cases) {
         const run = await forward(cniEnv(fromEnv.socket, extra), stdin);
@@ -390,7 +472,12 @@ for (const build of builds) {
       for (const socket of [undefined, '']) {
         const env = cniEnv('');
         if (socket === undefined) delete env.WARREN_SOCKET;
-        const run = await execute('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', script, 'sh', dir, build.binary], env, config());
+        const run = await execute(
+          'unshare',
+          ['--mount', '--propagation', 'private', 'sh', '-c', script, 'sh', dir, build.binary],
+          env,
+          config(),
+        );
         assert.equal(run.stderr, '');
         assert.equal(run.stdout.toString(), 'default');
       }

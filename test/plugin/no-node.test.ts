@@ -30,10 +30,15 @@ function nodesOnThisMachine(): string[] {
 /** `command` with `args` in a private mount namespace where every Node of the machine is masked. */
 function withoutNode(masked: readonly string[], command: string, args: readonly string[]): [string, string[]] {
   const mounts = masked.map((path) => `mount --bind /dev/null '${path}'`).join(' && ');
-  return ['unshare', ['--mount', '--propagation', 'private', 'sh', '-c', `${mounts} && exec "$@"`, 'sh', command, ...args]];
+  return [
+    'unshare',
+    ['--mount', '--propagation', 'private', 'sh', '-c', `${mounts} && exec "$@"`, 'sh', command, ...args],
+  ];
 }
 
-describe('installed on a node without Node.js', { skip: isRoot() ? false : 'needs root for a private mount namespace' }, () => {
+describe('installed on a node without Node.js', {
+  skip: isRoot() ? false : 'needs root for a private mount namespace',
+}, () => {
   let agent: AgentHandle;
   let bin: string;
   let journal: string;
@@ -41,14 +46,21 @@ describe('installed on a node without Node.js', { skip: isRoot() ? false : 'need
   before(async () => {
     buildPlugin();
     bin = tempDir('warren-nonode-');
-    const installed = spawnSync(process.execPath, [WARREN_BIN, 'install', '--cni-bin-dir', bin, '--json'], { cwd: REPO, env: { PATH: CHILD_PATH }, encoding: 'utf8' });
+    const installed = spawnSync(process.execPath, [WARREN_BIN, 'install', '--cni-bin-dir', bin, '--json'], {
+      cwd: REPO,
+      env: { PATH: CHILD_PATH },
+      encoding: 'utf8',
+    });
     assert.equal(installed.status, 0, installed.stderr);
     const report = JSON.parse(installed.stdout) as { installed: Array<{ path: string; kind: string }> };
-    assert.deepEqual(report.installed.map((f) => [f.path, f.kind]), [
-      [join(bin, 'warren.d', 'node'), 'copy'],
-      [join(bin, 'warren.d', 'warren.cjs'), 'copy'],
-      [join(bin, 'warren'), 'copy'],
-    ]);
+    assert.deepEqual(
+      report.installed.map((f) => [f.path, f.kind]),
+      [
+        [join(bin, 'warren.d', 'node'), 'copy'],
+        [join(bin, 'warren.d', 'warren.cjs'), 'copy'],
+        [join(bin, 'warren'), 'copy'],
+      ],
+    );
     journal = join(tempDir('warren-nonode-journal-'), 'journal');
     masked = nodesOnThisMachine();
     agent = await startAgent();
@@ -61,7 +73,15 @@ describe('installed on a node without Node.js', { skip: isRoot() ? false : 'need
     const config = { cniVersion: '1.1.0', name: 'nonode', ipam: { type: 'warren', socket, range: '10.96.0.0/24' } };
     const [exe, args] = withoutNode(masked, join(bin, 'warren'), []);
     return run(exe, args, {
-      env: { PATH: BARE_PATH, CNI_COMMAND: command, CNI_CONTAINERID: id, CNI_NETNS: `/var/run/netns/${id}`, CNI_IFNAME: 'eth0', CNI_PATH: bin, WARREN_JOURNAL_DIR: journal },
+      env: {
+        PATH: BARE_PATH,
+        CNI_COMMAND: command,
+        CNI_CONTAINERID: id,
+        CNI_NETNS: `/var/run/netns/${id}`,
+        CNI_IFNAME: 'eth0',
+        CNI_PATH: bin,
+        WARREN_JOURNAL_DIR: journal,
+      },
       stdin: JSON.stringify(config),
     });
   };
@@ -81,7 +101,10 @@ describe('installed on a node without Node.js', { skip: isRoot() ? false : 'need
     const add = await call('ADD', 'nonode-1', agent.socket);
     assert.equal(add.code, 0, add.stdout + add.stderr);
     const [address] = (JSON.parse(add.stdout) as { ips: Array<{ address: string }> }).ips;
-    assert.deepEqual((await agent.allocations('?containerID=nonode-1')).map((a) => `${a.address}/24`), [address?.address]);
+    assert.deepEqual(
+      (await agent.allocations('?containerID=nonode-1')).map((a) => `${a.address}/24`),
+      [address?.address],
+    );
     const del = await call('DEL', 'nonode-1', agent.socket);
     assert.deepEqual([del.code, del.stdout, del.stderr], [0, '', '']);
     assert.deepEqual(await agent.allocations('?containerID=nonode-1'), []);
@@ -91,7 +114,10 @@ describe('installed on a node without Node.js', { skip: isRoot() ? false : 'need
     const down = join(tempDir(), 'gone.sock');
     const del = await call('DEL', 'nonode-2', down);
     assert.deepEqual([del.code, del.stdout, del.stderr], [0, '', '']);
-    assert.deepEqual(readdirSync(journal).filter((n) => n.endsWith('.release')), ['nonode-2~eth0~nonode.release']);
+    assert.deepEqual(
+      readdirSync(journal).filter((n) => n.endsWith('.release')),
+      ['nonode-2~eth0~nonode.release'],
+    );
     // And an ADD with the agent down is the TypeScript plugin's 11, in its words.
     const add = await call('ADD', 'nonode-3', down);
     assert.equal(add.code, 1);

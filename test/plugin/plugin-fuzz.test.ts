@@ -20,7 +20,10 @@ const containerID = fc.oneof(
   fc.constantFrom('abc123', 'a'.repeat(255), 'a'.repeat(256), '../x', '..', 'a/b', 'a\0b', '', ' sp', 'ok.id-1_2'),
   fc.string({ maxLength: 300 }),
 );
-const ifname = fc.oneof(fc.constantFrom('eth0', 'net1', '', '../x', 'a/b', 'x'.repeat(16), 'e\0'), fc.string({ maxLength: 20 }));
+const ifname = fc.oneof(
+  fc.constantFrom('eth0', 'net1', '', '../x', 'a/b', 'x'.repeat(16), 'e\0'),
+  fc.string({ maxLength: 20 }),
+);
 const command = fc.constantFrom('ADD', 'DEL', 'CHECK', 'GC', 'STATUS', 'VERSION', 'BOGUS', '', 'add');
 const ipam = fc.record(
   {
@@ -39,14 +42,19 @@ const config = fc.record(
     name: fc.constantFrom('net', 'bad name', '', 'n.e-t_1'),
     ipam,
     runtimeConfig: fc.record({ ips: fc.array(fc.constantFrom('10.9.0.7/24', 'fd00::7', 'junk'), { maxLength: 2 }) }),
-    'cni.dev/valid-attachments': fc.array(fc.record({ containerID: fc.string(), ifname: fc.string() }), { maxLength: 2 }),
+    'cni.dev/valid-attachments': fc.array(fc.record({ containerID: fc.string(), ifname: fc.string() }), {
+      maxLength: 2,
+    }),
   },
   { requiredKeys: ['cniVersion', 'name', 'ipam'] },
 );
 /** A config with arrays or objects nested around and past the plugin's depth limit. */
 const deep = fc
   .tuple(config, fc.integer({ min: MAX_CONFIG_DEPTH - 10, max: 50_000 }), fc.boolean())
-  .map(([c, depth, arrays]) => `${JSON.stringify(c).slice(0, -1)},"x":${arrays ? `${'['.repeat(depth)}${']'.repeat(depth)}` : `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`}}`);
+  .map(
+    ([c, depth, arrays]) =>
+      `${JSON.stringify(c).slice(0, -1)},"x":${arrays ? `${'['.repeat(depth)}${']'.repeat(depth)}` : `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`}}`,
+  );
 const stdin = fc.oneof(
   config.map((c) => JSON.stringify(c)),
   deep,
@@ -60,28 +68,49 @@ describe('plugin fuzz', () => {
     const journal = join(tempDir(), 'journal');
     const socket = join(tempDir(), 'no-agent.sock');
     await fc.assert(
-      fc.asyncProperty(command, containerID, ifname, fc.constantFrom('/var/run/netns/x', '', undefined), fc.string({ maxLength: 60 }), stdin, async (cmd, id, ifn, netns, args, input) => {
-        const env: NodeJS.ProcessEnv = { CNI_COMMAND: cmd, CNI_CONTAINERID: id, CNI_IFNAME: ifn, CNI_ARGS: args, WARREN_SOCKET: socket, WARREN_JOURNAL_DIR: journal };
-        if (netns !== undefined) env.CNI_NETNS = netns;
-        let out = '';
-        const code = await runPlugin({ env, stdin: async () => input, write: (t) => (out += t) });
-        assert.ok(code === 0 || code === 1);
-        if (code === 1) {
-          const error = JSON.parse(out) as { code: number; msg: string; cniVersion: string };
-          assert.ok(CODES.has(error.code), `unknown code ${error.code}`);
-          assert.equal(typeof error.msg, 'string');
-          assert.ok(error.msg.length > 0);
-        } else if (cmd === 'VERSION') {
-          assert.ok(Array.isArray(JSON.parse(out).supportedVersions));
-        } else {
-          // Without an agent only DEL can succeed, by journaling.
-          assert.equal(cmd, 'DEL', `${cmd} succeeded without an agent: ${out}`);
-        }
-      }),
+      fc.asyncProperty(
+        command,
+        containerID,
+        ifname,
+        fc.constantFrom('/var/run/netns/x', '', undefined),
+        fc.string({ maxLength: 60 }),
+        stdin,
+        async (cmd, id, ifn, netns, args, input) => {
+          const env: NodeJS.ProcessEnv = {
+            CNI_COMMAND: cmd,
+            CNI_CONTAINERID: id,
+            CNI_IFNAME: ifn,
+            CNI_ARGS: args,
+            WARREN_SOCKET: socket,
+            WARREN_JOURNAL_DIR: journal,
+          };
+          if (netns !== undefined) env.CNI_NETNS = netns;
+          let out = '';
+          const code = await runPlugin({ env, stdin: async () => input, write: (t) => (out += t) });
+          assert.ok(code === 0 || code === 1);
+          if (code === 1) {
+            const error = JSON.parse(out) as { code: number; msg: string; cniVersion: string };
+            assert.ok(CODES.has(error.code), `unknown code ${error.code}`);
+            assert.equal(typeof error.msg, 'string');
+            assert.ok(error.msg.length > 0);
+          } else if (cmd === 'VERSION') {
+            assert.ok(Array.isArray(JSON.parse(out).supportedVersions));
+          } else {
+            // Without an agent only DEL can succeed, by journaling.
+            assert.equal(cmd, 'DEL', `${cmd} succeeded without an agent: ${out}`);
+          }
+        },
+      ),
       { numRuns: 400 },
     );
-    for (const name of (existsSync(journal) ? readdirSync(journal) : []).filter((n) => !n.startsWith('.') && n !== 'rejected')) {
-      assert.equal(decodeEntry(name, readFileSync(join(journal, name), 'utf8')).kind, 'entry', `${name} is a valid intent`);
+    for (const name of (existsSync(journal) ? readdirSync(journal) : []).filter(
+      (n) => !n.startsWith('.') && n !== 'rejected',
+    )) {
+      assert.equal(
+        decodeEntry(name, readFileSync(join(journal, name), 'utf8')).kind,
+        'entry',
+        `${name} is a valid intent`,
+      );
     }
   });
 
@@ -89,15 +118,23 @@ describe('plugin fuzz', () => {
     const journal = join(tempDir(), 'journal');
     let out = '';
     const code = await runPlugin({
-      env: { CNI_COMMAND: 'DEL', CNI_CONTAINERID: 'c1', CNI_IFNAME: 'eth0', WARREN_SOCKET: '/nonexistent/w.sock', WARREN_JOURNAL_DIR: journal },
-      stdin: async () => JSON.stringify({ cniVersion: '1.0.0', name: 'n', ipam: { type: 'warren', range: '10.9.0.0/24' } }),
+      env: {
+        CNI_COMMAND: 'DEL',
+        CNI_CONTAINERID: 'c1',
+        CNI_IFNAME: 'eth0',
+        WARREN_SOCKET: '/nonexistent/w.sock',
+        WARREN_JOURNAL_DIR: journal,
+      },
+      stdin: async () =>
+        JSON.stringify({ cniVersion: '1.0.0', name: 'n', ipam: { type: 'warren', range: '10.9.0.0/24' } }),
       write: (t) => (out += t),
     });
     assert.equal(code, 0, out);
     assert.equal(readdirSync(journal).filter((n) => n.endsWith('.release')).length, 1);
   });
 
-  const nested = (top: Record<string, unknown>, depth: number): string => `${JSON.stringify(top).slice(0, -1)},"x":${'['.repeat(depth)}${']'.repeat(depth)}}`;
+  const nested = (top: Record<string, unknown>, depth: number): string =>
+    `${JSON.stringify(top).slice(0, -1)},"x":${'['.repeat(depth)}${']'.repeat(depth)}}`;
   const deepEnv = (command: string, journal: string): NodeJS.ProcessEnv => ({
     CNI_COMMAND: command,
     CNI_CONTAINERID: 'deep1',
@@ -110,7 +147,10 @@ describe('plugin fuzz', () => {
   it('journals a DEL whose config is nested 100000 levels deep instead of overflowing the stack', async () => {
     const journal = join(tempDir(), 'journal');
     let out = '';
-    const stdin = nested({ cniVersion: '1.0.0', name: 'deepnet', ipam: { type: 'warren', range: '10.9.0.0/24' } }, 100_000);
+    const stdin = nested(
+      { cniVersion: '1.0.0', name: 'deepnet', ipam: { type: 'warren', range: '10.9.0.0/24' } },
+      100_000,
+    );
     const code = await runPlugin({ env: deepEnv('DEL', journal), stdin: async () => stdin, write: (t) => (out += t) });
     assert.equal(code, 0, out);
     const [name] = readdirSync(journal).filter((n) => n.endsWith('.release'));
@@ -118,7 +158,10 @@ describe('plugin fuzz', () => {
     const decoded = decodeEntry(name, readFileSync(join(journal, name), 'utf8'));
     assert.equal(decoded.kind, 'entry');
     if (decoded.kind === 'entry') {
-      assert.deepEqual([decoded.entry.network, decoded.entry.containerID, decoded.entry.ifname], ['deepnet', 'deep1', 'eth0']);
+      assert.deepEqual(
+        [decoded.entry.network, decoded.entry.containerID, decoded.entry.ifname],
+        ['deepnet', 'deep1', 'eth0'],
+      );
       assert.match(decoded.entry.reason, /levels deep/);
     }
   });
@@ -127,8 +170,15 @@ describe('plugin fuzz', () => {
     for (const name of [undefined, 'bad name', ['x']]) {
       const journal = join(tempDir(), 'journal');
       let out = '';
-      const stdin = nested({ cniVersion: '1.0.0', ...(name === undefined ? {} : { name }), ipam: { type: 'warren' } }, 100_000);
-      const code = await runPlugin({ env: deepEnv('DEL', journal), stdin: async () => stdin, write: (t) => (out += t) });
+      const stdin = nested(
+        { cniVersion: '1.0.0', ...(name === undefined ? {} : { name }), ipam: { type: 'warren' } },
+        100_000,
+      );
+      const code = await runPlugin({
+        env: deepEnv('DEL', journal),
+        stdin: async () => stdin,
+        write: (t) => (out += t),
+      });
       assert.equal(code, 1);
       const error = JSON.parse(out) as { code: number; msg: string };
       assert.equal(error.code, 7, out);
@@ -141,7 +191,11 @@ describe('plugin fuzz', () => {
     const stdin = nested({ cniVersion: '1.1.0', name: 'deepnet', ipam: { type: 'warren' } }, 100_000);
     for (const command of ['ADD', 'CHECK', 'GC', 'STATUS']) {
       let out = '';
-      const code = await runPlugin({ env: deepEnv(command, join(tempDir(), 'journal')), stdin: async () => stdin, write: (t) => (out += t) });
+      const code = await runPlugin({
+        env: deepEnv(command, join(tempDir(), 'journal')),
+        stdin: async () => stdin,
+        write: (t) => (out += t),
+      });
       assert.equal(code, 1, command);
       assert.equal(JSON.parse(out).code, 7, out);
       assert.match(JSON.parse(out).msg, new RegExp(`more than ${MAX_CONFIG_DEPTH} levels deep`));

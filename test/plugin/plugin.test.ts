@@ -37,12 +37,27 @@ async function standIn(status: number, body: unknown): Promise<{ socket: string;
   return { socket, received };
 }
 
-const conf = (socket: string, journal: string) => ({ cniVersion: '1.0.0', name: 'pnet', ipam: { type: 'warren', socket, journal_dir: journal, range: '10.9.0.0/24' } });
+const conf = (socket: string, journal: string) => ({
+  cniVersion: '1.0.0',
+  name: 'pnet',
+  ipam: { type: 'warren', socket, journal_dir: journal, range: '10.9.0.0/24' },
+});
 
-async function plugin(command: string, socket: string, journal: string, config: unknown = conf(socket, journal)): Promise<{ code: number; out: string }> {
+async function plugin(
+  command: string,
+  socket: string,
+  journal: string,
+  config: unknown = conf(socket, journal),
+): Promise<{ code: number; out: string }> {
   let out = '';
   const code = await runPlugin({
-    env: { CNI_COMMAND: command, CNI_CONTAINERID: 'p1', CNI_IFNAME: 'eth0', CNI_NETNS: '/var/run/netns/p1', CNI_ARGS: 'K8S_POD_NAME=p' },
+    env: {
+      CNI_COMMAND: command,
+      CNI_CONTAINERID: 'p1',
+      CNI_IFNAME: 'eth0',
+      CNI_NETNS: '/var/run/netns/p1',
+      CNI_ARGS: 'K8S_POD_NAME=p',
+    },
     stdin: async () => JSON.stringify(config),
     write: (t) => (out += t),
   });
@@ -56,7 +71,16 @@ describe('plugin against a stand-in agent', () => {
     const { socket, received } = await standIn(200, { kind: 'result', output });
     const r = await plugin('ADD', socket, journal);
     assert.deepEqual(r, { code: 0, out: JSON.stringify(output) });
-    assert.deepEqual(received, [{ command: 'ADD', args: 'K8S_POD_NAME=p', containerID: 'p1', netns: '/var/run/netns/p1', ifname: 'eth0', config: conf(socket, journal) }]);
+    assert.deepEqual(received, [
+      {
+        command: 'ADD',
+        args: 'K8S_POD_NAME=p',
+        containerID: 'p1',
+        netns: '/var/run/netns/p1',
+        ifname: 'eth0',
+        config: conf(socket, journal),
+      },
+    ]);
   });
 
   it('prints a CNI error outcome and exits 1', async () => {
@@ -66,10 +90,16 @@ describe('plugin against a stand-in agent', () => {
   });
 
   it("answers a refused request with the agent's own code and message (TOO_LARGE is CNI 6)", async () => {
-    const { socket } = await standIn(413, { error: { code: 'TOO_LARGE', message: 'request body is larger than 6291456 bytes' } });
+    const { socket } = await standIn(413, {
+      error: { code: 'TOO_LARGE', message: 'request body is larger than 6291456 bytes' },
+    });
     const r = await plugin('ADD', socket, join(tempDir(), 'journal'));
     assert.equal(r.code, 1);
-    assert.deepEqual(JSON.parse(r.out), { cniVersion: '1.0.0', code: 6, msg: 'request body is larger than 6291456 bytes' });
+    assert.deepEqual(JSON.parse(r.out), {
+      cniVersion: '1.0.0',
+      code: 6,
+      msg: 'request body is larger than 6291456 bytes',
+    });
   });
 
   it('answers an agent that is not Warren (no error answer) with code 5 naming the status', async () => {
@@ -88,23 +118,39 @@ describe('plugin against a stand-in agent', () => {
     const server = createServer((req, res) => {
       req.resume();
       req.on('end', () => {
-        res.writeHead(200, { 'content-type': 'application/json', 'x-warren-exit': '300', 'content-length': Buffer.byteLength(stdout) });
+        res.writeHead(200, {
+          'content-type': 'application/json',
+          'x-warren-exit': '300',
+          'content-length': Buffer.byteLength(stdout),
+        });
         res.end(stdout);
       });
     });
     await new Promise<void>((resolve) => server.listen(socket, resolve));
     servers.push(server);
-    const r = await warren({ command: 'ADD', containerID: 'p300', netns: '/var/run/netns/p300', ifname: 'eth0', config: conf(socket, join(tempDir(), 'journal')) });
+    const r = await warren({
+      command: 'ADD',
+      containerID: 'p300',
+      netns: '/var/run/netns/p300',
+      ifname: 'eth0',
+      config: conf(socket, join(tempDir(), 'journal')),
+    });
     assert.equal(r.code, 1, r.stdout);
     const msg = String(r.json?.msg);
     assert.doesNotMatch(msg, /undefined/);
-    assert.match(msg, /answered HTTP 200 with a body that is not a CNI outcome \(no "kind"\): \{"cniVersion":"1\.0\.0","ips"/);
+    assert.match(
+      msg,
+      /answered HTTP 200 with a body that is not a CNI outcome \(no "kind"\): \{"cniVersion":"1\.0\.0","ips"/,
+    );
   });
 
   it('checks the config itself first when the agent refused: a bad config is still 7', async () => {
     const { socket } = await standIn(500, { error: { code: 'INTERNAL', message: 'bug' } });
     const journal = join(tempDir(), 'journal');
-    const r = await plugin('ADD', socket, journal, { ...conf(socket, journal), ipam: { type: 'warren', socket, range: 24 } });
+    const r = await plugin('ADD', socket, journal, {
+      ...conf(socket, journal),
+      ipam: { type: 'warren', socket, range: 24 },
+    });
     assert.equal(JSON.parse(r.out).code, 7);
   });
 
@@ -116,7 +162,10 @@ describe('plugin against a stand-in agent', () => {
   });
 
   it('journals a DEL the agent took but could not commit (11), and prints nothing', async () => {
-    const { socket } = await standIn(200, { kind: 'error', output: { cniVersion: '1.0.0', code: 11, msg: 'store busy' } });
+    const { socket } = await standIn(200, {
+      kind: 'error',
+      output: { cniVersion: '1.0.0', code: 11, msg: 'store busy' },
+    });
     const journal = join(tempDir(), 'journal');
     assert.deepEqual(await plugin('DEL', socket, journal), { code: 0, out: '' });
     assert.equal(readdirSync(journal).filter((n) => n.endsWith('.release')).length, 1);

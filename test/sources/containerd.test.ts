@@ -61,15 +61,46 @@ describe('containerd event source', { skip }, () => {
     try {
       await source.subscribed();
       const exit = (container: string, pid: number) =>
-        containerd.publish(NS, '/tasks/exit', encodeAny('containerd.events.TaskExit', encodeMessage('TaskExit', { container_id: container, id: container, pid, exit_status: 1 })));
+        containerd.publish(
+          NS,
+          '/tasks/exit',
+          encodeAny(
+            'containerd.events.TaskExit',
+            encodeMessage('TaskExit', { container_id: container, id: container, pid, exit_status: 1 }),
+          ),
+        );
       assert.equal((await exit('x', 1)).code, 0);
       await waitFor('x to fail once', () => (attempts.includes('x:1') ? true : undefined));
       assert.equal((await exit('y', 2)).code, 0);
       assert.equal((await exit('x', 3)).code, 0);
       // Malformed: an unknown type, a payload that is not protobuf, an exec's exit (not the task's).
-      assert.equal((await containerd.publish(NS, '/tasks/exit', encodeAny('warren.test.Unknown', new Uint8Array([1, 2, 3])))).code, 0);
-      assert.equal((await containerd.publish(NS, '/tasks/exit', encodeAny('containerd.events.TaskExit', new Uint8Array([0x0a, 0xff, 0xff, 0xff])))).code, 0);
-      assert.equal((await containerd.publish(NS, '/tasks/exit', encodeAny('containerd.events.TaskExit', encodeMessage('TaskExit', { container_id: 'y', id: 'exec-1', pid: 9 })))).code, 0);
+      assert.equal(
+        (await containerd.publish(NS, '/tasks/exit', encodeAny('warren.test.Unknown', new Uint8Array([1, 2, 3])))).code,
+        0,
+      );
+      assert.equal(
+        (
+          await containerd.publish(
+            NS,
+            '/tasks/exit',
+            encodeAny('containerd.events.TaskExit', new Uint8Array([0x0a, 0xff, 0xff, 0xff])),
+          )
+        ).code,
+        0,
+      );
+      assert.equal(
+        (
+          await containerd.publish(
+            NS,
+            '/tasks/exit',
+            encodeAny(
+              'containerd.events.TaskExit',
+              encodeMessage('TaskExit', { container_id: 'y', id: 'exec-1', pid: 9 }),
+            ),
+          )
+        ).code,
+        0,
+      );
       assert.equal((await exit('y', 4)).code, 0);
       await waitFor('y to be handled while x backs off', () => (attempts.includes('y:4') ? true : undefined));
       assert.deepEqual(attempts, ['x:1', 'y:2', 'y:4'], 'x:3 waits behind the failed x:1; y is not delayed');
@@ -88,7 +119,13 @@ describe('containerd event source', { skip }, () => {
   });
   it('is subscribed only once its resync is acknowledged, and lists again when the consumer could not apply one', async () => {
     const clock = new ManualClock(Date.now());
-    const source = new ContainerdEventSource({ socket: containerd.socket, namespaces: [NS], clock, backoff: new ExponentialBackoff({ initialMs: 1_000 }), logger: silentLogger });
+    const source = new ContainerdEventSource({
+      socket: containerd.socket,
+      namespaces: [NS],
+      clock,
+      backoff: new ExponentialBackoff({ initialMs: 1_000 }),
+      logger: silentLogger,
+    });
     const abort = new AbortController();
     const items = source.events(abort.signal)[Symbol.asyncIterator]();
     try {
@@ -115,14 +152,26 @@ describe('decodeEvent', () => {
   it('never throws on garbage and names what it skipped', () => {
     const garbage = [new Uint8Array([0xff]), new Uint8Array([0x0a, 0x05, 0x61]), new Uint8Array(0)];
     for (const value of garbage) {
-      for (const typeUrl of ['containerd.events.TaskExit', 'containerd.events.TaskDelete', 'containerd.events.ContainerDelete', '', 'x']) {
+      for (const typeUrl of [
+        'containerd.events.TaskExit',
+        'containerd.events.TaskDelete',
+        'containerd.events.ContainerDelete',
+        '',
+        'x',
+      ]) {
         const d = decodeEvent({ namespace: 'ns', topic: '/tasks/exit', typeUrl, value });
         assert.ok(d.kind === 'malformed' || d.kind === 'ignored', `${typeUrl}: ${JSON.stringify(d)}`);
       }
     }
     fc.assert(
       fc.property(
-        fc.constantFrom('containerd.events.TaskExit', 'containerd.events.TaskDelete', 'containerd.events.ContainerDelete', 'types.containerd.io/containerd.events.TaskExit', 'other'),
+        fc.constantFrom(
+          'containerd.events.TaskExit',
+          'containerd.events.TaskDelete',
+          'containerd.events.ContainerDelete',
+          'types.containerd.io/containerd.events.TaskExit',
+          'other',
+        ),
         fc.uint8Array({ maxLength: 64 }),
         (typeUrl, value) => {
           const d = decodeEvent({ namespace: 'ns', topic: '/tasks/exit', typeUrl, value });
@@ -132,7 +181,12 @@ describe('decodeEvent', () => {
       ),
       { numRuns: 2000 },
     );
-    const ok = decodeEvent({ namespace: 'ns', topic: '/containers/delete', typeUrl: 'types.containerd.io/containerd.events.ContainerDelete', value: encodeMessage('ContainerDelete', { id: 'abc' }) });
+    const ok = decodeEvent({
+      namespace: 'ns',
+      topic: '/containers/delete',
+      typeUrl: 'types.containerd.io/containerd.events.ContainerDelete',
+      value: encodeMessage('ContainerDelete', { id: 'abc' }),
+    });
     assert.deepEqual(ok, { kind: 'event', event: { kind: 'container-delete', namespace: 'ns', containerID: 'abc' } });
   });
 });

@@ -6,7 +6,19 @@
  * within its bounds, oldest first, saying what it removed.
  */
 import assert from 'node:assert/strict';
-import { chmodSync, chownSync, existsSync, mkdirSync, openSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { ManualClock } from '../../src/core/clock.ts';
@@ -14,12 +26,19 @@ import { isWarrenError } from '../../src/core/errors.ts';
 import { encodeEntry, journalFileName } from '../../src/cni/journal-entry.ts';
 import { checkJournalDir } from '../../src/cni/journal-dir.ts';
 import { recordMissedDelete } from '../../src/plugin/journal-writer.ts';
-import { type JournalEvent, MissedDeleteJournal, type MissedDeleteJournalOptions, REJECTED_DIR } from '../../src/sources/missed-delete-journal.ts';
+import {
+  type JournalEvent,
+  MissedDeleteJournal,
+  type MissedDeleteJournalOptions,
+  REJECTED_DIR,
+} from '../../src/sources/missed-delete-journal.ts';
 import { HANG_BOUND_MS, isRoot, tempDir, waitFor } from '../helpers/processes.ts';
 
 /** The intents in a journal directory now, as the plugin and an operator see them. */
 function pendingFiles(dir: string): string[] {
-  return readdirSync(dir).filter((n) => !n.startsWith('.') && n !== REJECTED_DIR).sort();
+  return readdirSync(dir)
+    .filter((n) => !n.startsWith('.') && n !== REJECTED_DIR)
+    .sort();
 }
 
 /** What was set aside, oldest first by name. */
@@ -126,7 +145,9 @@ describe('MissedDeleteJournal: a read that fails is retried', () => {
     const dir = join(tempDir(), 'journal');
     checkJournalDir(dir);
     const name = writeIntent(dir).split('/').pop() as string;
-    const other = writeIntent(dir, { ...OWNER, containerID: 'c-removed' }).split('/').pop() as string;
+    const other = writeIntent(dir, { ...OWNER, containerID: 'c-removed' })
+      .split('/')
+      .pop() as string;
     let failing = true;
     const open = (path: string, flags: number): number => {
       if (failing) throw Object.assign(new Error(`EIO: i/o error, open '${path}' (injected)`), { code: 'EIO' });
@@ -135,10 +156,17 @@ describe('MissedDeleteJournal: a read that fails is retried', () => {
     const j = consume({ dir, open });
     try {
       await j.next('the listing', (e) => e.kind === 'listed');
-      assert.deepEqual(j.journal.unread().map((u) => u.name), [name, other].sort());
+      assert.deepEqual(
+        j.journal.unread().map((u) => u.name),
+        [name, other].sort(),
+      );
       assert.match(j.journal.unread()[0]?.error ?? '', /EIO.*will try again on the next rescan/);
       rmSync(join(dir, other));
-      assert.deepEqual(j.journal.unread().map((u) => u.name), [name], 'a file removed meanwhile is not listed');
+      assert.deepEqual(
+        j.journal.unread().map((u) => u.name),
+        [name],
+        'a file removed meanwhile is not listed',
+      );
       failing = false;
       j.journal.rescan();
       await j.next('the intent', (e) => e.kind === 'intent' && e.name === name);
@@ -170,7 +198,10 @@ describe('MissedDeleteJournal: a read that fails is retried', () => {
 /** The two sides of the journal, which must refuse the same directories. */
 const sides: Array<[string, (dir: string) => void]> = [
   ['the plugin (checkJournalDir)', (dir) => checkJournalDir(dir)],
-  ['the agent (MissedDeleteJournal.prepare)', (dir) => new MissedDeleteJournal({ dir, clock: new ManualClock() }).prepare()],
+  [
+    'the agent (MissedDeleteJournal.prepare)',
+    (dir) => new MissedDeleteJournal({ dir, clock: new ManualClock() }).prepare(),
+  ],
 ];
 
 describe('MissedDeleteJournal: an empty file gets a second look', () => {
@@ -185,7 +216,11 @@ describe('MissedDeleteJournal: an empty file gets a second look', () => {
       await waitFor('the empty file to be seen', () => (j.clock.pendingTimers > 0 ? true : undefined), DEADLINE_MS);
       writeFileSync(join(dir, name), encodeEntry({ format: 1, ...OWNER, recordedAt: 1, reason: 'written late' }));
       const intent = await j.next('the intent once written', (e) => e.kind === 'intent');
-      assert.deepEqual(intent, { kind: 'intent', name, entry: { format: 1, ...OWNER, recordedAt: 1, reason: 'written late' } });
+      assert.deepEqual(intent, {
+        kind: 'intent',
+        name,
+        entry: { format: 1, ...OWNER, recordedAt: 1, reason: 'written late' },
+      });
       assert.equal(j.events.filter((e) => e.kind === 'rejected').length, 0);
     } finally {
       await j.stop();
@@ -210,7 +245,9 @@ describe('MissedDeleteJournal: an empty file gets a second look', () => {
   });
 });
 
-describe('the journal directory: the agent refuses what the plugin refuses', { skip: isRoot() ? false : 'needs root to chown' }, () => {
+describe('the journal directory: the agent refuses what the plugin refuses', {
+  skip: isRoot() ? false : 'needs root to chown',
+}, () => {
   for (const [side, prepare] of sides) {
     test(`${side}: refuses a symlink into another user's directory and changes nothing there (issue 10)`, () => {
       const root = tempDir();
@@ -234,7 +271,8 @@ describe('the journal directory: the agent refuses what the plugin refuses', { s
       chownSync(dir, NOBODY, NOBODY);
       assert.throws(
         () => prepare(dir),
-        (e: unknown) => isWarrenError(e, 'IO_FAILURE') && e.message.includes(dir) && /belongs to uid 65534/.test(e.message),
+        (e: unknown) =>
+          isWarrenError(e, 'IO_FAILURE') && e.message.includes(dir) && /belongs to uid 65534/.test(e.message),
       );
       assert.deepEqual(readdirSync(dir), []);
     });
@@ -246,7 +284,10 @@ describe('the journal directory: the agent refuses what the plugin refuses', { s
         chmodSync(dir, mode);
         assert.throws(
           () => prepare(dir),
-          (e: unknown) => isWarrenError(e, 'IO_FAILURE') && e.message.includes(dir) && /writable by its group or others/.test(e.message),
+          (e: unknown) =>
+            isWarrenError(e, 'IO_FAILURE') &&
+            e.message.includes(dir) &&
+            /writable by its group or others/.test(e.message),
           mode.toString(8),
         );
         assert.equal(statSync(dir).mode & 0o777, mode);
@@ -284,7 +325,10 @@ describe('the journal directory: the agent refuses what the plugin refuses', { s
     const dir = join(root, 'journal');
     mkdirSync(dir, { mode: 0o700 });
     symlinkSync(theirs, join(dir, REJECTED_DIR));
-    assert.throws(() => new MissedDeleteJournal({ dir, clock: new ManualClock() }).prepare(), /rejected is a symbolic link/);
+    assert.throws(
+      () => new MissedDeleteJournal({ dir, clock: new ManualClock() }).prepare(),
+      /rejected is a symbolic link/,
+    );
   });
 });
 
@@ -308,7 +352,10 @@ describe('journal files of another user', { skip: isRoot() ? false : 'needs root
       writeFileSync(temp, encodeEntry({ format: 1, ...liveOwner, recordedAt: 1, reason: 'planted' }));
       chownSync(temp, NOBODY, NOBODY);
       renameSync(temp, join(dir, liveName));
-      const liveRejected = await j.next('the live planted file set aside', (e) => e.kind === 'rejected' && e.name === liveName);
+      const liveRejected = await j.next(
+        'the live planted file set aside',
+        (e) => e.kind === 'rejected' && e.name === liveName,
+      );
       assert.match(liveRejected.kind === 'rejected' ? liveRejected.reason : '', /belongs to uid 65534/);
       assert.equal(j.events.filter((e) => e.kind === 'intent' && e.name === name).length, 0);
       assert.equal(j.events.filter((e) => e.kind === 'intent').length, 0, 'nothing is released on their account');
@@ -342,8 +389,14 @@ describe('rejected/ is bounded', () => {
           assert.match(event.pruned.why, /at most 3 files/);
         }
       }
-      assert.deepEqual(pruned.map((p) => p.replace(/\.\d+$/, '')), ['bad-1.release', 'bad-2.release']);
-      assert.deepEqual(rejectedFiles(j.journal.dir).map((p) => p.replace(/\.\d+$/, '')), ['bad-3.release', 'bad-4.release', 'bad-5.release']);
+      assert.deepEqual(
+        pruned.map((p) => p.replace(/\.\d+$/, '')),
+        ['bad-1.release', 'bad-2.release'],
+      );
+      assert.deepEqual(
+        rejectedFiles(j.journal.dir).map((p) => p.replace(/\.\d+$/, '')),
+        ['bad-3.release', 'bad-4.release', 'bad-5.release'],
+      );
     } finally {
       await j.stop();
     }
@@ -365,9 +418,16 @@ describe('rejected/ is bounded', () => {
       assert.equal(first.kind === 'rejected' ? first.pruned?.bytes : undefined, 40);
       const second = await plant(j, dir, 'new-2.release', 31);
       assert.deepEqual(second.kind === 'rejected' ? second.pruned?.files : undefined, [`old-b.release.${dayAgo + 1}`]);
-      assert.deepEqual(rejectedFiles(j.journal.dir).map((p) => p.replace(/\.\d+$/, '')), ['new-1.release', 'new-2.release']);
+      assert.deepEqual(
+        rejectedFiles(j.journal.dir).map((p) => p.replace(/\.\d+$/, '')),
+        ['new-1.release', 'new-2.release'],
+      );
       const third = await plant(j, dir, 'new-3.release', 39);
-      assert.equal(third.kind === 'rejected' ? third.pruned : 'not rejected', undefined, '100 bytes is within the bound');
+      assert.equal(
+        third.kind === 'rejected' ? third.pruned : 'not rejected',
+        undefined,
+        '100 bytes is within the bound',
+      );
     } finally {
       await j.stop();
     }
@@ -382,8 +442,14 @@ describe('rejected/ is bounded', () => {
       writeFileSync(join(dir, 'dir.release', 'inside'), 'x');
       const aside = await j.next('the directory set aside', (e) => e.kind === 'rejected' && e.name === 'dir.release');
       const next = await plant(j, dir, 'bad.release');
-      assert.deepEqual(next.kind === 'rejected' ? next.pruned?.files : undefined, [aside.kind === 'rejected' ? aside.movedTo.split('/').pop() : '']);
-      assert.deepEqual(rejectedFiles(j.journal.dir).map((p) => p.replace(/\.\d+$/, '')), ['bad.release'], 'the directory went, with what was in it');
+      assert.deepEqual(next.kind === 'rejected' ? next.pruned?.files : undefined, [
+        aside.kind === 'rejected' ? aside.movedTo.split('/').pop() : '',
+      ]);
+      assert.deepEqual(
+        rejectedFiles(j.journal.dir).map((p) => p.replace(/\.\d+$/, '')),
+        ['bad.release'],
+        'the directory went, with what was in it',
+      );
     } finally {
       await j.stop();
     }

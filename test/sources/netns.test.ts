@@ -18,7 +18,11 @@ function escapeMountPoint(path: string): string {
 /** A mountinfo file listing `/` and the given mount points, in the kernel's format. */
 function fakeMountinfo(scratch: string, points: readonly string[]): string {
   const lines = ['22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw'];
-  points.forEach((p, i) => lines.push(`${100 + i} 22 0:${50 + i} / ${escapeMountPoint(p)} rw,nosuid,nodev shared:${10 + i} - tmpfs tmpfs rw,mode=755`));
+  points.forEach((p, i) =>
+    lines.push(
+      `${100 + i} 22 0:${50 + i} / ${escapeMountPoint(p)} rw,nosuid,nodev shared:${10 + i} - tmpfs tmpfs rw,mode=755`,
+    ),
+  );
   const file = join(scratch, `mountinfo-${Math.random().toString(36).slice(2)}`);
   writeFileSync(file, `${lines.join('\n')}\n`);
   return file;
@@ -46,7 +50,14 @@ function fixture(): Fixture {
     writeFileSync(join(dir, 'ns-present'), '');
   }
   const mountinfo = fakeMountinfo(root, [mounted]);
-  return { root, mounted, plain, missing, mountinfo, observer: new NetnsObserver([mounted, plain, missing], mountinfo) };
+  return {
+    root,
+    mounted,
+    plain,
+    missing,
+    mountinfo,
+    observer: new NetnsObserver([mounted, plain, missing], mountinfo),
+  };
 }
 
 describe('mountPoints', () => {
@@ -99,7 +110,12 @@ describe('NetnsObserver.observe', () => {
 
   test('a process namespace path is unobservable, even when the process is gone', () => {
     const { observer } = fixture();
-    for (const path of ['/proc/123/ns/net', '/proc/4194304/ns/net', '/proc/1/task/7/ns/net', `/proc/${process.pid}/ns/net`]) {
+    for (const path of [
+      '/proc/123/ns/net',
+      '/proc/4194304/ns/net',
+      '/proc/1/task/7/ns/net',
+      `/proc/${process.pid}/ns/net`,
+    ]) {
       const o = observer.observe(path);
       assert.equal(o.kind, 'unobservable', path);
       assert.match(o.kind === 'unobservable' ? o.reason : '', /process/);
@@ -142,7 +158,10 @@ describe('NetnsObserver.observe', () => {
     for (const name of ['ns-present', 'ns-absent']) {
       const o = observer.observe(join(plain, name));
       assert.equal(o.kind, 'unobservable', name);
-      assert.ok(o.kind === 'unobservable' && o.reason.includes(plain) && /not a mount point/.test(o.reason), JSON.stringify(o));
+      assert.ok(
+        o.kind === 'unobservable' && o.reason.includes(plain) && /not a mount point/.test(o.reason),
+        JSON.stringify(o),
+      );
     }
   });
 
@@ -176,7 +195,11 @@ describe('NetnsObserver.observe', () => {
     const observer = new NetnsObserver([link], mountinfo);
     assert.deepEqual(observer.observe(join(link, 'ns-present')), { kind: 'exists' });
     assert.deepEqual(observer.observe(join(link, 'ns-absent')), { kind: 'gone' });
-    assert.deepEqual(observer.observe(join(mounted, 'ns-absent')), { kind: 'gone' }, 'the real path is the same directory, whatever the spelling');
+    assert.deepEqual(
+      observer.observe(join(mounted, 'ns-absent')),
+      { kind: 'gone' },
+      'the real path is the same directory, whatever the spelling',
+    );
   });
 
   test("a namespace recorded as /run/netns/NAME is judged when /var/run/netns is configured, and the reverse (podman's namespaces, issue 10)", () => {
@@ -193,8 +216,16 @@ describe('NetnsObserver.observe', () => {
     for (const configured of [[varRunSpelling], [runSpelling], [runSpelling, varRunSpelling]]) {
       const observer = new NetnsObserver(configured, mountinfo);
       for (const recorded of [runSpelling, varRunSpelling]) {
-        assert.deepEqual(observer.observe(join(recorded, 'podman-live')), { kind: 'exists' }, `${configured.join(',')} / ${recorded}`);
-        assert.deepEqual(observer.observe(join(recorded, 'cni-gone')), { kind: 'gone' }, `${configured.join(',')} / ${recorded}`);
+        assert.deepEqual(
+          observer.observe(join(recorded, 'podman-live')),
+          { kind: 'exists' },
+          `${configured.join(',')} / ${recorded}`,
+        );
+        assert.deepEqual(
+          observer.observe(join(recorded, 'cni-gone')),
+          { kind: 'gone' },
+          `${configured.join(',')} / ${recorded}`,
+        );
       }
     }
   });
@@ -207,7 +238,10 @@ describe('NetnsObserver.observe', () => {
     const o = observer.observe(join(link, 'ns'));
     assert.equal(o.kind, 'unobservable');
     const other = observer.observe(join(root, 'also-nowhere', 'ns'));
-    assert.ok(other.kind === 'unobservable' && other.reason.includes(join(root, 'also-nowhere')), JSON.stringify(other));
+    assert.ok(
+      other.kind === 'unobservable' && other.reason.includes(join(root, 'also-nowhere')),
+      JSON.stringify(other),
+    );
   });
 
   test('a mount point whose path has a space is recognised through its \\040 escape', () => {

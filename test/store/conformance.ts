@@ -17,7 +17,16 @@ export interface StoreFactory {
 let serial = 0;
 function allocation(pool: string, address: string, extra: Partial<Allocation> = {}): Allocation {
   serial += 1;
-  return { pool, address, network: 'net', containerID: `c${serial}`, ifname: 'eth0', node: 'n1', createdAt: 1_000 + serial, ...extra };
+  return {
+    pool,
+    address,
+    network: 'net',
+    containerID: `c${serial}`,
+    ifname: 'eth0',
+    node: 'n1',
+    createdAt: 1_000 + serial,
+    ...extra,
+  };
 }
 
 function allocate(a: Allocation): PoolOp {
@@ -50,7 +59,12 @@ export function storeConformance(name: string, factory: StoreFactory): void {
 
     it('commits at the current revision and bumps it', async () => {
       const s = await fresh();
-      const a = allocation('p', '10.0.0.2', { podNamespace: 'ns', podName: 'pod', podUID: 'uid-1', netns: '/var/run/netns/x' });
+      const a = allocation('p', '10.0.0.2', {
+        podNamespace: 'ns',
+        podName: 'pod',
+        podUID: 'uid-1',
+        netns: '/var/run/netns/x',
+      });
       const r = await s.commit('p', 0, [allocate(a), { op: 'cursor', address: '10.0.0.2' }]);
       assert.equal(r.kind, 'committed');
       const read = await s.readPool('p');
@@ -77,7 +91,11 @@ export function storeConformance(name: string, factory: StoreFactory): void {
       const first = await s.commit('p', 0, [allocate(allocation('p', '10.0.0.2'))]);
       assert.equal(first.kind, 'committed');
       const rev = first.kind === 'committed' ? first.revision : -1;
-      const mixed = await s.commit('p', rev, [allocate(allocation('p', '10.0.0.3')), { op: 'cursor', address: '10.0.0.3' }, allocate(allocation('p', '10.0.0.2'))]);
+      const mixed = await s.commit('p', rev, [
+        allocate(allocation('p', '10.0.0.3')),
+        { op: 'cursor', address: '10.0.0.3' },
+        allocate(allocation('p', '10.0.0.2')),
+      ]);
       assert.equal(mixed.kind, 'conflict');
       const read = await s.readPool('p');
       assert.equal(read.revision, rev);
@@ -90,8 +108,14 @@ export function storeConformance(name: string, factory: StoreFactory): void {
 
     it('lets one address live in two pools (network_name) but only once per pool', async () => {
       const s = await fresh();
-      assert.equal((await s.commit('10.0.0.0/24', 0, [allocate(allocation('10.0.0.0/24', '10.0.0.2'))])).kind, 'committed');
-      assert.equal((await s.commit('10.0.0.0/24@blue', 0, [allocate(allocation('10.0.0.0/24@blue', '10.0.0.2'))])).kind, 'committed');
+      assert.equal(
+        (await s.commit('10.0.0.0/24', 0, [allocate(allocation('10.0.0.0/24', '10.0.0.2'))])).kind,
+        'committed',
+      );
+      assert.equal(
+        (await s.commit('10.0.0.0/24@blue', 0, [allocate(allocation('10.0.0.0/24@blue', '10.0.0.2'))])).kind,
+        'committed',
+      );
       assert.equal((await s.list({ address: '10.0.0.2' })).length, 2);
     });
 
@@ -120,15 +144,21 @@ export function storeConformance(name: string, factory: StoreFactory): void {
         if (r.kind === 'committed') rev = r.revision;
       };
       await step([allocate(allocation('p', '10.0.0.2')), allocate(allocation('p', '10.0.0.3'))]);
-      await step([{ op: 'release', address: '10.0.0.2', reusableAt: 5_000 }, { op: 'release', address: '10.0.0.3', reusableAt: 6_000 }]);
+      await step([
+        { op: 'release', address: '10.0.0.2', reusableAt: 5_000 },
+        { op: 'release', address: '10.0.0.3', reusableAt: 6_000 },
+      ]);
       let read = await s.readPool('p');
       assert.equal(read.kind, 'snapshot');
       if (read.kind === 'snapshot') {
         assert.deepEqual(read.allocations, []);
-        assert.deepEqual([...read.resting].sort((x, y) => x.address.localeCompare(y.address)), [
-          { address: '10.0.0.2', reusableAt: 5_000 },
-          { address: '10.0.0.3', reusableAt: 6_000 },
-        ]);
+        assert.deepEqual(
+          [...read.resting].sort((x, y) => x.address.localeCompare(y.address)),
+          [
+            { address: '10.0.0.2', reusableAt: 5_000 },
+            { address: '10.0.0.3', reusableAt: 6_000 },
+          ],
+        );
       }
       await step([allocate(allocation('p', '10.0.0.2')), { op: 'unrest', address: '10.0.0.3' }]);
       read = await s.readPool('p');
@@ -143,11 +173,21 @@ export function storeConformance(name: string, factory: StoreFactory): void {
 
     it('keeps when an allocation was made and when a rest ends on the monotonic clock, exactly, and records without one as they were', async () => {
       const s = await fresh();
-      const stamped = allocation('p', '10.0.0.2', { createdAt: 1_700_000_000_123, createdStamp: { boot: '0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0', at: 123_456.789 } });
+      const stamped = allocation('p', '10.0.0.2', {
+        createdAt: 1_700_000_000_123,
+        createdStamp: { boot: '0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0', at: 123_456.789 },
+      });
       const plain = allocation('p', '10.0.0.3');
-      const r1 = await s.commit('p', 0, [allocate(stamped), allocate(plain), allocate(allocation('p', '10.0.0.4', { containerID: 'c4' }))]);
+      const r1 = await s.commit('p', 0, [
+        allocate(stamped),
+        allocate(plain),
+        allocate(allocation('p', '10.0.0.4', { containerID: 'c4' })),
+      ]);
       assert.equal(r1.kind, 'committed');
-      assert.deepEqual(await s.findByOwner({ network: stamped.network, containerID: stamped.containerID, ifname: stamped.ifname }), [stamped]);
+      assert.deepEqual(
+        await s.findByOwner({ network: stamped.network, containerID: stamped.containerID, ifname: stamped.ifname }),
+        [stamped],
+      );
       assert.deepEqual((await s.list({ address: '10.0.0.3' }))[0], plain);
       assert.equal('createdStamp' in ((await s.list({ address: '10.0.0.3' }))[0] as Allocation), false);
       if (r1.kind !== 'committed') return;
@@ -158,10 +198,13 @@ export function storeConformance(name: string, factory: StoreFactory): void {
       assert.equal(r2.kind, 'committed');
       const read = await s.readPool('p');
       assert.ok(read.kind === 'snapshot');
-      assert.deepEqual([...read.resting].sort((x, y) => x.address.localeCompare(y.address)), [
-        { address: '10.0.0.2', reusableAt: 9_000, reusableStamp: { boot: 'b-1', at: 77.5 } },
-        { address: '10.0.0.3', reusableAt: 9_500 },
-      ]);
+      assert.deepEqual(
+        [...read.resting].sort((x, y) => x.address.localeCompare(y.address)),
+        [
+          { address: '10.0.0.2', reusableAt: 9_000, reusableStamp: { boot: 'b-1', at: 77.5 } },
+          { address: '10.0.0.3', reusableAt: 9_500 },
+        ],
+      );
       // Resting again without a stamp (a release by an older Warren) leaves no stale stamp behind.
       if (r2.kind !== 'committed') return;
       const r3 = await s.commit('p', r2.revision, [allocate(allocation('p', '10.0.0.2', { containerID: 'c5' }))]);
@@ -170,7 +213,10 @@ export function storeConformance(name: string, factory: StoreFactory): void {
       await s.commit('p', r3.revision, [{ op: 'release', address: '10.0.0.2', reusableAt: 9_900 }]);
       const again = await s.readPool('p');
       assert.ok(again.kind === 'snapshot');
-      assert.deepEqual(again.resting.find((r) => r.address === '10.0.0.2'), { address: '10.0.0.2', reusableAt: 9_900 });
+      assert.deepEqual(
+        again.resting.find((r) => r.address === '10.0.0.2'),
+        { address: '10.0.0.2', reusableAt: 9_900 },
+      );
     });
 
     it('finds allocations by owner, with or without the interface', async () => {
@@ -186,8 +232,24 @@ export function storeConformance(name: string, factory: StoreFactory): void {
 
     it('filters the allocation list by every field', async () => {
       const s = await fresh();
-      const a = allocation('p', '10.0.0.2', { network: 'n1', containerID: 'A', ifname: 'eth0', podNamespace: 'ns1', podName: 'web', podUID: 'u1', node: 'x' });
-      const b = allocation('p', '10.0.0.3', { network: 'n2', containerID: 'B', ifname: 'net1', podNamespace: 'ns2', podName: 'db', podUID: 'u2', node: 'y' });
+      const a = allocation('p', '10.0.0.2', {
+        network: 'n1',
+        containerID: 'A',
+        ifname: 'eth0',
+        podNamespace: 'ns1',
+        podName: 'web',
+        podUID: 'u1',
+        node: 'x',
+      });
+      const b = allocation('p', '10.0.0.3', {
+        network: 'n2',
+        containerID: 'B',
+        ifname: 'net1',
+        podNamespace: 'ns2',
+        podName: 'db',
+        podUID: 'u2',
+        node: 'y',
+      });
       await s.commit('p', 0, [allocate(a), allocate(b)]);
       const cases: Array<[Record<string, string>, Allocation[]]> = [
         [{}, [a, b]],
@@ -212,7 +274,8 @@ export function storeConformance(name: string, factory: StoreFactory): void {
       const inBlock = allocation('10.0.0.0/24#10.0.0.64/26', '10.0.0.70');
       const named = allocation('10.0.0.0/24@blue', '10.0.0.2');
       const namedBlock = allocation('10.0.0.0/24@blue#10.0.0.0/26', '10.0.0.3');
-      for (const a of [inRange, inBlock, named, namedBlock]) assert.equal((await s.commit(a.pool, 0, [allocate(a)])).kind, 'committed');
+      for (const a of [inRange, inBlock, named, namedBlock])
+        assert.equal((await s.commit(a.pool, 0, [allocate(a)])).kind, 'committed');
       assert.deepEqual(await s.list({ rangePool: '10.0.0.0/24' }), [inRange, inBlock]);
       assert.deepEqual(await s.list({ rangePool: '10.0.0.0/24@blue' }), [named, namedBlock]);
       assert.deepEqual(await s.list({ rangePool: '10.0.0.0/24', address: '10.0.0.70' }), [inBlock]);
@@ -220,7 +283,7 @@ export function storeConformance(name: string, factory: StoreFactory): void {
       assert.deepEqual(await s.list({ pool: '10.0.0.0/24#10.0.0.64/26', rangePool: '10.0.0.0/24' }), [inBlock]);
     });
 
-    it('keeps a pool\'s cooldown attribute, set by commit, apart from its description', async () => {
+    it("keeps a pool's cooldown attribute, set by commit, apart from its description", async () => {
       const s = await fresh();
       const first = await s.readPool('p');
       assert.equal(first.kind === 'snapshot' && first.cooldownSeconds, undefined, 'never set');
@@ -236,7 +299,13 @@ export function storeConformance(name: string, factory: StoreFactory): void {
 
     it('describes pools for operators', async () => {
       const s = await fresh();
-      const description = { subnet: '10.0.0.0/24', first: '10.0.0.1', last: '10.0.0.254', capacity: '253', cooldownSeconds: 30 };
+      const description = {
+        subnet: '10.0.0.0/24',
+        first: '10.0.0.1',
+        last: '10.0.0.254',
+        capacity: '253',
+        cooldownSeconds: 30,
+      };
       await s.commit('p', 0, [allocate(allocation('p', '10.0.0.2')), { op: 'describe', description }]);
       const [summary] = await s.pools();
       assert.equal(summary?.pool, 'p');
@@ -246,7 +315,9 @@ export function storeConformance(name: string, factory: StoreFactory): void {
 
     it('lets exactly one of many commits racing on one revision win', async () => {
       const s = await fresh();
-      const results = await Promise.all(Array.from({ length: 10 }, (_, i) => s.commit('p', 0, [allocate(allocation('p', `10.0.0.${i + 2}`))])));
+      const results = await Promise.all(
+        Array.from({ length: 10 }, (_, i) => s.commit('p', 0, [allocate(allocation('p', `10.0.0.${i + 2}`))])),
+      );
       assert.equal(results.filter((r) => r.kind === 'committed').length, 1);
       const read = await s.readPool('p');
       assert.equal(read.kind === 'snapshot' && read.allocations.length, 1);
@@ -260,11 +331,18 @@ export function storeConformance(name: string, factory: StoreFactory): void {
       if (r.kind !== 'committed') return;
       const again = await s.commit('p', r.revision, [allocate({ ...first, address: '10.0.0.3', createdAt: 5 })]);
       assert.equal(again.kind, 'conflict');
-      assert.deepEqual((await s.list({ pool: 'p' })).map((a) => a.address), ['10.0.0.2']);
+      assert.deepEqual(
+        (await s.list({ pool: 'p' })).map((a) => a.address),
+        ['10.0.0.2'],
+      );
       // A block of the range counts as the range: no second address for the owner there either.
-      const inBlock = await s.commit('p#10.0.0.64/26', 0, [allocate({ ...first, pool: 'p#10.0.0.64/26', address: '10.0.0.70' })]);
+      const inBlock = await s.commit('p#10.0.0.64/26', 0, [
+        allocate({ ...first, pool: 'p#10.0.0.64/26', address: '10.0.0.70' }),
+      ]);
       assert.equal(inBlock.kind, 'conflict');
-      const otherRange = await s.commit('q#10.0.0.64/26', 0, [allocate({ ...first, pool: 'q#10.0.0.64/26', address: '10.0.0.70' })]);
+      const otherRange = await s.commit('q#10.0.0.64/26', 0, [
+        allocate({ ...first, pool: 'q#10.0.0.64/26', address: '10.0.0.70' }),
+      ]);
       assert.equal(otherRange.kind, 'committed');
     });
 
@@ -274,21 +352,36 @@ export function storeConformance(name: string, factory: StoreFactory): void {
       const r = await s.commit('p', 0, [allocate(held)]);
       assert.equal(r.kind, 'committed');
       if (r.kind !== 'committed') return;
-      const stranger = await s.commit('p', r.revision, [{ op: 'relocate', allocation: { ...held, containerID: 'someone-else', netns: '/var/run/netns/x' } }]);
+      const stranger = await s.commit('p', r.revision, [
+        { op: 'relocate', allocation: { ...held, containerID: 'someone-else', netns: '/var/run/netns/x' } },
+      ]);
       assert.equal(stranger.kind, 'conflict');
-      const moved = await s.commit('p', r.revision, [{ op: 'relocate', allocation: { ...held, netns: '/var/run/netns/b' } }]);
+      const moved = await s.commit('p', r.revision, [
+        { op: 'relocate', allocation: { ...held, netns: '/var/run/netns/b' } },
+      ]);
       assert.equal(moved.kind, 'committed');
-      if (moved.kind === 'committed') assert.ok(moved.revision > r.revision, 'a relocation is a write: a release decided before it conflicts');
-      assert.deepEqual((await s.findByOwner(held)).map((a) => a.netns), ['/var/run/netns/b']);
-      assert.deepEqual((await s.list({ pool: 'p' })).map((a) => [a.address, a.netns, a.createdAt]), [['10.0.0.2', '/var/run/netns/b', held.createdAt]]);
-      const released = await s.commit('p', moved.kind === 'committed' ? moved.revision : 0, [{ op: 'release', address: '10.0.0.2' }]);
+      if (moved.kind === 'committed')
+        assert.ok(moved.revision > r.revision, 'a relocation is a write: a release decided before it conflicts');
+      assert.deepEqual(
+        (await s.findByOwner(held)).map((a) => a.netns),
+        ['/var/run/netns/b'],
+      );
+      assert.deepEqual(
+        (await s.list({ pool: 'p' })).map((a) => [a.address, a.netns, a.createdAt]),
+        [['10.0.0.2', '/var/run/netns/b', held.createdAt]],
+      );
+      const released = await s.commit('p', moved.kind === 'committed' ? moved.revision : 0, [
+        { op: 'release', address: '10.0.0.2' },
+      ]);
       assert.equal(released.kind, 'committed');
-      const gone = await s.commit('p', released.kind === 'committed' ? released.revision : 0, [{ op: 'relocate', allocation: { ...held, netns: '/var/run/netns/c' } }]);
+      const gone = await s.commit('p', released.kind === 'committed' ? released.revision : 0, [
+        { op: 'relocate', allocation: { ...held, netns: '/var/run/netns/c' } },
+      ]);
       assert.equal(gone.kind, 'conflict', 'a released allocation is not brought back by a relocation');
       assert.deepEqual(await s.findByOwner(held), []);
     });
 
-    it('keeps a block\'s affinity, lists blocks by prefix and matches a range pool to its blocks', async () => {
+    it("keeps a block's affinity, lists blocks by prefix and matches a range pool to its blocks", async () => {
       const s = await fresh();
       const block = 'r#10.0.0.0/26';
       const claimed = await s.commit(block, 0, [{ op: 'claim', node: 'n1' }]);
@@ -301,7 +394,10 @@ export function storeConformance(name: string, factory: StoreFactory): void {
       assert.equal(r2.kind, 'committed');
       await s.commit('r2#10.0.0.0/26', 0, [{ op: 'claim', node: 'n2' }]);
       const summaries = await s.pools('r#');
-      assert.deepEqual(summaries.map((p) => [p.pool, p.affinity, p.allocated]), [[block, 'n1', 1]]);
+      assert.deepEqual(
+        summaries.map((p) => [p.pool, p.affinity, p.allocated]),
+        [[block, 'n1', 1]],
+      );
       assert.deepEqual(await s.list({ rangePool: 'r' }), [a]);
       assert.deepEqual(await s.list({ rangePool: 'r2' }), []);
       assert.deepEqual(await s.list({ pool: 'r' }), [], 'pool names one store pool exactly, not its blocks');
@@ -315,7 +411,9 @@ export function storeConformance(name: string, factory: StoreFactory): void {
 
     it('lets exactly one of many racing claims of a block win', async () => {
       const s = await fresh();
-      const results = await Promise.all(Array.from({ length: 8 }, (_, i) => s.commit('r#10.0.0.64/26', 0, [{ op: 'claim', node: `n${i}` }])));
+      const results = await Promise.all(
+        Array.from({ length: 8 }, (_, i) => s.commit('r#10.0.0.64/26', 0, [{ op: 'claim', node: `n${i}` }])),
+      );
       const winners = results.flatMap((r, i) => (r.kind === 'committed' ? [`n${i}`] : []));
       assert.equal(winners.length, 1);
       const read = await s.readPool('r#10.0.0.64/26');

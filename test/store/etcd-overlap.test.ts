@@ -44,7 +44,8 @@ describe('etcd: overlapping ranges of one network_name on two nodes', () => {
     return { n1: await node('n1'), n2: await node('n2') };
   };
 
-  const ranges = (range: string, network_name?: string) => parseIpamConfig({ type: 'warren', range, ...(network_name === undefined ? {} : { network_name }) }).ranges;
+  const ranges = (range: string, network_name?: string) =>
+    parseIpamConfig({ type: 'warren', range, ...(network_name === undefined ? {} : { network_name }) }).ranges;
   const owner = (containerID: string, network = 'net') => ({ network, containerID, ifname: 'eth0' });
   const refusedAsOverlap = (ours: string, theirs: string) => (error: unknown) =>
     isWarrenError(error, 'INVALID_CONFIG') && error.message.includes(`range ${ours} overlaps range ${theirs}`);
@@ -63,7 +64,10 @@ describe('etcd: overlapping ranges of one network_name on two nodes', () => {
     const { n1, n2 } = await twoNodes();
     const [a] = await n1.allocator.allocate({ owner: owner('a'), ranges: ranges('10.232.2.0/24') });
     assert.equal(a?.allocation.address, '10.232.2.1');
-    await assert.rejects(n2.allocator.allocate({ owner: owner('b', 'other-conf'), ranges: ranges('10.232.2.0/25') }), refusedAsOverlap('10.232.2.0/25', '10.232.2.0/24'));
+    await assert.rejects(
+      n2.allocator.allocate({ owner: owner('b', 'other-conf'), ranges: ranges('10.232.2.0/25') }),
+      refusedAsOverlap('10.232.2.0/25', '10.232.2.0/24'),
+    );
     assertNoAddressTwice(await n1.store.list());
   });
 
@@ -80,9 +84,17 @@ describe('etcd: overlapping ranges of one network_name on two nodes', () => {
         ]);
         const served = outcomes.filter((o) => o.status === 'fulfilled');
         const refused = outcomes.flatMap((o) => (o.status === 'rejected' ? [o.reason as unknown] : []));
-        assert.equal(served.length, 1, `round ${round}: exactly one node is served; refusals: ${refused.map(String).join('; ')}`);
+        assert.equal(
+          served.length,
+          1,
+          `round ${round}: exactly one node is served; refusals: ${refused.map(String).join('; ')}`,
+        );
         assert.ok(
-          refused.every((e) => refusedAsOverlap('10.232.2.0/24', '10.232.2.0/25')(e) || refusedAsOverlap('10.232.2.0/25', '10.232.2.0/24')(e)),
+          refused.every(
+            (e) =>
+              refusedAsOverlap('10.232.2.0/24', '10.232.2.0/25')(e) ||
+              refusedAsOverlap('10.232.2.0/25', '10.232.2.0/24')(e),
+          ),
           `round ${round}: the other is refused as an overlap naming both ranges: ${refused.map(String).join('; ')}`,
         );
       }
@@ -101,8 +113,15 @@ describe('etcd: overlapping ranges of one network_name on two nodes', () => {
     const [b] = await n2.allocator.allocate({ owner: owner('b'), ranges: narrow });
     assert.equal(b?.allocation.address, '10.232.2.1');
     // Node 1's cached admission no longer stands.
-    await assert.rejects(n1.allocator.allocate({ owner: owner('c'), ranges: wide }), refusedAsOverlap('10.232.2.0/24', '10.232.2.0/25'));
-    await assert.rejects(n1.allocator.allocate({ owner: owner('c'), ranges: wide }), refusedAsOverlap('10.232.2.0/24', '10.232.2.0/25'), 'and stays refused');
+    await assert.rejects(
+      n1.allocator.allocate({ owner: owner('c'), ranges: wide }),
+      refusedAsOverlap('10.232.2.0/24', '10.232.2.0/25'),
+    );
+    await assert.rejects(
+      n1.allocator.allocate({ owner: owner('c'), ranges: wide }),
+      refusedAsOverlap('10.232.2.0/24', '10.232.2.0/25'),
+      'and stays refused',
+    );
     assertNoAddressTwice(await n1.store.list());
     // Node 2 keeps serving its range.
     const [d] = await n2.allocator.allocate({ owner: owner('d'), ranges: narrow });
@@ -113,7 +132,10 @@ describe('etcd: overlapping ranges of one network_name on two nodes', () => {
     await n2.allocator.release(owner('d'));
     const [e] = await n1.allocator.allocate({ owner: owner('e'), ranges: wide });
     assert.ok(e !== undefined);
-    await assert.rejects(n2.allocator.allocate({ owner: owner('f'), ranges: narrow }), refusedAsOverlap('10.232.2.0/25', '10.232.2.0/24'));
+    await assert.rejects(
+      n2.allocator.allocate({ owner: owner('f'), ranges: narrow }),
+      refusedAsOverlap('10.232.2.0/25', '10.232.2.0/24'),
+    );
     assertNoAddressTwice(await n1.store.list());
   });
 

@@ -35,7 +35,10 @@ describe('etcd store', () => {
   it('refuses bad endpoints and unreadable TLS files by name', async () => {
     await assert.rejects(EtcdStore.open({ endpoints: [] }), /no endpoints/);
     await assert.rejects(EtcdStore.open({ endpoints: ['127.0.0.1:2379'] }), /"127\.0\.0\.1:2379" is not http/);
-    await assert.rejects(EtcdStore.open({ endpoints: ['https://127.0.0.1:1'], tls: { ca: '/nonexistent/ca.pem' } }), /CA file \/nonexistent\/ca\.pem cannot be read/);
+    await assert.rejects(
+      EtcdStore.open({ endpoints: ['https://127.0.0.1:1'], tls: { ca: '/nonexistent/ca.pem' } }),
+      /CA file \/nonexistent\/ca\.pem cannot be read/,
+    );
   });
 
   it('fails fast with TRY_AGAIN naming etcd when nothing listens', async () => {
@@ -43,7 +46,10 @@ describe('etcd store', () => {
     const store = await EtcdStore.open({ endpoints: [`http://127.0.0.1:${port}`], prefix: '/nowhere/' });
     try {
       const started = Date.now();
-      await assert.rejects(store.ping(), (error: unknown) => isWarrenError(error, 'TRY_AGAIN') && /etcd store unreachable/.test(error.message));
+      await assert.rejects(
+        store.ping(),
+        (error: unknown) => isWarrenError(error, 'TRY_AGAIN') && /etcd store unreachable/.test(error.message),
+      );
       await assert.rejects(store.readPool('p'), (error: unknown) => isWarrenError(error, 'TRY_AGAIN'));
       // Not a timing assertion for correctness: a refused connection must not wait out a long deadline.
       assert.ok(Date.now() - started < 15_000);
@@ -58,9 +64,15 @@ describe('etcd store', () => {
     const store = await EtcdStore.open({ endpoints: etcd.endpoints, prefix: '/corrupt/' });
     try {
       await raw.put('/corrupt/units/10.0.0.0/24').value('{"allocations": 7');
-      await assert.rejects(store.readPool('10.0.0.0/24'), (e: unknown) => isWarrenError(e, 'IO_FAILURE') && /document of pool 10\.0\.0\.0\/24 is corrupt/.test(e.message));
+      await assert.rejects(
+        store.readPool('10.0.0.0/24'),
+        (e: unknown) => isWarrenError(e, 'IO_FAILURE') && /document of pool 10\.0\.0\.0\/24 is corrupt/.test(e.message),
+      );
       await raw.put('/corrupt/owners/net/c1/eth0/p').value('not json');
-      await assert.rejects(store.list(), (e: unknown) => isWarrenError(e, 'IO_FAILURE') && /allocation record .* is corrupt/.test(e.message));
+      await assert.rejects(
+        store.list(),
+        (e: unknown) => isWarrenError(e, 'IO_FAILURE') && /allocation record .* is corrupt/.test(e.message),
+      );
     } finally {
       raw.close();
       await store.close();
@@ -71,7 +83,11 @@ describe('etcd store', () => {
     const tls = await makeTls();
     const secure = await startEtcd(1, tls);
     try {
-      const store = await EtcdStore.open({ endpoints: secure.endpoints, prefix: '/tls/', tls: { ca: tls.ca, cert: tls.clientCert, key: tls.clientKey } });
+      const store = await EtcdStore.open({
+        endpoints: secure.endpoints,
+        prefix: '/tls/',
+        tls: { ca: tls.ca, cert: tls.clientCert, key: tls.clientKey },
+      });
       try {
         await store.ping();
         const r = await store.commit('p', 0, [{ op: 'claim', node: 'n1' }]);
@@ -86,7 +102,10 @@ describe('etcd store', () => {
       } finally {
         await anonymous.close();
       }
-      await assert.rejects(EtcdStore.open({ endpoints: secure.endpoints, tls: { ca: tls.ca, cert: tls.clientCert } }), /needs its key/);
+      await assert.rejects(
+        EtcdStore.open({ endpoints: secure.endpoints, tls: { ca: tls.ca, cert: tls.clientCert } }),
+        /needs its key/,
+      );
     } finally {
       await secure.stop();
     }
@@ -97,7 +116,10 @@ describe('etcd store', () => {
     const observer = await EtcdStore.open({ endpoints: etcd.endpoints, prefix: '/members/' });
     try {
       await store.membership.announce('node-a', { since: 1, version: 'test' });
-      assert.deepEqual((await observer.membership.liveNodes()).map((n) => n.node), ['node-a']);
+      assert.deepEqual(
+        (await observer.membership.liveNodes()).map((n) => n.node),
+        ['node-a'],
+      );
       await store.membership.withdraw();
       assert.deepEqual(await observer.membership.liveNodes(), []);
     } finally {

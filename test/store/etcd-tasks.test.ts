@@ -29,7 +29,10 @@ describe('etcd store: cluster chores', () => {
   });
 
   /** Nodes sharing one fresh prefix, each announced (unless told not to) through its own client. */
-  const cluster = async (names: readonly string[], announce = true): Promise<{ prefix: string; nodes: Map<string, Membership> }> => {
+  const cluster = async (
+    names: readonly string[],
+    announce = true,
+  ): Promise<{ prefix: string; nodes: Map<string, Membership> }> => {
     serial += 1;
     const prefix = `/tasks-${serial}/`;
     const nodes = new Map<string, Membership>();

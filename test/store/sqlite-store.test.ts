@@ -65,7 +65,10 @@ describe('SqliteStore specifics', () => {
     v1.close();
     const store = new SqliteStore({ path });
     try {
-      assert.deepEqual((await store.list()).map((a) => a.address), ['10.0.0.2']);
+      assert.deepEqual(
+        (await store.list()).map((a) => a.address),
+        ['10.0.0.2'],
+      );
       const read = await store.readPool('10.0.0.0/24');
       assert.equal(read.revision, 3);
       assert.equal((await store.commit('10.0.0.0/24', 3, [{ op: 'claim', node: 'n1' }])).kind, 'committed');
@@ -74,14 +77,24 @@ describe('SqliteStore specifics', () => {
     }
     const db = new DatabaseSync(path);
     // Upgraded through every version to the current one (2 when this test was written).
-    assert.equal((db.prepare(`SELECT value FROM meta WHERE key = 'schema_version'`).get() as { value: string }).value, String(SCHEMA_VERSION));
+    assert.equal(
+      (db.prepare(`SELECT value FROM meta WHERE key = 'schema_version'`).get() as { value: string }).value,
+      String(SCHEMA_VERSION),
+    );
     db.close();
   });
 
-  it('upgrades a version-2 database in place: the cooldown its descriptions recorded becomes the pools\' attribute', async () => {
+  it("upgrades a version-2 database in place: the cooldown its descriptions recorded becomes the pools' attribute", async () => {
     const path = join(tempDir(), 'warren.db');
     const v2 = new DatabaseSync(path);
-    const described = (cooldownSeconds: number) => JSON.stringify({ subnet: '10.0.0.0/24', first: '10.0.0.1', last: '10.0.0.254', capacity: '254', cooldownSeconds });
+    const described = (cooldownSeconds: number) =>
+      JSON.stringify({
+        subnet: '10.0.0.0/24',
+        first: '10.0.0.1',
+        last: '10.0.0.254',
+        capacity: '254',
+        cooldownSeconds,
+      });
     v2.exec(`
       CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
       INSERT INTO meta VALUES ('schema_version', '2');
@@ -105,19 +118,29 @@ describe('SqliteStore specifics', () => {
       const read = await store.readPool('10.0.0.0/24#10.0.0.0/28');
       assert.equal(read.kind, 'snapshot');
       if (read.kind === 'snapshot') {
-        assert.deepEqual([read.revision, read.affinity, read.cursor, read.allocations], [4, 'n1', '10.0.0.2', ['10.0.0.2']]);
+        assert.deepEqual(
+          [read.revision, read.affinity, read.cursor, read.allocations],
+          [4, 'n1', '10.0.0.2', ['10.0.0.2']],
+        );
         assert.equal(read.cooldownSeconds, 45);
       }
       const zero = await store.readPool('10.0.0.0/24#10.0.0.16/28');
       assert.equal(zero.kind === 'snapshot' && zero.cooldownSeconds, 0);
       const undescribed = await store.readPool('10.1.0.0/24');
       assert.equal(undescribed.kind === 'snapshot' && undescribed.cooldownSeconds, undefined);
-      assert.equal((await store.pools()).find((p) => p.pool === '10.0.0.0/24#10.0.0.0/28')?.description?.cooldownSeconds, 45, 'the description is kept');
+      assert.equal(
+        (await store.pools()).find((p) => p.pool === '10.0.0.0/24#10.0.0.0/28')?.description?.cooldownSeconds,
+        45,
+        'the description is kept',
+      );
     } finally {
       await store.close();
     }
     const db = new DatabaseSync(path);
-    assert.equal((db.prepare(`SELECT value FROM meta WHERE key = 'schema_version'`).get() as { value: string }).value, String(SCHEMA_VERSION));
+    assert.equal(
+      (db.prepare(`SELECT value FROM meta WHERE key = 'schema_version'`).get() as { value: string }).value,
+      String(SCHEMA_VERSION),
+    );
     db.close();
     // Opened again at the current version: nothing to upgrade, nothing lost.
     const again = new SqliteStore({ path });
@@ -147,10 +170,30 @@ describe('SqliteStore specifics', () => {
     const store = new SqliteStore({ path });
     try {
       assert.deepEqual(await store.findByOwner({ network: 'net', containerID: 'old', ifname: 'eth0' }), [
-        { pool: '10.0.0.0/24', address: '10.0.0.2', network: 'net', containerID: 'old', ifname: 'eth0', node: 'n1', createdAt: 5 },
+        {
+          pool: '10.0.0.0/24',
+          address: '10.0.0.2',
+          network: 'net',
+          containerID: 'old',
+          ifname: 'eth0',
+          node: 'n1',
+          createdAt: 5,
+        },
       ]);
-      const stamped = { pool: '10.0.0.0/24', address: '10.0.0.4', network: 'net', containerID: 'new', ifname: 'eth0', node: 'n1', createdAt: 9, createdStamp: { boot: 'b-1', at: 1234.5 } };
-      const ops = [{ op: 'allocate', allocation: stamped }, { op: 'release', address: '10.0.0.2', reusableAt: 8000, reusableStamp: { boot: 'b-1', at: 4321.25 } }] as const;
+      const stamped = {
+        pool: '10.0.0.0/24',
+        address: '10.0.0.4',
+        network: 'net',
+        containerID: 'new',
+        ifname: 'eth0',
+        node: 'n1',
+        createdAt: 9,
+        createdStamp: { boot: 'b-1', at: 1234.5 },
+      };
+      const ops = [
+        { op: 'allocate', allocation: stamped },
+        { op: 'release', address: '10.0.0.2', reusableAt: 8000, reusableStamp: { boot: 'b-1', at: 4321.25 } },
+      ] as const;
       assert.equal((await store.commit('10.0.0.0/24', 2, ops)).kind, 'committed');
       assert.deepEqual(await store.findByOwner({ network: 'net', containerID: 'new', ifname: 'eth0' }), [stamped]);
       const read = await store.readPool('10.0.0.0/24');
@@ -166,7 +209,10 @@ describe('SqliteStore specifics', () => {
       await store.close();
     }
     const db = new DatabaseSync(path);
-    assert.equal((db.prepare(`SELECT value FROM meta WHERE key = 'schema_version'`).get() as { value: string }).value, String(SCHEMA_VERSION));
+    assert.equal(
+      (db.prepare(`SELECT value FROM meta WHERE key = 'schema_version'`).get() as { value: string }).value,
+      String(SCHEMA_VERSION),
+    );
     db.close();
   });
 
@@ -182,9 +228,17 @@ describe('SqliteStore specifics', () => {
     await new SqliteStore({ path }).close();
     const db = new DatabaseSync(path);
     try {
-      const indexes = (db.prepare(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'allocations' AND sql IS NOT NULL ORDER BY name`).all() as Array<{ name: string }>).map((r) => r.name);
+      const indexes = (
+        db
+          .prepare(
+            `SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'allocations' AND sql IS NOT NULL ORDER BY name`,
+          )
+          .all() as Array<{ name: string }>
+      ).map((r) => r.name);
       assert.deepEqual(indexes, ['allocations_owner_range']);
-      const plan = db.prepare('EXPLAIN QUERY PLAN SELECT * FROM allocations WHERE network = ? AND container_id = ? AND ifname = ?').all('n', 'c', 'eth0') as Array<{ detail: string }>;
+      const plan = db
+        .prepare('EXPLAIN QUERY PLAN SELECT * FROM allocations WHERE network = ? AND container_id = ? AND ifname = ?')
+        .all('n', 'c', 'eth0') as Array<{ detail: string }>;
       assert.match(plan.map((p) => p.detail).join('; '), /USING INDEX allocations_owner_range/);
     } finally {
       db.close();

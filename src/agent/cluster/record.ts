@@ -51,10 +51,20 @@ export class ClusterRecord {
       const { instance, identities } = parsed;
       this.#file = {
         ...(typeof instance === 'string' ? { instance } : {}),
-        ...(isPlainObject(identities) ? { identities: Object.fromEntries(Object.entries(identities).filter((e): e is [string, string] => typeof e[1] === 'string')) } : {}),
+        ...(isPlainObject(identities)
+          ? {
+              identities: Object.fromEntries(
+                Object.entries(identities).filter((e): e is [string, string] => typeof e[1] === 'string'),
+              ),
+            }
+          : {}),
       };
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') warn(`${this.#path} is unreadable, ignored (a restart then waits out this node's old announcement): ` + `${messageOf(error)}`);
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT')
+        warn(
+          `${this.#path} is unreadable, ignored (a restart then waits out this node's old announcement): ` +
+            `${messageOf(error)}`,
+        );
     }
     const previous = this.#file.instance;
     const boot = bootId();
@@ -74,7 +84,10 @@ export class ClusterRecord {
 
   /** Records this start as the one that announces the node; before it announces. */
   recordInstance(): void {
-    this.#file = { ...this.#file, ...(this.instance.instance === undefined ? {} : { instance: this.instance.instance }) };
+    this.#file = {
+      ...this.#file,
+      ...(this.instance.instance === undefined ? {} : { instance: this.instance.instance }),
+    };
     this.#write();
   }
 

@@ -90,7 +90,8 @@ export class ClusterUpkeep {
 
   /** Why this node must not allocate now; undefined when it may. */
   problem(): string | undefined {
-    if (this.#accepting) return 'an operator is accepting the cluster store (warren store accept): writing back what this node knew first';
+    if (this.#accepting)
+      return 'an operator is accepting the cluster store (warren store accept): writing back what this node knew first';
     const halted = this.#o.membership.halted();
     if (halted !== undefined) {
       if (this.#loggedHalt !== halted) {
@@ -99,7 +100,11 @@ export class ClusterUpkeep {
       }
       return halted;
     }
-    if (!this.#announced) return `node ${this.#o.node} is not announced in the cluster store yet (until it is, another agent might ` + `hold this node name); retrying every ${this.#o.intervalMs / 1000} s`;
+    if (!this.#announced)
+      return (
+        `node ${this.#o.node} is not announced in the cluster store yet (until it is, another agent might ` +
+        `hold this node name); retrying every ${this.#o.intervalMs / 1000} s`
+      );
     return undefined;
   }
 
@@ -115,7 +120,10 @@ export class ClusterUpkeep {
       if (!this.#announced) await this.#announce();
       else this.#o.onAnnounced?.();
       this.#loggedHalt = undefined;
-      this.#o.logger.warn({ node: this.#o.node, ...report }, 'the operator accepted the cluster store as it is now; wrote back what this node knew; allocating again');
+      this.#o.logger.warn(
+        { node: this.#o.node, ...report },
+        'the operator accepted the cluster store as it is now; wrote back what this node knew; allocating again',
+      );
       return report;
     } finally {
       this.#accepting = false;

@@ -26,7 +26,8 @@ export type UtilisationLevel = 'low' | 'high' | 'full';
 
 /** Undefined when the capacity is unknown, not a whole decimal number, or zero. */
 export function utilisationOf(allocated: number, capacity: string | undefined): Utilisation | undefined {
-  if (capacity === undefined || !/^\d+$/.test(capacity) || !Number.isSafeInteger(allocated) || allocated < 0) return undefined;
+  if (capacity === undefined || !/^\d+$/.test(capacity) || !Number.isSafeInteger(allocated) || allocated < 0)
+    return undefined;
   const total = BigInt(capacity);
   if (total === 0n) return undefined;
   const used = BigInt(allocated);

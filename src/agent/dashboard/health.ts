@@ -13,28 +13,33 @@ export function healthSection(data: DashboardData): Html {
   const now = data.generatedAt;
   const ready = html`<div class="tile" data-testid="ready" data-ready="${String(s.ready)}">
 <span class="label">Serving ADD</span>${s.ready ? badge('good', 'ready') : badge('bad', 'not ready')}${
-  s.notReady === undefined ? '' : html`<span class="why">${s.notReady}</span>`
-}</div>`;
+    s.notReady === undefined ? '' : html`<span class="why">${s.notReady}</span>`
+  }</div>`;
   const store = html`<div class="tile" data-testid="store-health" data-healthy="${String(s.store.healthy)}">
 <span class="label">Store</span>${
-  s.store.healthy ? badge('good', 'healthy') : badge('bad', 'unhealthy')
-}<span class="why">${s.store.description}</span>${
-  s.store.error === undefined ? '' : html`<span class="why error">${s.store.error}</span>`
-}</div>`;
+    s.store.healthy ? badge('good', 'healthy') : badge('bad', 'unhealthy')
+  }<span class="why">${s.store.description}</span>${
+    s.store.error === undefined ? '' : html`<span class="why error">${s.store.error}</span>`
+  }</div>`;
   const upFor = html`<span class="figure">${formatDuration(s.uptimeSeconds)}</span>`;
   const since = html`<span class="why">since ${timeOf(s.startedAt, now)}</span>`;
   const uptime = html`<div class="tile" data-testid="uptime"><span class="label">Up</span>${upFor}${since}</div>`;
   const held = html`<span class="figure" data-testid="allocations-total">${s.allocations}</span>`;
   const inPools = html`<span class="why">allocations in ${s.pools} ${s.pools === 1 ? 'range' : 'ranges'}</span>`;
   const holds = html`<div class="tile"><span class="label">Holds</span>${held}${inPools}</div>`;
-  const cluster = s.cluster === undefined
-    ? ''
-    : facts([
-        ['Live nodes', s.cluster.liveNodes.length === 0 ? html`<span class="muted">none</span>` : s.cluster.liveNodes.join(', ')],
-        ['Blocks held here', s.cluster.ownBlocks],
-        ['Announced', s.cluster.thisNodeAnnounced ? badge('good', 'yes') : badge('warn', 'not yet')],
-      ]);
-  const metrics = s.metrics?.error === undefined ? '' : html`<p class="why error">metrics endpoint: ${s.metrics.error}</p>`;
+  const cluster =
+    s.cluster === undefined
+      ? ''
+      : facts([
+          [
+            'Live nodes',
+            s.cluster.liveNodes.length === 0 ? html`<span class="muted">none</span>` : s.cluster.liveNodes.join(', '),
+          ],
+          ['Blocks held here', s.cluster.ownBlocks],
+          ['Announced', s.cluster.thisNodeAnnounced ? badge('good', 'yes') : badge('warn', 'not yet')],
+        ]);
+  const metrics =
+    s.metrics?.error === undefined ? '' : html`<p class="why error">metrics endpoint: ${s.metrics.error}</p>`;
   return section(
     'Agent',
     'health',

@@ -63,9 +63,9 @@ export function renderDashboardPage(data: DashboardData, options: DashboardPageO
 </head>
 <body>
 <header class="top"><h1>Warren</h1><span class="node">${data.status.node}</span>
-<span id="refresh-state" class="refresh" data-testid="refresh-state">${refreshes ? `refreshes every ${
-  every
-}s` : 'does not refresh'}</span></header>
+<span id="refresh-state" class="refresh" data-testid="refresh-state">${
+    refreshes ? `refreshes every ${every}s` : 'does not refresh'
+  }</span></header>
 <main id="dashboard">${dashboardBody(data)}</main>
 ${refreshes ? refreshScriptTag(Math.round(every * 1000)) : ''}
 </body>
@@ -74,9 +74,10 @@ ${refreshes ? refreshScriptTag(Math.round(every * 1000)) : ''}
 }
 
 function dashboardBody(data: DashboardData): Html {
-  return html`<p class="generated" data-testid="generated-at" data-at="${data.generatedAt}">as of ${
-    timeOf(data.generatedAt, data.generatedAt)
-  } UTC</p>
+  return html`<p class="generated" data-testid="generated-at" data-at="${data.generatedAt}">as of ${timeOf(
+    data.generatedAt,
+    data.generatedAt,
+  )} UTC</p>
 ${healthSection(data)}
 ${poolsSection(data)}
 ${nodesSection(data)}

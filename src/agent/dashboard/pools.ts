@@ -18,7 +18,9 @@ import { badge, emptyState, firstOf, section, timeOf, utilisationBar } from './w
 /** "2 / 254 (0.8%)", or "2 allocated" when the capacity is unknown. */
 export function utilisationText(pool: PoolReport): string {
   const u = utilisationOf(pool.allocated, pool.capacity);
-  return u === undefined || pool.capacity === undefined ? `${pool.allocated} allocated` : `${pool.allocated} / ${pool.capacity} (${u.text})`;
+  return u === undefined || pool.capacity === undefined
+    ? `${pool.allocated} allocated`
+    : `${pool.allocated} / ${pool.capacity} (${u.text})`;
 }
 
 function figureCells(pool: PoolReport): Html {
@@ -33,7 +35,10 @@ function span(pool: PoolReport): Html {
 }
 
 function rangeRow(pool: PoolReport): Html {
-  const blocks = pool.blockPrefix === undefined ? html`<span class="muted">—</span>` : html`${pool.blocks ?? 0} claimed, /${pool.blockPrefix} each`;
+  const blocks =
+    pool.blockPrefix === undefined
+      ? html`<span class="muted">—</span>`
+      : html`${pool.blocks ?? 0} claimed, /${pool.blockPrefix} each`;
   return html`<tr class="range" data-testid="pool-row" data-pool="${pool.pool}">
 <th scope="row" class="mono">${pool.pool}</th><td>${span(pool)}</td>${figureCells(pool)}<td>${blocks}</td></tr>`;
 }
@@ -66,21 +71,33 @@ function poolRows(pools: readonly PoolReport[]): Html[] {
   }
   // Blocks of a range the report has no row for: a heading of their own, so none is hidden.
   for (const [range, blocks] of blocksOf) {
-    rows.push(html`<tr class="range orphan"><th scope="row" class="mono">${
-      range
-    }</th><td colspan="5" class="muted">range not described in the store</td></tr>`);
+    rows.push(
+      html`<tr class="range orphan"><th scope="row" class="mono">${
+        range
+      }</th><td colspan="5" class="muted">range not described in the store</td></tr>`,
+    );
     rows.push(...blocks.sort(byNode).map(blockRow));
   }
   return rows;
 }
 
 export function poolsSection(data: DashboardData): Html {
-  if (data.pools.length === 0) return section('Pools', 'pools', emptyState('No pool yet: a range appears here with its first allocation.', 'pools-empty'));
+  if (data.pools.length === 0)
+    return section(
+      'Pools',
+      'pools',
+      emptyState('No pool yet: a range appears here with its first allocation.', 'pools-empty'),
+    );
   const table = html`<table class="grid pools">
 <thead><tr><th>Range / block</th><th>Addresses</th><th>Utilisation</th><th class="num">Allocated / capacity</th>
 <th class="num">Resting</th><th>Blocks</th></tr></thead>
 <tbody>${poolRows(data.pools)}</tbody></table>`;
-  return section('Pools', 'pools', table, html`${data.status.allocations} allocations · resting addresses wait out their cooldown before reuse`);
+  return section(
+    'Pools',
+    'pools',
+    table,
+    html`${data.status.allocations} allocations · resting addresses wait out their cooldown before reuse`,
+  );
 }
 
 function nodeRow(node: NodeReport, now: string): Html {
@@ -90,15 +107,16 @@ function nodeRow(node: NodeReport, now: string): Html {
 <td>${node.since === undefined ? html`<span class="muted">—</span>` : timeOf(node.since, now, { relative: true })}</td>
 <td>${node.version ?? ''}</td>
 <td class="num" data-testid="node-blocks">${
-  node.blocks.length
-}</td><td class="num" data-testid="node-allocations">${node.allocations}</td>
+    node.blocks.length
+  }</td><td class="num" data-testid="node-allocations">${node.allocations}</td>
 <td><ul class="inline mono">${firstOf(blocks, 8, (b) => html`<li title="${b.key}">${b.cidr}</li>`)}</ul></td></tr>`;
 }
 
 /** Only on a store shared by nodes (`data.nodes` present). */
 export function nodesSection(data: DashboardData): Html {
   if (data.nodes === undefined) return html``;
-  if (data.nodes.length === 0) return section('Nodes', 'nodes', emptyState('No node has announced itself yet.', 'nodes-empty'));
+  if (data.nodes.length === 0)
+    return section('Nodes', 'nodes', emptyState('No node has announced itself yet.', 'nodes-empty'));
   const table = html`<table class="grid">
 <thead><tr><th>Node</th><th>State</th><th>Since</th><th>Version</th><th class="num">Blocks</th>
 <th class="num">Allocations</th><th>Its blocks</th></tr></thead>

@@ -29,16 +29,17 @@ function releaseRow(r: ReleaseRecord, now: string): Html {
   const source = r.adapter === undefined ? r.source : `${r.source} · ${r.adapter}`;
   return html`<tr data-testid="release-row" data-source="${r.source}">
 <td>${timeOf(r.at, now)}</td><td><span class="source ${r.source}">${source}</span></td><td class="reason">${
-  r.reason
-}</td>
+    r.reason
+  }</td>
 <td class="mono" title="pool ${r.pool}">${r.address}</td><td>${r.network}</td>
 <td class="mono" title="${r.containerID}">${shortId(r.containerID)}</td><td class="mono">${r.ifname}</td></tr>`;
 }
 
 export function releasesSection(data: DashboardData): Html {
-  const list = data.releases.length === 0
-    ? emptyState('No address released since the agent started.', 'releases-empty')
-    : html`<table class="grid releases">
+  const list =
+    data.releases.length === 0
+      ? emptyState('No address released since the agent started.', 'releases-empty')
+      : html`<table class="grid releases">
 <thead><tr><th>Time (UTC)</th><th>Source</th><th>Reason</th><th>Address</th><th>Network</th><th>Container</th>
 <th>Interface</th></tr></thead>
 <tbody>${data.releases.map((r) => releaseRow(r, data.generatedAt))}</tbody></table>`;

@@ -21,9 +21,9 @@ export function badge(tone: Tone, text: HtmlValue, testid?: string): Html {
 export function timeOf(at: string | undefined, now: string, options: { relative?: boolean } = {}): Html {
   if (at === undefined) return html`<span class="muted">never</span>`;
   const ago = options.relative === true ? relativeTime(at, now) : '';
-  return html`<time datetime="${at}">${clockTime(at, now)}</time>${ago === '' ? '' : html` <span class="muted">(${
-    ago
-  })</span>`}`;
+  return html`<time datetime="${at}">${clockTime(at, now)}</time>${
+    ago === '' ? '' : html` <span class="muted">(${ago})</span>`
+  }`;
 }
 
 /** Label/value rows; rows whose value is undefined are left out (a field the agent did not report). */
@@ -37,9 +37,12 @@ export function utilisationBar(u: Utilisation | undefined): Html {
   if (u === undefined) return html`<div class="bar unknown" title="capacity unknown"></div>`;
   // No fill at all when nothing is allocated; otherwise at least 3 px, so "some" never looks like
   // "none". An SVG's width attributes, not a style attribute: the page allows no inline style.
-  const fill = u.width === '0.00' ? '' : html`<svg aria-hidden="true"><rect class="fill ${u.level}" width="${
-    u.width
-  }%" height="100%"/><rect class="fill ${u.level}" width="3" height="100%"/></svg>`;
+  const fill =
+    u.width === '0.00'
+      ? ''
+      : html`<svg aria-hidden="true"><rect class="fill ${u.level}" width="${
+          u.width
+        }%" height="100%"/><rect class="fill ${u.level}" width="3" height="100%"/></svg>`;
   return html`<div class="bar" role="img" aria-label="${u.text} used">${fill}</div>`;
 }
 

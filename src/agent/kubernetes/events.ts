@@ -81,7 +81,12 @@ export class ClusterEvents {
   readonly #aggregateMs: number;
   readonly #bucket: TokenBucketRateLimiter;
   readonly #recent = new Map<string, Sent>();
-  #status: { sent: number; aggregated: number; dropped: number; refused: number; lastError?: string } = { sent: 0, aggregated: 0, dropped: 0, refused: 0 };
+  #status: { sent: number; aggregated: number; dropped: number; refused: number; lastError?: string } = {
+    sent: 0,
+    aggregated: 0,
+    dropped: 0,
+    refused: 0,
+  };
   /** The verbs the API server last refused for want of a permission, until one is accepted again. */
   readonly #forbidden = new Set<EventVerb>();
   readonly #refusalsLogged = new Set<string>();
@@ -89,7 +94,11 @@ export class ClusterEvents {
   constructor(options: ClusterEventsOptions) {
     this.#o = options;
     this.#aggregateMs = options.aggregateMs ?? 10 * 60_000;
-    this.#bucket = new TokenBucketRateLimiter({ clock: options.clock, perSecond: (options.perMinute ?? 60) / 60, burst: options.burst ?? 25 });
+    this.#bucket = new TokenBucketRateLimiter({
+      clock: options.clock,
+      perSecond: (options.perMinute ?? 60) / 60,
+      burst: options.burst ?? 25,
+    });
   }
 
   /** Reports on the object; resolves once sent, aggregated or dropped (never rejects). */
@@ -103,7 +112,10 @@ export class ClusterEvents {
     const verb: EventVerb = earlier === undefined ? 'create' : 'patch';
     if (!this.#bucket.tryTake()) {
       this.#status.dropped += 1;
-      this.#o.logger.debug({ about: `${about.kind} ${about.namespace}/${about.name}`, reason }, 'event over the rate limit; not sent');
+      this.#o.logger.debug(
+        { about: `${about.kind} ${about.namespace}/${about.name}`, reason },
+        'event over the rate limit; not sent',
+      );
       return;
     }
     try {
@@ -111,7 +123,10 @@ export class ClusterEvents {
         earlier.count += 1;
         earlier.lastAt = now;
         const body = { count: earlier.count, lastTimestamp: kubeTime(now) };
-        await this.#o.api.patchNamespacedEvent({ name: earlier.name, namespace: earlier.namespace, body }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+        await this.#o.api.patchNamespacedEvent(
+          { name: earlier.name, namespace: earlier.namespace, body },
+          setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+        );
         this.#status.aggregated += 1;
       } else {
         const event = this.#event(about, type, reason, message, now);
@@ -127,7 +142,10 @@ export class ClusterEvents {
   }
 
   status(): ClusterEventsStatus {
-    const forbidden = [...this.#forbidden].sort().map((v) => `${v} events`).join(', ');
+    const forbidden = [...this.#forbidden]
+      .sort()
+      .map((v) => `${v} events`)
+      .join(', ');
     return { ...this.#status, ...(forbidden === '' ? {} : { forbidden }) };
   }
 
@@ -136,8 +154,19 @@ export class ClusterEvents {
     return {
       apiVersion: 'v1',
       kind: 'Event',
-      metadata: { name: `${about.name}.${now.toString(16)}${Math.floor(Math.random() * 0x10000).toString(16).padStart(4, '0')}`, namespace: about.namespace },
-      involvedObject: { apiVersion: 'v1', kind: about.kind, namespace: about.namespace, name: about.name, ...(about.uid === undefined ? {} : { uid: about.uid }) },
+      metadata: {
+        name: `${about.name}.${now.toString(16)}${Math.floor(Math.random() * 0x10000)
+          .toString(16)
+          .padStart(4, '0')}`,
+        namespace: about.namespace,
+      },
+      involvedObject: {
+        apiVersion: 'v1',
+        kind: about.kind,
+        namespace: about.namespace,
+        name: about.name,
+        ...(about.uid === undefined ? {} : { uid: about.uid }),
+      },
       reason,
       message,
       type,
@@ -167,7 +196,9 @@ export class ClusterEvents {
         this.#refusalsLogged.add(key);
         this.#o.logger.warn(
           { code, reason, err: message, ...(missing === undefined ? {} : { missingPermission: missing }) },
-          missing !== undefined ? `the API server refused an Event: the service account may not ${missing}; not retried` : 'the API server refused an Event; not retried',
+          missing !== undefined
+            ? `the API server refused an Event: the service account may not ${missing}; not retried`
+            : 'the API server refused an Event; not retried',
         );
       }
       return;

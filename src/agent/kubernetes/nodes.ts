@@ -88,7 +88,11 @@ export class KubernetesNodes {
   }
 
   status(): KubernetesNodesStatus {
-    return { gone: [...this.#gone].sort(), forgotten: [...this.#forgotten], ...(this.#lastError === undefined ? {} : { lastError: this.#lastError }) };
+    return {
+      gone: [...this.#gone].sort(),
+      forgotten: [...this.#forgotten],
+      ...(this.#lastError === undefined ? {} : { lastError: this.#lastError }),
+    };
   }
 
   async #listed(names: ReadonlySet<string>): Promise<void> {
@@ -131,12 +135,16 @@ export class KubernetesNodes {
         this.#o.telemetry?.released('node-forget', released, `node ${name} was deleted from Kubernetes`);
         this.#gone.delete(name);
         this.#forgotten.push(name);
-        this.#o.logger.info({ source: 'kubernetes', node: name, released: released.map((a) => a.address), blocks }, 'forgot a node deleted from Kubernetes');
+        this.#o.logger.info(
+          { source: 'kubernetes', node: name, released: released.map((a) => a.address), blocks },
+          'forgot a node deleted from Kubernetes',
+        );
         await this.#o.events?.record(
           nodeInvolved(name),
           'Normal',
           REASON_NODE_FORGOTTEN,
-          `node ${name} left the cluster: released ${released.length} addresses and freed ${blocks.length} ` + `blocks (by ${this.#o.node})`,
+          `node ${name} left the cluster: released ${released.length} addresses and freed ${blocks.length} ` +
+            `blocks (by ${this.#o.node})`,
         );
       }
       this.#lastError = undefined;

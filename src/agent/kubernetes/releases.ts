@@ -23,7 +23,12 @@ import type { Logger } from 'pino';
 import type { Clock } from '../../core/clock.ts';
 import { messageOf } from '../../core/errors.ts';
 import { type Moment, momentOf, msBetween, shifted } from '../../core/moment.ts';
-import { DEFAULT_MAX_RETRIES, RateLimitedQueue, type RateLimitedQueueStats, defaultRateLimiter } from '../../core/rate-limited-queue.ts';
+import {
+  DEFAULT_MAX_RETRIES,
+  RateLimitedQueue,
+  type RateLimitedQueueStats,
+  defaultRateLimiter,
+} from '../../core/rate-limited-queue.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import type { PodFact, PodItem } from '../../sources/kubernetes/pod-source.ts';
 import type { Store } from '../../store/store.ts';
@@ -94,7 +99,11 @@ export class KubernetesReleases {
     const worker = this.#queue.run((uid) => this.#process(uid), {
       signal,
       workers: 2,
-      onError: (uid, error) => this.#o.logger.error({ source: 'kubernetes', podUID: uid, err: messageOf(error) }, 'pod release handler failed'),
+      onError: (uid, error) =>
+        this.#o.logger.error(
+          { source: 'kubernetes', podUID: uid, err: messageOf(error) },
+          'pod release handler failed',
+        ),
     });
     try {
       for await (const item of items) await this.#take(item);
@@ -116,12 +125,20 @@ export class KubernetesReleases {
     const byPod = new Map<string, { pod: PodRef; addresses: string[] }>();
     for (const a of released) {
       if (a.podUID === undefined || a.podNamespace === undefined || a.podName === undefined) continue;
-      const entry = byPod.get(a.podUID) ?? { pod: { uid: a.podUID, namespace: a.podNamespace, name: a.podName }, addresses: [] };
+      const entry = byPod.get(a.podUID) ?? {
+        pod: { uid: a.podUID, namespace: a.podNamespace, name: a.podName },
+        addresses: [],
+      };
       entry.addresses.push(a.address);
       byPod.set(a.podUID, entry);
     }
     for (const { pod, addresses } of byPod.values()) {
-      void events.record(podInvolved(pod), 'Normal', REASON_RELEASED, `released ${addresses.join(', ')}: ${describe(intent, why)}`);
+      void events.record(
+        podInvolved(pod),
+        'Normal',
+        REASON_RELEASED,
+        `released ${addresses.join(', ')}: ${describe(intent, why)}`,
+      );
     }
   }
 
@@ -130,7 +147,12 @@ export class KubernetesReleases {
       tracked: this.#tracked.size,
       waiting: [...this.#tracked]
         .filter(([, t]) => t.waitingUntil !== undefined)
-        .map(([uid, t]) => ({ pod: `${t.pod.namespace}/${t.pod.name}`, uid, because: t.because, until: this.#wallTime(t.waitingUntil) })),
+        .map(([uid, t]) => ({
+          pod: `${t.pod.namespace}/${t.pod.name}`,
+          uid,
+          because: t.because,
+          until: this.#wallTime(t.waitingUntil),
+        })),
       released: this.#released,
       gaveUp: this.#gaveUp,
       resyncs: this.#resyncs,
@@ -158,7 +180,12 @@ export class KubernetesReleases {
   }
 
   #track(pod: PodRef, because: PodGoneBecause): void {
-    if (!this.#tracked.has(pod.uid)) this.#tracked.set(pod.uid, { pod: { uid: pod.uid, namespace: pod.namespace, name: pod.name }, because, goneAt: momentOf(this.#o.clock) });
+    if (!this.#tracked.has(pod.uid))
+      this.#tracked.set(pod.uid, {
+        pod: { uid: pod.uid, namespace: pod.namespace, name: pod.name },
+        because,
+        goneAt: momentOf(this.#o.clock),
+      });
     this.#queue.add(pod.uid);
   }
 
@@ -182,12 +209,16 @@ export class KubernetesReleases {
       running.add(pod.uid);
       if (pod.mirrorOf !== undefined) running.add(pod.mirrorOf);
     }
-    for (const pod of pods.values()) if (pod.terminal) this.#track(pod, pod.phase === 'Succeeded' ? 'succeeded' : 'failed');
+    for (const pod of pods.values())
+      if (pod.terminal) this.#track(pod, pod.phase === 'Succeeded' ? 'succeeded' : 'failed');
     let allocations: Allocation[];
     try {
       allocations = await this.#o.store.list({ node: this.#o.node });
     } catch (error) {
-      this.#o.logger.warn({ source: 'kubernetes', err: messageOf(error) }, 'resync after listing could not read the store; the next listing tries again');
+      this.#o.logger.warn(
+        { source: 'kubernetes', err: messageOf(error) },
+        'resync after listing could not read the store; the next listing tries again',
+      );
       return;
     }
     const absent = new Map<string, PodRef>();
@@ -208,7 +239,10 @@ export class KubernetesReleases {
     try {
       return await this.#o.podExists(pod);
     } catch (error) {
-      this.#o.logger.warn({ source: 'kubernetes', pod: `${pod.namespace}/${pod.name}`, podUID: pod.uid, err: messageOf(error) }, 'could not confirm that a pod missing from the listing is gone; the next listing looks again');
+      this.#o.logger.warn(
+        { source: 'kubernetes', pod: `${pod.namespace}/${pod.name}`, podUID: pod.uid, err: messageOf(error) },
+        'could not confirm that a pod missing from the listing is gone; the next listing looks again',
+      );
       return true;
     }
   }
@@ -216,7 +250,13 @@ export class KubernetesReleases {
   async #process(uid: string): Promise<void> {
     const tracked = this.#tracked.get(uid);
     if (tracked === undefined) return;
-    const intent: ReleaseIntent = { kind: 'pod-gone', pod: tracked.pod, because: tracked.because, goneAt: tracked.goneAt, releaseAfter: shifted(tracked.goneAt, this.#o.graceMs) };
+    const intent: ReleaseIntent = {
+      kind: 'pod-gone',
+      pod: tracked.pod,
+      because: tracked.because,
+      goneAt: tracked.goneAt,
+      releaseAfter: shifted(tracked.goneAt, this.#o.graceMs),
+    };
     try {
       const { released, action } = await this.#o.pipeline.attempt(intent);
       this.#released += released.length;
@@ -235,10 +275,24 @@ export class KubernetesReleases {
       }
       this.#gaveUp += 1;
       const { pod } = tracked;
-      this.#o.logger.warn({ source: 'kubernetes', pod: `${pod.namespace}/${pod.name}`, podUID: uid, err: messageOf(error), attempts: this.#maxRetries + 1 }, 'gave up releasing a gone pod; the next listing looks again');
+      this.#o.logger.warn(
+        {
+          source: 'kubernetes',
+          pod: `${pod.namespace}/${pod.name}`,
+          podUID: uid,
+          err: messageOf(error),
+          attempts: this.#maxRetries + 1,
+        },
+        'gave up releasing a gone pod; the next listing looks again',
+      );
       this.#untrack(uid);
       if (pod.namespace !== '' && pod.name !== '') {
-        await this.#o.events?.record(podInvolved(pod), 'Warning', REASON_FAILED, `could not release its addresses after ${this.#maxRetries + 1} attempts: ${messageOf(error)}`);
+        await this.#o.events?.record(
+          podInvolved(pod),
+          'Warning',
+          REASON_FAILED,
+          `could not release its addresses after ${this.#maxRetries + 1} attempts: ${messageOf(error)}`,
+        );
       }
     }
   }

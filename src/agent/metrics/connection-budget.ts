@@ -30,14 +30,32 @@ export interface ConnectionBounds {
   readonly keepAliveMs: number;
 }
 
-export const METRICS_CONNECTION_BOUNDS: ConnectionBounds = { max: 64, headersMs: 5_000, requestMs: 10_000, idleMs: 10_000, keepAliveMs: 5_000 };
+export const METRICS_CONNECTION_BOUNDS: ConnectionBounds = {
+  max: 64,
+  headersMs: 5_000,
+  requestMs: 10_000,
+  idleMs: 10_000,
+  keepAliveMs: 5_000,
+};
 
 /** How often Node checks the header and request deadlines; it must be well under them. */
 export const CHECK_EVERY_MS = 1_000;
 
 /** The options `createServer` needs for `bounds` (its deadline checks must run often enough). */
-export function serverOptionsFor(bounds: ConnectionBounds): { headersTimeout: number; requestTimeout: number; keepAliveTimeout: number; connectionsCheckingInterval: number; maxHeaderSize: number } {
-  return { headersTimeout: bounds.headersMs, requestTimeout: bounds.requestMs, keepAliveTimeout: bounds.keepAliveMs, connectionsCheckingInterval: CHECK_EVERY_MS, maxHeaderSize: 8 * 1024 };
+export function serverOptionsFor(bounds: ConnectionBounds): {
+  headersTimeout: number;
+  requestTimeout: number;
+  keepAliveTimeout: number;
+  connectionsCheckingInterval: number;
+  maxHeaderSize: number;
+} {
+  return {
+    headersTimeout: bounds.headersMs,
+    requestTimeout: bounds.requestMs,
+    keepAliveTimeout: bounds.keepAliveMs,
+    connectionsCheckingInterval: CHECK_EVERY_MS,
+    maxHeaderSize: 8 * 1024,
+  };
 }
 
 /** Applies `bounds` to `server` (made with `serverOptionsFor(bounds)`). */

@@ -33,7 +33,12 @@ import { messageOf } from '../../core/errors.ts';
 import type { DashboardData } from '../../api/dashboard.ts';
 import type { MetricsEndpointStatus } from '../../api/status.ts';
 import { type ListenAddress, formatListenAddress } from '../settings/listen-address.ts';
-import { type ConnectionBounds, METRICS_CONNECTION_BOUNDS, boundConnections, serverOptionsFor } from './connection-budget.ts';
+import {
+  type ConnectionBounds,
+  METRICS_CONNECTION_BOUNDS,
+  boundConnections,
+  serverOptionsFor,
+} from './connection-budget.ts';
 
 export interface MetricsServerOptions {
   readonly exposition: () => Promise<{ readonly contentType: string; readonly text: string }>;
@@ -52,7 +57,9 @@ export interface MetricsServerOptions {
 }
 
 const SECURITY_HEADERS = {
-  'content-security-policy': "default-src 'none'; style-src 'self'; script-src 'self'; connect-src 'self'; img-src 'self' data:; " + "base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  'content-security-policy':
+    "default-src 'none'; style-src 'self'; script-src 'self'; connect-src 'self'; img-src 'self' data:; " +
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'no-referrer',
   'cache-control': 'no-store',
@@ -96,12 +103,20 @@ export function hostAccepted(header: string | undefined, hostNames: readonly str
 
 async function answer(o: MetricsServerOptions, req: IncomingMessage, res: ServerResponse): Promise<void> {
   if (!hostAccepted(req.headers.host, o.hostNames)) {
-    return send(res, req, 421, TEXT, `misdirected request: this agent answers to its IP address or localhost, not to "${req.headers.host}" ` + `(a name that is not the agent's may be a DNS rebinding attempt)\n`);
+    return send(
+      res,
+      req,
+      421,
+      TEXT,
+      `misdirected request: this agent answers to its IP address or localhost, not to "${req.headers.host}" ` +
+        `(a name that is not the agent's may be a DNS rebinding attempt)\n`,
+    );
   }
   const path = new URL(req.url ?? '/', 'http://warren').pathname;
   const asset = o.assets?.get(path);
   const known = asset !== undefined || ROUTES.has(path);
-  if (!known) return send(res, req, 404, TEXT, `not found: ${path} (try /, /metrics, /dashboard.json, /livez, /readyz)\n`);
+  if (!known)
+    return send(res, req, 404, TEXT, `not found: ${path} (try /, /metrics, /dashboard.json, /livez, /readyz)\n`);
   if (req.method !== 'GET' && req.method !== 'HEAD') {
     res.setHeader('allow', 'GET, HEAD');
     return send(res, req, 405, TEXT, `${req.method} is not allowed; GET or HEAD\n`);
@@ -136,7 +151,11 @@ async function answer(o: MetricsServerOptions, req: IncomingMessage, res: Server
 }
 
 function send(res: ServerResponse, req: IncomingMessage, status: number, contentType: string, body: string): void {
-  res.writeHead(status, { ...SECURITY_HEADERS, 'content-type': contentType, 'content-length': Buffer.byteLength(body) });
+  res.writeHead(status, {
+    ...SECURITY_HEADERS,
+    'content-type': contentType,
+    'content-length': Buffer.byteLength(body),
+  });
   res.end(req.method === 'HEAD' ? undefined : body);
 }
 

@@ -16,7 +16,12 @@ export class MeasuredStore extends ForwardingStore {
     this.#telemetry = telemetry;
   }
 
-  override async commit(pool: string, expected: Revision, ops: readonly PoolOp[], guard?: AdmissionGuard): Promise<CommitResult> {
+  override async commit(
+    pool: string,
+    expected: Revision,
+    ops: readonly PoolOp[],
+    guard?: AdmissionGuard,
+  ): Promise<CommitResult> {
     const started = performance.now();
     let result: CommitResult;
     try {

@@ -80,26 +80,47 @@ export class AgentMetrics implements Telemetry {
     this.#pools = new BoundedLabel(bound);
     this.#networks = new BoundedLabel(bound);
     const registers = [this.registry];
-    new Gauge({ name: 'warren_build_info', help: 'Always 1; the labels say which Warren and which Node.js run.', labelNames: ['version', 'node_version'], registers }).set(
-      { version: options.version, node_version: process.versions.node },
-      1,
-    );
+    new Gauge({
+      name: 'warren_build_info',
+      help: 'Always 1; the labels say which Warren and which Node.js run.',
+      labelNames: ['version', 'node_version'],
+      registers,
+    }).set({ version: options.version, node_version: process.versions.node }, 1);
     this.#cni = new Histogram({
       name: 'warren_cni_request_duration_seconds',
-      help: 'CNI calls answered by the agent, by command and outcome code (0 success, else the CNI error code), ' + 'seconds from request to answer.',
+      help:
+        'CNI calls answered by the agent, by command and outcome code (0 success, else the CNI error code), ' +
+        'seconds from request to answer.',
       labelNames: ['command', 'code'],
       buckets: DURATION_BUCKETS,
       registers,
     });
-    this.#allocations = new Counter({ name: 'warren_allocations_total', help: 'Addresses allocated (committed), by network.', labelNames: ['network'], registers });
+    this.#allocations = new Counter({
+      name: 'warren_allocations_total',
+      help: 'Addresses allocated (committed), by network.',
+      labelNames: ['network'],
+      registers,
+    });
     this.#releases = new Counter({
       name: 'warren_releases_total',
-      help: 'Addresses released (committed), by what released them: cni-del, gc, journal, containerd, ' + 'kubernetes, plugin, audit, netns, operator, node-forget.',
+      help:
+        'Addresses released (committed), by what released them: cni-del, gc, journal, containerd, ' +
+        'kubernetes, plugin, audit, netns, operator, node-forget.',
       labelNames: ['source'],
       registers,
     });
-    this.#retries = new Counter({ name: 'warren_release_retries_total', help: 'Release attempts that failed and were retried, by source.', labelNames: ['source'], registers });
-    this.#queue = new Gauge({ name: 'warren_release_queue_depth', help: 'Release intents queued or backing off in the release pipeline, by source.', labelNames: ['source'], registers });
+    this.#retries = new Counter({
+      name: 'warren_release_retries_total',
+      help: 'Release attempts that failed and were retried, by source.',
+      labelNames: ['source'],
+      registers,
+    });
+    this.#queue = new Gauge({
+      name: 'warren_release_queue_depth',
+      help: 'Release intents queued or backing off in the release pipeline, by source.',
+      labelNames: ['source'],
+      registers,
+    });
     this.#commits = new Histogram({
       name: 'warren_store_commit_duration_seconds',
       help: 'Store commits, by result (committed, conflict: another writer moved the pool first, error), seconds.',
@@ -107,21 +128,63 @@ export class AgentMetrics implements Telemetry {
       buckets: DURATION_BUCKETS,
       registers,
     });
-    this.#conflicts = new Counter({ name: 'warren_store_commit_conflicts_total', help: 'Store commits that met a newer revision and were run again.', registers });
-    this.#audits = new Counter({ name: 'warren_audits_total', help: 'Audits run (warren audit, and every reconcile pass).', registers });
-    this.#findings = new Gauge({ name: 'warren_audit_findings', help: "The last audit's findings, by verdict (healthy, stale, suspect).", labelNames: ['verdict'], registers });
-    this.#capacity = new Gauge({ name: 'warren_pool_capacity_addresses', help: 'Addresses a range holds.', labelNames: ['pool'], registers });
-    this.#allocated = new Gauge({ name: 'warren_pool_allocated_addresses', help: 'Addresses allocated in a range (all nodes).', labelNames: ['pool'], registers });
-    this.#resting = new Gauge({ name: 'warren_pool_resting_addresses', help: 'Addresses released in a range and resting out their cooldown.', labelNames: ['pool'], registers });
+    this.#conflicts = new Counter({
+      name: 'warren_store_commit_conflicts_total',
+      help: 'Store commits that met a newer revision and were run again.',
+      registers,
+    });
+    this.#audits = new Counter({
+      name: 'warren_audits_total',
+      help: 'Audits run (warren audit, and every reconcile pass).',
+      registers,
+    });
+    this.#findings = new Gauge({
+      name: 'warren_audit_findings',
+      help: "The last audit's findings, by verdict (healthy, stale, suspect).",
+      labelNames: ['verdict'],
+      registers,
+    });
+    this.#capacity = new Gauge({
+      name: 'warren_pool_capacity_addresses',
+      help: 'Addresses a range holds.',
+      labelNames: ['pool'],
+      registers,
+    });
+    this.#allocated = new Gauge({
+      name: 'warren_pool_allocated_addresses',
+      help: 'Addresses allocated in a range (all nodes).',
+      labelNames: ['pool'],
+      registers,
+    });
+    this.#resting = new Gauge({
+      name: 'warren_pool_resting_addresses',
+      help: 'Addresses released in a range and resting out their cooldown.',
+      labelNames: ['pool'],
+      registers,
+    });
     this.#blocks = new Gauge({
       name: 'warren_pool_blocks',
-      help: "Blocks of a range split into blocks (etcd): owned by this node, or borrowed (another node's block " + "this node allocated from).",
+      help:
+        "Blocks of a range split into blocks (etcd): owned by this node, or borrowed (another node's block " +
+        'this node allocated from).',
       labelNames: ['pool', 'affinity'],
       registers,
     });
-    this.#journalPending = new Gauge({ name: 'warren_journal_pending_intents', help: 'Missed-delete intents in the journal not yet released.', registers });
-    this.#journalSetAside = new Gauge({ name: 'warren_journal_set_aside_files', help: 'Journal files set aside in rejected/ (never released on).', registers });
-    this.#ready = new Gauge({ name: 'warren_ready', help: '1 when the agent can serve ADD (store usable, readiness indicator present), else 0.', registers });
+    this.#journalPending = new Gauge({
+      name: 'warren_journal_pending_intents',
+      help: 'Missed-delete intents in the journal not yet released.',
+      registers,
+    });
+    this.#journalSetAside = new Gauge({
+      name: 'warren_journal_set_aside_files',
+      help: 'Journal files set aside in rejected/ (never released on).',
+      registers,
+    });
+    this.#ready = new Gauge({
+      name: 'warren_ready',
+      help: '1 when the agent can serve ADD (store usable, readiness indicator present), else 0.',
+      registers,
+    });
     // Zero series for every closed label value: a rate() over a counter that appears late loses its first increase.
     for (const source of RELEASE_SOURCES) {
       this.#releases.inc({ source }, 0);
@@ -130,7 +193,8 @@ export class AgentMetrics implements Telemetry {
     for (const verdict of ['healthy', 'stale', 'suspect']) this.#findings.set({ verdict }, 0);
     // The event-loop lag is sampled every 100 ms, not prom-client's 10 ms: an idle agent then costs
     // almost no CPU for it, and lag that matters lasts longer than that.
-    if (options.processMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'warren_', eventLoopMonitoringPrecision: 100 });
+    if (options.processMetrics !== false)
+      collectDefaultMetrics({ register: this.registry, prefix: 'warren_', eventLoopMonitoringPrecision: 100 });
   }
 
   get contentType(): string {
@@ -170,12 +234,18 @@ export class AgentMetrics implements Telemetry {
   }
 
   async #refresh(): Promise<void> {
-    const [pools, ready] = await Promise.all([this.#readings.pools().catch(() => undefined), this.#readings.ready().catch(() => false)]);
+    const [pools, ready] = await Promise.all([
+      this.#readings.pools().catch(() => undefined),
+      this.#readings.ready().catch(() => false),
+    ]);
     this.#ready.set(ready ? 1 : 0);
     if (pools !== undefined) {
       for (const gauge of [this.#capacity, this.#allocated, this.#resting, this.#blocks]) gauge.reset();
       // Folded pools add up under `_other`.
-      const sums = new Map<string, { capacity?: number; allocated: number; resting: number; owned?: number; borrowed?: number }>();
+      const sums = new Map<
+        string,
+        { capacity?: number; allocated: number; resting: number; owned?: number; borrowed?: number }
+      >();
       for (const p of pools) {
         const pool = this.#pools.of(p.pool);
         const s = sums.get(pool) ?? { allocated: 0, resting: 0 };

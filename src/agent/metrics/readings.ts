@@ -16,7 +16,12 @@ import type { MetricsReadings, PoolFigures } from './prometheus.ts';
  * Per range, what a scrape reports: the pool report's figures and, on a store shared by nodes,
  * the blocks this node owns and those of other nodes it allocated from (borrowed).
  */
-export function poolFigures(pools: readonly PoolReport[], own: readonly Allocation[], node: string, clustered: boolean): PoolFigures[] {
+export function poolFigures(
+  pools: readonly PoolReport[],
+  own: readonly Allocation[],
+  node: string,
+  clustered: boolean,
+): PoolFigures[] {
   const ranges = pools.filter((p) => !isBlockKey(p.pool));
   const owned = new Map<string, number>();
   const affinity = new Map<string, string | undefined>();
@@ -38,7 +43,9 @@ export function poolFigures(pools: readonly PoolReport[], own: readonly Allocati
     ...(p.capacity === undefined ? {} : { capacity: Number(p.capacity) }),
     allocated: p.allocated,
     resting: p.resting,
-    ...(clustered && p.blockPrefix !== undefined ? { blocks: { owned: owned.get(p.pool) ?? 0, borrowed: borrowedBlocks.get(p.pool)?.size ?? 0 } } : {}),
+    ...(clustered && p.blockPrefix !== undefined
+      ? { blocks: { owned: owned.get(p.pool) ?? 0, borrowed: borrowedBlocks.get(p.pool)?.size ?? 0 } }
+      : {}),
   }));
 }
 
@@ -79,9 +86,10 @@ export function agentReadings(from: ReadingSources): MetricsReadings {
     },
     journal: () => ({ pending: from.pendingJournal(), setAside: setAsideCount(from.journalDir) }),
     queueDepth: () => from.queueDepth(),
-    ready: () => from.readiness().then(
-      () => true,
-      () => false,
-    ),
+    ready: () =>
+      from.readiness().then(
+        () => true,
+        () => false,
+      ),
   };
 }

@@ -60,7 +60,8 @@ export function fanOut(...listeners: readonly Telemetry[]): Telemetry {
   return {
     cniCall: (command, code, seconds) => live.forEach((l) => l.cniCall(command, code, seconds)),
     allocated: (allocations) => live.forEach((l) => l.allocated(allocations)),
-    released: (source, allocations, reason, adapter) => live.forEach((l) => l.released(source, allocations, reason, adapter)),
+    released: (source, allocations, reason, adapter) =>
+      live.forEach((l) => l.released(source, allocations, reason, adapter)),
     commit: (seconds, result) => live.forEach((l) => l.commit(seconds, result)),
     retried: (source) => live.forEach((l) => l.retried(source)),
     audited: (counts) => live.forEach((l) => l.audited(counts)),

@@ -125,13 +125,20 @@ export class CniConfigManager {
       watched.set(dir, [...(watched.get(dir) ?? []), include]);
     };
     watch(this.#o.confDir, (name) => isConfigName(name));
-    const primary = this.#o.primaryConfig === undefined ? undefined : primaryPath(this.#o.confDir, this.#o.primaryConfig);
+    const primary =
+      this.#o.primaryConfig === undefined ? undefined : primaryPath(this.#o.confDir, this.#o.primaryConfig);
     if (primary !== undefined) watch(dirname(primary), (name) => name === basename(primary));
     const indicator = this.#o.readinessIndicator;
     if (indicator !== undefined) watch(dirname(indicator), (name) => name === basename(indicator));
     for (const [dir, includes] of watched) {
       const include = (name: string): boolean => includes.some((f) => f(name));
-      const watcher = new DirectoryWatcher({ dir, signal, clock: this.#o.clock, rescanMs: this.#o.rescanMs ?? 5_000, include });
+      const watcher = new DirectoryWatcher({
+        dir,
+        signal,
+        clock: this.#o.clock,
+        rescanMs: this.#o.rescanMs ?? 5_000,
+        include,
+      });
       this.#loops.push(
         (async () => {
           for await (const event of watcher) {
@@ -167,7 +174,12 @@ export class CniConfigManager {
       this.#o.logger.warn({ err: error }, 'could not tell whether Warren holds addresses; keeping its config');
     }
     if (holds) {
-      this.#o.logger.warn({ output: this.#output, network }, `kept ${basename(this.#output)} although --cleanup-config-on-exit is on: Warren holds addresses of ` + `network ${network ?? '?'}, which the primary's IPAM would hand out again (run \`warren uninstall\` ` + `to hand the node back)`);
+      this.#o.logger.warn(
+        { output: this.#output, network },
+        `kept ${basename(this.#output)} although --cleanup-config-on-exit is on: Warren holds addresses of ` +
+          `network ${network ?? '?'}, which the primary's IPAM would hand out again (run \`warren uninstall\` ` +
+          `to hand the node back)`,
+      );
       return;
     }
     this.#file.remove('the agent stopped holding no address of its network (--cleanup-config-on-exit on)');
@@ -255,11 +267,14 @@ export class CniConfigManager {
         ? {}
         : { lastWrite: { at: new Date(lastWrite.at).toISOString(), from: lastWrite.from, sha256: lastWrite.sha256 } }),
       writes: this.#file.writes,
-      ...(this.#o.readinessIndicator === undefined ? {} : { readinessIndicator: { path: this.#o.readinessIndicator, present: this.notReady() === undefined } }),
-      ...(this.#o.takeover === undefined || this.#o.takeover.status().length === 0 ? {} : { takeover: this.#o.takeover.status() }),
+      ...(this.#o.readinessIndicator === undefined
+        ? {}
+        : { readinessIndicator: { path: this.#o.readinessIndicator, present: this.notReady() === undefined } }),
+      ...(this.#o.takeover === undefined || this.#o.takeover.status().length === 0
+        ? {}
+        : { takeover: this.#o.takeover.status() }),
     };
   }
-
 
   #pass(): void {
     if (this.#handedBack !== undefined) {
@@ -269,7 +284,11 @@ export class CniConfigManager {
     this.#derivePass();
     // Not ready fails closed: Warren's file stays first (written as usual), ADD answers 11.
     const notReady = this.notReady();
-    if (notReady !== undefined) this.#set('not-ready', this.#state === 'current' || this.#problem === undefined ? notReady : `${notReady}; ${this.#problem}`);
+    if (notReady !== undefined)
+      this.#set(
+        'not-ready',
+        this.#state === 'current' || this.#problem === undefined ? notReady : `${notReady}; ${this.#problem}`,
+      );
   }
 
   #derivePass(): void {
@@ -277,7 +296,10 @@ export class CniConfigManager {
     const primary = findPrimary(this.#o.confDir, this.#output, this.#o.primaryConfig);
     if (primary === undefined) {
       this.#primary = undefined;
-      const where = this.#o.primaryConfig === undefined ? `no CNI config in ${this.#o.confDir} other than Warren's` : `primary config ${primaryPath(this.#o.confDir, this.#o.primaryConfig)} is missing`;
+      const where =
+        this.#o.primaryConfig === undefined
+          ? `no CNI config in ${this.#o.confDir} other than Warren's`
+          : `primary config ${primaryPath(this.#o.confDir, this.#o.primaryConfig)} is missing`;
       const wait = Math.round(this.#o.primaryWaitMs / 1000);
       const haveGood = this.#lastGood !== undefined || this.#file.isOurs();
       if (!haveGood && !this.#waitExpired) {
@@ -312,19 +334,34 @@ export class CniConfigManager {
     this.#notes = derived.notes;
     const read = this.#file.read();
     if (read.kind !== 'missing' && (read.kind !== 'read' || !isGeneratedConfig(read.text))) {
-      this.#set('stale', `${this.#output} exists and was not written by Warren; it is left alone and nothing is written`);
+      this.#set(
+        'stale',
+        `${this.#output} exists and was not written by Warren; it is left alone and nothing is written`,
+      );
       return;
     }
     const current = read.kind === 'read' ? read.text : undefined;
     // Before the file names this range: no ADD is served from it until host-local's reservations are in.
     // Fresh: the runtime used the primary for this network until now (no file of Warren's naming it).
     const fresh = current === undefined || networkOf(current) !== derived.network;
-    if (derived.hostLocal !== undefined) this.#o.takeover?.adopt({ network: derived.network, dataDir: derived.hostLocal.dataDir, ranges: derived.hostLocal.ranges }, fresh);
+    if (derived.hostLocal !== undefined)
+      this.#o.takeover?.adopt(
+        { network: derived.network, dataDir: derived.hostLocal.dataDir, ranges: derived.hostLocal.ranges },
+        fresh,
+      );
     if (current !== derived.text) {
       if (!this.#write(derived.text, primary.path, derived.primarySha256)) return;
       this.#o.logger.info(
-        { output: this.#output, primary: primary.path, network: derived.network, mainPlugin: derived.mainPlugin, cniVersion: derived.cniVersion, notes: derived.notes },
-        `wrote ${basename(this.#output)} from ${primary.name}`);
+        {
+          output: this.#output,
+          primary: primary.path,
+          network: derived.network,
+          mainPlugin: derived.mainPlugin,
+          cniVersion: derived.cniVersion,
+          notes: derived.notes,
+        },
+        `wrote ${basename(this.#output)} from ${primary.name}`,
+      );
     }
     this.#lastGood = { text: derived.text, from: primary.path, sha256: derived.primarySha256 };
     this.#set('current', undefined);
@@ -349,7 +386,10 @@ export class CniConfigManager {
       if (!this.#write(good.text, good.from, good.sha256)) return;
       this.#o.logger.info({ output: this.#output }, `put the last good ${basename(this.#output)} back`);
     }
-    const kept = good !== undefined || (current !== undefined && isGeneratedConfig(current)) ? 'keeping the last good config' : 'nothing written';
+    const kept =
+      good !== undefined || (current !== undefined && isGeneratedConfig(current))
+        ? 'keeping the last good config'
+        : 'nothing written';
     this.#set('stale', `${problem}; ${kept}`);
   }
 

@@ -59,7 +59,10 @@ export class NodeHandBack {
   /** Why ADD is refused (and STATUS answers 50) once the node was handed back; undefined before. */
   reason(): string | undefined {
     if (this.#at === undefined) return undefined;
-    return `not serving: this node was handed back to its primary IPAM by \`warren uninstall\` at ${this.#at}; ` + `to take it over again, remove ${this.#mark} and restart the agent`;
+    return (
+      `not serving: this node was handed back to its primary IPAM by \`warren uninstall\` at ${this.#at}; ` +
+      `to take it over again, remove ${this.#mark} and restart the agent`
+    );
   }
 
   /** The networks handed back before this start, so releases keep cleaning their reservations. */
@@ -68,7 +71,10 @@ export class NodeHandBack {
   }
 
   /** Steps 1–4 of the module header. */
-  async uninstall(takeover: HostLocalTakeover | undefined, cniConfig: CniConfigManager | undefined): Promise<UninstallReport> {
+  async uninstall(
+    takeover: HostLocalTakeover | undefined,
+    cniConfig: CniConfigManager | undefined,
+  ): Promise<UninstallReport> {
     const at = this.#at ?? new Date(this.#clock.now()).toISOString();
     const targets = takeover?.targets() ?? this.#targets;
     const mark: Mark = { at, targets: targets.map((t) => ({ network: t.network, dataDir: t.dataDir })) };
@@ -77,13 +83,21 @@ export class NodeHandBack {
     const reason = this.reason() as string;
     const networks = takeover === undefined ? [] : await takeover.handBack(reason);
     const configRemoved = cniConfig?.handBack(reason) ?? false;
-    return { at, networks, configRemoved, ...(cniConfig === undefined ? {} : { output: cniConfig.output }), marker: this.#mark };
+    return {
+      at,
+      networks,
+      configRemoved,
+      ...(cniConfig === undefined ? {} : { output: cniConfig.output }),
+      marker: this.#mark,
+    };
   }
 
   /** After a clean stop of a handed-back agent: its database and journal go; the mark stays. */
   removeState(paths: { database?: string; journalDir: string }): void {
     if (this.#at === undefined) return;
-    if (paths.database !== undefined) for (const suffix of ['', '-wal', '-shm', '-journal', '.lock']) rmSync(`${paths.database}${suffix}`, { force: true });
+    if (paths.database !== undefined)
+      for (const suffix of ['', '-wal', '-shm', '-journal', '.lock'])
+        rmSync(`${paths.database}${suffix}`, { force: true });
     if (existsSync(paths.journalDir)) rmSync(paths.journalDir, { recursive: true, force: true });
   }
 
@@ -100,7 +114,8 @@ export class NodeHandBack {
     try {
       const mark = JSON.parse(read.text) as Partial<Mark>;
       if (typeof mark.at === 'string') this.#at = mark.at;
-      if (Array.isArray(mark.targets)) this.#targets = mark.targets.filter((t) => typeof t?.network === 'string' && typeof t?.dataDir === 'string');
+      if (Array.isArray(mark.targets))
+        this.#targets = mark.targets.filter((t) => typeof t?.network === 'string' && typeof t?.dataDir === 'string');
     } catch {
       // kept as marked
     }

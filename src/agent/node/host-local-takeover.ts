@@ -38,7 +38,14 @@ import { rangePoolOfKey } from '../../ipam/blocks.ts';
 import { type RangeSpec, inSubnet } from '../../ipam/range.ts';
 import type { Allocator } from '../../allocator/allocator.ts';
 import type { Store } from '../../store/store.ts';
-import { MAX_RESERVATION_BYTES, MAX_RESERVATION_FILES, parseReservation, renderReservation, reservationAddress, reservationName } from '../../cni/host-local-reservation.ts';
+import {
+  MAX_RESERVATION_BYTES,
+  MAX_RESERVATION_FILES,
+  parseReservation,
+  renderReservation,
+  reservationAddress,
+  reservationName,
+} from '../../cni/host-local-reservation.ts';
 import type { HandBackReport, TakeoverStatus } from '../../api/status.ts';
 
 /** A network whose range Warren takes over from host-local. */
@@ -83,7 +90,6 @@ type Judgement =
   | { readonly kind: 'problem'; readonly problem: string }
   | { readonly kind: 'refused'; readonly problem: string };
 
-
 export class HostLocalTakeover {
   readonly #o: HostLocalTakeoverOptions;
   readonly #adopted = new Map<string, Adopted>();
@@ -100,7 +106,8 @@ export class HostLocalTakeover {
       clock: options.clock,
       intervalMs: this.#rescanMs,
       run: () => this.#importAll(),
-      onError: (error) => options.logger.error({ err: error }, 'importing host-local reservations failed; trying again'),
+      onError: (error) =>
+        options.logger.error({ err: error }, 'importing host-local reservations failed; trying again'),
     });
   }
 
@@ -117,9 +124,26 @@ export class HostLocalTakeover {
     const key = JSON.stringify([target.dataDir, target.ranges.map((r) => r.pool)]);
     if (this.#adopted.get(target.network)?.key === key) return;
     const settledAt = this.#o.clock.now() + (fresh ? this.#rescanMs : 0);
-    this.#adopted.set(target.network, { target, key, imported: false, settledAt, problems: new Map(), seen: new Set() });
-    this.#o.logger.info({ network: target.network, dataDir: target.dataDir }, `taking network ${target.network} over from host-local: importing its reservations first`);
-    this.#task.runNow().catch((error: unknown) => this.#o.logger.error({ err: error, network: target.network }, 'importing host-local reservations failed; trying again'));
+    this.#adopted.set(target.network, {
+      target,
+      key,
+      imported: false,
+      settledAt,
+      problems: new Map(),
+      seen: new Set(),
+    });
+    this.#o.logger.info(
+      { network: target.network, dataDir: target.dataDir },
+      `taking network ${target.network} over from host-local: importing its reservations first`,
+    );
+    this.#task
+      .runNow()
+      .catch((error: unknown) =>
+        this.#o.logger.error(
+          { err: error, network: target.network },
+          'importing host-local reservations failed; trying again',
+        ),
+      );
   }
 
   /** Why ADD of `network` must wait; undefined when it need not. */
@@ -128,7 +152,10 @@ export class HostLocalTakeover {
     const a = this.#adopted.get(network);
     if (a === undefined || a.imported) return undefined;
     const problems = a.problems.size === 0 ? '' : ` (${[...a.problems.values()].slice(0, 3).join('; ')})`;
-    return `not ready: network ${network} is being taken over from host-local; its reservations in ` + `${a.target.dataDir} are not imported yet${problems}`;
+    return (
+      `not ready: network ${network} is being taken over from host-local; its reservations in ` +
+      `${a.target.dataDir} are not imported yet${problems}`
+    );
   }
 
   status(): TakeoverStatus[] {
@@ -147,9 +174,20 @@ export class HostLocalTakeover {
   }
 
   /** Restores targets of an earlier hand-back (after a restart): releases keep cleaning their files. */
-  restoreHandedBack(reason: string, targets: ReadonlyArray<{ readonly network: string; readonly dataDir: string }>): void {
+  restoreHandedBack(
+    reason: string,
+    targets: ReadonlyArray<{ readonly network: string; readonly dataDir: string }>,
+  ): void {
     this.#handedBack = reason;
-    for (const t of targets) this.#adopted.set(t.network, { target: { ...t, ranges: [] }, key: '', imported: true, settledAt: 0, problems: new Map(), seen: new Set() });
+    for (const t of targets)
+      this.#adopted.set(t.network, {
+        target: { ...t, ranges: [] },
+        key: '',
+        imported: true,
+        settledAt: 0,
+        problems: new Map(),
+        seen: new Set(),
+      });
   }
 
   /** Gives every taken-over range back to host-local; see the module header. */
@@ -157,7 +195,11 @@ export class HostLocalTakeover {
     this.#handedBack = reason;
     // One more import (ADD is refused already): what host-local reserved last is handed back too.
     this.#finalImport = true;
-    await this.#task.runNow().catch((error: unknown) => this.#o.logger.warn({ err: error }, 'the last import of host-local reservations before the hand-back failed'));
+    await this.#task
+      .runNow()
+      .catch((error: unknown) =>
+        this.#o.logger.warn({ err: error }, 'the last import of host-local reservations before the hand-back failed'),
+      );
     this.#finalImport = false;
     const reports: HandBackReport[] = [];
     for (const { target } of this.#adopted.values()) reports.push(await this.#handBack(target));
@@ -195,10 +237,20 @@ export class HostLocalTakeover {
       const problems = [...a.problems.values()];
       // The runtime may still be finishing an ADD with the primary.
       if (!a.imported && startedAt < a.settledAt) continue;
-      if (!a.imported) this.#o.logger.info({ network: a.target.network, dataDir: a.target.dataDir, imported, problems }, `imported host-local's reservations of network ${a.target.network}`);
-      else if (imported > 0) this.#o.logger.warn({ network: a.target.network, imported }, `imported ${imported} reservations host-local made after Warren took network ${a.target.network} over`);
+      if (!a.imported)
+        this.#o.logger.info(
+          { network: a.target.network, dataDir: a.target.dataDir, imported, problems },
+          `imported host-local's reservations of network ${a.target.network}`,
+        );
+      else if (imported > 0)
+        this.#o.logger.warn(
+          { network: a.target.network, imported },
+          `imported ${imported} reservations host-local made after Warren took network ${a.target.network} over`,
+        );
       // Said once, not at every rescan: a problem stays in status until its file changes.
-      for (const problem of problems) if (!before.has(problem)) this.#o.logger.warn({ network: a.target.network, dataDir: a.target.dataDir }, problem);
+      for (const problem of problems)
+        if (!before.has(problem))
+          this.#o.logger.warn({ network: a.target.network, dataDir: a.target.dataDir }, problem);
       a.imported = true;
     }
   }
@@ -266,7 +318,11 @@ export class HostLocalTakeover {
       return { kind: 'problem', problem: `${file}: ${reserved}, but ${held}; one of them must be removed by hand` };
     }
     try {
-      await this.#o.allocator.allocate({ owner: { network: target.network, containerID: owner.containerID, ifname: owner.ifname }, ranges: [range], requested: [ip] });
+      await this.#o.allocator.allocate({
+        owner: { network: target.network, containerID: owner.containerID, ifname: owner.ifname },
+        ranges: [range],
+        requested: [ip],
+      });
       return { kind: 'imported' };
     } catch (error) {
       const what = `${address} for ${owner.containerID} (${owner.ifname})`;
@@ -276,8 +332,17 @@ export class HostLocalTakeover {
 
   async #handBack(target: HostLocalTarget): Promise<HandBackReport> {
     const pools = new Set(target.ranges.map((r) => r.pool));
-    const held = (await this.#o.store.list({ network: target.network, node: this.#o.node })).filter((a) => pools.has(rangePoolOfKey(a.pool)));
-    const report = { network: target.network, dataDir: target.dataDir, written: 0, kept: 0, removed: 0, problems: [] as string[] };
+    const held = (await this.#o.store.list({ network: target.network, node: this.#o.node })).filter((a) =>
+      pools.has(rangePoolOfKey(a.pool)),
+    );
+    const report = {
+      network: target.network,
+      dataDir: target.dataDir,
+      written: 0,
+      kept: 0,
+      removed: 0,
+      problems: [] as string[],
+    };
     mkdirSync(target.dataDir, { recursive: true, mode: 0o755 });
     const byAddress = new Map(held.map((a) => [a.address, a]));
     for (const a of held) {
@@ -297,7 +362,8 @@ export class HostLocalTakeover {
       }
     }
     for (const [name, ip] of listReservations(target.dataDir, report.problems)) {
-      if (byAddress.has(formatIP(ip)) || !target.ranges.some((r) => r.family === ip.family && inSubnet(r, ip))) continue;
+      if (byAddress.has(formatIP(ip)) || !target.ranges.some((r) => r.family === ip.family && inSubnet(r, ip)))
+        continue;
       // In Warren's range and not held by Warren: its container went while Warren served.
       try {
         unlinkSync(join(target.dataDir, name));
@@ -317,7 +383,8 @@ function listReservations(dir: string, problems: string[]): Array<[string, IPAdd
   try {
     names = readdirSync(dir);
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') problems.push(`${dir} cannot be listed: ${messageOf(error)}`);
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT')
+      problems.push(`${dir} cannot be listed: ${messageOf(error)}`);
     return [];
   }
   if (names.length > MAX_RESERVATION_FILES) {

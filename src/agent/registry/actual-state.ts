@@ -25,7 +25,8 @@ export class ActualState {
   readonly #plugins = new Map<string, ActualPlugin>();
 
   add(plugin: ActualPlugin): void {
-    if (this.#plugins.has(plugin.socket)) throw new Error(`${plugin.socket} is registered already: unregister it first`);
+    if (this.#plugins.has(plugin.socket))
+      throw new Error(`${plugin.socket} is registered already: unregister it first`);
     this.#plugins.set(plugin.socket, plugin);
   }
 

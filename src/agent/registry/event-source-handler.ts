@@ -59,7 +59,10 @@ export class EventSourceHandler implements PluginHandler {
     const logger = this.#o.logger.child({ source: 'plugin', plugin: name });
     const listing = await listOnce(plugin.endpoint, this.#o.listTimeoutMs ?? 2_000);
     if ('failed' in listing) {
-      logger.debug({ reason: listing.failed }, 'the adapter could not list at registration; its first listing will be judged when it comes');
+      logger.debug(
+        { reason: listing.failed },
+        'the adapter could not list at registration; its first listing will be judged when it comes',
+      );
     } else {
       const refused = this.#o.scopes.claim(name, listing.netnsPrefixes);
       if (refused !== undefined) return { refused };
@@ -73,7 +76,13 @@ export class EventSourceHandler implements PluginHandler {
       heartbeatMs: this.#o.heartbeatMs,
     });
     const abort = new AbortController();
-    const done = consumeRuntimeAdapter(name, client.events(abort.signal), this.#o.pipeline, this.#o.scopes, this.#o.clock).catch((error: unknown) => {
+    const done = consumeRuntimeAdapter(
+      name,
+      client.events(abort.signal),
+      this.#o.pipeline,
+      this.#o.scopes,
+      this.#o.clock,
+    ).catch((error: unknown) => {
       logger.error({ err: error }, 'runtime adapter stream stopped');
     });
     this.#following.set(plugin.socket, { client, abort, done });

@@ -8,11 +8,11 @@
 import type { PluginInfo } from '../../api/plugins/wire.ts';
 
 export interface RegisteredPlugin {
-  readonly socket: string;        // registration socket path
+  readonly socket: string; // registration socket path
   readonly info: PluginInfo;
   // absolute path of the plugin's service socket (info.endpoint resolved; the socket itself when empty)
   readonly endpoint: string;
-  readonly version: string;       // the version chosen: the first of handler.versions the plugin supports
+  readonly version: string; // the version chosen: the first of handler.versions the plugin supports
 }
 
 /** A handler's refusal of a plugin, with the reason the plugin is told. */

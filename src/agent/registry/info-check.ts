@@ -22,7 +22,12 @@ export type InfoCheck =
  * directory, and if so its handler, endpoint (absolute) and version. A name held by another socket
  * is the reconciler's check, not this one: it depends on state.
  */
-export function checkInfo(info: PluginInfo, socket: string, dir: string, handlers: ReadonlyMap<string, PluginHandler>): InfoCheck {
+export function checkInfo(
+  info: PluginInfo,
+  socket: string,
+  dir: string,
+  handlers: ReadonlyMap<string, PluginHandler>,
+): InfoCheck {
   const handler = handlers.get(info.type);
   if (handler === undefined) {
     const known = [...handlers.keys()].map((t) => JSON.stringify(t)).join(', ') || 'none';
@@ -33,7 +38,9 @@ export function checkInfo(info: PluginInfo, socket: string, dir: string, handler
   if (version === undefined) {
     return {
       ok: false,
-      reason: `no version in common for type ${JSON.stringify(info.type)}: the plugin supports ` + `[${info.supportedVersions.join(', ')}], Warren speaks [${handler.versions.join(', ')}]`,
+      reason:
+        `no version in common for type ${JSON.stringify(info.type)}: the plugin supports ` +
+        `[${info.supportedVersions.join(', ')}], Warren speaks [${handler.versions.join(', ')}]`,
     };
   }
   const endpoint = resolveEndpoint(info.endpoint, socket, dir);
@@ -63,7 +70,9 @@ export function resolveEndpoint(endpoint: string, socket: string, dir: string): 
     return { refusal: `endpoint ${quoted} (${path}) is outside the plugins directory ${dir}` };
   }
   if (Buffer.byteLength(path) > MAX_SOCKET_PATH_BYTES) {
-    return { refusal: `endpoint ${path} is longer than ${MAX_SOCKET_PATH_BYTES} bytes, more than a unix socket address holds` };
+    return {
+      refusal: `endpoint ${path} is longer than ${MAX_SOCKET_PATH_BYTES} bytes, more than a unix socket address holds`,
+    };
   }
   return path;
 }

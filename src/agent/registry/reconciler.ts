@@ -34,7 +34,11 @@ import { WarrenError, messageOf } from '../../core/errors.ts';
 import { KeyedMutex } from '../../core/keyed-mutex.ts';
 import type { PluginInfo } from '../../api/plugins/wire.ts';
 import type { PluginEntry, PluginState } from '../../api/status.ts';
-import { DEFAULT_INFO_TIMEOUT_MS, DEFAULT_NOTIFY_TIMEOUT_MS, type RegistrationClientLike } from '../../sources/plugins/registration-client.ts';
+import {
+  DEFAULT_INFO_TIMEOUT_MS,
+  DEFAULT_NOTIFY_TIMEOUT_MS,
+  type RegistrationClientLike,
+} from '../../sources/plugins/registration-client.ts';
 import type { ActualPlugin, ActualState } from './actual-state.ts';
 import type { DesiredState } from './desired-state.ts';
 import type { PluginHandler, RegisteredPlugin } from './handler.ts';
@@ -96,7 +100,9 @@ export class PluginReconciler {
         this.#queued.delete(socket);
         await this.#reconcile(socket);
       })
-      .catch((error: unknown) => this.#o.logger.error({ socket, err: error }, 'plugin registry: reconciling a socket failed unexpectedly'))
+      .catch((error: unknown) =>
+        this.#o.logger.error({ socket, err: error }, 'plugin registry: reconciling a socket failed unexpectedly'),
+      )
       .finally(() => this.#ran());
   }
 
@@ -118,7 +124,12 @@ export class PluginReconciler {
     for (const record of this.#records.values()) this.#setWake(record, { kind: 'now' });
     for (const client of this.#clients) client.close();
     for (const stop of [...this.#waits]) stop();
-    const sockets = new Set([...this.#records.keys(), ...this.#actual().all().map((p) => p.socket)]);
+    const sockets = new Set([
+      ...this.#records.keys(),
+      ...this.#actual()
+        .all()
+        .map((p) => p.socket),
+    ]);
     await Promise.all(
       [...sockets].map((socket) =>
         this.#mutex.run(socket, async () => {
@@ -143,8 +154,14 @@ export class PluginReconciler {
     const desired = this.#o.desired.get(socket);
     const registered = this.#actual().get(socket);
     // Tear down first: a plugin whose socket is gone, or is another socket now.
-    if (registered !== undefined && (desired === undefined || desired.generation !== registered.generation || this.#closed)) {
-      await this.#unregister(registered, desired === undefined ? 'its socket is gone' : this.#closed ? 'Warren is stopping' : 'its socket was replaced');
+    if (
+      registered !== undefined &&
+      (desired === undefined || desired.generation !== registered.generation || this.#closed)
+    ) {
+      await this.#unregister(
+        registered,
+        desired === undefined ? 'its socket is gone' : this.#closed ? 'Warren is stopping' : 'its socket was replaced',
+      );
     }
     let record = this.#records.get(socket);
     if (desired === undefined || this.#closed) {
@@ -156,7 +173,17 @@ export class PluginReconciler {
       record = undefined;
     }
     if (record === undefined) {
-      record = { socket, generation: desired.generation, ino: desired.ino, state: 'registering', since: this.#o.clock.now(), wake: { kind: 'now' }, failures: 0, error: undefined, info: undefined };
+      record = {
+        socket,
+        generation: desired.generation,
+        ino: desired.ino,
+        state: 'registering',
+        since: this.#o.clock.now(),
+        wake: { kind: 'now' },
+        failures: 0,
+        error: undefined,
+        info: undefined,
+      };
       this.#records.set(socket, record);
     }
     if (this.#actual().get(socket) !== undefined) return; // registered from this very socket already
@@ -203,7 +230,12 @@ export class PluginReconciler {
     try {
       let info: PluginInfo;
       try {
-        info = await this.#bounded('GetInfo', this.#o.infoTimeoutMs ?? DEFAULT_INFO_TIMEOUT_MS, client, client.getInfo());
+        info = await this.#bounded(
+          'GetInfo',
+          this.#o.infoTimeoutMs ?? DEFAULT_INFO_TIMEOUT_MS,
+          client,
+          client.getInfo(),
+        );
       } catch (error) {
         this.#failed(record, messageOf(error));
         return;
@@ -236,7 +268,12 @@ export class PluginReconciler {
         return;
       }
       this.#claims.set(claim, socket);
-      const plugin: RegisteredPlugin = Object.freeze({ socket, info, endpoint: check.endpoint, version: check.version });
+      const plugin: RegisteredPlugin = Object.freeze({
+        socket,
+        info,
+        endpoint: check.endpoint,
+        version: check.version,
+      });
       let outcome;
       try {
         outcome = await check.handler.register(plugin);
@@ -251,18 +288,33 @@ export class PluginReconciler {
         return;
       }
       try {
-        await this.#bounded('NotifyRegistrationStatus', this.#o.notifyTimeoutMs ?? DEFAULT_NOTIFY_TIMEOUT_MS, client, client.notify({ registered: true, error: '' }));
+        await this.#bounded(
+          'NotifyRegistrationStatus',
+          this.#o.notifyTimeoutMs ?? DEFAULT_NOTIFY_TIMEOUT_MS,
+          client,
+          client.notify({ registered: true, error: '' }),
+        );
       } catch (error) {
         await this.#handlerUnregister(check.handler, plugin);
         this.#release(claim, socket);
         this.#failed(record, messageOf(error));
         return;
       }
-      this.#actual().add({ socket, generation: record.generation, ino: record.ino, plugin, handler: check.handler, registeredAt: this.#o.clock.now() });
+      this.#actual().add({
+        socket,
+        generation: record.generation,
+        ino: record.ino,
+        plugin,
+        handler: check.handler,
+        registeredAt: this.#o.clock.now(),
+      });
       record.failures = 0;
       record.error = undefined;
       this.#setState(record, 'registered');
-      this.#o.logger.info({ socket, type: info.type, name: info.name, endpoint: check.endpoint, version: check.version }, 'plugin registered');
+      this.#o.logger.info(
+        { socket, type: info.type, name: info.name, endpoint: check.endpoint, version: check.version },
+        'plugin registered',
+      );
     } finally {
       this.#clients.delete(client);
       client.close();
@@ -302,7 +354,12 @@ export class PluginReconciler {
     const { socket, info } = record;
     this.#o.logger.warn({ socket, type: info?.type, name: info?.name, reason }, 'plugin refused');
     try {
-      await this.#bounded('NotifyRegistrationStatus', this.#o.notifyTimeoutMs ?? DEFAULT_NOTIFY_TIMEOUT_MS, client, client.notify({ registered: false, error: reason }));
+      await this.#bounded(
+        'NotifyRegistrationStatus',
+        this.#o.notifyTimeoutMs ?? DEFAULT_NOTIFY_TIMEOUT_MS,
+        client,
+        client.notify({ registered: false, error: reason }),
+      );
     } catch (error) {
       // It was refused either way; a plugin that will not hear why is not Warren's failure.
       this.#o.logger.debug({ socket, err: messageOf(error) }, 'a refused plugin could not be told why');
@@ -326,7 +383,12 @@ export class PluginReconciler {
     } else {
       const delay = this.#o.backoff.delay(record.failures);
       const cancel = this.#o.clock.setTimer(delay, () => this.poke(record.socket));
-      this.#setWake(record, { kind: 'at', at: this.#o.clock.now() + delay, due: this.#o.clock.monotonic() + delay, cancel });
+      this.#setWake(record, {
+        kind: 'at',
+        at: this.#o.clock.now() + delay,
+        due: this.#o.clock.monotonic() + delay,
+        cancel,
+      });
     }
     this.#setState(record, 'retrying');
     const at = record.wake.kind === 'at' ? new Date(record.wake.at).toISOString() : undefined;
@@ -350,7 +412,10 @@ export class PluginReconciler {
     try {
       await handler.unregister(plugin);
     } catch (error) {
-      this.#o.logger.error({ socket: plugin.socket, type: plugin.info.type, err: error }, 'a plugin handler threw from unregister (it must not)');
+      this.#o.logger.error(
+        { socket: plugin.socket, type: plugin.info.type, err: error },
+        'a plugin handler threw from unregister (it must not)',
+      );
     }
   }
 

@@ -80,14 +80,25 @@ export class PluginRegistry {
     const clock = options.clock ?? systemClock;
     const handlers = new Map<string, PluginHandler>();
     for (const handler of options.handlers) {
-      if (handlers.has(handler.type)) throw new WarrenError('INVALID_CONFIG', `two plugin handlers for the type ${JSON.stringify(handler.type)}`);
-      if (handler.versions.length === 0) throw new WarrenError('INVALID_CONFIG', `the plugin handler for ${JSON.stringify(handler.type)} speaks no version`);
+      if (handlers.has(handler.type))
+        throw new WarrenError('INVALID_CONFIG', `two plugin handlers for the type ${JSON.stringify(handler.type)}`);
+      if (handler.versions.length === 0)
+        throw new WarrenError(
+          'INVALID_CONFIG',
+          `the plugin handler for ${JSON.stringify(handler.type)} speaks no version`,
+        );
       handlers.set(handler.type, handler);
     }
     this.#desired = new DesiredState(clock);
     this.#trust = options.trust ?? OWNER_TRUST;
     const connect =
-      options.connect ?? ((socket: string) => new RegistrationClient(socket, { clock, infoTimeoutMs: options.infoTimeoutMs, notifyTimeoutMs: options.notifyTimeoutMs }));
+      options.connect ??
+      ((socket: string) =>
+        new RegistrationClient(socket, {
+          clock,
+          infoTimeoutMs: options.infoTimeoutMs,
+          notifyTimeoutMs: options.notifyTimeoutMs,
+        }));
     this.#reconciler = new PluginReconciler({
       dir: this.#dir,
       handlers,
@@ -106,7 +117,10 @@ export class PluginRegistry {
   /** Follows the watcher until the signal aborts. Once only. */
   start(signal: AbortSignal): void {
     if (this.#loop !== undefined) throw new Error('the plugin registry is started already');
-    const source = this.#o.events ?? ((s: AbortSignal) => new PluginSocketWatcher({ dir: this.#dir, signal: s, clock: this.#o.clock, rescanMs: this.#o.rescanMs }));
+    const source =
+      this.#o.events ??
+      ((s: AbortSignal) =>
+        new PluginSocketWatcher({ dir: this.#dir, signal: s, clock: this.#o.clock, rescanMs: this.#o.rescanMs }));
     const events = typeof source === 'function' ? source(signal) : source;
     const aborted = new Promise<void>((resolve) => {
       if (signal.aborted) resolve();
@@ -116,7 +130,11 @@ export class PluginRegistry {
     this.#loop = Promise.race([this.#follow(events, signal), aborted]);
     this.#o.logger.info({ dir: this.#dir }, 'plugin registry watching');
     const problem = this.#trust.dir(this.#dir);
-    if (problem !== undefined) this.#o.logger.error({ dir: this.#dir, problem }, 'the plugins directory is not trusted: no plugin registers until it is put right');
+    if (problem !== undefined)
+      this.#o.logger.error(
+        { dir: this.#dir, problem },
+        'the plugins directory is not trusted: no plugin registers until it is put right',
+      );
   }
 
   /** After the signal aborted: unregisters every plugin, then resolves. */
@@ -134,7 +152,15 @@ export class PluginRegistry {
     const plugins = this.#reconciler.entries();
     const count = (state: string): number => plugins.filter((p) => p.state === state).length;
     const problem = this.#trust.dir(this.#dir);
-    return { dir: this.#dir, ...(problem === undefined ? {} : { problem }), watcher: this.#watcher, registered: count('registered'), refused: count('refused'), retrying: count('retrying'), plugins };
+    return {
+      dir: this.#dir,
+      ...(problem === undefined ? {} : { problem }),
+      watcher: this.#watcher,
+      registered: count('registered'),
+      refused: count('refused'),
+      retrying: count('retrying'),
+      plugins,
+    };
   }
 
   async #follow(events: AsyncIterable<SocketEvent>, signal: AbortSignal): Promise<void> {
@@ -145,8 +171,15 @@ export class PluginRegistry {
       }
     } catch (error) {
       if (signal.aborted) return;
-      this.#o.logger.error({ dir: this.#dir, err: messageOf(error) }, 'the plugin socket watcher failed; no further plugins will be seen');
-      this.#o.onFailure?.(new WarrenError('IO_FAILURE', `the plugin socket watcher on ${this.#dir} failed: ${messageOf(error)}`, { cause: error }));
+      this.#o.logger.error(
+        { dir: this.#dir, err: messageOf(error) },
+        'the plugin socket watcher failed; no further plugins will be seen',
+      );
+      this.#o.onFailure?.(
+        new WarrenError('IO_FAILURE', `the plugin socket watcher on ${this.#dir} failed: ${messageOf(error)}`, {
+          cause: error,
+        }),
+      );
     }
   }
 

@@ -13,7 +13,7 @@ import { lstatSync } from 'node:fs';
 import { messageOf } from '../../core/errors.ts';
 import { checkPrivateDir } from '../../cni/journal-dir.ts';
 
-export const PLUGINS_DIR_RISK = 'put a runtime adapter\'s socket in it, whose word releases addresses in use';
+export const PLUGINS_DIR_RISK = "put a runtime adapter's socket in it, whose word releases addresses in use";
 
 /** Why the plugins directory cannot be trusted now, or undefined. Creates it (0700) when missing. */
 export function pluginsDirProblem(dir: string): string | undefined {
@@ -38,9 +38,14 @@ export function socketOwnerProblem(path: string, uid = process.getuid?.(), missi
     if (missingIsFine && (error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     return `socket ${path} cannot be examined: ${messageOf(error)}`;
   }
-  if (!st.isSocket()) return `${path} is not a unix ` + `socket${st.isSymbolicLink() ? ' (it is a symbolic link, which is never followed)' : ''}`;
+  if (!st.isSocket())
+    return (
+      `${path} is not a unix ` +
+      `socket${st.isSymbolicLink() ? ' (it is a symbolic link, which is never followed)' : ''}`
+    );
   if (uid === undefined || st.uid === uid || st.uid === 0) return undefined;
-  const trusted = uid === 0 ? 'not to root, which runs Warren' : `neither to uid ${uid}, which runs Warren, nor to root`;
+  const trusted =
+    uid === 0 ? 'not to root, which runs Warren' : `neither to uid ${uid}, which runs Warren, nor to root`;
   return `socket ${path} belongs to uid ${st.uid}, ${trusted}; only they may register a runtime adapter`;
 }
 

@@ -31,15 +31,28 @@ export interface AuditContext {
   readonly graceMs: number;
 }
 
-export function judge(allocation: Allocation, ctx: AuditContext, cache: Map<string, { observable: boolean; reason?: string }>): AuditVerdict {
+export function judge(
+  allocation: Allocation,
+  ctx: AuditContext,
+  cache: Map<string, { observable: boolean; reason?: string }>,
+): AuditVerdict {
   const made = createdMoment(allocation, ctx.node);
   // A DEL recorded before this allocation was made is about an earlier one of the same attachment.
-  if ((ctx.journalOwners.get(ownerKey(allocation)) ?? []).some((recordedAt) => atOrBefore(made, recordedAt, ctx.boot))) {
-    return { kind: 'stale', proof: 'journal', reason: 'a DEL for this attachment is pending in the missed-delete journal' };
+  if (
+    (ctx.journalOwners.get(ownerKey(allocation)) ?? []).some((recordedAt) => atOrBefore(made, recordedAt, ctx.boot))
+  ) {
+    return {
+      kind: 'stale',
+      proof: 'journal',
+      reason: 'a DEL for this attachment is pending in the missed-delete journal',
+    };
   }
   const age = msBetween(made, ctx.now);
   if (age < ctx.graceMs) {
-    return { kind: 'healthy', reason: `allocated ${Math.round(age / 1000)}s ago, within the grace period for ADDs in flight` };
+    return {
+      kind: 'healthy',
+      reason: `allocated ${Math.round(age / 1000)}s ago, within the grace period for ADDs in flight`,
+    };
   }
   const seen = ctx.observer.observe(allocation.netns, cache);
   switch (seen.kind) {
@@ -49,7 +62,11 @@ export function judge(allocation: Allocation, ctx: AuditContext, cache: Map<stri
       return { kind: 'stale', proof: 'netns-gone', reason: `network namespace ${allocation.netns} is gone` };
     case 'unobservable':
       if (allocation.netns === undefined && allocation.podUID === undefined && allocation.podName === undefined) {
-        return { kind: 'suspect', why: 'orphaned', reason: 'no network namespace or pod was recorded, so nothing can vouch for it' };
+        return {
+          kind: 'suspect',
+          why: 'orphaned',
+          reason: 'no network namespace or pod was recorded, so nothing can vouch for it',
+        };
       }
       return {
         kind: 'suspect',
@@ -64,7 +81,11 @@ export function judge(allocation: Allocation, ctx: AuditContext, cache: Map<stri
   }
 }
 
-export function audit(allocations: readonly Allocation[], ctx: AuditContext, journal: { dir: string; pending: number }): AuditReport {
+export function audit(
+  allocations: readonly Allocation[],
+  ctx: AuditContext,
+  journal: { dir: string; pending: number },
+): AuditReport {
   const cache = new Map<string, { observable: boolean; reason?: string }>();
   const findings = allocations.map((allocation) => ({ allocation, verdict: judge(allocation, ctx, cache) }));
   const counts = { healthy: 0, stale: 0, suspect: 0 };

@@ -34,7 +34,11 @@ export function containerIntent(event: ContainerEvent, observedAt: Moment): Rele
 }
 
 /** `clock` stamps each event when it arrives: its intent never releases what was allocated later. */
-export async function consumeContainerd(items: AsyncIterable<ContainerdItem>, pipeline: ReleasePipeline, clock: Clock): Promise<void> {
+export async function consumeContainerd(
+  items: AsyncIterable<ContainerdItem>,
+  pipeline: ReleasePipeline,
+  clock: Clock,
+): Promise<void> {
   for await (const item of items) {
     switch (item.kind) {
       case 'event':
@@ -61,7 +65,11 @@ export async function consumeContainerd(items: AsyncIterable<ContainerdItem>, pi
  * The intent an adapter's event seen at `observedAt` stands for, judged only over what the adapter
  * answers for; a creation releases nothing.
  */
-export function runtimeIntent(event: RuntimeEvent, via: RuntimeAdapterScope, observedAt: Moment): ReleaseIntent | undefined {
+export function runtimeIntent(
+  event: RuntimeEvent,
+  via: RuntimeAdapterScope,
+  observedAt: Moment,
+): ReleaseIntent | undefined {
   switch (event.kind) {
     case 'created':
       return undefined;
@@ -82,7 +90,13 @@ export function runtimeIntent(event: RuntimeEvent, via: RuntimeAdapterScope, obs
  * before its adapter has said which allocations are its own; a listing that declares another
  * runtime's namespaces (`scopes`) is refused, and neither it nor the stream's events are applied.
  */
-export async function consumeRuntimeAdapter(adapter: string, items: AsyncIterable<RuntimeItem>, pipeline: ReleasePipeline, scopes: NetnsScopes, clock: Clock): Promise<void> {
+export async function consumeRuntimeAdapter(
+  adapter: string,
+  items: AsyncIterable<RuntimeItem>,
+  pipeline: ReleasePipeline,
+  scopes: NetnsScopes,
+  clock: Clock,
+): Promise<void> {
   let via: RuntimeAdapterScope | undefined;
   for await (const item of items) {
     switch (item.kind) {

@@ -12,7 +12,12 @@ import type { Logger } from 'pino';
 import { messageOf } from '../../core/errors.ts';
 import type { Moment } from '../../core/moment.ts';
 import { type Owner, ownerKey } from '../../ipam/allocation.ts';
-import type { JournalEvent, MissedDeleteJournal, RejectedFile, UnreadFile } from '../../sources/missed-delete-journal.ts';
+import type {
+  JournalEvent,
+  MissedDeleteJournal,
+  RejectedFile,
+  UnreadFile,
+} from '../../sources/missed-delete-journal.ts';
 import type { RecentErrors } from '../metrics/recent-errors.ts';
 import type { ReleaseIntent } from './rule.ts';
 
@@ -65,7 +70,8 @@ export class JournalIntake {
   /** The intents journaled for one attachment that the pipeline does not have yet, read now. */
   readNow(owner: Owner): JournalIntent[] {
     const found: JournalIntent[] = [];
-    for (const event of this.#o.journal.readFor(owner)) this.#take(event, (intent) => found.push(intent as JournalIntent));
+    for (const event of this.#o.journal.readFor(owner))
+      this.#take(event, (intent) => found.push(intent as JournalIntent));
     return found;
   }
 
@@ -83,7 +89,8 @@ export class JournalIntake {
           kind: 'journal-del',
           file: name,
           owner: { network: entry.network, containerID: entry.containerID, ifname: entry.ifname },
-          recordedAt: entry.stamp === undefined ? { wall: entry.recordedAt } : { wall: entry.recordedAt, stamp: entry.stamp },
+          recordedAt:
+            entry.stamp === undefined ? { wall: entry.recordedAt } : { wall: entry.recordedAt, stamp: entry.stamp },
           ack: () => {
             this.#o.journal.complete(name);
             this.#pending.delete(name);
@@ -95,9 +102,15 @@ export class JournalIntake {
       }
       case 'rejected':
         this.#rejected = [...this.#rejected, { name: event.name, reason: event.reason }].slice(-MAX_REJECTED);
-        this.#o.logger.warn({ file: event.name, reason: event.reason, movedTo: event.movedTo }, 'journal file set aside');
+        this.#o.logger.warn(
+          { file: event.name, reason: event.reason, movedTo: event.movedTo },
+          'journal file set aside',
+        );
         if (event.pruned !== undefined) {
-          this.#o.logger.warn({ removed: event.pruned.files, bytes: event.pruned.bytes }, `removed the oldest set-aside journal files: ${event.pruned.why}`);
+          this.#o.logger.warn(
+            { removed: event.pruned.files, bytes: event.pruned.bytes },
+            `removed the oldest set-aside journal files: ${event.pruned.why}`,
+          );
         }
         return;
       case 'listed':

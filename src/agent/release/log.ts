@@ -20,7 +20,9 @@ export class ReleaseLog {
 
   /** Where a container intent came from, as metrics name it, and the adapter if one said it. */
   #containerFields(intent: ContainerIntent): { source: string; adapter?: string } {
-    return intent.via === undefined ? { source: sourceOf(intent) } : { source: sourceOf(intent), adapter: intent.via.adapter };
+    return intent.via === undefined
+      ? { source: sourceOf(intent) }
+      : { source: sourceOf(intent), adapter: intent.via.adapter };
   }
 
   /** An intent's action was applied; `released` may be empty (nothing was held any more). */
@@ -31,16 +33,35 @@ export class ReleaseLog {
         this.#logger.info({ file: intent.file, released: addresses }, 'missed delete released');
         return;
       case 'netns-gone':
-        if (released.length > 0) this.#logger.info({ containerID: intent.owner.containerID, ifname: intent.owner.ifname, addresses, netns: intent.netns }, 'released: network namespace is gone');
+        if (released.length > 0)
+          this.#logger.info(
+            { containerID: intent.owner.containerID, ifname: intent.owner.ifname, addresses, netns: intent.netns },
+            'released: network namespace is gone',
+          );
         return;
       case 'container-deleted':
       case 'task-exited':
       case 'namespace-recheck':
       case 'absent-at-resync':
-        if (released.length > 0) this.#logger.info({ ...this.#containerFields(intent), containerID: intent.containerID, addresses, why }, 'released');
+        if (released.length > 0)
+          this.#logger.info(
+            { ...this.#containerFields(intent), containerID: intent.containerID, addresses, why },
+            'released',
+          );
         return;
       case 'pod-gone':
-        if (released.length > 0) this.#logger.info({ source: 'kubernetes', pod: `${intent.pod.namespace}/${intent.pod.name}`, podUID: intent.pod.uid, because: intent.because, addresses, why }, 'released');
+        if (released.length > 0)
+          this.#logger.info(
+            {
+              source: 'kubernetes',
+              pod: `${intent.pod.namespace}/${intent.pod.name}`,
+              podUID: intent.pod.uid,
+              because: intent.because,
+              addresses,
+              why,
+            },
+            'released',
+          );
         return;
       default: {
         const never: never = intent;
@@ -51,19 +72,36 @@ export class ReleaseLog {
 
   /** A journaled DEL the rule dropped: its file goes, and the operator sees why. */
   dropped(intent: ReleaseIntent, reason: string): void {
-    if (intent.kind === 'journal-del') this.#logger.info({ file: intent.file, released: [], reason }, 'missed delete released');
+    if (intent.kind === 'journal-del')
+      this.#logger.info({ file: intent.file, released: [], reason }, 'missed delete released');
   }
 
   /** A container whose task exited keeps its addresses until its namespace is gone. */
   exited(intent: ContainerIntent, waitingFor: string): void {
-    this.#logger.info({ ...this.#containerFields(intent), containerID: intent.containerID, waitingFor }, 'task exited; addresses kept until its network namespace is gone or the container is deleted');
+    this.#logger.info(
+      { ...this.#containerFields(intent), containerID: intent.containerID, waitingFor },
+      'task exited; addresses kept until its network namespace is gone or the container is deleted',
+    );
   }
 
   /** An attempt failed and its key backs off for `retryInMs`. */
   failed(intent: ReleaseIntent, failures: number, err: string, retryInMs: number): void {
-    if (intent.kind === 'journal-del') this.#logger.warn({ file: intent.file, failures, err, retryInMs }, 'missed delete release failed; will retry');
-    else if (intent.kind === 'netns-gone') this.#logger.warn({ containerID: intent.owner.containerID, ifname: intent.owner.ifname, err, retryInMs }, 'release of a gone namespace failed; will retry');
-    else if (intent.kind === 'pod-gone') this.#logger.warn({ source: 'kubernetes', podUID: intent.pod.uid, err, retryInMs }, 'release of a gone pod failed; will retry');
-    else this.#logger.warn({ ...this.#containerFields(intent), containerID: intent.containerID, event: intent.kind, err, retryInMs }, 'container event failed; will retry in order');
+    if (intent.kind === 'journal-del')
+      this.#logger.warn({ file: intent.file, failures, err, retryInMs }, 'missed delete release failed; will retry');
+    else if (intent.kind === 'netns-gone')
+      this.#logger.warn(
+        { containerID: intent.owner.containerID, ifname: intent.owner.ifname, err, retryInMs },
+        'release of a gone namespace failed; will retry',
+      );
+    else if (intent.kind === 'pod-gone')
+      this.#logger.warn(
+        { source: 'kubernetes', podUID: intent.pod.uid, err, retryInMs },
+        'release of a gone pod failed; will retry',
+      );
+    else
+      this.#logger.warn(
+        { ...this.#containerFields(intent), containerID: intent.containerID, event: intent.kind, err, retryInMs },
+        'container event failed; will retry in order',
+      );
   }
 }

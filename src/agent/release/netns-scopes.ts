@@ -44,12 +44,20 @@ export class NetnsScopes {
    * overlap found, naming both prefixes and who answers for the other.
    */
   claim(adapter: string, prefixes: readonly string[]): string | undefined {
-    const others = [...this.#reserved, ...[...this.#claims].filter(([name]) => name !== adapter).map(([name, p]) => ({ owner: `the runtime adapter ${JSON.stringify(name)}`, prefixes: p }))];
+    const others = [
+      ...this.#reserved,
+      ...[...this.#claims]
+        .filter(([name]) => name !== adapter)
+        .map(([name, p]) => ({ owner: `the runtime adapter ${JSON.stringify(name)}`, prefixes: p })),
+    ];
     for (const prefix of prefixes) {
       for (const other of others) {
         const clash = other.prefixes.find((p) => overlap(prefix, p));
         if (clash !== undefined) {
-          return `netns prefix ${JSON.stringify(prefix)} overlaps ${JSON.stringify(clash)}, which ${other.owner} ` + `answers for; an adapter may declare only its own runtime's namespaces`;
+          return (
+            `netns prefix ${JSON.stringify(prefix)} overlaps ${JSON.stringify(clash)}, which ${other.owner} ` +
+            `answers for; an adapter may declare only its own runtime's namespaces`
+          );
         }
       }
     }

@@ -142,7 +142,8 @@ export class ReleasePipeline {
   /** Queues an intent; false when an equal look-again intent is queued already. */
   push(intent: ReleaseIntent): boolean {
     const key = keyOf(intent);
-    if (isLookAgain(intent) && [...(this.#pending.get(key) ?? [])].some((p) => p.intent.kind === intent.kind)) return false;
+    if (isLookAgain(intent) && [...(this.#pending.get(key) ?? [])].some((p) => p.intent.kind === intent.kind))
+      return false;
     this.#enqueue(key, { intent, tries: UNTIL_APPLIED, failures: 0 });
     return true;
   }
@@ -180,14 +181,24 @@ export class ReleasePipeline {
   async applyPending(owner: Owner, podUID?: string): Promise<void> {
     // The plugin may have journaled this attachment's DEL a moment ago, before the watch says so.
     for (const intent of this.#o.recordedFor?.(owner) ?? []) this.push(intent);
-    const keys = [ownerQueueKey(owner), containerQueueKey(owner.containerID), ...(podUID === undefined ? [] : [podQueueKey(podUID)])];
+    const keys = [
+      ownerQueueKey(owner),
+      containerQueueKey(owner.containerID),
+      ...(podUID === undefined ? [] : [podQueueKey(podUID)]),
+    ];
     for (const key of keys) {
       if (!this.#queue.has(key)) continue;
       const outcome = await this.#queue.flush(key);
       const left = [...(this.#pending.get(key) ?? [])];
       if (outcome.ok || left.length === 0) continue;
-      const what = left.some((p) => p.intent.kind === 'journal-del') ? 'a DEL of container %s is pending in the missed-delete journal' : 'a release of container %s is pending';
-      throw new WarrenError('TRY_AGAIN', `${what.replace('%s', `${owner.containerID} (${owner.ifname})`)} and could not be applied yet: ` + `${outcome.error}`);
+      const what = left.some((p) => p.intent.kind === 'journal-del')
+        ? 'a DEL of container %s is pending in the missed-delete journal'
+        : 'a release of container %s is pending';
+      throw new WarrenError(
+        'TRY_AGAIN',
+        `${what.replace('%s', `${owner.containerID} (${owner.ifname})`)} and could not be applied yet: ` +
+          `${outcome.error}`,
+      );
     }
   }
 
@@ -227,7 +238,8 @@ export class ReleasePipeline {
     for (const a of await this.#o.store.list({ node: this.#o.node })) {
       if (!live.has(a.containerID) && this.#o.scopes.judgedBy(a, via)) absent.add(a.containerID);
     }
-    for (const containerID of absent) this.push({ kind: 'absent-at-resync', containerID, observedAt, cutoff, ...(via === undefined ? {} : { via }) });
+    for (const containerID of absent)
+      this.push({ kind: 'absent-at-resync', containerID, observedAt, cutoff, ...(via === undefined ? {} : { via }) });
   }
 
   /** Looks again at every exited container's namespace; how many are waiting for theirs. */
@@ -273,7 +285,11 @@ export class ReleasePipeline {
     const pending = [...(this.#pending.get(key) ?? [])].find((p) => p.intent === intent);
     if (pending === undefined) return undefined;
     const retryAt = pending.failures > 0 ? this.#queue.state(key)?.retryAt : undefined;
-    return { failures: pending.failures, ...(pending.lastError === undefined ? {} : { lastError: pending.lastError }), ...(retryAt === undefined ? {} : { retryAt }) };
+    return {
+      failures: pending.failures,
+      ...(pending.lastError === undefined ? {} : { lastError: pending.lastError }),
+      ...(retryAt === undefined ? {} : { retryAt }),
+    };
   }
 
   /** Intents queued and not yet done with (waiting, running or backing off), by source. */

@@ -120,7 +120,14 @@ export class ReleaseReconciler {
     const { journal, pipeline } = this.#o;
     const report = audit(
       await this.#o.store.list({ node: this.#o.onlyNode }),
-      { journalOwners: journal.owners(), observer: this.#o.observer, now: momentOf(this.#o.clock), boot: this.#o.clock.boot, node: this.#o.onlyNode, graceMs: this.#o.netnsGraceMs },
+      {
+        journalOwners: journal.owners(),
+        observer: this.#o.observer,
+        now: momentOf(this.#o.clock),
+        boot: this.#o.clock.boot,
+        node: this.#o.onlyNode,
+        graceMs: this.#o.netnsGraceMs,
+      },
       { dir: journal.dir, pending: journal.pending().length },
     );
     this.#o.telemetry?.audited(report.counts);
@@ -133,7 +140,13 @@ export class ReleaseReconciler {
       try {
         if (f.verdict.proof === 'journal') {
           // The pending DEL is applied now; when it cannot be yet, the pipeline logs why and retries.
-          if (await pipeline.applyPending(a).then(() => true, () => false)) released.push(a);
+          if (
+            await pipeline.applyPending(a).then(
+              () => true,
+              () => false,
+            )
+          )
+            released.push(a);
         } else {
           released.push(...(await pipeline.releaseNow(netnsGone(a), 'audit')));
         }
@@ -169,5 +182,10 @@ export class ReleaseReconciler {
 }
 
 function netnsGone(a: Allocation): ReleaseIntent {
-  return { kind: 'netns-gone', owner: { network: a.network, containerID: a.containerID, ifname: a.ifname }, netns: a.netns ?? '', createdAt: createdMoment(a) };
+  return {
+    kind: 'netns-gone',
+    owner: { network: a.network, containerID: a.containerID, ifname: a.ifname },
+    netns: a.netns ?? '',
+    createdAt: createdMoment(a),
+  };
 }

@@ -26,31 +26,76 @@ export type Ack = () => void;
 
 export type ReleaseIntent =
   /** A DEL the plugin journaled (file `file`) at `recordedAt`, when it could not reach the agent. */
-  | { readonly kind: 'journal-del'; readonly file: string; readonly owner: Owner; readonly recordedAt: Moment; readonly ack?: Ack }
+  | {
+      readonly kind: 'journal-del';
+      readonly file: string;
+      readonly owner: Owner;
+      readonly recordedAt: Moment;
+      readonly ack?: Ack;
+    }
   /** The runtime deleted the container record (seen at `observedAt`): nothing can use its addresses any more. */
-  | { readonly kind: 'container-deleted'; readonly containerID: string; readonly observedAt: Moment; readonly via?: RuntimeAdapterScope; readonly ack?: Ack }
+  | {
+      readonly kind: 'container-deleted';
+      readonly containerID: string;
+      readonly observedAt: Moment;
+      readonly via?: RuntimeAdapterScope;
+      readonly ack?: Ack;
+    }
   /** The container's task exited or was deleted; its namespace may still carry its addresses. */
-  | { readonly kind: 'task-exited'; readonly containerID: string; readonly event: 'task-exit' | 'task-delete'; readonly observedAt: Moment; readonly via?: RuntimeAdapterScope; readonly ack?: Ack }
+  | {
+      readonly kind: 'task-exited';
+      readonly containerID: string;
+      readonly event: 'task-exit' | 'task-delete';
+      readonly observedAt: Moment;
+      readonly via?: RuntimeAdapterScope;
+      readonly ack?: Ack;
+    }
   /**
    * Look again at an exited container's namespace (a netns directory lost an entry; a reconcile
    * pass); `observedAt` is when its exit was seen.
    */
-  | { readonly kind: 'namespace-recheck'; readonly containerID: string; readonly observedAt: Moment; readonly via?: RuntimeAdapterScope; readonly ack?: Ack }
+  | {
+      readonly kind: 'namespace-recheck';
+      readonly containerID: string;
+      readonly observedAt: Moment;
+      readonly via?: RuntimeAdapterScope;
+      readonly ack?: Ack;
+    }
   /**
    * The container was missing from the runtime's listing taken at `observedAt` after a
    * resubscription; allocations made after `cutoff` (then minus the grace) may belong to an ADD
    * still in flight for it.
    */
-  | { readonly kind: 'absent-at-resync'; readonly containerID: string; readonly observedAt: Moment; readonly cutoff: Moment; readonly via?: RuntimeAdapterScope; readonly ack?: Ack }
+  | {
+      readonly kind: 'absent-at-resync';
+      readonly containerID: string;
+      readonly observedAt: Moment;
+      readonly cutoff: Moment;
+      readonly via?: RuntimeAdapterScope;
+      readonly ack?: Ack;
+    }
   /** The namespace sweep judged the owner's allocation made at `createdAt` stale: `netns` is gone. */
-  | { readonly kind: 'netns-gone'; readonly owner: Owner; readonly netns: string; readonly createdAt: Moment; readonly ack?: Ack }
+  | {
+      readonly kind: 'netns-gone';
+      readonly owner: Owner;
+      readonly netns: string;
+      readonly createdAt: Moment;
+      readonly ack?: Ack;
+    }
   /**
    * Kubernetes no longer runs the pod (deleted, finished, or absent from a listing) since `goneAt`.
    * A pod object gone is not proof that its sandbox is: its addresses go at once only where their
    * namespace is provably gone, the rest at `releaseAfter` (the grace: a force-deleted pod's
    * sandbox may run on while its kubelet is down).
    */
-  | { readonly kind: 'pod-gone'; readonly pod: PodRef; readonly because: PodGoneBecause; readonly goneAt: Moment; readonly releaseAfter: Moment; readonly ack?: Ack };
+  | {
+      readonly kind: 'pod-gone';
+      readonly pod: PodRef;
+      readonly because: PodGoneBecause;
+      readonly goneAt: Moment;
+      readonly releaseAfter: Moment;
+      readonly ack?: Ack;
+    };
 
 /**
  * A runtime adapter (a registered `warren.event-source` plugin) and what it answers for: the
@@ -122,12 +167,23 @@ export type ReleaseAction =
    * Release these owners now (perhaps none), and keep the container marked exited until the
    * namespaces in `waitingFor` are gone or the container is deleted.
    */
-  | { readonly kind: 'wait-for-namespace'; readonly owners: readonly OwnerRelease[]; readonly why: string; readonly waitingFor: string }
+  | {
+      readonly kind: 'wait-for-namespace';
+      readonly owners: readonly OwnerRelease[];
+      readonly why: string;
+      readonly waitingFor: string;
+    }
   /**
    * Release these owners now (perhaps none); look again at `until`, or earlier when a namespace in
    * `waitingFor` goes.
    */
-  | { readonly kind: 'wait-until'; readonly owners: readonly OwnerRelease[]; readonly why: string; readonly until: Moment; readonly waitingFor: string }
+  | {
+      readonly kind: 'wait-until';
+      readonly owners: readonly OwnerRelease[];
+      readonly why: string;
+      readonly until: Moment;
+      readonly waitingFor: string;
+    }
   /** Nothing to release. `forgetExited`: the container's exited mark (if any) goes too. */
   | { readonly kind: 'drop'; readonly reason: string; readonly forgetExited: boolean };
 
@@ -180,8 +236,14 @@ export function addressHolderOf(intent: ReleaseIntent): AddressHolder {
 
 /** Whether deciding this intent needs the held allocations' namespaces looked at. */
 export function needsNamespaces(intent: ReleaseIntent): boolean {
-  if ((intent.kind === 'container-deleted' || intent.kind === 'absent-at-resync') && intent.via !== undefined) return true;
-  return intent.kind === 'task-exited' || intent.kind === 'namespace-recheck' || intent.kind === 'netns-gone' || intent.kind === 'pod-gone';
+  if ((intent.kind === 'container-deleted' || intent.kind === 'absent-at-resync') && intent.via !== undefined)
+    return true;
+  return (
+    intent.kind === 'task-exited' ||
+    intent.kind === 'namespace-recheck' ||
+    intent.kind === 'netns-gone' ||
+    intent.kind === 'pod-gone'
+  );
 }
 
 /**
@@ -230,12 +292,18 @@ export function decide(intent: ReleaseIntent, all: readonly Allocation[], observ
   const visible = via === undefined ? all : all.filter((a) => answersFor(via, a));
   const at = observedAt(intent);
   const held = visible.filter((a) => atOrBefore(createdMoment(a, observed.node), at, observed.boot));
-  if (held.length === 0 && visible.length > 0) return { kind: 'drop', reason: `what is held was allocated after ${SEEN[intent.kind]}`, forgetExited: false };
+  if (held.length === 0 && visible.length > 0)
+    return { kind: 'drop', reason: `what is held was allocated after ${SEEN[intent.kind]}`, forgetExited: false };
   return limitedTo(judge(intent, held, observed, via), at);
 }
 
 /** The rule over what the intent speaks for. */
-function judge(intent: ReleaseIntent, held: readonly Allocation[], observed: Observed, via: RuntimeAdapterScope | undefined): ReleaseAction {
+function judge(
+  intent: ReleaseIntent,
+  held: readonly Allocation[],
+  observed: Observed,
+  via: RuntimeAdapterScope | undefined,
+): ReleaseAction {
   switch (intent.kind) {
     case 'journal-del':
       // The DEL speaks for what was allocated before it was recorded (decide): a later ADD of the
@@ -258,7 +326,8 @@ function judge(intent: ReleaseIntent, held: readonly Allocation[], observed: Obs
     }
     case 'namespace-recheck':
       if (held.length === 0) return nothingHeld();
-      if (!observed.exited) return { kind: 'drop', reason: 'the container is not waiting for its namespace', forgetExited: false };
+      if (!observed.exited)
+        return { kind: 'drop', reason: 'the container is not waiting for its namespace', forgetExited: false };
       return exited(held, observed);
     case 'task-exited':
       if (held.length === 0) return nothingHeld();
@@ -267,8 +336,17 @@ function judge(intent: ReleaseIntent, held: readonly Allocation[], observed: Obs
       // Looked at again now: a namespace back stays (one made after the sweep judged it, decide).
       // An owner ADDed again in another namespace since lives there now: this namespace says nothing of it.
       const gone = held.filter((a) => a.netns === intent.netns && isGone(a, observed));
-      if (gone.length === 0) return { kind: 'drop', reason: `network namespace ${intent.netns} is not gone now, or what is held is newer`, forgetExited: false };
-      return { kind: 'release', owners: [{ owner: intent.owner, netns: intent.netns }], why: 'network namespace is gone' };
+      if (gone.length === 0)
+        return {
+          kind: 'drop',
+          reason: `network namespace ${intent.netns} is not gone now, or what is held is newer`,
+          forgetExited: false,
+        };
+      return {
+        kind: 'release',
+        owners: [{ owner: intent.owner, netns: intent.netns }],
+        why: 'network namespace is gone',
+      };
     }
     case 'pod-gone':
       return podGone(intent, held, observed);
@@ -290,13 +368,21 @@ function onAdapterWord(held: readonly Allocation[], observed: Observed, why: str
   const waiting = new Set(present.map((a) => ownerKey(a)));
   const rest = held.filter((a) => !waiting.has(ownerKey(a)));
   const waitingFor = [...new Set(present.map((a) => a.netns as string))].join(', ');
-  return { kind: 'wait-for-namespace', owners: ownersOf(rest), why: `${why}; its network namespace is still there`, waitingFor };
+  return {
+    kind: 'wait-for-namespace',
+    owners: ownersOf(rest),
+    why: `${why}; its network namespace is still there`,
+    waitingFor,
+  };
 }
 
 /** Every release of the action limited to what was allocated by `at` (a limit already set stays). */
 function limitedTo(action: ReleaseAction, at: Moment): ReleaseAction {
   if (action.kind === 'drop') return action;
-  return { ...action, owners: action.owners.map((o) => (o.createdAtOrBefore === undefined ? { ...o, createdAtOrBefore: at } : o)) };
+  return {
+    ...action,
+    owners: action.owners.map((o) => (o.createdAtOrBefore === undefined ? { ...o, createdAtOrBefore: at } : o)),
+  };
 }
 
 /** A task exit releases what sits in a namespace that is provably gone and waits for the rest. */
@@ -314,14 +400,26 @@ function exited(held: readonly Allocation[], observed: Observed): ReleaseAction 
  * seen gone (an allocation made later is someone's ADD in flight and stays: decide). It goes where
  * its namespace is provably gone, and all of it once the grace is over.
  */
-function podGone(intent: Extract<ReleaseIntent, { kind: 'pod-gone' }>, held: readonly Allocation[], observed: Observed): ReleaseAction {
+function podGone(
+  intent: Extract<ReleaseIntent, { kind: 'pod-gone' }>,
+  held: readonly Allocation[],
+  observed: Observed,
+): ReleaseAction {
   if (held.length === 0) return { kind: 'drop', reason: 'nothing is held', forgetExited: false };
   const gone = held.filter((a) => isGone(a, observed));
   const left = held.filter((a) => !gone.includes(a));
-  if (left.length === 0) return { kind: 'release', owners: inTheirNamespaces(gone), why: POD_RELEASE_WHY.namespaceGone };
-  if (observed.now !== undefined && atOrBefore(intent.releaseAfter, observed.now, observed.boot)) return { kind: 'release', owners: ownersOf(held), why: POD_RELEASE_WHY.graceExpired };
+  if (left.length === 0)
+    return { kind: 'release', owners: inTheirNamespaces(gone), why: POD_RELEASE_WHY.namespaceGone };
+  if (observed.now !== undefined && atOrBefore(intent.releaseAfter, observed.now, observed.boot))
+    return { kind: 'release', owners: ownersOf(held), why: POD_RELEASE_WHY.graceExpired };
   const waitingFor = [...new Set(left.map((a) => a.netns ?? '(no namespace recorded)'))].join(', ');
-  return { kind: 'wait-until', owners: inTheirNamespaces(gone), why: POD_RELEASE_WHY.namespaceGone, until: intent.releaseAfter, waitingFor };
+  return {
+    kind: 'wait-until',
+    owners: inTheirNamespaces(gone),
+    why: POD_RELEASE_WHY.namespaceGone,
+    until: intent.releaseAfter,
+    waitingFor,
+  };
 }
 
 function isGone(a: Allocation, observed: Observed): boolean {
@@ -348,6 +446,7 @@ function inTheirNamespaces(allocations: readonly Allocation[]): OwnerRelease[] {
 /** Each (network, ifname) of a container's allocations once: one release per attachment. */
 function ownersOf(allocations: readonly Allocation[]): OwnerRelease[] {
   const owners = new Map<string, OwnerRelease>();
-  for (const a of allocations) owners.set(ownerKey(a), { owner: { network: a.network, containerID: a.containerID, ifname: a.ifname } });
+  for (const a of allocations)
+    owners.set(ownerKey(a), { owner: { network: a.network, containerID: a.containerID, ifname: a.ifname } });
   return [...owners.values()];
 }

@@ -64,7 +64,8 @@ export function agentApi(cni: CniService, service: AgentService | undefined): Ag
 }
 
 function cniOnly(cni: CniService): AgentApi {
-  const absent = (): Promise<never> => Promise.reject(new WarrenError('NOT_FOUND', 'this server answers CNI calls only'));
+  const absent = (): Promise<never> =>
+    Promise.reject(new WarrenError('NOT_FOUND', 'this server answers CNI calls only'));
   return {
     cni: (request) => cni.handle(request),
     status: absent,
@@ -86,12 +87,20 @@ export function createApiServer(options: ApiServerOptions): Server {
   const api = agentApi(options.cni, options.service);
   const maxBodyBytes = options.maxBodyBytes ?? MAX_REQUEST_BYTES;
   const server = nodeHttp.createServer((req, res) => {
-    if (req.method === 'POST' && req.headers[ANSWER_HEADER] === 'stdout' && new URL(req.url ?? '/', 'http://warren').pathname === PATHS.cni) {
+    if (
+      req.method === 'POST' &&
+      req.headers[ANSWER_HEADER] === 'stdout' &&
+      new URL(req.url ?? '/', 'http://warren').pathname === PATHS.cni
+    ) {
       void answerAsStdout(api, maxBodyBytes, req).then(
         (answer) => sendStdout(res, answer),
         (error: unknown) => {
           if (!isWarrenError(error, 'TOO_LARGE')) options.onError(error, `${req.method} ${req.url} (stdout)`);
-          sendStdout(res, { kind: 'plugin', reason: isWarrenError(error, 'TOO_LARGE') ? 'request-too-large' : 'agent-failure', why: messageOf(error) });
+          sendStdout(res, {
+            kind: 'plugin',
+            reason: isWarrenError(error, 'TOO_LARGE') ? 'request-too-large' : 'agent-failure',
+            why: messageOf(error),
+          });
         },
       );
       return;
@@ -116,7 +125,10 @@ async function serve(api: AgentApi, maxBodyBytes: number, req: IncomingMessage, 
     }
     case 'wrong-method':
       res.setHeader('allow', match.allowed.join(', '));
-      throw new WarrenError('METHOD_NOT_ALLOWED', `${url.pathname} takes ${match.allowed.join(' or ')}, not ${req.method}`);
+      throw new WarrenError(
+        'METHOD_NOT_ALLOWED',
+        `${url.pathname} takes ${match.allowed.join(' or ')}, not ${req.method}`,
+      );
     case 'not-found':
       throw new WarrenError('NOT_FOUND', `no route ${req.method} ${url.pathname}`);
     default: {

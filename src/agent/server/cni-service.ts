@@ -120,7 +120,11 @@ export class CniService {
     const started = performance.now();
     const outcome = await this.#handle(request);
     const code = outcome.kind === 'error' ? outcome.output.code : 0;
-    this.#telemetry.cniCall(typeof request?.command === 'string' ? request.command : '', code, (performance.now() - started) / 1000);
+    this.#telemetry.cniCall(
+      typeof request?.command === 'string' ? request.command : '',
+      code,
+      (performance.now() - started) / 1000,
+    );
     return outcome;
   }
 
@@ -133,7 +137,8 @@ export class CniService {
       this.#reportIgnored(conf);
       return await this.#run(call.env.command, call.env, conf);
     } catch (error) {
-      if (!isExpected(error)) this.#onFailure?.(error, typeof request?.command === 'string' ? printable(request.command) : '?');
+      if (!isExpected(error))
+        this.#onFailure?.(error, typeof request?.command === 'string' ? printable(request.command) : '?');
       return { kind: 'error', output: toCniError(error, version) };
     }
   }
@@ -147,31 +152,52 @@ export class CniService {
     // Bounded: a caller sending ever new names must not grow this without end.
     if (this.#reportedIgnored.size >= 1_000) this.#reportedIgnored.clear();
     this.#reportedIgnored.add(key);
-    this.#onIgnoredKeys(conf.name, conf.ipam.ignoredKeys.map((k) => `${k.path} (${k.reason})`));
+    this.#onIgnoredKeys(
+      conf.name,
+      conf.ipam.ignoredKeys.map((k) => `${k.path} (${k.reason})`),
+    );
   }
 
   async #run(command: ConfiguredCommand, env: CniEnv, conf: NetConf): Promise<CniOutcome> {
     const wanted = conf.ipam.store;
     if (wanted !== undefined && this.#storeKind !== undefined && wanted !== this.#storeKind) {
-      throw new WarrenError('INVALID_CONFIG', `network ${conf.name} asks for the ${wanted} store (ipam.store), but this agent runs on ` + `${this.#storeKind}; start the agent with --store ${wanted}`);
+      throw new WarrenError(
+        'INVALID_CONFIG',
+        `network ${conf.name} asks for the ${wanted} store (ipam.store), but this agent runs on ` +
+          `${this.#storeKind}; start the agent with --store ${wanted}`,
+      );
     }
     switch (command) {
       case 'ADD':
         return this.#add(env, conf);
       case 'DEL':
-        this.#telemetry.released('cni-del', await this.#allocator.release(ownerOf(env, conf), conf.ipam.cooldownSeconds), 'CNI DEL');
+        this.#telemetry.released(
+          'cni-del',
+          await this.#allocator.release(ownerOf(env, conf), conf.ipam.cooldownSeconds),
+          'CNI DEL',
+        );
         return { kind: 'silent' };
       case 'CHECK':
         await this.#check(env, conf);
         return { kind: 'silent' };
       case 'GC': {
         const valid = new Set((conf.validAttachments ?? []).map((a) => attachmentKey(a.containerID, a.ifname)));
-        const outcome = await this.#allocator.gc(conf.name, valid, conf.ipam.cooldownSeconds, { createdAtOrBefore: shifted(momentOf(this.#clock), -this.#gcGraceMs) }, this.#runtimeOf);
-        this.#telemetry.released('gc', outcome.released, 'CNI GC: not among the runtime\'s valid attachments');
+        const outcome = await this.#allocator.gc(
+          conf.name,
+          valid,
+          conf.ipam.cooldownSeconds,
+          { createdAtOrBefore: shifted(momentOf(this.#clock), -this.#gcGraceMs) },
+          this.#runtimeOf,
+        );
+        this.#telemetry.released('gc', outcome.released, "CNI GC: not among the runtime's valid attachments");
         if (outcome.errors.length > 0) {
-          throw new WarrenError('IO_FAILURE', `GC released ${outcome.released.length} addresses but failed for ${outcome.errors.length} attachments`, {
-            details: outcome.errors.join('; '),
-          });
+          throw new WarrenError(
+            'IO_FAILURE',
+            `GC released ${outcome.released.length} addresses but failed for ${outcome.errors.length} attachments`,
+            {
+              details: outcome.errors.join('; '),
+            },
+          );
         }
         return { kind: 'silent' };
       }
@@ -227,11 +253,18 @@ export class CniService {
     for (const range of conf.ipam.ranges) {
       const mine = held.find((a) => rangePoolOfKey(a.pool) === range.pool);
       if (mine === undefined) {
-        throw new WarrenError('ALLOCATION_MISSING', `container ${owner.containerID} (${owner.ifname}) holds no address in ${range.pool}`);
+        throw new WarrenError(
+          'ALLOCATION_MISSING',
+          `container ${owner.containerID} (${owner.ifname}) holds no address in ${range.pool}`,
+        );
       }
       for (const ip of conf.previousIPs ?? []) {
         if (inSubnet(range, ip) && formatIP(ip) !== mine.address) {
-          throw new WarrenError('ALLOCATION_MISMATCH', `container ${owner.containerID} (${owner.ifname}) holds ${mine.address} in ${range.pool}, but ` + `prevResult says ${formatIP(ip)}`);
+          throw new WarrenError(
+            'ALLOCATION_MISMATCH',
+            `container ${owner.containerID} (${owner.ifname}) holds ${mine.address} in ${range.pool}, but ` +
+              `prevResult says ${formatIP(ip)}`,
+          );
         }
       }
     }

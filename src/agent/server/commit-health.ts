@@ -113,13 +113,26 @@ class WatchedStore extends ForwardingStore {
         : {
             read: (space: string) => spaces.read(space),
             admit: (reading: SpaceReading, rangePool: string, retire: readonly string[]) =>
-              watched(health, () => spaces.admit(reading, rangePool, retire), (guard: AdmissionGuard | undefined) => guard !== undefined),
+              watched(
+                health,
+                () => spaces.admit(reading, rangePool, retire),
+                (guard: AdmissionGuard | undefined) => guard !== undefined,
+              ),
           },
     );
     this.#health = health;
   }
 
-  override commit(pool: string, expected: Revision, ops: readonly PoolOp[], guard?: AdmissionGuard): Promise<CommitResult> {
-    return watched(this.#health, () => this.inner.commit(pool, expected, ops, guard), (result) => result.kind === 'committed');
+  override commit(
+    pool: string,
+    expected: Revision,
+    ops: readonly PoolOp[],
+    guard?: AdmissionGuard,
+  ): Promise<CommitResult> {
+    return watched(
+      this.#health,
+      () => this.inner.commit(pool, expected, ops, guard),
+      (result) => result.kind === 'committed',
+    );
   }
 }

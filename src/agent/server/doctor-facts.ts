@@ -61,7 +61,15 @@ export async function doctorFacts(d: DoctorFactsDeps): Promise<DoctorFacts> {
     cniConfDir: o.cniConfDir,
     manageCniConfig: o.manageCniConfig,
     ...(metrics === undefined ? {} : { metrics }),
-    ...(cniConfig === undefined ? {} : { cniConfig: { state: cniConfig.state, output: cniConfig.output, ...(cniConfig.problem === undefined ? {} : { problem: cniConfig.problem }) } }),
+    ...(cniConfig === undefined
+      ? {}
+      : {
+          cniConfig: {
+            state: cniConfig.state,
+            output: cniConfig.output,
+            ...(cniConfig.problem === undefined ? {} : { problem: cniConfig.problem }),
+          },
+        }),
     ...(o.pluginsDir === undefined ? {} : { pluginsDir: o.pluginsDir }),
     store: {
       kind: o.store,
@@ -73,7 +81,15 @@ export async function doctorFacts(d: DoctorFactsDeps): Promise<DoctorFacts> {
     },
     netns: d.observer.directories(),
     recordedNetns: error === undefined ? await recordedNetns(d) : [],
-    ...(containerd === undefined ? {} : { containerd: { socket: containerd.socket, state: containerd.state, ...(containerd.lastError === undefined ? {} : { lastError: containerd.lastError }) } }),
+    ...(containerd === undefined
+      ? {}
+      : {
+          containerd: {
+            socket: containerd.socket,
+            state: containerd.state,
+            ...(containerd.lastError === undefined ? {} : { lastError: containerd.lastError }),
+          },
+        }),
     ...(o.store === 'etcd' && endpoint !== undefined ? { clockSkew: await etcdClockSkew(endpoint, o, d.clock) } : {}),
   };
 }
@@ -92,10 +108,16 @@ async function recordedNetns(d: DoctorFactsDeps): Promise<DoctorFacts['recordedN
     const parent = dirname(resolve(a.netns));
     const dir = dirs.find((x) => x === parent);
     if (dir === undefined) {
-      outside = outside === undefined ? { allocations: 1, example: a.netns } : { ...outside, allocations: outside.allocations + 1 };
+      outside =
+        outside === undefined
+          ? { allocations: 1, example: a.netns }
+          : { ...outside, allocations: outside.allocations + 1 };
     } else {
       const entry = byDir.get(dir);
-      byDir.set(dir, entry === undefined ? { allocations: 1, example: a.netns } : { ...entry, allocations: entry.allocations + 1 });
+      byDir.set(
+        dir,
+        entry === undefined ? { allocations: 1, example: a.netns } : { ...entry, allocations: entry.allocations + 1 },
+      );
     }
   }
   return [
@@ -106,29 +128,43 @@ async function recordedNetns(d: DoctorFactsDeps): Promise<DoctorFacts['recordedN
 }
 
 /** This node's clock against the etcd member at `endpoint`; see the module header. */
-export async function etcdClockSkew(endpoint: string, o: Pick<AgentOptions, 'etcdCa' | 'etcdCert' | 'etcdKey'>, clock: Clock): Promise<NonNullable<DoctorFacts['clockSkew']>> {
+export async function etcdClockSkew(
+  endpoint: string,
+  o: Pick<AgentOptions, 'etcdCa' | 'etcdCert' | 'etcdKey'>,
+  clock: Clock,
+): Promise<NonNullable<DoctorFacts['clockSkew']>> {
   try {
     const url = new URL('/version', endpoint);
     const tls = url.protocol === 'https:' ? tlsOf(o) : {};
     const sent = clock.now();
     const date = await new Promise<string>((resolveDate, reject) => {
       // node:https (and TLS) only when asked: an import would load them at every agent start.
-      const send = url.protocol === 'https:' ? (process.getBuiltinModule('node:https') as typeof import('node:https')).request : nodeHttp.request;
+      const send =
+        url.protocol === 'https:'
+          ? (process.getBuiltinModule('node:https') as typeof import('node:https')).request
+          : nodeHttp.request;
       const request = send(url, { method: 'GET', timeout: SKEW_TIMEOUT_MS, ...tls }, (res) => {
         res.resume();
         const header = res.headers.date;
         if (header === undefined) reject(new Error(`${endpoint} answered without a Date header`));
         else resolveDate(header);
       });
-      request.on('timeout', () => request.destroy(new Error(`${endpoint} did not answer within ${SKEW_TIMEOUT_MS} ms`)));
+      request.on('timeout', () =>
+        request.destroy(new Error(`${endpoint} did not answer within ${SKEW_TIMEOUT_MS} ms`)),
+      );
       request.on('error', reject);
       request.end();
     });
     const received = clock.now();
     const server = Date.parse(date);
-    if (Number.isNaN(server)) throw new Error(`${endpoint} answered a Date that is not a date: ${JSON.stringify(date)}`);
+    if (Number.isNaN(server))
+      throw new Error(`${endpoint} answered a Date that is not a date: ${JSON.stringify(date)}`);
     const roundTrip = received - sent;
-    return { endpoint, skewMs: Math.round((sent + received) / 2 - (server + 500)), resolutionMs: Math.round(500 + roundTrip / 2) };
+    return {
+      endpoint,
+      skewMs: Math.round((sent + received) / 2 - (server + 500)),
+      resolutionMs: Math.round(500 + roundTrip / 2),
+    };
   } catch (error) {
     return { endpoint, error: `could not read etcd's clock: ${messageOf(error)}` };
   }

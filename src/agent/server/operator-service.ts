@@ -16,8 +16,26 @@ import type { Allocation } from '../../ipam/allocation.ts';
 import type { Allocator } from '../../allocator/allocator.ts';
 import { isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
 import type { AcceptReport, AllocationFilter, Membership, Store } from '../../store/store.ts';
-import type { AgentStatus, UninstallReport, CniConfigStatus, ContainerdStatus, KubernetesStatus, MetricsEndpointStatus, PluginsStatus, ReconcilerStatus } from '../../api/status.ts';
-import type { AcceptStoreResponse, AllocationQuery, AuditReport, ForgetNodeResponse, NodeReport, PoolReport, ReleaseRequest, ReleaseResponse } from '../../api/protocol.ts';
+import type {
+  AgentStatus,
+  UninstallReport,
+  CniConfigStatus,
+  ContainerdStatus,
+  KubernetesStatus,
+  MetricsEndpointStatus,
+  PluginsStatus,
+  ReconcilerStatus,
+} from '../../api/status.ts';
+import type {
+  AcceptStoreResponse,
+  AllocationQuery,
+  AuditReport,
+  ForgetNodeResponse,
+  NodeReport,
+  PoolReport,
+  ReleaseRequest,
+  ReleaseResponse,
+} from '../../api/protocol.ts';
 import type { DashboardData } from '../../api/dashboard.ts';
 import type { DoctorFacts } from '../../api/doctor.ts';
 import type { ReleaseReconciler } from '../release/reconciler.ts';
@@ -89,7 +107,9 @@ export class AgentService {
     try {
       await this.#o.store.ping();
     } catch (error) {
-      throw new WarrenError('NOT_READY', `store ${this.#o.store.description} is not usable: ${messageOf(error)}`, { cause: error });
+      throw new WarrenError('NOT_READY', `store ${this.#o.store.description} is not usable: ${messageOf(error)}`, {
+        cause: error,
+      });
     }
     const failing = this.#o.commits?.problem();
     if (failing !== undefined) throw new WarrenError('NOT_READY', `store ${this.#o.store.description}: ${failing}`);
@@ -137,7 +157,11 @@ export class AgentService {
       startedAt: new Date(this.#startedAt).toISOString(),
       uptimeSeconds: Math.round((now - this.#startedAt) / 1000),
       socket: this.#o.socket,
-      store: { description: this.#o.store.description, healthy: error === undefined, ...(error === undefined ? {} : { error }) },
+      store: {
+        description: this.#o.store.description,
+        healthy: error === undefined,
+        ...(error === undefined ? {} : { error }),
+      },
       ready: notReady === undefined,
       ...(notReady === undefined ? {} : { notReady }),
       // Ranges, not blocks: a range split into blocks has a store pool of its own.
@@ -184,7 +208,8 @@ export class AgentService {
 
   /** Every socket the plugin registry knows, with its state. */
   plugins(): PluginsStatus {
-    if (this.#o.plugins === undefined) throw new WarrenError('BAD_REQUEST', 'the plugin registry is off (--plugins-dir is empty)');
+    if (this.#o.plugins === undefined)
+      throw new WarrenError('BAD_REQUEST', 'the plugin registry is off (--plugins-dir is empty)');
     return this.#o.plugins();
   }
 
@@ -222,7 +247,12 @@ export class AgentService {
         pool: p.pool,
         ...(p.description === undefined
           ? {}
-          : { subnet: p.description.subnet, first: p.description.first, last: p.description.last, capacity: p.description.capacity }),
+          : {
+              subnet: p.description.subnet,
+              first: p.description.first,
+              last: p.description.last,
+              capacity: p.description.capacity,
+            }),
         allocated,
         resting,
         ...(capacity === undefined || capacity === 0 ? {} : { utilisation: allocated / capacity }),
@@ -235,9 +265,20 @@ export class AgentService {
   /** Nodes sharing the store: announced ones, and any that still own blocks or allocations. */
   async nodes(): Promise<NodeReport[]> {
     const membership = this.#o.membership;
-    if (membership === undefined) throw new WarrenError('BAD_REQUEST', `store ${this.#o.store.description} is not shared by nodes; nodes exist with --store etcd`);
-    const [live, summaries, allocations] = await Promise.all([membership.liveNodes(), this.#o.store.pools(), this.#o.store.list()]);
-    const nodes = new Map<string, { alive: boolean; since?: string; version?: string; blocks: string[]; allocations: number }>();
+    if (membership === undefined)
+      throw new WarrenError(
+        'BAD_REQUEST',
+        `store ${this.#o.store.description} is not shared by nodes; nodes exist with --store etcd`,
+      );
+    const [live, summaries, allocations] = await Promise.all([
+      membership.liveNodes(),
+      this.#o.store.pools(),
+      this.#o.store.list(),
+    ]);
+    const nodes = new Map<
+      string,
+      { alive: boolean; since?: string; version?: string; blocks: string[]; allocations: number }
+    >();
     const entry = (name: string) => {
       let n = nodes.get(name);
       if (n === undefined) {
@@ -246,7 +287,12 @@ export class AgentService {
       }
       return n;
     };
-    for (const record of live) Object.assign(entry(record.node), { alive: true, since: new Date(record.since).toISOString(), ...(record.version === undefined ? {} : { version: record.version }) });
+    for (const record of live)
+      Object.assign(entry(record.node), {
+        alive: true,
+        since: new Date(record.since).toISOString(),
+        ...(record.version === undefined ? {} : { version: record.version }),
+      });
     for (const p of summaries) if (p.affinity !== undefined) entry(p.affinity).blocks.push(p.pool);
     for (const a of allocations) entry(a.node).allocations += 1;
     return [...nodes].sort(([a], [b]) => (a < b ? -1 : 1)).map(([node, n]) => ({ node, ...n }));
@@ -258,23 +304,43 @@ export class AgentService {
    */
   async acceptStore(): Promise<AcceptStoreResponse> {
     const cluster = this.#o.cluster;
-    if (cluster === undefined) throw new WarrenError('BAD_REQUEST', `store ${this.#o.store.description} is not shared by nodes; there is nothing to accept`);
+    if (cluster === undefined)
+      throw new WarrenError(
+        'BAD_REQUEST',
+        `store ${this.#o.store.description} is not shared by nodes; there is nothing to accept`,
+      );
     const before = cluster.problem();
     const report = await cluster.accept();
     const after = cluster.problem();
-    return { accepted: before ?? 'nothing: allocation was not stopped', ...report, ...(after === undefined ? {} : { problem: after }) };
+    return {
+      accepted: before ?? 'nothing: allocation was not stopped',
+      ...report,
+      ...(after === undefined ? {} : { problem: after }),
+    };
   }
 
   /** Frees what a node that is gone for good held; refuses while its agent is alive. */
   async forgetNode(node: string): Promise<ForgetNodeResponse> {
     const membership = this.#o.membership;
-    if (membership === undefined) throw new WarrenError('BAD_REQUEST', `store ${this.#o.store.description} is not shared by nodes; there is no node to forget`);
+    if (membership === undefined)
+      throw new WarrenError(
+        'BAD_REQUEST',
+        `store ${this.#o.store.description} is not shared by nodes; there is no node to forget`,
+      );
     const live = await membership.liveNodes();
     if (live.some((n) => n.node === node)) {
-      throw new WarrenError('BAD_REQUEST', `node ${node} is alive (its agent holds its announcement); stop that agent first, or wait for its ` + `lease to lapse`);
+      throw new WarrenError(
+        'BAD_REQUEST',
+        `node ${node} is alive (its agent holds its announcement); stop that agent first, or wait for its ` +
+          `lease to lapse`,
+      );
     }
     const forgotten = await this.#o.allocator.forgetNode(node);
-    this.#telemetry.released('node-forget', forgotten.released, `node ${node} forgotten by an operator (warren node forget)`);
+    this.#telemetry.released(
+      'node-forget',
+      forgotten.released,
+      `node ${node} forgotten by an operator (warren node forget)`,
+    );
     return { node, ...forgotten };
   }
 
@@ -294,10 +360,18 @@ export class AgentService {
   async release(request: ReleaseRequest): Promise<ReleaseResponse> {
     if ('address' in request) {
       const ip = parseIP(request.address);
-      if (ip === undefined) throw new WarrenError('BAD_REQUEST', `release: address "${request.address}" is not an IP address`);
+      if (ip === undefined)
+        throw new WarrenError('BAD_REQUEST', `release: address "${request.address}" is not an IP address`);
       const address = formatIP(ip);
-      const pools = request.pool !== undefined ? [request.pool] : [...new Set((await this.#o.store.list({ address })).map((a) => a.pool))];
-      if (pools.length > 1) throw new WarrenError('BAD_REQUEST', `release: ${address} is allocated in several pools (${pools.join(', ')}); name one with pool`);
+      const pools =
+        request.pool !== undefined
+          ? [request.pool]
+          : [...new Set((await this.#o.store.list({ address })).map((a) => a.pool))];
+      if (pools.length > 1)
+        throw new WarrenError(
+          'BAD_REQUEST',
+          `release: ${address} is allocated in several pools (${pools.join(', ')}); name one with pool`,
+        );
       const released: Allocation[] = [];
       for (const pool of pools) released.push(...(await this.#o.allocator.releaseAddresses(pool, [address])));
       this.#telemetry.released('operator', released, `released by an operator (warren release --address ${address})`);
@@ -307,9 +381,19 @@ export class AgentService {
     const held = await this.#o.store.list({ containerID, network, ifname });
     const released: Allocation[] = [];
     for (const heldIn of new Set(held.map((a) => a.network))) {
-      released.push(...(await this.#o.allocator.release({ network: heldIn, containerID, ...(ifname === undefined ? {} : { ifname }) })));
+      released.push(
+        ...(await this.#o.allocator.release({
+          network: heldIn,
+          containerID,
+          ...(ifname === undefined ? {} : { ifname }),
+        })),
+      );
     }
-    this.#telemetry.released('operator', released, `released by an operator (warren release --container ${containerID})`);
+    this.#telemetry.released(
+      'operator',
+      released,
+      `released by an operator (warren release --container ${containerID})`,
+    );
     return { released };
   }
 }

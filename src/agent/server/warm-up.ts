@@ -92,14 +92,27 @@ export async function warmUp(options: WarmUpOptions): Promise<WarmUpReport> {
   if (options.rounds <= 0) return { calls: 0, ms: 0 };
   const store = new SqliteStore({ path: ':memory:', clock: options.clock });
   const allocator = new Allocator({ store, clock: options.clock, node: options.node, blocks: false });
-  const cni = new CniService({ allocator, readiness: async () => {}, storeKind: 'sqlite', clock: options.clock, gcGraceMs: 0 });
+  const cni = new CniService({
+    allocator,
+    readiness: async () => {},
+    storeKind: 'sqlite',
+    clock: options.clock,
+    gcGraceMs: 0,
+  });
   let failure: unknown;
   const server = warmUpServer(cni, (error) => (failure ??= error));
   let calls = 0;
   try {
     const call = async (command: string, containerID: string): Promise<void> => {
       calls++;
-      const exit = await postCni(server, { command, containerID, netns: `/var/run/netns/${containerID}`, ifname: 'eth0', args: '', config: CONFIG });
+      const exit = await postCni(server, {
+        command,
+        containerID,
+        netns: `/var/run/netns/${containerID}`,
+        ifname: 'eth0',
+        args: '',
+        config: CONFIG,
+      });
       if (exit !== 0) throw new Error(`warm-up ${command} answered exit ${exit}`);
     };
     const stopped = (): boolean => options.signal?.aborted === true;
@@ -141,17 +154,37 @@ export function warmUpServer(cni: CniService, onError: (error: unknown) => void)
  * One call as the forwarder makes it, over a stream pair handed to `server` as a connection;
  * resolves with the status, the exit code the agent names and the body.
  */
-export function exchange(server: Server, method: 'GET' | 'POST', path: string, body?: object, headers: Record<string, string> = {}): Promise<{ status: number; exit: number; body: string }> {
+export function exchange(
+  server: Server,
+  method: 'GET' | 'POST',
+  path: string,
+  body?: object,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; exit: number; body: string }> {
   const text = body === undefined ? '' : JSON.stringify(body);
   const [client, serverEnd] = duplexPair();
   server.emit('connection', serverEnd);
   return new Promise<{ status: number; exit: number; body: string }>((resolve, reject) => {
-    const req = nodeHttp.request({ createConnection: () => client, method, path, headers: { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (chunk: Buffer) => chunks.push(chunk));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, exit: Number(res.headers[EXIT_HEADER] ?? NaN), body: Buffer.concat(chunks).toString('utf8') }));
-      res.on('error', reject);
-    });
+    const req = nodeHttp.request(
+      {
+        createConnection: () => client,
+        method,
+        path,
+        headers: { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            exit: Number(res.headers[EXIT_HEADER] ?? NaN),
+            body: Buffer.concat(chunks).toString('utf8'),
+          }),
+        );
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     req.end(text);
   }).finally(() => {

@@ -64,7 +64,11 @@ export function lockFileOf(resource: LockedResource): string {
 }
 
 function refuse(resource: LockedResource, path: string, what: string, cause?: unknown): WarrenError {
-  return new WarrenError('IO_FAILURE', `cannot lock the ${resource.what} ${resource.path}: ${path} ${what}`, cause === undefined ? {} : { cause });
+  return new WarrenError(
+    'IO_FAILURE',
+    `cannot lock the ${resource.what} ${resource.path}: ${path} ${what}`,
+    cause === undefined ? {} : { cause },
+  );
 }
 
 /** Whether `uid` may own what a lock rests on: the agent's user, or root. */
@@ -92,9 +96,20 @@ function checkLockDir(resource: LockedResource, dir: string): void {
   }
   try {
     const st = fstatSync(fd);
-    if (!trusted(st.uid)) throw refuse(resource, dir, `belongs to uid ${st.uid}, not to uid ${process.getuid?.()} that runs Warren; its owner could hold ` + `the agent's lock`);
+    if (!trusted(st.uid))
+      throw refuse(
+        resource,
+        dir,
+        `belongs to uid ${st.uid}, not to uid ${process.getuid?.()} that runs Warren; its owner could hold ` +
+          `the agent's lock`,
+      );
     if ((st.mode & 0o022) !== 0) {
-      throw refuse(resource, dir, `is writable by its group or others (mode ${(st.mode & 0o777).toString(8).padStart(3, '0')}); ` + `another user could hold the agent's lock there: use a directory only the agent's user can write`);
+      throw refuse(
+        resource,
+        dir,
+        `is writable by its group or others (mode ${(st.mode & 0o777).toString(8).padStart(3, '0')}); ` +
+          `another user could hold the agent's lock there: use a directory only the agent's user can write`,
+      );
     }
   } finally {
     closeSync(fd);
@@ -115,9 +130,15 @@ function checkLockFile(resource: LockedResource, file: string): void {
   }
   if (st.isSymbolicLink()) throw refuse(resource, file, 'is a symbolic link; a lock file must be a regular file');
   if (!st.isFile()) throw refuse(resource, file, 'exists and is not a regular file');
-  if (!trusted(st.uid)) throw refuse(resource, file, `belongs to uid ${st.uid}, not to uid ${process.getuid?.()} that runs Warren`);
+  if (!trusted(st.uid))
+    throw refuse(resource, file, `belongs to uid ${st.uid}, not to uid ${process.getuid?.()} that runs Warren`);
   if ((st.mode & 0o077) !== 0) {
-    throw refuse(resource, file, `can be opened by its group or others (mode ${(st.mode & 0o777).toString(8).padStart(3, '0')}), who ` + `could hold a lock on it; remove it while no agent runs`);
+    throw refuse(
+      resource,
+      file,
+      `can be opened by its group or others (mode ${(st.mode & 0o777).toString(8).padStart(3, '0')}), who ` +
+        `could hold a lock on it; remove it while no agent runs`,
+    );
   }
 }
 
@@ -203,7 +224,10 @@ export class InstanceLock {
         }
         const pid = lockHolder(file);
         const who = pid === undefined ? 'another Warren agent' : `another Warren agent (pid ${pid})`;
-        throw new WarrenError('ALREADY_RUNNING', `${who} already uses the ${resource.what} ${resource.path}; one agent per node`);
+        throw new WarrenError(
+          'ALREADY_RUNNING',
+          `${who} already uses the ${resource.what} ${resource.path}; one agent per node`,
+        );
       }
     } catch (error) {
       for (const db of held) db.close();

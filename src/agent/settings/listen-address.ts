@@ -16,7 +16,11 @@ export function metricsAddressOf(text: string): { metricsAddress?: ListenAddress
   const match = /^(?:\[([0-9A-Fa-f:.]+)\]|([^\s:[\]]+)):(\d{1,5})$/.exec(text.trim());
   const port = match === null ? NaN : Number(match[3]);
   if (match === null || port > 65_535) {
-    throw new WarrenError('INVALID_CONFIG', `--metrics-address / WARREN_METRICS_ADDRESS: "${text}" is not host:port (or [IPv6]:port) with a port ` + `from 0 to 65535; empty turns metrics off`);
+    throw new WarrenError(
+      'INVALID_CONFIG',
+      `--metrics-address / WARREN_METRICS_ADDRESS: "${text}" is not host:port (or [IPv6]:port) with a port ` +
+        `from 0 to 65535; empty turns metrics off`,
+    );
   }
   return { metricsAddress: { host: (match[1] ?? match[2]) as string, port } };
 }

@@ -42,7 +42,12 @@ const KIND_NUMBERS: Readonly<Record<RuntimeEvent['kind'] | 'heartbeat', number>>
 /** The message's fields, or what is wrong with the bytes. int64s come as decimal text, never rounded. */
 function fields(type: typeof MESSAGES.Event, bytes: Uint8Array): Record<string, unknown> | string {
   try {
-    return type.toObject(decodeMessage(type, bytes), { defaults: true, longs: String, enums: Number, arrays: true }) as Record<string, unknown>;
+    return type.toObject(decodeMessage(type, bytes), {
+      defaults: true,
+      longs: String,
+      enums: Number,
+      arrays: true,
+    }) as Record<string, unknown>;
   } catch (error) {
     return `not a protobuf ${type.name} message (${error instanceof Error ? error.message : String(error)})`;
   }
@@ -72,7 +77,8 @@ function prefixProblem(prefix: string): string | undefined {
   if (prefix.includes('//')) return `${quoted(prefix)} is not normalised (it has "//")`;
   const components = prefix.split('/').filter((c) => c !== '');
   if (components.includes('.')) return `${quoted(prefix)} is not normalised (it has a "." component)`;
-  if (components.length < 2) return `${quoted(prefix)} has fewer than two components (it would claim too much of the node)`;
+  if (components.length < 2)
+    return `${quoted(prefix)} has fewer than two components (it would claim too much of the node)`;
   return undefined;
 }
 
@@ -95,7 +101,10 @@ export function decodeEvent(bytes: Uint8Array): DecodedEvent {
   const kindNumber = Number(m.kind);
   const kind = KIND_NAMES[kindNumber];
   if (kind === undefined) {
-    return { kind: 'malformed', reason: kindNumber === EVENT_KIND.KIND_UNSPECIFIED ? 'kind is unspecified (0)' : `kind ${kindNumber} is unknown` };
+    return {
+      kind: 'malformed',
+      reason: kindNumber === EVENT_KIND.KIND_UNSPECIFIED ? 'kind is unspecified (0)' : `kind ${kindNumber} is unknown`,
+    };
   }
   if (kind === 'heartbeat') return { kind: 'heartbeat' };
   const id = String(m.id);

@@ -11,7 +11,8 @@
 import { fileURLToPath } from 'node:url';
 import protobuf from 'protobufjs';
 
-const load = (file: string): protobuf.Root => new protobuf.Root().loadSync(fileURLToPath(new URL(file, import.meta.url)), { keepCase: true });
+const load = (file: string): protobuf.Root =>
+  new protobuf.Root().loadSync(fileURLToPath(new URL(file, import.meta.url)), { keepCase: true });
 const registration = load('./registration.proto');
 const eventSource = load('./event-source.proto');
 
@@ -85,18 +86,31 @@ export function decodeMessage(type: protobuf.Type, bytes: Uint8Array): protobuf.
 }
 
 function decodeObject(type: protobuf.Type, bytes: Uint8Array): Record<string, unknown> {
-  return type.toObject(decodeMessage(type, bytes), { defaults: true, longs: Number, enums: Number }) as Record<string, unknown>;
+  return type.toObject(decodeMessage(type, bytes), { defaults: true, longs: Number, enums: Number }) as Record<
+    string,
+    unknown
+  >;
 }
 
 export function encodeInfo(info: PluginInfo): Buffer {
-  return encode(MESSAGES.PluginInfo, { type: info.type, name: info.name, endpoint: info.endpoint, supported_versions: [...info.supportedVersions] });
+  return encode(MESSAGES.PluginInfo, {
+    type: info.type,
+    name: info.name,
+    endpoint: info.endpoint,
+    supported_versions: [...info.supportedVersions],
+  });
 }
 
 /** A PluginInfo as sent, or what is wrong with the bytes. Checks shape only; the registry validates meaning. */
 export function decodeInfo(bytes: Uint8Array): PluginInfo | string {
   try {
     const m = decodeObject(MESSAGES.PluginInfo, bytes);
-    return { type: String(m.type), name: String(m.name), endpoint: String(m.endpoint), supportedVersions: (m.supported_versions as unknown[]).map(String) };
+    return {
+      type: String(m.type),
+      name: String(m.name),
+      endpoint: String(m.endpoint),
+      supportedVersions: (m.supported_versions as unknown[]).map(String),
+    };
   } catch (error) {
     return `PluginInfo does not decode: ${error instanceof Error ? error.message : String(error)}`;
   }

@@ -94,7 +94,15 @@ export function heartbeatInterval(asked: number): number {
 const raw = (bytes: Buffer): Buffer => bytes;
 
 function method(path: string, responseStream: boolean) {
-  return { path, requestStream: false, responseStream, requestSerialize: raw, requestDeserialize: raw, responseSerialize: raw, responseDeserialize: raw };
+  return {
+    path,
+    requestStream: false,
+    responseStream,
+    requestSerialize: raw,
+    requestDeserialize: raw,
+    responseSerialize: raw,
+    responseDeserialize: raw,
+  };
 }
 
 const REGISTRATION: ServiceDefinition = {
@@ -113,7 +121,8 @@ async function removeStaleSocket(path: string): Promise<void> {
     throw error;
   });
   if (stat === undefined) return;
-  if (!stat.isSocket()) throw new WarrenError('INVALID_CONFIG', `${path} exists and is not a socket; refusing to replace it`);
+  if (!stat.isSocket())
+    throw new WarrenError('INVALID_CONFIG', `${path} exists and is not a socket; refusing to replace it`);
   await unlink(path).catch((error: NodeJS.ErrnoException) => {
     if (error.code !== 'ENOENT') throw error;
   });
@@ -121,7 +130,9 @@ async function removeStaleSocket(path: string): Promise<void> {
 
 function bind(server: Server, path: string): Promise<void> {
   return new Promise((resolvePromise, reject) => {
-    server.bindAsync(`unix://${path}`, ServerCredentials.createInsecure(), (error) => (error ? reject(error) : resolvePromise()));
+    server.bindAsync(`unix://${path}`, ServerCredentials.createInsecure(), (error) =>
+      error ? reject(error) : resolvePromise(),
+    );
   });
 }
 
@@ -130,7 +141,8 @@ export async function servePlugin(o: PluginServerOptions): Promise<PluginServer>
   const clock = o.clock ?? systemClock;
   const logger = o.logger.child({ plugin: o.name, socket });
   const prefixes = decodeListing(encodeListing({ ids: [], netnsPrefixes: o.netnsPrefixes }));
-  if (typeof prefixes === 'string') throw new WarrenError('INVALID_CONFIG', `netns prefixes Warren would refuse: ${prefixes}`);
+  if (typeof prefixes === 'string')
+    throw new WarrenError('INVALID_CONFIG', `netns prefixes Warren would refuse: ${prefixes}`);
 
   /** The Watch calls open now, each with what ends it (unsubscribes, stops its heartbeat, ends the call). */
   const watchers = new Set<() => void>();
@@ -140,7 +152,10 @@ export async function servePlugin(o: PluginServerOptions): Promise<PluginServer>
   const server = new Server();
   server.addService(REGISTRATION, {
     GetInfo: (_call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => {
-      callback(null, encodeInfo({ type: EVENT_SOURCE_TYPE, name: o.name, endpoint: '', supportedVersions: EVENT_SOURCE_VERSIONS }));
+      callback(
+        null,
+        encodeInfo({ type: EVENT_SOURCE_TYPE, name: o.name, endpoint: '', supportedVersions: EVENT_SOURCE_VERSIONS }),
+      );
     },
     NotifyRegistrationStatus: (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => {
       const status = decodeStatus(call.request);
@@ -166,7 +181,13 @@ export async function servePlugin(o: PluginServerOptions): Promise<PluginServer>
     Watch: (call: ServerWritableStream<Buffer, Buffer>) => {
       let asked = 0;
       try {
-        asked = Number((MESSAGES.WatchRequest.toObject(decodeMessage(MESSAGES.WatchRequest, call.request)) as { heartbeat_interval_ms?: number }).heartbeat_interval_ms ?? 0);
+        asked = Number(
+          (
+            MESSAGES.WatchRequest.toObject(decodeMessage(MESSAGES.WatchRequest, call.request)) as {
+              heartbeat_interval_ms?: number;
+            }
+          ).heartbeat_interval_ms ?? 0,
+        );
       } catch (error) {
         logger.warn({ reason: messageOf(error) }, 'unreadable WatchRequest; using the default heartbeat');
       }
@@ -207,7 +228,10 @@ export async function servePlugin(o: PluginServerOptions): Promise<PluginServer>
           }
           const checked = decodeEvent(bytes);
           if (checked.kind !== 'event') {
-            logger.warn({ event, reason: checked.kind === 'malformed' ? checked.reason : checked.kind }, 'event Warren would refuse; not sent');
+            logger.warn(
+              { event, reason: checked.kind === 'malformed' ? checked.reason : checked.kind },
+              'event Warren would refuse; not sent',
+            );
             return;
           }
           send(bytes);
@@ -215,7 +239,10 @@ export async function servePlugin(o: PluginServerOptions): Promise<PluginServer>
       } catch (error) {
         end();
         logger.error({ err: error }, 'could not subscribe to the runtime');
-        call.emit('error', { code: grpcStatus.UNAVAILABLE, details: `could not subscribe to the runtime: ${messageOf(error)}` });
+        call.emit('error', {
+          code: grpcStatus.UNAVAILABLE,
+          details: `could not subscribe to the runtime: ${messageOf(error)}`,
+        });
         return;
       }
       if (ended) {
@@ -276,7 +303,9 @@ export async function servePlugin(o: PluginServerOptions): Promise<PluginServer>
     server.forceShutdown();
     await unlink(temporary).catch(() => undefined);
     if (error instanceof WarrenError) throw error;
-    throw new WarrenError('IO_FAILURE', `cannot serve ${basename(socket)} at ${socket}: ${messageOf(error)}`, { cause: error });
+    throw new WarrenError('IO_FAILURE', `cannot serve ${basename(socket)} at ${socket}: ${messageOf(error)}`, {
+      cause: error,
+    });
   }
   logger.info({ type: EVENT_SOURCE_TYPE, versions: EVENT_SOURCE_VERSIONS }, 'serving Warren');
 

@@ -24,22 +24,36 @@ function plural(n: number, word: string): string {
 }
 
 function journalFinding(journal: JournalDirCheck): Finding {
-  if (journal.problem === undefined) return ok('journal-dir-usable', `the journal dir ${journal.dir} is usable`, 'a real directory, owned by this user, writable by no one else');
+  if (journal.problem === undefined)
+    return ok(
+      'journal-dir-usable',
+      `the journal dir ${journal.dir} is usable`,
+      'a real directory, owned by this user, writable by no one else',
+    );
   return error(
     'journal-dir-unusable',
     `the journal dir ${journal.dir} is refused`,
     `${journal.problem}; the plugin cannot journal a DEL the agent missed there, and the agent reads nothing from it`,
-    `make ${journal.dir} a directory owned by the agent's user with mode 0700 (e.g. chown root ` + `${journal.dir} && chmod 0700 ${journal.dir}), or start the agent with --journal-dir naming one`,
+    `make ${journal.dir} a directory owned by the agent's user with mode 0700 (e.g. chown root ` +
+      `${journal.dir} && chmod 0700 ${journal.dir}), or start the agent with --journal-dir naming one`,
   );
 }
 
 function pluginsDirFinding(plugins: JournalDirCheck): Finding {
-  if (plugins.problem === undefined) return ok('plugins-dir-trusted', `the plugins dir ${plugins.dir} is trusted`, 'a real directory, owned by this user, writable by no one else');
+  if (plugins.problem === undefined)
+    return ok(
+      'plugins-dir-trusted',
+      `the plugins dir ${plugins.dir} is trusted`,
+      'a real directory, owned by this user, writable by no one else',
+    );
   return error(
     'plugins-dir-untrusted',
     `the plugins dir ${plugins.dir} is not trusted`,
-    `${plugins.problem}; no runtime adapter registers while it is so (a socket there is taken for an adapter ` + `whose word releases addresses)`,
-    `make ${plugins.dir} a directory owned by the agent's user and writable by no one else (e.g. chown root ` + `${plugins.dir} && chmod 0700 ${plugins.dir}), after checking the sockets in it; or start the agent with ` + `--plugins-dir naming one`,
+    `${plugins.problem}; no runtime adapter registers while it is so (a socket there is taken for an adapter ` +
+      `whose word releases addresses)`,
+    `make ${plugins.dir} a directory owned by the agent's user and writable by no one else (e.g. chown root ` +
+      `${plugins.dir} && chmod 0700 ${plugins.dir}), after checking the sockets in it; or start the agent with ` +
+      `--plugins-dir naming one`,
   );
 }
 
@@ -51,20 +65,52 @@ function netnsFindings(facts: DoctorFacts): Finding[] {
     const count = recorded?.allocations ?? 0;
     const example = recorded?.example === undefined ? '' : ` (e.g. ${recorded.example})`;
     if (d.observable) {
-      found.push(ok('netns-dir-observable', `network namespaces in ${d.dir} are observable`, `${plural(count, 'allocation')} recorded under it${example}`));
+      found.push(
+        ok(
+          'netns-dir-observable',
+          `network namespaces in ${d.dir} are observable`,
+          `${plural(count, 'allocation')} recorded under it${example}`,
+        ),
+      );
       continue;
     }
-    const detail = `${d.reason ?? 'not observable'}; ` + `${count === 0 ? 'no allocation is recorded under it yet, but' : `${
-      plural(count, 'allocation')
-    } recorded under it${example}, and`} ` + `the namespace sweep cannot see a namespace there go, so an address whose DEL is lost stays ` + `allocated`;
-    const fix = `mount the host's ${d.dir} into the agent's container (a hostPath volume with mountPropagation: ` + `HostToContainer), or run the agent on the host; if no namespace lives there, leave it out of ` + `--netns-dirs`;
-    found.push(count > 0 ? error('netns-dir-unobservable', `${d.dir} is not observable`, detail, fix) : warning('netns-dir-unobservable', `${d.dir} is not observable`, detail, fix));
+    const detail =
+      `${d.reason ?? 'not observable'}; ` +
+      `${
+        count === 0
+          ? 'no allocation is recorded under it yet, but'
+          : `${plural(count, 'allocation')} recorded under it${example}, and`
+      } ` +
+      `the namespace sweep cannot see a namespace there go, so an address whose DEL is lost stays ` +
+      `allocated`;
+    const fix =
+      `mount the host's ${d.dir} into the agent's container (a hostPath volume with mountPropagation: ` +
+      `HostToContainer), or run the agent on the host; if no namespace lives there, leave it out of ` +
+      `--netns-dirs`;
+    found.push(
+      count > 0
+        ? error('netns-dir-unobservable', `${d.dir} is not observable`, detail, fix)
+        : warning('netns-dir-unobservable', `${d.dir} is not observable`, detail, fix),
+    );
   }
-  if (facts.netns.length === 0) found.push(ok('netns-sweep-off', 'no network namespace directory is judged', '--netns-dirs is empty: no address is released because its namespace is gone'));
+  if (facts.netns.length === 0)
+    found.push(
+      ok(
+        'netns-sweep-off',
+        'no network namespace directory is judged',
+        '--netns-dirs is empty: no address is released because its namespace is gone',
+      ),
+    );
   for (const r of facts.recordedNetns) {
     if (r.dir !== undefined || r.allocations === 0) continue;
     if (r.unrecorded === true) {
-      found.push(ok('netns-unrecorded', `${plural(r.allocations, 'allocation')} recorded no network namespace`, 'they are released by DEL, the journal, GC or the runtimes\' events, never by the namespace sweep'));
+      found.push(
+        ok(
+          'netns-unrecorded',
+          `${plural(r.allocations, 'allocation')} recorded no network namespace`,
+          "they are released by DEL, the journal, GC or the runtimes' events, never by the namespace sweep",
+        ),
+      );
       continue;
     }
     const example = r.example === undefined ? '' : ` (e.g. ${r.example})`;
@@ -72,12 +118,16 @@ function netnsFindings(facts: DoctorFacts): Finding[] {
       warning(
         'netns-outside-observed-dirs',
         `${plural(r.allocations, 'allocation')} recorded namespaces outside every observed directory${example}`,
-        `${facts.netns.length === 0 ? 'no directory is observed' : `observed: ${
-          facts.netns.map((d) => d.dir).join(', ')
-        }`}; ` + `the namespace sweep cannot release them when their namespace goes`,
-        `add the directory their namespaces live in to ` + `--netns-dirs${r.example === undefined ? '' : ` (${
-          r.example.slice(0, r.example.lastIndexOf('/')) || '/'
-        })`}, ` + `mounted from the host`,
+        `${
+          facts.netns.length === 0
+            ? 'no directory is observed'
+            : `observed: ${facts.netns.map((d) => d.dir).join(', ')}`
+        }; ` + `the namespace sweep cannot release them when their namespace goes`,
+        `add the directory their namespaces live in to ` +
+          `--netns-dirs${
+            r.example === undefined ? '' : ` (${r.example.slice(0, r.example.lastIndexOf('/')) || '/'})`
+          }, ` +
+          `mounted from the host`,
       ),
     );
   }
@@ -86,12 +136,43 @@ function netnsFindings(facts: DoctorFacts): Finding[] {
 
 function containerdFindings(facts: DoctorFacts, reading: ContainerdConfigReading): Finding[] {
   const c = facts.containerd;
-  if (c === undefined) return [ok('containerd-source-off', 'the containerd source is off', 'the agent does not follow containerd\'s events (--containerd off)')];
-  if (c.state === 'subscribed') return [ok('containerd-subscribed', `containerd followed on ${c.socket}`, 'subscribed to its events: a deleted container\'s addresses are released even without a DEL')];
-  const configured = reading.kind === 'read' && reading.settings.grpcAddress !== c.socket ? `; containerd's config ${reading.path} says it listens on ${reading.settings.grpcAddress}` : '';
-  const detail = `state ` + `${c.state}${c.lastError === undefined ? '' : `, last error: ${c.lastError}`}${configured}; ` + `until it is followed, only DELs, the journal and the namespace sweep release addresses`;
-  const fix = `start containerd, or point the agent at its socket with --containerd-socket PATH (in a container: ` + `mount the host's ${c.socket.slice(0, c.socket.lastIndexOf('/')) || '/'}); --containerd off if ` + `this node does not run containerd`;
-  if (c.state === 'stopped') return [error('containerd-stopped', `the containerd source has stopped (${c.socket})`, detail, 'restart the agent; if it stops again, see its log')];
+  if (c === undefined)
+    return [
+      ok(
+        'containerd-source-off',
+        'the containerd source is off',
+        "the agent does not follow containerd's events (--containerd off)",
+      ),
+    ];
+  if (c.state === 'subscribed')
+    return [
+      ok(
+        'containerd-subscribed',
+        `containerd followed on ${c.socket}`,
+        "subscribed to its events: a deleted container's addresses are released even without a DEL",
+      ),
+    ];
+  const configured =
+    reading.kind === 'read' && reading.settings.grpcAddress !== c.socket
+      ? `; containerd's config ${reading.path} says it listens on ${reading.settings.grpcAddress}`
+      : '';
+  const detail =
+    `state ` +
+    `${c.state}${c.lastError === undefined ? '' : `, last error: ${c.lastError}`}${configured}; ` +
+    `until it is followed, only DELs, the journal and the namespace sweep release addresses`;
+  const fix =
+    `start containerd, or point the agent at its socket with --containerd-socket PATH (in a container: ` +
+    `mount the host's ${c.socket.slice(0, c.socket.lastIndexOf('/')) || '/'}); --containerd off if ` +
+    `this node does not run containerd`;
+  if (c.state === 'stopped')
+    return [
+      error(
+        'containerd-stopped',
+        `the containerd source has stopped (${c.socket})`,
+        detail,
+        'restart the agent; if it stops again, see its log',
+      ),
+    ];
   return [warning('containerd-unreachable', `containerd is not followed on ${c.socket}`, detail, fix)];
 }
 
@@ -99,7 +180,13 @@ function storeFindings(facts: DoctorFacts): Finding[] {
   const s = facts.store;
   const found: Finding[] = [];
   if (s.healthy) {
-    found.push(ok('store-healthy', `the store is healthy: ${s.description}`, s.kind === 'etcd' ? `etcd endpoints ${(s.etcdEndpoints ?? []).join(', ')}` : 'SQLite, on this node'));
+    found.push(
+      ok(
+        'store-healthy',
+        `the store is healthy: ${s.description}`,
+        s.kind === 'etcd' ? `etcd endpoints ${(s.etcdEndpoints ?? []).join(', ')}` : 'SQLite, on this node',
+      ),
+    );
   } else {
     found.push(
       error(
@@ -107,9 +194,10 @@ function storeFindings(facts: DoctorFacts): Finding[] {
         `the store is unhealthy: ${s.description}`,
         `${s.error ?? 'no reason given'}; ADDs fail (CNI error 11) until it recovers`,
         s.kind === 'etcd'
-          ? `check that ${(s.etcdEndpoints ?? []).join(', ') || 'the etcd endpoints'} answer from this node ` + `(etcdctl endpoint health) with the agent's certificates`
+          ? `check that ${(s.etcdEndpoints ?? []).join(', ') || 'the etcd endpoints'} answer from this node ` +
+              `(etcdctl endpoint health) with the agent's certificates`
           : "check the database file's disk (space, read-only mount) and permissions, then restart the agent; " +
-            '`warren status` shows the error',
+              '`warren status` shows the error',
       ),
     );
   }
@@ -119,7 +207,9 @@ function storeFindings(facts: DoctorFacts): Finding[] {
         'store-not-allocating',
         'this node does not allocate on its cluster store',
         `${s.clusterProblem}; ADDs fail (CNI error 11) and STATUS answers 50`,
-        'see the README, "When etcd lost its data": if the store lost its data, restore etcd from a backup ' + 'or accept it as it is (`warren store accept`) after checking; if another agent holds this node\'s ' + 'name, stop one of them or give it another --node-name',
+        'see the README, "When etcd lost its data": if the store lost its data, restore etcd from a backup ' +
+          "or accept it as it is (`warren store accept`) after checking; if another agent holds this node's " +
+          'name, stop one of them or give it another --node-name',
       ),
     );
   }
@@ -128,12 +218,15 @@ function storeFindings(facts: DoctorFacts): Finding[] {
       warning(
         'store-durability-normal',
         'the store commits with synchronous=NORMAL',
-        'a committed allocation survives a crash of the agent, but not a power loss: after one, an address ' + 'handed out may be handed out again',
+        'a committed allocation survives a crash of the agent, but not a power loss: after one, an address ' +
+          'handed out may be handed out again',
         'start the agent with --sync FULL (the default)',
       ),
     );
   } else if (s.synchronous === 'FULL') {
-    found.push(ok('store-durable', 'the store commits with synchronous=FULL', 'a committed allocation survives a power loss'));
+    found.push(
+      ok('store-durable', 'the store commits with synchronous=FULL', 'a committed allocation survives a power loss'),
+    );
   }
   return found;
 }
@@ -141,22 +234,49 @@ function storeFindings(facts: DoctorFacts): Finding[] {
 function clockFindings(facts: DoctorFacts): Finding[] {
   const c = facts.clockSkew;
   if (c === undefined) return [];
-  const fix = 'synchronise this node\'s clock (chrony, or systemd-timesyncd: timedatectl set-ntp true)';
+  const fix = "synchronise this node's clock (chrony, or systemd-timesyncd: timedatectl set-ntp true)";
   if ('error' in c) {
-    return [warning('clock-skew-unmeasured', `the clock could not be compared with etcd${c.endpoint === undefined ? '' : ` at ${c.endpoint}`}`, c.error, 'check that the etcd endpoints answer from this node; then run `warren doctor` again')];
+    return [
+      warning(
+        'clock-skew-unmeasured',
+        `the clock could not be compared with etcd${c.endpoint === undefined ? '' : ` at ${c.endpoint}`}`,
+        c.error,
+        'check that the etcd endpoints answer from this node; then run `warren doctor` again',
+      ),
+    ];
   }
   const beyond = Math.abs(c.skewMs) - c.resolutionMs;
-  const detail = `this node is ${Math.abs(c.skewMs)} ms ${c.skewMs >= 0 ? 'ahead of' : 'behind'} ${c.endpoint} ` + `(measured to ${c.resolutionMs} ms)`;
-  if (beyond > SKEW_ERROR_MS) return [error('clock-skew-beyond-lease', 'this node\'s clock is off by more than a node lease', `${detail}; node liveness and address cool-downs are timed by it`, fix)];
-  if (beyond > SKEW_WARNING_MS) return [warning('clock-skew', 'this node\'s clock is off', `${detail}; times recorded by nodes do not line up`, fix)];
-  return [ok('clock-in-step', 'this node\'s clock agrees with etcd', detail)];
+  const detail =
+    `this node is ${Math.abs(c.skewMs)} ms ${c.skewMs >= 0 ? 'ahead of' : 'behind'} ${c.endpoint} ` +
+    `(measured to ${c.resolutionMs} ms)`;
+  if (beyond > SKEW_ERROR_MS)
+    return [
+      error(
+        'clock-skew-beyond-lease',
+        "this node's clock is off by more than a node lease",
+        `${detail}; node liveness and address cool-downs are timed by it`,
+        fix,
+      ),
+    ];
+  if (beyond > SKEW_WARNING_MS)
+    return [
+      warning('clock-skew', "this node's clock is off", `${detail}; times recorded by nodes do not line up`, fix),
+    ];
+  return [ok('clock-in-step', "this node's clock agrees with etcd", detail)];
 }
 
 function metricsFindings(facts: DoctorFacts): Finding[] {
   const m = facts.metrics;
   if (m === undefined) return [ok('metrics-off', 'metrics and the dashboard are off', '--metrics-address is empty')];
   if (m.error !== undefined) {
-    return [warning('metrics-unavailable', `metrics cannot be served on ${m.address}`, m.error, 'free the port, or choose another with --metrics-address HOST:PORT (empty turns metrics off)')];
+    return [
+      warning(
+        'metrics-unavailable',
+        `metrics cannot be served on ${m.address}`,
+        m.error,
+        'free the port, or choose another with --metrics-address HOST:PORT (empty turns metrics off)',
+      ),
+    ];
   }
   return [ok('metrics-served', `metrics on http://${m.address}/metrics`, `the dashboard on http://${m.address}/`)];
 }
@@ -170,13 +290,19 @@ function cniConfigFindings(facts: DoctorFacts): Finding[] {
       'cni-config-failed',
       `the agent's CNI config manager failed (${c.output})`,
       `${c.problem ?? 'no reason given'}; the last config written stays, and no change of the primary reaches it`,
-      'fix what the problem names (the primary config, the conf dir); the agent tries again on every change ' + 'there — if it fails again, see its log',
+      'fix what the problem names (the primary config, the conf dir); the agent tries again on every change ' +
+        'there — if it fails again, see its log',
     ),
   ];
 }
 
 /** Every finding about the agent's own setup, in the order of the module header. */
-export function agentFindings(facts: DoctorFacts, journal: JournalDirCheck | undefined, reading: ContainerdConfigReading, plugins?: JournalDirCheck): Finding[] {
+export function agentFindings(
+  facts: DoctorFacts,
+  journal: JournalDirCheck | undefined,
+  reading: ContainerdConfigReading,
+  plugins?: JournalDirCheck,
+): Finding[] {
   return [
     ...(journal === undefined ? [] : [journalFinding(journal)]),
     ...(plugins === undefined ? [] : [pluginsDirFinding(plugins)]),

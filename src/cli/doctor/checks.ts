@@ -17,13 +17,20 @@ function reachFinding(reach: AgentReach, doctorVersion: string): Finding[] {
   switch (reach.kind) {
     case 'reached': {
       const f = reach.facts;
-      const found = [ok('socket-reachable', `the agent answers on ${reach.socket}`, `node ${f.node}, version ${f.version}, pid ${f.pid}, state dir ${f.stateDir}`)];
+      const found = [
+        ok(
+          'socket-reachable',
+          `the agent answers on ${reach.socket}`,
+          `node ${f.node}, version ${f.version}, pid ${f.pid}, state dir ${f.stateDir}`,
+        ),
+      ];
       if (f.version !== doctorVersion) {
         found.push(
           warning(
             'agent-version-differs',
             `the agent runs version ${f.version}, this command is ${doctorVersion}`,
-            "the doctor judges by its own version's rules; a plugin installed from one version and an agent " + "of another may disagree too",
+            "the doctor judges by its own version's rules; a plugin installed from one version and an agent " +
+              'of another may disagree too',
             'run one version everywhere: upgrade the older one, then `warren install --cni-bin-dir DIR` from it',
           ),
         );
@@ -35,7 +42,8 @@ function reachFinding(reach: AgentReach, doctorVersion: string): Finding[] {
         error(
           'socket-unreachable',
           `no agent answers on ${reach.socket}`,
-          `${reach.reason}; a plugin sent to this socket finds no agent: ADDs fail and DELs are only ` + `journaled until one answers; the checks that need the agent were skipped`,
+          `${reach.reason}; a plugin sent to this socket finds no agent: ADDs fail and DELs are only ` +
+            `journaled until one answers; the checks that need the agent were skipped`,
           `start the agent (\`warren agent\`, or its DaemonSet), or pass --socket PATH if it listens elsewhere`,
         ),
       ];
@@ -49,7 +57,7 @@ function reachFinding(reach: AgentReach, doctorVersion: string): Finding[] {
           // answer this doctor cannot read), never by the message.
           reach.code === 'NOT_FOUND' || reach.httpStatus === 404
             ? `upgrade the agent to version ${doctorVersion} or later, which serves GET /v1/doctor`
-            : 'see `warren status` and the agent\'s log for why, then run `warren doctor` again',
+            : "see `warren status` and the agent's log for why, then run `warren doctor` again",
         ),
       ];
     default:

@@ -49,7 +49,10 @@ export interface MalformedConfig {
   readonly mentionsWarren: boolean;
 }
 
-export type ConfDirListing = { readonly kind: 'listed' } | { readonly kind: 'missing' } | { readonly kind: 'unreadable'; readonly reason: string };
+export type ConfDirListing =
+  | { readonly kind: 'listed' }
+  | { readonly kind: 'missing' }
+  | { readonly kind: 'unreadable'; readonly reason: string };
 
 export interface ConfDirScan {
   readonly dir: string;
@@ -88,7 +91,15 @@ export function warrenConfigsOf(file: string, text: string): WarrenConfig[] {
   if (!isPlainObject(value)) throw new Error('not a JSON object');
   if (Array.isArray(value.plugins)) {
     return value.plugins.flatMap((plugin, index) =>
-      namesWarren(plugin) ? [{ file, plugin: index, reading: readWarrenConfig({ ...(plugin as object), cniVersion: value.cniVersion, name: value.name }) }] : [],
+      namesWarren(plugin)
+        ? [
+            {
+              file,
+              plugin: index,
+              reading: readWarrenConfig({ ...(plugin as object), cniVersion: value.cniVersion, name: value.name }),
+            },
+          ]
+        : [],
     );
   }
   return namesWarren(value) ? [{ file, reading: readWarrenConfig(value) }] : [];
@@ -101,7 +112,8 @@ export function scanConfDir(dir: string): ConfDirScan {
     names = readdirSync(dir).filter(isConfigName).sort();
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    const listing: ConfDirListing = code === 'ENOENT' ? { kind: 'missing' } : { kind: 'unreadable', reason: messageOf(error) };
+    const listing: ConfDirListing =
+      code === 'ENOENT' ? { kind: 'missing' } : { kind: 'unreadable', reason: messageOf(error) };
     return { dir, listing, configs: [], malformed: [], others: [] };
   }
   const configs: WarrenConfig[] = [];
@@ -129,7 +141,11 @@ export function scanConfDir(dir: string): ConfDirScan {
       if (found.length === 0) others.push(file);
       configs.push(...found);
     } catch (error) {
-      malformed.push({ file, reason: `is not a network config: ${messageOf(error)}`, mentionsWarren: /warren/i.test(text) });
+      malformed.push({
+        file,
+        reason: `is not a network config: ${messageOf(error)}`,
+        mentionsWarren: /warren/i.test(text),
+      });
     }
   }
   return { dir, listing: { kind: 'listed' }, configs, malformed, others };

@@ -38,7 +38,12 @@ export interface RuntimeCniSettings {
 }
 
 export type ContainerdConfigReading =
-  | { readonly kind: 'read'; readonly path: string; readonly files: readonly string[]; readonly settings: RuntimeCniSettings }
+  | {
+      readonly kind: 'read';
+      readonly path: string;
+      readonly files: readonly string[];
+      readonly settings: RuntimeCniSettings;
+    }
   | { readonly kind: 'absent'; readonly path: string }
   | { readonly kind: 'unreadable'; readonly path: string; readonly reason: string };
 
@@ -70,10 +75,15 @@ export function cniSettingsOfToml(text: string, file: string): FileCniSettings {
   } catch (error) {
     const e = error as { line?: number; column?: number };
     const first = messageOf(error).split('\n')[0] ?? 'not TOML';
-    throw new ConfigProblem(`${file} is not valid TOML: ${first}${e.line === undefined ? '' : ` (line ${e.line}, column ${e.column})`}`);
+    throw new ConfigProblem(
+      `${file} is not valid TOML: ${first}${e.line === undefined ? '' : ` (line ${e.line}, column ${e.column})`}`,
+    );
   }
   const version = doc.version ?? 1;
-  if (typeof version !== 'number' || CNI_TABLES[version] === undefined) throw new ConfigProblem(`${file}: version ${String(version)} is not a containerd config version this doctor knows (1, 2, 3)`);
+  if (typeof version !== 'number' || CNI_TABLES[version] === undefined)
+    throw new ConfigProblem(
+      `${file}: version ${String(version)} is not a containerd config version this doctor knows (1, 2, 3)`,
+    );
   const found: FileCniSettings = { imports: [] };
   const plugins = doc.plugins;
   for (const name of CNI_TABLES[version] ?? []) {
@@ -82,7 +92,8 @@ export function cniSettingsOfToml(text: string, file: string): FileCniSettings {
     const at = `${file}: plugins."${name}".cni`;
     if (!isPlainObject(cni)) throw new ConfigProblem(`${at} is not a table`);
     if (cni.bin_dirs !== undefined) {
-      if (!Array.isArray(cni.bin_dirs) || !cni.bin_dirs.every((d) => typeof d === 'string')) throw new ConfigProblem(`${at}.bin_dirs must be a list of paths`);
+      if (!Array.isArray(cni.bin_dirs) || !cni.bin_dirs.every((d) => typeof d === 'string'))
+        throw new ConfigProblem(`${at}.bin_dirs must be a list of paths`);
       found.binDirs = cni.bin_dirs as string[];
     } else if (cni.bin_dir !== undefined) {
       if (typeof cni.bin_dir !== 'string') throw new ConfigProblem(`${at}.bin_dir must be a path`);
@@ -99,7 +110,8 @@ export function cniSettingsOfToml(text: string, file: string): FileCniSettings {
     if (doc.grpc.address !== '') found.grpcAddress = doc.grpc.address;
   }
   if (doc.imports !== undefined) {
-    if (!Array.isArray(doc.imports) || !doc.imports.every((i) => typeof i === 'string')) throw new ConfigProblem(`${file}: imports must be a list of paths`);
+    if (!Array.isArray(doc.imports) || !doc.imports.every((i) => typeof i === 'string'))
+      throw new ConfigProblem(`${file}: imports must be a list of paths`);
     found.imports = doc.imports as string[];
   }
   return found;
@@ -110,7 +122,12 @@ function resolveImport(spec: string, from: string): string[] {
   const path = isAbsolute(spec) ? spec : resolve(dirname(from), spec);
   const name = basename(path);
   if (!name.includes('*')) return [path];
-  const pattern = new RegExp(`^${name.split('*').map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('[^/]*')}$`);
+  const pattern = new RegExp(
+    `^${name
+      .split('*')
+      .map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&'))
+      .join('[^/]*')}$`,
+  );
   let entries: string[];
   try {
     entries = readdirSync(dirname(path));

@@ -22,7 +22,12 @@ import type { CliIO } from '../main.ts';
 import { UsageError } from '../usage.ts';
 import { diagnose } from './checks.ts';
 import { scanConfDir } from './conf-dir.ts';
-import { type ContainerdConfigReading, DEFAULT_CNI_BIN_DIR, DEFAULT_CONTAINERD_CONFIG, readContainerdConfig } from './containerd-config.ts';
+import {
+  type ContainerdConfigReading,
+  DEFAULT_CNI_BIN_DIR,
+  DEFAULT_CONTAINERD_CONFIG,
+  readContainerdConfig,
+} from './containerd-config.ts';
 import { exitCodeOf } from './finding.ts';
 import type { AgentReach, DirSource, JournalDirCheck, NodeObservation } from './observation.ts';
 import { inspectPluginInstall } from './plugin-install.ts';
@@ -97,7 +102,13 @@ function inspectTrustedDir(dir: string, problemOf: (dir: string) => string | und
     lstatSync(dir);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    return { dir, problem: code === 'ENOENT' ? 'does not exist (the agent makes it when it starts: was it removed, or is it on another mount?)' : `cannot be examined: ${messageOf(error)}` };
+    return {
+      dir,
+      problem:
+        code === 'ENOENT'
+          ? 'does not exist (the agent makes it when it starts: was it removed, or is it on another mount?)'
+          : `cannot be examined: ${messageOf(error)}`,
+    };
   }
   const problem = problemOf(dir);
   return problem === undefined ? { dir } : { dir, problem };
@@ -116,7 +127,10 @@ async function reachAgent(socket: string): Promise<AgentReach> {
 }
 
 /** The bin dirs: as given (repeated, or comma-separated), else containerd's, else the default. */
-function binDirsOf(given: readonly string[] | undefined, reading: ContainerdConfigReading): { from: DirSource; dirs: readonly string[] } {
+function binDirsOf(
+  given: readonly string[] | undefined,
+  reading: ContainerdConfigReading,
+): { from: DirSource; dirs: readonly string[] } {
   const flagged = (given ?? []).flatMap((g) => g.split(',')).filter((d) => d !== '');
   if (given !== undefined && flagged.length === 0) throw new UsageError('--cni-bin-dir needs a directory');
   if (flagged.length > 0) return { from: 'flag', dirs: flagged };
@@ -125,7 +139,11 @@ function binDirsOf(given: readonly string[] | undefined, reading: ContainerdConf
 }
 
 /** The conf dir: as given, else the one the agent writes to, else containerd's, else the agent's, else the default. */
-function confDirOf(given: string | undefined, reach: AgentReach, reading: ContainerdConfigReading): { from: DirSource; dir: string } {
+function confDirOf(
+  given: string | undefined,
+  reach: AgentReach,
+  reading: ContainerdConfigReading,
+): { from: DirSource; dir: string } {
   if (given !== undefined) {
     if (given === '') throw new UsageError('--cni-conf-dir needs a directory');
     return { from: 'flag', dir: given };
@@ -155,7 +173,9 @@ export async function observeNode(options: {
     binDirs: { from: bin.from, installs: bin.dirs.map(inspectPluginInstall) },
     confDir: { from: conf.from, scan: scanConfDir(conf.dir) },
     ...(agent.kind === 'reached' ? { journalDir: inspectJournalDir(agent.facts.journalDir) } : {}),
-    ...(agent.kind === 'reached' && agent.facts.pluginsDir !== undefined ? { pluginsDir: inspectPluginsDir(agent.facts.pluginsDir) } : {}),
+    ...(agent.kind === 'reached' && agent.facts.pluginsDir !== undefined
+      ? { pluginsDir: inspectPluginsDir(agent.facts.pluginsDir) }
+      : {}),
     canonical: canonicalPath,
   };
 }

@@ -33,7 +33,11 @@ function sourceOf(from: DirSource, flag: string, reading: ContainerdConfigReadin
       return `from containerd's config ${reading.path}`;
     case 'default':
       return `the default: containerd's config ${reading.path} ${
-        reading.kind === 'absent' ? 'does not exist' : reading.kind === 'unreadable' ? 'cannot be read' : 'does not set it'
+        reading.kind === 'absent'
+          ? 'does not exist'
+          : reading.kind === 'unreadable'
+            ? 'cannot be read'
+            : 'does not set it'
       }`;
     default:
       return ((never: never) => never)(from);
@@ -45,20 +49,26 @@ function containerdConfigFinding(reading: ContainerdConfigReading): Finding {
     case 'read': {
       const s = reading.settings;
       const imports = reading.files.length > 1 ? `, with ${reading.files.slice(1).join(', ')}` : '';
-      return ok('containerd-config-read', `containerd's config ${reading.path} read`, `CNI bin dirs ${s.binDirs.join(', ')}; conf dir ${s.confDir}${imports}`);
+      return ok(
+        'containerd-config-read',
+        `containerd's config ${reading.path} read`,
+        `CNI bin dirs ${s.binDirs.join(', ')}; conf dir ${s.confDir}${imports}`,
+      );
     }
     case 'absent':
       return ok(
         'containerd-config-absent',
         `no containerd config at ${reading.path}`,
-        "containerd's defaults are assumed; if this node's runtime looks elsewhere, say where with " + "--cni-bin-dir and --cni-conf-dir (or --containerd-config)",
+        "containerd's defaults are assumed; if this node's runtime looks elsewhere, say where with " +
+          '--cni-bin-dir and --cni-conf-dir (or --containerd-config)',
       );
     case 'unreadable':
       return warning(
         'containerd-config-unreadable',
         `containerd's config ${reading.path} cannot be used`,
         `${reading.reason}; where the runtime looks for plugins and configs is not known from it`,
-        `fix ${reading.path} (containerd reads it at its start too), or say where the runtime looks with ` + `--cni-bin-dir DIR and --cni-conf-dir DIR`,
+        `fix ${reading.path} (containerd reads it at its start too), or say where the runtime looks with ` +
+          `--cni-bin-dir DIR and --cni-conf-dir DIR`,
       );
     default:
       return ((never: never) => never)(reading);
@@ -77,25 +87,36 @@ function pluginFinding(node: NodeObservation): Finding {
     return error(
       'plugin-missing',
       dirs.length === 1 ? `warren is not installed in ${dirs[0]}` : `warren is installed in none of ${dirs.join(', ')}`,
-      `${reasons}; the runtime runs the plugin a config's ipam.type names from its bin dirs, so every pod of ` + `a network using Warren fails (${source})`,
+      `${reasons}; the runtime runs the plugin a config's ipam.type names from its bin dirs, so every pod of ` +
+        `a network using Warren fails (${source})`,
       `warren install --cni-bin-dir ${dirs[0] ?? DEFAULT_CNI_BIN_DIR}`,
     );
   }
   const fix = `warren install --cni-bin-dir ${found.binDir}`;
   if (found.forwarder.kind === 'unusable') {
-    return error('plugin-not-executable', `warren in ${found.binDir} cannot be run`, `${found.forwarder.reason}; the runtime finds it first and fails with it (${source})`, fix);
+    return error(
+      'plugin-not-executable',
+      `warren in ${found.binDir} cannot be run`,
+      `${found.forwarder.reason}; the runtime finds it first and fails with it (${source})`,
+      fix,
+    );
   }
   const fallback = [found.node, found.bundle].flatMap((f) => (f.kind === 'ok' ? [] : [f.reason]));
   if (fallback.length > 0) {
     return error(
       'plugin-fallback-missing',
       `warren in ${found.binDir} has no fallback beside it`,
-      `${fallback.join('; ')}; the forwarder hands a call it cannot relay (no agent, a bad config) to ` + `warren.d/, which journals the DEL or names the problem; without it that call fails and a DEL is lost`,
+      `${fallback.join('; ')}; the forwarder hands a call it cannot relay (no agent, a bad config) to ` +
+        `warren.d/, which journals the DEL or names the problem; without it that call fails and a DEL is lost`,
       fix,
     );
   }
   const earlier = index > 0 ? `, after ${dirs.slice(0, index).join(', ')} which lack it` : '';
-  return ok('plugin-installed', `warren is installed in ${found.binDir}`, `the forwarder and its fallback (warren.d/) are in place${earlier} (${source})`);
+  return ok(
+    'plugin-installed',
+    `warren is installed in ${found.binDir}`,
+    `the forwarder and its fallback (warren.d/) are in place${earlier} (${source})`,
+  );
 }
 
 /** Containerd's CNI dirs, the plugin in them, and the agent's managed config's dir against containerd's. */
@@ -106,13 +127,24 @@ export function runtimeDirFindings(node: NodeObservation, facts: DoctorFacts | u
   // Said only of a directory that could be listed: one missing or unreadable is reported by the
   // config findings, and a ✓ before them would say the opposite.
   if (node.confDir.scan.listing.kind === 'listed') {
-    found.push(ok('cni-conf-dir', `network configs read from ${node.confDir.scan.dir}`, sourceOf(node.confDir.from, '--cni-conf-dir', reading)));
+    found.push(
+      ok(
+        'cni-conf-dir',
+        `network configs read from ${node.confDir.scan.dir}`,
+        sourceOf(node.confDir.from, '--cni-conf-dir', reading),
+      ),
+    );
   }
-  if (facts?.manageCniConfig === true && reading.kind === 'read' && canonical(facts.cniConfDir) !== canonical(reading.settings.confDir)) {
+  if (
+    facts?.manageCniConfig === true &&
+    reading.kind === 'read' &&
+    canonical(facts.cniConfDir) !== canonical(reading.settings.confDir)
+  ) {
     found.push(
       warning(
         'cni-conf-dir-mismatch',
-        `the agent writes Warren's config into ${facts.cniConfDir}, containerd reads configs from ` + `${reading.settings.confDir}`,
+        `the agent writes Warren's config into ${facts.cniConfDir}, containerd reads configs from ` +
+          `${reading.settings.confDir}`,
         `the runtime never sees the config the agent keeps (containerd's config ${reading.path})`,
         `start the agent with --cni-conf-dir ${reading.settings.confDir}`,
       ),
@@ -129,24 +161,46 @@ function oneConfig(config: WarrenConfig, facts: DoctorFacts | undefined, canonic
   const where = whereOf(config);
   const r = config.reading;
   if (r.kind === 'refused') {
-    return [error('config-invalid', `${where} names warren, and the agent refuses it`, r.message, `edit ${config.file} as the message says; every ADD of this network fails until then`)];
+    return [
+      error(
+        'config-invalid',
+        `${where} names warren, and the agent refuses it`,
+        r.message,
+        `edit ${config.file} as the message says; every ADD of this network fails until then`,
+      ),
+    ];
   }
   const socket = r.socket ?? DEFAULT_SOCKET;
   const journal = r.journalDir ?? DEFAULT_JOURNAL_DIR;
-  const says = `network ${r.network}: socket ${socket}${r.socket === undefined ? ' (the default)' : ''}, journal ` + `dir ${journal}${r.journalDir === undefined ? ' (the default)' : ''}, store ${r.store ?? 'any'}`;
+  const says =
+    `network ${r.network}: socket ${socket}${r.socket === undefined ? ' (the default)' : ''}, journal ` +
+    `dir ${journal}${r.journalDir === undefined ? ' (the default)' : ''}, store ${r.store ?? 'any'}`;
   const found: Finding[] = [];
   if (facts === undefined) {
-    found.push(ok('config-parses', `${where} names warren and parses`, `${says}; not compared with the agent, which did not answer`));
+    found.push(
+      ok(
+        'config-parses',
+        `${where} names warren and parses`,
+        `${says}; not compared with the agent, which did not answer`,
+      ),
+    );
   } else {
     if (canonical(socket) !== canonical(facts.socket)) {
       found.push(
         error(
           'config-socket-mismatch',
           `${where} sends the plugin to ${socket}, the agent listens on ${facts.socket}`,
-          `${r.socket === undefined ? `the config names no ipam.socket, so the plugin calls ${
-            DEFAULT_SOCKET
-          } (or WARREN_SOCKET in the runtime's environment); ` : ''}the ` + `plugin would call another agent, or none, and journal every DEL of network ${r.network} where ` + `this agent may never read it`,
-          `set "socket": "${facts.socket}" in the ipam section of ${config.file}, or start the agent with ` + `--socket ${socket}`,
+          `${
+            r.socket === undefined
+              ? `the config names no ipam.socket, so the plugin calls ${
+                  DEFAULT_SOCKET
+                } (or WARREN_SOCKET in the runtime's environment); `
+              : ''
+          }the ` +
+            `plugin would call another agent, or none, and journal every DEL of network ${r.network} where ` +
+            `this agent may never read it`,
+          `set "socket": "${facts.socket}" in the ipam section of ${config.file}, or start the agent with ` +
+            `--socket ${socket}`,
         ),
       );
     }
@@ -155,10 +209,15 @@ function oneConfig(config: WarrenConfig, facts: DoctorFacts | undefined, canonic
         error(
           'journal-dir-mismatch',
           `${where} journals missed DELs in ${journal}, the agent reads ${facts.journalDir}`,
-          `${r.journalDir === undefined ? `the config names no ipam.journal_dir, so the plugin writes to ${
-            DEFAULT_JOURNAL_DIR
-          } (or WARREN_JOURNAL_DIR in the runtime's environment); ` : ''}a ` + `DEL the agent missed is never read, and its address is never released`,
-          `set "journal_dir": "${facts.journalDir}" in the ipam section of ${config.file}, or start the ` + `agent with --journal-dir ${journal}`,
+          `${
+            r.journalDir === undefined
+              ? `the config names no ipam.journal_dir, so the plugin writes to ${
+                  DEFAULT_JOURNAL_DIR
+                } (or WARREN_JOURNAL_DIR in the runtime's environment); `
+              : ''
+          }a ` + `DEL the agent missed is never read, and its address is never released`,
+          `set "journal_dir": "${facts.journalDir}" in the ipam section of ${config.file}, or start the ` +
+            `agent with --journal-dir ${journal}`,
         ),
       );
     }
@@ -168,7 +227,8 @@ function oneConfig(config: WarrenConfig, facts: DoctorFacts | undefined, canonic
           'config-store-mismatch',
           `${where} asks for the ${r.store} store, the agent runs on ${facts.store.kind}`,
           `the agent refuses every ADD of network ${r.network}: addresses of one network must come from one store`,
-          `set "store": "${facts.store.kind}" in the ipam section of ${config.file}, or start the agent with ` + `--store ${r.store}`,
+          `set "store": "${facts.store.kind}" in the ipam section of ${config.file}, or start the agent with ` +
+            `--store ${r.store}`,
         ),
       );
     }
@@ -178,7 +238,8 @@ function oneConfig(config: WarrenConfig, facts: DoctorFacts | undefined, canonic
     found.push(
       ok(
         'whereabouts-keys-ignored',
-        `${where}: ${r.ignoredKeys.length} whereabouts key${r.ignoredKeys.length === 1 ? '' : 's'} accepted ` + `and ignored`,
+        `${where}: ${r.ignoredKeys.length} whereabouts key${r.ignoredKeys.length === 1 ? '' : 's'} accepted ` +
+          `and ignored`,
         r.ignoredKeys.map((k) => `${k.path} (${k.reason})`).join('; '),
       ),
     );
@@ -187,28 +248,61 @@ function oneConfig(config: WarrenConfig, facts: DoctorFacts | undefined, canonic
 }
 
 /** The configs of the conf dir that name Warren, each against the agent (when it answered). */
-export function configFindings(scan: ConfDirScan, facts: DoctorFacts | undefined, canonical: Canonical = (p) => resolve(p)): Finding[] {
+export function configFindings(
+  scan: ConfDirScan,
+  facts: DoctorFacts | undefined,
+  canonical: Canonical = (p) => resolve(p),
+): Finding[] {
   const found: Finding[] = [];
-  const noConfigFix = `start the agent with --manage-cni-config on to write one, or put ipam {"type": "warren", ` + `...} in the network's config in ${scan.dir}; with Multus the config is in a ` + `NetworkAttachmentDefinition instead, and this can be ignored`;
+  const noConfigFix =
+    `start the agent with --manage-cni-config on to write one, or put ipam {"type": "warren", ` +
+    `...} in the network's config in ${scan.dir}; with Multus the config is in a ` +
+    `NetworkAttachmentDefinition instead, and this can be ignored`;
   switch (scan.listing.kind) {
     case 'listed':
       break;
     case 'missing':
-      return [warning('no-warren-config', `no config names warren: ${scan.dir} does not exist`, 'the runtime finds no network config here', `${noConfigFix}; pass --cni-conf-dir if the runtime reads another directory`)];
+      return [
+        warning(
+          'no-warren-config',
+          `no config names warren: ${scan.dir} does not exist`,
+          'the runtime finds no network config here',
+          `${noConfigFix}; pass --cni-conf-dir if the runtime reads another directory`,
+        ),
+      ];
     case 'unreadable':
-      return [warning('conf-dir-unreadable', `${scan.dir} cannot be listed`, scan.listing.reason, 'run `warren doctor` as root, or pass --cni-conf-dir DIR')];
+      return [
+        warning(
+          'conf-dir-unreadable',
+          `${scan.dir} cannot be listed`,
+          scan.listing.reason,
+          'run `warren doctor` as root, or pass --cni-conf-dir DIR',
+        ),
+      ];
     default:
       return ((never: never) => never)(scan.listing);
   }
   for (const m of scan.malformed) {
     const title = `${m.file} ${m.reason}`;
     const fix = `fix or remove ${m.file}: the runtime cannot load it either`;
-    found.push(m.mentionsWarren ? error('config-malformed', title, 'it mentions warren, so it may be the config meant for Warren: no pod gets an address from it', fix) : warning('config-malformed', title, 'whether it names warren cannot be told', fix));
+    found.push(
+      m.mentionsWarren
+        ? error(
+            'config-malformed',
+            title,
+            'it mentions warren, so it may be the config meant for Warren: no pod gets an address from it',
+            fix,
+          )
+        : warning('config-malformed', title, 'whether it names warren cannot be told', fix),
+    );
   }
   for (const config of scan.configs) found.push(...oneConfig(config, facts, canonical));
   if (scan.configs.length === 0) {
-    const others = scan.others.length === 0 ? 'no network config at all' : `only configs that do not: ${scan.others.join(', ')}`;
-    found.push(warning('no-warren-config', `no config in ${scan.dir} names warren`, `${scan.dir} holds ${others}`, noConfigFix));
+    const others =
+      scan.others.length === 0 ? 'no network config at all' : `only configs that do not: ${scan.others.join(', ')}`;
+    found.push(
+      warning('no-warren-config', `no config in ${scan.dir} names warren`, `${scan.dir} holds ${others}`, noConfigFix),
+    );
   }
   return found;
 }

@@ -55,7 +55,10 @@ function stateOf(path: string, mode: number, what: string): InstalledFileState {
   try {
     accessSync(path, mode);
   } catch {
-    return { kind: 'unusable', reason: `${path} is not ${what} (mode ${(st.mode & 0o777).toString(8).padStart(3, '0')})` };
+    return {
+      kind: 'unusable',
+      reason: `${path} is not ${what} (mode ${(st.mode & 0o777).toString(8).padStart(3, '0')})`,
+    };
   }
   return { kind: 'ok' };
 }

@@ -36,7 +36,11 @@ export function renderHuman(findings: readonly Finding[]): string {
   lines.push('');
   lines.push(
     `${errors} error${errors === 1 ? '' : 's'}, ${warnings} warning${warnings === 1 ? '' : 's'}, ${count('ok')} ok: ` +
-      (errors > 0 ? 'the node is not set up right; fix the errors above' : warnings > 0 ? 'the node works; the warnings are worth a look' : 'all well'),
+      (errors > 0
+        ? 'the node is not set up right; fix the errors above'
+        : warnings > 0
+          ? 'the node works; the warnings are worth a look'
+          : 'all well'),
   );
   return `${lines.join('\n')}\n`;
 }

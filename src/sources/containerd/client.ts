@@ -11,7 +11,9 @@ import protobuf from 'protobufjs';
 import { LOCAL_SUBCHANNEL_POOL, closingInsecureCredentials } from '../closing-credentials.ts';
 
 // keepCase: field names as written in the .proto (type_url, container_id), not camelCased.
-const root = new protobuf.Root().loadSync(fileURLToPath(new URL('./containerd.proto', import.meta.url)), { keepCase: true });
+const root = new protobuf.Root().loadSync(fileURLToPath(new URL('./containerd.proto', import.meta.url)), {
+  keepCase: true,
+});
 const type = (name: string): protobuf.Type => root.lookupType(`warren.containerd.${name}`);
 const T = {
   SubscribeRequest: type('SubscribeRequest'),
@@ -39,8 +41,20 @@ export interface RawEnvelope {
 
 export type ContainerEvent =
   | { readonly kind: 'container-delete'; readonly namespace: string; readonly containerID: string }
-  | { readonly kind: 'task-exit'; readonly namespace: string; readonly containerID: string; readonly pid: number; readonly exitStatus: number }
-  | { readonly kind: 'task-delete'; readonly namespace: string; readonly containerID: string; readonly pid: number; readonly exitStatus: number };
+  | {
+      readonly kind: 'task-exit';
+      readonly namespace: string;
+      readonly containerID: string;
+      readonly pid: number;
+      readonly exitStatus: number;
+    }
+  | {
+      readonly kind: 'task-delete';
+      readonly namespace: string;
+      readonly containerID: string;
+      readonly pid: number;
+      readonly exitStatus: number;
+    };
 
 export type Decoded =
   | { readonly kind: 'event'; readonly event: ContainerEvent }
@@ -55,7 +69,9 @@ function typeName(typeUrl: string): string {
 /** Decodes one envelope's payload. Never throws. */
 export function decodeEvent(envelope: RawEnvelope): Decoded {
   const name = typeName(envelope.typeUrl);
-  const where = `event ${JSON.stringify(envelope.typeUrl)} on ${JSON.stringify(envelope.topic)} in namespace ` + `${JSON.stringify(envelope.namespace)}`;
+  const where =
+    `event ${JSON.stringify(envelope.typeUrl)} on ${JSON.stringify(envelope.topic)} in namespace ` +
+    `${JSON.stringify(envelope.namespace)}`;
   const decode = (t: protobuf.Type): Record<string, unknown> | string => {
     try {
       return t.toObject(t.decode(envelope.value), { defaults: true, longs: Number }) as Record<string, unknown>;
@@ -81,10 +97,17 @@ export function decodeEvent(envelope: RawEnvelope): Decoded {
       if (containerID === undefined) return { kind: 'malformed', reason: `${where}: no container_id` };
       const process = typeof m.id === 'string' ? m.id : '';
       // An exec'd process ending says nothing about the container's own (init) process.
-      if (process !== '' && process !== containerID) return { kind: 'ignored', reason: `${where}: exec process ${process} of ${containerID}` };
+      if (process !== '' && process !== containerID)
+        return { kind: 'ignored', reason: `${where}: exec process ${process} of ${containerID}` };
       return {
         kind: 'event',
-        event: { kind: exit ? 'task-exit' : 'task-delete', namespace: envelope.namespace, containerID, pid: Number(m.pid ?? 0), exitStatus: Number(m.exit_status ?? 0) },
+        event: {
+          kind: exit ? 'task-exit' : 'task-delete',
+          namespace: envelope.namespace,
+          containerID,
+          pid: Number(m.pid ?? 0),
+          exitStatus: Number(m.exit_status ?? 0),
+        },
       };
     }
     default:
@@ -110,24 +133,46 @@ export class ContainerdClient {
   constructor(socket: string) {
     this.socket = socket;
     // Closing the client closes its connection too, answered or not (closing-credentials.ts).
-    this.#client = new Client(`unix://${socket}`, closingInsecureCredentials(), { ...LOCAL_SUBCHANNEL_POOL, 'grpc.max_receive_message_length': 64 * 1024 * 1024 });
+    this.#client = new Client(`unix://${socket}`, closingInsecureCredentials(), {
+      ...LOCAL_SUBCHANNEL_POOL,
+      'grpc.max_receive_message_length': 64 * 1024 * 1024,
+    });
   }
 
   /**
    * Streams raw envelopes matching `filters` until cancelled or the stream ends; `onEnd` is told
    * why it ended (undefined when cancelled).
    */
-  subscribe(filters: readonly string[], onEnvelope: (envelope: RawEnvelope) => void, onEnd: (error: Error | undefined) => void): Subscription {
+  subscribe(
+    filters: readonly string[],
+    onEnvelope: (envelope: RawEnvelope) => void,
+    onEnd: (error: Error | undefined) => void,
+  ): Subscription {
     const call: ClientReadableStream<RawEnvelope> = this.#client.makeServerStreamRequest(
       SUBSCRIBE,
-      (request: { filters: string[] }) => Buffer.from(T.SubscribeRequest.encode(T.SubscribeRequest.create(request)).finish()),
+      (request: { filters: string[] }) =>
+        Buffer.from(T.SubscribeRequest.encode(T.SubscribeRequest.create(request)).finish()),
       (bytes: Buffer): RawEnvelope => {
         // An envelope that does not decode is passed on empty, to be reported, not thrown here.
         try {
-          const e = T.Envelope.toObject(T.Envelope.decode(bytes), { defaults: true }) as { namespace: string; topic: string; event?: { type_url: string; value: Uint8Array } };
-          return { namespace: e.namespace, topic: e.topic, typeUrl: e.event?.type_url ?? '', value: e.event?.value ?? new Uint8Array() };
+          const e = T.Envelope.toObject(T.Envelope.decode(bytes), { defaults: true }) as {
+            namespace: string;
+            topic: string;
+            event?: { type_url: string; value: Uint8Array };
+          };
+          return {
+            namespace: e.namespace,
+            topic: e.topic,
+            typeUrl: e.event?.type_url ?? '',
+            value: e.event?.value ?? new Uint8Array(),
+          };
         } catch (error) {
-          return { namespace: '', topic: '', typeUrl: `(undecodable envelope: ${error instanceof Error ? error.message : String(error)})`, value: new Uint8Array() };
+          return {
+            namespace: '',
+            topic: '',
+            typeUrl: `(undecodable envelope: ${error instanceof Error ? error.message : String(error)})`,
+            value: new Uint8Array(),
+          };
         }
       },
       { filters: [...filters] },
@@ -149,7 +194,9 @@ export class ContainerdClient {
     });
     ready.catch(() => undefined);
     call.on('data', onEnvelope);
-    call.on('error', (error: Error & { code?: number }) => finish(error.code === grpcStatus.CANCELLED && cancelled ? undefined : error));
+    call.on('error', (error: Error & { code?: number }) =>
+      finish(error.code === grpcStatus.CANCELLED && cancelled ? undefined : error),
+    );
     call.on('end', () => finish(undefined));
     return {
       ready,
@@ -167,8 +214,12 @@ export class ContainerdClient {
     return new Promise((resolve, reject) => {
       this.#client.makeUnaryRequest(
         LIST_CONTAINERS,
-        (request: { filters: string[] }) => Buffer.from(T.ListContainersRequest.encode(T.ListContainersRequest.create(request)).finish()),
-        (bytes: Buffer) => T.ListContainersResponse.toObject(T.ListContainersResponse.decode(bytes), { defaults: true }) as { containers: Array<{ id: string }> },
+        (request: { filters: string[] }) =>
+          Buffer.from(T.ListContainersRequest.encode(T.ListContainersRequest.create(request)).finish()),
+        (bytes: Buffer) =>
+          T.ListContainersResponse.toObject(T.ListContainersResponse.decode(bytes), { defaults: true }) as {
+            containers: Array<{ id: string }>;
+          },
         { filters: [] },
         metadata,
         { deadline: Date.now() + timeoutMs },
@@ -186,7 +237,10 @@ export class ContainerdClient {
 }
 
 /** Encodes one of the event messages Warren knows (for tests and tools). */
-export function encodeMessage(message: 'ContainerDelete' | 'TaskExit' | 'TaskDelete', fields: Record<string, unknown>): Uint8Array {
+export function encodeMessage(
+  message: 'ContainerDelete' | 'TaskExit' | 'TaskDelete',
+  fields: Record<string, unknown>,
+): Uint8Array {
   const t = T[message];
   return t.encode(t.fromObject(fields)).finish();
 }

@@ -20,7 +20,14 @@ import type { CancelTimer, Clock } from '../../core/clock.ts';
 import { AsyncChannel } from '../../core/async-channel.ts';
 import { DirectoryWatcher } from '../../core/dir-watcher.ts';
 import { messageOf } from '../../core/errors.ts';
-import { type ContainerEvent, ContainerdClient, type RawEnvelope, type Subscription, decodeEvent, subscribeFilters } from './client.ts';
+import {
+  type ContainerEvent,
+  ContainerdClient,
+  type RawEnvelope,
+  type Subscription,
+  decodeEvent,
+  subscribeFilters,
+} from './client.ts';
 import type { ContainerdState, ContainerdStatus } from '../../api/status.ts';
 
 export type ContainerdItem =
@@ -127,11 +134,13 @@ export class ContainerdEventSource {
             this.#o.logger.warn({ socket: this.#o.socket }, 'containerd socket gone; waiting for it to come back');
             break;
           case 'listed':
-            if (!this.#socketPresent && !reportedMissingDir) this.#o.logger.info({ socket: this.#o.socket }, 'waiting for containerd');
+            if (!this.#socketPresent && !reportedMissingDir)
+              this.#o.logger.info({ socket: this.#o.socket }, 'waiting for containerd');
             break;
           case 'error':
             // Typically the socket's directory does not exist yet: keep waiting, say so once.
-            if (!reportedMissingDir) this.#o.logger.info({ socket: this.#o.socket, reason: event.error.message }, 'waiting for containerd');
+            if (!reportedMissingDir)
+              this.#o.logger.info({ socket: this.#o.socket, reason: event.error.message }, 'waiting for containerd');
             reportedMissingDir = true;
             break;
           default: {
@@ -188,7 +197,11 @@ export class ContainerdEventSource {
       const live = new Set<string>();
       for (const ns of this.#o.namespaces) for (const id of await client.listContainers(ns)) live.add(id);
       if (generation !== this.#generation) return;
-      this.#channel?.push({ kind: 'resync', live, ack: (error?: unknown) => this.#resynced(generation, live.size, error) });
+      this.#channel?.push({
+        kind: 'resync',
+        live,
+        ack: (error?: unknown) => this.#resynced(generation, live.size, error),
+      });
     })().catch((error: unknown) => {
       if (generation === this.#generation) this.#lost(messageOf(error));
     });
@@ -205,7 +218,10 @@ export class ContainerdEventSource {
     this.#failures = 0;
     this.#lastResync = { at: new Date(this.#o.clock.now()).toISOString(), containers };
     this.#setState('subscribed');
-    this.#o.logger.info({ socket: this.#o.socket, namespaces: this.#o.namespaces, containers }, 'subscribed to containerd events; resynchronised');
+    this.#o.logger.info(
+      { socket: this.#o.socket, namespaces: this.#o.namespaces, containers },
+      'subscribed to containerd events; resynchronised',
+    );
   }
 
   /** The connection failed or ended: try again after a backoff while the socket is there. */
@@ -237,7 +253,8 @@ export class ContainerdEventSource {
     this.#client = undefined;
     subscription?.cancel();
     client?.close();
-    if (this.#state === 'subscribed' || this.#state === 'connecting') this.#setState(this.#socketPresent ? 'reconnecting' : 'waiting-for-socket');
+    if (this.#state === 'subscribed' || this.#state === 'connecting')
+      this.#setState(this.#socketPresent ? 'reconnecting' : 'waiting-for-socket');
   }
 
   #envelope(envelope: RawEnvelope): void {

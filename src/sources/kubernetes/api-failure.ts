@@ -46,9 +46,11 @@ export const NAMESPACE_TERMINATING_CAUSE = 'NamespaceTerminating';
 /** A `Status` object (from a body or an ERROR event) as a failure; `fallbackCode` when it names none. */
 export function failureOfStatus(status: unknown, fallbackCode?: number): ApiFailure {
   const code = isRecord(status) && typeof status.code === 'number' && status.code > 0 ? status.code : fallbackCode;
-  const reason = isRecord(status) && typeof status.reason === 'string' && status.reason !== '' ? status.reason : undefined;
-  const text = isRecord(status) && typeof status.message === 'string' && status.message !== '' ? status.message : undefined;
-  const message = text ?? (reason ?? (code === undefined ? 'an error without a Status' : `HTTP ${code}`));
+  const reason =
+    isRecord(status) && typeof status.reason === 'string' && status.reason !== '' ? status.reason : undefined;
+  const text =
+    isRecord(status) && typeof status.message === 'string' && status.message !== '' ? status.message : undefined;
+  const message = text ?? reason ?? (code === undefined ? 'an error without a Status' : `HTTP ${code}`);
   const causes = isRecord(status) ? causesOf(status.details) : [];
   return {
     ...(code === undefined ? {} : { code }),
@@ -97,15 +99,27 @@ export function failureOfError(error: unknown): ApiFailure {
   if (isRecord(error) || error instanceof Error) {
     const e = error as { statusCode?: unknown; code?: unknown; body?: unknown; name?: unknown; cause?: unknown };
     // A watch refused with an HTTP status (Watch.watch) or a typed call's ApiException.
-    const status = typeof e.statusCode === 'number' ? e.statusCode : typeof e.code === 'number' && e.code >= 100 && e.code < 600 ? e.code : undefined;
+    const status =
+      typeof e.statusCode === 'number'
+        ? e.statusCode
+        : typeof e.code === 'number' && e.code >= 100 && e.code < 600
+          ? e.code
+          : undefined;
     if (status !== undefined) {
       if (typeof e.body === 'string' && e.body !== '') return failureOfResponse(status, e.body);
-      return { code: status, message: `HTTP ${status}${error instanceof Error && error.message !== '' ? ` ${error.message}` : ''}` };
+      return {
+        code: status,
+        message: `HTTP ${status}${error instanceof Error && error.message !== '' ? ` ${error.message}` : ''}`,
+      };
     }
-    if (e.name === 'TimeoutError') return { reason: 'Timeout', message: 'no data from the API server within the watch inactivity timeout' };
+    if (e.name === 'TimeoutError')
+      return { reason: 'Timeout', message: 'no data from the API server within the watch inactivity timeout' };
     const cause = e.cause as { code?: unknown; message?: unknown } | undefined;
     if (isRecord(cause) && typeof cause.code === 'string') {
-      return { reason: cause.code, message: `${messageOf(error)}: ${typeof cause.message === 'string' ? cause.message : cause.code}` };
+      return {
+        reason: cause.code,
+        message: `${messageOf(error)}: ${typeof cause.message === 'string' ? cause.message : cause.code}`,
+      };
     }
   }
   return { message: messageOf(error) };
@@ -113,7 +127,9 @@ export function failureOfError(error: unknown): ApiFailure {
 
 /** Whether the failure is 410 Gone: the resourceVersion is too old, only a new listing helps. */
 export function isExpired(failure: ApiFailure): boolean {
-  return failure.code === 410 || (failure.code === undefined && (failure.reason === 'Expired' || failure.reason === 'Gone'));
+  return (
+    failure.code === 410 || (failure.code === undefined && (failure.reason === 'Expired' || failure.reason === 'Gone'))
+  );
 }
 
 /**
@@ -131,7 +147,10 @@ export function missingPermission(failure: ApiFailure, verb: string, resource: s
 
 /** One line for logs and status: "HTTP 403 Forbidden: pods is forbidden: ...". */
 export function describeFailure(failure: ApiFailure): string {
-  const head = failure.code === undefined ? failure.reason : `HTTP ${failure.code}${failure.reason === undefined ? '' : ` ${failure.reason}`}`;
+  const head =
+    failure.code === undefined
+      ? failure.reason
+      : `HTTP ${failure.code}${failure.reason === undefined ? '' : ` ${failure.reason}`}`;
   if (head === undefined || failure.message.startsWith(head)) return failure.message;
   return `${head}: ${failure.message}`;
 }

@@ -40,18 +40,32 @@ function fromFile(path: string): KubeConfig {
   try {
     config.loadFromFile(path);
   } catch (error) {
-    throw new WarrenError('INVALID_CONFIG', `cannot load the kubeconfig ${path}: ${messageOf(error)}`, { cause: error });
+    throw new WarrenError('INVALID_CONFIG', `cannot load the kubeconfig ${path}: ${messageOf(error)}`, {
+      cause: error,
+    });
   }
   const cluster = config.getCurrentCluster();
   if (cluster === null) {
     const context = config.getCurrentContext();
-    throw new WarrenError('INVALID_CONFIG', `the kubeconfig ${path} names no usable cluster: ` + `${context ? `its current-context ${JSON.stringify(context)} has none` : 'it sets no current-context'}`);
+    throw new WarrenError(
+      'INVALID_CONFIG',
+      `the kubeconfig ${path} names no usable cluster: ` +
+        `${context ? `its current-context ${JSON.stringify(context)} has none` : 'it sets no current-context'}`,
+    );
   }
-  if (config.getCurrentUser() === null) throw new WarrenError('INVALID_CONFIG', `the kubeconfig ${path} names no user for its current-context ${JSON.stringify(config.getCurrentContext())}`);
+  if (config.getCurrentUser() === null)
+    throw new WarrenError(
+      'INVALID_CONFIG',
+      `the kubeconfig ${path} names no user for its current-context ${JSON.stringify(config.getCurrentContext())}`,
+    );
   try {
     new URL(cluster.server);
   } catch {
-    throw new WarrenError('INVALID_CONFIG', `the kubeconfig ${path} gives the cluster ${JSON.stringify(cluster.name)} no valid server URL ` + `(${JSON.stringify(cluster.server)})`);
+    throw new WarrenError(
+      'INVALID_CONFIG',
+      `the kubeconfig ${path} gives the cluster ${JSON.stringify(cluster.name)} no valid server URL ` +
+        `(${JSON.stringify(cluster.server)})`,
+    );
   }
   return config;
 }
@@ -67,7 +81,11 @@ function inCluster(options: LoadKubeConfigOptions): KubeConfig {
     if (!readable(full)) missing.push(`${full} is missing or unreadable`);
   }
   if (missing.length > 0) {
-    throw new WarrenError('INVALID_CONFIG', `no Kubernetes credentials: no --kubeconfig was given, and this is not a pod with a service account ` + `(${missing.join('; ')})`);
+    throw new WarrenError(
+      'INVALID_CONFIG',
+      `no Kubernetes credentials: no --kubeconfig was given, and this is not a pod with a service account ` +
+        `(${missing.join('; ')})`,
+    );
   }
   // loadFromCluster reads the address from process.env: hand it the one checked.
   const saved = { host: process.env.KUBERNETES_SERVICE_HOST, port: process.env.KUBERNETES_SERVICE_PORT };

@@ -26,12 +26,26 @@
  * the same for listed and watched objects; `T` describes them, and the consumer validates what it
  * uses.
  */
-import { type KubeConfig, HttpMethod, IsomorphicFetchHttpLibrary, RequestContext, Watch } from '@kubernetes/client-node';
+import {
+  type KubeConfig,
+  HttpMethod,
+  IsomorphicFetchHttpLibrary,
+  RequestContext,
+  Watch,
+} from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { AsyncChannel } from '../../core/async-channel.ts';
 import { type BackoffPolicy, ExponentialBackoff } from '../../core/backoff.ts';
 import type { Clock } from '../../core/clock.ts';
-import { type ApiFailure, describeFailure, failureOfError, failureOfResponse, failureOfStatus, isExpired, missingPermission } from './api-failure.ts';
+import {
+  type ApiFailure,
+  describeFailure,
+  failureOfError,
+  failureOfResponse,
+  failureOfStatus,
+  isExpired,
+  missingPermission,
+} from './api-failure.ts';
 
 /** What any watched object carries: where the collection stands after it. */
 export interface KubeObjectMeta {
@@ -94,7 +108,9 @@ const MIN_WATCH_MS = 1_000;
 /** The Watch's inactivity timeout beyond the server's own watch timeout. */
 const INACTIVITY_MARGIN_MS = 60_000;
 
-type Listing<T> = { readonly kind: 'listed'; readonly objects: T[]; readonly resourceVersion: string } | { readonly kind: 'failed'; readonly failure: ApiFailure };
+type Listing<T> =
+  | { readonly kind: 'listed'; readonly objects: T[]; readonly resourceVersion: string }
+  | { readonly kind: 'failed'; readonly failure: ApiFailure };
 
 type WatchEnd =
   /** The server ended the stream cleanly. */
@@ -132,13 +148,18 @@ export class ListWatch<T extends KubeObjectMeta> {
   constructor(options: ListWatchOptions) {
     this.#o = options;
     this.#backoff = options.backoff ?? new ExponentialBackoff({ initialMs: 1_000, maxMs: 30_000 });
-    this.#resource = options.path.split('/').filter((part) => part !== '').at(-1) ?? options.path;
+    this.#resource =
+      options.path
+        .split('/')
+        .filter((part) => part !== '')
+        .at(-1) ?? options.path;
     this.#since = options.clock.now();
     this.#watch = new Watch(options.kubeConfig);
     // 2.0.1 keeps the inactivity timeout in a field its typings call private (default 30 s, re-armed
     // on every chunk); left at 30 s, every quiet half-minute would cut the watch.
     const timeoutMs = (options.watchTimeoutSeconds ?? 300) * 1000 + INACTIVITY_MARGIN_MS;
-    if (typeof Reflect.get(this.#watch, 'requestTimeoutMs') === 'number') Reflect.set(this.#watch, 'requestTimeoutMs', timeoutMs);
+    if (typeof Reflect.get(this.#watch, 'requestTimeoutMs') === 'number')
+      Reflect.set(this.#watch, 'requestTimeoutMs', timeoutMs);
   }
 
   get state(): ListWatchState {
@@ -201,7 +222,15 @@ export class ListWatch<T extends KubeObjectMeta> {
         this.#versionFromListing = true;
         watchedSinceListing = false;
         channel.push({ kind: 'listed', objects: listing.objects });
-        this.#o.logger.info({ path: this.#o.path, objects: listing.objects.length, resourceVersion: listing.resourceVersion, relists: this.#listings - 1 }, 'kubernetes: listed');
+        this.#o.logger.info(
+          {
+            path: this.#o.path,
+            objects: listing.objects.length,
+            resourceVersion: listing.resourceVersion,
+            relists: this.#listings - 1,
+          },
+          'kubernetes: listed',
+        );
       }
       if (watchedSinceListing) this.#reconnects += 1;
       watchedSinceListing = true;
@@ -216,7 +245,10 @@ export class ListWatch<T extends KubeObjectMeta> {
           }
           break;
         case 'expired':
-          this.#o.logger.info({ path: this.#o.path, resourceVersion: this.#resourceVersion, err: describeFailure(end.failure) }, 'kubernetes: resourceVersion expired; listing again');
+          this.#o.logger.info(
+            { path: this.#o.path, resourceVersion: this.#resourceVersion, err: describeFailure(end.failure) },
+            'kubernetes: resourceVersion expired; listing again',
+          );
           if (this.#versionFromListing) await this.#backOff(end.failure, 'watch', signal);
           this.#resourceVersion = undefined;
           break;
@@ -249,7 +281,8 @@ export class ListWatch<T extends KubeObjectMeta> {
       context.setSignal(signal);
       const response = await this.#http.send(context).toPromise();
       const text = await response.body.text();
-      if (response.httpStatusCode !== 200) return { kind: 'failed', failure: failureOfResponse(response.httpStatusCode, text) };
+      if (response.httpStatusCode !== 200)
+        return { kind: 'failed', failure: failureOfResponse(response.httpStatusCode, text) };
       const list: unknown = JSON.parse(text);
       const items = (list as { items?: unknown }).items;
       const version = (list as { metadata?: { resourceVersion?: unknown } }).metadata?.resourceVersion;
@@ -355,8 +388,16 @@ export class ListWatch<T extends KubeObjectMeta> {
     this.#retryAt = this.#o.clock.now() + wait;
     this.#setState('backing-off');
     this.#o.logger.warn(
-      { path: this.#o.path, verb, err: described, retryInMs: wait, ...(forbidden === undefined ? {} : { missingPermission: forbidden }) },
-      forbidden === undefined ? `kubernetes: ${verb} failed; retrying` : `kubernetes: ${verb} refused: the service account may not ${forbidden}; retrying`,
+      {
+        path: this.#o.path,
+        verb,
+        err: described,
+        retryInMs: wait,
+        ...(forbidden === undefined ? {} : { missingPermission: forbidden }),
+      },
+      forbidden === undefined
+        ? `kubernetes: ${verb} failed; retrying`
+        : `kubernetes: ${verb} refused: the service account may not ${forbidden}; retrying`,
     );
     await new Promise<void>((resolve) => {
       const done = (): void => {

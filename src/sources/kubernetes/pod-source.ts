@@ -185,7 +185,10 @@ export class PodSource {
     const fact = podFactOf(object);
     if (fact === undefined) {
       this.#malformed += 1;
-      this.#o.logger.warn({ node: this.#o.node, metadata: object?.metadata }, 'kubernetes: a pod without uid, namespace or name skipped');
+      this.#o.logger.warn(
+        { node: this.#o.node, metadata: object?.metadata },
+        'kubernetes: a pod without uid, namespace or name skipped',
+      );
     }
     return fact;
   }

@@ -281,7 +281,10 @@ export class EventSourceClient {
     this.#failures = 0;
     this.#lastResync = { at: new Date(this.#o.clock.now()).toISOString(), containers };
     this.#setState('watching');
-    this.#o.logger.info({ adapter: this.#o.name, endpoint: this.#o.endpoint, containers }, 'watching runtime adapter; resynchronised');
+    this.#o.logger.info(
+      { adapter: this.#o.name, endpoint: this.#o.endpoint, containers },
+      'watching runtime adapter; resynchronised',
+    );
   }
 
   #message(attempt: Attempt, bytes: Buffer): void {
@@ -302,7 +305,10 @@ export class EventSourceClient {
       case 'malformed':
         this.#counts.malformed += 1;
         this.#lastMalformed = decoded.reason;
-        this.#o.logger.warn({ adapter: this.#o.name, reason: decoded.reason }, 'malformed runtime adapter event skipped');
+        this.#o.logger.warn(
+          { adapter: this.#o.name, reason: decoded.reason },
+          'malformed runtime adapter event skipped',
+        );
         return;
       default: {
         const never: never = decoded;
@@ -319,7 +325,10 @@ export class EventSourceClient {
     this.#failures += 1;
     const wait = this.#o.backoff.delay(this.#failures);
     this.#setState('reconnecting');
-    this.#o.logger.warn({ adapter: this.#o.name, endpoint: this.#o.endpoint, reason, retryInMs: wait }, 'lost runtime adapter stream; reopening');
+    this.#o.logger.warn(
+      { adapter: this.#o.name, endpoint: this.#o.endpoint, reason, retryInMs: wait },
+      'lost runtime adapter stream; reopening',
+    );
     this.#retry = this.#o.clock.setTimer(wait, () => this.#connect());
   }
 

@@ -16,7 +16,14 @@ import { Client, Metadata, type ServiceError } from '@grpc/grpc-js';
 import { type CancelTimer, type Clock, systemClock } from '../../core/clock.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import { LOCAL_SUBCHANNEL_POOL, closingInsecureCredentials } from '../closing-credentials.ts';
-import { EMPTY, METHODS, type PluginInfo, type RegistrationStatus, decodeInfo, encodeStatus } from '../../api/plugins/wire.ts';
+import {
+  EMPTY,
+  METHODS,
+  type PluginInfo,
+  type RegistrationStatus,
+  decodeInfo,
+  encodeStatus,
+} from '../../api/plugins/wire.ts';
 
 /** What the registry needs of a handshake: the real client below, or a fake in tests. */
 export interface RegistrationClientLike {
@@ -68,14 +75,26 @@ export class RegistrationClient implements RegistrationClientLike {
   }
 
   async getInfo(): Promise<PluginInfo> {
-    return this.#call<PluginInfo>('GetInfo', METHODS.getInfo, EMPTY, (bytes) => {
-      const info = decodeInfo(bytes);
-      return typeof info === 'string' ? { wrong: info } : { ok: info };
-    }, this.#infoTimeoutMs);
+    return this.#call<PluginInfo>(
+      'GetInfo',
+      METHODS.getInfo,
+      EMPTY,
+      (bytes) => {
+        const info = decodeInfo(bytes);
+        return typeof info === 'string' ? { wrong: info } : { ok: info };
+      },
+      this.#infoTimeoutMs,
+    );
   }
 
   async notify(status: RegistrationStatus): Promise<void> {
-    await this.#call<undefined>('NotifyRegistrationStatus', METHODS.notifyRegistrationStatus, encodeStatus(status), () => ({ ok: undefined }), this.#notifyTimeoutMs);
+    await this.#call<undefined>(
+      'NotifyRegistrationStatus',
+      METHODS.notifyRegistrationStatus,
+      encodeStatus(status),
+      () => ({ ok: undefined }),
+      this.#notifyTimeoutMs,
+    );
   }
 
   close(): void {
@@ -85,7 +104,13 @@ export class RegistrationClient implements RegistrationClientLike {
     this.#client.close();
   }
 
-  #call<T>(name: string, method: string, request: Buffer, decode: (bytes: Buffer) => Decoded<T>, timeoutMs: number): Promise<T> {
+  #call<T>(
+    name: string,
+    method: string,
+    request: Buffer,
+    decode: (bytes: Buffer) => Decoded<T>,
+    timeoutMs: number,
+  ): Promise<T> {
     const where = `${name} on ${this.socket}`;
     if (this.#closed) return Promise.reject(new WarrenError('IO_FAILURE', `${where}: the client is closed`));
     return new Promise<T>((resolve, reject) => {
@@ -115,7 +140,8 @@ export class RegistrationClient implements RegistrationClientLike {
         {},
         (error: ServiceError | null, answer?: Decoded<T>) =>
           settle(() => {
-            if (error) reject(new WarrenError('IO_FAILURE', `${where}: ${error.details || error.message}`, { cause: error }));
+            if (error)
+              reject(new WarrenError('IO_FAILURE', `${where}: ${error.details || error.message}`, { cause: error }));
             else if (answer === undefined) reject(new WarrenError('IO_FAILURE', `${where}: no answer`));
             else if ('wrong' in answer) reject(new WarrenError('IO_FAILURE', `${where}: ${answer.wrong}`));
             else resolve(answer.ok);

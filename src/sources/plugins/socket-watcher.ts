@@ -68,7 +68,9 @@ interface WatchedDir {
   listed: boolean;
 }
 
-type InboxItem = { readonly kind: 'dir'; readonly from: WatchedDir; readonly event: DirectoryEvent } | { readonly kind: 'rescan' };
+type InboxItem =
+  | { readonly kind: 'dir'; readonly from: WatchedDir; readonly event: DirectoryEvent }
+  | { readonly kind: 'rescan' };
 
 /**
  * Which file a path holds. The inode number alone cannot say: ext4 reuses a freed number at once,
@@ -125,7 +127,8 @@ export class PluginSocketWatcher implements AsyncIterable<SocketEvent> {
     let cancelRescan: CancelTimer | undefined;
     const armRescan = (): void => {
       cancelRescan?.();
-      if (every > 0 && !signal.aborted) cancelRescan = this.#clock.setTimer(every, () => this.#inbox.push({ kind: 'rescan' }));
+      if (every > 0 && !signal.aborted)
+        cancelRescan = this.#clock.setTimer(every, () => this.#inbox.push({ kind: 'rescan' }));
     };
     const onAbort = (): void => {
       cancelRescan?.();
@@ -226,7 +229,8 @@ export class PluginSocketWatcher implements AsyncIterable<SocketEvent> {
       st = lstatSync(path, { bigint: true });
     } catch (error) {
       // What cannot be inspected says nothing about what is there: report, change nothing.
-      if (!isAbsent(error)) return void this.#out.push({ kind: 'error', error: ioError(`cannot inspect ${path}`, error) });
+      if (!isAbsent(error))
+        return void this.#out.push({ kind: 'error', error: ioError(`cannot inspect ${path}`, error) });
     }
     const watched = this.#dirs.get(path);
     if (st?.isDirectory() === true) {
@@ -275,7 +279,12 @@ export class PluginSocketWatcher implements AsyncIterable<SocketEvent> {
   /** Opens a DirectoryWatcher on `path` and copies its events into the inbox until it is stopped. */
   #watch(path: string, identity: string | undefined, awaited: boolean): void {
     const stop = new AbortController();
-    const watcher = new DirectoryWatcher({ dir: path, signal: AbortSignal.any([this.#o.signal, stop.signal]), clock: this.#clock, rescanMs: 0 });
+    const watcher = new DirectoryWatcher({
+      dir: path,
+      signal: AbortSignal.any([this.#o.signal, stop.signal]),
+      clock: this.#clock,
+      rescanMs: 0,
+    });
     const dir: WatchedDir = { path, identity, watcher, stop, listed: false };
     this.#dirs.set(path, dir);
     if (awaited) this.#awaitingListing.add(dir);

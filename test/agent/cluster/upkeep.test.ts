@@ -49,7 +49,17 @@ describe('ClusterUpkeep', () => {
     };
     const logger = silentLogger;
     const errors = new RecentErrors(clock, logger);
-    const upkeep = new ClusterUpkeep({ membership, allocator, clock, logger, errors, node: 'n1', version: 'v', intervalMs: 10_000, blockGraceMs: 300_000 });
+    const upkeep = new ClusterUpkeep({
+      membership,
+      allocator,
+      clock,
+      logger,
+      errors,
+      node: 'n1',
+      version: 'v',
+      intervalMs: 10_000,
+      blockGraceMs: 300_000,
+    });
     const abort = new AbortController();
     await upkeep.announceFirst();
     upkeep.start(abort.signal);
@@ -59,12 +69,23 @@ describe('ClusterUpkeep', () => {
     announceFails = false;
     clock.advance(10_000);
     await flush();
-    assert.deepEqual(calls.slice(1), ['announce n1 since 15000', 'give back after 300000'], 'the failed announcement is made on the next run');
+    assert.deepEqual(
+      calls.slice(1),
+      ['announce n1 since 15000', 'give back after 300000'],
+      'the failed announcement is made on the next run',
+    );
     assert.equal(upkeep.problem(), undefined);
     renewFails = true;
     await upkeep.run();
-    assert.deepEqual(calls.slice(3), ['renew', 'give back after 300000'], 'blocks are given back though the renewal failed');
-    assert.deepEqual(errors.list().map((e) => e.message), ['node announcement failed: lease lost']);
+    assert.deepEqual(
+      calls.slice(3),
+      ['renew', 'give back after 300000'],
+      'blocks are given back though the renewal failed',
+    );
+    assert.deepEqual(
+      errors.list().map((e) => e.message),
+      ['node announcement failed: lease lost'],
+    );
     abort.abort();
     clock.advance(60_000);
     await flush();
@@ -87,7 +108,11 @@ describe('ClusterUpkeep', () => {
       halted: () => halted,
       accept: async () => {
         calls.push('accept');
-        assert.match(upkeep.problem() ?? '', /accepting the cluster store/, 'no ADD while what the node knew is written back');
+        assert.match(
+          upkeep.problem() ?? '',
+          /accepting the cluster store/,
+          'no ADD while what the node knew is written back',
+        );
         halted = undefined;
         return { addresses: 2, blocks: 1, conflicts: [] };
       },
@@ -100,15 +125,32 @@ describe('ClusterUpkeep', () => {
       },
     };
     const logged: string[] = [];
-    const logger = pino({ level: 'error' }, { write: (line: string) => logged.push(String((JSON.parse(line) as { msg: string }).msg)) });
-    const upkeep = new ClusterUpkeep({ membership, allocator, clock, logger, errors: new RecentErrors(clock, logger), node: 'n1', version: 'v', intervalMs: 10_000, blockGraceMs: 1 });
+    const logger = pino(
+      { level: 'error' },
+      { write: (line: string) => logged.push(String((JSON.parse(line) as { msg: string }).msg)) },
+    );
+    const upkeep = new ClusterUpkeep({
+      membership,
+      allocator,
+      clock,
+      logger,
+      errors: new RecentErrors(clock, logger),
+      node: 'n1',
+      version: 'v',
+      intervalMs: 10_000,
+      blockGraceMs: 1,
+    });
     await upkeep.announceFirst();
     halted = 'etcd answered at revision 3, lower than revision 90';
     await upkeep.run();
     await upkeep.run();
     assert.deepEqual(calls, ['renew', 'renew'], 'no block is given back on a store this node stopped trusting');
     assert.equal(upkeep.problem(), halted);
-    assert.deepEqual(logged, ['allocation stopped: etcd answered at revision 3, lower than revision 90'], 'the halt is logged once');
+    assert.deepEqual(
+      logged,
+      ['allocation stopped: etcd answered at revision 3, lower than revision 90'],
+      'the halt is logged once',
+    );
     assert.deepEqual(await upkeep.accept(), { addresses: 2, blocks: 1, conflicts: [] });
     assert.equal(upkeep.problem(), undefined);
     await upkeep.run();

@@ -2,12 +2,20 @@
  * Dashboard data to render: a healthy agent on SQLite with nothing on, by default, and builders for
  * the parts tests vary (pools, releases, the sources' statuses).
  */
-import { type DashboardData, RELEASE_SOURCES, type ReleaseRecord, type ReleaseSource } from '../../../src/api/dashboard.ts';
+import {
+  type DashboardData,
+  RELEASE_SOURCES,
+  type ReleaseRecord,
+  type ReleaseSource,
+} from '../../../src/api/dashboard.ts';
 import type { PoolReport } from '../../../src/api/protocol.ts';
 
 export const NOW = '2025-03-04T10:20:30.000Z';
 
-export function dashboardData(over: Partial<DashboardData> = {}, status: Partial<DashboardData['status']> = {}): DashboardData {
+export function dashboardData(
+  over: Partial<DashboardData> = {},
+  status: Partial<DashboardData['status']> = {},
+): DashboardData {
   return {
     generatedAt: NOW,
     status: {
@@ -21,7 +29,15 @@ export function dashboardData(over: Partial<DashboardData> = {}, status: Partial
       ready: true,
       pools: 0,
       allocations: 0,
-      reconciler: { journalDir: '/var/lib/warren/journal', listed: true, pending: [], rejected: [], unread: [], releasedFromJournal: 0, recentErrors: [] },
+      reconciler: {
+        journalDir: '/var/lib/warren/journal',
+        listed: true,
+        pending: [],
+        rejected: [],
+        unread: [],
+        releasedFromJournal: 0,
+        recentErrors: [],
+      },
       ...status,
     },
     pools: [],
@@ -35,8 +51,20 @@ export function bySource(counts: Partial<Record<ReleaseSource, number>>): Record
   return Object.fromEntries(RELEASE_SOURCES.map((s) => [s, counts[s] ?? 0])) as Record<ReleaseSource, number>;
 }
 
-export function range(pool: string, allocated: number, capacity: string | undefined, over: Partial<PoolReport> = {}): PoolReport {
-  return { pool, subnet: pool.split('@')[0] ?? pool, ...(capacity === undefined ? {} : { capacity }), allocated, resting: 0, ...over };
+export function range(
+  pool: string,
+  allocated: number,
+  capacity: string | undefined,
+  over: Partial<PoolReport> = {},
+): PoolReport {
+  return {
+    pool,
+    subnet: pool.split('@')[0] ?? pool,
+    ...(capacity === undefined ? {} : { capacity }),
+    allocated,
+    resting: 0,
+    ...over,
+  };
 }
 
 export function release(n: number, over: Partial<ReleaseRecord> = {}): ReleaseRecord {
@@ -57,8 +85,19 @@ export function release(n: number, over: Partial<ReleaseRecord> = {}): ReleaseRe
 export function busyDashboard(pools: number, releases: number): DashboardData {
   return dashboardData(
     {
-      pools: Array.from({ length: pools }, (_, i) => range(`10.${i}.0.0/24@net-${i}`, (i * 37) % 254, '254', { first: `10.${i}.0.1`, last: `10.${i}.0.254`, resting: i % 5 })),
-      releases: Array.from({ length: releases }, (_, i) => release(i, { source: RELEASE_SOURCES[i % RELEASE_SOURCES.length] as ReleaseSource, reason: `released for test reason number ${i}: network namespace /run/netns/cni-${i} is gone` })),
+      pools: Array.from({ length: pools }, (_, i) =>
+        range(`10.${i}.0.0/24@net-${i}`, (i * 37) % 254, '254', {
+          first: `10.${i}.0.1`,
+          last: `10.${i}.0.254`,
+          resting: i % 5,
+        }),
+      ),
+      releases: Array.from({ length: releases }, (_, i) =>
+        release(i, {
+          source: RELEASE_SOURCES[i % RELEASE_SOURCES.length] as ReleaseSource,
+          reason: `released for test reason number ${i}: network namespace /run/netns/cni-${i} is gone`,
+        }),
+      ),
       releasesBySource: bySource(Object.fromEntries(RELEASE_SOURCES.map((s, i) => [s, i * 3]))),
     },
     { pools, allocations: 1234 },

@@ -29,17 +29,34 @@ function attrOf(tag: string, name: string): string | undefined {
 }
 
 const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-const decode = (s: string) => s.replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&amp;/g, '&');
+const decode = (s: string) =>
+  s
+    .replace(/&lt;/g, '<')
+    .replace(/&gt;/g, '>')
+    .replace(/&quot;/g, '"')
+    .replace(/&#39;/g, "'")
+    .replace(/&amp;/g, '&');
 
 describe('dashboard page', () => {
   describe('escaping', () => {
     const hostile = '<script>alert(1)</script>';
     const breakout = '"><img src=x onerror=alert(2)>';
-    const data = dashboardData({
-      pools: [range(`10.9.0.0/24@${hostile}`, 1, '254')],
-      releases: [release(1, { reason: hostile, containerID: breakout, network: `it's ${hostile}`, adapter: breakout, source: 'plugin' })],
-      nodes: [{ node: breakout, alive: true, blocks: [`10.9.0.0/24@x#${hostile}`], allocations: 1 }],
-    }, { node: hostile, notReady: breakout, ready: false });
+    const data = dashboardData(
+      {
+        pools: [range(`10.9.0.0/24@${hostile}`, 1, '254')],
+        releases: [
+          release(1, {
+            reason: hostile,
+            containerID: breakout,
+            network: `it's ${hostile}`,
+            adapter: breakout,
+            source: 'plugin',
+          }),
+        ],
+        nodes: [{ node: breakout, alive: true, blocks: [`10.9.0.0/24@x#${hostile}`], allocations: 1 }],
+      },
+      { node: hostile, notReady: breakout, ready: false },
+    );
 
     it('renders a pool name, a reason, a container ID and a node name holding markup as inert text', () => {
       const page = renderDashboardPage(data);
@@ -56,12 +73,18 @@ describe('dashboard page', () => {
     });
 
     it('escapes the five characters that matter in text and in quoted attributes', () => {
-      assert.equal(escapeHtml(`<a href="x" title='y'>&</a>`), '&lt;a href=&quot;x&quot; title=&#39;y&#39;&gt;&amp;&lt;/a&gt;');
+      assert.equal(
+        escapeHtml(`<a href="x" title='y'>&</a>`),
+        '&lt;a href=&quot;x&quot; title=&#39;y&#39;&gt;&amp;&lt;/a&gt;',
+      );
     });
 
     it('escapes interpolated values once, and never markup made by the template itself', () => {
       const inner = html`<b>${'<i>'}</b>`;
-      assert.equal(html`<p>${inner}${['<', inner]}${undefined}${null}${false}${0}</p>`.toString(), '<p><b>&lt;i&gt;</b>&lt;<b>&lt;i&gt;</b>0</p>');
+      assert.equal(
+        html`<p>${inner}${['<', inner]}${undefined}${null}${false}${0}</p>`.toString(),
+        '<p><b>&lt;i&gt;</b>&lt;<b>&lt;i&gt;</b>0</p>',
+      );
     });
 
     it('makes markup only through the template: a string cannot be passed off as markup', () => {
@@ -71,7 +94,9 @@ describe('dashboard page', () => {
 
   describe('utilisation', () => {
     it('shows 3 of 254 as "3 / 254 (1.2%)" with a bar 1.18% wide', () => {
-      const page = renderDashboardBody(dashboardData({ pools: [range('10.0.0.0/24', 3, '254', { first: '10.0.0.1', last: '10.0.0.254' })] }));
+      const page = renderDashboardBody(
+        dashboardData({ pools: [range('10.0.0.0/24', 3, '254', { first: '10.0.0.1', last: '10.0.0.254' })] }),
+      );
       assert.equal(textOf(page, 'pool-utilisation', ['data-pool', '10.0.0.0/24']), '3 / 254 (1.2%)');
       assert.match(page, /<rect class="fill low" width="1\.18%" height="100%"\/>/);
     });
@@ -92,14 +117,22 @@ describe('dashboard page', () => {
         [1, '18446744073709551616', '<0.1%'],
         [9_007_199_254_740_991, '18446744073709551616', '<0.1%'],
       ];
-      for (const [allocated, capacity, text] of cases) assert.equal(utilisationOf(allocated, capacity)?.text, text, `${allocated} of ${capacity}`);
+      for (const [allocated, capacity, text] of cases)
+        assert.equal(utilisationOf(allocated, capacity)?.text, text, `${allocated} of ${capacity}`);
     });
 
     it('colours the bar by level and draws no fill for an empty pool', () => {
       assert.equal(utilisationOf(204, '254')?.level, 'high');
       assert.equal(utilisationOf(242, '254')?.level, 'full');
-      assert.equal(utilisationOf(300, '254')?.width, '100.00', 'more allocated than capacity (a shrunk range) stays within the bar');
-      assert.doesNotMatch(renderDashboardBody(dashboardData({ pools: [range('10.0.0.0/24', 0, '254')] })), /class="fill/);
+      assert.equal(
+        utilisationOf(300, '254')?.width,
+        '100.00',
+        'more allocated than capacity (a shrunk range) stays within the bar',
+      );
+      assert.doesNotMatch(
+        renderDashboardBody(dashboardData({ pools: [range('10.0.0.0/24', 0, '254')] })),
+        /class="fill/,
+      );
     });
 
     it('says only how many are allocated when the capacity is unknown, zero or not a number', () => {
@@ -122,7 +155,9 @@ describe('dashboard page', () => {
         ],
       });
       const page = renderDashboardBody(data);
-      const rows = [...page.matchAll(/data-testid="(pool-row|block-row)" data-pool="([^"]*)"(?: data-node="([^"]*)")?/g)].map((m) => `${m[1]} ${m[2]}${m[3] === undefined ? '' : ` ${m[3]}`}`);
+      const rows = [
+        ...page.matchAll(/data-testid="(pool-row|block-row)" data-pool="([^"]*)"(?: data-node="([^"]*)")?/g),
+      ].map((m) => `${m[1]} ${m[2]}${m[3] === undefined ? '' : ` ${m[3]}`}`);
       assert.deepEqual(rows, [
         'pool-row 10.5.0.0/16',
         'block-row 10.5.0.0/16#10.5.0.0/26 node-a',
@@ -153,55 +188,142 @@ describe('dashboard page', () => {
       assert.match(all(well, 'ready')[0] ?? '', /data-ready="true"/);
       assert.match(well, /<span class="badge good">ready<\/span>/);
       assert.match(textOf(well, 'uptime') ?? '', /^Up2h 20m/);
-      const ill = renderDashboardBody(dashboardData({}, { ready: false, notReady: 'the readiness indicator /run/flannel/subnet.env is missing', store: { description: 'etcd https://etcd:2379', healthy: false, error: 'deadline exceeded' } }));
+      const ill = renderDashboardBody(
+        dashboardData(
+          {},
+          {
+            ready: false,
+            notReady: 'the readiness indicator /run/flannel/subnet.env is missing',
+            store: { description: 'etcd https://etcd:2379', healthy: false, error: 'deadline exceeded' },
+          },
+        ),
+      );
       assert.match(textOf(ill, 'ready') ?? '', /not ready.*readiness indicator \/run\/flannel\/subnet\.env is missing/);
       assert.match(textOf(ill, 'store-health') ?? '', /unhealthy.*deadline exceeded/);
     });
 
     it('lists the releases newest first with source, reason and the container ID cut to 12 characters', () => {
       const data = dashboardData({
-        releases: [release(1, { source: 'operator', reason: 'warren release' }), release(2, { source: 'plugin', adapter: 'podman', reason: 'container removed' }), release(3)],
+        releases: [
+          release(1, { source: 'operator', reason: 'warren release' }),
+          release(2, { source: 'plugin', adapter: 'podman', reason: 'container removed' }),
+          release(3),
+        ],
         releasesBySource: bySource({ 'cni-del': 5, operator: 1, plugin: 2 }),
       });
       const page = renderDashboardBody(data);
       const rows = all(page, 'release-row');
-      assert.deepEqual(rows.map((r) => attrOf(r, 'data-source')), ['operator', 'plugin', 'cni-del']);
+      assert.deepEqual(
+        rows.map((r) => attrOf(r, 'data-source')),
+        ['operator', 'plugin', 'cni-del'],
+      );
       const first = data.releases[0]?.containerID as string;
       assert.match(page, new RegExp(`title="${first}">${first.slice(0, 12)}</td>`));
       assert.match(page, /plugin · podman/);
       assert.equal(textOf(page, 'release-count', ['data-source', 'cni-del']), 'cni-del5');
-      assert.equal(textOf(page, 'release-count', ['data-source', 'gc']), 'gc0', 'a source that released nothing shows its zero');
+      assert.equal(
+        textOf(page, 'release-count', ['data-source', 'gc']),
+        'gc0',
+        'a source that released nothing shows its zero',
+      );
       assert.equal(textOf(page, 'releases-total'), '8');
     });
 
     it('shows only the journal when no other source is on', () => {
       const page = renderDashboardBody(dashboardData());
-      assert.deepEqual(all(page, 'source-[a-z-]+').map((t) => attrOf(t, 'data-testid')), ['source-journal']);
+      assert.deepEqual(
+        all(page, 'source-[a-z-]+').map((t) => attrOf(t, 'data-testid')),
+        ['source-journal'],
+      );
       assert.doesNotMatch(page, /data-testid="nodes"/, 'no nodes section off etcd');
     });
 
     it('shows each source that is on, its state coloured by what it means', () => {
       const status: Partial<AgentStatus> = {
-        containerd: { socket: '/run/containerd/containerd.sock', namespaces: ['k8s.io'], state: 'reconnecting', since: NOW, subscriptions: 2, events: 10, skipped: 1, malformed: 0, lastError: 'connection refused', releases: { released: 3, exited: [], queue: [] } },
+        containerd: {
+          socket: '/run/containerd/containerd.sock',
+          namespaces: ['k8s.io'],
+          state: 'reconnecting',
+          since: NOW,
+          subscriptions: 2,
+          events: 10,
+          skipped: 1,
+          malformed: 0,
+          lastError: 'connection refused',
+          releases: { released: 3, exited: [], queue: [] },
+        },
         kubernetes: {
           pods: { state: 'backing-off', since: NOW, relists: 1, reconnects: 2, forbidden: 'list pods' },
-          releases: { tracked: 1, waiting: [], released: 4, gaveUp: 0, resyncs: 1, queue: { depth: 0, processing: 0, delayed: 0, retries: 0 } },
+          releases: {
+            tracked: 1,
+            waiting: [],
+            released: 4,
+            gaveUp: 0,
+            resyncs: 1,
+            queue: { depth: 0, processing: 0, delayed: 0, retries: 0 },
+          },
           events: { sent: 1, aggregated: 0, dropped: 0, refused: 0 },
           forbidden: ['list pods'],
         },
-        cniConfig: { state: 'current', confDir: '/etc/cni/net.d', output: '/etc/cni/net.d/05-warren.conflist', cniVersionMax: '1.1.0', primary: '/etc/cni/net.d/10-flannel.conflist', writes: 1 },
+        cniConfig: {
+          state: 'current',
+          confDir: '/etc/cni/net.d',
+          output: '/etc/cni/net.d/05-warren.conflist',
+          cniVersionMax: '1.1.0',
+          primary: '/etc/cni/net.d/10-flannel.conflist',
+          writes: 1,
+        },
         plugins: { registered: 1, refused: 1, retrying: 0 },
-        reconciler: { journalDir: '/j', listed: true, pending: [{ name: 'a.release', network: 'n', containerID: 'abc', ifname: 'eth0', failures: 2, lastError: 'store down' }], rejected: [], unread: [], releasedFromJournal: 0, recentErrors: [] },
+        reconciler: {
+          journalDir: '/j',
+          listed: true,
+          pending: [
+            {
+              name: 'a.release',
+              network: 'n',
+              containerID: 'abc',
+              ifname: 'eth0',
+              failures: 2,
+              lastError: 'store down',
+            },
+          ],
+          rejected: [],
+          unread: [],
+          releasedFromJournal: 0,
+          recentErrors: [],
+        },
       };
       const plugins: PluginsStatus = {
-        dir: '/run/warren/plugins', watcher: 'watching', registered: 1, refused: 1, retrying: 0,
+        dir: '/run/warren/plugins',
+        watcher: 'watching',
+        registered: 1,
+        refused: 1,
+        retrying: 0,
         plugins: [
-          { socket: '/run/warren/plugins/podman.sock', state: 'registered', type: 'runtime-adapter', name: 'podman', since: NOW, failures: 0 },
-          { socket: '/run/warren/plugins/bad.sock', state: 'refused', since: NOW, failures: 1, error: 'unknown type "x"' },
+          {
+            socket: '/run/warren/plugins/podman.sock',
+            state: 'registered',
+            type: 'runtime-adapter',
+            name: 'podman',
+            since: NOW,
+            failures: 0,
+          },
+          {
+            socket: '/run/warren/plugins/bad.sock',
+            state: 'refused',
+            since: NOW,
+            failures: 1,
+            error: 'unknown type "x"',
+          },
         ],
       };
       const page = renderDashboardBody(dashboardData({ plugins }, status));
-      const cards = Object.fromEntries(all(page, 'source-[a-z-]+').map((t) => [attrOf(t, 'data-testid'), `${attrOf(t, 'class')} ${attrOf(t, 'data-state')}`]));
+      const cards = Object.fromEntries(
+        all(page, 'source-[a-z-]+').map((t) => [
+          attrOf(t, 'data-testid'),
+          `${attrOf(t, 'class')} ${attrOf(t, 'data-state')}`,
+        ]),
+      );
       assert.deepEqual(cards, {
         'source-journal': 'card warn pending',
         'source-containerd': 'card warn reconnecting',
@@ -211,19 +333,34 @@ describe('dashboard page', () => {
       });
       assert.match(page, /connection refused/);
       assert.match(page, /list pods/);
-      assert.deepEqual(all(page, 'plugin-row').map((t) => attrOf(t, 'data-state')), ['registered', 'refused']);
+      assert.deepEqual(
+        all(page, 'plugin-row').map((t) => attrOf(t, 'data-state')),
+        ['registered', 'refused'],
+      );
       assert.match(page, /unknown type &quot;x&quot;/);
       assert.equal(textOf(page, 'journal-pending-count'), '1');
     });
 
     it('shows the nodes sharing the store, alive or gone, with their blocks and allocations', () => {
-      const page = renderDashboardBody(dashboardData({
-        nodes: [
-          { node: 'node-a', alive: true, since: NOW, version: '0.1.0', blocks: ['10.5.0.0/16#10.5.0.0/26', '10.5.0.0/16#10.5.0.128/26'], allocations: 70 },
-          { node: 'node-z', alive: false, blocks: [], allocations: 0 },
-        ],
-      }));
-      assert.deepEqual(all(page, 'node-row').map((t) => `${attrOf(t, 'data-node')} ${attrOf(t, 'data-alive')}`), ['node-a true', 'node-z false']);
+      const page = renderDashboardBody(
+        dashboardData({
+          nodes: [
+            {
+              node: 'node-a',
+              alive: true,
+              since: NOW,
+              version: '0.1.0',
+              blocks: ['10.5.0.0/16#10.5.0.0/26', '10.5.0.0/16#10.5.0.128/26'],
+              allocations: 70,
+            },
+            { node: 'node-z', alive: false, blocks: [], allocations: 0 },
+          ],
+        }),
+      );
+      assert.deepEqual(
+        all(page, 'node-row').map((t) => `${attrOf(t, 'data-node')} ${attrOf(t, 'data-alive')}`),
+        ['node-a true', 'node-z false'],
+      );
       assert.equal(textOf(page, 'node-blocks'), '2');
       assert.equal(textOf(page, 'node-allocations'), '70');
       assert.match(page, /title="10\.5\.0\.0\/16#10\.5\.0\.128\/26">10\.5\.0\.128\/26</);
@@ -235,18 +372,24 @@ describe('dashboard page', () => {
       const page = renderDashboardPage(busyDashboard(10, 100));
       assert.doesNotMatch(page, /https?:\/\//i);
       const loaded = [...page.matchAll(/(?:src|href|action|srcset)\s*=\s*"([^"]*)"/gi)].map((m) => m[1]);
-      assert.deepEqual(loaded, ['data:,', 'dashboard.css', 'dashboard.js'], 'nothing is loaded but the agent\'s own style sheet and script, relatively, and a data URL');
-      for (const [path, asset] of DASHBOARD_ASSETS) assert.doesNotMatch(asset.body, /@import|url\(|https?:\/\//i, `${path} loads nothing`);
+      assert.deepEqual(
+        loaded,
+        ['data:,', 'dashboard.css', 'dashboard.js'],
+        "nothing is loaded but the agent's own style sheet and script, relatively, and a data URL",
+      );
+      for (const [path, asset] of DASHBOARD_ASSETS)
+        assert.doesNotMatch(asset.body, /@import|url\(|https?:\/\//i, `${path} loads nothing`);
       assert.match(page, /<link rel="icon" href="data:,">/);
       assert.match(page, /^<!doctype html>\n<html lang="en">/);
     });
 
-    it('holds nothing inline that a Content-Security-Policy without \'unsafe-inline\' would refuse: no <style>, no style attribute, no inline script or handler', () => {
+    it("holds nothing inline that a Content-Security-Policy without 'unsafe-inline' would refuse: no <style>, no style attribute, no inline script or handler", () => {
       const page = renderDashboardPage(busyDashboard(10, 100));
       assert.doesNotMatch(page, /<style/i);
       assert.doesNotMatch(page, /\sstyle\s*=/i);
       assert.doesNotMatch(page, /\son[a-z]+\s*=/i);
-      for (const script of page.match(/<script[^>]*>[\s\S]*?<\/script>/g) ?? []) assert.match(script, /^<script src="[^"]+"[^>]*><\/script>$/, 'a script loads its text; none is inline');
+      for (const script of page.match(/<script[^>]*>[\s\S]*?<\/script>/g) ?? [])
+        assert.match(script, /^<script src="[^"]+"[^>]*><\/script>$/, 'a script loads its text; none is inline');
     });
 
     it('refreshes every 5 seconds by default from the fragment, at the interval given, or not at all', () => {
@@ -276,7 +419,14 @@ describe('dashboard page', () => {
 
   describe('figures', () => {
     it('writes durations as their two largest units', () => {
-      assert.deepEqual([0, 45, 725, 3_600, 11_040, 183_600].map(formatDuration), ['0s', '45s', '12m 5s', '1h 0m', '3h 4m', '2d 3h']);
+      assert.deepEqual([0, 45, 725, 3_600, 11_040, 183_600].map(formatDuration), [
+        '0s',
+        '45s',
+        '12m 5s',
+        '1h 0m',
+        '3h 4m',
+        '2d 3h',
+      ]);
     });
 
     it('writes a time on the day of the page as a clock time, another day with its date', () => {

@@ -27,7 +27,8 @@ describe('Events on the pod', () => {
   });
   after(async () => api?.stop());
 
-  const events = (clock: ManualClock, over: { burst?: number; perMinute?: number } = {}) => new ClusterEvents({ api: core, node: 'n1', clock, logger: silentLogger, ...over });
+  const events = (clock: ManualClock, over: { burst?: number; perMinute?: number } = {}) =>
+    new ClusterEvents({ api: core, node: 'n1', clock, logger: silentLogger, ...over });
 
   it('sends one Event and raises its count for a repeat, by merge PATCH, never a second Event', async () => {
     const clock = new ManualClock(Date.parse('2026-11-22T10:00:00Z'));
@@ -48,7 +49,8 @@ describe('Events on the pod', () => {
   it('limits a burst: past it, Events are dropped and counted, and the bucket refills with time', async () => {
     const clock = new ManualClock(0);
     const e = events(clock, { burst: 3, perMinute: 6 });
-    for (let i = 0; i < 5; i++) await e.record(podInvolved({ uid: `b-${i}`, namespace: 'default', name: `b-${i}` }), 'Normal', 'R', `m${i}`);
+    for (let i = 0; i < 5; i++)
+      await e.record(podInvolved({ uid: `b-${i}`, namespace: 'default', name: `b-${i}` }), 'Normal', 'R', `m${i}`);
     assert.equal(e.status().sent, 3);
     assert.equal(e.status().dropped, 2);
     clock.advance(10_000);
@@ -79,7 +81,8 @@ describe('Events on the pod', () => {
     const lines: Array<Record<string, unknown>> = [];
     const sink = new Writable({
       write(chunk: Buffer, _encoding, done) {
-        for (const line of chunk.toString('utf8').split('\n')) if (line !== '') lines.push(JSON.parse(line) as Record<string, unknown>);
+        for (const line of chunk.toString('utf8').split('\n'))
+          if (line !== '') lines.push(JSON.parse(line) as Record<string, unknown>);
         done();
       },
     });
@@ -132,7 +135,12 @@ describe('Events on the pod', () => {
     // The API server's NamespaceLifecycle answer: 403 Forbidden with the cause NamespaceTerminating.
     api.terminateNamespace('shop');
     const e = new ClusterEvents({ api: core, node: 'n1', clock: new ManualClock(0), logger: silentLogger });
-    await e.record(podInvolved({ uid: 'u-t', namespace: 'shop', name: 'web-1' }), 'Normal', 'IPAddressGarbageCollected', 'x');
+    await e.record(
+      podInvolved({ uid: 'u-t', namespace: 'shop', name: 'web-1' }),
+      'Normal',
+      'IPAddressGarbageCollected',
+      'x',
+    );
     assert.equal(e.status().refused, 1);
     assert.equal(e.status().forbidden, undefined);
     assert.match(e.status().lastError ?? '', /being terminated/);
@@ -167,8 +175,9 @@ describe('Events on the pod', () => {
 
   it('does not take a 403 that merely says "because it is being terminated" for a deleted namespace', async () => {
     const refusing = refusingWith({
-      message: 'events is forbidden: User "x" cannot create resource "events" in API group "" in the namespace "shop" '
-        + '(its binding is gone because it is being terminated)',
+      message:
+        'events is forbidden: User "x" cannot create resource "events" in API group "" in the namespace "shop" ' +
+        '(its binding is gone because it is being terminated)',
       details: { kind: 'events' },
     });
     const e = new ClusterEvents({ api: refusing, node: 'n1', clock: new ManualClock(0), logger: silentLogger });

@@ -71,7 +71,8 @@ describe('KubernetesNodes', () => {
     const clock = new ManualClock(1_000_000);
     // n3 held addresses, then its machine died (it never announced: its announcement has expired).
     const n3 = new Allocator({ store: await open(prefix), clock, node: 'n3', blocks: true });
-    for (const id of ['c1', 'c2']) await n3.allocate({ owner: { network: 'net', containerID: id, ifname: 'eth0' }, ranges });
+    for (const id of ['c1', 'c2'])
+      await n3.allocate({ owner: { network: 'net', containerID: id, ifname: 'eth0' }, ranges });
     const observer = await open(prefix);
     assert.equal((await observer.list({ node: 'n3' })).length, 2);
 
@@ -86,15 +87,21 @@ describe('KubernetesNodes', () => {
     const n2 = await agent(prefix, 'n2', clock);
 
     n1.items.push({ kind: 'node-deleted', name: 'n3' });
-    const failed = await waitFor('n1 to win the chore and fail to forget n3', () => (n1.nodes.status().lastError === undefined ? undefined : n1.nodes.status()));
+    const failed = await waitFor('n1 to win the chore and fail to forget n3', () =>
+      n1.nodes.status().lastError === undefined ? undefined : n1.nodes.status(),
+    );
     assert.match(failed.lastError ?? '', /injected/);
     assert.deepEqual(failed.gone, ['n3'], 'n1 keeps n3 to look at again');
 
     n2.items.push({ kind: 'node-deleted', name: 'n3' });
-    await waitFor('n2 to be refused the chore, which is n1\'s', () => (n2.nodes.status().gone.length === 0 ? true : undefined));
+    await waitFor("n2 to be refused the chore, which is n1's", () =>
+      n2.nodes.status().gone.length === 0 ? true : undefined,
+    );
 
     clock.advance(RECHECK_MS);
-    await waitFor('n1 to forget n3 at its next recheck', () => (n1.nodes.status().forgotten.includes('n3') ? true : undefined));
+    await waitFor('n1 to forget n3 at its next recheck', () =>
+      n1.nodes.status().forgotten.includes('n3') ? true : undefined,
+    );
     assert.equal(failures, 1);
     assert.deepEqual(await observer.list({ node: 'n3' }), [], "n3's addresses are released");
     assert.ok(!(await observer.pools()).some((p) => p.affinity === 'n3'), "n3's blocks are freed");

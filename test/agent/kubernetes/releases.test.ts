@@ -84,14 +84,29 @@ describe('KubernetesReleases', () => {
         onReleased: (intent, released, why) => releases?.released(intent, released, why),
       },
     );
-    releases = new KubernetesReleases({ pipeline, store, clock, logger, node: NODE, graceMs: 600_000, maxRetries, events });
+    releases = new KubernetesReleases({
+      pipeline,
+      store,
+      clock,
+      logger,
+      node: NODE,
+      graceMs: 600_000,
+      maxRetries,
+      events,
+    });
     const pods = new AsyncChannel<PodItem>();
     const containerd = new AsyncChannel<ContainerdItem>();
     const abort = new AbortController();
     const loops = [releases.run(pods, abort.signal), consumeContainerd(containerd, pipeline, clock)];
     /** An ADD of the pod's sandbox, recorded with the pod as the plugin records it from CNI_ARGS. */
     const add = async (uid: string, name: string, sandbox: string): Promise<string> => {
-      const assignments = await allocator.allocate({ owner: { network: 'kube', containerID: sandbox, ifname: 'eth0' }, ranges, podUID: uid, podNamespace: 'default', podName: name });
+      const assignments = await allocator.allocate({
+        owner: { network: 'kube', containerID: sandbox, ifname: 'eth0' },
+        ranges,
+        podUID: uid,
+        podNamespace: 'default',
+        podName: name,
+      });
       return assignments[0]?.allocation.address as string;
     };
     const stop = async (): Promise<void> => {
@@ -114,7 +129,18 @@ describe('KubernetesReleases', () => {
     try {
       const address = await r.add('uid-stuck', 'stuck-0', 'sandbox-stuck');
       r.store.stuckPod = 'uid-stuck';
-      r.pods.push({ kind: 'gone', pod: { uid: 'uid-stuck', namespace: 'default', name: 'stuck-0', phase: 'Running', terminal: false, deleting: true }, because: 'deleted' });
+      r.pods.push({
+        kind: 'gone',
+        pod: {
+          uid: 'uid-stuck',
+          namespace: 'default',
+          name: 'stuck-0',
+          phase: 'Running',
+          terminal: false,
+          deleting: true,
+        },
+        because: 'deleted',
+      });
       // Each retry waits out the queue's backoff (5 ms doubling) on the clock.
       const event = await waitFor('the Warning Event after the retries are spent', () => {
         clock.advance(100);
@@ -132,7 +158,11 @@ describe('KubernetesReleases', () => {
       await flush();
       assert.equal(r.store.tries, maxRetries + 1);
       r.store.stuckPod = undefined;
-      assert.deepEqual((await r.store.list({ podUID: 'uid-stuck' })).map((a) => a.address), [address], 'nothing was released');
+      assert.deepEqual(
+        (await r.store.list({ podUID: 'uid-stuck' })).map((a) => a.address),
+        [address],
+        'nothing was released',
+      );
       assert.equal(eventsOn('uid-stuck', REASON_FAILED).length, 1, 'one Warning, not one per attempt');
     } finally {
       await r.stop();
@@ -144,11 +174,20 @@ describe('KubernetesReleases', () => {
     const r = wire(clock);
     try {
       const address = await r.add('uid-sandbox', 'web-7', 'sandbox-web-7');
-      r.containerd.push({ kind: 'event', event: { kind: 'container-delete', namespace: 'k8s.io', containerID: 'sandbox-web-7' } });
+      r.containerd.push({
+        kind: 'event',
+        event: { kind: 'container-delete', namespace: 'k8s.io', containerID: 'sandbox-web-7' },
+      });
       const event = await waitFor('the Normal Event on the pod', () => eventsOn('uid-sandbox', REASON_RELEASED)[0]);
       assert.equal(event.type, 'Normal');
       assert.equal(event.message, `released ${address}: sandbox deleted`);
-      assert.deepEqual(event.involvedObject, { apiVersion: 'v1', kind: 'Pod', namespace: 'default', name: 'web-7', uid: 'uid-sandbox' });
+      assert.deepEqual(event.involvedObject, {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        namespace: 'default',
+        name: 'web-7',
+        uid: 'uid-sandbox',
+      });
       assert.deepEqual(await r.store.list({ podUID: 'uid-sandbox' }), []);
       assert.equal(r.releases.status().tracked, 0, 'Kubernetes did not have to judge the pod');
     } finally {

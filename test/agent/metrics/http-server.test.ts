@@ -11,7 +11,11 @@ import { type AddressInfo, type Socket, connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { ApiClient } from '../../../src/api/client.ts';
 import type { DashboardData } from '../../../src/api/dashboard.ts';
-import { type MetricsServerOptions, createMetricsServer, listenMetrics } from '../../../src/agent/metrics/http-server.ts';
+import {
+  type MetricsServerOptions,
+  createMetricsServer,
+  listenMetrics,
+} from '../../../src/agent/metrics/http-server.ts';
 import { CHECK_EVERY_MS, METRICS_CONNECTION_BOUNDS } from '../../../src/agent/metrics/connection-budget.ts';
 import { WarrenError } from '../../../src/core/errors.ts';
 import { HANG_BOUND_MS, waitFor } from '../../helpers/processes.ts';
@@ -84,7 +88,7 @@ describe('the metrics server', () => {
     assert.match(await missing.text(), /not found: \/admin/);
   });
 
-  it('serves the page\'s own resources with their content type', async () => {
+  it("serves the page's own resources with their content type", async () => {
     const script = await fetch(`${base}/dashboard.js`);
     assert.equal(script.status, 200);
     assert.match(script.headers.get('content-type') ?? '', /^text\/javascript/);
@@ -115,7 +119,10 @@ describe('the metrics server', () => {
 
   it('refuses a request with a foreign Host header (DNS rebinding) with 421, and accepts IP literals, localhost and its own name', async () => {
     const port = new URL(base).port;
-    const status = async (host: string) => (await rawRequest(Number(port), `GET /dashboard.json HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`)).split(' ')[1];
+    const status = async (host: string) =>
+      (
+        await rawRequest(Number(port), `GET /dashboard.json HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`)
+      ).split(' ')[1];
     assert.equal(await status(`attacker.example:${port}`), '421');
     assert.equal(await status('attacker.example'), '421');
     assert.equal(await status(`127.0.0.1.attacker.example:${port}`), '421');
@@ -150,7 +157,9 @@ function rawRequest(port: number, text: string): Promise<string> {
 }
 
 /** A server as the agent makes it, on a free loopback port. */
-async function serverWith(extra: Partial<MetricsServerOptions> = {}): Promise<{ server: Server; port: number; close(): Promise<void> }> {
+async function serverWith(
+  extra: Partial<MetricsServerOptions> = {},
+): Promise<{ server: Server; port: number; close(): Promise<void> }> {
   const server = createMetricsServer({
     exposition: async () => ({ contentType: 'text/plain', text: 'warren_up 1\n' }),
     dashboard: async () => DATA,
@@ -206,7 +215,9 @@ describe('the bounds of the metrics port', () => {
   });
 
   it('closes a connection that never sends anything after the idle bound', async () => {
-    const s = await serverWith({ bounds: { ...METRICS_CONNECTION_BOUNDS, headersMs: 60_000, requestMs: 60_000, idleMs: 1_000 } });
+    const s = await serverWith({
+      bounds: { ...METRICS_CONNECTION_BOUNDS, headersMs: 60_000, requestMs: 60_000, idleMs: 1_000 },
+    });
     const socket = await openConnection(s.port);
     try {
       await waitFor('the server to close the silent connection', () => socket.closedAt, HANG_BOUND_MS);
@@ -223,7 +234,9 @@ describe('the bounds of the metrics port', () => {
     try {
       for (let i = 0; i < 40; i++) flood.push(await openConnection(s.port));
       const open = await waitFor(`the server to hold at most ${max} connections`, async () => {
-        const n = await new Promise<number>((resolve, reject) => s.server.getConnections((error, count) => (error ? reject(error) : resolve(count))));
+        const n = await new Promise<number>((resolve, reject) =>
+          s.server.getConnections((error, count) => (error ? reject(error) : resolve(count))),
+        );
         return n <= max ? n : undefined;
       });
       assert.ok(open <= max);
@@ -252,7 +265,13 @@ describe('an agent whose metrics address cannot be bound', () => {
     const agent = await startAgent({ args: ['--metrics-address', taken] });
     try {
       const client = new ApiClient({ socket: agent.socket });
-      const outcome = await client.cni({ command: 'ADD', containerID: 'c1', netns: '/var/run/netns/x', ifname: 'eth0', config: { cniVersion: '1.0.0', name: 'n', ipam: { type: 'warren', range: '10.81.0.0/24' } } });
+      const outcome = await client.cni({
+        command: 'ADD',
+        containerID: 'c1',
+        netns: '/var/run/netns/x',
+        ifname: 'eth0',
+        config: { cniVersion: '1.0.0', name: 'n', ipam: { type: 'warren', range: '10.81.0.0/24' } },
+      });
       assert.equal(outcome.kind, 'result');
       const metrics = (await client.status()).metrics;
       assert.equal(metrics?.address, taken);

@@ -27,7 +27,13 @@ function setup(maxLabelValues?: number) {
     processMetrics: false,
     ...(maxLabelValues === undefined ? {} : { maxLabelValues }),
     readings: {
-      pools: async () => (await sqlite.pools()).map((p) => ({ pool: p.pool, allocated: p.allocated, resting: p.resting, ...(p.description === undefined ? {} : { capacity: Number(p.description.capacity) }) })),
+      pools: async () =>
+        (await sqlite.pools()).map((p) => ({
+          pool: p.pool,
+          allocated: p.allocated,
+          resting: p.resting,
+          ...(p.description === undefined ? {} : { capacity: Number(p.description.capacity) }),
+        })),
       journal: () => ({ pending, setAside: 0 }),
       queueDepth: () => ({ journal: pending }),
       ready: async () => true,
@@ -41,7 +47,11 @@ function setup(maxLabelValues?: number) {
   return { clock, metrics, history, service, setPending: (n: number) => (pending = n), close: () => sqlite.close() };
 }
 
-const config = (name = 'wnet', range = '10.80.0.0/16') => ({ cniVersion: '1.1.0', name, ipam: { type: 'warren', range } });
+const config = (name = 'wnet', range = '10.80.0.0/16') => ({
+  cniVersion: '1.1.0',
+  name,
+  ipam: { type: 'warren', range },
+});
 const call = (service: CniService, command: string, containerID: string, cfg: unknown = config()) =>
   service.handle({ command, containerID, netns: `/var/run/netns/${containerID}`, ifname: 'eth0', config: cfg });
 
@@ -71,7 +81,8 @@ describe('AgentMetrics', () => {
   it('folds networks and pools past the bound into _other, where they still add up', async () => {
     const { metrics, service, close } = setup(3);
     try {
-      for (let i = 0; i < 6; i++) assert.equal((await call(service, 'ADD', `c-${i}`, config(`net-${i}`, `10.90.${i}.0/24`))).kind, 'result');
+      for (let i = 0; i < 6; i++)
+        assert.equal((await call(service, 'ADD', `c-${i}`, config(`net-${i}`, `10.90.${i}.0/24`))).kind, 'result');
       const families = parseExposition(await metrics.exposition());
       for (const i of [0, 1, 2]) assert.equal(sample(families, 'warren_allocations_total', { network: `net-${i}` }), 1);
       assert.equal(sample(families, 'warren_allocations_total', { network: OTHER }), 3);
@@ -82,7 +93,7 @@ describe('AgentMetrics', () => {
     }
   });
 
-  it('labels CNI calls by command and outcome code, and a command that is none of the spec\'s as invalid', async () => {
+  it("labels CNI calls by command and outcome code, and a command that is none of the spec's as invalid", async () => {
     const { metrics, service, close } = setup();
     try {
       await call(service, 'ADD', 'a');
@@ -90,7 +101,8 @@ describe('AgentMetrics', () => {
       await call(service, 'CHECK', 'a');
       await call(service, `BOGUS-${'x'.repeat(100)}`, 'a');
       const families = parseExposition(await metrics.exposition());
-      const count = (labels: Record<string, string>) => histogramCount(families, 'warren_cni_request_duration_seconds', labels);
+      const count = (labels: Record<string, string>) =>
+        histogramCount(families, 'warren_cni_request_duration_seconds', labels);
       assert.equal(count({ command: 'ADD', code: '0' }), 1);
       assert.equal(count({ command: 'ADD', code: '7' }), 1);
       assert.equal(count({ command: 'CHECK', code: '0' }), 1);
@@ -144,6 +156,9 @@ describe('AgentMetrics', () => {
 describe('BoundedLabel', () => {
   it('keeps the first values it sees and gives _other for every later new one', () => {
     const label = new BoundedLabel(2);
-    assert.deepEqual(['a', 'b', 'c', 'a', 'd', 'b'].map((v) => label.of(v)), ['a', 'b', OTHER, 'a', OTHER, 'b']);
+    assert.deepEqual(
+      ['a', 'b', 'c', 'a', 'd', 'b'].map((v) => label.of(v)),
+      ['a', 'b', OTHER, 'a', OTHER, 'b'],
+    );
   });
 });

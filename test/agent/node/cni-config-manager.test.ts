@@ -8,7 +8,19 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, statSync, symlinkSync, unlinkSync, watch, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  readdirSync,
+  renameSync,
+  statSync,
+  symlinkSync,
+  unlinkSync,
+  watch,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, it } from 'node:test';
 import { CniConfigManager, type CniConfigManagerOptions } from '../../../src/agent/node/cni-config-manager.ts';
@@ -27,7 +39,14 @@ function bridgeConflist(subnet: string, name = 'podnet', extra: Record<string, u
     cniVersion: '1.0.0',
     name,
     plugins: [
-      { type: 'bridge', bridge: 'cni0', isGateway: true, ipMasq: true, ipam: { type: 'host-local', subnet, dataDir: '/var/lib/cni/networks', routes: [{ dst: '0.0.0.0/0' }] }, ...extra },
+      {
+        type: 'bridge',
+        bridge: 'cni0',
+        isGateway: true,
+        ipMasq: true,
+        ipam: { type: 'host-local', subnet, dataDir: '/var/lib/cni/networks', routes: [{ dst: '0.0.0.0/0' }] },
+        ...extra,
+      },
       { type: 'portmap', capabilities: { portMappings: true } },
     ],
   });
@@ -105,7 +124,7 @@ function subnetOf(conf: Record<string, unknown> | undefined): string | undefined
 }
 
 describe('the CNI config manager', () => {
-  it('writes 00-warren.conflist from the primary: mode 0600, no temp file left, the main plugin\'s IPAM taken over and the rest of the chain untouched', async () => {
+  it("writes 00-warren.conflist from the primary: mode 0600, no temp file left, the main plugin's IPAM taken over and the rest of the chain untouched", async () => {
     const r = rig();
     writeFileSync(join(r.dir, '10-bridge.conflist'), bridgeConflist('10.240.1.0/24'));
     r.start();
@@ -114,7 +133,11 @@ describe('the CNI config manager', () => {
     assert.equal(statSync(join(r.dir, OUTPUT)).mode & 0o777, 0o600);
     assert.deepEqual(readdirSync(r.dir).sort(), [OUTPUT, '10-bridge.conflist'], 'no temp file is left behind');
     const plugins = out?.plugins as Array<Record<string, unknown>>;
-    assert.deepEqual(plugins[0]?.ipam, { type: 'warren', ipRanges: [{ range: '10.240.1.0/24', gateway: '10.240.1.1' }], routes: [{ dst: '0.0.0.0/0' }] });
+    assert.deepEqual(plugins[0]?.ipam, {
+      type: 'warren',
+      ipRanges: [{ range: '10.240.1.0/24', gateway: '10.240.1.1' }],
+      routes: [{ dst: '0.0.0.0/0' }],
+    });
     assert.deepEqual(plugins[1], { type: 'portmap', capabilities: { portMappings: true } });
     assert.equal(out?.name, 'podnet');
     // The runtime hands the main plugin the list's name and version: the agent's ADD parser takes it.
@@ -123,7 +146,10 @@ describe('the CNI config manager', () => {
     assert.equal(s.network, 'podnet');
     assert.equal(s.writes, 1);
     assert.equal(s.lastWrite?.from, join(r.dir, '10-bridge.conflist'));
-    assert.ok(s.notes?.some((n) => n.includes('dataDir')), 'the dropped dataDir is noted');
+    assert.ok(
+      s.notes?.some((n) => n.includes('dataDir')),
+      'the dropped dataDir is noted',
+    );
   });
 
   it('regenerates when the primary is rewritten in place, renamed over, or replaced by an earlier-sorting primary', async () => {
@@ -170,13 +196,25 @@ describe('the CNI config manager', () => {
 
   it('refuses a primary without an IPAM section, or with an IPAM it cannot translate, and writes nothing', async () => {
     const r = rig();
-    writeFileSync(join(r.dir, '10-calico.conflist'), JSON.stringify({ cniVersion: '1.0.0', name: 'k8s-pod-network', plugins: [{ type: 'calico', ipam: { type: 'calico-ipam' } }] }));
+    writeFileSync(
+      join(r.dir, '10-calico.conflist'),
+      JSON.stringify({
+        cniVersion: '1.0.0',
+        name: 'k8s-pod-network',
+        plugins: [{ type: 'calico', ipam: { type: 'calico-ipam' } }],
+      }),
+    );
     r.start();
     let s = await r.until('the refusal', (x) => x.state === 'stale');
     assert.match(s.problem ?? '', /10-calico\.conflist: .*calico-ipam.*cannot be taken over.*nothing written/);
     assert.equal(existsSync(join(r.dir, OUTPUT)), false);
-    writeFileSync(join(r.dir, '10-calico.conflist'), JSON.stringify({ cniVersion: '1.0.0', name: 'flat', plugins: [{ type: 'ptp' }, { type: 'portmap' }] }));
-    s = await r.until('the second refusal', (x) => (x.problem ?? '').includes('no plugin of its chain has an IPAM section'));
+    writeFileSync(
+      join(r.dir, '10-calico.conflist'),
+      JSON.stringify({ cniVersion: '1.0.0', name: 'flat', plugins: [{ type: 'ptp' }, { type: 'portmap' }] }),
+    );
+    s = await r.until('the second refusal', (x) =>
+      (x.problem ?? '').includes('no plugin of its chain has an IPAM section'),
+    );
     assert.equal(existsSync(join(r.dir, OUTPUT)), false);
   });
 
@@ -234,7 +272,7 @@ describe('the CNI config manager', () => {
       let s = await r.until('not ready', (x) => x.state === 'not-ready');
       assert.equal(s.problem, `not ready: readiness indicator ${indicator} is missing`);
       assert.equal(r.manager.notReady(), s.problem);
-      assert.equal(subnetOf(r.output()), '10.240.11.0/24', 'written and first, so the primary\'s IPAM is never asked');
+      assert.equal(subnetOf(r.output()), '10.240.11.0/24', "written and first, so the primary's IPAM is never asked");
       writeFileSync(indicator, '');
       s = await r.until('ready', (x) => x.state === 'current');
       assert.equal(r.manager.notReady(), undefined);
@@ -249,7 +287,10 @@ describe('the CNI config manager', () => {
       writeFileSync(join(r.dir, '10-bridge.conflist'), 'not json');
       s = await r.until('both problems', (x) => (x.problem ?? '').includes('not valid JSON'));
       assert.equal(s.state, 'not-ready');
-      assert.match(s.problem ?? '', /^not ready: readiness indicator .* is missing; 10-bridge\.conflist: is not valid JSON/);
+      assert.match(
+        s.problem ?? '',
+        /^not ready: readiness indicator .* is missing; 10-bridge\.conflist: is not valid JSON/,
+      );
       assert.equal(subnetOf(r.output()), '10.240.11.0/24');
     } finally {
       removeDir(indicatorDir);
@@ -295,7 +336,9 @@ describe('the CNI config manager', () => {
     await r.stop();
     assert.ok(existsSync(join(r.dir, OUTPUT)), 'kept by default');
     const asked: string[] = [];
-    r.start({ cleanupOnExit: true, holdsAddresses: async (network) => {
+    r.start({
+      cleanupOnExit: true,
+      holdsAddresses: async (network) => {
         asked.push(network);
         return true;
       },
@@ -303,7 +346,7 @@ describe('the CNI config manager', () => {
     await r.until('current again', (x) => x.state === 'current');
     await r.stop();
     assert.deepEqual(asked, ['podnet']);
-    assert.ok(existsSync(join(r.dir, OUTPUT)), 'kept: the primary\'s IPAM would hand out what Warren holds');
+    assert.ok(existsSync(join(r.dir, OUTPUT)), "kept: the primary's IPAM would hand out what Warren holds");
     r.start({ cleanupOnExit: true });
     await r.until('current again', (x) => x.state === 'current');
     await r.stop();
@@ -311,25 +354,45 @@ describe('the CNI config manager', () => {
     r.start({ cleanupOnExit: true, holdsAddresses: async () => false });
     await r.until('current again', (x) => x.state === 'current');
     await r.stop();
-    assert.equal(existsSync(join(r.dir, OUTPUT)), false, 'removed: nothing of Warren\'s to hand out twice');
+    assert.equal(existsSync(join(r.dir, OUTPUT)), false, "removed: nothing of Warren's to hand out twice");
     assert.ok(existsSync(join(r.dir, '10-bridge.conflist')), 'the primary is never touched');
   });
 
   it('tells the takeover of a host-local primary before the file naming its range is written', async () => {
     const r = rig();
     writeFileSync(join(r.dir, '10-bridge.conflist'), bridgeConflist('10.240.21.0/24'));
-    const adopted: Array<{ network: string; dataDir: string; ranges: string[]; fileThere: boolean; fresh: boolean }> = [];
+    const adopted: Array<{ network: string; dataDir: string; ranges: string[]; fileThere: boolean; fresh: boolean }> =
+      [];
     r.start({
       takeover: {
-        adopt: (t, fresh) => adopted.push({ network: t.network, dataDir: t.dataDir, ranges: t.ranges.map((x) => x.subnet), fileThere: existsSync(join(r.dir, OUTPUT)), fresh }),
+        adopt: (t, fresh) =>
+          adopted.push({
+            network: t.network,
+            dataDir: t.dataDir,
+            ranges: t.ranges.map((x) => x.subnet),
+            fileThere: existsSync(join(r.dir, OUTPUT)),
+            fresh,
+          }),
         status: () => [],
       },
     });
     await r.until('the write', (x) => x.state === 'current');
-    assert.deepEqual(adopted[0], { network: 'podnet', dataDir: '/var/lib/cni/networks/podnet', ranges: ['10.240.21.0/24'], fileThere: false, fresh: true });
+    assert.deepEqual(adopted[0], {
+      network: 'podnet',
+      dataDir: '/var/lib/cni/networks/podnet',
+      ranges: ['10.240.21.0/24'],
+      fileThere: false,
+      fresh: true,
+    });
     // Started again over its own file: not fresh (the runtime has used Warren's config all along).
     await r.stop();
-    r.start({ takeover: { adopt: (t, fresh) => adopted.push({ network: t.network, dataDir: t.dataDir, ranges: [], fileThere: true, fresh }), status: () => [] } });
+    r.start({
+      takeover: {
+        adopt: (t, fresh) =>
+          adopted.push({ network: t.network, dataDir: t.dataDir, ranges: [], fileThere: true, fresh }),
+        status: () => [],
+      },
+    });
     await r.until('current again', (x) => x.state === 'current');
     assert.equal(adopted.at(-1)?.fresh, false);
   });
@@ -357,7 +420,7 @@ describe('the CNI config manager', () => {
     assert.equal(s.shadowedBy, '00-aaa.conflist');
   });
 
-  it('counts a dot-file with a config extension, as libcni does: it is the primary, and it shadows Warren\'s file', async () => {
+  it("counts a dot-file with a config extension, as libcni does: it is the primary, and it shadows Warren's file", async () => {
     const r = rig();
     writeFileSync(join(r.dir, '10-bridge.conflist'), bridgeConflist('10.240.18.0/24'));
     writeFileSync(join(r.dir, '.05-hidden.conflist'), bridgeConflist('10.240.19.0/24', 'hidden'));
@@ -374,7 +437,14 @@ describe('the CNI config manager', () => {
     const elsewhere = tempDir('warren-primary-');
     try {
       const primary = join(elsewhere, 'net.conf');
-      const single = (subnet: string) => JSON.stringify({ cniVersion: '0.4.0', name: 'single', type: 'bridge', bridge: 'br9', ipam: { type: 'host-local', subnet } });
+      const single = (subnet: string) =>
+        JSON.stringify({
+          cniVersion: '0.4.0',
+          name: 'single',
+          type: 'bridge',
+          bridge: 'br9',
+          ipam: { type: 'host-local', subnet },
+        });
       writeFileSync(primary, single('10.240.15.0/24'));
       const r = rig({ primaryConfig: primary });
       writeFileSync(join(r.dir, '10-bridge.conflist'), bridgeConflist('10.240.16.0/24'));

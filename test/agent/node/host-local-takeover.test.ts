@@ -57,9 +57,24 @@ function rig(): Rig & { readonly store: FlakyStore } {
   const store = new FlakyStore({ path: ':memory:', clock });
   const allocator = new Allocator({ store, clock, node: 'n1' });
   const abort = new AbortController();
-  const takeover = new HostLocalTakeover({ allocator, store, node: 'n1', clock, logger: silentLogger, rescanMs: 5_000 });
+  const takeover = new HostLocalTakeover({
+    allocator,
+    store,
+    node: 'n1',
+    clock,
+    logger: silentLogger,
+    rescanMs: 5_000,
+  });
   takeover.start(abort.signal);
-  const ranges = parseNetConf({ cniVersion: '1.0.0', name: NETWORK, type: 'bridge', ipam: { type: 'warren', range: '10.77.0.0/24', gateway: '10.77.0.1' } }, 'ADD').ipam.ranges;
+  const ranges = parseNetConf(
+    {
+      cniVersion: '1.0.0',
+      name: NETWORK,
+      type: 'bridge',
+      ipam: { type: 'warren', range: '10.77.0.0/24', gateway: '10.77.0.1' },
+    },
+    'ADD',
+  ).ipam.ranges;
   cleanups.push(async () => {
     abort.abort();
     await store.close();
@@ -72,14 +87,16 @@ function rig(): Rig & { readonly store: FlakyStore } {
     allocator,
     takeover,
     target: { network: NETWORK, dataDir: dir, ranges },
-    reserve: (address, containerID, ifname = 'eth0') => writeFileSync(join(dir, address), renderReservation(containerID, ifname)),
+    reserve: (address, containerID, ifname = 'eth0') =>
+      writeFileSync(join(dir, address), renderReservation(containerID, ifname)),
     holder: async (address) => (await store.list({ address }))[0]?.containerID,
   };
 }
 
-const imported = (r: Rig) => waitFor('the import', () => (r.takeover.status()[0]?.imported === true ? r.takeover.status()[0] : undefined));
+const imported = (r: Rig) =>
+  waitFor('the import', () => (r.takeover.status()[0]?.imported === true ? r.takeover.status()[0] : undefined));
 
-describe('taking host-local\'s range over', () => {
+describe("taking host-local's range over", () => {
   it('refuses ADD of the network until its reservations are imported, then never hands one out', async () => {
     const r = rig();
     r.reserve('10.77.0.2', 'hl-a');
@@ -88,15 +105,24 @@ describe('taking host-local\'s range over', () => {
     writeFileSync(join(r.dir, 'lock'), '');
     assert.equal(r.takeover.gate(NETWORK), undefined, 'nothing adopted: nothing to wait for');
     r.takeover.adopt(r.target);
-    assert.match(r.takeover.gate(NETWORK) ?? '', /network hlnet is being taken over from host-local; its reservations in .* are not imported yet/);
+    assert.match(
+      r.takeover.gate(NETWORK) ?? '',
+      /network hlnet is being taken over from host-local; its reservations in .* are not imported yet/,
+    );
     assert.equal(r.takeover.gate('othernet'), undefined);
     await imported(r);
     assert.equal(r.takeover.gate(NETWORK), undefined);
     assert.equal(await r.holder('10.77.0.2'), 'hl-a');
-    assert.deepEqual((await r.store.list({ address: '10.77.0.3' })).map((a) => [a.containerID, a.ifname, a.network]), [['hl-b', 'net1', NETWORK]]);
+    assert.deepEqual(
+      (await r.store.list({ address: '10.77.0.3' })).map((a) => [a.containerID, a.ifname, a.network]),
+      [['hl-b', 'net1', NETWORK]],
+    );
     const given: string[] = [];
     for (let i = 0; i < 5; i++) {
-      const [a] = await r.allocator.allocate({ owner: { network: NETWORK, containerID: `w${i}`, ifname: 'eth0' }, ranges: r.target.ranges });
+      const [a] = await r.allocator.allocate({
+        owner: { network: NETWORK, containerID: `w${i}`, ifname: 'eth0' },
+        ranges: r.target.ranges,
+      });
       given.push(a?.allocation.address as string);
     }
     assert.ok(!given.includes('10.77.0.2') && !given.includes('10.77.0.3'), given.join(' '));
@@ -133,7 +159,10 @@ describe('taking host-local\'s range over', () => {
     r.store.failing = true;
     r.takeover.adopt(r.target);
     const s = await imported(r);
-    assert.match((s.problems ?? []).join('\n'), /10\.77\.0\.7 for refused-once \(eth0\) could not be imported: disk I\/O/);
+    assert.match(
+      (s.problems ?? []).join('\n'),
+      /10\.77\.0\.7 for refused-once \(eth0\) could not be imported: disk I\/O/,
+    );
     assert.equal(await r.holder('10.77.0.7'), undefined);
     r.store.failing = false;
     r.clock.advance(5_000);
@@ -143,13 +172,24 @@ describe('taking host-local\'s range over', () => {
 
   it('reports an address host-local reserved that Warren holds for another container, and leaves both as they are', async () => {
     const r = rig();
-    await r.allocator.allocate({ owner: { network: NETWORK, containerID: 'warren-one', ifname: 'eth0' }, ranges: r.target.ranges, requested: [{ family: 4, value: (10n << 24n) + (77n << 16n) + 5n }] });
+    await r.allocator.allocate({
+      owner: { network: NETWORK, containerID: 'warren-one', ifname: 'eth0' },
+      ranges: r.target.ranges,
+      requested: [{ family: 4, value: (10n << 24n) + (77n << 16n) + 5n }],
+    });
     r.reserve('10.77.0.5', 'host-local-one');
     r.takeover.adopt(r.target);
     const s = await imported(r);
-    assert.match((s.problems ?? []).join('\n'), /host-local reserved 10\.77\.0\.5 for host-local-one \(eth0\), but Warren holds it for warren-one \(eth0\)/);
+    assert.match(
+      (s.problems ?? []).join('\n'),
+      /host-local reserved 10\.77\.0\.5 for host-local-one \(eth0\), but Warren holds it for warren-one \(eth0\)/,
+    );
     assert.equal(await r.holder('10.77.0.5'), 'warren-one');
-    assert.equal(parseReservation(readFileSync(join(r.dir, '10.77.0.5'), 'utf8')).ok && readFileSync(join(r.dir, '10.77.0.5'), 'utf8'), 'host-local-one\r\neth0');
+    assert.equal(
+      parseReservation(readFileSync(join(r.dir, '10.77.0.5'), 'utf8')).ok &&
+        readFileSync(join(r.dir, '10.77.0.5'), 'utf8'),
+      'host-local-one\r\neth0',
+    );
   });
 
   it('skips a FIFO, a link, an oversized file and a forged owner without blocking, and says which', async () => {
@@ -179,29 +219,47 @@ describe('taking host-local\'s range over', () => {
     r.reserve('10.77.0.3', 'hl-gone');
     r.takeover.adopt(r.target);
     await imported(r);
-    const [w] = await r.allocator.allocate({ owner: { network: NETWORK, containerID: 'w1', ifname: 'eth0' }, ranges: r.target.ranges });
+    const [w] = await r.allocator.allocate({
+      owner: { network: NETWORK, containerID: 'w1', ifname: 'eth0' },
+      ranges: r.target.ranges,
+    });
     const mine = w?.allocation.address as string;
     await r.allocator.release({ network: NETWORK, containerID: 'hl-gone', ifname: 'eth0' }); // its pod went while Warren served
     r.reserve('10.77.0.9', 'late-hl'); // made since the last rescan: imported by the hand-back, not removed
     const [report] = await r.takeover.handBack('handed back for the test');
-    assert.deepEqual({ ...report, problems: [...(report?.problems ?? [])] }, { network: NETWORK, dataDir: r.dir, written: 1, kept: 2, removed: 1, problems: [] });
+    assert.deepEqual(
+      { ...report, problems: [...(report?.problems ?? [])] },
+      { network: NETWORK, dataDir: r.dir, written: 1, kept: 2, removed: 1, problems: [] },
+    );
     assert.equal(r.takeover.gate(NETWORK), 'handed back for the test');
     assert.equal(r.takeover.gate('othernet'), 'handed back for the test', 'every ADD is refused');
-    assert.deepEqual(readdirSync(r.dir).filter((n) => n.startsWith('10.')).sort(), ['10.77.0.2', '10.77.0.9', mine].sort());
+    assert.deepEqual(
+      readdirSync(r.dir)
+        .filter((n) => n.startsWith('10.'))
+        .sort(),
+      ['10.77.0.2', '10.77.0.9', mine].sort(),
+    );
     assert.equal(readFileSync(join(r.dir, mine), 'utf8'), 'w1\r\neth0');
     // A DEL still reaching Warren: the release removes host-local's reservation of the same owner.
     r.takeover.released(await r.allocator.release({ network: NETWORK, containerID: 'w1', ifname: 'eth0' }));
     assert.equal(existsSync(join(r.dir, mine)), false);
     // One naming another owner stays.
     r.reserve(mine, 'someone-else');
-    r.takeover.released([{ pool: 'x', address: mine, network: NETWORK, containerID: 'w1', ifname: 'eth0', node: 'n1', createdAt: 0 }]);
+    r.takeover.released([
+      { pool: 'x', address: mine, network: NETWORK, containerID: 'w1', ifname: 'eth0', node: 'n1', createdAt: 0 },
+    ]);
     assert.ok(existsSync(join(r.dir, mine)));
   });
 });
 
-describe('host-local\'s reservation files', () => {
-  it('reads host-local\'s format and its older one, and refuses what names no valid owner', () => {
-    assert.deepEqual(parseReservation('abc123\r\neth0'), { ok: true, containerID: 'abc123', ifname: 'eth0', legacy: false });
+describe("host-local's reservation files", () => {
+  it("reads host-local's format and its older one, and refuses what names no valid owner", () => {
+    assert.deepEqual(parseReservation('abc123\r\neth0'), {
+      ok: true,
+      containerID: 'abc123',
+      ifname: 'eth0',
+      legacy: false,
+    });
     assert.deepEqual(parseReservation(' abc123 '), { ok: true, containerID: 'abc123', ifname: 'eth0', legacy: true });
     assert.equal(parseReservation('').ok, false);
     assert.equal(parseReservation('a/b\r\neth0').ok, false);
@@ -212,6 +270,7 @@ describe('host-local\'s reservation files', () => {
   it('takes only address names for reservations', () => {
     assert.deepEqual(reservationAddress('10.0.0.5'), { family: 4, value: 0x0a000005n });
     assert.equal(reservationAddress('fd00::5')?.family, 6);
-    for (const name of ['lock', 'last_reserved_ip.0', '.tmp', 'README', '10.0.0.300']) assert.equal(reservationAddress(name), undefined, name);
+    for (const name of ['lock', 'last_reserved_ip.0', '.tmp', 'README', '10.0.0.300'])
+      assert.equal(reservationAddress(name), undefined, name);
   });
 });

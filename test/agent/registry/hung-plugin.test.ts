@@ -27,7 +27,6 @@ const handler: PluginHandler = {
   describe: () => ({}),
 };
 
-
 describe('the plugin registry against a plugin that accepts and never answers', () => {
   const dir = tempDir('warren-hung-plugin-');
   const abort = new AbortController();
@@ -59,15 +58,26 @@ describe('the plugin registry against a plugin that accepts and never answers', 
     const entry = () => r.status().plugins.find((e) => e.socket === socket);
     let baseline = 0;
     for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
-      await waitFor(`attempt ${attempt} to reach the plugin`, () => (p.accepted() >= attempt ? true : undefined), HANG_BOUND_MS);
+      await waitFor(
+        `attempt ${attempt} to reach the plugin`,
+        () => (p.accepted() >= attempt ? true : undefined),
+        HANG_BOUND_MS,
+      );
       clock.advance(INFO_TIMEOUT_MS);
-      await waitFor(`attempt ${attempt} to fail`, () => ((entry()?.failures ?? 0) >= attempt && entry()?.state === 'retrying' ? true : undefined), HANG_BOUND_MS);
+      await waitFor(
+        `attempt ${attempt} to fail`,
+        () => ((entry()?.failures ?? 0) >= attempt && entry()?.state === 'retrying' ? true : undefined),
+        HANG_BOUND_MS,
+      );
       // After a few attempts everything lazily opened once (gRPC's, the watcher's) is open.
       if (attempt === 5) baseline = openDescriptors();
       clock.advance(BACKOFF_MS);
     }
     const bound = baseline + 10;
     const open = await descriptorsSettled(bound);
-    assert.ok(open <= bound, `${open} descriptors open after ${ATTEMPTS} attempts, ${baseline} after 5: one leaked per attempt`);
+    assert.ok(
+      open <= bound,
+      `${open} descriptors open after ${ATTEMPTS} attempts, ${baseline} after 5: one leaked per attempt`,
+    );
   });
 });

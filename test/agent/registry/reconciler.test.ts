@@ -21,7 +21,13 @@ const handler: PluginHandler = {
   unregister: async () => undefined,
 };
 const handlers = new Map([[handler.type, handler]]);
-const info = (over: Partial<PluginInfo> = {}): PluginInfo => ({ type: handler.type, name: 'podman', endpoint: '', supportedVersions: ['v1'], ...over });
+const info = (over: Partial<PluginInfo> = {}): PluginInfo => ({
+  type: handler.type,
+  name: 'podman',
+  endpoint: '',
+  supportedVersions: ['v1'],
+  ...over,
+});
 
 describe('checkInfo', () => {
   const dir = '/run/warren/plugins';
@@ -50,7 +56,11 @@ describe('checkInfo', () => {
     ['no common version', { supportedVersions: ['v9'] }, /no version in common/],
     ['a .. escape', { endpoint: '../../e.sock' }, /outside the plugins directory/],
     ['an absolute path elsewhere', { endpoint: '/tmp/e.sock' }, /outside the plugins directory/],
-    ['a sibling directory sharing the prefix', { endpoint: '/run/warren/plugins2/e.sock' }, /outside the plugins directory/],
+    [
+      'a sibling directory sharing the prefix',
+      { endpoint: '/run/warren/plugins2/e.sock' },
+      /outside the plugins directory/,
+    ],
     ['a NUL byte', { endpoint: 'e\0.sock' }, /NUL/],
     ['the handler’s own reason', { name: 'forbidden' }, /that name is reserved/],
   ];
@@ -63,7 +73,17 @@ describe('checkInfo', () => {
   }
 
   it('a handler whose check throws refuses, saying so, rather than failing the registry', () => {
-    const throwing = new Map([[handler.type, { ...handler, validate: () => { throw new Error('boom'); } }]]);
+    const throwing = new Map([
+      [
+        handler.type,
+        {
+          ...handler,
+          validate: () => {
+            throw new Error('boom');
+          },
+        },
+      ],
+    ]);
     const check = checkInfo(info(), socket, dir, throwing);
     assert.deepEqual(check, { ok: false, reason: 'the warren.event-source handler could not check it: boom' });
   });
@@ -81,7 +101,9 @@ describe('resolveEndpoint against a real directory with symlinks', () => {
   const socket = join(dir, 'reg.sock');
 
   it('refuses a symlink that leads out, accepts one that stays in', () => {
-    assert.deepEqual(resolveEndpoint('out/e.sock', socket, dir), { refusal: `endpoint "out/e.sock" (${join(dir, 'out/e.sock')}) is outside the plugins directory ${dir}` });
+    assert.deepEqual(resolveEndpoint('out/e.sock', socket, dir), {
+      refusal: `endpoint "out/e.sock" (${join(dir, 'out/e.sock')}) is outside the plugins directory ${dir}`,
+    });
     assert.equal(resolveEndpoint('in/e.sock', socket, dir), join(dir, 'in/e.sock'));
   });
 

@@ -190,7 +190,10 @@ function rig(overrides: Partial<PluginRegistryOptions> = {}, handlers?: (log: st
     async until(what, done) {
       const end = Date.now() + HANG_BOUND_MS;
       while (!done()) {
-        if (Date.now() > end) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(registry.status(), null, 1)}\nlog: ${log.join(', ')}`);
+        if (Date.now() > end)
+          throw new Error(
+            `timed out waiting for ${what}: ${JSON.stringify(registry.status(), null, 1)}\nlog: ${log.join(', ')}`,
+          );
         await flush();
       }
     },
@@ -249,7 +252,11 @@ describe('plugin registry: unregister before register', () => {
     await r.settle();
     const second = r.socket('a.sock', {}, 8);
     await r.settle();
-    assert.deepEqual(r.log, [`register ${r.path('a.sock')}`, `unregister ${r.path('a.sock')}`, `register ${r.path('a.sock')}`]);
+    assert.deepEqual(r.log, [
+      `register ${r.path('a.sock')}`,
+      `unregister ${r.path('a.sock')}`,
+      `register ${r.path('a.sock')}`,
+    ]);
     assert.deepEqual(first.notified, [{ registered: true, error: '' }]);
     assert.deepEqual(second.notified, [{ registered: true, error: '' }]);
     assert.equal(r.handler.registered.size, 1);
@@ -261,7 +268,11 @@ describe('plugin registry: unregister before register', () => {
     await r.settle();
     r.socket('a.sock', {}, 7);
     await r.settle();
-    assert.deepEqual(r.log, [`register ${r.path('a.sock')}`, `unregister ${r.path('a.sock')}`, `register ${r.path('a.sock')}`]);
+    assert.deepEqual(r.log, [
+      `register ${r.path('a.sock')}`,
+      `unregister ${r.path('a.sock')}`,
+      `register ${r.path('a.sock')}`,
+    ]);
   });
 
   it('a gone then a new socket at the same path, reported together, is unregistered before it registers', async () => {
@@ -271,7 +282,11 @@ describe('plugin registry: unregister before register', () => {
     r.gone('a.sock');
     r.socket('a.sock');
     await r.settle();
-    assert.deepEqual(r.log, [`register ${r.path('a.sock')}`, `unregister ${r.path('a.sock')}`, `register ${r.path('a.sock')}`]);
+    assert.deepEqual(r.log, [
+      `register ${r.path('a.sock')}`,
+      `unregister ${r.path('a.sock')}`,
+      `register ${r.path('a.sock')}`,
+    ]);
     assert.equal(r.entry('a.sock')?.state, 'registered');
   });
 
@@ -282,7 +297,11 @@ describe('plugin registry: unregister before register', () => {
     r.gone('old.sock');
     const moved = r.socket('new.sock', { name: 'podman' });
     await r.settle();
-    assert.deepEqual(r.log, [`register ${r.path('old.sock')}`, `unregister ${r.path('old.sock')}`, `register ${r.path('new.sock')}`]);
+    assert.deepEqual(r.log, [
+      `register ${r.path('old.sock')}`,
+      `unregister ${r.path('old.sock')}`,
+      `register ${r.path('new.sock')}`,
+    ]);
     assert.deepEqual(moved.notified, [{ registered: true, error: '' }]);
     assert.equal(r.entry('old.sock'), undefined);
     assert.equal(r.entry('new.sock')?.state, 'registered');
@@ -401,7 +420,11 @@ describe('plugin registry: timeouts and backoff on the clock', () => {
 
   it('a NotifyRegistrationStatus that fails undoes the handler’s register and counts as a failed attempt', async () => {
     const r = rig();
-    const plugin = r.handshake.serve(r.path('a.sock'), { value: { type: TYPE, name: 'a', endpoint: '', supportedVersions: ['v1'] } }, { error: 'stream reset' });
+    const plugin = r.handshake.serve(
+      r.path('a.sock'),
+      { value: { type: TYPE, name: 'a', endpoint: '', supportedVersions: ['v1'] } },
+      { error: 'stream reset' },
+    );
     r.events.push({ kind: 'socket', path: r.path('a.sock'), ino: 1 });
     await r.until('failure 1', () => r.entry('a.sock')?.failures === 1);
     assert.deepEqual(r.log, [`register ${r.path('a.sock')}`, `unregister ${r.path('a.sock')}`]);
@@ -413,7 +436,11 @@ describe('plugin registry: timeouts and backoff on the clock', () => {
 
   it('a NotifyRegistrationStatus that never answers times out at 5 s', async () => {
     const r = rig();
-    r.handshake.serve(r.path('a.sock'), { value: { type: TYPE, name: 'a', endpoint: '', supportedVersions: ['v1'] } }, 'hang');
+    r.handshake.serve(
+      r.path('a.sock'),
+      { value: { type: TYPE, name: 'a', endpoint: '', supportedVersions: ['v1'] } },
+      'hang',
+    );
     r.events.push({ kind: 'socket', path: r.path('a.sock'), ino: 1 });
     await r.until('the register', () => r.log.length === 1);
     r.clock.advance(4_999);
@@ -427,15 +454,44 @@ describe('plugin registry: timeouts and backoff on the clock', () => {
 });
 
 describe('plugin registry: refusals', () => {
-  const cases: ReadonlyArray<{ readonly why: string; readonly info: (r: Rig) => Partial<PluginInfo>; readonly reason: RegExp; readonly prepare?: (r: Rig) => void }> = [
-    { why: 'an unknown type', info: () => ({ type: 'csi.storage' }), reason: /unknown plugin type "csi.storage" \(Warren knows "warren.event-source"\)/ },
-    { why: 'no version in common', info: () => ({ supportedVersions: ['v2', 'v3'] }), reason: /no version in common.*supports \[v2, v3\], Warren speaks \[v1\]/ },
+  const cases: ReadonlyArray<{
+    readonly why: string;
+    readonly info: (r: Rig) => Partial<PluginInfo>;
+    readonly reason: RegExp;
+    readonly prepare?: (r: Rig) => void;
+  }> = [
+    {
+      why: 'an unknown type',
+      info: () => ({ type: 'csi.storage' }),
+      reason: /unknown plugin type "csi.storage" \(Warren knows "warren.event-source"\)/,
+    },
+    {
+      why: 'no version in common',
+      info: () => ({ supportedVersions: ['v2', 'v3'] }),
+      reason: /no version in common.*supports \[v2, v3\], Warren speaks \[v1\]/,
+    },
     { why: 'no versions at all', info: () => ({ supportedVersions: [] }), reason: /no version in common/ },
     { why: 'an empty name', info: () => ({ name: '' }), reason: /empty name/ },
-    { why: 'an endpoint escaping with ..', info: () => ({ endpoint: '../outside.sock' }), reason: /outside the plugins directory/ },
-    { why: 'an absolute endpoint elsewhere', info: () => ({ endpoint: '/run/containerd/containerd.sock' }), reason: /outside the plugins directory/ },
-    { why: 'an endpoint that is the plugins directory itself', info: (r) => ({ endpoint: r.dir }), reason: /outside the plugins directory/ },
-    { why: 'an endpoint in a directory whose name only starts like the plugins directory', info: (r) => ({ endpoint: `${r.dir}-evil/x.sock` }), reason: /outside the plugins directory/ },
+    {
+      why: 'an endpoint escaping with ..',
+      info: () => ({ endpoint: '../outside.sock' }),
+      reason: /outside the plugins directory/,
+    },
+    {
+      why: 'an absolute endpoint elsewhere',
+      info: () => ({ endpoint: '/run/containerd/containerd.sock' }),
+      reason: /outside the plugins directory/,
+    },
+    {
+      why: 'an endpoint that is the plugins directory itself',
+      info: (r) => ({ endpoint: r.dir }),
+      reason: /outside the plugins directory/,
+    },
+    {
+      why: 'an endpoint in a directory whose name only starts like the plugins directory',
+      info: (r) => ({ endpoint: `${r.dir}-evil/x.sock` }),
+      reason: /outside the plugins directory/,
+    },
     {
       why: 'an endpoint through a symlink that leads out',
       prepare: (r) => {
@@ -445,7 +501,11 @@ describe('plugin registry: refusals', () => {
       info: () => ({ endpoint: 'link/events.sock' }),
       reason: /outside the plugins directory/,
     },
-    { why: 'an endpoint too long for a unix socket', info: () => ({ endpoint: `${'d'.repeat(60)}/${'e'.repeat(60)}.sock` }), reason: /longer than 107 bytes/ },
+    {
+      why: 'an endpoint too long for a unix socket',
+      info: () => ({ endpoint: `${'d'.repeat(60)}/${'e'.repeat(60)}.sock` }),
+      reason: /longer than 107 bytes/,
+    },
     { why: 'the handler’s own check', info: () => ({ name: 'bad name' }), reason: /names may not hold spaces/ },
   ];
   for (const c of cases) {
@@ -496,8 +556,15 @@ describe('plugin registry: refusals', () => {
     r.gone('first.sock');
     await r.settle();
     assert.equal(r.entry('second.sock')?.state, 'registered');
-    assert.deepEqual(second.notified.map((s) => s.registered), [false, true]);
-    assert.deepEqual(r.log, [`register ${r.path('first.sock')}`, `unregister ${r.path('first.sock')}`, `register ${r.path('second.sock')}`]);
+    assert.deepEqual(
+      second.notified.map((s) => s.registered),
+      [false, true],
+    );
+    assert.deepEqual(r.log, [
+      `register ${r.path('first.sock')}`,
+      `unregister ${r.path('first.sock')}`,
+      `register ${r.path('second.sock')}`,
+    ]);
   });
 
   it('the same name under two types is two plugins', async () => {
@@ -527,7 +594,15 @@ describe('plugin registry: status and shutdown', () => {
       refused: 1,
       retrying: 1,
       plugins: [
-        { socket: r.path('bad.sock'), state: 'refused', type: 'nope', name: 'bad.sock', since: at, error: 'unknown plugin type "nope" (Warren knows "warren.event-source")', failures: 0 },
+        {
+          socket: r.path('bad.sock'),
+          state: 'refused',
+          type: 'nope',
+          name: 'bad.sock',
+          since: at,
+          error: 'unknown plugin type "nope" (Warren knows "warren.event-source")',
+          failures: 0,
+        },
         {
           socket: r.path('down.sock'),
           state: 'retrying',
@@ -567,7 +642,10 @@ describe('plugin registry: status and shutdown', () => {
     await stopped;
     assert.equal(r.handler.registered.size, 0, 'nothing left registered');
     assert.deepEqual(r.log.filter((l) => l.startsWith('register')).length, 3, 'd was never registered');
-    assert.deepEqual(new Set(r.log.filter((l) => l.startsWith('unregister'))), new Set(['a.sock', 'b.sock', 'c.sock'].map((n) => `unregister ${r.path(n)}`)));
+    assert.deepEqual(
+      new Set(r.log.filter((l) => l.startsWith('unregister'))),
+      new Set(['a.sock', 'b.sock', 'c.sock'].map((n) => `unregister ${r.path(n)}`)),
+    );
     assert.equal(r.clock.pendingTimers, 0);
   });
 });

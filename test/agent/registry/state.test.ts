@@ -44,12 +44,22 @@ describe('desired state', () => {
 });
 
 describe('actual state', () => {
-  const handler: PluginHandler = { type: 't', versions: ['v1'], register: async () => undefined, unregister: async () => undefined };
+  const handler: PluginHandler = {
+    type: 't',
+    versions: ['v1'],
+    register: async () => undefined,
+    unregister: async () => undefined,
+  };
   const plugin = (socket: string) => ({
     socket,
     generation: 1,
     ino: 7,
-    plugin: { socket, info: { type: 't', name: 'n', endpoint: '', supportedVersions: ['v1'] }, endpoint: socket, version: 'v1' },
+    plugin: {
+      socket,
+      info: { type: 't', name: 'n', endpoint: '', supportedVersions: ['v1'] },
+      endpoint: socket,
+      version: 'v1',
+    },
     handler,
     registeredAt: 0,
   });

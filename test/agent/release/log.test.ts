@@ -15,24 +15,45 @@ function capture(): { log: ReleaseLog; lines: Array<Record<string, unknown>> } {
   const lines: Array<Record<string, unknown>> = [];
   const sink = new Writable({
     write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString().split('\n')) if (line !== '') lines.push(JSON.parse(line) as Record<string, unknown>);
+      for (const line of chunk.toString().split('\n'))
+        if (line !== '') lines.push(JSON.parse(line) as Record<string, unknown>);
       done();
     },
   });
   return { log: new ReleaseLog(pino({ level: 'info' }, sink)), lines };
 }
 
-const released: Allocation = { pool: 'p', address: '10.0.0.2', network: 'net', containerID: 'c1', ifname: 'eth0', node: 'n', createdAt: 1 };
+const released: Allocation = {
+  pool: 'p',
+  address: '10.0.0.2',
+  network: 'net',
+  containerID: 'c1',
+  ifname: 'eth0',
+  node: 'n',
+  createdAt: 1,
+};
 const PODMAN = { adapter: 'podman', netnsPrefixes: ['/run/netns/netns-'] };
 
 describe('release log', () => {
-  it('never logs a release an adapter asked for as containerd\'s', async () => {
+  it("never logs a release an adapter asked for as containerd's", async () => {
     const { log, lines } = capture();
-    const viaAdapter: ReleaseIntent = { kind: 'container-deleted', containerID: 'c1', observedAt: { wall: 1 }, via: PODMAN };
+    const viaAdapter: ReleaseIntent = {
+      kind: 'container-deleted',
+      containerID: 'c1',
+      observedAt: { wall: 1 },
+      via: PODMAN,
+    };
     log.released(viaAdapter, [released], 'container deleted');
-    log.exited({ kind: 'task-exited', containerID: 'c2', event: 'task-exit', observedAt: { wall: 1 }, via: PODMAN }, '/run/netns/netns-x');
+    log.exited(
+      { kind: 'task-exited', containerID: 'c2', event: 'task-exit', observedAt: { wall: 1 }, via: PODMAN },
+      '/run/netns/netns-x',
+    );
     log.failed(viaAdapter, 1, 'store busy', 1_000);
-    log.released({ kind: 'container-deleted', containerID: 'c3', observedAt: { wall: 1 } }, [released], 'container deleted');
+    log.released(
+      { kind: 'container-deleted', containerID: 'c3', observedAt: { wall: 1 } },
+      [released],
+      'container deleted',
+    );
     await flush();
     assert.deepEqual(
       lines.map((l) => [l.containerID, l.source, l.adapter]),

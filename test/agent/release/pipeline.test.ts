@@ -42,7 +42,11 @@ class FlakyStore extends SqliteStore {
     return super.commit(pool, expected, ops);
   }
   override async list(filter?: AllocationFilter): Promise<Allocation[]> {
-    if (this.failListing !== undefined && (filter?.containerID === this.failListing || filter?.containerID === undefined)) throw new Error('store away (injected)');
+    if (
+      this.failListing !== undefined &&
+      (filter?.containerID === this.failListing || filter?.containerID === undefined)
+    )
+      throw new Error('store away (injected)');
     return super.list(filter);
   }
 }
@@ -85,26 +89,39 @@ describe('ReleasePipeline', () => {
     assert.deepEqual(await held(store), ['new-gone', 'old-live']);
     assert.equal(pipeline.containerStatus().released, 1);
     // Events for a container that holds nothing stop at one look-up and change nothing.
-    pipeline.push(containerIntent({ kind: 'container-delete', namespace: 'ns', containerID: 'nobody' }, momentOf(clock)));
+    pipeline.push(
+      containerIntent({ kind: 'container-delete', namespace: 'ns', containerID: 'nobody' }, momentOf(clock)),
+    );
     await pipeline.idle();
     assert.equal(pipeline.containerStatus().released, 1);
     await done();
     await store.close();
   });
 
-  it('keeps an exited container\'s address while its namespace exists, and releases it when the netns directory loses the entry', async () => {
+  it("keeps an exited container's address while its namespace exists, and releases it when the netns directory loses the entry", async () => {
     const clock = new ManualClock(1_000_000);
     const store = new SqliteStore({ path: ':memory:' });
     const ns = namespaces();
     const { allocator, pipeline, done } = await releaseHarness(clock, store, { observer: ns.observer });
     const netns = ns.make(ns.seen, 'ns-exit');
     await allocator.allocate({ owner: owner('c-exit'), ranges, netns });
-    pipeline.push(containerIntent({ kind: 'task-exit', namespace: 'ns', containerID: 'c-exit', pid: 1, exitStatus: 0 }, momentOf(clock)));
+    pipeline.push(
+      containerIntent(
+        { kind: 'task-exit', namespace: 'ns', containerID: 'c-exit', pid: 1, exitStatus: 0 },
+        momentOf(clock),
+      ),
+    );
     await pipeline.idle();
-    assert.deepEqual(pipeline.containerStatus().exited.map((e) => [e.containerID, e.waitingFor]), [['c-exit', netns]]);
+    assert.deepEqual(
+      pipeline.containerStatus().exited.map((e) => [e.containerID, e.waitingFor]),
+      [['c-exit', netns]],
+    );
     assert.deepEqual(await held(store), ['c-exit'], 'a process exiting is not proof');
     rmSync(netns);
-    await consumeNetnsRemovals(once<NetnsRemoval>({ dir: ns.seen, name: 'ns-exit' }), () => pipeline.hasExited && pipeline.recheckExited());
+    await consumeNetnsRemovals(
+      once<NetnsRemoval>({ dir: ns.seen, name: 'ns-exit' }),
+      () => pipeline.hasExited && pipeline.recheckExited(),
+    );
     await pipeline.idle();
     assert.deepEqual(await held(store), []);
     assert.deepEqual(pipeline.containerStatus().exited, []);
@@ -122,15 +139,31 @@ describe('ReleasePipeline', () => {
     store.failListing = 'bad';
     pipeline.push({ kind: 'container-deleted', containerID: 'bad', observedAt: momentOf(clock) });
     let acks = 0;
-    const intent: ReleaseIntent = { kind: 'journal-del', file: 'good.release', owner: owner('good'), recordedAt: momentOf(clock), ack: () => (acks += 1) };
+    const intent: ReleaseIntent = {
+      kind: 'journal-del',
+      file: 'good.release',
+      owner: owner('good'),
+      recordedAt: momentOf(clock),
+      ack: () => (acks += 1),
+    };
     pipeline.push(intent);
-    await waitFor('the good owner to be released', async () => ((await store.list({ containerID: 'good' })).length === 0 ? true : undefined));
+    await waitFor('the good owner to be released', async () =>
+      (await store.list({ containerID: 'good' })).length === 0 ? true : undefined,
+    );
     assert.equal(acks, 1, 'acknowledged once, after the commit');
-    assert.deepEqual(pipeline.containerStatus().queue, [{ key: 'bad', queued: 1, failures: 1, lastError: 'store away (injected)', retryAt: 1_001_000 }]);
+    assert.deepEqual(pipeline.containerStatus().queue, [
+      { key: 'bad', queued: 1, failures: 1, lastError: 'store away (injected)', retryAt: 1_001_000 },
+    ]);
 
     store.failCommits = true;
     let lateAcks = 0;
-    const late: ReleaseIntent = { kind: 'journal-del', file: 'bad.release', owner: owner('bad'), recordedAt: momentOf(clock), ack: () => (lateAcks += 1) };
+    const late: ReleaseIntent = {
+      kind: 'journal-del',
+      file: 'bad.release',
+      owner: owner('bad'),
+      recordedAt: momentOf(clock),
+      ack: () => (lateAcks += 1),
+    };
     pipeline.push(late);
     await waitFor('the commit to fail', () => (pipeline.attempts(late)?.failures === 1 ? true : undefined));
     assert.equal(lateAcks, 0, 'no ack while the release has not committed');
@@ -157,7 +190,14 @@ describe('ReleasePipeline', () => {
     const intent: ReleaseIntent = { kind: 'netns-gone', owner: owner('c-settle'), netns, createdAt: momentOf(clock) };
     pipeline.push(intent);
     await waitFor('the release to fail', () => (pipeline.attempts(intent)?.failures === 1 ? true : undefined));
-    await assert.rejects(pipeline.applyPending(owner('c-settle')), (e: Error & { code?: string }) => e.code === 'TRY_AGAIN' && /a release of container c-settle \(eth0\) is pending and could not be applied yet: disk I\/O error/.test(e.message));
+    await assert.rejects(
+      pipeline.applyPending(owner('c-settle')),
+      (e: Error & { code?: string }) =>
+        e.code === 'TRY_AGAIN' &&
+        /a release of container c-settle \(eth0\) is pending and could not be applied yet: disk I\/O error/.test(
+          e.message,
+        ),
+    );
     store.failCommits = false;
     await pipeline.applyPending(owner('c-settle')); // the backoff (2 s now) is cut short: no clock moved
     assert.deepEqual(await held(store), []);
@@ -173,9 +213,14 @@ describe('ReleasePipeline', () => {
     const [old] = await allocator.allocate({ owner: owner('c-late'), ranges });
     clock.advance(10);
     store.failListing = 'c-late'; // the store is busy when the event comes
-    const event = containerIntent({ kind: 'container-delete', namespace: 'ns', containerID: 'c-late' }, momentOf(clock));
+    const event = containerIntent(
+      { kind: 'container-delete', namespace: 'ns', containerID: 'c-late' },
+      momentOf(clock),
+    );
     pipeline.push(event);
-    await waitFor('the deleted event to fail once', () => (pipeline.containerStatus().queue[0]?.failures === 1 ? true : undefined));
+    await waitFor('the deleted event to fail once', () =>
+      pipeline.containerStatus().queue[0]?.failures === 1 ? true : undefined,
+    );
     store.failListing = undefined;
     clock.advance(10);
     // Meanwhile the runtime reused the ID: DEL, then ADD (directly, as an ADD that raced the event would).
@@ -185,7 +230,11 @@ describe('ReleasePipeline', () => {
     assert.notEqual(fresh?.allocation.address, old?.allocation.address);
     clock.advance(1_000); // the retry
     await pipeline.idle();
-    assert.deepEqual((await store.list({ containerID: 'c-late' })).map((a) => a.address), [fresh?.allocation.address], 'the new allocation stays');
+    assert.deepEqual(
+      (await store.list({ containerID: 'c-late' })).map((a) => a.address),
+      [fresh?.allocation.address],
+      'the new allocation stays',
+    );
     assert.deepEqual(pipeline.containerStatus().queue, []);
     await done();
     await store.close();
@@ -198,10 +247,17 @@ describe('ReleasePipeline', () => {
     const [old] = await allocator.allocate({ owner: owner('c-settled'), ranges });
     clock.advance(10);
     store.failListing = 'c-settled';
-    pipeline.push(containerIntent({ kind: 'container-delete', namespace: 'ns', containerID: 'c-settled' }, momentOf(clock)));
-    await waitFor('the deleted event to fail once', () => (pipeline.containerStatus().queue[0]?.failures === 1 ? true : undefined));
+    pipeline.push(
+      containerIntent({ kind: 'container-delete', namespace: 'ns', containerID: 'c-settled' }, momentOf(clock)),
+    );
+    await waitFor('the deleted event to fail once', () =>
+      pipeline.containerStatus().queue[0]?.failures === 1 ? true : undefined,
+    );
     // While the store is still busy, the ADD is told to try again rather than get the address the event releases.
-    await assert.rejects(pipeline.applyPending(owner('c-settled')), (e: Error & { code?: string }) => e.code === 'TRY_AGAIN' && /store away/.test(e.message));
+    await assert.rejects(
+      pipeline.applyPending(owner('c-settled')),
+      (e: Error & { code?: string }) => e.code === 'TRY_AGAIN' && /store away/.test(e.message),
+    );
     store.failListing = undefined;
     clock.advance(10);
     await pipeline.applyPending(owner('c-settled'));
@@ -223,13 +279,30 @@ describe('ReleasePipeline', () => {
     await allocator.allocate({ owner: owner('c-look'), ranges, netns: '/nowhere/ns' });
     store.failCommits = true;
     store.failListing = 'c-look';
-    const sweep: ReleaseIntent = { kind: 'netns-gone', owner: owner('c-look'), netns: '/nowhere/ns', createdAt: momentOf(clock) };
+    const sweep: ReleaseIntent = {
+      kind: 'netns-gone',
+      owner: owner('c-look'),
+      netns: '/nowhere/ns',
+      createdAt: momentOf(clock),
+    };
     assert.equal(pipeline.push(sweep), true);
     assert.equal(pipeline.push({ ...sweep }), false, 'the one queued looks at the state when it runs');
-    assert.equal(pipeline.push({ kind: 'namespace-recheck', containerID: 'c-look', observedAt: momentOf(clock) }), true);
-    assert.equal(pipeline.push({ kind: 'namespace-recheck', containerID: 'c-look', observedAt: momentOf(clock) }), false);
-    assert.equal(pipeline.push({ kind: 'container-deleted', containerID: 'c-look', observedAt: momentOf(clock) }), true, 'other intents always queue');
-    await waitFor('the container key to back off', () => (pipeline.containerStatus().queue[0]?.failures === 1 ? pipeline.containerStatus().queue[0] : undefined));
+    assert.equal(
+      pipeline.push({ kind: 'namespace-recheck', containerID: 'c-look', observedAt: momentOf(clock) }),
+      true,
+    );
+    assert.equal(
+      pipeline.push({ kind: 'namespace-recheck', containerID: 'c-look', observedAt: momentOf(clock) }),
+      false,
+    );
+    assert.equal(
+      pipeline.push({ kind: 'container-deleted', containerID: 'c-look', observedAt: momentOf(clock) }),
+      true,
+      'other intents always queue',
+    );
+    await waitFor('the container key to back off', () =>
+      pipeline.containerStatus().queue[0]?.failures === 1 ? pipeline.containerStatus().queue[0] : undefined,
+    );
     assert.equal(pipeline.containerStatus().queue[0]?.queued, 2);
     await done();
     await store.close();
@@ -239,7 +312,11 @@ describe('ReleasePipeline', () => {
     const clock = new ManualClock(1_000_000);
     const store = new SqliteStore({ path: ':memory:' });
     const ns = namespaces();
-    const { allocator, pipeline, done } = await releaseHarness(clock, store, { node: 'n1', resyncGraceMs: 30_000, observer: ns.observer });
+    const { allocator, pipeline, done } = await releaseHarness(clock, store, {
+      node: 'n1',
+      resyncGraceMs: 30_000,
+      observer: ns.observer,
+    });
     const podmanNs = (name: string) => ns.make(ns.seen, `netns-${name}`);
     await allocator.allocate({ owner: owner('podman-gone'), ranges, netns: podmanNs('a') });
     await allocator.allocate({ owner: owner('podman-live'), ranges, netns: podmanNs('b') });
@@ -252,7 +329,11 @@ describe('ReleasePipeline', () => {
     // Podman removed the gone container's namespace; the adapter lists only its own live
     // containers: containerd's is not its to judge.
     rmSync(join(ns.seen, 'netns-a'));
-    items.push({ kind: 'resync', listing: { ids: ['podman-live', 'podman-exits'], netnsPrefixes: [join(ns.seen, 'netns-')] }, ack: (error?: unknown) => acks.push(error ?? 'ok') });
+    items.push({
+      kind: 'resync',
+      listing: { ids: ['podman-live', 'podman-exits'], netnsPrefixes: [join(ns.seen, 'netns-')] },
+      ack: (error?: unknown) => acks.push(error ?? 'ok'),
+    });
     await waitFor('the resync to be acknowledged', () => (acks.length === 1 ? true : undefined));
     await pipeline.idle();
     assert.deepEqual(await held(store), ['containerd-one', 'podman-exits', 'podman-live']);
@@ -260,10 +341,16 @@ describe('ReleasePipeline', () => {
     items.push({ kind: 'event', event: { id: 'podman-exits', kind: 'exited', time: clock.now() } });
     items.push({ kind: 'event', event: { id: 'containerd-one', kind: 'deleted', time: clock.now() } });
     items.push({ kind: 'event', event: { id: 'podman-live', kind: 'created', time: clock.now() } });
-    await waitFor('the exit to be judged', () => (pipeline.containerStatus('podman').exited.length === 1 ? true : undefined));
+    await waitFor('the exit to be judged', () =>
+      pipeline.containerStatus('podman').exited.length === 1 ? true : undefined,
+    );
     await pipeline.idle();
     assert.deepEqual(await held(store), ['containerd-one', 'podman-exits', 'podman-live']);
-    assert.deepEqual(pipeline.containerStatus().exited, [], "containerd's status does not show the adapter's waiting container");
+    assert.deepEqual(
+      pipeline.containerStatus().exited,
+      [],
+      "containerd's status does not show the adapter's waiting container",
+    );
     // Removed: podman tears its namespace down first (an adapter's word alone frees nothing whose namespace is there).
     rmSync(join(ns.seen, 'netns-d'));
     items.push({ kind: 'event', event: { id: 'podman-exits', kind: 'deleted', time: clock.now() } });
@@ -277,7 +364,7 @@ describe('ReleasePipeline', () => {
     await store.close();
   });
 
-  it("never lets a containerd resync release what a runtime adapter said is its own (a podman container is not a gone containerd one)", async () => {
+  it('never lets a containerd resync release what a runtime adapter said is its own (a podman container is not a gone containerd one)', async () => {
     const clock = new ManualClock(1_000_000);
     const store = new SqliteStore({ path: ':memory:' });
     const { allocator, pipeline, done } = await releaseHarness(clock, store, { node: 'n1', resyncGraceMs: 0 });
@@ -317,11 +404,15 @@ describe('ReleasePipeline', () => {
 });
 
 describe('the reconcile pass', () => {
-  it('sweeps through the pipeline: releases what is provably gone, only this node\'s, and says what it could not see', async () => {
+  it("sweeps through the pipeline: releases what is provably gone, only this node's, and says what it could not see", async () => {
     const clock = new ManualClock(1_000_000);
     const store = new SqliteStore({ path: ':memory:' });
     const ns = namespaces();
-    const { allocator, reconciler, done } = await releaseHarness(clock, store, { observer: ns.observer, releaseGoneNetns: true, onlyNode: 'n' });
+    const { allocator, reconciler, done } = await releaseHarness(clock, store, {
+      observer: ns.observer,
+      releaseGoneNetns: true,
+      onlyNode: 'n',
+    });
     const theirs = new Allocator({ store, clock, node: 'other' });
     await allocator.allocate({ owner: owner('gone'), ranges, netns: join(ns.seen, 'ns-gone') });
     await allocator.allocate({ owner: owner('there'), ranges, netns: ns.make(ns.seen, 'ns-there') });
@@ -335,11 +426,14 @@ describe('the reconcile pass', () => {
     await store.close();
   });
 
-  it('reports what it could not see in the observer\'s words, whatever sentence the audit puts around them', async () => {
+  it("reports what it could not see in the observer's words, whatever sentence the audit puts around them", async () => {
     const clock = new ManualClock(1_000_000);
     const store = new SqliteStore({ path: ':memory:' });
     const ns = namespaces();
-    const { allocator, reconciler, done } = await releaseHarness(clock, store, { observer: ns.observer, releaseGoneNetns: true });
+    const { allocator, reconciler, done } = await releaseHarness(clock, store, {
+      observer: ns.observer,
+      releaseGoneNetns: true,
+    });
     const unseen = join(ns.unseen, 'ns-x');
     await allocator.allocate({ owner: owner('unseen'), ranges, netns: unseen });
     const said = ns.observer.observe(unseen);
@@ -363,7 +457,13 @@ describe('the reconcile pass', () => {
     await allocator.allocate({ owner: owner('journaled'), ranges, netns: ns.make(ns.seen, 'ns-b') });
     await allocator.allocate({ owner: owner('healthy'), ranges, netns: ns.make(ns.seen, 'ns-c') });
     store.failCommits = true;
-    recordMissedDelete(dir, { format: 1, ...owner('journaled'), recordedAt: clock.now(), stamp: { boot: 'manual-boot', at: clock.monotonic() }, reason: 'test' });
+    recordMissedDelete(dir, {
+      format: 1,
+      ...owner('journaled'),
+      recordedAt: clock.now(),
+      stamp: { boot: 'manual-boot', at: clock.monotonic() },
+      reason: 'test',
+    });
     await waitFor('the DEL to be pending', () => (reconciler.status().pending[0]?.failures === 1 ? true : undefined));
     store.failCommits = false;
     const report = await reconciler.audit(true);

@@ -41,7 +41,11 @@ describe('ReleaseReconciler', () => {
       });
       assert.equal(failed.nextAttemptAt, new Date(1_001_000).toISOString(), 'first retry after 1 s');
       assert.match(failed.lastError ?? '', /injected/);
-      assert.equal(readdirSync(dir).filter((n) => n.endsWith('.release')).length, 1, 'the file stays until the release commits');
+      assert.equal(
+        readdirSync(dir).filter((n) => n.endsWith('.release')).length,
+        1,
+        'the file stays until the release commits',
+      );
 
       // A tick before the backoff is over does not retry.
       clock.advance(500);
@@ -60,7 +64,10 @@ describe('ReleaseReconciler', () => {
       const third = await reconciler.tick();
       assert.equal(third.journalReleased, 1);
       assert.deepEqual(reconciler.status().pending, []);
-      assert.deepEqual(readdirSync(dir).filter((n) => n.endsWith('.release')), []);
+      assert.deepEqual(
+        readdirSync(dir).filter((n) => n.endsWith('.release')),
+        [],
+      );
       assert.deepEqual(await store.list(), []);
 
       // The periodic pass runs on the clock by itself.
@@ -84,9 +91,19 @@ describe('ReleaseReconciler', () => {
       clock.advance(1_000);
       const [again] = await allocator.allocate({ owner, ranges });
       recordMissedDelete(dir, { format: 1, ...owner, recordedAt: 1_000_000, reason: 'test' });
-      await waitFor('the intent to be taken', () => (reconciler.status().pending.length === 0 && reconciler.status().releasedFromJournal === 1 ? true : undefined));
-      assert.deepEqual((await store.list()).map((a) => a.address), [again?.allocation.address], 'the later allocation is in use and stays');
-      assert.deepEqual(readdirSync(dir).filter((n) => n.endsWith('.release')), [], 'the intent is done with');
+      await waitFor('the intent to be taken', () =>
+        reconciler.status().pending.length === 0 && reconciler.status().releasedFromJournal === 1 ? true : undefined,
+      );
+      assert.deepEqual(
+        (await store.list()).map((a) => a.address),
+        [again?.allocation.address],
+        'the later allocation is in use and stays',
+      );
+      assert.deepEqual(
+        readdirSync(dir).filter((n) => n.endsWith('.release')),
+        [],
+        'the intent is done with',
+      );
     } finally {
       await done();
       await store.close();
@@ -104,8 +121,14 @@ describe('ReleaseReconciler', () => {
       store.failing = true;
       clock.advance(1_000);
       recordMissedDelete(dir, { format: 1, ...owner, recordedAt: clock.now(), reason: 'test' });
-      await waitFor('the first release attempt to fail', () => (reconciler.status().pending[0]?.failures === 1 ? true : undefined));
-      await assert.rejects(pipeline.applyPending(owner), /pending in the missed-delete journal/, 'while the DEL cannot be applied, the ADD must wait');
+      await waitFor('the first release attempt to fail', () =>
+        reconciler.status().pending[0]?.failures === 1 ? true : undefined,
+      );
+      await assert.rejects(
+        pipeline.applyPending(owner),
+        /pending in the missed-delete journal/,
+        'while the DEL cannot be applied, the ADD must wait',
+      );
       store.failing = false;
       clock.advance(1_000);
       // What the agent does before every ADD; without it the ADD would get the old address back
@@ -115,8 +138,15 @@ describe('ReleaseReconciler', () => {
       assert.notEqual(fresh?.fresh, false, 'a new allocation, not the one the DEL gave up');
       assert.deepEqual(reconciler.status().pending, []);
       await reconciler.tick();
-      assert.deepEqual((await store.list()).map((a) => a.address), [fresh?.allocation.address]);
-      assert.notEqual(fresh?.allocation.address, old?.allocation.address, 'next-after-last: the given-up address rests');
+      assert.deepEqual(
+        (await store.list()).map((a) => a.address),
+        [fresh?.allocation.address],
+      );
+      assert.notEqual(
+        fresh?.allocation.address,
+        old?.allocation.address,
+        'next-after-last: the given-up address rests',
+      );
     } finally {
       await done();
       await store.close();

@@ -31,7 +31,17 @@ const PROC = '/proc/42/ns/net';
 
 /** A row may set a field to undefined: as the store hands it back when the field was not recorded. */
 function alloc(over: { readonly [K in keyof Allocation]?: Allocation[K] | undefined } = {}): Allocation {
-  const a = { pool: 'net/10.0.0.0/24', address: '10.0.0.2', network: 'net', containerID: 'c1', ifname: 'eth0', node: 'n', netns: THERE, createdAt: T, ...over } as Allocation;
+  const a = {
+    pool: 'net/10.0.0.0/24',
+    address: '10.0.0.2',
+    network: 'net',
+    containerID: 'c1',
+    ifname: 'eth0',
+    node: 'n',
+    netns: THERE,
+    createdAt: T,
+    ...over,
+  } as Allocation;
   // Stamped on this boot's monotonic clock at the same reading as its wall clock, unless the row says otherwise.
   return 'createdStamp' in over ? a : { ...a, createdStamp: { boot: BOOT, at: a.createdAt } };
 }
@@ -53,7 +63,12 @@ interface Row {
   readonly action: ReleaseAction;
 }
 
-const journal = (recordedAt: number | Moment): ReleaseIntent => ({ kind: 'journal-del', file: 'f.release', owner, recordedAt: typeof recordedAt === 'number' ? at(recordedAt) : recordedAt });
+const journal = (recordedAt: number | Moment): ReleaseIntent => ({
+  kind: 'journal-del',
+  file: 'f.release',
+  owner,
+  recordedAt: typeof recordedAt === 'number' ? at(recordedAt) : recordedAt,
+});
 /** Container intents are observed at T+5 unless the row says otherwise. */
 const SEEN = at(T + 5);
 const taskExit: ReleaseIntent = { kind: 'task-exited', containerID: 'c1', event: 'task-exit', observedAt: SEEN };
@@ -63,7 +78,13 @@ const EXITED_WHY = 'task exited and its network namespace is gone';
 
 const UID = '7d3c0a4e-1111-4d5e-9c1b-0a0b0c0d0e0f';
 /** Seen gone at T+10 (a replacement with the same name has another UID), grace until T+1000. */
-const podGone = (): ReleaseIntent => ({ kind: 'pod-gone', pod: { uid: UID, namespace: 'default', name: 'web-0' }, because: 'deleted', goneAt: at(T + 10), releaseAfter: at(T + 1_000) });
+const podGone = (): ReleaseIntent => ({
+  kind: 'pod-gone',
+  pod: { uid: UID, namespace: 'default', name: 'web-0' },
+  because: 'deleted',
+  goneAt: at(T + 10),
+  releaseAfter: at(T + 1_000),
+});
 
 const PODMAN_NS = '/run/netns/netns-5a1f';
 const PODMAN = { adapter: 'podman', netnsPrefixes: ['/run/netns/netns-'] };
@@ -145,7 +166,11 @@ const TABLE: readonly Row[] = [
     name: 'container delete observed before a DEL + ADD of the same container ID: dropped, the new allocation stays',
     intent: deleted,
     held: [alloc({ createdAt: T + 6 })],
-    action: { kind: 'drop', reason: 'what is held was allocated after the container was reported deleted', forgetExited: false },
+    action: {
+      kind: 'drop',
+      reason: 'what is held was allocated after the container was reported deleted',
+      forgetExited: false,
+    },
   },
   {
     name: 'container delete: an attachment ADDed after it was observed stays, the older one goes',
@@ -163,27 +188,45 @@ const TABLE: readonly Row[] = [
     name: 'task exit observed before the container ID was ADDed again (its new namespace gone too): dropped',
     intent: taskExit,
     held: [alloc({ netns: GONE, createdAt: T + 6 })],
-    action: { kind: 'drop', reason: 'what is held was allocated after its task was reported exited', forgetExited: false },
+    action: {
+      kind: 'drop',
+      reason: 'what is held was allocated after its task was reported exited',
+      forgetExited: false,
+    },
   },
   {
     name: 'namespace recheck of an exit seen before the container ID was ADDed again: dropped',
     intent: recheck,
     held: [alloc({ netns: GONE, createdAt: T + 6 })],
     observed: seen(true),
-    action: { kind: 'drop', reason: 'what is held was allocated after its task was reported exited', forgetExited: false },
+    action: {
+      kind: 'drop',
+      reason: 'what is held was allocated after its task was reported exited',
+      forgetExited: false,
+    },
   },
   {
     name: 'absent at resync: an attachment ADDed after the listing stays',
     intent: { kind: 'absent-at-resync', containerID: 'c1', observedAt: at(T + 20), cutoff: at(T) },
     held: [alloc(), alloc({ ifname: 'net1', address: '10.0.1.2', createdAt: T + 21 })],
-    action: { kind: 'release', owners: [{ owner, createdAtOrBefore: at(T + 20) }], why: 'container gone when containerd was resynchronised' },
+    action: {
+      kind: 'release',
+      owners: [{ owner, createdAtOrBefore: at(T + 20) }],
+      why: 'container gone when containerd was resynchronised',
+    },
   },
   {
     name: 'pod gone: the wall clock stepped forward past the grace does not end it (the grace runs on the monotonic clock)',
     intent: podGone(),
     held: [alloc({ podUID: UID })],
     observed: { ...seen(), now: at(T + 20, T + HOUR) },
-    action: { kind: 'wait-until', owners: [], why: POD_RELEASE_WHY.namespaceGone, until: at(T + 1_000), waitingFor: THERE },
+    action: {
+      kind: 'wait-until',
+      owners: [],
+      why: POD_RELEASE_WHY.namespaceGone,
+      until: at(T + 1_000),
+      waitingFor: THERE,
+    },
   },
   {
     name: 'pod gone: the wall clock stepped back does not stretch the grace',
@@ -196,8 +239,19 @@ const TABLE: readonly Row[] = [
   {
     name: 'container delete: every attachment of the container released, whatever its namespace shows',
     intent: deleted,
-    held: [alloc(), alloc({ address: 'fd00::2', pool: 'net/fd00::/64' }), alloc({ ifname: 'net1', address: '10.0.1.2', netns: UNSEEN })],
-    action: { kind: 'release', owners: [{ owner, createdAtOrBefore: SEEN }, { owner: { ...owner, ifname: 'net1' }, createdAtOrBefore: SEEN }], why: 'container deleted' },
+    held: [
+      alloc(),
+      alloc({ address: 'fd00::2', pool: 'net/fd00::/64' }),
+      alloc({ ifname: 'net1', address: '10.0.1.2', netns: UNSEEN }),
+    ],
+    action: {
+      kind: 'release',
+      owners: [
+        { owner, createdAtOrBefore: SEEN },
+        { owner: { ...owner, ifname: 'net1' }, createdAtOrBefore: SEEN },
+      ],
+      why: 'container deleted',
+    },
   },
   {
     name: 'container delete of a container that holds nothing: dropped, its exited mark forgotten',
@@ -246,7 +300,12 @@ const TABLE: readonly Row[] = [
     name: 'task exit, one attachment in a gone namespace and one in a present one: the gone one released, the other waits',
     intent: taskExit,
     held: [alloc({ netns: GONE }), alloc({ ifname: 'net1', address: '10.0.1.2' })],
-    action: { kind: 'wait-for-namespace', owners: [{ owner, netns: GONE, createdAtOrBefore: SEEN }], why: EXITED_WHY, waitingFor: THERE },
+    action: {
+      kind: 'wait-for-namespace',
+      owners: [{ owner, netns: GONE, createdAtOrBefore: SEEN }],
+      why: EXITED_WHY,
+      waitingFor: THERE,
+    },
   },
   {
     name: 'task exit of a container that holds nothing: dropped, forgotten',
@@ -307,53 +366,89 @@ const TABLE: readonly Row[] = [
     name: 'netns sweep, namespace still gone: the owner released, limited to the allocation judged',
     intent: { kind: 'netns-gone', owner, netns: GONE, createdAt: at(T) },
     held: [alloc({ netns: GONE })],
-    action: { kind: 'release', owners: [{ owner, netns: GONE, createdAtOrBefore: at(T) }], why: 'network namespace is gone' },
+    action: {
+      kind: 'release',
+      owners: [{ owner, netns: GONE, createdAtOrBefore: at(T) }],
+      why: 'network namespace is gone',
+    },
   },
   {
     name: 'netns sweep, the namespace is there again: dropped',
     intent: { kind: 'netns-gone', owner, netns: THERE, createdAt: at(T) },
     held: [alloc()],
-    action: { kind: 'drop', reason: `network namespace ${THERE} is not gone now, or what is held is newer`, forgetExited: false },
+    action: {
+      kind: 'drop',
+      reason: `network namespace ${THERE} is not gone now, or what is held is newer`,
+      forgetExited: false,
+    },
   },
   {
     name: 'netns sweep, the namespace cannot be observed now: dropped',
     intent: { kind: 'netns-gone', owner, netns: UNSEEN, createdAt: at(T) },
     held: [alloc({ netns: UNSEEN })],
-    action: { kind: 'drop', reason: `network namespace ${UNSEEN} is not gone now, or what is held is newer`, forgetExited: false },
+    action: {
+      kind: 'drop',
+      reason: `network namespace ${UNSEEN} is not gone now, or what is held is newer`,
+      forgetExited: false,
+    },
   },
   {
     name: 'netns sweep, only an allocation made after the one judged (ADDed again): dropped',
     intent: { kind: 'netns-gone', owner, netns: GONE, createdAt: at(T - 1) },
     held: [alloc({ netns: GONE })],
-    action: { kind: 'drop', reason: 'what is held was allocated after the namespace sweep judged it', forgetExited: false },
+    action: {
+      kind: 'drop',
+      reason: 'what is held was allocated after the namespace sweep judged it',
+      forgetExited: false,
+    },
   },
   {
     name: 'netns sweep of a namespace the owner was ADDed out of (a re-ADD moved it): never releases the address it took along',
     intent: { kind: 'netns-gone', owner, netns: GONE, createdAt: at(T) },
     held: [alloc({ netns: '/run/netns/also-gone' })],
     observed: { exited: false, namespaces: new Map([...namespaces, ['/run/netns/also-gone', { kind: 'gone' }]]) },
-    action: { kind: 'drop', reason: `network namespace ${GONE} is not gone now, or what is held is newer`, forgetExited: false },
+    action: {
+      kind: 'drop',
+      reason: `network namespace ${GONE} is not gone now, or what is held is newer`,
+      forgetExited: false,
+    },
   },
   // Pods Kubernetes no longer runs: a pod object gone is not proof its sandbox is.
   {
     name: 'pod gone, its namespace gone: released at once, limited to what was allocated before it went',
     intent: podGone(),
     held: [alloc({ podUID: UID, netns: GONE })],
-    action: { kind: 'release', owners: [{ owner, netns: GONE, createdAtOrBefore: at(T + 10) }], why: POD_RELEASE_WHY.namespaceGone },
+    action: {
+      kind: 'release',
+      owners: [{ owner, netns: GONE, createdAtOrBefore: at(T + 10) }],
+      why: POD_RELEASE_WHY.namespaceGone,
+    },
   },
   {
     name: 'pod gone (force-deleted), its namespace still there, within the grace: kept, looked at again when the grace ends',
     intent: podGone(),
     held: [alloc({ podUID: UID })],
     observed: { ...seen(), now: at(T + 20) },
-    action: { kind: 'wait-until', owners: [], why: POD_RELEASE_WHY.namespaceGone, until: at(T + 1_000), waitingFor: THERE },
+    action: {
+      kind: 'wait-until',
+      owners: [],
+      why: POD_RELEASE_WHY.namespaceGone,
+      until: at(T + 1_000),
+      waitingFor: THERE,
+    },
   },
   {
     name: 'pod gone, its namespace unobservable, within the grace: kept (what cannot be observed proves nothing)',
     intent: podGone(),
     held: [alloc({ podUID: UID, netns: UNSEEN })],
     observed: { ...seen(), now: at(T + 999) },
-    action: { kind: 'wait-until', owners: [], why: POD_RELEASE_WHY.namespaceGone, until: at(T + 1_000), waitingFor: UNSEEN },
+    action: {
+      kind: 'wait-until',
+      owners: [],
+      why: POD_RELEASE_WHY.namespaceGone,
+      until: at(T + 1_000),
+      waitingFor: UNSEEN,
+    },
   },
   {
     name: 'pod gone, its namespace still there, grace over: released',
@@ -366,14 +461,26 @@ const TABLE: readonly Row[] = [
     name: 'pod gone, decided without a time: never past its grace',
     intent: podGone(),
     held: [alloc({ podUID: UID })],
-    action: { kind: 'wait-until', owners: [], why: POD_RELEASE_WHY.namespaceGone, until: at(T + 1_000), waitingFor: THERE },
+    action: {
+      kind: 'wait-until',
+      owners: [],
+      why: POD_RELEASE_WHY.namespaceGone,
+      until: at(T + 1_000),
+      waitingFor: THERE,
+    },
   },
   {
     name: 'pod gone, one attachment in a gone namespace and one in a live one: the first released now, the second waits',
     intent: podGone(),
     held: [alloc({ podUID: UID, netns: GONE }), alloc({ podUID: UID, ifname: 'net1', address: '10.0.1.2' })],
     observed: { ...seen(), now: at(T + 20) },
-    action: { kind: 'wait-until', owners: [{ owner, netns: GONE, createdAtOrBefore: at(T + 10) }], why: POD_RELEASE_WHY.namespaceGone, until: at(T + 1_000), waitingFor: THERE },
+    action: {
+      kind: 'wait-until',
+      owners: [{ owner, netns: GONE, createdAtOrBefore: at(T + 10) }],
+      why: POD_RELEASE_WHY.namespaceGone,
+      until: at(T + 1_000),
+      waitingFor: THERE,
+    },
   },
   {
     name: 'pod gone, only an allocation made after it was seen gone: dropped, that is an ADD in flight',
@@ -392,34 +499,64 @@ const TABLE: readonly Row[] = [
   {
     name: "an adapter's container delete releases only the attachments under its namespace prefixes",
     intent: { kind: 'container-deleted', containerID: 'c1', observedAt: SEEN, via: PODMAN },
-    held: [alloc({ netns: PODMAN_NS }), alloc({ ifname: 'net1', address: '10.0.1.2', netns: '/var/run/netns/cni-1234' })],
+    held: [
+      alloc({ netns: PODMAN_NS }),
+      alloc({ ifname: 'net1', address: '10.0.1.2', netns: '/var/run/netns/cni-1234' }),
+    ],
     action: { kind: 'release', owners: [{ owner, createdAtOrBefore: SEEN }], why: 'container deleted' },
   },
   {
     name: "an adapter's container delete of a container it does not answer for (another runtime's, or no namespace recorded): dropped",
     intent: { kind: 'container-deleted', containerID: 'c1', observedAt: SEEN, via: PODMAN },
-    held: [alloc({ netns: '/var/run/netns/cni-1234' }), alloc({ ifname: 'net1', address: '10.0.1.2', netns: undefined })],
+    held: [
+      alloc({ netns: '/var/run/netns/cni-1234' }),
+      alloc({ ifname: 'net1', address: '10.0.1.2', netns: undefined }),
+    ],
     action: { kind: 'drop', reason: 'nothing is held', forgetExited: true },
   },
   {
     name: "an adapter's resync absence releases its own allocations of the container and leaves another runtime's",
     intent: { kind: 'absent-at-resync', containerID: 'c1', observedAt: at(T + 20), cutoff: at(T), via: PODMAN },
     held: [alloc({ netns: PODMAN_NS }), alloc({ ifname: 'net1', address: '10.0.1.2', netns: THERE })],
-    action: { kind: 'release', owners: [{ owner, createdAtOrBefore: at(T + 20) }], why: 'container gone when podman was resynchronised' },
+    action: {
+      kind: 'release',
+      owners: [{ owner, createdAtOrBefore: at(T + 20) }],
+      why: 'container gone when podman was resynchronised',
+    },
   },
   {
     name: "an adapter's container delete never frees an allocation whose namespace is still there: it waits for the namespace to go",
     intent: { kind: 'container-deleted', containerID: 'c1', observedAt: SEEN, via: PODMAN },
-    held: [alloc({ netns: PODMAN_NS }), alloc({ ifname: 'net1', address: '10.0.1.2', netns: `${PODMAN.netnsPrefixes[0]}gone` })],
-    observed: { exited: false, namespaces: new Map([[PODMAN_NS, { kind: 'exists' }], [`${PODMAN.netnsPrefixes[0]}gone`, { kind: 'gone' }]]), boot: BOOT },
-    action: { kind: 'wait-for-namespace', owners: [{ owner: { ...owner, ifname: 'net1' }, createdAtOrBefore: SEEN }], why: 'container deleted; its network namespace is still there', waitingFor: PODMAN_NS },
+    held: [
+      alloc({ netns: PODMAN_NS }),
+      alloc({ ifname: 'net1', address: '10.0.1.2', netns: `${PODMAN.netnsPrefixes[0]}gone` }),
+    ],
+    observed: {
+      exited: false,
+      namespaces: new Map([
+        [PODMAN_NS, { kind: 'exists' }],
+        [`${PODMAN.netnsPrefixes[0]}gone`, { kind: 'gone' }],
+      ]),
+      boot: BOOT,
+    },
+    action: {
+      kind: 'wait-for-namespace',
+      owners: [{ owner: { ...owner, ifname: 'net1' }, createdAtOrBefore: SEEN }],
+      why: 'container deleted; its network namespace is still there',
+      waitingFor: PODMAN_NS,
+    },
   },
   {
     name: "an adapter's resync absence never frees an allocation whose namespace is still there (an adapter that lists nothing)",
     intent: { kind: 'absent-at-resync', containerID: 'c1', observedAt: SEEN, cutoff: at(T), via: PODMAN },
     held: [alloc({ netns: PODMAN_NS })],
     observed: { exited: false, namespaces: new Map([[PODMAN_NS, { kind: 'exists' }]]), boot: BOOT },
-    action: { kind: 'wait-for-namespace', owners: [], why: 'container gone when podman was resynchronised; its network namespace is still there', waitingFor: PODMAN_NS },
+    action: {
+      kind: 'wait-for-namespace',
+      owners: [],
+      why: 'container gone when podman was resynchronised; its network namespace is still there',
+      waitingFor: PODMAN_NS,
+    },
   },
   {
     name: "containerd's own container delete still releases at once: its word is the runtime's record gone",
@@ -446,12 +583,26 @@ describe('the release rule', () => {
 
   it('keys owner intents by owner, container intents by container and pod intents by pod UID, and looks at namespaces only where it decides by them', () => {
     const kinds = new Map(TABLE.map((r) => [r.intent.kind, r.intent]));
-    assert.deepEqual([...kinds.keys()].sort(), ['absent-at-resync', 'container-deleted', 'journal-del', 'namespace-recheck', 'netns-gone', 'pod-gone', 'task-exited']);
+    assert.deepEqual([...kinds.keys()].sort(), [
+      'absent-at-resync',
+      'container-deleted',
+      'journal-del',
+      'namespace-recheck',
+      'netns-gone',
+      'pod-gone',
+      'task-exited',
+    ]);
     for (const [kind, intent] of kinds) {
-      const expected = kind === 'journal-del' || kind === 'netns-gone' ? 'owner' : kind === 'pod-gone' ? 'pod' : 'container';
+      const expected =
+        kind === 'journal-del' || kind === 'netns-gone' ? 'owner' : kind === 'pod-gone' ? 'pod' : 'container';
       assert.equal(addressHolderOf(intent).kind, expected, kind);
-      const onAdapterWord = (kind === 'container-deleted' || kind === 'absent-at-resync') && 'via' in intent && intent.via !== undefined;
-      assert.equal(needsNamespaces(intent), ['task-exited', 'namespace-recheck', 'netns-gone', 'pod-gone'].includes(kind) || onAdapterWord, kind);
+      const onAdapterWord =
+        (kind === 'container-deleted' || kind === 'absent-at-resync') && 'via' in intent && intent.via !== undefined;
+      assert.equal(
+        needsNamespaces(intent),
+        ['task-exited', 'namespace-recheck', 'netns-gone', 'pod-gone'].includes(kind) || onAdapterWord,
+        kind,
+      );
     }
   });
 });

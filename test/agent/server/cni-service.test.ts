@@ -17,12 +17,23 @@ function setup(gcGraceMs = 60_000) {
   const store = new SqliteStore({ path: ':memory:' });
   const allocator = new Allocator({ store, clock, node: 'n1' });
   const ignored: Array<{ network: string; keys: readonly string[] }> = [];
-  const service = new CniService({ allocator, readiness: async () => undefined, clock, gcGraceMs, onIgnoredKeys: (network, keys) => ignored.push({ network, keys }) });
+  const service = new CniService({
+    allocator,
+    readiness: async () => undefined,
+    clock,
+    gcGraceMs,
+    onIgnoredKeys: (network, keys) => ignored.push({ network, keys }),
+  });
   return { clock, store, service, ignored };
 }
 
-const config = (ipam: Record<string, unknown> = {}, version = '1.1.0') => ({ cniVersion: version, name: 'wnet', ipam: { type: 'warren', range: '10.240.0.0/24', ...ipam } });
-const add = (service: CniService, containerID: string, cfg = config()) => service.handle({ command: 'ADD', containerID, netns: '/var/run/netns/x', ifname: 'eth0', config: cfg });
+const config = (ipam: Record<string, unknown> = {}, version = '1.1.0') => ({
+  cniVersion: version,
+  name: 'wnet',
+  ipam: { type: 'warren', range: '10.240.0.0/24', ...ipam },
+});
+const add = (service: CniService, containerID: string, cfg = config()) =>
+  service.handle({ command: 'ADD', containerID, netns: '/var/run/netns/x', ifname: 'eth0', config: cfg });
 
 describe('CniService', () => {
   it('reports whereabouts keys it ignores once per network, not on every call', async () => {
@@ -40,7 +51,11 @@ describe('CniService', () => {
     assert.equal((await add(service, 'young')).kind, 'result');
     const gc = () => service.handle({ command: 'GC', config: { ...config(), 'cni.dev/valid-attachments': [] } });
     assert.equal((await gc()).kind, 'silent');
-    assert.equal((await store.list()).length, 1, 'the runtime may have listed its attachments before this ADD committed');
+    assert.equal(
+      (await store.list()).length,
+      1,
+      'the runtime may have listed its attachments before this ADD committed',
+    );
     clock.advance(60_001);
     assert.equal((await gc()).kind, 'silent');
     assert.deepEqual(await store.list(), []);
@@ -62,7 +77,13 @@ describe('CniService', () => {
       { CNI_NETNS: undefined },
     ];
     for (const change of cases) {
-      const env: Record<string, string | undefined> = { CNI_COMMAND: 'ADD', CNI_CONTAINERID: 'c1', CNI_IFNAME: 'eth0', CNI_NETNS: '/var/run/netns/c1', ...change };
+      const env: Record<string, string | undefined> = {
+        CNI_COMMAND: 'ADD',
+        CNI_CONTAINERID: 'c1',
+        CNI_IFNAME: 'eth0',
+        CNI_NETNS: '/var/run/netns/c1',
+        ...change,
+      };
       let plugin: unknown;
       try {
         parseCniEnv(env);
@@ -79,10 +100,17 @@ describe('CniService', () => {
       };
       // A missing command is a missing field on the wire: the request is malformed, not the env.
       if (env.CNI_COMMAND === undefined) {
-        assert.deepEqual(await service.handle(request as never), { kind: 'error', output: { cniVersion: '1.1.0', code: 7, msg: 'request field command must be a string' } });
+        assert.deepEqual(await service.handle(request as never), {
+          kind: 'error',
+          output: { cniVersion: '1.1.0', code: 7, msg: 'request field command must be a string' },
+        });
         continue;
       }
-      assert.deepEqual(await service.handle(request as never), { kind: 'error', output: plugin }, JSON.stringify(change));
+      assert.deepEqual(
+        await service.handle(request as never),
+        { kind: 'error', output: plugin },
+        JSON.stringify(change),
+      );
     }
   });
 });

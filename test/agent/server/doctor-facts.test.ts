@@ -13,7 +13,12 @@ import { SqliteStore } from '../../../src/store/sqlite-store.ts';
 import { type EtcdCluster, freePort, makeTls, startEtcd } from '../../helpers/etcd.ts';
 import { tempDir } from '../../helpers/processes.ts';
 
-const ahead = (ms: number): Clock => ({ now: () => Date.now() + ms, monotonic: systemClock.monotonic, boot: systemClock.boot, setTimer: systemClock.setTimer });
+const ahead = (ms: number): Clock => ({
+  now: () => Date.now() + ms,
+  monotonic: systemClock.monotonic,
+  boot: systemClock.boot,
+  setTimer: systemClock.setTimer,
+});
 
 describe('the clock against etcd', () => {
   let etcd: EtcdCluster;
@@ -41,8 +46,12 @@ describe('the clock against etcd', () => {
     assert.ok(Math.abs(skew.skewMs - 10_000) <= skew.resolutionMs, JSON.stringify(skew));
   });
 
-  it('reads the clock of a member that wants a client certificate, with the agent\'s CA, certificate and key', async () => {
-    const skew = await etcdClockSkew(secure.endpoints[0] as string, { etcdCa: tls.ca, etcdCert: tls.clientCert, etcdKey: tls.clientKey }, ahead(-5_000));
+  it("reads the clock of a member that wants a client certificate, with the agent's CA, certificate and key", async () => {
+    const skew = await etcdClockSkew(
+      secure.endpoints[0] as string,
+      { etcdCa: tls.ca, etcdCert: tls.clientCert, etcdKey: tls.clientKey },
+      ahead(-5_000),
+    );
     assert.ok('skewMs' in skew, JSON.stringify(skew));
     assert.ok(Math.abs(skew.skewMs + 5_000) <= skew.resolutionMs, JSON.stringify(skew));
   });
@@ -57,15 +66,29 @@ describe('the clock against etcd', () => {
 });
 
 describe('doctor facts', () => {
-  it('groups this node\'s allocations by the netns directory their namespace lies in, outside all, or unrecorded', async () => {
+  it("groups this node's allocations by the netns directory their namespace lies in, outside all, or unrecorded", async () => {
     const dir = tempDir('warren-facts-');
-    const options = resolveAgentOptions({ stateDir: dir, netnsDirs: '/var/run/netns', nodeName: 'n1', metricsAddress: '' }, {}, 0, '/');
+    const options = resolveAgentOptions(
+      { stateDir: dir, netnsDirs: '/var/run/netns', nodeName: 'n1', metricsAddress: '' },
+      {},
+      0,
+      '/',
+    );
     const store = new SqliteStore({ path: ':memory:' });
     try {
       const at = 1_000;
       const allocation = (id: string, netns?: string) => ({
         op: 'allocate' as const,
-        allocation: { network: 'n', containerID: id, ifname: 'eth0', address: `10.0.0.${id.length + Number(id.at(-1))}`, pool: '10.0.0.0/24', node: 'n1', createdAt: at, ...(netns === undefined ? {} : { netns }) },
+        allocation: {
+          network: 'n',
+          containerID: id,
+          ifname: 'eth0',
+          address: `10.0.0.${id.length + Number(id.at(-1))}`,
+          pool: '10.0.0.0/24',
+          node: 'n1',
+          createdAt: at,
+          ...(netns === undefined ? {} : { netns }),
+        },
       });
       const read = await store.readPool('10.0.0.0/24');
       assert.ok('revision' in read);
@@ -76,13 +99,24 @@ describe('doctor facts', () => {
         allocation('a4'),
       ]);
       assert.equal(committed.kind, 'committed');
-      const facts = await doctorFacts({ options, store, observer: new NetnsObserver(options.netnsDirs), clock: systemClock, version: '0.0.0' });
+      const facts = await doctorFacts({
+        options,
+        store,
+        observer: new NetnsObserver(options.netnsDirs),
+        clock: systemClock,
+        version: '0.0.0',
+      });
       assert.deepEqual(facts.recordedNetns, [
         { dir: '/var/run/netns', allocations: 2, example: '/var/run/netns/cni-1' },
         { allocations: 1, example: '/proc/123/ns/net' },
         { unrecorded: true, allocations: 1 },
       ]);
-      assert.deepEqual(facts.store, { kind: 'sqlite', description: store.description, healthy: true, synchronous: 'FULL' });
+      assert.deepEqual(facts.store, {
+        kind: 'sqlite',
+        description: store.description,
+        healthy: true,
+        synchronous: 'FULL',
+      });
       assert.equal(facts.journalDir, options.journalDir);
       assert.equal(facts.clockSkew, undefined);
     } finally {

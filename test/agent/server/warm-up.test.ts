@@ -67,11 +67,21 @@ describe('the warm-up', () => {
   it("never serves a route of the live agent: its server has the CNI route alone, on the warm-up's own store", async () => {
     const store = new SqliteStore({ path: ':memory:', clock: systemClock });
     try {
-      const cni = new CniService({ allocator: new Allocator({ store, clock: systemClock, node: 'n1', blocks: false }), readiness: async () => {}, storeKind: 'sqlite', clock: systemClock, gcGraceMs: 0 });
+      const cni = new CniService({
+        allocator: new Allocator({ store, clock: systemClock, node: 'n1', blocks: false }),
+        readiness: async () => {},
+        storeKind: 'sqlite',
+        clock: systemClock,
+        gcGraceMs: 0,
+      });
       const errors: unknown[] = [];
       const server = warmUpServer(cni, (error) => errors.push(error));
       // Valid requests, so that the only reason left for a refusal is that no service is behind it.
-      const bodies: Record<string, object> = { [PATHS.release]: { address: '198.18.0.2' }, [PATHS.audit]: { fix: true }, [PATHS.forgetNode]: { node: 'n2' } };
+      const bodies: Record<string, object> = {
+        [PATHS.release]: { address: '198.18.0.2' },
+        [PATHS.audit]: { fix: true },
+        [PATHS.forgetNode]: { node: 'n2' },
+      };
       const others = ROUTES.filter((route) => route.path !== PATHS.cni);
       assert.ok(others.length >= 10);
       for (const { method, path } of others) {
@@ -93,15 +103,26 @@ describe('an agent that warmed up', () => {
     agent = await startAgent({ args: ['--metrics-address', '127.0.0.1:0'] });
     const started = agent;
     // The warm-up runs beside serving: its line comes after the agent is ready.
-    await waitFor('the warm-up to end', () => (/"calls":\d+[^}]*"msg":"warmed up"/.test(started.log()) ? true : undefined), HANG_BOUND_MS);
+    await waitFor(
+      'the warm-up to end',
+      () => (/"calls":\d+[^}]*"msg":"warmed up"/.test(started.log()) ? true : undefined),
+      HANG_BOUND_MS,
+    );
     const api = new ApiClient({ socket: agent.socket });
     assert.deepEqual(await agent.allocations(), []);
     assert.deepEqual(await api.pools(), []);
     const families = await scrape((await api.status()).metrics?.address as string);
     for (const command of ['ADD', 'CHECK', 'DEL']) {
-      assert.equal(histogramCount(families, 'warren_cni_request_duration_seconds', { command }), 0, `${command} calls counted`);
+      assert.equal(
+        histogramCount(families, 'warren_cni_request_duration_seconds', { command }),
+        0,
+        `${command} calls counted`,
+      );
     }
-    assert.deepEqual(readdirSync(join(agent.dir, 'journal')).filter((f) => !f.startsWith('.') && f !== 'rejected'), []);
+    assert.deepEqual(
+      readdirSync(join(agent.dir, 'journal')).filter((f) => !f.startsWith('.') && f !== 'rejected'),
+      [],
+    );
   });
 });
 
@@ -156,7 +177,11 @@ function abstractSocketsOf(pid: number): string[] {
 
 /** The children of this process whose command line holds `mark`. */
 function childrenWith(mark: string): number[] {
-  const children = readFileSync(`/proc/${process.pid}/task/${process.pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  const children = readFileSync(`/proc/${process.pid}/task/${process.pid}/children`, 'utf8')
+    .trim()
+    .split(/\s+/)
+    .filter(Boolean)
+    .map(Number);
   return children.filter((pid) => {
     try {
       return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(mark);
@@ -166,13 +191,22 @@ function childrenWith(mark: string): number[] {
   });
 }
 
-describe('another local user while the agent starts', { skip: isRoot() ? false : 'needs root (useradd, reading the agent’s /proc entries)' }, () => {
+describe('another local user while the agent starts', {
+  skip: isRoot() ? false : 'needs root (useradd, reading the agent’s /proc entries)',
+}, () => {
   it('reaches none of its routes through any abstract socket the agent has open, during its start and its warm-up', async () => {
     const user = await createUnixUser('wrnwarm');
     let intruder: ChildProcess | undefined;
     let agent: AgentHandle | undefined;
     try {
-      intruder = track(spawn(process.execPath, ['--input-type=module', '-e', INTRUDER], { uid: user.uid, gid: user.gid, cwd: '/', stdio: ['pipe', 'pipe', 'pipe'] }));
+      intruder = track(
+        spawn(process.execPath, ['--input-type=module', '-e', INTRUDER], {
+          uid: user.uid,
+          gid: user.gid,
+          cwd: '/',
+          stdio: ['pipe', 'pipe', 'pipe'],
+        }),
+      );
       let output = '';
       intruder.stdout?.on('data', (c: Buffer) => (output += c.toString()));
       intruder.stderr?.on('data', (c: Buffer) => (output += c.toString()));
@@ -200,7 +234,11 @@ describe('another local user while the agent starts', { skip: isRoot() ? false :
       })();
       agent = await startAgent({ dir, args: ['--warm-up', '150'] });
       const started = agent;
-      await waitFor('the warm-up to end', () => (/"msg":"(warmed up|warm-up failed)"/.test(started.log()) ? true : undefined), HANG_BOUND_MS);
+      await waitFor(
+        'the warm-up to end',
+        () => (/"msg":"(warmed up|warm-up failed)"/.test(started.log()) ? true : undefined),
+        HANG_BOUND_MS,
+      );
       scanning = false;
       await scanner;
       intruder.stdin?.end();

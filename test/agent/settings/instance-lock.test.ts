@@ -19,15 +19,29 @@ import { createUnixUser } from '../../helpers/unix-user.ts';
 const LOCK_MODULE = join(REPO, 'src', 'agent', 'settings', 'instance-lock.ts');
 
 /** A child process that runs `script` and says "ready" on stdout once it has done what it does. */
-async function readyChild(args: readonly string[], options: { uid?: number; gid?: number } = {}): Promise<{ child: ChildProcess; said: string }> {
-  const child = track(spawn(process.execPath, args, { cwd: '/', env: { PATH: CHILD_PATH }, stdio: ['ignore', 'pipe', 'pipe'], ...options }));
+async function readyChild(
+  args: readonly string[],
+  options: { uid?: number; gid?: number } = {},
+): Promise<{ child: ChildProcess; said: string }> {
+  const child = track(
+    spawn(process.execPath, args, {
+      cwd: '/',
+      env: { PATH: CHILD_PATH },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      ...options,
+    }),
+  );
   let out = '';
   child.stdout?.on('data', (c: Buffer) => (out += c.toString()));
   child.stderr?.on('data', (c: Buffer) => (out += c.toString()));
-  const said = await waitFor(`a child to be ready (said: ${out})`, () => {
-    if (child.exitCode !== null) throw new Error(`child exited ${child.exitCode}: ${out}`);
-    return out.includes('ready') ? out : undefined;
-  }, 30_000);
+  const said = await waitFor(
+    `a child to be ready (said: ${out})`,
+    () => {
+      if (child.exitCode !== null) throw new Error(`child exited ${child.exitCode}: ${out}`);
+      return out.includes('ready') ? out : undefined;
+    },
+    30_000,
+  );
   return { child, said };
 }
 
@@ -48,7 +62,9 @@ describe('the instance lock', () => {
     for (const c of children) await killHard(c);
   });
 
-  it('another local user who binds and creates whatever it can beforehand cannot keep the agent from starting', { skip: isRoot() ? false : 'needs root to create a second user' }, async () => {
+  it('another local user who binds and creates whatever it can beforehand cannot keep the agent from starting', {
+    skip: isRoot() ? false : 'needs root to create a second user',
+  }, async () => {
     const user = await createUnixUser('wlock');
     try {
       const dir = tempDir('warren-lock-other-');
@@ -60,7 +76,9 @@ describe('the instance lock', () => {
         { what: 'socket', path: join(realpathSync(dir), 'warren.sock') },
         { what: 'journal', path: join(realpathSync(dir), 'journal') },
       ];
-      const abstractNames = resources.map((r) => `\0warren-agent-lock-${createHash('sha256').update(`${r.what}\0${r.path}`).digest('hex').slice(0, 40)}`);
+      const abstractNames = resources.map(
+        (r) => `\0warren-agent-lock-${createHash('sha256').update(`${r.what}\0${r.path}`).digest('hex').slice(0, 40)}`,
+      );
       const script = `
         const net = require('node:net'), fs = require('node:fs');
         const [names, files] = JSON.parse(process.argv[1]);
@@ -68,13 +86,24 @@ describe('the instance lock', () => {
         Promise.all(names.map((n) => new Promise((ok) => { const s = net.createServer(); s.once('error', ok); s.listen({ path: n }, () => { bound++; ok(); }); })))
           .then(() => { for (const f of files) { try { fs.writeFileSync(f, ''); made++; } catch {} } console.log('ready ' + bound + ' bound ' + made + ' made'); });
         setInterval(() => {}, 1 << 30);`;
-      const hostile = await readyChild(['-e', script, JSON.stringify([abstractNames, resources.map(lockFileOf)])], { uid: user.uid, gid: user.gid });
+      const hostile = await readyChild(['-e', script, JSON.stringify([abstractNames, resources.map(lockFileOf)])], {
+        uid: user.uid,
+        gid: user.gid,
+      });
       children.push(hostile.child);
-      assert.match(hostile.said, /ready 4 bound 0 made/, 'the other user bound every name it could predict and could create no lock file');
+      assert.match(
+        hostile.said,
+        /ready 4 bound 0 made/,
+        'the other user bound every name it could predict and could create no lock file',
+      );
 
       const agent = await startAgent({ dir });
       try {
-        assert.equal((await run(process.execPath, [WARREN_BIN, 'status', '--socket', agent.socket])).code, 0, 'the agent serves');
+        assert.equal(
+          (await run(process.execPath, [WARREN_BIN, 'status', '--socket', agent.socket])).code,
+          0,
+          'the agent serves',
+        );
       } finally {
         await agent.stop();
       }
@@ -90,10 +119,26 @@ describe('the instance lock', () => {
     mkdirSync(shared);
     chmodSync(shared, 0o1777);
     const second = await run(process.execPath, [
-      WARREN_BIN, 'agent', '--state-dir', join(dir, 'state'), '--journal-dir', join(dir, 'journal'), '--socket', join(shared, 'w.sock'), '--containerd', 'off', '--netns-dirs', '', '--metrics-address', '',
+      WARREN_BIN,
+      'agent',
+      '--state-dir',
+      join(dir, 'state'),
+      '--journal-dir',
+      join(dir, 'journal'),
+      '--socket',
+      join(shared, 'w.sock'),
+      '--containerd',
+      'off',
+      '--netns-dirs',
+      '',
+      '--metrics-address',
+      '',
     ]);
     assert.equal(second.code, 1, second.stderr);
-    assert.match(second.stderr, new RegExp(`cannot lock the socket .*${shared}.* is writable by its group or others \\(mode 777\\)`));
+    assert.match(
+      second.stderr,
+      new RegExp(`cannot lock the socket .*${shared}.* is writable by its group or others \\(mode 777\\)`),
+    );
   });
 
   it('refuses a lock file others could open and hold a shared lock on, and creates its own owner-only', () => {
@@ -102,24 +147,36 @@ describe('the instance lock', () => {
     InstanceLock.acquire([resource]).release();
     assert.equal(statSync(lockFileOf(resource)).mode & 0o777, 0o600);
     chmodSync(lockFileOf(resource), 0o644);
-    assert.throws(() => InstanceLock.acquire([resource]), /state\.lock can be opened by its group or others \(mode 644\)/);
+    assert.throws(
+      () => InstanceLock.acquire([resource]),
+      /state\.lock can be opened by its group or others \(mode 644\)/,
+    );
   });
 
   it('kill -9 of the holder frees its locks at once for the next agent', async () => {
     const dir = tempDir('warren-lock-kill-');
-    const resources: LockedResource[] = [{ what: 'state directory', path: dir }, { what: 'journal', path: join(dir, 'journal') }];
+    const resources: LockedResource[] = [
+      { what: 'state directory', path: dir },
+      { what: 'journal', path: join(dir, 'journal') },
+    ];
     const holder = await readyChild([
       '--input-type=module',
       '-e',
       `const { InstanceLock } = await import(${JSON.stringify(LOCK_MODULE)}); globalThis.held = InstanceLock.acquire(${JSON.stringify(resources)}); console.log('ready'); setInterval(() => {}, 1 << 30);`,
     ]);
     children.push(holder.child);
-    assert.throws(() => InstanceLock.acquire(resources), (error: unknown) => {
-      assert.ok(error instanceof WarrenError);
-      assert.equal(error.code, 'ALREADY_RUNNING');
-      assert.match(error.message, new RegExp(`another Warren agent \\(pid ${holder.child.pid}\\) already uses the state directory ${dir}`));
-      return true;
-    });
+    assert.throws(
+      () => InstanceLock.acquire(resources),
+      (error: unknown) => {
+        assert.ok(error instanceof WarrenError);
+        assert.equal(error.code, 'ALREADY_RUNNING');
+        assert.match(
+          error.message,
+          new RegExp(`another Warren agent \\(pid ${holder.child.pid}\\) already uses the state directory ${dir}`),
+        );
+        return true;
+      },
+    );
     await killHard(holder.child);
     const lock = InstanceLock.acquire(resources);
     lock.release();
@@ -127,14 +184,27 @@ describe('the instance lock', () => {
 
   it('two agents in one process exclude each other, and a released lock can be taken again', () => {
     const dir = tempDir('warren-lock-one-');
-    const resources: LockedResource[] = [{ what: 'state directory', path: dir }, { what: 'socket', path: join(dir, 'w.sock') }];
+    const resources: LockedResource[] = [
+      { what: 'state directory', path: dir },
+      { what: 'socket', path: join(dir, 'w.sock') },
+    ];
     const first = InstanceLock.acquire(resources);
     // The same socket from another state directory: refused on the socket, the state directory left alone.
     const other = tempDir('warren-lock-two-');
-    assert.throws(() => InstanceLock.acquire([{ what: 'state directory', path: other }, { what: 'socket', path: join(dir, 'w.sock') }]), new RegExp(`\\(pid ${process.pid}\\) already uses the socket`));
+    assert.throws(
+      () =>
+        InstanceLock.acquire([
+          { what: 'state directory', path: other },
+          { what: 'socket', path: join(dir, 'w.sock') },
+        ]),
+      new RegExp(`\\(pid ${process.pid}\\) already uses the socket`),
+    );
     InstanceLock.acquire([{ what: 'state directory', path: other }]).release();
     // The refused attempts opened and closed the lock files: the first agent's locks survive that.
-    assert.throws(() => InstanceLock.acquire(resources), new RegExp(`\\(pid ${process.pid}\\) already uses the state directory`));
+    assert.throws(
+      () => InstanceLock.acquire(resources),
+      new RegExp(`\\(pid ${process.pid}\\) already uses the state directory`),
+    );
     first.release();
     InstanceLock.acquire(resources).release();
   });

@@ -21,7 +21,12 @@ describe('agent options', () => {
 
   it('takes a flag over its environment variable, and the variable over the default', () => {
     const dir = tempDir();
-    const env = { WARREN_STATE_DIR: dir, WARREN_SOCKET: '/tmp/env.sock', WARREN_NODE_NAME: 'from-env', WARREN_SYNC: 'normal' };
+    const env = {
+      WARREN_STATE_DIR: dir,
+      WARREN_SOCKET: '/tmp/env.sock',
+      WARREN_NODE_NAME: 'from-env',
+      WARREN_SYNC: 'normal',
+    };
     const o = resolveAgentOptions({ socket: '/tmp/flag.sock' }, env, 1000, '/');
     assert.equal(o.socket, '/tmp/flag.sock');
     assert.equal(o.stateDir, dir);
@@ -33,7 +38,10 @@ describe('agent options', () => {
   it('puts a non-root user under the XDG state directory, else home, else the working directory', () => {
     const base = tempDir();
     assert.equal(defaultStateDir({ XDG_STATE_HOME: join(base, 'xdg') }, 1000, base), join(base, 'xdg', 'warren'));
-    assert.equal(defaultStateDir({ HOME: join(base, 'home') }, 1000, base), join(base, 'home', '.local', 'state', 'warren'));
+    assert.equal(
+      defaultStateDir({ HOME: join(base, 'home') }, 1000, base),
+      join(base, 'home', '.local', 'state', 'warren'),
+    );
     const locked = join(base, 'locked');
     mkdirSync(locked);
     chmodSync(locked, 0o500);
@@ -43,26 +51,63 @@ describe('agent options', () => {
 
   it('names the setting that is wrong', () => {
     const dir = tempDir();
-    assert.throws(() => resolveAgentOptions({ stateDir: dir, synchronous: 'sometimes' }, {}, 0, '/'), /--sync \/ WARREN_SYNC: "SOMETIMES"/);
+    assert.throws(
+      () => resolveAgentOptions({ stateDir: dir, synchronous: 'sometimes' }, {}, 0, '/'),
+      /--sync \/ WARREN_SYNC: "SOMETIMES"/,
+    );
     assert.throws(() => resolveAgentOptions({ stateDir: dir, logLevel: 'loud' }, {}, 0, '/'), /--log-level/);
-    assert.throws(() => resolveAgentOptions({ stateDir: dir, socket: `/tmp/${'x'.repeat(120)}.sock` }, {}, 0, '/'), /longer than 107 bytes/);
-    assert.throws(() => resolveAgentOptions({ stateDir: dir, store: 'redis' }, {}, 0, '/'), /--store \/ WARREN_STORE: "redis"/);
-    assert.throws(() => resolveAgentOptions({ stateDir: dir, store: 'etcd' }, {}, 0, '/'), /--store etcd needs --etcd-endpoints/);
-    assert.throws(() => resolveAgentOptions({ stateDir: dir, store: 'etcd', etcdEndpoints: '127.0.0.1:2379' }, {}, 0, '/'), /"127\.0\.0\.1:2379" is not http/);
-    assert.throws(() => resolveAgentOptions({ stateDir: dir, etcdPrefix: 'warren' }, {}, 0, '/'), /--etcd-prefix: "warren" must start and end with \//);
-    assert.throws(() => resolveAgentOptions({ stateDir: dir, kubernetes: 'yes' }, {}, 0, '/'), /--kubernetes \/ WARREN_KUBERNETES: "yes" is not on or off/);
+    assert.throws(
+      () => resolveAgentOptions({ stateDir: dir, socket: `/tmp/${'x'.repeat(120)}.sock` }, {}, 0, '/'),
+      /longer than 107 bytes/,
+    );
+    assert.throws(
+      () => resolveAgentOptions({ stateDir: dir, store: 'redis' }, {}, 0, '/'),
+      /--store \/ WARREN_STORE: "redis"/,
+    );
+    assert.throws(
+      () => resolveAgentOptions({ stateDir: dir, store: 'etcd' }, {}, 0, '/'),
+      /--store etcd needs --etcd-endpoints/,
+    );
+    assert.throws(
+      () => resolveAgentOptions({ stateDir: dir, store: 'etcd', etcdEndpoints: '127.0.0.1:2379' }, {}, 0, '/'),
+      /"127\.0\.0\.1:2379" is not http/,
+    );
+    assert.throws(
+      () => resolveAgentOptions({ stateDir: dir, etcdPrefix: 'warren' }, {}, 0, '/'),
+      /--etcd-prefix: "warren" must start and end with \//,
+    );
+    assert.throws(
+      () => resolveAgentOptions({ stateDir: dir, kubernetes: 'yes' }, {}, 0, '/'),
+      /--kubernetes \/ WARREN_KUBERNETES: "yes" is not on or off/,
+    );
     assert.throws(() => resolveAgentOptions({ stateDir: dir, nodeLeaseSeconds: '1' }, {}, 0, '/'), /--node-lease/);
-    assert.throws(() => resolveAgentOptions({ stateDir: dir, containerdNamespaces: 'k8s.io,bad/ns' }, {}, 0, '/'), /"bad\/ns" is not a containerd namespace/);
-    assert.throws(() => resolveAgentOptions({ stateDir: dir, containerdNamespaces: ' , ' }, {}, 0, '/'), /at least one namespace/);
-    assert.throws(() => resolveAgentOptions({ stateDir: dir, containerd: 'maybe' }, {}, 0, '/'), /--containerd \/ WARREN_CONTAINERD: "maybe"/);
-    assert.throws(() => resolveAgentOptions({ stateDir: dir, eventRetrySeconds: '10', eventRetryMaxSeconds: '5' }, {}, 0, '/'), /--event-retry-max \(5\) is shorter/);
+    assert.throws(
+      () => resolveAgentOptions({ stateDir: dir, containerdNamespaces: 'k8s.io,bad/ns' }, {}, 0, '/'),
+      /"bad\/ns" is not a containerd namespace/,
+    );
+    assert.throws(
+      () => resolveAgentOptions({ stateDir: dir, containerdNamespaces: ' , ' }, {}, 0, '/'),
+      /at least one namespace/,
+    );
+    assert.throws(
+      () => resolveAgentOptions({ stateDir: dir, containerd: 'maybe' }, {}, 0, '/'),
+      /--containerd \/ WARREN_CONTAINERD: "maybe"/,
+    );
+    assert.throws(
+      () => resolveAgentOptions({ stateDir: dir, eventRetrySeconds: '10', eventRetryMaxSeconds: '5' }, {}, 0, '/'),
+      /--event-retry-max \(5\) is shorter/,
+    );
   });
 
   it('reads the etcd settings from flags or the environment', () => {
     const dir = tempDir();
     const o = resolveAgentOptions(
       { stateDir: dir, store: 'etcd' },
-      { WARREN_ETCD_ENDPOINTS: 'http://127.0.0.1:2379, https://10.0.0.2:2379', WARREN_ETCD_CA: 'ca.pem', WARREN_BLOCK_GRACE: '60' },
+      {
+        WARREN_ETCD_ENDPOINTS: 'http://127.0.0.1:2379, https://10.0.0.2:2379',
+        WARREN_ETCD_CA: 'ca.pem',
+        WARREN_BLOCK_GRACE: '60',
+      },
       0,
       '/etc/warren',
     );
@@ -73,7 +118,17 @@ describe('agent options', () => {
     assert.equal(o.blockGraceSeconds, 60);
     assert.equal(resolveAgentOptions({ stateDir: dir }, {}, 0, '/').store, 'sqlite');
     const c = resolveAgentOptions({ stateDir: dir }, { WARREN_CONTAINERD_NAMESPACES: 'k8s.io, moby' }, 0, '/');
-    assert.deepEqual([c.containerd, c.containerdSocket, c.containerdNamespaces, c.containerdGraceSeconds, c.eventRetrySeconds, c.eventRetryMaxSeconds], [true, '/run/containerd/containerd.sock', ['k8s.io', 'moby'], 60, 1, 300]);
+    assert.deepEqual(
+      [
+        c.containerd,
+        c.containerdSocket,
+        c.containerdNamespaces,
+        c.containerdGraceSeconds,
+        c.eventRetrySeconds,
+        c.eventRetryMaxSeconds,
+      ],
+      [true, '/run/containerd/containerd.sock', ['k8s.io', 'moby'], 60, 1, 300],
+    );
   });
   it('as root, --state-dir does not move the journal away from where the plugin writes (issue 10)', () => {
     const dir = tempDir();
@@ -81,7 +136,10 @@ describe('agent options', () => {
     assert.equal(resolveAgentOptions({}, { WARREN_STATE_DIR: dir }, 0, '/').journalDir, DEFAULT_JOURNAL_DIR);
     // Only an explicit journal moves it, as a config's journal_dir moves the plugin's.
     assert.equal(resolveAgentOptions({ stateDir: dir, journalDir: 'j' }, {}, 0, '/srv').journalDir, '/srv/j');
-    assert.equal(resolveAgentOptions({ stateDir: dir }, { WARREN_JOURNAL_DIR: '/srv/env-journal' }, 0, '/').journalDir, '/srv/env-journal');
+    assert.equal(
+      resolveAgentOptions({ stateDir: dir }, { WARREN_JOURNAL_DIR: '/srv/env-journal' }, 0, '/').journalDir,
+      '/srv/env-journal',
+    );
   });
 
   it('as another user keeps the journal under the state directory, and the help says configs must then name it', () => {
@@ -89,7 +147,10 @@ describe('agent options', () => {
     assert.equal(resolveAgentOptions({ stateDir: dir }, {}, 1000, '/').journalDir, join(dir, 'journal'));
     const help = SETTINGS.journalDir.help;
     assert.ok(help.includes(`${DEFAULT_JOURNAL_DIR} as root whatever --state-dir says`), help);
-    assert.match(help, /<state-dir>\/journal as another user \(network configs must then name it in ipam\.journal_dir\)/);
+    assert.match(
+      help,
+      /<state-dir>\/journal as another user \(network configs must then name it in ipam\.journal_dir\)/,
+    );
   });
 
   it("covers podman's /run/netns and containerd's /var/run/netns by default, once each (issue 10)", () => {
@@ -97,7 +158,11 @@ describe('agent options', () => {
     assert.deepEqual(DEFAULT_NETNS_DIRS, ['/run/netns', '/var/run/netns']);
     assert.deepEqual(resolveAgentOptions({ stateDir: dir }, {}, 0, '/').netnsDirs, ['/run/netns', '/var/run/netns']);
     assert.ok(SETTINGS.netnsDirs.help.includes('default /run/netns,/var/run/netns'), SETTINGS.netnsDirs.help);
-    assert.deepEqual(resolveAgentOptions({ stateDir: dir, netnsDirs: '/run/netns, /run/netns/, /var/run/netns' }, {}, 0, '/').netnsDirs, ['/run/netns', '/var/run/netns']);
+    assert.deepEqual(
+      resolveAgentOptions({ stateDir: dir, netnsDirs: '/run/netns, /run/netns/, /var/run/netns' }, {}, 0, '/')
+        .netnsDirs,
+      ['/run/netns', '/var/run/netns'],
+    );
     assert.deepEqual(resolveAgentOptions({ stateDir: dir, netnsDirs: '' }, {}, 0, '/').netnsDirs, []);
   });
 
@@ -106,7 +171,9 @@ describe('agent options', () => {
     for (const uid of [0, 1000]) {
       const o = resolveAgentOptions({ stateDir: dir }, {}, uid, '/');
       const context = { uid, env: {}, cwd: '/', stateDir: () => dir };
-      for (const [key, setting] of Object.entries(SETTINGS) as Array<[keyof AgentOptions, (typeof SETTINGS)[keyof AgentOptions]]>) {
+      for (const [key, setting] of Object.entries(SETTINGS) as Array<
+        [keyof AgentOptions, (typeof SETTINGS)[keyof AgentOptions]]
+      >) {
         if (!('default' in setting) || key === 'stateDir') continue;
         const text = typeof setting.default === 'string' ? setting.default : setting.default.of(context);
         const said = typeof setting.default === 'string' ? setting.default : setting.default.says;
@@ -122,15 +189,35 @@ describe('agent options', () => {
 
   it('times the cluster chores by their own setting, 10 s as before, whatever the reconcile interval', () => {
     const dir = tempDir();
-    const o = (flags: Parameters<typeof resolveAgentOptions>[0], env: NodeJS.ProcessEnv = {}) => resolveAgentOptions({ stateDir: dir, ...flags }, env, 0, '/');
+    const o = (flags: Parameters<typeof resolveAgentOptions>[0], env: NodeJS.ProcessEnv = {}) =>
+      resolveAgentOptions({ stateDir: dir, ...flags }, env, 0, '/');
     assert.equal(o({}).upkeepIntervalSeconds, 10);
-    assert.equal(o({}).upkeepIntervalSeconds, o({}).reconcileIntervalSeconds, 'the default is what the chores ran at when they shared the reconcile interval');
-    assert.deepEqual([o({ reconcileIntervalSeconds: '1' }).upkeepIntervalSeconds, o({ upkeepIntervalSeconds: '2' }).reconcileIntervalSeconds], [10, 10], 'neither follows the other');
+    assert.equal(
+      o({}).upkeepIntervalSeconds,
+      o({}).reconcileIntervalSeconds,
+      'the default is what the chores ran at when they shared the reconcile interval',
+    );
+    assert.deepEqual(
+      [
+        o({ reconcileIntervalSeconds: '1' }).upkeepIntervalSeconds,
+        o({ upkeepIntervalSeconds: '2' }).reconcileIntervalSeconds,
+      ],
+      [10, 10],
+      'neither follows the other',
+    );
     assert.equal(o({ upkeepIntervalSeconds: '0.5' }).upkeepIntervalSeconds, 0.5);
     assert.equal(o({}, { WARREN_UPKEEP_INTERVAL: '30' }).upkeepIntervalSeconds, 30);
-    assert.equal(o({ upkeepIntervalSeconds: '3' }, { WARREN_UPKEEP_INTERVAL: '30' }).upkeepIntervalSeconds, 3, 'the flag over the variable');
+    assert.equal(
+      o({ upkeepIntervalSeconds: '3' }, { WARREN_UPKEEP_INTERVAL: '30' }).upkeepIntervalSeconds,
+      3,
+      'the flag over the variable',
+    );
     for (const bad of ['0', '-1', 'soon', '86401']) {
-      assert.throws(() => o({ upkeepIntervalSeconds: bad }), /--upkeep-interval \/ WARREN_UPKEEP_INTERVAL: ".*" is not a number of seconds/, bad);
+      assert.throws(
+        () => o({ upkeepIntervalSeconds: bad }),
+        /--upkeep-interval \/ WARREN_UPKEEP_INTERVAL: ".*" is not a number of seconds/,
+        bad,
+      );
     }
     assert.match(SETTINGS.upkeepIntervalSeconds.help, /cluster chores.*; default 10$/);
   });
@@ -138,7 +225,11 @@ describe('agent options', () => {
   it('puts the plugins directory beside the socket actually used, and turns the registry off when it is empty', () => {
     const dir = tempDir();
     assert.equal(resolveAgentOptions({ stateDir: dir }, {}, 0, '/').pluginsDir, '/run/warren/plugins');
-    assert.equal(resolveAgentOptions({ stateDir: dir, socket: join(dir, 'a', 'w.sock') }, {}, 0, '/').pluginsDir, join(dir, 'a', 'plugins'), 'a private socket gets a private registry');
+    assert.equal(
+      resolveAgentOptions({ stateDir: dir, socket: join(dir, 'a', 'w.sock') }, {}, 0, '/').pluginsDir,
+      join(dir, 'a', 'plugins'),
+      'a private socket gets a private registry',
+    );
     assert.equal(resolveAgentOptions({ stateDir: dir, pluginsDir: 'p' }, {}, 0, dir).pluginsDir, join(dir, 'p'));
     assert.equal(resolveAgentOptions({ stateDir: dir }, { WARREN_PLUGINS_DIR: '' }, 0, '/').pluginsDir, undefined);
     assert.equal(resolveAgentOptions({ stateDir: dir, pluginsDir: '' }, {}, 0, '/').pluginsDir, undefined);
@@ -146,13 +237,30 @@ describe('agent options', () => {
 
   it('finds the socket by one rule for the agent and the CLI: flag, WARREN_SOCKET, then the default', () => {
     const unused = (): string => assert.fail('the state directory is not asked for');
-    const context = (uid: number, env: NodeJS.ProcessEnv, stateDir: () => string = unused) => ({ uid, env, cwd: '/', stateDir });
+    const context = (uid: number, env: NodeJS.ProcessEnv, stateDir: () => string = unused) => ({
+      uid,
+      env,
+      cwd: '/',
+      stateDir,
+    });
     assert.equal(agentSocket('/tmp/flag.sock', context(1000, { WARREN_SOCKET: '/tmp/env.sock' })), '/tmp/flag.sock');
     assert.equal(agentSocket(undefined, context(1000, { WARREN_SOCKET: '/tmp/env.sock' })), '/tmp/env.sock');
     assert.equal(agentSocket(undefined, context(0, { WARREN_SOCKET: '' })), DEFAULT_SOCKET);
-    assert.equal(agentSocket(undefined, context(1000, {}, () => '/srv/state')), '/srv/state/warren.sock');
+    assert.equal(
+      agentSocket(
+        undefined,
+        context(1000, {}, () => '/srv/state'),
+      ),
+      '/srv/state/warren.sock',
+    );
     const dir = tempDir();
-    assert.equal(resolveAgentOptions({ stateDir: dir }, {}, 1000, '/').socket, agentSocket(undefined, context(1000, {}, () => dir)));
+    assert.equal(
+      resolveAgentOptions({ stateDir: dir }, {}, 1000, '/').socket,
+      agentSocket(
+        undefined,
+        context(1000, {}, () => dir),
+      ),
+    );
   });
 
   it('reads every setting through its own row: its flag over its variable, its variable over its default', () => {
@@ -200,7 +308,10 @@ describe('agent options', () => {
     const imports = new Map<string, string[]>();
     for (const file of readdirSync(folder).filter((f) => f.endsWith('.ts'))) {
       const text = readFileSync(join(folder, file), 'utf8');
-      imports.set(file, [...text.matchAll(/from '\.\/([\w-]+\.ts)'/g)].map((m) => m[1] as string));
+      imports.set(
+        file,
+        [...text.matchAll(/from '\.\/([\w-]+\.ts)'/g)].map((m) => m[1] as string),
+      );
     }
     assert.ok(imports.get('table.ts')?.length, 'the table imports its readers');
     assert.ok(!imports.get('table.ts')?.includes('options.ts'));
@@ -238,13 +349,23 @@ describe('--metrics-address', () => {
 
   it('refuses an address without a port, with a port past 65535, or an unbracketed IPv6 address, naming the flag', () => {
     for (const bad of ['127.0.0.1', '127.0.0.1:65536', '::1:9464', ':9464', 'host:port', '127.0.0.1:94 64']) {
-      assert.throws(() => metricsAddressOf(bad), /--metrics-address \/ WARREN_METRICS_ADDRESS: ".*" is not host:port/, bad);
+      assert.throws(
+        () => metricsAddressOf(bad),
+        /--metrics-address \/ WARREN_METRICS_ADDRESS: ".*" is not host:port/,
+        bad,
+      );
     }
   });
 
   it('defaults to loopback port 9464, and an empty environment variable turns metrics off', () => {
     const dir = tempDir();
-    assert.deepEqual(resolveAgentOptions({ stateDir: dir }, {}, 0, '/').metricsAddress, { host: '127.0.0.1', port: 9464 });
-    assert.equal(resolveAgentOptions({ stateDir: dir }, { WARREN_METRICS_ADDRESS: '' }, 0, '/').metricsAddress, undefined);
+    assert.deepEqual(resolveAgentOptions({ stateDir: dir }, {}, 0, '/').metricsAddress, {
+      host: '127.0.0.1',
+      port: 9464,
+    });
+    assert.equal(
+      resolveAgentOptions({ stateDir: dir }, { WARREN_METRICS_ADDRESS: '' }, 0, '/').metricsAddress,
+      undefined,
+    );
   });
 });

@@ -21,15 +21,22 @@ function reasonOf(bytes: Uint8Array): string {
   return d.kind === 'malformed' ? d.reason : '';
 }
 
-const validEvent: fc.Arbitrary<RuntimeEvent> = fc.record(
-  {
-    id: fc.stringMatching(/^[A-Za-z0-9_.:-]{1,128}$/),
-    kind: fc.constantFrom('created' as const, 'exited' as const, 'deleted' as const),
-    netns: fc.array(fc.stringMatching(/^[A-Za-z0-9_.-]{1,12}$/).filter((c) => c !== '..'), { minLength: 1, maxLength: 5 }).map((cs) => `/${cs.join('/')}`),
-    time: fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }),
-  },
-  { requiredKeys: ['id', 'kind', 'time'] },
-).map((e) => ({ ...e })); // fast-check's records have no prototype; decoded events do
+const validEvent: fc.Arbitrary<RuntimeEvent> = fc
+  .record(
+    {
+      id: fc.stringMatching(/^[A-Za-z0-9_.:-]{1,128}$/),
+      kind: fc.constantFrom('created' as const, 'exited' as const, 'deleted' as const),
+      netns: fc
+        .array(
+          fc.stringMatching(/^[A-Za-z0-9_.-]{1,12}$/).filter((c) => c !== '..'),
+          { minLength: 1, maxLength: 5 },
+        )
+        .map((cs) => `/${cs.join('/')}`),
+      time: fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }),
+    },
+    { requiredKeys: ['id', 'kind', 'time'] },
+  )
+  .map((e) => ({ ...e })); // fast-check's records have no prototype; decoded events do
 
 describe('decodeEvent', () => {
   it('reads a podman-style event with a 64-hex id and its netns', () => {
@@ -38,7 +45,10 @@ describe('decodeEvent', () => {
   });
 
   it('reads an event without a netns as having none', () => {
-    assert.deepEqual(decodeEvent(encodeEvent({ id: 'c1', kind: 'exited', time: 5 })), { kind: 'event', event: { id: 'c1', kind: 'exited', time: 5 } });
+    assert.deepEqual(decodeEvent(encodeEvent({ id: 'c1', kind: 'exited', time: 5 })), {
+      kind: 'event',
+      event: { id: 'c1', kind: 'exited', time: 5 },
+    });
   });
 
   it('reads a heartbeat, whatever else it carries', () => {
@@ -58,26 +68,58 @@ describe('decodeEvent', () => {
   });
 
   it('refuses an empty, oversized or non-printable id', () => {
-    assert.match(reasonOf(rawEvent({ id: '', kind: EVENT_KIND.DELETED, time_unix_ms: 1 })), /deleted event: id is empty/);
-    assert.match(reasonOf(rawEvent({ id: 'x'.repeat(129), kind: EVENT_KIND.DELETED, time_unix_ms: 1 })), /id is 129 characters long/);
-    assert.match(reasonOf(rawEvent({ id: 'a\nb', kind: EVENT_KIND.CREATED, time_unix_ms: 1 })), /id "a\\nb" has characters other than/);
-    assert.match(reasonOf(rawEvent({ id: 'a/b', kind: EVENT_KIND.CREATED, time_unix_ms: 1 })), /has characters other than/);
-    assert.equal(decodeEvent(rawEvent({ id: 'x'.repeat(128), kind: EVENT_KIND.CREATED, time_unix_ms: 1 })).kind, 'event');
+    assert.match(
+      reasonOf(rawEvent({ id: '', kind: EVENT_KIND.DELETED, time_unix_ms: 1 })),
+      /deleted event: id is empty/,
+    );
+    assert.match(
+      reasonOf(rawEvent({ id: 'x'.repeat(129), kind: EVENT_KIND.DELETED, time_unix_ms: 1 })),
+      /id is 129 characters long/,
+    );
+    assert.match(
+      reasonOf(rawEvent({ id: 'a\nb', kind: EVENT_KIND.CREATED, time_unix_ms: 1 })),
+      /id "a\\nb" has characters other than/,
+    );
+    assert.match(
+      reasonOf(rawEvent({ id: 'a/b', kind: EVENT_KIND.CREATED, time_unix_ms: 1 })),
+      /has characters other than/,
+    );
+    assert.equal(
+      decodeEvent(rawEvent({ id: 'x'.repeat(128), kind: EVENT_KIND.CREATED, time_unix_ms: 1 })).kind,
+      'event',
+    );
   });
 
   it('refuses a netns that is relative, contains NUL or a ".." component', () => {
-    const netns = (path: string) => reasonOf(rawEvent({ id: 'c1', kind: EVENT_KIND.EXITED, netns: path, time_unix_ms: 1 }));
+    const netns = (path: string) =>
+      reasonOf(rawEvent({ id: 'c1', kind: EVENT_KIND.EXITED, netns: path, time_unix_ms: 1 }));
     assert.match(netns('run/netns/x'), /exited event for c1: netns "run\/netns\/x" is not absolute/);
     assert.match(netns('/run/netns/x\0y'), /contains NUL/);
     assert.match(netns('/run/netns/../../etc'), /has a "\.\." component/);
-    assert.equal(decodeEvent(rawEvent({ id: 'c1', kind: EVENT_KIND.EXITED, netns: '/run/netns/a..b', time_unix_ms: 1 })).kind, 'event', '".." inside a name is a name');
+    assert.equal(
+      decodeEvent(rawEvent({ id: 'c1', kind: EVENT_KIND.EXITED, netns: '/run/netns/a..b', time_unix_ms: 1 })).kind,
+      'event',
+      '".." inside a name is a name',
+    );
   });
 
   it('refuses a time that is not a positive safe integer', () => {
-    assert.match(reasonOf(rawEvent({ id: 'c1', kind: EVENT_KIND.CREATED })), /time_unix_ms 0 is not a positive safe integer/);
-    assert.match(reasonOf(rawEvent({ id: 'c1', kind: EVENT_KIND.CREATED, time_unix_ms: -5 })), /time_unix_ms -5 is not/);
-    assert.match(reasonOf(rawEvent({ id: 'c1', kind: EVENT_KIND.CREATED, time_unix_ms: '9007199254740993' })), /time_unix_ms 9007199254740993 is not/);
-    assert.equal(decodeEvent(rawEvent({ id: 'c1', kind: EVENT_KIND.CREATED, time_unix_ms: Number.MAX_SAFE_INTEGER })).kind, 'event');
+    assert.match(
+      reasonOf(rawEvent({ id: 'c1', kind: EVENT_KIND.CREATED })),
+      /time_unix_ms 0 is not a positive safe integer/,
+    );
+    assert.match(
+      reasonOf(rawEvent({ id: 'c1', kind: EVENT_KIND.CREATED, time_unix_ms: -5 })),
+      /time_unix_ms -5 is not/,
+    );
+    assert.match(
+      reasonOf(rawEvent({ id: 'c1', kind: EVENT_KIND.CREATED, time_unix_ms: '9007199254740993' })),
+      /time_unix_ms 9007199254740993 is not/,
+    );
+    assert.equal(
+      decodeEvent(rawEvent({ id: 'c1', kind: EVENT_KIND.CREATED, time_unix_ms: Number.MAX_SAFE_INTEGER })).kind,
+      'event',
+    );
   });
 
   it('never throws on arbitrary bytes and answers one of its three shapes', () => {
@@ -141,18 +183,28 @@ describe('decodeEvent', () => {
 
 describe('decodeListing', () => {
   it('reads ids and prefixes, removing duplicates', () => {
-    const bytes = encodeListing({ ids: [HEX64, 'b', HEX64], netnsPrefixes: ['/run/netns/netns-', '/var/run/netns/', '/run/netns/netns-'] });
-    assert.deepEqual(decodeListing(bytes), { ids: [HEX64, 'b'], netnsPrefixes: ['/run/netns/netns-', '/var/run/netns/'] });
+    const bytes = encodeListing({
+      ids: [HEX64, 'b', HEX64],
+      netnsPrefixes: ['/run/netns/netns-', '/var/run/netns/', '/run/netns/netns-'],
+    });
+    assert.deepEqual(decodeListing(bytes), {
+      ids: [HEX64, 'b'],
+      netnsPrefixes: ['/run/netns/netns-', '/var/run/netns/'],
+    });
     assert.deepEqual(decodeListing(new Uint8Array(0)), { ids: [], netnsPrefixes: [] });
   });
 
   it('refuses a whole listing over one bad id, naming it', () => {
     assert.match(decodeListing(encodeListing({ ids: ['a', ''], netnsPrefixes: [] })) as string, /ids\[1\] is empty/);
-    assert.match(decodeListing(encodeListing({ ids: ['a b'], netnsPrefixes: [] })) as string, /ids\[0\] "a b" has characters/);
+    assert.match(
+      decodeListing(encodeListing({ ids: ['a b'], netnsPrefixes: [] })) as string,
+      /ids\[0\] "a b" has characters/,
+    );
   });
 
   it('refuses a whole listing over one prefix that would claim too much or is not normalised', () => {
-    const refused = (prefix: string) => decodeListing(encodeListing({ ids: ['a'], netnsPrefixes: ['/run/netns/netns-', prefix] }));
+    const refused = (prefix: string) =>
+      decodeListing(encodeListing({ ids: ['a'], netnsPrefixes: ['/run/netns/netns-', prefix] }));
     assert.match(refused('/') as string, /netns_prefixes\[1\] "\/" has fewer than two components/);
     assert.match(refused('/run') as string, /fewer than two components/);
     assert.match(refused('/run/') as string, /fewer than two components/);
@@ -165,7 +217,10 @@ describe('decodeListing', () => {
   });
 
   it('refuses bytes that are not protobuf', () => {
-    assert.match(decodeListing(new Uint8Array([0x0a, 0xff, 0xff])) as string, /^listing: not a protobuf ListResponse message/);
+    assert.match(
+      decodeListing(new Uint8Array([0x0a, 0xff, 0xff])) as string,
+      /^listing: not a protobuf ListResponse message/,
+    );
   });
 
   it('never throws on arbitrary bytes or field values', () => {
@@ -177,13 +232,17 @@ describe('decodeListing', () => {
       { numRuns: 3_000 },
     );
     fc.assert(
-      fc.property(fc.array(fc.string({ maxLength: 20 }), { maxLength: 5 }), fc.array(fc.string({ maxLength: 20 }), { maxLength: 3 }), (ids, netnsPrefixes) => {
-        const l = decodeListing(encodeListing({ ids, netnsPrefixes }));
-        if (typeof l !== 'string') {
-          assert.equal(new Set(l.ids).size, l.ids.length);
-          for (const p of l.netnsPrefixes) assert.ok(p.startsWith('/') && !p.includes('//'));
-        }
-      }),
+      fc.property(
+        fc.array(fc.string({ maxLength: 20 }), { maxLength: 5 }),
+        fc.array(fc.string({ maxLength: 20 }), { maxLength: 3 }),
+        (ids, netnsPrefixes) => {
+          const l = decodeListing(encodeListing({ ids, netnsPrefixes }));
+          if (typeof l !== 'string') {
+            assert.equal(new Set(l.ids).size, l.ids.length);
+            for (const p of l.netnsPrefixes) assert.ok(p.startsWith('/') && !p.includes('//'));
+          }
+        },
+      ),
       { numRuns: 2_000 },
     );
   });

@@ -11,7 +11,10 @@ describe('the registration wire', () => {
   it('round-trips a PluginInfo and a RegistrationStatus', () => {
     const info = { type: 'warren.event-source', name: 'podman', endpoint: '', supportedVersions: ['v1', 'v2'] };
     assert.deepEqual(decodeInfo(encodeInfo(info)), info);
-    assert.deepEqual(decodeStatus(encodeStatus({ registered: false, error: 'no version in common' })), { registered: false, error: 'no version in common' });
+    assert.deepEqual(decodeStatus(encodeStatus({ registered: false, error: 'no version in common' })), {
+      registered: false,
+      error: 'no version in common',
+    });
   });
 
   it('refuses a string field that runs past the end of a Buffer instead of cutting it short', () => {
@@ -20,7 +23,10 @@ describe('the registration wire', () => {
       assert.match(String(decodeInfo(bytes)), /^PluginInfo does not decode: index out of range/);
     }
     // Field 2 of RegistrationStatus (error) the same way.
-    assert.match(String(decodeStatus(Buffer.from([0x12, 0xff, 0x01]))), /^RegistrationStatus does not decode: index out of range/);
+    assert.match(
+      String(decodeStatus(Buffer.from([0x12, 0xff, 0x01]))),
+      /^RegistrationStatus does not decode: index out of range/,
+    );
     const whole = encodeInfo({ type: 'warren.event-source', name: 'podman', endpoint: '', supportedVersions: ['v1'] });
     assert.equal(typeof decodeInfo(whole.subarray(0, whole.length - 1)), 'string', 'a message missing its last byte');
   });

@@ -9,8 +9,22 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { type TestContext, describe, it } from 'node:test';
 import { Client, Metadata, credentials } from '@grpc/grpc-js';
-import { EVENT_SOURCE_TYPE, METHODS, type PluginInfo, type RegistrationStatus, type RuntimeEvent, decodeInfo, encodeStatus, EMPTY } from '../../../src/api/plugins/wire.ts';
-import { type EventFeed, type PluginServer, heartbeatInterval, servePlugin } from '../../../src/cli/adapters/plugin-server.ts';
+import {
+  EVENT_SOURCE_TYPE,
+  METHODS,
+  type PluginInfo,
+  type RegistrationStatus,
+  type RuntimeEvent,
+  decodeInfo,
+  encodeStatus,
+  EMPTY,
+} from '../../../src/api/plugins/wire.ts';
+import {
+  type EventFeed,
+  type PluginServer,
+  heartbeatInterval,
+  servePlugin,
+} from '../../../src/cli/adapters/plugin-server.ts';
 import { ExponentialBackoff } from '../../../src/core/backoff.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { isWarrenError } from '../../../src/core/errors.ts';
@@ -97,23 +111,45 @@ function watcher(t: TestContext, socket: string, heartbeatMs = 1_000) {
 function unary(socket: string, path: string, request: Buffer): Promise<Buffer> {
   const client = new Client(`unix://${socket}`, credentials.createInsecure());
   return new Promise<Buffer>((resolve, reject) => {
-    client.makeUnaryRequest(path, (b: Buffer) => b, (b: Buffer) => b, request, new Metadata(), { deadline: Date.now() + 10_000 }, (error, bytes) => (error || !bytes ? reject(error) : resolve(bytes)));
+    client.makeUnaryRequest(
+      path,
+      (b: Buffer) => b,
+      (b: Buffer) => b,
+      request,
+      new Metadata(),
+      { deadline: Date.now() + 10_000 },
+      (error, bytes) => (error || !bytes ? reject(error) : resolve(bytes)),
+    );
   }).finally(() => client.close());
 }
 
-const event = (id: string, kind: RuntimeEvent['kind'] = 'deleted'): RuntimeEvent => ({ id, kind, netns: `/run/netns/netns-${id}`, time: 1_700_000_000_000 });
+const event = (id: string, kind: RuntimeEvent['kind'] = 'deleted'): RuntimeEvent => ({
+  id,
+  kind,
+  netns: `/run/netns/netns-${id}`,
+  time: 1_700_000_000_000,
+});
 
 describe('servePlugin', () => {
   it('answers GetInfo as a warren.event-source v1 plugin on its own socket', async (t) => {
     const { server } = await setup(t);
     const info = decodeInfo(await unary(server.socket, METHODS.getInfo, EMPTY));
-    assert.deepEqual(info, { type: EVENT_SOURCE_TYPE, name: 'podman', endpoint: '', supportedVersions: ['v1'] } satisfies PluginInfo);
+    assert.deepEqual(info, {
+      type: EVENT_SOURCE_TYPE,
+      name: 'podman',
+      endpoint: '',
+      supportedVersions: ['v1'],
+    } satisfies PluginInfo);
   });
 
   it('passes NotifyRegistrationStatus to onRegistrationStatus and nextRegistration', async (t) => {
     const { server, statuses } = await setup(t);
     const next = server.nextRegistration();
-    await unary(server.socket, METHODS.notifyRegistrationStatus, encodeStatus({ registered: false, error: 'name taken' }));
+    await unary(
+      server.socket,
+      METHODS.notifyRegistrationStatus,
+      encodeStatus({ registered: false, error: 'name taken' }),
+    );
     assert.deepEqual(await next, { registered: false, error: 'name taken' });
     const again = server.nextRegistration();
     await unary(server.socket, METHODS.notifyRegistrationStatus, encodeStatus({ registered: true, error: '' }));
@@ -195,16 +231,24 @@ describe('servePlugin', () => {
 
     feed.failList = new Error('podman is down');
     const other = watcher(t, server.socket);
-    await waitFor('the refused listing', () => (/could not list the runtime: podman is down/.test(other.client.status().lastError ?? '') ? true : undefined));
+    await waitFor('the refused listing', () =>
+      /could not list the runtime: podman is down/.test(other.client.status().lastError ?? '') ? true : undefined,
+    );
   });
 
   it('refuses netns prefixes Warren would refuse, and a path that is not a socket', async (t) => {
     const dir = tempDir('warren-ps-');
     t.after(() => removeDir(dir));
     const feed = new MemoryFeed();
-    await assert.rejects(servePlugin({ socket: join(dir, 'a.sock'), name: 'a', netnsPrefixes: ['/run'], feed, logger: silentLogger }), (e) => isWarrenError(e, 'INVALID_CONFIG') && /fewer than two components/.test(e.message));
+    await assert.rejects(
+      servePlugin({ socket: join(dir, 'a.sock'), name: 'a', netnsPrefixes: ['/run'], feed, logger: silentLogger }),
+      (e) => isWarrenError(e, 'INVALID_CONFIG') && /fewer than two components/.test(e.message),
+    );
     writeFileSync(join(dir, 'file.sock'), 'not a socket');
-    await assert.rejects(servePlugin({ socket: join(dir, 'file.sock'), name: 'a', netnsPrefixes: PREFIXES, feed, logger: silentLogger }), (e) => isWarrenError(e, 'INVALID_CONFIG') && /not a socket/.test(e.message));
+    await assert.rejects(
+      servePlugin({ socket: join(dir, 'file.sock'), name: 'a', netnsPrefixes: PREFIXES, feed, logger: silentLogger }),
+      (e) => isWarrenError(e, 'INVALID_CONFIG') && /not a socket/.test(e.message),
+    );
     assert.ok(lstatSync(join(dir, 'file.sock')).isFile(), 'left alone');
   });
 
@@ -217,7 +261,13 @@ describe('servePlugin', () => {
     linkSync(join(dir, 'old'), join(dir, 'podman.sock'));
     await new Promise<void>((resolve) => listener.close(() => resolve()));
     assert.ok(lstatSync(join(dir, 'podman.sock')).isSocket());
-    const server = await servePlugin({ socket: join(dir, 'podman.sock'), name: 'podman', netnsPrefixes: PREFIXES, feed: new MemoryFeed(), logger: silentLogger });
+    const server = await servePlugin({
+      socket: join(dir, 'podman.sock'),
+      name: 'podman',
+      netnsPrefixes: PREFIXES,
+      feed: new MemoryFeed(),
+      logger: silentLogger,
+    });
     t.after(() => server.close());
     assert.deepEqual(readdirSync(dir), ['podman.sock'], 'renamed into place: no dot-file left');
     assert.equal(typeof decodeInfo(await unary(server.socket, METHODS.getInfo, EMPTY)), 'object', 'it answers');
@@ -226,10 +276,16 @@ describe('servePlugin', () => {
     await server.close(); // twice is fine
   });
 
-  it('makes the socket\'s directory when it is missing (the adapter may start before Warren)', async (t) => {
+  it("makes the socket's directory when it is missing (the adapter may start before Warren)", async (t) => {
     const dir = tempDir('warren-ps-');
     t.after(() => removeDir(dir));
-    const server = await servePlugin({ socket: join(dir, 'plugins', 'podman.sock'), name: 'podman', netnsPrefixes: PREFIXES, feed: new MemoryFeed(), logger: silentLogger });
+    const server = await servePlugin({
+      socket: join(dir, 'plugins', 'podman.sock'),
+      name: 'podman',
+      netnsPrefixes: PREFIXES,
+      feed: new MemoryFeed(),
+      logger: silentLogger,
+    });
     t.after(() => server.close());
     assert.ok(lstatSync(join(dir, 'plugins', 'podman.sock')).isSocket());
   });
@@ -240,7 +296,13 @@ describe('servePlugin', () => {
     const r = await w.next();
     if (r.kind === 'resync') r.ack();
     // A newer adapter took the path: ours is moved aside, theirs put in place.
-    const newer = await servePlugin({ socket: join(dir, 'newer.sock'), name: 'podman', netnsPrefixes: PREFIXES, feed: new MemoryFeed(), logger: silentLogger });
+    const newer = await servePlugin({
+      socket: join(dir, 'newer.sock'),
+      name: 'podman',
+      netnsPrefixes: PREFIXES,
+      feed: new MemoryFeed(),
+      logger: silentLogger,
+    });
     t.after(() => newer.close());
     renameSync(server.socket, join(dir, 'moved.sock'));
     renameSync(newer.socket, server.socket);

@@ -16,7 +16,8 @@ import { tempDir } from '../../helpers/processes.ts';
 
 function confDir(files: Record<string, unknown>): string {
   const dir = tempDir('warren-doctor-conf-');
-  for (const [name, content] of Object.entries(files)) writeFileSync(join(dir, name), typeof content === 'string' ? content : JSON.stringify(content));
+  for (const [name, content] of Object.entries(files))
+    writeFileSync(join(dir, name), typeof content === 'string' ? content : JSON.stringify(content));
   return dir;
 }
 
@@ -25,10 +26,25 @@ const warrenIpam = (extra: Record<string, unknown> = {}) => ({ type: 'warren', r
 describe('the conf dir', () => {
   it('finds the configs that name warren in the runtime order, with what each asks', () => {
     const dir = confDir({
-      '20-list.conflist': { cniVersion: '1.0.0', name: 'listnet', plugins: [{ type: 'bridge', bridge: 'br0', ipam: warrenIpam({ socket: '/run/a.sock', journal_dir: '/var/a', store: 'etcd' }) }, { type: 'portmap' }] },
+      '20-list.conflist': {
+        cniVersion: '1.0.0',
+        name: 'listnet',
+        plugins: [
+          {
+            type: 'bridge',
+            bridge: 'br0',
+            ipam: warrenIpam({ socket: '/run/a.sock', journal_dir: '/var/a', store: 'etcd' }),
+          },
+          { type: 'portmap' },
+        ],
+      },
       '10-single.conf': { cniVersion: '0.4.0', name: 'singlenet', type: 'macvlan', ipam: warrenIpam() },
       '30-other.conf': { cniVersion: '1.0.0', name: 'other', type: 'bridge', ipam: { type: 'host-local' } },
-      '40-list.json': { cniVersion: '1.0.0', name: 'jsonnet', plugins: [{ type: 'loopback' }, { type: 'ipvlan', ipam: warrenIpam() }] },
+      '40-list.json': {
+        cniVersion: '1.0.0',
+        name: 'jsonnet',
+        plugins: [{ type: 'loopback' }, { type: 'ipvlan', ipam: warrenIpam() }],
+      },
       'README.md': 'not a config',
     });
     mkdirSync(join(dir, '50-dir.conf')); // a directory with a config's name: skipped, as the runtime does
@@ -38,13 +54,30 @@ describe('the conf dir', () => {
     assert.deepEqual(scan.others, [join(dir, '30-other.conf')]);
     assert.deepEqual(scan.configs, [
       { file: join(dir, '10-single.conf'), reading: { kind: 'parsed', network: 'singlenet', ignoredKeys: [] } },
-      { file: join(dir, '20-list.conflist'), plugin: 0, reading: { kind: 'parsed', network: 'listnet', socket: '/run/a.sock', journalDir: '/var/a', store: 'etcd', ignoredKeys: [] } },
+      {
+        file: join(dir, '20-list.conflist'),
+        plugin: 0,
+        reading: {
+          kind: 'parsed',
+          network: 'listnet',
+          socket: '/run/a.sock',
+          journalDir: '/var/a',
+          store: 'etcd',
+          ignoredKeys: [],
+        },
+      },
       { file: join(dir, '40-list.json'), plugin: 1, reading: { kind: 'parsed', network: 'jsonnet', ignoredKeys: [] } },
     ]);
   });
 
   it("keeps the whereabouts keys a config carries that do nothing here, with the agent's reason", () => {
-    const dir = confDir({ '10-wb.conflist': { cniVersion: '1.0.0', name: 'wb', plugins: [{ type: 'macvlan', ipam: warrenIpam({ etcd_host: 'http://etcd:2379', log_level: 'debug' }) }] } });
+    const dir = confDir({
+      '10-wb.conflist': {
+        cniVersion: '1.0.0',
+        name: 'wb',
+        plugins: [{ type: 'macvlan', ipam: warrenIpam({ etcd_host: 'http://etcd:2379', log_level: 'debug' }) }],
+      },
+    });
     const [config] = scanConfDir(dir).configs;
     assert.equal(config?.reading.kind, 'parsed');
     if (config?.reading.kind !== 'parsed') return;
@@ -58,7 +91,11 @@ describe('the conf dir', () => {
   it("gives the agent's refusal of a config naming warren, word for word", () => {
     const dir = confDir({
       '10-bad.conf': { cniVersion: '1.0.0', name: 'bad', type: 'bridge', ipam: warrenIpam({ range: 'not-a-cidr' }) },
-      '20-unknown.conflist': { cniVersion: '1.0.0', name: 'unk', plugins: [{ type: 'bridge', ipam: warrenIpam({ rnage: '10.0.0.0/8' }) }] },
+      '20-unknown.conflist': {
+        cniVersion: '1.0.0',
+        name: 'unk',
+        plugins: [{ type: 'bridge', ipam: warrenIpam({ rnage: '10.0.0.0/8' }) }],
+      },
       '30-version.conf': { cniVersion: '9.9.9', name: 'ver', type: 'bridge', ipam: warrenIpam() },
     });
     const refusals = scanConfDir(dir).configs.map((c) => (c.reading.kind === 'refused' ? c.reading.message : 'parsed'));
@@ -70,7 +107,8 @@ describe('the conf dir', () => {
 
   it('lists files that are not configs apart, saying whether they mention warren', () => {
     const dir = confDir({
-      '10-truncated.conflist': '{"cniVersion": "1.0.0", "name": "n", "plugins": [{"type": "bridge", "ipam": {"type": "warren"',
+      '10-truncated.conflist':
+        '{"cniVersion": "1.0.0", "name": "n", "plugins": [{"type": "bridge", "ipam": {"type": "warren"',
       '20-array.conf': '[1, 2]',
       '30-garbage.json': 'hello',
       '40-big.conf': `{"pad": "${'x'.repeat(MAX_CONFIG_BYTES)}"}`,
@@ -93,7 +131,13 @@ describe('the conf dir', () => {
 
   it('says a missing dir is missing and an unlistable one why', () => {
     const missing = join(tempDir('warren-doctor-conf-'), 'nope');
-    assert.deepEqual(scanConfDir(missing), { dir: missing, listing: { kind: 'missing' }, configs: [], malformed: [], others: [] });
+    assert.deepEqual(scanConfDir(missing), {
+      dir: missing,
+      listing: { kind: 'missing' },
+      configs: [],
+      malformed: [],
+      others: [],
+    });
     const file = join(tempDir('warren-doctor-conf-'), 'file');
     writeFileSync(file, '');
     const r = scanConfDir(file);
@@ -102,7 +146,9 @@ describe('the conf dir', () => {
   });
 
   it('reports a FIFO and a link to /dev/zero named like configs as not regular files, without blocking on or reading them', () => {
-    const dir = confDir({ '10-single.conf': { cniVersion: '0.4.0', name: 'singlenet', type: 'macvlan', ipam: warrenIpam() } });
+    const dir = confDir({
+      '10-single.conf': { cniVersion: '0.4.0', name: 'singlenet', type: 'macvlan', ipam: warrenIpam() },
+    });
     execFileSync('mkfifo', [join(dir, '05-x.conf')]);
     symlinkSync('/dev/zero', join(dir, '06-zero.conf'));
     const scan = scanConfDir(dir);

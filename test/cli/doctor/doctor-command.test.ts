@@ -19,7 +19,11 @@ async function doctor(argv: string[]): Promise<{ code: number; out: string; err:
   let out = '';
   let err = '';
   const nowhere = join(tempDir('warren-doctor-cmd-'), 'none.sock');
-  const code = await runDoctor(argv, { out: (t) => (out += t), err: (t) => (err += t), env: {} }, { socketOf: (flag) => flag ?? nowhere });
+  const code = await runDoctor(
+    argv,
+    { out: (t) => (out += t), err: (t) => (err += t), env: {} },
+    { socketOf: (flag) => flag ?? nowhere },
+  );
   return { code, out, err };
 }
 
@@ -44,7 +48,10 @@ describe('warren doctor, the command', () => {
     assert.equal(broken?.severity, 'error');
     assert.match(broken?.title ?? '', /10-broken\.conflist is not a network config: /);
     // Without a readable config, the default bin dir is judged, and said to be the default.
-    assert.match(byId.get('plugin-missing')?.detail ?? byId.get('plugin-installed')?.detail ?? '', /\/opt\/cni\/bin, the default: containerd's config .* cannot be read/);
+    assert.match(
+      byId.get('plugin-missing')?.detail ?? byId.get('plugin-installed')?.detail ?? '',
+      /\/opt\/cni\/bin, the default: containerd's config .* cannot be read/,
+    );
   });
 
   it('takes an HTTP 404 for an agent too old by its status, and a message saying 404 for a failure', async () => {
@@ -72,7 +79,17 @@ describe('warren doctor, the command', () => {
 
   it('looks in every --cni-bin-dir, repeated or comma-separated, in order', async () => {
     const [a, b, c] = [tempDir(), tempDir(), tempDir()];
-    const r = await doctor(['--json', '--cni-bin-dir', `${a},${b}`, '--cni-bin-dir', c, '--cni-conf-dir', tempDir(), '--containerd-config', join(a, 'none.toml')]);
+    const r = await doctor([
+      '--json',
+      '--cni-bin-dir',
+      `${a},${b}`,
+      '--cni-bin-dir',
+      c,
+      '--cni-conf-dir',
+      tempDir(),
+      '--containerd-config',
+      join(a, 'none.toml'),
+    ]);
     const missing = (JSON.parse(r.out) as { findings: Finding[] }).findings.find((f) => f.id === 'plugin-missing');
     assert.equal(missing?.title, `warren is installed in none of ${a}, ${b}, ${c}`);
     assert.equal(missing?.fix, `warren install --cni-bin-dir ${a}`);
@@ -87,17 +104,26 @@ describe('warren doctor, the command', () => {
 
   it('shows control characters from files as escapes, and counts the findings', () => {
     const text = renderHuman([
-      { id: 'config-malformed', severity: 'error', title: 'bad\x1b[2Jname.conf is not a network config', detail: 'd', fix: 'fix or remove it' },
+      {
+        id: 'config-malformed',
+        severity: 'error',
+        title: 'bad\x1b[2Jname.conf is not a network config',
+        detail: 'd',
+        fix: 'fix or remove it',
+      },
       { id: 'store-healthy', severity: 'ok', title: 'fine', detail: 'd' },
       { id: 'metrics-unavailable', severity: 'warning', title: 'no metrics', detail: 'd', fix: 'f' },
     ]);
     assert.ok(!text.includes('\x1b'));
-    assert.match(text, /^✗ bad\\x1b\[2Jname\.conf is not a network config {2}\[config-malformed\]\n {4}d\n {4}fix: fix or remove it\n✓ fine {2}\[store-healthy\]\n/);
+    assert.match(
+      text,
+      /^✗ bad\\x1b\[2Jname\.conf is not a network config {2}\[config-malformed\]\n {4}d\n {4}fix: fix or remove it\n✓ fine {2}\[store-healthy\]\n/,
+    );
     assert.match(text, /\n! no metrics {2}\[metrics-unavailable\]\n/);
     assert.match(text, /\n1 error, 1 warning, 1 ok: the node is not set up right; fix the errors above\n$/);
   });
 
-  it('judges the journal dir by the plugin\'s rule without creating a missing one', () => {
+  it("judges the journal dir by the plugin's rule without creating a missing one", () => {
     const dir = tempDir('warren-doctor-journal-');
     const missing = join(dir, 'journal');
     assert.match(inspectJournalDir(missing).problem ?? '', /^does not exist/);

@@ -24,12 +24,20 @@ function installed(): string {
 describe('the plugin in a bin dir', () => {
   it('is in place after `warren install`', () => {
     const dir = installed();
-    assert.deepEqual(inspectPluginInstall(dir), { binDir: dir, forwarder: { kind: 'ok' }, node: { kind: 'ok' }, bundle: { kind: 'ok' } });
+    assert.deepEqual(inspectPluginInstall(dir), {
+      binDir: dir,
+      forwarder: { kind: 'ok' },
+      node: { kind: 'ok' },
+      bundle: { kind: 'ok' },
+    });
   });
 
   it('is missing from an empty dir and from a dir that does not exist', () => {
     const empty = tempDir('warren-doctor-bin-');
-    assert.deepEqual(inspectPluginInstall(empty).forwarder, { kind: 'missing', reason: `${empty}/warren does not exist` });
+    assert.deepEqual(inspectPluginInstall(empty).forwarder, {
+      kind: 'missing',
+      reason: `${empty}/warren does not exist`,
+    });
     const none = join(empty, 'none');
     assert.equal(inspectPluginInstall(none).forwarder.kind, 'missing');
   });
@@ -40,13 +48,19 @@ describe('the plugin in a bin dir', () => {
     assert.deepEqual(inspectPluginInstall(dir).forwarder, { kind: 'missing', reason: `${dir}/warren is not a file` });
     const linked = tempDir('warren-doctor-bin-');
     symlinkSync(join(linked, 'gone'), join(linked, 'warren'));
-    assert.deepEqual(inspectPluginInstall(linked).forwarder, { kind: 'missing', reason: `${linked}/warren is a symbolic link to nothing` });
+    assert.deepEqual(inspectPluginInstall(linked).forwarder, {
+      kind: 'missing',
+      reason: `${linked}/warren is a symbolic link to nothing`,
+    });
   });
 
   it('cannot be run when `warren` is not executable', () => {
     const dir = installed();
     chmodSync(join(dir, 'warren'), 0o644);
-    assert.deepEqual(inspectPluginInstall(dir).forwarder, { kind: 'unusable', reason: `${dir}/warren is not executable (mode 644)` });
+    assert.deepEqual(inspectPluginInstall(dir).forwarder, {
+      kind: 'unusable',
+      reason: `${dir}/warren is not executable (mode 644)`,
+    });
   });
 
   it('has no fallback when warren.d/ is gone', () => {

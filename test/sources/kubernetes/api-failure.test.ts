@@ -33,14 +33,14 @@ const TERMINATING = {
 };
 
 describe('ApiFailure causes', () => {
-  it('keeps the causes of a typed call\'s Status, and knows a namespace being deleted by them', () => {
+  it("keeps the causes of a typed call's Status, and knows a namespace being deleted by them", () => {
     const failure = failureOfError(new ApiException(403, 'Forbidden', JSON.stringify(TERMINATING), {}));
     assert.equal(failure.code, 403);
     assert.deepEqual(failure.causes, TERMINATING.details.causes);
     assert.ok(isNamespaceTerminating(failure));
   });
 
-  it('knows a namespace being deleted whatever the message says, from a body or a watch\'s ERROR event', () => {
+  it("knows a namespace being deleted whatever the message says, from a body or a watch's ERROR event", () => {
     const reworded = { ...TERMINATING, message: 'Namespace "shop" wird gelöscht' };
     assert.ok(isNamespaceTerminating(failureOfResponse(403, JSON.stringify(reworded))));
     assert.ok(isNamespaceTerminating(failureOfStatus(reworded)));

@@ -57,9 +57,16 @@ describe('loadKubeConfig', () => {
     writeFileSync(join(dir, 'ca.crt'), api.caPem);
     writeFileSync(join(dir, 'namespace'), 'warren');
     const before = { host: process.env.KUBERNETES_SERVICE_HOST, port: process.env.KUBERNETES_SERVICE_PORT };
-    const kubeConfig = loadKubeConfig(undefined, { root, env: { KUBERNETES_SERVICE_HOST: '127.0.0.1', KUBERNETES_SERVICE_PORT: new URL(api.url).port } });
+    const kubeConfig = loadKubeConfig(undefined, {
+      root,
+      env: { KUBERNETES_SERVICE_HOST: '127.0.0.1', KUBERNETES_SERVICE_PORT: new URL(api.url).port },
+    });
     assert.equal(kubeConfig.getCurrentCluster()?.server, api.url);
-    assert.deepEqual({ host: process.env.KUBERNETES_SERVICE_HOST, port: process.env.KUBERNETES_SERVICE_PORT }, before, 'the process environment is left as it was');
+    assert.deepEqual(
+      { host: process.env.KUBERNETES_SERVICE_HOST, port: process.env.KUBERNETES_SERVICE_PORT },
+      before,
+      'the process environment is left as it was',
+    );
     assert.deepEqual(await listedWith(kubeConfig), ['web']);
     await waitFor('the token to have been sent', () => (api.requests.some((r) => r.status === 200) ? true : undefined));
   });
@@ -74,7 +81,10 @@ describe('loadKubeConfig', () => {
       /serviceaccount\/token is missing/,
       /serviceaccount\/ca\.crt is missing/,
     );
-    assertInvalid(() => loadKubeConfig('', { root, env: { KUBERNETES_SERVICE_HOST: '10.0.0.1', KUBERNETES_SERVICE_PORT: '443' } }), /token is missing/);
+    assertInvalid(
+      () => loadKubeConfig('', { root, env: { KUBERNETES_SERVICE_HOST: '10.0.0.1', KUBERNETES_SERVICE_PORT: '443' } }),
+      /token is missing/,
+    );
   });
 
   it('refuses a kubeconfig file that is missing, unreadable as YAML, or names no cluster', () => {

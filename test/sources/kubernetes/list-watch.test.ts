@@ -11,7 +11,14 @@ import { type TestContext, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { ListWatch, type ListWatchItem, type ListWatchStatus } from '../../../src/sources/kubernetes/list-watch.ts';
-import { type ExpiredAs, type FakeKubeApi, type FakeKubeApiOptions, type KubeObject, type RequestRecord, startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
+import {
+  type ExpiredAs,
+  type FakeKubeApi,
+  type FakeKubeApiOptions,
+  type KubeObject,
+  type RequestRecord,
+  startFakeKubeApi,
+} from '../../helpers/fake-kube-api.ts';
 import { REPO, waitFor } from '../../helpers/processes.ts';
 import { silentLogger } from '../../helpers/logger.ts';
 
@@ -20,7 +27,11 @@ const NODE = 'node-1';
 type Pod = KubeObject;
 
 function pod(name: string, node = NODE): Pod {
-  return { metadata: { name, namespace: 'default' }, spec: { nodeName: node, containers: [] }, status: { phase: 'Running' } };
+  return {
+    metadata: { name, namespace: 'default' },
+    spec: { nodeName: node, containers: [] },
+    status: { phase: 'Running' },
+  };
 }
 
 interface Running {
@@ -34,13 +45,22 @@ interface Running {
 }
 
 /** A fake API (prepared by `seed`) and a ListWatch of this node's pods, iterated in the background. */
-async function start(t: TestContext, options: { fake?: FakeKubeApiOptions; seed?: (api: FakeKubeApi) => void } = {}): Promise<Running> {
+async function start(
+  t: TestContext,
+  options: { fake?: FakeKubeApiOptions; seed?: (api: FakeKubeApi) => void } = {},
+): Promise<Running> {
   const api = await startFakeKubeApi(options.fake);
   options.seed?.(api);
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(api.kubeconfigPath);
   const clock = new ManualClock(Date.now());
-  const lw = new ListWatch<Pod>({ kubeConfig, path: '/api/v1/pods', fieldSelector: `spec.nodeName=${NODE}`, clock, logger: silentLogger });
+  const lw = new ListWatch<Pod>({
+    kubeConfig,
+    path: '/api/v1/pods',
+    fieldSelector: `spec.nodeName=${NODE}`,
+    clock,
+    logger: silentLogger,
+  });
   const abort = new AbortController();
   const items: Array<ListWatchItem<Pod>> = [];
   const done = (async () => {
@@ -59,7 +79,11 @@ const watches = (api: FakeKubeApi): RequestRecord[] => api.requests.filter((r) =
 
 /** What the consumer saw, one word each: "listed:a,b", "added:c". */
 function seen(items: ReadonlyArray<ListWatchItem<Pod>>): string[] {
-  return items.map((item) => (item.kind === 'listed' ? `listed:${item.objects.map((o) => o.metadata.name).join(',')}` : `${item.kind}:${item.object.metadata.name}`));
+  return items.map((item) =>
+    item.kind === 'listed'
+      ? `listed:${item.objects.map((o) => o.metadata.name).join(',')}`
+      : `${item.kind}:${item.object.metadata.name}`,
+  );
 }
 
 async function until(what: string, probe: () => boolean): Promise<void> {
@@ -68,13 +92,22 @@ async function until(what: string, probe: () => boolean): Promise<void> {
 
 /** Waits until the watch is open on the server and the source has been told it was accepted. */
 async function watching(r: Running, count = 1): Promise<void> {
-  await until(`watch #${count} open`, () => r.api.watchCount('pods') === 1 && watches(r.api).filter((w) => w.status === 200).length >= count && r.lw.state === 'watching');
+  await until(
+    `watch #${count} open`,
+    () =>
+      r.api.watchCount('pods') === 1 &&
+      watches(r.api).filter((w) => w.status === 200).length >= count &&
+      r.lw.state === 'watching',
+  );
 }
 
 /** Waits until the source is backing off with its next attempt `ms` from now (on the manual clock). */
 async function backingOff(r: Running, ms: number): Promise<ListWatchStatus> {
   const retryAt = new Date(r.clock.now() + ms).toISOString();
-  await until(`a backoff of ${ms} ms`, () => r.lw.status().state === 'backing-off' && r.lw.status().retryAt === retryAt);
+  await until(
+    `a backoff of ${ms} ms`,
+    () => r.lw.status().state === 'backing-off' && r.lw.status().retryAt === retryAt,
+  );
   return r.lw.status();
 }
 
@@ -147,7 +180,11 @@ describe('ListWatch', () => {
       assert.equal(lists(r.api).length, 2);
       const expired = watches(r.api)[1];
       assert.equal(expired?.status, expiredAs === 'status' ? 410 : 200);
-      assert.equal(watches(r.api).at(-1)?.query.resourceVersion, r.api.resourceVersion(), 'the new watch starts at the new listing');
+      assert.equal(
+        watches(r.api).at(-1)?.query.resourceVersion,
+        r.api.resourceVersion(),
+        'the new watch starts at the new listing',
+      );
       r.api.createPod(pod('d'));
       await until('d', () => r.items.length === 4);
       assert.equal(seen(r.items)[3], 'added:d');
@@ -293,7 +330,13 @@ describe('ListWatch', () => {
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromFile(api.kubeconfigPath);
     const abort = new AbortController();
-    const lw = new ListWatch<Pod>({ kubeConfig, path: '/api/v1/pods', clock: new ManualClock(), logger: silentLogger, watchTimeoutSeconds: 120 });
+    const lw = new ListWatch<Pod>({
+      kubeConfig,
+      path: '/api/v1/pods',
+      clock: new ManualClock(),
+      logger: silentLogger,
+      watchTimeoutSeconds: 120,
+    });
     const done = (async () => {
       for await (const _ of lw.events(abort.signal)) void _;
     })();
@@ -303,8 +346,14 @@ describe('ListWatch', () => {
     });
     await until('the watch to be accepted', () => lw.state === 'watching' && api.watchCount('pods') === 1);
     const delays = setTimeoutSpy.mock.calls.map((c) => c.arguments[1]);
-    assert.ok(delays.includes(180_000), `the inactivity timer is armed at 120 s + 60 s; delays armed: ${delays.join(', ')}`);
-    assert.ok(!delays.includes(30_000), `the library's 30 s default is never armed; delays armed: ${delays.join(', ')}`);
+    assert.ok(
+      delays.includes(180_000),
+      `the inactivity timer is armed at 120 s + 60 s; delays armed: ${delays.join(', ')}`,
+    );
+    assert.ok(
+      !delays.includes(30_000),
+      `the library's 30 s default is never armed; delays armed: ${delays.join(', ')}`,
+    );
     assert.equal(watches(api)[0]?.query.timeoutSeconds, '120', 'the server is asked to end the watch first');
   });
 
@@ -367,7 +416,11 @@ describe('ListWatch', () => {
       await api.stop();
       console.log('seen', seen, lw.status().state);
     `;
-    const result = spawnSync(process.execPath, ['--input-type=module', '-e', script], { cwd: REPO, encoding: 'utf8', timeout: 30_000 });
+    const result = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+      cwd: REPO,
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
     assert.equal(result.signal, null, `the process had to be killed: it did not exit by itself (${result.stderr})`);
     assert.equal(result.status, 0, result.stderr);
     assert.equal(result.stdout.trim(), 'seen 2 stopped');

@@ -13,7 +13,9 @@ import { waitFor } from '../../helpers/processes.ts';
 import { silentLogger } from '../../helpers/logger.ts';
 
 function seen(items: readonly NodeItem[]): string[] {
-  return items.map((item) => (item.kind === 'listed' ? `listed:${[...item.names].sort().join(',')}` : `${item.kind}:${item.name}`));
+  return items.map((item) =>
+    item.kind === 'listed' ? `listed:${[...item.names].sort().join(',')}` : `${item.kind}:${item.name}`,
+  );
 }
 
 describe('NodeSource', () => {
@@ -37,7 +39,9 @@ describe('NodeSource', () => {
       for await (const item of source.events(abort.signal)) items.push(item);
     })();
     const until = (what: string, count: number) => waitFor(what, () => (items.length >= count ? true : undefined));
-    await waitFor('the watch', () => (api.watchCount('nodes') === 1 && source.status().state === 'watching' ? true : undefined));
+    await waitFor('the watch', () =>
+      api.watchCount('nodes') === 1 && source.status().state === 'watching' ? true : undefined,
+    );
     api.createNode('node-3');
     api.updateNode('node-1', (n) => (n.metadata.labels = { zone: 'a' }));
     api.deleteNode('node-2');

@@ -8,16 +8,34 @@ import assert from 'node:assert/strict';
 import { type TestContext, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { ManualClock } from '../../../src/core/clock.ts';
-import { MIRROR_ANNOTATION, type PodFact, type PodItem, PodSource, podFactOf } from '../../../src/sources/kubernetes/pod-source.ts';
-import { type FakeKubeApi, type FakeKubeApiOptions, type KubeObject, startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
+import {
+  MIRROR_ANNOTATION,
+  type PodFact,
+  type PodItem,
+  PodSource,
+  podFactOf,
+} from '../../../src/sources/kubernetes/pod-source.ts';
+import {
+  type FakeKubeApi,
+  type FakeKubeApiOptions,
+  type KubeObject,
+  startFakeKubeApi,
+} from '../../helpers/fake-kube-api.ts';
 import { waitFor } from '../../helpers/processes.ts';
 import { silentLogger } from '../../helpers/logger.ts';
 
 const NODE = 'node-1';
 
-function pod(name: string, options: { node?: string; phase?: string; annotations?: Record<string, string> } = {}): KubeObject {
+function pod(
+  name: string,
+  options: { node?: string; phase?: string; annotations?: Record<string, string> } = {},
+): KubeObject {
   return {
-    metadata: { name, namespace: 'default', ...(options.annotations === undefined ? {} : { annotations: options.annotations }) },
+    metadata: {
+      name,
+      namespace: 'default',
+      ...(options.annotations === undefined ? {} : { annotations: options.annotations }),
+    },
     spec: { nodeName: options.node ?? NODE, containers: [] },
     status: { phase: options.phase ?? 'Running' },
   };
@@ -30,7 +48,10 @@ interface Running {
   readonly items: PodItem[];
 }
 
-async function start(t: TestContext, options: { fake?: FakeKubeApiOptions; seed?: (api: FakeKubeApi) => void } = {}): Promise<Running> {
+async function start(
+  t: TestContext,
+  options: { fake?: FakeKubeApiOptions; seed?: (api: FakeKubeApi) => void } = {},
+): Promise<Running> {
   const api = await startFakeKubeApi(options.fake);
   options.seed?.(api);
   const kubeConfig = new KubeConfig();
@@ -55,7 +76,10 @@ function seen(items: readonly PodItem[]): string[] {
   return items.map((item) => {
     switch (item.kind) {
       case 'listed':
-        return `listed:${[...item.pods.values()].map((p) => p.name).sort().join(',')}`;
+        return `listed:${[...item.pods.values()]
+          .map((p) => p.name)
+          .sort()
+          .join(',')}`;
       case 'pod':
         return `pod:${item.pod.name}${item.pod.deleting ? ':deleting' : ''}`;
       case 'gone':
@@ -97,7 +121,14 @@ describe('PodSource', () => {
     if (listed?.kind !== 'listed') return;
     const byName = new Map([...listed.pods.values()].map((p) => [p.name, p]));
     assert.deepEqual([...byName.keys()].sort(), ['job', 'kube-proxy-node-1', 'leaving', 'web']);
-    assert.deepEqual(byName.get('web'), { uid: uidOf(r.api, 'web'), namespace: 'default', name: 'web', phase: 'Running', terminal: false, deleting: false });
+    assert.deepEqual(byName.get('web'), {
+      uid: uidOf(r.api, 'web'),
+      namespace: 'default',
+      name: 'web',
+      phase: 'Running',
+      terminal: false,
+      deleting: false,
+    });
     assert.equal(byName.get('job')?.terminal, true);
     assert.equal(byName.get('leaving')?.deleting, true);
     assert.equal(byName.get('kube-proxy-node-1')?.mirrorOf, 'static-uid-1');
@@ -129,7 +160,12 @@ describe('PodSource', () => {
     r.api.deletePod('default', 'graceful');
     r.api.deletePod('default', 'forced', { force: true });
     await until('both gone', () => r.items.length === 4);
-    assert.deepEqual(seen(r.items), ['listed:forced,graceful', 'pod:graceful:deleting', 'gone:graceful:deleted', 'gone:forced:deleted']);
+    assert.deepEqual(seen(r.items), [
+      'listed:forced,graceful',
+      'pod:graceful:deleting',
+      'gone:graceful:deleted',
+      'gone:forced:deleted',
+    ]);
     const gone = r.items[2];
     assert.equal(gone?.kind === 'gone' ? gone.pod.uid : undefined, graceful);
     assert.equal(r.source.live().size, 0);
@@ -146,7 +182,10 @@ describe('PodSource', () => {
     r.api.createPod(pod('marker'));
     await until('the marker', () => r.items.some((i) => i.kind === 'pod' && i.pod.name === 'marker'));
     assert.deepEqual(seen(r.items), ['listed:bad,ok', 'gone:ok:succeeded', 'gone:bad:failed', 'pod:marker']);
-    assert.deepEqual([...r.source.live().values()].map((p) => p.name), ['marker']);
+    assert.deepEqual(
+      [...r.source.live().values()].map((p) => p.name),
+      ['marker'],
+    );
   });
 
   it('does not say gone for a pod the listing already showed finished', async (t) => {
@@ -180,17 +219,43 @@ describe('PodSource', () => {
 describe('podFactOf', () => {
   it('reads what a release needs, and refuses objects without a UID, namespace or name', () => {
     const base = { metadata: { uid: 'u', namespace: 'ns', name: 'n' } };
-    assert.deepEqual(podFactOf(base), { uid: 'u', namespace: 'ns', name: 'n', phase: '', terminal: false, deleting: false });
-    assert.deepEqual(podFactOf({ ...base, status: { phase: 'Failed' }, metadata: { ...base.metadata, deletionTimestamp: '2026-01-01T00:00:00Z', annotations: { [MIRROR_ANNOTATION]: 'h' } } }), {
+    assert.deepEqual(podFactOf(base), {
       uid: 'u',
       namespace: 'ns',
       name: 'n',
-      phase: 'Failed',
-      terminal: true,
-      deleting: true,
-      mirrorOf: 'h',
+      phase: '',
+      terminal: false,
+      deleting: false,
     });
-    for (const bad of [null, undefined, 'x', {}, { metadata: { uid: 'u', namespace: 'ns' } }, { metadata: { uid: '', namespace: 'ns', name: 'n' } }, { metadata: { uid: 1, namespace: 'ns', name: 'n' } }]) {
+    assert.deepEqual(
+      podFactOf({
+        ...base,
+        status: { phase: 'Failed' },
+        metadata: {
+          ...base.metadata,
+          deletionTimestamp: '2026-01-01T00:00:00Z',
+          annotations: { [MIRROR_ANNOTATION]: 'h' },
+        },
+      }),
+      {
+        uid: 'u',
+        namespace: 'ns',
+        name: 'n',
+        phase: 'Failed',
+        terminal: true,
+        deleting: true,
+        mirrorOf: 'h',
+      },
+    );
+    for (const bad of [
+      null,
+      undefined,
+      'x',
+      {},
+      { metadata: { uid: 'u', namespace: 'ns' } },
+      { metadata: { uid: '', namespace: 'ns', name: 'n' } },
+      { metadata: { uid: 1, namespace: 'ns', name: 'n' } },
+    ]) {
       assert.equal(podFactOf(bad), undefined, JSON.stringify(bad));
     }
   });

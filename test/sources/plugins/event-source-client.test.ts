@@ -11,7 +11,11 @@ import { encodeEvent, encodeListing } from '../../../src/api/plugins/event-codec
 import { EVENT_KIND, MESSAGES, type RuntimeEvent } from '../../../src/api/plugins/wire.ts';
 import { ExponentialBackoff } from '../../../src/core/backoff.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
-import { EventSourceClient, type EventSourceClientOptions, type RuntimeItem } from '../../../src/sources/plugins/event-source-client.ts';
+import {
+  EventSourceClient,
+  type EventSourceClientOptions,
+  type RuntimeItem,
+} from '../../../src/sources/plugins/event-source-client.ts';
 import { removeDir, tempDir, waitFor } from '../../helpers/processes.ts';
 import { Puller } from '../../helpers/puller.ts';
 import { LISTING, ScriptedAdapter } from '../../helpers/scripted-adapter.ts';
@@ -28,7 +32,11 @@ interface Fixture {
   resync(): Promise<Extract<RuntimeItem, { kind: 'resync' }>>;
 }
 
-async function fixture(t: TestContext, options: Partial<EventSourceClientOptions> = {}, setup?: (a: ScriptedAdapter) => void): Promise<Fixture> {
+async function fixture(
+  t: TestContext,
+  options: Partial<EventSourceClientOptions> = {},
+  setup?: (a: ScriptedAdapter) => void,
+): Promise<Fixture> {
   const dir = tempDir('warren-esc-');
   t.after(() => removeDir(dir));
   const adapter = new ScriptedAdapter(join(dir, 'adapter.sock'));
@@ -63,7 +71,12 @@ async function fixture(t: TestContext, options: Partial<EventSourceClientOptions
   return { adapter, client, clock, abort, next, resync };
 }
 
-const event = (id: string, kind: RuntimeEvent['kind'] = 'deleted'): RuntimeEvent => ({ id, kind, netns: `/run/netns/netns-${id}`, time: 1_700_000_000_000 });
+const event = (id: string, kind: RuntimeEvent['kind'] = 'deleted'): RuntimeEvent => ({
+  id,
+  kind,
+  netns: `/run/netns/netns-${id}`,
+  time: 1_700_000_000_000,
+});
 const state = (f: Fixture, s: string) => waitFor(`state ${s}`, () => (f.client.state === s ? true : undefined));
 
 describe('EventSourceClient', () => {

@@ -18,7 +18,6 @@ const HEARTBEAT_MS = 1_000;
 const STALL_MS = 3 * HEARTBEAT_MS;
 const BACKOFF_MS = 100;
 
-
 describe('the event-source client against an adapter that accepts and never answers', () => {
   const dir = tempDir('warren-hung-adapter-');
   const abort = new AbortController();
@@ -34,14 +33,25 @@ describe('the event-source client against an adapter that accepts and never answ
     mute = await startMuteSocket(socket);
     const m = mute;
     const clock = new ManualClock(Date.parse('2026-11-26T10:00:00Z'));
-    const client = new EventSourceClient({ endpoint: socket, name: 'mute', clock, backoff: { delay: () => BACKOFF_MS }, logger: silentLogger, heartbeatMs: HEARTBEAT_MS });
+    const client = new EventSourceClient({
+      endpoint: socket,
+      name: 'mute',
+      clock,
+      backoff: { delay: () => BACKOFF_MS },
+      logger: silentLogger,
+      heartbeatMs: HEARTBEAT_MS,
+    });
     // Iterated, so it connects; nothing ever comes out (the adapter never answers).
     void (async () => {
       for await (const _item of client.events(abort.signal)) assert.fail('a mute adapter yields nothing');
     })();
     let baseline = 0;
     for (let stream = 1; stream <= STREAMS; stream++) {
-      await waitFor(`stream ${stream} to reach the adapter`, () => (m.accepted() >= stream ? true : undefined), HANG_BOUND_MS);
+      await waitFor(
+        `stream ${stream} to reach the adapter`,
+        () => (m.accepted() >= stream ? true : undefined),
+        HANG_BOUND_MS,
+      );
       clock.advance(STALL_MS);
       assert.equal(client.state, 'reconnecting', `stream ${stream} given up as stalled`);
       if (stream === 5) baseline = openDescriptors();
@@ -49,6 +59,9 @@ describe('the event-source client against an adapter that accepts and never answ
     }
     const bound = baseline + 10;
     const open = await descriptorsSettled(bound);
-    assert.ok(open <= bound, `${open} descriptors open after ${STREAMS} streams, ${baseline} after 5: one leaked per stream`);
+    assert.ok(
+      open <= bound,
+      `${open} descriptors open after ${STREAMS} streams, ${baseline} after 5: one leaked per stream`,
+    );
   });
 });

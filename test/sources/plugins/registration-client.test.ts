@@ -12,11 +12,21 @@ import type { PluginInfo } from '../../../src/api/plugins/wire.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { isWarrenError } from '../../../src/core/errors.ts';
 import { RegistrationClient } from '../../../src/sources/plugins/registration-client.ts';
-import { type PluginRecord, type Served, type SocketSpec, serveRegistration } from '../../helpers/registration-plugin.ts';
+import {
+  type PluginRecord,
+  type Served,
+  type SocketSpec,
+  serveRegistration,
+} from '../../helpers/registration-plugin.ts';
 import { removeDir, tempDir, waitFor } from '../../helpers/processes.ts';
 import { flush } from '../../helpers/event-loop.ts';
 
-const INFO: PluginInfo = { type: 'warren.event-source', name: 'podman', endpoint: 'events.sock', supportedVersions: ['v1', 'v2'] };
+const INFO: PluginInfo = {
+  type: 'warren.event-source',
+  name: 'podman',
+  endpoint: 'events.sock',
+  supportedVersions: ['v1', 'v2'],
+};
 
 const dir = tempDir('warren-regclient-');
 const records: PluginRecord[] = [];
@@ -45,7 +55,10 @@ function client(name: string, clock = new ManualClock(0)): RegistrationClient {
 }
 
 /** Settles `promise` into a value to assert on, without an unhandled rejection. */
-function outcome<T>(promise: Promise<T>): { readonly done: () => boolean; readonly result: Promise<{ value?: T; error?: unknown }> } {
+function outcome<T>(promise: Promise<T>): {
+  readonly done: () => boolean;
+  readonly result: Promise<{ value?: T; error?: unknown }>;
+} {
   let done = false;
   const result = promise.then(
     (value) => ({ value }),
@@ -55,7 +68,8 @@ function outcome<T>(promise: Promise<T>): { readonly done: () => boolean; readon
   return { done: () => done, result };
 }
 
-const count = (event: PluginRecord['event'], socket: string): number => records.filter((r) => r.event === event && 'socket' in r && r.socket === join(dir, socket)).length;
+const count = (event: PluginRecord['event'], socket: string): number =>
+  records.filter((r) => r.event === event && 'socket' in r && r.socket === join(dir, socket)).length;
 
 describe('registration client', () => {
   it('reads the PluginInfo the plugin sends', async () => {
@@ -68,7 +82,9 @@ describe('registration client', () => {
     const c = client('ok.sock');
     await c.notify({ registered: true, error: '' });
     await c.notify({ registered: false, error: 'no version in common' });
-    const got = records.filter((r) => r.event === 'notify').map((r) => (r.event === 'notify' ? [r.registered, r.error] : []));
+    const got = records
+      .filter((r) => r.event === 'notify')
+      .map((r) => (r.event === 'notify' ? [r.registered, r.error] : []));
     assert.deepEqual(got, [
       [true, ''],
       [false, 'no version in common'],
@@ -88,7 +104,9 @@ describe('registration client', () => {
     const { error } = await call.result;
     assert.ok(isWarrenError(error, 'TRY_AGAIN'), String(error));
     assert.match(error.message, /GetInfo on .*mute\.sock: no answer within 1000 ms/);
-    await waitFor('the plugin to see the call cancelled', () => (count('cancelled', 'mute.sock') === 1 ? true : undefined));
+    await waitFor('the plugin to see the call cancelled', () =>
+      count('cancelled', 'mute.sock') === 1 ? true : undefined,
+    );
   });
 
   it('a NotifyRegistrationStatus that is never answered times out at 5 s on the clock', async () => {

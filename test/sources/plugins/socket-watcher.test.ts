@@ -13,11 +13,29 @@
 import { describe, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, linkSync, lstatSync, mkdirSync, readFileSync, readdirSync, readlinkSync, renameSync, rmSync, statSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  readFileSync,
+  readdirSync,
+  readlinkSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { type Server, createServer } from 'node:net';
 import { join } from 'node:path';
 import { ManualClock } from '../../../src/core/clock.ts';
-import { PluginSocketWatcher, type PluginSocketWatcherOptions, type SocketEvent } from '../../../src/sources/plugins/socket-watcher.ts';
+import {
+  PluginSocketWatcher,
+  type PluginSocketWatcherOptions,
+  type SocketEvent,
+} from '../../../src/sources/plugins/socket-watcher.ts';
 import { HANG_BOUND_MS, removeDir, tempDir, waitFor } from '../../helpers/processes.ts';
 import { Puller } from '../../helpers/puller.ts';
 
@@ -40,7 +58,10 @@ class SocketPuller extends Puller<SocketEvent> {
     const event = await this.next(what);
     assert.ok(event !== undefined, `the iteration ended before ${what}; saw ${show(this.seen)}`);
     if (expected.kind === 'socket') {
-      assert.ok(event.kind === 'socket' && event.path === expected.path, `expected ${what} next; saw ${show(this.seen)}`);
+      assert.ok(
+        event.kind === 'socket' && event.path === expected.path,
+        `expected ${what} next; saw ${show(this.seen)}`,
+      );
       if ('ino' in expected) assert.equal(event.ino, expected.ino);
     } else {
       assert.deepEqual(event, expected, `expected ${what} next; saw ${show(this.seen)}`);
@@ -165,10 +186,7 @@ describe('PluginSocketWatcher', () => {
     const deep = await scene.listen('vendor/deep/plugin.sock');
     const events = scene.start();
     const { skipped } = await events.until('listed', (e) => e.kind === 'listed');
-    assert.deepEqual(
-      skipped.map((e) => (e.kind === 'socket' ? e.path : e.kind)).sort(),
-      [deep, nested, top].sort(),
-    );
+    assert.deepEqual(skipped.map((e) => (e.kind === 'socket' ? e.path : e.kind)).sort(), [deep, nested, top].sort());
     for (const e of skipped) if (e.kind === 'socket') assert.equal(e.ino, inoOf(e.path));
     await scene.sentinel();
     assertProtocol(events.seen);
@@ -214,10 +232,16 @@ describe('PluginSocketWatcher', () => {
     const second = await scene.listen('quick2/plugin.sock');
     const { item: event } = await events.until(first, (e) => e.kind === 'socket' && e.path === first);
     const rest = await events.until(second, (e) => e.kind === 'socket' && e.path === second);
-    assert.deepEqual([event, rest.item].map((e) => e.kind), ['socket', 'socket']);
+    assert.deepEqual(
+      [event, rest.item].map((e) => e.kind),
+      ['socket', 'socket'],
+    );
     assert.deepEqual(
       events.seen.filter((e) => e.kind !== 'listed'),
-      [{ kind: 'socket', path: first, ino: inoOf(first) }, { kind: 'socket', path: second, ino: inoOf(second) }],
+      [
+        { kind: 'socket', path: first, ino: inoOf(first) },
+        { kind: 'socket', path: second, ino: inoOf(second) },
+      ],
     );
   });
 
@@ -240,7 +264,10 @@ describe('PluginSocketWatcher', () => {
     await events.expect({ kind: 'listed' });
     await make('-later');
     await scene.sentinel();
-    assert.deepEqual(events.seen.filter((e) => e.kind === 'socket').map((e) => (e.kind === 'socket' ? e.path : '')), [scene.path('sentinel-1')]);
+    assert.deepEqual(
+      events.seen.filter((e) => e.kind === 'socket').map((e) => (e.kind === 'socket' ? e.path : '')),
+      [scene.path('sentinel-1')],
+    );
   });
 
   test('removing a socket gives gone; removing a regular file, a FIFO, a symlink or a dot-socket gives nothing', async (t) => {
@@ -279,9 +306,15 @@ describe('PluginSocketWatcher', () => {
     await new Promise<void>((resolve) => server.close(() => resolve())); // libuv unlinks the path on close
     rmSync(path, { force: true });
     await scene.listen('plugin.sock');
-    const { item: event, skipped } = await events.until('the new socket', (e) => e.kind === 'socket' && e.path === path);
+    const { item: event, skipped } = await events.until(
+      'the new socket',
+      (e) => e.kind === 'socket' && e.path === path,
+    );
     // The removal may be seen on its own, or folded into the replacement: either way, in order.
-    assert.ok(skipped.every((e) => e.kind === 'gone' && e.path === path), show(events.seen));
+    assert.ok(
+      skipped.every((e) => e.kind === 'gone' && e.path === path),
+      show(events.seen),
+    );
     assert.ok(event.kind === 'socket' && event.ino !== old && event.ino === inoOf(path), show(events.seen));
     await scene.sentinel();
     assertProtocol(events.seen);
@@ -299,7 +332,10 @@ describe('PluginSocketWatcher', () => {
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await scene.listen('plugin.sock');
       const { skipped } = await events.until(`replacement ${round}`, (e) => e.kind === 'socket' && e.path === path);
-      assert.ok(skipped.every((e) => e.kind === 'gone' && e.path === path), show(events.seen));
+      assert.ok(
+        skipped.every((e) => e.kind === 'gone' && e.path === path),
+        show(events.seen),
+      );
     }
     await scene.sentinel();
     assertProtocol(events.seen);
@@ -400,7 +436,10 @@ describe('PluginSocketWatcher', () => {
     clock.advance(999);
     assert.equal(clock.pendingTimers, 1, 'not due yet');
     clock.advance(1);
-    const { skipped } = await events.until('the socket in the new directory', (e) => e.kind === 'socket' && e.path === nested);
+    const { skipped } = await events.until(
+      'the socket in the new directory',
+      (e) => e.kind === 'socket' && e.path === nested,
+    );
     assert.deepEqual(skipped, [{ kind: 'gone', path: a }]);
     await waitFor('the rescan timer to be re-armed', () => (clock.pendingTimers === 1 ? true : undefined), DEADLINE_MS);
     // The rescan opened watches on the new directory and its subdirectory: live again.
@@ -446,7 +485,10 @@ describe('PluginSocketWatcher', () => {
     const path = await scene.listen(join(dir, 'plugin.sock'));
     const { item: event, skipped: before } = await events.until('the socket', (e) => e.kind === 'socket');
     assert.deepEqual(event, { kind: 'socket', path, ino: inoOf(path) });
-    assert.ok(before.every((e) => e.kind === 'error'), show(events.seen)); // errors of the old watch, if any
+    assert.ok(
+      before.every((e) => e.kind === 'error'),
+      show(events.seen),
+    ); // errors of the old watch, if any
     assertProtocol(events.seen);
   });
 

@@ -47,7 +47,12 @@ export async function runPodmanAdapter(o: PodmanAdapterOptions): Promise<void> {
   if (o.signal.aborted) return;
   const dir = resolve(o.pluginsDir);
   await mkdir(dir, { recursive: true });
-  const feed = new PodmanFeed({ podman: o.podman, env: o.env, logger: o.logger.child({ component: 'podman-feed' }), clock: o.clock });
+  const feed = new PodmanFeed({
+    podman: o.podman,
+    env: o.env,
+    logger: o.logger.child({ component: 'podman-feed' }),
+    clock: o.clock,
+  });
   feed.start();
   try {
     const server = await servePlugin({

@@ -71,8 +71,15 @@ export function parseRfc3339(text: string): number | undefined {
 function timeOf(o: Record<string, unknown>): number | string {
   const t = o.Time;
   if (typeof t === 'string') return parseRfc3339(t) ?? `Time ${quote(t)} is not an RFC 3339 time`;
-  if (typeof o.timeNano === 'number' && Number.isSafeInteger(Math.floor(o.timeNano / 1e6)) && o.timeNano >= 0) return Math.floor(o.timeNano / 1e6);
-  if (typeof o.time === 'number' && Number.isFinite(o.time) && o.time >= 0 && Number.isSafeInteger(Math.floor(o.time * 1000))) return Math.floor(o.time * 1000);
+  if (typeof o.timeNano === 'number' && Number.isSafeInteger(Math.floor(o.timeNano / 1e6)) && o.timeNano >= 0)
+    return Math.floor(o.timeNano / 1e6);
+  if (
+    typeof o.time === 'number' &&
+    Number.isFinite(o.time) &&
+    o.time >= 0 &&
+    Number.isSafeInteger(Math.floor(o.time * 1000))
+  )
+    return Math.floor(o.time * 1000);
   return t === undefined ? 'no Time' : `Time is a ${typeof t}, not a string`;
 }
 
@@ -84,18 +91,26 @@ export function decodePodmanEvent(line: string): DecodedPodmanEvent {
   } catch {
     return { kind: 'malformed', reason: `not JSON: ${quote(line)}` };
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return { kind: 'malformed', reason: `not a JSON object: ${quote(line)}` };
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    return { kind: 'malformed', reason: `not a JSON object: ${quote(line)}` };
   const o = value as Record<string, unknown>;
   if (typeof o.Type !== 'string') return { kind: 'malformed', reason: `no Type: ${quote(line)}` };
   const time = timeOf(o);
   const at = typeof time === 'number' ? { time } : {};
   if (o.Type !== 'container') return { kind: 'ignored', reason: `a ${quote(o.Type)} event`, ...at };
-  if (typeof o.Status !== 'string') return { kind: 'malformed', reason: `a container event without a Status: ${quote(line)}` };
+  if (typeof o.Status !== 'string')
+    return { kind: 'malformed', reason: `a container event without a Status: ${quote(line)}` };
   const kind = kindOf(o.Status);
   if (kind === undefined) return { kind: 'ignored', reason: `container status ${quote(o.Status)}`, ...at };
-  if (typeof o.ID !== 'string' || !CONTAINER_ID.test(o.ID)) return { kind: 'malformed', reason: `container ${o.Status} event whose ID is not a full container ID: ${quote(line)}` };
-  if (typeof time === 'string') return { kind: 'malformed', reason: `container ${o.Status} event for ${o.ID}: ${time}` };
+  if (typeof o.ID !== 'string' || !CONTAINER_ID.test(o.ID))
+    return {
+      kind: 'malformed',
+      reason: `container ${o.Status} event whose ID is not a full container ID: ${quote(line)}`,
+    };
+  if (typeof time === 'string')
+    return { kind: 'malformed', reason: `container ${o.Status} event for ${o.ID}: ${time}` };
   // The wire carries positive milliseconds since the epoch (Go's zero time would be year 1).
-  if (!(time > 0 && Number.isSafeInteger(time))) return { kind: 'malformed', reason: `container ${o.Status} event for ${o.ID}: time ${time} is not after 1970` };
+  if (!(time > 0 && Number.isSafeInteger(time)))
+    return { kind: 'malformed', reason: `container ${o.Status} event for ${o.ID}: time ${time} is not after 1970` };
   return { kind: 'event', event: { id: o.ID, kind, time } };
 }

@@ -88,7 +88,8 @@ export function parsePsOutput(stdout: string): readonly string[] | string {
   const ids: string[] = [];
   for (const [i, entry] of value.entries()) {
     const id = isPlainObject(entry) ? (entry.Id ?? entry.ID) : undefined;
-    if (typeof id !== 'string' || !CONTAINER_ID.test(id)) return `podman ps entry ${i} has no full container ID (${JSON.stringify(id)?.slice(0, 80)})`;
+    if (typeof id !== 'string' || !CONTAINER_ID.test(id))
+      return `podman ps entry ${i} has no full container ID (${JSON.stringify(id)?.slice(0, 80)})`;
     ids.push(id);
   }
   return ids;
@@ -118,7 +119,12 @@ export class PodmanFeed implements EventFeed {
   /** Resolves when the follower running at close() has exited. */
   #closing: Promise<void> | undefined;
   /** For a status line in the log and for tests. */
-  readonly #counts: { -readonly [K in keyof FeedCounts]: number } = { followers: 0, events: 0, ignored: 0, malformed: 0 };
+  readonly #counts: { -readonly [K in keyof FeedCounts]: number } = {
+    followers: 0,
+    events: 0,
+    ignored: 0,
+    malformed: 0,
+  };
 
   constructor(options: PodmanFeedOptions) {
     this.#podman = options.podman ?? 'podman';
@@ -160,7 +166,8 @@ export class PodmanFeed implements EventFeed {
   async list(): Promise<readonly string[]> {
     const { stdout, stderr, code, signal, timedOut } = await this.#runOnce(['ps', '-a', '--format', 'json']);
     if (timedOut) throw new WarrenError('IO_FAILURE', `podman ps did not answer within ${this.#listTimeoutMs} ms`);
-    if (code !== 0) throw new WarrenError('IO_FAILURE', `podman ps failed (${code ?? signal}): ${stderr.trim().slice(-STDERR_TAIL)}`);
+    if (code !== 0)
+      throw new WarrenError('IO_FAILURE', `podman ps failed (${code ?? signal}): ${stderr.trim().slice(-STDERR_TAIL)}`);
     const ids = parsePsOutput(stdout);
     if (typeof ids === 'string') throw new WarrenError('IO_FAILURE', ids);
     return ids;
@@ -213,7 +220,8 @@ export class PodmanFeed implements EventFeed {
       }
       if (partial.length > MAX_LINE) {
         if (!skipping) this.#counts.malformed += 1;
-        if (!skipping) this.#logger.warn({ length: partial.length }, 'podman events wrote an over-long line; skipping it');
+        if (!skipping)
+          this.#logger.warn({ length: partial.length }, 'podman events wrote an over-long line; skipping it');
         skipping = true;
         partial = '';
       }
@@ -275,7 +283,10 @@ export class PodmanFeed implements EventFeed {
     if (this.#closed) return;
     this.#failures = healthy ? 1 : this.#failures + 1;
     const delay = this.#backoff.delay(this.#failures);
-    this.#logger.warn({ reason: why, restartInMs: delay, failures: this.#failures }, 'podman events stopped; restarting it');
+    this.#logger.warn(
+      { reason: why, restartInMs: delay, failures: this.#failures },
+      'podman events stopped; restarting it',
+    );
     this.#restart = this.#clock.setTimer(delay, () => this.#follow());
   }
 
@@ -300,13 +311,21 @@ export class PodmanFeed implements EventFeed {
   }
 
   /** Runs podman once to completion (killed at the list timeout). */
-  #runOnce(args: readonly string[]): Promise<{ stdout: string; stderr: string; code: number | null; signal: NodeJS.Signals | null; timedOut: boolean }> {
+  #runOnce(args: readonly string[]): Promise<{
+    stdout: string;
+    stderr: string;
+    code: number | null;
+    signal: NodeJS.Signals | null;
+    timedOut: boolean;
+  }> {
     return new Promise((resolve, reject) => {
       let child: ChildProcess;
       try {
         child = spawn(this.#podman, args, { env: this.#env, stdio: ['ignore', 'pipe', 'pipe'] });
       } catch (error) {
-        reject(new WarrenError('IO_FAILURE', `podman ${args[0]} could not start: ${messageOf(error)}`, { cause: error }));
+        reject(
+          new WarrenError('IO_FAILURE', `podman ${args[0]} could not start: ${messageOf(error)}`, { cause: error }),
+        );
         return;
       }
       const out: Buffer[] = [];
@@ -324,7 +343,13 @@ export class PodmanFeed implements EventFeed {
       });
       child.once('close', (code, signal) => {
         cancel();
-        resolve({ stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8'), code, signal, timedOut });
+        resolve({
+          stdout: Buffer.concat(out).toString('utf8'),
+          stderr: Buffer.concat(err).toString('utf8'),
+          code,
+          signal,
+          timedOut,
+        });
       });
     });
   }

@@ -14,7 +14,11 @@ import { decodeEvent, decodeListing } from '../../../../src/api/plugins/event-co
 import { EMPTY, METHODS, MESSAGES, type RuntimeEvent, encode } from '../../../../src/api/plugins/wire.ts';
 import { ManualClock, systemClock } from '../../../../src/core/clock.ts';
 import { isWarrenError } from '../../../../src/core/errors.ts';
-import { DEFAULT_PODMAN_NETNS_PREFIXES, DEFAULT_PODMAN_SOCKET_NAME, runPodmanAdapter } from '../../../../src/cli/adapters/podman/adapter.ts';
+import {
+  DEFAULT_PODMAN_NETNS_PREFIXES,
+  DEFAULT_PODMAN_SOCKET_NAME,
+  runPodmanAdapter,
+} from '../../../../src/cli/adapters/podman/adapter.ts';
 import { RegistrationClient } from '../../../../src/sources/plugins/registration-client.ts';
 import { BUSYBOX_IMAGE, startPodman } from '../../../helpers/podman.ts';
 import { tempDir, waitFor } from '../../../helpers/processes.ts';
@@ -24,7 +28,9 @@ const raw = (b: Buffer): Buffer => b;
 
 function listOver(client: Client): Promise<Buffer> {
   return new Promise((resolve, reject) => {
-    client.makeUnaryRequest(METHODS.list, raw, raw, EMPTY, (error, value) => (error ? reject(error) : resolve(value ?? EMPTY)));
+    client.makeUnaryRequest(METHODS.list, raw, raw, EMPTY, (error, value) =>
+      error ? reject(error) : resolve(value ?? EMPTY),
+    );
   });
 }
 
@@ -40,13 +46,25 @@ describe('the podman adapter', () => {
       await running.catch(() => undefined);
       await podman.close();
     });
-    const running = runPodmanAdapter({ pluginsDir, podman: podman.bin, env: podman.env, logger: silentLogger, clock: systemClock, signal: stop.signal });
+    const running = runPodmanAdapter({
+      pluginsDir,
+      podman: podman.bin,
+      env: podman.env,
+      logger: silentLogger,
+      clock: systemClock,
+      signal: stop.signal,
+    });
     const socket = join(pluginsDir, DEFAULT_PODMAN_SOCKET_NAME);
     await waitFor(`the socket ${socket}`, () => (existsSync(socket) && statSync(socket).isSocket() ? true : undefined));
 
     const registration = new RegistrationClient(socket);
     try {
-      assert.deepEqual(await registration.getInfo(), { type: 'warren.event-source', name: 'podman', endpoint: '', supportedVersions: ['v1'] });
+      assert.deepEqual(await registration.getInfo(), {
+        type: 'warren.event-source',
+        name: 'podman',
+        endpoint: '',
+        supportedVersions: ['v1'],
+      });
     } finally {
       registration.close();
     }
@@ -54,7 +72,12 @@ describe('the podman adapter', () => {
     const client = new Client(`unix://${socket}`, credentials.createInsecure());
     clients.push(client);
     const got: RuntimeEvent[] = [];
-    const stream = client.makeServerStreamRequest(METHODS.watch, raw, raw, encode(MESSAGES.WatchRequest, { heartbeat_interval_ms: 1_000 }));
+    const stream = client.makeServerStreamRequest(
+      METHODS.watch,
+      raw,
+      raw,
+      encode(MESSAGES.WatchRequest, { heartbeat_interval_ms: 1_000 }),
+    );
     stream.on('data', (bytes: Buffer) => {
       const decoded = decodeEvent(bytes);
       if (decoded.kind === 'event') got.push(decoded.event);
@@ -64,7 +87,10 @@ describe('the podman adapter', () => {
 
     const id = await podman.ok(['create', '--network', 'none', BUSYBOX_IMAGE, 'true']);
     await waitFor('created on the stream', () => got.find((e) => e.id === id && e.kind === 'created'));
-    assert.deepEqual(decodeListing(await listOver(client)), { ids: [id], netnsPrefixes: [...DEFAULT_PODMAN_NETNS_PREFIXES] });
+    assert.deepEqual(decodeListing(await listOver(client)), {
+      ids: [id],
+      netnsPrefixes: [...DEFAULT_PODMAN_NETNS_PREFIXES],
+    });
     await podman.ok(['rm', id]);
     await waitFor('deleted on the stream', () => got.find((e) => e.id === id && e.kind === 'deleted'));
     stream.cancel();
@@ -82,7 +108,14 @@ describe('the podman adapter', () => {
     const clock = new ManualClock(Date.now());
     // No podman is needed to fail: the follower runs a binary that is not there and is stopped.
     await assert.rejects(
-      runPodmanAdapter({ pluginsDir, socketName: 'not-a-socket', podman: join(pluginsDir, 'no-podman'), logger: silentLogger, clock, signal: stop.signal }),
+      runPodmanAdapter({
+        pluginsDir,
+        socketName: 'not-a-socket',
+        podman: join(pluginsDir, 'no-podman'),
+        logger: silentLogger,
+        clock,
+        signal: stop.signal,
+      }),
       (e: unknown) => isWarrenError(e, 'INVALID_CONFIG'),
     );
     assert.ok(existsSync(join(pluginsDir, 'not-a-socket')), 'what was there is kept');

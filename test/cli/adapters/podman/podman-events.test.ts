@@ -15,21 +15,56 @@ const B = '0e74ac942810a4584d1826470fd92432e84cc1c0bea98d81e5cfd0340cdbb51f';
 
 /** Captured with `podman events --format json` while running, stopping and removing two containers. */
 const CAPTURED: ReadonlyArray<readonly [string, ReturnType<typeof decodePodmanEvent>['kind'], string?, number?]> = [
-  [`{"ID":"${A}","Image":"localhost/warren/busybox:latest","Name":"exp1","Status":"create","Time":"2026-11-22T13:58:14.276346613Z","Type":"container","Attributes":{}}`, 'event', 'created', Date.UTC(2026, 10, 22, 13, 58, 14, 276)],
-  [`{"ID":"${A}","Image":"localhost/warren/busybox:latest","Name":"exp1","Status":"init","Time":"2026-11-22T13:58:14.360934735Z","Type":"container","Attributes":{}}`, 'ignored'],
-  [`{"ID":"${A}","Image":"localhost/warren/busybox:latest","Name":"exp1","Status":"start","Time":"2026-11-22T13:58:14.367655149Z","Type":"container","Attributes":{}}`, 'ignored'],
-  [`{"ID":"${B}","Image":"localhost/warren/busybox:latest","Name":"exp2","Status":"died","Time":"2026-11-22T13:58:18.59265081Z","Type":"container","Attributes":{}}`, 'event', 'exited', Date.UTC(2026, 10, 22, 13, 58, 18, 592)],
-  [`{"ID":"${B}","Image":"localhost/warren/busybox:latest","Name":"exp2","Status":"cleanup","Time":"2026-11-22T13:58:18.63774615Z","Type":"container","Attributes":{}}`, 'ignored'],
-  [`{"ContainerExitCode":137,"ID":"${A}","Image":"localhost/warren/busybox:latest","Name":"exp1","Status":"died","Time":"2026-11-22T13:58:20.687421576Z","Type":"container","Attributes":{}}`, 'event', 'exited', Date.UTC(2026, 10, 22, 13, 58, 20, 687)],
-  [`{"ID":"${A}","Image":"localhost/warren/busybox:latest","Name":"exp1","Status":"remove","Time":"2026-11-22T13:58:20.766162248Z","Type":"container","Attributes":{}}`, 'event', 'deleted', Date.UTC(2026, 10, 22, 13, 58, 20, 766)],
-  ['{"Name":"localhost/warren/busybox:latest","Status":"pull","Time":"2026-11-22T13:58:14.253998275Z","Type":"image","Attributes":null}', 'ignored'],
-  ['{"ID":"7a3249dc42e4953b568f5d3beb441f48f6a0a94a7d127aa64f132688e0e7d0b0","Name":"localhost/warren/busybox:latest","Status":"tag","Time":"2026-11-22T13:58:10.361967622Z","Type":"image","Attributes":null}', 'ignored'],
+  [
+    `{"ID":"${A}","Image":"localhost/warren/busybox:latest","Name":"exp1","Status":"create","Time":"2026-11-22T13:58:14.276346613Z","Type":"container","Attributes":{}}`,
+    'event',
+    'created',
+    Date.UTC(2026, 10, 22, 13, 58, 14, 276),
+  ],
+  [
+    `{"ID":"${A}","Image":"localhost/warren/busybox:latest","Name":"exp1","Status":"init","Time":"2026-11-22T13:58:14.360934735Z","Type":"container","Attributes":{}}`,
+    'ignored',
+  ],
+  [
+    `{"ID":"${A}","Image":"localhost/warren/busybox:latest","Name":"exp1","Status":"start","Time":"2026-11-22T13:58:14.367655149Z","Type":"container","Attributes":{}}`,
+    'ignored',
+  ],
+  [
+    `{"ID":"${B}","Image":"localhost/warren/busybox:latest","Name":"exp2","Status":"died","Time":"2026-11-22T13:58:18.59265081Z","Type":"container","Attributes":{}}`,
+    'event',
+    'exited',
+    Date.UTC(2026, 10, 22, 13, 58, 18, 592),
+  ],
+  [
+    `{"ID":"${B}","Image":"localhost/warren/busybox:latest","Name":"exp2","Status":"cleanup","Time":"2026-11-22T13:58:18.63774615Z","Type":"container","Attributes":{}}`,
+    'ignored',
+  ],
+  [
+    `{"ContainerExitCode":137,"ID":"${A}","Image":"localhost/warren/busybox:latest","Name":"exp1","Status":"died","Time":"2026-11-22T13:58:20.687421576Z","Type":"container","Attributes":{}}`,
+    'event',
+    'exited',
+    Date.UTC(2026, 10, 22, 13, 58, 20, 687),
+  ],
+  [
+    `{"ID":"${A}","Image":"localhost/warren/busybox:latest","Name":"exp1","Status":"remove","Time":"2026-11-22T13:58:20.766162248Z","Type":"container","Attributes":{}}`,
+    'event',
+    'deleted',
+    Date.UTC(2026, 10, 22, 13, 58, 20, 766),
+  ],
+  [
+    '{"Name":"localhost/warren/busybox:latest","Status":"pull","Time":"2026-11-22T13:58:14.253998275Z","Type":"image","Attributes":null}',
+    'ignored',
+  ],
+  [
+    '{"ID":"7a3249dc42e4953b568f5d3beb441f48f6a0a94a7d127aa64f132688e0e7d0b0","Name":"localhost/warren/busybox:latest","Status":"tag","Time":"2026-11-22T13:58:10.361967622Z","Type":"image","Attributes":null}',
+    'ignored',
+  ],
   ['{"Status":"refresh","Time":"2026-11-22T13:58:10.289148273Z","Type":"system","Attributes":null}', 'ignored'],
 ];
 
 describe('decoding real podman 4.3 event lines', () => {
   for (const [line, kind, eventKind, time] of CAPTURED) {
-    const status = (JSON.parse(line) as { Type: string; Status: string });
+    const status = JSON.parse(line) as { Type: string; Status: string };
     it(`a ${status.Type} ${status.Status} line is ${eventKind ?? kind}`, () => {
       const decoded = decodePodmanEvent(line);
       assert.equal(decoded.kind, kind, JSON.stringify(decoded));
@@ -42,12 +77,25 @@ describe('decoding real podman 4.3 event lines', () => {
 
   it('an ignored line still says when it happened, so a follower can move past it', () => {
     const decoded = decodePodmanEvent(CAPTURED[1]?.[0] ?? '');
-    assert.deepEqual(decoded, { kind: 'ignored', reason: 'container status "init"', time: Date.UTC(2026, 10, 22, 13, 58, 14, 360) });
+    assert.deepEqual(decoded, {
+      kind: 'ignored',
+      reason: 'container status "init"',
+      time: Date.UTC(2026, 10, 22, 13, 58, 14, 360),
+    });
   });
 });
 
 describe('what a bad line is called', () => {
-  const line = (over: Record<string, unknown>): string => JSON.stringify({ ID: A, Name: 'x', Status: 'remove', Time: '2026-11-22T13:58:20.766162248Z', Type: 'container', Attributes: {}, ...over });
+  const line = (over: Record<string, unknown>): string =>
+    JSON.stringify({
+      ID: A,
+      Name: 'x',
+      Status: 'remove',
+      Time: '2026-11-22T13:58:20.766162248Z',
+      Type: 'container',
+      Attributes: {},
+      ...over,
+    });
   const cases: ReadonlyArray<readonly [string, string, 'malformed' | 'ignored', RegExp]> = [
     ['an empty line', '', 'malformed', /not JSON/],
     ['a line cut in half', line({}).slice(0, 40), 'malformed', /not JSON/],
@@ -89,7 +137,10 @@ describe('what a bad line is called', () => {
       kind: 'event',
       event: { id: A, kind: 'deleted', time: 1_795_355_900_766 },
     });
-    assert.deepEqual(decodePodmanEvent(line({ Time: undefined, time: 1_795_355_900 })), { kind: 'event', event: { id: A, kind: 'deleted', time: 1_795_355_900_000 } });
+    assert.deepEqual(decodePodmanEvent(line({ Time: undefined, time: 1_795_355_900 })), {
+      kind: 'event',
+      event: { id: A, kind: 'deleted', time: 1_795_355_900_000 },
+    });
   });
 });
 
@@ -106,15 +157,27 @@ describe('RFC 3339 times', () => {
   });
 
   it('refuses what is not a time', () => {
-    for (const text of ['', '2026-11-22', '2026-11-22 13:58:18Z', '2026-13-01T00:00:00Z', '2026-11-22T24:00:00Z', '2026-11-22T13:58:18.Z', '2026-11-22T13:58:18.1234567890Z', '2026-11-22T13:58:18+1:00'])
+    for (const text of [
+      '',
+      '2026-11-22',
+      '2026-11-22 13:58:18Z',
+      '2026-13-01T00:00:00Z',
+      '2026-11-22T24:00:00Z',
+      '2026-11-22T13:58:18.Z',
+      '2026-11-22T13:58:18.1234567890Z',
+      '2026-11-22T13:58:18+1:00',
+    ])
       assert.equal(parseRfc3339(text), undefined, text);
   });
 
   it('agrees with Date.parse on every millisecond-precision ISO time', () => {
     fc.assert(
-      fc.property(fc.date({ min: new Date('1970-01-01T00:00:00Z'), max: new Date('2200-01-01T00:00:00Z'), noInvalidDate: true }), (d) => {
-        assert.equal(parseRfc3339(d.toISOString()), d.getTime());
-      }),
+      fc.property(
+        fc.date({ min: new Date('1970-01-01T00:00:00Z'), max: new Date('2200-01-01T00:00:00Z'), noInvalidDate: true }),
+        (d) => {
+          assert.equal(parseRfc3339(d.toISOString()), d.getTime());
+        },
+      ),
     );
   });
 });
@@ -143,29 +206,64 @@ describe('fuzzing the decoder', () => {
   };
 
   it('never throws on any string', () => {
-    fc.assert(fc.property(fc.string({ unit: 'binary', maxLength: 400 }), (s) => checkResult(decodePodmanEvent(s))), { numRuns: 2_000 });
+    fc.assert(
+      fc.property(fc.string({ unit: 'binary', maxLength: 400 }), (s) => checkResult(decodePodmanEvent(s))),
+      { numRuns: 2_000 },
+    );
   });
 
   it('never throws on any JSON value', () => {
-    fc.assert(fc.property(fc.jsonValue(), (v) => checkResult(decodePodmanEvent(JSON.stringify(v)))), { numRuns: 2_000 });
+    fc.assert(
+      fc.property(fc.jsonValue(), (v) => checkResult(decodePodmanEvent(JSON.stringify(v)))),
+      { numRuns: 2_000 },
+    );
   });
 
   it('never throws on podman-shaped objects with arbitrary fields', () => {
-    const field = fc.oneof(fc.jsonValue(), fc.constantFrom(A, 'create', 'died', 'remove', 'container', '2026-11-22T13:58:18.59265081Z', undefined));
+    const field = fc.oneof(
+      fc.jsonValue(),
+      fc.constantFrom(A, 'create', 'died', 'remove', 'container', '2026-11-22T13:58:18.59265081Z', undefined),
+    );
     const shaped = fc.record(
-      { ID: field, Status: fc.oneof(fc.constantFrom('create', 'died', 'remove', 'start', '__proto__', 'constructor'), fc.jsonValue()), Type: fc.oneof(fc.constant('container'), fc.jsonValue()), Time: field, time: field, timeNano: field, Attributes: field },
+      {
+        ID: field,
+        Status: fc.oneof(
+          fc.constantFrom('create', 'died', 'remove', 'start', '__proto__', 'constructor'),
+          fc.jsonValue(),
+        ),
+        Type: fc.oneof(fc.constant('container'), fc.jsonValue()),
+        Time: field,
+        time: field,
+        timeNano: field,
+        Attributes: field,
+      },
       { requiredKeys: [] },
     );
-    fc.assert(fc.property(shaped, (o) => checkResult(decodePodmanEvent(JSON.stringify(o)))), { numRuns: 3_000 });
+    fc.assert(
+      fc.property(shaped, (o) => checkResult(decodePodmanEvent(JSON.stringify(o)))),
+      { numRuns: 3_000 },
+    );
   });
 
   it('decodes every well-formed create, died and remove line to its event', () => {
     const hex64 = fc.string({ unit: fc.constantFrom(...'0123456789abcdef'), minLength: 64, maxLength: 64 });
-    const when = fc.date({ min: new Date('2000-01-01T00:00:00Z'), max: new Date('2100-01-01T00:00:00Z'), noInvalidDate: true });
+    const when = fc.date({
+      min: new Date('2000-01-01T00:00:00Z'),
+      max: new Date('2100-01-01T00:00:00Z'),
+      noInvalidDate: true,
+    });
     const status = fc.constantFrom(['create', 'created'], ['died', 'exited'], ['remove', 'deleted']);
     fc.assert(
       fc.property(hex64, when, status, fc.string(), (id, date, [s, kind], name) => {
-        const line = JSON.stringify({ ID: id, Image: 'i', Name: name, Status: s, Time: date.toISOString(), Type: 'container', Attributes: { name } });
+        const line = JSON.stringify({
+          ID: id,
+          Image: 'i',
+          Name: name,
+          Status: s,
+          Time: date.toISOString(),
+          Type: 'container',
+          Attributes: { name },
+        });
         const decoded = decodePodmanEvent(line);
         assert.deepEqual(decoded, { kind: 'event', event: { id, kind, time: date.getTime() } });
         checkResult(decoded);

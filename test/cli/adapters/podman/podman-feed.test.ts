@@ -24,7 +24,15 @@ const B = '0e74ac942810a4584d1826470fd92432e84cc1c0bea98d81e5cfd0340cdbb51f';
 const T0 = Date.UTC(2026, 10, 22, 13, 0, 0);
 
 function line(id: string, status: string, time: number): string {
-  return JSON.stringify({ ID: id, Image: 'localhost/warren/busybox:latest', Name: 'x', Status: status, Time: new Date(time).toISOString(), Type: 'container', Attributes: {} });
+  return JSON.stringify({
+    ID: id,
+    Image: 'localhost/warren/busybox:latest',
+    Name: 'x',
+    Status: status,
+    Time: new Date(time).toISOString(),
+    Type: 'container',
+    Attributes: {},
+  });
 }
 
 /**
@@ -33,7 +41,13 @@ function line(id: string, status: string, time: number): string {
  * ignore-term.n (it ignores SIGTERM from the start, and becomes a sleep). `ps`: prints ps.out and ps.err, exits
  * with ps.code, or hangs if ps.hang exists.
  */
-function fakePodman(): { bin: string; dir: string; env: NodeJS.ProcessEnv; write: (name: string, text: string) => void; read: (name: string) => string } {
+function fakePodman(): {
+  bin: string;
+  dir: string;
+  env: NodeJS.ProcessEnv;
+  write: (name: string, text: string) => void;
+  read: (name: string) => string;
+} {
   const dir = tempDir('warren-fake-podman-');
   const bin = join(dir, 'podman');
   writeFileSync(
@@ -70,8 +84,19 @@ exit 9
   };
 }
 
-function fakeFeed(fake: ReturnType<typeof fakePodman>, clock: ManualClock, over: { listTimeoutMs?: number } = {}): PodmanFeed {
-  return new PodmanFeed({ podman: fake.bin, env: fake.env, logger: silentLogger, clock, backoff: new ExponentialBackoff({ initialMs: 500, maxMs: 4_000 }), ...over });
+function fakeFeed(
+  fake: ReturnType<typeof fakePodman>,
+  clock: ManualClock,
+  over: { listTimeoutMs?: number } = {},
+): PodmanFeed {
+  return new PodmanFeed({
+    podman: fake.bin,
+    env: fake.env,
+    logger: silentLogger,
+    clock,
+    backoff: new ExponentialBackoff({ initialMs: 500, maxMs: 4_000 }),
+    ...over,
+  });
 }
 
 describe('following a fake podman', () => {
@@ -98,7 +123,10 @@ describe('following a fake podman', () => {
     clock.advance(1);
     assert.equal(feed.counts.followers, 2);
     await waitFor('the second follower', () => fake.read('args.2') || undefined);
-    assert.equal(fake.read('args.2'), `events --format json --filter type=container --since ${sinceArgument(t1 + 10 - 1_000)}`);
+    assert.equal(
+      fake.read('args.2'),
+      `events --format json --filter type=container --since ${sinceArgument(t1 + 10 - 1_000)}`,
+    );
 
     // The second read nothing and exited: the delay doubles.
     await waitFor('the second restart to be scheduled', () => (clock.pendingTimers === 1 ? true : undefined));
@@ -195,7 +223,12 @@ describe('following a fake podman', () => {
 
   it('a podman binary that does not exist is retried with growing delays', async (t) => {
     const clock = new ManualClock(T0);
-    const feed = new PodmanFeed({ podman: join(tempDir('warren-no-podman-'), 'podman'), logger: silentLogger, clock, backoff: new ExponentialBackoff({ initialMs: 500, maxMs: 4_000 }) });
+    const feed = new PodmanFeed({
+      podman: join(tempDir('warren-no-podman-'), 'podman'),
+      logger: silentLogger,
+      clock,
+      backoff: new ExponentialBackoff({ initialMs: 500, maxMs: 4_000 }),
+    });
     t.after(() => feed.close());
     feed.start();
     for (const delay of [500, 1_000, 2_000, 4_000, 4_000]) {
@@ -213,7 +246,13 @@ describe('following a fake podman', () => {
 describe('listing with a fake podman', () => {
   it('answers the full IDs podman ps lists', async () => {
     const fake = fakePodman();
-    fake.write('ps.out', JSON.stringify([{ Id: A, Names: ['a'], State: 'running' }, { Id: B, Names: ['b'], State: 'exited' }]));
+    fake.write(
+      'ps.out',
+      JSON.stringify([
+        { Id: A, Names: ['a'], State: 'running' },
+        { Id: B, Names: ['b'], State: 'exited' },
+      ]),
+    );
     assert.deepEqual(await fakeFeed(fake, new ManualClock(T0)).list(), [A, B]);
     fake.write('ps.out', '[]\n');
     assert.deepEqual(await fakeFeed(fake, new ManualClock(T0)).list(), []);
@@ -222,14 +261,20 @@ describe('listing with a fake podman', () => {
   it('refuses a whole listing with an entry it cannot read, rather than answer part of it', async () => {
     const fake = fakePodman();
     fake.write('ps.out', JSON.stringify([{ Id: A }, { Id: B.slice(0, 12) }]));
-    await assert.rejects(fakeFeed(fake, new ManualClock(T0)).list(), (e: unknown) => isWarrenError(e, 'IO_FAILURE') && /entry 1 has no full container ID/.test(e.message));
+    await assert.rejects(
+      fakeFeed(fake, new ManualClock(T0)).list(),
+      (e: unknown) => isWarrenError(e, 'IO_FAILURE') && /entry 1 has no full container ID/.test(e.message),
+    );
   });
 
   it('fails with podman’s message when podman ps fails', async () => {
     const fake = fakePodman();
     fake.write('ps.err', 'Error: database is locked');
     fake.write('ps.code', '125');
-    await assert.rejects(fakeFeed(fake, new ManualClock(T0)).list(), (e: unknown) => isWarrenError(e, 'IO_FAILURE') && /\(125\): Error: database is locked/.test(e.message));
+    await assert.rejects(
+      fakeFeed(fake, new ManualClock(T0)).list(),
+      (e: unknown) => isWarrenError(e, 'IO_FAILURE') && /\(125\): Error: database is locked/.test(e.message),
+    );
   });
 
   it('gives up on a podman ps that does not answer within the timeout on the clock', async () => {
@@ -239,7 +284,10 @@ describe('listing with a fake podman', () => {
     const listing = fakeFeed(fake, clock, { listTimeoutMs: 5_000 }).list();
     await waitFor('the timeout to be set', () => (clock.pendingTimers === 1 ? true : undefined));
     clock.advance(5_000);
-    await assert.rejects(listing, (e: unknown) => isWarrenError(e, 'IO_FAILURE') && /did not answer within 5000 ms/.test(e.message));
+    await assert.rejects(
+      listing,
+      (e: unknown) => isWarrenError(e, 'IO_FAILURE') && /did not answer within 5000 ms/.test(e.message),
+    );
   });
 
   it('parsePsOutput reads blank output as no containers and refuses what is not a list', () => {
@@ -261,7 +309,8 @@ describe('with real podman', () => {
     const got: RuntimeEvent[] = [];
     feed.subscribe((e) => got.push(e));
     feed.start();
-    const waitEvent = (id: string, kind: RuntimeEvent['kind']): Promise<RuntimeEvent> => waitFor(`${kind} for ${id}`, () => got.find((e) => e.id === id && e.kind === kind));
+    const waitEvent = (id: string, kind: RuntimeEvent['kind']): Promise<RuntimeEvent> =>
+      waitFor(`${kind} for ${id}`, () => got.find((e) => e.id === id && e.kind === kind));
 
     const started = Date.now();
     const a = await podman.ok(['create', '--network', 'none', '--name', 'wrp-feed-a', BUSYBOX_IMAGE, 'true']);
@@ -269,7 +318,17 @@ describe('with real podman', () => {
     assert.ok(created.time >= started - 1_000 && created.time <= Date.now() + 1_000, 'the event carries podman’s time');
     assert.equal(created.netns, undefined);
 
-    const b = await podman.ok(['run', '-d', '--network', 'none', '--name', 'wrp-feed-b', BUSYBOX_IMAGE, 'sleep', '1000']);
+    const b = await podman.ok([
+      'run',
+      '-d',
+      '--network',
+      'none',
+      '--name',
+      'wrp-feed-b',
+      BUSYBOX_IMAGE,
+      'sleep',
+      '1000',
+    ]);
     await waitEvent(b, 'created');
     assert.deepEqual([...(await feed.list())].sort(), [a, b].sort());
 
@@ -290,7 +349,13 @@ describe('with real podman', () => {
 
   it('a follower killed while containers come and go is restarted and misses nothing', async (t) => {
     const podman = await startPodman();
-    const feed = new PodmanFeed({ podman: podman.bin, env: podman.env, logger: silentLogger, clock: systemClock, backoff: new ExponentialBackoff({ initialMs: 200, maxMs: 1_000 }) });
+    const feed = new PodmanFeed({
+      podman: podman.bin,
+      env: podman.env,
+      logger: silentLogger,
+      clock: systemClock,
+      backoff: new ExponentialBackoff({ initialMs: 200, maxMs: 1_000 }),
+    });
     t.after(async () => {
       await feed.close();
       await podman.close();
