@@ -48,6 +48,9 @@ export const AGENT_PARTS: Record<string, readonly string[]> = {
 /** The files directly in src/agent: the composition of the parts, and nothing else. */
 export const AGENT_WIRING: readonly string[] = ['agent.ts', 'kubernetes-wiring.ts', 'release-wiring.ts'];
 
+/** A file longer than this is read in parts anyway: it should be parts (counted after `npm run format`). */
+export const MAX_FILE_LINES = 400;
+
 const SRC = join(REPO, 'src');
 const AGENT = join(SRC, 'agent');
 
@@ -213,6 +216,13 @@ describe('architecture', () => {
       'no file directly in src/',
     );
     assert.deepEqual(entries.map((e) => e.name).sort(), [...LAYERS, ...Object.keys(ENTRY_POINTS)].sort());
+  });
+
+  it('keeps every file in src/ to 400 lines, formatted: a longer one is two parts waiting to be told apart', () => {
+    const long = sourceFiles(SRC)
+      .map((path) => ({ path: relative(REPO, path), lines: readFileSync(path, 'utf8').split('\n').length - 1 }))
+      .filter((f) => f.lines > MAX_FILE_LINES);
+    assert.deepEqual(long, [], `split these along a seam of their own (at most ${MAX_FILE_LINES} lines each)`);
   });
 
   it('src/agent holds its wiring files and its parts, each part importing only the parts AGENT_PARTS names for it', () => {
