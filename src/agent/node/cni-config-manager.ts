@@ -2,7 +2,7 @@
  * Keeps the node's CNI config right (README "The node's CNI config"): finds the primary config in
  * the conf dir the way the runtime does, derives Warren's config from it (cni/derived-config.ts)
  * and writes it where the runtime will use it first; regenerates whenever the primary, Warren's
- * own file or the readiness indicator changes (core/dir-watcher.ts, rescanning for dropped events).
+ * own file or the readiness indicator changes (config-inputs-watch.ts, rescanning for dropped events).
  *
  * Guarantees:
  * - Warren's file is only ever replaced whole (warren-config-file.ts: a temp file in the conf dir,
@@ -30,19 +30,19 @@
  *   A pass that throws leaves the state `failed` with why; it never throws out of `poke`/`start`.
  */
 import { existsSync } from 'node:fs';
-import { basename, dirname } from 'node:path';
+import { basename } from 'node:path';
 import type { Logger } from 'pino';
 import type { Clock } from '../../core/clock.ts';
-import { DirectoryWatcher } from '../../core/dir-watcher.ts';
 import { messageOf } from '../../core/errors.ts';
 import { readRegularFile, unreadReason } from '../../core/bounded-read.ts';
 import { MAX_CONFIG_BYTES } from '../../cni/config-limits.ts';
-import { type Derivation, deriveConfig, isConfigName, isGeneratedConfig } from '../../cni/derived-config.ts';
+import { type Derivation, deriveConfig, isGeneratedConfig } from '../../cni/derived-config.ts';
 import { findPrimary, primaryPath, shadowing } from './conf-dir-listing.ts';
 import type { CniVersion } from '../../cni/spec.ts';
 import type { CniConfigStatus, TakeoverStatus } from '../../api/status.ts';
 import type { HostLocalTarget } from './host-local-takeover.ts';
 import { WarrenConfigFile, networkOf } from './warren-config-file.ts';
+import { watchConfigInputs } from './config-inputs-watch.ts';
 
 export interface CniConfigManagerOptions {
   readonly confDir: string;
@@ -118,36 +118,9 @@ export class CniConfigManager {
 
   /** Watches the conf dir (and the primary's and the indicator's directories) until the signal aborts. */
   start(signal: AbortSignal): void {
-    // Per directory, the names that matter there: configs (dot-files too: the runtime loads
-    // them; Warren's own temp files end in .tmp), the named primary, the indicator.
-    const watched = new Map<string, Array<(name: string) => boolean>>();
-    const watch = (dir: string, include: (name: string) => boolean): void => {
-      watched.set(dir, [...(watched.get(dir) ?? []), include]);
-    };
-    watch(this.#o.confDir, (name) => isConfigName(name));
-    const primary =
-      this.#o.primaryConfig === undefined ? undefined : primaryPath(this.#o.confDir, this.#o.primaryConfig);
-    if (primary !== undefined) watch(dirname(primary), (name) => name === basename(primary));
-    const indicator = this.#o.readinessIndicator;
-    if (indicator !== undefined) watch(dirname(indicator), (name) => name === basename(indicator));
-    for (const [dir, includes] of watched) {
-      const include = (name: string): boolean => includes.some((f) => f(name));
-      const watcher = new DirectoryWatcher({
-        dir,
-        signal,
-        clock: this.#o.clock,
-        rescanMs: this.#o.rescanMs ?? 5_000,
-        include,
-      });
-      this.#loops.push(
-        (async () => {
-          for await (const event of watcher) {
-            // A directory that cannot be read yet (the indicator's, before it exists) is rescanned.
-            if (event.kind !== 'error' && event.kind !== 'present') this.poke();
-          }
-        })(),
-      );
-    }
+    const { confDir, primaryConfig, readinessIndicator, clock } = this.#o;
+    const inputs = { confDir, primaryConfig, readinessIndicator, clock, rescanMs: this.#o.rescanMs ?? 5_000 };
+    this.#loops.push(...watchConfigInputs(inputs, signal, () => this.poke()));
     this.#cancelWait = this.#o.clock.setTimer(this.#o.primaryWaitMs, () => {
       this.#waitExpired = true;
       this.poke();

@@ -18,16 +18,15 @@
  *   looked at. Host-local's own files are left as they are while Warren serves: while they exist,
  *   host-local never hands those addresses out, should it ever be asked again.
  * - handBack first refuses every ADD for good (11, naming `warren uninstall`), imports once more,
- *   then makes each data dir say what Warren holds in its ranges: a reservation file, written
- *   atomically in host-local's format, for every address Warren holds; the files of addresses in
- *   those ranges that Warren no longer holds (their containers went while Warren served) removed.
+ *   then makes each data dir say what Warren holds in its ranges (host-local-data-dir.ts writeHeld):
+ *   a reservation file, written atomically in host-local's format, for every address Warren holds;
+ *   the files of addresses in those ranges that Warren no longer holds (their containers went while
+ *   Warren served) removed.
  *   From then on, every address Warren releases (a DEL still reaching Warren) takes its
  *   reservation file with it when that file names the same container and interface.
  */
-import { mkdirSync, readdirSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import { writeFileAtomic } from '../../core/atomic-file.ts';
 import { readRegularFile, unreadReason } from '../../core/bounded-read.ts';
 import type { Clock } from '../../core/clock.ts';
 import { messageOf } from '../../core/errors.ts';
@@ -35,26 +34,14 @@ import { PeriodicTask } from '../../core/periodic-task.ts';
 import { type IPAddress, formatIP } from '../../ipam/address.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
-import { type RangeSpec, inSubnet } from '../../ipam/range.ts';
+import { inSubnet } from '../../ipam/range.ts';
 import type { Allocator } from '../../allocator/allocator.ts';
 import type { Store } from '../../store/store.ts';
-import {
-  MAX_RESERVATION_BYTES,
-  MAX_RESERVATION_FILES,
-  parseReservation,
-  renderReservation,
-  reservationAddress,
-  reservationName,
-} from '../../cni/host-local-reservation.ts';
+import { MAX_RESERVATION_BYTES, parseReservation } from '../../cni/host-local-reservation.ts';
 import type { HandBackReport, TakeoverStatus } from '../../api/status.ts';
+import { type HostLocalTarget, listReservations, removeReleased, writeHeld } from './host-local-data-dir.ts';
 
-/** A network whose range Warren takes over from host-local. */
-export interface HostLocalTarget {
-  readonly network: string;
-  /** host-local's data dir for this network (its dataDir joined with the network's name). */
-  readonly dataDir: string;
-  readonly ranges: readonly RangeSpec[];
-}
+export type { HostLocalTarget };
 
 export interface HostLocalTakeoverOptions {
   readonly allocator: Allocator;
@@ -211,18 +198,7 @@ export class HostLocalTakeover {
     if (this.#handedBack === undefined) return;
     for (const a of allocations) {
       const target = this.#adopted.get(a.network)?.target;
-      if (target === undefined) continue;
-      const file = join(target.dataDir, a.address);
-      const read = safeRead(file);
-      if (read === undefined) continue;
-      const owner = parseReservation(read);
-      if (owner.ok && owner.containerID === a.containerID && owner.ifname === a.ifname) {
-        try {
-          unlinkSync(file);
-        } catch {
-          // gone already (host-local's own DEL)
-        }
-      }
+      if (target !== undefined) removeReleased(target.dataDir, a);
     }
   }
 
@@ -335,75 +311,8 @@ export class HostLocalTakeover {
     const held = (await this.#o.store.list({ network: target.network, node: this.#o.node })).filter((a) =>
       pools.has(rangePoolOfKey(a.pool)),
     );
-    const report = {
-      network: target.network,
-      dataDir: target.dataDir,
-      written: 0,
-      kept: 0,
-      removed: 0,
-      problems: [] as string[],
-    };
-    mkdirSync(target.dataDir, { recursive: true, mode: 0o755 });
-    const byAddress = new Map(held.map((a) => [a.address, a]));
-    for (const a of held) {
-      const file = join(target.dataDir, a.address);
-      const text = renderReservation(a.containerID, a.ifname);
-      const current = safeRead(file);
-      if (current !== undefined && current === text) {
-        report.kept += 1;
-        continue;
-      }
-      try {
-        // host-local's own mode; the rename replaces whatever was there (Warren's record is what runs).
-        writeFileAtomic(file, text, 0o644);
-        report.written += 1;
-      } catch (error) {
-        report.problems.push(`${file}: could not be written: ${messageOf(error)}`);
-      }
-    }
-    for (const [name, ip] of listReservations(target.dataDir, report.problems)) {
-      if (byAddress.has(formatIP(ip)) || !target.ranges.some((r) => r.family === ip.family && inSubnet(r, ip)))
-        continue;
-      // In Warren's range and not held by Warren: its container went while Warren served.
-      try {
-        unlinkSync(join(target.dataDir, name));
-        report.removed += 1;
-      } catch (error) {
-        report.problems.push(`${join(target.dataDir, name)}: could not be removed: ${messageOf(error)}`);
-      }
-    }
+    const report = writeHeld(target, held);
     this.#o.logger.info(report, `handed network ${target.network} back to host-local`);
     return report;
-  }
-}
-
-/** The reservation files of a data dir (address names), bounded; a missing dir holds none. */
-function listReservations(dir: string, problems: string[]): Array<[string, IPAddress]> {
-  let names: string[];
-  try {
-    names = readdirSync(dir);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT')
-      problems.push(`${dir} cannot be listed: ${messageOf(error)}`);
-    return [];
-  }
-  if (names.length > MAX_RESERVATION_FILES) {
-    problems.push(`${dir} holds ${names.length} names; only the first ${MAX_RESERVATION_FILES} are looked at`);
-    names = names.sort().slice(0, MAX_RESERVATION_FILES);
-  }
-  const out: Array<[string, IPAddress]> = [];
-  for (const name of names) {
-    const ip = reservationAddress(name);
-    if (ip !== undefined && reservationName(ip) === name) out.push([name, ip]);
-  }
-  return out;
-}
-
-function safeRead(file: string): string | undefined {
-  try {
-    const read = readRegularFile(file, MAX_RESERVATION_BYTES, { noFollow: true });
-    return read.kind === 'read' ? read.text : undefined;
-  } catch {
-    return undefined;
   }
 }
