@@ -18,23 +18,12 @@
  *   for a passing reason (EMFILE, EIO, EACCES) is reported and tried again on the next rescan
  *   (the reconcile pass asks for one), never dropped for the life of the agent.
  * - `rejected/` stays within bounds (files and bytes): when a set-aside goes over, the oldest
- *   set aside are removed first, and the `rejected` event says which (`pruned`).
+ *   set aside are removed first, and the `rejected` event says which (`pruned`). How files are set
+ *   aside there and the bounds kept: journal-rejected-dir.ts.
  * - A file is removed only by `complete`, which its intent's acknowledgement calls after the
  *   release committed.
  */
-import {
-  closeSync,
-  constants,
-  fstatSync,
-  lstatSync,
-  mkdirSync,
-  openSync,
-  readSync,
-  readdirSync,
-  renameSync,
-  rmSync,
-  unlinkSync,
-} from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { fsyncDirectory } from '../core/atomic-file.ts';
 import type { Clock } from '../core/clock.ts';
@@ -43,25 +32,15 @@ import { messageOf } from '../core/errors.ts';
 import {
   type JournalEntry,
   MAX_ENTRY_BYTES,
-  MAX_NAME_BYTES,
   decodeEntry,
   journalFileName,
   legacyJournalFileName,
 } from '../cni/journal-entry.ts';
 import type { Owner } from '../ipam/allocation.ts';
 import { checkJournalDir } from '../cni/journal-dir.ts';
+import { type PrunedRejects, REJECTED_DIR, RejectedDir, pathExists } from './journal-rejected-dir.ts';
 
-export const REJECTED_DIR = 'rejected';
-export const DEFAULT_MAX_REJECTED_FILES = 1_000;
-export const DEFAULT_MAX_REJECTED_BYTES = 16 * 1024 * 1024;
-
-/** What was removed from `rejected/` to keep it within its bounds, oldest first. */
-export interface PrunedRejects {
-  readonly files: readonly string[];
-  readonly bytes: number;
-  /** The bounds, in words, for the log line. */
-  readonly why: string;
-}
+export { type PrunedRejects, REJECTED_DIR } from './journal-rejected-dir.ts';
 
 export type JournalEvent =
   | { readonly kind: 'intent'; readonly name: string; readonly entry: JournalEntry }
@@ -100,17 +79,6 @@ export interface MissedDeleteJournalOptions {
   readonly open?: (path: string, flags: number) => number;
 }
 
-/** One entry of `rejected/`, for keeping it within bounds. */
-interface Aside {
-  readonly name: string;
-  readonly bytes: number;
-  /** When it was set aside (from its name), for oldest-first removal. */
-  readonly at: number;
-}
-
-/** The set-aside suffix `.<ms>` or `.<ms>-<n>`: when a file was moved to rejected/. */
-const ASIDE_SUFFIX = /\.(\d{1,16})(?:-\d+)?$/;
-
 /**
  * How long an empty file is given before it is read again: a writer that creates a file and then
  * writes it (an operator's cp, anything but the plugin's atomic rename) shows an empty file in
@@ -122,16 +90,13 @@ export class MissedDeleteJournal {
   readonly dir: string;
   readonly #clock: Clock;
   readonly #rescanMs: number;
-  readonly #maxRejectedFiles: number;
-  readonly #maxRejectedBytes: number;
+  /** Where a file that is not an intent goes, within its bounds (journal-rejected-dir.ts). */
+  readonly #rejected: RejectedDir;
   readonly #open: (path: string, flags: number) => number;
   /** The uid whose files may be intents: the agent's own (undefined where there are no uids). */
   readonly #uid = process.getuid?.();
   /** The live watcher: rescans go to it, and names whose read failed are handed back to it. */
   #watcher: DirectoryWatcher | undefined;
-  /** What `rejected/` holds, oldest first: listed once, then kept in step with each move and removal. */
-  #asides: Aside[] | undefined;
-  #asideBytes = 0;
   /** Files seen empty once: set aside only if they are still empty when looked at again. */
   readonly #seenEmpty = new Set<string>();
   /** Files whose last read failed (name → why), until a read of them ends otherwise. */
@@ -141,8 +106,12 @@ export class MissedDeleteJournal {
     this.dir = options.dir;
     this.#clock = options.clock;
     this.#rescanMs = options.rescanMs ?? 30_000;
-    this.#maxRejectedFiles = options.maxRejectedFiles ?? DEFAULT_MAX_REJECTED_FILES;
-    this.#maxRejectedBytes = options.maxRejectedBytes ?? DEFAULT_MAX_REJECTED_BYTES;
+    this.#rejected = new RejectedDir({
+      dir: options.dir,
+      clock: options.clock,
+      ...(options.maxRejectedFiles === undefined ? {} : { maxFiles: options.maxRejectedFiles }),
+      ...(options.maxRejectedBytes === undefined ? {} : { maxBytes: options.maxRejectedBytes }),
+    });
     this.#open = options.open ?? openSync;
   }
 
@@ -206,7 +175,7 @@ export class MissedDeleteJournal {
     }
     const events: JournalEvent[] = [];
     for (const name of names) {
-      if (!this.#exists(join(this.dir, name))) continue;
+      if (!pathExists(join(this.dir, name))) continue;
       const event = this.#read(name);
       if (event !== undefined) events.push(event);
     }
@@ -224,7 +193,7 @@ export class MissedDeleteJournal {
    */
   unread(): UnreadFile[] {
     return [...this.#unread]
-      .filter(([name]) => this.#exists(join(this.dir, name)))
+      .filter(([name]) => pathExists(join(this.dir, name)))
       .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
       .map(([name, error]) => ({ name, error }));
   }
@@ -291,121 +260,28 @@ export class MissedDeleteJournal {
 
   /** Moves a file that is not an intent to rejected/; undefined when it vanished meanwhile. */
   #reject(name: string, reason: string): JournalEvent | undefined {
-    const rejectedDir = join(this.dir, REJECTED_DIR);
-    const asides = this.#loadAsides();
-    const at = this.#clock.now();
-    const aside = this.#asideName(name, at);
-    const movedTo = join(rejectedDir, aside);
-    const from = join(this.dir, name);
-    try {
-      // Made again if an operator removed it; the journal directory is ours alone, so nothing else is there.
-      mkdirSync(rejectedDir, { mode: 0o700 });
-    } catch {
-      // there already (the usual case), or the rename below says what is wrong
-    }
-    try {
-      renameSync(from, movedTo);
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT' && !this.#exists(from)) return undefined;
-      return this.#retryLater(name, `journal ${name} ${reason}, and could not be moved aside: ${messageOf(error)}`);
-    }
-    try {
-      fsyncDirectory(this.dir);
-    } catch {
-      // The move stands; if it is lost in a crash the file is read and set aside again.
-    }
-    let bytes = 0;
-    try {
-      bytes = lstatSync(movedTo).size;
-    } catch {
-      // counted as nothing: it is gone already
-    }
-    asides.push({ name: aside, bytes, at });
-    this.#asideBytes += bytes;
-    const pruned = this.#prune();
-    return { kind: 'rejected', name, reason, movedTo, ...(pruned === undefined ? {} : { pruned }) };
-  }
-
-  #exists(path: string): boolean {
-    try {
-      lstatSync(path);
-      return true;
-    } catch {
-      return false;
-    }
-  }
-
-  /**
-   * `<name>.<ms>` in rejected/: within NAME_MAX however long the name was, and never over an
-   * earlier set-aside (a rename would replace it without a word).
-   */
-  #asideName(name: string, at: number): string {
-    for (let n = 0; ; n++) {
-      const suffix = n === 0 ? `.${at}` : `.${at}-${n}`;
-      let stem = name;
-      while (Buffer.byteLength(stem) + suffix.length > MAX_NAME_BYTES) stem = stem.slice(0, -1);
-      const candidate = `${stem}${suffix}`;
-      if (!this.#exists(join(this.dir, REJECTED_DIR, candidate))) return candidate;
-    }
-  }
-
-  /** rejected/ as it is on disk, oldest set aside first; read once, then kept in step. */
-  #loadAsides(): Aside[] {
-    if (this.#asides !== undefined) return this.#asides;
-    const rejectedDir = join(this.dir, REJECTED_DIR);
-    const asides: Aside[] = [];
-    let names: string[] = [];
-    try {
-      names = readdirSync(rejectedDir);
-    } catch {
-      // nothing to count: the move into it just failed or it is gone; the bounds apply from here
-    }
-    for (const name of names) {
-      try {
-        const st = lstatSync(join(rejectedDir, name));
-        const stamp = ASIDE_SUFFIX.exec(name)?.[1];
-        asides.push({ name, bytes: st.size, at: stamp === undefined ? st.mtimeMs : Number(stamp) });
-      } catch {
-        // removed meanwhile
+    const aside = this.#rejected.setAside(name);
+    switch (aside.kind) {
+      case 'vanished':
+        return undefined;
+      case 'failed':
+        return this.#retryLater(
+          name,
+          `journal ${name} ${reason}, and could not be moved aside: ${messageOf(aside.error)}`,
+        );
+      case 'moved':
+        return {
+          kind: 'rejected',
+          name,
+          reason,
+          movedTo: aside.movedTo,
+          ...(aside.pruned === undefined ? {} : { pruned: aside.pruned }),
+        };
+      default: {
+        const never: never = aside;
+        throw new Error(`unhandled set-aside ${JSON.stringify(never)}`);
       }
     }
-    asides.sort((a, b) => a.at - b.at || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-    this.#asides = asides;
-    this.#asideBytes = asides.reduce((sum, a) => sum + a.bytes, 0);
-    return asides;
-  }
-
-  /** Removes the oldest set-asides until rejected/ is within both bounds; says what went. */
-  #prune(): PrunedRejects | undefined {
-    const asides = this.#loadAsides();
-    const files: string[] = [];
-    let bytes = 0;
-    const rejectedDir = join(this.dir, REJECTED_DIR);
-    while (asides.length > 0 && (asides.length > this.#maxRejectedFiles || this.#asideBytes > this.#maxRejectedBytes)) {
-      const oldest = asides.shift() as Aside;
-      this.#asideBytes -= oldest.bytes;
-      try {
-        // A directory set aside (a planted "x.release/") goes whole; a symlink is removed, not followed.
-        rmSync(join(rejectedDir, oldest.name), { recursive: true, force: true });
-        files.push(oldest.name);
-        bytes += oldest.bytes;
-      } catch {
-        // Left for the operator (it is no longer counted): the bound is on what Warren keeps adding.
-      }
-    }
-    if (files.length === 0) return undefined;
-    try {
-      fsyncDirectory(rejectedDir);
-    } catch {
-      // the removals stand; durability of a deletion of evidence is not worth an error
-    }
-    return {
-      files,
-      bytes,
-      why:
-        `${REJECTED_DIR}/ keeps at most ${this.#maxRejectedFiles} files and ${this.#maxRejectedBytes} bytes, ` +
-        `the oldest removed first`,
-    };
   }
 
   /** Removes an intent whose release has committed. Removing a file already gone is a no-op. */

@@ -1,5 +1,6 @@
 /**
- * The cluster store: etcd v3 through the etcd3 client (gRPC). Several agents share it, each a node.
+ * The cluster store: etcd v3 through the etcd3 client (gRPC; the connection, its deadlines and
+ * retries: etcd-client.ts). Several agents share it, each a node.
  *
  * Layout under the key prefix (default `/warren/`; documents and owner records: etcd-documents.ts):
  *   units/<pool>                          one JSON document per pool (in cluster mode, per block):
@@ -39,10 +40,10 @@
  *
  * Any failure to reach etcd surfaces as WarrenError TRY_AGAIN (CNI code 11) naming etcd.
  */
-import { readFileSync } from 'node:fs';
 import { WarrenError, messageOf } from '../core/errors.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
 import { inRangePool, rangePoolOfKey } from '../ipam/blocks.ts';
+import { type EtcdClientOptions, openEtcdClient } from './etcd-client.ts';
 import { EtcdContinuity } from './etcd-continuity.ts';
 import { type UnitDoc, parseDoc } from './etcd-documents.ts';
 import { applyOps } from './etcd-pool-ops.ts';
@@ -50,31 +51,25 @@ import { IDENTITY_KEY, verifyIdentity } from './etcd-identity.ts';
 import { EtcdMembership } from './etcd-membership.ts';
 import { type SeenPool, republish } from './etcd-republish.ts';
 import { EtcdSpaces, admissionKey } from './etcd-spaces.ts';
-import {
-  type AddressSpaces,
-  type AcceptReport,
-  type AdmissionGuard,
-  type AllocationFilter,
-  type CommitResult,
-  type Membership,
-  type PoolOp,
-  type PoolRead,
-  type PoolSummary,
-  type Revision,
-  type Store,
-  isEtcdEndpoint,
+import type {
+  AddressSpaces,
+  AcceptReport,
+  AdmissionGuard,
+  AllocationFilter,
+  CommitResult,
+  Membership,
+  PoolOp,
+  PoolRead,
+  PoolSummary,
+  Revision,
+  Store,
 } from './store.ts';
 import type { Etcd3, Namespace } from 'etcd3';
 
-export interface EtcdStoreOptions {
-  /** Client URLs, `http://host:port` or `https://host:port`. */
-  readonly endpoints: readonly string[];
+/** Where etcd is and how to reach it (etcd-client.ts), and what this store keeps there. */
+export interface EtcdStoreOptions extends EtcdClientOptions {
   /** Key prefix; every key Warren writes lives under it. Default `/warren/`. */
   readonly prefix?: string;
-  /** PEM files for TLS: CA to trust, and a client certificate and key for mutual TLS. */
-  readonly tls?: { readonly ca?: string; readonly cert?: string; readonly key?: string };
-  /** Deadline of each call, milliseconds. Default 2000. */
-  readonly callTimeoutMs?: number;
   /** Lifetime of a node's announcement when its agent stops renewing it, seconds. Default 10. */
   readonly leaseSeconds?: number;
   /**
@@ -110,65 +105,9 @@ export class EtcdStore implements Store {
   /** Allocation records this process wrote or looked up by owner, by `pool|address`. */
   readonly #records = new Map<string, Allocation>();
 
-  /** Opens a client (lazily loading etcd3, so the SQLite path never pays for gRPC). */
+  /** Opens a client (etcd-client.ts: lazily loading etcd3, so the SQLite path never pays for gRPC). */
   static async open(options: EtcdStoreOptions): Promise<EtcdStore> {
-    if (options.endpoints.length === 0) throw new WarrenError('INVALID_CONFIG', 'etcd store: no endpoints given');
-    for (const url of options.endpoints) {
-      if (!isEtcdEndpoint(url))
-        throw new WarrenError('INVALID_CONFIG', `etcd endpoint "${url}" is not http://host:port or https://host:port`);
-    }
-    const { Etcd3: Client, isRecoverableError } = await import('etcd3');
-    // Cockatiel's backoff is named like core/backoff.ts's and is not the same thing: aliased.
-    const {
-      ConsecutiveBreaker,
-      ExponentialBackoff: CockatielExponentialBackoff,
-      circuitBreaker,
-      handleWhen,
-      retry,
-    } = await import('cockatiel');
-    const read = (what: string, path: string | undefined): Buffer | undefined => {
-      if (path === undefined) return undefined;
-      try {
-        return readFileSync(path);
-      } catch (error) {
-        throw new WarrenError('INVALID_CONFIG', `etcd ${what} ${path} cannot be read: ${messageOf(error)}`);
-      }
-    };
-    const ca = read('CA file', options.tls?.ca);
-    const cert = read('client certificate', options.tls?.cert);
-    const key = read('client key', options.tls?.key);
-    if ((cert === undefined) !== (key === undefined))
-      throw new WarrenError(
-        'INVALID_CONFIG',
-        'etcd TLS: a client certificate needs its key, and a key its certificate',
-      );
-    const timeout = options.callTimeoutMs ?? 2000;
-    const client = new Client({
-      hosts: [...options.endpoints],
-      dialTimeout: timeout,
-      defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + timeout }),
-      // A member that fails is skipped for half a second, not the client's default five: during a
-      // leader election every member fails for a moment, and a long open breaker on all of them
-      // would turn a one-second election into a five-second outage. A failed call is tried again
-      // on another member a few times, quickly.
-      faultHandling: {
-        host: () =>
-          circuitBreaker(handleWhen(isRecoverableError), { halfOpenAfter: 500, breaker: new ConsecutiveBreaker(3) }),
-        global: retry(handleWhen(isRecoverableError), {
-          maxAttempts: 4,
-          backoff: new CockatielExponentialBackoff({ initialDelay: 50, maxDelay: 400 }),
-        }),
-      },
-      ...(ca === undefined && cert === undefined
-        ? {}
-        : {
-            credentials: {
-              rootCertificate: ca ?? Buffer.alloc(0),
-              ...(key === undefined ? {} : { privateKey: key }),
-              ...(cert === undefined ? {} : { certChain: cert }),
-            },
-          }),
-    });
+    const { client, timeout } = await openEtcdClient(options);
     return new EtcdStore(client, options, timeout);
   }
 
@@ -202,10 +141,6 @@ export class EtcdStore implements Store {
     });
   }
 
-  /**
-   * Runs one etcd call, turning transport failures into TRY_AGAIN that names etcd, and checks the
-   * response's header against what was seen before the call left (etcd-continuity.ts).
-   */
   /** Reads the identity record, and halts when it is not the one known (etcd-identity.ts). */
   async #verifyIdentity(): Promise<void> {
     await verifyIdentity({
@@ -220,6 +155,10 @@ export class EtcdStore implements Store {
     this.#expectedIdentity = undefined;
   }
 
+  /**
+   * Runs one etcd call, turning transport failures into TRY_AGAIN that names etcd, and checks the
+   * response's header against what was seen before the call left (etcd-continuity.ts).
+   */
   async #call<T>(what: string, body: () => Promise<T>): Promise<T> {
     const floor = this.#continuity.floor();
     let result: T;
