@@ -255,8 +255,11 @@ export class HostLocalTakeover {
       switch (judged.kind) {
         case 'imported':
           imported += 1;
+          // A refused import that a later pass imported is no longer a problem.
+          problems.delete(name);
           break;
         case 'nothing':
+          problems.delete(name);
           break;
         case 'problem':
         case 'refused':

@@ -170,6 +170,22 @@ describe("taking host-local's range over", () => {
     await waitFor('the retried import', holds);
   });
 
+  it('no longer reports an import the store refused once a later pass imported it', async () => {
+    const r = rig();
+    r.reserve('10.77.0.8', 'refused-then-imported');
+    r.store.failing = true;
+    r.takeover.adopt(r.target);
+    const s = await imported(r);
+    assert.match((s.problems ?? []).join('\n'), /10\.77\.0\.8 for refused-then-imported .*could not be imported/);
+    r.store.failing = false;
+    r.clock.advance(5_000);
+    const holds = async () => ((await r.holder('10.77.0.8')) === 'refused-then-imported' ? true : undefined);
+    await waitFor('the retried import', holds);
+    const cleared = () => (r.takeover.status()[0]?.problems === undefined ? true : undefined);
+    await waitFor('the refused import gone from the problems', cleared);
+    assert.equal(r.takeover.status()[0]?.problems, undefined);
+  });
+
   it('reports an address host-local reserved that Warren holds for another container, and leaves both as they are', async () => {
     const r = rig();
     await r.allocator.allocate({
