@@ -37,7 +37,7 @@ import { ExitedContainers } from './release/exited-containers.ts';
 import { JournalIntake } from './release/journal.ts';
 import { ReleasePipeline } from './release/pipeline.ts';
 import { ReleaseReconciler } from './release/reconciler.ts';
-import type { ReleaseIntent } from './release/rule.ts';
+import type { ReleaseIntent } from './release/intent.ts';
 import { consumeContainerd, consumeNetnsRemovals } from './release/consumers.ts';
 import type { PluginRegistry } from './registry/registry.ts';
 import { CONTAINERD_CRI_NETNS_PREFIXES, NetnsScopes } from './release/netns-scopes.ts';

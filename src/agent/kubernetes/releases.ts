@@ -34,7 +34,7 @@ import type { PodFact, PodItem } from '../../sources/kubernetes/pod-source.ts';
 import type { Store } from '../../store/store.ts';
 import { type ClusterEvents, podInvolved } from './events.ts';
 import type { ReleasePipeline } from '../release/pipeline.ts';
-import type { PodGoneBecause, PodRef, ReleaseIntent } from '../release/rule.ts';
+import type { PodGoneBecause, PodRef, ReleaseIntent } from '../release/intent.ts';
 
 export const REASON_RELEASED = 'IPAddressGarbageCollected';
 export const REASON_FAILED = 'IPAddressGarbageCollectionFailed';

@@ -4,7 +4,8 @@
  * socket: register (dial, GetInfo, check, handler.register, NotifyRegistrationStatus) and
  * unregister (handler.unregister). kubelet's reconciler, operation executor and pending-operations
  * table in one place, driven by changes instead of a one-second poll. Whether a PluginInfo can be
- * used is info-check.ts; what is known of each socket, and how status shows it, socket-record.ts.
+ * used is info-check.ts; what is known of each socket, and how status shows it, socket-record.ts;
+ * the handshake calls themselves, bounded and stoppable, handshake.ts.
  *
  * Guarantees:
  * - Never runs two operations on one socket at once (a KeyedMutex on the path); pokes that arrive
@@ -13,10 +14,10 @@
  *   generation: a new file, whatever its inode), is unregistered before anything else happens on
  *   it, and only then registered again.
  * - A path that was never desired changes nothing: there is nothing to tear down, and nothing is.
- * - Every handshake call is bounded on the injected clock (dial + GetInfo 1 s, notify 5 s), here as
- *   well as in the client, so no client, real or fake, can hold a socket's operation longer; every
- *   retry waits its backoff on that clock; a socket's failures count from its current file (a
- *   replaced socket starts at 0).
+ * - Every handshake call is bounded on the injected clock (dial + GetInfo 1 s, notify 5 s), in
+ *   handshake.ts as well as in the client, so no client, real or fake, can hold a socket's
+ *   operation longer; every retry waits its backoff on that clock; a socket's failures count from
+ *   its current file (a replaced socket starts at 0).
  * - Nothing is dialed while the plugins directory is not trusted (trust.ts: retried with backoff,
  *   so a directory put right is used again), nor a socket of another user than the agent's or
  *   root's (refused without a word: it is not talked to). An endpoint of such a user is refused.
@@ -29,40 +30,29 @@
  */
 import type { Logger } from 'pino';
 import type { BackoffPolicy } from '../../core/backoff.ts';
-import type { Clock } from '../../core/clock.ts';
-import { WarrenError, messageOf } from '../../core/errors.ts';
+import { messageOf } from '../../core/errors.ts';
 import { KeyedMutex } from '../../core/keyed-mutex.ts';
-import type { PluginInfo } from '../../api/plugins/wire.ts';
 import type { PluginEntry, PluginState } from '../../api/status.ts';
-import {
-  DEFAULT_INFO_TIMEOUT_MS,
-  DEFAULT_NOTIFY_TIMEOUT_MS,
-  type RegistrationClientLike,
-} from '../../sources/plugins/registration-client.ts';
+import type { PluginInfo } from '../../api/plugins/wire.ts';
 import type { ActualPlugin, ActualState } from './actual-state.ts';
 import type { DesiredState } from './desired-state.ts';
 import type { PluginHandler, RegisteredPlugin } from './handler.ts';
+import { type Handshake, type HandshakeOptions, Handshakes } from './handshake.ts';
 import { checkInfo } from './info-check.ts';
-import { type SocketRecord, type Wake, entryOf } from './socket-record.ts';
+import { type SocketRecord, type Wake, entryOf, newRecord, setWake } from './socket-record.ts';
 import type { RegistryTrust } from './trust.ts';
 
 const claimKey = (type: string, name: string): string => `${type}\0${name}`;
 
-export interface ReconcilerOptions {
+/** `connect`, `clock` and the handshake's bounds: handshake.ts (the clock serves for retries too). */
+export interface ReconcilerOptions extends HandshakeOptions {
   /** The plugins directory, absolute. */
   readonly dir: string;
   readonly handlers: ReadonlyMap<string, PluginHandler>;
   readonly desired: DesiredState;
   readonly actual: ActualState;
-  /** A new handshake client for one attempt on a socket. */
-  readonly connect: (socket: string) => RegistrationClientLike;
-  readonly clock: Clock;
   readonly backoff: BackoffPolicy;
   readonly logger: Logger;
-  /** Bound on dial + GetInfo, ms, whatever the client does. Default 1000. */
-  readonly infoTimeoutMs?: number | undefined;
-  /** Bound on NotifyRegistrationStatus, ms. Default 5000. */
-  readonly notifyTimeoutMs?: number | undefined;
   /** Whether the directory and a socket may be trusted (trust.ts). */
   readonly trust: RegistryTrust;
 }
@@ -80,14 +70,13 @@ export class PluginReconciler {
   readonly #records = new Map<string, SocketRecord>();
   /** (type, name) → the socket holding it, from passing the checks until unregistered. */
   readonly #claims = new Map<string, string>();
-  /** Handshake clients in use, closed at shutdown so no attempt holds it up. */
-  readonly #clients = new Set<RegistrationClientLike>();
-  /** Handshake calls being waited for: shutdown ends the waits, whatever the client does. */
-  readonly #waits = new Set<() => void>();
+  /** Handshake calls, bounded; stopped at shutdown so no attempt holds it up. */
+  readonly #handshakes: Handshakes;
   #closed = false;
 
   constructor(options: ReconcilerOptions) {
     this.#o = options;
+    this.#handshakes = new Handshakes(options);
   }
 
   /** Reconciles one socket soon: after any operation on it that is running. */
@@ -121,9 +110,8 @@ export class PluginReconciler {
   /** Stops registering and unregisters every registered plugin; see the module header. */
   async shutdown(): Promise<void> {
     this.#closed = true;
-    for (const record of this.#records.values()) this.#setWake(record, { kind: 'now' });
-    for (const client of this.#clients) client.close();
-    for (const stop of [...this.#waits]) stop();
+    for (const record of this.#records.values()) setWake(record, { kind: 'now' });
+    this.#handshakes.stop();
     const sockets = new Set([
       ...this.#records.keys(),
       ...this.#actual()
@@ -173,17 +161,7 @@ export class PluginReconciler {
       record = undefined;
     }
     if (record === undefined) {
-      record = {
-        socket,
-        generation: desired.generation,
-        ino: desired.ino,
-        state: 'registering',
-        since: this.#o.clock.now(),
-        wake: { kind: 'now' },
-        failures: 0,
-        error: undefined,
-        info: undefined,
-      };
+      record = newRecord(socket, desired, this.#o.clock.now());
       this.#records.set(socket, record);
     }
     if (this.#actual().get(socket) !== undefined) return; // registered from this very socket already
@@ -207,7 +185,7 @@ export class PluginReconciler {
 
   async #register(record: SocketRecord): Promise<void> {
     const { socket } = record;
-    this.#setWake(record, { kind: 'now' });
+    setWake(record, { kind: 'now' });
     this.#setState(record, 'registering');
     const distrusted = this.#o.trust.dir(this.#o.dir);
     if (distrusted !== undefined) {
@@ -219,23 +197,17 @@ export class PluginReconciler {
       this.#refuseUnheard(record, stranger);
       return;
     }
-    let client: RegistrationClientLike;
+    let client: Handshake;
     try {
-      client = this.#o.connect(socket);
+      client = this.#handshakes.open(socket);
     } catch (error) {
       this.#failed(record, `cannot dial: ${messageOf(error)}`);
       return;
     }
-    this.#clients.add(client);
     try {
       let info: PluginInfo;
       try {
-        info = await this.#bounded(
-          'GetInfo',
-          this.#o.infoTimeoutMs ?? DEFAULT_INFO_TIMEOUT_MS,
-          client,
-          client.getInfo(),
-        );
+        info = await client.getInfo();
       } catch (error) {
         this.#failed(record, messageOf(error));
         return;
@@ -260,7 +232,7 @@ export class PluginReconciler {
           // The holder's socket is gone or replaced and its unregistration is on its way: not a
           // refusal (a plugin that moved its socket), just a wait for the name to be let go.
           record.error = `${named}, which is being unregistered`;
-          this.#setWake(record, { kind: 'released', claim });
+          setWake(record, { kind: 'released', claim });
           this.#setState(record, 'retrying');
           return;
         }
@@ -288,12 +260,7 @@ export class PluginReconciler {
         return;
       }
       try {
-        await this.#bounded(
-          'NotifyRegistrationStatus',
-          this.#o.notifyTimeoutMs ?? DEFAULT_NOTIFY_TIMEOUT_MS,
-          client,
-          client.notify({ registered: true, error: '' }),
-        );
+        await client.notify({ registered: true, error: '' });
       } catch (error) {
         await this.#handlerUnregister(check.handler, plugin);
         this.#release(claim, socket);
@@ -316,50 +283,18 @@ export class PluginReconciler {
         'plugin registered',
       );
     } finally {
-      this.#clients.delete(client);
       client.close();
     }
   }
 
-  /** The call's outcome, or a timeout after `ms` on the clock (which closes the client). */
-  #bounded<T>(what: string, ms: number, client: RegistrationClientLike, call: Promise<T>): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      let ended = false;
-      const end = (finish: () => void): void => {
-        if (ended) return;
-        ended = true;
-        cancel();
-        this.#waits.delete(stop);
-        finish();
-      };
-      const stop = (): void => end(() => reject(new WarrenError('TRY_AGAIN', `${what}: Warren is stopping`)));
-      const cancel = this.#o.clock.setTimer(ms, () =>
-        end(() => {
-          client.close();
-          reject(new WarrenError('TRY_AGAIN', `${what}: no answer within ${ms} ms`));
-        }),
-      );
-      this.#waits.add(stop);
-      call.then(
-        (value) => end(() => resolve(value)),
-        (error: unknown) => end(() => reject(error)),
-      );
-    });
-  }
-
-  async #refuse(client: RegistrationClientLike, record: SocketRecord, reason: string, wake: Wake): Promise<void> {
+  async #refuse(client: Handshake, record: SocketRecord, reason: string, wake: Wake): Promise<void> {
     record.error = reason;
-    this.#setWake(record, wake);
+    setWake(record, wake);
     this.#setState(record, 'refused');
     const { socket, info } = record;
     this.#o.logger.warn({ socket, type: info?.type, name: info?.name, reason }, 'plugin refused');
     try {
-      await this.#bounded(
-        'NotifyRegistrationStatus',
-        this.#o.notifyTimeoutMs ?? DEFAULT_NOTIFY_TIMEOUT_MS,
-        client,
-        client.notify({ registered: false, error: reason }),
-      );
+      await client.notify({ registered: false, error: reason });
     } catch (error) {
       // It was refused either way; a plugin that will not hear why is not Warren's failure.
       this.#o.logger.debug({ socket, err: messageOf(error) }, 'a refused plugin could not be told why');
@@ -369,7 +304,7 @@ export class PluginReconciler {
   /** Refuses a socket that is not talked to (another user's): logged and shown, never dialed. */
   #refuseUnheard(record: SocketRecord, reason: string): void {
     record.error = reason;
-    this.#setWake(record, { kind: 'replaced' });
+    setWake(record, { kind: 'replaced' });
     this.#setState(record, 'refused');
     this.#o.logger.warn({ socket: record.socket, reason }, 'plugin refused');
   }
@@ -379,11 +314,11 @@ export class PluginReconciler {
     const repeated = record.error === error;
     record.error = error;
     if (this.#closed) {
-      this.#setWake(record, { kind: 'now' });
+      setWake(record, { kind: 'now' });
     } else {
       const delay = this.#o.backoff.delay(record.failures);
       const cancel = this.#o.clock.setTimer(delay, () => this.poke(record.socket));
-      this.#setWake(record, {
+      setWake(record, {
         kind: 'at',
         at: this.#o.clock.now() + delay,
         due: this.#o.clock.monotonic() + delay,
@@ -425,7 +360,7 @@ export class PluginReconciler {
     this.#claims.delete(claim);
     for (const record of this.#records.values()) {
       if (record.wake.kind === 'released' && record.wake.claim === claim) {
-        this.#setWake(record, { kind: 'now' });
+        setWake(record, { kind: 'now' });
         this.poke(record.socket);
       }
     }
@@ -439,13 +374,8 @@ export class PluginReconciler {
   }
 
   #forget(record: SocketRecord): void {
-    this.#setWake(record, { kind: 'now' });
+    setWake(record, { kind: 'now' });
     this.#records.delete(record.socket);
-  }
-
-  #setWake(record: SocketRecord, wake: Wake): void {
-    if (record.wake.kind === 'at') record.wake.cancel();
-    record.wake = wake;
   }
 
   #setState(record: SocketRecord, state: PluginState): void {

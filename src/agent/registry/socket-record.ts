@@ -2,6 +2,10 @@
  * What the registry's reconciler knows of one socket, for one generation (file) of it, and how
  * `warren plugins` shows it: its state, when it is to be asked again, its failures, and what its
  * handler reports once it is registered.
+ *
+ * Guarantees: a record starts registering, with no failures, to be asked now; a backoff timer
+ * outlives no wake (`setWake` cancels the one it replaces), so a socket refused, waiting for a
+ * name, or forgotten since is not poked by a retry it no longer has.
  */
 import type { CancelTimer } from '../../core/clock.ts';
 import { messageOf } from '../../core/errors.ts';
@@ -33,6 +37,32 @@ export interface SocketRecord {
   failures: number;
   error: string | undefined;
   info: PluginInfo | undefined;
+}
+
+/** The record of a socket's file (`desired`: its generation and inode) when first seen. */
+export function newRecord(
+  socket: string,
+  desired: { readonly generation: number; readonly ino: number },
+  now: number,
+): SocketRecord {
+  const { generation, ino } = desired;
+  return {
+    socket,
+    generation,
+    ino,
+    state: 'registering',
+    since: now,
+    wake: { kind: 'now' },
+    failures: 0,
+    error: undefined,
+    info: undefined,
+  };
+}
+
+/** Sets when the socket is to be asked again; the backoff timer of the wake it replaces is cancelled. */
+export function setWake(record: SocketRecord, wake: Wake): void {
+  if (record.wake.kind === 'at') record.wake.cancel();
+  record.wake = wake;
 }
 
 /** A record as an entry of the registry's status; `registered` when its plugin is registered now. */

@@ -22,16 +22,8 @@ import type { NetnsObservation, NetnsObserver } from '../../sources/netns.ts';
 import type { Allocator } from '../../allocator/allocator.ts';
 import type { Store } from '../../store/store.ts';
 import type { ReleaseSource } from '../../api/dashboard.ts';
-import {
-  type AddressHolder,
-  type OwnerRelease,
-  type ReleaseAction,
-  type ReleaseIntent,
-  decide,
-  addressHolderOf,
-  needsNamespaces,
-  sourceOf,
-} from './rule.ts';
+import { type AddressHolder, type ReleaseIntent, addressHolderOf, sourceOf } from './intent.ts';
+import { type OwnerRelease, type ReleaseAction, decide, needsNamespaces } from './rule.ts';
 import { ReleaseLog } from './log.ts';
 import type { ExitedContainers } from './exited-containers.ts';
 import { NO_TELEMETRY, type Telemetry } from '../metrics/telemetry.ts';

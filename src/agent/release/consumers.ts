@@ -15,7 +15,7 @@ import type { NetnsRemoval } from '../../sources/netns-removals.ts';
 import type { RuntimeEvent } from '../../api/plugins/wire.ts';
 import type { RuntimeItem } from '../../sources/plugins/event-source-client.ts';
 import type { ReleasePipeline } from './pipeline.ts';
-import type { ReleaseIntent, RuntimeAdapterScope } from './rule.ts';
+import type { ReleaseIntent, RuntimeAdapterScope } from './intent.ts';
 import type { NetnsScopes } from './netns-scopes.ts';
 
 /** The intent a containerd event seen at `observedAt` stands for. */

@@ -6,7 +6,7 @@
  * Counts only grow, and a snapshot is a copy.
  */
 import type { Allocation } from '../../ipam/allocation.ts';
-import type { ReleaseIntent } from './rule.ts';
+import type { ReleaseIntent } from './intent.ts';
 
 /** Per intent kind: intents done with, attempts failed, addresses released. */
 export type PipelineCounts = Record<ReleaseIntent['kind'], { done: number; failed: number; addresses: number }>;

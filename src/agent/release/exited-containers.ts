@@ -14,7 +14,7 @@
  */
 import type { Clock } from '../../core/clock.ts';
 import { type Moment, atOrBefore } from '../../core/moment.ts';
-import type { ReleaseIntent, RuntimeAdapterScope } from './rule.ts';
+import type { ReleaseIntent, RuntimeAdapterScope } from './intent.ts';
 
 /** An intent about a container (its runtime's events, a resync, a recheck). */
 export type ContainerIntent = Extract<ReleaseIntent, { containerID: string }>;

@@ -19,7 +19,7 @@ import type {
   UnreadFile,
 } from '../../sources/missed-delete-journal.ts';
 import type { RecentErrors } from '../metrics/recent-errors.ts';
-import type { ReleaseIntent } from './rule.ts';
+import type { ReleaseIntent } from './intent.ts';
 
 export type JournalIntent = Extract<ReleaseIntent, { kind: 'journal-del' }>;
 

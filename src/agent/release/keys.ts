@@ -5,7 +5,7 @@
  * apart, and say which backoff a key takes and which keys the containerd status lists.
  */
 import { type Owner, ownerKey } from '../../ipam/allocation.ts';
-import { type ReleaseIntent, addressHolderOf } from './rule.ts';
+import { type ReleaseIntent, addressHolderOf } from './intent.ts';
 
 const OWNER = 'owner:';
 const CONTAINER = 'container:';

@@ -7,7 +7,7 @@
  */
 import type { Logger } from 'pino';
 import type { Allocation } from '../../ipam/allocation.ts';
-import { type ReleaseIntent, sourceOf } from './rule.ts';
+import { type ReleaseIntent, sourceOf } from './intent.ts';
 
 type ContainerIntent = Extract<ReleaseIntent, { containerID: string }>;
 

@@ -18,7 +18,7 @@
 import { realpathSync } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import type { Allocation } from '../../ipam/allocation.ts';
-import { type RuntimeAdapterScope, answersFor } from './rule.ts';
+import { type RuntimeAdapterScope, answersFor } from './intent.ts';
 
 /** The namespaces containerd's CRI makes for its sandboxes, in both spellings. */
 export const CONTAINERD_CRI_NETNS_PREFIXES: readonly string[] = ['/var/run/netns/cni-', '/run/netns/cni-'];

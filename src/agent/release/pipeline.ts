@@ -52,7 +52,7 @@ import { type FlushOutcome, OrderedRetryQueue } from '../../core/ordered-retry-q
 import type { Allocation, Owner } from '../../ipam/allocation.ts';
 import type { Store } from '../../store/store.ts';
 import type { ReleaseSource } from '../../api/dashboard.ts';
-import { type ReleaseIntent, type RuntimeAdapterScope, sourceOf } from './rule.ts';
+import { type ReleaseIntent, type RuntimeAdapterScope, sourceOf } from './intent.ts';
 import { containerOfKey, containerQueueKey, isLookAgain, keyOf, ownerQueueKey, podQueueKey } from './keys.ts';
 import { ReleaseLog } from './log.ts';
 import type { Outcome, ReleaseApplier } from './applier.ts';

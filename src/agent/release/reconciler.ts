@@ -24,7 +24,7 @@ import { type AuditReport, audit } from './audit.ts';
 import type { RecentErrors } from '../metrics/recent-errors.ts';
 import type { JournalIntake } from './journal.ts';
 import type { ReleasePipeline } from './pipeline.ts';
-import type { ReleaseIntent } from './rule.ts';
+import type { ReleaseIntent } from './intent.ts';
 import type { Telemetry } from '../metrics/telemetry.ts';
 
 // The shapes `warren status` and `warren journal` answer are the API's.

@@ -7,7 +7,7 @@ import { Writable } from 'node:stream';
 import { describe, it } from 'node:test';
 import { pino } from 'pino';
 import { ReleaseLog } from '../../../src/agent/release/log.ts';
-import type { ReleaseIntent } from '../../../src/agent/release/rule.ts';
+import type { ReleaseIntent } from '../../../src/agent/release/intent.ts';
 import type { Allocation } from '../../../src/ipam/allocation.ts';
 import { flush } from '../../helpers/event-loop.ts';
 

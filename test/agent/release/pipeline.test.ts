@@ -10,7 +10,7 @@ import { mkdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { Allocator } from '../../../src/allocator/allocator.ts';
-import type { ReleaseIntent } from '../../../src/agent/release/rule.ts';
+import type { ReleaseIntent } from '../../../src/agent/release/intent.ts';
 import {
   consumeContainerd,
   consumeNetnsRemovals,

@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { ReleaseIntent } from '../../../src/agent/release/rule.ts';
+import type { ReleaseIntent } from '../../../src/agent/release/intent.ts';
 import { parseIpamConfig } from '../../../src/cni/ipam-config.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { momentOf } from '../../../src/core/moment.ts';

@@ -4,12 +4,11 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { type ReleaseIntent, addressHolderOf } from '../../../src/agent/release/intent.ts';
 import {
   type Observed,
   POD_RELEASE_WHY,
   type ReleaseAction,
-  type ReleaseIntent,
-  addressHolderOf,
   decide,
   needsNamespaces,
 } from '../../../src/agent/release/rule.ts';
