@@ -8,14 +8,17 @@
  * is announced and has not stopped allocating (the store lost its data, or another agent took its
  * name), the store answers its ping, and the last commit did not fail (server/commit-health.ts says why
  * the ping alone is not enough).
+ *
+ * What the store answered is shaped into reports by server/operator-reports.ts (pure); this
+ * service reads, decides who may ask what, and acts.
  */
 import type { Clock } from '../../core/clock.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import { formatIP, parseIP } from '../../ipam/address.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import type { Allocator } from '../../allocator/allocator.ts';
-import { isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
-import type { AcceptReport, AllocationFilter, Membership, Store } from '../../store/store.ts';
+import { isBlockKey } from '../../ipam/blocks.ts';
+import type { AcceptReport, Membership, Store } from '../../store/store.ts';
 import type {
   AgentStatus,
   UninstallReport,
@@ -40,6 +43,7 @@ import type { DashboardData } from '../../api/dashboard.ts';
 import type { DoctorFacts } from '../../api/doctor.ts';
 import type { ReleaseReconciler } from '../release/reconciler.ts';
 import type { CommitHealth } from './commit-health.ts';
+import { allocationFilterOf, nodeReports, pluginCounts, poolReports } from './operator-reports.ts';
 import { ReleaseHistory } from '../metrics/release-history.ts';
 import { NO_TELEMETRY, type Telemetry } from '../metrics/telemetry.ts';
 
@@ -172,7 +176,7 @@ export class AgentService {
       ...(this.#o.containerd === undefined ? {} : { containerd: this.#o.containerd() }),
       ...(this.#o.kubernetes === undefined ? {} : { kubernetes: this.#o.kubernetes() }),
       ...(this.#o.cniConfig === undefined ? {} : { cniConfig: this.#o.cniConfig() }),
-      ...(this.#o.plugins === undefined ? {} : { plugins: countsOf(this.#o.plugins()) }),
+      ...(this.#o.plugins === undefined ? {} : { plugins: pluginCounts(this.#o.plugins()) }),
       ...(this.#o.metrics === undefined ? {} : { metrics: this.#o.metrics() }),
     };
     return { status, readable: pingError === undefined };
@@ -224,42 +228,7 @@ export class AgentService {
 
   /** Every pool; a range split into blocks is reported whole (its blocks summed) and block by block. */
   async pools(): Promise<PoolReport[]> {
-    const summaries = await this.#o.store.pools();
-    // Block totals per range pool, in one pass.
-    const totals = new Map<string, { allocated: number; resting: number; blocks: number }>();
-    for (const b of summaries) {
-      if (!isBlockKey(b.pool)) continue;
-      const t = totals.get(rangePoolOfKey(b.pool)) ?? { allocated: 0, resting: 0, blocks: 0 };
-      t.allocated += b.allocated;
-      t.resting += b.resting;
-      if (b.affinity !== undefined) t.blocks += 1;
-      totals.set(rangePoolOfKey(b.pool), t);
-    }
-    return summaries.map((p) => {
-      let { allocated, resting } = p;
-      let blocks = 0;
-      if (p.description?.blockPrefix !== undefined) {
-        const t = totals.get(p.pool) ?? { allocated: 0, resting: 0, blocks: 0 };
-        ({ allocated, resting, blocks } = t);
-      }
-      const capacity = p.description === undefined ? undefined : Number(p.description.capacity);
-      return {
-        pool: p.pool,
-        ...(p.description === undefined
-          ? {}
-          : {
-              subnet: p.description.subnet,
-              first: p.description.first,
-              last: p.description.last,
-              capacity: p.description.capacity,
-            }),
-        allocated,
-        resting,
-        ...(capacity === undefined || capacity === 0 ? {} : { utilisation: allocated / capacity }),
-        ...(p.affinity === undefined ? {} : { node: p.affinity }),
-        ...(p.description?.blockPrefix === undefined ? {} : { blockPrefix: p.description.blockPrefix, blocks }),
-      };
-    });
+    return poolReports(await this.#o.store.pools());
   }
 
   /** Nodes sharing the store: announced ones, and any that still own blocks or allocations. */
@@ -275,27 +244,7 @@ export class AgentService {
       this.#o.store.pools(),
       this.#o.store.list(),
     ]);
-    const nodes = new Map<
-      string,
-      { alive: boolean; since?: string; version?: string; blocks: string[]; allocations: number }
-    >();
-    const entry = (name: string) => {
-      let n = nodes.get(name);
-      if (n === undefined) {
-        n = { alive: false, blocks: [], allocations: 0 };
-        nodes.set(name, n);
-      }
-      return n;
-    };
-    for (const record of live)
-      Object.assign(entry(record.node), {
-        alive: true,
-        since: new Date(record.since).toISOString(),
-        ...(record.version === undefined ? {} : { version: record.version }),
-      });
-    for (const p of summaries) if (p.affinity !== undefined) entry(p.affinity).blocks.push(p.pool);
-    for (const a of allocations) entry(a.node).allocations += 1;
-    return [...nodes].sort(([a], [b]) => (a < b ? -1 : 1)).map(([node, n]) => ({ node, ...n }));
+    return nodeReports(live, summaries, allocations);
   }
 
   /**
@@ -345,15 +294,7 @@ export class AgentService {
   }
 
   async allocations(query: AllocationQuery): Promise<Allocation[]> {
-    // The API's `pool` means what users mean by a pool: a range, with every block it is split into.
-    const { pool, ...rest } = query;
-    const filter: AllocationFilter = pool === undefined ? rest : { ...rest, rangePool: pool };
-    if (filter.address !== undefined) {
-      const ip = parseIP(filter.address);
-      if (ip === undefined) throw new WarrenError('BAD_REQUEST', `address "${filter.address}" is not an IP address`);
-      return this.#o.store.list({ ...filter, address: formatIP(ip) });
-    }
-    return this.#o.store.list(filter);
+    return this.#o.store.list(allocationFilterOf(query));
   }
 
   /** {address, pool?}: that address. {containerID, network?, ifname?}: everything it holds. */
@@ -396,8 +337,4 @@ export class AgentService {
     );
     return { released };
   }
-}
-
-function countsOf(status: PluginsStatus): { registered: number; refused: number; retrying: number } {
-  return { registered: status.registered, refused: status.refused, retrying: status.retrying };
 }

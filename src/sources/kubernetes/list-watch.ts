@@ -22,30 +22,18 @@
  *   aborted, the watch stream is closed. (A watch whose response head has not arrived yet is closed
  *   when it arrives: the library's Watch gives no handle before that; its timeout bounds the wait.)
  *
- * The objects are the JSON the server sent (no client-side model classes: timestamps stay strings),
- * the same for listed and watched objects; `T` describes them, and the consumer validates what it
- * uses.
+ * The requests themselves, each made once, are collection-requests.ts's; this module is the loop
+ * and its policy around them. The objects are the JSON the server sent (no client-side model
+ * classes: timestamps stay strings), the same for listed and watched objects; `T` describes them,
+ * and the consumer validates what it uses.
  */
-import {
-  type KubeConfig,
-  HttpMethod,
-  IsomorphicFetchHttpLibrary,
-  RequestContext,
-  Watch,
-} from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { AsyncChannel } from '../../core/async-channel.ts';
 import { type BackoffPolicy, ExponentialBackoff } from '../../core/backoff.ts';
 import type { Clock } from '../../core/clock.ts';
-import {
-  type ApiFailure,
-  describeFailure,
-  failureOfError,
-  failureOfResponse,
-  failureOfStatus,
-  isExpired,
-  missingPermission,
-} from './api-failure.ts';
+import { type ApiFailure, describeFailure, missingPermission } from './api-failure.ts';
+import { CollectionRequests, type WatchEnd } from './collection-requests.ts';
 
 /** What any watched object carries: where the collection stands after it. */
 export interface KubeObjectMeta {
@@ -105,27 +93,12 @@ export interface ListWatchOptions {
  * server that ends every watch at once is not hammered.
  */
 const MIN_WATCH_MS = 1_000;
-/** The Watch's inactivity timeout beyond the server's own watch timeout. */
-const INACTIVITY_MARGIN_MS = 60_000;
-
-type Listing<T> =
-  | { readonly kind: 'listed'; readonly objects: T[]; readonly resourceVersion: string }
-  | { readonly kind: 'failed'; readonly failure: ApiFailure };
-
-type WatchEnd =
-  /** The server ended the stream cleanly. */
-  | { readonly kind: 'ended'; readonly delivered: boolean; readonly startedAt: number }
-  /** 410 Gone: the resourceVersion is too old. */
-  | { readonly kind: 'expired'; readonly failure: ApiFailure }
-  | { readonly kind: 'failed'; readonly failure: ApiFailure }
-  | { readonly kind: 'aborted' };
 
 export class ListWatch<T extends KubeObjectMeta> {
   readonly #o: ListWatchOptions;
   readonly #backoff: BackoffPolicy;
   readonly #resource: string;
-  readonly #watch: Watch;
-  readonly #http = new IsomorphicFetchHttpLibrary();
+  readonly #requests: CollectionRequests<T>;
   #state: ListWatchState = 'listing';
   #since: number;
   /** Failed attempts in a row; the backoff grows with it. */
@@ -154,12 +127,7 @@ export class ListWatch<T extends KubeObjectMeta> {
         .filter((part) => part !== '')
         .at(-1) ?? options.path;
     this.#since = options.clock.now();
-    this.#watch = new Watch(options.kubeConfig);
-    // 2.0.1 keeps the inactivity timeout in a field its typings call private (default 30 s, re-armed
-    // on every chunk); left at 30 s, every quiet half-minute would cut the watch.
-    const timeoutMs = (options.watchTimeoutSeconds ?? 300) * 1000 + INACTIVITY_MARGIN_MS;
-    if (typeof Reflect.get(this.#watch, 'requestTimeoutMs') === 'number')
-      Reflect.set(this.#watch, 'requestTimeoutMs', timeoutMs);
+    this.#requests = new CollectionRequests<T>(options);
   }
 
   get state(): ListWatchState {
@@ -208,7 +176,7 @@ export class ListWatch<T extends KubeObjectMeta> {
     while (!signal.aborted) {
       if (this.#resourceVersion === undefined) {
         this.#setState('listing');
-        const listing = await this.#list(signal);
+        const listing = await this.#requests.list(signal);
         if (signal.aborted) return;
         if (listing.kind === 'failed') {
           await this.#backOff(listing.failure, 'list', signal);
@@ -234,13 +202,14 @@ export class ListWatch<T extends KubeObjectMeta> {
       }
       if (watchedSinceListing) this.#reconnects += 1;
       watchedSinceListing = true;
+      const startedAt = this.#o.clock.monotonic();
       const end = await this.#watchFrom(this.#resourceVersion, channel, signal);
       switch (end.kind) {
         case 'aborted':
           return;
         case 'ended':
           // The server's watch timeout: re-open at once, unless it ended before it began.
-          if (!end.delivered && this.#o.clock.monotonic() - end.startedAt < MIN_WATCH_MS) {
+          if (!end.delivered && this.#o.clock.monotonic() - startedAt < MIN_WATCH_MS) {
             await this.#backOff({ message: 'the API server ended the watch at once' }, 'watch', signal);
           }
           break;
@@ -263,109 +232,27 @@ export class ListWatch<T extends KubeObjectMeta> {
     }
   }
 
-  #url(): URL {
-    const cluster = this.#o.kubeConfig.getCurrentCluster();
-    if (cluster === null) throw new Error('the kubeconfig names no current cluster');
-    const url = new URL(cluster.server.replace(/\/+$/, '') + this.#o.path);
-    if (this.#o.fieldSelector !== undefined) url.searchParams.set('fieldSelector', this.#o.fieldSelector);
-    if (this.#o.labelSelector !== undefined) url.searchParams.set('labelSelector', this.#o.labelSelector);
-    return url;
-  }
-
-  /** One listing, through the library's HTTP layer (its TLS and credentials), as the server sent it. */
-  async #list(signal: AbortSignal): Promise<Listing<T>> {
-    try {
-      const context = new RequestContext(this.#url().toString(), HttpMethod.GET);
-      await this.#o.kubeConfig.applySecurityAuthentication(context);
-      context.setHeaderParam('Accept', 'application/json');
-      context.setSignal(signal);
-      const response = await this.#http.send(context).toPromise();
-      const text = await response.body.text();
-      if (response.httpStatusCode !== 200)
-        return { kind: 'failed', failure: failureOfResponse(response.httpStatusCode, text) };
-      const list: unknown = JSON.parse(text);
-      const items = (list as { items?: unknown }).items;
-      const version = (list as { metadata?: { resourceVersion?: unknown } }).metadata?.resourceVersion;
-      if (!(Array.isArray(items) || items === null) || typeof version !== 'string' || version === '') {
-        return { kind: 'failed', failure: { message: 'the listing has no items or no metadata.resourceVersion' } };
-      }
-      return { kind: 'listed', objects: (items ?? []) as T[], resourceVersion: version };
-    } catch (error) {
-      return { kind: 'failed', failure: failureOfError(error) };
-    }
-  }
-
   /** One watch from `resourceVersion`, until it ends, fails, expires or `signal` aborts. */
   #watchFrom(resourceVersion: string, channel: AsyncChannel<ListWatchItem<T>>, signal: AbortSignal): Promise<WatchEnd> {
-    const startedAt = this.#o.clock.monotonic();
-    let delivered = false;
-    return new Promise<WatchEnd>((resolve) => {
-      let settled = false;
-      let controller: AbortController | undefined;
-      const finish = (end: WatchEnd): void => {
-        if (settled) return;
-        settled = true;
-        signal.removeEventListener('abort', onAbort);
-        controller?.abort();
-        resolve(end);
-      };
-      const onAbort = (): void => finish({ kind: 'aborted' });
-      signal.addEventListener('abort', onAbort, { once: true });
-
-      const onEvent = (type: string, object: unknown): void => {
-        if (settled) return;
-        switch (type) {
-          case 'ADDED':
-          case 'MODIFIED':
-          case 'DELETED': {
-            delivered = true;
-            this.#advance(object);
-            const kind = type === 'ADDED' ? 'added' : type === 'MODIFIED' ? 'modified' : 'deleted';
-            channel.push({ kind, object: object as T });
-            return;
-          }
-          case 'BOOKMARK':
-            delivered = true;
-            this.#advance(object);
-            return;
-          case 'ERROR': {
-            const failure = failureOfStatus(object);
-            finish(isExpired(failure) ? { kind: 'expired', failure } : { kind: 'failed', failure });
-            return;
-          }
-          default:
-            this.#o.logger.warn({ path: this.#o.path, type }, 'kubernetes: watch event of an unknown type skipped');
-        }
-      };
-      const onDone = (error: unknown): void => {
-        if (error === null || error === undefined) finish({ kind: 'ended', delivered, startedAt });
-        else {
-          const failure = failureOfError(error);
-          finish(isExpired(failure) ? { kind: 'expired', failure } : { kind: 'failed', failure });
-        }
-      };
-      const query = {
-        resourceVersion,
-        allowWatchBookmarks: true,
-        timeoutSeconds: this.#o.watchTimeoutSeconds ?? 300,
-        ...(this.#o.fieldSelector === undefined ? {} : { fieldSelector: this.#o.fieldSelector }),
-        ...(this.#o.labelSelector === undefined ? {} : { labelSelector: this.#o.labelSelector }),
-      };
-      this.#watch.watch(this.#o.path, query, onEvent, onDone).then(
-        (opened) => {
-          controller = opened;
-          if (settled) {
-            opened.abort();
-            return;
-          }
+    return this.#requests.watch(
+      resourceVersion,
+      {
+        change: (kind, object) => {
+          this.#advance(object);
+          channel.push({ kind, object });
+        },
+        bookmark: (object) => this.#advance(object),
+        accepted: () => {
           // Accepted (200, the stream open): the failures in a row are over.
           this.#failures = 0;
           this.#forbidden = undefined;
           this.#setState('watching');
         },
-        (error: unknown) => finish({ kind: 'failed', failure: failureOfError(error) }),
-      );
-    });
+        unknown: (type) =>
+          this.#o.logger.warn({ path: this.#o.path, type }, 'kubernetes: watch event of an unknown type skipped'),
+      },
+      signal,
+    );
   }
 
   /** The collection stands at the object's (or bookmark's) resourceVersion now. */

@@ -1,0 +1,103 @@
+/**
+ * The reports an operator reads (pools, nodes, the plugin counts in the status) and the store
+ * filter an allocation query means, built from what the store answered. Pure: no store, no clock,
+ * no I/O; the same rows give the same report, so the service reads and these only shape.
+ *
+ * - A range split into blocks is reported whole (its blocks summed) and block by block; only
+ *   blocks with a node count towards the range's `blocks`.
+ * - A node is in the node report when it is announced, owns a block or holds an allocation; the
+ *   report is sorted by node name.
+ * - An allocation query's `pool` is a range with every block it is split into; its address is
+ *   compared in canonical form, and one that is not an IP address is a BAD_REQUEST.
+ */
+import { WarrenError } from '../../core/errors.ts';
+import { formatIP, parseIP } from '../../ipam/address.ts';
+import type { Allocation } from '../../ipam/allocation.ts';
+import { isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
+import type { AllocationFilter, NodeRecord, PoolSummary } from '../../store/store.ts';
+import type { PluginsStatus } from '../../api/status.ts';
+import type { AllocationQuery, NodeReport, PoolReport } from '../../api/protocol.ts';
+
+/** Every pool; a range split into blocks is reported whole (its blocks summed) and block by block. */
+export function poolReports(summaries: readonly PoolSummary[]): PoolReport[] {
+  // Block totals per range pool, in one pass.
+  const totals = new Map<string, { allocated: number; resting: number; blocks: number }>();
+  for (const b of summaries) {
+    if (!isBlockKey(b.pool)) continue;
+    const t = totals.get(rangePoolOfKey(b.pool)) ?? { allocated: 0, resting: 0, blocks: 0 };
+    t.allocated += b.allocated;
+    t.resting += b.resting;
+    if (b.affinity !== undefined) t.blocks += 1;
+    totals.set(rangePoolOfKey(b.pool), t);
+  }
+  return summaries.map((p) => {
+    let { allocated, resting } = p;
+    let blocks = 0;
+    if (p.description?.blockPrefix !== undefined) {
+      const t = totals.get(p.pool) ?? { allocated: 0, resting: 0, blocks: 0 };
+      ({ allocated, resting, blocks } = t);
+    }
+    const capacity = p.description === undefined ? undefined : Number(p.description.capacity);
+    return {
+      pool: p.pool,
+      ...(p.description === undefined
+        ? {}
+        : {
+            subnet: p.description.subnet,
+            first: p.description.first,
+            last: p.description.last,
+            capacity: p.description.capacity,
+          }),
+      allocated,
+      resting,
+      ...(capacity === undefined || capacity === 0 ? {} : { utilisation: allocated / capacity }),
+      ...(p.affinity === undefined ? {} : { node: p.affinity }),
+      ...(p.description?.blockPrefix === undefined ? {} : { blockPrefix: p.description.blockPrefix, blocks }),
+    };
+  });
+}
+
+/** Nodes sharing the store: announced ones, and any that still own blocks or allocations. */
+export function nodeReports(
+  live: readonly NodeRecord[],
+  summaries: readonly PoolSummary[],
+  allocations: readonly Allocation[],
+): NodeReport[] {
+  const nodes = new Map<
+    string,
+    { alive: boolean; since?: string; version?: string; blocks: string[]; allocations: number }
+  >();
+  const entry = (name: string) => {
+    let n = nodes.get(name);
+    if (n === undefined) {
+      n = { alive: false, blocks: [], allocations: 0 };
+      nodes.set(name, n);
+    }
+    return n;
+  };
+  for (const record of live)
+    Object.assign(entry(record.node), {
+      alive: true,
+      since: new Date(record.since).toISOString(),
+      ...(record.version === undefined ? {} : { version: record.version }),
+    });
+  for (const p of summaries) if (p.affinity !== undefined) entry(p.affinity).blocks.push(p.pool);
+  for (const a of allocations) entry(a.node).allocations += 1;
+  return [...nodes].sort(([a], [b]) => (a < b ? -1 : 1)).map(([node, n]) => ({ node, ...n }));
+}
+
+/** The store filter an allocation query means; throws BAD_REQUEST for an address that is not one. */
+export function allocationFilterOf(query: AllocationQuery): AllocationFilter {
+  // The API's `pool` means what users mean by a pool: a range, with every block it is split into.
+  const { pool, ...rest } = query;
+  const filter: AllocationFilter = pool === undefined ? rest : { ...rest, rangePool: pool };
+  if (filter.address === undefined) return filter;
+  const ip = parseIP(filter.address);
+  if (ip === undefined) throw new WarrenError('BAD_REQUEST', `address "${filter.address}" is not an IP address`);
+  return { ...filter, address: formatIP(ip) };
+}
+
+/** The plugin registry's counts, as the status shows them. */
+export function pluginCounts(status: PluginsStatus): { registered: number; refused: number; retrying: number } {
+  return { registered: status.registered, refused: status.refused, retrying: status.retrying };
+}
