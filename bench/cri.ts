@@ -15,16 +15,20 @@
  * Usage: node bench/cri.ts [--quick]   (root; containerd, runc, busybox-static, CNI plugins)
  */
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type AgentHandle, startAgent } from '../test/helpers/agent.ts';
+import type { AgentHandle } from '../test/helpers/agent.ts';
 import { type CriContainerd, criBinDir, startCriContainerd } from '../test/helpers/cri.ts';
 import { bridgeName, deleteLink } from '../test/helpers/netns.ts';
 import { waitFor } from '../test/helpers/processes.ts';
+import { loadavg, machineLine } from './machine.ts';
+import { benchAgent } from './plugins.ts';
+import { tail } from './stats.ts';
 
 const quick = process.argv.includes('--quick');
 const ROUNDS = quick ? 2 : 4;
-const SEQUENTIAL = quick ? 10 : 20;
+/** 25 a round, 100 per IPAM over 4 rounds: enough for a p90 (bench/stats.ts). */
+const SEQUENTIAL = quick ? 10 : 25;
 const BURST = 20;
 const NETWORK = 'wrn-bench-cri';
 
@@ -34,7 +38,6 @@ const median = (xs: readonly number[]): number => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length === 0 ? Number.NaN : s.length % 2 === 1 ? (s[(s.length - 1) / 2] as number) : ((s[s.length / 2 - 1] as number) + (s[s.length / 2] as number)) / 2;
 };
-const p90 = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(0.9 * xs.length))] ?? Number.NaN;
 
 async function main(): Promise<void> {
   const work = mkdtempSync(join(tmpdir(), 'warren-bench-cri-'));
@@ -54,7 +57,7 @@ async function main(): Promise<void> {
     };
     writeFileSync(join(confDir, '.primary.tmp'), JSON.stringify(primary));
     renameSync(join(confDir, '.primary.tmp'), join(confDir, '10-bridge.conflist'));
-    agent = await startAgent({
+    agent = await benchAgent({
       dir: join(work, 'agent'),
       args: ['--manage-cni-config', 'on', '--cni-conf-dir', confDir, '--readiness-indicator-file', indicator, '--containerd', 'off'],
     });
@@ -84,6 +87,7 @@ async function main(): Promise<void> {
       'host-local': { sequential: [], burstWall: [], burstEach: [] },
       warren: { sequential: [], burstWall: [], burstEach: [] },
     };
+    const loadBefore = loadavg();
     for (let round = 0; round < ROUNDS; round++) {
       for (const ipam of (round % 2 === 0 ? ['host-local', 'warren'] : ['warren', 'host-local']) as Ipam[]) {
         await switchTo(ipam);
@@ -98,16 +102,21 @@ async function main(): Promise<void> {
         figures[ipam].burstEach.push(...burst.map((b) => b.ms));
         await Promise.all(burst.map((b) => remove(b.id)));
       }
-      process.stderr.write(`round ${round + 1}/${ROUNDS} done\n`);
+      process.stderr.write(`round ${round + 1}/${ROUNDS} done; load ${loadavg()}\n`);
     }
     const hl = figures['host-local'];
     const w = figures.warren;
     const f = (x: number): string => x.toFixed(0);
-    console.log(`CPU: ${cpus()[0]?.model ?? 'unknown'} × ${cpus().length}; containerd 1.6 with CRI, bridge plugin; ${ROUNDS} alternating rounds`);
+    console.log(machineLine());
+    const load = `load ${loadBefore} → ${loadavg()}`;
+    console.log(`containerd 1.6 with CRI, bridge plugin; ${ROUNDS} alternating rounds; ${load}`);
     console.log('| RunPodSandbox | host-local | Warren | Warren / host-local |');
     console.log('|---|---|---|---|');
     console.log(`| sequential, median ms (${hl.sequential.length} each) | ${f(median(hl.sequential))} | ${f(median(w.sequential))} | ${(median(w.sequential) / median(hl.sequential)).toFixed(2)}× |`);
-    console.log(`| sequential, p90 ms | ${f(p90(hl.sequential))} | ${f(p90(w.sequential))} | ${(p90(w.sequential) / p90(hl.sequential)).toFixed(2)}× |`);
+    const [hlTail, wTail] = [tail(hl.sequential, 0.9), tail(w.sequential, 0.9)];
+    const tailRatio = (wTail.value / hlTail.value).toFixed(2);
+    const tailRow = `sequential, ${hlTail.label} ms (n=${hlTail.n})`;
+    console.log(`| ${tailRow} | ${f(hlTail.value)} | ${f(wTail.value)} | ${tailRatio}× |`);
     console.log(`| ${BURST} at once, wall ms (median of ${hl.burstWall.length}) | ${f(median(hl.burstWall))} | ${f(median(w.burstWall))} | ${(median(w.burstWall) / median(hl.burstWall)).toFixed(2)}× |`);
     console.log(`| ${BURST} at once, each call median ms | ${f(median(hl.burstEach))} | ${f(median(w.burstEach))} | ${(median(w.burstEach) / median(hl.burstEach)).toFixed(2)}× |`);
   } finally {

@@ -36,7 +36,10 @@ export function machineLine(command: string = commandLine()): string {
 /** The command that started this process, relative as typed (node bench/x.ts --flags). */
 export function commandLine(): string {
   const script = process.argv[1]?.replace(/^.*\/(bench\/[^/]+)$/, '$1') ?? '';
-  return ['node', script, ...process.argv.slice(2)].join(' ');
+  const node = ['node', script, ...process.argv.slice(2)].join(' ');
+  // Started by an npm script: say which, as a reader would type it.
+  const npm = process.env.npm_lifecycle_event;
+  return npm === undefined ? node : `npm run ${npm} (${node})`;
 }
 
 /** Load before and after one measured section. */
