@@ -8,19 +8,22 @@
 /** Samples that must lie beyond a tail percentile for it to be quoted as one. */
 export const TAIL_SAMPLES = 10;
 
-/** The q-quantile of `xs` (nearest rank, lower); NaN for none. */
+/** Below this, a product of floating-point fractions counts as a whole number (0.1 × 100 is 9.99…). */
+const EPSILON = 1e-9;
+
+/** The q-quantile of `xs` by nearest rank: the ⌈q·n⌉-th smallest, n·(1 − q) samples beyond it; NaN for none. */
 export function quantile(xs: readonly number[], q: number): number {
   const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor(q * s.length))] ?? Number.NaN;
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length - EPSILON) - 1))] ?? Number.NaN;
 }
 
 export const median = (xs: readonly number[]): number => quantile(xs, 0.5);
 
 /** Whether `n` samples support quoting the q-quantile (always, for the median and below). */
-export const supports = (n: number, q: number): boolean => q <= 0.5 || n * (1 - q) >= TAIL_SAMPLES;
+export const supports = (n: number, q: number): boolean => q <= 0.5 || n * (1 - q) >= TAIL_SAMPLES - EPSILON;
 
 /** The fewest samples that support the q-quantile. */
-export const samplesFor = (q: number): number => (q <= 0.5 ? 1 : Math.ceil(TAIL_SAMPLES / (1 - q)));
+export const samplesFor = (q: number): number => (q <= 0.5 ? 1 : Math.ceil(TAIL_SAMPLES / (1 - q) - EPSILON));
 
 /** A tail figure as it may be quoted: the percentile when the samples support it, else the maximum. */
 export interface Tail {
