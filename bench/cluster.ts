@@ -202,7 +202,12 @@ function print(title: string, rows: readonly Row[], extra: ReadonlyArray<readonl
     ...extra,
   ];
   const widths = table[0]?.map((_, c) => Math.max(...table.map((r) => (r[c] ?? '').length))) ?? [];
-  for (const r of table) console.log(`| ${r.map((cell, c) => cell.padEnd(widths[c] ?? 0)).join(' | ')} |`);
+  const line = (r: readonly string[]): string => `| ${r.map((cell, c) => cell.padEnd(widths[c] ?? 0)).join(' | ')} |`;
+  // A Markdown table: the header, its rule, the rows.
+  const [header, ...body] = table;
+  console.log(line(header ?? []));
+  console.log(line(widths.map((w) => '-'.repeat(w))));
+  for (const r of body) console.log(line(r));
 }
 
 async function main(): Promise<void> {
