@@ -418,7 +418,8 @@ export function printMetricsFigures(f: MetricsFigures): void {
   const row = (what: string, on: string, off: string, ratio = '') => console.log(`  ${what.padEnd(62)} ${on.padStart(10)} ${off.padStart(10)}  ${ratio}`);
   const us = (x: number) => x.toFixed(1);
   const n = f.inProcess.n.toLocaleString('en');
-  console.log(`  CPU: ${f.cpu} (${f.cores} threads)${f.quick ? '; quick run' : ''}; ${machineLine()}`);
+  // machineLine() names the CPU (f.cpu) and its threads (f.cores) with the command and the time.
+  console.log(`  ${machineLine()}${f.quick ? '; quick run' : ''}`);
   row('ADD cost, metrics on vs off', 'on', 'off', 'on / off');
   for (const [design, p] of [
     ['paired (both in one process, calls alternating)', f.inProcess.paired],
