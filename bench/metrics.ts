@@ -145,9 +145,13 @@ function wire(path: string, metricsOn: boolean): { service: CniService; metrics:
   return { service, metrics, close: () => opened.close() };
 }
 
-/** The readings a scrape makes on a SQLite agent: the pool summaries, and this node's allocations (for blocks). */
+/**
+ * The readings a scrape makes on a SQLite agent: the pool summaries. An agent lists its node's
+ * allocations only on a clustered store (to tell borrowed blocks apart; src/agent/agent.ts), so
+ * neither does this one.
+ */
 async function figuresOf(store: Store) {
-  const [pools] = await Promise.all([store.pools(), store.list({ node: NODE })]);
+  const pools = await store.pools();
   return pools.map((p) => ({ pool: p.pool, allocated: p.allocated, resting: p.resting, ...(p.description === undefined ? {} : { capacity: Number(p.description.capacity) }) }));
 }
 
