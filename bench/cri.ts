@@ -2,10 +2,12 @@
  * Pod sandbox start through containerd's CRI, with Warren as the IPAM beside host-local, in one
  * run on one containerd (Debian's 1.6, CRI enabled, private config: test/helpers/cri.ts).
  *
- * The node's primary config is bridge + host-local. Warren's agent manages the conf dir with a
- * readiness indicator, which is how the two are switched without touching the primary: with the
- * indicator present, containerd uses Warren's 00-warren.conflist; with it missing, Warren's file
- * is removed and containerd uses the primary (host-local). Rounds alternate between the two so
+ * The node's primary config is bridge + host-local. The bench switches IPAMs without touching the
+ * primary by writing Warren's own 00-warren.conflist (the same bridge and subnet, Warren as its
+ * IPAM) before it, or removing it: containerd uses the first config of its conf dir.
+ * (The agent's config manager no longer removes its file while a readiness indicator is missing:
+ * it fails closed, its plugin answering "not ready", so it cannot be the switch.) Rounds alternate
+ * between the two so
  * that the machine's drift hits both alike; each switch waits until a probe sandbox shows which
  * IPAM containerd now calls (Warren records the sandbox's allocation, host-local does not).
  *
@@ -42,7 +44,7 @@ const median = (xs: readonly number[]): number => {
 async function main(): Promise<void> {
   const work = mkdtempSync(join(tmpdir(), 'warren-bench-cri-'));
   const confDir = join(work, 'net.d');
-  const indicator = join(work, 'ready');
+  const warrenFile = join(confDir, '00-warren.conflist');
   const bridge = bridgeName();
   let containerd: CriContainerd | undefined;
   let agent: AgentHandle | undefined;
@@ -57,10 +59,14 @@ async function main(): Promise<void> {
     };
     writeFileSync(join(confDir, '.primary.tmp'), JSON.stringify(primary));
     renameSync(join(confDir, '.primary.tmp'), join(confDir, '10-bridge.conflist'));
-    agent = await benchAgent({
-      dir: join(work, 'agent'),
-      args: ['--manage-cni-config', 'on', '--cni-conf-dir', confDir, '--readiness-indicator-file', indicator, '--containerd', 'off'],
-    });
+    agent = await benchAgent({ dir: join(work, 'agent'), args: ['--containerd', 'off'] });
+    // Warren's config: the primary's bridge with Warren as its IPAM on the same subnet (a bridge
+    // holds one gateway address; every sandbox of one IPAM is removed before the other serves).
+    // Written first in the conf dir, containerd uses it; removed, containerd uses the primary.
+    const warrenConf = {
+      ...primary,
+      plugins: [{ ...primary.plugins[0], ipam: { type: 'warren', socket: agent.socket, range: '10.246.0.0/20' } }],
+    };
     const c = containerd;
     const a = agent;
     const run = async (): Promise<{ id: string; ms: number }> => {
@@ -74,8 +80,10 @@ async function main(): Promise<void> {
       await c.cri.removePodSandbox(id);
     };
     const switchTo = async (ipam: Ipam): Promise<void> => {
-      if (ipam === 'warren') writeFileSync(indicator, '');
-      else if (existsSync(indicator)) unlinkSync(indicator);
+      if (ipam === 'warren') {
+        writeFileSync(join(confDir, '.warren.tmp'), JSON.stringify(warrenConf));
+        renameSync(join(confDir, '.warren.tmp'), warrenFile);
+      } else if (existsSync(warrenFile)) unlinkSync(warrenFile);
       await waitFor(`containerd to call ${ipam}`, async () => {
         const { id } = await run();
         const byWarren = (await a.allocations(`?containerID=${id}`)).length > 0;
