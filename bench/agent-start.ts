@@ -4,7 +4,8 @@
  * directory, and its socket is polled until GET /v1/status answers 200; at that moment its CPU
  * time is read (utime + stime of all its threads, /proc/PID/stat) and the wall time since the
  * spawn. Then, with `adds`, 200 sequential ADDs through the installed forwarder, at once: their
- * p99 is what the warm-up exists for (the first calls of a fresh agent used to be its slowest).
+ * slowest is what the warm-up exists for (the first calls of a fresh agent used to be its slowest;
+ * 200 calls support no p99, so the tail quoted is their maximum, with n: bench/stats.ts).
  * Figures are medians over the starts; the agent is stopped before the next start.
  *
  * Alone: node bench/agent-start.ts [--starts N] [--adds] [--json] [-- agent flags]
@@ -18,7 +19,9 @@ import { parseArgs } from 'node:util';
 import { requestJson } from '../src/core/unix-http.ts';
 import { INSTALLED, install } from '../src/cli/install.ts';
 import { CHILD_PATH, REPO, WARREN_BIN, removeDir, tempDir, track } from '../test/helpers/processes.ts';
+import { cpuModel, loadavg, machineLine } from './machine.ts';
 import { timeCalls } from './spawn-timer.ts';
+import { type Tail, quantile, tail } from './stats.ts';
 
 export interface StartFigure {
   /** CPU seconds the agent had used when its socket first answered. */
@@ -31,8 +34,11 @@ export interface StartFigure {
    * loaded machine. NaN when the agent does not log it (before issue 24).
    */
   readonly cpuAtListen: number;
-  /** The p99 and median ms of the first sequential ADDs after it answered, when asked for. */
-  readonly adds?: { readonly p99: number; readonly median: number; readonly failures: number };
+  /**
+   * The tail (p99 if the calls support it, else the maximum: bench/stats.ts) and median ms of the
+   * first sequential ADDs after it answered, when asked for.
+   */
+  readonly adds?: { readonly tail: Tail; readonly median: number; readonly failures: number };
 }
 
 export interface StartSummary {
@@ -40,8 +46,9 @@ export interface StartSummary {
   readonly cpu: number;
   readonly cpuAtListen: number;
   readonly wall: number;
-  /** Median over the starts of each start's ADD p99 and median. */
-  readonly addP99?: number;
+  /** Median over the starts of each start's ADD tail (its label and n: addTailLabel) and median. */
+  readonly addTail?: number;
+  readonly addTailLabel?: string;
   readonly addMedian?: number;
   readonly addFailures?: number;
   readonly all: readonly StartFigure[];
@@ -57,9 +64,6 @@ function cpuSecondsOf(pid: number): number {
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
 }
-
-const quantile = (xs: readonly number[], q: number): number =>
-  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))] ?? NaN;
 
 /** One start of an agent with `args`: spawn to the first answer of its socket; then the ADDs. */
 export async function measureStart(args: readonly string[], forwarder: string | undefined): Promise<StartFigure> {
@@ -140,14 +144,8 @@ export async function measureStart(args: readonly string[], forwarder: string | 
     };
     const { results } = await timeCalls({ exe: forwarder, args: [], env, stdin: config, n: FIRST_ADDS, width: 1 });
     const ms = results.map((r) => r.ms);
-    return {
-      ...figure,
-      adds: {
-        p99: quantile(ms, 0.99),
-        median: quantile(ms, 0.5),
-        failures: results.filter((r) => r.code !== 0).length,
-      },
-    };
+    const failures = results.filter((r) => r.code !== 0).length;
+    return { ...figure, adds: { tail: tail(ms, 0.99), median: quantile(ms, 0.5), failures } };
   } finally {
     child.kill('SIGTERM');
     await exited;
@@ -181,10 +179,11 @@ export async function startToServing(
     ...(adds.length === 0
       ? {}
       : {
-          addP99: quantile(
-            adds.map((a) => a.p99),
+          addTail: quantile(
+            adds.map((a) => a.tail.value),
             0.5,
           ),
+          addTailLabel: `${adds[0]?.tail.label} of ${adds[0]?.tail.n}`,
           addMedian: quantile(
             adds.map((a) => a.median),
             0.5,
@@ -206,9 +205,10 @@ export function installedForwarder(): string {
 /** One line per summary, as the bench prints it. */
 export function describeStarts(label: string, s: StartSummary): string {
   const adds =
-    s.addP99 === undefined
+    s.addTail === undefined
       ? ''
-      : `; then ${FIRST_ADDS} sequential ADDs: p99 ${s.addP99.toFixed(1)} ms, median ${s.addMedian?.toFixed(2)} ms, ${s.addFailures} failed`;
+      : `; then ${FIRST_ADDS} sequential ADDs: ${s.addTailLabel} ${s.addTail.toFixed(1)} ms, ` +
+        `median ${s.addMedian?.toFixed(2)} ms, ${s.addFailures} failed`;
   // NaN (JSON: null) when the agent does not log its start's CPU (before issue 24).
   const atListen =
     typeof s.cpuAtListen === 'number' && Number.isFinite(s.cpuAtListen) ? `${s.cpuAtListen.toFixed(2)} s` : 'n/a';
@@ -226,13 +226,15 @@ if (process.argv[1] === import.meta.filename) {
     },
   });
   const args = dash === -1 ? [] : process.argv.slice(dash + 1);
+  const loadBefore = loadavg();
   const summary = await startToServing(Number(values.starts), args, values.adds ? installedForwarder() : undefined);
-  if (values.json) console.log(JSON.stringify({ ...summary, loadavg: readFileSync('/proc/loadavg', 'utf8').trim() }));
+  if (values.json) console.log(JSON.stringify({ ...summary, cpuModel: cpuModel(), loadBefore, loadavg: loadavg() }));
   else {
     console.log(describeStarts(args.join(' ') || 'default flags', summary));
-    console.log(
-      `  each (CPU/wall s${summary.addP99 === undefined ? '' : '/ADD p99 ms'}): ${summary.all.map((f) => `${f.cpuSeconds.toFixed(2)}/${f.wallSeconds.toFixed(2)}${f.adds === undefined ? '' : `/${f.adds.p99.toFixed(1)}`}`).join(' ')}`,
-    );
-    console.log(`  loadavg ${readFileSync('/proc/loadavg', 'utf8').trim()}`);
+    const tailOf = (f: StartFigure): string => (f.adds === undefined ? '' : `/${f.adds.tail.value.toFixed(1)}`);
+    const each = summary.all.map((f) => `${f.cpuSeconds.toFixed(2)}/${f.wallSeconds.toFixed(2)}${tailOf(f)}`);
+    const heading = `CPU/wall s${summary.addTail === undefined ? '' : `/ADD ${summary.addTailLabel} ms`}`;
+    console.log(`  each (${heading}): ${each.join(' ')}`);
+    console.log(`  load ${loadBefore} → ${loadavg()}; ${machineLine()}`);
   }
 }

@@ -2,10 +2,12 @@
  * Pod sandbox start through containerd's CRI, with Warren as the IPAM beside host-local, in one
  * run on one containerd (Debian's 1.6, CRI enabled, private config: test/helpers/cri.ts).
  *
- * The node's primary config is bridge + host-local. Warren's agent manages the conf dir with a
- * readiness indicator, which is how the two are switched without touching the primary: with the
- * indicator present, containerd uses Warren's 00-warren.conflist; with it missing, Warren's file
- * is removed and containerd uses the primary (host-local). Rounds alternate between the two so
+ * The node's primary config is bridge + host-local. The bench switches IPAMs without touching the
+ * primary by writing Warren's own 00-warren.conflist (the same bridge and subnet, Warren as its
+ * IPAM) before it, or removing it: containerd uses the first config of its conf dir.
+ * (The agent's config manager no longer removes its file while a readiness indicator is missing:
+ * it fails closed, its plugin answering "not ready", so it cannot be the switch.) Rounds alternate
+ * between the two so
  * that the machine's drift hits both alike; each switch waits until a probe sandbox shows which
  * IPAM containerd now calls (Warren records the sandbox's allocation, host-local does not).
  *
@@ -24,16 +26,20 @@ import {
   unlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { cpus, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type AgentHandle, startAgent } from '../test/helpers/agent.ts';
+import type { AgentHandle } from '../test/helpers/agent.ts';
 import { type CriContainerd, criBinDir, startCriContainerd } from '../test/helpers/cri.ts';
 import { bridgeName, deleteLink } from '../test/helpers/netns.ts';
 import { waitFor } from '../test/helpers/processes.ts';
+import { loadavg, machineLine } from './machine.ts';
+import { benchAgent } from './plugins.ts';
+import { tail } from './stats.ts';
 
 const quick = process.argv.includes('--quick');
 const ROUNDS = quick ? 2 : 4;
-const SEQUENTIAL = quick ? 10 : 20;
+/** 25 a round, 100 per IPAM over 4 rounds: enough for a p90 (bench/stats.ts). */
+const SEQUENTIAL = quick ? 10 : 25;
 const BURST = 20;
 const NETWORK = 'wrn-bench-cri';
 
@@ -47,13 +53,11 @@ const median = (xs: readonly number[]): number => {
       ? (s[(s.length - 1) / 2] as number)
       : ((s[s.length / 2 - 1] as number) + (s[s.length / 2] as number)) / 2;
 };
-const p90 = (xs: readonly number[]): number =>
-  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(0.9 * xs.length))] ?? Number.NaN;
 
 async function main(): Promise<void> {
   const work = mkdtempSync(join(tmpdir(), 'warren-bench-cri-'));
   const confDir = join(work, 'net.d');
-  const indicator = join(work, 'ready');
+  const warrenFile = join(confDir, '00-warren.conflist');
   const bridge = bridgeName();
   let containerd: CriContainerd | undefined;
   let agent: AgentHandle | undefined;
@@ -76,19 +80,14 @@ async function main(): Promise<void> {
     };
     writeFileSync(join(confDir, '.primary.tmp'), JSON.stringify(primary));
     renameSync(join(confDir, '.primary.tmp'), join(confDir, '10-bridge.conflist'));
-    agent = await startAgent({
-      dir: join(work, 'agent'),
-      args: [
-        '--manage-cni-config',
-        'on',
-        '--cni-conf-dir',
-        confDir,
-        '--readiness-indicator-file',
-        indicator,
-        '--containerd',
-        'off',
-      ],
-    });
+    agent = await benchAgent({ dir: join(work, 'agent'), args: ['--containerd', 'off'] });
+    // Warren's config: the primary's bridge with Warren as its IPAM on the same subnet (a bridge
+    // holds one gateway address; every sandbox of one IPAM is removed before the other serves).
+    // Written first in the conf dir, containerd uses it; removed, containerd uses the primary.
+    const warrenConf = {
+      ...primary,
+      plugins: [{ ...primary.plugins[0], ipam: { type: 'warren', socket: agent.socket, range: '10.246.0.0/20' } }],
+    };
     const c = containerd;
     const a = agent;
     const run = async (): Promise<{ id: string; ms: number }> => {
@@ -106,8 +105,10 @@ async function main(): Promise<void> {
       await c.cri.removePodSandbox(id);
     };
     const switchTo = async (ipam: Ipam): Promise<void> => {
-      if (ipam === 'warren') writeFileSync(indicator, '');
-      else if (existsSync(indicator)) unlinkSync(indicator);
+      if (ipam === 'warren') {
+        writeFileSync(join(confDir, '.warren.tmp'), JSON.stringify(warrenConf));
+        renameSync(join(confDir, '.warren.tmp'), warrenFile);
+      } else if (existsSync(warrenFile)) unlinkSync(warrenFile);
       await waitFor(
         `containerd to call ${ipam}`,
         async () => {
@@ -123,6 +124,7 @@ async function main(): Promise<void> {
       'host-local': { sequential: [], burstWall: [], burstEach: [] },
       warren: { sequential: [], burstWall: [], burstEach: [] },
     };
+    const loadBefore = loadavg();
     for (let round = 0; round < ROUNDS; round++) {
       for (const ipam of (round % 2 === 0 ? ['host-local', 'warren'] : ['warren', 'host-local']) as Ipam[]) {
         await switchTo(ipam);
@@ -137,22 +139,23 @@ async function main(): Promise<void> {
         figures[ipam].burstEach.push(...burst.map((b) => b.ms));
         await Promise.all(burst.map((b) => remove(b.id)));
       }
-      process.stderr.write(`round ${round + 1}/${ROUNDS} done\n`);
+      process.stderr.write(`round ${round + 1}/${ROUNDS} done; load ${loadavg()}\n`);
     }
     const hl = figures['host-local'];
     const w = figures.warren;
     const f = (x: number): string => x.toFixed(0);
-    console.log(
-      `CPU: ${cpus()[0]?.model ?? 'unknown'} × ${cpus().length}; containerd 1.6 with CRI, bridge plugin; ${ROUNDS} alternating rounds`,
-    );
+    console.log(machineLine());
+    const load = `load ${loadBefore} → ${loadavg()}`;
+    console.log(`containerd 1.6 with CRI, bridge plugin; ${ROUNDS} alternating rounds; ${load}`);
     console.log('| RunPodSandbox | host-local | Warren | Warren / host-local |');
     console.log('|---|---|---|---|');
     console.log(
       `| sequential, median ms (${hl.sequential.length} each) | ${f(median(hl.sequential))} | ${f(median(w.sequential))} | ${(median(w.sequential) / median(hl.sequential)).toFixed(2)}× |`,
     );
-    console.log(
-      `| sequential, p90 ms | ${f(p90(hl.sequential))} | ${f(p90(w.sequential))} | ${(p90(w.sequential) / p90(hl.sequential)).toFixed(2)}× |`,
-    );
+    const [hlTail, wTail] = [tail(hl.sequential, 0.9), tail(w.sequential, 0.9)];
+    const tailRatio = (wTail.value / hlTail.value).toFixed(2);
+    const tailRow = `sequential, ${hlTail.label} ms (n=${hlTail.n})`;
+    console.log(`| ${tailRow} | ${f(hlTail.value)} | ${f(wTail.value)} | ${tailRatio}× |`);
     console.log(
       `| ${BURST} at once, wall ms (median of ${hl.burstWall.length}) | ${f(median(hl.burstWall))} | ${f(median(w.burstWall))} | ${(median(w.burstWall) / median(hl.burstWall)).toFixed(2)}× |`,
     );

@@ -1,10 +1,12 @@
 /**
- * In-process figures of the allocation engine over SQLite, each measured in a fresh child process
- * so memory and start time are the agent's own:
- *   - allocations per second and memory for 100,000 allocations (IPv4 /15, IPv6 /64), at both
- *     durabilities;
+ * In-process figures of the allocation engine over SQLite, each measured in a fresh child process:
+ *   - allocations per second for 100,000 allocations (IPv4 /15, IPv6 /64), at both durabilities,
+ *     and the resident memory of that child after them: the bare engine (allocator and store in a
+ *     Node process), not the agent, which adds its HTTP server, metrics and client libraries;
  *   - the cost of one allocation with the pool empty, half full and 99% full (/16);
- *   - agent start time with 100,000 allocations stored, and its first ADD into that pool.
+ *   - a real agent (bin/warren agent) on an empty database and on one holding 100,000 allocations:
+ *     time to its first answer, its first ADD into that pool, one listing of every allocation, and
+ *     the agent's own resident memory (VmRSS) after each, and its peak (VmHWM).
  * Usage: node bench/engine.ts [--quick]   (also part of npm run bench)
  */
 import { spawn, spawnSync } from 'node:child_process';
@@ -19,6 +21,7 @@ import { parseIpamConfig } from '../src/cni/ipam-config.ts';
 import { Allocator } from '../src/allocator/allocator.ts';
 import { SqliteStore } from '../src/store/sqlite-store.ts';
 import type { PoolOp } from '../src/store/store.ts';
+import { METRICS_ON_FREE_PORT, metricsAddress, residentMiB } from './agents.ts';
 
 const SELF = fileURLToPath(import.meta.url);
 
@@ -41,6 +44,7 @@ async function child(job: Job): Promise<Record<string, number>> {
       globalThis.gc?.();
       const m = process.memoryUsage();
       await store.close();
+      // The bare engine's process (this child: the allocator and store, no agent around them).
       return { perSecond: job.n / seconds, rssMB: m.rss / 2 ** 20, heapMB: m.heapUsed / 2 ** 20 };
     }
     // Fill a /16 to the fraction in bulk, then time allocations one by one.
@@ -64,13 +68,15 @@ async function child(job: Job): Promise<Record<string, number>> {
   }
 }
 
-/** Writes `count` allocations from `first` on in one commit: seeding, not measuring. */
+/** Writes `count` allocations from `first` on in one commit, of `node` in `network`: seeding, not measuring. */
 export async function bulkFill(
   store: SqliteStore,
   pool: string,
   first: bigint,
   count: number,
   family: 4 | 6 = 4,
+  node = 'bench',
+  network = 'b',
 ): Promise<void> {
   const ops: PoolOp[] = [];
   for (let i = 0; i < count; i++) {
@@ -79,10 +85,10 @@ export async function bulkFill(
       allocation: {
         pool,
         address: formatIP({ family, value: first + BigInt(i) }),
-        network: 'b',
+        network,
         containerID: `seed${i}`,
         ifname: 'eth0',
-        node: 'bench',
+        node,
         netns: `/var/run/netns/seed${i}`,
         createdAt: 0,
       },
@@ -102,32 +108,48 @@ function runChild(job: Job): Record<string, number> {
   return JSON.parse(r.stdout) as Record<string, number>;
 }
 
-async function agentStart(n: number): Promise<Record<string, number>> {
+/** What an agent's start and its first calls cost, on a database holding `n` allocations of one pool. */
+export interface AgentStartFigures {
+  readonly readyMs: number;
+  readonly firstAddMs: number;
+  readonly listingMs: number;
+  readonly listed: number;
+  /**
+   * The agent's resident memory (VmRSS, MiB) at its first answer, once its warm-up (which runs
+   * beside serving) has finished, after its first ADD, after the listing.
+   */
+  readonly rssAtStart: number;
+  readonly rssWarmedUp: number;
+  readonly rssAfterAdd: number;
+  readonly rssAfterListing: number;
+  /** Its peak resident memory (VmHWM, MiB) by the end. */
+  readonly rssPeak: number;
+}
+
+/**
+ * A real agent (bin/warren agent, default flags but metrics on a free port, checked) on a database
+ * seeded with `n` allocations of a /14: time to its first answer, its first ADD into that pool
+ * (which loads the pool), and one listing of every allocation (GET /v1/allocations, what
+ * `warren list` and the dashboard's export ask), with the agent's resident memory after each.
+ */
+export async function agentStart(n: number): Promise<AgentStartFigures> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-agent-'));
   try {
     const store = new SqliteStore({ path: join(dir, 'warren.db') });
     const [range] = parseIpamConfig({ type: 'warren', range: '10.64.0.0/14' }).ranges;
     if (range === undefined) throw new Error('no range');
-    await bulkFill(store, range.pool, range.first, n);
+    if (n > 0) await bulkFill(store, range.pool, range.first, n);
     await store.close();
     const socket = join(dir, 'w.sock');
     const t = performance.now();
-    const agent = spawn(
-      process.execPath,
-      [
-        join(SELF, '..', '..', 'bin', 'warren'),
-        'agent',
-        '--state-dir',
-        dir,
-        '--journal-dir',
-        join(dir, 'journal'),
-        '--socket',
-        socket,
-        '--netns-dirs',
-        '',
-      ],
-      { stdio: 'ignore' },
-    );
+    const warren = join(SELF, '..', '..', 'bin', 'warren');
+    const args = [warren, 'agent', '--state-dir', dir, '--journal-dir', join(dir, 'journal'), '--socket', socket];
+    const agent = spawn(process.execPath, [...args, '--netns-dirs', '', ...METRICS_ON_FREE_PORT], {
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
+    const pid = agent.pid as number;
+    let log = '';
+    agent.stdout?.on('data', (c: Buffer) => (log += c.toString()));
     try {
       for (;;) {
         try {
@@ -138,7 +160,21 @@ async function agentStart(n: number): Promise<Record<string, number>> {
         }
         if (performance.now() - t > 30_000) throw new Error('agent did not start');
       }
-      const ready = performance.now() - t;
+      const readyMs = performance.now() - t;
+      const rssAtStart = residentMiB(pid).rss;
+      await metricsAddress(socket);
+      // The warm-up's last rounds run beside serving; its "warmed up" line says they are done.
+      const warmDeadline = performance.now() + 120_000;
+      while (!log.includes('"warmed up"')) {
+        if (performance.now() > warmDeadline) throw new Error('the agent did not log "warmed up" within 120 s');
+        if (agent.exitCode !== null) throw new Error(`the agent exited (${agent.exitCode}) before it warmed up`);
+        await new Promise((r) => {
+          agent.stdout?.once('data', r);
+          agent.once('exit', r);
+          setTimeout(r, 1_000).unref();
+        });
+      }
+      const rssWarmedUp = residentMiB(pid).rss;
       const t2 = performance.now();
       const config = { cniVersion: '1.0.0', name: 'b', ipam: { type: 'warren', range: '10.64.0.0/14', socket } };
       const add = await requestJson({
@@ -148,7 +184,16 @@ async function agentStart(n: number): Promise<Record<string, number>> {
         body: { command: 'ADD', containerID: 'first', netns: '/x', ifname: 'eth0', config },
       });
       if ((add.body as { kind: string }).kind !== 'result') throw new Error(JSON.stringify(add.body));
-      return { readyMs: ready, firstAddMs: performance.now() - t2 };
+      const firstAddMs = performance.now() - t2;
+      const rssAfterAdd = residentMiB(pid).rss;
+      const t3 = performance.now();
+      const listing = await requestJson({ socket, method: 'GET', path: '/v1/allocations', timeoutMs: 120_000 });
+      const listingMs = performance.now() - t3;
+      const listed = (listing.body as unknown[]).length;
+      if (listed !== n + 1) throw new Error(`listed ${listed} allocations, expected ${n + 1}`);
+      const after = residentMiB(pid);
+      const rss = { rssAtStart, rssWarmedUp, rssAfterAdd, rssAfterListing: after.rss, rssPeak: after.peak };
+      return { readyMs, firstAddMs, listingMs, listed, ...rss };
     } finally {
       agent.kill('SIGTERM');
       await new Promise((r) => agent.once('exit', r));
@@ -171,11 +216,8 @@ export async function engineFigures(quick: boolean): Promise<Array<[string, stri
       (r.perSecond ?? 0).toFixed(0),
       'process crash',
     ]);
-    rows.push([
-      `  agent memory after them: RSS MB (heap MB)`,
-      `${(r.rssMB ?? 0).toFixed(0)} (${(r.heapMB ?? 0).toFixed(0)})`,
-      '',
-    ]);
+    const memory = `${(r.rssMB ?? 0).toFixed(0)} (${(r.heapMB ?? 0).toFixed(0)})`;
+    rows.push([`  the engine's process after them (no agent): RSS MiB (heap MiB)`, memory, '']);
   }
   const full = runChild({ kind: 'fill', range: '10.0.0.0/15', n: quick ? 2_000 : 10_000, sync: 'FULL' });
   rows.push([
@@ -194,13 +236,17 @@ export async function engineFigures(quick: boolean): Promise<Array<[string, stri
     ]);
   }
   rows.push(['  99% full / empty', ((costs[2] ?? NaN) / (costs[0] ?? NaN)).toFixed(2), '']);
-  const start = await agentStart(n);
-  rows.push([
-    `agent start with ${n.toLocaleString('en')} allocations stored: ms to ready`,
-    (start.readyMs ?? 0).toFixed(0),
-    '',
-  ]);
-  rows.push([`  its first ADD into that pool (loads the pool): ms`, (start.firstAddMs ?? 0).toFixed(0), 'power loss']);
+  for (const held of [0, n]) {
+    const a = await agentStart(held);
+    const of = `agent (bin/warren agent) on ${held.toLocaleString('en')} stored allocations`;
+    rows.push([`${of}: ms to its first answer`, a.readyMs.toFixed(0), '']);
+    rows.push([`  its first ADD into that pool (loads the pool): ms`, a.firstAddMs.toFixed(0), 'power loss']);
+    const listing = `  one listing of all ${a.listed.toLocaleString('en')} (GET /v1/allocations): ms`;
+    rows.push([listing, a.listingMs.toFixed(0), '']);
+    const rss = [a.rssAtStart, a.rssWarmedUp, a.rssAfterAdd, a.rssAfterListing].map((x) => x.toFixed(0)).join(' / ');
+    rows.push([`  its RSS MiB: first answer / warmed up / after the ADD / after the listing`, rss, '']);
+    rows.push([`  its peak RSS MiB (VmHWM)`, a.rssPeak.toFixed(0), '']);
+  }
   return rows;
 }
 

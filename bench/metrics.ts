@@ -17,7 +17,7 @@
  *   - over the socket: two real agents (bin/warren agent), one serving metrics on 127.0.0.1:0,
  *     one with an empty --metrics-address; ADDs through ApiClient.cni one at a time, alternating
  *     between the agents call by call; several pairs of fresh agents, since one agent process
- *     can run faster than another for its whole life; median and p99 of the ADDs, and each
+ *     can run faster than another for its whole life; median and p99 (n with it) of the ADDs, and each
  *     agent's CPU time per ADD (all its threads, /proc/<pid>/task/<tid>/schedstat);
  *   - a scrape: the exposition of an agent holding 10 pools and 10,000 allocations, in process
  *     (AgentMetrics.exposition alone, its readings as the agent's: the pool summaries and this
@@ -46,6 +46,8 @@ import { ReleaseHistory } from '../src/agent/metrics/release-history.ts';
 import { NO_TELEMETRY, fanOut } from '../src/agent/metrics/telemetry.ts';
 import { type AgentHandle, startAgent } from '../test/helpers/agent.ts';
 import { removeDir, tempDir } from '../test/helpers/processes.ts';
+import { type Load, cpuModel, describeLoad, machineLine, underLoad } from './machine.ts';
+import { type Tail, describeTail, median, tail } from './stats.ts';
 
 const SELF = fileURLToPath(import.meta.url);
 /** The node name startAgent gives its agents: seeded allocations must be theirs. */
@@ -79,11 +81,14 @@ export interface InProcessFigures {
 
 export interface Timing {
   readonly median: number;
-  readonly p99: number;
+  /** p99 where the calls support it, else their maximum (bench/stats.ts), with n. */
+  readonly p99: Tail;
 }
 
 export interface MetricsFigures {
   readonly cpu: string;
+  /** The load average before → after each part: in process, over the socket, the scrapes. */
+  readonly load: { readonly inProcess: Load; readonly socket: Load; readonly scrape: Load };
   readonly cores: number;
   readonly quick: boolean;
   /** In process, N ADDs then N DELs per round. */
@@ -114,11 +119,6 @@ export interface MetricsFigures {
   readonly floorMet: boolean;
 }
 
-const quantile = (xs: readonly number[], q: number): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor(q * s.length))] ?? NaN;
-};
-const median = (xs: readonly number[]): number => quantile(xs, 0.5);
 const mean = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
 
 const netConf = (network: string, range: string) => ({
@@ -158,9 +158,13 @@ function wire(
   return { service, metrics, close: () => opened.close() };
 }
 
-/** The readings a scrape makes on a SQLite agent: the pool summaries, and this node's allocations (for blocks). */
+/**
+ * The readings a scrape makes on a SQLite agent: the pool summaries. An agent lists its node's
+ * allocations only on a clustered store (to tell borrowed blocks apart; src/agent/agent.ts), so
+ * neither does this one.
+ */
 async function figuresOf(store: Store) {
-  const [pools] = await Promise.all([store.pools(), store.list({ node: NODE })]);
+  const pools = await store.pools();
   return pools.map((p) => ({
     pool: p.pool,
     allocated: p.allocated,
@@ -353,7 +357,7 @@ async function overSocket(n: number, rounds: number): Promise<MetricsFigures['so
     ratios.push(median(round.ms.on) / median(round.ms.off));
     if (round.cpuUs !== undefined) cpu.push(round.cpuUs);
   }
-  const timing = (which: 'on' | 'off'): Timing => ({ median: median(medians[which]), p99: quantile(all[which], 0.99) });
+  const timing = (which: 'on' | 'off'): Timing => ({ median: median(medians[which]), p99: tail(all[which], 0.99) });
   return {
     n,
     rounds,
@@ -450,22 +454,11 @@ async function scrapeOverHttp(scrapes: number): Promise<{ http: Timing; bytes: n
       throw new Error('the seeded pools are not in the exposition');
     for (let i = 0; i < 3; i++) await get();
     const ms = (await timed(scrapes, get)).map((us) => us / 1000);
-    return {
-      http: { median: median(ms), p99: quantile(ms, 0.99) },
-      bytes: Buffer.byteLength(text),
-      lines: text.split('\n').filter((l) => l !== '' && !l.startsWith('#')).length,
-    };
+    const lines = text.split('\n').filter((l) => l !== '' && !l.startsWith('#')).length;
+    return { http: { median: median(ms), p99: tail(ms, 0.99) }, bytes: Buffer.byteLength(text), lines };
   } finally {
     await agent.stop();
     removeDir(dir);
-  }
-}
-
-function cpuModel(): string {
-  try {
-    return /^model name\s*:\s*(.+)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'))?.[1]?.trim() ?? 'unknown';
-  } catch {
-    return 'unknown';
   }
 }
 
@@ -473,12 +466,18 @@ export async function metricsFigures(quick: boolean): Promise<MetricsFigures> {
   const n = quick ? 1_000 : 5_000;
   const rounds = quick ? 5 : 9;
   const scrapes = quick ? 20 : 100;
-  const inProc = { n, separate: separate(n, rounds), paired: paired(n, rounds) };
-  const socket = await overSocket(quick ? 300 : 1_000, quick ? 3 : 7);
-  const scrapeInProcess = runChild({ kind: 'scrape', scrapes });
-  const http = await scrapeOverHttp(scrapes);
+  const inProcessRun = await underLoad(() => ({ n, separate: separate(n, rounds), paired: paired(n, rounds) }));
+  const inProc = inProcessRun.value;
+  const socketRun = await underLoad(() => overSocket(quick ? 300 : 1_000, quick ? 3 : 7));
+  const socket = socketRun.value;
+  const scrapeRun = await underLoad(async () => ({
+    inProcess: runChild({ kind: 'scrape', scrapes }),
+    http: await scrapeOverHttp(scrapes),
+  }));
+  const { inProcess: scrapeInProcess, http } = scrapeRun.value;
   return {
     cpu: cpuModel(),
+    load: { inProcess: inProcessRun.load, socket: socketRun.load, scrape: scrapeRun.load },
     cores: availableParallelism(),
     quick,
     inProcess: inProc,
@@ -499,13 +498,17 @@ export function printMetricsFigures(f: MetricsFigures): void {
     console.log(`  ${what.padEnd(62)} ${on.padStart(10)} ${off.padStart(10)}  ${ratio}`);
   const us = (x: number) => x.toFixed(1);
   const n = f.inProcess.n.toLocaleString('en');
-  console.log(`  CPU: ${f.cpu} (${f.cores} threads)${f.quick ? '; quick run' : ''}`);
+  // machineLine() names the CPU (f.cpu) and its threads (f.cores) with the command and the time.
+  console.log(`  ${machineLine()}${f.quick ? '; quick run' : ''}`);
   row('ADD cost, metrics on vs off', 'on', 'off', 'on / off');
   for (const [design, p] of [
     ['paired (both in one process, calls alternating)', f.inProcess.paired],
     ['separate (a process each, ABBA)', f.inProcess.separate],
   ] as const) {
-    console.log(`  in process, SQLite FULL, ${n} ADDs then ${n} DELs, ${p.rounds} rounds, ${design}:`);
+    console.log(
+      `  in process, SQLite FULL, ${n} ADDs then ${n} DELs, ${p.rounds} rounds, ` +
+        `${design}; ${describeLoad(f.load.inProcess)}:`,
+    );
     row(
       '  median µs per ADD',
       us(p.on.addMedianUs),
@@ -527,7 +530,8 @@ export function printMetricsFigures(f: MetricsFigures): void {
   }
   const s = f.socket;
   console.log(
-    `  two real agents over their sockets, ${s.rounds} pairs of fresh agents, ${s.n.toLocaleString('en')} ADDs each, alternating:`,
+    `  two real agents over their sockets, ${s.rounds} pairs of fresh agents, ` +
+      `${s.n.toLocaleString('en')} ADDs each, alternating; ${describeLoad(f.load.socket)}:`,
   );
   row(
     '  median ms per ADD',
@@ -535,17 +539,22 @@ export function printMetricsFigures(f: MetricsFigures): void {
     s.off.median.toFixed(3),
     `${s.ratio.toFixed(3)} (floor ${FLOOR}: ${verdict(s.ratio)})`,
   );
-  row('  p99 ms', s.on.p99.toFixed(3), s.off.p99.toFixed(3), (s.on.p99 / s.off.p99).toFixed(3));
+  const [onTail, offTail] = [s.on.p99.value, s.off.p99.value];
+  const tailLabel = `  ${s.on.p99.label} ms (n=${s.on.p99.n} each)`;
+  row(tailLabel, onTail.toFixed(3), offTail.toFixed(3), (onTail / offTail).toFixed(3));
   row("  pairs' ratios, lowest–highest", '', '', `${s.ratioSpread[0].toFixed(3)}–${s.ratioSpread[1].toFixed(3)}`);
   if (s.cpuUs !== undefined)
     row("  the agent's CPU µs per ADD (all threads)", us(s.cpuUs.on), us(s.cpuUs.off), s.cpuUs.ratio.toFixed(3));
   const c = f.scrape;
   console.log(
-    `  one scrape with ${c.pools} pools and ${c.allocations.toLocaleString('en')} allocations (${c.lines} samples, ${(c.bytes / 1024).toFixed(1)} KiB):`,
+    `  one scrape with ${c.pools} pools and ${c.allocations.toLocaleString('en')} ` +
+      `allocations (${c.lines} samples, ${(c.bytes / 1024).toFixed(1)} KiB); ` +
+      `${describeLoad(f.load.scrape)}:`,
   );
   console.log(`    in process, AgentMetrics.exposition(): median ms ${c.inProcessMs.toFixed(2)}`);
   console.log(
-    `    real agent, GET /metrics over HTTP: median ms ${c.http.median.toFixed(2)}, p99 ms ${c.http.p99.toFixed(2)}`,
+    `    real agent, GET /metrics over HTTP: median ms ${c.http.median.toFixed(2)}, ` +
+      `${describeTail(c.http.p99, 2)}`,
   );
   const sep = f.inProcess.separate;
   console.log(
