@@ -69,24 +69,19 @@ export function buildForwarder(outPath = FORWARDER_BINARY): void {
 }
 
 /**
- * The forwarder under AddressSanitizer and UndefinedBehaviorSanitizer (against glibc, dynamically
- * linked: the sanitizers' runtimes are shared glibc libraries), for tests that run it over a corpus. Any finding
- * aborts the process. Built on demand, never by `npm run build`.
+ * C sources built into one program under AddressSanitizer and UndefinedBehaviorSanitizer (against
+ * glibc, dynamically linked: the sanitizers' runtimes are shared glibc libraries): the forwarder for
+ * tests that run it over a corpus, or a test's driver with the forwarder's part it drives. Any
+ * finding aborts the process. Built on demand, never by `npm run build`.
  */
+export function buildSanitized(sources: readonly string[], outPath: string): void {
+  const sanitizers = ['-fsanitize=address,undefined', '-fno-sanitize-recover=all', '-fno-omit-frame-pointer'];
+  compileC('gcc', [...C_FLAGS, '-O1', '-g', ...sanitizers, ...sources], outPath);
+}
+
+/** The forwarder under the sanitizers (buildSanitized). */
 export function buildForwarderSanitized(outPath: string): void {
-  compileC(
-    'gcc',
-    [
-      ...C_FLAGS,
-      '-O1',
-      '-g',
-      '-fsanitize=address,undefined',
-      '-fno-sanitize-recover=all',
-      '-fno-omit-frame-pointer',
-      ...FORWARDER_SOURCES,
-    ],
-    outPath,
-  );
+  buildSanitized(FORWARDER_SOURCES, outPath);
 }
 
 /** Compiles to a temp name beside `outPath`, then renames: a reader never sees half a binary. */

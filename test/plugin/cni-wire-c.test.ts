@@ -7,11 +7,11 @@
  * file with planted differences shows that each kind of difference is reported.
  */
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
-import { FORWARDER_SOURCE_DIR } from '../../scripts/build.ts';
+import { FORWARDER_SOURCE_DIR, buildSanitized } from '../../scripts/build.ts';
 import { VECTORS_FILE } from '../api/cni-wire-vectors.ts';
 import { REPO, tempDir } from '../helpers/processes.ts';
 
@@ -20,22 +20,10 @@ let dir = '';
 before(() => {
   dir = tempDir('warren-cni-wire-');
   driver = join(dir, 'cni-wire-driver');
-  execFileSync('gcc', [
-    '-std=c11',
-    '-O1',
-    '-g',
-    '-Wall',
-    '-Wextra',
-    '-Werror',
-    '-D_GNU_SOURCE',
-    '-fsanitize=address,undefined',
-    '-fno-sanitize-recover=all',
-    '-fno-omit-frame-pointer',
-    join(REPO, 'test', 'plugin', 'cni-wire-driver.c'),
-    join(FORWARDER_SOURCE_DIR, 'agent-exchange.c'),
-    '-o',
+  buildSanitized(
+    [join(REPO, 'test', 'plugin', 'cni-wire-driver.c'), join(FORWARDER_SOURCE_DIR, 'agent-exchange.c')],
     driver,
-  ]);
+  );
 });
 
 /** The driver over `file`: its exit status and what it printed. */

@@ -11,7 +11,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 import fc from 'fast-check';
-import { FORWARDER_SOURCE_DIR } from '../../scripts/build.ts';
+import { FORWARDER_SOURCE_DIR, buildSanitized } from '../../scripts/build.ts';
 import { MAX_CONFIG_DEPTH, nestsDeeperThan } from '../../src/api/limits.ts';
 import { REPO, tempDir } from '../helpers/processes.ts';
 
@@ -23,22 +23,10 @@ const SOCKET_PATH_MAX = 107;
 let driver = '';
 before(() => {
   driver = join(tempDir('warren-find-socket-'), 'find-socket-driver');
-  execFileSync('gcc', [
-    '-std=c11',
-    '-O1',
-    '-g',
-    '-Wall',
-    '-Wextra',
-    '-Werror',
-    '-D_GNU_SOURCE',
-    '-fsanitize=address,undefined',
-    '-fno-sanitize-recover=all',
-    '-fno-omit-frame-pointer',
-    join(REPO, 'test', 'plugin', 'find-socket-driver.c'),
-    join(FORWARDER_SOURCE_DIR, 'find-socket.c'),
-    '-o',
+  buildSanitized(
+    [join(REPO, 'test', 'plugin', 'find-socket-driver.c'), join(FORWARDER_SOURCE_DIR, 'find-socket.c')],
     driver,
-  ]);
+  );
 });
 
 /** The scanner's answers for many texts, in one run of the driver. */
