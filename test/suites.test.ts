@@ -22,15 +22,20 @@ function testFiles(): string[] {
 const lists: Record<string, readonly string[]> = { UNIT_FILES, E2E_FILES, E2E_ALONE: Object.keys(E2E_ALONE) };
 
 /** Helpers that start a real part: an agent, namespaces, etcd, containerd, podman, a user, a plugin. */
-const REAL_PART_HELPERS = ['agent', 'cni', 'containerd', 'cri', 'etcd', 'mounts', 'netns', 'podman', 'sandbox-image', 'unix-user'];
+const REAL_PART_HELPERS = [
+  ...['agent', 'cni', 'containerd', 'cri', 'etcd'],
+  ...['mounts', 'netns', 'podman', 'sandbox-image', 'unix-user'],
+];
 
 describe('test suites', () => {
   it('every test file is in exactly one suite', () => {
     const where = new Map<string, string[]>();
-    for (const [name, files] of Object.entries(lists)) for (const file of files) where.set(file, [...(where.get(file) ?? []), name]);
+    for (const [name, files] of Object.entries(lists)) {
+      for (const file of files) where.set(file, [...(where.get(file) ?? []), name]);
+    }
     const inNone = testFiles().filter((file) => !where.has(file));
-    assert.deepEqual(inNone, [], 'test files in no suite of test/suites.ts: add each to UNIT_FILES, E2E_FILES or E2E_ALONE');
-    const inTwo = [...where].filter(([, names]) => names.length > 1).map(([file, names]) => `${file}: ${names.join(', ')}`);
+    assert.deepEqual(inNone, [], 'test files in no suite of test/suites.ts: add each to a list there');
+    const inTwo = [...where].filter(([, names]) => names.length > 1).map(([file, names]) => `${file}: ${names.join()}`);
     assert.deepEqual(inTwo, [], 'test files listed more than once');
   });
 
@@ -47,7 +52,9 @@ describe('test suites', () => {
   });
 
   it('npm test, test:unit and test:e2e run the suites through scripts/test.ts', () => {
-    const { scripts } = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+    const { scripts } = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as {
+      scripts: Record<string, string>;
+    };
     assert.equal(scripts.test, 'node scripts/test.ts');
     assert.equal(scripts['test:unit'], 'node scripts/test.ts unit');
     assert.equal(scripts['test:e2e'], 'node scripts/test.ts e2e');

@@ -11,7 +11,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { groupsOf, runnerFlags } from '../../scripts/test.ts';
+import { planOf, runnerFlags } from '../../scripts/test.ts';
 import { startAgent } from '../helpers/agent.ts';
 import { CHILD_PATH, REPO, isGone, liveChildren, processesUsing, tempDir, track, waitFor } from '../helpers/processes.ts';
 
@@ -31,11 +31,12 @@ function fileEnv(dir: string): NodeJS.ProcessEnv {
   return { ...env, PATH: CHILD_PATH, WARREN_HANG_DIR: dir };
 }
 
-/** The flags the suite runner (scripts/test.ts, which npm test runs) runs every group of files with. */
+/** The flags the suite runner (scripts/test.ts, which npm test runs) runs every lane of files with. */
 function suiteFlags(): { timeoutMs: number; forceExit: boolean } {
-  const commands = groupsOf([]).map((group) => runnerFlags(group.concurrency).join(' '));
-  const timeouts = commands.map((command) => /--test-timeout=(\d+)/.exec(command)).map((m) => (m === null ? 0 : Number(m[1])));
-  return { timeoutMs: Math.min(...timeouts), forceExit: commands.some((command) => command.includes('--test-force-exit')) };
+  const commands = planOf([]).flat().map((lane) => runnerFlags(lane.concurrency).join(' '));
+  const timeouts = commands.map((command) => /--test-timeout=(\d+)/.exec(command)?.[1]).map((t) => Number(t ?? 0));
+  const forceExit = commands.some((command) => command.includes('--test-force-exit'));
+  return { timeoutMs: Math.min(...timeouts), forceExit };
 }
 
 function exitOf(child: ChildProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
