@@ -7,13 +7,14 @@
  * - unit: needs no root and no build, and starts no real part: no network namespace, etcd,
  *   containerd, podman, agent or other Warren executable, browser, second user or image. It may
  *   run a short-lived tool (openssl making a test CA, mkfifo, Python's Prometheus parser, esbuild
- *   in memory, the C compiler for a test driver) or a process standing in for a peer that never
- *   answers. Runs in any order, two files at a time (`npm run test:unit`).
+ *   in memory, the C compiler for the forwarder or a test driver) or a process standing in for a
+ *   peer that never answers. Runs in any order, two files at a time (`npm run test:unit`).
  * - e2e: everything else (`npm run build` first; most of it needs root). The files in E2E_FILES
  *   share nothing a second file could disturb — names, bridges, namespaces, users and ports are
- *   each file's own, from helpers that make them unique — and run two at a time beside the unit
- *   files; the files in E2E_ALONE share something machine-wide, each named there, and run one
- *   after another with nothing beside them.
+ *   each file's own, from helpers that make them unique — and run two at a time; the files in
+ *   E2E_ALONE share something machine-wide, each named there, and run one after another with no
+ *   other e2e file beside them (a unit file, touching nothing machine-wide, may run beside them:
+ *   scripts/test.ts).
  */
 
 export const UNIT_FILES: readonly string[] = [
@@ -164,7 +165,7 @@ const CONTAINERD = 'a containerd: /run/containerd';
 const CRI = "containerd's CRI: /run/containerd, cni-* namespaces, libcni's cache";
 const PODMAN = 'podman: the libpod_parent cgroup, subnets of 10.237.0.0/16';
 
-/** End-to-end files that run with no other file beside them, each with what it shares. */
+/** End-to-end files that run with no other e2e file beside them, each with what it shares. */
 export const E2E_ALONE: Readonly<Record<string, string>> = {
   'test/cli/adapters/podman/adapter.test.ts': PODMAN,
   'test/cli/adapters/podman/podman-feed.test.ts': PODMAN,
