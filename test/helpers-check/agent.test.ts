@@ -2,7 +2,7 @@
  * The agent harness (test/helpers/agent.ts) and the process bookkeeping under it
  * (test/helpers/processes.ts) when things go wrong: a startAgent whose agent never answers or
  * exits kills it and throws an error saying which, and a test file that hangs with a real agent
- * running is ended by the suite's file timeout (package.json's test command) or by a signal,
+ * running is ended by the suite's file timeout (scripts/test.ts, which npm test runs) or by a signal,
  * leaving no process behind. Without these, one slow start on a loaded machine kept a file's
  * process alive until CI gave up.
  */
@@ -11,6 +11,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { planOf, runnerFlags } from '../../scripts/test.ts';
 import { startAgent } from '../helpers/agent.ts';
 import {
   CHILD_PATH,
@@ -42,13 +43,14 @@ function fileEnv(dir: string): NodeJS.ProcessEnv {
   return { ...env, PATH: CHILD_PATH, WARREN_HANG_DIR: dir };
 }
 
-/** The flags package.json's test command runs every file with. */
+/** The flags the suite runner (scripts/test.ts, which npm test runs) runs every lane of files with. */
 function suiteFlags(): { timeoutMs: number; forceExit: boolean } {
-  const command =
-    (JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts
-      .test ?? '';
-  const timeout = /--test-timeout=(\d+)/.exec(command);
-  return { timeoutMs: timeout === null ? 0 : Number(timeout[1]), forceExit: command.includes('--test-force-exit') };
+  const commands = planOf([])
+    .flat()
+    .map((lane) => runnerFlags(lane.concurrency).join(' '));
+  const timeouts = commands.map((command) => /--test-timeout=(\d+)/.exec(command)?.[1]).map((t) => Number(t ?? 0));
+  const forceExit = commands.some((command) => command.includes('--test-force-exit'));
+  return { timeoutMs: Math.min(...timeouts), forceExit };
 }
 
 function exitOf(child: ChildProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
@@ -93,10 +95,10 @@ describe('a failing startAgent', () => {
 describe('a test file that hangs', () => {
   it('is ended by the suite file timeout, and its agent with it', async () => {
     const flags = suiteFlags();
-    assert.ok(flags.timeoutMs > 0, "package.json's test command gives every file a --test-timeout");
+    assert.ok(flags.timeoutMs > 0, 'the suite runner gives every file a --test-timeout');
     // --test-force-exit loses the last reports of a file (whole files' counts went missing): a
     // file is ended by processes.ts instead, a grace after its tests are done.
-    assert.ok(!flags.forceExit, "package.json's test command does not cut files short with --test-force-exit");
+    assert.ok(!flags.forceExit, 'the suite runner does not cut files short with --test-force-exit');
     const dir = tempDir('warren-hc-hang-');
     const pidFile = join(dir, 'agent.pid');
     // The same flags with a short timeout: the file's agent starts at the top level, outside it.

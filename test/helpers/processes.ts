@@ -26,7 +26,7 @@ process.env.WARREN_METRICS_ADDRESS ??= '127.0.0.1:0';
 
 /**
  * How long a wait may take before it is a hang. A loaded CI runner or a developer's machine under
- * `scripts/cpu-hog.sh` makes an agent start take tens of seconds; the file timeout in package.json
+ * `scripts/cpu-hog.sh` makes an agent start take tens of seconds; the file timeout in scripts/test.ts
  * (`--test-timeout`) stays several times this, so a hang names what it waited for.
  */
 export const HANG_BOUND_MS = 120_000;
