@@ -36,7 +36,7 @@ export const FORWARDER_SOURCES = ['forwarder.c', 'agent-exchange.c', 'find-socke
 const C_FLAGS = ['-std=c11', '-Wall', '-Wextra', '-Werror', '-D_GNU_SOURCE'];
 
 export function buildPlugin(): void {
-  buildSync({
+  const result = buildSync({
     entryPoints: [join(REPO_ROOT, 'src', 'plugin', 'plugin-main.ts')],
     outfile: PLUGIN_BUNDLE,
     bundle: true,
@@ -49,11 +49,35 @@ export function buildPlugin(): void {
     // /usr/bin/env on every pod start (about 1.5 ms). Rebuild after moving Node.
     banner: { js: `#!${process.execPath}` },
     logLevel: 'warning',
+    write: false,
   });
-  chmodSync(PLUGIN_BUNDLE, 0o755);
+  for (const file of result.outputFiles) writeWhole(file.path, file.contents, 0o755);
   // dist/ is CommonJS whatever the repository's package.json says.
-  writeFileSync(join(REPO_ROOT, 'dist', 'package.json'), '{ "type": "commonjs" }\n');
+  writeWhole(join(REPO_ROOT, 'dist', 'package.json'), Buffer.from('{ "type": "commonjs" }\n'), 0o644);
   buildForwarder();
+}
+
+/**
+ * Puts `bytes` at `path` whole, or leaves the file alone when it already holds them. Tests build
+ * while other tests run the plugin and start agents from dist/ (two files at a time): a file
+ * rewritten in place is empty or half-written for a moment, and an agent started then failed on
+ * "Invalid package config dist/package.json". A reader sees the old file or the new one, never a
+ * part; and a build that changes nothing writes nothing.
+ */
+export function writeWhole(path: string, bytes: Uint8Array, mode: number): void {
+  if (existsSync(path) && Buffer.from(bytes).equals(readFileSync(path))) {
+    if ((statSync(path).mode & 0o777) !== mode) chmodSync(path, mode);
+    return;
+  }
+  mkdirSync(dirname(path), { recursive: true });
+  const temp = `${path}.tmp-${process.pid}`;
+  try {
+    writeFileSync(temp, bytes, { mode });
+    chmodSync(temp, mode);
+    renameSync(temp, path);
+  } finally {
+    rmSync(temp, { force: true });
+  }
 }
 
 /**

@@ -164,6 +164,7 @@ export const E2E_FILES: readonly string[] = [
   'test/plugin/forwarder.test.ts',
   'test/plugin/no-node.test.ts',
   'test/plugin/plugin.test.ts',
+  'test/scripts/build.test.ts',
   'test/sources/missed-delete-journal.test.ts',
   'test/store/etcd-overlap.test.ts',
   'test/store/etcd-store.test.ts',
