@@ -90,6 +90,8 @@ export const UNIT_FILES: readonly string[] = [
   'test/helpers-check/event-loop.test.ts',
   'test/helpers-check/fake-kube-api.test.ts',
   'test/helpers-check/fake-kube-api-crs.test.ts',
+  'test/helpers-check/fake-kube-api-crs-limits.test.ts',
+  'test/helpers-check/fake-kube-api-crs-reads.test.ts',
   'test/helpers-check/fake-kube-api-crs-updates.test.ts',
   'test/ipam/address.test.ts',
   'test/ipam/block-key.test.ts',

@@ -4,8 +4,10 @@
  * over the snapshot of the first page — later pages show the objects as they were at its RV, read
  * back through the change history. `remainingItemCount` only without selectors; `continue` is ""
  * on the last page; a token older than the history is a 410 with a fresh token.
- * `resourceVersion=0` is served like the watch cache (no paging); `resourceVersionMatch=Exact` and
- * `NotOlderThan` with an RV other than 0 or the current one are refused as not implemented.
+ * `resourceVersion=0` is served like the watch cache (no paging); `resourceVersion=N` (and
+ * `resourceVersionMatch=NotOlderThan`) with N not newer than the store answer the current state, as
+ * the watch cache does. Not implemented, refused with a 400 naming the fake: `resourceVersionMatch=
+ * Exact` (an old snapshot) and an RV newer than the store's (the real server waits, then 504s).
  */
 import type { ObjectStore } from './objects.ts';
 import type { Served } from './served.ts';
