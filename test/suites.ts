@@ -89,6 +89,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/deploy/rbac.test.ts',
   'test/helpers-check/event-loop.test.ts',
   'test/helpers-check/fake-kube-api.test.ts',
+  'test/helpers-check/fake-kube-api-crs-client.test.ts',
   'test/helpers-check/fake-kube-api-crs.test.ts',
   'test/helpers-check/fake-kube-api-crs-limits.test.ts',
   'test/helpers-check/fake-kube-api-crs-reads.test.ts',

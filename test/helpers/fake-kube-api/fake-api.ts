@@ -14,7 +14,7 @@ import { issueServerCertificate } from '../tls.ts';
 import { CoreResources } from './core.ts';
 import { deployCrds } from './crds.ts';
 import { LEASES } from './leases.ts';
-import { rfc3339, sortKeys } from './metadata.ts';
+import { rfc3339 } from './metadata.ts';
 import { ObjectStore } from './objects.ts';
 import { CrdRegistry } from './registry.ts';
 import { RequestHandler } from './server.ts';
@@ -219,7 +219,8 @@ class FakeKubeApiServer implements FakeKubeApi {
         meta.uid ??= randomUUID();
         meta.creationTimestamp ??= time;
         if (s.generation) meta.generation ??= 1;
-        if (!s.namespaced) delete meta.namespace;
+        if (s.namespaced) meta.namespace ??= 'default';
+        else delete meta.namespace;
         yield [ObjectStore.keyOf(object, s.namespaced), object];
       }
     }
@@ -229,7 +230,7 @@ class FakeKubeApiServer implements FakeKubeApi {
   object(plural: string, name: string, namespace?: string): KubeObject | undefined {
     const s = this.#servedByPlural(plural);
     const found = this.#store.get(s.plural, s.namespaced ? `${namespace}/${name}` : name);
-    return found === undefined ? undefined : (sortKeys(found) as KubeObject);
+    return found === undefined ? undefined : (structuredClone(s.encode(found)) as KubeObject);
   }
 
   objects(plural: string): KubeObject[] {
