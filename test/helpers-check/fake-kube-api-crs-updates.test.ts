@@ -291,5 +291,36 @@ describe('fake Kubernetes API: custom resource updates, patches and deletes, as 
       kind: 'IPPoolList',
       metadata: { continue: '', resourceVersion: none.json.metadata.resourceVersion },
     });
+    for (const name of ['dc1', 'dc2'])
+      await call(fake, 'POST', POOLS, {
+        body: {
+          apiVersion: 'ipam.example.com/v1',
+          kind: 'IPPool',
+          metadata: { name, labels: { dc: 'yes' } },
+          spec: { cidr: '10.0.0.0/24' },
+        },
+      });
+    const before = fake.resourceVersion();
+    const swept = await call(fake, 'DELETE', `${POOLS}?labelSelector=dc%3Dyes`);
+    assert.deepEqual(
+      [
+        swept.json.kind,
+        swept.json.metadata.resourceVersion,
+        swept.json.items.map((i: { metadata: { name: string; deletionTimestamp?: string } }) => [
+          i.metadata.name,
+          i.metadata.deletionTimestamp,
+        ]),
+      ],
+      [
+        'IPPoolList',
+        before,
+        [
+          ['dc1', undefined],
+          ['dc2', undefined],
+        ],
+      ],
+      'the objects as they were before deletion, at the pre-delete RV',
+    );
+    assert.equal((await call(fake, 'GET', `${POOLS}/dc1`)).status, 404);
   });
 });

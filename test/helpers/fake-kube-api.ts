@@ -34,7 +34,8 @@
  * does not implement (`dryRun`, `sendInitialEvents`; on core resources also `continue` and
  * `resourceVersionMatch`; `resourceVersionMatch=Exact` anywhere) get 400; schema keywords it does
  * not implement (CEL, oneOf/anyOf/allOf/not, defaults, formats, list and map types) refuse the CRD.
- * Core lists ignore `limit` (the whole list, no continue token, which a real server may also do).
+ * Every namespace exists (no 404 for a missing one). Replies are always compact (no pretty-printing
+ * for curl or `?pretty`). Core lists ignore `limit` (the whole list, no continue token, which a real server may also do).
  * managedFields are recomputed per manager from the object, not merged field by field. Table
  * output (`as=Table`), discovery documents and protobuf are not served. It requires of an Event
  * what Warren promises to send, which core/v1 itself does not all demand.
