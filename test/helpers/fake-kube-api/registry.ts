@@ -4,7 +4,7 @@
  * `establishMs` later gets NamesAccepted (from then on its resource is served) and Established, two
  * writes with their own RVs, as the apiextensions controllers make them.
  */
-import { ObjectStore } from './objects.ts';
+import type { ObjectStore } from './objects.ts';
 import { type CrdVersion, crdConditions, crdObject, customServed, readCrd } from './crds.ts';
 import { META_ORDER, ordered } from './metadata.ts';
 import type { ListMeta, Served } from './served.ts';
@@ -127,5 +127,3 @@ export class CrdRegistry {
     this.#byPlural.set(v.plural, served);
   }
 }
-
-export { ObjectStore };

@@ -9,7 +9,7 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CORE, CORE_PATCH_TYPES, type CoreResources } from './core.ts';
-import { headers, mediaType, readJson, readObject, replyJson, replyNotFoundText } from './http.ts';
+import { mediaType, readJson, readObject, replyJson, replyNotFoundText } from './http.ts';
 import { list } from './lists.ts';
 import type { ObjectStore } from './objects.ts';
 import { CRDS, type CrdRegistry } from './registry.ts';
@@ -297,5 +297,3 @@ export class RequestHandler {
     return readObject(req, kind);
   }
 }
-
-export { headers };
