@@ -75,6 +75,12 @@ describe('fake Kubernetes API: CRDs and custom resource writes, as recorded', ()
       Number(created.json.metadata.resourceVersion) + 2,
       'two writes',
     );
+    const discovery = await call(fake, 'GET', '/apis/ipam.example.com/v1');
+    assert.deepEqual(
+      [discovery.json.kind, discovery.json.groupVersion, discovery.json.resources.map((r: { name: string }) => r.name)],
+      ['APIResourceList', 'ipam.example.com/v1', ['ippools', 'ippools/status']],
+    );
+    assert.deepEqual(discovery.json.resources[1].verbs, ['get', 'patch', 'update']);
     const served = await call(fake, 'GET', '/apis/ipam.example.com/v1/namespaces/default/ippools');
     assert.deepEqual(served.json.items, []);
     const again = await call(fake, 'POST', CRDS_PATH, { body: IPPOOL_CRD });

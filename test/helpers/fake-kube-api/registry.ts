@@ -60,6 +60,11 @@ export class CrdRegistry {
     return this.#served.get(`${group}/${version}/${plural}`);
   }
 
+  /** Every served resource of one group version (for discovery). */
+  servedIn(group: string, version: string): Served[] {
+    return [...this.#served.values()].filter((s) => s.group === group && s.version === version);
+  }
+
   byPlural(plural: string): Served | undefined {
     return this.#byPlural.get(plural);
   }
