@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { BLOCKS, block, call, startedWith } from './kube-wire.ts';
+import { BLOCKS, block, call, keysSorted, startedWith } from './kube-wire.ts';
 
 const LEASES = '/apis/coordination.k8s.io/v1/namespaces/default/leases';
 
@@ -195,6 +195,7 @@ describe('fake Kubernetes API: size limits, RBAC, Leases, and the hooks benches 
     );
     const page = await call(fake, 'GET', `${BLOCKS}?limit=500&labelSelector=node%3Dn3`);
     assert.deepEqual([page.json.items.length, page.json.items[0].metadata.name], [500, 'p00003']);
+    assert.ok(keysSorted(page.json), 'preloaded objects travel with sorted keys too');
     const counted = await call(fake, 'GET', `${BLOCKS}?limit=2`);
     assert.equal(counted.json.metadata.remainingItemCount, 9_998);
     fake.clearRequests();

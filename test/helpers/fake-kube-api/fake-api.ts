@@ -14,7 +14,7 @@ import { issueServerCertificate } from '../tls.ts';
 import { CoreResources } from './core.ts';
 import { deployCrds } from './crds.ts';
 import { LEASES } from './leases.ts';
-import { rfc3339 } from './metadata.ts';
+import { rfc3339, sortKeys } from './metadata.ts';
 import { ObjectStore } from './objects.ts';
 import { CrdRegistry } from './registry.ts';
 import { RequestHandler } from './server.ts';
@@ -221,7 +221,9 @@ class FakeKubeApiServer implements FakeKubeApi {
         if (s.generation) meta.generation ??= 1;
         if (s.namespaced) meta.namespace ??= 'default';
         else delete meta.namespace;
-        yield [ObjectStore.keyOf(object, s.namespaced), object];
+        meta.resourceVersion = ''; // its place in the key order; the store fills it in
+        // Custom resources are stored in wire order (sorted keys), as writes store them.
+        yield [ObjectStore.keyOf(object, s.namespaced), s.custom ? (sortKeys(object) as KubeObject) : object];
       }
     }
     store.preload(s.plural, entries());

@@ -141,8 +141,8 @@ export interface FakeKubeApi {
   /**
    * Writes objects of a served resource (a CR plural or `leases`) straight into storage: no
    * validation, no pruning, no watch events, no history; each gets a uid, creationTimestamp, its
-   * own resourceVersion and (CRs) generation 1 where missing. The fake keeps the objects given
-   * (it does not copy them): for bulk preloads of a benchmark.
+   * own resourceVersion and (CRs) generation 1 where missing. For bulk preloads of a benchmark: a
+   * custom resource is stored as a key-sorted copy (its wire form), a Lease as the object given.
    */
   preload(plural: string, objects: Iterable<KubeObject>): void;
   /** A copy of one stored object of a served resource, or undefined. */
