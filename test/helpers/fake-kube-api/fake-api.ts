@@ -201,6 +201,10 @@ class FakeKubeApiServer implements FakeKubeApi {
     this.#crds.register(crd);
   }
 
+  establishCrds(): void {
+    this.#crds.establishPending();
+  }
+
   #servedByPlural(plural: string): Served {
     const served = plural === 'leases' ? LEASES : this.#crds.byPlural(plural);
     if (served === undefined) throw new Error(`fake kube api: no served resource ${plural}`);

@@ -91,7 +91,10 @@ export interface FakeKubeApiOptions {
   readonly crds?: 'deploy' | readonly CrdObject[];
   /** Milliseconds each create, update, patch and delete waits before it is applied; default 0. */
   readonly writeLatencyMs?: number;
-  /** Milliseconds from a CRD's creation over the API to NamesAccepted (then Established); default 20. */
+  /**
+   * Milliseconds from a CRD's creation over the API to NamesAccepted (then Established); default 20.
+   * `Infinity`: only when the test calls `establishCrds()`.
+   */
   readonly crdEstablishMs?: number;
 }
 
@@ -138,6 +141,8 @@ export interface FakeKubeApi {
 
   /** Registers a CRD as established at once (no API request, no delay). */
   registerCrd(crd: CrdObject): void;
+  /** Establishes now every CRD created over the API and not yet established. */
+  establishCrds(): void;
   /**
    * Writes objects of a served resource (a CR plural or `leases`) straight into storage: no
    * validation, no pruning, no watch events, no history; each gets a uid, creationTimestamp, its
