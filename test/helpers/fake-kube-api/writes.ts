@@ -15,6 +15,7 @@
  *   gRPC client give (1.5 MiB, 2 MiB).
  * Server-side apply is not served: its patch type gets 415 naming the fake.
  */
+import { randomUUID } from 'node:crypto';
 import { generatedName, isRecord, labelErrors, managedFields, nameErrors, rfc3339, sortKeys } from './metadata.ts';
 import type { ObjectStore } from './objects.ts';
 import { jsonPatch, mergePatch } from './patch.ts';
@@ -143,7 +144,7 @@ export function create(ctx: WriteContext, t: WriteTarget, body: unknown): { obje
   const key = keyOf(t, name);
   if (ctx.store.get(s.plural, key) !== undefined) throw alreadyExists(s, name);
   const now = ctx.now();
-  object.metadata.uid = crypto.randomUUID();
+  object.metadata.uid = randomUUID();
   object.metadata.creationTimestamp = rfc3339(now);
   if (s.generation) object.metadata.generation = 1;
   object.metadata.managedFields = managedFields(object, undefined, {
