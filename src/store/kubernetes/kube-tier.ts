@@ -95,7 +95,7 @@ export class KubeTier implements ClusterTier {
    * The uid and resourceVersion this tier last saw of the blocks it claimed or published: what a
    * publication is guarded by, so that one costs one request. Forgotten at give-back.
    */
-  readonly #seen = new Map<string, { uid: string; version: string }>();
+  readonly #seen = new Map<string, { uid: string; version: string; node: string }>();
 
   constructor(api: KubeApiClient, o: KubeTierOptions) {
     this.#api = api;
@@ -139,14 +139,14 @@ export class KubeTier implements ClusterTier {
     const claim = claimOfObject(created.object);
     if (claim === undefined)
       throw new WarrenError('IO_FAILURE', `the API server answered the claim of block ${key} with no object`);
-    this.#seen.set(key, { uid: claim.uid, version: claim.version });
+    this.#seen.set(key, { uid: claim.uid, version: claim.version, node });
     return claim;
   }
 
   async claimOf(key: string): Promise<BlockClaim | undefined> {
     const claim = claimOfObject(await this.#blocks.get(`read block ${key}`, blockName(key)));
     if (claim === undefined || claim.key !== key) return undefined;
-    if (this.#seen.has(key)) this.#seen.set(key, { uid: claim.uid, version: claim.version });
+    if (this.#seen.has(key)) this.#seen.set(key, { uid: claim.uid, version: claim.version, node: claim.node });
     return claim;
   }
 
@@ -196,7 +196,8 @@ export class KubeTier implements ClusterTier {
       );
     for (let round = 1; round <= MAX_ROUNDS; round++) {
       let seen = this.#seen.get(block.key);
-      if (seen === undefined) {
+      // Seen as another node's (this tier serves one node; a test may drive two): read it again.
+      if (seen === undefined || seen.node !== block.node) {
         const claim = claimOfObject(await this.#blocks.get(`read block ${block.key}`, name));
         if (claim === undefined || claim.key !== block.key || claim.node !== block.node)
           throw new WarrenError(
@@ -205,7 +206,7 @@ export class KubeTier implements ClusterTier {
               `(${claim === undefined || claim.key !== block.key ? 'its object is gone' : `node ${claim.node} holds it`}): ` +
               `its allocations were not published`,
           );
-        seen = { uid: claim.uid, version: claim.version };
+        seen = { uid: claim.uid, version: claim.version, node: claim.node };
       }
       const base = blockObject(name, block.key, block.node);
       const body = { ...base, metadata: { ...base.metadata, uid: seen.uid, resourceVersion: seen.version }, status };
@@ -213,7 +214,8 @@ export class KubeTier implements ClusterTier {
       this.#seen.delete(block.key);
       if (written.kind === 'replaced') {
         const meta = metaOf(written.object);
-        if (meta !== undefined) this.#seen.set(block.key, { uid: meta.uid, version: meta.resourceVersion });
+        if (meta !== undefined)
+          this.#seen.set(block.key, { uid: meta.uid, version: meta.resourceVersion, node: block.node });
         return;
       }
       // A conflict: read it again, and publish only if it is still this node's.
