@@ -69,7 +69,11 @@ describe('Lease membership', () => {
     clock.advance(1000);
     await t.membership.renew();
     const renewed = fake.object('leases', nodeLeaseName('lease-shape'), NAMESPACE);
-    assert.notEqual((renewed?.spec as Record<string, unknown>).renewTime, before, 'a renewal writes a new renewTime');
+    assert.notEqual(
+      (renewed?.spec as Record<string, unknown> | undefined)?.renewTime,
+      before,
+      'a renewal writes a new renewTime',
+    );
     await t.membership.withdraw();
     assert.equal(fake.object('leases', nodeLeaseName('lease-shape'), NAMESPACE), undefined);
   });
@@ -103,7 +107,7 @@ describe('Lease membership', () => {
     });
     await announced;
     const lease = fake.object('leases', nodeLeaseName('lease-reboot'), NAMESPACE);
-    assert.equal((lease?.spec as Record<string, unknown>).holderIdentity, 'q-2');
+    assert.equal((lease?.spec as Record<string, unknown> | undefined)?.holderIdentity, 'q-2');
     await rebooted.membership.withdraw();
   });
 
