@@ -227,9 +227,9 @@ export class KubeTier implements ClusterTier {
         if (claim === undefined || claim.key !== block.key || claim.node !== block.node)
           throw new WarrenError(
             'IO_FAILURE',
-            `block ${block.key} is not claimed by node ${block.node} ` +
-              `(${claim === undefined || claim.key !== block.key ? 'its object is gone' : `node ${claim.node} holds it`}): ` +
-              `its allocations were not published`,
+            `block ${block.key} is not claimed by node ${block.node} (${
+              claim === undefined || claim.key !== block.key ? 'its object is gone' : `node ${claim.node} holds it`
+            }): its allocations were not published`,
           );
         seen = { uid: claim.uid, version: claim.version, node: claim.node };
       }
