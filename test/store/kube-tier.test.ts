@@ -105,6 +105,19 @@ describe('KubeTier', () => {
     assert.equal(queries[2]?.limit, '2');
   });
 
+  it('admits nothing that retires a range which claimed a block since the reading', async () => {
+    const t = await tier();
+    const [mine, other] = [range(), range()];
+    await t.pinRange(mine);
+    await t.pinRange(other);
+    const reading = await t.spaces.read(mine.space);
+    assert.equal(reading.held.get(other.pool), 0);
+    assert.ok(await t.claim(other, blockKey(other.pool, '10.9.0.0/28'), 'n2'));
+    assert.equal(await t.spaces.admit(reading, mine.pool, [other.pool]), undefined);
+    const again = await t.spaces.read(mine.space);
+    assert.ok((again.held.get(other.pool) ?? 0) > 0);
+  });
+
   it('gives a block back at its current version once it was published', async () => {
     const t = await tier();
     const r = range();
