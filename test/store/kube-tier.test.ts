@@ -12,6 +12,7 @@ import { isWarrenError } from '../../src/core/errors.ts';
 import { blockKey } from '../../src/ipam/blocks.ts';
 import type { RangeRecord } from '../../src/store/cluster-tier.ts';
 import { type KubeTier, openKubeTier } from '../../src/store/kubernetes/kube-tier.ts';
+import { blockName } from '../../src/store/kubernetes/names.ts';
 import { type FakeKubeApi, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
 import { tierConformance } from './tier-conformance.ts';
 
@@ -116,6 +117,20 @@ describe('KubeTier', () => {
     assert.equal(await t.spaces.admit(reading, mine.pool, [other.pool]), undefined);
     const again = await t.spaces.read(mine.space);
     assert.ok((again.held.get(other.pool) ?? 0) > 0);
+  });
+
+  it('refuses to publish a block whose object someone deleted, and reads it as unclaimed', async () => {
+    const t = await tier();
+    const r = range();
+    await t.pinRange(r);
+    const key = blockKey(r.pool, '10.9.0.112/28');
+    const claim = await t.claim(r, key, 'n1');
+    assert.ok(claim);
+    assert.ok(fake.deleteObject('warrenblocks', blockName(key)));
+    const block = { key, node: 'n1', counts: { allocated: 0, resting: 0 }, publishedAt: 1, allocations: [] };
+    await assert.rejects(t.publish(block), /its object is gone/);
+    assert.equal(await t.claimOf(key), undefined);
+    assert.equal(await t.unclaim(claim), 'gone');
   });
 
   it('gives a block back at its current version once it was published', async () => {
