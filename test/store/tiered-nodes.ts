@@ -58,6 +58,6 @@ export function tieredCluster(names: readonly string[], o: { publishIntervalMs?:
 
 export const owner = (containerID: string) => ({ network: 'net', containerID, ifname: 'eth0' });
 
-export function rangesOf(ipam: Record<string, unknown>): RangeSpec[] {
+export function rangesOf(ipam: Record<string, unknown>): readonly RangeSpec[] {
   return parseIpamConfig({ type: 'warren', ...ipam }).ranges;
 }
