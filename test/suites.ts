@@ -91,6 +91,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/helpers-check/fake-kube-api.test.ts',
   'test/ipam/address.test.ts',
   'test/ipam/block-key.test.ts',
+  'test/ipam/block-size.test.ts',
   'test/ipam/pool-state.test.ts',
   'test/ipam/run-set.test.ts',
   'test/ipam/whereabouts-fixtures.test.ts',
@@ -113,6 +114,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/store/sqlite-store.test.ts',
   'test/store/tiered-allocation.test.ts',
   'test/store/tiered-store.test.ts',
+  'test/store/tiered-upkeep.test.ts',
   'test/suites.test.ts',
 ];
 

@@ -21,10 +21,11 @@ import { parsePoolKey } from '../ipam/pool-key.ts';
 import type { PoolSummary, Store } from './store.ts';
 import type { TieredClaims } from './tiered-claims.ts';
 
-/** The address space of a range pool, as the allocator names it (allocator/admission.ts addressSpaceOf). */
+/** The address space of a range pool as `spaces` names it (allocator/admission.ts): `v4`, `v4@<network_name>`. */
 export function spaceOfPool(pool: string): string {
   const key = parsePoolKey(pool);
-  return key === undefined ? '' : `space:v${key.family}:${key.networkName}`;
+  if (key === undefined) return '';
+  return key.networkName === '' ? `v${key.family}` : `v${key.family}@${key.networkName}`;
 }
 
 /**
