@@ -50,9 +50,9 @@ import type {
   PoolRead,
   PoolSummary,
   Revision,
-  SpaceReading,
   Store,
 } from './store.ts';
+import { TieredAdmissions } from './tiered-admissions.ts';
 import { TieredClaims } from './tiered-claims.ts';
 import { TieredPublisher } from './tiered-publisher.ts';
 import { forgetNodeBlocks, rangeBlocks, recordFromKey, spaceOfPool } from './tiered-ranges.ts';
@@ -93,9 +93,10 @@ export class TieredStore implements Store {
   readonly #ranges = new Map<string, RangeRecord>();
   /** Range pools whose local description carries a block size: split, their blocks held to claims. */
   readonly #splitRanges = new Set<string>();
-  /** Guards seen on commits (space \0 range) → whether the range was found retired at the last check. */
-  readonly #guards = new Map<string, { guard: AdmissionGuard; lost: boolean }>();
+  readonly #admissions: TieredAdmissions;
   #timers: CancelTimer[] = [];
+  /** The cluster's failure at the last ping. */
+  #clusterProblem: string | undefined;
   #stopped = false;
 
   constructor(o: TieredStoreOptions) {
@@ -120,15 +121,8 @@ export class TieredStore implements Store {
       },
       notice: this.#notice,
     });
-    const spaces = o.tier.spaces;
-    this.spaces = {
-      read: (space: string): Promise<SpaceReading> => spaces.read(space),
-      admit: async (reading, rangePool, retire) => {
-        const guard = await spaces.admit(reading, rangePool, retire);
-        if (guard !== undefined) this.#guards.set(`${guard.space}\0${guard.rangePool}`, { guard, lost: false });
-        return guard;
-      },
-    };
+    this.#admissions = new TieredAdmissions(o.tier);
+    this.spaces = this.#admissions.spaces;
     this.blockOwners = {
       rangeBlocks: (rangePool, options) =>
         rangeBlocks({ local: this.#local, tier: this.tier, claims: this.#claims }, rangePool, options.counts),
@@ -179,13 +173,7 @@ export class TieredStore implements Store {
             `(deleted by someone): no more addresses are handed out in it; its ${held} allocations stay recorded here`,
         );
       }
-      const spaces = new Map<string, SpaceReading>();
-      for (const entry of this.#guards.values()) {
-        const { space, rangePool } = entry.guard;
-        const reading = spaces.get(space) ?? (await this.tier.spaces.read(space));
-        spaces.set(space, reading);
-        entry.lost = !reading.admitted.includes(rangePool);
-      }
+      await this.#admissions.checkAll();
     } catch (error) {
       this.#notice(`checking the claims of node ${this.#node} failed, retrying: ${messageOf(error)}`);
     }
@@ -201,12 +189,8 @@ export class TieredStore implements Store {
     ops: readonly PoolOp[],
     guard?: AdmissionGuard,
   ): Promise<CommitResult> {
-    if (guard !== undefined) {
-      const seen = this.#guards.get(`${guard.space}\0${guard.rangePool}`);
-      if (seen?.lost === true)
-        return conflict(`range ${guard.rangePool} is no longer admitted in ${guard.space}`, true);
-      if (seen === undefined) this.#guards.set(`${guard.space}\0${guard.rangePool}`, { guard, lost: false });
-    }
+    const refused = guard === undefined ? undefined : this.#admissions.refusal(guard);
+    if (refused !== undefined) return conflict(refused, true);
     if (!isBlockKey(pool)) {
       const described = ops.find((op) => op.op === 'describe' && op.description.blockPrefix !== undefined);
       if (described?.op === 'describe') return this.#commitRange(pool, expected, ops, described);
@@ -310,13 +294,8 @@ export class TieredStore implements Store {
     const rangePool = rangePoolOfKey(key);
     // A claim costs the cluster a write: check the local revision first so a stale round costs none.
     if ((await this.#local.readPool(key)).revision !== expected) return conflict(`block ${key} changed`);
-    if (guard !== undefined) {
-      const reading = await this.tier.spaces.read(guard.space);
-      if (!reading.admitted.includes(guard.rangePool)) {
-        this.#guards.set(`${guard.space}\0${guard.rangePool}`, { guard, lost: true });
-        return conflict(`range ${guard.rangePool} is no longer admitted in ${guard.space}`, true);
-      }
-    }
+    const lost = guard === undefined ? undefined : await this.#admissions.check(guard);
+    if (lost !== undefined) return conflict(lost, true);
     const range = (await this.#rangeOf(rangePool)) ?? (await this.tier.pinRange(recordFromKey(key)));
     await this.#claims.load(rangePool);
     let claim = await this.tier.claim(range, key, node);
@@ -378,10 +357,27 @@ export class TieredStore implements Store {
     return [...shown, ...unseen].sort((a, b) => (a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : 0));
   }
 
-  /** Checks both tiers; the cluster being away is reported, though local ADD and DEL go on. */
+  /**
+   * Checks both tiers. Only the node's store failing throws: CNI STATUS and readiness follow ping,
+   * and a node with room in its own blocks serves ADD and DEL while the cluster is away. The cluster
+   * being away is told to `notice` once per outage and answered by `clusterProblem`.
+   */
   async ping(): Promise<void> {
     await this.#local.ping();
-    await this.tier.ping();
+    try {
+      await this.tier.ping();
+      this.#clusterProblem = undefined;
+    } catch (error) {
+      const problem = `${this.tier.description} cannot be reached: ${messageOf(error)}`;
+      if (this.#clusterProblem === undefined)
+        this.#notice(`${problem}; ADD and DEL in the blocks node ${this.#node} holds go on`);
+      this.#clusterProblem = problem;
+    }
+  }
+
+  /** Why the cluster could not be reached at the last ping; undefined when it answered. */
+  clusterProblem(): string | undefined {
+    return this.#clusterProblem;
   }
 
   async close(): Promise<void> {

@@ -72,6 +72,24 @@ describe('TieredStore: publication', () => {
   });
 });
 
+describe('TieredStore: ping', () => {
+  it('stays healthy while the cluster is away, and says the cluster is away', async () => {
+    const c = cluster(['n1']);
+    const [n1] = c.nodes;
+    assert.ok(n1);
+    await n1.store.ping();
+    assert.equal(n1.store.clusterProblem(), undefined);
+    c.tier.away = true;
+    await n1.store.ping(); // CNI STATUS follows ping: a node with room must stay ready
+    await n1.store.ping();
+    assert.match(n1.store.clusterProblem() ?? '', /memory cluster tier cannot be reached/);
+    assert.equal(n1.notices.filter((m) => m.includes('cannot be reached')).length, 1, 'told once per outage');
+    c.tier.away = false;
+    await n1.store.ping();
+    assert.equal(n1.store.clusterProblem(), undefined);
+  });
+});
+
 describe("TieredStore: this node's claims", () => {
   it('stops allocating in a block whose claim vanished, says so by name, and keeps its allocations', async () => {
     const c = cluster(['n1']);
