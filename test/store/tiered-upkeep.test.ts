@@ -153,6 +153,22 @@ describe("TieredStore: this node's claims", () => {
     assert.equal((await n1.allocator.release(owner('a'))).length, 1, 'a DEL there still releases');
   });
 
+  it('gives an empty block back to the cluster, and only its own claim of it', async () => {
+    const c = cluster(['n1']);
+    const [n1] = c.nodes;
+    assert.ok(n1);
+    const r = rangesOf({ range: '10.27.0.0/24', block_size: 28 });
+    await n1.allocator.allocate({ owner: owner('a'), ranges: r });
+    c.clock.advance(2_000); // published: the claim's version moved since it was made
+    await n1.store.flush();
+    await n1.allocator.release(owner('a'));
+    const returned = await n1.allocator.returnEmptyBlocks(0);
+    assert.deepEqual(returned, { returned: [`${r[0]?.pool}#10.27.0.0/28`], errors: [] });
+    assert.deepEqual(await c.tier.claimsOf('n1'), []);
+    const [again] = await n1.allocator.allocate({ owner: owner('b'), ranges: r });
+    assert.equal((await c.tier.claimOf(again?.allocation.pool ?? ''))?.node, 'n1', 'claimed anew to allocate again');
+  });
+
   it("frees a forgotten node's blocks exactly once, whoever else forgets it too", async () => {
     const c = cluster(['n1', 'n2', 'n3']);
     const [n1, n2, n3] = c.nodes;
