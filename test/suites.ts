@@ -46,6 +46,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/allocator/blocks.test.ts',
   'test/allocator/commit-loop.test.ts',
   'test/allocator/gc.test.ts',
+  'test/allocator/lending/grant-policy.test.ts',
   'test/allocator/placement.test.ts',
   'test/allocator/pool-metadata.test.ts',
   'test/api/api.test.ts',
