@@ -9,7 +9,7 @@
  *   `<range pool>#<address>/<32|128>` (a block key whose block is one address: ipam/blocks.ts), and
  *   hands it out from there with no request to the cluster.
  * - A loan the borrower gave back is marked in its loan pool by an allocation of owner
- *   (`warren.dev/returned`, <lender>, <the address>): the pool is then full, so no pick reaches it
+ *   (`warren.dev/returned`, <borrower node>, <the address>): the pool is then full, so no pick reaches it
  *   again, and the grant can be removed from the request without a pick racing it. A grant of the
  *   same address later releases the mark.
  *
@@ -73,13 +73,13 @@ export function placeholderOf(
   };
 }
 
-/** The borrower's mark on the loan pool `pool` of `address`, given back to `lender`. */
-export function returnedMarkOf(pool: string, address: string, lender: string, node: string, now: Moment): Allocation {
+/** The borrower's (`node`'s) mark on its loan pool `pool` of `address`, given back. */
+export function returnedMarkOf(pool: string, address: string, node: string, now: Moment): Allocation {
   return {
     pool,
     address,
     network: RETURNED_NETWORK,
-    containerID: lender,
+    containerID: node,
     ifname: address,
     node,
     createdAt: now.wall,
