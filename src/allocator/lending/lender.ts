@@ -30,7 +30,7 @@ import type { AddressRequest, ClusterTier, Grant } from '../../store/cluster-tie
 import type { PoolOp, Store } from '../../store/store.ts';
 import type { PoolCache } from '../pool-cache.ts';
 import { type GrantChoice, type LendableBlock, chooseGrants } from './grant-policy.ts';
-import { LENT_NETWORK, MIGRATION_LENDER, placeholderOf } from './loans.ts';
+import { LENT_NETWORK, MIGRATION_LENDER, loanAddressOf, placeholderOf } from './loans.ts';
 
 export interface LenderOptions {
   readonly store: Store;
@@ -121,6 +121,8 @@ export class Lender {
       const first = parseIP(summary.description?.first ?? '');
       const last = parseIP(summary.description?.last ?? '');
       if (summary.affinity !== node || first === undefined || last === undefined) continue;
+      // A block of one address is not lent: the loan's key would be the block's (loans.ts).
+      if (loanAddressOf({ pool, family: key.family }, summary.pool) !== undefined) continue;
       const read = await store.readPool(summary.pool);
       if (read.kind !== 'snapshot') continue;
       const taken = [...read.allocations, ...read.resting.map((r) => r.address)]

@@ -6,21 +6,23 @@
  *   published view says where the address went. The address as the interface name keeps one owner
  *   per address (the store's one-address-per-owner rule).
  * - The borrower keeps each lent address in a loan pool of its own SQLite, keyed
- *   `<range pool>#<address>/<32|128>` (a block key whose block is one address: ipam/blocks.ts), and
+ *   `<range pool>#<address>/<32|128>` (ipam/loan-key.ts), and
  *   hands it out from there with no request to the cluster.
  * - A loan the borrower gave back is marked in its loan pool by an allocation of owner
  *   (`warren.dev/returned`, <borrower node>, <the address>): the pool is then full, so no pick reaches it
  *   again, and the grant can be removed from the request without a pick racing it. A grant of the
  *   same address later releases the mark.
  *
- * A loan pool key never reads as a block of its range (blockOfKey) unless the range's blocks are
- * one address each (block_size 32 or 128), where a loan would be a block anyway.
+ * Lending needs blocks larger than one address: where a range's blocks are one address each, a
+ * loan pool's key would be a block's (ipam/loan-key.ts), so lenders lend nothing from such blocks.
  */
 import type { Moment } from '../../core/moment.ts';
-import { type Family, bitsOf, formatIP, parseCidr } from '../../ipam/address.ts';
+import { type Family, formatIP } from '../../ipam/address.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
-import { blockCidrOfKey, blockKey, blockKeyPrefix } from '../../ipam/blocks.ts';
+import { loanKey } from '../../ipam/loan-key.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
+
+export { loanAddressOf, loanKey } from '../../ipam/loan-key.ts';
 
 /** The network of a lender's placeholder for an address it lent. */
 export const LENT_NETWORK = 'warren.dev/lent';
@@ -28,20 +30,6 @@ export const LENT_NETWORK = 'warren.dev/lent';
 export const RETURNED_NETWORK = 'warren.dev/returned';
 /** The lender named in grants that `warren migrate whereabouts` wrote: no node lent them. */
 export const MIGRATION_LENDER = 'whereabouts';
-
-/** The loan pool key of `address` (canonical text) in range pool `rangePool`. */
-export function loanKey(rangePool: string, family: Family, address: bigint): string {
-  return blockKey(rangePool, `${formatIP({ family, value: address })}/${bitsOf(family)}`);
-}
-
-/** The address a loan pool of `range` holds, or undefined when `key` is no loan pool of it. */
-export function loanAddressOf(range: Pick<RangeSpec, 'pool' | 'family'>, key: string): bigint | undefined {
-  if (!key.startsWith(blockKeyPrefix(range.pool))) return undefined;
-  const cidr = parseCidr(blockCidrOfKey(key) ?? '');
-  if (cidr === undefined || cidr.address.family !== range.family || cidr.length !== bitsOf(range.family))
-    return undefined;
-  return loanKey(range.pool, range.family, cidr.address.value) === key ? cidr.address.value : undefined;
-}
 
 /**
  * The span of the loan pool of `address`: the range narrowed to one address, its exclusions kept,
