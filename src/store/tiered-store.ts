@@ -134,6 +134,7 @@ export class TieredStore implements Store {
       rangeBlocks: (rangePool, options) =>
         rangeBlocks({ local: this.#local, tier: this.tier, claims: this.#claims }, rangePool, options.counts),
       forgetNode: (node) => forgetNodeBlocks(this.tier, node),
+      tier: o.tier,
     };
   }
 
