@@ -112,6 +112,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/store/etcd-continuity.test.ts',
   'test/store/sqlite-schema.test.ts',
   'test/store/sqlite-store.test.ts',
+  'test/store/tiered-allocation.test.ts',
   'test/store/tiered-store.test.ts',
   'test/suites.test.ts',
 ];

@@ -7,7 +7,9 @@
  *   blocks), each page at most PAGE_LIMIT records; it is called only when this node's own blocks are
  *   full, so the common ADD never reads the range;
  * - a block known here but claimed by nobody in the cluster shows without affinity, at its local
- *   revision, so a claim of it commits against the revision the node's store holds;
+ *   revision, so a claim of it commits against the revision the node's store holds; except a block
+ *   whose claim vanished while this node held it: that one shows held (`<node> (vanished)`), so this
+ *   node does not claim it again on its own and go on allocating where someone removed its claim;
  * - `forgetNodeBlocks` removes each claim of the node only at the version read (uid and version
  *   preconditions): of two agents forgetting one node, each block is freed by exactly one, and a
  *   block claimed again by a live node in between is never removed. Grants the node had lent are
@@ -69,7 +71,7 @@ export async function rangeBlocks(parts: RangeParts, rangePool: string, counts: 
   const byKey = new Map<string, PoolSummary>();
   for (const [key, p] of here) {
     const { affinity: _local, ...rest } = p;
-    byKey.set(key, rest);
+    byKey.set(key, claims.vanished(key) ? { ...rest, affinity: `${claims.node} (vanished)` } : rest);
   }
   for (const c of claimed) {
     const mine = here.get(c.key);
