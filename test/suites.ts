@@ -47,6 +47,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/allocator/commit-loop.test.ts',
   'test/allocator/gc.test.ts',
   'test/allocator/lending/grant-policy.test.ts',
+  'test/allocator/lending/lending.test.ts',
   'test/allocator/placement.test.ts',
   'test/allocator/pool-metadata.test.ts',
   'test/api/api.test.ts',

@@ -101,6 +101,8 @@ export class Allocator {
   readonly #lending: Lending | undefined;
   /** The ranges this process served, by pool: what it lends from knows their exclusions. */
   readonly #served = new Map<string, RangeSpec>();
+  /** ADDs under way per range pool: how many addresses a node with no room asks the others for. */
+  readonly #inFlight = new Map<string, number>();
 
   constructor(options: AllocatorOptions) {
     const { store, clock, node } = options;
@@ -143,6 +145,7 @@ export class Allocator {
             assigner: this.#assigner,
             locks: this.#locks,
             rangeOf: (pool) => this.#served.get(pool),
+            demand: (pool) => this.#inFlight.get(pool) ?? 1,
             ...(options.lendWaitMs === undefined ? {} : { waitMs: options.lendWaitMs }),
           })
         : undefined;
@@ -185,6 +188,21 @@ export class Allocator {
 
   async #allocateIn(range: RangeSpec, request: AllocateRequest, requested: IPAddress | undefined): Promise<Assignment> {
     this.#served.set(range.pool, range);
+    this.#inFlight.set(range.pool, (this.#inFlight.get(range.pool) ?? 0) + 1);
+    try {
+      return await this.#allocateInRange(range, request, requested);
+    } finally {
+      const left = (this.#inFlight.get(range.pool) ?? 1) - 1;
+      if (left > 0) this.#inFlight.set(range.pool, left);
+      else this.#inFlight.delete(range.pool);
+    }
+  }
+
+  async #allocateInRange(
+    range: RangeSpec,
+    request: AllocateRequest,
+    requested: IPAddress | undefined,
+  ): Promise<Assignment> {
     // Ranges of one network_name and family may overlap across configs: allocations in them are
     // decided one at a time here, so an overlap admitted below cannot race an allocation.
     return this.#locks.run(addressSpaceOf(range), () =>

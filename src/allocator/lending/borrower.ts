@@ -37,8 +37,11 @@ export interface BorrowerOptions {
   readonly waitMs?: number;
   /** How often it looks at its request meanwhile (default 250 ms). */
   readonly pollMs?: number;
-  /** How many addresses it asks for at once, so a burst of ADDs asks once (default 8). */
-  readonly batch?: number;
+  /**
+   * How many addresses to ask for in a range: the ADDs under way there, so a burst asks once and
+   * a single ADD takes no more than it needs (what a node holds idle, no other node can use).
+   */
+  readonly demand: (pool: string) => number;
 }
 
 /** The range a loan pool belongs to, as much of it as adopting needs. */
@@ -81,14 +84,14 @@ export class Borrower {
     const { tier, node, clock } = this.#o;
     const waitMs = this.#o.waitMs ?? 10_000;
     const pollMs = this.#o.pollMs ?? 250;
-    const batch = this.#o.batch ?? 8;
+    const wanted = Math.max(1, this.#o.demand(range.pool));
     let request = await this.#reach(range, 'read its address request', () => tier.requestOf(range.pool, node));
     if (request !== undefined) {
       const adopted = await this.adopt(range, request);
       if (adopted > 0) return adopted;
     }
-    if (request === undefined || request.wanted < batch)
-      request = await this.#reach(range, 'ask for addresses', () => tier.ask(range.pool, node, batch));
+    if (request === undefined || request.wanted < wanted)
+      request = await this.#reach(range, 'ask for addresses', () => tier.ask(range.pool, node, wanted));
     const deadline = clock.monotonic() + waitMs;
     while (clock.monotonic() < deadline) {
       await new Promise<void>((resolve) => clock.setTimer(Math.min(pollMs, deadline - clock.monotonic()), resolve));

@@ -46,6 +46,8 @@ export interface LendingOptions {
   readonly rangeOf: (pool: string) => RangeSpec | undefined;
   /** How long an ADD waits for grants (default 10 s). */
   readonly waitMs?: number;
+  /** ADDs under way in a range pool: how many addresses to ask for at once. */
+  readonly demand: (pool: string) => number;
 }
 
 export interface LendingReport {
@@ -64,7 +66,7 @@ export class Lending {
 
   constructor(options: LendingOptions) {
     this.#o = options;
-    const { store, tier, node, clock, pools, assigner, locks, rangeOf } = options;
+    const { store, tier, node, clock, pools, assigner, locks, rangeOf, demand } = options;
     this.#borrower = new Borrower({
       store,
       tier,
@@ -72,6 +74,7 @@ export class Lending {
       clock,
       pools,
       assigner,
+      demand,
       ...(options.waitMs === undefined ? {} : { waitMs: options.waitMs }),
     });
     this.#lender = new Lender({ store, tier, node, clock, pools, locks, rangeOf });
