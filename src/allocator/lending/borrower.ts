@@ -33,7 +33,10 @@ export interface BorrowerOptions {
   readonly clock: Clock;
   readonly pools: PoolCache;
   readonly assigner: PoolAssigner;
-  /** How long an ADD waits for a grant after asking (default 10 s). */
+  /**
+   * How long an ADD waits for a grant after asking (default 25 s: two of the lenders' upkeep runs,
+   * 10 s apart by default, and inside the plugin's wait for the agent).
+   */
   readonly waitMs?: number;
   /** How often it looks at its request meanwhile (default 250 ms). */
   readonly pollMs?: number;
@@ -82,7 +85,7 @@ export class Borrower {
    */
   async borrow(range: RangeSpec): Promise<number> {
     const { tier, node, clock } = this.#o;
-    const waitMs = this.#o.waitMs ?? 10_000;
+    const waitMs = this.#o.waitMs ?? 25_000;
     const pollMs = this.#o.pollMs ?? 250;
     const wanted = Math.max(1, this.#o.demand(range.pool));
     let request = await this.#reach(range, 'read its address request', () => tier.requestOf(range.pool, node));

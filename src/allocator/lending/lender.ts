@@ -23,7 +23,7 @@ import { messageOf } from '../../core/errors.ts';
 import type { KeyedMutex } from '../../core/keyed-mutex.ts';
 import { momentOf } from '../../core/moment.ts';
 import { formatIP, parseIP } from '../../ipam/address.ts';
-import { blockKeyPrefix, rangePoolOfKey } from '../../ipam/blocks.ts';
+import { blockKeyPrefix, isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
 import { parsePoolKey } from '../../ipam/pool-key.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
 import type { AddressRequest, ClusterTier, Grant } from '../../store/cluster-tier.ts';
@@ -71,12 +71,20 @@ export class Lender {
   async run(graceMs: number): Promise<LendReport> {
     const lent: string[] = [];
     const errors: string[] = [];
-    for (const request of await this.#o.tier.openRequests()) {
-      if (request.node === this.#o.node) continue;
-      try {
-        lent.push(...(await this.#answer(request)));
-      } catch (error) {
-        errors.push(`request of ${request.node} for ${request.pool}: ${messageOf(error)}`);
+    // Only the ranges this node owns blocks of, one listing each: what it reads grows with its blocks.
+    const ranges = new Set(
+      (await this.#o.store.pools())
+        .filter((p) => p.affinity === this.#o.node && isBlockKey(p.pool))
+        .map((p) => rangePoolOfKey(p.pool)),
+    );
+    for (const pool of ranges) {
+      for (const request of await this.#o.tier.openRequests(pool)) {
+        if (request.node === this.#o.node) continue;
+        try {
+          lent.push(...(await this.#answer(request)));
+        } catch (error) {
+          errors.push(`request of ${request.node} for ${request.pool}: ${messageOf(error)}`);
+        }
       }
     }
     const released = await this.#tidy(graceMs, errors);
@@ -191,7 +199,9 @@ export class Lender {
     const { store, tier, node, clock } = this.#o;
     const granted = new Set<string>();
     const migrated: Array<{ request: AddressRequest; grant: Grant }> = [];
-    for (const lender of [node, MIGRATION_LENDER])
+    // Grants of this node are read only while it holds placeholders (a lender's own records say so).
+    const placeholders = await store.list({ network: LENT_NETWORK, node });
+    for (const lender of placeholders.length > 0 ? [node, MIGRATION_LENDER] : [MIGRATION_LENDER])
       for (const request of await tier.requestsLentBy(lender))
         for (const grant of request.grants) {
           if (grant.lender !== lender) continue;
@@ -202,7 +212,7 @@ export class Lender {
     const now = clock.monotonic();
     const released: string[] = [];
     const seen = new Set<string>();
-    for (const placeholder of await store.list({ network: LENT_NETWORK, node })) {
+    for (const placeholder of placeholders) {
       const id = `${placeholder.pool} ${placeholder.address}`;
       seen.add(id);
       if (granted.has(grantKey(rangePoolOfKey(placeholder.pool), placeholder.containerID, placeholder.address))) {
