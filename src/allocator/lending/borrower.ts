@@ -34,8 +34,8 @@ export interface BorrowerOptions {
   readonly pools: PoolCache;
   readonly assigner: PoolAssigner;
   /**
-   * How long an ADD waits for a grant after asking (default 25 s: two of the lenders' upkeep runs,
-   * 10 s apart by default, and inside the plugin's wait for the agent).
+   * How long an ADD waits for a grant after asking (default 15 s: longer than the lenders' upkeep
+   * interval, 10 s by default, and well inside the plugin's 30 s wait for the agent).
    */
   readonly waitMs?: number;
   /** How often it looks at its request meanwhile (default 250 ms). */
@@ -85,7 +85,7 @@ export class Borrower {
    */
   async borrow(range: RangeSpec): Promise<number> {
     const { tier, node, clock } = this.#o;
-    const waitMs = this.#o.waitMs ?? 25_000;
+    const waitMs = this.#o.waitMs ?? 15_000;
     const pollMs = this.#o.pollMs ?? 250;
     const wanted = Math.max(1, this.#o.demand(range.pool));
     let request = await this.#reach(range, 'read its address request', () => tier.requestOf(range.pool, node));

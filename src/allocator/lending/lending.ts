@@ -44,7 +44,7 @@ export interface LendingOptions {
   readonly locks: KeyedMutex;
   /** The range as this node's configs define it, when it has served it (its exclusions). */
   readonly rangeOf: (pool: string) => RangeSpec | undefined;
-  /** How long an ADD waits for grants (default 25 s, borrower.ts). */
+  /** How long an ADD waits for grants (default 15 s, borrower.ts). */
   readonly waitMs?: number;
   /** ADDs under way in a range pool: how many addresses to ask for at once. */
   readonly demand: (pool: string) => number;
