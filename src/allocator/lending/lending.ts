@@ -19,7 +19,7 @@ import type { Clock } from '../../core/clock.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import type { KeyedMutex } from '../../core/keyed-mutex.ts';
 import { momentOf } from '../../core/moment.ts';
-import { parseIP } from '../../ipam/address.ts';
+import { bitsOf, parseIP } from '../../ipam/address.ts';
 import type { Block } from '../../ipam/blocks.ts';
 import { parsePoolKey } from '../../ipam/pool-key.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
@@ -89,6 +89,8 @@ export class Lending {
 
   /** No free block and no free loan: asks the owners; `conflict` (decide again) once a grant is adopted. */
   async borrow(range: RangeSpec): Promise<Decision> {
+    // Blocks of one address are never lent (loans.ts): with every one claimed, the range is full here.
+    if (range.blockPrefix >= bitsOf(range.family)) return { kind: 'full' };
     return (await this.#borrower.borrow(range)) > 0 ? { kind: 'conflict' } : { kind: 'full' };
   }
 
