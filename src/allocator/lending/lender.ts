@@ -156,7 +156,7 @@ export class Lender {
     blocks: readonly OwnBlock[],
     chosen: ReadonlyArray<GrantChoice & { readonly borrower: string }>,
   ): Promise<Array<{ block: string; text: string }>> {
-    const { store, pools, locks, node, clock } = this.#o;
+    const { store, pools, locks, clock } = this.#o;
     const held: Array<{ block: string; text: string }> = [];
     await locks.run(pool, async () => {
       for (const block of blocks) {
@@ -165,7 +165,7 @@ export class Lender {
         const now = momentOf(clock);
         const ops: PoolOp[] = mine.map((c) => ({
           op: 'allocate',
-          allocation: placeholderOf(block.key, block.family, c.address, c.borrower, node, now),
+          allocation: placeholderOf(block.key, block.family, c.address, c.borrower, now),
         }));
         const result = await store.commit(block.key, block.revision, ops);
         pools.forget(block.key);
@@ -201,7 +201,7 @@ export class Lender {
     const granted = new Set<string>();
     const migrated: Array<{ request: AddressRequest; grant: Grant }> = [];
     // Grants of this node are read only while it holds placeholders (a lender's own records say so).
-    const placeholders = await store.list({ network: LENT_NETWORK, node });
+    const placeholders = await store.list({ network: LENT_NETWORK });
     const lentBy: Array<[string, readonly AddressRequest[]]> = [[MIGRATION_LENDER, requests]];
     if (placeholders.length > 0) lentBy.push([node, await tier.requestsLentBy(node)]);
     for (const [lender, lent] of lentBy)

@@ -108,7 +108,7 @@ export class Lending {
    * TRY_AGAIN when they were never read and the cluster cannot be reached.
    */
   async migratedIn(range: RangeSpec, block: Block): Promise<PoolOp[]> {
-    const { tier, node, clock } = this.#o;
+    const { tier, clock } = this.#o;
     let requests = this.#migrated;
     if (requests === undefined) {
       try {
@@ -132,7 +132,7 @@ export class Lending {
         if (ip.value < block.span.first || ip.value > block.span.last) continue;
         ops.push({
           op: 'allocate',
-          allocation: placeholderOf(block.key, range.family, ip.value, request.node, node, now),
+          allocation: placeholderOf(block.key, range.family, ip.value, request.node, now),
         });
       }
     }

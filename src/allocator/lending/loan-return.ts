@@ -62,7 +62,7 @@ export class LoanReturn {
     const now = clock.monotonic();
     const seen = new Set<string>();
     if (!this.#recovered) {
-      for (const mark of await store.list({ network: RETURNED_NETWORK, node: this.#o.node }))
+      for (const mark of await store.list({ network: RETURNED_NETWORK }))
         this.#addPending(rangePoolOfKey(mark.pool), mark.address);
       this.#recovered = true;
     }
@@ -134,7 +134,7 @@ export class LoanReturn {
     const { tier, node, store, locks } = this.#o;
     return locks.run(pool, async () => {
       const marked = new Set(
-        (await store.list({ rangePool: pool, network: RETURNED_NETWORK, node }))
+        (await store.list({ rangePool: pool, network: RETURNED_NETWORK }))
           .filter((a) => addresses.has(a.address))
           .map((a) => a.address),
       );

@@ -195,6 +195,28 @@ describe('lending: loans end', () => {
     assert.deepEqual(await c.node('lender').store.list({ network: LENT_NETWORK }), []);
   });
 
+  it("keeps placeholders and given-back marks out of the node's own allocations, which a runtime resync releases", async () => {
+    // The runtime resync (agent/release/pipeline.ts) releases every allocation of this node whose
+    // container the runtime does not list: a placeholder or a mark among them would free an address
+    // another node holds.
+    const c = cluster(['lender', 'borrower']);
+    await c.node('lender').allocator.allocate({ owner: owner('l0'), ranges: SMALL });
+    await c.settle(c.node('borrower').allocator.allocate({ owner: owner('b0'), ranges: SMALL }));
+    await c.node('borrower').allocator.release(owner('b0'));
+    await c.lendAll({ returnGraceMs: 0 });
+    await c.lendAll({ returnGraceMs: 0 });
+    assert.equal((await c.node('lender').store.list({ network: LENT_NETWORK })).length, 1);
+    assert.equal((await c.node('borrower').store.list({ network: RETURNED_NETWORK })).length, 1);
+    for (const name of ['lender', 'borrower']) {
+      const own = await c.node(name).store.list({ node: name });
+      assert.deepEqual(
+        own.filter((a) => a.network === LENT_NETWORK || a.network === RETURNED_NETWORK),
+        [],
+        `${name}'s own allocations`,
+      );
+    }
+  });
+
   it('keeps a placeholder whose grant stands, however long', async () => {
     const c = cluster(['lender', 'borrower']);
     await c.node('lender').allocator.allocate({ owner: owner('l0'), ranges: SMALL });
