@@ -75,6 +75,32 @@ describe('lending: a node with full blocks borrows', () => {
     await c.assertNoDuplicate(POOL);
   });
 
+  it('borrows once its own block is full and no block is free, from the node that has room', async () => {
+    const c = cluster(['n1', 'n2']);
+    const two = rangesOf({ range: '10.12.0.0/27', block_size: 28 }); // two blocks, 15 addresses each
+    const pool = two[0]?.pool ?? '';
+    const [a1] = await c.node('n1').allocator.allocate({ owner: owner('a'), ranges: two });
+    const [b1] = await c.node('n2').allocator.allocate({ owner: owner('b0'), ranges: two });
+    assert.ok(a1 && b1 && a1.allocation.pool !== b1.allocation.pool, 'each node claimed a block');
+    let own = 1;
+    for (;;) {
+      const [b] = await c.settle(c.node('n2').allocator.allocate({ owner: owner(`b${own}`), ranges: two }));
+      assert.ok(b);
+      own += 1;
+      if (b.allocation.pool !== b1.allocation.pool) {
+        assert.match(b.allocation.pool, /#10\.12\.0\.\d+\/32$/, 'from a loan');
+        const lent = await c.tier.requestOf(pool, 'n2');
+        assert.deepEqual(
+          lent?.grants.map((g) => [g.address, g.lender, g.block]),
+          [[b.allocation.address, 'n1', a1.allocation.pool]],
+        );
+        break;
+      }
+      assert.ok(own < 20, 'never borrowed');
+    }
+    await c.assertNoDuplicate(pool);
+  });
+
   it('hands out a lent address again with no request to the cluster once it is released', async () => {
     const c = cluster(['lender', 'borrower']);
     await c.node('lender').allocator.allocate({ owner: owner('l0'), ranges: SMALL });
