@@ -190,6 +190,20 @@ describe('lending: loans end', () => {
     await c.assertNoDuplicate(POOL);
   });
 
+  it('never takes an empty block of one address for an idle loan to give back', async () => {
+    // Without block_size a /28 is split into one-address blocks, whose keys look like loans' keys.
+    const c = cluster(['n1']);
+    const tiny = rangesOf({ range: '10.13.0.0/28' });
+    const [a] = await c.node('n1').allocator.allocate({ owner: owner('a'), ranges: tiny });
+    assert.match(a?.allocation.pool ?? '', /\/32$/);
+    await c.node('n1').allocator.release(owner('a'));
+    await c.lendAll({ returnGraceMs: 0 });
+    await c.lendAll({ returnGraceMs: 0 });
+    assert.deepEqual(await c.node('n1').store.list({ network: RETURNED_NETWORK }), []);
+    const [again] = await c.node('n1').allocator.allocate({ owner: owner('b'), ranges: tiny });
+    assert.equal(again?.allocation.pool, a?.allocation.pool, 'the block still serves');
+  });
+
   it('leaves nothing lent for ever after a crash between the placeholder and the grant', async () => {
     const c = cluster(['lender', 'borrower']);
     const [first] = await c.node('lender').allocator.allocate({ owner: owner('l0'), ranges: SMALL });
