@@ -73,7 +73,8 @@ export class Borrower {
       if (summary.allocated > 0) continue;
       // With one-address blocks a key of one address is a block, never a loan (ipam/loan-key.ts).
       const address = isLoanKey(summary.pool, range.blockPrefix) ? loanAddressOf(range, summary.pool) : undefined;
-      if (address === undefined) continue;
+      // A lender's config may span more of the range than this node's (range_start, range_end).
+      if (address === undefined || address < range.first || address > range.last) continue;
       const decision = await this.#o.assigner.decide(loanSpan(range, address), range, request, undefined, guard);
       if (decision.kind !== 'full') return decision;
     }
