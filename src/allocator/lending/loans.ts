@@ -3,15 +3,15 @@
  *
  * - The lender holds a lent address in its block as a placeholder allocation of owner
  *   (`warren.dev/lent`, <borrower node>, <the address>) recorded with node <borrower>, so its own
- *   picks never hand it out and its published view says where the address went. The address as the interface name keeps one owner
- *   per address (the store's one-address-per-owner rule).
+ *   picks never hand it out and its published view says where the address went. The address as
+ *   the interface name keeps one owner per address (the store's one-address-per-owner rule).
  * - The borrower keeps each lent address in a loan pool of its own SQLite, keyed
- *   `<range pool>#<address>/<32|128>` (ipam/loan-key.ts), and
- *   hands it out from there with no request to the cluster.
+ *   `<range pool>#<address>/<32|128>` (ipam/loan-key.ts), and hands it out from there with no
+ *   request to the cluster.
  * - A loan the borrower gave back is marked in its loan pool by an allocation of owner
- *   (`warren.dev/returned`, <borrower node>, <the address>), node `warren.dev/returned`: the pool is then full, so no pick reaches it
- *   again, and the grant can be removed from the request without a pick racing it. A grant of the
- *   same address later releases the mark.
+ *   (`warren.dev/returned`, <borrower node>, <the address>), node `warren.dev/returned`: the pool
+ *   is then full, so no pick reaches it again, and the grant can be removed from the request
+ *   without a pick racing it. A grant of the same address later releases the mark.
  *
  * Lending needs blocks larger than one address: where a range's blocks are one address each, a
  * loan pool's key would be a block's (ipam/loan-key.ts), so lenders lend nothing from such blocks.
