@@ -207,6 +207,8 @@ export class Agent {
         plugins: releases.plugins,
         notReady,
         addGate: (network) => notReady() ?? takeover?.gate(network),
+        // A store of this node alone, on a node of a cluster: only node-local configs (cni/node-local.ts).
+        ...(o.kubernetes && !facts.shared ? { nodeLocalOnly: () => cniConfig?.nodeLocal() } : {}),
         beforeAdd: (owner, podUID) => releases.pipeline.applyPending(owner, podUID),
         runtimeOf: (a) => releases.scopes.adapterOf(a),
         commits,

@@ -16,9 +16,13 @@ import type { AgentOptions } from './options.ts';
 
 export interface StoreFacts {
   readonly kind: StoreKind;
-  /** Shared by the nodes of a cluster (etcd); a store of one node (SQLite) is not. */
+  /** Shared by the nodes of a cluster (Kubernetes, etcd); a store of one node (SQLite) is not. */
   readonly shared: boolean;
-  /** The SQLite database file the agent opens itself; undefined on etcd and for a store handed to it. */
+  /**
+   * The SQLite database file the agent opens itself: the store on SQLite, the node's own addresses
+   * on Kubernetes (its cluster tier holds only claims and what is published); undefined on etcd
+   * and for a store handed to it.
+   */
   readonly database?: string;
 }
 
@@ -31,8 +35,8 @@ export interface StatedStore {
 /** The facts of the store the options name, or of `stated`, the store handed to the agent instead. */
 export function storeFacts(o: Pick<AgentOptions, 'store' | 'database'>, stated?: StatedStore): StoreFacts {
   const kind = stated?.kind ?? o.store;
-  const own = stated === undefined && kind === 'sqlite';
-  return { kind, shared: kind === 'etcd', ...(own ? { database: o.database } : {}) };
+  const own = stated === undefined && kind !== 'etcd';
+  return { kind, shared: kind !== 'sqlite', ...(own ? { database: o.database } : {}) };
 }
 
 /**
@@ -64,6 +68,10 @@ export async function openStore(o: AgentOptions, opening: StoreOpening): Promise
   if (o.store === 'sqlite') {
     const busyTimeoutMs = o.dbBusyTimeoutSeconds * 1000;
     return new SqliteStore({ path: o.database, synchronous: o.synchronous, clock: opening.clock, busyTimeoutMs });
+  }
+  if (o.store === 'kubernetes') {
+    // Wired once the tiered store and the Kubernetes tier are in (issue 26).
+    throw new WarrenError('INVALID_CONFIG', '--store kubernetes is not in this build yet');
   }
   const { EtcdStore } = await import('../../store/etcd-store.ts');
   const tls = {
