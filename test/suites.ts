@@ -96,6 +96,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/helpers-check/fake-kube-api.test.ts',
   'test/ipam/address.test.ts',
   'test/ipam/block-key.test.ts',
+  'test/ipam/block-size.test.ts',
   'test/ipam/pool-state.test.ts',
   'test/ipam/run-set.test.ts',
   'test/ipam/whereabouts-fixtures.test.ts',
@@ -114,8 +115,13 @@ export const UNIT_FILES: readonly string[] = [
   'test/sources/plugins/registration-client.test.ts',
   'test/sources/plugins/socket-watcher.test.ts',
   'test/store/etcd-continuity.test.ts',
+  'test/store/kubernetes/names.test.ts',
+  'test/store/kubernetes/objects.test.ts',
   'test/store/sqlite-schema.test.ts',
   'test/store/sqlite-store.test.ts',
+  'test/store/tiered-allocation.test.ts',
+  'test/store/tiered-store.test.ts',
+  'test/store/tiered-upkeep.test.ts',
   'test/suites.test.ts',
 ];
 
