@@ -27,6 +27,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/agent/node/cni-config-manager.test.ts',
   'test/agent/node/host-local-takeover.test.ts',
   'test/agent/node/node-local-config.test.ts',
+  'test/agent/kubernetes-store.test.ts',
   'test/agent/readiness.test.ts',
   'test/agent/registry/hung-plugin.test.ts',
   'test/agent/registry/reconciler.test.ts',
