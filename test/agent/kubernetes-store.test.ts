@@ -10,7 +10,9 @@ import { after, describe, it } from 'node:test';
 import { Agent } from '../../src/agent/agent.ts';
 import { resolveAgentOptions } from '../../src/agent/settings/options.ts';
 import { openStore } from '../../src/agent/settings/store-kind.ts';
+import { ApiClient } from '../../src/api/client.ts';
 import type { CniOutcome } from '../../src/api/protocol.ts';
+import type { Allocation } from '../../src/ipam/allocation.ts';
 import { systemClock } from '../../src/core/clock.ts';
 import { requestJson } from '../../src/core/unix-http.ts';
 import { SqliteStore } from '../../src/store/sqlite-store.ts';
@@ -65,16 +67,17 @@ describe('the agent on --store kubernetes', () => {
 
   it('announces each node through the cluster, refuses a second agent with one node name, and hands out no address twice', async () => {
     const cluster = new MemoryTier({ clock: systemClock });
-    const start = async (node: string, tier: MemoryTier): Promise<{ agent: Agent; socket: string }> => {
+    const start = async (node: string, tier: MemoryTier) => {
       const d = dir();
       const o = options(d, { nodeName: node });
       const local = new SqliteStore({ path: join(d, 'warren.db'), clock: systemClock });
       const store = new TieredStore({ local, tier, node, clock: systemClock });
       store.start();
-      const agent = new Agent(o, { logger: silentLogger, store: { kind: 'kubernetes', store } });
-      await agent.start();
+      const published = tier.published.bind(tier);
+      const agent = new Agent(o, { logger: silentLogger, store: { kind: 'kubernetes', store, published } });
       agents.push(agent);
-      return { agent, socket: o.socket };
+      await agent.start();
+      return { agent, socket: o.socket, store };
     };
     const a = await start('kn-1', cluster);
     const b = await start('kn-2', cluster.session());
@@ -109,6 +112,15 @@ describe('the agent on --store kubernetes', () => {
       }
     }
     assert.equal(got.length, 6, `every ADD of both nodes served: ${got.join(', ')}`);
+
+    // Each node lists its own; with --cluster, every node's as published, a page at a time.
+    assert.equal((await new ApiClient({ socket: a.socket }).allocations()).length, 3);
+    await Promise.all([a.store.flush(), b.store.flush()]);
+    const everyNode: Allocation[] = [];
+    for await (const x of new ApiClient({ socket: a.socket }).allAllocations({}, { cluster: true, pageSize: 2 }))
+      everyNode.push(x);
+    assert.deepEqual(everyNode.map((x) => x.address).sort(), got.map((x) => x.split('/')[0]).sort());
+    assert.deepEqual([...new Set(everyNode.map((x) => x.node))].sort(), ['kn-1', 'kn-2']);
     assert.equal(new Set(got).size, got.length, `no address twice: ${got.join(', ')}`);
   });
 });
