@@ -55,6 +55,20 @@ describe('TieredStore: the common ADD and DEL', () => {
   });
 });
 
+describe('TieredStore: a block claimed', () => {
+  it('costs at most two requests once the range is known: its claims listed, the block claimed', async () => {
+    const { nodes, tier, calls } = cluster(['n1']);
+    const [n1] = nodes;
+    assert.ok(n1);
+    const r = rangesOf({ range: '10.14.0.0/24', block_size: 30 });
+    for (const id of ['a', 'b', 'c']) await n1.allocator.allocate({ owner: owner(id), ranges: r }); // fills .1-.3
+    const before = calls();
+    const [d] = await n1.allocator.allocate({ owner: owner('d'), ranges: r });
+    assert.equal(blockCidrOfKey(d?.allocation.pool ?? ''), '10.14.0.4/30');
+    assert.ok(calls() - before <= 2, `requests: ${calls() - before} ${JSON.stringify([...tier.calls])}`);
+  });
+});
+
 describe('TieredStore: nodes sharing a range', () => {
   it('lets one of two nodes racing for a block claim it, and names the winner to the other', async () => {
     const { nodes, tier } = cluster(['n1', 'n2']);

@@ -72,6 +72,57 @@ describe('TieredStore: publication', () => {
   });
 });
 
+describe('TieredStore: a restart', () => {
+  it('publishes what changed before it and was not published yet', async () => {
+    const c = cluster(['n1']);
+    const [n1] = c.nodes;
+    assert.ok(n1);
+    const r = rangesOf({ range: '10.25.0.0/16' });
+    await n1.allocator.allocate({ owner: owner('a'), ranges: r });
+    c.clock.advance(2_000);
+    await n1.store.flush();
+    await n1.allocator.allocate({ owner: owner('b'), ranges: r });
+    c.tier.away = true; // the close cannot publish b
+    const again = await c.restart(0);
+    c.tier.away = false;
+    assert.deepEqual(await publishedAddresses(c, 'n1'), ['10.25.0.1']);
+    again.store.start();
+    c.clock.advance(2_000);
+    await again.store.flush();
+    assert.deepEqual(await publishedAddresses(c, 'n1'), ['10.25.0.1', '10.25.0.2']);
+  });
+
+  it('serves ADD and DEL in its own blocks when the cluster is away from the start', async () => {
+    const c = cluster(['n1']);
+    const r = rangesOf({ range: '10.26.0.0/16' });
+    await c.nodes[0]?.allocator.allocate({ owner: owner('a'), ranges: r });
+    c.tier.away = true;
+    const again = await c.restart(0);
+    const [b] = await again.allocator.allocate({ owner: owner('b'), ranges: r });
+    assert.equal(b?.allocation.address, '10.26.0.2');
+    assert.equal((await again.allocator.release(owner('a'))).length, 1);
+    c.tier.away = false;
+  });
+});
+
+describe('TieredStore: ping', () => {
+  it('stays healthy while the cluster is away, and says the cluster is away', async () => {
+    const c = cluster(['n1']);
+    const [n1] = c.nodes;
+    assert.ok(n1);
+    await n1.store.ping();
+    assert.equal(n1.store.clusterProblem(), undefined);
+    c.tier.away = true;
+    await n1.store.ping(); // CNI STATUS follows ping: a node with room must stay ready
+    await n1.store.ping();
+    assert.match(n1.store.clusterProblem() ?? '', /memory cluster tier cannot be reached/);
+    assert.equal(n1.notices.filter((m) => m.includes('cannot be reached')).length, 1, 'told once per outage');
+    c.tier.away = false;
+    await n1.store.ping();
+    assert.equal(n1.store.clusterProblem(), undefined);
+  });
+});
+
 describe("TieredStore: this node's claims", () => {
   it('stops allocating in a block whose claim vanished, says so by name, and keeps its allocations', async () => {
     const c = cluster(['n1']);

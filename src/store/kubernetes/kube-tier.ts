@@ -75,6 +75,16 @@ export interface KubeTierOptions {
 }
 
 export async function openKubeTier(o: KubeTierOptions): Promise<KubeTier> {
+  if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(o.namespace))
+    throw new WarrenError(
+      'INVALID_CONFIG',
+      `the Kubernetes namespace ${JSON.stringify(o.namespace)} is not a valid name`,
+    );
+  if (!(Number.isInteger(o.leaseSeconds) && o.leaseSeconds > 0))
+    throw new WarrenError(
+      'INVALID_CONFIG',
+      `the lease time must be a whole number of seconds > 0, not ${o.leaseSeconds}`,
+    );
   const api = await KubeApiClient.open({
     kubeConfig: o.kubeConfig,
     ...(o.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: o.requestTimeoutMs }),
@@ -95,7 +105,9 @@ export class KubeTier implements ClusterTier {
    * The uid and resourceVersion this tier last saw of the blocks it claimed or published: what a
    * publication is guarded by, so that one costs one request. Forgotten at give-back.
    */
-  readonly #seen = new Map<string, { uid: string; version: string }>();
+  /** Range records read or made: a record never changes once made, so it is read once. */
+  readonly #pinned = new Map<string, RangeRecord>();
+  readonly #seen = new Map<string, { uid: string; version: string; node: string }>();
 
   constructor(api: KubeApiClient, o: KubeTierOptions) {
     this.#api = api;
@@ -118,17 +130,30 @@ export class KubeTier implements ClusterTier {
   }
 
   async pinRange(record: RangeRecord): Promise<RangeRecord> {
+    const known = this.#pinned.get(record.pool);
+    if (known !== undefined) return known;
     const name = rangeName(record.pool);
     for (let round = 1; round <= MAX_ROUNDS; round++) {
-      const created = await this.#ranges.create(`record range ${record.pool}`, rangeObject(name, record));
-      if (created.kind === 'created') return rangeOf(created.object) ?? record;
+      // Read first: every node but the first finds the range recorded, in one request.
       const stored = rangeOf(await this.#ranges.get(`read range ${record.pool}`, name));
-      if (stored === undefined) continue; // deleted since: create it again
-      if (stored.pool !== record.pool)
-        throw new WarrenError('IO_FAILURE', `the WarrenRange ${name} records range ${stored.pool}, not ${record.pool}`);
-      return stored;
+      if (stored !== undefined) {
+        if (stored.pool !== record.pool)
+          throw new WarrenError(
+            'IO_FAILURE',
+            `the WarrenRange ${name} records range ${stored.pool}, not ${record.pool}`,
+          );
+        return this.#pin(stored);
+      }
+      const created = await this.#ranges.create(`record range ${record.pool}`, rangeObject(name, record));
+      if (created.kind === 'created') return this.#pin(rangeOf(created.object) ?? record);
     }
     throw new WarrenError('TRY_AGAIN', `the record of range ${record.pool} kept changing; try again`);
+  }
+
+  /** A range's record never changes once made: it is read once per tier. */
+  #pin(record: RangeRecord): RangeRecord {
+    this.#pinned.set(record.pool, record);
+    return record;
   }
 
   async claim(range: RangeRecord, key: string, node: string): Promise<BlockClaim | undefined> {
@@ -139,14 +164,14 @@ export class KubeTier implements ClusterTier {
     const claim = claimOfObject(created.object);
     if (claim === undefined)
       throw new WarrenError('IO_FAILURE', `the API server answered the claim of block ${key} with no object`);
-    this.#seen.set(key, { uid: claim.uid, version: claim.version });
+    this.#seen.set(key, { uid: claim.uid, version: claim.version, node });
     return claim;
   }
 
   async claimOf(key: string): Promise<BlockClaim | undefined> {
     const claim = claimOfObject(await this.#blocks.get(`read block ${key}`, blockName(key)));
     if (claim === undefined || claim.key !== key) return undefined;
-    if (this.#seen.has(key)) this.#seen.set(key, { uid: claim.uid, version: claim.version });
+    if (this.#seen.has(key)) this.#seen.set(key, { uid: claim.uid, version: claim.version, node: claim.node });
     return claim;
   }
 
@@ -196,7 +221,8 @@ export class KubeTier implements ClusterTier {
       );
     for (let round = 1; round <= MAX_ROUNDS; round++) {
       let seen = this.#seen.get(block.key);
-      if (seen === undefined) {
+      // Seen as another node's (this tier serves one node; a test may drive two): read it again.
+      if (seen === undefined || seen.node !== block.node) {
         const claim = claimOfObject(await this.#blocks.get(`read block ${block.key}`, name));
         if (claim === undefined || claim.key !== block.key || claim.node !== block.node)
           throw new WarrenError(
@@ -205,7 +231,7 @@ export class KubeTier implements ClusterTier {
               `(${claim === undefined || claim.key !== block.key ? 'its object is gone' : `node ${claim.node} holds it`}): ` +
               `its allocations were not published`,
           );
-        seen = { uid: claim.uid, version: claim.version };
+        seen = { uid: claim.uid, version: claim.version, node: claim.node };
       }
       const base = blockObject(name, block.key, block.node);
       const body = { ...base, metadata: { ...base.metadata, uid: seen.uid, resourceVersion: seen.version }, status };
@@ -213,7 +239,8 @@ export class KubeTier implements ClusterTier {
       this.#seen.delete(block.key);
       if (written.kind === 'replaced') {
         const meta = metaOf(written.object);
-        if (meta !== undefined) this.#seen.set(block.key, { uid: meta.uid, version: meta.resourceVersion });
+        if (meta !== undefined)
+          this.#seen.set(block.key, { uid: meta.uid, version: meta.resourceVersion, node: block.node });
         return;
       }
       // A conflict: read it again, and publish only if it is still this node's.
