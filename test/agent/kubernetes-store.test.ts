@@ -5,6 +5,7 @@
  * tier's membership, refuse a second agent with one node name, and never hand out one address twice.
  */
 import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { Agent } from '../../src/agent/agent.ts';
@@ -20,9 +21,13 @@ import { TieredStore } from '../../src/store/tiered-store.ts';
 import { silentLogger } from '../helpers/logger.ts';
 import { removeDir, tempDir } from '../helpers/processes.ts';
 import { MemoryTier } from '../store/memory-tier.ts';
+import { startFakeKubeApi } from '../helpers/fake-kube-api.ts';
+import { nodeLeaseName } from '../../src/store/kubernetes/names.ts';
 
-const options = (dir: string, flags: Parameters<typeof resolveAgentOptions>[0] = {}) =>
-  resolveAgentOptions(
+/** The agent's options on a private dir; `--store kubernetes` unless the flags give `store: 'default'`. */
+const options = (dir: string, given: Parameters<typeof resolveAgentOptions>[0] = {}) => {
+  const { store = 'kubernetes', ...flags } = given;
+  return resolveAgentOptions(
     {
       stateDir: dir,
       socket: join(dir, 'w.sock'),
@@ -32,11 +37,12 @@ const options = (dir: string, flags: Parameters<typeof resolveAgentOptions>[0] =
       metricsAddress: '',
       pluginsDir: '',
       warmUpRounds: '0',
-      store: 'kubernetes',
+      ...(store === 'default' ? {} : { store }),
       ...flags,
     },
     {},
   );
+};
 
 describe('the agent on --store kubernetes', () => {
   const dirs: string[] = [];
@@ -122,5 +128,39 @@ describe('the agent on --store kubernetes', () => {
     assert.deepEqual(everyNode.map((x) => x.address).sort(), got.map((x) => x.split('/')[0]).sort());
     assert.deepEqual([...new Set(everyNode.map((x) => x.node))].sort(), ['kn-1', 'kn-2']);
     assert.equal(new Set(got).size, got.length, `no address twice: ${got.join(', ')}`);
+  });
+
+  it('opens on the Kubernetes API by default with --kubernetes on: its blocks and its Lease there, its addresses in its own file', async () => {
+    const api = await startFakeKubeApi({ crds: 'deploy' });
+    try {
+      const d = dir();
+      const o = options(d, { store: 'default', kubernetes: 'on', kubeconfig: api.kubeconfigPath, nodeName: 'kn-api' });
+      assert.equal(o.store, 'kubernetes');
+      const agent = new Agent(o, { logger: silentLogger });
+      agents.push(agent);
+      await agent.start();
+      const client = new ApiClient({ socket: o.socket });
+      const config = { cniVersion: '1.0.0', name: 'shared', ipam: { type: 'warren', range: '10.78.0.0/24' } };
+      const outcome = await client.cni({
+        command: 'ADD',
+        containerID: 'c1',
+        netns: '/var/run/netns/c1',
+        ifname: 'net1',
+        config,
+      });
+      assert.equal(outcome.kind, 'result', JSON.stringify(outcome));
+      assert.equal(api.objects('warrenblocks').length, 1, 'the block claimed in the cluster');
+      assert.equal(api.object('leases', nodeLeaseName('kn-api'), 'warren') === undefined, false, 'announced');
+      assert.equal((await client.doctor()).store.kind, 'kubernetes');
+      assert.equal((await client.allocations()).length, 1);
+      assert.ok(existsSync(o.database), "the node's addresses in its own SQLite file");
+      // A second start of this node name elsewhere is refused while this one lives.
+      const other = options(dir(), { kubeconfig: api.kubeconfigPath, nodeName: 'kn-api' });
+      const second = new Agent(other, { logger: silentLogger });
+      await assert.rejects(second.start(), (e: Error & { code?: string }) => e.code === 'ALREADY_RUNNING');
+      await agent.stop();
+    } finally {
+      await api.stop();
+    }
   });
 });
