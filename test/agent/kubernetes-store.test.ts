@@ -19,7 +19,7 @@ import { requestJson } from '../../src/core/unix-http.ts';
 import { SqliteStore } from '../../src/store/sqlite-store.ts';
 import { TieredStore } from '../../src/store/tiered-store.ts';
 import { silentLogger } from '../helpers/logger.ts';
-import { removeDir, tempDir } from '../helpers/processes.ts';
+import { removeDir, tempDir, waitFor } from '../helpers/processes.ts';
 import { MemoryTier } from '../store/memory-tier.ts';
 import { startFakeKubeApi } from '../helpers/fake-kube-api.ts';
 import { nodeLeaseName } from '../../src/store/kubernetes/names.ts';
@@ -159,6 +159,35 @@ describe('the agent on --store kubernetes', () => {
       const second = new Agent(other, { logger: silentLogger });
       await assert.rejects(second.start(), (e: Error & { code?: string }) => e.code === 'ALREADY_RUNNING');
       await agent.stop();
+    } finally {
+      await api.stop();
+    }
+  });
+
+  it("frees the blocks of a node deleted from Kubernetes once its Lease lapsed, through the tier's chores", async () => {
+    const api = await startFakeKubeApi({ crds: 'deploy' });
+    try {
+      const start = async (node: string) => {
+        api.createNode(node);
+        const flags = { store: 'default', kubernetes: 'on', kubeconfig: api.kubeconfigPath, nodeName: node } as const;
+        const o = options(dir(), { ...flags, nodeLeaseSeconds: '2', upkeepIntervalSeconds: '0.5' });
+        const agent = new Agent(o, { logger: silentLogger });
+        agents.push(agent);
+        await agent.start();
+        return { agent, client: new ApiClient({ socket: o.socket }) };
+      };
+      const staying = await start('kn-stay');
+      const leaving = await start('kn-gone');
+      const config = { cniVersion: '1.0.0', name: 'shared', ipam: { type: 'warren', range: '10.79.0.0/24' } };
+      const add = { command: 'ADD', containerID: 'g1', netns: '/var/run/netns/g1', ifname: 'net1', config };
+      assert.equal((await leaving.client.cni(add)).kind, 'result');
+      const blocksOf = (node: string) =>
+        api.objects('warrenblocks').filter((b) => (b.spec as { node?: string } | undefined)?.node === node);
+      assert.equal(blocksOf('kn-gone').length, 1);
+      await leaving.agent.stop();
+      api.deleteNode('kn-gone');
+      await waitFor('the gone node to be forgotten', () => (blocksOf('kn-gone').length === 0 ? true : undefined));
+      await staying.agent.stop();
     } finally {
       await api.stop();
     }
