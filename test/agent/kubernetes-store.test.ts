@@ -3,6 +3,8 @@
  * Kubernetes credentials whatever the pod source says, and agents on one cluster (a MemoryTier
  * standing for the API server, each agent with its own SQLite file) announce themselves through the
  * tier's membership, refuse a second agent with one node name, and never hand out one address twice.
+ * Then on the fake Kubernetes API (test/helpers/fake-kube-api.ts): the default store with the pod
+ * source on, the block and the Lease written there, and a node deleted from Kubernetes forgotten.
  */
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
