@@ -161,6 +161,7 @@ describe('the agent on --store kubernetes', () => {
       const second = new Agent(other, { logger: silentLogger });
       await assert.rejects(second.start(), (e: Error & { code?: string }) => e.code === 'ALREADY_RUNNING');
       await agent.stop();
+      assert.equal(api.object('leases', nodeLeaseName('kn-api'), 'warren'), undefined, 'withdrawn at a clean stop');
     } finally {
       await api.stop();
     }
