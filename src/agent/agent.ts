@@ -246,6 +246,12 @@ export class Agent {
         ...(o.metricsAddress === undefined ? {} : { metrics: () => this.#metricsStatus as MetricsEndpointStatus }),
       });
       this.#server = server;
+      if (o.kubernetes && !facts.shared)
+        logger.warn(
+          { store: facts.kind },
+          "this node's own store under Kubernetes: only node-local configs are served (node_local, or the one " +
+            "derived from the node's pod CIDR); others are refused (README, Stores)",
+        );
       releases.start(this.#abort.signal);
       if (metrics !== undefined && o.metricsAddress !== undefined) {
         const served = await serveMetrics(
