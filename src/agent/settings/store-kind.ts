@@ -5,7 +5,8 @@
  * store object what it is: which kind it runs on (the CNI service refuses a network asking for
  * another), whether nodes share it (the cluster chores, blocks, judging only this node's
  * allocations), and which database file it opens itself (locked against a second agent, removed
- * when the node is handed back). A store handed to the agent instead (tests) comes with its kind
+ * when the node is handed back): SQLite's, and on Kubernetes too, where it holds the node's own
+ * addresses beside the cluster tier. A store handed to the agent instead (tests) comes with its kind
  * stated, and is never a file of the agent's own.
  */
 import type { Clock } from '../../core/clock.ts';
@@ -127,7 +128,11 @@ async function openKubernetes(o: AgentOptions, opening: StoreOpening): Promise<O
     // announcement: otherwise the node stays listed alive, and its chores held, until it lapses.
     const store = new (class extends TieredStore {
       override async close(): Promise<void> {
-        await this.membership.withdraw().catch((error: unknown) => notice(`could not withdraw: ${messageOf(error)}`));
+        await this.membership
+          .withdraw()
+          .catch((error: unknown) =>
+            notice(`could not withdraw this node's Lease (it lapses by itself): ${messageOf(error)}`),
+          );
         await super.close();
       }
     })({ local, tier, node: o.nodeName, clock, notice });
