@@ -223,6 +223,9 @@ describe('fake Kubernetes API: size limits, RBAC, Leases, and the hooks benches 
       other: 1,
       'patch ipamblocks/status': 1,
     });
+    assert.equal(fake.deleteObject('ipamblocks', 'p00001'), true);
+    assert.equal((await call(fake, 'GET', `${BLOCKS}/p00001`)).status, 404);
+    assert.equal(fake.deleteObject('ipamblocks', 'p00001'), false);
     await fake.setUnavailable(true, '503');
     assert.equal((await call(fake, 'GET', BLOCKS)).status, 503);
     await fake.setUnavailable(false);

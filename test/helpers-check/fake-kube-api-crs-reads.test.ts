@@ -196,6 +196,17 @@ describe('fake Kubernetes API: custom resource lists and watches, as recorded', 
       'code',
     ]);
 
+    const future = await openWatch(fake, `${BLOCKS}?watch=1&resourceVersion=${Number(fake.resourceVersion()) + 2}`);
+    for (const name of ['f1', 'f2', 'f3']) await call(fake, 'POST', BLOCKS, { body: block(name) });
+    await eventsAtLeast('the first change past the future RV', future, 1);
+    assert.deepEqual(
+      future.events.map((e) => [e.type, e.object.metadata.name]),
+      [['ADDED', 'f3']],
+      'silence until the store passes a future RV',
+    );
+    future.close();
+    await future.ended;
+
     const bad = await call(fake, 'GET', `${BLOCKS}?watch=1&resourceVersion=abc`);
     assert.equal(
       bad.text,

@@ -239,6 +239,15 @@ class FakeKubeApiServer implements FakeKubeApi {
     return this.#store.keys(s.plural).map((key) => structuredClone(map.get(key) as KubeObject));
   }
 
+  deleteObject(plural: string, name: string, namespace?: string): boolean {
+    const s = this.#servedByPlural(plural);
+    const key = s.namespaced ? `${namespace}/${name}` : name;
+    const old = this.#store.get(s.plural, key);
+    if (old === undefined) return false;
+    this.#store.commit(s.plural, key, 'DELETED', structuredClone(old), old);
+    return true;
+  }
+
   setWriteLatency(ms: number): void {
     this.#handler.writeLatencyMs = ms;
   }

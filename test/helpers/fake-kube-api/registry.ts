@@ -4,7 +4,7 @@
  * `establishMs` later gets NamesAccepted (from then on its resource is served) and Established, two
  * writes with their own RVs, as the apiextensions controllers make them.
  */
-import { ObjectStore } from './objects.ts';
+import type { ObjectStore } from './objects.ts';
 import { type CrdVersion, crdConditions, crdObject, customServed, readCrd } from './crds.ts';
 import { META_ORDER, ordered } from './metadata.ts';
 import type { ListMeta, Served } from './served.ts';
@@ -58,6 +58,11 @@ export class CrdRegistry {
 
   find(group: string, version: string, plural: string): Served | undefined {
     return this.#served.get(`${group}/${version}/${plural}`);
+  }
+
+  /** Every served resource of one group version (for discovery). */
+  servedIn(group: string, version: string): Served[] {
+    return [...this.#served.values()].filter((s) => s.group === group && s.version === version);
   }
 
   byPlural(plural: string): Served | undefined {
@@ -127,5 +132,3 @@ export class CrdRegistry {
     this.#byPlural.set(v.plural, served);
   }
 }
-
-export { ObjectStore };

@@ -149,6 +149,11 @@ export interface FakeKubeApi {
   object(plural: string, name: string, namespace?: string): KubeObject | undefined;
   /** Copies of every stored object of a resource, in key (namespace/name) order. */
   objects(plural: string): KubeObject[];
+  /**
+   * Removes a stored object at once, finalizers or not, as someone else's delete would (watchers see
+   * DELETED at a new RV); false when there is none.
+   */
+  deleteObject(plural: string, name: string, namespace?: string): boolean;
   /** Changes the latency applied to each write from now on. */
   setWriteLatency(ms: number): void;
 

@@ -177,9 +177,10 @@ function compose(t: WriteTarget, old: KubeObject, input: Record<string, unknown>
   return next;
 }
 
-/** What generation counts: everything but metadata and status. */
-const withoutMeta = (o: KubeObject): string => {
-  const { metadata: _m, status: _s, ...rest } = o;
+/** What generation counts: everything but metadata, and but status when it is a subresource. */
+const generational = (o: KubeObject, statusApart: boolean): string => {
+  const { metadata: _m, ...rest } = o;
+  if (statusApart) delete rest.status;
   return stable(rest);
 };
 
@@ -211,7 +212,7 @@ function commitUpdate(ctx: WriteContext, t: WriteTarget, old: KubeObject, next: 
   }
   if (finalizers.length === 0) delete next.metadata.finalizers;
   refuseInvalid(s, name, [...labelErrors(next.metadata.labels), ...s.validate(next)]);
-  if (s.generation && withoutMeta(old) !== withoutMeta(next))
+  if (s.generation && generational(old, s.statusSubresource) !== generational(next, s.statusSubresource))
     next.metadata.generation = (Number(old.metadata.generation) || 0) + 1;
   const strip = (o: KubeObject) => stable({ ...o, metadata: { ...o.metadata, managedFields: undefined } });
   if (strip(old) === strip(next)) return old;
