@@ -25,7 +25,14 @@ import type { Store } from '../store/store.ts';
 import { startUpkeep } from './cluster/upkeep.ts';
 import { ClusterRecord } from './cluster/record.ts';
 import { InstanceLock } from './settings/instance-lock.ts';
-import { type StatedStore, type StoreFacts, membershipOf, openStore, storeFacts } from './settings/store-kind.ts';
+import {
+  type StatedStore,
+  type StoreFacts,
+  clusterRecordKey,
+  membershipOf,
+  openStore,
+  storeFacts,
+} from './settings/store-kind.ts';
 import { RecentErrors } from './metrics/recent-errors.ts';
 import { ReleaseWiring } from './release-wiring.ts';
 import type { AgentOptions } from './settings/options.ts';
@@ -131,12 +138,12 @@ export class Agent {
     const logger = this.#logger;
     try {
       const warn = (message: string): void => logger.warn(message);
-      // On etcd: which start of this agent last announced the node, and the store's identity then.
-      const record = facts.shared ? new ClusterRecord(o.stateDir, o.etcdPrefix, warn) : undefined;
+      // On a cluster store: which start of this agent last announced the node, and the store's identity then.
+      const recordKey = clusterRecordKey({ ...o, store: facts.kind });
+      const record = recordKey === undefined ? undefined : new ClusterRecord(o.stateDir, recordKey, warn);
       const identity = record?.identity;
-      const opened =
-        this.#stated?.store ??
-        (await openStore(o, { clock, notice: warn, ...(identity === undefined ? {} : { identity }) }));
+      const { store: opened, published } =
+        this.#stated ?? (await openStore(o, { clock, notice: warn, ...(identity === undefined ? {} : { identity }) }));
       const history = new ReleaseHistory(clock);
       // Readings are taken from the parts made below, when a scrape asks.
       const metrics =
@@ -207,9 +214,12 @@ export class Agent {
         plugins: releases.plugins,
         notReady,
         addGate: (network) => notReady() ?? takeover?.gate(network),
+        // A store of this node alone, on a node of a cluster: only node-local configs (cni/node-local.ts).
+        ...(o.kubernetes && !facts.shared ? { nodeLocalOnly: () => cniConfig?.nodeLocal() } : {}),
         beforeAdd: (owner, podUID) => releases.pipeline.applyPending(owner, podUID),
         runtimeOf: (a) => releases.scopes.adapterOf(a),
         commits,
+        published,
         ...(upkeep === undefined
           ? {}
           : {
@@ -236,6 +246,12 @@ export class Agent {
         ...(o.metricsAddress === undefined ? {} : { metrics: () => this.#metricsStatus as MetricsEndpointStatus }),
       });
       this.#server = server;
+      if (o.kubernetes && !facts.shared)
+        logger.warn(
+          { store: facts.kind },
+          "this node's own store under Kubernetes: only node-local configs are served (node_local, or the one " +
+            "derived from the node's pod CIDR); others are refused (README, Stores)",
+        );
       releases.start(this.#abort.signal);
       if (metrics !== undefined && o.metricsAddress !== undefined) {
         const served = await serveMetrics(

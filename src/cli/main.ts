@@ -25,7 +25,8 @@ commands:
   status         show the agent's state
   pools          show utilisation per pool
   allocations    list allocations (filters: --pool --network --container --ifname
-                 --namespace --pod --pod-uid --node --address)
+                 --namespace --pod --pod-uid --node --address); --cluster: every node's, as
+                 published (--store kubernetes); read from the agent a page at a time
   release        release --address A [--pool P], or --container ID [--network N] [--ifname I]
                  (--container takes the whole container ID; with --prefix, a unique prefix of
                  one, as tables show)
@@ -36,7 +37,7 @@ commands:
                  (runtime adapters), with what each reported and released
   podman-events  run the podman adapter: follow podman's container events and serve them
                  to the agent through a socket in its plugins directory (--help for flags)
-  nodes          nodes sharing the store (--store etcd): alive or not, blocks, allocations
+  nodes          nodes sharing the store (kubernetes, etcd): alive or not, blocks, allocations
   node forget N  free the blocks and allocations of node N, gone for good (refused while alive)
   store accept   after the agent stopped allocating because its etcd lost its data (or another
                  agent took this node's name): use the store as it is now (README, "When etcd
