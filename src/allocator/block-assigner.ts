@@ -70,7 +70,9 @@ export class BlockAssigner {
     if (requested !== undefined) {
       if (requested.value < range.first || requested.value > range.last)
         return assigner.decide(range, range, request, requested, guard); // reports "outside"
-      return assigner.decide(blockAt(range, requested.value).span, range, request, requested, guard);
+      const block = blockAt(range, requested.value);
+      const unheld = store.blockOwners === undefined ? undefined : await this.#holdRequested(range, block, request);
+      return unheld ?? assigner.decide(block.span, range, request, requested, guard);
     }
     const owned = own.get(range.pool) ?? (await this.#refreshOwn(range));
     for (const key of owned) {
@@ -143,6 +145,44 @@ export class BlockAssigner {
       if (decision.kind !== 'full') return decision;
     }
     return { kind: 'full' };
+  }
+
+  /**
+   * On a two-tier store a requested address is handed out only by the node holding its block: a
+   * block nobody holds is claimed first (then decide again); one held by another node is refused by
+   * name, since only its owner may hand its addresses out (lent ones included). Undefined when the
+   * block is this node's.
+   */
+  async #holdRequested(range: RangeSpec, block: Block, request: AllocateRequest): Promise<Decision | undefined> {
+    const { store, node, own } = this.#o;
+    const owners = store.blockOwners;
+    if (owners === undefined || (own.get(range.pool) ?? (await this.#refreshOwn(range))).includes(block.key)) {
+      return undefined;
+    }
+    const claim = await owners.tier.claimOf(block.key);
+    if (claim?.node === node) {
+      await this.#refreshOwn(range);
+      return { kind: 'conflict' };
+    }
+    if (claim !== undefined) {
+      throw new WarrenError(
+        'ADDRESS_UNAVAILABLE',
+        `the requested address is in block ${block.cidr} of ${range.pool}, held by node ${claim.node}: ` +
+          'only the node holding a block hands out its addresses',
+      );
+    }
+    const read = await store.readPool(block.key);
+    const claimed = await store.commit(block.key, read.revision, [
+      { op: 'claim', node },
+      ...metadataOps(block.span, request.cooldownSeconds ?? 0),
+      ...((await this.#o.lending?.migratedIn(range, block)) ?? []),
+    ]);
+    this.#o.pools.forget(block.key);
+    if (claimed.kind === 'committed') {
+      own.set(range.pool, [block.key, ...(own.get(range.pool) ?? [])]);
+      this.#o.metadata.written(block.span);
+    }
+    return { kind: 'conflict' };
   }
 
   async #refreshOwn(range: RangeSpec): Promise<readonly string[]> {

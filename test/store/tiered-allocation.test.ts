@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { isWarrenError } from '../../src/core/errors.ts';
+import { type IPAddress, parseIP } from '../../src/ipam/address.ts';
 import { blockCidrOfKey } from '../../src/ipam/blocks.ts';
 import { type TieredCluster, owner, rangesOf, tieredCluster } from './tiered-nodes.ts';
 
@@ -145,5 +146,36 @@ describe('TieredStore: nodes sharing a range', () => {
     const back = await n1.store.commit(key, claimed.kind === 'committed' ? claimed.revision : 0, [{ op: 'unclaim' }]);
     assert.equal(back.kind, 'conflict');
     assert.equal((await tier.claimOf(key))?.node, 'n2');
+  });
+});
+
+function ip(text: string): IPAddress {
+  const parsed = parseIP(text);
+  assert.ok(parsed, text);
+  return parsed;
+}
+
+describe('TieredStore: a requested address', () => {
+  it('claims the free block that holds it, then hands it out', async () => {
+    const { nodes } = cluster(['n1']);
+    const [n1] = nodes;
+    assert.ok(n1);
+    const r = rangesOf({ range: '10.21.0.0/24', block_size: 28 });
+    const [a] = await n1.allocator.allocate({ owner: owner('asks'), ranges: r, requested: [ip('10.21.0.77')] });
+    assert.equal(a?.allocation.address, '10.21.0.77');
+    assert.equal(blockCidrOfKey(a?.allocation.pool ?? ''), '10.21.0.64/28');
+  });
+
+  it("is refused by name, not retried until TRY_AGAIN, when it lies in another node's block", async () => {
+    const { nodes } = cluster(['n1', 'n2']);
+    const [n1, n2] = nodes;
+    assert.ok(n1 && n2);
+    const r = rangesOf({ range: '10.22.0.0/24', block_size: 28 });
+    await n2.allocator.allocate({ owner: owner('holder'), ranges: r, requested: [ip('10.22.0.5')] });
+    await assert.rejects(
+      n1.allocator.allocate({ owner: owner('wants'), ranges: r, requested: [ip('10.22.0.9')] }),
+      (error: unknown) =>
+        isWarrenError(error, 'ADDRESS_UNAVAILABLE') && /block 10\.22\.0\.0\/28 .* held by node n2/.test(error.message),
+    );
   });
 });
