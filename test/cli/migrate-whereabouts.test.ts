@@ -126,7 +126,7 @@ describe('warren migrate whereabouts: planning', () => {
     // An agent on node-b already holds 10.40.0.7 (a published allocation of its block)...
     const range = {
       pool: '10.40.0.0/24',
-      space: '4@',
+      space: 'space:v4:',
       subnet: '10.40.0.0/24',
       first: '10.40.0.1',
       last: '10.40.0.254',

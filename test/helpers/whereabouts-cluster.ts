@@ -2,7 +2,7 @@
  * A cluster running whereabouts, in whereabouts' own format: the objects under
  * test/fixtures/whereabouts/cluster/ as `kubectl get -o json` lists them (IPPools and
  * OverlappingRangeIPReservations of whereabouts.cni.cncf.io/v1alpha1, NetworkAttachmentDefinitions
- * of k8s.cni.cncf.io/v1, the pods holding the addresses), and a reader serving them to the
+ * of k8s.cni.cncf.io/v1, the pods holding the addresses, and the CRDs serving them), and a reader serving them to the
  * migration without an API server (unit tests). What the fixtures hold, and what the migration
  * makes of them, is in EXPECTED_OUTCOMES.
  */
@@ -41,6 +41,14 @@ export function loadWhereaboutsCluster(): WhereaboutsCluster {
     reservations: read(FILES.reservations),
     pods: read(FILES.pods),
   };
+}
+
+/**
+ * The CustomResourceDefinitions of whereabouts' IPPool and OverlappingRangeIPReservation and of
+ * Multus' NetworkAttachmentDefinition, for an API server that must serve them (the fake).
+ */
+export function whereaboutsCrds(): Array<Record<string, unknown> & { metadata: { name: string } }> {
+  return (JSON.parse(readFileSync(join(WHEREABOUTS_CLUSTER_DIR, 'crds.json'), 'utf8')) as KubeList).items;
 }
 
 /** Serves a cluster's objects as the API server would; counts the pod reads. */
