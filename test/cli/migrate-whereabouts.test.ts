@@ -5,7 +5,11 @@
  * holds for someone else is reported and never overwritten; that a dry run writes nothing.
  */
 import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { runCli } from '../../src/cli/main.ts';
+import { migrateCommand } from '../../src/cli/migrate-command.ts';
 import { collectHoldings } from '../../src/cli/migrate/holdings.ts';
 import { migrateWhereabouts } from '../../src/cli/migrate/migrate.ts';
 import { MIGRATION_LENDER } from '../../src/cli/migrate/plan.ts';
@@ -13,6 +17,7 @@ import { exitStatusOf, reportJson, reportText } from '../../src/cli/migrate/repo
 import { ManualClock } from '../../src/core/clock.ts';
 import type { ClusterTier } from '../../src/store/cluster-tier.ts';
 import { MemoryTier } from '../store/memory-tier.ts';
+import { removeDir, tempDir } from '../helpers/processes.ts';
 import { EXPECTED_OUTCOMES, FixtureReader, loadWhereaboutsCluster } from '../helpers/whereabouts-cluster.ts';
 
 const NOW = 1_790_000_000_000;
@@ -196,5 +201,66 @@ describe('warren migrate whereabouts: planning', () => {
     await migrate(newTier(), reader, true);
     // web-0, web-1, web-2, db-0, db-1, app-0 (two addresses), app-1, legacy-0.
     assert.equal(reader.podReads, 8);
+  });
+});
+
+describe('warren migrate: the command line', () => {
+  function io() {
+    const out: string[] = [];
+    const err: string[] = [];
+    return { out, err, io: { out: (t: string) => out.push(t), err: (t: string) => err.push(t), env: {} } };
+  }
+
+  it('refuses to migrate from anything but whereabouts, as a usage error', async () => {
+    for (const argv of [['migrate'], ['migrate', 'calico'], ['migrate', 'whereabouts', 'extra']]) {
+      const t = io();
+      assert.equal(await runCli(argv, t.io), 2, argv.join(' '));
+      assert.match(t.err.join(''), /migrate whereabouts/);
+    }
+  });
+
+  it('prints the report and exits by it, closing the tier', async () => {
+    const dir = tempDir('warren-migrate-');
+    try {
+      const kubeconfig = join(dir, 'kubeconfig');
+      writeFileSync(
+        kubeconfig,
+        JSON.stringify({
+          apiVersion: 'v1',
+          kind: 'Config',
+          clusters: [{ name: 'c', cluster: { server: 'https://127.0.0.1:1' } }],
+          users: [{ name: 'u', user: { token: 't' } }],
+          contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
+          'current-context': 'x',
+        }),
+      );
+      const tier = newTier();
+      let closed = false;
+      tier.close = async () => {
+        closed = true;
+      };
+      const opened: string[] = [];
+      const t = io();
+      const code = await migrateCommand(
+        ['whereabouts', '--kubeconfig', kubeconfig, '--namespace', 'ns-1', '--json'],
+        t.io,
+        {
+          clock: new ManualClock(NOW),
+          openTier: async (o) => {
+            opened.push(o.namespace);
+            return tier;
+          },
+          reader: () => new FixtureReader(),
+        },
+      );
+      assert.equal(code, 0, t.err.join(''));
+      assert.deepEqual(opened, ['ns-1']);
+      assert.ok(closed);
+      const report = JSON.parse(t.out.join('')) as { dryRun: boolean; counts: Record<string, number> };
+      assert.equal(report.dryRun, false);
+      assert.equal(report.counts.recorded, EXPECTED_OUTCOMES.filter((o) => o.outcome === 'recorded').length);
+    } finally {
+      removeDir(dir);
+    }
   });
 });
