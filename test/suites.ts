@@ -46,6 +46,8 @@ export const UNIT_FILES: readonly string[] = [
   'test/allocator/blocks.test.ts',
   'test/allocator/commit-loop.test.ts',
   'test/allocator/gc.test.ts',
+  'test/allocator/lending/grant-policy.test.ts',
+  'test/allocator/lending/lending.test.ts',
   'test/allocator/placement.test.ts',
   'test/allocator/pool-metadata.test.ts',
   'test/api/api.test.ts',
@@ -113,6 +115,8 @@ export const UNIT_FILES: readonly string[] = [
   'test/store/etcd-continuity.test.ts',
   'test/store/sqlite-schema.test.ts',
   'test/store/sqlite-store.test.ts',
+  'test/store/tiered-allocation.test.ts',
+  'test/store/tiered-store.test.ts',
   'test/suites.test.ts',
 ];
 
