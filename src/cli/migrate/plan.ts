@@ -16,6 +16,7 @@
  * pod whose attachment (network and interface) is known for certain, never guessed; the grants
  * planned for one (pool, node) are gathered in one write.
  */
+import { LENT_NETWORK, MIGRATION_LENDER } from '../../allocator/lending/loans.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { blockCidrOfKey } from '../../ipam/blocks.ts';
 import { parseIP } from '../../ipam/address.ts';
@@ -24,10 +25,9 @@ import { type Holding, cidrHolds } from './holdings.ts';
 import type { PodFacts } from './pod-facts.ts';
 import type { PodRef } from './whereabouts-objects.ts';
 
-/** The lender of the grants the migration records: no node lent them. */
-export const MIGRATION_LENDER = 'whereabouts';
-/** The network of a lender's placeholder for an address it lent (allocator/lending). */
-export const LENT_NETWORK = 'warren.dev/lent';
+// The lender named in the grants the migration records, and a lender's placeholder: the agents'
+// borrowing and lending sides (allocator/lending) read them, so they are defined there once.
+export { LENT_NETWORK, MIGRATION_LENDER };
 
 export type Outcome =
   /** Planned: to be recorded (or, after a dry run, what would be). */

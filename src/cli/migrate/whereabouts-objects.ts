@@ -119,7 +119,8 @@ export function parsePodRef(value: unknown, where: string, path: string): PodRef
   const slash = text.indexOf('/');
   const namespace = text.slice(0, slash);
   const name = text.slice(slash + 1);
-  if (slash <= 0 || name === '' || name.includes('/') || !/^[a-z0-9.-]{1,253}$/.test(`${namespace}${name}`))
+  // A namespace is a DNS label, a pod's name a DNS subdomain; whereabouts writes them as the runtime gave them.
+  if (slash <= 0 || !/^[a-z0-9-]{1,63}$/.test(namespace) || !/^[a-z0-9.-]{1,253}$/.test(name))
     throw refusal(where, path, `must be "namespace/name" of a pod, got ${quoted(text)}`);
   return { namespace, name };
 }
