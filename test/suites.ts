@@ -159,6 +159,7 @@ export const E2E_FILES: readonly string[] = [
   'test/e2e/kubernetes-nodes.test.ts',
   'test/e2e/kubernetes.test.ts',
   'test/e2e/metrics-port.test.ts',
+  'test/e2e/migrate-whereabouts.test.ts',
   'test/e2e/netns-paths.test.ts',
   'test/e2e/one-key-agent.test.ts',
   'test/e2e/overlap.test.ts',
