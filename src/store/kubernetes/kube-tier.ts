@@ -7,16 +7,20 @@
  * - one claim per block: a claim creates the WarrenBlock named `blockName(key)` (names.ts), so the
  *   API server lets one creation of it succeed and answers AlreadyExists to the others (one request);
  * - give back only what was claimed (ABA): `unclaim` deletes with the preconditions uid and
- *   resourceVersion; a block given back and claimed again is a new object with a new uid;
- * - a range's block size is pinned by whoever creates its WarrenRange first: AlreadyExists answers
- *   the stored one;
+ *   resourceVersion; a block given back and claimed again is a new object with a new uid. A
+ *   publication is a write of the block, so a claim read before it is `changed`: read the claim
+ *   (`claimOf`) just before giving it back;
+ * - a range's block size is pinned by whoever creates its WarrenRange first: the stored one is read
+ *   first (and created when absent), once per tier, since it never changes once made;
  * - listings page on the server (`limit`, `continue`) and select by label on the server
  *   (`warren.dev/node`, `warren.dev/range`): what `claimsOf(node)` reads is that node's blocks;
  * - `publish` writes the block's status subresource (PUT, guarded by the resourceVersion this tier
  *   last saw of the block, read again on a conflict), and only while the block is claimed by the
  *   publishing node: it throws when the block's object is gone or another node's; the status is
  *   kept within the object size limit (objects.ts);
- * - a request's update is a PUT guarded by the version it was read at (undefined on a conflict).
+ * - a request's update is a PUT guarded by the version it was read at (undefined on a conflict);
+ *   open requests and each lender's requests carry labels (`warren.dev/open`,
+ *   `lender.warren.dev/<node>`), so the server selects them.
  * Every failure to reach the API server is TRY_AGAIN naming it (api-client.ts).
  */
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -75,6 +79,16 @@ export interface KubeTierOptions {
 }
 
 export async function openKubeTier(o: KubeTierOptions): Promise<KubeTier> {
+  if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(o.namespace))
+    throw new WarrenError(
+      'INVALID_CONFIG',
+      `the Kubernetes namespace ${JSON.stringify(o.namespace)} is not a valid name`,
+    );
+  if (!(Number.isInteger(o.leaseSeconds) && o.leaseSeconds > 0))
+    throw new WarrenError(
+      'INVALID_CONFIG',
+      `the lease time must be a whole number of seconds > 0, not ${o.leaseSeconds}`,
+    );
   const api = await KubeApiClient.open({
     kubeConfig: o.kubeConfig,
     ...(o.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: o.requestTimeoutMs }),
@@ -95,7 +109,9 @@ export class KubeTier implements ClusterTier {
    * The uid and resourceVersion this tier last saw of the blocks it claimed or published: what a
    * publication is guarded by, so that one costs one request. Forgotten at give-back.
    */
-  readonly #seen = new Map<string, { uid: string; version: string }>();
+  /** Range records read or made: a record never changes once made, so it is read once. */
+  readonly #pinned = new Map<string, RangeRecord>();
+  readonly #seen = new Map<string, { uid: string; version: string; node: string }>();
 
   constructor(api: KubeApiClient, o: KubeTierOptions) {
     this.#api = api;
@@ -118,17 +134,30 @@ export class KubeTier implements ClusterTier {
   }
 
   async pinRange(record: RangeRecord): Promise<RangeRecord> {
+    const known = this.#pinned.get(record.pool);
+    if (known !== undefined) return known;
     const name = rangeName(record.pool);
     for (let round = 1; round <= MAX_ROUNDS; round++) {
-      const created = await this.#ranges.create(`record range ${record.pool}`, rangeObject(name, record));
-      if (created.kind === 'created') return rangeOf(created.object) ?? record;
+      // Read first: every node but the first finds the range recorded, in one request.
       const stored = rangeOf(await this.#ranges.get(`read range ${record.pool}`, name));
-      if (stored === undefined) continue; // deleted since: create it again
-      if (stored.pool !== record.pool)
-        throw new WarrenError('IO_FAILURE', `the WarrenRange ${name} records range ${stored.pool}, not ${record.pool}`);
-      return stored;
+      if (stored !== undefined) {
+        if (stored.pool !== record.pool)
+          throw new WarrenError(
+            'IO_FAILURE',
+            `the WarrenRange ${name} records range ${stored.pool}, not ${record.pool}`,
+          );
+        return this.#pin(stored);
+      }
+      const created = await this.#ranges.create(`record range ${record.pool}`, rangeObject(name, record));
+      if (created.kind === 'created') return this.#pin(rangeOf(created.object) ?? record);
     }
     throw new WarrenError('TRY_AGAIN', `the record of range ${record.pool} kept changing; try again`);
+  }
+
+  /** A range's record never changes once made: it is read once per tier. */
+  #pin(record: RangeRecord): RangeRecord {
+    this.#pinned.set(record.pool, record);
+    return record;
   }
 
   async claim(range: RangeRecord, key: string, node: string): Promise<BlockClaim | undefined> {
@@ -139,14 +168,14 @@ export class KubeTier implements ClusterTier {
     const claim = claimOfObject(created.object);
     if (claim === undefined)
       throw new WarrenError('IO_FAILURE', `the API server answered the claim of block ${key} with no object`);
-    this.#seen.set(key, { uid: claim.uid, version: claim.version });
+    this.#seen.set(key, { uid: claim.uid, version: claim.version, node });
     return claim;
   }
 
   async claimOf(key: string): Promise<BlockClaim | undefined> {
     const claim = claimOfObject(await this.#blocks.get(`read block ${key}`, blockName(key)));
     if (claim === undefined || claim.key !== key) return undefined;
-    if (this.#seen.has(key)) this.#seen.set(key, { uid: claim.uid, version: claim.version });
+    if (this.#seen.has(key)) this.#seen.set(key, { uid: claim.uid, version: claim.version, node: claim.node });
     return claim;
   }
 
@@ -196,16 +225,17 @@ export class KubeTier implements ClusterTier {
       );
     for (let round = 1; round <= MAX_ROUNDS; round++) {
       let seen = this.#seen.get(block.key);
-      if (seen === undefined) {
+      // Seen as another node's (this tier serves one node; a test may drive two): read it again.
+      if (seen === undefined || seen.node !== block.node) {
         const claim = claimOfObject(await this.#blocks.get(`read block ${block.key}`, name));
         if (claim === undefined || claim.key !== block.key || claim.node !== block.node)
           throw new WarrenError(
             'IO_FAILURE',
-            `block ${block.key} is not claimed by node ${block.node} ` +
-              `(${claim === undefined || claim.key !== block.key ? 'its object is gone' : `node ${claim.node} holds it`}): ` +
-              `its allocations were not published`,
+            `block ${block.key} is not claimed by node ${block.node} (${
+              claim === undefined || claim.key !== block.key ? 'its object is gone' : `node ${claim.node} holds it`
+            }): its allocations were not published`,
           );
-        seen = { uid: claim.uid, version: claim.version };
+        seen = { uid: claim.uid, version: claim.version, node: claim.node };
       }
       const base = blockObject(name, block.key, block.node);
       const body = { ...base, metadata: { ...base.metadata, uid: seen.uid, resourceVersion: seen.version }, status };
@@ -213,7 +243,8 @@ export class KubeTier implements ClusterTier {
       this.#seen.delete(block.key);
       if (written.kind === 'replaced') {
         const meta = metaOf(written.object);
-        if (meta !== undefined) this.#seen.set(block.key, { uid: meta.uid, version: meta.resourceVersion });
+        if (meta !== undefined)
+          this.#seen.set(block.key, { uid: meta.uid, version: meta.resourceVersion, node: block.node });
         return;
       }
       // A conflict: read it again, and publish only if it is still this node's.

@@ -24,7 +24,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../../core/clock.ts';
-import { WarrenError } from '../../core/errors.ts';
+import { WarrenError, isWarrenError } from '../../core/errors.ts';
 import { isPlainObject as isRecord } from '../../core/validate.ts';
 import { describeInstance } from '../etcd-membership.ts';
 import type { AcceptReport, AnnounceInfo, Membership, NodeRecord } from '../store.ts';
@@ -255,14 +255,15 @@ export class LeaseMembership implements Membership {
         this.#halt =
           `this node's announcement (node ${a.node}, Lease ${name}) was taken over by ` +
           `${describeInstance(recordOf(lease))}: two agents share this node name, and this one stopped allocating ` +
-          `rather than fight over it (stop one of them, give it another --node-name, then run \`warren store accept\` ` +
-          `on the one that stays)`;
+          `rather than fight over it (stop one of them, give it another --node-name, then run ` +
+          `\`warren store accept\` on the one that stays)`;
         return;
       }
       this.#held = lease; // renewed by this instance meanwhile (a renewal that timed out but landed)
     }
   }
 
+  /** Best effort: an announcement the API server cannot be told to drop lapses within the lease. */
   async withdraw(): Promise<void> {
     const a = this.#announced;
     const held = this.#held;
@@ -271,12 +272,17 @@ export class LeaseMembership implements Membership {
     if (a === undefined || held === undefined) return;
     const name = nodeLeaseName(a.node);
     let pre = { uid: held.uid, resourceVersion: held.version };
-    for (let round = 1; round <= 2; round++) {
-      const done = await this.#o.leases.remove('withdraw the node announcement', name, pre);
-      if (done !== 'conflict') return;
-      const lease = leaseOf(await this.#o.leases.get('read the node announcement', name));
-      if (lease === undefined || lease.holder !== a.instance) return; // another instance's now: not ours to remove
-      pre = { uid: lease.uid, resourceVersion: lease.version };
+    try {
+      for (let round = 1; round <= 2; round++) {
+        const done = await this.#o.leases.remove('withdraw the node announcement', name, pre);
+        if (done !== 'conflict') return;
+        const lease = leaseOf(await this.#o.leases.get('read the node announcement', name));
+        if (lease === undefined || lease.holder !== a.instance) return; // another instance's now: not ours
+        pre = { uid: lease.uid, resourceVersion: lease.version };
+      }
+    } catch (error) {
+      if (!isWarrenError(error, 'TRY_AGAIN')) throw error;
+      this.#o.notice?.(`${error.message}; the announcement of node ${a.node} lapses within ${this.#o.leaseSeconds} s`);
     }
   }
 

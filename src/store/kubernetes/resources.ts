@@ -8,7 +8,7 @@
  * Guarantees: one request per call; a list never asks for more than `limit` objects; nothing here
  * retries (the tier decides what a conflict means).
  */
-import type { WarrenError } from '../../core/errors.ts';
+import { WarrenError } from '../../core/errors.ts';
 import type { ApiAnswer, ApiRequest, KubeApiClient } from './api-client.ts';
 import { GROUP, VERSION } from './names.ts';
 import type { KubeObject } from './objects.ts';
@@ -119,14 +119,25 @@ export class Resource {
     throw this.#refuse(what, answer, 'delete');
   }
 
-  /** One page of the objects matching `labelSelector`, at most `limit` of them. */
+  /**
+   * One page of the objects matching `labelSelector`, at most `limit` of them. A continue token the
+   * server no longer honours (410 Expired: its snapshot was compacted) is TRY_AGAIN: list from the start.
+   */
   async list(what: string, labelSelector: string, limit: number, from?: string): Promise<ListPage> {
+    const page = await this.#page(what, labelSelector, limit, from);
+    if (page === 'expired')
+      throw new WarrenError('TRY_AGAIN', `the listing to ${what} went on too long: its continue token expired`);
+    return page;
+  }
+
+  async #page(what: string, labelSelector: string, limit: number, from?: string): Promise<ListPage | 'expired'> {
     const query = {
       ...(labelSelector === '' ? {} : { labelSelector }),
       limit: Math.max(1, Math.floor(limit)),
       ...(from === undefined ? {} : { continue: from }),
     };
     const answer = await this.#send(what, 'list', { method: 'GET', path: this.#path(), query });
+    if (answer.status === 410 && from !== undefined) return 'expired';
     if (answer.status !== 200) throw this.#refuse(what, answer, 'list');
     const body = answer.body as { items?: unknown; metadata?: { continue?: unknown } } | undefined;
     const items = Array.isArray(body?.items) ? body.items : [];
@@ -137,15 +148,23 @@ export class Resource {
     };
   }
 
-  /** Every object matching `labelSelector`, read a page at a time. */
+  /** Every object matching `labelSelector`, read a page at a time (from the start again if a token expires). */
   async listAll(what: string, labelSelector: string): Promise<unknown[]> {
-    const out: unknown[] = [];
-    let from: string | undefined;
-    do {
-      const page = await this.list(what, labelSelector, FULL_LIST_PAGE, from);
-      out.push(...page.items);
-      from = page.continue;
-    } while (from !== undefined);
-    return out;
+    for (let attempt = 1; attempt <= 3; attempt++) {
+      const out: unknown[] = [];
+      let from: string | undefined;
+      let expired = false;
+      do {
+        const page = await this.#page(what, labelSelector, FULL_LIST_PAGE, from);
+        if (page === 'expired') {
+          expired = true;
+          break;
+        }
+        out.push(...page.items);
+        from = page.continue;
+      } while (from !== undefined);
+      if (!expired) return out;
+    }
+    throw new WarrenError('TRY_AGAIN', `the listing to ${what} kept outliving its continue tokens`);
   }
 }
