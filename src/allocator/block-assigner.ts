@@ -77,6 +77,9 @@ export class BlockAssigner {
       const decision = await assigner.decide(block.span, range, request, undefined, guard);
       if (decision.kind === 'full') continue;
       if (decision.kind === 'done') own.promote(range.pool, key);
+      // A two-tier store refuses allocations in a block whose claim vanished: look at the own blocks
+      // again (its `pools` no longer shows that one as this node's), or the next round would retry it.
+      if (decision.kind === 'conflict' && store.blockOwners !== undefined) await this.#refreshOwn(range);
       return decision;
     }
     // Then addresses other nodes lent this one: a local look, no request to the cluster.

@@ -23,7 +23,9 @@
  *   which block placement calls when this node's blocks are full;
  * - findByOwner, list and readPool are local: this node's allocations;
  * - blocks whose local picture changed are published in batches every `publishIntervalMs` on the
- *   clock (tiered-publisher.ts), retried while the cluster is away; `flush` publishes now;
+ *   clock (tiered-publisher.ts), retried while the cluster is away; `flush` publishes now; the
+ *   first run after `start` publishes every block this node holds, so what changed before a
+ *   restart and was not published yet is not lost;
  * - every `claimCheckMs` this node's claims are compared with the cluster's (tiered-claims.ts): a
  *   claim that vanished stops allocation in its block (commits there become conflicts), is told to
  *   `notice` by name, and the allocations in it stay recorded locally.
@@ -51,12 +53,12 @@ import type {
   PoolRead,
   PoolSummary,
   Revision,
-  SpaceReading,
   Store,
 } from './store.ts';
+import { TieredAdmissions } from './tiered-admissions.ts';
 import { TieredClaims } from './tiered-claims.ts';
 import { TieredPublisher } from './tiered-publisher.ts';
-import { forgetNodeBlocks, rangeBlocks, recordFromKey, spaceOfPool } from './tiered-ranges.ts';
+import { forgetNodeBlocks, heldByNode, ownBlocks, rangeBlocks, recordFromKey, spaceOfPool } from './tiered-ranges.ts';
 
 export interface TieredStoreOptions {
   readonly local: Store;
@@ -94,9 +96,10 @@ export class TieredStore implements Store {
   readonly #ranges = new Map<string, RangeRecord>();
   /** Range pools whose local description carries a block size: split, their blocks held to claims. */
   readonly #splitRanges = new Set<string>();
-  /** Guards seen on commits (space \0 range) → whether the range was found retired at the last check. */
-  readonly #guards = new Map<string, { guard: AdmissionGuard; lost: boolean }>();
+  readonly #admissions: TieredAdmissions;
   #timers: CancelTimer[] = [];
+  /** The cluster's failure at the last ping. */
+  #clusterProblem: string | undefined;
   #stopped = false;
 
   constructor(o: TieredStoreOptions) {
@@ -119,17 +122,11 @@ export class TieredStore implements Store {
         await this.#claims.load(rangePoolOfKey(key));
         return this.#claims.holds(key);
       },
+      everyOwnBlock: async () => (await this.#claims.loadAll()).map((c) => c.key),
       notice: this.#notice,
     });
-    const spaces = o.tier.spaces;
-    this.spaces = {
-      read: (space: string): Promise<SpaceReading> => spaces.read(space),
-      admit: async (reading, rangePool, retire) => {
-        const guard = await spaces.admit(reading, rangePool, retire);
-        if (guard !== undefined) this.#guards.set(`${guard.space}\0${guard.rangePool}`, { guard, lost: false });
-        return guard;
-      },
-    };
+    this.#admissions = new TieredAdmissions(o.tier, (space) => heldByNode(o.local, o.node, space));
+    this.spaces = this.#admissions.spaces;
     this.blockOwners = {
       rangeBlocks: (rangePool, options) =>
         rangeBlocks({ local: this.#local, tier: this.tier, claims: this.#claims }, rangePool, options.counts),
@@ -181,13 +178,7 @@ export class TieredStore implements Store {
             `(deleted by someone): no more addresses are handed out in it; its ${held} allocations stay recorded here`,
         );
       }
-      const spaces = new Map<string, SpaceReading>();
-      for (const entry of this.#guards.values()) {
-        const { space, rangePool } = entry.guard;
-        const reading = spaces.get(space) ?? (await this.tier.spaces.read(space));
-        spaces.set(space, reading);
-        entry.lost = !reading.admitted.includes(rangePool);
-      }
+      await this.#admissions.checkAll();
     } catch (error) {
       this.#notice(`checking the claims of node ${this.#node} failed, retrying: ${messageOf(error)}`);
     }
@@ -203,12 +194,8 @@ export class TieredStore implements Store {
     ops: readonly PoolOp[],
     guard?: AdmissionGuard,
   ): Promise<CommitResult> {
-    if (guard !== undefined) {
-      const seen = this.#guards.get(`${guard.space}\0${guard.rangePool}`);
-      if (seen?.lost === true)
-        return conflict(`range ${guard.rangePool} is no longer admitted in ${guard.space}`, true);
-      if (seen === undefined) this.#guards.set(`${guard.space}\0${guard.rangePool}`, { guard, lost: false });
-    }
+    const refused = guard === undefined ? undefined : this.#admissions.refusal(guard);
+    if (refused !== undefined) return conflict(refused, true);
     if (!isBlockKey(pool)) {
       const described = ops.find((op) => op.op === 'describe' && op.description.blockPrefix !== undefined);
       if (described?.op === 'describe') return this.#commitRange(pool, expected, ops, described);
@@ -315,15 +302,13 @@ export class TieredStore implements Store {
     const rangePool = rangePoolOfKey(key);
     // A claim costs the cluster a write: check the local revision first so a stale round costs none.
     if ((await this.#local.readPool(key)).revision !== expected) return conflict(`block ${key} changed`);
-    if (guard !== undefined) {
-      const reading = await this.tier.spaces.read(guard.space);
-      if (!reading.admitted.includes(guard.rangePool)) {
-        this.#guards.set(`${guard.space}\0${guard.rangePool}`, { guard, lost: true });
-        return conflict(`range ${guard.rangePool} is no longer admitted in ${guard.space}`, true);
-      }
-    }
-    const range = (await this.#rangeOf(rangePool)) ?? (await this.tier.pinRange(recordFromKey(key)));
     await this.#claims.load(rangePool);
+    // A range in which this node holds a block cannot be retired (it holds something: the cluster's
+    // spaces refuse): only the first claim in a range asks whether the admission still stands.
+    const first = guard !== undefined && this.#claims.of(rangePool).length === 0;
+    const lost = first ? await this.#admissions.check(guard) : undefined;
+    if (lost !== undefined) return conflict(lost, true);
+    const range = (await this.#rangeOf(rangePool)) ?? (await this.tier.pinRange(recordFromKey(key)));
     let claim = await this.tier.claim(range, key, node);
     if (claim === undefined) {
       // Ours already (a claim whose local commit never happened: a crash in between) is ours to use.
@@ -373,20 +358,30 @@ export class TieredStore implements Store {
       return rest;
     });
     if (rangePool === undefined || isBlockKey(rangePool)) return shown;
-    await this.#claims.load(rangePool);
-    const known = new Set(shown.map((p) => p.pool));
-    // A claim with nothing recorded here yet (claimed, then the local commit lost to a crash).
-    const unseen = this.#claims
-      .of(rangePool)
-      .filter((c) => !known.has(c.key))
-      .map((c): PoolSummary => ({ pool: c.key, revision: 0, allocated: 0, resting: 0, affinity: this.#node }));
-    return [...shown, ...unseen].sort((a, b) => (a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : 0));
+    return ownBlocks(this.#claims, rangePool, shown);
   }
 
-  /** Checks both tiers; the cluster being away is reported, though local ADD and DEL go on. */
+  /**
+   * Checks both tiers. Only the node's store failing throws: CNI STATUS and readiness follow ping,
+   * and a node with room in its own blocks serves ADD and DEL while the cluster is away. The cluster
+   * being away is told to `notice` once per outage and answered by `clusterProblem`.
+   */
   async ping(): Promise<void> {
     await this.#local.ping();
-    await this.tier.ping();
+    try {
+      await this.tier.ping();
+      this.#clusterProblem = undefined;
+    } catch (error) {
+      const problem = `${this.tier.description} cannot be reached: ${messageOf(error)}`;
+      if (this.#clusterProblem === undefined)
+        this.#notice(`${problem}; ADD and DEL in the blocks node ${this.#node} holds go on`);
+      this.#clusterProblem = problem;
+    }
+  }
+
+  /** Why the cluster could not be reached at the last ping; undefined when it answered. */
+  clusterProblem(): string | undefined {
+    return this.#clusterProblem;
   }
 
   async close(): Promise<void> {

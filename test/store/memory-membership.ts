@@ -102,7 +102,7 @@ export class MemoryMembership implements Membership {
     const held = this.#cluster.live(a.node);
     if (held === undefined) return this.announce(a.node, a.info);
     if (held.record.instance !== a.info.instance) {
-      this.#halted = `node ${a.node} was announced by another instance (${held.record.instance ?? '(none)'})`;
+      this.#halted = `node ${a.node}'s announcement was taken over by instance ${held.record.instance ?? '(none)'}`;
       return;
     }
     this.#cluster.announcements.set(a.node, { record: held.record, until: this.#cluster.leaseEnd() });
@@ -118,7 +118,7 @@ export class MemoryMembership implements Membership {
   async claimTask(task: string): Promise<boolean> {
     this.#reach();
     const me = this.#announced?.node;
-    if (me === undefined || this.#cluster.live(me) === undefined) return false;
+    if (me === undefined || this.#halted !== undefined) return false;
     const holder = this.#cluster.tasks.get(task);
     if (holder !== undefined && holder !== me && this.#cluster.live(holder) !== undefined) return false;
     this.#cluster.tasks.set(task, me);

@@ -12,7 +12,8 @@
  * - every listing answers at most `limit` records (default 500) and a `continue` when more remain;
  * - versions are one counter for the whole cluster (as resourceVersion), strictly increasing;
  * - spaces: an admission applies only if no admission of the space changed and no block of a
- *   retired range was claimed, given back or published since the reading;
+ *   retired range was claimed, given back or published since the reading; `held` counts each
+ *   claimed block at least 1 (as the Kubernetes tier does);
  * - membership and chores on the injected Clock (memory-membership.ts).
  */
 import type { Clock } from '../../src/core/clock.ts';
@@ -89,10 +90,13 @@ class MemorySpaces implements AddressSpaces {
 
   async read(space: string): Promise<SpaceReading> {
     this.#reach('spaces.read');
+    // As the Kubernetes tier reads it: a claimed block holds what it published, and at least 1 (it
+    // may hold addresses not published yet); a range without a claimed block holds nothing.
     const held = new Map<string, number>();
-    for (const p of this.#s.published.values()) {
-      const pool = rangePoolOfKey(p.key);
-      held.set(pool, (held.get(pool) ?? 0) + p.counts.allocated + p.counts.resting);
+    for (const claim of this.#s.claims.values()) {
+      const pool = rangePoolOfKey(claim.key);
+      const counts = this.#s.published.get(claim.key)?.counts;
+      held.set(pool, (held.get(pool) ?? 0) + Math.max(1, (counts?.allocated ?? 0) + (counts?.resting ?? 0)));
     }
     return { space, revision: this.#s.version, admitted: [...(this.#s.admitted.get(space) ?? [])], held };
   }
