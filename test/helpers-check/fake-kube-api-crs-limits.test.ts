@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { BLOCKS, block, call, startedWith } from './kube-wire.ts';
+import { BLOCKS, block, call, keysSorted, startedWith } from './kube-wire.ts';
 
 const LEASES = '/apis/coordination.k8s.io/v1/namespaces/default/leases';
 
@@ -195,11 +195,12 @@ describe('fake Kubernetes API: size limits, RBAC, Leases, and the hooks benches 
     );
     const page = await call(fake, 'GET', `${BLOCKS}?limit=500&labelSelector=node%3Dn3`);
     assert.deepEqual([page.json.items.length, page.json.items[0].metadata.name], [500, 'p00003']);
+    assert.ok(keysSorted(page.json), 'preloaded objects travel with sorted keys too');
     const counted = await call(fake, 'GET', `${BLOCKS}?limit=2`);
     assert.equal(counted.json.metadata.remainingItemCount, 9_998);
     fake.clearRequests();
     // A long latency, so that the read's answer comes first even on a loaded machine.
-    fake.setWriteLatency(1500);
+    fake.setWriteLatency(3000);
     const started = Date.now();
     let written = false;
     const write = call(fake, 'POST', BLOCKS, { body: block('slow') }).then((answer) => {
@@ -209,7 +210,7 @@ describe('fake Kubernetes API: size limits, RBAC, Leases, and the hooks benches 
     const read = await call(fake, 'GET', `${BLOCKS}/p00001`);
     assert.deepEqual([read.status, written], [200, false], 'the read did not queue behind the write');
     assert.equal((await write).status, 201);
-    assert.ok(Date.now() - started >= 1500, 'the write waited its latency');
+    assert.ok(Date.now() - started >= 3000, 'the write waited its latency');
     assert.equal(fake.object('ipamblocks', 'slow')?.metadata.name, 'slow');
     fake.setWriteLatency(0);
     await call(fake, 'PATCH', `${BLOCKS}/slow/status`, {

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { IPAMBLOCK_CRD, POOLS, block, call, startedWith, trimmed } from './kube-wire.ts';
+import { IPAMBLOCK_CRD, POOLS, block, call, keysSorted, startedWith, trimmed } from './kube-wire.ts';
 
 describe('fake Kubernetes API: custom resource updates, patches and deletes, as recorded', () => {
   it('§3 PUT needs the current resourceVersion, ignores status, bumps generation on spec only, and stores nothing for a no-op', async (t) => {
@@ -37,6 +37,7 @@ describe('fake Kubernetes API: custom resource updates, patches and deletes, as 
       spec: { cidr: '10.0.0.0/24', size: 128 },
     });
     assert.ok(Number(first.json.metadata.resourceVersion) > Number(rv0));
+    assert.ok(keysSorted(first.json), 'keys sorted at every level');
     const stale = await put({ ...created, spec: { cidr: '10.0.0.0/24', size: 128 } });
     assert.equal(
       stale.text,
@@ -282,6 +283,7 @@ describe('fake Kubernetes API: custom resource updates, patches and deletes, as 
       [released.status, released.json.metadata.finalizers, released.json.metadata.resourceVersion],
       [200, undefined, marked.json.metadata.resourceVersion],
     );
+    assert.ok(keysSorted(released.json));
     assert.equal((await call(fake, 'GET', `${POOLS}/f1`)).status, 404, 'gone with its last finalizer');
 
     await make('fg');

@@ -14,7 +14,7 @@ import { issueServerCertificate } from '../tls.ts';
 import { CoreResources } from './core.ts';
 import { deployCrds } from './crds.ts';
 import { LEASES } from './leases.ts';
-import { rfc3339 } from './metadata.ts';
+import { rfc3339, sortKeys } from './metadata.ts';
 import { ObjectStore } from './objects.ts';
 import { CrdRegistry } from './registry.ts';
 import { RequestHandler } from './server.ts';
@@ -201,6 +201,10 @@ class FakeKubeApiServer implements FakeKubeApi {
     this.#crds.register(crd);
   }
 
+  establishCrds(): void {
+    this.#crds.establishPending();
+  }
+
   #servedByPlural(plural: string): Served {
     const served = plural === 'leases' ? LEASES : this.#crds.byPlural(plural);
     if (served === undefined) throw new Error(`fake kube api: no served resource ${plural}`);
@@ -221,7 +225,9 @@ class FakeKubeApiServer implements FakeKubeApi {
         if (s.generation) meta.generation ??= 1;
         if (s.namespaced) meta.namespace ??= 'default';
         else delete meta.namespace;
-        yield [ObjectStore.keyOf(object, s.namespaced), object];
+        meta.resourceVersion = ''; // its place in the key order; the store fills it in
+        // Custom resources are stored in wire order (sorted keys), as writes store them.
+        yield [ObjectStore.keyOf(object, s.namespaced), s.custom ? (sortKeys(object) as KubeObject) : object];
       }
     }
     store.preload(s.plural, entries());
