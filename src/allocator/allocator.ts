@@ -64,7 +64,7 @@ export interface AllocatorOptions {
    * blocks when no block is free.
    */
   readonly blocks?: boolean;
-  /** How long an ADD waits for other nodes to lend it addresses (two-tier store; default 10 s). */
+  /** How long an ADD waits for other nodes to lend it addresses (two-tier store; default 15 s). */
   readonly lendWaitMs?: number;
 }
 

@@ -24,6 +24,7 @@ import type { AdmissionGuard, PoolDescription, PoolOp, PoolSummary, Store } from
 import type { AllocateRequest, Decision } from '../assignment.ts';
 import type { PoolAssigner } from '../pool-assigner.ts';
 import type { PoolCache } from '../pool-cache.ts';
+import { isLoanKey } from '../../ipam/loan-key.ts';
 import { RETURNED_NETWORK, loanAddressOf, loanKey, loanSpan } from './loans.ts';
 
 export interface BorrowerOptions {
@@ -33,7 +34,10 @@ export interface BorrowerOptions {
   readonly clock: Clock;
   readonly pools: PoolCache;
   readonly assigner: PoolAssigner;
-  /** How long an ADD waits for a grant after asking (default 10 s). */
+  /**
+   * How long an ADD waits for a grant after asking (default 15 s: longer than the lenders' upkeep
+   * interval, 10 s by default, and well inside the plugin's 30 s wait for the agent).
+   */
   readonly waitMs?: number;
   /** How often it looks at its request meanwhile (default 250 ms). */
   readonly pollMs?: number;
@@ -67,8 +71,10 @@ export class Borrower {
     for (const summary of summaries) {
       // A loan pool holds one address: any allocation in it (a pod's, or the given-back mark) fills it.
       if (summary.allocated > 0) continue;
-      const address = loanAddressOf(range, summary.pool);
-      if (address === undefined) continue;
+      // With one-address blocks a key of one address is a block, never a loan (ipam/loan-key.ts).
+      const address = isLoanKey(summary.pool, range.blockPrefix) ? loanAddressOf(range, summary.pool) : undefined;
+      // A lender's config may span more of the range than this node's (range_start, range_end).
+      if (address === undefined || address < range.first || address > range.last) continue;
       const decision = await this.#o.assigner.decide(loanSpan(range, address), range, request, undefined, guard);
       if (decision.kind !== 'full') return decision;
     }
@@ -82,7 +88,7 @@ export class Borrower {
    */
   async borrow(range: RangeSpec): Promise<number> {
     const { tier, node, clock } = this.#o;
-    const waitMs = this.#o.waitMs ?? 10_000;
+    const waitMs = this.#o.waitMs ?? 15_000;
     const pollMs = this.#o.pollMs ?? 250;
     const wanted = Math.max(1, this.#o.demand(range.pool));
     let request = await this.#reach(range, 'read its address request', () => tier.requestOf(range.pool, node));

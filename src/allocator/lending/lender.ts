@@ -23,7 +23,7 @@ import { messageOf } from '../../core/errors.ts';
 import type { KeyedMutex } from '../../core/keyed-mutex.ts';
 import { momentOf } from '../../core/moment.ts';
 import { formatIP, parseIP } from '../../ipam/address.ts';
-import { blockKeyPrefix, rangePoolOfKey } from '../../ipam/blocks.ts';
+import { blockKeyPrefix, isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
 import { parsePoolKey } from '../../ipam/pool-key.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
 import type { AddressRequest, ClusterTier, Grant } from '../../store/cluster-tier.ts';
@@ -68,18 +68,27 @@ export class Lender {
   }
 
   /** Answers the open requests, holds migrated addresses, releases orphaned placeholders. */
-  async run(graceMs: number): Promise<LendReport> {
+  /** `migrated`: the requests holding grants of a migration (lender `whereabouts`), as just read. */
+  async run(graceMs: number, migrated: readonly AddressRequest[]): Promise<LendReport> {
     const lent: string[] = [];
     const errors: string[] = [];
-    for (const request of await this.#o.tier.openRequests()) {
-      if (request.node === this.#o.node) continue;
-      try {
-        lent.push(...(await this.#answer(request)));
-      } catch (error) {
-        errors.push(`request of ${request.node} for ${request.pool}: ${messageOf(error)}`);
+    // Only the ranges this node owns blocks of, one listing each: what it reads grows with its blocks.
+    const ranges = new Set(
+      (await this.#o.store.pools())
+        .filter((p) => p.affinity === this.#o.node && isBlockKey(p.pool))
+        .map((p) => rangePoolOfKey(p.pool)),
+    );
+    for (const pool of ranges) {
+      for (const request of await this.#o.tier.openRequests(pool)) {
+        if (request.node === this.#o.node) continue;
+        try {
+          lent.push(...(await this.#answer(request)));
+        } catch (error) {
+          errors.push(`request of ${request.node} for ${request.pool}: ${messageOf(error)}`);
+        }
       }
     }
-    const released = await this.#tidy(graceMs, errors);
+    const released = await this.#tidy(graceMs, migrated, errors);
     return { lent, released, errors };
   }
 
@@ -147,7 +156,7 @@ export class Lender {
     blocks: readonly OwnBlock[],
     chosen: ReadonlyArray<GrantChoice & { readonly borrower: string }>,
   ): Promise<Array<{ block: string; text: string }>> {
-    const { store, pools, locks, node, clock } = this.#o;
+    const { store, pools, locks, clock } = this.#o;
     const held: Array<{ block: string; text: string }> = [];
     await locks.run(pool, async () => {
       for (const block of blocks) {
@@ -156,7 +165,7 @@ export class Lender {
         const now = momentOf(clock);
         const ops: PoolOp[] = mine.map((c) => ({
           op: 'allocate',
-          allocation: placeholderOf(block.key, block.family, c.address, c.borrower, node, now),
+          allocation: placeholderOf(block.key, block.family, c.address, c.borrower, now),
         }));
         const result = await store.commit(block.key, block.revision, ops);
         pools.forget(block.key);
@@ -187,12 +196,16 @@ export class Lender {
    * Holds migrated addresses that lie in this node's blocks, and releases placeholders whose grant
    * has been gone for the grace. What it released.
    */
-  async #tidy(graceMs: number, errors: string[]): Promise<string[]> {
+  async #tidy(graceMs: number, requests: readonly AddressRequest[], errors: string[]): Promise<string[]> {
     const { store, tier, node, clock } = this.#o;
     const granted = new Set<string>();
     const migrated: Array<{ request: AddressRequest; grant: Grant }> = [];
-    for (const lender of [node, MIGRATION_LENDER])
-      for (const request of await tier.requestsLentBy(lender))
+    // Grants of this node are read only while it holds placeholders (a lender's own records say so).
+    const placeholders = await store.list({ network: LENT_NETWORK });
+    const lentBy: Array<[string, readonly AddressRequest[]]> = [[MIGRATION_LENDER, requests]];
+    if (placeholders.length > 0) lentBy.push([node, await tier.requestsLentBy(node)]);
+    for (const [lender, lent] of lentBy)
+      for (const request of lent)
         for (const grant of request.grants) {
           if (grant.lender !== lender) continue;
           granted.add(grantKey(request.pool, request.node, grant.address));
@@ -202,7 +215,7 @@ export class Lender {
     const now = clock.monotonic();
     const released: string[] = [];
     const seen = new Set<string>();
-    for (const placeholder of await store.list({ network: LENT_NETWORK, node })) {
+    for (const placeholder of placeholders) {
       const id = `${placeholder.pool} ${placeholder.address}`;
       seen.add(id);
       if (granted.has(grantKey(rangePoolOfKey(placeholder.pool), placeholder.containerID, placeholder.address))) {
