@@ -114,6 +114,16 @@ describe('after warren migrate whereabouts', () => {
       assert.equal(new Set(handedOut).size, t.capacity - migrated.length);
       await c.assertNoDuplicate(range.pool);
 
+      // Once the agents adopted the grants and published their blocks, running the migration again
+      // finds every address held for its own attachment: nothing recorded twice, no conflict.
+      for (const n of c.nodes) await n.store.flush();
+      const again = await migrateWhereabouts({ reader: new FixtureReader(), tier: c.tier, dryRun: false, now: 2_000 });
+      assert.deepEqual(
+        again.entries.filter((e) => e.outcome !== 'pod-gone' && e.outcome !== 'stale').map((e) => e.outcome),
+        EXPECTED_OUTCOMES.filter((o) => o.outcome === 'recorded').map(() => 'already-recorded'),
+        JSON.stringify(again.entries.filter((e) => e.outcome !== 'already-recorded')),
+      );
+
       // The first migrated pod goes: its release frees its address, which the next ADD gets.
       const [gone] = migrated;
       assert.ok(gone?.node !== undefined);
