@@ -35,9 +35,14 @@ export type Decision =
   | { readonly kind: 'full' }
   /**
    * The store moved under the round: decide again. `admissionLost`: the range's admission was
-   * retired by another process (admission.ts), so admit it again first.
+   * retired by another process (admission.ts), so admit it again first. `wait`: first wait for
+   * something other nodes send (lending's grants) OUTSIDE the range's locks; false: nothing came.
    */
-  | { readonly kind: 'conflict'; readonly admissionLost?: true };
+  | {
+      readonly kind: 'conflict';
+      readonly admissionLost?: true;
+      readonly wait?: () => Promise<boolean>;
+    };
 
 /** The record of a new allocation of `address` in `span` (the range or one of its blocks). */
 export function recordOf(
@@ -87,4 +92,15 @@ export function matchRequested(
     out.set(range, ip);
   }
   return out;
+}
+
+/** How many times one ADD waits for other nodes (a conflict's `wait`) before reporting the range full. */
+export const MAX_WAITS = 2;
+
+/** A round's answer: wait for `until` outside the range's locks, then decide again (false: nothing came). */
+export class Waiting {
+  readonly until: () => Promise<boolean>;
+  constructor(until: () => Promise<boolean>) {
+    this.until = until;
+  }
 }
