@@ -85,9 +85,8 @@ describe('after warren migrate whereabouts', () => {
         );
       }
 
-      // Every other address is handed out, from every node, and the migrated ones never. (Not on
-      // to exhaustion: an ADD waiting for grants holds the range's lock on the manual clock, which
-      // a lending round adopting migrated grants of the range then waits for.)
+      // Every other address is handed out, from every node, and the migrated ones never; then the
+      // range is full (an ADD waiting for grants meanwhile holds no lock the lending rounds need).
       const handedOut: string[] = [];
       for (let i = 0; i < t.capacity - migrated.length; i++) {
         const node = c.nodes[i % c.nodes.length];
@@ -104,6 +103,10 @@ describe('after warren migrate whereabouts', () => {
         assert.ok(Array.isArray(outcome) && outcome[0] !== undefined);
         handedOut.push(outcome[0].allocation.address);
       }
+      const extra = { network: t.network, containerID: 'one-too-many', ifname: 'net1' };
+      await assert.rejects(c.settle(c.nodes[0]?.allocator.allocate({ owner: extra, ranges }) ?? Promise.resolve()), {
+        code: 'POOL_EXHAUSTED',
+      });
       for (const o of migrated)
         assert.ok(!handedOut.includes(o.address), `${o.address} handed out while ${o.pod} lives`);
       assert.equal(new Set(handedOut).size, t.capacity - migrated.length);
