@@ -104,9 +104,9 @@ describe('after warren migrate whereabouts', () => {
         handedOut.push(outcome[0].allocation.address);
       }
       const extra = { network: t.network, containerID: 'one-too-many', ifname: 'net1' };
-      await assert.rejects(c.settle(c.nodes[0]?.allocator.allocate({ owner: extra, ranges }) ?? Promise.resolve()), {
-        code: 'POOL_EXHAUSTED',
-      });
+      const first = c.nodes[0];
+      assert.ok(first);
+      await assert.rejects(c.settle(first.allocator.allocate({ owner: extra, ranges })), { code: 'POOL_EXHAUSTED' });
       for (const o of migrated)
         assert.ok(!handedOut.includes(o.address), `${o.address} handed out while ${o.pod} lives`);
       assert.equal(new Set(handedOut).size, t.capacity - migrated.length);
