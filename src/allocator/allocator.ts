@@ -203,13 +203,15 @@ export class Allocator {
     request: AllocateRequest,
     requested: IPAddress | undefined,
   ): Promise<Assignment> {
+    let since: number | undefined; // when this ADD first waited: its waits share one deadline
     for (let waits = 0; ; waits++) {
       const outcome = await this.#roundsInRange(range, request, requested);
       if (!(outcome instanceof Waiting)) return outcome;
       // Waiting for other nodes (lending's grants) outside the range's locks, so the lending round
       // adopting grants of this range, and other ADDs, are not held up meanwhile; then decide again
       // under the locks (every commit is at the revision read: nothing is handed out twice).
-      if (waits >= MAX_WAITS || !(await outcome.until())) throw await this.#exhausted(range);
+      since ??= this.#clock.monotonic();
+      if (waits >= MAX_WAITS || !(await outcome.until(since))) throw await this.#exhausted(range);
     }
   }
 

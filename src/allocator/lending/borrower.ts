@@ -103,15 +103,16 @@ export class Borrower {
   }
 
   /**
-   * Waits (`waitMs` on the clock) until the request of `range` holds a grant not adopted here: true
-   * then (the caller takes the range pool's lock again and adopts it), false when none came in time.
+   * Waits until the request of `range` holds a grant not adopted here: true then (the caller takes
+   * the range pool's lock again and adopts it), false when none came by `waitMs` on the clock after
+   * `since` (one ADD's waits share that deadline).
    * Reads only: it holds no lock, so lending rounds (adopting, lending) and other ADDs go on meanwhile.
    */
-  async waitForGrants(range: RangeSpec): Promise<boolean> {
+  async waitForGrants(range: RangeSpec, since: number = this.#o.clock.monotonic()): Promise<boolean> {
     const { tier, node, clock } = this.#o;
     const waitMs = this.#o.waitMs ?? 15_000;
     const pollMs = this.#o.pollMs ?? 250;
-    const deadline = clock.monotonic() + waitMs;
+    const deadline = since + waitMs;
     while (clock.monotonic() < deadline) {
       await new Promise<void>((resolve) => clock.setTimer(Math.min(pollMs, deadline - clock.monotonic()), resolve));
       const request = await this.#reach(range, 'read its address request', () => tier.requestOf(range.pool, node));

@@ -104,7 +104,7 @@ export class Lending {
     // Blocks of one address are never lent (loans.ts): with every one claimed, the range is full here.
     if (range.blockPrefix >= bitsOf(range.family)) return { kind: 'full' };
     if ((await this.#borrower.ask(range)) > 0) return { kind: 'conflict' };
-    return { kind: 'conflict', wait: () => this.#borrower.waitForGrants(range) };
+    return { kind: 'conflict', wait: (since) => this.#borrower.waitForGrants(range, since) };
   }
 
   /**
