@@ -101,6 +101,48 @@ describe('lending: migrated addresses in their blocks', () => {
     await c.assertNoDuplicate(POOL);
   });
 
+  it("in another node's block of one address are refused by name, never adopted under the block's own key", async () => {
+    const c = new LendingCluster(['n1', 'n2']);
+    clusters.push(c);
+    // No block_size: the /28 is split into blocks of one address on this store.
+    const tiny = rangesOf({ range: '10.13.0.0/28' });
+    const pool = tiny[0]?.pool ?? '';
+    const request = await c.tier.ask(pool, 'n2', 0);
+    const holder = {
+      pool,
+      address: '10.13.0.9',
+      network: 'net',
+      containerID: 'sandbox-web-3',
+      ifname: 'eth0',
+      node: 'n2',
+    };
+    const grant = { address: '10.13.0.9', lender: MIGRATION_LENDER, holder: { ...holder, createdAt: c.clock.now() } };
+    assert.ok(await c.tier.updateRequest(request, [grant], 0));
+    // n2 serves the range (it knows the split); n1 then claims every other block, .9's among them.
+    await c.node('n2').allocator.allocate({ owner: owner('b0'), ranges: tiny });
+    const got: string[] = [];
+    for (let i = 0; i < 12; i++) {
+      const [a] = await c.node('n1').allocator.allocate({ owner: owner(`a${i}`), ranges: tiny });
+      got.push(a?.allocation.address ?? '');
+    }
+    assert.ok(!got.includes('10.13.0.9'), got.join(' '));
+    const placeholders = await c.node('n1').store.list({ network: LENT_NETWORK });
+    assert.deepEqual(
+      placeholders.map((p) => [p.address, p.containerID]),
+      [['10.13.0.9', 'n2']],
+    );
+    const report = await c.node('n2').allocator.lend(LONG);
+    assert.equal(report.adopted, 0);
+    assert.match(
+      report.errors.join('\n'),
+      /migrated address 10\.13\.0\.9 .* not adopted on node n2: its block is one address/,
+    );
+    assert.deepEqual(await c.node('n2').store.list({ address: '10.13.0.9' }), []);
+    // Told once; the address stays held by n1 for the pod.
+    assert.deepEqual((await c.node('n2').allocator.lend(LONG)).errors, []);
+    assert.equal((await c.node('n1').store.list({ network: LENT_NETWORK })).length, 1);
+  });
+
   it('are adopted by a lending round that completes while an ADD of their range waits for grants', async () => {
     const c = new LendingCluster(['n1', 'n2']);
     clusters.push(c);
