@@ -28,7 +28,7 @@ import { inRangePool, rangePoolOfKey } from '../ipam/blocks.ts';
 import type { RangeSpec } from '../ipam/range.ts';
 import type { Store } from '../store/store.ts';
 import { OverlapAdmission, addressSpaceOf } from './admission.ts';
-import { type AllocateRequest, type Assignment, matchRequested } from './assignment.ts';
+import { type AllocateRequest, type Assignment, MAX_WAITS, Waiting, matchRequested } from './assignment.ts';
 import { BlockAssigner } from './block-assigner.ts';
 import { CONFLICT, retryOnConflict } from './commit-loop.ts';
 import { type ForgottenNode, forgetNode } from './forget-node.ts';
@@ -203,55 +203,77 @@ export class Allocator {
     request: AllocateRequest,
     requested: IPAddress | undefined,
   ): Promise<Assignment> {
+    let since: number | undefined; // when this ADD first waited: its waits share one deadline
+    for (let waits = 0; ; waits++) {
+      const outcome = await this.#roundsInRange(range, request, requested);
+      if (!(outcome instanceof Waiting)) return outcome;
+      // Waiting for other nodes (lending's grants) outside the range's locks, so the lending round
+      // adopting grants of this range, and other ADDs, are not held up meanwhile; then decide again
+      // under the locks (every commit is at the revision read: nothing is handed out twice).
+      since ??= this.#clock.monotonic();
+      if (waits >= MAX_WAITS || !(await outcome.until(since))) throw await this.#exhausted(range);
+    }
+  }
+
+  /** Rounds under the range's locks: the assignment, or what to wait for before deciding again. */
+  async #roundsInRange(
+    range: RangeSpec,
+    request: AllocateRequest,
+    requested: IPAddress | undefined,
+  ): Promise<Assignment | Waiting> {
     // Ranges of one network_name and family may overlap across configs: allocations in them are
     // decided one at a time here, so an overlap admitted below cannot race an allocation.
     return this.#locks.run(addressSpaceOf(range), () =>
       this.#locks.run(range.pool, () =>
-        retryOnConflict({ subject: `pool ${range.pool}`, action: 'allocate' }, this.#maxAttempts, async (attempt) => {
-          // A look-up after the first round; admitted again only after a commit said another agent
-          // retired this range's admission (admission.ts), which then refuses while that range holds.
-          const guard = await this.#admission.admit(range);
-          // With blocks the first round skips the owner look-up: the commit itself refuses a second
-          // address for one owner (the store's owner-per-pool rule), and a retried ADD lands here
-          // on the second round, where the look-up finds what it holds.
-          const held =
-            this.#blocks !== null && attempt === 1
-              ? undefined
-              : (await this.#store.findByOwner(request.owner)).find((a) => rangePoolOfKey(a.pool) === range.pool);
-          if (held !== undefined) {
-            if (requested !== undefined && held.address !== formatIP(requested)) {
-              throw new WarrenError(
-                'ADDRESS_UNAVAILABLE',
-                `container ${request.owner.containerID} (${request.owner.ifname}) already holds ` +
-                  `${held.address} in ${range.pool}, not the requested ${formatIP(requested)}`,
-              );
+        retryOnConflict<Assignment | Waiting>(
+          { subject: `pool ${range.pool}`, action: 'allocate' },
+          this.#maxAttempts,
+          async (attempt) => {
+            // A look-up after the first round; admitted again only after a commit said another agent
+            // retired this range's admission (admission.ts), which then refuses while that range holds.
+            const guard = await this.#admission.admit(range);
+            // With blocks the first round skips the owner look-up: the commit itself refuses a second
+            // address for one owner (the store's owner-per-pool rule), and a retried ADD lands here
+            // on the second round, where the look-up finds what it holds.
+            const held =
+              this.#blocks !== null && attempt === 1
+                ? undefined
+                : (await this.#store.findByOwner(request.owner)).find((a) => rangePoolOfKey(a.pool) === range.pool);
+            if (held !== undefined) {
+              if (requested !== undefined && held.address !== formatIP(requested)) {
+                throw new WarrenError(
+                  'ADDRESS_UNAVAILABLE',
+                  `container ${request.owner.containerID} (${request.owner.ifname}) already holds ` +
+                    `${held.address} in ${range.pool}, not the requested ${formatIP(requested)}`,
+                );
+              }
+              // A re-ADD in another namespace (a container restarted without a DEL): the record must say
+              // where the address lives now, or that namespace's removal would be taken for its end.
+              if (request.netns !== undefined && held.netns !== request.netns) {
+                const moved = await this.#relocate(held, request.netns);
+                return moved === CONFLICT ? CONFLICT : { range, allocation: moved, fresh: false };
+              }
+              return { range, allocation: held, fresh: false };
             }
-            // A re-ADD in another namespace (a container restarted without a DEL): the record must say
-            // where the address lives now, or that namespace's removal would be taken for its end.
-            if (request.netns !== undefined && held.netns !== request.netns) {
-              const moved = await this.#relocate(held, request.netns);
-              return moved === CONFLICT ? CONFLICT : { range, allocation: moved, fresh: false };
+            const decision =
+              this.#blocks !== null
+                ? await this.#blocks.decide(range, request, requested, guard)
+                : await this.#assigner.decide(range, range, request, requested, guard);
+            switch (decision.kind) {
+              case 'done':
+                return decision.assignment;
+              case 'full':
+                throw await this.#exhausted(range);
+              case 'conflict':
+                if (decision.admissionLost === true) this.#admission.forget(range.pool);
+                return decision.wait === undefined ? CONFLICT : new Waiting(decision.wait);
+              default: {
+                const never: never = decision;
+                throw new Error(`unhandled decision ${JSON.stringify(never)}`);
+              }
             }
-            return { range, allocation: held, fresh: false };
-          }
-          const decision =
-            this.#blocks !== null
-              ? await this.#blocks.decide(range, request, requested, guard)
-              : await this.#assigner.decide(range, range, request, requested, guard);
-          switch (decision.kind) {
-            case 'done':
-              return decision.assignment;
-            case 'full':
-              throw await this.#exhausted(range);
-            case 'conflict':
-              if (decision.admissionLost === true) this.#admission.forget(range.pool);
-              return CONFLICT;
-            default: {
-              const never: never = decision;
-              throw new Error(`unhandled decision ${JSON.stringify(never)}`);
-            }
-          }
-        }),
+          },
+        ),
       ),
     );
   }

@@ -35,9 +35,15 @@ export type Decision =
   | { readonly kind: 'full' }
   /**
    * The store moved under the round: decide again. `admissionLost`: the range's admission was
-   * retired by another process (admission.ts), so admit it again first.
+   * retired by another process (admission.ts), so admit it again first. `wait`: first wait for
+   * something other nodes send (lending's grants) OUTSIDE the range's locks, until the wait that
+   * began at `since` (monotonic ms; one ADD's waits share it) is over; false: nothing came.
    */
-  | { readonly kind: 'conflict'; readonly admissionLost?: true };
+  | {
+      readonly kind: 'conflict';
+      readonly admissionLost?: true;
+      readonly wait?: (since: number) => Promise<boolean>;
+    };
 
 /** The record of a new allocation of `address` in `span` (the range or one of its blocks). */
 export function recordOf(
@@ -87,4 +93,18 @@ export function matchRequested(
     out.set(range, ip);
   }
   return out;
+}
+
+/**
+ * How many times one ADD waits for other nodes (a conflict's `wait`, all within one deadline)
+ * before reporting the range full: grants that came may go to other ADDs under way meanwhile.
+ */
+export const MAX_WAITS = 4;
+
+/** A round's answer: wait for `until` outside the range's locks, then decide again (false: nothing came). */
+export class Waiting {
+  readonly until: (since: number) => Promise<boolean>;
+  constructor(until: (since: number) => Promise<boolean>) {
+    this.until = until;
+  }
 }

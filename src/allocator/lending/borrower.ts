@@ -11,9 +11,11 @@
  *   holder's allocation, so the pod keeps its address and its release frees it like any other;
  * - a loan pool is used only while it is not marked given back (loan-return.ts); a grant of an
  *   address given back earlier takes the mark off again;
- * - the wait is bounded (`waitMs` on the clock): no grant in time answers 0, for the caller to
+ * - the wait is bounded (`waitMs` on the clock): no grant in time answers false, for the caller to
  *   report the range full (POOL_EXHAUSTED); a cluster that cannot be reached is TRY_AGAIN naming it;
- * - the caller holds the range pool's lock (allocator.ts): no two borrows of one range at once.
+ * - asking and adopting run under the range pool's lock (allocator.ts): no two borrows of one range
+ *   at once; the wait for grants runs outside it (reads only), so a lending round adopting grants of
+ *   the range is not held up by an ADD waiting there.
  */
 import type { Clock } from '../../core/clock.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
@@ -26,6 +28,7 @@ import type { PoolAssigner } from '../pool-assigner.ts';
 import type { PoolCache } from '../pool-cache.ts';
 import { isLoanKey } from '../../ipam/loan-key.ts';
 import { RETURNED_NETWORK, loanAddressOf, loanKey, loanSpan } from './loans.ts';
+import { isMigrated } from './migrated.ts';
 
 export interface BorrowerOptions {
   readonly store: Store;
@@ -82,41 +85,69 @@ export class Borrower {
   }
 
   /**
-   * Asks the owners of `range` for addresses and waits for grants: the number of loan pools adopted
-   * (0 when none came within the wait). Grants already there and not yet adopted are adopted first,
-   * without asking.
+   * Asks the owners of `range` for addresses: the number of loan pools adopted now (grants already
+   * there and not yet adopted are adopted first, without asking); 0 when the caller must wait for
+   * grants (`waitForGrants`, outside the range pool's lock).
    */
-  async borrow(range: RangeSpec): Promise<number> {
-    const { tier, node, clock } = this.#o;
-    const waitMs = this.#o.waitMs ?? 15_000;
-    const pollMs = this.#o.pollMs ?? 250;
+  async ask(range: RangeSpec): Promise<number> {
+    const { tier, node } = this.#o;
     const wanted = Math.max(1, this.#o.demand(range.pool));
-    let request = await this.#reach(range, 'read its address request', () => tier.requestOf(range.pool, node));
+    const request = await this.#reach(range, 'read its address request', () => tier.requestOf(range.pool, node));
     if (request !== undefined) {
       const adopted = await this.adopt(range, request);
       if (adopted > 0) return adopted;
     }
     if (request === undefined || request.wanted < wanted)
-      request = await this.#reach(range, 'ask for addresses', () => tier.ask(range.pool, node, wanted));
-    const deadline = clock.monotonic() + waitMs;
-    while (clock.monotonic() < deadline) {
-      await new Promise<void>((resolve) => clock.setTimer(Math.min(pollMs, deadline - clock.monotonic()), resolve));
-      request = await this.#reach(range, 'read its address request', () => tier.requestOf(range.pool, node));
-      if (request === undefined) continue;
-      const adopted = await this.adopt(range, request);
-      if (adopted > 0) return adopted;
-    }
+      await this.#reach(range, 'ask for addresses', () => tier.ask(range.pool, node, wanted));
     return 0;
   }
 
   /**
+   * Waits until the request of `range` holds a grant not adopted here: true then (the caller takes
+   * the range pool's lock again and adopts it), false when none came by `waitMs` on the clock after
+   * `since` (one ADD's waits share that deadline).
+   * Reads only: it holds no lock, so lending rounds (adopting, lending) and other ADDs go on meanwhile.
+   */
+  async waitForGrants(range: RangeSpec, since: number = this.#o.clock.monotonic()): Promise<boolean> {
+    const { tier, node, clock } = this.#o;
+    const waitMs = this.#o.waitMs ?? 15_000;
+    const pollMs = this.#o.pollMs ?? 250;
+    const deadline = since + waitMs;
+    while (clock.monotonic() < deadline) {
+      await new Promise<void>((resolve) => clock.setTimer(Math.min(pollMs, deadline - clock.monotonic()), resolve));
+      const request = await this.#reach(range, 'read its address request', () => tier.requestOf(range.pool, node));
+      if (request === undefined) continue;
+      for (const grant of request.grants) if (await this.#adoptable(range, grant)) return true;
+    }
+    return false;
+  }
+
+  /**
    * Adopts every grant of `request` that has no loan pool in use here: the number adopted. A grant
-   * whose commit met a change is left for the next look.
+   * whose commit met a change is left for the next look. Migrated grants (with a holder) are left
+   * to the lending round (migrated.ts), which knows where their pod's allocation belongs.
    */
   async adopt(range: LoanRange, request: AddressRequest): Promise<number> {
     let adopted = 0;
-    for (const grant of request.grants) if (await this.#adoptOne(range, grant)) adopted += 1;
+    for (const grant of request.grants) if (!isMigrated(grant) && (await this.#adoptOne(range, grant))) adopted += 1;
     return adopted;
+  }
+
+  /** Adopts the migrated `grant` into its loan pool, as its holder's allocation: whether it was. */
+  adoptMigrated(range: LoanRange, grant: Grant): Promise<boolean> {
+    return this.#adoptOne(range, grant);
+  }
+
+  /** Whether `grant` is a loan this node could adopt now (its loan pool unused, or only marked given back). */
+  async #adoptable(range: LoanRange, grant: Grant): Promise<boolean> {
+    const ip = parseIP(grant.address);
+    if (isMigrated(grant) || ip === undefined || ip.family !== range.family) return false;
+    const key = loanKey(range.pool, range.family, ip.value);
+    const read = await this.#o.store.readPool(key);
+    if (read.kind !== 'snapshot') return false;
+    if (read.revision === 0 || read.allocations.length === 0) return true;
+    const held = await this.#o.store.list({ pool: key });
+    return held.length === 1 && held[0]?.network === RETURNED_NETWORK;
   }
 
   async #adoptOne(range: LoanRange, grant: Grant): Promise<boolean> {

@@ -14,7 +14,8 @@
  *   monotonic clock, so nothing stays lent for ever, and never sooner, so an answer under way (its
  *   placeholder committed, its grant not yet written) is not undone;
  * - an address a migration recorded (grant lender `whereabouts`) in a block of this node is held as
- *   a placeholder like a loan of this node's: the node takes over as its lender;
+ *   a placeholder like a loan of this node's: the node takes over as its lender; one granted to
+ *   this node itself is left to adopting (migrated.ts), which records it as its pod's allocation;
  * - what is lent follows grant-policy.ts; local commits run under the range pool's lock, requests
  *   to the cluster outside it.
  */
@@ -248,6 +249,9 @@ export class Lender {
         for (const block of await this.#ownBlocks(pool)) {
           const taken = new Set(block.taken);
           const chosen = grants.flatMap(({ request, grant }) => {
+            // Granted to this node: its pod's allocation, which adopting records (migrated.ts), never
+            // a placeholder lent to itself.
+            if (request.node === this.#o.node) return [];
             const ip = parseIP(grant.address);
             // Held already (or, if by a pod, a conflict the migration reported and left to the operator).
             if (ip === undefined || ip.value < block.span.first || ip.value > block.span.last || taken.has(ip.value))

@@ -18,8 +18,7 @@
 import type { Clock } from '../../core/clock.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import type { KeyedMutex } from '../../core/keyed-mutex.ts';
-import { momentOf } from '../../core/moment.ts';
-import { bitsOf, parseIP } from '../../ipam/address.ts';
+import { bitsOf } from '../../ipam/address.ts';
 import type { Block } from '../../ipam/blocks.ts';
 import { parsePoolKey } from '../../ipam/pool-key.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
@@ -31,7 +30,8 @@ import type { PoolCache } from '../pool-cache.ts';
 import { Borrower } from './borrower.ts';
 import { Lender } from './lender.ts';
 import { LoanReturn } from './loan-return.ts';
-import { MIGRATION_LENDER, placeholderOf } from './loans.ts';
+import { MIGRATION_LENDER } from './loans.ts';
+import { MigratedAddresses, isMigrated } from './migrated.ts';
 import { blockKeyPrefix } from '../../ipam/blocks.ts';
 
 export interface LendingOptions {
@@ -68,6 +68,9 @@ export class Lending {
    * looks here, so claiming a block costs no request more; read at the first claim after a start.
    */
   #migrated: readonly AddressRequest[] | undefined;
+  readonly #migratedAddresses: MigratedAddresses;
+  /** Migrated addresses whose adoption was refused, already reported (`pool address`). */
+  readonly #refused = new Set<string>();
 
   constructor(options: LendingOptions) {
     this.#o = options;
@@ -84,6 +87,7 @@ export class Lending {
     });
     this.#lender = new Lender({ store, tier, node, clock, pools, locks, rangeOf });
     this.#return = new LoanReturn({ store, tier, node, clock, pools, locks });
+    this.#migratedAddresses = new MigratedAddresses({ store, tier, node, clock, pools });
   }
 
   /** One round in a free loan pool of `range` (a local read, no request), or undefined when none is free. */
@@ -92,11 +96,15 @@ export class Lending {
     return this.#borrower.fromLoans(range, request, summaries, guard);
   }
 
-  /** No free block and no free loan: asks the owners; `conflict` (decide again) once a grant is adopted. */
+  /**
+   * No free block and no free loan: asks the owners; `conflict` (decide again) once a grant is
+   * adopted, or `conflict` with `wait` (wait for grants outside the range's locks, then decide again).
+   */
   async borrow(range: RangeSpec): Promise<Decision> {
     // Blocks of one address are never lent (loans.ts): with every one claimed, the range is full here.
     if (range.blockPrefix >= bitsOf(range.family)) return { kind: 'full' };
-    return (await this.#borrower.borrow(range)) > 0 ? { kind: 'conflict' } : { kind: 'full' };
+    if ((await this.#borrower.ask(range)) > 0) return { kind: 'conflict' };
+    return { kind: 'conflict', wait: (since) => this.#borrower.waitForGrants(range, since) };
   }
 
   /**
@@ -108,7 +116,7 @@ export class Lending {
    * TRY_AGAIN when they were never read and the cluster cannot be reached.
    */
   async migratedIn(range: RangeSpec, block: Block): Promise<PoolOp[]> {
-    const { tier, clock } = this.#o;
+    const { tier } = this.#o;
     let requests = this.#migrated;
     if (requests === undefined) {
       try {
@@ -122,21 +130,7 @@ export class Lending {
         );
       }
     }
-    const ops: PoolOp[] = [];
-    const now = momentOf(clock);
-    for (const request of requests) {
-      if (request.pool !== range.pool) continue;
-      for (const grant of request.grants) {
-        const ip = parseIP(grant.address);
-        if (grant.lender !== MIGRATION_LENDER || ip === undefined || ip.family !== range.family) continue;
-        if (ip.value < block.span.first || ip.value > block.span.last) continue;
-        ops.push({
-          op: 'allocate',
-          allocation: placeholderOf(block.key, range.family, ip.value, request.node, now),
-        });
-      }
-    }
-    return ops;
+    return this.#migratedAddresses.claimOps(range, block, requests);
   }
 
   /**
@@ -175,20 +169,61 @@ export class Lending {
     return this.#migrated;
   }
 
-  /** Records the addresses a migration granted this node as their holders' allocations. */
+  /**
+   * Records the addresses a migration granted this node as their holders' allocations (migrated.ts):
+   * in their blocks once this node knows how the range is split, in loan pools before.
+   */
   async #adoptMigrated(requests: readonly AddressRequest[], errors: string[]): Promise<number> {
     const { node, locks } = this.#o;
     let adopted = 0;
     for (const request of requests) {
       const key = parsePoolKey(request.pool);
       if (request.node !== node || key === undefined) continue;
-      const range = { pool: request.pool, family: key.family };
+      const loanRange = { pool: request.pool, family: key.family };
       try {
-        adopted += await locks.run(request.pool, () => this.#borrower.adopt(range, request));
+        const done: string[] = [];
+        adopted += await locks.run(request.pool, async () => {
+          const range = await this.#splitRange(request.pool);
+          let n = 0;
+          for (const grant of request.grants) {
+            if (!isMigrated(grant)) continue;
+            const outcome = range === undefined ? 'loan' : await this.#migratedAddresses.adopt(range, grant, requests);
+            if (outcome === 'adopted' || outcome === 'held' || outcome === 'released') done.push(grant.address);
+            if (outcome === 'adopted') n += 1;
+            else if (outcome === 'loan' && (await this.#borrower.adoptMigrated(loanRange, grant))) n += 1;
+            else if (outcome === 'refused') this.#refuse(request.pool, grant.address, errors);
+          }
+          return n + (await this.#borrower.adopt(loanRange, request));
+        });
+        // In its block, the pod's allocation is this node's like any other: the grant goes (a lost
+        // write is done again next round, which finds the allocation recorded).
+        if (done.length > 0) {
+          const kept = request.grants.filter((g) => !(isMigrated(g) && done.includes(g.address)));
+          await this.#o.tier.updateRequest(request, kept, request.wanted);
+        }
       } catch (error) {
         errors.push(`adopting migrated addresses of ${request.pool}: ${messageOf(error)}`);
       }
     }
     return adopted;
+  }
+
+  /** Reports, once, a migrated address refused: a one-address block of another node, which holds it for this one. */
+  #refuse(pool: string, address: string, errors: string[]): void {
+    if (this.#refused.has(`${pool} ${address}`)) return;
+    this.#refused.add(`${pool} ${address}`);
+    errors.push(
+      `migrated address ${address} of ${pool} not adopted on node ${this.#o.node}: its block is one address, ` +
+        'held by another node (which keeps it held for this one)',
+    );
+  }
+
+  /** The range as split in the store (its pinned block size), once this node served it; else undefined. */
+  async #splitRange(pool: string): Promise<RangeSpec | undefined> {
+    const configured = this.#o.rangeOf(pool);
+    if (configured === undefined) return undefined;
+    const summary = (await this.#o.store.pools(pool)).find((p) => p.pool === pool);
+    const blockPrefix = summary?.description?.blockPrefix;
+    return blockPrefix === undefined ? undefined : { ...configured, blockPrefix };
   }
 }

@@ -1,0 +1,151 @@
+/**
+ * Addresses a migration recorded (`warren migrate whereabouts`: grants of lender `whereabouts`,
+ * each naming the pod's allocation as its `holder`), on a two-tier store: how the node a grant
+ * names (the pod's node) adopts it, and what claiming a block that holds such addresses commits.
+ *
+ * Guarantees:
+ * - a block claimed holding migrated addresses takes, in the claim's own commit, each one granted
+ *   to THIS node as its holder's allocation, and each one granted to another node as a placeholder
+ *   lent to it (loans.ts): never a placeholder lent to itself, never an address already recorded;
+ * - adopting a migrated grant, once this node knows how the range is split (it served the range):
+ *   the block holding the address, unclaimed, is claimed for this node with the holder's allocation
+ *   (an ordinary own block); this node's already, the allocation is committed in it; another
+ *   node's (which holds a placeholder for it, lender.ts), the address is adopted into a loan pool,
+ *   except in a range of one-address blocks, where the loan pool's key would be the block's key:
+ *   that is REFUSED (reported, nothing committed; the other node keeps the address held for the
+ *   pod; once the pod's release emptied what this node recorded, the grant goes, and the
+ *   other node's placeholder with it);
+ * - before this node knows the split, the grant is adopted into its loan pool key (borrower.ts),
+ *   so the pod's release frees it from the start; should the range turn out to be split into
+ *   one-address blocks, that pool is the block itself, claimed for this node at a later round when
+ *   nobody holds it (a claim skips what is already recorded), or left as it is when another node does;
+ * - an address is recorded once: an address already recorded here (in its block or its loan pool) is
+ *   not recorded again; every commit is at the revision read, under the range pool's lock; a grant
+ *   adopted into its block is then removed (the caller), so it is adopted once. (Left open: a pod
+ *   released after its block's claim recorded it and before the next round removed its grant is
+ *   recorded again; the garbage collection of gone containers frees it.)
+ */
+import { formatIP, bitsOf, parseIP } from '../../ipam/address.ts';
+import type { Allocation } from '../../ipam/allocation.ts';
+import { type Block, blockAt } from '../../ipam/blocks.ts';
+import { loanKey } from '../../ipam/loan-key.ts';
+import type { RangeSpec } from '../../ipam/range.ts';
+import type { AddressRequest, ClusterTier, Grant } from '../../store/cluster-tier.ts';
+import type { PoolOp, Store } from '../../store/store.ts';
+import { momentOf } from '../../core/moment.ts';
+import type { Clock } from '../../core/clock.ts';
+import type { PoolCache } from '../pool-cache.ts';
+import { metadataOps } from '../pool-metadata.ts';
+import { MIGRATION_LENDER, placeholderOf } from './loans.ts';
+
+export interface MigratedOptions {
+  readonly store: Store;
+  readonly tier: ClusterTier;
+  readonly node: string;
+  readonly clock: Clock;
+  readonly pools: PoolCache;
+}
+
+/** A grant the migration wrote: its lender is `whereabouts` and it names the pod's allocation. */
+export function isMigrated(grant: Grant): grant is Grant & { readonly holder: Allocation } {
+  return grant.lender === MIGRATION_LENDER && grant.holder !== undefined;
+}
+
+/**
+ * What adopting one migrated grant came to. `adopted`, `held`: its holder's allocation is in its
+ * block, this node's (now, or already): the grant has done its work, the caller removes it, so a
+ * release of the pod is never followed by recording it again. `released`: recorded here once and
+ * released since (one-address blocks): the caller removes the grant, so a node holding a
+ * placeholder for it lets the address go. `held-loan`: in its loan pool
+ * already (the grant stays: it is the loan). `loan`: another node holds its block (larger than one
+ * address): the caller adopts it into its loan pool (borrower.ts).
+ */
+export type Adoption = 'adopted' | 'held' | 'released' | 'held-loan' | 'refused' | 'retry' | 'loan';
+
+export class MigratedAddresses {
+  readonly #o: MigratedOptions;
+
+  constructor(options: MigratedOptions) {
+    this.#o = options;
+  }
+
+  /**
+   * The ops a claim of `block` commits for the migrated addresses in it (`requests`: the requests
+   * holding the migration's grants): the holder's allocation for this node's, a placeholder for
+   * another node's, nothing for an address the block already records here.
+   */
+  async claimOps(range: RangeSpec, block: Block, requests: readonly AddressRequest[]): Promise<PoolOp[]> {
+    const { store, node, clock } = this.#o;
+    const read = await store.readPool(block.key);
+    const recorded = new Set(
+      read.kind === 'snapshot' ? [...read.allocations, ...read.resting.map((r) => r.address)] : [],
+    );
+    const ops: PoolOp[] = [];
+    const now = momentOf(clock);
+    for (const request of requests) {
+      if (request.pool !== range.pool) continue;
+      for (const grant of request.grants) {
+        const ip = parseIP(grant.address);
+        if (grant.lender !== MIGRATION_LENDER || ip === undefined || ip.family !== range.family) continue;
+        if (ip.value < block.span.first || ip.value > block.span.last) continue;
+        const text = formatIP(ip);
+        if (recorded.has(text)) continue;
+        recorded.add(text);
+        // Adopted into its loan pool before this node knew the range's split: recorded already.
+        if (request.node === node && (await this.#inLoanPool(range, block, ip.value))) continue;
+        // Granted to this node: the pod lives here, so the claim records its allocation itself.
+        const allocation =
+          request.node === node && grant.holder !== undefined
+            ? { ...grant.holder, pool: block.key, address: text, node }
+            : placeholderOf(block.key, range.family, ip.value, request.node, now);
+        ops.push({ op: 'allocate', allocation });
+      }
+    }
+    return ops;
+  }
+
+  /**
+   * Adopts `grant` (migrated, granted to this node) in `range` as split in the store (the caller
+   * holds the range pool's lock). `requests`: every request holding the migration's grants, for
+   * the others a claim holds.
+   */
+  async adopt(range: RangeSpec, grant: Grant, requests: readonly AddressRequest[]): Promise<Adoption> {
+    const { store, tier, node, pools } = this.#o;
+    const ip = parseIP(grant.address);
+    if (ip === undefined || ip.family !== range.family || !isMigrated(grant)) return 'refused';
+    const block = blockAt(range, ip.value);
+    const read = await store.readPool(block.key);
+    if (read.kind !== 'snapshot') return 'retry';
+    const recorded = read.allocations.includes(grant.address);
+    // Recorded in its own block of this node, or (larger blocks) in its loan pool: adopted already.
+    if (recorded && read.affinity === node) return 'held';
+    if (!recorded && (await this.#inLoanPool(range, block, ip.value))) return 'held-loan';
+    // A one-address block recorded here before (adopted while the split was unknown, or claimed)
+    // and emptied since: the pod's release freed it; recording it again would undo that.
+    if (!recorded && read.revision > 0 && range.blockPrefix >= bitsOf(range.family)) return 'released';
+    const claim = await tier.claimOf(block.key);
+    if (claim !== undefined && claim.node !== node)
+      return range.blockPrefix >= bitsOf(range.family) ? 'refused' : 'loan';
+    const ops: PoolOp[] =
+      claim === undefined
+        ? [{ op: 'claim', node }, ...metadataOps(block.span, 0), ...(await this.claimOps(range, block, requests))]
+        : recorded
+          ? []
+          : [{ op: 'allocate', allocation: { ...grant.holder, pool: block.key, address: grant.address, node } }];
+    if (ops.length === 0) return 'held';
+    const result = await store.commit(block.key, read.revision, ops);
+    pools.forget(block.key);
+    return result.kind === 'committed' ? 'adopted' : 'retry';
+  }
+
+  /**
+   * Whether the address was adopted into its loan pool here (a pool apart from `block`): the pool
+   * exists, even if the pod's release emptied it since (then it is never recorded again).
+   */
+  async #inLoanPool(range: RangeSpec, block: Block, value: bigint): Promise<boolean> {
+    const key = loanKey(range.pool, range.family, value);
+    if (key === block.key) return false;
+    const read = await this.#o.store.readPool(key);
+    return read.kind === 'snapshot' && read.revision > 0;
+  }
+}
