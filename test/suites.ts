@@ -111,6 +111,8 @@ export const UNIT_FILES: readonly string[] = [
   'test/sources/plugins/registration-client.test.ts',
   'test/sources/plugins/socket-watcher.test.ts',
   'test/store/etcd-continuity.test.ts',
+  'test/store/kubernetes/names.test.ts',
+  'test/store/kubernetes/objects.test.ts',
   'test/store/sqlite-schema.test.ts',
   'test/store/sqlite-store.test.ts',
   'test/suites.test.ts',
