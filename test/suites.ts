@@ -84,6 +84,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/core/rate-limited-queue.test.ts',
   'test/core/unix-http.test.ts',
   'test/deploy/build-image.test.ts',
+  'test/deploy/crd-objects.test.ts',
   'test/deploy/crds.test.ts',
   'test/deploy/grafana.test.ts',
   'test/deploy/kustomize.test.ts',
