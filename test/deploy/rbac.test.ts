@@ -175,6 +175,16 @@ function callsOfCode(): { agent: Set<string>; migrate: Set<string> } {
   return { agent, migrate };
 }
 
+/** Each public method of Resource and the text of its body. */
+function resourceMethods(): Map<string, string> {
+  const text = readFileSync(join(REPO, 'src', 'store', 'kubernetes', 'resources.ts'), 'utf8');
+  const body = text.slice(text.indexOf('export class Resource'));
+  const starts = [...body.matchAll(/^ {2}(?:async )?([a-zA-Z]\w*)\(/gm)].filter((m) => m[1] !== 'constructor');
+  return new Map(
+    starts.map((m, i) => [m[1] as string, body.slice(m.index, starts[i + 1]?.index ?? body.length)] as const),
+  );
+}
+
 const documents = documentsOf(listedFiles(''));
 const clusterRole = (name: string) => theOne<IClusterRole>(documents, 'ClusterRole', name);
 const account = theOne<IServiceAccount>(documents, 'ServiceAccount');
@@ -209,6 +219,21 @@ function agentRights(): string[] {
     return granted(clusterRole(binding.roleRef.name), 'cluster');
   });
 }
+
+describe('Resource (src/store/kubernetes/resources.ts), through which the kubernetes store calls', () => {
+  it('has exactly the methods this test maps to verbs, each sending that verb or calling one that does', () => {
+    const methods = resourceMethods();
+    assert.deepEqual([...methods.keys()].sort(), Object.keys(RESOURCE_VERBS).sort());
+    for (const [method, body] of methods) {
+      const verb = RESOURCE_VERBS[method] as string;
+      const sends = body.includes(`'${verb}'`);
+      const delegates = Object.entries(RESOURCE_VERBS).some(
+        ([m, v]) => m !== method && v === verb && body.includes(`this.${m}(`),
+      );
+      assert.ok(sends || delegates, `Resource.${method} is one ${verb} request`);
+    }
+  });
+});
 
 describe("the agent's rights", () => {
   it('are exactly the calls the code makes, as the table lists them', () => {
