@@ -4,9 +4,9 @@
 # for the cluster store and containerd event tests; podman for the podman adapter's tests (the tests
 # start their own private instances with private configs; nothing here starts a service); gcc, libc6-dev and musl-tools for the plugin's static forwarder (linked against musl), clang and
 # its runtime libraries for fuzzing it (libFuzzer); Debian's chromium for the dashboard's browser
-# test (driven by playwright-core, which downloads no browser of its own); the Prometheus project's
-# Python client, whose parser reads the metrics in the tests; Node 24; and the npm packages. Safe to
-# run again.
+# test (driven by playwright-core, which downloads no browser of its own); kubectl, which renders
+# deploy/; the Prometheus project's Python client, whose parser reads the metrics in the tests;
+# Node 24; and the npm packages. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +15,9 @@ need_apt=()
 for pkg in containernetworking-plugins iproute2 util-linux procps etcd-server etcd-client containerd runc podman busybox-static gcc libc6-dev musl-tools clang libclang-rt-14-dev chromium python3-prometheus-client; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need_apt+=("$pkg")
 done
+# kubectl renders deploy/ (`kubectl kustomize`, offline) in test/deploy/kustomize.test.ts: Debian's
+# kubernetes-client, unless a kubectl is there already (another package's would conflict with it).
+command -v kubectl >/dev/null || need_apt+=(kubernetes-client)
 if [ "${#need_apt[@]}" -gt 0 ]; then
   apt-get update -q
   apt-get -o DPkg::Lock::Timeout=600 install -y -q "${need_apt[@]}"

@@ -11,8 +11,8 @@
  * project's parser. The PromQL side is a token scan, enough for the dashboard's own queries.
  *
  * The dashboard is importable anywhere: it bakes in no datasource UID (a `datasource` variable
- * picks the Prometheus) and no absolute URL, and it sits in a subdirectory so that
- * `kubectl apply -f deploy/`, which does not recurse, never takes it for a manifest.
+ * picks the Prometheus) and no absolute URL, and it sits in a subdirectory of its own, apart from
+ * the manifests (`kubectl apply -k deploy` applies those deploy/kustomization.yaml lists).
  */
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
@@ -260,7 +260,7 @@ describe('the Grafana dashboard', () => {
         assert.notEqual(t.datasource, undefined, `panel ${p.id} ${t.refId} names its datasource`);
   });
 
-  it('sits under deploy/grafana/, out of the manifests that kubectl apply -f deploy/ reads', () => {
+  it('sits under deploy/grafana/, apart from the manifests', () => {
     assert.deepEqual(
       readdirSync(join(REPO, 'deploy')).filter((f) => f.endsWith('.json')),
       [],

@@ -1,73 +1,30 @@
 /**
- * deploy/ as a cluster would take it (`kubectl apply -f deploy/`), checked without a cluster:
- * every YAML document is an object Kubernetes knows, with no field it does not know, valid
- * against its schema (kubernetes-models); and the objects are what README "On Kubernetes" says: a
- * least-privilege ClusterRole bound to the agent's ServiceAccount, and a DaemonSet on the host
- * network, named after its node, with the host paths the agent and the plugin share, an init step
- * installing the plugin, probes, every taint tolerated, node-critical priority, resources. Every
- * WARREN_* variable deploy/ sets or documents is one the agent reads.
+ * deploy/ as a cluster would take it with the default store (`kubectl apply -k deploy`), checked
+ * without a cluster, from the files deploy/kustomization.yaml lists: every YAML document is an
+ * object Kubernetes knows, with no field it does not know, valid against its schema
+ * (kubernetes-models); and the objects are what README "On Kubernetes" says: a DaemonSet on the
+ * host network, named after its node, on the kubernetes store with its Leases in its own namespace,
+ * with the host paths the agent and the plugin share, an init step installing the plugin, probes,
+ * every taint tolerated, node-critical priority, resources. Every WARREN_* variable deploy/ sets or
+ * documents is one the agent reads. (The rights: rbac.test.ts; the CRDs: crds.test.ts; the
+ * overlays, rendered by kubectl: kustomize.test.ts.)
  */
 import assert from 'node:assert/strict';
-import { readFileSync, readdirSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { dumpYaml, loadAllYaml } from '@kubernetes/client-node';
-import { DaemonSet, type IDaemonSet } from 'kubernetes-models/apps/v1/DaemonSet';
-import { ClusterRole, type IClusterRole } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRole';
-import {
-  ClusterRoleBinding,
-  type IClusterRoleBinding,
-} from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRoleBinding';
-import { Namespace } from 'kubernetes-models/v1/Namespace';
-import { type IServiceAccount, ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
+import type { IDaemonSet } from 'kubernetes-models/apps/v1/DaemonSet';
 import { SETTINGS } from '../../src/agent/settings/table.ts';
 import { resolveAgentOptions } from '../../src/agent/settings/options.ts';
 import { imageReference, imageTag } from '../../scripts/build-image.ts';
-import { REPO } from '../helpers/processes.ts';
+import { DEPLOY, NAMESPACE, assertValid, documentsOf, jsYaml, listedFiles, theOne } from './deploy-files.ts';
 
-const DEPLOY = join(REPO, 'deploy');
-const NAMESPACE = 'warren';
-
-/** The schema of each kind deploy/ may hold; any other kind is a mistake. */
-const MODELS: Record<string, new (data: never) => { validate(): void }> = {
-  'v1/Namespace': Namespace,
-  'v1/ServiceAccount': ServiceAccount,
-  'rbac.authorization.k8s.io/v1/ClusterRole': ClusterRole,
-  'rbac.authorization.k8s.io/v1/ClusterRoleBinding': ClusterRoleBinding,
-  'apps/v1/DaemonSet': DaemonSet,
-};
-
-// The YAML parser loadAllYaml itself uses, resolved as @kubernetes/client-node resolves it: the
-// documents as written, to compare with what the typed objects keep (they drop unknown fields).
-const jsYaml = createRequire(import.meta.resolve('@kubernetes/client-node'))('js-yaml') as {
-  loadAll(text: string): unknown[];
-};
-
-interface Document {
-  readonly file: string;
-  readonly apiVersion: string;
-  readonly kind: string;
-  readonly metadata?: { readonly name?: string; readonly namespace?: string };
-}
-
-const files = readdirSync(DEPLOY)
-  .filter((name) => /\.ya?ml$/.test(name))
-  .sort();
+const files = listedFiles('');
 const texts = new Map(files.map((file) => [file, readFileSync(join(DEPLOY, file), 'utf8')]));
-const documents: Document[] = files.flatMap((file) =>
-  (jsYaml.loadAll(texts.get(file) as string) as Omit<Document, 'file'>[])
-    .filter((doc) => doc !== null)
-    .map((doc) => ({ ...doc, file })),
-);
+const documents = documentsOf(files);
 
-function theOne<T>(kind: string): T {
-  const found = documents.filter((doc) => doc.kind === kind);
-  assert.equal(found.length, 1, `deploy/ holds one ${kind}`);
-  return found[0] as unknown as T;
-}
-
-const daemonSet = theOne<IDaemonSet>('DaemonSet');
+const daemonSet = theOne<IDaemonSet>(documents, 'DaemonSet');
 const pod = daemonSet.spec?.template.spec;
 const agent = pod?.containers.find((c) => c.name === 'agent');
 const init = pod?.initContainers ?? [];
@@ -88,21 +45,53 @@ function hostMounts(
   );
 }
 
+/**
+ * The agent's environment as the kubelet builds it on node-1 at 10.1.2.3: downward API values, then
+ * $(VAR) of earlier entries; and an explicit state dir, the root default, so that resolving creates
+ * nothing here.
+ */
+function kubeletEnv(): NodeJS.ProcessEnv {
+  const fields: Record<string, string> = {
+    'spec.nodeName': 'node-1',
+    'status.podIP': '10.1.2.3',
+    'metadata.namespace': daemonSet.metadata?.namespace ?? '',
+  };
+  const env: NodeJS.ProcessEnv = { WARREN_STATE_DIR: '/var/lib/warren' };
+  for (const e of agent?.env ?? []) {
+    const fieldPath = e.valueFrom?.fieldRef?.fieldPath;
+    const value = fieldPath === undefined ? (e.value ?? '') : fields[fieldPath];
+    assert.ok(value !== undefined, `${e.name}: the downward API's ${fieldPath} is one this test knows`);
+    env[e.name] = value.replace(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (whole, name: string) => env[name] ?? whole);
+  }
+  return env;
+}
+
 describe('deploy/', () => {
   it('holds YAML documents only of the kinds Warren deploys, each in its own file', () => {
-    assert.ok(files.length > 0, 'deploy/ has YAML files');
+    assert.ok(files.length > 0, 'deploy/kustomization.yaml lists YAML files');
     assert.deepEqual(documents.map((doc) => doc.kind).sort(), [
       'ClusterRole',
+      'ClusterRole',
+      'ClusterRole',
       'ClusterRoleBinding',
+      'ClusterRoleBinding',
+      'CustomResourceDefinition',
+      'CustomResourceDefinition',
+      'CustomResourceDefinition',
+      'CustomResourceDefinition',
       'DaemonSet',
       'Namespace',
+      'Role',
+      'RoleBinding',
       'ServiceAccount',
     ]);
     assert.equal(new Set(documents.map((doc) => doc.file)).size, documents.length);
   });
 
   it('opens every YAML file with a comment that says what it is', () => {
-    for (const [file, text] of texts) assert.match(text, /^# \S/, `${file} starts with a comment`);
+    const yaml = readdirSync(DEPLOY, { recursive: true, encoding: 'utf8' }).filter((f) => /\.ya?ml$/.test(f));
+    for (const file of yaml)
+      assert.match(readFileSync(join(DEPLOY, file), 'utf8'), /^# \S/, `${file} starts with a comment`);
   });
 
   it('has only fields Kubernetes knows: loadAllYaml gives back every field the files write', () => {
@@ -122,59 +111,18 @@ describe('deploy/', () => {
   });
 
   it('is valid against the Kubernetes schema of each kind', () => {
-    for (const doc of documents) {
-      const { file, ...object } = doc;
-      const Model = MODELS[`${object.apiVersion}/${object.kind}`];
-      assert.ok(Model, `${file}: ${object.apiVersion} ${object.kind} is a kind deploy/ holds`);
-      assert.doesNotThrow(
-        () => new Model(object as never).validate(),
-        `${file}: ${object.kind} ${object.metadata?.name}`,
-      );
-    }
+    for (const doc of documents) assertValid(doc);
   });
 
   it('puts its namespaced objects in the warren namespace, which admits privileged pods', () => {
-    for (const doc of documents.filter((d) => d.kind === 'ServiceAccount' || d.kind === 'DaemonSet'))
+    const namespaced = ['ServiceAccount', 'DaemonSet', 'Role', 'RoleBinding'];
+    for (const doc of documents.filter((d) => namespaced.includes(d.kind)))
       assert.equal(doc.metadata?.namespace, NAMESPACE, `${doc.kind} ${doc.metadata?.name}`);
-    const namespace = theOne<{ metadata: { name: string; labels?: Record<string, string> } }>('Namespace');
+    for (const doc of documents.filter((d) => !namespaced.includes(d.kind)))
+      assert.equal(doc.metadata?.namespace, undefined, `${doc.kind} ${doc.metadata?.name} is cluster-scoped`);
+    const namespace = theOne<{ metadata: { name: string; labels?: Record<string, string> } }>(documents, 'Namespace');
     assert.equal(namespace.metadata.name, NAMESPACE);
     assert.equal(namespace.metadata.labels?.['pod-security.kubernetes.io/enforce'], 'privileged');
-  });
-});
-
-describe('the ClusterRole and its binding', () => {
-  it('grant exactly pods get/list/watch, events create/patch and nodes get/list/watch, in the core group', () => {
-    const role = theOne<IClusterRole>('ClusterRole');
-    const granted: Record<string, string[]> = {};
-    for (const rule of role.rules ?? []) {
-      assert.equal(rule.resourceNames, undefined);
-      assert.equal(rule.nonResourceURLs, undefined);
-      for (const group of rule.apiGroups ?? []) {
-        for (const resource of rule.resources ?? [])
-          granted[`${group}/${resource}`] = [...(granted[`${group}/${resource}`] ?? []), ...rule.verbs].sort();
-      }
-    }
-    assert.deepEqual(granted, {
-      '/pods': ['get', 'list', 'watch'],
-      '/events': ['create', 'patch'],
-      '/nodes': ['get', 'list', 'watch'],
-    });
-    assert.equal(role.aggregationRule, undefined);
-  });
-
-  it("bind that role to the DaemonSet's service account", () => {
-    const role = theOne<IClusterRole>('ClusterRole');
-    const account = theOne<IServiceAccount>('ServiceAccount');
-    const binding = theOne<IClusterRoleBinding>('ClusterRoleBinding');
-    assert.deepEqual(binding.roleRef, {
-      apiGroup: 'rbac.authorization.k8s.io',
-      kind: 'ClusterRole',
-      name: role.metadata?.name,
-    });
-    assert.deepEqual(binding.subjects, [
-      { kind: 'ServiceAccount', name: account.metadata?.name, namespace: account.metadata?.namespace },
-    ]);
-    assert.equal(pod?.serviceAccountName, account.metadata?.name);
   });
 });
 
@@ -193,6 +141,23 @@ describe('the DaemonSet', () => {
       name: 'WARREN_NODE_NAME',
       valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } },
     });
+  });
+
+  it("runs the kubernetes store, its Leases in the pod's namespace (downward API), its node's SQLite on the host", () => {
+    assert.deepEqual(agentEnv.get('WARREN_STORE'), { name: 'WARREN_STORE', value: 'kubernetes' });
+    assert.deepEqual(agentEnv.get('POD_NAMESPACE'), {
+      name: 'POD_NAMESPACE',
+      valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } },
+    });
+    assert.deepEqual(agentEnv.get('WARREN_KUBE_NAMESPACE'), {
+      name: 'WARREN_KUBE_NAMESPACE',
+      value: '$(POD_NAMESPACE)',
+    });
+    const names = (agent?.env ?? []).map((e) => e.name);
+    // Kubernetes expands $(VAR) only from entries listed before.
+    assert.ok(names.indexOf('POD_NAMESPACE') < names.indexOf('WARREN_KUBE_NAMESPACE'), 'POD_NAMESPACE comes first');
+    // The addresses of the node's own blocks live in its SQLite database, which must survive the pod.
+    assert.equal(hostMounts(agent).get('/var/lib/warren')?.hostPath, '/var/lib/warren');
   });
 
   it('tolerates every taint, is system-node-critical and privileged', () => {
@@ -292,10 +257,9 @@ describe('the settings deploy/ names', () => {
   const knownEnv = new Set(Object.values(SETTINGS).map((s) => s.env));
   const knownFlags = new Set(Object.values(SETTINGS).map((s) => s.flag));
 
-  it('are variables the agent reads, set or documented in comments (the etcd variant)', () => {
-    for (const file of readdirSync(DEPLOY, { withFileTypes: true })
-      .filter((e) => e.isFile())
-      .map((e) => e.name)
+  it('are variables the agent reads, set or documented in comments, in every file and overlay', () => {
+    for (const file of readdirSync(DEPLOY, { recursive: true, encoding: 'utf8' })
+      .filter((f) => !f.startsWith('grafana') && statSync(join(DEPLOY, f)).isFile())
       .sort()) {
       for (const [name] of readFileSync(join(DEPLOY, file), 'utf8').matchAll(/\bWARREN_[A-Z0-9_]+/g))
         assert.ok(knownEnv.has(name), `${file}: ${name} is a setting of the agent`);
@@ -308,15 +272,12 @@ describe('the settings deploy/ names', () => {
       assert.ok(knownFlags.has(arg.slice(2).split('=')[0] as string), `${arg} is a flag of warren agent`);
   });
 
-  it('give values the agent accepts', () => {
-    // An explicit state dir, the root default, so that resolving creates nothing here.
-    const env: NodeJS.ProcessEnv = { WARREN_STATE_DIR: '/var/lib/warren' };
+  it('give values the agent accepts: the kubernetes store, its Leases in the namespace the pod runs in', () => {
     const settingOf = new Map(Object.entries(SETTINGS).map(([key, s]) => [s.env, key]));
-    for (const e of agent?.env ?? [])
-      env[e.name] = e.valueFrom?.fieldRef?.fieldPath === 'spec.nodeName' ? 'node-1' : e.value;
-    const options = resolveAgentOptions({}, env, 0, '/app') as unknown as Record<string, unknown>;
+    const options = resolveAgentOptions({}, kubeletEnv(), 0, '/app') as unknown as Record<string, unknown>;
     assert.equal(options.nodeName, 'node-1');
-    assert.equal(options.store, 'sqlite');
+    assert.equal(options.store, 'kubernetes');
+    assert.equal(options[settingOf.get('WARREN_KUBE_NAMESPACE') as string], daemonSet.metadata?.namespace);
     assert.equal(options.socket, '/run/warren/warren.sock');
     assert.equal(options[settingOf.get('WARREN_KUBERNETES') as string], true);
     assert.equal(options[settingOf.get('WARREN_POD_GONE_GRACE') as string], 600);
@@ -357,15 +318,7 @@ describe("the DaemonSet's metrics", () => {
   });
 
   it('gives the agent a metrics address on the pod IP once Kubernetes has expanded $(POD_IP)', () => {
-    // As the kubelet builds the container's environment: downward API values, then $(VAR) of earlier entries.
-    const fields: Record<string, string> = { 'spec.nodeName': 'node-1', 'status.podIP': '10.1.2.3' };
-    const env: NodeJS.ProcessEnv = { WARREN_STATE_DIR: '/var/lib/warren' };
-    for (const e of agent?.env ?? []) {
-      const value =
-        e.valueFrom?.fieldRef === undefined ? (e.value ?? '') : (fields[e.valueFrom.fieldRef.fieldPath] ?? '');
-      env[e.name] = value.replace(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (whole, name: string) => env[name] ?? whole);
-    }
-    const options = resolveAgentOptions({}, env, 0, '/app');
+    const options = resolveAgentOptions({}, kubeletEnv(), 0, '/app');
     assert.deepEqual(options.metricsAddress, { host: '10.1.2.3', port: METRICS_PORT });
   });
 });

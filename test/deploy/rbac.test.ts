@@ -1,28 +1,100 @@
 /**
- * The ClusterRole in deploy/ grants exactly what the agent's code calls: every Kubernetes API call
- * in src/ is listed here by the pattern that finds it, each with the (verb, resource) it needs, and
- * the role's rules must equal the set the code uses. A new call without a rule, or a rule no code
- * uses, fails this test.
+ * The rights deploy/ grants are exactly the calls the code makes, both ways: nothing the code calls
+ * is missing, nothing granted goes unused. The code's calls are found in src/ mechanically:
+ * - @kubernetes/client-node calls and list-watch paths (pods, nodes, events), by the pattern of each;
+ * - the kubernetes store's requests, made through `Resource` (src/store/kubernetes/resources.ts):
+ *   each object holding a Resource is known by name with the resource it serves, and each call of
+ *   a Resource method on it is one verb (`replace(..., 'status')` the status subresource's);
+ * - every API path written in src/, each of which must be one this test knows.
+ * What is found must equal the tables below (AGENT, MIGRATE: the calls, as a reader checks them),
+ * and the tables the rules: the agent's ClusterRoles (cluster-wide) and its Role (Leases, in its own
+ * namespace), bound to its ServiceAccount; and `warren-migrate`, bound to no one, which adds what
+ * `warren migrate whereabouts` (src/cli/migrate/) reads beyond the agent's rights.
  */
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { describe, it } from 'node:test';
-import { loadAllYaml } from '@kubernetes/client-node';
+import type { IClusterRole } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRole';
+import type { IClusterRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRoleBinding';
+import type { IRole } from 'kubernetes-models/rbac.authorization.k8s.io/v1/Role';
+import type { IRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/RoleBinding';
+import type { IServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import { REPO } from '../helpers/processes.ts';
+import { type Document, documentsOf, listedFiles, theOne } from './deploy-files.ts';
 
-/** How each call appears in the code, and what it needs. `list-watch` sources list and watch a collection path. */
+/** One right: `verb group/resource[/subresource] @scope`; the core group is ''. */
+type Scope = 'cluster' | 'namespace';
+const need = (verb: string, group: string, resource: string, scope: Scope = 'cluster') =>
+  `${verb} ${group}/${resource} @${scope}`;
+const needs = (verbs: string[], group: string, resource: string, scope: Scope = 'cluster') =>
+  verbs.map((verb) => need(verb, group, resource, scope));
+
+/** What the agent calls: its sources, its Events, and the kubernetes store. */
+const AGENT = [
+  ...needs(['get', 'list', 'watch'], '', 'pods'),
+  ...needs(['create', 'patch'], '', 'events'),
+  ...needs(['get', 'list', 'watch'], '', 'nodes'),
+  ...needs(['get', 'list', 'create'], 'warren.dev', 'warrenranges'),
+  ...needs(['get', 'list', 'create', 'delete'], 'warren.dev', 'warrenblocks'),
+  ...needs(['update'], 'warren.dev', 'warrenblocks/status'),
+  ...needs(['get', 'list', 'create', 'update'], 'warren.dev', 'warrenaddressrequests'),
+  ...needs(['get', 'create', 'update'], 'warren.dev', 'warrenaddressspaces'),
+  ...needs(['get', 'list', 'create', 'update', 'delete'], 'coordination.k8s.io', 'leases', 'namespace'),
+].sort();
+
+/** What `warren migrate whereabouts` reads (it writes through the cluster tier, as the agent). */
+const MIGRATE = [
+  ...needs(['list'], 'whereabouts.cni.cncf.io', 'ippools'),
+  ...needs(['list'], 'whereabouts.cni.cncf.io', 'overlappingrangeipreservations'),
+  ...needs(['list'], 'k8s.cni.cncf.io', 'network-attachment-definitions'),
+  need('get', '', 'pods'),
+].sort();
+
+/** How each client-node call or API path appears in the code, and what it needs. */
 const CALLS: ReadonlyArray<{ pattern: RegExp; needs: ReadonlyArray<string> }> = [
-  { pattern: /path: '\/api\/v1\/pods'/, needs: ['list pods', 'watch pods'] },
-  { pattern: /path: '\/api\/v1\/nodes'/, needs: ['list nodes', 'watch nodes'] },
-  { pattern: /\.readNamespacedPod\(/, needs: ['get pods'] },
-  { pattern: /\.readNode\(/, needs: ['get nodes'] },
-  { pattern: /\.createNamespacedEvent\(/, needs: ['create events'] },
-  { pattern: /\.patchNamespacedEvent\(/, needs: ['patch events'] },
+  // The pod and node sources list and watch these paths.
+  { pattern: /'\/api\/v1\/pods'/, needs: needs(['list', 'watch'], '', 'pods') },
+  { pattern: /'\/api\/v1\/nodes'/, needs: needs(['list', 'watch'], '', 'nodes') },
+  { pattern: /\.readNamespacedPod\(/, needs: [need('get', '', 'pods')] },
+  { pattern: /\.readNode\(/, needs: [need('get', '', 'nodes')] },
+  { pattern: /\.createNamespacedEvent\(/, needs: [need('create', '', 'events')] },
+  { pattern: /\.patchNamespacedEvent\(/, needs: [need('patch', '', 'events')] },
+  // The migration's reader lists collections (never watches) and gets one pod.
+  ...(['ippools', 'overlappingrangeipreservations'] as const).map((plural) => ({
+    pattern: new RegExp(`'/apis/whereabouts\\.cni\\.cncf\\.io/v1alpha1/${plural}'`),
+    needs: [need('list', 'whereabouts.cni.cncf.io', plural)],
+  })),
+  {
+    pattern: /'\/apis\/k8s\.cni\.cncf\.io\/v1\/network-attachment-definitions'/,
+    needs: [need('list', 'k8s.cni.cncf.io', 'network-attachment-definitions')],
+  },
+  { pattern: /`\/api\/v1\/namespaces\/\$\{[^}]+\}\/pods\/\$\{[^}]+\}`/, needs: [need('get', '', 'pods')] },
 ];
 /** Any other client-node call on CoreV1Api would show up here and must be added to CALLS. */
 const ANY_CALL =
   /\.(?:read|list|create|patch|replace|delete|watch)(?:Namespaced)?(?:Pod|Node|Event|Namespace|Secret|ConfigMap|Service|Endpoints?|Lease)\w*\(/g;
+/** Any API path written in the code: each must be one of CALLS, or the Resource's own path builder. */
+const ANY_PATH = /['`]\/apis?\/[^'`]*['`]/g;
+const RESOURCE_PATH = /^`\/apis\/\$\{k\.group\}\/\$\{k\.version\}/;
+
+/** The methods of `Resource` (src/store/kubernetes/resources.ts), each one request of one verb. */
+const RESOURCE_VERBS: Record<string, string> = {
+  create: 'create',
+  get: 'get',
+  replace: 'update',
+  remove: 'delete',
+  list: 'list',
+  listAll: 'list',
+};
+/** The names the kubernetes store holds its Resources by (fields, options, locals), and what each serves. */
+const HOLDERS: Record<string, { group: string; plural: string; scope: Scope }> = {
+  ranges: { group: 'warren.dev', plural: 'warrenranges', scope: 'cluster' },
+  blocks: { group: 'warren.dev', plural: 'warrenblocks', scope: 'cluster' },
+  requests: { group: 'warren.dev', plural: 'warrenaddressrequests', scope: 'cluster' },
+  spaces: { group: 'warren.dev', plural: 'warrenaddressspaces', scope: 'cluster' },
+  leases: { group: 'coordination.k8s.io', plural: 'leases', scope: 'namespace' },
+};
 
 function sources(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
@@ -30,30 +102,187 @@ function sources(dir: string): string[] {
   );
 }
 
-describe('the ClusterRole', () => {
-  it('grants exactly the verbs the code calls, on exactly those resources', () => {
-    const used = new Set<string>();
-    for (const file of sources(join(REPO, 'src'))) {
-      const text = readFileSync(file, 'utf8');
-      for (const call of CALLS) if (call.pattern.test(text)) for (const need of call.needs) used.add(need);
-      if (!text.includes('@kubernetes/client-node')) continue;
-      for (const m of text.matchAll(ANY_CALL)) {
+/** The code of a file without its comments, where paths are named as examples. */
+function withoutComments(text: string): string {
+  return text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '');
+}
+
+/** The text of a call's arguments, from just after its `(` to the matching `)`. */
+function argumentsAt(text: string, open: number): string {
+  let depth = 0;
+  for (let i = open; i < text.length; i++) {
+    if (text[i] === '(') depth++;
+    else if (text[i] === ')' && --depth === 0) return text.slice(open + 1, i);
+  }
+  return text.slice(open + 1);
+}
+
+/** The calls the kubernetes store makes through Resource in one file. */
+function resourceCalls(file: string, text: string): string[] {
+  const found: string[] = [];
+  const holderOf = (name: string) => {
+    const holder = HOLDERS[name.replace(/^#/, '')];
+    assert.ok(holder, `${file}: a Resource held as ${name}, a name this test does not know; add it to HOLDERS`);
+    return holder;
+  };
+  // Each Resource made is held by a name of HOLDERS, of the resource it serves.
+  for (const m of text.matchAll(/(#?\w+)\s*[:=]\s*new Resource\(\s*\w+\s*,\s*(\w+)\(\s*'?(\w*)/g)) {
+    const [, name, how, plural] = m as unknown as [string, string, string, string];
+    const holder = holderOf(name);
+    if (how === 'leaseKind') assert.equal(holder.plural, 'leases', `${file}: ${name} holds Leases`);
+    else assert.deepEqual([how, plural], ['warrenKind', holder.plural], `${file}: ${name} holds ${holder.plural}`);
+  }
+  // A Resource handed on keeps its name.
+  for (const m of text.matchAll(/(?:(\w+):|const (\w+) =) this\.(?:#o\.)?#?(\w+)[,;\n]/g)) {
+    const [, key, local, from] = m as unknown as [string, string | undefined, string | undefined, string];
+    if (HOLDERS[from] !== undefined) assert.equal(key ?? local, from, `${file}: ${from} handed on under its own name`);
+  }
+  for (const m of text.matchAll(/(?<![\w$])(#?\w+)\.(\w+)\(/g)) {
+    const [, name, method] = m as unknown as [string, string, string];
+    if (HOLDERS[name.replace(/^#/, '')] === undefined || !(method in RESOURCE_VERBS)) continue;
+    const holder = holderOf(name);
+    const status = method === 'replace' && argumentsAt(text, (m.index ?? 0) + m[0].length - 1).includes("'status'");
+    found.push(
+      need(RESOURCE_VERBS[method] as string, holder.group, `${holder.plural}${status ? '/status' : ''}`, holder.scope),
+    );
+  }
+  return found;
+}
+
+/** What the code calls: the agent's and the migration's (src/cli/migrate/). */
+function callsOfCode(): { agent: Set<string>; migrate: Set<string> } {
+  const agent = new Set<string>();
+  const migrate = new Set<string>();
+  for (const path of sources(join(REPO, 'src'))) {
+    const file = relative(REPO, path);
+    const text = readFileSync(path, 'utf8');
+    const into = file.startsWith('src/cli/migrate/') ? migrate : agent;
+    for (const call of CALLS) if (call.pattern.test(text)) for (const n of call.needs) into.add(n);
+    for (const m of withoutComments(text).matchAll(ANY_PATH))
+      assert.ok(
+        RESOURCE_PATH.test(m[0]) || CALLS.some((c) => c.pattern.test(m[0])),
+        `${file}: ${m[0]} is an API path this test does not know; add it to CALLS with the verbs it needs`,
+      );
+    if (text.includes('@kubernetes/client-node'))
+      for (const m of text.matchAll(ANY_CALL))
         assert.ok(
           CALLS.some((c) => c.pattern.test(m[0])),
           `${file}: ${m[0]} is a Kubernetes API call this test does not know; add it to CALLS with the verb it needs`,
         );
-      }
+    if (file.startsWith('src/store/kubernetes/') || /from '[./]*(?:store\/kubernetes\/)?resources\.ts'/.test(text))
+      for (const n of resourceCalls(file, text)) into.add(n);
+  }
+  return { agent, migrate };
+}
+
+/** Each method of Resource (`#` for a private one) and the text of its body. */
+function resourceMethods(): Map<string, string> {
+  const text = readFileSync(join(REPO, 'src', 'store', 'kubernetes', 'resources.ts'), 'utf8');
+  const body = text.slice(text.indexOf('export class Resource'));
+  const starts = [...body.matchAll(/^ {2}(?:async )?(#?[a-zA-Z]\w*)\(/gm)].filter((m) => m[1] !== 'constructor');
+  return new Map(
+    starts.map((m, i) => [m[1] as string, body.slice(m.index, starts[i + 1]?.index ?? body.length)] as const),
+  );
+}
+
+/** A method's body with the bodies of the methods it calls, and theirs: what one call of it may send. */
+function reach(methods: Map<string, string>, method: string, seen = new Set<string>()): string {
+  seen.add(method);
+  const body = methods.get(method) ?? '';
+  const callees = [...body.matchAll(/this\.(#?\w+)\(/g)].map((m) => m[1] as string);
+  return [body, ...callees.filter((c) => methods.has(c) && !seen.has(c)).map((c) => reach(methods, c, seen))].join(
+    '\n',
+  );
+}
+
+const documents = documentsOf(listedFiles(''));
+const clusterRole = (name: string) => theOne<IClusterRole>(documents, 'ClusterRole', name);
+const account = theOne<IServiceAccount>(documents, 'ServiceAccount');
+
+/** The rights a role's rules grant, one per verb and resource. */
+function granted(role: IClusterRole | IRole, scope: Scope): string[] {
+  return (role.rules ?? []).flatMap((rule) => {
+    assert.equal(rule.resourceNames, undefined, `${role.metadata?.name}: rights on every object of a kind`);
+    assert.equal(rule.nonResourceURLs, undefined, `${role.metadata?.name}: no URLs`);
+    return (rule.apiGroups ?? []).flatMap((group) =>
+      (rule.resources ?? []).flatMap((resource) => rule.verbs.map((verb) => need(verb, group, resource, scope))),
+    );
+  });
+}
+
+/** The roles bound to the agent's ServiceAccount: ClusterRoles cluster-wide, Roles in their namespace. */
+function agentRights(): string[] {
+  const subject = { kind: 'ServiceAccount', name: account.metadata?.name, namespace: account.metadata?.namespace };
+  const bindings = documents.filter((d) => d.kind === 'ClusterRoleBinding' || d.kind === 'RoleBinding') as (Document &
+    (IClusterRoleBinding | IRoleBinding))[];
+  return bindings.flatMap((binding) => {
+    assert.deepEqual(binding.subjects, [subject], `${binding.metadata?.name} binds the agent's ServiceAccount`);
+    assert.equal(binding.roleRef.apiGroup, 'rbac.authorization.k8s.io');
+    if (binding.kind === 'RoleBinding') {
+      const role = theOne<IRole>(documents, 'Role', binding.roleRef.name);
+      assert.equal(binding.roleRef.kind, 'Role', `${binding.metadata?.name} binds a Role of its namespace`);
+      assert.equal(role.metadata?.namespace, binding.metadata?.namespace);
+      assert.equal(role.metadata?.namespace, account.metadata?.namespace, "the Role is in the agent's namespace");
+      return granted(role, 'namespace');
     }
-    const role = loadAllYaml(readFileSync(join(REPO, 'deploy', '02-clusterrole.yaml'), 'utf8')).find(
-      (o) => (o as { kind?: string }).kind === 'ClusterRole',
-    ) as {
-      rules: Array<{ apiGroups: string[]; resources: string[]; verbs: string[] }>;
-    };
-    const granted = new Set<string>();
-    for (const rule of role.rules) {
-      assert.deepEqual(rule.apiGroups, [''], 'only the core API group');
-      for (const resource of rule.resources) for (const verb of rule.verbs) granted.add(`${verb} ${resource}`);
+    assert.equal(binding.roleRef.kind, 'ClusterRole');
+    return granted(clusterRole(binding.roleRef.name), 'cluster');
+  });
+}
+
+describe('Resource (src/store/kubernetes/resources.ts), through which the kubernetes store calls', () => {
+  it('has exactly the methods this test maps to verbs, each sending that verb (itself or through its own helpers)', () => {
+    const methods = resourceMethods();
+    const exposed = [...methods.keys()].filter((m) => !m.startsWith('#'));
+    assert.deepEqual(exposed.sort(), Object.keys(RESOURCE_VERBS).sort());
+    for (const method of exposed) {
+      const verb = RESOURCE_VERBS[method] as string;
+      const sent = new Set(
+        [...reach(methods, method).matchAll(/'(create|get|list|watch|update|patch|delete)'/g)].map((m) => m[1]),
+      );
+      assert.deepEqual([...sent], [verb], `Resource.${method} sends ${verb} requests only`);
     }
-    assert.deepEqual([...granted].sort(), [...used].sort());
+  });
+});
+
+describe("the agent's rights", () => {
+  it('are exactly the calls the code makes, as the table lists them', () => {
+    assert.deepEqual([...callsOfCode().agent].sort(), AGENT);
+  });
+
+  it('are granted exactly by the roles bound to its ServiceAccount, Leases only in its own namespace', () => {
+    const rights = agentRights();
+    assert.equal(new Set(rights).size, rights.length, 'no right granted twice');
+    assert.deepEqual(rights.sort(), AGENT);
+    for (const role of documents.filter((d) => d.kind === 'ClusterRole'))
+      assert.equal((role as IClusterRole).aggregationRule, undefined, `${role.metadata?.name} aggregates nothing`);
+  });
+
+  it('ClusterRole warren: pods get/list/watch, events create/patch, nodes get/list/watch, whatever the store', () => {
+    assert.deepEqual(
+      granted(clusterRole('warren'), 'cluster').sort(),
+      AGENT.filter((n) => / \/\w+ @/.test(n)),
+    );
+  });
+
+  it("run as the DaemonSet's ServiceAccount", () => {
+    const daemonSet = theOne<{ spec: { template: { spec: { serviceAccountName?: string } } } }>(documents, 'DaemonSet');
+    assert.equal(daemonSet.spec.template.spec.serviceAccountName, account.metadata?.name);
+  });
+});
+
+describe('ClusterRole warren-migrate', () => {
+  it('is what the migration calls, as the table lists it', () => {
+    assert.deepEqual([...callsOfCode().migrate].sort(), MIGRATE);
+  });
+
+  it("grants exactly what the migration reads beyond the agent's rights, and is bound to no one", () => {
+    const agent = new Set(agentRights());
+    assert.deepEqual(
+      granted(clusterRole('warren-migrate'), 'cluster').sort(),
+      MIGRATE.filter((n) => !agent.has(n)),
+    );
+    const bound = documents.filter((d) => (d as { roleRef?: { name?: string } }).roleRef?.name === 'warren-migrate');
+    assert.deepEqual(bound, [], 'bound by hand for the migration only (README)');
   });
 });
