@@ -89,6 +89,8 @@ export const UNIT_FILES: readonly string[] = [
   'test/deploy/rbac.test.ts',
   'test/helpers-check/event-loop.test.ts',
   'test/helpers-check/fake-kube-api.test.ts',
+  'test/helpers-check/fake-kube-api-crs.test.ts',
+  'test/helpers-check/fake-kube-api-crs-updates.test.ts',
   'test/ipam/address.test.ts',
   'test/ipam/block-key.test.ts',
   'test/ipam/pool-state.test.ts',

@@ -1,0 +1,339 @@
+/**
+ * The handle a test holds (`FakeKubeApi`): the listener's lifecycle, kubeconfigs, the cluster as the
+ * test drives it (pods, nodes, CRDs, preloaded objects), and the faults it injects. Requests go to
+ * server.ts.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { type Server, createServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { removeDir, tempDir } from '../processes.ts';
+import { issueServerCertificate } from '../tls.ts';
+import { CoreResources } from './core.ts';
+import { deployCrds } from './crds.ts';
+import { LEASES } from './leases.ts';
+import { rfc3339, sortKeys } from './metadata.ts';
+import { ObjectStore } from './objects.ts';
+import { CrdRegistry } from './registry.ts';
+import { RequestHandler } from './server.ts';
+import type { Served } from './served.ts';
+import type {
+  CrdObject,
+  ExpiredAs,
+  FakeKubeApi,
+  FakeKubeApiOptions,
+  KubeObject,
+  RequestRecord,
+  Unavailability,
+  Verb,
+} from './types.ts';
+import { WatchHub } from './watch.ts';
+
+const DEFAULT_USER = 'system:serviceaccount:warren:warren';
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+class FakeKubeApiServer implements FakeKubeApi {
+  readonly url: string;
+  readonly kubeconfigPath: string;
+  readonly token: string;
+  readonly caPem: string;
+  readonly #server: Server;
+  readonly #port: number;
+  /** Holds the certificates and kubeconfigs; removed on stop. */
+  readonly #dir: string;
+  readonly #now: () => Date;
+  readonly #store = new ObjectStore();
+  readonly #core: CoreResources;
+  readonly #crds: CrdRegistry;
+  readonly #hub: WatchHub;
+  readonly #handler: RequestHandler;
+  #listening = true;
+  #stopped = false;
+
+  constructor(
+    server: Server,
+    port: number,
+    dir: string,
+    caPem: string,
+    options: FakeKubeApiOptions & { token: string },
+  ) {
+    this.#server = server;
+    this.#port = port;
+    this.#dir = dir;
+    this.url = `https://127.0.0.1:${port}`;
+    this.caPem = caPem;
+    this.token = options.token;
+    this.#now = options.now ?? (() => new Date());
+    this.#core = new CoreResources(this.#store, this.#now);
+    this.#crds = new CrdRegistry(this.#store, this.#now, options.crdEstablishMs ?? 20);
+    this.#hub = new WatchHub(this.#store);
+    this.#handler = new RequestHandler(
+      { store: this.#store, core: this.#core, crds: this.#crds, hub: this.#hub },
+      {
+        base: this.url,
+        token: options.token,
+        user: options.user ?? DEFAULT_USER,
+        now: this.#now,
+        expiredAs: options.expiredAs ?? 'event',
+        latency: options.writeLatencyMs ?? 0,
+      },
+    );
+    const crds = options.crds === 'deploy' ? deployCrds() : (options.crds ?? []);
+    for (const crd of crds) this.registerCrd(crd);
+    this.kubeconfigPath = this.writeKubeconfig();
+    server.on('request', (req: IncomingMessage, res: ServerResponse) => void this.#handler.handle(req, res));
+  }
+
+  get requests(): readonly RequestRecord[] {
+    return this.#handler.records;
+  }
+
+  clearRequests(): void {
+    this.#handler.records.length = 0;
+    this.#handler.counts = new Map();
+  }
+
+  requestCounts(): Record<string, number> {
+    return Object.fromEntries([...this.#handler.counts].sort(([a], [b]) => (a < b ? -1 : 1)));
+  }
+
+  writeKubeconfig(options: { token?: string } = {}): string {
+    const token = options.token ?? this.token;
+    const path = join(this.#dir, token === this.token ? 'kubeconfig' : `kubeconfig-${randomBytes(4).toString('hex')}`);
+    const config = {
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [
+        {
+          name: 'fake',
+          cluster: { server: this.url, 'certificate-authority-data': Buffer.from(this.caPem).toString('base64') },
+        },
+      ],
+      users: [{ name: 'warren', user: { token } }],
+      contexts: [{ name: 'fake', context: { cluster: 'fake', user: 'warren', namespace: 'default' } }],
+      'current-context': 'fake',
+    };
+    writeFileSync(path, `${JSON.stringify(config, null, 2)}\n`, { mode: 0o600 });
+    return path;
+  }
+
+  resourceVersion(): string {
+    return String(this.#store.rv);
+  }
+
+  watchCount(resource?: string): number {
+    let count = 0;
+    for (const watcher of this.#hub.watchers) if (resource === undefined || watcher.resource === resource) count++;
+    return count;
+  }
+
+  // --- The cluster, as tests drive it -------------------------------------------------------------
+
+  createPod(pod: KubeObject): KubeObject {
+    const spec = isRecord(pod.spec) ? pod.spec : { containers: [] };
+    const status = isRecord(pod.status) ? pod.status : {};
+    return this.#core.create('pods', { ...pod, spec, status: { phase: 'Pending', ...status } });
+  }
+
+  getPod(namespace: string, name: string): KubeObject | undefined {
+    const pod = this.#store.get('pods', `${namespace}/${name}`);
+    return pod === undefined ? undefined : structuredClone(pod);
+  }
+
+  updatePod(namespace: string, name: string, change: (pod: KubeObject) => void): KubeObject {
+    return this.#core.update('pods', `${namespace}/${name}`, change);
+  }
+
+  setPodPhase(namespace: string, name: string, phase: string): KubeObject {
+    return this.updatePod(namespace, name, (pod) => {
+      pod.status = { ...(isRecord(pod.status) ? pod.status : {}), phase };
+    });
+  }
+
+  deletePod(namespace: string, name: string, options: { force?: boolean } = {}): void {
+    const key = `${namespace}/${name}`;
+    const pod = this.#core.existing('pods', key);
+    const spec = isRecord(pod.spec) ? pod.spec : {};
+    const phase = isRecord(pod.status) ? pod.status.phase : undefined;
+    const immediate = options.force === true || !spec.nodeName || phase === 'Succeeded' || phase === 'Failed';
+    if (immediate || pod.metadata.deletionTimestamp !== undefined) {
+      this.#core.remove('pods', key, (last) => {
+        last.metadata.deletionTimestamp ??= rfc3339(this.#now());
+        last.metadata.deletionGracePeriodSeconds = 0;
+      });
+      return;
+    }
+    const grace = typeof spec.terminationGracePeriodSeconds === 'number' ? spec.terminationGracePeriodSeconds : 30;
+    this.#core.update('pods', key, (marked) => {
+      marked.metadata.deletionTimestamp = rfc3339(new Date(this.#now().getTime() + grace * 1000));
+      marked.metadata.deletionGracePeriodSeconds = grace;
+    });
+  }
+
+  createNode(node: KubeObject | string): KubeObject {
+    return this.#core.create(
+      'nodes',
+      typeof node === 'string' ? { metadata: { name: node }, spec: {}, status: {} } : node,
+    );
+  }
+
+  updateNode(name: string, change: (node: KubeObject) => void): KubeObject {
+    return this.#core.update('nodes', name, change);
+  }
+
+  deleteNode(name: string): void {
+    this.#core.remove('nodes', name, () => undefined);
+  }
+
+  listEvents(namespace?: string): KubeObject[] {
+    const map = this.#store.map('events');
+    return [...map.values()]
+      .filter((e) => namespace === undefined || e.metadata.namespace === namespace)
+      .map((e) => structuredClone(e));
+  }
+
+  registerCrd(crd: CrdObject): void {
+    this.#crds.register(crd);
+  }
+
+  #servedByPlural(plural: string): Served {
+    const served = plural === 'leases' ? LEASES : this.#crds.byPlural(plural);
+    if (served === undefined) throw new Error(`fake kube api: no served resource ${plural}`);
+    return served;
+  }
+
+  preload(plural: string, objects: Iterable<KubeObject>): void {
+    const s = this.#servedByPlural(plural);
+    const time = rfc3339(this.#now());
+    const store = this.#store;
+    function* entries(): Generator<readonly [string, KubeObject]> {
+      for (const object of objects) {
+        const meta = object.metadata;
+        object.apiVersion ??= s.apiVersion;
+        object.kind ??= s.kind;
+        meta.uid ??= randomUUID();
+        meta.creationTimestamp ??= time;
+        if (s.generation) meta.generation ??= 1;
+        if (!s.namespaced) delete meta.namespace;
+        yield [ObjectStore.keyOf(object, s.namespaced), object];
+      }
+    }
+    store.preload(s.plural, entries());
+  }
+
+  object(plural: string, name: string, namespace?: string): KubeObject | undefined {
+    const s = this.#servedByPlural(plural);
+    const found = this.#store.get(s.plural, s.namespaced ? `${namespace}/${name}` : name);
+    return found === undefined ? undefined : (sortKeys(found) as KubeObject);
+  }
+
+  objects(plural: string): KubeObject[] {
+    const s = this.#servedByPlural(plural);
+    const map = this.#store.map(s.plural);
+    return this.#store.keys(s.plural).map((key) => structuredClone(map.get(key) as KubeObject));
+  }
+
+  setWriteLatency(ms: number): void {
+    this.#handler.writeLatencyMs = ms;
+  }
+
+  // --- Faults ---------------------------------------------------------------------------------------
+
+  compactHistory(): void {
+    this.#store.compact();
+  }
+
+  expireNextWatch(as: ExpiredAs = this.#handler.expiredAs): void {
+    this.#hub.pendingExpiries.push(as);
+  }
+
+  bookmark(): void {
+    this.#hub.bookmarkAll();
+  }
+
+  breakWatches(): void {
+    this.#hub.close('destroy');
+  }
+
+  endWatches(): void {
+    this.#hub.close('end');
+  }
+
+  terminateNamespace(namespace: string): void {
+    this.#core.terminating.add(namespace);
+  }
+
+  forbid(verb: Verb, resource: string): void {
+    this.#handler.forbidden.add(`${verb} ${resource}`);
+  }
+
+  allow(verb: Verb, resource: string): void {
+    this.#handler.forbidden.delete(`${verb} ${resource}`);
+  }
+
+  async setUnavailable(down: boolean, how: Unavailability = 'refuse'): Promise<void> {
+    if (down) {
+      this.#handler.down = how;
+      this.breakWatches();
+      if (how === 'refuse') await this.#closeListener();
+      return;
+    }
+    this.#handler.down = undefined;
+    if (!this.#listening && !this.#stopped) {
+      await new Promise<void>((resolveListen, reject) => {
+        this.#server.once('error', reject);
+        this.#server.listen(this.#port, '127.0.0.1', () => {
+          this.#server.off('error', reject);
+          resolveListen();
+        });
+      });
+      this.#listening = true;
+    }
+  }
+
+  async stop(): Promise<void> {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    this.#crds.stop();
+    this.breakWatches();
+    await this.#closeListener();
+    removeDir(this.#dir);
+  }
+
+  async #closeListener(): Promise<void> {
+    if (!this.#listening) return;
+    this.#listening = false;
+    const closed = new Promise<void>((resolveClose) => this.#server.close(() => resolveClose()));
+    this.#server.closeAllConnections();
+    await closed;
+  }
+}
+
+/** Starts a fake API server on an ephemeral port of 127.0.0.1 with a fresh CA; call `stop()` when done. */
+export async function startFakeKubeApi(options: FakeKubeApiOptions = {}): Promise<FakeKubeApi> {
+  const dir = tempDir('warren-kube-api-');
+  try {
+    const certificate = issueServerCertificate(dir);
+    const server = createServer({ key: certificate.keyPem, cert: certificate.certPem });
+    await new Promise<void>((resolveListen, reject) => {
+      server.once('error', reject);
+      server.listen(0, '127.0.0.1', () => {
+        server.off('error', reject);
+        resolveListen();
+      });
+    });
+    const port = (server.address() as AddressInfo).port;
+    return new FakeKubeApiServer(server, port, dir, certificate.caPem, {
+      ...options,
+      token: options.token ?? randomBytes(16).toString('hex'),
+    });
+  } catch (error) {
+    removeDir(dir);
+    throw error;
+  }
+}
