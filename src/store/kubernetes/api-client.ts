@@ -1,0 +1,234 @@
+/**
+ * How the cluster tier reaches the Kubernetes API server: one request at a time, JSON in and out,
+ * over one keep-alive connection pool, with the credentials and TLS settings of a KubeConfig from
+ * @kubernetes/client-node. Apart from kube-tier.ts and its parts, which decide what is asked.
+ *
+ * Guarantees:
+ * - every request has a deadline (`requestTimeoutMs`, default 10 s) and a bounded answer (16 MiB);
+ * - any failure to get an answer (refused, reset, TLS, DNS, the deadline, the client closed) is a
+ *   WarrenError TRY_AGAIN (CNI code 11) naming the API server and what was being done;
+ * - every HTTP answer comes back as a value (`ApiAnswer`): what a status means is the caller's to
+ *   say, by status code and by the `Status` body's structure (`ApiFailure`), never by its prose;
+ * - `refusal` turns an answer the caller did not expect into the WarrenError it means: 429, 5xx and
+ *   504 are TRY_AGAIN naming the API server; a 404 that is not a Status (the API server's text
+ *   `404 page not found`) says the CRDs of warren.dev are not installed; a 403 names the permission
+ *   missing; anything else is IO_FAILURE with the server's Status;
+ * - credentials are applied to each request (a rotated service account token is picked up), while
+ *   connections are kept alive and reused between requests (the library's own fetch layer opens a
+ *   new connection pool per request).
+ */
+import { request as httpRequest, Agent as HttpAgent } from 'node:http';
+import { Agent as HttpsAgent, type RequestOptions, request as httpsRequest } from 'node:https';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { WarrenError, messageOf } from '../../core/errors.ts';
+import { type ApiFailure, describeFailure, failureOfResponse, missingPermission } from './api-failure.ts';
+
+/** Largest answer read; a larger one is cut off (TRY_AGAIN) rather than held in memory. */
+const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
+
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+export interface ApiRequest {
+  readonly method: HttpMethod;
+  /** The path, e.g. `/apis/warren.dev/v1alpha1/warrenblocks/x`. */
+  readonly path: string;
+  readonly query?: Readonly<Record<string, string | number | undefined>>;
+  /** Sent as JSON. */
+  readonly body?: unknown;
+  /** Default `application/json`; `application/merge-patch+json` for a merge patch. */
+  readonly contentType?: string;
+}
+
+/** An HTTP answer: its status, the body parsed when it is JSON, and the failure it describes when not 2xx. */
+export interface ApiAnswer {
+  readonly status: number;
+  readonly body: unknown;
+  /** The answer as a failure (Status parsed): for statuses other than 2xx. */
+  readonly failure: ApiFailure;
+  /** Whether the body was JSON (a 404 that is not JSON comes from an unregistered path). */
+  readonly json: boolean;
+}
+
+export interface KubeApiClientOptions {
+  readonly kubeConfig: KubeConfig;
+  /** Deadline of each request, milliseconds. Default 10000. */
+  readonly requestTimeoutMs?: number;
+}
+
+export class KubeApiClient {
+  readonly #config: KubeConfig;
+  readonly #server: URL;
+  readonly #timeoutMs: number;
+  readonly #agent: HttpAgent;
+  /** Aborts every request in flight when the client closes. */
+  readonly #closing = new AbortController();
+
+  private constructor(config: KubeConfig, server: URL, agent: HttpAgent, timeoutMs: number) {
+    this.#config = config;
+    this.#server = server;
+    this.#agent = agent;
+    this.#timeoutMs = timeoutMs;
+  }
+
+  /** A client for the KubeConfig's current cluster; INVALID_CONFIG when it names none usable. */
+  static async open(options: KubeApiClientOptions): Promise<KubeApiClient> {
+    const cluster = options.kubeConfig.getCurrentCluster();
+    if (cluster === null) throw new WarrenError('INVALID_CONFIG', 'the kubeconfig names no current cluster');
+    let server: URL;
+    try {
+      server = new URL(cluster.server);
+    } catch {
+      throw new WarrenError(
+        'INVALID_CONFIG',
+        `the kubeconfig's cluster server ${JSON.stringify(cluster.server)} is no URL`,
+      );
+    }
+    const tls: RequestOptions = {};
+    try {
+      await options.kubeConfig.applyToHTTPSOptions(tls);
+    } catch (error) {
+      throw new WarrenError('INVALID_CONFIG', `the kubeconfig cannot be used: ${messageOf(error)}`, { cause: error });
+    }
+    // A proxy is the library's business (its agent speaks it); otherwise one keep-alive pool of our own.
+    const agent =
+      cluster.proxyUrl !== undefined && tls.agent instanceof HttpAgent
+        ? tls.agent
+        : server.protocol === 'http:'
+          ? new HttpAgent({ keepAlive: true, maxSockets: 8 })
+          : new HttpsAgent({
+              keepAlive: true,
+              maxSockets: 8,
+              ...(tls.ca === undefined ? {} : { ca: tls.ca }),
+              ...(tls.cert === undefined ? {} : { cert: tls.cert }),
+              ...(tls.key === undefined ? {} : { key: tls.key }),
+              ...(tls.rejectUnauthorized === undefined ? {} : { rejectUnauthorized: tls.rejectUnauthorized }),
+              ...(tls.servername === undefined ? {} : { servername: tls.servername }),
+            });
+    return new KubeApiClient(options.kubeConfig, server, agent, options.requestTimeoutMs ?? 10_000);
+  }
+
+  /** The API server, as operators know it (`https://host:port`). */
+  get server(): string {
+    return this.#server.origin;
+  }
+
+  /** One request; its answer whatever the status, or TRY_AGAIN when none came (`what` says what for). */
+  async send(what: string, req: ApiRequest): Promise<ApiAnswer> {
+    const url = new URL(this.#server.pathname.replace(/\/+$/, '') + req.path, this.#server);
+    for (const [k, v] of Object.entries(req.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
+    const headers = await this.#headers(what);
+    const payload = req.body === undefined ? undefined : Buffer.from(JSON.stringify(req.body));
+    if (payload !== undefined) {
+      headers['content-type'] = req.contentType ?? 'application/json';
+      headers['content-length'] = String(payload.length);
+    }
+    const signal = AbortSignal.any([this.#closing.signal, AbortSignal.timeout(this.#timeoutMs)]);
+    let raw: { status: number; type: string; text: string };
+    try {
+      raw = await this.#exchange(url, req.method, headers, payload, signal);
+    } catch (error) {
+      const why = signal.aborted
+        ? this.#closing.signal.aborted
+          ? 'the client was closed'
+          : `no answer within ${this.#timeoutMs} ms`
+        : messageOf(error);
+      throw new WarrenError(
+        'TRY_AGAIN',
+        `the Kubernetes API server ${this.server} could not be reached (${what}): ${why}`,
+        {
+          cause: error,
+        },
+      );
+    }
+    let body: unknown;
+    let json = false;
+    if (raw.type.includes('json')) {
+      try {
+        body = JSON.parse(raw.text);
+        json = true;
+      } catch {
+        body = raw.text;
+      }
+    } else body = raw.text;
+    return { status: raw.status, body, json, failure: failureOfResponse(raw.status, raw.text) };
+  }
+
+  /**
+   * The WarrenError an answer the caller did not expect means (see the header). `resource` names
+   * what was asked for (`create warrenblocks.warren.dev`), for a refusal without a body.
+   */
+  refusal(what: string, answer: ApiAnswer, verb: string, resource: string): WarrenError {
+    const f = answer.failure;
+    const said = describeFailure(f);
+    if (answer.status === 429 || answer.status >= 500)
+      return new WarrenError('TRY_AGAIN', `the Kubernetes API server ${this.server} failed to ${what}: ${said}`);
+    if (answer.status === 404 && !answer.json)
+      return new WarrenError(
+        'IO_FAILURE',
+        `the Kubernetes API server ${this.server} does not serve ${resource} (${what}): are the CustomResourceDefinitions ` +
+          `of warren.dev installed (deploy/crds)?`,
+      );
+    if (answer.status === 403)
+      return new WarrenError(
+        'IO_FAILURE',
+        `the Kubernetes API server ${this.server} refused to ${what}: ${said} (grant Warren's service account ` +
+          `"${missingPermission(f, verb, resource)}", as deploy/ does)`,
+      );
+    return new WarrenError('IO_FAILURE', `the Kubernetes API server ${this.server} refused to ${what}: ${said}`);
+  }
+
+  /** Closes kept connections and fails requests in flight (TRY_AGAIN). */
+  close(): void {
+    this.#closing.abort();
+    this.#agent.destroy();
+  }
+
+  async #headers(what: string): Promise<Record<string, string>> {
+    // The credentials as the library gives them now: a token file is read again when it rotates.
+    const auth: RequestOptions = {};
+    try {
+      await this.#config.applyToHTTPSOptions(auth);
+    } catch (error) {
+      throw new WarrenError('TRY_AGAIN', `no Kubernetes credentials to ${what}: ${messageOf(error)}`, { cause: error });
+    }
+    const headers: Record<string, string> = { accept: 'application/json', 'user-agent': 'warren' };
+    for (const [k, v] of Object.entries(auth.headers ?? {})) if (v !== undefined) headers[k.toLowerCase()] = String(v);
+    if (typeof auth.auth === 'string') headers.authorization = `Basic ${Buffer.from(auth.auth).toString('base64')}`;
+    return headers;
+  }
+
+  #exchange(
+    url: URL,
+    method: HttpMethod,
+    headers: Record<string, string>,
+    payload: Buffer | undefined,
+    signal: AbortSignal,
+  ): Promise<{ status: number; type: string; text: string }> {
+    const send = url.protocol === 'http:' ? httpRequest : httpsRequest;
+    return new Promise((resolve, reject) => {
+      const req = send(url, { method, headers, agent: this.#agent, signal }, (res) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on('data', (chunk: Buffer) => {
+          size += chunk.length;
+          if (size > MAX_ANSWER_BYTES) {
+            res.destroy(new Error(`the answer exceeds ${MAX_ANSWER_BYTES} bytes`));
+            return;
+          }
+          chunks.push(chunk);
+        });
+        res.on('error', reject);
+        res.on('aborted', () => reject(new Error('the answer was cut off')));
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            type: String(res.headers['content-type'] ?? ''),
+            text: Buffer.concat(chunks).toString('utf8'),
+          }),
+        );
+      });
+      req.on('error', reject);
+      req.end(payload);
+    });
+  }
+}

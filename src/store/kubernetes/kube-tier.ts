@@ -1,0 +1,338 @@
+/**
+ * The cluster tier on the Kubernetes API (cluster-tier.ts): custom resources of group warren.dev
+ * (deploy/crds/) for ranges, blocks and their published allocations, address requests and address
+ * spaces, and coordination.k8s.io Leases in the agent's namespace for membership and chores.
+ *
+ * How each guarantee of ClusterTier is kept:
+ * - one claim per block: a claim creates the WarrenBlock named `blockName(key)` (names.ts), so the
+ *   API server lets one creation of it succeed and answers AlreadyExists to the others (one request);
+ * - give back only what was claimed (ABA): `unclaim` deletes with the preconditions uid and
+ *   resourceVersion; a block given back and claimed again is a new object with a new uid;
+ * - a range's block size is pinned by whoever creates its WarrenRange first: AlreadyExists answers
+ *   the stored one;
+ * - listings page on the server (`limit`, `continue`) and select by label on the server
+ *   (`warren.dev/node`, `warren.dev/range`): what `claimsOf(node)` reads is that node's blocks;
+ * - `publish` writes the block's status subresource (PUT, guarded by the resourceVersion this tier
+ *   last saw of the block, read again on a conflict), and only while the block is claimed by the
+ *   publishing node: it throws when the block's object is gone or another node's; the status is
+ *   kept within the object size limit (objects.ts);
+ * - a request's update is a PUT guarded by the version it was read at (undefined on a conflict).
+ * Every failure to reach the API server is TRY_AGAIN naming it (api-client.ts).
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Clock } from '../../core/clock.ts';
+import { WarrenError } from '../../core/errors.ts';
+import { rangePoolOfKey } from '../../ipam/blocks.ts';
+import type {
+  AddressRequest,
+  BlockClaim,
+  ClusterTier,
+  Grant,
+  Page,
+  PublishedBlock,
+  RangeRecord,
+  UnclaimResult,
+} from '../cluster-tier.ts';
+import { KubeApiClient } from './api-client.ts';
+import { KubeSpaces } from './kube-spaces.ts';
+import { LeaseMembership } from './lease-membership.ts';
+import {
+  NODE_LABEL,
+  OPEN_LABEL,
+  RANGE_LABEL,
+  blockName,
+  labelValue,
+  lenderLabel,
+  rangeName,
+  requestName,
+  selectorOf,
+} from './names.ts';
+import {
+  blockObject,
+  blockStatusOf,
+  claimOfObject,
+  metaOf,
+  publishedOf,
+  rangeObject,
+  rangeOf,
+  requestObject,
+  requestOf,
+} from './objects.ts';
+import { FULL_LIST_PAGE, Resource, leaseKind, warrenKind } from './resources.ts';
+
+/** Rounds of read-and-write against an object that keeps changing, before TRY_AGAIN. */
+const MAX_ROUNDS = 5;
+
+export interface KubeTierOptions {
+  readonly kubeConfig: KubeConfig;
+  /** Where the Leases live: the agent's namespace. */
+  readonly namespace: string;
+  readonly leaseSeconds: number;
+  readonly clock: Clock;
+  readonly notice?: (message: string) => void;
+  /** Deadline of each request, milliseconds (api-client.ts). */
+  readonly requestTimeoutMs?: number;
+}
+
+export async function openKubeTier(o: KubeTierOptions): Promise<KubeTier> {
+  if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(o.namespace))
+    throw new WarrenError(
+      'INVALID_CONFIG',
+      `the Kubernetes namespace ${JSON.stringify(o.namespace)} is not a valid name`,
+    );
+  if (!(Number.isInteger(o.leaseSeconds) && o.leaseSeconds > 0))
+    throw new WarrenError(
+      'INVALID_CONFIG',
+      `the lease time must be a whole number of seconds > 0, not ${o.leaseSeconds}`,
+    );
+  const api = await KubeApiClient.open({
+    kubeConfig: o.kubeConfig,
+    ...(o.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: o.requestTimeoutMs }),
+  });
+  return new KubeTier(api, o);
+}
+
+export class KubeTier implements ClusterTier {
+  readonly description: string;
+  readonly membership: LeaseMembership;
+  readonly spaces: KubeSpaces;
+  readonly #api: KubeApiClient;
+  readonly #notice: ((message: string) => void) | undefined;
+  readonly #ranges: Resource;
+  readonly #blocks: Resource;
+  readonly #requests: Resource;
+  /**
+   * The uid and resourceVersion this tier last saw of the blocks it claimed or published: what a
+   * publication is guarded by, so that one costs one request. Forgotten at give-back.
+   */
+  /** Range records read or made: a record never changes once made, so it is read once. */
+  readonly #pinned = new Map<string, RangeRecord>();
+  readonly #seen = new Map<string, { uid: string; version: string; node: string }>();
+
+  constructor(api: KubeApiClient, o: KubeTierOptions) {
+    this.#api = api;
+    this.#notice = o.notice;
+    this.#ranges = new Resource(api, warrenKind('warrenranges'));
+    this.#blocks = new Resource(api, warrenKind('warrenblocks'));
+    this.#requests = new Resource(api, warrenKind('warrenaddressrequests'));
+    this.spaces = new KubeSpaces({
+      spaces: new Resource(api, warrenKind('warrenaddressspaces')),
+      ranges: this.#ranges,
+      blocks: this.#blocks,
+    });
+    this.membership = new LeaseMembership({
+      leases: new Resource(api, leaseKind(o.namespace)),
+      leaseSeconds: o.leaseSeconds,
+      clock: o.clock,
+      notice: o.notice,
+    });
+    this.description = `Kubernetes API ${api.server} (warren.dev custom resources; Leases in namespace ${o.namespace})`;
+  }
+
+  async pinRange(record: RangeRecord): Promise<RangeRecord> {
+    const known = this.#pinned.get(record.pool);
+    if (known !== undefined) return known;
+    const name = rangeName(record.pool);
+    for (let round = 1; round <= MAX_ROUNDS; round++) {
+      // Read first: every node but the first finds the range recorded, in one request.
+      const stored = rangeOf(await this.#ranges.get(`read range ${record.pool}`, name));
+      if (stored !== undefined) {
+        if (stored.pool !== record.pool)
+          throw new WarrenError(
+            'IO_FAILURE',
+            `the WarrenRange ${name} records range ${stored.pool}, not ${record.pool}`,
+          );
+        return this.#pin(stored);
+      }
+      const created = await this.#ranges.create(`record range ${record.pool}`, rangeObject(name, record));
+      if (created.kind === 'created') return this.#pin(rangeOf(created.object) ?? record);
+    }
+    throw new WarrenError('TRY_AGAIN', `the record of range ${record.pool} kept changing; try again`);
+  }
+
+  /** A range's record never changes once made: it is read once per tier. */
+  #pin(record: RangeRecord): RangeRecord {
+    this.#pinned.set(record.pool, record);
+    return record;
+  }
+
+  async claim(range: RangeRecord, key: string, node: string): Promise<BlockClaim | undefined> {
+    if (rangePoolOfKey(key) !== range.pool)
+      throw new WarrenError('IO_FAILURE', `block ${key} is not a block of range ${range.pool}`);
+    const created = await this.#blocks.create(`claim block ${key}`, blockObject(blockName(key), key, node));
+    if (created.kind === 'exists') return undefined;
+    const claim = claimOfObject(created.object);
+    if (claim === undefined)
+      throw new WarrenError('IO_FAILURE', `the API server answered the claim of block ${key} with no object`);
+    this.#seen.set(key, { uid: claim.uid, version: claim.version, node });
+    return claim;
+  }
+
+  async claimOf(key: string): Promise<BlockClaim | undefined> {
+    const claim = claimOfObject(await this.#blocks.get(`read block ${key}`, blockName(key)));
+    if (claim === undefined || claim.key !== key) return undefined;
+    if (this.#seen.has(key)) this.#seen.set(key, { uid: claim.uid, version: claim.version, node: claim.node });
+    return claim;
+  }
+
+  async claimsOf(node: string, pool?: string): Promise<BlockClaim[]> {
+    const labels = {
+      [NODE_LABEL]: labelValue(node),
+      ...(pool === undefined ? {} : { [RANGE_LABEL]: labelValue(pool) }),
+    };
+    const items = await this.#blocks.listAll(`list the blocks of node ${node}`, selectorOf(labels));
+    return items
+      .map(claimOfObject)
+      .filter(
+        (c): c is BlockClaim =>
+          c !== undefined && c.node === node && (pool === undefined || rangePoolOfKey(c.key) === pool),
+      );
+  }
+
+  async claimsIn(pool: string, page?: { limit: number; continue?: string }): Promise<Page<BlockClaim>> {
+    const got = await this.#blocks.list(
+      `list the blocks of range ${pool}`,
+      selectorOf({ [RANGE_LABEL]: labelValue(pool) }),
+      page?.limit ?? FULL_LIST_PAGE,
+      page?.continue,
+    );
+    const items = got.items
+      .map(claimOfObject)
+      .filter((c): c is BlockClaim => c !== undefined && rangePoolOfKey(c.key) === pool);
+    return { items, ...(got.continue === undefined ? {} : { continue: got.continue }) };
+  }
+
+  async unclaim(claim: BlockClaim): Promise<UnclaimResult> {
+    const done = await this.#blocks.remove(`give back block ${claim.key}`, blockName(claim.key), {
+      uid: claim.uid,
+      resourceVersion: claim.version,
+    });
+    if (done === 'deleted') this.#seen.delete(claim.key);
+    return done === 'deleted' ? 'released' : done === 'conflict' ? 'changed' : 'gone';
+  }
+
+  async publish(block: PublishedBlock): Promise<void> {
+    const name = blockName(block.key);
+    const { status, truncated } = blockStatusOf(block);
+    if (truncated)
+      this.#notice?.(
+        `block ${block.key} holds more allocations than its object can publish (${block.allocations.length}): ` +
+          `published ${(status.allocations as unknown[]).length}, without network namespaces`,
+      );
+    for (let round = 1; round <= MAX_ROUNDS; round++) {
+      let seen = this.#seen.get(block.key);
+      // Seen as another node's (this tier serves one node; a test may drive two): read it again.
+      if (seen === undefined || seen.node !== block.node) {
+        const claim = claimOfObject(await this.#blocks.get(`read block ${block.key}`, name));
+        if (claim === undefined || claim.key !== block.key || claim.node !== block.node)
+          throw new WarrenError(
+            'IO_FAILURE',
+            `block ${block.key} is not claimed by node ${block.node} ` +
+              `(${claim === undefined || claim.key !== block.key ? 'its object is gone' : `node ${claim.node} holds it`}): ` +
+              `its allocations were not published`,
+          );
+        seen = { uid: claim.uid, version: claim.version, node: claim.node };
+      }
+      const base = blockObject(name, block.key, block.node);
+      const body = { ...base, metadata: { ...base.metadata, uid: seen.uid, resourceVersion: seen.version }, status };
+      const written = await this.#blocks.replace(`publish block ${block.key}`, body, 'status');
+      this.#seen.delete(block.key);
+      if (written.kind === 'replaced') {
+        const meta = metaOf(written.object);
+        if (meta !== undefined)
+          this.#seen.set(block.key, { uid: meta.uid, version: meta.resourceVersion, node: block.node });
+        return;
+      }
+      // A conflict: read it again, and publish only if it is still this node's.
+    }
+    throw new WarrenError('TRY_AGAIN', `block ${block.key} kept changing while its allocations were published`);
+  }
+
+  async published(
+    filter: { pool?: string; node?: string },
+    page?: { limit: number; continue?: string },
+  ): Promise<Page<PublishedBlock>> {
+    const labels = {
+      ...(filter.pool === undefined ? {} : { [RANGE_LABEL]: labelValue(filter.pool) }),
+      ...(filter.node === undefined ? {} : { [NODE_LABEL]: labelValue(filter.node) }),
+    };
+    const got = await this.#blocks.list(
+      'list published blocks',
+      selectorOf(labels),
+      page?.limit ?? FULL_LIST_PAGE,
+      page?.continue,
+    );
+    const items = got.items
+      .map(publishedOf)
+      .filter(
+        (b): b is PublishedBlock =>
+          b !== undefined &&
+          (filter.pool === undefined || rangePoolOfKey(b.key) === filter.pool) &&
+          (filter.node === undefined || b.node === filter.node),
+      );
+    return { items, ...(got.continue === undefined ? {} : { continue: got.continue }) };
+  }
+
+  async ask(pool: string, node: string, wanted: number): Promise<AddressRequest> {
+    const name = requestName(pool, node);
+    for (let round = 1; round <= MAX_ROUNDS; round++) {
+      const created = await this.#requests.create(
+        `ask for addresses of range ${pool}`,
+        requestObject(name, { pool, node, wanted, grants: [] }),
+      );
+      if (created.kind === 'created') return this.#requestOrFail(created.object, pool, node);
+      const current = await this.requestOf(pool, node);
+      if (current === undefined) continue;
+      if (current.wanted === wanted) return current;
+      const updated = await this.updateRequest(current, current.grants, wanted);
+      if (updated !== undefined) return updated;
+    }
+    throw new WarrenError('TRY_AGAIN', `the request of node ${node} for range ${pool} kept changing; try again`);
+  }
+
+  #requestOrFail(object: unknown, pool: string, node: string): AddressRequest {
+    const request = requestOf(object);
+    if (request === undefined)
+      throw new WarrenError('IO_FAILURE', `the API server answered the request of ${node} for ${pool} with no object`);
+    return request;
+  }
+
+  async requestOf(pool: string, node: string): Promise<AddressRequest | undefined> {
+    const request = requestOf(
+      await this.#requests.get(`read the request of ${node} for ${pool}`, requestName(pool, node)),
+    );
+    return request !== undefined && request.pool === pool && request.node === node ? request : undefined;
+  }
+
+  async openRequests(pool?: string): Promise<AddressRequest[]> {
+    const labels = { [OPEN_LABEL]: 'true', ...(pool === undefined ? {} : { [RANGE_LABEL]: labelValue(pool) }) };
+    const items = await this.#requests.listAll('list open address requests', selectorOf(labels));
+    return items
+      .map(requestOf)
+      .filter((r): r is AddressRequest => r !== undefined && r.wanted > 0 && (pool === undefined || r.pool === pool));
+  }
+
+  async requestsLentBy(lender: string): Promise<AddressRequest[]> {
+    const items = await this.#requests.listAll(`list requests lent to by ${lender}`, `${lenderLabel(lender)}=true`);
+    return items.map(requestOf).filter((r): r is AddressRequest => r?.grants.some((g) => g.lender === lender) === true);
+  }
+
+  async updateRequest(
+    request: AddressRequest,
+    grants: readonly Grant[],
+    wanted: number,
+  ): Promise<AddressRequest | undefined> {
+    const { pool, node } = request;
+    const body = requestObject(requestName(pool, node), { pool, node, wanted, grants }, request.version);
+    const written = await this.#requests.replace(`update the request of ${node} for ${pool}`, body);
+    return written.kind === 'replaced' ? this.#requestOrFail(written.object, pool, node) : undefined;
+  }
+
+  async ping(): Promise<void> {
+    await this.#ranges.list('reach the API server', '', 1);
+  }
+
+  async close(): Promise<void> {
+    this.#api.close();
+  }
+}

@@ -1,0 +1,349 @@
+/**
+ * Agents' membership of the cluster on the Kubernetes API: coordination.k8s.io/v1 Leases in the
+ * agent's namespace (the contract of Membership in store.ts, as etcd-membership.ts keeps it on
+ * etcd).
+ *
+ * - A node's announcement is the Lease `nodeLeaseName(node)`, labelled `warren.dev/lease=node`:
+ *   `holderIdentity` is the agent instance (a fresh id per start), the NodeRecord is its annotation
+ *   `warren.dev/record`, and it lives until `renewTime + leaseDurationSeconds` (MicroTime, six
+ *   fractional digits, as the API server demands). `renew` writes a new renewTime, guarded by the
+ *   resourceVersion this instance last wrote.
+ * - One agent per node name: a Lease of another instance refuses `announce` (ALREADY_RUNNING) while
+ *   unexpired; an expired one, this instance's own, or its previous start's on this boot is taken
+ *   over by an RV-guarded PUT (so of two takers one wins); its previous start's on another boot is
+ *   waited out up to the lease time (a clone may be renewing it).
+ * - A Lease found held by another instance while this one runs halts this agent (sticky until
+ *   `accept`) instead of fighting over it.
+ * - A chore (`claimTask`) is the Lease `taskLeaseName(task)` whose holder is a node: it is held for
+ *   as long as that node's announcement lives (it is never renewed itself), and taken over by an
+ *   RV-guarded PUT once the holder's announcement is gone or expired, so exactly one asker wins.
+ *
+ * Expiry compares the writer's renewTime with this node's wall clock: the nodes' clocks are assumed
+ * to agree within a fraction of the lease (as they must for Kubernetes' own node leases).
+ * No store identity is kept (`identity()` is undefined): the API server's data loss is not detected.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Clock } from '../../core/clock.ts';
+import { WarrenError, isWarrenError } from '../../core/errors.ts';
+import { isPlainObject as isRecord } from '../../core/validate.ts';
+import { describeInstance } from '../etcd-membership.ts';
+import type { AcceptReport, AnnounceInfo, Membership, NodeRecord } from '../store.ts';
+import { LEASE_LABEL, NODE_LABEL, labelValue, nodeLeaseName, selectorOf, taskLeaseName } from './names.ts';
+import { type KubeObject, metaOf } from './objects.ts';
+import type { Resource } from './resources.ts';
+
+const RECORD_ANNOTATION = 'warren.dev/record';
+const TASK_ANNOTATION = 'warren.dev/task';
+/** Rounds of create-or-take-over against a Lease that keeps changing, before TRY_AGAIN. */
+const MAX_ROUNDS = 5;
+/** How often a Lease being waited out is read again. */
+const WAIT_STEP_MS = 250;
+
+/** `ms` since the epoch as a Kubernetes MicroTime: RFC 3339 with exactly six fractional digits. */
+export function microTime(ms: number): string {
+  const iso = new Date(Math.floor(ms)).toISOString(); // 2026-11-24T22:30:40.242Z
+  return `${iso.slice(0, -1)}000Z`;
+}
+
+/** A MicroTime (or any RFC 3339 time) in ms since the epoch; NaN when unreadable. */
+export function parseMicroTime(text: string): number {
+  const m = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$/.exec(text);
+  if (m === null) return Number.NaN;
+  const whole = Date.parse(`${m[1]}${m[3]}`);
+  return whole + Number(`0.${m[2] ?? '0'}`) * 1000;
+}
+
+interface LeaseView {
+  readonly name: string;
+  readonly uid: string;
+  readonly version: string;
+  readonly holder: string | undefined;
+  /** When it lapses, ms since the epoch (0 when it says nothing readable). */
+  readonly expires: number;
+  readonly transitions: number;
+  readonly acquired: string | undefined;
+  readonly annotations: Readonly<Record<string, string>>;
+}
+
+function leaseOf(object: unknown): LeaseView | undefined {
+  const meta = metaOf(object);
+  if (meta === undefined || !isRecord(object) || !isRecord(object.spec)) return undefined;
+  const s = object.spec;
+  const renewed = typeof s.renewTime === 'string' ? parseMicroTime(s.renewTime) : Number.NaN;
+  const seconds = typeof s.leaseDurationSeconds === 'number' ? s.leaseDurationSeconds : 0;
+  return {
+    name: meta.name,
+    uid: meta.uid,
+    version: meta.resourceVersion,
+    holder: typeof s.holderIdentity === 'string' ? s.holderIdentity : undefined,
+    expires: Number.isNaN(renewed) ? 0 : renewed + seconds * 1000,
+    transitions: typeof s.leaseTransitions === 'number' ? s.leaseTransitions : 0,
+    acquired: typeof s.acquireTime === 'string' ? s.acquireTime : undefined,
+    annotations: meta.annotations ?? {},
+  };
+}
+
+function recordOf(lease: LeaseView | undefined): NodeRecord | undefined {
+  const text = lease?.annotations[RECORD_ANNOTATION];
+  if (text === undefined) return undefined;
+  try {
+    const r = JSON.parse(text) as NodeRecord;
+    return isRecord(r) && typeof r.node === 'string' ? r : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export interface LeaseMembershipOptions {
+  readonly leases: Resource;
+  readonly leaseSeconds: number;
+  readonly clock: Clock;
+  readonly notice?: ((message: string) => void) | undefined;
+}
+
+interface Announced {
+  readonly node: string;
+  readonly record: NodeRecord;
+  readonly instance: string;
+  readonly previous?: string;
+}
+
+/** What a Lease's next write carries over from the one it replaces. */
+type Predecessor = Pick<LeaseView, 'version' | 'transitions' | 'acquired'>;
+
+export class LeaseMembership implements Membership {
+  readonly #o: LeaseMembershipOptions;
+  #announced: Announced | undefined;
+  /** This instance's Lease as last written: what the next renewal is guarded by. */
+  #held: LeaseView | undefined;
+  #halt: string | undefined;
+
+  constructor(options: LeaseMembershipOptions) {
+    this.#o = options;
+  }
+
+  async announce(node: string, info: AnnounceInfo): Promise<void> {
+    const { previous, ...published } = info;
+    const instance = info.instance ?? randomUUID();
+    this.#announced = {
+      node,
+      instance,
+      record: { node, ...published, instance },
+      ...(previous === undefined ? {} : { previous }),
+    };
+    await this.#claim();
+  }
+
+  halted(): string | undefined {
+    return this.#halt;
+  }
+
+  identity(): string | undefined {
+    return undefined;
+  }
+
+  async accept(): Promise<AcceptReport> {
+    if (this.#announced === undefined)
+      throw new WarrenError('TRY_AGAIN', 'this agent has not announced a node yet: there is nothing to accept');
+    this.#halt = undefined;
+    await this.#claim();
+    return { addresses: 0, blocks: 0, conflicts: [] };
+  }
+
+  #body(a: Announced, lease: Predecessor | undefined, acquire: boolean): KubeObject {
+    const now = microTime(this.#o.clock.now());
+    return {
+      apiVersion: 'coordination.k8s.io/v1',
+      kind: 'Lease',
+      metadata: {
+        name: nodeLeaseName(a.node),
+        labels: { [LEASE_LABEL]: 'node', [NODE_LABEL]: labelValue(a.node) },
+        annotations: { [RECORD_ANNOTATION]: JSON.stringify(a.record) },
+        ...(lease === undefined ? {} : { resourceVersion: lease.version }),
+      },
+      spec: {
+        holderIdentity: a.instance,
+        leaseDurationSeconds: this.#o.leaseSeconds,
+        acquireTime: acquire || lease?.acquired === undefined ? now : lease.acquired,
+        renewTime: now,
+        leaseTransitions: lease === undefined ? 0 : lease.transitions + (acquire ? 1 : 0),
+      },
+    };
+  }
+
+  #adopt(object: unknown): void {
+    const lease = leaseOf(object);
+    if (lease !== undefined) this.#held = lease;
+  }
+
+  /** Creates the announcement, or takes over an expired one or this agent's own; refuses another's. */
+  async #claim(): Promise<void> {
+    const a = this.#announced;
+    if (a === undefined) return;
+    const leases = this.#o.leases;
+    const name = nodeLeaseName(a.node);
+    let waited = false;
+    for (let round = 1; round <= MAX_ROUNDS; round++) {
+      const created = await leases.create('announce this node', this.#body(a, undefined, true));
+      if (created.kind === 'created') return this.#adopt(created.object);
+      const lease = leaseOf(await leases.get('read the node announcement', name));
+      if (lease === undefined) continue; // gone since: create it again
+      const holder = recordOf(lease);
+      const mine = lease.holder === a.instance;
+      const previous = a.previous !== undefined && lease.holder === a.previous;
+      const sameBoot = previous && holder?.bootId !== undefined && holder.bootId === a.record.bootId;
+      const expired = lease.expires <= this.#o.clock.now();
+      if (mine || sameBoot || expired) {
+        const taken = await leases.replace('take over the node announcement', this.#body(a, lease, !mine));
+        if (taken.kind === 'replaced') return this.#adopt(taken.object);
+        continue;
+      }
+      if (previous && !waited) {
+        waited = true;
+        await this.#waitOut(name, lease, holder);
+        continue;
+      }
+      const refusal =
+        `node ${a.node} is already announced in the Kubernetes API (Lease ${name}) by ${describeInstance(holder)}: ` +
+        `two agents must not share a node name (give this one another --node-name; if that agent is gone, its ` +
+        `Lease lapses within ${this.#o.leaseSeconds} s of its last renewal)`;
+      this.#halt = `${refusal}; this agent stopped allocating (then \`warren store accept\`)`;
+      throw new WarrenError('ALREADY_RUNNING', refusal);
+    }
+    throw new WarrenError(
+      'TRY_AGAIN',
+      `the announcement of node ${a.node} kept changing while this agent announced itself; try again`,
+    );
+  }
+
+  /** This agent's previous start on another boot holds the Lease: wait until it lapses or changes. */
+  async #waitOut(name: string, lease: LeaseView, holder: NodeRecord | undefined): Promise<void> {
+    const boundMs = this.#o.leaseSeconds * 1000 + 2000;
+    this.#o.notice?.(
+      `this node's announcement is held by ${describeInstance(holder)}, this agent's previous start on another ` +
+        `boot (a reboot, or a machine cloned with this state directory): waiting up to ` +
+        `${Math.ceil(boundMs / 1000)} s for its lease to lapse`,
+    );
+    const start = this.#o.clock.monotonic();
+    while (this.#o.clock.monotonic() - start < boundMs) {
+      const now = leaseOf(await this.#o.leases.get('read the node announcement', name));
+      if (now === undefined || now.version !== lease.version || now.expires <= this.#o.clock.now()) return;
+      await new Promise<void>((resolve) => this.#o.clock.setTimer(WAIT_STEP_MS, resolve));
+    }
+  }
+
+  async renew(): Promise<void> {
+    const a = this.#announced;
+    if (a === undefined || this.#halt !== undefined) return;
+    const name = nodeLeaseName(a.node);
+    for (let round = 1; round <= 2; round++) {
+      const held = this.#held;
+      if (held === undefined) return this.#claim();
+      const renewed = await this.#o.leases.replace('renew the node announcement', this.#body(a, held, false));
+      if (renewed.kind === 'replaced') return this.#adopt(renewed.object);
+      if (renewed.kind === 'missing') {
+        this.#held = undefined;
+        return this.#claim(); // deleted (by hand, or lapsed and removed): announce again
+      }
+      const lease = leaseOf(await this.#o.leases.get('read the node announcement', name));
+      if (lease === undefined) {
+        this.#held = undefined;
+        return this.#claim();
+      }
+      if (lease.holder !== a.instance) {
+        this.#held = undefined;
+        this.#halt =
+          `this node's announcement (node ${a.node}, Lease ${name}) was taken over by ` +
+          `${describeInstance(recordOf(lease))}: two agents share this node name, and this one stopped allocating ` +
+          `rather than fight over it (stop one of them, give it another --node-name, then run \`warren store accept\` ` +
+          `on the one that stays)`;
+        return;
+      }
+      this.#held = lease; // renewed by this instance meanwhile (a renewal that timed out but landed)
+    }
+  }
+
+  /** Best effort: an announcement the API server cannot be told to drop lapses within the lease. */
+  async withdraw(): Promise<void> {
+    const a = this.#announced;
+    const held = this.#held;
+    this.#announced = undefined;
+    this.#held = undefined;
+    if (a === undefined || held === undefined) return;
+    const name = nodeLeaseName(a.node);
+    let pre = { uid: held.uid, resourceVersion: held.version };
+    try {
+      for (let round = 1; round <= 2; round++) {
+        const done = await this.#o.leases.remove('withdraw the node announcement', name, pre);
+        if (done !== 'conflict') return;
+        const lease = leaseOf(await this.#o.leases.get('read the node announcement', name));
+        if (lease === undefined || lease.holder !== a.instance) return; // another instance's now: not ours
+        pre = { uid: lease.uid, resourceVersion: lease.version };
+      }
+    } catch (error) {
+      if (!isWarrenError(error, 'TRY_AGAIN')) throw error;
+      this.#o.notice?.(`${error.message}; the announcement of node ${a.node} lapses within ${this.#o.leaseSeconds} s`);
+    }
+  }
+
+  async liveNodes(): Promise<NodeRecord[]> {
+    const items = await this.#o.leases.listAll('list live nodes', selectorOf({ [LEASE_LABEL]: 'node' }));
+    const now = this.#o.clock.now();
+    const out: NodeRecord[] = [];
+    for (const item of items) {
+      const lease = leaseOf(item);
+      const record = recordOf(lease);
+      if (lease !== undefined && record !== undefined && lease.expires > now) out.push(record);
+    }
+    return out.sort((x, y) => (x.node < y.node ? -1 : x.node > y.node ? 1 : 0));
+  }
+
+  /** Whether `node`'s announcement lives now. */
+  async #alive(node: string): Promise<boolean> {
+    const lease = leaseOf(await this.#o.leases.get('read a node announcement', nodeLeaseName(node)));
+    return lease !== undefined && lease.expires > this.#o.clock.now();
+  }
+
+  #taskBody(task: string, node: string, lease?: LeaseView): KubeObject {
+    const now = microTime(this.#o.clock.now());
+    return {
+      apiVersion: 'coordination.k8s.io/v1',
+      kind: 'Lease',
+      metadata: {
+        name: taskLeaseName(task),
+        labels: { [LEASE_LABEL]: 'task', [NODE_LABEL]: labelValue(node) },
+        annotations: { [TASK_ANNOTATION]: task },
+        ...(lease === undefined ? {} : { resourceVersion: lease.version }),
+      },
+      spec: {
+        holderIdentity: node,
+        leaseDurationSeconds: this.#o.leaseSeconds,
+        acquireTime: now,
+        renewTime: now,
+        leaseTransitions: lease === undefined ? 0 : lease.transitions + 1,
+      },
+    };
+  }
+
+  async claimTask(task: string): Promise<boolean> {
+    const a = this.#announced;
+    if (a === undefined || this.#held === undefined || this.#halt !== undefined) return false;
+    const leases = this.#o.leases;
+    for (let round = 1; round <= 2; round++) {
+      const created = await leases.create('claim a task', this.#taskBody(task, a.node));
+      if (created.kind === 'created') return true;
+      const lease = leaseOf(await leases.get('read a task', taskLeaseName(task)));
+      if (lease === undefined) continue; // released since: claim it again
+      if (lease.holder === a.node) return true;
+      if (lease.holder !== undefined && (await this.#alive(lease.holder))) return false;
+      const taken = await leases.replace('take over a task', this.#taskBody(task, a.node, lease));
+      return taken.kind === 'replaced';
+    }
+    return false;
+  }
+
+  async releaseTask(task: string): Promise<void> {
+    if (this.#halt !== undefined) throw new WarrenError('TRY_AGAIN', this.#halt);
+    await this.#o.leases.remove('release a task', taskLeaseName(task));
+  }
+}

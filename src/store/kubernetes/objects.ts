@@ -1,0 +1,261 @@
+/**
+ * Warren's custom resources as JSON on the wire (deploy/crds/), and the tier's values made from
+ * them and into them: ranges, blocks with their published allocations, address requests with their
+ * grants, address spaces. Pure: no I/O.
+ *
+ * Guarantees:
+ * - what is read is checked: an object whose spec lacks what Warren writes (made by hand, or by a
+ *   newer version) reads as undefined, never as a half-made value;
+ * - `blockStatusOf` keeps a block's status within the API server's object size limit (etcd's
+ *   1.5 MiB per write, deploy/crds' 4096 items): when the allocations do not fit whole, the network
+ *   namespace paths are left out first, then the allocations past what fits; the counts always
+ *   say what the block holds, so a reader sees that `allocations` is short (`truncated`);
+ * - what the schema does not keep is not sent: an allocation's monotonic stamp (`createdStamp`)
+ *   and its pool and node (the block's key and node say those) are left out, and read back from
+ *   the block; a grant's holder reads back with the request's range and node as its pool and node.
+ */
+import type { Allocation } from '../../ipam/allocation.ts';
+import { blockCidrOfKey, blockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
+import { isPlainObject as isRecord } from '../../core/validate.ts';
+import type { AddressRequest, BlockClaim, Grant, PublishedBlock, RangeRecord } from '../cluster-tier.ts';
+import { API_VERSION, OPEN_LABEL, RANGE_LABEL, NODE_LABEL, labelValue, lenderLabel } from './names.ts';
+
+/** Bytes a block's status may take: etcd takes 1,572,864 per write; room is left for metadata. */
+export const STATUS_BUDGET_BYTES = 1_400_000;
+/** The CRDs' `maxItems` of published allocations and of grants. */
+export const MAX_ITEMS = 4096;
+
+export interface ObjectMeta {
+  readonly name: string;
+  readonly uid?: string;
+  readonly resourceVersion?: string;
+  readonly labels?: Readonly<Record<string, string>>;
+  readonly annotations?: Readonly<Record<string, string>>;
+}
+
+export interface KubeObject {
+  readonly apiVersion: string;
+  readonly kind: string;
+  readonly metadata: ObjectMeta;
+  readonly spec?: unknown;
+  readonly status?: unknown;
+}
+
+const str = (v: unknown): v is string => typeof v === 'string';
+const int = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v) && v >= 0;
+
+/** The metadata of a JSON object from the API, or undefined when it has no name. */
+export function metaOf(object: unknown): (ObjectMeta & { uid: string; resourceVersion: string }) | undefined {
+  if (!isRecord(object) || !isRecord(object.metadata)) return undefined;
+  const m = object.metadata;
+  if (!str(m.name) || !str(m.uid) || !str(m.resourceVersion)) return undefined;
+  return {
+    name: m.name,
+    uid: m.uid,
+    resourceVersion: m.resourceVersion,
+    ...(isRecord(m.labels) ? { labels: m.labels as Record<string, string> } : {}),
+    ...(isRecord(m.annotations) ? { annotations: m.annotations as Record<string, string> } : {}),
+  };
+}
+
+function specOf(object: unknown): Record<string, unknown> | undefined {
+  return isRecord(object) && isRecord(object.spec) ? object.spec : undefined;
+}
+
+// --- ranges ---
+
+export function rangeObject(name: string, r: RangeRecord): KubeObject {
+  return {
+    apiVersion: API_VERSION,
+    kind: 'WarrenRange',
+    metadata: { name, labels: { [RANGE_LABEL]: labelValue(r.pool) } },
+    spec: { pool: r.pool, space: r.space, subnet: r.subnet, first: r.first, last: r.last, blockPrefix: r.blockPrefix },
+  };
+}
+
+export function rangeOf(object: unknown): RangeRecord | undefined {
+  const s = specOf(object);
+  if (s === undefined || !str(s.pool) || !str(s.space) || !str(s.subnet) || !str(s.first) || !str(s.last)) return;
+  if (!int(s.blockPrefix)) return undefined;
+  return { pool: s.pool, space: s.space, subnet: s.subnet, first: s.first, last: s.last, blockPrefix: s.blockPrefix };
+}
+
+// --- blocks ---
+
+export function blockObject(name: string, key: string, node: string): KubeObject {
+  return {
+    apiVersion: API_VERSION,
+    kind: 'WarrenBlock',
+    metadata: { name, labels: { [RANGE_LABEL]: labelValue(rangePoolOfKey(key)), [NODE_LABEL]: labelValue(node) } },
+    spec: { pool: rangePoolOfKey(key), cidr: blockCidrOfKey(key) ?? '', node },
+  };
+}
+
+/** The block key and node a block object names, or undefined for one Warren did not write. */
+function blockSpecOf(object: unknown): { key: string; node: string } | undefined {
+  const s = specOf(object);
+  if (s === undefined || !str(s.pool) || !str(s.cidr) || !str(s.node) || s.cidr === '') return undefined;
+  return { key: blockKey(s.pool, s.cidr), node: s.node };
+}
+
+export function claimOfObject(object: unknown): BlockClaim | undefined {
+  const meta = metaOf(object);
+  const spec = blockSpecOf(object);
+  if (meta === undefined || spec === undefined) return undefined;
+  return { key: spec.key, node: spec.node, uid: meta.uid, version: meta.resourceVersion };
+}
+
+const ALLOCATION_TEXT = ['podNamespace', 'podName', 'podUID', 'netns'] as const;
+
+function allocationEntry(a: Allocation, withNetns: boolean): Record<string, unknown> {
+  const entry: Record<string, unknown> = {
+    address: a.address,
+    network: a.network,
+    containerID: a.containerID,
+    ifname: a.ifname,
+  };
+  for (const k of ALLOCATION_TEXT) if (a[k] !== undefined && (k !== 'netns' || withNetns)) entry[k] = a[k];
+  entry.createdAt = Math.max(0, Math.floor(a.createdAt));
+  return entry;
+}
+
+/** The status of a published block, within the size budget (see the header). */
+export function blockStatusOf(block: PublishedBlock): { status: Record<string, unknown>; truncated: boolean } {
+  const head = {
+    allocated: block.counts.allocated,
+    resting: block.counts.resting,
+    publishedAt: Math.max(0, Math.floor(block.publishedAt)),
+  };
+  const sorted = [...block.allocations].sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
+  for (const withNetns of [true, false]) {
+    const entries = sorted.slice(0, MAX_ITEMS).map((a) => allocationEntry(a, withNetns));
+    const size = JSON.stringify(entries).length;
+    if (size <= STATUS_BUDGET_BYTES && entries.length === sorted.length)
+      return { status: { ...head, allocations: entries }, truncated: false };
+  }
+  const kept: Record<string, unknown>[] = [];
+  let size = 2;
+  for (const a of sorted.slice(0, MAX_ITEMS)) {
+    const entry = allocationEntry(a, false);
+    size += JSON.stringify(entry).length + 1;
+    if (size > STATUS_BUDGET_BYTES) break;
+    kept.push(entry);
+  }
+  return { status: { ...head, allocations: kept }, truncated: true };
+}
+
+function allocationOf(entry: unknown, pool: string, node: string): Allocation | undefined {
+  if (!isRecord(entry) || !str(entry.address) || !str(entry.network) || !str(entry.containerID)) return undefined;
+  if (!str(entry.ifname)) return undefined;
+  const extra: Record<string, string> = {};
+  for (const k of ALLOCATION_TEXT) if (str(entry[k])) extra[k] = entry[k];
+  return {
+    pool,
+    address: entry.address,
+    network: entry.network,
+    containerID: entry.containerID,
+    ifname: entry.ifname,
+    node,
+    createdAt: int(entry.createdAt) ? entry.createdAt : 0,
+    ...extra,
+  };
+}
+
+/** A block object's published allocations; undefined when it was never published (or is not Warren's). */
+export function publishedOf(object: unknown): PublishedBlock | undefined {
+  const spec = blockSpecOf(object);
+  if (spec === undefined || !isRecord(object) || !isRecord(object.status)) return undefined;
+  const s = object.status;
+  if (!int(s.publishedAt)) return undefined;
+  const allocations = (Array.isArray(s.allocations) ? s.allocations : [])
+    .map((e) => allocationOf(e, spec.key, spec.node))
+    .filter((a) => a !== undefined);
+  return {
+    key: spec.key,
+    node: spec.node,
+    counts: { allocated: int(s.allocated) ? s.allocated : 0, resting: int(s.resting) ? s.resting : 0 },
+    allocations,
+    publishedAt: s.publishedAt,
+  };
+}
+
+// --- address requests ---
+
+function grantEntry(g: Grant): Record<string, unknown> {
+  const h = g.holder;
+  return {
+    address: g.address,
+    lender: g.lender,
+    ...(g.block === undefined ? {} : { block: g.block }),
+    ...(h === undefined
+      ? {}
+      : {
+          holder: Object.fromEntries(Object.entries(allocationEntry(h, false)).filter(([k]) => k !== 'address')),
+        }),
+  };
+}
+
+/** The labels of a request: its range, its node, whether it is open, and each of its lenders. */
+export function requestLabels(pool: string, node: string, wanted: number, grants: readonly Grant[]) {
+  const labels: Record<string, string> = { [RANGE_LABEL]: labelValue(pool), [NODE_LABEL]: labelValue(node) };
+  if (wanted > 0) labels[OPEN_LABEL] = 'true';
+  for (const g of grants) labels[lenderLabel(g.lender)] = 'true';
+  return labels;
+}
+
+/** A request object; with `resourceVersion` (and `uid`), the body of an update. */
+export function requestObject(
+  name: string,
+  r: { pool: string; node: string; wanted: number; grants: readonly Grant[] },
+  version?: string,
+): KubeObject {
+  return {
+    apiVersion: API_VERSION,
+    kind: 'WarrenAddressRequest',
+    metadata: {
+      name,
+      labels: requestLabels(r.pool, r.node, r.wanted, r.grants),
+      ...(version === undefined ? {} : { resourceVersion: version }),
+    },
+    spec: { pool: r.pool, node: r.node, wanted: Math.max(0, Math.floor(r.wanted)), grants: r.grants.map(grantEntry) },
+  };
+}
+
+function grantOf(entry: unknown, pool: string, node: string): Grant | undefined {
+  if (!isRecord(entry) || !str(entry.address) || !str(entry.lender)) return undefined;
+  const holder = isRecord(entry.holder)
+    ? allocationOf({ ...entry.holder, address: entry.address }, pool, node)
+    : undefined;
+  return {
+    address: entry.address,
+    lender: entry.lender,
+    ...(str(entry.block) ? { block: entry.block } : {}),
+    ...(holder === undefined ? {} : { holder }),
+  };
+}
+
+export function requestOf(object: unknown): AddressRequest | undefined {
+  const meta = metaOf(object);
+  const s = specOf(object);
+  if (meta === undefined || s === undefined || !str(s.pool) || !str(s.node) || !int(s.wanted)) return undefined;
+  const { pool, node } = s;
+  const grants = (Array.isArray(s.grants) ? s.grants : []).map((e) => grantOf(e, pool, node)).filter((g) => !!g);
+  return { pool, node, wanted: s.wanted, grants, version: meta.resourceVersion };
+}
+
+// --- address spaces ---
+
+export function spaceObject(name: string, space: string, admitted: readonly string[], version?: string): KubeObject {
+  return {
+    apiVersion: API_VERSION,
+    kind: 'WarrenAddressSpace',
+    metadata: { name, ...(version === undefined ? {} : { resourceVersion: version }) },
+    spec: { space, admitted: [...admitted] },
+  };
+}
+
+export function admittedOf(object: unknown): string[] | undefined {
+  const s = specOf(object);
+  if (s === undefined || !str(s.space)) return undefined;
+  return (Array.isArray(s.admitted) ? s.admitted : []).filter(str);
+}

@@ -1,0 +1,170 @@
+/**
+ * The verbs the cluster tier uses on one kind of object (create, get, replace, replace status,
+ * delete with preconditions, list a page), each one request, each answer read by status code and
+ * Status structure into an outcome value: what the tier expects (AlreadyExists, NotFound, Conflict
+ * on a stale resourceVersion or a failed precondition) is a value, anything else the WarrenError
+ * the client says it means (api-client.ts).
+ *
+ * Guarantees: one request per call; a list never asks for more than `limit` objects; nothing here
+ * retries (the tier decides what a conflict means).
+ */
+import { WarrenError } from '../../core/errors.ts';
+import type { ApiAnswer, ApiRequest, KubeApiClient } from './api-client.ts';
+import { GROUP, VERSION } from './names.ts';
+import type { KubeObject } from './objects.ts';
+
+export interface ResourceKind {
+  /** `warrenblocks`. */
+  readonly plural: string;
+  /** `warren.dev`; `coordination.k8s.io` for Leases. */
+  readonly group: string;
+  readonly version: string;
+  /** For namespaced resources: the namespace. */
+  readonly namespace?: string;
+}
+
+export function warrenKind(plural: string): ResourceKind {
+  return { plural, group: GROUP, version: VERSION };
+}
+
+export function leaseKind(namespace: string): ResourceKind {
+  return { plural: 'leases', group: 'coordination.k8s.io', version: 'v1', namespace };
+}
+
+export type Created = { readonly kind: 'created'; readonly object: unknown } | { readonly kind: 'exists' };
+export type Replaced =
+  | { readonly kind: 'replaced'; readonly object: unknown }
+  | { readonly kind: 'conflict' }
+  | { readonly kind: 'missing' };
+export type Deleted = 'deleted' | 'conflict' | 'missing';
+
+export interface ListPage {
+  readonly items: readonly unknown[];
+  readonly continue?: string;
+}
+
+/** Largest page asked for when a listing reads every page. */
+export const FULL_LIST_PAGE = 500;
+
+export class Resource {
+  readonly #api: KubeApiClient;
+  readonly #kind: ResourceKind;
+
+  constructor(api: KubeApiClient, kind: ResourceKind) {
+    this.#api = api;
+    this.#kind = kind;
+  }
+
+  /** `group/plural`, as RBAC names it (`warrenblocks.warren.dev`). */
+  get resource(): string {
+    return `${this.#kind.plural}.${this.#kind.group}`;
+  }
+
+  #path(name?: string, sub?: string): string {
+    const k = this.#kind;
+    const ns = k.namespace === undefined ? '' : `/namespaces/${encodeURIComponent(k.namespace)}`;
+    const one = name === undefined ? '' : `/${encodeURIComponent(name)}`;
+    return `/apis/${k.group}/${k.version}${ns}/${k.plural}${one}${sub === undefined ? '' : `/${sub}`}`;
+  }
+
+  async #send(what: string, verb: string, req: ApiRequest): Promise<ApiAnswer> {
+    return this.#api.send(what, req).then((answer) => {
+      // Not registered (the CRDs missing) answers a text 404 to every verb: never an expected outcome.
+      if (answer.status === 404 && !answer.json) throw this.#api.refusal(what, answer, verb, this.resource);
+      return answer;
+    });
+  }
+
+  #refuse(what: string, answer: ApiAnswer, verb: string): WarrenError {
+    return this.#api.refusal(what, answer, verb, this.resource);
+  }
+
+  async create(what: string, object: KubeObject): Promise<Created> {
+    const answer = await this.#send(what, 'create', { method: 'POST', path: this.#path(), body: object });
+    if (answer.status === 201 || answer.status === 200) return { kind: 'created', object: answer.body };
+    if (answer.status === 409 && answer.failure.reason === 'AlreadyExists') return { kind: 'exists' };
+    throw this.#refuse(what, answer, 'create');
+  }
+
+  /** The object, or undefined when there is none. */
+  async get(what: string, name: string): Promise<unknown> {
+    const answer = await this.#send(what, 'get', { method: 'GET', path: this.#path(name) });
+    if (answer.status === 200) return answer.body;
+    if (answer.status === 404) return undefined;
+    throw this.#refuse(what, answer, 'get');
+  }
+
+  /** PUT of the object (its metadata.resourceVersion guards it), or of its status subresource. */
+  async replace(what: string, object: KubeObject, sub?: 'status'): Promise<Replaced> {
+    const verb = 'update';
+    const path = this.#path(object.metadata.name, sub);
+    const answer = await this.#send(what, verb, { method: 'PUT', path, body: object });
+    if (answer.status === 200 || answer.status === 201) return { kind: 'replaced', object: answer.body };
+    if (answer.status === 409) return { kind: 'conflict' };
+    if (answer.status === 404) return { kind: 'missing' };
+    throw this.#refuse(what, answer, sub === undefined ? verb : `${verb} ${this.#kind.plural}/${sub}`);
+  }
+
+  /** DELETE, only while the object is exactly `uid` at `resourceVersion` when they are given. */
+  async remove(what: string, name: string, preconditions?: { uid: string; resourceVersion: string }): Promise<Deleted> {
+    const body = preconditions === undefined ? undefined : { kind: 'DeleteOptions', apiVersion: 'v1', preconditions };
+    const answer = await this.#send(what, 'delete', {
+      method: 'DELETE',
+      path: this.#path(name),
+      ...(body === undefined ? {} : { body }),
+    });
+    if (answer.status === 200 || answer.status === 202) return 'deleted';
+    if (answer.status === 409) return 'conflict';
+    if (answer.status === 404) return 'missing';
+    throw this.#refuse(what, answer, 'delete');
+  }
+
+  /**
+   * One page of the objects matching `labelSelector`, at most `limit` of them. A continue token the
+   * server no longer honours (410 Expired: its snapshot was compacted) is TRY_AGAIN: list from the start.
+   */
+  async list(what: string, labelSelector: string, limit: number, from?: string): Promise<ListPage> {
+    const page = await this.#page(what, labelSelector, limit, from);
+    if (page === 'expired')
+      throw new WarrenError('TRY_AGAIN', `the listing to ${what} went on too long: its continue token expired`);
+    return page;
+  }
+
+  async #page(what: string, labelSelector: string, limit: number, from?: string): Promise<ListPage | 'expired'> {
+    const query = {
+      ...(labelSelector === '' ? {} : { labelSelector }),
+      limit: Math.max(1, Math.floor(limit)),
+      ...(from === undefined ? {} : { continue: from }),
+    };
+    const answer = await this.#send(what, 'list', { method: 'GET', path: this.#path(), query });
+    if (answer.status === 410 && from !== undefined) return 'expired';
+    if (answer.status !== 200) throw this.#refuse(what, answer, 'list');
+    const body = answer.body as { items?: unknown; metadata?: { continue?: unknown } } | undefined;
+    const items = Array.isArray(body?.items) ? body.items : [];
+    const next = body?.metadata?.continue;
+    return {
+      items,
+      ...(typeof next === 'string' && next !== '' ? { continue: next } : {}),
+    };
+  }
+
+  /** Every object matching `labelSelector`, read a page at a time (from the start again if a token expires). */
+  async listAll(what: string, labelSelector: string): Promise<unknown[]> {
+    for (let attempt = 1; attempt <= 3; attempt++) {
+      const out: unknown[] = [];
+      let from: string | undefined;
+      let expired = false;
+      do {
+        const page = await this.#page(what, labelSelector, FULL_LIST_PAGE, from);
+        if (page === 'expired') {
+          expired = true;
+          break;
+        }
+        out.push(...page.items);
+        from = page.continue;
+      } while (from !== undefined);
+      if (!expired) return out;
+    }
+    throw new WarrenError('TRY_AGAIN', `the listing to ${what} kept outliving its continue tokens`);
+  }
+}
