@@ -93,6 +93,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/helpers-check/fake-kube-api-crs-updates.test.ts',
   'test/ipam/address.test.ts',
   'test/ipam/block-key.test.ts',
+  'test/ipam/block-size.test.ts',
   'test/ipam/pool-state.test.ts',
   'test/ipam/run-set.test.ts',
   'test/ipam/whereabouts-fixtures.test.ts',
@@ -114,8 +115,12 @@ export const UNIT_FILES: readonly string[] = [
   'test/store/kubernetes/api-client.test.ts',
   'test/store/kubernetes/names.test.ts',
   'test/store/kubernetes/objects.test.ts',
+  'test/store/memory-tier.test.ts',
   'test/store/sqlite-schema.test.ts',
   'test/store/sqlite-store.test.ts',
+  'test/store/tiered-allocation.test.ts',
+  'test/store/tiered-store.test.ts',
+  'test/store/tiered-upkeep.test.ts',
   'test/suites.test.ts',
 ];
 

@@ -6,11 +6,21 @@
  *
  * Also pins a range's block size in the store at first use: two configs that split one range
  * differently would put one address in two blocks, so a config that disagrees is refused.
+ *
+ * On a store that keeps block owners apart from addresses (Store.blockOwners, the two-tier store):
+ * - a range whose config sets no block_size is split by its size (ipam/range.ts
+ *   adaptiveBlockPrefix), and the size pinned in the store wins over that default (only a size the
+ *   config set is refused when it disagrees);
+ * - the first ADD of a range reads only this node's blocks (`pools(<range>#)` answers those); the
+ *   range's claims are read (blockOwners.rangeBlocks) only when this node's blocks are full;
+ * - an address in another node's block is that node's to hand out: the `borrow` placement goes to
+ *   `#borrow`, the one place where asking the owners belongs, and is `full` until then.
+ * On other stores (etcd) nothing of that applies: blocks are the config's or the family default.
  */
 import { WarrenError } from '../core/errors.ts';
 import type { IPAddress } from '../ipam/address.ts';
-import { blockAt, blockKeyPrefix, blockOfKey } from '../ipam/blocks.ts';
-import type { RangeSpec } from '../ipam/range.ts';
+import { type Block, blockAt, blockKeyPrefix, blockOfKey } from '../ipam/blocks.ts';
+import { type RangeSpec, adaptiveBlockPrefix } from '../ipam/range.ts';
 import type { AdmissionGuard, Store } from '../store/store.ts';
 import type { AllocateRequest, Decision } from './assignment.ts';
 import { CONFLICT, retryOnConflict } from './commit-loop.ts';
@@ -45,13 +55,13 @@ export class BlockAssigner {
    * commit carries `guard`, the range's admission.
    */
   async decide(
-    range: RangeSpec,
+    configured: RangeSpec,
     request: AllocateRequest,
     requested: IPAddress | undefined,
     guard?: AdmissionGuard,
   ): Promise<Decision> {
     const { store, node, own, assigner } = this.#o;
-    await this.#pinBlockSize(range);
+    const range = await this.#pinBlockSize(configured);
     if (requested !== undefined) {
       if (requested.value < range.first || requested.value > range.last)
         return assigner.decide(range, range, request, requested, guard); // reports "outside"
@@ -64,10 +74,16 @@ export class BlockAssigner {
       const decision = await assigner.decide(block.span, range, request, undefined, guard);
       if (decision.kind === 'full') continue;
       if (decision.kind === 'done') own.promote(range.pool, key);
+      // A two-tier store refuses allocations in a block whose claim vanished: look at the own blocks
+      // again (its `pools` no longer shows that one as this node's), or the next round would retry it.
+      if (decision.kind === 'conflict' && store.blockOwners !== undefined) await this.#refreshOwn(range);
       return decision;
     }
     // Own blocks are full (or there are none): look at the whole range again.
-    const summaries = await store.pools(blockKeyPrefix(range.pool));
+    const summaries =
+      store.blockOwners === undefined
+        ? await store.pools(blockKeyPrefix(range.pool))
+        : await store.blockOwners.rangeBlocks(range.pool, { counts: false });
     const { mine, placement } = placeInBlocks({ range, node, summaries, known: own.get(range.pool) ?? [] });
     own.set(range.pool, mine);
     switch (placement.kind) {
@@ -88,11 +104,7 @@ export class BlockAssigner {
         return { kind: 'conflict' }; // either way, decide again with the new picture
       }
       case 'borrow':
-        for (const block of placement.from) {
-          const decision = await assigner.decide(block.span, range, request, undefined, guard);
-          if (decision.kind !== 'full') return decision;
-        }
-        return { kind: 'full' };
+        return this.#borrow(range, request, placement.from, guard);
       case 'full':
         return { kind: 'full' };
       default: {
@@ -100,6 +112,26 @@ export class BlockAssigner {
         throw new Error(`unhandled placement ${JSON.stringify(never)}`);
       }
     }
+  }
+
+  /**
+   * Every block of the range is claimed and this node's are full: an address from another node's
+   * block, the one with the most room first (`from`, placement.ts).
+   */
+  async #borrow(
+    range: RangeSpec,
+    request: AllocateRequest,
+    from: readonly Block[],
+    guard: AdmissionGuard | undefined,
+  ): Promise<Decision> {
+    // On a two-tier store only the owner hands out addresses of its blocks (it alone holds them):
+    // asking the owners for some (address requests) is what belongs here. Until then: full.
+    if (this.#o.store.blockOwners !== undefined) return { kind: 'full' };
+    for (const block of from) {
+      const decision = await this.#o.assigner.decide(block.span, range, request, undefined, guard);
+      if (decision.kind !== 'full') return decision;
+    }
+    return { kind: 'full' };
   }
 
   async #refreshOwn(range: RangeSpec): Promise<readonly string[]> {
@@ -110,15 +142,24 @@ export class BlockAssigner {
 
   /**
    * The block size of a range is fixed when the range is first used in the store, in the range
-   * pool's description; once this process has seen it agree, it does not look again.
+   * pool's description; once this process has seen it agree, it does not look again. Answers the
+   * range as split in the store.
    */
-  async #pinBlockSize(range: RangeSpec): Promise<void> {
-    if (this.#pinned.get(range.pool) === range.blockPrefix) return;
+  async #pinBlockSize(configured: RangeSpec): Promise<RangeSpec> {
     const { store, maxAttempts } = this.#o;
+    const adapts = store.blockOwners !== undefined && configured.blockSizeSet !== true;
+    const wanted = adapts
+      ? { ...configured, blockPrefix: adaptiveBlockPrefix(configured.family, configured.first, configured.last) }
+      : configured;
+    const pinned = this.#pinned.get(configured.pool);
+    if (pinned === wanted.blockPrefix || (adapts && pinned !== undefined)) return { ...wanted, blockPrefix: pinned };
+    let range = wanted;
     await retryOnConflict({ subject: `pool ${range.pool}`, action: 'record its block size' }, maxAttempts, async () => {
       const summary = (await store.pools(range.pool)).find((p) => p.pool === range.pool);
       const fixed = summary?.description?.blockPrefix;
       if (fixed !== undefined) {
+        // A size the store holds wins over the default this process would choose.
+        if (fixed !== range.blockPrefix && adapts) range = { ...range, blockPrefix: fixed };
         if (fixed !== range.blockPrefix) {
           throw new WarrenError(
             'INVALID_CONFIG',
@@ -134,5 +175,6 @@ export class BlockAssigner {
       this.#pinned.set(range.pool, range.blockPrefix);
       return undefined;
     });
+    return range;
   }
 }

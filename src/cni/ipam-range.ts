@@ -150,6 +150,7 @@ export function parseRange(
     gateway,
     pool: poolKeyOf(spec, networkName),
     blockPrefix,
+    ...(raw.block_size === undefined ? {} : { blockSizeSet: true as const }),
   };
 }
 

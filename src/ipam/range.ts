@@ -29,10 +29,34 @@ export interface RangeSpec {
    * `block_size`, or the family's default, never shorter than the range's own prefix.
    */
   readonly blockPrefix: number;
+  /**
+   * Whether the config set `block_size`: a store that sizes blocks to the range
+   * (adaptiveBlockPrefix) keeps a size the config set, and sizes the others itself.
+   */
+  readonly blockSizeSet?: true;
 }
 
 /** Default block prefix lengths in cluster mode: 64 addresses per block in either family. */
 export const DEFAULT_BLOCK_PREFIX = { 4: 26, 6: 122 } as const;
+
+/** Blocks a range is split into at least, where blocks adapt to it: room for several nodes each. */
+export const MIN_BLOCKS_PER_RANGE = 64;
+
+/**
+ * The block prefix for a range whose config sets no `block_size`, on a store that sizes blocks to
+ * the range (the two-tier store): the largest block that still gives the allocatable span
+ * `first`..`last` at least MIN_BLOCKS_PER_RANGE blocks, never larger than the family's default
+ * (DEFAULT_BLOCK_PREFIX: 64 addresses) and never smaller than one address. So a /16 keeps /26
+ * blocks, a /24 gets /31 ones (127 blocks of 2), and whereabouts' /28 gets single-address blocks,
+ * so every node can hold a share of even the smallest range. Pure.
+ */
+export function adaptiveBlockPrefix(family: Family, first: bigint, last: bigint): number {
+  const span = last >= first ? last - first + 1n : 1n;
+  // Host bits h with span / 2^h >= MIN_BLOCKS_PER_RANGE: 2^h <= span / MIN_BLOCKS_PER_RANGE.
+  let hostBits = 0;
+  while (1n << BigInt(hostBits + 1) <= span / BigInt(MIN_BLOCKS_PER_RANGE)) hostBits += 1;
+  return Math.max(DEFAULT_BLOCK_PREFIX[family], bitsOf(family) - hostBits);
+}
 
 /** How many addresses a range can hand out (before what is allocated). */
 export function capacityOf(range: RangeSpec): bigint {

@@ -10,6 +10,7 @@ import type {
   AddressSpaces,
   AdmissionGuard,
   AllocationFilter,
+  BlockOwners,
   CommitResult,
   Membership,
   PoolOp,
@@ -24,6 +25,7 @@ export class ForwardingStore implements Store {
   readonly description: string;
   readonly membership?: Membership;
   readonly spaces?: AddressSpaces;
+  readonly blockOwners?: BlockOwners;
 
   /** `spaces`: the wrapper's own view of the inner store's address spaces, when it watches them. */
   constructor(inner: Store, spaces: AddressSpaces | undefined = inner.spaces) {
@@ -31,6 +33,7 @@ export class ForwardingStore implements Store {
     this.description = inner.description;
     if (inner.membership !== undefined) this.membership = inner.membership;
     if (spaces !== undefined) this.spaces = spaces;
+    if (inner.blockOwners !== undefined) this.blockOwners = inner.blockOwners;
   }
 
   readPool(pool: string, knownRevision?: Revision): Promise<PoolRead> {

@@ -256,6 +256,22 @@ export interface AllocationFilter {
   readonly address?: string | undefined;
 }
 
+/**
+ * What a store that keeps the owners of blocks apart from their addresses (the two-tier store,
+ * tiered-store.ts) offers block placement and node forget, so neither reads more than it needs:
+ * there `pools(<block prefix>)` answers this node's blocks only.
+ */
+export interface BlockOwners {
+  /**
+   * Every block of the range someone holds, as summaries with the holder as `affinity` (all pages
+   * read), plus the blocks this node's store knows; `counts`: with the holders' published counts
+   * (reads the published view), else counts are this node's only.
+   */
+  rangeBlocks(rangePool: string, options: { readonly counts: boolean }): Promise<PoolSummary[]>;
+  /** Gives back every block `node` holds (a node gone for good) and drops what it lent: the keys freed. */
+  forgetNode(node: string): Promise<string[]>;
+}
+
 export interface Store {
   /** A human-readable name of the backend and where it keeps data. */
   readonly description: string;
@@ -282,6 +298,8 @@ export interface Store {
    * Absent for a store one process writes alone (SQLite), whose caller admits ranges in process.
    */
   readonly spaces?: AddressSpaces;
+  /** Present when the cluster keeps the owners of blocks and the node their addresses (tiered-store.ts). */
+  readonly blockOwners?: BlockOwners;
   /** Throws when the store cannot take writes. */
   ping(): Promise<void>;
   close(): Promise<void>;

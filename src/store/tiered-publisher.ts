@@ -1,0 +1,85 @@
+/**
+ * Publication of this node's blocks for the two-tier store (tiered-store.ts): the allocations of
+ * each block whose local picture changed are written into the cluster (ClusterTier.publish) in
+ * batches, so an ADD costs no request and a burst of ADDs in one block costs one write.
+ *
+ * Guarantees:
+ * - a block marked changed is published at the next run after the mark, with what the node's store
+ *   holds at that run (never an older picture: the picture is read when published);
+ * - nothing is lost while the cluster is away: a block whose write failed stays marked and the run
+ *   ends (the next one retries it, and every block marked since);
+ * - runs never overlap: `run` while one is in flight waits for it and runs again, so a `flush`
+ *   publishes everything marked before it was called;
+ * - a block this node does not hold (given back, vanished) is not published: its mark is dropped.
+ */
+import { messageOf } from '../core/errors.ts';
+import type { Clock } from '../core/clock.ts';
+import type { ClusterTier } from './cluster-tier.ts';
+import type { Store } from './store.ts';
+
+export interface TieredPublisherOptions {
+  readonly local: Store;
+  readonly tier: ClusterTier;
+  readonly node: string;
+  readonly clock: Clock;
+  /** Whether this node holds block `key` now (may ask the cluster, and throw when it is away). */
+  readonly holds: (key: string) => Promise<boolean>;
+  /** Told when a run fails (once per outage, not per retry). */
+  readonly notice?: ((message: string) => void) | undefined;
+}
+
+export class TieredPublisher {
+  readonly #o: TieredPublisherOptions;
+  /** Blocks whose local picture changed since they were last published. */
+  readonly #dirty = new Set<string>();
+  /** The run in flight, if any: runs follow each other. */
+  #running: Promise<void> = Promise.resolve();
+  /** Whether the last run failed: an outage is told once. */
+  #failing = false;
+
+  constructor(options: TieredPublisherOptions) {
+    this.#o = options;
+  }
+
+  mark(key: string): void {
+    this.#dirty.add(key);
+  }
+
+  /** Blocks waiting to be published. */
+  get pending(): number {
+    return this.#dirty.size;
+  }
+
+  /** Publishes every marked block now (after any run in flight). Never throws: failures stay marked. */
+  run(): Promise<void> {
+    const next = this.#running.then(() => this.#publishAll());
+    this.#running = next;
+    return next;
+  }
+
+  async #publishAll(): Promise<void> {
+    const { local, tier, node, clock, holds } = this.#o;
+    for (const key of [...this.#dirty]) {
+      this.#dirty.delete(key);
+      try {
+        if (!(await holds(key))) continue;
+        const [summary] = (await local.pools(key)).filter((p) => p.pool === key);
+        const allocations = await local.list({ pool: key });
+        await tier.publish({
+          key,
+          node,
+          counts: { allocated: summary?.allocated ?? allocations.length, resting: summary?.resting ?? 0 },
+          allocations,
+          publishedAt: clock.now(),
+        });
+      } catch (error) {
+        // Marked again, with every later block still marked: the next run starts over with them.
+        this.#dirty.add(key);
+        if (!this.#failing) this.#o.notice?.(`publishing block ${key} failed, retrying: ${messageOf(error)}`);
+        this.#failing = true;
+        return;
+      }
+    }
+    this.#failing = false;
+  }
+}

@@ -1,0 +1,120 @@
+/**
+ * The reads and chores of the two-tier store (tiered-store.ts) that look past this node's own
+ * blocks: the whole range's claims for block placement, and freeing a node gone for good.
+ *
+ * Guarantees:
+ * - `rangeBlocks` reads every page of the range's claims (and, with counts, of its published
+ *   blocks), each page at most PAGE_LIMIT records; it is called only when this node's own blocks are
+ *   full, so the common ADD never reads the range;
+ * - a block known here but claimed by nobody in the cluster shows without affinity, at its local
+ *   revision, so a claim of it commits against the revision the node's store holds; except a block
+ *   whose claim vanished while this node held it: that one shows held (`<node> (vanished)`), so this
+ *   node does not claim it again on its own and go on allocating where someone removed its claim;
+ * - `forgetNodeBlocks` removes each claim of the node only at the version read (uid and version
+ *   preconditions): of two agents forgetting one node, each block is freed by exactly one, and a
+ *   block claimed again by a live node in between is never removed. Grants the node had lent are
+ *   dropped from the requests holding them.
+ */
+import type { BlockClaim, ClusterTier, Page, RangeRecord } from './cluster-tier.ts';
+import { blockCidrOfKey, blockKeyPrefix, rangePoolOfKey } from '../ipam/blocks.ts';
+import { parsePoolKey } from '../ipam/pool-key.ts';
+import type { PoolSummary, Store } from './store.ts';
+import type { TieredClaims } from './tiered-claims.ts';
+
+/** The address space of a range pool as `spaces` names it (allocator/admission.ts): `v4`, `v4@<network_name>`. */
+export function spaceOfPool(pool: string): string {
+  const key = parsePoolKey(pool);
+  if (key === undefined) return '';
+  return key.networkName === '' ? `v${key.family}` : `v${key.family}@${key.networkName}`;
+}
+
+/**
+ * The record of a range this store never saw described (a block claimed by a caller that wrote no
+ * description first): its block size is the block key's own.
+ */
+export function recordFromKey(key: string): RangeRecord {
+  const rangePool = rangePoolOfKey(key);
+  const cidr = blockCidrOfKey(key) ?? '';
+  const subnet = parsePoolKey(rangePool) === undefined ? cidr : (rangePool.split('@')[0] ?? cidr);
+  const blockPrefix = Number(cidr.slice(cidr.indexOf('/') + 1));
+  return { pool: rangePool, space: spaceOfPool(rangePool), subnet, first: '', last: '', blockPrefix };
+}
+
+/** Records per listing page. */
+export const PAGE_LIMIT = 250;
+
+/** Every item of a paged listing, page by page. */
+async function allPages<T>(read: (page: { limit: number; continue?: string }) => Promise<Page<T>>): Promise<T[]> {
+  const items: T[] = [];
+  let next: string | undefined;
+  do {
+    const page = await read({ limit: PAGE_LIMIT, ...(next === undefined ? {} : { continue: next }) });
+    items.push(...page.items);
+    next = page.continue;
+  } while (next !== undefined);
+  return items;
+}
+
+export interface RangeParts {
+  readonly local: Store;
+  readonly tier: ClusterTier;
+  readonly claims: TieredClaims;
+}
+
+export async function rangeBlocks(parts: RangeParts, rangePool: string, counts: boolean): Promise<PoolSummary[]> {
+  const { local, tier, claims } = parts;
+  await claims.load(rangePool);
+  const claimed = await allPages((page) => tier.claimsIn(rangePool, page));
+  const published = new Map(
+    counts ? (await allPages((page) => tier.published({ pool: rangePool }, page))).map((p) => [p.key, p.counts]) : [],
+  );
+  const here = new Map((await local.pools(blockKeyPrefix(rangePool))).map((p) => [p.pool, p]));
+  const byKey = new Map<string, PoolSummary>();
+  for (const [key, p] of here) {
+    const { affinity: _local, ...rest } = p;
+    byKey.set(key, claims.vanished(key) ? { ...rest, affinity: `${claims.node} (vanished)` } : rest);
+  }
+  for (const c of claimed) {
+    const mine = here.get(c.key);
+    const theirs = published.get(c.key);
+    byKey.set(c.key, {
+      pool: c.key,
+      revision: mine?.revision ?? 0,
+      allocated: theirs?.allocated ?? mine?.allocated ?? 0,
+      resting: theirs?.resting ?? mine?.resting ?? 0,
+      affinity: c.node,
+    });
+    if (c.node === claims.node && !claims.holds(c.key) && !claims.vanished(c.key)) claims.record(c);
+  }
+  return [...byKey.values()].sort((a, b) => (a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : 0));
+}
+
+/** Frees the blocks of `node`, gone for good: the keys freed by this call. */
+export async function forgetNodeBlocks(tier: ClusterTier, node: string): Promise<string[]> {
+  const freed: string[] = [];
+  for (const claim of await tier.claimsOf(node)) {
+    let current: BlockClaim | undefined = claim;
+    // A claim whose version moved (its owner published before it died) is read again; only the same
+    // record (uid) of the same node is removed.
+    for (let attempt = 0; attempt < 3 && current !== undefined; attempt++) {
+      const outcome = await tier.unclaim(current);
+      if (outcome === 'released') {
+        freed.push(claim.key);
+        break;
+      }
+      if (outcome === 'gone') break;
+      const again = await tier.claimOf(claim.key);
+      current = again?.uid === claim.uid && again.node === node ? again : undefined;
+    }
+  }
+  for (const request of await tier.requestsLentBy(node)) {
+    for (let r: typeof request | undefined = request, attempt = 0; r !== undefined && attempt < 3; attempt++) {
+      const kept = r.grants.filter((g) => g.lender !== node);
+      if (kept.length === r.grants.length) break;
+      const updated = await tier.updateRequest(r, kept, r.wanted);
+      if (updated !== undefined) break;
+      r = await tier.requestOf(r.pool, r.node);
+    }
+  }
+  return freed;
+}

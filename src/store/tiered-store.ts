@@ -1,0 +1,391 @@
+/**
+ * The two-tier store: the node's own store (`local`, its SQLite file) holds the addresses of the
+ * blocks this node owns; the cluster (`tier`, a ClusterTier: the Kubernetes API) holds who owns
+ * which block, each range's block size, range admissions, liveness and the published allocations.
+ *
+ * How the Store contract maps onto the two tiers:
+ * - allocate, release, relocate, unrest, cursor, cooldown and describe commit to `local` only: the
+ *   common ADD and DEL make no request to the cluster and work while it is away;
+ * - a `claim` commit claims the block in the cluster first (its range pinned there once, cached):
+ *   a block another node claimed is a conflict; an `unclaim` removes the claim only while it is
+ *   still exactly this node's record (uid, read again for its current version), never another
+ *   node's (ABA): a claim gone or replaced is a conflict;
+ * - an allocation in a block of a range split in the cluster (its description carries a block
+ *   size) needs this node's claim of the block: otherwise the commit is a conflict naming why (no
+ *   address is handed out in another node's block on this store); releases need no claim, so a DEL
+ *   in a block whose claim vanished still works;
+ * - a `describe` with a block size on a range pool pins the range in the cluster: a range already
+ *   split differently there writes the cluster's size into the local description and answers a
+ *   conflict, so the allocator's next look at `pools(range)` sees the stored size (and refuses a
+ *   config that asks for another);
+ * - `pools(<range>#)` answers this node's blocks only (read from the cluster once per range, then
+ *   cached), with local counts; the whole range is read only through `blockOwners.rangeBlocks`,
+ *   which block placement calls when this node's blocks are full;
+ * - findByOwner, list and readPool are local: this node's allocations;
+ * - blocks whose local picture changed are published in batches every `publishIntervalMs` on the
+ *   clock (tiered-publisher.ts), retried while the cluster is away; `flush` publishes now;
+ * - every `claimCheckMs` this node's claims are compared with the cluster's (tiered-claims.ts): a
+ *   claim that vanished stops allocation in its block (commits there become conflicts), is told to
+ *   `notice` by name, and the allocations in it stay recorded locally.
+ *
+ * Admission (AdmissionGuard) across nodes, without a request per ADD: `spaces` are the cluster's;
+ * a commit that claims a block checks in the cluster that its range is still admitted, and the
+ * periodic check reads the spaces of the guards seen again; a guard found retired makes every
+ * commit carrying it a conflict with `admissionLost` until the range is admitted again (through
+ * `spaces.admit`). So an admission lost elsewhere stops this node's allocations within one check.
+ */
+import type { Clock, CancelTimer } from '../core/clock.ts';
+import { messageOf } from '../core/errors.ts';
+import { isBlockKey, rangePoolOfKey } from '../ipam/blocks.ts';
+import type { Allocation, Owner } from '../ipam/allocation.ts';
+import type { ClusterTier, RangeRecord } from './cluster-tier.ts';
+import type {
+  AddressSpaces,
+  AdmissionGuard,
+  AllocationFilter,
+  BlockOwners,
+  CommitResult,
+  Membership,
+  PoolOp,
+  PoolRead,
+  PoolSummary,
+  Revision,
+  Store,
+} from './store.ts';
+import { TieredAdmissions } from './tiered-admissions.ts';
+import { TieredClaims } from './tiered-claims.ts';
+import { TieredPublisher } from './tiered-publisher.ts';
+import { forgetNodeBlocks, rangeBlocks, recordFromKey, spaceOfPool } from './tiered-ranges.ts';
+
+export interface TieredStoreOptions {
+  readonly local: Store;
+  readonly tier: ClusterTier;
+  readonly node: string;
+  readonly clock: Clock;
+  readonly notice?: (message: string) => void;
+  /** How often changed blocks are published, ms (default 2000). */
+  readonly publishIntervalMs?: number;
+  /** How often this node's claims are compared with the cluster's, ms (default 10000). */
+  readonly claimCheckMs?: number;
+}
+
+const ADDRESSES_CHANGE = new Set<PoolOp['op']>(['allocate', 'release', 'relocate', 'unrest']);
+
+function conflict(reason: string, admissionLost?: true): CommitResult {
+  return { kind: 'conflict', reason, ...(admissionLost === undefined ? {} : { admissionLost }) };
+}
+
+export class TieredStore implements Store {
+  readonly description: string;
+  readonly tier: ClusterTier;
+  readonly membership: Membership;
+  readonly spaces: AddressSpaces;
+  readonly blockOwners: BlockOwners;
+  readonly #local: Store;
+  readonly #node: string;
+  readonly #clock: Clock;
+  readonly #notice: (message: string) => void;
+  readonly #publishMs: number;
+  readonly #checkMs: number;
+  readonly #claims: TieredClaims;
+  readonly #publisher: TieredPublisher;
+  /** Range pool → its record as pinned in the cluster. */
+  readonly #ranges = new Map<string, RangeRecord>();
+  /** Range pools whose local description carries a block size: split, their blocks held to claims. */
+  readonly #splitRanges = new Set<string>();
+  readonly #admissions: TieredAdmissions;
+  #timers: CancelTimer[] = [];
+  /** The cluster's failure at the last ping. */
+  #clusterProblem: string | undefined;
+  #stopped = false;
+
+  constructor(o: TieredStoreOptions) {
+    this.#local = o.local;
+    this.tier = o.tier;
+    this.#node = o.node;
+    this.#clock = o.clock;
+    this.#notice = o.notice ?? (() => undefined);
+    this.#publishMs = o.publishIntervalMs ?? 2000;
+    this.#checkMs = o.claimCheckMs ?? 10_000;
+    this.description = `${o.local.description}, blocks in ${o.tier.description}`;
+    this.membership = o.tier.membership;
+    this.#claims = new TieredClaims(o.tier, o.node);
+    this.#publisher = new TieredPublisher({
+      local: o.local,
+      tier: o.tier,
+      node: o.node,
+      clock: o.clock,
+      holds: async (key) => {
+        await this.#claims.load(rangePoolOfKey(key));
+        return this.#claims.holds(key);
+      },
+      notice: this.#notice,
+    });
+    this.#admissions = new TieredAdmissions(o.tier);
+    this.spaces = this.#admissions.spaces;
+    this.blockOwners = {
+      rangeBlocks: (rangePool, options) =>
+        rangeBlocks({ local: this.#local, tier: this.tier, claims: this.#claims }, rangePool, options.counts),
+      forgetNode: (node) => forgetNodeBlocks(this.tier, node),
+    };
+  }
+
+  /** Starts publication and the claim check on the clock. */
+  start(): void {
+    this.#stopped = false;
+    this.#every(this.#publishMs, () => this.#publisher.run());
+    this.#every(this.#checkMs, () => this.check());
+  }
+
+  /** Publishes now what is pending. */
+  flush(): Promise<void> {
+    return this.#publisher.run();
+  }
+
+  /** Blocks waiting to be published. */
+  get pendingPublication(): number {
+    return this.#publisher.pending;
+  }
+
+  #every(ms: number, body: () => Promise<void>): void {
+    const arm = () => {
+      const cancel = this.#clock.setTimer(ms, () => {
+        this.#timers = this.#timers.filter((t) => t !== cancel);
+        void body().finally(() => {
+          if (!this.#stopped) arm();
+        });
+      });
+      this.#timers.push(cancel);
+    };
+    arm();
+  }
+
+  /**
+   * Compares this node's claims with the cluster's and the admissions of the guards seen; told to
+   * `notice`, never thrown (the cluster may be away: the next check tries again).
+   */
+  async check(): Promise<void> {
+    try {
+      for (const key of await this.#claims.check()) {
+        const held = (await this.#local.list({ pool: key })).length;
+        this.#notice(
+          `the claim of block ${key} by node ${this.#node} vanished from ${this.tier.description} ` +
+            `(deleted by someone): no more addresses are handed out in it; its ${held} allocations stay recorded here`,
+        );
+      }
+      await this.#admissions.checkAll();
+    } catch (error) {
+      this.#notice(`checking the claims of node ${this.#node} failed, retrying: ${messageOf(error)}`);
+    }
+  }
+
+  readPool(pool: string, knownRevision?: Revision): Promise<PoolRead> {
+    return this.#local.readPool(pool, knownRevision);
+  }
+
+  async commit(
+    pool: string,
+    expected: Revision,
+    ops: readonly PoolOp[],
+    guard?: AdmissionGuard,
+  ): Promise<CommitResult> {
+    const refused = guard === undefined ? undefined : this.#admissions.refusal(guard);
+    if (refused !== undefined) return conflict(refused, true);
+    if (!isBlockKey(pool)) {
+      const described = ops.find((op) => op.op === 'describe' && op.description.blockPrefix !== undefined);
+      if (described?.op === 'describe') return this.#commitRange(pool, expected, ops, described);
+      return this.#local.commit(pool, expected, ops);
+    }
+    if (ops.some((op) => op.op === 'claim')) return this.#commitClaim(pool, expected, ops, guard);
+    if (ops.some((op) => op.op === 'unclaim')) return this.#commitUnclaim(pool, expected, ops);
+    if (ops.some((op) => op.op === 'allocate')) {
+      const refused = await this.#refusal(pool);
+      if (refused !== undefined) return conflict(refused);
+    }
+    return this.#committed(pool, await this.#local.commit(pool, expected, ops), ops);
+  }
+
+  #committed(pool: string, result: CommitResult, ops: readonly PoolOp[]): CommitResult {
+    if (result.kind === 'committed' && ops.some((op) => ADDRESSES_CHANGE.has(op.op))) this.#publisher.mark(pool);
+    return result;
+  }
+
+  /** Why an allocation in block `key` may not be made on this node; undefined when it may. */
+  async #refusal(key: string): Promise<string | undefined> {
+    const rangePool = rangePoolOfKey(key);
+    if (this.#claims.vanished(key))
+      return `the claim of block ${key} by node ${this.#node} vanished from ${this.tier.description}`;
+    if (!(await this.#split(rangePool))) return undefined; // a range never split in the cluster
+    try {
+      await this.#claims.load(rangePool);
+    } catch {
+      // The cluster is away and this range's claims were never read in this process (a restart):
+      // the local record of the claims this node made stands in until the cluster answers.
+      const read = await this.#local.readPool(key);
+      return read.kind === 'snapshot' && read.affinity === this.#node
+        ? undefined
+        : `block ${key} is not claimed by node ${this.#node} (${this.tier.description} cannot be reached to check)`;
+    }
+    return this.#claims.holds(key) ? undefined : `block ${key} is not claimed by node ${this.#node}`;
+  }
+
+  /** Whether the range is split into blocks, as its local description says (no request to the cluster). */
+  async #split(rangePool: string): Promise<boolean> {
+    if (this.#ranges.has(rangePool) || this.#splitRanges.has(rangePool)) return true;
+    const summary = (await this.#local.pools(rangePool)).find((p) => p.pool === rangePool);
+    if (summary?.description?.blockPrefix === undefined) return false;
+    this.#splitRanges.add(rangePool);
+    return true;
+  }
+
+  /** The range as pinned in the cluster, from the local description; undefined when never split. */
+  async #rangeOf(rangePool: string): Promise<RangeRecord | undefined> {
+    const known = this.#ranges.get(rangePool);
+    if (known !== undefined) return known;
+    const summary = (await this.#local.pools(rangePool)).find((p) => p.pool === rangePool);
+    const d = summary?.description;
+    if (d?.blockPrefix === undefined) return undefined;
+    const record = { pool: rangePool, space: spaceOfPool(rangePool), ...d, blockPrefix: d.blockPrefix };
+    const pinned = await this.tier.pinRange({
+      pool: record.pool,
+      space: record.space,
+      subnet: record.subnet,
+      first: record.first,
+      last: record.last,
+      blockPrefix: record.blockPrefix,
+    });
+    this.#ranges.set(rangePool, pinned);
+    return pinned;
+  }
+
+  async #commitRange(
+    pool: string,
+    expected: Revision,
+    ops: readonly PoolOp[],
+    described: Extract<PoolOp, { op: 'describe' }>,
+  ): Promise<CommitResult> {
+    const d = described.description;
+    const asked: RangeRecord = {
+      pool,
+      space: spaceOfPool(pool),
+      subnet: d.subnet,
+      first: d.first,
+      last: d.last,
+      blockPrefix: d.blockPrefix ?? 0,
+    };
+    const pinned = await this.tier.pinRange(asked);
+    this.#ranges.set(pool, pinned);
+    if (pinned.blockPrefix === asked.blockPrefix) return this.#local.commit(pool, expected, ops);
+    // Split differently in the cluster: record the cluster's size so the next look at the range sees it.
+    const description = { ...d, blockPrefix: pinned.blockPrefix };
+    const fixed = ops.map((op) => (op === described ? { op: 'describe' as const, description } : op));
+    await this.#local.commit(pool, expected, fixed);
+    return conflict(`range ${pool} is split into /${pinned.blockPrefix} blocks in ${this.tier.description}`);
+  }
+
+  async #commitClaim(
+    key: string,
+    expected: Revision,
+    ops: readonly PoolOp[],
+    guard: AdmissionGuard | undefined,
+  ): Promise<CommitResult> {
+    const claimOp = ops.find((op) => op.op === 'claim');
+    const node = claimOp?.op === 'claim' ? claimOp.node : this.#node;
+    const rangePool = rangePoolOfKey(key);
+    // A claim costs the cluster a write: check the local revision first so a stale round costs none.
+    if ((await this.#local.readPool(key)).revision !== expected) return conflict(`block ${key} changed`);
+    const lost = guard === undefined ? undefined : await this.#admissions.check(guard);
+    if (lost !== undefined) return conflict(lost, true);
+    const range = (await this.#rangeOf(rangePool)) ?? (await this.tier.pinRange(recordFromKey(key)));
+    await this.#claims.load(rangePool);
+    let claim = await this.tier.claim(range, key, node);
+    if (claim === undefined) {
+      // Ours already (a claim whose local commit never happened: a crash in between) is ours to use.
+      const held = await this.tier.claimOf(key);
+      if (held?.node !== node) return conflict(`block ${key} is claimed by node ${held?.node ?? 'another node'}`);
+      claim = held;
+    }
+    const result = await this.#local.commit(key, expected, ops);
+    if (result.kind === 'conflict') {
+      // Not recorded here: give the block back, or it would stay claimed by a node that never uses it.
+      await this.tier.unclaim(claim).catch(() => undefined);
+      return result;
+    }
+    if (node === this.#node) this.#claims.record(claim);
+    this.#publisher.mark(key);
+    return this.#committed(key, result, ops);
+  }
+
+  async #commitUnclaim(key: string, expected: Revision, ops: readonly PoolOp[]): Promise<CommitResult> {
+    if ((await this.#local.readPool(key)).revision !== expected) return conflict(`block ${key} changed`);
+    const current = await this.#claims.current(key);
+    if (current === undefined) {
+      this.#claims.drop(key);
+      return conflict(`block ${key} is no longer claimed by node ${this.#node} in ${this.tier.description}`);
+    }
+    const outcome = await this.tier.unclaim(current);
+    if (outcome !== 'released') return conflict(`the claim of block ${key} ${outcome} in ${this.tier.description}`);
+    this.#claims.drop(key);
+    return this.#local.commit(key, expected, ops);
+  }
+
+  findByOwner(owner: Omit<Owner, 'ifname'> & { ifname?: string }): Promise<Allocation[]> {
+    return this.#local.findByOwner(owner);
+  }
+
+  list(filter?: AllocationFilter): Promise<Allocation[]> {
+    return this.#local.list(filter);
+  }
+
+  async pools(prefix?: string): Promise<PoolSummary[]> {
+    const local = await this.#local.pools(prefix);
+    // `<range pool>#` exactly: the blocks of one range.
+    const rangePool = prefix?.endsWith('#') === true ? prefix.slice(0, -1) : undefined;
+    const shown = local.map((p) => {
+      if (!isBlockKey(p.pool) || !this.#claims.vanished(p.pool)) return p;
+      const { affinity: _gone, ...rest } = p;
+      return rest;
+    });
+    if (rangePool === undefined || isBlockKey(rangePool)) return shown;
+    await this.#claims.load(rangePool);
+    const known = new Set(shown.map((p) => p.pool));
+    // A claim with nothing recorded here yet (claimed, then the local commit lost to a crash).
+    const unseen = this.#claims
+      .of(rangePool)
+      .filter((c) => !known.has(c.key))
+      .map((c): PoolSummary => ({ pool: c.key, revision: 0, allocated: 0, resting: 0, affinity: this.#node }));
+    return [...shown, ...unseen].sort((a, b) => (a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : 0));
+  }
+
+  /**
+   * Checks both tiers. Only the node's store failing throws: CNI STATUS and readiness follow ping,
+   * and a node with room in its own blocks serves ADD and DEL while the cluster is away. The cluster
+   * being away is told to `notice` once per outage and answered by `clusterProblem`.
+   */
+  async ping(): Promise<void> {
+    await this.#local.ping();
+    try {
+      await this.tier.ping();
+      this.#clusterProblem = undefined;
+    } catch (error) {
+      const problem = `${this.tier.description} cannot be reached: ${messageOf(error)}`;
+      if (this.#clusterProblem === undefined)
+        this.#notice(`${problem}; ADD and DEL in the blocks node ${this.#node} holds go on`);
+      this.#clusterProblem = problem;
+    }
+  }
+
+  /** Why the cluster could not be reached at the last ping; undefined when it answered. */
+  clusterProblem(): string | undefined {
+    return this.#clusterProblem;
+  }
+
+  async close(): Promise<void> {
+    this.#stopped = true;
+    for (const cancel of this.#timers) cancel();
+    this.#timers = [];
+    await this.#publisher.run();
+    await this.#local.close();
+    await this.tier.close();
+  }
+}

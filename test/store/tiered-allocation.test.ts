@@ -1,0 +1,138 @@
+/**
+ * Allocation on the two-tier store (src/store/tiered-store.ts) through the allocator: what an ADD
+ * asks of the cluster, claims racing between nodes, and block sizes decided with the cluster.
+ */
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import { isWarrenError } from '../../src/core/errors.ts';
+import { blockCidrOfKey } from '../../src/ipam/blocks.ts';
+import { type TieredCluster, owner, rangesOf, tieredCluster } from './tiered-nodes.ts';
+
+const clusters: TieredCluster[] = [];
+function cluster(names: readonly string[]): TieredCluster {
+  const c = tieredCluster(names);
+  clusters.push(c);
+  return c;
+}
+after(async () => {
+  for (const c of clusters) await c.close();
+});
+
+describe('TieredStore: the common ADD and DEL', () => {
+  it('make no request to the cluster in an own block, and go on while the cluster is away', async () => {
+    const { nodes, tier, calls } = cluster(['n1']);
+    const [n1] = nodes;
+    assert.ok(n1);
+    const r = rangesOf({ range: '10.7.0.0/16' });
+    await n1.allocator.allocate({ owner: owner('first'), ranges: r }); // pins the range, claims a block
+    const before = calls();
+    for (let i = 0; i < 5; i++) await n1.allocator.allocate({ owner: owner(`c${i}`), ranges: r });
+    await n1.allocator.release(owner('c0'));
+    assert.equal(calls() - before, 0, `requests: ${JSON.stringify([...tier.calls])}`);
+    tier.away = true;
+    const away = await n1.allocator.allocate({ owner: owner('while-away'), ranges: r });
+    assert.equal(away[0]?.allocation.pool, `${r[0]?.pool}#10.7.0.0/26`);
+    assert.equal((await n1.allocator.release(owner('c1'))).length, 1);
+    tier.away = false;
+  });
+
+  it("reads only this node's claims at the first ADD of a range, the range's claims once its blocks are full", async () => {
+    const { nodes, tier } = cluster(['n1', 'n2']);
+    const [n1, n2] = nodes;
+    assert.ok(n1 && n2);
+    // A /24 without block_size is split into /31 blocks: two addresses each.
+    const r = rangesOf({ range: '10.8.0.0/24' });
+    await n2.allocator.allocate({ owner: owner('other'), ranges: r });
+    const listed = () => tier.calls.get('claimsIn') ?? 0;
+    const start = listed();
+    const a = await n1.allocator.allocate({ owner: owner('a'), ranges: r });
+    assert.equal(listed() - start, 1, 'no own block yet: placement reads the range once');
+    assert.equal(blockCidrOfKey(a[0]?.allocation.pool ?? ''), '10.8.0.2/31');
+    await n1.allocator.allocate({ owner: owner('b'), ranges: r });
+    assert.equal(listed() - start, 1, 'room in the own block: the range is not read');
+    await n1.allocator.allocate({ owner: owner('c'), ranges: r });
+    assert.equal(listed() - start, 2, 'own block full: the range is read again');
+  });
+});
+
+describe('TieredStore: nodes sharing a range', () => {
+  it('lets one of two nodes racing for a block claim it, and names the winner to the other', async () => {
+    const { nodes, tier } = cluster(['n1', 'n2']);
+    const [n1, n2] = nodes;
+    assert.ok(n1 && n2);
+    const key = '10.9.0.0/24#10.9.0.0/26';
+    const results = await Promise.all([
+      n1.store.commit(key, 0, [{ op: 'claim', node: 'n1' }]),
+      n2.store.commit(key, 0, [{ op: 'claim', node: 'n2' }]),
+    ]);
+    const won = results.flatMap((res, i) => (res.kind === 'committed' ? [`n${i + 1}`] : []));
+    assert.equal(won.length, 1);
+    const lost = results.find((res) => res.kind === 'conflict');
+    assert.match(lost?.kind === 'conflict' ? lost.reason : '', new RegExp(`claimed by node ${won[0]}`));
+    assert.equal((await tier.claimOf(key))?.node, won[0]);
+  });
+
+  it('never gives one address twice across two nodes allocating at once, until the range is full', async () => {
+    const { nodes, tier } = cluster(['n1', 'n2']);
+    const [n1, n2] = nodes;
+    assert.ok(n1 && n2);
+    const r = rangesOf({ range: '10.10.0.0/27' }); // 30 addresses, single-address blocks
+    const results = await Promise.allSettled(
+      Array.from({ length: 32 }, (_, i) =>
+        (i % 2 === 0 ? n1 : n2).allocator.allocate({ owner: owner(`p${i}`), ranges: r }),
+      ),
+    );
+    const given = results.flatMap((res) => (res.status === 'fulfilled' ? [res.value[0]?.allocation.address] : []));
+    assert.equal(new Set(given).size, given.length, 'no address twice');
+    assert.equal(given.length, 30);
+    for (const res of results)
+      if (res.status === 'rejected') assert.ok(isWarrenError(res.reason, 'POOL_EXHAUSTED'), String(res.reason));
+    // Each address lies in a block its node claimed.
+    for (const n of [n1, n2])
+      for (const a of await n.store.list({ rangePool: r[0]?.pool }))
+        assert.equal((await tier.claimOf(a.pool))?.node, n.name, a.pool);
+  });
+
+  it('keeps the block size the cluster pinned: a default adopts it, a different block_size is refused', async () => {
+    const { nodes } = cluster(['n1', 'n2', 'n3']);
+    const [n1, n2, n3] = nodes;
+    assert.ok(n1 && n2 && n3);
+    await n1.allocator.allocate({ owner: owner('a'), ranges: rangesOf({ range: '10.11.0.0/24', block_size: 28 }) });
+    await assert.rejects(
+      n2.allocator.allocate({ owner: owner('b'), ranges: rangesOf({ range: '10.11.0.0/24', block_size: 27 }) }),
+      (e: unknown) => isWarrenError(e, 'INVALID_CONFIG') && /split into \/28 blocks/.test(e.message),
+    );
+    const c = await n3.allocator.allocate({ owner: owner('c'), ranges: rangesOf({ range: '10.11.0.0/24' }) });
+    assert.equal(blockCidrOfKey(c[0]?.allocation.pool ?? ''), '10.11.0.16/28');
+  });
+
+  it('refuses an allocation in a block of another node, naming why', async () => {
+    const { nodes } = cluster(['n1', 'n2']);
+    const [n1, n2] = nodes;
+    assert.ok(n1 && n2);
+    const r = rangesOf({ range: '10.12.0.0/24', block_size: 28 });
+    const [held] = await n1.allocator.allocate({ owner: owner('a'), ranges: r });
+    assert.ok(held);
+    await n2.allocator.allocate({ owner: owner('b'), ranges: r }); // n2 knows the range is split
+    const read = await n2.store.readPool(held.allocation.pool);
+    const result = await n2.store.commit(held.allocation.pool, read.revision, [
+      { op: 'allocate', allocation: { ...held.allocation, address: '10.12.0.5', containerID: 'x', node: 'n2' } },
+    ]);
+    assert.equal(result.kind, 'conflict');
+    assert.match(result.kind === 'conflict' ? result.reason : '', /is not claimed by node n2/);
+  });
+
+  it('never removes a claim made again by another node after its own vanished (ABA)', async () => {
+    const { nodes, tier } = cluster(['n1', 'n2']);
+    const [n1, n2] = nodes;
+    assert.ok(n1 && n2);
+    const key = '10.13.0.0/24#10.13.0.0/26';
+    const claimed = await n1.store.commit(key, 0, [{ op: 'claim', node: 'n1' }]);
+    assert.equal(claimed.kind, 'committed');
+    tier.deleteClaim(key);
+    assert.equal((await n2.store.commit(key, 0, [{ op: 'claim', node: 'n2' }])).kind, 'committed');
+    const back = await n1.store.commit(key, claimed.kind === 'committed' ? claimed.revision : 0, [{ op: 'unclaim' }]);
+    assert.equal(back.kind, 'conflict');
+    assert.equal((await tier.claimOf(key))?.node, 'n2');
+  });
+});

@@ -1,0 +1,63 @@
+/**
+ * Nodes of a two-tier cluster for unit tests: each node a TieredStore on its own SQLite file and a
+ * session of one MemoryTier, with an allocator that splits ranges into blocks, on one ManualClock.
+ */
+import { join } from 'node:path';
+import { Allocator } from '../../src/allocator/allocator.ts';
+import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
+import { ManualClock } from '../../src/core/clock.ts';
+import type { RangeSpec } from '../../src/ipam/range.ts';
+import { SqliteStore } from '../../src/store/sqlite-store.ts';
+import { TieredStore } from '../../src/store/tiered-store.ts';
+import { tempDir } from '../helpers/processes.ts';
+import { MemoryTier } from './memory-tier.ts';
+
+export interface TieredNode {
+  readonly name: string;
+  readonly store: TieredStore;
+  readonly allocator: Allocator;
+  /** What the store told its `notice`. */
+  readonly notices: string[];
+}
+
+export interface TieredCluster {
+  readonly clock: ManualClock;
+  readonly tier: MemoryTier;
+  readonly nodes: TieredNode[];
+  /** Every request the cluster answered so far, all sessions. */
+  calls(): number;
+  close(): Promise<void>;
+}
+
+export function tieredCluster(names: readonly string[], o: { publishIntervalMs?: number } = {}): TieredCluster {
+  const clock = new ManualClock(1_000_000);
+  const tier = new MemoryTier({ clock });
+  const dir = tempDir();
+  const nodes = names.map((name): TieredNode => {
+    const notices: string[] = [];
+    const store = new TieredStore({
+      local: new SqliteStore({ path: join(dir, `${name}.db`) }),
+      tier: tier.session(),
+      node: name,
+      clock,
+      notice: (m) => notices.push(m),
+      ...(o.publishIntervalMs === undefined ? {} : { publishIntervalMs: o.publishIntervalMs }),
+    });
+    return { name, store, allocator: new Allocator({ store, clock, node: name, blocks: true }), notices };
+  });
+  return {
+    clock,
+    tier,
+    nodes,
+    calls: () => [...tier.calls.values()].reduce((a, b) => a + b, 0),
+    close: async () => {
+      for (const n of nodes) await n.store.close();
+    },
+  };
+}
+
+export const owner = (containerID: string) => ({ network: 'net', containerID, ifname: 'eth0' });
+
+export function rangesOf(ipam: Record<string, unknown>): readonly RangeSpec[] {
+  return parseIpamConfig({ type: 'warren', ...ipam }).ranges;
+}
