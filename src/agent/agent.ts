@@ -25,7 +25,14 @@ import type { Store } from '../store/store.ts';
 import { startUpkeep } from './cluster/upkeep.ts';
 import { ClusterRecord } from './cluster/record.ts';
 import { InstanceLock } from './settings/instance-lock.ts';
-import { type StatedStore, type StoreFacts, membershipOf, openStore, storeFacts } from './settings/store-kind.ts';
+import {
+  type StatedStore,
+  type StoreFacts,
+  clusterRecordKey,
+  membershipOf,
+  openStore,
+  storeFacts,
+} from './settings/store-kind.ts';
 import { RecentErrors } from './metrics/recent-errors.ts';
 import { ReleaseWiring } from './release-wiring.ts';
 import type { AgentOptions } from './settings/options.ts';
@@ -131,8 +138,9 @@ export class Agent {
     const logger = this.#logger;
     try {
       const warn = (message: string): void => logger.warn(message);
-      // On etcd: which start of this agent last announced the node, and the store's identity then.
-      const record = facts.shared ? new ClusterRecord(o.stateDir, o.etcdPrefix, warn) : undefined;
+      // On a cluster store: which start of this agent last announced the node, and the store's identity then.
+      const recordKey = clusterRecordKey({ ...o, store: facts.kind });
+      const record = recordKey === undefined ? undefined : new ClusterRecord(o.stateDir, recordKey, warn);
       const identity = record?.identity;
       const opened =
         this.#stated?.store ??
@@ -207,6 +215,8 @@ export class Agent {
         plugins: releases.plugins,
         notReady,
         addGate: (network) => notReady() ?? takeover?.gate(network),
+        // A store of this node alone, on a node of a cluster: only node-local configs (cni/node-local.ts).
+        ...(o.kubernetes && !facts.shared ? { nodeLocalOnly: () => cniConfig?.nodeLocal() } : {}),
         beforeAdd: (owner, podUID) => releases.pipeline.applyPending(owner, podUID),
         runtimeOf: (a) => releases.scopes.adapterOf(a),
         commits,

@@ -2,6 +2,8 @@
  * What the running agent knows of its own setup (GET /v1/doctor), for `warren doctor`: part of the
  * agent's wire contract (protocol.ts), under its stability rule.
  */
+import type { NodeLocalConfig } from '../cni/node-local.ts';
+import type { StoreKind } from '../store/store.ts';
 import type { NetnsDirectoryStatus } from './protocol.ts';
 import type { CniConfigStatus, ContainerdState, MetricsEndpointStatus } from './status.ts';
 
@@ -23,14 +25,21 @@ export interface DoctorFacts {
   /** Where metrics and the dashboard are served, as bound (port 0 resolved); absent when off. */
   readonly metrics?: MetricsEndpointStatus;
   readonly pluginsDir?: string;
+  /**
+   * Present when the agent serves only node-local configs (a per-node store while the Kubernetes
+   * source is on, cni/node-local.ts), with the config derived from the node's own CIDR if any.
+   */
+  readonly nodeLocalOnly?: { readonly derived?: NodeLocalConfig };
   readonly store: {
-    readonly kind: 'sqlite' | 'etcd';
+    readonly kind: StoreKind;
     readonly description: string;
     readonly healthy: boolean;
     readonly error?: string;
     /** SQLite: FULL survives power loss, NORMAL only a process crash. */
     readonly synchronous?: 'FULL' | 'NORMAL';
     readonly etcdEndpoints?: readonly string[];
+    /** Kubernetes: the namespace of the agents' Leases. */
+    readonly kubeNamespace?: string;
     /** On a cluster store: why this node does not allocate (not announced; the store lost its data; its name taken). */
     readonly clusterProblem?: string;
   };

@@ -69,6 +69,11 @@ export interface IpamConfig {
   readonly journalDir?: string;
   /** The store this network expects the agent to run on; the agent refuses a mismatch. */
   readonly store?: StoreKind;
+  /**
+   * The operator's word that no other node uses these ranges (`node_local`), so a per-node store
+   * may serve them under Kubernetes (cni/node-local.ts); absent unless true.
+   */
+  readonly nodeLocal?: true;
   /** Whereabouts keys present in the config that change nothing in Warren, in the order written. */
   readonly ignoredKeys: readonly IgnoredKey[];
 }
@@ -96,6 +101,7 @@ const TOP_KEYS: ReadonlySet<string> = new Set([
   'cooldown_seconds',
   'block_size',
   'store',
+  'node_local',
 ]);
 /** Whereabouts' RangeConfiguration keys, plus Warren's per-range gateway and block size. */
 const RANGE_KEYS: ReadonlySet<string> = new Set([
@@ -213,8 +219,9 @@ export function parseIpamConfig(value: unknown, path = 'ipam'): IpamConfig {
   }
   const sharedGateway = value.gateway === undefined ? undefined : ipAt(value.gateway, `${path}.gateway`);
   const store = optionalString(value.store, `${path}.store`);
-  if (store !== undefined && store !== 'sqlite' && store !== 'etcd')
-    throw invalid(`${path}.store`, `must be "sqlite" or "etcd", got ${describe(store)}`);
+  if (store !== undefined && store !== 'sqlite' && store !== 'etcd' && store !== 'kubernetes')
+    throw invalid(`${path}.store`, `must be "kubernetes", "sqlite" or "etcd", got ${describe(store)}`);
+  const nodeLocal = optionalBoolean(value.node_local, `${path}.node_local`);
 
   const ranges: RangeSpec[] = [];
   const rangePaths: string[] = [];
@@ -281,5 +288,6 @@ export function parseIpamConfig(value: unknown, path = 'ipam'): IpamConfig {
   if (socket !== undefined) config.socket = socket;
   if (journalDir !== undefined) config.journalDir = journalDir;
   if (store !== undefined) config.store = store;
+  if (nodeLocal === true) config.nodeLocal = true;
   return config;
 }

@@ -18,7 +18,10 @@ import {
 /** How an ignored key's value is checked: loosely, as whereabouts' Go decoder would. */
 export type ValueCheck = 'string' | 'secret' | 'boolean' | 'integer' | 'kubernetes';
 
-const STORE_REASON = "whereabouts' own datastore; Warren keeps addresses in the agent's store";
+// Not "ignored" in effect: whether nodes share a range is the agent's store, and on a per-node store
+// under Kubernetes a config carrying these keys is refused unless marked node-local (cni/node-local.ts).
+const STORE_REASON =
+  "whereabouts' own datastore; whether the nodes share the range is the agent's store (--store kubernetes or etcd)";
 const LEADER_REASON = "whereabouts' leader election; Warren's store commits are optimistic and need none";
 const LOG_REASON = 'Warren logs through the agent';
 

@@ -305,8 +305,11 @@ export interface Store {
   close(): Promise<void>;
 }
 
-/** The implementations of Store: one node's SQLite file, or etcd shared by the nodes of a cluster. */
-export type StoreKind = 'sqlite' | 'etcd';
+/**
+ * The stores an agent runs on: one node's SQLite file, or pools shared by the nodes of a cluster,
+ * through the Kubernetes API (each node's SQLite file beside a cluster tier, tiered-store.ts) or etcd.
+ */
+export type StoreKind = 'sqlite' | 'etcd' | 'kubernetes';
 
 /** An etcd client URL Warren accepts: `http://host:port` or `https://host:port`, nothing after. */
 export function isEtcdEndpoint(url: string): boolean {

@@ -48,6 +48,9 @@ describe('Kubernetes pod garbage collection', { skip }, () => {
         netnsDirs: '/var/run/netns',
         containerd: 'off',
         kubernetes: 'on',
+        // This file is about pod garbage collection on one node: its own store (the default with
+        // Kubernetes on is the kubernetes store), serving its node-local range.
+        store: 'sqlite',
         kubeconfig: api.kubeconfigPath,
         podGoneGraceSeconds: String(GRACE_SECONDS),
         metricsAddress: '127.0.0.1:0',
@@ -94,7 +97,7 @@ describe('Kubernetes pod garbage collection', { skip }, () => {
       config: {
         cniVersion: '1.1.0',
         name: 'kube',
-        ipam: { type: 'warren', socket: running?.socket, range: '10.244.1.0/24' },
+        ipam: { type: 'warren', socket: running?.socket, range: '10.244.1.0/24', node_local: true },
       },
     });
     assert.equal(reply.code, 0, reply.stdout);
@@ -368,5 +371,22 @@ describe('Kubernetes pod garbage collection', { skip }, () => {
     );
     const human = await run(process.execPath, [WARREN_BIN, 'status', '--socket', running?.socket ?? '']);
     assert.doesNotMatch(human.stdout, /FORBIDDEN/);
+  });
+
+  it("refuses a whereabouts config through the plugin on this node's own store, so two nodes cannot hand out one address", async () => {
+    const ns = await netns();
+    const reply = await warren({
+      command: 'ADD',
+      containerID: 'sandbox-shared-1',
+      netns: ns.path,
+      ifname: 'net1',
+      config: {
+        cniVersion: '1.1.0',
+        name: 'macvlan-net',
+        ipam: { type: 'warren', socket: running?.socket, range: '192.168.2.224/28', datastore: 'kubernetes' },
+      },
+    });
+    assert.equal(reply.json?.code, 7, reply.stdout);
+    assert.match(String(reply.json?.msg), /not node-local.*--store kubernetes.*node_local/s);
   });
 });

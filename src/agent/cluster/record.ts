@@ -20,7 +20,7 @@ export const CLUSTER_RECORD = 'cluster.json';
 interface RecordFile {
   /** The instance of the last start. */
   instance?: string;
-  /** Store identity per etcd key prefix. */
+  /** Store identity per store: etcd's key prefix, or `kubernetes:<namespace>` (settings/store-kind.ts). */
   identities?: Record<string, string>;
 }
 

@@ -26,6 +26,9 @@
  * - Files of the conf dir are read bounded and non-blocking, and only when regular
  *   (core/bounded-read.ts): a FIFO, a device or a symlink to one is reported, never opened for a
  *   blocking read.
+ * - The config derived from a host-local primary (the node's own pod CIDR) is node-local by
+ *   construction (cni/node-local.ts): `nodeLocal()` names it, with its ranges, while it is the one
+ *   in force (derived now, or kept as the last good one).
  * - One pass at a time, synchronous: a change that arrives during a pass causes another pass.
  *   A pass that throws leaves the state `failed` with why; it never throws out of `poke`/`start`.
  */
@@ -37,6 +40,7 @@ import { messageOf } from '../../core/errors.ts';
 import { readRegularFile, unreadReason } from '../../core/bounded-read.ts';
 import { MAX_CONFIG_BYTES } from '../../cni/config-limits.ts';
 import { type Derivation, deriveConfig, isGeneratedConfig } from '../../cni/derived-config.ts';
+import type { NodeLocalConfig } from '../../cni/node-local.ts';
 import { findPrimary, primaryPath, shadowing } from './conf-dir-listing.ts';
 import type { CniVersion } from '../../cni/spec.ts';
 import type { CniConfigStatus, TakeoverStatus } from '../../api/status.ts';
@@ -97,6 +101,8 @@ export class CniConfigManager {
    * what stays, and is put back, while the primary is unusable.
    */
   #lastGood: { readonly text: string; readonly from: string; readonly sha256: string } | undefined;
+  /** The last good config's network and ranges when it came from host-local (the node's own CIDR). */
+  #nodeLocal: NodeLocalConfig | undefined;
   /** The last problem logged, so a repeated pass does not repeat the log line. */
   #logged: string | undefined;
   #waitExpired = false;
@@ -224,6 +230,14 @@ export class CniConfigManager {
     });
   }
 
+  /**
+   * The config in force when it is node-local by construction (derived from a host-local primary:
+   * the node's own pod CIDR); undefined otherwise, or before one was derived.
+   */
+  nodeLocal(): NodeLocalConfig | undefined {
+    return this.#handedBack === undefined ? this.#nodeLocal : undefined;
+  }
+
   status(): CniConfigStatus {
     const lastWrite = this.#file.lastWrite;
     return {
@@ -337,6 +351,10 @@ export class CniConfigManager {
       );
     }
     this.#lastGood = { text: derived.text, from: primary.path, sha256: derived.primarySha256 };
+    this.#nodeLocal =
+      derived.hostLocal === undefined
+        ? undefined
+        : { network: derived.network, pools: derived.hostLocal.ranges.map((range) => range.pool) };
     this.#set('current', undefined);
   }
 

@@ -7,6 +7,9 @@
  * - The request's fields are checked with the plugin's own rules (cni/args.ts), so both refuse the
  *   same input with the same CNI code; a field of the wrong JSON type is BAD_REQUEST (7).
  * - A network config naming another store than the agent runs on is refused (7).
+ * - With `nodeLocalOnly` (a per-node store while the Kubernetes source is on), ADD of a config that
+ *   is not node-local is refused (7) naming the fixes (cni/node-local.ts): two nodes would hand out
+ *   one address. DEL, CHECK and GC of it still run (they hand nothing out).
  * - ADD applies what is still pending for its attachment first (beforeAdd: a journaled DEL, a
  *   runtime event or pod release queued for its container or pod), and is idempotent per
  *   (network, containerID, ifname).
@@ -29,6 +32,7 @@ import { type Allocator, type RuntimeOf, attachmentKey } from '../../allocator/a
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
 import { type CniEnv, checkCniVariables, parseCniArgs, printable } from '../../cni/args.ts';
 import { type NetConf, declaredVersion, parseNetConf } from '../../cni/netconf.ts';
+import { type NodeLocalConfig, perNodeRefusal } from '../../cni/node-local.ts';
 import { type CniCommand, type IpamResult, SPEC_VERSION, renderResult, versionResult } from '../../cni/spec.ts';
 import { isExpected, toCniError } from '../../api/errors.ts';
 import type { CniOutcome, CniRequest } from '../../api/protocol.ts';
@@ -48,6 +52,11 @@ export interface CniServiceOptions {
   readonly addGate?: (network: string) => string | undefined;
   /** The store the agent runs on; a network config that names another is refused. */
   readonly storeKind?: StoreKind;
+  /**
+   * Present when only node-local configs may be served (a per-node store while the Kubernetes
+   * source is on): answers the config derived from the node's own CIDR, if any (cni/node-local.ts).
+   */
+  readonly nodeLocalOnly?: () => NodeLocalConfig | undefined;
   readonly clock?: Clock;
   /**
    * GC spares allocations younger than this, ms. The runtime takes its list of valid attachments
@@ -91,6 +100,7 @@ export class CniService {
   readonly #readiness: () => Promise<void>;
   readonly #addGate: ((network: string) => string | undefined) | undefined;
   readonly #storeKind: StoreKind | undefined;
+  readonly #nodeLocalOnly: (() => NodeLocalConfig | undefined) | undefined;
   readonly #clock: Clock;
   readonly #gcGraceMs: number;
   readonly #onIgnoredKeys: ((network: string, keys: readonly string[]) => void) | undefined;
@@ -106,6 +116,7 @@ export class CniService {
     this.#readiness = options.readiness;
     this.#addGate = options.addGate;
     this.#storeKind = options.storeKind;
+    this.#nodeLocalOnly = options.nodeLocalOnly;
     this.#clock = options.clock ?? systemClock;
     this.#gcGraceMs = options.gcGraceMs ?? DEFAULT_GC_GRACE_MS;
     this.#onIgnoredKeys = options.onIgnoredKeys;
@@ -214,6 +225,10 @@ export class CniService {
   async #add(env: CniEnv, conf: NetConf): Promise<CniOutcome> {
     // No store probe here: it would cost a round trip per ADD, and a store that cannot serve
     // fails the allocation itself with TRY_AGAIN (code 11) naming the store.
+    if (this.#nodeLocalOnly !== undefined) {
+      const refusal = perNodeRefusal(conf, this.#nodeLocalOnly());
+      if (refusal !== undefined) throw new WarrenError('INVALID_CONFIG', refusal);
+    }
     const gated = this.#addGate?.(conf.name);
     if (gated !== undefined) throw new WarrenError('TRY_AGAIN', gated);
     const args = parseCniArgs(env.args);

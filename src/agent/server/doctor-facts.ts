@@ -18,6 +18,7 @@ import type { Clock } from '../../core/clock.ts';
 import { messageOf } from '../../core/errors.ts';
 import type { CniConfigStatus, ContainerdStatus, MetricsEndpointStatus } from '../../api/status.ts';
 import type { DoctorFacts } from '../../api/doctor.ts';
+import type { NodeLocalConfig } from '../../cni/node-local.ts';
 import type { NetnsObserver } from '../../sources/netns.ts';
 import type { Store } from '../../store/store.ts';
 import type { AgentOptions } from '../settings/options.ts';
@@ -33,6 +34,8 @@ export interface DoctorFactsDeps {
   readonly cniConfig?: () => CniConfigStatus;
   /** On a cluster store: why this node does not allocate now. */
   readonly clusterProblem?: () => string | undefined;
+  /** Present when only node-local configs are served: the config derived from the node's own CIDR, if any. */
+  readonly nodeLocalOnly?: () => NodeLocalConfig | undefined;
 }
 
 /** How long the clock measurement waits for etcd. */
@@ -50,6 +53,7 @@ export async function doctorFacts(d: DoctorFactsDeps): Promise<DoctorFacts> {
   const clusterProblem = d.clusterProblem?.();
   const metrics = d.metrics?.();
   const cniConfig = d.cniConfig?.();
+  const derived = d.nodeLocalOnly?.();
   const endpoint = o.etcdEndpoints[0];
   return {
     node: o.nodeName,
@@ -71,12 +75,13 @@ export async function doctorFacts(d: DoctorFactsDeps): Promise<DoctorFacts> {
           },
         }),
     ...(o.pluginsDir === undefined ? {} : { pluginsDir: o.pluginsDir }),
+    ...(d.nodeLocalOnly === undefined ? {} : { nodeLocalOnly: derived === undefined ? {} : { derived } }),
     store: {
       kind: o.store,
       description: d.store.description,
       healthy: error === undefined,
       ...(error === undefined ? {} : { error }),
-      ...(o.store === 'sqlite' ? { synchronous: o.synchronous } : { etcdEndpoints: o.etcdEndpoints }),
+      ...storeSettings(o),
       ...(clusterProblem === undefined ? {} : { clusterProblem }),
     },
     netns: d.observer.directories(),
@@ -92,6 +97,21 @@ export async function doctorFacts(d: DoctorFactsDeps): Promise<DoctorFacts> {
         }),
     ...(o.store === 'etcd' && endpoint !== undefined ? { clockSkew: await etcdClockSkew(endpoint, o, d.clock) } : {}),
   };
+}
+
+/** What doctor shows of the store's settings: its durability, or where the cluster's records are. */
+function storeSettings(o: AgentOptions): Partial<DoctorFacts['store']> {
+  switch (o.store) {
+    case 'sqlite':
+      return { synchronous: o.synchronous };
+    case 'etcd':
+      return { etcdEndpoints: o.etcdEndpoints };
+    case 'kubernetes':
+      // The node's own addresses are in its SQLite file, as on a store of one node.
+      return { synchronous: o.synchronous, kubeNamespace: o.kubeNamespace };
+    default:
+      return ((never: never) => never)(o.store);
+  }
 }
 
 /** This node's allocations by the netns directory their recorded namespace lies in. */

@@ -26,6 +26,11 @@ export interface ServingDeps extends Omit<AgentServiceOptions, 'socket' | 'docto
   readonly runtimeOf?: CniServiceOptions['runtimeOf'] | undefined;
   /** Why ADD of a network must wait now (the readiness indicator, a takeover, a hand-back). */
   readonly addGate?: CniServiceOptions['addGate'] | undefined;
+  /**
+   * Present when only node-local configs may be served (a per-node store while the Kubernetes
+   * source is on): the config derived from the node's own CIDR, if any. Doctor reports it too.
+   */
+  readonly nodeLocalOnly?: CniServiceOptions['nodeLocalOnly'] | undefined;
   readonly logger: Logger;
   /** Told of every request that failed unexpectedly; default: logged. */
   readonly onError?: ((error: unknown, route: string) => void) | undefined;
@@ -41,7 +46,18 @@ export interface Serving {
 }
 
 export function servingParts(deps: ServingDeps): Serving {
-  const { options: o, storeKind, beforeAdd, runtimeOf, addGate, logger, onError, onFailure, ...parts } = deps;
+  const {
+    options: o,
+    storeKind,
+    beforeAdd,
+    runtimeOf,
+    addGate,
+    nodeLocalOnly,
+    logger,
+    onError,
+    onFailure,
+    ...parts
+  } = deps;
   const { store, clock, version, containerd, cniConfig, metrics, cluster } = parts;
   const doctor = () =>
     doctorFacts({
@@ -54,6 +70,7 @@ export function servingParts(deps: ServingDeps): Serving {
       ...(cniConfig === undefined ? {} : { cniConfig }),
       ...(metrics === undefined ? {} : { metrics }),
       ...(cluster === undefined ? {} : { clusterProblem: cluster.problem }),
+      ...(nodeLocalOnly === undefined ? {} : { nodeLocalOnly }),
     });
   const service = new AgentService({ ...parts, socket: o.socket, doctor });
   const cni = new CniService({
@@ -61,6 +78,7 @@ export function servingParts(deps: ServingDeps): Serving {
     readiness: () => service.readiness(),
     ...(addGate === undefined ? {} : { addGate }),
     storeKind,
+    ...(nodeLocalOnly === undefined ? {} : { nodeLocalOnly }),
     clock,
     gcGraceMs: o.gcGraceSeconds * 1000,
     ...(beforeAdd === undefined ? {} : { beforeAdd }),

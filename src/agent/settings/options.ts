@@ -49,7 +49,14 @@ export function resolveAgentOptions(
     return values.get(key);
   };
   const held = <K extends HeldKey>(key: K): ValueOf<K> => read(key) as ValueOf<K>;
-  const context: DefaultContext = { uid, env, cwd, stateDir: () => held('stateDir'), socket: () => held('socket') };
+  const context: DefaultContext = {
+    uid,
+    env,
+    cwd,
+    stateDir: () => held('stateDir'),
+    socket: () => held('socket'),
+    kubernetes: () => held('kubernetes'),
+  };
   for (const key of SETTING_KEYS) read(key);
   // The rules between settings.
   if (held('store') === 'etcd' && held('etcdEndpoints').length === 0) {

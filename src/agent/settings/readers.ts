@@ -143,6 +143,14 @@ export const containerdNamespaces: Reader<string[]> = (text) => {
   return namespaces;
 };
 
+/** A Kubernetes namespace name: an RFC 1123 label (lower-case letters, digits and '-', at most 63). */
+export const kubeNamespace: Reader<string> = (text, at) => {
+  if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(text)) {
+    throw refusal(at, text, "is not a Kubernetes namespace name (lower-case letters, digits and '-', at most 63)");
+  }
+  return text;
+};
+
 /** A CNI version Warren speaks. */
 export const cniVersion: Reader<CniVersion> = (text, at) => {
   if (!isSupportedVersion(text)) {

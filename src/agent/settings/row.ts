@@ -17,6 +17,8 @@ export interface DefaultContext {
    * goes beside it; without it (a client that knows no flag), the socket's own rule.
    */
   readonly socket?: () => string;
+  /** Whether the Kubernetes source is on (--kubernetes), asked by the store's default; without it, off. */
+  readonly kubernetes?: () => boolean;
 }
 
 /** A default that depends on the context: what --help says it is, and the rule. */

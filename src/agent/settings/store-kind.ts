@@ -9,16 +9,20 @@
  * stated, and is never a file of the agent's own.
  */
 import type { Clock } from '../../core/clock.ts';
-import { WarrenError } from '../../core/errors.ts';
+import { WarrenError, messageOf } from '../../core/errors.ts';
 import { SqliteStore } from '../../store/sqlite-store.ts';
 import type { Membership, Store, StoreKind } from '../../store/store.ts';
 import type { AgentOptions } from './options.ts';
 
 export interface StoreFacts {
   readonly kind: StoreKind;
-  /** Shared by the nodes of a cluster (etcd); a store of one node (SQLite) is not. */
+  /** Shared by the nodes of a cluster (Kubernetes, etcd); a store of one node (SQLite) is not. */
   readonly shared: boolean;
-  /** The SQLite database file the agent opens itself; undefined on etcd and for a store handed to it. */
+  /**
+   * The SQLite database file the agent opens itself: the store on SQLite, the node's own addresses
+   * on Kubernetes (its cluster tier holds only claims and what is published); undefined on etcd
+   * and for a store handed to it.
+   */
   readonly database?: string;
 }
 
@@ -31,8 +35,8 @@ export interface StatedStore {
 /** The facts of the store the options name, or of `stated`, the store handed to the agent instead. */
 export function storeFacts(o: Pick<AgentOptions, 'store' | 'database'>, stated?: StatedStore): StoreFacts {
   const kind = stated?.kind ?? o.store;
-  const own = stated === undefined && kind === 'sqlite';
-  return { kind, shared: kind === 'etcd', ...(own ? { database: o.database } : {}) };
+  const own = stated === undefined && kind !== 'etcd';
+  return { kind, shared: kind !== 'sqlite', ...(own ? { database: o.database } : {}) };
 }
 
 /**
@@ -55,16 +59,74 @@ export interface StoreOpening {
   readonly clock: Clock;
   /** The etcd store's identity when this node last announced itself there (cluster/record.ts). */
   readonly identity?: string;
-  /** Told what the etcd client notices (a lost lease, a store that is no longer the one it was). */
+  /**
+   * Told what the cluster store notices (etcd: a lost lease, a store that is no longer the one it
+   * was; Kubernetes: a block object of this node's that vanished).
+   */
   readonly notice: (message: string) => void;
 }
 
-/** Opens the store the options name: SQLite's file, or etcd (its client loaded only then). */
+/**
+ * Opens the store the options name: SQLite's file; Kubernetes (the node's SQLite file beside the
+ * cluster tier, started here: its publication and claim checks run from now until it is closed);
+ * or etcd. The clients of the cluster stores are loaded only when named.
+ */
 export async function openStore(o: AgentOptions, opening: StoreOpening): Promise<Store> {
-  if (o.store === 'sqlite') {
-    const busyTimeoutMs = o.dbBusyTimeoutSeconds * 1000;
-    return new SqliteStore({ path: o.database, synchronous: o.synchronous, clock: opening.clock, busyTimeoutMs });
+  switch (o.store) {
+    case 'sqlite':
+      return sqliteOf(o, opening);
+    case 'kubernetes':
+      return openKubernetes(o, opening);
+    case 'etcd':
+      return openEtcd(o, opening);
+    default:
+      return ((never: never) => never)(o.store);
   }
+}
+
+function sqliteOf(o: AgentOptions, opening: StoreOpening): SqliteStore {
+  const busyTimeoutMs = o.dbBusyTimeoutSeconds * 1000;
+  return new SqliteStore({ path: o.database, synchronous: o.synchronous, clock: opening.clock, busyTimeoutMs });
+}
+
+/**
+ * The two-tier store on the Kubernetes API, with the credentials of --kubeconfig or the pod's
+ * service account whether the pod source is on or not: refused, naming what is missing, without.
+ */
+async function openKubernetes(o: AgentOptions, opening: StoreOpening): Promise<Store> {
+  const [{ loadKubeConfig }, { openKubeTier }, { TieredStore }] = await Promise.all([
+    import('../../sources/kubernetes/kubeconfig.ts'),
+    import('../../store/kubernetes/kube-tier.ts'),
+    import('../../store/tiered-store.ts'),
+  ]);
+  let kubeConfig: ReturnType<typeof loadKubeConfig>;
+  try {
+    kubeConfig = loadKubeConfig(o.kubeconfig);
+  } catch (error) {
+    throw new WarrenError('INVALID_CONFIG', `--store kubernetes needs Kubernetes credentials: ${messageOf(error)}`, {
+      cause: error,
+    });
+  }
+  const { clock, notice } = opening;
+  const local = sqliteOf(o, opening);
+  try {
+    const tier = await openKubeTier({
+      kubeConfig,
+      namespace: o.kubeNamespace,
+      leaseSeconds: Math.ceil(o.nodeLeaseSeconds),
+      clock,
+      notice,
+    });
+    const store = new TieredStore({ local, tier, node: o.nodeName, clock, notice });
+    store.start();
+    return store;
+  } catch (error) {
+    await local.close();
+    throw error;
+  }
+}
+
+async function openEtcd(o: AgentOptions, opening: StoreOpening): Promise<Store> {
   const { EtcdStore } = await import('../../store/etcd-store.ts');
   const tls = {
     ...(o.etcdCa === undefined ? {} : { ca: o.etcdCa }),
@@ -79,4 +141,21 @@ export async function openStore(o: AgentOptions, opening: StoreOpening): Promise
     ...(opening.identity === undefined ? {} : { identity: opening.identity }),
     ...(Object.keys(tls).length === 0 ? {} : { tls }),
   });
+}
+
+/**
+ * Where the cluster record (cluster/record.ts) files what it saw of this store: etcd's key prefix,
+ * or the Kubernetes store's Lease namespace; undefined for a store of one node.
+ */
+export function clusterRecordKey(o: Pick<AgentOptions, 'store' | 'etcdPrefix' | 'kubeNamespace'>): string | undefined {
+  switch (o.store) {
+    case 'sqlite':
+      return undefined;
+    case 'etcd':
+      return o.etcdPrefix;
+    case 'kubernetes':
+      return `kubernetes:${o.kubeNamespace}`;
+    default:
+      return ((never: never) => never)(o.store);
+  }
 }

@@ -16,12 +16,12 @@ import { dirname, join } from 'node:path';
 import { DEFAULT_MAX_RETRIES } from '../../core/rate-limited-queue.ts';
 import { DEFAULT_JOURNAL_DIR } from '../../cni/journal-dir.ts';
 import { DEFAULT_SOCKET } from '../../api/socket.ts';
-import type { StoreKind } from '../../store/store.ts';
 import { DEFAULT_NETNS_DIRS } from '../../sources/netns.ts';
 import { DEFAULT_CONTAINERD_SOCKET } from '../../sources/containerd/socket.ts';
 import * as read from './readers.ts';
 import { type DefaultContext, type Row, defaultOf, givenText, helpOf } from './row.ts';
 import { DEFAULT_STATE_DIR, defaultStateDir } from './state-dir.ts';
+import { KUBE_NAMESPACE_ROW, STORE_ROWS } from './store-rows.ts';
 
 /** The default metrics address: loopback only, Prometheus' node-agent port range. */
 export const DEFAULT_METRICS_ADDRESS = '127.0.0.1:9464';
@@ -116,40 +116,7 @@ const TABLE = {
     default: '60',
     read: read.seconds(0),
   },
-  store: {
-    flag: 'store',
-    env: 'WARREN_STORE',
-    about: 'sqlite (embedded, one node) or etcd (pools shared by many nodes)',
-    default: 'sqlite',
-    read: read.oneOf<StoreKind>(['sqlite', 'etcd']),
-  },
-  etcdEndpoints: {
-    flag: 'etcd-endpoints',
-    env: 'WARREN_ETCD_ENDPOINTS',
-    about: 'comma-separated etcd client URLs (http:// or https://); required with --store etcd',
-    read: read.etcdEndpoints,
-    unset: [],
-  },
-  etcdPrefix: {
-    flag: 'etcd-prefix',
-    env: 'WARREN_ETCD_PREFIX',
-    about: 'key prefix in etcd',
-    default: '/warren/',
-    read: read.etcdPrefix,
-  },
-  etcdCa: {
-    flag: 'etcd-ca',
-    env: 'WARREN_ETCD_CA',
-    about: "PEM file of the CA that signed the etcd servers' certificates",
-    read: read.path,
-  },
-  etcdCert: {
-    flag: 'etcd-cert',
-    env: 'WARREN_ETCD_CERT',
-    about: 'PEM client certificate for etcd (mutual TLS), with --etcd-key',
-    read: read.path,
-  },
-  etcdKey: { flag: 'etcd-key', env: 'WARREN_ETCD_KEY', about: 'PEM private key of --etcd-cert', read: read.path },
+  ...STORE_ROWS,
   blockGraceSeconds: {
     flag: 'block-grace',
     env: 'WARREN_BLOCK_GRACE',
@@ -218,9 +185,10 @@ const TABLE = {
   kubeconfig: {
     flag: 'kubeconfig',
     env: 'WARREN_KUBECONFIG',
-    about: 'kubeconfig file for --kubernetes on; without it, the in-cluster service account',
+    about: 'kubeconfig file for --kubernetes on and --store kubernetes; without it, the in-cluster service account',
     read: read.path,
   },
+  ...KUBE_NAMESPACE_ROW,
   podGoneGraceSeconds: {
     flag: 'pod-gone-grace',
     env: 'WARREN_POD_GONE_GRACE',
@@ -345,7 +313,7 @@ const TABLE = {
   nodeLeaseSeconds: {
     flag: 'node-lease',
     env: 'WARREN_NODE_LEASE',
-    about: "seconds a stopped agent's node stays listed alive (etcd lease TTL)",
+    about: "seconds a stopped agent's node stays listed alive (etcd lease TTL, or the Kubernetes Lease's duration)",
     default: '10',
     read: read.seconds(2),
   },

@@ -176,17 +176,28 @@ function containerdFindings(facts: DoctorFacts, reading: ContainerdConfigReading
   return [warning('containerd-unreachable', `containerd is not followed on ${c.socket}`, detail, fix)];
 }
 
+/** Where the store keeps what, for the store's finding. */
+function storeWhere(s: DoctorFacts['store']): string {
+  switch (s.kind) {
+    case 'etcd':
+      return `etcd endpoints ${(s.etcdEndpoints ?? []).join(', ')}`;
+    case 'kubernetes':
+      return (
+        "this node's addresses in SQLite, on this node; block owners and published allocations in the Kubernetes " +
+        `API, Leases in namespace ${s.kubeNamespace ?? '?'}`
+      );
+    case 'sqlite':
+      return 'SQLite, on this node';
+    default:
+      return ((never: never) => never)(s.kind);
+  }
+}
+
 function storeFindings(facts: DoctorFacts): Finding[] {
   const s = facts.store;
   const found: Finding[] = [];
   if (s.healthy) {
-    found.push(
-      ok(
-        'store-healthy',
-        `the store is healthy: ${s.description}`,
-        s.kind === 'etcd' ? `etcd endpoints ${(s.etcdEndpoints ?? []).join(', ')}` : 'SQLite, on this node',
-      ),
-    );
+    found.push(ok('store-healthy', `the store is healthy: ${s.description}`, storeWhere(s)));
   } else {
     found.push(
       error(
@@ -196,7 +207,11 @@ function storeFindings(facts: DoctorFacts): Finding[] {
         s.kind === 'etcd'
           ? `check that ${(s.etcdEndpoints ?? []).join(', ') || 'the etcd endpoints'} answer from this node ` +
               `(etcdctl endpoint health) with the agent's certificates`
-          : "check the database file's disk (space, read-only mount) and permissions, then restart the agent; " +
+          : s.kind === 'kubernetes'
+            ? "check that the API server answers from this node with the agent's credentials (its service " +
+              'account, or --kubeconfig) and that deploy/ (CRDs, RBAC) is applied; ADDs with room in own blocks ' +
+              'still succeed'
+            : "check the database file's disk (space, read-only mount) and permissions, then restart the agent; " +
               '`warren status` shows the error',
       ),
     );

@@ -5,8 +5,10 @@
  * plugin seen with the list's `cniVersion` and `name` as the runtime hands it over. Files are taken
  * in the runtime's order (by name).
  *
- * What each says is kept for the checks: the socket, journal dir and store it asks for, the
- * whereabouts keys it carries that do nothing here, or the parser's refusal, word for word.
+ * What each says is kept for the checks: the socket, journal dir and store it asks for, whether it
+ * is marked node-local, the whereabouts keys it carries that configure whereabouts itself, or the
+ * parser's refusal, word for word. A config Warren generated (the agent's, derived from the node's
+ * primary) also keeps its range pools, to be matched against the one the agent knows node-local.
  * A file that is not JSON cannot be said to name Warren or not: it is listed apart, with whether
  * its text mentions "warren" at all.
  *
@@ -18,7 +20,7 @@ import { join } from 'node:path';
 import { messageOf } from '../../core/errors.ts';
 import { MAX_CONFIG_BYTES } from '../../api/limits.ts';
 import { isPlainObject } from '../../core/validate.ts';
-import { isConfigName } from '../../cni/derived-config.ts';
+import { GENERATED_MARKER, isConfigName } from '../../cni/derived-config.ts';
 import type { IgnoredKey } from '../../cni/ipam-config.ts';
 import { parseNetConf } from '../../cni/netconf.ts';
 import type { StoreKind } from '../../store/store.ts';
@@ -31,6 +33,10 @@ export type WarrenConfigReading =
       readonly socket?: string;
       readonly journalDir?: string;
       readonly store?: StoreKind;
+      /** Marked `"node_local": true`. */
+      readonly nodeLocal?: true;
+      /** The range pools of a config Warren generated (see the module header). */
+      readonly pools?: readonly string[];
       readonly ignoredKeys: readonly IgnoredKey[];
     }
   | { readonly kind: 'refused'; readonly message: string };
@@ -67,17 +73,22 @@ function namesWarren(plugin: unknown): boolean {
   return isPlainObject(plugin) && isPlainObject(plugin.ipam) && plugin.ipam.type === 'warren';
 }
 
-/** The agent's parse of one network config (an ADD's), as what it asks or the refusal. */
-export function readWarrenConfig(raw: unknown): WarrenConfigReading {
+/**
+ * The agent's parse of one network config (an ADD's), as what it asks or the refusal; with its
+ * range pools when Warren generated it.
+ */
+export function readWarrenConfig(raw: unknown, generated = false): WarrenConfigReading {
   try {
     const conf = parseNetConf(raw, 'ADD');
-    const { socket, journalDir, store, ignoredKeys } = conf.ipam;
+    const { socket, journalDir, store, nodeLocal, ignoredKeys } = conf.ipam;
     return {
       kind: 'parsed',
       network: conf.name,
       ...(socket === undefined ? {} : { socket }),
       ...(journalDir === undefined ? {} : { journalDir }),
       ...(store === undefined ? {} : { store }),
+      ...(nodeLocal === undefined ? {} : { nodeLocal }),
+      ...(generated ? { pools: conf.ipam.ranges.map((range) => range.pool) } : {}),
       ignoredKeys,
     };
   } catch (error) {
@@ -89,6 +100,7 @@ export function readWarrenConfig(raw: unknown): WarrenConfigReading {
 export function warrenConfigsOf(file: string, text: string): WarrenConfig[] {
   const value: unknown = JSON.parse(text);
   if (!isPlainObject(value)) throw new Error('not a JSON object');
+  const generated = value[GENERATED_MARKER] !== undefined;
   if (Array.isArray(value.plugins)) {
     return value.plugins.flatMap((plugin, index) =>
       namesWarren(plugin)
@@ -96,7 +108,10 @@ export function warrenConfigsOf(file: string, text: string): WarrenConfig[] {
             {
               file,
               plugin: index,
-              reading: readWarrenConfig({ ...(plugin as object), cniVersion: value.cniVersion, name: value.name }),
+              reading: readWarrenConfig(
+                { ...(plugin as object), cniVersion: value.cniVersion, name: value.name },
+                generated,
+              ),
             },
           ]
         : [],

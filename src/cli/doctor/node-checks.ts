@@ -8,7 +8,8 @@
  * - the journal dir: the plugin records a DEL it cannot deliver in `ipam.journal_dir`, else
  *   DEFAULT_JOURNAL_DIR; the agent reads its own --journal-dir only, so a DEL written elsewhere is
  *   never read and its address never released;
- * - the store: a config that names one is refused on every ADD by an agent on the other.
+ * - the store: a config that names one is refused on every ADD by an agent on the other; and a
+ *   config whose ranges other nodes may use must come from a store the nodes share (store-scope.ts).
  * Pure: paths are compared through the observation's `canonical`.
  */
 import { resolve } from 'node:path';
@@ -19,6 +20,7 @@ import { DEFAULT_CNI_BIN_DIR } from './containerd-config.ts';
 import type { ConfDirScan, WarrenConfig } from './conf-dir.ts';
 import type { ContainerdConfigReading } from './containerd-config.ts';
 import { type Finding, error, ok, warning } from './finding.ts';
+import { ignoredBesidesStore, storeScopeFindings } from './store-scope.ts';
 import type { DirSource, NodeObservation } from './observation.ts';
 
 type Canonical = (path: string) => string;
@@ -234,13 +236,15 @@ function oneConfig(config: WarrenConfig, facts: DoctorFacts | undefined, canonic
     }
     if (found.length === 0) found.push(ok('config-agrees', `${where} names warren and agrees with the agent`, says));
   }
-  if (r.ignoredKeys.length > 0) {
+  found.push(...storeScopeFindings(where, config.file, r, facts));
+  // Whereabouts' store keys are never "ignored": the store serves them or a finding above says why not.
+  const ignored = ignoredBesidesStore(r);
+  if (ignored.length > 0) {
     found.push(
       ok(
         'whereabouts-keys-ignored',
-        `${where}: ${r.ignoredKeys.length} whereabouts key${r.ignoredKeys.length === 1 ? '' : 's'} accepted ` +
-          `and ignored`,
-        r.ignoredKeys.map((k) => `${k.path} (${k.reason})`).join('; '),
+        `${where}: ${ignored.length} whereabouts key${ignored.length === 1 ? '' : 's'} accepted ` + `and ignored`,
+        ignored.map((k) => `${k.path} (${k.reason})`).join('; '),
       ),
     );
   }

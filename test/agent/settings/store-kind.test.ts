@@ -24,6 +24,15 @@ describe('store facts', () => {
     assert.deepEqual(storeFacts(etcd), { kind: 'etcd', shared: true });
   });
 
+  it("takes kubernetes as shared by nodes with a file of the agent's own: the node's addresses live in it", () => {
+    const kubernetes = { store: 'kubernetes', database: '/var/lib/warren/warren.db' } as const;
+    assert.deepEqual(storeFacts(kubernetes), {
+      kind: 'kubernetes',
+      shared: true,
+      database: '/var/lib/warren/warren.db',
+    });
+  });
+
   it('never takes a store handed to the agent for a database file of its own (nothing locked or removed)', async () => {
     const store = new SqliteStore({ path: ':memory:' });
     try {

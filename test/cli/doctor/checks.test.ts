@@ -473,8 +473,9 @@ describe('doctor checks', () => {
   });
 
   it('lists the whereabouts keys a config carries that do nothing here, as information', () => {
+    // Not its store keys (datastore, etcd_host, ...): those are served or flagged (store-scope.test.ts).
     const ignored = [
-      { path: 'ipam.etcd_host', reason: "whereabouts' own datastore" },
+      { path: 'ipam.leader_lease_duration', reason: "whereabouts' own datastore" },
       { path: 'ipam.log_level', reason: 'Warren logs through the agent' },
     ];
     const findings = diagnose(
@@ -483,7 +484,7 @@ describe('doctor checks', () => {
     const f = find(findings, 'whereabouts-keys-ignored');
     assert.equal(f.severity, 'ok');
     assert.match(f.title, /2 whereabouts keys accepted and ignored/);
-    assert.match(f.detail, /ipam\.etcd_host \(whereabouts' own datastore\); ipam\.log_level/);
+    assert.match(f.detail, /ipam\.leader_lease_duration \(whereabouts' own datastore\); ipam\.log_level/);
   });
 
   it('compares paths as the file system resolves them', () => {
