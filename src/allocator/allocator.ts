@@ -34,6 +34,7 @@ import { CONFLICT, retryOnConflict } from './commit-loop.ts';
 import { type ForgottenNode, forgetNode } from './forget-node.ts';
 import { type RuntimeOf, gcCandidates, gcScope } from './gc.ts';
 import { type BlockReturn, EmptyBlockGiveBack } from './give-back.ts';
+import { Lending, type LendingReport } from './lending/lending.ts';
 import { OwnBlocks } from './own-blocks.ts';
 import { PoolAssigner } from './pool-assigner.ts';
 import { PoolCache } from './pool-cache.ts';
@@ -42,6 +43,7 @@ import { type ReleaseLimits, Releaser, within } from './release.ts';
 
 export type { AllocateRequest, Assignment } from './assignment.ts';
 export type { BlockReturn } from './give-back.ts';
+export type { LendingReport } from './lending/lending.ts';
 export type { ReleaseLimits } from './release.ts';
 export { attachmentKey, type RuntimeOf } from './gc.ts';
 
@@ -62,6 +64,8 @@ export interface AllocatorOptions {
    * blocks when no block is free.
    */
   readonly blocks?: boolean;
+  /** How long an ADD waits for other nodes to lend it addresses (two-tier store; default 15 s). */
+  readonly lendWaitMs?: number;
 }
 
 /** One owner, or with no `ifname` every interface of the container in the network (store.findByOwner). */
@@ -93,6 +97,12 @@ export class Allocator {
   readonly #pools: PoolCache;
   /** Which boot is running now: release limits order moments by it (core/moment.ts). */
   readonly #clock: Clock;
+  /** Lending addresses between nodes: on a two-tier store with blocks only. */
+  readonly #lending: Lending | undefined;
+  /** The ranges this process served, by pool: what it lends from knows their exclusions. */
+  readonly #served = new Map<string, RangeSpec>();
+  /** ADDs under way per range pool: how many addresses a node with no room asks the others for. */
+  readonly #inFlight = new Map<string, number>();
 
   constructor(options: AllocatorOptions) {
     const { store, clock, node } = options;
@@ -123,8 +133,25 @@ export class Allocator {
       metadata,
       trustCache: blocks || store.membership === undefined,
     });
+    const tier = store.blockOwners?.tier;
+    this.#lending =
+      blocks && tier !== undefined
+        ? new Lending({
+            store,
+            tier,
+            node,
+            clock,
+            pools,
+            assigner: this.#assigner,
+            locks: this.#locks,
+            rangeOf: (pool) => this.#served.get(pool),
+            demand: (pool) => this.#inFlight.get(pool) ?? 1,
+            ...(options.lendWaitMs === undefined ? {} : { waitMs: options.lendWaitMs }),
+          })
+        : undefined;
+    const lending = this.#lending;
     this.#blocks = blocks
-      ? new BlockAssigner({ store, node, maxAttempts, pools, metadata, own, assigner: this.#assigner })
+      ? new BlockAssigner({ store, node, maxAttempts, pools, metadata, own, assigner: this.#assigner, lending })
       : null;
     this.#releaser = new Releaser({ store, clock, maxAttempts, pools, locks: this.#locks });
     this.#giveBack = new EmptyBlockGiveBack({ store, clock, node, pools, own, locks: this.#locks });
@@ -160,6 +187,22 @@ export class Allocator {
   }
 
   async #allocateIn(range: RangeSpec, request: AllocateRequest, requested: IPAddress | undefined): Promise<Assignment> {
+    this.#served.set(range.pool, range);
+    this.#inFlight.set(range.pool, (this.#inFlight.get(range.pool) ?? 0) + 1);
+    try {
+      return await this.#allocateInRange(range, request, requested);
+    } finally {
+      const left = (this.#inFlight.get(range.pool) ?? 1) - 1;
+      if (left > 0) this.#inFlight.set(range.pool, left);
+      else this.#inFlight.delete(range.pool);
+    }
+  }
+
+  async #allocateInRange(
+    range: RangeSpec,
+    request: AllocateRequest,
+    requested: IPAddress | undefined,
+  ): Promise<Assignment> {
     // Ranges of one network_name and family may overlap across configs: allocations in them are
     // decided one at a time here, so an overlap admitted below cannot race an allocation.
     return this.#locks.run(addressSpaceOf(range), () =>
@@ -308,6 +351,15 @@ export class Allocator {
   async returnEmptyBlocks(graceMs: number): Promise<BlockReturn> {
     if (this.#blocks === null) return { returned: [], errors: [] };
     return this.#giveBack.run(graceMs);
+  }
+
+  /**
+   * One round of lending between nodes on a two-tier store (lending/lending.ts): answers other
+   * nodes' requests, tidies placeholders whose grant is gone, gives back loans idle for the grace.
+   */
+  async lend(o: { readonly returnGraceMs: number; readonly orphanGraceMs: number }): Promise<LendingReport> {
+    if (this.#lending === undefined) return { lent: [], released: [], returned: [], adopted: 0, errors: [] };
+    return this.#lending.run(o);
   }
 
   /** Frees everything a node that is gone for good held (forget-node.ts). */

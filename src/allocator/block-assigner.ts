@@ -24,6 +24,7 @@ import { type RangeSpec, adaptiveBlockPrefix } from '../ipam/range.ts';
 import type { AdmissionGuard, Store } from '../store/store.ts';
 import type { AllocateRequest, Decision } from './assignment.ts';
 import { CONFLICT, retryOnConflict } from './commit-loop.ts';
+import type { Lending } from './lending/lending.ts';
 import type { OwnBlocks } from './own-blocks.ts';
 import type { PoolAssigner } from './pool-assigner.ts';
 import type { PoolCache } from './pool-cache.ts';
@@ -38,6 +39,8 @@ export interface BlockAssignerOptions {
   readonly metadata: PoolMetadata;
   readonly own: OwnBlocks;
   readonly assigner: PoolAssigner;
+  /** Lending between nodes (lending/lending.ts): on a two-tier store only. */
+  readonly lending?: Lending | undefined;
 }
 
 export class BlockAssigner {
@@ -79,6 +82,9 @@ export class BlockAssigner {
       if (decision.kind === 'conflict' && store.blockOwners !== undefined) await this.#refreshOwn(range);
       return decision;
     }
+    // Then addresses other nodes lent this one: a local look, no request to the cluster.
+    const loaned = await this.#o.lending?.fromLoans(range, request, guard);
+    if (loaned !== undefined) return loaned;
     // Own blocks are full (or there are none): look at the whole range again.
     const summaries =
       store.blockOwners === undefined
@@ -95,6 +101,8 @@ export class BlockAssigner {
         const claim = await store.commit(block.key, revision, [
           { op: 'claim', node },
           ...metadataOps(block.span, cooldownSeconds),
+          // Addresses a migration recorded in the block are held with the claim, in one commit.
+          ...((await this.#o.lending?.migratedIn(range, block)) ?? []),
         ]);
         this.#o.pools.forget(block.key);
         if (claim.kind === 'committed') {
@@ -125,8 +133,9 @@ export class BlockAssigner {
     guard: AdmissionGuard | undefined,
   ): Promise<Decision> {
     // On a two-tier store only the owner hands out addresses of its blocks (it alone holds them):
-    // asking the owners for some (address requests) is what belongs here. Until then: full.
-    if (this.#o.store.blockOwners !== undefined) return { kind: 'full' };
+    // ask the owners to lend some (address requests), and wait for them.
+    if (this.#o.store.blockOwners !== undefined)
+      return this.#o.lending === undefined ? { kind: 'full' } : this.#o.lending.borrow(range);
     for (const block of from) {
       const decision = await this.#o.assigner.decide(block.span, range, request, undefined, guard);
       if (decision.kind !== 'full') return decision;

@@ -27,6 +27,7 @@
  */
 import type { BootStamp } from '../core/moment.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
+import type { ClusterTier } from './cluster-tier.ts';
 
 /** Opaque, strictly increasing per pool; 0 for a pool never written. */
 export type Revision = number;
@@ -270,6 +271,8 @@ export interface BlockOwners {
   rangeBlocks(rangePool: string, options: { readonly counts: boolean }): Promise<PoolSummary[]>;
   /** Gives back every block `node` holds (a node gone for good) and drops what it lent: the keys freed. */
   forgetNode(node: string): Promise<string[]>;
+  /** The cluster's tier, where a node with no room asks the owners for addresses (allocator/lending/). */
+  readonly tier: ClusterTier;
 }
 
 export interface Store {

@@ -13,7 +13,7 @@
  * - an allocation in a block of a range split in the cluster (its description carries a block
  *   size) needs this node's claim of the block: otherwise the commit is a conflict naming why (no
  *   address is handed out in another node's block on this store); releases need no claim, so a DEL
- *   in a block whose claim vanished still works;
+ *   in a block whose claim vanished still works; nor do loan pools (ipam/loan-key.ts);
  * - a `describe` with a block size on a range pool pins the range in the cluster: a range already
  *   split differently there writes the cluster's size into the local description and answers a
  *   conflict, so the allocator's next look at `pools(range)` sees the stored size (and refuses a
@@ -38,6 +38,7 @@ import type { Clock, CancelTimer } from '../core/clock.ts';
 import { messageOf } from '../core/errors.ts';
 import { isBlockKey, rangePoolOfKey } from '../ipam/blocks.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
+import { isLoanKey } from '../ipam/loan-key.ts';
 import type { ClusterTier, RangeRecord } from './cluster-tier.ts';
 import type {
   AddressSpaces,
@@ -127,6 +128,7 @@ export class TieredStore implements Store {
       rangeBlocks: (rangePool, options) =>
         rangeBlocks({ local: this.#local, tier: this.tier, claims: this.#claims }, rangePool, options.counts),
       forgetNode: (node) => forgetNodeBlocks(this.tier, node),
+      tier: o.tier,
     };
   }
 
@@ -216,6 +218,9 @@ export class TieredStore implements Store {
     if (this.#claims.vanished(key))
       return `the claim of block ${key} by node ${this.#node} vanished from ${this.tier.description}`;
     if (!(await this.#split(rangePool))) return undefined; // a range never split in the cluster
+    // A loan pool (an address another node lent this one: allocator/lending/) is this node's alone.
+    const described = (await this.#local.pools(rangePool)).find((p) => p.pool === rangePool)?.description;
+    if (isLoanKey(key, described?.blockPrefix ?? 0)) return undefined;
     try {
       await this.#claims.load(rangePool);
     } catch {

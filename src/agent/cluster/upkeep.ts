@@ -6,7 +6,10 @@
  *   (an etcd without a leader answers lease calls late) it is made on a later run; renewed on every
  *   run after, which also checks the store is still the one announced to and the announcement
  *   still this instance's;
- * - giving back empty blocks this node has held empty for longer than the block grace.
+ * - giving back empty blocks this node has held empty for longer than the block grace;
+ * - lending addresses between nodes on the two-tier store (allocator/lending/): answering other
+ *   nodes' requests, releasing placeholders whose grant has been gone for the block grace, giving
+ *   back loans idle for the block grace, adopting addresses a migration recorded for this node.
  * One run at a time; a chore that fails is reported (recent errors, log) and the others still run.
  *
  * `problem()` says why this node must not allocate: not announced yet (another agent may hold its
@@ -28,8 +31,8 @@ import type { ClusterRecord } from './record.ts';
 
 export interface ClusterUpkeepOptions {
   readonly membership: Membership;
-  /** What giving back blocks needs of the allocator. */
-  readonly allocator: Pick<Allocator, 'returnEmptyBlocks'>;
+  /** What giving back blocks needs of the allocator, and lending (absent: no lending chore). */
+  readonly allocator: Pick<Allocator, 'returnEmptyBlocks'> & Partial<Pick<Allocator, 'lend'>>;
   readonly clock: Clock;
   readonly logger: Logger;
   readonly errors: RecentErrors;
@@ -66,6 +69,7 @@ export class ClusterUpkeep {
     this.#chores = [
       { name: 'node announcement', run: () => this.#keepAnnounced() },
       { name: 'giving back empty blocks', run: () => this.#giveBack() },
+      { name: 'lending addresses', run: () => this.#lend() },
     ];
     this.#task = new PeriodicTask({ clock: options.clock, intervalMs: options.intervalMs, run: () => this.#run() });
   }
@@ -174,6 +178,16 @@ export class ClusterUpkeep {
     const outcome = await this.#o.allocator.returnEmptyBlocks(this.#o.blockGraceMs);
     if (outcome.returned.length > 0) this.#o.logger.info({ blocks: outcome.returned }, 'gave back empty blocks');
     if (outcome.errors.length > 0) throw new Error(outcome.errors.join('; '));
+  }
+
+  async #lend(): Promise<void> {
+    const grace = this.#o.blockGraceMs;
+    const report = await this.#o.allocator.lend?.({ returnGraceMs: grace, orphanGraceMs: grace });
+    if (report === undefined) return;
+    const { lent, released, returned, adopted } = report;
+    if (lent.length + released.length + returned.length + adopted > 0)
+      this.#o.logger.info({ lent, released, returned, adopted }, 'lent addresses between nodes');
+    if (report.errors.length > 0) throw new Error(report.errors.join('; '));
   }
 }
 

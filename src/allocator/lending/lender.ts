@@ -1,0 +1,265 @@
+/**
+ * The lending side, on a two-tier store (store/tiered-store.ts): a node that owns blocks of a range
+ * answers the other nodes' open requests for addresses of it (store/cluster-tier.ts), and holds
+ * every address it lends as a placeholder in its own block (loans.ts), so it never hands it out.
+ * Run periodically (allocator.ts `lend`, from the agent's cluster upkeep).
+ *
+ * Guarantees:
+ * - the placeholder is committed in this node's store before the grant is written: a grant in the
+ *   cluster always has its placeholder, so an address is never both lent and handed out here;
+ * - a grant write that lost (the request changed) or failed releases the placeholders at once
+ *   (and the tidy-up below if that fails too); the request is answered again next round;
+ * - a placeholder whose grant is in no request (given back by the borrower, or never written: a
+ *   crash between placeholder and grant) is released once it has been missing for `graceMs` on the
+ *   monotonic clock, so nothing stays lent for ever, and never sooner, so an answer under way (its
+ *   placeholder committed, its grant not yet written) is not undone;
+ * - an address a migration recorded (grant lender `whereabouts`) in a block of this node is held as
+ *   a placeholder like a loan of this node's: the node takes over as its lender;
+ * - what is lent follows grant-policy.ts; local commits run under the range pool's lock, requests
+ *   to the cluster outside it.
+ */
+import type { Clock } from '../../core/clock.ts';
+import { messageOf } from '../../core/errors.ts';
+import type { KeyedMutex } from '../../core/keyed-mutex.ts';
+import { momentOf } from '../../core/moment.ts';
+import { formatIP, parseIP } from '../../ipam/address.ts';
+import { blockKeyPrefix, isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
+import { parsePoolKey } from '../../ipam/pool-key.ts';
+import type { RangeSpec } from '../../ipam/range.ts';
+import type { AddressRequest, ClusterTier, Grant } from '../../store/cluster-tier.ts';
+import type { PoolOp, Store } from '../../store/store.ts';
+import type { PoolCache } from '../pool-cache.ts';
+import { type GrantChoice, type LendableBlock, chooseGrants } from './grant-policy.ts';
+import { LENT_NETWORK, MIGRATION_LENDER, loanAddressOf, placeholderOf } from './loans.ts';
+
+export interface LenderOptions {
+  readonly store: Store;
+  readonly tier: ClusterTier;
+  readonly node: string;
+  readonly clock: Clock;
+  readonly pools: PoolCache;
+  /** The allocator's locks: local commits take the range pool's. */
+  readonly locks: KeyedMutex;
+  /** The range as this node's configs define it (its exclusions), when it has served it. */
+  readonly rangeOf: (pool: string) => RangeSpec | undefined;
+}
+
+export interface LendReport {
+  /** Addresses granted this round, as `address → node`. */
+  readonly lent: string[];
+  /** Placeholders released because their grant was gone. */
+  readonly released: string[];
+  readonly errors: string[];
+}
+
+/** One of this node's blocks as lending reads it. */
+interface OwnBlock extends LendableBlock {
+  readonly revision: number;
+  readonly family: 4 | 6;
+}
+
+export class Lender {
+  readonly #o: LenderOptions;
+  /** Placeholders seen without their grant, and since when (monotonic ms), by `pool address`. */
+  readonly #missingSince = new Map<string, number>();
+
+  constructor(options: LenderOptions) {
+    this.#o = options;
+  }
+
+  /** Answers the open requests, holds migrated addresses, releases orphaned placeholders. */
+  async run(graceMs: number): Promise<LendReport> {
+    const lent: string[] = [];
+    const errors: string[] = [];
+    // Only the ranges this node owns blocks of, one listing each: what it reads grows with its blocks.
+    const ranges = new Set(
+      (await this.#o.store.pools())
+        .filter((p) => p.affinity === this.#o.node && isBlockKey(p.pool))
+        .map((p) => rangePoolOfKey(p.pool)),
+    );
+    for (const pool of ranges) {
+      for (const request of await this.#o.tier.openRequests(pool)) {
+        if (request.node === this.#o.node) continue;
+        try {
+          lent.push(...(await this.#answer(request)));
+        } catch (error) {
+          errors.push(`request of ${request.node} for ${request.pool}: ${messageOf(error)}`);
+        }
+      }
+    }
+    const released = await this.#tidy(graceMs, errors);
+    return { lent, released, errors };
+  }
+
+  /** Grants what the policy allows from this node's blocks of the request's range. */
+  async #answer(request: AddressRequest): Promise<string[]> {
+    const blocks = await this.#ownBlocks(request.pool);
+    if (blocks.length === 0) return [];
+    const chosen = chooseGrants(blocks, request.wanted);
+    if (chosen.length === 0) return [];
+    const held = await this.#hold(
+      request.pool,
+      blocks,
+      chosen.map((c) => ({ ...c, borrower: request.node })),
+    );
+    if (held.length === 0) return [];
+    const grants: Grant[] = held.map((g) => ({ address: g.text, lender: this.#o.node, block: g.block }));
+    let written: AddressRequest | undefined;
+    try {
+      written = await this.#o.tier.updateRequest(
+        request,
+        [...request.grants, ...grants],
+        Math.max(0, request.wanted - grants.length),
+      );
+    } finally {
+      // Lost or failed: the placeholders go now, not after the grace (the tidy-up is the fallback).
+      if (written === undefined) await this.#releasePlaceholders(request.pool, held);
+    }
+    return written === undefined ? [] : held.map((g) => `${g.text} → ${request.node}`);
+  }
+
+  /** This node's blocks of `pool`, read from its store now, with what the policy needs. */
+  async #ownBlocks(pool: string): Promise<OwnBlock[]> {
+    const { store, node, rangeOf } = this.#o;
+    const key = parsePoolKey(pool);
+    if (key === undefined) return [];
+    const excluded = rangeOf(pool)?.excluded ?? [];
+    const out: OwnBlock[] = [];
+    for (const summary of await store.pools(blockKeyPrefix(pool))) {
+      const first = parseIP(summary.description?.first ?? '');
+      const last = parseIP(summary.description?.last ?? '');
+      if (summary.affinity !== node || first === undefined || last === undefined) continue;
+      // A block of one address is not lent: the loan's key would be the block's (loans.ts).
+      if (loanAddressOf({ pool, family: key.family }, summary.pool) !== undefined) continue;
+      const read = await store.readPool(summary.pool);
+      if (read.kind !== 'snapshot') continue;
+      const taken = [...read.allocations, ...read.resting.map((r) => r.address)]
+        .map((t) => parseIP(t)?.value)
+        .filter((v): v is bigint => v !== undefined);
+      const cursor = read.cursor === undefined ? undefined : parseIP(read.cursor)?.value;
+      out.push({
+        key: summary.pool,
+        span: { first: first.value, last: last.value, excluded },
+        taken,
+        cursor,
+        revision: read.revision,
+        family: key.family,
+      });
+    }
+    return out;
+  }
+
+  /** Commits placeholders for `chosen`, block by block; what was committed. */
+  async #hold(
+    pool: string,
+    blocks: readonly OwnBlock[],
+    chosen: ReadonlyArray<GrantChoice & { readonly borrower: string }>,
+  ): Promise<Array<{ block: string; text: string }>> {
+    const { store, pools, locks, node, clock } = this.#o;
+    const held: Array<{ block: string; text: string }> = [];
+    await locks.run(pool, async () => {
+      for (const block of blocks) {
+        const mine = chosen.filter((c) => c.block === block.key);
+        if (mine.length === 0) continue;
+        const now = momentOf(clock);
+        const ops: PoolOp[] = mine.map((c) => ({
+          op: 'allocate',
+          allocation: placeholderOf(block.key, block.family, c.address, c.borrower, node, now),
+        }));
+        const result = await store.commit(block.key, block.revision, ops);
+        pools.forget(block.key);
+        if (result.kind === 'committed')
+          for (const c of mine)
+            held.push({ block: block.key, text: formatIP({ family: block.family, value: c.address }) });
+      }
+    });
+    return held;
+  }
+
+  async #releasePlaceholders(pool: string, held: ReadonlyArray<{ block: string; text: string }>): Promise<void> {
+    const { store, pools, locks } = this.#o;
+    await locks.run(pool, async () => {
+      for (const block of new Set(held.map((h) => h.block))) {
+        const read = await store.readPool(block);
+        if (read.kind !== 'snapshot') continue;
+        const ops: PoolOp[] = held
+          .filter((h) => h.block === block && read.allocations.includes(h.text))
+          .map((h) => ({ op: 'release', address: h.text }));
+        if (ops.length > 0) await store.commit(block, read.revision, ops);
+        pools.forget(block);
+      }
+    });
+  }
+
+  /**
+   * Holds migrated addresses that lie in this node's blocks, and releases placeholders whose grant
+   * has been gone for the grace. What it released.
+   */
+  async #tidy(graceMs: number, errors: string[]): Promise<string[]> {
+    const { store, tier, node, clock } = this.#o;
+    const granted = new Set<string>();
+    const migrated: Array<{ request: AddressRequest; grant: Grant }> = [];
+    // Grants of this node are read only while it holds placeholders (a lender's own records say so).
+    const placeholders = await store.list({ network: LENT_NETWORK, node });
+    for (const lender of placeholders.length > 0 ? [node, MIGRATION_LENDER] : [MIGRATION_LENDER])
+      for (const request of await tier.requestsLentBy(lender))
+        for (const grant of request.grants) {
+          if (grant.lender !== lender) continue;
+          granted.add(grantKey(request.pool, request.node, grant.address));
+          if (lender === MIGRATION_LENDER) migrated.push({ request, grant });
+        }
+    await this.#holdMigrated(migrated, errors);
+    const now = clock.monotonic();
+    const released: string[] = [];
+    const seen = new Set<string>();
+    for (const placeholder of placeholders) {
+      const id = `${placeholder.pool} ${placeholder.address}`;
+      seen.add(id);
+      if (granted.has(grantKey(rangePoolOfKey(placeholder.pool), placeholder.containerID, placeholder.address))) {
+        this.#missingSince.delete(id);
+        continue;
+      }
+      const since = this.#missingSince.get(id);
+      if (since === undefined) this.#missingSince.set(id, now);
+      if ((since ?? now) + graceMs > now) continue;
+      try {
+        await this.#releasePlaceholders(rangePoolOfKey(placeholder.pool), [
+          { block: placeholder.pool, text: placeholder.address },
+        ]);
+        released.push(`${placeholder.address} (lent to ${placeholder.containerID})`);
+        this.#missingSince.delete(id);
+      } catch (error) {
+        errors.push(`releasing the placeholder of ${placeholder.address}: ${messageOf(error)}`);
+      }
+    }
+    for (const id of this.#missingSince.keys()) if (!seen.has(id)) this.#missingSince.delete(id);
+    return released;
+  }
+
+  /** Placeholders for migrated addresses in this node's blocks that have none yet. */
+  async #holdMigrated(migrated: ReadonlyArray<{ request: AddressRequest; grant: Grant }>, errors: string[]) {
+    const byPool = new Map<string, Array<{ request: AddressRequest; grant: Grant }>>();
+    for (const m of migrated) byPool.set(m.request.pool, [...(byPool.get(m.request.pool) ?? []), m]);
+    for (const [pool, grants] of byPool) {
+      try {
+        for (const block of await this.#ownBlocks(pool)) {
+          const taken = new Set(block.taken);
+          const chosen = grants.flatMap(({ request, grant }) => {
+            const ip = parseIP(grant.address);
+            // Held already (or, if by a pod, a conflict the migration reported and left to the operator).
+            if (ip === undefined || ip.value < block.span.first || ip.value > block.span.last || taken.has(ip.value))
+              return [];
+            return [{ block: block.key, address: ip.value, borrower: request.node }];
+          });
+          if (chosen.length > 0) await this.#hold(pool, [block], chosen);
+        }
+      } catch (error) {
+        errors.push(`holding migrated addresses of ${pool}: ${messageOf(error)}`);
+      }
+    }
+  }
+}
+
+function grantKey(pool: string, node: string, address: string): string {
+  return `${pool}\0${node}\0${address}`;
+}

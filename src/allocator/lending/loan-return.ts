@@ -1,0 +1,156 @@
+/**
+ * Giving lent addresses back: a loan pool (loans.ts) that has held no allocation for a grace is
+ * marked given back in this node's store, then its grant is removed from this node's request, so
+ * its lender releases the placeholder (lender.ts) and can use the address again. Run periodically
+ * (allocator.ts `lend`).
+ *
+ * Guarantees:
+ * - the mark is committed at the revision at which the pool was read empty, under the range pool's
+ *   lock, before the grant is removed: no ADD of this node can take the address after its grant is
+ *   gone (an allocation that landed first keeps the loan);
+ * - a rest that is over counts as empty (rests end only when a pick passes them, and nothing picks
+ *   in an idle loan pool); one still running keeps the loan;
+ * - a removal that lost (the request changed) is tried again on the next run; a failure for one
+ *   loan is reported and the others are still tried.
+ */
+import type { Clock } from '../../core/clock.ts';
+import { messageOf } from '../../core/errors.ts';
+import type { KeyedMutex } from '../../core/keyed-mutex.ts';
+import { momentOf } from '../../core/moment.ts';
+import { formatIP } from '../../ipam/address.ts';
+import { isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
+import { parsePoolKey } from '../../ipam/pool-key.ts';
+import type { ClusterTier } from '../../store/cluster-tier.ts';
+import type { PoolOp, Store } from '../../store/store.ts';
+import { type PoolCache, restEnd } from '../pool-cache.ts';
+import { RETURNED_NETWORK, loanAddressOf, returnedMarkOf } from './loans.ts';
+
+export interface LoanReturnOptions {
+  readonly store: Store;
+  readonly tier: ClusterTier;
+  readonly node: string;
+  readonly clock: Clock;
+  readonly pools: PoolCache;
+  readonly locks: KeyedMutex;
+}
+
+export interface LoansReturned {
+  readonly returned: string[];
+  readonly errors: string[];
+}
+
+export class LoanReturn {
+  readonly #o: LoanReturnOptions;
+  /** Loan pools seen idle, and since when (monotonic ms). */
+  readonly #idleSince = new Map<string, number>();
+  /** Loans marked given back whose grant is still to be removed, by range pool. */
+  readonly #pending = new Map<string, Set<string>>();
+  /**
+   * Whether the marks already in the store were looked at: once per process, so a removal a crash
+   * interrupted (marked, grant still there) is finished after a restart.
+   */
+  #recovered = false;
+
+  constructor(options: LoanReturnOptions) {
+    this.#o = options;
+  }
+
+  async run(graceMs: number): Promise<LoansReturned> {
+    const { store, clock } = this.#o;
+    const returned: string[] = [];
+    const errors: string[] = [];
+    const now = clock.monotonic();
+    const seen = new Set<string>();
+    if (!this.#recovered) {
+      for (const mark of await store.list({ network: RETURNED_NETWORK, node: this.#o.node }))
+        this.#addPending(rangePoolOfKey(mark.pool), mark.address);
+      this.#recovered = true;
+    }
+    for (const summary of await store.pools()) {
+      if (summary.allocated > 0 || !isBlockKey(summary.pool)) continue;
+      const range = rangeOfLoan(summary.pool);
+      if (range === undefined) continue;
+      seen.add(summary.pool);
+      const since = this.#idleSince.get(summary.pool);
+      if (since === undefined) this.#idleSince.set(summary.pool, now);
+      if ((since ?? now) + graceMs > now) continue;
+      try {
+        const address = await this.#mark(summary.pool);
+        if (address !== undefined) {
+          this.#idleSince.delete(summary.pool);
+          this.#addPending(range.pool, address);
+        }
+      } catch (error) {
+        errors.push(`${summary.pool}: ${messageOf(error)}`);
+      }
+    }
+    for (const key of this.#idleSince.keys()) if (!seen.has(key)) this.#idleSince.delete(key);
+    for (const [pool, addresses] of this.#pending) {
+      try {
+        if (await this.#removeGrants(pool, addresses)) {
+          returned.push(...addresses);
+          this.#pending.delete(pool);
+        }
+      } catch (error) {
+        errors.push(`giving back ${[...addresses].join(', ')} of ${pool}: ${messageOf(error)}`);
+      }
+    }
+    return { returned, errors };
+  }
+
+  #addPending(pool: string, address: string): void {
+    const pending = this.#pending.get(pool) ?? new Set<string>();
+    pending.add(address);
+    this.#pending.set(pool, pending);
+  }
+
+  /** Marks the loan pool given back if it is still idle: the address, or undefined when it is not. */
+  async #mark(key: string): Promise<string | undefined> {
+    const { store, pools, locks, clock, node } = this.#o;
+    return locks.run(rangePoolOfKey(key), async () => {
+      pools.forget(key);
+      const read = await store.readPool(key);
+      if (read.kind !== 'snapshot' || read.allocations.length > 0) return undefined;
+      const mono = clock.monotonic();
+      if (read.resting.some((r) => restEnd(r, clock) > mono)) return undefined;
+      const range = rangeOfLoan(key);
+      const value = range === undefined ? undefined : loanAddressOf(range, key);
+      if (range === undefined || value === undefined) return undefined;
+      const address = formatIP({ family: range.family, value });
+      const ops: PoolOp[] = read.resting.map((r) => ({ op: 'unrest', address: r.address }));
+      ops.push({ op: 'allocate', allocation: returnedMarkOf(key, address, node, momentOf(clock)) });
+      const result = await store.commit(key, read.revision, ops);
+      return result.kind === 'committed' ? address : undefined;
+    });
+  }
+
+  /**
+   * Removes from this node's request the grants of `addresses` whose loan pool still carries the
+   * mark (a grant of the address since took it off: that loan is in use again). Under the range
+   * pool's lock, so no borrow takes a mark off between the look and the removal. False when the
+   * write lost.
+   */
+  async #removeGrants(pool: string, addresses: ReadonlySet<string>): Promise<boolean> {
+    const { tier, node, store, locks } = this.#o;
+    return locks.run(pool, async () => {
+      const marked = new Set(
+        (await store.list({ rangePool: pool, network: RETURNED_NETWORK, node }))
+          .filter((a) => addresses.has(a.address))
+          .map((a) => a.address),
+      );
+      const request = await tier.requestOf(pool, node);
+      if (request === undefined || !request.grants.some((g) => marked.has(g.address))) return true;
+      const kept = request.grants.filter((g) => !marked.has(g.address));
+      return (await tier.updateRequest(request, kept, request.wanted)) !== undefined;
+    });
+  }
+}
+
+/** The range pool and family of a loan pool key, or undefined when `key` is no loan pool. */
+function rangeOfLoan(key: string): { pool: string; family: 4 | 6 } | undefined {
+  const pool = rangePoolOfKey(key);
+  const parsed = parsePoolKey(pool);
+  if (parsed === undefined) return undefined;
+  const range = { pool, family: parsed.family };
+  return loanAddressOf(range, key) === undefined ? undefined : range;
+}

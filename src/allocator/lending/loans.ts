@@ -1,0 +1,76 @@
+/**
+ * The records of a loan, on both sides (pure: no I/O).
+ *
+ * - The lender holds a lent address in its block as a placeholder allocation of owner
+ *   (`warren.dev/lent`, <borrower node>, <the address>), so its own picks never hand it out and its
+ *   published view says where the address went. The address as the interface name keeps one owner
+ *   per address (the store's one-address-per-owner rule).
+ * - The borrower keeps each lent address in a loan pool of its own SQLite, keyed
+ *   `<range pool>#<address>/<32|128>` (ipam/loan-key.ts), and
+ *   hands it out from there with no request to the cluster.
+ * - A loan the borrower gave back is marked in its loan pool by an allocation of owner
+ *   (`warren.dev/returned`, <borrower node>, <the address>): the pool is then full, so no pick reaches it
+ *   again, and the grant can be removed from the request without a pick racing it. A grant of the
+ *   same address later releases the mark.
+ *
+ * Lending needs blocks larger than one address: where a range's blocks are one address each, a
+ * loan pool's key would be a block's (ipam/loan-key.ts), so lenders lend nothing from such blocks.
+ */
+import type { Moment } from '../../core/moment.ts';
+import { type Family, formatIP } from '../../ipam/address.ts';
+import type { Allocation } from '../../ipam/allocation.ts';
+import { loanKey } from '../../ipam/loan-key.ts';
+import type { RangeSpec } from '../../ipam/range.ts';
+
+export { loanAddressOf, loanKey } from '../../ipam/loan-key.ts';
+
+/** The network of a lender's placeholder for an address it lent. */
+export const LENT_NETWORK = 'warren.dev/lent';
+/** The network of a borrower's mark on a loan it gave back. */
+export const RETURNED_NETWORK = 'warren.dev/returned';
+/** The lender named in grants that `warren migrate whereabouts` wrote: no node lent them. */
+export const MIGRATION_LENDER = 'whereabouts';
+
+/**
+ * The span of the loan pool of `address`: the range narrowed to one address, its exclusions kept,
+ * so an address the borrower's config excludes is never handed out even when a lender lent it.
+ */
+export function loanSpan(range: RangeSpec, address: bigint): RangeSpec {
+  return { ...range, pool: loanKey(range.pool, range.family, address), first: address, last: address };
+}
+
+/** The lender's placeholder for `address` lent to `borrower` from its block `block`. */
+export function placeholderOf(
+  block: string,
+  family: Family,
+  address: bigint,
+  borrower: string,
+  lender: string,
+  now: Moment,
+): Allocation {
+  const text = formatIP({ family, value: address });
+  return {
+    pool: block,
+    address: text,
+    network: LENT_NETWORK,
+    containerID: borrower,
+    ifname: text,
+    node: lender,
+    createdAt: now.wall,
+    ...(now.stamp === undefined ? {} : { createdStamp: now.stamp }),
+  };
+}
+
+/** The borrower's (`node`'s) mark on its loan pool `pool` of `address`, given back. */
+export function returnedMarkOf(pool: string, address: string, node: string, now: Moment): Allocation {
+  return {
+    pool,
+    address,
+    network: RETURNED_NETWORK,
+    containerID: node,
+    ifname: address,
+    node,
+    createdAt: now.wall,
+    ...(now.stamp === undefined ? {} : { createdStamp: now.stamp }),
+  };
+}

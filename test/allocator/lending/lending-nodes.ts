@@ -1,0 +1,125 @@
+/**
+ * Nodes that lend each other addresses, for unit tests: each a TieredStore on its own SQLite file
+ * and a session of one MemoryTier, with an allocator that splits ranges into blocks, on one
+ * ManualClock. `settle` drives an ADD that waits for grants: it runs every node's lending round and
+ * steps the clock until the ADD is answered (bounded by HANG_BOUND_MS of real time).
+ */
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { Allocator } from '../../../src/allocator/allocator.ts';
+import { LENT_NETWORK, RETURNED_NETWORK } from '../../../src/allocator/lending/loans.ts';
+import { ManualClock } from '../../../src/core/clock.ts';
+import type { Allocation } from '../../../src/ipam/allocation.ts';
+import { SqliteStore } from '../../../src/store/sqlite-store.ts';
+import { TieredStore } from '../../../src/store/tiered-store.ts';
+import { flush } from '../../helpers/event-loop.ts';
+import { HANG_BOUND_MS, tempDir } from '../../helpers/processes.ts';
+import { MemoryTier } from '../../store/memory-tier.ts';
+
+export interface LendingNode {
+  readonly name: string;
+  readonly store: TieredStore;
+  readonly allocator: Allocator;
+}
+
+/** How long an ADD waits for grants in these tests (on the manual clock). */
+export const WAIT_MS = 5_000;
+/** The clock step `settle` takes between lending rounds: the borrower's poll interval. */
+export const STEP_MS = 250;
+
+export class LendingCluster {
+  readonly clock = new ManualClock(1_000_000);
+  readonly tier = new MemoryTier({ clock: this.clock });
+  readonly nodes: LendingNode[];
+
+  constructor(names: readonly string[]) {
+    const dir = tempDir();
+    this.nodes = names.map((name) => {
+      const store = new TieredStore({
+        local: new SqliteStore({ path: join(dir, `${name}.db`) }),
+        tier: this.tier.session(),
+        node: name,
+        clock: this.clock,
+      });
+      const allocator = new Allocator({ store, clock: this.clock, node: name, blocks: true, lendWaitMs: WAIT_MS });
+      return { name, store, allocator };
+    });
+  }
+
+  node(name: string): LendingNode {
+    const found = this.nodes.find((n) => n.name === name);
+    assert.ok(found, `no node ${name}`);
+    return found;
+  }
+
+  /** One lending round on every node (graces long unless told). */
+  async lendAll(o: { returnGraceMs?: number; orphanGraceMs?: number } = {}): Promise<void> {
+    for (const n of this.nodes) {
+      const report = await n.allocator.lend({
+        returnGraceMs: o.returnGraceMs ?? 3_600_000,
+        orphanGraceMs: o.orphanGraceMs ?? 3_600_000,
+      });
+      assert.deepEqual(report.errors, [], `${n.name}'s lending round`);
+    }
+  }
+
+  /** Runs lending rounds and steps the clock until `call` settles; its outcome. */
+  async settle<T>(call: Promise<T>): Promise<T> {
+    let done = false;
+    call.then(
+      () => {
+        done = true;
+      },
+      () => {
+        done = true;
+      },
+    );
+    const end = Date.now() + HANG_BOUND_MS;
+    await flush(2);
+    while (!done) {
+      assert.ok(Date.now() < end, 'the ADD never settled');
+      await this.lendAll();
+      this.clock.advance(STEP_MS);
+      await flush(2);
+    }
+    return call;
+  }
+
+  /** Every allocation of every node's store, placeholders and marks included. */
+  async everything(): Promise<Array<Allocation & { readonly store: string }>> {
+    const out: Array<Allocation & { readonly store: string }> = [];
+    for (const n of this.nodes) for (const a of await n.store.list()) out.push({ ...a, store: n.name });
+    return out;
+  }
+
+  /**
+   * Checks that no address is handed out twice across the nodes' stores, and that every grant in
+   * the cluster has its lender's placeholder. Answers the addresses handed out.
+   */
+  async assertNoDuplicate(pool: string): Promise<string[]> {
+    const all = await this.everything();
+    const handedOut = all.filter((a) => a.network !== LENT_NETWORK && a.network !== RETURNED_NETWORK);
+    const seen = new Map<string, string>();
+    for (const a of handedOut) {
+      const other = seen.get(a.address);
+      assert.equal(other, undefined, `${a.address} is held on ${other} and on ${a.store}`);
+      seen.set(a.address, a.store);
+    }
+    for (const n of this.nodes) {
+      const request = await this.tier.requestOf(pool, n.name);
+      for (const grant of request?.grants ?? []) {
+        if (grant.lender === 'whereabouts') continue;
+        const placeholder = all.find(
+          (a) => a.store === grant.lender && a.network === LENT_NETWORK && a.address === grant.address,
+        );
+        assert.ok(placeholder, `${grant.address} granted to ${n.name} has no placeholder on ${grant.lender}`);
+        assert.equal(placeholder.containerID, n.name);
+      }
+    }
+    return [...seen.keys()];
+  }
+
+  async close(): Promise<void> {
+    for (const n of this.nodes) await n.store.close();
+  }
+}

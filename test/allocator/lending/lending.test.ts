@@ -1,0 +1,208 @@
+/**
+ * Lending between nodes on the two-tier store (src/allocator/lending/): a node with no room asks the
+ * owners through its address request, they lend what the policy allows, and no address is ever held
+ * by two nodes. Real parts throughout: each node a TieredStore on its own SQLite file, one
+ * MemoryTier for the cluster, the allocator with blocks, a ManualClock.
+ */
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import { LENT_NETWORK, RETURNED_NETWORK } from '../../../src/allocator/lending/loans.ts';
+import { momentOf } from '../../../src/core/moment.ts';
+import { isWarrenError } from '../../../src/core/errors.ts';
+import { owner, rangesOf } from '../../store/tiered-nodes.ts';
+import { flush } from '../../helpers/event-loop.ts';
+import { LendingCluster, STEP_MS, WAIT_MS } from './lending-nodes.ts';
+
+const clusters: LendingCluster[] = [];
+function cluster(names: readonly string[]): LendingCluster {
+  const c = new LendingCluster(names);
+  clusters.push(c);
+  return c;
+}
+after(async () => {
+  for (const c of clusters) await c.close();
+});
+
+// whereabouts' commonest setup: one /28 for every node; block_size 28 makes it one block.
+const SMALL = rangesOf({ range: '10.9.0.0/28', block_size: 28 });
+const POOL = SMALL[0]?.pool ?? '';
+
+describe('lending: a range smaller than a block, shared by every node', () => {
+  it('serves all 14 addresses of a /28 from three nodes, refuses the 15th naming the range, never one twice', async () => {
+    const c = cluster(['n1', 'n2', 'n3']);
+    const order = ['n1', 'n2', 'n3', 'n2', 'n2', 'n3', 'n1', 'n3', 'n2', 'n1', 'n3', 'n3', 'n2', 'n1'];
+    for (const [i, name] of order.entries()) {
+      const [a] = await c.settle(c.node(name).allocator.allocate({ owner: owner(`${name}-${i}`), ranges: SMALL }));
+      assert.ok(a, `ADD ${i + 1} on ${name}`);
+      await c.assertNoDuplicate(POOL);
+    }
+    const handedOut = await c.assertNoDuplicate(POOL);
+    assert.equal(handedOut.length, 14);
+    for (const name of ['n1', 'n2', 'n3']) {
+      const refused = await c
+        .settle(c.node(name).allocator.allocate({ owner: owner(`${name}-15th`), ranges: SMALL }))
+        .then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+      assert.ok(isWarrenError(refused), `the 15th ADD on ${name} was not refused`);
+      assert.equal(refused.code, 'POOL_EXHAUSTED');
+      assert.match(refused.message, /10\.9\.0\.0\/28/);
+    }
+    assert.equal((await c.assertNoDuplicate(POOL)).length, 14);
+  });
+});
+
+describe('lending: a node with full blocks borrows', () => {
+  it('keeps a lent address from its lender: the lender never hands it out', async () => {
+    const c = cluster(['lender', 'borrower']);
+    const [first] = await c.node('lender').allocator.allocate({ owner: owner('l0'), ranges: SMALL });
+    assert.ok(first);
+    const [lent] = await c.settle(c.node('borrower').allocator.allocate({ owner: owner('b0'), ranges: SMALL }));
+    assert.ok(lent);
+    assert.match(lent.allocation.pool, /#10\.9\.0\.\d+\/32$/, 'handed out from a loan pool');
+    // The lender fills its block: every other address, never the lent one.
+    const mine: string[] = [first.allocation.address];
+    for (let i = 1; i < 13; i++) {
+      const [a] = await c.node('lender').allocator.allocate({ owner: owner(`l${i}`), ranges: SMALL });
+      assert.ok(a);
+      mine.push(a.allocation.address);
+    }
+    assert.ok(!mine.includes(lent.allocation.address), `the lender handed out ${lent.allocation.address}`);
+    await assert.rejects(c.node('lender').allocator.allocate({ owner: owner('l13'), ranges: SMALL }), {
+      code: 'POOL_EXHAUSTED',
+    });
+    await c.assertNoDuplicate(POOL);
+  });
+
+  it('hands out a lent address again with no request to the cluster once it is released', async () => {
+    const c = cluster(['lender', 'borrower']);
+    await c.node('lender').allocator.allocate({ owner: owner('l0'), ranges: SMALL });
+    const [lent] = await c.settle(c.node('borrower').allocator.allocate({ owner: owner('b0'), ranges: SMALL }));
+    assert.ok(lent);
+    await c.node('borrower').allocator.release(owner('b0'));
+    const calls = [...c.tier.calls.values()].reduce((a, b) => a + b, 0);
+    const [again] = await c.node('borrower').allocator.allocate({ owner: owner('b1'), ranges: SMALL });
+    assert.equal(again?.allocation.address, lent.allocation.address);
+    assert.equal(
+      [...c.tier.calls.values()].reduce((a, b) => a + b, 0),
+      calls,
+      'the loan was used without asking',
+    );
+  });
+
+  it('answers TRY_AGAIN naming the cluster when no room is left and the cluster cannot be reached', async () => {
+    const c = cluster(['lender', 'borrower']);
+    await c.node('lender').allocator.allocate({ owner: owner('l0'), ranges: SMALL });
+    await c.settle(c.node('borrower').allocator.allocate({ owner: owner('b0'), ranges: SMALL }));
+    c.tier.away = true;
+    const error = await c
+      .node('borrower')
+      .allocator.allocate({ owner: owner('b1'), ranges: SMALL })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    c.tier.away = false;
+    assert.ok(isWarrenError(error));
+    assert.equal(error.code, 'TRY_AGAIN');
+    assert.match(error.message, /memory cluster/);
+  });
+
+  it('answers TRY_AGAIN naming the cluster when it goes away while the ADD waits for grants', async () => {
+    const c = cluster(['lender', 'borrower']);
+    await c.node('lender').allocator.allocate({ owner: owner('l0'), ranges: SMALL });
+    const waiting = c.node('borrower').allocator.allocate({ owner: owner('b0'), ranges: SMALL });
+    const outcome = waiting.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    await flush(4); // asked; no lender has answered
+    assert.equal((await c.tier.requestOf(POOL, 'borrower'))?.wanted, 1);
+    c.tier.away = true;
+    c.clock.advance(STEP_MS);
+    const error = await outcome;
+    c.tier.away = false;
+    assert.ok(isWarrenError(error));
+    assert.equal(error.code, 'TRY_AGAIN');
+    assert.match(error.message, /pool 10\.9\.0\.0\/28 has no free address on node borrower.*memory cluster tier/);
+  });
+});
+
+describe('lending: loans end', () => {
+  it('gives an idle loan back after the grace, and its lender can use the address again', async () => {
+    const c = cluster(['lender', 'borrower']);
+    await c.node('lender').allocator.allocate({ owner: owner('l0'), ranges: SMALL });
+    const [lent] = await c.settle(c.node('borrower').allocator.allocate({ owner: owner('b0'), ranges: SMALL }));
+    assert.ok(lent);
+    await c.node('borrower').allocator.release(owner('b0'));
+    const grace = 60_000;
+    await c.lendAll({ returnGraceMs: grace, orphanGraceMs: grace });
+    c.clock.advance(grace - 1);
+    await c.lendAll({ returnGraceMs: grace, orphanGraceMs: grace });
+    assert.equal((await c.tier.requestOf(POOL, 'borrower'))?.grants.length, 1, 'given back before the grace');
+    c.clock.advance(1);
+    await c.lendAll({ returnGraceMs: grace, orphanGraceMs: grace });
+    assert.deepEqual((await c.tier.requestOf(POOL, 'borrower'))?.grants, [], 'the grant is removed');
+    // The borrower never hands it out again: its loan pool carries the given-back mark.
+    const marks = await c.node('borrower').store.list({ network: RETURNED_NETWORK });
+    assert.deepEqual(
+      marks.map((m) => m.address),
+      [lent.allocation.address],
+    );
+    // The lender releases its placeholder after its own grace, and can then hand the address out.
+    await c.lendAll({ returnGraceMs: grace, orphanGraceMs: grace });
+    c.clock.advance(grace);
+    await c.lendAll({ returnGraceMs: grace, orphanGraceMs: grace });
+    assert.deepEqual(await c.node('lender').store.list({ network: LENT_NETWORK }), []);
+    const got: string[] = [];
+    for (let i = 1; i < 14; i++) {
+      const [a] = await c.node('lender').allocator.allocate({ owner: owner(`l${i}`), ranges: SMALL });
+      got.push(a?.allocation.address ?? '');
+    }
+    assert.ok(got.includes(lent.allocation.address), 'the address came back to its lender');
+    await c.assertNoDuplicate(POOL);
+  });
+
+  it('leaves nothing lent for ever after a crash between the placeholder and the grant', async () => {
+    const c = cluster(['lender', 'borrower']);
+    const [first] = await c.node('lender').allocator.allocate({ owner: owner('l0'), ranges: SMALL });
+    assert.ok(first);
+    // What a lender that died after committing a placeholder, before writing the grant, leaves behind.
+    const block = first.allocation.pool;
+    const read = await c.node('lender').store.readPool(block);
+    assert.equal(read.kind, 'snapshot');
+    const placeholder = {
+      pool: block,
+      address: '10.9.0.14',
+      network: LENT_NETWORK,
+      containerID: 'borrower',
+      ifname: '10.9.0.14',
+      node: 'lender',
+      createdAt: momentOf(c.clock).wall,
+    };
+    const committed = await c
+      .node('lender')
+      .store.commit(block, read.revision, [{ op: 'allocate', allocation: placeholder }]);
+    assert.equal(committed.kind, 'committed');
+    const grace = 30_000;
+    await c.lendAll({ orphanGraceMs: grace });
+    c.clock.advance(grace - 1);
+    await c.lendAll({ orphanGraceMs: grace });
+    assert.equal((await c.node('lender').store.list({ network: LENT_NETWORK })).length, 1, 'released too soon');
+    c.clock.advance(1);
+    await c.lendAll({ orphanGraceMs: grace });
+    assert.deepEqual(await c.node('lender').store.list({ network: LENT_NETWORK }), []);
+  });
+
+  it('keeps a placeholder whose grant stands, however long', async () => {
+    const c = cluster(['lender', 'borrower']);
+    await c.node('lender').allocator.allocate({ owner: owner('l0'), ranges: SMALL });
+    await c.settle(c.node('borrower').allocator.allocate({ owner: owner('b0'), ranges: SMALL }));
+    await c.lendAll({ orphanGraceMs: 1 });
+    c.clock.advance(WAIT_MS * 100);
+    await c.lendAll({ orphanGraceMs: 1 });
+    assert.equal((await c.node('lender').store.list({ network: LENT_NETWORK })).length, 1);
+    await c.assertNoDuplicate(POOL);
+  });
+});
