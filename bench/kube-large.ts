@@ -16,7 +16,7 @@ import { formatIP, parseIP } from '../src/ipam/address.ts';
 import { blockKey } from '../src/ipam/blocks.ts';
 import { blockName } from '../src/store/kubernetes/names.ts';
 import { blockObject, blockStatusOf } from '../src/store/kubernetes/objects.ts';
-import { type FakeKubeApi, type KubeObject, startFakeKubeApi } from '../test/helpers/fake-kube-api.ts';
+import { type FakeKubeApi, type KubeObject as FakeObject, startFakeKubeApi } from '../test/helpers/fake-kube-api.ts';
 import { kubeStoreArgs } from '../test/helpers/kube-store.ts';
 import { CHILD_PATH, WARREN_BIN, run } from '../test/helpers/processes.ts';
 import { residentMiB } from './agents.ts';
@@ -68,7 +68,7 @@ function requestedSize(quick: boolean): number {
 }
 
 /** The blocks of SIM_NODES nodes holding `total` allocations in all, as their agents publish them. */
-function* simulatedBlocks(total: number): Generator<KubeObject> {
+function* simulatedBlocks(total: number): Generator<FakeObject> {
   const base = (parseIP(POOL.split('/')[0] as string) as { value: bigint }).value;
   const now = systemClock.now();
   for (let n = 0; n < SIM_NODES; n++) {
@@ -91,15 +91,16 @@ function* simulatedBlocks(total: number): Generator<KubeObject> {
         createdAt: now,
       };
     });
-    const object = blockObject(blockName(key), key, node);
-    object.status = blockStatusOf({
+    const { status } = blockStatusOf({
       key,
       node,
       counts: { allocated: count, resting: 0 },
       allocations,
       publishedAt: now,
-    }).status;
-    yield object;
+    });
+    // The tier's own object, as the fake stores what it is given (JSON, so a plain copy of it).
+    const object = blockObject(blockName(key), key, node);
+    yield { ...(structuredClone(object) as FakeObject), status };
   }
 }
 
