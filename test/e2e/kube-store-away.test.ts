@@ -28,7 +28,8 @@ import {
 } from '../helpers/kube-store.ts';
 import { waitFor } from '../helpers/processes.ts';
 
-const ROOM = { range: '10.252.0.0/24' };
+/** Blocks of 64 (a /24 would get blocks of 2): room for every ADD here in the first block. */
+const ROOM = { range: '10.252.0.0/24', block_size: 26 };
 /** One block only: the node that claims it first has room, the other must ask. */
 const TINY = { range: '10.253.0.0/28', block_size: 28 };
 
