@@ -78,10 +78,11 @@ describe("the newcomer's duplicate: one whereabouts config on two nodes", () => 
     assert.equal(new Set(addresses).size, 14, 'the 14 addresses, each once');
     for (const a of addresses) assert.match(a, /^192\.168\.2\.(22[5-9]|23[0-8])$/);
 
-    for (const [i, agent] of agents.entries()) {
-      const more = await cniCall('ADD', agent, 'macvlan-conf', WHEREABOUTS, `more-${i}`);
-      assert.equal(more.json?.code, CNI_CODES.POOL_EXHAUSTED, more.stdout);
-    }
+    // Each refusal waits for grants that cannot come (the borrower's wait): both at once.
+    const more = await Promise.all(
+      agents.map((agent, i) => cniCall('ADD', agent, 'macvlan-conf', WHEREABOUTS, `more-${i}`)),
+    );
+    for (const r of more) assert.equal(r.json?.code, CNI_CODES.POOL_EXHAUSTED, r.stdout);
     const held = (
       await Promise.all(agents.map((a, i) => a.allocations(`?network=macvlan-conf&node=kd${i + 1}`)))
     ).flat();
