@@ -112,7 +112,7 @@ async function figures(forwarder: Command, quick: boolean, total: number) {
     api.preload('warrenblocks', simulatedBlocks(total));
     preloadSeconds = (performance.now() - started) / 1000;
   }
-  const agent = await benchAgent({ args: kubeStoreArgs(api, 'live') });
+  const agent = await benchAgent({ args: kubeStoreArgs(api, 'live', [], 'default') });
   const ipam = { range: POOL, block_size: BLOCK_PREFIX };
   const config = JSON.stringify({
     cniVersion: '1.1.0',

@@ -22,7 +22,7 @@ import { INSTALLED, install } from '../src/cli/install.ts';
 import { buildPlugin } from '../scripts/build.ts';
 import type { AgentHandle } from '../test/helpers/agent.ts';
 import type { FakeKubeApi } from '../test/helpers/fake-kube-api.ts';
-import { kubeStoreArgs, requestsOf } from '../test/helpers/kube-store.ts';
+import { breakdown, kubeStoreArgs, requestsOf } from '../test/helpers/kube-store.ts';
 import { CHILD_PATH, tempDir } from '../test/helpers/processes.ts';
 import { WRITE_LATENCY_MS, benchApi, largeRange, printLarge } from './kube-large.ts';
 import { describeLoad, machineLine, underLoad } from './machine.ts';
@@ -83,6 +83,9 @@ interface Tally {
   readonly timers: number;
   /** Reads of warren.dev objects the agent made in a window as long, idle (its claim checks, its lending). */
   readonly idleReads: number;
+  /** Every request of the window by verb and resource, and of the idle window. */
+  readonly detail: string;
+  readonly idleDetail: string;
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -99,10 +102,12 @@ async function tallied<T>(api: FakeKubeApi, work: () => Promise<T>): Promise<{ v
   const writes = requestsOf(api.requests, ['write'], since).length;
   const reads = requestsOf(api.requests, ['read'], since).length;
   const timers = requestsOf(api.requests, ['lease', 'publish'], since).length;
+  const detail = breakdown(api.requests.slice(since));
   since = api.requests.length;
   await sleep(ms);
   const idleReads = requestsOf(api.requests, ['read'], since).length;
-  return { value, tally: { writes, reads, timers, idleReads } };
+  const idleDetail = breakdown(api.requests.slice(since));
+  return { value, tally: { writes, reads, timers, idleReads, detail, idleDetail } };
 }
 
 /** Requests per call in a tally: writes, and reads beyond the idle window's. */
@@ -113,7 +118,7 @@ const describeTally = (t: Tally): string =>
 /** API requests per ADD and DEL on a node with room, and per block claimed. */
 async function requestFigures(forwarder: Command) {
   const api = await benchApi();
-  const agent = await benchAgent({ args: kubeStoreArgs(api, 'kreq') });
+  const agent = await benchAgent({ args: kubeStoreArgs(api, 'kreq', [], 'default') });
   try {
     // One block holds every ADD: the first pins the range and claims it, the rest are the common path.
     const room = { range: '10.200.0.0/16', block_size: 20 };
@@ -146,7 +151,11 @@ async function kubeAgainstSqlite(forwarder: Command) {
     const m: Record<string, number> = {};
     for (const kind of i % 2 === 0 ? ['sqlite', 'kubernetes'] : ['kubernetes', 'sqlite']) {
       const api = kind === 'kubernetes' ? await benchApi() : undefined;
-      const p = await warrenPlugin(kind, forwarder, api === undefined ? [] : kubeStoreArgs(api, `kpair-${i}`));
+      const p = await warrenPlugin(
+        kind,
+        forwarder,
+        api === undefined ? [] : kubeStoreArgs(api, `kpair-${i}`, [], 'default'),
+      );
       try {
         m[kind] = (await sequential(n, p.command, cniEnv('ADD', `pair-${i}-%i`), JSON.stringify(p.config))).median;
       } finally {
@@ -165,7 +174,8 @@ async function threeNodes(forwarder: Command) {
   const api = await benchApi();
   const agents: AgentHandle[] = [];
   try {
-    for (const node of ['kb1', 'kb2', 'kb3']) agents.push(await benchAgent({ args: kubeStoreArgs(api, node) }));
+    for (const node of ['kb1', 'kb2', 'kb3'])
+      agents.push(await benchAgent({ args: kubeStoreArgs(api, node, [], 'default') }));
     const since = api.requests.length;
     const started = performance.now();
     const { value: batches, tally: added } = await tallied(api, () =>
@@ -221,11 +231,13 @@ async function main(): Promise<void> {
   console.log(`  per ADD: ${perAdd.toFixed(3)}  (${describeTally(r.add)})`);
   console.log(`  per DEL: ${perDel.toFixed(3)}  (${describeTally(r.del)})`);
   console.log(`  per block claimed: ${perClaim.toFixed(2)}  (${r.claimed} blocks; ${describeTally(r.perClaim)})`);
+  console.log(`    the claims' window: ${r.perClaim.detail}`);
+  console.log(`    idle for as long:   ${r.perClaim.idleDetail || 'none'}`);
   console.log(`  failures: ${r.failures}\n`);
 
   const api = await benchApi();
   const plugins = [
-    await warrenPlugin('warren/kubernetes', forwarder, kubeStoreArgs(api, 'kside')),
+    await warrenPlugin('warren/kubernetes', forwarder, kubeStoreArgs(api, 'kside', [], 'default')),
     await warrenPlugin('warren/sqlite', forwarder),
     hostLocalPlugin(),
   ];
@@ -256,6 +268,7 @@ async function main(): Promise<void> {
     `  API requests per ADD: ${perCall(t.requests, t.adds).toFixed(3)} (${describeTally(t.requests)}; ` +
       `${t.claims} blocks claimed, ${t.asks} writes of address requests)`,
   );
+  console.log(`    by verb and resource: ${t.requests.detail}`);
 
   const large = await largeRange(forwarder, { quick });
   printLarge(large);

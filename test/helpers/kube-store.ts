@@ -21,8 +21,18 @@ export const KUBE_NAMESPACE = 'warren';
 /** Lease seconds of the test agents: a killed agent's lease expires soon after. */
 export const LEASE_SECONDS = 2;
 
-/** The flags of an agent on store `kubernetes` against `api`, as node `node`. */
-export function kubeStoreArgs(api: FakeKubeApi, node: string, extra: readonly string[] = []): string[] {
+/**
+ * The flags of an agent on store `kubernetes` against `api`, as node `node`. `timers` 'test' (the
+ * default) shortens the lease and the cluster chores so a test sees a killed agent's lease expire
+ * and a chore done within seconds; 'default' leaves them as a node runs them (a benchmark's idle
+ * traffic is the default's).
+ */
+export function kubeStoreArgs(
+  api: FakeKubeApi,
+  node: string,
+  extra: readonly string[] = [],
+  timers: 'test' | 'default' = 'test',
+): string[] {
   return [
     '--node-name',
     node,
@@ -34,12 +44,9 @@ export function kubeStoreArgs(api: FakeKubeApi, node: string, extra: readonly st
     api.kubeconfigPath,
     '--kube-namespace',
     KUBE_NAMESPACE,
-    '--node-lease',
-    String(LEASE_SECONDS),
-    '--upkeep-interval',
-    '1',
-    '--reconcile-interval',
-    '1',
+    ...(timers === 'test'
+      ? ['--node-lease', String(LEASE_SECONDS), '--upkeep-interval', '1', '--reconcile-interval', '1']
+      : []),
     ...extra,
   ];
 }
@@ -165,6 +172,19 @@ export function requestsOf(
   since = 0,
 ): RequestRecord[] {
   return records.slice(since).filter((r) => kinds.includes(requestKind(r)));
+}
+
+/** Requests by verb and resource ("create warrenblocks 3, list warrenaddressrequests 12"), for reports. */
+export function breakdown(records: readonly RequestRecord[]): string {
+  const counts = new Map<string, number>();
+  for (const r of records) {
+    const key = `${r.verb ?? r.method} ${r.resource ?? r.path}`;
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  }
+  return [...counts]
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([k, n]) => `${k} ${n}`)
+    .join(', ');
 }
 
 /** "POST /apis/warren.dev/v1alpha1/warrenblocks → 201" for assertion messages. */
