@@ -47,6 +47,8 @@ export interface LargeFigures {
   readonly listed: number;
   readonly rssAfterListMiB: number;
   readonly failures: number;
+  /** What the first failed call answered (its CNI error), if one failed. */
+  readonly firstFailure: string | undefined;
   readonly load: Load;
 }
 
@@ -153,6 +155,7 @@ async function figures(forwarder: Command, quick: boolean, total: number) {
         listed,
         rssAfterListMiB: residentMiB(agent.pid).rss,
         failures: warm.failures + adds.failures + (listing.code === 0 ? 0 : 1),
+        firstFailure: [...warm.results, ...adds.results].find((r) => r.code !== 0)?.stdout.trim(),
         idleSeconds: idleMs / 1000,
       };
     });
@@ -202,5 +205,10 @@ export function printLarge(l: Large): void {
       .join(', ') || 'none';
   console.log(`  idle requests, empty: ${idle(l.empty)}`);
   console.log(`  idle requests, full:  ${idle(l.full)}`);
+  for (const [name, f] of [
+    ['empty', l.empty],
+    ['full', l.full],
+  ] as const)
+    if (f.firstFailure !== undefined) console.log(`  first failure, ${name}: ${f.firstFailure}`);
   console.log(`  ${describeLoad(l.empty.load)} (empty); ${describeLoad(l.full.load)} (full)`);
 }

@@ -13,8 +13,8 @@
  *   - 3 nodes × PER_NODE ADDs at once on a range too small for each node to hold the blocks it
  *     needs, so nodes claim and then ask: duplicates, failures, leftovers, API requests per ADD;
  *   - a large range preloaded into the fake (bench/kube-large.ts) against an empty one.
- * Usage: node bench/kube-store.ts [--quick] [--allocations N]  (N: the large range's size,
- * default 1,000,000 over 1,000 simulated nodes; --quick: 20,000)
+ * Usage: node bench/kube-store.ts [--quick] [--allocations N] [--large-only]  (N: the large range's
+ * size, default 1,000,000 over 1,000 simulated nodes; --quick: 20,000; --large-only: that section alone)
  */
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -221,6 +221,10 @@ async function main(): Promise<void> {
     `The fake API server answers each write after ${WRITE_LATENCY_MS} ms (a real one's p50, ` +
       `KUBERNETES-API.md); every ADD and DEL goes through the installed forwarder.\n`,
   );
+  if (process.argv.includes('--large-only')) {
+    printLarge(await largeRange(forwarder, { quick }));
+    return;
+  }
 
   const req = await underLoad(() => requestFigures(forwarder));
   const r = req.value;
