@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { POOLS, call, startedWith, trimmed } from './kube-wire.ts';
+import { IPAMBLOCK_CRD, POOLS, block, call, keysSorted, startedWith, trimmed } from './kube-wire.ts';
 
 describe('fake Kubernetes API: custom resource updates, patches and deletes, as recorded', () => {
   it('§3 PUT needs the current resourceVersion, ignores status, bumps generation on spec only, and stores nothing for a no-op', async (t) => {
@@ -37,6 +37,7 @@ describe('fake Kubernetes API: custom resource updates, patches and deletes, as 
       spec: { cidr: '10.0.0.0/24', size: 128 },
     });
     assert.ok(Number(first.json.metadata.resourceVersion) > Number(rv0));
+    assert.ok(keysSorted(first.json), 'keys sorted at every level');
     const stale = await put({ ...created, spec: { cidr: '10.0.0.0/24', size: 128 } });
     assert.equal(
       stale.text,
@@ -104,6 +105,23 @@ describe('fake Kubernetes API: custom resource updates, patches and deletes, as 
       uid.json.message,
       `Operation cannot be fulfilled on ippools.ipam.example.com "pool-a": StorageError: invalid object, Code: 4, Key: /registry/ipam.example.com/ippools/default/pool-a, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: 11111111-1111-1111-1111-111111111111, UID in object meta: ${created.metadata.uid}`,
     );
+  });
+
+  it('§3 without a status subresource, status is part of the object: stored on create and PUT, and counted by generation', async (t) => {
+    const fake = await startedWith(t);
+    const crd = structuredClone(IPAMBLOCK_CRD);
+    const spec = crd.spec as { names: Record<string, string>; versions: Array<Record<string, unknown>> };
+    crd.metadata.name = 'plainblocks.ipam.example.com';
+    spec.names = { plural: 'plainblocks', singular: 'plainblock', kind: 'PlainBlock', listKind: 'PlainBlockList' };
+    delete spec.versions[0]?.subresources;
+    fake.registerCrd(crd);
+    const path = '/apis/ipam.example.com/v1/plainblocks';
+    const body = { ...block('p1'), kind: 'PlainBlock', status: { used: 1 } };
+    const created = await call(fake, 'POST', path, { body });
+    assert.deepEqual([created.status, created.json.status], [201, { used: 1 }]);
+    const put = await call(fake, 'PUT', `${path}/p1`, { body: { ...created.json, status: { used: 2 } } });
+    assert.deepEqual([put.json.status, put.json.metadata.generation], [{ used: 2 }, 2]);
+    assert.equal((await call(fake, 'GET', `${path}/p1/status`)).text, '404 page not found\n');
   });
 
   it('§4 merge and JSON patches: RV preconditions, generation, null removes a key, the generic 422, 415 for other types', async (t) => {
@@ -265,6 +283,7 @@ describe('fake Kubernetes API: custom resource updates, patches and deletes, as 
       [released.status, released.json.metadata.finalizers, released.json.metadata.resourceVersion],
       [200, undefined, marked.json.metadata.resourceVersion],
     );
+    assert.ok(keysSorted(released.json));
     assert.equal((await call(fake, 'GET', `${POOLS}/f1`)).status, 404, 'gone with its last finalizer');
 
     await make('fg');
@@ -291,5 +310,36 @@ describe('fake Kubernetes API: custom resource updates, patches and deletes, as 
       kind: 'IPPoolList',
       metadata: { continue: '', resourceVersion: none.json.metadata.resourceVersion },
     });
+    for (const name of ['dc1', 'dc2'])
+      await call(fake, 'POST', POOLS, {
+        body: {
+          apiVersion: 'ipam.example.com/v1',
+          kind: 'IPPool',
+          metadata: { name, labels: { dc: 'yes' } },
+          spec: { cidr: '10.0.0.0/24' },
+        },
+      });
+    const before = fake.resourceVersion();
+    const swept = await call(fake, 'DELETE', `${POOLS}?labelSelector=dc%3Dyes`);
+    assert.deepEqual(
+      [
+        swept.json.kind,
+        swept.json.metadata.resourceVersion,
+        swept.json.items.map((i: { metadata: { name: string; deletionTimestamp?: string } }) => [
+          i.metadata.name,
+          i.metadata.deletionTimestamp,
+        ]),
+      ],
+      [
+        'IPPoolList',
+        before,
+        [
+          ['dc1', undefined],
+          ['dc2', undefined],
+        ],
+      ],
+      'the objects as they were before deletion, at the pre-delete RV',
+    );
+    assert.equal((await call(fake, 'GET', `${POOLS}/dc1`)).status, 404);
   });
 });

@@ -220,3 +220,11 @@ export function trimmed(object: KubeObject): KubeObject {
   const { managedFields: _m, ...metadata } = object.metadata;
   return { ...object, metadata };
 }
+
+/** Whether every object in `value` has its keys in sorted order (how custom resources travel). */
+export function keysSorted(value: unknown): boolean {
+  if (Array.isArray(value)) return value.every(keysSorted);
+  if (typeof value !== 'object' || value === null) return true;
+  const keys = Object.keys(value);
+  return keys.every((key, i) => i === 0 || (keys[i - 1] as string) < key) && Object.values(value).every(keysSorted);
+}

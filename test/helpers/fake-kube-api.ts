@@ -34,10 +34,14 @@
  * does not implement (`dryRun`, `sendInitialEvents`; on core resources also `continue` and
  * `resourceVersionMatch`; `resourceVersionMatch=Exact` anywhere) get 400; schema keywords it does
  * not implement (CEL, oneOf/anyOf/allOf/not, defaults, formats, list and map types) refuse the CRD.
- * Core lists ignore `limit` (the whole list, no continue token, which a real server may also do).
- * managedFields are recomputed per manager from the object, not merged field by field. Table
- * output (`as=Table`), discovery documents and protobuf are not served. It requires of an Event
- * what Warren promises to send, which core/v1 itself does not all demand.
+ * Every namespace exists (no 404 for a missing one). Replies are always compact (no pretty-printing
+ * for curl or `?pretty`). Core lists ignore `limit` (the whole list, no continue token, which a real
+ * server may also do). managedFields are recomputed per manager from the object, not merged field
+ * by field. Discovery is served only for the group versions of CRDs (`/apis/<group>/<version>`,
+ * without shortNames and storage version hashes); Table output (`as=Table`), other discovery
+ * documents and protobuf are not served. CRD update and delete are not served (405), so watches are
+ * never ended by a CRD change. It requires of an Event what Warren promises to send, which core/v1
+ * itself does not all demand.
  * Unknown paths under a group that is not built in (or whose CRD is not yet established) get the
  * real text/plain `404 page not found`; built-in APIs the fake does not serve get a JSON 404.
  *

@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync, readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { META_ORDER, isRecord, ordered, rfc3339, sortKeys } from './metadata.ts';
+import { META_ORDER, isRecord, ordered, rfc3339 } from './metadata.ts';
 import { type Schema, prune, unsupportedKeywords, validate } from './schema.ts';
 import type { ListMeta, Served } from './served.ts';
 import { badRequest } from './status.ts';
@@ -251,6 +251,8 @@ export function crdConditions(crd: KubeObject, v: CrdVersion, established: boole
 /** How the fake serves the custom resource a CRD defines, from RV `since` on. */
 export function customServed(v: CrdVersion, since: number): Served {
   const apiVersion = `${v.group}/${v.version}`;
+  // Stored custom resources are kept in wire order (writes.ts, preload): nothing to sort on a read.
+  const encode = (object: KubeObject): unknown => object;
   return {
     plural: v.plural,
     group: v.group,
@@ -270,13 +272,17 @@ export function customServed(v: CrdVersion, since: number): Served {
       return { ...pruned, apiVersion, kind: v.kind, metadata: { ...(metadata as KubeObject['metadata']) } };
     },
     validate: (object) => validate(object, v.schema),
-    encode: (object) => sortKeys(object),
-    encodeList: (items: readonly KubeObject[], meta: ListMeta) =>
-      sortKeys({
-        apiVersion,
-        items,
-        kind: v.listKind,
-        metadata: meta,
-      }),
+    encode,
+    // Keys already in order: apiVersion, items, kind, metadata{continue, remainingItemCount, resourceVersion}.
+    encodeList: (items: readonly KubeObject[], meta: ListMeta) => ({
+      apiVersion,
+      items: items.map(encode),
+      kind: v.listKind,
+      metadata: {
+        continue: meta.continue,
+        ...(meta.remainingItemCount === undefined ? {} : { remainingItemCount: meta.remainingItemCount }),
+        resourceVersion: meta.resourceVersion,
+      },
+    }),
   };
 }

@@ -201,6 +201,10 @@ class FakeKubeApiServer implements FakeKubeApi {
     this.#crds.register(crd);
   }
 
+  establishCrds(): void {
+    this.#crds.establishPending();
+  }
+
   #servedByPlural(plural: string): Served {
     const served = plural === 'leases' ? LEASES : this.#crds.byPlural(plural);
     if (served === undefined) throw new Error(`fake kube api: no served resource ${plural}`);
@@ -219,8 +223,11 @@ class FakeKubeApiServer implements FakeKubeApi {
         meta.uid ??= randomUUID();
         meta.creationTimestamp ??= time;
         if (s.generation) meta.generation ??= 1;
-        if (!s.namespaced) delete meta.namespace;
-        yield [ObjectStore.keyOf(object, s.namespaced), object];
+        if (s.namespaced) meta.namespace ??= 'default';
+        else delete meta.namespace;
+        meta.resourceVersion = ''; // its place in the key order; the store fills it in
+        // Custom resources are stored in wire order (sorted keys), as writes store them.
+        yield [ObjectStore.keyOf(object, s.namespaced), s.custom ? (sortKeys(object) as KubeObject) : object];
       }
     }
     store.preload(s.plural, entries());
@@ -229,13 +236,22 @@ class FakeKubeApiServer implements FakeKubeApi {
   object(plural: string, name: string, namespace?: string): KubeObject | undefined {
     const s = this.#servedByPlural(plural);
     const found = this.#store.get(s.plural, s.namespaced ? `${namespace}/${name}` : name);
-    return found === undefined ? undefined : (sortKeys(found) as KubeObject);
+    return found === undefined ? undefined : (structuredClone(s.encode(found)) as KubeObject);
   }
 
   objects(plural: string): KubeObject[] {
     const s = this.#servedByPlural(plural);
     const map = this.#store.map(s.plural);
     return this.#store.keys(s.plural).map((key) => structuredClone(map.get(key) as KubeObject));
+  }
+
+  deleteObject(plural: string, name: string, namespace?: string): boolean {
+    const s = this.#servedByPlural(plural);
+    const key = s.namespaced ? `${namespace}/${name}` : name;
+    const old = this.#store.get(s.plural, key);
+    if (old === undefined) return false;
+    this.#store.commit(s.plural, key, 'DELETED', structuredClone(old), old);
+    return true;
   }
 
   setWriteLatency(ms: number): void {

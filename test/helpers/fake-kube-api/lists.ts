@@ -4,10 +4,12 @@
  * over the snapshot of the first page — later pages show the objects as they were at its RV, read
  * back through the change history. `remainingItemCount` only without selectors; `continue` is ""
  * on the last page; a token older than the history is a 410 with a fresh token.
- * `resourceVersion=0` is served like the watch cache (no paging); `resourceVersionMatch=Exact` and
- * `NotOlderThan` with an RV other than 0 or the current one are refused as not implemented.
+ * `resourceVersion=0` is served like the watch cache (no paging); `resourceVersion=N` (and
+ * `resourceVersionMatch=NotOlderThan`) with N not newer than the store answer the current state, as
+ * the watch cache does. Not implemented, refused with a 400 naming the fake: `resourceVersionMatch=
+ * Exact` (an old snapshot) and an RV newer than the store's (the real server waits, then 504s).
  */
-import type { ObjectStore } from './objects.ts';
+import { ObjectStore } from './objects.ts';
 import type { Served } from './served.ts';
 import { failure, badRequest, invalid, unsupportedByFake } from './status.ts';
 import type { Selection } from './selectors.ts';
@@ -112,7 +114,7 @@ export function list(
   if (snapshot < store.rv)
     for (const change of store.history)
       if (change.rv > snapshot && change.resource === served.plural) {
-        const key = ObjectKey.of(change.object, served.namespaced);
+        const key = ObjectStore.keyOf(change.object, served.namespaced);
         if (!overlay.has(key)) overlay.set(key, change.previous);
       }
   const map = store.map(served.plural);
@@ -174,9 +176,3 @@ function remaining(
   }
   return count;
 }
-
-/** Keys of objects, as the store keeps them. */
-const ObjectKey = {
-  of: (object: KubeObject, namespaced: boolean): string =>
-    namespaced ? `${object.metadata.namespace}/${object.metadata.name}` : (object.metadata.name as string),
-};

@@ -2,9 +2,10 @@
  * The CRDs the fake knows and the custom resources they make it serve. A CRD registered from the
  * options is served at once; one created over the API is stored with `status.conditions: null`, and
  * `establishMs` later gets NamesAccepted (from then on its resource is served) and Established, two
- * writes with their own RVs, as the apiextensions controllers make them.
+ * writes with their own RVs, as the apiextensions controllers make them (with `establishMs`
+ * Infinity, when the test calls `establishPending`, so a test can look at the time between).
  */
-import { ObjectStore } from './objects.ts';
+import type { ObjectStore } from './objects.ts';
 import { type CrdVersion, crdConditions, crdObject, customServed, readCrd } from './crds.ts';
 import { META_ORDER, ordered } from './metadata.ts';
 import type { ListMeta, Served } from './served.ts';
@@ -49,6 +50,8 @@ export class CrdRegistry {
   /** Plurals claimed by a CRD, served or not yet. */
   readonly #claimed = new Set<string>();
   readonly #groups = new Set<string>();
+  /** CRDs created over the API, waiting for their names to be accepted. */
+  readonly #pending = new Map<string, CrdVersion>();
 
   constructor(store: ObjectStore, now: () => Date, establishMs: number) {
     this.#store = store;
@@ -58,6 +61,11 @@ export class CrdRegistry {
 
   find(group: string, version: string, plural: string): Served | undefined {
     return this.#served.get(`${group}/${version}/${plural}`);
+  }
+
+  /** Every served resource of one group version (for discovery). */
+  servedIn(group: string, version: string): Served[] {
+    return [...this.#served.values()].filter((s) => s.group === group && s.version === version);
   }
 
   byPlural(plural: string): Served | undefined {
@@ -85,13 +93,29 @@ export class CrdRegistry {
       throw alreadyExists(CRDS, String(crd.metadata.name));
     const v = this.#admit(crd);
     const object = this.#add(crd, v, manager);
-    const timer = setTimeout(() => {
-      this.#timers.delete(timer);
-      const stored = this.#store.get(CRDS.plural, object.metadata.name as string);
-      if (stored !== undefined) this.#establish(stored, v);
-    }, this.#establishMs);
-    this.#timers.add(timer);
+    const name = object.metadata.name as string;
+    this.#pending.set(name, v);
+    // Infinity: only when the test says (`establishPending`), so it can look at the time between.
+    if (Number.isFinite(this.#establishMs)) {
+      const timer = setTimeout(() => {
+        this.#timers.delete(timer);
+        this.#establishNamed(name);
+      }, this.#establishMs);
+      this.#timers.add(timer);
+    }
     return object;
+  }
+
+  /** Establishes every CRD created over the API and not yet established. */
+  establishPending(): void {
+    for (const name of [...this.#pending.keys()]) this.#establishNamed(name);
+  }
+
+  #establishNamed(name: string): void {
+    const v = this.#pending.get(name);
+    const stored = this.#store.get(CRDS.plural, name);
+    this.#pending.delete(name);
+    if (v !== undefined && stored !== undefined) this.#establish(stored, v);
   }
 
   stop(): void {
@@ -127,5 +151,3 @@ export class CrdRegistry {
     this.#byPlural.set(v.plural, served);
   }
 }
-
-export { ObjectStore };

@@ -25,7 +25,9 @@ export type Route =
       readonly name: string | undefined;
       readonly subresource: 'status' | undefined;
     }
-  | { readonly family: 'unknown' };
+  | { readonly family: 'unknown' }
+  /** `GET /apis/<group>/<version>` of a group version with established CRDs. */
+  | { readonly family: 'discovery'; readonly served: readonly Served[]; readonly groupVersion: string };
 
 function decode(part: string | undefined): string | undefined | null {
   if (part === undefined) return undefined;
@@ -49,6 +51,11 @@ export function routeOf(pathname: string, crds: CrdRegistry): Route | undefined 
     if (CORE[resource].namespaced ? name !== undefined && namespace === undefined : namespace !== undefined)
       return undefined;
     return { family: 'core', resource, namespace, name };
+  }
+  const discovery = /^\/apis\/([^/]+)\/([^/]+)\/?$/.exec(pathname);
+  if (discovery !== null) {
+    const served = crds.servedIn(discovery[1] as string, discovery[2] as string);
+    if (served.length > 0) return { family: 'discovery', served, groupVersion: `${discovery[1]}/${discovery[2]}` };
   }
   const apis = /^\/apis\/([^/]+)\/([^/]+)\/(?:namespaces\/([^/]+)\/)?([^/]+)(?:\/([^/]+)(?:\/([^/]+))?)?\/?$/.exec(
     pathname,

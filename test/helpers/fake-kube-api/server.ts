@@ -9,13 +9,14 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CORE, CORE_PATCH_TYPES, type CoreResources } from './core.ts';
-import { headers, mediaType, readJson, readObject, replyJson, replyNotFoundText } from './http.ts';
+import { mediaType, readJson, readObject, replyJson, replyNotFoundText } from './http.ts';
 import { list } from './lists.ts';
 import type { ObjectStore } from './objects.ts';
 import { CRDS, type CrdRegistry } from './registry.ts';
 import { type Route, routeOf, servedVerbs, verbOf } from './routes.ts';
 import { selection } from './selectors.ts';
 import { KubeError, failure, forbidden, notFound, unsupportedByFake } from './status.ts';
+import type { Served } from './served.ts';
 import type { ExpiredAs, KubeObject, RequestRecord, Unavailability, Verb } from './types.ts';
 import type { WatchHub } from './watch.ts';
 import { type WriteTarget, create, patch, remove, unsupportedPatch, update } from './writes.ts';
@@ -64,7 +65,7 @@ export class RequestHandler {
     const url = new URL(req.url ?? '/', this.#base);
     const method = req.method ?? 'GET';
     const route = routeOf(url.pathname, this.#d.crds);
-    const named = route === undefined || route.family === 'unknown' ? undefined : route;
+    const named = route === undefined || route.family === 'unknown' || route.family === 'discovery' ? undefined : route;
     const verb = named === undefined ? undefined : verbOf(method, named.name, url.searchParams);
     const resource =
       named === undefined
@@ -93,6 +94,11 @@ export class RequestHandler {
         record.status = 404;
         req.resume();
         return replyNotFoundText(res);
+      }
+      if (route.family === 'discovery') {
+        record.status = 200;
+        req.resume();
+        return replyJson(res, 200, discoveryList(route.groupVersion, route.served));
       }
       const allowed = route.family === 'core' ? CORE[route.resource].verbs : servedVerbs(route);
       if (verb === undefined || !allowed.has(verb)) throw failure(405, 'MethodNotAllowed', METHOD_NOT_ALLOWED, {});
@@ -298,4 +304,23 @@ export class RequestHandler {
   }
 }
 
-export { headers };
+const CR_VERBS = ['delete', 'deletecollection', 'get', 'list', 'patch', 'create', 'update', 'watch'];
+
+/** The APIResourceList of a group version: each resource, and its status subresource. */
+function discoveryList(groupVersion: string, served: readonly Served[]): unknown {
+  const resources = served.flatMap((s) => [
+    { name: s.plural, singularName: s.kind.toLowerCase(), namespaced: s.namespaced, kind: s.kind, verbs: CR_VERBS },
+    ...(s.statusSubresource
+      ? [
+          {
+            name: `${s.plural}/status`,
+            singularName: '',
+            namespaced: s.namespaced,
+            kind: s.kind,
+            verbs: ['get', 'patch', 'update'],
+          },
+        ]
+      : []),
+  ]);
+  return { kind: 'APIResourceList', apiVersion: 'v1', groupVersion, resources };
+}

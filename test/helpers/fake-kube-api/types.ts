@@ -91,7 +91,10 @@ export interface FakeKubeApiOptions {
   readonly crds?: 'deploy' | readonly CrdObject[];
   /** Milliseconds each create, update, patch and delete waits before it is applied; default 0. */
   readonly writeLatencyMs?: number;
-  /** Milliseconds from a CRD's creation over the API to NamesAccepted (then Established); default 20. */
+  /**
+   * Milliseconds from a CRD's creation over the API to NamesAccepted (then Established); default 20.
+   * `Infinity`: only when the test calls `establishCrds()`.
+   */
   readonly crdEstablishMs?: number;
 }
 
@@ -138,17 +141,24 @@ export interface FakeKubeApi {
 
   /** Registers a CRD as established at once (no API request, no delay). */
   registerCrd(crd: CrdObject): void;
+  /** Establishes now every CRD created over the API and not yet established. */
+  establishCrds(): void;
   /**
    * Writes objects of a served resource (a CR plural or `leases`) straight into storage: no
    * validation, no pruning, no watch events, no history; each gets a uid, creationTimestamp, its
-   * own resourceVersion and (CRs) generation 1 where missing. The fake keeps the objects given
-   * (it does not copy them): for bulk preloads of a benchmark.
+   * own resourceVersion and (CRs) generation 1 where missing. For bulk preloads of a benchmark: a
+   * custom resource is stored as a key-sorted copy (its wire form), a Lease as the object given.
    */
   preload(plural: string, objects: Iterable<KubeObject>): void;
   /** A copy of one stored object of a served resource, or undefined. */
   object(plural: string, name: string, namespace?: string): KubeObject | undefined;
   /** Copies of every stored object of a resource, in key (namespace/name) order. */
   objects(plural: string): KubeObject[];
+  /**
+   * Removes a stored object at once, finalizers or not, as someone else's delete would (watchers see
+   * DELETED at a new RV); false when there is none.
+   */
+  deleteObject(plural: string, name: string, namespace?: string): boolean;
   /** Changes the latency applied to each write from now on. */
   setWriteLatency(ms: number): void;
 

@@ -33,6 +33,8 @@ export interface Watcher {
   readonly encode: (object: KubeObject) => unknown;
   readonly res: ServerResponse;
   readonly timers: NodeJS.Timeout[];
+  /** Changes at or before this RV are not sent (a watch from a future RV waits for the store). */
+  readonly after: number;
 }
 
 /** What a watcher sees of a change: the watch cache's rule for objects entering and leaving a selector. */
@@ -76,7 +78,7 @@ export class WatchHub {
     this.#store = store;
     store.onChange((change) => {
       for (const watcher of this.#watchers) {
-        if (watcher.resource !== change.resource) continue;
+        if (watcher.resource !== change.resource || change.rv <= watcher.after) continue;
         const event = project(change, watcher.matches);
         if (event !== undefined) this.#send(watcher, event);
       }
@@ -133,6 +135,7 @@ export class WatchHub {
       encode: request.encode,
       res,
       timers: [],
+      after: since ?? 0,
     };
     this.#watchers.add(watcher);
     res.on('close', () => this.forget(watcher));

@@ -15,7 +15,8 @@
  *   gRPC client give (1.5 MiB, 2 MiB).
  * Server-side apply is not served: its patch type gets 415 naming the fake.
  */
-import { labelErrors, managedFields, nameErrors, rfc3339, generatedName, isRecord } from './metadata.ts';
+import { randomUUID } from 'node:crypto';
+import { generatedName, isRecord, labelErrors, managedFields, nameErrors, rfc3339, sortKeys } from './metadata.ts';
 import type { ObjectStore } from './objects.ts';
 import { jsonPatch, mergePatch } from './patch.ts';
 import type { Served } from './served.ts';
@@ -70,6 +71,8 @@ function metaOf(body: Record<string, unknown>): ObjectMeta {
 
 function checkVersionAndKind(t: WriteTarget, body: Record<string, unknown>, name: string): void {
   const s = t.served;
+  // A built-in type's decoder takes what a body leaves out from the endpoint; an unstructured one cannot.
+  if (!s.custom && (body.apiVersion === undefined || body.apiVersion === '')) return;
   if (body.apiVersion === undefined || body.apiVersion === '') {
     const why = "Object 'apiVersion' is missing in 'object has no apiVersion field'";
     throw failure(500, 'InternalError', `Internal error occurred: ${why}`, { causes: [{ message: why }] });
@@ -94,6 +97,14 @@ function checkVersionAndKind(t: WriteTarget, body: Record<string, unknown>, name
         kind: String(body.kind),
       },
     );
+}
+
+/**
+ * A custom resource is stored with its keys sorted, as it goes on the wire, so that reads (lists of
+ * large preloaded objects above all) need not sort it again.
+ */
+function wireOrder(s: Served, object: KubeObject): KubeObject {
+  return s.custom ? (sortKeys(object) as KubeObject) : object;
 }
 
 function checkSize(object: KubeObject): void {
@@ -133,7 +144,7 @@ export function create(ctx: WriteContext, t: WriteTarget, body: unknown): { obje
   const key = keyOf(t, name);
   if (ctx.store.get(s.plural, key) !== undefined) throw alreadyExists(s, name);
   const now = ctx.now();
-  object.metadata.uid = crypto.randomUUID();
+  object.metadata.uid = randomUUID();
   object.metadata.creationTimestamp = rfc3339(now);
   if (s.generation) object.metadata.generation = 1;
   object.metadata.managedFields = managedFields(object, undefined, {
@@ -141,9 +152,11 @@ export function create(ctx: WriteContext, t: WriteTarget, body: unknown): { obje
     time: rfc3339(now),
     subresource: undefined,
   });
-  checkSize(object);
-  ctx.store.commit(s.plural, key, 'ADDED', object, undefined);
-  return { object };
+  object.metadata.resourceVersion = ''; // its place in the key order; the commit fills it in
+  const stored = wireOrder(s, object);
+  checkSize(stored);
+  ctx.store.commit(s.plural, key, 'ADDED', stored, undefined);
+  return { object: stored };
 }
 
 function current(ctx: WriteContext, t: WriteTarget): KubeObject {
@@ -175,9 +188,10 @@ function compose(t: WriteTarget, old: KubeObject, input: Record<string, unknown>
   return next;
 }
 
-/** What generation counts: everything but metadata and status. */
-const withoutMeta = (o: KubeObject): string => {
-  const { metadata: _m, status: _s, ...rest } = o;
+/** What generation counts: everything but metadata, and but status when it is a subresource. */
+const generational = (o: KubeObject, statusApart: boolean): string => {
+  const { metadata: _m, ...rest } = o;
+  if (statusApart) delete rest.status;
   return stable(rest);
 };
 
@@ -209,7 +223,7 @@ function commitUpdate(ctx: WriteContext, t: WriteTarget, old: KubeObject, next: 
   }
   if (finalizers.length === 0) delete next.metadata.finalizers;
   refuseInvalid(s, name, [...labelErrors(next.metadata.labels), ...s.validate(next)]);
-  if (s.generation && withoutMeta(old) !== withoutMeta(next))
+  if (s.generation && generational(old, s.statusSubresource) !== generational(next, s.statusSubresource))
     next.metadata.generation = (Number(old.metadata.generation) || 0) + 1;
   const strip = (o: KubeObject) => stable({ ...o, metadata: { ...o.metadata, managedFields: undefined } });
   if (strip(old) === strip(next)) return old;
@@ -219,11 +233,15 @@ function commitUpdate(ctx: WriteContext, t: WriteTarget, old: KubeObject, next: 
   if (old.metadata.deletionTimestamp !== undefined && finalizers.length === 0) {
     // The last finalizer gone: the object goes at once; watchers see only DELETED, of the last stored state.
     ctx.store.commit(s.plural, key, 'DELETED', structuredClone(old), old);
-    return { ...next, metadata: { ...next.metadata, resourceVersion: old.metadata.resourceVersion as string } };
+    return wireOrder(s, {
+      ...next,
+      metadata: { ...next.metadata, resourceVersion: old.metadata.resourceVersion as string },
+    });
   }
-  checkSize(next);
-  ctx.store.commit(s.plural, key, 'MODIFIED', next, old);
-  return next;
+  const stored = wireOrder(s, next);
+  checkSize(stored);
+  ctx.store.commit(s.plural, key, 'MODIFIED', stored, old);
+  return stored;
 }
 
 function checkRv(t: WriteTarget, old: KubeObject, rv: unknown, uid: unknown): void {
@@ -367,6 +385,7 @@ export function remove(ctx: WriteContext, t: WriteTarget, body: unknown): unknow
   next.metadata.deletionTimestamp = rfc3339(ctx.now());
   next.metadata.deletionGracePeriodSeconds = 0;
   if (s.generation) next.metadata.generation = (Number(old.metadata.generation) || 0) + 1;
-  ctx.store.commit(s.plural, key, 'MODIFIED', next, old);
-  return s.encode(next);
+  const stored = wireOrder(s, next);
+  ctx.store.commit(s.plural, key, 'MODIFIED', stored, old);
+  return s.encode(stored);
 }
