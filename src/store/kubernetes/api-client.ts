@@ -165,8 +165,8 @@ export class KubeApiClient {
     if (answer.status === 404 && !answer.json)
       return new WarrenError(
         'IO_FAILURE',
-        `the Kubernetes API server ${this.server} does not serve ${resource} (${what}): are the CustomResourceDefinitions ` +
-          `of warren.dev installed (deploy/crds)?`,
+        `the Kubernetes API server ${this.server} does not serve ${resource} (${what}): ` +
+          `are the CustomResourceDefinitions of warren.dev installed (deploy/crds)?`,
       );
     if (answer.status === 403)
       return new WarrenError(

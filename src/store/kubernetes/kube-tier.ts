@@ -7,16 +7,20 @@
  * - one claim per block: a claim creates the WarrenBlock named `blockName(key)` (names.ts), so the
  *   API server lets one creation of it succeed and answers AlreadyExists to the others (one request);
  * - give back only what was claimed (ABA): `unclaim` deletes with the preconditions uid and
- *   resourceVersion; a block given back and claimed again is a new object with a new uid;
- * - a range's block size is pinned by whoever creates its WarrenRange first: AlreadyExists answers
- *   the stored one;
+ *   resourceVersion; a block given back and claimed again is a new object with a new uid. A
+ *   publication is a write of the block, so a claim read before it is `changed`: read the claim
+ *   (`claimOf`) just before giving it back;
+ * - a range's block size is pinned by whoever creates its WarrenRange first: the stored one is read
+ *   first (and created when absent), once per tier, since it never changes once made;
  * - listings page on the server (`limit`, `continue`) and select by label on the server
  *   (`warren.dev/node`, `warren.dev/range`): what `claimsOf(node)` reads is that node's blocks;
  * - `publish` writes the block's status subresource (PUT, guarded by the resourceVersion this tier
  *   last saw of the block, read again on a conflict), and only while the block is claimed by the
  *   publishing node: it throws when the block's object is gone or another node's; the status is
  *   kept within the object size limit (objects.ts);
- * - a request's update is a PUT guarded by the version it was read at (undefined on a conflict).
+ * - a request's update is a PUT guarded by the version it was read at (undefined on a conflict);
+ *   open requests and each lender's requests carry labels (`warren.dev/open`,
+ *   `lender.warren.dev/<node>`), so the server selects them.
  * Every failure to reach the API server is TRY_AGAIN naming it (api-client.ts).
  */
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -227,9 +231,9 @@ export class KubeTier implements ClusterTier {
         if (claim === undefined || claim.key !== block.key || claim.node !== block.node)
           throw new WarrenError(
             'IO_FAILURE',
-            `block ${block.key} is not claimed by node ${block.node} ` +
-              `(${claim === undefined || claim.key !== block.key ? 'its object is gone' : `node ${claim.node} holds it`}): ` +
-              `its allocations were not published`,
+            `block ${block.key} is not claimed by node ${block.node} (${
+              claim === undefined || claim.key !== block.key ? 'its object is gone' : `node ${claim.node} holds it`
+            }): its allocations were not published`,
           );
         seen = { uid: claim.uid, version: claim.version, node: claim.node };
       }

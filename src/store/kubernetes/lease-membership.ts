@@ -255,8 +255,8 @@ export class LeaseMembership implements Membership {
         this.#halt =
           `this node's announcement (node ${a.node}, Lease ${name}) was taken over by ` +
           `${describeInstance(recordOf(lease))}: two agents share this node name, and this one stopped allocating ` +
-          `rather than fight over it (stop one of them, give it another --node-name, then run \`warren store accept\` ` +
-          `on the one that stays)`;
+          `rather than fight over it (stop one of them, give it another --node-name, then run ` +
+          `\`warren store accept\` on the one that stays)`;
         return;
       }
       this.#held = lease; // renewed by this instance meanwhile (a renewal that timed out but landed)
