@@ -133,6 +133,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/store/sqlite-schema.test.ts',
   'test/store/sqlite-store.test.ts',
   'test/store/tiered-allocation.test.ts',
+  'test/store/tiered-kube.test.ts',
   'test/store/tiered-store.test.ts',
   'test/store/tiered-upkeep.test.ts',
   'test/suites.test.ts',

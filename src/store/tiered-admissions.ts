@@ -7,7 +7,11 @@
  * Guarantees:
  * - a guard found retired makes every later commit carrying it a conflict with `admissionLost`,
  *   until `spaces.admit` (the wrapped one) admits the range again;
- * - `checkAll` reads each address space once per check, however many ranges of it were seen.
+ * - `checkAll` reads each address space once per check, however many ranges of it were seen;
+ * - while the cluster cannot be reached, a range in which this node holds a block is admitted on
+ *   the node's own record (`offline`): it holds something, so no other node can have retired it
+ *   (the cluster's spaces retire only ranges that hold nothing), and the one claim that made it hold
+ *   something was checked against the cluster. Any other admission waits for the cluster.
  */
 import type { ClusterTier } from './cluster-tier.ts';
 import type { AddressSpaces, AdmissionGuard, SpaceReading } from './store.ts';
@@ -21,11 +25,31 @@ export class TieredAdmissions {
   /** The cluster's spaces, an admission through them clearing a retirement seen here. */
   readonly spaces: AddressSpaces;
 
-  constructor(tier: ClusterTier) {
+  /**
+   * `offline`: the ranges of an address space in which this node holds a block, with what it holds
+   * there, from the node's own store.
+   */
+  constructor(tier: ClusterTier, offline: (space: string) => Promise<Map<string, number>>) {
     this.#tier = tier;
+    const fromNode = new WeakSet<SpaceReading>();
     this.spaces = {
-      read: (space: string): Promise<SpaceReading> => tier.spaces.read(space),
+      read: async (space: string): Promise<SpaceReading> => {
+        try {
+          return await tier.spaces.read(space);
+        } catch (error) {
+          const held = await offline(space);
+          if (held.size === 0) throw error;
+          const reading: SpaceReading = { space, revision: -1, admitted: [...held.keys()], held };
+          fromNode.add(reading);
+          return reading;
+        }
+      },
       admit: async (reading, rangePool, retire) => {
+        if (fromNode.has(reading)) {
+          if (reading.admitted.includes(rangePool) && retire.length === 0) return { space: reading.space, rangePool };
+          await tier.spaces.read(reading.space); // throws while the cluster is away, naming it
+          return undefined; // it answered: read again
+        }
         const guard = await tier.spaces.admit(reading, rangePool, retire);
         if (guard !== undefined) this.#guards.set(keyOf(guard), { guard, lost: false });
         return guard;

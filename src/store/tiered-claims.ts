@@ -49,6 +49,17 @@ export class TieredClaims {
     await loading;
   }
 
+  /** Reads every claim of this node, of every range (marking those ranges read): what it holds. */
+  async loadAll(): Promise<BlockClaim[]> {
+    const all = await this.#tier.claimsOf(this.#node);
+    for (const claim of all) {
+      if (this.#loaded.has(rangePoolOfKey(claim.key)) && !this.#claims.has(claim.key)) continue; // given back since
+      this.#claims.set(claim.key, claim);
+    }
+    for (const claim of all) this.#loaded.add(rangePoolOfKey(claim.key));
+    return all.filter((c) => this.#claims.has(c.key));
+  }
+
   /** Whether this node holds block `key` (its range loaded first). */
   holds(key: string): boolean {
     return this.#claims.has(key);

@@ -10,7 +10,9 @@
  *   ends (the next one retries it, and every block marked since);
  * - runs never overlap: `run` while one is in flight waits for it and runs again, so a `flush`
  *   publishes everything marked before it was called;
- * - a block this node does not hold (given back, vanished) is not published: its mark is dropped.
+ * - a block this node does not hold (given back, vanished) is not published: its mark is dropped;
+ * - the first run that reaches the cluster publishes every block this node holds, so what changed
+ *   before a restart and was not published then is not lost.
  */
 import { messageOf } from '../core/errors.ts';
 import type { Clock } from '../core/clock.ts';
@@ -24,6 +26,8 @@ export interface TieredPublisherOptions {
   readonly clock: Clock;
   /** Whether this node holds block `key` now (may ask the cluster, and throw when it is away). */
   readonly holds: (key: string) => Promise<boolean>;
+  /** Keys of every block this node holds (throws when the cluster is away). */
+  readonly everyOwnBlock: () => Promise<string[]>;
   /** Told when a run fails (once per outage, not per retry). */
   readonly notice?: ((message: string) => void) | undefined;
 }
@@ -36,6 +40,8 @@ export class TieredPublisher {
   #running: Promise<void> = Promise.resolve();
   /** Whether the last run failed: an outage is told once. */
   #failing = false;
+  /** Whether every own block was marked once (the first run after opening). */
+  #resynced = false;
 
   constructor(options: TieredPublisherOptions) {
     this.#o = options;
@@ -59,6 +65,15 @@ export class TieredPublisher {
 
   async #publishAll(): Promise<void> {
     const { local, tier, node, clock, holds } = this.#o;
+    if (!this.#resynced) {
+      try {
+        for (const key of await this.#o.everyOwnBlock()) this.#dirty.add(key);
+        this.#resynced = true;
+      } catch (error) {
+        this.#failed("this node's blocks could not be read", error); // the next run tries again
+        return;
+      }
+    }
     for (const key of [...this.#dirty]) {
       this.#dirty.delete(key);
       try {
@@ -75,11 +90,16 @@ export class TieredPublisher {
       } catch (error) {
         // Marked again, with every later block still marked: the next run starts over with them.
         this.#dirty.add(key);
-        if (!this.#failing) this.#o.notice?.(`publishing block ${key} failed, retrying: ${messageOf(error)}`);
-        this.#failing = true;
+        this.#failed(`block ${key} failed`, error);
         return;
       }
     }
     this.#failing = false;
+  }
+
+  /** Tells the first failure of an outage. */
+  #failed(what: string, error: unknown): void {
+    if (!this.#failing) this.#o.notice?.(`publishing: ${what}, retrying: ${messageOf(error)}`);
+    this.#failing = true;
   }
 }

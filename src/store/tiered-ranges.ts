@@ -55,6 +55,38 @@ async function allPages<T>(read: (page: { limit: number; continue?: string }) =>
   return items;
 }
 
+/**
+ * The listing `pools(<range>#)` answers on the two-tier store: this node's blocks of the range, as
+ * the cluster's claims say (read once per range), with the local summaries (`shown`, vanished
+ * claims already without affinity); a claim with nothing recorded here yet shows empty. While the
+ * cluster cannot be reached and the range's claims were never read (a restart), the local record
+ * of this node's claims stands in, so ADDs in its blocks go on.
+ */
+export async function ownBlocks(claims: TieredClaims, rangePool: string, shown: PoolSummary[]): Promise<PoolSummary[]> {
+  try {
+    await claims.load(rangePool);
+  } catch {
+    return shown;
+  }
+  const known = new Set(shown.map((p) => p.pool));
+  const unseen = claims
+    .of(rangePool)
+    .filter((c) => !known.has(c.key))
+    .map((c): PoolSummary => ({ pool: c.key, revision: 0, allocated: 0, resting: 0, affinity: claims.node }));
+  return [...shown, ...unseen].sort((a, b) => (a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : 0));
+}
+
+/** Ranges of address space `space` in which `node` holds a block by its own store's record, with what they hold. */
+export async function heldByNode(local: Store, node: string, space: string): Promise<Map<string, number>> {
+  const held = new Map<string, number>();
+  for (const p of await local.pools()) {
+    const rangePool = rangePoolOfKey(p.pool);
+    if (p.pool === rangePool || p.affinity !== node || spaceOfPool(rangePool) !== space) continue;
+    held.set(rangePool, (held.get(rangePool) ?? 0) + Math.max(1, p.allocated + p.resting));
+  }
+  return held;
+}
+
 export interface RangeParts {
   readonly local: Store;
   readonly tier: ClusterTier;

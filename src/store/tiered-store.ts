@@ -23,7 +23,9 @@
  *   which block placement calls when this node's blocks are full;
  * - findByOwner, list and readPool are local: this node's allocations;
  * - blocks whose local picture changed are published in batches every `publishIntervalMs` on the
- *   clock (tiered-publisher.ts), retried while the cluster is away; `flush` publishes now;
+ *   clock (tiered-publisher.ts), retried while the cluster is away; `flush` publishes now; the
+ *   first run after `start` publishes every block this node holds, so what changed before a
+ *   restart and was not published yet is not lost;
  * - every `claimCheckMs` this node's claims are compared with the cluster's (tiered-claims.ts): a
  *   claim that vanished stops allocation in its block (commits there become conflicts), is told to
  *   `notice` by name, and the allocations in it stay recorded locally.
@@ -56,7 +58,7 @@ import type {
 import { TieredAdmissions } from './tiered-admissions.ts';
 import { TieredClaims } from './tiered-claims.ts';
 import { TieredPublisher } from './tiered-publisher.ts';
-import { forgetNodeBlocks, rangeBlocks, recordFromKey, spaceOfPool } from './tiered-ranges.ts';
+import { forgetNodeBlocks, heldByNode, ownBlocks, rangeBlocks, recordFromKey, spaceOfPool } from './tiered-ranges.ts';
 
 export interface TieredStoreOptions {
   readonly local: Store;
@@ -120,9 +122,10 @@ export class TieredStore implements Store {
         await this.#claims.load(rangePoolOfKey(key));
         return this.#claims.holds(key);
       },
+      everyOwnBlock: async () => (await this.#claims.loadAll()).map((c) => c.key),
       notice: this.#notice,
     });
-    this.#admissions = new TieredAdmissions(o.tier);
+    this.#admissions = new TieredAdmissions(o.tier, (space) => heldByNode(o.local, o.node, space));
     this.spaces = this.#admissions.spaces;
     this.blockOwners = {
       rangeBlocks: (rangePool, options) =>
@@ -299,10 +302,13 @@ export class TieredStore implements Store {
     const rangePool = rangePoolOfKey(key);
     // A claim costs the cluster a write: check the local revision first so a stale round costs none.
     if ((await this.#local.readPool(key)).revision !== expected) return conflict(`block ${key} changed`);
-    const lost = guard === undefined ? undefined : await this.#admissions.check(guard);
+    await this.#claims.load(rangePool);
+    // A range in which this node holds a block cannot be retired (it holds something: the cluster's
+    // spaces refuse): only the first claim in a range asks whether the admission still stands.
+    const first = guard !== undefined && this.#claims.of(rangePool).length === 0;
+    const lost = first ? await this.#admissions.check(guard) : undefined;
     if (lost !== undefined) return conflict(lost, true);
     const range = (await this.#rangeOf(rangePool)) ?? (await this.tier.pinRange(recordFromKey(key)));
-    await this.#claims.load(rangePool);
     let claim = await this.tier.claim(range, key, node);
     if (claim === undefined) {
       // Ours already (a claim whose local commit never happened: a crash in between) is ours to use.
@@ -352,14 +358,7 @@ export class TieredStore implements Store {
       return rest;
     });
     if (rangePool === undefined || isBlockKey(rangePool)) return shown;
-    await this.#claims.load(rangePool);
-    const known = new Set(shown.map((p) => p.pool));
-    // A claim with nothing recorded here yet (claimed, then the local commit lost to a crash).
-    const unseen = this.#claims
-      .of(rangePool)
-      .filter((c) => !known.has(c.key))
-      .map((c): PoolSummary => ({ pool: c.key, revision: 0, allocated: 0, resting: 0, affinity: this.#node }));
-    return [...shown, ...unseen].sort((a, b) => (a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : 0));
+    return ownBlocks(this.#claims, rangePool, shown);
   }
 
   /**

@@ -24,6 +24,8 @@ export interface TieredCluster {
   readonly clock: ManualClock;
   readonly tier: MemoryTier;
   readonly nodes: TieredNode[];
+  /** Closes node `i`'s store and opens it again on the same file (a restart of its agent). */
+  restart(i: number): Promise<TieredNode>;
   /** Every request the cluster answered so far, all sessions. */
   calls(): number;
   close(): Promise<void>;
@@ -33,7 +35,7 @@ export function tieredCluster(names: readonly string[], o: { publishIntervalMs?:
   const clock = new ManualClock(1_000_000);
   const tier = new MemoryTier({ clock });
   const dir = tempDir();
-  const nodes = names.map((name): TieredNode => {
+  const open = (name: string): TieredNode => {
     const notices: string[] = [];
     const store = new TieredStore({
       local: new SqliteStore({ path: join(dir, `${name}.db`) }),
@@ -44,11 +46,20 @@ export function tieredCluster(names: readonly string[], o: { publishIntervalMs?:
       ...(o.publishIntervalMs === undefined ? {} : { publishIntervalMs: o.publishIntervalMs }),
     });
     return { name, store, allocator: new Allocator({ store, clock, node: name, blocks: true }), notices };
-  });
+  };
+  const nodes = names.map(open);
   return {
     clock,
     tier,
     nodes,
+    restart: async (i) => {
+      const old = nodes[i];
+      if (old === undefined) throw new Error(`no node ${i}`);
+      await old.store.close();
+      const again = open(old.name);
+      nodes[i] = again;
+      return again;
+    },
     calls: () => [...tier.calls.values()].reduce((a, b) => a + b, 0),
     close: async () => {
       for (const n of nodes) await n.store.close();

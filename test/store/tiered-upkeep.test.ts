@@ -72,6 +72,39 @@ describe('TieredStore: publication', () => {
   });
 });
 
+describe('TieredStore: a restart', () => {
+  it('publishes what changed before it and was not published yet', async () => {
+    const c = cluster(['n1']);
+    const [n1] = c.nodes;
+    assert.ok(n1);
+    const r = rangesOf({ range: '10.25.0.0/16' });
+    await n1.allocator.allocate({ owner: owner('a'), ranges: r });
+    c.clock.advance(2_000);
+    await n1.store.flush();
+    await n1.allocator.allocate({ owner: owner('b'), ranges: r });
+    c.tier.away = true; // the close cannot publish b
+    const again = await c.restart(0);
+    c.tier.away = false;
+    assert.deepEqual(await publishedAddresses(c, 'n1'), ['10.25.0.1']);
+    again.store.start();
+    c.clock.advance(2_000);
+    await again.store.flush();
+    assert.deepEqual(await publishedAddresses(c, 'n1'), ['10.25.0.1', '10.25.0.2']);
+  });
+
+  it('serves ADD and DEL in its own blocks when the cluster is away from the start', async () => {
+    const c = cluster(['n1']);
+    const r = rangesOf({ range: '10.26.0.0/16' });
+    await c.nodes[0]?.allocator.allocate({ owner: owner('a'), ranges: r });
+    c.tier.away = true;
+    const again = await c.restart(0);
+    const [b] = await again.allocator.allocate({ owner: owner('b'), ranges: r });
+    assert.equal(b?.allocation.address, '10.26.0.2');
+    assert.equal((await again.allocator.release(owner('a'))).length, 1);
+    c.tier.away = false;
+  });
+});
+
 describe('TieredStore: ping', () => {
   it('stays healthy while the cluster is away, and says the cluster is away', async () => {
     const c = cluster(['n1']);
@@ -118,6 +151,22 @@ describe("TieredStore: this node's claims", () => {
       [first.allocation.address],
     );
     assert.equal((await n1.allocator.release(owner('a'))).length, 1, 'a DEL there still releases');
+  });
+
+  it('gives an empty block back to the cluster, and only its own claim of it', async () => {
+    const c = cluster(['n1']);
+    const [n1] = c.nodes;
+    assert.ok(n1);
+    const r = rangesOf({ range: '10.27.0.0/24', block_size: 28 });
+    await n1.allocator.allocate({ owner: owner('a'), ranges: r });
+    c.clock.advance(2_000); // published: the claim's version moved since it was made
+    await n1.store.flush();
+    await n1.allocator.release(owner('a'));
+    const returned = await n1.allocator.returnEmptyBlocks(0);
+    assert.deepEqual(returned, { returned: [`${r[0]?.pool}#10.27.0.0/28`], errors: [] });
+    assert.deepEqual(await c.tier.claimsOf('n1'), []);
+    const [again] = await n1.allocator.allocate({ owner: owner('b'), ranges: r });
+    assert.equal((await c.tier.claimOf(again?.allocation.pool ?? ''))?.node, 'n1', 'claimed anew to allocate again');
   });
 
   it("frees a forgotten node's blocks exactly once, whoever else forgets it too", async () => {
