@@ -142,9 +142,8 @@ export class Agent {
       const recordKey = clusterRecordKey({ ...o, store: facts.kind });
       const record = recordKey === undefined ? undefined : new ClusterRecord(o.stateDir, recordKey, warn);
       const identity = record?.identity;
-      const opened =
-        this.#stated?.store ??
-        (await openStore(o, { clock, notice: warn, ...(identity === undefined ? {} : { identity }) }));
+      const { store: opened, published } =
+        this.#stated ?? (await openStore(o, { clock, notice: warn, ...(identity === undefined ? {} : { identity }) }));
       const history = new ReleaseHistory(clock);
       // Readings are taken from the parts made below, when a scrape asks.
       const metrics =
@@ -220,6 +219,7 @@ export class Agent {
         beforeAdd: (owner, podUID) => releases.pipeline.applyPending(owner, podUID),
         runtimeOf: (a) => releases.scopes.adapterOf(a),
         commits,
+        published,
         ...(upkeep === undefined
           ? {}
           : {
@@ -246,6 +246,12 @@ export class Agent {
         ...(o.metricsAddress === undefined ? {} : { metrics: () => this.#metricsStatus as MetricsEndpointStatus }),
       });
       this.#server = server;
+      if (o.kubernetes && !facts.shared)
+        logger.warn(
+          { store: facts.kind },
+          "this node's own store under Kubernetes: only node-local configs are served (node_local, or the one " +
+            "derived from the node's pod CIDR); others are refused (README, Stores)",
+        );
       releases.start(this.#abort.signal);
       if (metrics !== undefined && o.metricsAddress !== undefined) {
         const served = await serveMetrics(

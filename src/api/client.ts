@@ -13,6 +13,8 @@ import type {
   AcceptStoreResponse,
   AgentApi,
   Allocation,
+  AllocationPage,
+  AllocationPageRequest,
   AllocationQuery,
   AuditReport,
   AuditRequest,
@@ -28,6 +30,14 @@ import type {
 import type { AgentStatus, PluginsStatus, ReconcilerStatus, UninstallReport } from './status.ts';
 import type { DoctorFacts } from './doctor.ts';
 import { type HttpMethod, PATHS } from './routes.ts';
+import { DEFAULT_ALLOCATION_PAGE } from './protocol.ts';
+
+/** A query's filters as URL search parameters (those given). */
+function searchOf(query: AllocationQuery): URLSearchParams {
+  const search = new URLSearchParams();
+  for (const [name, value] of Object.entries(query)) if (value !== undefined) search.set(name, value);
+  return search;
+}
 
 export interface ApiClientOptions {
   readonly socket: string;
@@ -57,9 +67,36 @@ export class ApiClient implements AgentApi {
   }
 
   allocations(query: AllocationQuery = {}): Promise<Allocation[]> {
-    const search = new URLSearchParams();
-    for (const [name, value] of Object.entries(query)) if (value !== undefined) search.set(name, value);
+    const search = searchOf(query);
     return this.#call('GET', search.size === 0 ? PATHS.allocations : `${PATHS.allocations}?${search}`);
+  }
+
+  allocationsPage(query: AllocationQuery, page: AllocationPageRequest): Promise<AllocationPage> {
+    const search = searchOf(query);
+    search.set('limit', String(page.limit));
+    if (page.continue !== undefined) search.set('continue', page.continue);
+    if (page.cluster === true) search.set('cluster', 'true');
+    return this.#call('GET', `${PATHS.allocations}?${search}`);
+  }
+
+  /**
+   * Every allocation the query selects, a page at a time (`pageSize` each, DEFAULT_ALLOCATION_PAGE
+   * by default): neither the agent nor this client holds more than one page of the agent's answer.
+   */
+  async *allAllocations(
+    query: AllocationQuery = {},
+    options: { readonly cluster?: boolean; readonly pageSize?: number } = {},
+  ): AsyncGenerator<Allocation> {
+    let token: string | undefined;
+    do {
+      const page = await this.allocationsPage(query, {
+        limit: options.pageSize ?? DEFAULT_ALLOCATION_PAGE,
+        ...(token === undefined ? {} : { continue: token }),
+        ...(options.cluster === true ? { cluster: true } : {}),
+      });
+      yield* page.items;
+      token = page.continue;
+    } while (token !== undefined);
   }
 
   release(request: ReleaseRequest): Promise<ReleaseResponse> {

@@ -127,6 +127,32 @@ export const ALLOCATION_QUERY_KEYS = [
 export type AllocationQuery = { readonly [K in (typeof ALLOCATION_QUERY_KEYS)[number]]?: string | undefined };
 
 /**
+ * The query parameters that ask GET /v1/allocations for one page instead of the whole answer:
+ * `limit` (1 to MAX_ALLOCATION_PAGE), `continue` (as a previous page gave it), `cluster` (`true`:
+ * every node's allocations as their owners published them, on a store that publishes; else this
+ * agent's store). With any of them the answer is an AllocationPage.
+ */
+export const ALLOCATION_PAGE_KEYS = ['limit', 'continue', 'cluster'] as const;
+
+/** The most allocations one page holds, and the page size when only `continue` or `cluster` is given. */
+export const MAX_ALLOCATION_PAGE = 5_000;
+export const DEFAULT_ALLOCATION_PAGE = 500;
+
+export interface AllocationPageRequest {
+  readonly limit: number;
+  /** Opaque: as the previous page gave it. */
+  readonly continue?: string;
+  /** Every node's allocations as published (the Kubernetes store), rather than this agent's store. */
+  readonly cluster?: boolean;
+}
+
+/** One page of allocations; `continue` is present when there is more. */
+export interface AllocationPage {
+  readonly items: readonly Allocation[];
+  readonly continue?: string;
+}
+
+/**
  * One address (in `pool` when it is allocated in several), or everything a container holds
  * (narrowed by network and interface). Releasing what is not allocated is a no-op.
  */
@@ -205,6 +231,8 @@ export interface AgentApi {
   status(): Promise<AgentStatus>;
   pools(): Promise<PoolReport[]>;
   allocations(query: AllocationQuery): Promise<Allocation[]>;
+  /** One page of the allocations the query selects (the same route, with ALLOCATION_PAGE_KEYS). */
+  allocationsPage(query: AllocationQuery, page: AllocationPageRequest): Promise<AllocationPage>;
   release(request: ReleaseRequest): Promise<ReleaseResponse>;
   audit(request: AuditRequest): Promise<AuditReport>;
   journal(): Promise<ReconcilerStatus>;

@@ -13,6 +13,7 @@
  *   GET  /v1/pools                                      -> PoolReport[]
  *   GET  /v1/allocations  ?pool=&network=&containerID=&ifname=&podNamespace=&podName=&podUID=&node=&address=
  *                                                       -> Allocation[]
+ *                         with &limit=&continue=&cluster=  -> AllocationPage (one page, never the whole answer)
  *   POST /v1/release      {address, pool?} | {containerID, network?, ifname?} -> ReleaseResponse
  *   GET  /v1/audit                                      -> AuditReport (judges, releases nothing)
  *   POST /v1/audit        {fix}                         -> AuditReport (fix: also releases the stale)
@@ -37,9 +38,13 @@ import { WarrenError } from '../core/errors.ts';
 import { isPlainObject, validator } from '../core/validate.ts';
 import { CNI_PATH } from './cni-wire.ts';
 import {
+  ALLOCATION_PAGE_KEYS,
   ALLOCATION_QUERY_KEYS,
   type AgentApi,
+  type AllocationPageRequest,
   type AllocationQuery,
+  DEFAULT_ALLOCATION_PAGE,
+  MAX_ALLOCATION_PAGE,
   type AuditRequest,
   type CniRequest,
   type ForgetNodeRequest,
@@ -100,8 +105,8 @@ export const ROUTES: readonly Route[] = [
   route(
     'GET',
     PATHS.allocations,
-    (request) => allocationQuery(request.query),
-    (api, input) => api.allocations(input),
+    (request) => ({ query: allocationQuery(request.query), page: allocationPageRequest(request.query) }),
+    (api, { query, page }) => (page === undefined ? api.allocations(query) : api.allocationsPage(query, page)),
   ),
   route('POST', PATHS.release, body(releaseRequest), (api, input) => api.release(input)),
   route(
@@ -149,12 +154,32 @@ function cniRequest(value: unknown): CniRequest {
 export function allocationQuery(query: URLSearchParams): AllocationQuery {
   const out: Partial<Record<(typeof ALLOCATION_QUERY_KEYS)[number], string>> = {};
   for (const [name, value] of query) {
+    if ((ALLOCATION_PAGE_KEYS as readonly string[]).includes(name)) continue;
     if (!(ALLOCATION_QUERY_KEYS as readonly string[]).includes(name)) {
       throw new WarrenError('BAD_REQUEST', `unknown filter "${name}"; filters are ${ALLOCATION_QUERY_KEYS.join(', ')}`);
     }
     out[name as (typeof ALLOCATION_QUERY_KEYS)[number]] = value;
   }
   return out;
+}
+
+/** The longest continue token taken back: far more than any this agent gives. */
+const MAX_CONTINUE_LENGTH = 4_096;
+
+/** The page asked of GET /v1/allocations, or undefined when the whole answer is (no page key given). */
+export function allocationPageRequest(query: URLSearchParams): AllocationPageRequest | undefined {
+  if (!ALLOCATION_PAGE_KEYS.some((key) => query.has(key))) return undefined;
+  const limitText = query.get('limit');
+  const limit = limitText === null ? DEFAULT_ALLOCATION_PAGE : Number(limitText);
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_ALLOCATION_PAGE)
+    throw new WarrenError('BAD_REQUEST', `limit must be a whole number from 1 to ${MAX_ALLOCATION_PAGE}`);
+  const token = query.get('continue');
+  if (token !== null && (token === '' || token.length > MAX_CONTINUE_LENGTH))
+    throw new WarrenError('BAD_REQUEST', 'continue must be the token a previous page gave');
+  const cluster = query.get('cluster');
+  if (cluster !== null && cluster !== 'true' && cluster !== 'false')
+    throw new WarrenError('BAD_REQUEST', 'cluster must be true or false');
+  return { limit, ...(token === null ? {} : { continue: token }), ...(cluster === 'true' ? { cluster: true } : {}) };
 }
 
 const RELEASE_FIELDS = ['pool', 'address', 'containerID', 'network', 'ifname'] as const;

@@ -1,11 +1,14 @@
 /**
- * The commands about addresses held: `warren allocations` (with filters), `warren release` (one
+ * The commands about addresses held: `warren allocations` (with filters; read from the agent a
+ * page at a time, so the agent never builds the whole answer; `--cluster`: every node's, as their
+ * owners published them, on the Kubernetes store), `warren release` (one
  * address, or what a container holds) and `warren audit` (judge every allocation; --fix releases
  * what is provably stale). A container is named by its ID or a unique prefix, as tables show it;
  * `release` takes a prefix only with `--prefix` (it is destructive: `c` must not release `c1`).
  */
 import { parseArgs } from 'node:util';
-import { WarrenError } from '../core/errors.ts';
+import { WarrenError, isWarrenError } from '../core/errors.ts';
+import type { ApiClient } from '../api/client.ts';
 import type { Allocation, AllocationQuery, ReleaseRequest } from '../api/protocol.ts';
 import { COMMON, client } from './agent-client.ts';
 import { age, safe, table } from './format.ts';
@@ -26,6 +29,7 @@ export async function allocationsCommand(argv: readonly string[], io: CliIO): Pr
       'pod-uid': { type: 'string' },
       node: { type: 'string' },
       address: { type: 'string' },
+      cluster: { type: 'boolean', default: false },
     },
     strict: true,
   });
@@ -39,7 +43,7 @@ export async function allocationsCommand(argv: readonly string[], io: CliIO): Pr
     node: values.node,
     address: values.address,
   };
-  let list = await client(values.socket, io.env).allocations(query);
+  let list = await allPages(client(values.socket, io.env), query, values.cluster);
   if (values.container !== undefined) {
     // Resolved among what the other filters select: one request, and a prefix need only be
     // unique there.
@@ -71,6 +75,26 @@ export async function allocationsCommand(argv: readonly string[], io: CliIO): Pr
     ),
   );
   return 0;
+}
+
+/**
+ * Every allocation the query selects, read a page at a time, in the order the agent lists them
+ * whole (pool, then age, then address). An agent from before pages (it refuses `limit` as an
+ * unknown filter) is asked for the whole list instead, unless --cluster needs pages.
+ */
+async function allPages(agent: ApiClient, query: AllocationQuery, cluster: boolean): Promise<Allocation[]> {
+  const all: Allocation[] = [];
+  try {
+    for await (const a of agent.allAllocations(query, { cluster })) all.push(a);
+  } catch (error) {
+    if (cluster || !isWarrenError(error, 'BAD_REQUEST') || !/unknown filter "limit"/.test(error.message)) throw error;
+    return agent.allocations(query);
+  }
+  return all.sort((x, y) => compare(x.pool, y.pool) || x.createdAt - y.createdAt || compare(x.address, y.address));
+}
+
+function compare(x: string, y: string): number {
+  return x < y ? -1 : x > y ? 1 : 0;
 }
 
 export async function releaseCommand(argv: readonly string[], io: CliIO): Promise<number> {

@@ -12,6 +12,8 @@ import type {
   AllocationFilter,
   BlockOwners,
   CommitResult,
+  ListCursor,
+  ListPage,
   Membership,
   PoolOp,
   PoolRead,
@@ -26,6 +28,7 @@ export class ForwardingStore implements Store {
   readonly membership?: Membership;
   readonly spaces?: AddressSpaces;
   readonly blockOwners?: BlockOwners;
+  readonly listPage?: (filter: AllocationFilter, page: { limit: number; after?: ListCursor }) => Promise<ListPage>;
 
   /** `spaces`: the wrapper's own view of the inner store's address spaces, when it watches them. */
   constructor(inner: Store, spaces: AddressSpaces | undefined = inner.spaces) {
@@ -34,6 +37,8 @@ export class ForwardingStore implements Store {
     if (inner.membership !== undefined) this.membership = inner.membership;
     if (spaces !== undefined) this.spaces = spaces;
     if (inner.blockOwners !== undefined) this.blockOwners = inner.blockOwners;
+    const listPage = inner.listPage;
+    if (listPage !== undefined) this.listPage = (filter, page) => listPage.call(inner, filter, page);
   }
 
   readPool(pool: string, knownRevision?: Revision): Promise<PoolRead> {

@@ -6,7 +6,8 @@
  */
 import type { Allocation } from '../ipam/allocation.ts';
 import { blockKeyPrefix } from '../ipam/blocks.ts';
-import type { AllocationFilter } from './store.ts';
+import type { DatabaseSync } from 'node:sqlite';
+import type { AllocationFilter, ListCursor, ListPage } from './store.ts';
 
 export interface AllocationRow {
   pool: string;
@@ -81,6 +82,28 @@ const FILTER_COLUMNS: Record<Exclude<keyof AllocationFilter, 'rangePool'>, strin
   node: 'node',
   address: 'address',
 };
+
+/**
+ * One page of the allocations `filter` matches, after `after`, in primary-key order (pool,
+ * address): SQLite walks the key from `after` and stops after `limit` rows and one more (which
+ * says whether there is a next page).
+ */
+export function readPage(db: DatabaseSync, filter: AllocationFilter, limit: number, after?: ListCursor): ListPage {
+  const { where, values } = whereClause(filter);
+  const past = after === undefined ? '' : `${where === '' ? 'WHERE' : ' AND'} (pool, address) > (?, ?)`;
+  const rows = db
+    .prepare(`SELECT * FROM allocations ${where}${past} ORDER BY pool, address LIMIT ?`)
+    .all(
+      ...values,
+      ...(after === undefined ? [] : [after.pool, after.address]),
+      limit + 1,
+    ) as unknown as AllocationRow[];
+  const items = rows.slice(0, limit).map(toAllocation);
+  const last = items.at(-1);
+  return rows.length > limit && last !== undefined
+    ? { items, next: { pool: last.pool, address: last.address } }
+    : { items };
+}
 
 /** The WHERE clause (empty for no filter) selecting the rows `filter` matches, and its values. */
 export function whereClause(filter: AllocationFilter): { where: string; values: string[] } {

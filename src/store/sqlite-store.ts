@@ -18,11 +18,20 @@ import { type Clock, systemClock } from '../core/clock.ts';
 import { WarrenError } from '../core/errors.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
 import { describeSqliteError, isBusy } from './sqlite-errors.ts';
-import { type AllocationRow, INSERT_ALLOCATION, rowValues, toAllocation, whereClause } from './sqlite-rows.ts';
+import {
+  type AllocationRow,
+  INSERT_ALLOCATION,
+  readPage,
+  rowValues,
+  toAllocation,
+  whereClause,
+} from './sqlite-rows.ts';
 import { migrateSchema } from './sqlite-schema.ts';
 import type {
   AllocationFilter,
   CommitResult,
+  ListCursor,
+  ListPage,
   PoolDescription,
   PoolOp,
   PoolRead,
@@ -320,6 +329,10 @@ export class SqliteStore implements Store {
 
   list(filter: AllocationFilter = {}): Promise<Allocation[]> {
     return this.#run(() => this.#list(filter));
+  }
+
+  listPage(filter: AllocationFilter, page: { limit: number; after?: ListCursor }): Promise<ListPage> {
+    return this.#run(() => readPage(this.#db, filter, page.limit, page.after));
   }
 
   #list(filter: AllocationFilter): Allocation[] {

@@ -257,6 +257,18 @@ export interface AllocationFilter {
   readonly address?: string | undefined;
 }
 
+/** Where a page of `Store.listPage` ended: the last allocation's pool and address (the pages' order). */
+export interface ListCursor {
+  readonly pool: string;
+  readonly address: string;
+}
+
+/** One page of `Store.listPage`; `next` is present when there may be more. */
+export interface ListPage {
+  readonly items: Allocation[];
+  readonly next?: ListCursor;
+}
+
 /**
  * What a store that keeps the owners of blocks apart from their addresses (the two-tier store,
  * tiered-store.ts) offers block placement and node forget, so neither reads more than it needs:
@@ -292,6 +304,12 @@ export interface Store {
   /** Allocations of one owner; ifname undefined matches every interface. */
   findByOwner(owner: Omit<Owner, 'ifname'> & { ifname?: string }): Promise<Allocation[]>;
   list(filter?: AllocationFilter): Promise<Allocation[]>;
+  /**
+   * One page of what `list` answers, ordered by pool then address, starting after `after`: reads
+   * at most `limit` allocations (and one more, to know whether there is more), never the rest.
+   * Present where the store can page so (SQLite); a caller without it lists.
+   */
+  listPage?(filter: AllocationFilter, page: { readonly limit: number; readonly after?: ListCursor }): Promise<ListPage>;
   /** Pools whose key starts with `prefix` (every pool without one). */
   pools(prefix?: string): Promise<PoolSummary[]>;
   /** Present when the store is shared by several nodes. */

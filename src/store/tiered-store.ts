@@ -84,6 +84,8 @@ export class TieredStore implements Store {
   readonly membership: Membership;
   readonly spaces: AddressSpaces;
   readonly blockOwners: BlockOwners;
+  /** This node's allocations a page at a time, as `list` answers them: the local store's. */
+  readonly listPage?: NonNullable<Store['listPage']>;
   readonly #local: Store;
   readonly #node: string;
   readonly #clock: Clock;
@@ -112,6 +114,8 @@ export class TieredStore implements Store {
     this.#checkMs = o.claimCheckMs ?? 10_000;
     this.description = `${o.local.description}, blocks in ${o.tier.description}`;
     this.membership = o.tier.membership;
+    const listPage = o.local.listPage;
+    if (listPage !== undefined) this.listPage = (filter, page) => listPage.call(o.local, filter, page);
     this.#claims = new TieredClaims(o.tier, o.node);
     this.#publisher = new TieredPublisher({
       local: o.local,

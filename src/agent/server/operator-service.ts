@@ -31,6 +31,8 @@ import type {
 } from '../../api/status.ts';
 import type {
   AcceptStoreResponse,
+  AllocationPage,
+  AllocationPageRequest,
   AllocationQuery,
   AuditReport,
   ForgetNodeResponse,
@@ -44,6 +46,7 @@ import type { DoctorFacts } from '../../api/doctor.ts';
 import type { ReleaseReconciler } from '../release/reconciler.ts';
 import type { CommitHealth } from './commit-health.ts';
 import { allocationFilterOf, nodeReports, pluginCounts, poolReports } from './operator-reports.ts';
+import { type PublishedView, clusterPage, localPage } from './allocation-pages.ts';
 import { ReleaseHistory } from '../metrics/release-history.ts';
 import { NO_TELEMETRY, type Telemetry } from '../metrics/telemetry.ts';
 
@@ -89,6 +92,8 @@ export interface AgentServiceOptions {
    * word that the store as it is now is the one to use (`warren store accept`).
    */
   readonly cluster?: { readonly problem: () => string | undefined; readonly accept: () => Promise<AcceptReport> };
+  /** Every node's allocations as published, on a store that publishes them (Kubernetes). */
+  readonly published?: PublishedView | undefined;
 }
 
 export class AgentService {
@@ -295,6 +300,19 @@ export class AgentService {
 
   async allocations(query: AllocationQuery): Promise<Allocation[]> {
     return this.#o.store.list(allocationFilterOf(query));
+  }
+
+  /** One page (server/allocation-pages.ts): of this agent's store, or of every node's as published. */
+  async allocationsPage(query: AllocationQuery, page: AllocationPageRequest): Promise<AllocationPage> {
+    const filter = allocationFilterOf(query);
+    if (page.cluster !== true) return localPage(this.#o.store, filter, page);
+    if (this.#o.published === undefined)
+      throw new WarrenError(
+        'BAD_REQUEST',
+        `store ${this.#o.store.description} publishes no allocations of other nodes; ` +
+          '--cluster needs --store kubernetes',
+      );
+    return clusterPage(this.#o.published, filter, page);
   }
 
   /** {address, pool?}: that address. {containerID, network?, ifname?}: everything it holds. */

@@ -8,6 +8,7 @@
 import type { Server } from 'node:http';
 import type { Logger } from 'pino';
 import type { StoreKind } from '../../store/store.ts';
+import { WHEREABOUTS_STORE_KEYS } from '../../cni/node-local.ts';
 import { NetnsObserver } from '../../sources/netns.ts';
 import type { AgentOptions } from '../settings/options.ts';
 import { createApiServer } from './api-server.ts';
@@ -43,6 +44,12 @@ export interface Serving {
   readonly cni: CniService;
   /** Not listening yet: server/socket.ts listens on the agent's socket. */
   readonly server: Server;
+}
+
+/** Whether an ignored-key line (`<path> (<reason>)`) names one of whereabouts' store keys. */
+function isStoreKeyLine(line: string): boolean {
+  const path = line.split(' ')[0] ?? '';
+  return WHEREABOUTS_STORE_KEYS.has(path.slice(path.lastIndexOf('.') + 1));
 }
 
 export function servingParts(deps: ServingDeps): Serving {
@@ -83,12 +90,29 @@ export function servingParts(deps: ServingDeps): Serving {
     gcGraceMs: o.gcGraceSeconds * 1000,
     ...(beforeAdd === undefined ? {} : { beforeAdd }),
     ...(runtimeOf === undefined ? {} : { runtimeOf }),
-    onIgnoredKeys: (network, keys) =>
-      logger.warn(
-        { network, keys },
-        `network ${network}: ignoring whereabouts keys that configure whereabouts itself ` +
-          "(Warren keeps addresses in its agent's store)",
-      ),
+    onIgnoredKeys: (network, keys) => {
+      // Whereabouts' store keys are not ignored: the store serves them, or the config is for this node alone.
+      const store = keys.filter(isStoreKeyLine);
+      const other = keys.filter((key) => !isStoreKeyLine(key));
+      if (other.length > 0)
+        logger.warn(
+          { network, keys: other },
+          `network ${network}: ignoring whereabouts keys that configure whereabouts itself ` +
+            "(Warren keeps addresses in its agent's store)",
+        );
+      if (store.length > 0 && storeKind === 'sqlite')
+        logger.warn(
+          { network, keys: store },
+          `network ${network} was written for ranges the nodes share (whereabouts' store keys), and this agent ` +
+            'keeps addresses on this node alone (--store sqlite): if another node serves it too, run the agents ' +
+            'on a shared store (README, Stores)',
+        );
+      else if (store.length > 0)
+        logger.info(
+          { network, keys: store },
+          `network ${network}: whereabouts' store keys served by the ${storeKind} store`,
+        );
+    },
     onFailure: onFailure ?? ((error, command) => logger.error({ err: error, command }, 'CNI call failed')),
     ...(parts.telemetry === undefined ? {} : { telemetry: parts.telemetry }),
   });

@@ -5,12 +5,14 @@
  * store object what it is: which kind it runs on (the CNI service refuses a network asking for
  * another), whether nodes share it (the cluster chores, blocks, judging only this node's
  * allocations), and which database file it opens itself (locked against a second agent, removed
- * when the node is handed back). A store handed to the agent instead (tests) comes with its kind
+ * when the node is handed back): SQLite's, and on Kubernetes too, where it holds the node's own
+ * addresses beside the cluster tier. A store handed to the agent instead (tests) comes with its kind
  * stated, and is never a file of the agent's own.
  */
 import type { Clock } from '../../core/clock.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import { SqliteStore } from '../../store/sqlite-store.ts';
+import type { ClusterTier } from '../../store/cluster-tier.ts';
 import type { Membership, Store, StoreKind } from '../../store/store.ts';
 import type { AgentOptions } from './options.ts';
 
@@ -27,9 +29,14 @@ export interface StoreFacts {
 }
 
 /** A store handed to the agent instead of the one its options name, and what kind it is. */
-export interface StatedStore {
-  readonly store: Store;
+export interface StatedStore extends OpenedStore {
   readonly kind: StoreKind;
+}
+
+/** A store as opened, with the published view of every node's allocations when it keeps one (Kubernetes). */
+export interface OpenedStore {
+  readonly store: Store;
+  readonly published?: ClusterTier['published'];
 }
 
 /** The facts of the store the options name, or of `stated`, the store handed to the agent instead. */
@@ -71,14 +78,14 @@ export interface StoreOpening {
  * cluster tier, started here: its publication and claim checks run from now until it is closed);
  * or etcd. The clients of the cluster stores are loaded only when named.
  */
-export async function openStore(o: AgentOptions, opening: StoreOpening): Promise<Store> {
+export async function openStore(o: AgentOptions, opening: StoreOpening): Promise<OpenedStore> {
   switch (o.store) {
     case 'sqlite':
-      return sqliteOf(o, opening);
+      return { store: sqliteOf(o, opening) };
     case 'kubernetes':
       return openKubernetes(o, opening);
     case 'etcd':
-      return openEtcd(o, opening);
+      return { store: await openEtcd(o, opening) };
     default:
       return ((never: never) => never)(o.store);
   }
@@ -93,7 +100,7 @@ function sqliteOf(o: AgentOptions, opening: StoreOpening): SqliteStore {
  * The two-tier store on the Kubernetes API, with the credentials of --kubeconfig or the pod's
  * service account whether the pod source is on or not: refused, naming what is missing, without.
  */
-async function openKubernetes(o: AgentOptions, opening: StoreOpening): Promise<Store> {
+async function openKubernetes(o: AgentOptions, opening: StoreOpening): Promise<OpenedStore> {
   const [{ loadKubeConfig }, { openKubeTier }, { TieredStore }] = await Promise.all([
     import('../../sources/kubernetes/kubeconfig.ts'),
     import('../../store/kubernetes/kube-tier.ts'),
@@ -117,9 +124,20 @@ async function openKubernetes(o: AgentOptions, opening: StoreOpening): Promise<S
       clock,
       notice,
     });
-    const store = new TieredStore({ local, tier, node: o.nodeName, clock, notice });
+    // A clean stop withdraws this node's Lease at once, as the etcd store's close withdraws its
+    // announcement: otherwise the node stays listed alive, and its chores held, until it lapses.
+    const store = new (class extends TieredStore {
+      override async close(): Promise<void> {
+        await this.membership
+          .withdraw()
+          .catch((error: unknown) =>
+            notice(`could not withdraw this node's Lease (it lapses by itself): ${messageOf(error)}`),
+          );
+        await super.close();
+      }
+    })({ local, tier, node: o.nodeName, clock, notice });
     store.start();
-    return store;
+    return { store, published: (filter, page) => tier.published(filter, page) };
   } catch (error) {
     await local.close();
     throw error;

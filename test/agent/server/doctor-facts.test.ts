@@ -123,4 +123,18 @@ describe('doctor facts', () => {
       await store.close();
     }
   });
+
+  it("says when only node-local configs are served, with the config derived from the node's own CIDR", async () => {
+    const options = resolveAgentOptions({ stateDir: tempDir('warren-facts-'), metricsAddress: '' }, {}, 0, '/');
+    const store = new SqliteStore({ path: ':memory:' });
+    try {
+      const deps = { options, store, observer: new NetnsObserver([]), clock: systemClock, version: '0.0.0' };
+      assert.equal((await doctorFacts(deps)).nodeLocalOnly, undefined, 'not said when every config is served');
+      assert.deepEqual((await doctorFacts({ ...deps, nodeLocalOnly: () => undefined })).nodeLocalOnly, {});
+      const derived = { network: 'podnet', pools: ['10.244.1.0/24'] };
+      assert.deepEqual((await doctorFacts({ ...deps, nodeLocalOnly: () => derived })).nodeLocalOnly, { derived });
+    } finally {
+      await store.close();
+    }
+  });
 });

@@ -1,0 +1,128 @@
+/**
+ * GET /v1/allocations one page at a time (issue 26: a listing at 100k allocations once built a
+ * 29.5 MB answer and left the agent at 500 MB). A page holds at most `limit` allocations, and what
+ * the agent reads to make it is bounded too:
+ * - this agent's store: `Store.listPage` reads the page from the key on (SQLite walks its primary
+ *   key from the cursor). A store without it (etcd) is listed and sliced: bounded answers, not
+ *   bounded reads;
+ * - the cluster (`cluster=true`, on the Kubernetes store): every node's allocations as their
+ *   owners published them, read from the published view `BLOCKS_PER_READ` blocks at a time.
+ *
+ * The continue token is opaque to callers (base64url of JSON): the key after which the next page
+ * starts, or the published view's own continue token with the block and offset reached in that
+ * read. A token this agent did not give is refused (BAD_REQUEST), never guessed at.
+ */
+import { WarrenError } from '../../core/errors.ts';
+import type { Allocation } from '../../ipam/allocation.ts';
+import { isPlainObject } from '../../core/validate.ts';
+import type { AllocationPage, AllocationPageRequest } from '../../api/protocol.ts';
+import type { ClusterTier } from '../../store/cluster-tier.ts';
+import type { AllocationFilter, ListCursor, Store } from '../../store/store.ts';
+
+/** The published view of a cluster store: one page of blocks with their allocations (ClusterTier.published). */
+export type PublishedView = ClusterTier['published'];
+
+/** Blocks read from the published view at a time: a block holds tens to a few hundred allocations. */
+export const BLOCKS_PER_READ = 50;
+
+type Token = { readonly k: 'local'; readonly p: string; readonly a: string } | ClusterToken;
+interface ClusterToken {
+  readonly k: 'cluster';
+  /** The published view's continue token of the read this page stopped in (absent: the first). */
+  readonly t?: string;
+  /** The block of that read, and the allocation in it, the next page starts at. */
+  readonly b: number;
+  readonly o: number;
+}
+
+function encode(token: Token): string {
+  return Buffer.from(JSON.stringify(token)).toString('base64url');
+}
+
+function refused(): WarrenError {
+  return new WarrenError('BAD_REQUEST', 'continue is not a token this agent gave for this listing');
+}
+
+function decode(text: string | undefined, kind: Token['k']): Token | undefined {
+  if (text === undefined) return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(Buffer.from(text, 'base64url').toString('utf8'));
+  } catch {
+    throw refused();
+  }
+  if (!isPlainObject(value) || value.k !== kind) throw refused();
+  if (kind === 'local' && typeof value.p === 'string' && typeof value.a === 'string')
+    return { k: 'local', p: value.p, a: value.a };
+  const whole = (n: unknown): n is number => typeof n === 'number' && Number.isSafeInteger(n) && n >= 0;
+  if (kind === 'cluster' && whole(value.b) && whole(value.o) && (value.t === undefined || typeof value.t === 'string'))
+    return { k: 'cluster', b: value.b, o: value.o, ...(value.t === undefined ? {} : { t: value.t }) };
+  throw refused();
+}
+
+/** One page of this agent's store; see the module header. */
+export async function localPage(
+  store: Store,
+  filter: AllocationFilter,
+  page: AllocationPageRequest,
+): Promise<AllocationPage> {
+  const token = decode(page.continue, 'local');
+  const after: ListCursor | undefined = token?.k === 'local' ? { pool: token.p, address: token.a } : undefined;
+  const read =
+    store.listPage === undefined
+      ? sliced(await store.list(filter), page.limit, after)
+      : await store.listPage(filter, { limit: page.limit, ...(after === undefined ? {} : { after }) });
+  return {
+    items: read.items,
+    ...(read.next === undefined ? {} : { continue: encode({ k: 'local', p: read.next.pool, a: read.next.address }) }),
+  };
+}
+
+/** A whole list cut as listPage would: key order, after the cursor. */
+function sliced(all: Allocation[], limit: number, after: ListCursor | undefined) {
+  const key = (a: { pool: string; address: string }): [string, string] => [a.pool, a.address];
+  const before = (x: [string, string], y: [string, string]): boolean => x[0] < y[0] || (x[0] === y[0] && x[1] < y[1]);
+  const sorted = all.sort((x, y) => (before(key(x), key(y)) ? -1 : before(key(y), key(x)) ? 1 : 0));
+  const rest = after === undefined ? sorted : sorted.filter((a) => before(key(after), key(a)));
+  const items = rest.slice(0, limit);
+  const last = items.at(-1);
+  return rest.length > limit && last !== undefined
+    ? { items, next: { pool: last.pool, address: last.address } }
+    : { items };
+}
+
+/** Whether `a` passes the filters the published view cannot apply itself. */
+function matches(a: Allocation, filter: AllocationFilter): boolean {
+  const fields = ['network', 'containerID', 'ifname', 'podNamespace', 'podName', 'podUID', 'address'] as const;
+  return (
+    fields.every((field) => filter[field] === undefined || a[field] === filter[field]) &&
+    (filter.pool === undefined || a.pool === filter.pool)
+  );
+}
+
+/** One page of every node's published allocations; see the module header. */
+export async function clusterPage(
+  published: PublishedView,
+  filter: AllocationFilter,
+  page: AllocationPageRequest,
+): Promise<AllocationPage> {
+  const token = decode(page.continue, 'cluster');
+  let at: ClusterToken = token?.k === 'cluster' ? token : { k: 'cluster', b: 0, o: 0 };
+  const where = {
+    ...(filter.rangePool === undefined ? {} : { pool: filter.rangePool }),
+    ...(filter.node === undefined ? {} : { node: filter.node }),
+  };
+  const items: Allocation[] = [];
+  for (;;) {
+    const read = await published(where, { limit: BLOCKS_PER_READ, ...(at.t === undefined ? {} : { continue: at.t }) });
+    for (let b = at.b; b < read.items.length; b++) {
+      const held = (read.items[b]?.allocations ?? []).filter((a) => matches(a, filter));
+      for (let o = b === at.b ? at.o : 0; o < held.length; o++) {
+        if (items.length === page.limit) return { items, continue: encode({ ...at, b, o }) };
+        items.push(held[o] as Allocation);
+      }
+    }
+    if (read.continue === undefined) return { items };
+    at = { k: 'cluster', t: read.continue, b: 0, o: 0 };
+  }
+}

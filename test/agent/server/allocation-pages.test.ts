@@ -1,0 +1,168 @@
+/**
+ * GET /v1/allocations a page at a time (server/allocation-pages.ts, issue 26 item 6): through the
+ * agent's real API server and typed client over SQLite, and over a memory cluster's published view.
+ * Every allocation comes once across the pages, no page holds more than its limit, and the agent
+ * never lists the whole store to make one (the store's whole listing is made to fail meanwhile).
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { clusterPage, BLOCKS_PER_READ, localPage } from '../../../src/agent/server/allocation-pages.ts';
+import type { Allocation } from '../../../src/ipam/allocation.ts';
+import { blockKey } from '../../../src/ipam/blocks.ts';
+import { ManualClock } from '../../../src/core/clock.ts';
+import { SqliteStore } from '../../../src/store/sqlite-store.ts';
+import type { Store } from '../../../src/store/store.ts';
+import { type Harness, harness } from '../../api/harness.ts';
+import { MemoryTier } from '../../store/memory-tier.ts';
+
+const keyOf = (a: Allocation): string => `${a.pool} ${a.address}`;
+
+describe('allocation pages through the API', () => {
+  let h: Harness;
+  before(async () => {
+    h = await harness();
+    for (let i = 0; i < 23; i++) {
+      const network = i % 3 === 0 ? 'odd' : 'main';
+      const range = network === 'odd' ? '10.31.0.0/24' : '10.30.0.0/24';
+      const outcome = await h.client.cni({
+        command: 'ADD',
+        containerID: `c${i}`,
+        netns: `/var/run/netns/c${i}`,
+        ifname: 'eth0',
+        config: { cniVersion: '1.0.0', name: network, ipam: { type: 'warren', range } },
+      });
+      assert.equal(outcome.kind, 'result', JSON.stringify(outcome));
+    }
+  });
+  after(async () => h.close());
+
+  it('answers each allocation once across pages of at most `limit`, never listing the whole store', async () => {
+    const whole = await h.client.allocations();
+    h.store.listFault = new Error('the whole store was listed for a page');
+    try {
+      const seen: string[] = [];
+      let token: string | undefined;
+      let pages = 0;
+      do {
+        const page = await h.client.allocationsPage(
+          {},
+          { limit: 7, ...(token === undefined ? {} : { continue: token }) },
+        );
+        assert.ok(page.items.length <= 7);
+        seen.push(...page.items.map(keyOf));
+        token = page.continue;
+        pages += 1;
+      } while (token !== undefined);
+      assert.equal(pages, 4, '23 allocations in pages of 7');
+      assert.deepEqual(seen.slice().sort(), whole.map(keyOf).sort());
+      assert.equal(new Set(seen).size, seen.length, 'none twice');
+      const filtered: Allocation[] = [];
+      for await (const a of h.client.allAllocations({ network: 'odd' }, { pageSize: 3 })) filtered.push(a);
+      assert.deepEqual(
+        filtered.map(keyOf).sort(),
+        whole
+          .filter((a) => a.network === 'odd')
+          .map(keyOf)
+          .sort(),
+      );
+    } finally {
+      h.store.listFault = undefined;
+    }
+  });
+
+  it('refuses a bad limit, a token it did not give, and --cluster on a store that publishes nothing', async () => {
+    await assert.rejects(h.client.allocationsPage({}, { limit: 0 }), /BAD_REQUEST|limit must be a whole number/);
+    await assert.rejects(h.client.allocationsPage({}, { limit: 5001 }), /limit must be a whole number from 1 to 5000/);
+    await assert.rejects(h.client.allocationsPage({}, { limit: 5, continue: 'bm9wZQ' }), /not a token this agent gave/);
+    await assert.rejects(
+      h.client.allocationsPage({}, { limit: 5, cluster: true }),
+      /--cluster needs --store kubernetes/,
+    );
+  });
+});
+
+describe('allocation pages of a store that cannot page, and of the published view', () => {
+  it('slices a store without listPage in the same order, each allocation once', async () => {
+    const sqlite = new SqliteStore({ path: ':memory:' });
+    try {
+      for (let i = 0; i < 9; i++) {
+        const allocation = {
+          pool: 'p',
+          address: `10.0.0.${i + 1}`,
+          network: 'n',
+          containerID: `c${i}`,
+          ifname: 'eth0',
+          node: 'n1',
+          createdAt: i,
+        };
+        assert.equal(
+          (await sqlite.commit('p', (await sqlite.readPool('p')).revision, [{ op: 'allocate', allocation }])).kind,
+          'committed',
+        );
+      }
+      const bare = { list: (filter: never) => sqlite.list(filter) } as unknown as Store;
+      const read = async (store: Store): Promise<string[]> => {
+        const out: string[] = [];
+        let token: string | undefined;
+        do {
+          const page = await localPage(store, {}, { limit: 4, ...(token === undefined ? {} : { continue: token }) });
+          assert.ok(page.items.length <= 4);
+          out.push(...page.items.map(keyOf));
+          token = page.continue;
+        } while (token !== undefined);
+        return out;
+      };
+      assert.deepEqual(await read(bare), await read(sqlite), 'the same pages with or without listPage');
+      assert.equal((await read(sqlite)).length, 9);
+    } finally {
+      await sqlite.close();
+    }
+  });
+
+  it("reads every node's published allocations, more blocks than one read holds, each once, filtered", async () => {
+    const tier = new MemoryTier({ clock: new ManualClock(0) });
+    const range = {
+      pool: 'r',
+      space: 's',
+      subnet: '10.40.0.0/16',
+      first: '10.40.0.1',
+      last: '10.40.255.254',
+      blockPrefix: 28,
+    };
+    const blocks = BLOCKS_PER_READ + 13;
+    for (let b = 0; b < blocks; b++) {
+      const key = blockKey('r', `10.40.${b}.0/28`);
+      const node = `node-${b % 3}`;
+      assert.ok(await tier.claim(range, key, node));
+      const allocations = ['x', 'y'].map((network, i) => ({
+        pool: key,
+        address: `10.40.${b}.${i + 1}`,
+        network,
+        containerID: `c${b}-${i}`,
+        ifname: 'eth0',
+        node,
+        createdAt: 0,
+      }));
+      await tier.publish({ key, node, counts: { allocated: 2, resting: 0 }, allocations, publishedAt: 0 });
+    }
+    const published = (filter: { pool?: string; node?: string }, page: { limit: number; continue?: string }) =>
+      tier.published(filter, page);
+    const seen: Allocation[] = [];
+    let token: string | undefined;
+    do {
+      const page = await clusterPage(
+        published,
+        { network: 'x' },
+        { limit: 7, ...(token === undefined ? {} : { continue: token }) },
+      );
+      assert.ok(page.items.length <= 7);
+      seen.push(...page.items);
+      token = page.continue;
+    } while (token !== undefined);
+    assert.equal(seen.length, blocks, 'one of network x per block');
+    assert.equal(new Set(seen.map(keyOf)).size, blocks, 'none twice');
+    assert.ok(seen.every((a) => a.network === 'x'));
+    const ofNode = await clusterPage(published, { node: 'node-1' }, { limit: 1000 });
+    assert.ok(ofNode.items.length > 0 && ofNode.items.every((a) => a.node === 'node-1'));
+  });
+});
