@@ -13,8 +13,10 @@
  *   config set is refused when it disagrees);
  * - the first ADD of a range reads only this node's blocks (`pools(<range>#)` answers those); the
  *   range's claims are read (blockOwners.rangeBlocks) only when this node's blocks are full;
- * - an address in another node's block is that node's to hand out: the `borrow` placement goes to
- *   `#borrow`, the one place where asking the owners belongs, and is `full` until then.
+ * - an address in another node's block is that node's to hand out: after its own blocks, a node
+ *   tries the addresses others lent it (lending/, a local look), and the `borrow` placement asks the
+ *   owners to lend some and waits for them (lending/borrower.ts); a claim holds the addresses a
+ *   migration recorded in the block, in the claim's own commit.
  * On other stores (etcd) nothing of that applies: blocks are the config's or the family default.
  */
 import { WarrenError } from '../core/errors.ts';

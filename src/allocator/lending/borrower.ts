@@ -24,6 +24,7 @@ import type { AdmissionGuard, PoolDescription, PoolOp, PoolSummary, Store } from
 import type { AllocateRequest, Decision } from '../assignment.ts';
 import type { PoolAssigner } from '../pool-assigner.ts';
 import type { PoolCache } from '../pool-cache.ts';
+import { isLoanKey } from '../../ipam/loan-key.ts';
 import { RETURNED_NETWORK, loanAddressOf, loanKey, loanSpan } from './loans.ts';
 
 export interface BorrowerOptions {
@@ -70,8 +71,10 @@ export class Borrower {
     for (const summary of summaries) {
       // A loan pool holds one address: any allocation in it (a pod's, or the given-back mark) fills it.
       if (summary.allocated > 0) continue;
-      const address = loanAddressOf(range, summary.pool);
-      if (address === undefined) continue;
+      // With one-address blocks a key of one address is a block, never a loan (ipam/loan-key.ts).
+      const address = isLoanKey(summary.pool, range.blockPrefix) ? loanAddressOf(range, summary.pool) : undefined;
+      // A lender's config may span more of the range than this node's (range_start, range_end).
+      if (address === undefined || address < range.first || address > range.last) continue;
       const decision = await this.#o.assigner.decide(loanSpan(range, address), range, request, undefined, guard);
       if (decision.kind !== 'full') return decision;
     }

@@ -68,7 +68,8 @@ export class Lender {
   }
 
   /** Answers the open requests, holds migrated addresses, releases orphaned placeholders. */
-  async run(graceMs: number): Promise<LendReport> {
+  /** `migrated`: the requests holding grants of a migration (lender `whereabouts`), as just read. */
+  async run(graceMs: number, migrated: readonly AddressRequest[]): Promise<LendReport> {
     const lent: string[] = [];
     const errors: string[] = [];
     // Only the ranges this node owns blocks of, one listing each: what it reads grows with its blocks.
@@ -87,7 +88,7 @@ export class Lender {
         }
       }
     }
-    const released = await this.#tidy(graceMs, errors);
+    const released = await this.#tidy(graceMs, migrated, errors);
     return { lent, released, errors };
   }
 
@@ -155,7 +156,7 @@ export class Lender {
     blocks: readonly OwnBlock[],
     chosen: ReadonlyArray<GrantChoice & { readonly borrower: string }>,
   ): Promise<Array<{ block: string; text: string }>> {
-    const { store, pools, locks, node, clock } = this.#o;
+    const { store, pools, locks, clock } = this.#o;
     const held: Array<{ block: string; text: string }> = [];
     await locks.run(pool, async () => {
       for (const block of blocks) {
@@ -164,7 +165,7 @@ export class Lender {
         const now = momentOf(clock);
         const ops: PoolOp[] = mine.map((c) => ({
           op: 'allocate',
-          allocation: placeholderOf(block.key, block.family, c.address, c.borrower, node, now),
+          allocation: placeholderOf(block.key, block.family, c.address, c.borrower, now),
         }));
         const result = await store.commit(block.key, block.revision, ops);
         pools.forget(block.key);
@@ -195,14 +196,16 @@ export class Lender {
    * Holds migrated addresses that lie in this node's blocks, and releases placeholders whose grant
    * has been gone for the grace. What it released.
    */
-  async #tidy(graceMs: number, errors: string[]): Promise<string[]> {
+  async #tidy(graceMs: number, requests: readonly AddressRequest[], errors: string[]): Promise<string[]> {
     const { store, tier, node, clock } = this.#o;
     const granted = new Set<string>();
     const migrated: Array<{ request: AddressRequest; grant: Grant }> = [];
     // Grants of this node are read only while it holds placeholders (a lender's own records say so).
-    const placeholders = await store.list({ network: LENT_NETWORK, node });
-    for (const lender of placeholders.length > 0 ? [node, MIGRATION_LENDER] : [MIGRATION_LENDER])
-      for (const request of await tier.requestsLentBy(lender))
+    const placeholders = await store.list({ network: LENT_NETWORK });
+    const lentBy: Array<[string, readonly AddressRequest[]]> = [[MIGRATION_LENDER, requests]];
+    if (placeholders.length > 0) lentBy.push([node, await tier.requestsLentBy(node)]);
+    for (const [lender, lent] of lentBy)
+      for (const request of lent)
         for (const grant of request.grants) {
           if (grant.lender !== lender) continue;
           granted.add(grantKey(request.pool, request.node, grant.address));

@@ -19,11 +19,11 @@ import type { Clock } from '../../core/clock.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import type { KeyedMutex } from '../../core/keyed-mutex.ts';
 import { momentOf } from '../../core/moment.ts';
-import { parseIP } from '../../ipam/address.ts';
+import { bitsOf, parseIP } from '../../ipam/address.ts';
 import type { Block } from '../../ipam/blocks.ts';
 import { parsePoolKey } from '../../ipam/pool-key.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
-import type { ClusterTier } from '../../store/cluster-tier.ts';
+import type { AddressRequest, ClusterTier } from '../../store/cluster-tier.ts';
 import type { AdmissionGuard, PoolOp, Store } from '../../store/store.ts';
 import type { AllocateRequest, Decision } from '../assignment.ts';
 import type { PoolAssigner } from '../pool-assigner.ts';
@@ -63,6 +63,11 @@ export class Lending {
   readonly #borrower: Borrower;
   readonly #lender: Lender;
   readonly #return: LoanReturn;
+  /**
+   * The requests holding a migration's grants, as last read (each upkeep run reads them): a claim
+   * looks here, so claiming a block costs no request more; read at the first claim after a start.
+   */
+  #migrated: readonly AddressRequest[] | undefined;
 
   constructor(options: LendingOptions) {
     this.#o = options;
@@ -89,27 +94,33 @@ export class Lending {
 
   /** No free block and no free loan: asks the owners; `conflict` (decide again) once a grant is adopted. */
   async borrow(range: RangeSpec): Promise<Decision> {
+    // Blocks of one address are never lent (loans.ts): with every one claimed, the range is full here.
+    if (range.blockPrefix >= bitsOf(range.family)) return { kind: 'full' };
     return (await this.#borrower.borrow(range)) > 0 ? { kind: 'conflict' } : { kind: 'full' };
   }
 
   /**
    * What claiming `block` must commit with the claim: a placeholder for every address a migration
    * recorded in it (grant lender `whereabouts`), so the claimer never hands one out; it takes over
-   * as their lender (lender.ts keeps them while their grants stand). TRY_AGAIN when the cluster
-   * cannot be read.
+   * as their lender (lender.ts keeps them while their grants stand). The grants as the last upkeep
+   * run read them (a claim costs no request more); a grant written since is held by the next run
+   * (lender.ts), which is why the migration records before the attachments switch to Warren.
+   * TRY_AGAIN when they were never read and the cluster cannot be reached.
    */
   async migratedIn(range: RangeSpec, block: Block): Promise<PoolOp[]> {
-    const { tier, node, clock } = this.#o;
-    let requests: Awaited<ReturnType<ClusterTier['requestsLentBy']>>;
-    try {
-      requests = await tier.requestsLentBy(MIGRATION_LENDER);
-    } catch (error) {
-      throw new WarrenError(
-        'TRY_AGAIN',
-        `block ${block.key} cannot be claimed: the addresses migrated into it cannot be read from ` +
-          `${tier.description}: ${messageOf(error)}`,
-        { cause: error },
-      );
+    const { tier, clock } = this.#o;
+    let requests = this.#migrated;
+    if (requests === undefined) {
+      try {
+        requests = await this.#readMigrated();
+      } catch (error) {
+        throw new WarrenError(
+          'TRY_AGAIN',
+          `block ${block.key} cannot be claimed: the addresses migrated into it cannot be read from ` +
+            `${tier.description}: ${messageOf(error)}`,
+          { cause: error },
+        );
+      }
     }
     const ops: PoolOp[] = [];
     const now = momentOf(clock);
@@ -121,7 +132,7 @@ export class Lending {
         if (ip.value < block.span.first || ip.value > block.span.last) continue;
         ops.push({
           op: 'allocate',
-          allocation: placeholderOf(block.key, range.family, ip.value, request.node, node, now),
+          allocation: placeholderOf(block.key, range.family, ip.value, request.node, now),
         });
       }
     }
@@ -135,8 +146,14 @@ export class Lending {
    */
   async run(o: { readonly returnGraceMs: number; readonly orphanGraceMs: number }): Promise<LendingReport> {
     const errors: string[] = [];
-    const adopted = await this.#adoptMigrated(errors);
-    const lending = await this.#lender.run(o.orphanGraceMs).catch((error: unknown) => {
+    let migrated: readonly AddressRequest[] | undefined;
+    try {
+      migrated = await this.#readMigrated();
+    } catch (error) {
+      errors.push(`reading migrated addresses: ${messageOf(error)}`);
+    }
+    const adopted = migrated === undefined ? 0 : await this.#adoptMigrated(migrated, errors);
+    const lending = await this.#lender.run(o.orphanGraceMs, migrated ?? []).catch((error: unknown) => {
       errors.push(`lending: ${messageOf(error)}`);
       return { lent: [], released: [], errors: [] };
     });
@@ -153,19 +170,24 @@ export class Lending {
     };
   }
 
+  async #readMigrated(): Promise<readonly AddressRequest[]> {
+    this.#migrated = await this.#o.tier.requestsLentBy(MIGRATION_LENDER);
+    return this.#migrated;
+  }
+
   /** Records the addresses a migration granted this node as their holders' allocations. */
-  async #adoptMigrated(errors: string[]): Promise<number> {
-    const { tier, node, locks } = this.#o;
+  async #adoptMigrated(requests: readonly AddressRequest[], errors: string[]): Promise<number> {
+    const { node, locks } = this.#o;
     let adopted = 0;
-    try {
-      for (const request of await tier.requestsLentBy(MIGRATION_LENDER)) {
-        const key = parsePoolKey(request.pool);
-        if (request.node !== node || key === undefined) continue;
-        const range = { pool: request.pool, family: key.family };
+    for (const request of requests) {
+      const key = parsePoolKey(request.pool);
+      if (request.node !== node || key === undefined) continue;
+      const range = { pool: request.pool, family: key.family };
+      try {
         adopted += await locks.run(request.pool, () => this.#borrower.adopt(range, request));
+      } catch (error) {
+        errors.push(`adopting migrated addresses of ${request.pool}: ${messageOf(error)}`);
       }
-    } catch (error) {
-      errors.push(`adopting migrated addresses: ${messageOf(error)}`);
     }
     return adopted;
   }

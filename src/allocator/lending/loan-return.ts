@@ -19,6 +19,7 @@ import type { KeyedMutex } from '../../core/keyed-mutex.ts';
 import { momentOf } from '../../core/moment.ts';
 import { formatIP } from '../../ipam/address.ts';
 import { isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
+import { isLoanKey } from '../../ipam/loan-key.ts';
 import { parsePoolKey } from '../../ipam/pool-key.ts';
 import type { ClusterTier } from '../../store/cluster-tier.ts';
 import type { PoolOp, Store } from '../../store/store.ts';
@@ -62,14 +63,21 @@ export class LoanReturn {
     const now = clock.monotonic();
     const seen = new Set<string>();
     if (!this.#recovered) {
-      for (const mark of await store.list({ network: RETURNED_NETWORK, node: this.#o.node }))
+      for (const mark of await store.list({ network: RETURNED_NETWORK }))
         this.#addPending(rangePoolOfKey(mark.pool), mark.address);
       this.#recovered = true;
     }
-    for (const summary of await store.pools()) {
-      if (summary.allocated > 0 || !isBlockKey(summary.pool)) continue;
+    const summaries = await store.pools();
+    // Each range's block size, from its description: with one-address blocks, a key of one address
+    // is a block (this node's, or one whose claim vanished), never a loan (ipam/loan-key.ts).
+    const blockPrefix = new Map<string, number>();
+    for (const p of summaries)
+      if (!isBlockKey(p.pool) && p.description?.blockPrefix !== undefined)
+        blockPrefix.set(p.pool, p.description.blockPrefix);
+    for (const summary of summaries) {
+      if (summary.allocated > 0 || !isBlockKey(summary.pool) || summary.affinity !== undefined) continue;
       const range = rangeOfLoan(summary.pool);
-      if (range === undefined) continue;
+      if (range === undefined || !isLoanKey(summary.pool, blockPrefix.get(range.pool) ?? 0)) continue;
       seen.add(summary.pool);
       const since = this.#idleSince.get(summary.pool);
       if (since === undefined) this.#idleSince.set(summary.pool, now);
@@ -134,7 +142,7 @@ export class LoanReturn {
     const { tier, node, store, locks } = this.#o;
     return locks.run(pool, async () => {
       const marked = new Set(
-        (await store.list({ rangePool: pool, network: RETURNED_NETWORK, node }))
+        (await store.list({ rangePool: pool, network: RETURNED_NETWORK }))
           .filter((a) => addresses.has(a.address))
           .map((a) => a.address),
       );

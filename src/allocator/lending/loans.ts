@@ -2,16 +2,16 @@
  * The records of a loan, on both sides (pure: no I/O).
  *
  * - The lender holds a lent address in its block as a placeholder allocation of owner
- *   (`warren.dev/lent`, <borrower node>, <the address>), so its own picks never hand it out and its
- *   published view says where the address went. The address as the interface name keeps one owner
- *   per address (the store's one-address-per-owner rule).
+ *   (`warren.dev/lent`, <borrower node>, <the address>) recorded with node <borrower>, so its own
+ *   picks never hand it out and its published view says where the address went. The address as
+ *   the interface name keeps one owner per address (the store's one-address-per-owner rule).
  * - The borrower keeps each lent address in a loan pool of its own SQLite, keyed
- *   `<range pool>#<address>/<32|128>` (ipam/loan-key.ts), and
- *   hands it out from there with no request to the cluster.
+ *   `<range pool>#<address>/<32|128>` (ipam/loan-key.ts), and hands it out from there with no
+ *   request to the cluster.
  * - A loan the borrower gave back is marked in its loan pool by an allocation of owner
- *   (`warren.dev/returned`, <borrower node>, <the address>): the pool is then full, so no pick reaches it
- *   again, and the grant can be removed from the request without a pick racing it. A grant of the
- *   same address later releases the mark.
+ *   (`warren.dev/returned`, <borrower node>, <the address>), node `warren.dev/returned`: the pool
+ *   is then full, so no pick reaches it again, and the grant can be removed from the request
+ *   without a pick racing it. A grant of the same address later releases the mark.
  *
  * Lending needs blocks larger than one address: where a range's blocks are one address each, a
  * loan pool's key would be a block's (ipam/loan-key.ts), so lenders lend nothing from such blocks.
@@ -45,7 +45,6 @@ export function placeholderOf(
   family: Family,
   address: bigint,
   borrower: string,
-  lender: string,
   now: Moment,
 ): Allocation {
   const text = formatIP({ family, value: address });
@@ -55,7 +54,10 @@ export function placeholderOf(
     network: LENT_NETWORK,
     containerID: borrower,
     ifname: text,
-    node: lender,
+    // The borrower's name, never this node's: the node's runtime resync releases what this node's
+    // allocations name as containers it does not run, and no container is called like a node. And
+    // a borrower forgotten for good (forget-node) takes its placeholders with it.
+    node: borrower,
     createdAt: now.wall,
     ...(now.stamp === undefined ? {} : { createdStamp: now.stamp }),
   };
@@ -69,7 +71,9 @@ export function returnedMarkOf(pool: string, address: string, node: string, now:
     network: RETURNED_NETWORK,
     containerID: node,
     ifname: address,
-    node,
+    // No node's name (node names hold no '/'): a runtime resync of this node, which releases what
+    // this node's allocations name as containers it does not run, and a node forget never reach it.
+    node: RETURNED_NETWORK,
     createdAt: now.wall,
     ...(now.stamp === undefined ? {} : { createdStamp: now.stamp }),
   };
