@@ -42,6 +42,10 @@ commands:
   store accept   after the agent stopped allocating because its etcd lost its data (or another
                  agent took this node's name): use the store as it is now (README, "When etcd
                  lost its data")
+  migrate        migrate whereabouts [--dry-run] [--kubeconfig F] [--namespace NS]: record the
+                 addresses whereabouts holds for running pods in the kubernetes store, so the
+                 NetworkAttachmentDefinitions switch to warren with no pod restarted (README,
+                 "Migrating from whereabouts"); a table per range, exit 1 on any conflict
   install        install --cni-bin-dir DIR [--link] [--from DIST]: the native forwarder as
                  DIR/warren, and beside it DIR/warren.d/ (this Node and the TypeScript plugin),
                  each file atomically, the forwarder last; --link symlinks this Node instead of
@@ -117,6 +121,11 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
             verb === undefined ? 'store needs a verb: store accept' : `unknown store verb "${verb}"; store accept`,
           );
         return await acceptStoreCommand(more, io);
+      }
+      case 'migrate': {
+        // Imported when run: the Kubernetes client and the cluster tier are no cost of the other commands.
+        const { migrateCommand } = await import('./migrate-command.ts');
+        return await migrateCommand(rest, io);
       }
       case 'install': {
         const { runInstall } = await import('./install.ts');
