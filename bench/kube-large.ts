@@ -10,6 +10,7 @@
  * memory, and `warren allocations --json` against it (time, bytes, allocations listed, memory after).
  * The size is `--allocations N` (default 1,000,000; --quick 20,000), spread over SIM_NODES blocks.
  */
+import { spawn } from 'node:child_process';
 import { systemClock } from '../src/core/clock.ts';
 import type { Allocation } from '../src/ipam/allocation.ts';
 import { formatIP, parseIP } from '../src/ipam/address.ts';
@@ -18,7 +19,7 @@ import { blockName } from '../src/store/kubernetes/names.ts';
 import { blockObject, blockStatusOf } from '../src/store/kubernetes/objects.ts';
 import { type FakeKubeApi, type KubeObject as FakeObject, startFakeKubeApi } from '../test/helpers/fake-kube-api.ts';
 import { kubeStoreArgs } from '../test/helpers/kube-store.ts';
-import { CHILD_PATH, WARREN_BIN, run } from '../test/helpers/processes.ts';
+import { CHILD_PATH, WARREN_BIN } from '../test/helpers/processes.ts';
 import { residentMiB } from './agents.ts';
 import { describeLoad, underLoad, type Load } from './machine.ts';
 import { type Command, benchAgent, cniEnv, sequential } from './plugins.ts';
@@ -37,15 +38,56 @@ const POOL = '10.64.0.0/12';
 const BLOCK_PREFIX = 22;
 const BLOCK_SIZE = 1 << (32 - BLOCK_PREFIX);
 
+export interface Listing {
+  readonly ms: number;
+  readonly bytes: number;
+  /** Allocations in the output (its "address" keys, counted as it streams). */
+  readonly entries: number;
+  readonly code: number | null;
+  readonly stderr: string;
+}
+
+const KEY = '"address":';
+
+/** `warren allocations --json ARGS`, its output counted as it comes rather than held. */
+function listing(args: readonly string[]): Promise<Listing> {
+  const started = performance.now();
+  const child = spawn(process.execPath, [WARREN_BIN, 'allocations', '--json', ...args], {
+    env: { ...process.env, PATH: CHILD_PATH },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let bytes = 0;
+  let entries = 0;
+  let carry = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8');
+  child.stdout.on('data', (chunk: string) => {
+    bytes += Buffer.byteLength(chunk);
+    // A key split across two chunks is found in the next: the carry (shorter than the key, so it
+    // never holds a whole one already counted) is the tail of what came before.
+    const text = carry + chunk;
+    entries += text.split(KEY).length - 1;
+    carry = text.slice(-(KEY.length - 1));
+  });
+  child.stderr.on('data', (c: Buffer) => {
+    if (stderr.length < 2_000) stderr += c.toString();
+  });
+  return new Promise((resolve) =>
+    child.on('close', (code) => resolve({ ms: performance.now() - started, bytes, entries, code, stderr })),
+  );
+}
+
 export interface LargeFigures {
   readonly addMedian: number;
   readonly idlePerMinute: number;
   readonly idleRequests: Readonly<Record<string, number>>;
   readonly rssMiB: number;
-  readonly listMs: number;
-  readonly listBytes: number;
-  readonly listed: number;
-  readonly rssAfterListMiB: number;
+  /** `warren allocations --json`: this node's own. */
+  readonly local: Listing;
+  readonly rssAfterLocalMiB: number;
+  /** `warren allocations --cluster --json`: every node's, as published, a page at a time. */
+  readonly cluster: Listing;
+  readonly rssAfterClusterMiB: number;
   readonly failures: number;
   /** What the first failed call answered (its CNI error), if one failed. */
   readonly firstFailure: string | undefined;
@@ -134,27 +176,19 @@ async function figures(forwarder: Command, quick: boolean, total: number) {
       const idleRequests = api.requestCounts();
       const idleTotal = Object.values(idleRequests).reduce((s, x) => s + x, 0);
       const rssMiB = residentMiB(agent.pid).rss;
-      const started = performance.now();
-      const listing = await run(process.execPath, [WARREN_BIN, 'allocations', '--json', '--socket', agent.socket], {
-        env: { ...process.env, PATH: CHILD_PATH },
-      });
-      const listMs = performance.now() - started;
-      let listed = Number.NaN;
-      try {
-        listed = (JSON.parse(listing.stdout) as unknown[]).length;
-      } catch {
-        // an error or a paged answer of another shape: the bytes say what came
-      }
+      const local = await listing(['--socket', agent.socket]);
+      const rssAfterLocal = residentMiB(agent.pid).rss;
+      const cluster = await listing(['--cluster', '--socket', agent.socket]);
       return {
         addMedian: adds.median,
         idlePerMinute: (idleTotal / idleMs) * 60_000,
         idleRequests,
         rssMiB,
-        listMs,
-        listBytes: listing.stdout.length,
-        listed,
-        rssAfterListMiB: residentMiB(agent.pid).rss,
-        failures: warm.failures + adds.failures + (listing.code === 0 ? 0 : 1),
+        local,
+        rssAfterLocalMiB: rssAfterLocal,
+        cluster,
+        rssAfterClusterMiB: residentMiB(agent.pid).rss,
+        failures: warm.failures + adds.failures + (local.code === 0 ? 0 : 1) + (cluster.code === 0 ? 0 : 1),
         firstFailure: [...warm.results, ...adds.results].find((r) => r.code !== 0)?.stdout.trim(),
         idleSeconds: idleMs / 1000,
       };
@@ -191,9 +225,12 @@ export function printLarge(l: Large): void {
     ['ADD sequential median ms', (f) => f.addMedian.toFixed(2)],
     [`API requests per minute, idle (${l.idleSeconds} s)`, (f) => f.idlePerMinute.toFixed(1)],
     ['agent RSS MiB, idle', (f) => f.rssMiB.toFixed(0)],
-    ['warren allocations --json: ms', (f) => f.listMs.toFixed(0)],
-    ['  bytes; allocations listed', (f) => `${f.listBytes}; ${f.listed}`],
-    ['  agent RSS MiB after', (f) => f.rssAfterListMiB.toFixed(0)],
+    ['warren allocations --json: ms', (f) => f.local.ms.toFixed(0)],
+    ['  bytes; allocations listed', (f) => `${f.local.bytes}; ${f.local.entries}`],
+    ['  agent RSS MiB after', (f) => f.rssAfterLocalMiB.toFixed(0)],
+    ['warren allocations --cluster --json: s', (f) => (f.cluster.ms / 1000).toFixed(1)],
+    ['  MB; allocations listed', (f) => `${(f.cluster.bytes / 1e6).toFixed(1)}; ${f.cluster.entries}`],
+    ['  agent RSS MiB after', (f) => f.rssAfterClusterMiB.toFixed(0)],
     ['failures', (f) => String(f.failures)],
   ];
   console.log(`  ${''.padEnd(44)} ${'empty'.padStart(16)} ${l.allocations.toLocaleString('en').padStart(16)}`);
@@ -208,7 +245,13 @@ export function printLarge(l: Large): void {
   for (const [name, f] of [
     ['empty', l.empty],
     ['full', l.full],
-  ] as const)
+  ] as const) {
     if (f.firstFailure !== undefined) console.log(`  first failure, ${name}: ${f.firstFailure}`);
+    for (const [what, l] of [
+      ['allocations', f.local],
+      ['allocations --cluster', f.cluster],
+    ] as const)
+      if (l.code !== 0) console.log(`  warren ${what} failed, ${name} (${l.code}): ${l.stderr.trim()}`);
+  }
   console.log(`  ${describeLoad(l.empty.load)} (empty); ${describeLoad(l.full.load)} (full)`);
 }
