@@ -17,7 +17,9 @@
  *   - agent start to serving (bench/agent-start.ts): CPU and wall time from the spawn of
  *     `bin/warren agent` to its socket's first answer, then the p99 of the 200 sequential ADDs
  *     that follow at once (what the warm-up is for); on this machine as it is, and again with
- *     8 busy loops beside it (scripts/cpu-hog.sh).
+ *     8 busy loops beside it (scripts/cpu-hog.sh);
+ *   - store `kubernetes` against the fake API server (bench/kube-store.ts, issue 26's floors), in a
+ *     process of its own: its large range holds up to a million allocations in memory.
  * Every process figure is timed by bench/spawn-timer.c (posix_spawn, spawn to exit), one driver
  * run per batch, so the figures are the plugins' and not Node's child_process overhead. The run
  * prints its command, the CPU and Node first, and the load average before and after each section
@@ -273,6 +275,14 @@ async function main(): Promise<void> {
   for (const [k, v, d] of engine.value) console.log(`  ${k.padEnd(70)} ${v.padStart(16)}  ${d}`);
   rmSync(binDir, { recursive: true, force: true });
   startFigures();
+  kubeStoreFigures();
+}
+
+/** Store `kubernetes` (bench/kube-store.ts), its output as it comes; a failure fails the run. */
+function kubeStoreFigures(): void {
+  console.log('');
+  const r = spawnSync(process.execPath, ['bench/kube-store.ts', ...(quick ? ['--quick'] : [])], { stdio: 'inherit' });
+  if (r.status !== 0) throw new Error(`bench/kube-store.ts failed (${r.status ?? r.signal})`);
 }
 
 /**
