@@ -3,7 +3,7 @@
  * agent's wire contract (protocol.ts), under its stability rule.
  */
 import type { NodeLocalConfig } from '../cni/node-local.ts';
-import type { StoreKind } from '../store/store.ts';
+import type { HistoryReading, StoreKind } from '../store/store.ts';
 import type { NetnsDirectoryStatus } from './protocol.ts';
 import type { CniConfigStatus, ContainerdState, MetricsEndpointStatus } from './status.ts';
 
@@ -42,6 +42,11 @@ export interface DoctorFacts {
     readonly kubeNamespace?: string;
     /** On a cluster store: why this node does not allocate (not announced; the store lost its data; its name taken). */
     readonly clusterProblem?: string;
+    /**
+     * etcd: its history and the room left for it (read at most once a minute), or why that could
+     * not be read: an etcd that never compacts fills its quota and then refuses every write.
+     */
+    readonly history?: HistoryReading | { readonly error: string };
   };
   readonly netns: readonly NetnsDirectoryStatus[];
   /**

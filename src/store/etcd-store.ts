@@ -45,6 +45,7 @@ import type { Allocation, Owner } from '../ipam/allocation.ts';
 import { inRangePool, rangePoolOfKey } from '../ipam/blocks.ts';
 import { type EtcdClientOptions, openEtcdClient } from './etcd-client.ts';
 import { EtcdContinuity } from './etcd-continuity.ts';
+import { EtcdHistory } from './etcd-history.ts';
 import { type UnitDoc, parseDoc } from './etcd-documents.ts';
 import { applyOps } from './etcd-pool-ops.ts';
 import { IDENTITY_KEY, verifyIdentity } from './etcd-identity.ts';
@@ -63,6 +64,7 @@ import type {
   PoolSummary,
   Revision,
   Store,
+  StoreHistory,
 } from './store.ts';
 import type { Etcd3, Namespace } from 'etcd3';
 
@@ -79,6 +81,8 @@ export interface EtcdStoreOptions extends EtcdClientOptions {
   readonly identity?: string;
   /** Told what an operator should know while announcing (waiting out a lease). */
   readonly notice?: (message: string) => void;
+  /** Least time between two readings of etcd's history and room (etcd-history.ts), ms. Default 60000. */
+  readonly historyIntervalMs?: number;
 }
 
 const enc = encodeURIComponent;
@@ -87,6 +91,7 @@ export class EtcdStore implements Store {
   readonly description: string;
   readonly membership: Membership;
   readonly spaces: AddressSpaces;
+  readonly history: StoreHistory;
   readonly #client: Etcd3;
   readonly #ns: Namespace;
   readonly #timeout: number;
@@ -129,6 +134,7 @@ export class EtcdStore implements Store {
       notice: options.notice,
     });
     this.membership = this.#membership;
+    this.history = new EtcdHistory(client, this.#ns, { ...options, timeout }, (w, b) => this.#call(w, b));
     this.spaces = new EtcdSpaces({
       kv: client.kv,
       prefix,

@@ -20,6 +20,7 @@ import type {
   PoolSummary,
   Revision,
   Store,
+  StoreHistory,
 } from './store.ts';
 
 export class ForwardingStore implements Store {
@@ -28,6 +29,7 @@ export class ForwardingStore implements Store {
   readonly membership?: Membership;
   readonly spaces?: AddressSpaces;
   readonly blockOwners?: BlockOwners;
+  readonly history?: StoreHistory;
   readonly listPage?: (filter: AllocationFilter, page: { limit: number; after?: ListCursor }) => Promise<ListPage>;
 
   /** `spaces`: the wrapper's own view of the inner store's address spaces, when it watches them. */
@@ -37,6 +39,7 @@ export class ForwardingStore implements Store {
     if (inner.membership !== undefined) this.membership = inner.membership;
     if (spaces !== undefined) this.spaces = spaces;
     if (inner.blockOwners !== undefined) this.blockOwners = inner.blockOwners;
+    if (inner.history !== undefined) this.history = inner.history;
     const listPage = inner.listPage;
     if (listPage !== undefined) this.listPage = (filter, page) => listPage.call(inner, filter, page);
   }

@@ -270,6 +270,36 @@ export interface ListPage {
 }
 
 /**
+ * What a store that keeps every write in a history until it is compacted (etcd) knows of that
+ * history and of the room left for it, as read from one member (etcd-history.ts). Without
+ * compaction the history grows with every write until the database reaches its quota, and then
+ * the store refuses every write.
+ */
+export interface HistoryReading {
+  /** The member whose quota was asked (the first endpoint); the sizes are those of the member that answered. */
+  readonly endpoint: string;
+  /** The store's current revision: one per write since it was made. */
+  readonly revision: number;
+  /** Whether any revision was ever compacted away (revision 1 no longer readable). */
+  readonly compacted: boolean;
+  /** The database file's size, which the quota bounds, bytes. */
+  readonly dbSizeBytes: number;
+  /** What of it is in use; the rest a defragmentation gives back. Absent when the member does not say. */
+  readonly dbSizeInUseBytes?: number;
+  /** The member's quota (etcd's --quota-backend-bytes), bytes; absent when it could not be read. */
+  readonly quotaBytes?: number;
+  /** Raised alarms, e.g. `NOSPACE on member 8e9e05c52164694d`. */
+  readonly alarms: readonly string[];
+  /** A NOSPACE alarm is raised: the store refuses every write until an operator disarms it. */
+  readonly noSpace: boolean;
+}
+
+/** Reads the history's state, at most once per its interval (an older reading is answered until then). */
+export interface StoreHistory {
+  read(): Promise<HistoryReading>;
+}
+
+/**
  * What a store that keeps the owners of blocks apart from their addresses (the two-tier store,
  * tiered-store.ts) offers block placement and node forget, so neither reads more than it needs:
  * there `pools(<block prefix>)` answers this node's blocks only.
@@ -321,6 +351,8 @@ export interface Store {
   readonly spaces?: AddressSpaces;
   /** Present when the cluster keeps the owners of blocks and the node their addresses (tiered-store.ts). */
   readonly blockOwners?: BlockOwners;
+  /** Present when the store keeps a history of writes that must be compacted (etcd). */
+  readonly history?: StoreHistory;
   /** Throws when the store cannot take writes. */
   ping(): Promise<void>;
   close(): Promise<void>;

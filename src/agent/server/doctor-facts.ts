@@ -2,7 +2,7 @@
  * What the running agent knows of its own setup, for `warren doctor` (GET /v1/doctor): its paths,
  * its store's health and durability, which namespace directories it can observe and where the
  * namespaces its allocations recorded lie, containerd's state, the CNI config manager's state, and
- * its clock against etcd's.
+ * its clock against etcd's, and etcd's history and the room left for it (store/etcd-history.ts).
  * Reads only; every part that cannot be read says why instead of failing the whole answer.
  *
  * The clock against etcd: etcd answers its HTTP endpoints with a `Date` header (whole seconds,
@@ -55,6 +55,8 @@ export async function doctorFacts(d: DoctorFactsDeps): Promise<DoctorFacts> {
   const cniConfig = d.cniConfig?.();
   const derived = d.nodeLocalOnly?.();
   const endpoint = o.etcdEndpoints[0];
+  // An unreachable store would only fail this too, after another wait.
+  const history = d.store.history === undefined || error !== undefined ? undefined : await historyOf(d.store);
   return {
     node: o.nodeName,
     version: d.version,
@@ -83,6 +85,7 @@ export async function doctorFacts(d: DoctorFactsDeps): Promise<DoctorFacts> {
       ...(error === undefined ? {} : { error }),
       ...storeSettings(o),
       ...(clusterProblem === undefined ? {} : { clusterProblem }),
+      ...(history === undefined ? {} : { history }),
     },
     netns: d.observer.directories(),
     recordedNetns: error === undefined ? await recordedNetns(d) : [],
@@ -97,6 +100,15 @@ export async function doctorFacts(d: DoctorFactsDeps): Promise<DoctorFacts> {
         }),
     ...(o.store === 'etcd' && endpoint !== undefined ? { clockSkew: await etcdClockSkew(endpoint, o, d.clock) } : {}),
   };
+}
+
+/** etcd's history and room, or why they could not be read. */
+async function historyOf(store: Store): Promise<NonNullable<DoctorFacts['store']['history']> | undefined> {
+  try {
+    return await store.history?.read();
+  } catch (e) {
+    return { error: messageOf(e) };
+  }
 }
 
 /** What doctor shows of the store's settings: its durability, or where the cluster's records are. */

@@ -1,8 +1,8 @@
 /**
  * The running agent's own setup, judged from what it reports (DoctorFacts): its journal and plugins dirs, the
  * namespace directories it can observe and the allocations recorded under them, containerd, its
- * CNI config manager, its store's health and durability, its clock against etcd, its metrics
- * endpoint.
+ * CNI config manager, its store's health and durability (and etcd's history: etcd-history.ts), its
+ * clock against etcd, its metrics endpoint.
  *
  * What makes an error rather than a warning: an address that can leak or a pod that cannot start.
  * An unobservable namespace directory is an error only when allocations are recorded under it
@@ -11,6 +11,7 @@
  */
 import type { DoctorFacts } from '../../api/doctor.ts';
 import type { ContainerdConfigReading } from './containerd-config.ts';
+import { historyFindings } from './etcd-history.ts';
 import { type Finding, error, ok, warning } from './finding.ts';
 import type { JournalDirCheck } from './observation.ts';
 
@@ -325,6 +326,7 @@ export function agentFindings(
     ...containerdFindings(facts, reading),
     ...cniConfigFindings(facts),
     ...storeFindings(facts),
+    ...historyFindings(facts),
     ...clockFindings(facts),
     ...metricsFindings(facts),
   ];
