@@ -61,7 +61,11 @@ export interface EtcdTls {
   readonly clientKey: string;
 }
 
-export async function startEtcd(size = 1, tls?: EtcdTls): Promise<EtcdCluster> {
+/**
+ * `extraArgs` go to every member as they are (e.g. `--quota-backend-bytes`); without them etcd
+ * runs with its defaults, which include no compaction of its history.
+ */
+export async function startEtcd(size = 1, tls?: EtcdTls, extraArgs: readonly string[] = []): Promise<EtcdCluster> {
   const dir = tempDir('warren-etcd-');
   const scheme = tls === undefined ? 'http' : 'https';
   const members: EtcdMember[] = [];
@@ -107,6 +111,7 @@ export async function startEtcd(size = 1, tls?: EtcdTls): Promise<EtcdCluster> {
         ...(tls === undefined
           ? []
           : ['--cert-file', tls.cert, '--key-file', tls.key, '--trusted-ca-file', tls.ca, '--client-cert-auth']),
+        ...extraArgs,
         '--log-level',
         'error',
         '--logger',

@@ -38,16 +38,19 @@ function size(bytes: number): string {
 function room(h: HistoryReading): string {
   const quota = h.quotaBytes ?? ETCD_DEFAULT_QUOTA_BYTES;
   const percent = Math.round((100 * h.dbSizeBytes) / quota);
-  return (
-    `database ${size(h.dbSizeBytes)} on ${h.endpoint}` +
-    `${h.dbSizeInUseBytes === undefined ? '' : ` (${size(h.dbSizeInUseBytes)} in use)`}, ${percent}% of ` +
-    `${h.quotaBytes === undefined ? `etcd's default quota ${size(quota)} (the member's could not be read)` : `its quota ${size(quota)}`}`
-  );
+  const inUse = h.dbSizeInUseBytes === undefined ? '' : ` (${size(h.dbSizeInUseBytes)} in use)`;
+  const of =
+    h.quotaBytes === undefined
+      ? `etcd's default quota ${size(quota)} (the member's own could not be read)`
+      : `its quota ${size(quota)}`;
+  return `database ${size(h.dbSizeBytes)}${inUse}, ${percent}% of ${of}`;
 }
 
 /** Compact up to the current revision, then give the freed pages back on every member. */
 function reclaim(h: HistoryReading): string {
-  return `compact etcd's history (etcdctl compact ${h.revision}) and defragment every member (etcdctl defrag --cluster)`;
+  return (
+    `compact etcd's history (etcdctl compact ${h.revision}) and defragment every member ` + '(etcdctl defrag --cluster)'
+  );
 }
 
 export function historyFindings(facts: DoctorFacts): Finding[] {
