@@ -73,6 +73,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/cli/doctor/conf-dir.test.ts',
   'test/cli/doctor/containerd-config.test.ts',
   'test/cli/doctor/doctor-command.test.ts',
+  'test/cli/doctor/etcd-history.test.ts',
   'test/cli/doctor/plugin-install.test.ts',
   'test/cli/doctor/store-scope.test.ts',
   'test/cli/journal-command.test.ts',
