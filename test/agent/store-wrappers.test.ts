@@ -84,5 +84,12 @@ describe('the store wrappers', () => {
       assert.equal(outer.membership, undefined);
       assert.equal(outer.spaces, undefined);
     });
+
+    it(`${name} passes on etcd's history, so doctor still sees an etcd that never compacts`, () => {
+      const { store } = recordingStore();
+      const history = { read: async () => ({}) as never };
+      assert.equal(wrap({ ...store, history } as Store).history, history);
+      assert.equal(wrap(store).history, undefined, 'none where the store keeps none');
+    });
   }
 });
