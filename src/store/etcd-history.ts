@@ -14,7 +14,8 @@
  *
  * Guarantees: at most one reading per interval (default a minute) reaches etcd, whoever asks
  * and how often; a reading in flight is shared; a failed reading is not kept, so the next ask
- * tries again. The sizes are the answering member's; the alarms are every member's.
+ * tries again. The sizes are the answering member's; the alarms are every member's. No answer here
+ * counts for the store's continuity check (etcd-continuity.ts): a member's status may lag.
  */
 import { readFileSync } from 'node:fs';
 import { messageOf } from '../core/errors.ts';
@@ -70,7 +71,10 @@ export class EtcdHistory implements StoreHistory {
 
   async #readNow(): Promise<HistoryReading> {
     const [client, ns, call] = [this.#client, this.#ns, this.#call];
-    const status = await call('status', () => client.maintenance.status());
+    // Status is answered by one member from what it has applied, which may lag behind what the
+    // store has seen: its header must not reach the store's continuity check (a lag would read as a
+    // store gone backwards), so the answers are handed through wrapped, without a header on top.
+    const { status } = await call('status', async () => ({ status: await client.maintenance.status() }));
     const compacted = await call('read revision 1', async () => {
       try {
         await ns.get('identity').revision(1).exec();
@@ -80,9 +84,9 @@ export class EtcdHistory implements StoreHistory {
         throw error;
       }
     });
-    const alarmed = await call('list alarms', () =>
-      client.maintenance.alarm({ action: 'Get', memberID: 0, alarm: 'None' }),
-    );
+    const { alarmed } = await call('list alarms', async () => ({
+      alarmed: await client.maintenance.alarm({ action: 'Get', memberID: 0, alarm: 'None' }),
+    }));
     const alarms = alarmed.alarms.map(
       (a) => `${String(a.alarm).toUpperCase()} on member ${BigInt(a.memberID).toString(16)}`,
     );
