@@ -2,7 +2,8 @@
  * `warren doctor` on etcd's history, against real etcd members: one run as etcd runs by default
  * (no --auto-compaction-*), compacted by the client when the test says so, and one with a quota of
  * one MiB that fills. What the agent reports (doctorFacts over a real EtcdStore) is judged as
- * `warren doctor` judges it and rendered as it prints it.
+ * `warren doctor` judges it and rendered as it prints it; and once as an operator runs it, the
+ * doctor a child process asking a real agent on etcd.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -11,12 +12,13 @@ import { doctorFacts } from '../../src/agent/server/doctor-facts.ts';
 import { resolveAgentOptions } from '../../src/agent/settings/options.ts';
 import { systemClock } from '../../src/core/clock.ts';
 import { NO_COMPACTION_REVISIONS, historyFindings } from '../../src/cli/doctor/etcd-history.ts';
-import { exitCodeOf } from '../../src/cli/doctor/finding.ts';
+import { type Finding, exitCodeOf } from '../../src/cli/doctor/finding.ts';
 import { renderHuman } from '../../src/cli/doctor/report.ts';
 import { EtcdStore } from '../../src/store/etcd-store.ts';
 import { NetnsObserver } from '../../src/sources/netns.ts';
 import { type EtcdCluster, startEtcd } from '../helpers/etcd.ts';
-import { tempDir } from '../helpers/processes.ts';
+import { startAgent } from '../helpers/agent.ts';
+import { WARREN_BIN, run, tempDir } from '../helpers/processes.ts';
 
 const QUOTA_BYTES = 1024 * 1024;
 
@@ -177,6 +179,32 @@ describe("warren doctor on etcd's history", () => {
       );
     } finally {
       await store.close();
+    }
+  });
+
+  it('names an etcd without compaction when an operator runs warren doctor against an agent on it', async () => {
+    const etcd = await startEtcd(1);
+    const { Etcd3: Client } = await import('etcd3');
+    const writer = new Client({ hosts: etcd.endpoints });
+    try {
+      await write(writer, NO_COMPACTION_REVISIONS + 1);
+      const agent = await startAgent({ args: ['--store', 'etcd', '--etcd-endpoints', etcd.endpoints.join(',')] });
+      try {
+        const json = await run(process.execPath, [WARREN_BIN, 'doctor', '--socket', agent.socket, '--json']);
+        const report = JSON.parse(json.stdout) as { findings: Finding[] };
+        const f = report.findings.find((x) => x.id === 'etcd-no-compaction');
+        assert.ok(f, JSON.stringify(report.findings, null, 2));
+        assert.equal(f.severity, 'warning');
+        assert.match(f.fix ?? '', /--auto-compaction-mode=periodic --auto-compaction-retention=1h/);
+        const human = await run(process.execPath, [WARREN_BIN, 'doctor', '--socket', agent.socket]);
+        assert.ok(human.stdout.includes(`! ${f.title}  [etcd-no-compaction]`), human.stdout);
+        assert.ok(human.stdout.includes(`    fix: ${f.fix}`), human.stdout);
+      } finally {
+        await agent.stop();
+      }
+    } finally {
+      writer.close();
+      await etcd.stop();
     }
   });
 });
