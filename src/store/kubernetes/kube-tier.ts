@@ -7,17 +7,25 @@
  * - one claim per block: a claim creates the WarrenBlock named `blockName(key)` (names.ts), so the
  *   API server lets one creation of it succeed and answers AlreadyExists to the others (one request);
  * - give back only what was claimed (ABA): `unclaim` deletes with the preconditions uid and
- *   resourceVersion; a block given back and claimed again is a new object with a new uid. A
- *   publication is a write of the block, so a claim read before it is `changed`: read the claim
- *   (`claimOf`) just before giving it back;
+ *   resourceVersion; a block given back and claimed again is a new object with a new uid. The block
+ *   object is the claim alone (spec; no status) and never changes once made;
+ * - what a listing of claims reads does not grow with the addresses: a block's published allocations
+ *   are another object, its WarrenBlockPublication (same name, same labels), so `claimsIn` and
+ *   `claimsOf` read claims only (a few hundred bytes each) and `published` reads the publications;
  * - a range's block size is pinned by whoever creates its WarrenRange first: the stored one is read
  *   first (and created when absent), once per tier, since it never changes once made;
  * - listings page on the server (`limit`, `continue`) and select by label on the server
  *   (`warren.dev/node`, `warren.dev/range`): what `claimsOf(node)` reads is that node's blocks;
- * - `publish` writes the block's status subresource (PUT, guarded by the resourceVersion this tier
- *   last saw of the block, read again on a conflict), and only while the block is claimed by the
- *   publishing node: it throws when the block's object is gone or another node's; the status is
- *   kept within the object size limit (objects.ts);
+ * - `publish` writes the block's publication: one request each time (a PUT guarded by the uid and
+ *   resourceVersion this tier last saw of it), two the first time (the claim read, then a create;
+ *   three when one was left behind: read and replaced). The claim is read again whenever a write
+ *   finds the publication gone or changed: it throws when the block's object is gone or another
+ *   node's. A forgotten node's publications are deleted with its claims, so its writes stop at the
+ *   next batch. A publication is kept within the object size limit (objects.ts);
+ * - a publication goes with its claim: `unclaim` deletes it after the claim, guarded by its uid
+ *   (known from publishing; else read first, and deleted only if it names the claim's node), so a
+ *   give-back costs one request more than the claim's delete when the block was published by this
+ *   tier, two (a read, a delete) when not, one (a read finding none) when never published;
  * - a request's update is a PUT guarded by the version it was read at (undefined on a conflict);
  *   open requests and each lender's requests carry labels (`warren.dev/open`,
  *   `lender.warren.dev/<node>`), so the server selects them.
@@ -53,9 +61,9 @@ import {
 } from './names.ts';
 import {
   blockObject,
-  blockStatusOf,
   claimOfObject,
   metaOf,
+  publicationObject,
   publishedOf,
   rangeObject,
   rangeOf,
@@ -105,12 +113,13 @@ export class KubeTier implements ClusterTier {
   readonly #ranges: Resource;
   readonly #blocks: Resource;
   readonly #requests: Resource;
-  /**
-   * The uid and resourceVersion this tier last saw of the blocks it claimed or published: what a
-   * publication is guarded by, so that one costs one request. Forgotten at give-back.
-   */
+  readonly #publications: Resource;
   /** Range records read or made: a record never changes once made, so it is read once. */
   readonly #pinned = new Map<string, RangeRecord>();
+  /**
+   * The uid and resourceVersion this tier last saw of the publications it wrote, by block key: what
+   * the next write is guarded by, so that one costs one request. Forgotten at give-back.
+   */
   readonly #seen = new Map<string, { uid: string; version: string; node: string }>();
 
   constructor(api: KubeApiClient, o: KubeTierOptions) {
@@ -119,6 +128,7 @@ export class KubeTier implements ClusterTier {
     this.#ranges = new Resource(api, warrenKind('warrenranges'));
     this.#blocks = new Resource(api, warrenKind('warrenblocks'));
     this.#requests = new Resource(api, warrenKind('warrenaddressrequests'));
+    this.#publications = new Resource(api, warrenKind('warrenblockpublications'));
     this.spaces = new KubeSpaces({
       spaces: new Resource(api, warrenKind('warrenaddressspaces')),
       ranges: this.#ranges,
@@ -168,15 +178,12 @@ export class KubeTier implements ClusterTier {
     const claim = claimOfObject(created.object);
     if (claim === undefined)
       throw new WarrenError('IO_FAILURE', `the API server answered the claim of block ${key} with no object`);
-    this.#seen.set(key, { uid: claim.uid, version: claim.version, node });
     return claim;
   }
 
   async claimOf(key: string): Promise<BlockClaim | undefined> {
     const claim = claimOfObject(await this.#blocks.get(`read block ${key}`, blockName(key)));
-    if (claim === undefined || claim.key !== key) return undefined;
-    if (this.#seen.has(key)) this.#seen.set(key, { uid: claim.uid, version: claim.version, node: claim.node });
-    return claim;
+    return claim === undefined || claim.key !== key ? undefined : claim;
   }
 
   async claimsOf(node: string, pool?: string): Promise<BlockClaim[]> {
@@ -207,49 +214,95 @@ export class KubeTier implements ClusterTier {
   }
 
   async unclaim(claim: BlockClaim): Promise<UnclaimResult> {
-    const done = await this.#blocks.remove(`give back block ${claim.key}`, blockName(claim.key), {
+    const name = blockName(claim.key);
+    const done = await this.#blocks.remove(`give back block ${claim.key}`, name, {
       uid: claim.uid,
       resourceVersion: claim.version,
     });
-    if (done === 'deleted') this.#seen.delete(claim.key);
-    return done === 'deleted' ? 'released' : done === 'conflict' ? 'changed' : 'gone';
+    if (done !== 'deleted') return done === 'conflict' ? 'changed' : 'gone';
+    await this.#unpublish(claim);
+    return 'released';
+  }
+
+  /**
+   * Deletes the publication of a claim just removed: the one this tier wrote (by its uid), else the
+   * one found if it names the claim's node. One claimed again since by another node is theirs: kept.
+   * A failure here leaves the publication behind (the claim is gone already): its reader sees no
+   * claim of that node, and the next owner's first write replaces it.
+   */
+  async #unpublish(claim: BlockClaim): Promise<void> {
+    const name = blockName(claim.key);
+    const seen = this.#seen.get(claim.key);
+    this.#seen.delete(claim.key);
+    let uid = seen?.node === claim.node ? seen.uid : undefined;
+    if (uid === undefined) {
+      const found = await this.#publications.get(`read the allocations of block ${claim.key}`, name);
+      const published = publishedOf(found);
+      if (published === undefined || published.key !== claim.key || published.node !== claim.node) return;
+      uid = metaOf(found)?.uid;
+      if (uid === undefined) return;
+    }
+    await this.#publications.remove(`remove the allocations of block ${claim.key}`, name, { uid });
   }
 
   async publish(block: PublishedBlock): Promise<void> {
     const name = blockName(block.key);
-    const { status, truncated } = blockStatusOf(block);
-    if (truncated)
-      this.#notice?.(
-        `block ${block.key} holds more allocations than its object can publish (${block.allocations.length}): ` +
-          `published ${(status.allocations as unknown[]).length}, without network namespaces`,
-      );
+    const what = `publish block ${block.key}`;
+    let checked = false;
     for (let round = 1; round <= MAX_ROUNDS; round++) {
-      let seen = this.#seen.get(block.key);
-      // Seen as another node's (this tier serves one node; a test may drive two): read it again.
-      if (seen === undefined || seen.node !== block.node) {
-        const claim = claimOfObject(await this.#blocks.get(`read block ${block.key}`, name));
-        if (claim === undefined || claim.key !== block.key || claim.node !== block.node)
-          throw new WarrenError(
-            'IO_FAILURE',
-            `block ${block.key} is not claimed by node ${block.node} (${
-              claim === undefined || claim.key !== block.key ? 'its object is gone' : `node ${claim.node} holds it`
-            }): its allocations were not published`,
-          );
-        seen = { uid: claim.uid, version: claim.version, node: claim.node };
+      const seen = this.#seen.get(block.key);
+      const last = seen?.node === block.node ? seen : undefined;
+      // No publication of it on record (the first, a restart, a conflict): the block must be this node's.
+      if (last === undefined && !checked) {
+        await this.#mustHold(block);
+        checked = true;
       }
-      const base = blockObject(name, block.key, block.node);
-      const body = { ...base, metadata: { ...base.metadata, uid: seen.uid, resourceVersion: seen.version }, status };
-      const written = await this.#blocks.replace(`publish block ${block.key}`, body, 'status');
+      const { object, truncated } = publicationObject(
+        name,
+        block,
+        last === undefined ? undefined : { uid: last.uid, resourceVersion: last.version },
+      );
+      if (truncated)
+        this.#notice?.(
+          `block ${block.key} holds more allocations than its object can publish (${block.allocations.length}): ` +
+            `published ${(object.spec as { allocations: unknown[] }).allocations.length}, without network namespaces`,
+        );
+      const written =
+        last === undefined
+          ? await this.#publications.create(what, object)
+          : await this.#publications.replace(what, object);
       this.#seen.delete(block.key);
-      if (written.kind === 'replaced') {
+      if (written.kind === 'created' || written.kind === 'replaced') {
         const meta = metaOf(written.object);
         if (meta !== undefined)
           this.#seen.set(block.key, { uid: meta.uid, version: meta.resourceVersion, node: block.node });
         return;
       }
-      // A conflict: read it again, and publish only if it is still this node's.
+      if (written.kind === 'exists') {
+        // One left behind (this node's before a restart, or a former owner's): replace it, the claim checked.
+        if (!checked) await this.#mustHold(block);
+        checked = true;
+        const found = metaOf(await this.#publications.get(`read the allocations of block ${block.key}`, name));
+        if (found !== undefined)
+          this.#seen.set(block.key, { uid: found.uid, version: found.resourceVersion, node: block.node });
+        continue;
+      }
+      // Gone or changed under this tier (its claim forgotten?): read the claim again.
+      checked = false;
     }
     throw new WarrenError('TRY_AGAIN', `block ${block.key} kept changing while its allocations were published`);
+  }
+
+  /** Throws unless the block is claimed by the publishing node. */
+  async #mustHold(block: PublishedBlock): Promise<void> {
+    const claim = claimOfObject(await this.#blocks.get(`read block ${block.key}`, blockName(block.key)));
+    if (claim === undefined || claim.key !== block.key || claim.node !== block.node)
+      throw new WarrenError(
+        'IO_FAILURE',
+        `block ${block.key} is not claimed by node ${block.node} (${
+          claim === undefined || claim.key !== block.key ? 'its object is gone' : `node ${claim.node} holds it`
+        }): its allocations were not published`,
+      );
   }
 
   async published(
@@ -260,7 +313,7 @@ export class KubeTier implements ClusterTier {
       ...(filter.pool === undefined ? {} : { [RANGE_LABEL]: labelValue(filter.pool) }),
       ...(filter.node === undefined ? {} : { [NODE_LABEL]: labelValue(filter.node) }),
     };
-    const got = await this.#blocks.list(
+    const got = await this.#publications.list(
       'list published blocks',
       selectorOf(labels),
       page?.limit ?? FULL_LIST_PAGE,

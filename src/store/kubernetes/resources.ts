@@ -105,8 +105,12 @@ export class Resource {
     throw this.#refuse(what, answer, sub === undefined ? verb : `${verb} ${this.#kind.plural}/${sub}`);
   }
 
-  /** DELETE, only while the object is exactly `uid` at `resourceVersion` when they are given. */
-  async remove(what: string, name: string, preconditions?: { uid: string; resourceVersion: string }): Promise<Deleted> {
+  /** DELETE, only while the object is exactly `uid` (at `resourceVersion`, when given) when they are given. */
+  async remove(
+    what: string,
+    name: string,
+    preconditions?: { uid: string; resourceVersion?: string },
+  ): Promise<Deleted> {
     const body = preconditions === undefined ? undefined : { kind: 'DeleteOptions', apiVersion: 'v1', preconditions };
     const answer = await this.#send(what, 'delete', {
       method: 'DELETE',
