@@ -84,6 +84,8 @@ export interface KubeTierOptions {
   readonly notice?: (message: string) => void;
   /** Deadline of each request, milliseconds (api-client.ts). */
   readonly requestTimeoutMs?: number;
+  /** Largest answer read, bytes (api-client.ts; tests). */
+  readonly maxAnswerBytes?: number;
 }
 
 export async function openKubeTier(o: KubeTierOptions): Promise<KubeTier> {
@@ -100,6 +102,7 @@ export async function openKubeTier(o: KubeTierOptions): Promise<KubeTier> {
   const api = await KubeApiClient.open({
     kubeConfig: o.kubeConfig,
     ...(o.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: o.requestTimeoutMs }),
+    ...(o.maxAnswerBytes === undefined ? {} : { maxAnswerBytes: o.maxAnswerBytes }),
   });
   return new KubeTier(api, o);
 }
