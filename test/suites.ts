@@ -75,6 +75,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/cli/doctor/plugin-install.test.ts',
   'test/cli/doctor/store-scope.test.ts',
   'test/cli/journal-command.test.ts',
+  'test/cli/migrate-adoption.test.ts',
   'test/cli/migrate-whereabouts.test.ts',
   'test/cli/whereabouts-objects.test.ts',
   'test/cni/args.test.ts',

@@ -3,7 +3,10 @@
  * addresses whereabouts holds for running pods in Warren's kubernetes store, as grants the agents
  * adopt, so the NetworkAttachmentDefinitions can switch to Warren with no pod restarted and no
  * address handed out twice (README, "Migrating from whereabouts"). The work is in migrate/; this
- * file reads the flags, opens the API server and the cluster tier, and prints.
+ * file reads the flags, opens the API server and the cluster tier, and prints. The kubeconfig is
+ * `--kubeconfig`, else WARREN_KUBECONFIG, else kubectl's KUBECONFIG, else the pod's service account;
+ * the namespace (of Warren's Leases, which the migration does not touch) `--namespace`, else
+ * WARREN_NAMESPACE, else `warren`.
  *
  * Exit codes: 0 every address of a live pod is recorded (or would be, with --dry-run); 1 a
  * conflict, an address that could not be given an owner, an object that could not be read, or a
@@ -61,7 +64,9 @@ export async function migrateCommand(argv: readonly string[], io: CliIO, deps: M
     );
   if (extra.length > 0) throw new UsageError(`unexpected argument "${extra[0]}"`);
   const clock = deps.clock ?? systemClock;
-  const kubeConfig = loadKubeConfig(values.kubeconfig ?? io.env.WARREN_KUBECONFIG);
+  // Run by an operator more often than in a pod: kubectl's KUBECONFIG (its first file) is honoured too.
+  const kubeconfig = values.kubeconfig ?? io.env.WARREN_KUBECONFIG ?? io.env.KUBECONFIG?.split(':')[0];
+  const kubeConfig = loadKubeConfig(kubeconfig);
   const namespace = values.namespace ?? io.env.WARREN_NAMESPACE ?? DEFAULT_NAMESPACE;
   const tier = await (deps.openTier ?? openKubernetesTier)({ kubeConfig, namespace, clock });
   try {

@@ -1,0 +1,143 @@
+/**
+ * What the migration is for, on real parts: after `warren migrate whereabouts` recorded the
+ * fixtures' addresses (test/fixtures/whereabouts/cluster/), nodes of a two-tier cluster (each a
+ * TieredStore on its own SQLite file, one MemoryTier, the allocator with lending, a ManualClock)
+ * hold each migrated address as its pod's allocation on the pod's node once their lending round
+ * adopted it, never hand it out to anyone else while the pod lives, and hand it out again once the
+ * pod's release frees it.
+ */
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import { collectHoldings } from '../../src/cli/migrate/holdings.ts';
+import { migrateWhereabouts } from '../../src/cli/migrate/migrate.ts';
+import { isWarrenError } from '../../src/core/errors.ts';
+import type { RangeSpec } from '../../src/ipam/range.ts';
+import { LendingCluster } from '../allocator/lending/lending-nodes.ts';
+import { EXPECTED_OUTCOMES, FixtureReader, loadWhereaboutsCluster } from '../helpers/whereabouts-cluster.ts';
+
+const clusters: LendingCluster[] = [];
+after(async () => {
+  for (const c of clusters) await c.close();
+});
+
+/** The range `subnet` of the fixtures' definition of `network`, as the agent reads it. */
+function rangeOf(network: string, subnet: string): RangeSpec {
+  const cluster = loadWhereaboutsCluster();
+  const { definitions } = collectHoldings({ definitions: cluster.definitions.items, ipPools: [], reservations: [] });
+  const range = definitions.find((d) => d.network === network)?.ipam.ranges.find((r) => r.subnet === subnet);
+  assert.ok(range, `${network} ${subnet}`);
+  return range;
+}
+
+/** The container ID whereabouts recorded for `pod` (the fixtures' IPPools and reservations). */
+function containerOf(pod: string): string {
+  const cluster = loadWhereaboutsCluster();
+  for (const p of cluster.ipPools.items) {
+    const allocations = (p.spec as { allocations: Record<string, { id: string; podref: string }> }).allocations;
+    const found = Object.values(allocations).find((a) => a.podref === pod);
+    if (found !== undefined) return found.id;
+  }
+  const reservation = cluster.reservations.items.find((r) => (r.spec as { podref: string }).podref === pod);
+  assert.ok(reservation, `whereabouts holds nothing for ${pod}`);
+  return (reservation.spec as { containerid: string }).containerid;
+}
+
+const CASES = [
+  {
+    // /31 blocks: a loan pool of one address is no block.
+    name: "a /24 (the dual network's IPv4 range), its two migrated addresses on node-c's pods",
+    network: 'dual',
+    subnet: '10.30.0.0/24',
+    nodes: ['node-c', 'node-a'],
+    capacity: 254,
+  },
+  {
+    // A known defect of the borrowing side, not of the migration: whereabouts' /28 gets one-address
+    // blocks (ipam/range.ts adaptiveBlockPrefix), so a migrated address's loan pool key is also the
+    // key of its block. After node-a adopted 192.168.2.225 its first ADD answers TRY_AGAIN ("kept
+    // changing under 32 attempts"); without the adoption first, node-a claims that block with a
+    // placeholder lent to itself and the holder is never adopted. A todo until it is fixed.
+    name: "whereabouts' /28 shared by two nodes, one migrated address on each",
+    network: 'macvlan-a',
+    subnet: '192.168.2.224/28',
+    nodes: ['node-a', 'node-b'],
+    capacity: 14,
+    todo: 'one-address blocks: a migrated loan pool collides with its block (allocator/lending)',
+  },
+] as const;
+
+describe('after warren migrate whereabouts', () => {
+  for (const t of CASES) {
+    const options = 'todo' in t ? { todo: t.todo } : {};
+    it(`${t.name}: never handed out while the pod lives, freed by its release`, options, async () => {
+      const c = new LendingCluster(t.nodes);
+      clusters.push(c);
+      await migrateWhereabouts({ reader: new FixtureReader(), tier: c.tier, dryRun: false, now: 1_000 });
+      const range = rangeOf(t.network, t.subnet);
+      const ranges = [range];
+      const migrated = EXPECTED_OUTCOMES.filter((o) => o.pool === range.pool && o.outcome === 'recorded');
+      assert.ok(migrated.length > 0);
+
+      // Each node's lending round adopts what was granted to it, as that pod's allocation.
+      await c.lendAll();
+      for (const o of migrated) {
+        const node = c.node(o.node ?? '');
+        const held = await node.allocator.held({ network: t.network, containerID: containerOf(o.pod) });
+        assert.deepEqual(
+          held.filter((a) => a.address === o.address).map((a) => `${a.podNamespace}/${a.podName} ${a.ifname}`),
+          [`${o.pod} ${o.holder?.ifname}`],
+          `${o.address} held on ${o.node}`,
+        );
+      }
+
+      // Every other address is handed out, from every node, and the migrated ones never. (Not on
+      // to exhaustion: an ADD waiting for grants holds the range's lock on the manual clock, which
+      // a lending round adopting migrated grants of the range then waits for.)
+      const handedOut: string[] = [];
+      for (let i = 0; i < t.capacity - migrated.length; i++) {
+        const node = c.nodes[i % c.nodes.length];
+        assert.ok(node);
+        const owner = { network: t.network, containerID: `new-${i}`, ifname: 'net1' };
+        const outcome = await c.settle(node.allocator.allocate({ owner, ranges })).then(
+          (a) => a,
+          (error: unknown) => error,
+        );
+        assert.ok(
+          !isWarrenError(outcome),
+          `ADD ${i} on ${node.name}: ${isWarrenError(outcome) ? outcome.message : ''}`,
+        );
+        assert.ok(Array.isArray(outcome) && outcome[0] !== undefined);
+        handedOut.push(outcome[0].allocation.address);
+      }
+      for (const o of migrated)
+        assert.ok(!handedOut.includes(o.address), `${o.address} handed out while ${o.pod} lives`);
+      assert.equal(new Set(handedOut).size, t.capacity - migrated.length);
+      await c.assertNoDuplicate(range.pool);
+
+      // Once the agents adopted the grants and published their blocks, running the migration again
+      // finds every address held for its own attachment: nothing recorded twice, no conflict.
+      for (const n of c.nodes) await n.store.flush();
+      const again = await migrateWhereabouts({ reader: new FixtureReader(), tier: c.tier, dryRun: false, now: 2_000 });
+      assert.deepEqual(
+        again.entries.filter((e) => e.outcome !== 'pod-gone' && e.outcome !== 'stale').map((e) => e.outcome),
+        EXPECTED_OUTCOMES.filter((o) => o.outcome === 'recorded').map(() => 'already-recorded'),
+        JSON.stringify(again.entries.filter((e) => e.outcome !== 'already-recorded')),
+      );
+
+      // The first migrated pod goes: its release frees its address, which the next ADD gets.
+      const [gone] = migrated;
+      assert.ok(gone?.node !== undefined);
+      const node = c.node(gone.node);
+      const released = await node.allocator.release({ network: t.network, containerID: containerOf(gone.pod) });
+      // (Its other addresses, of the network's other ranges, go with it.)
+      assert.ok(
+        released.some((a) => a.address === gone.address),
+        released.map((a) => a.address).join(' '),
+      );
+      const owner = { network: t.network, containerID: 'after', ifname: 'net1' };
+      const [next] = await c.settle(node.allocator.allocate({ owner, ranges }));
+      assert.equal(next?.allocation.address, gone.address);
+      await c.assertNoDuplicate(range.pool);
+    });
+  }
+});
