@@ -16,16 +16,9 @@
  *   first (and created when absent), once per tier, since it never changes once made;
  * - listings page on the server (`limit`, `continue`) and select by label on the server
  *   (`warren.dev/node`, `warren.dev/range`): what `claimsOf(node)` reads is that node's blocks;
- * - `publish` writes the block's publication: one request each time (a PUT guarded by the uid and
- *   resourceVersion this tier last saw of it), two the first time (the claim read, then a create;
- *   three when one was left behind: read and replaced). The claim is read again whenever a write
- *   finds the publication gone or changed: it throws when the block's object is gone or another
- *   node's. A forgotten node's publications are deleted with its claims, so its writes stop at the
- *   next batch. A publication is kept within the object size limit (objects.ts);
- * - a publication goes with its claim: `unclaim` deletes it after the claim, guarded by its uid
- *   (known from publishing; else read first, and deleted only if it names the claim's node), so a
- *   give-back costs one request more than the claim's delete when the block was published by this
- *   tier, two (a read, a delete) when not, one (a read finding none) when never published;
+ * - `publish` writes the block's publication (kube-publications.ts: one request, two for a block's
+ *   first), only while the block is claimed by the publishing node; `unclaim` deletes it after the
+ *   claim (one request more when this tier published it, a read and a delete when not);
  * - a request's update is a PUT guarded by the version it was read at (undefined on a conflict);
  *   open requests and each lender's requests carry labels (`warren.dev/open`,
  *   `lender.warren.dev/<node>`), so the server selects them.
@@ -46,6 +39,7 @@ import type {
   UnclaimResult,
 } from '../cluster-tier.ts';
 import { KubeApiClient } from './api-client.ts';
+import { KubePublications } from './kube-publications.ts';
 import { KubeSpaces } from './kube-spaces.ts';
 import { LeaseMembership } from './lease-membership.ts';
 import {
@@ -59,17 +53,7 @@ import {
   requestName,
   selectorOf,
 } from './names.ts';
-import {
-  blockObject,
-  claimOfObject,
-  metaOf,
-  publicationObject,
-  publishedOf,
-  rangeObject,
-  rangeOf,
-  requestObject,
-  requestOf,
-} from './objects.ts';
+import { blockObject, claimOfObject, rangeObject, rangeOf, requestObject, requestOf } from './objects.ts';
 import { FULL_LIST_PAGE, Resource, leaseKind, warrenKind } from './resources.ts';
 
 /** Rounds of read-and-write against an object that keeps changing, before TRY_AGAIN. */
@@ -112,26 +96,23 @@ export class KubeTier implements ClusterTier {
   readonly membership: LeaseMembership;
   readonly spaces: KubeSpaces;
   readonly #api: KubeApiClient;
-  readonly #notice: ((message: string) => void) | undefined;
   readonly #ranges: Resource;
   readonly #blocks: Resource;
   readonly #requests: Resource;
-  readonly #publications: Resource;
+  readonly #publications: KubePublications;
   /** Range records read or made: a record never changes once made, so it is read once. */
   readonly #pinned = new Map<string, RangeRecord>();
-  /**
-   * The uid and resourceVersion this tier last saw of the publications it wrote, by block key: what
-   * the next write is guarded by, so that one costs one request. Forgotten at give-back.
-   */
-  readonly #seen = new Map<string, { uid: string; version: string; node: string }>();
 
   constructor(api: KubeApiClient, o: KubeTierOptions) {
     this.#api = api;
-    this.#notice = o.notice;
     this.#ranges = new Resource(api, warrenKind('warrenranges'));
     this.#blocks = new Resource(api, warrenKind('warrenblocks'));
     this.#requests = new Resource(api, warrenKind('warrenaddressrequests'));
-    this.#publications = new Resource(api, warrenKind('warrenblockpublications'));
+    this.#publications = new KubePublications({
+      publications: new Resource(api, warrenKind('warrenblockpublications')),
+      blocks: this.#blocks,
+      notice: o.notice,
+    });
     this.spaces = new KubeSpaces({
       spaces: new Resource(api, warrenKind('warrenaddressspaces')),
       ranges: this.#ranges,
@@ -223,114 +204,19 @@ export class KubeTier implements ClusterTier {
       resourceVersion: claim.version,
     });
     if (done !== 'deleted') return done === 'conflict' ? 'changed' : 'gone';
-    await this.#unpublish(claim);
+    await this.#publications.unpublish(claim);
     return 'released';
   }
 
-  /**
-   * Deletes the publication of a claim just removed: the one this tier wrote (by its uid), else the
-   * one found if it names the claim's node. One claimed again since by another node is theirs: kept.
-   * A failure here leaves the publication behind (the claim is gone already): its reader sees no
-   * claim of that node, and the next owner's first write replaces it.
-   */
-  async #unpublish(claim: BlockClaim): Promise<void> {
-    const name = blockName(claim.key);
-    const seen = this.#seen.get(claim.key);
-    this.#seen.delete(claim.key);
-    let uid = seen?.node === claim.node ? seen.uid : undefined;
-    if (uid === undefined) {
-      const found = await this.#publications.get(`read the allocations of block ${claim.key}`, name);
-      const published = publishedOf(found);
-      if (published === undefined || published.key !== claim.key || published.node !== claim.node) return;
-      uid = metaOf(found)?.uid;
-      if (uid === undefined) return;
-    }
-    await this.#publications.remove(`remove the allocations of block ${claim.key}`, name, { uid });
-  }
-
   async publish(block: PublishedBlock): Promise<void> {
-    const name = blockName(block.key);
-    const what = `publish block ${block.key}`;
-    let checked = false;
-    for (let round = 1; round <= MAX_ROUNDS; round++) {
-      const seen = this.#seen.get(block.key);
-      const last = seen?.node === block.node ? seen : undefined;
-      // No publication of it on record (the first, a restart, a conflict): the block must be this node's.
-      if (last === undefined && !checked) {
-        await this.#mustHold(block);
-        checked = true;
-      }
-      const { object, truncated } = publicationObject(
-        name,
-        block,
-        last === undefined ? undefined : { uid: last.uid, resourceVersion: last.version },
-      );
-      if (truncated)
-        this.#notice?.(
-          `block ${block.key} holds more allocations than its object can publish (${block.allocations.length}): ` +
-            `published ${(object.spec as { allocations: unknown[] }).allocations.length}, without network namespaces`,
-        );
-      const written =
-        last === undefined
-          ? await this.#publications.create(what, object)
-          : await this.#publications.replace(what, object);
-      this.#seen.delete(block.key);
-      if (written.kind === 'created' || written.kind === 'replaced') {
-        const meta = metaOf(written.object);
-        if (meta !== undefined)
-          this.#seen.set(block.key, { uid: meta.uid, version: meta.resourceVersion, node: block.node });
-        return;
-      }
-      if (written.kind === 'exists') {
-        // One left behind (this node's before a restart, or a former owner's): replace it, the claim checked.
-        if (!checked) await this.#mustHold(block);
-        checked = true;
-        const found = metaOf(await this.#publications.get(`read the allocations of block ${block.key}`, name));
-        if (found !== undefined)
-          this.#seen.set(block.key, { uid: found.uid, version: found.resourceVersion, node: block.node });
-        continue;
-      }
-      // Gone or changed under this tier (its claim forgotten?): read the claim again.
-      checked = false;
-    }
-    throw new WarrenError('TRY_AGAIN', `block ${block.key} kept changing while its allocations were published`);
-  }
-
-  /** Throws unless the block is claimed by the publishing node. */
-  async #mustHold(block: PublishedBlock): Promise<void> {
-    const claim = claimOfObject(await this.#blocks.get(`read block ${block.key}`, blockName(block.key)));
-    if (claim === undefined || claim.key !== block.key || claim.node !== block.node)
-      throw new WarrenError(
-        'IO_FAILURE',
-        `block ${block.key} is not claimed by node ${block.node} (${
-          claim === undefined || claim.key !== block.key ? 'its object is gone' : `node ${claim.node} holds it`
-        }): its allocations were not published`,
-      );
+    await this.#publications.publish(block);
   }
 
   async published(
     filter: { pool?: string; node?: string },
     page?: { limit: number; continue?: string },
   ): Promise<Page<PublishedBlock>> {
-    const labels = {
-      ...(filter.pool === undefined ? {} : { [RANGE_LABEL]: labelValue(filter.pool) }),
-      ...(filter.node === undefined ? {} : { [NODE_LABEL]: labelValue(filter.node) }),
-    };
-    const got = await this.#publications.list(
-      'list published blocks',
-      selectorOf(labels),
-      page?.limit ?? FULL_LIST_PAGE,
-      page?.continue,
-    );
-    const items = got.items
-      .map(publishedOf)
-      .filter(
-        (b): b is PublishedBlock =>
-          b !== undefined &&
-          (filter.pool === undefined || rangePoolOfKey(b.key) === filter.pool) &&
-          (filter.node === undefined || b.node === filter.node),
-      );
-    return { items, ...(got.continue === undefined ? {} : { continue: got.continue }) };
+    return this.#publications.list(filter, page);
   }
 
   async ask(pool: string, node: string, wanted: number): Promise<AddressRequest> {
