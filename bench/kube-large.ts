@@ -2,7 +2,7 @@
  * One large range on store `kubernetes`: blocks and their published allocations of SIM_NODES
  * simulated nodes written straight into the fake API server's storage (`preload`: no requests, no
  * watch events), as those nodes' agents would have left them (one /22 block each, its allocations
- * in its status, through the tier's own object builders), and one live agent on it, against the same
+ * in its WarrenBlockPublication object, through the tier's own object builders), and one live agent on it, against the same
  * agent on an empty fake. The simulated nodes are blocks only: no Leases, no Node objects (nothing
  * deletes them, so no agent forgets them). The range's record is left to the live agent's first ADD.
  * Measured for each: sequential ADD median through the installed forwarder (after a first ADD that
@@ -16,7 +16,7 @@ import type { Allocation } from '../src/ipam/allocation.ts';
 import { formatIP, parseIP } from '../src/ipam/address.ts';
 import { blockKey } from '../src/ipam/blocks.ts';
 import { blockName } from '../src/store/kubernetes/names.ts';
-import { blockObject, blockStatusOf } from '../src/store/kubernetes/objects.ts';
+import { blockObject, publicationObject } from '../src/store/kubernetes/objects.ts';
 import { type FakeKubeApi, type KubeObject as FakeObject, startFakeKubeApi } from '../test/helpers/fake-kube-api.ts';
 import { kubeStoreArgs } from '../test/helpers/kube-store.ts';
 import { CHILD_PATH, WARREN_BIN } from '../test/helpers/processes.ts';
@@ -111,14 +111,19 @@ function requestedSize(quick: boolean): number {
   return given ?? (quick ? 20_000 : 1_000_000);
 }
 
-/** The blocks of SIM_NODES nodes holding `total` allocations in all, as their agents publish them. */
-function* simulatedBlocks(total: number): Generator<FakeObject> {
+/** The blocks (claims and publications) of SIM_NODES nodes holding `total` allocations in all, as their agents leave them. */
+function* simulatedBlocks(total: number, what: 'claims' | 'publications'): Generator<FakeObject> {
   const base = (parseIP(POOL.split('/')[0] as string) as { value: bigint }).value;
   const now = systemClock.now();
   for (let n = 0; n < SIM_NODES; n++) {
     const node = `sim-${String(n).padStart(4, '0')}`;
     const start = base + BigInt(n * BLOCK_SIZE);
     const key = blockKey(POOL, `${formatIP({ family: 4, value: start })}/${BLOCK_PREFIX}`);
+    // The tier's own objects, as the fake stores what it is given (JSON, so a plain copy of them).
+    if (what === 'claims') {
+      yield structuredClone(blockObject(blockName(key), key, node)) as FakeObject;
+      continue;
+    }
     const count = Math.floor(total / SIM_NODES) + (n < total % SIM_NODES ? 1 : 0);
     const allocations: Allocation[] = Array.from({ length: count }, (_, i) => {
       const id = `${node}-c${i}`;
@@ -135,16 +140,8 @@ function* simulatedBlocks(total: number): Generator<FakeObject> {
         createdAt: now,
       };
     });
-    const { status } = blockStatusOf({
-      key,
-      node,
-      counts: { allocated: count, resting: 0 },
-      allocations,
-      publishedAt: now,
-    });
-    // The tier's own object, as the fake stores what it is given (JSON, so a plain copy of it).
-    const object = blockObject(blockName(key), key, node);
-    yield { ...(structuredClone(object) as FakeObject), status };
+    const block = { key, node, counts: { allocated: count, resting: 0 }, allocations, publishedAt: now };
+    yield structuredClone(publicationObject(blockName(key), block).object) as FakeObject;
   }
 }
 
@@ -153,7 +150,8 @@ async function figures(forwarder: Command, quick: boolean, total: number) {
   let preloadSeconds = 0;
   if (total > 0) {
     const started = performance.now();
-    api.preload('warrenblocks', simulatedBlocks(total));
+    api.preload('warrenblocks', simulatedBlocks(total, 'claims'));
+    api.preload('warrenblockpublications', simulatedBlocks(total, 'publications'));
     preloadSeconds = (performance.now() - started) / 1000;
   }
   const agent = await benchAgent({ args: kubeStoreArgs(api, 'live', [], 'default') });

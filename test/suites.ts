@@ -138,6 +138,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/store/kube-lease-membership.test.ts',
   'test/store/kube-tier.test.ts',
   'test/store/kubernetes/api-client.test.ts',
+  'test/store/kubernetes/api-client-idle.test.ts',
   'test/store/kubernetes/names.test.ts',
   'test/store/kubernetes/objects.test.ts',
   'test/store/memory-tier.test.ts',

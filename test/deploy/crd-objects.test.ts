@@ -1,6 +1,6 @@
 /**
  * What the kubernetes store writes fits the CRDs it writes into (deploy/crds/): every object the
- * cluster tier makes (src/store/kubernetes/objects.ts: a range, a block and its published status, an
+ * cluster tier makes (src/store/kubernetes/objects.ts: a range, a block, its publication, an
  * address request with its grants, an address space) is checked against its kind's schema as the
  * API server checks it, at the longest values Warren accepts (a 253-character network name and node
  * name, a 255-character container ID, IPv6 addresses, a network namespace path). A field the
@@ -19,7 +19,7 @@ import {
   type KubeObject,
   MAX_ITEMS,
   blockObject,
-  blockStatusOf,
+  publicationObject,
   rangeObject,
   requestObject,
   spaceObject,
@@ -111,7 +111,7 @@ describe('what the kubernetes store writes fits the CRDs', () => {
     assert.deepEqual(faultsOf(rangeObject(rangeName(POOL), RANGE)), []);
   });
 
-  it("a block's claim, and its status with a full block published (every field kept)", () => {
+  it("a block's claim, and its publication with a full block published (every field kept)", () => {
     assert.deepEqual(faultsOf(blockObject(blockName(KEY), KEY, NODE)), []);
     const block: PublishedBlock = {
       key: KEY,
@@ -125,12 +125,12 @@ describe('what the kubernetes store writes fits the CRDs', () => {
       ),
       publishedAt: 1_764_000_000_000,
     };
-    const { status, truncated } = blockStatusOf(block);
+    const { object, truncated } = publicationObject(blockName(KEY), block);
     assert.equal(truncated, false);
-    assert.deepEqual(faultsOf({ ...blockObject(blockName(KEY), KEY, NODE), status }), []);
+    assert.deepEqual(faultsOf(object), []);
   });
 
-  it("a block's status when more is held than an object takes: cut to the schema's maxItems", () => {
+  it("a block's publication when more is held than an object takes: cut to the schema's maxItems", () => {
     const block: PublishedBlock = {
       key: KEY,
       node: NODE,
@@ -138,8 +138,8 @@ describe('what the kubernetes store writes fits the CRDs', () => {
       allocations: Array.from({ length: MAX_ITEMS + 10 }, (_, i) => ({ ...allocation(i), netns: '/x' })),
       publishedAt: 1,
     };
-    const { status } = blockStatusOf(block);
-    assert.deepEqual(faultsOf({ ...blockObject(blockName(KEY), KEY, NODE), status }), []);
+    const { object } = publicationObject(blockName(KEY), block);
+    assert.deepEqual(faultsOf(object), []);
   });
 
   it('an address request with grants of every kind (lent, and recorded by the migration with a holder)', () => {

@@ -20,7 +20,7 @@ import { DEPLOY, assertValid, documentsOf, jsYaml, listedFiles } from './deploy-
 const GROUP = 'warren.dev';
 const VERSION = 'v1alpha1';
 /** The kinds of the cluster tier (src/store/cluster-tier.ts), each in its own file named after its plural. */
-const KINDS = ['WarrenAddressRequest', 'WarrenAddressSpace', 'WarrenBlock', 'WarrenRange'];
+const KINDS = ['WarrenAddressRequest', 'WarrenAddressSpace', 'WarrenBlock', 'WarrenBlockPublication', 'WarrenRange'];
 
 const files = readdirSync(join(DEPLOY, 'crds'))
   .filter((name) => /\.ya?ml$/.test(name))
@@ -105,13 +105,15 @@ describe("Warren's custom resource definitions (deploy/crds/)", () => {
     }
   });
 
-  it('give a block alone a status subresource: its owner publishes allocations there, apart from the claim', () => {
+  it('keep allocations out of the claims: no status anywhere, a block holds its claim alone', () => {
     for (const crd of crds) {
       const version = theVersion(crd);
-      const hasStatus = version.subresources?.status !== undefined;
-      assert.equal(hasStatus, crd.spec.names.kind === 'WarrenBlock', `${crd.file}: status subresource`);
-      assert.equal(version.schema?.openAPIV3Schema?.properties?.status !== undefined, hasStatus, crd.file);
+      assert.equal(version.subresources?.status, undefined, `${crd.file}: status subresource`);
+      assert.equal(version.schema?.openAPIV3Schema?.properties?.status, undefined, crd.file);
     }
+    const block = crds.find((crd) => crd.spec.names.kind === 'WarrenBlock');
+    const spec = block === undefined ? undefined : nodeAt(theVersion(block).schema?.openAPIV3Schema ?? {}, '.spec');
+    assert.deepEqual(Object.keys(spec?.properties ?? {}).sort(), ['cidr', 'node', 'pool']);
   });
 
   it('have structural schemas, which apiextensions v1 requires, with a required spec', () => {

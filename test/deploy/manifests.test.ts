@@ -79,6 +79,7 @@ describe('deploy/', () => {
       'CustomResourceDefinition',
       'CustomResourceDefinition',
       'CustomResourceDefinition',
+      'CustomResourceDefinition',
       'DaemonSet',
       'Namespace',
       'Role',

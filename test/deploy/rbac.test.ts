@@ -37,7 +37,7 @@ const AGENT = [
   ...needs(['get', 'list', 'watch'], '', 'nodes'),
   ...needs(['get', 'list', 'create'], 'warren.dev', 'warrenranges'),
   ...needs(['get', 'list', 'create', 'delete'], 'warren.dev', 'warrenblocks'),
-  ...needs(['update'], 'warren.dev', 'warrenblocks/status'),
+  ...needs(['get', 'list', 'create', 'update', 'delete'], 'warren.dev', 'warrenblockpublications'),
   ...needs(['get', 'list', 'create', 'update'], 'warren.dev', 'warrenaddressrequests'),
   ...needs(['get', 'create', 'update'], 'warren.dev', 'warrenaddressspaces'),
   ...needs(['get', 'list', 'create', 'update', 'delete'], 'coordination.k8s.io', 'leases', 'namespace'),
@@ -91,6 +91,7 @@ const RESOURCE_VERBS: Record<string, string> = {
 const HOLDERS: Record<string, { group: string; plural: string; scope: Scope }> = {
   ranges: { group: 'warren.dev', plural: 'warrenranges', scope: 'cluster' },
   blocks: { group: 'warren.dev', plural: 'warrenblocks', scope: 'cluster' },
+  publications: { group: 'warren.dev', plural: 'warrenblockpublications', scope: 'cluster' },
   requests: { group: 'warren.dev', plural: 'warrenaddressrequests', scope: 'cluster' },
   spaces: { group: 'warren.dev', plural: 'warrenaddressspaces', scope: 'cluster' },
   leases: { group: 'coordination.k8s.io', plural: 'leases', scope: 'namespace' },

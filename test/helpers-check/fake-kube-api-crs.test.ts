@@ -109,7 +109,8 @@ describe('fake Kubernetes API: CRDs and custom resource writes, as recorded', ()
   it("§1 registers the repository's own CRDs from deploy/crds, with maxLength and maxItems checked", async (t) => {
     const fake = await startFakeKubeApi({ crds: 'deploy' });
     t.after(() => fake.stop());
-    for (const plural of ['warrenblocks', 'warrenranges', 'warrenaddressrequests', 'warrenaddressspaces']) {
+    const plurals = ['warrenblocks', 'warrenblockpublications', 'warrenranges', 'warrenaddressrequests'];
+    for (const plural of [...plurals, 'warrenaddressspaces']) {
       const listed = await call(fake, 'GET', `/apis/warren.dev/v1alpha1/${plural}`);
       assert.deepEqual([listed.status, listed.json.items], [200, []], plural);
     }
@@ -132,13 +133,25 @@ describe('fake Kubernetes API: CRDs and custom resource writes, as recorded', ()
       201,
     );
     const one = { address: '10.0.0.1', network: 'n', containerID: 'c', ifname: 'eth0' };
-    const many = await call(fake, 'PATCH', `${blocks}/b/status`, {
-      body: { status: { allocated: 4097, allocations: Array.from({ length: 4097 }, () => one) } },
-      contentType: 'application/merge-patch+json',
+    const many = await call(fake, 'POST', '/apis/warren.dev/v1alpha1/warrenblockpublications', {
+      body: {
+        apiVersion: 'warren.dev/v1alpha1',
+        kind: 'WarrenBlockPublication',
+        metadata: { name: 'b' },
+        spec: {
+          pool: 'p',
+          cidr: '10.0.0.0/26',
+          node: 'n1',
+          allocated: 4097,
+          resting: 0,
+          publishedAt: 1,
+          allocations: Array.from({ length: 4097 }, () => one),
+        },
+      },
     });
     assert.equal(
       many.json.message,
-      'WarrenBlock.warren.dev "b" is invalid: status.allocations: Too many: 4097: must have at most 4096 items',
+      'WarrenBlockPublication.warren.dev "b" is invalid: spec.allocations: Too many: 4097: must have at most 4096 items',
     );
     assert.deepEqual(many.json.details.causes[0].reason, 'FieldValueTooMany');
   });

@@ -147,7 +147,7 @@ export function duplicatesIn(allocations: readonly Allocation[]): string[] {
 export type RequestKind =
   /** Leases: membership renewals and chores (timers). */
   | 'lease'
-  /** A block's published allocations (the status subresource; the publication timer). */
+  /** A block's published allocations (its WarrenBlockPublication object written; the publication timer). */
   | 'publish'
   /** A read of warren.dev objects (claim checks, placement, the observer). */
   | 'read'
@@ -159,7 +159,7 @@ export type RequestKind =
 export function requestKind(r: Pick<RequestRecord, 'method' | 'path'>): RequestKind {
   if (r.path.includes('/apis/coordination.k8s.io/')) return 'lease';
   if (r.path.includes('/apis/warren.dev/')) {
-    if (/\/status\/?$/.test(r.path) && r.method !== 'GET') return 'publish';
+    if (/\/warrenblockpublications(\/|$)/.test(r.path) && (r.method === 'POST' || r.method === 'PUT')) return 'publish';
     return r.method === 'GET' ? 'read' : 'write';
   }
   return 'core';

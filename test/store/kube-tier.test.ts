@@ -67,7 +67,7 @@ describe('KubeTier', () => {
 
   tierConformance('kubernetes (fake API server)', { create: () => tier(), clock, leaseSeconds: LEASE_SECONDS });
 
-  it('claims a block in at most two requests (the range read once, then one create), and publishes it in one', async () => {
+  it('claims a block in at most two requests (the range read once, then one create), and publishes it in one after the first', async () => {
     const r = range();
     await (await tier()).pinRange(r);
     const t = await tier();
@@ -84,7 +84,7 @@ describe('KubeTier', () => {
     fake.clearRequests();
     await t.publish({ key, node: 'n1', counts: { allocated: 0, resting: 0 }, publishedAt: 1, allocations: [] });
     await t.publish({ key, node: 'n1', counts: { allocated: 0, resting: 0 }, publishedAt: 2, allocations: [] });
-    assert.equal(fake.requests.length, 2, 'each publication costs one request');
+    assert.equal(fake.requests.length, 3, 'the first publication reads the claim and creates; each later one, one PUT');
     assert.equal(await t.claim(r, key, 'n2'), undefined);
   });
 
@@ -133,7 +133,7 @@ describe('KubeTier', () => {
     assert.equal(await t.unclaim(claim), 'gone');
   });
 
-  it('gives a block back at its current version once it was published', async () => {
+  it('gives a published block back at the version it was claimed at, and its publication with it', async () => {
     const t = await tier();
     const r = range();
     await t.pinRange(r);
@@ -141,11 +141,20 @@ describe('KubeTier', () => {
     const claim = await t.claim(r, key, 'n1');
     assert.ok(claim);
     await t.publish({ key, node: 'n1', counts: { allocated: 0, resting: 0 }, publishedAt: 1, allocations: [] });
-    assert.equal(await t.unclaim(claim), 'changed', 'the publication is a newer version');
     const current = await t.claimOf(key);
-    assert.ok(current);
-    assert.equal(current.uid, claim.uid);
-    assert.equal(await t.unclaim(current), 'released');
+    assert.deepEqual(current, claim, 'a publication leaves the claim as it was');
+    const publications = () =>
+      fake.objects('warrenblockpublications').filter((o) => o.metadata.name === blockName(key)).length;
+    assert.equal(publications(), 1);
+    const before = fake.requests.length;
+    assert.equal(await t.unclaim(claim), 'released');
+    assert.deepEqual(
+      fake.requests.slice(before).map((q) => `${q.method} ${q.resource}`),
+      ['DELETE warrenblocks', 'DELETE warrenblockpublications'],
+      'a give-back costs the two deletes',
+    );
+    assert.equal(publications(), 0);
+    assert.equal((await t.published({ pool: r.pool })).items.length, 0);
   });
 
   it('answers TRY_AGAIN naming the API server while it is away', async () => {

@@ -222,9 +222,8 @@ export class MemoryTier implements ClusterTier {
     const held = this.#s.claims.get(block.key);
     if (held === undefined || held.node !== block.node)
       throw new WarrenError('TRY_AGAIN', `block ${block.key} is not claimed by ${block.node}`);
+    // A publication is its own record (as on Kubernetes): the claim's version stays.
     this.#s.published.set(block.key, block);
-    // Publishing writes the block's record, as a status update would: its version moves.
-    this.#s.claims.set(block.key, { ...held, version: String(this.#s.next()) });
     this.#s.rangeWritten.set(rangePoolOfKey(block.key), this.#s.version);
   }
 

@@ -5,6 +5,12 @@
  *
  * Guarantees:
  * - every request has a deadline (`requestTimeoutMs`, default 10 s) and a bounded answer (16 MiB);
+ * - a request sent on a reused keep-alive connection that fails before any byte of its answer came
+ *   (ECONNRESET, EPIPE: "socket hang up") is sent again once, on another connection, within the
+ *   same deadline. That failure means the server had closed the idle connection before it read the
+ *   request (its idle timeout raced the send), so the request was never handled and sending it again
+ *   is safe whatever its method: the standard behaviour of HTTP clients (Go's net/http, browsers).
+ *   A failure on a fresh connection, or after the answer began, is never retried here;
  * - any failure to get an answer (refused, reset, TLS, DNS, the deadline, the client closed) is a
  *   WarrenError TRY_AGAIN (CNI code 11) naming the API server and what was being done;
  * - every HTTP answer comes back as a value (`ApiAnswer`): what a status means is the caller's to
@@ -25,6 +31,9 @@ import { type ApiFailure, describeFailure, failureOfResponse, missingPermission 
 
 /** Largest answer read; a larger one is cut off (TRY_AGAIN) rather than held in memory. */
 const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
+
+/** A failure on a reused connection before any byte of the answer: the server had closed it idle. */
+class StaleConnection extends Error {}
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -53,6 +62,8 @@ export interface KubeApiClientOptions {
   readonly kubeConfig: KubeConfig;
   /** Deadline of each request, milliseconds. Default 10000. */
   readonly requestTimeoutMs?: number;
+  /** Largest answer read, bytes (tests). Default 16 MiB. */
+  readonly maxAnswerBytes?: number;
 }
 
 export class KubeApiClient {
@@ -60,14 +71,16 @@ export class KubeApiClient {
   readonly #server: URL;
   readonly #timeoutMs: number;
   readonly #agent: HttpAgent;
+  readonly #maxAnswerBytes: number;
   /** Aborts every request in flight when the client closes. */
   readonly #closing = new AbortController();
 
-  private constructor(config: KubeConfig, server: URL, agent: HttpAgent, timeoutMs: number) {
+  private constructor(config: KubeConfig, server: URL, agent: HttpAgent, timeoutMs: number, maxAnswerBytes: number) {
     this.#config = config;
     this.#server = server;
     this.#agent = agent;
     this.#timeoutMs = timeoutMs;
+    this.#maxAnswerBytes = maxAnswerBytes;
   }
 
   /** A client for the KubeConfig's current cluster; INVALID_CONFIG when it names none usable. */
@@ -104,7 +117,13 @@ export class KubeApiClient {
               ...(tls.rejectUnauthorized === undefined ? {} : { rejectUnauthorized: tls.rejectUnauthorized }),
               ...(tls.servername === undefined ? {} : { servername: tls.servername }),
             });
-    return new KubeApiClient(options.kubeConfig, server, agent, options.requestTimeoutMs ?? 10_000);
+    return new KubeApiClient(
+      options.kubeConfig,
+      server,
+      agent,
+      options.requestTimeoutMs ?? 10_000,
+      options.maxAnswerBytes ?? MAX_ANSWER_BYTES,
+    );
   }
 
   /** The API server, as operators know it (`https://host:port`). */
@@ -125,7 +144,13 @@ export class KubeApiClient {
     const signal = AbortSignal.any([this.#closing.signal, AbortSignal.timeout(this.#timeoutMs)]);
     let raw: { status: number; type: string; text: string };
     try {
-      raw = await this.#exchange(url, req.method, headers, payload, signal);
+      try {
+        raw = await this.#exchange(url, req.method, headers, payload, signal);
+      } catch (error) {
+        // Never handled (see the header): once more, on another connection.
+        if (!(error instanceof StaleConnection) || signal.aborted) throw error;
+        raw = await this.#exchange(url, req.method, headers, payload, signal);
+      }
     } catch (error) {
       const why = signal.aborted
         ? this.#closing.signal.aborted
@@ -205,14 +230,17 @@ export class KubeApiClient {
     signal: AbortSignal,
   ): Promise<{ status: number; type: string; text: string }> {
     const send = url.protocol === 'http:' ? httpRequest : httpsRequest;
+    const max = this.#maxAnswerBytes;
     return new Promise((resolve, reject) => {
+      let answered = false;
       const req = send(url, { method, headers, agent: this.#agent, signal }, (res) => {
+        answered = true;
         const chunks: Buffer[] = [];
         let size = 0;
         res.on('data', (chunk: Buffer) => {
           size += chunk.length;
-          if (size > MAX_ANSWER_BYTES) {
-            res.destroy(new Error(`the answer exceeds ${MAX_ANSWER_BYTES} bytes`));
+          if (size > max) {
+            res.destroy(new Error(`the answer exceeds ${max} bytes`));
             return;
           }
           chunks.push(chunk);
@@ -227,7 +255,10 @@ export class KubeApiClient {
           }),
         );
       });
-      req.on('error', reject);
+      req.on('error', (error: NodeJS.ErrnoException) => {
+        const stale = !answered && req.reusedSocket && (error.code === 'ECONNRESET' || error.code === 'EPIPE');
+        reject(stale ? new StaleConnection(error.message, { cause: error }) : error);
+      });
       req.end(payload);
     });
   }

@@ -7,8 +7,8 @@
  *
  * What a reading says a range holds (`held`) is what the tier can read cheaply, not a count of
  * addresses: for each range recorded in the cluster (WarrenRange objects, a handful), one listing of
- * at most one of its blocks. A range with no claimed block holds 0; a range with one holds at least
- * what that block last published, and at least 1 (a claimed block may hold addresses not yet
+ * at most one of its claims (no allocations: those are published apart). A range with no claimed
+ * block holds 0; a range with one holds at least 1 (a claimed block may hold addresses not yet
  * published). So `held` never says 0 of a range that holds an address in a claimed block, and the
  * cost of a reading grows with the number of ranges, not with the addresses they hold.
  *
@@ -18,7 +18,7 @@
  */
 import type { AddressSpaces, AdmissionGuard, Revision, SpaceReading } from '../store.ts';
 import { RANGE_LABEL, labelValue, selectorOf, spaceName } from './names.ts';
-import { admittedOf, metaOf, publishedOf, rangeOf, spaceObject } from './objects.ts';
+import { admittedOf, metaOf, rangeOf, spaceObject } from './objects.ts';
 import type { Resource } from './resources.ts';
 
 export interface KubeSpacesOptions {
@@ -57,10 +57,7 @@ export class KubeSpaces implements AddressSpaces {
       selectorOf({ [RANGE_LABEL]: labelValue(pool) }),
       1,
     );
-    const first = page.items[0];
-    if (first === undefined) return 0;
-    const published = publishedOf(first);
-    return Math.max(1, (published?.counts.allocated ?? 0) + (published?.counts.resting ?? 0));
+    return page.items.length === 0 ? 0 : 1;
   }
 
   async admit(

@@ -7,17 +7,18 @@
  * - one claim per block: a claim creates the WarrenBlock named `blockName(key)` (names.ts), so the
  *   API server lets one creation of it succeed and answers AlreadyExists to the others (one request);
  * - give back only what was claimed (ABA): `unclaim` deletes with the preconditions uid and
- *   resourceVersion; a block given back and claimed again is a new object with a new uid. A
- *   publication is a write of the block, so a claim read before it is `changed`: read the claim
- *   (`claimOf`) just before giving it back;
+ *   resourceVersion; a block given back and claimed again is a new object with a new uid. The block
+ *   object is the claim alone (spec; no status) and never changes once made;
+ * - what a listing of claims reads does not grow with the addresses: a block's published allocations
+ *   are another object, its WarrenBlockPublication (same name, same labels), so `claimsIn` and
+ *   `claimsOf` read claims only (a few hundred bytes each) and `published` reads the publications;
  * - a range's block size is pinned by whoever creates its WarrenRange first: the stored one is read
  *   first (and created when absent), once per tier, since it never changes once made;
  * - listings page on the server (`limit`, `continue`) and select by label on the server
  *   (`warren.dev/node`, `warren.dev/range`): what `claimsOf(node)` reads is that node's blocks;
- * - `publish` writes the block's status subresource (PUT, guarded by the resourceVersion this tier
- *   last saw of the block, read again on a conflict), and only while the block is claimed by the
- *   publishing node: it throws when the block's object is gone or another node's; the status is
- *   kept within the object size limit (objects.ts);
+ * - `publish` writes the block's publication (kube-publications.ts: one request, two for a block's
+ *   first), only while the block is claimed by the publishing node; `unclaim` deletes it after the
+ *   claim (one request more when this tier published it, a read and a delete when not);
  * - a request's update is a PUT guarded by the version it was read at (undefined on a conflict);
  *   open requests and each lender's requests carry labels (`warren.dev/open`,
  *   `lender.warren.dev/<node>`), so the server selects them.
@@ -38,6 +39,7 @@ import type {
   UnclaimResult,
 } from '../cluster-tier.ts';
 import { KubeApiClient } from './api-client.ts';
+import { KubePublications } from './kube-publications.ts';
 import { KubeSpaces } from './kube-spaces.ts';
 import { LeaseMembership } from './lease-membership.ts';
 import {
@@ -51,17 +53,7 @@ import {
   requestName,
   selectorOf,
 } from './names.ts';
-import {
-  blockObject,
-  blockStatusOf,
-  claimOfObject,
-  metaOf,
-  publishedOf,
-  rangeObject,
-  rangeOf,
-  requestObject,
-  requestOf,
-} from './objects.ts';
+import { blockObject, claimOfObject, rangeObject, rangeOf, requestObject, requestOf } from './objects.ts';
 import { FULL_LIST_PAGE, Resource, leaseKind, warrenKind } from './resources.ts';
 
 /** Rounds of read-and-write against an object that keeps changing, before TRY_AGAIN. */
@@ -76,6 +68,8 @@ export interface KubeTierOptions {
   readonly notice?: (message: string) => void;
   /** Deadline of each request, milliseconds (api-client.ts). */
   readonly requestTimeoutMs?: number;
+  /** Largest answer read, bytes (api-client.ts; tests). */
+  readonly maxAnswerBytes?: number;
 }
 
 export async function openKubeTier(o: KubeTierOptions): Promise<KubeTier> {
@@ -92,6 +86,7 @@ export async function openKubeTier(o: KubeTierOptions): Promise<KubeTier> {
   const api = await KubeApiClient.open({
     kubeConfig: o.kubeConfig,
     ...(o.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: o.requestTimeoutMs }),
+    ...(o.maxAnswerBytes === undefined ? {} : { maxAnswerBytes: o.maxAnswerBytes }),
   });
   return new KubeTier(api, o);
 }
@@ -101,24 +96,23 @@ export class KubeTier implements ClusterTier {
   readonly membership: LeaseMembership;
   readonly spaces: KubeSpaces;
   readonly #api: KubeApiClient;
-  readonly #notice: ((message: string) => void) | undefined;
   readonly #ranges: Resource;
   readonly #blocks: Resource;
   readonly #requests: Resource;
-  /**
-   * The uid and resourceVersion this tier last saw of the blocks it claimed or published: what a
-   * publication is guarded by, so that one costs one request. Forgotten at give-back.
-   */
+  readonly #publications: KubePublications;
   /** Range records read or made: a record never changes once made, so it is read once. */
   readonly #pinned = new Map<string, RangeRecord>();
-  readonly #seen = new Map<string, { uid: string; version: string; node: string }>();
 
   constructor(api: KubeApiClient, o: KubeTierOptions) {
     this.#api = api;
-    this.#notice = o.notice;
     this.#ranges = new Resource(api, warrenKind('warrenranges'));
     this.#blocks = new Resource(api, warrenKind('warrenblocks'));
     this.#requests = new Resource(api, warrenKind('warrenaddressrequests'));
+    this.#publications = new KubePublications({
+      publications: new Resource(api, warrenKind('warrenblockpublications')),
+      blocks: this.#blocks,
+      notice: o.notice,
+    });
     this.spaces = new KubeSpaces({
       spaces: new Resource(api, warrenKind('warrenaddressspaces')),
       ranges: this.#ranges,
@@ -168,15 +162,12 @@ export class KubeTier implements ClusterTier {
     const claim = claimOfObject(created.object);
     if (claim === undefined)
       throw new WarrenError('IO_FAILURE', `the API server answered the claim of block ${key} with no object`);
-    this.#seen.set(key, { uid: claim.uid, version: claim.version, node });
     return claim;
   }
 
   async claimOf(key: string): Promise<BlockClaim | undefined> {
     const claim = claimOfObject(await this.#blocks.get(`read block ${key}`, blockName(key)));
-    if (claim === undefined || claim.key !== key) return undefined;
-    if (this.#seen.has(key)) this.#seen.set(key, { uid: claim.uid, version: claim.version, node: claim.node });
-    return claim;
+    return claim === undefined || claim.key !== key ? undefined : claim;
   }
 
   async claimsOf(node: string, pool?: string): Promise<BlockClaim[]> {
@@ -207,74 +198,25 @@ export class KubeTier implements ClusterTier {
   }
 
   async unclaim(claim: BlockClaim): Promise<UnclaimResult> {
-    const done = await this.#blocks.remove(`give back block ${claim.key}`, blockName(claim.key), {
+    const name = blockName(claim.key);
+    const done = await this.#blocks.remove(`give back block ${claim.key}`, name, {
       uid: claim.uid,
       resourceVersion: claim.version,
     });
-    if (done === 'deleted') this.#seen.delete(claim.key);
-    return done === 'deleted' ? 'released' : done === 'conflict' ? 'changed' : 'gone';
+    if (done !== 'deleted') return done === 'conflict' ? 'changed' : 'gone';
+    await this.#publications.unpublish(claim);
+    return 'released';
   }
 
   async publish(block: PublishedBlock): Promise<void> {
-    const name = blockName(block.key);
-    const { status, truncated } = blockStatusOf(block);
-    if (truncated)
-      this.#notice?.(
-        `block ${block.key} holds more allocations than its object can publish (${block.allocations.length}): ` +
-          `published ${(status.allocations as unknown[]).length}, without network namespaces`,
-      );
-    for (let round = 1; round <= MAX_ROUNDS; round++) {
-      let seen = this.#seen.get(block.key);
-      // Seen as another node's (this tier serves one node; a test may drive two): read it again.
-      if (seen === undefined || seen.node !== block.node) {
-        const claim = claimOfObject(await this.#blocks.get(`read block ${block.key}`, name));
-        if (claim === undefined || claim.key !== block.key || claim.node !== block.node)
-          throw new WarrenError(
-            'IO_FAILURE',
-            `block ${block.key} is not claimed by node ${block.node} (${
-              claim === undefined || claim.key !== block.key ? 'its object is gone' : `node ${claim.node} holds it`
-            }): its allocations were not published`,
-          );
-        seen = { uid: claim.uid, version: claim.version, node: claim.node };
-      }
-      const base = blockObject(name, block.key, block.node);
-      const body = { ...base, metadata: { ...base.metadata, uid: seen.uid, resourceVersion: seen.version }, status };
-      const written = await this.#blocks.replace(`publish block ${block.key}`, body, 'status');
-      this.#seen.delete(block.key);
-      if (written.kind === 'replaced') {
-        const meta = metaOf(written.object);
-        if (meta !== undefined)
-          this.#seen.set(block.key, { uid: meta.uid, version: meta.resourceVersion, node: block.node });
-        return;
-      }
-      // A conflict: read it again, and publish only if it is still this node's.
-    }
-    throw new WarrenError('TRY_AGAIN', `block ${block.key} kept changing while its allocations were published`);
+    await this.#publications.publish(block);
   }
 
   async published(
     filter: { pool?: string; node?: string },
     page?: { limit: number; continue?: string },
   ): Promise<Page<PublishedBlock>> {
-    const labels = {
-      ...(filter.pool === undefined ? {} : { [RANGE_LABEL]: labelValue(filter.pool) }),
-      ...(filter.node === undefined ? {} : { [NODE_LABEL]: labelValue(filter.node) }),
-    };
-    const got = await this.#blocks.list(
-      'list published blocks',
-      selectorOf(labels),
-      page?.limit ?? FULL_LIST_PAGE,
-      page?.continue,
-    );
-    const items = got.items
-      .map(publishedOf)
-      .filter(
-        (b): b is PublishedBlock =>
-          b !== undefined &&
-          (filter.pool === undefined || rangePoolOfKey(b.key) === filter.pool) &&
-          (filter.node === undefined || b.node === filter.node),
-      );
-    return { items, ...(got.continue === undefined ? {} : { continue: got.continue }) };
+    return this.#publications.list(filter, page);
   }
 
   async ask(pool: string, node: string, wanted: number): Promise<AddressRequest> {

@@ -1,12 +1,13 @@
 /**
  * Warren's custom resources as JSON on the wire (deploy/crds/), and the tier's values made from
- * them and into them: ranges, blocks with their published allocations, address requests with their
- * grants, address spaces. Pure: no I/O.
+ * them and into them: ranges, block claims, blocks' published allocations (one WarrenBlockPublication
+ * object per published block, apart from its claim, so a listing of claims never carries
+ * allocations), address requests with their grants, address spaces. Pure: no I/O.
  *
  * Guarantees:
  * - what is read is checked: an object whose spec lacks what Warren writes (made by hand, or by a
  *   newer version) reads as undefined, never as a half-made value;
- * - `blockStatusOf` keeps a block's status within the API server's object size limit (etcd's
+ * - `publicationObject` keeps a publication within the API server's object size limit (etcd's
  *   1.5 MiB per write, deploy/crds' 4096 items): when the allocations do not fit whole, the network
  *   namespace paths are left out first, then the allocations past what fits; the counts always
  *   say what the block holds, so a reader sees that `allocations` is short (`truncated`);
@@ -20,8 +21,8 @@ import { isPlainObject as isRecord } from '../../core/validate.ts';
 import type { AddressRequest, BlockClaim, Grant, PublishedBlock, RangeRecord } from '../cluster-tier.ts';
 import { API_VERSION, OPEN_LABEL, RANGE_LABEL, NODE_LABEL, labelValue, lenderLabel } from './names.ts';
 
-/** Bytes a block's status may take: etcd takes 1,572,864 per write; room is left for metadata. */
-export const STATUS_BUDGET_BYTES = 1_400_000;
+/** Bytes a publication's allocations may take: etcd takes 1,572,864 per write; room is left for the rest. */
+export const PUBLICATION_BUDGET_BYTES = 1_400_000;
 /** The CRDs' `maxItems` of published allocations and of grants. */
 export const MAX_ITEMS = 4096;
 
@@ -119,29 +120,55 @@ function allocationEntry(a: Allocation, withNetns: boolean): Record<string, unkn
   return entry;
 }
 
-/** The status of a published block, within the size budget (see the header). */
-export function blockStatusOf(block: PublishedBlock): { status: Record<string, unknown>; truncated: boolean } {
-  const head = {
-    allocated: block.counts.allocated,
-    resting: block.counts.resting,
-    publishedAt: Math.max(0, Math.floor(block.publishedAt)),
-  };
+/** A publication's allocations, within the size budget (see the header). */
+function publishedEntries(block: PublishedBlock): { entries: Record<string, unknown>[]; truncated: boolean } {
   const sorted = [...block.allocations].sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
   for (const withNetns of [true, false]) {
     const entries = sorted.slice(0, MAX_ITEMS).map((a) => allocationEntry(a, withNetns));
     const size = JSON.stringify(entries).length;
-    if (size <= STATUS_BUDGET_BYTES && entries.length === sorted.length)
-      return { status: { ...head, allocations: entries }, truncated: false };
+    if (size <= PUBLICATION_BUDGET_BYTES && entries.length === sorted.length) return { entries, truncated: false };
   }
   const kept: Record<string, unknown>[] = [];
   let size = 2;
   for (const a of sorted.slice(0, MAX_ITEMS)) {
     const entry = allocationEntry(a, false);
     size += JSON.stringify(entry).length + 1;
-    if (size > STATUS_BUDGET_BYTES) break;
+    if (size > PUBLICATION_BUDGET_BYTES) break;
     kept.push(entry);
   }
-  return { status: { ...head, allocations: kept }, truncated: true };
+  return { entries: kept, truncated: true };
+}
+
+/**
+ * The WarrenBlockPublication object publishing `block` (named as its block object, with its labels);
+ * with `version` (and `uid`), the body of an update guarded by them. `truncated`: see the header.
+ */
+export function publicationObject(
+  name: string,
+  block: PublishedBlock,
+  version?: { uid: string; resourceVersion: string },
+): { object: KubeObject; truncated: boolean } {
+  const { entries, truncated } = publishedEntries(block);
+  const pool = rangePoolOfKey(block.key);
+  const object: KubeObject = {
+    apiVersion: API_VERSION,
+    kind: 'WarrenBlockPublication',
+    metadata: {
+      name,
+      labels: { [RANGE_LABEL]: labelValue(pool), [NODE_LABEL]: labelValue(block.node) },
+      ...(version === undefined ? {} : version),
+    },
+    spec: {
+      pool,
+      cidr: blockCidrOfKey(block.key) ?? '',
+      node: block.node,
+      allocated: block.counts.allocated,
+      resting: block.counts.resting,
+      publishedAt: Math.max(0, Math.floor(block.publishedAt)),
+      allocations: entries,
+    },
+  };
+  return { object, truncated };
 }
 
 function allocationOf(entry: unknown, pool: string, node: string): Allocation | undefined {
@@ -161,12 +188,11 @@ function allocationOf(entry: unknown, pool: string, node: string): Allocation | 
   };
 }
 
-/** A block object's published allocations; undefined when it was never published (or is not Warren's). */
+/** A publication's block and allocations; undefined for an object Warren did not write. */
 export function publishedOf(object: unknown): PublishedBlock | undefined {
   const spec = blockSpecOf(object);
-  if (spec === undefined || !isRecord(object) || !isRecord(object.status)) return undefined;
-  const s = object.status;
-  if (!int(s.publishedAt)) return undefined;
+  const s = specOf(object);
+  if (spec === undefined || s === undefined || !int(s.publishedAt)) return undefined;
   const allocations = (Array.isArray(s.allocations) ? s.allocations : [])
     .map((e) => allocationOf(e, spec.key, spec.node))
     .filter((a) => a !== undefined);

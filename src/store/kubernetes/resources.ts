@@ -1,6 +1,6 @@
 /**
- * The verbs the cluster tier uses on one kind of object (create, get, replace, replace status,
- * delete with preconditions, list a page), each one request, each answer read by status code and
+ * The verbs the cluster tier uses on one kind of object (create, get, replace, delete with
+ * preconditions, list a page), each one request, each answer read by status code and
  * Status structure into an outcome value: what the tier expects (AlreadyExists, NotFound, Conflict
  * on a stale resourceVersion or a failed precondition) is a value, anything else the WarrenError
  * the client says it means (api-client.ts).
@@ -60,11 +60,11 @@ export class Resource {
     return `${this.#kind.plural}.${this.#kind.group}`;
   }
 
-  #path(name?: string, sub?: string): string {
+  #path(name?: string): string {
     const k = this.#kind;
     const ns = k.namespace === undefined ? '' : `/namespaces/${encodeURIComponent(k.namespace)}`;
     const one = name === undefined ? '' : `/${encodeURIComponent(name)}`;
-    return `/apis/${k.group}/${k.version}${ns}/${k.plural}${one}${sub === undefined ? '' : `/${sub}`}`;
+    return `/apis/${k.group}/${k.version}${ns}/${k.plural}${one}`;
   }
 
   async #send(what: string, verb: string, req: ApiRequest): Promise<ApiAnswer> {
@@ -94,19 +94,23 @@ export class Resource {
     throw this.#refuse(what, answer, 'get');
   }
 
-  /** PUT of the object (its metadata.resourceVersion guards it), or of its status subresource. */
-  async replace(what: string, object: KubeObject, sub?: 'status'): Promise<Replaced> {
+  /** PUT of the object (its metadata.resourceVersion guards it). */
+  async replace(what: string, object: KubeObject): Promise<Replaced> {
     const verb = 'update';
-    const path = this.#path(object.metadata.name, sub);
+    const path = this.#path(object.metadata.name);
     const answer = await this.#send(what, verb, { method: 'PUT', path, body: object });
     if (answer.status === 200 || answer.status === 201) return { kind: 'replaced', object: answer.body };
     if (answer.status === 409) return { kind: 'conflict' };
     if (answer.status === 404) return { kind: 'missing' };
-    throw this.#refuse(what, answer, sub === undefined ? verb : `${verb} ${this.#kind.plural}/${sub}`);
+    throw this.#refuse(what, answer, verb);
   }
 
-  /** DELETE, only while the object is exactly `uid` at `resourceVersion` when they are given. */
-  async remove(what: string, name: string, preconditions?: { uid: string; resourceVersion: string }): Promise<Deleted> {
+  /** DELETE, only while the object is exactly `uid` (at `resourceVersion`, when given) when they are given. */
+  async remove(
+    what: string,
+    name: string,
+    preconditions?: { uid: string; resourceVersion?: string },
+  ): Promise<Deleted> {
     const body = preconditions === undefined ? undefined : { kind: 'DeleteOptions', apiVersion: 'v1', preconditions };
     const answer = await this.#send(what, 'delete', {
       method: 'DELETE',

@@ -330,12 +330,18 @@ class FakeKubeApiServer implements FakeKubeApi {
   }
 }
 
+/** How long the server keeps an idle connection open, as kube-apiserver does. */
+export const KEEP_ALIVE_TIMEOUT_MS = 90_000;
+
 /** Starts a fake API server on an ephemeral port of 127.0.0.1 with a fresh CA; call `stop()` when done. */
 export async function startFakeKubeApi(options: FakeKubeApiOptions = {}): Promise<FakeKubeApi> {
   const dir = tempDir('warren-kube-api-');
   try {
     const certificate = issueServerCertificate(dir);
     const server = createServer({ key: certificate.keyPem, cert: certificate.certPem });
+    // A real kube-apiserver keeps an idle connection 90 s (its http.Server IdleTimeout), not Node's 5 s:
+    // clients reuse connections across pauses that long, and tests see what they would.
+    server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
     await new Promise<void>((resolveListen, reject) => {
       server.once('error', reject);
       server.listen(0, '127.0.0.1', () => {

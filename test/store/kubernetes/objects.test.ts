@@ -1,19 +1,20 @@
 /**
  * Warren's custom resources on the wire (src/store/kubernetes/objects.ts) and Lease times
  * (lease-membership.ts): what is written reads back, what Warren did not write reads as nothing,
- * and a block's status stays within the API server's object size limit.
+ * and a block's publication stays within the API server's object size limit.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Allocation } from '../../../src/ipam/allocation.ts';
+import type { PublishedBlock } from '../../../src/store/cluster-tier.ts';
 import { blockKey } from '../../../src/ipam/blocks.ts';
 import { microTime, parseMicroTime } from '../../../src/store/kubernetes/lease-membership.ts';
 import {
   MAX_ITEMS,
-  STATUS_BUDGET_BYTES,
+  PUBLICATION_BUDGET_BYTES,
   blockObject,
-  blockStatusOf,
   claimOfObject,
+  publicationObject,
   publishedOf,
   rangeOf,
   requestObject,
@@ -37,16 +38,34 @@ function allocation(i: number, extra: Partial<Allocation> = {}): Allocation {
   } as Allocation;
 }
 
-/** A block object as the API server answers it, with `status`. */
-function stored(status: unknown): unknown {
+/** A block object (the claim) as the API server answers it. */
+function stored(): unknown {
   const object = blockObject('x', key, 'n1');
-  return { ...object, metadata: { ...object.metadata, ...meta }, status };
+  return { ...object, metadata: { ...object.metadata, ...meta } };
+}
+
+/** A publication's spec as written, and whether its allocations were cut. */
+function publication(block: PublishedBlock): { spec: Record<string, unknown>; truncated: boolean } {
+  const { object, truncated } = publicationObject('x', block);
+  return { spec: object.spec as Record<string, unknown>, truncated };
+}
+
+/** A publication as the API server answers it. */
+function storedPublication(spec: unknown): unknown {
+  const { object } = publicationObject('x', {
+    key,
+    node: 'n1',
+    counts: { allocated: 0, resting: 0 },
+    allocations: [],
+    publishedAt: 1,
+  });
+  return { ...object, metadata: { ...object.metadata, ...meta }, spec };
 }
 
 describe('block objects', () => {
   it('read back as the claim and the publication written', () => {
     const allocations = [allocation(1, { podNamespace: 'ns', podName: 'p', podUID: 'uid', netns: '/var/run/netns/x' })];
-    const { status, truncated } = blockStatusOf({
+    const { spec, truncated } = publication({
       key,
       node: 'n1',
       counts: { allocated: 1, resting: 2 },
@@ -54,9 +73,9 @@ describe('block objects', () => {
       allocations,
     });
     assert.equal(truncated, false);
-    assert.deepEqual(claimOfObject(stored(status)), { key, node: 'n1', uid: 'u-1', version: '42' });
+    assert.deepEqual(claimOfObject(stored()), { key, node: 'n1', uid: 'u-1', version: '42' });
     const { createdStamp: _stamp, ...kept } = allocations[0] as Allocation;
-    assert.deepEqual(publishedOf(stored(status)), {
+    assert.deepEqual(publishedOf(storedPublication(spec)), {
       key,
       node: 'n1',
       counts: { allocated: 1, resting: 2 },
@@ -66,7 +85,7 @@ describe('block objects', () => {
   });
 
   it('read as nothing when never published, or not written by Warren', () => {
-    assert.equal(publishedOf(stored(undefined)), undefined);
+    assert.equal(publishedOf(stored()), undefined, 'a claim is no publication');
     assert.equal(claimOfObject({ metadata: { name: 'x', ...meta }, spec: { pool: 'p' } }), undefined);
     assert.equal(
       rangeOf({ spec: { pool: 'p', space: 's', subnet: 'x', first: 'a', last: 'b', blockPrefix: -1 } }),
@@ -74,10 +93,10 @@ describe('block objects', () => {
     );
   });
 
-  it('keep a status within the size budget: network namespaces first, then what does not fit', () => {
+  it('keep a publication within the size budget: network namespaces first, then what does not fit', () => {
     const netns = `/var/run/netns/${'n'.repeat(400)}`;
     const many = Array.from({ length: MAX_ITEMS }, (_, i) => allocation(i, { netns }));
-    const dropped = blockStatusOf({
+    const dropped = publication({
       key,
       node: 'n1',
       counts: { allocated: MAX_ITEMS, resting: 0 },
@@ -85,18 +104,18 @@ describe('block objects', () => {
       allocations: many,
     });
     assert.equal(dropped.truncated, false);
-    const entries = dropped.status.allocations as Array<Record<string, unknown>>;
+    const entries = dropped.spec.allocations as Array<Record<string, unknown>>;
     assert.equal(entries.length, MAX_ITEMS);
     assert.ok(
       entries.every((e) => e.netns === undefined),
       'network namespaces left out',
     );
-    assert.ok(JSON.stringify(dropped.status).length <= STATUS_BUDGET_BYTES + 200);
+    assert.ok(JSON.stringify(dropped.spec).length <= PUBLICATION_BUDGET_BYTES + 200);
 
     const huge = Array.from({ length: MAX_ITEMS }, (_, i) =>
       allocation(i, { podName: 'p'.repeat(250), podNamespace: 'n'.repeat(250) }),
     );
-    const cut = blockStatusOf({
+    const cut = publication({
       key,
       node: 'n1',
       counts: { allocated: MAX_ITEMS, resting: 0 },
@@ -104,9 +123,9 @@ describe('block objects', () => {
       allocations: huge,
     });
     assert.equal(cut.truncated, true);
-    assert.ok((cut.status.allocations as unknown[]).length < MAX_ITEMS);
-    assert.ok(JSON.stringify(cut.status).length <= STATUS_BUDGET_BYTES + 200);
-    assert.equal(cut.status.allocated, MAX_ITEMS, 'the counts still say what the block holds');
+    assert.ok((cut.spec.allocations as unknown[]).length < MAX_ITEMS);
+    assert.ok(JSON.stringify(cut.spec).length <= PUBLICATION_BUDGET_BYTES + 200);
+    assert.equal(cut.spec.allocated, MAX_ITEMS, 'the counts still say what the block holds');
   });
 });
 
