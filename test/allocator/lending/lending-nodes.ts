@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { Allocator } from '../../../src/allocator/allocator.ts';
-import { LENT_NETWORK, RETURNED_NETWORK } from '../../../src/allocator/lending/loans.ts';
+import { LENT_NETWORK, MIGRATION_LENDER, RETURNED_NETWORK } from '../../../src/allocator/lending/loans.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
 import type { Allocation } from '../../../src/ipam/allocation.ts';
 import { SqliteStore } from '../../../src/store/sqlite-store.ts';
@@ -122,4 +122,33 @@ export class LendingCluster {
   async close(): Promise<void> {
     for (const n of this.nodes) await n.store.close();
   }
+}
+
+/**
+ * What `warren migrate whereabouts` writes for a pod on `node` holding `address` in range pool
+ * `pool`: a grant with the pod's allocation as its holder, beside the grants and the wanted count
+ * the request already has. Answers the holder.
+ */
+export async function recordMigrated(
+  c: LendingCluster,
+  pool: string,
+  at: { readonly node: string; readonly address: string; readonly pod: string },
+): Promise<Allocation> {
+  const { node, address, pod } = at;
+  const holder: Allocation = {
+    pool,
+    address,
+    network: 'net',
+    containerID: `sandbox-${pod}`,
+    ifname: 'eth0',
+    podNamespace: 'default',
+    podName: pod,
+    podUID: `uid-${pod}`,
+    node,
+    createdAt: c.clock.now(),
+  };
+  const request = (await c.tier.requestOf(pool, node)) ?? (await c.tier.ask(pool, node, 0));
+  const grants = [...request.grants, { address, lender: MIGRATION_LENDER, holder }];
+  assert.ok(await c.tier.updateRequest(request, grants, request.wanted), `the migration's grant of ${address}`);
+  return holder;
 }

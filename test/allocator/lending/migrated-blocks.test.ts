@@ -7,11 +7,10 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { LENT_NETWORK, MIGRATION_LENDER } from '../../../src/allocator/lending/loans.ts';
-import type { Allocation } from '../../../src/ipam/allocation.ts';
 import { flush } from '../../helpers/event-loop.ts';
 import { HANG_BOUND_MS } from '../../helpers/processes.ts';
 import { owner, rangesOf } from '../../store/tiered-nodes.ts';
-import { LendingCluster } from './lending-nodes.ts';
+import { LendingCluster, recordMigrated } from './lending-nodes.ts';
 
 const clusters: LendingCluster[] = [];
 after(async () => {
@@ -25,25 +24,7 @@ const LONG = { returnGraceMs: 3_600_000, orphanGraceMs: 3_600_000 };
 
 /** What the migration writes for a pod on `node` holding `address` under whereabouts. */
 async function migrate(c: LendingCluster, node: string, address: string, pod: string): Promise<void> {
-  const holder: Allocation = {
-    pool: POOL,
-    address,
-    network: 'net',
-    containerID: `sandbox-${pod}`,
-    ifname: 'eth0',
-    podNamespace: 'default',
-    podName: pod,
-    podUID: `uid-${pod}`,
-    node,
-    createdAt: c.clock.now(),
-  };
-  const request = (await c.tier.requestOf(POOL, node)) ?? (await c.tier.ask(POOL, node, 0));
-  const written = await c.tier.updateRequest(
-    request,
-    [...request.grants, { address, lender: MIGRATION_LENDER, holder }],
-    request.wanted,
-  );
-  assert.ok(written);
+  await recordMigrated(c, POOL, { node, address, pod });
 }
 
 /** `call`, or a failure naming `what` once HANG_BOUND_MS of real time passed without an answer. */

@@ -5,10 +5,10 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { LENT_NETWORK, MIGRATION_LENDER } from '../../../src/allocator/lending/loans.ts';
+import { LENT_NETWORK } from '../../../src/allocator/lending/loans.ts';
 import type { Allocation } from '../../../src/ipam/allocation.ts';
 import { owner, rangesOf } from '../../store/tiered-nodes.ts';
-import { LendingCluster } from './lending-nodes.ts';
+import { LendingCluster, recordMigrated } from './lending-nodes.ts';
 
 const clusters: LendingCluster[] = [];
 after(async () => {
@@ -20,26 +20,7 @@ const POOL = SMALL[0]?.pool ?? '';
 
 /** What the migration writes for a pod on `node` holding `address` under whereabouts. */
 async function migrate(c: LendingCluster, node: string, address: string, pod: string): Promise<Allocation> {
-  const holder: Allocation = {
-    pool: POOL,
-    address,
-    network: 'net',
-    containerID: `sandbox-${pod}`,
-    ifname: 'eth0',
-    podNamespace: 'default',
-    podName: pod,
-    podUID: `uid-${pod}`,
-    node,
-    createdAt: c.clock.now(),
-  };
-  const request = await c.tier.ask(POOL, node, 0);
-  const written = await c.tier.updateRequest(
-    request,
-    [...request.grants, { address, lender: MIGRATION_LENDER, holder }],
-    0,
-  );
-  assert.ok(written);
-  return holder;
+  return recordMigrated(c, POOL, { node, address, pod });
 }
 
 describe('lending: addresses a migration recorded', () => {
