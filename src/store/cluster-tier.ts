@@ -99,6 +99,11 @@ export interface ClusterTier {
   claimOf(key: string): Promise<BlockClaim | undefined>;
   /** Every claim of `node` (in range `pool` only, when given). */
   claimsOf(node: string, pool?: string): Promise<BlockClaim[]>;
+  /**
+   * Every node holding at least one claim, in any range, read page by page: for finding the nodes
+   * a relisting of Kubernetes' Nodes no longer shows (a Node deleted while every agent was down).
+   */
+  claimHolders(): Promise<string[]>;
   /** One page of the claims of range `pool`, for placement when a node needs a new block. */
   claimsIn(pool: string, page?: { limit: number; continue?: string }): Promise<Page<BlockClaim>>;
   /** Removes the claim if it is still exactly `claim` (see the guarantees). */

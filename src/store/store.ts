@@ -311,6 +311,8 @@ export interface BlockOwners {
    * (reads the published view), else counts are this node's only.
    */
   rangeBlocks(rangePool: string, options: { readonly counts: boolean }): Promise<PoolSummary[]>;
+  /** Every node holding a block of any range (tier.claimHolders): read when Nodes are relisted. */
+  holders(): Promise<string[]>;
   /** Gives back every block `node` holds (a node gone for good) and drops what it lent: the keys freed. */
   forgetNode(node: string): Promise<string[]>;
   /** The cluster's tier, where a node with no room asks the owners for addresses (allocator/lending/). */

@@ -134,6 +134,7 @@ export class TieredStore implements Store {
     this.blockOwners = {
       rangeBlocks: (rangePool, options) =>
         rangeBlocks({ local: this.#local, tier: this.tier, claims: this.#claims }, rangePool, options.counts),
+      holders: () => this.tier.claimHolders(),
       forgetNode: (node) => forgetNodeBlocks(this.tier, node),
       tier: o.tier,
     };

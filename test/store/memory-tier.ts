@@ -200,6 +200,11 @@ export class MemoryTier implements ClusterTier {
     );
   }
 
+  async claimHolders(): Promise<string[]> {
+    this.#reach('claimHolders');
+    return [...new Set([...this.#s.claims.values()].map((c) => c.node))].sort();
+  }
+
   async claimsIn(pool: string, page?: { limit: number; continue?: string }): Promise<Page<BlockClaim>> {
     this.#reach('claimsIn');
     const inRange = [...this.#s.claims.values()].filter((c) => rangePoolOfKey(c.key) === pool);

@@ -142,6 +142,21 @@ export function tierConformance(name: string, factory: TierFactory): void {
       assert.deepEqual(await keys(node()), []);
     });
 
+    it('names every node holding a claim, and no longer one that gave its last claim back', async () => {
+      const [a, b] = [await tier(), await tier()];
+      const r = range();
+      await a.pinRange(r);
+      const [kept, gone] = [node(), node()];
+      assert.ok(await a.claim(r, blockOf(r, 1), kept));
+      const last = await b.claim(r, blockOf(r, 2), gone);
+      assert.ok(last);
+      const holders = await b.claimHolders();
+      assert.ok(holders.includes(kept) && holders.includes(gone), JSON.stringify(holders));
+      assert.equal(await b.unclaim((await b.claimOf(last.key)) ?? last), 'released');
+      const after = await a.claimHolders();
+      assert.ok(after.includes(kept) && !after.includes(gone), JSON.stringify(after));
+    });
+
     it('pages the claims of a range, never more than the limit in one page', async () => {
       const t = await tier();
       const r = range();

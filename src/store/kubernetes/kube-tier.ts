@@ -184,6 +184,16 @@ export class KubeTier implements ClusterTier {
       );
   }
 
+  async claimHolders(): Promise<string[]> {
+    const items = await this.#blocks.listAll('list the nodes holding blocks', '');
+    const nodes = new Set<string>();
+    for (const item of items) {
+      const claim = claimOfObject(item);
+      if (claim !== undefined) nodes.add(claim.node);
+    }
+    return [...nodes].sort();
+  }
+
   async claimsIn(pool: string, page?: { limit: number; continue?: string }): Promise<Page<BlockClaim>> {
     const got = await this.#blocks.list(
       `list the blocks of range ${pool}`,
