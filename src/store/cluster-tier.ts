@@ -7,7 +7,8 @@
  * themselves, in its SQLite database: the common ADD and DEL never reach the cluster.
  *
  * Implementations: the Kubernetes API (store/kubernetes/, custom resources of group `warren.dev`
- * and coordination.k8s.io Leases) and, for unit tests, memory (test/store/memory-tier.ts).
+ * and coordination.k8s.io Leases), etcd v3 (store/etcd-tier/, not yet what `--store etcd` runs) and,
+ * for unit tests, memory (test/store/memory-tier.ts).
  *
  * Guarantees every implementation keeps (checked by test/store/tier-conformance.ts):
  * - a block is claimed by at most one node: `claim` creates the block's record under a name derived
