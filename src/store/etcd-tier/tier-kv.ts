@@ -130,7 +130,7 @@ export class TierKv {
           ? this.key(prefix)
           : Buffer.concat([this.key(after), Buffer.from([0])]);
     if (after !== undefined && !after.startsWith(prefix))
-      throw new WarrenError('INVALID_ARGUMENT', `continue token ${after} is not one of this listing`);
+      throw new WarrenError('INVALID_CONFIG', `continue token ${after} is not one of this listing`);
     const response: IRangeResponse = await this.call(what, () =>
       this.#kv.range({
         key: start,
