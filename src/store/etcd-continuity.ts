@@ -21,6 +21,7 @@
  * cluster and the identity are what they were, and the node announces itself again.
  */
 import type { IResponseHeader } from 'etcd3';
+import { WarrenError, messageOf } from '../core/errors.ts';
 
 /** What the operator does about a store that lost its data; ends every such halt's message. */
 export const STORE_LOST_RECOVERY =
@@ -56,6 +57,24 @@ export class EtcdContinuity {
   }
 
   /** Checks one response's header against what was seen before its request left. */
+  /**
+   * Runs one etcd call: a transport failure becomes TRY_AGAIN naming `where` and `what`, and the
+   * response's header is checked against what was seen before the call left.
+   */
+  async call<T>(where: string, what: string, body: () => Promise<T>): Promise<T> {
+    const floor = this.floor();
+    let result: T;
+    try {
+      result = await body();
+    } catch (error) {
+      if (error instanceof WarrenError) throw error;
+      throw new WarrenError('TRY_AGAIN', `${where} unreachable (${what}): ${messageOf(error)}`, { cause: error });
+    }
+    const header = (result as { header?: { cluster_id: string; revision: string } } | undefined)?.header;
+    if (typeof header === 'object' && header !== null) this.observe(header, floor);
+    return result;
+  }
+
   observe(header: Pick<IResponseHeader, 'cluster_id' | 'revision'> | undefined, floor: number): void {
     if (header === undefined) return;
     const revision = Number(header.revision);

@@ -166,17 +166,7 @@ export class EtcdStore implements Store {
    * response's header against what was seen before the call left (etcd-continuity.ts).
    */
   async #call<T>(what: string, body: () => Promise<T>): Promise<T> {
-    const floor = this.#continuity.floor();
-    let result: T;
-    try {
-      result = await body();
-    } catch (error) {
-      if (error instanceof WarrenError) throw error;
-      throw new WarrenError('TRY_AGAIN', `etcd store unreachable (${what}): ${messageOf(error)}`, { cause: error });
-    }
-    const header = (result as { header?: { cluster_id: string; revision: string } } | undefined)?.header;
-    if (typeof header === 'object' && header !== null) this.#continuity.observe(header, floor);
-    return result;
+    return this.#continuity.call('etcd store', what, body);
   }
 
   #refuseWhileHalted(): void {

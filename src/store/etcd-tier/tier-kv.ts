@@ -21,7 +21,7 @@
  * - keys are ASCII (percent-encoded), so the byte order etcd pages by is the string order.
  */
 import type { IKeyValue, IRangeResponse, ITxnRequest, ITxnResponse, KVClient } from 'etcd3';
-import { WarrenError, messageOf } from '../../core/errors.ts';
+import { WarrenError } from '../../core/errors.ts';
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
 import type { EtcdContinuity } from '../etcd-continuity.ts';
 
@@ -91,17 +91,7 @@ export class TierKv {
 
   /** Runs one etcd call: TRY_AGAIN on failure, its header checked against what was seen before it left. */
   async call<T>(what: string, body: () => Promise<T>): Promise<T> {
-    const floor = this.#continuity.floor();
-    let result: T;
-    try {
-      result = await body();
-    } catch (error) {
-      if (error instanceof WarrenError) throw error;
-      throw new WarrenError('TRY_AGAIN', `etcd tier unreachable (${what}): ${messageOf(error)}`, { cause: error });
-    }
-    const header = (result as { header?: { cluster_id: string; revision: string } } | undefined)?.header;
-    if (typeof header === 'object' && header !== null) this.#continuity.observe(header, floor);
-    return result;
+    return this.#continuity.call('etcd tier', what, body);
   }
 
   async get(what: string, key: string): Promise<IKeyValue | undefined> {
