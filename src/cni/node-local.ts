@@ -16,8 +16,10 @@
  * what this rule refuses under Kubernetes, and a warning elsewhere (`whereaboutsStoreKeys`).
  */
 import type { IgnoredKey } from './ipam-config.ts';
+import { WHEREABOUTS_STORE_KEYS } from './whereabouts-keys.ts';
 
 export type { IgnoredKey };
+export { WHEREABOUTS_STORE_KEYS };
 
 /** A config known to be node-local by construction: its network and the range pools it holds. */
 export interface NodeLocalConfig {
@@ -30,18 +32,6 @@ export interface ServedConfig {
   readonly name: string;
   readonly ipam: { readonly nodeLocal?: true; readonly ranges: readonly { readonly pool: string }[] };
 }
-
-/** Whereabouts' keys that configure where it keeps addresses: a config written for shared ranges. */
-export const WHEREABOUTS_STORE_KEYS: ReadonlySet<string> = new Set([
-  'datastore',
-  'kubernetes',
-  'etcd_host',
-  'etcd_username',
-  'etcd_password',
-  'etcd_key_file',
-  'etcd_cert_file',
-  'etcd_ca_cert_file',
-]);
 
 /** The keys of `ignored` that are whereabouts' store keys (see the module header). */
 export function whereaboutsStoreKeys(ignored: readonly IgnoredKey[]): IgnoredKey[] {

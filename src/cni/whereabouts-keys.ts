@@ -62,6 +62,11 @@ export const IGNORED_KEYS: ReadonlyMap<string, { readonly check: ValueCheck; rea
   ['log_level', { check: 'string', reason: LOG_REASON }],
 ]);
 
+/** The ignored keys that say where whereabouts keeps addresses: a config written for ranges nodes share. */
+export const WHEREABOUTS_STORE_KEYS: ReadonlySet<string> = new Set(
+  [...IGNORED_KEYS].filter(([, key]) => key.reason === STORE_REASON).map(([name]) => name),
+);
+
 const KUBERNETES_KEYS: ReadonlySet<string> = new Set(['kubeconfig', 'k8s_api_root']);
 
 /** Checks the value of a key Warren ignores: loosely, and `null` passes as Go's decoder lets it. */
