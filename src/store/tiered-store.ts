@@ -96,8 +96,8 @@ export class TieredStore implements Store {
   readonly #publisher: TieredPublisher;
   /** Range pool → its record as pinned in the cluster. */
   readonly #ranges = new Map<string, RangeRecord>();
-  /** Range pools whose local description carries a block size: split, their blocks held to claims. */
-  readonly #splitRanges = new Set<string>();
+  /** Split range pools (their blocks held to claims) → the block size their local description fixed. */
+  readonly #splitRanges = new Map<string, number>();
   readonly #admissions: TieredAdmissions;
   #timers: CancelTimer[] = [];
   /** The cluster's failure at the last ping. */
@@ -170,10 +170,7 @@ export class TieredStore implements Store {
     arm();
   }
 
-  /**
-   * Compares this node's claims with the cluster's and the admissions of the guards seen; told to
-   * `notice`, never thrown (the cluster may be away: the next check tries again).
-   */
+  /** Holds this node's claims and guards to the cluster's; tells `notice`, never throws (the next check retries). */
   async check(): Promise<void> {
     try {
       for (const key of await this.#claims.check()) {
@@ -225,10 +222,10 @@ export class TieredStore implements Store {
     const rangePool = rangePoolOfKey(key);
     if (this.#claims.vanished(key))
       return `the claim of block ${key} by node ${this.#node} vanished from ${this.tier.description}`;
-    if (!(await this.#split(rangePool))) return undefined; // a range never split in the cluster
+    const blockPrefix = await this.#blockPrefix(rangePool);
+    if (blockPrefix === undefined) return undefined; // a range never split in the cluster
     // A loan pool (an address another node lent this one: allocator/lending/) is this node's alone.
-    const described = (await this.#local.pools(rangePool)).find((p) => p.pool === rangePool)?.description;
-    if (isLoanKey(key, described?.blockPrefix ?? 0)) return undefined;
+    if (isLoanKey(key, blockPrefix)) return undefined;
     try {
       await this.#claims.load(rangePool);
     } catch {
@@ -242,13 +239,14 @@ export class TieredStore implements Store {
     return this.#claims.holds(key) ? undefined : `block ${key} is not claimed by node ${this.#node}`;
   }
 
-  /** Whether the range is split into blocks, as its local description says (no request to the cluster). */
-  async #split(rangePool: string): Promise<boolean> {
-    if (this.#ranges.has(rangePool) || this.#splitRanges.has(rangePool)) return true;
-    const summary = (await this.#local.pools(rangePool)).find((p) => p.pool === rangePool);
-    if (summary?.description?.blockPrefix === undefined) return false;
-    this.#splitRanges.add(rangePool);
-    return true;
+  /** The range's block size, as pinned here or locally described (no request); undefined: never split. */
+  async #blockPrefix(rangePool: string): Promise<number | undefined> {
+    const known = this.#ranges.get(rangePool)?.blockPrefix ?? this.#splitRanges.get(rangePool);
+    if (known !== undefined) return known;
+    const blockPrefix = (await this.#local.pools(rangePool)).find((p) => p.pool === rangePool)?.description
+      ?.blockPrefix;
+    if (blockPrefix !== undefined) this.#splitRanges.set(rangePool, blockPrefix);
+    return blockPrefix;
   }
 
   /** The range as pinned in the cluster, from the local description; undefined when never split. */
