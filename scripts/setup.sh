@@ -18,8 +18,17 @@ done
 # kubectl renders deploy/ (`kubectl kustomize`, offline) in test/deploy/kustomize.test.ts: Debian's
 # kubernetes-client, unless a kubectl is there already (another package's would conflict with it).
 command -v kubectl >/dev/null || need_apt+=(kubernetes-client)
-if [ "${#need_apt[@]}" -gt 0 ]; then
+# promtool checks and evaluates deploy/prometheus/'s alert rules (test/deploy/alerts.test.ts). It comes
+# with the server; without recommends nothing else (no exporter, no service) is installed beside it.
+need_promtool=0
+command -v promtool >/dev/null || need_promtool=1
+if [ "${#need_apt[@]}" -gt 0 ] || [ "$need_promtool" = 1 ]; then
   apt-get update -q
+fi
+if [ "$need_promtool" = 1 ]; then
+  apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends prometheus
+fi
+if [ "${#need_apt[@]}" -gt 0 ]; then
   apt-get -o DPkg::Lock::Timeout=600 install -y -q "${need_apt[@]}"
 fi
 

@@ -18,9 +18,7 @@ import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
-import type { Allocation } from '../../src/ipam/allocation.ts';
-import { AgentMetrics } from '../../src/agent/metrics/prometheus.ts';
-import { parseExposition } from '../helpers/prometheus.ts';
+import { agentExposition } from '../helpers/agent-exposition.ts';
 import { REPO } from '../helpers/processes.ts';
 
 const DASHBOARD = join(REPO, 'deploy', 'grafana', 'warren-dashboard.json');
@@ -102,45 +100,7 @@ let exposed: Map<string, Set<string>>;
 let warrenFamilies: string[];
 
 before(async () => {
-  const metrics = new AgentMetrics({
-    version: '0.0.0-test',
-    readings: {
-      pools: async () => [
-        { pool: '10.0.0.0/24', capacity: 254, allocated: 3, resting: 1, blocks: { owned: 2, borrowed: 1 } },
-      ],
-      journal: () => ({ pending: 1, setAside: 1 }),
-      queueDepth: () => ({ journal: 1, containerd: 0 }),
-      ready: async () => true,
-    },
-  });
-  const allocation: Allocation = {
-    pool: '10.0.0.0/24',
-    address: '10.0.0.2',
-    network: 'net',
-    containerID: 'c',
-    ifname: 'eth0',
-    node: 'n',
-    createdAt: 0,
-  };
-  metrics.cniCall('ADD', 0, 0.001);
-  metrics.cniCall('DEL', 11, 0.002);
-  metrics.allocated([allocation]);
-  metrics.released('cni-del', [allocation]);
-  metrics.commit(0.001, 'committed');
-  metrics.commit(0.004, 'conflict');
-  metrics.commit(0.1, 'error');
-  metrics.retried('journal');
-  metrics.audited({ healthy: 1, stale: 1, suspect: 1 });
-  const families = parseExposition(await metrics.exposition());
-  exposed = new Map();
-  for (const s of families.flatMap((f) => f.samples)) {
-    const labels = exposed.get(s.name) ?? new Set<string>();
-    for (const l of Object.keys(s.labels)) labels.add(l);
-    exposed.set(s.name, labels);
-  }
-  warrenFamilies = families
-    .map((f) => f.name)
-    .filter((n) => !n.startsWith('warren_process_') && !n.startsWith('warren_nodejs_'));
+  ({ exposed, warrenFamilies } = await agentExposition());
 });
 
 /** Whether every one of `metrics` carries `label`, or Prometheus adds it. */
