@@ -103,6 +103,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/deploy/crd-objects.test.ts',
   'test/deploy/crds.test.ts',
   'test/deploy/alerts.test.ts',
+  'test/deploy/release-files.test.ts',
   'test/deploy/grafana.test.ts',
   'test/deploy/kustomize.test.ts',
   'test/deploy/manifests.test.ts',
