@@ -104,6 +104,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/deploy/crds.test.ts',
   'test/deploy/alerts.test.ts',
   'test/deploy/release-files.test.ts',
+  'test/docs/links.test.ts',
   'test/deploy/grafana.test.ts',
   'test/deploy/kustomize.test.ts',
   'test/deploy/manifests.test.ts',
