@@ -169,6 +169,7 @@ export const E2E_FILES: readonly string[] = [
   'test/cli/bin-warren.test.ts',
   'test/cli/allocations-pages.test.ts',
   'test/cli/cli.test.ts',
+  'test/cli/help.test.ts',
   'test/cli/install.test.ts',
   'test/cli/version.test.ts',
   'test/e2e/adapter-scope.test.ts',

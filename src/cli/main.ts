@@ -9,65 +9,16 @@
  * agent, install and doctor), each reaching the agent through agent-client.ts.
  */
 import { isWarrenError, messageOf } from '../core/errors.ts';
-import { SETTINGS } from '../agent/settings/table.ts';
 import { WARREN_VERSION } from '../agent/server/version.ts';
 import { clientSocket, pluginsDirOfAgent } from './agent-client.ts';
 import { allocationsCommand, auditCommand, releaseCommand } from './allocation-commands.ts';
-import { printable, settingsHelp } from './format.ts';
+import { printable } from './format.ts';
+import { asksForHelp, commandHelp, usage } from './help.ts';
 import { acceptStoreCommand, forgetNodeCommand, nodesCommand, poolsCommand } from './pool-commands.ts';
 import { journalCommand, pluginsCommand, statusCommand } from './state-commands.ts';
 import { UsageError } from './usage.ts';
 
-const USAGE = `usage: warren <command> [flags]
-
-commands:
-  agent          run the node agent (flags below, each also an environment variable)
-  status         show the agent's state
-  pools          show utilisation per pool
-  allocations    list allocations (filters: --pool --network --container --ifname
-                 --namespace --pod --pod-uid --node --address); --cluster: every node's, as
-                 published (--store kubernetes); read from the agent a page at a time
-  release        release --address A [--pool P], or --container ID [--network N] [--ifname I]
-                 (--container takes the whole container ID; with --prefix, a unique prefix of
-                 one, as tables show)
-  audit          judge every allocation against what the node can observe; --fix releases
-                 what is provably stale and nothing else
-  journal        pending and set-aside missed-delete intents, and the last reconcile
-  plugins        sockets in the plugins directory: registered, refused and retrying plugins
-                 (runtime adapters), with what each reported and released
-  podman-events  run the podman adapter: follow podman's container events and serve them
-                 to the agent through a socket in its plugins directory (--help for flags)
-  nodes          nodes sharing the store (kubernetes, etcd): alive or not, blocks, allocations
-  node forget N  free the blocks and allocations of node N, gone for good (refused while alive)
-  store accept   after the agent stopped allocating because its etcd lost its data (or another
-                 agent took this node's name): use the store as it is now (README, "When etcd
-                 lost its data")
-  migrate        migrate whereabouts [--dry-run] [--kubeconfig F] [--namespace NS]: record the
-                 addresses whereabouts holds for running pods in the kubernetes store, so the
-                 NetworkAttachmentDefinitions switch to warren with no pod restarted (README,
-                 "Migrating from whereabouts"); a table per range, exit 1 on any conflict
-  install        install --cni-bin-dir DIR [--link] [--from DIST]: the native forwarder as
-                 DIR/warren, and beside it DIR/warren.d/ (this Node and the TypeScript plugin),
-                 each file atomically, the forwarder last; --link symlinks this Node instead of
-                 copying it (development only: a node of the cluster has no Node.js); --from
-                 names the build output (default: this repository's dist/, npm run build)
-  uninstall      uninstall [--cni-bin-dir DIR]: hand the node back to its primary IPAM (the agent
-                 refuses ADD, writes host-local's reservations for every address it holds and
-                 removes Warren's config), then remove the plugin from DIR; the agent removes
-                 its database and journal when it stops
-  doctor         check the node end to end (plugin installed where the runtime looks, configs
-                 naming warren against the agent, socket, journal dir, netns dirs, containerd,
-                 store, clock) and say how to fix each finding; exit 1 on any error
-                 (--help for flags)
-  version        print the version
-
-common flags:
-  --socket PATH  agent socket (env WARREN_SOCKET)
-  --json         machine-readable output
-
-agent flags:
-${settingsHelp(Object.values(SETTINGS))}
-`;
+const USAGE = usage();
 
 export interface CliIO {
   readonly out: (text: string) => void;
@@ -76,7 +27,14 @@ export interface CliIO {
 }
 
 export async function runCli(argv: readonly string[], io: CliIO): Promise<number> {
-  const [command, ...rest] = argv;
+  const [command, ...given] = argv;
+  const help = command === undefined || !asksForHelp(given) ? undefined : commandHelp(command);
+  if (help !== undefined) {
+    io.out(help);
+    return 0;
+  }
+  // A command that prints its own help is asked for it alone: a flag beside --help is not an error.
+  const rest = command !== undefined && asksForHelp(given) ? ['--help'] : given;
   try {
     switch (command) {
       case 'agent': {
