@@ -32,6 +32,8 @@ export const API_ERROR_CODES = [
   'AGENT_UNREACHABLE',
   /** The agent cannot serve ADD now (its store is not usable). */
   'NOT_READY',
+  /** An operator's release of an address its container still uses (its network namespace exists), without force. */
+  'IN_USE',
   /** A failure nobody anticipated (a bug): what the agent answers for anything not a WarrenError. */
   'INTERNAL',
 ] as const;
@@ -58,6 +60,7 @@ export const HTTP_STATUS: Readonly<Record<WarrenErrorCode, number>> = {
   ADDRESS_UNAVAILABLE: 409,
   POOL_EXHAUSTED: 409,
   ALLOCATION_MISMATCH: 409,
+  IN_USE: 409,
   TOO_LARGE: 413,
   // Not now: the same request may succeed later.
   TRY_AGAIN: 503,
@@ -78,6 +81,8 @@ export const API_CNI_CODES: Readonly<Record<ApiErrorCode, number>> = {
   METHOD_NOT_ALLOWED: 5,
   AGENT_UNREACHABLE: 11,
   NOT_READY: 50,
+  // Never a CNI call's answer: an operator's release asked without force.
+  IN_USE: 7,
   INTERNAL: 5,
 };
 

@@ -154,19 +154,25 @@ export interface AllocationPage {
 
 /**
  * One address (in `pool` when it is allocated in several), or everything a container holds
- * (narrowed by network and interface). Releasing what is not allocated is a no-op.
+ * (narrowed by network and interface). An address no allocation holds is NOT_FOUND; a container
+ * holding nothing releases nothing. What a container still uses (its recorded network namespace
+ * exists) is refused with IN_USE unless `force` says the operator means it.
  */
 export type ReleaseRequest = ReleaseAddressRequest | ReleaseContainerRequest;
 
 export interface ReleaseAddressRequest {
   readonly address: string;
   readonly pool?: string;
+  /** Release even what a container still uses (its network namespace exists): IN_USE otherwise. */
+  readonly force?: boolean;
 }
 
 export interface ReleaseContainerRequest {
   readonly containerID: string;
   readonly network?: string;
   readonly ifname?: string;
+  /** As for an address. */
+  readonly force?: boolean;
 }
 
 export interface ReleaseResponse {

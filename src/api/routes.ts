@@ -14,7 +14,7 @@
  *   GET  /v1/allocations  ?pool=&network=&containerID=&ifname=&podNamespace=&podName=&podUID=&node=&address=
  *                                                       -> Allocation[]
  *                         with &limit=&continue=&cluster=  -> AllocationPage (one page, never the whole answer)
- *   POST /v1/release      {address, pool?} | {containerID, network?, ifname?} -> ReleaseResponse
+ *   POST /v1/release      {address, pool?, force?} | {containerID, network?, ifname?, force?} -> ReleaseResponse
  *   GET  /v1/audit                                      -> AuditReport (judges, releases nothing)
  *   POST /v1/audit        {fix}                         -> AuditReport (fix: also releases the stale)
  *   GET  /v1/journal                                    -> ReconcilerStatus
@@ -183,13 +183,17 @@ export function allocationPageRequest(query: URLSearchParams): AllocationPageReq
 }
 
 const RELEASE_FIELDS = ['pool', 'address', 'containerID', 'network', 'ifname'] as const;
-const RELEASE_FIELD_SET: ReadonlySet<string> = new Set(RELEASE_FIELDS);
+const RELEASE_FIELD_SET: ReadonlySet<string> = new Set([...RELEASE_FIELDS, 'force']);
 
 export function releaseRequest(value: unknown): ReleaseRequest {
   if (!isPlainObject(value)) throw new WarrenError('BAD_REQUEST', 'release needs a JSON object');
   refuseUnknownFields(value, RELEASE_FIELD_SET, 'release');
+  const { force: forceField, ...rest } = value;
+  if (forceField !== undefined && typeof forceField !== 'boolean')
+    throw new WarrenError('BAD_REQUEST', 'release: force must be true or false');
+  const force = forceField === true ? { force: true } : {};
   const fields: Partial<Record<(typeof RELEASE_FIELDS)[number], string>> = {};
-  for (const [key, field] of Object.entries(value)) {
+  for (const [key, field] of Object.entries(rest)) {
     if (typeof field !== 'string' || field === '')
       throw new WarrenError('BAD_REQUEST', `release: ${key} must be a non-empty string`);
     fields[key as (typeof RELEASE_FIELDS)[number]] = field;
@@ -206,9 +210,14 @@ export function releaseRequest(value: unknown): ReleaseRequest {
         'not fields of both',
     );
   }
-  if (address !== undefined) return { address, ...(pool === undefined ? {} : { pool }) };
+  if (address !== undefined) return { address, ...(pool === undefined ? {} : { pool }), ...force };
   if (containerID !== undefined)
-    return { containerID, ...(network === undefined ? {} : { network }), ...(ifname === undefined ? {} : { ifname }) };
+    return {
+      containerID,
+      ...(network === undefined ? {} : { network }),
+      ...(ifname === undefined ? {} : { ifname }),
+      ...force,
+    };
   throw new WarrenError(
     'BAD_REQUEST',
     'release needs an address (with an optional pool) or a containerID (with optional network and ifname)',

@@ -9,7 +9,7 @@
 import { parseArgs } from 'node:util';
 import { WarrenError, isWarrenError } from '../core/errors.ts';
 import type { ApiClient } from '../api/client.ts';
-import type { Allocation, AllocationQuery, ReleaseRequest } from '../api/protocol.ts';
+import type { Allocation, AllocationQuery, AuditReport, ReleaseRequest } from '../api/protocol.ts';
 import { COMMON, client } from './agent-client.ts';
 import { age, safe, table } from './format.ts';
 import type { CliIO } from './main.ts';
@@ -108,15 +108,17 @@ export async function releaseCommand(argv: readonly string[], io: CliIO): Promis
       prefix: { type: 'boolean', default: false },
       network: { type: 'string' },
       ifname: { type: 'string' },
+      force: { type: 'boolean', default: false },
     },
     strict: true,
   });
+  const force = values.force ? { force: true } : {};
   const agent = client(values.socket, io.env);
   let request: ReleaseRequest;
   if (values.address !== undefined) {
     if (values.container !== undefined) throw new UsageError('release takes --address or --container, not both');
     if (values.prefix) throw new UsageError('--prefix goes with --container');
-    request = { address: values.address, ...(values.pool === undefined ? {} : { pool: values.pool }) };
+    request = { address: values.address, ...(values.pool === undefined ? {} : { pool: values.pool }), ...force };
   } else if (values.container !== undefined) {
     const scope = {
       ...(values.network === undefined ? {} : { network: values.network }),
@@ -130,6 +132,7 @@ export async function releaseCommand(argv: readonly string[], io: CliIO): Promis
         ? resolveContainer(allocations, values.container)
         : exactContainer(allocations, values.container),
       ...scope,
+      ...force,
     };
   } else {
     throw new UsageError('release needs --address or --container');
@@ -192,9 +195,10 @@ export async function auditCommand(argv: readonly string[], io: CliIO): Promise<
     strict: true,
   });
   const report = await client(values.socket, io.env).audit({ fix: values.fix });
+  const code = auditExit(report);
   if (values.json) {
     io.out(`${JSON.stringify(report, null, 2)}\n`);
-    return 0;
+    return code;
   }
   const lines = [
     safe`audit at ${report.at}: ${report.counts.healthy} healthy, ${report.counts.stale} stale, ` +
@@ -229,8 +233,25 @@ export async function auditCommand(argv: readonly string[], io: CliIO): Promise<
         `allocation(s)${(report.released ?? []).map((a) => safe`\n  ${a.address} (${a.containerID})`).join('')}\n`,
     );
     for (const e of report.errors ?? []) io.err(safe`could not release ${e}\n`);
-    return (report.errors ?? []).length > 0 ? 1 : 0;
+    return code;
   }
   if (report.counts.stale > 0) io.out('run `warren audit --fix` to release the stale ones\n');
-  return 0;
+  return code;
+}
+
+/** Exit code of an audit that ran: a release that failed; what is still found; or none of that. */
+export const AUDIT_EXIT = { clean: 0, failed: 1, findings: 3 } as const;
+
+/**
+ * How an audit ends for scripts: 1 when --fix could not release something, 3 when anything is
+ * left to look at — a stale allocation not released (no --fix), or a suspect one (one the node
+ * cannot observe included) — and 0 when every allocation is healthy or was released.
+ */
+export function auditExit(report: AuditReport): number {
+  if ((report.errors ?? []).length > 0) return AUDIT_EXIT.failed;
+  const released = new Set((report.released ?? []).map((a) => `${a.pool} ${a.address}`));
+  const left = report.findings.filter(
+    (f) => f.verdict.kind !== 'healthy' && !released.has(`${f.allocation.pool} ${f.allocation.address}`),
+  );
+  return left.length > 0 ? AUDIT_EXIT.findings : AUDIT_EXIT.clean;
 }

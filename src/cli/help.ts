@@ -55,11 +55,12 @@ export const COMMANDS: readonly CommandHelp[] = [
   },
   {
     name: 'release',
-    synopsis: '--address A [--pool P] | --container ID [--prefix] [--network N] [--ifname I]',
+    synopsis: '--address A [--pool P] | --container ID [--prefix] [--network N] [--ifname I] [--force]',
     summary: [
       'release --address A [--pool P], or --container ID [--network N] [--ifname I]',
       '(--container takes the whole container ID; with --prefix, a unique prefix of',
-      'one, as tables show)',
+      'one, as tables show); what a container still uses (its network namespace exists)',
+      'is refused unless --force; an address nothing holds is an error',
     ],
     flags: [
       ['--address A', 'the address to release'],
@@ -68,6 +69,7 @@ export const COMMANDS: readonly CommandHelp[] = [
       ['--prefix', '--container is a unique prefix of a container ID'],
       ['--network N', 'only in this CNI network'],
       ['--ifname I', 'only this interface'],
+      ['--force', 'release even what a running container still uses'],
     ],
     common: true,
   },
@@ -76,7 +78,8 @@ export const COMMANDS: readonly CommandHelp[] = [
     synopsis: '[--fix] [--json]',
     summary: [
       'judge every allocation against what the node can observe; --fix releases',
-      'what is provably stale and nothing else',
+      'what is provably stale and nothing else; exit 0 all healthy, 3 something stale',
+      'or suspect is left, 1 a release failed',
     ],
     flags: [['--fix', 'release what is provably stale (nothing else)']],
     common: true,

@@ -328,15 +328,20 @@ describe('agent API in process', () => {
   });
 
   describe('POST /v1/release', () => {
-    it('releases by address once; a second time releases nothing', async () => {
+    it('releases by address once; a second time is NOT_FOUND naming the address, and changes nothing', async () => {
       const address = addressOf(await h.client.cni(call('ADD', 'rel-a')));
       const released = await h.client.release({ address });
       assert.deepEqual(
         released.released.map((a) => [a.address, a.containerID]),
         [[address, 'rel-a']],
       );
-      assert.deepEqual(await h.client.release({ address }), { released: [] });
-      assert.deepEqual(await h.client.release({ address, pool: '10.77.0.0/24' }), { released: [] });
+      const count = (await h.client.allocations()).length;
+      for (const request of [{ address }, { address, pool: '10.77.0.0/24' }, { address, force: true }]) {
+        const again = await refusal(h.client.release(request));
+        assert.equal(again.code, 'NOT_FOUND');
+        assert.match(again.message, new RegExp(`no allocation holds ${address.replace(/\./g, '\\.')}`));
+      }
+      assert.equal((await h.client.allocations()).length, count);
     });
 
     it('releases everything a container holds, narrowed by network and ifname', async () => {
@@ -363,6 +368,7 @@ describe('agent API in process', () => {
       ['a pool alone', { pool: '10.77.0.0/24' }, /release needs an address/],
       ['fields of both forms', { address: '10.77.0.9', containerID: 'x' }, /not fields of both/],
       ['an address that is not one', { address: 'not-an-ip' }, /release: address "not-an-ip" is not an IP address/],
+      ['a force that is not a boolean', { address: '10.77.0.9', force: 'yes' }, /release: force must be true or false/],
     ];
     for (const [what, body, message] of bad) {
       it(`refuses ${what} with 400 BAD_REQUEST and releases nothing`, async () => {

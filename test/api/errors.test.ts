@@ -42,6 +42,7 @@ const TABLE: ReadonlyArray<readonly [WarrenErrorCode, number, boolean]> = [
   ['ADDRESS_UNAVAILABLE', 409, true],
   ['POOL_EXHAUSTED', 409, true],
   ['ALLOCATION_MISMATCH', 409, true],
+  ['IN_USE', 409, true],
   ['TOO_LARGE', 413, true],
   ['TRY_AGAIN', 503, true],
   ['NOT_READY', 503, true],
@@ -121,6 +122,7 @@ const CNI: Readonly<Record<WarrenErrorCode, number>> = {
   NOT_FOUND: 5,
   METHOD_NOT_ALLOWED: 5,
   ALREADY_RUNNING: 5,
+  IN_USE: 7,
   INTERNAL: 5,
 };
 

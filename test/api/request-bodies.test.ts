@@ -39,8 +39,8 @@ describe('unknown fields of request bodies, in process', () => {
     [
       'release',
       '/v1/release',
-      { containerID: 'body-1', scope: 'all', force: true },
-      'release: unknown fields "scope", "force"',
+      { containerID: 'body-1', scope: 'all', colour: 'red' },
+      'release: unknown fields "scope", "colour"',
     ],
     ['release', '/v1/release', { adress: '10.79.0.5' }, 'release: unknown field "adress" (did you mean "address"?)'],
     ['audit', '/v1/audit', { fix: true, dryRun: true }, 'audit: unknown field "dryRun"'],

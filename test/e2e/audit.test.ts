@@ -59,6 +59,7 @@ describe('audit', { skip }, () => {
     });
     agents.push(agent);
     const audit = await run(process.execPath, [WARREN_BIN, 'audit', '--json', '--socket', agent.socket]);
+    assert.equal(audit.code, 3, 'something stale and suspect is there: a script sees it in the exit code');
     const report = JSON.parse(audit.stdout) as AuditReport;
     assert.deepEqual(verdicts(report), {
       healthy: 'healthy',
@@ -77,12 +78,53 @@ describe('audit', { skip }, () => {
     assert.match(human.stdout, /suspect \(orphaned\)\s+10\.222\.0\.12.*nothing can vouch/);
 
     const fix = await run(process.execPath, [WARREN_BIN, 'audit', '--fix', '--json', '--socket', agent.socket]);
-    assert.equal(fix.code, 0, fix.stderr);
+    assert.equal(fix.code, 3, `the suspect ones are left after --fix: ${fix.stderr}`);
     assert.deepEqual(
       (JSON.parse(fix.stdout) as AuditReport).released?.map((a) => a.containerID),
       ['stale'],
     );
     assert.deepEqual((await agent.allocations()).map((a) => a.containerID).sort(), ['healthy', 'orphan', 'procns']);
+  });
+
+  it('refuses to release an address a live namespace still uses without --force, and an address nothing holds', async () => {
+    const live = await createNetns();
+    namespaces.push(live.name);
+    const dir = tempDir('warren-agent-');
+    await seedAllocations(dir, 'gnet', '10.225.0.0/24', [
+      { containerID: 'running', address: '10.225.0.10', netns: live.path, podName: 'web', podUID: 'g1' },
+      { containerID: 'also-running', address: '10.225.0.11', netns: live.path, podName: 'db', podUID: 'g2' },
+    ]);
+    const agent = await startAgent({
+      dir,
+      args: ['--netns-dirs', '/var/run/netns', '--netns-grace', '0', '--reconcile-interval', '3600'],
+    });
+    agents.push(agent);
+    const warren = (...args: string[]) => run(process.execPath, [WARREN_BIN, ...args, '--socket', agent.socket]);
+    const clean = await warren('audit');
+    assert.equal(clean.code, 0, `every allocation is healthy: ${clean.stdout}${clean.stderr}`);
+
+    for (const args of [
+      ['release', '--address', '10.225.0.10'],
+      ['release', '--container', 'also-running'],
+    ]) {
+      const refused = await warren(...args);
+      assert.equal(refused.code, 1, args.join(' '));
+      assert.match(refused.stderr, /IN_USE: .*still in use: the network namespace exists/);
+      assert.match(refused.stderr, new RegExp(`network namespace ${live.path}`));
+      assert.match(refused.stderr, /--force/);
+    }
+    assert.equal((await agent.allocations()).length, 2, 'a refused release released nothing');
+
+    const forced = await warren('release', '--address', '10.225.0.10', '--force');
+    assert.equal(forced.code, 0, forced.stderr);
+    assert.match(forced.stdout, /released 10\.225\.0\.10/);
+    const unknown = await warren('release', '--address', '10.225.0.10');
+    assert.equal(unknown.code, 1);
+    assert.match(unknown.stderr, /NOT_FOUND: release: no allocation holds 10\.225\.0\.10/);
+    assert.deepEqual(
+      (await agent.allocations()).map((a) => a.containerID),
+      ['also-running'],
+    );
   });
 
   it('lets the reconcile loop release an allocation whose namespace is gone, and keep the live one', async () => {

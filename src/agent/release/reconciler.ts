@@ -115,6 +115,12 @@ export class ReleaseReconciler {
     }
   }
 
+  /** Those of `held` whose recorded network namespace exists now: a container still uses them. */
+  inUse(held: readonly Allocation[]): Allocation[] {
+    const cache = new Map<string, { observable: boolean; reason?: string }>();
+    return held.filter((a) => a.netns !== undefined && this.#o.observer.observe(a.netns, cache).kind === 'exists');
+  }
+
   /** Audits every allocation; with `fix`, releases the provably stale ones and nothing else. */
   async audit(fix: boolean): Promise<AuditReport> {
     const { journal, pipeline } = this.#o;

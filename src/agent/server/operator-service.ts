@@ -322,15 +322,21 @@ export class AgentService {
       if (ip === undefined)
         throw new WarrenError('BAD_REQUEST', `release: address "${request.address}" is not an IP address`);
       const address = formatIP(ip);
-      const pools =
-        request.pool !== undefined
-          ? [request.pool]
-          : [...new Set((await this.#o.store.list({ address })).map((a) => a.pool))];
+      const held = await this.#o.store.list({ address, ...(request.pool === undefined ? {} : { pool: request.pool }) });
+      if (held.length === 0) {
+        throw new WarrenError(
+          'NOT_FOUND',
+          `release: no allocation holds ${address}${request.pool === undefined ? '' : ` in ${request.pool}`}` +
+            ' (warren allocations --address lists what does)',
+        );
+      }
+      const pools = [...new Set(held.map((a) => a.pool))];
       if (pools.length > 1)
         throw new WarrenError(
           'BAD_REQUEST',
           `release: ${address} is allocated in several pools (${pools.join(', ')}); name one with pool`,
         );
+      this.#refuseInUse(held, request.force, '--address');
       const released: Allocation[] = [];
       for (const pool of pools) released.push(...(await this.#o.allocator.releaseAddresses(pool, [address])));
       this.#telemetry.released('operator', released, `released by an operator (warren release --address ${address})`);
@@ -338,6 +344,7 @@ export class AgentService {
     }
     const { containerID, network, ifname } = request;
     const held = await this.#o.store.list({ containerID, network, ifname });
+    this.#refuseInUse(held, request.force, '--container');
     const released: Allocation[] = [];
     for (const heldIn of new Set(held.map((a) => a.network))) {
       released.push(
@@ -354,5 +361,22 @@ export class AgentService {
       `released by an operator (warren release --container ${containerID})`,
     );
     return { released };
+  }
+
+  /**
+   * An operator's release never takes an address from a container that still uses it unless told
+   * to: IN_USE names each allocation whose recorded network namespace exists and the flag to give.
+   */
+  #refuseInUse(held: readonly Allocation[], force: boolean | undefined, how: string): void {
+    if (force === true) return;
+    const used = this.#o.reconciler.inUse(held);
+    if (used.length === 0) return;
+    const which = used.map((a) => `${a.address} (container ${a.containerID}, network namespace ${a.netns})`);
+    throw new WarrenError(
+      'IN_USE',
+      `release: ${which.join(', ')} ${used.length === 1 ? 'is' : 'are'} still in use: the network namespace ` +
+        `exists. Releasing would let another container get the address while this one has it; ` +
+        `to release anyway, run warren release ${how} ... --force`,
+    );
   }
 }
