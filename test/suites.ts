@@ -80,6 +80,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/cli/doctor/store-scope.test.ts',
   'test/cli/help.test.ts',
   'test/cli/journal-command.test.ts',
+  'test/cli/journal-offline.test.ts',
   'test/cli/migrate-adoption.test.ts',
   'test/cli/migrate-whereabouts.test.ts',
   'test/cli/whereabouts-objects.test.ts',

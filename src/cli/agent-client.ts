@@ -31,6 +31,11 @@ export function pluginsDirOfAgent(env: NodeJS.ProcessEnv): string | undefined {
   return readRow(SETTINGS.pluginsDir, undefined, clientContext(env));
 }
 
+/** The agent's missed-delete journal directory, by the agent's own row (--journal-dir, WARREN_JOURNAL_DIR). */
+export function journalDirOfAgent(flag: string | undefined, env: NodeJS.ProcessEnv): string | undefined {
+  return readRow(SETTINGS.journalDir, flag, clientContext(env));
+}
+
 /** The agent behind --socket (or its default); a command waits at most 30 s for an answer. */
 export function client(flag: string | undefined, env: NodeJS.ProcessEnv): ApiClient {
   return new ApiClient({ socket: clientSocket(flag, env), timeoutMs: 30_000 });

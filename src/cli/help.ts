@@ -86,8 +86,12 @@ export const COMMANDS: readonly CommandHelp[] = [
   },
   {
     name: 'journal',
-    synopsis: '[--json]',
-    summary: ['pending and set-aside missed-delete intents, and the last reconcile'],
+    synopsis: '[--journal-dir DIR] [--json]',
+    summary: [
+      'pending and set-aside missed-delete intents, and the last reconcile; with the',
+      'agent down, read from the journal directory itself (read-only)',
+    ],
+    flags: [['--journal-dir DIR', "the agent's journal (env WARREN_JOURNAL_DIR; used when the agent is down)"]],
     common: true,
   },
   {

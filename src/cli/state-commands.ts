@@ -3,8 +3,11 @@
  * `warren plugins`, as text for people or, with --json, the agent's answer as it is.
  */
 import { parseArgs } from 'node:util';
-import type { CniConfigStatus, PluginEntry, ReconcileReport } from '../api/status.ts';
-import { COMMON, client } from './agent-client.ts';
+import { WarrenError, isWarrenError, messageOf } from '../core/errors.ts';
+import type { CniConfigStatus, PluginEntry, ReconcileReport, ReconcilerStatus } from '../api/status.ts';
+import { REJECTED_DIR } from '../sources/missed-delete-journal.ts';
+import { COMMON, client, journalDirOfAgent } from './agent-client.ts';
+import { type OfflineJournal, readJournalOffline } from './journal-offline.ts';
 import { printable, safe, table } from './format.ts';
 import type { CliIO } from './main.ts';
 
@@ -131,8 +134,18 @@ function reconcileLine(r: ReconcileReport | undefined): string {
 }
 
 export async function journalCommand(argv: readonly string[], io: CliIO): Promise<number> {
-  const { values } = parseArgs({ args: [...argv], options: COMMON, strict: true });
-  const s = await client(values.socket, io.env).journal();
+  const { values } = parseArgs({
+    args: [...argv],
+    options: { ...COMMON, 'journal-dir': { type: 'string' } },
+    strict: true,
+  });
+  let s: ReconcilerStatus;
+  try {
+    s = await client(values.socket, io.env).journal();
+  } catch (error) {
+    if (!isWarrenError(error, 'AGENT_UNREACHABLE')) throw error;
+    return journalWithoutAgent(values['journal-dir'], values.json, messageOf(error), io);
+  }
   if (values.json) {
     io.out(`${JSON.stringify(s, null, 2)}\n`);
     return 0;
@@ -227,4 +240,45 @@ function pluginDetail(p: PluginEntry): string {
     `${String(stream.state)}; ${String(stream.events)} events, ${String(stream.malformed)} malformed, ` +
     `${String(released ?? 0)} addresses released`
   );
+}
+
+/**
+ * `warren journal` with no agent answering: the directory read by the command itself (read-only,
+ * journal-offline.ts), so what waits is shown exactly when nothing releases it.
+ */
+function journalWithoutAgent(flag: string | undefined, json: boolean, why: string, io: CliIO): number {
+  const dir = journalDirOfAgent(flag, io.env);
+  if (dir === undefined) throw new WarrenError('AGENT_UNREACHABLE', `${why}; and no journal directory is set`);
+  let j: OfflineJournal;
+  try {
+    j = readJournalOffline(dir);
+  } catch (error) {
+    throw new WarrenError('AGENT_UNREACHABLE', `${why}; and the journal ${dir} cannot be read: ${messageOf(error)}`);
+  }
+  if (json) {
+    io.out(`${JSON.stringify({ agent: 'unreachable', ...j }, null, 2)}\n`);
+    return 0;
+  }
+  io.err(safe`warren: the agent is not answering (${why}); read ${dir} directly\n`);
+  const left = j.notListed === 0 ? '' : ` (${j.notListed} more not read)`;
+  io.out(safe`journal ${dir}: ${j.pending.length} waiting for the agent${left}; nothing is released until it runs\n`);
+  if (j.pending.length > 0) {
+    io.out(
+      table(
+        ['FILE', 'NETWORK', 'CONTAINER', 'IF', 'RECORDED', 'WHY JOURNALED'],
+        j.pending.map((p) => [p.name, p.network, p.containerID, p.ifname, p.recordedAt, p.reason]),
+      ),
+    );
+  }
+  if (j.unreadable.length > 0) {
+    io.out('the agent will set these aside, never releasing on them:\n');
+    io.out(
+      table(
+        ['FILE', 'WHY'],
+        j.unreadable.map((u) => [u.name, u.reason]),
+      ),
+    );
+  }
+  if (j.rejected.length > 0) io.out(safe`set aside in ${dir}/${REJECTED_DIR}: ${j.rejected.join(', ')}\n`);
+  return 0;
 }
