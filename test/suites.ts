@@ -79,6 +79,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/cli/doctor/plugin-install.test.ts',
   'test/cli/doctor/store-scope.test.ts',
   'test/cli/help.test.ts',
+  'test/cli/json-text.test.ts',
   'test/cli/journal-command.test.ts',
   'test/cli/journal-offline.test.ts',
   'test/cli/migrate-adoption.test.ts',

@@ -11,7 +11,7 @@ import { WarrenError, isWarrenError } from '../core/errors.ts';
 import type { ApiClient } from '../api/client.ts';
 import type { Allocation, AllocationQuery, AuditReport, ReleaseRequest } from '../api/protocol.ts';
 import { COMMON, client } from './agent-client.ts';
-import { age, safe, table } from './format.ts';
+import { age, jsonText, safe, table } from './format.ts';
 import type { CliIO } from './main.ts';
 import { UsageError } from './usage.ts';
 
@@ -51,7 +51,7 @@ export async function allocationsCommand(argv: readonly string[], io: CliIO): Pr
     list = list.filter((a) => a.containerID === id);
   }
   if (values.json) {
-    io.out(`${JSON.stringify(list, null, 2)}\n`);
+    io.out(jsonText(list));
     return 0;
   }
   if (list.length === 0) {
@@ -139,7 +139,7 @@ export async function releaseCommand(argv: readonly string[], io: CliIO): Promis
   }
   const result = await agent.release(request);
   if (values.json) {
-    io.out(`${JSON.stringify(result, null, 2)}\n`);
+    io.out(jsonText(result));
     return 0;
   }
   if (result.released.length === 0) io.out('nothing to release: no matching allocation\n');
@@ -197,7 +197,7 @@ export async function auditCommand(argv: readonly string[], io: CliIO): Promise<
   const report = await client(values.socket, io.env).audit({ fix: values.fix });
   const code = auditExit(report);
   if (values.json) {
-    io.out(`${JSON.stringify(report, null, 2)}\n`);
+    io.out(jsonText(report));
     return code;
   }
   const lines = [

@@ -53,3 +53,16 @@ export function age(fromMs: number, nowMs: number): string {
   if (s < 172800) return `${Math.round(s / 3600)}h`;
   return `${Math.round(s / 86400)}d`;
 }
+
+/**
+ * `--json` output: the value as JSON, every timestamp in one format, RFC 3339 in UTC with
+ * milliseconds (`2026-11-27T05:14:10.123Z`). The agent's API keeps some as milliseconds since the
+ * epoch (an allocation's `createdAt`, a queue's `retryAt`); a field named like a moment (`...At`)
+ * holding such a number is written as the same moment in text, so scripts parse one format.
+ */
+export function jsonText(value: unknown): string {
+  return `${JSON.stringify(value, (key, v) => (isMomentKey(key) && isEpochMs(v) ? new Date(v).toISOString() : v), 2)}\n`;
+}
+
+const isMomentKey = (key: string): boolean => /^[a-z][A-Za-z]*At$/.test(key);
+const isEpochMs = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v) && v >= 0 && v < 8.64e15;

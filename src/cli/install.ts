@@ -38,7 +38,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { WarrenError } from '../core/errors.ts';
-import { safe } from './format.ts';
+import { jsonText, safe } from './format.ts';
 import { UsageError } from './usage.ts';
 import type { CliIO } from './main.ts';
 
@@ -184,7 +184,7 @@ export async function runInstall(argv: readonly string[], io: CliIO): Promise<nu
     throw new UsageError("install needs --cni-bin-dir DIR (the runtime's CNI bin directory, e.g. /opt/cni/bin)");
   const report = install({ cniBinDir, from: values.from, link: values.link });
   if (values.json) {
-    io.out(`${JSON.stringify(report, null, 2)}\n`);
+    io.out(jsonText(report));
     return 0;
   }
   for (const file of report.installed) {

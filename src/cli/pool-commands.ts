@@ -7,7 +7,7 @@
 import { parseArgs } from 'node:util';
 import { blockCidrOfKey } from '../ipam/blocks.ts';
 import { COMMON, client } from './agent-client.ts';
-import { percent, safe, table } from './format.ts';
+import { jsonText, percent, safe, table } from './format.ts';
 import type { CliIO } from './main.ts';
 import { UsageError } from './usage.ts';
 
@@ -15,7 +15,7 @@ export async function poolsCommand(argv: readonly string[], io: CliIO): Promise<
   const { values } = parseArgs({ args: [...argv], options: COMMON, strict: true });
   const list = await client(values.socket, io.env).pools();
   if (values.json) {
-    io.out(`${JSON.stringify(list, null, 2)}\n`);
+    io.out(jsonText(list));
     return 0;
   }
   if (list.length === 0) {
@@ -43,7 +43,7 @@ export async function nodesCommand(argv: readonly string[], io: CliIO): Promise<
   const { values } = parseArgs({ args: [...argv], options: COMMON, strict: true });
   const list = await client(values.socket, io.env).nodes();
   if (values.json) {
-    io.out(`${JSON.stringify(list, null, 2)}\n`);
+    io.out(jsonText(list));
     return 0;
   }
   if (list.length === 0) {
@@ -70,7 +70,7 @@ export async function acceptStoreCommand(argv: readonly string[], io: CliIO): Pr
   if (positionals.length !== 0) throw new UsageError('store accept takes no arguments');
   const result = await client(values.socket, io.env).acceptStore();
   if (values.json) {
-    io.out(`${JSON.stringify(result, null, 2)}\n`);
+    io.out(jsonText(result));
     return result.problem === undefined ? 0 : 1;
   }
   io.out(safe`accepted the store as it is now; allocation had stopped for: ${result.accepted}\n`);
@@ -86,7 +86,7 @@ export async function forgetNodeCommand(argv: readonly string[], io: CliIO): Pro
   const node = positionals[0] as string;
   const result = await client(values.socket, io.env).forgetNode({ node });
   if (values.json) {
-    io.out(`${JSON.stringify(result, null, 2)}\n`);
+    io.out(jsonText(result));
     return 0;
   }
   io.out(

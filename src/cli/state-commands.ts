@@ -8,7 +8,7 @@ import type { CniConfigStatus, PluginEntry, ReconcileReport, ReconcilerStatus } 
 import { REJECTED_DIR } from '../sources/missed-delete-journal.ts';
 import { COMMON, client, journalDirOfAgent } from './agent-client.ts';
 import { type OfflineJournal, readJournalOffline } from './journal-offline.ts';
-import { printable, safe, table } from './format.ts';
+import { jsonText, printable, safe, table } from './format.ts';
 import type { CliIO } from './main.ts';
 
 /** The config manager's lines of `warren status`: the primary, Warren's file, the last write, any problem. */
@@ -41,7 +41,7 @@ export async function statusCommand(argv: readonly string[], io: CliIO): Promise
   const { values } = parseArgs({ args: [...argv], options: COMMON, strict: true });
   const s = await client(values.socket, io.env).status();
   if (values.json) {
-    io.out(`${JSON.stringify(s, null, 2)}\n`);
+    io.out(jsonText(s));
     return 0;
   }
   io.out(
@@ -147,7 +147,7 @@ export async function journalCommand(argv: readonly string[], io: CliIO): Promis
     return journalWithoutAgent(values['journal-dir'], values.json, messageOf(error), io);
   }
   if (values.json) {
-    io.out(`${JSON.stringify(s, null, 2)}\n`);
+    io.out(jsonText(s));
     return 0;
   }
   const unread = s.unread;
@@ -201,7 +201,7 @@ export async function pluginsCommand(argv: readonly string[], io: CliIO): Promis
   const { values } = parseArgs({ args: [...argv], options: COMMON, strict: true });
   const s = await client(values.socket, io.env).plugins();
   if (values.json) {
-    io.out(`${JSON.stringify(s, null, 2)}\n`);
+    io.out(jsonText(s));
     return 0;
   }
   io.out(
@@ -256,7 +256,7 @@ function journalWithoutAgent(flag: string | undefined, json: boolean, why: strin
     throw new WarrenError('AGENT_UNREACHABLE', `${why}; and the journal ${dir} cannot be read: ${messageOf(error)}`);
   }
   if (json) {
-    io.out(`${JSON.stringify({ agent: 'unreachable', ...j }, null, 2)}\n`);
+    io.out(jsonText({ agent: 'unreachable', ...j }));
     return 0;
   }
   io.err(safe`warren: the agent is not answering (${why}); read ${dir} directly\n`);

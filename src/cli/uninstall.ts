@@ -9,7 +9,7 @@
  */
 import { parseArgs } from 'node:util';
 import { COMMON, client } from './agent-client.ts';
-import { safe } from './format.ts';
+import { jsonText, safe } from './format.ts';
 import { uninstallPlugin } from './install.ts';
 import type { CliIO } from './main.ts';
 
@@ -21,7 +21,7 @@ export async function uninstallCommand(argv: readonly string[], io: CliIO): Prom
   const binDir = values['cni-bin-dir'];
   const removed = binDir === undefined || binDir === '' ? [] : uninstallPlugin(binDir);
   if (values.json) {
-    io.out(`${JSON.stringify({ ...report, pluginRemoved: removed }, null, 2)}\n`);
+    io.out(jsonText({ ...report, pluginRemoved: removed }));
     return 0;
   }
   const lines = [

@@ -54,6 +54,10 @@ describe('warren CLI', () => {
   it('lists and filters allocations', async () => {
     const all = JSON.parse((await cli('allocations', '--json')).stdout);
     assert.equal(all.length, 3);
+    // Timestamps in --json are RFC 3339, as every other moment the CLI prints.
+    for (const a of all as Array<{ createdAt: unknown }>) {
+      assert.match(String(a.createdAt), /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
+    }
     const one = JSON.parse((await cli('allocations', '--pod', 'cli-b-pod', '--json')).stdout);
     assert.deepEqual(
       one.map((a: { containerID: string; podUID: string }) => [a.containerID, a.podUID]),
