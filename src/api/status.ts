@@ -55,8 +55,12 @@ export interface MetricsEndpointStatus {
  * or a pass threw (`problem` says which); the last file stays and the next change retries.
  */
 export interface CniConfigStatus {
-  /** handed-back: `warren uninstall` gave the node back to the primary's IPAM; nothing is written. */
-  readonly state: 'waiting' | 'current' | 'stale' | 'not-ready' | 'failed' | 'handed-back';
+  /**
+   * handed-back: `warren uninstall` gave the node back to the primary's IPAM; nothing is written.
+   * beside-multus: the primary is Multus', which attaches each network from its own config (Warren's
+   * in NetworkAttachmentDefinitions); nothing is written, and nothing is wrong.
+   */
+  readonly state: 'waiting' | 'current' | 'stale' | 'not-ready' | 'failed' | 'handed-back' | 'beside-multus';
   readonly confDir: string;
   /** Warren's file. */
   readonly output: string;

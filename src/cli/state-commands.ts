@@ -13,6 +13,12 @@ import type { CliIO } from './main.ts';
 
 /** The config manager's lines of `warren status`: the primary, Warren's file, the last write, any problem. */
 function cniConfigLines(c: CniConfigStatus): string[] {
+  if (c.state === 'beside-multus') {
+    return [
+      safe`cni config:  beside Multus: ${c.primary ?? 'its config'} is the node's primary; Multus attaches each ` +
+        "network from its own config (Warren's in NetworkAttachmentDefinitions), so nothing is written here",
+    ];
+  }
   return [
     safe`cni config:  ${c.state}: ${c.output} from ` +
       safe`${c.primary ?? 'no primary'}${c.network === undefined ? '' : ` (network ${c.network})`}, cniVersion ` +

@@ -23,7 +23,7 @@ const VERSION = 'v1alpha1';
 const KINDS = ['WarrenAddressRequest', 'WarrenAddressSpace', 'WarrenBlock', 'WarrenBlockPublication', 'WarrenRange'];
 
 const files = readdirSync(join(DEPLOY, 'crds'))
-  .filter((name) => /\.ya?ml$/.test(name))
+  .filter((name) => /\.ya?ml$/.test(name) && name !== 'kustomization.yaml')
   .map((name) => `crds/${name}`)
   .sort();
 const documents = documentsOf(files);

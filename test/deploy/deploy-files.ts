@@ -21,7 +21,10 @@ export const DEPLOY = join(REPO, 'deploy');
 export const NAMESPACE = 'warren';
 
 /** The overlays of deploy/ (deploy/overlays/NAME), each a store other than the default. */
-export const OVERLAYS = ['sqlite-per-node', 'etcd'] as const;
+/** The overlays of base/ that put the agent on another store. */
+export const STORE_OVERLAYS = ['sqlite-per-node', 'etcd'] as const;
+/** Every overlay: the store overlays, and those of the default (deploy/) for a setting around it. */
+export const OVERLAYS = [...STORE_OVERLAYS, 'multus'] as const;
 
 /** The schema of each kind deploy/ may hold; any other kind is a mistake. */
 export const MODELS: Record<string, new (data: never) => { validate(): void }> = {

@@ -20,6 +20,7 @@ import {
   DEPLOY,
   type Document,
   OVERLAYS,
+  STORE_OVERLAYS,
   assertValid,
   documentsOf,
   documentsOfText,
@@ -79,7 +80,8 @@ describe('deploy/kustomization.yaml (the default: the kubernetes store)', () => 
       [...listedFiles('')].sort(),
       [...listedFiles('base'), ...filesIn('crds'), ...filesIn('kubernetes-store')].sort(),
     );
-    assert.deepEqual([...listedFiles('base')].sort(), filesIn('base'), 'base/kustomization.yaml lists its files');
+    for (const dir of ['base', 'crds', 'kubernetes-store'])
+      assert.deepEqual([...listedFiles(dir)].sort(), filesIn(dir), `${dir}/kustomization.yaml lists its files`);
   });
 
   it('renders exactly the files it lists, unchanged, each valid', { skip }, async () => {
@@ -90,16 +92,22 @@ describe('deploy/kustomization.yaml (the default: the kubernetes store)', () => 
 });
 
 describe('the overlays (deploy/overlays/*: the other stores)', () => {
-  it('are overlays of base/, in the fields kubectl 1.20 reads too (bases, patchesStrategicMerge)', () => {
+  it('are overlays of base/ (stores) or of what deploy/ takes, in the fields kubectl 1.20 reads too (bases, patchesStrategicMerge)', () => {
     for (const name of OVERLAYS) {
       const k = kustomization(`overlays/${name}`);
       assert.deepEqual(Object.keys(k).sort(), ['bases', 'patchesStrategicMerge'], name);
-      assert.deepEqual(k.bases, ['../../base'], name);
+      assert.deepEqual(
+        k.bases,
+        (STORE_OVERLAYS as readonly string[]).includes(name)
+          ? ['../../base']
+          : ['../../base', '../../crds', '../../kubernetes-store'],
+        name,
+      );
     }
     assert.deepEqual(readdirSync(join(DEPLOY, 'overlays')).sort(), [...OVERLAYS].sort());
   });
 
-  for (const name of OVERLAYS) {
+  for (const name of STORE_OVERLAYS) {
     it(`${name}: renders valid objects, base/'s and nothing of the kubernetes store`, { skip }, async () => {
       const rendered = await render(`overlays/${name}`);
       for (const doc of rendered) assertValid(doc);
@@ -130,6 +138,28 @@ describe('the overlays (deploy/overlays/*: the other stores)', () => {
       // Where a patched entry lands differs between kustomize versions; the order that matters is checked above.
       a.env = (a.env ?? [])
         .filter((e) => !['WARREN_STORE', 'WARREN_KUBE_NAMESPACE'].includes(e.name))
+        .sort((x, y) => x.name.localeCompare(y.name));
+      return ds;
+    };
+    assert.deepEqual(unchanged(rendered), unchanged(defaults));
+  });
+
+  it('multus: the default with the config manager off and the CNI conf dir read-only, everything else unchanged', {
+    skip,
+  }, async () => {
+    const [rendered, defaults] = [await render('overlays/multus'), await render('')];
+    for (const doc of rendered) assertValid(doc);
+    const others = (docs: Document[]) => [...byKey(docs)].filter(([k]) => !k.startsWith('DaemonSet/'));
+    assert.deepEqual(others(rendered), others(defaults), 'the store, its CRDs and rights as the default has them');
+    const agent = agentOf(rendered);
+    assert.equal(settingsOf(agent, FIELDS).manageCniConfig, false);
+    assert.equal(agent.volumeMounts?.find((m) => m.mountPath === '/etc/cni/net.d')?.readOnly, true);
+    const unchanged = (docs: Document[]) => {
+      const ds = structuredClone(object(theOne<Document>(docs, 'DaemonSet'))) as unknown as IDaemonSet;
+      const a = ds.spec?.template.spec?.containers.find((c) => c.name === 'agent') as IContainer;
+      a.env = (a.env ?? []).filter((e) => e.name !== 'WARREN_MANAGE_CNI_CONFIG');
+      a.volumeMounts = (a.volumeMounts ?? [])
+        .map(({ readOnly: _, ...m }) => m)
         .sort((x, y) => x.name.localeCompare(y.name));
       return ds;
     };

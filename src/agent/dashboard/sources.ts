@@ -78,6 +78,7 @@ function pluginTone(state: PluginState): Tone {
 function cniConfigTone(state: CniConfigStatus['state']): Tone {
   switch (state) {
     case 'current':
+    case 'beside-multus':
       return 'good';
     case 'waiting':
     case 'stale':

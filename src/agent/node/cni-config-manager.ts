@@ -40,6 +40,7 @@ import { messageOf } from '../../core/errors.ts';
 import { readRegularFile, unreadReason } from '../../core/bounded-read.ts';
 import { MAX_CONFIG_BYTES } from '../../cni/config-limits.ts';
 import { type Derivation, deriveConfig, isGeneratedConfig } from '../../cni/derived-config.ts';
+import { isMultusConfigText } from '../../cni/multus.ts';
 import type { NodeLocalConfig } from '../../cni/node-local.ts';
 import { findPrimary, primaryPath, shadowing } from './conf-dir-listing.ts';
 import type { CniVersion } from '../../cni/spec.ts';
@@ -304,6 +305,14 @@ export class CniConfigManager {
       text = read.text;
     } catch (error) {
       this.#keepLastGood(`${primary.name}: cannot be read (${messageOf(error)})`);
+      return;
+    }
+    if (isMultusConfigText(text)) {
+      // Multus attaches each network from its own config (Warren's ranges live in the attachment
+      // definitions): nothing here is Warren's to write, and Multus' file sorting first is its design.
+      this.#shadowedBy = undefined;
+      this.#nodeLocal = undefined;
+      this.#set('beside-multus', undefined);
       return;
     }
     const derived: Derivation = deriveConfig({

@@ -24,6 +24,7 @@ import { GENERATED_MARKER, isConfigName } from '../../cni/derived-config.ts';
 import type { IgnoredKey } from '../../cni/ipam-config.ts';
 import { parseNetConf } from '../../cni/netconf.ts';
 import type { StoreKind } from '../../store/store.ts';
+import { isMultusConfigText } from '../../cni/multus.ts';
 
 /** What a config that names Warren asks of the agent, or why the agent would refuse it. */
 export type WarrenConfigReading =
@@ -67,6 +68,8 @@ export interface ConfDirScan {
   readonly malformed: readonly MalformedConfig[];
   /** Config files that name no Warren plugin. */
   readonly others: readonly string[];
+  /** The first of them that is Multus' own config, when there is one: Warren's configs are its attachments'. */
+  readonly multus?: string;
 }
 
 function namesWarren(plugin: unknown): boolean {
@@ -134,6 +137,7 @@ export function scanConfDir(dir: string): ConfDirScan {
   const configs: WarrenConfig[] = [];
   const malformed: MalformedConfig[] = [];
   const others: string[] = [];
+  let multus: string | undefined;
   for (const name of names) {
     const file = join(dir, name);
     let text: string;
@@ -154,6 +158,7 @@ export function scanConfDir(dir: string): ConfDirScan {
     try {
       const found = warrenConfigsOf(file, text);
       if (found.length === 0) others.push(file);
+      if (found.length === 0 && multus === undefined && isMultusConfigText(text)) multus = file;
       configs.push(...found);
     } catch (error) {
       malformed.push({
@@ -163,5 +168,5 @@ export function scanConfDir(dir: string): ConfDirScan {
       });
     }
   }
-  return { dir, listing: { kind: 'listed' }, configs, malformed, others };
+  return { dir, listing: { kind: 'listed' }, configs, malformed, others, ...(multus === undefined ? {} : { multus }) };
 }

@@ -301,7 +301,15 @@ export function configFindings(
     );
   }
   for (const config of scan.configs) found.push(...oneConfig(config, facts, canonical));
-  if (scan.configs.length === 0) {
+  if (scan.configs.length === 0 && scan.multus !== undefined) {
+    found.push(
+      ok(
+        'beside-multus',
+        `${scan.multus} is Multus': it attaches Warren's networks from their NetworkAttachmentDefinitions`,
+        `no config in ${scan.dir} names warren, as expected beside Multus`,
+      ),
+    );
+  } else if (scan.configs.length === 0) {
     const others =
       scan.others.length === 0 ? 'no network config at all' : `only configs that do not: ${scan.others.join(', ')}`;
     found.push(
