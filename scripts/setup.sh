@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 
 export DEBIAN_FRONTEND=noninteractive
 need_apt=()
-for pkg in containernetworking-plugins iproute2 util-linux procps etcd-server etcd-client containerd runc podman busybox-static gcc libc6-dev musl-tools clang libclang-rt-14-dev chromium python3-prometheus-client; do
+for pkg in containernetworking-plugins iproute2 util-linux procps etcd-server etcd-client containerd runc podman busybox-static gcc libc6-dev musl-tools clang libclang-rt-14-dev chromium python3-prometheus-client systemd; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need_apt+=("$pkg")
 done
 # kubectl renders deploy/ (`kubectl kustomize`, offline) in test/deploy/kustomize.test.ts: Debian's

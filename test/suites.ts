@@ -179,6 +179,7 @@ export const E2E_FILES: readonly string[] = [
   'test/e2e/agent-unreachable.test.ts',
   'test/e2e/audit.test.ts',
   'test/e2e/bad-input.test.ts',
+  'test/deploy/systemd.test.ts',
   'test/e2e/beside-multus.test.ts',
   'test/e2e/bridge.test.ts',
   'test/e2e/chaos.test.ts',
