@@ -2,7 +2,9 @@
  * The metrics port of a real agent (bin/warren) cannot starve its CNI service, and answers the
  * kubelet's probes: under a 1,024-descriptor limit, 1,100 idle TCP connections opened to it (by a
  * real TCP client in another process) leave ADD through the real plugin working; /healthz answers
- * while a readiness problem makes /readyz 503 with the reason, and /readyz turns 200 once it is gone.
+ * while a readiness problem makes /readyz 503 with the reason, and /readyz turns 200 once it is gone;
+ * /livez stays 200 through a burst of 200 ADDs (the agent busy is not the agent dead: a liveness
+ * probe failing then would restart an agent that is working).
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -116,6 +118,42 @@ describe('the metrics port of a real agent', () => {
     );
     const live = await fetch(`http://${address}/livez`);
     assert.equal(live.status, 200, 'the liveness probe gets through the flood');
+  });
+
+  it('/livez answers 200 every time it is asked during a burst of 200 ADDs, and every ADD succeeds', async () => {
+    const agent = await startAgent({ args: ['--metrics-address', '127.0.0.1:0'] });
+    agents.push(agent);
+    const address = await metricsAddressOf(agent);
+    const client = new ApiClient({ socket: agent.socket, timeoutMs: HANG_BOUND_MS });
+    const config = {
+      cniVersion: '1.0.0',
+      name: 'burstnet',
+      ipam: { type: 'warren', socket: agent.socket, range: '10.218.0.0/22' },
+    };
+    let bursting = true;
+    const probes: number[] = [];
+    // The kubelet's probe, asked over and over while the burst runs (each answer awaited: no pile-up).
+    const prober = (async () => {
+      while (bursting) probes.push((await fetch(`http://${address}/livez`)).status);
+    })();
+    const outcomes = await Promise.all(
+      Array.from({ length: 200 }, (_, i) =>
+        client.cni({ command: 'ADD', containerID: `burst-${i}`, netns: `/x/${i}`, ifname: 'eth0', config }),
+      ),
+    );
+    bursting = false;
+    await prober;
+    assert.deepEqual(
+      outcomes.filter((o) => o.kind !== 'result'),
+      [],
+      'every ADD of the burst succeeded',
+    );
+    assert.ok(probes.length > 0, 'the probe was asked during the burst');
+    assert.deepEqual(
+      probes.filter((status) => status !== 200),
+      [],
+      `${probes.length} liveness probes during the burst`,
+    );
   });
 
   it('/healthz answers while a readiness problem makes /readyz 503 with the reason; /readyz turns 200 once it is gone', async () => {

@@ -123,14 +123,14 @@ describe('store faults', () => {
 
   const needsRoot = { skip: isRoot() ? false : 'needs root to mount a tmpfs' };
   /** An agent whose state lives on a real 2 MiB tmpfs of its own; unmounted after `body`. */
-  const onTmpfs = async (body: (agent: AgentHandle, mount: string) => Promise<void>) => {
+  const onTmpfs = async (body: (agent: AgentHandle, mount: string) => Promise<void>, args: readonly string[] = []) => {
     const mount = tempDir('warren-tmpfs-');
     await sh('mount', ['-t', 'tmpfs', '-o', 'size=2m,mode=0700', 'tmpfs', mount]);
     let agent: AgentHandle | undefined;
     try {
       const dir = join(mount, 'state');
       mkdirSync(dir, { mode: 0o700 });
-      agent = await startAgent({ dir, args: ['--db-busy-timeout', '0.2'] });
+      agent = await startAgent({ dir, args: ['--db-busy-timeout', '0.2', ...args] });
       await body(agent, mount);
     } finally {
       await agent?.kill();
@@ -184,6 +184,33 @@ describe('store faults', () => {
         const back = await cniStatus(agent);
         assert.equal(back.code, 0, back.stdout);
       }),
+  );
+
+  it(
+    "the kubelet's probes: /readyz is 503 naming the failed commit while the disk is full, /livez stays 200",
+    needsRoot,
+    () =>
+      onTmpfs(
+        async (agent, mount) => {
+          const address = await waitFor('the metrics address', async () => (await agentStatus(agent)).metrics?.address);
+          const probe = async (path: string) => {
+            const r = await fetch(`http://${address}${path}`);
+            return { status: r.status, text: await r.text() };
+          };
+          assert.equal((await call(agent, 'ADD', 'p1')).code, 0);
+          assert.equal((await probe('/readyz')).status, 200);
+          const filler = fillDisk(mount);
+          assert.equal((await call(agent, 'ADD', 'p2')).json?.code, 5);
+          const ready = await probe('/readyz');
+          assert.equal(ready.status, 503, ready.text);
+          assert.match(ready.text, /^not ready: .*disk is full/);
+          assert.deepEqual(await probe('/livez'), { status: 200, text: 'ok\n' }, 'busy or failing is not dead');
+          rmSync(filler);
+          assert.equal((await call(agent, 'ADD', 'p2')).code, 0);
+          assert.equal((await probe('/readyz')).status, 200);
+        },
+        ['--metrics-address', '127.0.0.1:0'],
+      ),
   );
 
   it(
