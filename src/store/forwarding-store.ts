@@ -11,6 +11,7 @@ import type {
   AdmissionGuard,
   AllocationFilter,
   BlockOwners,
+  CommitOptions,
   CommitResult,
   ListCursor,
   ListPage,
@@ -48,8 +49,14 @@ export class ForwardingStore implements Store {
     return this.inner.readPool(pool, knownRevision);
   }
 
-  commit(pool: string, expected: Revision, ops: readonly PoolOp[], guard?: AdmissionGuard): Promise<CommitResult> {
-    return this.inner.commit(pool, expected, ops, guard);
+  commit(
+    pool: string,
+    expected: Revision,
+    ops: readonly PoolOp[],
+    guard?: AdmissionGuard,
+    options?: CommitOptions,
+  ): Promise<CommitResult> {
+    return this.inner.commit(pool, expected, ops, guard, options);
   }
 
   findByOwner(owner: Omit<Owner, 'ifname'> & { ifname?: string }): Promise<Allocation[]> {

@@ -5,7 +5,7 @@
  */
 import type { Allocation } from '../../ipam/allocation.ts';
 import { ForwardingStore } from '../../store/forwarding-store.ts';
-import type { AdmissionGuard, CommitResult, PoolOp, Revision, Store } from '../../store/store.ts';
+import type { AdmissionGuard, CommitOptions, CommitResult, PoolOp, Revision, Store } from '../../store/store.ts';
 import type { Telemetry } from './telemetry.ts';
 
 export class MeasuredStore extends ForwardingStore {
@@ -21,11 +21,12 @@ export class MeasuredStore extends ForwardingStore {
     expected: Revision,
     ops: readonly PoolOp[],
     guard?: AdmissionGuard,
+    options?: CommitOptions,
   ): Promise<CommitResult> {
     const started = performance.now();
     let result: CommitResult;
     try {
-      result = await this.inner.commit(pool, expected, ops, guard);
+      result = await this.inner.commit(pool, expected, ops, guard, options);
     } catch (error) {
       this.#telemetry.commit((performance.now() - started) / 1000, 'error');
       throw error;
