@@ -13,6 +13,9 @@ import { ManualClock } from '../../src/core/clock.ts';
 import { WarrenError, isWarrenError } from '../../src/core/errors.ts';
 import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import { Allocator } from '../../src/allocator/allocator.ts';
+import { MeasuredStore } from '../../src/agent/metrics/measured-store.ts';
+import { NO_TELEMETRY } from '../../src/agent/metrics/telemetry.ts';
+import { CommitHealth } from '../../src/agent/server/commit-health.ts';
 import { ForwardingStore } from '../../src/store/forwarding-store.ts';
 import { SqliteStore } from '../../src/store/sqlite-store.ts';
 import type { AdmissionGuard, CommitOptions, CommitResult, PoolOp, Revision } from '../../src/store/store.ts';
@@ -107,6 +110,32 @@ describe('the allocator answers an ADD only once its commit is durable', () => {
       const error = await add.catch((e: unknown) => e);
       assert.ok(isWarrenError(error, 'IO_FAILURE'), String(error));
       assert.deepEqual(await store.list(), [], 'not left allocated to a container that was told it failed');
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+describe("the agent's store wrappers", () => {
+  it('pass a commit asked durable later on: its answer still carries the promise of its sync', async () => {
+    const inner = new SqliteStore({ path: join(tempDir(), 'w.db') });
+    const store = new MeasuredStore(new CommitHealth(new ManualClock(0)).watch(inner), NO_TELEMETRY);
+    try {
+      const op: PoolOp = {
+        op: 'allocate',
+        allocation: {
+          pool: 'p',
+          address: '10.0.0.1',
+          network: 'n',
+          containerID: 'c',
+          ifname: 'eth0',
+          node: 'n1',
+          createdAt: 1,
+        },
+      };
+      const result = await store.commit('p', 0, [op], undefined, { durableLater: true });
+      assert.ok(result.kind === 'committed' && result.durable instanceof Promise, JSON.stringify(result));
+      await result.durable;
     } finally {
       await store.close();
     }
