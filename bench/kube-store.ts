@@ -13,8 +13,9 @@
  *   - 3 nodes × PER_NODE ADDs at once on a range too small for each node to hold the blocks it
  *     needs, so nodes claim and then ask: duplicates, failures, leftovers, API requests per ADD;
  *   - a large range preloaded into the fake (bench/kube-large.ts) against an empty one.
- * Usage: node bench/kube-store.ts [--quick] [--allocations N] [--large-only]  (N: the large range's
- * size, default 1,000,000 over 1,000 simulated nodes; --quick: 20,000; --large-only: that section alone)
+ * Usage: node bench/kube-store.ts [--quick] [--allocations N] [--large-only] [--floors-only]  (N: the
+ * large range's size, default 1,000,000 over 1,000 simulated nodes; --quick: 20,000; --large-only: that
+ * section alone; --floors-only: the side-by-side table and the pairs, with the two latency floors)
  */
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -25,10 +26,11 @@ import type { FakeKubeApi } from '../test/helpers/fake-kube-api.ts';
 import { breakdown, kubeStoreArgs, requestsOf } from '../test/helpers/kube-store.ts';
 import { CHILD_PATH, tempDir } from '../test/helpers/processes.ts';
 import { WRITE_LATENCY_MS, benchApi, largeRange, printLarge } from './kube-large.ts';
-import { describeLoad, machineLine, underLoad } from './machine.ts';
+import { type Load, describeLoad, machineLine, underLoad } from './machine.ts';
 import {
   type Command,
   type Counts,
+  type PluginFigures,
   benchAgent,
   cniEnv,
   hostLocalPlugin,
@@ -211,34 +213,8 @@ async function threeNodes(forwarder: Command) {
   }
 }
 
-async function main(): Promise<void> {
-  buildPlugin();
-  const binDir = tempDir('bench-kube-bin-');
-  install({ cniBinDir: binDir, link: true });
-  const forwarder: Command = { exe: join(binDir, INSTALLED.forwarder), args: [] };
-  console.log(`Store kubernetes (issue 26), ${quick ? 'quick' : 'full'} run. ${machineLine()}`);
-  console.log(
-    `The fake API server answers each write after ${WRITE_LATENCY_MS} ms (a real one's p50, ` +
-      `KUBERNETES-API.md); every ADD and DEL goes through the installed forwarder.\n`,
-  );
-  if (process.argv.includes('--large-only')) {
-    printLarge(await largeRange(forwarder, { quick }));
-    return;
-  }
-
-  const req = await underLoad(() => requestFigures(forwarder));
-  const r = req.value;
-  const perAdd = perCall(r.add, r.n);
-  const perDel = perCall(r.del, r.n);
-  const perClaim = perCall(r.perClaim, Math.max(1, r.claimed));
-  console.log(`API requests on a node with room (${r.n} sequential ADDs, then their DELs); ${describeLoad(req.load)}`);
-  console.log(`  per ADD: ${perAdd.toFixed(3)}  (${describeTally(r.add)})`);
-  console.log(`  per DEL: ${perDel.toFixed(3)}  (${describeTally(r.del)})`);
-  console.log(`  per block claimed: ${perClaim.toFixed(2)}  (${r.claimed} blocks; ${describeTally(r.perClaim)})`);
-  console.log(`    the claims' window: ${r.perClaim.detail}`);
-  console.log(`    idle for as long:   ${r.perClaim.idleDetail || 'none'}`);
-  console.log(`  failures: ${r.failures}\n`);
-
+/** Warren on kubernetes, on SQLite and host-local side by side (bench/plugins.ts), printed as a table. */
+async function threeColumns(forwarder: Command): Promise<PluginFigures[]> {
   const api = await benchApi();
   const plugins = [
     await warrenPlugin('warren/kubernetes', forwarder, kubeStoreArgs(api, 'kside', [], 'default')),
@@ -256,6 +232,68 @@ async function main(): Promise<void> {
     [COUNTS, COUNTS, COUNTS],
     ROUNDS,
   );
+  return columns;
+}
+
+type Pairs = { value: Awaited<ReturnType<typeof kubeAgainstSqlite>>; load: Load };
+
+/** The two latency floors of issue 26: sequential ADD against SQLite, 20 in flight against host-local. */
+function printLatencyFloors(columns: readonly PluginFigures[], pairs: Pairs): void {
+  const [k, s, h] = columns as [PluginFigures, PluginFigures, PluginFigures];
+  console.log(
+    `  sequential ADD on kubernetes <= 1.2x SQLite: ${ratio(k.addMedian, s.addMedian)} in the table; ` +
+      `${pairs.value.median.toFixed(2)}x the median of ${pairs.value.ratios.length} alternating pairs ` +
+      `(${pairs.value.ratios.map((x) => x.toFixed(2)).join(', ')}; ${describeLoad(pairs.load)})  ` +
+      `${verdict(pairs.value.median <= 1.2)}`,
+  );
+  console.log(
+    `  ${IN_FLIGHT} in flight on kubernetes >= 4x host-local: ${ratio(k.addPerSecond, h.addPerSecond)} ` +
+      `(SQLite: ${ratio(s.addPerSecond, h.addPerSecond)})  ${verdict(k.addPerSecond >= 4 * h.addPerSecond)}`,
+  );
+}
+
+/** The side-by-side table and the pairs alone (--floors-only). */
+async function latencyFloors(forwarder: Command): Promise<void> {
+  const columns = await threeColumns(forwarder);
+  const pairs = await underLoad(() => kubeAgainstSqlite(forwarder));
+  console.log('\nFloors (issue 26), side by side in this run');
+  printLatencyFloors(columns, pairs);
+}
+
+async function main(): Promise<void> {
+  buildPlugin();
+  const binDir = tempDir('bench-kube-bin-');
+  install({ cniBinDir: binDir, link: true });
+  const forwarder: Command = { exe: join(binDir, INSTALLED.forwarder), args: [] };
+  console.log(`Store kubernetes (issue 26), ${quick ? 'quick' : 'full'} run. ${machineLine()}`);
+  console.log(
+    `The fake API server answers each write after ${WRITE_LATENCY_MS} ms (a real one's p50, ` +
+      `KUBERNETES-API.md); every ADD and DEL goes through the installed forwarder.\n`,
+  );
+  if (process.argv.includes('--large-only')) {
+    printLarge(await largeRange(forwarder, { quick }));
+    return;
+  }
+
+  if (process.argv.includes('--floors-only')) {
+    await latencyFloors(forwarder);
+    return;
+  }
+
+  const req = await underLoad(() => requestFigures(forwarder));
+  const r = req.value;
+  const perAdd = perCall(r.add, r.n);
+  const perDel = perCall(r.del, r.n);
+  const perClaim = perCall(r.perClaim, Math.max(1, r.claimed));
+  console.log(`API requests on a node with room (${r.n} sequential ADDs, then their DELs); ${describeLoad(req.load)}`);
+  console.log(`  per ADD: ${perAdd.toFixed(3)}  (${describeTally(r.add)})`);
+  console.log(`  per DEL: ${perDel.toFixed(3)}  (${describeTally(r.del)})`);
+  console.log(`  per block claimed: ${perClaim.toFixed(2)}  (${r.claimed} blocks; ${describeTally(r.perClaim)})`);
+  console.log(`    the claims' window: ${r.perClaim.detail}`);
+  console.log(`    idle for as long:   ${r.perClaim.idleDetail || 'none'}`);
+  console.log(`  failures: ${r.failures}\n`);
+
+  const columns = await threeColumns(forwarder);
   const pairs = await underLoad(() => kubeAgainstSqlite(forwarder));
 
   const three = await underLoad(() => threeNodes(forwarder));
@@ -277,23 +315,13 @@ async function main(): Promise<void> {
   const large = await largeRange(forwarder, { quick });
   printLarge(large);
 
-  const [k, s, h] = columns as [(typeof columns)[0], (typeof columns)[0], (typeof columns)[0]];
   console.log('\nFloors (issue 26), side by side in this run');
   console.log(
     `  API requests per ADD / per DEL on the common path = 0: ${perAdd.toFixed(3)} / ${perDel.toFixed(3)}  ` +
       `${verdict(perAdd === 0 && perDel === 0)}`,
   );
   console.log(`  API requests per block claimed <= 2: ${perClaim.toFixed(2)}  ${verdict(perClaim <= 2)}`);
-  console.log(
-    `  sequential ADD on kubernetes <= 1.2x SQLite: ${ratio(k.addMedian, s.addMedian)} in the table; ` +
-      `${pairs.value.median.toFixed(2)}x the median of ${pairs.value.ratios.length} alternating pairs ` +
-      `(${pairs.value.ratios.map((x) => x.toFixed(2)).join(', ')}; ${describeLoad(pairs.load)})  ` +
-      `${verdict(pairs.value.median <= 1.2)}`,
-  );
-  console.log(
-    `  ${IN_FLIGHT} in flight on kubernetes >= 4x host-local: ${ratio(k.addPerSecond, h.addPerSecond)}  ` +
-      `${verdict(k.addPerSecond >= 4 * h.addPerSecond)}`,
-  );
+  printLatencyFloors(columns, pairs);
   console.log(
     `  3 nodes × ${PER_NODE}: 0 duplicates, 0 failures, 0 left: ${t.duplicates}, ${t.failures}, ${t.left}  ` +
       `${verdict(t.duplicates + t.failures + t.left === 0)}`,

@@ -174,6 +174,7 @@ export class Allocator {
       for (const range of request.ranges) {
         done.push(await this.#allocateIn(range, request, wanted.get(range)));
       }
+      await this.#assigner.synced(); // nothing is answered before it is durable (pool-assigner.ts)
     } catch (error) {
       const added = done.filter((a) => a.fresh);
       for (const a of added) {

@@ -6,6 +6,11 @@
  *
  * The commit carries, with the allocation, the cursor move, the end of rests that are over, and
  * the pool's metadata when it is first used or its config changed (pool-metadata.ts).
+ *
+ * The commit is asked to be durable later (CommitOptions.durableLater): the range's lock is let go
+ * before the disk sync, so the ADDs queued behind it commit meanwhile and share one sync. Whoever
+ * answers an allocation first awaits `synced()`, which resolves once every commit this assigner
+ * made before the call is durable (and rejects, IO_FAILURE, when one could not be made so).
  */
 import type { Clock } from '../core/clock.ts';
 import { WarrenError } from '../core/errors.ts';
@@ -13,10 +18,12 @@ import { momentOf } from '../core/moment.ts';
 import { type IPAddress, formatIP } from '../ipam/address.ts';
 import type { RangeSpec } from '../ipam/range.ts';
 import type { RequestCheck } from '../ipam/pool-state.ts';
-import type { AdmissionGuard, PoolOp, Store } from '../store/store.ts';
+import type { AdmissionGuard, CommitOptions, PoolOp, Store } from '../store/store.ts';
 import { type AllocateRequest, type Decision, recordOf } from './assignment.ts';
 import type { PoolCache } from './pool-cache.ts';
 import type { PoolMetadata } from './pool-metadata.ts';
+
+const DURABLE_LATER: CommitOptions = { durableLater: true };
 
 export interface PoolAssignerOptions {
   readonly store: Store;
@@ -35,8 +42,16 @@ export class PoolAssigner {
   /** Everything a round needs; the cache and metadata are shared with the other parts. */
   readonly #o: PoolAssignerOptions;
 
+  /** The durability of the latest commit answered before it was durable. */
+  #unsynced: Promise<void> | undefined;
+
   constructor(options: PoolAssignerOptions) {
     this.#o = options;
+  }
+
+  /** Resolves once every allocation this assigner committed so far is durable. */
+  async synced(): Promise<void> {
+    await this.#unsynced;
   }
 
   /**
@@ -78,7 +93,9 @@ export class PoolAssigner {
     const cooldownSeconds = request.cooldownSeconds ?? 0;
     const metadataOps = metadata.opsFor(span, cooldownSeconds, picture.cooldownSeconds);
     ops.push(...metadataOps);
-    const result = await store.commit(pool, picture.revision, ops, guard);
+    const result = await store.commit(pool, picture.revision, ops, guard, DURABLE_LATER);
+    // The store's syncs resolve in order, each covering every commit before it: the latest stands for all.
+    if (result.kind === 'committed' && result.durable !== undefined) this.#unsynced = result.durable;
     if (result.kind === 'conflict') {
       pools.forget(pool);
       return result.admissionLost === true ? { kind: 'conflict', admissionLost: true } : { kind: 'conflict' };

@@ -8,14 +8,12 @@
 import type { Allocation, Owner } from '../ipam/allocation.ts';
 import type {
   AddressSpaces,
-  AdmissionGuard,
   AllocationFilter,
   BlockOwners,
   CommitResult,
   ListCursor,
   ListPage,
   Membership,
-  PoolOp,
   PoolRead,
   PoolSummary,
   Revision,
@@ -48,8 +46,9 @@ export class ForwardingStore implements Store {
     return this.inner.readPool(pool, knownRevision);
   }
 
-  commit(pool: string, expected: Revision, ops: readonly PoolOp[], guard?: AdmissionGuard): Promise<CommitResult> {
-    return this.inner.commit(pool, expected, ops, guard);
+  /** Every argument as given (the guard, the options), no more: none is dropped on the way. */
+  commit(...args: Parameters<Store['commit']>): Promise<CommitResult> {
+    return this.inner.commit(...args);
   }
 
   findByOwner(owner: Omit<Owner, 'ifname'> & { ifname?: string }): Promise<Allocation[]> {

@@ -2,12 +2,13 @@
  * An allocation as a row of the SQLite store's `allocations` table (sqlite-schema.ts), both ways,
  * and an allocation filter as the WHERE clause that selects the same rows: the one mapping between
  * the store's records and its columns. Absent optional fields are NULL and read back absent; a
- * creation stamp is kept only whole (both its columns set).
+ * creation stamp is kept only whole (both its columns set). Also the pools' summaries (`readPools`),
+ * their counts read from the same tables.
  */
 import type { Allocation } from '../ipam/allocation.ts';
 import { blockKeyPrefix } from '../ipam/blocks.ts';
 import type { DatabaseSync } from 'node:sqlite';
-import type { AllocationFilter, ListCursor, ListPage } from './store.ts';
+import type { AllocationFilter, ListCursor, ListPage, PoolDescription, PoolSummary } from './store.ts';
 
 export interface AllocationRow {
   pool: string;
@@ -123,4 +124,31 @@ export function whereClause(filter: AllocationFilter): { where: string; values: 
     values.push(filter.rangePool, String(prefix.length), prefix);
   }
   return { where: clauses.length === 0 ? '' : `WHERE ${clauses.join(' AND ')}`, values };
+}
+
+/** Summaries of the pools whose key starts with `prefix`, in key order. */
+export function readPools(db: DatabaseSync, prefix: string): PoolSummary[] {
+  const rows = db
+    .prepare(
+      `SELECT p.pool, p.revision, p.description, p.affinity,
+         (SELECT count(*) FROM allocations a WHERE a.pool = p.pool) AS allocated,
+         (SELECT count(*) FROM resting r WHERE r.pool = p.pool) AS resting
+       FROM pools p WHERE substr(p.pool, 1, ?) = ? ORDER BY p.pool`,
+    )
+    .all(prefix.length, prefix) as Array<{
+    pool: string;
+    revision: number;
+    description: string | null;
+    affinity: string | null;
+    allocated: number;
+    resting: number;
+  }>;
+  return rows.map((r) => ({
+    pool: r.pool,
+    revision: Number(r.revision),
+    allocated: Number(r.allocated),
+    resting: Number(r.resting),
+    ...(r.description === null ? {} : { description: JSON.parse(r.description) as PoolDescription }),
+    ...(r.affinity === null ? {} : { affinity: r.affinity }),
+  }));
 }

@@ -2,8 +2,9 @@
  * The embedded default store: one SQLite file in WAL mode (node:sqlite). Each commit is one
  * IMMEDIATE transaction that checks the pool's revision first, so a commit is all-or-nothing and a
  * kill -9 at any instant leaves either the whole commit or none of it. With `synchronous=FULL`
- * (the default) a commit that returned survives power loss; `NORMAL` keeps it across a process
- * crash only, for a lower cost per commit.
+ * (the default) a commit that returned survives power loss (its WAL synced by sqlite-wal-sync.ts,
+ * one sync for the commits around it; with `durableLater` after it returned: CommitResult.durable);
+ * `NORMAL` keeps it across a process crash only, for a lower cost per commit.
  *
  * node:sqlite is synchronous, so SQLite's own busy wait would freeze the agent's event loop for
  * as long as another process holds the database. SQLite is told not to wait at all; a busy
@@ -22,17 +23,19 @@ import {
   type AllocationRow,
   INSERT_ALLOCATION,
   readPage,
+  readPools,
   rowValues,
   toAllocation,
   whereClause,
 } from './sqlite-rows.ts';
 import { migrateSchema } from './sqlite-schema.ts';
+import { WalSync } from './sqlite-wal-sync.ts';
 import type {
   AllocationFilter,
+  CommitOptions,
   CommitResult,
   ListCursor,
   ListPage,
-  PoolDescription,
   PoolOp,
   PoolRead,
   PoolSummary,
@@ -59,12 +62,16 @@ export class SqliteStore implements Store {
   #db: DatabaseSync;
   /** Prepared once: statement preparation costs more than the statements themselves. */
   #stmt: Record<string, StatementSync>;
+  /** At FULL on a file: the WAL syncs the connection (at NORMAL) leaves to this store. */
+  readonly #walSync: WalSync | undefined;
 
   constructor(options: SqliteStoreOptions) {
     this.#path = options.path;
     this.#clock = options.clock ?? systemClock;
     this.#busyTimeoutMs = options.busyTimeoutMs ?? 5000;
     this.description = `sqlite:${options.path}`;
+    const full = (options.synchronous ?? 'FULL') === 'FULL';
+    this.#walSync = full && options.path !== ':memory:' ? new WalSync(options.path) : undefined;
     try {
       this.#db = this.#open(options);
     } catch (error) {
@@ -91,7 +98,9 @@ export class SqliteStore implements Store {
     // No busy wait inside SQLite: it would block the event loop (see the module header).
     db.exec(`PRAGMA busy_timeout = 0;`);
     this.#db = db;
-    this.#retrySync(() => db.exec(`PRAGMA journal_mode = WAL; PRAGMA synchronous = ${options.synchronous ?? 'FULL'};`));
+    // FULL on a file: NORMAL here, and each commit waits for its WAL sync (#walSync) before it counts as made.
+    const synchronous = this.#walSync === undefined ? (options.synchronous ?? 'FULL') : 'NORMAL';
+    this.#retrySync(() => db.exec(`PRAGMA journal_mode = WAL; PRAGMA synchronous = ${synchronous};`));
     this.#retrySync(() => migrateSchema(db, options.path));
     return db;
   }
@@ -223,8 +232,20 @@ export class SqliteStore implements Store {
     };
   }
 
-  commit(pool: string, expected: Revision, ops: readonly PoolOp[]): Promise<CommitResult> {
-    return this.#run(() => this.#commit(pool, expected, ops));
+  commit(
+    pool: string,
+    expected: Revision,
+    ops: readonly PoolOp[],
+    _guard?: unknown,
+    options?: CommitOptions,
+  ): Promise<CommitResult> {
+    return this.#run(() => {
+      const result = this.#commit(pool, expected, ops);
+      if (result.kind !== 'committed' || this.#walSync === undefined) return result;
+      if (options?.durableLater === true) return { ...result, durable: this.#walSync.sync() };
+      this.#walSync.syncNow();
+      return result;
+    });
   }
 
   #commit(pool: string, expected: Revision, ops: readonly PoolOp[]): CommitResult {
@@ -344,33 +365,7 @@ export class SqliteStore implements Store {
   }
 
   pools(prefix = ''): Promise<PoolSummary[]> {
-    return this.#run(() => this.#pools(prefix));
-  }
-
-  #pools(prefix: string): PoolSummary[] {
-    const rows = this.#db
-      .prepare(
-        `SELECT p.pool, p.revision, p.description, p.affinity,
-           (SELECT count(*) FROM allocations a WHERE a.pool = p.pool) AS allocated,
-           (SELECT count(*) FROM resting r WHERE r.pool = p.pool) AS resting
-         FROM pools p WHERE substr(p.pool, 1, ?) = ? ORDER BY p.pool`,
-      )
-      .all(prefix.length, prefix) as Array<{
-      pool: string;
-      revision: number;
-      description: string | null;
-      affinity: string | null;
-      allocated: number;
-      resting: number;
-    }>;
-    return rows.map((r) => ({
-      pool: r.pool,
-      revision: Number(r.revision),
-      allocated: Number(r.allocated),
-      resting: Number(r.resting),
-      ...(r.description === null ? {} : { description: JSON.parse(r.description) as PoolDescription }),
-      ...(r.affinity === null ? {} : { affinity: r.affinity }),
-    }));
+    return this.#run(() => readPools(this.#db, prefix));
   }
 
   /**
@@ -389,6 +384,7 @@ export class SqliteStore implements Store {
         throw error;
       }
     }, 0);
+    this.#walSync?.syncNow();
   }
 
   async close(): Promise<void> {

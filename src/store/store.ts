@@ -102,12 +102,33 @@ export type PoolOp =
   | { readonly op: 'unclaim' };
 
 export type CommitResult =
-  | { readonly kind: 'committed'; readonly revision: Revision }
+  | {
+      readonly kind: 'committed';
+      readonly revision: Revision;
+      /**
+       * Present only when the commit asked `durableLater` and the store makes it durable after
+       * answering: resolves once the commit survives power loss, rejects (IO_FAILURE) when it could
+       * not be made so. Absent: the commit was durable when it was answered.
+       */
+      readonly durable?: Promise<void>;
+    }
   /**
    * `admissionLost`: the commit's guard no longer holds (another range of its address space was
    * admitted since), so admit the range again before the next round instead of only re-reading.
    */
   | { readonly kind: 'conflict'; readonly reason: string; readonly admissionLost?: true };
+
+/** How a commit is answered. */
+export interface CommitOptions {
+  /**
+   * Answer as soon as the commit is applied (every later read sees it), before it is durable: a
+   * store that can then makes it durable together with the commits around it (one disk sync for
+   * several) and says so in `CommitResult.durable`. The caller tells nobody outside the process
+   * of the commit before that resolves. A store, or a store wrapper, that ignores this answers
+   * durable commits, as without it.
+   */
+  readonly durableLater?: boolean;
+}
 
 export interface PoolSummary {
   readonly pool: string;
@@ -332,7 +353,13 @@ export interface Store {
    * still admitted in its address space); otherwise `conflict`. Only stores with `spaces` give
    * guards, and only they look at one.
    */
-  commit(pool: string, expected: Revision, ops: readonly PoolOp[], guard?: AdmissionGuard): Promise<CommitResult>;
+  commit(
+    pool: string,
+    expected: Revision,
+    ops: readonly PoolOp[],
+    guard?: AdmissionGuard,
+    options?: CommitOptions,
+  ): Promise<CommitResult>;
   /** Allocations of one owner; ifname undefined matches every interface. */
   findByOwner(owner: Omit<Owner, 'ifname'> & { ifname?: string }): Promise<Allocation[]>;
   list(filter?: AllocationFilter): Promise<Allocation[]>;

@@ -47,6 +47,7 @@ import type {
   AdmissionGuard,
   AllocationFilter,
   BlockOwners,
+  CommitOptions,
   CommitResult,
   Membership,
   PoolOp,
@@ -195,13 +196,14 @@ export class TieredStore implements Store {
     expected: Revision,
     ops: readonly PoolOp[],
     guard?: AdmissionGuard,
+    options?: CommitOptions,
   ): Promise<CommitResult> {
     const refused = guard === undefined ? undefined : this.#admissions.refusal(guard);
     if (refused !== undefined) return conflict(refused, true);
     if (!isBlockKey(pool)) {
       const described = ops.find((op) => op.op === 'describe' && op.description.blockPrefix !== undefined);
       if (described?.op === 'describe') return this.#commitRange(pool, expected, ops, described);
-      return this.#local.commit(pool, expected, ops);
+      return this.#local.commit(pool, expected, ops, undefined, options);
     }
     if (ops.some((op) => op.op === 'claim')) return this.#commitClaim(pool, expected, ops, guard);
     if (ops.some((op) => op.op === 'unclaim')) return this.#commitUnclaim(pool, expected, ops);
@@ -209,7 +211,7 @@ export class TieredStore implements Store {
       const refused = await this.#refusal(pool);
       if (refused !== undefined) return conflict(refused);
     }
-    return this.#committed(pool, await this.#local.commit(pool, expected, ops), ops);
+    return this.#committed(pool, await this.#local.commit(pool, expected, ops, undefined, options), ops);
   }
 
   #committed(pool: string, result: CommitResult, ops: readonly PoolOp[]): CommitResult {

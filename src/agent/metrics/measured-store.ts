@@ -5,7 +5,7 @@
  */
 import type { Allocation } from '../../ipam/allocation.ts';
 import { ForwardingStore } from '../../store/forwarding-store.ts';
-import type { AdmissionGuard, CommitResult, PoolOp, Revision, Store } from '../../store/store.ts';
+import type { CommitResult, Store } from '../../store/store.ts';
 import type { Telemetry } from './telemetry.ts';
 
 export class MeasuredStore extends ForwardingStore {
@@ -16,16 +16,12 @@ export class MeasuredStore extends ForwardingStore {
     this.#telemetry = telemetry;
   }
 
-  override async commit(
-    pool: string,
-    expected: Revision,
-    ops: readonly PoolOp[],
-    guard?: AdmissionGuard,
-  ): Promise<CommitResult> {
+  override async commit(...args: Parameters<Store['commit']>): Promise<CommitResult> {
+    const ops = args[2];
     const started = performance.now();
     let result: CommitResult;
     try {
-      result = await this.inner.commit(pool, expected, ops, guard);
+      result = await this.inner.commit(...args);
     } catch (error) {
       this.#telemetry.commit((performance.now() - started) / 1000, 'error');
       throw error;

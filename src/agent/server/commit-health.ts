@@ -27,7 +27,7 @@ import { type BackoffPolicy, ExponentialBackoff } from '../../core/backoff.ts';
 import type { Clock } from '../../core/clock.ts';
 import { isWarrenError, messageOf } from '../../core/errors.ts';
 import { ForwardingStore } from '../../store/forwarding-store.ts';
-import type { AdmissionGuard, CommitResult, PoolOp, Revision, SpaceReading, Store } from '../../store/store.ts';
+import type { AdmissionGuard, CommitResult, SpaceReading, Store } from '../../store/store.ts';
 
 /** How long the agent stays not ready after a failed commit before it tries again on trial. */
 export const TRIAL_BACKOFF: BackoffPolicy = new ExponentialBackoff({ initialMs: 30_000, maxMs: 300_000 });
@@ -123,15 +123,10 @@ class WatchedStore extends ForwardingStore {
     this.#health = health;
   }
 
-  override commit(
-    pool: string,
-    expected: Revision,
-    ops: readonly PoolOp[],
-    guard?: AdmissionGuard,
-  ): Promise<CommitResult> {
+  override commit(...args: Parameters<Store['commit']>): Promise<CommitResult> {
     return watched(
       this.#health,
-      () => this.inner.commit(pool, expected, ops, guard),
+      () => this.inner.commit(...args),
       (result) => result.kind === 'committed',
     );
   }
