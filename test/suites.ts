@@ -56,6 +56,8 @@ export const UNIT_FILES: readonly string[] = [
   'test/allocator/gc.test.ts',
   'test/allocator/lending/grant-policy.test.ts',
   'test/allocator/lending/lending.test.ts',
+  'test/allocator/lending/loan-check.test.ts',
+  'test/allocator/lending/loan-check-kube.test.ts',
   'test/allocator/lending/migrated.test.ts',
   'test/allocator/lending/migrated-blocks.test.ts',
   'test/allocator/placement.test.ts',
