@@ -11,7 +11,8 @@
  * - counts are of containers: a published bookkeeping record (ipam/bookkeeping.ts) is not an
  *   allocation; a lender's placeholder counts as `lent` by the publishing node. A publication
  *   trimmed for size keeps its counts (store/kubernetes/objects.ts), so the allocations are its
- *   count less the bookkeeping records it lists;
+ *   count less the bookkeeping records it lists; a published loan pool (a borrowed address) is no
+ *   block of its node, but the container in it is the node's allocation;
  * - the read pages through the view until it says there is no more; a failure is thrown, never a
  *   partial answer taken for the whole.
  */
@@ -43,10 +44,15 @@ export async function publishedNodes(
       if (block.node === self) continue;
       const entry = nodes.get(block.node) ?? { blocks: [], allocations: 0, lent: 0 };
       const kept = block.allocations.filter(isBookkeeping);
+      nodes.set(block.node, entry);
+      // A loan pool is no block of the node's: its containers are the node's allocations all the same.
+      if (block.loan === true) {
+        entry.allocations += block.allocations.length - kept.length;
+        continue;
+      }
       entry.blocks.push(block.key);
       entry.allocations += Math.max(0, block.counts.allocated - kept.length);
       entry.lent += kept.filter((a) => a.network === lent).length;
-      nodes.set(block.node, entry);
     }
     token = page.continue === '' ? undefined : page.continue;
   } while (token !== undefined);
