@@ -25,6 +25,7 @@ export async function agentExposition(): Promise<AgentExposition> {
       journal: () => ({ pending: 1, setAside: 1 }),
       queueDepth: () => ({ journal: 1, containerd: 0 }),
       ready: async () => true,
+      bookkeeping: async () => ({ lent: 1 }),
     },
   });
   const allocation: Allocation = {

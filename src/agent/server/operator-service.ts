@@ -18,6 +18,7 @@ import { formatIP, parseIP } from '../../ipam/address.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import type { Allocator } from '../../allocator/allocator.ts';
 import { isBlockKey } from '../../ipam/blocks.ts';
+import { bookkeepingLabel, isBookkeeping } from '../../ipam/bookkeeping.ts';
 import type { AcceptReport, Membership, Store } from '../../store/store.ts';
 import type {
   AgentStatus,
@@ -48,6 +49,8 @@ import type { CommitHealth } from './commit-health.ts';
 import { allocationFilterOf, nodeReports, pluginCounts, poolReports } from './operator-reports.ts';
 import { type PublishedView, clusterPage, localPage } from './allocation-pages.ts';
 import { ReleaseHistory } from '../metrics/release-history.ts';
+import { bookkeepingCounts, bookkeepingTotal } from './bookkeeping-counts.ts';
+import { publishedNodes } from './cluster-nodes.ts';
 import { NO_TELEMETRY, type Telemetry } from '../metrics/telemetry.ts';
 
 export interface AgentServiceOptions {
@@ -140,6 +143,7 @@ export class AgentService {
     const failing = pingError === undefined ? this.#o.commits?.problem() : undefined;
     const error = pingError ?? failing;
     const pools = pingError === undefined ? await this.#o.store.pools() : [];
+    const bookkeeping = pingError === undefined ? await bookkeepingCounts(this.#o.store) : {};
     let cluster: AgentStatus['cluster'];
     const membership = this.#o.membership;
     if (membership !== undefined && pingError === undefined) {
@@ -175,7 +179,9 @@ export class AgentService {
       ...(notReady === undefined ? {} : { notReady }),
       // Ranges, not blocks: a range split into blocks has a store pool of its own.
       pools: pools.filter((p) => !isBlockKey(p.pool)).length,
-      allocations: pools.reduce((sum, p) => sum + p.allocated, 0),
+      // The pools count every record holding an address; a bookkeeping record is no container's.
+      allocations: pools.reduce((sum, p) => sum + p.allocated, 0) - bookkeepingTotal(bookkeeping),
+      ...(bookkeepingTotal(bookkeeping) === 0 ? {} : { bookkeeping }),
       reconciler: this.#o.reconciler.status(),
       ...(cluster === undefined ? {} : { cluster }),
       ...(this.#o.containerd === undefined ? {} : { containerd: this.#o.containerd() }),
@@ -191,7 +197,7 @@ export class AgentService {
   async dashboard(): Promise<DashboardData> {
     const { status, readable } = await this.#statusNow();
     const shared = readable && this.#o.membership !== undefined;
-    const [pools, nodes] = await Promise.all([readable ? this.pools() : [], shared ? this.nodes() : undefined]);
+    const [pools, nodes] = await Promise.all([readable ? this.pools() : [], shared ? this.nodes(false) : undefined]);
     return {
       generatedAt: new Date(this.#o.clock.now()).toISOString(),
       status,
@@ -236,20 +242,27 @@ export class AgentService {
     return poolReports(await this.#o.store.pools());
   }
 
-  /** Nodes sharing the store: announced ones, and any that still own blocks or allocations. */
-  async nodes(): Promise<NodeReport[]> {
+  /**
+   * Nodes sharing the store: announced ones, and any that still own blocks or allocations. With
+   * `cluster` (the default, `warren nodes`), other nodes' blocks are read from what the cluster
+   * published, page by page; the dashboard, which refreshes on its own, reads none of it.
+   */
+  async nodes(cluster = true): Promise<NodeReport[]> {
     const membership = this.#o.membership;
     if (membership === undefined)
       throw new WarrenError(
         'BAD_REQUEST',
         `store ${this.#o.store.description} is not shared by nodes; nodes exist with --store etcd`,
       );
-    const [live, summaries, allocations] = await Promise.all([
+    const published = cluster ? this.#o.published : undefined;
+    const [live, summaries, allocations, others] = await Promise.all([
       membership.liveNodes(),
       this.#o.store.pools(),
       this.#o.store.list(),
+      // This store knows its own blocks only: every other node's are read from the cluster, paged.
+      published === undefined ? undefined : publishedNodes(published, this.#o.allocator.node),
     ]);
-    return nodeReports(live, summaries, allocations);
+    return nodeReports(live, summaries, allocations, others);
   }
 
   /**
@@ -330,6 +343,15 @@ export class AgentService {
             ' (warren allocations --address lists what does)',
         );
       }
+      // A bookkeeping record (a lent address's placeholder) holds the address for another node:
+      // releasing it would hand the address out here while that node uses it.
+      const kept = held.find((a) => isBookkeeping(a));
+      if (kept !== undefined)
+        throw new WarrenError(
+          'BAD_REQUEST',
+          `release: ${address} in ${kept.pool} is ${bookkeepingLabel(kept)}, a record Warren keeps for no ` +
+            'container; it goes when that ends',
+        );
       const pools = [...new Set(held.map((a) => a.pool))];
       if (pools.length > 1)
         throw new WarrenError(
@@ -343,7 +365,8 @@ export class AgentService {
       return { released };
     }
     const { containerID, network, ifname } = request;
-    const held = await this.#o.store.list({ containerID, network, ifname });
+    // A bookkeeping record names a node as its container (lent to it), not a container: never released here.
+    const held = (await this.#o.store.list({ containerID, network, ifname })).filter((a) => !isBookkeeping(a));
     this.#refuseInUse(held, request.force, '--container');
     const released: Allocation[] = [];
     for (const heldIn of new Set(held.map((a) => a.network))) {
