@@ -137,6 +137,7 @@ describe("Warren's custom resource definitions (deploy/crds/)", () => {
     const range = spec?.properties?.ranges?.items as IJSONSchemaProps | undefined;
     // Whereabouts' keys, as a network config's ipRanges entry has them.
     assert.deepEqual(Object.keys(range?.properties ?? {}).sort(), [
+      'block_size',
       'enable_l3',
       'exclude',
       'gateway',

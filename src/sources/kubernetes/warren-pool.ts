@@ -1,6 +1,7 @@
 /**
  * A WarrenPool object (deploy/crds/warrenpools.yaml, cluster-scoped) read into what an ADD plans
- * with: its ranges — whereabouts' keys (range, range_start, range_end, exclude, gateway, enable_l3)
+ * with: its ranges — whereabouts' keys (range, range_start, range_end, exclude, gateway, enable_l3;
+ * Warren's block_size)
  * read by the same parser as a network config's ipRanges entry — its routes, block size, node and
  * namespace selectors, and whether its addresses are sticky.
  *
@@ -40,7 +41,7 @@ export interface PoolSpec {
   readonly sticky: boolean;
 }
 
-/** The allowed keys of one range of a pool (whereabouts' ipRanges entry, block_size aside: the pool has it). */
+/** The allowed keys of one range of a pool: a network config's ipRanges entry's. */
 const RANGE_KEYS: ReadonlySet<string> = new Set([
   'range',
   'range_start',
@@ -48,6 +49,7 @@ const RANGE_KEYS: ReadonlySet<string> = new Set([
   'exclude',
   'gateway',
   'enable_l3',
+  'block_size',
 ]);
 
 /** The pool an object describes; throws INVALID_CONFIG naming the pool and the key. */
@@ -75,7 +77,8 @@ export function parseWarrenPool(object: unknown): PoolSpec {
         range_end: item.range_end,
         exclude: item.exclude,
         gateway: item.gateway,
-        block_size: spec.blockSize,
+        // The range's own, else the pool's (as ipRanges entries take the config's block_size).
+        block_size: item.block_size ?? spec.blockSize,
       };
       ranges.push(parseRange(raw, at, network, item.enable_l3 === true));
       paths.push(`${at}.range`);
