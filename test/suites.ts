@@ -81,6 +81,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/cli/doctor/etcd-history.test.ts',
   'test/cli/doctor/plugin-install.test.ts',
   'test/cli/doctor/store-scope.test.ts',
+  'test/cli/doctor/warren-pools.test.ts',
   'test/cli/journal-command.test.ts',
   'test/cli/migrate-adoption.test.ts',
   'test/cli/migrate-whereabouts.test.ts',
