@@ -192,6 +192,7 @@ export const E2E_FILES: readonly string[] = [
   'test/e2e/journal.test.ts',
   'test/e2e/kube-store-away.test.ts',
   'test/e2e/kube-store-default.test.ts',
+  'test/e2e/kube-pools.test.ts',
   'test/e2e/kube-store.test.ts',
   'test/e2e/kubernetes-nodes.test.ts',
   'test/e2e/kubernetes.test.ts',

@@ -93,6 +93,8 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
                     write: poolStatusWrite(kubeConfig),
                     clock: deps.clock,
                     logger,
+                    // Three upkeep rounds (30 s by default): the status is for operators, not for allocation.
+                    intervalMs: o.upkeepIntervalSeconds * 3000,
                   }),
           },
         }),
