@@ -160,6 +160,7 @@ export class Agent {
                 journalDir: o.journalDir,
                 queueDepth: () => releases.pipeline.queueDepth(),
                 readiness: () => service.readiness(),
+                warrenPools: () => releases.kubernetes?.().planning?.pools?.list ?? [],
               }),
             });
       const handBack = new NodeHandBack(o.stateDir, clock);

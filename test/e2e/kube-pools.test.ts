@@ -7,7 +7,7 @@
  * - a pool whose nodeSelector does not match this node, or whose namespaceSelector does not admit
  *   the pod's namespace, refused with code 7 naming the selector;
  * - no GET of a pod or namespace (and no request for the pools) on an ADD whose pod the watch holds;
- * - the pool's status (capacity, used) written by the agent and shown by `warren pools`;
+ * - the pool's status (capacity, used) written by the agent, shown by `warren pools` and the metrics;
  * - a whereabouts config (inline range) beside them, unchanged.
  */
 import assert from 'node:assert/strict';
@@ -22,6 +22,7 @@ import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { type CniReply, resultAddresses, warren } from '../helpers/cni.ts';
 import { type FakeKubeApi, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
 import { kubeStoreArgs, networkConfig } from '../helpers/kube-store.ts';
+import { sample, scrape } from '../helpers/prometheus.ts';
 import { WARREN_BIN, run, waitFor } from '../helpers/processes.ts';
 
 const NODE = 'kpool1';
@@ -99,7 +100,7 @@ describe('WarrenPools through the installed plugin on the fake API server', () =
         metadata: { namespace, name, ...(pools === undefined ? {} : { annotations: { [ANNOTATION]: pools } }) },
         spec: { nodeName: NODE, containers: [{ name: 'c', image: 'pause' }] },
       });
-    agent = await startAgent({ args: kubeStoreArgs(api, NODE) });
+    agent = await startAgent({ args: kubeStoreArgs(api, NODE, ['--metrics-address', '127.0.0.1:0']) });
     // The watches have brought the pods, namespaces, pools and the node's labels.
     await waitFor('the agent to hold the pods, namespaces and WarrenPools', async () => {
       const planning = (await status(agent)).kubernetes?.planning;
@@ -176,6 +177,9 @@ describe('WarrenPools through the installed plugin on the fake API server', () =
       return /cfg-pool\s+10\.91\.1\.0\/24\s+254\s+1\b/.test(r.stdout) ? r.stdout : undefined;
     });
     assert.match(shown, /WarrenPools:/);
+    const families = await scrape((await status(agent)).metrics?.address as string);
+    assert.equal(sample(families, 'warren_warrenpool_used_addresses', { warrenpool: 'pod-pool' }), 2);
+    assert.equal(sample(families, 'warren_warrenpool_capacity_addresses', { warrenpool: 'pod-pool' }), 253);
     assert.match(shown, /rack2-pool\s+10\.91\.4\.0\/24\s+254\s+0\s+\S+\s+rack=r2\s+\(every namespace\)\s+no/);
     assert.match(shown, /tenant-pool\s+10\.91\.5\.0\/24\s+254\s+1\s+1\s+\(every node\)\s+tenant=blue\s+no/);
   });
