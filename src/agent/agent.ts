@@ -162,6 +162,7 @@ export class Agent {
                 queueDepth: () => releases.pipeline.queueDepth(),
                 readiness: () => service.readiness(),
                 bookkeeping: () => bookkeepingCounts(opened),
+                warrenPools: () => releases.kubernetes?.().planning?.pools?.list ?? [],
               }),
             });
       const handBack = new NodeHandBack(o.stateDir, clock);
@@ -220,6 +221,7 @@ export class Agent {
         ...(o.kubernetes && !facts.shared ? { nodeLocalOnly: () => cniConfig?.nodeLocal() } : {}),
         beforeAdd: (owner, podUID) => releases.pipeline.applyPending(owner, podUID),
         runtimeOf: (a) => releases.scopes.adapterOf(a),
+        planners: releases.planners,
         commits,
         published,
         ...(upkeep === undefined

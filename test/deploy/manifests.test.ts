@@ -80,6 +80,8 @@ describe('deploy/', () => {
       'CustomResourceDefinition',
       'CustomResourceDefinition',
       'CustomResourceDefinition',
+      // WarrenPool
+      'CustomResourceDefinition',
       'DaemonSet',
       'Namespace',
       'Role',

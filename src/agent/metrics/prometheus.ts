@@ -27,9 +27,19 @@ export interface PoolFigures {
   readonly blocks?: { readonly owned: number; readonly borrowed: number };
 }
 
+/** A WarrenPool as its status shows it (written by one agent of the cluster from the published blocks). */
+export interface WarrenPoolFigures {
+  readonly name: string;
+  /** Allocatable addresses; absent until the status is written. */
+  readonly capacity?: number;
+  readonly used?: number;
+}
+
 /** What a scrape reads from the agent. */
 export interface MetricsReadings {
   pools(): Promise<readonly PoolFigures[]>;
+  /** The WarrenPools the agent watches (the kubernetes store); none elsewhere. */
+  warrenPools?(): readonly WarrenPoolFigures[];
   journal(): { readonly pending: number; readonly setAside: number };
   /** Intents queued (or backing off) in the release pipeline, by source. */
   queueDepth(): Readonly<Partial<Record<ReleaseSource, number>>>;
@@ -71,6 +81,9 @@ export class AgentMetrics implements Telemetry {
   readonly #allocated: Gauge<'pool'>;
   readonly #resting: Gauge<'pool'>;
   readonly #blocks: Gauge<'pool' | 'affinity'>;
+  readonly #warrenPools: BoundedLabel;
+  readonly #warrenPoolCapacity: Gauge<'warrenpool'>;
+  readonly #warrenPoolUsed: Gauge<'warrenpool'>;
   readonly #journalPending: Gauge;
   readonly #bookkeeping: Gauge<'kind'>;
   readonly #journalSetAside: Gauge;
@@ -181,6 +194,19 @@ export class AgentMetrics implements Telemetry {
       labelNames: ['kind'],
       registers,
     });
+    this.#warrenPools = new BoundedLabel(options.maxLabelValues ?? 500);
+    this.#warrenPoolCapacity = new Gauge({
+      name: 'warren_warrenpool_capacity_addresses',
+      help: "A WarrenPool's allocatable addresses, as its status shows them.",
+      labelNames: ['warrenpool'],
+      registers,
+    });
+    this.#warrenPoolUsed = new Gauge({
+      name: 'warren_warrenpool_used_addresses',
+      help: "A WarrenPool's addresses handed out on every node, as its status shows them.",
+      labelNames: ['warrenpool'],
+      registers,
+    });
     this.#journalPending = new Gauge({
       name: 'warren_journal_pending_intents',
       help: 'Missed-delete intents in the journal not yet released.',
@@ -281,6 +307,15 @@ export class AgentMetrics implements Telemetry {
     if (bookkeeping !== undefined) {
       this.#bookkeeping.reset();
       for (const [kind, n] of Object.entries(bookkeeping)) this.#bookkeeping.set({ kind }, n);
+    }
+    const warrenPools = this.#readings.warrenPools?.() ?? [];
+    this.#warrenPoolCapacity.reset();
+    this.#warrenPoolUsed.reset();
+    for (const p of warrenPools) {
+      // A pool folded into `_other` adds up there, as ranges do.
+      const warrenpool = this.#warrenPools.of(p.name);
+      if (p.capacity !== undefined) this.#warrenPoolCapacity.inc({ warrenpool }, p.capacity);
+      if (p.used !== undefined) this.#warrenPoolUsed.inc({ warrenpool }, p.used);
     }
     const journal = this.#readings.journal();
     this.#journalPending.set(journal.pending);

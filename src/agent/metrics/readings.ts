@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
 import type { PoolReport } from '../../api/protocol.ts';
+import type { WarrenPoolReport } from '../../api/status.ts';
 import { REJECTED_DIR } from '../../sources/missed-delete-journal.ts';
 import type { MetricsReadings, PoolFigures } from './prometheus.ts';
 
@@ -77,6 +78,8 @@ export interface ReadingSources {
   readonly readiness: () => Promise<void>;
   /** This node's bookkeeping records by kind (server/bookkeeping-counts.ts). */
   readonly bookkeeping?: () => Promise<Readonly<Record<string, number>>>;
+  /** The WarrenPools the agent watches, with their status (the kubernetes store). */
+  readonly warrenPools?: () => readonly WarrenPoolReport[];
 }
 
 /** The agent's readings for AgentMetrics, from the parts that hold them. */
@@ -89,6 +92,12 @@ export function agentReadings(from: ReadingSources): MetricsReadings {
     journal: () => ({ pending: from.pendingJournal(), setAside: setAsideCount(from.journalDir) }),
     queueDepth: () => from.queueDepth(),
     ...(from.bookkeeping === undefined ? {} : { bookkeeping: from.bookkeeping }),
+    warrenPools: () =>
+      (from.warrenPools?.() ?? []).map((p) => ({
+        name: p.name,
+        ...(p.capacity === undefined ? {} : { capacity: Number(p.capacity) }),
+        ...(p.used === undefined ? {} : { used: p.used }),
+      })),
     ready: () =>
       from.readiness().then(
         () => true,

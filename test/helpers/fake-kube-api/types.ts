@@ -4,7 +4,7 @@
  */
 
 /** The core resources the fake serves (group ""); custom resources and Leases are named by plural. */
-export type Resource = 'pods' | 'nodes' | 'events';
+export type Resource = 'pods' | 'nodes' | 'events' | 'namespaces';
 export type Verb = 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete' | 'deletecollection';
 export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
 /** How a too-old resourceVersion is refused: HTTP 410, or 200 and an ERROR event with a 410 Status. */
@@ -135,6 +135,12 @@ export interface FakeKubeApi {
   deletePod(namespace: string, name: string, options?: { force?: boolean }): void;
   createNode(node: KubeObject | string): KubeObject;
   updateNode(name: string, change: (node: KubeObject) => void): KubeObject;
+  /** A Namespace as the real server keeps one (its `kubernetes.io/metadata.name` label, phase Active). */
+  createNamespace(
+    name: string,
+    meta?: { labels?: Record<string, string>; annotations?: Record<string, string> },
+  ): KubeObject;
+  updateNamespace(name: string, change: (namespace: KubeObject) => void): KubeObject;
   deleteNode(name: string): void;
   /** Events posted by clients (core/v1), optionally of one namespace. */
   listEvents(namespace?: string): KubeObject[];
