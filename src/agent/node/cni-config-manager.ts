@@ -37,15 +37,13 @@ import { basename } from 'node:path';
 import type { Logger } from 'pino';
 import type { Clock } from '../../core/clock.ts';
 import { messageOf } from '../../core/errors.ts';
-import { readRegularFile, unreadReason } from '../../core/bounded-read.ts';
-import { MAX_CONFIG_BYTES } from '../../cni/config-limits.ts';
-import { type Derivation, deriveConfig, isGeneratedConfig } from '../../cni/derived-config.ts';
-import { isMultusConfigText } from '../../cni/multus.ts';
+import { isGeneratedConfig } from '../../cni/derived-config.ts';
 import type { NodeLocalConfig } from '../../cni/node-local.ts';
 import { findPrimary, primaryPath, shadowing } from './conf-dir-listing.ts';
 import type { CniVersion } from '../../cni/spec.ts';
 import type { CniConfigStatus, TakeoverStatus } from '../../api/status.ts';
 import type { HostLocalTarget } from './host-local-takeover.ts';
+import { readPrimary } from './primary-reading.ts';
 import { WarrenConfigFile, networkOf } from './warren-config-file.ts';
 import { watchConfigInputs } from './config-inputs-watch.ts';
 
@@ -74,9 +72,6 @@ export interface CniConfigManagerOptions {
   /** Milliseconds between rescans of the watched directories (events dropped by the kernel). */
   readonly rescanMs?: number;
 }
-
-/** Largest config read: what the plugin reads (a CNI config is a few kilobytes). */
-const MAX_PRIMARY_BYTES = MAX_CONFIG_BYTES;
 
 /** The readiness problem of an indicator file, or undefined when it is there. */
 export function readinessProblem(indicator: string | undefined): string | undefined {
@@ -298,16 +293,12 @@ export class CniConfigManager {
       return;
     }
     this.#primary = primary.path;
-    let text: string;
-    try {
-      const read = readRegularFile(primary.path, MAX_PRIMARY_BYTES);
-      if (read.kind !== 'read') throw new Error(unreadReason(read));
-      text = read.text;
-    } catch (error) {
-      this.#keepLastGood(`${primary.name}: cannot be read (${messageOf(error)})`);
+    const reading = readPrimary(primary, this.#o);
+    if (reading.kind === 'unusable') {
+      this.#keepLastGood(reading.reason);
       return;
     }
-    if (isMultusConfigText(text)) {
+    if (reading.kind === 'multus') {
       // Multus attaches each network from its own config (Warren's ranges live in the attachment
       // definitions): nothing here is Warren's to write, and Multus' file sorting first is its design.
       this.#shadowedBy = undefined;
@@ -315,17 +306,7 @@ export class CniConfigManager {
       this.#set('beside-multus', undefined);
       return;
     }
-    const derived: Derivation = deriveConfig({
-      primaryName: primary.name,
-      primaryText: text,
-      cniVersionMax: this.#o.cniVersionMax,
-      ...(this.#o.socket === undefined ? {} : { socket: this.#o.socket }),
-      ...(this.#o.journalDir === undefined ? {} : { journalDir: this.#o.journalDir }),
-    });
-    if (!derived.ok) {
-      this.#keepLastGood(derived.reason);
-      return;
-    }
+    const { derived } = reading;
     this.#network = derived.network;
     this.#notes = derived.notes;
     const read = this.#file.read();
