@@ -176,7 +176,7 @@ describe('the pool catalog and the node labels', () => {
     const edited = { ...pool('a', { ranges: [{ range: '10.2.0.0/24' }] }), metadata: { name: 'a', generation: 2 } };
     catalog.observe({ kind: 'modified', object: edited });
     assert.equal(
-      (catalog.entry('a')?.spec as unknown as { ranges: Array<{ subnet: string }> }).ranges[0]?.subnet,
+      (catalog.entry('a')?.spec as unknown as { ranges?: Array<{ subnet: string }> } | undefined)?.ranges?.[0]?.subnet,
       '10.2.0.0/24',
     );
     catalog.observe({ kind: 'added', object: pool('b', { ranges: [] }) });
