@@ -26,6 +26,8 @@ export async function agentExposition(): Promise<AgentExposition> {
       queueDepth: () => ({ journal: 1, containerd: 0 }),
       ready: async () => true,
       bookkeeping: async () => ({ lent: 1 }),
+      // The kubernetes store's WarrenPools, as their status shows them.
+      warrenPools: () => [{ name: 'gold', capacity: 254, used: 3 }],
     },
   });
   const allocation: Allocation = {

@@ -107,16 +107,12 @@ export class NodeLabels {
   }
 
   observe(item: ListWatchItem<unknown>): void {
-    const objects = item.kind === 'listed' ? item.objects : item.kind === 'deleted' ? [] : [item.object];
-    if (item.kind === 'deleted') {
+    // The watch selects this node alone: a listing holds it or nothing, a DELETED removes it.
+    const object = item.kind === 'listed' ? item.objects[0] : item.kind === 'deleted' ? undefined : item.object;
+    if (object === undefined) {
       this.#labels = undefined;
       return;
     }
-    if (item.kind === 'listed' && objects.length === 0) {
-      this.#labels = undefined;
-      return;
-    }
-    const object = objects[0];
     const meta = isPlainObject(object) && isPlainObject(object.metadata) ? object.metadata : {};
     const labels: Record<string, string> = {};
     if (isPlainObject(meta.labels))

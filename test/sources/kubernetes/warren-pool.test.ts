@@ -9,6 +9,7 @@ import { WarrenError } from '../../../src/core/errors.ts';
 import { parseIpamConfig } from '../../../src/cni/ipam-config.ts';
 import { formatSelector, parseLabelSelector, selectorMatches } from '../../../src/sources/kubernetes/label-selector.ts';
 import { parseWarrenPool, poolCapacity, poolNetworkName } from '../../../src/sources/kubernetes/warren-pool.ts';
+import { NodeLabels, PoolCatalog } from '../../../src/sources/kubernetes/pool-catalog.ts';
 
 const pool = (name: string, spec: Record<string, unknown>) => ({
   apiVersion: 'warren.dev/v1alpha1',
@@ -157,5 +158,46 @@ describe('label selectors', () => {
       String(parseLabelSelector({ matchExpressions: [{ key: 'a', operator: 'Exists', values: ['x'] }] }, 'sel')),
       /must be empty/,
     );
+  });
+});
+
+describe('the pool catalog and the node labels', () => {
+  it('knows pools as the watch has them: a listing replaces, a status change keeps the parse, DELETED removes', () => {
+    const catalog = new PoolCatalog();
+    assert.equal(catalog.listed, false);
+    catalog.observe({ kind: 'listed', objects: [pool('a', { ranges: [{ range: '10.1.0.0/24' }] })] });
+    assert.equal(catalog.listed, true);
+    const parsed = catalog.entry('a')?.spec;
+    assert.ok(parsed !== undefined && !(parsed instanceof Error));
+    const withStatus = { ...pool('a', { ranges: [{ range: '10.1.0.0/24' }] }), status: { used: 1 } };
+    catalog.observe({ kind: 'modified', object: withStatus });
+    assert.equal(catalog.entry('a')?.spec, parsed, 'the same parse: only the status changed');
+    assert.deepEqual(catalog.entry('a')?.object.status, { used: 1 });
+    const edited = { ...pool('a', { ranges: [{ range: '10.2.0.0/24' }] }), metadata: { name: 'a', generation: 2 } };
+    catalog.observe({ kind: 'modified', object: edited });
+    assert.equal(
+      (catalog.entry('a')?.spec as unknown as { ranges?: Array<{ subnet: string }> } | undefined)?.ranges?.[0]?.subnet,
+      '10.2.0.0/24',
+    );
+    catalog.observe({ kind: 'added', object: pool('b', { ranges: [] }) });
+    assert.ok(catalog.entry('b')?.spec instanceof WarrenError, 'kept, with its problem');
+    catalog.observe({ kind: 'deleted', object: pool('a', {}) });
+    assert.deepEqual(
+      catalog.entries().map((e) => e.name),
+      ['b'],
+    );
+    catalog.observe({ kind: 'listed', objects: [] });
+    assert.deepEqual(catalog.entries(), []);
+  });
+
+  it("reads this node's labels from the watch of its Node, and forgets them when the node is gone", () => {
+    const labels = new NodeLabels();
+    assert.equal(labels.labels(), undefined);
+    labels.observe({ kind: 'listed', objects: [{ metadata: { name: 'n1', labels: { rack: 'r1', n: 3 } } }] });
+    assert.deepEqual(labels.labels(), { rack: 'r1' });
+    labels.observe({ kind: 'modified', object: { metadata: { name: 'n1', labels: { rack: 'r2' } } } });
+    assert.deepEqual(labels.labels(), { rack: 'r2' });
+    labels.observe({ kind: 'deleted', object: { metadata: { name: 'n1' } } });
+    assert.equal(labels.labels(), undefined);
   });
 });
