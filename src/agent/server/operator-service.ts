@@ -14,11 +14,9 @@
  */
 import type { Clock } from '../../core/clock.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
-import { formatIP, parseIP } from '../../ipam/address.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import type { Allocator } from '../../allocator/allocator.ts';
 import { isBlockKey } from '../../ipam/blocks.ts';
-import { bookkeepingLabel, isBookkeeping } from '../../ipam/bookkeeping.ts';
 import type { AcceptReport, Membership, Store } from '../../store/store.ts';
 import type {
   AgentStatus,
@@ -51,6 +49,7 @@ import { type PublishedView, clusterPage, localPage } from './allocation-pages.t
 import { ReleaseHistory } from '../metrics/release-history.ts';
 import { bookkeepingCounts, bookkeepingTotal } from './bookkeeping-counts.ts';
 import { publishedNodes } from './cluster-nodes.ts';
+import { operatorRelease } from './operator-release.ts';
 import { NO_TELEMETRY, type Telemetry } from '../metrics/telemetry.ts';
 
 export interface AgentServiceOptions {
@@ -328,78 +327,13 @@ export class AgentService {
     return clusterPage(this.#o.published, filter, page);
   }
 
-  /** {address, pool?}: that address. {containerID, network?, ifname?}: everything it holds. */
+  /** {address, pool?}: that address. {containerID, network?, ifname?}: everything it holds (operator-release.ts). */
   async release(request: ReleaseRequest): Promise<ReleaseResponse> {
-    if ('address' in request) {
-      const ip = parseIP(request.address);
-      if (ip === undefined)
-        throw new WarrenError('BAD_REQUEST', `release: address "${request.address}" is not an IP address`);
-      const address = formatIP(ip);
-      const held = await this.#o.store.list({ address, ...(request.pool === undefined ? {} : { pool: request.pool }) });
-      if (held.length === 0) {
-        throw new WarrenError(
-          'NOT_FOUND',
-          `release: no allocation holds ${address}${request.pool === undefined ? '' : ` in ${request.pool}`}` +
-            ' (warren allocations --address lists what does)',
-        );
-      }
-      // A bookkeeping record (a lent address's placeholder) holds the address for another node:
-      // releasing it would hand the address out here while that node uses it.
-      const kept = held.find((a) => isBookkeeping(a));
-      if (kept !== undefined)
-        throw new WarrenError(
-          'BAD_REQUEST',
-          `release: ${address} in ${kept.pool} is ${bookkeepingLabel(kept)}, a record Warren keeps for no ` +
-            'container; it goes when that ends',
-        );
-      const pools = [...new Set(held.map((a) => a.pool))];
-      if (pools.length > 1)
-        throw new WarrenError(
-          'BAD_REQUEST',
-          `release: ${address} is allocated in several pools (${pools.join(', ')}); name one with pool`,
-        );
-      this.#refuseInUse(held, request.force, '--address');
-      const released: Allocation[] = [];
-      for (const pool of pools) released.push(...(await this.#o.allocator.releaseAddresses(pool, [address])));
-      this.#telemetry.released('operator', released, `released by an operator (warren release --address ${address})`);
-      return { released };
-    }
-    const { containerID, network, ifname } = request;
-    // A bookkeeping record names a node as its container (lent to it), not a container: never released here.
-    const held = (await this.#o.store.list({ containerID, network, ifname })).filter((a) => !isBookkeeping(a));
-    this.#refuseInUse(held, request.force, '--container');
-    const released: Allocation[] = [];
-    for (const heldIn of new Set(held.map((a) => a.network))) {
-      released.push(
-        ...(await this.#o.allocator.release({
-          network: heldIn,
-          containerID,
-          ...(ifname === undefined ? {} : { ifname }),
-        })),
-      );
-    }
-    this.#telemetry.released(
-      'operator',
-      released,
-      `released by an operator (warren release --container ${containerID})`,
-    );
-    return { released };
-  }
-
-  /**
-   * An operator's release never takes an address from a container that still uses it unless told
-   * to: IN_USE names each allocation whose recorded network namespace exists and the flag to give.
-   */
-  #refuseInUse(held: readonly Allocation[], force: boolean | undefined, how: string): void {
-    if (force === true) return;
-    const used = this.#o.reconciler.inUse(held);
-    if (used.length === 0) return;
-    const which = used.map((a) => `${a.address} (container ${a.containerID}, network namespace ${a.netns})`);
-    throw new WarrenError(
-      'IN_USE',
-      `release: ${which.join(', ')} ${used.length === 1 ? 'is' : 'are'} still in use: the network namespace ` +
-        `exists. Releasing would let another container get the address while this one has it; ` +
-        `to release anyway, run warren release ${how} ... --force`,
-    );
+    return operatorRelease(request, {
+      store: this.#o.store,
+      allocator: this.#o.allocator,
+      inUse: (held) => this.#o.reconciler.inUse(held),
+      telemetry: this.#telemetry,
+    });
   }
 }
