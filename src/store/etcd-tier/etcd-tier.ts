@@ -337,9 +337,9 @@ export class EtcdTier implements ClusterTier {
   }
 
   async ping(): Promise<void> {
+    // Refused while halted; halts on a response gone backwards or an identity record gone.
     this.#kv.refuseWhileHalted();
-    // A linearizable read: answered only by a member that has a quorum behind it.
-    await this.#kv.get('ping', 'identity');
+    await this.#kv.checkIdentity('ping');
   }
 
   async close(): Promise<void> {

@@ -139,17 +139,24 @@ export class TierKv {
     const response = await this.call(what, () =>
       this.#kv.txn({ ...request, ...(compare === undefined ? {} : { compare }) }),
     );
-    if (!response.succeeded && identity !== undefined) {
-      const now = (await this.get('read the store identity', IDENTITY_KEY))?.value.toString('utf8');
-      if (now !== identity)
-        this.#continuity.halt(
-          'store-lost',
-          `etcd at prefix ${this.#prefix.toString('utf8')} lost its data: its identity record is ` +
-            `${now === undefined ? 'gone' : `${now}, not ${identity}`}. ${STORE_LOST_RECOVERY}`,
-        );
-      this.refuseWhileHalted();
-    }
+    if (!response.succeeded && identity !== undefined) await this.checkIdentity('read the store identity');
     return response;
+  }
+
+  /**
+   * Reads the identity record (a linearizable read: a member with a quorum behind it answers) and
+   * halts when it is not the one known; throws TRY_AGAIN naming why while halted.
+   */
+  async checkIdentity(what: string): Promise<void> {
+    const identity = this.#continuity.identity;
+    const now = (await this.get(what, IDENTITY_KEY))?.value.toString('utf8');
+    if (identity !== undefined && now !== identity)
+      this.#continuity.halt(
+        'store-lost',
+        `etcd at prefix ${this.#prefix.toString('utf8')} lost its data: its identity record is ` +
+          `${now === undefined ? 'gone' : `${now}, not ${identity}`}. ${STORE_LOST_RECOVERY}`,
+      );
+    this.refuseWhileHalted();
   }
 
   /** One page of the keys under `prefix`, after the `continue` key (or from `startAt`) when given. */
