@@ -42,7 +42,7 @@ import { EtcdContinuity } from '../etcd-continuity.ts';
 import { IDENTITY_KEY, verifyIdentity } from '../etcd-identity.ts';
 import { EtcdHistory } from '../etcd-history.ts';
 import { EtcdMembership } from '../etcd-membership.ts';
-import type { Store } from '../store.ts';
+import type { AcceptReport, Store } from '../store.ts';
 import { type LegacyReport, forgetLegacyNode, importLegacy, legacyLeft } from './legacy-import.ts';
 import { EtcdTierRequests } from './tier-requests.ts';
 import { EtcdTierSpaces } from './tier-spaces.ts';
@@ -103,6 +103,8 @@ export class EtcdTier implements ClusterTier {
   /** The identity recorded at the agent's last run; compared at the first verification only. */
   #expectedIdentity: string | undefined;
   readonly #verifyIdentity: () => Promise<void>;
+  /** What the operator's accept writes back (onAccept); nothing until the store on this tier says. */
+  #republish: (node: string) => Promise<AcceptReport> = async () => ({ addresses: 0, blocks: 0, conflicts: [] });
 
   constructor(client: Etcd3, o: EtcdTierOptions, timeout = 2000) {
     this.description = `etcd tier ${o.endpoints.join(',')} prefix ${o.prefix}`;
@@ -126,8 +128,8 @@ export class EtcdTier implements ClusterTier {
       call,
       continuity,
       verifyIdentity: () => this.#verifyIdentity(),
-      // The node's own SQLite keeps its addresses: the tier has nothing of this node to write back.
-      republish: async () => ({ addresses: 0, blocks: 0, conflicts: [] }),
+      // The node's own SQLite keeps its addresses: what is written back is its claims (onAccept).
+      republish: (node) => this.#republish(node),
       notice: o.notice,
     });
     this.spaces = new EtcdTierSpaces(this.#kv);
@@ -320,6 +322,11 @@ export class EtcdTier implements ClusterTier {
    */
   async verifyStore(): Promise<void> {
     await this.#verifyIdentity();
+  }
+
+  /** Sets what an accept of a store that lost its data writes back: the node's claims (etcd-tiered.ts). */
+  onAccept(republish: (node: string) => Promise<AcceptReport>): void {
+    this.#republish = republish;
   }
 
   /** Moves this node's blocks from the old one-tier layout into `local` (legacy-import.ts). */
