@@ -13,6 +13,9 @@
  * Guarantees (the contract's, and how):
  * - a block is claimed at most once: `claim` is a transaction creating blocks/<range>/<block> only
  *   if its create revision is 0, with the node's index key in the same transaction;
+ * - a claim stands only if its range was admitted in its address space at the claim's revision (read
+ *   in the same transaction; a space with no admission at all admits everything): so a claim and an
+ *   admission retiring its range, racing, never both stand (see `claim`);
  * - `unclaim` is a transaction comparing the claim key's create revision (the uid) and mod revision
  *   (the version): it deletes the claim, its index key and its publication only if the claim is
  *   exactly the one named ('changed' otherwise, 'gone' when there is none). A block given back and
@@ -55,8 +58,10 @@ import {
   nodeIndexOf,
   publishedOf,
   publishedRecord,
+  prefixEnd,
   rangeKey,
   revisionOf,
+  spacesOf,
 } from './tier-kv.ts';
 
 export interface EtcdTierOptions extends EtcdClientOptions {
@@ -153,17 +158,30 @@ export class EtcdTier implements ClusterTier {
   async claim(range: RangeRecord, key: string, node: string): Promise<BlockClaim | undefined> {
     if (rangePoolOfKey(key) !== range.pool) throw new Error(`block ${key} is not in range ${range.pool}`);
     const record = this.#kv.key(blockRecord(key));
+    const space = this.#kv.key(spacesOf(range.space));
+    // Read in the claim's own transaction: whether the range is still admitted in its address space.
     const response = await this.#kv.write(`claim block ${key}`, {
       compare: [{ key: record, target: 'Create', result: 'Equal', create_revision: 0 }],
       success: [
         { request_put: { key: record, value: claimValue(node) } },
         { request_put: { key: this.#kv.key(nodeIndex(node, key)), value: Buffer.alloc(0) } },
+        { request_range: { key: space, range_end: prefixEnd(space), keys_only: true } },
       ],
       failure: [],
     });
     if (!response.succeeded) return undefined;
     const revision = response.header.revision;
-    return { key, node, uid: revision, version: revision };
+    const claim = { key, node, uid: revision, version: revision };
+    const admitted = (response.responses[2]?.response_range?.kvs ?? []).map((kv) => lastSegment(this.#kv.relative(kv)));
+    if (admitted.length > 0 && !admitted.includes(range.pool)) {
+      // Another range of the space was admitted, retiring this one, before the claim: an admission
+      // retiring a range compares that none of its blocks was claimed since its reading, so of the
+      // two, the later one always sees the other. The claim does not stand: given back, and
+      // answered as not made (the two-tier store then finds the admission lost, and admits again).
+      await this.unclaim(claim);
+      return undefined;
+    }
+    return claim;
   }
 
   async claimOf(key: string): Promise<BlockClaim | undefined> {
