@@ -88,6 +88,12 @@ export interface Page<T> {
   readonly continue?: string;
 }
 
+/** Old blocks left per node (the node their document names), and old range documents. */
+export interface LegacyLeft {
+  readonly blocks: Readonly<Record<string, number>>;
+  readonly ranges: number;
+}
+
 export type UnclaimResult = 'released' | 'changed' | 'gone';
 
 export interface ClusterTier {
@@ -134,6 +140,8 @@ export interface ClusterTier {
    * documents of the old one-tier layout); called by node forget before the claims are freed.
    */
   forgetNode?(node: string): Promise<void>;
+  /** What is left of an older layout the tier moves from (etcd's one-tier store), for `warren doctor`. */
+  legacyLeft?(): Promise<LegacyLeft>;
   /** Agents' liveness and one-off chores (Leases on Kubernetes). */
   readonly membership: Membership;
   /** Admission of ranges into their address space, across nodes. */

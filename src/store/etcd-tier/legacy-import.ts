@@ -29,7 +29,7 @@
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { blockKeyPrefix, isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
-import type { ClusterTier, RangeRecord } from '../cluster-tier.ts';
+import type { ClusterTier, LegacyLeft, RangeRecord } from '../cluster-tier.ts';
 import { type UnitDoc, ownerRecordKey, parseDoc } from '../etcd-documents.ts';
 import type { PoolOp, Store } from '../store.ts';
 import { recordFromKey, spaceOfPool } from '../tiered-ranges.ts';
@@ -254,7 +254,7 @@ export async function forgetLegacyNode(kv: TierKv, node: string): Promise<string
 }
 
 /** What is left of the old layout, for `warren doctor`: old blocks per node, and range documents. */
-export async function legacyLeft(kv: TierKv): Promise<{ blocks: Record<string, number>; ranges: number }> {
+export async function legacyLeft(kv: TierKv): Promise<LegacyLeft> {
   const blocks: Record<string, number> = {};
   let ranges = 0;
   if (!(await legacyPresent(kv))) return { blocks, ranges };
