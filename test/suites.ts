@@ -212,7 +212,7 @@ export const E2E_FILES: readonly string[] = [
   'test/store/etcd-history.test.ts',
   'test/store/etcd-legacy-import.test.ts',
   'test/store/etcd-overlap.test.ts',
-  'test/store/etcd-store.test.ts',
+  'test/store/etcd-tiered.test.ts',
   'test/store/etcd-tier.test.ts',
   'test/store/etcd-tasks.test.ts',
 ];
