@@ -124,7 +124,8 @@ function storeSettings(o: AgentOptions): Partial<DoctorFacts['store']> {
     case 'sqlite':
       return { synchronous: o.synchronous };
     case 'etcd':
-      return { etcdEndpoints: o.etcdEndpoints };
+      // The node's own addresses are in its SQLite file, as on Kubernetes.
+      return { synchronous: o.synchronous, etcdEndpoints: o.etcdEndpoints };
     case 'kubernetes':
       // The node's own addresses are in its SQLite file, as on a store of one node.
       return { synchronous: o.synchronous, kubeNamespace: o.kubeNamespace };

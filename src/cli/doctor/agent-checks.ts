@@ -181,7 +181,10 @@ function containerdFindings(facts: DoctorFacts, reading: ContainerdConfigReading
 function storeWhere(s: DoctorFacts['store']): string {
   switch (s.kind) {
     case 'etcd':
-      return `etcd endpoints ${(s.etcdEndpoints ?? []).join(', ')}`;
+      return (
+        "this node's addresses in SQLite, on this node; block owners and published allocations in etcd " +
+        `(endpoints ${(s.etcdEndpoints ?? []).join(', ')})`
+      );
     case 'kubernetes':
       return (
         "this node's addresses in SQLite, on this node; block owners and published allocations in the Kubernetes " +
