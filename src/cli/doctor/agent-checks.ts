@@ -238,10 +238,12 @@ function storeFindings(facts: DoctorFacts): Finding[] {
       warning(
         'etcd-legacy-data',
         'etcd holds data of the old one-tier layout (units/, owners/)',
-        `old blocks of node${nodes.length === 1 ? '' : 's'} ${nodes.join(', ') || 'none'}, ${s.legacy.ranges} old range ` +
-          'documents: each node moves its own old blocks into its SQLite file at its next start',
-        'start the agents of those nodes (the new version); a node that never comes back: delete its Node (node ' +
-          'forget frees its blocks and removes its old documents) — see the README, "Upgrading from the one-tier etcd store"',
+        `old blocks of node${nodes.length === 1 ? '' : 's'} ${nodes.join(', ') || 'none'}, ` +
+          `${s.legacy.ranges} old range documents: each node moves its own old blocks into its SQLite file ` +
+          'at its next start',
+        'start the agents of those nodes (the new version); a node that never comes back: delete its Node ' +
+          '(node forget frees its blocks and removes its old documents) — see the README, "Upgrading from the ' +
+          'one-tier etcd store"',
       ),
     );
   }

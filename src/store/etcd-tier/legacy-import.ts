@@ -152,7 +152,8 @@ export async function importLegacy(o: LegacyImport): Promise<LegacyReport> {
       const held = await tier.claimOf(d.pool);
       if (held?.node !== holder) {
         report.problems.push(
-          `old block ${d.pool} of node ${holder} is claimed by node ${held?.node ?? 'nobody'} in the tier: left as it is`,
+          `old block ${d.pool} of node ${holder} is claimed by node ${held?.node ?? 'nobody'} in the tier: ` +
+            'left as it is',
         );
         return;
       }
