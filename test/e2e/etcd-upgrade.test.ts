@@ -14,6 +14,7 @@ import { Etcd3 } from 'etcd3';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { resultAddresses, warren } from '../helpers/cni.ts';
 import { type EtcdCluster, startEtcd } from '../helpers/etcd.ts';
+import { CHILD_PATH, WARREN_BIN, run, waitFor } from '../helpers/processes.ts';
 
 const FIXTURE = JSON.parse(
   readFileSync(new URL('../fixtures/etcd-legacy/two-nodes.json', import.meta.url), 'utf8'),
@@ -92,6 +93,18 @@ describe('an etcd cluster written by the one-tier store, after the upgrade', () 
     const del = await call('DEL', 'n1-c5');
     assert.equal(del.code, 0, del.stdout);
     assert.deepEqual(await agent.allocations('?containerID=n1-c5'), []);
+    // The published view (`warren allocations --cluster`) shows the moved allocations once published.
+    const published = await waitFor('the moved allocations to be published', async () => {
+      const listed = await run(
+        process.execPath,
+        [WARREN_BIN, 'allocations', '--cluster', '--json', '--socket', agent.socket],
+        { env: { ...process.env, PATH: CHILD_PATH } },
+      );
+      assert.equal(listed.code, 0, listed.stderr);
+      const list = JSON.parse(listed.stdout) as Array<{ containerID: string; address: string }>;
+      return list.some((a) => a.containerID === 'n1-c4') ? list : undefined;
+    });
+    assert.equal(published.find((a) => a.containerID === 'n1-c4')?.address, '10.77.0.5');
     // n2 has not started again: its old block is claimed in its name, its documents untouched.
     const n2claims = await raw.getAll().prefix(`${PREFIX}nodes-blocks/n2/`).keys();
     assert.equal(n2claims.length, 1);
