@@ -16,6 +16,7 @@ import { Allocator } from '../../src/allocator/allocator.ts';
 import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import { ManualClock } from '../../src/core/clock.ts';
 import type { Allocation } from '../../src/ipam/allocation.ts';
+import { openEtcdTier } from '../../src/store/etcd-tier/etcd-tier.ts';
 import { type EtcdTieredStore, openEtcdTiered } from '../../src/store/etcd-tier/etcd-tiered.ts';
 import { ForwardingStore } from '../../src/store/forwarding-store.ts';
 import { SqliteStore } from '../../src/store/sqlite-store.ts';
@@ -250,6 +251,23 @@ describe('moving the old etcd layout to the two-tier store', () => {
       assert.ok((await keys(prefix, 'units/')).every((k) => !k.includes('10.77.0.0/28') && !k.includes('10.78.')));
     } finally {
       await again.close();
+    }
+  });
+
+  it('says so when a node still holding old blocks is announced (an agent of the old version runs there)', async () => {
+    const prefix = await seeded();
+    const old = await openEtcdTier({ endpoints: etcd.endpoints, prefix, leaseSeconds: 15 });
+    const notices: string[] = [];
+    try {
+      await old.membership.announce('n2', { since: 1, version: 'old' });
+      const n1 = await open(prefix, 'n1', new SqliteStore({ path: join(tempDir(), 'n1.db') }), notices);
+      await n1.close();
+      assert.ok(
+        notices.some((m) => /node n2 is announced but still holds blocks in the old etcd layout/.test(m)),
+        notices.join('\n'),
+      );
+    } finally {
+      await old.close();
     }
   });
 

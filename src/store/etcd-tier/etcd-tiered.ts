@@ -82,6 +82,17 @@ export async function openEtcdTiered(o: EtcdTieredOptions): Promise<EtcdTieredSt
             `removed, ${report.claimed} old blocks (of every node) claimed in the tier`,
         );
       for (const problem of report.problems) notice(problem);
+      // An announced node with old blocks runs the old version (a new one moves them before it
+      // announces): side by side, neither sees the other's blocks.
+      const live = new Set((await tier.membership.liveNodes()).map((n) => n.node));
+      const old = report.others.filter((n) => live.has(n));
+      if (old.length > 0)
+        notice(
+          `node${old.length === 1 ? '' : 's'} ${old.join(', ')} ${old.length === 1 ? 'is' : 'are'} announced but ` +
+            `still hold${old.length === 1 ? 's' : ''} blocks in the old etcd layout: an agent of the old ` +
+            "version runs there, and it and this one do not see each other's blocks. Stop it and start this " +
+            'version (README, "Upgrading from the one-tier etcd store")',
+        );
     } else {
       notice(`${halted}; the old etcd layout, if any is left, is not moved while so`);
     }

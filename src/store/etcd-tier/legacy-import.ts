@@ -50,6 +50,8 @@ export interface LegacyReport {
   readonly removed: number;
   /** What could not be done, each naming the block and why (the next start tries again). */
   readonly problems: readonly string[];
+  /** The other nodes that still have old blocks (not started on this version yet, or gone). */
+  readonly others: readonly string[];
 }
 
 interface OldDoc {
@@ -129,7 +131,15 @@ export interface LegacyImport {
 /** One pass of the move (see the header); nothing to do, at the cost of one read, once no old document is left. */
 export async function importLegacy(o: LegacyImport): Promise<LegacyReport> {
   const { kv, tier, local, node } = o;
-  const report = { imported: 0, allocations: 0, claimed: 0, removed: 0, problems: [] as string[] };
+  const others = new Set<string>();
+  const report = {
+    imported: 0,
+    allocations: 0,
+    claimed: 0,
+    removed: 0,
+    problems: [] as string[],
+    others: [] as string[],
+  };
   if (!(await legacyPresent(kv))) return report;
   const described = new Map<string, UnitDoc['description']>();
   const pinned = new Map<string, RangeRecord>();
@@ -159,7 +169,9 @@ export async function importLegacy(o: LegacyImport): Promise<LegacyReport> {
       }
     }
     if (holder === node) mine.push(d);
+    else others.add(holder);
   });
+  report.others = [...others].sort();
   // Every block of this node in the local file before any of its documents goes.
   const imported: { d: OldDoc; owners: string[] }[] = [];
   for (const d of mine) {
