@@ -22,6 +22,12 @@
  * and no block is claimed twice (claims are create-if-absent; one held by another node than the
  * document's affinity is reported, never taken over).
  *
+ * A block's allocations all go to the node that takes the block, those other nodes had borrowed in
+ * it too (the old store lent by writing into the lender's block): they stay held there, never
+ * handed out twice, and are released by an operator (`warren release --address`) when their pods
+ * go, since the borrower's agent does not hold them. An old block no node held that still holds
+ * allocations is taken by the first node its owner records name.
+ *
  * Old blocks of a node that never comes back stay claimed in its name: the forget-node path (its
  * Node deleted) frees them and removes its old documents (`forgetLegacyNode`); until then
  * `legacyLeft` counts them for `warren doctor`.
@@ -101,6 +107,17 @@ async function recordsOf(kv: TierKv, node: string, d: OldDoc): Promise<{ allocat
   return { allocations, keys: keys.filter((_, i) => found.has(owners[i]?.[0] ?? '')) };
 }
 
+/**
+ * Who takes an old block no node held that still holds allocations (the block of a node the old
+ * store forgot, in which live nodes had borrowed addresses): the first node its owner records name,
+ * so its addresses stay held. Undefined for a block holding none (it is free).
+ */
+async function nodeOfUnowned(kv: TierKv, d: OldDoc): Promise<string | undefined> {
+  if (Object.keys(d.doc.allocations).length === 0) return undefined;
+  const { allocations } = await recordsOf(kv, '', d);
+  return allocations.map((a) => a.node).find((n) => n !== '');
+}
+
 /** The one local commit importing block `d`. */
 function importOps(node: string, d: OldDoc, allocations: readonly Allocation[]): PoolOp[] {
   const { doc } = d;
@@ -149,7 +166,7 @@ export async function importLegacy(o: LegacyImport): Promise<LegacyReport> {
       described.set(d.pool, d.doc.description);
       return;
     }
-    const holder = d.doc.affinity;
+    const holder = d.doc.affinity ?? (await nodeOfUnowned(kv, d));
     if (holder === undefined) return;
     const rangePool = rangePoolOfKey(d.pool);
     let range = pinned.get(rangePool);
