@@ -100,7 +100,11 @@ export interface ClusterTier {
   readonly description: string;
   /** Creates the range's record at first use, or answers the one already there (its block size wins). */
   pinRange(record: RangeRecord): Promise<RangeRecord>;
-  /** Claims block `key` of `range` for `node`: undefined when another claim of it exists. */
+  /**
+   * Claims block `key` of `range` for `node`: undefined when another claim of it exists, or when a
+   * tier that can tell in the claim's own transaction (etcd) finds the range no longer admitted in
+   * its address space (the two-tier store then answers `admissionLost`).
+   */
   claim(range: RangeRecord, key: string, node: string): Promise<BlockClaim | undefined>;
   /** The claim of one block, if any. */
   claimOf(key: string): Promise<BlockClaim | undefined>;
