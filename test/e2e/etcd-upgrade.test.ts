@@ -4,7 +4,7 @@
  * then the new agent of node n1 started on it (real process, real plugin executable): every
  * allocation the old store held for n1 is its container's (a retried ADD returns it), no ADD
  * returns an address the old store held for n1 or n2, a DEL releases a moved allocation, and n2's
- * old blocks stay n2's until its agent starts and moves them.
+ * old blocks stay n2's until its agent starts and moves them (doctor names them meanwhile).
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -105,6 +105,17 @@ describe('an etcd cluster written by the one-tier store, after the upgrade', () 
       return list.some((a) => a.containerID === 'n1-c4') ? list : undefined;
     });
     assert.equal(published.find((a) => a.containerID === 'n1-c4')?.address, '10.77.0.5');
+    // Doctor names the node whose old blocks are left.
+    const doctor = await run(process.execPath, [WARREN_BIN, 'doctor', '--socket', agent.socket, '--json'], {
+      env: { ...process.env, PATH: CHILD_PATH },
+    });
+    const findings = (
+      JSON.parse(doctor.stdout) as { findings: Array<{ id: string; severity: string; detail?: string }> }
+    ).findings;
+    const legacy = findings.find((f) => f.id === 'etcd-legacy-data');
+    assert.ok(legacy, doctor.stdout);
+    assert.equal(legacy.severity, 'warning');
+    assert.match(String(legacy.detail), /old blocks of node n2 \(1\)/);
     // n2 has not started again: its old block is claimed in its name, its documents untouched.
     const n2claims = await raw.getAll().prefix(`${PREFIX}nodes-blocks/n2/`).keys();
     assert.equal(n2claims.length, 1);
