@@ -95,7 +95,8 @@ export async function openEtcdTiered(o: EtcdTieredOptions): Promise<EtcdTieredSt
       for (const problem of report.problems) notice(problem);
       // An announced node with old blocks runs the old version (a new one moves them before it
       // announces): side by side, neither sees the other's blocks.
-      const live = new Set((await tier.membership.liveNodes()).map((n) => n.node));
+      const announced = report.others.length === 0 ? [] : await tier.membership.liveNodes().catch(() => []);
+      const live = new Set(announced.map((n) => n.node));
       const old = report.others.filter((n) => live.has(n));
       if (old.length > 0)
         notice(
