@@ -48,9 +48,12 @@ export const COMMANDS: readonly CommandHelp[] = [
     summary: [
       'list allocations (filters: --pool --network --container --ifname',
       "--namespace --pod --pod-uid --node --address); --cluster: every node's, as",
-      'published (--store kubernetes); read from the agent a page at a time',
+      'published (--store kubernetes or etcd); read from the agent a page at a time',
     ],
-    flags: [...FILTERS, ['--cluster', "every node's allocations, as the cluster store publishes them"]],
+    flags: [
+      ...FILTERS,
+      ['--cluster', "every node's allocations, as the cluster store publishes them (kubernetes, etcd)"],
+    ],
     common: true,
   },
   {
