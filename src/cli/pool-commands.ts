@@ -20,7 +20,7 @@ export async function poolsCommand(argv: readonly string[], io: CliIO): Promise<
     io.out(jsonText(list));
     return 0;
   }
-  // The WarrenPools the agent watches (kubernetes store), beside the ranges' pools; `warren status --json` has them too.
+  // The WarrenPools the agent watches (kubernetes store), beside the ranges' pools; `warren status --json` has them.
   const objects = (await agent.status()).kubernetes?.planning?.pools?.list ?? [];
   if (list.length === 0) io.out('no pools yet: a pool appears with its first allocation\n');
   else printPools(list, io);

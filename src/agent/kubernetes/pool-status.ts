@@ -85,9 +85,12 @@ export class PoolStatusWriter {
   /** One round: when this agent holds the chore, the statuses that changed written. Answers how many. */
   async round(): Promise<number> {
     this.#rounds += 1;
+    const entries = this.#o.catalog.entries();
+    // A cluster without pools costs no request at all: not even the chore's Lease.
+    if (entries.length === 0) return 0;
     if (!(await this.#o.tier.membership.claimTask(POOL_STATUS_TASK))) return 0;
     let written = 0;
-    for (const entry of this.#o.catalog.entries()) {
+    for (const entry of entries) {
       const figures = await this.figures(entry);
       const meta = isPlainObject(entry.object.metadata) ? entry.object.metadata : {};
       const generation = typeof meta.generation === 'number' ? meta.generation : undefined;

@@ -112,7 +112,8 @@ export function warrenPoolFindings(where: string, reading: Parsed, facts: Doctor
         `${where} names WarrenPools (ipam.pools), and the agent does not read them`,
         `WarrenPools are read by an agent on the kubernetes store with the Kubernetes source on; this one runs on ` +
           `the ${facts.store.kind} store: every ADD of this network is refused (code 7)`,
-        'run the agents with --store kubernetes --kubernetes on (the DaemonSet in deploy/), or give the config its ranges inline',
+        'run the agents with --store kubernetes --kubernetes on (the DaemonSet in deploy/), or give the config ' +
+          'its ranges inline',
       ),
     ];
   if (!watched.listed) return [];
@@ -122,11 +123,11 @@ export function warrenPoolFindings(where: string, reading: Parsed, facts: Doctor
     if (named.length === 0) return [];
     return [ok('warren-pools-exist', `${where}: the WarrenPools it names exist`, named.join(', '))];
   }
+  const one = missing.length === 1;
   return [
     error(
       'warren-pool-missing',
-      `${where} names WarrenPool${missing.length === 1 ? '' : 's'} that do${missing.length === 1 ? 'es' : ''} not exist: ` +
-        missing.join(', '),
+      `${where} names WarrenPool${one ? '' : 's'} that do${one ? 'es' : ''} not exist: ${missing.join(', ')}`,
       `pods of this network whose pod or namespace names no other pool (annotation warren.dev/pools) are refused ` +
         `(code 7); the cluster has ${watched.names.length === 0 ? 'no WarrenPools' : watched.names.join(', ')}`,
       `create the pool (kubectl apply a WarrenPool named ${missing[0]}), or correct ipam.pools`,

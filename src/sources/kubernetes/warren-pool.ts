@@ -28,6 +28,15 @@ export function poolNetworkName(pool: string): string {
   return `${POOL_NETWORK_PREFIX}${pool}`;
 }
 
+/**
+ * The WarrenPool a range was planned from (its pool key's network_name is `warrenpool:<name>`), or
+ * undefined for a config's inline range: what a later planner asks to learn whether it is sticky.
+ */
+export function warrenPoolOfRange(range: Pick<RangeSpec, 'pool'>): string | undefined {
+  const at = range.pool.indexOf(`@${POOL_NETWORK_PREFIX}`);
+  return at < 0 ? undefined : range.pool.slice(at + 1 + POOL_NETWORK_PREFIX.length);
+}
+
 export interface PoolSpec {
   readonly name: string;
   readonly uid: string;

@@ -93,6 +93,15 @@ describe('PoolStatusWriter', () => {
     assert.equal(t.writes.length, 0);
   });
 
+  it('asks for nothing, not even the chore, while the cluster has no pools', async () => {
+    const t = await setup();
+    t.catalog.observe({ kind: 'listed', objects: [] });
+    const calls = new Map(t.tier.calls);
+    assert.equal(await t.writer(t.tier).round(), 0);
+    assert.deepEqual(new Map(t.tier.calls), calls);
+    assert.equal(await t.other.membership.claimTask(POOL_STATUS_TASK), true, 'nobody took the chore');
+  });
+
   it('runs a round per interval on the injected clock until aborted', async () => {
     const t = await setup();
     const w = t.writer(t.tier);

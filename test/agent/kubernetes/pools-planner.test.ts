@@ -111,6 +111,30 @@ describe('the pools planner', () => {
     assert.deepEqual(t.gets, { pods: 0, namespaces: 0 }, 'the watches held them: no GET');
   });
 
+  it('gives one pod, re-annotated, the pool the order says under all eight combinations', async () => {
+    const t = setup();
+    for (const podNames of [undefined, 'pod'])
+      for (const nsNames of [undefined, 'ns'])
+        for (const configured of [['cfg'], []]) {
+          // The watches bring the pod and its namespace as they now are.
+          t.watched(
+            podObject('same', 'p', podNames === undefined ? undefined : { [POOLS_ANNOTATION]: podNames }),
+            namespaceObject('same', {}, nsNames === undefined ? undefined : { [POOLS_ANNOTATION]: nsNames }),
+          );
+          const expected = podNames ?? nsNames ?? configured[0];
+          const got = await t.add('same', 'p', { pools: configured });
+          const what = `pod ${podNames ?? '-'}, namespace ${nsNames ?? '-'}, config [${configured.join(',')}]`;
+          if (expected === undefined) {
+            assert.equal((got as { code: number }).code, 7, what);
+            continue;
+          }
+          assert.ok(Array.isArray(got), `${what}: ${JSON.stringify(got)}`);
+          const subnet = { cfg: '10.70.1.', ns: '10.70.2.', pod: '10.70.3.' }[expected as 'cfg' | 'ns' | 'pod'];
+          assert.ok((got[0] as string).startsWith(subnet), `${what}: ${got[0]}`);
+        }
+    assert.deepEqual(t.gets, { pods: 0, namespaces: 0 });
+  });
+
   it('leaves a config with inline ranges as it is, whatever the annotations say', async () => {
     const t = setup();
     t.watched(

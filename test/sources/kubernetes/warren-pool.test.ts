@@ -8,7 +8,12 @@ import { describe, it } from 'node:test';
 import { WarrenError } from '../../../src/core/errors.ts';
 import { parseIpamConfig } from '../../../src/cni/ipam-config.ts';
 import { formatSelector, parseLabelSelector, selectorMatches } from '../../../src/sources/kubernetes/label-selector.ts';
-import { parseWarrenPool, poolCapacity, poolNetworkName } from '../../../src/sources/kubernetes/warren-pool.ts';
+import {
+  parseWarrenPool,
+  poolCapacity,
+  poolNetworkName,
+  warrenPoolOfRange,
+} from '../../../src/sources/kubernetes/warren-pool.ts';
 import { NodeLabels, PoolCatalog } from '../../../src/sources/kubernetes/pool-catalog.ts';
 
 const pool = (name: string, spec: Record<string, unknown>) => ({
@@ -58,6 +63,8 @@ describe('parseWarrenPool', () => {
     const { pool: _fromConfig, ...expected } = config[0] ?? { pool: '' };
     assert.deepEqual(read, expected);
     assert.equal(poolNetworkName('gold'), 'warrenpool:gold');
+    assert.equal(warrenPoolOfRange(spec.ranges[1] ?? { pool: '' }), 'gold');
+    assert.equal(warrenPoolOfRange(config[0] ?? { pool: '' }), undefined, "a config's range is no pool's");
     assert.equal(spec.ranges[0]?.pool, '10.50.0.0/24@warrenpool:gold');
     assert.equal(spec.ranges[1]?.pool, 'fd50::/120@warrenpool:gold');
     assert.equal(spec.ranges[0]?.blockPrefix, 28, "the range's own block_size");
