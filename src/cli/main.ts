@@ -37,7 +37,7 @@ commands:
                  (runtime adapters), with what each reported and released
   podman-events  run the podman adapter: follow podman's container events and serve them
                  to the agent through a socket in its plugins directory (--help for flags)
-  nodes          nodes sharing the store (kubernetes, etcd): alive or not, blocks, allocations
+  nodes          nodes sharing the store (kubernetes, etcd): alive or not, blocks, allocations, lent
   node forget N  free the blocks and allocations of node N, gone for good (refused while alive)
   store accept   after the agent stopped allocating because its etcd lost its data (or another
                  agent took this node's name): use the store as it is now (README, "When etcd
