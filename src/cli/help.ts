@@ -118,7 +118,7 @@ export const COMMANDS: readonly CommandHelp[] = [
   {
     name: 'nodes',
     synopsis: '[--json]',
-    summary: ['nodes sharing the store (kubernetes, etcd): alive or not, blocks, allocations'],
+    summary: ['nodes sharing the store (kubernetes, etcd): alive or not, blocks, allocations, lent'],
     common: true,
   },
   {

@@ -15,11 +15,12 @@
  *   a loan (`ClusterTier.publishLoan`) while a container holds or may hold it, so the cluster view
  *   shows who really holds a lent address; once given back (its pool carries the given-back mark,
  *   ipam/bookkeeping.ts) its publication is withdrawn. A tier without loans publishes none;
- * - the first run that reaches the cluster publishes every block this node holds, so what changed
- *   before a restart and was not published then is not lost.
+ * - the first run that reaches the cluster publishes every block this node holds, and every loan
+ *   pool, so what changed before a restart and was not published then is not lost.
  */
 import { messageOf } from '../core/errors.ts';
 import type { Clock } from '../core/clock.ts';
+import { isBlockKey } from '../ipam/blocks.ts';
 import { isBookkeeping } from '../ipam/bookkeeping.ts';
 import type { ClusterTier } from './cluster-tier.ts';
 import type { Store } from './store.ts';
@@ -75,6 +76,10 @@ export class TieredPublisher {
     if (!this.#resynced) {
       try {
         for (const key of await this.#o.everyOwnBlock()) this.#dirty.add(key);
+        // And its loans (local pools of no node's affinity), whose last change may not have been published.
+        for (const p of await local.pools())
+          if (isBlockKey(p.pool) && p.affinity === undefined && (await this.#o.isLoan?.(p.pool)))
+            this.#dirty.add(p.pool);
         this.#resynced = true;
       } catch (error) {
         this.#failed("this node's blocks could not be read", error); // the next run tries again

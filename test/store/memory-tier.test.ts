@@ -5,6 +5,7 @@
 import { ManualClock } from '../../src/core/clock.ts';
 import { MemoryTier } from './memory-tier.ts';
 import { tierConformance } from './tier-conformance.ts';
+import { tierLoanConformance } from './tier-loans.ts';
 
 const clock = new ManualClock(1_000_000);
 const cluster = new MemoryTier({ clock, leaseSeconds: 15 });
@@ -14,3 +15,5 @@ tierConformance('memory', {
   clock,
   leaseSeconds: 15,
 });
+
+tierLoanConformance('memory', { create: async () => cluster.session() });

@@ -247,8 +247,8 @@ export class Lender {
         if (user !== undefined) {
           if (!this.#told.has(id))
             kept.push(
-              `placeholder of ${placeholder.address} lent to node ${placeholder.containerID} kept: its grant is gone, ` +
-                `but that node publishes ${userOf(user)} using it`,
+              `placeholder of ${placeholder.address} lent to node ${placeholder.containerID} kept: ` +
+                `its grant is gone, but that node publishes ${userOf(user)} using it`,
             );
           this.#told.add(id);
           continue;

@@ -108,9 +108,10 @@ export class LoanCheck {
     for (const address of missing) {
       const users = (inUse.get(address) ?? []).map(userOf).join(', ');
       const grant = seen.get(address) ?? (await this.#grantFromClaim(pool, address));
+      const from = request === undefined ? 'the cluster (the request is gone)' : "this node's address request";
       const what =
         `loan ${address} of ${pool} is in use on node ${node} (${users}), but its grant was removed from ` +
-        `${request === undefined ? 'the cluster (the request is gone)' : "this node's address request"} by someone else`;
+        `${from} by someone else`;
       if (grant === undefined) {
         lines.push(`${what}; its lender is not known here, so it could not be granted back`);
         continue;

@@ -19,7 +19,8 @@
  * - a publication is kept within the object size limit (objects.ts);
  * - a loan pool's publication (`loan`, labelled `warren.dev/loan`) names no claim, so none is read:
  *   the address's latest borrower replaces whatever was published under its key; `withdrawLoan`
- *   deletes it only while it names the withdrawing node (by uid, as `unpublish`).
+ *   deletes it only while it names the withdrawing node (a read, then a delete at its uid and
+ *   resourceVersion: a replacement keeps the uid).
  */
 import { messageOf, WarrenError } from '../../core/errors.ts';
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
@@ -132,9 +133,27 @@ export class KubePublications {
     }
   }
 
-  /** Deletes the publication of loan pool `key` while it is `node`'s (see the header). */
+  /**
+   * Deletes the publication of loan pool `key` while it is `node`'s: read, then deleted at the
+   * version read (uid and resourceVersion), since the address's next borrower replaces the object in
+   * place (same uid). One that changed meanwhile is read again; another node's is left.
+   */
   async withdrawLoan(key: string, node: string): Promise<void> {
-    await this.unpublish({ key, node, uid: '', version: '' });
+    const { publications } = this.#o;
+    const name = blockName(key);
+    this.#seen.delete(key);
+    for (let round = 1; round <= MAX_ROUNDS; round++) {
+      const found = await publications.get(`read the loan ${key}`, name);
+      const published = publishedOf(found);
+      const meta = metaOf(found);
+      if (published === undefined || meta === undefined || published.key !== key || published.node !== node) return;
+      const done = await publications.remove(`withdraw the loan ${key}`, name, {
+        uid: meta.uid,
+        resourceVersion: meta.resourceVersion,
+      });
+      if (done !== 'conflict') return;
+    }
+    throw new WarrenError('TRY_AGAIN', `loan ${key} kept changing while it was withdrawn`);
   }
 
   /** One page of publications, of range `pool` and/or node `node` when given. */

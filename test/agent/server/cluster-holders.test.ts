@@ -63,6 +63,17 @@ for (const [name, open] of [
   ['the Kubernetes tier (fake API server)', () => LendingCluster.open(['lender', 'borrower'], kubeSession)],
 ] as const) {
   describe(`who holds each address, on ${name}`, () => {
+    if (name === 'MemoryTier')
+      it('publishes every loan again after a restart, whatever was lost before it', async () => {
+        const c = await open();
+        const { ranges, b0 } = await lentAndUsed(c, '10.49.6.0/28');
+        const pool = ranges[0]?.pool ?? '';
+        await c.tier.withdrawLoan(`${pool}#${b0}/32`, 'borrower');
+        await c.restart('borrower');
+        await c.node('borrower').store.flush();
+        assert.deepEqual(shown(await listed(c, { rangePool: pool, node: 'borrower' })), [`${b0} borrower b0`]);
+      });
+
     it("lists a lent address once, as the borrower's container, not as its lender's placeholder", async () => {
       const c = await open();
       const { ranges, l0, b0 } = await lentAndUsed(c, name === 'MemoryTier' ? '10.49.0.0/28' : '10.49.1.0/28');

@@ -62,6 +62,16 @@ export class LendingCluster {
     return { name, store, allocator };
   }
 
+  /** Closes `name`'s store and opens it again on the same file (its agent restarted); MemoryTier only. */
+  async restart(name: string): Promise<LendingNode> {
+    const i = this.nodes.findIndex((n) => n.name === name);
+    assert.ok(i >= 0 && this.cluster === this.tier, `no node ${name} on the MemoryTier`);
+    await this.nodes[i]?.store.close();
+    const again = this.#node(name, this.tier.session());
+    this.nodes[i] = again;
+    return again;
+  }
+
   node(name: string): LendingNode {
     const found = this.nodes.find((n) => n.name === name);
     assert.ok(found, `no node ${name}`);
