@@ -13,6 +13,7 @@ import { momentOf } from '../core/moment.ts';
 import { type IPAddress, formatIP } from '../ipam/address.ts';
 import type { RangeSpec } from '../ipam/range.ts';
 import type { RequestCheck } from '../ipam/pool-state.ts';
+import { ReservedAddresses } from '../ipam/reserved.ts';
 import type { AdmissionGuard, PoolOp, Store } from '../store/store.ts';
 import { type AllocateRequest, type Decision, recordOf } from './assignment.ts';
 import type { PoolCache } from './pool-cache.ts';
@@ -29,6 +30,8 @@ export interface PoolAssignerOptions {
    * blocks, and the commit's revision check catches the rare change).
    */
   readonly trustCache: boolean;
+  /** Cluster-wide reservations (ipam/reserved.ts): never picked, and refused when requested. */
+  readonly reserved?: ReservedAddresses | undefined;
 }
 
 export class PoolAssigner {
@@ -54,9 +57,12 @@ export class PoolAssigner {
     const { store, clock, pools, metadata } = this.#o;
     const pool = span.pool;
     const trust = this.#o.trustCache && requested === undefined;
+    const reserved = this.#o.reserved;
+    // What may not be picked: the exclusions, and the reservations inside the span (a look-up).
+    const blocked = reserved?.blocking(span);
     // A block that looks full from the cache is read again before it is called full.
     let picture = await pools.load(pool, trust);
-    if (trust && picture.state.pick(span).kind === 'exhausted') picture = await pools.load(pool, false);
+    if (trust && picture.state.pick(span, blocked).kind === 'exhausted') picture = await pools.load(pool, false);
     const now = momentOf(clock);
     // Rests are timed on the monotonic clock: a wall clock stepped back or forward neither keeps an
     // address resting nor frees it early.
@@ -66,9 +72,13 @@ export class PoolAssigner {
     let address: bigint;
     if (requested !== undefined) {
       address = requested.value;
-      refuseUnlessAvailable(picture.state.checkRequest(span, address), requested, range);
+      const reservedBy =
+        reserved === undefined || reserved.empty
+          ? undefined
+          : (value: bigint) => reserved.covering({ family: range.family, value });
+      refuseUnlessAvailable(picture.state.checkRequest(span, address, reservedBy), requested, range);
     } else {
-      const pick = picture.state.pick(span);
+      const pick = picture.state.pick(span, blocked);
       if (pick.kind === 'exhausted') return { kind: 'full' };
       address = pick.address;
       ops.push({ op: 'cursor', address: formatIP({ family: range.family, value: address }) });
@@ -125,6 +135,13 @@ function refuseUnlessAvailable(verdict: RequestCheck, requested: IPAddress, rang
       throw new WarrenError(
         'ADDRESS_UNAVAILABLE',
         `requested address ${formatIP(requested)} is excluded from ${range.pool}`,
+      );
+    case 'reserved':
+      // A refusal of what was asked for, not a passing condition: the operator holds it back.
+      throw new WarrenError(
+        'INVALID_CONFIG',
+        `requested address ${formatIP(requested)} is reserved by ${ReservedAddresses.describe(verdict.reservation)}; ` +
+          'it is never handed out while the reservation exists',
       );
     default: {
       const never: never = verdict;
