@@ -76,7 +76,10 @@ export class PoolAssigner {
         reserved === undefined || reserved.empty
           ? undefined
           : (value: bigint) => reserved.covering({ family: range.family, value });
-      refuseUnlessAvailable(picture.state.checkRequest(span, address, reservedBy), requested, range);
+      const verdict = picture.state.checkRequest(span, address, reservedBy);
+      // Who holds it is read on the refusal only: the operator asked for this address by name.
+      const holder = verdict.kind === 'occupied' ? await holderOf(store, pool, requested) : '';
+      refuseUnlessAvailable(verdict, requested, range, holder);
     } else {
       const pick = picture.state.pick(span, blocked);
       if (pick.kind === 'exhausted') return { kind: 'full' };
@@ -104,8 +107,16 @@ export class PoolAssigner {
   }
 }
 
+/** ` (held by pod ns/name, container c eth0)`: who holds `address` in `pool`, or '' when unknown. */
+async function holderOf(store: Store, pool: string, address: IPAddress): Promise<string> {
+  const [held] = await store.list({ pool, address: formatIP(address) }).catch(() => []);
+  if (held === undefined) return '';
+  const pod = held.podName === undefined ? '' : `pod ${held.podNamespace ?? ''}/${held.podName}, `;
+  return ` (held by ${pod}container ${held.containerID} ${held.ifname} of network ${held.network})`;
+}
+
 /** Throws the reason a requested address cannot be handed out; returns when it can. */
-function refuseUnlessAvailable(verdict: RequestCheck, requested: IPAddress, range: RangeSpec): void {
+function refuseUnlessAvailable(verdict: RequestCheck, requested: IPAddress, range: RangeSpec, holder: string): void {
   switch (verdict.kind) {
     case 'free':
     case 'resting': // an explicit request overrides the cooldown: the operator asked for this address
@@ -113,7 +124,7 @@ function refuseUnlessAvailable(verdict: RequestCheck, requested: IPAddress, rang
     case 'occupied':
       throw new WarrenError(
         'ADDRESS_UNAVAILABLE',
-        `requested address ${formatIP(requested)} is already allocated in ${range.pool}`,
+        `requested address ${formatIP(requested)} is already allocated in ${range.pool}${holder}`,
       );
     case 'outside':
       throw new WarrenError(
