@@ -8,13 +8,20 @@
 import { CoreV1Api } from '@kubernetes/client-node';
 import { failureOfError } from '../sources/kubernetes/api-failure.ts';
 import { loadKubeConfig } from '../sources/kubernetes/kubeconfig.ts';
+import { type KubeObjectMeta, ListWatch } from '../sources/kubernetes/list-watch.ts';
 import { NodeSource } from '../sources/kubernetes/node-source.ts';
 import { PodSource } from '../sources/kubernetes/pod-source.ts';
 import { ExponentialBackoff } from '../core/backoff.ts';
 import type { AgentOptions } from './settings/options.ts';
 import { ClusterEvents } from './kubernetes/events.ts';
 import { KubernetesNodes } from './kubernetes/nodes.ts';
+import type { KubernetesStatus } from '../api/status.ts';
 import { KubernetesReleases } from './kubernetes/releases.ts';
+import { addressPlanner } from './kubernetes/address-planner.ts';
+import { PodDirectory } from './kubernetes/pod-directory.ts';
+import { ClusterReservations } from './kubernetes/reservations.ts';
+import { reservationStatusWriter } from './kubernetes/reservation-status.ts';
+import type { AddPlanner } from './server/add-plan.ts';
 import type { ReleasePipeline } from './release/pipeline.ts';
 import type { ReleaseWiringDeps } from './release-wiring.ts';
 
@@ -23,6 +30,49 @@ export interface KubernetesParts {
   readonly releases: KubernetesReleases;
   readonly events: ClusterEvents;
   readonly nodes?: { readonly source: NodeSource; readonly forget: KubernetesNodes } | undefined;
+  /** This node's pods (and namespaces) as ADD planning reads them: fed by the pod source's watch. */
+  readonly directory: PodDirectory;
+  /** The ADD planners that read the directory, in order (add-plan.ts). */
+  readonly planners: readonly AddPlanner[];
+  /** The list-watch of WarrenReservations into the allocator's reservations, with deps.reserved. */
+  readonly reservations?:
+    | { readonly watch: ListWatch<KubeObjectMeta>; readonly cluster: ClusterReservations }
+    | undefined;
+  /** The sources' state and what they released and reported. */
+  status(): KubernetesStatus;
+}
+
+function nodesOf(s: ReturnType<KubernetesNodes['status']>): {
+  gone: readonly string[];
+  forgotten: readonly string[];
+  forgetError?: string;
+} {
+  return { gone: s.gone, forgotten: s.forgotten, ...(s.lastError === undefined ? {} : { forgetError: s.lastError }) };
+}
+
+function reservationsOf(r: NonNullable<KubernetesParts['reservations']>): KubernetesStatus['reservations'] & object {
+  const { lastError, ...mine } = r.cluster.status();
+  return { ...r.watch.status(), ...mine, ...(lastError === undefined ? {} : { statusError: lastError }) };
+}
+
+/** The state of every part, as GET /v1/status shows it. */
+function statusOf(kube: Omit<KubernetesParts, 'status'>): KubernetesStatus {
+  const pods = kube.pods.status();
+  const events = kube.events.status();
+  const nodes =
+    kube.nodes === undefined ? undefined : { ...kube.nodes.source.status(), ...nodesOf(kube.nodes.forget.status()) };
+  const reservations = kube.reservations === undefined ? undefined : reservationsOf(kube.reservations);
+  const forbidden = [pods.forbidden, events.forbidden, nodes?.forbidden, reservations?.forbidden].filter(
+    (f): f is string => f !== undefined,
+  );
+  return {
+    pods,
+    releases: kube.releases.status(),
+    events,
+    ...(nodes === undefined ? {} : { nodes }),
+    ...(reservations === undefined ? {} : { reservations }),
+    forbidden,
+  };
 }
 
 /** The object, or undefined when the API server answers 404. */
@@ -42,7 +92,43 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
   const core = kubeConfig.makeApiClient(CoreV1Api);
   const events = new ClusterEvents({ api: core, node: o.nodeName, clock: deps.clock, logger });
   const backoff = new ExponentialBackoff({ initialMs: 1_000, maxMs: 30_000 });
-  const pods = new PodSource({ kubeConfig, node: o.nodeName, clock: deps.clock, backoff, logger });
+  const directory = new PodDirectory({
+    fetchPod: (namespace, name) => orNotFound(core.readNamespacedPod({ name, namespace })),
+    // Namespaces are read by the pools planner, which brings their watch (and its rights).
+    fetchNamespace: () => Promise.reject(new Error('namespaces are not watched by this agent')),
+  });
+  const pods = new PodSource({
+    kubeConfig,
+    node: o.nodeName,
+    clock: deps.clock,
+    backoff,
+    logger,
+    observe: (item) => directory.observePods(item),
+  });
+  const reserved = deps.reserved;
+  const reservations =
+    reserved === undefined
+      ? undefined
+      : {
+          watch: new ListWatch<KubeObjectMeta>({
+            kubeConfig,
+            path: '/apis/warren.dev/v1alpha1/warrenreservations',
+            clock: deps.clock,
+            logger,
+            // Without the CRD installed (an overlay that does not carry it) the watch is refused:
+            // tried again rarely, so the log is not flooded; reservations are then simply none.
+            backoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 300_000 }),
+          }),
+          cluster: new ClusterReservations({
+            reserved,
+            store: deps.store,
+            node: o.nodeName,
+            clock: deps.clock,
+            logger,
+            writer: reservationStatusWriter(kubeConfig, o.nodeName),
+          }),
+        };
+  const planners: AddPlanner[] = [addressPlanner({ pods: directory, reserved })];
   const releases = new KubernetesReleases({
     pipeline,
     store: deps.store,
@@ -76,5 +162,6 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
             telemetry: deps.telemetry,
           }),
         };
-  return { pods, releases, events, nodes };
+  const parts = { pods, releases, events, nodes, directory, planners, reservations };
+  return { ...parts, status: () => statusOf(parts) };
 }

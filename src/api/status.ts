@@ -162,6 +162,14 @@ export interface KubernetesStatus {
     readonly forgotten: readonly string[];
     readonly forgetError?: string;
   };
+  /** Cluster-wide reservations (WarrenReservation): the watch, and what this node reports of them. */
+  readonly reservations?: ListWatchStatus & {
+    readonly reservations: number;
+    readonly malformed: readonly string[];
+    readonly inUseHere: number;
+    readonly statusWrites: number;
+    readonly statusError?: string;
+  };
   /** Every permission the API server refused, named; empty when none was. */
   readonly forbidden: readonly string[];
 }

@@ -115,6 +115,13 @@ export class ReservedAddresses {
     return this.#spans[ip.family].find((s) => ip.value >= s.from && ip.value <= s.to)?.reservation;
   }
 
+  /** Every reservation holding `ip` back. */
+  coveringAll(ip: IPAddress): Reservation[] {
+    if (!this.has(ip)) return [];
+    const spans = this.#spans[ip.family].filter((s) => ip.value >= s.from && ip.value <= s.to);
+    return [...new Set(spans.map((s) => s.reservation))];
+  }
+
   /** Every reservation that holds back some address of [from, to] of `family`. */
   overlapping(family: Family, from: bigint, to: bigint): Reservation[] {
     const out = new Set<Reservation>();
