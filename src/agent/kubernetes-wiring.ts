@@ -8,9 +8,12 @@
 import { CoreV1Api } from '@kubernetes/client-node';
 import { failureOfError } from '../sources/kubernetes/api-failure.ts';
 import { loadKubeConfig } from '../sources/kubernetes/kubeconfig.ts';
-import { type KubeObjectMeta, ListWatch } from '../sources/kubernetes/list-watch.ts';
 import { NodeSource } from '../sources/kubernetes/node-source.ts';
 import { PodSource } from '../sources/kubernetes/pod-source.ts';
+import { type KubeObjectMeta, ListWatch } from '../sources/kubernetes/list-watch.ts';
+import { KubeApiClient } from '../store/kubernetes/api-client.ts';
+import { Resource, warrenKind } from '../store/kubernetes/resources.ts';
+import type { KubeObject } from '../store/kubernetes/objects.ts';
 import { ExponentialBackoff } from '../core/backoff.ts';
 import type { AgentOptions } from './settings/options.ts';
 import { ClusterEvents } from './kubernetes/events.ts';
@@ -19,6 +22,8 @@ import type { KubernetesStatus } from '../api/status.ts';
 import { KubernetesReleases } from './kubernetes/releases.ts';
 import { addressPlanner } from './kubernetes/address-planner.ts';
 import { PodDirectory } from './kubernetes/pod-directory.ts';
+import { KubernetesPlanning } from './kubernetes/planning.ts';
+import { PoolStatusWriter } from './kubernetes/pool-status.ts';
 import { ClusterReservations } from './kubernetes/reservations.ts';
 import { reservationStatusWriter } from './kubernetes/reservation-status.ts';
 import type { AddPlanner } from './server/add-plan.ts';
@@ -30,9 +35,9 @@ export interface KubernetesParts {
   readonly releases: KubernetesReleases;
   readonly events: ClusterEvents;
   readonly nodes?: { readonly source: NodeSource; readonly forget: KubernetesNodes } | undefined;
-  /** This node's pods (and namespaces) as ADD planning reads them: fed by the pod source's watch. */
-  readonly directory: PodDirectory;
-  /** The ADD planners that read the directory, in order (add-plan.ts). */
+  /** What the ADD planners read (pods, namespaces, WarrenPools) and the planners themselves. */
+  readonly planning: KubernetesPlanning;
+  /** The ADD planners, in order (add-plan.ts): pools, then addresses. */
   readonly planners: readonly AddPlanner[];
   /** The list-watch of WarrenReservations into the allocator's reservations, with deps.reserved. */
   readonly reservations?:
@@ -94,8 +99,7 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
   const backoff = new ExponentialBackoff({ initialMs: 1_000, maxMs: 30_000 });
   const directory = new PodDirectory({
     fetchPod: (namespace, name) => orNotFound(core.readNamespacedPod({ name, namespace })),
-    // Namespaces are read by the pools planner, which brings their watch (and its rights).
-    fetchNamespace: () => Promise.reject(new Error('namespaces are not watched by this agent')),
+    fetchNamespace: (name) => orNotFound(core.readNamespace({ name })),
   });
   const pods = new PodSource({
     kubeConfig,
@@ -128,7 +132,40 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
             writer: reservationStatusWriter(kubeConfig, o.nodeName),
           }),
         };
-  const planners: AddPlanner[] = [addressPlanner({ pods: directory, reserved })];
+  const watch = (path: string, fieldSelector?: string) =>
+    new ListWatch<KubeObjectMeta>({
+      kubeConfig,
+      path,
+      clock: deps.clock,
+      logger,
+      backoff,
+      ...(fieldSelector === undefined ? {} : { fieldSelector }),
+    });
+  const tier = deps.store.blockOwners?.tier;
+  // WarrenPools are custom resources of the kubernetes store's (deploy/crds/): read only on it.
+  const planning = new KubernetesPlanning({
+    node: o.nodeName,
+    directory,
+    namespaces: watch('/api/v1/namespaces'),
+    ...(o.store !== 'kubernetes'
+      ? {}
+      : {
+          pools: {
+            pools: watch('/apis/warren.dev/v1alpha1/warrenpools'),
+            self: watch('/api/v1/nodes', `metadata.name=${o.nodeName}`),
+            status: (catalog) =>
+              tier === undefined
+                ? undefined
+                : new PoolStatusWriter({
+                    catalog,
+                    tier,
+                    write: poolStatusWrite(kubeConfig),
+                    clock: deps.clock,
+                    logger,
+                  }),
+          },
+        }),
+  });
   const releases = new KubernetesReleases({
     pipeline,
     store: deps.store,
@@ -162,6 +199,26 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
             telemetry: deps.telemetry,
           }),
         };
-  const parts = { pods, releases, events, nodes, directory, planners, reservations };
+  const planners: AddPlanner[] = [...planning.planners, addressPlanner({ pods: directory, reserved })];
+  const parts = { pods, releases, events, nodes, planning, planners, reservations };
   return { ...parts, status: () => statusOf(parts) };
+}
+
+/** PUT of a WarrenPool's status at its resourceVersion; false when it changed or is gone meanwhile. */
+function poolStatusWrite(
+  kubeConfig: ReturnType<typeof loadKubeConfig>,
+): (object: Record<string, unknown>) => Promise<boolean> {
+  let opened: Promise<KubeApiClient> | undefined;
+  return async (object) => {
+    opened ??= KubeApiClient.open({ kubeConfig });
+    const api = await opened;
+    const pools = new Resource(api, warrenKind('warrenpools'));
+    const name = (object.metadata as { name?: unknown } | undefined)?.name;
+    const answer = await pools.replace(
+      `write WarrenPool ${String(name)}'s status`,
+      object as unknown as KubeObject,
+      'status',
+    );
+    return answer.kind === 'replaced';
+  };
 }

@@ -237,7 +237,7 @@ export class ReleaseWiring {
   readonly kubernetes: (() => KubernetesStatus) | undefined;
   /** The plugin registry's sockets and what registered adapters released, when on. */
   readonly plugins: (() => PluginsStatus) | undefined;
-  /** The ADD planners of the Kubernetes parts (add-plan.ts), in order; none without Kubernetes. */
+  /** The ADD planners of the Kubernetes parts (add-plan.ts), pools first; none without Kubernetes. */
   readonly planners: readonly AddPlanner[];
   /** The reservations as watched, for `warren reservations`; undefined without their watch. */
   readonly reservations: ClusterReservations | undefined;
@@ -354,6 +354,7 @@ export class ReleaseWiring {
     const kube = this.#kube;
     if (kube !== undefined) {
       this.#loops.push(supervised('the Kubernetes pod source', kube.releases.run(kube.pods.events(signal), signal)));
+      this.#loops.push(supervised('the Kubernetes namespace and WarrenPool watches', kube.planning.run(signal)));
       if (kube.nodes !== undefined)
         this.#loops.push(
           supervised('the Kubernetes node source', kube.nodes.forget.run(kube.nodes.source.events(signal), signal)),

@@ -118,7 +118,7 @@ describe('ClusterReservations', () => {
     assert.equal(writes.length, 1, 'written once: not again before the watch shows it');
     cluster.observe({
       kind: 'modified',
-      object: object('r', ['10.0.0.5', '10.0.0.7'], { [NODE]: writes[0]?.[1] as NodeInUse }),
+      object: object('r', ['10.0.0.5', '10.0.0.7'], { [NODE]: writes[0]?.[1] as unknown as NodeInUse }),
     });
     await cluster.look();
     assert.equal(writes.length, 1, 'nor once the object shows it');
