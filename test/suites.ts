@@ -169,6 +169,7 @@ export const E2E_FILES: readonly string[] = [
   'test/agent/kubernetes/nodes.test.ts',
   'test/agent/metrics/http-server.test.ts',
   'test/agent/server/doctor-facts.test.ts',
+  'test/agent/server/reservation-reports.test.ts',
   'test/agent/server/warm-up.test.ts',
   'test/agent/settings/instance-lock.test.ts',
   'test/bench/agents.test.ts',

@@ -226,6 +226,7 @@ export class Agent {
         beforeAdd: (owner, podUID) => releases.pipeline.applyPending(owner, podUID),
         runtimeOf: (a) => releases.scopes.adapterOf(a),
         planners: releases.planners,
+        reservations: releases.reservations === undefined ? undefined : () => releases.reservations?.objects() ?? [],
         commits,
         published,
         ...(upkeep === undefined

@@ -20,7 +20,8 @@ import { ClusterEvents } from './kubernetes/events.ts';
 import { KubernetesNodes } from './kubernetes/nodes.ts';
 import type { KubernetesStatus } from '../api/status.ts';
 import { KubernetesReleases } from './kubernetes/releases.ts';
-import { addressPlanner } from './kubernetes/address-planner.ts';
+import { ADDRESSES_ANNOTATION, addressPlanner } from './kubernetes/address-planner.ts';
+import { messageOf } from '../core/errors.ts';
 import { PodDirectory } from './kubernetes/pod-directory.ts';
 import { KubernetesPlanning } from './kubernetes/planning.ts';
 import { PoolStatusWriter } from './kubernetes/pool-status.ts';
@@ -199,7 +200,19 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
             telemetry: deps.telemetry,
           }),
         };
-  const planners: AddPlanner[] = [...planning.planners, addressPlanner({ pods: directory, reserved })];
+  const planners: AddPlanner[] = [
+    ...planning.planners,
+    addressPlanner({
+      pods: directory,
+      reserved,
+      onUnreadable: (pod, error) =>
+        logger.warn(
+          { pod: `${pod.namespace}/${pod.name}`, err: messageOf(error) },
+          `pod ${pod.namespace}/${pod.name} is not in the pod watch yet and could not be read: ` +
+            `its ${ADDRESSES_ANNOTATION} annotation, if any, is not honoured for this ADD`,
+        ),
+    }),
+  ];
   const parts = { pods, releases, events, nodes, planning, planners, reservations };
   return { ...parts, status: () => statusOf(parts) };
 }

@@ -17,6 +17,7 @@ import { printable, settingsHelp } from './format.ts';
 import { acceptStoreCommand, forgetNodeCommand, nodesCommand, poolsCommand } from './pool-commands.ts';
 import { journalCommand, pluginsCommand, statusCommand } from './state-commands.ts';
 import { UsageError } from './usage.ts';
+import { reservationsCommand } from './reservation-commands.ts';
 
 const USAGE = `usage: warren <command> [flags]
 
@@ -38,6 +39,8 @@ commands:
   podman-events  run the podman adapter: follow podman's container events and serve them
                  to the agent through a socket in its plugins directory (--help for flags)
   nodes          nodes sharing the store (kubernetes, etcd): alive or not, blocks, allocations
+  reservations   cluster-wide reservations (WarrenReservation): what each holds back, the
+                 ranges it covers, and where reserved addresses are still in use
   node forget N  free the blocks and allocations of node N, gone for good (refused while alive)
   store accept   after the agent stopped allocating because its etcd lost its data (or another
                  agent took this node's name): use the store as it is now (README, "When etcd
@@ -87,6 +90,8 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
         return await statusCommand(rest, io);
       case 'pools':
         return await poolsCommand(rest, io);
+      case 'reservations':
+        return await reservationsCommand(rest, io);
       case 'allocations':
         return await allocationsCommand(rest, io);
       case 'release':

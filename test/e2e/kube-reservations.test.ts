@@ -8,7 +8,9 @@
  * - a reservation over a live address: the holder keeps it, the reservation's status lists it as
  *   in use on the node, and once released it is never handed out;
  * - a requested reserved address (CNI_ARGS IP=, the annotation) is refused with code 7 naming the
- *   reservation; the annotation's address is honoured, or refused naming why.
+ *   reservation; the annotation's address is honoured, or refused naming why;
+ * - `warren reservations` lists them with the ranges they cover and where they are in use, and
+ *   `warren doctor` flags one that holds a whole range back.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -20,7 +22,7 @@ import type { AgentHandle } from '../helpers/agent.ts';
 import { type CniReply, resultAddresses, warren } from '../helpers/cni.ts';
 import { type FakeKubeApi, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
 import { networkConfig, startKubeNode } from '../helpers/kube-store.ts';
-import { waitFor } from '../helpers/processes.ts';
+import { WARREN_BIN, run, waitFor } from '../helpers/processes.ts';
 
 const NODE = 'kr1';
 const RESERVATIONS = '/apis/warren.dev/v1alpha1/warrenreservations';
@@ -185,6 +187,40 @@ describe('reservations and requested addresses through the Kubernetes API', () =
       await add('annotated', ipam, 'db-3', { pod: 'db-3' }),
       CNI_CODES.INVALID_CONFIG,
       /^pod default\/db-3: annotation warren\.dev\/addresses asks for "10\.251\.3\.x", which is not an IP address/,
+    );
+  });
+
+  it('lists reservations with what they cover and where they are in use; doctor flags one over a whole range', async () => {
+    const ipam = { range: '10.251.4.0/30' }; // .1 and .2
+    const held = await add('whole', ipam, 'w-0');
+    assert.deepEqual(resultAddresses(held), ['10.251.4.1'], held.stdout);
+    await reserve('all-of-it', ['10.251.4.0/30'], 'decommissioned');
+    const cli = (args: string[]) => run(process.execPath, [WARREN_BIN, ...args, '--socket', agent.socket]);
+    const listed = await waitFor('the status to list 10.251.4.1 in use', async () => {
+      const out = await cli(['reservations', '--json']);
+      assert.equal(out.code, 0, out.stderr);
+      const report = JSON.parse(out.stdout) as {
+        reservations: Array<{ name: string; covers: unknown[]; inUse: Array<{ node: string }> }>;
+      };
+      const mine = report.reservations.find((r) => r.name === 'all-of-it');
+      return mine?.inUse.length === 1 ? mine : undefined;
+    });
+    assert.deepEqual(listed.covers, [
+      { pool: 'whole/10.251.4.0/30', subnet: '10.251.4.0/30', reserved: '2', whole: true },
+    ]);
+    assert.equal(listed.inUse[0]?.node, NODE);
+    const table = await cli(['reservations']);
+    assert.match(
+      table.stdout,
+      /all-of-it +10\.251\.4\.0\/30 +10\.251\.4\.0\/30: all \(whole\/10\.251\.4\.0\/30\) +kr1: 10\.251\.4\.1/,
+    );
+    const doctor = await cli(['doctor', '--json']);
+    const findings = (JSON.parse(doctor.stdout) as { findings: Array<{ id: string; severity: string; title: string }> })
+      .findings;
+    const flagged = findings.filter((f) => f.id === 'reservation-covers-range');
+    assert.deepEqual(
+      flagged.map((f) => [f.severity, f.title]),
+      [['error', 'WarrenReservation all-of-it holds back the whole range 10.251.4.0/30 (whole/10.251.4.0/30)']],
     );
   });
 });

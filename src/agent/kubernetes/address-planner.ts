@@ -12,6 +12,9 @@
  * Guarantees:
  * - a pod without the annotation (or no pod: not a Kubernetes ADD) leaves the plan unchanged, and
  *   costs no API request when the pod is in the watch's cache;
+ * - a pod that is not in the cache and cannot be read (the API server away) leaves the plan
+ *   unchanged too, and is told (`onUnreadable`, logged): a pod start must not wait on the API server
+ *   for an annotation it most likely does not carry (the watch brings a pod long before its ADD);
  * - a malformed annotation (not an address, two of one family, a JSON object of the wrong shape)
  *   is refused with code 7 naming the annotation and the pod;
  * - an address outside every range of the plan (after the pools planner chose them), excluded from
@@ -38,6 +41,8 @@ export interface AddressPlannerOptions {
   readonly pods: Pick<PodDirectory, 'pod'>;
   /** Cluster-wide reservations, when watched: a reserved address is refused by name. */
   readonly reserved?: ReservedAddresses | undefined;
+  /** Told of a pod that could not be read (not cached, the API server away): planned as configured. */
+  readonly onUnreadable?: (pod: PodRef, error: unknown) => void;
 }
 
 /** The addresses the annotation's text asks for on `network`; undefined when it names none there. */
@@ -109,7 +114,13 @@ function rangeFor(ip: IPAddress, ranges: readonly RangeSpec[], reserved: Reserve
 export function addressPlanner(options: AddressPlannerOptions): AddPlanner {
   return async (conf: NetConf, ref: PodRef | undefined, plan: AddPlan): Promise<AddPlan> => {
     if (ref === undefined) return plan;
-    const pod = await options.pods.pod(ref);
+    let pod: Awaited<ReturnType<AddressPlannerOptions['pods']['pod']>>;
+    try {
+      pod = await options.pods.pod(ref);
+    } catch (error) {
+      options.onUnreadable?.(ref, error);
+      return plan;
+    }
     const text = pod?.annotations[ADDRESSES_ANNOTATION];
     if (text === undefined) return plan;
     const where = `pod ${ref.namespace}/${ref.name}`;

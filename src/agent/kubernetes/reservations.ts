@@ -32,24 +32,12 @@ import { isBookkeeping } from '../../ipam/bookkeeping.ts';
 import { type Reservation, type ReservedAddresses, malformedEntries } from '../../ipam/reserved.ts';
 import type { ListWatchItem } from '../../sources/kubernetes/list-watch.ts';
 import type { Store } from '../../store/store.ts';
+import type { InUseAddress, NodeInUse } from '../../api/protocol.ts';
+
+export type { InUseAddress, NodeInUse } from '../../api/protocol.ts';
 
 /** Addresses listed per node in a status entry; `count` says how many there are in all. */
 export const MAX_LISTED_IN_USE = 64;
-
-/** One address of a reservation still in use on a node, as the status lists it. */
-export interface InUseAddress {
-  readonly address: string;
-  /** `namespace/name`, when the allocation names its pod. */
-  readonly pod?: string;
-  readonly containerID: string;
-  readonly network: string;
-}
-
-/** A node's entry in `status.inUse`. */
-export interface NodeInUse {
-  readonly count: number;
-  readonly addresses: readonly InUseAddress[];
-}
 
 /** A WarrenReservation as the agent keeps it: the reservation, and the status every node wrote. */
 export interface ReservationObject {

@@ -18,6 +18,7 @@ import type { Clock } from '../../core/clock.ts';
 import { messageOf } from '../../core/errors.ts';
 import type { CniConfigStatus, ContainerdStatus, MetricsEndpointStatus } from '../../api/status.ts';
 import type { DoctorFacts } from '../../api/doctor.ts';
+import type { ReservationsReport } from '../../api/protocol.ts';
 import type { NodeLocalConfig } from '../../cni/node-local.ts';
 import type { NetnsObserver } from '../../sources/netns.ts';
 import type { Store } from '../../store/store.ts';
@@ -36,6 +37,24 @@ export interface DoctorFactsDeps {
   readonly clusterProblem?: () => string | undefined;
   /** Present when only node-local configs are served: the config derived from the node's own CIDR, if any. */
   readonly nodeLocalOnly?: () => NodeLocalConfig | undefined;
+  /** The reservations as watched (reservation-reports.ts), when they are. */
+  readonly reservations?: () => Promise<ReservationsReport>;
+}
+
+/** What doctor judges of the reservations: a range held back whole, entries that reserve nothing. */
+async function reservationFacts(
+  report: (() => Promise<ReservationsReport>) | undefined,
+): Promise<DoctorFacts['reservations']> {
+  if (report === undefined) return undefined;
+  const { watched, reservations } = await report();
+  if (!watched) return undefined;
+  return {
+    count: reservations.length,
+    wholeRanges: reservations.flatMap((r) =>
+      r.covers.filter((c) => c.whole).map((c) => ({ reservation: r.name, pool: c.pool, subnet: c.subnet })),
+    ),
+    malformed: reservations.flatMap((r) => r.malformed.map((m) => `${r.name}: ${m}`)),
+  };
 }
 
 /** How long the clock measurement waits for etcd. */
@@ -57,6 +76,7 @@ export async function doctorFacts(d: DoctorFactsDeps): Promise<DoctorFacts> {
   const endpoint = o.etcdEndpoints[0];
   // An unreachable store would only fail this too, after another wait.
   const history = d.store.history === undefined || error !== undefined ? undefined : await historyOf(d.store);
+  const reservations = error === undefined ? await reservationFacts(d.reservations) : undefined;
   return {
     node: o.nodeName,
     version: d.version,
@@ -77,6 +97,7 @@ export async function doctorFacts(d: DoctorFactsDeps): Promise<DoctorFacts> {
           },
         }),
     ...(o.pluginsDir === undefined ? {} : { pluginsDir: o.pluginsDir }),
+    ...(reservations === undefined ? {} : { reservations }),
     ...(d.nodeLocalOnly === undefined ? {} : { nodeLocalOnly: derived === undefined ? {} : { derived } }),
     store: {
       kind: o.store,

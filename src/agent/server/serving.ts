@@ -81,6 +81,7 @@ export function servingParts(deps: ServingDeps): Serving {
       ...(metrics === undefined ? {} : { metrics }),
       ...(cluster === undefined ? {} : { clusterProblem: cluster.problem }),
       ...(nodeLocalOnly === undefined ? {} : { nodeLocalOnly }),
+      ...(parts.reservations === undefined ? {} : { reservations: () => service.reservations() }),
     });
   const service = new AgentService({ ...parts, socket: o.socket, doctor });
   const cni = new CniService({

@@ -103,6 +103,19 @@ describe('the addresses planner', () => {
     assert.equal(gets(), 1, 'a miss is one GET');
   });
 
+  it('plans as configured, and says so, for a pod neither cached nor readable (the API server away)', async () => {
+    const pods = new PodDirectory({
+      fetchPod: () => Promise.reject(new Error('connect ECONNREFUSED')),
+      fetchNamespace: async () => undefined,
+    });
+    const told: string[] = [];
+    const c = conf();
+    const plan = planOf(c);
+    const planner = addressPlanner({ pods, onUnreadable: (p, e) => told.push(`${p.name}: ${(e as Error).message}`) });
+    assert.equal(await planner(c, ref, plan), plan);
+    assert.deepEqual(told, ['web-0: connect ECONNREFUSED']);
+  });
+
   it('keeps an address CNI_ARGS or the config asked for too, and refuses another of the same family', async () => {
     const { pods } = directory('10.0.0.7');
     const c = conf();
