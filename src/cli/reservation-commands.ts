@@ -33,7 +33,9 @@ export async function reservationsCommand(argv: readonly string[], io: CliIO): P
         ),
         r.covers.length === 0
           ? '-'
-          : r.covers.map((c) => `${c.subnet}: ${c.whole ? 'all' : c.reserved} (${c.pool})`).join(', '),
+          : r.covers
+              .map((c) => `${c.subnet}: ${c.whole ? 'all' : c.reserved}${c.pool === c.subnet ? '' : ` (${c.pool})`}`)
+              .join(', '),
         r.inUse.length === 0
           ? '-'
           : r.inUse
