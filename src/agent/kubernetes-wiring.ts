@@ -67,15 +67,16 @@ function statusOf(kube: Omit<KubernetesParts, 'status'>): KubernetesStatus {
   const events = kube.events.status();
   const nodes =
     kube.nodes === undefined ? undefined : { ...kube.nodes.source.status(), ...nodesOf(kube.nodes.forget.status()) };
+  const planning = kube.planning.status();
   const reservations = kube.reservations === undefined ? undefined : reservationsOf(kube.reservations);
-  const forbidden = [pods.forbidden, events.forbidden, nodes?.forbidden, reservations?.forbidden].filter(
-    (f): f is string => f !== undefined,
-  );
+  const watches = [pods, events, nodes, planning.namespaces, planning.pools, reservations];
+  const forbidden = watches.map((w) => w?.forbidden).filter((f): f is string => f !== undefined);
   return {
     pods,
     releases: kube.releases.status(),
     events,
     ...(nodes === undefined ? {} : { nodes }),
+    planning,
     ...(reservations === undefined ? {} : { reservations }),
     forbidden,
   };
@@ -163,6 +164,8 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
                     write: poolStatusWrite(kubeConfig),
                     clock: deps.clock,
                     logger,
+                    // Three upkeep rounds (30 s by default): the status is for operators, not for allocation.
+                    intervalMs: o.upkeepIntervalSeconds * 3000,
                   }),
           },
         }),

@@ -80,6 +80,10 @@ describe('deploy/', () => {
       'CustomResourceDefinition',
       'CustomResourceDefinition',
       'CustomResourceDefinition',
+      // WarrenPool
+      'CustomResourceDefinition',
+      // WarrenReservation
+      'CustomResourceDefinition',
       'DaemonSet',
       'Namespace',
       'Role',

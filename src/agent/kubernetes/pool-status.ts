@@ -24,7 +24,7 @@ import { poolCapacity } from '../../sources/kubernetes/warren-pool.ts';
 
 /** The chore whose holder writes the pools' statuses. */
 export const POOL_STATUS_TASK = 'pool-status';
-/** Default time between two rounds. */
+/** Default time between two rounds (the agent's: three upkeep intervals, 30 s by default). */
 export const POOL_STATUS_INTERVAL_MS = 30_000;
 /** Published blocks read per request. */
 const PAGE = 100;

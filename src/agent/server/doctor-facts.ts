@@ -39,6 +39,8 @@ export interface DoctorFactsDeps {
   readonly nodeLocalOnly?: () => NodeLocalConfig | undefined;
   /** The reservations as watched (reservation-reports.ts), when they are. */
   readonly reservations?: () => Promise<ReservationsReport>;
+  /** The WarrenPools the agent watches, when it does (the kubernetes store). */
+  readonly warrenPools?: () => DoctorFacts['warrenPools'];
 }
 
 /** What doctor judges of the reservations: a range held back whole, entries that reserve nothing. */
@@ -73,6 +75,7 @@ export async function doctorFacts(d: DoctorFactsDeps): Promise<DoctorFacts> {
   const metrics = d.metrics?.();
   const cniConfig = d.cniConfig?.();
   const derived = d.nodeLocalOnly?.();
+  const warrenPools = d.warrenPools?.();
   const endpoint = o.etcdEndpoints[0];
   // An unreachable store would only fail this too, after another wait.
   const history = d.store.history === undefined || error !== undefined ? undefined : await historyOf(d.store);
@@ -99,6 +102,7 @@ export async function doctorFacts(d: DoctorFactsDeps): Promise<DoctorFacts> {
     ...(o.pluginsDir === undefined ? {} : { pluginsDir: o.pluginsDir }),
     ...(reservations === undefined ? {} : { reservations }),
     ...(d.nodeLocalOnly === undefined ? {} : { nodeLocalOnly: derived === undefined ? {} : { derived } }),
+    ...(warrenPools === undefined ? {} : { warrenPools }),
     store: {
       kind: o.store,
       description: d.store.description,

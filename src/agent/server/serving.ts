@@ -82,6 +82,10 @@ export function servingParts(deps: ServingDeps): Serving {
       ...(cluster === undefined ? {} : { clusterProblem: cluster.problem }),
       ...(nodeLocalOnly === undefined ? {} : { nodeLocalOnly }),
       ...(parts.reservations === undefined ? {} : { reservations: () => service.reservations() }),
+      warrenPools: () => {
+        const pools = parts.kubernetes?.().planning?.pools;
+        return pools === undefined ? undefined : { listed: pools.listed, names: pools.list.map((p) => p.name) };
+      },
     });
   const service = new AgentService({ ...parts, socket: o.socket, doctor });
   const cni = new CniService({
