@@ -165,8 +165,8 @@ describe('reservations and requested addresses through the Kubernetes API', () =
     );
   });
 
-  it("honours the address a pod's annotation asks for, and refuses a taken, outside or malformed one", async () => {
-    const ipam = { ipRanges: [{ range: '10.251.3.0/24' }, { range: 'fd00:251::/120' }] };
+  it("honours the address a pod's annotation asks for, and refuses a taken, outside, excluded or malformed one", async () => {
+    const ipam = { ipRanges: [{ range: '10.251.3.0/24', exclude: ['10.251.3.200/29'] }, { range: 'fd00:251::/120' }] };
     pod('db-0', '10.251.3.77, fd00:251::77');
     const honoured = await add('annotated', ipam, 'db-0', { pod: 'db-0' });
     assert.deepEqual(resultAddresses(honoured), ['10.251.3.77', 'fd00:251::77'], honoured.stdout);
@@ -181,6 +181,12 @@ describe('reservations and requested addresses through the Kubernetes API', () =
       await add('annotated', ipam, 'db-2', { pod: 'db-2' }),
       CNI_CODES.INVALID_CONFIG,
       /for 10\.9\.9\.9, which is outside every range of the network/,
+    );
+    pod('db-4', '10.251.3.201');
+    refusedWith(
+      await add('annotated', ipam, 'db-4', { pod: 'db-4' }),
+      CNI_CODES.INVALID_CONFIG,
+      /for 10\.251\.3\.201, which is excluded from /,
     );
     pod('db-3', '10.251.3.x');
     refusedWith(
