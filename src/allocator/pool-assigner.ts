@@ -42,6 +42,11 @@ export class PoolAssigner {
     this.#o = options;
   }
 
+  /** The reservations every round honours; block placement skips blocks they hold back whole. */
+  get reserved(): ReservedAddresses | undefined {
+    return this.#o.reserved;
+  }
+
   /**
    * One round in the store pool `span.pool`: `span` is the range or one of its blocks, `range` what
    * the caller configured (its key names the pool in messages), `guard` the range's admission

@@ -11,6 +11,7 @@ import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import { ManualClock } from '../../src/core/clock.ts';
 import { isWarrenError } from '../../src/core/errors.ts';
 import { parseIP } from '../../src/ipam/address.ts';
+import { blockKeyPrefix } from '../../src/ipam/blocks.ts';
 import { ReservedAddresses } from '../../src/ipam/reserved.ts';
 import { SqliteStore } from '../../src/store/sqlite-store.ts';
 import type { Store } from '../../src/store/store.ts';
@@ -109,4 +110,20 @@ describe('reservations in the allocator', () => {
       });
     });
   }
+
+  it('never claims a block the reservations hold back whole: it could hand nothing out', async () => {
+    const clock = new ManualClock(1_000_000);
+    const store = new SqliteStore({ path: ':memory:' });
+    const reserved = new ReservedAddresses();
+    reserved.replace([{ name: 'low', addresses: ['10.0.0.0/29'] }]);
+    const allocator = new Allocator({ store, clock, node: 'n1', blocks: true, reserved });
+    const r = ranges({ range: '10.0.0.0/24', block_size: 30 });
+    const [a] = await allocator.allocate({ owner: owner('first'), ranges: r });
+    assert.equal(a?.allocation.address, '10.0.0.8');
+    const claimed = (await store.pools(blockKeyPrefix(r[0]?.pool as string)))
+      .filter((p) => p.affinity !== undefined)
+      .map((p) => p.pool.slice(p.pool.indexOf('#') + 1));
+    assert.deepEqual(claimed, ['10.0.0.8/30'], 'the two reserved blocks below it stay unclaimed');
+    await store.close();
+  });
 });
