@@ -39,11 +39,11 @@ export async function reservationsCommand(argv: readonly string[], io: CliIO): P
         r.inUse.length === 0
           ? '-'
           : r.inUse
-              .map(
-                (n) =>
-                  `${n.node}: ${n.addresses.map((a) => `${a.address}${a.pod === undefined ? '' : ` ${a.pod}`}`).join(', ')}` +
-                  (n.count > n.addresses.length ? ` and ${n.count - n.addresses.length} more` : ''),
-              )
+              .map((n) => {
+                const listed = n.addresses.map((a) => (a.pod === undefined ? a.address : `${a.address} ${a.pod}`));
+                const more = n.count > n.addresses.length ? ` and ${n.count - n.addresses.length} more` : '';
+                return `${n.node}: ${listed.join(', ')}${more}`;
+              })
               .join('; '),
         r.reason ?? '-',
       ]),

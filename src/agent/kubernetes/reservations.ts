@@ -14,8 +14,9 @@
  * - a reservation over an address in use releases nothing: the address stays with its holder, is
  *   listed in the status, and is never handed out again once released;
  * - the status is looked at once per `intervalMs`, and soon (`settleMs`) after the reservations
- *   change or this node releases a reserved address (`released`); it is written only when this node's entry differs from what the object shows (or what
- *   this agent last wrote), at most once per reservation per look: a bounded rate, and none at rest;
+ *   change or this node releases a reserved address (`released`); it is written only when this
+ *   node's entry differs from what the object shows (or what this agent last wrote), at most once
+ *   per reservation per look: a bounded rate, and none at rest;
  * - with no reservation nothing is read or written; a look reads this node's allocations once
  *   (Store.list by node: the node's own SQLite file on the kubernetes store);
  * - a failed write is logged and tried again at the next look; a reservation deleted meanwhile

@@ -13,7 +13,8 @@ export function reservationFindings(facts: DoctorFacts): Finding[] {
   const findings: Finding[] = r.wholeRanges.map((w) =>
     error(
       'reservation-covers-range',
-      `WarrenReservation ${w.reservation} holds back the whole range ${w.subnet}${w.pool === w.subnet ? '' : ` (${w.pool})`}`,
+      `WarrenReservation ${w.reservation} holds back the whole range ${w.subnet}` +
+        (w.pool === w.subnet ? '' : ` (${w.pool})`),
       'every allocatable address of the range is reserved: each ADD there is refused as the range full',
       `narrow the reservation (kubectl edit warrenreservation ${w.reservation}) to the addresses meant, or ` +
         "remove the range from the network's config",
