@@ -21,6 +21,7 @@ import { managedCniConfig } from './node/managed-config.ts';
 import { HostLocalTakeover } from './node/host-local-takeover.ts';
 import { NodeHandBack } from './node/hand-back.ts';
 import { Allocator } from '../allocator/allocator.ts';
+import { ReservedAddresses } from '../ipam/reserved.ts';
 import type { Store } from '../store/store.ts';
 import { startUpkeep } from './cluster/upkeep.ts';
 import { ClusterRecord } from './cluster/record.ts';
@@ -171,7 +172,11 @@ export class Agent {
       let takeover: HostLocalTakeover | undefined;
       const takeoverTelemetry = {
         ...NO_TELEMETRY,
-        released: (_source: unknown, allocations: readonly Allocation[]) => takeover?.released(allocations),
+        released: (_source: unknown, allocations: readonly Allocation[]) => {
+          takeover?.released(allocations);
+          // A reserved address released: its reservation's status stops listing it soon.
+          this.#releases?.reservations?.released(allocations);
+        },
       };
       const telemetry = fanOut(history, metrics ?? NO_TELEMETRY, takeoverTelemetry);
       // Counting commits costs a clock read per commit: only when someone can read the figures.
@@ -181,14 +186,16 @@ export class Agent {
       this.#store = store;
       const membership = membershipOf(store, facts);
       const blocks = facts.shared && this.#blocks;
-      const allocator = new Allocator({ store, clock, node: o.nodeName, blocks });
+      // Cluster-wide reservations (ipam/reserved.ts): filled by their watch when Kubernetes is on.
+      const reserved = new ReservedAddresses();
+      const allocator = new Allocator({ store, clock, node: o.nodeName, blocks, reserved });
       const errors = new RecentErrors(clock, logger);
       const clusterDeps = { allocator, clock, logger, errors, version: WARREN_VERSION, record };
       // Before serving: a second agent with this node's name is refused here (ALREADY_RUNNING).
       const upkeep =
         membership === undefined ? undefined : await startUpkeep(o, { ...clusterDeps, membership }, this.#abort.signal);
       const onFailure = (error: Error): void => this.#fail(error);
-      const wiringDeps = { store, membership, allocator, clock, logger, errors, telemetry, onFailure };
+      const wiringDeps = { store, membership, allocator, clock, logger, errors, telemetry, onFailure, reserved };
       const releases = await ReleaseWiring.open(o, wiringDeps);
       this.#releases = releases;
       if (o.manageCniConfig || handBack.reason() !== undefined) {
@@ -222,6 +229,7 @@ export class Agent {
         beforeAdd: (owner, podUID) => releases.pipeline.applyPending(owner, podUID),
         runtimeOf: (a) => releases.scopes.adapterOf(a),
         planners: releases.planners,
+        reservations: releases.reservations === undefined ? undefined : () => releases.reservations?.objects() ?? [],
         commits,
         published,
         ...(upkeep === undefined

@@ -18,10 +18,16 @@ import { ExponentialBackoff } from '../core/backoff.ts';
 import type { AgentOptions } from './settings/options.ts';
 import { ClusterEvents } from './kubernetes/events.ts';
 import { KubernetesNodes } from './kubernetes/nodes.ts';
+import type { KubernetesStatus } from '../api/status.ts';
 import { KubernetesReleases } from './kubernetes/releases.ts';
+import { ADDRESSES_ANNOTATION, addressPlanner } from './kubernetes/address-planner.ts';
+import { messageOf } from '../core/errors.ts';
 import { PodDirectory } from './kubernetes/pod-directory.ts';
 import { KubernetesPlanning } from './kubernetes/planning.ts';
 import { PoolStatusWriter } from './kubernetes/pool-status.ts';
+import { ClusterReservations } from './kubernetes/reservations.ts';
+import { reservationStatusWriter } from './kubernetes/reservation-status.ts';
+import type { AddPlanner } from './server/add-plan.ts';
 import type { ReleasePipeline } from './release/pipeline.ts';
 import type { ReleaseWiringDeps } from './release-wiring.ts';
 
@@ -32,6 +38,48 @@ export interface KubernetesParts {
   readonly nodes?: { readonly source: NodeSource; readonly forget: KubernetesNodes } | undefined;
   /** What the ADD planners read (pods, namespaces, WarrenPools) and the planners themselves. */
   readonly planning: KubernetesPlanning;
+  /** The ADD planners, in order (add-plan.ts): pools, then addresses. */
+  readonly planners: readonly AddPlanner[];
+  /** The list-watch of WarrenReservations into the allocator's reservations, with deps.reserved. */
+  readonly reservations?:
+    | { readonly watch: ListWatch<KubeObjectMeta>; readonly cluster: ClusterReservations }
+    | undefined;
+  /** The sources' state and what they released and reported. */
+  status(): KubernetesStatus;
+}
+
+function nodesOf(s: ReturnType<KubernetesNodes['status']>): {
+  gone: readonly string[];
+  forgotten: readonly string[];
+  forgetError?: string;
+} {
+  return { gone: s.gone, forgotten: s.forgotten, ...(s.lastError === undefined ? {} : { forgetError: s.lastError }) };
+}
+
+function reservationsOf(r: NonNullable<KubernetesParts['reservations']>): KubernetesStatus['reservations'] & object {
+  const { lastError, ...mine } = r.cluster.status();
+  return { ...r.watch.status(), ...mine, ...(lastError === undefined ? {} : { statusError: lastError }) };
+}
+
+/** The state of every part, as GET /v1/status shows it. */
+function statusOf(kube: Omit<KubernetesParts, 'status'>): KubernetesStatus {
+  const pods = kube.pods.status();
+  const events = kube.events.status();
+  const nodes =
+    kube.nodes === undefined ? undefined : { ...kube.nodes.source.status(), ...nodesOf(kube.nodes.forget.status()) };
+  const planning = kube.planning.status();
+  const reservations = kube.reservations === undefined ? undefined : reservationsOf(kube.reservations);
+  const watches = [pods, events, nodes, planning.namespaces, planning.pools, reservations];
+  const forbidden = watches.map((w) => w?.forbidden).filter((f): f is string => f !== undefined);
+  return {
+    pods,
+    releases: kube.releases.status(),
+    events,
+    ...(nodes === undefined ? {} : { nodes }),
+    planning,
+    ...(reservations === undefined ? {} : { reservations }),
+    forbidden,
+  };
 }
 
 /** The object, or undefined when the API server answers 404. */
@@ -63,6 +111,29 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
     logger,
     observe: (item) => directory.observePods(item),
   });
+  const reserved = deps.reserved;
+  const reservations =
+    reserved === undefined
+      ? undefined
+      : {
+          watch: new ListWatch<KubeObjectMeta>({
+            kubeConfig,
+            path: '/apis/warren.dev/v1alpha1/warrenreservations',
+            clock: deps.clock,
+            logger,
+            // Without the CRD installed (an overlay that does not carry it) the watch is refused:
+            // tried again rarely, so the log is not flooded; reservations are then simply none.
+            backoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 300_000 }),
+          }),
+          cluster: new ClusterReservations({
+            reserved,
+            store: deps.store,
+            node: o.nodeName,
+            clock: deps.clock,
+            logger,
+            writer: reservationStatusWriter(kubeConfig, o.nodeName),
+          }),
+        };
   const watch = (path: string, fieldSelector?: string) =>
     new ListWatch<KubeObjectMeta>({
       kubeConfig,
@@ -132,7 +203,21 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
             telemetry: deps.telemetry,
           }),
         };
-  return { pods, releases, events, nodes, planning };
+  const planners: AddPlanner[] = [
+    ...planning.planners,
+    addressPlanner({
+      pods: directory,
+      reserved,
+      onUnreadable: (pod, error) =>
+        logger.warn(
+          { pod: `${pod.namespace}/${pod.name}`, err: messageOf(error) },
+          `pod ${pod.namespace}/${pod.name} is not in the pod watch yet and could not be read: ` +
+            `its ${ADDRESSES_ANNOTATION} annotation, if any, is not honoured for this ADD`,
+        ),
+    }),
+  ];
+  const parts = { pods, releases, events, nodes, planning, planners, reservations };
+  return { ...parts, status: () => statusOf(parts) };
 }
 
 /**

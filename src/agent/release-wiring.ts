@@ -20,6 +20,7 @@
 import type { Logger } from 'pino';
 import type { ContainerdStatus, KubernetesStatus, PluginsStatus } from '../api/status.ts';
 import type { Allocator } from '../allocator/allocator.ts';
+import type { ReservedAddresses } from '../ipam/reserved.ts';
 import { type BackoffPolicy, ExponentialBackoff } from '../core/backoff.ts';
 import type { Clock } from '../core/clock.ts';
 import { WarrenError, messageOf } from '../core/errors.ts';
@@ -42,8 +43,8 @@ import { consumeContainerd, consumeNetnsRemovals } from './release/consumers.ts'
 import type { PluginRegistry } from './registry/registry.ts';
 import { CONTAINERD_CRI_NETNS_PREFIXES, NetnsScopes } from './release/netns-scopes.ts';
 import type { Telemetry } from './metrics/telemetry.ts';
-import type { KubernetesNodes } from './kubernetes/nodes.ts';
 import type { KubernetesParts } from './kubernetes-wiring.ts';
+import type { ClusterReservations } from './kubernetes/reservations.ts';
 import type { AddPlanner } from './server/add-plan.ts';
 
 /** What an option that is on needs loaded, and nothing an option that is off would. */
@@ -216,19 +217,13 @@ export interface ReleaseWiringDeps {
   readonly logger: Logger;
   readonly errors: RecentErrors;
   readonly telemetry: Telemetry;
+  /** The allocator's cluster-wide reservations: with Kubernetes on, filled by their watch. */
+  readonly reserved?: ReservedAddresses | undefined;
   /**
    * Told when a source's loop fails or ends before the signal aborts: a release path is gone and
    * the agent must not go on as if it were there. Unset: logged only (tests of parts).
    */
   readonly onFailure?: (error: Error) => void;
-}
-
-function nodesOf(s: ReturnType<KubernetesNodes['status']>): {
-  gone: readonly string[];
-  forgotten: readonly string[];
-  forgetError?: string;
-} {
-  return { gone: s.gone, forgotten: s.forgotten, ...(s.lastError === undefined ? {} : { forgetError: s.lastError }) };
 }
 
 export class ReleaseWiring {
@@ -242,6 +237,10 @@ export class ReleaseWiring {
   readonly kubernetes: (() => KubernetesStatus) | undefined;
   /** The plugin registry's sockets and what registered adapters released, when on. */
   readonly plugins: (() => PluginsStatus) | undefined;
+  /** The ADD planners of the Kubernetes parts (add-plan.ts), pools first; none without Kubernetes. */
+  readonly planners: readonly AddPlanner[];
+  /** The reservations as watched, for `warren reservations`; undefined without their watch. */
+  readonly reservations: ClusterReservations | undefined;
   readonly #o: AgentOptions;
   readonly #clock: Clock;
   readonly #journal: JournalIntake;
@@ -294,6 +293,8 @@ export class ReleaseWiring {
       source === undefined ? undefined : () => ({ ...source.status(), releases: this.pipeline.containerStatus() });
     this.#kube = modules.kubernetes?.kubernetesParts(o, deps, this.pipeline);
     this.kubernetes = this.#kube === undefined ? undefined : () => this.#kubernetesStatus();
+    this.planners = this.#kube?.planners ?? [];
+    this.reservations = this.#kube?.reservations?.cluster;
     const plugins = modules.plugins;
     const registry =
       o.pluginsDir === undefined || plugins === undefined
@@ -316,22 +317,8 @@ export class ReleaseWiring {
     this.plugins = registry === undefined ? undefined : () => registry.status();
   }
 
-  /** The ADD planners the Kubernetes source gives (pools first); none without it. */
-  get planners(): readonly AddPlanner[] {
-    return this.#kube?.planning.planners ?? [];
-  }
-
   #kubernetesStatus(): KubernetesStatus {
-    const kube = this.#kube as KubernetesParts;
-    const pods = kube.pods.status();
-    const events = kube.events.status();
-    const nodes =
-      kube.nodes === undefined ? undefined : { ...kube.nodes.source.status(), ...nodesOf(kube.nodes.forget.status()) };
-    const planning = kube.planning.status();
-    const watches = [pods, events, nodes, planning.namespaces, planning.pools];
-    const forbidden = watches.map((w) => w?.forbidden).filter((f): f is string => f !== undefined);
-    const parts = { pods, releases: kube.releases.status(), events, ...(nodes === undefined ? {} : { nodes }) };
-    return { ...parts, planning, forbidden };
+    return (this.#kube as KubernetesParts).status();
   }
 
   /** A release path is gone: told to the agent, which must not serve as if it were there. */
@@ -371,6 +358,14 @@ export class ReleaseWiring {
       if (kube.nodes !== undefined)
         this.#loops.push(
           supervised('the Kubernetes node source', kube.nodes.forget.run(kube.nodes.source.events(signal), signal)),
+        );
+      const reservations = kube.reservations;
+      if (reservations !== undefined)
+        this.#loops.push(
+          supervised(
+            'the watch of WarrenReservations',
+            reservations.cluster.run(reservations.watch.events(signal), signal),
+          ),
         );
     }
     if (this.#source === undefined && kube === undefined && this.#registry === undefined) return;

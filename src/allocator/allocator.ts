@@ -24,12 +24,14 @@ import { WarrenError, messageOf } from '../core/errors.ts';
 import { KeyedMutex } from '../core/keyed-mutex.ts';
 import { type IPAddress, formatIP } from '../ipam/address.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
-import { inRangePool, rangePoolOfKey } from '../ipam/blocks.ts';
+import { rangePoolOfKey } from '../ipam/blocks.ts';
 import type { RangeSpec } from '../ipam/range.ts';
+import { type ReservedAddresses, withReservations } from '../ipam/reserved.ts';
 import type { Store } from '../store/store.ts';
 import { OverlapAdmission, addressSpaceOf } from './admission.ts';
 import { type AllocateRequest, type Assignment, MAX_WAITS, Waiting, matchRequested } from './assignment.ts';
 import { BlockAssigner } from './block-assigner.ts';
+import { exhaustedError } from './exhaustion.ts';
 import { CONFLICT, retryOnConflict } from './commit-loop.ts';
 import { type ForgottenNode, forgetNode } from './forget-node.ts';
 import { type RuntimeOf, gcCandidates, gcScope } from './gc.ts';
@@ -66,6 +68,8 @@ export interface AllocatorOptions {
   readonly blocks?: boolean;
   /** How long an ADD waits for other nodes to lend it addresses (two-tier store; default 15 s). */
   readonly lendWaitMs?: number;
+  /** Cluster-wide reservations (ipam/reserved.ts): never handed out; what is held stays held. */
+  readonly reserved?: ReservedAddresses;
 }
 
 /** One owner, or with no `ifname` every interface of the container in the network (store.findByOwner). */
@@ -103,6 +107,7 @@ export class Allocator {
   readonly #served = new Map<string, RangeSpec>();
   /** ADDs under way per range pool: how many addresses a node with no room asks the others for. */
   readonly #inFlight = new Map<string, number>();
+  readonly #reserved: ReservedAddresses | undefined; // named when a range has no free address
 
   constructor(options: AllocatorOptions) {
     const { store, clock, node } = options;
@@ -132,6 +137,7 @@ export class Allocator {
       pools,
       metadata,
       trustCache: blocks || store.membership === undefined,
+      reserved: options.reserved,
     });
     const tier = store.blockOwners?.tier;
     this.#lending =
@@ -144,7 +150,7 @@ export class Allocator {
             pools,
             assigner: this.#assigner,
             locks: this.#locks,
-            rangeOf: (pool) => this.#served.get(pool),
+            rangeOf: (pool) => withReservations(this.#served.get(pool), options.reserved),
             demand: (pool) => this.#inFlight.get(pool) ?? 1,
             ...(options.lendWaitMs === undefined ? {} : { waitMs: options.lendWaitMs }),
           })
@@ -156,6 +162,7 @@ export class Allocator {
     this.#releaser = new Releaser({ store, clock, maxAttempts, pools, locks: this.#locks });
     this.#giveBack = new EmptyBlockGiveBack({ store, clock, node, pools, own, locks: this.#locks });
     this.#pools = pools;
+    this.#reserved = options.reserved;
   }
 
   get node(): string {
@@ -293,13 +300,7 @@ export class Allocator {
   }
 
   async #exhausted(range: RangeSpec): Promise<WarrenError> {
-    const summaries = (await this.#store.pools(range.pool)).filter((p) => inRangePool(p.pool, range.pool));
-    const allocated = summaries.reduce((n, p) => n + p.allocated, 0);
-    const resting = summaries.reduce((n, p) => n + p.resting, 0);
-    return new WarrenError(
-      'POOL_EXHAUSTED',
-      `pool ${range.pool} has no free address (${allocated} allocated, ${resting} resting after release)`,
-    );
+    return exhaustedError(this.#store, range, this.#reserved);
   }
 
   /**

@@ -22,6 +22,7 @@
 import { WarrenError } from '../core/errors.ts';
 import type { IPAddress } from '../ipam/address.ts';
 import { type Block, blockAt, blockKeyPrefix, blockOfKey } from '../ipam/blocks.ts';
+import { withReservations } from '../ipam/reserved.ts';
 import { type RangeSpec, adaptiveBlockPrefix } from '../ipam/range.ts';
 import type { AdmissionGuard, Store } from '../store/store.ts';
 import type { AllocateRequest, Decision } from './assignment.ts';
@@ -31,7 +32,7 @@ import type { OwnBlocks } from './own-blocks.ts';
 import type { PoolAssigner } from './pool-assigner.ts';
 import type { PoolCache } from './pool-cache.ts';
 import { type PoolMetadata, metadataOps } from './pool-metadata.ts';
-import { ownBlocks, placeInBlocks } from './placement.ts';
+import { type Placement, ownBlocks, placeInBlocks } from './placement.ts';
 
 export interface BlockAssignerOptions {
   readonly store: Store;
@@ -94,7 +95,16 @@ export class BlockAssigner {
       store.blockOwners === undefined
         ? await store.pools(blockKeyPrefix(range.pool))
         : await store.blockOwners.rangeBlocks(range.pool, { counts: false });
-    const { mine, placement } = placeInBlocks({ range, node, summaries, known: own.get(range.pool) ?? [] });
+    // Placed with the reservations as exclusions: a block they hold back whole is never claimed
+    // (it could hand nothing out); the blocks decided on are the range's own again.
+    const placed = placeInBlocks({
+      range: withReservations(range, assigner.reserved) ?? range,
+      node,
+      summaries,
+      known: own.get(range.pool) ?? [],
+    });
+    const { mine } = placed;
+    const placement = asRange(range, placed.placement);
     own.set(range.pool, mine);
     switch (placement.kind) {
       case 'own':
@@ -231,5 +241,18 @@ export class BlockAssigner {
       return undefined;
     });
     return range;
+  }
+}
+
+/** A placement's blocks as blocks of `range` itself (placement saw it with reservations as exclusions). */
+function asRange(range: RangeSpec, placement: Placement): Placement {
+  const own = (block: Block): Block => blockOfKey(range, block.key) ?? blockAt(range, block.span.first);
+  switch (placement.kind) {
+    case 'claim':
+      return { ...placement, block: own(placement.block) };
+    case 'borrow':
+      return { ...placement, from: placement.from.map(own) };
+    default:
+      return placement;
   }
 }

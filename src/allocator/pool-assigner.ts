@@ -18,6 +18,7 @@ import { momentOf } from '../core/moment.ts';
 import { type IPAddress, formatIP } from '../ipam/address.ts';
 import type { RangeSpec } from '../ipam/range.ts';
 import type { RequestCheck } from '../ipam/pool-state.ts';
+import { ReservedAddresses } from '../ipam/reserved.ts';
 import type { AdmissionGuard, CommitOptions, PoolOp, Store } from '../store/store.ts';
 import { type AllocateRequest, type Decision, recordOf } from './assignment.ts';
 import type { PoolCache } from './pool-cache.ts';
@@ -36,6 +37,8 @@ export interface PoolAssignerOptions {
    * blocks, and the commit's revision check catches the rare change).
    */
   readonly trustCache: boolean;
+  /** Cluster-wide reservations (ipam/reserved.ts): never picked, and refused when requested. */
+  readonly reserved?: ReservedAddresses | undefined;
 }
 
 export class PoolAssigner {
@@ -54,6 +57,11 @@ export class PoolAssigner {
     await this.#unsynced;
   }
 
+  /** The reservations every round honours; block placement skips blocks they hold back whole. */
+  get reserved(): ReservedAddresses | undefined {
+    return this.#o.reserved;
+  }
+
   /**
    * One round in the store pool `span.pool`: `span` is the range or one of its blocks, `range` what
    * the caller configured (its key names the pool in messages), `guard` the range's admission
@@ -69,9 +77,12 @@ export class PoolAssigner {
     const { store, clock, pools, metadata } = this.#o;
     const pool = span.pool;
     const trust = this.#o.trustCache && requested === undefined;
+    const reserved = this.#o.reserved;
+    // What may not be picked: the exclusions, and the reservations inside the span (a look-up).
+    const blocked = reserved?.blocking(span);
     // A block that looks full from the cache is read again before it is called full.
     let picture = await pools.load(pool, trust);
-    if (trust && picture.state.pick(span).kind === 'exhausted') picture = await pools.load(pool, false);
+    if (trust && picture.state.pick(span, blocked).kind === 'exhausted') picture = await pools.load(pool, false);
     const now = momentOf(clock);
     // Rests are timed on the monotonic clock: a wall clock stepped back or forward neither keeps an
     // address resting nor frees it early.
@@ -81,9 +92,16 @@ export class PoolAssigner {
     let address: bigint;
     if (requested !== undefined) {
       address = requested.value;
-      refuseUnlessAvailable(picture.state.checkRequest(span, address), requested, range);
+      const reservedBy =
+        reserved === undefined || reserved.empty
+          ? undefined
+          : (value: bigint) => reserved.covering({ family: range.family, value });
+      const verdict = picture.state.checkRequest(span, address, reservedBy);
+      // Who holds it is read on the refusal only: the operator asked for this address by name.
+      const holder = verdict.kind === 'occupied' ? await holderOf(store, pool, requested) : '';
+      refuseUnlessAvailable(verdict, requested, range, holder);
     } else {
-      const pick = picture.state.pick(span);
+      const pick = picture.state.pick(span, blocked);
       if (pick.kind === 'exhausted') return { kind: 'full' };
       address = pick.address;
       ops.push({ op: 'cursor', address: formatIP({ family: range.family, value: address }) });
@@ -111,8 +129,16 @@ export class PoolAssigner {
   }
 }
 
+/** ` (held by pod ns/name, container c eth0)`: who holds `address` in `pool`, or '' when unknown. */
+async function holderOf(store: Store, pool: string, address: IPAddress): Promise<string> {
+  const [held] = await store.list({ pool, address: formatIP(address) }).catch(() => []);
+  if (held === undefined) return '';
+  const pod = held.podName === undefined ? '' : `pod ${held.podNamespace ?? ''}/${held.podName}, `;
+  return ` (held by ${pod}container ${held.containerID} ${held.ifname} of network ${held.network})`;
+}
+
 /** Throws the reason a requested address cannot be handed out; returns when it can. */
-function refuseUnlessAvailable(verdict: RequestCheck, requested: IPAddress, range: RangeSpec): void {
+function refuseUnlessAvailable(verdict: RequestCheck, requested: IPAddress, range: RangeSpec, holder: string): void {
   switch (verdict.kind) {
     case 'free':
     case 'resting': // an explicit request overrides the cooldown: the operator asked for this address
@@ -120,7 +146,7 @@ function refuseUnlessAvailable(verdict: RequestCheck, requested: IPAddress, rang
     case 'occupied':
       throw new WarrenError(
         'ADDRESS_UNAVAILABLE',
-        `requested address ${formatIP(requested)} is already allocated in ${range.pool}`,
+        `requested address ${formatIP(requested)} is already allocated in ${range.pool}${holder}`,
       );
     case 'outside':
       throw new WarrenError(
@@ -142,6 +168,13 @@ function refuseUnlessAvailable(verdict: RequestCheck, requested: IPAddress, rang
       throw new WarrenError(
         'ADDRESS_UNAVAILABLE',
         `requested address ${formatIP(requested)} is excluded from ${range.pool}`,
+      );
+    case 'reserved':
+      // A refusal of what was asked for, not a passing condition: the operator holds it back.
+      throw new WarrenError(
+        'INVALID_CONFIG',
+        `requested address ${formatIP(requested)} is reserved by ${ReservedAddresses.describe(verdict.reservation)}; ` +
+          'it is never handed out while the reservation exists',
       );
     default: {
       const never: never = verdict;

@@ -24,6 +24,7 @@ import type {
   ForgetNodeResponse,
   NodeReport,
   PoolReport,
+  ReservationsReport,
   ReleaseRequest,
   ReleaseResponse,
 } from './protocol.ts';
@@ -64,6 +65,10 @@ export class ApiClient implements AgentApi {
 
   pools(): Promise<PoolReport[]> {
     return this.#call('GET', PATHS.pools);
+  }
+
+  reservations(): Promise<ReservationsReport> {
+    return this.#call('GET', PATHS.reservations);
   }
 
   allocations(query: AllocationQuery = {}): Promise<Allocation[]> {

@@ -69,6 +69,20 @@ export interface DoctorFacts {
   /** The containerd source, when on. */
   readonly containerd?: { readonly socket: string; readonly state: ContainerdState; readonly lastError?: string };
   /**
+   * The WarrenReservations this agent watches (Kubernetes on), as far as they are a problem:
+   * those that hold back every allocatable address of a range its store knows, and entries that
+   * are neither addresses nor CIDRs (they reserve nothing).
+   */
+  readonly reservations?: {
+    readonly count: number;
+    readonly wholeRanges: ReadonlyArray<{
+      readonly reservation: string;
+      readonly pool: string;
+      readonly subnet: string;
+    }>;
+    readonly malformed: readonly string[];
+  };
+  /**
    * With etcd: this node's clock against the etcd member's (the Date of its HTTP answer, whole
    * seconds), positive when this node is ahead; or why it could not be measured.
    */

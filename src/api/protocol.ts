@@ -86,6 +86,51 @@ export interface NodeReport {
   readonly lent?: number;
 }
 
+// Reservations (GET /v1/reservations): WarrenReservation objects as this agent watches them
+
+/** One address of a reservation still in use on a node, as the reservation's status lists it. */
+export interface InUseAddress {
+  readonly address: string;
+  /** `namespace/name`, when the allocation names its pod. */
+  readonly pod?: string;
+  readonly containerID: string;
+  readonly network: string;
+}
+
+/** A node's entry in a reservation's `status.inUse`: how many, and the first few. */
+export interface NodeInUse {
+  readonly count: number;
+  readonly addresses: readonly InUseAddress[];
+}
+
+/** A range this agent's store knows that a reservation holds addresses of. */
+export interface ReservationCover {
+  readonly pool: string;
+  readonly subnet: string;
+  /** Addresses of the range's allocatable span the reservation holds back (decimal). */
+  readonly reserved: string;
+  /** Every allocatable address of the range is held back: nothing can be handed out there. */
+  readonly whole: boolean;
+}
+
+export interface ReservationReport {
+  readonly name: string;
+  readonly reason?: string;
+  /** `spec.addresses` as written: addresses or CIDRs. */
+  readonly addresses: readonly string[];
+  /** Entries that are neither addresses nor CIDRs: they reserve nothing. */
+  readonly malformed: readonly string[];
+  readonly covers: readonly ReservationCover[];
+  /** By node, the reserved addresses still held there (released later, never handed out again). */
+  readonly inUse: ReadonlyArray<NodeInUse & { readonly node: string }>;
+}
+
+export interface ReservationsReport {
+  /** Whether this agent watches reservations (the Kubernetes source is on). */
+  readonly watched: boolean;
+  readonly reservations: readonly ReservationReport[];
+}
+
 export interface ForgetNodeRequest {
   readonly node: string;
 }
@@ -245,6 +290,7 @@ export interface AgentApi {
   audit(request: AuditRequest): Promise<AuditReport>;
   journal(): Promise<ReconcilerStatus>;
   nodes(): Promise<NodeReport[]>;
+  reservations(): Promise<ReservationsReport>;
   forgetNode(request: ForgetNodeRequest): Promise<ForgetNodeResponse>;
   acceptStore(): Promise<AcceptStoreResponse>;
   plugins(): Promise<PluginsStatus>;

@@ -19,6 +19,7 @@
  *   POST /v1/audit        {fix}                         -> AuditReport (fix: also releases the stale)
  *   GET  /v1/journal                                    -> ReconcilerStatus
  *   GET  /v1/nodes                                      -> NodeReport[] (cluster store only)
+ *   GET  /v1/reservations                               -> ReservationsReport (WarrenReservations as watched)
  *   POST /v1/nodes/forget {node}                        -> ForgetNodeResponse (refused while alive)
  *   POST /v1/store/accept {}                            -> AcceptStoreResponse (cluster store only: after the
  *                                                         agent stopped allocating, the store as it
@@ -75,6 +76,7 @@ export const PATHS = {
   audit: '/v1/audit',
   journal: '/v1/journal',
   nodes: '/v1/nodes',
+  reservations: '/v1/reservations',
   forgetNode: '/v1/nodes/forget',
   acceptStore: '/v1/store/accept',
   plugins: '/v1/plugins',
@@ -118,6 +120,7 @@ export const ROUTES: readonly Route[] = [
   route('POST', PATHS.audit, body(auditRequest), (api, input) => api.audit(input)),
   route('GET', PATHS.journal, nothing, (api) => api.journal()),
   route('GET', PATHS.nodes, nothing, (api) => api.nodes()),
+  route('GET', PATHS.reservations, nothing, (api) => api.reservations()),
   route('POST', PATHS.forgetNode, body(forgetNodeRequest), (api, input) => api.forgetNode(input)),
   route('POST', PATHS.acceptStore, body(emptyRequest), (api) => api.acceptStore()),
   route('GET', PATHS.plugins, nothing, (api) => api.plugins()),

@@ -172,6 +172,14 @@ export interface KubernetesStatus {
     readonly forgotten: readonly string[];
     readonly forgetError?: string;
   };
+  /** Cluster-wide reservations (WarrenReservation): the watch, and what this node reports of them. */
+  readonly reservations?: ListWatchStatus & {
+    readonly reservations: number;
+    readonly malformed: readonly string[];
+    readonly inUseHere: number;
+    readonly statusWrites: number;
+    readonly statusError?: string;
+  };
   /** What the ADD planners read: the pod directory, the namespaces and (kubernetes store) the WarrenPools. */
   readonly planning?: PlanningStatus;
   /** Every permission the API server refused, named; empty when none was. */

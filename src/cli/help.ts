@@ -122,6 +122,15 @@ export const COMMANDS: readonly CommandHelp[] = [
     common: true,
   },
   {
+    name: 'reservations',
+    synopsis: '[--json]',
+    summary: [
+      'cluster-wide reservations (WarrenReservation): what each holds back, the',
+      'ranges it covers, and where reserved addresses are still in use',
+    ],
+    common: true,
+  },
+  {
     name: 'node',
     synopsis: 'forget NAME [--json]',
     summary: ['node forget N  free the blocks and allocations of node N, gone for good (refused while alive)'],

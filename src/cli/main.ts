@@ -17,6 +17,7 @@ import { asksForHelp, commandHelp, usage } from './help.ts';
 import { acceptStoreCommand, forgetNodeCommand, nodesCommand, poolsCommand } from './pool-commands.ts';
 import { journalCommand, pluginsCommand, statusCommand } from './state-commands.ts';
 import { UsageError } from './usage.ts';
+import { reservationsCommand } from './reservation-commands.ts';
 
 const USAGE = usage();
 
@@ -45,6 +46,8 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
         return await statusCommand(rest, io);
       case 'pools':
         return await poolsCommand(rest, io);
+      case 'reservations':
+        return await reservationsCommand(rest, io);
       case 'allocations':
         return await allocationsCommand(rest, io);
       case 'release':

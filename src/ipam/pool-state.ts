@@ -7,6 +7,7 @@
  * out last and wraps around once, so a just-released address is the last to be reused.
  */
 import type { RangeSpec } from './range.ts';
+import type { Reservation } from './reserved.ts';
 import { RunSet } from './run-set.ts';
 
 export type Pick = { readonly kind: 'picked'; readonly address: bigint } | { readonly kind: 'exhausted' };
@@ -16,7 +17,9 @@ export type RequestCheck =
   | { readonly kind: 'occupied' }
   | { readonly kind: 'resting' }
   | { readonly kind: 'outside' }
-  | { readonly kind: 'excluded' };
+  | { readonly kind: 'excluded' }
+  /** Held back by a cluster-wide reservation (ipam/reserved.ts). */
+  | { readonly kind: 'reserved'; readonly reservation: Reservation };
 
 interface Resting {
   readonly address: bigint;
@@ -94,18 +97,30 @@ export class PoolState {
     return lo;
   }
 
-  /** Whether a specific address could be handed out in `range` now. */
-  checkRequest(range: RangeSpec, address: bigint): RequestCheck {
+  /**
+   * Whether a specific address could be handed out in `range` now; `reservedBy` names the
+   * reservation holding an address back (ipam/reserved.ts), if any.
+   */
+  checkRequest(
+    range: RangeSpec,
+    address: bigint,
+    reservedBy?: (address: bigint) => Reservation | undefined,
+  ): RequestCheck {
     if (address < range.first || address > range.last) return { kind: 'outside' };
     if (range.excluded.some(([a, b]) => address >= a && address <= b)) return { kind: 'excluded' };
+    const reservation = reservedBy?.(address);
+    if (reservation !== undefined) return { kind: 'reserved', reservation };
     if (this.#restingSet.has(address)) return { kind: 'resting' };
     if (this.occupied.has(address)) return { kind: 'occupied' };
     return { kind: 'free' };
   }
 
-  /** The next free address of `range` after the cursor, wrapping around once. */
-  pick(range: RangeSpec): Pick {
-    const exclusions = exclusionSet(range);
+  /**
+   * The next free address of `range` after the cursor, wrapping around once. `blocked`, when
+   * given, stands for the range's exclusions (ReservedAddresses.blocking: they and the reservations).
+   */
+  pick(range: RangeSpec, blocked?: RunSet): Pick {
+    const exclusions = blocked ?? exclusionSet(range);
     const after =
       this.cursor === undefined || this.cursor < range.first || this.cursor >= range.last
         ? undefined

@@ -120,6 +120,25 @@ describe('Allocator', () => {
     );
   });
 
+  it('names who holds a requested address that is taken: the pod and the container', async () => {
+    for (const blocks of [false, true]) {
+      const store = new SqliteStore({ path: ':memory:' });
+      const allocator = new Allocator({ store, clock: new ManualClock(1_000_000), node: 'n1', blocks });
+      const r = ranges({ range: '10.0.0.0/24' });
+      const requested = [parseIP('10.0.0.77') as IPAddress];
+      await allocator.allocate({ owner: owner('c1'), ranges: r, requested, podNamespace: 'ns', podName: 'web-0' });
+      await assert.rejects(
+        allocator.allocate({ owner: owner('c2'), ranges: r, requested }),
+        (e) =>
+          isWarrenError(e, 'ADDRESS_UNAVAILABLE') &&
+          /10\.0\.0\.77 is already allocated in .* \(held by pod ns\/web-0, container c1 eth0 of network net\)$/.test(
+            e.message,
+          ),
+      );
+      await store.close();
+    }
+  });
+
   it('keeps a released address resting for the cooldown, on the injected clock', async () => {
     const { allocator, clock } = setup();
     const r = ranges({ range: '10.0.0.0/30' }); // .1 and .2

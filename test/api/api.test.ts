@@ -397,6 +397,7 @@ describe('agent API in process', () => {
           'POST /v1/audit',
           'GET /v1/journal',
           'GET /v1/nodes',
+          'GET /v1/reservations',
           'POST /v1/nodes/forget',
           'POST /v1/store/accept',
           'GET /v1/plugins',

@@ -22,7 +22,7 @@ const VERSION = 'v1alpha1';
 /** The kinds of the cluster tier (src/store/cluster-tier.ts), each in its own file named after its plural. */
 const KINDS = ['WarrenAddressRequest', 'WarrenAddressSpace', 'WarrenBlock', 'WarrenBlockPublication', 'WarrenRange'];
 /** The kinds operators write (each with a status the agents keep), beside the cluster tier's. */
-const OPERATOR_KINDS = ['WarrenPool'];
+const OPERATOR_KINDS = ['WarrenPool', 'WarrenReservation'];
 
 const files = readdirSync(join(DEPLOY, 'crds'))
   .filter((name) => /\.ya?ml$/.test(name) && name !== 'kustomization.yaml')

@@ -82,6 +82,8 @@ describe('deploy/', () => {
       'CustomResourceDefinition',
       // WarrenPool
       'CustomResourceDefinition',
+      // WarrenReservation
+      'CustomResourceDefinition',
       'DaemonSet',
       'Namespace',
       'Role',

@@ -43,6 +43,8 @@ const AGENT = [
   ...needs(['get', 'list', 'create', 'update', 'delete'], 'warren.dev', 'warrenblockpublications'),
   ...needs(['get', 'list', 'create', 'update'], 'warren.dev', 'warrenaddressrequests'),
   ...needs(['get', 'create', 'update'], 'warren.dev', 'warrenaddressspaces'),
+  ...needs(['list', 'watch'], 'warren.dev', 'warrenreservations'),
+  need('patch', 'warren.dev', 'warrenreservations/status'),
   ...needs(['get', 'list', 'create', 'update', 'delete'], 'coordination.k8s.io', 'leases', 'namespace'),
 ].sort();
 
@@ -59,6 +61,15 @@ const CALLS: ReadonlyArray<{ pattern: RegExp; needs: ReadonlyArray<string> }> = 
   // The pod and node sources list and watch these paths.
   { pattern: /'\/api\/v1\/pods'/, needs: needs(['list', 'watch'], '', 'pods') },
   { pattern: /'\/api\/v1\/nodes'/, needs: needs(['list', 'watch'], '', 'nodes') },
+  // Every agent list-watches the reservations and patches its own entry of their status.
+  {
+    pattern: /'\/apis\/warren\.dev\/v1alpha1\/warrenreservations'/,
+    needs: needs(['list', 'watch'], 'warren.dev', 'warrenreservations'),
+  },
+  {
+    pattern: /`\/apis\/warren\.dev\/v1alpha1\/warrenreservations\/\$\{[^}]+\}\/status`/,
+    needs: [need('patch', 'warren.dev', 'warrenreservations/status')],
+  },
   { pattern: /\.readNamespacedPod\(/, needs: [need('get', '', 'pods')] },
   { pattern: /\.readNode\(/, needs: [need('get', '', 'nodes')] },
   // The ADD planners' watches: namespaces (the pod directory, a GET on a miss) and WarrenPools.

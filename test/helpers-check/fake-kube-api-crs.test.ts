@@ -110,7 +110,7 @@ describe('fake Kubernetes API: CRDs and custom resource writes, as recorded', ()
     const fake = await startFakeKubeApi({ crds: 'deploy' });
     t.after(() => fake.stop());
     const plurals = ['warrenblocks', 'warrenblockpublications', 'warrenranges', 'warrenaddressrequests'];
-    for (const plural of [...plurals, 'warrenaddressspaces']) {
+    for (const plural of [...plurals, 'warrenaddressspaces', 'warrenreservations']) {
       const listed = await call(fake, 'GET', `/apis/warren.dev/v1alpha1/${plural}`);
       assert.deepEqual([listed.status, listed.json.items], [200, []], plural);
     }

@@ -19,6 +19,7 @@ import { messageOf } from '../../core/errors.ts';
 import { isBookkeeping } from '../../ipam/bookkeeping.ts';
 import type { CniConfigStatus, ContainerdStatus, MetricsEndpointStatus } from '../../api/status.ts';
 import type { DoctorFacts } from '../../api/doctor.ts';
+import type { ReservationsReport } from '../../api/protocol.ts';
 import type { NodeLocalConfig } from '../../cni/node-local.ts';
 import type { NetnsObserver } from '../../sources/netns.ts';
 import type { Store } from '../../store/store.ts';
@@ -37,8 +38,26 @@ export interface DoctorFactsDeps {
   readonly clusterProblem?: () => string | undefined;
   /** Present when only node-local configs are served: the config derived from the node's own CIDR, if any. */
   readonly nodeLocalOnly?: () => NodeLocalConfig | undefined;
+  /** The reservations as watched (reservation-reports.ts), when they are. */
+  readonly reservations?: () => Promise<ReservationsReport>;
   /** The WarrenPools the agent watches, when it does (the kubernetes store). */
   readonly warrenPools?: () => DoctorFacts['warrenPools'];
+}
+
+/** What doctor judges of the reservations: a range held back whole, entries that reserve nothing. */
+async function reservationFacts(
+  report: (() => Promise<ReservationsReport>) | undefined,
+): Promise<DoctorFacts['reservations']> {
+  if (report === undefined) return undefined;
+  const { watched, reservations } = await report();
+  if (!watched) return undefined;
+  return {
+    count: reservations.length,
+    wholeRanges: reservations.flatMap((r) =>
+      r.covers.filter((c) => c.whole).map((c) => ({ reservation: r.name, pool: c.pool, subnet: c.subnet })),
+    ),
+    malformed: reservations.flatMap((r) => r.malformed.map((m) => `${r.name}: ${m}`)),
+  };
 }
 
 /** How long the clock measurement waits for etcd. */
@@ -67,6 +86,7 @@ export async function doctorFacts(d: DoctorFactsDeps): Promise<DoctorFacts> {
       ? undefined
       : await legacyLeft.call(d.store.blockOwners?.tier).catch(() => undefined);
   const legacyShown = legacy !== undefined && (Object.keys(legacy.blocks).length > 0 || legacy.ranges > 0);
+  const reservations = error === undefined ? await reservationFacts(d.reservations) : undefined;
   return {
     node: o.nodeName,
     version: d.version,
@@ -87,6 +107,7 @@ export async function doctorFacts(d: DoctorFactsDeps): Promise<DoctorFacts> {
           },
         }),
     ...(o.pluginsDir === undefined ? {} : { pluginsDir: o.pluginsDir }),
+    ...(reservations === undefined ? {} : { reservations }),
     ...(d.nodeLocalOnly === undefined ? {} : { nodeLocalOnly: derived === undefined ? {} : { derived } }),
     ...(warrenPools === undefined ? {} : { warrenPools }),
     store: {

@@ -39,6 +39,7 @@ import type {
   PoolReport,
   ReleaseRequest,
   ReleaseResponse,
+  ReservationsReport,
 } from '../../api/protocol.ts';
 import type { DashboardData } from '../../api/dashboard.ts';
 import type { DoctorFacts } from '../../api/doctor.ts';
@@ -46,6 +47,7 @@ import type { ReleaseReconciler } from '../release/reconciler.ts';
 import type { CommitHealth } from './commit-health.ts';
 import { allocationFilterOf, nodeReports, pluginCounts, poolReports } from './operator-reports.ts';
 import { type PublishedView, clusterPage, localPage } from './allocation-pages.ts';
+import { type WatchedReservation, reservationReports } from './reservation-reports.ts';
 import { ReleaseHistory } from '../metrics/release-history.ts';
 import { bookkeepingCounts, bookkeepingTotal } from './bookkeeping-counts.ts';
 import { publishedNodes } from './cluster-nodes.ts';
@@ -96,6 +98,8 @@ export interface AgentServiceOptions {
   readonly cluster?: { readonly problem: () => string | undefined; readonly accept: () => Promise<AcceptReport> };
   /** Every node's allocations as published, on a store that publishes them (Kubernetes). */
   readonly published?: PublishedView | undefined;
+  /** The WarrenReservations as watched, when the Kubernetes source watches them. */
+  readonly reservations?: (() => readonly WatchedReservation[]) | undefined;
 }
 
 export class AgentService {
@@ -237,6 +241,17 @@ export class AgentService {
   }
 
   /** Every pool; a range split into blocks is reported whole (its blocks summed) and block by block. */
+  /** The reservations as watched, with the ranges of this store they cover (reservation-reports.ts). */
+  async reservations(): Promise<ReservationsReport> {
+    const watched = this.#o.reservations;
+    if (watched === undefined) return { watched: false, reservations: [] };
+    const list = watched();
+    return {
+      watched: true,
+      reservations: reservationReports(list, list.length === 0 ? [] : await this.#o.store.pools()),
+    };
+  }
+
   async pools(): Promise<PoolReport[]> {
     return poolReports(await this.#o.store.pools());
   }

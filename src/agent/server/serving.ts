@@ -81,6 +81,7 @@ export function servingParts(deps: ServingDeps): Serving {
       ...(metrics === undefined ? {} : { metrics }),
       ...(cluster === undefined ? {} : { clusterProblem: cluster.problem }),
       ...(nodeLocalOnly === undefined ? {} : { nodeLocalOnly }),
+      ...(parts.reservations === undefined ? {} : { reservations: () => service.reservations() }),
       warrenPools: () => {
         const pools = parts.kubernetes?.().planning?.pools;
         return pools === undefined ? undefined : { listed: pools.listed, names: pools.list.map((p) => p.name) };

@@ -12,6 +12,7 @@
 import type { DoctorFacts } from '../../api/doctor.ts';
 import type { ContainerdConfigReading } from './containerd-config.ts';
 import { historyFindings } from './etcd-history.ts';
+import { reservationFindings } from './reservation-checks.ts';
 import { type Finding, error, ok, warning } from './finding.ts';
 import type { JournalDirCheck } from './observation.ts';
 
@@ -347,5 +348,6 @@ export function agentFindings(
     ...historyFindings(facts),
     ...clockFindings(facts),
     ...metricsFindings(facts),
+    ...reservationFindings(facts),
   ];
 }
