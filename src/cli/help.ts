@@ -153,7 +153,7 @@ export const COMMANDS: readonly CommandHelp[] = [
       'migrate whereabouts [--dry-run] [--kubeconfig F] [--namespace NS]: record the',
       'addresses whereabouts holds for running pods in the kubernetes store, so the',
       'NetworkAttachmentDefinitions switch to warren with no pod restarted (README,',
-      '"Migrating from whereabouts"); a table per range, exit 1 on any conflict',
+      '"Migrate from whereabouts"); a table per range, exit 1 on any conflict',
     ],
     flags: [
       ['--dry-run', 'say what would be recorded, write nothing'],

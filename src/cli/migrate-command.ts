@@ -2,7 +2,7 @@
  * `warren migrate whereabouts [--dry-run] [--kubeconfig F] [--namespace NS] [--json]`: records the
  * addresses whereabouts holds for running pods in Warren's kubernetes store, as grants the agents
  * adopt, so the NetworkAttachmentDefinitions can switch to Warren with no pod restarted and no
- * address handed out twice (README, "Migrating from whereabouts"). The work is in migrate/; this
+ * address handed out twice (README, "Migrate from whereabouts"). The work is in migrate/; this
  * file reads the flags, opens the API server and the cluster tier, and prints. The kubeconfig is
  * `--kubeconfig`, else WARREN_KUBECONFIG, else kubectl's KUBECONFIG, else the pod's service account;
  * the namespace (of Warren's Leases, which the migration does not touch) `--namespace`, else
