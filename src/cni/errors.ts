@@ -1,7 +1,7 @@
 /**
  * CNI error objects, and the CNI code of every code raised up to this layer: every Warren error
  * code maps to one spec code; Warren's own outcomes use the plugin-specific range (100+),
- * documented in the README. The codes of the agent's API (an agent not reachable, a request
+ * documented in docs/error-codes.md. The codes of the agent's API (an agent not reachable, a request
  * refused) are declared after this layer: api/errors.ts adds their CNI codes to this table, and
  * its `toCniError` is the one the plugin and the agent answer with.
  */
