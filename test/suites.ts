@@ -165,6 +165,7 @@ export const E2E_FILES: readonly string[] = [
   'test/bench/agents.test.ts',
   'test/cli/bin-warren.test.ts',
   'test/cli/allocations-pages.test.ts',
+  'test/cli/cluster-listing.test.ts',
   'test/cli/cli.test.ts',
   'test/cli/install.test.ts',
   'test/cli/version.test.ts',

@@ -71,6 +71,8 @@ ${settingsHelp(Object.values(SETTINGS))}
 
 export interface CliIO {
   readonly out: (text: string) => void;
+  /** Resolves once what `out` was given is on its way (a long listing waits on it: bounded memory). */
+  readonly drain?: () => Promise<void>;
   readonly err: (text: string) => void;
   readonly env: NodeJS.ProcessEnv;
 }
