@@ -54,6 +54,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/allocator/gc.test.ts',
   'test/allocator/lending/grant-policy.test.ts',
   'test/allocator/lending/lending.test.ts',
+  'test/allocator/lending/prompt-lending.test.ts',
   'test/allocator/lending/migrated.test.ts',
   'test/allocator/lending/migrated-blocks.test.ts',
   'test/allocator/placement.test.ts',

@@ -129,6 +129,13 @@ export interface ClusterTier {
    * when it changed (read again and decide again).
    */
   updateRequest(request: AddressRequest, grants: readonly Grant[], wanted: number): Promise<AddressRequest | undefined>;
+  /**
+   * Tells `listener` of address requests created or changed, soon after (a watch), until the
+   * function returned is called (or the tier closes). A hint only: it may come late, twice, or not
+   * at all (a watch reconnecting); a lender answers on it and a borrower looks at its request on it
+   * at once, while the periodic readings stay what correctness rests on. Absent: timers alone.
+   */
+  watchRequests?(listener: (request: AddressRequest) => void): () => void;
   /** Agents' liveness and one-off chores (Leases on Kubernetes). */
   readonly membership: Membership;
   /** Admission of ranges into their address space, across nodes. */

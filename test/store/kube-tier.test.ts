@@ -14,6 +14,7 @@ import type { RangeRecord } from '../../src/store/cluster-tier.ts';
 import { type KubeTier, openKubeTier } from '../../src/store/kubernetes/kube-tier.ts';
 import { blockName } from '../../src/store/kubernetes/names.ts';
 import { type FakeKubeApi, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
+import { waitFor } from '../helpers/processes.ts';
 import { tierConformance } from './tier-conformance.ts';
 
 const NAMESPACE = 'warren-system';
@@ -86,6 +87,22 @@ describe('KubeTier', () => {
     await t.publish({ key, node: 'n1', counts: { allocated: 0, resting: 0 }, publishedAt: 2, allocations: [] });
     assert.equal(fake.requests.length, 3, 'the first publication reads the claim and creates; each later one, one PUT');
     assert.equal(await t.claim(r, key, 'n2'), undefined);
+  });
+
+  it('watches requests with one watch however many listen, and none once none listen or the tier closes', async () => {
+    const requests = () => fake.watchCount('warrenaddressrequests');
+    await waitFor('no watch of requests left from before', () => (requests() === 0 ? true : undefined));
+    const t = await tier();
+    const stops = [t.watchRequests(() => {}), t.watchRequests(() => {})];
+    await waitFor('the watch open', () => (requests() === 1 ? true : undefined));
+    stops[0]?.();
+    assert.equal(requests(), 1, 'still listened to');
+    stops[1]?.();
+    await waitFor('the watch closed', () => (requests() === 0 ? true : undefined));
+    t.watchRequests(() => {});
+    await waitFor('opened again', () => (requests() === 1 ? true : undefined));
+    await t.close();
+    await waitFor('closed with the tier', () => (requests() === 0 ? true : undefined));
   });
 
   it("selects on the server: a node's claims by its label, a range's by its label, a page at a time", async () => {
