@@ -13,8 +13,9 @@
  *   - 3 nodes × PER_NODE ADDs at once on a range too small for each node to hold the blocks it
  *     needs, so nodes claim and then ask: duplicates, failures, leftovers, API requests per ADD;
  *   - a large range preloaded into the fake (bench/kube-large.ts) against an empty one.
- * Usage: node bench/kube-store.ts [--quick] [--allocations N] [--large-only]  (N: the large range's
- * size, default 1,000,000 over 1,000 simulated nodes; --quick: 20,000; --large-only: that section alone)
+ * Usage: node bench/kube-store.ts [--quick] [--allocations N] [--large-only | --burst-only]  (N: the
+ * large range's size, default 1,000,000 over 1,000 simulated nodes; --quick: 20,000; --large-only,
+ * --burst-only: that section alone, the 3-node burst `--rounds R` times, default 1)
  */
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -211,6 +212,26 @@ async function threeNodes(forwarder: Command) {
   }
 }
 
+/** The 3-node burst, printed. */
+async function burst(forwarder: Command) {
+  const three = await underLoad(() => threeNodes(forwarder));
+  const t = three.value;
+  console.log(
+    `\n3 nodes × ${PER_NODE} ADDs at once on ${TIGHT.range} to ${TIGHT.range_end} (blocks of /${TIGHT.block_size}: ` +
+      `nodes claim, then ask); ${describeLoad(three.load)}`,
+  );
+  console.log(
+    `  ${t.adds} ADDs, ${t.perSecond.toFixed(0)} ADD/s; duplicates ${t.duplicates}, failures ${t.failures}, ` +
+      `left after the DELs ${t.left}`,
+  );
+  console.log(
+    `  API requests per ADD: ${perCall(t.requests, t.adds).toFixed(3)} (${describeTally(t.requests)}; ` +
+      `${t.claims} blocks claimed, ${t.asks} writes of address requests)`,
+  );
+  console.log(`    by verb and resource: ${t.requests.detail}`);
+  return three;
+}
+
 async function main(): Promise<void> {
   buildPlugin();
   const binDir = tempDir('bench-kube-bin-');
@@ -223,6 +244,12 @@ async function main(): Promise<void> {
   );
   if (process.argv.includes('--large-only')) {
     printLarge(await largeRange(forwarder, { quick }));
+    return;
+  }
+  if (process.argv.includes('--burst-only')) {
+    const i = process.argv.indexOf('--rounds');
+    const rounds = i < 0 ? 1 : Number(process.argv[i + 1]);
+    for (let r = 0; r < rounds; r++) await burst(forwarder);
     return;
   }
 
@@ -258,21 +285,8 @@ async function main(): Promise<void> {
   );
   const pairs = await underLoad(() => kubeAgainstSqlite(forwarder));
 
-  const three = await underLoad(() => threeNodes(forwarder));
+  const three = await burst(forwarder);
   const t = three.value;
-  console.log(
-    `\n3 nodes × ${PER_NODE} ADDs at once on ${TIGHT.range} to ${TIGHT.range_end} (blocks of /${TIGHT.block_size}: ` +
-      `nodes claim, then ask); ${describeLoad(three.load)}`,
-  );
-  console.log(
-    `  ${t.adds} ADDs, ${t.perSecond.toFixed(0)} ADD/s; duplicates ${t.duplicates}, failures ${t.failures}, ` +
-      `left after the DELs ${t.left}`,
-  );
-  console.log(
-    `  API requests per ADD: ${perCall(t.requests, t.adds).toFixed(3)} (${describeTally(t.requests)}; ` +
-      `${t.claims} blocks claimed, ${t.asks} writes of address requests)`,
-  );
-  console.log(`    by verb and resource: ${t.requests.detail}`);
 
   const large = await largeRange(forwarder, { quick });
   printLarge(large);
