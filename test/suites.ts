@@ -212,6 +212,7 @@ export const E2E_FILES: readonly string[] = [
   'test/scripts/build.test.ts',
   'test/sources/missed-delete-journal.test.ts',
   'test/store/etcd-history.test.ts',
+  'test/store/etcd-legacy-import.test.ts',
   'test/store/etcd-overlap.test.ts',
   'test/store/etcd-store.test.ts',
   'test/store/etcd-tier.test.ts',

@@ -113,7 +113,11 @@ export class BlockAssigner {
           own.set(range.pool, [block.key, ...mine]);
           this.#o.metadata.written(block.span);
         }
-        return { kind: 'conflict' }; // either way, decide again with the new picture
+        // Either way, decide again with the new picture; admitting the range again first when the
+        // claim found it no longer admitted (etcd's tier reads the admission in the claim's transaction).
+        return claim.kind === 'conflict' && claim.admissionLost === true
+          ? { kind: 'conflict', admissionLost: true }
+          : { kind: 'conflict' };
       }
       case 'borrow':
         return this.#borrow(range, request, placement.from, guard);

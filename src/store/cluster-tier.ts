@@ -7,7 +7,7 @@
  * themselves, in its SQLite database: the common ADD and DEL never reach the cluster.
  *
  * Implementations: the Kubernetes API (store/kubernetes/, custom resources of group `warren.dev`
- * and coordination.k8s.io Leases), etcd v3 (store/etcd-tier/, not yet what `--store etcd` runs) and,
+ * and coordination.k8s.io Leases), etcd v3 (store/etcd-tier/) and,
  * for unit tests, memory (test/store/memory-tier.ts).
  *
  * Guarantees every implementation keeps (checked by test/store/tier-conformance.ts):
@@ -136,6 +136,11 @@ export interface ClusterTier {
    * at once, while the periodic readings stay what correctness rests on. Absent: timers alone.
    */
   watchRequests?(listener: (request: AddressRequest) => void): () => void;
+  /**
+   * Removes what else the tier keeps of a node gone for good, beyond its claims (etcd: its
+   * documents of the old one-tier layout); called by node forget before the claims are freed.
+   */
+  forgetNode?(node: string): Promise<void>;
   /** Agents' liveness and one-off chores (Leases on Kubernetes). */
   readonly membership: Membership;
   /** Admission of ranges into their address space, across nodes. */

@@ -316,7 +316,9 @@ export class TieredStore implements Store {
     if (claim === undefined) {
       // Ours already (a claim whose local commit never happened: a crash in between) is ours to use.
       const held = await this.tier.claimOf(key);
-      if (held?.node !== node) return conflict(`block ${key} is claimed by node ${held?.node ?? 'another node'}`);
+      // Claimed by nobody: the tier refused it for its range's admission (etcd); admit again.
+      if (held === undefined) return conflict(`block ${key} was not claimed: is its range still admitted?`, true);
+      if (held.node !== node) return conflict(`block ${key} is claimed by node ${held.node}`);
       claim = held;
     }
     const result = await this.#local.commit(key, expected, ops);

@@ -5,8 +5,8 @@
  * store object what it is: which kind it runs on (the CNI service refuses a network asking for
  * another), whether nodes share it (the cluster chores, blocks, judging only this node's
  * allocations), and which database file it opens itself (locked against a second agent, removed
- * when the node is handed back): SQLite's, and on Kubernetes too, where it holds the node's own
- * addresses beside the cluster tier. A store handed to the agent instead (tests) comes with its kind
+ * when the node is handed back): SQLite's, and on Kubernetes and etcd too, where it holds the
+ * node's own addresses beside the cluster tier (one rule: --database). A store handed to the agent instead (tests) comes with its kind
  * stated, and is never a file of the agent's own.
  */
 import type { Clock } from '../../core/clock.ts';
@@ -22,8 +22,8 @@ export interface StoreFacts {
   readonly shared: boolean;
   /**
    * The SQLite database file the agent opens itself: the store on SQLite, the node's own addresses
-   * on Kubernetes (its cluster tier holds only claims and what is published); undefined on etcd
-   * and for a store handed to it.
+   * on Kubernetes and etcd (their cluster tier holds only claims and what is published); undefined
+   * for a store handed to it.
    */
   readonly database?: string;
 }
@@ -33,7 +33,7 @@ export interface StatedStore extends OpenedStore {
   readonly kind: StoreKind;
 }
 
-/** A store as opened, with the published view of every node's allocations when it keeps one (Kubernetes). */
+/** A store as opened, with the published view of every node's allocations when it keeps one (Kubernetes, etcd). */
 export interface OpenedStore {
   readonly store: Store;
   readonly published?: ClusterTier['published'];
@@ -42,7 +42,7 @@ export interface OpenedStore {
 /** The facts of the store the options name, or of `stated`, the store handed to the agent instead. */
 export function storeFacts(o: Pick<AgentOptions, 'store' | 'database'>, stated?: StatedStore): StoreFacts {
   const kind = stated?.kind ?? o.store;
-  const own = stated === undefined && kind !== 'etcd';
+  const own = stated === undefined;
   return { kind, shared: kind !== 'sqlite', ...(own ? { database: o.database } : {}) };
 }
 
@@ -74,9 +74,9 @@ export interface StoreOpening {
 }
 
 /**
- * Opens the store the options name: SQLite's file; Kubernetes (the node's SQLite file beside the
- * cluster tier, started here: its publication and claim checks run from now until it is closed);
- * or etcd. The clients of the cluster stores are loaded only when named.
+ * Opens the store the options name: SQLite's file; or the two-tier store on Kubernetes or etcd (the
+ * node's SQLite file beside the cluster tier, started here: its publication and claim checks run
+ * from now until it is closed). The clients of the cluster stores are loaded only when named.
  */
 export async function openStore(o: AgentOptions, opening: StoreOpening): Promise<OpenedStore> {
   switch (o.store) {
@@ -85,7 +85,7 @@ export async function openStore(o: AgentOptions, opening: StoreOpening): Promise
     case 'kubernetes':
       return openKubernetes(o, opening);
     case 'etcd':
-      return { store: await openEtcd(o, opening) };
+      return openEtcd(o, opening);
     default:
       return ((never: never) => never)(o.store);
   }
@@ -144,21 +144,34 @@ async function openKubernetes(o: AgentOptions, opening: StoreOpening): Promise<O
   }
 }
 
-async function openEtcd(o: AgentOptions, opening: StoreOpening): Promise<Store> {
-  const { EtcdStore } = await import('../../store/etcd-store.ts');
+/** The two-tier store on etcd: the node's SQLite file beside the etcd tier, under --etcd-prefix. */
+async function openEtcd(o: AgentOptions, opening: StoreOpening): Promise<OpenedStore> {
+  const { openEtcdTiered } = await import('../../store/etcd-tier/etcd-tiered.ts');
   const tls = {
     ...(o.etcdCa === undefined ? {} : { ca: o.etcdCa }),
     ...(o.etcdCert === undefined ? {} : { cert: o.etcdCert }),
     ...(o.etcdKey === undefined ? {} : { key: o.etcdKey }),
   };
-  return EtcdStore.open({
-    endpoints: o.etcdEndpoints,
-    prefix: o.etcdPrefix,
-    leaseSeconds: Math.ceil(o.nodeLeaseSeconds),
-    notice: opening.notice,
-    ...(opening.identity === undefined ? {} : { identity: opening.identity }),
-    ...(Object.keys(tls).length === 0 ? {} : { tls }),
-  });
+  const local = sqliteOf(o, opening);
+  try {
+    const store = await openEtcdTiered({
+      local,
+      node: o.nodeName,
+      clock: opening.clock,
+      endpoints: o.etcdEndpoints,
+      prefix: o.etcdPrefix,
+      leaseSeconds: Math.ceil(o.nodeLeaseSeconds),
+      notice: opening.notice,
+      ...(opening.identity === undefined ? {} : { identity: opening.identity }),
+      ...(Object.keys(tls).length === 0 ? {} : { tls }),
+    });
+    store.start();
+    const tier = store.etcd;
+    return { store, published: (filter, page) => tier.published(filter, page) };
+  } catch (error) {
+    await local.close();
+    throw error;
+  }
 }
 
 /**

@@ -2,13 +2,20 @@
  * The cluster tier of the two-tier store on etcd v3 (`EtcdTier implements ClusterTier`,
  * src/store/cluster-tier.ts): block claims, range records, publications, address requests and
  * address spaces as keys under the tier's own prefix (the layout is in tier-kv.ts), membership and
- * chores on etcd leases (etcd-membership.ts, as the etcd store's). Not what `--store etcd` runs yet:
- * that is still EtcdStore; this tier passes the same contract as the Kubernetes one
- * (test/store/tier-conformance.ts).
+ * chores on etcd leases (etcd-membership.ts). What `--store etcd` runs beside the node's SQLite file
+ * (etcd-tiered.ts); it passes the same contract as the Kubernetes one (test/store/tier-conformance.ts).
+ *
+ * A store that lost its data (etcd-continuity.ts: revision backwards, another cluster, the identity
+ * record gone or replaced, this node's name taken) halts the tier: every write (claims, give-backs,
+ * publications, requests, admissions) is refused with TRY_AGAIN naming why (tier-kv.ts `write`),
+ * `ping` throws the same, and membership says it (`halted`), until an operator accepts the store.
  *
  * Guarantees (the contract's, and how):
  * - a block is claimed at most once: `claim` is a transaction creating blocks/<range>/<block> only
  *   if its create revision is 0, with the node's index key in the same transaction;
+ * - a claim stands only if its range was admitted in its address space at the claim's revision (read
+ *   in the same transaction; a space with no admission at all admits everything): so a claim and an
+ *   admission retiring its range, racing, never both stand (see `claim`);
  * - `unclaim` is a transaction comparing the claim key's create revision (the uid) and mod revision
  *   (the version): it deletes the claim, its index key and its publication only if the claim is
  *   exactly the one named ('changed' otherwise, 'gone' when there is none). A block given back and
@@ -36,7 +43,10 @@ import type {
 import { type EtcdClientOptions, openEtcdClient } from '../etcd-client.ts';
 import { EtcdContinuity } from '../etcd-continuity.ts';
 import { IDENTITY_KEY, verifyIdentity } from '../etcd-identity.ts';
+import { EtcdHistory } from '../etcd-history.ts';
 import { EtcdMembership } from '../etcd-membership.ts';
+import type { AcceptReport, Store } from '../store.ts';
+import { type LegacyReport, forgetLegacyNode, importLegacy, legacyLeft } from './legacy-import.ts';
 import { EtcdTierRequests } from './tier-requests.ts';
 import { EtcdTierSpaces } from './tier-spaces.ts';
 import {
@@ -48,8 +58,10 @@ import {
   nodeIndexOf,
   publishedOf,
   publishedRecord,
+  prefixEnd,
   rangeKey,
   revisionOf,
+  spacesOf,
 } from './tier-kv.ts';
 
 export interface EtcdTierOptions extends EtcdClientOptions {
@@ -58,6 +70,13 @@ export interface EtcdTierOptions extends EtcdClientOptions {
   /** Lifetime of an announcement not renewed, seconds. */
   readonly leaseSeconds: number;
   readonly notice?: (message: string) => void;
+  /**
+   * The store's identity this agent recorded when it last ran (its state directory): a store found
+   * without it, or with another, lost its data while the agent was away, and is not written.
+   */
+  readonly identity?: string | undefined;
+  /** Least time between two readings of etcd's history and room (etcd-history.ts), ms. Default 60000. */
+  readonly historyIntervalMs?: number;
 }
 
 /** The value of a claim key: compared byte for byte by `publish`, so always written by this function. */
@@ -72,25 +91,40 @@ function claimOfKv(kv: IKeyValue, key: string): BlockClaim | undefined {
 }
 
 export async function openEtcdTier(o: EtcdTierOptions): Promise<EtcdTier> {
-  const { client } = await openEtcdClient(o);
-  return new EtcdTier(client, o);
+  const { client, timeout } = await openEtcdClient(o);
+  return new EtcdTier(client, o, timeout);
 }
 
 export class EtcdTier implements ClusterTier {
   readonly description: string;
   readonly membership: EtcdMembership;
   readonly spaces: EtcdTierSpaces;
+  /** etcd's history and room, for `warren doctor` (Store.history of the store on this tier). */
+  readonly history: EtcdHistory;
   readonly #client: Etcd3;
   readonly #kv: TierKv;
   readonly #ns: Namespace;
   readonly #requests: EtcdTierRequests;
+  /** The identity recorded at the agent's last run; compared at the first verification only. */
+  #expectedIdentity: string | undefined;
+  readonly #verifyIdentity: () => Promise<void>;
+  /** What the operator's accept writes back (onAccept); nothing until the store on this tier says. */
+  #republish: (node: string) => Promise<AcceptReport> = async () => ({ addresses: 0, blocks: 0, conflicts: [] });
 
-  constructor(client: Etcd3, o: EtcdTierOptions) {
+  constructor(client: Etcd3, o: EtcdTierOptions, timeout = 2000) {
     this.description = `etcd tier ${o.endpoints.join(',')} prefix ${o.prefix}`;
     this.#client = client;
     const continuity = new EtcdContinuity();
+    this.#expectedIdentity = o.identity;
     const kvClient: KVClient = client.kv;
     this.#kv = new TierKv(kvClient, o.prefix, continuity);
+    this.#verifyIdentity = async () => {
+      const expected = this.#expectedIdentity;
+      const key = `${o.prefix}${IDENTITY_KEY}`;
+      await verifyIdentity({ ns: this.#ns, call, continuity, where: this.description, key, expected });
+      // Compared once: from now on what this process verified counts, or the operator's accept.
+      this.#expectedIdentity = undefined;
+    };
     this.#ns = client.namespace(o.prefix);
     const call = <T>(what: string, body: () => Promise<T>) => this.#kv.call(what, body);
     this.membership = new EtcdMembership({
@@ -98,19 +132,19 @@ export class EtcdTier implements ClusterTier {
       leaseSeconds: o.leaseSeconds,
       call,
       continuity,
-      verifyIdentity: () =>
-        verifyIdentity({ ns: this.#ns, call, continuity, where: this.description, key: `${o.prefix}${IDENTITY_KEY}` }),
-      // The node's own SQLite keeps its addresses: the tier has nothing of this node to write back.
-      republish: async () => ({ addresses: 0, blocks: 0, conflicts: [] }),
+      verifyIdentity: () => this.#verifyIdentity(),
+      // The node's own SQLite keeps its addresses: what is written back is its claims (onAccept).
+      republish: (node) => this.#republish(node),
       notice: o.notice,
     });
     this.spaces = new EtcdTierSpaces(this.#kv);
     this.#requests = new EtcdTierRequests(this.#kv);
+    this.history = new EtcdHistory(client, this.#ns, { ...o, timeout }, call);
   }
 
   async pinRange(record: RangeRecord): Promise<RangeRecord> {
     const key = this.#kv.key(rangeKey(record.pool));
-    const response = await this.#kv.txn(`pin range ${record.pool}`, {
+    const response = await this.#kv.write(`pin range ${record.pool}`, {
       compare: [{ key, target: 'Create', result: 'Equal', create_revision: 0 }],
       success: [{ request_put: { key, value: Buffer.from(JSON.stringify(record)) } }],
       failure: [{ request_range: { key } }],
@@ -124,17 +158,30 @@ export class EtcdTier implements ClusterTier {
   async claim(range: RangeRecord, key: string, node: string): Promise<BlockClaim | undefined> {
     if (rangePoolOfKey(key) !== range.pool) throw new Error(`block ${key} is not in range ${range.pool}`);
     const record = this.#kv.key(blockRecord(key));
-    const response = await this.#kv.txn(`claim block ${key}`, {
+    const space = this.#kv.key(spacesOf(range.space));
+    // Read in the claim's own transaction: whether the range is still admitted in its address space.
+    const response = await this.#kv.write(`claim block ${key}`, {
       compare: [{ key: record, target: 'Create', result: 'Equal', create_revision: 0 }],
       success: [
         { request_put: { key: record, value: claimValue(node) } },
         { request_put: { key: this.#kv.key(nodeIndex(node, key)), value: Buffer.alloc(0) } },
+        { request_range: { key: space, range_end: prefixEnd(space), keys_only: true } },
       ],
       failure: [],
     });
     if (!response.succeeded) return undefined;
     const revision = response.header.revision;
-    return { key, node, uid: revision, version: revision };
+    const claim = { key, node, uid: revision, version: revision };
+    const admitted = (response.responses[2]?.response_range?.kvs ?? []).map((kv) => lastSegment(this.#kv.relative(kv)));
+    if (admitted.length > 0 && !admitted.includes(range.pool)) {
+      // Another range of the space was admitted, retiring this one, before the claim: an admission
+      // retiring a range compares that none of its blocks was claimed since its reading, so of the
+      // two, the later one always sees the other. The claim does not stand: given back, and
+      // answered as not made (the two-tier store then finds the admission lost, and admits again).
+      await this.unclaim(claim);
+      return undefined;
+    }
+    return claim;
   }
 
   async claimOf(key: string): Promise<BlockClaim | undefined> {
@@ -198,7 +245,7 @@ export class EtcdTier implements ClusterTier {
     const uid = revisionOf(claim.uid);
     const version = revisionOf(claim.version);
     if (uid !== undefined && version !== undefined) {
-      const response = await this.#kv.txn(`give back block ${claim.key}`, {
+      const response = await this.#kv.write(`give back block ${claim.key}`, {
         compare: [
           { key: record, target: 'Create', result: 'Equal', create_revision: uid },
           { key: record, target: 'Mod', result: 'Equal', mod_revision: version },
@@ -221,7 +268,7 @@ export class EtcdTier implements ClusterTier {
   async publish(block: PublishedBlock): Promise<void> {
     const record = this.#kv.key(blockRecord(block.key));
     const value = { node: block.node, counts: block.counts, allocations: block.allocations, at: block.publishedAt };
-    const response = await this.#kv.txn(`publish block ${block.key}`, {
+    const response = await this.#kv.write(`publish block ${block.key}`, {
       compare: [{ key: record, target: 'Value', result: 'Equal', value: claimValue(block.node) }],
       success: [
         { request_put: { key: this.#kv.key(publishedRecord(block.key)), value: Buffer.from(JSON.stringify(value)) } },
@@ -286,9 +333,38 @@ export class EtcdTier implements ClusterTier {
     return this.#requests.updateRequest(request, grants, wanted);
   }
 
+  /**
+   * Checks at start that the store is the one this agent knew (its identity record: creating it in a
+   * store that never had one); a store that lost its data halts the tier here, before anything is
+   * written. Nothing is thrown for a halt: `membership.halted()` says it.
+   */
+  async verifyStore(): Promise<void> {
+    await this.#verifyIdentity();
+  }
+
+  /** Sets what an accept of a store that lost its data writes back: the node's claims (etcd-tiered.ts). */
+  onAccept(republish: (node: string) => Promise<AcceptReport>): void {
+    this.#republish = republish;
+  }
+
+  /** Moves this node's blocks from the old one-tier layout into `local` (legacy-import.ts). */
+  importLegacy(local: Store, node: string): Promise<LegacyReport> {
+    return importLegacy({ kv: this.#kv, tier: this, local, node });
+  }
+
+  /** What is left of the old one-tier layout (legacy-import.ts), for `warren doctor`. */
+  legacyLeft(): ReturnType<typeof legacyLeft> {
+    return legacyLeft(this.#kv);
+  }
+
+  async forgetNode(node: string): Promise<void> {
+    await forgetLegacyNode(this.#kv, node);
+  }
+
   async ping(): Promise<void> {
-    // A linearizable read: answered only by a member that has a quorum behind it.
-    await this.#kv.get('ping', 'identity');
+    // Refused while halted; halts on a response gone backwards or an identity record gone.
+    this.#kv.refuseWhileHalted();
+    await this.#kv.checkIdentity('ping');
   }
 
   async close(): Promise<void> {

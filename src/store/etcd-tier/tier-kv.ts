@@ -16,6 +16,11 @@
  *   spaces/<address space>/<range>        a range's admission into its address space
  *
  * Guarantees:
+ * - nothing is written to a store this process stopped trusting (etcd-continuity.ts: it lost its
+ *   data, or this node's name was taken): every write (`write`) is refused with TRY_AGAIN naming why
+ *   while halted, and once the store's identity is known every write also compares it, so no claim
+ *   or publication lands in a wiped or replaced etcd even before anything else noticed (a write that
+ *   fails on it halts);
  * - a page answers at most `limit` records (default 500), and a `continue` (the last key answered)
  *   exactly when etcd said more remain; the next page starts after that key;
  * - keys are ASCII (percent-encoded), so the byte order etcd pages by is the string order.
@@ -23,7 +28,8 @@
 import type { IKeyValue, IRangeResponse, ITxnRequest, ITxnResponse, KVClient } from 'etcd3';
 import { WarrenError } from '../../core/errors.ts';
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
-import type { EtcdContinuity } from '../etcd-continuity.ts';
+import { type EtcdContinuity, STORE_LOST_RECOVERY } from '../etcd-continuity.ts';
+import { IDENTITY_KEY } from '../etcd-identity.ts';
 
 const enc = encodeURIComponent;
 export const DEFAULT_LIMIT = 500;
@@ -99,8 +105,58 @@ export class TierKv {
     return response.kvs[0];
   }
 
+  /** A transaction that only reads (a write goes through `write`). */
   async txn(what: string, request: ITxnRequest): Promise<ITxnResponse> {
     return this.call(what, () => this.#kv.txn(request));
+  }
+
+  /** Throws TRY_AGAIN naming why while the store is not trusted. */
+  refuseWhileHalted(): void {
+    const halt = this.#continuity.halted();
+    if (halt !== undefined) throw new WarrenError('TRY_AGAIN', halt.message);
+  }
+
+  /**
+   * A transaction that writes: refused while halted; comparing the store's identity once it is
+   * known. A failed comparison is the caller's (`succeeded` false), unless the identity is what
+   * changed: then the store is halted and the write refused.
+   */
+  async write(what: string, request: ITxnRequest): Promise<ITxnResponse> {
+    this.refuseWhileHalted();
+    const identity = this.#continuity.identity;
+    const compare =
+      identity === undefined
+        ? request.compare
+        : [
+            ...(request.compare ?? []),
+            {
+              key: this.key(IDENTITY_KEY),
+              target: 'Value' as const,
+              result: 'Equal' as const,
+              value: Buffer.from(identity),
+            },
+          ];
+    const response = await this.call(what, () =>
+      this.#kv.txn({ ...request, ...(compare === undefined ? {} : { compare }) }),
+    );
+    if (!response.succeeded && identity !== undefined) await this.checkIdentity('read the store identity');
+    return response;
+  }
+
+  /**
+   * Reads the identity record (a linearizable read: a member with a quorum behind it answers) and
+   * halts when it is not the one known; throws TRY_AGAIN naming why while halted.
+   */
+  async checkIdentity(what: string): Promise<void> {
+    const identity = this.#continuity.identity;
+    const now = (await this.get(what, IDENTITY_KEY))?.value.toString('utf8');
+    if (identity !== undefined && now !== identity)
+      this.#continuity.halt(
+        'store-lost',
+        `etcd at prefix ${this.#prefix.toString('utf8')} lost its data: its identity record is ` +
+          `${now === undefined ? 'gone' : `${now}, not ${identity}`}. ${STORE_LOST_RECOVERY}`,
+      );
+    this.refuseWhileHalted();
   }
 
   /** One page of the keys under `prefix`, after the `continue` key (or from `startAt`) when given. */

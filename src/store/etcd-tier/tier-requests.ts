@@ -37,7 +37,7 @@ export class EtcdTierRequests {
   /** Writes the request if its key is still at `modRevision` (0: absent); its new version, or undefined. */
   async #write(value: RequestValue, modRevision: number): Promise<AddressRequest | undefined> {
     const key = this.#kv.key(requestRecord(value.pool, value.node));
-    const response = await this.#kv.txn(`write the address request of ${value.node} in ${value.pool}`, {
+    const response = await this.#kv.write(`write the address request of ${value.node} in ${value.pool}`, {
       compare: [{ key, target: 'Mod', result: 'Equal', mod_revision: modRevision }],
       success: [{ request_put: { key, value: Buffer.from(JSON.stringify(value)) } }],
       failure: [],

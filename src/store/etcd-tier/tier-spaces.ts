@@ -85,7 +85,7 @@ export class EtcdTierSpaces implements AddressSpaces {
       { request_put: { key: kv.key(spaceRecord(reading.space, rangePool)), value: record } },
       ...retire.map((r) => ({ request_delete_range: { key: kv.key(spaceRecord(reading.space, r)) } })),
     ];
-    const response = await kv.txn(`admit range ${rangePool}`, { compare, success, failure: [] });
+    const response = await kv.write(`admit range ${rangePool}`, { compare, success, failure: [] });
     return response.succeeded ? guard : undefined;
   }
 }

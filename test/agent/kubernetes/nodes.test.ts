@@ -1,7 +1,8 @@
 /**
  * Forgetting nodes deleted from Kubernetes, in process, on real etcd and a manual clock: two agents
  * see the same Node deleted, exactly one wins the chore, and a forget that fails after the chore
- * was won is taken up again by the winner at its next recheck.
+ * was won is taken up again by the winner at its next recheck. Each agent on the store `--store
+ * etcd` opens (two tiers: its own SQLite file beside the etcd tier).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -11,9 +12,10 @@ import { parseIpamConfig } from '../../../src/cni/ipam-config.ts';
 import { AsyncChannel } from '../../../src/core/async-channel.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
 import type { NodeItem } from '../../../src/sources/kubernetes/node-source.ts';
-import { EtcdStore } from '../../../src/store/etcd-store.ts';
+import type { EtcdTieredStore } from '../../../src/store/etcd-tier/etcd-tiered.ts';
 import type { Membership } from '../../../src/store/store.ts';
 import { type EtcdCluster, startEtcd } from '../../helpers/etcd.ts';
+import { openTieredOnEtcd } from '../../helpers/etcd-tiered.ts';
 import { waitFor } from '../../helpers/processes.ts';
 import { silentLogger } from '../../helpers/logger.ts';
 
@@ -22,7 +24,7 @@ const ranges = parseIpamConfig({ type: 'warren', range: '10.247.0.0/24', block_s
 
 describe('KubernetesNodes', () => {
   let etcd: EtcdCluster;
-  const stores: EtcdStore[] = [];
+  const stores: EtcdTieredStore[] = [];
   const aborts: AbortController[] = [];
   const runs: Array<Promise<void>> = [];
 
@@ -36,15 +38,15 @@ describe('KubernetesNodes', () => {
     await etcd?.stop();
   });
 
-  const open = async (prefix: string): Promise<EtcdStore> => {
-    const store = await EtcdStore.open({ endpoints: etcd.endpoints, prefix });
+  const open = async (prefix: string, node: string): Promise<EtcdTieredStore> => {
+    const store = await openTieredOnEtcd({ endpoints: etcd.endpoints, prefix, node });
     stores.push(store);
     return store;
   };
 
   /** An agent of `node` forgetting nodes from the items pushed to its channel. */
   const agent = async (prefix: string, node: string, clock: ManualClock, forgetNode?: Allocator['forgetNode']) => {
-    const store = await open(prefix);
+    const store = await open(prefix, node);
     const membership = store.membership as Membership;
     await membership.announce(node, { since: clock.now(), version: 'test' });
     const allocator = new Allocator({ store, clock, node, blocks: true });
@@ -70,11 +72,17 @@ describe('KubernetesNodes', () => {
     const prefix = '/kn-retry/';
     const clock = new ManualClock(1_000_000);
     // n3 held addresses, then its machine died (it never announced: its announcement has expired).
-    const n3 = new Allocator({ store: await open(prefix), clock, node: 'n3', blocks: true });
+    const n3store = await open(prefix, 'n3');
+    const n3 = new Allocator({ store: n3store, clock, node: 'n3', blocks: true });
     for (const id of ['c1', 'c2'])
       await n3.allocate({ owner: { network: 'net', containerID: id, ifname: 'eth0' }, ranges });
-    const observer = await open(prefix);
-    assert.equal((await observer.list({ node: 'n3' })).length, 2);
+    await n3store.flush();
+    // Two tiers: the cluster sees n3's claims and what it published, not its SQLite file.
+    const observer = (await open(prefix, 'observer')).etcd;
+    const publishedOf = async (node: string) =>
+      (await observer.published({ node })).items.flatMap((b) => b.allocations.map((a) => a.address));
+    assert.equal((await publishedOf('n3')).length, 2);
+    assert.equal((await observer.claimsOf('n3')).length, 1);
 
     let failures = 0;
     const n1 = await agent(prefix, 'n1', clock, async (name) => {
@@ -103,8 +111,8 @@ describe('KubernetesNodes', () => {
       n1.nodes.status().forgotten.includes('n3') ? true : undefined,
     );
     assert.equal(failures, 1);
-    assert.deepEqual(await observer.list({ node: 'n3' }), [], "n3's addresses are released");
-    assert.ok(!(await observer.pools()).some((p) => p.affinity === 'n3'), "n3's blocks are freed");
+    assert.deepEqual(await publishedOf('n3'), [], "n3's addresses are released");
+    assert.deepEqual(await observer.claimsOf('n3'), [], "n3's blocks are freed");
     assert.deepEqual(n1.nodes.status(), { gone: [], forgotten: ['n3'] }, 'the error is over');
     assert.deepEqual(n2.nodes.status().forgotten, [], 'exactly one agent forgot n3');
   });

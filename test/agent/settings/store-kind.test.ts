@@ -19,9 +19,10 @@ class WithMembership extends ForwardingStore {
 }
 
 describe('store facts', () => {
-  it('takes the kind from the options: SQLite is a file of its own, etcd is shared by nodes and no file', () => {
+  it('takes the kind from the options: SQLite is a file of its own, etcd is shared by nodes', () => {
     assert.deepEqual(storeFacts(sqlite), { kind: 'sqlite', shared: false, database: '/var/lib/warren/warren.db' });
-    assert.deepEqual(storeFacts(etcd), { kind: 'etcd', shared: true });
+    // Two tiers, as on Kubernetes: the node's addresses live in its own SQLite file beside the etcd tier.
+    assert.deepEqual(storeFacts(etcd), { kind: 'etcd', shared: true, database: '/var/lib/warren/warren.db' });
   });
 
   it("takes kubernetes as shared by nodes with a file of the agent's own: the node's addresses live in it", () => {
