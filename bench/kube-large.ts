@@ -2,9 +2,11 @@
  * One large range on store `kubernetes`: blocks and their published allocations of SIM_NODES
  * simulated nodes written straight into the fake API server's storage (`preload`: no requests, no
  * watch events), as those nodes' agents would have left them (one /22 block each, its allocations
- * in its WarrenBlockPublication object, through the tier's own object builders), and one live agent on it, against the same
- * agent on an empty fake. The simulated nodes are blocks only: no Leases, no Node objects (nothing
- * deletes them, so no agent forgets them). The range's record is left to the live agent's first ADD.
+ * in its WarrenBlockPublication object, through the tier's own object builders), and one live agent
+ * on it, against the same agent on an empty fake. Each simulated node has its Node object, as in a
+ * cluster (without one, the live agent's relisting of Nodes takes the node for one deleted while
+ * every agent was down, and frees its blocks: claimHolders), and no Lease. The range's record is
+ * left to the live agent's first ADD.
  * Measured for each: sequential ADD median through the installed forwarder (after a first ADD that
  * claims the live agent's block), the live agent's API requests per minute while idle, its resident
  * memory, and `warren allocations --json` against it (time, bytes, allocations listed, memory after).
@@ -115,6 +117,9 @@ function requestedSize(quick: boolean): number {
   return given ?? (quick ? 20_000 : 1_000_000);
 }
 
+/** The name of simulated node `n`. */
+const simulatedNode = (n: number): string => `sim-${String(n).padStart(4, '0')}`;
+
 /** A block of a simulated node with its allocations, as its agent publishes it. */
 export interface SimulatedBlock {
   readonly key: string;
@@ -127,7 +132,7 @@ export function* simulatedBlocks(total: number): Generator<SimulatedBlock> {
   const base = (parseIP(POOL.split('/')[0] as string) as { value: bigint }).value;
   const now = systemClock.now();
   for (let n = 0; n < SIM_NODES; n++) {
-    const node = `sim-${String(n).padStart(4, '0')}`;
+    const node = simulatedNode(n);
     const start = base + BigInt(n * BLOCK_SIZE);
     const key = blockKey(POOL, `${formatIP({ family: 4, value: start })}/${BLOCK_PREFIX}`);
     const count = Math.floor(total / SIM_NODES) + (n < total % SIM_NODES ? 1 : 0);
@@ -183,6 +188,7 @@ async function kubeBackend(): Promise<LargeBackend> {
       const started = performance.now();
       api.preload('warrenblocks', kubeObjects(total, 'claims'));
       api.preload('warrenblockpublications', kubeObjects(total, 'publications'));
+      for (let n = 0; n < SIM_NODES; n++) api.createNode(simulatedNode(n));
       return (performance.now() - started) / 1000;
     },
     agentArgs: () => kubeStoreArgs(api, 'live', [], 'default'),
