@@ -99,6 +99,7 @@ async function main(): Promise<void> {
   console.log(`Store etcd, two tiers (issue 26), ${quick ? 'quick' : 'full'} run. ${machineLine()}`);
   console.log('A real etcd (one member); every ADD goes through the installed forwarder.');
   printLarge(await largeRangeOn(etcdBackend, forwarder, { quick }), {
+    into: 'etcd',
     store: 'etcd',
     requests: 'etcd gRPC messages',
   });

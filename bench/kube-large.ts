@@ -81,7 +81,7 @@ function listing(args: readonly string[]): Promise<Listing> {
   );
 }
 
-const KUBE_WORDS = { store: 'the fake', requests: 'API requests' };
+const KUBE_WORDS = { into: 'the fake', store: 'fake', requests: 'API requests' };
 
 export interface LargeFigures {
   readonly addMedian: number;
@@ -271,10 +271,10 @@ export async function largeRangeOn(
   };
 }
 
-export function printLarge(l: Large, o: { store: string; requests: string } = KUBE_WORDS): void {
+export function printLarge(l: Large, o: { into: string; store: string; requests: string } = KUBE_WORDS): void {
   console.log(
     `\nOne range (${POOL}, blocks of /${BLOCK_PREFIX}) holding ${l.allocations.toLocaleString('en')} allocations ` +
-      `over ${l.nodes.toLocaleString('en')} simulated nodes (preloaded into ${o.store} in ${l.preloadSeconds.toFixed(1)} s), ` +
+      `over ${l.nodes.toLocaleString('en')} simulated nodes (preloaded into ${o.into} in ${l.preloadSeconds.toFixed(1)} s), ` +
       `one live agent; against the same agent on an empty ${o.store}`,
   );
   const rows: Array<[string, (f: LargeFigures) => string]> = [
