@@ -10,7 +10,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { ManualClock } from '../../src/core/clock.ts';
 import { isWarrenError } from '../../src/core/errors.ts';
 import { blockKey } from '../../src/ipam/blocks.ts';
-import type { RangeRecord } from '../../src/store/cluster-tier.ts';
+import type { AddressRequest, RangeRecord } from '../../src/store/cluster-tier.ts';
 import { type KubeTier, openKubeTier } from '../../src/store/kubernetes/kube-tier.ts';
 import { blockName } from '../../src/store/kubernetes/names.ts';
 import { type FakeKubeApi, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
@@ -103,6 +103,32 @@ describe('KubeTier', () => {
     await waitFor('opened again', () => (requests() === 1 ? true : undefined));
     await t.close();
     await waitFor('closed with the tier', () => (requests() === 0 ? true : undefined));
+  });
+
+  it('opens the watch of requests again after it is cut, from nothing after its version expired, and tells on', async () => {
+    const [t, other] = [await tier(), await tier()];
+    const r = range();
+    const told: AddressRequest[] = [];
+    const stop = t.watchRequests((q) => {
+      if (q.pool === r.pool) told.push(q);
+    });
+    try {
+      await other.ask(r.pool, 'watched-1', 1);
+      await waitFor('the ask told', () => told.find((q) => q.node === 'watched-1'));
+      told.length = 0;
+      // Cut; the watch opened again (after its 1 s pause on the clock) from the version reached is
+      // answered 410 Expired, so it is opened once more from nothing: the request there is told again.
+      fake.expireNextWatch();
+      fake.breakWatches();
+      await waitFor('watched again from nothing', () => {
+        clock.advance(1_000);
+        return told.find((q) => q.node === 'watched-1');
+      });
+      await other.ask(r.pool, 'watched-2', 1);
+      await waitFor('a later ask told', () => told.find((q) => q.node === 'watched-2'));
+    } finally {
+      stop();
+    }
   });
 
   it("selects on the server: a node's claims by its label, a range's by its label, a page at a time", async () => {
