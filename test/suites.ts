@@ -183,6 +183,7 @@ export const E2E_FILES: readonly string[] = [
   'test/e2e/concurrency.test.ts',
   'test/e2e/dashboard-browser.test.ts',
   'test/e2e/doctor.test.ts',
+  'test/e2e/etcd-upgrade.test.ts',
   'test/e2e/gc-runtimes.test.ts',
   'test/e2e/journal-clock-step.test.ts',
   'test/e2e/journal.test.ts',
@@ -214,7 +215,7 @@ export const E2E_FILES: readonly string[] = [
   'test/store/etcd-history.test.ts',
   'test/store/etcd-legacy-import.test.ts',
   'test/store/etcd-overlap.test.ts',
-  'test/store/etcd-store.test.ts',
+  'test/store/etcd-tiered.test.ts',
   'test/store/etcd-tier.test.ts',
   'test/store/etcd-tasks.test.ts',
 ];

@@ -47,6 +47,8 @@ export interface DoctorFacts {
      * not be read: an etcd that never compacts fills its quota and then refuses every write.
      */
     readonly history?: HistoryReading | { readonly error: string };
+    /** etcd: data of the old one-tier layout still in the store (old blocks per node, range documents). */
+    readonly legacy?: { readonly blocks: Readonly<Record<string, number>>; readonly ranges: number };
   };
   readonly netns: readonly NetnsDirectoryStatus[];
   /**

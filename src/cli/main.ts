@@ -26,7 +26,7 @@ commands:
   pools          show utilisation per pool
   allocations    list allocations (filters: --pool --network --container --ifname
                  --namespace --pod --pod-uid --node --address); --cluster: every node's, as
-                 published (--store kubernetes); read from the agent a page at a time
+                 published (--store kubernetes or etcd); read from the agent a page at a time
   release        release --address A [--pool P], or --container ID [--network N] [--ifname I]
                  (--container takes the whole container ID; with --prefix, a unique prefix of
                  one, as tables show)

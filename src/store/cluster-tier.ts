@@ -88,13 +88,23 @@ export interface Page<T> {
   readonly continue?: string;
 }
 
+/** Old blocks left per node (the node their document names), and old range documents. */
+export interface LegacyLeft {
+  readonly blocks: Readonly<Record<string, number>>;
+  readonly ranges: number;
+}
+
 export type UnclaimResult = 'released' | 'changed' | 'gone';
 
 export interface ClusterTier {
   readonly description: string;
   /** Creates the range's record at first use, or answers the one already there (its block size wins). */
   pinRange(record: RangeRecord): Promise<RangeRecord>;
-  /** Claims block `key` of `range` for `node`: undefined when another claim of it exists. */
+  /**
+   * Claims block `key` of `range` for `node`: undefined when another claim of it exists, or when a
+   * tier that can tell in the claim's own transaction (etcd) finds the range no longer admitted in
+   * its address space (the two-tier store then answers `admissionLost`).
+   */
   claim(range: RangeRecord, key: string, node: string): Promise<BlockClaim | undefined>;
   /** The claim of one block, if any. */
   claimOf(key: string): Promise<BlockClaim | undefined>;
@@ -141,6 +151,8 @@ export interface ClusterTier {
    * documents of the old one-tier layout); called by node forget before the claims are freed.
    */
   forgetNode?(node: string): Promise<void>;
+  /** What is left of an older layout the tier moves from (etcd's one-tier store), for `warren doctor`. */
+  legacyLeft?(): Promise<LegacyLeft>;
   /** Agents' liveness and one-off chores (Leases on Kubernetes). */
   readonly membership: Membership;
   /** Admission of ranges into their address space, across nodes. */

@@ -1,6 +1,6 @@
 /**
- * How EtcdStore reaches etcd: the client it opens (etcd3 over gRPC), and what the connection
- * promises whatever is asked through it. Apart from etcd-store.ts, which decides what is read and
+ * How the etcd tier reaches etcd: the client it opens (etcd3 over gRPC), and what the connection
+ * promises whatever is asked through it. Apart from etcd-tier/, which decides what is read and
  * written.
  *
  * Guarantees:

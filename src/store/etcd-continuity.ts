@@ -1,6 +1,6 @@
 /**
  * Whether the etcd behind the store is still the one this agent has been writing to, judged by what
- * the agent has seen of it, and the halt that follows when it is not. Pure bookkeeping: EtcdStore
+ * the agent has seen of it, and the halt that follows when it is not. Pure bookkeeping: the etcd tier
  * and EtcdMembership feed it what they see and ask it before they write.
  *
  * An etcd that lost its data (its data directory wiped and the member started again with the same

@@ -1,7 +1,7 @@
 /**
- * The JSON kept in etcd per store pool (`units/<pool>`), and where an owner's record lives
- * (`owners/...`): the layout etcd-store.ts reads and writes. A document that does not parse is
- * IO_FAILURE naming the pool, never taken for an empty one.
+ * The old one-tier etcd layout, read only to move it (etcd-tier/legacy-import.ts): the JSON the
+ * old store kept per store pool (`units/<pool>`), and where an owner's record lived (`owners/...`).
+ * A document that does not parse is IO_FAILURE naming the pool, never taken for an empty one.
  */
 import { WarrenError, messageOf } from '../core/errors.ts';
 import { isPlainObject } from '../core/validate.ts';

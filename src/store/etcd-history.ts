@@ -1,5 +1,5 @@
 /**
- * Whether etcd keeps its history in check (`Store.history` of EtcdStore), for `warren doctor`.
+ * Whether etcd keeps its history in check (`Store.history` of the two-tier store on etcd), for `warren doctor`.
  * etcd keeps every revision of every key until it is compacted; an etcd started without
  * --auto-compaction-* grows its database with every ADD until it reaches its quota
  * (--quota-backend-bytes, default 2 GiB), raises NOSPACE and refuses every write.
@@ -23,7 +23,7 @@ import { nodeHttp } from '../core/node-http.ts';
 import type { HistoryReading, StoreHistory } from './store.ts';
 import type { Etcd3, Namespace } from 'etcd3';
 
-/** What a reading needs of the store's options (etcd-store.ts). */
+/** What a reading needs of the store's options (etcd-tier/etcd-tier.ts). */
 export interface EtcdHistoryOptions {
   /** The first is the member whose /metrics tells the quota. */
   readonly endpoints: readonly string[];

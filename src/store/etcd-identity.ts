@@ -2,7 +2,8 @@
  * The store's identity record (`identity` under the key prefix): a random id written once, by the
  * first agent that finds none, and never deleted by Warren. An etcd that lost its data has none (or,
  * once an agent recreated it, another); so once an agent has verified it, every one of its commits
- * compares it (EtcdStore.commit), and its announcement checks it first (EtcdMembership).
+ * compares it (every write of the etcd tier: etcd-tier/tier-kv.ts), and its announcement checks it
+ * first (EtcdMembership).
  *
  * Guarantees: an agent that knows an identity (verified in this process, or recorded in its state
  * directory at its last run) never creates one: it halts instead. Of two agents creating it at

@@ -1,7 +1,7 @@
 /**
  * This node's membership of the cluster on etcd: its announcement under a lease (renewed, and made
  * again after the lease was lost while etcd was away), the live nodes, and one-off cluster chores
- * claimed on the claimer's lease. Apart from etcd-store.ts, which owns the allocation documents.
+ * claimed on the claimer's lease. Apart from the rest of the etcd tier (etcd-tier/), which owns the claims.
  *
  * One agent per node name. The announcement names the agent instance that holds it (a fresh id per
  * start, with host, pid and boot id), and is only ever created where there is none, or taken over
@@ -16,7 +16,7 @@
  * - an announcement found taken by another instance while this one runs halts this agent (it stops
  *   writing and says so) instead of fighting over it.
  * Before it announces again after a lost lease, it checks the store is still the one it knew
- * (EtcdStore's identity check): an ordinary lease expiry re-announces; a wiped store halts.
+ * (the etcd tier's identity check): an ordinary lease expiry re-announces; a wiped store halts.
  */
 import { WarrenError } from '../core/errors.ts';
 import type { Lease, Namespace } from 'etcd3';
@@ -34,7 +34,7 @@ export interface EtcdMembershipOptions {
   readonly continuity: EtcdContinuity;
   /** Checks the store's identity record (creating it in a store that never had one); halts when it is gone. */
   readonly verifyIdentity: () => Promise<void>;
-  /** Writes back what this process knew of the store before it lost its data (etcd-republish.ts). */
+  /** Writes back what this node holds after the store lost its data: its claims (etcd-tier/etcd-tiered.ts). */
   readonly republish: (node: string) => Promise<AcceptReport>;
   /** Told what the operator should know while announcing (waiting out a lease). */
   readonly notice?: ((message: string) => void) | undefined;

@@ -150,7 +150,7 @@ export interface AnnounceInfo {
   readonly previous?: string;
 }
 
-/** What `Membership.accept` wrote back into the store (etcd-republish.ts). */
+/** What `Membership.accept` wrote back into the store (etcd: the node's claims, etcd-tier/etcd-tiered.ts). */
 export interface AcceptReport {
   /** Addresses written back. */
   readonly addresses: number;

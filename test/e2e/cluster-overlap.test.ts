@@ -4,7 +4,8 @@
  * admits a range on its own and caches that; an address must still be unique within the
  * network_name, whichever node's config names which range, and whenever each node first used it.
  * The agents run with their metrics on, as the tests' agents do, so the store they use is the
- * measured one wrapped around etcd.
+ * measured one wrapped around etcd. Two tiers (`--store etcd`): each node's addresses are in its own
+ * file, and a drained range holds its claimed block until the node gives it back (--block-grace).
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -12,6 +13,7 @@ import { after, before, describe, it } from 'node:test';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { type CniReply, resultAddresses, warren } from '../helpers/cni.ts';
 import { type EtcdCluster, startEtcd } from '../helpers/etcd.ts';
+import { waitFor } from '../helpers/processes.ts';
 
 describe('overlapping ranges on two nodes sharing etcd', () => {
   let etcd: EtcdCluster;
@@ -29,6 +31,10 @@ describe('overlapping ranges on two nodes sharing etcd', () => {
         etcd.endpoints.join(','),
         '--etcd-prefix',
         '/cluster-overlap/',
+        '--block-grace',
+        '0',
+        '--upkeep-interval',
+        '1',
       ];
       agents.push(await startAgent({ args }));
     }
@@ -68,8 +74,12 @@ describe('overlapping ranges on two nodes sharing etcd', () => {
     const first = await call('ADD', n1, 'o1', 'wide', wide);
     assert.deepEqual(resultAddresses(first), ['10.232.2.1'], first.stdout);
     assert.equal((await call('DEL', n1, 'o1', 'wide', wide)).code, 0);
-    // The /24 drained, so node 2 may start the /25 of the same (unnamed) network_name.
-    const second = await call('ADD', n2, 'o2', 'narrow', narrow);
+    // The /24 drained (and, two tiers, node 1 gave its empty block back), so node 2 may start the /25
+    // of the same (unnamed) network_name.
+    const second = await waitFor('node 1 to give its drained block back', async () => {
+      const reply = await call('ADD', n2, 'o2', 'narrow', narrow);
+      return reply.code === 0 ? reply : undefined;
+    });
     assert.deepEqual(resultAddresses(second), ['10.232.2.1'], second.stdout);
     // Node 1 admitted the /24 before; that admission no longer stands.
     refusedAsOverlap(await call('ADD', n1, 'o3', 'wide', wide), '10.232.2.0/24', '10.232.2.0/25');
@@ -93,7 +103,12 @@ describe('overlapping ranges on two nodes sharing etcd', () => {
 
   it('leaves no address held twice within a network_name', async () => {
     const held = new Map<string, string>();
-    for (const a of await (agents[0] as AgentHandle).allocations()) {
+    // Two tiers: each node's allocations are in its own file; both are looked at.
+    const all = [
+      ...(await (agents[0] as AgentHandle).allocations()),
+      ...(await (agents[1] as AgentHandle).allocations()),
+    ];
+    for (const a of all) {
       const key = `${a.pool.split('#')[0]?.split('@')[1] ?? ''} ${a.address}`;
       assert.equal(held.get(key), undefined, `${a.address} held twice: ${held.get(key)} and ${a.pool}`);
       held.set(key, a.pool);

@@ -4,7 +4,8 @@
  * Node is deleted and its agent's announcement has expired, exactly one of the others forgets it:
  * its addresses are released, its blocks freed and reused, and one Event records it. When the node
  * comes back it announces itself again (giving the chore up), claims blocks anew, and is forgotten
- * again if it leaves again.
+ * again if it leaves again. Two tiers (`--store etcd`): what the cluster holds of a node is its claims
+ * and what it published, read through an etcd tier on the same prefix; its addresses were in its file.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -12,7 +13,7 @@ import type { Etcd3 } from 'etcd3';
 import { REASON_NODE_FORGOTTEN } from '../../src/agent/kubernetes/nodes.ts';
 import type { AgentStatus } from '../../src/api/status.ts';
 import { requestJson } from '../../src/core/unix-http.ts';
-import { EtcdStore } from '../../src/store/etcd-store.ts';
+import { type EtcdTier, openEtcdTier } from '../../src/store/etcd-tier/etcd-tier.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { resultAddresses, warren } from '../helpers/cni.ts';
 import { type EtcdCluster, startEtcd } from '../helpers/etcd.ts';
@@ -24,7 +25,7 @@ const PREFIX = '/kube-nodes-test/';
 describe('a node deleted from Kubernetes', () => {
   let etcd: EtcdCluster;
   let api: FakeKubeApi;
-  let observer: EtcdStore;
+  let observer: EtcdTier;
   let raw: Etcd3;
   const agents = new Map<string, AgentHandle>();
 
@@ -57,7 +58,7 @@ describe('a node deleted from Kubernetes', () => {
       api.createNode(name);
       agents.set(name, await startAgent({ args: args(name) }));
     }
-    observer = await EtcdStore.open({ endpoints: etcd.endpoints, prefix: PREFIX });
+    observer = await openEtcdTier({ endpoints: etcd.endpoints, prefix: PREFIX, leaseSeconds: 15 });
     const { Etcd3: Client } = await import('etcd3');
     raw = new Client({ hosts: etcd.endpoints });
   });
@@ -83,14 +84,14 @@ describe('a node deleted from Kubernetes', () => {
       assert.equal(reply.code, 0, reply.stdout);
       added.push(...resultAddresses(reply));
     }
-    const kn3Blocks = (await observer.pools()).filter((p) => p.affinity === 'kn3').map((p) => p.pool);
+    const kn3Blocks = (await observer.claimsOf('kn3')).map((c) => c.key);
     assert.ok(kn3Blocks.length >= 1, 'kn3 claimed a block');
     // The node's machine dies: its agent is gone without withdrawing, and Kubernetes deletes the Node.
     await kn3.kill();
     agents.delete('kn3');
     api.deleteNode('kn3');
     await waitFor("kn3's addresses to be released and its blocks freed", async () =>
-      (await observer.list({ node: 'kn3' })).length === 0 && !(await observer.pools()).some((p) => p.affinity === 'kn3')
+      (await observer.claimsOf('kn3')).length === 0 && (await observer.published({ node: 'kn3' })).items.length === 0
         ? true
         : undefined,
     );
@@ -116,7 +117,8 @@ describe('a node deleted from Kubernetes', () => {
       return found.length > 0 ? found : undefined;
     });
     assert.equal(events.length, 1);
-    assert.match(String(events[0]?.message), /released 3 addresses/);
+    // Two tiers: kn3's addresses were in its own file; the forget frees its claims (and publications).
+    assert.match(String(events[0]?.message), /freed [1-9][0-9]* /);
     const statuses = await Promise.all(
       [...agents.values()].map(
         async (a) => (await requestJson({ socket: a.socket, method: 'GET', path: '/v1/status' })).body as AgentStatus,
@@ -138,7 +140,9 @@ describe('a node deleted from Kubernetes', () => {
       });
       assert.equal(reply.code, 0, reply.stdout);
     }
-    const owners = new Map((await observer.pools()).map((p) => [p.pool, p.affinity]));
+    const owners = new Map(
+      await Promise.all(kn3Blocks.map(async (b) => [b, (await observer.claimOf(b))?.node] as const)),
+    );
     assert.ok(
       kn3Blocks.some((b) => owners.get(b) === 'kn1'),
       `one of kn3's former blocks (${kn3Blocks.join(', ')}) is now kn1's`,
@@ -163,11 +167,15 @@ describe('a node deleted from Kubernetes', () => {
     });
     assert.equal(reply.code, 0, reply.stdout);
     const [address] = resultAddresses(reply);
-    const blocks = (await observer.pools()).filter((p) => p.affinity === 'kn3');
+    const blocks = await observer.claimsOf('kn3');
     assert.equal(blocks.length, 1, 'kn3 claimed a block anew');
+    const published = await waitFor('kn3 to publish its block', async () => {
+      const items = (await observer.published({ node: 'kn3' })).items;
+      return items.length > 0 ? items : undefined;
+    });
     assert.deepEqual(
-      (await observer.list({ node: 'kn3' })).map((a) => [a.address, a.pool]),
-      [[address, blocks[0]?.pool]],
+      published.flatMap((b) => b.allocations.map((a) => [a.address, a.pool])),
+      [[address, blocks[0]?.key]],
       'its address is from its new block',
     );
 
@@ -176,7 +184,7 @@ describe('a node deleted from Kubernetes', () => {
     agents.delete('kn3');
     api.deleteNode('kn3');
     await waitFor('kn3 to be forgotten a second time', async () =>
-      (await observer.list({ node: 'kn3' })).length === 0 && !(await observer.pools()).some((p) => p.affinity === 'kn3')
+      (await observer.claimsOf('kn3')).length === 0 && (await observer.published({ node: 'kn3' })).items.length === 0
         ? true
         : undefined,
     );

@@ -3,7 +3,7 @@
  * status lags behind what the store has seen never halts the store as gone backwards, and readings
  * reach etcd at most once an interval (on an injected clock), a failed one not kept. The client is
  * a stand-in answering as etcd's maintenance service does; the store's continuity check is the
- * real one, fed as EtcdStore feeds it. Real etcd members: etcd-history.test.ts.
+ * real one, fed as the etcd tier feeds it. Real etcd members: etcd-history.test.ts.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -32,7 +32,7 @@ function standIn(revision: () => number, fail: () => boolean = () => false) {
   return { client, ns, calls };
 }
 
-/** Runs a call as EtcdStore's does: the answer's header, when it has one, is held to the continuity check. */
+/** Runs a call as the etcd tier's does: the answer's header, when it has one, is held to the continuity check. */
 function storeCall(continuity: EtcdContinuity): EtcdCall {
   return async (_what, body) => {
     const floor = continuity.floor();

@@ -1,7 +1,7 @@
 /**
  * `warren doctor` on etcd's history, against real etcd members: one run as etcd runs by default
  * (no --auto-compaction-*), compacted by the client when the test says so, and one with a quota of
- * one MiB that fills. What the agent reports (doctorFacts over a real EtcdStore) is judged as
+ * one MiB that fills. What the agent reports (doctorFacts over the real store `--store etcd` opens) is judged as
  * `warren doctor` judges it and rendered as it prints it; and once as an operator runs it, the
  * doctor a child process asking a real agent on etcd.
  */
@@ -14,16 +14,17 @@ import { systemClock } from '../../src/core/clock.ts';
 import { NO_COMPACTION_REVISIONS, historyFindings } from '../../src/cli/doctor/etcd-history.ts';
 import { type Finding, exitCodeOf } from '../../src/cli/doctor/finding.ts';
 import { renderHuman } from '../../src/cli/doctor/report.ts';
-import { EtcdStore } from '../../src/store/etcd-store.ts';
+import type { EtcdTieredStore } from '../../src/store/etcd-tier/etcd-tiered.ts';
 import { NetnsObserver } from '../../src/sources/netns.ts';
 import { type EtcdCluster, startEtcd } from '../helpers/etcd.ts';
+import { openTieredOnEtcd } from '../helpers/etcd-tiered.ts';
 import { startAgent } from '../helpers/agent.ts';
 import { WARREN_BIN, run, tempDir } from '../helpers/processes.ts';
 
 const QUOTA_BYTES = 1024 * 1024;
 
 /** What the agent on `etcd` reports of its store, as `warren doctor` asks for it. */
-async function factsOf(etcd: EtcdCluster, store: EtcdStore) {
+async function factsOf(etcd: EtcdCluster, store: EtcdTieredStore) {
   const options = resolveAgentOptions(
     {
       stateDir: tempDir('warren-history-'),
@@ -70,7 +71,12 @@ describe("warren doctor on etcd's history", () => {
   });
 
   it('warns before an etcd without compaction fills its quota and refuses every ADD, and stops once it compacts', async () => {
-    const store = await EtcdStore.open({ endpoints: plain.endpoints, historyIntervalMs: 0 });
+    const store = await openTieredOnEtcd({
+      endpoints: plain.endpoints,
+      prefix: '/warren/',
+      node: 'h',
+      historyIntervalMs: 0,
+    });
     try {
       const young = await factsOf(plain, store);
       assert.ok(young.store.history !== undefined && !('error' in young.store.history), JSON.stringify(young.store));
@@ -117,7 +123,7 @@ describe("warren doctor on etcd's history", () => {
   });
 
   it('reads etcd at most once an interval, however often doctor asks', async () => {
-    const store = await EtcdStore.open({ endpoints: plain.endpoints });
+    const store = await openTieredOnEtcd({ endpoints: plain.endpoints, prefix: '/warren/', node: 'h' });
     try {
       const first = await store.history.read();
       await write(client, 20);
@@ -129,7 +135,12 @@ describe("warren doctor on etcd's history", () => {
   });
 
   it('says etcd refuses every write once it raised NOSPACE, and how to get it back', async () => {
-    const store = await EtcdStore.open({ endpoints: small.endpoints, historyIntervalMs: 0 });
+    const store = await openTieredOnEtcd({
+      endpoints: small.endpoints,
+      prefix: '/warren/',
+      node: 'h',
+      historyIntervalMs: 0,
+    });
     try {
       const big = 'y'.repeat(100 * 1024);
       let refused: unknown;

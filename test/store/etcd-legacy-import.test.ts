@@ -16,6 +16,7 @@ import { Allocator } from '../../src/allocator/allocator.ts';
 import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import { ManualClock } from '../../src/core/clock.ts';
 import type { Allocation } from '../../src/ipam/allocation.ts';
+import { openEtcdTier } from '../../src/store/etcd-tier/etcd-tier.ts';
 import { type EtcdTieredStore, openEtcdTiered } from '../../src/store/etcd-tier/etcd-tiered.ts';
 import { ForwardingStore } from '../../src/store/forwarding-store.ts';
 import { SqliteStore } from '../../src/store/sqlite-store.ts';
@@ -250,6 +251,65 @@ describe('moving the old etcd layout to the two-tier store', () => {
       assert.ok((await keys(prefix, 'units/')).every((k) => !k.includes('10.77.0.0/28') && !k.includes('10.78.')));
     } finally {
       await again.close();
+    }
+  });
+
+  it('says so when a node still holding old blocks is announced (an agent of the old version runs there)', async () => {
+    const prefix = await seeded();
+    const old = await openEtcdTier({ endpoints: etcd.endpoints, prefix, leaseSeconds: 15 });
+    const notices: string[] = [];
+    try {
+      await old.membership.announce('n2', { since: 1, version: 'old' });
+      const n1 = await open(prefix, 'n1', new SqliteStore({ path: join(tempDir(), 'n1.db') }), notices);
+      await n1.close();
+      assert.ok(
+        notices.some((m) => /node n2 is announced but still holds blocks in the old etcd layout/.test(m)),
+        notices.join('\n'),
+      );
+    } finally {
+      await old.close();
+    }
+  });
+
+  it('gives an old block no node held, holding an address another node borrowed, to that node: never handed out again', async () => {
+    const prefix = await seeded();
+    const block = '10.77.0.0/24@legacy#10.77.0.48/28';
+    const borrowed = {
+      pool: block,
+      address: '10.77.0.50',
+      network: 'legacy-net',
+      containerID: 'n2-borrowed',
+      ifname: 'eth0',
+      node: 'n2',
+      createdAt: 1,
+    };
+    const doc = { allocations: { '10.77.0.50': ['legacy-net', 'n2-borrowed', 'eth0'] }, resting: {} };
+    await client.put(`${prefix}units/${block}`).value(JSON.stringify(doc));
+    await client
+      .put(`${prefix}owners/legacy-net/n2-borrowed/eth0/10.77.0.0%2F24%40legacy`)
+      .value(JSON.stringify(borrowed));
+    const n1 = await open(prefix, 'n1', new SqliteStore({ path: join(tempDir(), 'n1.db') }));
+    try {
+      assert.equal((await n1.etcd.claimOf(block))?.node, 'n2');
+      const allocator = new Allocator({ store: n1, clock, node: 'n1', blocks: true });
+      for (let i = 0; i < 60; i++) {
+        const [a] = await allocator.allocate({
+          owner: { network: 'legacy-net', containerID: `fill-${i}`, ifname: 'eth0' },
+          ranges: R1,
+        });
+        assert.notEqual(a?.allocation.address, '10.77.0.50', `ADD ${i} handed out the borrowed address`);
+      }
+    } finally {
+      await n1.close();
+    }
+    const n2 = await open(prefix, 'n2', new SqliteStore({ path: join(tempDir(), 'n2.db') }));
+    try {
+      assert.deepEqual(
+        (await n2.list({ containerID: 'n2-borrowed' })).map((a) => a.address),
+        ['10.77.0.50'],
+      );
+    } finally {
+      await n2.close();
     }
   });
 

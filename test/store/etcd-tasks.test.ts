@@ -1,21 +1,23 @@
 /**
  * Cluster chores on real etcd (Membership.claimTask / releaseTask): of the nodes that ask for one
  * chore, exactly one wins, and keeps winning when it asks again; the claim lives on the winner's
- * node lease, so it goes when that lease ends; releasing it lets the next asker win.
+ * node lease, so it goes when that lease ends; releasing it lets the next asker win. On the store
+ * `--store etcd` opens (its membership is the etcd tier's).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Etcd3 } from 'etcd3';
-import { EtcdStore } from '../../src/store/etcd-store.ts';
+import type { EtcdTieredStore } from '../../src/store/etcd-tier/etcd-tiered.ts';
 import type { Membership } from '../../src/store/store.ts';
 import { type EtcdCluster, startEtcd } from '../helpers/etcd.ts';
+import { openTieredOnEtcd } from '../helpers/etcd-tiered.ts';
 import { waitFor } from '../helpers/processes.ts';
 
 describe('etcd store: cluster chores', () => {
   let etcd: EtcdCluster;
   let raw: Etcd3;
   let serial = 0;
-  const stores: EtcdStore[] = [];
+  const stores: EtcdTieredStore[] = [];
 
   before(async () => {
     etcd = await startEtcd(1);
@@ -37,7 +39,7 @@ describe('etcd store: cluster chores', () => {
     const prefix = `/tasks-${serial}/`;
     const nodes = new Map<string, Membership>();
     for (const name of names) {
-      const store = await EtcdStore.open({ endpoints: etcd.endpoints, prefix, leaseSeconds: 5 });
+      const store = await openTieredOnEtcd({ endpoints: etcd.endpoints, prefix, node: name, leaseSeconds: 5 });
       stores.push(store);
       const membership = store.membership as Membership;
       if (announce) await membership.announce(name, { since: 0, version: 'test' });

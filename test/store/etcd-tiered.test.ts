@@ -157,7 +157,7 @@ describe('the etcd store as opened', () => {
 });
 
 describe('an etcd that lost its data under the two-tier store', () => {
-  it('halts claims and publication, says so at ping and to notice, and claims nothing into the empty store', async () => {
+  it('halts claims and publication, says so at ping and to notice, claims nothing into the empty store, and claims its blocks again once accepted', async () => {
     const wiped = await startEtcd(1);
     const notices: string[] = [];
     const where = fresh();
@@ -219,6 +219,20 @@ describe('an etcd that lost its data under the two-tier store', () => {
         [],
         'nothing of the node written into the empty store',
       );
+
+      // The operator accepts the store as it is: the node claims again the block its file holds,
+      // its range's block size first, and publishes it.
+      const report = await store.membership.accept();
+      assert.deepEqual(report, { addresses: 2, blocks: 1, conflicts: [] });
+      assert.equal(store.membership.halted(), undefined);
+      assert.equal((await store.etcd.claimOf(block))?.node, 'n1');
+      assert.deepEqual(
+        (await raw.getAll().prefix(`${where.prefix}ranges/`).keys()).length,
+        1,
+        "the range's block size is recorded again",
+      );
+      await store.flush();
+      assert.equal(store.pendingPublication, 0, 'published again');
     } finally {
       raw.close();
       await store.close();

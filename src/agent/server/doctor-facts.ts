@@ -57,6 +57,12 @@ export async function doctorFacts(d: DoctorFactsDeps): Promise<DoctorFacts> {
   const endpoint = o.etcdEndpoints[0];
   // An unreachable store would only fail this too, after another wait.
   const history = d.store.history === undefined || error !== undefined ? undefined : await historyOf(d.store);
+  const legacyLeft = d.store.blockOwners?.tier.legacyLeft;
+  const legacy =
+    legacyLeft === undefined || error !== undefined
+      ? undefined
+      : await legacyLeft.call(d.store.blockOwners?.tier).catch(() => undefined);
+  const legacyShown = legacy !== undefined && (Object.keys(legacy.blocks).length > 0 || legacy.ranges > 0);
   return {
     node: o.nodeName,
     version: d.version,
@@ -86,6 +92,7 @@ export async function doctorFacts(d: DoctorFactsDeps): Promise<DoctorFacts> {
       ...storeSettings(o),
       ...(clusterProblem === undefined ? {} : { clusterProblem }),
       ...(history === undefined ? {} : { history }),
+      ...(legacyShown ? { legacy } : {}),
     },
     netns: d.observer.directories(),
     recordedNetns: error === undefined ? await recordedNetns(d) : [],
@@ -117,7 +124,8 @@ function storeSettings(o: AgentOptions): Partial<DoctorFacts['store']> {
     case 'sqlite':
       return { synchronous: o.synchronous };
     case 'etcd':
-      return { etcdEndpoints: o.etcdEndpoints };
+      // The node's own addresses are in its SQLite file, as on Kubernetes.
+      return { synchronous: o.synchronous, etcdEndpoints: o.etcdEndpoints };
     case 'kubernetes':
       // The node's own addresses are in its SQLite file, as on a store of one node.
       return { synchronous: o.synchronous, kubeNamespace: o.kubeNamespace };

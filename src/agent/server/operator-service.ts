@@ -313,7 +313,7 @@ export class AgentService {
       throw new WarrenError(
         'BAD_REQUEST',
         `store ${this.#o.store.description} publishes no allocations of other nodes; ` +
-          '--cluster needs --store kubernetes',
+          '--cluster needs --store kubernetes or etcd',
       );
     return clusterPage(this.#published, filter, page);
   }

@@ -6,8 +6,8 @@
  * another), whether nodes share it (the cluster chores, blocks, judging only this node's
  * allocations), and which database file it opens itself (locked against a second agent, removed
  * when the node is handed back): SQLite's, and on Kubernetes and etcd too, where it holds the
- * node's own addresses beside the cluster tier (one rule: --database). A store handed to the agent instead (tests) comes with its kind
- * stated, and is never a file of the agent's own.
+ * node's own addresses beside the cluster tier (one rule: --database). A store handed to the
+ * agent instead (tests) comes with its kind stated, and is never a file of the agent's own.
  */
 import type { Clock } from '../../core/clock.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';

@@ -181,7 +181,10 @@ function containerdFindings(facts: DoctorFacts, reading: ContainerdConfigReading
 function storeWhere(s: DoctorFacts['store']): string {
   switch (s.kind) {
     case 'etcd':
-      return `etcd endpoints ${(s.etcdEndpoints ?? []).join(', ')}`;
+      return (
+        "this node's addresses in SQLite, on this node; block owners and published allocations in etcd " +
+        `(endpoints ${(s.etcdEndpoints ?? []).join(', ')})`
+      );
     case 'kubernetes':
       return (
         "this node's addresses in SQLite, on this node; block owners and published allocations in the Kubernetes " +
@@ -226,6 +229,21 @@ function storeFindings(facts: DoctorFacts): Finding[] {
         'see the README, "When etcd lost its data": if the store lost its data, restore etcd from a backup ' +
           "or accept it as it is (`warren store accept`) after checking; if another agent holds this node's " +
           'name, stop one of them or give it another --node-name',
+      ),
+    );
+  }
+  if (s.legacy !== undefined) {
+    const nodes = Object.entries(s.legacy.blocks).map(([node, n]) => `${node} (${n})`);
+    found.push(
+      warning(
+        'etcd-legacy-data',
+        'etcd holds data of the old one-tier layout (units/, owners/)',
+        `old blocks of node${nodes.length === 1 ? '' : 's'} ${nodes.join(', ') || 'none'}, ` +
+          `${s.legacy.ranges} old range documents: each node moves its own old blocks into its SQLite file ` +
+          'at its next start',
+        'start the agents of those nodes (the new version); a node that never comes back: delete its Node ' +
+          '(node forget frees its blocks and removes its old documents) — see the README, "Upgrading from the ' +
+          'one-tier etcd store"',
       ),
     );
   }

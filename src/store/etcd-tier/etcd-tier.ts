@@ -65,7 +65,10 @@ import {
 } from './tier-kv.ts';
 
 export interface EtcdTierOptions extends EtcdClientOptions {
-  /** The tier's key prefix (its own: not an etcd store's). */
+  /**
+   * The tier's key prefix: --etcd-prefix, the one the old one-tier store used, so its identity,
+   * announcements, chores and admissions carry over and its old documents are found to be moved.
+   */
   readonly prefix: string;
   /** Lifetime of an announcement not renewed, seconds. */
   readonly leaseSeconds: number;

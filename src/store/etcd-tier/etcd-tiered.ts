@@ -17,6 +17,7 @@ import { messageOf } from '../../core/errors.ts';
 import { isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
 import { isLoanKey } from '../../ipam/loan-key.ts';
 import type { AcceptReport, Store, StoreHistory } from '../store.ts';
+import { spaceOfPool } from '../tiered-ranges.ts';
 import { TieredStore, type TieredStoreOptions } from '../tiered-store.ts';
 import { type EtcdTier, type EtcdTierOptions, openEtcdTier } from './etcd-tier.ts';
 import { legacyFailure } from './legacy-import.ts';
@@ -46,11 +47,21 @@ export class EtcdTieredStore extends TieredStore {
     let addresses = 0;
     let blocks = 0;
     const conflicts: string[] = [];
-    for (const p of await local.pools()) {
+    const pools = await local.pools();
+    const ranges = new Map(pools.filter((p) => !isBlockKey(p.pool)).map((p) => [p.pool, p.description]));
+    const pinned = new Set<string>();
+    for (const p of pools) {
       if (!isBlockKey(p.pool) || p.affinity !== node) continue;
       const rangePool = rangePoolOfKey(p.pool);
-      const blockPrefix = (await local.pools(rangePool)).find((r) => r.pool === rangePool)?.description?.blockPrefix;
+      const d = ranges.get(rangePool);
+      const blockPrefix = d?.blockPrefix;
       if (blockPrefix !== undefined && isLoanKey(p.pool, blockPrefix)) continue; // a loan is no block of its own
+      if (d !== undefined && blockPrefix !== undefined && !pinned.has(rangePool)) {
+        // The range's block size first, as this node split it: another node must split it alike.
+        const { subnet, first, last } = d;
+        await this.etcd.pinRange({ pool: rangePool, space: spaceOfPool(rangePool), subnet, first, last, blockPrefix });
+        pinned.add(rangePool);
+      }
       const result = await this.commit(p.pool, p.revision, [{ op: 'claim', node }]).catch((error: unknown) => ({
         kind: 'conflict' as const,
         reason: messageOf(error),
@@ -82,6 +93,18 @@ export async function openEtcdTiered(o: EtcdTieredOptions): Promise<EtcdTieredSt
             `removed, ${report.claimed} old blocks (of every node) claimed in the tier`,
         );
       for (const problem of report.problems) notice(problem);
+      // An announced node with old blocks runs the old version (a new one moves them before it
+      // announces): side by side, neither sees the other's blocks.
+      const announced = report.others.length === 0 ? [] : await tier.membership.liveNodes().catch(() => []);
+      const live = new Set(announced.map((n) => n.node));
+      const old = report.others.filter((n) => live.has(n));
+      if (old.length > 0)
+        notice(
+          `node${old.length === 1 ? '' : 's'} ${old.join(', ')} ${old.length === 1 ? 'is' : 'are'} announced but ` +
+            `still hold${old.length === 1 ? 's' : ''} blocks in the old etcd layout: an agent of the old ` +
+            "version runs there, and it and this one do not see each other's blocks. Stop it and start this " +
+            'version (README, "Upgrading from the one-tier etcd store")',
+        );
     } else {
       notice(`${halted}; the old etcd layout, if any is left, is not moved while so`);
     }

@@ -22,6 +22,12 @@
  * and no block is claimed twice (claims are create-if-absent; one held by another node than the
  * document's affinity is reported, never taken over).
  *
+ * A block's allocations all go to the node that takes the block, those other nodes had borrowed in
+ * it too (the old store lent by writing into the lender's block): they stay held there, never
+ * handed out twice, and are released by an operator (`warren release --address`) when their pods
+ * go, since the borrower's agent does not hold them. An old block no node held that still holds
+ * allocations is taken by the first node its owner records name.
+ *
  * Old blocks of a node that never comes back stay claimed in its name: the forget-node path (its
  * Node deleted) frees them and removes its old documents (`forgetLegacyNode`); until then
  * `legacyLeft` counts them for `warren doctor`.
@@ -29,7 +35,7 @@
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { blockKeyPrefix, isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
-import type { ClusterTier, RangeRecord } from '../cluster-tier.ts';
+import type { ClusterTier, LegacyLeft, RangeRecord } from '../cluster-tier.ts';
 import { type UnitDoc, ownerRecordKey, parseDoc } from '../etcd-documents.ts';
 import type { PoolOp, Store } from '../store.ts';
 import { recordFromKey, spaceOfPool } from '../tiered-ranges.ts';
@@ -50,6 +56,8 @@ export interface LegacyReport {
   readonly removed: number;
   /** What could not be done, each naming the block and why (the next start tries again). */
   readonly problems: readonly string[];
+  /** The other nodes that still have old blocks (not started on this version yet, or gone). */
+  readonly others: readonly string[];
 }
 
 interface OldDoc {
@@ -99,6 +107,17 @@ async function recordsOf(kv: TierKv, node: string, d: OldDoc): Promise<{ allocat
   return { allocations, keys: keys.filter((_, i) => found.has(owners[i]?.[0] ?? '')) };
 }
 
+/**
+ * Who takes an old block no node held that still holds allocations (the block of a node the old
+ * store forgot, in which live nodes had borrowed addresses): the first node its owner records name,
+ * so its addresses stay held. Undefined for a block holding none (it is free).
+ */
+async function nodeOfUnowned(kv: TierKv, d: OldDoc): Promise<string | undefined> {
+  if (Object.keys(d.doc.allocations).length === 0) return undefined;
+  const { allocations } = await recordsOf(kv, '', d);
+  return allocations.map((a) => a.node).find((n) => n !== '');
+}
+
 /** The one local commit importing block `d`. */
 function importOps(node: string, d: OldDoc, allocations: readonly Allocation[]): PoolOp[] {
   const { doc } = d;
@@ -129,7 +148,15 @@ export interface LegacyImport {
 /** One pass of the move (see the header); nothing to do, at the cost of one read, once no old document is left. */
 export async function importLegacy(o: LegacyImport): Promise<LegacyReport> {
   const { kv, tier, local, node } = o;
-  const report = { imported: 0, allocations: 0, claimed: 0, removed: 0, problems: [] as string[] };
+  const others = new Set<string>();
+  const report = {
+    imported: 0,
+    allocations: 0,
+    claimed: 0,
+    removed: 0,
+    problems: [] as string[],
+    others: [] as string[],
+  };
   if (!(await legacyPresent(kv))) return report;
   const described = new Map<string, UnitDoc['description']>();
   const pinned = new Map<string, RangeRecord>();
@@ -139,7 +166,7 @@ export async function importLegacy(o: LegacyImport): Promise<LegacyReport> {
       described.set(d.pool, d.doc.description);
       return;
     }
-    const holder = d.doc.affinity;
+    const holder = d.doc.affinity ?? (await nodeOfUnowned(kv, d));
     if (holder === undefined) return;
     const rangePool = rangePoolOfKey(d.pool);
     let range = pinned.get(rangePool);
@@ -152,13 +179,16 @@ export async function importLegacy(o: LegacyImport): Promise<LegacyReport> {
       const held = await tier.claimOf(d.pool);
       if (held?.node !== holder) {
         report.problems.push(
-          `old block ${d.pool} of node ${holder} is claimed by node ${held?.node ?? 'nobody'} in the tier: left as it is`,
+          `old block ${d.pool} of node ${holder} is claimed by node ${held?.node ?? 'nobody'} in the tier: ` +
+            'left as it is',
         );
         return;
       }
     }
     if (holder === node) mine.push(d);
+    else others.add(holder);
   });
+  report.others = [...others].sort();
   // Every block of this node in the local file before any of its documents goes.
   const imported: { d: OldDoc; owners: string[] }[] = [];
   for (const d of mine) {
@@ -254,7 +284,7 @@ export async function forgetLegacyNode(kv: TierKv, node: string): Promise<string
 }
 
 /** What is left of the old layout, for `warren doctor`: old blocks per node, and range documents. */
-export async function legacyLeft(kv: TierKv): Promise<{ blocks: Record<string, number>; ranges: number }> {
+export async function legacyLeft(kv: TierKv): Promise<LegacyLeft> {
   const blocks: Record<string, number> = {};
   let ranges = 0;
   if (!(await legacyPresent(kv))) return { blocks, ranges };

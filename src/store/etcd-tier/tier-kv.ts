@@ -14,6 +14,7 @@
  *   published/<range>/<block key>         a block's publication (its owner's allocations and counts)
  *   requests/<range>/<node>               an address request (version = its mod revision)
  *   spaces/<address space>/<range>        a range's admission into its address space
+ *   units/..., owners/...                 the old one-tier layout, read and removed by legacy-import.ts
  *
  * Guarantees:
  * - nothing is written to a store this process stopped trusting (etcd-continuity.ts: it lost its

@@ -438,6 +438,26 @@ describe('doctor checks', () => {
     );
   });
 
+  it('names the nodes whose old-layout etcd blocks are left, as a warning saying how they go', () => {
+    const store = {
+      kind: 'etcd' as const,
+      description: 'etcd',
+      healthy: true,
+      etcdEndpoints: ['http://10.0.0.1:2379'],
+      legacy: { blocks: { n2: 3, n7: 1 }, ranges: 2 },
+    };
+    const f = find(diagnose(node({}, facts({ store }))), 'etcd-legacy-data');
+    assert.equal(f.severity, 'warning');
+    assert.match(f.detail ?? '', /old blocks of nodes n2 \(3\), n7 \(1\), 2 old range documents/);
+    assert.match(f.fix ?? '', /delete its Node/);
+    assert.ok(
+      !diagnose(node({}, facts({ store: { ...store, legacy: undefined } as never }))).some(
+        (x) => x.id === 'etcd-legacy-data',
+      ),
+      'none once every old block moved',
+    );
+  });
+
   it('tells an agent too old to report its setup to be upgraded', () => {
     const findings = diagnose(
       node({
