@@ -2,17 +2,21 @@
  * One large range on store `kubernetes`: blocks and their published allocations of SIM_NODES
  * simulated nodes written straight into the fake API server's storage (`preload`: no requests, no
  * watch events), as those nodes' agents would have left them (one /22 block each, its allocations
- * in its WarrenBlockPublication object, through the tier's own object builders), and one live agent on it, against the same
- * agent on an empty fake. The simulated nodes are blocks only: no Leases, no Node objects (nothing
- * deletes them, so no agent forgets them). The range's record is left to the live agent's first ADD.
+ * in its WarrenBlockPublication object, through the tier's own object builders), and one live agent
+ * on it, against the same agent on an empty fake. Each simulated node has its Node object, as in a
+ * cluster (without one, the live agent's relisting of Nodes takes the node for one deleted while
+ * every agent was down, and frees its blocks: claimHolders), and no Lease. The range's record is
+ * left to the live agent's first ADD.
  * Measured for each: sequential ADD median through the installed forwarder (after a first ADD that
  * claims the live agent's block), the live agent's API requests per minute while idle, its resident
  * memory, and `warren allocations --json` against it (time, bytes, allocations listed, memory after).
  * The size is `--allocations N` (default 1,000,000; --quick 20,000), spread over SIM_NODES blocks.
+ * The same on etcd (`--store etcd`): bench/etcd-large.ts, a backend of `largeRangeOn`.
  */
 import { spawn } from 'node:child_process';
 import { systemClock } from '../src/core/clock.ts';
 import type { Allocation } from '../src/ipam/allocation.ts';
+import type { PublishedBlock } from '../src/store/cluster-tier.ts';
 import { formatIP, parseIP } from '../src/ipam/address.ts';
 import { blockKey } from '../src/ipam/blocks.ts';
 import { blockName } from '../src/store/kubernetes/names.ts';
@@ -32,10 +36,10 @@ export function benchApi(): Promise<FakeKubeApi> {
   return startFakeKubeApi({ crds: 'deploy', writeLatencyMs: WRITE_LATENCY_MS });
 }
 
-const SIM_NODES = 1_000;
-const POOL = '10.64.0.0/12';
+export const SIM_NODES = 1_000;
+export const POOL = '10.64.0.0/12';
 /** /22 blocks: 1,022 addresses each, so 1,000 allocations a node fit one block. */
-const BLOCK_PREFIX = 22;
+export const BLOCK_PREFIX = 22;
 const BLOCK_SIZE = 1 << (32 - BLOCK_PREFIX);
 
 export interface Listing {
@@ -77,6 +81,8 @@ function listing(args: readonly string[]): Promise<Listing> {
   );
 }
 
+const KUBE_WORDS = { into: 'the fake', store: 'fake', requests: 'API requests' };
+
 export interface LargeFigures {
   readonly addMedian: number;
   readonly idlePerMinute: number;
@@ -111,19 +117,24 @@ function requestedSize(quick: boolean): number {
   return given ?? (quick ? 20_000 : 1_000_000);
 }
 
-/** The blocks (claims and publications) of SIM_NODES nodes holding `total` allocations in all, as their agents leave them. */
-function* simulatedBlocks(total: number, what: 'claims' | 'publications'): Generator<FakeObject> {
+/** The name of simulated node `n`. */
+const simulatedNode = (n: number): string => `sim-${String(n).padStart(4, '0')}`;
+
+/** A block of a simulated node with its allocations, as its agent publishes it. */
+export interface SimulatedBlock {
+  readonly key: string;
+  readonly node: string;
+  readonly block: PublishedBlock;
+}
+
+/** The blocks of SIM_NODES nodes holding `total` allocations in all, as their agents leave them, one at a time. */
+export function* simulatedBlocks(total: number): Generator<SimulatedBlock> {
   const base = (parseIP(POOL.split('/')[0] as string) as { value: bigint }).value;
   const now = systemClock.now();
   for (let n = 0; n < SIM_NODES; n++) {
-    const node = `sim-${String(n).padStart(4, '0')}`;
+    const node = simulatedNode(n);
     const start = base + BigInt(n * BLOCK_SIZE);
     const key = blockKey(POOL, `${formatIP({ family: 4, value: start })}/${BLOCK_PREFIX}`);
-    // The tier's own objects, as the fake stores what it is given (JSON, so a plain copy of them).
-    if (what === 'claims') {
-      yield structuredClone(blockObject(blockName(key), key, node)) as FakeObject;
-      continue;
-    }
     const count = Math.floor(total / SIM_NODES) + (n < total % SIM_NODES ? 1 : 0);
     const allocations: Allocation[] = Array.from({ length: count }, (_, i) => {
       const id = `${node}-c${i}`;
@@ -140,21 +151,59 @@ function* simulatedBlocks(total: number, what: 'claims' | 'publications'): Gener
         createdAt: now,
       };
     });
-    const block = { key, node, counts: { allocated: count, resting: 0 }, allocations, publishedAt: now };
-    yield structuredClone(publicationObject(blockName(key), block).object) as FakeObject;
+    yield { key, node, block: { key, node, counts: { allocated: count, resting: 0 }, allocations, publishedAt: now } };
   }
 }
 
-async function figures(forwarder: Command, quick: boolean, total: number) {
-  const api = await benchApi();
-  let preloadSeconds = 0;
-  if (total > 0) {
-    const started = performance.now();
-    api.preload('warrenblocks', simulatedBlocks(total, 'claims'));
-    api.preload('warrenblockpublications', simulatedBlocks(total, 'publications'));
-    preloadSeconds = (performance.now() - started) / 1000;
+/** The claims, then the publications, as the fake stores what it is given (JSON, so a plain copy of the tier's objects). */
+function* kubeObjects(total: number, what: 'claims' | 'publications'): Generator<FakeObject> {
+  for (const { key, node, block } of simulatedBlocks(what === 'claims' ? 0 : total)) {
+    if (what === 'claims') yield structuredClone(blockObject(blockName(key), key, node)) as FakeObject;
+    else yield structuredClone(publicationObject(blockName(key), block).object) as FakeObject;
   }
-  const agent = await benchAgent({ args: kubeStoreArgs(api, 'live', [], 'default') });
+}
+
+/**
+ * Where the large range lives for one measurement: a cluster store, its simulated blocks written
+ * straight into its storage, the live agent's arguments, and what the agent asks of it meanwhile.
+ */
+export interface LargeBackend {
+  /** Writes the simulated blocks of `total` allocations (none for 0); seconds taken. */
+  preload(total: number): Promise<number>;
+  /** The live agent's arguments (its store, on this backend). */
+  agentArgs(): readonly string[];
+  /** Starts counting the agent's requests. */
+  mark(): Promise<void>;
+  /** The requests since `mark`, by what they were. */
+  counted(): Promise<Record<string, number>>;
+  stop(): Promise<void>;
+}
+
+/** The fake API server as the backend: its storage preloaded, its requests counted by verb and resource. */
+async function kubeBackend(): Promise<LargeBackend> {
+  const api = await benchApi();
+  return {
+    async preload(total) {
+      if (total === 0) return 0;
+      const started = performance.now();
+      api.preload('warrenblocks', kubeObjects(total, 'claims'));
+      api.preload('warrenblockpublications', kubeObjects(total, 'publications'));
+      for (let n = 0; n < SIM_NODES; n++) api.createNode(simulatedNode(n));
+      return (performance.now() - started) / 1000;
+    },
+    agentArgs: () => kubeStoreArgs(api, 'live', [], 'default'),
+    async mark() {
+      api.clearRequests();
+    },
+    counted: async () => api.requestCounts(),
+    stop: () => api.stop(),
+  };
+}
+
+async function figures(forwarder: Command, quick: boolean, total: number, backendOf: () => Promise<LargeBackend>) {
+  const backend = await backendOf();
+  const preloadSeconds = await backend.preload(total);
+  const agent = await benchAgent({ args: [...backend.agentArgs()] });
   const ipam = { range: POOL, block_size: BLOCK_PREFIX };
   const config = JSON.stringify({
     cniVersion: '1.1.0',
@@ -168,10 +217,10 @@ async function figures(forwarder: Command, quick: boolean, total: number) {
       const warm = await sequential(1, command, cniEnv('ADD', 'warm-%i'), config);
       const adds = await sequential(quick ? 30 : 200, command, cniEnv('ADD', 'large-%i'), config);
       // Idle: what the agent reads and writes on its own, by verb and resource.
-      api.clearRequests();
+      await backend.mark();
       const idleMs = quick ? 15_000 : 60_000;
       await new Promise((resolve) => setTimeout(resolve, idleMs));
-      const idleRequests = api.requestCounts();
+      const idleRequests = await backend.counted();
       const idleTotal = Object.values(idleRequests).reduce((s, x) => s + x, 0);
       const rssMiB = residentMiB(agent.pid).rss;
       const local = await listing(['--socket', agent.socket]);
@@ -194,15 +243,24 @@ async function figures(forwarder: Command, quick: boolean, total: number) {
     return { ...measured.value, load: measured.load, preloadSeconds };
   } finally {
     await agent.stop();
-    await api.stop();
+    await backend.stop();
   }
 }
 
 /** The live agent on an empty fake, then on one holding the large range. */
-export async function largeRange(forwarder: Command, o: { quick: boolean }): Promise<Large> {
+export function largeRange(forwarder: Command, o: { quick: boolean }): Promise<Large> {
+  return largeRangeOn(kubeBackend, forwarder, o);
+}
+
+/** The live agent on an empty backend, then on one holding the large range. */
+export async function largeRangeOn(
+  backendOf: () => Promise<LargeBackend>,
+  forwarder: Command,
+  o: { quick: boolean },
+): Promise<Large> {
   const total = requestedSize(o.quick);
-  const empty = await figures(forwarder, o.quick, 0);
-  const full = await figures(forwarder, o.quick, total);
+  const empty = await figures(forwarder, o.quick, 0, backendOf);
+  const full = await figures(forwarder, o.quick, total, backendOf);
   return {
     allocations: total,
     nodes: SIM_NODES,
@@ -213,15 +271,15 @@ export async function largeRange(forwarder: Command, o: { quick: boolean }): Pro
   };
 }
 
-export function printLarge(l: Large): void {
+export function printLarge(l: Large, o: { into: string; store: string; requests: string } = KUBE_WORDS): void {
   console.log(
     `\nOne range (${POOL}, blocks of /${BLOCK_PREFIX}) holding ${l.allocations.toLocaleString('en')} allocations ` +
-      `over ${l.nodes.toLocaleString('en')} simulated nodes (preloaded into the fake in ${l.preloadSeconds.toFixed(1)} s), ` +
-      'one live agent; against the same agent on an empty fake',
+      `over ${l.nodes.toLocaleString('en')} simulated nodes (preloaded into ${o.into} in ${l.preloadSeconds.toFixed(1)} s), ` +
+      `one live agent; against the same agent on an empty ${o.store}`,
   );
   const rows: Array<[string, (f: LargeFigures) => string]> = [
     ['ADD sequential median ms', (f) => f.addMedian.toFixed(2)],
-    [`API requests per minute, idle (${l.idleSeconds} s)`, (f) => f.idlePerMinute.toFixed(1)],
+    [`${o.requests} per minute, idle (${l.idleSeconds} s)`, (f) => f.idlePerMinute.toFixed(1)],
     ['agent RSS MiB, idle', (f) => f.rssMiB.toFixed(0)],
     ['warren allocations --json: ms', (f) => f.local.ms.toFixed(0)],
     ['  bytes; allocations listed', (f) => `${f.local.bytes}; ${f.local.entries}`],

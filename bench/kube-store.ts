@@ -13,9 +13,10 @@
  *   - 3 nodes × PER_NODE ADDs at once on a range too small for each node to hold the blocks it
  *     needs, so nodes claim and then ask: duplicates, failures, leftovers, API requests per ADD;
  *   - a large range preloaded into the fake (bench/kube-large.ts) against an empty one.
- * Usage: node bench/kube-store.ts [--quick] [--allocations N] [--large-only] [--floors-only]  (N: the
- * large range's size, default 1,000,000 over 1,000 simulated nodes; --quick: 20,000; --large-only: that
- * section alone; --floors-only: the side-by-side table and the pairs, with the two latency floors)
+ * Usage: node bench/kube-store.ts [--quick] [--allocations N] [--large-only | --burst-only | --floors-only]
+ * (N: the large range's size, default 1,000,000 over 1,000 simulated nodes; --quick: 20,000; --large-only,
+ * --burst-only: that section alone, the 3-node burst `--rounds R` times, default 1; --floors-only: the
+ * side-by-side table and the pairs, with the two latency floors)
  */
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -260,6 +261,26 @@ async function latencyFloors(forwarder: Command): Promise<void> {
   printLatencyFloors(columns, pairs);
 }
 
+/** The 3-node burst, printed. */
+async function burst(forwarder: Command) {
+  const three = await underLoad(() => threeNodes(forwarder));
+  const t = three.value;
+  console.log(
+    `\n3 nodes × ${PER_NODE} ADDs at once on ${TIGHT.range} to ${TIGHT.range_end} (blocks of /${TIGHT.block_size}: ` +
+      `nodes claim, then ask); ${describeLoad(three.load)}`,
+  );
+  console.log(
+    `  ${t.adds} ADDs, ${t.perSecond.toFixed(0)} ADD/s; duplicates ${t.duplicates}, failures ${t.failures}, ` +
+      `left after the DELs ${t.left}`,
+  );
+  console.log(
+    `  API requests per ADD: ${perCall(t.requests, t.adds).toFixed(3)} (${describeTally(t.requests)}; ` +
+      `${t.claims} blocks claimed, ${t.asks} writes of address requests)`,
+  );
+  console.log(`    by verb and resource: ${t.requests.detail}`);
+  return three;
+}
+
 async function main(): Promise<void> {
   buildPlugin();
   const binDir = tempDir('bench-kube-bin-');
@@ -275,6 +296,12 @@ async function main(): Promise<void> {
     return;
   }
 
+  if (process.argv.includes('--burst-only')) {
+    const i = process.argv.indexOf('--rounds');
+    const rounds = i < 0 ? 1 : Number(process.argv[i + 1]);
+    for (let r = 0; r < rounds; r++) await burst(forwarder);
+    return;
+  }
   if (process.argv.includes('--floors-only')) {
     await latencyFloors(forwarder);
     return;
@@ -296,21 +323,8 @@ async function main(): Promise<void> {
   const columns = await threeColumns(forwarder);
   const pairs = await underLoad(() => kubeAgainstSqlite(forwarder));
 
-  const three = await underLoad(() => threeNodes(forwarder));
+  const three = await burst(forwarder);
   const t = three.value;
-  console.log(
-    `\n3 nodes × ${PER_NODE} ADDs at once on ${TIGHT.range} to ${TIGHT.range_end} (blocks of /${TIGHT.block_size}: ` +
-      `nodes claim, then ask); ${describeLoad(three.load)}`,
-  );
-  console.log(
-    `  ${t.adds} ADDs, ${t.perSecond.toFixed(0)} ADD/s; duplicates ${t.duplicates}, failures ${t.failures}, ` +
-      `left after the DELs ${t.left}`,
-  );
-  console.log(
-    `  API requests per ADD: ${perCall(t.requests, t.adds).toFixed(3)} (${describeTally(t.requests)}; ` +
-      `${t.claims} blocks claimed, ${t.asks} writes of address requests)`,
-  );
-  console.log(`    by verb and resource: ${t.requests.detail}`);
 
   const large = await largeRange(forwarder, { quick });
   printLarge(large);

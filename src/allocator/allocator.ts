@@ -377,13 +377,14 @@ export class Allocator {
     return this.#giveBack.run(graceMs);
   }
 
-  /**
-   * One round of lending between nodes on a two-tier store (lending/lending.ts): answers other
-   * nodes' requests, tidies placeholders whose grant is gone, gives back loans idle for the grace.
-   */
+  /** One round of lending (lending/lending.ts): answers requests, tidies placeholders, gives idle loans back. */
   async lend(o: { readonly returnGraceMs: number; readonly orphanGraceMs: number }): Promise<LendingReport> {
-    if (this.#lending === undefined) return { lent: [], released: [], returned: [], adopted: 0, errors: [] };
-    return this.#lending.run(o);
+    return this.#lending?.run(o) ?? { lent: [], released: [], returned: [], adopted: 0, errors: [] };
+  }
+
+  /** Lends as requests change, until `signal` aborts (lending/prompt-lending.ts); false: the rounds alone. */
+  lendPromptly(signal: AbortSignal, report: (lent: readonly string[], errors: readonly string[]) => void): boolean {
+    return this.#lending?.promptly(signal, report) ?? false;
   }
 
   /** Frees everything a node that is gone for good held (forget-node.ts). */

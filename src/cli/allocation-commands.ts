@@ -1,7 +1,7 @@
 /**
  * The commands about addresses held: `warren allocations` (with filters; read from the agent a
  * page at a time, so the agent never builds the whole answer; `--cluster`: every node's, as their
- * owners published them, on the Kubernetes store), `warren release` (one
+ * owners published them, on the Kubernetes store, streamed: cluster-listing.ts), `warren release` (one
  * address, or what a container holds) and `warren audit` (judge every allocation; --fix releases
  * what is provably stale). A container is named by its ID or a unique prefix, as tables show it;
  * `release` takes a prefix only with `--prefix` (it is destructive: `c` must not release `c1`).
@@ -9,10 +9,10 @@
 import { parseArgs } from 'node:util';
 import { WarrenError, isWarrenError } from '../core/errors.ts';
 import type { ApiClient } from '../api/client.ts';
-import { bookkeepingLabel } from '../ipam/bookkeeping.ts';
 import type { Allocation, AllocationQuery, AuditReport, ReleaseRequest } from '../api/protocol.ts';
 import { COMMON, client } from './agent-client.ts';
-import { age, jsonText, safe, table } from './format.ts';
+import { ALLOCATION_HEADERS, allocationRow, streamClusterAllocations } from './cluster-listing.ts';
+import { jsonText, safe, table } from './format.ts';
 import type { CliIO } from './main.ts';
 import { UsageError } from './usage.ts';
 
@@ -44,7 +44,14 @@ export async function allocationsCommand(argv: readonly string[], io: CliIO): Pr
     node: values.node,
     address: values.address,
   };
-  let list = await allPages(client(values.socket, io.env), query, values.cluster);
+  if (values.cluster)
+    return streamClusterAllocations(
+      client(values.socket, io.env),
+      query,
+      { json: values.json, container: values.container, resolve: resolveContainer },
+      io,
+    );
+  let list = await allPages(client(values.socket, io.env), query);
   if (values.container !== undefined) {
     // Resolved among what the other filters select: one request, and a prefix need only be
     // unique there.
@@ -62,34 +69,24 @@ export async function allocationsCommand(argv: readonly string[], io: CliIO): Pr
   const now = Date.now();
   io.out(
     table(
-      ['ADDRESS', 'POOL', 'NETWORK', 'CONTAINER', 'IF', 'POD', 'NODE', 'AGE'],
-      list.map((a) => [
-        a.address,
-        a.pool,
-        a.network,
-        // A bookkeeping record holds the address for no container: say what it is (`lent to n2`).
-        bookkeepingLabel(a) ?? (a.containerID.length > 16 ? a.containerID.slice(0, 16) : a.containerID),
-        a.ifname,
-        a.podName === undefined ? '-' : a.podNamespace === undefined ? a.podName : `${a.podNamespace}/${a.podName}`,
-        a.node,
-        age(a.createdAt, now),
-      ]),
+      ALLOCATION_HEADERS,
+      list.map((a) => allocationRow(a, now)),
     ),
   );
   return 0;
 }
 
 /**
- * Every allocation the query selects, read a page at a time, in the order the agent lists them
- * whole (pool, then age, then address). An agent from before pages (it refuses `limit` as an
- * unknown filter) is asked for the whole list instead, unless --cluster needs pages.
+ * Every allocation of this node the query selects, read a page at a time, in the order the agent
+ * lists them whole (pool, then age, then address). An agent from before pages (it refuses `limit`
+ * as an unknown filter) is asked for the whole list instead. (--cluster streams: cluster-listing.ts.)
  */
-async function allPages(agent: ApiClient, query: AllocationQuery, cluster: boolean): Promise<Allocation[]> {
+async function allPages(agent: ApiClient, query: AllocationQuery): Promise<Allocation[]> {
   const all: Allocation[] = [];
   try {
-    for await (const a of agent.allAllocations(query, { cluster })) all.push(a);
+    for await (const a of agent.allAllocations(query)) all.push(a);
   } catch (error) {
-    if (cluster || !isWarrenError(error, 'BAD_REQUEST') || !/unknown filter "limit"/.test(error.message)) throw error;
+    if (!isWarrenError(error, 'BAD_REQUEST') || !/unknown filter "limit"/.test(error.message)) throw error;
     return agent.allocations(query);
   }
   return all.sort((x, y) => compare(x.pool, y.pool) || x.createdAt - y.createdAt || compare(x.address, y.address));

@@ -61,7 +61,12 @@ export function age(fromMs: number, nowMs: number): string {
  * holding such a number is written as the same moment in text, so scripts parse one format.
  */
 export function jsonText(value: unknown): string {
-  return `${JSON.stringify(value, (key, v) => (isMomentKey(key) && isEpochMs(v) ? new Date(v).toISOString() : v), 2)}\n`;
+  return `${JSON.stringify(value, momentsAsText, 2)}\n`;
+}
+
+/** The replacer of jsonText, for output built a piece at a time (cluster-listing.ts). */
+export function momentsAsText(key: string, v: unknown): unknown {
+  return isMomentKey(key) && isEpochMs(v) ? new Date(v).toISOString() : v;
 }
 
 const isMomentKey = (key: string): boolean => /^[a-z][A-Za-z]*At$/.test(key);

@@ -23,6 +23,8 @@ const USAGE = usage();
 
 export interface CliIO {
   readonly out: (text: string) => void;
+  /** Resolves once what `out` was given is on its way (a long listing waits on it: bounded memory). */
+  readonly drain?: () => Promise<void>;
   readonly err: (text: string) => void;
   readonly env: NodeJS.ProcessEnv;
 }

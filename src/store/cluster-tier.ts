@@ -153,6 +153,13 @@ export interface ClusterTier {
    */
   updateRequest(request: AddressRequest, grants: readonly Grant[], wanted: number): Promise<AddressRequest | undefined>;
   /**
+   * Tells `listener` of address requests created or changed, soon after (a watch), until the
+   * function returned is called (or the tier closes). A hint only: it may come late, twice, or not
+   * at all (a watch reconnecting); a lender answers on it and a borrower looks at its request on it
+   * at once, while the periodic readings stay what correctness rests on. Absent: timers alone.
+   */
+  watchRequests?(listener: (request: AddressRequest) => void): () => void;
+  /**
    * Removes what else the tier keeps of a node gone for good, beyond its claims (etcd: its
    * documents of the old one-tier layout); called by node forget before the claims are freed.
    */

@@ -12,6 +12,7 @@ import type { AllocationFilter, CommitResult, PoolOp, Revision } from '../../src
 import { SqliteStore } from '../../src/store/sqlite-store.ts';
 import { ApiClient } from '../../src/api/client.ts';
 import { servingParts } from '../../src/agent/server/serving.ts';
+import type { PublishedView } from '../../src/agent/server/allocation-pages.ts';
 import { silentLogger } from '../helpers/logger.ts';
 import { tempDir } from '../helpers/processes.ts';
 import { releaseHarness } from '../agent/release/harness.ts';
@@ -54,8 +55,11 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-/** The agent's parts as agent.ts wires them, over `:memory:` SQLite, serving on a temp socket. */
-export async function harness(): Promise<Harness> {
+/**
+ * The agent's parts as agent.ts wires them, over `:memory:` SQLite, serving on a temp socket; with
+ * `published`, every node's allocations as a cluster store publishes them (`--cluster`).
+ */
+export async function harness(o: { readonly published?: PublishedView } = {}): Promise<Harness> {
   const clock = new ManualClock(Date.parse('2030-01-01T00:00:00Z'));
   const store = new FaultyStore({ path: ':memory:' });
   const dir = tempDir('warren-api-');
@@ -80,6 +84,7 @@ export async function harness(): Promise<Harness> {
     reconciler,
     beforeAdd: (owner, podUID) => pipeline.applyPending(owner, podUID),
     runtimeOf: (a) => scopes.adapterOf(a),
+    ...(o.published === undefined ? {} : { published: o.published }),
     onFailure: (error, command) => failures.push(`cni ${command}: ${(error as Error).message}`),
     onError: (error, route) => failures.push(`${route}: ${(error as Error).message}`),
   });

@@ -41,7 +41,7 @@ const AGENT = [
   ...needs(['get', 'list', 'create'], 'warren.dev', 'warrenranges'),
   ...needs(['get', 'list', 'create', 'delete'], 'warren.dev', 'warrenblocks'),
   ...needs(['get', 'list', 'create', 'update', 'delete'], 'warren.dev', 'warrenblockpublications'),
-  ...needs(['get', 'list', 'create', 'update'], 'warren.dev', 'warrenaddressrequests'),
+  ...needs(['get', 'list', 'watch', 'create', 'update'], 'warren.dev', 'warrenaddressrequests'),
   ...needs(['get', 'create', 'update'], 'warren.dev', 'warrenaddressspaces'),
   ...needs(['list', 'watch'], 'warren.dev', 'warrenreservations'),
   need('patch', 'warren.dev', 'warrenreservations/status'),
@@ -107,6 +107,7 @@ const RESOURCE_VERBS: Record<string, string> = {
   remove: 'delete',
   list: 'list',
   listAll: 'list',
+  watch: 'watch',
 };
 /** The names the kubernetes store holds its Resources by (fields, options, locals), and what each serves. */
 const HOLDERS: Record<string, { group: string; plural: string; scope: Scope }> = {

@@ -10,10 +10,11 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { ManualClock } from '../../src/core/clock.ts';
 import { isWarrenError } from '../../src/core/errors.ts';
 import { blockKey } from '../../src/ipam/blocks.ts';
-import type { RangeRecord } from '../../src/store/cluster-tier.ts';
+import type { AddressRequest, RangeRecord } from '../../src/store/cluster-tier.ts';
 import { type KubeTier, openKubeTier } from '../../src/store/kubernetes/kube-tier.ts';
 import { blockName } from '../../src/store/kubernetes/names.ts';
 import { type FakeKubeApi, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
+import { waitFor } from '../helpers/processes.ts';
 import { tierConformance } from './tier-conformance.ts';
 import { tierLoanConformance } from './tier-loans.ts';
 
@@ -88,6 +89,48 @@ describe('KubeTier', () => {
     await t.publish({ key, node: 'n1', counts: { allocated: 0, resting: 0 }, publishedAt: 2, allocations: [] });
     assert.equal(fake.requests.length, 3, 'the first publication reads the claim and creates; each later one, one PUT');
     assert.equal(await t.claim(r, key, 'n2'), undefined);
+  });
+
+  it('watches requests with one watch however many listen, and none once none listen or the tier closes', async () => {
+    const requests = () => fake.watchCount('warrenaddressrequests');
+    await waitFor('no watch of requests left from before', () => (requests() === 0 ? true : undefined));
+    const t = await tier();
+    const stops = [t.watchRequests(() => {}), t.watchRequests(() => {})];
+    await waitFor('the watch open', () => (requests() === 1 ? true : undefined));
+    stops[0]?.();
+    assert.equal(requests(), 1, 'still listened to');
+    stops[1]?.();
+    await waitFor('the watch closed', () => (requests() === 0 ? true : undefined));
+    t.watchRequests(() => {});
+    await waitFor('opened again', () => (requests() === 1 ? true : undefined));
+    await t.close();
+    await waitFor('closed with the tier', () => (requests() === 0 ? true : undefined));
+  });
+
+  it('opens the watch of requests again after it is cut, from nothing after its version expired, and tells on', async () => {
+    const [t, other] = [await tier(), await tier()];
+    const r = range();
+    const told: AddressRequest[] = [];
+    const stop = t.watchRequests((q) => {
+      if (q.pool === r.pool) told.push(q);
+    });
+    try {
+      await other.ask(r.pool, 'watched-1', 1);
+      await waitFor('the ask told', () => told.find((q) => q.node === 'watched-1'));
+      told.length = 0;
+      // Cut; the watch opened again (after its 1 s pause on the clock) from the version reached is
+      // answered 410 Expired, so it is opened once more from nothing: the request there is told again.
+      fake.expireNextWatch();
+      fake.breakWatches();
+      await waitFor('watched again from nothing', () => {
+        clock.advance(1_000);
+        return told.find((q) => q.node === 'watched-1');
+      });
+      await other.ask(r.pool, 'watched-2', 1);
+      await waitFor('a later ask told', () => told.find((q) => q.node === 'watched-2'));
+    } finally {
+      stop();
+    }
   });
 
   it("selects on the server: a node's claims by its label, a range's by its label, a page at a time", async () => {

@@ -53,6 +53,13 @@ class ClusterState {
   readonly rangeWritten = new Map<string, number>();
   /** Calls answered, by method: what a test counts. */
   readonly calls = new Map<string, number>();
+  /** Told of each request written (watchRequests), after the write, as a watch would. */
+  readonly requestListeners = new Set<(request: AddressRequest) => void>();
+
+  /** A request written: its listeners are told on a later turn, as a watch's event comes. */
+  wroteRequest(request: AddressRequest): void {
+    for (const listener of [...this.requestListeners]) queueMicrotask(() => listener(request));
+  }
 
   constructor(clock: Clock, leaseSeconds: number) {
     this.members = new MemoryCluster(clock, leaseSeconds);
@@ -150,6 +157,11 @@ export class MemoryTier implements ClusterTier {
 
   set away(value: boolean) {
     this.#s.away = value;
+  }
+
+  /** How many listen to requests (watchRequests), every session of the cluster counted. */
+  get requestListeners(): number {
+    return this.#s.requestListeners.size;
   }
 
   /** Calls answered so far, by method name (every session of the cluster counted). */
@@ -273,6 +285,7 @@ export class MemoryTier implements ClusterTier {
       version: String(this.#s.next()),
     };
     this.#s.requests.set(key, request);
+    this.#s.wroteRequest(request);
     return request;
   }
 
@@ -301,7 +314,14 @@ export class MemoryTier implements ClusterTier {
     if (this.#s.requests.get(key)?.version !== request.version) return undefined;
     const updated: AddressRequest = { ...request, grants: [...grants], wanted, version: String(this.#s.next()) };
     this.#s.requests.set(key, updated);
+    this.#s.wroteRequest(updated);
     return updated;
+  }
+
+  watchRequests(listener: (request: AddressRequest) => void): () => void {
+    const own = (request: AddressRequest) => listener(request);
+    this.#s.requestListeners.add(own);
+    return () => this.#s.requestListeners.delete(own);
   }
 
   async ping(): Promise<void> {

@@ -15,6 +15,7 @@ import { isWarrenError } from '../../src/core/errors.ts';
 import type { Allocation } from '../../src/ipam/allocation.ts';
 import { blockKey } from '../../src/ipam/blocks.ts';
 import type { ClusterTier, RangeRecord } from '../../src/store/cluster-tier.ts';
+import { requestWatchContract } from './tier-watch-contract.ts';
 
 export interface TierFactory {
   /** Another tier on the run's one cluster. */
@@ -295,6 +296,8 @@ export function tierConformance(name: string, factory: TierFactory): void {
       );
       assert.deepEqual(await t.requestsLentBy(node()), []);
     });
+
+    requestWatchContract({ tier, range, node, blockOf });
 
     it('admits a range into its space once of two racing admissions, and says which ranges hold something', async () => {
       const [a, b] = [await tier(), await tier()];

@@ -8,9 +8,10 @@
  *   still this instance's;
  * - giving back empty blocks this node has held empty for longer than the block grace;
  * - lending addresses between nodes on the two-tier store (allocator/lending/): answering other
- *   nodes' requests, releasing placeholders whose grant has been gone for the block grace, giving
- *   back loans idle for the block grace, adopting addresses a migration recorded for this node,
- *   and writing back a grant someone else removed while its loan is in use here (told by name).
+ *   nodes' requests (also as they come where the store tells of them, prompt-lending.ts),
+ *   releasing placeholders whose grant has been gone for the block grace, giving back loans idle
+ *   for the block grace, adopting addresses a migration recorded for this node, and writing back
+ *   a grant someone else removed while its loan is in use here (told by name).
  * One run at a time; a chore that fails is reported (recent errors, log) and the others still run.
  *
  * `problem()` says why this node must not allocate: not announced yet (another agent may hold its
@@ -33,7 +34,7 @@ import type { ClusterRecord } from './record.ts';
 export interface ClusterUpkeepOptions {
   readonly membership: Membership;
   /** What giving back blocks needs of the allocator, and lending (absent: no lending chore). */
-  readonly allocator: Pick<Allocator, 'returnEmptyBlocks'> & Partial<Pick<Allocator, 'lend'>>;
+  readonly allocator: Pick<Allocator, 'returnEmptyBlocks'> & Partial<Pick<Allocator, 'lend' | 'lendPromptly'>>;
   readonly clock: Clock;
   readonly logger: Logger;
   readonly errors: RecentErrors;
@@ -88,9 +89,16 @@ export class ClusterUpkeep {
     }
   }
 
-  /** Runs the chores every interval until `signal` aborts (announcing first if announceFirst could not). */
+  /**
+   * Runs the chores every interval until `signal` aborts (announcing first if announceFirst could
+   * not), and lends on the requests as they change meanwhile where the store tells of them.
+   */
   start(signal: AbortSignal): void {
     this.#task.start(signal);
+    this.#o.allocator.lendPromptly?.(signal, (lent, errors) => {
+      if (lent.length > 0) this.#o.logger.info({ lent }, 'lent addresses between nodes');
+      for (const error of errors) this.#o.errors.add(`lending addresses failed: ${error}`);
+    });
   }
 
   /** Why this node must not allocate now; undefined when it may. */

@@ -6,14 +6,18 @@
  *   key from the cursor). A store without it (etcd) is listed and sliced: bounded answers, not
  *   bounded reads;
  * - the cluster (`cluster=true`, on the Kubernetes store): every node's allocations as their
- *   owners published them, read from the published view `BLOCKS_PER_READ` blocks at a time; a
- *   lent address once, as the container holding it where its borrower published one
- *   (cluster-holders.ts).
+ *   owners published them, read from the published view a few blocks at a time: as many as hold
+ *   about one page, judged by the blocks read before (1 to `BLOCKS_PER_READ`), so a read is never
+ *   many pages' worth. A page that stops inside a read resumes it: `recentReads` keeps the last
+ *   reads a short while, so a listing read page after page reads each block once (issue 26: pages
+ *   of 500 over blocks of 1,000 read every 50-block read 100 times, 658 s for 1,000,000); a lent
+ *   address once, as the container holding it where its borrower published one (cluster-holders.ts).
  *
  * The continue token is opaque to callers (base64url of JSON): the key after which the next page
  * starts, or the published view's own continue token with the block and offset reached in that
  * read. A token this agent did not give is refused (BAD_REQUEST), never guessed at.
  */
+import type { Clock } from '../../core/clock.ts';
 import { WarrenError } from '../../core/errors.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { isPlainObject } from '../../core/validate.ts';
@@ -25,8 +29,12 @@ import { holdersOf } from './cluster-holders.ts';
 /** The published view of a cluster store: one page of blocks with their allocations (ClusterTier.published). */
 export type PublishedView = ClusterTier['published'];
 
-/** Blocks read from the published view at a time: a block holds tens to a few hundred allocations. */
+/** At most this many blocks are read from the published view at a time (blocks of a few allocations). */
 export const BLOCKS_PER_READ = 50;
+
+/** How long a read is kept for the next page of a listing, and how many reads (listings at once). */
+export const RECENT_READ_MS = 30_000;
+export const RECENT_READS = 4;
 
 type Token = { readonly k: 'local'; readonly p: string; readonly a: string } | ClusterToken;
 interface ClusterToken {
@@ -36,6 +44,8 @@ interface ClusterToken {
   /** The block of that read, and the allocation in it, the next page starts at. */
   readonly b: number;
   readonly o: number;
+  /** How many blocks that read asked for (absent: BLOCKS_PER_READ), so that it is asked again alike. */
+  readonly w?: number;
 }
 
 function encode(token: Token): string {
@@ -58,8 +68,21 @@ function decode(text: string | undefined, kind: Token['k']): Token | undefined {
   if (kind === 'local' && typeof value.p === 'string' && typeof value.a === 'string')
     return { k: 'local', p: value.p, a: value.a };
   const whole = (n: unknown): n is number => typeof n === 'number' && Number.isSafeInteger(n) && n >= 0;
-  if (kind === 'cluster' && whole(value.b) && whole(value.o) && (value.t === undefined || typeof value.t === 'string'))
-    return { k: 'cluster', b: value.b, o: value.o, ...(value.t === undefined ? {} : { t: value.t }) };
+  const width = (n: unknown): boolean => n === undefined || (whole(n) && n >= 1 && n <= BLOCKS_PER_READ);
+  if (
+    kind === 'cluster' &&
+    whole(value.b) &&
+    whole(value.o) &&
+    width(value.w) &&
+    (value.t === undefined || typeof value.t === 'string')
+  )
+    return {
+      k: 'cluster',
+      b: value.b,
+      o: value.o,
+      ...(value.t === undefined ? {} : { t: value.t }),
+      ...(value.w === undefined ? {} : { w: value.w as number }),
+    };
   throw refused();
 }
 
@@ -103,6 +126,16 @@ function matches(a: Allocation, filter: AllocationFilter): boolean {
   );
 }
 
+/**
+ * How many blocks to read next for a page of `limit`: enough to fill it at the allocations per
+ * block of `read` (at least one block, at most BLOCKS_PER_READ).
+ */
+function widthAfter(read: readonly { allocations: readonly unknown[] }[], limit: number): number {
+  const held = read.reduce((sum, block) => sum + block.allocations.length, 0);
+  const perBlock = Math.max(1, held / Math.max(1, read.length));
+  return Math.min(BLOCKS_PER_READ, Math.max(1, Math.ceil(limit / perBlock)));
+}
+
 /** One page of every node's published allocations; see the module header. */
 export async function clusterPage(
   published: PublishedView,
@@ -110,24 +143,48 @@ export async function clusterPage(
   page: AllocationPageRequest,
 ): Promise<AllocationPage> {
   const token = decode(page.continue, 'cluster');
-  let at: ClusterToken = token?.k === 'cluster' ? token : { k: 'cluster', b: 0, o: 0 };
+  // The first read is one block: its size says how many the next should be.
+  let at: ClusterToken = token?.k === 'cluster' ? token : { k: 'cluster', b: 0, o: 0, w: 1 };
   const where = {
     ...(filter.rangePool === undefined ? {} : { pool: filter.rangePool }),
     ...(filter.node === undefined ? {} : { node: filter.node }),
   };
   const items: Allocation[] = [];
   for (;;) {
-    const read = await published(where, { limit: BLOCKS_PER_READ, ...(at.t === undefined ? {} : { continue: at.t }) });
+    const width = at.w ?? BLOCKS_PER_READ;
+    const read = await published(where, { limit: width, ...(at.t === undefined ? {} : { continue: at.t }) });
     // Who really holds each address: a lent one is shown as its borrower's container (cluster-holders.ts).
     const shown = await holdersOf(read.items, published, filter.node !== undefined);
     for (let b = at.b; b < read.items.length; b++) {
       const held = (shown[b] ?? []).filter((a) => matches(a, filter));
       for (let o = b === at.b ? at.o : 0; o < held.length; o++) {
-        if (items.length === page.limit) return { items, continue: encode({ ...at, b, o }) };
+        if (items.length === page.limit) return { items, continue: encode({ ...at, b, o, w: width }) };
         items.push(held[o] as Allocation);
       }
     }
     if (read.continue === undefined) return { items };
-    at = { k: 'cluster', t: read.continue, b: 0, o: 0 };
+    at = { k: 'cluster', t: read.continue, b: 0, o: 0, w: widthAfter(read.items, page.limit) };
   }
+}
+
+/**
+ * The published view, with its last reads kept (up to RECENT_READS, each for RECENT_READ_MS on the
+ * monotonic clock): the next page of a listing asks again for the read its last page stopped in,
+ * and is answered from here. A listing is not a snapshot (owners publish meanwhile), so an answer
+ * some seconds old is what a page read then would have said. Memory: a few reads of about a page.
+ */
+export function recentReads(published: PublishedView, clock: Clock): PublishedView {
+  const kept = new Map<string, { at: number; read: Awaited<ReturnType<PublishedView>> }>();
+  return async (filter, page) => {
+    const key = JSON.stringify([filter.pool ?? null, filter.node ?? null, page?.limit ?? null, page?.continue ?? null]);
+    const now = clock.monotonic();
+    for (const [k, v] of kept) if (now - v.at > RECENT_READ_MS) kept.delete(k);
+    const hit = kept.get(key);
+    if (hit !== undefined) return hit.read;
+    const read = await published(filter, page);
+    kept.set(key, { at: now, read });
+    // Oldest first in a Map: the one read longest ago goes.
+    while (kept.size > RECENT_READS) kept.delete(kept.keys().next().value as string);
+    return read;
+  };
 }

@@ -46,7 +46,7 @@ import type { DoctorFacts } from '../../api/doctor.ts';
 import type { ReleaseReconciler } from '../release/reconciler.ts';
 import type { CommitHealth } from './commit-health.ts';
 import { allocationFilterOf, nodeReports, pluginCounts, poolReports } from './operator-reports.ts';
-import { type PublishedView, clusterPage, localPage } from './allocation-pages.ts';
+import { type PublishedView, clusterPage, localPage, recentReads } from './allocation-pages.ts';
 import { type WatchedReservation, reservationReports } from './reservation-reports.ts';
 import { ReleaseHistory } from '../metrics/release-history.ts';
 import { bookkeepingCounts, bookkeepingTotal } from './bookkeeping-counts.ts';
@@ -107,9 +107,12 @@ export class AgentService {
   readonly #startedAt: number;
   readonly #telemetry: Telemetry;
   readonly #history: ReleaseHistory;
+  /** The published view with its last reads kept for the next page of a listing (allocation-pages.ts). */
+  readonly #published: PublishedView | undefined;
 
   constructor(options: AgentServiceOptions) {
     this.#o = options;
+    this.#published = options.published === undefined ? undefined : recentReads(options.published, options.clock);
     this.#startedAt = options.clock.now();
     this.#telemetry = options.telemetry ?? NO_TELEMETRY;
     this.#history = options.history ?? new ReleaseHistory(options.clock);
@@ -333,13 +336,13 @@ export class AgentService {
   async allocationsPage(query: AllocationQuery, page: AllocationPageRequest): Promise<AllocationPage> {
     const filter = allocationFilterOf(query);
     if (page.cluster !== true) return localPage(this.#o.store, filter, page);
-    if (this.#o.published === undefined)
+    if (this.#published === undefined)
       throw new WarrenError(
         'BAD_REQUEST',
         `store ${this.#o.store.description} publishes no allocations of other nodes; ` +
           '--cluster needs --store kubernetes or etcd',
       );
-    return clusterPage(this.#o.published, filter, page);
+    return clusterPage(this.#published, filter, page);
   }
 
   /** {address, pool?}: that address. {containerID, network?, ifname?}: everything it holds (operator-release.ts). */

@@ -42,7 +42,10 @@ export interface BorrowerOptions {
    * interval, 10 s by default, and well inside the plugin's 30 s wait for the agent).
    */
   readonly waitMs?: number;
-  /** How often it looks at its request meanwhile (default 250 ms). */
+  /**
+   * How often it looks at its request meanwhile (default 250 ms; WATCHED_POLL_MS while a watch of
+   * the requests tells it of changes, `hint`, so the look is only what a lost hint falls back on).
+   */
   readonly pollMs?: number;
   /**
    * How many addresses to ask for in a range: the ADDs under way there, so a burst asks once and
@@ -54,8 +57,17 @@ export interface BorrowerOptions {
 /** The range a loan pool belongs to, as much of it as adopting needs. */
 export type LoanRange = Pick<RangeSpec, 'pool' | 'family'>;
 
+/** How often a wait looks at its request while hints come (a missed one costs at most this). */
+export const WATCHED_POLL_MS = 2_000;
+
 export class Borrower {
   readonly #o: BorrowerOptions;
+  /** Whether hints of this node's requests come (a watch, prompt-lending.ts). */
+  #watched = false;
+  /** This node's requests as last hinted, by range pool, with a count of hints (each looked at once a wait). */
+  readonly #hinted = new Map<string, { request: AddressRequest; seq: number }>();
+  /** Waits under way, by range pool: each woken by a hint of its range's request. */
+  readonly #waiting = new Map<string, Set<() => void>>();
 
   constructor(options: BorrowerOptions) {
     this.#o = options;
@@ -102,24 +114,66 @@ export class Borrower {
     return 0;
   }
 
+  /** From now on, hints of this node's requests come (`hint`): waits look at the cluster less often. */
+  watched(on: boolean): void {
+    this.#watched = on;
+    if (!on) this.#hinted.clear();
+  }
+
+  /** A request of this node as a watch told it: waits of its range look at it at once. */
+  hint(request: AddressRequest): void {
+    if (request.node !== this.#o.node) return;
+    this.#hinted.set(request.pool, { request, seq: (this.#hinted.get(request.pool)?.seq ?? 0) + 1 });
+    for (const wake of this.#waiting.get(request.pool) ?? []) wake();
+  }
+
   /**
    * Waits until the request of `range` holds a grant not adopted here: true then (the caller takes
    * the range pool's lock again and adopts it), false when none came by `waitMs` on the clock after
-   * `since` (one ADD's waits share that deadline).
+   * `since` (one ADD's waits share that deadline). While hints come (`hint`), each is looked at as it
+   * comes (local reads) and the cluster is read only every WATCHED_POLL_MS, for a hint lost.
    * Reads only: it holds no lock, so lending rounds (adopting, lending) and other ADDs go on meanwhile.
    */
   async waitForGrants(range: RangeSpec, since: number = this.#o.clock.monotonic()): Promise<boolean> {
     const { tier, node, clock } = this.#o;
     const waitMs = this.#o.waitMs ?? 15_000;
-    const pollMs = this.#o.pollMs ?? 250;
     const deadline = since + waitMs;
+    let looked = 0; // the last hint this wait looked at: each once (one that came before it too)
     while (clock.monotonic() < deadline) {
-      await new Promise<void>((resolve) => clock.setTimer(Math.min(pollMs, deadline - clock.monotonic()), resolve));
+      const told = this.#hinted.get(range.pool);
+      if (told !== undefined && told.seq > looked) {
+        looked = told.seq;
+        if (await this.#holdsAdoptable(range, told.request)) return true;
+      }
+      const pollMs = this.#o.pollMs ?? (this.#watched ? WATCHED_POLL_MS : 250);
+      const woken = await this.#nap(range.pool, Math.min(pollMs, deadline - clock.monotonic()));
+      if (woken) continue; // the hint is looked at first thing
       const request = await this.#reach(range, 'read its address request', () => tier.requestOf(range.pool, node));
-      if (request === undefined) continue;
-      for (const grant of request.grants) if (await this.#adoptable(range, grant)) return true;
+      if (request !== undefined && (await this.#holdsAdoptable(range, request))) return true;
     }
     return false;
+  }
+
+  async #holdsAdoptable(range: RangeSpec, request: AddressRequest): Promise<boolean> {
+    for (const grant of request.grants) if (await this.#adoptable(range, grant)) return true;
+    return false;
+  }
+
+  /** Sleeps `ms` on the clock, or until a hint of `pool`'s request: whether a hint woke it. */
+  #nap(pool: string, ms: number): Promise<boolean> {
+    return new Promise<boolean>((resolve) => {
+      const waits = this.#waiting.get(pool) ?? new Set<() => void>();
+      this.#waiting.set(pool, waits);
+      const end = (woken: boolean) => {
+        cancel();
+        waits.delete(wake);
+        if (waits.size === 0) this.#waiting.delete(pool);
+        resolve(woken);
+      };
+      const wake = () => end(true);
+      const cancel = this.#o.clock.setTimer(ms, () => end(false));
+      waits.add(wake);
+    });
   }
 
   /**

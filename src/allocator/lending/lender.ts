@@ -98,6 +98,25 @@ export class Lender {
     return { lent, released, kept, errors };
   }
 
+  /**
+   * Answers `requests` as they were told (a watch's hint, prompt-lending.ts) rather than listed:
+   * each other node's open one, from this node's blocks of its range, guarded by the version told
+   * (a request changed since is left, its placeholders released at once).
+   */
+  async answer(requests: readonly AddressRequest[]): Promise<{ lent: string[]; errors: string[] }> {
+    const lent: string[] = [];
+    const errors: string[] = [];
+    for (const request of requests) {
+      if (request.node === this.#o.node || request.wanted <= 0) continue;
+      try {
+        lent.push(...(await this.#answer(request)));
+      } catch (error) {
+        errors.push(`request of ${request.node} for ${request.pool}: ${messageOf(error)}`);
+      }
+    }
+    return { lent, errors };
+  }
+
   /** Grants what the policy allows from this node's blocks of the request's range. */
   async #answer(request: AddressRequest): Promise<string[]> {
     const blocks = await this.#ownBlocks(request.pool);

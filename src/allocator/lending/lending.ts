@@ -33,6 +33,7 @@ import { LoanCheck } from './loan-check.ts';
 import { LoanReturn } from './loan-return.ts';
 import { MIGRATION_LENDER } from './loans.ts';
 import { MigratedAddresses, isMigrated } from './migrated.ts';
+import { PromptLending } from './prompt-lending.ts';
 import { blockKeyPrefix } from '../../ipam/blocks.ts';
 
 export interface LendingOptions {
@@ -102,6 +103,18 @@ export class Lending {
   async fromLoans(range: RangeSpec, request: AllocateRequest, guard?: AdmissionGuard): Promise<Decision | undefined> {
     const summaries = await this.#o.store.pools(blockKeyPrefix(range.pool));
     return this.#borrower.fromLoans(range, request, summaries, guard);
+  }
+
+  /**
+   * Lends and borrows on the requests as they change until `signal` aborts, on a tier that tells of
+   * them (prompt-lending.ts): `report` is told what an answer lent and what failed. False when the
+   * tier tells nothing: the upkeep's rounds and the borrower's polls alone, as before.
+   */
+  promptly(signal: AbortSignal, report: (lent: readonly string[], errors: readonly string[]) => void): boolean {
+    const { tier, node, clock } = this.#o;
+    return new PromptLending({ tier, node, clock, lender: this.#lender, borrower: this.#borrower, report }).start(
+      signal,
+    );
   }
 
   /**

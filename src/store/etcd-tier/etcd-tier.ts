@@ -141,7 +141,7 @@ export class EtcdTier implements ClusterTier {
       notice: o.notice,
     });
     this.spaces = new EtcdTierSpaces(this.#kv);
-    this.#requests = new EtcdTierRequests(this.#kv);
+    this.#requests = new EtcdTierRequests(this.#kv, this.#ns);
     this.history = new EtcdHistory(client, this.#ns, { ...o, timeout }, call);
   }
 
@@ -370,7 +370,12 @@ export class EtcdTier implements ClusterTier {
     await this.#kv.checkIdentity('ping');
   }
 
+  watchRequests(listener: (request: AddressRequest) => void): () => void {
+    return this.#requests.watch(listener);
+  }
+
   async close(): Promise<void> {
+    this.#requests.stopWatching();
     await this.membership.withdraw();
     this.#client.close();
   }

@@ -8,9 +8,11 @@
  * - `ask` keeps the grants already made: it rewrites the request only at the revision it read (a
  *   grant written in between is read again, a few times, then TRY_AGAIN);
  * - requests are few (one per node that ran out of room, per range): the listings read them all,
- *   page by page.
+ *   page by page;
+ * - `watch` (ClusterTier.watchRequests, a hint) keeps one etcd watch of the requests' prefix while
+ *   anyone listens (the etcd client re-establishes it after a disconnect), none while no one does.
  */
-import type { IKeyValue } from 'etcd3';
+import type { IKeyValue, Namespace, Watcher } from 'etcd3';
 import { WarrenError } from '../../core/errors.ts';
 import type { AddressRequest, Grant } from '../cluster-tier.ts';
 import { type TierKv, requestRecord, requestsOf, revisionOf } from './tier-kv.ts';
@@ -29,9 +31,63 @@ function requestOf(kv: IKeyValue): AddressRequest {
 
 export class EtcdTierRequests {
   readonly #kv: TierKv;
+  /** The tier's namespace (its prefix), which watches are made in. */
+  readonly #ns: Namespace | undefined;
+  readonly #listeners = new Set<(request: AddressRequest) => void>();
+  /** The watch while anyone listens (its creation under way, then the watcher). */
+  #watcher: Promise<Watcher | undefined> | undefined;
 
-  constructor(kv: TierKv) {
+  constructor(kv: TierKv, ns?: Namespace) {
     this.#kv = kv;
+    this.#ns = ns;
+  }
+
+  /** See the header; the function returned stops telling `listener`. */
+  watch(listener: (request: AddressRequest) => void): () => void {
+    const own = (request: AddressRequest) => listener(request);
+    this.#listeners.add(own);
+    if (this.#watcher === undefined && this.#ns !== undefined) {
+      this.#watcher = this.#ns
+        .watch()
+        .prefix(requestsOf())
+        .create()
+        .then(
+          (watcher) => {
+            watcher.on('put', (kv) => this.#tell(kv as IKeyValue));
+            // Told, not thrown: the client reconnects, and a hint lost costs time only.
+            watcher.on('error', () => {});
+            return watcher;
+          },
+          () => undefined,
+        );
+    }
+    return () => {
+      this.#listeners.delete(own);
+      if (this.#listeners.size === 0) this.stopWatching();
+    };
+  }
+
+  /** Ends the watch, if any (the tier closes, or no one listens). */
+  stopWatching(): void {
+    const watcher = this.#watcher;
+    this.#watcher = undefined;
+    void watcher?.then((w) => w?.cancel()).catch(() => {});
+  }
+
+  #tell(kv: IKeyValue): void {
+    let request: AddressRequest;
+    try {
+      request = requestOf(kv);
+    } catch {
+      return; // not a request's value: nothing to tell
+    }
+    for (const listener of [...this.#listeners]) {
+      try {
+        listener(request);
+      } catch {
+        // A listener's failure is its own: the others are still told.
+      }
+    }
   }
 
   /** Writes the request if its key is still at `modRevision` (0: absent); its new version, or undefined. */

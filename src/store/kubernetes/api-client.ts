@@ -19,6 +19,8 @@
  *   504 are TRY_AGAIN naming the API server; a 404 that is not a Status (the API server's text
  *   `404 page not found`) says the CRDs of warren.dev are not installed; a 403 names the permission
  *   missing; anything else is IO_FAILURE with the server's Status;
+ * - `stream` (a watch) has no deadline of its own beyond the server's `timeoutSeconds` and the
+ *   client's close; each line of its answer is handed on as it comes, none held after;
  * - credentials are applied to each request (a rotated service account token is picked up), while
  *   connections are kept alive and reused between requests (the library's own fetch layer opens a
  *   new connection pool per request).
@@ -31,6 +33,15 @@ import { type ApiFailure, describeFailure, failureOfResponse, missingPermission 
 
 /** Largest answer read; a larger one is cut off (TRY_AGAIN) rather than held in memory. */
 const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
+
+/** One line of a stream as JSON, or the line itself when it is none. */
+function parseLine(line: string): unknown {
+  try {
+    return JSON.parse(line);
+  } catch {
+    return line;
+  }
+}
 
 /** A failure on a reused connection before any byte of the answer: the server had closed it idle. */
 class StaleConnection extends Error {}
@@ -176,6 +187,61 @@ export class KubeApiClient {
       }
     } else body = raw.text;
     return { status: raw.status, body, json, failure: failureOfResponse(raw.status, raw.text) };
+  }
+
+  /**
+   * A GET whose answer is read as it comes, one JSON value a line (a watch): `onLine` is given each,
+   * and the promise settles when the server ends it (its status; for a status other than 200, the
+   * answer's body too, as `send` gives it). TRY_AGAIN when it could not be made or was cut off;
+   * `signal` (or the client's close) ends it quietly, as an end.
+   */
+  async stream(
+    what: string,
+    req: Omit<ApiRequest, 'method' | 'body'>,
+    onLine: (value: unknown) => void,
+    signal: AbortSignal,
+  ): Promise<ApiAnswer> {
+    const url = new URL(this.#server.pathname.replace(/\/+$/, '') + req.path, this.#server);
+    for (const [k, v] of Object.entries(req.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
+    const headers = await this.#headers(what);
+    const both = AbortSignal.any([this.#closing.signal, signal]);
+    const send = url.protocol === 'http:' ? httpRequest : httpsRequest;
+    const ended = { status: 200, body: undefined, json: false, failure: failureOfResponse(200, '') };
+    return new Promise<ApiAnswer>((resolve, reject) => {
+      const req = send(url, { method: 'GET', headers, agent: this.#agent, signal: both }, (res) => {
+        const status = res.statusCode ?? 0;
+        let carry = '';
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => {
+          if (status !== 200) {
+            if (text.length < 65_536) text += chunk;
+            return;
+          }
+          const lines = (carry + chunk).split('\n');
+          carry = lines.pop() ?? '';
+          for (const line of lines) if (line.trim() !== '') onLine(parseLine(line));
+        });
+        res.on('error', (error) => (both.aborted ? resolve(ended) : reject(error)));
+        res.on('aborted', () => (both.aborted ? resolve(ended) : reject(new Error('the watch was cut off'))));
+        res.on('end', () => {
+          if (status === 200) return resolve(ended);
+          let body: unknown = text;
+          try {
+            body = JSON.parse(text);
+          } catch {}
+          resolve({ status, body, json: typeof body !== 'string', failure: failureOfResponse(status, text) });
+        });
+      });
+      req.on('error', (error) => (both.aborted ? resolve(ended) : reject(error)));
+      req.end();
+    }).catch((error: unknown) => {
+      throw new WarrenError(
+        'TRY_AGAIN',
+        `the Kubernetes API server ${this.server} could not be reached (${what}): ${messageOf(error)}`,
+        { cause: error },
+      );
+    });
   }
 
   /**

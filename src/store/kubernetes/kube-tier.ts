@@ -54,6 +54,7 @@ import {
   requestName,
   selectorOf,
 } from './names.ts';
+import { KubeRequestWatch } from './kube-request-watch.ts';
 import { blockObject, claimOfObject, rangeObject, rangeOf, requestObject, requestOf } from './objects.ts';
 import { FULL_LIST_PAGE, Resource, leaseKind, warrenKind } from './resources.ts';
 
@@ -101,6 +102,7 @@ export class KubeTier implements ClusterTier {
   readonly #blocks: Resource;
   readonly #requests: Resource;
   readonly #publications: KubePublications;
+  readonly #watch: KubeRequestWatch;
   /** Range records read or made: a record never changes once made, so it is read once. */
   readonly #pinned = new Map<string, RangeRecord>();
 
@@ -109,6 +111,7 @@ export class KubeTier implements ClusterTier {
     this.#ranges = new Resource(api, warrenKind('warrenranges'));
     this.#blocks = new Resource(api, warrenKind('warrenblocks'));
     this.#requests = new Resource(api, warrenKind('warrenaddressrequests'));
+    this.#watch = new KubeRequestWatch(this.#requests, o.clock);
     this.#publications = new KubePublications({
       publications: new Resource(api, warrenKind('warrenblockpublications')),
       blocks: this.#blocks,
@@ -295,11 +298,16 @@ export class KubeTier implements ClusterTier {
     return written.kind === 'replaced' ? this.#requestOrFail(written.object, pool, node) : undefined;
   }
 
+  watchRequests(listener: (request: AddressRequest) => void): () => void {
+    return this.#watch.listen(listener);
+  }
+
   async ping(): Promise<void> {
     await this.#ranges.list('reach the API server', '', 1);
   }
 
   async close(): Promise<void> {
+    this.#watch.close();
     this.#api.close();
   }
 }

@@ -152,6 +152,49 @@ export class Resource {
     };
   }
 
+  /**
+   * Watches the collection from `from` (a resourceVersion; absent: the objects there now come first
+   * as ADDED, then the changes), with bookmarks, until the server ends the watch (after at most
+   * `timeoutSeconds`) or `signal` aborts: each ADDED or MODIFIED object and each DELETED one to
+   * `onEvent`. Resolves with the resourceVersion reached (of an object or a bookmark), or 'gone'
+   * when `from` is too old (410, as a status or an ERROR event): watch again from nothing.
+   */
+  async watch(
+    what: string,
+    from: string | undefined,
+    onEvent: (type: 'ADDED' | 'MODIFIED' | 'DELETED', object: unknown) => void,
+    signal: AbortSignal,
+    timeoutSeconds = 300,
+  ): Promise<string | undefined | 'gone'> {
+    let reached = from;
+    let gone = false;
+    const query = {
+      watch: 'true',
+      allowWatchBookmarks: 'true',
+      timeoutSeconds,
+      ...(from === undefined ? {} : { resourceVersion: from }),
+    };
+    const answer = await this.#api.stream(
+      what,
+      { path: this.#path(), query },
+      (line) => {
+        const event = line as { type?: unknown; object?: { metadata?: { resourceVersion?: unknown }; code?: unknown } };
+        if (event.type === 'ERROR') {
+          if (event.object?.code === 410) gone = true;
+          return;
+        }
+        const version = event.object?.metadata?.resourceVersion;
+        if (typeof version === 'string') reached = version;
+        if (event.type === 'ADDED' || event.type === 'MODIFIED' || event.type === 'DELETED')
+          onEvent(event.type, event.object);
+      },
+      signal,
+    );
+    if (answer.status === 410 || gone) return 'gone';
+    if (answer.status !== 200) throw this.#refuse(what, answer, 'watch');
+    return reached;
+  }
+
   /** Every object matching `labelSelector`, read a page at a time (from the start again if a token expires). */
   async listAll(what: string, labelSelector: string): Promise<unknown[]> {
     for (let attempt = 1; attempt <= 3; attempt++) {

@@ -6,7 +6,13 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { clusterPage, BLOCKS_PER_READ, localPage } from '../../../src/agent/server/allocation-pages.ts';
+import {
+  BLOCKS_PER_READ,
+  RECENT_READ_MS,
+  clusterPage,
+  localPage,
+  recentReads,
+} from '../../../src/agent/server/allocation-pages.ts';
 import type { Allocation } from '../../../src/ipam/allocation.ts';
 import { blockKey } from '../../../src/ipam/blocks.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
@@ -164,5 +170,60 @@ describe('allocation pages of a store that cannot page, and of the published vie
     assert.ok(seen.every((a) => a.network === 'x'));
     const ofNode = await clusterPage(published, { node: 'node-1' }, { limit: 1000 });
     assert.ok(ofNode.items.length > 0 && ofNode.items.every((a) => a.node === 'node-1'));
+  });
+
+  it('reads about a page of blocks at a time, each block once across pages, again once the kept read is old', async () => {
+    const clock = new ManualClock(0);
+    const tier = new MemoryTier({ clock });
+    const range = { pool: 'w', space: 's', subnet: '10.41.0.0/16', first: '10.41.0.1', last: '10.41.255.254' };
+    const perBlock = 300;
+    for (let b = 0; b < 8; b++) {
+      const key = blockKey('w', `10.41.${b * 4}.0/22`);
+      assert.ok(await tier.claim({ ...range, blockPrefix: 22 }, key, 'n'));
+      const allocations = Array.from({ length: perBlock }, (_, i) => ({
+        pool: key,
+        address: `10.41.${b * 4 + Math.floor((i + 1) / 256)}.${(i + 1) % 256}`,
+        network: 'x',
+        containerID: `c${b}-${i}`,
+        ifname: 'eth0',
+        node: 'n',
+        createdAt: 0,
+      }));
+      await tier.publish({ key, node: 'n', counts: { allocated: perBlock, resting: 0 }, allocations, publishedAt: 0 });
+    }
+    const widths: number[] = [];
+    const view = recentReads(async (filter, page) => {
+      const read = await tier.published(filter, page);
+      widths.push(read.items.length);
+      return read;
+    }, clock);
+    const listing = async (): Promise<number> => {
+      let n = 0;
+      let token: string | undefined;
+      do {
+        const page = await clusterPage(view, {}, { limit: 500, ...(token === undefined ? {} : { continue: token }) });
+        n += page.items.length;
+        token = page.continue;
+      } while (token !== undefined);
+      return n;
+    };
+    assert.equal(await listing(), 8 * perBlock);
+    assert.equal(
+      widths.reduce((s, w) => s + w, 0),
+      8,
+      'each block read once: a page stopping inside a read takes the kept read up',
+    );
+    assert.ok(
+      widths.every((w) => w <= 2),
+      `reads of about a page (500 at 300 a block: 2 blocks), not ${BLOCKS_PER_READ}: ${widths}`,
+    );
+    // Kept reads are kept a short while only: a listing later reads the view again.
+    widths.length = 0;
+    clock.advance(RECENT_READ_MS + 1);
+    assert.equal(await listing(), 8 * perBlock);
+    assert.equal(
+      widths.reduce((s, w) => s + w, 0),
+      8,
+    );
   });
 });

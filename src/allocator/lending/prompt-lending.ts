@@ -1,0 +1,112 @@
+/**
+ * Lending on the requests as they change, not only on the upkeep's timer: on a tier that tells of
+ * changed requests (ClusterTier.watchRequests), a lender answers another node's open request as it
+ * comes, and a borrower waiting for grants looks at its request as it changes (borrower.ts `hint`).
+ * Before, a node with no room polled its request every 250 ms and waited for a lender's next
+ * upkeep run (10 s): a burst that had to ask ran at 10 ADD/s (issue 26).
+ *
+ * Guarantees:
+ * - only hints are acted on here; the upkeep's lending round (lender.ts `run`) still lists open
+ *   requests, so a hint lost costs time, never an answer;
+ * - an answer is written as the lender's round writes it (placeholder first, the grant guarded by
+ *   the version told), so answering on a hint is as safe as on the round, and a request changed
+ *   since is left;
+ * - API traffic is bounded by the requests' changes: one answer at a time per range, the requests
+ *   told meanwhile answered together after it; each answer waits a random moment (0 to JITTER_MS),
+ *   so that of the lenders told one request, the first to grant tells the others (its write is a
+ *   change too) and they drop it rather than all writing and all but one losing;
+ * - stops when `signal` aborts: no answer starts after, the tier is no longer listened to.
+ */
+import type { Clock } from '../../core/clock.ts';
+import type { AddressRequest, ClusterTier } from '../../store/cluster-tier.ts';
+import type { Borrower } from './borrower.ts';
+import type { Lender } from './lender.ts';
+
+/** Longest random wait before answering a request told (see the header). */
+export const JITTER_MS = 40;
+
+export interface PromptLendingOptions {
+  readonly tier: ClusterTier;
+  readonly node: string;
+  readonly clock: Clock;
+  readonly lender: Lender;
+  readonly borrower: Borrower;
+  /** Told what an answer lent, and what failed. */
+  readonly report: (lent: readonly string[], errors: readonly string[]) => void;
+  /** The random moment before an answer, ms (tests: 0). */
+  readonly jitter?: () => number;
+}
+
+export class PromptLending {
+  readonly #o: PromptLendingOptions;
+  /** Other nodes' open requests told and not yet answered, by range pool then node. */
+  readonly #told = new Map<string, Map<string, AddressRequest>>();
+  /** Ranges with an answer waiting or under way. */
+  readonly #busy = new Set<string>();
+  #stopped = false;
+
+  constructor(options: PromptLendingOptions) {
+    this.#o = options;
+  }
+
+  /** Listens to the tier until `signal` aborts; false when the tier tells nothing (timers alone). */
+  start(signal: AbortSignal): boolean {
+    const { tier, borrower } = this.#o;
+    if (tier.watchRequests === undefined || signal.aborted) return false;
+    const stop = tier.watchRequests((request) => this.#hint(request));
+    borrower.watched(true);
+    signal.addEventListener(
+      'abort',
+      () => {
+        this.#stopped = true;
+        stop();
+        borrower.watched(false);
+        this.#told.clear();
+      },
+      { once: true },
+    );
+    return true;
+  }
+
+  #hint(request: AddressRequest): void {
+    if (this.#stopped) return;
+    if (request.node === this.#o.node) {
+      this.#o.borrower.hint(request);
+      return;
+    }
+    const told = this.#told.get(request.pool) ?? new Map<string, AddressRequest>();
+    // The latest word on a request: answered elsewhere (nothing wanted) means nothing to do here.
+    if (request.wanted > 0) told.set(request.node, request);
+    else told.delete(request.node);
+    if (told.size === 0) {
+      this.#told.delete(request.pool);
+      return;
+    }
+    this.#told.set(request.pool, told);
+    this.#schedule(request.pool);
+  }
+
+  #schedule(pool: string): void {
+    if (this.#busy.has(pool)) return;
+    this.#busy.add(pool);
+    const wait = Math.max(0, this.#o.jitter?.() ?? Math.random() * JITTER_MS);
+    this.#o.clock.setTimer(wait, () => {
+      this.#answer(pool).catch((error: unknown) => this.#o.report([], [`answering requests of ${pool}: ${error}`]));
+    });
+  }
+
+  async #answer(pool: string): Promise<void> {
+    const told = this.#told.get(pool);
+    this.#told.delete(pool);
+    try {
+      if (told !== undefined && !this.#stopped) {
+        const { lent, errors } = await this.#o.lender.answer([...told.values()]);
+        this.#o.report(lent, errors);
+      }
+    } finally {
+      this.#busy.delete(pool);
+      // Told more while answering: those are answered next.
+      if (this.#told.has(pool) && !this.#stopped) this.#schedule(pool);
+    }
+  }
+}

@@ -1,0 +1,105 @@
+/**
+ * Lending on requests as they change (src/allocator/lending/prompt-lending.ts): on a tier that tells
+ * of them, a node with no room gets its grant without any lending round and without its poll: the
+ * lender answers the request as it is told of it, the borrower adopts the grant as it is told of
+ * it. Real parts: each node a TieredStore on its own SQLite file, one MemoryTier, a ManualClock
+ * stepped only by the lender's random moment (JITTER_MS), never by the borrower's poll.
+ */
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import { JITTER_MS } from '../../../src/allocator/lending/prompt-lending.ts';
+import { flush } from '../../helpers/event-loop.ts';
+import { HANG_BOUND_MS } from '../../helpers/processes.ts';
+import { owner, rangesOf } from '../../store/tiered-nodes.ts';
+import { LendingCluster, STEP_MS } from './lending-nodes.ts';
+
+const clusters: LendingCluster[] = [];
+const aborts: AbortController[] = [];
+after(async () => {
+  for (const a of aborts) a.abort();
+  for (const c of clusters) await c.close();
+});
+
+/** A cluster whose nodes lend promptly until the test ends; what each reported. */
+function prompt(names: readonly string[]): { c: LendingCluster; errors: string[]; lent: string[] } {
+  const c = new LendingCluster(names);
+  clusters.push(c);
+  const errors: string[] = [];
+  const lent: string[] = [];
+  for (const n of c.nodes) {
+    const abort = new AbortController();
+    aborts.push(abort);
+    assert.equal(
+      n.allocator.lendPromptly(abort.signal, (l, e) => {
+        lent.push(...l);
+        errors.push(...e);
+      }),
+      true,
+      'the memory tier tells of requests',
+    );
+  }
+  return { c, errors, lent };
+}
+
+/** Steps the clock by the lender's random moment only, until `call` settles: its outcome and the time stepped. */
+async function promptly<T>(c: LendingCluster, call: Promise<T>): Promise<{ value: T; steppedMs: number }> {
+  let done = false;
+  const settled = call.finally(() => {
+    done = true;
+  });
+  settled.catch(() => {});
+  const end = Date.now() + HANG_BOUND_MS;
+  let steppedMs = 0;
+  await flush(2);
+  while (!done) {
+    assert.ok(Date.now() < end, 'the ADD never settled');
+    c.clock.advance(JITTER_MS);
+    steppedMs += JITTER_MS;
+    await flush(4);
+  }
+  return { value: await call, steppedMs };
+}
+
+// One block of 16 for the whole range: the second node must ask the first.
+const SMALL = rangesOf({ range: '10.19.0.0/28', block_size: 28 });
+const POOL = SMALL[0]?.pool ?? '';
+
+describe('prompt lending: answered as asked, adopted as granted', () => {
+  it('serves a node with no room without a lending round and before its first poll', async () => {
+    const { c, errors, lent } = prompt(['p1', 'p2']);
+    const [first] = await c.node('p1').allocator.allocate({ owner: owner('a0'), ranges: SMALL });
+    assert.ok(first, 'p1 claimed the one block');
+    const polls = c.tier.calls.get('requestOf') ?? 0;
+    const { value, steppedMs } = await promptly(
+      c,
+      c.node('p2').allocator.allocate({ owner: owner('b0'), ranges: SMALL }),
+    );
+    const [b] = value;
+    assert.ok(b);
+    assert.match(b.allocation.pool, /#10\.19\.0\.\d+\/32$/, 'from a loan');
+    assert.ok(steppedMs < STEP_MS, `answered within ${steppedMs} ms of the clock: before the 250 ms poll`);
+    assert.ok(
+      (c.tier.calls.get('requestOf') ?? 0) - polls <= 2,
+      'the request read when asking (and adopting), never polled',
+    );
+    assert.equal(lent.length, 1, 'one address lent');
+    assert.deepEqual(errors, []);
+    await c.assertNoDuplicate(POOL);
+  });
+
+  it('stops when its signal aborts: a request is then answered by the rounds alone', async () => {
+    const c = new LendingCluster(['q1', 'q2']);
+    clusters.push(c);
+    const abort = new AbortController();
+    for (const n of c.nodes) n.allocator.lendPromptly(abort.signal, () => {});
+    abort.abort();
+    assert.equal(c.tier.requestListeners, 0, 'no longer listened to');
+    const [first] = await c.node('q1').allocator.allocate({ owner: owner('a0'), ranges: SMALL });
+    assert.ok(first);
+    const lends = c.tier.calls.get('openRequests') ?? 0;
+    const [b] = await c.settle(c.node('q2').allocator.allocate({ owner: owner('b0'), ranges: SMALL }));
+    assert.ok(b);
+    assert.ok((c.tier.calls.get('openRequests') ?? 0) > lends, 'answered by a lending round');
+    await c.assertNoDuplicate(POOL);
+  });
+});
