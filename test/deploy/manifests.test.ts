@@ -80,6 +80,7 @@ describe('deploy/', () => {
       'CustomResourceDefinition',
       'CustomResourceDefinition',
       'CustomResourceDefinition',
+      'CustomResourceDefinition',
       'DaemonSet',
       'Namespace',
       'Role',
