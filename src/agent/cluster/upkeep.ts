@@ -9,7 +9,8 @@
  * - giving back empty blocks this node has held empty for longer than the block grace;
  * - lending addresses between nodes on the two-tier store (allocator/lending/): answering other
  *   nodes' requests, releasing placeholders whose grant has been gone for the block grace, giving
- *   back loans idle for the block grace, adopting addresses a migration recorded for this node;
+ *   back loans idle for the block grace, adopting addresses a migration recorded for this node,
+ *   and writing back a grant someone else removed while its loan is in use here (told by name);
  * - keeping holdings (allocator/holdings/): placeholders whose record has been gone for the block
  *   grace released, this node's uses of held addresses reported into their records.
  * One run at a time; a chore that fails is reported (recent errors, log) and the others still run.
@@ -190,6 +191,12 @@ export class ClusterUpkeep {
     const { lent, released, returned, adopted } = report;
     if (lent.length + released.length + returned.length + adopted > 0)
       this.#o.logger.info({ lent, released, returned, adopted }, 'lent addresses between nodes');
+    // A grant someone else removed while its loan is in use here: said by name in the log and the
+    // status (recent errors), never left to the lender to hand the address out a second time.
+    for (const line of report.restored ?? []) {
+      this.#o.logger.warn({ node: this.#o.node }, line);
+      this.#o.errors.add(line);
+    }
     if (report.errors.length > 0) throw new Error(report.errors.join('; '));
   }
 
