@@ -81,6 +81,7 @@ describe('deploy/', () => {
       'CustomResourceDefinition',
       'CustomResourceDefinition',
       'CustomResourceDefinition',
+      'CustomResourceDefinition',
       'DaemonSet',
       'Namespace',
       'Role',
