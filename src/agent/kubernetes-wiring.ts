@@ -22,6 +22,7 @@ import { KubernetesReleases } from './kubernetes/releases.ts';
 import { PodDirectory } from './kubernetes/pod-directory.ts';
 import { KubernetesPlanning } from './kubernetes/planning.ts';
 import { PoolStatusWriter } from './kubernetes/pool-status.ts';
+import { StickyRelease } from './kubernetes/sticky-release.ts';
 import type { ReleasePipeline } from './release/pipeline.ts';
 import type { ReleaseWiringDeps } from './release-wiring.ts';
 
@@ -73,6 +74,7 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
       ...(fieldSelector === undefined ? {} : { fieldSelector }),
     });
   const tier = deps.store.blockOwners?.tier;
+  const holdings = tier?.holdings;
   // WarrenPools are custom resources of the kubernetes store's (deploy/crds/): read only on it.
   const planning = new KubernetesPlanning({
     node: o.nodeName,
@@ -94,6 +96,21 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
                     clock: deps.clock,
                     logger,
                   }),
+          },
+        }),
+    ...(holdings === undefined || tier === undefined
+      ? {}
+      : {
+          sticky: {
+            statefulSets: watch('/apis/apps/v1/statefulsets'),
+            release: new StickyRelease({
+              records: holdings,
+              endHolding: (key) => deps.allocator.holdings.endHolding(key),
+              membership: tier.membership,
+              clock: deps.clock,
+              logger,
+              graceMs: o.stickyReleaseGraceSeconds * 1000,
+            }),
           },
         }),
   });
