@@ -86,6 +86,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/cni/ipam-config.test.ts',
   'test/cni/journal-entry.test.ts',
   'test/cni/netconf.test.ts',
+  'test/cni/network-selection.test.ts',
   'test/cni/node-local.test.ts',
   'test/core/async-channel.test.ts',
   'test/core/atomic-file.test.ts',
