@@ -42,7 +42,8 @@ export const AGENT_PARTS: Record<string, readonly string[]> = {
   cluster: ['metrics', 'settings'],
   release: ['settings', 'metrics'],
   registry: ['settings', 'metrics', 'release'],
-  kubernetes: ['settings', 'metrics', 'release'],
+  // The ADD planners that read pods and namespaces (pools, addresses, holdings) are server's AddPlanners.
+  kubernetes: ['settings', 'metrics', 'release', 'server'],
   server: ['settings', 'metrics', 'release'],
 };
 /** The files directly in src/agent: the composition of the parts, and nothing else. */

@@ -41,6 +41,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/agent/release/reconciler.test.ts',
   'test/agent/release/retry-rule.test.ts',
   'test/agent/release/rule.test.ts',
+  'test/agent/server/add-plan.test.ts',
   'test/agent/server/cni-service.test.ts',
   'test/agent/server/allocation-pages.test.ts',
   'test/agent/server/cni-service-node-local.test.ts',

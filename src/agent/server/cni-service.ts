@@ -39,6 +39,7 @@ import type { CniOutcome, CniRequest } from '../../api/protocol.ts';
 import { CONFIG_FIELD, ENVELOPE } from '../../api/cni-wire.ts';
 import { NO_TELEMETRY, type Telemetry } from '../metrics/telemetry.ts';
 import { SETTINGS } from '../settings/table.ts';
+import { type AddPlanner, podRefOf, runPlanners } from './add-plan.ts';
 
 export interface CniServiceOptions {
   readonly allocator: Allocator;
@@ -73,6 +74,11 @@ export interface CniServiceOptions {
    * or its pod (`podUID`, from CNI_ARGS, when given): the journal, runtime events, pod releases.
    */
   readonly beforeAdd?: (owner: Owner, podUID?: string) => Promise<void>;
+  /**
+   * Plan an ADD before it allocates, in order (pools, addresses, holdings: add-plan.ts), from the
+   * config's ranges and requested addresses; one may refuse the ADD. None: the config's plan.
+   */
+  readonly planners?: readonly AddPlanner[];
   /** Told once per network about IPAM keys Warren accepts but does not act on. */
   readonly onIgnoredKeys?: (network: string, keys: readonly string[]) => void;
   /**
@@ -108,6 +114,7 @@ export class CniService {
   readonly #runtimeOf: RuntimeOf | undefined;
   readonly #onFailure: ((error: unknown, command: string) => void) | undefined;
   readonly #telemetry: Telemetry;
+  readonly #planners: readonly AddPlanner[];
   /** Networks whose ignored keys were already reported: once each, not on every call. */
   readonly #reportedIgnored = new Set<string>();
 
@@ -124,6 +131,7 @@ export class CniService {
     this.#runtimeOf = options.runtimeOf;
     this.#onFailure = options.onFailure;
     this.#telemetry = options.telemetry ?? NO_TELEMETRY;
+    this.#planners = options.planners ?? [];
   }
 
   /** One CNI call, as the plugin sent it (unchecked: it came over the wire). */
@@ -240,10 +248,11 @@ export class CniService {
     }
     const owner = ownerOf(env, conf);
     await this.#beforeAdd?.(owner, args.podUID);
+    const plan = await runPlanners(this.#planners, conf, podRefOf(args), { ranges: conf.ipam.ranges, requested });
     const assignments = await this.#allocator.allocate({
       owner,
-      ranges: conf.ipam.ranges,
-      requested,
+      ranges: plan.ranges,
+      requested: plan.requested,
       cooldownSeconds: conf.ipam.cooldownSeconds,
       ...(args.podNamespace === undefined ? {} : { podNamespace: args.podNamespace }),
       ...(args.podName === undefined ? {} : { podName: args.podName }),

@@ -25,6 +25,8 @@ export interface ServingDeps extends Omit<AgentServiceOptions, 'socket' | 'docto
   readonly beforeAdd?: CniServiceOptions['beforeAdd'] | undefined;
   /** Which runtime adapter answers for an allocation (release/netns-scopes.ts). */
   readonly runtimeOf?: CniServiceOptions['runtimeOf'] | undefined;
+  /** Plan each ADD before it allocates, in order (add-plan.ts: pools, addresses, holdings). */
+  readonly planners?: CniServiceOptions['planners'] | undefined;
   /** Why ADD of a network must wait now (the readiness indicator, a takeover, a hand-back). */
   readonly addGate?: CniServiceOptions['addGate'] | undefined;
   /**
@@ -59,6 +61,7 @@ export function servingParts(deps: ServingDeps): Serving {
     beforeAdd,
     runtimeOf,
     addGate,
+    planners,
     nodeLocalOnly,
     logger,
     onError,
@@ -90,6 +93,7 @@ export function servingParts(deps: ServingDeps): Serving {
     gcGraceMs: o.gcGraceSeconds * 1000,
     ...(beforeAdd === undefined ? {} : { beforeAdd }),
     ...(runtimeOf === undefined ? {} : { runtimeOf }),
+    ...(planners === undefined ? {} : { planners }),
     onIgnoredKeys: (network, keys) => {
       // Whereabouts' store keys are not ignored: the store serves them, or the config is for this node alone.
       const store = keys.filter(isStoreKeyLine);

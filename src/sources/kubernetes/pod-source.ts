@@ -21,7 +21,7 @@ import type { Logger } from 'pino';
 import type { BackoffPolicy } from '../../core/backoff.ts';
 import type { Clock } from '../../core/clock.ts';
 import { isPlainObject } from '../../core/validate.ts';
-import { ListWatch, type ListWatchStatus } from './list-watch.ts';
+import { ListWatch, type ListWatchItem, type ListWatchStatus } from './list-watch.ts';
 
 export const MIRROR_ANNOTATION = 'kubernetes.io/config.mirror';
 
@@ -68,6 +68,11 @@ export interface PodSourceOptions {
   readonly logger: Logger;
   /** The server's watch timeout (see ListWatchOptions). */
   readonly watchTimeoutSeconds?: number;
+  /**
+   * Shown every item of the watch as the server sent it, before it is reduced to PodFacts (the
+   * agent's pod directory keeps the labels, annotations and owners an ADD plans with).
+   */
+  readonly observe?: (item: ListWatchItem<unknown>) => void;
 }
 
 /** The pod as it travels on the wire, as far as a PodFact reads it. */
@@ -129,6 +134,7 @@ export class PodSource {
   /** Listings and pod changes until `signal` aborts. Iterated once. */
   async *events(signal: AbortSignal): AsyncGenerator<PodItem> {
     for await (const item of this.#lw.events(signal)) {
+      this.#o.observe?.(item);
       switch (item.kind) {
         case 'listed': {
           const pods = new Map<string, PodFact>();
