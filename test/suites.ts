@@ -55,6 +55,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/allocator/blocks.test.ts',
   'test/allocator/commit-loop.test.ts',
   'test/allocator/gc.test.ts',
+  'test/allocator/holdings/holdings.test.ts',
   'test/allocator/lending/grant-policy.test.ts',
   'test/allocator/lending/lending.test.ts',
   'test/allocator/lending/migrated.test.ts',

@@ -24,16 +24,18 @@ import { WarrenError, messageOf } from '../core/errors.ts';
 import { KeyedMutex } from '../core/keyed-mutex.ts';
 import { type IPAddress, formatIP } from '../ipam/address.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
-import { inRangePool, rangePoolOfKey } from '../ipam/blocks.ts';
+import { rangePoolOfKey } from '../ipam/blocks.ts';
 import type { RangeSpec } from '../ipam/range.ts';
 import type { Store } from '../store/store.ts';
 import { OverlapAdmission, addressSpaceOf } from './admission.ts';
 import { type AllocateRequest, type Assignment, MAX_WAITS, Waiting, matchRequested } from './assignment.ts';
 import { BlockAssigner } from './block-assigner.ts';
 import { CONFLICT, retryOnConflict } from './commit-loop.ts';
+import { exhausted } from './exhausted.ts';
 import { type ForgottenNode, forgetNode } from './forget-node.ts';
 import { type RuntimeOf, gcCandidates, gcScope } from './gc.ts';
 import { type BlockReturn, EmptyBlockGiveBack } from './give-back.ts';
+import { Holdings } from './holdings/holdings.ts';
 import { Lending, type LendingReport } from './lending/lending.ts';
 import { OwnBlocks } from './own-blocks.ts';
 import { PoolAssigner } from './pool-assigner.ts';
@@ -103,6 +105,8 @@ export class Allocator {
   readonly #served = new Map<string, RangeSpec>();
   /** ADDs under way per range pool: how many addresses a node with no room asks the others for. */
   readonly #inFlight = new Map<string, number>();
+  /** Addresses held for holders other than one pod (holdings/holdings.ts); refused without a cluster keeping them. */
+  readonly holdings: Holdings;
 
   constructor(options: AllocatorOptions) {
     const { store, clock, node } = options;
@@ -156,6 +160,8 @@ export class Allocator {
     this.#releaser = new Releaser({ store, clock, maxAttempts, pools, locks: this.#locks });
     this.#giveBack = new EmptyBlockGiveBack({ store, clock, node, pools, own, locks: this.#locks });
     this.#pools = pools;
+    const [records, where] = [tier?.holdings, tier?.description ?? store.description];
+    this.holdings = new Holdings({ store, records, where, node, clock, pools, locks: this.#locks });
   }
 
   get node(): string {
@@ -172,7 +178,8 @@ export class Allocator {
     const done: Assignment[] = [];
     try {
       for (const range of request.ranges) {
-        done.push(await this.#allocateIn(range, request, wanted.get(range)));
+        const fresh = (r: AllocateRequest, ip?: IPAddress) => this.#allocateIn(range, r, ip);
+        done.push(await this.holdings.allocate(range, request, wanted.get(range), fresh));
       }
     } catch (error) {
       const added = done.filter((a) => a.fresh);
@@ -211,7 +218,7 @@ export class Allocator {
       // adopting grants of this range, and other ADDs, are not held up meanwhile; then decide again
       // under the locks (every commit is at the revision read: nothing is handed out twice).
       since ??= this.#clock.monotonic();
-      if (waits >= MAX_WAITS || !(await outcome.until(since))) throw await this.#exhausted(range);
+      if (waits >= MAX_WAITS || !(await outcome.until(since))) throw await exhausted(this.#store, range);
     }
   }
 
@@ -263,7 +270,7 @@ export class Allocator {
               case 'done':
                 return decision.assignment;
               case 'full':
-                throw await this.#exhausted(range);
+                throw await exhausted(this.#store, range);
               case 'conflict':
                 if (decision.admissionLost === true) this.#admission.forget(range.pool);
                 return decision.wait === undefined ? CONFLICT : new Waiting(decision.wait);
@@ -289,16 +296,6 @@ export class Allocator {
     }
     picture.revision = result.revision;
     return moved;
-  }
-
-  async #exhausted(range: RangeSpec): Promise<WarrenError> {
-    const summaries = (await this.#store.pools(range.pool)).filter((p) => inRangePool(p.pool, range.pool));
-    const allocated = summaries.reduce((n, p) => n + p.allocated, 0);
-    const resting = summaries.reduce((n, p) => n + p.resting, 0);
-    return new WarrenError(
-      'POOL_EXHAUSTED',
-      `pool ${range.pool} has no free address (${allocated} allocated, ${resting} resting after release)`,
-    );
   }
 
   /**

@@ -30,6 +30,8 @@ import type {
   UnclaimResult,
 } from '../../src/store/cluster-tier.ts';
 import type { AddressSpaces, AdmissionGuard, SpaceReading } from '../../src/store/store.ts';
+import type { HoldingRecord } from '../../src/store/cluster-holdings.ts';
+import { MemoryHoldings } from './memory-holdings.ts';
 import { MemoryCluster, MemoryMembership } from './memory-membership.ts';
 
 const DEFAULT_LIMIT = 500;
@@ -53,6 +55,8 @@ class ClusterState {
   readonly rangeWritten = new Map<string, number>();
   /** Calls answered, by method: what a test counts. */
   readonly calls = new Map<string, number>();
+  /** `key \0 pool` → the holding's record (memory-holdings.ts). */
+  readonly holdings = new Map<string, HoldingRecord>();
 
   constructor(clock: Clock, leaseSeconds: number) {
     this.members = new MemoryCluster(clock, leaseSeconds);
@@ -131,11 +135,18 @@ export class MemoryTier implements ClusterTier {
   readonly #s: ClusterState;
   readonly membership: MemoryMembership;
   readonly spaces: MemorySpaces;
+  readonly holdings: MemoryHoldings;
 
   constructor(options: MemoryTierOptions, shared?: ClusterState) {
     this.#s = shared ?? new ClusterState(options.clock, options.leaseSeconds ?? 15);
     this.membership = new MemoryMembership(this.#s.members, () => this.#reach('membership'));
     this.spaces = new MemorySpaces(this.#s, (what) => this.#reach(what));
+    const clock = this.#s.members.clock;
+    this.holdings = new MemoryHoldings(
+      this.#s,
+      (what) => this.#reach(what),
+      () => clock.now(),
+    );
   }
 
   /** Another agent's connection to this cluster: the same records, its own membership. */

@@ -19,15 +19,16 @@
 import type { Moment } from '../../core/moment.ts';
 import { type Family, formatIP } from '../../ipam/address.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
+import { BOOKKEEPING_PREFIX } from '../../ipam/bookkeeping.ts';
 import { loanKey } from '../../ipam/loan-key.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
 
 export { loanAddressOf, loanKey } from '../../ipam/loan-key.ts';
 
 /** The network of a lender's placeholder for an address it lent. */
-export const LENT_NETWORK = 'warren.dev/lent';
+export const LENT_NETWORK = `${BOOKKEEPING_PREFIX}lent`;
 /** The network of a borrower's mark on a loan it gave back. */
-export const RETURNED_NETWORK = 'warren.dev/returned';
+export const RETURNED_NETWORK = `${BOOKKEEPING_PREFIX}returned`;
 /** The lender named in grants that `warren migrate whereabouts` wrote: no node lent them. */
 export const MIGRATION_LENDER = 'whereabouts';
 
