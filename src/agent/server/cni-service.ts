@@ -262,6 +262,7 @@ export class CniService {
       owner,
       ranges: plan.ranges,
       requested: plan.requested,
+      ...(plan.holding === undefined ? {} : { holding: plan.holding }),
       cooldownSeconds: conf.ipam.cooldownSeconds,
       ...(args.podNamespace === undefined ? {} : { podNamespace: args.podNamespace }),
       ...(args.podName === undefined ? {} : { podName: args.podName }),

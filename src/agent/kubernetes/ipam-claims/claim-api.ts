@@ -1,0 +1,60 @@
+/**
+ * The two requests the agent makes of IPAMClaims besides its list-watch: a GET of one claim (an
+ * ADD's cache miss) and a merge patch of one claim's status subresource (what it holds). Through
+ * the kubernetes store's API client (one keep-alive pool, deadlines, TRY_AGAIN when no answer came).
+ *
+ * Guarantees: a claim that does not exist (a Status 404) answers undefined / 'gone'; the API
+ * server not serving IPAMClaims at all (its text 404) is INVALID_CONFIG saying the CRD is missing;
+ * every other unexpected answer is the client's refusal (TRY_AGAIN for 429 and 5xx, else
+ * IO_FAILURE naming the Status, or the permission missing).
+ */
+import { WarrenError } from '../../../core/errors.ts';
+import type { ApiAnswer, KubeApiClient } from '../../../store/kubernetes/api-client.ts';
+import type { ClaimRef } from './claim-cache.ts';
+import type { PatchOutcome, WantedClaimStatus } from './claim-status.ts';
+
+const RESOURCE = 'ipamclaims.k8s.cni.cncf.io';
+
+const claimPath = (ref: ClaimRef): string =>
+  `/apis/k8s.cni.cncf.io/v1alpha1/namespaces/${encodeURIComponent(ref.namespace)}/ipamclaims/${encodeURIComponent(ref.name)}`;
+
+export class ClaimApi {
+  readonly #client: KubeApiClient;
+
+  constructor(client: KubeApiClient) {
+    this.#client = client;
+  }
+
+  /** The claim as the server holds it; undefined when it does not exist. */
+  async get(ref: ClaimRef): Promise<unknown> {
+    const what = `read IPAMClaim ${ref.namespace}/${ref.name}`;
+    const answer = await this.#client.send(what, { method: 'GET', path: claimPath(ref) });
+    if (answer.status === 200) return answer.body;
+    if (answer.status === 404 && answer.json) return undefined;
+    throw this.#refusal(what, answer, 'get', 'ipamclaims');
+  }
+
+  /** Writes `status.ips` and `status.ownerPod` of the claim (a merge patch: no read, no conflict). */
+  async patchStatus(ref: ClaimRef, status: WantedClaimStatus): Promise<PatchOutcome> {
+    const what = `write the status of IPAMClaim ${ref.namespace}/${ref.name}`;
+    const answer = await this.#client.send(what, {
+      method: 'PATCH',
+      path: `${claimPath(ref)}/status`,
+      contentType: 'application/merge-patch+json',
+      body: { status: { ips: status.ips, ownerPod: status.ownerPod } },
+    });
+    if (answer.status === 200) return 'patched';
+    if (answer.status === 404 && answer.json) return 'gone';
+    throw this.#refusal(what, answer, 'patch', 'ipamclaims/status');
+  }
+
+  #refusal(what: string, answer: ApiAnswer, verb: string, resource: string): WarrenError {
+    if (answer.status === 404 && !answer.json)
+      return new WarrenError(
+        'INVALID_CONFIG',
+        `the Kubernetes API server ${this.#client.server} does not serve ${RESOURCE} (${what}): ` +
+          "is KubeVirt's IPAMClaim CustomResourceDefinition installed?",
+      );
+    return this.#client.refusal(what, answer, verb, resource);
+  }
+}
