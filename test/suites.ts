@@ -23,6 +23,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/agent/kubernetes/events.test.ts',
   'test/agent/kubernetes/ipam-claims/claim-planner.test.ts',
   'test/agent/kubernetes/ipam-claims/claim-upkeep.test.ts',
+  'test/agent/kubernetes/ipam-claims/vm-claims.test.ts',
   'test/agent/kubernetes/nodes-tiered.test.ts',
   'test/agent/kubernetes/releases.test.ts',
   'test/agent/metrics/prometheus.test.ts',
