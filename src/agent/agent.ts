@@ -218,6 +218,7 @@ export class Agent {
         ...(o.kubernetes && !facts.shared ? { nodeLocalOnly: () => cniConfig?.nodeLocal() } : {}),
         beforeAdd: (owner, podUID) => releases.pipeline.applyPending(owner, podUID),
         runtimeOf: (a) => releases.scopes.adapterOf(a),
+        planners: releases.planners,
         commits,
         published,
         ...(upkeep === undefined

@@ -10,11 +10,18 @@ import { failureOfError } from '../sources/kubernetes/api-failure.ts';
 import { loadKubeConfig } from '../sources/kubernetes/kubeconfig.ts';
 import { NodeSource } from '../sources/kubernetes/node-source.ts';
 import { PodSource } from '../sources/kubernetes/pod-source.ts';
+import { type KubeObjectMeta, ListWatch } from '../sources/kubernetes/list-watch.ts';
+import { KubeApiClient } from '../store/kubernetes/api-client.ts';
+import { Resource, warrenKind } from '../store/kubernetes/resources.ts';
+import type { KubeObject } from '../store/kubernetes/objects.ts';
 import { ExponentialBackoff } from '../core/backoff.ts';
 import type { AgentOptions } from './settings/options.ts';
 import { ClusterEvents } from './kubernetes/events.ts';
 import { KubernetesNodes } from './kubernetes/nodes.ts';
 import { KubernetesReleases } from './kubernetes/releases.ts';
+import { PodDirectory } from './kubernetes/pod-directory.ts';
+import { KubernetesPlanning } from './kubernetes/planning.ts';
+import { PoolStatusWriter } from './kubernetes/pool-status.ts';
 import type { ReleasePipeline } from './release/pipeline.ts';
 import type { ReleaseWiringDeps } from './release-wiring.ts';
 
@@ -23,6 +30,8 @@ export interface KubernetesParts {
   readonly releases: KubernetesReleases;
   readonly events: ClusterEvents;
   readonly nodes?: { readonly source: NodeSource; readonly forget: KubernetesNodes } | undefined;
+  /** What the ADD planners read (pods, namespaces, WarrenPools) and the planners themselves. */
+  readonly planning: KubernetesPlanning;
 }
 
 /** The object, or undefined when the API server answers 404. */
@@ -42,7 +51,52 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
   const core = kubeConfig.makeApiClient(CoreV1Api);
   const events = new ClusterEvents({ api: core, node: o.nodeName, clock: deps.clock, logger });
   const backoff = new ExponentialBackoff({ initialMs: 1_000, maxMs: 30_000 });
-  const pods = new PodSource({ kubeConfig, node: o.nodeName, clock: deps.clock, backoff, logger });
+  const directory = new PodDirectory({
+    fetchPod: (namespace, name) => orNotFound(core.readNamespacedPod({ name, namespace })),
+    fetchNamespace: (name) => orNotFound(core.readNamespace({ name })),
+  });
+  const pods = new PodSource({
+    kubeConfig,
+    node: o.nodeName,
+    clock: deps.clock,
+    backoff,
+    logger,
+    observe: (item) => directory.observePods(item),
+  });
+  const watch = (path: string, fieldSelector?: string) =>
+    new ListWatch<KubeObjectMeta>({
+      kubeConfig,
+      path,
+      clock: deps.clock,
+      logger,
+      backoff,
+      ...(fieldSelector === undefined ? {} : { fieldSelector }),
+    });
+  const tier = deps.store.blockOwners?.tier;
+  // WarrenPools are custom resources of the kubernetes store's (deploy/crds/): read only on it.
+  const planning = new KubernetesPlanning({
+    node: o.nodeName,
+    directory,
+    namespaces: watch('/api/v1/namespaces'),
+    ...(o.store !== 'kubernetes'
+      ? {}
+      : {
+          pools: {
+            pools: watch('/apis/warren.dev/v1alpha1/warrenpools'),
+            self: watch('/api/v1/nodes', `metadata.name=${o.nodeName}`),
+            status: (catalog) =>
+              tier === undefined
+                ? undefined
+                : new PoolStatusWriter({
+                    catalog,
+                    tier,
+                    write: poolStatusWrite(kubeConfig),
+                    clock: deps.clock,
+                    logger,
+                  }),
+          },
+        }),
+  });
   const releases = new KubernetesReleases({
     pipeline,
     store: deps.store,
@@ -76,5 +130,24 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
             telemetry: deps.telemetry,
           }),
         };
-  return { pods, releases, events, nodes };
+  return { pods, releases, events, nodes, planning };
+}
+
+/** PUT of a WarrenPool's status at its resourceVersion; false when it changed or is gone meanwhile. */
+function poolStatusWrite(
+  kubeConfig: ReturnType<typeof loadKubeConfig>,
+): (object: Record<string, unknown>) => Promise<boolean> {
+  let opened: Promise<KubeApiClient> | undefined;
+  return async (object) => {
+    opened ??= KubeApiClient.open({ kubeConfig });
+    const api = await opened;
+    const pools = new Resource(api, warrenKind('warrenpools'));
+    const name = (object.metadata as { name?: unknown } | undefined)?.name;
+    const answer = await pools.replace(
+      `write WarrenPool ${String(name)}'s status`,
+      object as unknown as KubeObject,
+      'status',
+    );
+    return answer.kind === 'replaced';
+  };
 }

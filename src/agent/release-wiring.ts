@@ -44,6 +44,7 @@ import { CONTAINERD_CRI_NETNS_PREFIXES, NetnsScopes } from './release/netns-scop
 import type { Telemetry } from './metrics/telemetry.ts';
 import type { KubernetesNodes } from './kubernetes/nodes.ts';
 import type { KubernetesParts } from './kubernetes-wiring.ts';
+import type { AddPlanner } from './server/add-plan.ts';
 
 /** What an option that is on needs loaded, and nothing an option that is off would. */
 interface OptionalModules {
@@ -315,6 +316,11 @@ export class ReleaseWiring {
     this.plugins = registry === undefined ? undefined : () => registry.status();
   }
 
+  /** The ADD planners the Kubernetes source gives (pools first); none without it. */
+  get planners(): readonly AddPlanner[] {
+    return this.#kube?.planning.planners ?? [];
+  }
+
   #kubernetesStatus(): KubernetesStatus {
     const kube = this.#kube as KubernetesParts;
     const pods = kube.pods.status();
@@ -358,6 +364,7 @@ export class ReleaseWiring {
     const kube = this.#kube;
     if (kube !== undefined) {
       this.#loops.push(supervised('the Kubernetes pod source', kube.releases.run(kube.pods.events(signal), signal)));
+      this.#loops.push(supervised('the Kubernetes namespace and WarrenPool watches', kube.planning.run(signal)));
       if (kube.nodes !== undefined)
         this.#loops.push(
           supervised('the Kubernetes node source', kube.nodes.forget.run(kube.nodes.source.events(signal), signal)),

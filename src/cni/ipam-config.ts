@@ -74,6 +74,12 @@ export interface IpamConfig {
    * may serve them under Kubernetes (cni/node-local.ts); absent unless true.
    */
   readonly nodeLocal?: true;
+  /**
+   * WarrenPools the network draws from (`pools`), in place of inline ranges (`ranges` is then
+   * empty): the agent reads them from the cluster (sources/kubernetes/warren-pool.ts), and a pod's
+   * or its namespace's `warren.dev/pools` annotation may name others. Absent for inline ranges.
+   */
+  readonly pools?: readonly string[];
   /** Whereabouts keys present in the config that change nothing in Warren, in the order written. */
   readonly ignoredKeys: readonly IgnoredKey[];
 }
@@ -102,6 +108,7 @@ const TOP_KEYS: ReadonlySet<string> = new Set([
   'block_size',
   'store',
   'node_local',
+  'pools',
 ]);
 /** Whereabouts' RangeConfiguration keys, plus Warren's per-range gateway and block size. */
 const RANGE_KEYS: ReadonlySet<string> = new Set([
@@ -116,7 +123,21 @@ const RANGE_KEYS: ReadonlySet<string> = new Set([
 const ROUTE_KEYS: ReadonlySet<string> = new Set(['dst', 'gw']);
 const DNS_KEYS: ReadonlySet<string> = new Set(['nameservers', 'domain', 'search', 'options']);
 
-function parseRoutes(value: unknown, path: string): Route[] {
+/**
+ * The network_name prefix of a WarrenPool's ranges (`warrenpool:<pool>`): pool keys derive from the
+ * pool, so every network naming it shares its addresses. A config may not take such a name itself.
+ */
+export const POOL_NETWORK_PREFIX = 'warrenpool:';
+
+/** A WarrenPool's name, as Kubernetes allows an object's (a DNS subdomain). */
+const POOL_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/** Whether `name` can name a WarrenPool (a DNS subdomain of at most 253 characters). */
+export function isPoolName(name: string): boolean {
+  return name.length <= 253 && POOL_NAME.test(name);
+}
+
+export function parseRoutes(value: unknown, path: string): Route[] {
   if (value === undefined) return [];
   if (!Array.isArray(value)) throw invalid(path, `must be a list of routes, got ${describe(value)}`);
   return value.map((item, i) => {
@@ -165,6 +186,13 @@ export function parseIpamConfig(value: unknown, path = 'ipam'): IpamConfig {
   const networkName = optionalString(value.network_name, `${path}.network_name`) ?? '';
   const nameProblem = networkNameProblem(networkName);
   if (nameProblem !== undefined) throw invalid(`${path}.network_name`, `${quoted(networkName)} ${nameProblem}`);
+  if (networkName.startsWith(POOL_NETWORK_PREFIX))
+    throw invalid(
+      `${path}.network_name`,
+      `${quoted(networkName)}: names starting with ${quoted(POOL_NETWORK_PREFIX)} are WarrenPools' own; ` +
+        `name the pool in "pools" to share its addresses`,
+    );
+  const pools = value.pools === undefined ? undefined : parsePools(value.pools, `${path}.pools`);
 
   const ignoredKeys: IgnoredKey[] = [];
   for (const key of Object.keys(value)) {
@@ -267,7 +295,15 @@ export function parseIpamConfig(value: unknown, path = 'ipam'): IpamConfig {
       rangePaths.push(`${at}.range`);
     });
   }
-  if (ranges.length === 0) throw invalid(path, 'needs "range" or a non-empty "ipRanges"');
+  if (pools !== undefined && ranges.length > 0)
+    throw invalid(
+      `${path}.pools`,
+      'names WarrenPools, and the config has inline ranges too: give one or the other (a pool holds its own ranges)',
+    );
+  if (pools !== undefined && nodeLocal === true)
+    throw invalid(`${path}.pools`, 'WarrenPools are shared by the nodes; "node_local": true cannot describe them');
+  if (ranges.length === 0 && pools === undefined)
+    throw invalid(path, 'needs "range", a non-empty "ipRanges", or "pools" naming WarrenPools');
   refuseOverlaps(ranges, rangePaths, value.enable_overlapping_ranges !== undefined);
   if (sharedGateway !== undefined && !ranges.some((r) => r.family === sharedGateway.family)) {
     throw invalid(
@@ -289,5 +325,17 @@ export function parseIpamConfig(value: unknown, path = 'ipam'): IpamConfig {
   if (journalDir !== undefined) config.journalDir = journalDir;
   if (store !== undefined) config.store = store;
   if (nodeLocal === true) config.nodeLocal = true;
+  if (pools !== undefined) config.pools = pools;
   return config;
+}
+
+/** `pools`: WarrenPool names, each once; empty means the pod or its namespace must name them. */
+function parsePools(value: unknown, path: string): string[] {
+  const names = stringListAt(value, path);
+  names.forEach((name, i) => {
+    if (!isPoolName(name))
+      throw invalid(`${path}[${i}]`, `${quoted(name)} is not a WarrenPool name (lower-case letters, digits, "-", ".")`);
+    if (names.indexOf(name) !== i) throw invalid(`${path}[${i}]`, `${quoted(name)} is listed twice`);
+  });
+  return names;
 }

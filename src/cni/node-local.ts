@@ -43,7 +43,8 @@ export function isNodeLocal(conf: ServedConfig, derived: NodeLocalConfig | undef
   if (conf.ipam.nodeLocal === true) return true;
   if (derived === undefined || derived.network !== conf.name) return false;
   const own = new Set(derived.pools);
-  return conf.ipam.ranges.every((range) => own.has(range.pool));
+  // A config naming WarrenPools has no ranges of its own: pools are the cluster's, never node-local.
+  return conf.ipam.ranges.length > 0 && conf.ipam.ranges.every((range) => own.has(range.pool));
 }
 
 /**

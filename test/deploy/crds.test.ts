@@ -21,6 +21,8 @@ const GROUP = 'warren.dev';
 const VERSION = 'v1alpha1';
 /** The kinds of the cluster tier (src/store/cluster-tier.ts), each in its own file named after its plural. */
 const KINDS = ['WarrenAddressRequest', 'WarrenAddressSpace', 'WarrenBlock', 'WarrenBlockPublication', 'WarrenRange'];
+/** The kinds operators write (each with a status the agents keep), beside the cluster tier's. */
+const OPERATOR_KINDS = ['WarrenPool'];
 
 const files = readdirSync(join(DEPLOY, 'crds'))
   .filter((name) => /\.ya?ml$/.test(name))
@@ -68,7 +70,7 @@ describe("Warren's custom resource definitions (deploy/crds/)", () => {
   it('are one CustomResourceDefinition per file, one per kind of the cluster tier, each listed in deploy/', () => {
     assert.equal(documents.length, files.length);
     for (const doc of documents) assert.equal(doc.kind, 'CustomResourceDefinition', doc.file);
-    assert.deepEqual(crds.map((crd) => crd.spec.names.kind).sort(), KINDS);
+    assert.deepEqual(crds.map((crd) => crd.spec.names.kind).sort(), [...KINDS, ...OPERATOR_KINDS].sort());
     for (const crd of crds) assert.equal(crd.file, `crds/${crd.spec.names.plural}.yaml`);
     const listed = new Set(listedFiles(''));
     for (const file of files) assert.ok(listed.has(file), `deploy/kustomization.yaml lists ${file}`);
@@ -106,7 +108,7 @@ describe("Warren's custom resource definitions (deploy/crds/)", () => {
   });
 
   it('keep allocations out of the claims: no status anywhere, a block holds its claim alone', () => {
-    for (const crd of crds) {
+    for (const crd of crds.filter((c) => KINDS.includes(c.spec.names.kind))) {
       const version = theVersion(crd);
       assert.equal(version.subresources?.status, undefined, `${crd.file}: status subresource`);
       assert.equal(version.schema?.openAPIV3Schema?.properties?.status, undefined, crd.file);
@@ -114,6 +116,35 @@ describe("Warren's custom resource definitions (deploy/crds/)", () => {
     const block = crds.find((crd) => crd.spec.names.kind === 'WarrenBlock');
     const spec = block === undefined ? undefined : nodeAt(theVersion(block).schema?.openAPIV3Schema ?? {}, '.spec');
     assert.deepEqual(Object.keys(spec?.properties ?? {}).sort(), ['cidr', 'node', 'pool']);
+  });
+
+  it("give an operator's kind a status subresource (the agents write only it) and a spec the agents never write", () => {
+    for (const crd of crds.filter((c) => OPERATOR_KINDS.includes(c.spec.names.kind))) {
+      const version = theVersion(crd);
+      assert.deepEqual(version.subresources?.status, {}, `${crd.file}: status subresource`);
+      assert.equal(version.schema?.openAPIV3Schema?.properties?.status?.type, 'object', crd.file);
+    }
+    const pool = crds.find((crd) => crd.spec.names.kind === 'WarrenPool');
+    const spec = pool === undefined ? undefined : nodeAt(theVersion(pool).schema?.openAPIV3Schema ?? {}, '.spec');
+    assert.deepEqual(Object.keys(spec?.properties ?? {}).sort(), [
+      'blockSize',
+      'namespaceSelector',
+      'nodeSelector',
+      'ranges',
+      'routes',
+      'sticky',
+    ]);
+    const range = spec?.properties?.ranges?.items as IJSONSchemaProps | undefined;
+    // Whereabouts' keys, as a network config's ipRanges entry has them.
+    assert.deepEqual(Object.keys(range?.properties ?? {}).sort(), [
+      'block_size',
+      'enable_l3',
+      'exclude',
+      'gateway',
+      'range',
+      'range_end',
+      'range_start',
+    ]);
   });
 
   it('have structural schemas, which apiextensions v1 requires, with a required spec', () => {

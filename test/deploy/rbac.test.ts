@@ -35,6 +35,9 @@ const AGENT = [
   ...needs(['get', 'list', 'watch'], '', 'pods'),
   ...needs(['create', 'patch'], '', 'events'),
   ...needs(['get', 'list', 'watch'], '', 'nodes'),
+  ...needs(['get', 'list', 'watch'], '', 'namespaces'),
+  ...needs(['list', 'watch'], 'warren.dev', 'warrenpools'),
+  need('update', 'warren.dev', 'warrenpools/status'),
   ...needs(['get', 'list', 'create'], 'warren.dev', 'warrenranges'),
   ...needs(['get', 'list', 'create', 'delete'], 'warren.dev', 'warrenblocks'),
   ...needs(['get', 'list', 'create', 'update', 'delete'], 'warren.dev', 'warrenblockpublications'),
@@ -58,6 +61,13 @@ const CALLS: ReadonlyArray<{ pattern: RegExp; needs: ReadonlyArray<string> }> = 
   { pattern: /'\/api\/v1\/nodes'/, needs: needs(['list', 'watch'], '', 'nodes') },
   { pattern: /\.readNamespacedPod\(/, needs: [need('get', '', 'pods')] },
   { pattern: /\.readNode\(/, needs: [need('get', '', 'nodes')] },
+  // The ADD planners' watches: namespaces (the pod directory, a GET on a miss) and WarrenPools.
+  { pattern: /'\/api\/v1\/namespaces'/, needs: needs(['list', 'watch'], '', 'namespaces') },
+  { pattern: /\.readNamespace\(/, needs: [need('get', '', 'namespaces')] },
+  {
+    pattern: /'\/apis\/warren\.dev\/v1alpha1\/warrenpools'/,
+    needs: needs(['list', 'watch'], 'warren.dev', 'warrenpools'),
+  },
   { pattern: /\.createNamespacedEvent\(/, needs: [need('create', '', 'events')] },
   { pattern: /\.patchNamespacedEvent\(/, needs: [need('patch', '', 'events')] },
   // The migration's reader lists collections (never watches) and gets one pod.
@@ -95,6 +105,7 @@ const HOLDERS: Record<string, { group: string; plural: string; scope: Scope }> =
   requests: { group: 'warren.dev', plural: 'warrenaddressrequests', scope: 'cluster' },
   spaces: { group: 'warren.dev', plural: 'warrenaddressspaces', scope: 'cluster' },
   leases: { group: 'coordination.k8s.io', plural: 'leases', scope: 'namespace' },
+  pools: { group: 'warren.dev', plural: 'warrenpools', scope: 'cluster' },
 };
 
 function sources(dir: string): string[] {

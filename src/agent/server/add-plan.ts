@@ -14,6 +14,7 @@
 import type { IPAddress } from '../../ipam/address.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
 import type { NetConf } from '../../cni/netconf.ts';
+import type { Route } from '../../cni/ipam-config.ts';
 
 /** The pod an ADD is for, from CNI_ARGS (K8S_POD_NAMESPACE, K8S_POD_NAME, K8S_POD_UID). */
 export interface PodRef {
@@ -29,6 +30,8 @@ export interface AddPlan {
   readonly requested: readonly IPAddress[];
   /** What holds the addresses beyond this attachment (a sticky ordinal, a claim); none by default. */
   readonly holding?: string;
+  /** The routes the result reports, when not the config's (a WarrenPool's own). */
+  readonly routes?: readonly Route[];
 }
 
 /** The attachment an ADD is for (CNI_CONTAINERID, CNI_IFNAME): which of a pod's networks it is. */

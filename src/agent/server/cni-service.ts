@@ -258,6 +258,12 @@ export class CniService {
     const pod = podRefOf(args);
     const attachment = { containerID: owner.containerID, ifname: owner.ifname };
     const plan = await runPlanners(this.#planners, conf, pod, { ranges: conf.ipam.ranges, requested }, attachment);
+    if (plan.ranges.length === 0)
+      throw new WarrenError(
+        'INVALID_CONFIG',
+        `network ${conf.name} names WarrenPools (ipam.pools), and this agent does not read them: pools need ` +
+          'the agent on the kubernetes store with the Kubernetes source on (README, Pools)',
+      );
     const assignments = await this.#allocator.allocate({
       owner,
       ranges: plan.ranges,
@@ -274,7 +280,7 @@ export class CniService {
         address: `${allocation.address}/${range.prefixLength}`,
         ...(range.gateway === undefined ? {} : { gateway: formatIP(range.gateway) }),
       })),
-      routes: conf.ipam.routes,
+      routes: plan.routes ?? conf.ipam.routes,
       dns: conf.ipam.dns ?? {},
     };
     this.#afterAdd?.({ network: conf.name, pod, attachment, plan, ips: result.ips.map((ip) => ip.address) });
@@ -285,6 +291,9 @@ export class CniService {
   async #check(env: CniEnv, conf: NetConf): Promise<void> {
     const owner = ownerOf(env, conf);
     const held = await this.#allocator.held(owner);
+    // A network drawing from WarrenPools: which pool served this pod was planned at its ADD.
+    if (conf.ipam.pools !== undefined && held.length === 0)
+      throw new WarrenError('ALLOCATION_MISSING', `container ${owner.containerID} (${owner.ifname}) holds no address`);
     for (const range of conf.ipam.ranges) {
       const mine = held.find((a) => rangePoolOfKey(a.pool) === range.pool);
       if (mine === undefined) {

@@ -94,10 +94,10 @@ export class Resource {
     throw this.#refuse(what, answer, 'get');
   }
 
-  /** PUT of the object (its metadata.resourceVersion guards it). */
-  async replace(what: string, object: KubeObject): Promise<Replaced> {
+  /** PUT of the object (its metadata.resourceVersion guards it), or of its status subresource. */
+  async replace(what: string, object: KubeObject, subresource?: 'status'): Promise<Replaced> {
     const verb = 'update';
-    const path = this.#path(object.metadata.name);
+    const path = `${this.#path(object.metadata.name)}${subresource === undefined ? '' : `/${subresource}`}`;
     const answer = await this.#send(what, verb, { method: 'PUT', path, body: object });
     if (answer.status === 200 || answer.status === 201) return { kind: 'replaced', object: answer.body };
     if (answer.status === 409) return { kind: 'conflict' };

@@ -1,5 +1,5 @@
 /**
- * The core/v1 resources the fake serves: pods and nodes (get, list, watch; tests drive them through
+ * The core/v1 resources the fake serves: pods, nodes and namespaces (get, list, watch; tests drive them through
  * the handle), and events (get, list, watch, create, patch, as clients post them). Lists come back
  * whole (no paging: `limit` is ignored, `continue` refused), as a real server may also answer.
  * Events must hold what Warren promises to send (reason, a type of Normal or Warning, involvedObject
@@ -61,6 +61,15 @@ export const CORE: Record<Resource, CoreInfo> = {
     namespaced: false,
     verbs: new Set(['get', 'list', 'watch']),
     fields: new Set(['metadata.name', 'spec.unschedulable']),
+  },
+  namespaces: {
+    plural: 'namespaces',
+    group: '',
+    kind: 'Namespace',
+    listKind: 'NamespaceList',
+    namespaced: false,
+    verbs: new Set(['get', 'list', 'watch']),
+    fields: new Set(['metadata.name', 'status.phase']),
   },
   events: {
     plural: 'events',

@@ -190,6 +190,23 @@ class FakeKubeApiServer implements FakeKubeApi {
     this.#core.remove('nodes', name, () => undefined);
   }
 
+  /** A namespace as the real server keeps one: the `kubernetes` finalizer, phase Active. */
+  createNamespace(name: string, meta: { labels?: Record<string, string>; annotations?: Record<string, string> } = {}) {
+    return this.#core.create('namespaces', {
+      metadata: {
+        name,
+        labels: { 'kubernetes.io/metadata.name': name, ...meta.labels },
+        ...(meta.annotations === undefined ? {} : { annotations: meta.annotations }),
+      },
+      spec: { finalizers: ['kubernetes'] },
+      status: { phase: 'Active' },
+    });
+  }
+
+  updateNamespace(name: string, change: (namespace: KubeObject) => void): KubeObject {
+    return this.#core.update('namespaces', name, change);
+  }
+
   listEvents(namespace?: string): KubeObject[] {
     const map = this.#store.map('events');
     return [...map.values()]

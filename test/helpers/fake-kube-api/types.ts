@@ -4,7 +4,7 @@
  */
 
 /** The core resources the fake serves (group ""); custom resources and Leases are named by plural. */
-export type Resource = 'pods' | 'nodes' | 'events';
+export type Resource = 'pods' | 'nodes' | 'events' | 'namespaces';
 export type Verb = 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete' | 'deletecollection';
 export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
 /** How a too-old resourceVersion is refused: HTTP 410, or 200 and an ERROR event with a 410 Status. */

@@ -1,0 +1,145 @@
+/**
+ * The status of every WarrenPool — capacity (allocatable addresses of its ranges), use (addresses
+ * handed out) and the blocks and nodes holding them — written by ONE agent of the cluster at a time
+ * (the chore `pool-status`, a Lease, as node forget elects its agent), from the blocks the agents
+ * publish, at a bounded rate: one round per interval (default 30 s), each reading the published
+ * blocks of the pools' ranges a page at a time and writing only the statuses that changed.
+ *
+ * Guarantees:
+ * - only the agent holding the chore writes; should it die, the chore goes with its lease and the
+ *   next agent to ask takes it up;
+ * - a status is written through the status subresource at the resourceVersion last seen (an
+ *   operator's edit in between wins; the next round writes again), and only when what it shows
+ *   changed: an idle cluster costs the API server no writes;
+ * - a pool whose spec cannot be used shows why (`problem`) instead of figures;
+ * - a round that fails is logged and retried at the next interval; it never stops the loop.
+ */
+import type { Logger } from 'pino';
+import type { Clock } from '../../core/clock.ts';
+import { messageOf } from '../../core/errors.ts';
+import { isPlainObject } from '../../core/validate.ts';
+import type { ClusterTier } from '../../store/cluster-tier.ts';
+import type { CatalogEntry } from '../../sources/kubernetes/pool-catalog.ts';
+import { poolCapacity } from '../../sources/kubernetes/warren-pool.ts';
+
+/** The chore whose holder writes the pools' statuses. */
+export const POOL_STATUS_TASK = 'pool-status';
+/** Default time between two rounds. */
+export const POOL_STATUS_INTERVAL_MS = 30_000;
+/** Published blocks read per request. */
+const PAGE = 100;
+
+export interface PoolFigures {
+  readonly capacity: string;
+  readonly used: number;
+  readonly blocks: number;
+  readonly nodes: number;
+}
+
+export interface PoolStatusOptions {
+  readonly catalog: { entries(): CatalogEntry[] };
+  readonly tier: Pick<ClusterTier, 'published' | 'membership'>;
+  /** PUT of the object's status subresource at its resourceVersion: false when it changed or is gone. */
+  readonly write: (object: Record<string, unknown>) => Promise<boolean>;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly intervalMs?: number;
+}
+
+export class PoolStatusWriter {
+  readonly #o: PoolStatusOptions;
+  #rounds = 0;
+  #written = 0;
+  #lastError: string | undefined;
+
+  constructor(options: PoolStatusOptions) {
+    this.#o = options;
+  }
+
+  /** What a pool's ranges hold, from the published blocks of each range. */
+  async figures(entry: CatalogEntry): Promise<PoolFigures | string> {
+    if (entry.spec instanceof Error) return entry.spec.message;
+    let used = 0;
+    let blocks = 0;
+    const nodes = new Set<string>();
+    for (const range of entry.spec.ranges) {
+      let from: string | undefined;
+      do {
+        const page = await this.#o.tier.published(
+          { pool: range.pool },
+          { limit: PAGE, ...(from === undefined ? {} : { continue: from }) },
+        );
+        for (const block of page.items) {
+          used += block.counts.allocated;
+          blocks += 1;
+          nodes.add(block.node);
+        }
+        from = page.continue;
+      } while (from !== undefined);
+    }
+    return { capacity: String(poolCapacity(entry.spec.ranges)), used, blocks, nodes: nodes.size };
+  }
+
+  /** One round: when this agent holds the chore, the statuses that changed written. Answers how many. */
+  async round(): Promise<number> {
+    this.#rounds += 1;
+    if (!(await this.#o.tier.membership.claimTask(POOL_STATUS_TASK))) return 0;
+    let written = 0;
+    for (const entry of this.#o.catalog.entries()) {
+      const figures = await this.figures(entry);
+      const meta = isPlainObject(entry.object.metadata) ? entry.object.metadata : {};
+      const generation = typeof meta.generation === 'number' ? meta.generation : undefined;
+      const shown = {
+        ...(typeof figures === 'string' ? { problem: figures } : figures),
+        ...(generation === undefined ? {} : { observedGeneration: generation }),
+      };
+      const current = isPlainObject(entry.object.status) ? entry.object.status : {};
+      const { updatedAt: _at, ...before } = current;
+      if (sameStatus(before, shown)) continue;
+      const status = { ...shown, updatedAt: new Date(this.#o.clock.now()).toISOString() };
+      if (await this.#o.write({ ...entry.object, status })) written += 1;
+    }
+    this.#written += written;
+    return written;
+  }
+
+  /** Rounds until `signal` aborts, one per interval. */
+  async run(signal: AbortSignal): Promise<void> {
+    const interval = this.#o.intervalMs ?? POOL_STATUS_INTERVAL_MS;
+    while (!signal.aborted) {
+      await new Promise<void>((resolve) => {
+        const aborted = (): void => {
+          cancel();
+          resolve();
+        };
+        const cancel = this.#o.clock.setTimer(interval, () => {
+          signal.removeEventListener('abort', aborted);
+          resolve();
+        });
+        signal.addEventListener('abort', aborted, { once: true });
+      });
+      if (signal.aborted) return;
+      try {
+        await this.round();
+        this.#lastError = undefined;
+      } catch (error) {
+        this.#lastError = messageOf(error);
+        this.#o.logger.warn({ err: this.#lastError }, 'could not write the WarrenPools status; will retry');
+      }
+    }
+  }
+
+  status(): { rounds: number; written: number; lastError?: string } {
+    return {
+      rounds: this.#rounds,
+      written: this.#written,
+      ...(this.#lastError === undefined ? {} : { lastError: this.#lastError }),
+    };
+  }
+}
+
+function sameStatus(a: Record<string, unknown>, b: Record<string, unknown>): boolean {
+  const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
+  for (const key of keys) if (a[key] !== b[key]) return false;
+  return true;
+}
