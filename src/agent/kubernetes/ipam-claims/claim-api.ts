@@ -15,29 +15,43 @@ import type { PatchOutcome, WantedClaimStatus } from './claim-status.ts';
 
 const RESOURCE = 'ipamclaims.k8s.cni.cncf.io';
 
-const claimPath = (ref: ClaimRef): string =>
-  `/apis/k8s.cni.cncf.io/v1alpha1/namespaces/${encodeURIComponent(ref.namespace)}/ipamclaims/${encodeURIComponent(ref.name)}`;
+const claimPath = (ref: ClaimRef): string => {
+  const [namespace, name] = [encodeURIComponent(ref.namespace), encodeURIComponent(ref.name)];
+  return `/apis/k8s.cni.cncf.io/v1alpha1/namespaces/${namespace}/ipamclaims/${name}`;
+};
 
 export class ClaimApi {
-  readonly #client: KubeApiClient;
+  readonly #open: () => Promise<KubeApiClient>;
+  #client: Promise<KubeApiClient> | undefined;
 
-  constructor(client: KubeApiClient) {
-    this.#client = client;
+  /** `open` makes the client at the first request (an agent with no claims never opens one). */
+  constructor(open: () => Promise<KubeApiClient>) {
+    this.#open = open;
+  }
+
+  #api(): Promise<KubeApiClient> {
+    this.#client ??= this.#open().catch((error: unknown) => {
+      this.#client = undefined; // the next request tries again
+      throw error;
+    });
+    return this.#client;
   }
 
   /** The claim as the server holds it; undefined when it does not exist. */
   async get(ref: ClaimRef): Promise<unknown> {
     const what = `read IPAMClaim ${ref.namespace}/${ref.name}`;
-    const answer = await this.#client.send(what, { method: 'GET', path: claimPath(ref) });
+    const api = await this.#api();
+    const answer = await api.send(what, { method: 'GET', path: claimPath(ref) });
     if (answer.status === 200) return answer.body;
     if (answer.status === 404 && answer.json) return undefined;
-    throw this.#refusal(what, answer, 'get', 'ipamclaims');
+    throw refusal(api, what, answer, 'get', 'ipamclaims');
   }
 
   /** Writes `status.ips` and `status.ownerPod` of the claim (a merge patch: no read, no conflict). */
   async patchStatus(ref: ClaimRef, status: WantedClaimStatus): Promise<PatchOutcome> {
     const what = `write the status of IPAMClaim ${ref.namespace}/${ref.name}`;
-    const answer = await this.#client.send(what, {
+    const api = await this.#api();
+    const answer = await api.send(what, {
       method: 'PATCH',
       path: `${claimPath(ref)}/status`,
       contentType: 'application/merge-patch+json',
@@ -45,16 +59,16 @@ export class ClaimApi {
     });
     if (answer.status === 200) return 'patched';
     if (answer.status === 404 && answer.json) return 'gone';
-    throw this.#refusal(what, answer, 'patch', 'ipamclaims/status');
+    throw refusal(api, what, answer, 'patch', 'ipamclaims/status');
   }
+}
 
-  #refusal(what: string, answer: ApiAnswer, verb: string, resource: string): WarrenError {
-    if (answer.status === 404 && !answer.json)
-      return new WarrenError(
-        'INVALID_CONFIG',
-        `the Kubernetes API server ${this.#client.server} does not serve ${RESOURCE} (${what}): ` +
-          "is KubeVirt's IPAMClaim CustomResourceDefinition installed?",
-      );
-    return this.#client.refusal(what, answer, verb, resource);
-  }
+function refusal(api: KubeApiClient, what: string, answer: ApiAnswer, verb: string, resource: string): WarrenError {
+  if (answer.status === 404 && !answer.json)
+    return new WarrenError(
+      'INVALID_CONFIG',
+      `the Kubernetes API server ${api.server} does not serve ${RESOURCE} (${what}): ` +
+        "is KubeVirt's IPAMClaim CustomResourceDefinition installed?",
+    );
+  return api.refusal(what, answer, verb, resource);
 }

@@ -43,6 +43,8 @@ export class IpamClaims {
   readonly cache: ClaimCache;
   /** The "ipamclaims" planner: runs among the holdings planners (add-plan.ts). */
   readonly planner: AddPlanner;
+  /** The planners it adds, in order (after pools and addresses: add-plan.ts). */
+  readonly planners: readonly AddPlanner[];
   readonly #watch: ListWatch<{ metadata?: { resourceVersion?: string } }>;
   readonly #writer: ClaimStatusWriter;
   readonly #upkeep: ClaimUpkeep;
@@ -51,6 +53,7 @@ export class IpamClaims {
     const logger = o.logger.child({ part: 'ipamclaims' });
     this.cache = new ClaimCache({ fetchClaim: (ref) => o.api.get(ref) });
     this.planner = ipamClaimPlanner({ pod: o.pod, claim: (ref) => this.cache.claim(ref) });
+    this.planners = [this.planner];
     this.#watch = new ListWatch({
       kubeConfig: o.kubeConfig,
       path: IPAMCLAIMS_PATH,

@@ -62,7 +62,7 @@ describe('a VM whose network allows persistent IPs (IPAMClaim)', () => {
   function cluster(): Node[] {
     const c = tieredCluster(['a', 'b', 'c']);
     clusters.push(c);
-    const claimApi = new ClaimApi(client);
+    const claimApi = new ClaimApi(async () => client);
     return c.nodes.map((node) => {
       const pods = new PodDirectory({
         fetchPod: (namespace, name) => orNotFound(core.readNamespacedPod({ namespace, name })),
