@@ -79,6 +79,8 @@ const CALLS: ReadonlyArray<{ pattern: RegExp; needs: ReadonlyArray<string> }> = 
     pattern: /`\/apis\/k8s\.cni\.cncf\.io\/v1alpha1\/namespaces\/\$\{[^`]+\}\/ipamclaims\/\$\{[^`]+\}`/,
     needs: [need('get', 'k8s.cni.cncf.io', 'ipamclaims')],
   },
+  // Discovery (is the group served?): open to any authenticated client, no rule needed.
+  { pattern: /'\/apis\/k8s\.cni\.cncf\.io\/v1alpha1'/, needs: [] },
   { pattern: /`\$\{claimPath\(ref\)\}\/status`/, needs: [need('patch', 'k8s.cni.cncf.io', 'ipamclaims/status')] },
   { pattern: /\.createNamespacedEvent\(/, needs: [need('create', '', 'events')] },
   { pattern: /\.patchNamespacedEvent\(/, needs: [need('patch', '', 'events')] },

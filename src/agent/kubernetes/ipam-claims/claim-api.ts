@@ -3,6 +3,9 @@
  * ADD's cache miss) and a merge patch of one claim's status subresource (what it holds). Through
  * the kubernetes store's API client (one keep-alive pool, deadlines, TRY_AGAIN when no answer came).
  *
+ * And whether the API server serves IPAMClaims at all (its discovery document of the group version,
+ * which any authenticated client may read): a cluster without KubeVirt's CRD has none to watch.
+ *
  * Guarantees: a claim that does not exist (a Status 404) answers undefined / 'gone'; the API
  * server not serving IPAMClaims at all (its text 404) is INVALID_CONFIG saying the CRD is missing;
  * every other unexpected answer is the client's refusal (TRY_AGAIN for 429 and 5xx, else
@@ -35,6 +38,17 @@ export class ClaimApi {
       throw error;
     });
     return this.#client;
+  }
+
+  /** Whether the server serves IPAMClaims now (k8s.cni.cncf.io/v1alpha1 lists `ipamclaims`). */
+  async served(): Promise<boolean> {
+    const what = 'read the discovery document of k8s.cni.cncf.io/v1alpha1';
+    const api = await this.#api();
+    const answer = await api.send(what, { method: 'GET', path: '/apis/k8s.cni.cncf.io/v1alpha1' });
+    if (answer.status === 404) return false;
+    if (answer.status !== 200) throw api.refusal(what, answer, 'get', 'k8s.cni.cncf.io/v1alpha1');
+    const resources = (answer.body as { resources?: unknown } | null)?.resources;
+    return Array.isArray(resources) && resources.some((r) => (r as { name?: unknown } | null)?.name === 'ipamclaims');
   }
 
   /** The claim as the server holds it; undefined when it does not exist. */

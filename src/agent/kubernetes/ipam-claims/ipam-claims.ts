@@ -4,11 +4,17 @@
  * each ADD that took a claim's addresses, and the upkeep that ends a deleted claim's holding.
  * The parts say what they guarantee (claim-*.ts); this module only joins them and says how the
  * holdings are reached from the agent's store (`storeClaimHoldings`).
+ *
+ * The watch starts once the API server serves IPAMClaims (its discovery document says so): a
+ * cluster without KubeVirt's CRD is asked again every `recheckMs` (default 5 min, on the injected
+ * clock), not hammered with failing listings. Until then an ADD naming a claim reads it with a GET,
+ * which says the CRD is missing (code 7).
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { BackoffPolicy } from '../../../core/backoff.ts';
 import type { Clock } from '../../../core/clock.ts';
+import { messageOf } from '../../../core/errors.ts';
 import { ListWatch, type ListWatchStatus } from '../../../sources/kubernetes/list-watch.ts';
 import type { Store } from '../../../store/store.ts';
 import { HELD_NETWORK, type Holdings, placeholderOwner } from '../../../allocator/holdings/holdings.ts';
@@ -21,7 +27,7 @@ import { type ClaimHoldings, ClaimUpkeep, type ClaimUpkeepStats } from './claim-
 
 export interface IpamClaimsOptions {
   readonly kubeConfig: KubeConfig;
-  readonly api: Pick<ClaimApi, 'get' | 'patchStatus'>;
+  readonly api: Pick<ClaimApi, 'get' | 'patchStatus' | 'served'>;
   /** The pod an ADD is for, from the agent's pod watch (PodDirectory.pod). */
   readonly pod: ClaimPlannerOptions['pod'];
   readonly holdings: ClaimHoldings;
@@ -30,9 +36,15 @@ export interface IpamClaimsOptions {
   readonly backoff?: BackoffPolicy;
   /** The server's watch timeout (ListWatchOptions). */
   readonly watchTimeoutSeconds?: number;
+  /** How often a server not serving IPAMClaims is asked again, ms. Default 5 minutes. */
+  readonly recheckMs?: number;
 }
 
+const DEFAULT_RECHECK_MS = 5 * 60_000;
+
 export interface IpamClaimsStatus {
+  /** Whether the API server serves IPAMClaims (the watch runs only then); undefined before it was asked. */
+  readonly served: boolean | undefined;
   readonly watch: ListWatchStatus;
   readonly cache: ClaimCacheStatus;
   readonly statusWrites: ClaimStatusStats;
@@ -48,9 +60,14 @@ export class IpamClaims {
   readonly #watch: ListWatch<{ metadata?: { resourceVersion?: string } }>;
   readonly #writer: ClaimStatusWriter;
   readonly #upkeep: ClaimUpkeep;
+  readonly #o: IpamClaimsOptions;
+  readonly #logger: Logger;
+  #served: boolean | undefined;
 
   constructor(o: IpamClaimsOptions) {
     const logger = o.logger.child({ part: 'ipamclaims' });
+    this.#o = o;
+    this.#logger = logger;
     this.cache = new ClaimCache({ fetchClaim: (ref) => o.api.get(ref) });
     this.planner = ipamClaimPlanner({ pod: o.pod, claim: (ref) => this.cache.claim(ref) });
     this.planners = [this.planner];
@@ -78,19 +95,49 @@ export class IpamClaims {
     this.#writer.want(ref, { ips: outcome.ips, ownerPod: outcome.pod.name });
   };
 
-  /** Watches the claims, writes statuses and ends holdings until the signal aborts. */
+  /** Watches the claims (once served), writes statuses and ends holdings until the signal aborts. */
   async run(signal: AbortSignal): Promise<void> {
-    await Promise.all([this.#writer.run(signal), this.#upkeep.run(this.#watch.events(signal), signal)]);
+    await Promise.all([this.#writer.run(signal), this.#watchOnceServed(signal)]);
+  }
+
+  async #watchOnceServed(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      try {
+        this.#served = await this.#o.api.served();
+      } catch (error) {
+        this.#logger.warn({ err: messageOf(error) }, 'ipamclaims: could not tell whether IPAMClaims are served');
+      }
+      if (this.#served === true) return this.#upkeep.run(this.#watch.events(signal), signal);
+      if (this.#served === false)
+        this.#logger.info(
+          'ipamclaims: the API server serves no IPAMClaims (KubeVirt persistent IPs); asking again later',
+        );
+      await sleepOn(this.#o.clock, this.#o.recheckMs ?? DEFAULT_RECHECK_MS, signal);
+    }
   }
 
   status(): IpamClaimsStatus {
     return {
+      served: this.#served,
       watch: this.#watch.status(),
       cache: this.cache.status(),
       statusWrites: this.#writer.stats(),
       upkeep: this.#upkeep.stats(),
     };
   }
+}
+
+/** Waits `ms` on the clock, or until the signal aborts. */
+function sleepOn(clock: Clock, ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = (): void => {
+      signal.removeEventListener('abort', done);
+      cancel();
+      resolve();
+    };
+    const cancel = clock.setTimer(ms, done);
+    signal.addEventListener('abort', done, { once: true });
+  });
 }
 
 /**

@@ -11,7 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { ClaimApi } from '../../../../src/agent/kubernetes/ipam-claims/claim-api.ts';
 import { IpamClaims, storeClaimHoldings } from '../../../../src/agent/kubernetes/ipam-claims/ipam-claims.ts';
-import { PodDirectory } from '../../../../src/agent/kubernetes/pod-directory.ts';
+import { PodDirectory, podViewOf } from '../../../../src/agent/kubernetes/pod-directory.ts';
 import { CniService } from '../../../../src/agent/server/cni-service.ts';
 import { isHeldPlaceholder } from '../../../../src/allocator/holdings/holdings.ts';
 import { parseCidr } from '../../../../src/ipam/address.ts';
@@ -260,5 +260,67 @@ describe('a VM whose network allows persistent IPs (IPAMClaim)', () => {
       got,
       /^error: 7 pod vms\/virt-launcher-vm4-aaaaa .*IPAMClaim vms\/vm4\.tenant-a, which does not exist/,
     );
+  });
+});
+
+describe('a cluster without KubeVirt (no IPAMClaim CRD)', () => {
+  it('does not watch claims, and an ADD naming one is refused saying the CRD is missing', async () => {
+    const api = await startFakeKubeApi();
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromFile(api.kubeconfigPath);
+    const client = await KubeApiClient.open({ kubeConfig });
+    const c = tieredCluster(['a']);
+    const stop = new AbortController();
+    try {
+      const node = c.nodes[0] as TieredNode;
+      const claims = new IpamClaims({
+        kubeConfig,
+        api: new ClaimApi(async () => client),
+        pod: async () =>
+          podViewOf({
+            metadata: {
+              name: 'launcher',
+              namespace: NS,
+              uid: 'u',
+              annotations: {
+                'k8s.v1.cni.cncf.io/networks': `[{"name":"x","interface":"net1","ipam-claim-reference":"vm.x"}]`,
+              },
+            },
+          }),
+        holdings: storeClaimHoldings(node.store, node.allocator.holdings),
+        clock: c.clock,
+        logger: silentLogger,
+      });
+      const running = claims.run(stop.signal);
+      await waitFor('the discovery answer', () => (claims.status().served === false ? true : undefined));
+      assert.equal(api.requests.filter((r) => r.resource === 'ipamclaims').length, 0, 'no listing of a CRD not there');
+      const service = new CniService({
+        allocator: node.allocator,
+        readiness: async () => undefined,
+        clock: c.clock,
+        planners: claims.planners,
+      });
+      const outcome = await service.handle({
+        command: 'ADD',
+        containerID: 'c1',
+        netns: '/var/run/netns/c1',
+        ifname: 'net1',
+        args: `K8S_POD_NAMESPACE=${NS};K8S_POD_NAME=launcher`,
+        config,
+      });
+      assert.equal(outcome.kind, 'error');
+      assert.equal(outcome.output.code, 7);
+      assert.match(
+        outcome.output.msg,
+        /does not serve ipamclaims\.k8s\.cni\.cncf\.io .*IPAMClaim CustomResourceDefinition/,
+      );
+      stop.abort();
+      await running;
+    } finally {
+      stop.abort();
+      await c.close();
+      client.close();
+      await api.stop();
+    }
   });
 });
