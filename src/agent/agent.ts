@@ -47,6 +47,7 @@ import { serveMetrics } from './metrics/http-server.ts';
 import { MeasuredStore } from './metrics/measured-store.ts';
 import { AgentMetrics } from './metrics/prometheus.ts';
 import { agentReadings } from './metrics/readings.ts';
+import { bookkeepingCounts } from './server/bookkeeping-counts.ts';
 import { ReleaseHistory } from './metrics/release-history.ts';
 import { NO_TELEMETRY, fanOut } from './metrics/telemetry.ts';
 
@@ -160,6 +161,7 @@ export class Agent {
                 journalDir: o.journalDir,
                 queueDepth: () => releases.pipeline.queueDepth(),
                 readiness: () => service.readiness(),
+                bookkeeping: () => bookkeepingCounts(opened),
               }),
             });
       const handBack = new NodeHandBack(o.stateDir, clock);

@@ -11,10 +11,13 @@
  *   a registered adapter answers for (`runtimeOf` names it) is that adapter's runtime's and is
  *   never taken by a GC: the adapter's own resync judges it. The rest (the runtime with no adapter,
  *   containerd's) are taken only when the GC is not identifiably another runtime's: a list naming
- *   any attachment an adapter answers for comes from that adapter's runtime, and takes nothing.
+ *   any attachment an adapter answers for comes from that adapter's runtime, and takes nothing;
+ * - a bookkeeping record (ipam/bookkeeping.ts: a lent address's placeholder, a held address) is
+ *   no attachment and is never taken.
  * Pure: the allocator's `gc` reads the store with `gcScope`, asks `gcCandidates` and releases.
  */
 import type { Allocation, Owner } from '../ipam/allocation.ts';
+import { isBookkeeping } from '../ipam/bookkeeping.ts';
 import type { AllocationFilter } from '../store/store.ts';
 import { type ReleaseLimits, within } from './release.ts';
 
@@ -50,6 +53,8 @@ export function gcCandidates(
   for (const a of allocations) {
     const key = attachmentKey(a.containerID, a.ifname);
     if (valid.has(key) || !within(a, limits, boot, here) || owners.has(key) || runtimeOf(a) !== undefined) continue;
+    // A bookkeeping record is no runtime's attachment: a GC's list never speaks for it.
+    if (isBookkeeping(a)) continue;
     owners.set(key, { network: a.network, containerID: a.containerID, ifname: a.ifname });
   }
   return [...owners.values()];

@@ -80,8 +80,10 @@ export interface NodeReport {
   readonly version?: string;
   /** Blocks with this node's affinity. */
   readonly blocks: readonly string[];
-  /** Allocations this node's agent made. */
+  /** Allocations this node's agent made for containers. */
   readonly allocations: number;
+  /** Addresses of this node's blocks lent to other nodes (its placeholders), when any are known. */
+  readonly lent?: number;
 }
 
 export interface ForgetNodeRequest {

@@ -22,7 +22,13 @@ export interface AgentStatus {
   readonly notReady?: string;
   /** Ranges in use (a range split into blocks counts once). */
   readonly pools: number;
+  /** Addresses held for containers (bookkeeping records are counted apart, below). */
   readonly allocations: number;
+  /**
+   * Addresses this node holds for itself, not for a container, by kind (ipam/bookkeeping.ts):
+   * `lent` (placeholders of addresses lent to other nodes), `returned`, `held`. Absent when none.
+   */
+  readonly bookkeeping?: Readonly<Record<string, number>>;
   readonly reconciler: ReconcilerStatus;
   /** On a store shared by nodes: who is alive, and the blocks this node holds. */
   readonly cluster?: ClusterStatus;

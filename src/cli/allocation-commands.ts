@@ -9,6 +9,7 @@
 import { parseArgs } from 'node:util';
 import { WarrenError, isWarrenError } from '../core/errors.ts';
 import type { ApiClient } from '../api/client.ts';
+import { bookkeepingLabel } from '../ipam/bookkeeping.ts';
 import type { Allocation, AllocationQuery, ReleaseRequest } from '../api/protocol.ts';
 import { COMMON, client } from './agent-client.ts';
 import { age, safe, table } from './format.ts';
@@ -66,7 +67,8 @@ export async function allocationsCommand(argv: readonly string[], io: CliIO): Pr
         a.address,
         a.pool,
         a.network,
-        a.containerID.length > 16 ? a.containerID.slice(0, 16) : a.containerID,
+        // A bookkeeping record holds the address for no container: say what it is (`lent to n2`).
+        bookkeepingLabel(a) ?? (a.containerID.length > 16 ? a.containerID.slice(0, 16) : a.containerID),
         a.ifname,
         a.podName === undefined ? '-' : a.podNamespace === undefined ? a.podName : `${a.podNamespace}/${a.podName}`,
         a.node,

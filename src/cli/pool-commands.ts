@@ -52,12 +52,13 @@ export async function nodesCommand(argv: readonly string[], io: CliIO): Promise<
   }
   io.out(
     table(
-      ['NODE', 'ALIVE', 'SINCE', 'ALLOCATIONS', 'BLOCKS'],
+      ['NODE', 'ALIVE', 'SINCE', 'ALLOCATIONS', 'LENT', 'BLOCKS'],
       list.map((n) => [
         n.node,
         n.alive ? 'yes' : 'no',
         n.since ?? '-',
         String(n.allocations),
+        n.lent === undefined ? '-' : String(n.lent),
         n.blocks.length === 0 ? '-' : n.blocks.map((b) => blockCidrOfKey(b) ?? b).join(' '),
       ]),
     ),

@@ -3,18 +3,18 @@
  * pure (no I/O):
  * - the holder key: `statefulset/<namespace>/<name>/<ordinal>` (a StatefulSet's pod of one ordinal,
  *   whichever pod object that is now) or `ipamclaim/<namespace>/<name>` (a KubeVirt IPAMClaim);
- * - the use pool key: where a node records a pod's use of a held address in its own store, a pool
- *   of one address keyed `<range pool>#held:<address>` (blocks.ts's codec). It is not a block key of
+ * - the use pool key: where a node records pods' use of a held address in its own store, a pool
+ *   of one address keyed `<range pool>#held:<address>/<holder key>` (blocks.ts's codec). It is not a block key of
  *   any range (its part after `#` is no CIDR) nor a loan pool's (loan-key.ts), so block placement,
  *   lending and give-back never take one for theirs; and it belongs to its range pool, so the
  *   store's one-address-per-owner-and-range rule covers a pod's use like any allocation of it.
  *
  * Guarantees: `parseHolderKey(holderKey(h))` gives `h` back for every holder whose parts are
- * Kubernetes names (no `/`); `heldAddressOf(useKey(p, a)) === a`; `isUseKey` is true exactly for
- * keys `useKey` makes.
+ * Kubernetes names (no `/`); `isUseKey` is true exactly for
+ * keys `useKey` makes, and `usePoolOf(useKey(p, a, h))` gives `p`, `a` and `h` back.
  */
 import { parseIP, formatIP } from './address.ts';
-import { blockCidrOfKey, blockKey } from './blocks.ts';
+import { blockCidrOfKey, blockKey, rangePoolOfKey } from './blocks.ts';
 
 export type Holder =
   | { readonly kind: 'statefulset'; readonly namespace: string; readonly name: string; readonly ordinal: number }
@@ -52,10 +52,21 @@ export function holderKeyProblem(key: string): string | undefined {
 
 const USE_MARK = 'held:';
 
-/** The pool in which a node records pods' use of `address`, held in range pool `rangePool`. */
-export function useKey(rangePool: string, address: string): string {
+/** What a use pool's key names: the held address and its holder. */
+export interface UsePool {
+  readonly rangePool: string;
+  readonly address: string;
+  readonly holder: string;
+}
+
+/**
+ * The pool in which a node records pods' use of `address`, held for `holder` in range pool
+ * `rangePool`: `<range pool>#held:<address>/<holder key>` (an address holds no `/`; a holder key
+ * no `#`), so the key says which holding its uses are of.
+ */
+export function useKey(rangePool: string, address: string, holder: string): string {
   const ip = parseIP(address);
-  return blockKey(rangePool, `${USE_MARK}${ip === undefined ? address : formatIP(ip)}`);
+  return blockKey(rangePool, `${USE_MARK}${ip === undefined ? address : formatIP(ip)}/${holder}`);
 }
 
 /** Whether store pool `key` is a use pool (useKey). */
@@ -63,10 +74,13 @@ export function isUseKey(key: string): boolean {
   return blockCidrOfKey(key)?.startsWith(USE_MARK) === true;
 }
 
-/** The held address a use pool key names, or undefined when `key` is no use pool. */
-export function heldAddressOf(key: string): string | undefined {
+/** The address and holder a use pool key names, or undefined when `key` is no use pool. */
+export function usePoolOf(key: string): UsePool | undefined {
   const part = blockCidrOfKey(key);
   if (part === undefined || !part.startsWith(USE_MARK)) return undefined;
-  const ip = parseIP(part.slice(USE_MARK.length));
-  return ip === undefined ? undefined : formatIP(ip);
+  const slash = part.indexOf('/');
+  const ip = parseIP(part.slice(USE_MARK.length, slash < 0 ? undefined : slash));
+  const holder = slash < 0 ? '' : part.slice(slash + 1);
+  if (ip === undefined || parseHolderKey(holder) === undefined) return undefined;
+  return { rangePool: rangePoolOfKey(key), address: formatIP(ip), holder };
 }

@@ -80,6 +80,8 @@ describe('deploy/', () => {
       'CustomResourceDefinition',
       'CustomResourceDefinition',
       'CustomResourceDefinition',
+      'CustomResourceDefinition',
+      'CustomResourceDefinition',
       'DaemonSet',
       'Namespace',
       'Role',

@@ -45,6 +45,7 @@ const AGENT = [
   ...needs(['get', 'list', 'create', 'update', 'delete'], 'warren.dev', 'warrenblockpublications'),
   ...needs(['get', 'list', 'create', 'update'], 'warren.dev', 'warrenaddressrequests'),
   ...needs(['get', 'create', 'update'], 'warren.dev', 'warrenaddressspaces'),
+  ...needs(['get', 'list', 'create', 'update', 'delete'], 'warren.dev', 'warrenaddressholdings'),
   ...needs(['get', 'list', 'create', 'update', 'delete'], 'coordination.k8s.io', 'leases', 'namespace'),
 ].sort();
 
@@ -118,6 +119,7 @@ const HOLDERS: Record<string, { group: string; plural: string; scope: Scope }> =
   publications: { group: 'warren.dev', plural: 'warrenblockpublications', scope: 'cluster' },
   requests: { group: 'warren.dev', plural: 'warrenaddressrequests', scope: 'cluster' },
   spaces: { group: 'warren.dev', plural: 'warrenaddressspaces', scope: 'cluster' },
+  holdings: { group: 'warren.dev', plural: 'warrenaddressholdings', scope: 'cluster' },
   leases: { group: 'coordination.k8s.io', plural: 'leases', scope: 'namespace' },
   pools: { group: 'warren.dev', plural: 'warrenpools', scope: 'cluster' },
 };

@@ -14,6 +14,7 @@ import type { RangeRecord } from '../../src/store/cluster-tier.ts';
 import { type KubeTier, openKubeTier } from '../../src/store/kubernetes/kube-tier.ts';
 import { blockName } from '../../src/store/kubernetes/names.ts';
 import { type FakeKubeApi, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
+import { holdingsConformance } from './holdings-conformance.ts';
 import { tierConformance } from './tier-conformance.ts';
 
 const NAMESPACE = 'warren-system';
@@ -66,6 +67,7 @@ describe('KubeTier', () => {
   });
 
   tierConformance('kubernetes (fake API server)', { create: () => tier(), clock, leaseSeconds: LEASE_SECONDS });
+  holdingsConformance('kubernetes (fake API server)', { create: () => tier(), clock, leaseSeconds: LEASE_SECONDS });
 
   it('claims a block in at most two requests (the range read once, then one create), and publishes it in one after the first', async () => {
     const r = range();

@@ -4,6 +4,7 @@
  */
 import { ManualClock } from '../../src/core/clock.ts';
 import { MemoryTier } from './memory-tier.ts';
+import { holdingsConformance } from './holdings-conformance.ts';
 import { tierConformance } from './tier-conformance.ts';
 
 const clock = new ManualClock(1_000_000);
@@ -14,3 +15,5 @@ tierConformance('memory', {
   clock,
   leaseSeconds: 15,
 });
+
+holdingsConformance('memory', { create: async () => cluster.session(), clock, leaseSeconds: 15 });

@@ -175,6 +175,11 @@ export class MemoryTier implements ClusterTier {
     this.#s.touchRange(rangePoolOfKey(key));
   }
 
+  /** Removes a node's address request as someone else would (a hand edit, a tool): for tests of lost grants. */
+  deleteRequest(pool: string, node: string): void {
+    this.#s.requests.delete(`${pool}\0${node}`);
+  }
+
   #reach(what: string): void {
     if (this.#s.away) throw new WarrenError('TRY_AGAIN', `the memory cluster is away (${what})`);
     this.#s.calls.set(what, (this.#s.calls.get(what) ?? 0) + 1);

@@ -26,7 +26,11 @@ export function healthSection(data: DashboardData): Html {
   const uptime = html`<div class="tile" data-testid="uptime"><span class="label">Up</span>${upFor}${since}</div>`;
   const held = html`<span class="figure" data-testid="allocations-total">${s.allocations}</span>`;
   const inPools = html`<span class="why">allocations in ${s.pools} ${s.pools === 1 ? 'range' : 'ranges'}</span>`;
-  const holds = html`<div class="tile"><span class="label">Holds</span>${held}${inPools}</div>`;
+  // Addresses kept for no container (ipam/bookkeeping.ts) are told apart, not counted as allocations.
+  const lent = s.bookkeeping?.lent;
+  const lentOut =
+    lent === undefined ? '' : html`<span class="why" data-testid="lent-total">${lent} lent to other nodes</span>`;
+  const holds = html`<div class="tile"><span class="label">Holds</span>${held}${inPools}${lentOut}</div>`;
   const cluster =
     s.cluster === undefined
       ? ''

@@ -108,7 +108,9 @@ function nodeRow(node: NodeReport, now: string): Html {
 <td>${node.version ?? ''}</td>
 <td class="num" data-testid="node-blocks">${
     node.blocks.length
-  }</td><td class="num" data-testid="node-allocations">${node.allocations}</td>
+  }</td><td class="num" data-testid="node-allocations">${node.allocations}${
+    node.lent === undefined ? '' : html` <span class="muted" data-testid="node-lent">+${node.lent} lent</span>`
+  }</td>
 <td><ul class="inline mono">${firstOf(blocks, 8, (b) => html`<li title="${b.key}">${b.cidr}</li>`)}</ul></td></tr>`;
 }
 

@@ -30,6 +30,7 @@ import {
   defaultRateLimiter,
 } from '../../core/rate-limited-queue.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
+import { isBookkeeping } from '../../ipam/bookkeeping.ts';
 import type { PodFact, PodItem } from '../../sources/kubernetes/pod-source.ts';
 import type { Store } from '../../store/store.ts';
 import { type ClusterEvents, podInvolved } from './events.ts';
@@ -223,7 +224,8 @@ export class KubernetesReleases {
     }
     const absent = new Map<string, PodRef>();
     for (const a of allocations) {
-      if (a.podUID === undefined || running.has(a.podUID) || this.#tracked.has(a.podUID)) continue;
+      // A bookkeeping record is no pod's, whatever it names (ipam/bookkeeping.ts).
+      if (isBookkeeping(a) || a.podUID === undefined || running.has(a.podUID) || this.#tracked.has(a.podUID)) continue;
       absent.set(a.podUID, { uid: a.podUID, namespace: a.podNamespace ?? '', name: a.podName ?? '' });
     }
     for (const pod of absent.values()) {

@@ -35,6 +35,8 @@ export interface MetricsReadings {
   queueDepth(): Readonly<Partial<Record<ReleaseSource, number>>>;
   /** Whether ADD can be served now. */
   ready(): Promise<boolean>;
+  /** Addresses this node holds for no container, by kind (ipam/bookkeeping.ts); absent: none kept. */
+  bookkeeping?(): Promise<Readonly<Record<string, number>>>;
 }
 
 export interface AgentMetricsOptions {
@@ -70,6 +72,7 @@ export class AgentMetrics implements Telemetry {
   readonly #resting: Gauge<'pool'>;
   readonly #blocks: Gauge<'pool' | 'affinity'>;
   readonly #journalPending: Gauge;
+  readonly #bookkeeping: Gauge<'kind'>;
   readonly #journalSetAside: Gauge;
   readonly #queue: Gauge<'source'>;
   readonly #ready: Gauge;
@@ -170,6 +173,14 @@ export class AgentMetrics implements Telemetry {
       labelNames: ['pool', 'affinity'],
       registers,
     });
+    this.#bookkeeping = new Gauge({
+      name: 'warren_bookkeeping_addresses',
+      help:
+        'Addresses this node holds for no container, by kind (lent: placeholders of addresses lent to other ' +
+        'nodes; returned; held). They are in use, so the pool gauges count them; no container holds them.',
+      labelNames: ['kind'],
+      registers,
+    });
     this.#journalPending = new Gauge({
       name: 'warren_journal_pending_intents',
       help: 'Missed-delete intents in the journal not yet released.',
@@ -265,6 +276,11 @@ export class AgentMetrics implements Telemetry {
         if (s.owned !== undefined) this.#blocks.set({ pool, affinity: 'owned' }, s.owned);
         if (s.borrowed !== undefined) this.#blocks.set({ pool, affinity: 'borrowed' }, s.borrowed);
       }
+    }
+    const bookkeeping = await this.#readings.bookkeeping?.().catch(() => undefined);
+    if (bookkeeping !== undefined) {
+      this.#bookkeeping.reset();
+      for (const [kind, n] of Object.entries(bookkeeping)) this.#bookkeeping.set({ kind }, n);
     }
     const journal = this.#readings.journal();
     this.#journalPending.set(journal.pending);

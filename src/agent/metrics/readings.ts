@@ -75,6 +75,8 @@ export interface ReadingSources {
   readonly queueDepth: MetricsReadings['queueDepth'];
   /** Resolves when an ADD can be served now. */
   readonly readiness: () => Promise<void>;
+  /** This node's bookkeeping records by kind (server/bookkeeping-counts.ts). */
+  readonly bookkeeping?: () => Promise<Readonly<Record<string, number>>>;
 }
 
 /** The agent's readings for AgentMetrics, from the parts that hold them. */
@@ -86,6 +88,7 @@ export function agentReadings(from: ReadingSources): MetricsReadings {
     },
     journal: () => ({ pending: from.pendingJournal(), setAside: setAsideCount(from.journalDir) }),
     queueDepth: () => from.queueDepth(),
+    ...(from.bookkeeping === undefined ? {} : { bookkeeping: from.bookkeeping }),
     ready: () =>
       from.readiness().then(
         () => true,

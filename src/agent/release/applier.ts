@@ -18,6 +18,7 @@ import type { Logger } from 'pino';
 import type { Clock } from '../../core/clock.ts';
 import { momentOf } from '../../core/moment.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
+import { isBookkeeping } from '../../ipam/bookkeeping.ts';
 import type { NetnsObservation, NetnsObserver } from '../../sources/netns.ts';
 import type { Allocator } from '../../allocator/allocator.ts';
 import type { Store } from '../../store/store.ts';
@@ -80,8 +81,16 @@ export class ReleaseApplier {
     return { released: await this.#apply(intent, source, action), action };
   }
 
-  /** What the intent's holder holds now: an owner anywhere; a container or pod on this node. */
-  #held(holder: AddressHolder): Promise<Allocation[]> {
+  /**
+   * What the intent's holder holds now: an owner anywhere; a container or pod on this node. Never a
+   * bookkeeping record (ipam/bookkeeping.ts): it holds an address for no container, so no intent
+   * about a container, a pod or an attachment releases it.
+   */
+  async #held(holder: AddressHolder): Promise<Allocation[]> {
+    return (await this.#holding(holder)).filter((a) => !isBookkeeping(a));
+  }
+
+  #holding(holder: AddressHolder): Promise<Allocation[]> {
     switch (holder.kind) {
       case 'owner':
         return this.#o.store.findByOwner(holder.owner);

@@ -50,6 +50,7 @@ import { WarrenError, messageOf } from '../../core/errors.ts';
 import { momentOf, shifted } from '../../core/moment.ts';
 import { type FlushOutcome, OrderedRetryQueue } from '../../core/ordered-retry-queue.ts';
 import type { Allocation, Owner } from '../../ipam/allocation.ts';
+import { isBookkeeping } from '../../ipam/bookkeeping.ts';
 import type { Store } from '../../store/store.ts';
 import type { ReleaseSource } from '../../api/dashboard.ts';
 import { type ReleaseIntent, type RuntimeAdapterScope, sourceOf } from './intent.ts';
@@ -236,6 +237,8 @@ export class ReleasePipeline {
     const cutoff = shifted(observedAt, -this.#o.resyncGraceMs);
     const absent = new Set<string>();
     for (const a of await this.#o.store.list({ node: this.#o.node })) {
+      // A bookkeeping record names no container (ipam/bookkeeping.ts): no runtime's listing speaks for it.
+      if (isBookkeeping(a)) continue;
       if (!live.has(a.containerID) && this.#o.scopes.judgedBy(a, via)) absent.add(a.containerID);
     }
     for (const containerID of absent)

@@ -18,6 +18,7 @@ import { momentOf } from '../../core/moment.ts';
 import { PeriodicTask } from '../../core/periodic-task.ts';
 import type { ReconcileReport, ReconcilerStatus } from '../../api/status.ts';
 import { type Allocation, createdMoment } from '../../ipam/allocation.ts';
+import { isBookkeeping } from '../../ipam/bookkeeping.ts';
 import type { NetnsObserver } from '../../sources/netns.ts';
 import type { Store } from '../../store/store.ts';
 import { type AuditReport, audit } from './audit.ts';
@@ -118,8 +119,10 @@ export class ReleaseReconciler {
   /** Audits every allocation; with `fix`, releases the provably stale ones and nothing else. */
   async audit(fix: boolean): Promise<AuditReport> {
     const { journal, pipeline } = this.#o;
+    // Bookkeeping records (ipam/bookkeeping.ts) have no namespace or pod to judge them by: they are
+    // never stale, suspect or unobservable, so the audit (and the sweep and --fix after it) skips them.
     const report = audit(
-      await this.#o.store.list({ node: this.#o.onlyNode }),
+      (await this.#o.store.list({ node: this.#o.onlyNode })).filter((a) => !isBookkeeping(a)),
       {
         journalOwners: journal.owners(),
         observer: this.#o.observer,

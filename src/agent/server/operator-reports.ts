@@ -6,13 +6,16 @@
  * - A range split into blocks is reported whole (its blocks summed) and block by block; only
  *   blocks with a node count towards the range's `blocks`.
  * - A node is in the node report when it is announced, owns a block or holds an allocation; the
- *   report is sorted by node name.
+ *   report is sorted by node name. A bookkeeping record (ipam/bookkeeping.ts) is no node's
+ *   allocation: a lender's placeholder counts as `lent` of the node whose block holds it, never as
+ *   an allocation of the borrower it names, and a record naming no node makes no node appear.
  * - An allocation query's `pool` is a range with every block it is split into; its address is
  *   compared in canonical form, and one that is not an IP address is a BAD_REQUEST.
  */
 import { WarrenError } from '../../core/errors.ts';
 import { formatIP, parseIP } from '../../ipam/address.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
+import { bookkeepingNetwork, isBookkeeping } from '../../ipam/bookkeeping.ts';
 import { isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
 import type { AllocationFilter, NodeRecord, PoolSummary } from '../../store/store.ts';
 import type { PluginsStatus } from '../../api/status.ts';
@@ -65,7 +68,7 @@ export function nodeReports(
 ): NodeReport[] {
   const nodes = new Map<
     string,
-    { alive: boolean; since?: string; version?: string; blocks: string[]; allocations: number }
+    { alive: boolean; since?: string; version?: string; blocks: string[]; allocations: number; lent?: number }
   >();
   const entry = (name: string) => {
     let n = nodes.get(name);
@@ -81,8 +84,20 @@ export function nodeReports(
       since: new Date(record.since).toISOString(),
       ...(record.version === undefined ? {} : { version: record.version }),
     });
-  for (const p of summaries) if (p.affinity !== undefined) entry(p.affinity).blocks.push(p.pool);
-  for (const a of allocations) entry(a.node).allocations += 1;
+  const owners = new Map<string, string>();
+  for (const p of summaries)
+    if (p.affinity !== undefined) {
+      entry(p.affinity).blocks.push(p.pool);
+      owners.set(p.pool, p.affinity);
+    }
+  for (const a of allocations) {
+    if (!isBookkeeping(a)) {
+      entry(a.node).allocations += 1;
+      continue;
+    }
+    const lender = a.network === bookkeepingNetwork('lent') ? owners.get(a.pool) : undefined;
+    if (lender !== undefined) entry(lender).lent = (entry(lender).lent ?? 0) + 1;
+  }
   return [...nodes].sort(([a], [b]) => (a < b ? -1 : 1)).map(([node, n]) => ({ node, ...n }));
 }
 

@@ -18,6 +18,7 @@ import { formatIP, parseIP } from '../../ipam/address.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import type { Allocator } from '../../allocator/allocator.ts';
 import { isBlockKey } from '../../ipam/blocks.ts';
+import { bookkeepingLabel, isBookkeeping } from '../../ipam/bookkeeping.ts';
 import type { AcceptReport, Membership, Store } from '../../store/store.ts';
 import type {
   AgentStatus,
@@ -48,6 +49,7 @@ import type { CommitHealth } from './commit-health.ts';
 import { allocationFilterOf, nodeReports, pluginCounts, poolReports } from './operator-reports.ts';
 import { type PublishedView, clusterPage, localPage } from './allocation-pages.ts';
 import { ReleaseHistory } from '../metrics/release-history.ts';
+import { bookkeepingCounts, bookkeepingTotal } from './bookkeeping-counts.ts';
 import { NO_TELEMETRY, type Telemetry } from '../metrics/telemetry.ts';
 
 export interface AgentServiceOptions {
@@ -140,6 +142,7 @@ export class AgentService {
     const failing = pingError === undefined ? this.#o.commits?.problem() : undefined;
     const error = pingError ?? failing;
     const pools = pingError === undefined ? await this.#o.store.pools() : [];
+    const bookkeeping = pingError === undefined ? await bookkeepingCounts(this.#o.store) : {};
     let cluster: AgentStatus['cluster'];
     const membership = this.#o.membership;
     if (membership !== undefined && pingError === undefined) {
@@ -175,7 +178,9 @@ export class AgentService {
       ...(notReady === undefined ? {} : { notReady }),
       // Ranges, not blocks: a range split into blocks has a store pool of its own.
       pools: pools.filter((p) => !isBlockKey(p.pool)).length,
-      allocations: pools.reduce((sum, p) => sum + p.allocated, 0),
+      // The pools count every record holding an address; a bookkeeping record is no container's.
+      allocations: pools.reduce((sum, p) => sum + p.allocated, 0) - bookkeepingTotal(bookkeeping),
+      ...(bookkeepingTotal(bookkeeping) === 0 ? {} : { bookkeeping }),
       reconciler: this.#o.reconciler.status(),
       ...(cluster === undefined ? {} : { cluster }),
       ...(this.#o.containerd === undefined ? {} : { containerd: this.#o.containerd() }),
@@ -322,10 +327,17 @@ export class AgentService {
       if (ip === undefined)
         throw new WarrenError('BAD_REQUEST', `release: address "${request.address}" is not an IP address`);
       const address = formatIP(ip);
-      const pools =
-        request.pool !== undefined
-          ? [request.pool]
-          : [...new Set((await this.#o.store.list({ address })).map((a) => a.pool))];
+      const holders = await this.#o.store.list({ address });
+      // A bookkeeping record (a lent address's placeholder) holds the address for another node:
+      // releasing it would hand the address out here while that node uses it.
+      const kept = holders.find((a) => isBookkeeping(a) && (request.pool === undefined || a.pool === request.pool));
+      if (kept !== undefined)
+        throw new WarrenError(
+          'BAD_REQUEST',
+          `release: ${address} in ${kept.pool} is ${bookkeepingLabel(kept)}, a record Warren keeps for no ` +
+            'container; it goes when that ends',
+        );
+      const pools = request.pool !== undefined ? [request.pool] : [...new Set(holders.map((a) => a.pool))];
       if (pools.length > 1)
         throw new WarrenError(
           'BAD_REQUEST',
@@ -337,7 +349,8 @@ export class AgentService {
       return { released };
     }
     const { containerID, network, ifname } = request;
-    const held = await this.#o.store.list({ containerID, network, ifname });
+    // A bookkeeping record names a node as its container (lent to it), not a container: never released here.
+    const held = (await this.#o.store.list({ containerID, network, ifname })).filter((a) => !isBookkeeping(a));
     const released: Allocation[] = [];
     for (const heldIn of new Set(held.map((a) => a.network))) {
       released.push(

@@ -35,7 +35,7 @@ import { WarrenError, messageOf } from '../../core/errors.ts';
 import type { KeyedMutex } from '../../core/keyed-mutex.ts';
 import { momentOf } from '../../core/moment.ts';
 import { type IPAddress, formatIP, parseIP } from '../../ipam/address.ts';
-import type { Allocation, Owner } from '../../ipam/allocation.ts';
+import type { Owner } from '../../ipam/allocation.ts';
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
 import { holderKeyProblem, isUseKey, useKey } from '../../ipam/holding-key.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
@@ -43,21 +43,10 @@ import type { ClusterHoldings, HoldingRecord } from '../../store/cluster-holding
 import type { PoolOp, Store } from '../../store/store.ts';
 import { type AllocateRequest, type Assignment, recordOf } from '../assignment.ts';
 import type { PoolCache } from '../pool-cache.ts';
+import { type HoldingsReport, HoldingsUpkeep } from './holdings-upkeep.ts';
+import { placeholderOwner } from './placeholders.ts';
 
-/** The network of a placeholder for a held address. */
-export const HELD_NETWORK = 'warren.dev/held';
-/** The interface name of every placeholder: with the holder key, one placeholder per holder and range. */
-const HELD_IFNAME = 'held';
-
-/** The owner of the placeholder of holder `key`. */
-export function placeholderOwner(key: string): Owner {
-  return { network: HELD_NETWORK, containerID: key, ifname: HELD_IFNAME };
-}
-
-/** Whether `a` is a holding's placeholder. */
-export function isHeldPlaceholder(a: Pick<Allocation, 'network'>): boolean {
-  return a.network === HELD_NETWORK;
-}
+export { HELD_NETWORK, isHeldPlaceholder, placeholderOwner } from './placeholders.ts';
 
 export interface HoldingsOptions {
   readonly store: Store;
@@ -77,9 +66,33 @@ export type AllocateFresh = (request: AllocateRequest, requested: IPAddress | un
 
 export class Holdings {
   readonly #o: HoldingsOptions;
+  /** Absent without a cluster keeping holdings. */
+  readonly #upkeep: HoldingsUpkeep | undefined;
 
   constructor(options: HoldingsOptions) {
     this.#o = options;
+    const { store, records, node, clock, pools, locks } = options;
+    this.#upkeep =
+      records === undefined
+        ? undefined
+        : new HoldingsUpkeep({
+            store,
+            records,
+            node,
+            clock,
+            pools,
+            locks,
+            releasePlaceholder: (key, block, address) => this.releasePlaceholder(key, block, address),
+          });
+  }
+
+  /**
+   * One round of upkeep (holdings-upkeep.ts): placeholders whose record has been gone for
+   * `graceMs` released, records owned here held again, this node's uses reported.
+   */
+  async run(graceMs: number): Promise<HoldingsReport> {
+    if (this.#upkeep === undefined) return { held: [], released: [], reported: 0, errors: [] };
+    return this.#upkeep.run(graceMs);
   }
 
   /** The cluster's records, or the refusal of a store that keeps none. */
@@ -196,7 +209,7 @@ export class Holdings {
   /** Records `request`'s pod as using `record`'s address on this node. */
   async #use(range: RangeSpec, record: HoldingRecord, request: AllocateRequest): Promise<Assignment> {
     const { store, pools, locks, clock, node } = this.#o;
-    const pool = useKey(range.pool, record.address);
+    const pool = useKey(range.pool, record.address, record.key);
     return locks.run(pool, async () => {
       for (let round = 1; round <= 5; round++) {
         pools.forget(pool);

@@ -29,6 +29,7 @@ import type { PoolAssigner } from '../pool-assigner.ts';
 import type { PoolCache } from '../pool-cache.ts';
 import { Borrower } from './borrower.ts';
 import { Lender } from './lender.ts';
+import { LoanCheck } from './loan-check.ts';
 import { LoanReturn } from './loan-return.ts';
 import { MIGRATION_LENDER } from './loans.ts';
 import { MigratedAddresses, isMigrated } from './migrated.ts';
@@ -55,6 +56,8 @@ export interface LendingReport {
   readonly released: string[];
   readonly returned: string[];
   readonly adopted: number;
+  /** Grants removed by someone else while their loan was in use here, written back (loan-check.ts). */
+  readonly restored?: string[];
   readonly errors: string[];
 }
 
@@ -63,6 +66,7 @@ export class Lending {
   readonly #borrower: Borrower;
   readonly #lender: Lender;
   readonly #return: LoanReturn;
+  readonly #check: LoanCheck;
   /**
    * The requests holding a migration's grants, as last read (each upkeep run reads them): a claim
    * looks here, so claiming a block costs no request more; read at the first claim after a start.
@@ -87,6 +91,7 @@ export class Lending {
     });
     this.#lender = new Lender({ store, tier, node, clock, pools, locks, rangeOf });
     this.#return = new LoanReturn({ store, tier, node, clock, pools, locks });
+    this.#check = new LoanCheck({ store, tier, node, locks, rangeOf });
     this.#migratedAddresses = new MigratedAddresses({ store, tier, node, clock, pools });
   }
 
@@ -155,12 +160,17 @@ export class Lending {
       errors.push(`giving loans back: ${messageOf(error)}`);
       return { returned: [], errors: [] };
     });
+    const checked = await this.#check.run().catch((error: unknown) => {
+      errors.push(`checking the grants of loans in use: ${messageOf(error)}`);
+      return { restored: [], errors: [] };
+    });
     return {
       lent: lending.lent,
       released: lending.released,
       returned: returning.returned,
       adopted,
-      errors: [...errors, ...lending.errors, ...returning.errors],
+      restored: checked.restored,
+      errors: [...errors, ...lending.errors, ...returning.errors, ...checked.errors],
     };
   }
 

@@ -55,9 +55,9 @@ export function placeholderOf(
     network: LENT_NETWORK,
     containerID: borrower,
     ifname: text,
-    // The borrower's name, never this node's: the node's runtime resync releases what this node's
-    // allocations name as containers it does not run, and no container is called like a node. And
-    // a borrower forgotten for good (forget-node) takes its placeholders with it.
+    // The borrower's name: the published view says where the address went, and a borrower
+    // forgotten for good (forget-node) takes its placeholders with it. That it names no container of
+    // this node is not what keeps resyncs, audits and GC off it: its network is (ipam/bookkeeping.ts).
     node: borrower,
     createdAt: now.wall,
     ...(now.stamp === undefined ? {} : { createdStamp: now.stamp }),
@@ -72,8 +72,8 @@ export function returnedMarkOf(pool: string, address: string, node: string, now:
     network: RETURNED_NETWORK,
     containerID: node,
     ifname: address,
-    // No node's name (node names hold no '/'): a runtime resync of this node, which releases what
-    // this node's allocations name as containers it does not run, and a node forget never reach it.
+    // No node's name (node names hold no '/'): a node forget never reaches it. Resyncs, audits and GC
+    // leave it by its network (ipam/bookkeeping.ts).
     node: RETURNED_NETWORK,
     createdAt: now.wall,
     ...(now.stamp === undefined ? {} : { createdStamp: now.stamp }),

@@ -1,7 +1,7 @@
 /**
  * Nodes that lend each other addresses, for unit tests: each a TieredStore on its own SQLite file
- * and a session of one MemoryTier, with an allocator that splits ranges into blocks, on one
- * ManualClock. `settle` drives an ADD that waits for grants: it runs every node's lending round and
+ * and a session of one MemoryTier (or of another cluster, `LendingCluster.open`), with an allocator
+ * that splits ranges into blocks, on one ManualClock. `settle` drives an ADD that waits for grants: it runs every node's lending round and
  * steps the clock until the ADD is answered (bounded by HANG_BOUND_MS of real time).
  */
 import assert from 'node:assert/strict';
@@ -10,6 +10,7 @@ import { Allocator } from '../../../src/allocator/allocator.ts';
 import { LENT_NETWORK, MIGRATION_LENDER, RETURNED_NETWORK } from '../../../src/allocator/lending/loans.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
 import type { Allocation } from '../../../src/ipam/allocation.ts';
+import type { ClusterTier } from '../../../src/store/cluster-tier.ts';
 import { SqliteStore } from '../../../src/store/sqlite-store.ts';
 import { TieredStore } from '../../../src/store/tiered-store.ts';
 import { flush } from '../../helpers/event-loop.ts';
@@ -27,23 +28,38 @@ export const WAIT_MS = 5_000;
 /** The clock step `settle` takes between lending rounds: the borrower's poll interval. */
 export const STEP_MS = 250;
 
+/** A session of another cluster than the MemoryTier (the Kubernetes tier on the fake API server), on the clock. */
+export type ClusterSession = (clock: ManualClock) => Promise<ClusterTier>;
+
 export class LendingCluster {
   readonly clock = new ManualClock(1_000_000);
   readonly tier = new MemoryTier({ clock: this.clock });
-  readonly nodes: LendingNode[];
+  /** The cluster the nodes share, for looking: the MemoryTier unless another was opened (`open`). */
+  cluster: ClusterTier = this.tier;
+  readonly nodes: LendingNode[] = [];
+  readonly #dir = tempDir();
 
   constructor(names: readonly string[]) {
-    const dir = tempDir();
-    this.nodes = names.map((name) => {
-      const store = new TieredStore({
-        local: new SqliteStore({ path: join(dir, `${name}.db`) }),
-        tier: this.tier.session(),
-        node: name,
-        clock: this.clock,
-      });
-      const allocator = new Allocator({ store, clock: this.clock, node: name, blocks: true, lendWaitMs: WAIT_MS });
-      return { name, store, allocator };
+    for (const name of names) this.nodes.push(this.#node(name, this.tier.session()));
+  }
+
+  /** The same nodes on another cluster: each node's tier a session of it, and one more to look with. */
+  static async open(names: readonly string[], session: ClusterSession): Promise<LendingCluster> {
+    const c = new LendingCluster([]);
+    c.cluster = await session(c.clock);
+    for (const name of names) c.nodes.push(c.#node(name, await session(c.clock)));
+    return c;
+  }
+
+  #node(name: string, tier: ClusterTier): LendingNode {
+    const store = new TieredStore({
+      local: new SqliteStore({ path: join(this.#dir, `${name}.db`) }),
+      tier,
+      node: name,
+      clock: this.clock,
     });
+    const allocator = new Allocator({ store, clock: this.clock, node: name, blocks: true, lendWaitMs: WAIT_MS });
+    return { name, store, allocator };
   }
 
   node(name: string): LendingNode {
@@ -106,7 +122,7 @@ export class LendingCluster {
       seen.set(a.address, a.store);
     }
     for (const n of this.nodes) {
-      const request = await this.tier.requestOf(pool, n.name);
+      const request = await this.cluster.requestOf(pool, n.name);
       for (const grant of request?.grants ?? []) {
         if (grant.lender === 'whereabouts') continue;
         const placeholder = all.find(
@@ -121,6 +137,7 @@ export class LendingCluster {
 
   async close(): Promise<void> {
     for (const n of this.nodes) await n.store.close();
+    if (this.cluster !== this.tier) await this.cluster.close();
   }
 }
 
