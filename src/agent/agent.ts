@@ -221,6 +221,7 @@ export class Agent {
         beforeAdd: (owner, podUID) => releases.pipeline.applyPending(owner, podUID),
         runtimeOf: (a) => releases.scopes.adapterOf(a),
         planners: releases.planners,
+        afterAdd: releases.afterAdd,
         commits,
         published,
         ...(upkeep === undefined

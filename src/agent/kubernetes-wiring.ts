@@ -23,6 +23,8 @@ import { PodDirectory } from './kubernetes/pod-directory.ts';
 import { KubernetesPlanning } from './kubernetes/planning.ts';
 import { PoolStatusWriter } from './kubernetes/pool-status.ts';
 import { StickyRelease } from './kubernetes/sticky-release.ts';
+import { ClaimApi } from './kubernetes/ipam-claims/claim-api.ts';
+import { IpamClaims, storeClaimHoldings } from './kubernetes/ipam-claims/ipam-claims.ts';
 import type { ReleasePipeline } from './release/pipeline.ts';
 import type { ReleaseWiringDeps } from './release-wiring.ts';
 
@@ -33,6 +35,8 @@ export interface KubernetesParts {
   readonly nodes?: { readonly source: NodeSource; readonly forget: KubernetesNodes } | undefined;
   /** What the ADD planners read (pods, namespaces, WarrenPools) and the planners themselves. */
   readonly planning: KubernetesPlanning;
+  /** KubeVirt's IPAMClaims (kubernetes store only: a claim's address is held in the cluster). */
+  readonly claims?: IpamClaims | undefined;
 }
 
 /** The object, or undefined when the API server answers 404. */
@@ -147,7 +151,20 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
             telemetry: deps.telemetry,
           }),
         };
-  return { pods, releases, events, nodes, planning };
+  // A claim's address is held in the cluster (allocator/holdings/): read on the kubernetes store.
+  const claims =
+    o.store !== 'kubernetes'
+      ? undefined
+      : new IpamClaims({
+          kubeConfig,
+          api: new ClaimApi(() => KubeApiClient.open({ kubeConfig })),
+          pod: (ref) => directory.pod(ref),
+          holdings: storeClaimHoldings(deps.store, deps.allocator.holdings),
+          clock: deps.clock,
+          logger,
+          backoff,
+        });
+  return { pods, releases, events, nodes, planning, claims };
 }
 
 /** PUT of a WarrenPool's status at its resourceVersion; false when it changed or is gone meanwhile. */

@@ -44,7 +44,7 @@ import { CONTAINERD_CRI_NETNS_PREFIXES, NetnsScopes } from './release/netns-scop
 import type { Telemetry } from './metrics/telemetry.ts';
 import type { KubernetesNodes } from './kubernetes/nodes.ts';
 import type { KubernetesParts } from './kubernetes-wiring.ts';
-import type { AddPlanner } from './server/add-plan.ts';
+import type { AddOutcome, AddPlanner } from './server/add-plan.ts';
 
 /** What an option that is on needs loaded, and nothing an option that is off would. */
 interface OptionalModules {
@@ -318,7 +318,12 @@ export class ReleaseWiring {
 
   /** The ADD planners the Kubernetes source gives (pools first); none without it. */
   get planners(): readonly AddPlanner[] {
-    return this.#kube?.planning.planners ?? [];
+    return [...(this.#kube?.planning.planners ?? []), ...(this.#kube?.claims?.planners ?? [])];
+  }
+
+  /** Told of each ADD that allocated (a claim's status is written from it). */
+  get afterAdd(): ((outcome: AddOutcome) => void) | undefined {
+    return this.#kube?.claims?.afterAdd;
   }
 
   #kubernetesStatus(): KubernetesStatus {
@@ -365,6 +370,7 @@ export class ReleaseWiring {
     if (kube !== undefined) {
       this.#loops.push(supervised('the Kubernetes pod source', kube.releases.run(kube.pods.events(signal), signal)));
       this.#loops.push(supervised('the Kubernetes namespace and WarrenPool watches', kube.planning.run(signal)));
+      if (kube.claims !== undefined) this.#loops.push(supervised('the IPAMClaim watch', kube.claims.run(signal)));
       if (kube.nodes !== undefined)
         this.#loops.push(
           supervised('the Kubernetes node source', kube.nodes.forget.run(kube.nodes.source.events(signal), signal)),

@@ -38,6 +38,8 @@ const AGENT = [
   ...needs(['get', 'list', 'watch'], '', 'namespaces'),
   ...needs(['list', 'watch'], 'warren.dev', 'warrenpools'),
   need('update', 'warren.dev', 'warrenpools/status'),
+  ...needs(['get', 'list', 'watch'], 'k8s.cni.cncf.io', 'ipamclaims'),
+  need('patch', 'k8s.cni.cncf.io', 'ipamclaims/status'),
   ...needs(['get', 'list', 'create'], 'warren.dev', 'warrenranges'),
   ...needs(['get', 'list', 'create', 'delete'], 'warren.dev', 'warrenblocks'),
   ...needs(['get', 'list', 'create', 'update', 'delete'], 'warren.dev', 'warrenblockpublications'),
@@ -72,6 +74,18 @@ const CALLS: ReadonlyArray<{ pattern: RegExp; needs: ReadonlyArray<string> }> = 
     pattern: /'\/apis\/warren\.dev\/v1alpha1\/warrenpools'/,
     needs: needs(['list', 'watch'], 'warren.dev', 'warrenpools'),
   },
+  // KubeVirt's IPAMClaims: watched by every agent, one read on a cache miss, the status merge-patched.
+  {
+    pattern: /'\/apis\/k8s\.cni\.cncf\.io\/v1alpha1\/ipamclaims'/,
+    needs: needs(['list', 'watch'], 'k8s.cni.cncf.io', 'ipamclaims'),
+  },
+  {
+    pattern: /`\/apis\/k8s\.cni\.cncf\.io\/v1alpha1\/namespaces\/\$\{[^`]+\}\/ipamclaims\/\$\{[^`]+\}`/,
+    needs: [need('get', 'k8s.cni.cncf.io', 'ipamclaims')],
+  },
+  // Discovery (is the group served?): open to any authenticated client, no rule needed.
+  { pattern: /'\/apis\/k8s\.cni\.cncf\.io\/v1alpha1'/, needs: [] },
+  { pattern: /`\$\{claimPath\(ref\)\}\/status`/, needs: [need('patch', 'k8s.cni.cncf.io', 'ipamclaims/status')] },
   { pattern: /\.createNamespacedEvent\(/, needs: [need('create', '', 'events')] },
   { pattern: /\.patchNamespacedEvent\(/, needs: [need('patch', '', 'events')] },
   // The migration's reader lists collections (never watches) and gets one pod.
