@@ -28,6 +28,8 @@ export const UNIT_FILES: readonly string[] = [
   'test/agent/kubernetes/releases.test.ts',
   'test/agent/kubernetes/pod-directory.test.ts',
   'test/agent/kubernetes/pools-planner.test.ts',
+  'test/agent/kubernetes/sticky.test.ts',
+  'test/agent/kubernetes/sticky-release.test.ts',
   'test/agent/kubernetes/pool-status.test.ts',
   'test/agent/metrics/prometheus.test.ts',
   'test/agent/metrics/readings.test.ts',

@@ -8,6 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
+import type { ManualClock } from '../../../src/core/clock.ts';
 import { PodDirectory } from '../../../src/agent/kubernetes/pod-directory.ts';
 import { isSticky, ordinalOf, stickyPlanner } from '../../../src/agent/kubernetes/sticky-planner.ts';
 import { CniService } from '../../../src/agent/server/cni-service.ts';
@@ -25,14 +26,14 @@ export const statefulSetPod = (namespace: string, name: string, uid: string, set
   spec: { nodeName: 'n' },
 });
 
-function node(n: TieredNode, catalog: PoolCatalog) {
+function node(n: TieredNode, catalog: PoolCatalog, clock: ManualClock) {
   const directory = new PodDirectory({ fetchPod: async () => undefined, fetchNamespace: async () => undefined });
   const service = new CniService({
     allocator: n.allocator,
     readiness: async () => undefined,
-    clock: { now: () => 0, monotonic: () => 0, setTimer: () => () => undefined },
+    clock,
     planners: [stickyPlanner({ directory, catalog })],
-  } as unknown as ConstructorParameters<typeof CniService>[0]);
+  });
   let serial = 0;
   const add = async (pod: { metadata: { namespace: string; name: string; uid: string } }, ipam: object) => {
     directory.observePods({ kind: 'added', object: pod });
@@ -73,7 +74,7 @@ describe('sticky StatefulSet addresses, through the CNI service', () => {
     clusters.push(c);
     const catalog = new PoolCatalog();
     catalog.observe({ kind: 'listed', objects: [] });
-    return { c, nodes: c.nodes.map((n) => node(n, catalog)), catalog };
+    return { c, nodes: c.nodes.map((n) => node(n, catalog, c.clock)), catalog };
   };
 
   it('gives a StatefulSet pod deleted and re-created (new UID) on another node its old address', async () => {
@@ -108,7 +109,7 @@ describe('sticky StatefulSet addresses, through the CNI service', () => {
         { metadata: { name: 'web', uid: 'p2' }, spec: { ranges: [{ range: '10.52.0.0/24' }] } },
       ],
     });
-    const conf = parseNetConf({ cniVersion: '1.1.0', name: 'n', ipam: { type: 'warren', pools: [] } });
+    const conf = parseNetConf({ cniVersion: '1.1.0', name: 'n', ipam: { type: 'warren', pools: [] } }, 'ADD');
     const spec = (name: string) => catalog.entry(name)?.spec;
     const rangesOf = (name: string) => {
       const s = spec(name);
@@ -123,10 +124,9 @@ describe('sticky StatefulSet addresses, through the CNI service', () => {
     const [a] = nodes as [ReturnType<typeof node>];
     const refused = await a.add(statefulSetPod('db', 'odd-name', 'u1', 'web'), STICKY);
     assert.equal((refused as { code?: number }).code, 7, JSON.stringify(refused));
-    assert.deepEqual([ordinalOf('web-12', 'web'), ordinalOf('web-012', 'web'), ordinalOf('web-x-1', 'web')], [
-      12,
-      undefined,
-      undefined,
-    ]);
+    assert.deepEqual(
+      [ordinalOf('web-12', 'web'), ordinalOf('web-012', 'web'), ordinalOf('web-x-1', 'web')],
+      [12, undefined, undefined],
+    );
   });
 });
