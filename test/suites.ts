@@ -132,6 +132,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/ipam/address.test.ts',
   'test/ipam/block-key.test.ts',
   'test/ipam/block-size.test.ts',
+  'test/ipam/holding-key.test.ts',
   'test/ipam/loan-key.test.ts',
   'test/ipam/pool-state.test.ts',
   'test/ipam/run-set.test.ts',

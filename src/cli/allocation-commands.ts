@@ -10,6 +10,7 @@ import { parseArgs } from 'node:util';
 import { WarrenError, isWarrenError } from '../core/errors.ts';
 import type { ApiClient } from '../api/client.ts';
 import { bookkeepingLabel } from '../ipam/bookkeeping.ts';
+import { shownPool } from '../ipam/holding-key.ts';
 import type { Allocation, AllocationQuery, ReleaseRequest } from '../api/protocol.ts';
 import { COMMON, client } from './agent-client.ts';
 import { age, safe, table } from './format.ts';
@@ -65,7 +66,8 @@ export async function allocationsCommand(argv: readonly string[], io: CliIO): Pr
       ['ADDRESS', 'POOL', 'NETWORK', 'CONTAINER', 'IF', 'POD', 'NODE', 'AGE'],
       list.map((a) => [
         a.address,
-        a.pool,
+        // A pod's use of a held address says what holds it (a StatefulSet ordinal, an IPAMClaim).
+        shownPool(a.pool),
         a.network,
         // A bookkeeping record holds the address for no container: say what it is (`lent to n2`).
         bookkeepingLabel(a) ?? (a.containerID.length > 16 ? a.containerID.slice(0, 16) : a.containerID),
