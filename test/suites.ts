@@ -205,6 +205,7 @@ export const E2E_FILES: readonly string[] = [
   'test/e2e/kube-store-away.test.ts',
   'test/e2e/kube-store-default.test.ts',
   'test/e2e/kube-store.test.ts',
+  'test/e2e/kube-sticky.test.ts',
   'test/e2e/kubernetes-nodes.test.ts',
   'test/e2e/kubernetes.test.ts',
   'test/e2e/metrics-port.test.ts',

@@ -114,6 +114,7 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
               clock: deps.clock,
               logger,
               graceMs: o.stickyReleaseGraceSeconds * 1000,
+              intervalMs: o.upkeepIntervalSeconds * 1000,
             }),
           },
         }),
