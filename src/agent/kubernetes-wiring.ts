@@ -96,9 +96,11 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
                 : new PoolStatusWriter({
                     catalog,
                     tier,
-                    write: poolStatusWrite(kubeConfig),
+                    ...poolStatusWrite(kubeConfig),
                     clock: deps.clock,
                     logger,
+                    // Three upkeep rounds (30 s by default): the status is for operators, not for allocation.
+                    intervalMs: o.upkeepIntervalSeconds * 3000,
                   }),
           },
         }),
@@ -168,12 +170,19 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
   return { pods, releases, events, nodes, planning, claims };
 }
 
-/** PUT of a WarrenPool's status at its resourceVersion; false when it changed or is gone meanwhile. */
-function poolStatusWrite(
-  kubeConfig: ReturnType<typeof loadKubeConfig>,
-): (object: Record<string, unknown>) => Promise<boolean> {
+/**
+ * PUT of a WarrenPool's status at its resourceVersion (false when it changed or is gone meanwhile),
+ * through a client opened at the first write and closed when the writer stops.
+ */
+function poolStatusWrite(kubeConfig: ReturnType<typeof loadKubeConfig>): {
+  write: (object: Record<string, unknown>) => Promise<boolean>;
+  onStop: () => void;
+} {
   let opened: Promise<KubeApiClient> | undefined;
-  return async (object) => {
+  const onStop = (): void => {
+    opened?.then((api) => api.close()).catch(() => undefined);
+  };
+  const write = async (object: Record<string, unknown>): Promise<boolean> => {
     opened ??= KubeApiClient.open({ kubeConfig });
     const api = await opened;
     const pools = new Resource(api, warrenKind('warrenpools'));
@@ -185,4 +194,5 @@ function poolStatusWrite(
     );
     return answer.kind === 'replaced';
   };
+  return { write, onStop };
 }

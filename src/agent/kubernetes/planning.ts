@@ -9,7 +9,11 @@
  * agent (release-wiring.ts supervises it). The planners read only these caches (and the pod
  * directory's, fed by the pod source): an ADD whose pod is cached costs no API request.
  */
+import type { PlanningStatus, WarrenPoolReport } from '../../api/status.ts';
+import { isPlainObject } from '../../core/validate.ts';
+import { formatSelector } from '../../sources/kubernetes/label-selector.ts';
 import type { KubeObjectMeta, ListWatch } from '../../sources/kubernetes/list-watch.ts';
+import type { CatalogEntry } from '../../sources/kubernetes/pool-catalog.ts';
 import { NodeLabels, PoolCatalog } from '../../sources/kubernetes/pool-catalog.ts';
 import type { AddPlanner } from '../server/add-plan.ts';
 import type { PodDirectory } from './pod-directory.ts';
@@ -65,6 +69,26 @@ export class KubernetesPlanning {
           ];
   }
 
+  status(): PlanningStatus {
+    const { directory, namespaces, pools } = this.#o;
+    const writer = this.statusWriter?.status();
+    return {
+      directory: directory.status(),
+      namespaces: namespaces.status(),
+      ...(pools === undefined
+        ? {}
+        : {
+            pools: {
+              ...pools.pools.status(),
+              listed: this.catalog.listed,
+              list: this.catalog.entries().map(poolReport),
+              nodeLabelsRead: this.nodeLabels.labels() !== undefined,
+              ...(writer === undefined ? {} : { statusWriter: writer }),
+            },
+          }),
+    };
+  }
+
   /** Every watch (and the status writer) until `signal` aborts. */
   async run(signal: AbortSignal): Promise<void> {
     const { directory, namespaces, pools } = this.#o;
@@ -94,4 +118,26 @@ export class KubernetesPlanning {
       );
     await Promise.all(loops);
   }
+}
+
+/** A pool as `warren pools` shows it: its spec as read, its status as the cluster keeps it. */
+export function poolReport(entry: CatalogEntry): WarrenPoolReport {
+  const status = isPlainObject(entry.object.status) ? entry.object.status : {};
+  const spec = entry.spec instanceof Error ? undefined : entry.spec;
+  const rawRanges =
+    isPlainObject(entry.object.spec) && Array.isArray(entry.object.spec.ranges) ? entry.object.spec.ranges : [];
+  return {
+    name: entry.name,
+    ranges:
+      spec?.ranges.map((r) => r.subnet) ??
+      rawRanges.map((r) => (isPlainObject(r) && typeof r.range === 'string' ? r.range : '?')),
+    ...(typeof status.capacity === 'string' ? { capacity: status.capacity } : {}),
+    ...(typeof status.used === 'number' ? { used: status.used } : {}),
+    ...(typeof status.blocks === 'number' ? { blocks: status.blocks } : {}),
+    ...(typeof status.nodes === 'number' ? { nodes: status.nodes } : {}),
+    ...(spec?.nodeSelector === undefined ? {} : { nodeSelector: formatSelector(spec.nodeSelector) }),
+    ...(spec?.namespaceSelector === undefined ? {} : { namespaceSelector: formatSelector(spec.namespaceSelector) }),
+    sticky: spec?.sticky ?? false,
+    ...(entry.spec instanceof Error ? { problem: entry.spec.message } : {}),
+  };
 }

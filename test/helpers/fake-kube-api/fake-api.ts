@@ -192,7 +192,10 @@ class FakeKubeApiServer implements FakeKubeApi {
   }
 
   /** A namespace as the real server keeps one: the `kubernetes` finalizer, phase Active. */
-  createNamespace(name: string, meta: { labels?: Record<string, string>; annotations?: Record<string, string> } = {}) {
+  createNamespace(
+    name: string,
+    meta: { labels?: Record<string, string>; annotations?: Record<string, string> } = {},
+  ): KubeObject {
     return this.#core.create('namespaces', {
       metadata: {
         name,
