@@ -14,7 +14,8 @@
  * - refused with INVALID_CONFIG (CNI code 7), naming the pod, the claim and why: an annotation that
  *   cannot be read, a claim that does not exist or is being deleted, a claim made for another
  *   network than this ADD's (spec.network is the CNI config's name), a plan already held by
- *   something else (two holders for one attachment);
+ *   something else (two holders for one attachment), or an agent whose store keeps no holdings
+ *   (`unsupported`: the VM would silently lose its address at its next start);
  * - the claim's `spec.ipRequests` are asked for (one per family), beside what the plan asks.
  */
 import { WarrenError } from '../../../core/errors.ts';
@@ -36,6 +37,12 @@ export interface ClaimPlannerOptions {
   readonly pod: (ref: { namespace: string; name: string; uid?: string }) => Promise<PodView | undefined>;
   /** The claim as the agent's watch holds it (ClaimCache.claim). */
   readonly claim: (ref: ClaimRef) => Promise<ClaimView | undefined>;
+  /**
+   * Why this agent cannot hold a claim's addresses (its store keeps no holdings), when it cannot:
+   * an ADD naming a claim is then refused saying so, never served with an address that would not
+   * follow the VM.
+   */
+  readonly unsupported?: string;
 }
 
 /** The selection element the ADD on `ifname` was made from, by the pod's annotations. */
@@ -76,6 +83,8 @@ export function ipamClaimPlanner(options: ClaimPlannerOptions): AddPlanner {
     if (name === undefined) return plan;
     const ref = { namespace: pod.namespace, name };
     const what = `${where} (interface ${attachment.ifname}) names IPAMClaim ${ref.namespace}/${name}`;
+    if (options.unsupported !== undefined)
+      throw new WarrenError('INVALID_CONFIG', `${what}, but ${options.unsupported}`);
     const claim = await options.claim(ref);
     if (claim === undefined) throw new WarrenError('INVALID_CONFIG', `${what}, which does not exist`);
     if (claim.deleting) throw new WarrenError('INVALID_CONFIG', `${what}, which is being deleted`);

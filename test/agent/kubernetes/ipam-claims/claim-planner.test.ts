@@ -141,6 +141,19 @@ describe('ipamClaimPlanner', () => {
     );
   });
 
+  it('on an agent whose store keeps no holdings, refuses a pod naming a claim rather than give it an address that would not follow the VM', async () => {
+    const pod = launcher(VM_NETWORKS);
+    const planner = ipamClaimPlanner({
+      pod: async () => pod,
+      claim: async () => undefined,
+      unsupported: 'held only on the kubernetes store (this agent runs --store sqlite)',
+    });
+    await assert.rejects(planner(conf, POD, initial, { containerID: 'c1', ifname: 'pod4f1a2b' }), (e) =>
+      refused(e, /names IPAMClaim vms\/vm1\.tenant, but held only on the kubernetes store/),
+    );
+    assert.equal(await planner(conf, POD, initial, { containerID: 'c1', ifname: 'pod9c8d7e' }), initial);
+  });
+
   it("asks for the claim's spec.ipRequests, one per family, beside what the plan asks", async () => {
     const { planner } = setup(VM_NETWORKS, [claimObject('vm1.tenant', { ipRequests: ['10.77.0.40/24'] })]);
     const plan = await planner(conf, POD, initial, { containerID: 'c1', ifname: 'pod4f1a2b' });
