@@ -25,6 +25,8 @@ import { PoolStatusWriter } from './kubernetes/pool-status.ts';
 import { StickyRelease } from './kubernetes/sticky-release.ts';
 import { ClaimApi } from './kubernetes/ipam-claims/claim-api.ts';
 import { IpamClaims, storeClaimHoldings } from './kubernetes/ipam-claims/ipam-claims.ts';
+import { ipamClaimPlanner } from './kubernetes/ipam-claims/claim-planner.ts';
+import type { AddPlanner } from './server/add-plan.ts';
 import type { ReleasePipeline } from './release/pipeline.ts';
 import type { ReleaseWiringDeps } from './release-wiring.ts';
 
@@ -37,6 +39,8 @@ export interface KubernetesParts {
   readonly planning: KubernetesPlanning;
   /** KubeVirt's IPAMClaims (kubernetes store only: a claim's address is held in the cluster). */
   readonly claims?: IpamClaims | undefined;
+  /** The claim planners: IpamClaims' own, or on another store the one refusing a pod naming a claim. */
+  readonly claimPlanners: readonly AddPlanner[];
 }
 
 /** The object, or undefined when the API server answers 404. */
@@ -167,7 +171,13 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
           logger,
           backoff,
         });
-  return { pods, releases, events, nodes, planning, claims };
+  // Elsewhere a pod naming a claim is refused: its VM would not keep its address (code 7, why).
+  const refuseClaims = ipamClaimPlanner({
+    pod: (ref) => directory.pod(ref),
+    claim: async () => undefined,
+    unsupported: `IPAMClaims' addresses are held only on the kubernetes store (this agent runs --store ${o.store})`,
+  });
+  return { pods, releases, events, nodes, planning, claims, claimPlanners: claims?.planners ?? [refuseClaims] };
 }
 
 /**

@@ -318,7 +318,7 @@ export class ReleaseWiring {
 
   /** The ADD planners the Kubernetes source gives (pools first); none without it. */
   get planners(): readonly AddPlanner[] {
-    return [...(this.#kube?.planning.planners ?? []), ...(this.#kube?.claims?.planners ?? [])];
+    return [...(this.#kube?.planning.planners ?? []), ...(this.#kube?.claimPlanners ?? [])];
   }
 
   /** Told of each ADD that allocated (a claim's status is written from it). */

@@ -14,10 +14,14 @@
  * - refused with INVALID_CONFIG (CNI code 7), naming the pod, the claim and why: an annotation that
  *   cannot be read, a claim that does not exist or is being deleted, a claim made for another
  *   network than this ADD's (spec.network is the CNI config's name), a plan already held by
- *   something else (two holders for one attachment);
+ *   something else (two holders for one attachment), or an agent whose store keeps no holdings
+ *   (`unsupported`: the VM would silently lose its address at its next start; there only networks
+ *   whose config says `"allowPersistentIPs": true` are looked at, so other ADDs read no pod);
+ * - a pod that cannot be read (the API server away and the pod not in the watch yet) is TRY_AGAIN
+ *   (code 11): whether it names a claim is unknown;
  * - the claim's `spec.ipRequests` are asked for (one per family), beside what the plan asks.
  */
-import { WarrenError } from '../../../core/errors.ts';
+import { WarrenError, messageOf } from '../../../core/errors.ts';
 import { type IPAddress, parseIP } from '../../../ipam/address.ts';
 import {
   DEFAULT_NETWORK_ANNOTATION,
@@ -36,6 +40,12 @@ export interface ClaimPlannerOptions {
   readonly pod: (ref: { namespace: string; name: string; uid?: string }) => Promise<PodView | undefined>;
   /** The claim as the agent's watch holds it (ClaimCache.claim). */
   readonly claim: (ref: ClaimRef) => Promise<ClaimView | undefined>;
+  /**
+   * Why this agent cannot hold a claim's addresses (its store keeps no holdings), when it cannot:
+   * an ADD naming a claim is then refused saying so, never served with an address that would not
+   * follow the VM.
+   */
+  readonly unsupported?: string;
 }
 
 /** The selection element the ADD on `ifname` was made from, by the pod's annotations. */
@@ -63,7 +73,20 @@ function addressesOf(cidrs: readonly string[]): IPAddress[] {
 export function ipamClaimPlanner(options: ClaimPlannerOptions): AddPlanner {
   return async (conf, pod, plan, attachment) => {
     if (pod === undefined || attachment === undefined) return plan;
-    const view = await options.pod(pod);
+    // On a store that keeps no holdings only a network made for persistent IPs is looked at: other
+    // ADDs there are served as before, with no pod read.
+    if (options.unsupported !== undefined && conf.allowPersistentIPs !== true) return plan;
+    let view: PodView | undefined;
+    try {
+      view = await options.pod(pod);
+    } catch (error) {
+      // Whether the pod names a claim is unknown: an address that would not follow its VM is no answer.
+      throw new WarrenError(
+        'TRY_AGAIN',
+        `cannot read pod ${pod.namespace}/${pod.name} to learn whether it names an IPAMClaim: ${messageOf(error)}`,
+        { cause: error },
+      );
+    }
     if (view === undefined) return plan;
     const where = `pod ${pod.namespace}/${pod.name}`;
     let element: NetworkSelectionElement | undefined;
@@ -76,6 +99,8 @@ export function ipamClaimPlanner(options: ClaimPlannerOptions): AddPlanner {
     if (name === undefined) return plan;
     const ref = { namespace: pod.namespace, name };
     const what = `${where} (interface ${attachment.ifname}) names IPAMClaim ${ref.namespace}/${name}`;
+    if (options.unsupported !== undefined)
+      throw new WarrenError('INVALID_CONFIG', `${what}, but ${options.unsupported}`);
     const claim = await options.claim(ref);
     if (claim === undefined) throw new WarrenError('INVALID_CONFIG', `${what}, which does not exist`);
     if (claim.deleting) throw new WarrenError('INVALID_CONFIG', `${what}, which is being deleted`);

@@ -10,9 +10,13 @@
  *
  * Guarantees:
  * - a claim deleted (its DELETED event, while no newer claim of its name stands) ends its holding;
+ *   before it is ended the API server is asked (one GET, on this rare path only) whether a claim of
+ *   that name exists: a listing answered just before the claim was made never ends its holding;
  *   a claim only marked for deletion (KubeVirt's finalizer) keeps it until it is gone;
  * - deletions missed while this agent was away are found after each listing: the claim holdings
- *   this node keeps whose claim the listing does not hold;
+ *   this node keeps whose claim the listing does not hold; and every `sweepMs` the same look is
+ *   taken against the watch's cache (no API request): a placeholder this node took over since (the
+ *   block of a node gone came to it) or an end given up on is found within one sweep;
  * - nothing is judged before the first listing, nor from a listing that did not come;
  * - a failed end is retried with per-key backoff on the injected clock, `maxRetries` times, then
  *   found again after the next listing; a claim seen again meanwhile is not ended.
@@ -20,9 +24,10 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../../../core/clock.ts';
 import { messageOf } from '../../../core/errors.ts';
+import { PeriodicTask } from '../../../core/periodic-task.ts';
 import { DEFAULT_MAX_RETRIES, RateLimitedQueue } from '../../../core/rate-limited-queue.ts';
 import type { ListWatchItem } from '../../../sources/kubernetes/list-watch.ts';
-import { type ClaimCache, claimHolderKey } from './claim-cache.ts';
+import { type ClaimCache, type ClaimRef, claimHolderKey } from './claim-cache.ts';
 import { claimOfHolding } from './claim-planner.ts';
 
 /** What the upkeep needs of the holdings (allocator/holdings/), narrowed to it. */
@@ -37,13 +42,19 @@ export interface ClaimHoldings {
 
 export interface ClaimUpkeepOptions {
   readonly cache: ClaimCache;
+  /** Whether the API server has a claim of that name now (a GET, not the cache). */
+  readonly exists: (ref: ClaimRef) => Promise<boolean>;
   readonly holdings: ClaimHoldings;
   readonly clock: Clock;
   readonly logger: Logger;
   readonly maxRetries?: number;
+  /** How often the holdings kept here are checked against the cache, ms. Default 5 minutes. */
+  readonly sweepMs?: number;
   /** Told of each holding ended (its key and addresses): metrics, logs. */
   readonly onEnded?: (key: string, addresses: readonly string[]) => void;
 }
+
+const DEFAULT_SWEEP_MS = 5 * 60_000;
 
 export interface ClaimUpkeepStats {
   /** Holdings ended by this agent since it started. */
@@ -65,6 +76,12 @@ export class ClaimUpkeep {
 
   /** Consumes the claim watch and ends the holdings of deleted claims until the signal aborts. */
   async run(items: AsyncIterable<ListWatchItem<unknown>>, signal: AbortSignal): Promise<void> {
+    const sweep = new PeriodicTask({
+      clock: this.#o.clock,
+      intervalMs: this.#o.sweepMs ?? DEFAULT_SWEEP_MS,
+      run: () => this.#sweep(),
+    });
+    sweep.start(signal);
     const worker = this.#queue.run((key) => this.#end(key), {
       signal,
       onError: (key, error) =>
@@ -73,6 +90,7 @@ export class ClaimUpkeep {
     try {
       for await (const item of items) await this.#take(item);
     } finally {
+      sweep.stop();
       this.#queue.shutDown();
       await worker;
     }
@@ -89,7 +107,12 @@ export class ClaimUpkeep {
 
   async #take(item: ListWatchItem<unknown>): Promise<void> {
     for (const gone of this.#o.cache.observe(item)) this.#queue.add(claimHolderKey(gone));
-    if (item.kind !== 'listed') return;
+    if (item.kind === 'listed') await this.#sweep();
+  }
+
+  /** Queues the holdings kept here whose claim the cache does not hold (once it has listed). */
+  async #sweep(): Promise<void> {
+    if (!this.#o.cache.listed) return;
     try {
       for (const key of await this.#o.holdings.keptClaimKeys()) {
         const ref = claimOfHolding(key);
@@ -107,7 +130,7 @@ export class ClaimUpkeep {
     // Back (made again under its name) since: its holding goes on.
     if (ref === undefined || this.#o.cache.peek(ref) !== undefined) return this.#queue.forget(key);
     try {
-      if (!(await this.#o.holdings.keeps(key))) return this.#queue.forget(key);
+      if (!(await this.#o.holdings.keeps(key)) || (await this.#o.exists(ref))) return this.#queue.forget(key);
       const addresses = (await this.#o.holdings.endHolding(key)).map((h) => h.address);
       this.#queue.forget(key);
       this.#ended += 1;

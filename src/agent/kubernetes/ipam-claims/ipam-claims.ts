@@ -85,7 +85,13 @@ export class IpamClaims {
       clock: o.clock,
       logger,
     });
-    this.#upkeep = new ClaimUpkeep({ cache: this.cache, holdings: o.holdings, clock: o.clock, logger });
+    this.#upkeep = new ClaimUpkeep({
+      cache: this.cache,
+      exists: async (ref) => (await o.api.get(ref)) !== undefined,
+      holdings: o.holdings,
+      clock: o.clock,
+      logger,
+    });
   }
 
   /** Told of each ADD (CniService's afterAdd): one that took a claim's addresses is written to its status. */

@@ -13,10 +13,13 @@ import { parseNetConf } from '../../../../src/cni/netconf.ts';
 import { WarrenError } from '../../../../src/core/errors.ts';
 import { formatIP } from '../../../../src/ipam/address.ts';
 
-const conf = parseNetConf(
-  { cniVersion: '1.0.0', name: 'tenant-a', type: 'bridge', ipam: { type: 'warren', range: '10.77.0.0/24' } },
-  'ADD',
-);
+const RAW_CONF = {
+  cniVersion: '1.0.0',
+  name: 'tenant-a',
+  type: 'bridge',
+  ipam: { type: 'warren', range: '10.77.0.0/24' },
+};
+const conf = parseNetConf(RAW_CONF, 'ADD');
 const initial: AddPlan = { ranges: conf.ipam.ranges, requested: [] };
 const POD = { namespace: 'vms', name: 'virt-launcher-vm1-abcde', uid: 'u-1' };
 
@@ -139,6 +142,42 @@ describe('ipamClaimPlanner', () => {
     await assert.rejects(planner(conf, POD, held, { containerID: 'c1', ifname: 'pod4f1a2b' }), (e) =>
       refused(e, /already held as statefulset\/vms\/db\/0/),
     );
+  });
+
+  it('on an agent whose store keeps no holdings, refuses a pod naming a claim rather than give it an address that would not follow the VM', async () => {
+    const pod = launcher(VM_NETWORKS);
+    let reads = 0;
+    const planner = ipamClaimPlanner({
+      pod: async () => {
+        reads += 1;
+        return pod;
+      },
+      claim: async () => undefined,
+      unsupported: 'held only on the kubernetes store (this agent runs --store sqlite)',
+    });
+    const persistent = parseNetConf({ ...RAW_CONF, allowPersistentIPs: true }, 'ADD');
+    await assert.rejects(planner(persistent, POD, initial, { containerID: 'c1', ifname: 'pod4f1a2b' }), (e) =>
+      refused(e, /names IPAMClaim vms\/vm1\.tenant, but held only on the kubernetes store/),
+    );
+    assert.equal(await planner(persistent, POD, initial, { containerID: 'c1', ifname: 'pod9c8d7e' }), initial);
+    // A network not made for persistent IPs is served there as before, with no pod read.
+    reads = 0;
+    assert.equal(await planner(conf, POD, initial, { containerID: 'c1', ifname: 'pod4f1a2b' }), initial);
+    assert.equal(reads, 0);
+  });
+
+  it('answers try-again (11) when the pod cannot be read: whether it names a claim is unknown', async () => {
+    const planner = ipamClaimPlanner({
+      pod: async () => {
+        throw new Error('fetch failed');
+      },
+      claim: async () => undefined,
+    });
+    await assert.rejects(planner(conf, POD, initial, { containerID: 'c1', ifname: 'pod4f1a2b' }), (e) => {
+      assert.ok(e instanceof WarrenError && e.code === 'TRY_AGAIN', String(e));
+      assert.match(e.message, /cannot read pod vms\/virt-launcher-vm1-abcde .*: fetch failed/);
+      return true;
+    });
   });
 
   it("asks for the claim's spec.ipRequests, one per family, beside what the plan asks", async () => {

@@ -79,7 +79,7 @@ describe('ClaimStatusWriter', () => {
 });
 
 describe('ClaimUpkeep', () => {
-  function setup(kept: string[]) {
+  function setup(kept: string[], existing = new Set<string>()) {
     const clock = new ManualClock();
     const cache = new ClaimCache({ fetchClaim: async () => undefined });
     const ended: string[] = [];
@@ -93,7 +93,13 @@ describe('ClaimUpkeep', () => {
         return [{ address: '10.77.0.5' }];
       },
     };
-    const upkeep = new ClaimUpkeep({ cache, holdings, clock, logger: silentLogger });
+    const upkeep = new ClaimUpkeep({
+      cache,
+      exists: async (ref) => existing.has(ref.name),
+      holdings,
+      clock,
+      logger: silentLogger,
+    });
     const items = new AsyncChannel<ListWatchItem<unknown>>();
     const stop = new AbortController();
     const running = upkeep.run(items, stop.signal);
@@ -102,7 +108,7 @@ describe('ClaimUpkeep', () => {
       items.close();
       await running;
     };
-    return { cache, ended, items, upkeep, finish };
+    return { cache, clock, ended, items, keptKeys, upkeep, finish };
   }
 
   it('ends the holding of a deleted claim kept here, and of none other', async () => {
@@ -131,6 +137,25 @@ describe('ClaimUpkeep', () => {
     s.items.push({ kind: 'listed', objects: [claim('here.a')] });
     await flush(5);
     assert.deepEqual(s.ended, ['ipamclaim/vms/gone.a']);
+    await s.finish();
+  });
+
+  it('never ends the holding of a claim the API server has, though the listing missed it (made just after)', async () => {
+    const s = setup(['ipamclaim/vms/new.a'], new Set(['new.a']));
+    s.items.push({ kind: 'listed', objects: [] });
+    await flush(5);
+    assert.deepEqual(s.ended, []);
+    await s.finish();
+  });
+
+  it('finds within one sweep a holding that came to this node after its claim was deleted', async () => {
+    const s = setup([]);
+    s.items.push({ kind: 'listed', objects: [] });
+    await flush(3);
+    s.keptKeys.add('ipamclaim/vms/orphan.a'); // the block of a node gone came here, its placeholder held again
+    s.clock.advance(5 * 60_000);
+    await flush(5);
+    assert.deepEqual(s.ended, ['ipamclaim/vms/orphan.a']);
     await s.finish();
   });
 });
