@@ -154,14 +154,13 @@ export class Allocator {
           })
         : undefined;
     const lending = this.#lending;
-    this.#blocks = blocks
-      ? new BlockAssigner({ store, node, maxAttempts, pools, metadata, own, assigner: this.#assigner, lending })
-      : null;
+    const [records, where] = [tier?.holdings, tier?.description ?? store.description];
+    this.holdings = new Holdings({ store, records, where, node, clock, pools, locks: this.#locks });
+    const parts = { pools, metadata, own, assigner: this.#assigner, lending, holdings: this.holdings };
+    this.#blocks = blocks ? new BlockAssigner({ store, node, maxAttempts, ...parts }) : null;
     this.#releaser = new Releaser({ store, clock, maxAttempts, pools, locks: this.#locks });
     this.#giveBack = new EmptyBlockGiveBack({ store, clock, node, pools, own, locks: this.#locks });
     this.#pools = pools;
-    const [records, where] = [tier?.holdings, tier?.description ?? store.description];
-    this.holdings = new Holdings({ store, records, where, node, clock, pools, locks: this.#locks });
   }
 
   get node(): string {
@@ -381,8 +380,9 @@ export class Allocator {
     return this.#lending.run(o);
   }
 
-  /** Frees everything a node that is gone for good held (forget-node.ts). */
+  /** Frees everything a node that is gone for good held (forget-node.ts); its holdings orphaned first. */
   async forgetNode(node: string): Promise<ForgottenNode> {
+    await this.holdings.orphan(node); // before its blocks are freed: a claim of one then holds them
     return forgetNode(
       {
         store: this.#store,

@@ -65,10 +65,20 @@ export interface ClusterHoldings {
   ofHolder(key: string): Promise<HoldingRecord[]>;
   /**
    * Records selected by what they are labelled with: the owner of the block (`owner`), a node
-   * using them (`user`, as `uses` says), the kind of holder (`kind`: `statefulset`, `ipamclaim`).
-   * With no filter, every record.
+   * using them (`user`, as `uses` says), the kind of holder (`kind`: `statefulset`, `ipamclaim`),
+   * the store pool holding the address (`block`). With no filter, every record.
    */
-  list(filter: { readonly owner?: string; readonly user?: string; readonly kind?: string }): Promise<HoldingRecord[]>;
+  list(filter: {
+    readonly owner?: string;
+    readonly user?: string;
+    readonly kind?: string;
+    readonly block?: string;
+  }): Promise<HoldingRecord[]>;
+  /**
+   * Makes `node` the record's owner if it is still at `record.version` (the block's new holder,
+   * its old one forgotten); undefined when it changed or is gone.
+   */
+  setOwner(record: HoldingRecord, node: string): Promise<HoldingRecord | undefined>;
   /**
    * Replaces node `node`'s entries of `uses` by `uses` if the record is still at `record.version`;
    * undefined when it changed (read again) or is gone.

@@ -97,6 +97,26 @@ export function holdingsConformance(name: string, factory: TierFactory): void {
       assert.deepEqual(await t.list({ user: 'n1' }).then((l) => l.filter((r) => r.key === record.key)), []);
     });
 
+    it("selects a block's records, and hands a record to a new owner only at the version read", async () => {
+      const t = await holdings();
+      const h = holding();
+      const record = await t.create(h);
+      await t.create(holding());
+      assert.ok(record);
+      assert.deepEqual(
+        (await t.list({ block: h.block })).map((r) => r.key),
+        [h.key],
+      );
+      const moved = await t.setOwner(record, 'heir');
+      assert.equal(moved?.owner, 'heir');
+      assert.equal(await t.setOwner(record, 'late'), undefined, 'stale version');
+      assert.deepEqual(
+        (await t.list({ owner: 'heir', block: h.block })).map((r) => r.key),
+        [h.key],
+      );
+      assert.deepEqual(await t.list({ owner: h.owner, block: h.block }), []);
+    });
+
     it('removes only the record read: one made again since is another, and stays', async () => {
       const t = await holdings();
       const h = holding();

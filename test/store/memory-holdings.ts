@@ -49,14 +49,25 @@ export class MemoryHoldings implements ClusterHoldings {
     return [...this.#s.holdings.values()].filter((h) => h.key === key);
   }
 
-  async list(filter: { owner?: string; user?: string; kind?: string }): Promise<HoldingRecord[]> {
+  async list(filter: { owner?: string; user?: string; kind?: string; block?: string }): Promise<HoldingRecord[]> {
     this.#reach('holdings.list');
     return [...this.#s.holdings.values()].filter(
       (h) =>
         (filter.owner === undefined || h.owner === filter.owner) &&
         (filter.user === undefined || h.uses.some((u) => u.node === filter.user)) &&
-        (filter.kind === undefined || h.key.startsWith(`${filter.kind}/`)),
+        (filter.kind === undefined || h.key.startsWith(`${filter.kind}/`)) &&
+        (filter.block === undefined || h.block === filter.block),
     );
+  }
+
+  async setOwner(record: HoldingRecord, node: string): Promise<HoldingRecord | undefined> {
+    this.#reach('holdings.setOwner');
+    const id = idOf(record.key, record.pool);
+    const current = this.#s.holdings.get(id);
+    if (current === undefined || current.version !== record.version) return undefined;
+    const updated: HoldingRecord = { ...current, owner: node, version: `${this.#s.next()}` };
+    this.#s.holdings.set(id, updated);
+    return updated;
   }
 
   async setUses(record: HoldingRecord, node: string, uses: readonly HoldingUse[]): Promise<HoldingRecord | undefined> {

@@ -4,6 +4,7 @@
  *   that died between placeholder and record) is released once it has been missing for the grace on
  *   the monotonic clock, never sooner, so a first ADD under way is not undone; a record owned here
  *   whose placeholder is missing (this node's store lost it) is held again when the address is free;
+ *   a record whose placeholder this node's claim of a forgotten node's block wrote becomes this node's;
  * - as user: the uses this node's store records (use pools, ipam/holding-key.ts) are reported into
  *   their records' `uses`, and entries of this node no longer recorded here are taken out, so the
  *   records show which pods use each address within one run of any change.
@@ -17,6 +18,7 @@ import { messageOf } from '../../core/errors.ts';
 import type { KeyedMutex } from '../../core/keyed-mutex.ts';
 import { momentOf } from '../../core/moment.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
+import { rangePoolOfKey } from '../../ipam/blocks.ts';
 import { isUseKey, usePoolOf } from '../../ipam/holding-key.ts';
 import type { ClusterHoldings, HoldingRecord, HoldingUse } from '../../store/cluster-holdings.ts';
 import type { Store } from '../../store/store.ts';
@@ -71,7 +73,7 @@ export class HoldingsUpkeep {
     for (const p of placeholders) {
       const id = placeholderId(p.pool, p.address, p.containerID);
       seen.add(id);
-      if (recorded.has(id)) {
+      if (recorded.has(id) || (await this.#adopted(p))) {
         this.#missingSince.delete(id);
         continue;
       }
@@ -99,6 +101,17 @@ export class HoldingsUpkeep {
       }
     }
     return { held, released };
+  }
+
+  /**
+   * Whether placeholder `p`, owned by no record of this node, is a record's whose block this node
+   * took over (its owner forgotten; the claim held it: holdings.ts claimOps): it is made this node's.
+   */
+  async #adopted(p: Allocation): Promise<boolean> {
+    const { records, node } = this.#o;
+    const record = await records.get(p.containerID, rangePoolOfKey(p.pool));
+    if (record === undefined || record.block !== p.pool || record.address !== p.address) return false;
+    return record.owner === node || (await records.setOwner(record, node)) !== undefined;
   }
 
   /** Writes the placeholder of `record` in its block again, if the address is free there. */

@@ -28,7 +28,12 @@
  *   current pod has the address, and the old attachment's release finds nothing of its own;
  * - ADDs of a holder make requests to the cluster (a read, and the record at the first); DELs never;
  * - a placeholder without its record is released by the owner's upkeep (holdings-upkeep.ts) after
- *   a grace, never sooner, so a first ADD under way (placeholder written, record not yet) is kept.
+ *   a grace, never sooner, so a first ADD under way (placeholder written, record not yet) is kept;
+ * - a node forgotten for good (forget-node) has its holdings marked orphaned before its blocks are
+ *   freed; the node that claims such a block next writes their placeholders in the claim's own
+ *   commit and becomes their owner. It knows the orphans as its last upkeep run read them (as
+ *   lending knows migrated addresses): a claim within one upkeep interval of the forget, on a node
+ *   other than the forgetting one, may miss them.
  */
 import type { Clock } from '../../core/clock.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
@@ -44,9 +49,9 @@ import type { PoolOp, Store } from '../../store/store.ts';
 import { type AllocateRequest, type Assignment, recordOf } from '../assignment.ts';
 import type { PoolCache } from '../pool-cache.ts';
 import { type HoldingsReport, HoldingsUpkeep } from './holdings-upkeep.ts';
-import { placeholderOwner } from './placeholders.ts';
+import { ORPHANED, placeholderOwner } from './placeholders.ts';
 
-export { HELD_NETWORK, isHeldPlaceholder, placeholderOwner } from './placeholders.ts';
+export { HELD_NETWORK, ORPHANED, isHeldPlaceholder, placeholderOwner } from './placeholders.ts';
 
 export interface HoldingsOptions {
   readonly store: Store;
@@ -68,6 +73,8 @@ export class Holdings {
   readonly #o: HoldingsOptions;
   /** Absent without a cluster keeping holdings. */
   readonly #upkeep: HoldingsUpkeep | undefined;
+  /** Orphaned holdings (their owner forgotten) as last read: what a claim holds (claimOps). */
+  #orphans: readonly HoldingRecord[] | undefined;
 
   constructor(options: HoldingsOptions) {
     this.#o = options;
@@ -92,7 +99,13 @@ export class Holdings {
    */
   async run(graceMs: number): Promise<HoldingsReport> {
     if (this.#upkeep === undefined) return { held: [], released: [], reported: 0, errors: [] };
-    return this.#upkeep.run(graceMs);
+    const report = await this.#upkeep.run(graceMs);
+    try {
+      await this.readOrphans();
+    } catch (error) {
+      return { ...report, errors: [...report.errors, `reading orphaned holdings: ${messageOf(error)}`] };
+    }
+    return report;
   }
 
   /** The cluster's records, or the refusal of a store that keeps none. */
@@ -243,6 +256,58 @@ export class Holdings {
       }
       throw new WarrenError('TRY_AGAIN', `the use of ${record.address} for ${record.key} kept changing; try again`);
     });
+  }
+
+  /**
+   * Marks the holdings of `node`, gone for good, orphaned (owner ORPHANED): called before its blocks
+   * are freed, so whichever node claims one of them holds their addresses with the claim (claimOps).
+   */
+  async orphan(node: string): Promise<number> {
+    const records = this.#o.records;
+    if (records === undefined) return 0;
+    let orphaned = 0;
+    for (const r of await this.#reach(`node ${node}`, 'read', () => records.list({ owner: node })))
+      if ((await records.setOwner(r, ORPHANED)) !== undefined) orphaned += 1;
+    return orphaned;
+  }
+
+  /** The orphaned holdings, read now (each upkeep run), kept for claims to look at without a request. */
+  async readOrphans(): Promise<readonly HoldingRecord[]> {
+    const records = this.#o.records;
+    this.#orphans = records === undefined ? [] : await records.list({ owner: ORPHANED });
+    return this.#orphans;
+  }
+
+  /**
+   * What claiming `block` must commit with the claim: a placeholder for every orphaned holding in it
+   * (its owner forgotten), so the claimer never hands the address out. The orphans as the last
+   * upkeep run read them (a claim costs no request more); read now at the first claim after a start
+   * (TRY_AGAIN when the cluster cannot be reached then), like lending's migrated addresses.
+   */
+  async claimOps(block: string): Promise<PoolOp[]> {
+    if (this.#o.records === undefined) return [];
+    const orphans = this.#orphans ?? (await this.#reach(`block ${block}`, 'read', () => this.readOrphans()));
+    const now = momentOf(this.#o.clock);
+    return orphans
+      .filter((r) => r.block === block)
+      .map((r) => ({
+        op: 'allocate',
+        allocation: {
+          pool: block,
+          address: r.address,
+          ...placeholderOwner(r.key),
+          node: this.#o.node,
+          createdAt: now.wall,
+          ...(now.stamp === undefined ? {} : { createdStamp: now.stamp }),
+        },
+      }));
+  }
+
+  /** After a claim of `block` (claimOps): this node becomes the owner of the orphans it holds now. */
+  async adoptBlock(block: string): Promise<void> {
+    const records = this.#o.records;
+    if (records === undefined) return;
+    for (const r of this.#orphans ?? []) if (r.block === block) await records.setOwner(r, this.#o.node);
   }
 
   /** Releases `use`, an earlier use of the same attachment in another use pool. */

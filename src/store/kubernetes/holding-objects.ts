@@ -11,6 +11,7 @@ import { parseHolderKey } from '../../ipam/holding-key.ts';
 import type { HoldingRecord, HoldingUse, NewHolding } from '../cluster-holdings.ts';
 import {
   API_VERSION,
+  BLOCK_LABEL,
   HOLDER_KIND_LABEL,
   HOLDER_LABEL,
   NODE_LABEL,
@@ -34,6 +35,7 @@ export function holdingObject(h: NewHolding, uses: readonly HoldingUse[], resour
     [RANGE_LABEL]: labelValue(h.pool),
     [HOLDER_LABEL]: labelValue(h.key),
     [HOLDER_KIND_LABEL]: parseHolderKey(h.key)?.kind ?? 'unknown',
+    [BLOCK_LABEL]: labelValue(h.block),
   };
   for (const u of uses) labels[userLabel(u.node)] = 'true';
   return {

@@ -15,6 +15,7 @@ import type { ClusterHoldings, HoldingRecord, HoldingUse, NewHolding, RemoveResu
 import { holdingNamespace, holdingObject, holdingOf } from './holding-objects.ts';
 import type { KubeApiClient } from './api-client.ts';
 import {
+  BLOCK_LABEL,
   HOLDER_KIND_LABEL,
   HOLDER_LABEL,
   NODE_LABEL,
@@ -69,11 +70,12 @@ export class KubeHoldings implements ClusterHoldings {
     return items.map(holdingOf).filter((r): r is HoldingRecord => r?.key === key);
   }
 
-  async list(filter: { owner?: string; user?: string; kind?: string }): Promise<HoldingRecord[]> {
+  async list(filter: { owner?: string; user?: string; kind?: string; block?: string }): Promise<HoldingRecord[]> {
     const labels: Record<string, string> = {
       ...(filter.owner === undefined ? {} : { [NODE_LABEL]: labelValue(filter.owner) }),
       ...(filter.user === undefined ? {} : { [userLabel(filter.user)]: 'true' }),
       ...(filter.kind === undefined ? {} : { [HOLDER_KIND_LABEL]: labelValue(filter.kind) }),
+      ...(filter.block === undefined ? {} : { [BLOCK_LABEL]: labelValue(filter.block) }),
     };
     const items = await this.#holdings.listAll('list address holdings', selectorOf(labels));
     return items
@@ -83,8 +85,18 @@ export class KubeHoldings implements ClusterHoldings {
           r !== undefined &&
           (filter.owner === undefined || r.owner === filter.owner) &&
           (filter.user === undefined || r.uses.some((u) => u.node === filter.user)) &&
-          (filter.kind === undefined || r.key.startsWith(`${filter.kind}/`)),
+          (filter.kind === undefined || r.key.startsWith(`${filter.kind}/`)) &&
+          (filter.block === undefined || r.block === filter.block),
       );
+  }
+
+  async setOwner(record: HoldingRecord, node: string): Promise<HoldingRecord | undefined> {
+    const holdings = this.#of(record.key);
+    const written = await holdings.replace(
+      `make node ${node} the owner of the holding of ${record.key}`,
+      holdingObject({ ...record, owner: node }, record.uses, record.version),
+    );
+    return written.kind === 'replaced' ? holdingOf(written.object) : undefined;
   }
 
   async setUses(record: HoldingRecord, node: string, uses: readonly HoldingUse[]): Promise<HoldingRecord | undefined> {

@@ -34,6 +34,8 @@ export const OPEN_LABEL = 'warren.dev/open';
 export const LEASE_LABEL = 'warren.dev/lease';
 /** The kind of holder of a holding (`statefulset`, `ipamclaim`). */
 export const HOLDER_KIND_LABEL = 'warren.dev/holder-kind';
+/** The store pool holding a holding's address (its owner's block), so a block's holdings are selected by the server. */
+export const BLOCK_LABEL = 'warren.dev/block';
 /** The holder of a holding (its key as a label value), so a holder's records are selected by the server. */
 export const HOLDER_LABEL = 'warren.dev/holder';
 /** Prefix of the label a holding carries once per node using it: `user.warren.dev/<node>`. */

@@ -7,6 +7,8 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { isHeldPlaceholder, placeholderOwner } from '../../../src/allocator/holdings/holdings.ts';
+import { isWarrenError } from '../../../src/core/errors.ts';
+import { type IPAddress, parseIP } from '../../../src/ipam/address.ts';
 import { type TieredCluster, type TieredNode, rangesOf, tieredCluster } from '../../store/tiered-nodes.ts';
 
 const KEY = 'ipamclaim/vms/vm-a';
@@ -80,6 +82,38 @@ describe('the upkeep of holdings', () => {
     assert.deepEqual((await a.allocator.holdings.run(GRACE_MS)).released, [
       `${orphan.allocation.address} (held for statefulset/x/web/3)`,
     ]);
+  });
+
+  it("keeps a forgotten owner's held address held by the block's next holder, which then owns the holding", async () => {
+    const { nodes, tier, clock } = cluster();
+    const [a, b, c] = nodes as [TieredNode, TieredNode, TieredNode];
+    const [held] = await add(a, 'p1');
+    const address = held?.allocation.address as string;
+    const [record] = await tier.holdings.ofHolder(KEY);
+    assert.ok(record);
+    // Node a is gone for good: b forgets it, freeing its blocks in the cluster.
+    assert.ok((await b.allocator.forgetNode('a')).blocks.includes(record.block));
+    // A plain ADD on b asking for the held address claims the block first: the claim holds it.
+    const asked = b.allocator.allocate({
+      owner: { network: 'net', containerID: 'intruder', ifname: 'eth0' },
+      ranges,
+      requested: [parseIP(address) as IPAddress],
+    });
+    await assert.rejects(asked, (e) => isWarrenError(e) && e.code === 'ADDRESS_UNAVAILABLE');
+    assert.deepEqual(
+      (await placeholders(b)).map((p) => p.address),
+      [address],
+    );
+    assert.equal((await tier.holdings.ofHolder(KEY))[0]?.owner, 'b', 'b owns the holding now');
+    // Had that write been lost, b's upkeep makes it so; it never takes the placeholder for an orphan.
+    const [adopted] = await tier.holdings.ofHolder(KEY);
+    assert.ok(adopted && (await tier.holdings.setOwner(adopted, 'a')));
+    await b.allocator.holdings.run(GRACE_MS);
+    clock.advance(GRACE_MS);
+    assert.deepEqual((await b.allocator.holdings.run(GRACE_MS)).released, []);
+    assert.equal((await tier.holdings.ofHolder(KEY))[0]?.owner, 'b');
+    const [next] = await add(c, 'p2');
+    assert.equal(next?.allocation.address, address);
   });
 
   it('holds the address again when the owner lost its placeholder while the record stands', async () => {
