@@ -50,6 +50,10 @@ export class HoldingsUpkeep {
   readonly #o: HoldingsUpkeepOptions;
   /** Placeholders seen without their record, and since when (monotonic ms), by `block address`. */
   readonly #missingSince = new Map<string, number>();
+  /** Whether a run read the records owned here since the start. */
+  #started = false;
+  /** Whether the last run had uses to report (or none ran yet): the next reads the records used here. */
+  #reporting = true;
 
   constructor(options: HoldingsUpkeepOptions) {
     this.#o = options;
@@ -65,7 +69,10 @@ export class HoldingsUpkeep {
   async #keepPlaceholders(graceMs: number, errors: string[]): Promise<{ held: string[]; released: string[] }> {
     const { store, records, node, clock } = this.#o;
     const placeholders = await store.list({ network: HELD_NETWORK });
-    const owned = await records.list({ owner: node });
+    // The records owned here are read while this node keeps placeholders, and once after a start (a
+    // store that lost them): an idle node costs the cluster no request for them.
+    const owned = placeholders.length > 0 || !this.#started ? await records.list({ owner: node }) : [];
+    this.#started = true;
     const recorded = new Set(owned.map((r) => placeholderId(r.block, r.address, r.key)));
     const now = clock.monotonic();
     const released: string[] = [];
@@ -150,7 +157,9 @@ export class HoldingsUpkeep {
         if (a.address === use.address) entry.uses.push(useOf(a, node));
       local.set(id, entry);
     }
-    const listed = await records.list({ user: node });
+    // Read while this node has uses to report or reported some last time, and once after a start.
+    const listed = local.size > 0 || this.#reporting ? await records.list({ user: node }) : [];
+    this.#reporting = local.size > 0;
     const byId = new Map<string, HoldingRecord>(listed.map((r) => [`${r.key}\0${r.pool}`, r]));
     let written = 0;
     for (const id of new Set([...byId.keys(), ...local.keys()])) {
