@@ -129,6 +129,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/helpers-check/fake-kube-api.test.ts',
   'test/helpers-check/fake-kube-api-crs-client.test.ts',
   'test/helpers-check/fake-kube-api-crs.test.ts',
+  'test/helpers-check/fake-kube-api-statefulsets.test.ts',
   'test/helpers-check/fake-kube-api-crs-limits.test.ts',
   'test/helpers-check/fake-kube-api-crs-reads.test.ts',
   'test/helpers-check/fake-kube-api-crs-updates.test.ts',
