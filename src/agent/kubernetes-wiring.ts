@@ -22,6 +22,7 @@ import { KubernetesReleases } from './kubernetes/releases.ts';
 import { PodDirectory } from './kubernetes/pod-directory.ts';
 import { KubernetesPlanning } from './kubernetes/planning.ts';
 import { PoolStatusWriter } from './kubernetes/pool-status.ts';
+import { StickyRelease } from './kubernetes/sticky-release.ts';
 import { ClaimApi } from './kubernetes/ipam-claims/claim-api.ts';
 import { IpamClaims, storeClaimHoldings } from './kubernetes/ipam-claims/ipam-claims.ts';
 import { ipamClaimPlanner } from './kubernetes/ipam-claims/claim-planner.ts';
@@ -81,6 +82,7 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
       ...(fieldSelector === undefined ? {} : { fieldSelector }),
     });
   const tier = deps.store.blockOwners?.tier;
+  const holdings = tier?.holdings;
   // WarrenPools are custom resources of the kubernetes store's (deploy/crds/): read only on it.
   const planning = new KubernetesPlanning({
     node: o.nodeName,
@@ -98,10 +100,28 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
                 : new PoolStatusWriter({
                     catalog,
                     tier,
-                    write: poolStatusWrite(kubeConfig),
+                    ...poolStatusWrite(kubeConfig),
                     clock: deps.clock,
                     logger,
+                    // Three upkeep rounds (30 s by default): the status is for operators, not for allocation.
+                    intervalMs: o.upkeepIntervalSeconds * 3000,
                   }),
+          },
+        }),
+    ...(holdings === undefined || tier === undefined
+      ? {}
+      : {
+          sticky: {
+            statefulSets: watch('/apis/apps/v1/statefulsets'),
+            release: new StickyRelease({
+              records: holdings,
+              endHolding: (key) => deps.allocator.holdings.endHolding(key),
+              membership: tier.membership,
+              clock: deps.clock,
+              logger,
+              graceMs: o.stickyReleaseGraceSeconds * 1000,
+              intervalMs: o.upkeepIntervalSeconds * 1000,
+            }),
           },
         }),
   });
@@ -160,12 +180,19 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
   return { pods, releases, events, nodes, planning, claims, claimPlanners: claims?.planners ?? [refuseClaims] };
 }
 
-/** PUT of a WarrenPool's status at its resourceVersion; false when it changed or is gone meanwhile. */
-function poolStatusWrite(
-  kubeConfig: ReturnType<typeof loadKubeConfig>,
-): (object: Record<string, unknown>) => Promise<boolean> {
+/**
+ * PUT of a WarrenPool's status at its resourceVersion (false when it changed or is gone meanwhile),
+ * through a client opened at the first write and closed when the writer stops.
+ */
+function poolStatusWrite(kubeConfig: ReturnType<typeof loadKubeConfig>): {
+  write: (object: Record<string, unknown>) => Promise<boolean>;
+  onStop: () => void;
+} {
   let opened: Promise<KubeApiClient> | undefined;
-  return async (object) => {
+  const onStop = (): void => {
+    opened?.then((api) => api.close()).catch(() => undefined);
+  };
+  const write = async (object: Record<string, unknown>): Promise<boolean> => {
     opened ??= KubeApiClient.open({ kubeConfig });
     const api = await opened;
     const pools = new Resource(api, warrenKind('warrenpools'));
@@ -177,4 +204,5 @@ function poolStatusWrite(
     );
     return answer.kind === 'replaced';
   };
+  return { write, onStop };
 }

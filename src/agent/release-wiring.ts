@@ -332,8 +332,11 @@ export class ReleaseWiring {
     const events = kube.events.status();
     const nodes =
       kube.nodes === undefined ? undefined : { ...kube.nodes.source.status(), ...nodesOf(kube.nodes.forget.status()) };
-    const forbidden = [pods.forbidden, events.forbidden, nodes?.forbidden].filter((f): f is string => f !== undefined);
-    return { pods, releases: kube.releases.status(), events, ...(nodes === undefined ? {} : { nodes }), forbidden };
+    const planning = kube.planning.status();
+    const watches = [pods, events, nodes, planning.namespaces, planning.pools];
+    const forbidden = watches.map((w) => w?.forbidden).filter((f): f is string => f !== undefined);
+    const parts = { pods, releases: kube.releases.status(), events, ...(nodes === undefined ? {} : { nodes }) };
+    return { ...parts, planning, forbidden };
   }
 
   /** A release path is gone: told to the agent, which must not serve as if it were there. */

@@ -30,6 +30,8 @@ export interface DoctorFacts {
    * source is on, cni/node-local.ts), with the config derived from the node's own CIDR if any.
    */
   readonly nodeLocalOnly?: { readonly derived?: NodeLocalConfig };
+  /** Present when the agent watches WarrenPools (the kubernetes store): whether it has listed them, and their names. */
+  readonly warrenPools?: { readonly listed: boolean; readonly names: readonly string[] };
   readonly store: {
     readonly kind: StoreKind;
     readonly description: string;

@@ -168,8 +168,48 @@ export interface KubernetesStatus {
     readonly forgotten: readonly string[];
     readonly forgetError?: string;
   };
+  /** What the ADD planners read: the pod directory, the namespaces and (kubernetes store) the WarrenPools. */
+  readonly planning?: PlanningStatus;
   /** Every permission the API server refused, named; empty when none was. */
   readonly forbidden: readonly string[];
+}
+
+/** A WarrenPool as the agent's watch last showed it, with the status the cluster keeps for it. */
+export interface WarrenPoolReport {
+  readonly name: string;
+  /** Its ranges (subnets), in the order written. */
+  readonly ranges: readonly string[];
+  /** Allocatable addresses, in decimal (status.capacity); absent before the status is written. */
+  readonly capacity?: string;
+  readonly used?: number;
+  readonly blocks?: number;
+  readonly nodes?: number;
+  /** The selectors as kubectl writes them; absent: every node, every namespace. */
+  readonly nodeSelector?: string;
+  readonly namespaceSelector?: string;
+  readonly sticky: boolean;
+  /** Why the pool cannot be used (its spec does not parse). */
+  readonly problem?: string;
+}
+
+export interface PlanningStatus {
+  /** This node's pods and the namespaces held, and the GETs made for ones not held yet. */
+  readonly directory: {
+    readonly pods: number;
+    readonly namespaces: number;
+    readonly namespacesListed: boolean;
+    readonly podGets: number;
+    readonly namespaceGets: number;
+  };
+  readonly namespaces: ListWatchStatus;
+  /** On the kubernetes store: the WarrenPools' watch and what it holds. */
+  readonly pools?: ListWatchStatus & {
+    readonly listed: boolean;
+    readonly list: readonly WarrenPoolReport[];
+    /** This node's labels are read (pools with a nodeSelector wait for them). */
+    readonly nodeLabelsRead: boolean;
+    readonly statusWriter?: { readonly rounds: number; readonly written: number; readonly lastError?: string };
+  };
 }
 
 export interface ClusterStatus {

@@ -1,5 +1,6 @@
 /**
- * The commands about the address space: `warren pools` (utilisation per pool and block),
+ * The commands about the address space: `warren pools` (utilisation per pool and block, and the
+ * WarrenPools the agent watches with their capacity, use and selectors),
  * `warren nodes` (who shares the store, alive or not, and their blocks), `warren node forget`
  * (free what a node gone for good held) and `warren store accept` (after the agent stopped
  * allocating on a store that lost its data: use it as it is now).
@@ -13,15 +14,39 @@ import { UsageError } from './usage.ts';
 
 export async function poolsCommand(argv: readonly string[], io: CliIO): Promise<number> {
   const { values } = parseArgs({ args: [...argv], options: COMMON, strict: true });
-  const list = await client(values.socket, io.env).pools();
+  const agent = client(values.socket, io.env);
+  const list = await agent.pools();
   if (values.json) {
     io.out(`${JSON.stringify(list, null, 2)}\n`);
     return 0;
   }
-  if (list.length === 0) {
-    io.out('no pools yet: a pool appears with its first allocation\n');
-    return 0;
+  // The WarrenPools the agent watches (kubernetes store), beside the ranges' pools; `warren status --json` has them too.
+  const objects = (await agent.status()).kubernetes?.planning?.pools?.list ?? [];
+  if (list.length === 0) io.out('no pools yet: a pool appears with its first allocation\n');
+  else printPools(list, io);
+  if (objects.length > 0) {
+    io.out('\nWarrenPools:\n');
+    io.out(
+      table(
+        ['NAME', 'RANGES', 'CAPACITY', 'USED', 'NODES', 'NODE SELECTOR', 'NAMESPACE SELECTOR', 'STICKY'],
+        objects.map((p) => [
+          p.name,
+          p.ranges.join(' '),
+          p.problem === undefined ? (p.capacity ?? '-') : 'INVALID',
+          p.used === undefined ? '-' : String(p.used),
+          p.nodes === undefined ? '-' : String(p.nodes),
+          p.nodeSelector ?? '(every node)',
+          p.namespaceSelector ?? '(every namespace)',
+          p.sticky ? 'yes' : 'no',
+        ]),
+      ),
+    );
+    for (const p of objects) if (p.problem !== undefined) io.out(safe`${p.name}: ${p.problem}\n`);
   }
+  return 0;
+}
+
+function printPools(list: Awaited<ReturnType<ReturnType<typeof client>['pools']>>, io: CliIO): void {
   io.out(
     table(
       ['POOL', 'SPAN', 'CAPACITY', 'ALLOCATED', 'RESTING', 'USED', 'NODE'],
@@ -36,7 +61,6 @@ export async function poolsCommand(argv: readonly string[], io: CliIO): Promise<
       ]),
     ),
   );
-  return 0;
 }
 
 export async function nodesCommand(argv: readonly string[], io: CliIO): Promise<number> {

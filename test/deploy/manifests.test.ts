@@ -80,7 +80,9 @@ describe('deploy/', () => {
       'CustomResourceDefinition',
       'CustomResourceDefinition',
       'CustomResourceDefinition',
+      // WarrenAddressHolding
       'CustomResourceDefinition',
+      // WarrenPool
       'CustomResourceDefinition',
       'DaemonSet',
       'Namespace',

@@ -46,6 +46,7 @@ const AGENT = [
   ...needs(['get', 'list', 'create', 'update'], 'warren.dev', 'warrenaddressrequests'),
   ...needs(['get', 'create', 'update'], 'warren.dev', 'warrenaddressspaces'),
   ...needs(['get', 'list', 'create', 'update', 'delete'], 'warren.dev', 'warrenaddressholdings'),
+  ...needs(['list', 'watch'], 'apps', 'statefulsets'),
   ...needs(['get', 'list', 'create', 'update', 'delete'], 'coordination.k8s.io', 'leases', 'namespace'),
 ].sort();
 
@@ -62,6 +63,8 @@ const CALLS: ReadonlyArray<{ pattern: RegExp; needs: ReadonlyArray<string> }> = 
   // The pod and node sources list and watch these paths.
   { pattern: /'\/api\/v1\/pods'/, needs: needs(['list', 'watch'], '', 'pods') },
   { pattern: /'\/api\/v1\/nodes'/, needs: needs(['list', 'watch'], '', 'nodes') },
+  // The sticky addresses' chore list-watches the StatefulSets (agent/kubernetes/sticky-release.ts).
+  { pattern: /'\/apis\/apps\/v1\/statefulsets'/, needs: needs(['list', 'watch'], 'apps', 'statefulsets') },
   { pattern: /\.readNamespacedPod\(/, needs: [need('get', '', 'pods')] },
   { pattern: /\.readNode\(/, needs: [need('get', '', 'nodes')] },
   // The ADD planners' watches: namespaces (the pod directory, a GET on a miss) and WarrenPools.

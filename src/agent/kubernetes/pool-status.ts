@@ -24,7 +24,7 @@ import { poolCapacity } from '../../sources/kubernetes/warren-pool.ts';
 
 /** The chore whose holder writes the pools' statuses. */
 export const POOL_STATUS_TASK = 'pool-status';
-/** Default time between two rounds. */
+/** Default time between two rounds (the agent's: three upkeep intervals, 30 s by default). */
 export const POOL_STATUS_INTERVAL_MS = 30_000;
 /** Published blocks read per request. */
 const PAGE = 100;
@@ -44,6 +44,8 @@ export interface PoolStatusOptions {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly intervalMs?: number;
+  /** Told when `run` ends (the agent stops): the writer's client closes. */
+  readonly onStop?: () => void;
 }
 
 export class PoolStatusWriter {
@@ -105,6 +107,14 @@ export class PoolStatusWriter {
 
   /** Rounds until `signal` aborts, one per interval. */
   async run(signal: AbortSignal): Promise<void> {
+    try {
+      await this.#loop(signal);
+    } finally {
+      this.#o.onStop?.();
+    }
+  }
+
+  async #loop(signal: AbortSignal): Promise<void> {
     const interval = this.#o.intervalMs ?? POOL_STATUS_INTERVAL_MS;
     while (!signal.aborted) {
       await new Promise<void>((resolve) => {

@@ -36,6 +36,8 @@ export interface DoctorFactsDeps {
   readonly clusterProblem?: () => string | undefined;
   /** Present when only node-local configs are served: the config derived from the node's own CIDR, if any. */
   readonly nodeLocalOnly?: () => NodeLocalConfig | undefined;
+  /** The WarrenPools the agent watches, when it does (the kubernetes store). */
+  readonly warrenPools?: () => DoctorFacts['warrenPools'];
 }
 
 /** How long the clock measurement waits for etcd. */
@@ -54,6 +56,7 @@ export async function doctorFacts(d: DoctorFactsDeps): Promise<DoctorFacts> {
   const metrics = d.metrics?.();
   const cniConfig = d.cniConfig?.();
   const derived = d.nodeLocalOnly?.();
+  const warrenPools = d.warrenPools?.();
   const endpoint = o.etcdEndpoints[0];
   // An unreachable store would only fail this too, after another wait.
   const history = d.store.history === undefined || error !== undefined ? undefined : await historyOf(d.store);
@@ -78,6 +81,7 @@ export async function doctorFacts(d: DoctorFactsDeps): Promise<DoctorFacts> {
         }),
     ...(o.pluginsDir === undefined ? {} : { pluginsDir: o.pluginsDir }),
     ...(d.nodeLocalOnly === undefined ? {} : { nodeLocalOnly: derived === undefined ? {} : { derived } }),
+    ...(warrenPools === undefined ? {} : { warrenPools }),
     store: {
       kind: o.store,
       description: d.store.description,

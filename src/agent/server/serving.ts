@@ -84,6 +84,10 @@ export function servingParts(deps: ServingDeps): Serving {
       ...(metrics === undefined ? {} : { metrics }),
       ...(cluster === undefined ? {} : { clusterProblem: cluster.problem }),
       ...(nodeLocalOnly === undefined ? {} : { nodeLocalOnly }),
+      warrenPools: () => {
+        const pools = parts.kubernetes?.().planning?.pools;
+        return pools === undefined ? undefined : { listed: pools.listed, names: pools.list.map((p) => p.name) };
+      },
     });
   const service = new AgentService({ ...parts, socket: o.socket, doctor });
   const cni = new CniService({

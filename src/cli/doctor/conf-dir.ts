@@ -37,6 +37,8 @@ export type WarrenConfigReading =
       readonly nodeLocal?: true;
       /** The range pools of a config Warren generated (see the module header). */
       readonly pools?: readonly string[];
+      /** The WarrenPools the config names (`ipam.pools`), when it names them. */
+      readonly warrenPools?: readonly string[];
       readonly ignoredKeys: readonly IgnoredKey[];
     }
   | { readonly kind: 'refused'; readonly message: string };
@@ -89,6 +91,7 @@ export function readWarrenConfig(raw: unknown, generated = false): WarrenConfigR
       ...(store === undefined ? {} : { store }),
       ...(nodeLocal === undefined ? {} : { nodeLocal }),
       ...(generated ? { pools: conf.ipam.ranges.map((range) => range.pool) } : {}),
+      ...(conf.ipam.pools === undefined ? {} : { warrenPools: conf.ipam.pools }),
       ignoredKeys,
     };
   } catch (error) {

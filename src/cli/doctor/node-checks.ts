@@ -20,7 +20,7 @@ import { DEFAULT_CNI_BIN_DIR } from './containerd-config.ts';
 import type { ConfDirScan, WarrenConfig } from './conf-dir.ts';
 import type { ContainerdConfigReading } from './containerd-config.ts';
 import { type Finding, error, ok, warning } from './finding.ts';
-import { ignoredBesidesStore, storeScopeFindings } from './store-scope.ts';
+import { ignoredBesidesStore, storeScopeFindings, warrenPoolFindings } from './store-scope.ts';
 import type { DirSource, NodeObservation } from './observation.ts';
 
 type Canonical = (path: string) => string;
@@ -237,6 +237,7 @@ function oneConfig(config: WarrenConfig, facts: DoctorFacts | undefined, canonic
     if (found.length === 0) found.push(ok('config-agrees', `${where} names warren and agrees with the agent`, says));
   }
   found.push(...storeScopeFindings(where, config.file, r, facts));
+  found.push(...warrenPoolFindings(where, r, facts));
   // Whereabouts' store keys are never "ignored": the store serves them or a finding above says why not.
   const ignored = ignoredBesidesStore(r);
   if (ignored.length > 0) {

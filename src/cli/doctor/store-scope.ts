@@ -10,6 +10,10 @@
  *   keys was written for ranges the nodes share, a warning.
  * Those keys are never reported as "accepted and ignored": what they asked for is either done or a
  * finding. Pure.
+ *
+ * A config naming WarrenPools (`ipam.pools`) is held against the pools the agent watches: a name
+ * no pool has is an error (its pods' ADDs are refused, code 7); an agent that watches none (not on
+ * the kubernetes store) is an error too, as it cannot serve such a config at all.
  */
 import type { DoctorFacts } from '../../api/doctor.ts';
 import { type IgnoredKey, isNodeLocal, perNodeRefusal, whereaboutsStoreKeys } from '../../cni/node-local.ts';
@@ -92,6 +96,40 @@ export function storeScopeFindings(
       `if another node's agent serves network ${reading.network} too, both hand out the same addresses`,
       'if other nodes use this network, run the agents on a shared store (--store kubernetes on Kubernetes, ' +
         `--store etcd elsewhere); if none does, ${mark}`,
+    ),
+  ];
+}
+
+/** What doctor says of the WarrenPools a config names, against those the agent watches. */
+export function warrenPoolFindings(where: string, reading: Parsed, facts: DoctorFacts | undefined): Finding[] {
+  const named = reading.warrenPools;
+  if (named === undefined || facts === undefined) return [];
+  const watched = facts.warrenPools;
+  if (watched === undefined)
+    return [
+      error(
+        'warren-pools-unserved',
+        `${where} names WarrenPools (ipam.pools), and the agent does not read them`,
+        `WarrenPools are read by an agent on the kubernetes store with the Kubernetes source on; this one runs on ` +
+          `the ${facts.store.kind} store: every ADD of this network is refused (code 7)`,
+        'run the agents with --store kubernetes --kubernetes on (the DaemonSet in deploy/), or give the config its ranges inline',
+      ),
+    ];
+  if (!watched.listed) return [];
+  const known = new Set(watched.names);
+  const missing = named.filter((name) => !known.has(name));
+  if (missing.length === 0) {
+    if (named.length === 0) return [];
+    return [ok('warren-pools-exist', `${where}: the WarrenPools it names exist`, named.join(', '))];
+  }
+  return [
+    error(
+      'warren-pool-missing',
+      `${where} names WarrenPool${missing.length === 1 ? '' : 's'} that do${missing.length === 1 ? 'es' : ''} not exist: ` +
+        missing.join(', '),
+      `pods of this network whose pod or namespace names no other pool (annotation warren.dev/pools) are refused ` +
+        `(code 7); the cluster has ${watched.names.length === 0 ? 'no WarrenPools' : watched.names.join(', ')}`,
+      `create the pool (kubectl apply a WarrenPool named ${missing[0]}), or correct ipam.pools`,
     ),
   ];
 }

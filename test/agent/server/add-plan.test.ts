@@ -83,4 +83,27 @@ describe('ADD planners', () => {
     assert.equal(laterRan, false);
     assert.deepEqual(await store.list(), []);
   });
+
+  it('refuses a config naming WarrenPools with code 7 when no planner gave it ranges (an agent that reads no pools)', async () => {
+    const { service, store } = setup([]);
+    const outcome = await service.handle({
+      command: 'ADD',
+      containerID: 'c1',
+      netns: '/var/run/netns/x',
+      ifname: 'eth0',
+      config: { cniVersion: '1.1.0', name: 'wnet', ipam: { type: 'warren', pools: ['gold'] } },
+    });
+    assert.equal(outcome.kind, 'error');
+    assert.equal(outcome.kind === 'error' ? outcome.output.code : 0, 7);
+    assert.match(JSON.stringify(outcome.output), /names WarrenPools \(ipam.pools\), and this agent does not read them/);
+    assert.deepEqual(await store.list(), []);
+    const check = await service.handle({
+      command: 'CHECK',
+      containerID: 'c1',
+      netns: '/var/run/netns/x',
+      ifname: 'eth0',
+      config: { cniVersion: '1.1.0', name: 'wnet', ipam: { type: 'warren', pools: ['gold'] } },
+    });
+    assert.equal(check.kind, 'error', 'CHECK of a pools network holding nothing fails');
+  });
 });

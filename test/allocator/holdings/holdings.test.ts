@@ -40,6 +40,12 @@ async function podGone(node: TieredNode, pod: string) {
   for (const a of await node.store.list({ podUID: `uid-${pod}` })) await node.allocator.release(a);
 }
 
+/** The runtime's delete of the pod's sandbox: whatever the node holds for the container, released by owner. */
+async function containerGone(node: TieredNode, pod: string) {
+  for (const a of await node.store.list({ containerID: `sandbox-${pod}`, node: node.name }))
+    await node.allocator.release(a);
+}
+
 const uses = async (node: TieredNode) => (await node.store.list()).filter((a) => isUseKey(a.pool));
 const placeholders = async (node: TieredNode) => (await node.store.list()).filter(isHeldPlaceholder);
 
@@ -92,6 +98,7 @@ describe('a held address', () => {
   for (const [name, cleanup] of [
     ['its CNI DEL', del],
     ['its pod gone (release by UID)', podGone],
+    ["its runtime's sandbox delete (release by container ID)", containerGone],
     ['a CNI GC that no longer lists it', (n: TieredNode) => n.allocator.gc('net', new Set()).then(() => undefined)],
   ] as const) {
     it(`keeps the new pod's address when the old pod's late cleanup (${name}) comes after the new ADD on another node`, async () => {

@@ -135,6 +135,12 @@ export interface FakeKubeApi {
   deletePod(namespace: string, name: string, options?: { force?: boolean }): void;
   createNode(node: KubeObject | string): KubeObject;
   updateNode(name: string, change: (node: KubeObject) => void): KubeObject;
+  /** A Namespace as the real server keeps one (its `kubernetes.io/metadata.name` label, phase Active). */
+  createNamespace(
+    name: string,
+    meta?: { labels?: Record<string, string>; annotations?: Record<string, string> },
+  ): KubeObject;
+  updateNamespace(name: string, change: (namespace: KubeObject) => void): KubeObject;
   deleteNode(name: string): void;
   /** Events posted by clients (core/v1), optionally of one namespace. */
   listEvents(namespace?: string): KubeObject[];
