@@ -242,6 +242,8 @@ export class ReleaseWiring {
   readonly kubernetes: (() => KubernetesStatus) | undefined;
   /** The plugin registry's sockets and what registered adapters released, when on. */
   readonly plugins: (() => PluginsStatus) | undefined;
+  /** Told of each ADD that allocated (a claim's status is written from it). */
+  readonly afterAdd: ((outcome: AddOutcome) => void) | undefined;
   readonly #o: AgentOptions;
   readonly #clock: Clock;
   readonly #journal: JournalIntake;
@@ -294,6 +296,7 @@ export class ReleaseWiring {
       source === undefined ? undefined : () => ({ ...source.status(), releases: this.pipeline.containerStatus() });
     this.#kube = modules.kubernetes?.kubernetesParts(o, deps, this.pipeline);
     this.kubernetes = this.#kube === undefined ? undefined : () => this.#kubernetesStatus();
+    this.afterAdd = this.#kube?.claims?.afterAdd;
     const plugins = modules.plugins;
     const registry =
       o.pluginsDir === undefined || plugins === undefined
@@ -319,11 +322,6 @@ export class ReleaseWiring {
   /** The ADD planners the Kubernetes source gives (pools first); none without it. */
   get planners(): readonly AddPlanner[] {
     return [...(this.#kube?.planning.planners ?? []), ...(this.#kube?.claimPlanners ?? [])];
-  }
-
-  /** Told of each ADD that allocated (a claim's status is written from it). */
-  get afterAdd(): ((outcome: AddOutcome) => void) | undefined {
-    return this.#kube?.claims?.afterAdd;
   }
 
   #kubernetesStatus(): KubernetesStatus {
