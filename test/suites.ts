@@ -54,6 +54,8 @@ export const UNIT_FILES: readonly string[] = [
   'test/agent/server/cni-service.test.ts',
   'test/agent/server/allocation-pages.test.ts',
   'test/agent/server/bookkeeping-reports.test.ts',
+  'test/agent/server/cluster-nodes.test.ts',
+  'test/agent/server/cluster-holders.test.ts',
   'test/agent/server/cni-service-node-local.test.ts',
   'test/agent/settings/options.test.ts',
   'test/agent/settings/store-kind.test.ts',

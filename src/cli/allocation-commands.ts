@@ -10,7 +10,7 @@ import { parseArgs } from 'node:util';
 import { WarrenError, isWarrenError } from '../core/errors.ts';
 import type { ApiClient } from '../api/client.ts';
 import { bookkeepingLabel } from '../ipam/bookkeeping.ts';
-import { shownPool } from '../ipam/holding-key.ts';
+import { usePoolOf } from '../ipam/holding-key.ts';
 import type { Allocation, AllocationQuery, ReleaseRequest } from '../api/protocol.ts';
 import { COMMON, client } from './agent-client.ts';
 import { age, safe, table } from './format.ts';
@@ -63,16 +63,18 @@ export async function allocationsCommand(argv: readonly string[], io: CliIO): Pr
   const now = Date.now();
   io.out(
     table(
-      ['ADDRESS', 'POOL', 'NETWORK', 'CONTAINER', 'IF', 'POD', 'NODE', 'AGE'],
+      ['ADDRESS', 'POOL', 'NETWORK', 'CONTAINER', 'IF', 'POD', 'HELD BY', 'NODE', 'AGE'],
       list.map((a) => [
         a.address,
-        // A pod's use of a held address says what holds it (a StatefulSet ordinal, an IPAMClaim).
-        shownPool(a.pool),
+        // A pod's use of a held address (ipam/holding-key.ts): its range, the holder in HELD BY.
+        usePoolOf(a.pool)?.rangePool ?? a.pool,
         a.network,
         // A bookkeeping record holds the address for no container: say what it is (`lent to n2`).
         bookkeepingLabel(a) ?? (a.containerID.length > 16 ? a.containerID.slice(0, 16) : a.containerID),
         a.ifname,
         a.podName === undefined ? '-' : a.podNamespace === undefined ? a.podName : `${a.podNamespace}/${a.podName}`,
+        // What the address belongs to beyond the pod: a StatefulSet ordinal, an IPAMClaim.
+        usePoolOf(a.pool)?.holder ?? '-',
         a.node,
         age(a.createdAt, now),
       ]),

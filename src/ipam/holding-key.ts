@@ -84,12 +84,3 @@ export function usePoolOf(key: string): UsePool | undefined {
   if (ip === undefined || parseHolderKey(holder) === undefined) return undefined;
   return { rangePool: rangePoolOfKey(key), address: formatIP(ip), holder };
 }
-
-/**
- * How a store pool is shown to operators (`warren allocations`): a use pool as its range and what
- * holds the address (`10.0.0.0/24 (held for statefulset/db/web/0)`), any other pool as its key.
- */
-export function shownPool(pool: string): string {
-  const use = usePoolOf(pool);
-  return use === undefined ? pool : `${use.rangePool} (held for ${use.holder})`;
-}

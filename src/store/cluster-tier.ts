@@ -60,6 +60,12 @@ export interface PublishedBlock {
   readonly allocations: readonly Allocation[];
   /** Milliseconds since the epoch when the owner published (its wall clock). */
   readonly publishedAt: number;
+  /**
+   * A borrower's loan pool (one address another node lent `node`: allocator/lending/), published so
+   * the cluster view shows who holds a lent address, not only its lender's placeholder. Its key
+   * (`<range pool>#<address>/32`) names no claim. Absent: a claimed block.
+   */
+  readonly loan?: true;
 }
 
 /** An address one node hands another (`lender` → the request's node), or one a migration recorded. */
@@ -112,7 +118,14 @@ export interface ClusterTier {
   unclaim(claim: BlockClaim): Promise<UnclaimResult>;
   /** Publishes a block's allocations (replacing what was published before). Owner only. */
   publish(block: PublishedBlock): Promise<void>;
-  /** One page of published blocks, of range `pool` and/or node `node` when given. */
+  /**
+   * Publishes a loan pool of `block.node` (`block.loan`), replacing what any node published under
+   * its key before (the address's last borrower). Absent on a tier that publishes no loans.
+   */
+  publishLoan?(block: PublishedBlock): Promise<void>;
+  /** Removes the publication of loan pool `key` if it is still `node`'s (a loan given back, a node forgotten). */
+  withdrawLoan?(key: string, node: string): Promise<void>;
+  /** One page of published blocks (and loans, `loan`), of range `pool` and/or node `node` when given. */
   published(
     filter: { pool?: string; node?: string },
     page?: { limit: number; continue?: string },

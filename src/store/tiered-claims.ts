@@ -65,6 +65,12 @@ export class TieredClaims {
     return this.#claims.has(key);
   }
 
+  /** Whether this node holds block `key`, its range's claims loaded first (may ask the cluster). */
+  async held(key: string): Promise<boolean> {
+    await this.load(rangePoolOfKey(key));
+    return this.holds(key);
+  }
+
   vanished(key: string): boolean {
     return this.#vanished.has(key);
   }

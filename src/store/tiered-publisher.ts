@@ -11,11 +11,16 @@
  * - runs never overlap: `run` while one is in flight waits for it and runs again, so a `flush`
  *   publishes everything marked before it was called;
  * - a block this node does not hold (given back, vanished) is not published: its mark is dropped;
+ * - a loan pool of this node (an address another node lent it: allocator/lending/) is published as
+ *   a loan (`ClusterTier.publishLoan`) while a container holds or may hold it, so the cluster view
+ *   shows who really holds a lent address; once given back (its pool carries the given-back mark,
+ *   ipam/bookkeeping.ts) its publication is withdrawn. A tier without loans publishes none;
  * - the first run that reaches the cluster publishes every block this node holds, so what changed
  *   before a restart and was not published then is not lost.
  */
 import { messageOf } from '../core/errors.ts';
 import type { Clock } from '../core/clock.ts';
+import { isBookkeeping } from '../ipam/bookkeeping.ts';
 import type { ClusterTier } from './cluster-tier.ts';
 import type { Store } from './store.ts';
 
@@ -26,6 +31,8 @@ export interface TieredPublisherOptions {
   readonly clock: Clock;
   /** Whether this node holds block `key` now (may ask the cluster, and throw when it is away). */
   readonly holds: (key: string) => Promise<boolean>;
+  /** Whether `key` is a loan pool (one lent address) of its range, not a block. */
+  readonly isLoan?: (key: string) => Promise<boolean>;
   /** Keys of every block this node holds (throws when the cluster is away). */
   readonly everyOwnBlock: () => Promise<string[]>;
   /** Told when a run fails (once per outage, not per retry). */
@@ -77,7 +84,10 @@ export class TieredPublisher {
     for (const key of [...this.#dirty]) {
       this.#dirty.delete(key);
       try {
-        if (!(await holds(key))) continue;
+        if (!(await holds(key))) {
+          if (await this.#o.isLoan?.(key)) await this.#publishLoan(key);
+          continue;
+        }
         const [summary] = (await local.pools(key)).filter((p) => p.pool === key);
         const allocations = await local.list({ pool: key });
         await tier.publish({
@@ -95,6 +105,23 @@ export class TieredPublisher {
       }
     }
     this.#failing = false;
+  }
+
+  /** Publishes loan pool `key` as it is now, or withdraws it once given back (see the header). */
+  async #publishLoan(key: string): Promise<void> {
+    const { local, tier, node, clock } = this.#o;
+    if (tier.publishLoan === undefined || tier.withdrawLoan === undefined) return;
+    const allocations = await local.list({ pool: key });
+    if (allocations.some((a) => isBookkeeping(a))) return tier.withdrawLoan(key, node);
+    const resting = (await local.pools(key)).find((p) => p.pool === key)?.resting ?? 0;
+    await tier.publishLoan({
+      key,
+      node,
+      counts: { allocated: allocations.length, resting },
+      allocations,
+      publishedAt: clock.now(),
+      loan: true,
+    });
   }
 
   /** Tells the first failure of an outage. */

@@ -13,7 +13,7 @@
  * - `forgetNodeBlocks` removes each claim of the node only at the version read (uid and version
  *   preconditions): of two agents forgetting one node, each block is freed by exactly one, and a
  *   block claimed again by a live node in between is never removed. Grants the node had lent are
- *   dropped from the requests holding them.
+ *   dropped from the requests holding them, and the node's published loan pools are withdrawn.
  */
 import type { BlockClaim, ClusterTier, Page, RangeRecord } from './cluster-tier.ts';
 import { blockCidrOfKey, blockKeyPrefix, rangePoolOfKey } from '../ipam/blocks.ts';
@@ -148,5 +148,13 @@ export async function forgetNodeBlocks(tier: ClusterTier, node: string): Promise
       r = await tier.requestOf(r.pool, r.node);
     }
   }
+  await withdrawLoans(tier, node);
   return freed;
+}
+
+/** Withdraws the publications of `node`'s loan pools (it is gone: it holds no address), page by page. */
+async function withdrawLoans(tier: ClusterTier, node: string): Promise<void> {
+  if (tier.withdrawLoan === undefined) return;
+  const loans = (await allPages((page) => tier.published({ node }, page))).filter((b) => b.loan === true);
+  for (const b of loans) await tier.withdrawLoan(b.key, node);
 }

@@ -123,10 +123,8 @@ export class TieredStore implements Store {
       tier: o.tier,
       node: o.node,
       clock: o.clock,
-      holds: async (key) => {
-        await this.#claims.load(rangePoolOfKey(key));
-        return this.#claims.holds(key);
-      },
+      holds: (key) => this.#claims.held(key),
+      isLoan: async (key) => isLoanKey(key, (await this.#blockPrefix(rangePoolOfKey(key))) ?? 128), // unsplit: none
       everyOwnBlock: async () => (await this.#claims.loadAll()).map((c) => c.key),
       notice: this.#notice,
     });

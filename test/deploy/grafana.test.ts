@@ -6,8 +6,8 @@
  * one Prometheus adds when it scrapes (`instance`, `job`). Every metric Warren defines has a panel.
  *
  * The exposition is AgentMetrics' own, built in process as the agent builds it (process metrics
- * on), fed one of each event and read with stubbed readings that include blocks, so every series
- * an agent can show is there (blocks only appear on the etcd store), parsed by the Prometheus
+ * on), fed one of each event and read with stubbed readings that include blocks and bookkeeping
+ * records, so every series an agent can show is there (blocks only appear on the etcd store), parsed by the Prometheus
  * project's parser. The PromQL side is a token scan, enough for the dashboard's own queries.
  *
  * The dashboard is importable anywhere: it bakes in no datasource UID (a `datasource` variable
@@ -111,6 +111,7 @@ before(async () => {
       journal: () => ({ pending: 1, setAside: 1 }),
       queueDepth: () => ({ journal: 1, containerd: 0 }),
       ready: async () => true,
+      bookkeeping: async () => ({ lent: 1 }),
     },
   });
   const allocation: Allocation = {

@@ -138,9 +138,9 @@ describe('a KubeVirt VM on two nodes sharing a range through the Kubernetes API 
     assert.equal(listed.code, 0, listed.stderr);
     const line = listed.stdout.split('\n').find((l) => l.startsWith(`${address} `));
     assert.ok(line, listed.stdout);
-    // The use shows its range and what holds it; the pod is the launcher.
-    assert.match(line, new RegExp(`\\(held for ipamclaim/vms/${claim.replace('.', '\\.')}\\)`));
-    assert.match(line, /vms\/virt-launcher-vm1-b/);
+    // The use shows its range as POOL, the launcher as POD and the claim as HELD BY.
+    assert.match(line, /^\S+\s+10\.252\.0\.0\/26\s/, listed.stdout);
+    assert.match(line, new RegExp(`vms/virt-launcher-vm1-b\\s+ipamclaim/vms/${claim.replace('.', '\\.')}\\s`));
   });
 
   it('gives both launcher pods of a live migration the address while other pods burst, and none of them gets it', async () => {

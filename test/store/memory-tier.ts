@@ -241,11 +241,23 @@ export class MemoryTier implements ClusterTier {
   async publish(block: PublishedBlock): Promise<void> {
     this.#reach('publish');
     const held = this.#s.claims.get(block.key);
-    if (held === undefined || held.node !== block.node)
+    if (held === undefined || held.node !== block.node || block.loan === true)
       throw new WarrenError('TRY_AGAIN', `block ${block.key} is not claimed by ${block.node}`);
     // A publication is its own record (as on Kubernetes): the claim's version stays.
     this.#s.published.set(block.key, block);
     this.#s.rangeWritten.set(rangePoolOfKey(block.key), this.#s.version);
+  }
+
+  async publishLoan(block: PublishedBlock): Promise<void> {
+    this.#reach('publishLoan');
+    // No claim names a loan pool: the address's latest borrower replaces what was published.
+    this.#s.published.set(block.key, { ...block, loan: true });
+    this.#s.rangeWritten.set(rangePoolOfKey(block.key), this.#s.version);
+  }
+
+  async withdrawLoan(key: string, node: string): Promise<void> {
+    this.#reach('withdrawLoan');
+    if (this.#s.published.get(key)?.node === node) this.#s.published.delete(key);
   }
 
   async published(

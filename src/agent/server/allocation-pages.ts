@@ -6,7 +6,9 @@
  *   key from the cursor). A store without it (etcd) is listed and sliced: bounded answers, not
  *   bounded reads;
  * - the cluster (`cluster=true`, on the Kubernetes store): every node's allocations as their
- *   owners published them, read from the published view `BLOCKS_PER_READ` blocks at a time.
+ *   owners published them, read from the published view `BLOCKS_PER_READ` blocks at a time; a
+ *   lent address once, as the container holding it where its borrower published one
+ *   (cluster-holders.ts).
  *
  * The continue token is opaque to callers (base64url of JSON): the key after which the next page
  * starts, or the published view's own continue token with the block and offset reached in that
@@ -18,6 +20,7 @@ import { isPlainObject } from '../../core/validate.ts';
 import type { AllocationPage, AllocationPageRequest } from '../../api/protocol.ts';
 import type { ClusterTier } from '../../store/cluster-tier.ts';
 import type { AllocationFilter, ListCursor, Store } from '../../store/store.ts';
+import { holdersOf } from './cluster-holders.ts';
 
 /** The published view of a cluster store: one page of blocks with their allocations (ClusterTier.published). */
 export type PublishedView = ClusterTier['published'];
@@ -115,8 +118,10 @@ export async function clusterPage(
   const items: Allocation[] = [];
   for (;;) {
     const read = await published(where, { limit: BLOCKS_PER_READ, ...(at.t === undefined ? {} : { continue: at.t }) });
+    // Who really holds each address: a lent one is shown as its borrower's container (cluster-holders.ts).
+    const shown = await holdersOf(read.items, published, filter.node !== undefined);
     for (let b = at.b; b < read.items.length; b++) {
-      const held = (read.items[b]?.allocations ?? []).filter((a) => matches(a, filter));
+      const held = (shown[b] ?? []).filter((a) => matches(a, filter));
       for (let o = b === at.b ? at.o : 0; o < held.length; o++) {
         if (items.length === page.limit) return { items, continue: encode({ ...at, b, o }) };
         items.push(held[o] as Allocation);

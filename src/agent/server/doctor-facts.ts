@@ -16,6 +16,7 @@ import { nodeHttp } from '../../core/node-http.ts';
 import { dirname, resolve } from 'node:path';
 import type { Clock } from '../../core/clock.ts';
 import { messageOf } from '../../core/errors.ts';
+import { isBookkeeping } from '../../ipam/bookkeeping.ts';
 import type { CniConfigStatus, ContainerdStatus, MetricsEndpointStatus } from '../../api/status.ts';
 import type { DoctorFacts } from '../../api/doctor.ts';
 import type { NodeLocalConfig } from '../../cni/node-local.ts';
@@ -137,6 +138,8 @@ async function recordedNetns(d: DoctorFactsDeps): Promise<DoctorFacts['recordedN
   let outside: { allocations: number; example: string } | undefined;
   let unrecorded = 0;
   for (const a of await d.store.list({ node: d.options.nodeName })) {
+    // A bookkeeping record (ipam/bookkeeping.ts) has no namespace to record: it is no container's.
+    if (isBookkeeping(a)) continue;
     if (a.netns === undefined || a.netns === '') {
       unrecorded += 1;
       continue;

@@ -9,6 +9,8 @@
  *   report is sorted by node name. A bookkeeping record (ipam/bookkeeping.ts) is no node's
  *   allocation: a lender's placeholder counts as `lent` of the node whose block holds it, never as
  *   an allocation of the borrower it names, and a record naming no node makes no node appear.
+ *   Where the store knows only this node's blocks (kubernetes), the other nodes' are added from
+ *   what the cluster published (cluster-nodes.ts).
  * - An allocation query's `pool` is a range with every block it is split into; its address is
  *   compared in canonical form, and one that is not an IP address is a BAD_REQUEST.
  */
@@ -20,6 +22,7 @@ import { isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
 import type { AllocationFilter, NodeRecord, PoolSummary } from '../../store/store.ts';
 import type { PluginsStatus } from '../../api/status.ts';
 import type { AllocationQuery, NodeReport, PoolReport } from '../../api/protocol.ts';
+import type { PublishedNode } from './cluster-nodes.ts';
 
 /** Every pool; a range split into blocks is reported whole (its blocks summed) and block by block. */
 export function poolReports(summaries: readonly PoolSummary[]): PoolReport[] {
@@ -65,6 +68,7 @@ export function nodeReports(
   live: readonly NodeRecord[],
   summaries: readonly PoolSummary[],
   allocations: readonly Allocation[],
+  published: ReadonlyMap<string, PublishedNode> = new Map(),
 ): NodeReport[] {
   const nodes = new Map<
     string,
@@ -97,6 +101,13 @@ export function nodeReports(
     }
     const lender = a.network === bookkeepingNetwork('lent') ? owners.get(a.pool) : undefined;
     if (lender !== undefined) entry(lender).lent = (entry(lender).lent ?? 0) + 1;
+  }
+  // Other nodes as the cluster published them (cluster-nodes.ts), where this store knows only its own.
+  for (const [name, p] of published) {
+    const n = entry(name);
+    n.blocks.push(...p.blocks);
+    n.allocations += p.allocations;
+    if (p.lent > 0) n.lent = (n.lent ?? 0) + p.lent;
   }
   return [...nodes].sort(([a], [b]) => (a < b ? -1 : 1)).map(([node, n]) => ({ node, ...n }));
 }

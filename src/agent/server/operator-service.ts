@@ -50,6 +50,7 @@ import { allocationFilterOf, nodeReports, pluginCounts, poolReports } from './op
 import { type PublishedView, clusterPage, localPage } from './allocation-pages.ts';
 import { ReleaseHistory } from '../metrics/release-history.ts';
 import { bookkeepingCounts, bookkeepingTotal } from './bookkeeping-counts.ts';
+import { publishedNodes } from './cluster-nodes.ts';
 import { NO_TELEMETRY, type Telemetry } from '../metrics/telemetry.ts';
 
 export interface AgentServiceOptions {
@@ -196,7 +197,7 @@ export class AgentService {
   async dashboard(): Promise<DashboardData> {
     const { status, readable } = await this.#statusNow();
     const shared = readable && this.#o.membership !== undefined;
-    const [pools, nodes] = await Promise.all([readable ? this.pools() : [], shared ? this.nodes() : undefined]);
+    const [pools, nodes] = await Promise.all([readable ? this.pools() : [], shared ? this.nodes(false) : undefined]);
     return {
       generatedAt: new Date(this.#o.clock.now()).toISOString(),
       status,
@@ -241,20 +242,27 @@ export class AgentService {
     return poolReports(await this.#o.store.pools());
   }
 
-  /** Nodes sharing the store: announced ones, and any that still own blocks or allocations. */
-  async nodes(): Promise<NodeReport[]> {
+  /**
+   * Nodes sharing the store: announced ones, and any that still own blocks or allocations. With
+   * `cluster` (the default, `warren nodes`), other nodes' blocks are read from what the cluster
+   * published, page by page; the dashboard, which refreshes on its own, reads none of it.
+   */
+  async nodes(cluster = true): Promise<NodeReport[]> {
     const membership = this.#o.membership;
     if (membership === undefined)
       throw new WarrenError(
         'BAD_REQUEST',
         `store ${this.#o.store.description} is not shared by nodes; nodes exist with --store etcd`,
       );
-    const [live, summaries, allocations] = await Promise.all([
+    const published = cluster ? this.#o.published : undefined;
+    const [live, summaries, allocations, others] = await Promise.all([
       membership.liveNodes(),
       this.#o.store.pools(),
       this.#o.store.list(),
+      // This store knows its own blocks only: every other node's are read from the cluster, paged.
+      published === undefined ? undefined : publishedNodes(published, this.#o.allocator.node),
     ]);
-    return nodeReports(live, summaries, allocations);
+    return nodeReports(live, summaries, allocations, others);
   }
 
   /**

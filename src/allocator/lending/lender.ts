@@ -31,6 +31,7 @@ import type { AddressRequest, ClusterTier, Grant } from '../../store/cluster-tie
 import type { PoolOp, Store } from '../../store/store.ts';
 import type { PoolCache } from '../pool-cache.ts';
 import { type GrantChoice, type LendableBlock, chooseGrants } from './grant-policy.ts';
+import { loanUser, userOf } from './loan-check.ts';
 import { LENT_NETWORK, MIGRATION_LENDER, loanAddressOf, placeholderOf } from './loans.ts';
 
 export interface LenderOptions {
@@ -50,6 +51,8 @@ export interface LendReport {
   readonly lent: string[];
   /** Placeholders released because their grant was gone. */
   readonly released: string[];
+  /** Placeholders kept past the grace, their grant gone but their loan in use (said once each). */
+  readonly kept: string[];
   readonly errors: string[];
 }
 
@@ -63,6 +66,8 @@ export class Lender {
   readonly #o: LenderOptions;
   /** Placeholders seen without their grant, and since when (monotonic ms), by `pool address`. */
   readonly #missingSince = new Map<string, number>();
+  /** Placeholders kept for a loan in use whose grant is gone, already said (`pool address`). */
+  readonly #told = new Set<string>();
 
   constructor(options: LenderOptions) {
     this.#o = options;
@@ -89,8 +94,8 @@ export class Lender {
         }
       }
     }
-    const released = await this.#tidy(graceMs, migrated, errors);
-    return { lent, released, errors };
+    const { released, kept } = await this.#tidy(graceMs, migrated, errors);
+    return { lent, released, kept, errors };
   }
 
   /** Grants what the policy allows from this node's blocks of the request's range. */
@@ -197,7 +202,11 @@ export class Lender {
    * Holds migrated addresses that lie in this node's blocks, and releases placeholders whose grant
    * has been gone for the grace. What it released.
    */
-  async #tidy(graceMs: number, requests: readonly AddressRequest[], errors: string[]): Promise<string[]> {
+  async #tidy(
+    graceMs: number,
+    requests: readonly AddressRequest[],
+    errors: string[],
+  ): Promise<{ released: string[]; kept: string[] }> {
     const { store, tier, node, clock } = this.#o;
     const granted = new Set<string>();
     const migrated: Array<{ request: AddressRequest; grant: Grant }> = [];
@@ -215,6 +224,7 @@ export class Lender {
     await this.#holdMigrated(migrated, errors);
     const now = clock.monotonic();
     const released: string[] = [];
+    const kept: string[] = [];
     const seen = new Set<string>();
     for (const placeholder of placeholders) {
       const id = `${placeholder.pool} ${placeholder.address}`;
@@ -227,17 +237,35 @@ export class Lender {
       if (since === undefined) this.#missingSince.set(id, now);
       if ((since ?? now) + graceMs > now) continue;
       try {
+        // The borrower still publishes a container using it: kept, never handed out twice (loan-check.ts).
+        const user = await loanUser(
+          tier,
+          rangePoolOfKey(placeholder.pool),
+          placeholder.containerID,
+          placeholder.address,
+        );
+        if (user !== undefined) {
+          if (!this.#told.has(id))
+            kept.push(
+              `placeholder of ${placeholder.address} lent to node ${placeholder.containerID} kept: ` +
+                `its grant is gone, but that node publishes ${userOf(user)} using it`,
+            );
+          this.#told.add(id);
+          continue;
+        }
         await this.#releasePlaceholders(rangePoolOfKey(placeholder.pool), [
           { block: placeholder.pool, text: placeholder.address },
         ]);
         released.push(`${placeholder.address} (lent to ${placeholder.containerID})`);
         this.#missingSince.delete(id);
+        this.#told.delete(id);
       } catch (error) {
         errors.push(`releasing the placeholder of ${placeholder.address}: ${messageOf(error)}`);
       }
     }
     for (const id of this.#missingSince.keys()) if (!seen.has(id)) this.#missingSince.delete(id);
-    return released;
+    for (const id of this.#told) if (!this.#missingSince.has(id)) this.#told.delete(id);
+    return { released, kept };
   }
 
   /** Placeholders for migrated addresses in this node's blocks that have none yet. */

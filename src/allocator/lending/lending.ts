@@ -56,7 +56,10 @@ export interface LendingReport {
   readonly released: string[];
   readonly returned: string[];
   readonly adopted: number;
-  /** Grants removed by someone else while their loan was in use here, written back (loan-check.ts). */
+  /**
+   * Loans in use whose grant someone else removed, said by name (loan-check.ts): as borrower, the
+   * grant written back; as lender, the placeholder kept while the borrower publishes it in use.
+   */
   readonly restored?: string[];
   readonly errors: string[];
 }
@@ -154,7 +157,7 @@ export class Lending {
     const adopted = migrated === undefined ? 0 : await this.#adoptMigrated(migrated, errors);
     const lending = await this.#lender.run(o.orphanGraceMs, migrated ?? []).catch((error: unknown) => {
       errors.push(`lending: ${messageOf(error)}`);
-      return { lent: [], released: [], errors: [] };
+      return { lent: [], released: [], kept: [], errors: [] };
     });
     const returning = await this.#return.run(o.returnGraceMs).catch((error: unknown) => {
       errors.push(`giving loans back: ${messageOf(error)}`);
@@ -169,7 +172,7 @@ export class Lending {
       released: lending.released,
       returned: returning.returned,
       adopted,
-      restored: checked.restored,
+      restored: [...checked.restored, ...lending.kept],
       errors: [...errors, ...lending.errors, ...returning.errors, ...checked.errors],
     };
   }

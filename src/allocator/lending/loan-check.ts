@@ -15,12 +15,15 @@
  * - a request deleted is made again (`ask` for nothing more) before the grant goes back in; the
  *   write is guarded by the request's version, and one that lost is tried on the next run;
  * - under the range pool's lock, as a loan's return is, so no return and restore interleave.
+ * The lender's side (`loanUser`, lender.ts): a placeholder whose grant has been gone for the grace
+ * is kept while its borrower publishes a container using the loan (the borrower's agent may be
+ * down, its container not), and said by name.
  */
 import { messageOf } from '../../core/errors.ts';
 import type { KeyedMutex } from '../../core/keyed-mutex.ts';
 import { formatIP, parseIP } from '../../ipam/address.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
-import { blockAt, isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
+import { blockAt, blockKey, isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
 import { isBookkeeping } from '../../ipam/bookkeeping.ts';
 import { isLoanKey } from '../../ipam/loan-key.ts';
 import { parsePoolKey } from '../../ipam/pool-key.ts';
@@ -105,9 +108,10 @@ export class LoanCheck {
     for (const address of missing) {
       const users = (inUse.get(address) ?? []).map(userOf).join(', ');
       const grant = seen.get(address) ?? (await this.#grantFromClaim(pool, address));
+      const from = request === undefined ? 'the cluster (the request is gone)' : "this node's address request";
       const what =
         `loan ${address} of ${pool} is in use on node ${node} (${users}), but its grant was removed from ` +
-        `${request === undefined ? 'the cluster (the request is gone)' : "this node's address request"} by someone else`;
+        `${from} by someone else`;
       if (grant === undefined) {
         lines.push(`${what}; its lender is not known here, so it could not be granted back`);
         continue;
@@ -134,8 +138,35 @@ export class LoanCheck {
   }
 }
 
+/**
+ * The container `borrower` published as using its loan of `address` in range `pool` (its loan
+ * pool's publication, ClusterTier.publishLoan), if any: what a lender looks at before it lets go of
+ * a placeholder whose grant is gone. Reads the borrower's publications in that range, page by page.
+ */
+export async function loanUser(
+  tier: ClusterTier,
+  pool: string,
+  borrower: string,
+  address: string,
+): Promise<Allocation | undefined> {
+  const ip = parseIP(address);
+  if (ip === undefined) return undefined;
+  const key = blockKey(pool, `${address}/${ip.family === 4 ? 32 : 128}`);
+  let token: string | undefined;
+  do {
+    const page = await tier.published(
+      { pool, node: borrower },
+      { limit: 100, ...(token === undefined ? {} : { continue: token }) },
+    );
+    const loan = page.items.find((b) => b.loan === true && b.key === key);
+    if (loan !== undefined) return loan.allocations.find((a) => !isBookkeeping(a) && a.address === address);
+    token = page.continue === '' ? undefined : page.continue;
+  } while (token !== undefined);
+  return undefined;
+}
+
 /** A container as a report names it: its pod when recorded, else its container ID. */
-function userOf(a: Allocation): string {
+export function userOf(a: Allocation): string {
   return a.podName === undefined
     ? `container ${a.containerID}`
     : `pod ${a.podNamespace === undefined ? '' : `${a.podNamespace}/`}${a.podName}`;

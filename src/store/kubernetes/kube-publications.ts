@@ -16,7 +16,10 @@
  *   when there is none): one claimed again since by another node is never deleted. A failure to
  *   delete is told (`notice`), not thrown: the claim is gone already, and the next owner's first
  *   write replaces what was left behind;
- * - a publication is kept within the object size limit (objects.ts).
+ * - a publication is kept within the object size limit (objects.ts);
+ * - a loan pool's publication (`loan`, labelled `warren.dev/loan`) names no claim, so none is read:
+ *   the address's latest borrower replaces whatever was published under its key; `withdrawLoan`
+ *   deletes it only while it names the withdrawing node (by uid, as `unpublish`).
  */
 import { messageOf, WarrenError } from '../../core/errors.ts';
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
@@ -55,6 +58,8 @@ export class KubePublications {
       const seen = this.#seen.get(block.key);
       const last = seen?.node === block.node ? seen : undefined;
       // No publication of it on record (the first, a restart, a conflict): the block must be this node's.
+      // A loan names no claim: the address's last borrower publishes it (`publishLoan`).
+      if (block.loan === true) checked = true;
       if (last === undefined && !checked) {
         await this.#mustHold(block);
         checked = true;
@@ -125,6 +130,11 @@ export class KubePublications {
     } catch (error) {
       this.#o.notice?.(`block ${claim.key} was given back; its published allocations stay: ${messageOf(error)}`);
     }
+  }
+
+  /** Deletes the publication of loan pool `key` while it is `node`'s (see the header). */
+  async withdrawLoan(key: string, node: string): Promise<void> {
+    await this.unpublish({ key, node, uid: '', version: '' });
   }
 
   /** One page of publications, of range `pool` and/or node `node` when given. */

@@ -18,7 +18,8 @@
  *   (`warren.dev/node`, `warren.dev/range`): what `claimsOf(node)` reads is that node's blocks;
  * - `publish` writes the block's publication (kube-publications.ts: one request, two for a block's
  *   first), only while the block is claimed by the publishing node; `unclaim` deletes it after the
- *   claim (one request more when this tier published it, a read and a delete when not);
+ *   claim (one request more when this tier published it, a read and a delete when not); a
+ *   borrower's loan pool is published by `publishLoan` (no claim to check) and `withdrawLoan`;
  * - a request's update is a PUT guarded by the version it was read at (undefined on a conflict);
  *   open requests and each lender's requests carry labels (`warren.dev/open`,
  *   `lender.warren.dev/<node>`), so the server selects them.
@@ -222,7 +223,17 @@ export class KubeTier implements ClusterTier {
   }
 
   async publish(block: PublishedBlock): Promise<void> {
-    await this.#publications.publish(block);
+    // A block's publication always checks its claim: only publishLoan skips that.
+    const { loan: _loan, ...claimed } = block;
+    await this.#publications.publish(claimed);
+  }
+
+  async publishLoan(block: PublishedBlock): Promise<void> {
+    await this.#publications.publish({ ...block, loan: true });
+  }
+
+  async withdrawLoan(key: string, node: string): Promise<void> {
+    await this.#publications.withdrawLoan(key, node);
   }
 
   async published(

@@ -26,6 +26,8 @@ export const API_VERSION = `${GROUP}/${VERSION}`;
 export const RANGE_LABEL = 'warren.dev/range';
 /** The node an object belongs to (blocks, requests, leases). */
 export const NODE_LABEL = 'warren.dev/node';
+/** Set (`true`) on the publication of a borrower's loan pool, which names no claim (ClusterTier.publishLoan). */
+export const LOAN_LABEL = 'warren.dev/loan';
 /** Set on a request while it wants addresses (`true`), so open requests are listed by the server. */
 export const OPEN_LABEL = 'warren.dev/open';
 /** What a Lease of Warren's is for: `node` (an agent's announcement) or `task` (a chore's claim). */

@@ -19,7 +19,7 @@ import type { Allocation } from '../../ipam/allocation.ts';
 import { blockCidrOfKey, blockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
 import { isPlainObject as isRecord } from '../../core/validate.ts';
 import type { AddressRequest, BlockClaim, Grant, PublishedBlock, RangeRecord } from '../cluster-tier.ts';
-import { API_VERSION, OPEN_LABEL, RANGE_LABEL, NODE_LABEL, labelValue, lenderLabel } from './names.ts';
+import { API_VERSION, LOAN_LABEL, OPEN_LABEL, RANGE_LABEL, NODE_LABEL, labelValue, lenderLabel } from './names.ts';
 
 /** Bytes a publication's allocations may take: etcd takes 1,572,864 per write; room is left for the rest. */
 export const PUBLICATION_BUDGET_BYTES = 1_400_000;
@@ -157,7 +157,11 @@ export function publicationObject(
     kind: 'WarrenBlockPublication',
     metadata: {
       name,
-      labels: { [RANGE_LABEL]: labelValue(pool), [NODE_LABEL]: labelValue(block.node) },
+      labels: {
+        [RANGE_LABEL]: labelValue(pool),
+        [NODE_LABEL]: labelValue(block.node),
+        ...(block.loan === true ? { [LOAN_LABEL]: 'true' } : {}),
+      },
       ...(version === undefined ? {} : version),
     },
     spec: {
@@ -204,7 +208,13 @@ export function publishedOf(object: unknown): PublishedBlock | undefined {
     counts: { allocated: int(s.allocated) ? s.allocated : 0, resting: int(s.resting) ? s.resting : 0 },
     allocations,
     publishedAt: s.publishedAt,
+    ...(loanLabelled(object) ? { loan: true as const } : {}),
   };
+}
+
+function loanLabelled(object: unknown): boolean {
+  const metadata = isRecord(object) && isRecord(object.metadata) ? object.metadata : undefined;
+  return metadata !== undefined && isRecord(metadata.labels) && metadata.labels[LOAN_LABEL] === 'true';
 }
 
 // --- address requests ---

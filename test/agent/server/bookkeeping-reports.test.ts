@@ -11,7 +11,12 @@ import { describe, it } from 'node:test';
 import { renderDashboardBody } from '../../../src/agent/dashboard/page.ts';
 import { AgentMetrics } from '../../../src/agent/metrics/prometheus.ts';
 import { bookkeepingCounts } from '../../../src/agent/server/bookkeeping-counts.ts';
+import { doctorFacts } from '../../../src/agent/server/doctor-facts.ts';
 import { nodeReports } from '../../../src/agent/server/operator-reports.ts';
+import { resolveAgentOptions } from '../../../src/agent/settings/options.ts';
+import { systemClock } from '../../../src/core/clock.ts';
+import { NetnsObserver } from '../../../src/sources/netns.ts';
+import { tempDir } from '../../helpers/processes.ts';
 import { WarrenError } from '../../../src/core/errors.ts';
 import type { Allocation } from '../../../src/ipam/allocation.ts';
 import { bookkeepingLabel, isBookkeeping } from '../../../src/ipam/bookkeeping.ts';
@@ -136,6 +141,35 @@ describe('bookkeeping records in the dashboard and the metrics', () => {
       const families = parseExposition(await metrics.exposition());
       assert.equal(sample(families, 'warren_bookkeeping_addresses', { kind: 'lent' }), 1);
       assert.equal(sample(families, 'warren_bookkeeping_addresses', { kind: 'returned' }), 1);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+describe('bookkeeping records in the doctor', () => {
+  it('never counts one as an allocation whose namespace was not recorded', async () => {
+    const options = resolveAgentOptions(
+      { stateDir: tempDir('warren-bk-doctor-'), netnsDirs: '/var/run/netns', nodeName: 'n1', metricsAddress: '' },
+      {},
+      0,
+      '/',
+    );
+    const store = new SqliteStore({ path: ':memory:' });
+    try {
+      const pool = '10.8.0.0/24';
+      await store.commit(pool, (await store.readPool(pool)).revision, [
+        { op: 'allocate', allocation: { ...record('10.8.0.1', 'net', 'c1', 'n1', pool), netns: '/var/run/netns/c1' } },
+        { op: 'allocate', allocation: record('10.8.0.2', 'warren.dev/held', 'web-0', 'n1', pool) },
+      ]);
+      const facts = await doctorFacts({
+        options,
+        store,
+        observer: new NetnsObserver(options.netnsDirs),
+        clock: systemClock,
+        version: '0.0.0',
+      });
+      assert.deepEqual(facts.recordedNetns, [{ dir: '/var/run/netns', allocations: 1, example: '/var/run/netns/c1' }]);
     } finally {
       await store.close();
     }

@@ -52,6 +52,25 @@ async function lenderTakesAll(c: LendingCluster): Promise<string[]> {
 }
 
 describe('a grant removed while its loan is in use', () => {
+  it("never lets the lender let go of a placeholder while the borrower publishes the loan in use, the borrower's agent down", async () => {
+    const { c, address } = await lentAndUsed();
+    await c.node('borrower').store.flush();
+    const request = await c.tier.requestOf(POOL, 'borrower');
+    assert.ok(request);
+    assert.ok(await c.tier.updateRequest(request, [], request.wanted), 'the grant removed by hand');
+    // Only the lender's upkeep runs: the borrower's agent is down, its container is not.
+    const lend = async () => c.node('lender').allocator.lend({ returnGraceMs: GRACE, orphanGraceMs: GRACE });
+    assert.deepEqual((await lend()).restored, []);
+    c.clock.advance(GRACE);
+    const kept = await lend();
+    assert.deepEqual(kept.released, []);
+    assert.equal(kept.restored?.length, 1);
+    assert.match(kept.restored?.[0] ?? '', /placeholder of .* lent to node borrower kept: .* container b0 using it/);
+    assert.deepEqual((await lend()).restored, [], 'said once');
+    assert.equal((await c.node('lender').store.list({ network: LENT_NETWORK })).length, 1);
+    assert.ok(!(await lenderTakesAll(c)).includes(address), 'the lender handed the loan in use out');
+  });
+
   it('never lets the lender hand out a loan in use whose grant someone else removed from the request', async () => {
     const { c, address } = await lentAndUsed();
     const request = await c.tier.requestOf(POOL, 'borrower');
