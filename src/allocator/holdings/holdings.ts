@@ -35,7 +35,7 @@ import { WarrenError, messageOf } from '../../core/errors.ts';
 import type { KeyedMutex } from '../../core/keyed-mutex.ts';
 import { momentOf } from '../../core/moment.ts';
 import { type IPAddress, formatIP, parseIP } from '../../ipam/address.ts';
-import type { Owner } from '../../ipam/allocation.ts';
+import type { Allocation, Owner } from '../../ipam/allocation.ts';
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
 import { holderKeyProblem, isUseKey, useKey } from '../../ipam/holding-key.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
@@ -146,21 +146,23 @@ export class Holdings {
     if (problem !== undefined) throw new WarrenError('INVALID_CONFIG', problem);
     const records = this.#records(key);
     const mine = (await this.#o.store.findByOwner(request.owner)).find((a) => rangePoolOfKey(a.pool) === range.pool);
-    let record = await this.#reach(key, 'read', () => records.get(key, range.pool));
-    if (record === undefined) {
-      if (mine !== undefined && !isUseKey(mine.pool))
-        throw new WarrenError(
-          'ADDRESS_UNAVAILABLE',
-          `container ${request.owner.containerID} (${request.owner.ifname}) already holds ${mine.address} in ` +
-            `${range.pool}, not held for ${key}`,
-        );
-      record = await this.#make(key, range, request, requested, fresh);
-    }
+    // The attachment ADDed before without the holding (its network made sticky since): its address stays its own.
+    if (mine !== undefined && !isUseKey(mine.pool))
+      throw new WarrenError(
+        'ADDRESS_UNAVAILABLE',
+        `container ${request.owner.containerID} (${request.owner.ifname}) already holds ${mine.address} in ` +
+          `${range.pool}, not held for ${key}`,
+      );
+    const record =
+      (await this.#reach(key, 'read', () => records.get(key, range.pool))) ??
+      (await this.#make(key, range, request, requested, fresh));
     if (requested !== undefined && formatIP(requested) !== record.address)
       throw new WarrenError(
         'ADDRESS_UNAVAILABLE',
         `${key} holds ${record.address} in ${range.pool}, not the requested ${formatIP(requested)}`,
       );
+    // A use of this attachment of an earlier holding (ended and made again, elsewhere): it goes first.
+    if (mine !== undefined && mine.pool !== useKey(range.pool, record.address, key)) await this.#releaseUse(mine);
     return this.#use(range, record, request);
   }
 
@@ -240,6 +242,18 @@ export class Holdings {
         if (result.kind === 'committed') return { range, allocation, fresh: true };
       }
       throw new WarrenError('TRY_AGAIN', `the use of ${record.address} for ${record.key} kept changing; try again`);
+    });
+  }
+
+  /** Releases `use`, an earlier use of the same attachment in another use pool. */
+  async #releaseUse(use: Allocation): Promise<void> {
+    const { store, pools, locks } = this.#o;
+    await locks.run(use.pool, async () => {
+      pools.forget(use.pool);
+      const read = await store.readPool(use.pool);
+      if (read.kind !== 'snapshot') return;
+      await store.commit(use.pool, read.revision, [{ op: 'release', address: use.address }]);
+      pools.forget(use.pool);
     });
   }
 

@@ -180,6 +180,32 @@ describe('a held address', () => {
     await store.close();
   });
 
+  it('refuses, by name, an attachment that holds an address of the range without the holding', async () => {
+    const { nodes } = cluster();
+    const [a] = nodes as [TieredNode];
+    const [plain] = await add(a, 'p1', null);
+    await assert.rejects(
+      add(a, 'p1'),
+      (e) =>
+        isWarrenError(e) && e.code === 'ADDRESS_UNAVAILABLE' && e.message.includes(plain?.allocation.address ?? '?'),
+    );
+  });
+
+  it("moves a retried ADD's use to the holding made again since, releasing the old use", async () => {
+    const { nodes } = cluster();
+    const [a, , c] = nodes as [TieredNode, TieredNode, TieredNode];
+    const [before] = await add(a, 'p1');
+    await a.allocator.holdings.endHolding(KEY);
+    const [elsewhere] = await add(c, 'p2');
+    assert.notEqual(elsewhere?.allocation.address, before?.allocation.address);
+    const [retried] = await add(a, 'p1');
+    assert.equal(retried?.allocation.address, elsewhere?.allocation.address);
+    assert.deepEqual(
+      (await uses(a)).map((u) => u.address),
+      [elsewhere?.allocation.address],
+    );
+  });
+
   it('refuses a holding key that is none', async () => {
     const { nodes } = cluster();
     await assert.rejects(
