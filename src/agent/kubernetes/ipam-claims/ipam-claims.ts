@@ -14,14 +14,14 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { BackoffPolicy } from '../../../core/backoff.ts';
 import type { Clock } from '../../../core/clock.ts';
-import { messageOf } from '../../../core/errors.ts';
+import { isWarrenError, messageOf } from '../../../core/errors.ts';
 import type { IpamClaimsReport } from '../../../api/status.ts';
 import { ListWatch } from '../../../sources/kubernetes/list-watch.ts';
 import type { Store } from '../../../store/store.ts';
 import { HELD_NETWORK, type Holdings, placeholderOwner } from '../../../allocator/holdings/holdings.ts';
 import type { AddOutcome, AddPlanner } from '../../server/add-plan.ts';
 import type { ClaimApi } from './claim-api.ts';
-import { ClaimCache, IPAMCLAIMS_PATH } from './claim-cache.ts';
+import { ClaimCache, type ClaimRef, IPAMCLAIMS_PATH } from './claim-cache.ts';
 import { type ClaimPlannerOptions, claimOfHolding, ipamClaimPlanner } from './claim-planner.ts';
 import { ClaimStatusWriter } from './claim-status.ts';
 import { type ClaimHoldings, ClaimUpkeep } from './claim-upkeep.ts';
@@ -79,7 +79,7 @@ export class IpamClaims {
     });
     this.#upkeep = new ClaimUpkeep({
       cache: this.cache,
-      exists: async (ref) => (await o.api.get(ref)) !== undefined,
+      exists: (ref) => claimExists(o.api, ref),
       holdings: o.holdings,
       clock: o.clock,
       logger,
@@ -122,6 +122,19 @@ export class IpamClaims {
       statusWrites: this.#writer.stats(),
       upkeep: this.#upkeep.stats(),
     };
+  }
+}
+
+/**
+ * Whether the API server has the claim now. A server that no longer serves IPAMClaims at all (the
+ * CRD deleted, and with it every claim) has none: their holdings end.
+ */
+export async function claimExists(api: Pick<ClaimApi, 'get'>, ref: ClaimRef): Promise<boolean> {
+  try {
+    return (await api.get(ref)) !== undefined;
+  } catch (error) {
+    if (isWarrenError(error, 'INVALID_CONFIG')) return false; // claim-api.ts: the CRD is not served
+    throw error;
   }
 }
 
