@@ -133,6 +133,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/helpers-check/fake-kube-api-crs-limits.test.ts',
   'test/helpers-check/fake-kube-api-crs-reads.test.ts',
   'test/helpers-check/fake-kube-api-crs-updates.test.ts',
+  'test/helpers-check/ipamclaim-crd.test.ts',
   'test/ipam/address.test.ts',
   'test/ipam/block-key.test.ts',
   'test/ipam/block-size.test.ts',

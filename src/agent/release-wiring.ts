@@ -242,6 +242,7 @@ export class ReleaseWiring {
   readonly kubernetes: (() => KubernetesStatus) | undefined;
   /** The plugin registry's sockets and what registered adapters released, when on. */
   readonly plugins: (() => PluginsStatus) | undefined;
+  readonly afterAdd: ((outcome: AddOutcome) => void) | undefined; // told of each ADD: a claim's status
   readonly #o: AgentOptions;
   readonly #clock: Clock;
   readonly #journal: JournalIntake;
@@ -294,6 +295,7 @@ export class ReleaseWiring {
       source === undefined ? undefined : () => ({ ...source.status(), releases: this.pipeline.containerStatus() });
     this.#kube = modules.kubernetes?.kubernetesParts(o, deps, this.pipeline);
     this.kubernetes = this.#kube === undefined ? undefined : () => this.#kubernetesStatus();
+    this.afterAdd = this.#kube?.claims?.afterAdd;
     const plugins = modules.plugins;
     const registry =
       o.pluginsDir === undefined || plugins === undefined
@@ -321,11 +323,6 @@ export class ReleaseWiring {
     return [...(this.#kube?.planning.planners ?? []), ...(this.#kube?.claimPlanners ?? [])];
   }
 
-  /** Told of each ADD that allocated (a claim's status is written from it). */
-  get afterAdd(): ((outcome: AddOutcome) => void) | undefined {
-    return this.#kube?.claims?.afterAdd;
-  }
-
   #kubernetesStatus(): KubernetesStatus {
     const kube = this.#kube as KubernetesParts;
     const pods = kube.pods.status();
@@ -333,10 +330,11 @@ export class ReleaseWiring {
     const nodes =
       kube.nodes === undefined ? undefined : { ...kube.nodes.source.status(), ...nodesOf(kube.nodes.forget.status()) };
     const planning = kube.planning.status();
-    const watches = [pods, events, nodes, planning.namespaces, planning.pools];
+    const ipamClaims = kube.claims?.status();
+    const watches = [pods, events, nodes, planning.namespaces, planning.pools, ipamClaims?.watch];
     const forbidden = watches.map((w) => w?.forbidden).filter((f): f is string => f !== undefined);
     const parts = { pods, releases: kube.releases.status(), events, ...(nodes === undefined ? {} : { nodes }) };
-    return { ...parts, planning, forbidden };
+    return { ...parts, planning, ...(ipamClaims === undefined ? {} : { ipamClaims }), forbidden };
   }
 
   /** A release path is gone: told to the agent, which must not serve as if it were there. */

@@ -3,7 +3,7 @@
  * `warren plugins`, as text for people or, with --json, the agent's answer as it is.
  */
 import { parseArgs } from 'node:util';
-import type { CniConfigStatus, PluginEntry, ReconcileReport } from '../api/status.ts';
+import type { CniConfigStatus, IpamClaimsReport, PluginEntry, ReconcileReport } from '../api/status.ts';
 import { COMMON, client } from './agent-client.ts';
 import { printable, safe, table } from './format.ts';
 import type { CliIO } from './main.ts';
@@ -84,6 +84,7 @@ export async function statusCommand(argv: readonly string[], io: CliIO): Promise
             ...(s.kubernetes.forbidden.length === 0
               ? []
               : [safe`kubernetes:  FORBIDDEN: the service account may not ${s.kubernetes.forbidden.join('; ')}`]),
+            ...(s.kubernetes.ipamClaims === undefined ? [] : [ipamClaimsLine(s.kubernetes.ipamClaims)]),
             ...(s.kubernetes.nodes === undefined
               ? []
               : [
@@ -226,5 +227,18 @@ function pluginDetail(p: PluginEntry): string {
   return (
     `${String(stream.state)}; ${String(stream.events)} events, ${String(stream.malformed)} malformed, ` +
     `${String(released ?? 0)} addresses released`
+  );
+}
+
+/** KubeVirt's IPAMClaims as `warren status` says them: the watch, and what followed from it. */
+function ipamClaimsLine(c: IpamClaimsReport): string {
+  const watch =
+    c.served === false
+      ? 'not served (no IPAMClaim CRD)'
+      : safe`${c.watch.state}, ${c.cache.claims} claims${c.cache.listed ? '' : ' (not listed yet)'}`;
+  const problems = [c.statusWrites.lastError, c.upkeep.lastError].filter((e): e is string => e !== undefined);
+  return (
+    safe`ipamclaims:  ${watch}; ${c.statusWrites.written} statuses written, ${c.upkeep.ended} holdings ended` +
+    (problems.length === 0 ? '' : safe`; last error: ${problems.join('; ')}`)
   );
 }

@@ -138,6 +138,14 @@ describe('a KubeVirt VM on two nodes sharing a range through the Kubernetes API 
     assert.equal(listed.code, 0, listed.stderr);
     const line = listed.stdout.split('\n').find((l) => l.startsWith(`${address} `));
     assert.ok(line, listed.stdout);
+    // warren status says what the claim watch holds and what followed from it.
+    const status = await run(process.execPath, [WARREN_BIN, 'status', '--socket', agent('kc2').socket]);
+    assert.match(
+      status.stdout,
+      /ipamclaims: +watching, [1-9]\d* claims; [1-9]\d* statuses written, \d+ holdings ended/,
+    );
+    // The use shows its range as POOL, the launcher as POD and the claim as HELD BY.
+    assert.match(line, /^\S+\s+10\.252\.0\.0\/26\s/, listed.stdout);
     assert.match(line, new RegExp(`vms/virt-launcher-vm1-b\\s+ipamclaim/vms/${claim.replace('.', '\\.')}\\s`));
   });
 

@@ -24,6 +24,7 @@
 import { WarrenError, messageOf } from '../../../core/errors.ts';
 import { type IPAddress, parseIP } from '../../../ipam/address.ts';
 import {
+  DEFAULT_INTERFACE,
   DEFAULT_NETWORK_ANNOTATION,
   NETWORKS_ANNOTATION,
   type NetworkSelectionElement,
@@ -48,15 +49,21 @@ export interface ClaimPlannerOptions {
   readonly unsupported?: string;
 }
 
-/** The selection element the ADD on `ifname` was made from, by the pod's annotations. */
+/**
+ * The selection element the ADD on `ifname` was made from, by the pod's annotations. eth0 is the
+ * cluster network's (Multus numbers the others net1, net2...): its ADD reads only the
+ * default-network annotation, so a networks annotation Warren cannot read never fails a pod's eth0.
+ */
 export function elementOf(
   annotations: Readonly<Record<string, string>>,
   ifname: string,
 ): NetworkSelectionElement | undefined {
+  const primary = annotations[DEFAULT_NETWORK_ANNOTATION];
+  if (ifname === DEFAULT_INTERFACE) return primary === undefined ? undefined : defaultElementOn(primary, ifname);
   const networks = annotations[NETWORKS_ANNOTATION];
   const element = networks === undefined ? undefined : elementOnInterface(parseNetworkSelection(networks), ifname);
   if (element !== undefined) return element;
-  const primary = annotations[DEFAULT_NETWORK_ANNOTATION];
+  // The cluster network's element when it names an interface of its own.
   return primary === undefined ? undefined : defaultElementOn(primary, ifname);
 }
 

@@ -14,16 +14,17 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { BackoffPolicy } from '../../../core/backoff.ts';
 import type { Clock } from '../../../core/clock.ts';
-import { messageOf } from '../../../core/errors.ts';
-import { ListWatch, type ListWatchStatus } from '../../../sources/kubernetes/list-watch.ts';
+import { isWarrenError, messageOf } from '../../../core/errors.ts';
+import type { IpamClaimsReport } from '../../../api/status.ts';
+import { ListWatch } from '../../../sources/kubernetes/list-watch.ts';
 import type { Store } from '../../../store/store.ts';
 import { HELD_NETWORK, type Holdings, placeholderOwner } from '../../../allocator/holdings/holdings.ts';
 import type { AddOutcome, AddPlanner } from '../../server/add-plan.ts';
 import type { ClaimApi } from './claim-api.ts';
-import { ClaimCache, type ClaimCacheStatus, IPAMCLAIMS_PATH } from './claim-cache.ts';
+import { ClaimCache, type ClaimRef, IPAMCLAIMS_PATH } from './claim-cache.ts';
 import { type ClaimPlannerOptions, claimOfHolding, ipamClaimPlanner } from './claim-planner.ts';
-import { type ClaimStatusStats, ClaimStatusWriter } from './claim-status.ts';
-import { type ClaimHoldings, ClaimUpkeep, type ClaimUpkeepStats } from './claim-upkeep.ts';
+import { ClaimStatusWriter } from './claim-status.ts';
+import { type ClaimHoldings, ClaimUpkeep } from './claim-upkeep.ts';
 
 export interface IpamClaimsOptions {
   readonly kubeConfig: KubeConfig;
@@ -41,15 +42,6 @@ export interface IpamClaimsOptions {
 }
 
 const DEFAULT_RECHECK_MS = 5 * 60_000;
-
-export interface IpamClaimsStatus {
-  /** Whether the API server serves IPAMClaims (the watch runs only then); undefined before it was asked. */
-  readonly served: boolean | undefined;
-  readonly watch: ListWatchStatus;
-  readonly cache: ClaimCacheStatus;
-  readonly statusWrites: ClaimStatusStats;
-  readonly upkeep: ClaimUpkeepStats;
-}
 
 export class IpamClaims {
   readonly cache: ClaimCache;
@@ -87,7 +79,7 @@ export class IpamClaims {
     });
     this.#upkeep = new ClaimUpkeep({
       cache: this.cache,
-      exists: async (ref) => (await o.api.get(ref)) !== undefined,
+      exists: (ref) => claimExists(o.api, ref),
       holdings: o.holdings,
       clock: o.clock,
       logger,
@@ -122,14 +114,27 @@ export class IpamClaims {
     }
   }
 
-  status(): IpamClaimsStatus {
+  status(): IpamClaimsReport {
     return {
-      served: this.#served,
+      ...(this.#served === undefined ? {} : { served: this.#served }),
       watch: this.#watch.status(),
       cache: this.cache.status(),
       statusWrites: this.#writer.stats(),
       upkeep: this.#upkeep.stats(),
     };
+  }
+}
+
+/**
+ * Whether the API server has the claim now. A server that no longer serves IPAMClaims at all (the
+ * CRD deleted, and with it every claim) has none: their holdings end.
+ */
+export async function claimExists(api: Pick<ClaimApi, 'get'>, ref: ClaimRef): Promise<boolean> {
+  try {
+    return (await api.get(ref)) !== undefined;
+  } catch (error) {
+    if (isWarrenError(error, 'INVALID_CONFIG')) return false; // claim-api.ts: the CRD is not served
+    throw error;
   }
 }
 

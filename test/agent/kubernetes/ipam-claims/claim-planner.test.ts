@@ -137,6 +137,8 @@ describe('ipamClaimPlanner', () => {
     await assert.rejects(bad.planner(conf, POD, initial, { containerID: 'c1', ifname: 'net1' }), (e) =>
       refused(e, /annotation k8s\.v1\.cni\.cncf\.io\/networks: not valid JSON/),
     );
+    // eth0 is the cluster network's: the networks annotation is not its business.
+    assert.equal(await bad.planner(conf, POD, initial, { containerID: 'c1', ifname: 'eth0' }), initial);
     const { planner } = setup(VM_NETWORKS, [claimObject('vm1.tenant')]);
     const held = { ...initial, holding: 'statefulset/vms/db/0' };
     await assert.rejects(planner(conf, POD, held, { containerID: 'c1', ifname: 'pod4f1a2b' }), (e) =>

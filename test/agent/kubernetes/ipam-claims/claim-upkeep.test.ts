@@ -11,7 +11,9 @@ import {
   type WantedClaimStatus,
 } from '../../../../src/agent/kubernetes/ipam-claims/claim-status.ts';
 import { type ClaimHoldings, ClaimUpkeep } from '../../../../src/agent/kubernetes/ipam-claims/claim-upkeep.ts';
+import { claimExists } from '../../../../src/agent/kubernetes/ipam-claims/ipam-claims.ts';
 import { AsyncChannel } from '../../../../src/core/async-channel.ts';
+import { WarrenError } from '../../../../src/core/errors.ts';
 import { ManualClock } from '../../../../src/core/clock.ts';
 import type { ListWatchItem } from '../../../../src/sources/kubernetes/list-watch.ts';
 import { flush } from '../../../helpers/event-loop.ts';
@@ -157,5 +159,24 @@ describe('ClaimUpkeep', () => {
     await flush(5);
     assert.deepEqual(s.ended, ['ipamclaim/vms/orphan.a']);
     await s.finish();
+  });
+});
+
+describe('claimExists', () => {
+  const ref = { namespace: 'vms', name: 'vm.a' };
+  it('is the GET: true for a claim, false for none, false when IPAMClaims are not served at all (CRD gone)', async () => {
+    assert.equal(await claimExists({ get: async () => ({ metadata: {} }) }, ref), true);
+    assert.equal(await claimExists({ get: async () => undefined }, ref), false);
+    const notServed = async () => {
+      throw new WarrenError('INVALID_CONFIG', 'does not serve ipamclaims.k8s.cni.cncf.io');
+    };
+    assert.equal(await claimExists({ get: notServed }, ref), false);
+  });
+
+  it('throws what else failed: the claim may still be there', async () => {
+    const away = async () => {
+      throw new WarrenError('TRY_AGAIN', 'the API server is away');
+    };
+    await assert.rejects(claimExists({ get: away }, ref), /away/);
   });
 });
