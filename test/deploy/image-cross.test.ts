@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import { mkdirSync, openSync, readSync, closeSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { buildForwarderWith } from '../../scripts/build.ts';
+import { REPO_ROOT, buildForwarderWith } from '../../scripts/build.ts';
+import { DEFAULT_ARCHIVE, defaultArchive } from '../../scripts/build-image.ts';
 import { crossInputs, elfFacts } from '../../scripts/image-cross.ts';
 import { removeDir, tempDir } from '../helpers/processes.ts';
 
@@ -68,6 +69,14 @@ describe('crossInputs', () => {
 
   it('has no cross build for amd64, this machine being one', () => {
     assert.throws(() => crossInputs('amd64', cache, NODE_VERSION), /no cross build for amd64/);
+  });
+});
+
+describe('defaultArchive', { skip: process.arch === 'x64' ? false : 'on an amd64 machine' }, () => {
+  it("keeps this machine's archive name, and names another architecture's after it", () => {
+    assert.equal(defaultArchive('amd64'), DEFAULT_ARCHIVE);
+    assert.equal(DEFAULT_ARCHIVE, join(REPO_ROOT, 'dist', 'warren-image.oci.tar'));
+    assert.equal(defaultArchive('arm64'), join(REPO_ROOT, 'dist', 'warren-image-arm64.oci.tar'));
   });
 });
 
