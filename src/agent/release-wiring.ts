@@ -45,7 +45,7 @@ import { CONTAINERD_CRI_NETNS_PREFIXES, NetnsScopes } from './release/netns-scop
 import type { Telemetry } from './metrics/telemetry.ts';
 import type { KubernetesParts } from './kubernetes-wiring.ts';
 import type { ClusterReservations } from './kubernetes/reservations.ts';
-import type { AddPlanner } from './server/add-plan.ts';
+import type { AddOutcome, AddPlanner } from './server/add-plan.ts';
 
 /** What an option that is on needs loaded, and nothing an option that is off would. */
 interface OptionalModules {
@@ -241,6 +241,7 @@ export class ReleaseWiring {
   readonly planners: readonly AddPlanner[];
   /** The reservations as watched, for `warren reservations`; undefined without their watch. */
   readonly reservations: ClusterReservations | undefined;
+  readonly afterAdd: ((outcome: AddOutcome) => void) | undefined; // told of each ADD: a claim's status
   readonly #o: AgentOptions;
   readonly #clock: Clock;
   readonly #journal: JournalIntake;
@@ -295,6 +296,7 @@ export class ReleaseWiring {
     this.kubernetes = this.#kube === undefined ? undefined : () => this.#kubernetesStatus();
     this.planners = this.#kube?.planners ?? [];
     this.reservations = this.#kube?.reservations?.cluster;
+    this.afterAdd = this.#kube?.claims?.afterAdd;
     const plugins = modules.plugins;
     const registry =
       o.pluginsDir === undefined || plugins === undefined
@@ -355,6 +357,7 @@ export class ReleaseWiring {
     if (kube !== undefined) {
       this.#loops.push(supervised('the Kubernetes pod source', kube.releases.run(kube.pods.events(signal), signal)));
       this.#loops.push(supervised('the Kubernetes namespace and WarrenPool watches', kube.planning.run(signal)));
+      if (kube.claims !== undefined) this.#loops.push(supervised('the IPAMClaim watch', kube.claims.run(signal)));
       if (kube.nodes !== undefined)
         this.#loops.push(
           supervised('the Kubernetes node source', kube.nodes.forget.run(kube.nodes.source.events(signal), signal)),

@@ -36,6 +36,7 @@ import { CONFLICT, retryOnConflict } from './commit-loop.ts';
 import { type ForgottenNode, forgetNode } from './forget-node.ts';
 import { type RuntimeOf, gcCandidates, gcScope } from './gc.ts';
 import { type BlockReturn, EmptyBlockGiveBack } from './give-back.ts';
+import { Holdings } from './holdings/holdings.ts';
 import { Lending, type LendingReport } from './lending/lending.ts';
 import { OwnBlocks } from './own-blocks.ts';
 import { PoolAssigner } from './pool-assigner.ts';
@@ -108,6 +109,8 @@ export class Allocator {
   /** ADDs under way per range pool: how many addresses a node with no room asks the others for. */
   readonly #inFlight = new Map<string, number>();
   readonly #reserved: ReservedAddresses | undefined; // named when a range has no free address
+  /** Addresses held for holders other than one pod (holdings/holdings.ts); refused without a cluster keeping them. */
+  readonly holdings: Holdings;
 
   constructor(options: AllocatorOptions) {
     const { store, clock, node } = options;
@@ -156,9 +159,10 @@ export class Allocator {
           })
         : undefined;
     const lending = this.#lending;
-    this.#blocks = blocks
-      ? new BlockAssigner({ store, node, maxAttempts, pools, metadata, own, assigner: this.#assigner, lending })
-      : null;
+    const [records, where] = [tier?.holdings, tier?.description ?? store.description];
+    this.holdings = new Holdings({ store, records, where, node, clock, pools, locks: this.#locks });
+    const parts = { pools, metadata, own, assigner: this.#assigner, lending, holdings: this.holdings };
+    this.#blocks = blocks ? new BlockAssigner({ store, node, maxAttempts, ...parts }) : null;
     this.#releaser = new Releaser({ store, clock, maxAttempts, pools, locks: this.#locks });
     this.#giveBack = new EmptyBlockGiveBack({ store, clock, node, pools, own, locks: this.#locks });
     this.#pools = pools;
@@ -179,7 +183,8 @@ export class Allocator {
     const done: Assignment[] = [];
     try {
       for (const range of request.ranges) {
-        done.push(await this.#allocateIn(range, request, wanted.get(range)));
+        const fresh = (r: AllocateRequest, ip?: IPAddress) => this.#allocateIn(range, r, ip);
+        done.push(await this.holdings.allocate(range, request, wanted.get(range), fresh));
       }
       await this.#assigner.synced(); // nothing is answered before it is durable (pool-assigner.ts)
     } catch (error) {
@@ -219,7 +224,8 @@ export class Allocator {
       // adopting grants of this range, and other ADDs, are not held up meanwhile; then decide again
       // under the locks (every commit is at the revision read: nothing is handed out twice).
       since ??= this.#clock.monotonic();
-      if (waits >= MAX_WAITS || !(await outcome.until(since))) throw await this.#exhausted(range);
+      if (waits >= MAX_WAITS || !(await outcome.until(since)))
+        throw await exhaustedError(this.#store, range, this.#reserved);
     }
   }
 
@@ -271,7 +277,7 @@ export class Allocator {
               case 'done':
                 return decision.assignment;
               case 'full':
-                throw await this.#exhausted(range);
+                throw await exhaustedError(this.#store, range, this.#reserved);
               case 'conflict':
                 if (decision.admissionLost === true) this.#admission.forget(range.pool);
                 return decision.wait === undefined ? CONFLICT : new Waiting(decision.wait);
@@ -297,10 +303,6 @@ export class Allocator {
     }
     picture.revision = result.revision;
     return moved;
-  }
-
-  async #exhausted(range: RangeSpec): Promise<WarrenError> {
-    return exhaustedError(this.#store, range, this.#reserved);
   }
 
   /**
@@ -387,8 +389,9 @@ export class Allocator {
     return this.#lending?.promptly(signal, report) ?? false;
   }
 
-  /** Frees everything a node that is gone for good held (forget-node.ts). */
+  /** Frees everything a node that is gone for good held (forget-node.ts); its holdings orphaned first. */
   async forgetNode(node: string): Promise<ForgottenNode> {
+    await this.holdings.orphan(node); // before its blocks are freed: a claim of one then holds them
     return forgetNode(
       {
         store: this.#store,

@@ -19,6 +19,11 @@ export interface AllocateRequest {
   readonly podName?: string;
   readonly podUID?: string;
   readonly netns?: string;
+  /**
+   * The holder the address belongs to (ipam/holding-key.ts), when not the pod alone: the first ADD
+   * for it allocates as usual and makes the holding; later ADDs, on any node, get the held address.
+   */
+  readonly holding?: string;
 }
 
 export interface Assignment {

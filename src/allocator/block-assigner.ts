@@ -27,6 +27,7 @@ import { type RangeSpec, adaptiveBlockPrefix } from '../ipam/range.ts';
 import type { AdmissionGuard, Store } from '../store/store.ts';
 import type { AllocateRequest, Decision } from './assignment.ts';
 import { CONFLICT, retryOnConflict } from './commit-loop.ts';
+import type { Holdings } from './holdings/holdings.ts';
 import type { Lending } from './lending/lending.ts';
 import type { OwnBlocks } from './own-blocks.ts';
 import type { PoolAssigner } from './pool-assigner.ts';
@@ -44,6 +45,8 @@ export interface BlockAssignerOptions {
   readonly assigner: PoolAssigner;
   /** Lending between nodes (lending/lending.ts): on a two-tier store only. */
   readonly lending?: Lending | undefined;
+  /** Holdings (holdings/): a claim holds the addresses held in its block (their owner forgotten). */
+  readonly holdings?: Holdings | undefined;
 }
 
 export class BlockAssigner {
@@ -115,13 +118,16 @@ export class BlockAssigner {
         const claim = await store.commit(block.key, revision, [
           { op: 'claim', node },
           ...metadataOps(block.span, cooldownSeconds),
-          // Addresses a migration recorded in the block are held with the claim, in one commit.
+          // Addresses a migration recorded in the block are held with the claim, in one commit,
+          // as are the addresses held in it (holdings of a node forgotten).
           ...((await this.#o.lending?.migratedIn(range, block)) ?? []),
+          ...((await this.#o.holdings?.claimOps(block.key)) ?? []),
         ]);
         this.#o.pools.forget(block.key);
         if (claim.kind === 'committed') {
           own.set(range.pool, [block.key, ...mine]);
           this.#o.metadata.written(block.span);
+          await this.#o.holdings?.adoptBlock(block.key).catch(() => undefined); // the upkeep adopts too
         }
         // Either way, decide again with the new picture; admitting the range again first when the
         // claim found it no longer admitted (etcd's tier reads the admission in the claim's transaction).
@@ -190,11 +196,13 @@ export class BlockAssigner {
       { op: 'claim', node },
       ...metadataOps(block.span, request.cooldownSeconds ?? 0),
       ...((await this.#o.lending?.migratedIn(range, block)) ?? []),
+      ...((await this.#o.holdings?.claimOps(block.key)) ?? []),
     ]);
     this.#o.pools.forget(block.key);
     if (claimed.kind === 'committed') {
       own.set(range.pool, [block.key, ...(own.get(range.pool) ?? [])]);
       this.#o.metadata.written(block.span);
+      await this.#o.holdings?.adoptBlock(block.key).catch(() => undefined); // the upkeep adopts too
     }
     return { kind: 'conflict' };
   }

@@ -182,6 +182,8 @@ export interface KubernetesStatus {
   };
   /** What the ADD planners read: the pod directory, the namespaces and (kubernetes store) the WarrenPools. */
   readonly planning?: PlanningStatus;
+  /** On the kubernetes store: KubeVirt's IPAMClaims (the watch, statuses written, holdings ended). */
+  readonly ipamClaims?: IpamClaimsReport;
   /** Every permission the API server refused, named; empty when none was. */
   readonly forbidden: readonly string[];
 }
@@ -202,6 +204,23 @@ export interface WarrenPoolReport {
   readonly sticky: boolean;
   /** Why the pool cannot be used (its spec does not parse). */
   readonly problem?: string;
+}
+
+/** The agent's side of KubeVirt's IPAMClaims (agent/kubernetes/ipam-claims/). */
+export interface IpamClaimsReport {
+  /** Whether the API server serves IPAMClaims (the watch runs only then); absent before it was asked. */
+  readonly served?: boolean;
+  readonly watch: ListWatchStatus;
+  /** Claims the cache holds, whether the watch has listed, and GETs made for claims not held yet. */
+  readonly cache: { readonly claims: number; readonly listed: boolean; readonly gets: number };
+  readonly statusWrites: {
+    readonly pending: number;
+    readonly written: number;
+    readonly gaveUp: number;
+    readonly lastError?: string;
+  };
+  /** Holdings of deleted claims this agent ended, and ends still to do. */
+  readonly upkeep: { readonly ended: number; readonly pending: number; readonly lastError?: string };
 }
 
 export interface PlanningStatus {

@@ -15,21 +15,35 @@
 import type { ApiClient } from '../api/client.ts';
 import { type Allocation, type AllocationQuery, MAX_ALLOCATION_PAGE } from '../api/protocol.ts';
 import { bookkeepingLabel } from '../ipam/bookkeeping.ts';
+import { usePoolOf } from '../ipam/holding-key.ts';
 import { age, momentsAsText, printable } from './format.ts';
 import type { CliIO } from './main.ts';
 
-export const ALLOCATION_HEADERS = ['ADDRESS', 'POOL', 'NETWORK', 'CONTAINER', 'IF', 'POD', 'NODE', 'AGE'] as const;
+export const ALLOCATION_HEADERS = [
+  'ADDRESS',
+  'POOL',
+  'NETWORK',
+  'CONTAINER',
+  'IF',
+  'POD',
+  'HELD BY',
+  'NODE',
+  'AGE',
+] as const;
 
 /** One allocation as a row of the allocations table. */
 export function allocationRow(a: Allocation, now: number): string[] {
   return [
     a.address,
-    a.pool,
+    // A pod's use of a held address (ipam/holding-key.ts): its range, the holder in HELD BY.
+    usePoolOf(a.pool)?.rangePool ?? a.pool,
     a.network,
     // A bookkeeping record holds the address for no container: say what it is (`lent to n2`).
     bookkeepingLabel(a) ?? (a.containerID.length > 16 ? a.containerID.slice(0, 16) : a.containerID),
     a.ifname,
     a.podName === undefined ? '-' : a.podNamespace === undefined ? a.podName : `${a.podNamespace}/${a.podName}`,
+    // What the address belongs to beyond the pod: a StatefulSet ordinal, an IPAMClaim.
+    usePoolOf(a.pool)?.holder ?? '-',
     a.node,
     age(a.createdAt, now),
   ];

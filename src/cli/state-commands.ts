@@ -4,7 +4,13 @@
  */
 import { parseArgs } from 'node:util';
 import { WarrenError, isWarrenError, messageOf } from '../core/errors.ts';
-import type { CniConfigStatus, PluginEntry, ReconcileReport, ReconcilerStatus } from '../api/status.ts';
+import type {
+  CniConfigStatus,
+  IpamClaimsReport,
+  PluginEntry,
+  ReconcileReport,
+  ReconcilerStatus,
+} from '../api/status.ts';
 import { REJECTED_DIR } from '../sources/missed-delete-journal.ts';
 import { COMMON, client, journalDirOfAgent } from './agent-client.ts';
 import { type OfflineJournal, readJournalOffline } from './journal-offline.ts';
@@ -93,6 +99,7 @@ export async function statusCommand(argv: readonly string[], io: CliIO): Promise
             ...(s.kubernetes.forbidden.length === 0
               ? []
               : [safe`kubernetes:  FORBIDDEN: the service account may not ${s.kubernetes.forbidden.join('; ')}`]),
+            ...(s.kubernetes.ipamClaims === undefined ? [] : [ipamClaimsLine(s.kubernetes.ipamClaims)]),
             ...(s.kubernetes.nodes === undefined
               ? []
               : [
@@ -287,4 +294,17 @@ function journalWithoutAgent(flag: string | undefined, json: boolean, why: strin
   }
   if (j.rejected.length > 0) io.out(safe`set aside in ${dir}/${REJECTED_DIR}: ${j.rejected.join(', ')}\n`);
   return 0;
+}
+
+/** KubeVirt's IPAMClaims as `warren status` says them: the watch, and what followed from it. */
+function ipamClaimsLine(c: IpamClaimsReport): string {
+  const watch =
+    c.served === false
+      ? 'not served (no IPAMClaim CRD)'
+      : safe`${c.watch.state}, ${c.cache.claims} claims${c.cache.listed ? '' : ' (not listed yet)'}`;
+  const problems = [c.statusWrites.lastError, c.upkeep.lastError].filter((e): e is string => e !== undefined);
+  return (
+    safe`ipamclaims:  ${watch}; ${c.statusWrites.written} statuses written, ${c.upkeep.ended} holdings ended` +
+    (problems.length === 0 ? '' : safe`; last error: ${problems.join('; ')}`)
+  );
 }

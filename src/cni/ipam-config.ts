@@ -80,6 +80,12 @@ export interface IpamConfig {
    * or its namespace's `warren.dev/pools` annotation may name others. Absent for inline ranges.
    */
   readonly pools?: readonly string[];
+  /**
+   * A StatefulSet's pod keeps its address across re-creation, on any node (`sticky`): held for
+   * (namespace, StatefulSet, ordinal) until the StatefulSet no longer covers the ordinal (README
+   * "Sticky addresses"). Absent unless true.
+   */
+  readonly sticky?: true;
   /** Whereabouts keys present in the config that change nothing in Warren, in the order written. */
   readonly ignoredKeys: readonly IgnoredKey[];
 }
@@ -109,6 +115,7 @@ const TOP_KEYS: ReadonlySet<string> = new Set([
   'store',
   'node_local',
   'pools',
+  'sticky',
 ]);
 /** Whereabouts' RangeConfiguration keys, plus Warren's per-range gateway and block size. */
 const RANGE_KEYS: ReadonlySet<string> = new Set([
@@ -250,6 +257,7 @@ export function parseIpamConfig(value: unknown, path = 'ipam'): IpamConfig {
   if (store !== undefined && store !== 'sqlite' && store !== 'etcd' && store !== 'kubernetes')
     throw invalid(`${path}.store`, `must be "kubernetes", "sqlite" or "etcd", got ${describe(store)}`);
   const nodeLocal = optionalBoolean(value.node_local, `${path}.node_local`);
+  const sticky = optionalBoolean(value.sticky, `${path}.sticky`);
 
   const ranges: RangeSpec[] = [];
   const rangePaths: string[] = [];
@@ -326,6 +334,7 @@ export function parseIpamConfig(value: unknown, path = 'ipam'): IpamConfig {
   if (store !== undefined) config.store = store;
   if (nodeLocal === true) config.nodeLocal = true;
   if (pools !== undefined) config.pools = pools;
+  if (sticky === true) config.sticky = true;
   return config;
 }
 

@@ -33,6 +33,11 @@ export interface NetConf {
   readonly previousIPs?: readonly IPAddress[];
   /** GC only: the attachments that must keep their addresses. */
   readonly validAttachments?: readonly Attachment[];
+  /**
+   * The config's top-level `"allowPersistentIPs": true` (the key KubeVirt's ipam-extensions reads
+   * from a NAD to give its VMs IPAMClaims); only `true` counts, anything else is the main plugin's.
+   */
+  readonly allowPersistentIPs?: true;
 }
 
 /** The config's cniVersion, when it has a usable one (to answer errors in the right version). */
@@ -86,6 +91,7 @@ export function parseNetConf(raw: unknown, command: CniCommand): NetConf {
   const conf: { -readonly [K in keyof NetConf]: NetConf[K] } = { cniVersion: version, name: raw.name, ipam, requested };
   if (raw.prevResult !== undefined) conf.previousIPs = previousIPs(raw.prevResult);
   if (command === 'GC') conf.validAttachments = attachments(raw['cni.dev/valid-attachments']);
+  if (raw.allowPersistentIPs === true) conf.allowPersistentIPs = true;
   return conf;
 }
 

@@ -20,6 +20,7 @@
  * - what `claimsOf(node)` reads grows with that node's blocks, not with the range.
  */
 import type { Allocation } from '../ipam/allocation.ts';
+import type { ClusterHoldings } from './cluster-holdings.ts';
 import type { AddressSpaces, Membership } from './store.ts';
 
 /** A block held by a node, as the cluster records it. */
@@ -170,6 +171,11 @@ export interface ClusterTier {
   readonly membership: Membership;
   /** Admission of ranges into their address space, across nodes. */
   readonly spaces: AddressSpaces;
+  /**
+   * Addresses held for holders other than one pod (cluster-holdings.ts): StatefulSet ordinals,
+   * IPAMClaims. Absent on a tier that cannot keep them (etcd, for now).
+   */
+  readonly holdings?: ClusterHoldings;
   /** Throws when the cluster cannot be reached. */
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -18,10 +18,21 @@
  *   failed fsync the kernel may have dropped the written pages, so nothing written before may be
  *   called durable again by this process (its store pings fail: the agent turns unready); a restart
  *   recovers what the disk holds;
- * - no WAL file (nothing written since the last connection closed) is nothing to sync.
+ * - no WAL file (nothing written since the last connection closed) is nothing to sync;
+ * - a failed sync nobody waits for (a later one stood for it) is no unhandled rejection.
  */
 import { closeSync, fdatasync, fdatasyncSync, openSync } from 'node:fs';
 import { WarrenError, messageOf } from '../core/errors.ts';
+
+/**
+ * `p`, marked handled: a caller that stops waiting (its ADD failed otherwise, or a later sync
+ * stands for this one) must not turn a failed sync into an unhandled rejection, which would end
+ * the agent; every caller that waits still sees the failure.
+ */
+function handled(p: Promise<void>): Promise<void> {
+  p.catch(() => undefined);
+  return p;
+}
 
 export class WalSync {
   readonly #database: string;
@@ -40,15 +51,17 @@ export class WalSync {
 
   /** Resolves once everything committed before this call is on disk. */
   sync(): Promise<void> {
-    if (this.#failure !== undefined) return Promise.reject(this.#failure);
+    if (this.#failure !== undefined) return handled(Promise.reject(this.#failure));
     if (this.#running === undefined) return this.#begin();
     // The one running may have begun before the caller's commit was written: the next one covers it.
-    this.#next ??= this.#running
-      .catch(() => undefined)
-      .then(() => {
-        this.#next = undefined;
-        return this.#begin();
-      });
+    this.#next ??= handled(
+      this.#running
+        .catch(() => undefined)
+        .then(() => {
+          this.#next = undefined;
+          return this.#begin();
+        }),
+    );
     return this.#next;
   }
 
@@ -76,14 +89,13 @@ export class WalSync {
   }
 
   #begin(): Promise<void> {
-    if (this.#failure !== undefined) return Promise.reject(this.#failure);
-    const run = this.#once().finally(() => {
-      if (this.#running === run) this.#running = undefined;
-    });
+    if (this.#failure !== undefined) return handled(Promise.reject(this.#failure));
+    const run = handled(
+      this.#once().finally(() => {
+        if (this.#running === run) this.#running = undefined;
+      }),
+    );
     this.#running = run;
-    // Handled here as well: a caller that stopped waiting (its ADD failed otherwise) must not turn
-    // a failed sync into an unhandled rejection; every waiting caller still sees it.
-    run.catch(() => undefined);
     return run;
   }
 

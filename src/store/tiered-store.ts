@@ -13,7 +13,7 @@
  * - an allocation in a block of a range split in the cluster (its description carries a block
  *   size) needs this node's claim of the block: otherwise the commit is a conflict naming why (no
  *   address is handed out in another node's block on this store); releases need no claim, so a DEL
- *   in a block whose claim vanished still works; nor do loan pools (ipam/loan-key.ts);
+ *   in a block whose claim vanished still works; nor do loan and use pools (loan-key.ts, holding-key.ts);
  * - a `describe` with a block size on a range pool pins the range in the cluster: a range already
  *   split differently there writes the cluster's size into the local description and answers a
  *   conflict, so the allocator's next look at `pools(range)` sees the stored size (and refuses a
@@ -40,6 +40,7 @@ import type { Clock, CancelTimer } from '../core/clock.ts';
 import { messageOf } from '../core/errors.ts';
 import { isBlockKey, rangePoolOfKey } from '../ipam/blocks.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
+import { isUseKey } from '../ipam/holding-key.ts';
 import { isLoanKey } from '../ipam/loan-key.ts';
 import type { ClusterTier, RangeRecord } from './cluster-tier.ts';
 import type {
@@ -224,8 +225,8 @@ export class TieredStore implements Store {
       return `the claim of block ${key} by node ${this.#node} vanished from ${this.tier.description}`;
     const blockPrefix = await this.#blockPrefix(rangePool);
     if (blockPrefix === undefined) return undefined; // a range never split in the cluster
-    // A loan pool (an address another node lent this one: allocator/lending/) is this node's alone.
-    if (isLoanKey(key, blockPrefix)) return undefined;
+    // A loan pool (lent by another node: allocator/lending/) or a use pool (holdings/) is this node's alone.
+    if (isLoanKey(key, blockPrefix) || isUseKey(key)) return undefined;
     try {
       await this.#claims.load(rangePool);
     } catch {

@@ -20,7 +20,19 @@ import { DEPLOY, assertValid, documentsOf, jsYaml, listedFiles } from './deploy-
 const GROUP = 'warren.dev';
 const VERSION = 'v1alpha1';
 /** The kinds of the cluster tier (src/store/cluster-tier.ts), each in its own file named after its plural. */
-const KINDS = ['WarrenAddressRequest', 'WarrenAddressSpace', 'WarrenBlock', 'WarrenBlockPublication', 'WarrenRange'];
+const KINDS = [
+  'WarrenAddressHolding',
+  'WarrenAddressRequest',
+  'WarrenAddressSpace',
+  'WarrenBlock',
+  'WarrenBlockPublication',
+  'WarrenRange',
+];
+/**
+ * Kinds living in their holder's namespace (so its deletion takes them), with a status (the pods
+ * using them, as nodes report them): holdings (src/store/cluster-holdings.ts).
+ */
+const NAMESPACED = ['WarrenAddressHolding'];
 /** The kinds operators write (each with a status the agents keep), beside the cluster tier's. */
 const OPERATOR_KINDS = ['WarrenPool', 'WarrenReservation'];
 
@@ -90,7 +102,7 @@ describe("Warren's custom resource definitions (deploy/crds/)", () => {
     for (const crd of crds) {
       const { group, scope, names } = crd.spec;
       assert.equal(group, GROUP, crd.file);
-      assert.equal(scope, 'Cluster', crd.file);
+      assert.equal(scope, NAMESPACED.includes(names.kind) ? 'Namespaced' : 'Cluster', crd.file);
       assert.equal(crd.metadata?.name, `${names.plural}.${GROUP}`, crd.file);
       assert.equal(names.plural, `${names.kind.toLowerCase()}s`, crd.file);
       assert.equal(names.singular, names.kind.toLowerCase(), crd.file);
@@ -111,6 +123,7 @@ describe("Warren's custom resource definitions (deploy/crds/)", () => {
     for (const crd of crds.filter((c) => KINDS.includes(c.spec.names.kind))) {
       const version = theVersion(crd);
       assert.equal(version.subresources?.status, undefined, `${crd.file}: status subresource`);
+      if (NAMESPACED.includes(crd.spec.names.kind)) continue;
       assert.equal(version.schema?.openAPIV3Schema?.properties?.status, undefined, crd.file);
     }
     const block = crds.find((crd) => crd.spec.names.kind === 'WarrenBlock');

@@ -80,6 +80,8 @@ describe('deploy/', () => {
       'CustomResourceDefinition',
       'CustomResourceDefinition',
       'CustomResourceDefinition',
+      // WarrenAddressHolding
+      'CustomResourceDefinition',
       // WarrenPool
       'CustomResourceDefinition',
       // WarrenReservation

@@ -38,6 +38,8 @@ const AGENT = [
   ...needs(['get', 'list', 'watch'], '', 'namespaces'),
   ...needs(['list', 'watch'], 'warren.dev', 'warrenpools'),
   need('update', 'warren.dev', 'warrenpools/status'),
+  ...needs(['get', 'list', 'watch'], 'k8s.cni.cncf.io', 'ipamclaims'),
+  need('patch', 'k8s.cni.cncf.io', 'ipamclaims/status'),
   ...needs(['get', 'list', 'create'], 'warren.dev', 'warrenranges'),
   ...needs(['get', 'list', 'create', 'delete'], 'warren.dev', 'warrenblocks'),
   ...needs(['get', 'list', 'create', 'update', 'delete'], 'warren.dev', 'warrenblockpublications'),
@@ -45,6 +47,8 @@ const AGENT = [
   ...needs(['get', 'create', 'update'], 'warren.dev', 'warrenaddressspaces'),
   ...needs(['list', 'watch'], 'warren.dev', 'warrenreservations'),
   need('patch', 'warren.dev', 'warrenreservations/status'),
+  ...needs(['get', 'list', 'create', 'update', 'delete'], 'warren.dev', 'warrenaddressholdings'),
+  ...needs(['list', 'watch'], 'apps', 'statefulsets'),
   ...needs(['get', 'list', 'create', 'update', 'delete'], 'coordination.k8s.io', 'leases', 'namespace'),
 ].sort();
 
@@ -70,6 +74,8 @@ const CALLS: ReadonlyArray<{ pattern: RegExp; needs: ReadonlyArray<string> }> = 
     pattern: /`\/apis\/warren\.dev\/v1alpha1\/warrenreservations\/\$\{[^}]+\}\/status`/,
     needs: [need('patch', 'warren.dev', 'warrenreservations/status')],
   },
+  // The sticky addresses' chore list-watches the StatefulSets (agent/kubernetes/sticky-release.ts).
+  { pattern: /'\/apis\/apps\/v1\/statefulsets'/, needs: needs(['list', 'watch'], 'apps', 'statefulsets') },
   { pattern: /\.readNamespacedPod\(/, needs: [need('get', '', 'pods')] },
   { pattern: /\.readNode\(/, needs: [need('get', '', 'nodes')] },
   // The ADD planners' watches: namespaces (the pod directory, a GET on a miss) and WarrenPools.
@@ -79,6 +85,18 @@ const CALLS: ReadonlyArray<{ pattern: RegExp; needs: ReadonlyArray<string> }> = 
     pattern: /'\/apis\/warren\.dev\/v1alpha1\/warrenpools'/,
     needs: needs(['list', 'watch'], 'warren.dev', 'warrenpools'),
   },
+  // KubeVirt's IPAMClaims: watched by every agent, one read on a cache miss, the status merge-patched.
+  {
+    pattern: /'\/apis\/k8s\.cni\.cncf\.io\/v1alpha1\/ipamclaims'/,
+    needs: needs(['list', 'watch'], 'k8s.cni.cncf.io', 'ipamclaims'),
+  },
+  {
+    pattern: /`\/apis\/k8s\.cni\.cncf\.io\/v1alpha1\/namespaces\/\$\{[^`]+\}\/ipamclaims\/\$\{[^`]+\}`/,
+    needs: [need('get', 'k8s.cni.cncf.io', 'ipamclaims')],
+  },
+  // Discovery (is the group served?): open to any authenticated client, no rule needed.
+  { pattern: /'\/apis\/k8s\.cni\.cncf\.io\/v1alpha1'/, needs: [] },
+  { pattern: /`\$\{claimPath\(ref\)\}\/status`/, needs: [need('patch', 'k8s.cni.cncf.io', 'ipamclaims/status')] },
   { pattern: /\.createNamespacedEvent\(/, needs: [need('create', '', 'events')] },
   { pattern: /\.patchNamespacedEvent\(/, needs: [need('patch', '', 'events')] },
   // The migration's reader lists collections (never watches) and gets one pod.
@@ -116,6 +134,7 @@ const HOLDERS: Record<string, { group: string; plural: string; scope: Scope }> =
   publications: { group: 'warren.dev', plural: 'warrenblockpublications', scope: 'cluster' },
   requests: { group: 'warren.dev', plural: 'warrenaddressrequests', scope: 'cluster' },
   spaces: { group: 'warren.dev', plural: 'warrenaddressspaces', scope: 'cluster' },
+  holdings: { group: 'warren.dev', plural: 'warrenaddressholdings', scope: 'cluster' },
   leases: { group: 'coordination.k8s.io', plural: 'leases', scope: 'namespace' },
   pools: { group: 'warren.dev', plural: 'warrenpools', scope: 'cluster' },
 };

@@ -15,6 +15,7 @@ import { type KubeTier, openKubeTier } from '../../src/store/kubernetes/kube-tie
 import { blockName } from '../../src/store/kubernetes/names.ts';
 import { type FakeKubeApi, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
 import { waitFor } from '../helpers/processes.ts';
+import { holdingsConformance } from './holdings-conformance.ts';
 import { tierConformance } from './tier-conformance.ts';
 import { tierLoanConformance } from './tier-loans.ts';
 
@@ -69,6 +70,7 @@ describe('KubeTier', () => {
 
   tierConformance('kubernetes (fake API server)', { create: () => tier(), clock, leaseSeconds: LEASE_SECONDS });
   tierLoanConformance('kubernetes (fake API server)', { create: () => tier() });
+  holdingsConformance('kubernetes (fake API server)', { create: () => tier(), clock, leaseSeconds: LEASE_SECONDS });
 
   it('claims a block in at most two requests (the range read once, then one create), and publishes it in one after the first', async () => {
     const r = range();

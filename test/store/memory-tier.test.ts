@@ -4,6 +4,7 @@
  */
 import { ManualClock } from '../../src/core/clock.ts';
 import { MemoryTier } from './memory-tier.ts';
+import { holdingsConformance } from './holdings-conformance.ts';
 import { tierConformance } from './tier-conformance.ts';
 import { tierLoanConformance } from './tier-loans.ts';
 
@@ -17,3 +18,4 @@ tierConformance('memory', {
 });
 
 tierLoanConformance('memory', { create: async () => cluster.session() });
+holdingsConformance('memory', { create: async () => cluster.session(), clock, leaseSeconds: 15 });

@@ -30,6 +30,8 @@ import type {
   UnclaimResult,
 } from '../../src/store/cluster-tier.ts';
 import type { AddressSpaces, AdmissionGuard, SpaceReading } from '../../src/store/store.ts';
+import type { HoldingRecord } from '../../src/store/cluster-holdings.ts';
+import { MemoryHoldings } from './memory-holdings.ts';
 import { MemoryCluster, MemoryMembership } from './memory-membership.ts';
 
 const DEFAULT_LIMIT = 500;
@@ -60,6 +62,8 @@ class ClusterState {
   wroteRequest(request: AddressRequest): void {
     for (const listener of [...this.requestListeners]) queueMicrotask(() => listener(request));
   }
+  /** `key \0 pool` → the holding's record (memory-holdings.ts). */
+  readonly holdings = new Map<string, HoldingRecord>();
 
   constructor(clock: Clock, leaseSeconds: number) {
     this.members = new MemoryCluster(clock, leaseSeconds);
@@ -138,11 +142,18 @@ export class MemoryTier implements ClusterTier {
   readonly #s: ClusterState;
   readonly membership: MemoryMembership;
   readonly spaces: MemorySpaces;
+  readonly holdings: MemoryHoldings;
 
   constructor(options: MemoryTierOptions, shared?: ClusterState) {
     this.#s = shared ?? new ClusterState(options.clock, options.leaseSeconds ?? 15);
     this.membership = new MemoryMembership(this.#s.members, () => this.#reach('membership'));
     this.spaces = new MemorySpaces(this.#s, (what) => this.#reach(what));
+    const clock = this.#s.members.clock;
+    this.holdings = new MemoryHoldings(
+      this.#s,
+      (what) => this.#reach(what),
+      () => clock.now(),
+    );
   }
 
   /** Another agent's connection to this cluster: the same records, its own membership. */

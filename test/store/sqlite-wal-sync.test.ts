@@ -74,6 +74,26 @@ describe('WalSync', () => {
       (error) => error === first,
     );
   });
+
+  it('leaves no unhandled rejection behind a failed sync nobody waited for (a later one stood for it)', async () => {
+    const file = join(tempDir(), 'not-a-dir');
+    writeFileSync(file, '');
+    const unhandled: unknown[] = [];
+    const listen = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', listen);
+    try {
+      const wal = new WalSync(join(file, 'w.db'));
+      const last = wal.sync(); // nobody waits for the ones below: as when later ADDs' syncs stand for them
+      wal.sync();
+      await last.catch(() => undefined);
+      wal.sync();
+      await new Promise((resolve) => setImmediate(resolve));
+      await new Promise((resolve) => setImmediate(resolve));
+      assert.deepEqual(unhandled, []);
+    } finally {
+      process.off('unhandledRejection', listen);
+    }
+  });
 });
 
 describe('SqliteStore commits durable later', () => {

@@ -11,7 +11,9 @@
  *   nodes' requests (also as they come where the store tells of them, prompt-lending.ts),
  *   releasing placeholders whose grant has been gone for the block grace, giving back loans idle
  *   for the block grace, adopting addresses a migration recorded for this node, and writing back
- *   a grant someone else removed while its loan is in use here (told by name).
+ *   a grant someone else removed while its loan is in use here (told by name);
+ * - keeping holdings (allocator/holdings/): placeholders whose record has been gone for the block
+ *   grace released, this node's uses of held addresses reported into their records.
  * One run at a time; a chore that fails is reported (recent errors, log) and the others still run.
  *
  * `problem()` says why this node must not allocate: not announced yet (another agent may hold its
@@ -34,7 +36,8 @@ import type { ClusterRecord } from './record.ts';
 export interface ClusterUpkeepOptions {
   readonly membership: Membership;
   /** What giving back blocks needs of the allocator, and lending (absent: no lending chore). */
-  readonly allocator: Pick<Allocator, 'returnEmptyBlocks'> & Partial<Pick<Allocator, 'lend' | 'lendPromptly'>>;
+  readonly allocator: Pick<Allocator, 'returnEmptyBlocks'> &
+    Partial<Pick<Allocator, 'lend' | 'lendPromptly' | 'holdings'>>;
   readonly clock: Clock;
   readonly logger: Logger;
   readonly errors: RecentErrors;
@@ -72,6 +75,7 @@ export class ClusterUpkeep {
       { name: 'node announcement', run: () => this.#keepAnnounced() },
       { name: 'giving back empty blocks', run: () => this.#giveBack() },
       { name: 'lending addresses', run: () => this.#lend() },
+      { name: 'keeping holdings', run: () => this.#keepHoldings() },
     ];
     this.#task = new PeriodicTask({ clock: options.clock, intervalMs: options.intervalMs, run: () => this.#run() });
   }
@@ -202,6 +206,14 @@ export class ClusterUpkeep {
       this.#o.logger.warn({ node: this.#o.node }, line);
       this.#o.errors.add(line);
     }
+    if (report.errors.length > 0) throw new Error(report.errors.join('; '));
+  }
+
+  async #keepHoldings(): Promise<void> {
+    const report = await this.#o.allocator.holdings?.run(this.#o.blockGraceMs);
+    if (report === undefined) return;
+    const { held, released, reported } = report;
+    if (held.length + released.length > 0) this.#o.logger.info({ held, released, reported }, 'kept holdings');
     if (report.errors.length > 0) throw new Error(report.errors.join('; '));
   }
 }

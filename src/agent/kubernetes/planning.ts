@@ -19,6 +19,8 @@ import type { AddPlanner } from '../server/add-plan.ts';
 import type { PodDirectory } from './pod-directory.ts';
 import type { PoolStatusWriter } from './pool-status.ts';
 import { poolsPlanner } from './pools-planner.ts';
+import { stickyPlanner } from './sticky-planner.ts';
+import type { StickyRelease } from './sticky-release.ts';
 
 export interface PlanningOptions {
   readonly node: string;
@@ -32,6 +34,11 @@ export interface PlanningOptions {
     /** Writes the pools' status; made with the catalog it reads. */
     readonly status: (catalog: PoolCatalog) => PoolStatusWriter | undefined;
   };
+  /**
+   * On a store that keeps holdings: the StatefulSets' list-watch and the chore ending the sticky
+   * holdings of ordinals they no longer cover (sticky-release.ts).
+   */
+  readonly sticky?: { readonly statefulSets: ListWatch<KubeObjectMeta>; readonly release: StickyRelease };
 }
 
 export class KubernetesPlanning {
@@ -45,9 +52,12 @@ export class KubernetesPlanning {
   constructor(options: PlanningOptions) {
     this.#o = options;
     this.statusWriter = options.pools?.status(this.catalog);
+    // Holdings last (add-plan.ts): it reads the pools the plan draws from. Without a store that
+    // keeps holdings a sticky ADD is refused by the allocator (code 7), never served as not sticky.
+    const sticky = stickyPlanner({ directory: options.directory, catalog: this.catalog });
     this.planners =
       options.pools === undefined
-        ? []
+        ? [sticky]
         : [
             poolsPlanner({
               directory: options.directory,
@@ -55,6 +65,7 @@ export class KubernetesPlanning {
               nodeLabels: () => this.nodeLabels.labels(),
               node: options.node,
             }),
+            sticky,
           ];
   }
 
@@ -97,6 +108,14 @@ export class KubernetesPlanning {
       );
       if (this.statusWriter !== undefined) loops.push(this.statusWriter.run(signal));
     }
+    const sticky = this.#o.sticky;
+    if (sticky !== undefined)
+      loops.push(
+        (async () => {
+          for await (const item of sticky.statefulSets.events(signal)) sticky.release.observe(item);
+        })(),
+        sticky.release.run(signal),
+      );
     await Promise.all(loops);
   }
 }

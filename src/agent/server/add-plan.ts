@@ -34,11 +34,23 @@ export interface AddPlan {
   readonly routes?: readonly Route[];
 }
 
+/** The attachment an ADD is for (CNI_CONTAINERID, CNI_IFNAME): which of a pod's networks it is. */
+export interface AttachmentRef {
+  readonly containerID: string;
+  readonly ifname: string;
+}
+
 /**
  * One step of planning. `pod` is undefined when CNI_ARGS names no pod (not a Kubernetes ADD): a
- * planner that needs one answers the plan unchanged.
+ * planner that needs one answers the plan unchanged. `attachment` is given by the CNI service (a
+ * planner reading a pod's network selection needs the interface).
  */
-export type AddPlanner = (conf: NetConf, pod: PodRef | undefined, plan: AddPlan) => Promise<AddPlan>;
+export type AddPlanner = (
+  conf: NetConf,
+  pod: PodRef | undefined,
+  plan: AddPlan,
+  attachment?: AttachmentRef,
+) => Promise<AddPlan>;
 
 /** The plan after every planner, in order, starting from `initial`. */
 export async function runPlanners(
@@ -46,11 +58,24 @@ export async function runPlanners(
   conf: NetConf,
   pod: PodRef | undefined,
   initial: AddPlan,
+  attachment?: AttachmentRef,
 ): Promise<AddPlan> {
   let plan = initial;
   // In order, never at once: each planner builds on the plan the one before it answered.
-  for (const planner of planners) plan = await planner(conf, pod, plan);
+  for (const planner of planners) plan = await planner(conf, pod, plan, attachment);
   return plan;
+}
+
+/**
+ * What an ADD allocated after its plan: told to whoever reports it elsewhere (a claim's status).
+ * `ips` as the CNI result gives them: CIDR form, the address with its range's prefix length.
+ */
+export interface AddOutcome {
+  readonly network: string;
+  readonly pod: PodRef | undefined;
+  readonly attachment: AttachmentRef;
+  readonly plan: AddPlan;
+  readonly ips: readonly string[];
 }
 
 /** The pod CNI_ARGS names, when it names both a namespace and a name. */

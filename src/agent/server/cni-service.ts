@@ -39,7 +39,7 @@ import type { CniOutcome, CniRequest } from '../../api/protocol.ts';
 import { CONFIG_FIELD, ENVELOPE } from '../../api/cni-wire.ts';
 import { NO_TELEMETRY, type Telemetry } from '../metrics/telemetry.ts';
 import { SETTINGS } from '../settings/table.ts';
-import { type AddPlanner, podRefOf, runPlanners } from './add-plan.ts';
+import { type AddOutcome, type AddPlanner, podRefOf, runPlanners } from './add-plan.ts';
 
 export interface CniServiceOptions {
   readonly allocator: Allocator;
@@ -79,6 +79,11 @@ export interface CniServiceOptions {
    * config's ranges and requested addresses; one may refuse the ADD. None: the config's plan.
    */
   readonly planners?: readonly AddPlanner[];
+  /**
+   * Told of each ADD that allocated (after the commit, before the answer), to report it elsewhere
+   * (an IPAMClaim's status); it must not block the answer: slow work is queued, not awaited.
+   */
+  readonly afterAdd?: (outcome: AddOutcome) => void;
   /** Told once per network about IPAM keys Warren accepts but does not act on. */
   readonly onIgnoredKeys?: (network: string, keys: readonly string[]) => void;
   /**
@@ -115,6 +120,7 @@ export class CniService {
   readonly #onFailure: ((error: unknown, command: string) => void) | undefined;
   readonly #telemetry: Telemetry;
   readonly #planners: readonly AddPlanner[];
+  readonly #afterAdd: ((outcome: AddOutcome) => void) | undefined;
   /** Networks whose ignored keys were already reported: once each, not on every call. */
   readonly #reportedIgnored = new Set<string>();
 
@@ -132,6 +138,7 @@ export class CniService {
     this.#onFailure = options.onFailure;
     this.#telemetry = options.telemetry ?? NO_TELEMETRY;
     this.#planners = options.planners ?? [];
+    this.#afterAdd = options.afterAdd;
   }
 
   /** One CNI call, as the plugin sent it (unchecked: it came over the wire). */
@@ -248,7 +255,9 @@ export class CniService {
     }
     const owner = ownerOf(env, conf);
     await this.#beforeAdd?.(owner, args.podUID);
-    const plan = await runPlanners(this.#planners, conf, podRefOf(args), { ranges: conf.ipam.ranges, requested });
+    const pod = podRefOf(args);
+    const attachment = { containerID: owner.containerID, ifname: owner.ifname };
+    const plan = await runPlanners(this.#planners, conf, pod, { ranges: conf.ipam.ranges, requested }, attachment);
     if (plan.ranges.length === 0)
       throw new WarrenError(
         'INVALID_CONFIG',
@@ -259,6 +268,7 @@ export class CniService {
       owner,
       ranges: plan.ranges,
       requested: plan.requested,
+      ...(plan.holding === undefined ? {} : { holding: plan.holding }),
       cooldownSeconds: conf.ipam.cooldownSeconds,
       ...(args.podNamespace === undefined ? {} : { podNamespace: args.podNamespace }),
       ...(args.podName === undefined ? {} : { podName: args.podName }),
@@ -273,6 +283,7 @@ export class CniService {
       routes: plan.routes ?? conf.ipam.routes,
       dns: conf.ipam.dns ?? {},
     };
+    this.#afterAdd?.({ network: conf.name, pod, attachment, plan, ips: result.ips.map((ip) => ip.address) });
     return { kind: 'result', output: renderResult(result, conf.cniVersion) };
   }
 

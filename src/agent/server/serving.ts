@@ -27,6 +27,8 @@ export interface ServingDeps extends Omit<AgentServiceOptions, 'socket' | 'docto
   readonly runtimeOf?: CniServiceOptions['runtimeOf'] | undefined;
   /** Plan each ADD before it allocates, in order (add-plan.ts: pools, addresses, holdings). */
   readonly planners?: CniServiceOptions['planners'] | undefined;
+  /** Told of each ADD that allocated (an IPAMClaim's status is written from it). */
+  readonly afterAdd?: CniServiceOptions['afterAdd'] | undefined;
   /** Why ADD of a network must wait now (the readiness indicator, a takeover, a hand-back). */
   readonly addGate?: CniServiceOptions['addGate'] | undefined;
   /**
@@ -62,6 +64,7 @@ export function servingParts(deps: ServingDeps): Serving {
     runtimeOf,
     addGate,
     planners,
+    afterAdd,
     nodeLocalOnly,
     logger,
     onError,
@@ -99,6 +102,7 @@ export function servingParts(deps: ServingDeps): Serving {
     ...(beforeAdd === undefined ? {} : { beforeAdd }),
     ...(runtimeOf === undefined ? {} : { runtimeOf }),
     ...(planners === undefined ? {} : { planners }),
+    ...(afterAdd === undefined ? {} : { afterAdd }),
     onIgnoredKeys: (network, keys) => {
       // Whereabouts' store keys are not ignored: the store serves them, or the config is for this node alone.
       const store = keys.filter(isStoreKeyLine);

@@ -198,6 +198,15 @@ const TABLE = {
     default: '600',
     read: read.seconds(0),
   },
+  stickyReleaseGraceSeconds: {
+    flag: 'sticky-release-grace',
+    env: 'WARREN_STICKY_RELEASE_GRACE',
+    about:
+      "seconds a StatefulSet ordinal's sticky address is kept after the StatefulSet stops covering the " +
+      'ordinal (scaled below it, or deleted), so a scale-down undone in time keeps it',
+    default: '300',
+    read: read.seconds(0),
+  },
   podReleaseRetries: {
     flag: 'pod-release-retries',
     env: 'WARREN_POD_RELEASE_RETRIES',

@@ -40,6 +40,7 @@ import type {
   UnclaimResult,
 } from '../cluster-tier.ts';
 import { KubeApiClient } from './api-client.ts';
+import { KubeHoldings } from './kube-holdings.ts';
 import { KubePublications } from './kube-publications.ts';
 import { KubeSpaces } from './kube-spaces.ts';
 import { LeaseMembership } from './lease-membership.ts';
@@ -97,6 +98,7 @@ export class KubeTier implements ClusterTier {
   readonly description: string;
   readonly membership: LeaseMembership;
   readonly spaces: KubeSpaces;
+  readonly holdings: KubeHoldings;
   readonly #api: KubeApiClient;
   readonly #ranges: Resource;
   readonly #blocks: Resource;
@@ -122,6 +124,7 @@ export class KubeTier implements ClusterTier {
       ranges: this.#ranges,
       blocks: this.#blocks,
     });
+    this.holdings = new KubeHoldings(api);
     this.membership = new LeaseMembership({
       leases: new Resource(api, leaseKind(o.namespace)),
       leaseSeconds: o.leaseSeconds,

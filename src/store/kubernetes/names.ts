@@ -32,6 +32,14 @@ export const LOAN_LABEL = 'warren.dev/loan';
 export const OPEN_LABEL = 'warren.dev/open';
 /** What a Lease of Warren's is for: `node` (an agent's announcement) or `task` (a chore's claim). */
 export const LEASE_LABEL = 'warren.dev/lease';
+/** The kind of holder of a holding (`statefulset`, `ipamclaim`). */
+export const HOLDER_KIND_LABEL = 'warren.dev/holder-kind';
+/** The store pool holding a holding's address (its owner's block), so a block's holdings are selected by the server. */
+export const BLOCK_LABEL = 'warren.dev/block';
+/** The holder of a holding (its key as a label value), so a holder's records are selected by the server. */
+export const HOLDER_LABEL = 'warren.dev/holder';
+/** Prefix of the label a holding carries once per node using it: `user.warren.dev/<node>`. */
+const USER_LABEL_PREFIX = 'user.warren.dev/';
 /** Prefix of the label a request carries once per lender of its grants: `lender.warren.dev/<node>`. */
 const LENDER_LABEL_PREFIX = 'lender.warren.dev/';
 
@@ -84,6 +92,17 @@ export function spaceName(space: string): string {
   return nameOf([space], ['space', space]);
 }
 
+/**
+ * The WarrenAddressHolding of holder `key` in range pool `pool` (in the holder's namespace):
+ * `<kind>.<name>[.<ordinal>].<hash of key and pool>`.
+ */
+export function holdingName(key: string, pool: string): string {
+  return nameOf(
+    key.split('/').filter((_, i) => i !== 1),
+    ['holding', key, pool],
+  );
+}
+
 /** The Lease announcing `node`'s agent, in the agent's namespace: `warren-node.<node>.<hash>`. */
 export function nodeLeaseName(node: string): string {
   return nameOf(['warren-node', node], ['node', node]);
@@ -108,6 +127,16 @@ export function labelValue(text: string): string {
 /** The label a request carries for each node that lent it an address (its name part is a label value). */
 export function lenderLabel(lender: string): string {
   return `${LENDER_LABEL_PREFIX}${labelValue(lender)}`;
+}
+
+/** The label a holding carries for each node whose pods use it. */
+export function userLabel(node: string): string {
+  return `${USER_LABEL_PREFIX}${labelValue(node)}`;
+}
+
+/** Whether a label key is a user label (userLabel). */
+export function isUserLabel(key: string): boolean {
+  return key.startsWith(USER_LABEL_PREFIX);
 }
 
 /** Whether a label key is a lender label (lenderLabel). */

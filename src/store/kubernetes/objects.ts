@@ -28,6 +28,8 @@ export const MAX_ITEMS = 4096;
 
 export interface ObjectMeta {
   readonly name: string;
+  /** For namespaced kinds (WarrenAddressHolding): the object's namespace. */
+  readonly namespace?: string;
   readonly uid?: string;
   readonly resourceVersion?: string;
   readonly labels?: Readonly<Record<string, string>>;

@@ -14,6 +14,7 @@ import { issueServerCertificate } from '../tls.ts';
 import { CoreResources } from './core.ts';
 import { deployCrds } from './crds.ts';
 import { LEASES } from './leases.ts';
+import { STATEFULSETS } from './statefulsets.ts';
 import { rfc3339, sortKeys } from './metadata.ts';
 import { ObjectStore } from './objects.ts';
 import { CrdRegistry } from './registry.ts';
@@ -226,7 +227,8 @@ class FakeKubeApiServer implements FakeKubeApi {
   }
 
   #servedByPlural(plural: string): Served {
-    const served = plural === 'leases' ? LEASES : this.#crds.byPlural(plural);
+    const served =
+      plural === 'leases' ? LEASES : plural === 'statefulsets' ? STATEFULSETS : this.#crds.byPlural(plural);
     if (served === undefined) throw new Error(`fake kube api: no served resource ${plural}`);
     return served;
   }

@@ -12,7 +12,15 @@ import type { ListMeta, Served } from './served.ts';
 import { alreadyExists, badRequest } from './status.ts';
 import type { CrdObject, KubeObject } from './types.ts';
 
-const RESERVED = new Set(['pods', 'nodes', 'events', 'namespaces', 'leases', 'customresourcedefinitions']);
+const RESERVED = new Set([
+  'pods',
+  'nodes',
+  'events',
+  'namespaces',
+  'leases',
+  'statefulsets',
+  'customresourcedefinitions',
+]);
 
 /** CRDs themselves, served read-only (get, list, watch) besides create. */
 export const CRDS: Served = {

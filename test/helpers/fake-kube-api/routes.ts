@@ -6,6 +6,7 @@
  */
 import { CORE } from './core.ts';
 import { LEASES } from './leases.ts';
+import { STATEFULSETS } from './statefulsets.ts';
 import { CRDS, type CrdRegistry } from './registry.ts';
 import type { Served } from './served.ts';
 import { isTrue } from './watch.ts';
@@ -68,6 +69,7 @@ export function routeOf(pathname: string, crds: CrdRegistry): Route | undefined 
   let served: Served | undefined;
   if (group === 'apiextensions.k8s.io' && version === 'v1' && plural === 'customresourcedefinitions') served = CRDS;
   else if (group === 'coordination.k8s.io' && version === 'v1' && plural === 'leases') served = LEASES;
+  else if (group === 'apps' && version === 'v1' && plural === 'statefulsets') served = STATEFULSETS;
   else served = crds.find(group, version as string, plural as string);
   if (served === undefined) return unknown;
   const namespace = decode(ns);

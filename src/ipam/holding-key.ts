@@ -1,0 +1,86 @@
+/**
+ * Holdings: addresses that belong to a holder other than one pod (allocator/holdings/). Two codecs,
+ * pure (no I/O):
+ * - the holder key: `statefulset/<namespace>/<name>/<ordinal>` (a StatefulSet's pod of one ordinal,
+ *   whichever pod object that is now) or `ipamclaim/<namespace>/<name>` (a KubeVirt IPAMClaim);
+ * - the use pool key: where a node records pods' use of a held address in its own store, a pool
+ *   of one address keyed `<range pool>#held:<address>/<holder key>` (blocks.ts's codec). It is not a block key of
+ *   any range (its part after `#` is no CIDR) nor a loan pool's (loan-key.ts), so block placement,
+ *   lending and give-back never take one for theirs; and it belongs to its range pool, so the
+ *   store's one-address-per-owner-and-range rule covers a pod's use like any allocation of it.
+ *
+ * Guarantees: `parseHolderKey(holderKey(h))` gives `h` back for every holder whose parts are
+ * Kubernetes names (no `/`); `isUseKey` is true exactly for
+ * keys `useKey` makes, and `usePoolOf(useKey(p, a, h))` gives `p`, `a` and `h` back.
+ */
+import { parseIP, formatIP } from './address.ts';
+import { blockCidrOfKey, blockKey, rangePoolOfKey } from './blocks.ts';
+
+export type Holder =
+  | { readonly kind: 'statefulset'; readonly namespace: string; readonly name: string; readonly ordinal: number }
+  | { readonly kind: 'ipamclaim'; readonly namespace: string; readonly name: string };
+
+/** The kinds of holder, as the key's first part and the records' label say them. */
+export type HolderKind = Holder['kind'];
+
+const NAME = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
+
+/** The key of `holder`. */
+export function holderKey(holder: Holder): string {
+  return holder.kind === 'statefulset'
+    ? `statefulset/${holder.namespace}/${holder.name}/${holder.ordinal}`
+    : `ipamclaim/${holder.namespace}/${holder.name}`;
+}
+
+/** The holder a key names, or undefined when `key` is none (wrong kind, parts, or a part no name). */
+export function parseHolderKey(key: string): Holder | undefined {
+  const parts = key.split('/');
+  const [kind, namespace, name, ordinal] = parts;
+  if (namespace === undefined || name === undefined || !NAME.test(namespace) || !NAME.test(name)) return undefined;
+  if (kind === 'ipamclaim' && parts.length === 3) return { kind, namespace, name };
+  if (kind === 'statefulset' && parts.length === 4 && ordinal !== undefined && /^(0|[1-9][0-9]{0,8})$/.test(ordinal))
+    return { kind, namespace, name, ordinal: Number(ordinal) };
+  return undefined;
+}
+
+/** Why `key` is no holder key, or undefined when it is one. */
+export function holderKeyProblem(key: string): string | undefined {
+  return parseHolderKey(key) === undefined
+    ? `${JSON.stringify(key)} is not a holding key (statefulset/<namespace>/<name>/<ordinal> or ipamclaim/<namespace>/<name>)`
+    : undefined;
+}
+
+const USE_MARK = 'held:';
+
+/** What a use pool's key names: the held address and its holder. */
+export interface UsePool {
+  readonly rangePool: string;
+  readonly address: string;
+  readonly holder: string;
+}
+
+/**
+ * The pool in which a node records pods' use of `address`, held for `holder` in range pool
+ * `rangePool`: `<range pool>#held:<address>/<holder key>` (an address holds no `/`; a holder key
+ * no `#`), so the key says which holding its uses are of.
+ */
+export function useKey(rangePool: string, address: string, holder: string): string {
+  const ip = parseIP(address);
+  return blockKey(rangePool, `${USE_MARK}${ip === undefined ? address : formatIP(ip)}/${holder}`);
+}
+
+/** Whether store pool `key` is a use pool (useKey). */
+export function isUseKey(key: string): boolean {
+  return blockCidrOfKey(key)?.startsWith(USE_MARK) === true;
+}
+
+/** The address and holder a use pool key names, or undefined when `key` is no use pool. */
+export function usePoolOf(key: string): UsePool | undefined {
+  const part = blockCidrOfKey(key);
+  if (part === undefined || !part.startsWith(USE_MARK)) return undefined;
+  const slash = part.indexOf('/');
+  const ip = parseIP(part.slice(USE_MARK.length, slash < 0 ? undefined : slash));
+  const holder = slash < 0 ? '' : part.slice(slash + 1);
+  if (ip === undefined || parseHolderKey(holder) === undefined) return undefined;
+  return { rangePool: rangePoolOfKey(key), address: formatIP(ip), holder };
+}
