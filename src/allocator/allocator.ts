@@ -20,7 +20,7 @@
  *   without end.
  */
 import type { Clock } from '../core/clock.ts';
-import { WarrenError, messageOf } from '../core/errors.ts';
+import { WarrenError } from '../core/errors.ts';
 import { KeyedMutex } from '../core/keyed-mutex.ts';
 import { type IPAddress, formatIP } from '../ipam/address.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
@@ -34,7 +34,7 @@ import { BlockAssigner } from './block-assigner.ts';
 import { exhaustedError } from './exhaustion.ts';
 import { CONFLICT, retryOnConflict } from './commit-loop.ts';
 import { type ForgottenNode, forgetNode } from './forget-node.ts';
-import { type RuntimeOf, gcCandidates, gcScope } from './gc.ts';
+import { type GcOutcome, type RuntimeOf, gcCandidates, gcScope, releaseEach } from './gc.ts';
 import { type BlockReturn, EmptyBlockGiveBack } from './give-back.ts';
 import { Holdings } from './holdings/holdings.ts';
 import { Lending, type LendingReport } from './lending/lending.ts';
@@ -48,12 +48,7 @@ export type { AllocateRequest, Assignment } from './assignment.ts';
 export type { BlockReturn } from './give-back.ts';
 export type { LendingReport } from './lending/lending.ts';
 export type { ReleaseLimits } from './release.ts';
-export { attachmentKey, type RuntimeOf } from './gc.ts';
-
-export interface GcOutcome {
-  readonly released: Allocation[];
-  readonly errors: string[];
-}
+export { attachmentKey, type GcOutcome, type RuntimeOf } from './gc.ts';
 
 export interface AllocatorOptions {
   readonly store: Store;
@@ -345,24 +340,9 @@ export class Allocator {
     runtimeOf?: RuntimeOf,
   ): Promise<GcOutcome> {
     const shared = this.#blocks !== null || this.#store.membership !== undefined;
-    const stale = gcCandidates(
-      await this.#store.list(gcScope(network, this.#node, shared)),
-      valid,
-      only,
-      this.#clock.boot,
-      this.#sharedBy(),
-      runtimeOf,
-    );
-    const released: Allocation[] = [];
-    const errors: string[] = [];
-    for (const owner of stale) {
-      try {
-        released.push(...(await this.release(owner, cooldownSeconds, only)));
-      } catch (error) {
-        errors.push(`${owner.containerID}/${owner.ifname}: ${messageOf(error)}`);
-      }
-    }
-    return { released, errors };
+    const candidates = await this.#store.list(gcScope(network, this.#node, shared));
+    const stale = gcCandidates(candidates, valid, only, this.#clock.boot, this.#sharedBy(), runtimeOf);
+    return releaseEach(stale, (owner) => this.release(owner, cooldownSeconds, only));
   }
 
   /**

@@ -18,6 +18,7 @@
  */
 import type { Allocation, Owner } from '../ipam/allocation.ts';
 import { isBookkeeping } from '../ipam/bookkeeping.ts';
+import { messageOf } from '../core/errors.ts';
 import type { AllocationFilter } from '../store/store.ts';
 import { type ReleaseLimits, within } from './release.ts';
 
@@ -58,4 +59,26 @@ export function gcCandidates(
     owners.set(key, { network: a.network, containerID: a.containerID, ifname: a.ifname });
   }
   return [...owners.values()];
+}
+
+export interface GcOutcome {
+  readonly released: Allocation[];
+  readonly errors: string[];
+}
+
+/** Releases each owner GC gave up, going on past a failure and reporting each (`<container>/<ifname>: why`). */
+export async function releaseEach(
+  owners: readonly Owner[],
+  release: (owner: Owner) => Promise<Allocation[]>,
+): Promise<GcOutcome> {
+  const released: Allocation[] = [];
+  const errors: string[] = [];
+  for (const owner of owners) {
+    try {
+      released.push(...(await release(owner)));
+    } catch (error) {
+      errors.push(`${owner.containerID}/${owner.ifname}: ${messageOf(error)}`);
+    }
+  }
+  return { released, errors };
 }

@@ -102,8 +102,7 @@ export class TieredStore implements Store {
   readonly #splitRanges = new Map<string, number>();
   readonly #admissions: TieredAdmissions;
   #timers: CancelTimer[] = [];
-  /** The cluster's failure at the last ping. */
-  #clusterProblem: string | undefined;
+  #clusterProblem: string | undefined; // the cluster's failure at the last ping
   #stopped = false;
 
   constructor(o: TieredStoreOptions) {
