@@ -22,13 +22,14 @@ function poolRow(p: WarrenPoolReport): Html {
     p.nodeSelector === undefined ? 'every node' : `nodes ${p.nodeSelector}`,
     p.namespaceSelector === undefined ? 'every namespace' : `namespaces ${p.namespaceSelector}`,
   ].join(' · ');
+  const problem = p.problem === undefined ? '' : html` ${badge('bad', 'unusable', 'warrenpool-problem')} ${p.problem}`;
   return html`<tr data-testid="warrenpool-row" data-pool="${p.name}">
 <th scope="row">${p.name}${p.sticky ? html` ${badge('good', 'sticky')}` : ''}</th>
 <td class="mono">${p.ranges.join(', ')}</td>
 <td class="bar-cell">${utilisationBar(p.capacity === undefined ? undefined : utilisationOf(used, p.capacity))}</td>
 <td class="num" data-testid="warrenpool-use">${use}</td>
 <td class="num">${p.blocks ?? '—'} / ${p.nodes ?? '—'}</td>
-<td>${where}${p.problem === undefined ? '' : html` ${badge('bad', 'unusable', 'warrenpool-problem')} ${p.problem}`}</td></tr>`;
+<td>${where}${problem}</td></tr>`;
 }
 
 function claimsFacts(c: IpamClaimsReport): Html {
