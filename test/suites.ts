@@ -20,6 +20,7 @@
 export const UNIT_FILES: readonly string[] = [
   'test/agent/cluster/upkeep.test.ts',
   'test/agent/dashboard/page.test.ts',
+  'test/agent/dashboard/warren-pools.test.ts',
   'test/agent/kubernetes/address-planner.test.ts',
   'test/agent/kubernetes/events.test.ts',
   'test/agent/kubernetes/ipam-claims/claim-planner.test.ts',

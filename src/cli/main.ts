@@ -30,14 +30,14 @@ export interface CliIO {
 }
 
 export async function runCli(argv: readonly string[], io: CliIO): Promise<number> {
-  const [command, ...given] = argv;
-  const help = command === undefined || !asksForHelp(given) ? undefined : commandHelp(command);
+  const [command, ...rest] = argv;
+  // A command that prints its own help (agent, doctor, podman-events) parses --help with its flags:
+  // an unknown flag beside it is still a usage error there.
+  const help = command === undefined || !asksForHelp(rest) ? undefined : commandHelp(command);
   if (help !== undefined) {
     io.out(help);
     return 0;
   }
-  // A command that prints its own help is asked for it alone: a flag beside --help is not an error.
-  const rest = command !== undefined && asksForHelp(given) ? ['--help'] : given;
   try {
     switch (command) {
       case 'agent': {

@@ -46,7 +46,8 @@ export function parseHolderKey(key: string): Holder | undefined {
 /** Why `key` is no holder key, or undefined when it is one. */
 export function holderKeyProblem(key: string): string | undefined {
   return parseHolderKey(key) === undefined
-    ? `${JSON.stringify(key)} is not a holding key (statefulset/<namespace>/<name>/<ordinal> or ipamclaim/<namespace>/<name>)`
+    ? `${JSON.stringify(key)} is not a holding key ` +
+        '(statefulset/<namespace>/<name>/<ordinal> or ipamclaim/<namespace>/<name>)'
     : undefined;
 }
 

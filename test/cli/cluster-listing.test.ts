@@ -83,7 +83,7 @@ describe('warren allocations --cluster, streamed', () => {
     assert.equal(table.code, 0, table.stderr);
     const lines = table.stdout.trimEnd().split('\n');
     assert.equal(lines.length, BLOCKS * PER_BLOCK + 1);
-    assert.match(lines[0] as string, /^ADDRESS\s+POOL\s+NETWORK\s+CONTAINER\s+IF\s+POD\s+NODE\s+AGE$/);
+    assert.match(lines[0] as string, /^ADDRESS\s+POOL\s+NETWORK\s+CONTAINER\s+IF\s+POD\s+HELD BY\s+NODE\s+AGE$/);
     assert.equal(lines.filter((l) => l.startsWith('ADDRESS')).length, 1);
     const one = await run(process.execPath, [
       WARREN_BIN,

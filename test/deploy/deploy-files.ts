@@ -4,7 +4,7 @@
  * and the schema of each kind deploy/ may hold (kubernetes-models), by which a document is valid.
  */
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { accessSync, constants, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join, relative } from 'node:path';
 import { DaemonSet } from 'kubernetes-models/apps/v1/DaemonSet';
@@ -15,7 +15,7 @@ import { Role } from 'kubernetes-models/rbac.authorization.k8s.io/v1/Role';
 import { RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/RoleBinding';
 import { Namespace } from 'kubernetes-models/v1/Namespace';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
-import { REPO } from '../helpers/processes.ts';
+import { CHILD_PATH, REPO, run } from '../helpers/processes.ts';
 
 export const DEPLOY = join(REPO, 'deploy');
 export const NAMESPACE = 'warren';
@@ -98,4 +98,26 @@ export function theOne<T>(documents: readonly Document[], kind: string, name?: s
   const found = documents.filter((doc) => doc.kind === kind && (name === undefined || doc.metadata?.name === name));
   assert.equal(found.length, 1, `one ${kind}${name === undefined ? '' : ` ${name}`} among ${documents[0]?.file}...`);
   return found[0] as unknown as T;
+}
+
+/** kubectl on the tests' PATH (Debian's kubernetes-client: scripts/setup.sh), if any. */
+export const kubectl = CHILD_PATH.split(':')
+  .map((dir) => join(dir, 'kubectl'))
+  .find((path) => {
+    try {
+      accessSync(path, constants.X_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  });
+/** The skip of a test that renders deploy/ with kubectl. */
+export const skipWithoutKubectl =
+  kubectl === undefined ? 'no kubectl on PATH (scripts/setup.sh installs kubernetes-client)' : false;
+
+/** `kubectl kustomize` of a directory of deploy/, as documents. */
+export async function render(dir: string): Promise<Document[]> {
+  const r = await run(kubectl as string, ['kustomize', join(DEPLOY, dir)]);
+  assert.equal(r.code, 0, `kubectl kustomize deploy/${dir}: ${r.stderr}`);
+  return documentsOfText(r.stdout, `kubectl kustomize deploy/${dir}`);
 }

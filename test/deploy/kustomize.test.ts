@@ -9,13 +9,12 @@
  * (scripts/setup.sh installs it); skipped, saying so, where there is none.
  */
 import assert from 'node:assert/strict';
-import { accessSync, constants, readdirSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import type { IDaemonSet } from 'kubernetes-models/apps/v1/DaemonSet';
 import type { IContainer } from 'kubernetes-models/v1/Container';
 import { resolveAgentOptions } from '../../src/agent/settings/options.ts';
-import { CHILD_PATH, run } from '../helpers/processes.ts';
 import {
   DEPLOY,
   type Document,
@@ -23,30 +22,12 @@ import {
   STORE_OVERLAYS,
   assertValid,
   documentsOf,
-  documentsOfText,
   kustomization,
   listedFiles,
+  render,
+  skipWithoutKubectl as skip,
   theOne,
 } from './deploy-files.ts';
-
-const kubectl = CHILD_PATH.split(':')
-  .map((dir) => join(dir, 'kubectl'))
-  .find((path) => {
-    try {
-      accessSync(path, constants.X_OK);
-      return true;
-    } catch {
-      return false;
-    }
-  });
-const skip = kubectl === undefined ? 'no kubectl on PATH (scripts/setup.sh installs kubernetes-client)' : false;
-
-/** `kubectl kustomize` of a directory of deploy/, as documents. */
-async function render(dir: string): Promise<Document[]> {
-  const r = await run(kubectl as string, ['kustomize', join(DEPLOY, dir)]);
-  assert.equal(r.code, 0, `kubectl kustomize deploy/${dir}: ${r.stderr}`);
-  return documentsOfText(r.stdout, `kubectl kustomize deploy/${dir}`);
-}
 
 const key = (doc: Document) => `${doc.kind}/${doc.metadata?.namespace ?? ''}/${doc.metadata?.name}`;
 /** A document as the API server would take it: without the file it came from. */

@@ -21,7 +21,16 @@ import type { IRole } from 'kubernetes-models/rbac.authorization.k8s.io/v1/Role'
 import type { IRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/RoleBinding';
 import type { IServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import { REPO } from '../helpers/processes.ts';
-import { type Document, documentsOf, listedFiles, theOne } from './deploy-files.ts';
+import {
+  type Document,
+  OVERLAYS,
+  STORE_OVERLAYS,
+  documentsOf,
+  listedFiles,
+  render,
+  skipWithoutKubectl,
+  theOne,
+} from './deploy-files.ts';
 
 /** One right: `verb group/resource[/subresource] @scope`; the core group is ''. */
 type Scope = 'cluster' | 'namespace';
@@ -254,22 +263,23 @@ function granted(role: IClusterRole | IRole, scope: Scope): string[] {
 }
 
 /** The roles bound to the agent's ServiceAccount: ClusterRoles cluster-wide, Roles in their namespace. */
-function agentRights(): string[] {
-  const subject = { kind: 'ServiceAccount', name: account.metadata?.name, namespace: account.metadata?.namespace };
-  const bindings = documents.filter((d) => d.kind === 'ClusterRoleBinding' || d.kind === 'RoleBinding') as (Document &
+function agentRights(docs: readonly Document[] = documents): string[] {
+  const sa = theOne<IServiceAccount>(docs, 'ServiceAccount');
+  const subject = { kind: 'ServiceAccount', name: sa.metadata?.name, namespace: sa.metadata?.namespace };
+  const bindings = docs.filter((d) => d.kind === 'ClusterRoleBinding' || d.kind === 'RoleBinding') as (Document &
     (IClusterRoleBinding | IRoleBinding))[];
   return bindings.flatMap((binding) => {
     assert.deepEqual(binding.subjects, [subject], `${binding.metadata?.name} binds the agent's ServiceAccount`);
     assert.equal(binding.roleRef.apiGroup, 'rbac.authorization.k8s.io');
     if (binding.kind === 'RoleBinding') {
-      const role = theOne<IRole>(documents, 'Role', binding.roleRef.name);
+      const role = theOne<IRole>(docs, 'Role', binding.roleRef.name);
       assert.equal(binding.roleRef.kind, 'Role', `${binding.metadata?.name} binds a Role of its namespace`);
       assert.equal(role.metadata?.namespace, binding.metadata?.namespace);
-      assert.equal(role.metadata?.namespace, account.metadata?.namespace, "the Role is in the agent's namespace");
+      assert.equal(role.metadata?.namespace, sa.metadata?.namespace, "the Role is in the agent's namespace");
       return granted(role, 'namespace');
     }
     assert.equal(binding.roleRef.kind, 'ClusterRole');
-    return granted(clusterRole(binding.roleRef.name), 'cluster');
+    return granted(theOne<IClusterRole>(docs, 'ClusterRole', binding.roleRef.name), 'cluster');
   });
 }
 
@@ -328,4 +338,29 @@ describe('ClusterRole warren-migrate', () => {
     const bound = documents.filter((d) => (d as { roleRef?: { name?: string } }).roleRef?.name === 'warren-migrate');
     assert.deepEqual(bound, [], 'bound by hand for the migration only (README)');
   });
+});
+
+describe("each overlay's rights (deploy/overlays/*)", () => {
+  /** What every agent calls whatever its store: its sources and its Events (ClusterRole warren). */
+  const everyStore = AGENT.filter((n) => / \/\w+ @/.test(n));
+  for (const name of OVERLAYS) {
+    it(`${name}: grants nothing the code does not call, and everything every store calls`, {
+      skip: skipWithoutKubectl,
+    }, async () => {
+      const rights = agentRights(await render(`overlays/${name}`));
+      assert.equal(new Set(rights).size, rights.length, 'no right granted twice');
+      assert.deepEqual(
+        rights.filter((r) => !AGENT.includes(r)),
+        [],
+        'every right granted is one the code calls',
+      );
+      assert.deepEqual(
+        everyStore.filter((r) => !rights.includes(r)),
+        [],
+        'the sources every store runs are granted',
+      );
+      // The store overlays run no kubernetes store; the others run it and need all of it.
+      if (!(STORE_OVERLAYS as readonly string[]).includes(name)) assert.deepEqual(rights.sort(), AGENT);
+    });
+  }
 });

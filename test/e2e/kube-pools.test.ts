@@ -161,15 +161,16 @@ describe('WarrenPools through the installed plugin on the fake API server', () =
   });
 
   it("writes each pool's capacity and use to its status, and warren pools shows them", async () => {
-    const written = await waitFor('the status of cfg-pool and pod-pool to count their addresses', () => {
-      const cfg = api.object('warrenpools', 'cfg-pool')?.status as { used?: number; capacity?: string } | undefined;
-      const pod = api.object('warrenpools', 'pod-pool')?.status as { used?: number; capacity?: string } | undefined;
-      return cfg?.used === 1 && pod?.used === 2 ? { cfg, pod } : undefined;
+    // The writer writes one pool after another: wait for the three this test reads, each counted.
+    const written = await waitFor('the status of cfg-pool, pod-pool and rack2-pool to count their addresses', () => {
+      const status = (name: string) =>
+        api.object('warrenpools', name)?.status as { used?: number; capacity?: string } | undefined;
+      const [cfg, pod, unused] = [status('cfg-pool'), status('pod-pool'), status('rack2-pool')];
+      return cfg?.used === 1 && pod?.used === 2 && unused?.used !== undefined ? { cfg, pod, unused } : undefined;
     });
     assert.equal(written.cfg.capacity, '254');
     assert.equal(written.pod.capacity, '253', 'the gateway is not handed out');
-    const unused = api.object('warrenpools', 'rack2-pool')?.status as { used?: number } | undefined;
-    assert.equal(unused?.used, 0);
+    assert.equal(written.unused.used, 0);
 
     const shown = await waitFor('warren pools to show the status', async () => {
       const r = await run(WARREN_BIN, ['pools', '--socket', agent.socket]);

@@ -22,6 +22,7 @@ import type { DashboardData } from '../../api/dashboard.ts';
 import { type Html, html } from './html.ts';
 import { healthSection } from './health.ts';
 import { nodesSection, poolsSection } from './pools.ts';
+import { warrenPoolsSection } from './warren-pools.ts';
 import { releasesSection } from './releases.ts';
 import { sourcesSection } from './sources.ts';
 import { REFRESH_SCRIPT, REFRESH_SCRIPT_PATH, refreshScriptTag } from './refresh-script.ts';
@@ -80,6 +81,7 @@ function dashboardBody(data: DashboardData): Html {
   )} UTC</p>
 ${healthSection(data)}
 ${poolsSection(data)}
+${warrenPoolsSection(data)}
 ${nodesSection(data)}
 ${releasesSection(data)}
 ${sourcesSection(data)}`;
