@@ -162,11 +162,12 @@ describe('WarrenPools through the installed plugin on the fake API server', () =
 
   it("writes each pool's capacity and use to its status, and warren pools shows them", async () => {
     // The writer writes one pool after another: wait for the three this test reads, each counted.
-    const written = await waitFor('the status of cfg-pool, pod-pool and rack2-pool to count their addresses', () => {
+    const written = await waitFor('the status of the four pools the test reads to count their addresses', () => {
       const status = (name: string) =>
         api.object('warrenpools', name)?.status as { used?: number; capacity?: string } | undefined;
-      const [cfg, pod, unused] = [status('cfg-pool'), status('pod-pool'), status('rack2-pool')];
-      return cfg?.used === 1 && pod?.used === 2 && unused?.used !== undefined ? { cfg, pod, unused } : undefined;
+      const [cfg, pod, unused, tenant] = ['cfg-pool', 'pod-pool', 'rack2-pool', 'tenant-pool'].map(status);
+      const counted = cfg?.used === 1 && pod?.used === 2 && unused?.used !== undefined && tenant?.used === 1;
+      return counted ? { cfg, pod, unused } : undefined;
     });
     assert.equal(written.cfg.capacity, '254');
     assert.equal(written.pod.capacity, '253', 'the gateway is not handed out');
@@ -175,7 +176,9 @@ describe('WarrenPools through the installed plugin on the fake API server', () =
     const shown = await waitFor('warren pools to show the status', async () => {
       const r = await run(WARREN_BIN, ['pools', '--socket', agent.socket]);
       assert.equal(r.code, 0, r.stderr);
-      return /cfg-pool\s+10\.91\.1\.0\/24\s+254\s+1\b/.test(r.stdout) ? r.stdout : undefined;
+      const both =
+        /cfg-pool\s+10\.91\.1\.0\/24\s+254\s+1\b/.test(r.stdout) && /tenant-pool\s+\S+\s+254\s+1\b/.test(r.stdout);
+      return both ? r.stdout : undefined;
     });
     assert.match(shown, /WarrenPools:/);
     const families = await scrape((await status(agent)).metrics?.address as string);
