@@ -2,14 +2,15 @@
  * `warren journal` when no agent answers: the journal directory read by the command itself, so an
  * operator sees what is waiting exactly when nothing is releasing it. Read-only: it never moves,
  * removes or rewrites a file (setting aside and completing are the agent's), and it treats the
- * directory as others may have planted things in it: every file is opened with O_NOFOLLOW and
- * O_NONBLOCK (a symlink is not followed, a FIFO does not hang the command), must be a regular file
+ * directory as others may have planted things in it: every file is read as core/bounded-read.ts
+ * reads one (a symlink is not followed, a FIFO does not hang the command), must be a regular file
  * of at most MAX_ENTRY_BYTES owned by the directory's owner (the user the plugin and agent run as),
  * and is decoded by the plugin's own entry format. At most MAX_LISTED files are read; the rest are
  * counted.
  */
-import { closeSync, constants, fstatSync, openSync, readSync, readdirSync, statSync } from 'node:fs';
+import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { type BoundedRead, readRegularFile } from '../core/bounded-read.ts';
 import { messageOf } from '../core/errors.ts';
 import { JOURNAL_SUFFIX, MAX_ENTRY_BYTES, decodeEntry } from '../cni/journal-entry.ts';
 import { REJECTED_DIR } from '../sources/missed-delete-journal.ts';
@@ -63,32 +64,27 @@ export function readJournalOffline(dir: string): OfflineJournal {
 }
 
 function readEntry(path: string, name: string, owner: number): Omit<OfflineIntent, 'name'> | { reason: string } {
-  let fd: number;
+  let read: BoundedRead;
   try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    return { reason: code === 'ELOOP' ? 'is a symbolic link' : `cannot be opened: ${messageOf(error)}` };
-  }
-  try {
-    const st = fstatSync(fd);
-    if (!st.isFile()) return { reason: 'is not a regular file' };
-    if (st.uid !== owner) return { reason: `belongs to uid ${st.uid}, not to uid ${owner} that owns the journal` };
-    if (st.size > MAX_ENTRY_BYTES) return { reason: `is ${st.size} bytes, more than ${MAX_ENTRY_BYTES}` };
-    const buffer = Buffer.alloc(st.size);
-    let offset = 0;
-    while (offset < st.size) {
-      const n = readSync(fd, buffer, offset, st.size - offset, offset);
-      if (n === 0) break;
-      offset += n;
-    }
-    const decoded = decodeEntry(name, buffer.subarray(0, offset).toString('utf8'));
-    if (decoded.kind === 'invalid') return { reason: decoded.reason };
-    const { network, containerID, ifname, recordedAt, reason } = decoded.entry;
-    return { network, containerID, ifname, recordedAt: new Date(recordedAt).toISOString(), reason };
+    // Bounded, never blocking on a FIFO, never following a link: core/bounded-read.ts.
+    read = readRegularFile(path, MAX_ENTRY_BYTES, { noFollow: true });
   } catch (error) {
     return { reason: `cannot be read: ${messageOf(error)}` };
-  } finally {
-    closeSync(fd);
+  }
+  switch (read.kind) {
+    case 'missing':
+      return { reason: 'was removed while it was read (released meanwhile)' };
+    case 'not-regular':
+      return { reason: `is ${read.what}, not a regular file` };
+    case 'too-large':
+      return { reason: `is more than ${read.maxBytes} bytes` };
+    case 'read': {
+      if (read.uid !== owner)
+        return { reason: `belongs to uid ${read.uid}, not to uid ${owner} that owns the journal` };
+      const decoded = decodeEntry(name, read.text);
+      if (decoded.kind === 'invalid') return { reason: decoded.reason };
+      const { network, containerID, ifname, recordedAt, reason } = decoded.entry;
+      return { network, containerID, ifname, recordedAt: new Date(recordedAt).toISOString(), reason };
+    }
   }
 }

@@ -17,7 +17,8 @@
 import { closeSync, constants, fstatSync, lstatSync, openSync, readSync, statSync } from 'node:fs';
 
 export type BoundedRead =
-  | { readonly kind: 'read'; readonly text: string }
+  /** `uid`: the file's owner, for a reader that trusts only one user's files. */
+  | { readonly kind: 'read'; readonly text: string; readonly uid: number }
   | { readonly kind: 'missing' }
   /** Not a regular file (FIFO, socket, device, directory) or, with noFollow, a symbolic link. */
   | { readonly kind: 'not-regular'; readonly what: string }
@@ -62,14 +63,14 @@ export function readRegularFile(path: string, maxBytes: number, options: Bounded
     }
     if (length > maxBytes) return { kind: 'too-large', maxBytes };
     // A file that grew within the bound: read what remains of it, still bounded.
-    if (length === buffer.length) return readGrown(fd, buffer, maxBytes);
-    return { kind: 'read', text: buffer.subarray(0, length).toString('utf8') };
+    if (length === buffer.length) return readGrown(fd, buffer, maxBytes, st.uid);
+    return { kind: 'read', text: buffer.subarray(0, length).toString('utf8'), uid: st.uid };
   } finally {
     closeSync(fd);
   }
 }
 
-function readGrown(fd: number, start: Buffer, maxBytes: number): BoundedRead {
+function readGrown(fd: number, start: Buffer, maxBytes: number, uid: number): BoundedRead {
   const buffer = Buffer.allocUnsafe(maxBytes + 1);
   start.copy(buffer);
   let length = start.length;
@@ -79,7 +80,7 @@ function readGrown(fd: number, start: Buffer, maxBytes: number): BoundedRead {
     length += n;
   }
   if (length > maxBytes) return { kind: 'too-large', maxBytes };
-  return { kind: 'read', text: buffer.subarray(0, length).toString('utf8') };
+  return { kind: 'read', text: buffer.subarray(0, length).toString('utf8'), uid };
 }
 
 function kindOf(st: {

@@ -26,6 +26,22 @@ export interface Clock {
   setTimer(ms: number, fn: () => void): CancelTimer;
 }
 
+/**
+ * Waits `ms` on `clock`, or until `signal` aborts, whichever comes first; resolves either way (the
+ * caller looks at the signal), leaving no timer and no listener behind.
+ */
+export function sleepOn(clock: Clock, ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = (): void => {
+      signal.removeEventListener('abort', done);
+      cancel();
+      resolve();
+    };
+    const cancel = clock.setTimer(ms, done);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
 /** Where Linux says which boot this is: a random UUID drawn at each boot. */
 export const BOOT_ID_PATH = '/proc/sys/kernel/random/boot_id';
 const BOOT_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;

@@ -51,8 +51,8 @@ describe('warren journal with the agent down', () => {
     assert.match(row, /net\s+c-waiting\s+eth0\s+2026-11-27T00:00:00\.000Z\s+agent unreachable/);
     for (const [file, why] of [
       ['link.release', /is a symbolic link/],
-      ['fifo.release', /is not a regular file/],
-      ['big.release', /more than 16384/],
+      ['fifo.release', /is a FIFO, not a regular file/],
+      ['big.release', /is more than 16384 bytes/],
       ['garbage.release', /./],
     ] as const) {
       assert.match(out.split('\n').find((l) => l.startsWith(file)) ?? '', why, file);

@@ -15,7 +15,7 @@ describe('readRegularFile', () => {
   const dir = tempDir('warren-bounded-');
   it('reads a regular file whole, and says what anything else is without opening it for a blocking read', () => {
     writeFileSync(join(dir, 'plain'), 'hello');
-    assert.deepEqual(readRegularFile(join(dir, 'plain'), 5), { kind: 'read', text: 'hello' });
+    assert.deepEqual(readRegularFile(join(dir, 'plain'), 5), { kind: 'read', text: 'hello', uid: process.getuid?.() });
     execFileSync('mkfifo', [join(dir, 'fifo')]);
     assert.deepEqual(readRegularFile(join(dir, 'fifo'), 100), { kind: 'not-regular', what: 'a FIFO' });
     symlinkSync('/dev/zero', join(dir, 'zero'));
@@ -25,7 +25,7 @@ describe('readRegularFile', () => {
     assert.deepEqual(readRegularFile(join(dir, 'nothing'), 100), { kind: 'missing' });
     assert.deepEqual(readRegularFile(join(dir, 'plain'), 4), { kind: 'too-large', maxBytes: 4 });
     symlinkSync(join(dir, 'plain'), join(dir, 'link'));
-    assert.deepEqual(readRegularFile(join(dir, 'link'), 100), { kind: 'read', text: 'hello' });
+    assert.deepEqual(readRegularFile(join(dir, 'link'), 100), { kind: 'read', text: 'hello', uid: process.getuid?.() });
     assert.deepEqual(readRegularFile(join(dir, 'link'), 100, { noFollow: true }), {
       kind: 'not-regular',
       what: 'a symbolic link',

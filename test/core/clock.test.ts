@@ -5,7 +5,7 @@
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ManualClock, readBootID, systemClock } from '../../src/core/clock.ts';
+import { ManualClock, readBootID, sleepOn, systemClock } from '../../src/core/clock.ts';
 import { HANG_BOUND_MS } from '../helpers/processes.ts';
 
 describe('ManualClock', () => {
@@ -222,5 +222,29 @@ describe('systemClock', () => {
       });
     });
     assert.equal(fired, false);
+  });
+});
+
+describe('sleepOn', () => {
+  test('resolves when the clock reaches the wait, not before, and leaves no timer', async () => {
+    const clock = new ManualClock();
+    let done = false;
+    const waiting = sleepOn(clock, 1_000, new AbortController().signal).then(() => (done = true));
+    clock.advance(999);
+    await Promise.resolve();
+    assert.equal(done, false);
+    clock.advance(1);
+    await waiting;
+    assert.equal(clock.pendingTimers, 0);
+  });
+
+  test('resolves at once when the signal aborts, cancelling its timer', async () => {
+    const clock = new ManualClock();
+    const controller = new AbortController();
+    const waiting = sleepOn(clock, 60_000, controller.signal);
+    assert.equal(clock.pendingTimers, 1);
+    controller.abort();
+    await waiting;
+    assert.equal(clock.pendingTimers, 0);
   });
 });

@@ -15,7 +15,7 @@
  * - a round that fails is logged and retried at the next interval; it never stops the loop.
  */
 import type { Logger } from 'pino';
-import type { Clock } from '../../core/clock.ts';
+import { type Clock, sleepOn } from '../../core/clock.ts';
 import { messageOf } from '../../core/errors.ts';
 import { isPlainObject } from '../../core/validate.ts';
 import type { ClusterTier } from '../../store/cluster-tier.ts';
@@ -120,17 +120,7 @@ export class PoolStatusWriter {
   async #loop(signal: AbortSignal): Promise<void> {
     const interval = this.#o.intervalMs ?? POOL_STATUS_INTERVAL_MS;
     while (!signal.aborted) {
-      await new Promise<void>((resolve) => {
-        const aborted = (): void => {
-          cancel();
-          resolve();
-        };
-        const cancel = this.#o.clock.setTimer(interval, () => {
-          signal.removeEventListener('abort', aborted);
-          resolve();
-        });
-        signal.addEventListener('abort', aborted, { once: true });
-      });
+      await sleepOn(this.#o.clock, interval, signal);
       if (signal.aborted) return;
       try {
         await this.round();

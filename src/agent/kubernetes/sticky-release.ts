@@ -16,7 +16,7 @@
  *   its placeholder); a round that fails is logged and retried at the next interval.
  */
 import type { Logger } from 'pino';
-import type { Clock } from '../../core/clock.ts';
+import { type Clock, sleepOn } from '../../core/clock.ts';
 import { messageOf } from '../../core/errors.ts';
 import { isPlainObject } from '../../core/validate.ts';
 import { parseHolderKey } from '../../ipam/holding-key.ts';
@@ -139,17 +139,7 @@ export class StickyRelease {
   async run(signal: AbortSignal): Promise<void> {
     const interval = this.#o.intervalMs ?? STICKY_RELEASE_INTERVAL_MS;
     while (!signal.aborted) {
-      await new Promise<void>((resolve) => {
-        const aborted = (): void => {
-          cancel();
-          resolve();
-        };
-        const cancel = this.#o.clock.setTimer(interval, () => {
-          signal.removeEventListener('abort', aborted);
-          resolve();
-        });
-        signal.addEventListener('abort', aborted, { once: true });
-      });
+      await sleepOn(this.#o.clock, interval, signal);
       if (signal.aborted) return;
       try {
         await this.round();

@@ -31,7 +31,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { AsyncChannel } from '../../core/async-channel.ts';
 import { type BackoffPolicy, ExponentialBackoff } from '../../core/backoff.ts';
-import type { Clock } from '../../core/clock.ts';
+import { type Clock, sleepOn } from '../../core/clock.ts';
 import { type ApiFailure, describeFailure, missingPermission } from './api-failure.ts';
 import { CollectionRequests, type WatchEnd } from './collection-requests.ts';
 
@@ -286,16 +286,7 @@ export class ListWatch<T extends KubeObjectMeta> {
         ? `kubernetes: ${verb} failed; retrying`
         : `kubernetes: ${verb} refused: the service account may not ${forbidden}; retrying`,
     );
-    await new Promise<void>((resolve) => {
-      const done = (): void => {
-        signal.removeEventListener('abort', onAbort);
-        cancel();
-        resolve();
-      };
-      const onAbort = (): void => done();
-      const cancel = this.#o.clock.setTimer(wait, done);
-      signal.addEventListener('abort', onAbort, { once: true });
-    });
+    await sleepOn(this.#o.clock, wait, signal);
     this.#retryAt = undefined;
   }
 

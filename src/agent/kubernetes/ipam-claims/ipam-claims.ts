@@ -13,7 +13,7 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { BackoffPolicy } from '../../../core/backoff.ts';
-import type { Clock } from '../../../core/clock.ts';
+import { type Clock, sleepOn } from '../../../core/clock.ts';
 import { isWarrenError, messageOf } from '../../../core/errors.ts';
 import type { IpamClaimsReport } from '../../../api/status.ts';
 import { ListWatch } from '../../../sources/kubernetes/list-watch.ts';
@@ -136,19 +136,6 @@ export async function claimExists(api: Pick<ClaimApi, 'get'>, ref: ClaimRef): Pr
     if (isWarrenError(error, 'INVALID_CONFIG')) return false; // claim-api.ts: the CRD is not served
     throw error;
   }
-}
-
-/** Waits `ms` on the clock, or until the signal aborts. */
-function sleepOn(clock: Clock, ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise<void>((resolve) => {
-    const done = (): void => {
-      signal.removeEventListener('abort', done);
-      cancel();
-      resolve();
-    };
-    const cancel = clock.setTimer(ms, done);
-    signal.addEventListener('abort', done, { once: true });
-  });
 }
 
 /**
