@@ -206,16 +206,7 @@ export async function importLegacy(o: LegacyImport): Promise<LegacyReport> {
   }
   await importRanges(local, described, mine);
   for (const { d, owners } of imported) {
-    const unit = kv.key(`${UNITS}${d.pool}`);
-    const response = await kv.write(`remove the old document of ${d.pool}`, {
-      compare: [{ key: unit, target: 'Mod', result: 'Equal', mod_revision: d.revision }],
-      success: [
-        { request_delete_range: { key: unit } },
-        ...owners.map((k) => ({ request_delete_range: { key: kv.key(k) } })),
-      ],
-      failure: [],
-    });
-    if (response.succeeded) report.removed++;
+    if (await removeOldDoc(kv, d, owners)) report.removed++;
     else report.problems.push(`old block ${d.pool} changed since it was read (an agent of the old version runs?)`);
   }
   await dropEmptyRanges(kv, described);
@@ -223,6 +214,23 @@ export async function importLegacy(o: LegacyImport): Promise<LegacyReport> {
 }
 
 /** Removes the old documents of ranges with no old block document left (their description is in the tier). */
+/**
+ * Removes an old block's document and its owner records, only if the document is still the one read
+ * (its mod revision): false when it changed meanwhile (an agent of the old version wrote it).
+ */
+async function removeOldDoc(kv: TierKv, d: OldDoc, owners: readonly string[]): Promise<boolean> {
+  const unit = kv.key(`${UNITS}${d.pool}`);
+  const response = await kv.write(`remove the old document of ${d.pool}`, {
+    compare: [{ key: unit, target: 'Mod', result: 'Equal', mod_revision: d.revision }],
+    success: [
+      { request_delete_range: { key: unit } },
+      ...owners.map((k) => ({ request_delete_range: { key: kv.key(k) } })),
+    ],
+    failure: [],
+  });
+  return response.succeeded;
+}
+
 async function dropEmptyRanges(kv: TierKv, ranges: ReadonlyMap<string, unknown>): Promise<void> {
   for (const rangePool of ranges.keys()) {
     const blocks = await kv.page(
@@ -268,16 +276,7 @@ export async function forgetLegacyNode(kv: TierKv, node: string): Promise<string
     else if (d.doc.affinity === node) theirs.push({ d, owners: (await recordsOf(kv, node, d)).keys });
   });
   for (const { d, owners } of theirs) {
-    const unit = kv.key(`${UNITS}${d.pool}`);
-    const response = await kv.write(`remove the old document of ${d.pool}`, {
-      compare: [{ key: unit, target: 'Mod', result: 'Equal', mod_revision: d.revision }],
-      success: [
-        { request_delete_range: { key: unit } },
-        ...owners.map((k) => ({ request_delete_range: { key: kv.key(k) } })),
-      ],
-      failure: [],
-    });
-    if (response.succeeded) gone.push(d.pool);
+    if (await removeOldDoc(kv, d, owners)) gone.push(d.pool);
   }
   await dropEmptyRanges(kv, ranges);
   return gone;
