@@ -58,7 +58,7 @@ const TICKS_PER_SECOND = 100; // USER_HZ on Linux
 const FIRST_ADDS = 200;
 
 /** utime + stime of the whole process (all threads), in seconds. */
-function cpuSecondsOf(pid: number): number {
+export function cpuSecondsOf(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   // The command name may hold spaces and parentheses: fields are counted after the last ')'.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');

@@ -11,21 +11,17 @@
  *
  * Alone: node bench/footprint.ts [--rounds N] [--idle-seconds S] [--kubernetes] [--json]
  */
-import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { requestJson } from '../src/core/unix-http.ts';
-import { CHILD_PATH, REPO, WARREN_BIN, removeDir, tempDir, track } from '../test/helpers/processes.ts';
-import { installedForwarder } from './agent-start.ts';
-import { METRICS_ON_FREE_PORT, residentMiB } from './agents.ts';
+import { CHILD_PATH } from '../test/helpers/processes.ts';
+import { cpuSecondsOf, installedForwarder } from './agent-start.ts';
+import { residentMiB } from './agents.ts';
 import { machineLine } from './machine.ts';
 import { kubeStoreArgs } from '../test/helpers/kube-store.ts';
 import { benchApi } from './kube-large.ts';
+import { benchAgent } from './plugins.ts';
 import { timeCalls } from './spawn-timer.ts';
 import { quantile } from './stats.ts';
 
-const TICKS_PER_SECOND = 100; // USER_HZ on Linux
 const BURST = 200;
 const IN_FLIGHT = 20;
 
@@ -43,55 +39,13 @@ export interface Footprint {
   readonly failures: number;
 }
 
-function cpuSecondsOf(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
-}
-
 async function round(forwarder: string, idleSeconds: number, kubernetes: boolean): Promise<Footprint> {
   const api = kubernetes ? await benchApi() : undefined;
   api?.createNode('bench');
-  const dir = tempDir('bench-footprint-');
-  const socket = join(dir, 'warren.sock');
-  const child = track(
-    spawn(
-      process.execPath,
-      [
-        WARREN_BIN,
-        'agent',
-        '--state-dir',
-        dir,
-        '--socket',
-        socket,
-        '--journal-dir',
-        join(dir, 'journal'),
-        ...(api === undefined ? ['--node-name', 'bench'] : kubeStoreArgs(api, 'bench', [], 'default')),
-        '--netns-dirs',
-        '',
-        '--containerd',
-        'off',
-        ...METRICS_ON_FREE_PORT,
-      ],
-      { cwd: REPO, env: { ...process.env, PATH: CHILD_PATH }, stdio: ['ignore', 'ignore', 'pipe'] },
-    ),
-  );
-  let stderr = '';
-  child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const pid = child.pid as number;
+  // As the tests start an agent (test/helpers/agent.ts), metrics on; on the DaemonSet's store when asked.
+  const agent = await benchAgent(api === undefined ? {} : { args: kubeStoreArgs(api, 'bench', [], 'default') });
+  const { pid, socket } = agent;
   try {
-    const started = performance.now();
-    for (;;) {
-      if (child.exitCode !== null) throw new Error(`agent exited with ${child.exitCode}: ${stderr}`);
-      const up = await requestJson({ socket, method: 'GET', path: '/v1/status', timeoutMs: 5_000 }).then(
-        (r) => r.status === 200,
-        () => false,
-      );
-      if (up) break;
-      if (performance.now() - started > 120_000) throw new Error(`agent did not answer within 120 s: ${stderr}`);
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
     // Idle: past its start and warm-up, nothing asked of it but what the node's agent does anyway.
     await new Promise((resolve) => setTimeout(resolve, 3_000));
     const idleFrom = cpuSecondsOf(pid);
@@ -139,9 +93,7 @@ async function round(forwarder: string, idleSeconds: number, kubernetes: boolean
       failures,
     };
   } finally {
-    child.kill('SIGTERM');
-    await exited;
-    removeDir(dir);
+    await agent.stop();
     await api?.stop();
   }
 }
