@@ -50,8 +50,6 @@ export interface KubernetesParts {
     | undefined;
   /** KubeVirt's IPAMClaims (kubernetes store only: a claim's address is held in the cluster). */
   readonly claims?: IpamClaims | undefined;
-  /** The claim planners: IpamClaims' own, or on another store the one refusing a pod naming a claim. */
-  readonly claimPlanners: readonly AddPlanner[];
   /** The sources' state and what they released and reported. */
   status(): KubernetesStatus;
 }
@@ -249,7 +247,7 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
     claim: async () => undefined,
     unsupported: `IPAMClaims' addresses are held only on the kubernetes store (this agent runs --store ${o.store})`,
   });
-  const planners: AddPlanner[] = [
+  const planners: readonly AddPlanner[] = [
     ...planning.planners,
     addressPlanner({
       pods: directory,
@@ -261,10 +259,10 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
             `its ${ADDRESSES_ANNOTATION} annotation, if any, is not honoured for this ADD`,
         ),
     }),
+    // The claims' own planners, or on another store the one refusing a pod naming a claim.
+    ...(claims?.planners ?? [refuseClaims]),
   ];
-  const claimPlanners = claims?.planners ?? [refuseClaims];
-  planners.push(...claimPlanners);
-  const parts = { pods, releases, events, nodes, planning, planners, reservations, claims, claimPlanners };
+  const parts = { pods, releases, events, nodes, planning, planners, reservations, claims };
   return { ...parts, status: () => statusOf(parts) };
 }
 
