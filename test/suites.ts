@@ -33,6 +33,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/agent/kubernetes/sticky.test.ts',
   'test/agent/kubernetes/sticky-release.test.ts',
   'test/agent/kubernetes/pool-status.test.ts',
+  'test/agent/kubernetes/pool-status-write.test.ts',
   'test/agent/kubernetes/reservations.test.ts',
   'test/agent/metrics/prometheus.test.ts',
   'test/agent/metrics/readings.test.ts',
