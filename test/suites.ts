@@ -229,6 +229,7 @@ export const E2E_FILES: readonly string[] = [
   'test/e2e/concurrency.test.ts',
   'test/e2e/dashboard-browser.test.ts',
   'test/e2e/doctor.test.ts',
+  'test/e2e/etcd-leader-loss.test.ts',
   'test/e2e/etcd-upgrade.test.ts',
   'test/e2e/gc-runtimes.test.ts',
   'test/e2e/journal-clock-step.test.ts',

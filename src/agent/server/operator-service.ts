@@ -46,7 +46,7 @@ import type { DoctorFacts } from '../../api/doctor.ts';
 import type { ReleaseReconciler } from '../release/reconciler.ts';
 import type { CommitHealth } from './commit-health.ts';
 import { allocationFilterOf, nodeReports, pluginCounts, poolReports } from './operator-reports.ts';
-import { type PublishedView, clusterPage, localPage, recentReads } from './allocation-pages.ts';
+import { type PublishedView, type RecentReads, clusterPage, localPage, recentReads } from './allocation-pages.ts';
 import { type WatchedReservation, reservationReports } from './reservation-reports.ts';
 import { ReleaseHistory } from '../metrics/release-history.ts';
 import { bookkeepingCounts, bookkeepingTotal } from './bookkeeping-counts.ts';
@@ -108,7 +108,7 @@ export class AgentService {
   readonly #telemetry: Telemetry;
   readonly #history: ReleaseHistory;
   /** The published view with its last reads kept for the next page of a listing (allocation-pages.ts). */
-  readonly #published: PublishedView | undefined;
+  readonly #published: RecentReads | undefined;
 
   constructor(options: AgentServiceOptions) {
     this.#o = options;
@@ -342,7 +342,7 @@ export class AgentService {
         `store ${this.#o.store.description} publishes no allocations of other nodes; ` +
           '--cluster needs --store kubernetes or etcd',
       );
-    return clusterPage(this.#published, filter, page);
+    return clusterPage(this.#published.forPage(page), filter, page);
   }
 
   /** {address, pool?}: that address. {containerID, network?, ifname?}: everything it holds (operator-release.ts). */
