@@ -109,6 +109,8 @@ export class AgentService {
   readonly #history: ReleaseHistory;
   /** The published view with its last reads kept for the next page of a listing (allocation-pages.ts). */
   readonly #published: RecentReads | undefined;
+  /** The live nodes as last read, and when: what status shows while the cluster store is away. */
+  #liveNodes: { readonly nodes: readonly string[]; readonly at: number } | undefined;
 
   constructor(options: AgentServiceOptions) {
     this.#o = options;
@@ -153,13 +155,20 @@ export class AgentService {
     let cluster: AgentStatus['cluster'];
     const membership = this.#o.membership;
     if (membership !== undefined && pingError === undefined) {
-      const live = (await membership.liveNodes()).map((n) => n.node);
+      const live = await this.#liveNodesNow(membership);
       const problem = this.#o.cluster?.problem();
+      const readAt = this.#liveNodes?.at;
       cluster = {
-        liveNodes: live,
+        liveNodes: live.nodes,
         ownBlocks: pools.filter((p) => p.affinity === this.#o.allocator.node).length,
-        thisNodeAnnounced: live.includes(this.#o.allocator.node),
+        thisNodeAnnounced: live.nodes.includes(this.#o.allocator.node),
         ...(problem === undefined ? {} : { problem }),
+        ...(live.unread === undefined
+          ? {}
+          : {
+              unread: live.unread,
+              ...(readAt === undefined ? {} : { liveNodesReadAt: new Date(readAt).toISOString() }),
+            }),
       };
     }
     const now = this.#o.clock.now();
@@ -199,16 +208,33 @@ export class AgentService {
     return { status, readable: pingError === undefined };
   }
 
+  /**
+   * The live nodes read now, or, when the cluster store cannot be read (it is away: the agent still
+   * serves its own blocks), the last ones read with why they are not from now: status never fails
+   * for what only the cluster knows.
+   */
+  async #liveNodesNow(membership: Membership): Promise<{ nodes: readonly string[]; unread?: string }> {
+    try {
+      const nodes = (await membership.liveNodes()).map((n) => n.node);
+      this.#liveNodes = { nodes, at: this.#o.clock.now() };
+      return { nodes };
+    } catch (error) {
+      return { nodes: this.#liveNodes?.nodes ?? [], unread: `the live nodes could not be read: ${messageOf(error)}` };
+    }
+  }
+
   /** Everything the dashboard shows, read now. */
   async dashboard(): Promise<DashboardData> {
     const { status, readable } = await this.#statusNow();
     const shared = readable && this.#o.membership !== undefined;
-    const [pools, nodes] = await Promise.all([readable ? this.pools() : [], shared ? this.nodes(false) : undefined]);
+    // Nodes only the cluster store knows: none shown while it is away (status says it could not be read).
+    const nodes = shared ? this.nodes(false).catch(() => undefined) : undefined;
+    const [pools, known] = await Promise.all([readable ? this.pools() : [], nodes]);
     return {
       generatedAt: new Date(this.#o.clock.now()).toISOString(),
       status,
       pools,
-      ...(nodes === undefined ? {} : { nodes }),
+      ...(known === undefined ? {} : { nodes: known }),
       releases: this.#history.recent(),
       releasesBySource: this.#history.totals(),
       ...(this.#o.plugins === undefined ? {} : { plugins: this.#o.plugins() }),
