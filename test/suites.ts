@@ -67,6 +67,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/agent/store-wrappers.test.ts',
   'test/allocator/allocator.test.ts',
   'test/allocator/reservations.test.ts',
+  'test/allocator/exhaustion.test.ts',
   'test/allocator/blocks.test.ts',
   'test/allocator/commit-loop.test.ts',
   'test/allocator/durable-later.test.ts',
