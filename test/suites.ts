@@ -255,6 +255,7 @@ export const E2E_FILES: readonly string[] = [
   'test/e2e/plugins-trust.test.ts',
   'test/e2e/readd-netns.test.ts',
   'test/e2e/runtime-adapter.test.ts',
+  'test/e2e/shared-range-figures.test.ts',
   'test/e2e/store-faults.test.ts',
   'test/e2e/takeover.test.ts',
   'test/helpers-check/agent.test.ts',

@@ -51,6 +51,7 @@ import { type WatchedReservation, reservationReports } from './reservation-repor
 import { ReleaseHistory } from '../metrics/release-history.ts';
 import { bookkeepingCounts, bookkeepingTotal } from './bookkeeping-counts.ts';
 import { publishedNodes } from './cluster-nodes.ts';
+import { withClusterFigures } from './cluster-pools.ts';
 import { operatorRelease } from './operator-release.ts';
 import { NO_TELEMETRY, type Telemetry } from '../metrics/telemetry.ts';
 
@@ -269,7 +270,6 @@ export class AgentService {
     return this.#o.reconciler.status();
   }
 
-  /** Every pool; a range split into blocks is reported whole (its blocks summed) and block by block. */
   /** The reservations as watched, with the ranges of this store they cover (reservation-reports.ts). */
   async reservations(): Promise<ReservationsReport> {
     const watched = this.#o.reservations;
@@ -281,8 +281,16 @@ export class AgentService {
     };
   }
 
-  async pools(): Promise<PoolReport[]> {
-    return poolReports(await this.#o.store.pools());
+  /**
+   * Every pool; a range split into blocks is reported whole (its blocks summed) and block by block.
+   * With `cluster` (`warren pools`), on a store that publishes, a shared range also across the
+   * cluster (cluster-pools.ts): this node's blocks alone are its share, not the range's state. The
+   * dashboard and metrics, which refresh on their own, read none of it.
+   */
+  async pools(cluster = false): Promise<PoolReport[]> {
+    const reports = poolReports(await this.#o.store.pools());
+    const published = cluster ? this.#o.published : undefined;
+    return published === undefined ? reports : withClusterFigures(reports, published);
   }
 
   /**
