@@ -12,8 +12,6 @@ import { NodeSource } from '../sources/kubernetes/node-source.ts';
 import { PodSource } from '../sources/kubernetes/pod-source.ts';
 import { type KubeObjectMeta, ListWatch } from '../sources/kubernetes/list-watch.ts';
 import { KubeApiClient } from '../store/kubernetes/api-client.ts';
-import { Resource, warrenKind } from '../store/kubernetes/resources.ts';
-import type { KubeObject } from '../store/kubernetes/objects.ts';
 import { ExponentialBackoff } from '../core/backoff.ts';
 import type { AgentOptions } from './settings/options.ts';
 import { ClusterEvents } from './kubernetes/events.ts';
@@ -25,6 +23,7 @@ import { messageOf } from '../core/errors.ts';
 import { PodDirectory } from './kubernetes/pod-directory.ts';
 import { KubernetesPlanning } from './kubernetes/planning.ts';
 import { PoolStatusWriter } from './kubernetes/pool-status.ts';
+import { poolStatusWrite } from './kubernetes/pool-status-write.ts';
 import { ClusterReservations } from './kubernetes/reservations.ts';
 import { reservationStatusWriter } from './kubernetes/reservation-status.ts';
 import { StickyRelease } from './kubernetes/sticky-release.ts';
@@ -264,31 +263,4 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
   ];
   const parts = { pods, releases, events, nodes, planning, planners, reservations, claims };
   return { ...parts, status: () => statusOf(parts) };
-}
-
-/**
- * PUT of a WarrenPool's status at its resourceVersion (false when it changed or is gone meanwhile),
- * through a client opened at the first write and closed when the writer stops.
- */
-function poolStatusWrite(kubeConfig: ReturnType<typeof loadKubeConfig>): {
-  write: (object: Record<string, unknown>) => Promise<boolean>;
-  onStop: () => void;
-} {
-  let opened: Promise<KubeApiClient> | undefined;
-  const onStop = (): void => {
-    opened?.then((api) => api.close()).catch(() => undefined);
-  };
-  const write = async (object: Record<string, unknown>): Promise<boolean> => {
-    opened ??= KubeApiClient.open({ kubeConfig });
-    const api = await opened;
-    const pools = new Resource(api, warrenKind('warrenpools'));
-    const name = (object.metadata as { name?: unknown } | undefined)?.name;
-    const answer = await pools.replace(
-      `write WarrenPool ${String(name)}'s status`,
-      object as unknown as KubeObject,
-      'status',
-    );
-    return answer.kind === 'replaced';
-  };
-  return { write, onStop };
 }

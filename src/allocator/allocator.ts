@@ -31,7 +31,7 @@ import type { Store } from '../store/store.ts';
 import { OverlapAdmission, addressSpaceOf } from './admission.ts';
 import { type AllocateRequest, type Assignment, MAX_WAITS, Waiting, matchRequested } from './assignment.ts';
 import { BlockAssigner } from './block-assigner.ts';
-import { exhaustedError } from './exhaustion.ts';
+import { Exhaustion } from './exhaustion.ts';
 import { CONFLICT, retryOnConflict } from './commit-loop.ts';
 import { type ForgottenNode, forgetNode } from './forget-node.ts';
 import { type GcOutcome, type RuntimeOf, gcCandidates, gcScope, releaseEach } from './gc.ts';
@@ -103,7 +103,8 @@ export class Allocator {
   readonly #served = new Map<string, RangeSpec>();
   /** ADDs under way per range pool: how many addresses a node with no room asks the others for. */
   readonly #inFlight = new Map<string, number>();
-  readonly #reserved: ReservedAddresses | undefined; // named when a range has no free address
+  /** The refusal of an ADD whose range is full, naming what fills it (here and across the cluster). */
+  readonly #exhaustion: Exhaustion;
   /** Addresses held for holders other than one pod (holdings/holdings.ts); refused without a cluster keeping them. */
   readonly holdings: Holdings;
 
@@ -161,7 +162,7 @@ export class Allocator {
     this.#releaser = new Releaser({ store, clock, maxAttempts, pools, locks: this.#locks });
     this.#giveBack = new EmptyBlockGiveBack({ store, clock, node, pools, own, locks: this.#locks });
     this.#pools = pools;
-    this.#reserved = options.reserved;
+    this.#exhaustion = new Exhaustion({ store, node, clock, reserved: options.reserved });
   }
 
   get node(): string {
@@ -219,8 +220,7 @@ export class Allocator {
       // adopting grants of this range, and other ADDs, are not held up meanwhile; then decide again
       // under the locks (every commit is at the revision read: nothing is handed out twice).
       since ??= this.#clock.monotonic();
-      if (waits >= MAX_WAITS || !(await outcome.until(since)))
-        throw await exhaustedError(this.#store, range, this.#reserved);
+      if (waits >= MAX_WAITS || !(await outcome.until(since))) throw await this.#exhaustion.error(range);
     }
   }
 
@@ -272,7 +272,7 @@ export class Allocator {
               case 'done':
                 return decision.assignment;
               case 'full':
-                throw await exhaustedError(this.#store, range, this.#reserved);
+                throw await this.#exhaustion.error(range);
               case 'conflict':
                 if (decision.admissionLost === true) this.#admission.forget(range.pool);
                 return decision.wait === undefined ? CONFLICT : new Waiting(decision.wait);

@@ -70,6 +70,23 @@ export interface PoolReport {
   /** For a range split into blocks: the block prefix length and how many blocks are claimed. */
   readonly blockPrefix?: number;
   readonly blocks?: number;
+  /**
+   * For a range shared by nodes: the range across the cluster as its nodes published it (the figures
+   * above are this node's share). `error` when it could not be read; `partial` when only the first
+   * `blocks` published blocks were read.
+   */
+  readonly cluster?: ClusterPoolFigures;
+}
+
+export interface ClusterPoolFigures {
+  readonly allocated: number;
+  readonly resting: number;
+  /** allocated / capacity, 0..1; absent when the capacity is unknown. */
+  readonly utilisation?: number;
+  readonly nodes: number;
+  readonly blocks: number;
+  readonly partial?: true;
+  readonly error?: string;
 }
 
 export interface NodeReport {

@@ -244,9 +244,19 @@ export interface PlanningStatus {
 }
 
 export interface ClusterStatus {
+  /** The nodes alive, as read now; or, when `unread` says they could not be, as last read (or none). */
   readonly liveNodes: readonly string[];
   readonly ownBlocks: number;
+  /** Whether `liveNodes` lists this node. */
   readonly thisNodeAnnounced: boolean;
+  /**
+   * Why the live nodes could not be read now (the cluster store is away: the agent still serves the
+   * blocks it holds). `liveNodes` and `thisNodeAnnounced` are then as read at `liveNodesReadAt`, or
+   * empty and false when they never were.
+   */
+  readonly unread?: string;
+  /** When `liveNodes` was read (ISO 8601), present when `unread` is: they are not from now. */
+  readonly liveNodesReadAt?: string;
   /**
    * Why this node does not allocate: not announced yet, or stopped until an operator acts (the
    * store lost its data, or another agent instance took this node's name).

@@ -6,6 +6,7 @@
  * allocating on a store that lost its data: use it as it is now).
  */
 import { parseArgs } from 'node:util';
+import type { ClusterPoolFigures } from '../api/protocol.ts';
 import { blockCidrOfKey } from '../ipam/blocks.ts';
 import { COMMON, client } from './agent-client.ts';
 import { jsonText, percent, safe, table } from './format.ts';
@@ -49,7 +50,7 @@ export async function poolsCommand(argv: readonly string[], io: CliIO): Promise<
 function printPools(list: Awaited<ReturnType<ReturnType<typeof client>['pools']>>, io: CliIO): void {
   io.out(
     table(
-      ['POOL', 'SPAN', 'CAPACITY', 'ALLOCATED', 'RESTING', 'USED', 'NODE'],
+      ['POOL', 'SPAN', 'CAPACITY', 'ALLOCATED', 'RESTING', 'USED', 'CLUSTER', 'NODE'],
       list.map((p) => [
         p.pool,
         p.first === undefined ? '-' : `${p.first}-${p.last}`,
@@ -57,10 +58,29 @@ function printPools(list: Awaited<ReturnType<ReturnType<typeof client>['pools']>
         String(p.allocated),
         String(p.resting),
         percent(p.utilisation),
+        clusterCell(p.cluster, p.capacity),
         p.node ?? (p.blockPrefix === undefined ? '-' : `${p.blocks ?? 0} blocks of /${p.blockPrefix}`),
       ]),
     ),
   );
+  // On a shared range ALLOCATED and USED are this node's blocks: say so, with what the cluster holds.
+  if (list.some((p) => p.cluster !== undefined))
+    io.out(
+      "ALLOCATED, RESTING and USED of a shared range are this node's blocks; CLUSTER is the range across " +
+        'every node, as published\n',
+    );
+  for (const p of list)
+    if (p.cluster?.error !== undefined)
+      io.out(safe`${p.pool}: the cluster's figures could not be read: ${p.cluster.error}\n`);
+}
+
+/** `30/30 (100%) on 2 nodes`; `?` when the cluster could not be read; `-` for a range of this node alone. */
+function clusterCell(c: ClusterPoolFigures | undefined, capacity: string | undefined): string {
+  if (c === undefined) return '-';
+  if (c.error !== undefined) return '?';
+  const of = capacity === undefined ? '' : `/${capacity}`;
+  const part = c.partial === true ? ` in ${c.blocks} blocks read` : '';
+  return `${c.allocated}${of} (${percent(c.utilisation)}) on ${c.nodes} ${c.nodes === 1 ? 'node' : 'nodes'}${part}`;
 }
 
 export async function nodesCommand(argv: readonly string[], io: CliIO): Promise<number> {

@@ -5,6 +5,7 @@
 import { parseArgs } from 'node:util';
 import { WarrenError, isWarrenError, messageOf } from '../core/errors.ts';
 import type {
+  ClusterStatus,
   CniConfigStatus,
   IpamClaimsReport,
   PluginEntry,
@@ -122,18 +123,30 @@ export async function statusCommand(argv: readonly string[], io: CliIO): Promise
               ? safe`metrics:     http://${s.metrics.address}/metrics, dashboard http://${s.metrics.address}/`
               : safe`metrics:     NOT SERVED: ${s.metrics.error}`,
           ]),
-      ...(s.cluster === undefined
-        ? []
-        : [
-            safe`cluster:     ${s.cluster.liveNodes.length} nodes alive (${s.cluster.liveNodes.join(', ')}); ` +
-              safe`this node ${s.cluster.thisNodeAnnounced ? 'announced' : 'NOT announced yet'}, holding ` +
-              safe`${s.cluster.ownBlocks} blocks`,
-            ...(s.cluster.problem === undefined ? [] : [safe`cluster:     NOT ALLOCATING: ${s.cluster.problem}`]),
-          ]),
+      ...(s.cluster === undefined ? [] : clusterLines(s.cluster)),
       ...s.reconciler.recentErrors.slice(-5).map((e) => safe`error:       ${e.at} ${e.message}`),
     ].join('\n')}\n`,
   );
   return s.ready ? 0 : 1;
+}
+
+/** The cluster's lines of `warren status`; what could not be read now is said, and what is shown then is dated. */
+function clusterLines(c: ClusterStatus): string[] {
+  const alive = safe`${c.liveNodes.length} nodes alive (${c.liveNodes.join(', ')})`;
+  const lines =
+    c.unread === undefined
+      ? [
+          safe`cluster:     ${alive}; this node ${c.thisNodeAnnounced ? 'announced' : 'NOT announced yet'}, ` +
+            safe`holding ${c.ownBlocks} blocks`,
+        ]
+      : [
+          safe`cluster:     NOT READ NOW: ${c.unread}`,
+          c.liveNodesReadAt === undefined
+            ? safe`cluster:     live nodes never read since the agent started; this node holding ${c.ownBlocks} blocks`
+            : safe`cluster:     as last read at ${c.liveNodesReadAt}: ${alive}; this node ` +
+              safe`${c.thisNodeAnnounced ? 'announced' : 'NOT announced'}, holding ${c.ownBlocks} blocks`,
+        ];
+  return [...lines, ...(c.problem === undefined ? [] : [safe`cluster:     NOT ALLOCATING: ${c.problem}`])];
 }
 
 function reconcileLine(r: ReconcileReport | undefined): string {

@@ -41,6 +41,10 @@ export function healthSection(data: DashboardData): Html {
           ],
           ['Blocks held here', s.cluster.ownBlocks],
           ['Announced', s.cluster.thisNodeAnnounced ? badge('good', 'yes') : badge('warn', 'not yet')],
+          // What the cluster store could not tell now: the figures above are as last read.
+          ...(s.cluster.unread === undefined
+            ? []
+            : ([['Not read now', html`<span class="why error">${s.cluster.unread}</span>`]] as const)),
         ]);
   const metrics =
     s.metrics?.error === undefined ? '' : html`<p class="why error">metrics endpoint: ${s.metrics.error}</p>`;

@@ -6,10 +6,11 @@
  * Guarantees: one request per write, with the API client's deadline; a reservation that is gone
  * (a JSON 404) answers 'missing'; any other answer is the WarrenError the client says it means
  * (a 403 names the missing permission). The client opens at the first write, not before, so an
- * agent with no reservation never connects for them.
+ * agent with no reservation never connects for them, and opens again after an opening that failed
+ * (on-demand-client.ts).
  */
 import type { KubeConfig } from '@kubernetes/client-node';
-import { KubeApiClient } from '../../store/kubernetes/api-client.ts';
+import { OnDemandClient } from './on-demand-client.ts';
 import type { NodeInUse } from './reservations.ts';
 
 export interface ReservationStatusWriter {
@@ -19,14 +20,10 @@ export interface ReservationStatusWriter {
 }
 
 export function reservationStatusWriter(kubeConfig: KubeConfig, node: string): ReservationStatusWriter {
-  let opened: Promise<KubeApiClient> | undefined;
+  const opened = OnDemandClient.of(kubeConfig);
   return {
     async write(name, entry) {
-      opened ??= KubeApiClient.open({ kubeConfig });
-      const client = await opened.catch((error: unknown) => {
-        opened = undefined; // a kubeconfig that failed may be fixed (a rotated file): open again next time
-        throw error;
-      });
+      const client = await opened.get();
       const what = `the status of WarrenReservation ${name}`;
       const answer = await client.send(what, {
         method: 'PATCH',
@@ -39,8 +36,7 @@ export function reservationStatusWriter(kubeConfig: KubeConfig, node: string): R
       throw client.refusal(what, answer, 'patch', 'warrenreservations.warren.dev');
     },
     close() {
-      void opened?.then((client) => client.close()).catch(() => undefined);
-      opened = undefined;
+      opened.close();
     },
   };
 }

@@ -10,7 +10,8 @@
  *   about one page, judged by the blocks read before (1 to `BLOCKS_PER_READ`), so a read is never
  *   many pages' worth. A page that stops inside a read resumes it: `recentReads` keeps the last
  *   reads a short while, so a listing read page after page reads each block once (issue 26: pages
- *   of 500 over blocks of 1,000 read every 50-block read 100 times, 658 s for 1,000,000); a lent
+ *   of 500 over blocks of 1,000 read every 50-block read 100 times, 658 s for 1,000,000), while a
+ *   new listing reads afresh (what was published since the last one shows at once); a lent
  *   address once, as the container holding it where its borrower published one (cluster-holders.ts).
  *
  * The continue token is opaque to callers (base64url of JSON): the key after which the next page
@@ -167,24 +168,47 @@ export async function clusterPage(
   }
 }
 
+/** The published view as the pages of listings read it (recentReads). */
+export interface RecentReads {
+  /**
+   * The view one page reads: a listing's first page (no continue token) reads afresh, so what was
+   * published since any earlier listing shows at once; its later pages are answered from the reads
+   * kept for them.
+   */
+  forPage(page: AllocationPageRequest): PublishedView;
+}
+
 /**
  * The published view, with its last reads kept (up to RECENT_READS, each for RECENT_READ_MS on the
  * monotonic clock): the next page of a listing asks again for the read its last page stopped in,
  * and is answered from here. A listing is not a snapshot (owners publish meanwhile), so an answer
- * some seconds old is what a page read then would have said. Memory: a few reads of about a page.
+ * some seconds old is what a page read then would have said. But a new listing never starts from a
+ * kept read: one kept from a listing made just before an owner published would hide what it
+ * published for up to RECENT_READ_MS (issue 34: `warren allocations --cluster` missed new
+ * allocations for ~25 s, against a 2 s publication interval). Memory: a few reads of about a page.
  */
-export function recentReads(published: PublishedView, clock: Clock): PublishedView {
+export function recentReads(published: PublishedView, clock: Clock): RecentReads {
   const kept = new Map<string, { at: number; read: Awaited<ReturnType<PublishedView>> }>();
-  return async (filter, page) => {
-    const key = JSON.stringify([filter.pool ?? null, filter.node ?? null, page?.limit ?? null, page?.continue ?? null]);
-    const now = clock.monotonic();
-    for (const [k, v] of kept) if (now - v.at > RECENT_READ_MS) kept.delete(k);
-    const hit = kept.get(key);
-    if (hit !== undefined) return hit.read;
-    const read = await published(filter, page);
-    kept.set(key, { at: now, read });
-    // Oldest first in a Map: the one read longest ago goes.
-    while (kept.size > RECENT_READS) kept.delete(kept.keys().next().value as string);
-    return read;
-  };
+  const view =
+    (fresh: boolean): PublishedView =>
+    async (filter, page) => {
+      const key = JSON.stringify([
+        filter.pool ?? null,
+        filter.node ?? null,
+        page?.limit ?? null,
+        page?.continue ?? null,
+      ]);
+      const now = clock.monotonic();
+      for (const [k, v] of kept) if (now - v.at > RECENT_READ_MS) kept.delete(k);
+      const hit = fresh ? undefined : kept.get(key);
+      if (hit !== undefined) return hit.read;
+      const read = await published(filter, page);
+      kept.delete(key); // kept again as the newest
+      kept.set(key, { at: now, read });
+      // Oldest first in a Map: the one read longest ago goes.
+      while (kept.size > RECENT_READS) kept.delete(kept.keys().next().value as string);
+      return read;
+    };
+  const [first, later] = [view(true), view(false)];
+  return { forPage: (page) => (page.continue === undefined ? first : later) };
 }

@@ -49,7 +49,7 @@ export function agentApi(cni: CniService, service: AgentService | undefined): Ag
   return {
     cni: (request) => cni.handle(request),
     status: () => service.status(),
-    pools: () => service.pools(),
+    pools: () => service.pools(true), // `warren pools`: shared ranges across the cluster too
     allocations: (query) => service.allocations(query),
     allocationsPage: (query, page) => service.allocationsPage(query, page),
     release: (request) => service.release(request),

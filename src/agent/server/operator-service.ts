@@ -46,11 +46,12 @@ import type { DoctorFacts } from '../../api/doctor.ts';
 import type { ReleaseReconciler } from '../release/reconciler.ts';
 import type { CommitHealth } from './commit-health.ts';
 import { allocationFilterOf, nodeReports, pluginCounts, poolReports } from './operator-reports.ts';
-import { type PublishedView, clusterPage, localPage, recentReads } from './allocation-pages.ts';
+import { type PublishedView, type RecentReads, clusterPage, localPage, recentReads } from './allocation-pages.ts';
 import { type WatchedReservation, reservationReports } from './reservation-reports.ts';
 import { ReleaseHistory } from '../metrics/release-history.ts';
 import { bookkeepingCounts, bookkeepingTotal } from './bookkeeping-counts.ts';
 import { publishedNodes } from './cluster-nodes.ts';
+import { withClusterFigures } from './cluster-pools.ts';
 import { operatorRelease } from './operator-release.ts';
 import { NO_TELEMETRY, type Telemetry } from '../metrics/telemetry.ts';
 
@@ -108,7 +109,9 @@ export class AgentService {
   readonly #telemetry: Telemetry;
   readonly #history: ReleaseHistory;
   /** The published view with its last reads kept for the next page of a listing (allocation-pages.ts). */
-  readonly #published: PublishedView | undefined;
+  readonly #published: RecentReads | undefined;
+  /** The live nodes as last read, and when: what status shows while the cluster store is away. */
+  #liveNodes: { readonly nodes: readonly string[]; readonly at: number } | undefined;
 
   constructor(options: AgentServiceOptions) {
     this.#o = options;
@@ -153,13 +156,20 @@ export class AgentService {
     let cluster: AgentStatus['cluster'];
     const membership = this.#o.membership;
     if (membership !== undefined && pingError === undefined) {
-      const live = (await membership.liveNodes()).map((n) => n.node);
+      const live = await this.#liveNodesNow(membership);
       const problem = this.#o.cluster?.problem();
+      const readAt = this.#liveNodes?.at;
       cluster = {
-        liveNodes: live,
+        liveNodes: live.nodes,
         ownBlocks: pools.filter((p) => p.affinity === this.#o.allocator.node).length,
-        thisNodeAnnounced: live.includes(this.#o.allocator.node),
+        thisNodeAnnounced: live.nodes.includes(this.#o.allocator.node),
         ...(problem === undefined ? {} : { problem }),
+        ...(live.unread === undefined
+          ? {}
+          : {
+              unread: live.unread,
+              ...(readAt === undefined ? {} : { liveNodesReadAt: new Date(readAt).toISOString() }),
+            }),
       };
     }
     const now = this.#o.clock.now();
@@ -199,16 +209,33 @@ export class AgentService {
     return { status, readable: pingError === undefined };
   }
 
+  /**
+   * The live nodes read now, or, when the cluster store cannot be read (it is away: the agent still
+   * serves its own blocks), the last ones read with why they are not from now: status never fails
+   * for what only the cluster knows.
+   */
+  async #liveNodesNow(membership: Membership): Promise<{ nodes: readonly string[]; unread?: string }> {
+    try {
+      const nodes = (await membership.liveNodes()).map((n) => n.node);
+      this.#liveNodes = { nodes, at: this.#o.clock.now() };
+      return { nodes };
+    } catch (error) {
+      return { nodes: this.#liveNodes?.nodes ?? [], unread: `the live nodes could not be read: ${messageOf(error)}` };
+    }
+  }
+
   /** Everything the dashboard shows, read now. */
   async dashboard(): Promise<DashboardData> {
     const { status, readable } = await this.#statusNow();
     const shared = readable && this.#o.membership !== undefined;
-    const [pools, nodes] = await Promise.all([readable ? this.pools() : [], shared ? this.nodes(false) : undefined]);
+    // Nodes only the cluster store knows: none shown while it is away (status says it could not be read).
+    const nodes = shared ? this.nodes(false).catch(() => undefined) : undefined;
+    const [pools, known] = await Promise.all([readable ? this.pools() : [], nodes]);
     return {
       generatedAt: new Date(this.#o.clock.now()).toISOString(),
       status,
       pools,
-      ...(nodes === undefined ? {} : { nodes }),
+      ...(known === undefined ? {} : { nodes: known }),
       releases: this.#history.recent(),
       releasesBySource: this.#history.totals(),
       ...(this.#o.plugins === undefined ? {} : { plugins: this.#o.plugins() }),
@@ -243,7 +270,6 @@ export class AgentService {
     return this.#o.reconciler.status();
   }
 
-  /** Every pool; a range split into blocks is reported whole (its blocks summed) and block by block. */
   /** The reservations as watched, with the ranges of this store they cover (reservation-reports.ts). */
   async reservations(): Promise<ReservationsReport> {
     const watched = this.#o.reservations;
@@ -255,8 +281,16 @@ export class AgentService {
     };
   }
 
-  async pools(): Promise<PoolReport[]> {
-    return poolReports(await this.#o.store.pools());
+  /**
+   * Every pool; a range split into blocks is reported whole (its blocks summed) and block by block.
+   * With `cluster` (`warren pools`), on a store that publishes, a shared range also across the
+   * cluster (cluster-pools.ts): this node's blocks alone are its share, not the range's state. The
+   * dashboard and metrics, which refresh on their own, read none of it.
+   */
+  async pools(cluster = false): Promise<PoolReport[]> {
+    const reports = poolReports(await this.#o.store.pools());
+    const published = cluster ? this.#o.published : undefined;
+    return published === undefined ? reports : withClusterFigures(reports, published);
   }
 
   /**
@@ -342,7 +376,7 @@ export class AgentService {
         `store ${this.#o.store.description} publishes no allocations of other nodes; ` +
           '--cluster needs --store kubernetes or etcd',
       );
-    return clusterPage(this.#published, filter, page);
+    return clusterPage(this.#published.forPage(page), filter, page);
   }
 
   /** {address, pool?}: that address. {containerID, network?, ifname?}: everything it holds (operator-release.ts). */

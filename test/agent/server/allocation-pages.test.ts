@@ -172,7 +172,7 @@ describe('allocation pages of a store that cannot page, and of the published vie
     assert.ok(ofNode.items.length > 0 && ofNode.items.every((a) => a.node === 'node-1'));
   });
 
-  it('reads about a page of blocks at a time, each block once across pages, again once the kept read is old', async () => {
+  it('reads about a page of blocks at a time, each block once across pages, afresh for each listing', async () => {
     const clock = new ManualClock(0);
     const tier = new MemoryTier({ clock });
     const range = { pool: 'w', space: 's', subnet: '10.41.0.0/16', first: '10.41.0.1', last: '10.41.255.254' };
@@ -201,7 +201,8 @@ describe('allocation pages of a store that cannot page, and of the published vie
       let n = 0;
       let token: string | undefined;
       do {
-        const page = await clusterPage(view, {}, { limit: 500, ...(token === undefined ? {} : { continue: token }) });
+        const request = { limit: 500, ...(token === undefined ? {} : { continue: token }) };
+        const page = await clusterPage(view.forPage(request), {}, request);
         n += page.items.length;
         token = page.continue;
       } while (token !== undefined);
@@ -217,7 +218,13 @@ describe('allocation pages of a store that cannot page, and of the published vie
       widths.every((w) => w <= 2),
       `reads of about a page (500 at 300 a block: 2 blocks), not ${BLOCKS_PER_READ}: ${widths}`,
     );
-    // Kept reads are kept a short while only: a listing later reads the view again.
+    // A new listing reads the view again, at once or later.
+    widths.length = 0;
+    assert.equal(await listing(), 8 * perBlock);
+    assert.equal(
+      widths.reduce((s, w) => s + w, 0),
+      8,
+    );
     widths.length = 0;
     clock.advance(RECENT_READ_MS + 1);
     assert.equal(await listing(), 8 * perBlock);
@@ -225,5 +232,38 @@ describe('allocation pages of a store that cannot page, and of the published vie
       widths.reduce((s, w) => s + w, 0),
       8,
     );
+  });
+  it('never answers a new listing from a read kept for another: what was published since shows at once', async () => {
+    // Issue 34: a listing made just before an owner published kept its read 30 s, and every listing
+    // after it was answered from that read: the new allocation missed for ~25 s, not the 2 s interval.
+    const clock = new ManualClock(0);
+    const tier = new MemoryTier({ clock });
+    const range = { pool: 'v', space: 's', subnet: '10.42.0.0/24', first: '10.42.0.1', last: '10.42.0.254' };
+    const key = blockKey('v', '10.42.0.0/26');
+    assert.ok(await tier.claim({ ...range, blockPrefix: 26 }, key, 'n'));
+    const allocation = (i: number): Allocation => ({
+      pool: key,
+      address: `10.42.0.${i}`,
+      network: 'x',
+      containerID: `c${i}`,
+      ifname: 'eth0',
+      node: 'n',
+      createdAt: 0,
+    });
+    const publish = (count: number) =>
+      tier.publish({
+        key,
+        node: 'n',
+        counts: { allocated: count, resting: 0 },
+        allocations: Array.from({ length: count }, (_, i) => allocation(i + 1)),
+        publishedAt: clock.now(),
+      });
+    await publish(1);
+    const view = recentReads((filter, page) => tier.published(filter, page), clock);
+    const listed = async (): Promise<string[]> =>
+      (await clusterPage(view.forPage({ limit: 100 }), {}, { limit: 100 })).items.map((a) => a.containerID);
+    assert.deepEqual(await listed(), ['c1']);
+    await publish(2); // the owner publishes its next ADD; no time passes on the clock
+    assert.deepEqual(await listed(), ['c1', 'c2'], 'the next listing shows what was published since');
   });
 });

@@ -15,6 +15,7 @@ import { WarrenError } from '../../../core/errors.ts';
 import type { ApiAnswer, KubeApiClient } from '../../../store/kubernetes/api-client.ts';
 import type { ClaimRef } from './claim-cache.ts';
 import type { PatchOutcome, WantedClaimStatus } from './claim-status.ts';
+import { OnDemandClient } from '../on-demand-client.ts';
 
 const RESOURCE = 'ipamclaims.k8s.cni.cncf.io';
 
@@ -24,20 +25,15 @@ const claimPath = (ref: ClaimRef): string => {
 };
 
 export class ClaimApi {
-  readonly #open: () => Promise<KubeApiClient>;
-  #client: Promise<KubeApiClient> | undefined;
+  /** Opened at the first request (an agent with no claims never opens one), again after a failed opening. */
+  readonly #client: OnDemandClient;
 
-  /** `open` makes the client at the first request (an agent with no claims never opens one). */
   constructor(open: () => Promise<KubeApiClient>) {
-    this.#open = open;
+    this.#client = new OnDemandClient(open);
   }
 
   #api(): Promise<KubeApiClient> {
-    this.#client ??= this.#open().catch((error: unknown) => {
-      this.#client = undefined; // the next request tries again
-      throw error;
-    });
-    return this.#client;
+    return this.#client.get();
   }
 
   /** Whether the server serves IPAMClaims now (k8s.cni.cncf.io/v1alpha1 lists `ipamclaims`). */

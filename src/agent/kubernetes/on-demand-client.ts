@@ -1,0 +1,45 @@
+/**
+ * A Kubernetes API client opened at its first use, for the agent's occasional writers (WarrenPool
+ * and WarrenReservation statuses, IPAMClaims): an agent that never writes one never connects.
+ *
+ * Guarantees:
+ * - one client at a time: callers asking while it opens share that opening;
+ * - an opening that failed is not kept: the next `get` opens again, so a kubeconfig that could not
+ *   be used a moment ago (a CA or token file not mounted yet, a rotated file half written) is read
+ *   again instead of failing every later write until the agent restarts;
+ * - `close` closes the client if one opened; a later `get` opens a new one.
+ */
+import { KubeApiClient } from '../../store/kubernetes/api-client.ts';
+import type { KubeConfig } from '@kubernetes/client-node';
+
+export class OnDemandClient {
+  readonly #open: () => Promise<KubeApiClient>;
+  /** The opening in flight or done; undefined before the first use, after a failed one, and after close. */
+  #opened: Promise<KubeApiClient> | undefined;
+
+  constructor(open: () => Promise<KubeApiClient>) {
+    this.#open = open;
+  }
+
+  /** A client of the kubeconfig's current cluster, opened at the first `get`. */
+  static of(kubeConfig: KubeConfig): OnDemandClient {
+    return new OnDemandClient(() => KubeApiClient.open({ kubeConfig }));
+  }
+
+  get(): Promise<KubeApiClient> {
+    if (this.#opened !== undefined) return this.#opened;
+    const opening: Promise<KubeApiClient> = this.#open().catch((error: unknown) => {
+      // Only this opening is dropped: one begun after a close meanwhile stays.
+      if (this.#opened === opening) this.#opened = undefined;
+      throw error;
+    });
+    this.#opened = opening;
+    return opening;
+  }
+
+  close(): void {
+    const opened = this.#opened;
+    this.#opened = undefined;
+    opened?.then((client) => client.close()).catch(() => undefined);
+  }
+}
