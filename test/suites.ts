@@ -150,6 +150,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/helpers-check/fake-kube-api-crs-limits.test.ts',
   'test/helpers-check/fake-kube-api-crs-reads.test.ts',
   'test/helpers-check/fake-kube-api-crs-updates.test.ts',
+  'test/helpers-check/fake-kube-api-restore.test.ts',
   'test/helpers-check/ipamclaim-crd.test.ts',
   'test/ipam/address.test.ts',
   'test/ipam/block-key.test.ts',
