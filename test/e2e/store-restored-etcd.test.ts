@@ -102,7 +102,9 @@ describe('an etcd restored from an older backup under the agents', () => {
 
     const raw = new Etcd3({ hosts: etcd.endpoints });
     try {
-      await waitFor('the recovery marker', async () => ((await raw.get(`${PREFIX}recovery`).string()) ? true : undefined));
+      await waitFor('the recovery marker', async () =>
+        (await raw.get(`${PREFIX}recovery`).string()) ? true : undefined,
+      );
       const marker = JSON.parse((await raw.get(`${PREFIX}recovery`).string()) as string) as { pending: string[] };
       assert.deepEqual(marker.pending, ['restored-n1']);
     } finally {
@@ -136,7 +138,9 @@ describe('an etcd restored from an older backup under the agents', () => {
     assert.match(accepted.stdout, /wrote back 3 addresses and [1-9][0-9]* block claims/);
     // 4. `warren status` on every node: no node waits any more.
     for (const agent of [n1, n2])
-      await waitFor('the recovery to end', async () => ((await status(agent)).problem === undefined ? true : undefined));
+      await waitFor('the recovery to end', async () =>
+        (await status(agent)).problem === undefined ? true : undefined,
+      );
     for (const [id, address] of held) {
       const retried = await add(n1, id);
       assert.deepEqual(resultAddresses(retried), [address], `${id} keeps ${address}`);
