@@ -321,7 +321,7 @@ export class AgentService {
     }
     const forgotten = await this.#o.allocator.forgetNode(node);
     // Its blocks are given up: the cluster no longer waits for it to accept a store that lost its data.
-    await membership.leaveRecovery(node);
+    if (membership.recovery() !== undefined) await membership.leaveRecovery(node);
     this.#telemetry.released(
       'node-forget',
       forgotten.released,
