@@ -177,6 +177,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/sources/plugins/registration-client.test.ts',
   'test/sources/plugins/socket-watcher.test.ts',
   'test/store/etcd-continuity.test.ts',
+  'test/store/recovery.test.ts',
   'test/store/etcd-history-reading.test.ts',
   'test/store/kube-lease-membership.test.ts',
   'test/store/kube-tier.test.ts',
