@@ -45,7 +45,7 @@ export interface MetricsReadings {
   queueDepth(): Readonly<Partial<Record<ReleaseSource, number>>>;
   /** Whether ADD can be served now. */
   ready(): Promise<boolean>;
-  /** On a store shared by nodes: whether this node stopped on it, and whether the cluster recovers (store/recovery.ts). */
+  /** On a store shared by nodes: whether this node stopped on it, and whether the cluster recovers (recovery.ts). */
   cluster?(): { readonly halted: boolean; readonly recovering: boolean };
   /** Addresses this node holds for no container, by kind (ipam/bookkeeping.ts); absent: none kept. */
   bookkeeping?(): Promise<Readonly<Record<string, number>>>;
