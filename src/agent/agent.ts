@@ -164,6 +164,14 @@ export class Agent {
                 readiness: () => service.readiness(),
                 bookkeeping: () => bookkeepingCounts(opened),
                 warrenPools: () => releases.kubernetes?.().planning?.pools?.list ?? [],
+                ...(facts.shared
+                  ? {
+                      cluster: () => ({
+                        halted: membership?.halted() !== undefined,
+                        recovering: membership?.recovery() !== undefined,
+                      }),
+                    }
+                  : {}),
               }),
             });
       const handBack = new NodeHandBack(o.stateDir, clock);

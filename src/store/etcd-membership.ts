@@ -21,6 +21,8 @@
 import { WarrenError } from '../core/errors.ts';
 import type { Lease, Namespace } from 'etcd3';
 import type { EtcdContinuity } from './etcd-continuity.ts';
+import type { EtcdRecovery } from './etcd-recovery.ts';
+import { type Recovery, reasonOf } from './recovery.ts';
 import type { AcceptReport, AnnounceInfo, Membership, NodeRecord } from './store.ts';
 
 export interface EtcdMembershipOptions {
@@ -36,6 +38,10 @@ export interface EtcdMembershipOptions {
   readonly verifyIdentity: () => Promise<void>;
   /** Writes back what this node holds after the store lost its data: its claims (etcd-tier/etcd-tiered.ts). */
   readonly republish: (node: string) => Promise<AcceptReport>;
+  /** The cluster's recovery marker (etcd-recovery.ts). */
+  readonly recovery: EtcdRecovery;
+  /** The nodes the store names as holding blocks: put on a recovery marker this node writes. */
+  readonly holders: () => Promise<string[]>;
   /** Told what the operator should know while announcing (waiting out a lease). */
   readonly notice?: ((message: string) => void) | undefined;
   /** Waits this long (polling for a lease to lapse); injectable for tests. */
@@ -113,6 +119,24 @@ export class EtcdMembership implements Membership {
     return this.#o.continuity.identity;
   }
 
+  recovery(): Recovery | undefined {
+    return this.#o.recovery.current();
+  }
+
+  async keepRecovery(): Promise<void> {
+    const recovery = await this.#o.recovery.read();
+    const halt = this.#o.continuity.halted();
+    const node = this.#announced?.node;
+    if (halt?.kind !== 'store-lost' || node === undefined || recovery?.pending.includes(node) === true) return;
+    // The first to write the marker puts on it every node the store still names as holding blocks.
+    const holders = recovery === undefined ? await this.#o.holders().catch(() => []) : [];
+    await this.#o.recovery.join([node, ...holders], reasonOf(halt.message));
+  }
+
+  leaveRecovery(node: string): Promise<void> {
+    return this.#o.recovery.leave(node);
+  }
+
   async accept(): Promise<AcceptReport> {
     const announced = this.#announced;
     if (announced === undefined)
@@ -122,7 +146,10 @@ export class EtcdMembership implements Membership {
     this.#o.continuity.accept();
     // The announcement first: an accept that another live instance's announcement refuses writes nothing.
     await this.#claim();
-    return lost ? this.#o.republish(announced.node) : { addresses: 0, blocks: 0, conflicts: [] };
+    const report = lost ? await this.#o.republish(announced.node) : { addresses: 0, blocks: 0, conflicts: [] };
+    // Its blocks are claimed again: this node no longer holds the cluster in recovery.
+    await this.#o.recovery.leave(announced.node);
+    return report;
   }
 
   #refuseWhileHalted(): void {

@@ -28,6 +28,7 @@
 import type { BootStamp } from '../core/moment.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
 import type { ClusterTier } from './cluster-tier.ts';
+import type { Membership } from './membership.ts';
 
 /** Opaque, strictly increasing per pool; 0 for a pool never written. */
 export type Revision = number;
@@ -139,90 +140,7 @@ export interface PoolSummary {
   readonly affinity?: string;
 }
 
-/** A node as announced by its agent; present only while the agent is alive (lease). */
-export interface NodeRecord {
-  readonly node: string;
-  /** Milliseconds since the epoch when the agent announced itself. */
-  readonly since: number;
-  readonly version?: string;
-  /** Which start of which agent holds the announcement (absent in records of older agents). */
-  readonly instance?: string;
-  readonly host?: string;
-  readonly pid?: number;
-  /** The kernel's boot id of the agent's machine: tells a restart on this boot from a clone's or a reboot's. */
-  readonly bootId?: string;
-}
-
-/** What an agent announces about itself; `previous` is not published. */
-export interface AnnounceInfo {
-  readonly since: number;
-  readonly version: string;
-  /** This start of the agent (a fresh id per start). */
-  readonly instance?: string;
-  readonly host?: string;
-  readonly pid?: number;
-  readonly bootId?: string;
-  /**
-   * The instance this agent's state directory recorded at its last start. An announcement held by
-   * it is this agent's own, left by a process that died (kill -9) while its lease runs on: taken
-   * over at once when made on this boot, waited out (up to the lease) when not, since a machine
-   * cloned with its state directory would otherwise take a live agent's name.
-   */
-  readonly previous?: string;
-}
-
-/** What `Membership.accept` wrote back into the store (etcd: the node's claims, etcd-tier/etcd-tiered.ts). */
-export interface AcceptReport {
-  /** Addresses written back. */
-  readonly addresses: number;
-  /** Blocks claimed again for this node. */
-  readonly blocks: number;
-  /** What could not be written back, and why: for the operator to resolve. */
-  readonly conflicts: readonly string[];
-}
-
-/** Liveness of agents, for stores shared by several nodes. */
-export interface Membership {
-  /**
-   * Announces `node` as alive for as long as this process keeps its lease. Refuses
-   * (ALREADY_RUNNING, naming it) while another instance's announcement of `node` is alive.
-   */
-  announce(node: string, info: AnnounceInfo): Promise<void>;
-  /**
-   * Why this agent must not write to the store: the store lost its data (it went backwards, or its
-   * identity is gone), or another instance took this node's announcement. Undefined while it may.
-   * Sticky until `accept`.
-   */
-  halted(): string | undefined;
-  /**
-   * The operator's word after a halt: the store as it is now is the one to use. Forgets what was
-   * seen of the old store, adopts the present one (recording an identity in an empty one), writes
-   * back what this agent still knows it held (never over what the store holds now) and announces
-   * again.
-   */
-  accept(): Promise<AcceptReport>;
-  /** The identity of the store as verified at the last announcement; undefined before. */
-  identity(): string | undefined;
-  /** Nodes whose agent is alive now. */
-  liveNodes(): Promise<NodeRecord[]>;
-  /**
-   * Checks the store is still the one announced to and the announcement still this instance's
-   * (halting when not), and announces again if it was lost (the store was away longer than its lease).
-   */
-  renew(): Promise<void>;
-  /** Withdraws the announcement at once (clean stop). */
-  withdraw(): Promise<void>;
-  /**
-   * Elects this node for a one-off cluster chore (`task`, e.g. `forget-node/n3`): true for exactly
-   * one of the nodes that ask while the winner lives. The claim lives as long as the winner's
-   * announcement, so a winner that dies leaves the chore to whoever asks next. Asking again for a
-   * chore this node already holds answers true (a winner whose chore failed halfway takes it up
-   * again). False before `announce`.
-   */
-  claimTask(task: string): Promise<boolean>;
-  /** Gives a chore up so it can be claimed again (the forgotten node came back). */
-  releaseTask(task: string): Promise<void>;
-}
+export type { AcceptReport, AnnounceInfo, Membership, NodeRecord } from './membership.ts';
 
 /**
  * What the store holds for one address space (a network_name and family), read at one revision:

@@ -50,6 +50,9 @@ type History = Record<string, string>;
 
 /** Every series an agent exposes that a rule reads, healthy: nothing should fire on these. */
 const HEALTHY: History = {
+  // The cluster store kept its data: no node stopped, no recovery.
+  'warren_cluster_store_halted{instance="n1"}': '0x180',
+  'warren_cluster_store_recovery{instance="n1"}': '0x180',
   'warren_pool_capacity_addresses{instance="n1",pool="p"}': '100x180',
   'warren_pool_capacity_addresses{instance="n2",pool="p"}': '100x180',
   // Busy but steady: 60% used, flat, on both agents that serve the shared range.
@@ -113,6 +116,16 @@ const FIRING: Record<string, { history: History; at: string; labels: Record<stri
   WarrenAgentNotReady: {
     history: { 'warren_ready{instance="n1"}': '1 0x60' },
     at: '20m',
+    labels: { instance: 'n1', severity: 'critical' },
+  },
+  WarrenClusterStoreLostData: {
+    history: { 'warren_cluster_store_halted{instance="n1"}': '0x10 1x60' },
+    at: '20m',
+    labels: { instance: 'n1', severity: 'critical' },
+  },
+  WarrenClusterInRecovery: {
+    history: { 'warren_cluster_store_recovery{instance="n1"}': '0x10 1x60' },
+    at: '30m',
     labels: { instance: 'n1', severity: 'critical' },
   },
   WarrenStoreErrors: {

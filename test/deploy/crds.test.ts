@@ -26,6 +26,7 @@ const KINDS = [
   'WarrenAddressSpace',
   'WarrenBlock',
   'WarrenBlockPublication',
+  'WarrenClusterState',
   'WarrenRange',
 ];
 /**

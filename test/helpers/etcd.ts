@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { HANG_BOUND_MS, run, tempDir, track, untilReady, waitFor } from './processes.ts';
 
 export const ETCD_BIN = '/usr/bin/etcd';
+export const ETCDCTL_BIN = '/usr/bin/etcdctl';
 
 export interface EtcdMember {
   readonly name: string;
@@ -34,6 +35,14 @@ export interface EtcdCluster {
    * the same name, URLs and cluster token: an etcd that lost its data, as a wiped disk leaves it.
    */
   wipe(member: EtcdMember): Promise<void>;
+  /** `etcdctl snapshot save` of a member's data into `path`: a backup, as an operator takes one. */
+  snapshot(member: EtcdMember, path: string): Promise<void>;
+  /**
+   * A single-member cluster's member killed, its data directory replaced by `etcdctl snapshot
+   * restore` of `path` (same name, peer URL and token), and started again: an etcd restored from a
+   * backup, as the disaster-recovery procedure does it (etcd 3.4's etcdctl; etcdutl from 3.5 on).
+   */
+  restoreSnapshot(member: EtcdMember, path: string): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -187,6 +196,43 @@ export async function startEtcd(size = 1, tls?: EtcdTls, extraArgs: readonly str
       launch(m, 'new');
       await waitFor(
         `etcd member ${m.name} healthy after its data was wiped`,
+        async () => ((await healthy(m)) ? true : undefined),
+        HANG_BOUND_MS,
+      );
+    },
+    async snapshot(m, path) {
+      const saved = await run(ETCDCTL_BIN, ['--endpoints', m.clientURL, 'snapshot', 'save', path], {
+        env: { ...process.env, ETCDCTL_API: '3' },
+      });
+      if (saved.code !== 0) throw new Error(`etcdctl snapshot save failed: ${saved.stderr}`);
+    },
+    async restoreSnapshot(m, path) {
+      if (members.length !== 1) throw new Error('restoreSnapshot() restores a single-member cluster only');
+      await kill(m);
+      rmSync(m.dataDir, { recursive: true, force: true });
+      const restored = await run(
+        ETCDCTL_BIN,
+        [
+          'snapshot',
+          'restore',
+          path,
+          '--name',
+          m.name,
+          '--data-dir',
+          m.dataDir,
+          '--initial-cluster',
+          initialCluster,
+          '--initial-advertise-peer-urls',
+          m.peerURL,
+          '--initial-cluster-token',
+          `warren-test-${process.pid}`,
+        ],
+        { env: { ...process.env, ETCDCTL_API: '3' } },
+      );
+      if (restored.code !== 0) throw new Error(`etcdctl snapshot restore failed: ${restored.stderr}`);
+      launch(m, 'new');
+      await waitFor(
+        `etcd member ${m.name} healthy after its restore`,
         async () => ((await healthy(m)) ? true : undefined),
         HANG_BOUND_MS,
       );

@@ -14,7 +14,9 @@
  *   deletecollection — pruning, schema and name validation, resourceVersion guards, generation,
  *   finalizers, label and field selectors, limit/continue paging, the size limits of etcd;
  * - Leases (coordination.k8s.io/v1), guarded like any object, MicroTime checked.
- * Tests inject faults: expired resource versions, broken or ended watch streams, RBAC refusals (on
+ * Tests inject faults: the API server's etcd restored from an older snapshot (`snapshot`, then
+ * `restoreSnapshot`: objects made since gone, the resourceVersion back at the snapshot's or bumped
+ * past it, watches ended and resumed ones answered 410 Gone, so clients relist), expired resource versions, broken or ended watch streams, RBAC refusals (on
  * any verb and resource, subresources included), a namespace being deleted, an unreachable server,
  * a per-write latency; and read the requests (records and counts per verb and resource).
  *
@@ -55,6 +57,7 @@ export type {
   ExpiredAs,
   FakeKubeApi,
   FakeKubeApiOptions,
+  FakeSnapshot,
   KubeObject,
   KubeStatus,
   ObjectMeta,

@@ -13,6 +13,7 @@
  */
 import type { Clock } from '../../src/core/clock.ts';
 import { WarrenError } from '../../src/core/errors.ts';
+import type { Recovery } from '../../src/store/recovery.ts';
 import type { AcceptReport, AnnounceInfo, Membership, NodeRecord } from '../../src/store/store.ts';
 
 interface Announcement {
@@ -28,6 +29,8 @@ export class MemoryCluster {
   readonly announcements = new Map<string, Announcement>();
   /** Chore → the node holding it. */
   readonly tasks = new Map<string, string>();
+  /** The recovery marker (a memory store never loses its data: only a test sets it). */
+  recovery: Recovery | undefined;
 
   constructor(clock: Clock, leaseSeconds: number) {
     this.clock = clock;
@@ -86,6 +89,21 @@ export class MemoryMembership implements Membership {
 
   identity(): string | undefined {
     return this.#announced === undefined ? undefined : 'memory';
+  }
+
+  recovery(): Recovery | undefined {
+    return this.#cluster.recovery;
+  }
+
+  async keepRecovery(): Promise<void> {
+    this.#reach();
+  }
+
+  async leaveRecovery(node: string): Promise<void> {
+    const r = this.#cluster.recovery;
+    if (r === undefined) return;
+    const pending = r.pending.filter((n) => n !== node);
+    this.#cluster.recovery = pending.length === 0 ? undefined : { ...r, pending };
   }
 
   async liveNodes(): Promise<NodeRecord[]> {

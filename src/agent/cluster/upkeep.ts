@@ -17,8 +17,12 @@
  * One run at a time; a chore that fails is reported (recent errors, log) and the others still run.
  *
  * `problem()` says why this node must not allocate: not announced yet (another agent may hold its
- * name), or halted (the store lost its data, or the announcement was taken over); the halt is
- * logged once, as an error, when it is first seen.
+ * name), halted (the store lost its data, or the announcement was taken over), or the cluster in
+ * recovery after its store lost its data (the marker of store/recovery.ts stands; until it was
+ * read once, this node does not know, and does not allocate either); each is logged once, as an
+ * error, when it is first seen. The marker is read on every run, before the announcement (a node
+ * halted on a lost store adds itself to it then), and once before the agent serves. While this
+ * node is halted or the cluster recovers, no other chore runs: nothing is claimed, given back or lent.
  *
  * `startUpkeep` is the upkeep as the agent's options configure it, started as the agent starts it.
  */
@@ -28,6 +32,7 @@ import { messageOf } from '../../core/errors.ts';
 import { PeriodicTask } from '../../core/periodic-task.ts';
 import type { Allocator } from '../../allocator/allocator.ts';
 import { WarrenError, isWarrenError } from '../../core/errors.ts';
+import { recoveryProblem } from '../../store/recovery.ts';
 import type { AcceptReport, AnnounceInfo, Membership } from '../../store/store.ts';
 import type { RecentErrors } from '../metrics/recent-errors.ts';
 import type { AgentOptions } from '../settings/options.ts';
@@ -66,8 +71,10 @@ export class ClusterUpkeep {
   #announcing: Promise<void> | undefined;
   /** While `accept` writes back what this node knew: no ADD may take an address meanwhile. */
   #accepting = false;
-  /** The halt already logged, so it is logged once. */
+  /** The halt (or recovery) already logged, so it is logged once. */
   #loggedHalt: string | undefined;
+  /** Whether the recovery marker was read once: before, this node cannot know the cluster may allocate. */
+  #recoveryRead = false;
 
   constructor(options: ClusterUpkeepOptions) {
     this.#o = options;
@@ -91,6 +98,12 @@ export class ClusterUpkeep {
       if (isWarrenError(error) && error.code === 'ALREADY_RUNNING') throw error;
       this.#o.logger.warn({ err: error }, 'could not announce this node yet; will retry (ADDs answer 11 until then)');
     }
+    await this.#keepRecovery().catch((error: unknown) =>
+      this.#o.logger.warn(
+        { err: error },
+        'could not read the recovery marker yet; will retry (ADDs answer 11 until then)',
+      ),
+    );
   }
 
   /**
@@ -110,13 +123,20 @@ export class ClusterUpkeep {
     if (this.#accepting)
       return 'an operator is accepting the cluster store (warren store accept): writing back what this node knew first';
     const halted = this.#o.membership.halted();
-    if (halted !== undefined) {
-      if (this.#loggedHalt !== halted) {
-        this.#loggedHalt = halted;
-        this.#o.logger.error({ node: this.#o.node }, `allocation stopped: ${halted}`);
+    const recovery = this.#o.membership.recovery();
+    const stop = halted ?? (recovery === undefined ? undefined : recoveryProblem(recovery));
+    if (stop !== undefined) {
+      if (this.#loggedHalt !== stop) {
+        this.#loggedHalt = stop;
+        this.#o.logger.error({ node: this.#o.node }, `allocation stopped: ${stop}`);
       }
-      return halted;
+      return stop;
     }
+    if (!this.#recoveryRead)
+      return (
+        `the cluster store's recovery marker has not been read yet (another node may have found the store lost ` +
+        `its data); retrying every ${this.#o.intervalMs / 1000} s`
+      );
     if (!this.#announced)
       return (
         `node ${this.#o.node} is not announced in the cluster store yet (until it is, another agent might ` +
@@ -154,8 +174,10 @@ export class ClusterUpkeep {
 
   async #run(): Promise<void> {
     for (const chore of this.#chores) {
-      // Nothing is written to a store this node stopped trusting; the announcement chore still looks.
-      if (chore.name !== 'node announcement' && this.#o.membership.halted() !== undefined) continue;
+      // Nothing is written to a store this node stopped trusting, nor while the cluster recovers; the
+      // announcement chore still looks.
+      const stopped = this.#o.membership.halted() !== undefined || this.#o.membership.recovery() !== undefined;
+      if (chore.name !== 'node announcement' && stopped) continue;
       try {
         await chore.run();
       } catch (error) {
@@ -182,9 +204,21 @@ export class ClusterUpkeep {
 
   async #keepAnnounced(): Promise<void> {
     if (this.#announcing !== undefined) return; // the first announcement is still under way
-    if (!this.#announced) await this.#announce();
-    else await this.#o.membership.renew();
+    let failure: unknown;
+    try {
+      if (!this.#announced) await this.#announce();
+      else await this.#o.membership.renew();
+    } catch (error) {
+      failure = error; // the marker is still read: a halted node adds itself to it
+    }
+    await this.#keepRecovery();
     this.problem(); // logs a halt the renewal found
+    if (failure !== undefined) throw failure;
+  }
+
+  async #keepRecovery(): Promise<void> {
+    await this.#o.membership.keepRecovery();
+    this.#recoveryRead = true;
   }
 
   async #giveBack(): Promise<void> {

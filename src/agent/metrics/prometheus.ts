@@ -45,6 +45,8 @@ export interface MetricsReadings {
   queueDepth(): Readonly<Partial<Record<ReleaseSource, number>>>;
   /** Whether ADD can be served now. */
   ready(): Promise<boolean>;
+  /** On a store shared by nodes: whether this node stopped on it, and whether the cluster recovers (recovery.ts). */
+  cluster?(): { readonly halted: boolean; readonly recovering: boolean };
   /** Addresses this node holds for no container, by kind (ipam/bookkeeping.ts); absent: none kept. */
   bookkeeping?(): Promise<Readonly<Record<string, number>>>;
 }
@@ -89,6 +91,8 @@ export class AgentMetrics implements Telemetry {
   readonly #journalSetAside: Gauge;
   readonly #queue: Gauge<'source'>;
   readonly #ready: Gauge;
+  readonly #halted: Gauge;
+  readonly #recovering: Gauge;
 
   constructor(options: AgentMetricsOptions) {
     this.#readings = options.readings;
@@ -222,6 +226,20 @@ export class AgentMetrics implements Telemetry {
       help: '1 when the agent can serve ADD (store usable, readiness indicator present), else 0.',
       registers,
     });
+    this.#halted = new Gauge({
+      name: 'warren_cluster_store_halted',
+      help:
+        '1 while this node stopped allocating on its cluster store (it lost its data, or another agent took ' +
+        'this node name) until `warren store accept`, else 0 (always 0 on a store of one node).',
+      registers,
+    });
+    this.#recovering = new Gauge({
+      name: 'warren_cluster_store_recovery',
+      help:
+        "1 while the cluster's recovery marker stands after its store lost its data (no node allocates until " +
+        'every node listed accepted the store or was forgotten), else 0 (always 0 on a store of one node).',
+      registers,
+    });
     // Zero series for every closed label value: a rate() over a counter that appears late loses its first increase.
     for (const source of RELEASE_SOURCES) {
       this.#releases.inc({ source }, 0);
@@ -276,6 +294,9 @@ export class AgentMetrics implements Telemetry {
       this.#readings.ready().catch(() => false),
     ]);
     this.#ready.set(ready ? 1 : 0);
+    const cluster = this.#readings.cluster?.();
+    this.#halted.set(cluster?.halted === true ? 1 : 0);
+    this.#recovering.set(cluster?.recovering === true ? 1 : 0);
     if (pools !== undefined) {
       for (const gauge of [this.#capacity, this.#allocated, this.#resting, this.#blocks]) gauge.reset();
       // Folded pools add up under `_other`.

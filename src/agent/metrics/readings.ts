@@ -80,6 +80,8 @@ export interface ReadingSources {
   readonly bookkeeping?: () => Promise<Readonly<Record<string, number>>>;
   /** The WarrenPools the agent watches, with their status (the kubernetes store). */
   readonly warrenPools?: () => readonly WarrenPoolReport[];
+  /** On a store shared by nodes: this node's halt and the cluster's recovery marker, as last seen. */
+  readonly cluster?: MetricsReadings['cluster'];
 }
 
 /** The agent's readings for AgentMetrics, from the parts that hold them. */
@@ -92,6 +94,7 @@ export function agentReadings(from: ReadingSources): MetricsReadings {
     journal: () => ({ pending: from.pendingJournal(), setAside: setAsideCount(from.journalDir) }),
     queueDepth: () => from.queueDepth(),
     ...(from.bookkeeping === undefined ? {} : { bookkeeping: from.bookkeeping }),
+    ...(from.cluster === undefined ? {} : { cluster: from.cluster }),
     warrenPools: () =>
       (from.warrenPools?.() ?? []).map((p) => ({
         name: p.name,

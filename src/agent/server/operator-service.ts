@@ -354,6 +354,8 @@ export class AgentService {
       );
     }
     const forgotten = await this.#o.allocator.forgetNode(node);
+    // Its blocks are given up: the cluster no longer waits for it to accept a store that lost its data.
+    if (membership.recovery() !== undefined) await membership.leaveRecovery(node);
     this.#telemetry.released(
       'node-forget',
       forgotten.released,

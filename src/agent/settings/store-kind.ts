@@ -64,7 +64,7 @@ export function membershipOf(store: Store, facts: StoreFacts): Membership | unde
 /** What opening a store needs besides the options. */
 export interface StoreOpening {
   readonly clock: Clock;
-  /** The etcd store's identity when this node last announced itself there (cluster/record.ts). */
+  /** The cluster store's identity when this node last announced itself there (cluster/record.ts). */
   readonly identity?: string;
   /**
    * Told what the cluster store notices (etcd: a lost lease, a store that is no longer the one it
@@ -101,10 +101,11 @@ function sqliteOf(o: AgentOptions, opening: StoreOpening): SqliteStore {
  * service account whether the pod source is on or not: refused, naming what is missing, without.
  */
 async function openKubernetes(o: AgentOptions, opening: StoreOpening): Promise<OpenedStore> {
-  const [{ loadKubeConfig }, { openKubeTier }, { TieredStore }] = await Promise.all([
+  const [{ loadKubeConfig }, { openKubeTier }, { TieredStore }, { claimAgain }] = await Promise.all([
     import('../../sources/kubernetes/kubeconfig.ts'),
     import('../../store/kubernetes/kube-tier.ts'),
     import('../../store/tiered-store.ts'),
+    import('../../store/claim-again.ts'),
   ]);
   let kubeConfig: ReturnType<typeof loadKubeConfig>;
   try {
@@ -123,7 +124,15 @@ async function openKubernetes(o: AgentOptions, opening: StoreOpening): Promise<O
       leaseSeconds: Math.ceil(o.nodeLeaseSeconds),
       clock,
       notice,
+      ...(opening.identity === undefined ? {} : { identity: opening.identity }),
     });
+    // Before anything is published: an API server that lost its data halts the tier here. One that
+    // cannot be reached now is checked by the upkeep, before this node allocates (cluster/upkeep.ts).
+    await tier
+      .verifyStore()
+      .catch((error: unknown) => notice(`could not check the store's identity yet: ${messageOf(error)}`));
+    const halted = tier.membership.halted();
+    if (halted !== undefined) notice(halted);
     // A clean stop withdraws this node's Lease at once, as the etcd store's close withdraws its
     // announcement: otherwise the node stays listed alive, and its chores held, until it lapses.
     const store = new (class extends TieredStore {
@@ -136,6 +145,8 @@ async function openKubernetes(o: AgentOptions, opening: StoreOpening): Promise<O
         await super.close();
       }
     })({ local, tier, node: o.nodeName, clock, notice });
+    // What `warren store accept` writes back after the API server lost its data: this node's claims.
+    tier.onAccept((node) => claimAgain(store, local, tier, node));
     store.start();
     return { store, published: (filter, page) => tier.published(filter, page) };
   } catch (error) {

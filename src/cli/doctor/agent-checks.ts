@@ -227,9 +227,11 @@ function storeFindings(facts: DoctorFacts): Finding[] {
         'store-not-allocating',
         'this node does not allocate on its cluster store',
         `${s.clusterProblem}; ADDs fail (CNI error 11) and STATUS answers 50`,
-        'see the README, "When etcd lost its data": if the store lost its data, restore etcd from a backup ' +
-          "or accept it as it is (`warren store accept`) after checking; if another agent holds this node's " +
-          'name, stop one of them or give it another --node-name',
+        'see the README, "When etcd lost its data" (or "When the API server lost its data" on the kubernetes ' +
+          'store): if the store lost its data, restore it from a backup or accept it as it is (`warren store ' +
+          'accept` on each node that stopped) after checking; while the cluster is in recovery, accept on (or ' +
+          "`warren node forget`) each node it waits for; if another agent holds this node's name, stop one of " +
+          'them or give it another --node-name',
       ),
     );
   }

@@ -45,6 +45,7 @@ import { EtcdContinuity } from '../etcd-continuity.ts';
 import { IDENTITY_KEY, verifyIdentity } from '../etcd-identity.ts';
 import { EtcdHistory } from '../etcd-history.ts';
 import { EtcdMembership } from '../etcd-membership.ts';
+import { EtcdRecovery } from '../etcd-recovery.ts';
 import type { AcceptReport, Store } from '../store.ts';
 import { type LegacyReport, forgetLegacyNode, importLegacy, legacyLeft } from './legacy-import.ts';
 import { EtcdTierRequests } from './tier-requests.ts';
@@ -138,6 +139,8 @@ export class EtcdTier implements ClusterTier {
       verifyIdentity: () => this.#verifyIdentity(),
       // The node's own SQLite keeps its addresses: what is written back is its claims (onAccept).
       republish: (node) => this.#republish(node),
+      recovery: new EtcdRecovery({ ns: this.#ns, call }),
+      holders: () => this.claimHolders(),
       notice: o.notice,
     });
     this.spaces = new EtcdTierSpaces(this.#kv);

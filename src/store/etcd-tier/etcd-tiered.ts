@@ -9,15 +9,12 @@
  *    containers hold would not be in its file yet.
  * While halted, the two-tier store says so at each ping (`clusterProblem`, told to `notice` once).
  * When the operator accepts the store as it is (`warren store accept`), this node claims again the
- * blocks its file holds (through the store, so the claims are recorded and the blocks published
- * again): a block another node claimed meanwhile is reported as a conflict, never taken.
+ * blocks its file holds (claim-again.ts): a block another node claimed meanwhile is reported as a
+ * conflict, never taken.
  */
 import type { Clock } from '../../core/clock.ts';
-import { messageOf } from '../../core/errors.ts';
-import { isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
-import { isLoanKey } from '../../ipam/loan-key.ts';
-import type { AcceptReport, Store, StoreHistory } from '../store.ts';
-import { spaceOfPool } from '../tiered-ranges.ts';
+import { claimAgain } from '../claim-again.ts';
+import type { Store, StoreHistory } from '../store.ts';
 import { TieredStore, type TieredStoreOptions } from '../tiered-store.ts';
 import { type EtcdTier, type EtcdTierOptions, openEtcdTier } from './etcd-tier.ts';
 import { legacyFailure } from './legacy-import.ts';
@@ -40,38 +37,7 @@ export class EtcdTieredStore extends TieredStore {
     super(o);
     this.etcd = o.tier;
     this.history = o.tier.history;
-    o.tier.onAccept((node) => this.#claimAgain(o.local, node));
-  }
-
-  async #claimAgain(local: Store, node: string): Promise<AcceptReport> {
-    let addresses = 0;
-    let blocks = 0;
-    const conflicts: string[] = [];
-    const pools = await local.pools();
-    const ranges = new Map(pools.filter((p) => !isBlockKey(p.pool)).map((p) => [p.pool, p.description]));
-    const pinned = new Set<string>();
-    for (const p of pools) {
-      if (!isBlockKey(p.pool) || p.affinity !== node) continue;
-      const rangePool = rangePoolOfKey(p.pool);
-      const d = ranges.get(rangePool);
-      const blockPrefix = d?.blockPrefix;
-      if (blockPrefix !== undefined && isLoanKey(p.pool, blockPrefix)) continue; // a loan is no block of its own
-      if (d !== undefined && blockPrefix !== undefined && !pinned.has(rangePool)) {
-        // The range's block size first, as this node split it: another node must split it alike.
-        const { subnet, first, last } = d;
-        await this.etcd.pinRange({ pool: rangePool, space: spaceOfPool(rangePool), subnet, first, last, blockPrefix });
-        pinned.add(rangePool);
-      }
-      const result = await this.commit(p.pool, p.revision, [{ op: 'claim', node }]).catch((error: unknown) => ({
-        kind: 'conflict' as const,
-        reason: messageOf(error),
-      }));
-      if (result.kind === 'committed') {
-        blocks += 1;
-        addresses += p.allocated;
-      } else conflicts.push(`block ${p.pool} was not claimed again: ${result.reason}`);
-    }
-    return { addresses, blocks, conflicts };
+    o.tier.onAccept((node) => claimAgain(this, o.local, o.tier, node));
   }
 }
 

@@ -6,6 +6,7 @@
  *
  * Layout under the prefix (every path segment percent-encoded, as the etcd store's keys are):
  *   identity                              the tier's identity record (etcd-identity.ts)
+ *   recovery                              the recovery marker after the store lost its data (etcd-recovery.ts)
  *   nodes/<node>, tasks/<task>            announcements and chores (etcd-membership.ts, on leases)
  *   ranges/<range>                        the RangeRecord (created if absent, never rewritten)
  *   blocks/<range>/<block key>            a claim {node}; uid = its create revision, version = its mod revision

@@ -24,6 +24,13 @@
  *   open requests and each lender's requests carry labels (`warren.dev/open`,
  *   `lender.warren.dev/<node>`), so the server selects them.
  * Every failure to reach the API server is TRY_AGAIN naming it (api-client.ts).
+ *
+ * An API server that lost its data (kube-continuity.ts: an answer's resourceVersion gone backwards,
+ * the store's identity object gone or replaced, this node's live Lease gone or gone back, or this
+ * node's name taken) halts the tier: every write of its Resources but the identity object's is
+ * refused with TRY_AGAIN naming why, `ping` throws the same, and membership says it (`halted`),
+ * until an operator accepts the store; `accept` claims again the blocks this node's file holds
+ * (`onAccept`, as on etcd).
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Clock } from '../../core/clock.ts';
@@ -43,6 +50,8 @@ import { KubeApiClient } from './api-client.ts';
 import { KubeHoldings } from './kube-holdings.ts';
 import { KubePublications } from './kube-publications.ts';
 import { KubeSpaces } from './kube-spaces.ts';
+import { KubeClusterState } from './kube-cluster-state.ts';
+import { KubeContinuity } from './kube-continuity.ts';
 import { LeaseMembership } from './lease-membership.ts';
 import {
   NODE_LABEL,
@@ -58,6 +67,7 @@ import {
 import { KubeRequestWatch } from './kube-request-watch.ts';
 import { blockObject, claimOfObject, rangeObject, rangeOf, requestObject, requestOf } from './objects.ts';
 import { FULL_LIST_PAGE, Resource, leaseKind, warrenKind } from './resources.ts';
+import type { AcceptReport } from '../store.ts';
 
 /** Rounds of read-and-write against an object that keeps changing, before TRY_AGAIN. */
 const MAX_ROUNDS = 5;
@@ -73,6 +83,11 @@ export interface KubeTierOptions {
   readonly requestTimeoutMs?: number;
   /** Largest answer read, bytes (api-client.ts; tests). */
   readonly maxAnswerBytes?: number;
+  /**
+   * The store's identity this agent recorded when it last ran (its state directory): a store found
+   * without it, or with another, lost its data while the agent was away, and is not written.
+   */
+  readonly identity?: string | undefined;
 }
 
 export async function openKubeTier(o: KubeTierOptions): Promise<KubeTier> {
@@ -107,31 +122,59 @@ export class KubeTier implements ClusterTier {
   readonly #watch: KubeRequestWatch;
   /** Range records read or made: a record never changes once made, so it is read once. */
   readonly #pinned = new Map<string, RangeRecord>();
+  readonly #continuity: KubeContinuity;
+  readonly #state: KubeClusterState;
+  /** What the operator's accept writes back (onAccept); nothing until the store on this tier says. */
+  #republish: (node: string) => Promise<AcceptReport> = async () => ({ addresses: 0, blocks: 0, conflicts: [] });
 
   constructor(api: KubeApiClient, o: KubeTierOptions) {
     this.#api = api;
-    this.#ranges = new Resource(api, warrenKind('warrenranges'));
-    this.#blocks = new Resource(api, warrenKind('warrenblocks'));
-    this.#requests = new Resource(api, warrenKind('warrenaddressrequests'));
+    this.description = `Kubernetes API ${api.server} (warren.dev custom resources; Leases in namespace ${o.namespace})`;
+    const continuity = new KubeContinuity(`the Kubernetes API server ${api.server}`, () => o.clock.now());
+    this.#continuity = continuity;
+    // Every Resource of the tier reports the revisions it sees; all but the state object's refuse writes while halted.
+    const guarded = continuity.observer(true);
+    this.#ranges = new Resource(api, warrenKind('warrenranges'), guarded);
+    this.#blocks = new Resource(api, warrenKind('warrenblocks'), guarded);
+    this.#requests = new Resource(api, warrenKind('warrenaddressrequests'), guarded);
+    const clusterState = new Resource(api, warrenKind('warrenclusterstates'), continuity.observer(false));
+    this.#state = new KubeClusterState(clusterState, continuity, () => o.clock.now(), o.identity);
     this.#watch = new KubeRequestWatch(this.#requests, o.clock);
     this.#publications = new KubePublications({
-      publications: new Resource(api, warrenKind('warrenblockpublications')),
+      publications: new Resource(api, warrenKind('warrenblockpublications'), guarded),
       blocks: this.#blocks,
       notice: o.notice,
     });
     this.spaces = new KubeSpaces({
-      spaces: new Resource(api, warrenKind('warrenaddressspaces')),
+      spaces: new Resource(api, warrenKind('warrenaddressspaces'), guarded),
       ranges: this.#ranges,
       blocks: this.#blocks,
     });
     this.holdings = new KubeHoldings(api);
     this.membership = new LeaseMembership({
-      leases: new Resource(api, leaseKind(o.namespace)),
+      leases: new Resource(api, leaseKind(o.namespace), guarded),
       leaseSeconds: o.leaseSeconds,
       clock: o.clock,
+      continuity,
+      state: this.#state,
+      holders: () => this.claimHolders(),
+      republish: (node) => this.#republish(node),
       notice: o.notice,
     });
-    this.description = `Kubernetes API ${api.server} (warren.dev custom resources; Leases in namespace ${o.namespace})`;
+  }
+
+  /**
+   * Checks at start that the store is the one this agent knew (its identity object: created in a
+   * store that never had one); a store that lost its data halts the tier here, before anything is
+   * written. Nothing is thrown for a halt: `membership.halted()` says it.
+   */
+  async verifyStore(): Promise<void> {
+    await this.#state.verify();
+  }
+
+  /** Sets what an accept of a store that lost its data writes back: the node's claims. */
+  onAccept(republish: (node: string) => Promise<AcceptReport>): void {
+    this.#republish = republish;
   }
 
   async pinRange(record: RangeRecord): Promise<RangeRecord> {
@@ -306,6 +349,8 @@ export class KubeTier implements ClusterTier {
   }
 
   async ping(): Promise<void> {
+    // Refused while halted; a listing's revision gone backwards halts.
+    this.#continuity.refuseWhileHalted();
     await this.#ranges.list('reach the API server', '', 1);
   }
 

@@ -14,90 +14,51 @@
  *   waited out up to the lease time (a clone may be renewing it).
  * - A Lease found held by another instance while this one runs halts this agent (sticky until
  *   `accept`) instead of fighting over it.
+ * - The API server's data loss is noticed (kube-continuity.ts): this instance's Lease gone, or back
+ *   at a resourceVersion older than the one it last wrote, while its lease time runs, halts it as a
+ *   store that lost its data; so do the store's identity object gone or replaced, and any answer
+ *   gone backwards (kube-cluster-state.ts, resources.ts). Each upkeep reads the identity object,
+ *   which also carries the cluster's recovery marker (recovery.ts), and a node halted on a lost
+ *   store adds itself to it. An ordinary expiry (the API server away longer than the lease) is
+ *   none of this: the node announces itself again.
  * - A chore (`claimTask`) is the Lease `taskLeaseName(task)` whose holder is a node: it is held for
  *   as long as that node's announcement lives (it is never renewed itself), and taken over by an
  *   RV-guarded PUT once the holder's announcement is gone or expired, so exactly one asker wins.
  *
  * Expiry compares the writer's renewTime with this node's wall clock: the nodes' clocks are assumed
  * to agree within a fraction of the lease (as they must for Kubernetes' own node leases).
- * No store identity is kept (`identity()` is undefined): the API server's data loss is not detected.
  */
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../../core/clock.ts';
 import { WarrenError, isWarrenError } from '../../core/errors.ts';
-import { isPlainObject as isRecord } from '../../core/validate.ts';
 import { describeInstance } from '../etcd-membership.ts';
+import { type Recovery, reasonOf } from '../recovery.ts';
 import type { AcceptReport, AnnounceInfo, Membership, NodeRecord } from '../store.ts';
+import type { KubeClusterState } from './kube-cluster-state.ts';
+import { API_LOST_RECOVERY, type KubeContinuity, revisionOf } from './kube-continuity.ts';
 import { LEASE_LABEL, NODE_LABEL, labelValue, nodeLeaseName, selectorOf, taskLeaseName } from './names.ts';
-import { type KubeObject, metaOf } from './objects.ts';
+import { type LeaseView, RECORD_ANNOTATION, leaseOf, microTime, recordOf } from './lease-objects.ts';
+import type { KubeObject } from './objects.ts';
 import type { Resource } from './resources.ts';
 
-const RECORD_ANNOTATION = 'warren.dev/record';
 const TASK_ANNOTATION = 'warren.dev/task';
 /** Rounds of create-or-take-over against a Lease that keeps changing, before TRY_AGAIN. */
 const MAX_ROUNDS = 5;
 /** How often a Lease being waited out is read again. */
 const WAIT_STEP_MS = 250;
 
-/** `ms` since the epoch as a Kubernetes MicroTime: RFC 3339 with exactly six fractional digits. */
-export function microTime(ms: number): string {
-  const iso = new Date(Math.floor(ms)).toISOString(); // 2026-11-24T22:30:40.242Z
-  return `${iso.slice(0, -1)}000Z`;
-}
-
-/** A MicroTime (or any RFC 3339 time) in ms since the epoch; NaN when unreadable. */
-export function parseMicroTime(text: string): number {
-  const m = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$/.exec(text);
-  if (m === null) return Number.NaN;
-  const whole = Date.parse(`${m[1]}${m[3]}`);
-  return whole + Number(`0.${m[2] ?? '0'}`) * 1000;
-}
-
-interface LeaseView {
-  readonly name: string;
-  readonly uid: string;
-  readonly version: string;
-  readonly holder: string | undefined;
-  /** When it lapses, ms since the epoch (0 when it says nothing readable). */
-  readonly expires: number;
-  readonly transitions: number;
-  readonly acquired: string | undefined;
-  readonly annotations: Readonly<Record<string, string>>;
-}
-
-function leaseOf(object: unknown): LeaseView | undefined {
-  const meta = metaOf(object);
-  if (meta === undefined || !isRecord(object) || !isRecord(object.spec)) return undefined;
-  const s = object.spec;
-  const renewed = typeof s.renewTime === 'string' ? parseMicroTime(s.renewTime) : Number.NaN;
-  const seconds = typeof s.leaseDurationSeconds === 'number' ? s.leaseDurationSeconds : 0;
-  return {
-    name: meta.name,
-    uid: meta.uid,
-    version: meta.resourceVersion,
-    holder: typeof s.holderIdentity === 'string' ? s.holderIdentity : undefined,
-    expires: Number.isNaN(renewed) ? 0 : renewed + seconds * 1000,
-    transitions: typeof s.leaseTransitions === 'number' ? s.leaseTransitions : 0,
-    acquired: typeof s.acquireTime === 'string' ? s.acquireTime : undefined,
-    annotations: meta.annotations ?? {},
-  };
-}
-
-function recordOf(lease: LeaseView | undefined): NodeRecord | undefined {
-  const text = lease?.annotations[RECORD_ANNOTATION];
-  if (text === undefined) return undefined;
-  try {
-    const r = JSON.parse(text) as NodeRecord;
-    return isRecord(r) && typeof r.node === 'string' ? r : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 export interface LeaseMembershipOptions {
   readonly leases: Resource;
   readonly leaseSeconds: number;
   readonly clock: Clock;
+  /** What the tier has seen of the API server; halted here. */
+  readonly continuity: KubeContinuity;
+  /** The store's identity object and recovery marker. */
+  readonly state: KubeClusterState;
+  /** The nodes the store names as holding blocks: put on a recovery marker this node writes. */
+  readonly holders: () => Promise<string[]>;
+  /** Writes back what this node holds after the store lost its data: its claims (KubeTier.onAccept). */
+  readonly republish: (node: string) => Promise<AcceptReport>;
   readonly notice?: ((message: string) => void) | undefined;
 }
 
@@ -116,7 +77,6 @@ export class LeaseMembership implements Membership {
   #announced: Announced | undefined;
   /** This instance's Lease as last written: what the next renewal is guarded by. */
   #held: LeaseView | undefined;
-  #halt: string | undefined;
 
   constructor(options: LeaseMembershipOptions) {
     this.#o = options;
@@ -135,19 +95,45 @@ export class LeaseMembership implements Membership {
   }
 
   halted(): string | undefined {
-    return this.#halt;
+    return this.#o.continuity.halted()?.message;
   }
 
   identity(): string | undefined {
-    return undefined;
+    return this.#o.continuity.identity;
+  }
+
+  recovery(): Recovery | undefined {
+    return this.#o.state.recovery();
+  }
+
+  async keepRecovery(): Promise<void> {
+    await this.#o.state.verify();
+    const halt = this.#o.continuity.halted();
+    const node = this.#announced?.node;
+    const recovery = this.#o.state.recovery();
+    if (halt?.kind !== 'store-lost' || node === undefined || recovery?.pending.includes(node) === true) return;
+    // The first to write the marker puts on it every node the store still names as holding blocks.
+    const holders = recovery === undefined ? await this.#o.holders().catch(() => []) : [];
+    await this.#o.state.join([node, ...holders], reasonOf(halt.message));
+  }
+
+  leaveRecovery(node: string): Promise<void> {
+    return this.#o.state.leave(node);
   }
 
   async accept(): Promise<AcceptReport> {
-    if (this.#announced === undefined)
+    const a = this.#announced;
+    if (a === undefined)
       throw new WarrenError('TRY_AGAIN', 'this agent has not announced a node yet: there is nothing to accept');
-    this.#halt = undefined;
+    // Only a store that lost its data lacks what this node held; a name taken over lost nothing.
+    const lost = this.#o.continuity.halted()?.kind === 'store-lost';
+    this.#o.continuity.accept();
+    this.#held = undefined;
     await this.#claim();
-    return { addresses: 0, blocks: 0, conflicts: [] };
+    const report = lost ? await this.#o.republish(a.node) : { addresses: 0, blocks: 0, conflicts: [] };
+    // Its blocks are claimed again: this node no longer holds the cluster in recovery.
+    await this.#o.state.leave(a.node);
+    return report;
   }
 
   #body(a: Announced, lease: Predecessor | undefined, acquire: boolean): KubeObject {
@@ -180,6 +166,8 @@ export class LeaseMembership implements Membership {
   async #claim(): Promise<void> {
     const a = this.#announced;
     if (a === undefined) return;
+    await this.#o.state.verify();
+    this.#o.continuity.refuseWhileHalted();
     const leases = this.#o.leases;
     const name = nodeLeaseName(a.node);
     let waited = false;
@@ -207,7 +195,7 @@ export class LeaseMembership implements Membership {
         `node ${a.node} is already announced in the Kubernetes API (Lease ${name}) by ${describeInstance(holder)}: ` +
         `two agents must not share a node name (give this one another --node-name; if that agent is gone, its ` +
         `Lease lapses within ${this.#o.leaseSeconds} s of its last renewal)`;
-      this.#halt = `${refusal}; this agent stopped allocating (then \`warren store accept\`)`;
+      this.#o.continuity.halt('taken-over', `${refusal}; this agent stopped allocating (then \`warren store accept\`)`);
       throw new WarrenError('ALREADY_RUNNING', refusal);
     }
     throw new WarrenError(
@@ -232,31 +220,52 @@ export class LeaseMembership implements Membership {
     }
   }
 
+  /**
+   * This instance's Lease vanished, or went back, while its lease time ran: nobody but this agent
+   * removes it then, so the API server lost what it was told.
+   */
+  #lost(name: string, how: string): void {
+    this.#held = undefined;
+    this.#o.continuity.halt(
+      'store-lost',
+      `${this.#o.continuity.where} lost its data: this node's Lease ${name} ${how} while this agent held it ` +
+        `(its etcd was restored from an older backup, or wiped). ${API_LOST_RECOVERY}`,
+    );
+  }
+
   async renew(): Promise<void> {
     const a = this.#announced;
-    if (a === undefined || this.#halt !== undefined) return;
+    if (a === undefined || this.#o.continuity.halted() !== undefined) return;
     const name = nodeLeaseName(a.node);
     for (let round = 1; round <= 2; round++) {
       const held = this.#held;
       if (held === undefined) return this.#claim();
       const renewed = await this.#o.leases.replace('renew the node announcement', this.#body(a, held, false));
       if (renewed.kind === 'replaced') return this.#adopt(renewed.object);
+      const alive = held.expires > this.#o.clock.now();
       if (renewed.kind === 'missing') {
+        if (alive) return this.#lost(name, 'is gone');
         this.#held = undefined;
-        return this.#claim(); // deleted (by hand, or lapsed and removed): announce again
+        return this.#claim(); // lapsed while the API server was away, and removed: announce again
       }
       const lease = leaseOf(await this.#o.leases.get('read the node announcement', name));
       if (lease === undefined) {
+        if (alive) return this.#lost(name, 'is gone');
         this.#held = undefined;
         return this.#claim();
       }
+      const [now, last] = [revisionOf(lease.version), revisionOf(held.version)];
+      if (now !== undefined && last !== undefined && now < last)
+        return this.#lost(name, `is back at resourceVersion ${now}, older than ${last} it last wrote`);
       if (lease.holder !== a.instance) {
         this.#held = undefined;
-        this.#halt =
+        this.#o.continuity.halt(
+          'taken-over',
           `this node's announcement (node ${a.node}, Lease ${name}) was taken over by ` +
-          `${describeInstance(recordOf(lease))}: two agents share this node name, and this one stopped allocating ` +
-          `rather than fight over it (stop one of them, give it another --node-name, then run ` +
-          `\`warren store accept\` on the one that stays)`;
+            `${describeInstance(recordOf(lease))}: two agents share this node name, and this one stopped allocating ` +
+            `rather than fight over it (stop one of them, give it another --node-name, then run ` +
+            `\`warren store accept\` on the one that stays)`,
+        );
         return;
       }
       this.#held = lease; // renewed by this instance meanwhile (a renewal that timed out but landed)
@@ -327,7 +336,7 @@ export class LeaseMembership implements Membership {
 
   async claimTask(task: string): Promise<boolean> {
     const a = this.#announced;
-    if (a === undefined || this.#held === undefined || this.#halt !== undefined) return false;
+    if (a === undefined || this.#held === undefined || this.#o.continuity.halted() !== undefined) return false;
     const leases = this.#o.leases;
     for (let round = 1; round <= 2; round++) {
       const created = await leases.create('claim a task', this.#taskBody(task, a.node));
@@ -343,7 +352,7 @@ export class LeaseMembership implements Membership {
   }
 
   async releaseTask(task: string): Promise<void> {
-    if (this.#halt !== undefined) throw new WarrenError('TRY_AGAIN', this.#halt);
+    this.#o.continuity.refuseWhileHalted();
     await this.#o.leases.remove('release a task', taskLeaseName(task));
   }
 }

@@ -6,12 +6,26 @@
  * the client says it means (api-client.ts).
  *
  * Guarantees: one request per call; a list never asks for more than `limit` objects; nothing here
- * retries (the tier decides what a conflict means).
+ * retries (the tier decides what a conflict means). Given a RevisionObserver (kube-continuity.ts),
+ * every write is asked about first (refused while the store must not be written), and the revision
+ * of every write's answer and of every listing's first page is checked against what was seen
+ * before the request left, so a store gone backwards is noticed by any call that can tell.
  */
 import { WarrenError } from '../../core/errors.ts';
 import type { ApiAnswer, ApiRequest, KubeApiClient } from './api-client.ts';
 import { GROUP, VERSION } from './names.ts';
 import type { KubeObject } from './objects.ts';
+
+/**
+ * What a Resource tells of the revisions its answers carry, and asks before it writes
+ * (kube-continuity.ts): the revision seen before a request left, each answer's, and whether writes
+ * may go out (throws when not).
+ */
+export interface RevisionObserver {
+  floor(): number;
+  observe(resourceVersion: unknown, floor: number, what: string): void;
+  beforeWrite(what: string): void;
+}
 
 export interface ResourceKind {
   /** `warrenblocks`. */
@@ -46,13 +60,21 @@ export interface ListPage {
 /** Largest page asked for when a listing reads every page. */
 export const FULL_LIST_PAGE = 500;
 
+/** The resourceVersion of an object or a list answered; undefined when it names none. */
+function versionOf(body: unknown): unknown {
+  return (body as { metadata?: { resourceVersion?: unknown } } | undefined)?.metadata?.resourceVersion;
+}
+
 export class Resource {
   readonly #api: KubeApiClient;
   readonly #kind: ResourceKind;
+  /** Told the revision of every write's and every list's answer; asked before each write. */
+  readonly #revisions: RevisionObserver | undefined;
 
-  constructor(api: KubeApiClient, kind: ResourceKind) {
+  constructor(api: KubeApiClient, kind: ResourceKind, revisions?: RevisionObserver) {
     this.#api = api;
     this.#kind = kind;
+    this.#revisions = revisions;
   }
 
   /** `group/plural`, as RBAC names it (`warrenblocks.warren.dev`). */
@@ -79,8 +101,17 @@ export class Resource {
     return this.#api.refusal(what, answer, verb, this.resource);
   }
 
+  /** Sends a write, refused first while the store must not be written; the answer's revision checked. */
+  async #write(what: string, verb: string, req: ApiRequest): Promise<ApiAnswer> {
+    this.#revisions?.beforeWrite(what);
+    const floor = this.#revisions?.floor() ?? 0;
+    const answer = await this.#send(what, verb, req);
+    if (answer.status === 200 || answer.status === 201) this.#revisions?.observe(versionOf(answer.body), floor, what);
+    return answer;
+  }
+
   async create(what: string, object: KubeObject): Promise<Created> {
-    const answer = await this.#send(what, 'create', { method: 'POST', path: this.#path(), body: object });
+    const answer = await this.#write(what, 'create', { method: 'POST', path: this.#path(), body: object });
     if (answer.status === 201 || answer.status === 200) return { kind: 'created', object: answer.body };
     if (answer.status === 409 && answer.failure.reason === 'AlreadyExists') return { kind: 'exists' };
     throw this.#refuse(what, answer, 'create');
@@ -98,7 +129,7 @@ export class Resource {
   async replace(what: string, object: KubeObject, subresource?: 'status'): Promise<Replaced> {
     const verb = 'update';
     const path = `${this.#path(object.metadata.name)}${subresource === undefined ? '' : `/${subresource}`}`;
-    const answer = await this.#send(what, verb, { method: 'PUT', path, body: object });
+    const answer = await this.#write(what, verb, { method: 'PUT', path, body: object });
     if (answer.status === 200 || answer.status === 201) return { kind: 'replaced', object: answer.body };
     if (answer.status === 409) return { kind: 'conflict' };
     if (answer.status === 404) return { kind: 'missing' };
@@ -112,6 +143,7 @@ export class Resource {
     preconditions?: { uid: string; resourceVersion?: string },
   ): Promise<Deleted> {
     const body = preconditions === undefined ? undefined : { kind: 'DeleteOptions', apiVersion: 'v1', preconditions };
+    this.#revisions?.beforeWrite(what);
     const answer = await this.#send(what, 'delete', {
       method: 'DELETE',
       path: this.#path(name),
@@ -140,9 +172,12 @@ export class Resource {
       limit: Math.max(1, Math.floor(limit)),
       ...(from === undefined ? {} : { continue: from }),
     };
+    const floor = this.#revisions?.floor() ?? 0;
     const answer = await this.#send(what, 'list', { method: 'GET', path: this.#path(), query });
     if (answer.status === 410 && from !== undefined) return 'expired';
     if (answer.status !== 200) throw this.#refuse(what, answer, 'list');
+    // A first page is read from etcd at its current revision; later pages at the first one's.
+    if (from === undefined) this.#revisions?.observe(versionOf(answer.body), floor, what);
     const body = answer.body as { items?: unknown; metadata?: { continue?: unknown } } | undefined;
     const items = Array.isArray(body?.items) ? body.items : [];
     const next = body?.metadata?.continue;

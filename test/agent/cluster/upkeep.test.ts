@@ -34,6 +34,9 @@ describe('ClusterUpkeep', () => {
       claimTask: async () => false,
       releaseTask: async () => undefined,
       halted: () => halted,
+      recovery: () => undefined,
+      keepRecovery: async () => undefined,
+      leaveRecovery: async () => undefined,
       accept: async () => {
         calls.push('accept');
         halted = undefined;
@@ -106,6 +109,9 @@ describe('ClusterUpkeep', () => {
       claimTask: async () => false,
       releaseTask: async () => undefined,
       halted: () => halted,
+      recovery: () => undefined,
+      keepRecovery: async () => undefined,
+      leaveRecovery: async () => undefined,
       accept: async () => {
         calls.push('accept');
         assert.match(

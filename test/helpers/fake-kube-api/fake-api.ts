@@ -16,7 +16,7 @@ import { deployCrds } from './crds.ts';
 import { LEASES } from './leases.ts';
 import { STATEFULSETS } from './statefulsets.ts';
 import { rfc3339, sortKeys } from './metadata.ts';
-import { ObjectStore } from './objects.ts';
+import { ObjectStore, type StoreSnapshot } from './objects.ts';
 import { CrdRegistry } from './registry.ts';
 import { RequestHandler } from './server.ts';
 import type { Served } from './served.ts';
@@ -24,6 +24,7 @@ import type {
   CrdObject,
   ExpiredAs,
   FakeKubeApi,
+  FakeSnapshot,
   FakeKubeApiOptions,
   KubeObject,
   RequestRecord,
@@ -281,6 +282,17 @@ class FakeKubeApiServer implements FakeKubeApi {
   }
 
   // --- Faults ---------------------------------------------------------------------------------------
+
+  snapshot(): FakeSnapshot {
+    return this.#store.snapshot();
+  }
+
+  restoreSnapshot(snapshot: FakeSnapshot, options: { bumpRevision?: number } = {}): void {
+    if (!('maps' in snapshot)) throw new Error('fake kube api: not a snapshot of this fake');
+    this.#store.restore(snapshot as StoreSnapshot, options.bumpRevision ?? 0);
+    // The apiserver restarts over the restored etcd: its watches end; clients watch again.
+    this.endWatches();
+  }
 
   compactHistory(): void {
     this.#store.compact();

@@ -9,7 +9,10 @@
  * - the history holds every change after `compactedThrough`, in RV order; it is compacted by
  *   `compact()` and, past HISTORY_LIMIT changes, by itself (older watches and continue tokens then
  *   get 410, as after the apiserver's own compaction);
- * - `preload` writes without history or events, each object at its own RV.
+ * - `preload` writes without history or events, each object at its own RV;
+ * - `restore` puts back what `snapshot` took (etcd restored from a snapshot under the apiserver):
+ *   every object as it was then, objects made since gone, the RV back at the snapshot's (plus
+ *   `bump`, as `etcdutl snapshot restore --bump-revision` adds), and the history starting there.
  */
 import type { KubeObject } from './types.ts';
 
@@ -35,6 +38,12 @@ function lowerBound(keys: readonly string[], key: string): number {
     else hi = mid;
   }
   return lo;
+}
+
+/** What `snapshot` took: the objects (never mutated, so shared) and the RV then. */
+export interface StoreSnapshot {
+  readonly rv: number;
+  readonly maps: ReadonlyMap<string, ReadonlyMap<string, KubeObject>>;
 }
 
 export class ObjectStore {
@@ -131,6 +140,28 @@ export class ObjectStore {
       map.set(key, object);
     }
     if (added) keys.sort();
+  }
+
+  snapshot(): StoreSnapshot {
+    return { rv: this.#rv, maps: new Map([...this.#maps].map(([resource, map]) => [resource, new Map(map)])) };
+  }
+
+  /**
+   * Replaces everything with `snapshot`'s objects, at its RV plus `bump`, with no event: the
+   * apiserver restarted over a restored etcd has no history before that RV (its watch cache starts
+   * there), so a watch or continue token from any older RV gets 410, and one from a later RV (the
+   * lost future, when not bumped) waits for the store to pass it.
+   */
+  restore(snapshot: StoreSnapshot, bump = 0): void {
+    this.#maps.clear();
+    this.#keys.clear();
+    for (const [resource, map] of snapshot.maps) {
+      this.#maps.set(resource, new Map(map));
+      this.#keys.set(resource, [...map.keys()].sort());
+    }
+    this.#rv = snapshot.rv + bump;
+    this.#history = [];
+    this.#compactedThrough = this.#rv;
   }
 
   compact(): void {

@@ -98,6 +98,11 @@ export interface FakeKubeApiOptions {
   readonly crdEstablishMs?: number;
 }
 
+/** A copy of the fake's storage (`FakeKubeApi.snapshot`), opaque to tests. */
+export interface FakeSnapshot {
+  readonly rv: number;
+}
+
 export interface FakeKubeApi {
   /** `https://127.0.0.1:PORT`. */
   readonly url: string;
@@ -168,6 +173,21 @@ export interface FakeKubeApi {
   /** Changes the latency applied to each write from now on. */
   setWriteLatency(ms: number): void;
 
+  /**
+   * What the API server's etcd holds now, as `etcdctl snapshot save` takes it, for
+   * `restoreSnapshot`.
+   */
+  snapshot(): FakeSnapshot;
+  /**
+   * The API server's etcd restored from `snapshot` and the apiserver restarted over it, as the
+   * disaster-recovery procedure does: every object as it was at the snapshot (objects created since
+   * are gone, deleted ones back, changed ones at their old state and RV), the global resourceVersion
+   * back at the snapshot's (plus `bumpRevision`, as `etcdutl snapshot restore --bump-revision`
+   * adds), open watches ended (the apiserver restarted), and no history before that RV: a watch
+   * resumed from an older RV, or a continue token, gets 410 Expired (a relist); one from a later RV
+   * (the lost future, when not bumped) waits, silent, until the store passes it. CRDs stay served.
+   */
+  restoreSnapshot(snapshot: FakeSnapshot, options?: { bumpRevision?: number }): void;
   /** Forgets the change history: a watch from any RV before now gets 410 Expired. */
   compactHistory(): void;
   /** The next watch request (whatever its RV) gets 410 Expired, as `as` says. Calls queue up. */

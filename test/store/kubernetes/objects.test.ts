@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 import type { Allocation } from '../../../src/ipam/allocation.ts';
 import type { PublishedBlock } from '../../../src/store/cluster-tier.ts';
 import { blockKey } from '../../../src/ipam/blocks.ts';
-import { microTime, parseMicroTime } from '../../../src/store/kubernetes/lease-membership.ts';
+import { microTime, parseMicroTime } from '../../../src/store/kubernetes/lease-objects.ts';
 import {
   MAX_ITEMS,
   PUBLICATION_BUDGET_BYTES,
