@@ -102,14 +102,21 @@ export function buildForwarderWith(compiler: string, prefix: readonly string[], 
 }
 
 /**
+ * LeakSanitizer's defaults for every sanitized build: only globals and thread-local storage are
+ * roots, so a block not freed by exit is reported wherever its pointer lingers (the file says why).
+ */
+export const LEAK_CHECK_DEFAULTS_SOURCE = join(REPO_ROOT, 'test', 'plugin', 'leak-check-defaults.c');
+
+/**
  * C sources built into one program under AddressSanitizer and UndefinedBehaviorSanitizer (against
  * glibc, dynamically linked: the sanitizers' runtimes are shared glibc libraries): the forwarder for
  * tests that run it over a corpus, or a test's driver with the forwarder's part it drives. Any
- * finding aborts the process. Built on demand, never by `npm run build`.
+ * finding aborts the process, and any block not freed by exit is reported on stderr
+ * (LEAK_CHECK_DEFAULTS_SOURCE, linked in). Built on demand, never by `npm run build`.
  */
 export function buildSanitized(sources: readonly string[], outPath: string): void {
   const sanitizers = ['-fsanitize=address,undefined', '-fno-sanitize-recover=all', '-fno-omit-frame-pointer'];
-  compileC('gcc', [...C_FLAGS, '-O1', '-g', ...sanitizers, ...sources], outPath);
+  compileC('gcc', [...C_FLAGS, '-O1', '-g', ...sanitizers, ...sources, LEAK_CHECK_DEFAULTS_SOURCE], outPath);
 }
 
 /** The forwarder under the sanitizers (buildSanitized). */

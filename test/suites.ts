@@ -166,6 +166,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/plugin/cni-wire-c.test.ts',
   'test/plugin/find-socket.test.ts',
   'test/plugin/plugin-fuzz.test.ts',
+  'test/plugin/sanitized-build.test.ts',
   'test/scripts/check-line-length.test.ts',
   'test/sources/kubernetes/api-failure.test.ts',
   'test/sources/kubernetes/kubeconfig.test.ts',

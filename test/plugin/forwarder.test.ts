@@ -4,7 +4,8 @@
  * directory whose `node` is this Node and whose `warren.cjs` reports the stdin, environment and
  * arguments it got). Every case runs twice: the static build that is installed, and the build
  * under AddressSanitizer and UBSan, where any finding fails the case (the forwarder writes nothing
- * to stderr of its own).
+ * to stderr of its own), a block not freed by exit included, wherever its pointer lingers
+ * (scripts/build.ts buildSanitized).
  *
  * What it shows: the request is the TypeScript plugin's, byte for byte; an answer with
  * X-Warren-Exit is printed exactly and its code is the exit code; anything else (a fallback
@@ -569,6 +570,20 @@ for (const build of builds) {
         run.stdout.toString(),
         '{"cniVersion":"1.1.0","code":11,"msg":"could not reach the agent, and the Warren plugin beside this forwarder could not be run: No such file or directory"}',
       );
+    });
+
+    it("exits 1 and leaks nothing when the agent's answer cannot be written to stdout", async () => {
+      const agent = await fakeAgent(send(outcome(0, '{"cniVersion":"1.0.0"}')));
+      // stdout open for reading only: every write fails (EBADF), with no SIGPIPE to end it first.
+      const run = await execute(
+        '/bin/sh',
+        ['-c', 'exec "$0" 1</dev/null', build.binary],
+        cniEnv(agent.socket),
+        config(),
+      );
+      assert.equal(run.stderr, '', 'the forwarder (or a sanitizer) wrote to stderr');
+      assert.equal(run.code, 1);
+      assert.equal(agent.received.length, 1);
     });
   });
 }

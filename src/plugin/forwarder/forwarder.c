@@ -30,8 +30,10 @@
  *   static MAX_HEAD_BYTES (agent-exchange.c); one allocation for the request head and envelope
  *   (agent-exchange.c; each CNI variable is at most MAX_VARIABLE_BYTES, six times that escaped),
  *   one for the answer's body (at most MAX_BODY_BYTES, its Content-Length), one for the plugin's
- *   argument vector (argc + 2 pointers). No recursion; the config is scanned once (find-socket.c)
- *   and otherwise copied as it is, never parsed.
+ *   argument vector (argc + 2 pointers). Each is freed before the process exits, on every path, a
+ *   failure's too (test/plugin/sanitized-build.test.ts: a leak is reported wherever its pointer
+ *   lingers). No recursion; the config is scanned once (find-socket.c) and otherwise copied as
+ *   it is, never parsed.
  * - Never prints a partial answer: the body is read whole before the first byte goes to stdout,
  *   so any failure before then can still hand the call to the plugin.
  * - Never dies of SIGPIPE from the agent (MSG_NOSIGNAL) and changes no signal disposition, so the
@@ -75,7 +77,7 @@ static size_t config_len;
 
 /* ---- The TypeScript plugin --------------------------------------------------------------------- */
 
-static void write_all(int fd, const char *p, size_t n);
+static int write_all(int fd, const char *p, size_t n);
 
 /* The forwarder's one message of its own: neither the agent nor the plugin could answer. */
 static _Noreturn void cannot_run_plugin(int error) {
@@ -87,7 +89,7 @@ static _Noreturn void cannot_run_plugin(int error) {
   char *end = agent_json_string(message + sizeof start - 1, reason);
   memcpy(message, start, sizeof start - 1);
   *end++ = '}';
-  write_all(1, message, (size_t)(end - message));
+  (void)write_all(1, message, (size_t)(end - message));
   exit(1);
 }
 
@@ -159,8 +161,9 @@ static _Noreturn void run_plugin(int argc, char **argv, int replay_stdin) {
 
 /* ---- I/O ----------------------------------------------------------------------------------- */
 
-/* Writes all of p[0..n) to fd (partial writes, EINTR, a non-blocking fd); exits 1 if it cannot. */
-static void write_all(int fd, const char *p, size_t n) {
+/* Writes all of p[0..n) to fd (partial writes, EINTR, a non-blocking fd); 0 when it cannot (the
+ * caller frees what it holds, then exits 1). */
+static int write_all(int fd, const char *p, size_t n) {
   while (n > 0) {
     ssize_t w = write(fd, p, n);
     if (w > 0) {
@@ -172,9 +175,10 @@ static void write_all(int fd, const char *p, size_t n) {
       struct pollfd pfd = {.fd = fd, .events = POLLOUT};
       poll(&pfd, 1, -1);
     } else {
-      exit(1);
+      return 0;
     }
   }
+  return 1;
 }
 
 enum stdin_state { STDIN_READ, STDIN_TOO_LARGE, STDIN_FAILED };
@@ -232,20 +236,24 @@ int main(int argc, char **argv) {
   char *request = agent_request(getenv, config_len, &request_len);
   if (request == NULL) run_plugin(argc, argv, 1);
 
-  int fd = agent_connect(path);
-  /* A connect that waited out the deadline on a full backlog is a wedged agent too. */
-  if (fd < 0) run_plugin(argc, argv, agent_deadline_passed() ? REPLAY_TIMED_OUT : 1);
-  struct iovec parts[3] = {
-      {.iov_base = request, .iov_len = request_len},
-      {.iov_base = config, .iov_len = config_len},
-      {.iov_base = "}", .iov_len = 1},
-  };
   struct agent_answer answer;
-  int answered = agent_exchange(fd, parts, 3, &answer);
-  close(fd);
+  int answered = 0;
+  int fd = agent_connect(path);
+  if (fd >= 0) {
+    struct iovec parts[3] = {
+        {.iov_base = request, .iov_len = request_len},
+        {.iov_base = config, .iov_len = config_len},
+        {.iov_base = "}", .iov_len = 1},
+    };
+    answered = agent_exchange(fd, parts, 3, &answer);
+    close(fd);
+  }
+  /* Freed before any way out: run_plugin ends in exec or exit, and a pointer left in this frame
+   * is a leak wherever it lingers (the sanitized builds do not count stacks as roots). */
   free(request);
+  /* A connect that waited out the deadline on a full backlog is a wedged agent too. */
   if (!answered) run_plugin(argc, argv, agent_deadline_passed() ? REPLAY_TIMED_OUT : 1);
-  write_all(1, answer.body, answer.body_len);
+  int printed = write_all(1, answer.body, answer.body_len);
   free(answer.body);
-  return answer.exit_code;
+  return printed ? answer.exit_code : 1;
 }

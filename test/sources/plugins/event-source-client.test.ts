@@ -164,9 +164,11 @@ describe('EventSourceClient', () => {
     f.adapter.stop();
     await state(f, 'reconnecting');
     await f.adapter.start();
-    // Attempts made while it was down failed and backed off again: step the clock until one lands.
+    // Attempts made while it was down failed and backed off again: step the clock over each backoff
+    // until one lands, and only while it backs off. A step while an attempt connects would run its
+    // stall timeout (3 s of the clock) down as fast as the machine is slow to connect.
     await waitFor('a new stream', () => {
-      f.clock.advance(100);
+      if (f.client.state === 'reconnecting') f.clock.advance(100);
       return f.adapter.watches.length >= 2 ? true : undefined;
     });
     (await f.resync()).ack();
