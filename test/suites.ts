@@ -224,6 +224,7 @@ export const E2E_FILES: readonly string[] = [
   'test/e2e/chaos.test.ts',
   'test/e2e/cluster-overlap.test.ts',
   'test/e2e/cluster-store-safety.test.ts',
+  'test/e2e/claims-vanish.test.ts',
   'test/e2e/cluster.test.ts',
   'test/e2e/cni-config.test.ts',
   'test/e2e/concurrency.test.ts',
