@@ -5,6 +5,8 @@
  * - A block object deleted by hand (kubectl delete warrenblock; etcdctl del of the claim key) while
  *   its owner's containers hold addresses in it: another node never hands those addresses out (its
  *   publication still lists them), and the owner claims the block again by name.
+ * - Both objects gone (a restore from before the claim) and another node claimed the block: its
+ *   owner halts the range, STATUS 50 and ADD 11 naming it, /v1/status saying it.
  * - An agent killed -9 between the API server's commit of its claim and the answer (the fake holds
  *   the answer, the test kills the agent, then lets it go): after the restart the node lists the
  *   block as its own and gives it back after the block grace, so it is not stranded.
@@ -88,6 +90,36 @@ describe('claims vanished behind a node (Kubernetes API)', () => {
     const rest = await addAll((id) => cniCall('ADD', n2, 'vanish', ipam, id), ['b4', 'b5']);
     for (const address of [...rest, ...more]) assert.ok(!other.includes(address) || more.includes(address));
     for (const address of rest) assert.ok(!held.includes(address) && !more.includes(address), address);
+  });
+
+  it('halts the range, not ready and naming it, when another node holds a block its owner holds addresses in', async () => {
+    const [n4, n5] = [await startKubeNode(api, 'cv4'), await startKubeNode(api, 'cv5')];
+    agents.push(n4, n5);
+    const ipam = range(249);
+    const key = firstBlock(249);
+    await addAll((id) => cniCall('ADD', n4, 'taken', ipam, id), ['a1', 'a2']);
+    await publishedIn(observer, key, 2);
+    // Both objects gone, as an API server whose etcd was restored from before the claim: nothing
+    // tells cv5 the block is in use (telling that the data went back is the tier's detection), and
+    // it claims the block. What cv4 must then do is stop, not go on beside it.
+    assert.ok(api.deleteObject('warrenblocks', blockName(key)));
+    assert.ok(api.deleteObject('warrenblockpublications', blockName(key)));
+    await addAll((id) => cniCall('ADD', n5, 'taken', ipam, id), ['b1']);
+    assert.equal((await observer.claimOf(key))?.node, 'cv5');
+    const halted = /range 10\.249\.0\.0\/27 is halted: the claim of block .* node cv5 holds the block now/;
+    const status = await waitFor('cv4 not ready, naming the range', async () => {
+      const reply = await warren({
+        command: 'STATUS',
+        config: { cniVersion: '1.1.0', name: 'taken', ipam: { type: 'warren', socket: n4.socket, ...ipam } },
+      });
+      return reply.json?.code === 50 ? reply : undefined;
+    });
+    assert.match(String(status.json?.details ?? status.json?.msg), halted);
+    const refused = await cniCall('ADD', n4, 'taken', ipam, 'a3');
+    assert.equal(refused.json?.code, 11, refused.stdout);
+    assert.match(`${refused.json?.msg} ${refused.json?.details ?? ''}`, halted);
+    const r = await requestJson({ socket: n4.socket, method: 'GET', path: '/v1/status' });
+    assert.match(String((r.body as { notReady?: string }).notReady), halted);
   });
 
   it('lists and gives back a block claimed just before a kill -9, after the block grace', async () => {
