@@ -6,7 +6,9 @@
  * Guarantees: a block is given back with a compare-and-swap on the revision at which it was seen
  * empty, so an allocation that lands meanwhile keeps it; the give-back runs under the range pool's
  * lock, so it never races an allocation of this process in the same range; a failure for one block
- * is reported and the others are still tried.
+ * is reported and the others are still tried. On a two-tier store, this node's claims its store
+ * never recorded (the agent died between the cluster's claim and the local commit) are recorded as
+ * its empty blocks first (Store.blockOwners.adoptClaims), so they are given back after the grace too.
  */
 import type { Clock } from '../core/clock.ts';
 import { messageOf } from '../core/errors.ts';
@@ -48,6 +50,13 @@ export class EmptyBlockGiveBack {
     const errors: string[] = [];
     // How long a block has been empty is measured on the monotonic clock, never by two wall-clock readings.
     const now = clock.monotonic();
+    // Claims of this node its store never recorded (a crash between the claim and the local commit)
+    // become its empty blocks first, so their grace runs from here like any other's.
+    await store.blockOwners
+      ?.adoptClaims()
+      .catch((error: unknown) =>
+        errors.push(`recording this node's claims its store does not know: ${messageOf(error)}`),
+      );
     const mine = (await store.pools()).filter((p) => p.affinity === node && isBlockKey(p.pool));
     const seen = new Set<string>();
     for (const summary of mine) {

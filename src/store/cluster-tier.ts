@@ -17,7 +17,10 @@
  *   a block given back and claimed again by another node in between is never removed (ABA);
  * - a range's record is created once; its block size never changes after;
  * - no listing reads more than `limit` records in one response: listings page;
- * - what `claimsOf(node)` reads grows with that node's blocks, not with the range.
+ * - what `claimsOf(node)` reads grows with that node's blocks, not with the range;
+ * - a block's publication is a record apart from its claim: it is removed with the claim when the
+ *   claim is given back (`unclaim`), and stays when the claim is removed by someone else, so that
+ *   `publicationOf` tells a claimer the block may still be in use.
  */
 import type { Allocation } from '../ipam/allocation.ts';
 import type { ClusterHoldings } from './cluster-holdings.ts';
@@ -133,6 +136,11 @@ export interface ClusterTier {
    * its key before (the address's last borrower). Absent on a tier that publishes no loans.
    */
   publishLoan?(block: PublishedBlock): Promise<void>;
+  /**
+   * The publication of block `key`, whoever's it is: what a claimer reads before it claims a block
+   * nobody holds (a claim that vanished leaves its publication: tiered-claim-guard.ts).
+   */
+  publicationOf(key: string): Promise<PublishedBlock | undefined>;
   /** Removes the publication of loan pool `key` if it is still `node`'s (a loan given back, a node forgotten). */
   withdrawLoan?(key: string, node: string): Promise<void>;
   /** One page of published blocks (and loans, `loan`), of range `pool` and/or node `node` when given. */

@@ -245,9 +245,8 @@ export interface StoreHistory {
  */
 export interface BlockOwners {
   /**
-   * Every block of the range someone holds, as summaries with the holder as `affinity` (all pages
-   * read), plus the blocks this node's store knows; `counts`: with the holders' published counts
-   * (reads the published view), else counts are this node's only.
+   * Every block of the range someone holds, as summaries with the holder as `affinity` (all pages read), plus the
+   * blocks this node's store knows; `counts`: with the holders' published counts, else this node's only.
    */
   rangeBlocks(rangePool: string, options: { readonly counts: boolean }): Promise<PoolSummary[]>;
   /** Every node holding a block of any range (tier.claimHolders): read when Nodes are relisted. */
@@ -256,6 +255,8 @@ export interface BlockOwners {
   forgetNode(node: string): Promise<string[]>;
   /** The cluster's tier, where a node with no room asks the owners for addresses (allocator/lending/). */
   readonly tier: ClusterTier;
+  /** Records this node's claims its store lacks (a crash before the local commit) as empty blocks: their keys. */
+  adoptClaims(): Promise<string[]>;
 }
 
 export interface Store {

@@ -10,6 +10,8 @@
  *   revision, so a claim of it commits against the revision the node's store holds; except a block
  *   whose claim vanished while this node held it: that one shows held (`<node> (vanished)`), so this
  *   node does not claim it again on its own and go on allocating where someone removed its claim;
+ *   its claim listed again as this node's (the listing started after the judgment) holds it again;
+ * - a block the claim guard refused (another node's publication of it) shows held by that node;
  * - `forgetNodeBlocks` removes each claim of the node only at the version read (uid and version
  *   preconditions): of two agents forgetting one node, each block is freed by exactly one, and a
  *   block claimed again by a live node in between is never removed. Grants the node had lent are
@@ -96,6 +98,7 @@ export interface RangeParts {
 export async function rangeBlocks(parts: RangeParts, rangePool: string, counts: boolean): Promise<PoolSummary[]> {
   const { local, tier, claims } = parts;
   await claims.load(rangePool);
+  const started = claims.listingStarts();
   const claimed = await allPages((page) => tier.claimsIn(rangePool, page));
   const published = new Map(
     counts ? (await allPages((page) => tier.published({ pool: rangePool }, page))).map((p) => [p.key, p.counts]) : [],
@@ -106,6 +109,7 @@ export async function rangeBlocks(parts: RangeParts, rangePool: string, counts: 
     const { affinity: _local, ...rest } = p;
     byKey.set(key, claims.vanished(key) ? { ...rest, affinity: `${claims.node} (vanished)` } : rest);
   }
+
   for (const c of claimed) {
     const mine = here.get(c.key);
     const theirs = published.get(c.key);
@@ -116,7 +120,15 @@ export async function rangeBlocks(parts: RangeParts, rangePool: string, counts: 
       resting: theirs?.resting ?? mine?.resting ?? 0,
       affinity: c.node,
     });
-    if (c.node === claims.node && !claims.holds(c.key) && !claims.vanished(c.key)) claims.record(c);
+    // This node's record, newer than any judgment that it vanished: held (one wrong judgment never wedges a range).
+    claims.sawInRange(c, started);
+  }
+  // Refused by the claim guard (another node's publication): shown held, so placement moves on.
+  for (const [key, owner] of claims.refusals()) {
+    const p = byKey.get(key);
+    if (rangePoolOfKey(key) !== rangePool || p?.affinity !== undefined) continue;
+    const { revision = 0, allocated = 0, resting = 0 } = p ?? {};
+    byKey.set(key, { pool: key, revision, allocated, resting, affinity: `${owner} (claim vanished)` });
   }
   return [...byKey.values()].sort((a, b) => (a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : 0));
 }

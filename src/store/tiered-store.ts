@@ -26,9 +26,9 @@
  *   clock (tiered-publisher.ts), retried while the cluster is away; `flush` publishes now; the
  *   first run after `start` publishes every block this node holds, so what changed before a
  *   restart and was not published yet is not lost;
- * - every `claimCheckMs` this node's claims are compared with the cluster's (tiered-claims.ts): a
- *   claim that vanished stops allocation in its block (commits there become conflicts), is told to
- *   `notice` by name, and the allocations in it stay recorded locally.
+ * - every `claimCheckMs` this node's claims are compared with the cluster's (tiered-claims.ts), and
+ *   one vanished is claimed again or halts its range; a block nobody holds is claimed only if its
+ *   publication allows; unrecorded claims are adopted (all three: tiered-reclaim.ts).
  *
  * Admission (AdmissionGuard) across nodes, without a request per ADD: `spaces` are the cluster's;
  * a commit that claims a block checks in the cluster that its range is still admitted, and the
@@ -59,6 +59,7 @@ import type {
 } from './store.ts';
 import { TieredAdmissions } from './tiered-admissions.ts';
 import { TieredClaims } from './tiered-claims.ts';
+import { ClaimKeeper } from './tiered-reclaim.ts';
 import { TieredPublisher } from './tiered-publisher.ts';
 import { forgetNodeBlocks, heldByNode, ownBlocks, rangeBlocks, recordFromKey, spaceOfPool } from './tiered-ranges.ts';
 
@@ -95,6 +96,7 @@ export class TieredStore implements Store {
   readonly #publishMs: number;
   readonly #checkMs: number;
   readonly #claims: TieredClaims;
+  readonly #keeper: ClaimKeeper;
   readonly #publisher: TieredPublisher;
   /** Range pool → its record as pinned in the cluster. */
   readonly #ranges = new Map<string, RangeRecord>();
@@ -118,6 +120,9 @@ export class TieredStore implements Store {
     const listPage = o.local.listPage;
     if (listPage !== undefined) this.listPage = (filter, page) => listPage.call(o.local, filter, page);
     this.#claims = new TieredClaims(o.tier, o.node);
+    const rangeOf = async (key: string) =>
+      (await this.#rangeOf(rangePoolOfKey(key))) ?? this.tier.pinRange(recordFromKey(key));
+    this.#keeper = new ClaimKeeper({ ...o, claims: this.#claims, notice: this.#notice, rangeOf });
     this.#publisher = new TieredPublisher({
       local: o.local,
       tier: o.tier,
@@ -136,6 +141,7 @@ export class TieredStore implements Store {
       holders: () => this.tier.claimHolders(),
       forgetNode: (node) => forgetNodeBlocks(this.tier, node),
       tier: o.tier,
+      adoptClaims: () => this.#keeper.adopt(),
     };
   }
 
@@ -172,13 +178,7 @@ export class TieredStore implements Store {
   /** Holds this node's claims and guards to the cluster's; tells `notice`, never throws (the next check retries). */
   async check(): Promise<void> {
     try {
-      for (const key of await this.#claims.check()) {
-        const held = (await this.#local.list({ pool: key })).length;
-        this.#notice(
-          `the claim of block ${key} by node ${this.#node} vanished from ${this.tier.description} ` +
-            `(deleted by someone): no more addresses are handed out in it; its ${held} allocations stay recorded here`,
-        );
-      }
+      await this.#keeper.check();
       await this.#admissions.checkAll();
     } catch (error) {
       this.#notice(`checking the claims of node ${this.#node} failed, retrying: ${messageOf(error)}`);
@@ -204,7 +204,7 @@ export class TieredStore implements Store {
       return this.#local.commit(pool, expected, ops, undefined, options);
     }
     if (ops.some((op) => op.op === 'claim')) return this.#commitClaim(pool, expected, ops, guard);
-    if (ops.some((op) => op.op === 'unclaim')) return this.#commitUnclaim(pool, expected, ops);
+    if (ops.some((op) => op.op === 'unclaim')) return this.#keeper.unclaim(pool, expected, ops);
     if (ops.some((op) => op.op === 'allocate')) {
       const refused = await this.#refusal(pool);
       if (refused !== undefined) return conflict(refused);
@@ -220,6 +220,7 @@ export class TieredStore implements Store {
   /** Why an allocation in block `key` may not be made on this node; undefined when it may. */
   async #refusal(key: string): Promise<string | undefined> {
     const rangePool = rangePoolOfKey(key);
+    this.#keeper.refuseHalted(rangePool);
     if (this.#claims.vanished(key))
       return `the claim of block ${key} by node ${this.#node} vanished from ${this.tier.description}`;
     const blockPrefix = await this.#blockPrefix(rangePool);
@@ -312,6 +313,8 @@ export class TieredStore implements Store {
     const lost = first ? await this.#admissions.check(guard) : undefined;
     if (lost !== undefined) return conflict(lost, true);
     const range = (await this.#rangeOf(rangePool)) ?? (await this.tier.pinRange(recordFromKey(key)));
+    const refused = await this.#keeper.mayClaim(key, node);
+    if (refused !== undefined) return conflict(refused);
     let claim = await this.tier.claim(range, key, node);
     if (claim === undefined) {
       // Ours already (a claim whose local commit never happened: a crash in between) is ours to use.
@@ -330,19 +333,6 @@ export class TieredStore implements Store {
     if (node === this.#node) this.#claims.record(claim);
     this.#publisher.mark(key);
     return this.#committed(key, result, ops);
-  }
-
-  async #commitUnclaim(key: string, expected: Revision, ops: readonly PoolOp[]): Promise<CommitResult> {
-    if ((await this.#local.readPool(key)).revision !== expected) return conflict(`block ${key} changed`);
-    const current = await this.#claims.current(key);
-    if (current === undefined) {
-      this.#claims.drop(key);
-      return conflict(`block ${key} is no longer claimed by node ${this.#node} in ${this.tier.description}`);
-    }
-    const outcome = await this.tier.unclaim(current);
-    if (outcome !== 'released') return conflict(`the claim of block ${key} ${outcome} in ${this.tier.description}`);
-    this.#claims.drop(key);
-    return this.#local.commit(key, expected, ops);
   }
 
   findByOwner(owner: Omit<Owner, 'ifname'> & { ifname?: string }): Promise<Allocation[]> {
@@ -367,12 +357,14 @@ export class TieredStore implements Store {
   }
 
   /**
-   * Checks both tiers. Only the node's store failing throws: CNI STATUS and readiness follow ping,
-   * and a node with room in its own blocks serves ADD and DEL while the cluster is away. The cluster
-   * being away is told to `notice` once per outage and answered by `clusterProblem`.
+   * Checks both tiers. Only the node's store failing, or a range halted (tiered-reclaim.ts), throws:
+   * CNI STATUS and readiness follow ping, and a node with room in its own blocks serves ADD and DEL
+   * while the cluster is away. The cluster being away is told to `notice` once per outage and
+   * answered by `clusterProblem`.
    */
   async ping(): Promise<void> {
     await this.#local.ping();
+    this.#keeper.refuseHalted(); // a halted range: not ready, naming it
     try {
       await this.tier.ping();
       this.#clusterProblem = undefined;

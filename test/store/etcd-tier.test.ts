@@ -7,9 +7,11 @@
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { Etcd3 } from 'etcd3';
 import { ManualClock } from '../../src/core/clock.ts';
 import { blockKey } from '../../src/ipam/blocks.ts';
 import { type EtcdTier, openEtcdTier } from '../../src/store/etcd-tier/etcd-tier.ts';
+import { blockRecord } from '../../src/store/etcd-tier/tier-kv.ts';
 import { SqliteStore } from '../../src/store/sqlite-store.ts';
 import type { Store } from '../../src/store/store.ts';
 import { TieredStore } from '../../src/store/tiered-store.ts';
@@ -31,7 +33,19 @@ const RUN_PREFIX = `/tier-${process.pid}/`;
 const tier = (prefix: string): Promise<EtcdTier> =>
   openEtcdTier({ endpoints: etcd.endpoints, prefix, leaseSeconds: LEASE_SECONDS });
 
-tierConformance('etcd (one member)', { create: () => tier(RUN_PREFIX), leaseSeconds: LEASE_SECONDS });
+tierConformance('etcd (one member)', {
+  create: () => tier(RUN_PREFIX),
+  leaseSeconds: LEASE_SECONDS,
+  // etcdctl del of the claim key: the claim alone, its publication (and the node's index key) stay.
+  removeClaimByHand: async (key) => {
+    const client = new Etcd3({ hosts: etcd.endpoints });
+    try {
+      await client.delete().key(`${RUN_PREFIX}${blockRecord(key)}`);
+    } finally {
+      client.close();
+    }
+  },
+});
 
 const clock = new ManualClock(Date.now());
 let serial = 0;

@@ -68,7 +68,15 @@ describe('KubeTier', () => {
     await fake.stop();
   });
 
-  tierConformance('kubernetes (fake API server)', { create: () => tier(), clock, leaseSeconds: LEASE_SECONDS });
+  tierConformance('kubernetes (fake API server)', {
+    create: () => tier(),
+    clock,
+    leaseSeconds: LEASE_SECONDS,
+    // kubectl delete warrenblock: the WarrenBlock alone, its WarrenBlockPublication stays.
+    removeClaimByHand: async (key) => {
+      fake.deleteObject('warrenblocks', blockName(key));
+    },
+  });
   tierLoanConformance('kubernetes (fake API server)', { create: () => tier() });
   holdingsConformance('kubernetes (fake API server)', { create: () => tier(), clock, leaseSeconds: LEASE_SECONDS });
 

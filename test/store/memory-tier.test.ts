@@ -15,6 +15,7 @@ tierConformance('memory', {
   create: async () => cluster.session(),
   clock,
   leaseSeconds: 15,
+  removeClaimByHand: async (key) => cluster.deleteClaim(key),
 });
 
 tierLoanConformance('memory', { create: async () => cluster.session() });

@@ -180,10 +180,14 @@ export class MemoryTier implements ClusterTier {
     return this.#s.calls;
   }
 
-  /** Removes a claim as someone else would (an operator's delete): for tests of vanished claims. */
-  deleteClaim(key: string): void {
+  /**
+   * Removes a claim as someone else would (an operator's delete of the block object, which leaves
+   * its publication; with `publication`, both, as a cluster restored from before either): for tests
+   * of vanished claims.
+   */
+  deleteClaim(key: string, o: { publication?: boolean } = {}): void {
     this.#s.claims.delete(key);
-    this.#s.published.delete(key);
+    if (o.publication === true) this.#s.published.delete(key);
     this.#s.touchRange(rangePoolOfKey(key));
   }
 
@@ -270,6 +274,11 @@ export class MemoryTier implements ClusterTier {
   async withdrawLoan(key: string, node: string): Promise<void> {
     this.#reach('withdrawLoan');
     if (this.#s.published.get(key)?.node === node) this.#s.published.delete(key);
+  }
+
+  async publicationOf(key: string): Promise<PublishedBlock | undefined> {
+    this.#reach('publicationOf');
+    return this.#s.published.get(key);
   }
 
   async published(

@@ -24,6 +24,11 @@ export interface TierFactory {
   readonly clock?: ManualClock;
   /** The lease time the tiers were opened with, seconds (default 15). */
   readonly leaseSeconds?: number;
+  /**
+   * Removes block `key`'s claim record as someone else would, behind the tier's back (kubectl delete
+   * of the WarrenBlock; etcdctl del of the claim key): what a tier must then still show is tested.
+   */
+  removeClaimByHand?(key: string): Promise<void>;
 }
 
 let serial = 0;
@@ -225,6 +230,56 @@ export function tierConformance(name: string, factory: TierFactory): void {
         [[key, 0, 0]],
       );
       assert.deepEqual((await t.published({ node: node() })).items, []);
+    });
+
+    it("answers a block's publication by its key, whoever's it is, and none once given back", async () => {
+      const t = await tier();
+      const r = range();
+      await t.pinRange(r);
+      const owner = node();
+      const key = blockOf(r, 1);
+      assert.equal(await t.publicationOf(key), undefined, 'never published');
+      const claim = await t.claim(r, key, owner);
+      assert.ok(claim);
+      const held = allocation(key, owner, 3);
+      await t.publish({ key, node: owner, counts: { allocated: 1, resting: 0 }, publishedAt: 7, allocations: [held] });
+      const got = await (await tier()).publicationOf(key);
+      assert.equal(got?.node, owner);
+      assert.deepEqual(got?.counts, { allocated: 1, resting: 0 });
+      assert.deepEqual(
+        got?.allocations.map((a) => a.address),
+        [held.address],
+      );
+      assert.equal(await t.publicationOf(blockOf(r, 2)), undefined);
+      const current = await t.claimOf(key);
+      assert.ok(current);
+      assert.equal(await t.unclaim(current), 'released');
+      assert.equal(await t.publicationOf(key), undefined, 'a give-back removes the publication with the claim');
+    });
+
+    it('keeps the publication of a block whose claim someone removed, and lets its owner claim it again by name', async (c) => {
+      if (factory.removeClaimByHand === undefined) return c.skip('the factory cannot remove a claim by hand');
+      const t = await tier();
+      const r = range();
+      await t.pinRange(r);
+      const owner = node();
+      const key = blockOf(r, 3);
+      const first = await t.claim(r, key, owner);
+      assert.ok(first);
+      const held = allocation(key, owner, 49);
+      await t.publish({ key, node: owner, counts: { allocated: 1, resting: 0 }, publishedAt: 9, allocations: [held] });
+      await factory.removeClaimByHand(key);
+      assert.equal(await t.claimOf(key), undefined);
+      assert.deepEqual(
+        (await t.publicationOf(key))?.allocations.map((a) => a.address),
+        [held.address],
+        'what the owner published stays for a claimer to see',
+      );
+      const again = await t.claim(r, key, owner);
+      assert.ok(again, 'claimed again under the same name');
+      assert.notEqual(again.uid, first.uid);
+      assert.equal(await (await tier()).claim(r, key, node()), undefined, 'and no one else then');
+      await t.publish({ key, node: owner, counts: { allocated: 1, resting: 0 }, publishedAt: 10, allocations: [held] });
     });
 
     it('refuses to publish a block the publishing node does not hold', async () => {

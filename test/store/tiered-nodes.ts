@@ -7,6 +7,7 @@ import { Allocator } from '../../src/allocator/allocator.ts';
 import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import { ManualClock } from '../../src/core/clock.ts';
 import type { RangeSpec } from '../../src/ipam/range.ts';
+import type { ClusterTier } from '../../src/store/cluster-tier.ts';
 import { SqliteStore } from '../../src/store/sqlite-store.ts';
 import { TieredStore } from '../../src/store/tiered-store.ts';
 import { tempDir } from '../helpers/processes.ts';
@@ -31,7 +32,13 @@ export interface TieredCluster {
   close(): Promise<void>;
 }
 
-export function tieredCluster(names: readonly string[], o: { publishIntervalMs?: number } = {}): TieredCluster {
+export interface TieredClusterOptions {
+  readonly publishIntervalMs?: number;
+  /** What a node's store sees of its session of the cluster (a test's wrapper around it). */
+  readonly wrap?: (tier: ClusterTier, node: string) => ClusterTier;
+}
+
+export function tieredCluster(names: readonly string[], o: TieredClusterOptions = {}): TieredCluster {
   const clock = new ManualClock(1_000_000);
   const tier = new MemoryTier({ clock });
   const dir = tempDir();
@@ -39,7 +46,7 @@ export function tieredCluster(names: readonly string[], o: { publishIntervalMs?:
     const notices: string[] = [];
     const store = new TieredStore({
       local: new SqliteStore({ path: join(dir, `${name}.db`) }),
-      tier: tier.session(),
+      tier: o.wrap === undefined ? tier.session() : o.wrap(tier.session(), name),
       node: name,
       clock,
       notice: (m) => notices.push(m),

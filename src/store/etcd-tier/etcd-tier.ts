@@ -21,7 +21,9 @@
  *   exactly the one named ('changed' otherwise, 'gone' when there is none). A block given back and
  *   claimed again has another create revision, so the old claim never removes the new one (ABA);
  * - a range record is created if absent, never rewritten: the first block size wins;
- * - `publish` writes only while the block's claim holds the publishing node (a value compare);
+ * - `publish` writes only while the block's claim holds the publishing node (a value compare); the
+ *   publication is its own key (tier-kv.ts `publishedRecord`), deleted in `unclaim`'s transaction,
+ *   so a claim key deleted by someone else (etcdctl del) leaves it for `publicationOf` to find;
  * - every listing pages (at most `limit` records a response); `claimsOf(node)` reads that node's
  *   index keys and their claims, `claimHolders` the index keys only (skipping each node's others),
  *   so no call reads a whole range but `claimsIn`'s and `published`'s pages.
@@ -92,6 +94,16 @@ function claimOfKv(kv: IKeyValue, key: string): BlockClaim | undefined {
   const node = (JSON.parse(kv.value.toString('utf8')) as { node?: unknown }).node;
   if (typeof node !== 'string') return undefined;
   return { key, node, uid: kv.create_revision, version: kv.mod_revision };
+}
+
+function publicationOfKv(kv: IKeyValue, key: string): PublishedBlock {
+  const v = JSON.parse(kv.value.toString('utf8')) as {
+    node: string;
+    counts: PublishedBlock['counts'];
+    allocations: PublishedBlock['allocations'];
+    at: number;
+  };
+  return { key, node: v.node, counts: v.counts, allocations: v.allocations, publishedAt: v.at };
 }
 
 export async function openEtcdTier(o: EtcdTierOptions): Promise<EtcdTier> {
@@ -284,20 +296,16 @@ export class EtcdTier implements ClusterTier {
     if (!response.succeeded) throw new WarrenError('TRY_AGAIN', `block ${block.key} is not claimed by ${block.node}`);
   }
 
+  async publicationOf(key: string): Promise<PublishedBlock | undefined> {
+    const kv = await this.#kv.get(`read the publication of ${key}`, publishedRecord(key));
+    return kv === undefined ? undefined : publicationOfKv(kv, key);
+  }
+
   async published(
     filter: { pool?: string; node?: string },
     page?: { limit: number; continue?: string },
   ): Promise<Page<PublishedBlock>> {
-    const parse = (kv: IKeyValue): PublishedBlock => {
-      const v = JSON.parse(kv.value.toString('utf8')) as {
-        node: string;
-        counts: PublishedBlock['counts'];
-        allocations: PublishedBlock['allocations'];
-        at: number;
-      };
-      const key = lastSegment(this.#kv.relative(kv));
-      return { key, node: v.node, counts: v.counts, allocations: v.allocations, publishedAt: v.at };
-    };
+    const parse = (kv: IKeyValue): PublishedBlock => publicationOfKv(kv, lastSegment(this.#kv.relative(kv)));
     if (filter.node === undefined) {
       const got = await this.#kv.page('list published blocks', publishedOf(filter.pool), page);
       const items = got.kvs.map(parse);

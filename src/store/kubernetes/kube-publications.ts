@@ -156,6 +156,12 @@ export class KubePublications {
     throw new WarrenError('TRY_AGAIN', `loan ${key} kept changing while it was withdrawn`);
   }
 
+  /** The publication of block (or loan pool) `key`, whoever's it is: one read. */
+  async of(key: string): Promise<PublishedBlock | undefined> {
+    const found = publishedOf(await this.#o.publications.get(`read the allocations of block ${key}`, blockName(key)));
+    return found?.key === key ? found : undefined;
+  }
+
   /** One page of publications, of range `pool` and/or node `node` when given. */
   async list(
     filter: { pool?: string; node?: string },

@@ -274,6 +274,10 @@ export class KubeTier implements ClusterTier {
     await this.#publications.publish(claimed);
   }
 
+  async publicationOf(key: string): Promise<PublishedBlock | undefined> {
+    return this.#publications.of(key);
+  }
+
   async publishLoan(block: PublishedBlock): Promise<void> {
     await this.#publications.publish({ ...block, loan: true });
   }

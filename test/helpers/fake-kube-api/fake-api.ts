@@ -281,6 +281,20 @@ class FakeKubeApiServer implements FakeKubeApi {
     this.#handler.writeLatencyMs = ms;
   }
 
+  /** As an agent killed -9 between the API server's commit and its answer sees it (types.ts). */
+  holdNextCreate(plural: string): { readonly applied: Promise<void>; readonly release: () => void } {
+    let release = (): void => undefined;
+    let applied = (): void => undefined;
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const seen = new Promise<void>((resolve) => {
+      applied = resolve;
+    });
+    this.#handler.holds.set(`create ${plural}`, { applied, release: released });
+    return { applied: seen, release };
+  }
+
   // --- Faults ---------------------------------------------------------------------------------------
 
   snapshot(): FakeSnapshot {

@@ -4,7 +4,9 @@
  * records and counts, a per-write latency, and the dispatch of each verb to the core resources
  * (core.ts), to custom resources and Leases (writes.ts, lists.ts) and to watches (watch.ts).
  * The per-write latency delays each create, update, patch and delete before it is applied, without
- * holding up other requests (a real apiserver's ~10 ms per write).
+ * holding up other requests (a real apiserver's ~10 ms per write). A test may hold the answer to a
+ * create after it is applied (`holds`): the write is made whether or not its client lives to read it,
+ * as on a real API server, whose commit to etcd does not wait for the client.
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -47,6 +49,11 @@ export class RequestHandler {
   counts = new Map<string, number>();
   writeLatencyMs: number;
   down: Unavailability | undefined;
+  /**
+   * Answers held after their write was applied, by `create <plural>`: a client that dies before the
+   * answer is sent has made the write without learning it (FakeKubeApi.holdNextAnswer).
+   */
+  readonly holds = new Map<string, { readonly applied: () => void; readonly release: Promise<void> }>();
 
   constructor(
     d: Dispatcher,
@@ -186,6 +193,15 @@ export class RequestHandler {
     return readJson(req);
   }
 
+  /** Waits, once applied, while a test holds the answer to this kind of write (`holds`). */
+  async #held(what: string): Promise<void> {
+    const hold = this.holds.get(what);
+    if (hold === undefined) return;
+    this.holds.delete(what);
+    hold.applied();
+    await hold.release;
+  }
+
   async #latency(): Promise<void> {
     if (this.writeLatencyMs > 0) await delay(this.writeLatencyMs);
   }
@@ -248,7 +264,9 @@ export class RequestHandler {
         const body = await this.#servedBody(req, s.kind, ['application/json', 'application/yaml']);
         await this.#latency();
         if (s === CRDS) return this.#reply(res, record, 201, d.crds.createFromApi(body, target.manager));
-        return this.#reply(res, record, 201, s.encode(create(ctx, target, body).object));
+        const created = s.encode(create(ctx, target, body).object);
+        await this.#held(`create ${s.plural}`);
+        return this.#reply(res, record, 201, created);
       }
       case 'update': {
         const body = await this.#servedBody(req, s.kind, ['application/json', 'application/yaml']);

@@ -172,6 +172,11 @@ export interface FakeKubeApi {
   deleteObject(plural: string, name: string, namespace?: string): boolean;
   /** Changes the latency applied to each write from now on. */
   setWriteLatency(ms: number): void;
+  /**
+   * Holds the answer to the next create of `plural` once the object is stored (`applied` resolves
+   * then) until `release()`: a client killed in between made the write and never learnt it.
+   */
+  holdNextCreate(plural: string): { readonly applied: Promise<void>; readonly release: () => void };
 
   /**
    * What the API server's etcd holds now, as `etcdctl snapshot save` takes it, for
