@@ -166,6 +166,8 @@ export const PLUGIN_INPUTS: readonly string[] = [
   'src/core/atomic-file.ts',
   'src/core/clock.ts',
   'src/core/errors.ts',
+  // The journal directory is made by it (a DEL's journal_dir under /proc must end, not spin).
+  'src/core/make-directory.ts',
   'src/core/moment.ts',
   'src/core/unix-http.ts',
   'src/core/validate.ts',

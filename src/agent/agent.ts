@@ -10,7 +10,6 @@
  * whether its file is the agent's own) comes from the options, never from the store object
  * (settings/store-kind.ts).
  */
-import { mkdirSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { Logger } from 'pino';
 import { type Clock, systemClock } from '../core/clock.ts';
@@ -51,6 +50,7 @@ import { agentReadings } from './metrics/readings.ts';
 import { bookkeepingCounts } from './server/bookkeeping-counts.ts';
 import { ReleaseHistory } from './metrics/release-history.ts';
 import { NO_TELEMETRY, fanOut } from './metrics/telemetry.ts';
+import { makeDirectory } from '../core/make-directory.ts';
 
 export interface AgentDeps {
   readonly clock?: Clock;
@@ -126,7 +126,10 @@ export class Agent {
     const { database } = facts;
     // Allocation state is the node's business alone: files and directories are owner-only.
     process.umask(0o077);
-    mkdirSync(o.stateDir, { recursive: true, mode: 0o700 });
+    makeDirectory(o.stateDir, 0o700);
+    // A plugins directory that cannot be made now is a setting to fix, said at start; the watcher
+    // would only keep retrying it (a directory removed later is made again there).
+    if (o.pluginsDir !== undefined) makeDirectory(o.pluginsDir, 0o700);
     // Everything that must have a single agent is locked before anything is touched: a refused
     // second agent leaves the first one's socket, database and journal alone.
     this.#lock = InstanceLock.acquire([
