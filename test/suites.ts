@@ -245,6 +245,7 @@ export const E2E_FILES: readonly string[] = [
   'test/e2e/metrics-port.test.ts',
   'test/e2e/migrate-whereabouts.test.ts',
   'test/e2e/netns-paths.test.ts',
+  'test/e2e/npm-start.test.ts',
   'test/e2e/one-key-agent.test.ts',
   'test/e2e/overlap.test.ts',
   'test/e2e/plugin-limits.test.ts',
