@@ -259,6 +259,7 @@ export const E2E_FILES: readonly string[] = [
   'test/e2e/runtime-adapter.test.ts',
   'test/e2e/store-faults.test.ts',
   'test/e2e/takeover.test.ts',
+  'test/e2e/uninstall-modes.test.ts',
   'test/helpers-check/agent.test.ts',
   'test/plugin/differential.test.ts',
   'test/plugin/forwarder-fuzz.test.ts',

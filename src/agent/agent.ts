@@ -41,6 +41,7 @@ import { servingParts } from './server/serving.ts';
 import { type OwnSocket, closeServer, listenOnSocket } from './server/socket.ts';
 import { WARREN_VERSION } from './server/version.ts';
 import type { Allocation } from '../ipam/allocation.ts';
+import { isBookkeeping } from '../ipam/bookkeeping.ts';
 import type { MetricsEndpointStatus } from '../api/status.ts';
 import { DASHBOARD_ASSETS, renderDashboardBody, renderDashboardPage } from './dashboard/page.ts';
 import { serveMetrics } from './metrics/http-server.ts';
@@ -250,11 +251,12 @@ export class Agent {
               },
             }),
         ...(cniConfig === undefined ? {} : { cniConfig: () => cniConfig.status() }),
-        // Without the config manager nothing would remove the config naming Warren: refusing ADD
-        // for good would then fail every pod start on the node.
+        // Without the config manager (beside Multus, under systemd) the configs naming Warren are
+        // the operator's: the node is handed back all the same, and the report says how many
+        // addresses pods still hold, whose DELs still call the plugin (the CLI keeps it for them).
         uninstall: async () => {
-          if (cniConfig === undefined) throw new WarrenError('BAD_REQUEST', NO_CONFIG_TO_HAND_BACK);
-          return handBack.uninstall(takeover, cniConfig);
+          const held = (await store.list({ node: o.nodeName })).filter((a) => !isBookkeeping(a)).length;
+          return handBack.uninstall(takeover, cniConfig, held);
         },
         telemetry,
         history,
@@ -388,6 +390,3 @@ export class Agent {
 }
 
 const NOT_SERVING = 'the agent is not serving CNI calls yet (starting) or any more (stopping)';
-const NO_CONFIG_TO_HAND_BACK =
-  "this agent does not manage the node's CNI config (--manage-cni-config off): " +
-  'there is no config of its own to hand back; remove the config that names warren, then the plugin';
