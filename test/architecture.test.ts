@@ -155,6 +155,8 @@ export const PLUGIN_INPUTS: readonly string[] = [
   'src/cni/args.ts',
   'src/cni/config-limits.ts',
   'src/cni/config-values.ts',
+  // What a DEL reads of a config that does not validate (the plugin journals such a DEL by it).
+  'src/cni/del-target.ts',
   'src/cni/errors.ts',
   'src/cni/ipam-config.ts',
   'src/cni/ipam-range.ts',

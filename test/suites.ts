@@ -231,6 +231,7 @@ export const E2E_FILES: readonly string[] = [
   'test/e2e/cni-config.test.ts',
   'test/e2e/concurrency.test.ts',
   'test/e2e/dashboard-browser.test.ts',
+  'test/e2e/del-invalid-config.test.ts',
   'test/e2e/doctor.test.ts',
   'test/e2e/etcd-upgrade.test.ts',
   'test/e2e/gc-runtimes.test.ts',
