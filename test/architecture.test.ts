@@ -155,6 +155,8 @@ export const PLUGIN_INPUTS: readonly string[] = [
   'src/cni/args.ts',
   'src/cni/config-limits.ts',
   'src/cni/config-values.ts',
+  // What a DEL reads of a config that does not validate (the plugin journals such a DEL by it).
+  'src/cni/del-target.ts',
   'src/cni/errors.ts',
   'src/cni/ipam-config.ts',
   'src/cni/ipam-range.ts',
@@ -166,6 +168,8 @@ export const PLUGIN_INPUTS: readonly string[] = [
   'src/core/atomic-file.ts',
   'src/core/clock.ts',
   'src/core/errors.ts',
+  // The journal directory is made by it (a DEL's journal_dir under /proc must end, not spin).
+  'src/core/make-directory.ts',
   'src/core/moment.ts',
   'src/core/unix-http.ts',
   'src/core/validate.ts',

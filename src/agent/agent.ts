@@ -10,7 +10,6 @@
  * whether its file is the agent's own) comes from the options, never from the store object
  * (settings/store-kind.ts).
  */
-import { mkdirSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { Logger } from 'pino';
 import { type Clock, systemClock } from '../core/clock.ts';
@@ -42,6 +41,7 @@ import { servingParts } from './server/serving.ts';
 import { type OwnSocket, closeServer, listenOnSocket } from './server/socket.ts';
 import { WARREN_VERSION } from './server/version.ts';
 import type { Allocation } from '../ipam/allocation.ts';
+import { isBookkeeping } from '../ipam/bookkeeping.ts';
 import type { MetricsEndpointStatus } from '../api/status.ts';
 import { DASHBOARD_ASSETS, renderDashboardBody, renderDashboardPage } from './dashboard/page.ts';
 import { serveMetrics } from './metrics/http-server.ts';
@@ -51,6 +51,7 @@ import { agentReadings } from './metrics/readings.ts';
 import { bookkeepingCounts } from './server/bookkeeping-counts.ts';
 import { ReleaseHistory } from './metrics/release-history.ts';
 import { NO_TELEMETRY, fanOut } from './metrics/telemetry.ts';
+import { makeDirectory } from '../core/make-directory.ts';
 
 export interface AgentDeps {
   readonly clock?: Clock;
@@ -126,7 +127,10 @@ export class Agent {
     const { database } = facts;
     // Allocation state is the node's business alone: files and directories are owner-only.
     process.umask(0o077);
-    mkdirSync(o.stateDir, { recursive: true, mode: 0o700 });
+    makeDirectory(o.stateDir, 0o700);
+    // A plugins directory that cannot be made now is a setting to fix, said at start; the watcher
+    // would only keep retrying it (a directory removed later is made again there).
+    if (o.pluginsDir !== undefined) makeDirectory(o.pluginsDir, 0o700);
     // Everything that must have a single agent is locked before anything is touched: a refused
     // second agent leaves the first one's socket, database and journal alone.
     this.#lock = InstanceLock.acquire([
@@ -255,11 +259,12 @@ export class Agent {
               },
             }),
         ...(cniConfig === undefined ? {} : { cniConfig: () => cniConfig.status() }),
-        // Without the config manager nothing would remove the config naming Warren: refusing ADD
-        // for good would then fail every pod start on the node.
+        // Without the config manager (beside Multus, under systemd) the configs naming Warren are
+        // the operator's: the node is handed back all the same, and the report says how many
+        // addresses pods still hold, whose DELs still call the plugin (the CLI keeps it for them).
         uninstall: async () => {
-          if (cniConfig === undefined) throw new WarrenError('BAD_REQUEST', NO_CONFIG_TO_HAND_BACK);
-          return handBack.uninstall(takeover, cniConfig);
+          const held = (await store.list({ node: o.nodeName })).filter((a) => !isBookkeeping(a)).length;
+          return handBack.uninstall(takeover, cniConfig, held);
         },
         telemetry,
         history,
@@ -393,6 +398,3 @@ export class Agent {
 }
 
 const NOT_SERVING = 'the agent is not serving CNI calls yet (starting) or any more (stopping)';
-const NO_CONFIG_TO_HAND_BACK =
-  "this agent does not manage the node's CNI config (--manage-cni-config off): " +
-  'there is no config of its own to hand back; remove the config that names warren, then the plugin';

@@ -120,7 +120,14 @@ export interface UninstallReport {
   readonly networks: readonly HandBackReport[];
   /** Warren's config was removed from the conf dir (false: there was none of Warren's). */
   readonly configRemoved: boolean;
+  /** Warren's own config file, when the agent manages one (absent: --manage-cni-config off). */
   readonly output?: string;
+  /**
+   * Addresses pods on this node still hold through Warren (bookkeeping records aside). Without a
+   * config of the agent's own, the configs naming Warren stay, so these pods' DELs still call the
+   * plugin: `warren uninstall` keeps it until none is left.
+   */
+  readonly held: number;
   /** Where the agent keeps the mark that it handed the node back (survives restarts). */
   readonly marker: string;
 }

@@ -25,7 +25,6 @@ import {
   existsSync,
   fsyncSync,
   lstatSync,
-  mkdirSync,
   openSync,
   realpathSync,
   renameSync,
@@ -41,6 +40,7 @@ import { WarrenError } from '../core/errors.ts';
 import { jsonText, safe } from './format.ts';
 import { UsageError } from './usage.ts';
 import type { CliIO } from './main.ts';
+import { makeDirectory } from '../core/make-directory.ts';
 
 /** Where `npm run build` leaves what is installed. */
 export const DIST_DIR = fileURLToPath(new URL('../../dist/', import.meta.url));
@@ -94,7 +94,7 @@ export function install(options: InstallOptions): InstallReport {
   }
   const node = realpathSync(options.node ?? process.execPath);
   const fallback = join(dir, INSTALLED.fallbackDir);
-  mkdirSync(fallback, { recursive: true, mode: 0o755 });
+  makeDirectory(fallback, 0o755);
   const installed = [
     placeFile(node, join(fallback, INSTALLED.node), options.link === true ? 'symlink' : 'copy'),
     placeFile(bundle, join(fallback, INSTALLED.bundle), 'copy'),

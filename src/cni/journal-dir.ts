@@ -8,8 +8,9 @@
  * The same rule (checkPrivateDir) holds every directory the agent trusts what appears in: the
  * plugins directory too, where a socket is taken for a runtime adapter (agent/registry/trust.ts).
  */
-import { closeSync, constants, fchmodSync, fstatSync, lstatSync, mkdirSync, openSync, readlinkSync } from 'node:fs';
+import { closeSync, constants, fchmodSync, fstatSync, lstatSync, openSync, readlinkSync } from 'node:fs';
 import { WarrenError, messageOf } from '../core/errors.ts';
+import { makeDirectory } from '../core/make-directory.ts';
 
 /**
  * Where the plugin writes missed DELs unless a network config names `ipam.journal_dir` (or
@@ -55,7 +56,7 @@ export function checkPrivateDir(dir: string, options: PrivateDirOptions): void {
     new WarrenError('IO_FAILURE', `${options.label} ${where} ${what}`, cause === undefined ? {} : { cause });
   let mkdirError: unknown;
   try {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    makeDirectory(dir, 0o700);
   } catch (error) {
     mkdirError = error; // described below, from what is there instead
   }

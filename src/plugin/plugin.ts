@@ -22,7 +22,9 @@
  * sent, or that the agent took but could not commit, is journaled the same way.
  *
  * A config nested deeper than MAX_CONFIG_DEPTH is refused before anything walks it (7); a DEL
- * with one is journaled when its top-level `name` is a network name.
+ * with one is journaled when its top-level `name` is a network name. So is a DEL whose config does
+ * not validate and that the agent did not take: a DEL needs only its network, container and
+ * interface (cni/del-target.ts); the agent releases such a DEL by them when it answers.
  */
 import { readSync } from 'node:fs';
 import { WarrenError, isWarrenError, messageOf } from '../core/errors.ts';
@@ -34,7 +36,8 @@ import {
   MAX_CONFIG_DEPTH,
   nestsDeeperThan,
 } from '../api/limits.ts';
-import { type CniEnv, isValidNetworkName, parseCniArgs, parseCniEnv, printable } from '../cni/args.ts';
+import { type CniEnv, parseCniArgs, parseCniEnv } from '../cni/args.ts';
+import { delTargetOf } from '../cni/del-target.ts';
 import { declaredVersion, parseNetConf } from '../cni/netconf.ts';
 import { DEFAULT_JOURNAL_DIR } from '../cni/journal-dir.ts';
 import { SPEC_VERSION, versionResult } from '../cni/spec.ts';
@@ -137,7 +140,7 @@ export async function runPlugin(io: PluginIO): Promise<number> {
     if (env.command !== 'DEL') return fail(tooDeep);
     let target: JournalTarget;
     try {
-      target = shallowTarget(config, tooDeep.message);
+      target = delTargetOf(config, tooDeep.message);
     } catch (error) {
       return fail(error);
     }
@@ -154,13 +157,21 @@ export async function runPlugin(io: PluginIO): Promise<number> {
     if (env.command === 'ADD') parseCniArgs(env.args);
     return { network: conf.name, journalDir: conf.ipam.journalDir };
   };
-  /** A DEL the agent did not commit: its config checked here (a bad one is 7), then journaled. */
+  /**
+   * A DEL the agent did not commit, journaled. A config that does not validate is journaled by what
+   * a DEL needs of it (cni/del-target.ts), and refused (7) only when not even that can be read.
+   */
   const journalChecked = (why: string): number | Promise<number> => {
     let target: JournalTarget;
     try {
       target = validate();
     } catch (invalid) {
-      return fail(invalid);
+      try {
+        target = delTargetOf(config, messageOf(invalid));
+      } catch (unreadable) {
+        return fail(unreadable);
+      }
+      return journalDelete(`${why}; its network config is invalid: ${messageOf(invalid)}`, target);
     }
     return journalDelete(why, target);
   };
@@ -203,32 +214,6 @@ export async function runPlugin(io: PluginIO): Promise<number> {
       return fail(new WarrenError('IO_FAILURE', `unhandled answer ${JSON.stringify(never)}`));
     }
   }
-}
-
-/**
- * The journal target of a config that cannot be validated whole, read from its top level only:
- * `name`, and `ipam.journal_dir` when it names one.
- */
-function shallowTarget(config: unknown, problem: string): JournalTarget {
-  const top: { name?: unknown; ipam?: unknown } = isPlainObject(config) ? config : {};
-  if (typeof top.name !== 'string' || !isValidNetworkName(top.name)) {
-    // Not String(top.name): on a deeply nested array that recurses too.
-    const what =
-      top.name === undefined
-        ? 'is missing'
-        : typeof top.name === 'string'
-          ? `"${printable(top.name)}" is not a network name`
-          : 'is not a string';
-    throw new WarrenError('INVALID_CONFIG', `${problem}, and its name ${what}: the DEL cannot be recorded`);
-  }
-  const ipam: { journal_dir?: unknown } = isPlainObject(top.ipam) ? top.ipam : {};
-  if (ipam.journal_dir !== undefined && !(typeof ipam.journal_dir === 'string' && ipam.journal_dir.startsWith('/'))) {
-    throw new WarrenError(
-      'INVALID_CONFIG',
-      `${problem}, and ipam.journal_dir is not an absolute path: the DEL cannot be recorded`,
-    );
-  }
-  return { network: top.name, journalDir: ipam.journal_dir };
 }
 
 /** Reads all of fd 0 with blocking reads; EAGAIN (a non-blocking stdin) waits briefly and retries. */

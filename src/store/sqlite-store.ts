@@ -13,7 +13,7 @@
  * about the file (full disk, corruption, I/O) is an IO_FAILURE naming the file.
  */
 import { DatabaseSync, type StatementSync } from 'node:sqlite';
-import { existsSync, mkdirSync, statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { type Clock, systemClock } from '../core/clock.ts';
 import { WarrenError } from '../core/errors.ts';
@@ -42,6 +42,7 @@ import type {
   Revision,
   Store,
 } from './store.ts';
+import { makeDirectory } from '../core/make-directory.ts';
 
 export interface SqliteStoreOptions {
   /** Database file, or ':memory:'. */
@@ -82,7 +83,7 @@ export class SqliteStore implements Store {
 
   #open(options: SqliteStoreOptions): DatabaseSync {
     if (options.path !== ':memory:') {
-      mkdirSync(dirname(options.path), { recursive: true, mode: 0o700 });
+      makeDirectory(dirname(options.path), 0o700);
       // SQLite takes an empty file for a new database: a database truncated to nothing (a bad
       // restore, a full disk at the wrong moment) would silently start again with no allocations,
       // and every address in use would be handed out a second time.

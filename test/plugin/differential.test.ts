@@ -423,8 +423,15 @@ describe('forwarder and TypeScript plugin: the same stdout, exit code and journa
         expect: code(7),
       },
       {
+        // A DEL needs only its network, container and interface (cni/del-target.ts): released by them.
         name: 'DEL with a bad config',
         call: () => ({ vars: vars('DEL', 'diff-bad'), stdin: json(net({}, { range: 24 })) }),
+        by: 'agent',
+        expect: silent,
+      },
+      {
+        name: 'DEL with a bad config that names no network (7)',
+        call: () => ({ vars: vars('DEL', 'diff-bad'), stdin: json(net({ name: 42 }, { range: 24 })) }),
         by: 'agent',
         expect: code(7),
       },
@@ -597,8 +604,14 @@ describe('forwarder and TypeScript plugin: the same stdout, exit code and journa
         expect: journaled,
       },
       {
-        name: 'DEL with the agent down and a bad config (7)',
+        name: 'DEL with the agent down and a bad config (journaled by its network name)',
         call: () => ({ vars: vars('DEL', 'diff-down'), stdin: json(net({}, { range: 24 }, NO_AGENT)) }),
+        by: 'plugin',
+        expect: journaled,
+      },
+      {
+        name: 'DEL with the agent down and a bad config that names no network (7)',
+        call: () => ({ vars: vars('DEL', 'diff-down'), stdin: json(net({ name: 42 }, { range: 24 }, NO_AGENT)) }),
         by: 'plugin',
         expect: code(7),
       },

@@ -131,7 +131,7 @@ async function answer(o: MetricsServerOptions, req: IncomingMessage, res: Server
       try {
         await o.readiness();
       } catch (error) {
-        return send(res, req, 503, TEXT, `not ready: ${messageOf(error)}\n`);
+        return send(res, req, 503, TEXT, `${notReadyText(messageOf(error))}\n`);
       }
       return send(res, req, 200, TEXT, 'ok\n');
     case '/metrics': {
@@ -196,4 +196,12 @@ export async function serveMetrics(
     log.error({ err: error, address: wanted }, message);
     return { server: undefined, status: { address: wanted, error: `cannot listen on ${wanted}: ${messageOf(error)}` } };
   }
+}
+
+/**
+ * /readyz's answer: the reason, said to be one of not being ready once. Some reasons say it
+ * already (the readiness indicator's, a host-local takeover's: they are also STATUS 50's message).
+ */
+export function notReadyText(reason: string): string {
+  return reason.startsWith('not ready') ? reason : `not ready: ${reason}`;
 }

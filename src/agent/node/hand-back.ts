@@ -13,6 +13,12 @@
  *      DEL of a pod Warren addressed releases host-local's reservation; a DEL still reaching
  *      Warren takes that reservation with it.
  *
+ * Without the config manager (`--manage-cni-config off`: beside Multus, under systemd) steps 3 and 4
+ * have nothing to do: no primary IPAM was taken over and the configs naming Warren (Multus'
+ * NetworkAttachmentDefinitions, files) are the operator's. The node is handed back all the same
+ * (steps 1 and 2), and the report counts the addresses pods still hold (`held`): their DELs still
+ * call the plugin, so the CLI removes it only once none is left.
+ *
  * Then the CLI removes the plugin from the CNI bin dir (nothing calls it once the config is gone),
  * and the agent, on its next clean stop, removes its database and journal, keeping only the mark.
  * Repeating the call repeats steps 2–4 (idempotent) and keeps the first time.
@@ -74,6 +80,7 @@ export class NodeHandBack {
   async uninstall(
     takeover: HostLocalTakeover | undefined,
     cniConfig: CniConfigManager | undefined,
+    held: number,
   ): Promise<UninstallReport> {
     const at = this.#at ?? new Date(this.#clock.now()).toISOString();
     const targets = takeover?.targets() ?? this.#targets;
@@ -88,6 +95,7 @@ export class NodeHandBack {
       networks,
       configRemoved,
       ...(cniConfig === undefined ? {} : { output: cniConfig.output }),
+      held,
       marker: this.#mark,
     };
   }

@@ -15,7 +15,7 @@
  *   removed is reported, never thrown.
  * - removeReleased removes an address's file only when it names the same container and interface.
  */
-import { mkdirSync, readdirSync, unlinkSync } from 'node:fs';
+import { readdirSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeFileAtomic } from '../../core/atomic-file.ts';
 import { readRegularFile } from '../../core/bounded-read.ts';
@@ -32,6 +32,7 @@ import {
   reservationName,
 } from '../../cni/host-local-reservation.ts';
 import type { HandBackReport } from '../../api/status.ts';
+import { makeDirectory } from '../../core/make-directory.ts';
 
 /** A network whose range Warren takes over from host-local. */
 export interface HostLocalTarget {
@@ -76,7 +77,7 @@ export function writeHeld(target: HostLocalTarget, held: readonly Allocation[]):
     removed: 0,
     problems: [] as string[],
   };
-  mkdirSync(target.dataDir, { recursive: true, mode: 0o755 });
+  makeDirectory(target.dataDir, 0o755);
   const byAddress = new Map(held.map((a) => [a.address, a]));
   for (const a of held) {
     const file = join(target.dataDir, a.address);

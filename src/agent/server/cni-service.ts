@@ -19,9 +19,12 @@
  * - STATUS answers 50 while the agent cannot serve ADD (readiness); while the add gate says why
  *   ADD must wait (readiness indicator, host-local import, hand-back) ADD answers 11 with the reason.
  * - Whereabouts keys Warren accepts but does not act on are reported once per network.
+ * - A DEL whose config does not validate still releases its attachment's addresses, found by
+ *   network name, container ID and interface (cni/del-target.ts); it fails (7) only when the config
+ *   names no network. The runtime would retry a failed DEL for ever, the address held meanwhile.
  */
 import { type Clock, systemClock } from '../../core/clock.ts';
-import { WarrenError } from '../../core/errors.ts';
+import { WarrenError, messageOf } from '../../core/errors.ts';
 import { momentOf, shifted } from '../../core/moment.ts';
 import { isPlainObject, validator } from '../../core/validate.ts';
 import { type IPAddress, formatIP, parseIP } from '../../ipam/address.ts';
@@ -31,6 +34,7 @@ import type { StoreKind } from '../../store/store.ts';
 import { type Allocator, type RuntimeOf, attachmentKey } from '../../allocator/allocator.ts';
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
 import { type CniEnv, checkCniVariables, parseCniArgs, printable } from '../../cni/args.ts';
+import { delTargetOf } from '../../cni/del-target.ts';
 import { type NetConf, declaredVersion, parseNetConf } from '../../cni/netconf.ts';
 import { type NodeLocalConfig, perNodeRefusal } from '../../cni/node-local.ts';
 import { type CniCommand, type IpamResult, SPEC_VERSION, renderResult, versionResult } from '../../cni/spec.ts';
@@ -159,7 +163,13 @@ export class CniService {
     try {
       const call = cniCallOf(request);
       if (call.env.command === 'VERSION') return { kind: 'result', output: versionResult() };
-      const conf = parseNetConf(call.config, call.env.command);
+      let conf: NetConf;
+      try {
+        conf = parseNetConf(call.config, call.env.command);
+      } catch (invalid) {
+        if (call.env.command !== 'DEL') throw invalid;
+        return await this.#delOfInvalidConfig(call.env, call.config, invalid);
+      }
       this.#reportIgnored(conf);
       return await this.#run(call.env.command, call.env, conf);
     } catch (error) {
@@ -167,6 +177,20 @@ export class CniService {
         this.#onFailure?.(error, typeof request?.command === 'string' ? printable(request.command) : '?');
       return { kind: 'error', output: toCniError(error, version) };
     }
+  }
+
+  /**
+   * A DEL whose config does not validate releases what its attachment holds all the same, found by
+   * the network name, container ID and interface alone (cni/del-target.ts says what is read), as a
+   * journaled DEL is; refused (7) only when the config does not even name its network.
+   */
+  async #delOfInvalidConfig(env: CniEnv, config: unknown, invalid: unknown): Promise<CniOutcome> {
+    const problem = messageOf(invalid);
+    const target = delTargetOf(config, problem);
+    const owner = { network: target.network, containerID: env.containerID as string, ifname: env.ifname as string };
+    const released = await this.#allocator.release(owner, target.cooldownSeconds);
+    this.#telemetry.released('cni-del', released, `CNI DEL (its network config is invalid: ${problem})`);
+    return { kind: 'silent' };
   }
 
   /** Whereabouts keys Warren accepts but does not act on: said once per network and key set. */

@@ -4,7 +4,8 @@
  * no I/O; the same rows give the same report, so the service reads and these only shape.
  *
  * - A range split into blocks is reported whole (its blocks summed) and block by block; only
- *   blocks with a node count towards the range's `blocks`.
+ *   blocks with a node count towards the range's `blocks`. A holding's use pool is a row while a
+ *   pod uses its address (or it rests), not after.
  * - A node is in the node report when it is announced, owns a block or holds an allocation; the
  *   report is sorted by node name. A bookkeeping record (ipam/bookkeeping.ts) is no node's
  *   allocation: a lender's placeholder counts as `lent` of the node whose block holds it, never as
@@ -19,6 +20,7 @@ import { formatIP, parseIP } from '../../ipam/address.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { bookkeepingNetwork, isBookkeeping } from '../../ipam/bookkeeping.ts';
 import { isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
+import { isUseKey } from '../../ipam/holding-key.ts';
 import type { AllocationFilter, NodeRecord, PoolSummary } from '../../store/store.ts';
 import type { PluginsStatus } from '../../api/status.ts';
 import type { AllocationQuery, NodeReport, PoolReport } from '../../api/protocol.ts';
@@ -36,7 +38,10 @@ export function poolReports(summaries: readonly PoolSummary[]): PoolReport[] {
     if (b.affinity !== undefined) t.blocks += 1;
     totals.set(rangePoolOfKey(b.pool), t);
   }
-  return summaries.map((p) => {
+  // A use pool records pods' use of a held address: a row of its own only while a use is there.
+  // The store keeps the pool's row (its revision) after the use ended; the report does not.
+  const shown = summaries.filter((p) => !(isUseKey(p.pool) && p.allocated === 0 && p.resting === 0));
+  return shown.map((p) => {
     let { allocated, resting } = p;
     let blocks = 0;
     if (p.description?.blockPrefix !== undefined) {

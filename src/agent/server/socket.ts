@@ -8,11 +8,12 @@
  * - removed only if the file is still the one this agent created (its inode): never another
  *   agent's that took the path meanwhile.
  */
-import { chmodSync, existsSync, mkdirSync, statSync, unlinkSync } from 'node:fs';
+import { chmodSync, existsSync, statSync, unlinkSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { connect } from 'node:net';
 import { dirname } from 'node:path';
 import { WarrenError } from '../../core/errors.ts';
+import { makeDirectory } from '../../core/make-directory.ts';
 
 /** How long calls in flight may take to finish when the agent stops. */
 export const CLOSE_GRACE_MS = 10_000;
@@ -55,7 +56,7 @@ export function closeServer(server: Server, graceMs = CLOSE_GRACE_MS): Promise<v
 /** Creates the socket's directory; refuses when a live agent answers there; clears a stale socket. */
 async function prepareSocket(path: string): Promise<void> {
   const dir = dirname(path);
-  if (!existsSync(dir)) mkdirSync(dir, { recursive: true, mode: 0o700 });
+  makeDirectory(dir, 0o700);
   if (!existsSync(path)) return;
   if (!statSync(path).isSocket())
     throw new WarrenError('IO_FAILURE', `${path} exists and is not a socket; refusing to replace it`);

@@ -30,11 +30,12 @@
  * other descriptor of a file drops the process's POSIX locks on it. And the InstanceLock must stay
  * referenced while it is meant to hold: a collected connection is closed, dropping its lock.
  */
-import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readFileSync, statSync } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import { checkJournalDir } from '../../cni/journal-dir.ts';
+import { makeDirectory } from '../../core/make-directory.ts';
 
 /** What is locked: a human name ("state directory") and its path. */
 export interface LockedResource {
@@ -83,16 +84,18 @@ function trusted(uid: number): boolean {
  * open descriptor of the directory, so what is checked is what is there.
  */
 function checkLockDir(resource: LockedResource, dir: string): void {
+  let mkdirError: unknown;
   try {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
-  } catch {
-    // described below, from what is there instead
+    makeDirectory(dir, 0o700);
+  } catch (error) {
+    mkdirError = error; // described below, with what is there instead
   }
   let fd: number;
   try {
     fd = openSync(dir, constants.O_RDONLY | constants.O_DIRECTORY);
   } catch (error) {
-    throw refuse(resource, dir, `cannot be created or opened as a directory: ${messageOf(error)}`, error);
+    const why = mkdirError ?? error;
+    throw refuse(resource, dir, `cannot be created or opened as a directory: ${messageOf(why)}`, why);
   }
   try {
     const st = fstatSync(fd);

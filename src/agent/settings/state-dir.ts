@@ -4,10 +4,11 @@
  * the agent starts anywhere. The agent makes the one it takes (`defaultStateDir`); a client (the
  * CLI) finds the same one without creating anything (`findStateDir`).
  */
-import { accessSync, constants, mkdirSync, statSync } from 'node:fs';
+import { accessSync, constants, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { WarrenError } from '../../core/errors.ts';
+import { makeDirectory } from '../../core/make-directory.ts';
 
 /** A root agent's state directory (database; the journal's default is DEFAULT_JOURNAL_DIR). */
 export const DEFAULT_STATE_DIR = '/var/lib/warren';
@@ -43,7 +44,7 @@ function firstUsable(candidates: readonly string[], usable: (dir: string) => boo
 
 function writableDir(dir: string): boolean {
   try {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    makeDirectory(dir, 0o700);
     accessSync(dir, constants.W_OK);
     return true;
   } catch {

@@ -21,7 +21,7 @@
  *   one this server bound (same inode): a newer adapter's socket is left alone.
  */
 import { randomBytes } from 'node:crypto';
-import { lstat, mkdir, rename, unlink } from 'node:fs/promises';
+import { lstat, rename, unlink } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import {
   Metadata,
@@ -49,6 +49,7 @@ import {
 } from '../../api/plugins/wire.ts';
 import { type CancelTimer, type Clock, systemClock } from '../../core/clock.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
+import { makeDirectory } from '../../core/make-directory.ts';
 
 export interface EventFeed {
   /** The containers that exist now. */
@@ -294,7 +295,7 @@ export async function servePlugin(o: PluginServerOptions): Promise<PluginServer>
   let ino: number;
   try {
     // The adapter may start before Warren has made its plugins directory.
-    await mkdir(dirname(socket), { recursive: true });
+    makeDirectory(dirname(socket), 0o777);
     await removeStaleSocket(socket);
     await bind(server, temporary);
     await rename(temporary, socket);

@@ -29,13 +29,33 @@ import { type ApiFailure, failureOfError, failureOfResponse, failureOfStatus, is
 /** The Watch's inactivity timeout beyond the server's own watch timeout. */
 const INACTIVITY_MARGIN_MS = 60_000;
 
+/**
+ * How long the body of a response may stay silent before undici's fetch, under the library's
+ * Watch, cuts it (UND_ERR_BODY_TIMEOUT; undici's default `bodyTimeout`, which the kubeconfig's
+ * dispatcher keeps).
+ */
+export const FETCH_BODY_TIMEOUT_SECONDS = 300;
+
+/**
+ * The server's `timeoutSeconds` for a watch unless told otherwise, and the most it is asked for: a
+ * minute inside FETCH_BODY_TIMEOUT_SECONDS, so the server ends a watch with nothing to say cleanly
+ * (and the loop re-opens it from its resourceVersion, quietly) before the client would cut it as a
+ * failure. At 300 s the two raced, and an idle watch was cut and logged at warn every 5 minutes.
+ */
+export const WATCH_TIMEOUT_SECONDS = 240;
+
+/** The watch timeout asked of the server: `configured` (default WATCH_TIMEOUT_SECONDS), at most that. */
+export function watchTimeoutSeconds(configured: number | undefined): number {
+  return Math.min(configured ?? WATCH_TIMEOUT_SECONDS, WATCH_TIMEOUT_SECONDS);
+}
+
 export interface CollectionOptions {
   readonly kubeConfig: KubeConfig;
   /** The collection, e.g. `/api/v1/pods`. */
   readonly path: string;
   readonly fieldSelector?: string | undefined;
   readonly labelSelector?: string | undefined;
-  /** How long the server keeps one watch open (its `timeoutSeconds`). Default 300. */
+  /** How long the server keeps one watch open (its `timeoutSeconds`); see watchTimeoutSeconds. */
   readonly watchTimeoutSeconds?: number | undefined;
 }
 
@@ -72,7 +92,7 @@ export class CollectionRequests<T> {
     this.#watch = new Watch(options.kubeConfig);
     // 2.0.1 keeps the inactivity timeout in a field its typings call private (default 30 s, re-armed
     // on every chunk); left at 30 s, every quiet half-minute would cut the watch.
-    const timeoutMs = (options.watchTimeoutSeconds ?? 300) * 1000 + INACTIVITY_MARGIN_MS;
+    const timeoutMs = watchTimeoutSeconds(options.watchTimeoutSeconds) * 1000 + INACTIVITY_MARGIN_MS;
     if (typeof Reflect.get(this.#watch, 'requestTimeoutMs') === 'number')
       Reflect.set(this.#watch, 'requestTimeoutMs', timeoutMs);
   }
@@ -159,7 +179,7 @@ export class CollectionRequests<T> {
       const query = {
         resourceVersion,
         allowWatchBookmarks: true,
-        timeoutSeconds: this.#o.watchTimeoutSeconds ?? 300,
+        timeoutSeconds: watchTimeoutSeconds(this.#o.watchTimeoutSeconds),
         ...(this.#o.fieldSelector === undefined ? {} : { fieldSelector: this.#o.fieldSelector }),
         ...(this.#o.labelSelector === undefined ? {} : { labelSelector: this.#o.labelSelector }),
       };

@@ -83,9 +83,19 @@ export interface ListWatchOptions {
   /**
    * How long the server keeps one watch open (its `timeoutSeconds`); the Watch's inactivity timeout
    * is set a minute beyond it, so a quiet but healthy watch is ended by the server, cleanly, and
-   * only a dead connection by the timeout. Default 300 (client-go's minimum watch timeout).
+   * only a dead connection by the timeout. Default and most: 240 (collection-requests.ts
+   * WATCH_TIMEOUT_SECONDS, inside the HTTP client's own 300 s limit on a silent body).
    */
   readonly watchTimeoutSeconds?: number | undefined;
+}
+
+/**
+ * Whether the HTTP client cut a watch whose body stayed silent past its limit (undici's
+ * UND_ERR_BODY_TIMEOUT): a quiet watch, not a failure. The server's timeoutSeconds is meant to end
+ * it first (collection-requests.ts); a clock stepped or a loaded machine may still let this win.
+ */
+function isIdleCut(failure: ApiFailure): boolean {
+  return failure.reason === 'UND_ERR_BODY_TIMEOUT';
 }
 
 /**
@@ -222,6 +232,15 @@ export class ListWatch<T extends KubeObjectMeta> {
           this.#resourceVersion = undefined;
           break;
         case 'failed':
+          if (isIdleCut(end.failure)) {
+            // The HTTP client cut a watch that had nothing to say: nothing failed; go on from where
+            // it was, at once, as after the server's own timeout.
+            this.#o.logger.debug(
+              { path: this.#o.path, err: describeFailure(end.failure) },
+              'kubernetes: idle watch resumed',
+            );
+            break;
+          }
           await this.#backOff(end.failure, 'watch', signal);
           break;
         default: {

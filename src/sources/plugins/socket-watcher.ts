@@ -30,12 +30,13 @@
  * Decisions are made while the consumer waits for the next event (a generator): kernel events
  * and due rescans queue up meanwhile, and are judged, in order, on the next pull.
  */
-import { type BigIntStats, lstatSync, mkdirSync, readdirSync, statSync } from 'node:fs';
+import { type BigIntStats, lstatSync, readdirSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { AsyncChannel } from '../../core/async-channel.ts';
 import { type CancelTimer, type Clock, systemClock } from '../../core/clock.ts';
 import { type DirectoryEvent, DirectoryWatcher } from '../../core/dir-watcher.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
+import { makeDirectory } from '../../core/make-directory.ts';
 
 export type SocketEvent =
   /** A unix socket at `path` (absolute): present at start, new, or a replacement of the one reported. */
@@ -307,7 +308,7 @@ export class PluginSocketWatcher implements AsyncIterable<SocketEvent> {
 
   #ensureRoot(): void {
     try {
-      mkdirSync(this.#root, { recursive: true, mode: 0o700 });
+      makeDirectory(this.#root, 0o700);
     } catch (error) {
       this.#out.push({ kind: 'error', error: ioError(`cannot create the plugins directory ${this.#root}`, error) });
     }

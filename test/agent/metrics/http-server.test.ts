@@ -17,6 +17,7 @@ import {
   listenMetrics,
 } from '../../../src/agent/metrics/http-server.ts';
 import { CHECK_EVERY_MS, METRICS_CONNECTION_BOUNDS } from '../../../src/agent/metrics/connection-budget.ts';
+import { readinessProblem } from '../../../src/agent/node/cni-config-manager.ts';
 import { WarrenError } from '../../../src/core/errors.ts';
 import { HANG_BOUND_MS, waitFor } from '../../helpers/processes.ts';
 import { startAgent } from '../../helpers/agent.ts';
@@ -115,6 +116,17 @@ describe('the metrics server', () => {
     const ready = await fetch(`${base}/readyz`);
     assert.equal(ready.status, 200);
     assert.equal(await ready.text(), 'ok\n');
+  });
+
+  it('says "not ready" once on /readyz when the reason says it already (the readiness indicator)', async () => {
+    notReady = readinessProblem('/run/flannel/subnet.env');
+    try {
+      const ready = await fetch(`${base}/readyz`);
+      assert.equal(ready.status, 503);
+      assert.equal(await ready.text(), 'not ready: readiness indicator /run/flannel/subnet.env is missing\n');
+    } finally {
+      notReady = undefined;
+    }
   });
 
   it('refuses a request with a foreign Host header (DNS rebinding) with 421, and accepts IP literals, localhost and its own name', async () => {

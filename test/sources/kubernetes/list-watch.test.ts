@@ -9,7 +9,12 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { type TestContext, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
+import { pino } from 'pino';
 import { ManualClock } from '../../../src/core/clock.ts';
+import {
+  FETCH_BODY_TIMEOUT_SECONDS,
+  WATCH_TIMEOUT_SECONDS,
+} from '../../../src/sources/kubernetes/collection-requests.ts';
 import { ListWatch, type ListWatchItem, type ListWatchStatus } from '../../../src/sources/kubernetes/list-watch.ts';
 import {
   type ExpiredAs,
@@ -357,6 +362,64 @@ describe('ListWatch', () => {
     assert.equal(watches(api)[0]?.query.timeoutSeconds, '120', 'the server is asked to end the watch first');
   });
 
+  it("asks the server to end a watch before the HTTP client's 300 s limit on a silent body, so an idle watch is never cut", async (t) => {
+    // undici (under the library's Watch) cuts a body silent for 300 s; asked for 300 s, the server's
+    // clean end raced it and an idle watch was cut and logged at warn every 5 minutes (issue 34).
+    for (const configured of [undefined, 600]) {
+      const api = await startFakeKubeApi();
+      t.after(() => api.stop());
+      const kubeConfig = new KubeConfig();
+      kubeConfig.loadFromFile(api.kubeconfigPath);
+      const abort = new AbortController();
+      const lw = new ListWatch<Pod>({
+        kubeConfig,
+        path: '/api/v1/pods',
+        clock: new ManualClock(),
+        logger: silentLogger,
+        ...(configured === undefined ? {} : { watchTimeoutSeconds: configured }),
+      });
+      const done = (async () => {
+        for await (const _ of lw.events(abort.signal)) void _;
+      })();
+      await until('the watch to be accepted', () => lw.state === 'watching' && api.watchCount('pods') === 1);
+      const asked = Number(watches(api)[0]?.query.timeoutSeconds);
+      abort.abort();
+      await done;
+      assert.ok(asked > 0 && asked <= FETCH_BODY_TIMEOUT_SECONDS - 60, `configured ${configured}: asked ${asked} s`);
+      assert.equal(asked, WATCH_TIMEOUT_SECONDS);
+    }
+  });
+
+  it('resumes a watch the server ended at its timeoutSeconds from where it was, quietly: no warning logged', async (t) => {
+    const lines: string[] = [];
+    const logger = pino({ level: 'debug' }, { write: (line: string) => lines.push(line) });
+    const api = await startFakeKubeApi();
+    t.after(() => api.stop());
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromFile(api.kubeconfigPath);
+    const abort = new AbortController();
+    // The server ends the watch 2 s after it opened it, as the real one does at timeoutSeconds.
+    const options = { kubeConfig, path: '/api/v1/pods', clock: new ManualClock(), logger, watchTimeoutSeconds: 2 };
+    const lw = new ListWatch<Pod>(options);
+    const done = (async () => {
+      for await (const _ of lw.events(abort.signal)) void _;
+    })();
+    t.after(async () => {
+      abort.abort();
+      await done;
+    });
+    await until('the watch to be accepted', () => lw.state === 'watching' && api.watchCount('pods') === 1);
+    api.createPod(pod('a'));
+    await until(
+      'the watch ended by the server and re-opened',
+      () => watches(api).length >= 2 && lw.state === 'watching',
+    );
+    assert.equal(lists(api).length, 1, 'no relist');
+    assert.equal(watches(api)[1]?.query.resourceVersion, api.resourceVersion());
+    const warned = lines.filter((l) => (JSON.parse(l) as { level: number }).level >= 40);
+    assert.deepEqual(warned, []);
+  });
+
   it('ends the iterable on abort, closing the watch and leaving no timer', async (t) => {
     const r = await start(t);
     await watching(r);
@@ -397,6 +460,7 @@ describe('ListWatch', () => {
     // In a process of its own: it must exit by itself, with no socket or timer left holding it.
     const script = `
       import { KubeConfig } from '@kubernetes/client-node';
+import { pino } from 'pino';
       import { systemClock } from './src/core/clock.ts';
       import { ListWatch } from './src/sources/kubernetes/list-watch.ts';
       import { startFakeKubeApi } from './test/helpers/fake-kube-api.ts';

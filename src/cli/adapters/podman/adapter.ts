@@ -12,12 +12,12 @@
  * - On abort the socket is removed (if still ours) and the `podman events` child stopped, and the
  *   returned promise resolves; a failure to serve at all rejects it, with the follower stopped.
  */
-import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Logger } from 'pino';
 import type { Clock } from '../../../core/clock.ts';
 import { servePlugin } from '../plugin-server.ts';
 import { PodmanFeed } from './podman-feed.ts';
+import { makeDirectory } from '../../../core/make-directory.ts';
 
 /** The adapter's name in its PluginInfo. */
 export const PODMAN_ADAPTER_NAME = 'podman';
@@ -46,7 +46,7 @@ export interface PodmanAdapterOptions {
 export async function runPodmanAdapter(o: PodmanAdapterOptions): Promise<void> {
   if (o.signal.aborted) return;
   const dir = resolve(o.pluginsDir);
-  await mkdir(dir, { recursive: true });
+  makeDirectory(dir, 0o777);
   const feed = new PodmanFeed({
     podman: o.podman,
     env: o.env,
