@@ -188,6 +188,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/store/sqlite-store.test.ts',
   'test/store/sqlite-wal-sync.test.ts',
   'test/store/tiered-allocation.test.ts',
+  'test/store/tiered-file-check.test.ts',
   'test/store/tiered-kube.test.ts',
   'test/store/tiered-store.test.ts',
   'test/store/tiered-upkeep.test.ts',

@@ -28,6 +28,7 @@
 import type { BootStamp } from '../core/moment.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
 import type { ClusterTier } from './cluster-tier.ts';
+import type { FileCheckStatus } from './tiered-file-check.ts';
 
 /** Opaque, strictly increasing per pool; 0 for a pool never written. */
 export type Revision = number;
@@ -336,6 +337,12 @@ export interface BlockOwners {
   holders(): Promise<string[]>;
   /** Gives back every block `node` holds (a node gone for good) and drops what it lent: the keys freed. */
   forgetNode(node: string): Promise<string[]>;
+  /**
+   * What comparing this node's file with what it published found (tiered-file-check.ts): whether
+   * it has run, and the allocations taken from the publications that are kept until their
+   * containers are proven gone.
+   */
+  fileCheck(): Promise<FileCheckStatus>;
   /** The cluster's tier, where a node with no room asks the owners for addresses (allocator/lending/). */
   readonly tier: ClusterTier;
 }
