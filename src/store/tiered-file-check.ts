@@ -175,9 +175,10 @@ export class TieredFileCheck {
       );
       const stale = [...(held === undefined ? [] : [held]), ...elsewhere];
       if (stale.length > 0 && !byRevision) {
+        const holders = stale.map((s) => `${s.containerID} (${s.ifname}) at ${s.address}`).join(', ');
         this.#disagreements.push(
           `${record.address} in block ${block.key}: published for container ${record.containerID} ` +
-            `(${record.ifname}), held here by ${stale.map((s) => `${s.containerID} (${s.ifname}) at ${s.address}`).join(', ')}`,
+            `(${record.ifname}), held here by ${holders}`,
         );
         continue;
       }
