@@ -235,6 +235,7 @@ export const E2E_FILES: readonly string[] = [
   'test/e2e/journal.test.ts',
   'test/e2e/kube-ipamclaims.test.ts',
   'test/e2e/kube-store-away.test.ts',
+  'test/e2e/node-disk-restored.test.ts',
   'test/e2e/kube-store-default.test.ts',
   'test/e2e/kube-pools.test.ts',
   'test/e2e/kube-reservations.test.ts',

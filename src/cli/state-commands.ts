@@ -6,6 +6,7 @@ import { parseArgs } from 'node:util';
 import { WarrenError, isWarrenError, messageOf } from '../core/errors.ts';
 import type {
   CniConfigStatus,
+  FileCheckStatus,
   IpamClaimsReport,
   PluginEntry,
   ReconcileReport,
@@ -129,11 +130,31 @@ export async function statusCommand(argv: readonly string[], io: CliIO): Promise
               safe`this node ${s.cluster.thisNodeAnnounced ? 'announced' : 'NOT announced yet'}, holding ` +
               safe`${s.cluster.ownBlocks} blocks`,
             ...(s.cluster.problem === undefined ? [] : [safe`cluster:     NOT ALLOCATING: ${s.cluster.problem}`]),
+            ...fileCheckLines(s.cluster.fileCheck),
           ]),
       ...s.reconciler.recentErrors.slice(-5).map((e) => safe`error:       ${e.at} ${e.message}`),
     ].join('\n')}\n`,
   );
   return s.ready ? 0 : 1;
+}
+
+/** What comparing this node's file with what it published found, when there is something to say. */
+function fileCheckLines(f: FileCheckStatus | undefined): string[] {
+  if (f === undefined) return [];
+  if (!f.compared)
+    return [
+      safe`file:        NOT COMPARED with what this node published yet (no ADD in its blocks): ${f.problem ?? ''}`,
+    ];
+  const lines: string[] = [];
+  if (f.restored > 0)
+    lines.push(
+      safe`file:        ${f.restored} allocations held from what this node published (its file had lost them: ` +
+        safe`restored from an older copy, or deleted), until their containers are proven gone (DEL, journal, ` +
+        safe`runtime, pod gone, GC); blocks ${f.merged.join(', ')}` +
+        (f.adopted.length === 0 ? '' : safe`; adopted ${f.adopted.join(', ')}`),
+    );
+  for (const d of f.disagreements) lines.push(safe`file:        DISAGREES with what it published: ${d}`);
+  return lines;
 }
 
 function reconcileLine(r: ReconcileReport | undefined): string {

@@ -155,11 +155,13 @@ export class AgentService {
     if (membership !== undefined && pingError === undefined) {
       const live = (await membership.liveNodes()).map((n) => n.node);
       const problem = this.#o.cluster?.problem();
+      const fileCheck = await this.#o.store.blockOwners?.fileCheck();
       cluster = {
         liveNodes: live,
         ownBlocks: pools.filter((p) => p.affinity === this.#o.allocator.node).length,
         thisNodeAnnounced: live.includes(this.#o.allocator.node),
         ...(problem === undefined ? {} : { problem }),
+        ...(fileCheck === undefined ? {} : { fileCheck }),
       };
     }
     const now = this.#o.clock.now();
