@@ -28,7 +28,6 @@
 import type { BootStamp } from '../core/moment.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
 import type { ClusterTier } from './cluster-tier.ts';
-import type { FileCheckStatus } from './tiered-file-check.ts';
 
 /** Opaque, strictly increasing per pool; 0 for a pool never written. */
 export type Revision = number;
@@ -322,9 +321,8 @@ export interface StoreHistory {
 }
 
 /**
- * What a store that keeps the owners of blocks apart from their addresses (the two-tier store,
- * tiered-store.ts) offers block placement and node forget, so neither reads more than it needs:
- * there `pools(<block prefix>)` answers this node's blocks only.
+ * What the two-tier store (tiered-store.ts: block owners apart from addresses) offers block placement, node
+ * forget and status, so none reads more than it needs: there `pools(<block prefix>)` answers this node's blocks only.
  */
 export interface BlockOwners {
   /**
@@ -337,12 +335,8 @@ export interface BlockOwners {
   holders(): Promise<string[]>;
   /** Gives back every block `node` holds (a node gone for good) and drops what it lent: the keys freed. */
   forgetNode(node: string): Promise<string[]>;
-  /**
-   * What comparing this node's file with what it published found (tiered-file-check.ts): whether
-   * it has run, and the allocations taken from the publications that are kept until their
-   * containers are proven gone.
-   */
-  fileCheck(): Promise<FileCheckStatus>;
+  /** This node's file held against what it published (tiered-file-check.ts), for `warren status`. */
+  fileCheck(): Promise<import('./tiered-file-check.ts').FileCheckStatus>;
   /** The cluster's tier, where a node with no room asks the owners for addresses (allocator/lending/). */
   readonly tier: ClusterTier;
 }

@@ -105,6 +105,13 @@ export class TieredFileCheck {
     return this.#running;
   }
 
+  /** Compares if not yet (or after a failure); throws TRY_AGAIN naming why while it cannot. */
+  async compare(): Promise<void> {
+    await this.run();
+    const waiting = this.problem();
+    if (waiting !== undefined) throw new WarrenError('TRY_AGAIN', waiting);
+  }
+
   /** What was found; `restored` counts the records from publications the file still holds as written. */
   async status(): Promise<FileCheckStatus> {
     let restored = 0;

@@ -17,9 +17,9 @@
  *   ipam/bookkeeping.ts) its publication is withdrawn. A tier without loans publishes none;
  * - the first run that reaches the cluster publishes every block this node holds, and every loan
  *   pool, so what changed before a restart and was not published then is not lost;
- * - nothing is published while `mayPublish` says no (this node's file not yet compared with what it
- *   published before: tiered-file-check.ts), so a file that went back never writes its older view
- *   over the newer one; marks are kept meanwhile;
+ * - nothing is published before this node's file has been compared with what it published before
+ *   (`fileCheck`, tiered-file-check.ts; each run tries it first until it has run through), so a
+ *   file that went back never writes its older view over the newer one; marks are kept meanwhile;
  * - a publication carries the block's revision in the node's store (PublishedBlock.revision): the
  *   revision its allocations were read at, or, if the block kept changing under the reads, one read
  *   after them; never one older than what it lists.
@@ -30,6 +30,7 @@ import { isBlockKey } from '../ipam/blocks.ts';
 import { isBookkeeping } from '../ipam/bookkeeping.ts';
 import type { Allocation } from '../ipam/allocation.ts';
 import type { ClusterTier } from './cluster-tier.ts';
+import { TieredFileCheck } from './tiered-file-check.ts';
 import type { Store } from './store.ts';
 
 export interface TieredPublisherOptions {
@@ -45,11 +46,11 @@ export interface TieredPublisherOptions {
   readonly everyOwnBlock: () => Promise<string[]>;
   /** Told when a run fails (once per outage, not per retry). */
   readonly notice?: ((message: string) => void) | undefined;
-  /** Whether publishing may start (default: at once). */
-  readonly mayPublish?: () => boolean;
 }
 
 export class TieredPublisher {
+  /** This node's file held against what it published: publishing waits for it. */
+  readonly fileCheck: TieredFileCheck;
   readonly #o: TieredPublisherOptions;
   /** Blocks whose local picture changed since they were last published. */
   readonly #dirty = new Set<string>();
@@ -62,6 +63,9 @@ export class TieredPublisher {
 
   constructor(options: TieredPublisherOptions) {
     this.#o = options;
+    const { local, tier, node, notice } = options;
+    const publish = (key: string) => this.publishBlock(key);
+    this.fileCheck = new TieredFileCheck({ local, tier, node, publish, ...(notice === undefined ? {} : { notice }) });
   }
 
   mark(key: string): void {
@@ -82,7 +86,8 @@ export class TieredPublisher {
 
   async #publishAll(): Promise<void> {
     const { local, holds } = this.#o;
-    if (this.#o.mayPublish?.() === false) return;
+    await this.fileCheck.run();
+    if (!this.fileCheck.compared) return;
     if (!this.#resynced) {
       try {
         for (const key of await this.#o.everyOwnBlock()) this.#dirty.add(key);

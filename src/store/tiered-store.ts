@@ -29,9 +29,8 @@
  * - every `claimCheckMs` this node's claims are compared with the cluster's (tiered-claims.ts): a
  *   claim that vanished stops allocation in its block (commits there become conflicts), is told to
  *   `notice` by name, and the allocations in it stay recorded locally;
- * - before its first allocation or claim in a block and its first publication, the node's file is
- *   compared with what it published (tiered-file-check.ts; at `start`, then on the publication
- *   timer until done): until then those commits throw TRY_AGAIN saying why.
+ * - before its first allocation or claim in a block, the node's file is compared with what it
+ *   published (tiered-file-check.ts): until then those commits throw TRY_AGAIN saying why.
  *
  * Admission (AdmissionGuard) across nodes, without a request per ADD: `spaces` are the cluster's;
  * a commit that claims a block checks in the cluster that its range is still admitted, and the
@@ -40,7 +39,7 @@
  * `spaces.admit`). So an admission lost elsewhere stops this node's allocations within one check.
  */
 import type { Clock, CancelTimer } from '../core/clock.ts';
-import { WarrenError, messageOf } from '../core/errors.ts';
+import { messageOf } from '../core/errors.ts';
 import { isBlockKey, rangePoolOfKey } from '../ipam/blocks.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
 import { isUseKey } from '../ipam/holding-key.ts';
@@ -62,7 +61,6 @@ import type {
 } from './store.ts';
 import { TieredAdmissions } from './tiered-admissions.ts';
 import { TieredClaims } from './tiered-claims.ts';
-import { TieredFileCheck } from './tiered-file-check.ts';
 import { TieredPublisher } from './tiered-publisher.ts';
 import { forgetNodeBlocks, heldByNode, ownBlocks, rangeBlocks, recordFromKey, spaceOfPool } from './tiered-ranges.ts';
 
@@ -100,7 +98,6 @@ export class TieredStore implements Store {
   readonly #checkMs: number;
   readonly #claims: TieredClaims;
   readonly #publisher: TieredPublisher;
-  readonly #fileCheck: TieredFileCheck;
   /** Range pool → its record as pinned in the cluster. */
   readonly #ranges = new Map<string, RangeRecord>();
   /** Split range pools (their blocks held to claims) → the block size their local description fixed. */
@@ -132,15 +129,6 @@ export class TieredStore implements Store {
       isLoan: async (key) => isLoanKey(key, (await this.#blockPrefix(rangePoolOfKey(key))) ?? 128), // unsplit: none
       everyOwnBlock: async () => (await this.#claims.loadAll()).map((c) => c.key),
       notice: this.#notice,
-      mayPublish: () => this.#fileCheck.compared,
-    });
-    const publish = (key: string) => this.#publisher.publishBlock(key);
-    this.#fileCheck = new TieredFileCheck({
-      local: o.local,
-      tier: o.tier,
-      node: o.node,
-      publish,
-      notice: this.#notice,
     });
     this.#admissions = new TieredAdmissions(o.tier, (space) => heldByNode(o.local, o.node, space));
     this.spaces = this.#admissions.spaces;
@@ -149,7 +137,7 @@ export class TieredStore implements Store {
         rangeBlocks({ local: this.#local, tier: this.tier, claims: this.#claims }, rangePool, options.counts),
       holders: () => this.tier.claimHolders(),
       forgetNode: (node) => forgetNodeBlocks(this.tier, node),
-      fileCheck: () => this.#fileCheck.status(),
+      fileCheck: () => this.#publisher.fileCheck.status(),
       tier: o.tier,
     };
   }
@@ -157,17 +145,13 @@ export class TieredStore implements Store {
   /** Compares the node's file with its publications, and starts publication and the claim check on the clock. */
   start(): void {
     this.#stopped = false;
-    void this.#fileCheck.run();
-    this.#every(this.#publishMs, async () => {
-      await this.#fileCheck.run();
-      await this.#publisher.run();
-    });
+    void this.#publisher.fileCheck.run();
+    this.#every(this.#publishMs, () => this.#publisher.run());
     this.#every(this.#checkMs, () => this.check());
   }
 
   /** Publishes now what is pending (after comparing the node's file with its publications, if not yet). */
-  async flush(): Promise<void> {
-    await this.#fileCheck.run();
+  flush(): Promise<void> {
     return this.#publisher.run();
   }
 
@@ -223,7 +207,7 @@ export class TieredStore implements Store {
       if (described?.op === 'describe') return this.#commitRange(pool, expected, ops, described);
       return this.#local.commit(pool, expected, ops, undefined, options);
     }
-    if (ops.some((op) => op.op === 'allocate' || op.op === 'claim')) await this.#fileCompared();
+    if (ops.some((op) => op.op === 'allocate' || op.op === 'claim')) await this.#publisher.fileCheck.compare();
     if (ops.some((op) => op.op === 'claim')) return this.#commitClaim(pool, expected, ops, guard);
     if (ops.some((op) => op.op === 'unclaim')) return this.#commitUnclaim(pool, expected, ops);
     if (ops.some((op) => op.op === 'allocate')) {
@@ -236,13 +220,6 @@ export class TieredStore implements Store {
   #committed(pool: string, result: CommitResult, ops: readonly PoolOp[]): CommitResult {
     if (result.kind === 'committed' && ops.some((op) => ADDRESSES_CHANGE.has(op.op))) this.#publisher.mark(pool);
     return result;
-  }
-
-  /** Compares the node's file with its publications if not yet; throws TRY_AGAIN while it cannot. */
-  async #fileCompared(): Promise<void> {
-    await this.#fileCheck.run();
-    const waiting = this.#fileCheck.problem();
-    if (waiting !== undefined) throw new WarrenError('TRY_AGAIN', waiting);
   }
 
   /** Why an allocation in block `key` may not be made on this node; undefined when it may. */
@@ -304,14 +281,8 @@ export class TieredStore implements Store {
     described: Extract<PoolOp, { op: 'describe' }>,
   ): Promise<CommitResult> {
     const d = described.description;
-    const asked: RangeRecord = {
-      pool,
-      space: spaceOfPool(pool),
-      subnet: d.subnet,
-      first: d.first,
-      last: d.last,
-      blockPrefix: d.blockPrefix ?? 0,
-    };
+    const { subnet, first, last } = d;
+    const asked: RangeRecord = { pool, space: spaceOfPool(pool), subnet, first, last, blockPrefix: d.blockPrefix ?? 0 };
     const pinned = await this.tier.pinRange(asked);
     this.#ranges.set(pool, pinned);
     if (pinned.blockPrefix === asked.blockPrefix) return this.#local.commit(pool, expected, ops);
