@@ -154,6 +154,8 @@ function fileCheckLines(f: FileCheckStatus | undefined): string[] {
         (f.adopted.length === 0 ? '' : safe`; adopted ${f.adopted.join(', ')}`),
     );
   for (const d of f.disagreements) lines.push(safe`file:        DISAGREES with what it published: ${d}`);
+  for (const w of f.withheld)
+    lines.push(safe`file:        NOT ALLOCATING in block ${w} (warren store accept, once checked)`);
   return lines;
 }
 

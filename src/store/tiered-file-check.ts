@@ -23,6 +23,11 @@
  *   revision cannot tell, so the file's record stays and the disagreement is told;
  * - a merged block is published again before the comparison counts as done, so the cluster's
  *   revision of it is the file's from then on (a crash after a merge finds nothing more to merge);
+ * - a newer publication that lists fewer allocations than it counts (cut to fit one object:
+ *   kubernetes/objects.ts) leaves addresses in use that nobody can name: what it lists is taken
+ *   back, and no address is handed out in that block (TRY_AGAIN, naming it), nor is it published
+ *   over, until an operator accepts the store as it is (`warren store accept`: the membership
+ *   `accepting` answers);
  * - what a file holds that the publication does not is kept: its containers are judged by the usual
  *   sources, never released here.
  */
@@ -30,7 +35,7 @@ import { WarrenError, messageOf } from '../core/errors.ts';
 import type { Allocation } from '../ipam/allocation.ts';
 import { rangePoolOfKey } from '../ipam/blocks.ts';
 import type { ClusterTier, PublishedBlock } from './cluster-tier.ts';
-import type { PoolOp, Store } from './store.ts';
+import type { AcceptReport, Membership, PoolOp, Store } from './store.ts';
 import { PAGE_LIMIT } from './tiered-ranges.ts';
 
 export interface FileCheckOptions {
@@ -56,6 +61,8 @@ export interface FileCheckStatus {
   readonly merged: readonly string[];
   /** Disagreements left as the file has them (a publication without a revision). */
   readonly disagreements: readonly string[];
+  /** Blocks where nothing is handed out until `warren store accept`, each with why. */
+  readonly withheld: readonly string[];
 }
 
 const sameOwner = (a: Allocation, b: Allocation): boolean =>
@@ -71,6 +78,8 @@ export class TieredFileCheck {
   readonly #adopted = new Set<string>();
   readonly #merged = new Set<string>();
   readonly #disagreements: string[] = [];
+  /** Block → why no address is handed out in it until an operator accepts. */
+  readonly #withheld = new Map<string, string>();
 
   constructor(options: FileCheckOptions) {
     this.#o = options;
@@ -105,11 +114,45 @@ export class TieredFileCheck {
     return this.#running;
   }
 
-  /** Compares if not yet (or after a failure); throws TRY_AGAIN naming why while it cannot. */
-  async compare(): Promise<void> {
+  /**
+   * Compares if not yet (or after a failure); throws TRY_AGAIN naming why while it cannot, or, for
+   * an allocation in block `key`, while that block is withheld until an operator accepts.
+   */
+  async compare(key: string, allocates: boolean): Promise<void> {
     await this.run();
     const waiting = this.problem();
     if (waiting !== undefined) throw new WarrenError('TRY_AGAIN', waiting);
+    const withheld = allocates ? this.#withheld.get(key) : undefined;
+    if (withheld !== undefined)
+      throw new WarrenError(
+        'TRY_AGAIN',
+        `no address is handed out in block ${key} until an operator accepts: ${withheld}`,
+      );
+  }
+
+  /** Whether block `key` keeps its publication as it is until an operator accepts (nothing is published over it). */
+  withholds(key: string): boolean {
+    return this.#withheld.has(key);
+  }
+
+  /** `membership`, whose `accept` (`warren store accept`) also lifts the withheld blocks. */
+  accepting(membership: Membership): Membership {
+    const withheld = this.#withheld;
+    return {
+      announce: (node, info) => membership.announce(node, info),
+      halted: () => membership.halted(),
+      async accept(): Promise<AcceptReport> {
+        const report = await membership.accept();
+        withheld.clear();
+        return report;
+      },
+      identity: () => membership.identity(),
+      liveNodes: () => membership.liveNodes(),
+      renew: () => membership.renew(),
+      withdraw: () => membership.withdraw(),
+      claimTask: (task) => membership.claimTask(task),
+      releaseTask: (task) => membership.releaseTask(task),
+    };
   }
 
   /** What was found; `restored` counts the records from publications the file still holds as written. */
@@ -127,6 +170,7 @@ export class TieredFileCheck {
       adopted: [...this.#adopted],
       merged: [...this.#merged],
       disagreements: [...this.#disagreements],
+      withheld: [...this.#withheld].map(([key, why]) => `${key}: ${why}`),
     };
   }
 
@@ -145,7 +189,8 @@ export class TieredFileCheck {
     for (const block of blocks) {
       // A claim gone or another node's is not this check's to judge: the claim check is (tiered-claims.ts).
       if ((await tier.claimOf(block.key))?.node !== node) continue;
-      if (await this.#merge(block)) await this.#o.publish(block.key);
+      // A withheld block keeps its newer publication: the next start finds it again, until accepted.
+      if ((await this.#merge(block)) && !this.#withheld.has(block.key)) await this.#o.publish(block.key);
     }
     const restored = this.#restored.size;
     if (this.#merged.size > 0)
@@ -198,6 +243,13 @@ export class TieredFileCheck {
       ops.push({ op: 'allocate', allocation: record });
       restored.push(record);
     }
+    const unnamed = block.counts.allocated - block.allocations.length;
+    if (unnamed > 0)
+      this.#withheld.set(
+        block.key,
+        `its publication, newer than node ${node}'s file, names ${block.allocations.length} of the ` +
+          `${block.counts.allocated} addresses it held (cut to fit one object): ${unnamed} in use cannot be taken back`,
+      );
     if (ops.length === 0) return true; // merged before (a run that failed later): published again
     const result = await local.commit(block.key, read.revision, ops);
     if (result.kind === 'conflict')

@@ -102,6 +102,7 @@ export class TieredPublisher {
       }
     }
     for (const key of [...this.#dirty]) {
+      if (this.fileCheck.withholds(key)) continue; // kept marked: published once accepted
       this.#dirty.delete(key);
       try {
         if (!(await holds(key))) {

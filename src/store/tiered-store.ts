@@ -116,7 +116,6 @@ export class TieredStore implements Store {
     this.#publishMs = o.publishIntervalMs ?? 2000;
     this.#checkMs = o.claimCheckMs ?? 10_000;
     this.description = `${o.local.description}, blocks in ${o.tier.description}`;
-    this.membership = o.tier.membership;
     const listPage = o.local.listPage;
     if (listPage !== undefined) this.listPage = (filter, page) => listPage.call(o.local, filter, page);
     this.#claims = new TieredClaims(o.tier, o.node);
@@ -130,6 +129,7 @@ export class TieredStore implements Store {
       everyOwnBlock: async () => (await this.#claims.loadAll()).map((c) => c.key),
       notice: this.#notice,
     });
+    this.membership = this.#publisher.fileCheck.accepting(o.tier.membership);
     this.#admissions = new TieredAdmissions(o.tier, (space) => heldByNode(o.local, o.node, space));
     this.spaces = this.#admissions.spaces;
     this.blockOwners = {
@@ -207,7 +207,8 @@ export class TieredStore implements Store {
       if (described?.op === 'describe') return this.#commitRange(pool, expected, ops, described);
       return this.#local.commit(pool, expected, ops, undefined, options);
     }
-    if (ops.some((op) => op.op === 'allocate' || op.op === 'claim')) await this.#publisher.fileCheck.compare();
+    const allocates = ops.some((op) => op.op === 'allocate');
+    if (allocates || ops.some((op) => op.op === 'claim')) await this.#publisher.fileCheck.compare(pool, allocates);
     if (ops.some((op) => op.op === 'claim')) return this.#commitClaim(pool, expected, ops, guard);
     if (ops.some((op) => op.op === 'unclaim')) return this.#commitUnclaim(pool, expected, ops);
     if (ops.some((op) => op.op === 'allocate')) {

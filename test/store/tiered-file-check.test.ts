@@ -187,3 +187,40 @@ describe('TieredStore: publishing after a restore', () => {
     assert.deepEqual((await published()).sort(), ['a', 'b', 'c']);
   });
 });
+
+describe('TieredStore: a publication cut to fit one object', () => {
+  it('withholds its block until an operator accepts, and never publishes over it meanwhile', async () => {
+    const c = cluster(['n1']);
+    const r = rangesOf({ range: '10.46.0.0/28', block_size: 28 });
+    const n1 = c.nodes[0] as TieredNode;
+    await allocate(n1, r, ['a', 'b', 'c', 'd', 'e']);
+    await n1.store.flush();
+    // As the Kubernetes tier publishes a block too big for one object: the counts whole, the list cut.
+    const [whole] = (await c.tier.published({ node: 'n1' })).items;
+    assert.ok(whole !== undefined);
+    const cut = { ...whole, allocations: whole.allocations.slice(0, 2) };
+    await c.tier.publish(cut);
+    const again = await c.restart(0, () => {
+      for (const f of readdirSync(c.dir).filter((f) => f.startsWith('n1.db'))) rmSync(join(c.dir, f));
+    });
+
+    await assert.rejects(allocate(again, r, ['new']), (error: unknown) => {
+      assert.ok(isWarrenError(error, 'TRY_AGAIN'));
+      assert.match(error.message, /until an operator accepts: .* names 2 of the 5 addresses/);
+      return true;
+    });
+    const status = await again.store.blockOwners.fileCheck();
+    assert.equal(status.withheld.length, 1, JSON.stringify(status));
+    assert.equal(status.restored, 2);
+    assert.equal((await again.allocator.release(owner('a'))).length, 1, 'a DEL is served');
+    await again.store.flush();
+    assert.deepEqual((await c.tier.published({ node: 'n1' })).items[0], cut, 'the cut publication stays');
+
+    await again.store.membership.accept();
+    assert.equal((await allocate(again, r, ['new'])).length, 1);
+    assert.deepEqual((await again.store.blockOwners.fileCheck()).withheld, []);
+    await again.store.flush();
+    const now = (await c.tier.published({ node: 'n1' })).items[0];
+    assert.deepEqual(now?.allocations.map((x) => x.containerID).sort(), ['b', 'new']);
+  });
+});
