@@ -186,9 +186,11 @@ export class TieredFileCheck {
       blocks.push(...page.items.filter((b) => b.node === node && b.loan !== true));
       next = page.continue === '' ? undefined : page.continue;
     } while (next !== undefined);
+    // One listing of this node's claims: what is read grows with its own blocks.
+    const claimed = blocks.length === 0 ? new Set<string>() : new Set((await tier.claimsOf(node)).map((c) => c.key));
     for (const block of blocks) {
       // A claim gone or another node's is not this check's to judge: the claim check is (tiered-claims.ts).
-      if ((await tier.claimOf(block.key))?.node !== node) continue;
+      if (!claimed.has(block.key)) continue;
       // A withheld block keeps its newer publication: the next start finds it again, until accepted.
       if ((await this.#merge(block)) && !this.#withheld.has(block.key)) await this.#o.publish(block.key);
     }
