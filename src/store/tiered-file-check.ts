@@ -77,7 +77,7 @@ export class TieredFileCheck {
   readonly #restored = new Map<string, Allocation>();
   readonly #adopted = new Set<string>();
   readonly #merged = new Set<string>();
-  readonly #disagreements: string[] = [];
+  readonly #disagreements = new Set<string>();
   /** Block → why no address is handed out in it until an operator accepts. */
   readonly #withheld = new Map<string, string>();
 
@@ -230,7 +230,7 @@ export class TieredFileCheck {
       const stale = [...(held === undefined ? [] : [held]), ...elsewhere];
       if (stale.length > 0 && !byRevision) {
         const holders = stale.map((s) => `${s.containerID} (${s.ifname}) at ${s.address}`).join(', ');
-        this.#disagreements.push(
+        this.#disagreements.add(
           `${record.address} in block ${block.key}: published for container ${record.containerID} ` +
             `(${record.ifname}), held here by ${holders}`,
         );
