@@ -5,6 +5,10 @@
  * gathers them. The stability rule of protocol.ts holds here: fields are added, never renamed.
  */
 
+import type { FileCheckStatus } from '../store/tiered-file-check.ts';
+
+export type { FileCheckStatus };
+
 // ---------------------------------------------------------------------------------------------
 // Status (GET /v1/status) and the journal (GET /v1/journal)
 
@@ -269,6 +273,11 @@ export interface ClusterStatus {
    * store lost its data, or another agent instance took this node's name).
    */
   readonly problem?: string;
+  /**
+   * This node's file held against what it published (store/tiered-file-check.ts): a file restored
+   * from an older copy, or lost, takes back what the cluster lists for it.
+   */
+  readonly fileCheck?: FileCheckStatus;
 }
 
 /** The missed-delete journal and the reconcile loop that drains it. Times are ISO 8601. */

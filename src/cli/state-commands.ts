@@ -7,6 +7,7 @@ import { WarrenError, isWarrenError, messageOf } from '../core/errors.ts';
 import type {
   ClusterStatus,
   CniConfigStatus,
+  FileCheckStatus,
   IpamClaimsReport,
   PluginEntry,
   ReconcileReport,
@@ -146,7 +147,32 @@ function clusterLines(c: ClusterStatus): string[] {
             : safe`cluster:     as last read at ${c.liveNodesReadAt}: ${alive}; this node ` +
               safe`${c.thisNodeAnnounced ? 'announced' : 'NOT announced'}, holding ${c.ownBlocks} blocks`,
         ];
-  return [...lines, ...(c.problem === undefined ? [] : [safe`cluster:     NOT ALLOCATING: ${c.problem}`])];
+  return [
+    ...lines,
+    ...(c.problem === undefined ? [] : [safe`cluster:     NOT ALLOCATING: ${c.problem}`]),
+    ...fileCheckLines(c.fileCheck),
+  ];
+}
+
+/** What comparing this node's file with what it published found, when there is something to say. */
+function fileCheckLines(f: FileCheckStatus | undefined): string[] {
+  if (f === undefined) return [];
+  if (!f.compared)
+    return [
+      safe`file:        NOT COMPARED with what this node published yet (no ADD in its blocks): ${f.problem ?? ''}`,
+    ];
+  const lines: string[] = [];
+  if (f.restored > 0)
+    lines.push(
+      safe`file:        ${f.restored} allocations held from what this node published (its file had lost them: ` +
+        safe`restored from an older copy, or deleted), until their containers are proven gone (DEL, journal, ` +
+        safe`runtime, pod gone, GC); blocks ${f.merged.join(', ')}` +
+        (f.adopted.length === 0 ? '' : safe`; adopted ${f.adopted.join(', ')}`),
+    );
+  for (const d of f.disagreements) lines.push(safe`file:        DISAGREES with what it published: ${d}`);
+  for (const w of f.withheld)
+    lines.push(safe`file:        NOT ALLOCATING in block ${w} (warren store accept, once checked)`);
+  return lines;
 }
 
 function reconcileLine(r: ReconcileReport | undefined): string {

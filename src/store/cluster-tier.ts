@@ -64,6 +64,13 @@ export interface PublishedBlock {
   /** Milliseconds since the epoch when the owner published (its wall clock). */
   readonly publishedAt: number;
   /**
+   * The revision of the block in its owner's own store (its SQLite file) when the allocations were
+   * read, read after them (tiered-publisher.ts): a file whose revision of the block is lower went
+   * back (restored from a copy, or lost: 0) and holds less than this publication
+   * (tiered-file-check.ts). Absent in publications of older Warrens.
+   */
+  readonly revision?: number;
+  /**
    * A borrower's loan pool (one address another node lent `node`: allocator/lending/), published so
    * the cluster view shows who holds a lent address, not only its lender's placeholder. Its key
    * (`<range pool>#<address>/32`) names no claim. Absent: a claimed block.

@@ -239,9 +239,8 @@ export interface StoreHistory {
 }
 
 /**
- * What a store that keeps the owners of blocks apart from their addresses (the two-tier store,
- * tiered-store.ts) offers block placement and node forget, so neither reads more than it needs:
- * there `pools(<block prefix>)` answers this node's blocks only.
+ * What the two-tier store (tiered-store.ts: block owners apart from addresses) offers block placement, node
+ * forget and status, so none reads more than it needs: there `pools(<block prefix>)` answers this node's blocks only.
  */
 export interface BlockOwners {
   /**
@@ -253,6 +252,8 @@ export interface BlockOwners {
   holders(): Promise<string[]>;
   /** Gives back every block `node` holds (a node gone for good) and drops what it lent: the keys freed. */
   forgetNode(node: string): Promise<string[]>;
+  /** This node's file held against what it published (tiered-file-check.ts), for `warren status`. */
+  fileCheck(): Promise<import('./tiered-file-check.ts').FileCheckStatus>;
   /** The cluster's tier, where a node with no room asks the owners for addresses (allocator/lending/). */
   readonly tier: ClusterTier;
   /** Records this node's claims its store lacks (a crash before the local commit) as empty blocks: their keys. */

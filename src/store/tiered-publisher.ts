@@ -16,13 +16,21 @@
  *   shows who really holds a lent address; once given back (its pool carries the given-back mark,
  *   ipam/bookkeeping.ts) its publication is withdrawn. A tier without loans publishes none;
  * - the first run that reaches the cluster publishes every block this node holds, and every loan
- *   pool, so what changed before a restart and was not published then is not lost.
+ *   pool, so what changed before a restart and was not published then is not lost;
+ * - nothing is published before this node's file has been compared with what it published before
+ *   (`fileCheck`, tiered-file-check.ts; each run tries it first until it has run through), so a
+ *   file that went back never writes its older view over the newer one; marks are kept meanwhile;
+ * - a publication carries the block's revision in the node's store (PublishedBlock.revision): the
+ *   revision its allocations were read at, or, if the block kept changing under the reads, one read
+ *   after them; never one older than what it lists.
  */
 import { messageOf } from '../core/errors.ts';
 import type { Clock } from '../core/clock.ts';
 import { isBlockKey } from '../ipam/blocks.ts';
 import { isBookkeeping } from '../ipam/bookkeeping.ts';
+import type { Allocation } from '../ipam/allocation.ts';
 import type { ClusterTier } from './cluster-tier.ts';
+import { TieredFileCheck } from './tiered-file-check.ts';
 import type { Store } from './store.ts';
 
 export interface TieredPublisherOptions {
@@ -41,6 +49,8 @@ export interface TieredPublisherOptions {
 }
 
 export class TieredPublisher {
+  /** This node's file held against what it published: publishing waits for it. */
+  readonly fileCheck: TieredFileCheck;
   readonly #o: TieredPublisherOptions;
   /** Blocks whose local picture changed since they were last published. */
   readonly #dirty = new Set<string>();
@@ -53,6 +63,9 @@ export class TieredPublisher {
 
   constructor(options: TieredPublisherOptions) {
     this.#o = options;
+    const { local, tier, node, notice } = options;
+    const publish = (key: string) => this.publishBlock(key);
+    this.fileCheck = new TieredFileCheck({ local, tier, node, publish, ...(notice === undefined ? {} : { notice }) });
   }
 
   mark(key: string): void {
@@ -72,7 +85,9 @@ export class TieredPublisher {
   }
 
   async #publishAll(): Promise<void> {
-    const { local, tier, node, clock, holds } = this.#o;
+    const { local, holds } = this.#o;
+    await this.fileCheck.run();
+    if (!this.fileCheck.compared) return;
     if (!this.#resynced) {
       try {
         for (const key of await this.#o.everyOwnBlock()) this.#dirty.add(key);
@@ -87,21 +102,14 @@ export class TieredPublisher {
       }
     }
     for (const key of [...this.#dirty]) {
+      if (this.fileCheck.withholds(key)) continue; // kept marked: published once accepted
       this.#dirty.delete(key);
       try {
         if (!(await holds(key))) {
           if (await this.#o.isLoan?.(key)) await this.#publishLoan(key);
           continue;
         }
-        const [summary] = (await local.pools(key)).filter((p) => p.pool === key);
-        const allocations = await local.list({ pool: key });
-        await tier.publish({
-          key,
-          node,
-          counts: { allocated: summary?.allocated ?? allocations.length, resting: summary?.resting ?? 0 },
-          allocations,
-          publishedAt: clock.now(),
-        });
+        await this.publishBlock(key);
       } catch (error) {
         // Marked again, with every later block still marked: the next run starts over with them.
         this.#dirty.add(key);
@@ -110,6 +118,40 @@ export class TieredPublisher {
       }
     }
     this.#failing = false;
+  }
+
+  /**
+   * Publishes block `key` (held by this node) as the node's store holds it now, whether publishing
+   * may start or not (the file check publishes what it merged this way); throws when it cannot.
+   */
+  async publishBlock(key: string): Promise<void> {
+    const { local, tier, node, clock } = this.#o;
+    const { allocations, revision } = await this.#picture(key);
+    const [summary] = (await local.pools(key)).filter((p) => p.pool === key);
+    await tier.publish({
+      key,
+      node,
+      counts: { allocated: summary?.allocated ?? allocations.length, resting: summary?.resting ?? 0 },
+      allocations,
+      publishedAt: clock.now(),
+      ...(revision === undefined ? {} : { revision }),
+    });
+  }
+
+  /**
+   * The block's allocations and the revision they were read at: the list and a snapshot (which
+   * has the revision) are two reads, so they are taken again while they disagree; after a few
+   * rounds the revision read last stands (newer than the list, never older).
+   */
+  async #picture(key: string): Promise<{ allocations: Allocation[]; revision: number | undefined }> {
+    for (let round = 1; ; round++) {
+      const allocations = await this.#o.local.list({ pool: key });
+      const read = await this.#o.local.readPool(key);
+      if (read.kind !== 'snapshot') return { allocations, revision: read.revision };
+      const listed = new Set(allocations.map((a) => a.address));
+      const same = read.allocations.length === listed.size && read.allocations.every((a) => listed.has(a));
+      if (same || round === 3) return { allocations, revision: read.revision };
+    }
   }
 
   /** Publishes loan pool `key` as it is now, or withdraws it once given back (see the header). */

@@ -28,7 +28,9 @@
  *   restart and was not published yet is not lost;
  * - every `claimCheckMs` this node's claims are compared with the cluster's (tiered-claims.ts), and
  *   one vanished is claimed again or halts its range; a block nobody holds is claimed only if its
- *   publication allows; unrecorded claims are adopted (all three: tiered-reclaim.ts).
+ *   publication allows; unrecorded claims are adopted (all three: tiered-reclaim.ts);
+ * - before its first allocation or claim in a block, the node's file is compared with what it
+ *   published (tiered-file-check.ts): until then those commits throw TRY_AGAIN saying why.
  *
  * Admission (AdmissionGuard) across nodes, without a request per ADD: `spaces` are the cluster's;
  * a commit that claims a block checks in the cluster that its range is still admitted, and the
@@ -116,7 +118,6 @@ export class TieredStore implements Store {
     this.#publishMs = o.publishIntervalMs ?? 2000;
     this.#checkMs = o.claimCheckMs ?? 10_000;
     this.description = `${o.local.description}, blocks in ${o.tier.description}`;
-    this.membership = o.tier.membership;
     const listPage = o.local.listPage;
     if (listPage !== undefined) this.listPage = (filter, page) => listPage.call(o.local, filter, page);
     this.#claims = new TieredClaims(o.tier, o.node);
@@ -133,6 +134,7 @@ export class TieredStore implements Store {
       everyOwnBlock: async () => (await this.#claims.loadAll()).map((c) => c.key),
       notice: this.#notice,
     });
+    this.membership = this.#publisher.fileCheck.accepting(o.tier.membership);
     this.#admissions = new TieredAdmissions(o.tier, (space) => heldByNode(o.local, o.node, space));
     this.spaces = this.#admissions.spaces;
     this.blockOwners = {
@@ -140,19 +142,21 @@ export class TieredStore implements Store {
         rangeBlocks({ local: this.#local, tier: this.tier, claims: this.#claims }, rangePool, options.counts),
       holders: () => this.tier.claimHolders(),
       forgetNode: (node) => forgetNodeBlocks(this.tier, node),
+      fileCheck: () => this.#publisher.fileCheck.status(),
       tier: o.tier,
       adoptClaims: () => this.#keeper.adopt(),
     };
   }
 
-  /** Starts publication and the claim check on the clock. */
+  /** Compares the node's file with its publications, and starts publication and the claim check on the clock. */
   start(): void {
     this.#stopped = false;
+    void this.#publisher.fileCheck.run();
     this.#every(this.#publishMs, () => this.#publisher.run());
     this.#every(this.#checkMs, () => this.check());
   }
 
-  /** Publishes now what is pending. */
+  /** Publishes now what is pending (after comparing the node's file with its publications, if not yet). */
   flush(): Promise<void> {
     return this.#publisher.run();
   }
@@ -203,6 +207,8 @@ export class TieredStore implements Store {
       if (described?.op === 'describe') return this.#commitRange(pool, expected, ops, described);
       return this.#local.commit(pool, expected, ops, undefined, options);
     }
+    const allocates = ops.some((op) => op.op === 'allocate');
+    if (allocates || ops.some((op) => op.op === 'claim')) await this.#publisher.fileCheck.compare(pool, allocates);
     if (ops.some((op) => op.op === 'claim')) return this.#commitClaim(pool, expected, ops, guard);
     if (ops.some((op) => op.op === 'unclaim')) return this.#keeper.unclaim(pool, expected, ops);
     if (ops.some((op) => op.op === 'allocate')) {
@@ -277,14 +283,8 @@ export class TieredStore implements Store {
     described: Extract<PoolOp, { op: 'describe' }>,
   ): Promise<CommitResult> {
     const d = described.description;
-    const asked: RangeRecord = {
-      pool,
-      space: spaceOfPool(pool),
-      subnet: d.subnet,
-      first: d.first,
-      last: d.last,
-      blockPrefix: d.blockPrefix ?? 0,
-    };
+    const { subnet, first, last } = d;
+    const asked: RangeRecord = { pool, space: spaceOfPool(pool), subnet, first, last, blockPrefix: d.blockPrefix ?? 0 };
     const pinned = await this.tier.pinRange(asked);
     this.#ranges.set(pool, pinned);
     if (pinned.blockPrefix === asked.blockPrefix) return this.#local.commit(pool, expected, ops);

@@ -23,10 +23,15 @@ export interface TieredNode {
 
 export interface TieredCluster {
   readonly clock: ManualClock;
+  /** Where node `<name>` keeps its SQLite file: `<dir>/<name>.db`. */
+  readonly dir: string;
   readonly tier: MemoryTier;
   readonly nodes: TieredNode[];
-  /** Closes node `i`'s store and opens it again on the same file (a restart of its agent). */
-  restart(i: number): Promise<TieredNode>;
+  /**
+   * Closes node `i`'s store and opens it again on the same file (a restart of its agent); `between`
+   * runs while it is closed (a test restoring its file from a copy).
+   */
+  restart(i: number, between?: () => void): Promise<TieredNode>;
   /** Every request the cluster answered so far, all sessions. */
   calls(): number;
   close(): Promise<void>;
@@ -57,12 +62,14 @@ export function tieredCluster(names: readonly string[], o: TieredClusterOptions 
   const nodes = names.map(open);
   return {
     clock,
+    dir,
     tier,
     nodes,
-    restart: async (i) => {
+    restart: async (i, between) => {
       const old = nodes[i];
       if (old === undefined) throw new Error(`no node ${i}`);
       await old.store.close();
+      between?.();
       const again = open(old.name);
       nodes[i] = again;
       return again;

@@ -92,16 +92,23 @@ describe('TieredStore: a restart', () => {
     assert.deepEqual(await publishedAddresses(c, 'n1'), ['10.25.0.1', '10.25.0.2']);
   });
 
-  it('serves ADD and DEL in its own blocks when the cluster is away from the start', async () => {
+  // A file cannot tell by itself whether it was restored from an older copy: until it is compared
+  // with what the node published (tiered-file-check.ts), an ADD would trust it over the cluster.
+  it('serves DEL in its own blocks when the cluster is away from the start, and ADD once its file is compared', async () => {
     const c = cluster(['n1']);
     const r = rangesOf({ range: '10.26.0.0/16' });
     await c.nodes[0]?.allocator.allocate({ owner: owner('a'), ranges: r });
     c.tier.away = true;
     const again = await c.restart(0);
-    const [b] = await again.allocator.allocate({ owner: owner('b'), ranges: r });
-    assert.equal(b?.allocation.address, '10.26.0.2');
+    await assert.rejects(again.allocator.allocate({ owner: owner('b'), ranges: r }), (error: unknown) => {
+      assert.ok(isWarrenError(error, 'TRY_AGAIN'));
+      assert.match(error.message, /file has not been compared with what it published/);
+      return true;
+    });
     assert.equal((await again.allocator.release(owner('a'))).length, 1);
     c.tier.away = false;
+    const [b] = await again.allocator.allocate({ owner: owner('b'), ranges: r });
+    assert.equal(b?.allocation.address, '10.26.0.2');
   });
 });
 

@@ -159,6 +159,7 @@ export class AgentService {
       const live = await this.#liveNodesNow(membership);
       const problem = this.#o.cluster?.problem();
       const readAt = this.#liveNodes?.at;
+      const fileCheck = await this.#o.store.blockOwners?.fileCheck();
       cluster = {
         liveNodes: live.nodes,
         ownBlocks: pools.filter((p) => p.affinity === this.#o.allocator.node).length,
@@ -170,6 +171,7 @@ export class AgentService {
               unread: live.unread,
               ...(readAt === undefined ? {} : { liveNodesReadAt: new Date(readAt).toISOString() }),
             }),
+        ...(fileCheck === undefined ? {} : { fileCheck }),
       };
     }
     const now = this.#o.clock.now();

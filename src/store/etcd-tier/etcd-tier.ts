@@ -102,8 +102,10 @@ function publicationOfKv(kv: IKeyValue, key: string): PublishedBlock {
     counts: PublishedBlock['counts'];
     allocations: PublishedBlock['allocations'];
     at: number;
+    revision?: number;
   };
-  return { key, node: v.node, counts: v.counts, allocations: v.allocations, publishedAt: v.at };
+  const revision = v.revision === undefined ? {} : { revision: v.revision };
+  return { key, node: v.node, counts: v.counts, allocations: v.allocations, publishedAt: v.at, ...revision };
 }
 
 export async function openEtcdTier(o: EtcdTierOptions): Promise<EtcdTier> {
@@ -285,7 +287,8 @@ export class EtcdTier implements ClusterTier {
 
   async publish(block: PublishedBlock): Promise<void> {
     const record = this.#kv.key(blockRecord(block.key));
-    const value = { node: block.node, counts: block.counts, allocations: block.allocations, at: block.publishedAt };
+    const { node, counts, allocations, publishedAt: at, revision } = block;
+    const value = { node, counts, allocations, at, ...(revision === undefined ? {} : { revision }) };
     const response = await this.#kv.write(`publish block ${block.key}`, {
       compare: [{ key: record, target: 'Value', result: 'Equal', value: claimValue(block.node) }],
       success: [

@@ -171,6 +171,7 @@ export function publicationObject(
       allocated: block.counts.allocated,
       resting: block.counts.resting,
       publishedAt: Math.max(0, Math.floor(block.publishedAt)),
+      ...(block.revision === undefined ? {} : { revision: block.revision }),
       allocations: entries,
     },
   };
@@ -208,6 +209,7 @@ export function publishedOf(object: unknown): PublishedBlock | undefined {
     counts: { allocated: int(s.allocated) ? s.allocated : 0, resting: int(s.resting) ? s.resting : 0 },
     allocations,
     publishedAt: s.publishedAt,
+    ...(int(s.revision) ? { revision: s.revision } : {}),
     ...(loanLabelled(object) ? { loan: true as const } : {}),
   };
 }
