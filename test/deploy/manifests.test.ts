@@ -82,6 +82,8 @@ describe('deploy/', () => {
       'CustomResourceDefinition',
       // WarrenAddressHolding
       'CustomResourceDefinition',
+      // WarrenClusterState
+      'CustomResourceDefinition',
       // WarrenPool
       'CustomResourceDefinition',
       // WarrenReservation
