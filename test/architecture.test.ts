@@ -49,11 +49,32 @@ export const AGENT_PARTS: Record<string, readonly string[]> = {
 /** The files directly in src/agent: the composition of the parts, and nothing else. */
 export const AGENT_WIRING: readonly string[] = ['agent.ts', 'kubernetes-wiring.ts', 'release-wiring.ts'];
 
+/**
+ * The store's backends: each folder of src/store and what it may import besides itself and the
+ * layers before `store`. The root holds the contract (store.ts, membership.ts) and the
+ * ForwardingStore; `tiered/` is the two-tier store with the ClusterTier contract; the tiers build on
+ * `tiered/` and the root and never on each other; `sqlite/` knows the root's contract only.
+ * The root's one import of `tiered/` (type-only: `BlockOwners.tier` and the file check's status)
+ * is the circle the Store's one cluster capability removes (issue 35, item 2): it is named here
+ * so no other grows beside it.
+ */
+export const STORE_PARTS: Record<string, readonly string[]> = {
+  sqlite: [''],
+  tiered: [''],
+  'etcd-tier': ['', 'tiered'],
+  kubernetes: ['', 'tiered'],
+};
+/** The root's imports of its folders, each file by name: the contract's remaining debt (see STORE_PARTS). */
+export const STORE_ROOT_IMPORTS: readonly string[] = ['tiered/cluster-tier.ts', 'tiered/file-check.ts'];
+/** The files directly in src/store: the contract, the membership contract and the forwarding wrapper. */
+export const STORE_ROOT: readonly string[] = ['forwarding-store.ts', 'membership.ts', 'store.ts'];
+
 /** A file longer than this is read in parts anyway: it should be parts (counted after `npm run format`). */
 export const MAX_FILE_LINES = 400;
 
 const SRC = join(REPO, 'src');
 const AGENT = join(SRC, 'agent');
+const STORE = join(SRC, 'store');
 
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
@@ -108,6 +129,30 @@ function agentPartViolations(path: string, target: string): string[] {
     : [`${where} (agent/${from} may import only ${allowed.length === 0 ? 'itself' : allowed.join(', ')})`];
 }
 
+/** The backend of src/store a path is in: its folder there, '' for a root file, undefined outside src/store. */
+function storePartOf(path: string): string | undefined {
+  if (!path.startsWith(STORE + sep)) return undefined;
+  const parts = relative(STORE, path).split(sep);
+  return parts.length === 1 ? '' : parts[0];
+}
+
+/** Imports between the store's backends that STORE_PARTS does not allow, as "from -> to" lines. */
+function storePartViolations(path: string, target: string): string[] {
+  const from = storePartOf(path);
+  const to = storePartOf(target);
+  if (from === undefined || to === undefined || from === to) return [];
+  const where = `${relative(REPO, path)} -> ${relative(REPO, target)}`;
+  if (from === '') {
+    return STORE_ROOT_IMPORTS.includes(relative(STORE, target).split(sep).join('/'))
+      ? []
+      : [`${where} (the store's contract may not import its backends)`];
+  }
+  const allowed = STORE_PARTS[from];
+  if (allowed === undefined) return [`${where} (src/store/${from} is not a backend named in STORE_PARTS)`];
+  const names = allowed.map((p) => (p === '' ? 'the root' : p));
+  return allowed.includes(to) ? [] : [`${where} (store/${from} may import only ${names.join(', ')})`];
+}
+
 /** Every import of `files` that goes against the layer order, as "from -> to" lines. */
 export function violations(files: ReadonlyArray<{ path: string; text: string }>): string[] {
   const found: string[] = [];
@@ -131,6 +176,7 @@ export function violations(files: ReadonlyArray<{ path: string; text: string }>)
       if (to !== undefined && !allowed.includes(to))
         found.push(`${relative(REPO, path)} -> ${relative(REPO, target)} (${unit} may not import ${to})`);
       found.push(...agentPartViolations(path, target));
+      found.push(...storePartViolations(path, target));
     }
   }
   return found;
@@ -261,6 +307,31 @@ describe('architecture', () => {
       'src/agent/release/pipeline.ts -> src/agent/registry/registry.ts (agent/release may import only settings, metrics)',
       "src/agent/release/pipeline.ts -> src/agent/release-wiring.ts (agent/release may not import the agent's wiring)",
       'src/agent/settings/options.ts -> src/agent/metrics/telemetry.ts (agent/settings may import only itself)',
+    ]);
+  });
+
+  it('`ls src/store` reads as the backends: the contract at the root, then sqlite, tiered and the two tiers', () => {
+    const entries = readdirSync(STORE, { withFileTypes: true });
+    const names = (dirs: boolean) =>
+      entries
+        .filter((e) => e.isDirectory() === dirs)
+        .map((e) => e.name)
+        .sort();
+    assert.deepEqual(names(false), [...STORE_ROOT].sort(), "a backend's file belongs in its folder");
+    assert.deepEqual(names(true), Object.keys(STORE_PARTS).sort());
+  });
+
+  it("catches an import across the store's backends that STORE_PARTS does not allow (planted ones are reported)", () => {
+    const planted = [
+      { path: join(STORE, 'kubernetes', 'tier.ts'), text: "import { x } from '../etcd-tier/continuity.ts';" },
+      { path: join(STORE, 'sqlite', 'store.ts'), text: "import { y } from '../tiered/claims.ts';" },
+      { path: join(STORE, 'store.ts'), text: "import type { z } from './sqlite/rows.ts';" },
+      { path: join(STORE, 'etcd-tier', 'tier.ts'), text: "import { w } from '../tiered/claims.ts';" },
+    ];
+    assert.deepEqual(violations(planted), [
+      'src/store/kubernetes/tier.ts -> src/store/etcd-tier/continuity.ts (store/kubernetes may import only the root, tiered)',
+      'src/store/sqlite/store.ts -> src/store/tiered/claims.ts (store/sqlite may import only the root)',
+      "src/store/store.ts -> src/store/sqlite/rows.ts (the store's contract may not import its backends)",
     ]);
   });
 

@@ -6,7 +6,7 @@
  * holds here: fields are added, never renamed.
  */
 
-import type { FileCheckStatus } from '../store/tiered-file-check.ts';
+import type { FileCheckStatus } from '../store/tiered/file-check.ts';
 import type { CniConfigStatus } from './node-config-status.ts';
 
 export type { FileCheckStatus };
@@ -198,7 +198,7 @@ export interface ClusterStatus {
    */
   readonly problem?: string;
   /**
-   * This node's file held against what it published (store/tiered-file-check.ts): a file restored
+   * This node's file held against what it published (store/tiered/file-check.ts): a file restored
    * from an older copy, or lost, takes back what the cluster lists for it.
    */
   readonly fileCheck?: FileCheckStatus;

@@ -16,7 +16,7 @@ import { parseArgs } from 'node:util';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { type Clock, systemClock } from '../core/clock.ts';
 import { loadKubeConfig } from '../sources/kubernetes/kubeconfig.ts';
-import type { ClusterTier } from '../store/cluster-tier.ts';
+import type { ClusterTier } from '../store/tiered/cluster-tier.ts';
 import type { CliIO } from './main.ts';
 import { KubeReader, type WhereaboutsReader } from './migrate/kube-reads.ts';
 import { migrateWhereabouts } from './migrate/migrate.ts';
@@ -38,7 +38,7 @@ async function openKubernetesTier(o: {
   namespace: string;
   clock: Clock;
 }): Promise<ClusterTier> {
-  const { openKubeTier } = await import('../store/kubernetes/kube-tier.ts');
+  const { openKubeTier } = await import('../store/kubernetes/tier.ts');
   // The migration holds no lease; the length only matters to agents.
   return await openKubeTier({ ...o, leaseSeconds: 15 });
 }

@@ -27,7 +27,7 @@
  */
 import type { BootStamp } from '../core/moment.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
-import type { ClusterTier } from './cluster-tier.ts';
+import type { ClusterTier } from './tiered/cluster-tier.ts';
 import type { Membership } from './membership.ts';
 
 /** Opaque, strictly increasing per pool; 0 for a pool never written. */
@@ -239,7 +239,7 @@ export interface StoreHistory {
 }
 
 /**
- * What the two-tier store (tiered-store.ts: block owners apart from addresses) offers block placement, node
+ * What the two-tier store (tiered/store.ts: block owners apart from addresses) offers block placement, node
  * forget and status, so none reads more than it needs: there `pools(<block prefix>)` answers this node's blocks only.
  */
 export interface BlockOwners {
@@ -252,8 +252,8 @@ export interface BlockOwners {
   holders(): Promise<string[]>;
   /** Gives back every block `node` holds (a node gone for good) and drops what it lent: the keys freed. */
   forgetNode(node: string): Promise<string[]>;
-  /** This node's file held against what it published (tiered-file-check.ts), for `warren status`. */
-  fileCheck(): Promise<import('./tiered-file-check.ts').FileCheckStatus>;
+  /** This node's file held against what it published (tiered/file-check.ts), for `warren status`. */
+  fileCheck(): Promise<import('./tiered/file-check.ts').FileCheckStatus>;
   /** The cluster's tier, where a node with no room asks the owners for addresses (allocator/lending/). */
   readonly tier: ClusterTier;
   /** Records this node's claims its store lacks (a crash before the local commit) as empty blocks: their keys. */
@@ -298,7 +298,7 @@ export interface Store {
    * Absent for a store one process writes alone (SQLite), whose caller admits ranges in process.
    */
   readonly spaces?: AddressSpaces;
-  /** Present when the cluster keeps the owners of blocks and the node their addresses (tiered-store.ts). */
+  /** Present when the cluster keeps the owners of blocks and the node their addresses (tiered/store.ts). */
   readonly blockOwners?: BlockOwners;
   /** Present when the store keeps a history of writes that must be compacted (etcd). */
   readonly history?: StoreHistory;
@@ -309,7 +309,7 @@ export interface Store {
 
 /**
  * The stores an agent runs on: one node's SQLite file, or pools shared by the nodes of a cluster,
- * through the Kubernetes API (each node's SQLite file beside a cluster tier, tiered-store.ts) or etcd.
+ * through the Kubernetes API (each node's SQLite file beside a cluster tier, tiered/store.ts) or etcd.
  */
 export type StoreKind = 'sqlite' | 'etcd' | 'kubernetes';
 

@@ -11,7 +11,7 @@ import { isWarrenError } from '../../src/core/errors.ts';
 import { type IPAddress, parseIP } from '../../src/ipam/address.ts';
 import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import { Allocator, attachmentKey } from '../../src/allocator/allocator.ts';
-import { SqliteStore } from '../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../src/store/sqlite/store.ts';
 import { tempDir } from '../helpers/processes.ts';
 
 function setup(clock = new ManualClock(1_000_000)) {

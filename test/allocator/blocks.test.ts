@@ -14,7 +14,7 @@ import { type Block, blockAt, blockOfKey, firstUnclaimedBlock } from '../../src/
 import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import { capacityOf } from '../../src/ipam/range.ts';
 import { Allocator, attachmentKey } from '../../src/allocator/allocator.ts';
-import { SqliteStore } from '../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../src/store/sqlite/store.ts';
 import type { Store } from '../../src/store/store.ts';
 import { tempDir } from '../helpers/processes.ts';
 

@@ -10,7 +10,7 @@ import { WarrenError, isWarrenError } from '../../src/core/errors.ts';
 import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import { Allocator } from '../../src/allocator/allocator.ts';
 import { CONFLICT, retryOnConflict } from '../../src/allocator/commit-loop.ts';
-import { SqliteStore } from '../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../src/store/sqlite/store.ts';
 import type { CommitResult, PoolOp, Revision, Store } from '../../src/store/store.ts';
 
 describe('retryOnConflict', () => {

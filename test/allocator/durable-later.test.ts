@@ -17,7 +17,7 @@ import { MeasuredStore } from '../../src/agent/metrics/measured-store.ts';
 import { NO_TELEMETRY } from '../../src/agent/metrics/telemetry.ts';
 import { CommitHealth } from '../../src/agent/server/commit-health.ts';
 import { ForwardingStore } from '../../src/store/forwarding-store.ts';
-import { SqliteStore } from '../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../src/store/sqlite/store.ts';
 import type { AdmissionGuard, CommitOptions, CommitResult, PoolOp, Revision } from '../../src/store/store.ts';
 import { tempDir } from '../helpers/processes.ts';
 

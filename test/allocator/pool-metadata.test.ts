@@ -10,7 +10,7 @@ import { ManualClock } from '../../src/core/clock.ts';
 import { isWarrenError } from '../../src/core/errors.ts';
 import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import { Allocator } from '../../src/allocator/allocator.ts';
-import { SqliteStore } from '../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../src/store/sqlite/store.ts';
 import type { CommitResult, PoolOp, Revision, Store } from '../../src/store/store.ts';
 
 /** SQLite in memory, recording the metadata ops of every commit and counting pool listings. */

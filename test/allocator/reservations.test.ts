@@ -13,11 +13,11 @@ import { isWarrenError } from '../../src/core/errors.ts';
 import { parseIP } from '../../src/ipam/address.ts';
 import { blockKeyPrefix } from '../../src/ipam/blocks.ts';
 import { ReservedAddresses } from '../../src/ipam/reserved.ts';
-import { SqliteStore } from '../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../src/store/sqlite/store.ts';
 import type { Store } from '../../src/store/store.ts';
-import { TieredStore } from '../../src/store/tiered-store.ts';
+import { TieredStore } from '../../src/store/tiered/store.ts';
 import { tempDir } from '../helpers/processes.ts';
-import { MemoryTier } from '../store/memory-tier.ts';
+import { MemoryTier } from '../store/tiered/memory-tier.ts';
 
 const owner = (containerID: string) => ({ network: 'net', containerID, ifname: 'eth0' });
 const ranges = (ipam: Record<string, unknown>) => parseIpamConfig({ type: 'warren', ...ipam }).ranges;

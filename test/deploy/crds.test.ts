@@ -19,7 +19,7 @@ import { DEPLOY, assertValid, documentsOf, jsYaml, listedFiles } from './deploy-
 
 const GROUP = 'warren.dev';
 const VERSION = 'v1alpha1';
-/** The kinds of the cluster tier (src/store/cluster-tier.ts), each in its own file named after its plural. */
+/** The kinds of the cluster tier (src/store/tiered/cluster-tier.ts), each in its own file named after its plural. */
 const KINDS = [
   'WarrenAddressHolding',
   'WarrenAddressRequest',
@@ -31,7 +31,7 @@ const KINDS = [
 ];
 /**
  * Kinds living in their holder's namespace (so its deletion takes them), with a status (the pods
- * using them, as nodes report them): holdings (src/store/cluster-holdings.ts).
+ * using them, as nodes report them): holdings (src/store/tiered/cluster-holdings.ts).
  */
 const NAMESPACED = ['WarrenAddressHolding'];
 /** The kinds operators write (each with a status the agents keep), beside the cluster tier's. */

@@ -2,7 +2,7 @@
  * A node's state directory restored from an older copy, or deleted, while its containers keep their
  * addresses: real agents and the real plugin executable, on the fake Kubernetes API server and on
  * a real etcd. The agent compares its file with what it published before it hands out an address
- * (src/store/tiered-file-check.ts): the addresses allocated after the copy was taken are never
+ * (src/store/tiered/file-check.ts): the addresses allocated after the copy was taken are never
  * handed out again (the block is filled to show it), `warren status` says they are held and why,
  * and the containers' DELs release them.
  *

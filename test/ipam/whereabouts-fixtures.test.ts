@@ -22,7 +22,7 @@ import { formatIP, parseIP } from '../../src/ipam/address.ts';
 import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import type { RangeSpec } from '../../src/ipam/range.ts';
 import { Allocator } from '../../src/allocator/allocator.ts';
-import { SqliteStore } from '../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../src/store/sqlite/store.ts';
 
 const FIXTURES = join(import.meta.dirname, '..', 'fixtures', 'whereabouts');
 

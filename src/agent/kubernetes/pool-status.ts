@@ -18,7 +18,7 @@ import type { Logger } from 'pino';
 import { type Clock, sleepOn } from '../../core/clock.ts';
 import { messageOf } from '../../core/errors.ts';
 import { isPlainObject } from '../../core/validate.ts';
-import type { ClusterTier } from '../../store/cluster-tier.ts';
+import type { ClusterTier } from '../../store/tiered/cluster-tier.ts';
 import type { CatalogEntry } from '../../sources/kubernetes/pool-catalog.ts';
 import { poolCapacity } from '../../sources/kubernetes/warren-pool.ts';
 

@@ -23,7 +23,7 @@ import { WarrenError } from '../../core/errors.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { isPlainObject } from '../../core/validate.ts';
 import type { AllocationPage, AllocationPageRequest } from '../../api/protocol.ts';
-import type { ClusterTier } from '../../store/cluster-tier.ts';
+import type { ClusterTier } from '../../store/tiered/cluster-tier.ts';
 import type { AllocationFilter, ListCursor, Store } from '../../store/store.ts';
 import { holdersOf } from './cluster-holders.ts';
 

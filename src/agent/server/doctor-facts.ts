@@ -2,7 +2,7 @@
  * What the running agent knows of its own setup, for `warren doctor` (GET /v1/doctor): its paths,
  * its store's health and durability, which namespace directories it can observe and where the
  * namespaces its allocations recorded lie, containerd's state, the CNI config manager's state, its
- * clock against etcd's, and etcd's history and the room left for it (store/etcd-history.ts).
+ * clock against etcd's, and etcd's history and the room left for it (store/etcd-tier/history.ts).
  * Reads only; every part that cannot be read says why instead of failing the whole answer.
  *
  * The clock against etcd: etcd answers its HTTP endpoints with a `Date` header (whole seconds,

@@ -11,8 +11,8 @@
  */
 import type { Clock } from '../../core/clock.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
-import { SqliteStore } from '../../store/sqlite-store.ts';
-import type { ClusterTier } from '../../store/cluster-tier.ts';
+import { SqliteStore } from '../../store/sqlite/store.ts';
+import type { ClusterTier } from '../../store/tiered/cluster-tier.ts';
 import type { Membership, Store, StoreKind } from '../../store/store.ts';
 import type { AgentOptions } from './options.ts';
 
@@ -103,9 +103,9 @@ function sqliteOf(o: AgentOptions, opening: StoreOpening): SqliteStore {
 async function openKubernetes(o: AgentOptions, opening: StoreOpening): Promise<OpenedStore> {
   const [{ loadKubeConfig }, { openKubeTier }, { TieredStore }, { claimAgain }] = await Promise.all([
     import('../../sources/kubernetes/kubeconfig.ts'),
-    import('../../store/kubernetes/kube-tier.ts'),
-    import('../../store/tiered-store.ts'),
-    import('../../store/claim-again.ts'),
+    import('../../store/kubernetes/tier.ts'),
+    import('../../store/tiered/store.ts'),
+    import('../../store/tiered/claim-again.ts'),
   ]);
   let kubeConfig: ReturnType<typeof loadKubeConfig>;
   try {
@@ -157,7 +157,7 @@ async function openKubernetes(o: AgentOptions, opening: StoreOpening): Promise<O
 
 /** The two-tier store on etcd: the node's SQLite file beside the etcd tier, under --etcd-prefix. */
 async function openEtcd(o: AgentOptions, opening: StoreOpening): Promise<OpenedStore> {
-  const { openEtcdTiered } = await import('../../store/etcd-tier/etcd-tiered.ts');
+  const { openEtcdTiered } = await import('../../store/etcd-tier/tiered.ts');
   const tls = {
     ...(o.etcdCa === undefined ? {} : { ca: o.etcdCa }),
     ...(o.etcdCert === undefined ? {} : { cert: o.etcdCert }),

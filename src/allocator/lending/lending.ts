@@ -1,5 +1,5 @@
 /**
- * Lending addresses between the nodes of a range, on a two-tier store (store/tiered-store.ts,
+ * Lending addresses between the nodes of a range, on a two-tier store (store/tiered/store.ts,
  * Store.blockOwners): the parts wired for the allocator. Block placement (block-assigner.ts) uses
  * `fromLoans`, `borrow` and `migratedIn` on the ADD path; the agent's cluster upkeep calls `run`
  * periodically (allocator.ts `lend`).
@@ -22,7 +22,7 @@ import { bitsOf } from '../../ipam/address.ts';
 import type { Block } from '../../ipam/blocks.ts';
 import { parsePoolKey } from '../../ipam/pool-key.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
-import type { AddressRequest, ClusterTier } from '../../store/cluster-tier.ts';
+import type { AddressRequest, ClusterTier } from '../../store/tiered/cluster-tier.ts';
 import type { AdmissionGuard, PoolOp, Store } from '../../store/store.ts';
 import type { AllocateRequest, Decision } from '../assignment.ts';
 import type { PoolAssigner } from '../pool-assigner.ts';

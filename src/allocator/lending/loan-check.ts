@@ -28,7 +28,7 @@ import { isBookkeeping } from '../../ipam/bookkeeping.ts';
 import { isLoanKey } from '../../ipam/loan-key.ts';
 import { parsePoolKey } from '../../ipam/pool-key.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
-import type { ClusterTier, Grant } from '../../store/cluster-tier.ts';
+import type { ClusterTier, Grant } from '../../store/tiered/cluster-tier.ts';
 import type { Store } from '../../store/store.ts';
 import { loanAddressOf } from './loans.ts';
 

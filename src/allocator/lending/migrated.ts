@@ -30,7 +30,7 @@ import type { Allocation } from '../../ipam/allocation.ts';
 import { type Block, blockAt } from '../../ipam/blocks.ts';
 import { loanKey } from '../../ipam/loan-key.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
-import type { AddressRequest, ClusterTier, Grant } from '../../store/cluster-tier.ts';
+import type { AddressRequest, ClusterTier, Grant } from '../../store/tiered/cluster-tier.ts';
 import type { PoolOp, Store } from '../../store/store.ts';
 import { momentOf } from '../../core/moment.ts';
 import type { Clock } from '../../core/clock.ts';

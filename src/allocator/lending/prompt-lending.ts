@@ -18,7 +18,7 @@
  * - stops when `signal` aborts: no answer starts after, the tier is no longer listened to.
  */
 import type { Clock } from '../../core/clock.ts';
-import type { AddressRequest, ClusterTier } from '../../store/cluster-tier.ts';
+import type { AddressRequest, ClusterTier } from '../../store/tiered/cluster-tier.ts';
 import type { Borrower } from './borrower.ts';
 import type { Lender } from './lender.ts';
 

@@ -11,7 +11,7 @@ import type { NodeItem } from '../../../src/sources/kubernetes/node-source.ts';
 import type { Membership } from '../../../src/store/store.ts';
 import { silentLogger } from '../../helpers/logger.ts';
 import { waitFor } from '../../helpers/processes.ts';
-import { type TieredCluster, owner, rangesOf, tieredCluster } from '../../store/tiered-nodes.ts';
+import { type TieredCluster, owner, rangesOf, tieredCluster } from '../../store/tiered/nodes.ts';
 
 describe('KubernetesNodes on the two-tier store', () => {
   const clusters: TieredCluster[] = [];

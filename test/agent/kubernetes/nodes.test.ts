@@ -12,7 +12,7 @@ import { parseIpamConfig } from '../../../src/cni/ipam-config.ts';
 import { AsyncChannel } from '../../../src/core/async-channel.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
 import type { NodeItem } from '../../../src/sources/kubernetes/node-source.ts';
-import type { EtcdTieredStore } from '../../../src/store/etcd-tier/etcd-tiered.ts';
+import type { EtcdTieredStore } from '../../../src/store/etcd-tier/tiered.ts';
 import type { Membership } from '../../../src/store/store.ts';
 import { type EtcdCluster, startEtcd } from '../../helpers/etcd.ts';
 import { openTieredOnEtcd } from '../../helpers/etcd-tiered.ts';

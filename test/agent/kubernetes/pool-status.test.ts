@@ -9,7 +9,7 @@ import { describe, it } from 'node:test';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { POOL_STATUS_TASK, PoolStatusWriter } from '../../../src/agent/kubernetes/pool-status.ts';
 import { PoolCatalog } from '../../../src/sources/kubernetes/pool-catalog.ts';
-import { MemoryTier } from '../../store/memory-tier.ts';
+import { MemoryTier } from '../../store/tiered/memory-tier.ts';
 import { silentLogger } from '../../helpers/logger.ts';
 
 const RANGE = { space: 's', first: '', last: '', blockPrefix: 28 };

@@ -22,7 +22,7 @@ import type { ContainerdItem } from '../../../src/sources/containerd/event-sourc
 import type { PodItem } from '../../../src/sources/kubernetes/pod-source.ts';
 import { NetnsObserver } from '../../../src/sources/netns.ts';
 import type { AllocationFilter } from '../../../src/store/store.ts';
-import { SqliteStore } from '../../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 import { type FakeKubeApi, type KubeObject, startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
 import { waitFor } from '../../helpers/processes.ts';
 import { flush } from '../../helpers/event-loop.ts';

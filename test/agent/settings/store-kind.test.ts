@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { membershipOf, storeFacts } from '../../../src/agent/settings/store-kind.ts';
 import { ForwardingStore } from '../../../src/store/forwarding-store.ts';
-import { SqliteStore } from '../../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 import type { Membership } from '../../../src/store/store.ts';
 
 const sqlite = { store: 'sqlite', database: '/var/lib/warren/warren.db' } as const;

@@ -21,7 +21,7 @@ import { type FakeKubeApi, startFakeKubeApi } from '../../../helpers/fake-kube-a
 import { ipamClaimCrd } from '../../../helpers/ipamclaim-crd.ts';
 import { silentLogger } from '../../../helpers/logger.ts';
 import { waitFor } from '../../../helpers/processes.ts';
-import { type TieredCluster, type TieredNode, tieredCluster } from '../../../store/tiered-nodes.ts';
+import { type TieredCluster, type TieredNode, tieredCluster } from '../../../store/tiered/nodes.ts';
 
 const NS = 'vms';
 const NETWORK = 'tenant-a';

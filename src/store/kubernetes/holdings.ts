@@ -1,0 +1,125 @@
+/**
+ * Holdings on the Kubernetes API (store/tiered/cluster-holdings.ts): WarrenAddressHolding objects, one per
+ * (holder, range pool), in the holder's namespace (so a namespace's deletion ends its holdings),
+ * named from the holder and pool (names.ts holdingName).
+ *
+ * How the contract is kept:
+ * - one record per (key, pool): `create` is a POST of the one name; AlreadyExists answers undefined;
+ * - `remove` deletes with the uid precondition: a record made again since is another uid (409);
+ * - `setUses` is a PUT at the resourceVersion read (409: undefined), the user labels rewritten with
+ *   the uses, so `list({ user })` selects on the server.
+ * Listings across namespaces read the cluster-wide collection, by label, a page at a time.
+ */
+import { WarrenError } from '../../core/errors.ts';
+import type {
+  ClusterHoldings,
+  HoldingRecord,
+  HoldingUse,
+  NewHolding,
+  RemoveResult,
+} from '../tiered/cluster-holdings.ts';
+import { holdingNamespace, holdingObject, holdingOf } from './holding-objects.ts';
+import type { KubeApiClient } from './api-client.ts';
+import {
+  BLOCK_LABEL,
+  HOLDER_KIND_LABEL,
+  HOLDER_LABEL,
+  NODE_LABEL,
+  holdingName,
+  labelValue,
+  selectorOf,
+  userLabel,
+} from './names.ts';
+import { Resource, warrenKind } from './resources.ts';
+
+const PLURAL = 'warrenaddressholdings';
+
+export class KubeHoldings implements ClusterHoldings {
+  readonly #api: KubeApiClient;
+  /** Every namespace's holdings: the cluster-wide collection, for listings. */
+  readonly #holdings: Resource;
+
+  constructor(api: KubeApiClient) {
+    this.#api = api;
+    this.#holdings = new Resource(api, warrenKind('warrenaddressholdings'));
+  }
+
+  /** The holdings of the holder's namespace. */
+  #of(key: string): Resource {
+    const namespace = holdingNamespace(key);
+    if (namespace === undefined) throw new WarrenError('INVALID_CONFIG', `${JSON.stringify(key)} is no holding key`);
+    return new Resource(this.#api, { ...warrenKind(PLURAL), namespace });
+  }
+
+  async create(h: NewHolding): Promise<HoldingRecord | undefined> {
+    const holdings = this.#of(h.key);
+    const created = await holdings.create(`hold ${h.address} for ${h.key}`, holdingObject(h, []));
+    if (created.kind === 'exists') return undefined;
+    const record = holdingOf(created.object);
+    if (record === undefined)
+      throw new WarrenError('IO_FAILURE', `the API server answered the holding of ${h.key} with no object`);
+    return record;
+  }
+
+  async get(key: string, pool: string): Promise<HoldingRecord | undefined> {
+    const holdings = this.#of(key);
+    const record = holdingOf(await holdings.get(`read the holding of ${key}`, holdingName(key, pool)));
+    return record?.key === key && record.pool === pool ? record : undefined;
+  }
+
+  async ofHolder(key: string): Promise<HoldingRecord[]> {
+    const holdings = this.#of(key);
+    const items = await holdings.listAll(
+      `list the holdings of ${key}`,
+      selectorOf({ [HOLDER_LABEL]: labelValue(key) }),
+    );
+    return items.map(holdingOf).filter((r): r is HoldingRecord => r?.key === key);
+  }
+
+  async list(filter: { owner?: string; user?: string; kind?: string; block?: string }): Promise<HoldingRecord[]> {
+    const labels: Record<string, string> = {
+      ...(filter.owner === undefined ? {} : { [NODE_LABEL]: labelValue(filter.owner) }),
+      ...(filter.user === undefined ? {} : { [userLabel(filter.user)]: 'true' }),
+      ...(filter.kind === undefined ? {} : { [HOLDER_KIND_LABEL]: labelValue(filter.kind) }),
+      ...(filter.block === undefined ? {} : { [BLOCK_LABEL]: labelValue(filter.block) }),
+    };
+    const items = await this.#holdings.listAll('list address holdings', selectorOf(labels));
+    return items
+      .map(holdingOf)
+      .filter(
+        (r): r is HoldingRecord =>
+          r !== undefined &&
+          (filter.owner === undefined || r.owner === filter.owner) &&
+          (filter.user === undefined || r.uses.some((u) => u.node === filter.user)) &&
+          (filter.kind === undefined || r.key.startsWith(`${filter.kind}/`)) &&
+          (filter.block === undefined || r.block === filter.block),
+      );
+  }
+
+  async setOwner(record: HoldingRecord, node: string): Promise<HoldingRecord | undefined> {
+    const holdings = this.#of(record.key);
+    const written = await holdings.replace(
+      `make node ${node} the owner of the holding of ${record.key}`,
+      holdingObject({ ...record, owner: node }, record.uses, record.version),
+    );
+    return written.kind === 'replaced' ? holdingOf(written.object) : undefined;
+  }
+
+  async setUses(record: HoldingRecord, node: string, uses: readonly HoldingUse[]): Promise<HoldingRecord | undefined> {
+    const holdings = this.#of(record.key);
+    const all = [...record.uses.filter((u) => u.node !== node), ...uses.map((u) => ({ ...u, node }))];
+    const written = await holdings.replace(
+      `record the uses of the holding of ${record.key} on node ${node}`,
+      holdingObject(record, all, record.version),
+    );
+    return written.kind === 'replaced' ? holdingOf(written.object) : undefined;
+  }
+
+  async remove(record: HoldingRecord): Promise<RemoveResult> {
+    const holdings = this.#of(record.key);
+    const done = await holdings.remove(`end the holding of ${record.key}`, holdingName(record.key, record.pool), {
+      uid: record.uid,
+    });
+    return done === 'deleted' ? 'removed' : done === 'conflict' ? 'changed' : 'gone';
+  }
+}
