@@ -26,7 +26,7 @@ import { WarrenError, messageOf } from '../core/errors.ts';
 /** What the operator does about a store that lost its data; ends every such halt's message. */
 export const STORE_LOST_RECOVERY =
   'Allocation is stopped until an operator acts: restore etcd from its latest backup, or accept the store as ' +
-  'it is (`warren store accept`); see the README, "When etcd lost its data"';
+  'it is (`warren store accept`); see docs/recovery.md, "When etcd lost its data"';
 
 export type HaltKind = 'store-lost' | 'taken-over';
 
