@@ -1,6 +1,6 @@
 /**
  * The architecture, checked from the code: every file under src/ imports only its own layer and
- * the layers before it (README "Layout"), so data flows one way and a lower layer never
+ * the layers before it (docs/layout.md), so data flows one way and a lower layer never
  * learns of a higher one; and the plugin's bundle is made of the files it is meant to be made of,
  * so the cold start on every pod start cannot grow by an accidental import.
  */

@@ -27,7 +27,7 @@ import { StoreContinuity } from '../tiered/continuity.ts';
 /** What the operator does about a store that lost its data; ends every such halt's message. */
 export const STORE_LOST_RECOVERY =
   'Allocation is stopped until an operator acts: restore etcd from its latest backup, or accept the store as ' +
-  'it is (`warren store accept`); see the README, "When etcd lost its data"';
+  'it is (`warren store accept`); see docs/recovery.md, "When etcd lost its data"';
 
 export type { Halt, HaltKind } from '../tiered/continuity.ts';
 

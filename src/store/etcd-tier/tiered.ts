@@ -69,7 +69,7 @@ export async function openEtcdTiered(o: EtcdTieredOptions): Promise<EtcdTieredSt
           `node${old.length === 1 ? '' : 's'} ${old.join(', ')} ${old.length === 1 ? 'is' : 'are'} announced but ` +
             `still hold${old.length === 1 ? 's' : ''} blocks in the old etcd layout: an agent of the old ` +
             "version runs there, and it and this one do not see each other's blocks. Stop it and start this " +
-            'version (README, "Upgrading from the one-tier etcd store")',
+            'version (docs/etcd.md, "Upgrading from the one-tier etcd store")',
         );
     } else {
       notice(`${halted}; the old etcd layout, if any is left, is not moved while so`);

@@ -31,7 +31,7 @@ import type { RevisionObserver } from './resources.ts';
 /** What the operator does about an API server that lost its data; ends every such halt's message. */
 export const API_LOST_RECOVERY =
   "Allocation is stopped until an operator acts: restore the API server's etcd from its latest backup, or " +
-  'accept the store as it is (`warren store accept` on every node); see the README, "When the API server lost ' +
+  'accept the store as it is (`warren store accept` on every node); see docs/recovery.md, "When the API server lost ' +
   'its data"';
 
 /** A resourceVersion as the etcd revision it is; undefined for one that is not a decimal string. */
