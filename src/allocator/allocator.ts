@@ -57,9 +57,9 @@ export interface AllocatorOptions {
   /** Decide-and-commit rounds before giving up with TRY_AGAIN. Default 8, 32 with blocks. */
   readonly maxAttempts?: number;
   /**
-   * Split ranges into blocks with node affinity (cluster stores): this node allocates inside
-   * blocks it claimed, claims a free block when they are full, and borrows from other nodes'
-   * blocks when no block is free.
+   * Split ranges into blocks with node affinity (the two-tier store; refused on a store without
+   * Store.blockOwners): this node allocates inside blocks it claimed, claims a free block when they
+   * are full, and borrows from other nodes' blocks when no block is free.
    */
   readonly blocks?: boolean;
   /** How long an ADD waits for other nodes to lend it addresses (two-tier store; default 15 s). */
@@ -376,7 +376,6 @@ export class Allocator {
       {
         store: this.#store,
         pools: this.#pools,
-        maxAttempts: this.#maxAttempts,
         releaseAddresses: (pool, addresses) => this.releaseAddresses(pool, addresses),
       },
       node,

@@ -81,6 +81,23 @@ export function tieredCluster(names: readonly string[], o: TieredClusterOptions 
   };
 }
 
+/**
+ * One node's TieredStore, on its own SQLite file (in `dir`, a fresh directory unless given) and a
+ * session of `tier` (a fresh MemoryTier unless given): the store an agent splits ranges into blocks on.
+ */
+export function tieredStore(
+  clock: ManualClock,
+  o: { readonly node?: string; readonly tier?: MemoryTier; readonly dir?: string } = {},
+): TieredStore {
+  const node = o.node ?? 'n1';
+  return new TieredStore({
+    local: new SqliteStore({ path: join(o.dir ?? tempDir(), `${node}.db`) }),
+    tier: (o.tier ?? new MemoryTier({ clock })).session(),
+    node,
+    clock,
+  });
+}
+
 export const owner = (containerID: string) => ({ network: 'net', containerID, ifname: 'eth0' });
 
 export function rangesOf(ipam: Record<string, unknown>): readonly RangeSpec[] {
