@@ -30,7 +30,7 @@ describe('the CLI context', () => {
   it('reads nothing until a command asks (a command that needs no agent cannot fail on finding one)', () => {
     const { env, read } = recording({ WARREN_SOCKET: '/run/x.sock' });
     const context = cliContext(env);
-    assert.deepEqual(read, []);
+    assert.equal(read.length, 0, `read before asked: ${read.join(', ')}`);
     assert.equal(context.socket(undefined), '/run/x.sock');
     assert.ok(read.includes('WARREN_SOCKET'));
   });
