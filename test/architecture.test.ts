@@ -223,6 +223,8 @@ export const PLUGIN_INPUTS: readonly string[] = [
   'src/ipam/allocation.ts',
   'src/ipam/pool-key.ts',
   'src/ipam/range.ts',
+  // The store key's codec (pure, small): a range pool key is one with no part after its `#`.
+  'src/ipam/store-key.ts',
 ];
 
 /** The files esbuild puts into the plugin bundle, as scripts/build.ts builds it. */

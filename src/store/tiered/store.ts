@@ -40,7 +40,7 @@
  */
 import type { Clock, CancelTimer } from '../../core/clock.ts';
 import { messageOf } from '../../core/errors.ts';
-import { isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
+import { isBlockKey, rangePoolListed, rangePoolOfKey } from '../../ipam/blocks.ts';
 import type { Allocation, Owner } from '../../ipam/allocation.ts';
 import { isUseKey } from '../../ipam/holding-key.ts';
 import { isLoanKey } from '../../ipam/loan-key.ts';
@@ -346,13 +346,13 @@ export class TieredStore implements Store {
   async pools(prefix?: string): Promise<PoolSummary[]> {
     const local = await this.#local.pools(prefix);
     // `<range pool>#` exactly: the blocks of one range.
-    const rangePool = prefix?.endsWith('#') === true ? prefix.slice(0, -1) : undefined;
+    const rangePool = rangePoolListed(prefix);
     const shown = local.map((p) => {
       if (!isBlockKey(p.pool) || !this.#claims.vanished(p.pool)) return p;
       const { affinity: _gone, ...rest } = p;
       return rest;
     });
-    if (rangePool === undefined || isBlockKey(rangePool)) return shown;
+    if (rangePool === undefined) return shown;
     return ownBlocks(this.#claims, rangePool, shown);
   }
 
