@@ -7,12 +7,12 @@
  * Also pins a range's block size in the store at first use: two configs that split one range
  * differently would put one address in two blocks, so a config that disagrees is refused.
  *
- * On a store that keeps block owners apart from addresses (Store.blockOwners, the two-tier store):
+ * On a store that keeps block owners apart from addresses (Store.cluster, the two-tier store):
  * - a range whose config sets no block_size is split by its size (ipam/range.ts
  *   adaptiveBlockPrefix), and the size pinned in the store wins over that default (only a size the
  *   config set is refused when it disagrees);
  * - the first ADD of a range reads only this node's blocks (`pools(<range>#)` answers those); the
- *   range's claims are read (blockOwners.rangeBlocks) only when this node's blocks are full;
+ *   range's claims are read (cluster.owners.rangeBlocks) only when this node's blocks are full;
  * - an address in another node's block is that node's to hand out: after its own blocks, a node
  *   tries the addresses others lent it (lending/, a local look), and the `borrow` placement asks the
  *   owners to lend some and waits for them (lending/borrower.ts); a claim holds the addresses a
@@ -75,7 +75,7 @@ export class BlockAssigner {
       if (requested.value < range.first || requested.value > range.last)
         return assigner.decide(range, range, request, requested, guard); // reports "outside"
       const block = blockAt(range, requested.value);
-      const unheld = store.blockOwners === undefined ? undefined : await this.#holdRequested(range, block, request);
+      const unheld = store.cluster === undefined ? undefined : await this.#holdRequested(range, block, request);
       return unheld ?? assigner.decide(block.span, range, request, requested, guard);
     }
     const owned = own.get(range.pool) ?? (await this.#refreshOwn(range));
@@ -87,7 +87,7 @@ export class BlockAssigner {
       if (decision.kind === 'done') own.promote(range.pool, key);
       // A two-tier store refuses allocations in a block whose claim vanished: look at the own blocks
       // again (its `pools` no longer shows that one as this node's), or the next round would retry it.
-      if (decision.kind === 'conflict' && store.blockOwners !== undefined) await this.#refreshOwn(range);
+      if (decision.kind === 'conflict' && store.cluster !== undefined) await this.#refreshOwn(range);
       return decision;
     }
     // Then addresses other nodes lent this one: a local look, no request to the cluster.
@@ -95,9 +95,9 @@ export class BlockAssigner {
     if (loaned !== undefined) return loaned;
     // Own blocks are full (or there are none): look at the whole range again.
     const summaries =
-      store.blockOwners === undefined
+      store.cluster === undefined
         ? await store.pools(blockKeyPrefix(range.pool))
-        : await store.blockOwners.rangeBlocks(range.pool, { counts: false });
+        : await store.cluster.owners.rangeBlocks(range.pool, { counts: false });
     // Placed with the reservations as exclusions: a block they hold back whole is never claimed
     // (it could hand nothing out); the blocks decided on are the range's own again.
     const placed = placeInBlocks({
@@ -158,7 +158,7 @@ export class BlockAssigner {
   ): Promise<Decision> {
     // On a two-tier store only the owner hands out addresses of its blocks (it alone holds them):
     // ask the owners to lend some (address requests), and wait for them.
-    if (this.#o.store.blockOwners !== undefined)
+    if (this.#o.store.cluster !== undefined)
       return this.#o.lending === undefined ? { kind: 'full' } : this.#o.lending.borrow(range);
     for (const block of from) {
       const decision = await this.#o.assigner.decide(block.span, range, request, undefined, guard);
@@ -175,11 +175,11 @@ export class BlockAssigner {
    */
   async #holdRequested(range: RangeSpec, block: Block, request: AllocateRequest): Promise<Decision | undefined> {
     const { store, node, own } = this.#o;
-    const owners = store.blockOwners;
-    if (owners === undefined || (own.get(range.pool) ?? (await this.#refreshOwn(range))).includes(block.key)) {
+    const cluster = store.cluster;
+    if (cluster === undefined || (own.get(range.pool) ?? (await this.#refreshOwn(range))).includes(block.key)) {
       return undefined;
     }
-    const claim = await owners.tier.claimOf(block.key);
+    const claim = await cluster.records.claimOf(block.key);
     if (claim?.node === node) {
       await this.#refreshOwn(range);
       return { kind: 'conflict' };
@@ -220,7 +220,7 @@ export class BlockAssigner {
    */
   async #pinBlockSize(configured: RangeSpec): Promise<RangeSpec> {
     const { store, maxAttempts } = this.#o;
-    const adapts = store.blockOwners !== undefined && configured.blockSizeSet !== true;
+    const adapts = store.cluster !== undefined && configured.blockSizeSet !== true;
     const wanted = adapts
       ? { ...configured, blockPrefix: adaptiveBlockPrefix(configured.family, configured.first, configured.last) }
       : configured;

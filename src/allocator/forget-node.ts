@@ -6,7 +6,7 @@
  *
  * Idempotent: forgetting a node that holds nothing returns empty lists.
  *
- * On a store that keeps block owners apart from addresses (Store.blockOwners, the two-tier store),
+ * On a store that keeps block owners apart from addresses (Store.cluster, the two-tier store),
  * the node's blocks are freed there (each claim removed only as it was read: one agent frees each
  * block) and the addresses it lent are dropped; its allocations lived in its own store, and only
  * what this store lists of it is released here.
@@ -36,8 +36,8 @@ export async function forgetNode(parts: ForgetNodeParts, node: string): Promise<
   for (const a of await store.list({ node })) byPool.set(a.pool, [...(byPool.get(a.pool) ?? []), a.address]);
   const released: Allocation[] = [];
   for (const [pool, addresses] of byPool) released.push(...(await parts.releaseAddresses(pool, addresses)));
-  if (store.blockOwners !== undefined) {
-    const freed = await store.blockOwners.forgetNode(node);
+  if (store.cluster !== undefined) {
+    const freed = await store.cluster.owners.forgetNode(node);
     for (const key of freed) pools.forget(key);
     return { released, blocks: freed };
   }
