@@ -119,7 +119,7 @@ export class EtcdTier implements ClusterTier {
   readonly spaces: EtcdTierSpaces;
   /** etcd's history and room, for `warren doctor` (Store.cluster.history of the store on this tier). */
   readonly history: EtcdHistory;
-  // No `holdings` (nor `publishLoan`): etcd keeps no holdings yet, so StatefulSet ordinals and IPAMClaims need Kubernetes.
+  // No `holdings` (nor `publishLoan`): etcd keeps none yet; StatefulSet ordinals and IPAMClaims need Kubernetes.
   readonly #client: Etcd3;
   readonly #kv: TierKv;
   readonly #ns: Namespace;
