@@ -25,7 +25,7 @@ import { type EtcdCluster, startEtcd } from '../../helpers/etcd.ts';
 import { tempDir } from '../../helpers/processes.ts';
 
 const FIXTURE = JSON.parse(
-  readFileSync(new URL('../fixtures/etcd-legacy/two-nodes.json', import.meta.url), 'utf8'),
+  readFileSync(new URL('../../fixtures/etcd-legacy/two-nodes.json', import.meta.url), 'utf8'),
 ) as Record<string, string>;
 
 interface OldBlock {
