@@ -150,8 +150,8 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
       backoff,
       ...(fieldSelector === undefined ? {} : { fieldSelector }),
     });
-  const tier = deps.store.blockOwners?.tier;
-  const holdings = tier?.holdings;
+  const cluster = deps.store.cluster;
+  const holdings = cluster?.holdings;
   // WarrenPools are custom resources of the kubernetes store's (deploy/crds/): read only on it.
   const planning = new KubernetesPlanning({
     node: o.nodeName,
@@ -164,11 +164,14 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
             pools: watch('/apis/warren.dev/v1alpha1/warrenpools'),
             self: watch('/api/v1/nodes', `metadata.name=${o.nodeName}`),
             status: (catalog) =>
-              tier === undefined
+              cluster === undefined
                 ? undefined
                 : new PoolStatusWriter({
                     catalog,
-                    tier,
+                    tier: {
+                      published: cluster.records.published.bind(cluster.records),
+                      membership: cluster.membership,
+                    },
                     ...poolStatusWrite(kubeConfig),
                     clock: deps.clock,
                     logger,
@@ -177,7 +180,7 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
                   }),
           },
         }),
-    ...(holdings === undefined || tier === undefined
+    ...(holdings === undefined || cluster === undefined
       ? {}
       : {
           sticky: {
@@ -185,7 +188,7 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
             release: new StickyRelease({
               records: holdings,
               endHolding: (key) => deps.allocator.holdings.endHolding(key),
-              membership: tier.membership,
+              membership: cluster.membership,
               clock: deps.clock,
               logger,
               graceMs: o.stickyReleaseGraceSeconds * 1000,

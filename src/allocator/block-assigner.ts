@@ -7,14 +7,14 @@
  * Also pins a range's block size in the store at first use: two configs that split one range
  * differently would put one address in two blocks, so a config that disagrees is refused.
  *
- * Blocks live on the two-tier store only (Store.blockOwners: the cluster keeps who owns which block,
+ * Blocks live on the two-tier store only (Store.cluster: the cluster keeps who owns which block,
  * each node the addresses of its own blocks); a store without block owners is refused at
  * construction. On it:
  * - a range whose config sets no block_size is split by its size (ipam/range.ts
  *   adaptiveBlockPrefix), and the size pinned in the store wins over that default (only a size the
  *   config set is refused when it disagrees);
  * - the first ADD of a range reads only this node's blocks (`pools(<range>#)` answers those); the
- *   range's claims are read (blockOwners.rangeBlocks) only when this node's blocks are full;
+ *   range's claims are read (cluster.owners.rangeBlocks) only when this node's blocks are full;
  * - an address in another node's block is that node's to hand out: after its own blocks, a node
  *   tries the addresses others lent it (lending/, a local look), and the `borrow` placement asks the
  *   owners to lend some and waits for them (lending/borrower.ts); a claim holds the addresses a
@@ -25,7 +25,7 @@ import type { IPAddress } from '../ipam/address.ts';
 import { type Block, blockAt, blockKeyPrefix, blockOfKey } from '../ipam/blocks.ts';
 import { withReservations } from '../ipam/reserved.ts';
 import { type RangeSpec, adaptiveBlockPrefix } from '../ipam/range.ts';
-import type { AdmissionGuard, BlockOwners, Store } from '../store/store.ts';
+import type { AdmissionGuard, Store, StoreCluster } from '../store/store.ts';
 import type { AllocateRequest, Decision } from './assignment.ts';
 import { CONFLICT, retryOnConflict } from './commit-loop.ts';
 import type { Holdings } from './holdings/holdings.ts';
@@ -53,22 +53,22 @@ export interface BlockAssignerOptions {
 export class BlockAssigner {
   /** The store, the shared caches and the round in one pool this applies placement through. */
   readonly #o: BlockAssignerOptions;
-  /** The cluster's side of the store: who owns which block of a range. */
-  readonly #owners: BlockOwners;
+  /** The cluster's side of the store: who owns which block of a range, and the claims' records. */
+  readonly #cluster: StoreCluster;
   /** Range pools whose block size this process has checked against the store, and that size. */
   readonly #pinned = new Map<string, number>();
 
   constructor(options: BlockAssignerOptions) {
     // Blocks need a cluster that keeps their owners apart from the addresses (the two-tier store):
     // on one store shared by every node, any node could hand out any block's addresses.
-    const owners = options.store.blockOwners;
-    if (owners === undefined)
+    const cluster = options.store.cluster;
+    if (cluster === undefined)
       throw new Error(
-        `store ${options.store.description} keeps no block owners (Store.blockOwners): ` +
+        `store ${options.store.description} keeps no block owners (Store.cluster): ` +
           'ranges are split into blocks on the two-tier store only',
       );
     this.#o = options;
-    this.#owners = owners;
+    this.#cluster = cluster;
   }
 
   /**
@@ -106,7 +106,7 @@ export class BlockAssigner {
     const loaned = await this.#o.lending?.fromLoans(range, request, guard);
     if (loaned !== undefined) return loaned;
     // Own blocks are full (or there are none): look at the whole range again.
-    const summaries = await this.#owners.rangeBlocks(range.pool, { counts: false });
+    const summaries = await this.#cluster.owners.rangeBlocks(range.pool, { counts: false });
     // Placed with the reservations as exclusions: a block they hold back whole is never claimed
     // (it could hand nothing out); the blocks decided on are the range's own again.
     const placed = placeInBlocks({
@@ -166,7 +166,7 @@ export class BlockAssigner {
   async #holdRequested(range: RangeSpec, block: Block, request: AllocateRequest): Promise<Decision | undefined> {
     const { store, node, own } = this.#o;
     if ((own.get(range.pool) ?? (await this.#refreshOwn(range))).includes(block.key)) return undefined;
-    const claim = await this.#owners.tier.claimOf(block.key);
+    const claim = await this.#cluster.records.claimOf(block.key);
     if (claim?.node === node) {
       await this.#refreshOwn(range);
       return { kind: 'conflict' };

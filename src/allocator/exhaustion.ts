@@ -46,14 +46,14 @@ export class Exhaustion {
     const allocated = summaries.reduce((n, p) => n + p.allocated, 0);
     const resting = summaries.reduce((n, p) => n + p.resting, 0);
     const held = heldBack(range, reserved);
-    const tier = store.blockOwners?.tier;
-    if (tier === undefined) {
+    const records = store.cluster?.records;
+    if (records === undefined) {
       return new WarrenError(
         'POOL_EXHAUSTED',
         `pool ${range.pool} has no free address (${allocated} allocated, ${resting} resting after release${held})`,
       );
     }
-    const figures = await this.#figures(range.pool, tier.published.bind(tier));
+    const figures = await this.#figures(range.pool, records.published.bind(records));
     const cluster =
       typeof figures === 'string'
         ? `the range across the cluster could not be read: ${figures}`

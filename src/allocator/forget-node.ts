@@ -6,7 +6,7 @@
  *
  * Idempotent: forgetting a node that holds nothing returns empty lists.
  *
- * The node's blocks are freed in the cluster (Store.blockOwners, the two-tier store: each claim
+ * The node's blocks are freed in the cluster (Store.cluster, the two-tier store: each claim
  * removed only as it was read, so one agent frees each block) and the addresses it lent are
  * dropped; its allocations lived in its own store, and only what this store lists of it is released
  * here. A store without block owners has no blocks to free.
@@ -34,7 +34,7 @@ export async function forgetNode(parts: ForgetNodeParts, node: string): Promise<
   for (const a of await store.list({ node })) byPool.set(a.pool, [...(byPool.get(a.pool) ?? []), a.address]);
   const released: Allocation[] = [];
   for (const [pool, addresses] of byPool) released.push(...(await parts.releaseAddresses(pool, addresses)));
-  const freed = (await store.blockOwners?.forgetNode(node)) ?? [];
+  const freed = (await store.cluster?.owners.forgetNode(node)) ?? [];
   for (const key of freed) pools.forget(key);
   return { released, blocks: freed };
 }

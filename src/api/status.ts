@@ -6,7 +6,7 @@
  * holds here: fields are added, never renamed.
  */
 
-import type { FileCheckStatus } from '../store/tiered/file-check.ts';
+import type { FileCheckStatus } from '../store/cluster.ts';
 import type { CniConfigStatus } from './node-config-status.ts';
 
 export type { FileCheckStatus };

@@ -37,7 +37,7 @@ after(async () => {
 /** The range's blocks as node `by` sees them: every node's claims, with the counts each published. */
 async function blocksOf(c: LendingCluster, rangePool: string | undefined, by = 'n1'): Promise<PoolSummary[]> {
   for (const n of c.nodes) await n.store.flush();
-  return c.node(by).store.blockOwners.rangeBlocks(rangePool ?? '', { counts: true });
+  return c.node(by).store.cluster.owners.rangeBlocks(rangePool ?? '', { counts: true });
 }
 
 /** What every node's store hands out (the placeholders a lender keeps of what it lent left out). */

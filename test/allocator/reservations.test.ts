@@ -107,7 +107,7 @@ describe('reservations in the allocator', () => {
     const [a] = await allocator.allocate({ owner: owner('first'), ranges: r });
     assert.equal(a?.allocation.address, '10.0.0.8');
     // Every node's claims in the range, as the cluster keeps them.
-    const claimed = (await store.blockOwners.rangeBlocks(r[0]?.pool as string, { counts: false }))
+    const claimed = (await store.cluster.owners.rangeBlocks(r[0]?.pool as string, { counts: false }))
       .filter((p) => p.affinity !== undefined)
       .map((p) => p.pool.slice(p.pool.indexOf('#') + 1));
     assert.deepEqual(claimed, ['10.0.0.8/30'], 'the two reserved blocks below it stay unclaimed');

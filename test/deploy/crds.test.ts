@@ -31,7 +31,7 @@ const KINDS = [
 ];
 /**
  * Kinds living in their holder's namespace (so its deletion takes them), with a status (the pods
- * using them, as nodes report them): holdings (src/store/tiered/cluster-holdings.ts).
+ * using them, as nodes report them): holdings (src/store/cluster-holdings.ts).
  */
 const NAMESPACED = ['WarrenAddressHolding'];
 /** The kinds operators write (each with a status the agents keep), beside the cluster tier's. */

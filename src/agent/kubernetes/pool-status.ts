@@ -18,7 +18,7 @@ import type { Logger } from 'pino';
 import { type Clock, sleepOn } from '../../core/clock.ts';
 import { messageOf } from '../../core/errors.ts';
 import { isPlainObject } from '../../core/validate.ts';
-import type { ClusterTier } from '../../store/tiered/cluster-tier.ts';
+import type { StoreCluster } from '../../store/store.ts';
 import type { CatalogEntry } from '../../sources/kubernetes/pool-catalog.ts';
 import { poolCapacity } from '../../sources/kubernetes/warren-pool.ts';
 
@@ -38,7 +38,7 @@ export interface PoolFigures {
 
 export interface PoolStatusOptions {
   readonly catalog: { entries(): CatalogEntry[] };
-  readonly tier: Pick<ClusterTier, 'published' | 'membership'>;
+  readonly tier: { readonly published: StoreCluster['records']['published'] } & Pick<StoreCluster, 'membership'>;
   /** PUT of the object's status subresource at its resourceVersion: false when it changed or is gone. */
   readonly write: (object: Record<string, unknown>) => Promise<boolean>;
   readonly clock: Clock;

@@ -21,7 +21,7 @@ import { messageOf } from '../../core/errors.ts';
 import { isPlainObject } from '../../core/validate.ts';
 import { parseHolderKey } from '../../ipam/holding-key.ts';
 import type { ListWatchItem } from '../../sources/kubernetes/list-watch.ts';
-import type { ClusterHoldings, HoldingRecord } from '../../store/tiered/cluster-holdings.ts';
+import type { ClusterHoldings, HoldingRecord } from '../../store/cluster-holdings.ts';
 import type { Membership } from '../../store/store.ts';
 
 /** The chore whose holder ends uncovered ordinals' holdings. */

@@ -20,7 +20,7 @@ import { momentOf } from '../../core/moment.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
 import { isUseKey, usePoolOf } from '../../ipam/holding-key.ts';
-import type { ClusterHoldings, HoldingRecord, HoldingUse } from '../../store/tiered/cluster-holdings.ts';
+import type { ClusterHoldings, HoldingRecord, HoldingUse } from '../../store/cluster-holdings.ts';
 import type { Store } from '../../store/store.ts';
 import type { PoolCache } from '../pool-cache.ts';
 import { HELD_NETWORK, placeholderOwner } from './placeholders.ts';

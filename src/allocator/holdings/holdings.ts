@@ -1,7 +1,7 @@
 /**
  * Holdings: an address that belongs to a holder other than one pod (ipam/holding-key.ts: a
  * StatefulSet's ordinal, a KubeVirt IPAMClaim), so that whichever pod acts for the holder, on
- * whichever node, gets it. Needs a cluster tier that keeps holdings (store/tiered/cluster-holdings.ts):
+ * whichever node, gets it. Needs a cluster tier that keeps holdings (store/cluster-holdings.ts):
  * the kubernetes store.
  *
  * How a holding is kept (per range pool; a dual-stack holder has one in each):
@@ -44,7 +44,7 @@ import type { Allocation, Owner } from '../../ipam/allocation.ts';
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
 import { holderKeyProblem, isUseKey, useKey } from '../../ipam/holding-key.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
-import type { ClusterHoldings, HoldingRecord } from '../../store/tiered/cluster-holdings.ts';
+import type { ClusterHoldings, HoldingRecord } from '../../store/cluster-holdings.ts';
 import type { PoolOp, Store } from '../../store/store.ts';
 import { type AllocateRequest, type Assignment, recordOf } from '../assignment.ts';
 import type { PoolCache } from '../pool-cache.ts';

@@ -21,7 +21,7 @@ import type { Clock } from '../../core/clock.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import { parseIP } from '../../ipam/address.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
-import type { AddressRequest, ClusterTier, Grant } from '../../store/tiered/cluster-tier.ts';
+import type { AddressRequest, ClusterRecords, Grant } from '../../store/cluster.ts';
 import type { AdmissionGuard, PoolDescription, PoolOp, PoolSummary, Store } from '../../store/store.ts';
 import type { AllocateRequest, Decision } from '../assignment.ts';
 import type { PoolAssigner } from '../pool-assigner.ts';
@@ -32,7 +32,7 @@ import { isMigrated } from './migrated.ts';
 
 export interface BorrowerOptions {
   readonly store: Store;
-  readonly tier: ClusterTier;
+  readonly tier: ClusterRecords;
   readonly node: string;
   readonly clock: Clock;
   readonly pools: PoolCache;

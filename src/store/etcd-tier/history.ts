@@ -1,5 +1,5 @@
 /**
- * Whether etcd keeps its history in check (`Store.history` of the two-tier store on etcd), for `warren doctor`.
+ * Whether etcd keeps its history in check (`Store.cluster.history` of the two-tier store on etcd), for `warren doctor`.
  * etcd keeps every revision of every key until it is compacted; an etcd started without
  * --auto-compaction-* grows its database with every ADD until it reaches its quota
  * (--quota-backend-bytes, default 2 GiB), raises NOSPACE and refuses every write.

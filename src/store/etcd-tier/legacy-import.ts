@@ -35,7 +35,8 @@
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { blockKeyPrefix, isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
-import type { ClusterTier, LegacyLeft, RangeRecord } from '../tiered/cluster-tier.ts';
+import type { LegacyLeft } from '../cluster.ts';
+import type { ClusterTier, RangeRecord } from '../tiered/cluster-tier.ts';
 import { type UnitDoc, ownerRecordKey, parseDoc } from './documents.ts';
 import type { PoolOp, Store } from '../store.ts';
 import { recordFromKey, spaceOfPool } from '../tiered/ranges.ts';

@@ -117,8 +117,9 @@ export class EtcdTier implements ClusterTier {
   readonly description: string;
   readonly membership: EtcdMembership;
   readonly spaces: EtcdTierSpaces;
-  /** etcd's history and room, for `warren doctor` (Store.history of the store on this tier). */
+  /** etcd's history and room, for `warren doctor` (Store.cluster.history of the store on this tier). */
   readonly history: EtcdHistory;
+  // No `holdings` (nor `publishLoan`): etcd keeps none yet; StatefulSet ordinals and IPAMClaims need Kubernetes.
   readonly #client: Etcd3;
   readonly #kv: TierKv;
   readonly #ns: Namespace;
@@ -374,7 +375,8 @@ export class EtcdTier implements ClusterTier {
     return legacyLeft(this.#kv);
   }
 
-  async forgetNode(node: string): Promise<void> {
+  /** Removes the old documents of `node`, gone for good (legacy-import.ts): before its claims are freed. */
+  async forgetLegacyNode(node: string): Promise<void> {
     await forgetLegacyNode(this.#kv, node);
   }
 

@@ -28,15 +28,31 @@ export interface EtcdTieredOptions extends EtcdTierOptions {
   readonly claimCheckMs?: number;
 }
 
-/** The two-tier store on etcd: TieredStore, and etcd's history for `warren doctor`. */
+/**
+ * The two-tier store on etcd: TieredStore, with etcd's history and what is left of the old layout
+ * for `warren doctor`, and a node forgotten losing its old documents before its claims are freed
+ * (they could claim its blocks again).
+ */
 export class EtcdTieredStore extends TieredStore {
   readonly history: StoreHistory;
   readonly etcd: EtcdTier;
 
   constructor(o: TieredStoreOptions & { readonly tier: EtcdTier }) {
-    super(o);
-    this.etcd = o.tier;
-    this.history = o.tier.history;
+    const tier = o.tier;
+    super(o, (cluster) => ({
+      ...cluster,
+      owners: {
+        ...cluster.owners,
+        forgetNode: async (node) => {
+          await tier.forgetLegacyNode(node);
+          return cluster.owners.forgetNode(node);
+        },
+      },
+      history: tier.history,
+      legacyLeft: () => tier.legacyLeft(),
+    }));
+    this.etcd = tier;
+    this.history = tier.history;
     o.tier.onAccept((node) => claimAgain(this, o.local, o.tier, node));
   }
 }

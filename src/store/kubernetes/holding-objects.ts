@@ -1,6 +1,6 @@
 /**
  * WarrenAddressHolding objects on the wire (deploy/crds/warrenaddressholdings.yaml) and the
- * holding records made from them (store/tiered/cluster-holdings.ts). Pure: no I/O.
+ * holding records made from them (store/cluster-holdings.ts). Pure: no I/O.
  *
  * Guarantees: what is read is checked (an object whose spec lacks what Warren writes reads as
  * undefined); the labels always agree with the spec and uses (owner node, range, holder, its kind,
@@ -8,7 +8,7 @@
  */
 import { isPlainObject as isRecord } from '../../core/validate.ts';
 import { parseHolderKey } from '../../ipam/holding-key.ts';
-import type { HoldingRecord, HoldingUse, NewHolding } from '../tiered/cluster-holdings.ts';
+import type { HoldingRecord, HoldingUse, NewHolding } from '../cluster-holdings.ts';
 import {
   API_VERSION,
   BLOCK_LABEL,

@@ -1,5 +1,5 @@
 /**
- * Holdings on the Kubernetes API (store/tiered/cluster-holdings.ts): WarrenAddressHolding objects, one per
+ * Holdings on the Kubernetes API (store/cluster-holdings.ts): WarrenAddressHolding objects, one per
  * (holder, range pool), in the holder's namespace (so a namespace's deletion ends its holdings),
  * named from the holder and pool (names.ts holdingName).
  *
@@ -11,13 +11,7 @@
  * Listings across namespaces read the cluster-wide collection, by label, a page at a time.
  */
 import { WarrenError } from '../../core/errors.ts';
-import type {
-  ClusterHoldings,
-  HoldingRecord,
-  HoldingUse,
-  NewHolding,
-  RemoveResult,
-} from '../tiered/cluster-holdings.ts';
+import type { ClusterHoldings, HoldingRecord, HoldingUse, NewHolding, RemoveResult } from '../cluster-holdings.ts';
 import { holdingNamespace, holdingObject, holdingOf } from './holding-objects.ts';
 import type { KubeApiClient } from './api-client.ts';
 import {

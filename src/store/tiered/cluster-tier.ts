@@ -21,21 +21,24 @@
  * - a block's publication is a record apart from its claim: it is removed with the claim when the
  *   claim is given back (`unclaim`), and stays when the claim is removed by someone else, so that
  *   `publicationOf` tells a claimer the block may still be in use.
+ *
+ * The records the allocator and the agent read and write directly (a block's claim, the published
+ * view, address requests: `ClusterRecords`) are declared by the store's contract (store/cluster.ts),
+ * which this extends; an older layout a tier moves from is that tier's own (etcd-tier/legacy-import.ts).
  */
-import type { Allocation } from '../../ipam/allocation.ts';
-import type { ClusterHoldings } from './cluster-holdings.ts';
+import type { ClusterHoldings } from '../cluster-holdings.ts';
+import type { BlockClaim, ClusterRecords, Page, PublishedBlock } from '../cluster.ts';
 import type { AddressSpaces, Membership } from '../store.ts';
 
-/** A block held by a node, as the cluster records it. */
-export interface BlockClaim {
-  /** The block's store key, `<range pool>#<block CIDR>` (ipam/blocks.ts). */
-  readonly key: string;
-  readonly node: string;
-  /** Identity of the record: a block given back and claimed again is another record. */
-  readonly uid: string;
-  /** The record's version; `unclaim` removes it only at this version. */
-  readonly version: string;
-}
+// The records the allocator and the agent use are the store's contract (store/cluster.ts); named here too.
+export type {
+  AddressRequest,
+  BlockClaim,
+  BlockCounts,
+  Grant,
+  Page,
+  PublishedBlock,
+} from '../cluster.ts';
 
 /** A range as first used in the cluster: its block size is fixed by the first node that used it. */
 export interface RangeRecord {
@@ -49,72 +52,9 @@ export interface RangeRecord {
   readonly blockPrefix: number;
 }
 
-/** Counts published with a block's allocations, for placement and operators. */
-export interface BlockCounts {
-  readonly allocated: number;
-  readonly resting: number;
-}
-
-/** A block's allocations as its owner last published them. */
-export interface PublishedBlock {
-  readonly key: string;
-  readonly node: string;
-  readonly counts: BlockCounts;
-  readonly allocations: readonly Allocation[];
-  /** Milliseconds since the epoch when the owner published (its wall clock). */
-  readonly publishedAt: number;
-  /**
-   * The revision of the block in its owner's own store (its SQLite file) when the allocations were
-   * read, read after them (tiered/publisher.ts): a file whose revision of the block is lower went
-   * back (restored from a copy, or lost: 0) and holds less than this publication
-   * (tiered/file-check.ts). Absent in publications of older Warrens.
-   */
-  readonly revision?: number;
-  /**
-   * A borrower's loan pool (one address another node lent `node`: allocator/lending/), published so
-   * the cluster view shows who holds a lent address, not only its lender's placeholder. Its key
-   * (`<range pool>#<address>/32`) names no claim. Absent: a claimed block.
-   */
-  readonly loan?: true;
-}
-
-/** An address one node hands another (`lender` → the request's node), or one a migration recorded. */
-export interface Grant {
-  readonly address: string;
-  /** The node whose block holds the address; `whereabouts` for one recorded by `warren migrate`. */
-  readonly lender: string;
-  /** The block key of the lender's block holding it; absent when no block holds it yet (migration). */
-  readonly block?: string;
-  /** Who holds the address already (migration): the requester records it as this allocation. */
-  readonly holder?: Allocation;
-}
-
-/** A node's request for addresses of one range: one record per (range, node). */
-export interface AddressRequest {
-  readonly pool: string;
-  readonly node: string;
-  /** Addresses the node asks for beyond what it was granted. */
-  readonly wanted: number;
-  readonly grants: readonly Grant[];
-  readonly version: string;
-}
-
-export interface Page<T> {
-  readonly items: readonly T[];
-  /** Present when there is more: hand it back for the next page. */
-  readonly continue?: string;
-}
-
-/** Old blocks left per node (the node their document names), and old range documents. */
-export interface LegacyLeft {
-  readonly blocks: Readonly<Record<string, number>>;
-  readonly ranges: number;
-}
-
 export type UnclaimResult = 'released' | 'changed' | 'gone';
 
-export interface ClusterTier {
-  readonly description: string;
+export interface ClusterTier extends ClusterRecords {
   /** Creates the range's record at first use, or answers the one already there (its block size wins). */
   pinRange(record: RangeRecord): Promise<RangeRecord>;
   /**
@@ -123,8 +63,6 @@ export interface ClusterTier {
    * its address space (the two-tier store then answers `admissionLost`).
    */
   claim(range: RangeRecord, key: string, node: string): Promise<BlockClaim | undefined>;
-  /** The claim of one block, if any. */
-  claimOf(key: string): Promise<BlockClaim | undefined>;
   /** Every claim of `node` (in range `pool` only, when given). */
   claimsOf(node: string, pool?: string): Promise<BlockClaim[]>;
   /**
@@ -140,7 +78,7 @@ export interface ClusterTier {
   publish(block: PublishedBlock): Promise<void>;
   /**
    * Publishes a loan pool of `block.node` (`block.loan`), replacing what any node published under
-   * its key before (the address's last borrower). Absent on a tier that publishes no loans.
+   * its key before (the address's last borrower). Absent on etcd, which publishes no loans (yet).
    */
   publishLoan?(block: PublishedBlock): Promise<void>;
   /**
@@ -148,40 +86,11 @@ export interface ClusterTier {
    * nobody holds (a claim that vanished leaves its publication: tiered/claim-guard.ts).
    */
   publicationOf(key: string): Promise<PublishedBlock | undefined>;
-  /** Removes the publication of loan pool `key` if it is still `node`'s (a loan given back, a node forgotten). */
+  /**
+   * Removes the publication of loan pool `key` if it is still `node`'s (a loan given back, a node
+   * forgotten). Absent where `publishLoan` is.
+   */
   withdrawLoan?(key: string, node: string): Promise<void>;
-  /** One page of published blocks (and loans, `loan`), of range `pool` and/or node `node` when given. */
-  published(
-    filter: { pool?: string; node?: string },
-    page?: { limit: number; continue?: string },
-  ): Promise<Page<PublishedBlock>>;
-  /** Asks, as `node`, for `wanted` more addresses of range `pool` (creating or updating its request). */
-  ask(pool: string, node: string, wanted: number): Promise<AddressRequest>;
-  /** The request of `node` for range `pool`, if any. */
-  requestOf(pool: string, node: string): Promise<AddressRequest | undefined>;
-  /** Open requests (wanted > 0) of range `pool`, or of every range. */
-  openRequests(pool?: string): Promise<AddressRequest[]>;
-  /** Every request granting something lent by `lender` (for the lender's upkeep). */
-  requestsLentBy(lender: string): Promise<AddressRequest[]>;
-  /**
-   * Replaces the request's grants and wanted count if it is still at `request.version`; undefined
-   * when it changed (read again and decide again).
-   */
-  updateRequest(request: AddressRequest, grants: readonly Grant[], wanted: number): Promise<AddressRequest | undefined>;
-  /**
-   * Tells `listener` of address requests created or changed, soon after (a watch), until the
-   * function returned is called (or the tier closes). A hint only: it may come late, twice, or not
-   * at all (a watch reconnecting); a lender answers on it and a borrower looks at its request on it
-   * at once, while the periodic readings stay what correctness rests on. Absent: timers alone.
-   */
-  watchRequests?(listener: (request: AddressRequest) => void): () => void;
-  /**
-   * Removes what else the tier keeps of a node gone for good, beyond its claims (etcd: its
-   * documents of the old one-tier layout); called by node forget before the claims are freed.
-   */
-  forgetNode?(node: string): Promise<void>;
-  /** What is left of an older layout the tier moves from (etcd's one-tier store), for `warren doctor`. */
-  legacyLeft?(): Promise<LegacyLeft>;
   /** Agents' liveness and one-off chores (Leases on Kubernetes). */
   readonly membership: Membership;
   /** Admission of ranges into their address space, across nodes. */

@@ -34,6 +34,7 @@
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
+import type { FileCheckStatus } from '../cluster.ts';
 import type { ClusterTier, PublishedBlock } from './cluster-tier.ts';
 import type { AcceptReport, Membership, PoolOp, Store } from '../store.ts';
 import { PAGE_LIMIT } from './ranges.ts';
@@ -47,23 +48,7 @@ export interface FileCheckOptions {
   readonly notice?: (message: string) => void;
 }
 
-/** What the comparison found, for `warren status`. */
-export interface FileCheckStatus {
-  /** Whether the file has been compared with the publications (allocation in blocks waits until then). */
-  readonly compared: boolean;
-  /** Why not yet, when not. */
-  readonly problem?: string;
-  /** Allocations taken from the publications that the file still holds: kept until their containers are proven gone. */
-  readonly restored: number;
-  /** Blocks adopted: claimed in the cluster by this node, unknown to its file. */
-  readonly adopted: readonly string[];
-  /** Blocks whose publication was newer than the file. */
-  readonly merged: readonly string[];
-  /** Disagreements left as the file has them (a publication without a revision). */
-  readonly disagreements: readonly string[];
-  /** Blocks where nothing is handed out until `warren store accept`, each with why. */
-  readonly withheld: readonly string[];
-}
+export type { FileCheckStatus } from '../cluster.ts';
 
 const sameOwner = (a: Allocation, b: Allocation): boolean =>
   a.network === b.network && a.containerID === b.containerID && a.ifname === b.ifname;

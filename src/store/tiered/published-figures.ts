@@ -1,5 +1,5 @@
 /**
- * What a range holds across the cluster, from what its nodes published (ClusterTier.published):
+ * What a range holds across the cluster, from what its nodes published (ClusterRecords.published, store/cluster.ts):
  * addresses allocated and resting, in all and by node. On a shared range a node's own figures are
  * its share only; these say the range's state, so an operator can tell "this node is full" from
  * "the range is full" (issue 34: "no free address (14 allocated)" when 30 of 30 were in use).
@@ -11,7 +11,7 @@
  * - a borrower's loan publication is not counted: its lender's placeholder already counts the address;
  * - figures are as published: up to a publication interval behind each owner.
  */
-import type { ClusterTier } from './cluster-tier.ts';
+import type { PublishedView } from '../cluster.ts';
 
 /** Blocks read per request. */
 const PAGE = 100;
@@ -30,7 +30,7 @@ export interface PublishedFigures {
 }
 
 export async function publishedFigures(
-  published: ClusterTier['published'],
+  published: PublishedView,
   rangePool: string,
   maxBlocks = FIGURES_MAX_BLOCKS,
 ): Promise<PublishedFigures> {

@@ -136,8 +136,6 @@ export async function rangeBlocks(parts: RangeParts, rangePool: string, counts: 
 /** Frees the blocks of `node`, gone for good: the keys freed by this call. */
 export async function forgetNodeBlocks(tier: ClusterTier, node: string): Promise<string[]> {
   const freed: string[] = [];
-  // First what else the tier keeps of the node (etcd's old layout): it could claim its blocks again.
-  await tier.forgetNode?.(node);
   for (const claim of await tier.claimsOf(node)) {
     let current: BlockClaim | undefined = claim;
     // A claim whose version moved (its owner published before it died) is read again; only the same

@@ -19,7 +19,7 @@
  *   conflict, so the allocator's next look at `pools(range)` sees the stored size (and refuses a
  *   config that asks for another);
  * - `pools(<range>#)` answers this node's blocks only (read from the cluster once per range, then
- *   cached), with local counts; the whole range is read only through `blockOwners.rangeBlocks`,
+ *   cached), with local counts; the whole range is read only through `cluster.owners.rangeBlocks`,
  *   which block placement calls when this node's blocks are full;
  * - findByOwner, list and readPool are local: this node's allocations;
  * - blocks whose local picture changed are published in batches every `publishIntervalMs` on the
@@ -46,18 +46,16 @@ import { isUseKey } from '../../ipam/holding-key.ts';
 import { isLoanKey } from '../../ipam/loan-key.ts';
 import type { ClusterTier, RangeRecord } from './cluster-tier.ts';
 import type {
-  AddressSpaces,
   AdmissionGuard,
   AllocationFilter,
-  BlockOwners,
   CommitOptions,
   CommitResult,
-  Membership,
   PoolOp,
   PoolRead,
   PoolSummary,
   Revision,
   Store,
+  StoreCluster,
 } from '../store.ts';
 import { TieredAdmissions } from './admissions.ts';
 import { TieredClaims } from './claims.ts';
@@ -86,9 +84,7 @@ function conflict(reason: string, admissionLost?: true): CommitResult {
 export class TieredStore implements Store {
   readonly description: string;
   readonly tier: ClusterTier;
-  readonly membership: Membership;
-  readonly spaces: AddressSpaces;
-  readonly blockOwners: BlockOwners;
+  readonly cluster: StoreCluster;
   /** This node's allocations a page at a time, as `list` answers them: the local store's. */
   readonly listPage?: NonNullable<Store['listPage']>;
   readonly #local: Store;
@@ -109,7 +105,8 @@ export class TieredStore implements Store {
   #clusterProblem: string | undefined; // the cluster's failure at the last ping
   #stopped = false;
 
-  constructor(o: TieredStoreOptions) {
+  /** `extend`: what a backend adds to the cluster capability (etcd: its history and old layout). */
+  constructor(o: TieredStoreOptions, extend: (cluster: StoreCluster) => StoreCluster = (cluster) => cluster) {
     this.#local = o.local;
     this.tier = o.tier;
     this.#node = o.node;
@@ -134,18 +131,21 @@ export class TieredStore implements Store {
       everyOwnBlock: async () => (await this.#claims.loadAll()).map((c) => c.key),
       notice: this.#notice,
     });
-    this.membership = this.#publisher.fileCheck.accepting(o.tier.membership);
     this.#admissions = new TieredAdmissions(o.tier, (space) => heldByNode(o.local, o.node, space));
-    this.spaces = this.#admissions.spaces;
-    this.blockOwners = {
-      rangeBlocks: (rangePool, options) =>
-        rangeBlocks({ local: this.#local, tier: this.tier, claims: this.#claims }, rangePool, options.counts),
-      holders: () => this.tier.claimHolders(),
-      forgetNode: (node) => forgetNodeBlocks(this.tier, node),
+    this.cluster = extend({
+      membership: this.#publisher.fileCheck.accepting(o.tier.membership),
+      spaces: this.#admissions.spaces,
+      owners: {
+        rangeBlocks: (rangePool, options) =>
+          rangeBlocks({ local: this.#local, tier: this.tier, claims: this.#claims }, rangePool, options.counts),
+        holders: () => this.tier.claimHolders(),
+        forgetNode: (node) => forgetNodeBlocks(this.tier, node),
+        adoptClaims: () => this.#keeper.adopt(),
+      },
+      records: o.tier,
       fileCheck: () => this.#publisher.fileCheck.status(),
-      tier: o.tier,
-      adoptClaims: () => this.#keeper.adopt(),
-    };
+      ...(o.tier.holdings === undefined ? {} : { holdings: o.tier.holdings }),
+    });
   }
 
   /** Compares the node's file with its publications, and starts publication and the claim check on the clock. */

@@ -33,7 +33,7 @@ describe('KubernetesNodes on the two-tier store', () => {
     await gone.allocator.allocate({ owner: owner('on-gone'), ranges: r });
     assert.deepEqual(await c.tier.claimHolders(), ['gone']);
 
-    const membership = n1.store.membership as Membership;
+    const membership = n1.store.cluster.membership as Membership;
     await membership.announce('n1', { since: c.clock.now(), version: 'test' });
     const nodes = new KubernetesNodes({
       store: n1.store,

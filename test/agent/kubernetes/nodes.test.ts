@@ -47,7 +47,7 @@ describe('KubernetesNodes', () => {
   /** An agent of `node` forgetting nodes from the items pushed to its channel. */
   const agent = async (prefix: string, node: string, clock: ManualClock, forgetNode?: Allocator['forgetNode']) => {
     const store = await open(prefix, node);
-    const membership = store.membership as Membership;
+    const membership = store.cluster.membership as Membership;
     await membership.announce(node, { since: clock.now(), version: 'test' });
     const allocator = new Allocator({ store, clock, node, blocks: true });
     const nodes = new KubernetesNodes({

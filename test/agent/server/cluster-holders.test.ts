@@ -113,7 +113,7 @@ for (const [name, open] of [
       const loans = async () =>
         (await c.cluster.published({ pool, node: 'borrower' })).items.filter((b) => b.loan === true).length;
       assert.equal(await loans(), 1);
-      await c.node('lender').store.blockOwners.forgetNode('borrower');
+      await c.node('lender').store.cluster.owners.forgetNode('borrower');
       assert.equal(await loans(), 0);
     });
   });

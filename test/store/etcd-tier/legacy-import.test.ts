@@ -318,7 +318,7 @@ describe('moving the old etcd layout to the two-tier store', () => {
     const n1 = await open(prefix, 'n1', new SqliteStore({ path: join(tempDir(), 'n1.db') }));
     try {
       assert.deepEqual((await n1.etcd.legacyLeft()).blocks, { n2: 1 });
-      const freed = await n1.blockOwners.forgetNode('n2');
+      const freed = await n1.cluster.owners.forgetNode('n2');
       assert.deepEqual(freed, ['10.77.0.0/24@legacy#10.77.0.32/28']);
       assert.deepEqual(await keys(prefix, 'units/'), []);
       assert.deepEqual(await keys(prefix, 'owners/'), []);

@@ -167,7 +167,7 @@ describe('etcd: overlapping ranges of one network_name on two nodes', () => {
 
   it('does not admit a range on a reading older than a write to a block of the range it would retire', async () => {
     const { n1, n2 } = await twoNodes();
-    const spaces = n2.store.spaces as AddressSpaces;
+    const spaces = n2.store.cluster.spaces as AddressSpaces;
     await n1.allocator.allocate({ owner: owner('a'), ranges: ranges('10.232.2.0/24') });
     await n1.allocator.release(owner('a'));
     const reading = await spaces.read('v4');

@@ -41,7 +41,7 @@ describe('etcd store: cluster chores', () => {
     for (const name of names) {
       const store = await openTieredOnEtcd({ endpoints: etcd.endpoints, prefix, node: name, leaseSeconds: 5 });
       stores.push(store);
-      const membership = store.membership as Membership;
+      const membership = store.cluster.membership as Membership;
       if (announce) await membership.announce(name, { since: 0, version: 'test' });
       nodes.set(name, membership);
     }

@@ -142,13 +142,13 @@ describe('the etcd store as opened', () => {
     const store = await open({ prefix, path: join(tempDir(), 'a.db') });
     const observer = await open({ prefix, path: join(tempDir(), 'b.db') }, { node: 'observer' });
     try {
-      await store.membership.announce('node-a', { since: 1, version: 'test' });
+      await store.cluster.membership.announce('node-a', { since: 1, version: 'test' });
       assert.deepEqual(
-        (await observer.membership.liveNodes()).map((n) => n.node),
+        (await observer.cluster.membership.liveNodes()).map((n) => n.node),
         ['node-a'],
       );
-      await store.membership.withdraw();
-      assert.deepEqual(await observer.membership.liveNodes(), []);
+      await store.cluster.membership.withdraw();
+      assert.deepEqual(await observer.cluster.membership.liveNodes(), []);
     } finally {
       await store.close();
       await observer.close();
@@ -164,7 +164,7 @@ describe('an etcd that lost its data under the two-tier store', () => {
     const store = await open(where, { endpoints: wiped.endpoints, notice: (m) => notices.push(m) });
     const raw = new Etcd3({ hosts: wiped.endpoints });
     try {
-      await store.membership.announce('n1', { since: 1, version: 'test' });
+      await store.cluster.membership.announce('n1', { since: 1, version: 'test' });
       const range = '10.79.0.0/24@wipe';
       const block = `${range}#10.79.0.0/28`;
       const description = {
@@ -196,7 +196,7 @@ describe('an etcd that lost its data under the two-tier store', () => {
       const problem = store.clusterProblem();
       assert.match(problem ?? '', /lost its data|went backwards/, problem);
       assert.match(problem ?? '', /warren store accept/);
-      assert.ok(store.membership.halted(), 'membership says the store is halted: the agent stops allocating');
+      assert.ok(store.cluster.membership.halted(), 'membership says the store is halted: the agent stops allocating');
       assert.ok(
         notices.some((m) => /lost its data|went backwards/.test(m)),
         notices.join('\n'),
@@ -222,9 +222,9 @@ describe('an etcd that lost its data under the two-tier store', () => {
 
       // The operator accepts the store as it is: the node claims again the block its file holds,
       // its range's block size first, and publishes it.
-      const report = await store.membership.accept();
+      const report = await store.cluster.membership.accept();
       assert.deepEqual(report, { addresses: 2, blocks: 1, conflicts: [] });
-      assert.equal(store.membership.halted(), undefined);
+      assert.equal(store.cluster.membership.halted(), undefined);
       assert.equal((await store.etcd.claimOf(block))?.node, 'n1');
       assert.deepEqual(
         (await raw.getAll().prefix(`${where.prefix}ranges/`).keys()).length,

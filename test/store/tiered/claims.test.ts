@@ -209,7 +209,7 @@ describe('TieredStore: a claimer of a block nobody holds', () => {
     const c = cluster(['n1', 'n2']);
     const [n1, n2] = c.nodes;
     assert.ok(n1 && n2);
-    await n1.store.membership.announce('n1', { since: c.clock.now(), version: 'test' });
+    await n1.store.cluster.membership.announce('n1', { since: c.clock.now(), version: 'test' });
     const r = rangesOf({ range: '10.46.0.0/24', block_size: 28 });
     const [held] = await n1.allocator.allocate({ owner: owner('a'), ranges: r });
     const key = held?.allocation.pool ?? '';

@@ -89,14 +89,14 @@ describe('TieredStore: a node whose file was restored from an older copy', () =>
     const held = await again.store.list({ network: 'net' });
     for (const [i, id] of ['c', 'd', 'e'].entries())
       assert.equal(held.find((a) => a.containerID === id)?.address, later[i], `${id} kept as its own record`);
-    const status = await again.store.blockOwners.fileCheck();
+    const status = await again.store.cluster.fileCheck();
     assert.equal(status.compared, true);
     assert.equal(status.restored, 3);
     assert.match(again.notices.join('\n'), /held less than it had published .* 3 allocations taken/);
 
     // Its DEL releases it, as any other.
     assert.equal((await again.allocator.release(owner('d'))).length, 1);
-    assert.equal((await again.store.blockOwners.fileCheck()).restored, 2);
+    assert.equal((await again.store.cluster.fileCheck()).restored, 2);
   });
 
   it('adopts a block claimed after the copy was taken, with what it published', async () => {
@@ -116,7 +116,7 @@ describe('TieredStore: a node whose file was restored from an older copy', () =>
       filled.filter((a) => later.includes(a)),
       [],
     );
-    const status = await again.store.blockOwners.fileCheck();
+    const status = await again.store.cluster.fileCheck();
     assert.equal(status.adopted.length, 1, JSON.stringify(status));
     const own = (await again.store.pools(`${r[0]?.pool}#`)).filter((p) => p.affinity === 'n1').map((p) => p.pool);
     assert.ok(own.includes(status.adopted[0] as string), `adopted block is held: ${own.join(' ')}`);
@@ -161,7 +161,7 @@ describe('TieredStore: a node whose file was lost', () => {
       filled.filter((a) => before.includes(a)),
       [],
     );
-    assert.equal((await again.store.blockOwners.fileCheck()).restored, 3);
+    assert.equal((await again.store.cluster.fileCheck()).restored, 3);
   });
 });
 
@@ -209,16 +209,16 @@ describe('TieredStore: a publication cut to fit one object', () => {
       assert.match(error.message, /until an operator accepts: .* names 2 of the 5 addresses/);
       return true;
     });
-    const status = await again.store.blockOwners.fileCheck();
+    const status = await again.store.cluster.fileCheck();
     assert.equal(status.withheld.length, 1, JSON.stringify(status));
     assert.equal(status.restored, 2);
     assert.equal((await again.allocator.release(owner('a'))).length, 1, 'a DEL is served');
     await again.store.flush();
     assert.deepEqual((await c.tier.published({ node: 'n1' })).items[0], cut, 'the cut publication stays');
 
-    await again.store.membership.accept();
+    await again.store.cluster.membership.accept();
     assert.equal((await allocate(again, r, ['new'])).length, 1);
-    assert.deepEqual((await again.store.blockOwners.fileCheck()).withheld, []);
+    assert.deepEqual((await again.store.cluster.fileCheck()).withheld, []);
     await again.store.flush();
     const now = (await c.tier.published({ node: 'n1' })).items[0];
     assert.deepEqual(now?.allocations.map((x) => x.containerID).sort(), ['b', 'new']);

@@ -1,12 +1,12 @@
 /**
- * The contract of ClusterHoldings (src/store/tiered/cluster-holdings.ts), run against every tier that keeps
+ * The contract of ClusterHoldings (src/store/cluster-holdings.ts), run against every tier that keeps
  * holdings (memory, Kubernetes through the fake API server): one record per (holder, range pool) of
  * two racing creates, reads by holder and by label (owner, user, kind), uses replaced per node only
  * at the version read, removal only of the record read (uid).
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { ClusterHoldings, HoldingUse, NewHolding } from '../../../src/store/tiered/cluster-holdings.ts';
+import type { ClusterHoldings, HoldingUse, NewHolding } from '../../../src/store/cluster-holdings.ts';
 import type { TierFactory } from './tier-conformance.ts';
 
 let serial = 0;

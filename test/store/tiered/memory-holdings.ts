@@ -1,5 +1,5 @@
 /**
- * The holdings of a memory cluster tier (memory-tier.ts; the contract: src/store/tiered/cluster-holdings.ts):
+ * The holdings of a memory cluster tier (memory-tier.ts; the contract: src/store/cluster-holdings.ts):
  * one record per (key, pool), made once; removed only as read (uid); uses replaced per node only at
  * the version read. Versions come from the cluster's one counter.
  */
@@ -9,7 +9,7 @@ import type {
   HoldingUse,
   NewHolding,
   RemoveResult,
-} from '../../../src/store/tiered/cluster-holdings.ts';
+} from '../../../src/store/cluster-holdings.ts';
 
 export interface HoldingsState {
   readonly holdings: Map<string, HoldingRecord>;

@@ -30,7 +30,7 @@ import type {
   UnclaimResult,
 } from '../../../src/store/tiered/cluster-tier.ts';
 import type { AddressSpaces, AdmissionGuard, SpaceReading } from '../../../src/store/store.ts';
-import type { HoldingRecord } from '../../../src/store/tiered/cluster-holdings.ts';
+import type { HoldingRecord } from '../../../src/store/cluster-holdings.ts';
 import { MemoryHoldings } from './memory-holdings.ts';
 import { MemoryCluster, MemoryMembership } from './memory-membership.ts';
 

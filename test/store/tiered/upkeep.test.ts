@@ -199,7 +199,7 @@ describe('TieredStore: admissions', () => {
     assert.ok(range);
     // Another node admits an overlapping range, retiring this one (as its allocator would).
     const reading = await c.tier.spaces.read('v4@blue');
-    assert.ok(await n2.store.spaces.admit(reading, '10.24.0.0/16@blue', [range.pool]));
+    assert.ok(await n2.store.cluster.spaces.admit(reading, '10.24.0.0/16@blue', [range.pool]));
     c.clock.advance(10_000);
     await n1.store.check();
     await assert.rejects(
