@@ -295,6 +295,16 @@ describe('a cluster without KubeVirt (no IPAMClaim CRD)', () => {
       const running = claims.run(stop.signal);
       await waitFor('the discovery answer', () => (claims.status().served === false ? true : undefined));
       assert.equal(api.requests.filter((r) => r.resource === 'ipamclaims').length, 0, 'no listing of a CRD not there');
+      // Asked at once, then again one recheck interval (5 minutes) after the answer, on the clock.
+      assert.deepEqual(claims.status().servedCheck, {
+        runs: 1,
+        failures: 0,
+        lastRunAt: new Date(c.clock.now()).toISOString(),
+      });
+      c.clock.advance(5 * 60_000 - 1);
+      assert.equal(claims.status().servedCheck.runs, 1);
+      c.clock.advance(1);
+      assert.equal(claims.status().servedCheck.runs, 2);
       const service = new CniService({
         allocator: node.allocator,
         readiness: async () => undefined,
