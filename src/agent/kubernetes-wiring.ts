@@ -11,7 +11,6 @@ import { loadKubeConfig } from '../sources/kubernetes/kubeconfig.ts';
 import { NodeSource } from '../sources/kubernetes/node-source.ts';
 import { PodSource } from '../sources/kubernetes/pod-source.ts';
 import { type KubeObjectMeta, ListWatch } from '../sources/kubernetes/list-watch.ts';
-import { KubeApiClient } from '../store/kubernetes/api-client.ts';
 import { ExponentialBackoff } from '../core/backoff.ts';
 import type { AgentOptions } from './settings/options.ts';
 import { ClusterEvents } from './kubernetes/events.ts';
@@ -22,6 +21,7 @@ import { ADDRESSES_ANNOTATION, addressPlanner } from './kubernetes/address-plann
 import { messageOf } from '../core/errors.ts';
 import { PodDirectory } from './kubernetes/pod-directory.ts';
 import { KubernetesPlanning } from './kubernetes/planning.ts';
+import { OnDemandClient } from './kubernetes/on-demand-client.ts';
 import { PoolStatusWriter } from './kubernetes/pool-status.ts';
 import { poolStatusWrite } from './kubernetes/pool-status-write.ts';
 import { ClusterReservations } from './kubernetes/reservations.ts';
@@ -51,6 +51,8 @@ export interface KubernetesParts {
   readonly claims?: IpamClaims | undefined;
   /** The sources' state and what they released and reported. */
   status(): KubernetesStatus;
+  /** Closes the agent's client for Warren's objects (once every part has stopped). */
+  close(): void;
 }
 
 function nodesOf(s: ReturnType<KubernetesNodes['status']>): {
@@ -67,7 +69,7 @@ function reservationsOf(r: NonNullable<KubernetesParts['reservations']>): Kubern
 }
 
 /** The state of every part, as GET /v1/status shows it. */
-function statusOf(kube: Omit<KubernetesParts, 'status'>): KubernetesStatus {
+function statusOf(kube: Omit<KubernetesParts, 'status' | 'close'>): KubernetesStatus {
   const pods = kube.pods.status();
   const events = kube.events.status();
   const nodes =
@@ -104,6 +106,8 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
   const kubeConfig = loadKubeConfig(o.kubeconfig);
   const logger = deps.logger.child({ source: 'kubernetes' });
   const core = kubeConfig.makeApiClient(CoreV1Api);
+  // The agent's one client for Warren's objects (statuses, IPAMClaims): opened at its first use.
+  const warrenApi = OnDemandClient.of(kubeConfig);
   const events = new ClusterEvents({ api: core, node: o.nodeName, clock: deps.clock, logger });
   const backoff = new ExponentialBackoff({ initialMs: 1_000, maxMs: 30_000 });
   const directory = new PodDirectory({
@@ -138,7 +142,7 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
             node: o.nodeName,
             clock: deps.clock,
             logger,
-            writer: reservationStatusWriter(kubeConfig, o.nodeName),
+            writer: reservationStatusWriter(warrenApi, o.nodeName),
           }),
         };
   const watch = (path: string, fieldSelector?: string) =>
@@ -172,7 +176,7 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
                       published: cluster.records.published.bind(cluster.records),
                       membership: cluster.membership,
                     },
-                    ...poolStatusWrite(kubeConfig),
+                    write: poolStatusWrite(warrenApi),
                     clock: deps.clock,
                     logger,
                     // Three upkeep rounds (30 s by default): the status is for operators, not for allocation.
@@ -236,7 +240,7 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
       ? undefined
       : new IpamClaims({
           kubeConfig,
-          api: new ClaimApi(() => KubeApiClient.open({ kubeConfig })),
+          api: new ClaimApi(warrenApi),
           pod: (ref) => directory.pod(ref),
           holdings: storeClaimHoldings(deps.store, deps.allocator.holdings),
           clock: deps.clock,
@@ -265,5 +269,5 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
     ...(claims?.planners ?? [refuseClaims]),
   ];
   const parts = { pods, releases, events, nodes, planning, planners, reservations, claims };
-  return { ...parts, status: () => statusOf(parts) };
+  return { ...parts, status: () => statusOf(parts), close: () => warrenApi.close() };
 }

@@ -389,6 +389,7 @@ export class ReleaseWiring {
     await this.#registry?.stopped();
     await Promise.allSettled(this.#loops);
     this.#loops = [];
+    this.#kube?.close();
     this.pipeline.stop();
   }
 }

@@ -38,8 +38,9 @@
  * commit carrying it a conflict with `admissionLost` until the range is admitted again (through
  * `spaces.admit`). So an admission lost elsewhere stops this node's allocations within one check.
  */
-import type { Clock, CancelTimer } from '../../core/clock.ts';
+import type { Clock } from '../../core/clock.ts';
 import { messageOf } from '../../core/errors.ts';
+import { PeriodicTask } from '../../core/periodic-task.ts';
 import { isBlockKey, rangePoolListed, rangePoolOfKey } from '../../ipam/blocks.ts';
 import type { Allocation, Owner } from '../../ipam/allocation.ts';
 import { isUseKey } from '../../ipam/holding-key.ts';
@@ -101,9 +102,9 @@ export class TieredStore implements Store {
   /** Split range pools (their blocks held to claims) → the block size their local description fixed. */
   readonly #splitRanges = new Map<string, number>();
   readonly #admissions: TieredAdmissions;
-  #timers: CancelTimer[] = [];
+  /** Publication and the claim check, on the clock from `start` to `close`. */
+  #chores: PeriodicTask<void>[] = [];
   #clusterProblem: string | undefined; // the cluster's failure at the last ping
-  #stopped = false;
 
   /** `extend`: what a backend adds to the cluster capability (etcd: its history and old layout). */
   constructor(o: TieredStoreOptions, extend: (cluster: StoreCluster) => StoreCluster = (cluster) => cluster) {
@@ -150,7 +151,6 @@ export class TieredStore implements Store {
 
   /** Compares the node's file with its publications, and starts publication and the claim check on the clock. */
   start(): void {
-    this.#stopped = false;
     void this.#publisher.fileCheck.run();
     this.#every(this.#publishMs, () => this.#publisher.run());
     this.#every(this.#checkMs, () => this.check());
@@ -166,17 +166,11 @@ export class TieredStore implements Store {
     return this.#publisher.pending;
   }
 
-  #every(ms: number, body: () => Promise<void>): void {
-    const arm = () => {
-      const cancel = this.#clock.setTimer(ms, () => {
-        this.#timers = this.#timers.filter((t) => t !== cancel);
-        void body().finally(() => {
-          if (!this.#stopped) arm();
-        });
-      });
-      this.#timers.push(cancel);
-    };
-    arm();
+  /** `run` an interval after start, then an interval after each run ends (neither run throws). */
+  #every(intervalMs: number, run: () => Promise<void>): void {
+    const chore = new PeriodicTask({ clock: this.#clock, intervalMs, run });
+    chore.start();
+    this.#chores.push(chore);
   }
 
   /** Holds this node's claims and guards to the cluster's; tells `notice`, never throws (the next check retries). */
@@ -382,9 +376,8 @@ export class TieredStore implements Store {
   }
 
   async close(): Promise<void> {
-    this.#stopped = true;
-    for (const cancel of this.#timers) cancel();
-    this.#timers = [];
+    for (const chore of this.#chores) chore.stop();
+    this.#chores = [];
     await this.#publisher.run();
     await this.#local.close();
     await this.tier.close();

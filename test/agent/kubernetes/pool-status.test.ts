@@ -110,7 +110,8 @@ describe('PoolStatusWriter', () => {
     assert.equal(w.status().rounds, 0, 'the first round waits an interval');
     t.clock.advance(30_000);
     const deadline = Date.now() + 5_000;
-    while (w.status().rounds < 1 && Date.now() < deadline) await new Promise((r) => setImmediate(r));
+    // Until the round ended (it starts when the clock fires; its writes come after its reads).
+    while (w.status().chore.lastRunAt === undefined && Date.now() < deadline) await new Promise((r) => setImmediate(r));
     assert.equal(w.status().rounds, 1);
     assert.equal(w.status().written, 2);
     abort.abort();
