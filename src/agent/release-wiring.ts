@@ -1,9 +1,9 @@
 /**
- * Wires the release side of the agent: every source (the missed-delete journal, containerd,
- * a feed built beside it (Kubernetes), runtime adapters registered as plugins, netns directories,
- * the reconcile pass) feeds
- * the one release pipeline. Nothing here decides anything: the rule decides, the pipeline's
- * applier applies, the sources only report.
+ * Wires the release side of the agent: every source (the missed-delete journal, containerd, a feed
+ * built beside it (Kubernetes), runtime adapters registered as plugins, netns directories, the
+ * reconcile pass) feeds the one release pipeline. Nothing here decides anything: the rule decides,
+ * the pipeline's applier applies, the sources only report. The pipeline, the journal intake and
+ * the reconcile pass are composed by release/core.ts, which tests call with their own parts.
  *
  * The Kubernetes side is built beside this wiring, on its pipeline (kubernetes-wiring.ts), and fed
  * in as a `ReleaseFeed`: this file never imports it, so neither wiring is nested in the other.
@@ -16,16 +16,11 @@
  * A source that is off costs nothing: its client library (@grpc/grpc-js, protobufjs) is imported by
  * `open` only when its option is on (agent.ts does the same for @kubernetes/client-node). Loading
  * them all cost an agent start more than a second of CPU before it could serve.
- *
- * The composition is in functions a test can call with its own settings and parts (a manual
- * clock, a store that fails on demand): `releasePipeline` makes the pipeline and the parts it is
- * composed with, `releaseCore` adds the journal intake and the reconcile pass; `releaseSettings`
- * is what the options make of their settings.
  */
 import type { Logger } from 'pino';
 import type { ContainerdStatus, PluginsStatus } from '../api/status.ts';
 import type { Allocator } from '../allocator/allocator.ts';
-import { type BackoffPolicy, ExponentialBackoff } from '../core/backoff.ts';
+import { ExponentialBackoff } from '../core/backoff.ts';
 import type { Clock } from '../core/clock.ts';
 import { WarrenError, messageOf } from '../core/errors.ts';
 import type { ContainerdEventSource } from '../sources/containerd/event-source.ts';
@@ -33,19 +28,17 @@ import { MissedDeleteJournal } from '../sources/missed-delete-journal.ts';
 import { NetnsObserver } from '../sources/netns.ts';
 import { netnsRemovals } from '../sources/netns-removals.ts';
 import type { Membership, Store } from '../store/store.ts';
-import type { Allocation, Owner } from '../ipam/allocation.ts';
+import type { Allocation } from '../ipam/allocation.ts';
 import type { AgentOptions } from './settings/options.ts';
 import type { RecentErrors } from './metrics/recent-errors.ts';
-import { ReleaseApplier } from './release/applier.ts';
-import { ReleaseCounts } from './release/counts.ts';
-import { ExitedContainers } from './release/exited-containers.ts';
-import { JournalIntake } from './release/journal.ts';
-import { ReleasePipeline } from './release/pipeline.ts';
-import { ReleaseReconciler } from './release/reconciler.ts';
+import type { JournalIntake } from './release/journal.ts';
+import type { ReleasePipeline } from './release/pipeline.ts';
+import type { ReleaseReconciler } from './release/reconciler.ts';
 import type { ReleaseIntent } from './release/intent.ts';
+import { releaseCore, releaseSettings } from './release/core.ts';
 import { consumeContainerd, consumeNetnsRemovals } from './release/consumers.ts';
 import type { PluginRegistry } from './registry/registry.ts';
-import { CONTAINERD_CRI_NETNS_PREFIXES, NetnsScopes } from './release/netns-scopes.ts';
+import type { NetnsScopes } from './release/netns-scopes.ts';
 import type { ReleaseSource, Telemetry } from './metrics/telemetry.ts';
 import type { CniServiceOptions } from './server/cni-service.ts';
 
@@ -71,140 +64,6 @@ async function optionalModules(o: AgentOptions): Promise<OptionalModules> {
     containerd,
     ...(registry === undefined || handler === undefined ? {} : { plugins: { registry, handler } }),
   };
-}
-
-/** The release side's settings, in the units its parts take. */
-export interface ReleaseSettings {
-  /** This node: only what its agent allocated is judged by runtime and pod intents. */
-  readonly node: string;
-  /**
-   * The store is shared by nodes (the options say so): the reconcile pass judges only this node's
-   * allocations, and another node's are ordered by the wall clock alone.
-   */
-  readonly shared: boolean;
-  readonly ownerBackoff: BackoffPolicy;
-  readonly containerBackoff: BackoffPolicy;
-  readonly resyncGraceMs: number;
-  readonly reconcileIntervalMs: number;
-  readonly netnsGraceMs: number;
-  /** The reconcile pass sweeps allocations whose namespace is provably gone. */
-  readonly releaseGoneNetns: boolean;
-  /** containerd's source is on: the namespaces its CRI makes are its own, never an adapter's. */
-  readonly containerd: boolean;
-}
-
-/** The settings the options make: owner keys back off from 1 s to 5 min, container keys as told. */
-export function releaseSettings(o: AgentOptions, shared: boolean): ReleaseSettings {
-  return {
-    node: o.nodeName,
-    shared,
-    ownerBackoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 300_000 }),
-    containerBackoff: new ExponentialBackoff({
-      initialMs: o.eventRetrySeconds * 1000,
-      maxMs: o.eventRetryMaxSeconds * 1000,
-    }),
-    resyncGraceMs: o.containerdGraceSeconds * 1000,
-    reconcileIntervalMs: o.reconcileIntervalSeconds * 1000,
-    netnsGraceMs: o.netnsGraceSeconds * 1000,
-    releaseGoneNetns: o.netnsDirs.length > 0,
-    containerd: o.containerd,
-  };
-}
-
-/** What the pipeline is composed over. */
-export interface ReleasePipelineDeps {
-  readonly store: Store;
-  readonly allocator: Allocator;
-  readonly clock: Clock;
-  readonly logger: Logger;
-  readonly observer: NetnsObserver;
-  readonly telemetry?: Telemetry;
-  /** Intents recorded durably for an owner that may not have arrived yet (the journal, read now). */
-  readonly recordedFor?: (owner: Owner) => readonly ReleaseIntent[];
-  /** Told of every release committed (Kubernetes reports them as Events on the pod). */
-  readonly onReleased?: (intent: ReleaseIntent, released: readonly Allocation[], why: string) => void;
-}
-
-/** The pipeline and the parts composed with it. */
-export interface ReleasePipelineParts {
-  readonly pipeline: ReleasePipeline;
-  readonly exited: ExitedContainers;
-  /** What runtime adapters answer for; shared with the registry's handler and the CNI service. */
-  readonly scopes: NetnsScopes;
-  readonly counts: ReleaseCounts;
-}
-
-/** The release pipeline, with its own exited containers, netns scopes and counts. */
-export function releasePipeline(settings: ReleaseSettings, deps: ReleasePipelineDeps): ReleasePipelineParts {
-  const { store, clock, logger, telemetry } = deps;
-  const exited = new ExitedContainers(clock);
-  const containerd = { owner: 'containerd', prefixes: CONTAINERD_CRI_NETNS_PREFIXES };
-  const scopes = new NetnsScopes(settings.containerd ? [containerd] : []);
-  const counts = new ReleaseCounts();
-  const { node, shared } = settings;
-  const applier = new ReleaseApplier({
-    allocator: deps.allocator,
-    store,
-    observer: deps.observer,
-    clock,
-    logger,
-    node,
-    shared,
-    exited,
-    ...(deps.onReleased === undefined ? {} : { onReleased: deps.onReleased }),
-    ...(telemetry === undefined ? {} : { telemetry }),
-  });
-  const pipeline = new ReleasePipeline({
-    clock,
-    logger,
-    applier,
-    ownerBackoff: settings.ownerBackoff,
-    containerBackoff: settings.containerBackoff,
-    store,
-    node,
-    resyncGraceMs: settings.resyncGraceMs,
-    exited,
-    scopes,
-    counts,
-    ...(deps.recordedFor === undefined ? {} : { recordedFor: deps.recordedFor }),
-    ...(telemetry === undefined ? {} : { telemetry }),
-  });
-  return { pipeline, exited, scopes, counts };
-}
-
-/** What the release core is composed over: the pipeline's, and the journal it reads. */
-export interface ReleaseCoreDeps extends Omit<ReleasePipelineDeps, 'recordedFor'> {
-  readonly errors: RecentErrors;
-  /** The missed-delete journal, prepared. */
-  readonly journal: MissedDeleteJournal;
-}
-
-/** The pipeline and its parts, the journal intake feeding it, and the reconcile pass. */
-export interface ReleaseCore extends ReleasePipelineParts {
-  readonly intake: JournalIntake;
-  readonly reconciler: ReleaseReconciler;
-}
-
-/** The release side without its optional sources: the journal intake, the pipeline, the reconcile pass. */
-export function releaseCore(settings: ReleaseSettings, deps: ReleaseCoreDeps): ReleaseCore {
-  const { store, clock, logger, errors, telemetry, observer } = deps;
-  const intake = new JournalIntake({ journal: deps.journal, logger, errors });
-  const parts = releasePipeline(settings, { ...deps, recordedFor: (owner) => intake.readNow(owner) });
-  const reconciler = new ReleaseReconciler({
-    pipeline: parts.pipeline,
-    journal: intake,
-    store,
-    observer,
-    clock,
-    logger,
-    errors,
-    intervalMs: settings.reconcileIntervalMs,
-    netnsGraceMs: settings.netnsGraceMs,
-    releaseGoneNetns: settings.releaseGoneNetns,
-    ...(settings.shared ? { onlyNode: settings.node } : {}),
-    ...(telemetry === undefined ? {} : { telemetry }),
-  });
-  return { ...parts, intake, reconciler };
 }
 
 export interface ReleaseWiringDeps {
