@@ -47,7 +47,12 @@ export const AGENT_PARTS: Record<string, readonly string[]> = {
   server: ['settings', 'metrics', 'release'],
 };
 /** The files directly in src/agent: the composition of the parts, and nothing else. */
-export const AGENT_WIRING: readonly string[] = ['agent.ts', 'kubernetes-wiring.ts', 'release-wiring.ts'];
+export const AGENT_WIRING: readonly string[] = [
+  'agent.ts',
+  'kubernetes-wiring.ts',
+  'release-wiring.ts',
+  'serving-wiring.ts',
+];
 
 /**
  * The store's backends: each folder of src/store and what it may import besides itself and the

@@ -11,7 +11,7 @@ import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { Allocator } from '../../../src/allocator/allocator.ts';
 import { ClusterEvents } from '../../../src/agent/kubernetes/events.ts';
 import { KubernetesReleases, REASON_FAILED, REASON_RELEASED } from '../../../src/agent/kubernetes/releases.ts';
-import { releasePipeline } from '../../../src/agent/release-wiring.ts';
+import { releasePipeline } from '../../../src/agent/release/core.ts';
 import { consumeContainerd } from '../../../src/agent/release/consumers.ts';
 import { parseIpamConfig } from '../../../src/cni/ipam-config.ts';
 import { AsyncChannel } from '../../../src/core/async-channel.ts';
