@@ -22,7 +22,7 @@
  *   it names only if they were not written since they were read.
  *
  * In cluster mode a range is split into blocks and each block is a pool of its own here, keyed
- * `<range pool>#<block CIDR>` (the codec is ipam/blocks.ts); the store needs no other notion of
+ * `<range pool>#<block CIDR>` (the codec is ipam/store-key.ts); the store needs no other notion of
  * blocks than that key and `AllocationFilter.rangePool`.
  */
 import type { BootStamp } from '../core/moment.ts';
