@@ -22,7 +22,7 @@ import { WarrenError } from '../../core/errors.ts';
 import type { Lease, Namespace } from 'etcd3';
 import type { EtcdContinuity } from './continuity.ts';
 import type { EtcdRecovery } from './recovery.ts';
-import { type Recovery, reasonOf } from '../tiered/recovery.ts';
+import { type Recovery, joinRecovery } from '../tiered/recovery.ts';
 import type { AcceptReport, AnnounceInfo, Membership, NodeRecord } from '../store.ts';
 import { describeInstance } from '../membership.ts';
 
@@ -112,13 +112,13 @@ export class EtcdMembership implements Membership {
   }
 
   async keepRecovery(): Promise<void> {
-    const recovery = await this.#o.recovery.read();
-    const halt = this.#o.continuity.halted();
-    const node = this.#announced?.node;
-    if (halt?.kind !== 'store-lost' || node === undefined || recovery?.pending.includes(node) === true) return;
-    // The first to write the marker puts on it every node the store still names as holding blocks.
-    const holders = recovery === undefined ? await this.#o.holders().catch(() => []) : [];
-    await this.#o.recovery.join([node, ...holders], reasonOf(halt.message));
+    await joinRecovery({
+      halt: this.#o.continuity.halted(),
+      node: this.#announced?.node,
+      recovery: await this.#o.recovery.read(),
+      holders: () => this.#o.holders(),
+      join: (nodes, reason) => this.#o.recovery.join(nodes, reason),
+    });
   }
 
   leaveRecovery(node: string): Promise<void> {

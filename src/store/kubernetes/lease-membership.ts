@@ -32,7 +32,7 @@ import { randomUUID } from 'node:crypto';
 import type { Clock } from '../../core/clock.ts';
 import { WarrenError, isWarrenError } from '../../core/errors.ts';
 import { describeInstance } from '../membership.ts';
-import { type Recovery, reasonOf } from '../tiered/recovery.ts';
+import { type Recovery, joinRecovery } from '../tiered/recovery.ts';
 import type { AcceptReport, AnnounceInfo, Membership, NodeRecord } from '../store.ts';
 import type { KubeClusterState } from './cluster-state.ts';
 import { API_LOST_RECOVERY, type KubeContinuity, revisionOf } from './continuity.ts';
@@ -108,13 +108,13 @@ export class LeaseMembership implements Membership {
 
   async keepRecovery(): Promise<void> {
     await this.#o.state.verify();
-    const halt = this.#o.continuity.halted();
-    const node = this.#announced?.node;
-    const recovery = this.#o.state.recovery();
-    if (halt?.kind !== 'store-lost' || node === undefined || recovery?.pending.includes(node) === true) return;
-    // The first to write the marker puts on it every node the store still names as holding blocks.
-    const holders = recovery === undefined ? await this.#o.holders().catch(() => []) : [];
-    await this.#o.state.join([node, ...holders], reasonOf(halt.message));
+    await joinRecovery({
+      halt: this.#o.continuity.halted(),
+      node: this.#announced?.node,
+      recovery: this.#o.state.recovery(),
+      holders: () => this.#o.holders(),
+      join: (nodes, reason) => this.#o.state.join(nodes, reason),
+    });
   }
 
   leaveRecovery(node: string): Promise<void> {

@@ -21,6 +21,7 @@
  */
 
 import type { Recovery } from '../membership.ts';
+import type { Halt } from './continuity.ts';
 
 export type { Recovery };
 
@@ -65,4 +66,21 @@ export function recoveryOf(value: unknown): Recovery | undefined {
 export function reasonOf(message: string): string {
   const cut = message.indexOf('. Allocation is stopped');
   return (cut === -1 ? message : message.slice(0, cut)).slice(0, 400);
+}
+
+/**
+ * What a node's `keepRecovery` writes, on either tier: a node halted because its store lost its
+ * data puts itself on the marker (the first one to write it also every node the store still names
+ * as holding blocks); anything else writes nothing.
+ */
+export async function joinRecovery(o: {
+  readonly halt: Halt | undefined;
+  readonly node: string | undefined;
+  readonly recovery: Recovery | undefined;
+  readonly holders: () => Promise<string[]>;
+  readonly join: (nodes: readonly string[], reason: string) => Promise<void>;
+}): Promise<void> {
+  if (o.halt?.kind !== 'store-lost' || o.node === undefined || o.recovery?.pending.includes(o.node) === true) return;
+  const holders = o.recovery === undefined ? await o.holders().catch(() => []) : [];
+  await o.join([o.node, ...holders], reasonOf(o.halt.message));
 }
