@@ -19,7 +19,7 @@ import { requestJson } from '../src/core/unix-http.ts';
 import { formatIP } from '../src/ipam/address.ts';
 import { parseIpamConfig } from '../src/cni/ipam-config.ts';
 import { Allocator } from '../src/allocator/allocator.ts';
-import { SqliteStore } from '../src/store/sqlite-store.ts';
+import { SqliteStore } from '../src/store/sqlite/store.ts';
 import type { PoolOp } from '../src/store/store.ts';
 import { METRICS_ON_FREE_PORT, metricsAddress, residentMiB } from './agents.ts';
 

@@ -2,7 +2,7 @@
  * The large range of bench/kube-large.ts on store `etcd` (the two-tier store: the node's SQLite file
  * and the etcd tier, src/store/etcd-tier/) on a real etcd: the claims, the node index keys and the
  * publications of SIM_NODES simulated nodes written straight into etcd as their agents would have
- * left them (the tier's key layout and values, tier-kv.ts), before the live agent starts; then the
+ * left them (the tier's key layout and values, etcd-tier/kv.ts), before the live agent starts; then the
  * same figures as on Kubernetes, against the same agent on an empty etcd. The agent's requests are
  * counted by etcd itself: the gRPC messages its server received (`grpc_server_msg_received_total`
  * on the client URL's /metrics), by method, so stream messages (lease keep-alives, watches) count.
@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { Etcd3 } from 'etcd3';
 import { buildPlugin } from '../scripts/build.ts';
 import { INSTALLED, install } from '../src/cli/install.ts';
-import { blockRecord, nodeIndex, publishedRecord } from '../src/store/etcd-tier/tier-kv.ts';
+import { blockRecord, nodeIndex, publishedRecord } from '../src/store/etcd-tier/kv.ts';
 import { startEtcd } from '../test/helpers/etcd.ts';
 import { tempDir } from '../test/helpers/processes.ts';
 import { type LargeBackend, largeRangeOn, printLarge, simulatedBlocks } from './kube-large.ts';

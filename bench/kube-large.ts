@@ -16,7 +16,7 @@
 import { spawn } from 'node:child_process';
 import { systemClock } from '../src/core/clock.ts';
 import type { Allocation } from '../src/ipam/allocation.ts';
-import type { PublishedBlock } from '../src/store/cluster-tier.ts';
+import type { PublishedBlock } from '../src/store/tiered/cluster-tier.ts';
 import { formatIP, parseIP } from '../src/ipam/address.ts';
 import { blockKey } from '../src/ipam/blocks.ts';
 import { blockName } from '../src/store/kubernetes/names.ts';

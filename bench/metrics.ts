@@ -36,7 +36,7 @@ import { fileURLToPath } from 'node:url';
 import { systemClock } from '../src/core/clock.ts';
 import { parseIpamConfig } from '../src/cni/ipam-config.ts';
 import { Allocator } from '../src/allocator/allocator.ts';
-import { SqliteStore } from '../src/store/sqlite-store.ts';
+import { SqliteStore } from '../src/store/sqlite/store.ts';
 import type { Store } from '../src/store/store.ts';
 import { ApiClient } from '../src/api/client.ts';
 import { CniService } from '../src/agent/server/cni-service.ts';

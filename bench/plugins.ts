@@ -11,7 +11,7 @@
 import { readdirSync, writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseIpamConfig } from '../src/cni/ipam-config.ts';
-import { SqliteStore } from '../src/store/sqlite-store.ts';
+import { SqliteStore } from '../src/store/sqlite/store.ts';
 import { type AgentHandle, type AgentStart, startAgent } from '../test/helpers/agent.ts';
 import { CHILD_PATH, removeDir, tempDir } from '../test/helpers/processes.ts';
 import { METRICS_ON_FREE_PORT, metricsAddress } from './agents.ts';

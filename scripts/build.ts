@@ -165,7 +165,7 @@ export const CLI_BUNDLE_INPUTS = join(CLI_BUNDLE_DIR, 'inputs.txt');
 /**
  * The command line and the agent, bundled into dist/cli/: main.mjs and chunks, ES modules split
  * where the sources import dynamically, so a command loads only what it runs and the agent only
- * the client libraries its options use (release-wiring.ts). npm packages stay outside (imported
+ * the client libraries its options use (agent.ts, release-wiring.ts). npm packages stay outside (imported
  * from node_modules as from the sources: protobufjs does not survive bundling, and CommonJS
  * packages bundled into ES modules fail on their dynamic requires). What it saves is the type
  * stripping, resolution and loading of some 150 files at every start (an agent

@@ -1,6 +1,6 @@
 /**
  * The architecture, checked from the code: every file under src/ imports only its own layer and
- * the layers before it (README "Layout"), so data flows one way and a lower layer never
+ * the layers before it (docs/layout.md), so data flows one way and a lower layer never
  * learns of a higher one; and the plugin's bundle is made of the files it is meant to be made of,
  * so the cold start on every pod start cannot grow by an accidental import.
  */
@@ -47,13 +47,42 @@ export const AGENT_PARTS: Record<string, readonly string[]> = {
   server: ['settings', 'metrics', 'release'],
 };
 /** The files directly in src/agent: the composition of the parts, and nothing else. */
-export const AGENT_WIRING: readonly string[] = ['agent.ts', 'kubernetes-wiring.ts', 'release-wiring.ts'];
+export const AGENT_WIRING: readonly string[] = [
+  'agent.ts',
+  'kubernetes-wiring.ts',
+  'release-wiring.ts',
+  'serving-wiring.ts',
+];
+
+/**
+ * The store's backends: each folder of src/store and what it may import besides itself and the
+ * layers before `store`. The root holds the contract (store.ts, membership.ts, and the cluster's
+ * records and holdings a shared store offers as `Store.cluster`: cluster.ts, cluster-holdings.ts)
+ * and the ForwardingStore, and imports none of its folders; `tiered/` is the two-tier store with the
+ * ClusterTier contract; the tiers build on `tiered/` and the root and never on each other; `sqlite/`
+ * knows the root's contract only.
+ */
+export const STORE_PARTS: Record<string, readonly string[]> = {
+  sqlite: [''],
+  tiered: [''],
+  'etcd-tier': ['', 'tiered'],
+  kubernetes: ['', 'tiered'],
+};
+/** The files directly in src/store: the contracts (the store's, membership's, the cluster's) and the forwarding wrapper. */
+export const STORE_ROOT: readonly string[] = [
+  'cluster-holdings.ts',
+  'cluster.ts',
+  'forwarding-store.ts',
+  'membership.ts',
+  'store.ts',
+];
 
 /** A file longer than this is read in parts anyway: it should be parts (counted after `npm run format`). */
 export const MAX_FILE_LINES = 400;
 
 const SRC = join(REPO, 'src');
 const AGENT = join(SRC, 'agent');
+const STORE = join(SRC, 'store');
 
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
@@ -108,6 +137,26 @@ function agentPartViolations(path: string, target: string): string[] {
     : [`${where} (agent/${from} may import only ${allowed.length === 0 ? 'itself' : allowed.join(', ')})`];
 }
 
+/** The backend of src/store a path is in: its folder there, '' for a root file, undefined outside src/store. */
+function storePartOf(path: string): string | undefined {
+  if (!path.startsWith(STORE + sep)) return undefined;
+  const parts = relative(STORE, path).split(sep);
+  return parts.length === 1 ? '' : parts[0];
+}
+
+/** Imports between the store's backends that STORE_PARTS does not allow, as "from -> to" lines. */
+function storePartViolations(path: string, target: string): string[] {
+  const from = storePartOf(path);
+  const to = storePartOf(target);
+  if (from === undefined || to === undefined || from === to) return [];
+  const where = `${relative(REPO, path)} -> ${relative(REPO, target)}`;
+  if (from === '') return [`${where} (the store's contract may not import its backends)`];
+  const allowed = STORE_PARTS[from];
+  if (allowed === undefined) return [`${where} (src/store/${from} is not a backend named in STORE_PARTS)`];
+  const names = allowed.map((p) => (p === '' ? 'the root' : p));
+  return allowed.includes(to) ? [] : [`${where} (store/${from} may import only ${names.join(', ')})`];
+}
+
 /** Every import of `files` that goes against the layer order, as "from -> to" lines. */
 export function violations(files: ReadonlyArray<{ path: string; text: string }>): string[] {
   const found: string[] = [];
@@ -131,6 +180,7 @@ export function violations(files: ReadonlyArray<{ path: string; text: string }>)
       if (to !== undefined && !allowed.includes(to))
         found.push(`${relative(REPO, path)} -> ${relative(REPO, target)} (${unit} may not import ${to})`);
       found.push(...agentPartViolations(path, target));
+      found.push(...storePartViolations(path, target));
     }
   }
   return found;
@@ -177,6 +227,8 @@ export const PLUGIN_INPUTS: readonly string[] = [
   'src/ipam/allocation.ts',
   'src/ipam/pool-key.ts',
   'src/ipam/range.ts',
+  // The store key's codec (pure, small): a range pool key is one with no part after its `#`.
+  'src/ipam/store-key.ts',
 ];
 
 /** The files esbuild puts into the plugin bundle, as scripts/build.ts builds it. */
@@ -261,6 +313,33 @@ describe('architecture', () => {
       'src/agent/release/pipeline.ts -> src/agent/registry/registry.ts (agent/release may import only settings, metrics)',
       "src/agent/release/pipeline.ts -> src/agent/release-wiring.ts (agent/release may not import the agent's wiring)",
       'src/agent/settings/options.ts -> src/agent/metrics/telemetry.ts (agent/settings may import only itself)',
+    ]);
+  });
+
+  it('`ls src/store` reads as the backends: the contract at the root, then sqlite, tiered and the two tiers', () => {
+    const entries = readdirSync(STORE, { withFileTypes: true });
+    const names = (dirs: boolean) =>
+      entries
+        .filter((e) => e.isDirectory() === dirs)
+        .map((e) => e.name)
+        .sort();
+    assert.deepEqual(names(false), [...STORE_ROOT].sort(), "a backend's file belongs in its folder");
+    assert.deepEqual(names(true), Object.keys(STORE_PARTS).sort());
+  });
+
+  it("catches an import across the store's backends that STORE_PARTS does not allow (planted ones are reported)", () => {
+    const planted = [
+      { path: join(STORE, 'kubernetes', 'tier.ts'), text: "import { x } from '../etcd-tier/continuity.ts';" },
+      { path: join(STORE, 'sqlite', 'store.ts'), text: "import { y } from '../tiered/claims.ts';" },
+      { path: join(STORE, 'store.ts'), text: "import type { z } from './sqlite/rows.ts';" },
+      { path: join(STORE, 'cluster.ts'), text: "import type { v } from './tiered/cluster-tier.ts';" },
+      { path: join(STORE, 'etcd-tier', 'tier.ts'), text: "import { w } from '../tiered/claims.ts';" },
+    ];
+    assert.deepEqual(violations(planted), [
+      'src/store/kubernetes/tier.ts -> src/store/etcd-tier/continuity.ts (store/kubernetes may import only the root, tiered)',
+      'src/store/sqlite/store.ts -> src/store/tiered/claims.ts (store/sqlite may import only the root)',
+      "src/store/store.ts -> src/store/sqlite/rows.ts (the store's contract may not import its backends)",
+      "src/store/cluster.ts -> src/store/tiered/cluster-tier.ts (the store's contract may not import its backends)",
     ]);
   });
 

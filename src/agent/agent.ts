@@ -1,31 +1,34 @@
 /**
- * The agent: wires the store, the allocator, the release pipeline and its sources, the cluster
- * chores, the CNI service and the API server, and owns their lifecycle. start() is ready to serve
- * when it resolves; when it rejects, everything it started is stopped (never a socket answering
- * with the rest gone). stop() stops accepting, lets in-flight calls finish (bounded), closes the
- * store and removes the socket, every step even if one fails. A part that fails after start
- * (a source's loop) resolves `failed`, for the runner to stop and exit non-zero; a part that can
- * fail alone (the CNI config manager) reports it in status instead. Nothing here decides
- * anything: the layers below do. What it knows of its store (its kind, whether nodes share it,
- * whether its file is the agent's own) comes from the options, never from the store object
- * (settings/store-kind.ts).
+ * The agent: opens the store and the allocator, builds the release, Kubernetes and serving sides
+ * beside each other on them (release-wiring.ts, kubernetes-wiring.ts, serving-wiring.ts: none
+ * builds another), and owns their lifecycle. start() is ready to serve when it resolves; when it
+ * rejects, everything it started is stopped (never a socket answering with the rest gone). stop()
+ * stops accepting, lets in-flight calls finish (bounded), closes the store and removes the socket,
+ * every step even if one fails. A part that fails after start (a source's loop) resolves `failed`,
+ * for the runner to stop and exit non-zero; a part that can fail alone (the CNI config manager)
+ * reports it in status instead. Nothing here decides anything: the layers below do. What it knows
+ * of its store (its kind, whether nodes share it, whether its file is the agent's own) comes from
+ * the options, never from the store object (settings/store-kind.ts).
+ * start() runs four steps: lock the state, open the store (the upkeep included), build the sides,
+ * serve. stop() undoes them from the socket inwards.
  */
 import type { Server } from 'node:http';
 import type { Logger } from 'pino';
 import { type Clock, systemClock } from '../core/clock.ts';
 import { WarrenError } from '../core/errors.ts';
 import { LiveTraffic, ROUNDS_BEFORE_SERVING, warmUp } from './server/warm-up.ts';
-import { type CniConfigManager, readinessProblem } from './node/cni-config-manager.ts';
-import { managedCniConfig } from './node/managed-config.ts';
-import { HostLocalTakeover } from './node/host-local-takeover.ts';
+import type { CniConfigManager } from './node/cni-config-manager.ts';
+import { managedCniConfig, managedTakeover } from './node/managed-config.ts';
+import type { HostLocalTakeover } from './node/host-local-takeover.ts';
 import { NodeHandBack } from './node/hand-back.ts';
 import { Allocator } from '../allocator/allocator.ts';
 import { ReservedAddresses } from '../ipam/reserved.ts';
-import type { Store } from '../store/store.ts';
-import { startUpkeep } from './cluster/upkeep.ts';
+import type { Membership, Store } from '../store/store.ts';
+import { type ClusterUpkeep, startUpkeep } from './cluster/upkeep.ts';
 import { ClusterRecord } from './cluster/record.ts';
 import { InstanceLock } from './settings/instance-lock.ts';
 import {
+  type OpenedStore,
   type StatedStore,
   type StoreFacts,
   clusterRecordKey,
@@ -35,22 +38,19 @@ import {
 } from './settings/store-kind.ts';
 import { RecentErrors } from './metrics/recent-errors.ts';
 import { ReleaseWiring } from './release-wiring.ts';
+import type { KubernetesParts } from './kubernetes-wiring.ts';
+import { scrapeReadings, serveMetricsEndpoint, servingSide } from './serving-wiring.ts';
 import type { AgentOptions } from './settings/options.ts';
 import { CommitHealth } from './server/commit-health.ts';
-import { servingParts } from './server/serving.ts';
+import type { AgentService } from './server/operator-service.ts';
 import { type OwnSocket, closeServer, listenOnSocket } from './server/socket.ts';
 import { WARREN_VERSION } from './server/version.ts';
 import type { Allocation } from '../ipam/allocation.ts';
-import { isBookkeeping } from '../ipam/bookkeeping.ts';
 import type { MetricsEndpointStatus } from '../api/status.ts';
-import { DASHBOARD_ASSETS, renderDashboardBody, renderDashboardPage } from './dashboard/page.ts';
-import { serveMetrics } from './metrics/http-server.ts';
 import { MeasuredStore } from './metrics/measured-store.ts';
 import { AgentMetrics } from './metrics/prometheus.ts';
-import { agentReadings } from './metrics/readings.ts';
-import { bookkeepingCounts } from './server/bookkeeping-counts.ts';
 import { ReleaseHistory } from './metrics/release-history.ts';
-import { NO_TELEMETRY, fanOut } from './metrics/telemetry.ts';
+import { NO_TELEMETRY, type Telemetry, fanOut } from './metrics/telemetry.ts';
 import { makeDirectory } from '../core/make-directory.ts';
 
 export interface AgentDeps {
@@ -105,6 +105,8 @@ export class Agent {
   readonly failed: Promise<Error>;
   /** The warm-up running beside serving; stop() waits for it (it stops at the abort). */
   #warmingUp: Promise<void> | undefined;
+  /** What start built (step 3), set once: the metrics and release telemetry read it. */
+  #built: Built | undefined;
 
   constructor(options: AgentOptions, deps: AgentDeps) {
     this.options = options;
@@ -121,10 +123,25 @@ export class Agent {
   }
 
   async start(): Promise<void> {
-    const o = this.options;
-    const facts = storeFacts(o, this.#stated);
+    const facts = storeFacts(this.options, this.#stated);
     this.#facts = facts;
-    const { database } = facts;
+    this.#lockState(facts);
+    try {
+      const base = await this.#openStore(facts);
+      const built = await this.#buildSides(base);
+      await this.#serve(built);
+    } catch (error) {
+      // Everything started so far is stopped, whatever else fails meanwhile: a start that failed
+      // never leaves a socket answering while the rest is gone.
+      const stopFailed = (err: unknown): void => this.#logger.error({ err }, 'stopping after a failed start failed');
+      await this.stop().catch(stopFailed);
+      throw error;
+    }
+  }
+
+  /** Step 1: the state directory made, and everything that must have a single agent locked. */
+  #lockState({ database }: StoreFacts): void {
+    const o = this.options;
     // Allocation state is the node's business alone: files and directories are owner-only.
     process.umask(0o077);
     makeDirectory(o.stateDir, 0o700);
@@ -140,186 +157,143 @@ export class Agent {
       // Two agents draining one journal would each remove intents the other is applying.
       { what: 'journal', path: o.journalDir },
     ]);
+  }
+
+  /**
+   * Step 2: the store (measured when metrics are on, watched for commit health), the allocator on
+   * it and, on a cluster store, the upkeep: a second agent with this node's name is refused here
+   * (ALREADY_RUNNING), before anything serves.
+   */
+  async #openStore(facts: StoreFacts): Promise<Base> {
+    const o = this.options;
     const clock = this.#clock;
     const logger = this.#logger;
-    try {
-      const warn = (message: string): void => logger.warn(message);
-      // On a cluster store: which start of this agent last announced the node, and the store's identity then.
-      const recordKey = clusterRecordKey({ ...o, store: facts.kind });
-      const record = recordKey === undefined ? undefined : new ClusterRecord(o.stateDir, recordKey, warn);
-      const identity = record?.identity;
-      const { store: opened, published } =
-        this.#stated ?? (await openStore(o, { clock, notice: warn, ...(identity === undefined ? {} : { identity }) }));
-      const history = new ReleaseHistory(clock);
-      // Readings are taken from the parts made below, when a scrape asks.
-      const metrics =
-        o.metricsAddress === undefined
-          ? undefined
-          : new AgentMetrics({
-              version: WARREN_VERSION,
-              readings: agentReadings({
-                node: o.nodeName,
-                pools: () => service.pools(),
-                // This node's allocations tell borrowed blocks apart; a store of one node has none.
-                ownAllocations: facts.shared ? () => opened.list({ node: o.nodeName }) : undefined,
-                pendingJournal: () => releases.reconciler.status().pending.length,
-                journalDir: o.journalDir,
-                queueDepth: () => releases.pipeline.queueDepth(),
-                readiness: () => service.readiness(),
-                bookkeeping: () => bookkeepingCounts(opened),
-                warrenPools: () => releases.kubernetes?.().planning?.pools?.list ?? [],
-                ...(facts.shared
-                  ? {
-                      cluster: () => ({
-                        halted: membership?.halted() !== undefined,
-                        recovering: membership?.recovery() !== undefined,
-                      }),
-                    }
-                  : {}),
-              }),
-            });
-      const handBack = new NodeHandBack(o.stateDir, clock);
-      this.#handBack = handBack;
-      // Built before the allocator exists, told of it below: releases must reach it (hand-back).
-      let takeover: HostLocalTakeover | undefined;
-      const takeoverTelemetry = {
-        ...NO_TELEMETRY,
-        released: (_source: unknown, allocations: readonly Allocation[]) => {
-          takeover?.released(allocations);
-          // A reserved address released: its reservation's status stops listing it soon.
-          this.#releases?.reservations?.released(allocations);
-        },
-      };
-      const telemetry = fanOut(history, metrics ?? NO_TELEMETRY, takeoverTelemetry);
-      // Counting commits costs a clock read per commit: only when someone can read the figures.
-      // Readiness follows the commits the allocator makes, not only the ping (server/commit-health.ts).
-      const commits = new CommitHealth(clock);
-      const store = commits.watch(metrics === undefined ? opened : new MeasuredStore(opened, telemetry));
-      this.#store = store;
-      const membership = membershipOf(store, facts);
-      const blocks = facts.shared && this.#blocks;
-      // Cluster-wide reservations (ipam/reserved.ts): filled by their watch when Kubernetes is on.
-      const reserved = new ReservedAddresses();
-      const allocator = new Allocator({ store, clock, node: o.nodeName, blocks, reserved });
-      const errors = new RecentErrors(clock, logger);
-      const clusterDeps = { allocator, clock, logger, errors, version: WARREN_VERSION, record };
-      // Before serving: a second agent with this node's name is refused here (ALREADY_RUNNING).
-      const upkeep =
-        membership === undefined ? undefined : await startUpkeep(o, { ...clusterDeps, membership }, this.#abort.signal);
-      const onFailure = (error: Error): void => this.#fail(error);
-      const wiringDeps = { store, membership, allocator, clock, logger, errors, telemetry, onFailure, reserved };
-      const releases = await ReleaseWiring.open(o, wiringDeps);
-      this.#releases = releases;
-      if (o.manageCniConfig || handBack.reason() !== undefined) {
-        takeover = new HostLocalTakeover({ allocator, store, node: o.nodeName, clock, logger });
-        const handedBack = handBack.reason();
-        if (handedBack !== undefined) takeover.restoreHandedBack(handedBack, handBack.targets());
-        takeover.start(this.#abort.signal);
-      }
-      const configDeps = { store, takeover, handedBack: handBack.reason(), clock, logger };
-      const cniConfig = o.manageCniConfig ? managedCniConfig(o, configDeps) : undefined;
-      this.#cniConfig = cniConfig;
-      const notReady = (): string | undefined =>
-        handBack.reason() ?? readinessProblem(o.readinessIndicatorFile) ?? upkeep?.problem();
-      const { service, server } = servingParts({
-        options: o,
-        storeKind: facts.kind,
-        store,
-        membership,
-        allocator,
-        clock,
-        logger,
-        version: WARREN_VERSION,
-        reconciler: releases.reconciler,
-        containerd: releases.containerd,
-        kubernetes: releases.kubernetes,
-        plugins: releases.plugins,
-        notReady,
-        addGate: (network) => notReady() ?? takeover?.gate(network),
-        // A store of this node alone, on a node of a cluster: only node-local configs (cni/node-local.ts).
-        ...(o.kubernetes && !facts.shared ? { nodeLocalOnly: () => cniConfig?.nodeLocal() } : {}),
-        beforeAdd: (owner, podUID) => releases.pipeline.applyPending(owner, podUID),
-        runtimeOf: (a) => releases.scopes.adapterOf(a),
-        planners: releases.planners,
-        reservations: releases.reservations === undefined ? undefined : () => releases.reservations?.objects() ?? [],
-        afterAdd: releases.afterAdd,
-        commits,
-        published,
-        ...(upkeep === undefined
-          ? {}
-          : {
-              cluster: {
-                problem: () => upkeep.problem(),
-                // What accept wrote went through: the commits that failed on the lost store say nothing now.
-                accept: () =>
-                  upkeep.accept().then((report) => {
-                    commits.committed();
-                    return report;
-                  }),
-              },
-            }),
-        ...(cniConfig === undefined ? {} : { cniConfig: () => cniConfig.status() }),
-        // Without the config manager (beside Multus, under systemd) the configs naming Warren are
-        // the operator's: the node is handed back all the same, and the report says how many
-        // addresses pods still hold, whose DELs still call the plugin (the CLI keeps it for them).
-        uninstall: async () => {
-          const held = (await store.list({ node: o.nodeName })).filter((a) => !isBookkeeping(a)).length;
-          return handBack.uninstall(takeover, cniConfig, held);
-        },
-        telemetry,
-        history,
-        // Set before the socket listens, so before anyone can ask.
-        ...(o.metricsAddress === undefined ? {} : { metrics: () => this.#metricsStatus as MetricsEndpointStatus }),
-      });
-      this.#server = server;
-      if (o.kubernetes && !facts.shared)
-        logger.warn(
-          { store: facts.kind },
-          "this node's own store under Kubernetes: only node-local configs are served (node_local, or the one " +
-            "derived from the node's pod CIDR); others are refused (README, Stores)",
-        );
-      releases.start(this.#abort.signal);
-      if (metrics !== undefined && o.metricsAddress !== undefined) {
-        const served = await serveMetrics(
-          {
-            exposition: async () => ({ contentType: metrics.contentType, text: await metrics.exposition() }),
-            dashboard: () => service.dashboard(),
-            page: (data) => renderDashboardPage(data),
-            fragment: (data) => renderDashboardBody(data),
-            assets: DASHBOARD_ASSETS,
-            // The probes' answers (liveness: the event loop turns; readiness: an ADD can commit now).
-            readiness: () =>
-              this.#serving ? service.readiness() : Promise.reject(new WarrenError('NOT_READY', NOT_SERVING)),
-            onError: (error, path) => logger.error({ err: error, path }, 'metrics request failed'),
-          },
-          o.metricsAddress,
-          logger,
-        );
-        this.#metricsServer = served.server;
-        this.#metricsStatus = served.status;
-      }
-      // The first few rounds before serving, the rest beside it (server/warm-up.ts).
-      const beforeServing = Math.min(o.warmUpRounds, ROUNDS_BEFORE_SERVING);
-      await this.#warmUp(beforeServing, 'warmed up before serving');
-      // Counting from the first request on: the warm-up gives way to real calls.
-      const traffic = new LiveTraffic(server);
-      this.#socket = await listenOnSocket(server, o.socket);
-      this.#serving = true;
-      // Only now: a runtime that finds Warren's config calls the plugin, which must find the agent.
-      cniConfig?.start(this.#abort.signal);
-      // What the start cost, all threads (the bench reads it: issue 24 set a floor on it).
-      const cpu = process.cpuUsage();
-      const startCpuSeconds = (cpu.user + cpu.system) / 1e6;
-      const startSeconds = process.uptime();
-      logger.info({ socket: o.socket, store: store.description, startCpuSeconds, startSeconds }, 'agent ready');
-      this.#warmingUp = this.#warmUp(o.warmUpRounds - beforeServing, 'warmed up', traffic);
-    } catch (error) {
-      // Everything started so far is stopped, whatever else fails meanwhile: a start that failed
-      // never leaves a socket answering while the rest is gone.
-      const stopFailed = (err: unknown): void => logger.error({ err }, 'stopping after a failed start failed');
-      await this.stop().catch(stopFailed);
-      throw error;
+    const warn = (message: string): void => logger.warn(message);
+    // On a cluster store: which start of this agent last announced the node, and the store's identity then.
+    const recordKey = clusterRecordKey({ ...o, store: facts.kind });
+    const record = recordKey === undefined ? undefined : new ClusterRecord(o.stateDir, recordKey, warn);
+    const identity = record?.identity;
+    const { store: opened, published } =
+      this.#stated ?? (await openStore(o, { clock, notice: warn, ...(identity === undefined ? {} : { identity }) }));
+    const history = new ReleaseHistory(clock);
+    // Readings are taken from the parts the next step builds, when a scrape asks.
+    const metrics =
+      o.metricsAddress === undefined
+        ? undefined
+        : new AgentMetrics({
+            version: WARREN_VERSION,
+            readings: scrapeReadings(o, facts, opened, () => this.#parts()),
+          });
+    const handBack = new NodeHandBack(o.stateDir, clock);
+    this.#handBack = handBack;
+    const telemetry = fanOut(history, metrics ?? NO_TELEMETRY, this.#releasedTelemetry());
+    // Counting commits costs a clock read per commit: only when someone can read the figures.
+    // Readiness follows the commits the allocator makes, not only the ping (server/commit-health.ts).
+    const commits = new CommitHealth(clock);
+    const store = commits.watch(metrics === undefined ? opened : new MeasuredStore(opened, telemetry));
+    this.#store = store;
+    const membership = membershipOf(store, facts);
+    const blocks = facts.shared && this.#blocks;
+    // Cluster-wide reservations (ipam/reserved.ts): filled by their watch when Kubernetes is on.
+    const reserved = new ReservedAddresses();
+    const allocator = new Allocator({ store, clock, node: o.nodeName, blocks, reserved });
+    const errors = new RecentErrors(clock, logger);
+    const clusterDeps = { allocator, clock, logger, errors, version: WARREN_VERSION, record };
+    const upkeep =
+      membership === undefined ? undefined : await startUpkeep(o, { ...clusterDeps, membership }, this.#abort.signal);
+    const base = { facts, store, published, membership, allocator, reserved, errors, telemetry, commits, history };
+    return { ...base, metrics, handBack, upkeep };
+  }
+
+  /**
+   * Step 3: the release, Kubernetes and serving sides, side by side on the base (the Kubernetes
+   * side fed into the release pipeline), and the node's takeover and CNI config manager; the
+   * takeover runs from here on, the rest is started by the next step.
+   */
+  async #buildSides(base: Base): Promise<Built> {
+    const o = this.options;
+    const { store, membership, allocator, reserved, telemetry, handBack } = base;
+    const clock = this.#clock;
+    const logger = this.#logger;
+    const onFailure = (error: Error): void => this.#fail(error);
+    // @kubernetes/client-node costs an agent start more CPU than all the rest: loaded only when on.
+    const [releases, kubernetesWiring] = await Promise.all([
+      ReleaseWiring.open(o, { store, membership, allocator, clock, logger, errors: base.errors, telemetry, onFailure }),
+      o.kubernetes ? import('./kubernetes-wiring.ts') : undefined,
+    ]);
+    const kubernetesDeps = { store, membership, allocator, clock, logger, telemetry, reserved };
+    const kubernetes = kubernetesWiring?.kubernetesParts(o, kubernetesDeps, releases.pipeline);
+    if (kubernetes !== undefined) releases.feedFrom(kubernetes);
+    this.#releases = releases;
+    const takeover = managedTakeover(o, handBack, { allocator, store, clock, logger }, this.#abort.signal);
+    const configDeps = { store, takeover, handedBack: handBack.reason(), clock, logger };
+    const cniConfig = o.manageCniConfig ? managedCniConfig(o, configDeps) : undefined;
+    this.#cniConfig = cniConfig;
+    const sides = { releases, kubernetes, takeover, cniConfig };
+    // Set before the socket listens, so before anyone can ask.
+    const metricsStatus =
+      o.metricsAddress === undefined ? undefined : () => this.#metricsStatus as MetricsEndpointStatus;
+    const serving = { ...base, ...sides, options: o, clock, logger, metricsStatus };
+    const { service, server } = servingSide(serving);
+    this.#server = server;
+    this.#built = { ...base, ...sides, service, server };
+    return this.#built;
+  }
+
+  /**
+   * Step 4: the sources started, the metrics endpoint served, the first warm-up rounds run, then
+   * the CNI socket served and only then the CNI config written; the rest of the warm-up beside.
+   */
+  async #serve(built: Built): Promise<void> {
+    const o = this.options;
+    const { facts, releases, metrics, service, server, cniConfig } = built;
+    const logger = this.#logger;
+    if (o.kubernetes && !facts.shared)
+      logger.warn(
+        { store: facts.kind },
+        "this node's own store under Kubernetes: only node-local configs are served (node_local, or the one " +
+          "derived from the node's pod CIDR); others are refused (README, Stores)",
+      );
+    releases.start(this.#abort.signal);
+    if (metrics !== undefined && o.metricsAddress !== undefined) {
+      const served = await serveMetricsEndpoint(o.metricsAddress, metrics, service, () => this.#serving, logger);
+      this.#metricsServer = served.server;
+      this.#metricsStatus = served.status;
     }
+    // The first few rounds before serving, the rest beside it (server/warm-up.ts).
+    const beforeServing = Math.min(o.warmUpRounds, ROUNDS_BEFORE_SERVING);
+    await this.#warmUp(beforeServing, 'warmed up before serving');
+    // Counting from the first request on: the warm-up gives way to real calls.
+    const traffic = new LiveTraffic(server);
+    this.#socket = await listenOnSocket(server, o.socket);
+    this.#serving = true;
+    // Only now: a runtime that finds Warren's config calls the plugin, which must find the agent.
+    cniConfig?.start(this.#abort.signal);
+    // What the start cost, all threads (the bench reads it: issue 24 set a floor on it).
+    const cpu = process.cpuUsage();
+    const startCpuSeconds = (cpu.user + cpu.system) / 1e6;
+    const startSeconds = process.uptime();
+    logger.info({ socket: o.socket, store: built.store.description, startCpuSeconds, startSeconds }, 'agent ready');
+    this.#warmingUp = this.#warmUp(o.warmUpRounds - beforeServing, 'warmed up', traffic);
+  }
+
+  /** Released addresses, told to the parts that keep something of them once start built them. */
+  #releasedTelemetry(): Telemetry {
+    return {
+      ...NO_TELEMETRY,
+      released: (_source: unknown, allocations: readonly Allocation[]) => {
+        // Releases reach the takeover (hand-back).
+        this.#built?.takeover?.released(allocations);
+        // A reserved address released: its reservation's status stops listing it soon.
+        this.#built?.kubernetes?.addressesReleased(allocations);
+      },
+    };
+  }
+
+  /** What start built; a part read before it is not ready (the metrics read it only when scraped). */
+  #parts(): Built {
+    if (this.#built === undefined) throw new WarrenError('NOT_READY', 'the agent is still starting');
+    return this.#built;
   }
 
   /** Runs the ADD path on a throwaway store (server/warm-up.ts); a failure only costs speed. */
@@ -397,4 +371,29 @@ export class Agent {
   }
 }
 
-const NOT_SERVING = 'the agent is not serving CNI calls yet (starting) or any more (stopping)';
+/** What step 2 opens: the store and what stands on it. */
+interface Base {
+  readonly facts: StoreFacts;
+  readonly store: Store;
+  readonly published: OpenedStore['published'];
+  readonly membership: Membership | undefined;
+  readonly allocator: Allocator;
+  readonly reserved: ReservedAddresses;
+  readonly errors: RecentErrors;
+  readonly telemetry: Telemetry;
+  readonly commits: CommitHealth;
+  readonly history: ReleaseHistory;
+  readonly metrics: AgentMetrics | undefined;
+  readonly handBack: NodeHandBack;
+  readonly upkeep: ClusterUpkeep | undefined;
+}
+
+/** What step 3 builds on the base: the sides, side by side. */
+interface Built extends Base {
+  readonly releases: ReleaseWiring;
+  readonly kubernetes: KubernetesParts | undefined;
+  readonly takeover: HostLocalTakeover | undefined;
+  readonly cniConfig: CniConfigManager | undefined;
+  readonly service: AgentService;
+  readonly server: Server;
+}

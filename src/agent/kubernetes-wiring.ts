@@ -1,9 +1,13 @@
 /**
- * The Kubernetes side of the release wiring: the pod source (and, with a store shared by nodes,
- * the node source), the Events it reports with, and what acts on them. A module of its own because
- * it is the only part of the agent that loads @kubernetes/client-node, whose loading costs more
- * CPU than the whole rest of an agent start: release-wiring.ts imports it only when --kubernetes
- * is on.
+ * The Kubernetes side of the agent, built beside the release and serving sides (agent.ts): the pod
+ * source (and, with a store shared by nodes, the node source), the Events it reports with and what
+ * acts on them, which feed the release pipeline (a `ReleaseFeed`, release-wiring.ts); the ADD
+ * planners (WarrenPools, addresses, IPAMClaims) and the cluster's reservations, which the serving
+ * side consults. `start` hands every loop to the release wiring's supervision, so a loop that
+ * fails or ends before the abort is a failure of the agent, and the pipeline stops only after
+ * them. A module of its own because it is the only part of the agent that loads
+ * @kubernetes/client-node, whose loading costs more CPU than the whole rest of an agent start:
+ * agent.ts imports it only when --kubernetes is on.
  */
 import { CoreV1Api } from '@kubernetes/client-node';
 import { failureOfError } from '../sources/kubernetes/api-failure.ts';
@@ -11,7 +15,6 @@ import { loadKubeConfig } from '../sources/kubernetes/kubeconfig.ts';
 import { NodeSource } from '../sources/kubernetes/node-source.ts';
 import { PodSource } from '../sources/kubernetes/pod-source.ts';
 import { type KubeObjectMeta, ListWatch } from '../sources/kubernetes/list-watch.ts';
-import { KubeApiClient } from '../store/kubernetes/api-client.ts';
 import { ExponentialBackoff } from '../core/backoff.ts';
 import type { AgentOptions } from './settings/options.ts';
 import { ClusterEvents } from './kubernetes/events.ts';
@@ -22,6 +25,7 @@ import { ADDRESSES_ANNOTATION, addressPlanner } from './kubernetes/address-plann
 import { messageOf } from '../core/errors.ts';
 import { PodDirectory } from './kubernetes/pod-directory.ts';
 import { KubernetesPlanning } from './kubernetes/planning.ts';
+import { OnDemandClient } from './kubernetes/on-demand-client.ts';
 import { PoolStatusWriter } from './kubernetes/pool-status.ts';
 import { poolStatusWrite } from './kubernetes/pool-status-write.ts';
 import { ClusterReservations } from './kubernetes/reservations.ts';
@@ -32,7 +36,29 @@ import { IpamClaims, storeClaimHoldings } from './kubernetes/ipam-claims/ipam-cl
 import { ipamClaimPlanner } from './kubernetes/ipam-claims/claim-planner.ts';
 import type { AddPlanner } from './server/add-plan.ts';
 import type { ReleasePipeline } from './release/pipeline.ts';
-import type { ReleaseWiringDeps } from './release-wiring.ts';
+import type { ReleaseIntent } from './release/intent.ts';
+import type { Allocator } from '../allocator/allocator.ts';
+import type { Clock } from '../core/clock.ts';
+import type { Allocation } from '../ipam/allocation.ts';
+import type { ReservedAddresses } from '../ipam/reserved.ts';
+import type { Membership, Store } from '../store/store.ts';
+import type { Telemetry } from './metrics/telemetry.ts';
+import type { AddOutcome } from './server/add-plan.ts';
+import type { WarrenPoolReport } from '../api/status.ts';
+import type { Logger } from 'pino';
+
+/** What the Kubernetes side is built on: the agent's parts, and the release pipeline it feeds. */
+export interface KubernetesWiringDeps {
+  readonly store: Store;
+  /** The store's membership: present exactly when the options say nodes share it (settings/store-kind.ts). */
+  readonly membership: Membership | undefined;
+  readonly allocator: Allocator;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly telemetry: Telemetry;
+  /** The allocator's cluster-wide reservations, filled by their watch. */
+  readonly reserved?: ReservedAddresses | undefined;
+}
 
 export interface KubernetesParts {
   readonly pods: PodSource;
@@ -51,6 +77,38 @@ export interface KubernetesParts {
   readonly claims?: IpamClaims | undefined;
   /** The sources' state and what they released and reported. */
   status(): KubernetesStatus;
+  /** Closes the agent's client for Warren's objects (once every part has stopped). */
+  close(): void;
+  /** Starts every loop, each handed to `supervise` (release-wiring.ts's `ReleaseFeed`). */
+  start(signal: AbortSignal, supervise: (what: string, loop: Promise<void>) => void): void;
+  /** Told of every release committed: reported as an Event on the pod. */
+  released(intent: ReleaseIntent, released: readonly Allocation[], why: string): void;
+  /** A namespace file disappeared: a gone pod's address may be free now. */
+  namespaceRemoved(): void;
+  /** Addresses released: a reservation's status stops listing them soon. */
+  addressesReleased(allocations: readonly Allocation[]): void;
+  /** Told of each ADD: one that took an IPAMClaim's addresses is written to its status. */
+  readonly afterAdd: ((outcome: AddOutcome) => void) | undefined;
+  /** The reservations as watched, for `warren reservations`; undefined without their watch. */
+  readonly reservationObjects: (() => ReturnType<ClusterReservations['objects']>) | undefined;
+  /** The WarrenPools as watched, with their status (a metric). */
+  warrenPools(): readonly WarrenPoolReport[];
+}
+
+/** Every loop of the parts, each handed to `supervise`: they run until the signal aborts. */
+function startLoops(
+  kube: Omit<KubernetesParts, 'status' | 'start' | 'close'>,
+  signal: AbortSignal,
+  supervise: (what: string, loop: Promise<void>) => void,
+): void {
+  supervise('the Kubernetes pod source', kube.releases.run(kube.pods.events(signal), signal));
+  supervise('the Kubernetes namespace and WarrenPool watches', kube.planning.run(signal));
+  if (kube.claims !== undefined) supervise('the IPAMClaim watch', kube.claims.run(signal));
+  if (kube.nodes !== undefined)
+    supervise('the Kubernetes node source', kube.nodes.forget.run(kube.nodes.source.events(signal), signal));
+  const reservations = kube.reservations;
+  if (reservations !== undefined)
+    supervise('the watch of WarrenReservations', reservations.cluster.run(reservations.watch.events(signal), signal));
 }
 
 function nodesOf(s: ReturnType<KubernetesNodes['status']>): {
@@ -67,7 +125,7 @@ function reservationsOf(r: NonNullable<KubernetesParts['reservations']>): Kubern
 }
 
 /** The state of every part, as GET /v1/status shows it. */
-function statusOf(kube: Omit<KubernetesParts, 'status'>): KubernetesStatus {
+function statusOf(kube: Omit<KubernetesParts, 'status' | 'start' | 'close'>): KubernetesStatus {
   const pods = kube.pods.status();
   const events = kube.events.status();
   const nodes =
@@ -100,10 +158,16 @@ async function orNotFound<T>(request: Promise<T>): Promise<T | undefined> {
 }
 
 /** The pod source (and, with a store shared by nodes, the node source) and what acts on them. */
-export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeline: ReleasePipeline): KubernetesParts {
+export function kubernetesParts(
+  o: AgentOptions,
+  deps: KubernetesWiringDeps,
+  pipeline: ReleasePipeline,
+): KubernetesParts {
   const kubeConfig = loadKubeConfig(o.kubeconfig);
   const logger = deps.logger.child({ source: 'kubernetes' });
   const core = kubeConfig.makeApiClient(CoreV1Api);
+  // The agent's one client for Warren's objects (statuses, IPAMClaims): opened at its first use.
+  const warrenApi = OnDemandClient.of(kubeConfig);
   const events = new ClusterEvents({ api: core, node: o.nodeName, clock: deps.clock, logger });
   const backoff = new ExponentialBackoff({ initialMs: 1_000, maxMs: 30_000 });
   const directory = new PodDirectory({
@@ -138,7 +202,7 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
             node: o.nodeName,
             clock: deps.clock,
             logger,
-            writer: reservationStatusWriter(kubeConfig, o.nodeName),
+            writer: reservationStatusWriter(warrenApi, o.nodeName),
           }),
         };
   const watch = (path: string, fieldSelector?: string) =>
@@ -150,8 +214,8 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
       backoff,
       ...(fieldSelector === undefined ? {} : { fieldSelector }),
     });
-  const tier = deps.store.blockOwners?.tier;
-  const holdings = tier?.holdings;
+  const cluster = deps.store.cluster;
+  const holdings = cluster?.holdings;
   // WarrenPools are custom resources of the kubernetes store's (deploy/crds/): read only on it.
   const planning = new KubernetesPlanning({
     node: o.nodeName,
@@ -164,12 +228,15 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
             pools: watch('/apis/warren.dev/v1alpha1/warrenpools'),
             self: watch('/api/v1/nodes', `metadata.name=${o.nodeName}`),
             status: (catalog) =>
-              tier === undefined
+              cluster === undefined
                 ? undefined
                 : new PoolStatusWriter({
                     catalog,
-                    tier,
-                    ...poolStatusWrite(kubeConfig),
+                    tier: {
+                      published: cluster.records.published.bind(cluster.records),
+                      membership: cluster.membership,
+                    },
+                    write: poolStatusWrite(warrenApi),
                     clock: deps.clock,
                     logger,
                     // Three upkeep rounds (30 s by default): the status is for operators, not for allocation.
@@ -177,7 +244,7 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
                   }),
           },
         }),
-    ...(holdings === undefined || tier === undefined
+    ...(holdings === undefined || cluster === undefined
       ? {}
       : {
           sticky: {
@@ -185,7 +252,7 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
             release: new StickyRelease({
               records: holdings,
               endHolding: (key) => deps.allocator.holdings.endHolding(key),
-              membership: tier.membership,
+              membership: cluster.membership,
               clock: deps.clock,
               logger,
               graceMs: o.stickyReleaseGraceSeconds * 1000,
@@ -233,7 +300,7 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
       ? undefined
       : new IpamClaims({
           kubeConfig,
-          api: new ClaimApi(() => KubeApiClient.open({ kubeConfig })),
+          api: new ClaimApi(warrenApi),
           pod: (ref) => directory.pod(ref),
           holdings: storeClaimHoldings(deps.store, deps.allocator.holdings),
           clock: deps.clock,
@@ -261,6 +328,27 @@ export function kubernetesParts(o: AgentOptions, deps: ReleaseWiringDeps, pipeli
     // The claims' own planners, or on another store the one refusing a pod naming a claim.
     ...(claims?.planners ?? [refuseClaims]),
   ];
-  const parts = { pods, releases, events, nodes, planning, planners, reservations, claims };
-  return { ...parts, status: () => statusOf(parts) };
+  const parts = {
+    pods,
+    releases,
+    events,
+    nodes,
+    planning,
+    planners,
+    reservations,
+    claims,
+    released: (intent: ReleaseIntent, released: readonly Allocation[], why: string) =>
+      releases.released(intent, released, why),
+    namespaceRemoved: () => releases.namespaceRemoved(),
+    addressesReleased: (allocations: readonly Allocation[]) => reservations?.cluster.released(allocations),
+    afterAdd: claims?.afterAdd,
+    reservationObjects: reservations === undefined ? undefined : () => reservations.cluster.objects(),
+    warrenPools: () => planning.status().pools?.list ?? [],
+  };
+  return {
+    ...parts,
+    status: () => statusOf(parts),
+    start: (signal, supervise) => startLoops(parts, signal, supervise),
+    close: () => warrenApi.close(),
+  };
 }

@@ -1,27 +1,26 @@
 /**
- * Wires the release side of the agent: every source (the missed-delete journal, containerd,
- * Kubernetes, runtime adapters registered as plugins, netns directories, the reconcile pass) feeds
- * the one release pipeline. Nothing here decides anything: the rule decides, the pipeline's
- * applier applies, the sources only report.
+ * Wires the release side of the agent: every source (the missed-delete journal, containerd, a feed
+ * built beside it (Kubernetes), runtime adapters registered as plugins, netns directories, the
+ * reconcile pass) feeds the one release pipeline. Nothing here decides anything: the rule decides,
+ * the pipeline's applier applies, the sources only report. The pipeline, the journal intake and
+ * the reconcile pass are composed by release/core.ts, which tests call with their own parts.
+ *
+ * The Kubernetes side is built beside this wiring, on its pipeline (kubernetes-wiring.ts), and fed
+ * in as a `ReleaseFeed`: this file never imports it, so neither wiring is nested in the other.
  *
  * `start` begins consuming and the periodic pass; after the signal aborts, `stopped` resolves once
- * every loop has ended and the pipeline has stopped (no release is started after that). A loop
- * (or the plugin watcher) that fails or ends before the signal aborts is told to `onFailure`.
+ * every loop has ended, a feed's too, and the pipeline has stopped (no release is started after
+ * that). A loop (or the plugin watcher) that fails or ends before the signal aborts is told to
+ * `onFailure`.
  *
- * A source that is off costs nothing: its client library (@kubernetes/client-node, @grpc/grpc-js,
- * protobufjs) is imported by `open` only when its option is on. Loading them all cost an agent
- * start more than a second of CPU before it could serve.
- *
- * The composition is in functions a test can call with its own settings and parts (a manual
- * clock, a store that fails on demand): `releasePipeline` makes the pipeline and the parts it is
- * composed with, `releaseCore` adds the journal intake and the reconcile pass; `releaseSettings`
- * is what the options make of their settings.
+ * A source that is off costs nothing: its client library (@grpc/grpc-js, protobufjs) is imported by
+ * `open` only when its option is on (agent.ts does the same for @kubernetes/client-node). Loading
+ * them all cost an agent start more than a second of CPU before it could serve.
  */
 import type { Logger } from 'pino';
-import type { ContainerdStatus, KubernetesStatus, PluginsStatus } from '../api/status.ts';
+import type { ContainerdStatus, PluginsStatus } from '../api/status.ts';
 import type { Allocator } from '../allocator/allocator.ts';
-import type { ReservedAddresses } from '../ipam/reserved.ts';
-import { type BackoffPolicy, ExponentialBackoff } from '../core/backoff.ts';
+import { ExponentialBackoff } from '../core/backoff.ts';
 import type { Clock } from '../core/clock.ts';
 import { WarrenError, messageOf } from '../core/errors.ts';
 import type { ContainerdEventSource } from '../sources/containerd/event-source.ts';
@@ -29,27 +28,22 @@ import { MissedDeleteJournal } from '../sources/missed-delete-journal.ts';
 import { NetnsObserver } from '../sources/netns.ts';
 import { netnsRemovals } from '../sources/netns-removals.ts';
 import type { Membership, Store } from '../store/store.ts';
-import type { Allocation, Owner } from '../ipam/allocation.ts';
+import type { Allocation } from '../ipam/allocation.ts';
 import type { AgentOptions } from './settings/options.ts';
 import type { RecentErrors } from './metrics/recent-errors.ts';
-import { ReleaseApplier } from './release/applier.ts';
-import { ReleaseCounts } from './release/counts.ts';
-import { ExitedContainers } from './release/exited-containers.ts';
-import { JournalIntake } from './release/journal.ts';
-import { ReleasePipeline } from './release/pipeline.ts';
-import { ReleaseReconciler } from './release/reconciler.ts';
+import type { JournalIntake } from './release/journal.ts';
+import type { ReleasePipeline } from './release/pipeline.ts';
+import type { ReleaseReconciler } from './release/reconciler.ts';
 import type { ReleaseIntent } from './release/intent.ts';
+import { releaseCore, releaseSettings } from './release/core.ts';
 import { consumeContainerd, consumeNetnsRemovals } from './release/consumers.ts';
 import type { PluginRegistry } from './registry/registry.ts';
-import { CONTAINERD_CRI_NETNS_PREFIXES, NetnsScopes } from './release/netns-scopes.ts';
-import type { Telemetry } from './metrics/telemetry.ts';
-import type { KubernetesParts } from './kubernetes-wiring.ts';
-import type { ClusterReservations } from './kubernetes/reservations.ts';
-import type { AddOutcome, AddPlanner } from './server/add-plan.ts';
+import type { NetnsScopes } from './release/netns-scopes.ts';
+import type { ReleaseSource, Telemetry } from './metrics/telemetry.ts';
+import type { CniServiceOptions } from './server/cni-service.ts';
 
 /** What an option that is on needs loaded, and nothing an option that is off would. */
 interface OptionalModules {
-  readonly kubernetes?: typeof import('./kubernetes-wiring.ts') | undefined;
   /** containerd's client: @grpc/grpc-js and protobufjs. */
   readonly containerd?: typeof import('../sources/containerd/event-source.ts') | undefined;
   /** The registry and the runtime adapters' client: @grpc/grpc-js and protobufjs. */
@@ -61,151 +55,15 @@ interface OptionalModules {
 
 /** Imports what the options that are on need, at once. */
 async function optionalModules(o: AgentOptions): Promise<OptionalModules> {
-  const [kubernetes, containerd, registry, handler] = await Promise.all([
-    o.kubernetes ? import('./kubernetes-wiring.ts') : undefined,
+  const [containerd, registry, handler] = await Promise.all([
     o.containerd ? import('../sources/containerd/event-source.ts') : undefined,
     o.pluginsDir === undefined ? undefined : import('./registry/registry.ts'),
     o.pluginsDir === undefined ? undefined : import('./registry/event-source-handler.ts'),
   ]);
   return {
-    kubernetes,
     containerd,
     ...(registry === undefined || handler === undefined ? {} : { plugins: { registry, handler } }),
   };
-}
-
-/** The release side's settings, in the units its parts take. */
-export interface ReleaseSettings {
-  /** This node: only what its agent allocated is judged by runtime and pod intents. */
-  readonly node: string;
-  /**
-   * The store is shared by nodes (the options say so): the reconcile pass judges only this node's
-   * allocations, and another node's are ordered by the wall clock alone.
-   */
-  readonly shared: boolean;
-  readonly ownerBackoff: BackoffPolicy;
-  readonly containerBackoff: BackoffPolicy;
-  readonly resyncGraceMs: number;
-  readonly reconcileIntervalMs: number;
-  readonly netnsGraceMs: number;
-  /** The reconcile pass sweeps allocations whose namespace is provably gone. */
-  readonly releaseGoneNetns: boolean;
-  /** containerd's source is on: the namespaces its CRI makes are its own, never an adapter's. */
-  readonly containerd: boolean;
-}
-
-/** The settings the options make: owner keys back off from 1 s to 5 min, container keys as told. */
-export function releaseSettings(o: AgentOptions, shared: boolean): ReleaseSettings {
-  return {
-    node: o.nodeName,
-    shared,
-    ownerBackoff: new ExponentialBackoff({ initialMs: 1_000, maxMs: 300_000 }),
-    containerBackoff: new ExponentialBackoff({
-      initialMs: o.eventRetrySeconds * 1000,
-      maxMs: o.eventRetryMaxSeconds * 1000,
-    }),
-    resyncGraceMs: o.containerdGraceSeconds * 1000,
-    reconcileIntervalMs: o.reconcileIntervalSeconds * 1000,
-    netnsGraceMs: o.netnsGraceSeconds * 1000,
-    releaseGoneNetns: o.netnsDirs.length > 0,
-    containerd: o.containerd,
-  };
-}
-
-/** What the pipeline is composed over. */
-export interface ReleasePipelineDeps {
-  readonly store: Store;
-  readonly allocator: Allocator;
-  readonly clock: Clock;
-  readonly logger: Logger;
-  readonly observer: NetnsObserver;
-  readonly telemetry?: Telemetry;
-  /** Intents recorded durably for an owner that may not have arrived yet (the journal, read now). */
-  readonly recordedFor?: (owner: Owner) => readonly ReleaseIntent[];
-  /** Told of every release committed (Kubernetes reports them as Events on the pod). */
-  readonly onReleased?: (intent: ReleaseIntent, released: readonly Allocation[], why: string) => void;
-}
-
-/** The pipeline and the parts composed with it. */
-export interface ReleasePipelineParts {
-  readonly pipeline: ReleasePipeline;
-  readonly exited: ExitedContainers;
-  /** What runtime adapters answer for; shared with the registry's handler and the CNI service. */
-  readonly scopes: NetnsScopes;
-  readonly counts: ReleaseCounts;
-}
-
-/** The release pipeline, with its own exited containers, netns scopes and counts. */
-export function releasePipeline(settings: ReleaseSettings, deps: ReleasePipelineDeps): ReleasePipelineParts {
-  const { store, clock, logger, telemetry } = deps;
-  const exited = new ExitedContainers(clock);
-  const containerd = { owner: 'containerd', prefixes: CONTAINERD_CRI_NETNS_PREFIXES };
-  const scopes = new NetnsScopes(settings.containerd ? [containerd] : []);
-  const counts = new ReleaseCounts();
-  const { node, shared } = settings;
-  const applier = new ReleaseApplier({
-    allocator: deps.allocator,
-    store,
-    observer: deps.observer,
-    clock,
-    logger,
-    node,
-    shared,
-    exited,
-    ...(deps.onReleased === undefined ? {} : { onReleased: deps.onReleased }),
-    ...(telemetry === undefined ? {} : { telemetry }),
-  });
-  const pipeline = new ReleasePipeline({
-    clock,
-    logger,
-    applier,
-    ownerBackoff: settings.ownerBackoff,
-    containerBackoff: settings.containerBackoff,
-    store,
-    node,
-    resyncGraceMs: settings.resyncGraceMs,
-    exited,
-    scopes,
-    counts,
-    ...(deps.recordedFor === undefined ? {} : { recordedFor: deps.recordedFor }),
-    ...(telemetry === undefined ? {} : { telemetry }),
-  });
-  return { pipeline, exited, scopes, counts };
-}
-
-/** What the release core is composed over: the pipeline's, and the journal it reads. */
-export interface ReleaseCoreDeps extends Omit<ReleasePipelineDeps, 'recordedFor'> {
-  readonly errors: RecentErrors;
-  /** The missed-delete journal, prepared. */
-  readonly journal: MissedDeleteJournal;
-}
-
-/** The pipeline and its parts, the journal intake feeding it, and the reconcile pass. */
-export interface ReleaseCore extends ReleasePipelineParts {
-  readonly intake: JournalIntake;
-  readonly reconciler: ReleaseReconciler;
-}
-
-/** The release side without its optional sources: the journal intake, the pipeline, the reconcile pass. */
-export function releaseCore(settings: ReleaseSettings, deps: ReleaseCoreDeps): ReleaseCore {
-  const { store, clock, logger, errors, telemetry, observer } = deps;
-  const intake = new JournalIntake({ journal: deps.journal, logger, errors });
-  const parts = releasePipeline(settings, { ...deps, recordedFor: (owner) => intake.readNow(owner) });
-  const reconciler = new ReleaseReconciler({
-    pipeline: parts.pipeline,
-    journal: intake,
-    store,
-    observer,
-    clock,
-    logger,
-    errors,
-    intervalMs: settings.reconcileIntervalMs,
-    netnsGraceMs: settings.netnsGraceMs,
-    releaseGoneNetns: settings.releaseGoneNetns,
-    ...(settings.shared ? { onlyNode: settings.node } : {}),
-    ...(telemetry === undefined ? {} : { telemetry }),
-  });
-  return { ...parts, intake, reconciler };
 }
 
 export interface ReleaseWiringDeps {
@@ -217,13 +75,26 @@ export interface ReleaseWiringDeps {
   readonly logger: Logger;
   readonly errors: RecentErrors;
   readonly telemetry: Telemetry;
-  /** The allocator's cluster-wide reservations: with Kubernetes on, filled by their watch. */
-  readonly reserved?: ReservedAddresses | undefined;
   /**
    * Told when a source's loop fails or ends before the signal aborts: a release path is gone and
    * the agent must not go on as if it were there. Unset: logged only (tests of parts).
    */
   readonly onFailure?: (error: Error) => void;
+}
+
+/**
+ * Sources built beside the release wiring on its pipeline (the Kubernetes side): their loops run
+ * under its supervision, so `stopped` still means nothing pushes into the pipeline any more.
+ */
+export interface ReleaseFeed {
+  /** Told of every release committed (Kubernetes reports them as Events on the pod). */
+  released(intent: ReleaseIntent, released: readonly Allocation[], why: string): void;
+  /** A namespace file disappeared: a gone pod's address may be free now. */
+  namespaceRemoved(): void;
+  /** Starts every loop, each handed to `supervise`: it runs until the signal aborts. */
+  start(signal: AbortSignal, supervise: (what: string, loop: Promise<void>) => void): void;
+  /** Closes what the feed holds open (its API client), once every loop of it has stopped. */
+  close(): void;
 }
 
 export class ReleaseWiring {
@@ -233,30 +104,23 @@ export class ReleaseWiring {
   readonly scopes: NetnsScopes;
   /** containerd's state and what its events released, when the source is on. */
   readonly containerd: (() => ContainerdStatus) | undefined;
-  /** The Kubernetes sources' state and what they released, when on. */
-  readonly kubernetes: (() => KubernetesStatus) | undefined;
   /** The plugin registry's sockets and what registered adapters released, when on. */
   readonly plugins: (() => PluginsStatus) | undefined;
-  /** The ADD planners of the Kubernetes parts (add-plan.ts), pools first; none without Kubernetes. */
-  readonly planners: readonly AddPlanner[];
-  /** The reservations as watched, for `warren reservations`; undefined without their watch. */
-  readonly reservations: ClusterReservations | undefined;
-  readonly afterAdd: ((outcome: AddOutcome) => void) | undefined; // told of each ADD: a claim's status
   readonly #o: AgentOptions;
   readonly #clock: Clock;
   readonly #journal: JournalIntake;
   readonly #source: ContainerdEventSource | undefined;
-  readonly #kube: KubernetesParts | undefined;
+  /** Fed in before start (`feedFrom`): the Kubernetes side, when on. */
+  readonly #feeds: ReleaseFeed[] = [];
   readonly #registry: PluginRegistry | undefined;
   readonly #logger: Logger;
   readonly #onFailure: ((error: Error) => void) | undefined;
-  /** Loops that run until the abort signal: the journal, containerd, netns directory watches. */
+  /** Loops that run until the abort signal: the journal, containerd, a feed's, netns directory watches. */
   #loops: Array<Promise<void>> = [];
 
   /**
-   * Loads only the client libraries the options use (@kubernetes/client-node alone costs an agent
-   * start more CPU than all the rest), then wires. Throws (IO_FAILURE, naming it) for a journal
-   * directory the plugin would refuse to write into.
+   * Loads only the client libraries the options use, then wires. Throws (IO_FAILURE, naming it)
+   * for a journal directory the plugin would refuse to write into.
    */
   static async open(o: AgentOptions, deps: ReleaseWiringDeps): Promise<ReleaseWiring> {
     return new ReleaseWiring(o, deps, await optionalModules(o));
@@ -273,7 +137,9 @@ export class ReleaseWiring {
       ...deps,
       journal,
       observer: new NetnsObserver(o.netnsDirs),
-      onReleased: (intent, released, why) => this.#kube?.releases.released(intent, released, why),
+      onReleased: (intent, released, why) => {
+        for (const feed of this.#feeds) feed.released(intent, released, why);
+      },
     });
     this.#journal = core.intake;
     this.pipeline = core.pipeline;
@@ -292,11 +158,6 @@ export class ReleaseWiring {
     this.#source = source;
     this.containerd =
       source === undefined ? undefined : () => ({ ...source.status(), releases: this.pipeline.containerStatus() });
-    this.#kube = modules.kubernetes?.kubernetesParts(o, deps, this.pipeline);
-    this.kubernetes = this.#kube === undefined ? undefined : () => this.#kubernetesStatus();
-    this.planners = this.#kube?.planners ?? [];
-    this.reservations = this.#kube?.reservations?.cluster;
-    this.afterAdd = this.#kube?.claims?.afterAdd;
     const plugins = modules.plugins;
     const registry =
       o.pluginsDir === undefined || plugins === undefined
@@ -319,8 +180,26 @@ export class ReleaseWiring {
     this.plugins = registry === undefined ? undefined : () => registry.status();
   }
 
-  #kubernetesStatus(): KubernetesStatus {
-    return (this.#kube as KubernetesParts).status();
+  /** Sources built beside this wiring on its pipeline; before `start`, which starts their loops. */
+  feedFrom(feed: ReleaseFeed): void {
+    this.#feeds.push(feed);
+  }
+
+  /** Before an ADD: what is pending for its attachment is applied first (the CNI service's beforeAdd). */
+  readonly beforeAdd: NonNullable<CniServiceOptions['beforeAdd']> = (owner, podUID) =>
+    this.pipeline.applyPending(owner, podUID);
+
+  /** Which runtime adapter answers for an allocation (the CNI service's runtimeOf). */
+  readonly runtimeOf: NonNullable<CniServiceOptions['runtimeOf']> = (a) => this.scopes.adapterOf(a);
+
+  /** Journal files not yet released (a metric). */
+  pendingJournal(): number {
+    return this.reconciler.status().pending.length;
+  }
+
+  /** Intents queued (or backing off) in the pipeline, by source (a metric). */
+  queueDepth(): Partial<Record<ReleaseSource, number>> {
+    return this.pipeline.queueDepth();
   }
 
   /** A release path is gone: told to the agent, which must not serve as if it were there. */
@@ -353,30 +232,13 @@ export class ReleaseWiring {
           consumeContainerd(this.#source.events(signal), this.pipeline, this.#clock),
         ),
       );
-    const kube = this.#kube;
-    if (kube !== undefined) {
-      this.#loops.push(supervised('the Kubernetes pod source', kube.releases.run(kube.pods.events(signal), signal)));
-      this.#loops.push(supervised('the Kubernetes namespace and WarrenPool watches', kube.planning.run(signal)));
-      if (kube.claims !== undefined) this.#loops.push(supervised('the IPAMClaim watch', kube.claims.run(signal)));
-      if (kube.nodes !== undefined)
-        this.#loops.push(
-          supervised('the Kubernetes node source', kube.nodes.forget.run(kube.nodes.source.events(signal), signal)),
-        );
-      const reservations = kube.reservations;
-      if (reservations !== undefined)
-        this.#loops.push(
-          supervised(
-            'the watch of WarrenReservations',
-            reservations.cluster.run(reservations.watch.events(signal), signal),
-          ),
-        );
-    }
-    if (this.#source === undefined && kube === undefined && this.#registry === undefined) return;
+    for (const feed of this.#feeds) feed.start(signal, (what, loop) => this.#loops.push(supervised(what, loop)));
+    if (this.#source === undefined && this.#feeds.length === 0 && this.#registry === undefined) return;
     // A namespace file disappearing is the moment an exited container's (or a gone pod's) address
     // becomes free.
     const removed = (): void => {
       if (this.pipeline.hasExited) this.pipeline.recheckExited();
-      kube?.releases.namespaceRemoved();
+      for (const feed of this.#feeds) feed.namespaceRemoved();
     };
     for (const dir of this.#o.netnsDirs)
       this.#loops.push(
@@ -389,6 +251,7 @@ export class ReleaseWiring {
     await this.#registry?.stopped();
     await Promise.allSettled(this.#loops);
     this.#loops = [];
+    for (const feed of this.#feeds) feed.close();
     this.pipeline.stop();
   }
 }

@@ -10,7 +10,7 @@
  * allocation in the other.
  *
  * On a store one process writes alone (SQLite) that lock is the whole story. On a store several
- * agents share (etcd, `Store.spaces`) each agent admits on its own, so the admission is kept in the
+ * agents share (`Store.cluster.spaces`) each agent admits on its own, so the admission is kept in the
  * store: admitting a range retires, in one transaction, the overlapping ranges that hold nothing,
  * and fails if any of them (or the space's admissions) was written since it was read; every
  * allocation commit carries the admission as a guard and fails once the range was retired. An agent
@@ -65,7 +65,7 @@ export class OverlapAdmission {
     if (this.#admitted.has(range.pool)) return this.#admitted.get(range.pool);
     const me = parsePoolKey(range.pool);
     if (me === undefined) return undefined;
-    const spaces = this.#store.spaces;
+    const spaces = this.#store.cluster?.spaces;
     let guard: AdmissionGuard | undefined;
     try {
       guard =

@@ -57,9 +57,9 @@ export interface AllocatorOptions {
   /** Decide-and-commit rounds before giving up with TRY_AGAIN. Default 8, 32 with blocks. */
   readonly maxAttempts?: number;
   /**
-   * Split ranges into blocks with node affinity (cluster stores): this node allocates inside
-   * blocks it claimed, claims a free block when they are full, and borrows from other nodes'
-   * blocks when no block is free.
+   * Split ranges into blocks with node affinity (the two-tier store; refused on a store without
+   * Store.cluster): this node allocates inside blocks it claimed, claims a free block when they
+   * are full, and borrows from other nodes' blocks when no block is free.
    */
   readonly blocks?: boolean;
   /** How long an ADD waits for other nodes to lend it addresses (two-tier store; default 15 s). */
@@ -110,12 +110,6 @@ export class Allocator {
 
   constructor(options: AllocatorOptions) {
     const { store, clock, node } = options;
-    // A store wrapper that forwards `membership` but not `spaces` would quietly fall back to
-    // admitting ranges per process on a store several agents share: refuse it at once instead.
-    if (store.membership !== undefined && store.spaces === undefined)
-      throw new Error(
-        `store ${store.description} is shared by several nodes but keeps no range admissions (Store.spaces)`,
-      );
     const blocks = options.blocks ?? false;
     this.#store = store;
     this.#node = node;
@@ -135,15 +129,15 @@ export class Allocator {
       node,
       pools,
       metadata,
-      trustCache: blocks || store.membership === undefined,
+      trustCache: blocks || store.cluster === undefined,
       reserved: options.reserved,
     });
-    const tier = store.blockOwners?.tier;
+    const cluster = store.cluster;
     this.#lending =
-      blocks && tier !== undefined
+      blocks && cluster !== undefined
         ? new Lending({
             store,
-            tier,
+            tier: cluster.records,
             node,
             clock,
             pools,
@@ -155,7 +149,7 @@ export class Allocator {
           })
         : undefined;
     const lending = this.#lending;
-    const [records, where] = [tier?.holdings, tier?.description ?? store.description];
+    const [records, where] = [cluster?.holdings, cluster?.records.description ?? store.description];
     this.holdings = new Holdings({ store, records, where, node, clock, pools, locks: this.#locks });
     const parts = { pools, metadata, own, assigner: this.#assigner, lending, holdings: this.holdings };
     this.#blocks = blocks ? new BlockAssigner({ store, node, maxAttempts, ...parts }) : null;
@@ -339,7 +333,7 @@ export class Allocator {
     only: ReleaseLimits = {},
     runtimeOf?: RuntimeOf,
   ): Promise<GcOutcome> {
-    const shared = this.#blocks !== null || this.#store.membership !== undefined;
+    const shared = this.#blocks !== null || this.#store.cluster !== undefined;
     const candidates = await this.#store.list(gcScope(network, this.#node, shared));
     const stale = gcCandidates(candidates, valid, only, this.#clock.boot, this.#sharedBy(), runtimeOf);
     return releaseEach(stale, (owner) => this.release(owner, cooldownSeconds, only));
@@ -350,7 +344,7 @@ export class Allocator {
    * createdMoment), else undefined.
    */
   #sharedBy(): string | undefined {
-    return this.#store.membership === undefined ? undefined : this.#node;
+    return this.#store.cluster === undefined ? undefined : this.#node;
   }
 
   /** Gives back this node's blocks that have held no allocation for `graceMs` (give-back.ts). */
@@ -376,7 +370,6 @@ export class Allocator {
       {
         store: this.#store,
         pools: this.#pools,
-        maxAttempts: this.#maxAttempts,
         releaseAddresses: (pool, addresses) => this.releaseAddresses(pool, addresses),
       },
       node,

@@ -7,24 +7,25 @@
  * Also pins a range's block size in the store at first use: two configs that split one range
  * differently would put one address in two blocks, so a config that disagrees is refused.
  *
- * On a store that keeps block owners apart from addresses (Store.blockOwners, the two-tier store):
+ * Blocks live on the two-tier store only (Store.cluster: the cluster keeps who owns which block,
+ * each node the addresses of its own blocks); a store without block owners is refused at
+ * construction. On it:
  * - a range whose config sets no block_size is split by its size (ipam/range.ts
  *   adaptiveBlockPrefix), and the size pinned in the store wins over that default (only a size the
  *   config set is refused when it disagrees);
  * - the first ADD of a range reads only this node's blocks (`pools(<range>#)` answers those); the
- *   range's claims are read (blockOwners.rangeBlocks) only when this node's blocks are full;
+ *   range's claims are read (cluster.owners.rangeBlocks) only when this node's blocks are full;
  * - an address in another node's block is that node's to hand out: after its own blocks, a node
  *   tries the addresses others lent it (lending/, a local look), and the `borrow` placement asks the
  *   owners to lend some and waits for them (lending/borrower.ts); a claim holds the addresses a
  *   migration recorded in the block, in the claim's own commit.
- * On other stores (etcd) nothing of that applies: blocks are the config's or the family default.
  */
 import { WarrenError } from '../core/errors.ts';
 import type { IPAddress } from '../ipam/address.ts';
 import { type Block, blockAt, blockKeyPrefix, blockOfKey } from '../ipam/blocks.ts';
 import { withReservations } from '../ipam/reserved.ts';
 import { type RangeSpec, adaptiveBlockPrefix } from '../ipam/range.ts';
-import type { AdmissionGuard, Store } from '../store/store.ts';
+import type { AdmissionGuard, Store, StoreCluster } from '../store/store.ts';
 import type { AllocateRequest, Decision } from './assignment.ts';
 import { CONFLICT, retryOnConflict } from './commit-loop.ts';
 import type { Holdings } from './holdings/holdings.ts';
@@ -52,11 +53,22 @@ export interface BlockAssignerOptions {
 export class BlockAssigner {
   /** The store, the shared caches and the round in one pool this applies placement through. */
   readonly #o: BlockAssignerOptions;
+  /** The cluster's side of the store: who owns which block of a range, and the claims' records. */
+  readonly #cluster: StoreCluster;
   /** Range pools whose block size this process has checked against the store, and that size. */
   readonly #pinned = new Map<string, number>();
 
   constructor(options: BlockAssignerOptions) {
+    // Blocks need a cluster that keeps their owners apart from the addresses (the two-tier store):
+    // on one store shared by every node, any node could hand out any block's addresses.
+    const cluster = options.store.cluster;
+    if (cluster === undefined)
+      throw new Error(
+        `store ${options.store.description} keeps no block owners (Store.cluster): ` +
+          'ranges are split into blocks on the two-tier store only',
+      );
     this.#o = options;
+    this.#cluster = cluster;
   }
 
   /**
@@ -75,7 +87,7 @@ export class BlockAssigner {
       if (requested.value < range.first || requested.value > range.last)
         return assigner.decide(range, range, request, requested, guard); // reports "outside"
       const block = blockAt(range, requested.value);
-      const unheld = store.blockOwners === undefined ? undefined : await this.#holdRequested(range, block, request);
+      const unheld = await this.#holdRequested(range, block, request);
       return unheld ?? assigner.decide(block.span, range, request, requested, guard);
     }
     const owned = own.get(range.pool) ?? (await this.#refreshOwn(range));
@@ -85,19 +97,16 @@ export class BlockAssigner {
       const decision = await assigner.decide(block.span, range, request, undefined, guard);
       if (decision.kind === 'full') continue;
       if (decision.kind === 'done') own.promote(range.pool, key);
-      // A two-tier store refuses allocations in a block whose claim vanished: look at the own blocks
-      // again (its `pools` no longer shows that one as this node's), or the next round would retry it.
-      if (decision.kind === 'conflict' && store.blockOwners !== undefined) await this.#refreshOwn(range);
+      // The store refuses allocations in a block whose claim vanished: look at the own blocks again
+      // (its `pools` no longer shows that one as this node's), or the next round would retry it.
+      if (decision.kind === 'conflict') await this.#refreshOwn(range);
       return decision;
     }
     // Then addresses other nodes lent this one: a local look, no request to the cluster.
     const loaned = await this.#o.lending?.fromLoans(range, request, guard);
     if (loaned !== undefined) return loaned;
     // Own blocks are full (or there are none): look at the whole range again.
-    const summaries =
-      store.blockOwners === undefined
-        ? await store.pools(blockKeyPrefix(range.pool))
-        : await store.blockOwners.rangeBlocks(range.pool, { counts: false });
+    const summaries = await this.#cluster.owners.rangeBlocks(range.pool, { counts: false });
     // Placed with the reservations as exclusions: a block they hold back whole is never claimed
     // (it could hand nothing out); the blocks decided on are the range's own again.
     const placed = placeInBlocks({
@@ -136,7 +145,9 @@ export class BlockAssigner {
           : { kind: 'conflict' };
       }
       case 'borrow':
-        return this.#borrow(range, request, placement.from, guard);
+        // Only the owner hands out addresses of its blocks (it alone holds them): ask the owners to
+        // lend some (address requests), and wait for them.
+        return this.#o.lending === undefined ? { kind: 'full' } : this.#o.lending.borrow(range);
       case 'full':
         return { kind: 'full' };
       default: {
@@ -147,39 +158,15 @@ export class BlockAssigner {
   }
 
   /**
-   * Every block of the range is claimed and this node's are full: an address from another node's
-   * block, the one with the most room first (`from`, placement.ts).
-   */
-  async #borrow(
-    range: RangeSpec,
-    request: AllocateRequest,
-    from: readonly Block[],
-    guard: AdmissionGuard | undefined,
-  ): Promise<Decision> {
-    // On a two-tier store only the owner hands out addresses of its blocks (it alone holds them):
-    // ask the owners to lend some (address requests), and wait for them.
-    if (this.#o.store.blockOwners !== undefined)
-      return this.#o.lending === undefined ? { kind: 'full' } : this.#o.lending.borrow(range);
-    for (const block of from) {
-      const decision = await this.#o.assigner.decide(block.span, range, request, undefined, guard);
-      if (decision.kind !== 'full') return decision;
-    }
-    return { kind: 'full' };
-  }
-
-  /**
-   * On a two-tier store a requested address is handed out only by the node holding its block: a
+   * A requested address is handed out only by the node holding its block: a
    * block nobody holds is claimed first (then decide again); one held by another node is refused by
    * name, since only its owner may hand its addresses out (lent ones included). Undefined when the
    * block is this node's.
    */
   async #holdRequested(range: RangeSpec, block: Block, request: AllocateRequest): Promise<Decision | undefined> {
     const { store, node, own } = this.#o;
-    const owners = store.blockOwners;
-    if (owners === undefined || (own.get(range.pool) ?? (await this.#refreshOwn(range))).includes(block.key)) {
-      return undefined;
-    }
-    const claim = await owners.tier.claimOf(block.key);
+    if ((own.get(range.pool) ?? (await this.#refreshOwn(range))).includes(block.key)) return undefined;
+    const claim = await this.#cluster.records.claimOf(block.key);
     if (claim?.node === node) {
       await this.#refreshOwn(range);
       return { kind: 'conflict' };
@@ -220,7 +207,7 @@ export class BlockAssigner {
    */
   async #pinBlockSize(configured: RangeSpec): Promise<RangeSpec> {
     const { store, maxAttempts } = this.#o;
-    const adapts = store.blockOwners !== undefined && configured.blockSizeSet !== true;
+    const adapts = configured.blockSizeSet !== true;
     const wanted = adapts
       ? { ...configured, blockPrefix: adaptiveBlockPrefix(configured.family, configured.first, configured.last) }
       : configured;
@@ -252,15 +239,9 @@ export class BlockAssigner {
   }
 }
 
-/** A placement's blocks as blocks of `range` itself (placement saw it with reservations as exclusions). */
+/** A placement's block as a block of `range` itself (placement saw it with reservations as exclusions). */
 function asRange(range: RangeSpec, placement: Placement): Placement {
-  const own = (block: Block): Block => blockOfKey(range, block.key) ?? blockAt(range, block.span.first);
-  switch (placement.kind) {
-    case 'claim':
-      return { ...placement, block: own(placement.block) };
-    case 'borrow':
-      return { ...placement, from: placement.from.map(own) };
-    default:
-      return placement;
-  }
+  if (placement.kind !== 'claim') return placement;
+  const block = placement.block;
+  return { ...placement, block: blockOfKey(range, block.key) ?? blockAt(range, block.span.first) };
 }

@@ -6,7 +6,7 @@
  *
  * On a range shared by nodes (a store with a cluster tier) this node's figures are its share only:
  * the refusal says them as this node's, and beside them the range's state across the cluster as its
- * nodes published it (store/published-figures.ts) — "no free address on node n1 (14 allocated
+ * nodes published it (store/tiered/published-figures.ts) — "no free address on node n1 (14 allocated
  * here …); across the cluster 30 of 30 allocated (n1 14, n2 16)", not a pool that looks half empty.
  * Those figures are read off the common path, bounded, and kept `FIGURES_KEPT_MS` per range, so a
  * full range refusing ADD after ADD (a runtime retrying) costs the cluster one read per interval;
@@ -17,7 +17,7 @@ import { WarrenError, messageOf } from '../core/errors.ts';
 import { inRangePool } from '../ipam/blocks.ts';
 import { type RangeSpec, capacityOf } from '../ipam/range.ts';
 import { ReservedAddresses } from '../ipam/reserved.ts';
-import { type PublishedFigures, describeFigures, publishedFigures } from '../store/published-figures.ts';
+import { type PublishedFigures, describeFigures, publishedFigures } from '../store/tiered/published-figures.ts';
 import type { Store } from '../store/store.ts';
 
 /** How long a range's figures across the cluster are kept for the next refusal, on the monotonic clock. */
@@ -46,14 +46,14 @@ export class Exhaustion {
     const allocated = summaries.reduce((n, p) => n + p.allocated, 0);
     const resting = summaries.reduce((n, p) => n + p.resting, 0);
     const held = heldBack(range, reserved);
-    const tier = store.blockOwners?.tier;
-    if (tier === undefined) {
+    const records = store.cluster?.records;
+    if (records === undefined) {
       return new WarrenError(
         'POOL_EXHAUSTED',
         `pool ${range.pool} has no free address (${allocated} allocated, ${resting} resting after release${held})`,
       );
     }
-    const figures = await this.#figures(range.pool, tier.published.bind(tier));
+    const figures = await this.#figures(range.pool, records.published.bind(records));
     const cluster =
       typeof figures === 'string'
         ? `the range across the cluster could not be read: ${figures}`

@@ -6,14 +6,13 @@
  *
  * Idempotent: forgetting a node that holds nothing returns empty lists.
  *
- * On a store that keeps block owners apart from addresses (Store.blockOwners, the two-tier store),
- * the node's blocks are freed there (each claim removed only as it was read: one agent frees each
- * block) and the addresses it lent are dropped; its allocations lived in its own store, and only
- * what this store lists of it is released here.
+ * The node's blocks are freed in the cluster (Store.cluster, the two-tier store: each claim
+ * removed only as it was read, so one agent frees each block) and the addresses it lent are
+ * dropped; its allocations lived in its own store, and only what this store lists of it is released
+ * here. A store without block owners has no blocks to free.
  */
 import type { Allocation } from '../ipam/allocation.ts';
 import type { Store } from '../store/store.ts';
-import { CONFLICT, retryOnConflict } from './commit-loop.ts';
 import type { PoolCache } from './pool-cache.ts';
 
 export interface ForgottenNode {
@@ -25,34 +24,17 @@ export interface ForgottenNode {
 export interface ForgetNodeParts {
   readonly store: Store;
   readonly pools: PoolCache;
-  readonly maxAttempts: number;
   /** Releases given addresses of one store pool (the allocator's one release path). */
   readonly releaseAddresses: (pool: string, addresses: readonly string[]) => Promise<Allocation[]>;
 }
 
 export async function forgetNode(parts: ForgetNodeParts, node: string): Promise<ForgottenNode> {
-  const { store, pools, maxAttempts } = parts;
+  const { store, pools } = parts;
   const byPool = new Map<string, string[]>();
   for (const a of await store.list({ node })) byPool.set(a.pool, [...(byPool.get(a.pool) ?? []), a.address]);
   const released: Allocation[] = [];
   for (const [pool, addresses] of byPool) released.push(...(await parts.releaseAddresses(pool, addresses)));
-  if (store.blockOwners !== undefined) {
-    const freed = await store.blockOwners.forgetNode(node);
-    for (const key of freed) pools.forget(key);
-    return { released, blocks: freed };
-  }
-  const blocks: string[] = [];
-  // Each round gives back every block still showing the node's affinity; the round that finds none
-  // is the one that ends the loop.
-  await retryOnConflict({ subject: `the blocks of node ${node}`, action: 'give them back' }, maxAttempts, async () => {
-    const owned = (await store.pools()).filter((p) => p.affinity === node);
-    if (owned.length === 0) return undefined;
-    for (const p of owned) {
-      const result = await store.commit(p.pool, p.revision, [{ op: 'unclaim' }]);
-      pools.forget(p.pool);
-      if (result.kind === 'committed') blocks.push(p.pool);
-    }
-    return CONFLICT;
-  });
-  return { released, blocks };
+  const freed = (await store.cluster?.owners.forgetNode(node)) ?? [];
+  for (const key of freed) pools.forget(key);
+  return { released, blocks: freed };
 }

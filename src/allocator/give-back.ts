@@ -8,7 +8,7 @@
  * lock, so it never races an allocation of this process in the same range; a failure for one block
  * is reported and the others are still tried. On a two-tier store, this node's claims its store
  * never recorded (the agent died between the cluster's claim and the local commit) are recorded as
- * its empty blocks first (Store.blockOwners.adoptClaims), so they are given back after the grace too.
+ * its empty blocks first (Store.cluster.owners.adoptClaims), so they are given back after the grace too.
  */
 import type { Clock } from '../core/clock.ts';
 import { messageOf } from '../core/errors.ts';
@@ -52,8 +52,8 @@ export class EmptyBlockGiveBack {
     const now = clock.monotonic();
     // Claims of this node its store never recorded (a crash between the claim and the local commit)
     // become its empty blocks first, so their grace runs from here like any other's.
-    await store.blockOwners
-      ?.adoptClaims()
+    await store.cluster?.owners
+      .adoptClaims()
       .catch((error: unknown) =>
         errors.push(`recording this node's claims its store does not know: ${messageOf(error)}`),
       );

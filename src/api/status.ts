@@ -6,7 +6,8 @@
  * holds here: fields are added, never renamed.
  */
 
-import type { FileCheckStatus } from '../store/tiered-file-check.ts';
+import type { PeriodicTaskStatus } from '../core/periodic-task.ts';
+import type { FileCheckStatus } from '../store/cluster.ts';
 import type { CniConfigStatus } from './node-config-status.ts';
 
 export type { FileCheckStatus };
@@ -156,6 +157,8 @@ export interface IpamClaimsReport {
   };
   /** Holdings of deleted claims this agent ended, and ends still to do. */
   readonly upkeep: { readonly ended: number; readonly pending: number; readonly lastError?: string };
+  /** The chore asking whether IPAMClaims are served, until they are (then the watch runs). */
+  readonly servedCheck: PeriodicTaskStatus;
 }
 
 export interface PlanningStatus {
@@ -174,7 +177,19 @@ export interface PlanningStatus {
     readonly list: readonly WarrenPoolReport[];
     /** This node's labels are read (pools with a nodeSelector wait for them). */
     readonly nodeLabelsRead: boolean;
-    readonly statusWriter?: { readonly rounds: number; readonly written: number; readonly lastError?: string };
+    readonly statusWriter?: {
+      readonly rounds: number;
+      readonly written: number;
+      readonly lastError?: string;
+      readonly chore: PeriodicTaskStatus;
+    };
+  };
+  /** On a store that keeps holdings: the chore ending the sticky holdings of uncovered ordinals. */
+  readonly stickyRelease?: {
+    readonly listed: boolean;
+    readonly ended: number;
+    readonly lastError?: string;
+    readonly chore: PeriodicTaskStatus;
   };
 }
 
@@ -198,7 +213,7 @@ export interface ClusterStatus {
    */
   readonly problem?: string;
   /**
-   * This node's file held against what it published (store/tiered-file-check.ts): a file restored
+   * This node's file held against what it published (store/tiered/file-check.ts): a file restored
    * from an older copy, or lost, takes back what the cluster lists for it.
    */
   readonly fileCheck?: FileCheckStatus;

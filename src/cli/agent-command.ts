@@ -9,7 +9,7 @@ import { Agent, type AgentDeps } from '../agent/agent.ts';
 import { type AgentOptions, resolveAgentOptions } from '../agent/settings/options.ts';
 import { SETTINGS } from '../agent/settings/table.ts';
 import { settingsHelp } from './format.ts';
-import type { CliIO } from './main.ts';
+import type { CliIO } from './io.ts';
 import { messageOf } from '../core/errors.ts';
 
 /** The exit code of an agent that stopped because something failed (main.ts: 1, the operation failed). */

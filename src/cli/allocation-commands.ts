@@ -10,13 +10,13 @@ import { parseArgs } from 'node:util';
 import { WarrenError, isWarrenError } from '../core/errors.ts';
 import type { ApiClient } from '../api/client.ts';
 import type { Allocation, AllocationQuery, AuditReport, ReleaseRequest } from '../api/protocol.ts';
-import { COMMON, client } from './agent-client.ts';
+import { COMMON, type CliContext } from './context.ts';
 import { ALLOCATION_HEADERS, allocationRow, streamClusterAllocations } from './cluster-listing.ts';
 import { jsonText, safe, table } from './format.ts';
-import type { CliIO } from './main.ts';
+import type { CliIO } from './io.ts';
 import { UsageError } from './usage.ts';
 
-export async function allocationsCommand(argv: readonly string[], io: CliIO): Promise<number> {
+export async function allocationsCommand(argv: readonly string[], io: CliIO, context: CliContext): Promise<number> {
   const { values } = parseArgs({
     args: [...argv],
     options: {
@@ -44,14 +44,15 @@ export async function allocationsCommand(argv: readonly string[], io: CliIO): Pr
     node: values.node,
     address: values.address,
   };
+  const agent = context.client(values.socket);
   if (values.cluster)
     return streamClusterAllocations(
-      client(values.socket, io.env),
+      agent,
       query,
       { json: values.json, container: values.container, resolve: resolveContainer },
       io,
     );
-  let list = await allPages(client(values.socket, io.env), query);
+  let list = await allPages(agent, query);
   if (values.container !== undefined) {
     // Resolved among what the other filters select: one request, and a prefix need only be
     // unique there.
@@ -96,7 +97,7 @@ function compare(x: string, y: string): number {
   return x < y ? -1 : x > y ? 1 : 0;
 }
 
-export async function releaseCommand(argv: readonly string[], io: CliIO): Promise<number> {
+export async function releaseCommand(argv: readonly string[], io: CliIO, context: CliContext): Promise<number> {
   const { values } = parseArgs({
     args: [...argv],
     options: {
@@ -112,7 +113,7 @@ export async function releaseCommand(argv: readonly string[], io: CliIO): Promis
     strict: true,
   });
   const force = values.force ? { force: true } : {};
-  const agent = client(values.socket, io.env);
+  const agent = context.client(values.socket);
   let request: ReleaseRequest;
   if (values.address !== undefined) {
     if (values.container !== undefined) throw new UsageError('release takes --address or --container, not both');
@@ -187,13 +188,13 @@ function exactContainer(allocations: readonly Allocation[], given: string): stri
   return given;
 }
 
-export async function auditCommand(argv: readonly string[], io: CliIO): Promise<number> {
+export async function auditCommand(argv: readonly string[], io: CliIO, context: CliContext): Promise<number> {
   const { values } = parseArgs({
     args: [...argv],
     options: { ...COMMON, fix: { type: 'boolean', default: false } },
     strict: true,
   });
-  const report = await client(values.socket, io.env).audit({ fix: values.fix });
+  const report = await context.client(values.socket).audit({ fix: values.fix });
   const code = auditExit(report);
   if (values.json) {
     io.out(jsonText(report));

@@ -17,7 +17,7 @@ import { type Allocation, type AllocationQuery, MAX_ALLOCATION_PAGE } from '../a
 import { bookkeepingLabel } from '../ipam/bookkeeping.ts';
 import { usePoolOf } from '../ipam/holding-key.ts';
 import { age, momentsAsText, printable } from './format.ts';
-import type { CliIO } from './main.ts';
+import type { CliIO } from './io.ts';
 
 export const ALLOCATION_HEADERS = [
   'ADDRESS',

@@ -141,8 +141,8 @@ export const COMMANDS: readonly CommandHelp[] = [
     synopsis: 'accept [--json]',
     summary: [
       'store accept   after the agent stopped allocating because its etcd lost its data (or another',
-      'agent took this node\'s name): use the store as it is now (README, "When etcd',
-      'lost its data")',
+      "agent took this node's name): use the store as it is now (docs/recovery.md,",
+      '"When etcd lost its data")',
     ],
     common: true,
   },

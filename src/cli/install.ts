@@ -39,7 +39,7 @@ import { parseArgs } from 'node:util';
 import { WarrenError } from '../core/errors.ts';
 import { jsonText, safe } from './format.ts';
 import { UsageError } from './usage.ts';
-import type { CliIO } from './main.ts';
+import type { CliIO } from './io.ts';
 import { makeDirectory } from '../core/make-directory.ts';
 
 /** Where `npm run build` leaves what is installed. */

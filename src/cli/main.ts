@@ -6,13 +6,15 @@
  *
  * This file is the dispatch and the usage; the commands live by concern beside it
  * (state-commands.ts, allocation-commands.ts, pool-commands.ts, and the dynamically imported
- * agent, install and doctor), each reaching the agent through agent-client.ts.
+ * agent, install and doctor). What they find the same way (the agent's socket, its directories) is
+ * resolved once per run (context.ts) and handed to each; what they write to is io.ts's `CliIO`.
  */
 import { isWarrenError, messageOf } from '../core/errors.ts';
 import { WARREN_VERSION } from '../agent/server/version.ts';
-import { clientSocket, pluginsDirOfAgent } from './agent-client.ts';
+import { cliContext } from './context.ts';
 import { allocationsCommand, auditCommand, releaseCommand } from './allocation-commands.ts';
 import { printable } from './format.ts';
+import type { CliIO } from './io.ts';
 import { asksForHelp, commandHelp, usage } from './help.ts';
 import { acceptStoreCommand, forgetNodeCommand, nodesCommand, poolsCommand } from './pool-commands.ts';
 import { journalCommand, pluginsCommand, statusCommand } from './state-commands.ts';
@@ -20,14 +22,6 @@ import { UsageError } from './usage.ts';
 import { reservationsCommand } from './reservation-commands.ts';
 
 const USAGE = usage();
-
-export interface CliIO {
-  readonly out: (text: string) => void;
-  /** Resolves once what `out` was given is on its way (a long listing waits on it: bounded memory). */
-  readonly drain?: () => Promise<void>;
-  readonly err: (text: string) => void;
-  readonly env: NodeJS.ProcessEnv;
-}
 
 export async function runCli(argv: readonly string[], io: CliIO): Promise<number> {
   const [command, ...rest] = argv;
@@ -38,6 +32,7 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
     io.out(help);
     return 0;
   }
+  const context = cliContext(io.env);
   try {
     switch (command) {
       case 'agent': {
@@ -45,28 +40,28 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
         return await runAgent(rest, io);
       }
       case 'status':
-        return await statusCommand(rest, io);
+        return await statusCommand(rest, io, context);
       case 'pools':
-        return await poolsCommand(rest, io);
+        return await poolsCommand(rest, io, context);
       case 'reservations':
-        return await reservationsCommand(rest, io);
+        return await reservationsCommand(rest, io, context);
       case 'allocations':
-        return await allocationsCommand(rest, io);
+        return await allocationsCommand(rest, io, context);
       case 'release':
-        return await releaseCommand(rest, io);
+        return await releaseCommand(rest, io, context);
       case 'audit':
-        return await auditCommand(rest, io);
+        return await auditCommand(rest, io, context);
       case 'journal':
-        return await journalCommand(rest, io);
+        return await journalCommand(rest, io, context);
       case 'plugins':
-        return await pluginsCommand(rest, io);
+        return await pluginsCommand(rest, io, context);
       case 'podman-events': {
         // Imported when run: its gRPC server library is no cost of the other commands or the agent.
         const { runPodmanEvents } = await import('./podman-events-command.ts');
-        return await runPodmanEvents(rest, io, pluginsDirOfAgent(io.env));
+        return await runPodmanEvents(rest, io, context.pluginsDir());
       }
       case 'nodes':
-        return await nodesCommand(rest, io);
+        return await nodesCommand(rest, io, context);
       case 'node': {
         const [verb, ...more] = rest;
         if (verb !== 'forget')
@@ -75,7 +70,7 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
               ? 'node needs a verb: node forget NAME'
               : `unknown node verb "${verb}"; node forget NAME`,
           );
-        return await forgetNodeCommand(more, io);
+        return await forgetNodeCommand(more, io, context);
       }
       case 'store': {
         const [verb, ...more] = rest;
@@ -83,12 +78,12 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
           throw new UsageError(
             verb === undefined ? 'store needs a verb: store accept' : `unknown store verb "${verb}"; store accept`,
           );
-        return await acceptStoreCommand(more, io);
+        return await acceptStoreCommand(more, io, context);
       }
       case 'migrate': {
         // Imported when run: the Kubernetes client and the cluster tier are no cost of the other commands.
         const { migrateCommand } = await import('./migrate-command.ts');
-        return await migrateCommand(rest, io);
+        return await migrateCommand(rest, io, {}, context);
       }
       case 'install': {
         const { runInstall } = await import('./install.ts');
@@ -96,11 +91,11 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
       }
       case 'uninstall': {
         const { uninstallCommand } = await import('./uninstall.ts');
-        return await uninstallCommand(rest, io);
+        return await uninstallCommand(rest, io, context);
       }
       case 'doctor': {
         const { runDoctor } = await import('./doctor/doctor-command.ts');
-        return await runDoctor(rest, io, { socketOf: (flag) => clientSocket(flag, io.env) });
+        return await runDoctor(rest, io, { socketOf: context.socket });
       }
       case 'version':
       case '--version':

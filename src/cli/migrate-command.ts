@@ -16,15 +16,13 @@ import { parseArgs } from 'node:util';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { type Clock, systemClock } from '../core/clock.ts';
 import { loadKubeConfig } from '../sources/kubernetes/kubeconfig.ts';
-import type { ClusterTier } from '../store/cluster-tier.ts';
-import type { CliIO } from './main.ts';
+import type { ClusterTier } from '../store/tiered/cluster-tier.ts';
+import { type CliContext, cliContext } from './context.ts';
+import type { CliIO } from './io.ts';
 import { KubeReader, type WhereaboutsReader } from './migrate/kube-reads.ts';
 import { migrateWhereabouts } from './migrate/migrate.ts';
 import { exitStatusOf, reportJson, reportText } from './migrate/report.ts';
 import { UsageError } from './usage.ts';
-
-/** The namespace of Warren's Leases when none is named: deploy/'s. */
-export const DEFAULT_NAMESPACE = 'warren';
 
 export interface MigrateDeps {
   readonly clock?: Clock;
@@ -38,12 +36,17 @@ async function openKubernetesTier(o: {
   namespace: string;
   clock: Clock;
 }): Promise<ClusterTier> {
-  const { openKubeTier } = await import('../store/kubernetes/kube-tier.ts');
+  const { openKubeTier } = await import('../store/kubernetes/tier.ts');
   // The migration holds no lease; the length only matters to agents.
   return await openKubeTier({ ...o, leaseSeconds: 15 });
 }
 
-export async function migrateCommand(argv: readonly string[], io: CliIO, deps: MigrateDeps = {}): Promise<number> {
+export async function migrateCommand(
+  argv: readonly string[],
+  io: CliIO,
+  deps: MigrateDeps = {},
+  context: CliContext = cliContext(io.env),
+): Promise<number> {
   const { values, positionals } = parseArgs({
     args: [...argv],
     options: {
@@ -64,10 +67,8 @@ export async function migrateCommand(argv: readonly string[], io: CliIO, deps: M
     );
   if (extra.length > 0) throw new UsageError(`unexpected argument "${extra[0]}"`);
   const clock = deps.clock ?? systemClock;
-  // Run by an operator more often than in a pod: kubectl's KUBECONFIG (its first file) is honoured too.
-  const kubeconfig = values.kubeconfig ?? io.env.WARREN_KUBECONFIG ?? io.env.KUBECONFIG?.split(':')[0];
-  const kubeConfig = loadKubeConfig(kubeconfig);
-  const namespace = values.namespace ?? io.env.WARREN_NAMESPACE ?? DEFAULT_NAMESPACE;
+  const kubeConfig = loadKubeConfig(context.kubeconfig(values.kubeconfig));
+  const namespace = context.migrationNamespace(values.namespace);
   const tier = await (deps.openTier ?? openKubernetesTier)({ kubeConfig, namespace, clock });
   try {
     const report = await migrateWhereabouts({

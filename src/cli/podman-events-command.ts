@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util';
 import { pino } from 'pino';
 import { systemClock } from '../core/clock.ts';
 import { runPodmanAdapter } from './adapters/podman/adapter.ts';
-import type { CliIO } from './main.ts';
+import type { CliIO } from './io.ts';
 import { UsageError } from './usage.ts';
 
 const USAGE = `usage: warren podman-events [flags]

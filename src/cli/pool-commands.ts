@@ -6,16 +6,17 @@
  * allocating on a store that lost its data: use it as it is now).
  */
 import { parseArgs } from 'node:util';
+import type { ApiClient } from '../api/client.ts';
 import type { ClusterPoolFigures } from '../api/protocol.ts';
 import { blockCidrOfKey } from '../ipam/blocks.ts';
-import { COMMON, client } from './agent-client.ts';
+import { COMMON, type CliContext } from './context.ts';
 import { jsonText, percent, safe, table } from './format.ts';
-import type { CliIO } from './main.ts';
+import type { CliIO } from './io.ts';
 import { UsageError } from './usage.ts';
 
-export async function poolsCommand(argv: readonly string[], io: CliIO): Promise<number> {
+export async function poolsCommand(argv: readonly string[], io: CliIO, context: CliContext): Promise<number> {
   const { values } = parseArgs({ args: [...argv], options: COMMON, strict: true });
-  const agent = client(values.socket, io.env);
+  const agent = context.client(values.socket);
   const list = await agent.pools();
   if (values.json) {
     io.out(jsonText(list));
@@ -47,7 +48,7 @@ export async function poolsCommand(argv: readonly string[], io: CliIO): Promise<
   return 0;
 }
 
-function printPools(list: Awaited<ReturnType<ReturnType<typeof client>['pools']>>, io: CliIO): void {
+function printPools(list: Awaited<ReturnType<ApiClient['pools']>>, io: CliIO): void {
   io.out(
     table(
       ['POOL', 'SPAN', 'CAPACITY', 'ALLOCATED', 'RESTING', 'USED', 'CLUSTER', 'NODE'],
@@ -83,9 +84,9 @@ function clusterCell(c: ClusterPoolFigures | undefined, capacity: string | undef
   return `${c.allocated}${of} (${percent(c.utilisation)}) on ${c.nodes} ${c.nodes === 1 ? 'node' : 'nodes'}${part}`;
 }
 
-export async function nodesCommand(argv: readonly string[], io: CliIO): Promise<number> {
+export async function nodesCommand(argv: readonly string[], io: CliIO, context: CliContext): Promise<number> {
   const { values } = parseArgs({ args: [...argv], options: COMMON, strict: true });
-  const list = await client(values.socket, io.env).nodes();
+  const list = await context.client(values.socket).nodes();
   if (values.json) {
     io.out(jsonText(list));
     return 0;
@@ -110,10 +111,10 @@ export async function nodesCommand(argv: readonly string[], io: CliIO): Promise<
   return 0;
 }
 
-export async function acceptStoreCommand(argv: readonly string[], io: CliIO): Promise<number> {
+export async function acceptStoreCommand(argv: readonly string[], io: CliIO, context: CliContext): Promise<number> {
   const { values, positionals } = parseArgs({ args: [...argv], options: COMMON, strict: true, allowPositionals: true });
   if (positionals.length !== 0) throw new UsageError('store accept takes no arguments');
-  const result = await client(values.socket, io.env).acceptStore();
+  const result = await context.client(values.socket).acceptStore();
   if (values.json) {
     io.out(jsonText(result));
     return result.problem === undefined ? 0 : 1;
@@ -125,11 +126,11 @@ export async function acceptStoreCommand(argv: readonly string[], io: CliIO): Pr
   return result.problem === undefined ? 0 : 1;
 }
 
-export async function forgetNodeCommand(argv: readonly string[], io: CliIO): Promise<number> {
+export async function forgetNodeCommand(argv: readonly string[], io: CliIO, context: CliContext): Promise<number> {
   const { values, positionals } = parseArgs({ args: [...argv], options: COMMON, strict: true, allowPositionals: true });
   if (positionals.length !== 1) throw new UsageError('node forget takes exactly one node name');
   const node = positionals[0] as string;
-  const result = await client(values.socket, io.env).forgetNode({ node });
+  const result = await context.client(values.socket).forgetNode({ node });
   if (values.json) {
     io.out(jsonText(result));
     return 0;

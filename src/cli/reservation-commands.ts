@@ -4,13 +4,13 @@
  * range back), and where reserved addresses are still in use (each node's entry of the status).
  */
 import { parseArgs } from 'node:util';
-import { COMMON, client } from './agent-client.ts';
+import { COMMON, type CliContext } from './context.ts';
 import { table } from './format.ts';
-import type { CliIO } from './main.ts';
+import type { CliIO } from './io.ts';
 
-export async function reservationsCommand(argv: readonly string[], io: CliIO): Promise<number> {
+export async function reservationsCommand(argv: readonly string[], io: CliIO, context: CliContext): Promise<number> {
   const { values } = parseArgs({ args: [...argv], options: COMMON, strict: true });
-  const report = await client(values.socket, io.env).reservations();
+  const report = await context.client(values.socket).reservations();
   if (values.json) {
     io.out(`${JSON.stringify(report, null, 2)}\n`);
     return 0;

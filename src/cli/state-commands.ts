@@ -14,10 +14,10 @@ import type {
   ReconcilerStatus,
 } from '../api/status.ts';
 import { REJECTED_DIR } from '../sources/missed-delete-journal.ts';
-import { COMMON, client, journalDirOfAgent } from './agent-client.ts';
+import { COMMON, type CliContext } from './context.ts';
 import { type OfflineJournal, readJournalOffline } from './journal-offline.ts';
 import { jsonText, printable, safe, table } from './format.ts';
-import type { CliIO } from './main.ts';
+import type { CliIO } from './io.ts';
 
 /** The config manager's lines of `warren status`: the primary, Warren's file, the last write, any problem. */
 function cniConfigLines(c: CniConfigStatus): string[] {
@@ -51,9 +51,9 @@ function cniConfigLines(c: CniConfigStatus): string[] {
   ];
 }
 
-export async function statusCommand(argv: readonly string[], io: CliIO): Promise<number> {
+export async function statusCommand(argv: readonly string[], io: CliIO, context: CliContext): Promise<number> {
   const { values } = parseArgs({ args: [...argv], options: COMMON, strict: true });
-  const s = await client(values.socket, io.env).status();
+  const s = await context.client(values.socket).status();
   if (values.json) {
     io.out(jsonText(s));
     return 0;
@@ -185,7 +185,7 @@ function reconcileLine(r: ReconcileReport | undefined): string {
   return parts.join('; ');
 }
 
-export async function journalCommand(argv: readonly string[], io: CliIO): Promise<number> {
+export async function journalCommand(argv: readonly string[], io: CliIO, context: CliContext): Promise<number> {
   const { values } = parseArgs({
     args: [...argv],
     options: { ...COMMON, 'journal-dir': { type: 'string' } },
@@ -193,10 +193,10 @@ export async function journalCommand(argv: readonly string[], io: CliIO): Promis
   });
   let s: ReconcilerStatus;
   try {
-    s = await client(values.socket, io.env).journal();
+    s = await context.client(values.socket).journal();
   } catch (error) {
     if (!isWarrenError(error, 'AGENT_UNREACHABLE')) throw error;
-    return journalWithoutAgent(values['journal-dir'], values.json, messageOf(error), io);
+    return journalWithoutAgent(context.journalDir(values['journal-dir']), values.json, messageOf(error), io);
   }
   if (values.json) {
     io.out(jsonText(s));
@@ -249,9 +249,9 @@ export async function journalCommand(argv: readonly string[], io: CliIO): Promis
   return 0;
 }
 
-export async function pluginsCommand(argv: readonly string[], io: CliIO): Promise<number> {
+export async function pluginsCommand(argv: readonly string[], io: CliIO, context: CliContext): Promise<number> {
   const { values } = parseArgs({ args: [...argv], options: COMMON, strict: true });
-  const s = await client(values.socket, io.env).plugins();
+  const s = await context.client(values.socket).plugins();
   if (values.json) {
     io.out(jsonText(s));
     return 0;
@@ -298,8 +298,7 @@ function pluginDetail(p: PluginEntry): string {
  * `warren journal` with no agent answering: the directory read by the command itself (read-only,
  * journal-offline.ts), so what waits is shown exactly when nothing releases it.
  */
-function journalWithoutAgent(flag: string | undefined, json: boolean, why: string, io: CliIO): number {
-  const dir = journalDirOfAgent(flag, io.env);
+function journalWithoutAgent(dir: string | undefined, json: boolean, why: string, io: CliIO): number {
   if (dir === undefined) throw new WarrenError('AGENT_UNREACHABLE', `${why}; and no journal directory is set`);
   let j: OfflineJournal;
   try {

@@ -13,19 +13,19 @@
  * kept, the command says why and exits PLUGIN_KEPT; run again once those pods are gone, it removes it.
  */
 import { parseArgs } from 'node:util';
-import { COMMON, client } from './agent-client.ts';
+import { COMMON, type CliContext } from './context.ts';
 import { jsonText, safe } from './format.ts';
 import { uninstallPlugin } from './install.ts';
-import type { CliIO } from './main.ts';
+import type { CliIO } from './io.ts';
 
 const FLAGS = { ...COMMON, 'cni-bin-dir': { type: 'string' } } as const;
 
 /** The exit code when the node was handed back but the plugin stays for the pods still using it. */
 export const PLUGIN_KEPT = 3;
 
-export async function uninstallCommand(argv: readonly string[], io: CliIO): Promise<number> {
+export async function uninstallCommand(argv: readonly string[], io: CliIO, context: CliContext): Promise<number> {
   const { values } = parseArgs({ args: [...argv], options: FLAGS, strict: true, allowPositionals: false });
-  const report = await client(values.socket, io.env).uninstall();
+  const report = await context.client(values.socket).uninstall();
   const binDir = values['cni-bin-dir'];
   // Without a config of the agent's own, the configs naming Warren stay: their pods' DELs need it.
   const kept =

@@ -1,5 +1,5 @@
 /**
- * Warren's network config derived from the node's primary one (README "The node's CNI config"):
+ * Warren's network config derived from the node's primary one (docs/node-cni-config.md):
  * the primary's plugin chain, read the way the runtime reads the file (`.conflist` a list, `.conf`
  * and `.json` one plugin), with the IPAM of its main plugin (the first of the chain with an `ipam`
  * section) taken over by Warren and every other plugin untouched. Pure: text in, text or a refusal out.

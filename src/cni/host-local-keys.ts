@@ -1,6 +1,6 @@
 /**
  * A primary network config's IPAM section in Warren's keys, for the agent's CNI config manager
- * (README "The node's CNI config"): the primary's chain is kept and its IPAM is taken over by
+ * (docs/node-cni-config.md): the primary's chain is kept and its IPAM is taken over by
  * Warren. host-local's keys are translated (the table is docs/ipam-keys.md); whereabouts' keys are
  * Warren's already, so only the type changes and the keys that configure whereabouts itself are
  * dropped; a section that is Warren's stays.

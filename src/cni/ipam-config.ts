@@ -82,7 +82,7 @@ export interface IpamConfig {
   readonly pools?: readonly string[];
   /**
    * A StatefulSet's pod keeps its address across re-creation, on any node (`sticky`): held for
-   * (namespace, StatefulSet, ordinal) until the StatefulSet no longer covers the ordinal (README
+   * (namespace, StatefulSet, ordinal) until the StatefulSet no longer covers the ordinal (docs/kubernetes.md,
    * "Sticky addresses"). Absent unless true.
    */
   readonly sticky?: true;

@@ -4,10 +4,11 @@
  * range whose size is not a multiple of the block size simply has smaller blocks at its edges, and
  * `range_start`/`range_end` and `exclude` hold inside every block. Pure: no I/O.
  *
- * Each block is a pool of its own in the store, keyed `<range pool>#<block CIDR>`. This file is the
- * one codec of that key (`blockKey`, `isBlockKey`, `rangePoolOfKey`, `blockCidrOfKey`,
- * `blockKeyPrefix`, `inRangePool`): no other module splits a key at `#` by hand. (The SQLite
- * store's unique index repeats the rule in SQL, and says so.)
+ * Each block is a pool of its own in the store, keyed `<range pool>#<block CIDR>`: a store key
+ * (store-key.ts, the one codec of every kind of key). The functions here (`blockKey`, `isBlockKey`,
+ * `rangePoolOfKey`, `blockCidrOfKey`, `blockKeyPrefix`, `inRangePool`, `rangePoolListed`) say
+ * what the allocator and the stores ask of a key in its words; each is the codec's, none splits a
+ * key at `#` by hand.
  *
  * Guarantees: `rangePoolOfKey(blockKey(p, c)) === p` and `blockCidrOfKey(blockKey(p, c)) === c` for
  * every range pool key `p` (pool-key.ts refuses `#` in network names, so `p` never holds one); a key
@@ -15,35 +16,39 @@
  */
 import { bitsOf, formatCidr, parseCidr } from './address.ts';
 import { type RangeSpec, capacityOf } from './range.ts';
-import { BLOCK_SEPARATOR } from './pool-key.ts';
 import { exclusionSet, firstFree } from './pool-state.ts';
 import { RunSet } from './run-set.ts';
+import { formatStoreKey, parseStoreKey, partOf, partsPrefix, rangePoolOf } from './store-key.ts';
 
 /** The store key of block `cidr` of the range pool `rangePool`. */
 export function blockKey(rangePool: string, cidr: string): string {
-  return `${rangePool}${BLOCK_SEPARATOR}${cidr}`;
+  return formatStoreKey({ kind: 'block', rangePool, cidr });
 }
 
-/** Whether a store pool key names a block (of some range pool). */
+/** Whether a store pool key names a block (of some range pool), a loan or a use: a part of a range pool. */
 export function isBlockKey(key: string): boolean {
-  return key.includes(BLOCK_SEPARATOR);
+  return partOf(key) !== undefined;
 }
 
 /** The range pool a store pool belongs to: a block `p#cidr` belongs to `p`; any other pool to itself. */
 export function rangePoolOfKey(key: string): string {
-  const i = key.indexOf(BLOCK_SEPARATOR);
-  return i < 0 ? key : key.slice(0, i);
+  return rangePoolOf(key);
 }
 
 /** The block CIDR of a block key, as written in it; undefined when `key` is not a block key. */
 export function blockCidrOfKey(key: string): string | undefined {
-  const i = key.indexOf(BLOCK_SEPARATOR);
-  return i < 0 ? undefined : key.slice(i + BLOCK_SEPARATOR.length);
+  return partOf(key);
 }
 
 /** What every block key of `rangePool` starts with, for prefix listings (`Store.pools`). */
 export function blockKeyPrefix(rangePool: string): string {
-  return `${rangePool}${BLOCK_SEPARATOR}`;
+  return partsPrefix(rangePool);
+}
+
+/** The range pool whose blocks a listing prefix asks for (exactly `blockKeyPrefix(r)`), else undefined. */
+export function rangePoolListed(prefix: string | undefined): string | undefined {
+  const key = prefix === undefined ? undefined : parseStoreKey(prefix);
+  return key?.kind === 'block' && key.cidr === '' ? key.rangePool : undefined;
 }
 
 /** Whether store pool `key` is the pool `rangePool` itself or one of its blocks. */
@@ -81,8 +86,8 @@ export function blockAt(range: RangeSpec, address: bigint): Block {
 
 /** The block a store key names, when it is a block of `range` (undefined otherwise). */
 export function blockOfKey(range: RangeSpec, key: string): Block | undefined {
-  if (!key.startsWith(blockKeyPrefix(range.pool))) return undefined;
-  const cidr = parseCidr(key.slice(blockKeyPrefix(range.pool).length));
+  if (rangePoolOf(key) !== range.pool) return undefined;
+  const cidr = parseCidr(partOf(key) ?? '');
   if (cidr === undefined || cidr.length !== range.blockPrefix || cidr.address.family !== range.family) return undefined;
   const block = blockAt(range, cidr.address.value);
   return block.key === key && block.span.first <= block.span.last ? block : undefined;

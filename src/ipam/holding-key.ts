@@ -4,7 +4,7 @@
  * - the holder key: `statefulset/<namespace>/<name>/<ordinal>` (a StatefulSet's pod of one ordinal,
  *   whichever pod object that is now) or `ipamclaim/<namespace>/<name>` (a KubeVirt IPAMClaim);
  * - the use pool key: where a node records pods' use of a held address in its own store, a pool
- *   of one address keyed `<range pool>#held:<address>/<holder key>` (blocks.ts's codec). It is not a block key of
+ *   of one address keyed `<range pool>#held:<address>/<holder key>` (store-key.ts's use). It is not a block key of
  *   any range (its part after `#` is no CIDR) nor a loan pool's (loan-key.ts), so block placement,
  *   lending and give-back never take one for theirs; and it belongs to its range pool, so the
  *   store's one-address-per-owner-and-range rule covers a pod's use like any allocation of it.
@@ -14,7 +14,7 @@
  * keys `useKey` makes, and `usePoolOf(useKey(p, a, h))` gives `p`, `a` and `h` back.
  */
 import { parseIP, formatIP } from './address.ts';
-import { blockCidrOfKey, blockKey, rangePoolOfKey } from './blocks.ts';
+import { formatStoreKey, parseStoreKey } from './store-key.ts';
 
 export type Holder =
   | { readonly kind: 'statefulset'; readonly namespace: string; readonly name: string; readonly ordinal: number }
@@ -51,8 +51,6 @@ export function holderKeyProblem(key: string): string | undefined {
     : undefined;
 }
 
-const USE_MARK = 'held:';
-
 /** What a use pool's key names: the held address and its holder. */
 export interface UsePool {
   readonly rangePool: string;
@@ -67,21 +65,19 @@ export interface UsePool {
  */
 export function useKey(rangePool: string, address: string, holder: string): string {
   const ip = parseIP(address);
-  return blockKey(rangePool, `${USE_MARK}${ip === undefined ? address : formatIP(ip)}/${holder}`);
+  return formatStoreKey({ kind: 'use', rangePool, address: ip === undefined ? address : formatIP(ip), holder });
 }
 
 /** Whether store pool `key` is a use pool (useKey). */
 export function isUseKey(key: string): boolean {
-  return blockCidrOfKey(key)?.startsWith(USE_MARK) === true;
+  return parseStoreKey(key).kind === 'use';
 }
 
 /** The address and holder a use pool key names, or undefined when `key` is no use pool. */
 export function usePoolOf(key: string): UsePool | undefined {
-  const part = blockCidrOfKey(key);
-  if (part === undefined || !part.startsWith(USE_MARK)) return undefined;
-  const slash = part.indexOf('/');
-  const ip = parseIP(part.slice(USE_MARK.length, slash < 0 ? undefined : slash));
-  const holder = slash < 0 ? '' : part.slice(slash + 1);
-  if (ip === undefined || parseHolderKey(holder) === undefined) return undefined;
-  return { rangePool: rangePoolOfKey(key), address: formatIP(ip), holder };
+  const k = parseStoreKey(key);
+  if (k.kind !== 'use') return undefined;
+  const ip = parseIP(k.address);
+  if (ip === undefined || parseHolderKey(k.holder) === undefined) return undefined;
+  return { rangePool: k.rangePool, address: formatIP(ip), holder: k.holder };
 }

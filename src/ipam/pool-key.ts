@@ -1,7 +1,7 @@
 /**
  * Pool keys: the one place that says how a range's pool is named in a store. A pool key is the
  * range's canonical subnet, `10.0.0.0/24`, or `<subnet>@<network_name>` when the config names its
- * network; block keys append `#<block CIDR>` to it (blocks.ts). Because `@` and `#` separate the
+ * network; the keys of its parts append `#<part>` to it (store-key.ts). Because `@` and `#` separate the
  * parts, and `/` and whitespace appear in or around them, a network name may contain none of them
  * (nor control characters): `networkNameProblem` says why a name cannot be encoded, and configs are
  * refused with that reason. Pure: no I/O.
@@ -11,6 +11,7 @@
  * subnet with host bits, an empty name after `@`) parses to undefined rather than to a guess.
  */
 import { type Family, bitsOf, formatCidr, hostMask, isNetwork, parseCidr } from './address.ts';
+import { KEY_SEPARATOR, partOf } from './store-key.ts';
 
 /** A subnet as numbers: `RangeSpec` is one. */
 export interface Subnet {
@@ -29,8 +30,8 @@ export interface PoolKey extends Subnet {
 export const MAX_NETWORK_NAME_LENGTH = 253;
 
 const NAME_SEPARATOR = '@';
-/** Between a range pool key and a block CIDR; the block-key codec is in blocks.ts. */
-export const BLOCK_SEPARATOR = '#';
+/** Between a range pool key and a block CIDR; the store key's codec is store-key.ts. */
+export const BLOCK_SEPARATOR = KEY_SEPARATOR;
 /** Characters a network name may not contain: the key separators, `/`, whitespace, controls. */
 const RESERVED_IN_NAME = /[#@/\s\p{Cc}]/u;
 
@@ -63,7 +64,7 @@ export function poolKeyOf(subnet: Subnet, networkName: string): string {
  * not one. Block keys (`<pool>#<cidr>`) are not range pool keys: cut them at the first `#` first.
  */
 export function parsePoolKey(key: string): PoolKey | undefined {
-  if (typeof key !== 'string' || key.includes(BLOCK_SEPARATOR)) return undefined;
+  if (typeof key !== 'string' || partOf(key) !== undefined) return undefined;
   const at = key.indexOf(NAME_SEPARATOR);
   const cidr = parseCidr(at < 0 ? key : key.slice(0, at));
   if (cidr === undefined || !isNetwork(cidr)) return undefined;

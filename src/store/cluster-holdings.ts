@@ -1,7 +1,8 @@
 /**
- * The cluster's records of holdings (ClusterTier.holdings): an address held for a holder other than
- * one pod (ipam/holding-key.ts: a StatefulSet's ordinal, a KubeVirt IPAMClaim), so that whichever pod
- * acts for the holder, on whichever node, gets that address. One record per (holder, range pool):
+ * The cluster's records of holdings (Store.cluster.holdings, kept by ClusterTier.holdings): an
+ * address held for a holder other than one pod (ipam/holding-key.ts: a StatefulSet's ordinal, a
+ * KubeVirt IPAMClaim), so that whichever pod acts for the holder, on whichever node, gets that
+ * address. One record per (holder, range pool):
  * a dual-stack holder has two. On Kubernetes: WarrenAddressHolding objects (namespaced, in the
  * holder's namespace, so a namespace's deletion takes its holdings with it).
  *

@@ -3,41 +3,34 @@
  * timing for the metrics, commit health for readiness), which override only what they watch. The
  * forwarding lives in this one place, so a member added to Store reaches every wrapper; optional
  * members and arguments a wrapper forgot would not be caught by the compiler (one such slip once
- * kept every cluster agent from starting). test/agent/store-wrappers.test.ts holds the wrappers to it.
+ * kept every cluster agent from starting). Two are optional: `cluster` (everything a shared store
+ * offers, as one member) and `listPage` (a store that can page). test/agent/store-wrappers.test.ts
+ * holds the wrappers to it.
  */
 import type { Allocation, Owner } from '../ipam/allocation.ts';
 import type {
-  AddressSpaces,
   AllocationFilter,
-  BlockOwners,
   CommitResult,
   ListCursor,
   ListPage,
-  Membership,
   PoolRead,
   PoolSummary,
   Revision,
   Store,
-  StoreHistory,
+  StoreCluster,
 } from './store.ts';
 
 export class ForwardingStore implements Store {
   protected readonly inner: Store;
   readonly description: string;
-  readonly membership?: Membership;
-  readonly spaces?: AddressSpaces;
-  readonly blockOwners?: BlockOwners;
-  readonly history?: StoreHistory;
+  readonly cluster?: StoreCluster;
   readonly listPage?: (filter: AllocationFilter, page: { limit: number; after?: ListCursor }) => Promise<ListPage>;
 
-  /** `spaces`: the wrapper's own view of the inner store's address spaces, when it watches them. */
-  constructor(inner: Store, spaces: AddressSpaces | undefined = inner.spaces) {
+  /** `cluster`: the wrapper's own view of the inner store's cluster, when it watches part of it. */
+  constructor(inner: Store, cluster: StoreCluster | undefined = inner.cluster) {
     this.inner = inner;
     this.description = inner.description;
-    if (inner.membership !== undefined) this.membership = inner.membership;
-    if (spaces !== undefined) this.spaces = spaces;
-    if (inner.blockOwners !== undefined) this.blockOwners = inner.blockOwners;
-    if (inner.history !== undefined) this.history = inner.history;
+    if (cluster !== undefined) this.cluster = cluster;
     const listPage = inner.listPage;
     if (listPage !== undefined) this.listPage = (filter, page) => listPage.call(inner, filter, page);
   }

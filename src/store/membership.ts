@@ -1,10 +1,9 @@
 /**
  * Liveness of the agents sharing a cluster store, and what follows when the store is no longer the
- * one they wrote to (the contract; etcd-membership.ts and kubernetes/lease-membership.ts keep it):
+ * one they wrote to (the contract; etcd-tier/membership.ts and kubernetes/lease-membership.ts keep it):
  * one agent per node name, chores elected once, a halt when the store lost its data or the node's
  * name was taken, and the cluster's recovery marker (recovery.ts) after such a loss.
  */
-import type { Recovery } from './recovery.ts';
 
 /** A node as announced by its agent; present only while the agent is alive (lease). */
 export interface NodeRecord {
@@ -38,7 +37,7 @@ export interface AnnounceInfo {
   readonly previous?: string;
 }
 
-/** What `Membership.accept` wrote back into the store (etcd: the node's claims, etcd-tier/etcd-tiered.ts). */
+/** What `Membership.accept` wrote back into the store (etcd: the node's claims, etcd-tier/tiered.ts). */
 export interface AcceptReport {
   /** Addresses written back. */
   readonly addresses: number;
@@ -49,6 +48,16 @@ export interface AcceptReport {
 }
 
 /** Liveness of agents, for stores shared by several nodes. */
+/** The cluster's recovery marker as read from the store (tiered/recovery.ts keeps its bookkeeping). */
+export interface Recovery {
+  /** When the first node wrote it, ms since the epoch. */
+  readonly since: number;
+  /** What the first node noticed. */
+  readonly reason: string;
+  /** Nodes that must accept the store, or be forgotten, before any node allocates again; sorted. */
+  readonly pending: readonly string[];
+}
+
 export interface Membership {
   /**
    * Announces `node` as alive for as long as this process keeps its lease. Refuses
@@ -102,4 +111,17 @@ export interface Membership {
   claimTask(task: string): Promise<boolean>;
   /** Gives a chore up so it can be claimed again (the forgotten node came back). */
   releaseTask(task: string): Promise<void>;
+}
+
+/** The other instance, as its announcement records it, for a refusal or a halt. */
+export function describeInstance(record: NodeRecord | undefined): string {
+  if (record?.instance === undefined)
+    return 'an agent that records no instance (an older version, or a key Warren did not write)';
+  const where = [
+    record.host === undefined ? undefined : `host ${record.host}`,
+    record.pid === undefined ? undefined : `pid ${record.pid}`,
+  ].filter((x) => x !== undefined);
+  return (
+    `agent instance ${record.instance} ` + `(${[...where, `since ${new Date(record.since).toISOString()}`].join(', ')})`
+  );
 }

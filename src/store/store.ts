@@ -1,8 +1,8 @@
 /**
- * The store interface every backend implements (SQLite and etcd). It is asynchronous and
- * optimistic: a caller reads a pool with its revision, decides, and commits a list of operations
- * that applies only if the pool is still at that revision. The engine never holds a lock in the
- * store, so a distributed backend can implement the same contract with compare-and-swap.
+ * The store interface every backend implements (SQLite, and the two-tier store on Kubernetes or
+ * etcd). It is asynchronous and optimistic: a caller reads a pool with its revision, decides, and
+ * commits a list of operations that applies only if the pool is still at that revision. The engine
+ * never holds a lock in the store, so a distributed backend can implement the same contract with compare-and-swap.
  *
  * Guarantees every implementation keeps (checked by test/store/conformance.ts):
  * - a commit applies all of its operations or none;
@@ -17,17 +17,18 @@
  *   (by older versions) read back without one;
  * - a pool's attributes (its affinity, the node that claimed it for cluster blocks, and its
  *   cooldown) change only by commit;
- * - with `spaces` (a store several processes write): a commit guarded by a range's admission
+ * - with `cluster.spaces` (a store several processes write): a commit guarded by a range's admission
  *   applies only while that admission stands, and admitting a range retires the overlapping ones
  *   it names only if they were not written since they were read.
  *
  * In cluster mode a range is split into blocks and each block is a pool of its own here, keyed
- * `<range pool>#<block CIDR>` (the codec is ipam/blocks.ts); the store needs no other notion of
+ * `<range pool>#<block CIDR>` (the codec is ipam/store-key.ts); the store needs no other notion of
  * blocks than that key and `AllocationFilter.rangePool`.
  */
 import type { BootStamp } from '../core/moment.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
-import type { ClusterTier } from './cluster-tier.ts';
+import type { ClusterHoldings } from './cluster-holdings.ts';
+import type { ClusterRecords, FileCheckStatus, LegacyLeft } from './cluster.ts';
 import type { Membership } from './membership.ts';
 
 /** Opaque, strictly increasing per pool; 0 for a pool never written. */
@@ -210,7 +211,7 @@ export interface ListPage {
 
 /**
  * What a store that keeps every write in a history until it is compacted (etcd) knows of that
- * history and of the room left for it, as read from one member (etcd-history.ts). Without
+ * history and of the room left for it, as read from one member (etcd-tier/history.ts). Without
  * compaction the history grows with every write until the database reaches its quota, and then
  * the store refuses every write.
  */
@@ -239,7 +240,7 @@ export interface StoreHistory {
 }
 
 /**
- * What the two-tier store (tiered-store.ts: block owners apart from addresses) offers block placement, node
+ * What the two-tier store (tiered/store.ts: block owners apart from addresses) offers block placement, node
  * forget and status, so none reads more than it needs: there `pools(<block prefix>)` answers this node's blocks only.
  */
 export interface BlockOwners {
@@ -252,12 +253,40 @@ export interface BlockOwners {
   holders(): Promise<string[]>;
   /** Gives back every block `node` holds (a node gone for good) and drops what it lent: the keys freed. */
   forgetNode(node: string): Promise<string[]>;
-  /** This node's file held against what it published (tiered-file-check.ts), for `warren status`. */
-  fileCheck(): Promise<import('./tiered-file-check.ts').FileCheckStatus>;
-  /** The cluster's tier, where a node with no room asks the owners for addresses (allocator/lending/). */
-  readonly tier: ClusterTier;
   /** Records this node's claims its store lacks (a crash before the local commit) as empty blocks: their keys. */
   adoptClaims(): Promise<string[]>;
+}
+
+/**
+ * What a store shared by the nodes of a cluster offers beyond its pools (`Store.cluster`): present
+ * exactly when the store is shared, so a consumer asks once, and never reaches past it to a tier.
+ */
+export interface StoreCluster {
+  /** Agents' liveness and one-off chores. */
+  readonly membership: Membership;
+  /**
+   * Admission of ranges into their address space: several processes write the store, each admitting
+   * ranges on its own (a store one process writes alone, SQLite, has no `cluster`: its caller admits in process).
+   */
+  readonly spaces: AddressSpaces;
+  /** Who holds which block: placement, node forget, status. */
+  readonly owners: BlockOwners;
+  /**
+   * The cluster's shared records: a block's claim, the blocks as published (exhaustion, pools' status,
+   * listings) and the address requests by which a node with no room asks the owners (allocator/lending/).
+   */
+  readonly records: ClusterRecords;
+  /** This node's file held against what it published (tiered/file-check.ts), for `warren status`. */
+  fileCheck(): Promise<FileCheckStatus>;
+  /**
+   * Addresses held for holders other than one pod (cluster-holdings.ts). Absent on etcd, which
+   * keeps none yet: StatefulSet ordinals and IPAMClaims need the Kubernetes store.
+   */
+  readonly holdings?: ClusterHoldings;
+  /** The history of writes that must be compacted, for `warren doctor`: etcd only (Kubernetes compacts its own). */
+  readonly history?: StoreHistory;
+  /** What is left of etcd's old one-tier layout (etcd-tier/legacy-import.ts), for `warren doctor`: etcd only. */
+  legacyLeft?(): Promise<LegacyLeft>;
 }
 
 export interface Store {
@@ -270,7 +299,7 @@ export interface Store {
   readPool(pool: string, knownRevision?: Revision): Promise<PoolRead>;
   /**
    * Applies `ops` atomically if the pool is still at `expected` (and, with a `guard`, its range is
-   * still admitted in its address space); otherwise `conflict`. Only stores with `spaces` give
+   * still admitted in its address space); otherwise `conflict`. Only stores with `cluster.spaces` give
    * guards, and only they look at one.
    */
   commit(
@@ -291,17 +320,8 @@ export interface Store {
   listPage?(filter: AllocationFilter, page: { readonly limit: number; readonly after?: ListCursor }): Promise<ListPage>;
   /** Pools whose key starts with `prefix` (every pool without one). */
   pools(prefix?: string): Promise<PoolSummary[]>;
-  /** Present when the store is shared by several nodes. */
-  readonly membership?: Membership;
-  /**
-   * Present when the store is shared by several processes, each admitting ranges on its own (etcd).
-   * Absent for a store one process writes alone (SQLite), whose caller admits ranges in process.
-   */
-  readonly spaces?: AddressSpaces;
-  /** Present when the cluster keeps the owners of blocks and the node their addresses (tiered-store.ts). */
-  readonly blockOwners?: BlockOwners;
-  /** Present when the store keeps a history of writes that must be compacted (etcd). */
-  readonly history?: StoreHistory;
+  /** Present when the store is shared by the nodes of a cluster (the two-tier store). */
+  readonly cluster?: StoreCluster;
   /** Throws when the store cannot take writes. */
   ping(): Promise<void>;
   close(): Promise<void>;
@@ -309,7 +329,7 @@ export interface Store {
 
 /**
  * The stores an agent runs on: one node's SQLite file, or pools shared by the nodes of a cluster,
- * through the Kubernetes API (each node's SQLite file beside a cluster tier, tiered-store.ts) or etcd.
+ * through the Kubernetes API (each node's SQLite file beside a cluster tier, tiered/store.ts) or etcd.
  */
 export type StoreKind = 'sqlite' | 'etcd' | 'kubernetes';
 

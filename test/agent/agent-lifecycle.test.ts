@@ -13,7 +13,7 @@ import { Agent } from '../../src/agent/agent.ts';
 import { resolveAgentOptions } from '../../src/agent/settings/options.ts';
 import { requestJson } from '../../src/core/unix-http.ts';
 import { recordMissedDelete } from '../../src/plugin/journal-writer.ts';
-import { SqliteStore } from '../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../src/store/sqlite/store.ts';
 import { ForwardingStore } from '../../src/store/forwarding-store.ts';
 import { systemClock } from '../../src/core/clock.ts';
 import { JournalIntake } from '../../src/agent/release/journal.ts';

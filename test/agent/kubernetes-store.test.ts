@@ -18,11 +18,11 @@ import type { CniOutcome } from '../../src/api/protocol.ts';
 import type { Allocation } from '../../src/ipam/allocation.ts';
 import { systemClock } from '../../src/core/clock.ts';
 import { requestJson } from '../../src/core/unix-http.ts';
-import { SqliteStore } from '../../src/store/sqlite-store.ts';
-import { TieredStore } from '../../src/store/tiered-store.ts';
+import { SqliteStore } from '../../src/store/sqlite/store.ts';
+import { TieredStore } from '../../src/store/tiered/store.ts';
 import { silentLogger } from '../helpers/logger.ts';
 import { removeDir, tempDir, waitFor } from '../helpers/processes.ts';
-import { MemoryTier } from '../store/memory-tier.ts';
+import { MemoryTier } from '../store/tiered/memory-tier.ts';
 import { startFakeKubeApi } from '../helpers/fake-kube-api.ts';
 import { nodeLeaseName } from '../../src/store/kubernetes/names.ts';
 

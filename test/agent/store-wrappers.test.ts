@@ -10,7 +10,7 @@ import { CommitHealth } from '../../src/agent/server/commit-health.ts';
 import { MeasuredStore } from '../../src/agent/metrics/measured-store.ts';
 import { NO_TELEMETRY } from '../../src/agent/metrics/telemetry.ts';
 import { ManualClock } from '../../src/core/clock.ts';
-import type { AddressSpaces, Membership, Store } from '../../src/store/store.ts';
+import type { AddressSpaces, Membership, Store, StoreCluster } from '../../src/store/store.ts';
 
 /** A store whose every method records its name and arguments and answers something plausible. */
 function recordingStore(): { store: Store; calls: Array<[string, unknown[]]> } {
@@ -33,8 +33,7 @@ function recordingStore(): { store: Store; calls: Array<[string, unknown[]]> } {
     findByOwner: record('findByOwner', []),
     list: record('list', []),
     pools: record('pools', []),
-    membership,
-    spaces,
+    cluster: { membership, spaces } as StoreCluster,
     ping: record('ping', undefined),
     close: record('close', undefined),
   } as Store;
@@ -52,16 +51,16 @@ describe('the store wrappers', () => {
       const { store: inner, calls } = recordingStore();
       const outer = wrap(inner);
       assert.equal(outer.description, inner.description);
-      assert.equal(outer.membership, inner.membership, 'membership');
-      assert.ok(outer.spaces !== undefined, 'spaces');
+      assert.equal(outer.cluster?.membership, inner.cluster?.membership, 'membership');
+      assert.ok(outer.cluster?.spaces !== undefined, 'spaces');
       const guard = { key: 'spaces/v4/r', revision: 3 };
       await outer.readPool('p', 7);
       await outer.commit('p', 1, [], guard as never);
       await outer.findByOwner({ network: 'n', containerID: 'c', ifname: 'eth0' });
       await outer.list({ network: 'n' });
       await outer.pools('pre');
-      await outer.spaces?.read('v4');
-      await outer.spaces?.admit({} as never, 'r', ['s']);
+      await outer.cluster?.spaces.read('v4');
+      await outer.cluster?.spaces.admit({} as never, 'r', ['s']);
       await outer.ping();
       await outer.close();
       assert.deepEqual(calls, [
@@ -79,17 +78,18 @@ describe('the store wrappers', () => {
 
     it(`${name} leaves out what the store it wraps does not have`, () => {
       const { store } = recordingStore();
-      const { membership: _m, spaces: _s, ...single } = store;
+      const { cluster: _c, ...single } = store;
       const outer = wrap(single as Store);
-      assert.equal(outer.membership, undefined);
-      assert.equal(outer.spaces, undefined);
+      assert.equal(outer.cluster?.membership, undefined);
+      assert.equal(outer.cluster?.spaces, undefined);
     });
 
     it(`${name} passes on etcd's history, so doctor still sees an etcd that never compacts`, () => {
       const { store } = recordingStore();
       const history = { read: async () => ({}) as never };
-      assert.equal(wrap({ ...store, history } as Store).history, history);
-      assert.equal(wrap(store).history, undefined, 'none where the store keeps none');
+      const cluster = { ...store.cluster, history } as StoreCluster;
+      assert.equal(wrap({ ...store, cluster } as Store).cluster?.history, history);
+      assert.equal(wrap(store).cluster?.history, undefined, 'none where the store keeps none');
     });
   }
 });

@@ -11,8 +11,9 @@ import { isWarrenError } from '../../src/core/errors.ts';
 import { type IPAddress, parseIP } from '../../src/ipam/address.ts';
 import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import { Allocator, attachmentKey } from '../../src/allocator/allocator.ts';
-import { SqliteStore } from '../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../src/store/sqlite/store.ts';
 import { tempDir } from '../helpers/processes.ts';
+import { tieredStore } from '../store/tiered/nodes.ts';
 
 function setup(clock = new ManualClock(1_000_000)) {
   const store = new SqliteStore({ path: ':memory:' });
@@ -40,8 +41,9 @@ describe('Allocator', () => {
 
   it('a re-ADD in a new namespace moves the record there, so a release that rests on the old namespace takes nothing', async () => {
     for (const blocks of [false, true]) {
-      const store = new SqliteStore({ path: ':memory:' });
-      const allocator = new Allocator({ store, clock: new ManualClock(1_000_000), node: 'n1', blocks });
+      const clock = new ManualClock(1_000_000);
+      const store = blocks ? tieredStore(clock) : new SqliteStore({ path: ':memory:' }); // blocks: two tiers
+      const allocator = new Allocator({ store, clock, node: 'n1', blocks });
       const r = ranges({ range: '10.0.0.0/24' });
       const first = await allocator.allocate({ owner: owner('a'), ranges: r, netns: '/run/netns/old' });
       const again = await allocator.allocate({ owner: owner('a'), ranges: r, netns: '/run/netns/new' });
@@ -122,8 +124,9 @@ describe('Allocator', () => {
 
   it('names who holds a requested address that is taken: the pod and the container', async () => {
     for (const blocks of [false, true]) {
-      const store = new SqliteStore({ path: ':memory:' });
-      const allocator = new Allocator({ store, clock: new ManualClock(1_000_000), node: 'n1', blocks });
+      const clock = new ManualClock(1_000_000);
+      const store = blocks ? tieredStore(clock) : new SqliteStore({ path: ':memory:' }); // blocks: two tiers
+      const allocator = new Allocator({ store, clock, node: 'n1', blocks });
       const r = ranges({ range: '10.0.0.0/24' });
       const requested = [parseIP('10.0.0.77') as IPAddress];
       await allocator.allocate({ owner: owner('c1'), ranges: r, requested, podNamespace: 'ns', podName: 'web-0' });

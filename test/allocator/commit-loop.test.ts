@@ -10,8 +10,10 @@ import { WarrenError, isWarrenError } from '../../src/core/errors.ts';
 import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import { Allocator } from '../../src/allocator/allocator.ts';
 import { CONFLICT, retryOnConflict } from '../../src/allocator/commit-loop.ts';
-import { SqliteStore } from '../../src/store/sqlite-store.ts';
+import { ForwardingStore } from '../../src/store/forwarding-store.ts';
+import { SqliteStore } from '../../src/store/sqlite/store.ts';
 import type { CommitResult, PoolOp, Revision, Store } from '../../src/store/store.ts';
+import { tieredStore } from '../store/tiered/nodes.ts';
 
 describe('retryOnConflict', () => {
   const target = { subject: 'pool 10.0.0.0/24', action: 'allocate' };
@@ -60,24 +62,18 @@ describe('retryOnConflict', () => {
 });
 
 /** A store whose commits conflict while `refuse` says so; everything else is SQLite's. */
-function contendedStore(refuse: (pool: string, ops: readonly PoolOp[]) => boolean): Store & { commits: number } {
-  const inner = new SqliteStore({ path: ':memory:' });
-  const store = {
-    commits: 0,
-    description: inner.description,
-    readPool: inner.readPool.bind(inner),
-    findByOwner: inner.findByOwner.bind(inner),
-    list: inner.list.bind(inner),
-    pools: inner.pools.bind(inner),
-    ping: inner.ping.bind(inner),
-    close: inner.close.bind(inner),
-    async commit(pool: string, expected: Revision, ops: readonly PoolOp[]): Promise<CommitResult> {
-      store.commits += 1;
+function contendedStore(
+  refuse: (pool: string, ops: readonly PoolOp[]) => boolean,
+  inner: Store = new SqliteStore({ path: ':memory:' }),
+): Store & { commits: number } {
+  return new (class extends ForwardingStore {
+    commits = 0;
+    override async commit(pool: string, expected: Revision, ops: readonly PoolOp[]): Promise<CommitResult> {
+      this.commits += 1;
       if (refuse(pool, ops)) return { kind: 'conflict', reason: `pool ${pool} moved (test)` };
       return inner.commit(pool, expected, ops);
-    },
-  };
-  return store;
+    }
+  })(inner);
 }
 
 const owner = (containerID: string) => ({ network: 'net', containerID, ifname: 'eth0' });
@@ -108,8 +104,9 @@ describe('the allocator under contention', () => {
 
   it('gives up a release with TRY_AGAIN naming the block it could not commit in', async () => {
     let contended = false;
-    const store = contendedStore(() => contended);
-    const allocator = new Allocator({ store, clock: new ManualClock(0), node: 'n1', blocks: true, maxAttempts: 5 });
+    const clock = new ManualClock(0);
+    const store = contendedStore(() => contended, tieredStore(clock)); // blocks: on two tiers
+    const allocator = new Allocator({ store, clock, node: 'n1', blocks: true, maxAttempts: 5 });
     const [got] = await allocator.allocate({
       owner: owner('a'),
       ranges: ranges({ range: '10.0.0.0/24', block_size: 28 }),
@@ -125,25 +122,22 @@ describe('the allocator under contention', () => {
     assert.equal((await allocator.release(owner('a'))).length, 1, 'released once the store settles');
   });
 
-  it('gives up recording a block size, and forgetting a node, with messages of their own', async () => {
+  // Forgetting a node's blocks used to be a commit loop of `unclaim`s on the one store every node
+  // shared, with its own TRY_AGAIN ("the blocks of node gone kept changing ... to give them back").
+  // On the two-tier store, the only one with blocks, the cluster frees them (BlockOwners.forgetNode,
+  // each claim removed as it was read): no such loop, so that half of this test has nothing to hold.
+  it('gives up recording a block size with a message of its own', async () => {
+    const clock = new ManualClock(0);
     const store = contendedStore(
-      (_pool, ops) =>
-        ops.some((op) => op.op === 'describe' && op.description.blockPrefix !== undefined) ||
-        ops.some((op) => op.op === 'unclaim'),
+      (_pool, ops) => ops.some((op) => op.op === 'describe' && op.description.blockPrefix !== undefined),
+      tieredStore(clock),
     );
-    const allocator = new Allocator({ store, clock: new ManualClock(0), node: 'n1', blocks: true, maxAttempts: 2 });
+    const allocator = new Allocator({ store, clock, node: 'n1', blocks: true, maxAttempts: 2 });
     await assert.rejects(
       allocator.allocate({ owner: owner('a'), ranges: ranges({ range: '10.0.0.0/24', block_size: 28 }) }),
       (e: unknown) =>
         isWarrenError(e, 'TRY_AGAIN') &&
         e.message === 'pool 10.0.0.0/24 kept changing under 2 attempts to record its block size; try again',
-    );
-    await store.commit('10.0.0.0/24#10.0.0.0/28', 0, [{ op: 'claim', node: 'gone' }]);
-    await assert.rejects(
-      allocator.forgetNode('gone'),
-      (e: unknown) =>
-        isWarrenError(e, 'TRY_AGAIN') &&
-        e.message === 'the blocks of node gone kept changing under 2 attempts to give them back; try again',
     );
   });
 });

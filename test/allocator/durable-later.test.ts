@@ -17,17 +17,18 @@ import { MeasuredStore } from '../../src/agent/metrics/measured-store.ts';
 import { NO_TELEMETRY } from '../../src/agent/metrics/telemetry.ts';
 import { CommitHealth } from '../../src/agent/server/commit-health.ts';
 import { ForwardingStore } from '../../src/store/forwarding-store.ts';
-import { SqliteStore } from '../../src/store/sqlite-store.ts';
-import type { AdmissionGuard, CommitOptions, CommitResult, PoolOp, Revision } from '../../src/store/store.ts';
+import { SqliteStore } from '../../src/store/sqlite/store.ts';
+import type { AdmissionGuard, CommitOptions, CommitResult, PoolOp, Revision, Store } from '../../src/store/store.ts';
 import { tempDir } from '../helpers/processes.ts';
+import { tieredStore } from '../store/tiered/nodes.ts';
 
-/** SQLite at FULL, each durability held until `settle` (resolve or reject them all). */
+/** SQLite at FULL (or the two-tier store on it), each durability held until `settle` (resolve or reject them all). */
 class HeldDurability extends ForwardingStore {
   readonly held: Array<{ resolve: () => void; reject: (error: Error) => void }> = [];
   commits = 0;
 
-  constructor() {
-    super(new SqliteStore({ path: join(tempDir(), 'w.db') }));
+  constructor(inner: Store = new SqliteStore({ path: join(tempDir(), 'w.db') })) {
+    super(inner);
   }
 
   override async commit(
@@ -77,8 +78,9 @@ async function until(condition: () => boolean): Promise<void> {
 describe('the allocator answers an ADD only once its commit is durable', () => {
   for (const blocks of [false, true]) {
     it(`holds the answer, not the range, until the sync${blocks ? ' (blocks)' : ''}`, async () => {
-      const store = new HeldDurability();
-      const allocator = new Allocator({ store, clock: new ManualClock(1_000_000), node: 'n1', blocks });
+      const clock = new ManualClock(1_000_000);
+      const store = new HeldDurability(blocks ? tieredStore(clock) : undefined); // blocks: on two tiers
+      const allocator = new Allocator({ store, clock, node: 'n1', blocks });
       try {
         const first = allocator.allocate({ owner: owner('a'), ranges });
         await until(() => store.held.length === 1);

@@ -9,9 +9,9 @@ import { after, describe, it } from 'node:test';
 import { FIGURES_KEPT_MS } from '../../src/allocator/exhaustion.ts';
 import { isWarrenError } from '../../src/core/errors.ts';
 import { blockKey } from '../../src/ipam/blocks.ts';
-import { describeFigures, publishedFigures } from '../../src/store/published-figures.ts';
-import { owner, rangesOf } from '../store/tiered-nodes.ts';
-import { MemoryTier } from '../store/memory-tier.ts';
+import { describeFigures, publishedFigures } from '../../src/store/tiered/published-figures.ts';
+import { owner, rangesOf } from '../store/tiered/nodes.ts';
+import { MemoryTier } from '../store/tiered/memory-tier.ts';
 import { ManualClock } from '../../src/core/clock.ts';
 import { LendingCluster } from './lending/lending-nodes.ts';
 

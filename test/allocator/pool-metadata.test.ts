@@ -10,29 +10,27 @@ import { ManualClock } from '../../src/core/clock.ts';
 import { isWarrenError } from '../../src/core/errors.ts';
 import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import { Allocator } from '../../src/allocator/allocator.ts';
-import { SqliteStore } from '../../src/store/sqlite-store.ts';
+import { ForwardingStore } from '../../src/store/forwarding-store.ts';
+import { SqliteStore } from '../../src/store/sqlite/store.ts';
 import type { CommitResult, PoolOp, Revision, Store } from '../../src/store/store.ts';
+import { tieredStore } from '../store/tiered/nodes.ts';
 
-/** SQLite in memory, recording the metadata ops of every commit and counting pool listings. */
-function recordingStore() {
-  const inner = new SqliteStore({ path: ':memory:' });
+/**
+ * SQLite in memory (or `inner`: the two-tier store for blocks), recording the metadata ops of every
+ * commit and counting pool listings.
+ */
+function recordingStore(inner: Store = new SqliteStore({ path: ':memory:' })) {
   const log = { metadata: [] as Array<[string, PoolOp['op']]>, listings: 0 };
-  const store: Store = {
-    description: inner.description,
-    readPool: inner.readPool.bind(inner),
-    findByOwner: inner.findByOwner.bind(inner),
-    list: inner.list.bind(inner),
-    ping: inner.ping.bind(inner),
-    close: inner.close.bind(inner),
-    async pools(prefix?: string) {
+  const store: Store = new (class extends ForwardingStore {
+    override async pools(prefix?: string) {
       log.listings += 1;
       return inner.pools(prefix);
-    },
-    async commit(pool: string, expected: Revision, ops: readonly PoolOp[]): Promise<CommitResult> {
+    }
+    override async commit(pool: string, expected: Revision, ops: readonly PoolOp[]): Promise<CommitResult> {
       for (const op of ops) if (op.op === 'describe' || op.op === 'cooldown') log.metadata.push([pool, op.op]);
       return inner.commit(pool, expected, ops);
-    },
-  };
+    }
+  })(inner);
   return { store, log, inner };
 }
 
@@ -91,8 +89,9 @@ describe('pool metadata', () => {
   });
 
   it('is written for a block when it is claimed, and not again by the allocations in it', async () => {
-    const { store, log } = recordingStore();
-    const allocator = new Allocator({ store, clock: new ManualClock(0), node: 'n1', blocks: true });
+    const clock = new ManualClock(0);
+    const { store, log } = recordingStore(tieredStore(clock)); // blocks: on two tiers, as agents run them
+    const allocator = new Allocator({ store, clock, node: 'n1', blocks: true });
     const r = ranges({ range: '10.0.0.0/24', block_size: 28 });
     for (const id of ['a', 'b', 'c']) await allocator.allocate({ owner: owner(id), ranges: r, cooldownSeconds: 5 });
     const block = `${r[0]?.pool}#10.0.0.0/28`;

@@ -1,42 +1,28 @@
 /**
  * The allocator never hands out a reserved address (src/ipam/reserved.ts), on every kind of store
- * pool: a range on one SQLite file, a range split into blocks, and blocks on the two-tier store.
+ * pool: a range on one SQLite file, and a range split into blocks on the two-tier store.
  * A reservation over an address in use keeps it held, and takes effect at its release.
  */
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { Allocator } from '../../src/allocator/allocator.ts';
 import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import { ManualClock } from '../../src/core/clock.ts';
 import { isWarrenError } from '../../src/core/errors.ts';
 import { parseIP } from '../../src/ipam/address.ts';
-import { blockKeyPrefix } from '../../src/ipam/blocks.ts';
 import { ReservedAddresses } from '../../src/ipam/reserved.ts';
-import { SqliteStore } from '../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../src/store/sqlite/store.ts';
 import type { Store } from '../../src/store/store.ts';
-import { TieredStore } from '../../src/store/tiered-store.ts';
-import { tempDir } from '../helpers/processes.ts';
-import { MemoryTier } from '../store/memory-tier.ts';
+import { tieredStore } from '../store/tiered/nodes.ts';
 
 const owner = (containerID: string) => ({ network: 'net', containerID, ifname: 'eth0' });
 const ranges = (ipam: Record<string, unknown>) => parseIpamConfig({ type: 'warren', ...ipam }).ranges;
 
 const KINDS: ReadonlyArray<{ name: string; make: (clock: ManualClock) => { store: Store; blocks: boolean } }> = [
   { name: 'a range on SQLite', make: () => ({ store: new SqliteStore({ path: ':memory:' }), blocks: false }) },
-  { name: 'blocks on SQLite', make: () => ({ store: new SqliteStore({ path: ':memory:' }), blocks: true }) },
-  {
-    name: 'blocks on the two-tier store',
-    make: (clock) => ({
-      store: new TieredStore({
-        local: new SqliteStore({ path: join(tempDir(), 'n1.db') }),
-        tier: new MemoryTier({ clock }).session(),
-        node: 'n1',
-        clock,
-      }),
-      blocks: true,
-    }),
-  },
+  // Blocks live on the two-tier store only (allocator/block-assigner.ts): there was a 'blocks on
+  // SQLite' kind here, one store shared as every node's, which no agent runs any more.
+  { name: 'blocks on the two-tier store', make: (clock) => ({ store: tieredStore(clock), blocks: true }) },
 ];
 
 function setup(kind: (typeof KINDS)[number]) {
@@ -113,14 +99,15 @@ describe('reservations in the allocator', () => {
 
   it('never claims a block the reservations hold back whole: it could hand nothing out', async () => {
     const clock = new ManualClock(1_000_000);
-    const store = new SqliteStore({ path: ':memory:' });
+    const store = tieredStore(clock); // blocks: on two tiers, as agents run them
     const reserved = new ReservedAddresses();
     reserved.replace([{ name: 'low', addresses: ['10.0.0.0/29'] }]);
     const allocator = new Allocator({ store, clock, node: 'n1', blocks: true, reserved });
     const r = ranges({ range: '10.0.0.0/24', block_size: 30 });
     const [a] = await allocator.allocate({ owner: owner('first'), ranges: r });
     assert.equal(a?.allocation.address, '10.0.0.8');
-    const claimed = (await store.pools(blockKeyPrefix(r[0]?.pool as string)))
+    // Every node's claims in the range, as the cluster keeps them.
+    const claimed = (await store.cluster.owners.rangeBlocks(r[0]?.pool as string, { counts: false }))
       .filter((p) => p.affinity !== undefined)
       .map((p) => p.pool.slice(p.pool.indexOf('#') + 1));
     assert.deepEqual(claimed, ['10.0.0.8/30'], 'the two reserved blocks below it stay unclaimed');

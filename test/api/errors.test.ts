@@ -165,7 +165,7 @@ describe('error codes in a CNI answer', () => {
   });
 });
 
-/** The layers that declare codes, in the README's order ("Layout"; test/architecture.test.ts checks imports in it). */
+/** The layers that declare codes, in docs/layout.md's order (test/architecture.test.ts checks imports in it). */
 const DECLARED: ReadonlyArray<readonly [layer: string, codes: readonly string[]]> = [
   ['core', CORE_ERROR_CODES],
   ['allocator', ALLOCATOR_ERROR_CODES],

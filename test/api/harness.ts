@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { ManualClock } from '../../src/core/clock.ts';
 import type { Allocation } from '../../src/ipam/allocation.ts';
 import type { AllocationFilter, CommitResult, PoolOp, Revision } from '../../src/store/store.ts';
-import { SqliteStore } from '../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../src/store/sqlite/store.ts';
 import { ApiClient } from '../../src/api/client.ts';
 import { servingParts } from '../../src/agent/server/serving.ts';
 import type { PublishedView } from '../../src/agent/server/allocation-pages.ts';

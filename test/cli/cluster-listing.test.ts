@@ -14,7 +14,7 @@ import type { Allocation } from '../../src/ipam/allocation.ts';
 import { blockKey } from '../../src/ipam/blocks.ts';
 import { type Harness, harness } from '../api/harness.ts';
 import { WARREN_BIN, run } from '../helpers/processes.ts';
-import { MemoryTier } from '../store/memory-tier.ts';
+import { MemoryTier } from '../store/tiered/memory-tier.ts';
 
 const BLOCKS = 12;
 /** More than one page of the CLI's (MAX_ALLOCATION_PAGE, 5,000) in all; a page ends inside a block. */

@@ -15,8 +15,8 @@ import { migrateWhereabouts } from '../../src/cli/migrate/migrate.ts';
 import { MIGRATION_LENDER } from '../../src/cli/migrate/plan.ts';
 import { exitStatusOf, reportJson, reportText } from '../../src/cli/migrate/report.ts';
 import { ManualClock } from '../../src/core/clock.ts';
-import type { ClusterTier } from '../../src/store/cluster-tier.ts';
-import { MemoryTier } from '../store/memory-tier.ts';
+import type { ClusterTier } from '../../src/store/tiered/cluster-tier.ts';
+import { MemoryTier } from '../store/tiered/memory-tier.ts';
 import { removeDir, tempDir } from '../helpers/processes.ts';
 import { EXPECTED_OUTCOMES, FixtureReader, loadWhereaboutsCluster } from '../helpers/whereabouts-cluster.ts';
 

@@ -71,4 +71,77 @@ describe('PeriodicTask', () => {
     assert.equal(await second, 2);
     assert.deepEqual(log, ['start 1', 'end 1', 'start 2', 'end 2']);
   });
+
+  it('runs at start when told, then every interval from the end of the last run', async () => {
+    const clock = new ManualClock(0);
+    const runs: number[] = [];
+    const task = new PeriodicTask({
+      clock,
+      intervalMs: 1_000,
+      runAtStart: true,
+      run: async () => void runs.push(clock.now()),
+    });
+    const abort = new AbortController();
+    task.start(abort.signal);
+    assert.deepEqual(runs, [0], 'the first run starts at start');
+    await flush();
+    clock.advance(999);
+    await flush();
+    assert.deepEqual(runs, [0]);
+    clock.advance(1);
+    await flush();
+    assert.deepEqual(runs, [0, 1_000]);
+    abort.abort();
+    assert.equal(clock.pendingTimers, 0);
+  });
+
+  it('reports every run, the failures, when the last one ended and why it failed', async () => {
+    const clock = new ManualClock(5_000);
+    let fail = true;
+    const task = new PeriodicTask({
+      clock,
+      intervalMs: 1_000,
+      run: async () => {
+        if (fail) throw new Error('the cluster is away');
+      },
+      onError: () => undefined,
+    });
+    assert.deepEqual(task.status(), { runs: 0, failures: 0 });
+    await assert.rejects(task.runNow(), /the cluster is away/);
+    assert.deepEqual(task.status(), {
+      runs: 1,
+      failures: 1,
+      lastRunAt: new Date(5_000).toISOString(),
+      lastError: 'the cluster is away',
+    });
+    fail = false;
+    const abort = new AbortController();
+    task.start(abort.signal);
+    clock.advance(1_000);
+    await flush();
+    assert.deepEqual(task.status(), { runs: 2, failures: 1, lastRunAt: new Date(6_000).toISOString() });
+    abort.abort();
+  });
+
+  it('runUntil settles once its signal aborted and the run under way ended', async () => {
+    const clock = new ManualClock(0);
+    let finish: () => void = () => undefined;
+    const task = new PeriodicTask({
+      clock,
+      intervalMs: 1_000,
+      run: () => new Promise<void>((resolve) => (finish = resolve)),
+    });
+    const abort = new AbortController();
+    let settled = false;
+    const running = task.runUntil(abort.signal).then(() => (settled = true));
+    clock.advance(1_000);
+    await flush();
+    abort.abort();
+    await flush();
+    assert.equal(settled, false, 'the run under way has not ended');
+    finish();
+    await running;
+    assert.equal(settled, true);
+    assert.equal(clock.pendingTimers, 0, 'nothing scheduled after the signal');
+  });
 });

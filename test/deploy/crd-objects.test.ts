@@ -13,7 +13,7 @@ import type { ICustomResourceDefinition } from 'kubernetes-models/apiextensions.
 import type { IJSONSchemaProps } from 'kubernetes-models/apiextensions.k8s.io/v1/JSONSchemaProps';
 import type { Allocation } from '../../src/ipam/allocation.ts';
 import { blockKey } from '../../src/ipam/blocks.ts';
-import type { Grant, PublishedBlock, RangeRecord } from '../../src/store/cluster-tier.ts';
+import type { Grant, PublishedBlock, RangeRecord } from '../../src/store/tiered/cluster-tier.ts';
 import { blockName, rangeName, requestName, spaceName } from '../../src/store/kubernetes/names.ts';
 import {
   type KubeObject,

@@ -19,7 +19,7 @@ import { DEPLOY, assertValid, documentsOf, jsYaml, listedFiles } from './deploy-
 
 const GROUP = 'warren.dev';
 const VERSION = 'v1alpha1';
-/** The kinds of the cluster tier (src/store/cluster-tier.ts), each in its own file named after its plural. */
+/** The kinds of the cluster tier (src/store/tiered/cluster-tier.ts), each in its own file named after its plural. */
 const KINDS = [
   'WarrenAddressHolding',
   'WarrenAddressRequest',

@@ -2,7 +2,7 @@
  * deploy/ as a cluster would take it with the default store (`kubectl apply -k deploy`), checked
  * without a cluster, from the files deploy/kustomization.yaml lists: every YAML document is an
  * object Kubernetes knows, with no field it does not know, valid against its schema
- * (kubernetes-models); and the objects are what README "On Kubernetes" says: a DaemonSet on the
+ * (kubernetes-models); and the objects are what docs/kubernetes.md ("What `kubectl apply -k deploy` installs") says: a DaemonSet on the
  * host network, named after its node, on the kubernetes store with its Leases in its own namespace,
  * with the host paths the agent and the plugin share, an init step installing the plugin, probes,
  * every taint tolerated, node-critical priority, resources. Every WARREN_* variable deploy/ sets or

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { LENT_NETWORK } from '../../src/allocator/lending/loans.ts';
-import { type EtcdTier, openEtcdTier } from '../../src/store/etcd-tier/etcd-tier.ts';
+import { type EtcdTier, openEtcdTier } from '../../src/store/etcd-tier/tier.ts';
 import { assertConsistent, claims, published, publishedOnce } from '../helpers/etcd-tiered.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { type CniReply, resultAddresses, warren } from '../helpers/cni.ts';

@@ -1,6 +1,6 @@
 /**
  * Upgrading an etcd cluster from the one-tier store: real etcd holding the keys the old EtcdStore
- * wrote (test/fixtures/etcd-legacy/two-nodes.json, see test/store/etcd-legacy-import.test.ts),
+ * wrote (test/fixtures/etcd-legacy/two-nodes.json, see test/store/etcd-tier/legacy-import.test.ts),
  * then the new agent of node n1 started on it (real process, real plugin executable): every
  * allocation the old store held for n1 is its container's (a retried ADD returns it), no ADD
  * returns an address the old store held for n1 or n2, a DEL releases a moved allocation, and n2's

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { KubeApiClient } from '../../src/store/kubernetes/api-client.ts';
 import { loadKubeConfig } from '../../src/sources/kubernetes/kubeconfig.ts';
-import type { ClusterTier } from '../../src/store/cluster-tier.ts';
+import type { ClusterTier } from '../../src/store/tiered/cluster-tier.ts';
 import type { AgentHandle } from '../helpers/agent.ts';
 import { type CniReply, resultAddresses, warren } from '../helpers/cni.ts';
 import { type FakeKubeApi, startFakeKubeApi } from '../helpers/fake-kube-api.ts';

@@ -11,11 +11,13 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { KubeApiClient } from '../../src/store/kubernetes/api-client.ts';
-import type { ClusterTier } from '../../src/store/cluster-tier.ts';
+import type { AgentStatus } from '../../src/api/status.ts';
+import type { ClusterTier } from '../../src/store/tiered/cluster-tier.ts';
 import type { AgentHandle } from '../helpers/agent.ts';
 import { resultAddresses, warren } from '../helpers/cni.ts';
 import { type FakeKubeApi, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
 import { networkConfig, observeTier, startKubeNode } from '../helpers/kube-store.ts';
+import { requestJson } from '../../src/core/unix-http.ts';
 import { WARREN_BIN, run, waitFor } from '../helpers/processes.ts';
 
 const NODES = ['sticky1', 'sticky2', 'sticky3'] as const;
@@ -159,5 +161,25 @@ describe('sticky StatefulSet addresses across three agents', () => {
     await waitFor('the placeholder to go', async () =>
       (await agent(record.owner).allocations(`?address=${record.address}`)).length === 0 ? true : undefined,
     );
+    // The chore's holder says so in its status; every agent reports the chore's rounds in one shape.
+    const reports = async () => {
+      const all = [];
+      for (const node of NODES) {
+        const r = await requestJson({
+          socket: agent(node).socket,
+          method: 'GET',
+          path: '/v1/status',
+          timeoutMs: 10_000,
+        });
+        all.push((r.body as AgentStatus).kubernetes?.planning?.stickyRelease);
+      }
+      return all;
+    };
+    const shown = await waitFor('every agent to report a round of the sticky release', async () => {
+      const all = await reports();
+      return all.every((r) => (r?.chore.runs ?? 0) >= 1) ? all : undefined;
+    });
+    assert.ok(shown.reduce((n, r) => n + (r?.ended ?? 0), 0) >= 1, JSON.stringify(shown));
+    for (const r of shown) assert.equal(r?.listed, true, JSON.stringify(r));
   });
 });

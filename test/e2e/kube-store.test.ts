@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { REASON_NODE_FORGOTTEN } from '../../src/agent/kubernetes/nodes.ts';
 import { CNI_CODES } from '../../src/cni/errors.ts';
-import type { ClusterTier } from '../../src/store/cluster-tier.ts';
+import type { ClusterTier } from '../../src/store/tiered/cluster-tier.ts';
 import type { AgentHandle } from '../helpers/agent.ts';
 import { type CniReply, resultAddresses } from '../helpers/cni.ts';
 import { type FakeKubeApi, startFakeKubeApi } from '../helpers/fake-kube-api.ts';

@@ -13,7 +13,7 @@ import type { Etcd3 } from 'etcd3';
 import { REASON_NODE_FORGOTTEN } from '../../src/agent/kubernetes/nodes.ts';
 import type { AgentStatus } from '../../src/api/status.ts';
 import { requestJson } from '../../src/core/unix-http.ts';
-import { type EtcdTier, openEtcdTier } from '../../src/store/etcd-tier/etcd-tier.ts';
+import { type EtcdTier, openEtcdTier } from '../../src/store/etcd-tier/tier.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { resultAddresses, warren } from '../helpers/cni.ts';
 import { type EtcdCluster, startEtcd } from '../helpers/etcd.ts';

@@ -15,7 +15,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ManualClock } from '../../src/core/clock.ts';
 import { loadKubeConfig } from '../../src/sources/kubernetes/kubeconfig.ts';
-import { openKubeTier } from '../../src/store/kubernetes/kube-tier.ts';
+import { openKubeTier } from '../../src/store/kubernetes/tier.ts';
 import { type FakeKubeApi, type KubeObject, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
 import { CHILD_PATH, WARREN_BIN, run } from '../helpers/processes.ts';
 import { EXPECTED_OUTCOMES, loadWhereaboutsCluster, whereaboutsCrds } from '../helpers/whereabouts-cluster.ts';

@@ -2,11 +2,11 @@
  * A node's state directory restored from an older copy, or deleted, while its containers keep their
  * addresses: real agents and the real plugin executable, on the fake Kubernetes API server and on
  * a real etcd. The agent compares its file with what it published before it hands out an address
- * (src/store/tiered-file-check.ts): the addresses allocated after the copy was taken are never
+ * (src/store/tiered/file-check.ts): the addresses allocated after the copy was taken are never
  * handed out again (the block is filled to show it), `warren status` says they are held and why,
  * and the containers' DELs release them.
  *
- * The first test follows the README's procedure "A node's disk restored from a backup or snapshot"
+ * The first test follows the procedure of docs/recovery.md, "A node's disk restored from a backup or snapshot"
  * step by step (its steps are named where they are taken).
  */
 import assert from 'node:assert/strict';
@@ -139,7 +139,7 @@ for (const make of [kubeCluster, etcdCluster]) {
       return agent;
     };
 
-    it("restored from a backup: follows the README's procedure, and hands out nothing published since", async () => {
+    it("restored from a backup: follows docs/recovery.md's procedure, and hands out nothing published since", async () => {
       const range = '10.61.0.0/28';
       const first = await start('disk-1');
       for (const id of ['a', 'b']) await add(first, range, id);
@@ -156,17 +156,17 @@ for (const make of [kubeCluster, etcdCluster]) {
       );
       assert.equal(await second.stop(), 0);
 
-      // README step 1: the state directory is put back from the backup, the agent stopped.
+      // docs/recovery.md step 1: the state directory is put back from the backup, the agent stopped.
       restoreStateDir(backup, first.dir);
-      // README step 2: the agent is started on it, with the cluster store reachable.
+      // docs/recovery.md step 2: the agent is started on it, with the cluster store reachable.
       const restored = await start('disk-1', first.dir);
-      // README step 3: `warren status` says what was taken back from the cluster, and why.
+      // docs/recovery.md step 3: `warren status` says what was taken back from the cluster, and why.
       const s = await status(restored);
       assert.equal(s.cluster?.fileCheck?.compared, true, JSON.stringify(s.cluster));
       assert.equal(s.cluster?.fileCheck?.restored, 3, JSON.stringify(s.cluster));
       const text = await cli(restored, 'status');
       assert.match(text.stdout, /3 allocations held from what this node published/, text.stdout);
-      // README step 4: `warren allocations` lists them as their containers' own.
+      // docs/recovery.md step 4: `warren allocations` lists them as their containers' own.
       const listed = await restored.allocations();
       for (const [id, address] of later)
         assert.equal(listed.find((a) => a.containerID === id)?.address, address, `${id} held as before the restore`);
@@ -176,7 +176,7 @@ for (const make of [kubeCluster, etcdCluster]) {
       const again = filled.filter((a) => [...later.values()].includes(a));
       assert.deepEqual(again, [], `handed out again: ${filled.join(' ')}`);
       assert.equal(filled.length, BLOCK - 5, `the block filled around the 5 held: ${filled.join(' ')}`);
-      // README step 5: each is released when its container is proven gone, as any other (here: its DEL).
+      // docs/recovery.md step 5: each is released when its container is proven gone, as any other (here: its DEL).
       for (const id of later.keys()) assert.equal((await call('DEL', restored, range, id)).code, 0);
       assert.equal((await status(restored)).cluster?.fileCheck?.restored, 0);
       const freed = await fill(restored, range, 'after-');

@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { PoolReport } from '../../src/api/protocol.ts';
-import type { ClusterTier } from '../../src/store/cluster-tier.ts';
+import type { ClusterTier } from '../../src/store/tiered/cluster-tier.ts';
 import type { AgentHandle } from '../helpers/agent.ts';
 import { type FakeKubeApi, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
 import { cniCall, observeTier, publishedBlocks, startKubeNode } from '../helpers/kube-store.ts';

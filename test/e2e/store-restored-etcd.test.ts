@@ -7,7 +7,7 @@
  *   cluster's recovery marker;
  * - an agent started afterwards on a new node honours the marker: it claims no block and hands out
  *   no address while the halted node has not accepted the store;
- * - the README's procedure ("When etcd lost its data"), followed step by step, ends the recovery:
+ * - the procedure of docs/recovery.md ("When etcd lost its data"), followed step by step, ends the recovery:
  *   then every container keeps its address and no address is handed out twice.
  */
 import assert from 'node:assert/strict';
@@ -126,7 +126,7 @@ describe('an etcd restored from an older backup under the agents', () => {
     }
   });
 
-  it('the README procedure, step by step, ends the recovery with no address handed out twice', async () => {
+  it('the procedure of docs/recovery.md, step by step, ends the recovery with no address handed out twice', async () => {
     assert.ok(n2);
     // 1. `warren status` on each node: n1 stopped on the lost store, n2 waits for n1.
     assert.match((await status(n1)).problem ?? '', /went backwards|lost its data/);

@@ -7,7 +7,7 @@
  *   `warren status` says it, and it writes the recovery marker in the WarrenClusterState;
  * - an agent started afterwards on a new node honours the marker: it claims no block and hands out
  *   no address while the halted node has not accepted the store;
- * - the README's procedure ("When the API server lost its data"), followed step by step, ends the
+ * - the procedure of docs/recovery.md ("When the API server lost its data"), followed step by step, ends the
  *   recovery: then every container keeps its address and no address is handed out twice.
  */
 import assert from 'node:assert/strict';
@@ -88,7 +88,7 @@ describe("the API server's etcd restored from an older snapshot under the agents
     assert.deepEqual(api.objects('warrenblocks'), [], 'no block claimed by anyone');
   });
 
-  it('the README procedure, step by step, ends the recovery with no address handed out twice', async () => {
+  it('the procedure of docs/recovery.md, step by step, ends the recovery with no address handed out twice', async () => {
     assert.ok(n2);
     // 1. `warren status` on each node: n1 stopped on the lost store, n2 waits for n1.
     assert.match((await problem(n1)) ?? '', /lost its data|went backwards/);

@@ -1,5 +1,5 @@
 /**
- * What `--store etcd` opens (the node's SQLite file beside the etcd tier: etcd-tiered.ts), for tests
+ * What `--store etcd` opens (the node's SQLite file beside the etcd tier: src/store/etcd-tier/tiered.ts), for tests
  * that stand in for an agent of one node on a real etcd: a SQLite file of its own in a fresh temp
  * dir unless `path` names one. Not started (no publication or claim-check timers): a test that needs
  * the published view flushes. And the cluster's view of agents on etcd, through an etcd tier on
@@ -8,11 +8,11 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { type Clock, systemClock } from '../../src/core/clock.ts';
-import type { EtcdClientOptions } from '../../src/store/etcd-client.ts';
+import type { EtcdClientOptions } from '../../src/store/etcd-tier/client.ts';
 import type { Allocation } from '../../src/ipam/allocation.ts';
-import type { EtcdTier } from '../../src/store/etcd-tier/etcd-tier.ts';
-import { type EtcdTieredStore, openEtcdTiered } from '../../src/store/etcd-tier/etcd-tiered.ts';
-import { SqliteStore } from '../../src/store/sqlite-store.ts';
+import type { EtcdTier } from '../../src/store/etcd-tier/tier.ts';
+import { type EtcdTieredStore, openEtcdTiered } from '../../src/store/etcd-tier/tiered.ts';
+import { SqliteStore } from '../../src/store/sqlite/store.ts';
 import { tempDir, waitFor } from './processes.ts';
 
 export interface TieredOnEtcd extends Partial<EtcdClientOptions> {

@@ -9,8 +9,8 @@
 import { join } from 'node:path';
 import { systemClock } from '../../src/core/clock.ts';
 import type { Allocation } from '../../src/ipam/allocation.ts';
-import type { BlockClaim, ClusterTier, PublishedBlock } from '../../src/store/cluster-tier.ts';
-import { openKubeTier } from '../../src/store/kubernetes/kube-tier.ts';
+import type { BlockClaim, ClusterTier, PublishedBlock } from '../../src/store/tiered/cluster-tier.ts';
+import { openKubeTier } from '../../src/store/kubernetes/tier.ts';
 import { loadKubeConfig } from '../../src/sources/kubernetes/kubeconfig.ts';
 import { type AgentHandle, startAgent } from './agent.ts';
 import { type CniReply, warren } from './cni.ts';

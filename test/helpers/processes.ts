@@ -6,7 +6,7 @@
  * (`untilReady`), so a failed start never keeps a file alive.
  *
  * Deadlines bound a hang; they never measure speed. Waits default to HANG_BOUND_MS, long enough
- * for a machine loaded far past its cores (see README, "Tests"), and short enough that a hung
+ * for a machine loaded far past its cores (see docs/tests.md), and short enough that a hung
  * wait fails with its own message well before the file's timeout.
  */
 import { type ChildProcess, spawn } from 'node:child_process';

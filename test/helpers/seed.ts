@@ -7,7 +7,7 @@ import { ManualClock } from '../../src/core/clock.ts';
 import { type IPAddress, parseIP } from '../../src/ipam/address.ts';
 import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import { Allocator } from '../../src/allocator/allocator.ts';
-import { SqliteStore } from '../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../src/store/sqlite/store.ts';
 
 export interface Seed {
   readonly containerID: string;

@@ -22,7 +22,8 @@ import { formatIP, parseIP } from '../../src/ipam/address.ts';
 import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import type { RangeSpec } from '../../src/ipam/range.ts';
 import { Allocator } from '../../src/allocator/allocator.ts';
-import { SqliteStore } from '../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../src/store/sqlite/store.ts';
+import { tieredStore } from '../store/tiered/nodes.ts';
 
 const FIXTURES = join(import.meta.dirname, '..', 'fixtures', 'whereabouts');
 
@@ -286,10 +287,12 @@ function text(range: RangeSpec, value: bigint): string {
   return formatIP({ family: range.family, value });
 }
 
+/** Cluster mode (blocks) on the two-tier store over the memory tier, as agents run it. */
 async function withAllocator<T>(blocks: boolean, body: (allocator: Allocator) => Promise<T>): Promise<T> {
-  const store = new SqliteStore({ path: ':memory:' });
+  const clock = new ManualClock(1_000_000);
+  const store = blocks ? tieredStore(clock, { node: 'node-a' }) : new SqliteStore({ path: ':memory:' });
   try {
-    return await body(new Allocator({ store, clock: new ManualClock(1_000_000), node: 'node-a', blocks }));
+    return await body(new Allocator({ store, clock, node: 'node-a', blocks }));
   } finally {
     await store.close();
   }

@@ -18,7 +18,7 @@
  *
  * `problem()` says why this node must not allocate: not announced yet (another agent may hold its
  * name), halted (the store lost its data, or the announcement was taken over), or the cluster in
- * recovery after its store lost its data (the marker of store/recovery.ts stands; until it was
+ * recovery after its store lost its data (the marker of store/tiered/recovery.ts stands; until it was
  * read once, this node does not know, and does not allocate either); each is logged once, as an
  * error, when it is first seen. The marker is read on every run, before the announcement (a node
  * halted on a lost store adds itself to it then), and once before the agent serves. While this
@@ -32,7 +32,7 @@ import { messageOf } from '../../core/errors.ts';
 import { PeriodicTask } from '../../core/periodic-task.ts';
 import type { Allocator } from '../../allocator/allocator.ts';
 import { WarrenError, isWarrenError } from '../../core/errors.ts';
-import { recoveryProblem } from '../../store/recovery.ts';
+import { recoveryProblem } from '../../store/tiered/recovery.ts';
 import type { AcceptReport, AnnounceInfo, Membership } from '../../store/store.ts';
 import type { RecentErrors } from '../metrics/recent-errors.ts';
 import type { AgentOptions } from '../settings/options.ts';

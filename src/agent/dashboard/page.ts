@@ -1,5 +1,5 @@
 /**
- * The agent's web dashboard (README "What an operator sees"), served on the metrics address:
+ * The agent's web dashboard (docs/operator.md), served on the metrics address:
  * `renderDashboardPage` is the whole document for `GET /`, `renderDashboardBody` the content of
  * its `<main>` for `GET /fragment`, which the page's script fetches to refresh itself.
  *

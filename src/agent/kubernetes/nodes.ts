@@ -102,7 +102,7 @@ export class KubernetesNodes {
       for (const a of await this.#o.store.list()) known.add(a.node);
       for (const p of await this.#o.store.pools()) if (p.affinity !== undefined) known.add(p.affinity);
       // On a two-tier store the node's own store knows only its blocks: the cluster's claims name the rest.
-      for (const holder of (await this.#o.store.blockOwners?.holders()) ?? []) known.add(holder);
+      for (const holder of (await this.#o.store.cluster?.owners.holders()) ?? []) known.add(holder);
       for (const name of known) if (!names.has(name) && name !== this.#o.node) this.#gone.add(name);
     } catch (error) {
       this.#failed(error);

@@ -1,6 +1,7 @@
 /**
- * A Kubernetes API client opened at its first use, for the agent's occasional writers (WarrenPool
- * and WarrenReservation statuses, IPAMClaims): an agent that never writes one never connects.
+ * A Kubernetes API client opened at its first use: the agent's one client for Warren's objects,
+ * made once by the wiring and shared by its occasional writers (WarrenPool and WarrenReservation
+ * statuses, IPAMClaims), closed when the agent stops. An agent that never writes one never connects.
  *
  * Guarantees:
  * - one client at a time: callers asking while it opens share that opening;

@@ -70,7 +70,7 @@ export class KubernetesPlanning {
   }
 
   status(): PlanningStatus {
-    const { directory, namespaces, pools } = this.#o;
+    const { directory, namespaces, pools, sticky } = this.#o;
     const writer = this.statusWriter?.status();
     return {
       directory: directory.status(),
@@ -86,6 +86,7 @@ export class KubernetesPlanning {
               ...(writer === undefined ? {} : { statusWriter: writer }),
             },
           }),
+      ...(sticky === undefined ? {} : { stickyRelease: sticky.release.status() }),
     };
   }
 

@@ -12,13 +12,16 @@
  *   operator's edit in between wins; the next round writes again), and only when what it shows
  *   changed: an idle cluster costs the API server no writes;
  * - a pool whose spec cannot be used shows why (`problem`) instead of figures;
- * - a round that fails is logged and retried at the next interval; it never stops the loop.
+ * - a round that fails is logged and retried at the next interval; it never stops the loop
+ *   (a PeriodicTask: the first round one interval after `run` starts, each next one an interval
+ *   after the last ended).
  */
 import type { Logger } from 'pino';
-import { type Clock, sleepOn } from '../../core/clock.ts';
+import type { Clock } from '../../core/clock.ts';
 import { messageOf } from '../../core/errors.ts';
+import { PeriodicTask, type PeriodicTaskStatus } from '../../core/periodic-task.ts';
 import { isPlainObject } from '../../core/validate.ts';
-import type { ClusterTier } from '../../store/cluster-tier.ts';
+import type { StoreCluster } from '../../store/store.ts';
 import type { CatalogEntry } from '../../sources/kubernetes/pool-catalog.ts';
 import { poolCapacity } from '../../sources/kubernetes/warren-pool.ts';
 
@@ -38,24 +41,29 @@ export interface PoolFigures {
 
 export interface PoolStatusOptions {
   readonly catalog: { entries(): CatalogEntry[] };
-  readonly tier: Pick<ClusterTier, 'published' | 'membership'>;
+  readonly tier: { readonly published: StoreCluster['records']['published'] } & Pick<StoreCluster, 'membership'>;
   /** PUT of the object's status subresource at its resourceVersion: false when it changed or is gone. */
   readonly write: (object: Record<string, unknown>) => Promise<boolean>;
   readonly clock: Clock;
   readonly logger: Logger;
   readonly intervalMs?: number;
-  /** Told when `run` ends (the agent stops): the writer's client closes. */
-  readonly onStop?: () => void;
 }
 
 export class PoolStatusWriter {
   readonly #o: PoolStatusOptions;
+  readonly #task: PeriodicTask<number>;
   #rounds = 0;
   #written = 0;
-  #lastError: string | undefined;
 
   constructor(options: PoolStatusOptions) {
     this.#o = options;
+    this.#task = new PeriodicTask({
+      clock: options.clock,
+      intervalMs: options.intervalMs ?? POOL_STATUS_INTERVAL_MS,
+      run: () => this.round(),
+      onError: (error) =>
+        options.logger.warn({ err: messageOf(error) }, 'could not write the WarrenPools status; will retry'),
+    });
   }
 
   /** What a pool's ranges hold, from the published blocks of each range. */
@@ -108,35 +116,18 @@ export class PoolStatusWriter {
     return written;
   }
 
-  /** Rounds until `signal` aborts, one per interval. */
-  async run(signal: AbortSignal): Promise<void> {
-    try {
-      await this.#loop(signal);
-    } finally {
-      this.#o.onStop?.();
-    }
+  /** Rounds until `signal` aborts, one per interval; settles once the round under way ended. */
+  run(signal: AbortSignal): Promise<void> {
+    return this.#task.runUntil(signal);
   }
 
-  async #loop(signal: AbortSignal): Promise<void> {
-    const interval = this.#o.intervalMs ?? POOL_STATUS_INTERVAL_MS;
-    while (!signal.aborted) {
-      await sleepOn(this.#o.clock, interval, signal);
-      if (signal.aborted) return;
-      try {
-        await this.round();
-        this.#lastError = undefined;
-      } catch (error) {
-        this.#lastError = messageOf(error);
-        this.#o.logger.warn({ err: this.#lastError }, 'could not write the WarrenPools status; will retry');
-      }
-    }
-  }
-
-  status(): { rounds: number; written: number; lastError?: string } {
+  status(): { rounds: number; written: number; lastError?: string; chore: PeriodicTaskStatus } {
+    const chore = this.#task.status();
     return {
       rounds: this.#rounds,
       written: this.#written,
-      ...(this.#lastError === undefined ? {} : { lastError: this.#lastError }),
+      ...(chore.lastError === undefined ? {} : { lastError: chore.lastError }),
+      chore,
     };
   }
 }

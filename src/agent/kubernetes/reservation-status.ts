@@ -5,22 +5,17 @@
  *
  * Guarantees: one request per write, with the API client's deadline; a reservation that is gone
  * (a JSON 404) answers 'missing'; any other answer is the WarrenError the client says it means
- * (a 403 names the missing permission). The client opens at the first write, not before, so an
- * agent with no reservation never connects for them, and opens again after an opening that failed
- * (on-demand-client.ts).
+ * (a 403 names the missing permission). Through the agent's client for Warren's objects, opened
+ * at the first use, not before, and again after an opening that failed (on-demand-client.ts).
  */
-import type { KubeConfig } from '@kubernetes/client-node';
-import { OnDemandClient } from './on-demand-client.ts';
+import type { OnDemandClient } from './on-demand-client.ts';
 import type { NodeInUse } from './reservations.ts';
 
 export interface ReservationStatusWriter {
   write(name: string, entry: NodeInUse | null): Promise<'written' | 'missing'>;
-  /** Closes the client's connections (the agent stops). */
-  close(): void;
 }
 
-export function reservationStatusWriter(kubeConfig: KubeConfig, node: string): ReservationStatusWriter {
-  const opened = OnDemandClient.of(kubeConfig);
+export function reservationStatusWriter(opened: OnDemandClient, node: string): ReservationStatusWriter {
   return {
     async write(name, entry) {
       const client = await opened.get();
@@ -34,9 +29,6 @@ export function reservationStatusWriter(kubeConfig: KubeConfig, node: string): R
       if (answer.status === 200) return 'written';
       if (answer.status === 404 && answer.json) return 'missing';
       throw client.refusal(what, answer, 'patch', 'warrenreservations.warren.dev');
-    },
-    close() {
-      opened.close();
     },
   };
 }

@@ -55,11 +55,10 @@ export interface ClusterReservationsOptions {
   readonly logger: Logger;
   /**
    * Writes this node's entry of a reservation's status (null: removes it), 'missing' when the
-   * reservation is gone (reservation-status.ts); closed when the watch ends.
+   * reservation is gone (reservation-status.ts).
    */
   readonly writer: {
     write(name: string, entry: NodeInUse | null): Promise<'written' | 'missing'>;
-    close?(): void;
   };
   /** Between looks at the status. Default 30 s. */
   readonly intervalMs?: number;
@@ -158,13 +157,9 @@ export class ClusterReservations {
       },
       { once: true },
     );
-    try {
-      for await (const item of items) {
-        this.observe(item);
-        if (signal.aborted) break;
-      }
-    } finally {
-      this.#o.writer.close?.();
+    for await (const item of items) {
+      this.observe(item);
+      if (signal.aborted) break;
     }
   }
 

@@ -13,11 +13,14 @@
  * - a holding some pod is still reported using (its record's `uses`, from nodes whose agent lives)
  *   is kept until that use ends: a pod terminating slowly keeps its address;
  * - ending is allocator/holdings/ `endHolding` (the record deleted; the owner node's upkeep releases
- *   its placeholder); a round that fails is logged and retried at the next interval.
+ *   its placeholder); a round that fails is logged and retried at the next interval (a
+ *   PeriodicTask: the first round one interval after `run` starts, each next one an interval
+ *   after the last ended).
  */
 import type { Logger } from 'pino';
-import { type Clock, sleepOn } from '../../core/clock.ts';
+import type { Clock } from '../../core/clock.ts';
 import { messageOf } from '../../core/errors.ts';
+import { PeriodicTask, type PeriodicTaskStatus } from '../../core/periodic-task.ts';
 import { isPlainObject } from '../../core/validate.ts';
 import { parseHolderKey } from '../../ipam/holding-key.ts';
 import type { ListWatchItem } from '../../sources/kubernetes/list-watch.ts';
@@ -69,11 +72,18 @@ export class StickyRelease {
   #listed = false;
   /** Holder keys seen uncovered, and since when (monotonic ms). */
   readonly #uncoveredSince = new Map<string, number>();
-  #lastError: string | undefined;
+  readonly #task: PeriodicTask<string[]>;
   #ended = 0;
 
   constructor(options: StickyReleaseOptions) {
     this.#o = options;
+    this.#task = new PeriodicTask({
+      clock: options.clock,
+      intervalMs: options.intervalMs ?? STICKY_RELEASE_INTERVAL_MS,
+      run: () => this.round(),
+      onError: (error) =>
+        options.logger.warn({ err: messageOf(error) }, 'could not end the holdings of uncovered ordinals; will retry'),
+    });
   }
 
   /** One item of the StatefulSets' list-watch. */
@@ -135,27 +145,18 @@ export class StickyRelease {
     return ended;
   }
 
-  /** Rounds until `signal` aborts, one per interval. */
-  async run(signal: AbortSignal): Promise<void> {
-    const interval = this.#o.intervalMs ?? STICKY_RELEASE_INTERVAL_MS;
-    while (!signal.aborted) {
-      await sleepOn(this.#o.clock, interval, signal);
-      if (signal.aborted) return;
-      try {
-        await this.round();
-        this.#lastError = undefined;
-      } catch (error) {
-        this.#lastError = messageOf(error);
-        this.#o.logger.warn({ err: this.#lastError }, 'could not end the holdings of uncovered ordinals; will retry');
-      }
-    }
+  /** Rounds until `signal` aborts, one per interval; settles once the round under way ended. */
+  run(signal: AbortSignal): Promise<void> {
+    return this.#task.runUntil(signal);
   }
 
-  status(): { listed: boolean; ended: number; lastError?: string } {
+  status(): { listed: boolean; ended: number; lastError?: string; chore: PeriodicTaskStatus } {
+    const chore = this.#task.status();
     return {
       listed: this.#listed,
       ended: this.#ended,
-      ...(this.#lastError === undefined ? {} : { lastError: this.#lastError }),
+      ...(chore.lastError === undefined ? {} : { lastError: chore.lastError }),
+      chore,
     };
   }
 }

@@ -1,5 +1,5 @@
 /**
- * Keeps the node's CNI config right (README "The node's CNI config"): finds the primary config in
+ * Keeps the node's CNI config right (docs/node-cni-config.md): finds the primary config in
  * the conf dir the way the runtime does, derives Warren's config from it (cni/derived-config.ts)
  * and writes it where the runtime will use it first; regenerates whenever the primary, Warren's
  * own file or the readiness indicator changes (config-inputs-watch.ts, rescanning for dropped events).

@@ -1,6 +1,6 @@
 /**
- * Taking a host-local primary's range over, and handing it back (README "The node's CNI
- * config"). The config manager tells this what it takes over (adopt: the network, host-local's
+ * Taking a host-local primary's range over, and handing it back (docs/node-cni-config.md,
+ * with the hand-back). The config manager tells this what it takes over (adopt: the network, host-local's
  * data dir, the ranges) before it writes Warren's config; host-local's reservations there
  * (cni/host-local-reservation.ts) become allocations of their containers, released by the usual
  * sources (DEL, GC, containerd, pods) when those go. `warren uninstall` hands the node back (handBack).

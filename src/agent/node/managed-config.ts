@@ -2,7 +2,8 @@
  * The CNI config manager as the agent's options configure it (--manage-cni-config): the conf dir
  * and the primary, how long to wait for one, the readiness indicator, whether to clean up on exit.
  * The socket and the journal are written into Warren's config only where they are not the
- * plugin's defaults: the plugin finds those by itself.
+ * plugin's defaults: the plugin finds those by itself. And the host-local takeover beside it, made
+ * when the manager may take a primary over or the node was handed back.
  */
 import type { Logger } from 'pino';
 import { DEFAULT_SOCKET } from '../../api/socket.ts';
@@ -11,7 +12,8 @@ import type { Clock } from '../../core/clock.ts';
 import type { Store } from '../../store/store.ts';
 import type { AgentOptions } from '../settings/options.ts';
 import { CniConfigManager } from './cni-config-manager.ts';
-import type { HostLocalTakeover } from './host-local-takeover.ts';
+import type { NodeHandBack } from './hand-back.ts';
+import { HostLocalTakeover, type HostLocalTakeoverOptions } from './host-local-takeover.ts';
 
 export interface ManagedConfigDeps {
   /** Where cleanup on exit asks whether Warren still holds an address of the network on this node. */
@@ -43,6 +45,24 @@ export function managedCniConfig(o: AgentOptions, deps: ManagedConfigDeps): CniC
     clock: deps.clock,
     logger: deps.logger,
   });
+}
+
+/**
+ * The host-local takeover, started on `signal`: when the config manager may take a primary over,
+ * or when the node was handed back (releases keep cleaning the reservations written then).
+ */
+export function managedTakeover(
+  o: Pick<AgentOptions, 'manageCniConfig' | 'nodeName'>,
+  handBack: NodeHandBack,
+  deps: Omit<HostLocalTakeoverOptions, 'node' | 'rescanMs'>,
+  signal: AbortSignal,
+): HostLocalTakeover | undefined {
+  const handedBack = handBack.reason();
+  if (!o.manageCniConfig && handedBack === undefined) return undefined;
+  const takeover = new HostLocalTakeover({ ...deps, node: o.nodeName });
+  if (handedBack !== undefined) takeover.restoreHandedBack(handedBack, handBack.targets());
+  takeover.start(signal);
+  return takeover;
 }
 
 /** Plugin defaults need not be written into the config: the plugin finds them by itself. */

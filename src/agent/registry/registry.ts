@@ -1,5 +1,5 @@
 /**
- * The plugin registry (README "Runtime adapters: plugins that register with a socket"): wires the
+ * The plugin registry (docs/runtime-adapters.md): wires the
  * socket watcher (sources/plugins/socket-watcher.ts) into the desired state, and the reconciler
  * between desired and actual state, with the handshake client and one handler per plugin type.
  * The parts live beside this file: desired-state.ts, actual-state.ts, reconciler.ts, handler.ts.

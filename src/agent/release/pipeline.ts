@@ -4,7 +4,7 @@
  *
  *   intent → ordered retry queue (keyed by owner, container or pod) → release rule → allocator
  *
- * It keeps the queue and nothing else; the parts composed with it (release-wiring.ts) do the rest:
+ * It keeps the queue and nothing else; the parts composed with it (core.ts) do the rest:
  * one attempt of an intent, judged and applied (applier.ts), containers waiting for their
  * namespace (exited-containers.ts), what runtime adapters answer for (netns-scopes.ts), what it
  * did (counts.ts), what it logs (log.ts).
@@ -32,7 +32,7 @@
  *
  * The retry rule, one for every entry point: a failed attempt is counted, and the intent stays at
  * the head of its key (its later intents wait behind it) while the key backs off on its policy —
- * owner and pod keys on `ownerBackoff`, container keys on `containerBackoff` (release-wiring.ts:
+ * owner and pod keys on `ownerBackoff`, container keys on `containerBackoff` (core.ts:
  * 1 s doubling to 5 min; --event-retry doubling to --event-retry-max) — until the backoff ends or
  * `applyPending`, `releaseNow` or `attempt` on that key cuts it short; a success resets the key's count.
  * Once an intent has failed as many times as it was queued to be tried, it is given up instead:

@@ -23,12 +23,12 @@ import { WarrenError } from '../../core/errors.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { isPlainObject } from '../../core/validate.ts';
 import type { AllocationPage, AllocationPageRequest } from '../../api/protocol.ts';
-import type { ClusterTier } from '../../store/cluster-tier.ts';
 import type { AllocationFilter, ListCursor, Store } from '../../store/store.ts';
+import type { PublishedView } from '../../store/cluster.ts';
 import { holdersOf } from './cluster-holders.ts';
 
-/** The published view of a cluster store: one page of blocks with their allocations (ClusterTier.published). */
-export type PublishedView = ClusterTier['published'];
+/** The published view of a cluster store: one page of blocks with their allocations (store/cluster.ts). */
+export type { PublishedView };
 
 /** At most this many blocks are read from the published view at a time (blocks of a few allocations). */
 export const BLOCKS_PER_READ = 50;

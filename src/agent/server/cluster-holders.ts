@@ -19,7 +19,7 @@ import { parseIP } from '../../ipam/address.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { blockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
 import { bookkeepingNetwork, isBookkeeping } from '../../ipam/bookkeeping.ts';
-import type { PublishedBlock } from '../../store/cluster-tier.ts';
+import type { PublishedBlock } from '../../store/cluster.ts';
 import type { PublishedView } from './allocation-pages.ts';
 
 /** Loan publications read at a time. */

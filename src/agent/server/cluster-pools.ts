@@ -1,6 +1,6 @@
 /**
  * `warren pools` on a store shared by nodes: each range split into blocks also as the cluster holds
- * it, from what its nodes published (store/published-figures.ts). This node's store knows its own
+ * it, from what its nodes published (store/tiered/published-figures.ts). This node's store knows its own
  * blocks only, so its figures are its share: a node that can allocate nothing showed "50% used"
  * while the range was full across two nodes (issue 34).
  *
@@ -10,7 +10,7 @@
  */
 import { messageOf } from '../../core/errors.ts';
 import type { ClusterPoolFigures, PoolReport } from '../../api/protocol.ts';
-import { publishedFigures } from '../../store/published-figures.ts';
+import { publishedFigures } from '../../store/tiered/published-figures.ts';
 import type { PublishedView } from './allocation-pages.ts';
 
 export async function withClusterFigures(

@@ -286,7 +286,7 @@ export class CniService {
       throw new WarrenError(
         'INVALID_CONFIG',
         `network ${conf.name} names WarrenPools (ipam.pools), and this agent does not read them: pools need ` +
-          'the agent on the kubernetes store with the Kubernetes source on (README, Pools)',
+          'the agent on the kubernetes store with the Kubernetes source on (docs/kubernetes.md, Pools)',
       );
     const assignments = await this.#allocator.allocate({
       owner,

@@ -104,20 +104,23 @@ class WatchedStore extends ForwardingStore {
   readonly #health: CommitHealth;
 
   constructor(inner: Store, health: CommitHealth) {
-    const spaces = inner.spaces;
+    const cluster = inner.cluster;
     // An ADD's first write on a shared store may be the admission of its range.
     super(
       inner,
-      spaces === undefined
+      cluster === undefined
         ? undefined
         : {
-            read: (space: string) => spaces.read(space),
-            admit: (reading: SpaceReading, rangePool: string, retire: readonly string[]) =>
-              watched(
-                health,
-                () => spaces.admit(reading, rangePool, retire),
-                (guard: AdmissionGuard | undefined) => guard !== undefined,
-              ),
+            ...cluster,
+            spaces: {
+              read: (space: string) => cluster.spaces.read(space),
+              admit: (reading: SpaceReading, rangePool: string, retire: readonly string[]) =>
+                watched(
+                  health,
+                  () => cluster.spaces.admit(reading, rangePool, retire),
+                  (guard: AdmissionGuard | undefined) => guard !== undefined,
+                ),
+            },
           },
     );
     this.#health = health;

@@ -2,7 +2,7 @@
  * What the running agent knows of its own setup, for `warren doctor` (GET /v1/doctor): its paths,
  * its store's health and durability, which namespace directories it can observe and where the
  * namespaces its allocations recorded lie, containerd's state, the CNI config manager's state, its
- * clock against etcd's, and etcd's history and the room left for it (store/etcd-history.ts).
+ * clock against etcd's, and etcd's history and the room left for it (store/etcd-tier/history.ts).
  * Reads only; every part that cannot be read says why instead of failing the whole answer.
  *
  * The clock against etcd: etcd answers its HTTP endpoints with a `Date` header (whole seconds,
@@ -22,7 +22,7 @@ import type { DoctorFacts } from '../../api/doctor.ts';
 import type { ReservationsReport } from '../../api/protocol.ts';
 import type { NodeLocalConfig } from '../../cni/node-local.ts';
 import type { NetnsObserver } from '../../sources/netns.ts';
-import type { Store } from '../../store/store.ts';
+import type { Store, StoreHistory } from '../../store/store.ts';
 import type { AgentOptions } from '../settings/options.ts';
 
 export interface DoctorFactsDeps {
@@ -79,12 +79,12 @@ export async function doctorFacts(d: DoctorFactsDeps): Promise<DoctorFacts> {
   const warrenPools = d.warrenPools?.();
   const endpoint = o.etcdEndpoints[0];
   // An unreachable store would only fail this too, after another wait.
-  const history = d.store.history === undefined || error !== undefined ? undefined : await historyOf(d.store);
-  const legacyLeft = d.store.blockOwners?.tier.legacyLeft;
+  const cluster = d.store.cluster;
+  const history = cluster?.history === undefined || error !== undefined ? undefined : await historyOf(cluster.history);
   const legacy =
-    legacyLeft === undefined || error !== undefined
+    cluster?.legacyLeft === undefined || error !== undefined
       ? undefined
-      : await legacyLeft.call(d.store.blockOwners?.tier).catch(() => undefined);
+      : await cluster.legacyLeft().catch(() => undefined);
   const legacyShown = legacy !== undefined && (Object.keys(legacy.blocks).length > 0 || legacy.ranges > 0);
   const reservations = error === undefined ? await reservationFacts(d.reservations) : undefined;
   return {
@@ -136,9 +136,9 @@ export async function doctorFacts(d: DoctorFactsDeps): Promise<DoctorFacts> {
 }
 
 /** etcd's history and room, or why they could not be read. */
-async function historyOf(store: Store): Promise<NonNullable<DoctorFacts['store']['history']> | undefined> {
+async function historyOf(history: StoreHistory): Promise<NonNullable<DoctorFacts['store']['history']>> {
   try {
-    return await store.history?.read();
+    return await history.read();
   } catch (e) {
     return { error: messageOf(e) };
   }

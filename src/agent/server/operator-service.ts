@@ -159,7 +159,7 @@ export class AgentService {
       const live = await this.#liveNodesNow(membership);
       const problem = this.#o.cluster?.problem();
       const readAt = this.#liveNodes?.at;
-      const fileCheck = await this.#o.store.blockOwners?.fileCheck();
+      const fileCheck = await this.#o.store.cluster?.fileCheck();
       cluster = {
         liveNodes: live.nodes,
         ownBlocks: pools.filter((p) => p.affinity === this.#o.allocator.node).length,

@@ -31,7 +31,7 @@ import { ANSWER_HEADER, EXIT_HEADER } from '../../api/cni-stdout.ts';
 import { PATHS } from '../../api/routes.ts';
 import { Allocator } from '../../allocator/allocator.ts';
 import type { Clock } from '../../core/clock.ts';
-import { SqliteStore } from '../../store/sqlite-store.ts';
+import { SqliteStore } from '../../store/sqlite/store.ts';
 import { createApiServer } from './api-server.ts';
 import { CniService } from './cni-service.ts';
 

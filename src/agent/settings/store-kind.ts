@@ -11,8 +11,8 @@
  */
 import type { Clock } from '../../core/clock.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
-import { SqliteStore } from '../../store/sqlite-store.ts';
-import type { ClusterTier } from '../../store/cluster-tier.ts';
+import { SqliteStore } from '../../store/sqlite/store.ts';
+import type { PublishedView } from '../../store/cluster.ts';
 import type { Membership, Store, StoreKind } from '../../store/store.ts';
 import type { AgentOptions } from './options.ts';
 
@@ -36,7 +36,7 @@ export interface StatedStore extends OpenedStore {
 /** A store as opened, with the published view of every node's allocations when it keeps one (Kubernetes, etcd). */
 export interface OpenedStore {
   readonly store: Store;
-  readonly published?: ClusterTier['published'];
+  readonly published?: PublishedView;
 }
 
 /** The facts of the store the options name, or of `stated`, the store handed to the agent instead. */
@@ -52,13 +52,13 @@ export function storeFacts(o: Pick<AgentOptions, 'store' | 'database'>, stated?:
  */
 export function membershipOf(store: Store, facts: StoreFacts): Membership | undefined {
   if (!facts.shared) return undefined;
-  if (store.membership === undefined) {
+  if (store.cluster === undefined) {
     throw new WarrenError(
       'INVALID_CONFIG',
       `the ${facts.kind} store ${store.description} is shared by nodes but keeps no membership`,
     );
   }
-  return store.membership;
+  return store.cluster.membership;
 }
 
 /** What opening a store needs besides the options. */
@@ -103,9 +103,9 @@ function sqliteOf(o: AgentOptions, opening: StoreOpening): SqliteStore {
 async function openKubernetes(o: AgentOptions, opening: StoreOpening): Promise<OpenedStore> {
   const [{ loadKubeConfig }, { openKubeTier }, { TieredStore }, { claimAgain }] = await Promise.all([
     import('../../sources/kubernetes/kubeconfig.ts'),
-    import('../../store/kubernetes/kube-tier.ts'),
-    import('../../store/tiered-store.ts'),
-    import('../../store/claim-again.ts'),
+    import('../../store/kubernetes/tier.ts'),
+    import('../../store/tiered/store.ts'),
+    import('../../store/tiered/claim-again.ts'),
   ]);
   let kubeConfig: ReturnType<typeof loadKubeConfig>;
   try {
@@ -137,7 +137,7 @@ async function openKubernetes(o: AgentOptions, opening: StoreOpening): Promise<O
     // announcement: otherwise the node stays listed alive, and its chores held, until it lapses.
     const store = new (class extends TieredStore {
       override async close(): Promise<void> {
-        await this.membership
+        await this.cluster.membership
           .withdraw()
           .catch((error: unknown) =>
             notice(`could not withdraw this node's Lease (it lapses by itself): ${messageOf(error)}`),
@@ -157,7 +157,7 @@ async function openKubernetes(o: AgentOptions, opening: StoreOpening): Promise<O
 
 /** The two-tier store on etcd: the node's SQLite file beside the etcd tier, under --etcd-prefix. */
 async function openEtcd(o: AgentOptions, opening: StoreOpening): Promise<OpenedStore> {
-  const { openEtcdTiered } = await import('../../store/etcd-tier/etcd-tiered.ts');
+  const { openEtcdTiered } = await import('../../store/etcd-tier/tiered.ts');
   const tls = {
     ...(o.etcdCa === undefined ? {} : { ca: o.etcdCa }),
     ...(o.etcdCert === undefined ? {} : { cert: o.etcdCert }),

@@ -1,9 +1,9 @@
 /**
- * The borrowing side of lending, on a two-tier store (store/tiered-store.ts): a node whose blocks
+ * The borrowing side of lending, on a two-tier store (store/tiered/store.ts): a node whose blocks
  * are full and that finds no free block hands out addresses other nodes lent it. Lent addresses live
  * in loan pools of its own store (loans.ts), so handing one out is a local commit like any other,
  * with no request to the cluster; only when no loan pool is free does it ask the owners (its
- * address request, store/cluster-tier.ts) and wait for their grants, on the injected clock.
+ * address request, store/tiered/cluster-tier.ts) and wait for their grants, on the injected clock.
  *
  * Guarantees:
  * - a grant is adopted into its loan pool by one local commit, at the revision it was read at; a
@@ -21,7 +21,7 @@ import type { Clock } from '../../core/clock.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import { parseIP } from '../../ipam/address.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
-import type { AddressRequest, ClusterTier, Grant } from '../../store/cluster-tier.ts';
+import type { AddressRequest, ClusterRecords, Grant } from '../../store/cluster.ts';
 import type { AdmissionGuard, PoolDescription, PoolOp, PoolSummary, Store } from '../../store/store.ts';
 import type { AllocateRequest, Decision } from '../assignment.ts';
 import type { PoolAssigner } from '../pool-assigner.ts';
@@ -32,7 +32,7 @@ import { isMigrated } from './migrated.ts';
 
 export interface BorrowerOptions {
   readonly store: Store;
-  readonly tier: ClusterTier;
+  readonly tier: ClusterRecords;
   readonly node: string;
   readonly clock: Clock;
   readonly pools: PoolCache;

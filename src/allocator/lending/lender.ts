@@ -1,6 +1,6 @@
 /**
- * The lending side, on a two-tier store (store/tiered-store.ts): a node that owns blocks of a range
- * answers the other nodes' open requests for addresses of it (store/cluster-tier.ts), and holds
+ * The lending side, on a two-tier store (store/tiered/store.ts): a node that owns blocks of a range
+ * answers the other nodes' open requests for addresses of it (store/tiered/cluster-tier.ts), and holds
  * every address it lends as a placeholder in its own block (loans.ts), so it never hands it out.
  * Run periodically (allocator.ts `lend`, from the agent's cluster upkeep).
  *
@@ -27,7 +27,7 @@ import { formatIP, parseIP } from '../../ipam/address.ts';
 import { blockKeyPrefix, isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
 import { parsePoolKey } from '../../ipam/pool-key.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
-import type { AddressRequest, ClusterTier, Grant } from '../../store/cluster-tier.ts';
+import type { AddressRequest, ClusterRecords, Grant } from '../../store/cluster.ts';
 import type { PoolOp, Store } from '../../store/store.ts';
 import type { PoolCache } from '../pool-cache.ts';
 import { type GrantChoice, type LendableBlock, chooseGrants } from './grant-policy.ts';
@@ -36,7 +36,7 @@ import { LENT_NETWORK, MIGRATION_LENDER, loanAddressOf, placeholderOf } from './
 
 export interface LenderOptions {
   readonly store: Store;
-  readonly tier: ClusterTier;
+  readonly tier: ClusterRecords;
   readonly node: string;
   readonly clock: Clock;
   readonly pools: PoolCache;

@@ -1,6 +1,6 @@
 /**
- * Lending addresses between the nodes of a range, on a two-tier store (store/tiered-store.ts,
- * Store.blockOwners): the parts wired for the allocator. Block placement (block-assigner.ts) uses
+ * Lending addresses between the nodes of a range, on a two-tier store (store/tiered/store.ts,
+ * Store.cluster): the parts wired for the allocator. Block placement (block-assigner.ts) uses
  * `fromLoans`, `borrow` and `migratedIn` on the ADD path; the agent's cluster upkeep calls `run`
  * periodically (allocator.ts `lend`).
  *
@@ -22,7 +22,7 @@ import { bitsOf } from '../../ipam/address.ts';
 import type { Block } from '../../ipam/blocks.ts';
 import { parsePoolKey } from '../../ipam/pool-key.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
-import type { AddressRequest, ClusterTier } from '../../store/cluster-tier.ts';
+import type { AddressRequest, ClusterRecords } from '../../store/cluster.ts';
 import type { AdmissionGuard, PoolOp, Store } from '../../store/store.ts';
 import type { AllocateRequest, Decision } from '../assignment.ts';
 import type { PoolAssigner } from '../pool-assigner.ts';
@@ -38,7 +38,7 @@ import { blockKeyPrefix } from '../../ipam/blocks.ts';
 
 export interface LendingOptions {
   readonly store: Store;
-  readonly tier: ClusterTier;
+  readonly tier: ClusterRecords;
   readonly node: string;
   readonly clock: Clock;
   readonly pools: PoolCache;
@@ -106,9 +106,9 @@ export class Lending {
   }
 
   /**
-   * Lends and borrows on the requests as they change until `signal` aborts, on a tier that tells of
-   * them (prompt-lending.ts): `report` is told what an answer lent and what failed. False when the
-   * tier tells nothing: the upkeep's rounds and the borrower's polls alone, as before.
+   * Lends and borrows on the requests as they change until `signal` aborts, as the tier tells of
+   * them (prompt-lending.ts): `report` is told what an answer lent and what failed. False when
+   * `signal` already aborted: the upkeep's rounds and the borrower's polls alone, as before.
    */
   promptly(signal: AbortSignal, report: (lent: readonly string[], errors: readonly string[]) => void): boolean {
     const { tier, node, clock } = this.#o;

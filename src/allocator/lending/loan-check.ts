@@ -28,13 +28,13 @@ import { isBookkeeping } from '../../ipam/bookkeeping.ts';
 import { isLoanKey } from '../../ipam/loan-key.ts';
 import { parsePoolKey } from '../../ipam/pool-key.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
-import type { ClusterTier, Grant } from '../../store/cluster-tier.ts';
+import type { ClusterRecords, Grant } from '../../store/cluster.ts';
 import type { Store } from '../../store/store.ts';
 import { loanAddressOf } from './loans.ts';
 
 export interface LoanCheckOptions {
   readonly store: Store;
-  readonly tier: ClusterTier;
+  readonly tier: ClusterRecords;
   readonly node: string;
   readonly locks: KeyedMutex;
   /** The range as this node's configs define it, when it has served it (its block size). */
@@ -140,11 +140,11 @@ export class LoanCheck {
 
 /**
  * The container `borrower` published as using its loan of `address` in range `pool` (its loan
- * pool's publication, ClusterTier.publishLoan), if any: what a lender looks at before it lets go of
+ * pool's publication, tiered/cluster-tier.ts publishLoan), if any: what a lender looks at before it lets go of
  * a placeholder whose grant is gone. Reads the borrower's publications in that range, page by page.
  */
 export async function loanUser(
-  tier: ClusterTier,
+  tier: ClusterRecords,
   pool: string,
   borrower: string,
   address: string,

@@ -21,14 +21,14 @@ import { formatIP } from '../../ipam/address.ts';
 import { isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
 import { isLoanKey } from '../../ipam/loan-key.ts';
 import { parsePoolKey } from '../../ipam/pool-key.ts';
-import type { ClusterTier } from '../../store/cluster-tier.ts';
+import type { ClusterRecords } from '../../store/cluster.ts';
 import type { PoolOp, Store } from '../../store/store.ts';
 import { type PoolCache, restEnd } from '../pool-cache.ts';
 import { RETURNED_NETWORK, loanAddressOf, returnedMarkOf } from './loans.ts';
 
 export interface LoanReturnOptions {
   readonly store: Store;
-  readonly tier: ClusterTier;
+  readonly tier: ClusterRecords;
   readonly node: string;
   readonly clock: Clock;
   readonly pools: PoolCache;

@@ -30,7 +30,7 @@ import type { Allocation } from '../../ipam/allocation.ts';
 import { type Block, blockAt } from '../../ipam/blocks.ts';
 import { loanKey } from '../../ipam/loan-key.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
-import type { AddressRequest, ClusterTier, Grant } from '../../store/cluster-tier.ts';
+import type { AddressRequest, ClusterRecords, Grant } from '../../store/cluster.ts';
 import type { PoolOp, Store } from '../../store/store.ts';
 import { momentOf } from '../../core/moment.ts';
 import type { Clock } from '../../core/clock.ts';
@@ -40,7 +40,7 @@ import { MIGRATION_LENDER, placeholderOf } from './loans.ts';
 
 export interface MigratedOptions {
   readonly store: Store;
-  readonly tier: ClusterTier;
+  readonly tier: ClusterRecords;
   readonly node: string;
   readonly clock: Clock;
   readonly pools: PoolCache;

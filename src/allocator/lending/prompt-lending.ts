@@ -1,6 +1,6 @@
 /**
  * Lending on the requests as they change, not only on the upkeep's timer: on a tier that tells of
- * changed requests (ClusterTier.watchRequests), a lender answers another node's open request as it
+ * changed requests (ClusterRecords.watchRequests, store/cluster.ts), a lender answers another node's open request as it
  * comes, and a borrower waiting for grants looks at its request as it changes (borrower.ts `hint`).
  * Before, a node with no room polled its request every 250 ms and waited for a lender's next
  * upkeep run (10 s): a burst that had to ask ran at 10 ADD/s (issue 26).
@@ -18,7 +18,7 @@
  * - stops when `signal` aborts: no answer starts after, the tier is no longer listened to.
  */
 import type { Clock } from '../../core/clock.ts';
-import type { AddressRequest, ClusterTier } from '../../store/cluster-tier.ts';
+import type { AddressRequest, ClusterRecords } from '../../store/cluster.ts';
 import type { Borrower } from './borrower.ts';
 import type { Lender } from './lender.ts';
 
@@ -26,7 +26,7 @@ import type { Lender } from './lender.ts';
 export const JITTER_MS = 40;
 
 export interface PromptLendingOptions {
-  readonly tier: ClusterTier;
+  readonly tier: ClusterRecords;
   readonly node: string;
   readonly clock: Clock;
   readonly lender: Lender;
@@ -49,10 +49,10 @@ export class PromptLending {
     this.#o = options;
   }
 
-  /** Listens to the tier until `signal` aborts; false when the tier tells nothing (timers alone). */
+  /** Listens to the tier until `signal` aborts; false when it already has (timers alone). */
   start(signal: AbortSignal): boolean {
     const { tier, borrower } = this.#o;
-    if (tier.watchRequests === undefined || signal.aborted) return false;
+    if (signal.aborted) return false;
     const stop = tier.watchRequests((request) => this.#hint(request));
     borrower.watched(true);
     signal.addEventListener(

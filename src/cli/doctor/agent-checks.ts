@@ -227,7 +227,7 @@ function storeFindings(facts: DoctorFacts): Finding[] {
         'store-not-allocating',
         'this node does not allocate on its cluster store',
         `${s.clusterProblem}; ADDs fail (CNI error 11) and STATUS answers 50`,
-        'see the README, "When etcd lost its data" (or "When the API server lost its data" on the kubernetes ' +
+        'see docs/recovery.md, "When etcd lost its data" (or "When the API server lost its data" on the kubernetes ' +
           'store): if the store lost its data, restore it from a backup or accept it as it is (`warren store ' +
           'accept` on each node that stopped) after checking; while the cluster is in recovery, accept on (or ' +
           "`warren node forget`) each node it waits for; if another agent holds this node's name, stop one of " +
@@ -245,7 +245,7 @@ function storeFindings(facts: DoctorFacts): Finding[] {
           `${s.legacy.ranges} old range documents: each node moves its own old blocks into its SQLite file ` +
           'at its next start',
         'start the agents of those nodes (the new version); a node that never comes back: delete its Node ' +
-          '(node forget frees its blocks and removes its old documents) — see the README, "Upgrading from the ' +
+          '(node forget frees its blocks and removes its old documents) — see docs/etcd.md, "Upgrading from the ' +
           'one-tier etcd store"',
       ),
     );

@@ -18,7 +18,7 @@ import { checkJournalDir } from '../../cni/journal-dir.ts';
 import { pluginsDirProblem } from '../../agent/registry/trust.ts';
 import { DEFAULT_CNI_CONF_DIR } from '../../agent/settings/table.ts';
 import { WARREN_VERSION } from '../../agent/server/version.ts';
-import type { CliIO } from '../main.ts';
+import type { CliIO } from '../io.ts';
 import { UsageError } from '../usage.ts';
 import { diagnose } from './checks.ts';
 import { scanConfDir } from './conf-dir.ts';

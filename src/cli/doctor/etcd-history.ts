@@ -1,6 +1,6 @@
 /**
  * etcd's history and the room left for it, judged from what the agent read (DoctorFacts
- * store.history, store/etcd-history.ts). etcd keeps every revision until it is compacted: one that
+ * store.history, store/etcd-tier/history.ts). etcd keeps every revision until it is compacted: one that
  * never compacts grows its database with every ADD until it reaches its quota
  * (--quota-backend-bytes, 2 GiB by default), raises NOSPACE and refuses every write, so that no ADD
  * and no DEL commits any more.

@@ -7,7 +7,7 @@
  * Guarantees: a dry run makes no write to the tier and none to the API server (the reader only
  * reads); a pod is read once however many addresses it holds, at most POD_READS at a time.
  */
-import type { ClusterTier } from '../../store/cluster-tier.ts';
+import type { ClusterTier } from '../../store/tiered/cluster-tier.ts';
 import { collectHoldings } from './holdings.ts';
 import type { WhereaboutsReader } from './kube-reads.ts';
 import { type PodFacts, podFactsOf } from './pod-facts.ts';

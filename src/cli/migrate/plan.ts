@@ -20,7 +20,7 @@ import { LENT_NETWORK, MIGRATION_LENDER } from '../../allocator/lending/loans.ts
 import type { Allocation } from '../../ipam/allocation.ts';
 import { blockCidrOfKey } from '../../ipam/blocks.ts';
 import { parseIP } from '../../ipam/address.ts';
-import type { Grant } from '../../store/cluster-tier.ts';
+import type { Grant } from '../../store/tiered/cluster-tier.ts';
 import { type Holding, cidrHolds } from './holdings.ts';
 import type { PodFacts } from './pod-facts.ts';
 import type { PodRef } from './whereabouts-objects.ts';

@@ -14,7 +14,7 @@
  */
 import { WarrenError } from '../../core/errors.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
-import type { AddressRequest, ClusterTier, Grant } from '../../store/cluster-tier.ts';
+import type { AddressRequest, ClusterTier, Grant } from '../../store/tiered/cluster-tier.ts';
 import { type HeldGrant, MIGRATION_LENDER, type Plan, type PlanEntry, type WarrenView } from './plan.ts';
 
 /** Attempts at one request while agents keep changing it. */

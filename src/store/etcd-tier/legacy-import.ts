@@ -1,6 +1,6 @@
 /**
  * The move of an etcd store written in the old one-tier layout to the two-tier one, run by each
- * agent at start. The old layout (etcd-documents.ts) kept one document per pool under `units/`
+ * agent at start. The old layout (etcd-tier/documents.ts) kept one document per pool under `units/`
  * (a block's document: its affinity, cursor, description, allocated addresses with their owners,
  * resting addresses) and each allocation's full record under `owners/`. The two-tier store keeps
  * the addresses of a node's blocks in the node's SQLite file and only the claims in etcd.
@@ -35,11 +35,12 @@
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { blockKeyPrefix, isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
-import type { ClusterTier, LegacyLeft, RangeRecord } from '../cluster-tier.ts';
-import { type UnitDoc, ownerRecordKey, parseDoc } from '../etcd-documents.ts';
+import type { LegacyLeft } from '../cluster.ts';
+import type { ClusterTier, RangeRecord } from '../tiered/cluster-tier.ts';
+import { type UnitDoc, ownerRecordKey, parseDoc } from './documents.ts';
 import type { PoolOp, Store } from '../store.ts';
-import { recordFromKey, spaceOfPool } from '../tiered-ranges.ts';
-import type { TierKv } from './tier-kv.ts';
+import { recordFromKey, spaceOfPool } from '../tiered/ranges.ts';
+import type { TierKv } from './kv.ts';
 
 const UNITS = 'units/';
 /** Old documents per page: a block's document may hold a few hundred allocations. */

@@ -1,7 +1,7 @@
 /**
  * How the cluster tier reaches the Kubernetes API server: one request at a time, JSON in and out,
  * over one keep-alive connection pool, with the credentials and TLS settings of a KubeConfig from
- * @kubernetes/client-node. Apart from kube-tier.ts and its parts, which decide what is asked.
+ * @kubernetes/client-node. Apart from kubernetes/tier.ts and its parts, which decide what is asked.
  *
  * Guarantees:
  * - every request has a deadline (`requestTimeoutMs`, default 10 s) and a bounded answer (16 MiB);

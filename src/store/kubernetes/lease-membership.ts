@@ -1,6 +1,6 @@
 /**
  * Agents' membership of the cluster on the Kubernetes API: coordination.k8s.io/v1 Leases in the
- * agent's namespace (the contract of Membership in store.ts, as etcd-membership.ts keeps it on
+ * agent's namespace (the contract of Membership in store.ts, as etcd-tier/membership.ts keeps it on
  * etcd).
  *
  * - A node's announcement is the Lease `nodeLeaseName(node)`, labelled `warren.dev/lease=node`:
@@ -14,10 +14,10 @@
  *   waited out up to the lease time (a clone may be renewing it).
  * - A Lease found held by another instance while this one runs halts this agent (sticky until
  *   `accept`) instead of fighting over it.
- * - The API server's data loss is noticed (kube-continuity.ts): this instance's Lease gone, or back
+ * - The API server's data loss is noticed (kubernetes/continuity.ts): this instance's Lease gone, or back
  *   at a resourceVersion older than the one it last wrote, while its lease time runs, halts it as a
  *   store that lost its data; so do the store's identity object gone or replaced, and any answer
- *   gone backwards (kube-cluster-state.ts, resources.ts). Each upkeep reads the identity object,
+ *   gone backwards (kubernetes/cluster-state.ts, resources.ts). Each upkeep reads the identity object,
  *   which also carries the cluster's recovery marker (recovery.ts), and a node halted on a lost
  *   store adds itself to it. An ordinary expiry (the API server away longer than the lease) is
  *   none of this: the node announces itself again.
@@ -31,11 +31,11 @@
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../../core/clock.ts';
 import { WarrenError, isWarrenError } from '../../core/errors.ts';
-import { describeInstance } from '../etcd-membership.ts';
-import { type Recovery, reasonOf } from '../recovery.ts';
+import { describeInstance } from '../membership.ts';
+import { type Recovery, joinRecovery } from '../tiered/recovery.ts';
 import type { AcceptReport, AnnounceInfo, Membership, NodeRecord } from '../store.ts';
-import type { KubeClusterState } from './kube-cluster-state.ts';
-import { API_LOST_RECOVERY, type KubeContinuity, revisionOf } from './kube-continuity.ts';
+import type { KubeClusterState } from './cluster-state.ts';
+import { API_LOST_RECOVERY, type KubeContinuity, revisionOf } from './continuity.ts';
 import { LEASE_LABEL, NODE_LABEL, labelValue, nodeLeaseName, selectorOf, taskLeaseName } from './names.ts';
 import { type LeaseView, RECORD_ANNOTATION, leaseOf, microTime, recordOf } from './lease-objects.ts';
 import type { KubeObject } from './objects.ts';
@@ -108,13 +108,13 @@ export class LeaseMembership implements Membership {
 
   async keepRecovery(): Promise<void> {
     await this.#o.state.verify();
-    const halt = this.#o.continuity.halted();
-    const node = this.#announced?.node;
-    const recovery = this.#o.state.recovery();
-    if (halt?.kind !== 'store-lost' || node === undefined || recovery?.pending.includes(node) === true) return;
-    // The first to write the marker puts on it every node the store still names as holding blocks.
-    const holders = recovery === undefined ? await this.#o.holders().catch(() => []) : [];
-    await this.#o.state.join([node, ...holders], reasonOf(halt.message));
+    await joinRecovery({
+      halt: this.#o.continuity.halted(),
+      node: this.#announced?.node,
+      recovery: this.#o.state.recovery(),
+      holders: () => this.#o.holders(),
+      join: (nodes, reason) => this.#o.state.join(nodes, reason),
+    });
   }
 
   leaveRecovery(node: string): Promise<void> {

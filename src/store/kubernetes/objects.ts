@@ -18,7 +18,7 @@
 import type { Allocation } from '../../ipam/allocation.ts';
 import { blockCidrOfKey, blockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
 import { isPlainObject as isRecord } from '../../core/validate.ts';
-import type { AddressRequest, BlockClaim, Grant, PublishedBlock, RangeRecord } from '../cluster-tier.ts';
+import type { AddressRequest, BlockClaim, Grant, PublishedBlock, RangeRecord } from '../tiered/cluster-tier.ts';
 import { API_VERSION, LOAN_LABEL, OPEN_LABEL, RANGE_LABEL, NODE_LABEL, labelValue, lenderLabel } from './names.ts';
 
 /** Bytes a publication's allocations may take: etcd takes 1,572,864 per write; room is left for the rest. */

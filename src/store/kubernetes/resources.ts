@@ -6,7 +6,7 @@
  * the client says it means (api-client.ts).
  *
  * Guarantees: one request per call; a list never asks for more than `limit` objects; nothing here
- * retries (the tier decides what a conflict means). Given a RevisionObserver (kube-continuity.ts),
+ * retries (the tier decides what a conflict means). Given a RevisionObserver (kubernetes/continuity.ts),
  * every write is asked about first (refused while the store must not be written), and the revision
  * of every write's answer and of every listing's first page is checked against what was seen
  * before the request left, so a store gone backwards is noticed by any call that can tell.
@@ -18,7 +18,7 @@ import type { KubeObject } from './objects.ts';
 
 /**
  * What a Resource tells of the revisions its answers carry, and asks before it writes
- * (kube-continuity.ts): the revision seen before a request left, each answer's, and whether writes
+ * (kubernetes/continuity.ts): the revision seen before a request left, each answer's, and whether writes
  * may go out (throws when not).
  */
 export interface RevisionObserver {

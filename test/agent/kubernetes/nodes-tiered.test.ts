@@ -11,7 +11,7 @@ import type { NodeItem } from '../../../src/sources/kubernetes/node-source.ts';
 import type { Membership } from '../../../src/store/store.ts';
 import { silentLogger } from '../../helpers/logger.ts';
 import { waitFor } from '../../helpers/processes.ts';
-import { type TieredCluster, owner, rangesOf, tieredCluster } from '../../store/tiered-nodes.ts';
+import { type TieredCluster, owner, rangesOf, tieredCluster } from '../../store/tiered/nodes.ts';
 
 describe('KubernetesNodes on the two-tier store', () => {
   const clusters: TieredCluster[] = [];
@@ -33,7 +33,7 @@ describe('KubernetesNodes on the two-tier store', () => {
     await gone.allocator.allocate({ owner: owner('on-gone'), ranges: r });
     assert.deepEqual(await c.tier.claimHolders(), ['gone']);
 
-    const membership = n1.store.membership as Membership;
+    const membership = n1.store.cluster.membership as Membership;
     await membership.announce('n1', { since: c.clock.now(), version: 'test' });
     const nodes = new KubernetesNodes({
       store: n1.store,

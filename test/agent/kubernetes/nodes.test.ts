@@ -12,7 +12,7 @@ import { parseIpamConfig } from '../../../src/cni/ipam-config.ts';
 import { AsyncChannel } from '../../../src/core/async-channel.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
 import type { NodeItem } from '../../../src/sources/kubernetes/node-source.ts';
-import type { EtcdTieredStore } from '../../../src/store/etcd-tier/etcd-tiered.ts';
+import type { EtcdTieredStore } from '../../../src/store/etcd-tier/tiered.ts';
 import type { Membership } from '../../../src/store/store.ts';
 import { type EtcdCluster, startEtcd } from '../../helpers/etcd.ts';
 import { openTieredOnEtcd } from '../../helpers/etcd-tiered.ts';
@@ -47,7 +47,7 @@ describe('KubernetesNodes', () => {
   /** An agent of `node` forgetting nodes from the items pushed to its channel. */
   const agent = async (prefix: string, node: string, clock: ManualClock, forgetNode?: Allocator['forgetNode']) => {
     const store = await open(prefix, node);
-    const membership = store.membership as Membership;
+    const membership = store.cluster.membership as Membership;
     await membership.announce(node, { since: clock.now(), version: 'test' });
     const allocator = new Allocator({ store, clock, node, blocks: true });
     const nodes = new KubernetesNodes({

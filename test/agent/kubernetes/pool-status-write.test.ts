@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { isWarrenError } from '../../../src/core/errors.ts';
+import { OnDemandClient } from '../../../src/agent/kubernetes/on-demand-client.ts';
 import { poolStatusWrite } from '../../../src/agent/kubernetes/pool-status-write.ts';
 import { startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
 import { removeDir, tempDir } from '../../helpers/processes.ts';
@@ -42,8 +43,9 @@ describe('poolStatusWrite', () => {
       },
     ]);
     const caFile = join(dir, 'ca.crt');
-    const { write, onStop } = poolStatusWrite(kubeConfigWithCaFile(api.url, api.token, caFile));
-    t.after(onStop);
+    const client = OnDemandClient.of(kubeConfigWithCaFile(api.url, api.token, caFile));
+    t.after(() => client.close());
+    const write = poolStatusWrite(client);
     const status = {
       capacity: '254',
       used: 1,

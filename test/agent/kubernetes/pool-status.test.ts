@@ -9,7 +9,7 @@ import { describe, it } from 'node:test';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { POOL_STATUS_TASK, PoolStatusWriter } from '../../../src/agent/kubernetes/pool-status.ts';
 import { PoolCatalog } from '../../../src/sources/kubernetes/pool-catalog.ts';
-import { MemoryTier } from '../../store/memory-tier.ts';
+import { MemoryTier } from '../../store/tiered/memory-tier.ts';
 import { silentLogger } from '../../helpers/logger.ts';
 
 const RANGE = { space: 's', first: '', last: '', blockPrefix: 28 };
@@ -110,7 +110,8 @@ describe('PoolStatusWriter', () => {
     assert.equal(w.status().rounds, 0, 'the first round waits an interval');
     t.clock.advance(30_000);
     const deadline = Date.now() + 5_000;
-    while (w.status().rounds < 1 && Date.now() < deadline) await new Promise((r) => setImmediate(r));
+    // Until the round ended (it starts when the clock fires; its writes come after its reads).
+    while (w.status().chore.lastRunAt === undefined && Date.now() < deadline) await new Promise((r) => setImmediate(r));
     assert.equal(w.status().rounds, 1);
     assert.equal(w.status().written, 2);
     abort.abort();

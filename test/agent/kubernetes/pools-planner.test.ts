@@ -13,7 +13,7 @@ import { PodDirectory } from '../../../src/agent/kubernetes/pod-directory.ts';
 import { POOLS_ANNOTATION, poolsPlanner } from '../../../src/agent/kubernetes/pools-planner.ts';
 import { Allocator } from '../../../src/allocator/allocator.ts';
 import { PoolCatalog } from '../../../src/sources/kubernetes/pool-catalog.ts';
-import { SqliteStore } from '../../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 
 const warrenPool = (name: string, range: string, spec: Record<string, unknown> = {}) => ({
   metadata: { name, uid: `uid-${name}`, generation: 1 },

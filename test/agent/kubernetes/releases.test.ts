@@ -11,7 +11,7 @@ import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { Allocator } from '../../../src/allocator/allocator.ts';
 import { ClusterEvents } from '../../../src/agent/kubernetes/events.ts';
 import { KubernetesReleases, REASON_FAILED, REASON_RELEASED } from '../../../src/agent/kubernetes/releases.ts';
-import { releasePipeline } from '../../../src/agent/release-wiring.ts';
+import { releasePipeline } from '../../../src/agent/release/core.ts';
 import { consumeContainerd } from '../../../src/agent/release/consumers.ts';
 import { parseIpamConfig } from '../../../src/cni/ipam-config.ts';
 import { AsyncChannel } from '../../../src/core/async-channel.ts';
@@ -22,7 +22,7 @@ import type { ContainerdItem } from '../../../src/sources/containerd/event-sourc
 import type { PodItem } from '../../../src/sources/kubernetes/pod-source.ts';
 import { NetnsObserver } from '../../../src/sources/netns.ts';
 import type { AllocationFilter } from '../../../src/store/store.ts';
-import { SqliteStore } from '../../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 import { type FakeKubeApi, type KubeObject, startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
 import { waitFor } from '../../helpers/processes.ts';
 import { flush } from '../../helpers/event-loop.ts';

@@ -11,7 +11,7 @@ import { ManualClock } from '../../../src/core/clock.ts';
 import { parseIP } from '../../../src/ipam/address.ts';
 import type { Allocation } from '../../../src/ipam/allocation.ts';
 import { ReservedAddresses } from '../../../src/ipam/reserved.ts';
-import { SqliteStore } from '../../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 import { flush } from '../../helpers/event-loop.ts';
 
 const NODE = 'n1';

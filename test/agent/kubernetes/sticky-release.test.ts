@@ -11,7 +11,7 @@ import { after, describe, it } from 'node:test';
 import pino from 'pino';
 import { StickyRelease } from '../../../src/agent/kubernetes/sticky-release.ts';
 import { isHeldPlaceholder } from '../../../src/allocator/holdings/holdings.ts';
-import { type TieredCluster, type TieredNode, rangesOf, tieredCluster } from '../../store/tiered-nodes.ts';
+import { type TieredCluster, type TieredNode, rangesOf, tieredCluster } from '../../store/tiered/nodes.ts';
 
 const GRACE_MS = 300_000;
 const ranges = rangesOf({ range: '10.60.0.0/24' });

@@ -14,7 +14,7 @@ import { isSticky, ordinalOf, stickyPlanner } from '../../../src/agent/kubernete
 import { CniService } from '../../../src/agent/server/cni-service.ts';
 import { parseNetConf } from '../../../src/cni/netconf.ts';
 import { PoolCatalog } from '../../../src/sources/kubernetes/pool-catalog.ts';
-import { type TieredCluster, type TieredNode, tieredCluster } from '../../store/tiered-nodes.ts';
+import { type TieredCluster, type TieredNode, tieredCluster } from '../../store/tiered/nodes.ts';
 
 export const statefulSetPod = (namespace: string, name: string, uid: string, set = name.replace(/-\d+$/, '')) => ({
   metadata: {

@@ -10,7 +10,7 @@ import { describe, it } from 'node:test';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { CniService } from '../../../src/agent/server/cni-service.ts';
 import { Allocator } from '../../../src/allocator/allocator.ts';
-import { SqliteStore } from '../../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 import { MeasuredStore } from '../../../src/agent/metrics/measured-store.ts';
 import { AgentMetrics, BoundedLabel, OTHER } from '../../../src/agent/metrics/prometheus.ts';
 import { ReleaseHistory } from '../../../src/agent/metrics/release-history.ts';

@@ -17,7 +17,7 @@ import { Allocator } from '../../../src/allocator/allocator.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { parseNetConf } from '../../../src/cni/netconf.ts';
 import { parseReservation, renderReservation, reservationAddress } from '../../../src/cni/host-local-reservation.ts';
-import { SqliteStore } from '../../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 import type { CommitResult, PoolOp } from '../../../src/store/store.ts';
 import { removeDir, tempDir, waitFor } from '../../helpers/processes.ts';
 import { silentLogger } from '../../helpers/logger.ts';

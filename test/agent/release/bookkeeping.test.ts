@@ -17,7 +17,7 @@ import { parseIpamConfig } from '../../../src/cni/ipam-config.ts';
 import type { Allocation } from '../../../src/ipam/allocation.ts';
 import { isBookkeeping } from '../../../src/ipam/bookkeeping.ts';
 import { NetnsObserver } from '../../../src/sources/netns.ts';
-import { SqliteStore } from '../../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 import { tempDir } from '../../helpers/processes.ts';
 import { releaseHarness } from './harness.ts';
 

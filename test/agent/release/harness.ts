@@ -1,6 +1,6 @@
 /**
  * The release side of the agent in process, composed by the agent's own functions
- * (release-wiring.ts `releaseSettings` and `releaseCore`) from options resolved as the agent
+ * (release/core.ts `releaseSettings` and `releaseCore`) from options resolved as the agent
  * resolves its flags, over a journal directory and a store, on a manual clock: the journal intake
  * feeding the pipeline, and the reconcile pass. The sources that need a runtime (containerd,
  * Kubernetes, plugins) are not composed. What a test replaces it replaces as an override of the
@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { Allocator } from '../../../src/allocator/allocator.ts';
 import { RecentErrors } from '../../../src/agent/metrics/recent-errors.ts';
 import { NO_TELEMETRY } from '../../../src/agent/metrics/telemetry.ts';
-import { releaseCore, releaseSettings } from '../../../src/agent/release-wiring.ts';
+import { releaseCore, releaseSettings } from '../../../src/agent/release/core.ts';
 import { type AgentOptions, resolveAgentOptions } from '../../../src/agent/settings/options.ts';
 import type { ManualClock } from '../../../src/core/clock.ts';
 import { MissedDeleteJournal } from '../../../src/sources/missed-delete-journal.ts';

@@ -26,7 +26,7 @@ import { recordMissedDelete } from '../../../src/plugin/journal-writer.ts';
 import type { ContainerdItem } from '../../../src/sources/containerd/event-source.ts';
 import { NetnsObserver } from '../../../src/sources/netns.ts';
 import type { NetnsRemoval } from '../../../src/sources/netns-removals.ts';
-import { SqliteStore } from '../../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 import type { Allocation } from '../../../src/ipam/allocation.ts';
 import type { AllocationFilter, CommitResult, PoolOp } from '../../../src/store/store.ts';
 import { tempDir, waitFor } from '../../helpers/processes.ts';

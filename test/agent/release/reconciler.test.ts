@@ -10,7 +10,7 @@ import { describe, it } from 'node:test';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { recordMissedDelete } from '../../../src/plugin/journal-writer.ts';
 import { parseIpamConfig } from '../../../src/cni/ipam-config.ts';
-import { SqliteStore } from '../../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 import type { CommitResult, PoolOp } from '../../../src/store/store.ts';
 import { waitFor } from '../../helpers/processes.ts';
 import { releaseHarness as harness } from './harness.ts';

@@ -11,7 +11,7 @@ import type { ReleaseIntent } from '../../../src/agent/release/intent.ts';
 import { parseIpamConfig } from '../../../src/cni/ipam-config.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { momentOf } from '../../../src/core/moment.ts';
-import { SqliteStore } from '../../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 import type { CommitResult, PoolOp } from '../../../src/store/store.ts';
 import { releaseHarness } from './harness.ts';
 

@@ -11,7 +11,7 @@ import { CniService } from '../../../src/agent/server/cni-service.ts';
 import type { AddPlanner, PodRef } from '../../../src/agent/server/add-plan.ts';
 import { Allocator } from '../../../src/allocator/allocator.ts';
 import { parseIP } from '../../../src/ipam/address.ts';
-import { SqliteStore } from '../../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 
 function setup(planners: readonly AddPlanner[]) {
   const clock = new ManualClock(1_000_000);

@@ -16,10 +16,10 @@ import {
 import type { Allocation } from '../../../src/ipam/allocation.ts';
 import { blockKey } from '../../../src/ipam/blocks.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
-import { SqliteStore } from '../../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 import type { Store } from '../../../src/store/store.ts';
 import { type Harness, harness } from '../../api/harness.ts';
-import { MemoryTier } from '../../store/memory-tier.ts';
+import { MemoryTier } from '../../store/tiered/memory-tier.ts';
 
 const keyOf = (a: Allocation): string => `${a.pool} ${a.address}`;
 

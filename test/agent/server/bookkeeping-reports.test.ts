@@ -20,7 +20,7 @@ import { tempDir } from '../../helpers/processes.ts';
 import { WarrenError } from '../../../src/core/errors.ts';
 import type { Allocation } from '../../../src/ipam/allocation.ts';
 import { bookkeepingLabel, isBookkeeping } from '../../../src/ipam/bookkeeping.ts';
-import { SqliteStore } from '../../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 import { harness } from '../../api/harness.ts';
 import { dashboardData } from '../dashboard/fixtures.ts';
 import { parseExposition, sample } from '../../helpers/prometheus.ts';

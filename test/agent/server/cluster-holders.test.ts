@@ -1,6 +1,6 @@
 /**
  * `warren allocations --cluster` shows who really holds each address: a borrower publishes its loan
- * pools (store/tiered-publisher.ts, ClusterTier.publishLoan), and the listing shows the borrower's
+ * pools (store/tiered/publisher.ts, ClusterTier.publishLoan), and the listing shows the borrower's
  * container where the lender published only a placeholder naming the borrower, never both
  * (agent/server/cluster-holders.ts). On MemoryTier and on the Kubernetes tier through the fake API
  * server, with real TieredStores lending to each other (test/allocator/lending/lending-nodes.ts).
@@ -12,9 +12,9 @@ import { clusterPage } from '../../../src/agent/server/allocation-pages.ts';
 import type { ManualClock } from '../../../src/core/clock.ts';
 import type { Allocation } from '../../../src/ipam/allocation.ts';
 import type { AllocationFilter } from '../../../src/store/store.ts';
-import { openKubeTier } from '../../../src/store/kubernetes/kube-tier.ts';
+import { openKubeTier } from '../../../src/store/kubernetes/tier.ts';
 import { type FakeKubeApi, startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
-import { owner, rangesOf } from '../../store/tiered-nodes.ts';
+import { owner, rangesOf } from '../../store/tiered/nodes.ts';
 import { LendingCluster } from '../../allocator/lending/lending-nodes.ts';
 
 let fake: Promise<FakeKubeApi> | undefined;
@@ -113,7 +113,7 @@ for (const [name, open] of [
       const loans = async () =>
         (await c.cluster.published({ pool, node: 'borrower' })).items.filter((b) => b.loan === true).length;
       assert.equal(await loans(), 1);
-      await c.node('lender').store.blockOwners.forgetNode('borrower');
+      await c.node('lender').store.cluster.owners.forgetNode('borrower');
       assert.equal(await loans(), 0);
     });
   });

@@ -10,7 +10,7 @@ import { after, describe, it } from 'node:test';
 import { publishedNodes } from '../../../src/agent/server/cluster-nodes.ts';
 import { nodeReports } from '../../../src/agent/server/operator-reports.ts';
 import type { PublishedView } from '../../../src/agent/server/allocation-pages.ts';
-import { owner, rangesOf } from '../../store/tiered-nodes.ts';
+import { owner, rangesOf } from '../../store/tiered/nodes.ts';
 import { LendingCluster } from '../../allocator/lending/lending-nodes.ts';
 
 const clusters: LendingCluster[] = [];

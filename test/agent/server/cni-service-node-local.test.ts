@@ -9,7 +9,7 @@ import { ManualClock } from '../../../src/core/clock.ts';
 import { CniService } from '../../../src/agent/server/cni-service.ts';
 import { Allocator } from '../../../src/allocator/allocator.ts';
 import type { NodeLocalConfig } from '../../../src/cni/node-local.ts';
-import { SqliteStore } from '../../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 
 function node(name: string, nodeLocalOnly?: () => NodeLocalConfig | undefined) {
   const clock = new ManualClock(1_000_000);

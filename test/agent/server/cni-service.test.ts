@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { CniService } from '../../../src/agent/server/cni-service.ts';
 import { Allocator } from '../../../src/allocator/allocator.ts';
-import { SqliteStore } from '../../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 import { parseCniEnv } from '../../../src/cni/args.ts';
 import { toCniError } from '../../../src/api/errors.ts';
 

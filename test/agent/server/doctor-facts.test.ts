@@ -9,7 +9,7 @@ import { type Clock, systemClock } from '../../../src/core/clock.ts';
 import { doctorFacts, etcdClockSkew } from '../../../src/agent/server/doctor-facts.ts';
 import { resolveAgentOptions } from '../../../src/agent/settings/options.ts';
 import { NetnsObserver } from '../../../src/sources/netns.ts';
-import { SqliteStore } from '../../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 import { type EtcdCluster, freePort, makeTls, startEtcd } from '../../helpers/etcd.ts';
 import { tempDir } from '../../helpers/processes.ts';
 

@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 import { poolReports } from '../../../src/agent/server/operator-reports.ts';
 import { parseIpamConfig } from '../../../src/cni/ipam-config.ts';
 import { useKey } from '../../../src/ipam/holding-key.ts';
-import { SqliteStore } from '../../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 
 describe('poolReports', () => {
   it("keeps no row for a holding's use pool once its use ended", async (t) => {

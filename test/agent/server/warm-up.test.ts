@@ -12,7 +12,7 @@ import { ManualClock, systemClock } from '../../../src/core/clock.ts';
 import { QUIET_MS, exchange, warmUp, warmUpServer } from '../../../src/agent/server/warm-up.ts';
 import { CniService } from '../../../src/agent/server/cni-service.ts';
 import { Allocator } from '../../../src/allocator/allocator.ts';
-import { SqliteStore } from '../../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 import { ApiClient } from '../../../src/api/client.ts';
 import { PATHS, ROUTES } from '../../../src/api/routes.ts';
 import { type AgentHandle, startAgent } from '../../helpers/agent.ts';

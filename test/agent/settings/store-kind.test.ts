@@ -7,15 +7,17 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { membershipOf, storeFacts } from '../../../src/agent/settings/store-kind.ts';
 import { ForwardingStore } from '../../../src/store/forwarding-store.ts';
-import { SqliteStore } from '../../../src/store/sqlite-store.ts';
-import type { Membership } from '../../../src/store/store.ts';
+import { SqliteStore } from '../../../src/store/sqlite/store.ts';
+import type { Membership, Store, StoreCluster } from '../../../src/store/store.ts';
 
 const sqlite = { store: 'sqlite', database: '/var/lib/warren/warren.db' } as const;
 const etcd = { store: 'etcd', database: '/var/lib/warren/warren.db' } as const;
 
-/** A SQLite store dressed with a membership: what probing would have taken for a store shared by nodes. */
+/** A SQLite store dressed with a cluster: what probing would have taken for a store shared by nodes. */
 class WithMembership extends ForwardingStore {
-  override readonly membership = {} as Membership;
+  constructor(inner: Store) {
+    super(inner, { membership: {} as Membership } as StoreCluster);
+  }
 }
 
 describe('store facts', () => {
@@ -52,7 +54,7 @@ describe('store facts', () => {
     const store = new WithMembership(new SqliteStore({ path: ':memory:' }));
     try {
       assert.equal(membershipOf(store, storeFacts(sqlite)), undefined);
-      assert.equal(membershipOf(store, storeFacts(etcd)), store.membership);
+      assert.equal(membershipOf(store, storeFacts(etcd)), store.cluster?.membership);
     } finally {
       await store.close();
     }

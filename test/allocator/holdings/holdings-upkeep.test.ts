@@ -9,7 +9,7 @@ import { after, describe, it } from 'node:test';
 import { isHeldPlaceholder, placeholderOwner } from '../../../src/allocator/holdings/holdings.ts';
 import { isWarrenError } from '../../../src/core/errors.ts';
 import { type IPAddress, parseIP } from '../../../src/ipam/address.ts';
-import { type TieredCluster, type TieredNode, rangesOf, tieredCluster } from '../../store/tiered-nodes.ts';
+import { type TieredCluster, type TieredNode, rangesOf, tieredCluster } from '../../store/tiered/nodes.ts';
 
 const KEY = 'ipamclaim/vms/vm-a';
 const GRACE_MS = 60_000;

@@ -13,9 +13,9 @@ import { ManualClock } from '../../../src/core/clock.ts';
 import { isWarrenError } from '../../../src/core/errors.ts';
 import { parseIP } from '../../../src/ipam/address.ts';
 import { isUseKey } from '../../../src/ipam/holding-key.ts';
-import { SqliteStore } from '../../../src/store/sqlite-store.ts';
+import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 import { tempDir } from '../../helpers/processes.ts';
-import { type TieredCluster, type TieredNode, rangesOf, tieredCluster } from '../../store/tiered-nodes.ts';
+import { type TieredCluster, type TieredNode, rangesOf, tieredCluster } from '../../store/tiered/nodes.ts';
 
 const KEY = 'statefulset/db/web/0';
 const ranges = rangesOf({ range: '10.40.0.0/24' });

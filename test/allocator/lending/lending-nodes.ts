@@ -11,12 +11,12 @@ import { Allocator } from '../../../src/allocator/allocator.ts';
 import { LENT_NETWORK, MIGRATION_LENDER, RETURNED_NETWORK } from '../../../src/allocator/lending/loans.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
 import type { Allocation } from '../../../src/ipam/allocation.ts';
-import type { ClusterTier } from '../../../src/store/cluster-tier.ts';
-import { SqliteStore } from '../../../src/store/sqlite-store.ts';
-import { TieredStore } from '../../../src/store/tiered-store.ts';
+import type { ClusterTier } from '../../../src/store/tiered/cluster-tier.ts';
+import { SqliteStore } from '../../../src/store/sqlite/store.ts';
+import { TieredStore } from '../../../src/store/tiered/store.ts';
 import { quiet } from '../../helpers/event-loop.ts';
 import { HANG_BOUND_MS, tempDir } from '../../helpers/processes.ts';
-import { MemoryTier } from '../../store/memory-tier.ts';
+import { MemoryTier } from '../../store/tiered/memory-tier.ts';
 
 export interface LendingNode {
   readonly name: string;

@@ -9,7 +9,7 @@ import { after, describe, it } from 'node:test';
 import { LENT_NETWORK, RETURNED_NETWORK } from '../../../src/allocator/lending/loans.ts';
 import { momentOf } from '../../../src/core/moment.ts';
 import { isWarrenError } from '../../../src/core/errors.ts';
-import { owner, rangesOf } from '../../store/tiered-nodes.ts';
+import { owner, rangesOf } from '../../store/tiered/nodes.ts';
 import { flush } from '../../helpers/event-loop.ts';
 import { LendingCluster, STEP_MS, WAIT_MS } from './lending-nodes.ts';
 

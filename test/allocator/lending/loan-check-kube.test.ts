@@ -9,10 +9,10 @@ import { after, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { LENT_NETWORK } from '../../../src/allocator/lending/loans.ts';
 import type { ManualClock } from '../../../src/core/clock.ts';
-import { openKubeTier } from '../../../src/store/kubernetes/kube-tier.ts';
+import { openKubeTier } from '../../../src/store/kubernetes/tier.ts';
 import { requestName } from '../../../src/store/kubernetes/names.ts';
 import { type FakeKubeApi, startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
-import { owner, rangesOf } from '../../store/tiered-nodes.ts';
+import { owner, rangesOf } from '../../store/tiered/nodes.ts';
 import { LendingCluster } from './lending-nodes.ts';
 
 const fakeReady: Promise<FakeKubeApi> = startFakeKubeApi({ crds: 'deploy' });

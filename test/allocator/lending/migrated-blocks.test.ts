@@ -9,7 +9,7 @@ import { after, describe, it } from 'node:test';
 import { LENT_NETWORK, MIGRATION_LENDER } from '../../../src/allocator/lending/loans.ts';
 import { flush } from '../../helpers/event-loop.ts';
 import { HANG_BOUND_MS } from '../../helpers/processes.ts';
-import { owner, rangesOf } from '../../store/tiered-nodes.ts';
+import { owner, rangesOf } from '../../store/tiered/nodes.ts';
 import { LendingCluster, recordMigrated } from './lending-nodes.ts';
 
 const clusters: LendingCluster[] = [];

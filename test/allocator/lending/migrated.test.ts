@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { LENT_NETWORK } from '../../../src/allocator/lending/loans.ts';
 import type { Allocation } from '../../../src/ipam/allocation.ts';
-import { owner, rangesOf } from '../../store/tiered-nodes.ts';
+import { owner, rangesOf } from '../../store/tiered/nodes.ts';
 import { LendingCluster, recordMigrated } from './lending-nodes.ts';
 
 const clusters: LendingCluster[] = [];

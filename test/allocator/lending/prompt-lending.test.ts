@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { JITTER_MS } from '../../../src/allocator/lending/prompt-lending.ts';
 import { quiet } from '../../helpers/event-loop.ts';
-import { owner, rangesOf } from '../../store/tiered-nodes.ts';
+import { owner, rangesOf } from '../../store/tiered/nodes.ts';
 import { LendingCluster, STEP_MS } from './lending-nodes.ts';
 
 const clusters: LendingCluster[] = [];

@@ -2,7 +2,7 @@
  * `warren doctor`'s rules for etcd's history as a table: what the agent read of etcd (its
  * revision, whether anything was ever compacted, its database against its quota, its alarms) in,
  * findings out. The bounds are tested at their edges; every warning and error names the etcd
- * flags and commands that fix it. Real etcd members: test/store/etcd-history.test.ts.
+ * flags and commands that fix it. Real etcd members: test/store/etcd-tier/history.test.ts.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Allocation } from '../../../src/ipam/allocation.ts';
-import type { PublishedBlock } from '../../../src/store/cluster-tier.ts';
+import type { PublishedBlock } from '../../../src/store/tiered/cluster-tier.ts';
 import { blockKey } from '../../../src/ipam/blocks.ts';
 import { microTime, parseMicroTime } from '../../../src/store/kubernetes/lease-objects.ts';
 import {

@@ -1,7 +1,9 @@
 /**
  * The two requests the agent makes of IPAMClaims besides its list-watch: a GET of one claim (an
  * ADD's cache miss) and a merge patch of one claim's status subresource (what it holds). Through
- * the kubernetes store's API client (one keep-alive pool, deadlines, TRY_AGAIN when no answer came).
+ * the agent's client for Warren's objects (on-demand-client.ts: the kubernetes store's API client,
+ * one keep-alive pool, deadlines, TRY_AGAIN when no answer came; opened at the first request, an
+ * agent with no claims never opens it, and again after an opening that failed).
  *
  * And whether the API server serves IPAMClaims at all (its discovery document of the group version,
  * which any authenticated client may read): a cluster without KubeVirt's CRD has none to watch.
@@ -15,7 +17,7 @@ import { WarrenError } from '../../../core/errors.ts';
 import type { ApiAnswer, KubeApiClient } from '../../../store/kubernetes/api-client.ts';
 import type { ClaimRef } from './claim-cache.ts';
 import type { PatchOutcome, WantedClaimStatus } from './claim-status.ts';
-import { OnDemandClient } from '../on-demand-client.ts';
+import type { OnDemandClient } from '../on-demand-client.ts';
 
 const RESOURCE = 'ipamclaims.k8s.cni.cncf.io';
 
@@ -25,11 +27,10 @@ const claimPath = (ref: ClaimRef): string => {
 };
 
 export class ClaimApi {
-  /** Opened at the first request (an agent with no claims never opens one), again after a failed opening. */
   readonly #client: OnDemandClient;
 
-  constructor(open: () => Promise<KubeApiClient>) {
-    this.#client = new OnDemandClient(open);
+  constructor(client: OnDemandClient) {
+    this.#client = client;
   }
 
   #api(): Promise<KubeApiClient> {

@@ -7,14 +7,16 @@
  *
  * The watch starts once the API server serves IPAMClaims (its discovery document says so): a
  * cluster without KubeVirt's CRD is asked again every `recheckMs` (default 5 min, on the injected
- * clock), not hammered with failing listings. Until then an ADD naming a claim reads it with a GET,
+ * clock; a PeriodicTask that asks at once, then an interval after each answer or failure), not
+ * hammered with failing listings. Until then an ADD naming a claim reads it with a GET,
  * which says the CRD is missing (code 7).
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { BackoffPolicy } from '../../../core/backoff.ts';
-import { type Clock, sleepOn } from '../../../core/clock.ts';
+import type { Clock } from '../../../core/clock.ts';
 import { isWarrenError, messageOf } from '../../../core/errors.ts';
+import { PeriodicTask } from '../../../core/periodic-task.ts';
 import type { IpamClaimsReport } from '../../../api/status.ts';
 import { ListWatch } from '../../../sources/kubernetes/list-watch.ts';
 import type { Store } from '../../../store/store.ts';
@@ -54,6 +56,10 @@ export class IpamClaims {
   readonly #upkeep: ClaimUpkeep;
   readonly #o: IpamClaimsOptions;
   readonly #logger: Logger;
+  /** Asks whether IPAMClaims are served until they are. */
+  readonly #servedCheck: PeriodicTask<void>;
+  /** Aborted once they are: the check stops and the watch starts. */
+  readonly #servedFound = new AbortController();
   #served: boolean | undefined;
 
   constructor(o: IpamClaimsOptions) {
@@ -84,6 +90,14 @@ export class IpamClaims {
       clock: o.clock,
       logger,
     });
+    this.#servedCheck = new PeriodicTask({
+      clock: o.clock,
+      intervalMs: o.recheckMs ?? DEFAULT_RECHECK_MS,
+      runAtStart: true,
+      run: () => this.#askServed(),
+      onError: (error) =>
+        logger.warn({ err: messageOf(error) }, 'ipamclaims: could not tell whether IPAMClaims are served'),
+    });
   }
 
   /** Told of each ADD (CniService's afterAdd): one that took a claim's addresses is written to its status. */
@@ -99,19 +113,17 @@ export class IpamClaims {
   }
 
   async #watchOnceServed(signal: AbortSignal): Promise<void> {
-    while (!signal.aborted) {
-      try {
-        this.#served = await this.#o.api.served();
-      } catch (error) {
-        this.#logger.warn({ err: messageOf(error) }, 'ipamclaims: could not tell whether IPAMClaims are served');
-      }
-      if (this.#served === true) return this.#upkeep.run(this.#watch.events(signal), signal);
-      if (this.#served === false)
-        this.#logger.info(
-          'ipamclaims: the API server serves no IPAMClaims (KubeVirt persistent IPs); asking again later',
-        );
-      await sleepOn(this.#o.clock, this.#o.recheckMs ?? DEFAULT_RECHECK_MS, signal);
-    }
+    await this.#servedCheck.runUntil(AbortSignal.any([signal, this.#servedFound.signal]));
+    if (this.#served === true && !signal.aborted) await this.#upkeep.run(this.#watch.events(signal), signal);
+  }
+
+  async #askServed(): Promise<void> {
+    this.#served = await this.#o.api.served();
+    if (this.#served) this.#servedFound.abort();
+    else
+      this.#logger.info(
+        'ipamclaims: the API server serves no IPAMClaims (KubeVirt persistent IPs); asking again later',
+      );
   }
 
   status(): IpamClaimsReport {
@@ -121,6 +133,7 @@ export class IpamClaims {
       cache: this.cache.status(),
       statusWrites: this.#writer.stats(),
       upkeep: this.#upkeep.stats(),
+      servedCheck: this.#servedCheck.status(),
     };
   }
 }

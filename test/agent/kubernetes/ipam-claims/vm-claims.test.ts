@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { ClaimApi } from '../../../../src/agent/kubernetes/ipam-claims/claim-api.ts';
+import { OnDemandClient } from '../../../../src/agent/kubernetes/on-demand-client.ts';
 import { IpamClaims, storeClaimHoldings } from '../../../../src/agent/kubernetes/ipam-claims/ipam-claims.ts';
 import { PodDirectory, podViewOf } from '../../../../src/agent/kubernetes/pod-directory.ts';
 import { CniService } from '../../../../src/agent/server/cni-service.ts';
@@ -21,7 +22,7 @@ import { type FakeKubeApi, startFakeKubeApi } from '../../../helpers/fake-kube-a
 import { ipamClaimCrd } from '../../../helpers/ipamclaim-crd.ts';
 import { silentLogger } from '../../../helpers/logger.ts';
 import { waitFor } from '../../../helpers/processes.ts';
-import { type TieredCluster, type TieredNode, tieredCluster } from '../../../store/tiered-nodes.ts';
+import { type TieredCluster, type TieredNode, tieredCluster } from '../../../store/tiered/nodes.ts';
 
 const NS = 'vms';
 const NETWORK = 'tenant-a';
@@ -62,7 +63,7 @@ describe('a VM whose network allows persistent IPs (IPAMClaim)', () => {
   function cluster(): Node[] {
     const c = tieredCluster(['a', 'b', 'c']);
     clusters.push(c);
-    const claimApi = new ClaimApi(async () => client);
+    const claimApi = new ClaimApi(new OnDemandClient(async () => client));
     return c.nodes.map((node) => {
       const pods = new PodDirectory({
         fetchPod: (namespace, name) => orNotFound(core.readNamespacedPod({ namespace, name })),
@@ -275,7 +276,7 @@ describe('a cluster without KubeVirt (no IPAMClaim CRD)', () => {
       const node = c.nodes[0] as TieredNode;
       const claims = new IpamClaims({
         kubeConfig,
-        api: new ClaimApi(async () => client),
+        api: new ClaimApi(new OnDemandClient(async () => client)),
         pod: async () =>
           podViewOf({
             metadata: {
@@ -294,6 +295,16 @@ describe('a cluster without KubeVirt (no IPAMClaim CRD)', () => {
       const running = claims.run(stop.signal);
       await waitFor('the discovery answer', () => (claims.status().served === false ? true : undefined));
       assert.equal(api.requests.filter((r) => r.resource === 'ipamclaims').length, 0, 'no listing of a CRD not there');
+      // Asked at once, then again one recheck interval (5 minutes) after the answer, on the clock.
+      assert.deepEqual(claims.status().servedCheck, {
+        runs: 1,
+        failures: 0,
+        lastRunAt: new Date(c.clock.now()).toISOString(),
+      });
+      c.clock.advance(5 * 60_000 - 1);
+      assert.equal(claims.status().servedCheck.runs, 1);
+      c.clock.advance(1);
+      assert.equal(claims.status().servedCheck.runs, 2);
       const service = new CniService({
         allocator: node.allocator,
         readiness: async () => undefined,

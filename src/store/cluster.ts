@@ -1,0 +1,141 @@
+/**
+ * The records the nodes of a cluster share, as the store's contract names them (`Store.cluster`,
+ * store.ts): a block's claim, the blocks as their owners published them, the requests by which a
+ * node with no room asks the owners for addresses, and what a node's file check found. The
+ * backends keep them (tiered/cluster-tier.ts: the cluster tier, whose contract extends
+ * `ClusterRecords` and states the guarantees; etcd-tier/, kubernetes/); the allocator and the agent
+ * read and write them through `Store.cluster` only, never through a backend's tier.
+ */
+import type { Allocation } from '../ipam/allocation.ts';
+
+/** A block held by a node, as the cluster records it. */
+export interface BlockClaim {
+  /** The block's store key, `<range pool>#<block CIDR>` (ipam/blocks.ts). */
+  readonly key: string;
+  readonly node: string;
+  /** Identity of the record: a block given back and claimed again is another record. */
+  readonly uid: string;
+  /** The record's version; `unclaim` removes it only at this version. */
+  readonly version: string;
+}
+
+/** Counts published with a block's allocations, for placement and operators. */
+export interface BlockCounts {
+  readonly allocated: number;
+  readonly resting: number;
+}
+
+/** A block's allocations as its owner last published them. */
+export interface PublishedBlock {
+  readonly key: string;
+  readonly node: string;
+  readonly counts: BlockCounts;
+  readonly allocations: readonly Allocation[];
+  /** Milliseconds since the epoch when the owner published (its wall clock). */
+  readonly publishedAt: number;
+  /**
+   * The revision of the block in its owner's own store (its SQLite file) when the allocations were
+   * read, read after them (tiered/publisher.ts): a file whose revision of the block is lower went
+   * back (restored from a copy, or lost: 0) and holds less than this publication
+   * (tiered/file-check.ts). Absent in publications of older Warrens.
+   */
+  readonly revision?: number;
+  /**
+   * A borrower's loan pool (one address another node lent `node`: allocator/lending/), published so
+   * the cluster view shows who holds a lent address, not only its lender's placeholder. Its key
+   * (`<range pool>#<address>/32`) names no claim. Absent: a claimed block.
+   */
+  readonly loan?: true;
+}
+
+/** An address one node hands another (`lender` → the request's node), or one a migration recorded. */
+export interface Grant {
+  readonly address: string;
+  /** The node whose block holds the address; `whereabouts` for one recorded by `warren migrate`. */
+  readonly lender: string;
+  /** The block key of the lender's block holding it; absent when no block holds it yet (migration). */
+  readonly block?: string;
+  /** Who holds the address already (migration): the requester records it as this allocation. */
+  readonly holder?: Allocation;
+}
+
+/** A node's request for addresses of one range: one record per (range, node). */
+export interface AddressRequest {
+  readonly pool: string;
+  readonly node: string;
+  /** Addresses the node asks for beyond what it was granted. */
+  readonly wanted: number;
+  readonly grants: readonly Grant[];
+  readonly version: string;
+}
+
+export interface Page<T> {
+  readonly items: readonly T[];
+  /** Present when there is more: hand it back for the next page. */
+  readonly continue?: string;
+}
+
+/**
+ * What the allocator (lending, block placement, the exhaustion refusal) and the agent (pools'
+ * status, listings) read and write of the cluster's records directly.
+ */
+export interface ClusterRecords {
+  /** Where the records are kept, for messages. */
+  readonly description: string;
+  /** The claim of one block, if any. */
+  claimOf(key: string): Promise<BlockClaim | undefined>;
+  /** One page of published blocks (and loans, `loan`), of range `pool` and/or node `node` when given. */
+  published(
+    filter: { pool?: string; node?: string },
+    page?: { limit: number; continue?: string },
+  ): Promise<Page<PublishedBlock>>;
+  /** Asks, as `node`, for `wanted` more addresses of range `pool` (creating or updating its request). */
+  ask(pool: string, node: string, wanted: number): Promise<AddressRequest>;
+  /** The request of `node` for range `pool`, if any. */
+  requestOf(pool: string, node: string): Promise<AddressRequest | undefined>;
+  /** Open requests (wanted > 0) of range `pool`, or of every range. */
+  openRequests(pool?: string): Promise<AddressRequest[]>;
+  /** Every request granting something lent by `lender` (for the lender's upkeep). */
+  requestsLentBy(lender: string): Promise<AddressRequest[]>;
+  /**
+   * Replaces the request's grants and wanted count if it is still at `request.version`; undefined
+   * when it changed (read again and decide again).
+   */
+  updateRequest(request: AddressRequest, grants: readonly Grant[], wanted: number): Promise<AddressRequest | undefined>;
+  /**
+   * Tells `listener` of address requests created or changed, soon after (a watch), until the
+   * function returned is called (or the tier closes). A hint only: it may come late, twice, or not
+   * at all (a watch reconnecting); a lender answers on it and a borrower looks at its request on it
+   * at once, while the periodic readings stay what correctness rests on.
+   */
+  watchRequests(listener: (request: AddressRequest) => void): () => void;
+}
+
+/** The published view alone: what exhaustion, the pools' status and listings read. */
+export type PublishedView = ClusterRecords['published'];
+
+/** What the node's file held against what it published (tiered/file-check.ts) found, for `warren status`. */
+export interface FileCheckStatus {
+  /** Whether the file has been compared with the publications (allocation in blocks waits until then). */
+  readonly compared: boolean;
+  /** Why not yet, when not. */
+  readonly problem?: string;
+  /** Allocations taken from the publications that the file still holds: kept until their containers are proven gone. */
+  readonly restored: number;
+  /** Blocks adopted: claimed in the cluster by this node, unknown to its file. */
+  readonly adopted: readonly string[];
+  /** Blocks whose publication was newer than the file. */
+  readonly merged: readonly string[];
+  /** Disagreements left as the file has them (a publication without a revision). */
+  readonly disagreements: readonly string[];
+  /** Blocks where nothing is handed out until `warren store accept`, each with why. */
+  readonly withheld: readonly string[];
+}
+
+/** What is left of an older layout the store moves from (etcd's one-tier store), for `warren doctor`. */
+export interface LegacyLeft {
+  /** Old blocks left per node (the node their document names). */
+  readonly blocks: Readonly<Record<string, number>>;
+  /** Old range documents. */
+  readonly ranges: number;
+}

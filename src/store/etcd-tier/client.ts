@@ -1,0 +1,86 @@
+/**
+ * How the etcd tier reaches etcd: the client it opens (etcd3 over gRPC), and what the connection
+ * promises whatever is asked through it. Apart from etcd-tier/, which decides what is read and
+ * written.
+ *
+ * Guarantees:
+ * - nothing is dialled with a bad configuration: an endpoint that is not `http://host:port` or
+ *   `https://host:port`, a TLS file that cannot be read, or a client certificate without its key
+ *   (or a key without its certificate) is INVALID_CONFIG, naming what is wrong;
+ * - every call that is not a stream has a deadline (the call timeout, default 2000 ms);
+ * - a member that fails is skipped for half a second, and a failed call is tried again on another
+ *   member a few times, quickly, so a leader election reads as a short delay, not an outage;
+ * - etcd3 and cockatiel are loaded only here, lazily, so the SQLite store never pays for gRPC.
+ */
+import { readFileSync } from 'node:fs';
+import { WarrenError, messageOf } from '../../core/errors.ts';
+import { isEtcdEndpoint } from '../store.ts';
+import type { Etcd3 } from 'etcd3';
+
+export interface EtcdClientOptions {
+  /** Client URLs, `http://host:port` or `https://host:port`. */
+  readonly endpoints: readonly string[];
+  /** PEM files for TLS: CA to trust, and a client certificate and key for mutual TLS. */
+  readonly tls?: { readonly ca?: string; readonly cert?: string; readonly key?: string };
+  /** Deadline of each call, milliseconds. Default 2000. */
+  readonly callTimeoutMs?: number;
+}
+
+/** A client for `options`, and the deadline of each of its calls in milliseconds. */
+export async function openEtcdClient(options: EtcdClientOptions): Promise<{ client: Etcd3; timeout: number }> {
+  if (options.endpoints.length === 0) throw new WarrenError('INVALID_CONFIG', 'etcd store: no endpoints given');
+  for (const url of options.endpoints) {
+    if (!isEtcdEndpoint(url))
+      throw new WarrenError('INVALID_CONFIG', `etcd endpoint "${url}" is not http://host:port or https://host:port`);
+  }
+  const { Etcd3: Client, isRecoverableError } = await import('etcd3');
+  // Cockatiel's backoff is named like core/backoff.ts's and is not the same thing: aliased.
+  const {
+    ConsecutiveBreaker,
+    ExponentialBackoff: CockatielExponentialBackoff,
+    circuitBreaker,
+    handleWhen,
+    retry,
+  } = await import('cockatiel');
+  const read = (what: string, path: string | undefined): Buffer | undefined => {
+    if (path === undefined) return undefined;
+    try {
+      return readFileSync(path);
+    } catch (error) {
+      throw new WarrenError('INVALID_CONFIG', `etcd ${what} ${path} cannot be read: ${messageOf(error)}`);
+    }
+  };
+  const ca = read('CA file', options.tls?.ca);
+  const cert = read('client certificate', options.tls?.cert);
+  const key = read('client key', options.tls?.key);
+  if ((cert === undefined) !== (key === undefined))
+    throw new WarrenError('INVALID_CONFIG', 'etcd TLS: a client certificate needs its key, and a key its certificate');
+  const timeout = options.callTimeoutMs ?? 2000;
+  const client = new Client({
+    hosts: [...options.endpoints],
+    dialTimeout: timeout,
+    defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + timeout }),
+    // A member that fails is skipped for half a second, not the client's default five: during a
+    // leader election every member fails for a moment, and a long open breaker on all of them
+    // would turn a one-second election into a five-second outage. A failed call is tried again
+    // on another member a few times, quickly.
+    faultHandling: {
+      host: () =>
+        circuitBreaker(handleWhen(isRecoverableError), { halfOpenAfter: 500, breaker: new ConsecutiveBreaker(3) }),
+      global: retry(handleWhen(isRecoverableError), {
+        maxAttempts: 4,
+        backoff: new CockatielExponentialBackoff({ initialDelay: 50, maxDelay: 400 }),
+      }),
+    },
+    ...(ca === undefined && cert === undefined
+      ? {}
+      : {
+          credentials: {
+            rootCertificate: ca ?? Buffer.alloc(0),
+            ...(key === undefined ? {} : { privateKey: key }),
+            ...(cert === undefined ? {} : { certChain: cert }),
+          },
+        }),
+  });
+  return { client, timeout };
+}

@@ -1,0 +1,322 @@
+/**
+ * This node's membership of the cluster on etcd: its announcement under a lease (renewed, and made
+ * again after the lease was lost while etcd was away), the live nodes, and one-off cluster chores
+ * claimed on the claimer's lease. Apart from the rest of the etcd tier (etcd-tier/), which owns the claims.
+ *
+ * One agent per node name. The announcement names the agent instance that holds it (a fresh id per
+ * start, with host, pid and boot id), and is only ever created where there is none, or taken over
+ * from this agent's own previous start:
+ * - another instance's live announcement refuses `announce` (ALREADY_RUNNING, naming it): a second
+ *   agent with the same --node-name (cloned machines share host names) never starts;
+ * - the previous start of this agent (recorded in its state directory) made on this boot is dead
+ *   (its state directory's lock is ours): its announcement is taken over at once and its lease
+ *   revoked, so a restart after kill -9 does not wait for the lease. Made on another boot (a reboot,
+ *   or a machine cloned with its state directory), it may be alive elsewhere: its lease is waited
+ *   out (up to the lease time plus a margin), and refused if it is still renewed;
+ * - an announcement found taken by another instance while this one runs halts this agent (it stops
+ *   writing and says so) instead of fighting over it.
+ * Before it announces again after a lost lease, it checks the store is still the one it knew
+ * (the etcd tier's identity check): an ordinary lease expiry re-announces; a wiped store halts.
+ */
+import { WarrenError } from '../../core/errors.ts';
+import type { Lease, Namespace } from 'etcd3';
+import type { EtcdContinuity } from './continuity.ts';
+import type { EtcdRecovery } from './recovery.ts';
+import { type Recovery, joinRecovery } from '../tiered/recovery.ts';
+import type { AcceptReport, AnnounceInfo, Membership, NodeRecord } from '../store.ts';
+import { describeInstance } from '../membership.ts';
+
+export interface EtcdMembershipOptions {
+  /** The store's namespace (its key prefix). */
+  readonly ns: Namespace;
+  /** Lifetime of the announcement when its agent stops renewing it, seconds. */
+  readonly leaseSeconds: number;
+  /** Runs one etcd call, turning transport failures into TRY_AGAIN that names etcd. */
+  readonly call: <T>(what: string, body: () => Promise<T>) => Promise<T>;
+  /** What the store has seen of etcd; halted here when the announcement is taken. */
+  readonly continuity: EtcdContinuity;
+  /** Checks the store's identity record (creating it in a store that never had one); halts when it is gone. */
+  readonly verifyIdentity: () => Promise<void>;
+  /** Writes back what this node holds after the store lost its data: its claims (etcd-tier/tiered.ts). */
+  readonly republish: (node: string) => Promise<AcceptReport>;
+  /** The cluster's recovery marker (etcd-tier/recovery.ts). */
+  readonly recovery: EtcdRecovery;
+  /** The nodes the store names as holding blocks: put on a recovery marker this node writes. */
+  readonly holders: () => Promise<string[]>;
+  /** Told what the operator should know while announcing (waiting out a lease). */
+  readonly notice?: ((message: string) => void) | undefined;
+  /** Waits this long (polling for a lease to lapse); injectable for tests. */
+  readonly wait?: (ms: number) => Promise<void>;
+}
+
+const enc = encodeURIComponent;
+
+/** Where the claim of a cluster chore (`forget-node/n3`) lives in etcd. */
+function taskKey(task: string): string {
+  return `tasks/${task.split('/').map(enc).join('/')}`;
+}
+
+function nodeKey(node: string): string {
+  return `nodes/${enc(node)}`;
+}
+
+/** The node that holds a chore's claim; undefined for a value Warren did not write. */
+function claimantOf(value: Buffer | undefined): string | undefined {
+  try {
+    const node: unknown =
+      value === undefined ? undefined : (JSON.parse(value.toString('utf8')) as { node?: unknown }).node;
+    return typeof node === 'string' ? node : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function recordOf(value: Buffer | string | undefined): NodeRecord | undefined {
+  if (value === undefined) return undefined;
+  try {
+    const record = JSON.parse(value.toString()) as NodeRecord;
+    return typeof record === 'object' && record !== null && typeof record.node === 'string' ? record : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+// Not unref()ed: while an agent starts, this wait may be all that keeps its process alive.
+const defaultWait = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+export class EtcdMembership implements Membership {
+  readonly #o: EtcdMembershipOptions;
+  #lease: Lease | undefined;
+  #announced: { node: string; record: NodeRecord; previous?: string } | undefined;
+
+  constructor(options: EtcdMembershipOptions) {
+    this.#o = options;
+  }
+
+  async announce(node: string, info: AnnounceInfo): Promise<void> {
+    const { previous, ...published } = info;
+    this.#announced = { node, record: { node, ...published }, ...(previous === undefined ? {} : { previous }) };
+    await this.#claim();
+  }
+
+  halted(): string | undefined {
+    return this.#o.continuity.halted()?.message;
+  }
+
+  identity(): string | undefined {
+    return this.#o.continuity.identity;
+  }
+
+  recovery(): Recovery | undefined {
+    return this.#o.recovery.current();
+  }
+
+  async keepRecovery(): Promise<void> {
+    await joinRecovery({
+      halt: this.#o.continuity.halted(),
+      node: this.#announced?.node,
+      recovery: await this.#o.recovery.read(),
+      holders: () => this.#o.holders(),
+      join: (nodes, reason) => this.#o.recovery.join(nodes, reason),
+    });
+  }
+
+  leaveRecovery(node: string): Promise<void> {
+    return this.#o.recovery.leave(node);
+  }
+
+  async accept(): Promise<AcceptReport> {
+    const announced = this.#announced;
+    if (announced === undefined)
+      throw new WarrenError('TRY_AGAIN', 'this agent has not announced a node yet: there is nothing to accept');
+    // Only a store that lost its data lacks what this node held; a name taken over lost nothing.
+    const lost = this.#o.continuity.halted()?.kind === 'store-lost';
+    this.#o.continuity.accept();
+    // The announcement first: an accept that another live instance's announcement refuses writes nothing.
+    await this.#claim();
+    const report = lost ? await this.#o.republish(announced.node) : { addresses: 0, blocks: 0, conflicts: [] };
+    // Its blocks are claimed again: this node no longer holds the cluster in recovery.
+    await this.#o.recovery.leave(announced.node);
+    return report;
+  }
+
+  #refuseWhileHalted(): void {
+    const halt = this.#o.continuity.halted();
+    if (halt !== undefined) throw new WarrenError('TRY_AGAIN', halt.message);
+  }
+
+  /**
+   * Creates the announcement on a fresh lease where there is none, or takes over this agent's own
+   * (this instance's, or its previous start's); refuses another instance's. Called at announce,
+   * after a lost lease, and at accept.
+   */
+  async #claim(): Promise<void> {
+    const announced = this.#announced;
+    if (announced === undefined) return;
+    await this.#o.verifyIdentity();
+    this.#refuseWhileHalted();
+    const key = nodeKey(announced.node);
+    const value = JSON.stringify(announced.record);
+    let waited = false;
+    // The key changing between our reads (another starter, a lapse) is retried a few times, not forever.
+    for (let round = 1; ; round++) {
+      if (round > 5)
+        throw new WarrenError(
+          'TRY_AGAIN',
+          `the announcement of node ${announced.node} kept changing while this agent announced itself; try again`,
+        );
+      const lease = this.#o.ns.lease(this.#o.leaseSeconds);
+      const id = await this.#o.call('announce node', () => lease.grant());
+      const created = await this.#o.call('announce node', () =>
+        this.#o.ns
+          .if(key, 'Create', '==', 0)
+          .then(this.#o.ns.put(key).value(value).lease(id))
+          .else(this.#o.ns.get(key))
+          .commit(),
+      );
+      if (created.succeeded) return this.#adopt(lease);
+      const kv = created.responses[0]?.response_range?.kvs[0];
+      if (kv === undefined) {
+        await lease.revoke().catch(() => undefined);
+        continue; // gone since: create it again
+      }
+      const holder = recordOf(kv.value);
+      const mine = holder?.instance !== undefined && holder.instance === announced.record.instance;
+      const previous = holder?.instance !== undefined && holder.instance === announced.previous;
+      if (mine || (previous && holder.bootId !== undefined && holder.bootId === announced.record.bootId)) {
+        const taken = await this.#o.call('announce node', () =>
+          this.#o.ns
+            .if(key, 'Mod', '==', Number(kv.mod_revision))
+            .then(this.#o.ns.put(key).value(value).lease(id))
+            .commit(),
+        );
+        if (!taken.succeeded) {
+          await lease.revoke().catch(() => undefined);
+          continue;
+        }
+        // The old lease held nothing else of ours worth keeping (its chore claims go with it).
+        if (kv.lease !== '0' && kv.lease !== id)
+          await this.#o
+            .call('revoke the old announcement', () => this.#o.ns.leaseClient.leaseRevoke({ ID: kv.lease }))
+            .catch(() => undefined);
+        return this.#adopt(lease);
+      }
+      await lease.revoke().catch(() => undefined);
+      if (previous && !waited) {
+        waited = true;
+        await this.#waitOut(key, kv.mod_revision, holder);
+        continue;
+      }
+      const refusal =
+        `node ${announced.node} is already announced in etcd by ${describeInstance(holder)}: two agents must ` +
+        `not share a node name ` +
+        `(give this one another --node-name; if that agent is gone, its announcement lapses within ` +
+        `${this.#o.leaseSeconds} s of its last renewal)`;
+      // Refused while running (the first announcement came late, or the lease was lost meanwhile):
+      // this instance must not write either.
+      this.#o.continuity.halt('taken-over', `${refusal}; this agent stopped allocating (then \`warren store accept\`)`);
+      throw new WarrenError('ALREADY_RUNNING', refusal);
+    }
+  }
+
+  #adopt(lease: Lease): void {
+    const old = this.#lease;
+    this.#lease = lease;
+    lease.on('lost', () => {
+      if (this.#lease === lease) this.#lease = undefined;
+    });
+    if (old !== undefined && old !== lease) old.release();
+  }
+
+  /**
+   * The previous start of this agent on another boot: alive elsewhere (a clone) or dead (a reboot).
+   * Its lease lapses within the lease time if nobody renews it.
+   */
+  async #waitOut(key: string, modRevision: string, holder: NodeRecord | undefined): Promise<void> {
+    const boundMs = this.#o.leaseSeconds * 1000 + 2000;
+    this.#o.notice?.(
+      `this node's announcement is held by ${describeInstance(holder)}, this agent's previous start on ` +
+        `another boot (a reboot, or a machine cloned with this state directory): waiting up to ` +
+        `${Math.ceil(boundMs / 1000)} s for its lease to lapse`,
+    );
+    const wait = this.#o.wait ?? defaultWait;
+    for (let waited = 0; waited < boundMs; waited += 250) {
+      const now = await this.#o.call('read the announcement', () => this.#o.ns.get(key).exec());
+      const kv = now.kvs[0];
+      if (kv === undefined || kv.mod_revision !== modRevision) return;
+      await wait(250);
+    }
+  }
+
+  /**
+   * Checks the store and the announcement, and announces again after a lost lease (etcd was away
+   * longer than the lease). One read of the node's key when all is well.
+   */
+  async renew(): Promise<void> {
+    const announced = this.#announced;
+    if (announced === undefined) return;
+    await this.#o.verifyIdentity();
+    if (this.#o.continuity.halted() !== undefined) return;
+    const response = await this.#o.call('read the announcement', () => this.#o.ns.get(nodeKey(announced.node)).exec());
+    const kv = response.kvs[0];
+    const holder = recordOf(kv?.value);
+    if (kv !== undefined && holder?.instance !== announced.record.instance) {
+      this.#o.continuity.halt(
+        'taken-over',
+        `this node's announcement (node ${announced.node}) was taken over by ${describeInstance(holder)}: ` +
+          `two agents share this node name, and this one stopped allocating rather than fight over it (stop ` +
+          `one of them, give it another --node-name, then run \`warren store accept\` on the one that stays)`,
+      );
+      return;
+    }
+    const lease = this.#lease;
+    if (kv === undefined || lease === undefined || lease.revoked() || kv.lease === '0') await this.#claim();
+  }
+
+  /**
+   * One transaction: the claim is put on this node's lease when the key is free, and read back
+   * when it is not. A claim this node already holds is won again: a winner whose chore failed
+   * halfway takes it up at its next try instead of being refused by its own claim, while every
+   * other node is refused until the claim is released or goes with the winner's lease.
+   */
+  async claimTask(task: string): Promise<boolean> {
+    const lease = this.#lease;
+    const announced = this.#announced;
+    if (lease === undefined || announced === undefined || this.#o.continuity.halted() !== undefined) return false;
+    const id = await this.#o.call('claim a task', () => lease.grant());
+    const key = taskKey(task);
+    const claim = JSON.stringify({ node: announced.node, at: Date.now() });
+    const result = await this.#o.call('claim a task', () =>
+      this.#o.ns
+        .if(key, 'Create', '==', 0)
+        .then(this.#o.ns.put(key).value(claim).lease(id))
+        .else(this.#o.ns.get(key))
+        .commit(),
+    );
+    if (result.succeeded) return true;
+    return claimantOf(result.responses[0]?.response_range?.kvs[0]?.value) === announced.node;
+  }
+
+  async releaseTask(task: string): Promise<void> {
+    this.#refuseWhileHalted();
+    await this.#o.call('release a task', () => this.#o.ns.delete().key(taskKey(task)).exec());
+  }
+
+  async liveNodes(): Promise<NodeRecord[]> {
+    const response = await this.#o.call('list nodes', () => this.#o.ns.getAll().prefix('nodes/').exec());
+    const out: NodeRecord[] = [];
+    // A node key Warren did not write is not a node.
+    for (const kv of response.kvs) {
+      const record = recordOf(kv.value);
+      if (record !== undefined) out.push(record);
+    }
+    return out.sort((a, b) => (a.node < b.node ? -1 : 1));
+  }
+
+  async withdraw(): Promise<void> {
+    const lease = this.#lease;
+    this.#announced = undefined;
+    this.#lease = undefined;
+    if (lease !== undefined) await lease.revoke().catch(() => undefined);
+  }
+}

@@ -1,0 +1,365 @@
+/**
+ * The cluster tier on the Kubernetes API (cluster-tier.ts): custom resources of group warren.dev
+ * (deploy/crds/) for ranges, blocks and their published allocations, address requests and address
+ * spaces, and coordination.k8s.io Leases in the agent's namespace for membership and chores.
+ *
+ * How each guarantee of ClusterTier is kept:
+ * - one claim per block: a claim creates the WarrenBlock named `blockName(key)` (names.ts), so the
+ *   API server lets one creation of it succeed and answers AlreadyExists to the others (one request);
+ * - give back only what was claimed (ABA): `unclaim` deletes with the preconditions uid and
+ *   resourceVersion; a block given back and claimed again is a new object with a new uid. The block
+ *   object is the claim alone (spec; no status) and never changes once made;
+ * - what a listing of claims reads does not grow with the addresses: a block's published allocations
+ *   are another object, its WarrenBlockPublication (same name, same labels), so `claimsIn` and
+ *   `claimsOf` read claims only (a few hundred bytes each) and `published` reads the publications;
+ * - a range's block size is pinned by whoever creates its WarrenRange first: the stored one is read
+ *   first (and created when absent), once per tier, since it never changes once made;
+ * - listings page on the server (`limit`, `continue`) and select by label on the server
+ *   (`warren.dev/node`, `warren.dev/range`): what `claimsOf(node)` reads is that node's blocks;
+ * - `publish` writes the block's publication (kubernetes/publications.ts: one request, two for a block's
+ *   first), only while the block is claimed by the publishing node; `unclaim` deletes it after the
+ *   claim (one request more when this tier published it, a read and a delete when not); a
+ *   borrower's loan pool is published by `publishLoan` (no claim to check) and `withdrawLoan`;
+ * - a request's update is a PUT guarded by the version it was read at (undefined on a conflict);
+ *   open requests and each lender's requests carry labels (`warren.dev/open`,
+ *   `lender.warren.dev/<node>`), so the server selects them.
+ * Every failure to reach the API server is TRY_AGAIN naming it (api-client.ts).
+ *
+ * An API server that lost its data (kubernetes/continuity.ts: an answer's resourceVersion gone backwards,
+ * the store's identity object gone or replaced, this node's live Lease gone or gone back, or this
+ * node's name taken) halts the tier: every write of its Resources but the identity object's is
+ * refused with TRY_AGAIN naming why, `ping` throws the same, and membership says it (`halted`),
+ * until an operator accepts the store; `accept` claims again the blocks this node's file holds
+ * (`onAccept`, as on etcd).
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Clock } from '../../core/clock.ts';
+import { WarrenError } from '../../core/errors.ts';
+import { rangePoolOfKey } from '../../ipam/blocks.ts';
+import type {
+  AddressRequest,
+  BlockClaim,
+  ClusterTier,
+  Grant,
+  Page,
+  PublishedBlock,
+  RangeRecord,
+  UnclaimResult,
+} from '../tiered/cluster-tier.ts';
+import { KubeApiClient } from './api-client.ts';
+import { KubeHoldings } from './holdings.ts';
+import { KubePublications } from './publications.ts';
+import { KubeSpaces } from './spaces.ts';
+import { KubeClusterState } from './cluster-state.ts';
+import { KubeContinuity } from './continuity.ts';
+import { LeaseMembership } from './lease-membership.ts';
+import {
+  NODE_LABEL,
+  OPEN_LABEL,
+  RANGE_LABEL,
+  blockName,
+  labelValue,
+  lenderLabel,
+  rangeName,
+  requestName,
+  selectorOf,
+} from './names.ts';
+import { KubeRequestWatch } from './request-watch.ts';
+import { blockObject, claimOfObject, rangeObject, rangeOf, requestObject, requestOf } from './objects.ts';
+import { FULL_LIST_PAGE, Resource, leaseKind, warrenKind } from './resources.ts';
+import type { AcceptReport } from '../store.ts';
+
+/** Rounds of read-and-write against an object that keeps changing, before TRY_AGAIN. */
+const MAX_ROUNDS = 5;
+
+export interface KubeTierOptions {
+  readonly kubeConfig: KubeConfig;
+  /** Where the Leases live: the agent's namespace. */
+  readonly namespace: string;
+  readonly leaseSeconds: number;
+  readonly clock: Clock;
+  readonly notice?: (message: string) => void;
+  /** Deadline of each request, milliseconds (api-client.ts). */
+  readonly requestTimeoutMs?: number;
+  /** Largest answer read, bytes (api-client.ts; tests). */
+  readonly maxAnswerBytes?: number;
+  /**
+   * The store's identity this agent recorded when it last ran (its state directory): a store found
+   * without it, or with another, lost its data while the agent was away, and is not written.
+   */
+  readonly identity?: string | undefined;
+}
+
+export async function openKubeTier(o: KubeTierOptions): Promise<KubeTier> {
+  if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(o.namespace))
+    throw new WarrenError(
+      'INVALID_CONFIG',
+      `the Kubernetes namespace ${JSON.stringify(o.namespace)} is not a valid name`,
+    );
+  if (!(Number.isInteger(o.leaseSeconds) && o.leaseSeconds > 0))
+    throw new WarrenError(
+      'INVALID_CONFIG',
+      `the lease time must be a whole number of seconds > 0, not ${o.leaseSeconds}`,
+    );
+  const api = await KubeApiClient.open({
+    kubeConfig: o.kubeConfig,
+    ...(o.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: o.requestTimeoutMs }),
+    ...(o.maxAnswerBytes === undefined ? {} : { maxAnswerBytes: o.maxAnswerBytes }),
+  });
+  return new KubeTier(api, o);
+}
+
+export class KubeTier implements ClusterTier {
+  readonly description: string;
+  readonly membership: LeaseMembership;
+  readonly spaces: KubeSpaces;
+  readonly holdings: KubeHoldings;
+  readonly #api: KubeApiClient;
+  readonly #ranges: Resource;
+  readonly #blocks: Resource;
+  readonly #requests: Resource;
+  readonly #publications: KubePublications;
+  readonly #watch: KubeRequestWatch;
+  /** Range records read or made: a record never changes once made, so it is read once. */
+  readonly #pinned = new Map<string, RangeRecord>();
+  readonly #continuity: KubeContinuity;
+  readonly #state: KubeClusterState;
+  /** What the operator's accept writes back (onAccept); nothing until the store on this tier says. */
+  #republish: (node: string) => Promise<AcceptReport> = async () => ({ addresses: 0, blocks: 0, conflicts: [] });
+
+  constructor(api: KubeApiClient, o: KubeTierOptions) {
+    this.#api = api;
+    this.description = `Kubernetes API ${api.server} (warren.dev custom resources; Leases in namespace ${o.namespace})`;
+    const continuity = new KubeContinuity(`the Kubernetes API server ${api.server}`, () => o.clock.now());
+    this.#continuity = continuity;
+    // Every Resource of the tier reports the revisions it sees; all but the state object's refuse writes while halted.
+    const guarded = continuity.observer(true);
+    this.#ranges = new Resource(api, warrenKind('warrenranges'), guarded);
+    this.#blocks = new Resource(api, warrenKind('warrenblocks'), guarded);
+    this.#requests = new Resource(api, warrenKind('warrenaddressrequests'), guarded);
+    const clusterState = new Resource(api, warrenKind('warrenclusterstates'), continuity.observer(false));
+    this.#state = new KubeClusterState(clusterState, continuity, () => o.clock.now(), o.identity);
+    this.#watch = new KubeRequestWatch(this.#requests, o.clock);
+    this.#publications = new KubePublications({
+      publications: new Resource(api, warrenKind('warrenblockpublications'), guarded),
+      blocks: this.#blocks,
+      notice: o.notice,
+    });
+    this.spaces = new KubeSpaces({
+      spaces: new Resource(api, warrenKind('warrenaddressspaces'), guarded),
+      ranges: this.#ranges,
+      blocks: this.#blocks,
+    });
+    this.holdings = new KubeHoldings(api);
+    this.membership = new LeaseMembership({
+      leases: new Resource(api, leaseKind(o.namespace), guarded),
+      leaseSeconds: o.leaseSeconds,
+      clock: o.clock,
+      continuity,
+      state: this.#state,
+      holders: () => this.claimHolders(),
+      republish: (node) => this.#republish(node),
+      notice: o.notice,
+    });
+  }
+
+  /**
+   * Checks at start that the store is the one this agent knew (its identity object: created in a
+   * store that never had one); a store that lost its data halts the tier here, before anything is
+   * written. Nothing is thrown for a halt: `membership.halted()` says it.
+   */
+  async verifyStore(): Promise<void> {
+    await this.#state.verify();
+  }
+
+  /** Sets what an accept of a store that lost its data writes back: the node's claims. */
+  onAccept(republish: (node: string) => Promise<AcceptReport>): void {
+    this.#republish = republish;
+  }
+
+  async pinRange(record: RangeRecord): Promise<RangeRecord> {
+    const known = this.#pinned.get(record.pool);
+    if (known !== undefined) return known;
+    const name = rangeName(record.pool);
+    for (let round = 1; round <= MAX_ROUNDS; round++) {
+      // Read first: every node but the first finds the range recorded, in one request.
+      const stored = rangeOf(await this.#ranges.get(`read range ${record.pool}`, name));
+      if (stored !== undefined) {
+        if (stored.pool !== record.pool)
+          throw new WarrenError(
+            'IO_FAILURE',
+            `the WarrenRange ${name} records range ${stored.pool}, not ${record.pool}`,
+          );
+        return this.#pin(stored);
+      }
+      const created = await this.#ranges.create(`record range ${record.pool}`, rangeObject(name, record));
+      if (created.kind === 'created') return this.#pin(rangeOf(created.object) ?? record);
+    }
+    throw new WarrenError('TRY_AGAIN', `the record of range ${record.pool} kept changing; try again`);
+  }
+
+  /** A range's record never changes once made: it is read once per tier. */
+  #pin(record: RangeRecord): RangeRecord {
+    this.#pinned.set(record.pool, record);
+    return record;
+  }
+
+  async claim(range: RangeRecord, key: string, node: string): Promise<BlockClaim | undefined> {
+    if (rangePoolOfKey(key) !== range.pool)
+      throw new WarrenError('IO_FAILURE', `block ${key} is not a block of range ${range.pool}`);
+    const created = await this.#blocks.create(`claim block ${key}`, blockObject(blockName(key), key, node));
+    if (created.kind === 'exists') return undefined;
+    const claim = claimOfObject(created.object);
+    if (claim === undefined)
+      throw new WarrenError('IO_FAILURE', `the API server answered the claim of block ${key} with no object`);
+    return claim;
+  }
+
+  async claimOf(key: string): Promise<BlockClaim | undefined> {
+    const claim = claimOfObject(await this.#blocks.get(`read block ${key}`, blockName(key)));
+    return claim === undefined || claim.key !== key ? undefined : claim;
+  }
+
+  async claimsOf(node: string, pool?: string): Promise<BlockClaim[]> {
+    const labels = {
+      [NODE_LABEL]: labelValue(node),
+      ...(pool === undefined ? {} : { [RANGE_LABEL]: labelValue(pool) }),
+    };
+    const items = await this.#blocks.listAll(`list the blocks of node ${node}`, selectorOf(labels));
+    return items
+      .map(claimOfObject)
+      .filter(
+        (c): c is BlockClaim =>
+          c !== undefined && c.node === node && (pool === undefined || rangePoolOfKey(c.key) === pool),
+      );
+  }
+
+  async claimHolders(): Promise<string[]> {
+    const items = await this.#blocks.listAll('list the nodes holding blocks', '');
+    const nodes = new Set<string>();
+    for (const item of items) {
+      const claim = claimOfObject(item);
+      if (claim !== undefined) nodes.add(claim.node);
+    }
+    return [...nodes].sort();
+  }
+
+  async claimsIn(pool: string, page?: { limit: number; continue?: string }): Promise<Page<BlockClaim>> {
+    const got = await this.#blocks.list(
+      `list the blocks of range ${pool}`,
+      selectorOf({ [RANGE_LABEL]: labelValue(pool) }),
+      page?.limit ?? FULL_LIST_PAGE,
+      page?.continue,
+    );
+    const items = got.items
+      .map(claimOfObject)
+      .filter((c): c is BlockClaim => c !== undefined && rangePoolOfKey(c.key) === pool);
+    return { items, ...(got.continue === undefined ? {} : { continue: got.continue }) };
+  }
+
+  async unclaim(claim: BlockClaim): Promise<UnclaimResult> {
+    const name = blockName(claim.key);
+    const done = await this.#blocks.remove(`give back block ${claim.key}`, name, {
+      uid: claim.uid,
+      resourceVersion: claim.version,
+    });
+    if (done !== 'deleted') return done === 'conflict' ? 'changed' : 'gone';
+    await this.#publications.unpublish(claim);
+    return 'released';
+  }
+
+  async publish(block: PublishedBlock): Promise<void> {
+    // A block's publication always checks its claim: only publishLoan skips that.
+    const { loan: _loan, ...claimed } = block;
+    await this.#publications.publish(claimed);
+  }
+
+  async publicationOf(key: string): Promise<PublishedBlock | undefined> {
+    return this.#publications.of(key);
+  }
+
+  async publishLoan(block: PublishedBlock): Promise<void> {
+    await this.#publications.publish({ ...block, loan: true });
+  }
+
+  async withdrawLoan(key: string, node: string): Promise<void> {
+    await this.#publications.withdrawLoan(key, node);
+  }
+
+  async published(
+    filter: { pool?: string; node?: string },
+    page?: { limit: number; continue?: string },
+  ): Promise<Page<PublishedBlock>> {
+    return this.#publications.list(filter, page);
+  }
+
+  async ask(pool: string, node: string, wanted: number): Promise<AddressRequest> {
+    const name = requestName(pool, node);
+    for (let round = 1; round <= MAX_ROUNDS; round++) {
+      const created = await this.#requests.create(
+        `ask for addresses of range ${pool}`,
+        requestObject(name, { pool, node, wanted, grants: [] }),
+      );
+      if (created.kind === 'created') return this.#requestOrFail(created.object, pool, node);
+      const current = await this.requestOf(pool, node);
+      if (current === undefined) continue;
+      if (current.wanted === wanted) return current;
+      const updated = await this.updateRequest(current, current.grants, wanted);
+      if (updated !== undefined) return updated;
+    }
+    throw new WarrenError('TRY_AGAIN', `the request of node ${node} for range ${pool} kept changing; try again`);
+  }
+
+  #requestOrFail(object: unknown, pool: string, node: string): AddressRequest {
+    const request = requestOf(object);
+    if (request === undefined)
+      throw new WarrenError('IO_FAILURE', `the API server answered the request of ${node} for ${pool} with no object`);
+    return request;
+  }
+
+  async requestOf(pool: string, node: string): Promise<AddressRequest | undefined> {
+    const request = requestOf(
+      await this.#requests.get(`read the request of ${node} for ${pool}`, requestName(pool, node)),
+    );
+    return request !== undefined && request.pool === pool && request.node === node ? request : undefined;
+  }
+
+  async openRequests(pool?: string): Promise<AddressRequest[]> {
+    const labels = { [OPEN_LABEL]: 'true', ...(pool === undefined ? {} : { [RANGE_LABEL]: labelValue(pool) }) };
+    const items = await this.#requests.listAll('list open address requests', selectorOf(labels));
+    return items
+      .map(requestOf)
+      .filter((r): r is AddressRequest => r !== undefined && r.wanted > 0 && (pool === undefined || r.pool === pool));
+  }
+
+  async requestsLentBy(lender: string): Promise<AddressRequest[]> {
+    const items = await this.#requests.listAll(`list requests lent to by ${lender}`, `${lenderLabel(lender)}=true`);
+    return items.map(requestOf).filter((r): r is AddressRequest => r?.grants.some((g) => g.lender === lender) === true);
+  }
+
+  async updateRequest(
+    request: AddressRequest,
+    grants: readonly Grant[],
+    wanted: number,
+  ): Promise<AddressRequest | undefined> {
+    const { pool, node } = request;
+    const body = requestObject(requestName(pool, node), { pool, node, wanted, grants }, request.version);
+    const written = await this.#requests.replace(`update the request of ${node} for ${pool}`, body);
+    return written.kind === 'replaced' ? this.#requestOrFail(written.object, pool, node) : undefined;
+  }
+
+  watchRequests(listener: (request: AddressRequest) => void): () => void {
+    return this.#watch.listen(listener);
+  }
+
+  async ping(): Promise<void> {
+    // Refused while halted; a listing's revision gone backwards halts.
+    this.#continuity.refuseWhileHalted();
+    await this.#ranges.list('reach the API server', '', 1);
+  }
+
+  async close(): Promise<void> {
+    this.#watch.close();
+    this.#api.close();
+  }
+}

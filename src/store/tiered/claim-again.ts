@@ -1,0 +1,51 @@
+/**
+ * What `warren store accept` writes back after the cluster store lost its data, on either tier
+ * (etcd-tier/tiered.ts, and the kubernetes store's wiring): this node claims again every block
+ * its own SQLite file holds, each range's block size first (as this node split it, so another node
+ * splits it alike). The addresses are in the file, so nothing else is written back; the claims go
+ * through the two-tier store's commit, so they are recorded and the blocks published again.
+ *
+ * Guarantees: a block another node claimed meanwhile is never taken: it is reported as a conflict,
+ * for the operator to resolve; a loan (another node's block lent here) is not claimed.
+ */
+import { messageOf } from '../../core/errors.ts';
+import { isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
+import { isLoanKey } from '../../ipam/loan-key.ts';
+import type { ClusterTier } from './cluster-tier.ts';
+import type { AcceptReport, Store } from '../store.ts';
+import { spaceOfPool } from './ranges.ts';
+
+export async function claimAgain(
+  store: Pick<Store, 'commit'>,
+  local: Store,
+  tier: Pick<ClusterTier, 'pinRange'>,
+  node: string,
+): Promise<AcceptReport> {
+  let addresses = 0;
+  let blocks = 0;
+  const conflicts: string[] = [];
+  const pools = await local.pools();
+  const ranges = new Map(pools.filter((p) => !isBlockKey(p.pool)).map((p) => [p.pool, p.description]));
+  const pinned = new Set<string>();
+  for (const p of pools) {
+    if (!isBlockKey(p.pool) || p.affinity !== node) continue;
+    const rangePool = rangePoolOfKey(p.pool);
+    const d = ranges.get(rangePool);
+    const blockPrefix = d?.blockPrefix;
+    if (blockPrefix !== undefined && isLoanKey(p.pool, blockPrefix)) continue; // a loan is no block of its own
+    if (d !== undefined && blockPrefix !== undefined && !pinned.has(rangePool)) {
+      const { subnet, first, last } = d;
+      await tier.pinRange({ pool: rangePool, space: spaceOfPool(rangePool), subnet, first, last, blockPrefix });
+      pinned.add(rangePool);
+    }
+    const result = await store.commit(p.pool, p.revision, [{ op: 'claim', node }]).catch((error: unknown) => ({
+      kind: 'conflict' as const,
+      reason: messageOf(error),
+    }));
+    if (result.kind === 'committed') {
+      blocks += 1;
+      addresses += p.allocated;
+    } else conflicts.push(`block ${p.pool} was not claimed again: ${result.reason}`);
+  }
+  return { addresses, blocks, conflicts };
+}

@@ -1,0 +1,106 @@
+/**
+ * The cluster tier of a two-tier store (tiered/store.ts): what the nodes of a cluster share when
+ * each node keeps its own addresses. The cluster holds who owns which block, which block size each
+ * range was split into, which ranges are admitted in each address space, which agents are alive,
+ * the addresses each block holds (published by its owner, in batches, for everyone to read), and the
+ * requests by which a node with no room asks the owners for addresses. The node holds the addresses
+ * themselves, in its SQLite database: the common ADD and DEL never reach the cluster.
+ *
+ * Implementations: the Kubernetes API (store/kubernetes/, custom resources of group `warren.dev`
+ * and coordination.k8s.io Leases), etcd v3 (store/etcd-tier/) and,
+ * for unit tests, memory (test/store/tiered/memory-tier.ts).
+ *
+ * Guarantees every implementation keeps (checked by test/store/tiered/tier-conformance.ts):
+ * - a block is claimed by at most one node: `claim` creates the block's record under a name derived
+ *   from the block, so of two claims of one block exactly one succeeds;
+ * - `unclaim` removes a claim only if it is still exactly the one named (uid and resourceVersion):
+ *   a block given back and claimed again by another node in between is never removed (ABA);
+ * - a range's record is created once; its block size never changes after;
+ * - no listing reads more than `limit` records in one response: listings page;
+ * - what `claimsOf(node)` reads grows with that node's blocks, not with the range;
+ * - a block's publication is a record apart from its claim: it is removed with the claim when the
+ *   claim is given back (`unclaim`), and stays when the claim is removed by someone else, so that
+ *   `publicationOf` tells a claimer the block may still be in use.
+ *
+ * The records the allocator and the agent read and write directly (a block's claim, the published
+ * view, address requests: `ClusterRecords`) are declared by the store's contract (store/cluster.ts),
+ * which this extends; an older layout a tier moves from is that tier's own (etcd-tier/legacy-import.ts).
+ */
+import type { ClusterHoldings } from '../cluster-holdings.ts';
+import type { BlockClaim, ClusterRecords, Page, PublishedBlock } from '../cluster.ts';
+import type { AddressSpaces, Membership } from '../store.ts';
+
+// The records the allocator and the agent use are the store's contract (store/cluster.ts); named here too.
+export type {
+  AddressRequest,
+  BlockClaim,
+  BlockCounts,
+  Grant,
+  Page,
+  PublishedBlock,
+} from '../cluster.ts';
+
+/** A range as first used in the cluster: its block size is fixed by the first node that used it. */
+export interface RangeRecord {
+  /** The range pool key (ipam/pool-key.ts). */
+  readonly pool: string;
+  /** Its address space (network_name and family, allocator/admission.ts). */
+  readonly space: string;
+  readonly subnet: string;
+  readonly first: string;
+  readonly last: string;
+  readonly blockPrefix: number;
+}
+
+export type UnclaimResult = 'released' | 'changed' | 'gone';
+
+export interface ClusterTier extends ClusterRecords {
+  /** Creates the range's record at first use, or answers the one already there (its block size wins). */
+  pinRange(record: RangeRecord): Promise<RangeRecord>;
+  /**
+   * Claims block `key` of `range` for `node`: undefined when another claim of it exists, or when a
+   * tier that can tell in the claim's own transaction (etcd) finds the range no longer admitted in
+   * its address space (the two-tier store then answers `admissionLost`).
+   */
+  claim(range: RangeRecord, key: string, node: string): Promise<BlockClaim | undefined>;
+  /** Every claim of `node` (in range `pool` only, when given). */
+  claimsOf(node: string, pool?: string): Promise<BlockClaim[]>;
+  /**
+   * Every node holding at least one claim, in any range, read page by page: for finding the nodes
+   * a relisting of Kubernetes' Nodes no longer shows (a Node deleted while every agent was down).
+   */
+  claimHolders(): Promise<string[]>;
+  /** One page of the claims of range `pool`, for placement when a node needs a new block. */
+  claimsIn(pool: string, page?: { limit: number; continue?: string }): Promise<Page<BlockClaim>>;
+  /** Removes the claim if it is still exactly `claim` (see the guarantees). */
+  unclaim(claim: BlockClaim): Promise<UnclaimResult>;
+  /** Publishes a block's allocations (replacing what was published before). Owner only. */
+  publish(block: PublishedBlock): Promise<void>;
+  /**
+   * Publishes a loan pool of `block.node` (`block.loan`), replacing what any node published under
+   * its key before (the address's last borrower). Absent on etcd, which publishes no loans (yet).
+   */
+  publishLoan?(block: PublishedBlock): Promise<void>;
+  /**
+   * The publication of block `key`, whoever's it is: what a claimer reads before it claims a block
+   * nobody holds (a claim that vanished leaves its publication: tiered/claim-guard.ts).
+   */
+  publicationOf(key: string): Promise<PublishedBlock | undefined>;
+  /**
+   * Removes the publication of loan pool `key` if it is still `node`'s (a loan given back, a node
+   * forgotten). Absent where `publishLoan` is.
+   */
+  withdrawLoan?(key: string, node: string): Promise<void>;
+  /** Agents' liveness and one-off chores (Leases on Kubernetes). */
+  readonly membership: Membership;
+  /** Admission of ranges into their address space, across nodes. */
+  readonly spaces: AddressSpaces;
+  /**
+   * Addresses held for holders other than one pod (cluster-holdings.ts): StatefulSet ordinals,
+   * IPAMClaims. Absent on a tier that cannot keep them (etcd, for now).
+   */
+  readonly holdings?: ClusterHoldings;
+  /** Throws when the cluster cannot be reached. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,260 @@
+/**
+ * The node's own file held against what this node published, once per start of the two-tier store
+ * (tiered/store.ts): the cluster's copy of this node's blocks is what makes a node whose file went
+ * back — `/var/lib/warren` restored from a backup or a VM snapshot, or lost — hand out no address a
+ * running container still holds.
+ *
+ * Guarantees:
+ * - until the comparison has run through, the two-tier store hands out no address in a block of
+ *   the cluster (it answers TRY_AGAIN naming why) and publishes nothing, so an older file never
+ *   writes its view over the newer one in the cluster; a failed comparison is retried by the
+ *   store's periodic check and says why in `status`;
+ * - a block this node published, whose claim is still this node's, is merged when its publication
+ *   is newer than the file: the file's revision of the block is lower than the one published
+ *   (restored: lower; lost: 0), or the publication names none (an older Warren published it). Each
+ *   published allocation the file lacks is recorded in the file as published: its container's own
+ *   record, so it is never handed out, a retried ADD gets it back, and DEL, the journal,
+ *   containerd, the pod source and GC release it when its container is proven gone, as any other;
+ * - a block the file does not know as this node's (claimed after the copy was taken) is adopted:
+ *   its affinity is recorded with its published allocations, so it is not taken for an empty block;
+ * - where the file holds a published address for another owner, or the published owner at another
+ *   address of the range: with the publication newer by revision, the file's record is stale (that
+ *   owner released it after the copy was taken) and is replaced; a publication that names no
+ *   revision cannot tell, so the file's record stays and the disagreement is told;
+ * - a merged block is published again before the comparison counts as done, so the cluster's
+ *   revision of it is the file's from then on (a crash after a merge finds nothing more to merge);
+ * - a newer publication that lists fewer allocations than it counts (cut to fit one object:
+ *   kubernetes/objects.ts) leaves addresses in use that nobody can name: what it lists is taken
+ *   back, and no address is handed out in that block (TRY_AGAIN, naming it), nor is it published
+ *   over, until an operator accepts the store as it is (`warren store accept`: the membership
+ *   `accepting` answers);
+ * - what a file holds that the publication does not is kept: its containers are judged by the usual
+ *   sources, never released here.
+ */
+import { WarrenError, messageOf } from '../../core/errors.ts';
+import type { Allocation } from '../../ipam/allocation.ts';
+import { rangePoolOfKey } from '../../ipam/blocks.ts';
+import type { FileCheckStatus } from '../cluster.ts';
+import type { ClusterTier, PublishedBlock } from './cluster-tier.ts';
+import type { AcceptReport, Membership, PoolOp, Store } from '../store.ts';
+import { PAGE_LIMIT } from './ranges.ts';
+
+export interface FileCheckOptions {
+  readonly local: Store;
+  readonly tier: ClusterTier;
+  readonly node: string;
+  /** Publishes block `key` now, as the file holds it (throws when it cannot). */
+  readonly publish: (key: string) => Promise<void>;
+  readonly notice?: (message: string) => void;
+}
+
+export type { FileCheckStatus } from '../cluster.ts';
+
+const sameOwner = (a: Allocation, b: Allocation): boolean =>
+  a.network === b.network && a.containerID === b.containerID && a.ifname === b.ifname;
+
+export class TieredFileCheck {
+  readonly #o: FileCheckOptions;
+  #compared = false;
+  #problem = 'not compared yet';
+  #running: Promise<void> | undefined;
+  /** The records written from publications, by pool and address. */
+  readonly #restored = new Map<string, Allocation>();
+  readonly #adopted = new Set<string>();
+  readonly #merged = new Set<string>();
+  readonly #disagreements = new Set<string>();
+  /** Block → why no address is handed out in it until an operator accepts. */
+  readonly #withheld = new Map<string, string>();
+
+  constructor(options: FileCheckOptions) {
+    this.#o = options;
+  }
+
+  get compared(): boolean {
+    return this.#compared;
+  }
+
+  /** Why allocation in the cluster's blocks waits; undefined once compared. */
+  problem(): string | undefined {
+    if (this.#compared) return undefined;
+    return (
+      `node ${this.#o.node}'s file has not been compared with what it published in ${this.#o.tier.description} ` +
+      `yet (${this.#problem}): no address is handed out in its blocks until it is`
+    );
+  }
+
+  /** Compares once (runs after a failure again); never throws: `problem` says why it failed. */
+  run(): Promise<void> {
+    if (this.#compared) return Promise.resolve();
+    this.#running ??= this.#compare()
+      .then(() => {
+        this.#compared = true;
+      })
+      .catch((error: unknown) => {
+        this.#problem = messageOf(error);
+      })
+      .finally(() => {
+        this.#running = undefined;
+      });
+    return this.#running;
+  }
+
+  /**
+   * Compares if not yet (or after a failure); throws TRY_AGAIN naming why while it cannot, or, for
+   * an allocation in block `key`, while that block is withheld until an operator accepts.
+   */
+  async compare(key: string, allocates: boolean): Promise<void> {
+    await this.run();
+    const waiting = this.problem();
+    if (waiting !== undefined) throw new WarrenError('TRY_AGAIN', waiting);
+    const withheld = allocates ? this.#withheld.get(key) : undefined;
+    if (withheld !== undefined)
+      throw new WarrenError(
+        'TRY_AGAIN',
+        `no address is handed out in block ${key} until an operator accepts: ${withheld}`,
+      );
+  }
+
+  /** Whether block `key` keeps its publication as it is until an operator accepts (nothing is published over it). */
+  withholds(key: string): boolean {
+    return this.#withheld.has(key);
+  }
+
+  /** `membership`, whose `accept` (`warren store accept`) also lifts the withheld blocks. */
+  accepting(membership: Membership): Membership {
+    const withheld = this.#withheld;
+    return {
+      announce: (node, info) => membership.announce(node, info),
+      halted: () => membership.halted(),
+      async accept(): Promise<AcceptReport> {
+        const report = await membership.accept();
+        withheld.clear();
+        return report;
+      },
+      identity: () => membership.identity(),
+      liveNodes: () => membership.liveNodes(),
+      renew: () => membership.renew(),
+      withdraw: () => membership.withdraw(),
+      claimTask: (task) => membership.claimTask(task),
+      releaseTask: (task) => membership.releaseTask(task),
+      recovery: () => membership.recovery(),
+      keepRecovery: () => membership.keepRecovery(),
+      leaveRecovery: (node) => membership.leaveRecovery(node),
+    };
+  }
+
+  /** What was found; `restored` counts the records from publications the file still holds as written. */
+  async status(): Promise<FileCheckStatus> {
+    let restored = 0;
+    for (const r of this.#restored.values()) {
+      const [held] = await this.#o.local.list({ pool: r.pool, address: r.address });
+      if (held !== undefined && sameOwner(held, r)) restored++;
+      else this.#restored.delete(`${r.pool} ${r.address}`); // released since: its container was proven gone
+    }
+    return {
+      compared: this.#compared,
+      ...(this.#compared ? {} : { problem: this.#problem }),
+      restored,
+      adopted: [...this.#adopted],
+      merged: [...this.#merged],
+      disagreements: [...this.#disagreements],
+      withheld: [...this.#withheld].map(([key, why]) => `${key}: ${why}`),
+    };
+  }
+
+  async #compare(): Promise<void> {
+    const { tier, node } = this.#o;
+    const blocks: PublishedBlock[] = [];
+    let next: string | undefined;
+    do {
+      const page = await tier.published(
+        { node },
+        { limit: PAGE_LIMIT, ...(next === undefined ? {} : { continue: next }) },
+      );
+      blocks.push(...page.items.filter((b) => b.node === node && b.loan !== true));
+      next = page.continue === '' ? undefined : page.continue;
+    } while (next !== undefined);
+    // One listing of this node's claims: what is read grows with its own blocks.
+    const claimed = blocks.length === 0 ? new Set<string>() : new Set((await tier.claimsOf(node)).map((c) => c.key));
+    for (const block of blocks) {
+      // A claim gone or another node's is not this check's to judge: the claim check is (tiered/claims.ts).
+      if (!claimed.has(block.key)) continue;
+      // A withheld block keeps its newer publication: the next start finds it again, until accepted.
+      if ((await this.#merge(block)) && !this.#withheld.has(block.key)) await this.#o.publish(block.key);
+    }
+    const restored = this.#restored.size;
+    if (this.#merged.size > 0)
+      this.#o.notice?.(
+        `node ${node}'s file held less than it had published in ${tier.description} (restored from an older ` +
+          `copy, or lost): ${restored} allocations taken from the publications of blocks ` +
+          `${[...this.#merged].join(', ')}` +
+          `${this.#adopted.size === 0 ? '' : ` (adopted: ${[...this.#adopted].join(', ')})`}; ` +
+          'they are kept until their containers are proven gone',
+      );
+  }
+
+  /**
+   * Merges `block`'s publication into the file when it is newer; true when the block is to be
+   * published again (its publication's revision is not the file's, or it names none).
+   */
+  async #merge(block: PublishedBlock): Promise<boolean> {
+    const { local, node } = this.#o;
+    const read = await local.readPool(block.key);
+    if (read.kind !== 'snapshot') throw new Error(`block ${block.key} read without its contents`);
+    const ours = read.affinity === node;
+    const byRevision = block.revision !== undefined;
+    if (ours && byRevision && read.revision >= (block.revision ?? 0)) return false;
+    const here = new Map((await local.list({ pool: block.key })).map((a) => [a.address, a]));
+    const ops: PoolOp[] = ours ? [] : [{ op: 'claim', node }];
+    const released = new Set<string>();
+    const restored: Allocation[] = [];
+    for (const published of block.allocations) {
+      const record: Allocation = { ...published, pool: block.key, node };
+      const held = here.get(record.address);
+      if (held !== undefined && sameOwner(held, record)) continue;
+      const elsewhere = (await local.findByOwner(record)).filter(
+        (a) => rangePoolOfKey(a.pool) === rangePoolOfKey(block.key) && a.address !== record.address,
+      );
+      const stale = [...(held === undefined ? [] : [held]), ...elsewhere];
+      if (stale.length > 0 && !byRevision) {
+        const holders = stale.map((s) => `${s.containerID} (${s.ifname}) at ${s.address}`).join(', ');
+        this.#disagreements.add(
+          `${record.address} in block ${block.key}: published for container ${record.containerID} ` +
+            `(${record.ifname}), held here by ${holders}`,
+        );
+        continue;
+      }
+      for (const s of stale) {
+        if (s.pool === block.key) {
+          if (!released.has(s.address)) ops.push({ op: 'release', address: s.address });
+          released.add(s.address);
+        } else await this.#releaseElsewhere(s);
+      }
+      ops.push({ op: 'allocate', allocation: record });
+      restored.push(record);
+    }
+    const unnamed = block.counts.allocated - block.allocations.length;
+    if (unnamed > 0)
+      this.#withheld.set(
+        block.key,
+        `its publication, newer than node ${node}'s file, names ${block.allocations.length} of the ` +
+          `${block.counts.allocated} addresses it held (cut to fit one object): ${unnamed} in use cannot be taken back`,
+      );
+    if (ops.length === 0) return true; // merged before (a run that failed later): published again
+    const result = await local.commit(block.key, read.revision, ops);
+    if (result.kind === 'conflict')
+      throw new WarrenError('TRY_AGAIN', `block ${block.key} could not be merged: ${result.reason}`);
+    for (const r of restored) this.#restored.set(`${r.pool} ${r.address}`, r);
+    if (!ours) this.#adopted.add(block.key);
+    this.#merged.add(block.key);
+    return true;
+  }
+
+  /** Releases a stale record of a published owner in another block of its range (it moved after the copy). */
+  async #releaseElsewhere(stale: Allocation): Promise<void> {
+    const read = await this.#o.local.readPool(stale.pool);
+    const result = await this.#o.local.commit(stale.pool, read.revision, [{ op: 'release', address: stale.address }]);
+    if (result.kind === 'conflict')
+      throw new WarrenError('TRY_AGAIN', `${stale.address} in ${stale.pool} could not be released: ${result.reason}`);
+  }
+}

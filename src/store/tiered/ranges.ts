@@ -1,0 +1,172 @@
+/**
+ * The reads and chores of the two-tier store (tiered/store.ts) that look past this node's own
+ * blocks: the whole range's claims for block placement, and freeing a node gone for good.
+ *
+ * Guarantees:
+ * - `rangeBlocks` reads every page of the range's claims (and, with counts, of its published
+ *   blocks), each page at most PAGE_LIMIT records; it is called only when this node's own blocks are
+ *   full, so the common ADD never reads the range;
+ * - a block known here but claimed by nobody in the cluster shows without affinity, at its local
+ *   revision, so a claim of it commits against the revision the node's store holds; except a block
+ *   whose claim vanished while this node held it: that one shows held (`<node> (vanished)`), so this
+ *   node does not claim it again on its own and go on allocating where someone removed its claim;
+ *   its claim listed again as this node's (the listing started after the judgment) holds it again;
+ * - a block the claim guard refused (another node's publication of it) shows held by that node;
+ * - `forgetNodeBlocks` removes each claim of the node only at the version read (uid and version
+ *   preconditions): of two agents forgetting one node, each block is freed by exactly one, and a
+ *   block claimed again by a live node in between is never removed. Grants the node had lent are
+ *   dropped from the requests holding them, and the node's published loan pools are withdrawn.
+ */
+import type { BlockClaim, ClusterTier, Page, RangeRecord } from './cluster-tier.ts';
+import { blockCidrOfKey, blockKeyPrefix, rangePoolOfKey } from '../../ipam/blocks.ts';
+import { parsePoolKey } from '../../ipam/pool-key.ts';
+import type { PoolSummary, Store } from '../store.ts';
+import type { TieredClaims } from './claims.ts';
+
+/** The address space of a range pool as `spaces` names it (allocator/admission.ts): `v4`, `v4@<network_name>`. */
+export function spaceOfPool(pool: string): string {
+  const key = parsePoolKey(pool);
+  if (key === undefined) return '';
+  return key.networkName === '' ? `v${key.family}` : `v${key.family}@${key.networkName}`;
+}
+
+/**
+ * The record of a range this store never saw described (a block claimed by a caller that wrote no
+ * description first): its block size is the block key's own.
+ */
+export function recordFromKey(key: string): RangeRecord {
+  const rangePool = rangePoolOfKey(key);
+  const cidr = blockCidrOfKey(key) ?? '';
+  const subnet = parsePoolKey(rangePool) === undefined ? cidr : (rangePool.split('@')[0] ?? cidr);
+  const blockPrefix = Number(cidr.slice(cidr.indexOf('/') + 1));
+  return { pool: rangePool, space: spaceOfPool(rangePool), subnet, first: '', last: '', blockPrefix };
+}
+
+/** Records per listing page. */
+export const PAGE_LIMIT = 250;
+
+/** Every item of a paged listing, page by page. */
+async function allPages<T>(read: (page: { limit: number; continue?: string }) => Promise<Page<T>>): Promise<T[]> {
+  const items: T[] = [];
+  let next: string | undefined;
+  do {
+    const page = await read({ limit: PAGE_LIMIT, ...(next === undefined ? {} : { continue: next }) });
+    items.push(...page.items);
+    next = page.continue;
+  } while (next !== undefined);
+  return items;
+}
+
+/**
+ * The listing `pools(<range>#)` answers on the two-tier store: this node's blocks of the range, as
+ * the cluster's claims say (read once per range), with the local summaries (`shown`, vanished
+ * claims already without affinity); a claim with nothing recorded here yet shows empty. While the
+ * cluster cannot be reached and the range's claims were never read (a restart), the local record
+ * of this node's claims stands in, so ADDs in its blocks go on.
+ */
+export async function ownBlocks(claims: TieredClaims, rangePool: string, shown: PoolSummary[]): Promise<PoolSummary[]> {
+  try {
+    await claims.load(rangePool);
+  } catch {
+    return shown;
+  }
+  const known = new Set(shown.map((p) => p.pool));
+  const unseen = claims
+    .of(rangePool)
+    .filter((c) => !known.has(c.key))
+    .map((c): PoolSummary => ({ pool: c.key, revision: 0, allocated: 0, resting: 0, affinity: claims.node }));
+  return [...shown, ...unseen].sort((a, b) => (a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : 0));
+}
+
+/** Ranges of address space `space` in which `node` holds a block by its own store's record, with what they hold. */
+export async function heldByNode(local: Store, node: string, space: string): Promise<Map<string, number>> {
+  const held = new Map<string, number>();
+  for (const p of await local.pools()) {
+    const rangePool = rangePoolOfKey(p.pool);
+    if (p.pool === rangePool || p.affinity !== node || spaceOfPool(rangePool) !== space) continue;
+    held.set(rangePool, (held.get(rangePool) ?? 0) + Math.max(1, p.allocated + p.resting));
+  }
+  return held;
+}
+
+export interface RangeParts {
+  readonly local: Store;
+  readonly tier: ClusterTier;
+  readonly claims: TieredClaims;
+}
+
+export async function rangeBlocks(parts: RangeParts, rangePool: string, counts: boolean): Promise<PoolSummary[]> {
+  const { local, tier, claims } = parts;
+  await claims.load(rangePool);
+  const started = claims.listingStarts();
+  const claimed = await allPages((page) => tier.claimsIn(rangePool, page));
+  const published = new Map(
+    counts ? (await allPages((page) => tier.published({ pool: rangePool }, page))).map((p) => [p.key, p.counts]) : [],
+  );
+  const here = new Map((await local.pools(blockKeyPrefix(rangePool))).map((p) => [p.pool, p]));
+  const byKey = new Map<string, PoolSummary>();
+  for (const [key, p] of here) {
+    const { affinity: _local, ...rest } = p;
+    byKey.set(key, claims.vanished(key) ? { ...rest, affinity: `${claims.node} (vanished)` } : rest);
+  }
+
+  for (const c of claimed) {
+    const mine = here.get(c.key);
+    const theirs = published.get(c.key);
+    byKey.set(c.key, {
+      pool: c.key,
+      revision: mine?.revision ?? 0,
+      allocated: theirs?.allocated ?? mine?.allocated ?? 0,
+      resting: theirs?.resting ?? mine?.resting ?? 0,
+      affinity: c.node,
+    });
+    // This node's record, newer than any judgment that it vanished: held (one wrong judgment never wedges a range).
+    claims.sawInRange(c, started);
+  }
+  // Refused by the claim guard (another node's publication): shown held, so placement moves on.
+  for (const [key, owner] of claims.refusals()) {
+    const p = byKey.get(key);
+    if (rangePoolOfKey(key) !== rangePool || p?.affinity !== undefined) continue;
+    const { revision = 0, allocated = 0, resting = 0 } = p ?? {};
+    byKey.set(key, { pool: key, revision, allocated, resting, affinity: `${owner} (claim vanished)` });
+  }
+  return [...byKey.values()].sort((a, b) => (a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : 0));
+}
+
+/** Frees the blocks of `node`, gone for good: the keys freed by this call. */
+export async function forgetNodeBlocks(tier: ClusterTier, node: string): Promise<string[]> {
+  const freed: string[] = [];
+  for (const claim of await tier.claimsOf(node)) {
+    let current: BlockClaim | undefined = claim;
+    // A claim whose version moved (its owner published before it died) is read again; only the same
+    // record (uid) of the same node is removed.
+    for (let attempt = 0; attempt < 3 && current !== undefined; attempt++) {
+      const outcome = await tier.unclaim(current);
+      if (outcome === 'released') {
+        freed.push(claim.key);
+        break;
+      }
+      if (outcome === 'gone') break;
+      const again = await tier.claimOf(claim.key);
+      current = again?.uid === claim.uid && again.node === node ? again : undefined;
+    }
+  }
+  for (const request of await tier.requestsLentBy(node)) {
+    for (let r: typeof request | undefined = request, attempt = 0; r !== undefined && attempt < 3; attempt++) {
+      const kept = r.grants.filter((g) => g.lender !== node);
+      if (kept.length === r.grants.length) break;
+      const updated = await tier.updateRequest(r, kept, r.wanted);
+      if (updated !== undefined) break;
+      r = await tier.requestOf(r.pool, r.node);
+    }
+  }
+  await withdrawLoans(tier, node);
+  return freed;
+}
+
+/** Withdraws the publications of `node`'s loan pools (it is gone: it holds no address), page by page. */
+async function withdrawLoans(tier: ClusterTier, node: string): Promise<void> {
+  if (tier.withdrawLoan === undefined) return;
+  const loans = (await allPages((page) => tier.published({ node }, page))).filter((b) => b.loan === true);
+  for (const b of loans) await tier.withdrawLoan(b.key, node);
+}

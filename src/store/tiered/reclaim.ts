@@ -1,0 +1,175 @@
+/**
+ * The node's side of "either side may forget" (DESIGN.md, C9): the node that holds addresses in a
+ * block is the authority on it. When the periodic check finds this node's claim of a block gone
+ * from the cluster (an object deleted by hand, a claim key deleted, the cluster's data restored from
+ * an older copy, this node forgotten while it was paused), the keeper acts on it, run by run:
+ * - a block in which this node's store holds addresses is claimed again under its own name (the
+ *   tier's create-by-name: of this node and any other claimer, exactly one wins), so no other node
+ *   takes it and hands its addresses out a second time;
+ * - if another node's record stands there already, the block's whole range is halted on this node
+ *   (TieredClaims.halted: ADD in it answers TRY_AGAIN naming why, and the store's ping fails so
+ *   readiness and status say it): two nodes believe they hold one block, and only an operator can
+ *   tell which addresses are in use. Each check reads the block again, and the halt ends when the
+ *   other record is gone and this node holds the block again;
+ * - a block in which this node holds no address is left to the cluster: its local affinity is
+ *   removed, so the node neither allocates in it nor gives it back;
+ * - while the cluster cannot take the claim (away, or the tier refused it), the block stays out
+ *   of use here and the next check tries again.
+ * Each outcome is told to `notice` once per block and outcome. The keeper also applies the
+ * claimer's guard (tiered/claim-guard.ts: `mayClaim`) and adopts the claims this node's store never
+ * recorded (tiered/adopt.ts: `adopt`), and gives this node's claims back (`unclaim`).
+ */
+import { WarrenError, messageOf } from '../../core/errors.ts';
+import { rangePoolOfKey } from '../../ipam/blocks.ts';
+import type { BlockClaim, ClusterTier, RangeRecord } from './cluster-tier.ts';
+import type { CommitResult, PoolOp, Revision, Store } from '../store.ts';
+import { ClaimAdoption } from './adopt.ts';
+import { claimRefusal } from './claim-guard.ts';
+import type { TieredClaims } from './claims.ts';
+
+export interface ClaimKeeperParts {
+  readonly local: Store;
+  readonly tier: ClusterTier;
+  readonly claims: TieredClaims;
+  readonly node: string;
+  /** The range as pinned in the cluster (what a claim of its block needs). */
+  readonly rangeOf: (key: string) => Promise<RangeRecord>;
+  readonly notice: (message: string) => void;
+}
+
+type Outcome =
+  | { readonly kind: 'held'; readonly claim: BlockClaim; readonly again: boolean }
+  | { readonly kind: 'taken'; readonly by: string }
+  | { readonly kind: 'empty' }
+  | { readonly kind: 'waiting'; readonly why: string };
+
+export class ClaimKeeper {
+  readonly #p: ClaimKeeperParts;
+  /** Block key → the outcome last told for it, so each is told once. */
+  readonly #told = new Map<string, string>();
+  readonly #adoption: ClaimAdoption;
+
+  constructor(parts: ClaimKeeperParts) {
+    this.#p = parts;
+    this.#adoption = new ClaimAdoption(parts);
+  }
+
+  /** Records this node's claims its store lacks as empty blocks (tiered/adopt.ts), until that once succeeds. */
+  adopt(): Promise<string[]> {
+    return this.#adoption.run();
+  }
+
+  /** Throws TRY_AGAIN naming why when range `rangePool` (any range, when none is named) is halted. */
+  refuseHalted(rangePool?: string): void {
+    const { claims } = this.#p;
+    const halts = rangePool === undefined ? claims.halts() : [claims.halted(rangePool) ?? []].flat();
+    if (halts.length > 0) throw new WarrenError('TRY_AGAIN', halts.join('; '));
+  }
+
+  /**
+   * Why `node` may not claim block `key`, which nobody holds: its range halted (thrown), or the
+   * block's publication says it may be in use (answered; the block is then left out of placement
+   * until the next check).
+   */
+  async mayClaim(key: string, node: string): Promise<string | undefined> {
+    this.refuseHalted(rangePoolOfKey(key));
+    const refused = await claimRefusal(this.#p.tier, key, node);
+    if (refused === undefined) return undefined;
+    this.#p.claims.refuse(key, refused.owner);
+    return refused.reason;
+  }
+
+  /**
+   * Gives block `key` back (an `unclaim` commit at local revision `expected`): the claim is removed
+   * only while it is still exactly this node's record, read again for its current version (ABA).
+   */
+  async unclaim(key: string, expected: Revision, ops: readonly PoolOp[]): Promise<CommitResult> {
+    const { local, claims, tier, node } = this.#p;
+    const conflict = (reason: string): CommitResult => ({ kind: 'conflict', reason });
+    if ((await local.readPool(key)).revision !== expected) return conflict(`block ${key} changed`);
+    const current = await claims.current(key);
+    if (current === undefined) {
+      claims.drop(key);
+      return conflict(`block ${key} is no longer claimed by node ${node} in ${tier.description}`);
+    }
+    const outcome = await tier.unclaim(current);
+    if (outcome !== 'released') return conflict(`the claim of block ${key} ${outcome} in ${tier.description}`);
+    claims.drop(key);
+    return local.commit(key, expected, ops);
+  }
+
+  /** One check: this node's claims against the cluster's, and every lost claim acted on. */
+  async check(): Promise<void> {
+    await this.#p.claims.check();
+    for (const lost of this.#p.claims.lost()) {
+      const outcome = await this.#keep(lost.claim).catch(
+        (error: unknown): Outcome => ({ kind: 'waiting', why: messageOf(error) }),
+      );
+      this.#apply(lost.claim, outcome);
+    }
+  }
+
+  async #keep(lost: BlockClaim): Promise<Outcome> {
+    const { local, tier, node } = this.#p;
+    const held = (await local.list({ pool: lost.key })).length;
+    const standing = await tier.claimOf(lost.key);
+    if (standing?.node === node) return { kind: 'held', claim: standing, again: false };
+    if (held === 0) {
+      const read = await local.readPool(lost.key);
+      if (read.kind === 'snapshot' && read.affinity === node)
+        await local.commit(lost.key, read.revision, [{ op: 'unclaim' }]);
+      return { kind: 'empty' };
+    }
+    if (standing !== undefined) return { kind: 'taken', by: standing.node };
+    const made = await tier.claim(await this.#p.rangeOf(lost.key), lost.key, node);
+    if (made !== undefined) return { kind: 'held', claim: made, again: true };
+    const now = await tier.claimOf(lost.key);
+    if (now === undefined)
+      return { kind: 'waiting', why: `${tier.description} refused it (is its range still admitted?)` };
+    return now.node === node ? { kind: 'held', claim: now, again: false } : { kind: 'taken', by: now.node };
+  }
+
+  #apply(lost: BlockClaim, outcome: Outcome): void {
+    const { claims, node, tier } = this.#p;
+    const key = lost.key;
+    const gone = `the claim of block ${key} by node ${node} vanished from ${tier.description}`;
+    switch (outcome.kind) {
+      case 'held':
+        claims.record(outcome.claim);
+        this.#told.delete(key);
+        if (outcome.again)
+          this.#p.notice(
+            `${gone} (deleted by someone, or the cluster's data went back): it holds addresses here, ` +
+              `so node ${node} claimed it again`,
+          );
+        return;
+      case 'taken':
+        claims.taken(key, outcome.by);
+        this.#tell(key, 'taken', claims.halted(rangePoolOfKey(key)) ?? gone);
+        return;
+      case 'empty':
+        claims.forget(key);
+        this.#told.delete(key);
+        this.#p.notice(`${gone}; it held no address here, so it is left to the cluster`);
+        return;
+      case 'waiting':
+        this.#tell(
+          key,
+          'waiting',
+          `${gone}: no address is handed out in it until node ${node} claims it again ` +
+            `(retried at each check): ${outcome.why}`,
+        );
+        return;
+      default: {
+        const never: never = outcome;
+        throw new Error(`unhandled outcome ${JSON.stringify(never)}`);
+      }
+    }
+  }
+
+  #tell(key: string, kind: string, message: string): void {
+    if (this.#told.get(key) === kind) return;
+    this.#told.set(key, kind);
+    this.#p.notice(message);
+  }
+}

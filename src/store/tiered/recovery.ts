@@ -1,0 +1,86 @@
+/**
+ * The cluster's recovery after its store lost its data: one marker in the store (etcd: the key
+ * `recovery` under the prefix, etcd-tier/recovery.ts; Kubernetes: `spec.recovery` of the WarrenClusterState,
+ * kubernetes/cluster-state.ts) that every agent honours, pure bookkeeping here.
+ *
+ * Why a marker: after a store lost its data (wiped, restored from an older backup) the blocks claimed
+ * since are gone from it while nodes' containers still use their addresses. A node that noticed
+ * halts by itself; but an agent that starts afterwards (a new node, or one whose state directory is
+ * new) has nothing to compare with and would take the store at its word, claiming a halted node's
+ * blocks and handing out its live addresses. So the first node that notices writes the marker, each
+ * one that notices adds itself to it, and while it stands no agent allocates (ADD 11, STATUS 50,
+ * status, doctor and metrics say why): not a new one, and not one that accepted already (another
+ * node's blocks may still be missing from the store). A node leaves the marker when an operator
+ * accepts the store on it (`warren store accept`: its blocks are claimed again first) or forgets it
+ * (`warren node forget`: its blocks are given up); the last one to leave removes the marker.
+ *
+ * The marker names the nodes that noticed the loss, and the nodes the store still names when the
+ * first one writes it (announced, or holding blocks): after a restore from a backup those are the
+ * nodes whose claims the backup may lack. A node that was down during the loss and notices at its
+ * start (its recorded identity) adds itself then, and writes the marker again if it was removed.
+ */
+
+import type { Recovery } from '../membership.ts';
+import type { Halt } from './continuity.ts';
+
+export type { Recovery };
+
+/** Why no node allocates while `recovery` stands: for ADD's error, status, doctor. */
+export function recoveryProblem(recovery: Recovery): string {
+  const pending = recovery.pending;
+  return (
+    `the cluster store is in recovery since ${new Date(recovery.since).toISOString()} (it lost its data: ` +
+    `${recovery.reason}): no node allocates until every node listed has accepted the store ` +
+    `(\`warren store accept\` on that node) or been forgotten (\`warren node forget\`); waiting for ` +
+    `${pending.length === 0 ? 'no node (the marker is being removed)' : pending.join(', ')}`
+  );
+}
+
+/** The marker with `nodes` added (a new marker when there is none). */
+export function joined(
+  recovery: Recovery | undefined,
+  nodes: readonly string[],
+  reason: string,
+  now: number,
+): Recovery {
+  const pending = [...new Set([...(recovery?.pending ?? []), ...nodes])].sort();
+  return { since: recovery?.since ?? now, reason: recovery?.reason ?? reason, pending };
+}
+
+/** The marker without `node`; undefined when no node is left (the marker goes). */
+export function left(recovery: Recovery, node: string): Recovery | undefined {
+  const pending = recovery.pending.filter((n) => n !== node);
+  return pending.length === 0 ? undefined : { ...recovery, pending };
+}
+
+/** A marker read from JSON the store holds; undefined for one Warren did not write. */
+export function recoveryOf(value: unknown): Recovery | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const r = value as { since?: unknown; reason?: unknown; pending?: unknown };
+  if (typeof r.since !== 'number' || typeof r.reason !== 'string' || !Array.isArray(r.pending)) return undefined;
+  const pending = r.pending.filter((n): n is string => typeof n === 'string');
+  return { since: r.since, reason: r.reason, pending: [...new Set(pending)].sort() };
+}
+
+/** The first line of a halt's message: what was noticed, without the operator's instructions. */
+export function reasonOf(message: string): string {
+  const cut = message.indexOf('. Allocation is stopped');
+  return (cut === -1 ? message : message.slice(0, cut)).slice(0, 400);
+}
+
+/**
+ * What a node's `keepRecovery` writes, on either tier: a node halted because its store lost its
+ * data puts itself on the marker (the first one to write it also every node the store still names
+ * as holding blocks); anything else writes nothing.
+ */
+export async function joinRecovery(o: {
+  readonly halt: Halt | undefined;
+  readonly node: string | undefined;
+  readonly recovery: Recovery | undefined;
+  readonly holders: () => Promise<string[]>;
+  readonly join: (nodes: readonly string[], reason: string) => Promise<void>;
+}): Promise<void> {
+  if (o.halt?.kind !== 'store-lost' || o.node === undefined || o.recovery?.pending.includes(o.node) === true) return;
+  const holders = o.recovery === undefined ? await o.holders().catch(() => []) : [];
+  await o.join([o.node, ...holders], reasonOf(o.halt.message));
+}

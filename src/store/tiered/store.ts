@@ -1,0 +1,385 @@
+/**
+ * The two-tier store: the node's own store (`local`, its SQLite file) holds the addresses of the
+ * blocks this node owns; the cluster (`tier`, a ClusterTier: the Kubernetes API) holds who owns
+ * which block, each range's block size, range admissions, liveness and the published allocations.
+ *
+ * How the Store contract maps onto the two tiers:
+ * - allocate, release, relocate, unrest, cursor, cooldown and describe commit to `local` only: the
+ *   common ADD and DEL make no request to the cluster and work while it is away;
+ * - a `claim` commit claims the block in the cluster first (its range pinned there once, cached):
+ *   a block another node claimed is a conflict; an `unclaim` removes the claim only while it is
+ *   still exactly this node's record (uid, read again for its current version), never another
+ *   node's (ABA): a claim gone or replaced is a conflict;
+ * - an allocation in a block of a range split in the cluster (its description carries a block
+ *   size) needs this node's claim of the block: otherwise the commit is a conflict naming why (no
+ *   address is handed out in another node's block on this store); releases need no claim, so a DEL
+ *   in a block whose claim vanished still works; nor do loan and use pools (loan-key.ts, holding-key.ts);
+ * - a `describe` with a block size on a range pool pins the range in the cluster: a range already
+ *   split differently there writes the cluster's size into the local description and answers a
+ *   conflict, so the allocator's next look at `pools(range)` sees the stored size (and refuses a
+ *   config that asks for another);
+ * - `pools(<range>#)` answers this node's blocks only (read from the cluster once per range, then
+ *   cached), with local counts; the whole range is read only through `cluster.owners.rangeBlocks`,
+ *   which block placement calls when this node's blocks are full;
+ * - findByOwner, list and readPool are local: this node's allocations;
+ * - blocks whose local picture changed are published in batches every `publishIntervalMs` on the
+ *   clock (tiered/publisher.ts), retried while the cluster is away; `flush` publishes now; the
+ *   first run after `start` publishes every block this node holds, so what changed before a
+ *   restart and was not published yet is not lost;
+ * - every `claimCheckMs` this node's claims are compared with the cluster's (tiered/claims.ts), and
+ *   one vanished is claimed again or halts its range; a block nobody holds is claimed only if its
+ *   publication allows; unrecorded claims are adopted (all three: tiered/reclaim.ts);
+ * - before its first allocation or claim in a block, the node's file is compared with what it
+ *   published (tiered/file-check.ts): until then those commits throw TRY_AGAIN saying why.
+ *
+ * Admission (AdmissionGuard) across nodes, without a request per ADD: `spaces` are the cluster's;
+ * a commit that claims a block checks in the cluster that its range is still admitted, and the
+ * periodic check reads the spaces of the guards seen again; a guard found retired makes every
+ * commit carrying it a conflict with `admissionLost` until the range is admitted again (through
+ * `spaces.admit`). So an admission lost elsewhere stops this node's allocations within one check.
+ */
+import type { Clock } from '../../core/clock.ts';
+import { messageOf } from '../../core/errors.ts';
+import { PeriodicTask } from '../../core/periodic-task.ts';
+import { isBlockKey, rangePoolListed, rangePoolOfKey } from '../../ipam/blocks.ts';
+import type { Allocation, Owner } from '../../ipam/allocation.ts';
+import { isUseKey } from '../../ipam/holding-key.ts';
+import { isLoanKey } from '../../ipam/loan-key.ts';
+import type { ClusterTier, RangeRecord } from './cluster-tier.ts';
+import type {
+  AdmissionGuard,
+  AllocationFilter,
+  CommitOptions,
+  CommitResult,
+  PoolOp,
+  PoolRead,
+  PoolSummary,
+  Revision,
+  Store,
+  StoreCluster,
+} from '../store.ts';
+import { TieredAdmissions } from './admissions.ts';
+import { TieredClaims } from './claims.ts';
+import { ClaimKeeper } from './reclaim.ts';
+import { TieredPublisher } from './publisher.ts';
+import { forgetNodeBlocks, heldByNode, ownBlocks, rangeBlocks, recordFromKey, spaceOfPool } from './ranges.ts';
+
+export interface TieredStoreOptions {
+  readonly local: Store;
+  readonly tier: ClusterTier;
+  readonly node: string;
+  readonly clock: Clock;
+  readonly notice?: (message: string) => void;
+  /** How often changed blocks are published, ms (default 2000). */
+  readonly publishIntervalMs?: number;
+  /** How often this node's claims are compared with the cluster's, ms (default 10000). */
+  readonly claimCheckMs?: number;
+}
+
+const ADDRESSES_CHANGE = new Set<PoolOp['op']>(['allocate', 'release', 'relocate', 'unrest']);
+
+function conflict(reason: string, admissionLost?: true): CommitResult {
+  return { kind: 'conflict', reason, ...(admissionLost === undefined ? {} : { admissionLost }) };
+}
+
+export class TieredStore implements Store {
+  readonly description: string;
+  readonly tier: ClusterTier;
+  readonly cluster: StoreCluster;
+  /** This node's allocations a page at a time, as `list` answers them: the local store's. */
+  readonly listPage?: NonNullable<Store['listPage']>;
+  readonly #local: Store;
+  readonly #node: string;
+  readonly #clock: Clock;
+  readonly #notice: (message: string) => void;
+  readonly #publishMs: number;
+  readonly #checkMs: number;
+  readonly #claims: TieredClaims;
+  readonly #keeper: ClaimKeeper;
+  readonly #publisher: TieredPublisher;
+  /** Range pool → its record as pinned in the cluster. */
+  readonly #ranges = new Map<string, RangeRecord>();
+  /** Split range pools (their blocks held to claims) → the block size their local description fixed. */
+  readonly #splitRanges = new Map<string, number>();
+  readonly #admissions: TieredAdmissions;
+  /** Publication and the claim check, on the clock from `start` to `close`. */
+  #chores: PeriodicTask<void>[] = [];
+  #clusterProblem: string | undefined; // the cluster's failure at the last ping
+
+  /** `extend`: what a backend adds to the cluster capability (etcd: its history and old layout). */
+  constructor(o: TieredStoreOptions, extend: (cluster: StoreCluster) => StoreCluster = (cluster) => cluster) {
+    this.#local = o.local;
+    this.tier = o.tier;
+    this.#node = o.node;
+    this.#clock = o.clock;
+    this.#notice = o.notice ?? (() => undefined);
+    this.#publishMs = o.publishIntervalMs ?? 2000;
+    this.#checkMs = o.claimCheckMs ?? 10_000;
+    this.description = `${o.local.description}, blocks in ${o.tier.description}`;
+    const listPage = o.local.listPage;
+    if (listPage !== undefined) this.listPage = (filter, page) => listPage.call(o.local, filter, page);
+    this.#claims = new TieredClaims(o.tier, o.node);
+    const rangeOf = async (key: string) =>
+      (await this.#rangeOf(rangePoolOfKey(key))) ?? this.tier.pinRange(recordFromKey(key));
+    this.#keeper = new ClaimKeeper({ ...o, claims: this.#claims, notice: this.#notice, rangeOf });
+    this.#publisher = new TieredPublisher({
+      local: o.local,
+      tier: o.tier,
+      node: o.node,
+      clock: o.clock,
+      holds: (key) => this.#claims.held(key),
+      isLoan: async (key) => isLoanKey(key, (await this.#blockPrefix(rangePoolOfKey(key))) ?? 128), // unsplit: none
+      everyOwnBlock: async () => (await this.#claims.loadAll()).map((c) => c.key),
+      notice: this.#notice,
+    });
+    this.#admissions = new TieredAdmissions(o.tier, (space) => heldByNode(o.local, o.node, space));
+    this.cluster = extend({
+      membership: this.#publisher.fileCheck.accepting(o.tier.membership),
+      spaces: this.#admissions.spaces,
+      owners: {
+        rangeBlocks: (rangePool, options) =>
+          rangeBlocks({ local: this.#local, tier: this.tier, claims: this.#claims }, rangePool, options.counts),
+        holders: () => this.tier.claimHolders(),
+        forgetNode: (node) => forgetNodeBlocks(this.tier, node),
+        adoptClaims: () => this.#keeper.adopt(),
+      },
+      records: o.tier,
+      fileCheck: () => this.#publisher.fileCheck.status(),
+      ...(o.tier.holdings === undefined ? {} : { holdings: o.tier.holdings }),
+    });
+  }
+
+  /** Compares the node's file with its publications, and starts publication and the claim check on the clock. */
+  start(): void {
+    void this.#publisher.fileCheck.run();
+    this.#every(this.#publishMs, () => this.#publisher.run());
+    this.#every(this.#checkMs, () => this.check());
+  }
+
+  /** Publishes now what is pending (after comparing the node's file with its publications, if not yet). */
+  flush(): Promise<void> {
+    return this.#publisher.run();
+  }
+
+  /** Blocks waiting to be published. */
+  get pendingPublication(): number {
+    return this.#publisher.pending;
+  }
+
+  /** `run` an interval after start, then an interval after each run ends (neither run throws). */
+  #every(intervalMs: number, run: () => Promise<void>): void {
+    const chore = new PeriodicTask({ clock: this.#clock, intervalMs, run });
+    chore.start();
+    this.#chores.push(chore);
+  }
+
+  /** Holds this node's claims and guards to the cluster's; tells `notice`, never throws (the next check retries). */
+  async check(): Promise<void> {
+    try {
+      await this.#keeper.check();
+      await this.#admissions.checkAll();
+    } catch (error) {
+      this.#notice(`checking the claims of node ${this.#node} failed, retrying: ${messageOf(error)}`);
+    }
+  }
+
+  readPool(pool: string, knownRevision?: Revision): Promise<PoolRead> {
+    return this.#local.readPool(pool, knownRevision);
+  }
+
+  async commit(
+    pool: string,
+    expected: Revision,
+    ops: readonly PoolOp[],
+    guard?: AdmissionGuard,
+    options?: CommitOptions,
+  ): Promise<CommitResult> {
+    const refused = guard === undefined ? undefined : this.#admissions.refusal(guard);
+    if (refused !== undefined) return conflict(refused, true);
+    if (!isBlockKey(pool)) {
+      const described = ops.find((op) => op.op === 'describe' && op.description.blockPrefix !== undefined);
+      if (described?.op === 'describe') return this.#commitRange(pool, expected, ops, described);
+      return this.#local.commit(pool, expected, ops, undefined, options);
+    }
+    const allocates = ops.some((op) => op.op === 'allocate');
+    if (allocates || ops.some((op) => op.op === 'claim')) await this.#publisher.fileCheck.compare(pool, allocates);
+    if (ops.some((op) => op.op === 'claim')) return this.#commitClaim(pool, expected, ops, guard);
+    if (ops.some((op) => op.op === 'unclaim')) return this.#keeper.unclaim(pool, expected, ops);
+    if (ops.some((op) => op.op === 'allocate')) {
+      const refused = await this.#refusal(pool);
+      if (refused !== undefined) return conflict(refused);
+    }
+    return this.#committed(pool, await this.#local.commit(pool, expected, ops, undefined, options), ops);
+  }
+
+  #committed(pool: string, result: CommitResult, ops: readonly PoolOp[]): CommitResult {
+    if (result.kind === 'committed' && ops.some((op) => ADDRESSES_CHANGE.has(op.op))) this.#publisher.mark(pool);
+    return result;
+  }
+
+  /** Why an allocation in block `key` may not be made on this node; undefined when it may. */
+  async #refusal(key: string): Promise<string | undefined> {
+    const rangePool = rangePoolOfKey(key);
+    this.#keeper.refuseHalted(rangePool);
+    if (this.#claims.vanished(key))
+      return `the claim of block ${key} by node ${this.#node} vanished from ${this.tier.description}`;
+    const blockPrefix = await this.#blockPrefix(rangePool);
+    if (blockPrefix === undefined) return undefined; // a range never split in the cluster
+    // A loan pool (lent by another node: allocator/lending/) or a use pool (holdings/) is this node's alone.
+    if (isLoanKey(key, blockPrefix) || isUseKey(key)) return undefined;
+    try {
+      await this.#claims.load(rangePool);
+    } catch {
+      // The cluster is away and this range's claims were never read in this process (a restart):
+      // the local record of the claims this node made stands in until the cluster answers.
+      const read = await this.#local.readPool(key);
+      return read.kind === 'snapshot' && read.affinity === this.#node
+        ? undefined
+        : `block ${key} is not claimed by node ${this.#node} (${this.tier.description} cannot be reached to check)`;
+    }
+    return this.#claims.holds(key) ? undefined : `block ${key} is not claimed by node ${this.#node}`;
+  }
+
+  /** The range's block size, as pinned here or locally described (no request); undefined: never split. */
+  async #blockPrefix(rangePool: string): Promise<number | undefined> {
+    const known = this.#ranges.get(rangePool)?.blockPrefix ?? this.#splitRanges.get(rangePool);
+    if (known !== undefined) return known;
+    const blockPrefix = (await this.#local.pools(rangePool)).find((p) => p.pool === rangePool)?.description
+      ?.blockPrefix;
+    if (blockPrefix !== undefined) this.#splitRanges.set(rangePool, blockPrefix);
+    return blockPrefix;
+  }
+
+  /** The range as pinned in the cluster, from the local description; undefined when never split. */
+  async #rangeOf(rangePool: string): Promise<RangeRecord | undefined> {
+    const known = this.#ranges.get(rangePool);
+    if (known !== undefined) return known;
+    const summary = (await this.#local.pools(rangePool)).find((p) => p.pool === rangePool);
+    const d = summary?.description;
+    if (d?.blockPrefix === undefined) return undefined;
+    const record = { pool: rangePool, space: spaceOfPool(rangePool), ...d, blockPrefix: d.blockPrefix };
+    const pinned = await this.tier.pinRange({
+      pool: record.pool,
+      space: record.space,
+      subnet: record.subnet,
+      first: record.first,
+      last: record.last,
+      blockPrefix: record.blockPrefix,
+    });
+    this.#ranges.set(rangePool, pinned);
+    return pinned;
+  }
+
+  async #commitRange(
+    pool: string,
+    expected: Revision,
+    ops: readonly PoolOp[],
+    described: Extract<PoolOp, { op: 'describe' }>,
+  ): Promise<CommitResult> {
+    const d = described.description;
+    const { subnet, first, last } = d;
+    const asked: RangeRecord = { pool, space: spaceOfPool(pool), subnet, first, last, blockPrefix: d.blockPrefix ?? 0 };
+    const pinned = await this.tier.pinRange(asked);
+    this.#ranges.set(pool, pinned);
+    if (pinned.blockPrefix === asked.blockPrefix) return this.#local.commit(pool, expected, ops);
+    // Split differently in the cluster: record the cluster's size so the next look at the range sees it.
+    const description = { ...d, blockPrefix: pinned.blockPrefix };
+    const fixed = ops.map((op) => (op === described ? { op: 'describe' as const, description } : op));
+    await this.#local.commit(pool, expected, fixed);
+    return conflict(`range ${pool} is split into /${pinned.blockPrefix} blocks in ${this.tier.description}`);
+  }
+
+  async #commitClaim(
+    key: string,
+    expected: Revision,
+    ops: readonly PoolOp[],
+    guard: AdmissionGuard | undefined,
+  ): Promise<CommitResult> {
+    const claimOp = ops.find((op) => op.op === 'claim');
+    const node = claimOp?.op === 'claim' ? claimOp.node : this.#node;
+    const rangePool = rangePoolOfKey(key);
+    // A claim costs the cluster a write: check the local revision first so a stale round costs none.
+    if ((await this.#local.readPool(key)).revision !== expected) return conflict(`block ${key} changed`);
+    await this.#claims.load(rangePool);
+    // A range in which this node holds a block cannot be retired (it holds something: the cluster's
+    // spaces refuse): only the first claim in a range asks whether the admission still stands.
+    const first = guard !== undefined && this.#claims.of(rangePool).length === 0;
+    const lost = first ? await this.#admissions.check(guard) : undefined;
+    if (lost !== undefined) return conflict(lost, true);
+    const range = (await this.#rangeOf(rangePool)) ?? (await this.tier.pinRange(recordFromKey(key)));
+    const refused = await this.#keeper.mayClaim(key, node);
+    if (refused !== undefined) return conflict(refused);
+    let claim = await this.tier.claim(range, key, node);
+    if (claim === undefined) {
+      // Ours already (a claim whose local commit never happened: a crash in between) is ours to use.
+      const held = await this.tier.claimOf(key);
+      // Claimed by nobody: the tier refused it for its range's admission (etcd); admit again.
+      if (held === undefined) return conflict(`block ${key} was not claimed: is its range still admitted?`, true);
+      if (held.node !== node) return conflict(`block ${key} is claimed by node ${held.node}`);
+      claim = held;
+    }
+    const result = await this.#local.commit(key, expected, ops);
+    if (result.kind === 'conflict') {
+      // Not recorded here: give the block back, or it would stay claimed by a node that never uses it.
+      await this.tier.unclaim(claim).catch(() => undefined);
+      return result;
+    }
+    if (node === this.#node) this.#claims.record(claim);
+    this.#publisher.mark(key);
+    return this.#committed(key, result, ops);
+  }
+
+  findByOwner(owner: Omit<Owner, 'ifname'> & { ifname?: string }): Promise<Allocation[]> {
+    return this.#local.findByOwner(owner);
+  }
+
+  list(filter?: AllocationFilter): Promise<Allocation[]> {
+    return this.#local.list(filter);
+  }
+
+  async pools(prefix?: string): Promise<PoolSummary[]> {
+    const local = await this.#local.pools(prefix);
+    // `<range pool>#` exactly: the blocks of one range.
+    const rangePool = rangePoolListed(prefix);
+    const shown = local.map((p) => {
+      if (!isBlockKey(p.pool) || !this.#claims.vanished(p.pool)) return p;
+      const { affinity: _gone, ...rest } = p;
+      return rest;
+    });
+    if (rangePool === undefined) return shown;
+    return ownBlocks(this.#claims, rangePool, shown);
+  }
+
+  /**
+   * Checks both tiers. Only the node's store failing, or a range halted (tiered/reclaim.ts), throws:
+   * CNI STATUS and readiness follow ping, and a node with room in its own blocks serves ADD and DEL
+   * while the cluster is away. The cluster being away is told to `notice` once per outage and
+   * answered by `clusterProblem`.
+   */
+  async ping(): Promise<void> {
+    await this.#local.ping();
+    this.#keeper.refuseHalted(); // a halted range: not ready, naming it
+    try {
+      await this.tier.ping();
+      this.#clusterProblem = undefined;
+    } catch (error) {
+      const problem = `${this.tier.description} cannot be reached: ${messageOf(error)}`;
+      if (this.#clusterProblem === undefined)
+        this.#notice(`${problem}; ADD and DEL in the blocks node ${this.#node} holds go on`);
+      this.#clusterProblem = problem;
+    }
+  }
+
+  /** Why the cluster could not be reached at the last ping; undefined when it answered. */
+  clusterProblem(): string | undefined {
+    return this.#clusterProblem;
+  }
+
+  async close(): Promise<void> {
+    for (const chore of this.#chores) chore.stop();
+    this.#chores = [];
+    await this.#publisher.run();
+    await this.#local.close();
+    await this.tier.close();
+  }
+}

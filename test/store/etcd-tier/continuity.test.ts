@@ -1,0 +1,40 @@
+/**
+ * What the store has seen of etcd, and when that says the store is no longer the one it was: the
+ * revision floor is what was seen when a request left (a response to a request sent before another
+ * completed may be older than that one), another cluster halts, and the first reason stands.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { EtcdContinuity } from '../../../src/store/etcd-tier/continuity.ts';
+
+const header = (revision: number, cluster = 'c1') => ({ cluster_id: cluster, revision: String(revision) });
+
+describe('EtcdContinuity', () => {
+  it('a response older than one that completed before its request left halts; one merely overtaken does not', () => {
+    const c = new EtcdContinuity(() => 7);
+    c.observe(header(10), c.floor());
+    const sentEarly = c.floor(); // 10
+    c.observe(header(12), c.floor()); // a request sent and answered meanwhile
+    c.observe(header(11), sentEarly); // the early request's answer arrives late: legitimate
+    assert.equal(c.halted(), undefined);
+    c.observe(header(3), c.floor());
+    assert.equal(c.halted()?.kind, 'store-lost');
+    assert.match(c.halted()?.message ?? '', /revision 3, lower than revision 12 .*went backwards.*warren store accept/);
+    assert.equal(c.halted()?.at, 7);
+  });
+
+  it('a response from another cluster halts, and the first reason stands until accepted', () => {
+    const c = new EtcdContinuity();
+    c.observe(header(5, 'a'), 0);
+    c.observe(header(6, 'b'), c.floor());
+    assert.match(c.halted()?.message ?? '', /cluster b, not cluster a/);
+    c.halt('taken-over', 'another reason');
+    assert.equal(c.halted()?.kind, 'store-lost', 'the first halt stands');
+    c.identity = 'id-1';
+    c.accept();
+    assert.equal(c.halted(), undefined);
+    assert.equal(c.identity, undefined, 'accept forgets the old store');
+    c.observe(header(1, 'b'), c.floor());
+    assert.equal(c.halted(), undefined, 'after accept, the present store is the one');
+  });
+});

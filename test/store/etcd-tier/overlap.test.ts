@@ -1,0 +1,181 @@
+/**
+ * Overlapping ranges of one network_name across nodes, on real etcd (issue 10, defect #1): an
+ * address is unique within a network_name whatever the ranges of each node's configs say. Two
+ * Allocators on two stores as `--store etcd` opens them (each node's SQLite file beside the etcd
+ * tier, one prefix) act as two agents on two nodes; each admits a range on its own and caches that,
+ * so only what the cluster keeps (admission records, the claims, and the guard every claim carries)
+ * can keep them apart. What each node hands out is in its own file: both are looked at.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { Allocator } from '../../../src/allocator/allocator.ts';
+import { ManualClock } from '../../../src/core/clock.ts';
+import { isWarrenError } from '../../../src/core/errors.ts';
+import { parseIpamConfig } from '../../../src/cni/ipam-config.ts';
+import type { Allocation } from '../../../src/ipam/allocation.ts';
+import { rangePoolOfKey } from '../../../src/ipam/blocks.ts';
+import { parsePoolKey } from '../../../src/ipam/pool-key.ts';
+import type { EtcdTieredStore } from '../../../src/store/etcd-tier/tiered.ts';
+import type { AddressSpaces } from '../../../src/store/store.ts';
+import { type EtcdCluster, startEtcd } from '../../helpers/etcd.ts';
+import { openTieredOnEtcd } from '../../helpers/etcd-tiered.ts';
+
+describe('etcd: overlapping ranges of one network_name on two nodes', () => {
+  let etcd: EtcdCluster;
+  let serial = 0;
+  const stores: EtcdTieredStore[] = [];
+
+  before(async () => {
+    etcd = await startEtcd(1);
+  });
+  after(async () => {
+    for (const s of stores) await s.close().catch(() => undefined);
+    await etcd?.stop();
+  });
+
+  /** Two nodes on one fresh prefix, each with its own etcd client and allocator. */
+  const twoNodes = async () => {
+    serial += 1;
+    const prefix = `/overlap-${serial}/`;
+    const clock = new ManualClock(1_000_000);
+    const node = async (name: string) => {
+      const store = await openTieredOnEtcd({ endpoints: etcd.endpoints, prefix, node: name, clock });
+      stores.push(store);
+      return { store, allocator: new Allocator({ store, clock, node: name, blocks: true }) };
+    };
+    const n1 = await node('n1');
+    const n2 = await node('n2');
+    const all = async () => [...(await n1.store.list()), ...(await n2.store.list())];
+    /** Gives back a node's empty blocks at once (the upkeep does after a grace). */
+    const giveBack = async (allocator: Allocator) => {
+      await allocator.returnEmptyBlocks(1_000);
+      clock.advance(2_000);
+      assert.notDeepEqual((await allocator.returnEmptyBlocks(1_000)).returned, [], 'an empty block was given back');
+    };
+    return { n1, n2, all, giveBack };
+  };
+
+  const ranges = (range: string, network_name?: string) =>
+    parseIpamConfig({ type: 'warren', range, ...(network_name === undefined ? {} : { network_name }) }).ranges;
+  const owner = (containerID: string, network = 'net') => ({ network, containerID, ifname: 'eth0' });
+  const refusedAsOverlap = (ours: string, theirs: string) => (error: unknown) =>
+    isWarrenError(error, 'INVALID_CONFIG') && error.message.includes(`range ${ours} overlaps range ${theirs}`);
+  /** No address is held twice within one network_name (an address space of its own). */
+  const assertNoAddressTwice = (all: readonly Allocation[]) => {
+    const seen = new Map<string, string>();
+    for (const a of all) {
+      const key = `${parsePoolKey(rangePoolOfKey(a.pool))?.networkName ?? ''} ${a.address}`;
+      const earlier = seen.get(key);
+      assert.equal(earlier, undefined, `${a.address} handed out twice: in ${earlier} and in ${a.pool}`);
+      seen.set(key, a.pool);
+    }
+  };
+
+  it('refuses the range a second node uses when it overlaps the range the first node allocated in', async () => {
+    const { n1, n2, all } = await twoNodes();
+    const [a] = await n1.allocator.allocate({ owner: owner('a'), ranges: ranges('10.232.2.0/24') });
+    assert.equal(a?.allocation.address, '10.232.2.1');
+    await assert.rejects(
+      n2.allocator.allocate({ owner: owner('b', 'other-conf'), ranges: ranges('10.232.2.0/25') }),
+      refusedAsOverlap('10.232.2.0/25', '10.232.2.0/24'),
+    );
+    assertNoAddressTwice(await all());
+  });
+
+  // Blocks only: a range kept in one pool (no blocks) is the old one-tier layout's, gone with it.
+  for (const blocks of [true]) {
+    it(`of two nodes using overlapping ranges for the first time at once, one is refused and no address is handed out twice (${blocks ? 'blocks' : 'one pool per range'})`, async () => {
+      const { n1, n2, all } = await twoNodes();
+      // Each round is a fresh network_name, so both nodes meet an empty address space at once.
+      for (let round = 0; round < 12; round++) {
+        const name = `race-${round}`;
+        const [wide, narrow] = round % 2 === 0 ? [n1, n2] : [n2, n1];
+        const outcomes = await Promise.allSettled([
+          wide.allocator.allocate({ owner: owner(`w${round}`), ranges: ranges('10.232.2.0/24', name) }),
+          narrow.allocator.allocate({ owner: owner(`n${round}`), ranges: ranges('10.232.2.0/25', name) }),
+        ]);
+        const served = outcomes.filter((o) => o.status === 'fulfilled');
+        const refused = outcomes.flatMap((o) => (o.status === 'rejected' ? [o.reason as unknown] : []));
+        assert.equal(
+          served.length,
+          1,
+          `round ${round}: exactly one node is served; refusals: ${refused.map(String).join('; ')}`,
+        );
+        assert.ok(
+          refused.every(
+            (e) =>
+              refusedAsOverlap('10.232.2.0/24', '10.232.2.0/25')(e) ||
+              refusedAsOverlap('10.232.2.0/25', '10.232.2.0/24')(e),
+          ),
+          `round ${round}: the other is refused as an overlap naming both ranges: ${refused.map(String).join('; ')}`,
+        );
+      }
+      assertNoAddressTwice(await all());
+    });
+  }
+
+  it('refuses the next ADD of a node that cached its admission once another node took the space over, and the reverse after a drain', async () => {
+    const { n1, n2, all, giveBack } = await twoNodes();
+    const wide = ranges('10.232.2.0/24');
+    const narrow = ranges('10.232.2.0/25');
+    // Node 1 admits the /24 and caches that; its range then drains, and (two tiers: a claimed block
+    // counts as held whatever it holds) node 1 gives its empty block back.
+    await n1.allocator.allocate({ owner: owner('a'), ranges: wide });
+    await n1.allocator.release(owner('a'));
+    await giveBack(n1.allocator);
+    // Node 2 may start the /25: the /24 holds nothing.
+    const [b] = await n2.allocator.allocate({ owner: owner('b'), ranges: narrow });
+    assert.equal(b?.allocation.address, '10.232.2.1');
+    // Node 1's cached admission no longer stands.
+    await assert.rejects(
+      n1.allocator.allocate({ owner: owner('c'), ranges: wide }),
+      refusedAsOverlap('10.232.2.0/24', '10.232.2.0/25'),
+    );
+    await assert.rejects(
+      n1.allocator.allocate({ owner: owner('c'), ranges: wide }),
+      refusedAsOverlap('10.232.2.0/24', '10.232.2.0/25'),
+      'and stays refused',
+    );
+    assertNoAddressTwice(await all());
+    // Node 2 keeps serving its range.
+    const [d] = await n2.allocator.allocate({ owner: owner('d'), ranges: narrow });
+    assert.equal(d?.allocation.address, '10.232.2.2');
+
+    // The /25 drains: node 1 may take the /24 back, and node 2, which cached the /25, is refused.
+    await n2.allocator.release(owner('b'));
+    await n2.allocator.release(owner('d'));
+    await giveBack(n2.allocator);
+    const [e] = await n1.allocator.allocate({ owner: owner('e'), ranges: wide });
+    assert.ok(e !== undefined);
+    await assert.rejects(
+      n2.allocator.allocate({ owner: owner('f'), ranges: narrow }),
+      refusedAsOverlap('10.232.2.0/25', '10.232.2.0/24'),
+    );
+    assertNoAddressTwice(await all());
+  });
+
+  it('admits ranges that do not overlap, or overlap in another network_name, side by side on two nodes', async () => {
+    const { n1, n2, all } = await twoNodes();
+    await n1.allocator.allocate({ owner: owner('a'), ranges: ranges('10.232.2.0/25') });
+    await n2.allocator.allocate({ owner: owner('b'), ranges: ranges('10.232.2.128/25') });
+    await n1.allocator.allocate({ owner: owner('c', 'red'), ranges: ranges('10.232.2.0/24', 'red') });
+    // Both /25s keep serving: neither admission retired the other.
+    await n1.allocator.allocate({ owner: owner('d'), ranges: ranges('10.232.2.0/25') });
+    await n2.allocator.allocate({ owner: owner('e'), ranges: ranges('10.232.2.128/25') });
+    assert.equal((await all()).length, 5);
+  });
+
+  it('does not admit a range on a reading older than a write to a block of the range it would retire', async () => {
+    const { n1, n2 } = await twoNodes();
+    const spaces = n2.store.cluster.spaces as AddressSpaces;
+    await n1.allocator.allocate({ owner: owner('a'), ranges: ranges('10.232.2.0/24') });
+    await n1.allocator.release(owner('a'));
+    const reading = await spaces.read('v4');
+    assert.deepEqual(reading.admitted, ['10.232.2.0/24']);
+    // After the reading, node 1 allocates again, in a block it had not used: a key the reading never saw.
+    const requested = { family: 4 as const, value: 0x0ae802c8n }; // 10.232.2.200
+    await n1.allocator.allocate({ owner: owner('b'), ranges: ranges('10.232.2.0/24'), requested: [requested] });
+    assert.equal(await spaces.admit(reading, '10.232.2.0/25', ['10.232.2.0/24']), undefined);
+    assert.deepEqual((await spaces.read('v4')).admitted, ['10.232.2.0/24'], 'the /24 stays admitted');
+  });
+});

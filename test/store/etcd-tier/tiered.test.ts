@@ -1,0 +1,242 @@
+/**
+ * What `--store etcd` opens (src/store/etcd-tier/tiered.ts: the node's SQLite file beside the
+ * etcd tier, the identity checked and the old layout moved at open), on real etcd members: the
+ * Store contract, how it refuses bad endpoints and files and fails fast when nothing listens,
+ * mutual TLS, membership, and what it does when etcd lost its data (its data directory wiped):
+ * claims and publication stop, ping says why, and nothing is claimed into the empty store.
+ */
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { Etcd3 } from 'etcd3';
+import { ManualClock } from '../../../src/core/clock.ts';
+import { isWarrenError } from '../../../src/core/errors.ts';
+import type { EtcdClientOptions } from '../../../src/store/etcd-tier/client.ts';
+import { type EtcdTieredStore, openEtcdTiered } from '../../../src/store/etcd-tier/tiered.ts';
+import { SqliteStore } from '../../../src/store/sqlite/store.ts';
+import type { Store } from '../../../src/store/store.ts';
+import { type EtcdCluster, freePort, makeTls, startEtcd } from '../../helpers/etcd.ts';
+import { tempDir } from '../../helpers/processes.ts';
+import { storeConformance } from '../conformance.ts';
+
+let etcd: EtcdCluster;
+before(async () => {
+  etcd = await startEtcd(1);
+});
+after(async () => {
+  await etcd?.stop();
+});
+
+const clock = new ManualClock(Date.now());
+
+interface Where {
+  readonly prefix: string;
+  readonly path: string;
+}
+
+function open(
+  where: Where,
+  o: Partial<EtcdClientOptions> & { notice?: (m: string) => void; node?: string } = {},
+): Promise<EtcdTieredStore> {
+  return openEtcdTiered({
+    local: new SqliteStore({ path: where.path }),
+    node: o.node ?? 'n1',
+    clock,
+    endpoints: o.endpoints ?? etcd.endpoints,
+    prefix: where.prefix,
+    leaseSeconds: 15,
+    ...(o.tls === undefined ? {} : { tls: o.tls }),
+    ...(o.notice === undefined ? {} : { notice: o.notice }),
+  });
+}
+
+let serial = 0;
+const fresh = (): Where => {
+  serial += 1;
+  return { prefix: `/tiered-open-${process.pid}-${serial}/`, path: join(tempDir(), 'warren.db') };
+};
+const places = new WeakMap<Store, Where>();
+
+storeConformance('etcd (one member): the two-tier store --store etcd opens', {
+  async create() {
+    const where = fresh();
+    const store = await open(where);
+    places.set(store, where);
+    return store;
+  },
+  async reopen(store) {
+    const where = places.get(store) as Where;
+    const again = await open(where);
+    places.set(again, where);
+    return again;
+  },
+});
+
+describe('the etcd store as opened', () => {
+  it('refuses bad endpoints and unreadable TLS files by name', async () => {
+    await assert.rejects(open(fresh(), { endpoints: [] }), /no endpoints/);
+    await assert.rejects(open(fresh(), { endpoints: ['127.0.0.1:2379'] }), /"127\.0\.0\.1:2379" is not http/);
+    await assert.rejects(
+      open(fresh(), { endpoints: ['https://127.0.0.1:1'], tls: { ca: '/nonexistent/ca.pem' } }),
+      /CA file \/nonexistent\/ca\.pem cannot be read/,
+    );
+  });
+
+  it('fails fast with TRY_AGAIN naming etcd when nothing listens', async () => {
+    const port = await freePort();
+    const started = Date.now();
+    await assert.rejects(
+      open(fresh(), { endpoints: [`http://127.0.0.1:${port}`] }),
+      (error: unknown) => isWarrenError(error, 'TRY_AGAIN') && /etcd tier unreachable/.test(error.message),
+    );
+    // Not a timing assertion for correctness: a refused connection must not wait out a long deadline.
+    assert.ok(Date.now() - started < 15_000);
+  });
+
+  it('does not start on an old-layout document that does not parse, naming its pool', async () => {
+    const where = fresh();
+    const raw = new Etcd3({ hosts: etcd.endpoints });
+    try {
+      await raw.put(`${where.prefix}units/10.0.0.0/24#10.0.0.0/28`).value('{"allocations": 7');
+      await assert.rejects(
+        open(where),
+        (e: unknown) =>
+          isWarrenError(e, 'IO_FAILURE') &&
+          /document of pool 10\.0\.0\.0\/24#10\.0\.0\.0\/28 is corrupt/.test(e.message),
+      );
+    } finally {
+      raw.close();
+    }
+  });
+
+  it('talks to etcd over mutual TLS when given the CA, a client certificate and its key', async () => {
+    const tls = await makeTls();
+    const secure = await startEtcd(1, tls);
+    try {
+      const where = fresh();
+      const store = await open(where, {
+        endpoints: secure.endpoints,
+        tls: { ca: tls.ca, cert: tls.clientCert, key: tls.clientKey },
+      });
+      try {
+        await store.ping();
+        assert.equal(store.clusterProblem(), undefined);
+      } finally {
+        await store.close();
+      }
+      // Without a client certificate the member refuses, and Warren says etcd is unreachable.
+      await assert.rejects(open(fresh(), { endpoints: secure.endpoints, tls: { ca: tls.ca } }), (e: unknown) =>
+        isWarrenError(e, 'TRY_AGAIN'),
+      );
+      await assert.rejects(
+        open(fresh(), { endpoints: secure.endpoints, tls: { ca: tls.ca, cert: tls.clientCert } }),
+        /needs its key/,
+      );
+    } finally {
+      await secure.stop();
+    }
+  });
+
+  it('announces a node while it holds its lease and forgets it at withdraw', async () => {
+    const prefix = `/members-${process.pid}/`;
+    const store = await open({ prefix, path: join(tempDir(), 'a.db') });
+    const observer = await open({ prefix, path: join(tempDir(), 'b.db') }, { node: 'observer' });
+    try {
+      await store.cluster.membership.announce('node-a', { since: 1, version: 'test' });
+      assert.deepEqual(
+        (await observer.cluster.membership.liveNodes()).map((n) => n.node),
+        ['node-a'],
+      );
+      await store.cluster.membership.withdraw();
+      assert.deepEqual(await observer.cluster.membership.liveNodes(), []);
+    } finally {
+      await store.close();
+      await observer.close();
+    }
+  });
+});
+
+describe('an etcd that lost its data under the two-tier store', () => {
+  it('halts claims and publication, says so at ping and to notice, claims nothing into the empty store, and claims its blocks again once accepted', async () => {
+    const wiped = await startEtcd(1);
+    const notices: string[] = [];
+    const where = fresh();
+    const store = await open(where, { endpoints: wiped.endpoints, notice: (m) => notices.push(m) });
+    const raw = new Etcd3({ hosts: wiped.endpoints });
+    try {
+      await store.cluster.membership.announce('n1', { since: 1, version: 'test' });
+      const range = '10.79.0.0/24@wipe';
+      const block = `${range}#10.79.0.0/28`;
+      const description = {
+        subnet: '10.79.0.0/24',
+        first: '10.79.0.1',
+        last: '10.79.0.254',
+        capacity: '254',
+        cooldownSeconds: 0,
+        blockPrefix: 28,
+      };
+      assert.equal((await store.commit(range, 0, [{ op: 'describe', description }])).kind, 'committed');
+      assert.equal((await store.commit(block, 0, [{ op: 'claim', node: 'n1' }])).kind, 'committed');
+      const allocation = {
+        pool: block,
+        address: '10.79.0.1',
+        network: 'net',
+        containerID: 'c1',
+        ifname: 'eth0',
+        node: 'n1',
+        createdAt: 1,
+      };
+      const read = await store.readPool(block);
+      assert.equal((await store.commit(block, read.revision, [{ op: 'allocate', allocation }])).kind, 'committed');
+      await store.flush();
+      assert.equal((await raw.getAll().prefix(`${where.prefix}published/`).keys()).length, 1);
+
+      await wiped.wipe(wiped.members[0] as NonNullable<(typeof wiped.members)[0]>);
+      await store.ping();
+      const problem = store.clusterProblem();
+      assert.match(problem ?? '', /lost its data|went backwards/, problem);
+      assert.match(problem ?? '', /warren store accept/);
+      assert.ok(store.cluster.membership.halted(), 'membership says the store is halted: the agent stops allocating');
+      assert.ok(
+        notices.some((m) => /lost its data|went backwards/.test(m)),
+        notices.join('\n'),
+      );
+
+      // No claim into the empty store: the next block's claim is refused naming why.
+      const next = `${range}#10.79.0.16/28`;
+      await assert.rejects(
+        store.commit(next, 0, [{ op: 'claim', node: 'n1' }]),
+        (e: unknown) => isWarrenError(e, 'TRY_AGAIN') && /lost its data|went backwards/.test(e.message),
+      );
+      // Nor a publication: what changed stays pending.
+      const again = await store.readPool(block);
+      const second = { ...allocation, address: '10.79.0.2', containerID: 'c2' };
+      await store.commit(block, again.revision, [{ op: 'allocate', allocation: second }]);
+      await store.flush();
+      assert.ok(store.pendingPublication > 0, 'the changed block waits: nothing published into the wiped store');
+      assert.deepEqual(
+        await raw.getAll().prefix(where.prefix).keys(),
+        [],
+        'nothing of the node written into the empty store',
+      );
+
+      // The operator accepts the store as it is: the node claims again the block its file holds,
+      // its range's block size first, and publishes it.
+      const report = await store.cluster.membership.accept();
+      assert.deepEqual(report, { addresses: 2, blocks: 1, conflicts: [] });
+      assert.equal(store.cluster.membership.halted(), undefined);
+      assert.equal((await store.etcd.claimOf(block))?.node, 'n1');
+      assert.deepEqual(
+        (await raw.getAll().prefix(`${where.prefix}ranges/`).keys()).length,
+        1,
+        "the range's block size is recorded again",
+      );
+      await store.flush();
+      assert.equal(store.pendingPublication, 0, 'published again');
+    } finally {
+      raw.close();
+      await store.close();
+      await wiped.stop();
+    }
+  });
+});

@@ -1,0 +1,130 @@
+/**
+ * Membership on Leases (src/store/kubernetes/lease-membership.ts) through the fake API server: an
+ * agent's restart takes its own announcement over at once on the same boot, waits out its previous
+ * start's on another boot (a clone may be renewing it), and a renewal finds a takeover and halts;
+ * the Lease is written as the API server demands (MicroTime, holder, duration, the record).
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { KubeConfig } from '@kubernetes/client-node';
+import { ManualClock } from '../../../src/core/clock.ts';
+import { isWarrenError } from '../../../src/core/errors.ts';
+import { type KubeTier, openKubeTier } from '../../../src/store/kubernetes/tier.ts';
+import { nodeLeaseName } from '../../../src/store/kubernetes/names.ts';
+import { type FakeKubeApi, startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
+import { waitFor } from '../../helpers/processes.ts';
+
+const NAMESPACE = 'warren-system';
+const LEASE_SECONDS = 20;
+
+describe('Lease membership', () => {
+  let fake: FakeKubeApi;
+  const clock = new ManualClock(Date.now());
+  const opened: KubeTier[] = [];
+  const tier = async (notice?: (message: string) => void): Promise<KubeTier> => {
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromFile(fake.kubeconfigPath);
+    const t = await openKubeTier({
+      kubeConfig,
+      namespace: NAMESPACE,
+      leaseSeconds: LEASE_SECONDS,
+      clock,
+      ...(notice === undefined ? {} : { notice }),
+    });
+    opened.push(t);
+    return t;
+  };
+  const info = (instance: string, bootId: string, previous?: string) => ({
+    since: clock.now(),
+    version: 'test',
+    instance,
+    bootId,
+    host: 'h',
+    pid: 1,
+    ...(previous === undefined ? {} : { previous }),
+  });
+
+  before(async () => {
+    fake = await startFakeKubeApi({ crds: 'deploy' });
+  });
+  after(async () => {
+    for (const t of opened) await t.close();
+    await fake.stop();
+  });
+
+  it('writes the announcement as a Lease: holder, duration, MicroTime, labels and the record', async () => {
+    const t = await tier();
+    await t.membership.announce('lease-shape', info('i-shape', 'boot-a'));
+    const lease = fake.object('leases', nodeLeaseName('lease-shape'), NAMESPACE);
+    assert.ok(lease);
+    const spec = lease.spec as Record<string, unknown>;
+    assert.equal(spec.holderIdentity, 'i-shape');
+    assert.equal(spec.leaseDurationSeconds, LEASE_SECONDS);
+    assert.match(String(spec.renewTime), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
+    assert.equal(lease.metadata.labels?.['warren.dev/lease'], 'node');
+    const record = JSON.parse(String(lease.metadata.annotations?.['warren.dev/record']));
+    assert.equal(record.node, 'lease-shape');
+    assert.equal(record.bootId, 'boot-a');
+    const before = spec.renewTime;
+    clock.advance(1000);
+    await t.membership.renew();
+    const renewed = fake.object('leases', nodeLeaseName('lease-shape'), NAMESPACE);
+    assert.notEqual(
+      (renewed?.spec as Record<string, unknown> | undefined)?.renewTime,
+      before,
+      'a renewal writes a new renewTime',
+    );
+    await t.membership.withdraw();
+    assert.equal(fake.object('leases', nodeLeaseName('lease-shape'), NAMESPACE), undefined);
+  });
+
+  it("takes over its previous start's announcement at once on the same boot; the old one halts", async () => {
+    const [old, restarted] = [await tier(), await tier()];
+    await old.membership.announce('lease-restart', info('p-1', 'boot-a'));
+    await restarted.membership.announce('lease-restart', info('p-2', 'boot-a', 'p-1'));
+    await old.membership.renew();
+    assert.match(old.membership.halted() ?? '', /taken over/);
+    await assert.rejects(old.membership.releaseTask('forget-node/x'), (e) => isWarrenError(e, 'TRY_AGAIN'));
+    assert.equal(await old.membership.claimTask('forget-node/x'), false, 'a halted agent takes no chore');
+    await restarted.membership.withdraw();
+  });
+
+  it("waits out its previous start's announcement made on another boot, then takes it over", async () => {
+    const notices: string[] = [];
+    const [clone, rebooted] = [await tier(), await tier((m) => notices.push(m))];
+    await clone.membership.announce('lease-reboot', info('q-1', 'boot-a'));
+    let settled = false;
+    const announced = rebooted.membership.announce('lease-reboot', info('q-2', 'boot-b', 'q-1')).finally(() => {
+      settled = true;
+    });
+    await waitFor('the wait to be announced', () => (notices.length > 0 ? true : undefined));
+    assert.match(notices[0] ?? '', /previous start on another boot/);
+    clock.advance(LEASE_SECONDS * 1000 + 500);
+    // The wait reads the Lease every 250 ms of the clock: move it on until the announcement is made.
+    await waitFor('the announcement after the lease lapsed', () => {
+      clock.advance(250);
+      return settled ? true : undefined;
+    });
+    await announced;
+    const lease = fake.object('leases', nodeLeaseName('lease-reboot'), NAMESPACE);
+    assert.equal((lease?.spec as Record<string, unknown> | undefined)?.holderIdentity, 'q-2');
+    await rebooted.membership.withdraw();
+  });
+
+  it('refuses a second agent with the node name, and halts the first if its announcement is taken later', async () => {
+    const [first, second] = [await tier(), await tier()];
+    await first.membership.announce('lease-twin', info('t-1', 'boot-a'));
+    await assert.rejects(second.membership.announce('lease-twin', info('t-2', 'boot-z')), (e) => {
+      assert.ok(isWarrenError(e, 'ALREADY_RUNNING'));
+      assert.match(e.message, /agent instance t-1/);
+      return true;
+    });
+    assert.match(second.membership.halted() ?? '', /already announced/, 'the refused one does not write either');
+    clock.advance(LEASE_SECONDS * 1000 + 1000);
+    await second.membership.accept();
+    assert.equal(second.membership.halted(), undefined);
+    await first.membership.renew();
+    assert.match(first.membership.halted() ?? '', /taken over by agent instance t-2/);
+    await second.membership.withdraw();
+  });
+});

@@ -1,0 +1,257 @@
+/**
+ * This node's claims against the cluster's (src/store/tiered/claims.ts, tiered/reclaim.ts,
+ * tiered/claim-guard.ts, tiered/adopt.ts): a claim is judged vanished only on a listing newer than
+ * it; a wrong judgment never wedges a range; the node holding addresses in a block claims it again
+ * when its claim vanishes, or halts the range when another node took it; a claimer never takes a
+ * block whose vanished owner's publication lists allocations or whose owner is alive; and a claim
+ * the node's store never recorded (a crash between the claim and the local commit) is recorded and
+ * given back after the grace. On the memory tier with injected clocks; the same on real agents is in
+ * test/e2e/claims-vanish.test.ts.
+ */
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import { isWarrenError } from '../../../src/core/errors.ts';
+import { blockCidrOfKey } from '../../../src/ipam/blocks.ts';
+import type { BlockClaim, ClusterTier } from '../../../src/store/tiered/cluster-tier.ts';
+import { type TieredCluster, type TieredClusterOptions, owner, rangesOf, tieredCluster } from './nodes.ts';
+
+const clusters: TieredCluster[] = [];
+function cluster(names: readonly string[], o: TieredClusterOptions = {}): TieredCluster {
+  const c = tieredCluster(names, o);
+  clusters.push(c);
+  return c;
+}
+after(async () => {
+  for (const c of clusters) await c.close();
+});
+
+/** `tier` with some of its methods replaced (the rest its own). */
+function tierWith(tier: ClusterTier, overrides: Partial<ClusterTier>): ClusterTier {
+  return new Proxy(tier, {
+    get(target, property, receiver) {
+      if (Object.hasOwn(overrides, property)) return (overrides as Record<string | symbol, unknown>)[property];
+      const value = Reflect.get(target, property, receiver);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
+/** A promise and the function that settles it. */
+function gate(): { readonly wait: Promise<void>; readonly open: () => void } {
+  let open = (): void => undefined;
+  const wait = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  return { wait, open };
+}
+
+describe('TieredClaims: a claim is judged vanished only on evidence newer than it', () => {
+  it('never takes a block claimed while the check lists for vanished, and keeps allocating in it', async () => {
+    // The check's listing of node n1's claims is read at once and answered only when the test says:
+    // a claim made meanwhile is not in it.
+    let held: { readonly reached: ReturnType<typeof gate>; readonly release: ReturnType<typeof gate> } | undefined;
+    const c = cluster(['n1'], {
+      wrap: (tier) =>
+        tierWith(tier, {
+          claimsOf: async (node: string, pool?: string): Promise<BlockClaim[]> => {
+            const now = await tier.claimsOf(node, pool);
+            const listing = held;
+            if (pool !== undefined || listing === undefined) return now;
+            held = undefined;
+            listing.reached.open();
+            await listing.release.wait;
+            return now;
+          },
+        }),
+    });
+    const [n1] = c.nodes;
+    assert.ok(n1);
+    const r = rangesOf({ range: '10.40.0.0/24', block_size: 30 }); // 3 addresses a block
+    for (const id of ['a', 'b', 'c']) await n1.allocator.allocate({ owner: owner(id), ranges: r });
+    const listing = { reached: gate(), release: gate() };
+    held = listing;
+    const check = n1.store.check();
+    await listing.reached.wait; // the listing is read, not answered yet
+    const [d] = await n1.allocator.allocate({ owner: owner('d'), ranges: r }); // claims the second block
+    const key = d?.allocation.pool ?? '';
+    assert.equal(blockCidrOfKey(key), '10.40.0.4/30');
+    listing.release.open();
+    await check;
+    assert.ok(!n1.notices.some((m) => m.includes('vanished')), n1.notices.join('\n'));
+    for (const id of ['e', 'f']) {
+      const [next] = await n1.allocator.allocate({ owner: owner(id), ranges: r });
+      assert.equal(next?.allocation.pool, key, 'the block claimed during the listing serves on');
+    }
+    assert.equal((await c.tier.claimOf(key))?.node, 'n1');
+  });
+
+  it('does not wedge a range on a block it wrongly took for vanished: ADDs go on', async () => {
+    // One check reads a listing that lacks the block (a stale reading), and the block cannot be
+    // read or claimed while it runs: the block stays judged vanished after it.
+    let lying = false;
+    const c = cluster(['n1'], {
+      wrap: (tier) =>
+        tierWith(tier, {
+          claimsOf: async (node: string, pool?: string) =>
+            (await tier.claimsOf(node, pool)).filter((claim) => !lying || !claim.key.endsWith('10.41.0.0/30')),
+          claimOf: async (key: string) => {
+            if (lying) throw new Error('the cluster cannot be reached');
+            return tier.claimOf(key);
+          },
+        }),
+    });
+    const [n1] = c.nodes;
+    assert.ok(n1);
+    const r = rangesOf({ range: '10.41.0.0/24', block_size: 30 });
+    const [a] = await n1.allocator.allocate({ owner: owner('a'), ranges: r });
+    const key = a?.allocation.pool ?? '';
+    lying = true;
+    await n1.store.check();
+    lying = false;
+    assert.ok(
+      n1.notices.some((m) => m.includes(`block ${key}`) && m.includes('vanished')),
+      n1.notices.join('\n'),
+    );
+    // Its claim stands in the cluster: the next ADDs are served (in it, found held again, or elsewhere).
+    for (const id of ['b', 'c', 'd', 'e']) {
+      const [next] = await n1.allocator.allocate({ owner: owner(id), ranges: r });
+      assert.ok(next, `ADD ${id} served`);
+    }
+  });
+});
+
+describe('TieredStore: the node holding addresses in a block is its authority', () => {
+  it('claims again a block whose claim vanished while it holds addresses there, and allocates on in it', async () => {
+    const c = cluster(['n1']);
+    const [n1] = c.nodes;
+    assert.ok(n1);
+    const r = rangesOf({ range: '10.42.0.0/24', block_size: 28 });
+    const [first] = await n1.allocator.allocate({ owner: owner('a'), ranges: r });
+    const key = first?.allocation.pool ?? '';
+    const before = await c.tier.claimOf(key);
+    c.tier.deleteClaim(key, { publication: true }); // as a cluster restored from before both
+    await n1.store.check();
+    const again = await c.tier.claimOf(key);
+    assert.equal(again?.node, 'n1', 'claimed again under its own name');
+    assert.notEqual(again?.uid, before?.uid);
+    assert.ok(
+      n1.notices.some((m) => m.includes(`block ${key}`) && m.includes('claimed it again')),
+      n1.notices.join('\n'),
+    );
+    const [next] = await n1.allocator.allocate({ owner: owner('b'), ranges: r });
+    assert.equal(next?.allocation.pool, key);
+    await n1.store.ping();
+  });
+
+  it('halts the range when another node holds the block now: ADD answers TRY_AGAIN and ping names the range', async () => {
+    const c = cluster(['n1', 'n2']);
+    const [n1, n2] = c.nodes;
+    assert.ok(n1 && n2);
+    const r = rangesOf({ range: '10.43.0.0/24', block_size: 28 });
+    const [first] = await n1.allocator.allocate({ owner: owner('a'), ranges: r });
+    const key = first?.allocation.pool ?? '';
+    c.tier.deleteClaim(key, { publication: true });
+    // Another node claims it before n1's check (a restore of the cluster, then a claimer first).
+    assert.equal((await n2.store.commit(key, 0, [{ op: 'claim', node: 'n2' }])).kind, 'committed');
+    await n1.store.check();
+    const halted = (e: unknown) =>
+      isWarrenError(e, 'TRY_AGAIN') && /range 10\.43\.0\.0\/24 is halted.*node n2/.test(e.message);
+    await assert.rejects(n1.allocator.allocate({ owner: owner('b'), ranges: r }), halted);
+    await assert.rejects(n1.store.ping(), halted);
+    assert.equal(n1.notices.filter((m) => m.includes('is halted')).length, 1, 'told once');
+    await n1.store.check();
+    assert.equal(n1.notices.filter((m) => m.includes('is halted')).length, 1, 'told once, however many checks');
+    // Released by the other node (an operator moved its containers): n1 holds the block again.
+    const claim = await c.tier.claimOf(key);
+    assert.ok(claim);
+    assert.equal(await c.tier.unclaim(claim), 'released');
+    await n1.store.check();
+    await n1.store.ping();
+    const [next] = await n1.allocator.allocate({ owner: owner('b'), ranges: r });
+    assert.equal(next?.allocation.pool, key);
+  });
+
+  it('leaves a vanished block that holds nothing here to the cluster', async () => {
+    const c = cluster(['n1']);
+    const [n1] = c.nodes;
+    assert.ok(n1);
+    const r = rangesOf({ range: '10.44.0.0/24', block_size: 28 });
+    const [first] = await n1.allocator.allocate({ owner: owner('a'), ranges: r });
+    const key = first?.allocation.pool ?? '';
+    await n1.allocator.release(owner('a'));
+    c.tier.deleteClaim(key, { publication: true });
+    await n1.store.check();
+    assert.equal(await c.tier.claimOf(key), undefined, 'not claimed again');
+    assert.equal((await n1.store.pools()).find((p) => p.pool === key)?.affinity, undefined);
+    await n1.store.ping();
+  });
+});
+
+describe('TieredStore: a claimer of a block nobody holds', () => {
+  it('never claims a block whose vanished owner published allocations in it, and claims another', async () => {
+    const c = cluster(['n1', 'n2']);
+    const [n1, n2] = c.nodes;
+    assert.ok(n1 && n2);
+    const r = rangesOf({ range: '10.45.0.0/24', block_size: 28 });
+    const [held] = await n1.allocator.allocate({ owner: owner('a'), ranges: r });
+    const key = held?.allocation.pool ?? '';
+    await n1.store.flush(); // published
+    c.tier.deleteClaim(key); // the block object deleted by hand: its publication stays
+    const mine = [];
+    for (const id of ['x', 'y']) mine.push((await n2.allocator.allocate({ owner: owner(id), ranges: r }))[0]);
+    for (const a of mine) assert.notEqual(a?.allocation.pool, key, `${a?.allocation.address} not in n1's block`);
+    assert.equal(await c.tier.claimOf(key), undefined, 'left for its owner');
+    await n1.store.check();
+    assert.equal((await c.tier.claimOf(key))?.node, 'n1', 'its owner claims it again');
+  });
+
+  it("never claims a block whose owner's agent is alive, though its publication lists nothing", async () => {
+    const c = cluster(['n1', 'n2']);
+    const [n1, n2] = c.nodes;
+    assert.ok(n1 && n2);
+    await n1.store.cluster.membership.announce('n1', { since: c.clock.now(), version: 'test' });
+    const r = rangesOf({ range: '10.46.0.0/24', block_size: 28 });
+    const [held] = await n1.allocator.allocate({ owner: owner('a'), ranges: r });
+    const key = held?.allocation.pool ?? '';
+    await n1.allocator.release(owner('a'));
+    await n1.store.flush(); // published empty
+    c.tier.deleteClaim(key);
+    const [a] = await n2.allocator.allocate({ owner: owner('x'), ranges: r });
+    assert.notEqual(a?.allocation.pool, key);
+    assert.equal(await c.tier.claimOf(key), undefined);
+  });
+});
+
+describe('TieredStore: a claim its store never recorded (the agent died between the two)', () => {
+  it('is recorded as an empty block, listed, and given back after the block grace', async () => {
+    const c = cluster(['n1']);
+    const [n1] = c.nodes;
+    assert.ok(n1);
+    const r = rangesOf({ range: '10.47.0.0/24', block_size: 28 });
+    await n1.allocator.allocate({ owner: owner('a'), ranges: r });
+    const range = r[0];
+    assert.ok(range);
+    // The cluster's claim made, the local commit never: as a kill -9 between them leaves it.
+    const stranded = `${range.pool}#10.47.0.16/28`;
+    const record = await c.tier.pinRange({
+      pool: range.pool,
+      space: 'v4',
+      subnet: '10.47.0.0/24',
+      first: '',
+      last: '',
+      blockPrefix: 28,
+    });
+    assert.ok(await c.tier.claim(record, stranded, 'n1'));
+    const again = await c.restart(0);
+    const grace = 60_000;
+    assert.deepEqual(await again.allocator.returnEmptyBlocks(grace), { returned: [], errors: [] });
+    assert.equal((await again.store.pools()).find((p) => p.pool === stranded)?.affinity, 'n1', 'listed as held');
+    assert.ok(
+      again.notices.some((m) => m.includes(stranded) && m.includes('did not record')),
+      again.notices.join('\n'),
+    );
+    c.clock.advance(grace);
+    assert.deepEqual(await again.allocator.returnEmptyBlocks(grace), { returned: [stranded], errors: [] });
+    assert.equal(await c.tier.claimOf(stranded), undefined, 'given back');
+  });
+});

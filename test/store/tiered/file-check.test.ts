@@ -1,0 +1,226 @@
+/**
+ * A node whose own file went back — restored from an older copy, or lost — on the two-tier store
+ * (src/store/tiered/file-check.ts, through tiered/store.ts) over the memory tier: what the node
+ * published is kept, as its containers' records, until they are proven gone; nothing it published
+ * is handed out again; and the older file never writes its view over the cluster's.
+ */
+import assert from 'node:assert/strict';
+import { copyFileSync, existsSync, readdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { isWarrenError } from '../../../src/core/errors.ts';
+import { type IPAddress, parseIP } from '../../../src/ipam/address.ts';
+import type { RangeSpec } from '../../../src/ipam/range.ts';
+import { removeDir, tempDir } from '../../helpers/processes.ts';
+import { type TieredCluster, type TieredNode, owner, rangesOf, tieredCluster } from './nodes.ts';
+
+const clusters: TieredCluster[] = [];
+const copies: string[] = [];
+after(async () => {
+  for (const c of clusters) await c.close();
+  for (const d of copies) removeDir(d);
+});
+
+function cluster(names: readonly string[]): TieredCluster {
+  const c = tieredCluster(names);
+  clusters.push(c);
+  return c;
+}
+
+/** Copies node `name`'s file (closed: no write in flight) into a directory of its own, to restore later. */
+function backUp(c: TieredCluster, name: string): string {
+  const to = tempDir('warren-backup-');
+  copies.push(to);
+  for (const f of readdirSync(c.dir).filter((f) => f.startsWith(`${name}.db`)))
+    copyFileSync(join(c.dir, f), join(to, f));
+  return to;
+}
+
+/** Puts the copy back in place of node `name`'s file (its store closed), WAL and all. */
+function restore(c: TieredCluster, name: string, from: string): void {
+  for (const f of readdirSync(c.dir).filter((f) => f.startsWith(`${name}.db`))) rmSync(join(c.dir, f));
+  for (const f of readdirSync(from)) copyFileSync(join(from, f), join(c.dir, f));
+}
+
+/** Allocates for `ids` in turn; the addresses handed out. */
+async function allocate(n: TieredNode, ranges: readonly RangeSpec[], ids: readonly string[]): Promise<string[]> {
+  const out: string[] = [];
+  for (const id of ids) {
+    const [a] = await n.allocator.allocate({ owner: owner(id), ranges });
+    out.push(a?.allocation.address ?? '');
+  }
+  return out;
+}
+
+/** Allocates until the range is full; the addresses handed out. */
+async function fill(n: TieredNode, ranges: readonly RangeSpec[], prefix: string): Promise<string[]> {
+  const out: string[] = [];
+  for (let i = 0; i < 300; i++) {
+    try {
+      out.push(...(await allocate(n, ranges, [`${prefix}${i}`])));
+    } catch (error) {
+      if (isWarrenError(error, 'POOL_EXHAUSTED')) return out;
+      throw error;
+    }
+  }
+  throw new Error('the range never filled');
+}
+
+describe('TieredStore: a node whose file was restored from an older copy', () => {
+  it('hands out no address it published after the copy was taken, and keeps them until released', async () => {
+    const c = cluster(['n1']);
+    const r = rangesOf({ range: '10.41.0.0/28', block_size: 28 });
+    await allocate(c.nodes[0] as TieredNode, r, ['a', 'b']);
+    await c.restart(0); // closed cleanly: the copy is consistent
+    const copy = backUp(c, 'n1');
+    const n1 = c.nodes[0] as TieredNode;
+    const later = await allocate(n1, r, ['c', 'd', 'e']);
+    await n1.store.flush();
+    const again = await c.restart(0, () => restore(c, 'n1', copy));
+
+    // A retried ADD of such a container gets its address back.
+    assert.deepEqual(await allocate(again, r, ['c']), [later[0]]);
+    const filled = await fill(again, r, 'new-');
+    assert.deepEqual(
+      filled.filter((a) => later.includes(a)),
+      [],
+      `handed out again: ${filled.join(' ')}`,
+    );
+    const held = await again.store.list({ network: 'net' });
+    for (const [i, id] of ['c', 'd', 'e'].entries())
+      assert.equal(held.find((a) => a.containerID === id)?.address, later[i], `${id} kept as its own record`);
+    const status = await again.store.cluster.fileCheck();
+    assert.equal(status.compared, true);
+    assert.equal(status.restored, 3);
+    assert.match(again.notices.join('\n'), /held less than it had published .* 3 allocations taken/);
+
+    // Its DEL releases it, as any other.
+    assert.equal((await again.allocator.release(owner('d'))).length, 1);
+    assert.equal((await again.store.cluster.fileCheck()).restored, 2);
+  });
+
+  it('adopts a block claimed after the copy was taken, with what it published', async () => {
+    const c = cluster(['n1']);
+    // Blocks of 4: the copy knows the first; the second is claimed after it.
+    const r = rangesOf({ range: '10.42.0.0/28', block_size: 30 });
+    await allocate(c.nodes[0] as TieredNode, r, ['a', 'b', 'c']);
+    await c.restart(0);
+    const copy = backUp(c, 'n1');
+    const n1 = c.nodes[0] as TieredNode;
+    const later = await allocate(n1, r, ['d', 'e']);
+    await n1.store.flush();
+    const again = await c.restart(0, () => restore(c, 'n1', copy));
+
+    const filled = await fill(again, r, 'new-');
+    assert.deepEqual(
+      filled.filter((a) => later.includes(a)),
+      [],
+    );
+    const status = await again.store.cluster.fileCheck();
+    assert.equal(status.adopted.length, 1, JSON.stringify(status));
+    const own = (await again.store.pools(`${r[0]?.pool}#`)).filter((p) => p.affinity === 'n1').map((p) => p.pool);
+    assert.ok(own.includes(status.adopted[0] as string), `adopted block is held: ${own.join(' ')}`);
+  });
+
+  it('replaces a record of the copy that the newer publication shows released and handed to another', async () => {
+    const c = cluster(['n1']);
+    const r = rangesOf({ range: '10.43.0.0/28', block_size: 28 });
+    const [x] = await allocate(c.nodes[0] as TieredNode, r, ['old']);
+    await c.restart(0);
+    const copy = backUp(c, 'n1');
+    const n1 = c.nodes[0] as TieredNode;
+    await n1.allocator.release(owner('old'));
+    // The address handed to another container after the copy (asked for by address).
+    const [given] = await n1.allocator.allocate({
+      owner: owner('new'),
+      ranges: r,
+      requested: [parseIP(x ?? '') as IPAddress],
+    });
+    assert.equal(given?.allocation.address, x);
+    await n1.store.flush();
+    const again = await c.restart(0, () => restore(c, 'n1', copy));
+    await allocate(again, r, ['more']);
+    const holders = (await again.store.list({ network: 'net' }))
+      .filter((a) => a.address === x)
+      .map((a) => a.containerID);
+    assert.deepEqual(holders, ['new']);
+  });
+});
+
+describe('TieredStore: a node whose file was lost', () => {
+  it('takes what it published back from the cluster, and hands none of it out', async () => {
+    const c = cluster(['n1']);
+    const r = rangesOf({ range: '10.44.0.0/28', block_size: 28 });
+    const before = await allocate(c.nodes[0] as TieredNode, r, ['a', 'b', 'c']);
+    const again = await c.restart(0, () => {
+      for (const f of readdirSync(c.dir).filter((f) => f.startsWith('n1.db'))) rmSync(join(c.dir, f));
+      assert.equal(existsSync(join(c.dir, 'n1.db')), false);
+    });
+    const filled = await fill(again, r, 'new-');
+    assert.deepEqual(
+      filled.filter((a) => before.includes(a)),
+      [],
+    );
+    assert.equal((await again.store.cluster.fileCheck()).restored, 3);
+  });
+});
+
+describe('TieredStore: publishing after a restore', () => {
+  it('never writes the older view over the newer one while the file is not compared', async () => {
+    const c = cluster(['n1']);
+    const r = rangesOf({ range: '10.45.0.0/28', block_size: 28 });
+    await allocate(c.nodes[0] as TieredNode, r, ['a']);
+    await c.restart(0);
+    const copy = backUp(c, 'n1');
+    const n1 = c.nodes[0] as TieredNode;
+    await allocate(n1, r, ['b', 'c']);
+    await n1.store.flush();
+    const published = async () =>
+      (await c.tier.published({ node: 'n1' })).items.flatMap((b) => b.allocations.map((a) => a.containerID));
+    c.tier.away = true;
+    const again = await c.restart(0, () => restore(c, 'n1', copy));
+    again.store.start();
+    c.clock.advance(2_000);
+    await again.store.flush();
+    c.tier.away = false;
+    await again.store.close(); // a close publishes what is pending: not the older view
+    assert.deepEqual((await published()).sort(), ['a', 'b', 'c']);
+  });
+});
+
+describe('TieredStore: a publication cut to fit one object', () => {
+  it('withholds its block until an operator accepts, and never publishes over it meanwhile', async () => {
+    const c = cluster(['n1']);
+    const r = rangesOf({ range: '10.46.0.0/28', block_size: 28 });
+    const n1 = c.nodes[0] as TieredNode;
+    await allocate(n1, r, ['a', 'b', 'c', 'd', 'e']);
+    await n1.store.flush();
+    // As the Kubernetes tier publishes a block too big for one object: the counts whole, the list cut.
+    const [whole] = (await c.tier.published({ node: 'n1' })).items;
+    assert.ok(whole !== undefined);
+    const cut = { ...whole, allocations: whole.allocations.slice(0, 2) };
+    await c.tier.publish(cut);
+    const again = await c.restart(0, () => {
+      for (const f of readdirSync(c.dir).filter((f) => f.startsWith('n1.db'))) rmSync(join(c.dir, f));
+    });
+
+    await assert.rejects(allocate(again, r, ['new']), (error: unknown) => {
+      assert.ok(isWarrenError(error, 'TRY_AGAIN'));
+      assert.match(error.message, /until an operator accepts: .* names 2 of the 5 addresses/);
+      return true;
+    });
+    const status = await again.store.cluster.fileCheck();
+    assert.equal(status.withheld.length, 1, JSON.stringify(status));
+    assert.equal(status.restored, 2);
+    assert.equal((await again.allocator.release(owner('a'))).length, 1, 'a DEL is served');
+    await again.store.flush();
+    assert.deepEqual((await c.tier.published({ node: 'n1' })).items[0], cut, 'the cut publication stays');
+
+    await again.store.cluster.membership.accept();
+    assert.equal((await allocate(again, r, ['new'])).length, 1);
+    assert.deepEqual((await again.store.cluster.fileCheck()).withheld, []);
+    await again.store.flush();
+    const now = (await c.tier.published({ node: 'n1' })).items[0];
+    assert.deepEqual(now?.allocations.map((x) => x.containerID).sort(), ['b', 'new']);
+  });
+});

@@ -1,0 +1,128 @@
+/**
+ * The two-tier store on the Kubernetes tier, through the fake API server (which speaks the real
+ * wire protocol and serves deploy/crds/): the Store conformance suite, the common ADD and DEL
+ * counted in API requests by the server itself, and placement in a range whose published
+ * allocations are far larger than one answer may be.
+ */
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { KubeConfig } from '@kubernetes/client-node';
+import { Allocator } from '../../../src/allocator/allocator.ts';
+import { ManualClock } from '../../../src/core/clock.ts';
+import { KubeApiClient } from '../../../src/store/kubernetes/api-client.ts';
+import { openKubeTier } from '../../../src/store/kubernetes/tier.ts';
+import { RANGE_LABEL, labelValue } from '../../../src/store/kubernetes/names.ts';
+import { SqliteStore } from '../../../src/store/sqlite/store.ts';
+import type { Store } from '../../../src/store/store.ts';
+import { TieredStore } from '../../../src/store/tiered/store.ts';
+import { type FakeKubeApi, startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
+import { tempDir } from '../../helpers/processes.ts';
+import { storeConformance } from '../conformance.ts';
+import { owner, rangesOf } from './nodes.ts';
+
+const clock = new ManualClock(Date.now());
+const fakeReady: Promise<FakeKubeApi> = startFakeKubeApi({ crds: 'deploy' });
+const paths = new WeakMap<Store, string>();
+const BLOCKS = '/apis/warren.dev/v1alpha1/warrenblocks';
+
+async function tiered(
+  node: string,
+  path = join(tempDir(), 'warren.db'),
+  o: { fake?: FakeKubeApi; maxAnswerBytes?: number } = {},
+): Promise<TieredStore> {
+  const fake = o.fake ?? (await fakeReady);
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromFile(fake.kubeconfigPath);
+  const tier = await openKubeTier({
+    kubeConfig,
+    namespace: 'warren-system',
+    leaseSeconds: 15,
+    clock,
+    ...(o.maxAnswerBytes === undefined ? {} : { maxAnswerBytes: o.maxAnswerBytes }),
+  });
+  const store = new TieredStore({ local: new SqliteStore({ path }), tier, node, clock });
+  paths.set(store, path);
+  return store;
+}
+
+after(async () => {
+  await (await fakeReady).stop();
+});
+
+storeConformance('tiered: SQLite file and the Kubernetes tier (fake API server)', {
+  create: () => tiered('n1'),
+  reopen: (store) => tiered('n1', paths.get(store)),
+});
+
+describe('TieredStore on the Kubernetes tier', () => {
+  it('makes no API request on an ADD or a DEL in an own block (counted by the server)', async () => {
+    const fake = await fakeReady;
+    const store = await tiered('kube-n1');
+    try {
+      const allocator = new Allocator({ store, clock, node: 'kube-n1', blocks: true });
+      const r = rangesOf({ range: '10.30.0.0/16', network_name: 'tiered-kube' });
+      await allocator.allocate({ owner: owner('first'), ranges: r });
+      fake.clearRequests();
+      for (let i = 0; i < 5; i++) await allocator.allocate({ owner: owner(`c${i}`), ranges: r });
+      await allocator.release(owner('c0'));
+      assert.deepEqual(
+        fake.requests.map((q) => `${q.method} ${q.path}`),
+        [],
+      );
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('lets a node claim a block in a range whose published allocations pass what one answer may carry', async () => {
+    // The defect: each claim listed carried its block's published allocations, so at 1,000,000
+    // allocations a page of a range's claims passed the client's cap and every ADD needing a block
+    // failed (TRY_AGAIN "the answer was cut off"). Here the cap is 16 KiB and the range publishes ~60 KiB.
+    const fake = await startFakeKubeApi({ crds: 'deploy' });
+    const heavy = await tiered('kube-heavy', undefined, { fake });
+    const light = await tiered('kube-light', undefined, { fake, maxAnswerBytes: 16 * 1024 });
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromFile(fake.kubeconfigPath);
+    const api = await KubeApiClient.open({ kubeConfig });
+    try {
+      const r = rangesOf({ range: '10.31.0.0/16', block_size: 26, network_name: 'tiered-kube-large' });
+      const pool = r[0]?.pool ?? '';
+      const heavyAllocator = new Allocator({ store: heavy, clock, node: 'kube-heavy', blocks: true });
+      await heavyAllocator.allocate({ owner: owner('heavy-first'), ranges: r });
+      // What one page of the range's claims weighs, as any reader gets it.
+      const claimsBytes = async () => {
+        const query = { labelSelector: `${RANGE_LABEL}=${labelValue(pool)}`, limit: 250 };
+        const answer = await api.send('list claims', { method: 'GET', path: BLOCKS, query });
+        assert.equal(answer.status, 200);
+        return JSON.stringify((answer.body as { items: unknown[] }).items).length;
+      };
+      for (let i = 0; i < 300; i++)
+        await heavyAllocator.allocate({ owner: owner(`heavy-${i}`.padEnd(64, '0')), ranges: r });
+      const claimsBefore = await claimsBytes();
+      await heavy.flush();
+      const published = await heavy.tier.published({ pool });
+      const publishedBytes = JSON.stringify(published.items).length;
+      assert.ok(publishedBytes > 48 * 1024, `the range publishes ${publishedBytes} bytes, past the cap`);
+      assert.equal(await claimsBytes(), claimsBefore, 'the claims listing does not grow with what is published');
+      assert.ok(claimsBefore < 16 * 1024, `the claims fit one answer: ${claimsBefore} bytes`);
+
+      await assert.rejects(
+        light.tier.published({ pool }),
+        /cut off|exceeds/,
+        'what claims carried before: past the cap',
+      );
+      const lightAllocator = new Allocator({ store: light, clock, node: 'kube-light', blocks: true });
+      const [got] = await lightAllocator.allocate({ owner: owner('light'), ranges: r });
+      assert.ok(got, 'the node got an address');
+      const mine = await light.tier.claimsOf('kube-light', pool);
+      assert.equal(mine.length, 1, 'in a block it claimed');
+      assert.ok(got.allocation.pool === mine[0]?.key, `${got.allocation.pool} is the claimed block`);
+    } finally {
+      api.close();
+      await light.close();
+      await heavy.close();
+      await fake.stop();
+    }
+  });
+});

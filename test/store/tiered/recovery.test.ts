@@ -1,0 +1,52 @@
+/**
+ * The recovery marker's bookkeeping (src/store/tiered/recovery.ts) and the kubernetes store's judgement of
+ * resourceVersions (src/store/kubernetes/continuity.ts): pure, no store.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { isWarrenError } from '../../../src/core/errors.ts';
+import { KubeContinuity } from '../../../src/store/kubernetes/continuity.ts';
+import { joined, left, recoveryOf, recoveryProblem } from '../../../src/store/tiered/recovery.ts';
+
+describe('the recovery marker', () => {
+  it('is made by the first node that joins, keeps its reason, and goes when the last node leaves', () => {
+    const first = joined(undefined, ['n2', 'n1', 'n2'], 'went backwards', 1000);
+    assert.deepEqual(first, { since: 1000, reason: 'went backwards', pending: ['n1', 'n2'] });
+    const more = joined(first, ['n3'], 'another reason', 2000);
+    assert.deepEqual(more, { since: 1000, reason: 'went backwards', pending: ['n1', 'n2', 'n3'] });
+    assert.match(recoveryProblem(more), /in recovery .*waiting for n1, n2, n3/);
+    const fewer = left(left(more, 'n1') ?? more, 'n3');
+    assert.deepEqual(fewer?.pending, ['n2']);
+    assert.equal(left(fewer ?? more, 'n2'), undefined, 'the last one to leave removes it');
+  });
+
+  it('reads as undefined when it is not what Warren writes', () => {
+    assert.equal(recoveryOf({ since: 'x', reason: 'r', pending: [] }), undefined);
+    assert.deepEqual(recoveryOf({ since: 1, reason: 'r', pending: ['b', 7, 'a'] })?.pending, ['a', 'b']);
+  });
+});
+
+describe('KubeContinuity', () => {
+  it('halts on a revision lower than one seen before the request left, not on one merely overtaken', () => {
+    const c = new KubeContinuity('the API server', () => 5);
+    const observer = c.observer(true);
+    observer.observe('100', observer.floor(), 'list blocks');
+    const early = observer.floor();
+    observer.observe('120', observer.floor(), 'claim');
+    observer.observe('110', early, 'a listing sent before the claim answered'); // legitimate
+    observer.observe('not-a-number', observer.floor(), 'opaque'); // never compared
+    assert.equal(c.halted(), undefined);
+    observer.beforeWrite('claim');
+    observer.observe('40', observer.floor(), 'renew the node announcement');
+    assert.match(c.halted()?.message ?? '', /resourceVersion 40, lower than 120 .*went backwards.*store accept/);
+    assert.throws(
+      () => observer.beforeWrite('claim'),
+      (e) => isWarrenError(e, 'TRY_AGAIN'),
+    );
+    c.observer(false).beforeWrite('write the recovery marker'); // the marker still goes out
+    c.accept();
+    assert.equal(c.halted(), undefined);
+    c.observer(true).observe('41', 0, 'after accept');
+    assert.equal(c.halted(), undefined, 'after accept, the store as it is now is the one');
+  });
+});
