@@ -1,15 +1,14 @@
 /**
- * Where releases come from, and the config manager, on the dashboard: one card each, with its
- * state as a coloured badge and the facts an operator looks for when addresses are not coming back
- * (what is pending and why, the last error, when it last worked). The journal is always there; the
- * others only when their source is on (their status present), so an absent card means "off", never
- * "broken".
+ * Where releases come from, on the dashboard (the config manager's card beside them is
+ * cni-config-card.ts): one card each, with its state as a coloured badge and the facts an operator
+ * looks for when addresses are not coming back (what is pending and why, the last error, when it
+ * last worked). The journal is always there; the others only when their source is on (their status
+ * present), so an absent card means "off", never "broken".
  *
  * Each state maps to a tone in an exhaustive switch: a state added to the protocol fails the
  * typecheck here until the page knows what it means.
  */
 import type {
-  CniConfigStatus,
   ContainerdState,
   ContainerdStatus,
   KubernetesStatus,
@@ -22,7 +21,8 @@ import type {
 import type { DashboardData } from '../../api/dashboard.ts';
 import { type Html, html } from './html.ts';
 import { shortId } from './figures.ts';
-import { type Tone, badge, card, facts, firstOf, section, timeOf } from './widgets.ts';
+import { type Tone, badge, card, errorText, facts, firstOf, section, timeOf } from './widgets.ts';
+import { cniConfigCard } from './cni-config-card.ts';
 
 function containerdTone(state: ContainerdState): Tone {
   switch (state) {
@@ -75,28 +75,7 @@ function pluginTone(state: PluginState): Tone {
   }
 }
 
-function cniConfigTone(state: CniConfigStatus['state']): Tone {
-  switch (state) {
-    case 'current':
-    case 'beside-multus':
-      return 'good';
-    case 'waiting':
-    case 'stale':
-    case 'handed-back':
-      return 'warn';
-    case 'not-ready':
-    case 'failed':
-      return 'bad';
-    default: {
-      const never: never = state;
-      return never;
-    }
-  }
-}
-
 const now = (data: DashboardData): string => data.generatedAt;
-const error = (text: string | undefined): Html | undefined =>
-  text === undefined ? undefined : html`<span class="error">${text}</span>`;
 const count = (n: number, tone: Tone): Html => (n === 0 ? html`0` : badge(tone, String(n)));
 
 function journalCard(r: ReconcilerStatus, now: string): Html {
@@ -202,7 +181,7 @@ function containerdCard(c: ContainerdStatus, now: string): Html {
           ? undefined
           : html`${timeOf(c.lastResync.at, now, { relative: true })} · ${c.lastResync.containers} containers`,
       ],
-      ['Last error', error(c.lastError)],
+      ['Last error', errorText(c.lastError)],
     ]),
   );
 }
@@ -222,8 +201,8 @@ function listWatchFacts(
             lw.reconnects
           } reconnects`,
     ],
-    [`${prefix} refused`, error(lw.forbidden)],
-    [`${prefix} last error`, error(lw.lastError)],
+    [`${prefix} refused`, errorText(lw.forbidden)],
+    [`${prefix} last error`, errorText(lw.lastError)],
   ];
 }
 
@@ -314,45 +293,6 @@ function pluginsCard(data: DashboardData): Html | undefined {
       ['Watcher', list?.watcher],
       ['Sockets', html`${counts.registered} registered · ${counts.retrying} retrying · ${counts.refused} refused`],
     ])}${table}`,
-  );
-}
-
-function cniConfigCard(c: CniConfigStatus, at: string): Html {
-  return card(
-    'CNI config',
-    'source-cni-config',
-    { tone: cniConfigTone(c.state), text: c.state },
-    facts([
-      ['File', html`<span class="mono">${c.output}</span> · written ${c.writes} ${c.writes === 1 ? 'time' : 'times'}`],
-      [
-        'Primary',
-        c.primary === undefined ? html`<span class="muted">none</span>` : html`<span class="mono">${c.primary}</span>`,
-      ],
-      ['Network', c.network],
-      ['Problem', error(c.problem)],
-      [
-        'Shadowed by',
-        c.shadowedBy === undefined
-          ? undefined
-          : html`<span class="error mono">${c.shadowedBy}</span> sorts first: the runtime uses it, not Warren's`,
-      ],
-      [
-        'Last write',
-        c.lastWrite === undefined
-          ? undefined
-          : html`${timeOf(c.lastWrite.at, at, { relative: true })} from <span class="mono">${c.lastWrite.from}</span>`,
-      ],
-      [
-        'Readiness file',
-        c.readinessIndicator === undefined
-          ? undefined
-          : html`<span class="mono">${c.readinessIndicator.path}</span> ${
-              c.readinessIndicator.present ? badge('good', 'present') : badge('bad', 'missing')
-            }`,
-      ],
-      ['Dropped', c.notes === undefined || c.notes.length === 0 ? undefined : c.notes.join('; ')],
-      ['CNI versions up to', c.cniVersionMax],
-    ]),
   );
 }
 

@@ -46,6 +46,11 @@ export function utilisationBar(u: Utilisation | undefined): Html {
   return html`<div class="bar" role="img" aria-label="${u.text} used">${fill}</div>`;
 }
 
+/** A failure's text in the error style; nothing when there is none. */
+export function errorText(text: string | undefined): Html | undefined {
+  return text === undefined ? undefined : html`<span class="error">${text}</span>`;
+}
+
 /** What a section says when it has nothing to show. */
 export function emptyState(text: string, testid: string): Html {
   return html`<p class="empty" data-testid="${testid}">${text}</p>`;

@@ -1,55 +1,20 @@
 /**
  * Warren's Prometheus metrics, with prom-client: counters and histograms fed as things happen
- * (`Telemetry`), gauges read from the agent's state when scraped (`MetricsReadings`), so a scrape
- * shows the store as it is, not as the agent last heard.
+ * (`Telemetry`), gauges read from the agent's state when scraped (`MetricsReadings`, readings.ts),
+ * so a scrape shows the store as it is, not as the agent last heard.
  *
  * Names carry the `warren_` prefix and their unit. Cardinality is bounded by construction: no
  * label takes a container ID, an address or a pod; `command`, `code`, `source`, `result` and
  * `verdict` come from closed lists; `pool` and `network` come from network configs (any caller
  * may send new ones), so each keeps at most `maxLabelValues` values and folds the rest into
- * `_other` — a node whose configs name ten thousand networks still exposes a bounded page.
+ * `_other` (labels.ts) — a node whose configs name ten thousand networks still exposes a bounded page.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Allocation } from '../../ipam/allocation.ts';
-import { type CniCommand, COMMANDS as CNI_COMMANDS } from '../../cni/spec.ts';
 import { RELEASE_SOURCES, type ReleaseSource } from '../../api/dashboard.ts';
 import type { AuditCounts, CommitResultKind, Telemetry } from './telemetry.ts';
-
-/** One range as a scrape reports it. */
-export interface PoolFigures {
-  /** The range's pool key (`10.0.0.0/24`, `10.0.0.0/16@net`). */
-  readonly pool: string;
-  /** Addresses the range holds; a number (a /64's 2^64 is exact enough for a gauge). */
-  readonly capacity?: number;
-  readonly allocated: number;
-  readonly resting: number;
-  /** On a store shared by nodes, for a range split into blocks. */
-  readonly blocks?: { readonly owned: number; readonly borrowed: number };
-}
-
-/** A WarrenPool as its status shows it (written by one agent of the cluster from the published blocks). */
-export interface WarrenPoolFigures {
-  readonly name: string;
-  /** Allocatable addresses; absent until the status is written. */
-  readonly capacity?: number;
-  readonly used?: number;
-}
-
-/** What a scrape reads from the agent. */
-export interface MetricsReadings {
-  pools(): Promise<readonly PoolFigures[]>;
-  /** The WarrenPools the agent watches (the kubernetes store); none elsewhere. */
-  warrenPools?(): readonly WarrenPoolFigures[];
-  journal(): { readonly pending: number; readonly setAside: number };
-  /** Intents queued (or backing off) in the release pipeline, by source. */
-  queueDepth(): Readonly<Partial<Record<ReleaseSource, number>>>;
-  /** Whether ADD can be served now. */
-  ready(): Promise<boolean>;
-  /** On a store shared by nodes: whether this node stopped on it, and whether the cluster recovers (recovery.ts). */
-  cluster?(): { readonly halted: boolean; readonly recovering: boolean };
-  /** Addresses this node holds for no container, by kind (ipam/bookkeeping.ts); absent: none kept. */
-  bookkeeping?(): Promise<Readonly<Record<string, number>>>;
-}
+import { BoundedLabel, codeLabel, commandLabel } from './labels.ts';
+import type { MetricsReadings } from './readings.ts';
 
 export interface AgentMetricsOptions {
   readonly version: string;
@@ -59,9 +24,6 @@ export interface AgentMetricsOptions {
   /** Node process metrics (CPU, memory, event loop lag) under the same prefix; default on. */
   readonly processMetrics?: boolean;
 }
-
-/** The label value that stands for every value past the bound. */
-export const OTHER = '_other';
 
 /** Seconds: a CNI call on the agent is ~0.2 ms; a contended etcd commit can take a second. */
 const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
@@ -344,33 +306,4 @@ export class AgentMetrics implements Telemetry {
     const depth = this.#readings.queueDepth();
     for (const source of RELEASE_SOURCES) this.#queue.set({ source }, depth[source] ?? 0);
   }
-}
-
-/** A label whose values come from callers: the first `max` distinct values, then `_other`. */
-export class BoundedLabel {
-  readonly #max: number;
-  readonly #seen = new Set<string>();
-
-  constructor(max: number) {
-    this.#max = max;
-  }
-
-  of(value: string): string {
-    if (this.#seen.has(value)) return value;
-    if (this.#seen.size >= this.#max) return OTHER;
-    this.#seen.add(value);
-    return value;
-  }
-}
-
-const COMMANDS: ReadonlySet<string> = new Set<CniCommand>(CNI_COMMANDS);
-
-/** The spec's commands as sent; anything else (a bad request) is `invalid`. */
-function commandLabel(command: string): string {
-  return COMMANDS.has(command) ? command : 'invalid';
-}
-
-/** CNI codes are small integers (0 success, 1–7, 11, 50, 100+ Warren's own). */
-function codeLabel(code: number): string {
-  return Number.isInteger(code) && code >= 0 && code < 1000 ? String(code) : 'other';
 }

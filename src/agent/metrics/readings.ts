@@ -1,5 +1,6 @@
 /**
- * What a scrape reads from the agent's state, as plain functions of it: per range the figures of
+ * What a scrape reads from the agent's state (`MetricsReadings`, the contract the metrics read
+ * through, so they hold no state of their own), as plain functions of it: per range the figures of
  * its pool report and, on a store shared by nodes, the blocks this node owns and those of other
  * nodes it allocated from; the journal's set-aside files; and `agentReadings`, the readings the
  * agent's metrics take, put together from the parts that hold them.
@@ -11,7 +12,43 @@ import { isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
 import type { PoolReport } from '../../api/protocol.ts';
 import type { WarrenPoolReport } from '../../api/status.ts';
 import { REJECTED_DIR } from '../../sources/missed-delete-journal.ts';
-import type { MetricsReadings, PoolFigures } from './prometheus.ts';
+import type { ReleaseSource } from '../../api/dashboard.ts';
+
+/** One range as a scrape reports it. */
+export interface PoolFigures {
+  /** The range's pool key (`10.0.0.0/24`, `10.0.0.0/16@net`). */
+  readonly pool: string;
+  /** Addresses the range holds; a number (a /64's 2^64 is exact enough for a gauge). */
+  readonly capacity?: number;
+  readonly allocated: number;
+  readonly resting: number;
+  /** On a store shared by nodes, for a range split into blocks. */
+  readonly blocks?: { readonly owned: number; readonly borrowed: number };
+}
+
+/** A WarrenPool as its status shows it (written by one agent of the cluster from the published blocks). */
+export interface WarrenPoolFigures {
+  readonly name: string;
+  /** Allocatable addresses; absent until the status is written. */
+  readonly capacity?: number;
+  readonly used?: number;
+}
+
+/** What a scrape reads from the agent. */
+export interface MetricsReadings {
+  pools(): Promise<readonly PoolFigures[]>;
+  /** The WarrenPools the agent watches (the kubernetes store); none elsewhere. */
+  warrenPools?(): readonly WarrenPoolFigures[];
+  journal(): { readonly pending: number; readonly setAside: number };
+  /** Intents queued (or backing off) in the release pipeline, by source. */
+  queueDepth(): Readonly<Partial<Record<ReleaseSource, number>>>;
+  /** Whether ADD can be served now. */
+  ready(): Promise<boolean>;
+  /** On a store shared by nodes: whether this node stopped on it, and whether the cluster recovers (recovery.ts). */
+  cluster?(): { readonly halted: boolean; readonly recovering: boolean };
+  /** Addresses this node holds for no container, by kind (ipam/bookkeeping.ts); absent: none kept. */
+  bookkeeping?(): Promise<Readonly<Record<string, number>>>;
+}
 
 /**
  * Per range, what a scrape reports: the pool report's figures and, on a store shared by nodes,

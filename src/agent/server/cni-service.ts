@@ -4,8 +4,8 @@
  * ends in exactly one outcome: a result object, no output (DEL, CHECK, GC, STATUS succeed
  * silently), or a CNI error object. It never throws.
  *
- * - The request's fields are checked with the plugin's own rules (cni/args.ts), so both refuse the
- *   same input with the same CNI code; a field of the wrong JSON type is BAD_REQUEST (7).
+ * - The request's fields are checked with the plugin's own rules (server/cni-call.ts), so both refuse
+ *   the same input with the same CNI code; a field of the wrong JSON type is BAD_REQUEST (7).
  * - A network config naming another store than the agent runs on is refused (7).
  * - With `nodeLocalOnly` (a per-node store while the Kubernetes source is on), ADD of a config that
  *   is not node-local is refused (7) naming the fixes (cni/node-local.ts): two nodes would hand out
@@ -26,24 +26,23 @@
 import { type Clock, systemClock } from '../../core/clock.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import { momentOf, shifted } from '../../core/moment.ts';
-import { isPlainObject, validator } from '../../core/validate.ts';
 import { type IPAddress, formatIP, parseIP } from '../../ipam/address.ts';
 import type { Owner } from '../../ipam/allocation.ts';
 import { inSubnet } from '../../ipam/range.ts';
 import type { StoreKind } from '../../store/store.ts';
 import { type Allocator, type RuntimeOf, attachmentKey } from '../../allocator/allocator.ts';
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
-import { type CniEnv, checkCniVariables, parseCniArgs, printable } from '../../cni/args.ts';
+import { type CniEnv, parseCniArgs, printable } from '../../cni/args.ts';
 import { delTargetOf } from '../../cni/del-target.ts';
 import { type NetConf, declaredVersion, parseNetConf } from '../../cni/netconf.ts';
 import { type NodeLocalConfig, perNodeRefusal } from '../../cni/node-local.ts';
 import { type CniCommand, type IpamResult, SPEC_VERSION, renderResult, versionResult } from '../../cni/spec.ts';
 import { isExpected, toCniError } from '../../api/errors.ts';
 import type { CniOutcome, CniRequest } from '../../api/protocol.ts';
-import { CONFIG_FIELD, ENVELOPE } from '../../api/cni-wire.ts';
 import { NO_TELEMETRY, type Telemetry } from '../metrics/telemetry.ts';
 import { SETTINGS } from '../settings/table.ts';
 import { type AddOutcome, type AddPlanner, podRefOf, runPlanners } from './add-plan.ts';
+import { cniCallOf, ownerOf } from './cni-call.ts';
 
 export interface CniServiceOptions {
   readonly allocator: Allocator;
@@ -101,12 +100,6 @@ export interface CniServiceOptions {
 
 /** Default of CniServiceOptions.gcGraceMs: --gc-grace's default (far longer than any runtime takes from list to GC). */
 export const DEFAULT_GC_GRACE_MS = Number(SETTINGS.gcGraceSeconds.default) * 1000;
-
-/** A request whose fields passed the spec's rules; the config is parsed per command. */
-interface CniCall {
-  readonly env: CniEnv;
-  readonly config: unknown;
-}
 
 type ConfiguredCommand = Exclude<CniCommand, 'VERSION'>;
 
@@ -337,42 +330,4 @@ export class CniService {
       }
     }
   }
-}
-
-/** The fields of a CniRequest (api/cni-wire.ts); any other is refused, as the forwarded call refuses one. */
-const REQUEST_FIELDS: ReadonlySet<string> = new Set([...ENVELOPE.map((f) => f.field), CONFIG_FIELD]);
-
-const { refuseUnknownFields } = validator((message) => new WarrenError('BAD_REQUEST', message));
-
-/**
- * The request's fields, checked: no unknown one, each a string where present (BAD_REQUEST
- * otherwise), then they pass the same rules as the plugin's environment (BAD_ENV, naming the
- * variable).
- */
-function cniCallOf(request: unknown): CniCall {
-  if (!isPlainObject(request)) throw new WarrenError('BAD_REQUEST', 'request must be a JSON object');
-  refuseUnknownFields(request, REQUEST_FIELDS, 'request');
-  const r = request;
-  const env = checkCniVariables({
-    command: stringField(r.command, 'command'),
-    containerID: optionalString(r.containerID, 'containerID'),
-    netns: optionalString(r.netns, 'netns'),
-    ifname: optionalString(r.ifname, 'ifname'),
-    args: optionalString(r.args, 'args'),
-  });
-  return { env, config: r.config };
-}
-
-function stringField(value: unknown, name: string): string {
-  if (typeof value !== 'string') throw new WarrenError('BAD_REQUEST', `request field ${name} must be a string`);
-  return value;
-}
-
-function optionalString(value: unknown, name: string): string | undefined {
-  return value === undefined ? undefined : stringField(value, name);
-}
-
-/** ADD, DEL and CHECK passed checkCniVariables, which requires both. */
-function ownerOf(env: CniEnv, conf: NetConf): Owner {
-  return { network: conf.name, containerID: env.containerID as string, ifname: env.ifname as string };
 }

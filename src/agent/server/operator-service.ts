@@ -51,6 +51,7 @@ import { type WatchedReservation, reservationReports } from './reservation-repor
 import { ReleaseHistory } from '../metrics/release-history.ts';
 import { bookkeepingCounts, bookkeepingTotal } from './bookkeeping-counts.ts';
 import { publishedNodes } from './cluster-nodes.ts';
+import { ClusterStatus } from './cluster-status.ts';
 import { withClusterFigures } from './cluster-pools.ts';
 import { operatorRelease } from './operator-release.ts';
 import { NO_TELEMETRY, type Telemetry } from '../metrics/telemetry.ts';
@@ -110,8 +111,8 @@ export class AgentService {
   readonly #history: ReleaseHistory;
   /** The published view with its last reads kept for the next page of a listing (allocation-pages.ts). */
   readonly #published: RecentReads | undefined;
-  /** The live nodes as last read, and when: what status shows while the cluster store is away. */
-  #liveNodes: { readonly nodes: readonly string[]; readonly at: number } | undefined;
+  /** The cluster's part of status, on a store nodes share (cluster-status.ts). */
+  readonly #clusterStatus: ClusterStatus | undefined;
 
   constructor(options: AgentServiceOptions) {
     this.#o = options;
@@ -119,6 +120,16 @@ export class AgentService {
     this.#startedAt = options.clock.now();
     this.#telemetry = options.telemetry ?? NO_TELEMETRY;
     this.#history = options.history ?? new ReleaseHistory(options.clock);
+    this.#clusterStatus =
+      options.membership === undefined
+        ? undefined
+        : new ClusterStatus({
+            membership: options.membership,
+            store: options.store,
+            node: options.allocator.node,
+            clock: options.clock,
+            ...(options.cluster === undefined ? {} : { problem: options.cluster.problem }),
+          });
   }
 
   /** Throws NOT_READY when ADD cannot be served. */
@@ -153,27 +164,8 @@ export class AgentService {
     const error = pingError ?? failing;
     const pools = pingError === undefined ? await this.#o.store.pools() : [];
     const bookkeeping = pingError === undefined ? await bookkeepingCounts(this.#o.store) : {};
-    let cluster: AgentStatus['cluster'];
-    const membership = this.#o.membership;
-    if (membership !== undefined && pingError === undefined) {
-      const live = await this.#liveNodesNow(membership);
-      const problem = this.#o.cluster?.problem();
-      const readAt = this.#liveNodes?.at;
-      const fileCheck = await this.#o.store.cluster?.fileCheck();
-      cluster = {
-        liveNodes: live.nodes,
-        ownBlocks: pools.filter((p) => p.affinity === this.#o.allocator.node).length,
-        thisNodeAnnounced: live.nodes.includes(this.#o.allocator.node),
-        ...(problem === undefined ? {} : { problem }),
-        ...(live.unread === undefined
-          ? {}
-          : {
-              unread: live.unread,
-              ...(readAt === undefined ? {} : { liveNodesReadAt: new Date(readAt).toISOString() }),
-            }),
-        ...(fileCheck === undefined ? {} : { fileCheck }),
-      };
-    }
+    const cluster =
+      this.#clusterStatus === undefined || pingError !== undefined ? undefined : await this.#clusterStatus.read(pools);
     const now = this.#o.clock.now();
     const notReady =
       pingError !== undefined
@@ -209,21 +201,6 @@ export class AgentService {
       ...(this.#o.metrics === undefined ? {} : { metrics: this.#o.metrics() }),
     };
     return { status, readable: pingError === undefined };
-  }
-
-  /**
-   * The live nodes read now, or, when the cluster store cannot be read (it is away: the agent still
-   * serves its own blocks), the last ones read with why they are not from now: status never fails
-   * for what only the cluster knows.
-   */
-  async #liveNodesNow(membership: Membership): Promise<{ nodes: readonly string[]; unread?: string }> {
-    try {
-      const nodes = (await membership.liveNodes()).map((n) => n.node);
-      this.#liveNodes = { nodes, at: this.#o.clock.now() };
-      return { nodes };
-    } catch (error) {
-      return { nodes: this.#liveNodes?.nodes ?? [], unread: `the live nodes could not be read: ${messageOf(error)}` };
-    }
   }
 
   /** Everything the dashboard shows, read now. */
