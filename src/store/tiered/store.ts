@@ -127,7 +127,8 @@ export class TieredStore implements Store {
       node: o.node,
       clock: o.clock,
       holds: (key) => this.#claims.held(key),
-      isLoan: async (key) => isLoanKey(key, (await this.#ranges.blockPrefix(rangePoolOfKey(key))) ?? 128), // unsplit: none
+      // A range never split has no loan pools: 128 makes no key one.
+      isLoan: async (key) => isLoanKey(key, (await this.#ranges.blockPrefix(rangePoolOfKey(key))) ?? 128),
       everyOwnBlock: async () => (await this.#claims.loadAll()).map((c) => c.key),
       notice: this.#notice,
     });
