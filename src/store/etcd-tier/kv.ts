@@ -49,6 +49,11 @@ export const requestRecord = (pool: string, node: string): string => `${requests
 export const spacesOf = (space: string): string => `spaces/${enc(space)}/`;
 export const spaceRecord = (space: string, pool: string): string => `${spacesOf(space)}${enc(pool)}`;
 
+/** The value of a claim key: compared byte for byte by `publish` and `unclaim`, so always written by this function. */
+export function claimValue(node: string): Buffer {
+  return Buffer.from(JSON.stringify({ node }));
+}
+
 /** The last segment of a key, decoded (the block key, node or range it names). */
 export function lastSegment(key: string): string {
   return decodeURIComponent(key.slice(key.lastIndexOf('/') + 1));

@@ -21,9 +21,7 @@
  *   exactly the one named ('changed' otherwise, 'gone' when there is none). A block given back and
  *   claimed again has another create revision, so the old claim never removes the new one (ABA);
  * - a range record is created if absent, never rewritten: the first block size wins;
- * - `publish` writes only while the block's claim holds the publishing node (a value compare); the
- *   publication is its own key (etcd-tier/kv.ts `publishedRecord`), deleted in `unclaim`'s transaction,
- *   so a claim key deleted by someone else (etcdctl del) leaves it for `publicationOf` to find;
+ * - a block's publication (etcd-tier/publications.ts) is its own key, deleted in `unclaim`'s transaction;
  * - every listing pages (at most `limit` records a response); `claimsOf(node)` reads that node's
  *   index keys and their claims, `claimHolders` the index keys only (skipping each node's others),
  *   so no call reads a whole range but `claimsIn`'s and `published`'s pages.
@@ -50,16 +48,17 @@ import { EtcdMembership } from './membership.ts';
 import { EtcdRecovery } from './recovery.ts';
 import type { AcceptReport, Store } from '../store.ts';
 import { type LegacyReport, forgetLegacyNode, importLegacy, legacyLeft } from './legacy-import.ts';
+import { EtcdTierPublications } from './publications.ts';
 import { EtcdTierRequests } from './requests.ts';
 import { EtcdTierSpaces } from './spaces.ts';
 import {
   TierKv,
   blockRecord,
+  claimValue,
   blocksOf,
   lastSegment,
   nodeIndex,
   nodeIndexOf,
-  publishedOf,
   publishedRecord,
   prefixEnd,
   rangeKey,
@@ -85,27 +84,10 @@ export interface EtcdTierOptions extends EtcdClientOptions {
   readonly historyIntervalMs?: number;
 }
 
-/** The value of a claim key: compared byte for byte by `publish`, so always written by this function. */
-function claimValue(node: string): Buffer {
-  return Buffer.from(JSON.stringify({ node }));
-}
-
 function claimOfKv(kv: IKeyValue, key: string): BlockClaim | undefined {
   const node = (JSON.parse(kv.value.toString('utf8')) as { node?: unknown }).node;
   if (typeof node !== 'string') return undefined;
   return { key, node, uid: kv.create_revision, version: kv.mod_revision };
-}
-
-function publicationOfKv(kv: IKeyValue, key: string): PublishedBlock {
-  const v = JSON.parse(kv.value.toString('utf8')) as {
-    node: string;
-    counts: PublishedBlock['counts'];
-    allocations: PublishedBlock['allocations'];
-    at: number;
-    revision?: number;
-  };
-  const revision = v.revision === undefined ? {} : { revision: v.revision };
-  return { key, node: v.node, counts: v.counts, allocations: v.allocations, publishedAt: v.at, ...revision };
 }
 
 export async function openEtcdTier(o: EtcdTierOptions): Promise<EtcdTier> {
@@ -124,6 +106,7 @@ export class EtcdTier implements ClusterTier {
   readonly #kv: TierKv;
   readonly #ns: Namespace;
   readonly #requests: EtcdTierRequests;
+  readonly #publications: EtcdTierPublications;
   /** The identity recorded at the agent's last run; compared at the first verification only. */
   #expectedIdentity: string | undefined;
   readonly #verifyIdentity: () => Promise<void>;
@@ -160,6 +143,7 @@ export class EtcdTier implements ClusterTier {
     });
     this.spaces = new EtcdTierSpaces(this.#kv);
     this.#requests = new EtcdTierRequests(this.#kv, this.#ns);
+    this.#publications = new EtcdTierPublications(this.#kv);
     this.history = new EtcdHistory(client, this.#ns, { ...o, timeout }, call);
   }
 
@@ -286,45 +270,19 @@ export class EtcdTier implements ClusterTier {
     return (await this.claimOf(claim.key)) === undefined ? 'gone' : 'changed';
   }
 
-  async publish(block: PublishedBlock): Promise<void> {
-    const record = this.#kv.key(blockRecord(block.key));
-    const { node, counts, allocations, publishedAt: at, revision } = block;
-    const value = { node, counts, allocations, at, ...(revision === undefined ? {} : { revision }) };
-    const response = await this.#kv.write(`publish block ${block.key}`, {
-      compare: [{ key: record, target: 'Value', result: 'Equal', value: claimValue(block.node) }],
-      success: [
-        { request_put: { key: this.#kv.key(publishedRecord(block.key)), value: Buffer.from(JSON.stringify(value)) } },
-      ],
-      failure: [],
-    });
-    if (!response.succeeded) throw new WarrenError('TRY_AGAIN', `block ${block.key} is not claimed by ${block.node}`);
+  publish(block: PublishedBlock): Promise<void> {
+    return this.#publications.publish(block);
   }
 
-  async publicationOf(key: string): Promise<PublishedBlock | undefined> {
-    const kv = await this.#kv.get(`read the publication of ${key}`, publishedRecord(key));
-    return kv === undefined ? undefined : publicationOfKv(kv, key);
+  publicationOf(key: string): Promise<PublishedBlock | undefined> {
+    return this.#publications.publicationOf(key);
   }
 
-  async published(
+  published(
     filter: { pool?: string; node?: string },
     page?: { limit: number; continue?: string },
   ): Promise<Page<PublishedBlock>> {
-    const parse = (kv: IKeyValue): PublishedBlock => publicationOfKv(kv, lastSegment(this.#kv.relative(kv)));
-    if (filter.node === undefined) {
-      const got = await this.#kv.page('list published blocks', publishedOf(filter.pool), page);
-      const items = got.kvs.map(parse);
-      return got.continue === undefined ? { items } : { items, continue: got.continue };
-    }
-    // A node's publications: a page of its index, then the publications of those blocks.
-    const node = filter.node;
-    const index = await this.#kv.page(`list the blocks of ${node}`, nodeIndexOf(node, filter.pool), page, {
-      keysOnly: true,
-    });
-    const keys = index.kvs.map((kv) => publishedRecord(lastSegment(this.#kv.relative(kv))));
-    const items = (await this.#kv.getMany(`read the publications of ${node}`, keys))
-      .map(parse)
-      .filter((b) => b.node === node);
-    return index.continue === undefined ? { items } : { items, continue: index.continue };
+    return this.#publications.published(filter, page);
   }
 
   ask(pool: string, node: string, wanted: number): Promise<AddressRequest> {

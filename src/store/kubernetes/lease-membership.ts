@@ -21,9 +21,8 @@
  *   which also carries the cluster's recovery marker (recovery.ts), and a node halted on a lost
  *   store adds itself to it. An ordinary expiry (the API server away longer than the lease) is
  *   none of this: the node announces itself again.
- * - A chore (`claimTask`) is the Lease `taskLeaseName(task)` whose holder is a node: it is held for
- *   as long as that node's announcement lives (it is never renewed itself), and taken over by an
- *   RV-guarded PUT once the holder's announcement is gone or expired, so exactly one asker wins.
+ * - A chore (`claimTask`) is claimed only by a node announced and holding its Lease, on a store not
+ *   halted; the chore's own Lease is task-leases.ts's.
  *
  * Expiry compares the writer's renewTime with this node's wall clock: the nodes' clocks are assumed
  * to agree within a fraction of the lease (as they must for Kubernetes' own node leases).
@@ -36,12 +35,12 @@ import { type Recovery, joinRecovery } from '../tiered/recovery.ts';
 import type { AcceptReport, AnnounceInfo, Membership, NodeRecord } from '../store.ts';
 import type { KubeClusterState } from './cluster-state.ts';
 import { API_LOST_RECOVERY, type KubeContinuity, revisionOf } from './continuity.ts';
-import { LEASE_LABEL, NODE_LABEL, labelValue, nodeLeaseName, selectorOf, taskLeaseName } from './names.ts';
+import { LEASE_LABEL, NODE_LABEL, labelValue, nodeLeaseName, selectorOf } from './names.ts';
 import { type LeaseView, RECORD_ANNOTATION, leaseOf, microTime, recordOf } from './lease-objects.ts';
 import type { KubeObject } from './objects.ts';
 import type { Resource } from './resources.ts';
+import { TaskLeases } from './task-leases.ts';
 
-const TASK_ANNOTATION = 'warren.dev/task';
 /** Rounds of create-or-take-over against a Lease that keeps changing, before TRY_AGAIN. */
 const MAX_ROUNDS = 5;
 /** How often a Lease being waited out is read again. */
@@ -77,9 +76,11 @@ export class LeaseMembership implements Membership {
   #announced: Announced | undefined;
   /** This instance's Lease as last written: what the next renewal is guarded by. */
   #held: LeaseView | undefined;
+  readonly #tasks: TaskLeases;
 
   constructor(options: LeaseMembershipOptions) {
     this.#o = options;
+    this.#tasks = new TaskLeases(options);
   }
 
   async announce(node: string, info: AnnounceInfo): Promise<void> {
@@ -307,52 +308,13 @@ export class LeaseMembership implements Membership {
     return out.sort((x, y) => (x.node < y.node ? -1 : x.node > y.node ? 1 : 0));
   }
 
-  /** Whether `node`'s announcement lives now. */
-  async #alive(node: string): Promise<boolean> {
-    const lease = leaseOf(await this.#o.leases.get('read a node announcement', nodeLeaseName(node)));
-    return lease !== undefined && lease.expires > this.#o.clock.now();
-  }
-
-  #taskBody(task: string, node: string, lease?: LeaseView): KubeObject {
-    const now = microTime(this.#o.clock.now());
-    return {
-      apiVersion: 'coordination.k8s.io/v1',
-      kind: 'Lease',
-      metadata: {
-        name: taskLeaseName(task),
-        labels: { [LEASE_LABEL]: 'task', [NODE_LABEL]: labelValue(node) },
-        annotations: { [TASK_ANNOTATION]: task },
-        ...(lease === undefined ? {} : { resourceVersion: lease.version }),
-      },
-      spec: {
-        holderIdentity: node,
-        leaseDurationSeconds: this.#o.leaseSeconds,
-        acquireTime: now,
-        renewTime: now,
-        leaseTransitions: lease === undefined ? 0 : lease.transitions + 1,
-      },
-    };
-  }
-
   async claimTask(task: string): Promise<boolean> {
     const a = this.#announced;
     if (a === undefined || this.#held === undefined || this.#o.continuity.halted() !== undefined) return false;
-    const leases = this.#o.leases;
-    for (let round = 1; round <= 2; round++) {
-      const created = await leases.create('claim a task', this.#taskBody(task, a.node));
-      if (created.kind === 'created') return true;
-      const lease = leaseOf(await leases.get('read a task', taskLeaseName(task)));
-      if (lease === undefined) continue; // released since: claim it again
-      if (lease.holder === a.node) return true;
-      if (lease.holder !== undefined && (await this.#alive(lease.holder))) return false;
-      const taken = await leases.replace('take over a task', this.#taskBody(task, a.node, lease));
-      return taken.kind === 'replaced';
-    }
-    return false;
+    return this.#tasks.claim(task, a.node);
   }
 
-  async releaseTask(task: string): Promise<void> {
-    this.#o.continuity.refuseWhileHalted();
-    await this.#o.leases.remove('release a task', taskLeaseName(task));
+  releaseTask(task: string): Promise<void> {
+    return this.#tasks.release(task);
   }
 }

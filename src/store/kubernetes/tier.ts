@@ -20,9 +20,8 @@
  *   first), only while the block is claimed by the publishing node; `unclaim` deletes it after the
  *   claim (one request more when this tier published it, a read and a delete when not); a
  *   borrower's loan pool is published by `publishLoan` (no claim to check) and `withdrawLoan`;
- * - a request's update is a PUT guarded by the version it was read at (undefined on a conflict);
- *   open requests and each lender's requests carry labels (`warren.dev/open`,
- *   `lender.warren.dev/<node>`), so the server selects them.
+ * - address requests are kubernetes/requests.ts's: an update is a PUT guarded by the version it was
+ *   read at, and the server selects open requests and each lender's by label.
  * Every failure to reach the API server is TRY_AGAIN naming it (api-client.ts).
  *
  * An API server that lost its data (kubernetes/continuity.ts: an answer's resourceVersion gone backwards,
@@ -53,19 +52,10 @@ import { KubeSpaces } from './spaces.ts';
 import { KubeClusterState } from './cluster-state.ts';
 import { KubeContinuity } from './continuity.ts';
 import { LeaseMembership } from './lease-membership.ts';
-import {
-  NODE_LABEL,
-  OPEN_LABEL,
-  RANGE_LABEL,
-  blockName,
-  labelValue,
-  lenderLabel,
-  rangeName,
-  requestName,
-  selectorOf,
-} from './names.ts';
+import { NODE_LABEL, RANGE_LABEL, blockName, labelValue, rangeName, selectorOf } from './names.ts';
+import { KubeRequests } from './requests.ts';
 import { KubeRequestWatch } from './request-watch.ts';
-import { blockObject, claimOfObject, rangeObject, rangeOf, requestObject, requestOf } from './objects.ts';
+import { blockObject, claimOfObject, rangeObject, rangeOf } from './objects.ts';
 import { FULL_LIST_PAGE, Resource, leaseKind, warrenKind } from './resources.ts';
 import type { AcceptReport } from '../store.ts';
 
@@ -117,7 +107,7 @@ export class KubeTier implements ClusterTier {
   readonly #api: KubeApiClient;
   readonly #ranges: Resource;
   readonly #blocks: Resource;
-  readonly #requests: Resource;
+  readonly #requests: KubeRequests;
   readonly #publications: KubePublications;
   readonly #watch: KubeRequestWatch;
   /** Range records read or made: a record never changes once made, so it is read once. */
@@ -136,10 +126,11 @@ export class KubeTier implements ClusterTier {
     const guarded = continuity.observer(true);
     this.#ranges = new Resource(api, warrenKind('warrenranges'), guarded);
     this.#blocks = new Resource(api, warrenKind('warrenblocks'), guarded);
-    this.#requests = new Resource(api, warrenKind('warrenaddressrequests'), guarded);
+    const requests = new Resource(api, warrenKind('warrenaddressrequests'), guarded);
+    this.#requests = new KubeRequests(requests);
     const clusterState = new Resource(api, warrenKind('warrenclusterstates'), continuity.observer(false));
     this.#state = new KubeClusterState(clusterState, continuity, () => o.clock.now(), o.identity);
-    this.#watch = new KubeRequestWatch(this.#requests, o.clock);
+    this.#watch = new KubeRequestWatch(requests, o.clock);
     this.#publications = new KubePublications({
       publications: new Resource(api, warrenKind('warrenblockpublications'), guarded),
       blocks: this.#blocks,
@@ -293,59 +284,28 @@ export class KubeTier implements ClusterTier {
     return this.#publications.list(filter, page);
   }
 
-  async ask(pool: string, node: string, wanted: number): Promise<AddressRequest> {
-    const name = requestName(pool, node);
-    for (let round = 1; round <= MAX_ROUNDS; round++) {
-      const created = await this.#requests.create(
-        `ask for addresses of range ${pool}`,
-        requestObject(name, { pool, node, wanted, grants: [] }),
-      );
-      if (created.kind === 'created') return this.#requestOrFail(created.object, pool, node);
-      const current = await this.requestOf(pool, node);
-      if (current === undefined) continue;
-      if (current.wanted === wanted) return current;
-      const updated = await this.updateRequest(current, current.grants, wanted);
-      if (updated !== undefined) return updated;
-    }
-    throw new WarrenError('TRY_AGAIN', `the request of node ${node} for range ${pool} kept changing; try again`);
+  ask(pool: string, node: string, wanted: number): Promise<AddressRequest> {
+    return this.#requests.ask(pool, node, wanted);
   }
 
-  #requestOrFail(object: unknown, pool: string, node: string): AddressRequest {
-    const request = requestOf(object);
-    if (request === undefined)
-      throw new WarrenError('IO_FAILURE', `the API server answered the request of ${node} for ${pool} with no object`);
-    return request;
+  requestOf(pool: string, node: string): Promise<AddressRequest | undefined> {
+    return this.#requests.requestOf(pool, node);
   }
 
-  async requestOf(pool: string, node: string): Promise<AddressRequest | undefined> {
-    const request = requestOf(
-      await this.#requests.get(`read the request of ${node} for ${pool}`, requestName(pool, node)),
-    );
-    return request !== undefined && request.pool === pool && request.node === node ? request : undefined;
+  openRequests(pool?: string): Promise<AddressRequest[]> {
+    return this.#requests.openRequests(pool);
   }
 
-  async openRequests(pool?: string): Promise<AddressRequest[]> {
-    const labels = { [OPEN_LABEL]: 'true', ...(pool === undefined ? {} : { [RANGE_LABEL]: labelValue(pool) }) };
-    const items = await this.#requests.listAll('list open address requests', selectorOf(labels));
-    return items
-      .map(requestOf)
-      .filter((r): r is AddressRequest => r !== undefined && r.wanted > 0 && (pool === undefined || r.pool === pool));
+  requestsLentBy(lender: string): Promise<AddressRequest[]> {
+    return this.#requests.requestsLentBy(lender);
   }
 
-  async requestsLentBy(lender: string): Promise<AddressRequest[]> {
-    const items = await this.#requests.listAll(`list requests lent to by ${lender}`, `${lenderLabel(lender)}=true`);
-    return items.map(requestOf).filter((r): r is AddressRequest => r?.grants.some((g) => g.lender === lender) === true);
-  }
-
-  async updateRequest(
+  updateRequest(
     request: AddressRequest,
     grants: readonly Grant[],
     wanted: number,
   ): Promise<AddressRequest | undefined> {
-    const { pool, node } = request;
-    const body = requestObject(requestName(pool, node), { pool, node, wanted, grants }, request.version);
-    const written = await this.#requests.replace(`update the request of ${node} for ${pool}`, body);
-    return written.kind === 'replaced' ? this.#requestOrFail(written.object, pool, node) : undefined;
+    return this.#requests.updateRequest(request, grants, wanted);
   }
 
   watchRequests(listener: (request: AddressRequest) => void): () => void {

@@ -12,22 +12,15 @@
  * then reported as TRY_AGAIN (CNI code 11) naming the file. Every other SQLite failure that is
  * about the file (full disk, corruption, I/O) is an IO_FAILURE naming the file.
  */
-import { DatabaseSync, type StatementSync } from 'node:sqlite';
+import { DatabaseSync } from 'node:sqlite';
 import { existsSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { type Clock, systemClock } from '../../core/clock.ts';
 import { WarrenError } from '../../core/errors.ts';
 import type { Allocation, Owner } from '../../ipam/allocation.ts';
 import { describeSqliteError, isBusy } from './errors.ts';
-import {
-  type AllocationRow,
-  INSERT_ALLOCATION,
-  readPage,
-  readPools,
-  rowValues,
-  toAllocation,
-  whereClause,
-} from './rows.ts';
+import { type AllocationRow, readPage, readPools, toAllocation, whereClause } from './rows.ts';
+import { type Statements, commitIn, prepareStatements, readPoolIn } from './pool-sql.ts';
 import { migrateSchema } from './schema.ts';
 import { WalSync } from './wal-sync.ts';
 import type {
@@ -61,8 +54,7 @@ export class SqliteStore implements Store {
   readonly #clock: Clock;
   readonly #busyTimeoutMs: number;
   #db: DatabaseSync;
-  /** Prepared once: statement preparation costs more than the statements themselves. */
-  #stmt: Record<string, StatementSync>;
+  #stmt: Statements;
   /** At FULL on a file: the WAL syncs the connection (at NORMAL) leaves to this store. */
   readonly #walSync: WalSync | undefined;
 
@@ -78,7 +70,7 @@ export class SqliteStore implements Store {
     } catch (error) {
       throw describeSqliteError(options.path, error);
     }
-    this.#stmt = this.#prepare();
+    this.#stmt = prepareStatements(this.#db);
   }
 
   #open(options: SqliteStoreOptions): DatabaseSync {
@@ -124,43 +116,6 @@ export class SqliteStore implements Store {
     }
   }
 
-  #prepare(): Record<string, StatementSync> {
-    const db = this.#db;
-    return {
-      revision: db.prepare('SELECT revision, cursor, affinity, cooldown_seconds FROM pools WHERE pool = ?'),
-      allocated: db.prepare('SELECT address FROM allocations WHERE pool = ?'),
-      resting: db.prepare('SELECT address, reusable_at, reusable_boot, reusable_mono FROM resting WHERE pool = ?'),
-      createPool: db.prepare('INSERT INTO pools (pool, revision) VALUES (?, 1) ON CONFLICT (pool) DO NOTHING'),
-      bumpRevision: db.prepare('UPDATE pools SET revision = revision + 1 WHERE pool = ? AND revision = ?'),
-      insert: db.prepare(INSERT_ALLOCATION),
-      remove: db.prepare('DELETE FROM allocations WHERE pool = ? AND address = ?'),
-      relocate: db.prepare(
-        'UPDATE allocations SET netns = ? WHERE pool = ? AND address = ? AND network = ? AND container_id = ' +
-          '? AND ifname = ?',
-      ),
-      rest: db.prepare(
-        'INSERT OR REPLACE INTO resting (pool, address, reusable_at, reusable_boot, reusable_mono) VALUES ' +
-          '(?, ?, ?, ?, ?)',
-      ),
-      unrest: db.prepare('DELETE FROM resting WHERE pool = ? AND address = ?'),
-      cursor: db.prepare('UPDATE pools SET cursor = ? WHERE pool = ?'),
-      describe: db.prepare('UPDATE pools SET description = ? WHERE pool = ?'),
-      affinity: db.prepare('UPDATE pools SET affinity = ? WHERE pool = ?'),
-      cooldown: db.prepare('UPDATE pools SET cooldown_seconds = ? WHERE pool = ?'),
-      byOwner: db.prepare('SELECT * FROM allocations WHERE network = ? AND container_id = ? ORDER BY pool, address'),
-      byOwnerIf: db.prepare(
-        'SELECT * FROM allocations WHERE network = ? AND container_id = ? AND ifname = ? ORDER BY pool, address',
-      ),
-      begin: db.prepare('BEGIN IMMEDIATE'),
-      commit: db.prepare('COMMIT'),
-      rollback: db.prepare('ROLLBACK'),
-      probe: db.prepare(
-        `INSERT INTO meta (key, value) VALUES ('write_probe', ?) ON CONFLICT (key) DO UPDATE SET value = ` +
-          `excluded.value`,
-      ),
-    };
-  }
-
   /**
    * Runs one synchronous database step; while another process holds the database, waits on the
    * clock (the event loop stays free) and tries again, up to `budgetMs`. Failures about the file
@@ -192,45 +147,8 @@ export class SqliteStore implements Store {
     }
   }
 
-  #s(name: string): StatementSync {
-    return this.#stmt[name] as StatementSync;
-  }
-
   readPool(pool: string, knownRevision?: Revision): Promise<PoolRead> {
-    return this.#run(() => this.#readPool(pool, knownRevision));
-  }
-
-  #readPool(pool: string, knownRevision?: Revision): PoolRead {
-    const row = this.#s('revision').get(pool) as
-      | { revision: number; cursor: string | null; affinity: string | null; cooldown_seconds: number | null }
-      | undefined;
-    const revision = row === undefined ? 0 : Number(row.revision);
-    if (knownRevision !== undefined && knownRevision === revision) return { kind: 'unchanged', revision };
-    const allocations = (this.#s('allocated').all(pool) as Array<{ address: string }>).map((r) => r.address);
-    const resting = (
-      this.#s('resting').all(pool) as Array<{
-        address: string;
-        reusable_at: number;
-        reusable_boot: string | null;
-        reusable_mono: number | null;
-      }>
-    ).map((r) => ({
-      address: r.address,
-      reusableAt: Number(r.reusable_at),
-      ...(r.reusable_boot === null || r.reusable_mono === null
-        ? {}
-        : { reusableStamp: { boot: r.reusable_boot, at: Number(r.reusable_mono) } }),
-    }));
-    return {
-      kind: 'snapshot',
-      pool,
-      revision,
-      ...(row?.cursor ? { cursor: row.cursor } : {}),
-      ...(row?.affinity ? { affinity: row.affinity } : {}),
-      ...(row === undefined || row.cooldown_seconds === null ? {} : { cooldownSeconds: Number(row.cooldown_seconds) }),
-      allocations,
-      resting,
-    };
+    return this.#run(() => readPoolIn(this.#stmt, pool, knownRevision));
   }
 
   commit(
@@ -241,7 +159,7 @@ export class SqliteStore implements Store {
     options?: CommitOptions,
   ): Promise<CommitResult> {
     return this.#run(() => {
-      const result = this.#commit(pool, expected, ops);
+      const result = commitIn(this.#db, this.#stmt, pool, expected, ops);
       if (result.kind !== 'committed' || this.#walSync === undefined) return result;
       if (options?.durableLater === true) return { ...result, durable: this.#walSync.sync() };
       this.#walSync.syncNow();
@@ -249,102 +167,12 @@ export class SqliteStore implements Store {
     });
   }
 
-  #commit(pool: string, expected: Revision, ops: readonly PoolOp[]): CommitResult {
-    this.#s('begin').run();
-    try {
-      // The revision check and its bump are one statement: a pool row exists from its first commit
-      // on (revision 1), so revision 0 means "no row yet".
-      const bumped = expected === 0 ? this.#s('createPool').run(pool) : this.#s('bumpRevision').run(pool, expected);
-      if (Number(bumped.changes) !== 1) {
-        const row = this.#s('revision').get(pool) as { revision: number } | undefined;
-        this.#s('rollback').run();
-        return {
-          kind: 'conflict',
-          reason: `pool ${pool} is at revision ${row === undefined ? 0 : Number(row.revision)}, not ${expected}`,
-        };
-      }
-      const revision = expected + 1;
-      for (const op of ops) {
-        const conflict = this.#apply(pool, op);
-        if (conflict !== undefined) {
-          this.#s('rollback').run();
-          return { kind: 'conflict', reason: conflict };
-        }
-      }
-      this.#s('commit').run();
-      return { kind: 'committed', revision };
-    } catch (error) {
-      if (this.#db.isTransaction) this.#s('rollback').run();
-      throw error;
-    }
-  }
-
-  /** Applies one op inside the open transaction; returns a reason when it cannot apply. */
-  #apply(pool: string, op: PoolOp): string | undefined {
-    switch (op.op) {
-      case 'allocate': {
-        const a = op.allocation;
-        if (a.pool !== pool) return `allocation for pool ${a.pool} committed to ${pool}`;
-        try {
-          this.#s('insert').run(...rowValues(pool, a));
-        } catch (error) {
-          const code = (error as { errcode?: number }).errcode;
-          if (code === 1555) return `${a.address} is already allocated in ${pool}`;
-          if (code === 2067) return `container ${a.containerID} (${a.ifname}) already holds an address in ${pool}`;
-          throw error;
-        }
-        this.#s('unrest').run(pool, a.address);
-        return undefined;
-      }
-      case 'release':
-        this.#s('remove').run(pool, op.address);
-        if (op.reusableAt !== undefined)
-          this.#s('rest').run(
-            pool,
-            op.address,
-            op.reusableAt,
-            op.reusableStamp?.boot ?? null,
-            op.reusableStamp?.at ?? null,
-          );
-        return undefined;
-      case 'relocate': {
-        const a = op.allocation;
-        const moved = this.#s('relocate').run(a.netns ?? null, pool, a.address, a.network, a.containerID, a.ifname);
-        if (Number(moved.changes) !== 1)
-          return `${a.address} is not held by container ${a.containerID} (${a.ifname}) in ${pool}`;
-        return undefined;
-      }
-      case 'unrest':
-        this.#s('unrest').run(pool, op.address);
-        return undefined;
-      case 'cursor':
-        this.#s('cursor').run(op.address, pool);
-        return undefined;
-      case 'describe':
-        this.#s('describe').run(JSON.stringify(op.description), pool);
-        return undefined;
-      case 'cooldown':
-        this.#s('cooldown').run(op.seconds, pool);
-        return undefined;
-      case 'claim':
-        this.#s('affinity').run(op.node, pool);
-        return undefined;
-      case 'unclaim':
-        this.#s('affinity').run(null, pool);
-        return undefined;
-      default: {
-        const never: never = op;
-        throw new Error(`unknown pool op ${JSON.stringify(never)}`);
-      }
-    }
-  }
-
   findByOwner(owner: Omit<Owner, 'ifname'> & { ifname?: string }): Promise<Allocation[]> {
     return this.#run(() => {
       const rows =
         owner.ifname === undefined
-          ? this.#s('byOwner').all(owner.network, owner.containerID)
-          : this.#s('byOwnerIf').all(owner.network, owner.containerID, owner.ifname);
+          ? this.#stmt.byOwner.all(owner.network, owner.containerID)
+          : this.#stmt.byOwnerIf.all(owner.network, owner.containerID, owner.ifname);
       return (rows as unknown as AllocationRow[]).map(toAllocation);
     });
   }
@@ -376,12 +204,12 @@ export class SqliteStore implements Store {
    */
   async ping(): Promise<void> {
     await this.#run(() => {
-      this.#s('begin').run();
+      this.#stmt.begin.run();
       try {
-        this.#s('probe').run(String(this.#clock.now()));
-        this.#s('commit').run();
+        this.#stmt.probe.run(String(this.#clock.now()));
+        this.#stmt.commit.run();
       } catch (error) {
-        if (this.#db.isTransaction) this.#s('rollback').run();
+        if (this.#db.isTransaction) this.#stmt.rollback.run();
         throw error;
       }
     }, 0);

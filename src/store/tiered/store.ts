@@ -14,10 +14,10 @@
  *   size) needs this node's claim of the block: otherwise the commit is a conflict naming why (no
  *   address is handed out in another node's block on this store); releases need no claim, so a DEL
  *   in a block whose claim vanished still works; nor do loan and use pools (loan-key.ts, holding-key.ts);
- * - a `describe` with a block size on a range pool pins the range in the cluster: a range already
- *   split differently there writes the cluster's size into the local description and answers a
- *   conflict, so the allocator's next look at `pools(range)` sees the stored size (and refuses a
- *   config that asks for another);
+ * - a `describe` with a block size on a range pool pins the range in the cluster (tiered/range-pins.ts):
+ *   a range already split differently there writes the cluster's size into the local description and
+ *   answers a conflict, so the allocator's next look at `pools(range)` sees the stored size (and refuses
+ *   a config that asks for another);
  * - `pools(<range>#)` answers this node's blocks only (read from the cluster once per range, then
  *   cached), with local counts; the whole range is read only through `cluster.owners.rangeBlocks`,
  *   which block placement calls when this node's blocks are full;
@@ -45,7 +45,7 @@ import { isBlockKey, rangePoolListed, rangePoolOfKey } from '../../ipam/blocks.t
 import type { Allocation, Owner } from '../../ipam/allocation.ts';
 import { isUseKey } from '../../ipam/holding-key.ts';
 import { isLoanKey } from '../../ipam/loan-key.ts';
-import type { ClusterTier, RangeRecord } from './cluster-tier.ts';
+import type { ClusterTier } from './cluster-tier.ts';
 import type {
   AdmissionGuard,
   AllocationFilter,
@@ -62,7 +62,8 @@ import { TieredAdmissions } from './admissions.ts';
 import { TieredClaims } from './claims.ts';
 import { ClaimKeeper } from './reclaim.ts';
 import { TieredPublisher } from './publisher.ts';
-import { forgetNodeBlocks, heldByNode, ownBlocks, rangeBlocks, recordFromKey, spaceOfPool } from './ranges.ts';
+import { RangePins } from './range-pins.ts';
+import { forgetNodeBlocks, heldByNode, ownBlocks, rangeBlocks, recordFromKey } from './ranges.ts';
 
 export interface TieredStoreOptions {
   readonly local: Store;
@@ -97,10 +98,7 @@ export class TieredStore implements Store {
   readonly #claims: TieredClaims;
   readonly #keeper: ClaimKeeper;
   readonly #publisher: TieredPublisher;
-  /** Range pool → its record as pinned in the cluster. */
-  readonly #ranges = new Map<string, RangeRecord>();
-  /** Split range pools (their blocks held to claims) → the block size their local description fixed. */
-  readonly #splitRanges = new Map<string, number>();
+  readonly #ranges: RangePins;
   readonly #admissions: TieredAdmissions;
   /** Publication and the claim check, on the clock from `start` to `close`. */
   #chores: PeriodicTask<void>[] = [];
@@ -119,8 +117,9 @@ export class TieredStore implements Store {
     const listPage = o.local.listPage;
     if (listPage !== undefined) this.listPage = (filter, page) => listPage.call(o.local, filter, page);
     this.#claims = new TieredClaims(o.tier, o.node);
+    this.#ranges = new RangePins(o.local, o.tier);
     const rangeOf = async (key: string) =>
-      (await this.#rangeOf(rangePoolOfKey(key))) ?? this.tier.pinRange(recordFromKey(key));
+      (await this.#ranges.rangeOf(rangePoolOfKey(key))) ?? this.tier.pinRange(recordFromKey(key));
     this.#keeper = new ClaimKeeper({ ...o, claims: this.#claims, notice: this.#notice, rangeOf });
     this.#publisher = new TieredPublisher({
       local: o.local,
@@ -128,7 +127,8 @@ export class TieredStore implements Store {
       node: o.node,
       clock: o.clock,
       holds: (key) => this.#claims.held(key),
-      isLoan: async (key) => isLoanKey(key, (await this.#blockPrefix(rangePoolOfKey(key))) ?? 128), // unsplit: none
+      // A range never split has no loan pools: 128 makes no key one.
+      isLoan: async (key) => isLoanKey(key, (await this.#ranges.blockPrefix(rangePoolOfKey(key))) ?? 128),
       everyOwnBlock: async () => (await this.#claims.loadAll()).map((c) => c.key),
       notice: this.#notice,
     });
@@ -198,7 +198,7 @@ export class TieredStore implements Store {
     if (refused !== undefined) return conflict(refused, true);
     if (!isBlockKey(pool)) {
       const described = ops.find((op) => op.op === 'describe' && op.description.blockPrefix !== undefined);
-      if (described?.op === 'describe') return this.#commitRange(pool, expected, ops, described);
+      if (described?.op === 'describe') return this.#ranges.commitDescribed(pool, expected, ops, described);
       return this.#local.commit(pool, expected, ops, undefined, options);
     }
     const allocates = ops.some((op) => op.op === 'allocate');
@@ -223,7 +223,7 @@ export class TieredStore implements Store {
     this.#keeper.refuseHalted(rangePool);
     if (this.#claims.vanished(key))
       return `the claim of block ${key} by node ${this.#node} vanished from ${this.tier.description}`;
-    const blockPrefix = await this.#blockPrefix(rangePool);
+    const blockPrefix = await this.#ranges.blockPrefix(rangePool);
     if (blockPrefix === undefined) return undefined; // a range never split in the cluster
     // A loan pool (lent by another node: allocator/lending/) or a use pool (holdings/) is this node's alone.
     if (isLoanKey(key, blockPrefix) || isUseKey(key)) return undefined;
@@ -238,55 +238,6 @@ export class TieredStore implements Store {
         : `block ${key} is not claimed by node ${this.#node} (${this.tier.description} cannot be reached to check)`;
     }
     return this.#claims.holds(key) ? undefined : `block ${key} is not claimed by node ${this.#node}`;
-  }
-
-  /** The range's block size, as pinned here or locally described (no request); undefined: never split. */
-  async #blockPrefix(rangePool: string): Promise<number | undefined> {
-    const known = this.#ranges.get(rangePool)?.blockPrefix ?? this.#splitRanges.get(rangePool);
-    if (known !== undefined) return known;
-    const blockPrefix = (await this.#local.pools(rangePool)).find((p) => p.pool === rangePool)?.description
-      ?.blockPrefix;
-    if (blockPrefix !== undefined) this.#splitRanges.set(rangePool, blockPrefix);
-    return blockPrefix;
-  }
-
-  /** The range as pinned in the cluster, from the local description; undefined when never split. */
-  async #rangeOf(rangePool: string): Promise<RangeRecord | undefined> {
-    const known = this.#ranges.get(rangePool);
-    if (known !== undefined) return known;
-    const summary = (await this.#local.pools(rangePool)).find((p) => p.pool === rangePool);
-    const d = summary?.description;
-    if (d?.blockPrefix === undefined) return undefined;
-    const record = { pool: rangePool, space: spaceOfPool(rangePool), ...d, blockPrefix: d.blockPrefix };
-    const pinned = await this.tier.pinRange({
-      pool: record.pool,
-      space: record.space,
-      subnet: record.subnet,
-      first: record.first,
-      last: record.last,
-      blockPrefix: record.blockPrefix,
-    });
-    this.#ranges.set(rangePool, pinned);
-    return pinned;
-  }
-
-  async #commitRange(
-    pool: string,
-    expected: Revision,
-    ops: readonly PoolOp[],
-    described: Extract<PoolOp, { op: 'describe' }>,
-  ): Promise<CommitResult> {
-    const d = described.description;
-    const { subnet, first, last } = d;
-    const asked: RangeRecord = { pool, space: spaceOfPool(pool), subnet, first, last, blockPrefix: d.blockPrefix ?? 0 };
-    const pinned = await this.tier.pinRange(asked);
-    this.#ranges.set(pool, pinned);
-    if (pinned.blockPrefix === asked.blockPrefix) return this.#local.commit(pool, expected, ops);
-    // Split differently in the cluster: record the cluster's size so the next look at the range sees it.
-    const description = { ...d, blockPrefix: pinned.blockPrefix };
-    const fixed = ops.map((op) => (op === described ? { op: 'describe' as const, description } : op));
-    await this.#local.commit(pool, expected, fixed);
-    return conflict(`range ${pool} is split into /${pinned.blockPrefix} blocks in ${this.tier.description}`);
   }
 
   async #commitClaim(
@@ -306,7 +257,7 @@ export class TieredStore implements Store {
     const first = guard !== undefined && this.#claims.of(rangePool).length === 0;
     const lost = first ? await this.#admissions.check(guard) : undefined;
     if (lost !== undefined) return conflict(lost, true);
-    const range = (await this.#rangeOf(rangePool)) ?? (await this.tier.pinRange(recordFromKey(key)));
+    const range = (await this.#ranges.rangeOf(rangePool)) ?? (await this.tier.pinRange(recordFromKey(key)));
     const refused = await this.#keeper.mayClaim(key, node);
     if (refused !== undefined) return conflict(refused);
     let claim = await this.tier.claim(range, key, node);

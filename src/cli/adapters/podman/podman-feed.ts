@@ -13,9 +13,7 @@
  * - One bad line skips that line only: lines are decoded by podman-events.ts, which never throws;
  *   malformed lines are logged, others podman reports (image events, `start`, `cleanup`, …) are
  *   dropped quietly. A listener that throws is logged and the others still get the event.
- * - A listing is all or nothing: if podman fails, times out or answers an entry without a full
- *   container ID, `list()` rejects (IO_FAILURE) rather than return a partial list, because a
- *   container missing from a listing may have its addresses released.
+ * - A listing is all or nothing (podman-list.ts).
  * - `close()` stops following: the follower's process group (it is started as a group leader, so a
  *   wrapper script goes too) gets SIGTERM, then SIGKILL after a grace on the clock; it resolves once
  *   the follower has exited. No restart is scheduled after close.
@@ -29,10 +27,10 @@ import type { Logger } from 'pino';
 import type { RuntimeEvent } from '../../../api/plugins/wire.ts';
 import { type BackoffPolicy, ExponentialBackoff } from '../../../core/backoff.ts';
 import { type CancelTimer, type Clock, systemClock } from '../../../core/clock.ts';
-import { WarrenError, messageOf } from '../../../core/errors.ts';
-import { isPlainObject } from '../../../core/validate.ts';
+import { messageOf } from '../../../core/errors.ts';
 import type { EventFeed } from '../plugin-server.ts';
-import { CONTAINER_ID, decodePodmanEvent } from './podman-events.ts';
+import { decodePodmanEvent } from './podman-events.ts';
+import { listPodmanContainers } from './podman-list.ts';
 
 export interface PodmanFeedOptions {
   /** The podman binary. Default `podman` (found on PATH). */
@@ -67,32 +65,12 @@ const HEALTHY_RUN_MS = 60_000;
 const REPLAY_MARGIN_MS = 1_000;
 /** A line longer than this is not podman's; it is skipped up to its end. */
 const MAX_LINE = 1 << 20;
-/** How much of a child's stderr is kept for the log. */
+/** How much of the follower's stderr is kept for the log. */
 const STDERR_TAIL = 2_000;
 
 /** `--since` as podman reads it: RFC 3339 in UTC, milliseconds (podman compares strictly after). */
 export function sinceArgument(ms: number): string {
   return new Date(ms).toISOString();
-}
-
-/** The IDs in `podman ps -a --format json` output, or what is wrong with it. */
-export function parsePsOutput(stdout: string): readonly string[] | string {
-  let value: unknown;
-  try {
-    // podman 4.3 prints `[]` for no containers; blank output is read as empty too.
-    value = stdout.trim() === '' ? [] : JSON.parse(stdout);
-  } catch (error) {
-    return `podman ps printed something that is not JSON (${messageOf(error)})`;
-  }
-  if (!Array.isArray(value)) return 'podman ps printed JSON that is not a list';
-  const ids: string[] = [];
-  for (const [i, entry] of value.entries()) {
-    const id = isPlainObject(entry) ? (entry.Id ?? entry.ID) : undefined;
-    if (typeof id !== 'string' || !CONTAINER_ID.test(id))
-      return `podman ps entry ${i} has no full container ID (${JSON.stringify(id)?.slice(0, 80)})`;
-    ids.push(id);
-  }
-  return ids;
 }
 
 export class PodmanFeed implements EventFeed {
@@ -162,15 +140,14 @@ export class PodmanFeed implements EventFeed {
     };
   }
 
-  /** The full IDs of every container podman has (any state): `podman ps -a --format json`. */
-  async list(): Promise<readonly string[]> {
-    const { stdout, stderr, code, signal, timedOut } = await this.#runOnce(['ps', '-a', '--format', 'json']);
-    if (timedOut) throw new WarrenError('IO_FAILURE', `podman ps did not answer within ${this.#listTimeoutMs} ms`);
-    if (code !== 0)
-      throw new WarrenError('IO_FAILURE', `podman ps failed (${code ?? signal}): ${stderr.trim().slice(-STDERR_TAIL)}`);
-    const ids = parsePsOutput(stdout);
-    if (typeof ids === 'string') throw new WarrenError('IO_FAILURE', ids);
-    return ids;
+  /** The full IDs of every container podman has (any state): see podman-list.ts. */
+  list(): Promise<readonly string[]> {
+    return listPodmanContainers({
+      podman: this.#podman,
+      env: this.#env,
+      clock: this.#clock,
+      timeoutMs: this.#listTimeoutMs,
+    });
   }
 
   /** Stops following (see the header). Idempotent. */
@@ -308,49 +285,5 @@ export class PodmanFeed implements EventFeed {
     signalGroup('SIGTERM');
     const escalate = this.#clock.setTimer(this.#killGraceMs, () => signalGroup('SIGKILL'));
     return exited.finally(escalate);
-  }
-
-  /** Runs podman once to completion (killed at the list timeout). */
-  #runOnce(args: readonly string[]): Promise<{
-    stdout: string;
-    stderr: string;
-    code: number | null;
-    signal: NodeJS.Signals | null;
-    timedOut: boolean;
-  }> {
-    return new Promise((resolve, reject) => {
-      let child: ChildProcess;
-      try {
-        child = spawn(this.#podman, args, { env: this.#env, stdio: ['ignore', 'pipe', 'pipe'] });
-      } catch (error) {
-        reject(
-          new WarrenError('IO_FAILURE', `podman ${args[0]} could not start: ${messageOf(error)}`, { cause: error }),
-        );
-        return;
-      }
-      const out: Buffer[] = [];
-      const err: Buffer[] = [];
-      let timedOut = false;
-      child.stdout?.on('data', (b: Buffer) => out.push(b));
-      child.stderr?.on('data', (b: Buffer) => err.push(b));
-      const cancel = this.#clock.setTimer(this.#listTimeoutMs, () => {
-        timedOut = true;
-        child.kill('SIGKILL');
-      });
-      child.once('error', (error) => {
-        cancel();
-        reject(new WarrenError('IO_FAILURE', `podman ${args[0]} failed: ${error.message}`, { cause: error }));
-      });
-      child.once('close', (code, signal) => {
-        cancel();
-        resolve({
-          stdout: Buffer.concat(out).toString('utf8'),
-          stderr: Buffer.concat(err).toString('utf8'),
-          code,
-          signal,
-          timedOut,
-        });
-      });
-    });
   }
 }

@@ -1,0 +1,79 @@
+/**
+ * Published allocations on the etcd cluster tier (`ClusterTier.publish`, `publicationOf`, `published`):
+ * one key per published block, published/<range>/<block key> (etcd-tier/kv.ts), holding its owner's
+ * allocations and counts, kept apart from the claim so that a listing of claims (placement) never reads
+ * allocations.
+ *
+ * Guarantees:
+ * - `publish` writes only while the block's claim holds the publishing node (a compare of the claim key's
+ *   value, in the same transaction); otherwise it throws TRY_AGAIN and writes nothing;
+ * - a publication is deleted in `unclaim`'s transaction (etcd-tier/tier.ts), so a claim key deleted by
+ *   someone else (etcdctl del) leaves it for `publicationOf` to find;
+ * - every listing pages; a node's publications are read through its index of claims, a page of the index
+ *   at a time, and only those naming the node are answered.
+ */
+import type { IKeyValue } from 'etcd3';
+import { WarrenError } from '../../core/errors.ts';
+import type { Page, PublishedBlock } from '../tiered/cluster-tier.ts';
+import { type TierKv, blockRecord, claimValue, lastSegment, nodeIndexOf, publishedOf, publishedRecord } from './kv.ts';
+
+function publicationOfKv(kv: IKeyValue, key: string): PublishedBlock {
+  const v = JSON.parse(kv.value.toString('utf8')) as {
+    node: string;
+    counts: PublishedBlock['counts'];
+    allocations: PublishedBlock['allocations'];
+    at: number;
+    revision?: number;
+  };
+  const revision = v.revision === undefined ? {} : { revision: v.revision };
+  return { key, node: v.node, counts: v.counts, allocations: v.allocations, publishedAt: v.at, ...revision };
+}
+
+export class EtcdTierPublications {
+  readonly #kv: TierKv;
+
+  constructor(kv: TierKv) {
+    this.#kv = kv;
+  }
+
+  async publish(block: PublishedBlock): Promise<void> {
+    const record = this.#kv.key(blockRecord(block.key));
+    const { node, counts, allocations, publishedAt: at, revision } = block;
+    const value = { node, counts, allocations, at, ...(revision === undefined ? {} : { revision }) };
+    const response = await this.#kv.write(`publish block ${block.key}`, {
+      compare: [{ key: record, target: 'Value', result: 'Equal', value: claimValue(block.node) }],
+      success: [
+        { request_put: { key: this.#kv.key(publishedRecord(block.key)), value: Buffer.from(JSON.stringify(value)) } },
+      ],
+      failure: [],
+    });
+    if (!response.succeeded) throw new WarrenError('TRY_AGAIN', `block ${block.key} is not claimed by ${block.node}`);
+  }
+
+  async publicationOf(key: string): Promise<PublishedBlock | undefined> {
+    const kv = await this.#kv.get(`read the publication of ${key}`, publishedRecord(key));
+    return kv === undefined ? undefined : publicationOfKv(kv, key);
+  }
+
+  async published(
+    filter: { pool?: string; node?: string },
+    page?: { limit: number; continue?: string },
+  ): Promise<Page<PublishedBlock>> {
+    const parse = (kv: IKeyValue): PublishedBlock => publicationOfKv(kv, lastSegment(this.#kv.relative(kv)));
+    if (filter.node === undefined) {
+      const got = await this.#kv.page('list published blocks', publishedOf(filter.pool), page);
+      const items = got.kvs.map(parse);
+      return got.continue === undefined ? { items } : { items, continue: got.continue };
+    }
+    // A node's publications: a page of its index, then the publications of those blocks.
+    const node = filter.node;
+    const index = await this.#kv.page(`list the blocks of ${node}`, nodeIndexOf(node, filter.pool), page, {
+      keysOnly: true,
+    });
+    const keys = index.kvs.map((kv) => publishedRecord(lastSegment(this.#kv.relative(kv))));
+    const items = (await this.#kv.getMany(`read the publications of ${node}`, keys))
+      .map(parse)
+      .filter((b) => b.node === node);
+    return index.continue === undefined ? { items } : { items, continue: index.continue };
+  }
+}
