@@ -157,6 +157,47 @@ function storePartViolations(path: string, target: string): string[] {
   return allowed.includes(to) ? [] : [`${where} (store/${from} may import only ${names.join(', ')})`];
 }
 
+/**
+ * The import circles among `files` (type-only imports included: a circle of types is still two
+ * files that cannot be read apart), each as its files in order; none of two files' own.
+ */
+export function importCircles(files: ReadonlyArray<{ path: string; text: string }>): string[][] {
+  const edges = new Map<string, string[]>();
+  for (const { path, text } of files)
+    edges.set(
+      path,
+      importsOf(text).map((specifier) => resolve(dirname(path), specifier)),
+    );
+  // Tarjan's strongly connected components: a component of more than one file is a circle.
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const circles: string[][] = [];
+  const visit = (v: string): void => {
+    index.set(v, index.size);
+    low.set(v, index.get(v) as number);
+    stack.push(v);
+    onStack.add(v);
+    for (const w of edges.get(v) ?? []) {
+      if (!edges.has(w)) continue;
+      if (!index.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v) as number, low.get(w) as number));
+      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v) as number, index.get(w) as number));
+    }
+    if (low.get(v) !== index.get(v)) return;
+    const component: string[] = [];
+    for (let w = stack.pop(); w !== undefined; w = w === v ? undefined : stack.pop()) {
+      onStack.delete(w);
+      component.push(relative(REPO, w));
+    }
+    if (component.length > 1) circles.push(component.sort());
+  };
+  for (const v of edges.keys()) if (!index.has(v)) visit(v);
+  return circles;
+}
+
 /** Every import of `files` that goes against the layer order, as "from -> to" lines. */
 export function violations(files: ReadonlyArray<{ path: string; text: string }>): string[] {
   const found: string[] = [];
@@ -263,6 +304,20 @@ describe('architecture', () => {
     const files = sourceFiles(SRC).map((path) => ({ path, text: readFileSync(path, 'utf8') }));
     assert.ok(files.length > 20);
     assert.deepEqual(violations(files), []);
+  });
+
+  it('has no import circle among the files of src/, type-only imports included', () => {
+    const files = sourceFiles(SRC).map((path) => ({ path, text: readFileSync(path, 'utf8') }));
+    assert.deepEqual(importCircles(files), []);
+  });
+
+  it('catches an import circle (a planted one is reported)', () => {
+    const planted = [
+      { path: join(SRC, 'ipam', 'a.ts'), text: "import type { B } from './b.ts';" },
+      { path: join(SRC, 'ipam', 'b.ts'), text: "import { a } from './a.ts';" },
+      { path: join(SRC, 'ipam', 'c.ts'), text: "import { a } from './a.ts';" },
+    ];
+    assert.deepEqual(importCircles(planted), [['src/ipam/a.ts', 'src/ipam/b.ts']]);
   });
 
   it('`ls src` reads as the layers, then the entry points, and nothing else', () => {

@@ -22,44 +22,10 @@ import type { CniOutcome } from './protocol.ts';
 // The forwarder's side of the wire is defined with the rest of it (cni-wire.ts).
 export { ANSWER_HEADER, EXIT_HEADER, FALLBACK_HEADER } from './cni-wire.ts';
 
-/**
- * Why a call is the TypeScript plugin's to answer, on the wire as a short token:
- * - `del-not-committed`: a DEL the agent took and could not commit: the plugin journals it.
- * - `no-command`: no CNI_COMMAND; without one the executable may be the command line.
- * - `unreadable-request`: the body is not the plugin's request (envelope fields, then the config).
- * - `request-too-large`: the body is past the agent's limit.
- * - `config-too-large`: the config is past the plugin's stdin limit, which the plugin refuses.
- * - `config-too-deep`: the config nests deeper than MAX_CONFIG_DEPTH, which the plugin refuses or
- *   journals before anything walks it.
- * - `config-not-json`: the config does not parse on its own; the plugin names the decode failure.
- * - `agent-failure`: the agent failed to answer (a bug); the plugin asks again the usual way.
- */
-export type FallbackReason =
-  | 'del-not-committed'
-  | 'no-command'
-  | 'unreadable-request'
-  | 'request-too-large'
-  | 'config-too-large'
-  | 'config-too-deep'
-  | 'config-not-json'
-  | 'agent-failure';
+// Its answers' types are the wire's (cni-wire.ts), where the forwarder's side reads them.
+import type { PrintAnswer, StdoutAnswer } from './cni-wire.ts';
 
-/** What the plugin writes to stdout, and its exit code. */
-export interface PrintAnswer {
-  readonly kind: 'print';
-  readonly stdout: string;
-  readonly exitCode: 0 | 1;
-}
-
-/** The TypeScript plugin must run the call itself. */
-export interface PluginAnswer {
-  readonly kind: 'plugin';
-  readonly reason: FallbackReason;
-  /** What the plugin records as the reason (the agent's message), for a journaled DEL. */
-  readonly why: string;
-}
-
-export type StdoutAnswer = PrintAnswer | PluginAnswer;
+export type { FallbackReason, PluginAnswer, PrintAnswer, StdoutAnswer } from './cni-wire.ts';
 
 /** The plugin's answer to an outcome of `command` from the agent. */
 export function stdoutOf(command: string, outcome: CniOutcome): StdoutAnswer {

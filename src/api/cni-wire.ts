@@ -26,7 +26,6 @@
  *
  * A file of its own on the plugin's path: the plugin's encoder is this definition, not a copy.
  */
-import type { StdoutAnswer } from './cni-stdout.ts';
 import { AGENT_ANSWER_TIMEOUT_MS, MAX_CONFIG_BYTES } from './limits.ts';
 
 export const CNI_PATH = '/v1/cni';
@@ -127,6 +126,45 @@ export function forwardedRequestHead(bodyLength: number): string {
     `X-Warren-Answer: stdout\r\nContent-Length: ${bodyLength}\r\n\r\n`
   );
 }
+
+/**
+ * Why a call is the TypeScript plugin's to answer, on the wire as a short token:
+ * - `del-not-committed`: a DEL the agent took and could not commit: the plugin journals it.
+ * - `no-command`: no CNI_COMMAND; without one the executable may be the command line.
+ * - `unreadable-request`: the body is not the plugin's request (envelope fields, then the config).
+ * - `request-too-large`: the body is past the agent's limit.
+ * - `config-too-large`: the config is past the plugin's stdin limit, which the plugin refuses.
+ * - `config-too-deep`: the config nests deeper than MAX_CONFIG_DEPTH, which the plugin refuses or
+ *   journals before anything walks it.
+ * - `config-not-json`: the config does not parse on its own; the plugin names the decode failure.
+ * - `agent-failure`: the agent failed to answer (a bug); the plugin asks again the usual way.
+ */
+export type FallbackReason =
+  | 'del-not-committed'
+  | 'no-command'
+  | 'unreadable-request'
+  | 'request-too-large'
+  | 'config-too-large'
+  | 'config-too-deep'
+  | 'config-not-json'
+  | 'agent-failure';
+
+/** What the plugin writes to stdout, and its exit code. */
+export interface PrintAnswer {
+  readonly kind: 'print';
+  readonly stdout: string;
+  readonly exitCode: 0 | 1;
+}
+
+/** The TypeScript plugin must run the call itself. */
+export interface PluginAnswer {
+  readonly kind: 'plugin';
+  readonly reason: FallbackReason;
+  /** What the plugin records as the reason (the agent's message), for a journaled DEL. */
+  readonly why: string;
+}
+
+export type StdoutAnswer = PrintAnswer | PluginAnswer;
 
 /** The headers of the agent's answer (status 200) to a forwarded call. */
 export function forwardedAnswerHeaders(answer: StdoutAnswer): Record<string, string> {

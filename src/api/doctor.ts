@@ -4,7 +4,6 @@
  */
 import type { NodeLocalConfig } from '../cni/node-local.ts';
 import type { HistoryReading, StoreKind } from '../store/store.ts';
-import type { NetnsDirectoryStatus } from './protocol.ts';
 import type { CniConfigStatus, ContainerdState, MetricsEndpointStatus } from './status.ts';
 
 /**
@@ -13,6 +12,13 @@ import type { CniConfigStatus, ContainerdState, MetricsEndpointStatus } from './
  * and how many recorded namespaces lie under each, its store's health and durability, containerd,
  * the clock against etcd.
  */
+/** Whether the agent can see a network namespace directory, and why not. */
+export interface NetnsDirectoryStatus {
+  readonly dir: string;
+  readonly observable: boolean;
+  readonly reason?: string;
+}
+
 export interface DoctorFacts {
   readonly node: string;
   readonly version: string;

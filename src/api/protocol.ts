@@ -15,7 +15,9 @@
  */
 import type { CniErrorObject } from '../cni/errors.ts';
 import type { Allocation } from '../ipam/allocation.ts';
-import type { DoctorFacts } from './doctor.ts';
+import type { DoctorFacts, NetnsDirectoryStatus } from './doctor.ts';
+
+export type { NetnsDirectoryStatus };
 import type { AgentStatus, PluginsStatus, ReconcilerStatus, UninstallReport } from './status.ts';
 
 export type { Allocation };
@@ -266,13 +268,6 @@ export type AuditVerdict =
 export interface AuditFinding {
   readonly allocation: Allocation;
   readonly verdict: AuditVerdict;
-}
-
-/** Whether the agent can see a network namespace directory, and why not. */
-export interface NetnsDirectoryStatus {
-  readonly dir: string;
-  readonly observable: boolean;
-  readonly reason?: string;
 }
 
 export interface AuditReport {

@@ -6,9 +6,12 @@
  * Pick order is next-after-last, like host-local: the search starts just after the address handed
  * out last and wraps around once, so a just-released address is the last to be reused.
  */
+import { exclusionSet } from './exclusions.ts';
 import type { RangeSpec } from './range.ts';
 import type { Reservation } from './reserved.ts';
 import { RunSet } from './run-set.ts';
+
+export { exclusionSet };
 
 export type Pick = { readonly kind: 'picked'; readonly address: bigint } | { readonly kind: 'exhausted' };
 
@@ -130,18 +133,6 @@ export class PoolState {
       firstFree(this.occupied, exclusions, range.first, after === undefined ? range.last : after - 1n);
     return found === undefined ? { kind: 'exhausted' } : { kind: 'picked', address: found };
   }
-}
-
-const exclusionCache = new WeakMap<RangeSpec, RunSet>();
-
-export function exclusionSet(range: RangeSpec): RunSet {
-  let set = exclusionCache.get(range);
-  if (set === undefined) {
-    set = new RunSet();
-    for (const [a, b] of range.excluded) set.addRange(a, b);
-    exclusionCache.set(range, set);
-  }
-  return set;
 }
 
 /**

@@ -12,7 +12,7 @@
  *   never guessed at; a CIDR with host bits set (`10.0.0.5/24`) reserves its whole network.
  */
 import { type Family, type IPAddress, formatIP, lastOf, networkOf, parseCidr, parseIP } from './address.ts';
-import { exclusionSet } from './pool-state.ts';
+import { exclusionSet } from './exclusions.ts';
 import type { RangeSpec } from './range.ts';
 import { RunSet } from './run-set.ts';
 

@@ -20,7 +20,7 @@ import type { Allocation } from '../../ipam/allocation.ts';
 import { blockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
 import { bookkeepingNetwork, isBookkeeping } from '../../ipam/bookkeeping.ts';
 import type { PublishedBlock } from '../../store/cluster.ts';
-import type { PublishedView } from './allocation-pages.ts';
+import type { PublishedView } from '../../store/cluster.ts';
 
 /** Loan publications read at a time. */
 const LOANS_PER_READ = 100;
