@@ -51,12 +51,9 @@ export class EmptyBlockGiveBack {
     // How long a block has been empty is measured on the monotonic clock, never by two wall-clock readings.
     const now = clock.monotonic();
     // Claims of this node its store never recorded (a crash between the claim and the local commit)
-    // become its empty blocks first, so their grace runs from here like any other's.
-    await store.cluster?.owners
-      .adoptClaims()
-      .catch((error: unknown) =>
-        errors.push(`recording this node's claims its store does not know: ${messageOf(error)}`),
-      );
+    // become its empty blocks first, so their grace runs from here like any other's. Never throws:
+    // a comparison that could not run says why in status, and the next run tries it again.
+    await store.cluster?.owners.adoptClaims();
     const mine = (await store.pools()).filter((p) => p.affinity === node && isBlockKey(p.pool));
     const seen = new Set<string>();
     for (const summary of mine) {

@@ -17,6 +17,10 @@
  *   containerd, the pod source and GC release it when its container is proven gone, as any other;
  * - a block the file does not know as this node's (claimed after the copy was taken) is adopted:
  *   its affinity is recorded with its published allocations, so it is not taken for an empty block;
+ * - a claim of this node that the file does not know and that no publication of this node lists
+ *   addresses in (the cluster's claim made, the agent dead before the file's commit: a kill -9
+ *   between the two) is recorded as this node's empty block: listed, used, and given back once it
+ *   has stayed empty for the block grace (allocator/give-back.ts), instead of stranded;
  * - where the file holds a published address for another owner, or the published owner at another
  *   address of the range: with the publication newer by revision, the file's record is stale (that
  *   owner released it after the copy was taken) and is replaced; a publication that names no
@@ -61,6 +65,8 @@ export class TieredFileCheck {
   /** The records written from publications, by pool and address. */
   readonly #restored = new Map<string, Allocation>();
   readonly #adopted = new Set<string>();
+  /** Claims the file never recorded, recorded as empty blocks. */
+  readonly #unrecorded = new Set<string>();
   readonly #merged = new Set<string>();
   readonly #disagreements = new Set<string>();
   /** Block → why no address is handed out in it until an operator accepts. */
@@ -175,13 +181,19 @@ export class TieredFileCheck {
       next = page.continue === '' ? undefined : page.continue;
     } while (next !== undefined);
     // One listing of this node's claims: what is read grows with its own blocks.
-    const claimed = blocks.length === 0 ? new Set<string>() : new Set((await tier.claimsOf(node)).map((c) => c.key));
+    const claimed = new Set((await tier.claimsOf(node)).map((c) => c.key));
     for (const block of blocks) {
       // A claim gone or another node's is not this check's to judge: the claim check is (tiered/claims.ts).
       if (!claimed.has(block.key)) continue;
       // A withheld block keeps its newer publication: the next start finds it again, until accepted.
       if ((await this.#merge(block)) && !this.#withheld.has(block.key)) await this.#o.publish(block.key);
     }
+    for (const key of claimed) await this.#recordUnrecorded(key);
+    if (this.#unrecorded.size > 0)
+      this.#o.notice?.(
+        `node ${node} holds claims its store did not record (claimed just before the agent stopped): ` +
+          `${[...this.#unrecorded].join(', ')}; recorded as empty blocks, given back after the block grace`,
+      );
     const restored = this.#restored.size;
     if (this.#merged.size > 0)
       this.#o.notice?.(
@@ -204,6 +216,8 @@ export class TieredFileCheck {
     const ours = read.affinity === node;
     const byRevision = block.revision !== undefined;
     if (ours && byRevision && read.revision >= (block.revision ?? 0)) return false;
+    // Nothing published in a block the file does not know: a claim it never recorded, not a file gone back.
+    if (!ours && block.counts.allocated === 0 && block.allocations.length === 0) return false;
     const here = new Map((await local.list({ pool: block.key })).map((a) => [a.address, a]));
     const ops: PoolOp[] = ours ? [] : [{ op: 'claim', node }];
     const released = new Set<string>();
@@ -248,6 +262,18 @@ export class TieredFileCheck {
     if (!ours) this.#adopted.add(block.key);
     this.#merged.add(block.key);
     return true;
+  }
+
+  /**
+   * Records claim `key` as this node's empty block when the file neither knows it as this node's nor
+   * holds an address in it (a publication that listed some was merged above, which records it).
+   * It is published by the publisher's first run, which publishes every block this node holds.
+   */
+  async #recordUnrecorded(key: string): Promise<void> {
+    const read = await this.#o.local.readPool(key);
+    if (read.kind !== 'snapshot' || read.affinity === this.#o.node || read.allocations.length > 0) return;
+    const result = await this.#o.local.commit(key, read.revision, [{ op: 'claim', node: this.#o.node }]);
+    if (result.kind === 'committed') this.#unrecorded.add(key);
   }
 
   /** Releases a stale record of a published owner in another block of its range (it moved after the copy). */

@@ -16,14 +16,12 @@
  * - while the cluster cannot take the claim (away, or the tier refused it), the block stays out
  *   of use here and the next check tries again.
  * Each outcome is told to `notice` once per block and outcome. The keeper also applies the
- * claimer's guard (tiered/claim-guard.ts: `mayClaim`) and adopts the claims this node's store never
- * recorded (tiered/adopt.ts: `adopt`), and gives this node's claims back (`unclaim`).
+ * claimer's guard (tiered/claim-guard.ts: `mayClaim`) and gives this node's claims back (`unclaim`).
  */
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
 import type { BlockClaim, ClusterTier, RangeRecord } from './cluster-tier.ts';
 import type { CommitResult, PoolOp, Revision, Store } from '../store.ts';
-import { ClaimAdoption } from './adopt.ts';
 import { claimRefusal } from './claim-guard.ts';
 import type { TieredClaims } from './claims.ts';
 
@@ -47,16 +45,9 @@ export class ClaimKeeper {
   readonly #p: ClaimKeeperParts;
   /** Block key → the outcome last told for it, so each is told once. */
   readonly #told = new Map<string, string>();
-  readonly #adoption: ClaimAdoption;
 
   constructor(parts: ClaimKeeperParts) {
     this.#p = parts;
-    this.#adoption = new ClaimAdoption(parts);
-  }
-
-  /** Records this node's claims its store lacks as empty blocks (tiered/adopt.ts), until that once succeeds. */
-  adopt(): Promise<string[]> {
-    return this.#adoption.run();
   }
 
   /** Throws TRY_AGAIN naming why when range `rangePool` (any range, when none is named) is halted. */

@@ -141,7 +141,7 @@ export class TieredStore implements Store {
           rangeBlocks({ local: this.#local, tier: this.tier, claims: this.#claims }, rangePool, options.counts),
         holders: () => this.tier.claimHolders(),
         forgetNode: (node) => forgetNodeBlocks(this.tier, node),
-        adoptClaims: () => this.#keeper.adopt(),
+        adoptClaims: () => this.#publisher.fileCheck.run(),
       },
       records: o.tier,
       fileCheck: () => this.#publisher.fileCheck.status(),

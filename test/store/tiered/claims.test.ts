@@ -1,6 +1,6 @@
 /**
  * This node's claims against the cluster's (src/store/tiered/claims.ts, tiered/reclaim.ts,
- * tiered/claim-guard.ts, tiered/adopt.ts): a claim is judged vanished only on a listing newer than
+ * tiered/claim-guard.ts, tiered/file-check.ts): a claim is judged vanished only on a listing newer than
  * it; a wrong judgment never wedges a range; the node holding addresses in a block claims it again
  * when its claim vanishes, or halts the range when another node took it; a claimer never takes a
  * block whose vanished owner's publication lists allocations or whose owner is alive; and a claim
