@@ -36,3 +36,11 @@ export function subnetAt(value: unknown, path: string, allowBareAddress: boolean
   if (cidr === undefined) throw invalid(path, `${quoted(text)} is not a CIDR`);
   return { address: { family: cidr.address.family, value: networkOf(cidr) }, length: cidr.length };
 }
+
+/** The longest rest `cooldown_seconds` may ask for: a day. */
+export const MAX_COOLDOWN_SECONDS = 86_400;
+
+/** Whether `value` is a `cooldown_seconds` the config accepts: whole seconds, 0 to a day. */
+export function isCooldownSeconds(value: unknown): value is number {
+  return typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= MAX_COOLDOWN_SECONDS;
+}

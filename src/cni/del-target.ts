@@ -21,6 +21,7 @@
  */
 import { isPlainObject } from '../core/validate.ts';
 import { isValidNetworkName, printable } from './args.ts';
+import { isCooldownSeconds } from './config-values.ts';
 import { WarrenError } from '../core/errors.ts';
 
 /** A DEL's target read from a config that does not validate (see the module header). */
@@ -56,7 +57,6 @@ export function delTargetOf(config: unknown, problem: string): DelTarget {
       `${problem}, and ipam.journal_dir is not an absolute path: the DEL cannot be recorded`,
     );
   }
-  const c = ipam.cooldown_seconds;
-  const cooldownSeconds = typeof c === 'number' && Number.isInteger(c) && c >= 0 && c <= 86_400 ? c : undefined;
+  const cooldownSeconds = isCooldownSeconds(ipam.cooldown_seconds) ? ipam.cooldown_seconds : undefined;
   return { network: top.name, journalDir, cooldownSeconds };
 }

@@ -21,9 +21,11 @@ import { networkNameProblem } from '../ipam/pool-key.ts';
 import type { RangeSpec } from '../ipam/range.ts';
 import type { StoreKind } from '../store/store.ts';
 import {
+  MAX_COOLDOWN_SECONDS,
   describe,
   invalid,
   ipAt,
+  isCooldownSeconds,
   isPlainObject,
   optionalBoolean,
   optionalString,
@@ -244,10 +246,10 @@ export function parseIpamConfig(value: unknown, path = 'ipam'): IpamConfig {
   let cooldownSeconds = 0;
   if (value.cooldown_seconds !== undefined) {
     const c = value.cooldown_seconds;
-    if (typeof c !== 'number' || !Number.isInteger(c) || c < 0 || c > 86_400) {
+    if (!isCooldownSeconds(c)) {
       throw invalid(
         `${path}.cooldown_seconds`,
-        `must be a whole number of seconds from 0 to 86400, got ${describe(c)}`,
+        `must be a whole number of seconds from 0 to ${MAX_COOLDOWN_SECONDS}, got ${describe(c)}`,
       );
     }
     cooldownSeconds = c;
