@@ -55,6 +55,6 @@ function optionalString(value: unknown, name: string): string | undefined {
 }
 
 /** ADD, DEL and CHECK passed checkCniVariables, which requires both. */
-export function ownerOf(env: CniEnv, conf: NetConf): Owner {
+export function ownerOf(env: CniEnv, conf: Pick<NetConf, 'name'>): Owner {
   return { network: conf.name, containerID: env.containerID as string, ifname: env.ifname as string };
 }

@@ -180,8 +180,7 @@ export class CniService {
   async #delOfInvalidConfig(env: CniEnv, config: unknown, invalid: unknown): Promise<CniOutcome> {
     const problem = messageOf(invalid);
     const target = delTargetOf(config, problem);
-    const owner = { network: target.network, containerID: env.containerID as string, ifname: env.ifname as string };
-    const released = await this.#allocator.release(owner, target.cooldownSeconds);
+    const released = await this.#allocator.release(ownerOf(env, { name: target.network }), target.cooldownSeconds);
     this.#telemetry.released('cni-del', released, `CNI DEL (its network config is invalid: ${problem})`);
     return { kind: 'silent' };
   }
