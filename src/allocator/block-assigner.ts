@@ -1,15 +1,15 @@
 /**
- * Allocation in a range split into blocks with node affinity (cluster stores): a requested address
- * goes to whichever block holds it; otherwise this node's own blocks first, then what block
- * placement (placement.ts) decides over the store's summaries: claim a free block, borrow from
+ * Allocation in a range split into blocks with node affinity, on the two-tier store (Store.cluster:
+ * the cluster keeps who owns which block, each node the addresses of its own blocks); a store
+ * without block owners is refused at construction. A requested address is handed out only by the
+ * node holding its block (a block nobody holds is claimed first, one another node holds is refused
+ * by name); otherwise this node's own blocks first, then the addresses others lent it, then what
+ * block placement (placement.ts) decides over the range's blocks: claim a free block, borrow from
  * another node's, or report the range full.
  *
  * Also pins a range's block size in the store at first use: two configs that split one range
  * differently would put one address in two blocks, so a config that disagrees is refused.
  *
- * Blocks live on the two-tier store only (Store.cluster: the cluster keeps who owns which block,
- * each node the addresses of its own blocks); a store without block owners is refused at
- * construction. On it:
  * - a range whose config sets no block_size is split by its size (ipam/range.ts
  *   adaptiveBlockPrefix), and the size pinned in the store wins over that default (only a size the
  *   config set is refused when it disagrees);
@@ -18,7 +18,7 @@
  * - an address in another node's block is that node's to hand out: after its own blocks, a node
  *   tries the addresses others lent it (lending/, a local look), and the `borrow` placement asks the
  *   owners to lend some and waits for them (lending/borrower.ts); a claim holds the addresses a
- *   migration recorded in the block, in the claim's own commit.
+ *   migration recorded in the block, and those held in it (holdings/), in the claim's own commit.
  */
 import { WarrenError } from '../core/errors.ts';
 import type { IPAddress } from '../ipam/address.ts';
@@ -44,7 +44,7 @@ export interface BlockAssignerOptions {
   readonly metadata: PoolMetadata;
   readonly own: OwnBlocks;
   readonly assigner: PoolAssigner;
-  /** Lending between nodes (lending/lending.ts): on a two-tier store only. */
+  /** Lending between nodes (lending/lending.ts); without it, a range whose blocks are all claimed is full here. */
   readonly lending?: Lending | undefined;
   /** Holdings (holdings/): a claim holds the addresses held in its block (their owner forgotten). */
   readonly holdings?: Holdings | undefined;

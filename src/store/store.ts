@@ -2,7 +2,10 @@
  * The store interface every backend implements (SQLite, and the two-tier store on Kubernetes or
  * etcd). It is asynchronous and optimistic: a caller reads a pool with its revision, decides, and
  * commits a list of operations that applies only if the pool is still at that revision. The engine
- * never holds a lock in the store, so a distributed backend can implement the same contract with compare-and-swap.
+ * never holds a lock in the store. On the two-tier store each node commits its addresses to its own
+ * SQLite file, and what the nodes share (tiered/cluster-tier.ts: block claims, range records,
+ * admissions) is written in the cluster tier with preconditions: created only if absent, changed
+ * only at the version read.
  *
  * Guarantees every implementation keeps (checked by test/store/conformance.ts):
  * - a commit applies all of its operations or none;
@@ -331,8 +334,9 @@ export interface Store {
 }
 
 /**
- * The stores an agent runs on: one node's SQLite file, or pools shared by the nodes of a cluster,
- * through the Kubernetes API (each node's SQLite file beside a cluster tier, tiered/store.ts) or etcd.
+ * The stores an agent runs on: one node's SQLite file, or pools shared by the nodes of a cluster
+ * (the two-tier store, tiered/store.ts: each node's SQLite file beside a cluster tier on the
+ * Kubernetes API or on etcd).
  */
 export type StoreKind = 'sqlite' | 'etcd' | 'kubernetes';
 

@@ -4,30 +4,14 @@
  * parsed the request) and answer the wire shapes of api/protocol.ts. Release by hand is the same
  * idempotent release a DEL does: releasing what is not allocated releases nothing.
  *
- * Ready means an ADD can commit now: the readiness indicator is there, on a cluster store this node
- * is announced and has not stopped allocating (the store lost its data, or another agent took its
- * name), the store answers its ping, and the last commit did not fail (server/commit-health.ts says why
- * the ping alone is not enough).
- *
- * What the store answered is shaped into reports by server/operator-reports.ts (pure); this
- * service reads, decides who may ask what, and acts.
+ * The status and what ready means are server/agent-status.ts's; what the store answered is shaped
+ * into reports by server/operator-reports.ts (pure); this service reads, decides who may ask what,
+ * and acts.
  */
-import type { Clock } from '../../core/clock.ts';
-import { WarrenError, messageOf } from '../../core/errors.ts';
+import { WarrenError } from '../../core/errors.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import type { Allocator } from '../../allocator/allocator.ts';
-import { isBlockKey } from '../../ipam/blocks.ts';
-import type { AcceptReport, Membership, Store } from '../../store/store.ts';
-import type {
-  AgentStatus,
-  UninstallReport,
-  CniConfigStatus,
-  ContainerdStatus,
-  KubernetesStatus,
-  MetricsEndpointStatus,
-  PluginsStatus,
-  ReconcilerStatus,
-} from '../../api/status.ts';
+import type { AgentStatus, PluginsStatus, ReconcilerStatus, UninstallReport } from '../../api/status.ts';
 import type {
   AcceptStoreResponse,
   AllocationPage,
@@ -43,61 +27,26 @@ import type {
 } from '../../api/protocol.ts';
 import type { DashboardData } from '../../api/dashboard.ts';
 import type { DoctorFacts } from '../../api/doctor.ts';
-import type { ReleaseReconciler } from '../release/reconciler.ts';
-import type { CommitHealth } from './commit-health.ts';
-import { allocationFilterOf, nodeReports, pluginCounts, poolReports } from './operator-reports.ts';
+import { type AgentStatusOptions, AgentStatusReader } from './agent-status.ts';
+import { allocationFilterOf, nodeReports, poolReports } from './operator-reports.ts';
 import { type PublishedView, type RecentReads, clusterPage, localPage, recentReads } from './allocation-pages.ts';
 import { type WatchedReservation, reservationReports } from './reservation-reports.ts';
 import { ReleaseHistory } from '../metrics/release-history.ts';
-import { bookkeepingCounts, bookkeepingTotal } from './bookkeeping-counts.ts';
 import { publishedNodes } from './cluster-nodes.ts';
-import { ClusterStatus } from './cluster-status.ts';
 import { withClusterFigures } from './cluster-pools.ts';
 import { operatorRelease } from './operator-release.ts';
 import { NO_TELEMETRY, type Telemetry } from '../metrics/telemetry.ts';
 
-export interface AgentServiceOptions {
-  readonly store: Store;
-  /**
-   * The store's membership, present when the options say nodes share the store (never found by
-   * asking the store): the live nodes in status and on the dashboard, `warren nodes`, node forget.
-   */
-  readonly membership?: Membership | undefined;
+export interface AgentServiceOptions extends AgentStatusOptions {
   readonly allocator: Allocator;
-  readonly clock: Clock;
-  readonly socket: string;
-  readonly version: string;
-  readonly reconciler: ReleaseReconciler;
-  /** The containerd event source and what it released, when enabled. */
-  readonly containerd?: (() => ContainerdStatus) | undefined;
-  /** The Kubernetes sources and what they released, when enabled. */
-  readonly kubernetes?: (() => KubernetesStatus) | undefined;
-  /** Why the agent is not ready apart from its store (the readiness indicator); undefined when it is. */
-  readonly notReady?: () => string | undefined;
-  /**
-   * How the store's commits went (it watches the store the allocator commits through); without it
-   * the ping alone decides.
-   */
-  readonly commits?: CommitHealth;
-  /** The CNI config manager, when enabled. */
-  readonly cniConfig?: () => CniConfigStatus;
-  /** The plugin registry, when on. */
-  readonly plugins?: (() => PluginsStatus) | undefined;
   /** Told what an operator's release and a node forgotten released (metrics, the last-releases list). */
   readonly telemetry?: Telemetry;
   /** The last releases and totals by source, for the dashboard. */
   readonly history?: ReleaseHistory;
-  /** Where metrics and the dashboard are served, when on. */
-  readonly metrics?: () => MetricsEndpointStatus;
   /** The agent's own setup, for `warren doctor`. */
   readonly doctor?: () => Promise<DoctorFacts>;
   /** `warren uninstall`: hands the node back to the primary's IPAM (node/hand-back.ts). */
   readonly uninstall?: () => Promise<UninstallReport>;
-  /**
-   * On a cluster store: why this node must not allocate (also in `notReady`), and the operator's
-   * word that the store as it is now is the one to use (`warren store accept`).
-   */
-  readonly cluster?: { readonly problem: () => string | undefined; readonly accept: () => Promise<AcceptReport> };
   /** Every node's allocations as published, on a store that publishes them (Kubernetes). */
   readonly published?: PublishedView | undefined;
   /** The WarrenReservations as watched, when the Kubernetes source watches them. */
@@ -106,106 +55,33 @@ export interface AgentServiceOptions {
 
 export class AgentService {
   readonly #o: AgentServiceOptions;
-  readonly #startedAt: number;
+  /** The agent's status and readiness (agent-status.ts). */
+  readonly #status: AgentStatusReader;
   readonly #telemetry: Telemetry;
   readonly #history: ReleaseHistory;
   /** The published view with its last reads kept for the next page of a listing (allocation-pages.ts). */
   readonly #published: RecentReads | undefined;
-  /** The cluster's part of status, on a store nodes share (cluster-status.ts). */
-  readonly #clusterStatus: ClusterStatus | undefined;
 
   constructor(options: AgentServiceOptions) {
     this.#o = options;
     this.#published = options.published === undefined ? undefined : recentReads(options.published, options.clock);
-    this.#startedAt = options.clock.now();
+    this.#status = new AgentStatusReader(options, options.allocator.node);
     this.#telemetry = options.telemetry ?? NO_TELEMETRY;
     this.#history = options.history ?? new ReleaseHistory(options.clock);
-    this.#clusterStatus =
-      options.membership === undefined
-        ? undefined
-        : new ClusterStatus({
-            membership: options.membership,
-            store: options.store,
-            node: options.allocator.node,
-            clock: options.clock,
-            ...(options.cluster === undefined ? {} : { problem: options.cluster.problem }),
-          });
   }
 
-  /** Throws NOT_READY when ADD cannot be served. */
-  async readiness(): Promise<void> {
-    const notReady = this.#o.notReady?.();
-    if (notReady !== undefined) throw new WarrenError('NOT_READY', notReady);
-    try {
-      await this.#o.store.ping();
-    } catch (error) {
-      throw new WarrenError('NOT_READY', `store ${this.#o.store.description} is not usable: ${messageOf(error)}`, {
-        cause: error,
-      });
-    }
-    const failing = this.#o.commits?.problem();
-    if (failing !== undefined) throw new WarrenError('NOT_READY', `store ${this.#o.store.description}: ${failing}`);
+  /** Throws NOT_READY when ADD cannot be served (agent-status.ts). */
+  readiness(): Promise<void> {
+    return this.#status.readiness();
   }
 
   async status(): Promise<AgentStatus> {
-    return (await this.#statusNow()).status;
-  }
-
-  /** The status, and whether the store answers reads (it may, while its commits fail). */
-  async #statusNow(): Promise<{ status: AgentStatus; readable: boolean }> {
-    let pingError: string | undefined;
-    try {
-      await this.#o.store.ping();
-    } catch (e) {
-      pingError = (e as Error).message;
-    }
-    // A store that answers can be read even while its commits fail.
-    const failing = pingError === undefined ? this.#o.commits?.problem() : undefined;
-    const error = pingError ?? failing;
-    const pools = pingError === undefined ? await this.#o.store.pools() : [];
-    const bookkeeping = pingError === undefined ? await bookkeepingCounts(this.#o.store) : {};
-    const cluster =
-      this.#clusterStatus === undefined || pingError !== undefined ? undefined : await this.#clusterStatus.read(pools);
-    const now = this.#o.clock.now();
-    const notReady =
-      pingError !== undefined
-        ? `store ${this.#o.store.description} is not usable: ${pingError}`
-        : failing !== undefined
-          ? `store ${this.#o.store.description}: ${failing}`
-          : this.#o.notReady?.();
-    const status: AgentStatus = {
-      node: this.#o.allocator.node,
-      pid: process.pid,
-      version: this.#o.version,
-      startedAt: new Date(this.#startedAt).toISOString(),
-      uptimeSeconds: Math.round((now - this.#startedAt) / 1000),
-      socket: this.#o.socket,
-      store: {
-        description: this.#o.store.description,
-        healthy: error === undefined,
-        ...(error === undefined ? {} : { error }),
-      },
-      ready: notReady === undefined,
-      ...(notReady === undefined ? {} : { notReady }),
-      // Ranges, not blocks: a range split into blocks has a store pool of its own.
-      pools: pools.filter((p) => !isBlockKey(p.pool)).length,
-      // The pools count every record holding an address; a bookkeeping record is no container's.
-      allocations: pools.reduce((sum, p) => sum + p.allocated, 0) - bookkeepingTotal(bookkeeping),
-      ...(bookkeepingTotal(bookkeeping) === 0 ? {} : { bookkeeping }),
-      reconciler: this.#o.reconciler.status(),
-      ...(cluster === undefined ? {} : { cluster }),
-      ...(this.#o.containerd === undefined ? {} : { containerd: this.#o.containerd() }),
-      ...(this.#o.kubernetes === undefined ? {} : { kubernetes: this.#o.kubernetes() }),
-      ...(this.#o.cniConfig === undefined ? {} : { cniConfig: this.#o.cniConfig() }),
-      ...(this.#o.plugins === undefined ? {} : { plugins: pluginCounts(this.#o.plugins()) }),
-      ...(this.#o.metrics === undefined ? {} : { metrics: this.#o.metrics() }),
-    };
-    return { status, readable: pingError === undefined };
+    return (await this.#status.read()).status;
   }
 
   /** Everything the dashboard shows, read now. */
   async dashboard(): Promise<DashboardData> {
-    const { status, readable } = await this.#statusNow();
+    const { status, readable } = await this.#status.read();
     const shared = readable && this.#o.membership !== undefined;
     // Nodes only the cluster store knows: none shown while it is away (status says it could not be read).
     const nodes = shared ? this.nodes(false).catch(() => undefined) : undefined;

@@ -2,11 +2,15 @@
  * Lending addresses between the nodes of a range, on a two-tier store (store/tiered/store.ts,
  * Store.cluster): the parts wired for the allocator. Block placement (block-assigner.ts) uses
  * `fromLoans`, `borrow` and `migratedIn` on the ADD path; the agent's cluster upkeep calls `run`
- * periodically (allocator.ts `lend`).
+ * periodically (allocator.ts `lend`) and `promptly` once, to lend as requests change
+ * (allocator.ts `lendPromptly`).
  *
  * - borrower.ts: loan pools, asking the owners and waiting for grants, adopting them;
  * - lender.ts: answering other nodes' requests, placeholders, tidying orphans up;
+ * - prompt-lending.ts: both answered as the tier tells of changed requests, not only on the timer;
  * - loan-return.ts: giving idle loans back;
+ * - loan-check.ts: writing back the grant of a loan in use that someone else removed;
+ * - migrated.ts: the addresses a migration recorded, adopted or held in a block claimed;
  * - grant-policy.ts: how many addresses and which a lender lends;
  * - loans.ts: the records of a loan on both sides.
  *
@@ -157,7 +161,7 @@ export class Lending {
   /**
    * One round of lending's upkeep: adopts migrated addresses granted to this node, answers other
    * nodes' requests and tidies placeholders up (`orphanGraceMs`), gives back loans idle for
-   * `returnGraceMs`.
+   * `returnGraceMs`, and checks the grants of loans in use (loan-check.ts).
    */
   async run(o: { readonly returnGraceMs: number; readonly orphanGraceMs: number }): Promise<LendingReport> {
     const errors: string[] = [];

@@ -7,7 +7,7 @@
  * Guarantees:
  * - `publish` writes only while the block's claim holds the publishing node (a compare of the claim key's
  *   value, in the same transaction); otherwise it throws TRY_AGAIN and writes nothing;
- * - a publication is deleted in `unclaim`'s transaction (etcd-tier/tier.ts), so a claim key deleted by
+ * - a publication is deleted in `unclaim`'s transaction (etcd-tier/claims.ts), so a claim key deleted by
  *   someone else (etcdctl del) leaves it for `publicationOf` to find;
  * - every listing pages; a node's publications are read through its index of claims, a page of the index
  *   at a time, and only those naming the node are answered.

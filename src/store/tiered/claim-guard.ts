@@ -1,8 +1,9 @@
 /**
- * The claimer's side of "either side may forget" (DESIGN.md, C9): a block nobody holds in the
- * cluster may still be in use. Its claim may have vanished (deleted by hand, the cluster's data
- * restored from an older copy) while its owner's containers keep their addresses; what is left to
- * see of the owner is the block's publication, a record apart from the claim on every tier.
+ * The claimer's side of "either side may forget" (docs/kubernetes-store.md, "A claim that vanishes"):
+ * a block nobody holds in the cluster may still be in use. Its claim may have vanished (deleted by
+ * hand, the cluster's data restored from an older copy) while its owner's containers keep their
+ * addresses; what is left to see of the owner is the block's publication, a record apart from the
+ * claim on every tier.
  *
  * `claimRefusal` answers why a node must not claim such a block, read before the claim is made:
  * - another node's publication of the block lists allocations: those addresses may be in use, and

@@ -1,8 +1,9 @@
 /**
- * The node's side of "either side may forget" (DESIGN.md, C9): the node that holds addresses in a
- * block is the authority on it. When the periodic check finds this node's claim of a block gone
- * from the cluster (an object deleted by hand, a claim key deleted, the cluster's data restored from
- * an older copy, this node forgotten while it was paused), the keeper acts on it, run by run:
+ * The node's side of "either side may forget" (docs/kubernetes-store.md, "A claim that vanishes"):
+ * the node that holds addresses in a block is the authority on it. When the periodic check finds
+ * this node's claim of a block gone from the cluster (an object deleted by hand, a claim key
+ * deleted, the cluster's data restored from an older copy, this node forgotten while it was
+ * paused), the keeper acts on it, run by run:
  * - a block in which this node's store holds addresses is claimed again under its own name (the
  *   tier's create-by-name: of this node and any other claimer, exactly one wins), so no other node
  *   takes it and hands its addresses out a second time;

@@ -1,7 +1,8 @@
 /**
  * The two-tier store: the node's own store (`local`, its SQLite file) holds the addresses of the
- * blocks this node owns; the cluster (`tier`, a ClusterTier: the Kubernetes API) holds who owns
- * which block, each range's block size, range admissions, liveness and the published allocations.
+ * blocks this node owns; the cluster (`tier`, a ClusterTier: the Kubernetes API or etcd) holds
+ * who owns which block, each range's block size, range admissions, liveness and the published
+ * allocations.
  *
  * How the Store contract maps onto the two tiers:
  * - allocate, release, relocate, unrest, cursor, cooldown and describe commit to `local` only: the
@@ -28,9 +29,10 @@
  *   restart and was not published yet is not lost;
  * - every `claimCheckMs` this node's claims are compared with the cluster's (tiered/claims.ts), and
  *   one vanished is claimed again or halts its range; a block nobody holds is claimed only if its
- *   publication allows; unrecorded claims are adopted (all three: tiered/reclaim.ts);
+ *   publication allows (both: tiered/reclaim.ts);
  * - before its first allocation or claim in a block, the node's file is compared with what it
- *   published (tiered/file-check.ts): until then those commits throw TRY_AGAIN saying why.
+ *   published (tiered/file-check.ts): until then those commits throw TRY_AGAIN saying why; a claim
+ *   of this node the file never recorded is recorded there as an empty block.
  *
  * Admission (AdmissionGuard) across nodes, without a request per ADD: `spaces` are the cluster's;
  * a commit that claims a block checks in the cluster that its range is still admitted, and the
