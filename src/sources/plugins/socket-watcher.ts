@@ -9,9 +9,9 @@
  * `socket` / `gone` as things change. It is built from one DirectoryWatcher per directory
  * (watched-directories.ts, the mechanism; what is watched, and what an event means, is decided
  * here), so each directory is listed after its kernel watch is opened, and a socket made in a new
- * directory before that directory's watch existed is still found. A kernel event is only a hint that a path
- * changed: the path is then judged by `lstat` (never following a symlink), which makes events
- * idempotent and their order between directories irrelevant. Because inotify can drop events, a
+ * directory before that directory's watch existed is still found. A kernel event is only a hint
+ * that a path changed: the path is then judged by `lstat` (never following a symlink), which makes
+ * events idempotent and their order between directories irrelevant. Because inotify can drop events, a
  * rescan on the injected clock re-judges every reported path and every name in every watched
  * directory, and restarts the watch of a directory that was replaced.
  *
@@ -20,9 +20,10 @@
  *   every name starting with a dot (and everything under a dot-directory) is ignored.
  * - For one path, `gone` only ever follows a `socket`; a `socket` follows a `gone`, or a `socket`
  *   of another file: a socket replaced in place (removed and made again, or renamed over) is
- *   reported again, with its new inode. A file is told apart by inode number and birth time,
- *   because filesystems such as ext4 give a new file the inode number just freed; so a `socket`
- *   for a path already reported always means "replaced", even when `ino` is unchanged.
+ *   reported again, with its new inode. A file is told apart by inode number and birth time
+ *   (file-identity.ts), because filesystems such as ext4 give a new file the inode number just
+ *   freed; so a `socket` for a path already reported always means "replaced", even when `ino` is
+ *   unchanged.
  * - A directory that goes (or is replaced) makes `gone` for every socket reported under it.
  * - `dir` is created (0700, with its parents) when missing: the agent owns it. If that fails the
  *   iteration reports `error` and tries again on every rescan.
@@ -31,13 +32,14 @@
  * Decisions are made while the consumer waits for the next event (a generator): kernel events
  * and due rescans queue up meanwhile, and are judged, in order, on the next pull.
  */
-import { type BigIntStats, lstatSync, readdirSync, statSync } from 'node:fs';
+import { type BigIntStats, lstatSync, readdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { AsyncChannel } from '../../core/async-channel.ts';
 import { type CancelTimer, type Clock, systemClock } from '../../core/clock.ts';
 import type { DirectoryEvent } from '../../core/dir-watcher.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import { makeDirectory } from '../../core/make-directory.ts';
+import { directoryIdentity, identityOf, isAbsent } from './file-identity.ts';
 import { type WatchedDir, WatchedDirectories, subtreePrefix } from './watched-directories.ts';
 
 export type SocketEvent =
@@ -63,24 +65,8 @@ type InboxItem =
   | { readonly kind: 'dir'; readonly from: WatchedDir; readonly event: DirectoryEvent }
   | { readonly kind: 'rescan' };
 
-/**
- * Which file a path holds. The inode number alone cannot say: ext4 reuses a freed number at once,
- * so a socket closed and bound again usually gets the same one. Birth time tells them apart;
- * where the filesystem has none, the change time does (a chmod then reports the socket again,
- * which is harmless: a replacement is re-registered, never lost).
- */
-function identityOf(st: BigIntStats): string {
-  return `${st.ino}:${st.birthtimeNs !== 0n ? st.birthtimeNs : st.ctimeNs}`;
-}
-
 function ioError(message: string, cause: unknown): WarrenError {
   return new WarrenError('IO_FAILURE', `${message}: ${messageOf(cause)}`, { cause });
-}
-
-/** A path that is not there, or whose parent is no longer a directory: nothing is at it. */
-function isAbsent(error: unknown): boolean {
-  const code = (error as NodeJS.ErrnoException).code;
-  return code === 'ENOENT' || code === 'ENOTDIR';
 }
 
 export class PluginSocketWatcher implements AsyncIterable<SocketEvent> {
@@ -130,7 +116,7 @@ export class PluginSocketWatcher implements AsyncIterable<SocketEvent> {
     const items = this.#inbox[Symbol.asyncIterator]();
     try {
       this.#ensureRoot();
-      this.#dirs.watch(this.#root, this.#dirIdentity(this.#root, true), true);
+      this.#dirs.watch(this.#root, directoryIdentity(this.#root, true), true);
       armRescan();
       for (;;) {
         while (this.#out.length > 0) {
@@ -199,10 +185,10 @@ export class PluginSocketWatcher implements AsyncIterable<SocketEvent> {
   #isCurrent(from: WatchedDir): boolean {
     if (this.#dirs.get(from.path) !== from) return false;
     if (from.path === this.#root) {
-      if (this.#dirIdentity(this.#root, true) === from.identity) return true;
+      if (directoryIdentity(this.#root, true) === from.identity) return true;
       this.#checkRoot();
     } else {
-      if (this.#dirIdentity(from.path, false) === from.identity) return true;
+      if (directoryIdentity(from.path, false) === from.identity) return true;
       this.#judge(from.path, false);
     }
     return false;
@@ -274,20 +260,10 @@ export class PluginSocketWatcher implements AsyncIterable<SocketEvent> {
     }
   }
 
-  /** `follow` for the root, which may be a symlink to the real directory (its kernel watch follows it too). */
-  #dirIdentity(path: string, follow: boolean): string | undefined {
-    try {
-      const st = follow ? statSync(path, { bigint: true }) : lstatSync(path, { bigint: true });
-      return st.isDirectory() ? identityOf(st) : undefined;
-    } catch {
-      return undefined;
-    }
-  }
-
   /** Makes the root if it is missing, and watches it afresh if it is not the directory watched. */
   #checkRoot(): void {
     this.#ensureRoot();
-    const identity = this.#dirIdentity(this.#root, true);
+    const identity = directoryIdentity(this.#root, true);
     const root = this.#dirs.get(this.#root);
     if (root !== undefined && root.identity === identity) return;
     const awaited = root !== undefined && this.#drop(this.#root);

@@ -19,7 +19,7 @@ import { type DirectoryEvent, DirectoryWatcher } from '../../core/dir-watcher.ts
 /** One directory of the tree under its own DirectoryWatcher. */
 export interface WatchedDir {
   readonly path: string;
-  /** Which directory is watched (socket-watcher.ts `identityOf`); undefined for a root that could not be stat'ed. */
+  /** Which directory is watched (file-identity.ts); undefined for a root that could not be stat'ed. */
   readonly identity: string | undefined;
   readonly watcher: DirectoryWatcher;
   /** Stops this directory's watcher alone, when the directory goes or is replaced. */
