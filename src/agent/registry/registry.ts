@@ -2,7 +2,8 @@
  * The plugin registry (docs/runtime-adapters.md): wires the
  * socket watcher (sources/plugins/socket-watcher.ts) into the desired state, and the reconciler
  * between desired and actual state, with the handshake client and one handler per plugin type.
- * The parts live beside this file: desired-state.ts, actual-state.ts, reconciler.ts, handler.ts.
+ * The parts live beside this file: desired-state.ts, actual-state.ts, reconciler.ts (and the
+ * operations it runs, operation-executor.ts), handler.ts.
  *
  * Guarantees:
  * - The desired state changes only on the watcher's reports: a socket (new, or replaced in place,

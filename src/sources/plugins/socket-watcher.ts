@@ -6,11 +6,12 @@
  *
  * The protocol says "I have seen everything that existed at start" the way DirectoryWatcher does:
  * one `socket` per socket in the tree at start (nested directories included), then `listed`; then
- * `socket` / `gone` as things change. It is built from one DirectoryWatcher per directory, so
- * each directory is listed after its kernel watch is opened, and a socket made in a new directory
- * before that directory's watch existed is still found. A kernel event is only a hint that a path
- * changed: the path is then judged by `lstat` (never following a symlink), which makes events
- * idempotent and their order between directories irrelevant. Because inotify can drop events, a
+ * `socket` / `gone` as things change. It is built from one DirectoryWatcher per directory
+ * (watched-directories.ts, the mechanism; what is watched, and what an event means, is decided
+ * here), so each directory is listed after its kernel watch is opened, and a socket made in a new
+ * directory before that directory's watch existed is still found. A kernel event is only a hint
+ * that a path changed: the path is then judged by `lstat` (never following a symlink), which makes
+ * events idempotent and their order between directories irrelevant. Because inotify can drop events, a
  * rescan on the injected clock re-judges every reported path and every name in every watched
  * directory, and restarts the watch of a directory that was replaced.
  *
@@ -19,9 +20,10 @@
  *   every name starting with a dot (and everything under a dot-directory) is ignored.
  * - For one path, `gone` only ever follows a `socket`; a `socket` follows a `gone`, or a `socket`
  *   of another file: a socket replaced in place (removed and made again, or renamed over) is
- *   reported again, with its new inode. A file is told apart by inode number and birth time,
- *   because filesystems such as ext4 give a new file the inode number just freed; so a `socket`
- *   for a path already reported always means "replaced", even when `ino` is unchanged.
+ *   reported again, with its new inode. A file is told apart by inode number and birth time
+ *   (file-identity.ts), because filesystems such as ext4 give a new file the inode number just
+ *   freed; so a `socket` for a path already reported always means "replaced", even when `ino` is
+ *   unchanged.
  * - A directory that goes (or is replaced) makes `gone` for every socket reported under it.
  * - `dir` is created (0700, with its parents) when missing: the agent owns it. If that fails the
  *   iteration reports `error` and tries again on every rescan.
@@ -30,13 +32,15 @@
  * Decisions are made while the consumer waits for the next event (a generator): kernel events
  * and due rescans queue up meanwhile, and are judged, in order, on the next pull.
  */
-import { type BigIntStats, lstatSync, readdirSync, statSync } from 'node:fs';
+import { type BigIntStats, lstatSync, readdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { AsyncChannel } from '../../core/async-channel.ts';
 import { type CancelTimer, type Clock, systemClock } from '../../core/clock.ts';
-import { type DirectoryEvent, DirectoryWatcher } from '../../core/dir-watcher.ts';
+import type { DirectoryEvent } from '../../core/dir-watcher.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import { makeDirectory } from '../../core/make-directory.ts';
+import { directoryIdentity, identityOf, isAbsent } from './file-identity.ts';
+import { type WatchedDir, WatchedDirectories, subtreePrefix } from './watched-directories.ts';
 
 export type SocketEvent =
   /** A unix socket at `path` (absolute): present at start, new, or a replacement of the one reported. */
@@ -57,40 +61,12 @@ export interface PluginSocketWatcherOptions {
 
 export const DEFAULT_SOCKET_RESCAN_MS = 5_000;
 
-/** One directory of the tree under its own DirectoryWatcher. */
-interface WatchedDir {
-  readonly path: string;
-  /** Which directory is watched (see `identityOf`); undefined for a root that could not be stat'ed. */
-  readonly identity: string | undefined;
-  readonly watcher: DirectoryWatcher;
-  /** Stops this directory's watcher alone, when the directory goes or is replaced. */
-  readonly stop: AbortController;
-  /** Its watcher has listed the directory. */
-  listed: boolean;
-}
-
 type InboxItem =
   | { readonly kind: 'dir'; readonly from: WatchedDir; readonly event: DirectoryEvent }
   | { readonly kind: 'rescan' };
 
-/**
- * Which file a path holds. The inode number alone cannot say: ext4 reuses a freed number at once,
- * so a socket closed and bound again usually gets the same one. Birth time tells them apart;
- * where the filesystem has none, the change time does (a chmod then reports the socket again,
- * which is harmless: a replacement is re-registered, never lost).
- */
-function identityOf(st: BigIntStats): string {
-  return `${st.ino}:${st.birthtimeNs !== 0n ? st.birthtimeNs : st.ctimeNs}`;
-}
-
 function ioError(message: string, cause: unknown): WarrenError {
   return new WarrenError('IO_FAILURE', `${message}: ${messageOf(cause)}`, { cause });
-}
-
-/** A path that is not there, or whose parent is no longer a directory: nothing is at it. */
-function isAbsent(error: unknown): boolean {
-  const code = (error as NodeJS.ErrnoException).code;
-  return code === 'ENOENT' || code === 'ENOTDIR';
 }
 
 export class PluginSocketWatcher implements AsyncIterable<SocketEvent> {
@@ -100,23 +76,24 @@ export class PluginSocketWatcher implements AsyncIterable<SocketEvent> {
   readonly #root: string;
   /** Sockets reported and not since gone: path → the identity of the file reported. */
   readonly #reported = new Map<string, string>();
-  /** Directories under a watch, the root included: path → its current watch. */
-  readonly #dirs = new Map<string, WatchedDir>();
-  /** Directories that existed at start and are not yet listed: `listed` waits for them all. */
-  readonly #awaitingListing = new Set<WatchedDir>();
+  /** Directories under a watch, the root included, and which listings `listed` waits for. */
+  readonly #dirs: WatchedDirectories;
   #listedSent = false;
   /** Events decided and not yet yielded (one kernel hint can decide several, e.g. a subtree gone). */
   readonly #out: SocketEvent[] = [];
   /** Every watcher's events and the rescan timer meet here, so one loop decides in one order. */
   readonly #inbox = new AsyncChannel<InboxItem>();
-  /** The loops copying each watcher into the inbox: the iteration ends once all have ended. */
-  readonly #pumps = new Set<Promise<void>>();
   #started = false;
 
   constructor(options: PluginSocketWatcherOptions) {
     this.#o = options;
     this.#clock = options.clock ?? systemClock;
     this.#root = resolve(options.dir);
+    this.#dirs = new WatchedDirectories({
+      signal: options.signal,
+      clock: this.#clock,
+      deliver: (from, event) => this.#inbox.push({ kind: 'dir', from, event }),
+    });
   }
 
   async *[Symbol.asyncIterator](): AsyncGenerator<SocketEvent> {
@@ -139,7 +116,7 @@ export class PluginSocketWatcher implements AsyncIterable<SocketEvent> {
     const items = this.#inbox[Symbol.asyncIterator]();
     try {
       this.#ensureRoot();
-      this.#watch(this.#root, this.#dirIdentity(this.#root, true), true);
+      this.#dirs.watch(this.#root, directoryIdentity(this.#root, true), true);
       armRescan();
       for (;;) {
         while (this.#out.length > 0) {
@@ -167,11 +144,10 @@ export class PluginSocketWatcher implements AsyncIterable<SocketEvent> {
     } finally {
       signal.removeEventListener('abort', onAbort);
       cancelRescan?.();
-      for (const dir of this.#dirs.values()) dir.stop.abort();
-      this.#dirs.clear();
+      this.#dirs.stopAll();
       this.#inbox.close();
       await items.return?.(undefined);
-      await Promise.all(this.#pumps);
+      await this.#dirs.ended();
     }
   }
 
@@ -179,7 +155,7 @@ export class PluginSocketWatcher implements AsyncIterable<SocketEvent> {
     if (!this.#isCurrent(from)) return;
     switch (event.kind) {
       case 'present':
-        this.#judge(join(from.path, event.name), this.#awaitingListing.has(from));
+        this.#judge(join(from.path, event.name), this.#dirs.isAwaited(from));
         break;
       case 'added':
       case 'changed':
@@ -187,8 +163,7 @@ export class PluginSocketWatcher implements AsyncIterable<SocketEvent> {
         this.#judge(join(from.path, event.name), false);
         break;
       case 'listed':
-        from.listed = true;
-        this.#awaitingListing.delete(from);
+        this.#dirs.markListed(from);
         break;
       case 'error':
         this.#out.push({ kind: 'error', error: event.error });
@@ -210,10 +185,10 @@ export class PluginSocketWatcher implements AsyncIterable<SocketEvent> {
   #isCurrent(from: WatchedDir): boolean {
     if (this.#dirs.get(from.path) !== from) return false;
     if (from.path === this.#root) {
-      if (this.#dirIdentity(this.#root, true) === from.identity) return true;
+      if (directoryIdentity(this.#root, true) === from.identity) return true;
       this.#checkRoot();
     } else {
-      if (this.#dirIdentity(from.path, false) === from.identity) return true;
+      if (directoryIdentity(from.path, false) === from.identity) return true;
       this.#judge(from.path, false);
     }
     return false;
@@ -238,11 +213,11 @@ export class PluginSocketWatcher implements AsyncIterable<SocketEvent> {
       this.#gone(path);
       const identity = identityOf(st);
       if (watched?.identity === identity) {
-        if (atStart && !watched.listed) this.#awaitingListing.add(watched);
+        if (atStart && !watched.listed) this.#dirs.awaitListing(watched);
         return;
       }
       const awaited = watched !== undefined && this.#drop(path);
-      this.#watch(path, identity, atStart || awaited);
+      this.#dirs.watch(path, identity, atStart || awaited);
       return;
     }
     if (watched !== undefined) this.#drop(path);
@@ -265,43 +240,14 @@ export class PluginSocketWatcher implements AsyncIterable<SocketEvent> {
    * Returns whether `listed` was waiting for one of those directories (a replacement inherits that).
    */
   #drop(path: string): boolean {
-    const prefix = path.endsWith('/') ? path : `${path}/`;
-    let awaited = false;
-    for (const [p, dir] of this.#dirs) {
-      if (p !== path && !p.startsWith(prefix)) continue;
-      dir.stop.abort();
-      this.#dirs.delete(p);
-      awaited = this.#awaitingListing.delete(dir) || awaited;
-    }
+    const awaited = this.#dirs.drop(path);
+    const prefix = subtreePrefix(path);
     for (const p of [...this.#reported.keys()].filter((k) => k.startsWith(prefix)).sort()) this.#gone(p);
     return awaited;
   }
 
-  /** Opens a DirectoryWatcher on `path` and copies its events into the inbox until it is stopped. */
-  #watch(path: string, identity: string | undefined, awaited: boolean): void {
-    const stop = new AbortController();
-    const watcher = new DirectoryWatcher({
-      dir: path,
-      signal: AbortSignal.any([this.#o.signal, stop.signal]),
-      clock: this.#clock,
-      rescanMs: 0,
-    });
-    const dir: WatchedDir = { path, identity, watcher, stop, listed: false };
-    this.#dirs.set(path, dir);
-    if (awaited) this.#awaitingListing.add(dir);
-    const pump = (async () => {
-      try {
-        for await (const event of watcher) this.#inbox.push({ kind: 'dir', from: dir, event });
-      } catch (error) {
-        this.#inbox.push({ kind: 'dir', from: dir, event: { kind: 'error', error: error as Error } });
-      }
-    })();
-    this.#pumps.add(pump);
-    void pump.finally(() => this.#pumps.delete(pump));
-  }
-
   #maybeListed(): void {
-    if (this.#listedSent || this.#awaitingListing.size > 0) return;
+    if (this.#listedSent || !this.#dirs.allListed()) return;
     this.#listedSent = true;
     this.#out.push({ kind: 'listed' });
   }
@@ -314,24 +260,14 @@ export class PluginSocketWatcher implements AsyncIterable<SocketEvent> {
     }
   }
 
-  /** `follow` for the root, which may be a symlink to the real directory (its kernel watch follows it too). */
-  #dirIdentity(path: string, follow: boolean): string | undefined {
-    try {
-      const st = follow ? statSync(path, { bigint: true }) : lstatSync(path, { bigint: true });
-      return st.isDirectory() ? identityOf(st) : undefined;
-    } catch {
-      return undefined;
-    }
-  }
-
   /** Makes the root if it is missing, and watches it afresh if it is not the directory watched. */
   #checkRoot(): void {
     this.#ensureRoot();
-    const identity = this.#dirIdentity(this.#root, true);
+    const identity = directoryIdentity(this.#root, true);
     const root = this.#dirs.get(this.#root);
     if (root !== undefined && root.identity === identity) return;
     const awaited = root !== undefined && this.#drop(this.#root);
-    this.#watch(this.#root, identity, awaited);
+    this.#dirs.watch(this.#root, identity, awaited);
   }
 
   /** Catches what the kernel watches did not tell: a replaced root, missed removals, missed files. */
@@ -339,11 +275,11 @@ export class PluginSocketWatcher implements AsyncIterable<SocketEvent> {
     this.#checkRoot();
     // Everything reported or watched, judged where it stands (parents first: a dropped directory
     // takes its subtree with it, and what it took is not judged again).
-    for (const path of [...new Set([...this.#reported.keys(), ...this.#dirs.keys()])].sort()) {
+    for (const path of [...new Set([...this.#reported.keys(), ...this.#dirs.paths()])].sort()) {
       if (path !== this.#root && (this.#reported.has(path) || this.#dirs.has(path))) this.#judge(path, false);
     }
     // Every name in every watched directory: what appeared without an event.
-    for (const dir of [...this.#dirs.values()]) {
+    for (const dir of this.#dirs.all()) {
       if (this.#dirs.get(dir.path) !== dir || dir.identity === undefined) continue;
       let names: string[];
       try {
