@@ -1,8 +1,14 @@
 /**
  * The allocator: turns the engine's decisions (ipam/pool-state.ts) into store commits. This file
- * is the façade and wires the parts: one commit loop (commit-loop.ts), one round per store pool
- * (pool-assigner.ts), blocks with node affinity (block-assigner.ts, placement.ts), one release path
- * (release.ts), the GC rule (gc.ts), give-back (give-back.ts) and node forget (forget-node.ts).
+ * is the façade and wires the parts: one commit loop (commit-loop.ts), the usual path of an ADD in
+ * one range (range-allocator.ts), one round per store pool (pool-assigner.ts), blocks with node
+ * affinity (block-assigner.ts, placement.ts), one release path (release.ts), the GC rule (gc.ts),
+ * give-back (give-back.ts) and node forget (forget-node.ts).
+ *
+ * It owns the flow of every ADD: each range by the usual path, or, for a request naming a holding,
+ * as the holdings plan it (holdings/holdings.ts): the held address, or a placeholder it allocates
+ * itself by the usual path and the holdings then make held. An ADD without a holding never enters
+ * the holdings' code.
  *
  * Every write is optimistic: decide on a picture at a revision, commit at that revision, and on a
  * conflict decide again. Per store pool, and per address space for allocations, this process never
@@ -20,19 +26,16 @@
  *   without end.
  */
 import type { Clock } from '../core/clock.ts';
-import { WarrenError } from '../core/errors.ts';
 import { KeyedMutex } from '../core/keyed-mutex.ts';
-import { type IPAddress, formatIP } from '../ipam/address.ts';
+import type { IPAddress } from '../ipam/address.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
-import { rangePoolOfKey } from '../ipam/blocks.ts';
 import type { RangeSpec } from '../ipam/range.ts';
 import { type ReservedAddresses, withReservations } from '../ipam/reserved.ts';
 import type { Store } from '../store/store.ts';
-import { OverlapAdmission, addressSpaceOf } from './admission.ts';
-import { type AllocateRequest, type Assignment, MAX_WAITS, Waiting, matchRequested } from './assignment.ts';
+import { OverlapAdmission } from './admission.ts';
+import { type AllocateRequest, type Assignment, matchRequested } from './assignment.ts';
 import { BlockAssigner } from './block-assigner.ts';
 import { Exhaustion } from './exhaustion.ts';
-import { CONFLICT, retryOnConflict } from './commit-loop.ts';
 import { type ForgottenNode, forgetNode } from './forget-node.ts';
 import { type GcOutcome, type RuntimeOf, gcCandidates, gcScope, releaseEach } from './gc.ts';
 import { type BlockReturn, EmptyBlockGiveBack } from './give-back.ts';
@@ -42,6 +45,7 @@ import { OwnBlocks } from './own-blocks.ts';
 import { PoolAssigner } from './pool-assigner.ts';
 import { PoolCache } from './pool-cache.ts';
 import { PoolMetadata } from './pool-metadata.ts';
+import { RangeAllocator } from './range-allocator.ts';
 import { type ReleaseLimits, Releaser, within } from './release.ts';
 
 export type { AllocateRequest, Assignment } from './assignment.ts';
@@ -78,17 +82,14 @@ export class Allocator {
   readonly #node: string;
   /** Rounds of every commit loop this allocator runs (allocation, release, forget). */
   readonly #maxAttempts: number;
-  /** Null when ranges are not split into blocks: then every range is one store pool. */
+  /** Null when ranges are not split into blocks: then every range is one store pool (GC, give-back). */
   readonly #blocks: BlockAssigner | null;
   /** One decision per pool and per address space at a time; shared by every part that writes. */
   readonly #locks = new KeyedMutex();
-  /**
-   * Remembers which ranges passed the overlap check, so it runs once per range, not per ADD; on a
-   * shared store, with the guard that keeps that admission honest across agents.
-   */
-  readonly #admission: OverlapAdmission;
-  /** The round in one store pool, for ranges without blocks (BlockAssigner has it too). */
+  /** The round in one store pool, for ranges without blocks (BlockAssigner has it too); syncs every ADD. */
   readonly #assigner: PoolAssigner;
+  /** The usual path of an ADD in one range: admission, rounds, waits for other nodes, exhaustion. */
+  readonly #ranges: RangeAllocator;
   /** The one release path, used by release, releaseAddresses, GC, rollback and forget. */
   readonly #releaser: Releaser;
   /** Holds since when each own block has been empty, across calls of returnEmptyBlocks. */
@@ -99,12 +100,6 @@ export class Allocator {
   readonly #clock: Clock;
   /** Lending addresses between nodes: on a two-tier store with blocks only. */
   readonly #lending: Lending | undefined;
-  /** The ranges this process served, by pool: what it lends from knows their exclusions. */
-  readonly #served = new Map<string, RangeSpec>();
-  /** ADDs under way per range pool: how many addresses a node with no room asks the others for. */
-  readonly #inFlight = new Map<string, number>();
-  /** The refusal of an ADD whose range is full, naming what fills it (here and across the cluster). */
-  readonly #exhaustion: Exhaustion;
   /** Addresses held for holders other than one pod (holdings/holdings.ts); refused without a cluster keeping them. */
   readonly holdings: Holdings;
 
@@ -119,7 +114,6 @@ export class Allocator {
     const metadata = new PoolMetadata();
     const own = new OwnBlocks();
     const maxAttempts = this.#maxAttempts;
-    this.#admission = new OverlapAdmission(store, maxAttempts);
     // The cached picture is trusted when this process writes the pool alone (its own SQLite file) or
     // owns it (blocks): a picture gone stale only costs a conflict and a fresh read, never a wrong
     // commit, because the commit checks the revision.
@@ -143,8 +137,9 @@ export class Allocator {
             pools,
             assigner: this.#assigner,
             locks: this.#locks,
-            rangeOf: (pool) => withReservations(this.#served.get(pool), options.reserved),
-            demand: (pool) => this.#inFlight.get(pool) ?? 1,
+            // What this process served and how many ADDs wait, as the range allocator knows them.
+            rangeOf: (pool) => withReservations(this.#ranges.served(pool), options.reserved),
+            demand: (pool) => this.#ranges.demand(pool),
             ...(options.lendWaitMs === undefined ? {} : { waitMs: options.lendWaitMs }),
           })
         : undefined;
@@ -156,7 +151,20 @@ export class Allocator {
     this.#releaser = new Releaser({ store, clock, maxAttempts, pools, locks: this.#locks });
     this.#giveBack = new EmptyBlockGiveBack({ store, clock, node, pools, own, locks: this.#locks });
     this.#pools = pools;
-    this.#exhaustion = new Exhaustion({ store, node, clock, reserved: options.reserved });
+    this.#ranges = new RangeAllocator({
+      store,
+      clock,
+      maxAttempts,
+      locks: this.#locks,
+      // Remembers which ranges passed the overlap check, so it runs once per range, not per ADD; on a
+      // shared store, with the guard that keeps that admission honest across agents.
+      admission: new OverlapAdmission(store, maxAttempts),
+      blocks: this.#blocks,
+      assigner: this.#assigner,
+      // The refusal of an ADD whose range is full, naming what fills it (here and across the cluster).
+      exhaustion: new Exhaustion({ store, node, clock, reserved: options.reserved }),
+      pools,
+    });
   }
 
   get node(): string {
@@ -172,10 +180,7 @@ export class Allocator {
     const wanted = matchRequested(request.ranges, request.requested ?? []);
     const done: Assignment[] = [];
     try {
-      for (const range of request.ranges) {
-        const fresh = (r: AllocateRequest, ip?: IPAddress) => this.#allocateIn(range, r, ip);
-        done.push(await this.holdings.allocate(range, request, wanted.get(range), fresh));
-      }
+      for (const range of request.ranges) done.push(await this.#allocateIn(range, request, wanted.get(range)));
       await this.#assigner.synced(); // nothing is answered before it is durable (pool-assigner.ts)
     } catch (error) {
       const added = done.filter((a) => a.fresh);
@@ -189,109 +194,26 @@ export class Allocator {
     return done;
   }
 
+  /**
+   * One range of an ADD. Without a holding, the usual path (range-allocator.ts); with one, as the
+   * holdings plan it (holdings/holder-plan.ts): the held address, or a placeholder this allocator
+   * allocates by the usual path and the holdings then make held. The placeholder is the holding's,
+   * never the pod's: an ADD failing in a later range releases the pod's use, not the holding.
+   */
   async #allocateIn(range: RangeSpec, request: AllocateRequest, requested: IPAddress | undefined): Promise<Assignment> {
-    this.#served.set(range.pool, range);
-    this.#inFlight.set(range.pool, (this.#inFlight.get(range.pool) ?? 0) + 1);
-    try {
-      return await this.#allocateInRange(range, request, requested);
-    } finally {
-      const left = (this.#inFlight.get(range.pool) ?? 1) - 1;
-      if (left > 0) this.#inFlight.set(range.pool, left);
-      else this.#inFlight.delete(range.pool);
+    const key = request.holding;
+    if (key === undefined) return this.#ranges.allocate(range, request, requested);
+    const plan = await this.holdings.plan(key, range, request, requested);
+    switch (plan.kind) {
+      case 'held':
+        return plan.assignment;
+      case 'make':
+        return this.holdings.adopt(plan.add, await this.#ranges.allocate(range, plan.placeholder, requested));
+      default: {
+        const never: never = plan;
+        throw new Error(`unhandled holding plan ${JSON.stringify(never)}`);
+      }
     }
-  }
-
-  async #allocateInRange(
-    range: RangeSpec,
-    request: AllocateRequest,
-    requested: IPAddress | undefined,
-  ): Promise<Assignment> {
-    let since: number | undefined; // when this ADD first waited: its waits share one deadline
-    for (let waits = 0; ; waits++) {
-      const outcome = await this.#roundsInRange(range, request, requested);
-      if (!(outcome instanceof Waiting)) return outcome;
-      // Waiting for other nodes (lending's grants) outside the range's locks, so the lending round
-      // adopting grants of this range, and other ADDs, are not held up meanwhile; then decide again
-      // under the locks (every commit is at the revision read: nothing is handed out twice).
-      since ??= this.#clock.monotonic();
-      if (waits >= MAX_WAITS || !(await outcome.until(since))) throw await this.#exhaustion.error(range);
-    }
-  }
-
-  /** Rounds under the range's locks: the assignment, or what to wait for before deciding again. */
-  async #roundsInRange(
-    range: RangeSpec,
-    request: AllocateRequest,
-    requested: IPAddress | undefined,
-  ): Promise<Assignment | Waiting> {
-    // Ranges of one network_name and family may overlap across configs: allocations in them are
-    // decided one at a time here, so an overlap admitted below cannot race an allocation.
-    return this.#locks.run(addressSpaceOf(range), () =>
-      this.#locks.run(range.pool, () =>
-        retryOnConflict<Assignment | Waiting>(
-          { subject: `pool ${range.pool}`, action: 'allocate' },
-          this.#maxAttempts,
-          async (attempt) => {
-            // A look-up after the first round; admitted again only after a commit said another agent
-            // retired this range's admission (admission.ts), which then refuses while that range holds.
-            const guard = await this.#admission.admit(range);
-            // With blocks the first round skips the owner look-up: the commit itself refuses a second
-            // address for one owner (the store's owner-per-pool rule), and a retried ADD lands here
-            // on the second round, where the look-up finds what it holds.
-            const held =
-              this.#blocks !== null && attempt === 1
-                ? undefined
-                : (await this.#store.findByOwner(request.owner)).find((a) => rangePoolOfKey(a.pool) === range.pool);
-            if (held !== undefined) {
-              if (requested !== undefined && held.address !== formatIP(requested)) {
-                throw new WarrenError(
-                  'ADDRESS_UNAVAILABLE',
-                  `container ${request.owner.containerID} (${request.owner.ifname}) already holds ` +
-                    `${held.address} in ${range.pool}, not the requested ${formatIP(requested)}`,
-                );
-              }
-              // A re-ADD in another namespace (a container restarted without a DEL): the record must say
-              // where the address lives now, or that namespace's removal would be taken for its end.
-              if (request.netns !== undefined && held.netns !== request.netns) {
-                const moved = await this.#relocate(held, request.netns);
-                return moved === CONFLICT ? CONFLICT : { range, allocation: moved, fresh: false };
-              }
-              return { range, allocation: held, fresh: false };
-            }
-            const decision =
-              this.#blocks !== null
-                ? await this.#blocks.decide(range, request, requested, guard)
-                : await this.#assigner.decide(range, range, request, requested, guard);
-            switch (decision.kind) {
-              case 'done':
-                return decision.assignment;
-              case 'full':
-                throw await this.#exhaustion.error(range);
-              case 'conflict':
-                if (decision.admissionLost === true) this.#admission.forget(range.pool);
-                return decision.wait === undefined ? CONFLICT : new Waiting(decision.wait);
-              default: {
-                const never: never = decision;
-                throw new Error(`unhandled decision ${JSON.stringify(never)}`);
-              }
-            }
-          },
-        ),
-      ),
-    );
-  }
-
-  /** Records the namespace `held`'s owner lives in now; CONFLICT when the pool moved meanwhile. */
-  async #relocate(held: Allocation, netns: string): Promise<Allocation | typeof CONFLICT> {
-    const moved: Allocation = { ...held, netns };
-    const picture = await this.#pools.load(held.pool);
-    const result = await this.#store.commit(held.pool, picture.revision, [{ op: 'relocate', allocation: moved }]);
-    if (result.kind === 'conflict') {
-      this.#pools.forget(held.pool);
-      return CONFLICT;
-    }
-    picture.revision = result.revision;
-    return moved;
   }
 
   /**

@@ -57,3 +57,8 @@ export interface Owner {
 export function ownerKey(owner: Owner): string {
   return JSON.stringify([owner.network, owner.containerID, owner.ifname]);
 }
+
+/** Whether `a` and `b` name one owner (network, containerID and ifname alike). */
+export function sameOwner(a: Owner, b: Owner): boolean {
+  return a.network === b.network && a.containerID === b.containerID && a.ifname === b.ifname;
+}

@@ -16,6 +16,14 @@
  *   record. So two nodes can record a use at once (a VM's live migration), and an old pod's late
  *   cleanup never releases what a new pod of the holder uses.
  *
+ * The allocator owns every ADD's flow: an ADD naming no holding never reaches this code. For one
+ * naming a holding the allocator consults the holdings as a planner (`plan`, holder-plan.ts), which
+ * answers with the held address (its use recorded), or with a placeholder for the allocator to
+ * allocate itself, then `adopt` to make it held. Nothing here calls the allocator back. The parts:
+ * holder-plan.ts (the ADD of a holder), holdings-upkeep.ts (the upkeep), holding-records.ts (the
+ * cluster's records as this node reaches them), placeholders.ts (the placeholder's owner); this
+ * file wires them and keeps the holdings' lifecycle: ends, orphans, placeholders released.
+ *
  * Guarantees:
  * - the first ADD of a holder allocates the placeholder through the allocator's usual path (its
  *   own blocks, a claim, a loan), then makes the record: the address is held locally before the
@@ -39,18 +47,19 @@ import type { Clock } from '../../core/clock.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import type { KeyedMutex } from '../../core/keyed-mutex.ts';
 import { momentOf } from '../../core/moment.ts';
-import { type IPAddress, formatIP, parseIP } from '../../ipam/address.ts';
-import type { Allocation, Owner } from '../../ipam/allocation.ts';
-import { rangePoolOfKey } from '../../ipam/blocks.ts';
-import { holderKeyProblem, isUseKey, useKey } from '../../ipam/holding-key.ts';
+import type { IPAddress } from '../../ipam/address.ts';
+import { sameOwner } from '../../ipam/allocation.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
 import type { ClusterHoldings, HoldingRecord } from '../../store/cluster-holdings.ts';
 import type { PoolOp, Store } from '../../store/store.ts';
-import { type AllocateRequest, type Assignment, recordOf } from '../assignment.ts';
+import type { AllocateRequest, Assignment } from '../assignment.ts';
 import type { PoolCache } from '../pool-cache.ts';
+import { type HolderAdd, HolderPlanner, type HoldingPlan } from './holder-plan.ts';
+import { HoldingRecords } from './holding-records.ts';
 import { type HoldingsReport, HoldingsUpkeep } from './holdings-upkeep.ts';
 import { ORPHANED, placeholderOwner } from './placeholders.ts';
 
+export type { HolderAdd, HoldingPlan } from './holder-plan.ts';
 export { HELD_NETWORK, ORPHANED, isHeldPlaceholder, placeholderOwner } from './placeholders.ts';
 
 export interface HoldingsOptions {
@@ -66,11 +75,12 @@ export interface HoldingsOptions {
   readonly locks: KeyedMutex;
 }
 
-/** Allocates the placeholder of a holder through the allocator's usual path (one range). */
-export type AllocateFresh = (request: AllocateRequest, requested: IPAddress | undefined) => Promise<Assignment>;
-
 export class Holdings {
   readonly #o: HoldingsOptions;
+  /** The cluster's records: refused without a store keeping them, a failure to reach them TRY_AGAIN. */
+  readonly #records: HoldingRecords;
+  /** The ADD of a holder, planned for the allocator. */
+  readonly #planner: HolderPlanner;
   /** Absent without a cluster keeping holdings. */
   readonly #upkeep: HoldingsUpkeep | undefined;
   /** Orphaned holdings (their owner forgotten) as last read: what a claim holds (claimOps). */
@@ -78,19 +88,15 @@ export class Holdings {
 
   constructor(options: HoldingsOptions) {
     this.#o = options;
-    const { store, records, node, clock, pools, locks } = options;
+    const { store, records, where, node, clock, pools, locks } = options;
+    const releasePlaceholder = (key: string, block: string, address: string) =>
+      this.releasePlaceholder(key, block, address);
+    this.#records = new HoldingRecords(records, where, store.description);
+    this.#planner = new HolderPlanner({ store, records: this.#records, node, clock, pools, locks, releasePlaceholder });
     this.#upkeep =
       records === undefined
         ? undefined
-        : new HoldingsUpkeep({
-            store,
-            records,
-            node,
-            clock,
-            pools,
-            locks,
-            releasePlaceholder: (key, block, address) => this.releasePlaceholder(key, block, address),
-          });
+        : new HoldingsUpkeep({ store, records, node, clock, pools, locks, releasePlaceholder });
   }
 
   /**
@@ -108,22 +114,10 @@ export class Holdings {
     return report;
   }
 
-  /** The cluster's records, or the refusal of a store that keeps none. */
-  #records(key: string): ClusterHoldings {
-    const records = this.#o.records;
-    if (records === undefined)
-      throw new WarrenError(
-        'INVALID_CONFIG',
-        `the address of ${key} cannot be held: sticky addresses need the kubernetes store ` +
-          `(this agent's store, ${this.#o.store.description}, keeps no holdings)`,
-      );
-    return records;
-  }
-
   /** The records of holder `key` (one per range pool), read from the cluster now. */
   async holdingOf(key: string): Promise<HoldingRecord[]> {
-    const records = this.#records(key);
-    return this.#reach(key, 'read', () => records.ofHolder(key));
+    const records = this.#records.of(key);
+    return this.#records.reach(key, 'read', () => records.ofHolder(key));
   }
 
   /**
@@ -132,10 +126,10 @@ export class Holdings {
    * still using the address keep their use records until their own release. The records removed.
    */
   async endHolding(key: string): Promise<HoldingRecord[]> {
-    const records = this.#records(key);
+    const records = this.#records.of(key);
     const ended: HoldingRecord[] = [];
-    for (const record of await this.#reach(key, 'read', () => records.ofHolder(key))) {
-      const outcome = await this.#reach(key, 'end', () => records.remove(record));
+    for (const record of await this.#records.reach(key, 'read', () => records.ofHolder(key))) {
+      const outcome = await this.#records.reach(key, 'end', () => records.remove(record));
       if (outcome === 'changed') continue; // made again meanwhile: not the one read
       ended.push(record);
       if (record.owner === this.#o.node) await this.releasePlaceholder(record.key, record.block, record.address);
@@ -144,118 +138,21 @@ export class Holdings {
   }
 
   /**
-   * Allocates in `range` for `request`: without a `holding`, as `fresh` does; with one, the held
-   * address when the holding exists, else a fresh one made held (see the header).
+   * What an ADD naming holder `key` does in `range` (holder-plan.ts): the held address, its use
+   * recorded; or a placeholder for the allocator to allocate, then `adopt`.
    */
-  async allocate(
-    range: RangeSpec,
-    request: AllocateRequest,
-    requested: IPAddress | undefined,
-    fresh: AllocateFresh,
-  ): Promise<Assignment> {
-    const key = request.holding;
-    if (key === undefined) return fresh(request, requested);
-    const problem = holderKeyProblem(key);
-    if (problem !== undefined) throw new WarrenError('INVALID_CONFIG', problem);
-    const records = this.#records(key);
-    const mine = (await this.#o.store.findByOwner(request.owner)).find((a) => rangePoolOfKey(a.pool) === range.pool);
-    // The attachment ADDed before without the holding (its network made sticky since): its address stays its own.
-    if (mine !== undefined && !isUseKey(mine.pool))
-      throw new WarrenError(
-        'ADDRESS_UNAVAILABLE',
-        `container ${request.owner.containerID} (${request.owner.ifname}) already holds ${mine.address} in ` +
-          `${range.pool}, not held for ${key}`,
-      );
-    const record =
-      (await this.#reach(key, 'read', () => records.get(key, range.pool))) ??
-      (await this.#make(key, range, request, requested, fresh));
-    if (requested !== undefined && formatIP(requested) !== record.address)
-      throw new WarrenError(
-        'ADDRESS_UNAVAILABLE',
-        `${key} holds ${record.address} in ${range.pool}, not the requested ${formatIP(requested)}`,
-      );
-    // A use of this attachment of an earlier holding (ended and made again, elsewhere): it goes first.
-    if (mine !== undefined && mine.pool !== useKey(range.pool, record.address, key)) await this.#releaseUse(mine);
-    return this.#use(range, record, request);
-  }
-
-  /** The first ADD of a holder in a range: placeholder, then record. */
-  async #make(
+  plan(
     key: string,
     range: RangeSpec,
     request: AllocateRequest,
     requested: IPAddress | undefined,
-    fresh: AllocateFresh,
-  ): Promise<HoldingRecord> {
-    const records = this.#records(key);
-    const placeholder = await fresh(
-      {
-        owner: placeholderOwner(key),
-        ranges: [range],
-        ...(requested === undefined ? {} : { requested: [requested] }),
-        ...(request.cooldownSeconds === undefined ? {} : { cooldownSeconds: request.cooldownSeconds }),
-      },
-      requested,
-    );
-    const { pool: block, address } = placeholder.allocation;
-    let made: HoldingRecord | undefined;
-    try {
-      made = await records.create({ key, pool: range.pool, address, owner: this.#o.node, block });
-      made ??= await records.get(key, range.pool);
-    } catch (error) {
-      await this.releasePlaceholder(key, block, address).catch(() => undefined);
-      throw new WarrenError(
-        'TRY_AGAIN',
-        `the holding of ${address} for ${key} could not be recorded in ${this.#o.where}: ${messageOf(error)}`,
-        { cause: error },
-      );
-    }
-    if (made === undefined)
-      throw new WarrenError(
-        'TRY_AGAIN',
-        `the holding of ${key} in ${range.pool} was made and ended at once; try again`,
-      );
-    // Made at once by another node: its address is the holder's; this placeholder is not needed.
-    if (made.address !== address || made.owner !== this.#o.node || made.block !== block)
-      await this.releasePlaceholder(key, block, address);
-    return made;
+  ): Promise<HoldingPlan> {
+    return this.#planner.plan(key, range, request, requested);
   }
 
-  /** Records `request`'s pod as using `record`'s address on this node. */
-  async #use(range: RangeSpec, record: HoldingRecord, request: AllocateRequest): Promise<Assignment> {
-    const { store, pools, locks, clock, node } = this.#o;
-    const pool = useKey(range.pool, record.address, record.key);
-    return locks.run(pool, async () => {
-      for (let round = 1; round <= 5; round++) {
-        pools.forget(pool);
-        const read = await store.readPool(pool);
-        if (read.kind !== 'snapshot') continue;
-        const held = (await store.list({ pool })).find((a) => a.address === record.address);
-        if (held !== undefined && sameOwner(held, request.owner)) {
-          if (request.netns === undefined || held.netns === request.netns)
-            return { range, allocation: held, fresh: false };
-          const moved = { ...held, netns: request.netns };
-          const result = await store.commit(pool, read.revision, [{ op: 'relocate', allocation: moved }]);
-          if (result.kind === 'committed') return { range, allocation: moved, fresh: false };
-          continue;
-        }
-        const ip = parseIP(record.address);
-        if (ip === undefined || ip.family !== range.family)
-          throw new WarrenError(
-            'IO_FAILURE',
-            `the holding of ${record.key} holds ${record.address}, no address of ${range.pool}`,
-          );
-        const allocation = recordOf({ ...range, pool }, ip.value, request, node, momentOf(clock));
-        const ops: PoolOp[] = [];
-        // Another attachment's use (an old pod of the holder whose release has not come): the holder's
-        // current pod takes the address; the old attachment's release then finds nothing of its own.
-        if (held !== undefined) ops.push({ op: 'release', address: held.address });
-        ops.push({ op: 'allocate', allocation });
-        const result = await store.commit(pool, read.revision, ops);
-        if (result.kind === 'committed') return { range, allocation, fresh: true };
-      }
-      throw new WarrenError('TRY_AGAIN', `the use of ${record.address} for ${record.key} kept changing; try again`);
-    });
+  /** After a `make` plan, its placeholder allocated: the holding recorded, then the pod's use (holder-plan.ts). */
+  adopt(add: HolderAdd, placeholder: Assignment): Promise<Assignment> {
+    return this.#planner.adopt(add, placeholder);
   }
 
   /**
@@ -263,17 +160,17 @@ export class Holdings {
    * are freed, so whichever node claims one of them holds their addresses with the claim (claimOps).
    */
   async orphan(node: string): Promise<number> {
-    const records = this.#o.records;
+    const records = this.#records.kept;
     if (records === undefined) return 0;
     let orphaned = 0;
-    for (const r of await this.#reach(`node ${node}`, 'read', () => records.list({ owner: node })))
+    for (const r of await this.#records.reach(`node ${node}`, 'read', () => records.list({ owner: node })))
       if ((await records.setOwner(r, ORPHANED)) !== undefined) orphaned += 1;
     return orphaned;
   }
 
   /** The orphaned holdings, read now (each upkeep run), kept for claims to look at without a request. */
   async readOrphans(): Promise<readonly HoldingRecord[]> {
-    const records = this.#o.records;
+    const records = this.#records.kept;
     this.#orphans = records === undefined ? [] : await records.list({ owner: ORPHANED });
     return this.#orphans;
   }
@@ -285,8 +182,8 @@ export class Holdings {
    * (TRY_AGAIN when the cluster cannot be reached then), like lending's migrated addresses.
    */
   async claimOps(block: string): Promise<PoolOp[]> {
-    if (this.#o.records === undefined) return [];
-    const orphans = this.#orphans ?? (await this.#reach(`block ${block}`, 'read', () => this.readOrphans()));
+    if (this.#records.kept === undefined) return [];
+    const orphans = this.#orphans ?? (await this.#records.reach(`block ${block}`, 'read', () => this.readOrphans()));
     const now = momentOf(this.#o.clock);
     return orphans
       .filter((r) => r.block === block)
@@ -305,21 +202,9 @@ export class Holdings {
 
   /** After a claim of `block` (claimOps): this node becomes the owner of the orphans it holds now. */
   async adoptBlock(block: string): Promise<void> {
-    const records = this.#o.records;
+    const records = this.#records.kept;
     if (records === undefined) return;
     for (const r of this.#orphans ?? []) if (r.block === block) await records.setOwner(r, this.#o.node);
-  }
-
-  /** Releases `use`, an earlier use of the same attachment in another use pool. */
-  async #releaseUse(use: Allocation): Promise<void> {
-    const { store, pools, locks } = this.#o;
-    await locks.run(use.pool, async () => {
-      pools.forget(use.pool);
-      const read = await store.readPool(use.pool);
-      if (read.kind !== 'snapshot') return;
-      await store.commit(use.pool, read.revision, [{ op: 'release', address: use.address }]);
-      pools.forget(use.pool);
-    });
   }
 
   /** Releases this node's placeholder of holder `key` for `address` in store pool `block`, if it is there. */
@@ -339,21 +224,4 @@ export class Holdings {
       throw new WarrenError('TRY_AGAIN', `the placeholder of ${address} for ${key} kept changing; try again`);
     });
   }
-
-  async #reach<T>(key: string, what: string, call: () => Promise<T>): Promise<T> {
-    try {
-      return await call();
-    } catch (error) {
-      if (error instanceof WarrenError && error.code !== 'IO_FAILURE') throw error;
-      throw new WarrenError(
-        'TRY_AGAIN',
-        `could not ${what} the holding of ${key} in ${this.#o.where}: ${messageOf(error)}`,
-        { cause: error },
-      );
-    }
-  }
-}
-
-function sameOwner(a: Owner, b: Owner): boolean {
-  return a.network === b.network && a.containerID === b.containerID && a.ifname === b.ifname;
 }
