@@ -254,6 +254,8 @@ export const PLUGIN_INPUTS: readonly string[] = [
   'src/cni/journal-dir.ts',
   'src/cni/journal-entry.ts',
   'src/cni/netconf.ts',
+  'src/cni/pool-names.ts',
+  'src/cni/routes-and-dns.ts',
   'src/cni/spec.ts',
   'src/cni/whereabouts-keys.ts',
   'src/core/atomic-file.ts',

@@ -13,8 +13,9 @@
  * keys are refused, never ignored; no two ranges of one config share an address, whatever
  * `enable_overlapping_ranges` says; a parsed network_name can always be encoded in a pool key.
  *
- * One range is read in ipam-range.ts, the keys of whereabouts itself in whereabouts-keys.ts; what
- * the engine keeps of a range (ipam/range.ts) knows nothing of keys.
+ * One range is read in ipam-range.ts, `routes` and `dns` in routes-and-dns.ts, `pools` (and the
+ * network names that are the pools' own) in pool-names.ts, the keys of whereabouts itself in
+ * whereabouts-keys.ts; what the engine keeps of a range (ipam/range.ts) knows nothing of keys.
  */
 import { formatIP } from '../ipam/address.ts';
 import { networkNameProblem } from '../ipam/pool-key.ts';
@@ -32,23 +33,11 @@ import {
   quoted,
   refuseUnknownKeys,
   stringAt,
-  stringListAt,
-  subnetAt,
 } from './config-values.ts';
-import { formatSubnet, parseRange, refuseOverlaps } from './ipam-range.ts';
+import { parseRange, refuseOverlaps } from './ipam-range.ts';
+import { POOL_NETWORK_PREFIX, parsePools } from './pool-names.ts';
+import { type Dns, type Route, parseDns, parseRoutes } from './routes-and-dns.ts';
 import { IGNORED_KEYS, checkIgnored } from './whereabouts-keys.ts';
-
-export interface Route {
-  readonly dst: string;
-  readonly gw?: string;
-}
-
-export interface Dns {
-  readonly nameservers?: string[];
-  readonly domain?: string;
-  readonly search?: string[];
-  readonly options?: string[];
-}
 
 /** A key Warren accepted and does not act on, with why. */
 export interface IgnoredKey {
@@ -129,59 +118,6 @@ const RANGE_KEYS: ReadonlySet<string> = new Set([
   'gateway',
   'block_size',
 ]);
-const ROUTE_KEYS: ReadonlySet<string> = new Set(['dst', 'gw']);
-const DNS_KEYS: ReadonlySet<string> = new Set(['nameservers', 'domain', 'search', 'options']);
-
-/**
- * The network_name prefix of a WarrenPool's ranges (`warrenpool:<pool>`): pool keys derive from the
- * pool, so every network naming it shares its addresses. A config may not take such a name itself.
- */
-export const POOL_NETWORK_PREFIX = 'warrenpool:';
-
-/** A WarrenPool's name, as Kubernetes allows an object's (a DNS subdomain). */
-const POOL_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-
-/** Whether `name` can name a WarrenPool (a DNS subdomain of at most 253 characters). */
-export function isPoolName(name: string): boolean {
-  return name.length <= 253 && POOL_NAME.test(name);
-}
-
-export function parseRoutes(value: unknown, path: string): Route[] {
-  if (value === undefined) return [];
-  if (!Array.isArray(value)) throw invalid(path, `must be a list of routes, got ${describe(value)}`);
-  return value.map((item, i) => {
-    const at = `${path}[${i}]`;
-    if (!isPlainObject(item)) throw invalid(at, `must be an object, got ${describe(item)}`);
-    refuseUnknownKeys(item, ROUTE_KEYS, at);
-    // Masked like every other CIDR: the kernel refuses a route whose destination has host bits.
-    const dst = subnetAt(item.dst, `${at}.dst`, false);
-    const route: { dst: string; gw?: string } = { dst: formatSubnet(dst) };
-    if (item.gw !== undefined) {
-      const gw = ipAt(item.gw, `${at}.gw`);
-      if (gw.family !== dst.address.family)
-        throw invalid(`${at}.gw`, `IPv${gw.family} gateway for an IPv${dst.address.family} destination`);
-      route.gw = formatIP(gw);
-    }
-    return route;
-  });
-}
-
-function parseDns(value: unknown, path: string): Dns | undefined {
-  if (value === undefined) return undefined;
-  if (!isPlainObject(value)) throw invalid(path, `must be an object, got ${describe(value)}`);
-  refuseUnknownKeys(value, DNS_KEYS, path);
-  const dns: { nameservers?: string[]; domain?: string; search?: string[]; options?: string[] } = {};
-  if (value.nameservers !== undefined) {
-    dns.nameservers = stringListAt(value.nameservers, `${path}.nameservers`).map((ns, i) =>
-      formatIP(ipAt(ns, `${path}.nameservers[${i}]`)),
-    );
-  }
-  const domain = optionalString(value.domain, `${path}.domain`);
-  if (domain !== undefined) dns.domain = domain;
-  if (value.search !== undefined) dns.search = stringListAt(value.search, `${path}.search`);
-  if (value.options !== undefined) dns.options = stringListAt(value.options, `${path}.options`);
-  return dns;
-}
 
 /**
  * Validates the `ipam` object of a network config. `path` prefixes messages and the paths in
@@ -338,15 +274,4 @@ export function parseIpamConfig(value: unknown, path = 'ipam'): IpamConfig {
   if (pools !== undefined) config.pools = pools;
   if (sticky === true) config.sticky = true;
   return config;
-}
-
-/** `pools`: WarrenPool names, each once; empty means the pod or its namespace must name them. */
-function parsePools(value: unknown, path: string): string[] {
-  const names = stringListAt(value, path);
-  names.forEach((name, i) => {
-    if (!isPoolName(name))
-      throw invalid(`${path}[${i}]`, `${quoted(name)} is not a WarrenPool name (lower-case letters, digits, "-", ".")`);
-    if (names.indexOf(name) !== i) throw invalid(`${path}[${i}]`, `${quoted(name)} is listed twice`);
-  });
-  return names;
 }

@@ -3,7 +3,7 @@
  * conversion of a result to the version the runtime's config asked for.
  */
 
-import type { Dns, Route } from './ipam-config.ts';
+import type { Dns, Route } from './routes-and-dns.ts';
 
 export const SPEC_VERSION = '1.1.0';
 

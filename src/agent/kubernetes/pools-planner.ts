@@ -22,8 +22,8 @@
  */
 import { WarrenError } from '../../core/errors.ts';
 import type { NetConf } from '../../cni/netconf.ts';
-import type { Route } from '../../cni/ipam-config.ts';
-import { isPoolName } from '../../cni/ipam-config.ts';
+import { isPoolName } from '../../cni/pool-names.ts';
+import type { Route } from '../../cni/routes-and-dns.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
 import { formatSelector, selectorMatches } from '../../sources/kubernetes/label-selector.ts';
 import type { PoolSpec } from '../../sources/kubernetes/warren-pool.ts';

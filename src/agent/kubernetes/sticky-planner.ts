@@ -18,7 +18,7 @@ import { WarrenError } from '../../core/errors.ts';
 import type { NetConf } from '../../cni/netconf.ts';
 import { holderKey } from '../../ipam/holding-key.ts';
 import { parsePoolKey } from '../../ipam/pool-key.ts';
-import { POOL_NETWORK_PREFIX } from '../../cni/ipam-config.ts';
+import { POOL_NETWORK_PREFIX } from '../../cni/pool-names.ts';
 import type { CatalogEntry } from '../../sources/kubernetes/pool-catalog.ts';
 import type { AddPlan, AddPlanner, PodRef } from '../server/add-plan.ts';
 import type { PodView } from './pod-directory.ts';

@@ -1,8 +1,9 @@
 /**
- * Keeps the node's CNI config right (docs/node-cni-config.md): finds the primary config in
- * the conf dir the way the runtime does, derives Warren's config from it (cni/derived-config.ts)
- * and writes it where the runtime will use it first; regenerates whenever the primary, Warren's
- * own file or the readiness indicator changes (config-inputs-watch.ts, rescanning for dropped events).
+ * Keeps the node's CNI config right (docs/node-cni-config.md): runs a pass (conf-dir-pass.ts:
+ * find the primary config the way the runtime does, derive Warren's config from it, write it where
+ * the runtime will use it first) at start and whenever the primary, Warren's own file or the
+ * readiness indicator changes (config-inputs-watch.ts, rescanning for dropped events); reports what
+ * the passes found, removes Warren's file on a clean stop or a hand-back when it may.
  *
  * Guarantees:
  * - Warren's file is only ever replaced whole (warren-config-file.ts: a temp file in the conf dir,
@@ -10,9 +11,7 @@
  *   reloads on), with content that passed the agent's ADD parser. It is never empty or invalid at
  *   any instant.
  * - A primary that vanishes, breaks or cannot be taken over leaves the last good file in place;
- *   the problem is in status and the log. A different primary taking its place regenerates.
- * - Warren never takes its own output for a primary: its file name is skipped, and so is any file
- *   carrying the generated marker (an output left under another name by an earlier run).
+ *   the problem is in status and the log (conf-dir-pass.ts states how each pass keeps this).
  * - A file at Warren's name that Warren did not write is never overwritten or removed.
  * - Fails closed: nothing here removes Warren's file in a way that lets the primary's IPAM hand
  *   out Warren's addresses. While the readiness indicator is missing, Warren's file stays first
@@ -26,9 +25,8 @@
  * - Files of the conf dir are read bounded and non-blocking, and only when regular
  *   (core/bounded-read.ts): a FIFO, a device or a symlink to one is reported, never opened for a
  *   blocking read.
- * - The config derived from a host-local primary (the node's own pod CIDR) is node-local by
- *   construction (cni/node-local.ts): `nodeLocal()` names it, with its ranges, while it is the one
- *   in force (derived now, or kept as the last good one).
+ * - `nodeLocal()` names the config in force when it came from a host-local primary (the node's
+ *   own pod CIDR, node-local by construction: cni/node-local.ts), until a hand-back.
  * - One pass at a time, synchronous: a change that arrives during a pass causes another pass.
  *   A pass that throws leaves the state `failed` with why; it never throws out of `poke`/`start`.
  */
@@ -39,11 +37,10 @@ import type { Clock } from '../../core/clock.ts';
 import { messageOf } from '../../core/errors.ts';
 import { isGeneratedConfig } from '../../cni/derived-config.ts';
 import type { NodeLocalConfig } from '../../cni/node-local.ts';
-import { findPrimary, primaryPath, shadowing } from './conf-dir-listing.ts';
 import type { CniVersion } from '../../cni/spec.ts';
 import type { CniConfigStatus, TakeoverStatus } from '../../api/status.ts';
 import type { HostLocalTarget } from './host-local-takeover.ts';
-import { readPrimary } from './primary-reading.ts';
+import { ConfDirPass } from './conf-dir-pass.ts';
 import { WarrenConfigFile, networkOf } from './warren-config-file.ts';
 import { watchConfigInputs } from './config-inputs-watch.ts';
 
@@ -84,23 +81,8 @@ export class CniConfigManager {
   /** Warren's file: read, replaced whole and removed only as warren-config-file.ts allows. */
   readonly #file: WarrenConfigFile;
   readonly #output: string;
-  readonly #startedAt: number;
-  /** What the last pass found; status() reports it. */
-  #state: CniConfigStatus['state'] = 'waiting';
-  #primary: string | undefined;
-  #network: string | undefined;
-  #problem: string | undefined;
-  #notes: readonly string[] = [];
-  #shadowedBy: string | undefined;
-  /**
-   * The last config derived from a good primary (written now or found current), and where from:
-   * what stays, and is put back, while the primary is unusable.
-   */
-  #lastGood: { readonly text: string; readonly from: string; readonly sha256: string } | undefined;
-  /** The last good config's network and ranges when it came from host-local (the node's own CIDR). */
-  #nodeLocal: NodeLocalConfig | undefined;
-  /** The last problem logged, so a repeated pass does not repeat the log line. */
-  #logged: string | undefined;
+  /** The passes: what one does, and what they found (status() reports it). */
+  readonly #passes: ConfDirPass;
   #waitExpired = false;
   #cancelWait: (() => void) | undefined;
   #running = false;
@@ -115,7 +97,7 @@ export class CniConfigManager {
     this.#handedBack = options.handedBack;
     this.#file = new WarrenConfigFile(options.confDir, options.clock, options.logger);
     this.#output = this.#file.path;
-    this.#startedAt = options.clock.now();
+    this.#passes = new ConfDirPass(options, this.#file, options.clock.now());
   }
 
   /** Watches the conf dir (and the primary's and the indicator's directories) until the signal aborts. */
@@ -169,7 +151,7 @@ export class CniConfigManager {
     const current = this.#file.read();
     const ours = current.kind === 'read' && isGeneratedConfig(current.text);
     if (ours) this.#file.remove(reason);
-    this.#set('handed-back', reason);
+    this.#passes.set('handed-back', reason);
     return ours && !existsSync(this.#output);
   }
 
@@ -199,7 +181,7 @@ export class CniConfigManager {
           // reported in status, the last file left as it is, retried on the next change or rescan,
           // and never thrown into a watch loop (an unhandled rejection) or into the agent's start.
           this.#o.logger.error({ err: error }, 'CNI config pass failed');
-          this.#set('failed', `the CNI config pass failed: ${messageOf(error)}`);
+          this.#passes.set('failed', `the CNI config pass failed: ${messageOf(error)}`);
         }
       } while (this.#again);
     } finally {
@@ -231,21 +213,22 @@ export class CniConfigManager {
    * the node's own pod CIDR); undefined otherwise, or before one was derived.
    */
   nodeLocal(): NodeLocalConfig | undefined {
-    return this.#handedBack === undefined ? this.#nodeLocal : undefined;
+    return this.#handedBack === undefined ? this.#passes.nodeLocal : undefined;
   }
 
   status(): CniConfigStatus {
     const lastWrite = this.#file.lastWrite;
+    const found = this.#passes.findings();
     return {
-      state: this.#state,
+      state: found.state,
       confDir: this.#o.confDir,
       output: this.#output,
       cniVersionMax: this.#o.cniVersionMax,
-      ...(this.#primary === undefined ? {} : { primary: this.#primary }),
-      ...(this.#network === undefined ? {} : { network: this.#network }),
-      ...(this.#problem === undefined ? {} : { problem: this.#problem }),
-      ...(this.#notes.length === 0 ? {} : { notes: this.#notes }),
-      ...(this.#shadowedBy === undefined ? {} : { shadowedBy: this.#shadowedBy }),
+      ...(found.primary === undefined ? {} : { primary: found.primary }),
+      ...(found.network === undefined ? {} : { network: found.network }),
+      ...(found.problem === undefined ? {} : { problem: found.problem }),
+      ...(found.notes.length === 0 ? {} : { notes: found.notes }),
+      ...(found.shadowedBy === undefined ? {} : { shadowedBy: found.shadowedBy }),
       ...(lastWrite === undefined
         ? {}
         : { lastWrite: { at: new Date(lastWrite.at).toISOString(), from: lastWrite.from, sha256: lastWrite.sha256 } }),
@@ -261,129 +244,14 @@ export class CniConfigManager {
 
   #pass(): void {
     if (this.#handedBack !== undefined) {
-      this.#set('handed-back', this.#handedBack);
+      this.#passes.set('handed-back', this.#handedBack);
       return;
     }
-    this.#derivePass();
+    this.#passes.run(this.#waitExpired);
     // Not ready fails closed: Warren's file stays first (written as usual), ADD answers 11.
     const notReady = this.notReady();
-    if (notReady !== undefined)
-      this.#set(
-        'not-ready',
-        this.#state === 'current' || this.#problem === undefined ? notReady : `${notReady}; ${this.#problem}`,
-      );
-  }
-
-  #derivePass(): void {
-    this.#shadowedBy = shadowing(this.#o.confDir, this.#output);
-    const primary = findPrimary(this.#o.confDir, this.#output, this.#o.primaryConfig);
-    if (primary === undefined) {
-      this.#primary = undefined;
-      const where =
-        this.#o.primaryConfig === undefined
-          ? `no CNI config in ${this.#o.confDir} other than Warren's`
-          : `primary config ${primaryPath(this.#o.confDir, this.#o.primaryConfig)} is missing`;
-      const wait = Math.round(this.#o.primaryWaitMs / 1000);
-      const haveGood = this.#lastGood !== undefined || this.#file.isOurs();
-      if (!haveGood && !this.#waitExpired) {
-        this.#set('waiting', `${where} yet; waiting up to ${wait} s from ${new Date(this.#startedAt).toISOString()}`);
-      } else {
-        this.#keepLastGood(haveGood ? where : `${where} after waiting ${wait} s`);
-      }
-      return;
-    }
-    this.#primary = primary.path;
-    const reading = readPrimary(primary, this.#o);
-    if (reading.kind === 'unusable') {
-      this.#keepLastGood(reading.reason);
-      return;
-    }
-    if (reading.kind === 'multus') {
-      // Multus attaches each network from its own config (Warren's ranges live in the attachment
-      // definitions): nothing here is Warren's to write, and Multus' file sorting first is its design.
-      this.#shadowedBy = undefined;
-      this.#nodeLocal = undefined;
-      this.#set('beside-multus', undefined);
-      return;
-    }
-    const { derived } = reading;
-    this.#network = derived.network;
-    this.#notes = derived.notes;
-    const read = this.#file.read();
-    if (read.kind !== 'missing' && (read.kind !== 'read' || !isGeneratedConfig(read.text))) {
-      this.#set(
-        'stale',
-        `${this.#output} exists and was not written by Warren; it is left alone and nothing is written`,
-      );
-      return;
-    }
-    const current = read.kind === 'read' ? read.text : undefined;
-    // Before the file names this range: no ADD is served from it until host-local's reservations are in.
-    // Fresh: the runtime used the primary for this network until now (no file of Warren's naming it).
-    const fresh = current === undefined || networkOf(current) !== derived.network;
-    if (derived.hostLocal !== undefined)
-      this.#o.takeover?.adopt(
-        { network: derived.network, dataDir: derived.hostLocal.dataDir, ranges: derived.hostLocal.ranges },
-        fresh,
-      );
-    if (current !== derived.text) {
-      if (!this.#write(derived.text, primary.path, derived.primarySha256)) return;
-      this.#o.logger.info(
-        {
-          output: this.#output,
-          primary: primary.path,
-          network: derived.network,
-          mainPlugin: derived.mainPlugin,
-          cniVersion: derived.cniVersion,
-          notes: derived.notes,
-        },
-        `wrote ${basename(this.#output)} from ${primary.name}`,
-      );
-    }
-    this.#lastGood = { text: derived.text, from: primary.path, sha256: derived.primarySha256 };
-    this.#nodeLocal =
-      derived.hostLocal === undefined
-        ? undefined
-        : { network: derived.network, pools: derived.hostLocal.ranges.map((range) => range.pool) };
-    this.#set('current', undefined);
-  }
-
-  /** Replaces Warren's file whole; false (and state failed) when the disk refuses. */
-  #write(text: string, from: string, sha256: string): boolean {
-    const failed = this.#file.replace(text, from, sha256);
-    if (failed !== undefined) this.#set('failed', failed);
-    return failed === undefined;
-  }
-
-  /**
-   * The primary cannot be used now: the last good config stays, and is put back when it went
-   * missing meanwhile (removed while the readiness indicator was missing, or by hand).
-   */
-  #keepLastGood(problem: string): void {
-    const good = this.#lastGood;
-    const read = this.#file.read();
-    const current = read.kind === 'read' ? read.text : undefined;
-    if (good !== undefined && read.kind === 'missing') {
-      if (!this.#write(good.text, good.from, good.sha256)) return;
-      this.#o.logger.info({ output: this.#output }, `put the last good ${basename(this.#output)} back`);
-    }
-    const kept =
-      good !== undefined || (current !== undefined && isGeneratedConfig(current))
-        ? 'keeping the last good config'
-        : 'nothing written';
-    this.#set('stale', `${problem}; ${kept}`);
-  }
-
-  #set(state: CniConfigStatus['state'], problem: string | undefined): void {
-    this.#state = state;
-    this.#problem = problem;
-    if (problem === undefined) {
-      this.#logged = undefined;
-      return;
-    }
-    if (this.#logged === problem) return;
-    this.#logged = problem;
-    const level = state === 'waiting' || state === 'not-ready' ? 'info' : state === 'failed' ? 'error' : 'warn';
-    this.#o.logger[level]({ confDir: this.#o.confDir, state }, problem);
+    if (notReady === undefined) return;
+    const { state, problem } = this.#passes.findings();
+    this.#passes.set('not-ready', state === 'current' || problem === undefined ? notReady : `${notReady}; ${problem}`);
   }
 }

@@ -14,7 +14,7 @@
 import type { IPAddress } from '../../ipam/address.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
 import type { NetConf } from '../../cni/netconf.ts';
-import type { Route } from '../../cni/ipam-config.ts';
+import type { Route } from '../../cni/routes-and-dns.ts';
 
 /** The pod an ADD is for, from CNI_ARGS (K8S_POD_NAMESPACE, K8S_POD_NAME, K8S_POD_UID). */
 export interface PodRef {

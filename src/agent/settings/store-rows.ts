@@ -1,7 +1,8 @@
 /**
  * The rows of the settings table (settings/table.ts) that choose the store and reach it: its kind,
- * etcd's endpoints, prefix and TLS files, and the namespace of the Kubernetes store's Leases. A
- * file of their own only so the table stays readable; the table lists them where these rows sit.
+ * etcd's endpoints, prefix and TLS files, and the namespace of the Kubernetes store's Leases; and
+ * the rows of the chores on a shared store (giving back empty blocks, renewing this node's
+ * announcement). The table lists each group where its rows sit.
  *
  * The store's default follows the Kubernetes source: with `--kubernetes on` (the DaemonSet) the
  * pools are shared through the Kubernetes API, so that no default hands one address out on two
@@ -54,6 +55,26 @@ export const STORE_ROWS = {
     read: read.path,
   },
   etcdKey: { flag: 'etcd-key', env: 'WARREN_ETCD_KEY', about: 'PEM private key of --etcd-cert', read: read.path },
+} satisfies Record<string, Row<unknown>>;
+
+/** The chores on a shared store, listed after the rows that choose and reach it. */
+export const SHARED_STORE_CHORE_ROWS = {
+  blockGraceSeconds: {
+    flag: 'block-grace',
+    env: 'WARREN_BLOCK_GRACE',
+    about: 'seconds an empty block stays with this node before it is given back',
+    default: '300',
+    read: read.seconds(0),
+  },
+  upkeepIntervalSeconds: {
+    flag: 'upkeep-interval',
+    env: 'WARREN_UPKEEP_INTERVAL',
+    about:
+      "seconds between the cluster chores on a shared store (renewing this node's announcement, giving back empty " +
+      'blocks), apart from the reconcile passes',
+    default: '10',
+    read: read.seconds(0.05),
+  },
 } satisfies Record<string, Row<unknown>>;
 
 /** Listed beside --kubeconfig, whose credentials the Kubernetes store uses. */

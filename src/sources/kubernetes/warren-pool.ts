@@ -17,7 +17,8 @@
 import { WarrenError } from '../../core/errors.ts';
 import { isPlainObject } from '../../core/validate.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
-import { POOL_NETWORK_PREFIX, type Route, parseRoutes } from '../../cni/ipam-config.ts';
+import { POOL_NETWORK_PREFIX } from '../../cni/pool-names.ts';
+import { type Route, parseRoutes } from '../../cni/routes-and-dns.ts';
 import { parseRange, refuseOverlaps } from '../../cni/ipam-range.ts';
 import { type LabelSelector, parseLabelSelector } from './label-selector.ts';
 
