@@ -49,6 +49,8 @@ export const AGENT_PARTS: Record<string, readonly string[]> = {
 /** The files directly in src/agent: the composition of the parts, and nothing else. */
 export const AGENT_WIRING: readonly string[] = [
   'agent.ts',
+  'kubernetes-parts.ts',
+  'kubernetes-planners.ts',
   'kubernetes-wiring.ts',
   'release-wiring.ts',
   'serving-wiring.ts',

@@ -38,7 +38,7 @@ import {
 } from './settings/store-kind.ts';
 import { RecentErrors } from './metrics/recent-errors.ts';
 import { ReleaseWiring } from './release-wiring.ts';
-import type { KubernetesParts } from './kubernetes-wiring.ts';
+import type { KubernetesParts } from './kubernetes-parts.ts';
 import { scrapeReadings, serveMetricsEndpoint, servingSide } from './serving-wiring.ts';
 import type { AgentOptions } from './settings/options.ts';
 import { CommitHealth } from './server/commit-health.ts';
