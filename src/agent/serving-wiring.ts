@@ -144,7 +144,9 @@ export function serveMetricsEndpoint(
 }
 
 /** The sides a scrape reads, once they are built. */
-type ScrapedSides = Pick<ServingSides, 'membership' | 'releases' | 'kubernetes'> & { readonly service: AgentService };
+export type ScrapedSides = Pick<ServingSides, 'membership' | 'releases' | 'kubernetes'> & {
+  readonly service: AgentService;
+};
 
 /**
  * What a scrape reads. The metrics are made before the sides they read (the store they measure is
