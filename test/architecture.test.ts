@@ -49,9 +49,14 @@ export const AGENT_PARTS: Record<string, readonly string[]> = {
 /** The files directly in src/agent: the composition of the parts, and nothing else. */
 export const AGENT_WIRING: readonly string[] = [
   'agent.ts',
+  'base-wiring.ts',
+  'held-parts.ts',
+  'kubernetes-parts.ts',
+  'kubernetes-planners.ts',
   'kubernetes-wiring.ts',
   'release-wiring.ts',
   'serving-wiring.ts',
+  'sides-wiring.ts',
 ];
 
 /**

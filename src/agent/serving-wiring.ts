@@ -33,7 +33,7 @@ import { WARREN_VERSION } from './server/version.ts';
 import type { AgentOptions } from './settings/options.ts';
 import type { OpenedStore, StoreFacts } from './settings/store-kind.ts';
 import type { ListenAddress } from './settings/listen-address.ts';
-import type { KubernetesParts } from './kubernetes-wiring.ts';
+import type { KubernetesParts } from './kubernetes-parts.ts';
 import type { ReleaseWiring } from './release-wiring.ts';
 
 /** What the serving side serves from: the agent's parts and the sides built beside it. */
@@ -144,7 +144,9 @@ export function serveMetricsEndpoint(
 }
 
 /** The sides a scrape reads, once they are built. */
-type ScrapedSides = Pick<ServingSides, 'membership' | 'releases' | 'kubernetes'> & { readonly service: AgentService };
+export type ScrapedSides = Pick<ServingSides, 'membership' | 'releases' | 'kubernetes'> & {
+  readonly service: AgentService;
+};
 
 /**
  * What a scrape reads. The metrics are made before the sides they read (the store they measure is
