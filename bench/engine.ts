@@ -20,7 +20,7 @@ import { formatIP } from '../src/ipam/address.ts';
 import { parseIpamConfig } from '../src/cni/ipam-config.ts';
 import { Allocator } from '../src/allocator/allocator.ts';
 import { SqliteStore } from '../src/store/sqlite/store.ts';
-import type { PoolOp } from '../src/store/store.ts';
+import type { LedgerOp } from '../src/store/store.ts';
 import { METRICS_ON_FREE_PORT, metricsAddress, residentMiB } from './agents.ts';
 
 const SELF = fileURLToPath(import.meta.url);
@@ -78,7 +78,7 @@ export async function bulkFill(
   node = 'bench',
   network = 'b',
 ): Promise<void> {
-  const ops: PoolOp[] = [];
+  const ops: LedgerOp[] = [];
   for (let i = 0; i < count; i++) {
     ops.push({
       op: 'allocate',
@@ -94,7 +94,7 @@ export async function bulkFill(
       },
     });
   }
-  const read = await store.readPool(pool);
+  const read = await store.readLedger(pool);
   const r = await store.commit(pool, read.revision, ops);
   if (r.kind !== 'committed') throw new Error(r.reason);
 }

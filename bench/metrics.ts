@@ -164,9 +164,9 @@ function wire(
  * neither does this one.
  */
 async function figuresOf(store: Store) {
-  const pools = await store.pools();
+  const pools = await store.ledgers();
   return pools.map((p) => ({
-    pool: p.pool,
+    pool: p.ledger,
     allocated: p.allocated,
     resting: p.resting,
     ...(p.description === undefined ? {} : { capacity: Number(p.description.capacity) }),

@@ -265,6 +265,7 @@ export const PLUGIN_INPUTS: readonly string[] = [
   'src/cni/whereabouts-keys.ts',
   'src/core/atomic-file.ts',
   'src/core/clock.ts',
+  'src/core/defined.ts',
   'src/core/errors.ts',
   // The journal directory is made by it (a DEL's journal_dir under /proc must end, not spin).
   'src/core/make-directory.ts',

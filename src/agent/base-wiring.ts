@@ -11,6 +11,7 @@
 import type { Logger } from 'pino';
 import { Allocator } from '../allocator/allocator.ts';
 import type { Clock } from '../core/clock.ts';
+import { defined } from '../core/defined.ts';
 import { ReservedAddresses } from '../ipam/reserved.ts';
 import type { Membership, Store } from '../store/store.ts';
 import { ClusterRecord } from './cluster/record.ts';
@@ -75,7 +76,7 @@ export async function openBase(o: AgentOptions, facts: StoreFacts, deps: BaseWir
   const record = recordKey === undefined ? undefined : new ClusterRecord(o.stateDir, recordKey, warn);
   const identity = record?.identity;
   const { store: opened, published } =
-    deps.stated ?? (await openStore(o, { clock, notice: warn, ...(identity === undefined ? {} : { identity }) }));
+    deps.stated ?? (await openStore(o, { clock, notice: warn, ...defined({ identity }) }));
   const history = new ReleaseHistory(clock);
   // Readings are taken from the parts the next step builds, when a scrape asks.
   const metrics =

@@ -10,6 +10,7 @@
  */
 import type { Server } from 'node:http';
 import type { Logger } from 'pino';
+import { defined } from '../core/defined.ts';
 import type { Store } from '../store/store.ts';
 import type { CniConfigManager } from './node/cni-config-manager.ts';
 import type { NodeHandBack } from './node/hand-back.ts';
@@ -80,9 +81,7 @@ export async function stopHeldParts(held: HeldParts, state: HandedBackState, log
   held.handBack = undefined;
   const { database, journalDir } = state;
   if (handBack?.reason() !== undefined) {
-    await step('removing the handed-back state', () =>
-      handBack.removeState({ ...(database === undefined ? {} : { database }), journalDir }),
-    );
+    await step('removing the handed-back state', () => handBack.removeState({ ...defined({ database }), journalDir }));
   }
   const lock = held.lock;
   held.lock = undefined;

@@ -8,6 +8,7 @@
  * --kubernetes is on).
  */
 import type { KubernetesStatus, WarrenPoolReport } from '../api/status.ts';
+import { defined } from '../core/defined.ts';
 import type { Allocation } from '../ipam/allocation.ts';
 import type { KubeObjectMeta, ListWatch } from '../sources/kubernetes/list-watch.ts';
 import type { NodeSource } from '../sources/kubernetes/node-source.ts';
@@ -80,12 +81,12 @@ function nodesOf(s: ReturnType<KubernetesNodes['status']>): {
   forgotten: readonly string[];
   forgetError?: string;
 } {
-  return { gone: s.gone, forgotten: s.forgotten, ...(s.lastError === undefined ? {} : { forgetError: s.lastError }) };
+  return { gone: s.gone, forgotten: s.forgotten, ...defined({ forgetError: s.lastError }) };
 }
 
 function reservationsOf(r: NonNullable<KubernetesParts['reservations']>): KubernetesStatus['reservations'] & object {
   const { lastError, ...mine } = r.cluster.status();
-  return { ...r.watch.status(), ...mine, ...(lastError === undefined ? {} : { statusError: lastError }) };
+  return { ...r.watch.status(), ...mine, ...defined({ statusError: lastError }) };
 }
 
 /** The state of every part, as GET /v1/status shows it. */
@@ -103,10 +104,9 @@ export function statusOf(kube: KubernetesPartsBuilt): KubernetesStatus {
     pods,
     releases: kube.releases.status(),
     events,
-    ...(nodes === undefined ? {} : { nodes }),
+    ...defined({ nodes }),
     planning,
-    ...(reservations === undefined ? {} : { reservations }),
-    ...(ipamClaims === undefined ? {} : { ipamClaims }),
+    ...defined({ reservations, ipamClaims }),
     forbidden,
   };
 }

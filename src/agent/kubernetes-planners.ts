@@ -12,6 +12,7 @@ import type { Logger } from 'pino';
 import type { Allocator } from '../allocator/allocator.ts';
 import type { ExponentialBackoff } from '../core/backoff.ts';
 import type { Clock } from '../core/clock.ts';
+import { defined } from '../core/defined.ts';
 import { messageOf } from '../core/errors.ts';
 import type { ReservedAddresses } from '../ipam/reserved.ts';
 import { type KubeObjectMeta, ListWatch } from '../sources/kubernetes/list-watch.ts';
@@ -63,7 +64,7 @@ export function kubernetesPlanners(o: AgentOptions, deps: KubernetesPlannersDeps
       clock: deps.clock,
       logger,
       backoff,
-      ...(fieldSelector === undefined ? {} : { fieldSelector }),
+      ...defined({ fieldSelector }),
     });
   const cluster = deps.store.cluster;
   const holdings = cluster?.holdings;

@@ -9,6 +9,7 @@
  * by side and @kubernetes/client-node is still loaded only when the Kubernetes side is on.
  */
 import type { Logger } from 'pino';
+import { defined } from '../core/defined.ts';
 import { WarrenError } from '../core/errors.ts';
 import { isBookkeeping } from '../ipam/bookkeeping.ts';
 import type { Allocator } from '../allocator/allocator.ts';
@@ -112,7 +113,7 @@ export function servingSide(s: ServingSides): Serving {
     },
     telemetry: s.telemetry,
     history: s.history,
-    ...(s.metricsStatus === undefined ? {} : { metrics: s.metricsStatus }),
+    ...defined({ metrics: s.metricsStatus }),
   });
 }
 

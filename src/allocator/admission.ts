@@ -95,8 +95,8 @@ export class OverlapAdmission {
 
   async #admitInProcess(range: RangeSpec, me: PoolKey): Promise<undefined> {
     const inUse = new Map<string, number>();
-    for (const p of await this.#store.pools()) {
-      const key = rangePoolOfKey(p.pool);
+    for (const p of await this.#store.ledgers()) {
+      const key = rangePoolOfKey(p.ledger);
       inUse.set(key, (inUse.get(key) ?? 0) + p.allocated + p.resting);
     }
     refuseIfHeld(range, me, inUse);

@@ -1,7 +1,7 @@
 /**
- * The allocator: turns the engine's decisions (ipam/pool-state.ts) into store commits. This file
+ * The allocator: turns the engine's decisions (ipam/ledger-state.ts) into store commits. This file
  * is the façade and wires the parts: one commit loop (commit-loop.ts), the usual path of an ADD in
- * one range (range-allocator.ts), one round per store pool (pool-assigner.ts), blocks with node
+ * one range (range-allocator.ts), one round per ledger (ledger-assigner.ts), blocks with node
  * affinity (block-assigner.ts, placement.ts), one release path (release.ts), the GC rule (gc.ts),
  * give-back (give-back.ts) and node forget (forget-node.ts).
  *
@@ -11,7 +11,7 @@
  * the holdings' code.
  *
  * Every write is optimistic: decide on a picture at a revision, commit at that revision, and on a
- * conflict decide again. Per store pool, and per address space for allocations, this process never
+ * conflict decide again. Per ledger, and per address space for allocations, this process never
  * runs two decisions at once (KeyedMutex), so in the single-writer case a conflict never happens
  * and the cached picture of a pool stays valid.
  *
@@ -26,6 +26,7 @@
  *   without end.
  */
 import type { Clock } from '../core/clock.ts';
+import { defined } from '../core/defined.ts';
 import { KeyedMutex } from '../core/keyed-mutex.ts';
 import type { IPAddress } from '../ipam/address.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
@@ -42,9 +43,9 @@ import { type BlockReturn, EmptyBlockGiveBack } from './give-back.ts';
 import { Holdings } from './holdings/holdings.ts';
 import { Lending, type LendingReport } from './lending/lending.ts';
 import { OwnBlocks } from './own-blocks.ts';
-import { PoolAssigner } from './pool-assigner.ts';
-import { PoolCache } from './pool-cache.ts';
-import { PoolMetadata } from './pool-metadata.ts';
+import { LedgerAssigner } from './ledger-assigner.ts';
+import { LedgerCache } from './ledger-cache.ts';
+import { LedgerMetadata } from './ledger-metadata.ts';
 import { RangeAllocator } from './range-allocator.ts';
 import { type ReleaseLimits, Releaser, within } from './release.ts';
 
@@ -82,12 +83,12 @@ export class Allocator {
   readonly #node: string;
   /** Rounds of every commit loop this allocator runs (allocation, release, forget). */
   readonly #maxAttempts: number;
-  /** Null when ranges are not split into blocks: then every range is one store pool (GC, give-back). */
+  /** Null when ranges are not split into blocks: then every range is one ledger (GC, give-back). */
   readonly #blocks: BlockAssigner | null;
   /** One decision per pool and per address space at a time; shared by every part that writes. */
   readonly #locks = new KeyedMutex();
-  /** The round in one store pool, for ranges without blocks (BlockAssigner has it too); syncs every ADD. */
-  readonly #assigner: PoolAssigner;
+  /** The round in one ledger, for ranges without blocks (BlockAssigner has it too); syncs every ADD. */
+  readonly #assigner: LedgerAssigner;
   /** The usual path of an ADD in one range: admission, rounds, waits for other nodes, exhaustion. */
   readonly #ranges: RangeAllocator;
   /** The one release path, used by release, releaseAddresses, GC, rollback and forget. */
@@ -95,7 +96,7 @@ export class Allocator {
   /** Holds since when each own block has been empty, across calls of returnEmptyBlocks. */
   readonly #giveBack: EmptyBlockGiveBack;
   /** The pool pictures every part shares; kept here for node forget, which has no part of its own. */
-  readonly #pools: PoolCache;
+  readonly #ledgers: LedgerCache;
   /** Which boot is running now: release limits order moments by it (core/moment.ts). */
   readonly #clock: Clock;
   /** Lending addresses between nodes: on a two-tier store with blocks only. */
@@ -110,18 +111,18 @@ export class Allocator {
     this.#node = node;
     this.#clock = clock;
     this.#maxAttempts = options.maxAttempts ?? (blocks ? 32 : 8);
-    const pools = new PoolCache(store, clock);
-    const metadata = new PoolMetadata();
+    const ledgers = new LedgerCache(store, clock);
+    const metadata = new LedgerMetadata();
     const own = new OwnBlocks();
     const maxAttempts = this.#maxAttempts;
     // The cached picture is trusted when this process writes the pool alone (its own SQLite file) or
     // owns it (blocks): a picture gone stale only costs a conflict and a fresh read, never a wrong
     // commit, because the commit checks the revision.
-    this.#assigner = new PoolAssigner({
+    this.#assigner = new LedgerAssigner({
       store,
       clock,
       node,
-      pools,
+      ledgers,
       metadata,
       trustCache: blocks || store.cluster === undefined,
       reserved: options.reserved,
@@ -134,23 +135,23 @@ export class Allocator {
             tier: cluster.records,
             node,
             clock,
-            pools,
+            ledgers,
             assigner: this.#assigner,
             locks: this.#locks,
             // What this process served and how many ADDs wait, as the range allocator knows them.
             rangeOf: (pool) => withReservations(this.#ranges.served(pool), options.reserved),
             demand: (pool) => this.#ranges.demand(pool),
-            ...(options.lendWaitMs === undefined ? {} : { waitMs: options.lendWaitMs }),
+            ...defined({ waitMs: options.lendWaitMs }),
           })
         : undefined;
     const lending = this.#lending;
     const [records, where] = [cluster?.holdings, cluster?.records.description ?? store.description];
-    this.holdings = new Holdings({ store, records, where, node, clock, pools, locks: this.#locks });
-    const parts = { pools, metadata, own, assigner: this.#assigner, lending, holdings: this.holdings };
+    this.holdings = new Holdings({ store, records, where, node, clock, ledgers, locks: this.#locks });
+    const parts = { ledgers, metadata, own, assigner: this.#assigner, lending, holdings: this.holdings };
     this.#blocks = blocks ? new BlockAssigner({ store, node, maxAttempts, ...parts }) : null;
-    this.#releaser = new Releaser({ store, clock, maxAttempts, pools, locks: this.#locks });
-    this.#giveBack = new EmptyBlockGiveBack({ store, clock, node, pools, own, locks: this.#locks });
-    this.#pools = pools;
+    this.#releaser = new Releaser({ store, clock, maxAttempts, ledgers, locks: this.#locks });
+    this.#giveBack = new EmptyBlockGiveBack({ store, clock, node, ledgers, own, locks: this.#locks });
+    this.#ledgers = ledgers;
     this.#ranges = new RangeAllocator({
       store,
       clock,
@@ -163,7 +164,7 @@ export class Allocator {
       assigner: this.#assigner,
       // The refusal of an ADD whose range is full, naming what fills it (here and across the cluster).
       exhaustion: new Exhaustion({ store, node, clock, reserved: options.reserved }),
-      pools,
+      ledgers,
     });
   }
 
@@ -181,7 +182,7 @@ export class Allocator {
     const done: Assignment[] = [];
     try {
       for (const range of request.ranges) done.push(await this.#allocateIn(range, request, wanted.get(range)));
-      await this.#assigner.synced(); // nothing is answered before it is durable (pool-assigner.ts)
+      await this.#assigner.synced(); // nothing is answered before it is durable (ledger-assigner.ts)
     } catch (error) {
       const added = done.filter((a) => a.fresh);
       for (const a of added) {
@@ -236,7 +237,7 @@ export class Allocator {
     const wanted = new Set(addresses);
     return this.#releaser.release(
       async (storePool) =>
-        (await this.#store.list(storePool === undefined ? { rangePool: pool } : { pool: storePool })).filter((a) =>
+        (await this.#store.list(storePool === undefined ? { rangePool: pool } : { ledger: storePool })).filter((a) =>
           wanted.has(a.address),
         ),
       cooldownSeconds,
@@ -291,7 +292,7 @@ export class Allocator {
     return forgetNode(
       {
         store: this.#store,
-        pools: this.#pools,
+        ledgers: this.#ledgers,
         releaseAddresses: (pool, addresses) => this.releaseAddresses(pool, addresses),
       },
       node,

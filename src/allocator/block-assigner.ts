@@ -31,19 +31,19 @@ import { CONFLICT, retryOnConflict } from './commit-loop.ts';
 import type { Holdings } from './holdings/holdings.ts';
 import type { Lending } from './lending/lending.ts';
 import type { OwnBlocks } from './own-blocks.ts';
-import type { PoolAssigner } from './pool-assigner.ts';
-import type { PoolCache } from './pool-cache.ts';
-import { type PoolMetadata, metadataOps } from './pool-metadata.ts';
+import type { LedgerAssigner } from './ledger-assigner.ts';
+import type { LedgerCache } from './ledger-cache.ts';
+import { type LedgerMetadata, metadataOps } from './ledger-metadata.ts';
 import { type Placement, ownBlocks, placeInBlocks } from './placement.ts';
 
 export interface BlockAssignerOptions {
   readonly store: Store;
   readonly node: string;
   readonly maxAttempts: number;
-  readonly pools: PoolCache;
-  readonly metadata: PoolMetadata;
+  readonly ledgers: LedgerCache;
+  readonly metadata: LedgerMetadata;
   readonly own: OwnBlocks;
-  readonly assigner: PoolAssigner;
+  readonly assigner: LedgerAssigner;
   /** Lending between nodes (lending/lending.ts); without it, a range whose blocks are all claimed is full here. */
   readonly lending?: Lending | undefined;
   /** Holdings (holdings/): a claim holds the addresses held in its block (their owner forgotten). */
@@ -132,7 +132,7 @@ export class BlockAssigner {
           ...((await this.#o.lending?.migratedIn(range, block)) ?? []),
           ...((await this.#o.holdings?.claimOps(block.key)) ?? []),
         ]);
-        this.#o.pools.forget(block.key);
+        this.#o.ledgers.forget(block.key);
         if (claim.kind === 'committed') {
           own.set(range.pool, [block.key, ...mine]);
           this.#o.metadata.written(block.span);
@@ -178,14 +178,14 @@ export class BlockAssigner {
           'only the node holding a block hands out its addresses',
       );
     }
-    const read = await store.readPool(block.key);
+    const read = await store.readLedger(block.key);
     const claimed = await store.commit(block.key, read.revision, [
       { op: 'claim', node },
       ...metadataOps(block.span, request.cooldownSeconds ?? 0),
       ...((await this.#o.lending?.migratedIn(range, block)) ?? []),
       ...((await this.#o.holdings?.claimOps(block.key)) ?? []),
     ]);
-    this.#o.pools.forget(block.key);
+    this.#o.ledgers.forget(block.key);
     if (claimed.kind === 'committed') {
       own.set(range.pool, [block.key, ...(own.get(range.pool) ?? [])]);
       this.#o.metadata.written(block.span);
@@ -195,7 +195,7 @@ export class BlockAssigner {
   }
 
   async #refreshOwn(range: RangeSpec): Promise<readonly string[]> {
-    const mine = ownBlocks(range, this.#o.node, await this.#o.store.pools(blockKeyPrefix(range.pool)));
+    const mine = ownBlocks(range, this.#o.node, await this.#o.store.ledgers(blockKeyPrefix(range.pool)));
     this.#o.own.set(range.pool, mine);
     return mine;
   }
@@ -215,7 +215,7 @@ export class BlockAssigner {
     if (pinned === wanted.blockPrefix || (adapts && pinned !== undefined)) return { ...wanted, blockPrefix: pinned };
     let range = wanted;
     await retryOnConflict({ subject: `pool ${range.pool}`, action: 'record its block size' }, maxAttempts, async () => {
-      const summary = (await store.pools(range.pool)).find((p) => p.pool === range.pool);
+      const summary = (await store.ledgers(range.pool)).find((p) => p.ledger === range.pool);
       const fixed = summary?.description?.blockPrefix;
       if (fixed !== undefined) {
         // A size the store holds wins over the default this process would choose.

@@ -42,7 +42,7 @@ export class Exhaustion {
   /** The POOL_EXHAUSTED refusal of an ADD in `range`. */
   async error(range: RangeSpec): Promise<WarrenError> {
     const { store, reserved, node } = this.#o;
-    const summaries = (await store.pools(range.pool)).filter((p) => inRangePool(p.pool, range.pool));
+    const summaries = (await store.ledgers(range.pool)).filter((p) => inRangePool(p.ledger, range.pool));
     const allocated = summaries.reduce((n, p) => n + p.allocated, 0);
     const resting = summaries.reduce((n, p) => n + p.resting, 0);
     const held = heldBack(range, reserved);

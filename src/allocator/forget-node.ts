@@ -13,7 +13,7 @@
  */
 import type { Allocation } from '../ipam/allocation.ts';
 import type { Store } from '../store/store.ts';
-import type { PoolCache } from './pool-cache.ts';
+import type { LedgerCache } from './ledger-cache.ts';
 
 export interface ForgottenNode {
   readonly released: Allocation[];
@@ -23,18 +23,18 @@ export interface ForgottenNode {
 
 export interface ForgetNodeParts {
   readonly store: Store;
-  readonly pools: PoolCache;
-  /** Releases given addresses of one store pool (the allocator's one release path). */
+  readonly ledgers: LedgerCache;
+  /** Releases given addresses of one ledger (the allocator's one release path). */
   readonly releaseAddresses: (pool: string, addresses: readonly string[]) => Promise<Allocation[]>;
 }
 
 export async function forgetNode(parts: ForgetNodeParts, node: string): Promise<ForgottenNode> {
-  const { store, pools } = parts;
+  const { store, ledgers } = parts;
   const byPool = new Map<string, string[]>();
   for (const a of await store.list({ node })) byPool.set(a.pool, [...(byPool.get(a.pool) ?? []), a.address]);
   const released: Allocation[] = [];
   for (const [pool, addresses] of byPool) released.push(...(await parts.releaseAddresses(pool, addresses)));
   const freed = (await store.cluster?.owners.forgetNode(node)) ?? [];
-  for (const key of freed) pools.forget(key);
+  for (const key of freed) ledgers.forget(key);
   return { released, blocks: freed };
 }

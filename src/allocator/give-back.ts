@@ -16,7 +16,7 @@ import type { KeyedMutex } from '../core/keyed-mutex.ts';
 import { isBlockKey, rangePoolOfKey } from '../ipam/blocks.ts';
 import type { Store } from '../store/store.ts';
 import type { OwnBlocks } from './own-blocks.ts';
-import type { PoolCache } from './pool-cache.ts';
+import type { LedgerCache } from './ledger-cache.ts';
 
 export interface BlockReturn {
   readonly returned: string[];
@@ -27,7 +27,7 @@ export interface EmptyBlockGiveBackOptions {
   readonly store: Store;
   readonly clock: Clock;
   readonly node: string;
-  readonly pools: PoolCache;
+  readonly ledgers: LedgerCache;
   readonly own: OwnBlocks;
   /** Shared with allocation (see the module header). */
   readonly locks: KeyedMutex;
@@ -45,7 +45,7 @@ export class EmptyBlockGiveBack {
 
   /** Gives back this node's blocks that have been empty for `graceMs`; reports what it did. */
   async run(graceMs: number): Promise<BlockReturn> {
-    const { store, clock, node, pools, own, locks } = this.#o;
+    const { store, clock, node, ledgers, own, locks } = this.#o;
     const returned: string[] = [];
     const errors: string[] = [];
     // How long a block has been empty is measured on the monotonic clock, never by two wall-clock readings.
@@ -54,34 +54,34 @@ export class EmptyBlockGiveBack {
     // become its empty blocks first, so their grace runs from here like any other's. Never throws:
     // a comparison that could not run says why in status, and the next run tries it again.
     await store.cluster?.owners.adoptClaims();
-    const mine = (await store.pools()).filter((p) => p.affinity === node && isBlockKey(p.pool));
+    const mine = (await store.ledgers()).filter((p) => p.affinity === node && isBlockKey(p.ledger));
     const seen = new Set<string>();
     for (const summary of mine) {
-      seen.add(summary.pool);
+      seen.add(summary.ledger);
       if (summary.allocated > 0) {
-        this.#emptySince.delete(summary.pool);
+        this.#emptySince.delete(summary.ledger);
         continue;
       }
-      const since = this.#emptySince.get(summary.pool);
+      const since = this.#emptySince.get(summary.ledger);
       if (since === undefined) {
-        this.#emptySince.set(summary.pool, now);
+        this.#emptySince.set(summary.ledger, now);
         if (graceMs > 0) continue;
       } else if (now - since < graceMs) {
         continue;
       }
-      const rangePool = rangePoolOfKey(summary.pool);
+      const rangePool = rangePoolOfKey(summary.ledger);
       try {
         await locks.run(rangePool, async () => {
-          const result = await store.commit(summary.pool, summary.revision, [{ op: 'unclaim' }]);
-          pools.forget(summary.pool);
+          const result = await store.commit(summary.ledger, summary.revision, [{ op: 'unclaim' }]);
+          ledgers.forget(summary.ledger);
           if (result.kind === 'committed') {
-            returned.push(summary.pool);
-            this.#emptySince.delete(summary.pool);
-            own.drop(rangePool, summary.pool);
+            returned.push(summary.ledger);
+            this.#emptySince.delete(summary.ledger);
+            own.drop(rangePool, summary.ledger);
           }
         });
       } catch (error) {
-        errors.push(`${summary.pool}: ${messageOf(error)}`);
+        errors.push(`${summary.ledger}: ${messageOf(error)}`);
       }
     }
     // Blocks no longer ours (given back, forgotten) stop their grace.

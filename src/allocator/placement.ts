@@ -14,7 +14,7 @@
  */
 import { type Block, blockCapacity, blockOfKey, firstUnclaimedBlock } from '../ipam/blocks.ts';
 import type { RangeSpec } from '../ipam/range.ts';
-import type { PoolSummary, Revision } from '../store/store.ts';
+import type { LedgerSummary, Revision } from '../store/store.ts';
 
 export type Placement =
   | { readonly kind: 'own' }
@@ -27,7 +27,7 @@ export interface PlacementInput {
   /** This node. */
   readonly node: string;
   /** The store's summaries of the range's blocks (others are ignored). */
-  readonly summaries: readonly PoolSummary[];
+  readonly summaries: readonly LedgerSummary[];
   /** Keys of this node's blocks as the caller knew them; all of them were full. */
   readonly known: readonly string[];
 }
@@ -39,8 +39,8 @@ export interface PlacementDecision {
 }
 
 /** Keys of the blocks of `range` that `node` has claimed, in the summaries' order. */
-export function ownBlocks(range: RangeSpec, node: string, summaries: readonly PoolSummary[]): string[] {
-  return summaries.filter((p) => p.affinity === node && blockOfKey(range, p.pool) !== undefined).map((p) => p.pool);
+export function ownBlocks(range: RangeSpec, node: string, summaries: readonly LedgerSummary[]): string[] {
+  return summaries.filter((p) => p.affinity === node && blockOfKey(range, p.ledger) !== undefined).map((p) => p.ledger);
 }
 
 export function placeInBlocks(input: PlacementInput): PlacementDecision {
@@ -49,7 +49,7 @@ export function placeInBlocks(input: PlacementInput): PlacementDecision {
   const others: Array<{ readonly block: Block; readonly room: bigint }> = [];
   const mine: string[] = [];
   for (const summary of summaries) {
-    const block = blockOfKey(range, summary.pool);
+    const block = blockOfKey(range, summary.ledger);
     if (block === undefined || summary.affinity === undefined) continue;
     claimed.push(block);
     if (summary.affinity === node) mine.push(block.key);
@@ -58,7 +58,7 @@ export function placeInBlocks(input: PlacementInput): PlacementDecision {
   if (mine.some((key) => !known.includes(key))) return { mine, placement: { kind: 'own' } };
   const free = firstUnclaimedBlock(range, claimed);
   if (free !== undefined) {
-    const revision = summaries.find((p) => p.pool === free.key)?.revision ?? 0;
+    const revision = summaries.find((p) => p.ledger === free.key)?.revision ?? 0;
     return { mine, placement: { kind: 'claim', block: free, revision } };
   }
   // Stable: blocks with equal room keep the summaries' (key) order.

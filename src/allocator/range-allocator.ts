@@ -2,7 +2,7 @@
  * The usual path of an ADD in one range (allocator.ts runs it for each range of an ADD, and for the
  * placeholder of a holder's first ADD): the range admitted against overlaps (admission.ts), the
  * address the owner already holds answered again, else one decision per round in the range's store
- * pool or blocks (pool-assigner.ts, block-assigner.ts), and waits for other nodes' grants outside
+ * pool or blocks (ledger-assigner.ts, block-assigner.ts), and waits for other nodes' grants outside
  * the locks (lending); a range with no room ends in its exhaustion (exhaustion.ts).
  *
  * Guarantees:
@@ -25,8 +25,8 @@ import { type AllocateRequest, type Assignment, MAX_WAITS, Waiting } from './ass
 import type { BlockAssigner } from './block-assigner.ts';
 import { CONFLICT, retryOnConflict } from './commit-loop.ts';
 import type { Exhaustion } from './exhaustion.ts';
-import type { PoolAssigner } from './pool-assigner.ts';
-import type { PoolCache } from './pool-cache.ts';
+import type { LedgerAssigner } from './ledger-assigner.ts';
+import type { LedgerCache } from './ledger-cache.ts';
 
 export interface RangeAllocatorOptions {
   readonly store: Store;
@@ -36,12 +36,12 @@ export interface RangeAllocatorOptions {
   /** The allocator's locks, shared by every part that writes. */
   readonly locks: KeyedMutex;
   readonly admission: OverlapAdmission;
-  /** Null when ranges are not split into blocks: then every range is one store pool. */
+  /** Null when ranges are not split into blocks: then every range is one ledger. */
   readonly blocks: BlockAssigner | null;
-  /** The round in one store pool, for ranges without blocks. */
-  readonly assigner: PoolAssigner;
+  /** The round in one ledger, for ranges without blocks. */
+  readonly assigner: LedgerAssigner;
   readonly exhaustion: Exhaustion;
-  readonly pools: PoolCache;
+  readonly ledgers: LedgerCache;
 }
 
 export class RangeAllocator {
@@ -161,12 +161,12 @@ export class RangeAllocator {
 
   /** Records the namespace `held`'s owner lives in now; CONFLICT when the pool moved meanwhile. */
   async #relocate(held: Allocation, netns: string): Promise<Allocation | typeof CONFLICT> {
-    const { store, pools } = this.#o;
+    const { store, ledgers } = this.#o;
     const moved: Allocation = { ...held, netns };
-    const picture = await pools.load(held.pool);
+    const picture = await ledgers.load(held.pool);
     const result = await store.commit(held.pool, picture.revision, [{ op: 'relocate', allocation: moved }]);
     if (result.kind === 'conflict') {
-      pools.forget(held.pool);
+      ledgers.forget(held.pool);
       return CONFLICT;
     }
     picture.revision = result.revision;

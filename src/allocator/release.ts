@@ -1,6 +1,6 @@
 /**
  * The one release path. A release names what it covers with a selector (an owner's allocations,
- * or given addresses of a pool); the selector is asked once to find the store pools involved, and
+ * or given addresses of a pool); the selector is asked once to find the ledgers involved, and
  * again inside each pool's lock and commit round, because between the first look and the commit an
  * address may have been released or allocated again. Each pool is released in its own commit.
  *
@@ -13,13 +13,14 @@
  * released by this call; an allocation newer than the release's limits is never taken.
  */
 import type { Clock } from '../core/clock.ts';
+import { defined } from '../core/defined.ts';
 import type { KeyedMutex } from '../core/keyed-mutex.ts';
 import { parseIP } from '../ipam/address.ts';
 import { type Allocation, createdMoment } from '../ipam/allocation.ts';
 import { type Moment, atOrBefore, momentOf, shifted } from '../core/moment.ts';
-import type { PoolOp, Store } from '../store/store.ts';
+import type { LedgerOp, Store } from '../store/store.ts';
 import { CONFLICT, retryOnConflict } from './commit-loop.ts';
-import type { PoolCache } from './pool-cache.ts';
+import type { LedgerCache } from './ledger-cache.ts';
 
 /**
  * Which of an owner's allocations a release may take. An intent recorded at some instant (a
@@ -50,7 +51,7 @@ export function within(a: Allocation, only: ReleaseLimits, boot: string | undefi
 }
 
 /**
- * What a release covers: its allocations, read from the store now. Called with a store pool when
+ * What a release covers: its allocations, read from the store now. Called with a ledger when
  * only that pool's are needed (the selector may narrow its query), without one to find the pools.
  */
 export type ReleaseSelector = (pool?: string) => Promise<Allocation[]>;
@@ -59,7 +60,7 @@ export interface ReleaserOptions {
   readonly store: Store;
   readonly clock: Clock;
   readonly maxAttempts: number;
-  readonly pools: PoolCache;
+  readonly ledgers: LedgerCache;
   /** Shared with allocation: a pool's releases and allocations in this process run one at a time. */
   readonly locks: KeyedMutex;
 }
@@ -99,24 +100,24 @@ export class Releaser {
 
   /** One release commit inside the pool lock; false on a revision conflict. */
   async #commit(pool: string, addresses: readonly string[], cooldownSeconds: number | undefined): Promise<boolean> {
-    const { store, clock, pools } = this.#o;
-    const picture = await pools.load(pool);
+    const { store, clock, ledgers } = this.#o;
+    const picture = await ledgers.load(pool);
     const seconds = cooldownSeconds ?? picture.cooldownSeconds ?? 0;
     const mono = clock.monotonic();
     const rest = seconds > 0 ? shifted(momentOf(clock), seconds * 1000) : undefined;
-    const ops: PoolOp[] = addresses.map((address) =>
+    const ops: LedgerOp[] = addresses.map((address) =>
       rest === undefined
         ? { op: 'release', address }
         : {
             op: 'release',
             address,
             reusableAt: rest.wall,
-            ...(rest.stamp === undefined ? {} : { reusableStamp: rest.stamp }),
+            ...defined({ reusableStamp: rest.stamp }),
           },
     );
     const result = await store.commit(pool, picture.revision, ops);
     if (result.kind === 'conflict') {
-      pools.forget(pool);
+      ledgers.forget(pool);
       return false;
     }
     picture.revision = result.revision;

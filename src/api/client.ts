@@ -6,6 +6,7 @@
  *
  * For the CLI and for tests. The plugin uses cni-call.ts alone, to keep its cold start small.
  */
+import { defined } from '../core/defined.ts';
 import { requestJson } from '../core/unix-http.ts';
 import { agentPeer, callCni } from './cni-call.ts';
 import { errorFromAnswer } from './errors.ts';
@@ -96,7 +97,7 @@ export class ApiClient implements AgentApi {
     do {
       const page = await this.allocationsPage(query, {
         limit: options.pageSize ?? DEFAULT_ALLOCATION_PAGE,
-        ...(token === undefined ? {} : { continue: token }),
+        ...defined({ continue: token }),
         ...(options.cluster === true ? { cluster: true } : {}),
       });
       yield* page.items;

@@ -7,6 +7,7 @@
  * reached, IO_FAILURE when it answers something that is not an outcome, and the agent's own code
  * when it refuses the request itself (a body too large, not JSON).
  */
+import { defined } from '../core/defined.ts';
 import { WarrenError } from '../core/errors.ts';
 import { printable } from '../cni/args.ts';
 import { type Peer, requestJson } from '../core/unix-http.ts';
@@ -53,7 +54,7 @@ export async function callCni(options: CniCallOptions): Promise<CniOutcome> {
     method: 'POST',
     path: CNI_PATH,
     bodyText: options.bodyText,
-    ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
+    ...defined({ timeoutMs: options.timeoutMs }),
   });
   if (response.status !== 200) throw errorFromAnswer(response.status, response.body, peer);
   const outcome = response.body as CniOutcome | undefined;

@@ -35,6 +35,7 @@
  * the CNI service checks its fields, unknown ones too, so that a refusal is a CNI outcome the
  * plugin can print.
  */
+import { defined } from '../core/defined.ts';
 import { WarrenError } from '../core/errors.ts';
 import { isPlainObject, validator } from '../core/validate.ts';
 import { CNI_PATH } from './cni-wire.ts';
@@ -213,12 +214,11 @@ export function releaseRequest(value: unknown): ReleaseRequest {
         'not fields of both',
     );
   }
-  if (address !== undefined) return { address, ...(pool === undefined ? {} : { pool }), ...force };
+  if (address !== undefined) return { address, ...defined({ pool }), ...force };
   if (containerID !== undefined)
     return {
       containerID,
-      ...(network === undefined ? {} : { network }),
-      ...(ifname === undefined ? {} : { ifname }),
+      ...defined({ network, ifname }),
       ...force,
     };
   throw new WarrenError(

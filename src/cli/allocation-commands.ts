@@ -7,6 +7,7 @@
  * `release` takes a prefix only with `--prefix` (it is destructive: `c` must not release `c1`).
  */
 import { parseArgs } from 'node:util';
+import { defined } from '../core/defined.ts';
 import { WarrenError, isWarrenError } from '../core/errors.ts';
 import type { ApiClient } from '../api/client.ts';
 import type { Allocation, AllocationQuery, AuditReport, ReleaseRequest } from '../api/protocol.ts';
@@ -118,11 +119,10 @@ export async function releaseCommand(argv: readonly string[], io: CliIO, context
   if (values.address !== undefined) {
     if (values.container !== undefined) throw new UsageError('release takes --address or --container, not both');
     if (values.prefix) throw new UsageError('--prefix goes with --container');
-    request = { address: values.address, ...(values.pool === undefined ? {} : { pool: values.pool }), ...force };
+    request = { address: values.address, ...defined({ pool: values.pool }), ...force };
   } else if (values.container !== undefined) {
     const scope = {
-      ...(values.network === undefined ? {} : { network: values.network }),
-      ...(values.ifname === undefined ? {} : { ifname: values.ifname }),
+      ...defined({ network: values.network, ifname: values.ifname }),
     };
     const allocations = await agent.allocations(scope);
     // Releasing is destructive: a prefix stands for an ID only when the operator says so, so a

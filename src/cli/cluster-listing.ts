@@ -14,8 +14,9 @@
  */
 import type { ApiClient } from '../api/client.ts';
 import { type Allocation, type AllocationQuery, MAX_ALLOCATION_PAGE } from '../api/protocol.ts';
+import { defined } from '../core/defined.ts';
 import { bookkeepingLabel } from '../ipam/bookkeeping.ts';
-import { usePoolOf } from '../ipam/holding-key.ts';
+import { useLedgerOf } from '../ipam/holding-key.ts';
 import { age, momentsAsText, printable } from './format.ts';
 import type { CliIO } from './io.ts';
 
@@ -36,14 +37,14 @@ export function allocationRow(a: Allocation, now: number): string[] {
   return [
     a.address,
     // A pod's use of a held address (ipam/holding-key.ts): its range, the holder in HELD BY.
-    usePoolOf(a.pool)?.rangePool ?? a.pool,
+    useLedgerOf(a.pool)?.rangePool ?? a.pool,
     a.network,
     // A bookkeeping record holds the address for no container: say what it is (`lent to n2`).
     bookkeepingLabel(a) ?? (a.containerID.length > 16 ? a.containerID.slice(0, 16) : a.containerID),
     a.ifname,
     a.podName === undefined ? '-' : a.podNamespace === undefined ? a.podName : `${a.podNamespace}/${a.podName}`,
     // What the address belongs to beyond the pod: a StatefulSet ordinal, an IPAMClaim.
-    usePoolOf(a.pool)?.holder ?? '-',
+    useLedgerOf(a.pool)?.holder ?? '-',
     a.node,
     age(a.createdAt, now),
   ];
@@ -83,7 +84,7 @@ export async function streamClusterAllocations(
 /** The agent's pages, the next asked for while this one is printed. */
 async function* pagesOf(agent: ApiClient, query: AllocationQuery, limit: number): AsyncGenerator<Allocation[]> {
   const ask = (token: string | undefined) =>
-    agent.allocationsPage(query, { limit, cluster: true, ...(token === undefined ? {} : { continue: token }) });
+    agent.allocationsPage(query, { limit, cluster: true, ...defined({ continue: token }) });
   let next = ask(undefined);
   for (;;) {
     const page = await next;

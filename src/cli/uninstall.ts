@@ -13,6 +13,7 @@
  * kept, the command says why and exits PLUGIN_KEPT; run again once those pods are gone, it removes it.
  */
 import { parseArgs } from 'node:util';
+import { defined } from '../core/defined.ts';
 import { COMMON, type CliContext } from './context.ts';
 import { jsonText, safe } from './format.ts';
 import { uninstallPlugin } from './install.ts';
@@ -37,7 +38,7 @@ export async function uninstallCommand(argv: readonly string[], io: CliIO, conte
   const removed = binDir === undefined || binDir === '' || kept !== undefined ? [] : uninstallPlugin(binDir);
   const code = kept === undefined ? 0 : PLUGIN_KEPT;
   if (values.json) {
-    io.out(jsonText({ ...report, pluginRemoved: removed, ...(kept === undefined ? {} : { pluginKept: kept }) }));
+    io.out(jsonText({ ...report, pluginRemoved: removed, ...defined({ pluginKept: kept }) }));
     return code;
   }
   const lines = [

@@ -22,6 +22,7 @@
  * - the cluster network's element (`v1.multus-cni.io/default-network`, one element) is on eth0
  *   unless it names an interface.
  */
+import { defined } from '../core/defined.ts';
 import { WarrenError } from '../core/errors.ts';
 import { describe, isPlainObject, quoted } from '../core/validate.ts';
 
@@ -119,8 +120,7 @@ function shortForm(value: string, refuse: Refuse): NetworkSelectionElement[] {
     }
     return {
       name,
-      ...(namespace === undefined ? {} : { namespace }),
-      ...(iface === undefined ? {} : { interface: iface }),
+      ...defined({ namespace, interface: iface }),
     };
   });
 }

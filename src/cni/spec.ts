@@ -3,6 +3,7 @@
  * conversion of a result to the version the runtime's config asked for.
  */
 
+import { defined } from '../core/defined.ts';
 import type { Dns, Route } from './routes-and-dns.ts';
 
 export const SPEC_VERSION = '1.1.0';
@@ -61,7 +62,7 @@ export function renderResult(result: IpamResult, version: CniVersion): Record<st
   const ips = result.ips.map((ip) => ({
     ...(legacy ? { version: ip.address.includes(':') ? '6' : '4' } : {}),
     address: ip.address,
-    ...(ip.gateway === undefined ? {} : { gateway: ip.gateway }),
+    ...defined({ gateway: ip.gateway }),
   }));
   return { cniVersion: version, ips, routes: result.routes, dns: result.dns };
 }

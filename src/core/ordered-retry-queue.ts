@@ -21,6 +21,7 @@
  */
 import type { BackoffPolicy } from './backoff.ts';
 import type { CancelTimer, Clock } from './clock.ts';
+import { defined } from './defined.ts';
 
 export interface KeyState {
   readonly key: string;
@@ -200,7 +201,6 @@ function stateOf<E>(key: string, lane: Lane<E>): KeyState {
     key,
     queued: lane.events.length,
     failures: lane.failures,
-    ...(lane.lastError === undefined ? {} : { lastError: lane.lastError }),
-    ...(lane.retryAt === undefined ? {} : { retryAt: lane.retryAt }),
+    ...defined({ lastError: lane.lastError, retryAt: lane.retryAt }),
   };
 }

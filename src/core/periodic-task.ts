@@ -14,6 +14,7 @@
  * - `status` counts every run (scheduled or asked for) and says how the last one ended.
  */
 import type { CancelTimer, Clock } from './clock.ts';
+import { defined } from './defined.ts';
 import { messageOf } from './errors.ts';
 
 export interface PeriodicTaskOptions<T> {
@@ -97,7 +98,7 @@ export class PeriodicTask<T> {
       runs: this.#runs,
       failures: this.#failures,
       ...(this.#lastRunAt === undefined ? {} : { lastRunAt: new Date(this.#lastRunAt).toISOString() }),
-      ...(this.#lastError === undefined ? {} : { lastError: this.#lastError }),
+      ...defined({ lastError: this.#lastError }),
     };
   }
 

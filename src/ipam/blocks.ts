@@ -16,7 +16,7 @@
  */
 import { bitsOf, formatCidr, parseCidr } from './address.ts';
 import { type RangeSpec, capacityOf } from './range.ts';
-import { exclusionSet, firstFree } from './pool-state.ts';
+import { exclusionSet, firstFree } from './ledger-state.ts';
 import { RunSet } from './run-set.ts';
 import { formatStoreKey, parseStoreKey, partOf, partsPrefix, rangePoolOf } from './store-key.ts';
 
@@ -25,12 +25,12 @@ export function blockKey(rangePool: string, cidr: string): string {
   return formatStoreKey({ kind: 'block', rangePool, cidr });
 }
 
-/** Whether a store pool key names a block (of some range pool), a loan or a use: a part of a range pool. */
+/** Whether a ledger key names a block (of some range pool), a loan or a use: a part of a range pool. */
 export function isBlockKey(key: string): boolean {
   return partOf(key) !== undefined;
 }
 
-/** The range pool a store pool belongs to: a block `p#cidr` belongs to `p`; any other pool to itself. */
+/** The range pool a ledger belongs to: a block `p#cidr` belongs to `p`; any other pool to itself. */
 export function rangePoolOfKey(key: string): string {
   return rangePoolOf(key);
 }
@@ -51,7 +51,7 @@ export function rangePoolListed(prefix: string | undefined): string | undefined 
   return key?.kind === 'block' && key.cidr === '' ? key.rangePool : undefined;
 }
 
-/** Whether store pool `key` is the pool `rangePool` itself or one of its blocks. */
+/** Whether ledger `key` is the pool `rangePool` itself or one of its blocks. */
 export function inRangePool(key: string, rangePool: string): boolean {
   return key === rangePool || key.startsWith(blockKeyPrefix(rangePool));
 }

@@ -3,9 +3,9 @@
  * pure (no I/O):
  * - the holder key: `statefulset/<namespace>/<name>/<ordinal>` (a StatefulSet's pod of one ordinal,
  *   whichever pod object that is now) or `ipamclaim/<namespace>/<name>` (a KubeVirt IPAMClaim);
- * - the use pool key: where a node records pods' use of a held address in its own store, a pool
+ * - the use ledger key: where a node records pods' use of a held address in its own store, a pool
  *   of one address keyed `<range pool>#held:<address>/<holder key>` (store-key.ts's use). It is not a block key of
- *   any range (its part after `#` is no CIDR) nor a loan pool's (loan-key.ts), so block placement,
+ *   any range (its part after `#` is no CIDR) nor a loan ledger's (loan-key.ts), so block placement,
  *   lending and give-back never take one for theirs; and it belongs to its range pool, so the
  *   store's one-address-per-owner-and-range rule covers a pod's use like any allocation of it.
  *
@@ -51,8 +51,8 @@ export function holderKeyProblem(key: string): string | undefined {
     : undefined;
 }
 
-/** What a use pool's key names: the held address and its holder. */
-export interface UsePool {
+/** What a use ledger's key names: the held address and its holder. */
+export interface UseLedger {
   readonly rangePool: string;
   readonly address: string;
   readonly holder: string;
@@ -68,13 +68,13 @@ export function useKey(rangePool: string, address: string, holder: string): stri
   return formatStoreKey({ kind: 'use', rangePool, address: ip === undefined ? address : formatIP(ip), holder });
 }
 
-/** Whether store pool `key` is a use pool (useKey). */
+/** Whether ledger `key` is a use ledger (useKey). */
 export function isUseKey(key: string): boolean {
   return parseStoreKey(key).kind === 'use';
 }
 
-/** The address and holder a use pool key names, or undefined when `key` is no use pool. */
-export function usePoolOf(key: string): UsePool | undefined {
+/** The address and holder a use ledger key names, or undefined when `key` is no use ledger. */
+export function useLedgerOf(key: string): UseLedger | undefined {
   const k = parseStoreKey(key);
   if (k.kind !== 'use') return undefined;
   const ip = parseIP(k.address);

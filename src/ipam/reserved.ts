@@ -65,7 +65,7 @@ export class ReservedAddresses {
   /** Per family, in the order of the reservations' names: what names a reserved address. */
   #spans: Record<Family, ReservedSpan[]> = { 4: [], 6: [] };
   /**
-   * Per store pool, what blocks it for the current reservations (emptied by replace). Keyed by the
+   * Per ledger, what blocks it for the current reservations (emptied by replace). Keyed by the
    * pool, not the RangeSpec: a block's span is made afresh on each use; the span and the exclusions
    * (shared by every block of a range) are compared, so a pool whose config changed is rebuilt.
    */

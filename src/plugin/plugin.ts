@@ -27,6 +27,7 @@
  * interface (cni/del-target.ts); the agent releases such a DEL by them when it answers.
  */
 import { readSync } from 'node:fs';
+import { defined } from '../core/defined.ts';
 import { WarrenError, isWarrenError, messageOf } from '../core/errors.ts';
 import { isPlainObject } from '../core/validate.ts';
 import {
@@ -113,9 +114,9 @@ export async function runPlugin(io: PluginIO): Promise<number> {
         network: target.network,
         containerID: env.containerID as string,
         ifname: env.ifname as string,
-        ...(env.netns === undefined ? {} : { netns: env.netns }),
+        ...defined({ netns: env.netns }),
         recordedAt: at.wall,
-        ...(at.stamp === undefined ? {} : { stamp: at.stamp }),
+        ...defined({ stamp: at.stamp }),
         reason: why,
       });
       return 0;

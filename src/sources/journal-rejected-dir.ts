@@ -18,6 +18,7 @@ import { join } from 'node:path';
 import { fsyncDirectory } from '../core/atomic-file.ts';
 import type { Clock } from '../core/clock.ts';
 import { MAX_NAME_BYTES } from '../cni/journal-entry.ts';
+import { defined } from '../core/defined.ts';
 
 export const REJECTED_DIR = 'rejected';
 export const DEFAULT_MAX_REJECTED_FILES = 1_000;
@@ -120,7 +121,7 @@ export class RejectedDir {
     asides.push({ name: aside, bytes, at });
     this.#asideBytes += bytes;
     const pruned = this.#prune();
-    return { kind: 'moved', movedTo, ...(pruned === undefined ? {} : { pruned }) };
+    return { kind: 'moved', movedTo, ...defined({ pruned }) };
   }
 
   /**

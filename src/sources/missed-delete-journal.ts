@@ -27,6 +27,7 @@ import { closeSync, constants, fstatSync, openSync, readSync, unlinkSync } from 
 import { join } from 'node:path';
 import { fsyncDirectory } from '../core/atomic-file.ts';
 import type { Clock } from '../core/clock.ts';
+import { defined } from '../core/defined.ts';
 import { DirectoryWatcher } from '../core/dir-watcher.ts';
 import { messageOf } from '../core/errors.ts';
 import {
@@ -109,8 +110,7 @@ export class MissedDeleteJournal {
     this.#rejected = new RejectedDir({
       dir: options.dir,
       clock: options.clock,
-      ...(options.maxRejectedFiles === undefined ? {} : { maxFiles: options.maxRejectedFiles }),
-      ...(options.maxRejectedBytes === undefined ? {} : { maxBytes: options.maxRejectedBytes }),
+      ...defined({ maxFiles: options.maxRejectedFiles, maxBytes: options.maxRejectedBytes }),
     });
     this.#open = options.open ?? openSync;
   }
@@ -275,7 +275,7 @@ export class MissedDeleteJournal {
           name,
           reason,
           movedTo: aside.movedTo,
-          ...(aside.pruned === undefined ? {} : { pruned: aside.pruned }),
+          ...defined({ pruned: aside.pruned }),
         };
       default: {
         const never: never = aside;

@@ -9,7 +9,7 @@
  * The record is the truth that the address is held. Around it (allocator/holdings/):
  * - the node owning the block keeps a placeholder allocation for it in its own store (network
  *   'warren.dev/held'), written only after the record exists, released only after it is gone;
- * - each node records the pods using it in its own store (use pools, holding-key.ts), and reports
+ * - each node records the pods using it in its own store (use ledgers, holding-key.ts), and reports
  *   them into the record's `uses` (what operators read: status) from its upkeep, never on DEL.
  *
  * Guarantees every implementation keeps:
@@ -67,7 +67,7 @@ export interface ClusterHoldings {
   /**
    * Records selected by what they are labelled with: the owner of the block (`owner`), a node
    * using them (`user`, as `uses` says), the kind of holder (`kind`: `statefulset`, `ipamclaim`),
-   * the store pool holding the address (`block`). With no filter, every record.
+   * the ledger holding the address (`block`). With no filter, every record.
    */
   list(filter: {
     readonly owner?: string;

@@ -41,7 +41,7 @@ export interface PublishedBlock {
    */
   readonly revision?: number;
   /**
-   * A borrower's loan pool (one address another node lent `node`: allocator/lending/), published so
+   * A borrower's loan ledger (one address another node lent `node`: allocator/lending/), published so
    * the cluster view shows who holds a lent address, not only its lender's placeholder. Its key
    * (`<range pool>#<address>/32`) names no claim. Absent: a claimed block.
    */

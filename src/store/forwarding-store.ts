@@ -13,8 +13,8 @@ import type {
   CommitResult,
   ListCursor,
   ListPage,
-  PoolRead,
-  PoolSummary,
+  LedgerRead,
+  LedgerSummary,
   Revision,
   Store,
   StoreCluster,
@@ -35,8 +35,8 @@ export class ForwardingStore implements Store {
     if (listPage !== undefined) this.listPage = (filter, page) => listPage.call(inner, filter, page);
   }
 
-  readPool(pool: string, knownRevision?: Revision): Promise<PoolRead> {
-    return this.inner.readPool(pool, knownRevision);
+  readLedger(pool: string, knownRevision?: Revision): Promise<LedgerRead> {
+    return this.inner.readLedger(pool, knownRevision);
   }
 
   /** Every argument as given (the guard, the options), no more: none is dropped on the way. */
@@ -52,8 +52,8 @@ export class ForwardingStore implements Store {
     return this.inner.list(filter);
   }
 
-  pools(prefix?: string): Promise<PoolSummary[]> {
-    return this.inner.pools(prefix);
+  ledgers(prefix?: string): Promise<LedgerSummary[]> {
+    return this.inner.ledgers(prefix);
   }
 
   ping(): Promise<void> {

@@ -1,7 +1,10 @@
 /**
  * The store interface every backend implements (SQLite, and the two-tier store on Kubernetes or
- * etcd). It is asynchronous and optimistic: a caller reads a pool with its revision, decides, and
- * commits a list of operations that applies only if the pool is still at that revision. The engine
+ * etcd). Its unit is the **ledger**: the allocations, rests and attributes kept under one key, read
+ * with a revision and committed to atomically. (Not a pool: a pool is the user's word, a WarrenPool or
+ * a range; one range is one ledger, or, split into blocks, one ledger per block: docs/glossary.md.)
+ * It is asynchronous and optimistic: a caller reads a ledger with its revision, decides, and
+ * commits a list of operations that applies only if the ledger is still at that revision. The engine
  * never holds a lock in the store. On the two-tier store each node commits its addresses to its own
  * SQLite file, and what the nodes share (tiered/cluster-tier.ts: block claims, range records,
  * admissions) is written in the cluster tier with preconditions: created only if absent, changed
@@ -10,21 +13,21 @@
  * Guarantees every implementation keeps (checked by test/store/conformance.ts):
  * - a commit applies all of its operations or none;
  * - a commit against a stale revision returns `conflict` and changes nothing;
- * - an address is held by at most one allocation per pool;
- * - an owner (network, containerID, ifname) holds at most one address per range pool (a pool and
- *   its blocks count as one), so a retried ADD can never get a second address anywhere;
+ * - an address is held by at most one allocation per ledger;
+ * - an owner (network, containerID, ifname) holds at most one address per range pool (a range's
+ *   ledger and its blocks' count as one), so a retried ADD can never get a second address anywhere;
  * - releasing an address that is not allocated is a no-op;
  * - an allocation's network namespace changes only by a `relocate` commit naming its holder;
  * - an allocation and a rest read back as committed, their monotonic stamps (`createdStamp`,
  *   `reusableStamp`: what orders them, core/moment.ts) included, and records written without one
  *   (by older versions) read back without one;
- * - a pool's attributes (its affinity, the node that claimed it for cluster blocks, and its
+ * - a ledger's attributes (its affinity, the node that claimed it for cluster blocks, and its
  *   cooldown) change only by commit;
  * - with `cluster.spaces` (a store several processes write): a commit guarded by a range's admission
  *   applies only while that admission stands, and admitting a range retires the overlapping ones
  *   it names only if they were not written since they were read.
  *
- * In cluster mode a range is split into blocks and each block is a pool of its own here, keyed
+ * In cluster mode a range is split into blocks and each block is a ledger of its own here, keyed
  * `<range pool>#<block CIDR>` (the codec is ipam/store-key.ts); the store needs no other notion of
  * blocks than that key and `AllocationFilter.rangePool`.
  */
@@ -34,7 +37,7 @@ import type { ClusterHoldings } from './cluster-holdings.ts';
 import type { ClusterRecords, FileCheckStatus, LegacyLeft } from './cluster.ts';
 import type { Membership } from './membership.ts';
 
-/** Opaque, strictly increasing per pool; 0 for a pool never written. */
+/** Opaque, strictly increasing per ledger; 0 for a ledger never written. */
 export type Revision = number;
 
 export interface RestingAddress {
@@ -43,17 +46,17 @@ export interface RestingAddress {
   readonly reusableAt: number;
   /**
    * The same instant on the releasing boot's monotonic clock: what times the rest within that boot
-   * (allocator/pool-cache.ts). Absent in rests recorded by older Warrens.
+   * (allocator/ledger-cache.ts). Absent in rests recorded by older Warrens.
    */
   readonly reusableStamp?: BootStamp;
 }
 
-export interface PoolSnapshot {
+export interface LedgerSnapshot {
   readonly kind: 'snapshot';
-  readonly pool: string;
+  readonly ledger: string;
   readonly revision: Revision;
   readonly cursor?: string;
-  /** The node that claimed this pool (a block), if any. */
+  /** The node that claimed this ledger (a block), if any. */
   readonly affinity?: string;
   /**
    * Seconds an address released here rests when the releaser has no config of its own to say
@@ -64,14 +67,14 @@ export interface PoolSnapshot {
   readonly resting: readonly RestingAddress[];
 }
 
-export type PoolRead = PoolSnapshot | { readonly kind: 'unchanged'; readonly revision: Revision };
+export type LedgerRead = LedgerSnapshot | { readonly kind: 'unchanged'; readonly revision: Revision };
 
 /**
- * Facts about a pool kept for operators (utilisation), written when the pool or block is first
+ * Facts about a ledger kept for operators (utilisation), written when the range or block is first
  * used and when its config changes. Read by operators' listings only: the cooldown a release applies
- * is the pool's `cooldownSeconds` attribute, not this copy.
+ * is the ledger's `cooldownSeconds` attribute, not this copy.
  */
-export interface PoolDescription {
+export interface LedgerDescription {
   readonly subnet: string;
   readonly first: string;
   readonly last: string;
@@ -81,7 +84,7 @@ export interface PoolDescription {
   readonly blockPrefix?: number;
 }
 
-export type PoolOp =
+export type LedgerOp =
   | { readonly op: 'allocate'; readonly allocation: Allocation }
   | {
       readonly op: 'release';
@@ -92,18 +95,18 @@ export type PoolOp =
   /**
    * Records where the holder of `allocation.address` lives now: `allocation` is the record as held,
    * with its new network namespace (`netns`). The owner (network, containerID, ifname) must be the
-   * one holding the address in this pool, or the commit is a conflict.
+   * one holding the address in this ledger, or the commit is a conflict.
    * A re-ADD of an attachment in a new namespace (a container restarted without a DEL) uses it.
    */
   | { readonly op: 'relocate'; readonly allocation: Allocation }
   | { readonly op: 'unrest'; readonly address: string }
   | { readonly op: 'cursor'; readonly address: string }
-  | { readonly op: 'describe'; readonly description: PoolDescription }
-  /** Sets the pool's `cooldownSeconds` attribute. */
+  | { readonly op: 'describe'; readonly description: LedgerDescription }
+  /** Sets the ledger's `cooldownSeconds` attribute. */
   | { readonly op: 'cooldown'; readonly seconds: number }
-  /** Sets the pool's affinity to `node` (claiming a block). */
+  /** Sets the ledger's affinity to `node` (claiming a block). */
   | { readonly op: 'claim'; readonly node: string }
-  /** Clears the pool's affinity (giving a block back). */
+  /** Clears the ledger's affinity (giving a block back). */
   | { readonly op: 'unclaim' };
 
 export type CommitResult =
@@ -135,12 +138,12 @@ export interface CommitOptions {
   readonly durableLater?: boolean;
 }
 
-export interface PoolSummary {
-  readonly pool: string;
+export interface LedgerSummary {
+  readonly ledger: string;
   readonly revision: Revision;
   readonly allocated: number;
   readonly resting: number;
-  readonly description?: PoolDescription;
+  readonly description?: LedgerDescription;
   readonly affinity?: string;
 }
 
@@ -179,16 +182,16 @@ export interface AddressSpaces {
   read(space: string): Promise<SpaceReading>;
   /**
    * Records `rangePool` as admitted in the reading's space and retires `retire` (other range pools
-   * of the space), provided no admission of the space changed and no pool of `retire` (or block of
+   * of the space), provided no admission of the space changed and no ledger of `retire` (or block of
    * one) was written since the reading. Undefined when something did: read again and decide again.
    */
   admit(reading: SpaceReading, rangePool: string, retire: readonly string[]): Promise<AdmissionGuard | undefined>;
 }
 
 export interface AllocationFilter {
-  /** Exactly this store pool (a range pool, or one block). */
-  readonly pool?: string | undefined;
-  /** This pool and every block of it: everything a range holds, split into blocks or not. */
+  /** Exactly this ledger (a range pool, or one block). */
+  readonly ledger?: string | undefined;
+  /** This range's ledger and every block of it: everything a range holds, split into blocks or not. */
   readonly rangePool?: string | undefined;
   readonly network?: string | undefined;
   readonly containerID?: string | undefined;
@@ -200,9 +203,9 @@ export interface AllocationFilter {
   readonly address?: string | undefined;
 }
 
-/** Where a page of `Store.listPage` ended: the last allocation's pool and address (the pages' order). */
+/** Where a page of `Store.listPage` ended: the last allocation's ledger and address (the pages' order). */
 export interface ListCursor {
-  readonly pool: string;
+  readonly ledger: string;
   readonly address: string;
 }
 
@@ -244,14 +247,14 @@ export interface StoreHistory {
 
 /**
  * What the two-tier store (tiered/store.ts: block owners apart from addresses) offers block placement, node
- * forget and status, so none reads more than it needs: there `pools(<block prefix>)` answers this node's blocks only.
+ * forget and status, so none reads more than it needs: there `ledgers(<block prefix>)` answers this node's blocks only.
  */
 export interface BlockOwners {
   /**
    * Every block of the range someone holds, as summaries with the holder as `affinity` (all pages read), plus the
    * blocks this node's store knows; `counts`: with the holders' published counts, else this node's only.
    */
-  rangeBlocks(rangePool: string, options: { readonly counts: boolean }): Promise<PoolSummary[]>;
+  rangeBlocks(rangePool: string, options: { readonly counts: boolean }): Promise<LedgerSummary[]>;
   /** Every node holding a block of any range (tier.claimHolders): read when Nodes are relisted. */
   holders(): Promise<string[]>;
   /** Gives back every block `node` holds (a node gone for good) and drops what it lent: the keys freed. */
@@ -264,7 +267,7 @@ export interface BlockOwners {
 }
 
 /**
- * What a store shared by the nodes of a cluster offers beyond its pools (`Store.cluster`): present
+ * What a store shared by the nodes of a cluster offers beyond its ledgers (`Store.cluster`): present
  * exactly when the store is shared, so a consumer asks once, and never reaches past it to a tier.
  */
 export interface StoreCluster {
@@ -299,19 +302,19 @@ export interface Store {
   /** A human-readable name of the backend and where it keeps data. */
   readonly description: string;
   /**
-   * Reads a pool. When `knownRevision` equals the current revision, answers `unchanged` without
+   * Reads a ledger. When `knownRevision` equals the current revision, answers `unchanged` without
    * the contents, so a cached picture is revalidated cheaply.
    */
-  readPool(pool: string, knownRevision?: Revision): Promise<PoolRead>;
+  readLedger(ledger: string, knownRevision?: Revision): Promise<LedgerRead>;
   /**
-   * Applies `ops` atomically if the pool is still at `expected` (and, with a `guard`, its range is
+   * Applies `ops` atomically if the ledger is still at `expected` (and, with a `guard`, its range is
    * still admitted in its address space); otherwise `conflict`. Only stores with `cluster.spaces` give
    * guards, and only they look at one.
    */
   commit(
-    pool: string,
+    ledger: string,
     expected: Revision,
-    ops: readonly PoolOp[],
+    ops: readonly LedgerOp[],
     guard?: AdmissionGuard,
     options?: CommitOptions,
   ): Promise<CommitResult>;
@@ -319,13 +322,13 @@ export interface Store {
   findByOwner(owner: Omit<Owner, 'ifname'> & { ifname?: string }): Promise<Allocation[]>;
   list(filter?: AllocationFilter): Promise<Allocation[]>;
   /**
-   * One page of what `list` answers, ordered by pool then address, starting after `after`: reads
+   * One page of what `list` answers, ordered by ledger then address, starting after `after`: reads
    * at most `limit` allocations (and one more, to know whether there is more), never the rest.
    * Present where the store can page so (SQLite); a caller without it lists.
    */
   listPage?(filter: AllocationFilter, page: { readonly limit: number; readonly after?: ListCursor }): Promise<ListPage>;
-  /** Pools whose key starts with `prefix` (every pool without one). */
-  pools(prefix?: string): Promise<PoolSummary[]>;
+  /** Ledgers whose key starts with `prefix` (every ledger without one). */
+  ledgers(prefix?: string): Promise<LedgerSummary[]>;
   /** Present when the store is shared by the nodes of a cluster (the two-tier store). */
   readonly cluster?: StoreCluster;
   /** Throws when the store cannot take writes. */
@@ -334,7 +337,7 @@ export interface Store {
 }
 
 /**
- * The stores an agent runs on: one node's SQLite file, or pools shared by the nodes of a cluster
+ * The stores an agent runs on: one node's SQLite file, or ranges shared by the nodes of a cluster
  * (the two-tier store, tiered/store.ts: each node's SQLite file beside a cluster tier on the
  * Kubernetes API or on etcd).
  */

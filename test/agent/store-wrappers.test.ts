@@ -28,11 +28,11 @@ function recordingStore(): { store: Store; calls: Array<[string, unknown[]]> } {
   } as unknown as AddressSpaces;
   const store: Store = {
     description: 'recording',
-    readPool: record('readPool', { kind: 'unchanged', revision: 1 }),
+    readLedger: record('readLedger', { kind: 'unchanged', revision: 1 }),
     commit: record('commit', { kind: 'committed', revision: 2 }),
     findByOwner: record('findByOwner', []),
     list: record('list', []),
-    pools: record('pools', []),
+    ledgers: record('ledgers', []),
     cluster: { membership, spaces } as StoreCluster,
     ping: record('ping', undefined),
     close: record('close', undefined),
@@ -54,21 +54,21 @@ describe('the store wrappers', () => {
       assert.equal(outer.cluster?.membership, inner.cluster?.membership, 'membership');
       assert.ok(outer.cluster?.spaces !== undefined, 'spaces');
       const guard = { key: 'spaces/v4/r', revision: 3 };
-      await outer.readPool('p', 7);
+      await outer.readLedger('p', 7);
       await outer.commit('p', 1, [], guard as never);
       await outer.findByOwner({ network: 'n', containerID: 'c', ifname: 'eth0' });
       await outer.list({ network: 'n' });
-      await outer.pools('pre');
+      await outer.ledgers('pre');
       await outer.cluster?.spaces.read('v4');
       await outer.cluster?.spaces.admit({} as never, 'r', ['s']);
       await outer.ping();
       await outer.close();
       assert.deepEqual(calls, [
-        ['readPool', ['p', 7]],
+        ['readLedger', ['p', 7]],
         ['commit', ['p', 1, [], guard]],
         ['findByOwner', [{ network: 'n', containerID: 'c', ifname: 'eth0' }]],
         ['list', [{ network: 'n' }]],
-        ['pools', ['pre']],
+        ['ledgers', ['pre']],
         ['spaces.read', ['v4']],
         ['spaces.admit', [{}, 'r', ['s']]],
         ['ping', []],

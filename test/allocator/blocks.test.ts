@@ -18,7 +18,7 @@ import { capacityOf } from '../../src/ipam/range.ts';
 import { type Allocator, attachmentKey } from '../../src/allocator/allocator.ts';
 import { LENT_NETWORK, RETURNED_NETWORK } from '../../src/allocator/lending/loans.ts';
 import type { Allocation } from '../../src/ipam/allocation.ts';
-import type { PoolSummary } from '../../src/store/store.ts';
+import type { LedgerSummary } from '../../src/store/store.ts';
 import { owner, rangesOf } from '../store/tiered/nodes.ts';
 import { LendingCluster } from './lending/lending-nodes.ts';
 
@@ -35,7 +35,7 @@ after(async () => {
 });
 
 /** The range's blocks as node `by` sees them: every node's claims, with the counts each published. */
-async function blocksOf(c: LendingCluster, rangePool: string | undefined, by = 'n1'): Promise<PoolSummary[]> {
+async function blocksOf(c: LendingCluster, rangePool: string | undefined, by = 'n1'): Promise<LedgerSummary[]> {
   for (const n of c.nodes) await n.store.flush();
   return c.node(by).store.cluster.owners.rangeBlocks(rangePool ?? '', { counts: true });
 }
@@ -130,7 +130,7 @@ describe('Allocator with blocks', () => {
     assert.equal(b1[0]?.allocation.pool, `${r[0]?.pool}#10.1.0.16/28`);
     const blocks = await blocksOf(c, r[0]?.pool);
     assert.deepEqual(
-      blocks.map((p) => [p.pool.split('#')[1], p.affinity, p.allocated]),
+      blocks.map((p) => [p.ledger.split('#')[1], p.affinity, p.allocated]),
       [
         ['10.1.0.0/28', 'n1', 2],
         ['10.1.0.16/28', 'n2', 1],

@@ -12,7 +12,7 @@ import { Allocator } from '../../src/allocator/allocator.ts';
 import { CONFLICT, retryOnConflict } from '../../src/allocator/commit-loop.ts';
 import { ForwardingStore } from '../../src/store/forwarding-store.ts';
 import { SqliteStore } from '../../src/store/sqlite/store.ts';
-import type { CommitResult, PoolOp, Revision, Store } from '../../src/store/store.ts';
+import type { CommitResult, LedgerOp, Revision, Store } from '../../src/store/store.ts';
 import { tieredStore } from '../store/tiered/nodes.ts';
 
 describe('retryOnConflict', () => {
@@ -63,12 +63,12 @@ describe('retryOnConflict', () => {
 
 /** A store whose commits conflict while `refuse` says so; everything else is SQLite's. */
 function contendedStore(
-  refuse: (pool: string, ops: readonly PoolOp[]) => boolean,
+  refuse: (pool: string, ops: readonly LedgerOp[]) => boolean,
   inner: Store = new SqliteStore({ path: ':memory:' }),
 ): Store & { commits: number } {
   return new (class extends ForwardingStore {
     commits = 0;
-    override async commit(pool: string, expected: Revision, ops: readonly PoolOp[]): Promise<CommitResult> {
+    override async commit(pool: string, expected: Revision, ops: readonly LedgerOp[]): Promise<CommitResult> {
       this.commits += 1;
       if (refuse(pool, ops)) return { kind: 'conflict', reason: `pool ${pool} moved (test)` };
       return inner.commit(pool, expected, ops);

@@ -18,7 +18,7 @@ import { NO_TELEMETRY } from '../../src/agent/metrics/telemetry.ts';
 import { CommitHealth } from '../../src/agent/server/commit-health.ts';
 import { ForwardingStore } from '../../src/store/forwarding-store.ts';
 import { SqliteStore } from '../../src/store/sqlite/store.ts';
-import type { AdmissionGuard, CommitOptions, CommitResult, PoolOp, Revision, Store } from '../../src/store/store.ts';
+import type { AdmissionGuard, CommitOptions, CommitResult, LedgerOp, Revision, Store } from '../../src/store/store.ts';
 import { tempDir } from '../helpers/processes.ts';
 import { tieredStore } from '../store/tiered/nodes.ts';
 
@@ -34,7 +34,7 @@ class HeldDurability extends ForwardingStore {
   override async commit(
     pool: string,
     expected: Revision,
-    ops: readonly PoolOp[],
+    ops: readonly LedgerOp[],
     guard?: AdmissionGuard,
     options?: CommitOptions,
   ): Promise<CommitResult> {
@@ -123,7 +123,7 @@ describe("the agent's store wrappers", () => {
     const inner = new SqliteStore({ path: join(tempDir(), 'w.db') });
     const store = new MeasuredStore(new CommitHealth(new ManualClock(0)).watch(inner), NO_TELEMETRY);
     try {
-      const op: PoolOp = {
+      const op: LedgerOp = {
         op: 'allocate',
         allocation: {
           pool: 'p',

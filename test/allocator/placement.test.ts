@@ -8,7 +8,7 @@ import { blockKey } from '../../src/ipam/blocks.ts';
 import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import type { RangeSpec } from '../../src/ipam/range.ts';
 import { ownBlocks, placeInBlocks } from '../../src/allocator/placement.ts';
-import type { PoolSummary } from '../../src/store/store.ts';
+import type { LedgerSummary } from '../../src/store/store.ts';
 
 function rangeOf(ipam: Record<string, unknown>): RangeSpec {
   const [range] = parseIpamConfig({ type: 'warren', ...ipam }).ranges;
@@ -24,10 +24,10 @@ function block(
   cidr: string,
   affinity: string | undefined,
   allocated = 0,
-  extra: Partial<PoolSummary> = {},
-): PoolSummary {
+  extra: Partial<LedgerSummary> = {},
+): LedgerSummary {
   return {
-    pool: key(cidr),
+    ledger: key(cidr),
     revision: 7,
     allocated,
     resting: 0,
@@ -103,7 +103,7 @@ describe('placeInBlocks', () => {
     const { placement } = placeInBlocks({ range, node: 'n1', summaries, known: [] });
     assert.deepEqual(
       placement.kind === 'borrow' && placement.from.map((b) => b.key),
-      summaries.map((s) => s.pool),
+      summaries.map((s) => s.ledger),
     );
   });
 
@@ -119,10 +119,10 @@ describe('placeInBlocks', () => {
 
   it('ignores summaries that are not blocks of this range (the range pool itself, another block size, another range)', () => {
     const other = rangeOf({ range: '10.2.0.0/26', block_size: 28 });
-    const summaries: PoolSummary[] = [
-      { pool: range.pool, revision: 3, allocated: 0, resting: 0 },
+    const summaries: LedgerSummary[] = [
+      { ledger: range.pool, revision: 3, allocated: 0, resting: 0 },
       block('10.1.0.0/27', 'n2', 0),
-      { pool: blockKey(other.pool, '10.2.0.0/28'), revision: 1, allocated: 0, resting: 0, affinity: 'n1' },
+      { ledger: blockKey(other.pool, '10.2.0.0/28'), revision: 1, allocated: 0, resting: 0, affinity: 'n1' },
     ];
     const { mine, placement } = placeInBlocks({ range, node: 'n1', summaries, known: [] });
     assert.deepEqual(mine, []);
@@ -132,7 +132,7 @@ describe('placeInBlocks', () => {
   it('skips wholly excluded blocks when it claims', () => {
     const excluded = rangeOf({ range: '10.1.0.0/26', block_size: 28, exclude: ['10.1.0.16/28'] });
     const summaries = [
-      { pool: blockKey(excluded.pool, '10.1.0.0/28'), revision: 2, allocated: 15, resting: 0, affinity: 'n2' },
+      { ledger: blockKey(excluded.pool, '10.1.0.0/28'), revision: 2, allocated: 15, resting: 0, affinity: 'n2' },
     ];
     const { placement } = placeInBlocks({ range: excluded, node: 'n1', summaries, known: [] });
     assert.deepEqual(placement.kind === 'claim' && placement.block.key, blockKey(excluded.pool, '10.1.0.32/28'));

@@ -109,7 +109,7 @@ describe('reservations in the allocator', () => {
     // Every node's claims in the range, as the cluster keeps them.
     const claimed = (await store.cluster.owners.rangeBlocks(r[0]?.pool as string, { counts: false }))
       .filter((p) => p.affinity !== undefined)
-      .map((p) => p.pool.slice(p.pool.indexOf('#') + 1));
+      .map((p) => p.ledger.slice(p.ledger.indexOf('#') + 1));
     assert.deepEqual(claimed, ['10.0.0.8/30'], 'the two reserved blocks below it stay unclaimed');
     await store.close();
   });

@@ -8,7 +8,7 @@
 import { join } from 'node:path';
 import { ManualClock } from '../../src/core/clock.ts';
 import type { Allocation } from '../../src/ipam/allocation.ts';
-import type { AllocationFilter, CommitResult, PoolOp, Revision } from '../../src/store/store.ts';
+import type { AllocationFilter, CommitResult, LedgerOp, Revision } from '../../src/store/store.ts';
 import { SqliteStore } from '../../src/store/sqlite/store.ts';
 import { ApiClient } from '../../src/api/client.ts';
 import { servingParts } from '../../src/agent/server/serving.ts';
@@ -24,7 +24,7 @@ export class FaultyStore extends SqliteStore {
   pingFault: Error | undefined;
   /** Thrown by every commit. */
   commitFault: Error | undefined;
-  override async commit(pool: string, expected: Revision, ops: readonly PoolOp[]): Promise<CommitResult> {
+  override async commit(pool: string, expected: Revision, ops: readonly LedgerOp[]): Promise<CommitResult> {
     if (this.commitFault !== undefined) throw this.commitFault;
     return super.commit(pool, expected, ops);
   }

@@ -44,7 +44,7 @@ function containerOf(pod: string): string {
 
 const CASES = [
   {
-    // /31 blocks: a loan pool of one address is no block.
+    // /31 blocks: a loan ledger of one address is no block.
     name: "a /24 (the dual network's IPv4 range), its two migrated addresses on node-c's pods",
     network: 'dual',
     subnet: '10.30.0.0/24',
@@ -52,7 +52,7 @@ const CASES = [
     capacity: 254,
   },
   {
-    // One-address blocks (ipam/range.ts adaptiveBlockPrefix): a migrated address's loan pool key
+    // One-address blocks (ipam/range.ts adaptiveBlockPrefix): a migrated address's loan ledger key
     // is also its block's key; adopted, its block is claimed for the pod's node (allocator/lending/migrated.ts).
     name: "whereabouts' /28 shared by two nodes, one migrated address on each",
     network: 'macvlan-a',

@@ -1,6 +1,6 @@
 /**
  * The holding codecs (src/ipam/holding-key.ts): holder keys round-trip and refuse what is none; use
- * pool keys name their range, address and holder, and are never taken for a block or a loan pool
+ * pool keys name their range, address and holder, and are never taken for a block or a loan ledger
  * of their range; a placeholder is shown as held for its holder.
  */
 import assert from 'node:assert/strict';
@@ -14,7 +14,7 @@ import {
   isUseKey,
   parseHolderKey,
   useKey,
-  usePoolOf,
+  useLedgerOf,
 } from '../../src/ipam/holding-key.ts';
 import { isLoanKey } from '../../src/ipam/loan-key.ts';
 import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
@@ -43,7 +43,7 @@ describe('holder keys', () => {
   });
 });
 
-describe('use pool keys', () => {
+describe('use ledger keys', () => {
   const [range] = parseIpamConfig({ type: 'warren', range: '10.0.0.0/24', block_size: 28 }).ranges;
   it('name their range, address and holder, for IPv4 and IPv6', () => {
     for (const [pool, address] of [
@@ -53,18 +53,18 @@ describe('use pool keys', () => {
       const key = useKey(pool, address, 'statefulset/db/web/3');
       assert.ok(isUseKey(key));
       assert.equal(rangePoolOfKey(key), pool, 'counted with its range (one address per owner and range)');
-      assert.deepEqual(usePoolOf(key), { rangePool: pool, address, holder: 'statefulset/db/web/3' });
+      assert.deepEqual(useLedgerOf(key), { rangePool: pool, address, holder: 'statefulset/db/web/3' });
     }
   });
 
-  it('are never a block nor a loan pool of their range', () => {
+  it('are never a block nor a loan ledger of their range', () => {
     assert.ok(range);
     const key = useKey(range.pool, '10.0.0.5', 'ipamclaim/vms/vm-a');
     assert.ok(isBlockKey(key), 'a key of its range (after #)');
     assert.equal(blockOfKey(range, key), undefined);
     assert.equal(isLoanKey(key, 28), false);
-    assert.equal(isUseKey(`${range.pool}#10.0.0.5/32`), false, 'a loan pool is no use pool');
-    assert.equal(usePoolOf(`${range.pool}#held:nonsense/statefulset/db/web/0`), undefined);
+    assert.equal(isUseKey(`${range.pool}#10.0.0.5/32`), false, 'a loan ledger is no use ledger');
+    assert.equal(useLedgerOf(`${range.pool}#held:nonsense/statefulset/db/web/0`), undefined);
   });
 
   it('placeholders are shown as held for their holder', () => {

@@ -1,5 +1,5 @@
 /**
- * Loan pool keys (src/ipam/loan-key.ts): a loan is never taken for one of its range's blocks, nor a
+ * Loan ledger keys (src/ipam/loan-key.ts): a loan is never taken for one of its range's blocks, nor a
  * block for a loan, and the key gives back the address it was made of.
  */
 import assert from 'node:assert/strict';
@@ -11,7 +11,7 @@ import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 
 const rangesOf = (ipam: Record<string, unknown>) => parseIpamConfig({ type: 'warren', ...ipam }).ranges;
 
-describe('loan pool keys', () => {
+describe('loan ledger keys', () => {
   it('give back the address they were made of, in either family', () => {
     fc.assert(
       fc.property(

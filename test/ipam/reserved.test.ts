@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import { parseIP } from '../../src/ipam/address.ts';
-import { exclusionSet, PoolState } from '../../src/ipam/pool-state.ts';
+import { exclusionSet, LedgerState } from '../../src/ipam/ledger-state.ts';
 import { ReservedAddresses, malformedEntries, parseReservedEntry, withReservations } from '../../src/ipam/reserved.ts';
 
 const range = (ipam: Record<string, unknown>) => {
@@ -60,7 +60,7 @@ describe('ReservedAddresses', () => {
     reserved.replace([{ name: 'x', addresses: ['10.0.0.1', '10.0.0.3', '192.168.0.0/16'] }]);
     const blocked = reserved.blocking(r);
     assert.equal(reserved.blocking({ ...r }), blocked, 'built once per pool, whatever object names the range');
-    const state = new PoolState();
+    const state = new LedgerState();
     const picked: string[] = [];
     for (;;) {
       const pick = state.pick(r, reserved.blocking(r));
@@ -78,7 +78,7 @@ describe('ReservedAddresses', () => {
     const reserved = new ReservedAddresses();
     reserved.replace([{ name: 'keep', addresses: ['10.0.0.0/24'] }]);
     const by = (value: bigint) => reserved.covering({ family: 4, value });
-    const state = new PoolState();
+    const state = new LedgerState();
     assert.deepEqual(state.checkRequest(r, ip('10.0.0.3').value, by), {
       kind: 'reserved',
       reservation: reserved.list()[0],

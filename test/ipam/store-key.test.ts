@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { type Family, bitsOf, formatCidr, formatIP } from '../../src/ipam/address.ts';
 import { blockAt, blockKey, blockKeyPrefix, rangePoolListed } from '../../src/ipam/blocks.ts';
-import { holderKey, useKey, usePoolOf } from '../../src/ipam/holding-key.ts';
+import { holderKey, useKey, useLedgerOf } from '../../src/ipam/holding-key.ts';
 import { loanKey } from '../../src/ipam/loan-key.ts';
 import { parsePoolKey, poolKeyOf } from '../../src/ipam/pool-key.ts';
 import { type StoreKey, formatStoreKey, parseStoreKey } from '../../src/ipam/store-key.ts';
@@ -102,7 +102,7 @@ describe('the store key codec', () => {
       address: '10.7.0.9',
       holder: 'statefulset/ns/web/0',
     });
-    assert.deepEqual(usePoolOf(use), { rangePool: range.pool, address: '10.7.0.9', holder: 'statefulset/ns/web/0' });
+    assert.deepEqual(useLedgerOf(use), { rangePool: range.pool, address: '10.7.0.9', holder: 'statefulset/ns/web/0' });
     assert.deepEqual(parseStoreKey('fd00::/64#fd00::1/128'), {
       kind: 'loan',
       rangePool: 'fd00::/64',

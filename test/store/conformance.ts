@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import type { Allocation } from '../../src/ipam/allocation.ts';
-import type { PoolOp, Store } from '../../src/store/store.ts';
+import type { LedgerOp, Store } from '../../src/store/store.ts';
 
 export interface StoreFactory {
   /** A new, empty store. */
@@ -29,7 +29,7 @@ function allocation(pool: string, address: string, extra: Partial<Allocation> = 
   };
 }
 
-function allocate(a: Allocation): PoolOp {
+function allocate(a: Allocation): LedgerOp {
   return { op: 'allocate', allocation: a };
 }
 
@@ -47,7 +47,7 @@ export function storeConformance(name: string, factory: StoreFactory): void {
 
     it('reads a pool never written as empty at revision 0', async () => {
       const s = await fresh();
-      const read = await s.readPool('10.0.0.0/24');
+      const read = await s.readLedger('10.0.0.0/24');
       assert.equal(read.kind, 'snapshot');
       assert.equal(read.revision, 0);
       if (read.kind === 'snapshot') {
@@ -67,7 +67,7 @@ export function storeConformance(name: string, factory: StoreFactory): void {
       });
       const r = await s.commit('p', 0, [allocate(a), { op: 'cursor', address: '10.0.0.2' }]);
       assert.equal(r.kind, 'committed');
-      const read = await s.readPool('p');
+      const read = await s.readLedger('p');
       assert.ok(read.revision > 0);
       assert.equal(read.kind, 'snapshot');
       if (read.kind === 'snapshot') {
@@ -82,7 +82,7 @@ export function storeConformance(name: string, factory: StoreFactory): void {
       await s.commit('p', 0, [allocate(allocation('p', '10.0.0.2'))]);
       const stale = await s.commit('p', 0, [allocate(allocation('p', '10.0.0.3'))]);
       assert.equal(stale.kind, 'conflict');
-      const read = await s.readPool('p');
+      const read = await s.readLedger('p');
       assert.equal(read.kind === 'snapshot' && read.allocations.length, 1);
     });
 
@@ -97,7 +97,7 @@ export function storeConformance(name: string, factory: StoreFactory): void {
         allocate(allocation('p', '10.0.0.2')),
       ]);
       assert.equal(mixed.kind, 'conflict');
-      const read = await s.readPool('p');
+      const read = await s.readLedger('p');
       assert.equal(read.revision, rev);
       assert.equal(read.kind, 'snapshot');
       if (read.kind === 'snapshot') {
@@ -123,22 +123,22 @@ export function storeConformance(name: string, factory: StoreFactory): void {
       const s = await fresh();
       const r = await s.commit('p', 0, [allocate(allocation('p', '10.0.0.2'))]);
       const rev = r.kind === 'committed' ? r.revision : -1;
-      assert.deepEqual(await s.readPool('p', rev), { kind: 'unchanged', revision: rev });
-      assert.equal((await s.readPool('p', rev - 1)).kind, 'snapshot');
+      assert.deepEqual(await s.readLedger('p', rev), { kind: 'unchanged', revision: rev });
+      assert.equal((await s.readLedger('p', rev - 1)).kind, 'snapshot');
     });
 
     it('treats releasing an address that is not allocated as a no-op', async () => {
       const s = await fresh();
       const r = await s.commit('p', 0, [{ op: 'release', address: '10.0.0.9' }]);
       assert.equal(r.kind, 'committed');
-      const read = await s.readPool('p');
+      const read = await s.readLedger('p');
       assert.equal(read.kind === 'snapshot' && read.allocations.length, 0);
     });
 
     it('keeps a released address resting until it is allocated again or unrested', async () => {
       const s = await fresh();
       let rev = 0;
-      const step = async (ops: PoolOp[]) => {
+      const step = async (ops: LedgerOp[]) => {
         const r = await s.commit('p', rev, ops);
         assert.equal(r.kind, 'committed');
         if (r.kind === 'committed') rev = r.revision;
@@ -148,7 +148,7 @@ export function storeConformance(name: string, factory: StoreFactory): void {
         { op: 'release', address: '10.0.0.2', reusableAt: 5_000 },
         { op: 'release', address: '10.0.0.3', reusableAt: 6_000 },
       ]);
-      let read = await s.readPool('p');
+      let read = await s.readLedger('p');
       assert.equal(read.kind, 'snapshot');
       if (read.kind === 'snapshot') {
         assert.deepEqual(read.allocations, []);
@@ -161,12 +161,12 @@ export function storeConformance(name: string, factory: StoreFactory): void {
         );
       }
       await step([allocate(allocation('p', '10.0.0.2')), { op: 'unrest', address: '10.0.0.3' }]);
-      read = await s.readPool('p');
+      read = await s.readLedger('p');
       if (read.kind === 'snapshot') {
         assert.deepEqual(read.allocations, ['10.0.0.2']);
         assert.deepEqual(read.resting, []);
       }
-      const summary = (await s.pools()).find((p) => p.pool === 'p');
+      const summary = (await s.ledgers()).find((p) => p.ledger === 'p');
       assert.equal(summary?.allocated, 1);
       assert.equal(summary?.resting, 0);
     });
@@ -196,7 +196,7 @@ export function storeConformance(name: string, factory: StoreFactory): void {
         { op: 'release', address: '10.0.0.3', reusableAt: 9_500 },
       ]);
       assert.equal(r2.kind, 'committed');
-      const read = await s.readPool('p');
+      const read = await s.readLedger('p');
       assert.ok(read.kind === 'snapshot');
       assert.deepEqual(
         [...read.resting].sort((x, y) => x.address.localeCompare(y.address)),
@@ -211,7 +211,7 @@ export function storeConformance(name: string, factory: StoreFactory): void {
       assert.equal(r3.kind, 'committed');
       if (r3.kind !== 'committed') return;
       await s.commit('p', r3.revision, [{ op: 'release', address: '10.0.0.2', reusableAt: 9_900 }]);
-      const again = await s.readPool('p');
+      const again = await s.readLedger('p');
       assert.ok(again.kind === 'snapshot');
       assert.deepEqual(
         again.resting.find((r) => r.address === '10.0.0.2'),
@@ -253,8 +253,8 @@ export function storeConformance(name: string, factory: StoreFactory): void {
       await s.commit('p', 0, [allocate(a), allocate(b)]);
       const cases: Array<[Record<string, string>, Allocation[]]> = [
         [{}, [a, b]],
-        [{ pool: 'p' }, [a, b]],
-        [{ pool: 'nope' }, []],
+        [{ ledger: 'p' }, [a, b]],
+        [{ ledger: 'nope' }, []],
         [{ network: 'n2' }, [b]],
         [{ containerID: 'A' }, [a]],
         [{ ifname: 'net1' }, [b]],
@@ -279,21 +279,21 @@ export function storeConformance(name: string, factory: StoreFactory): void {
       assert.deepEqual(await s.list({ rangePool: '10.0.0.0/24' }), [inRange, inBlock]);
       assert.deepEqual(await s.list({ rangePool: '10.0.0.0/24@blue' }), [named, namedBlock]);
       assert.deepEqual(await s.list({ rangePool: '10.0.0.0/24', address: '10.0.0.70' }), [inBlock]);
-      assert.deepEqual(await s.list({ pool: '10.0.0.0/24' }), [inRange]);
-      assert.deepEqual(await s.list({ pool: '10.0.0.0/24#10.0.0.64/26', rangePool: '10.0.0.0/24' }), [inBlock]);
+      assert.deepEqual(await s.list({ ledger: '10.0.0.0/24' }), [inRange]);
+      assert.deepEqual(await s.list({ ledger: '10.0.0.0/24#10.0.0.64/26', rangePool: '10.0.0.0/24' }), [inBlock]);
     });
 
     it("keeps a pool's cooldown attribute, set by commit, apart from its description", async () => {
       const s = await fresh();
-      const first = await s.readPool('p');
+      const first = await s.readLedger('p');
       assert.equal(first.kind === 'snapshot' && first.cooldownSeconds, undefined, 'never set');
       const r = await s.commit('p', 0, [{ op: 'cooldown', seconds: 30 }]);
       assert.equal(r.kind, 'committed');
-      const read = await s.readPool('p');
+      const read = await s.readLedger('p');
       assert.equal(read.kind === 'snapshot' && read.cooldownSeconds, 30);
       if (r.kind !== 'committed') return;
       await s.commit('p', r.revision, [{ op: 'cooldown', seconds: 0 }]);
-      const again = await s.readPool('p');
+      const again = await s.readLedger('p');
       assert.equal(again.kind === 'snapshot' && again.cooldownSeconds, 0, 'zero is a value, not absence');
     });
 
@@ -307,8 +307,8 @@ export function storeConformance(name: string, factory: StoreFactory): void {
         cooldownSeconds: 30,
       };
       await s.commit('p', 0, [allocate(allocation('p', '10.0.0.2')), { op: 'describe', description }]);
-      const [summary] = await s.pools();
-      assert.equal(summary?.pool, 'p');
+      const [summary] = await s.ledgers();
+      assert.equal(summary?.ledger, 'p');
       assert.equal(summary?.allocated, 1);
       assert.deepEqual(summary?.description, description);
     });
@@ -319,7 +319,7 @@ export function storeConformance(name: string, factory: StoreFactory): void {
         Array.from({ length: 10 }, (_, i) => s.commit('p', 0, [allocate(allocation('p', `10.0.0.${i + 2}`))])),
       );
       assert.equal(results.filter((r) => r.kind === 'committed').length, 1);
-      const read = await s.readPool('p');
+      const read = await s.readLedger('p');
       assert.equal(read.kind === 'snapshot' && read.allocations.length, 1);
     });
 
@@ -332,7 +332,7 @@ export function storeConformance(name: string, factory: StoreFactory): void {
       const again = await s.commit('p', r.revision, [allocate({ ...first, address: '10.0.0.3', createdAt: 5 })]);
       assert.equal(again.kind, 'conflict');
       assert.deepEqual(
-        (await s.list({ pool: 'p' })).map((a) => a.address),
+        (await s.list({ ledger: 'p' })).map((a) => a.address),
         ['10.0.0.2'],
       );
       // A block of the range counts as the range: no second address for the owner there either.
@@ -367,7 +367,7 @@ export function storeConformance(name: string, factory: StoreFactory): void {
         ['/var/run/netns/b'],
       );
       assert.deepEqual(
-        (await s.list({ pool: 'p' })).map((a) => [a.address, a.netns, a.createdAt]),
+        (await s.list({ ledger: 'p' })).map((a) => [a.address, a.netns, a.createdAt]),
         [['10.0.0.2', '/var/run/netns/b', held.createdAt]],
       );
       const released = await s.commit('p', moved.kind === 'committed' ? moved.revision : 0, [
@@ -387,24 +387,24 @@ export function storeConformance(name: string, factory: StoreFactory): void {
       const claimed = await s.commit(block, 0, [{ op: 'claim', node: 'n1' }]);
       assert.equal(claimed.kind, 'committed');
       if (claimed.kind !== 'committed') return;
-      const read = await s.readPool(block);
+      const read = await s.readLedger(block);
       assert.equal(read.kind === 'snapshot' && read.affinity, 'n1');
       const a = allocation(block, '10.0.0.5');
       const r2 = await s.commit(block, claimed.revision, [allocate(a)]);
       assert.equal(r2.kind, 'committed');
       await s.commit('r2#10.0.0.0/26', 0, [{ op: 'claim', node: 'n2' }]);
-      const summaries = await s.pools('r#');
+      const summaries = await s.ledgers('r#');
       assert.deepEqual(
-        summaries.map((p) => [p.pool, p.affinity, p.allocated]),
+        summaries.map((p) => [p.ledger, p.affinity, p.allocated]),
         [[block, 'n1', 1]],
       );
       assert.deepEqual(await s.list({ rangePool: 'r' }), [a]);
       assert.deepEqual(await s.list({ rangePool: 'r2' }), []);
-      assert.deepEqual(await s.list({ pool: 'r' }), [], 'pool names one store pool exactly, not its blocks');
-      assert.deepEqual(await s.list({ pool: block }), [a]);
+      assert.deepEqual(await s.list({ ledger: 'r' }), [], 'pool names one ledger exactly, not its blocks');
+      assert.deepEqual(await s.list({ ledger: block }), [a]);
       if (r2.kind !== 'committed') return;
       await s.commit(block, r2.revision, [{ op: 'unclaim' }]);
-      const after = await s.readPool(block);
+      const after = await s.readLedger(block);
       assert.equal(after.kind === 'snapshot' && after.affinity, undefined);
       assert.deepEqual(after.kind === 'snapshot' && after.allocations, ['10.0.0.5']);
     });
@@ -416,7 +416,7 @@ export function storeConformance(name: string, factory: StoreFactory): void {
       );
       const winners = results.flatMap((r, i) => (r.kind === 'committed' ? [`n${i}`] : []));
       assert.equal(winners.length, 1);
-      const read = await s.readPool('r#10.0.0.64/26');
+      const read = await s.readLedger('r#10.0.0.64/26');
       assert.equal(read.kind === 'snapshot' && read.affinity, winners[0]);
     });
 
@@ -438,12 +438,12 @@ export function storeConformance(name: string, factory: StoreFactory): void {
           { op: 'release', address: 'fd00::a', reusableAt: 43, reusableStamp: { boot: 'b-2', at: 9 } },
           { op: 'cooldown', seconds: 7 },
         ]);
-        const before = await s.readPool('p');
+        const before = await s.readLedger('p');
         assert.equal(before.kind === 'snapshot' && before.cooldownSeconds, 7);
         await s.close();
         const again = await reopen(s);
         opened.push(again);
-        assert.deepEqual(await again.readPool('p'), before);
+        assert.deepEqual(await again.readLedger('p'), before);
         assert.deepEqual(await again.list(), [a]);
       });
     }

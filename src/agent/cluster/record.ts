@@ -11,6 +11,7 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { writeFileAtomic } from '../../core/atomic-file.ts';
+import { defined } from '../../core/defined.ts';
 import { messageOf } from '../../core/errors.ts';
 import { isPlainObject } from '../../core/validate.ts';
 import type { AnnounceInfo } from '../../store/store.ts';
@@ -72,8 +73,7 @@ export class ClusterRecord {
       instance: randomUUID(),
       host: hostname(),
       pid: process.pid,
-      ...(boot === undefined ? {} : { bootId: boot }),
-      ...(previous === undefined ? {} : { previous }),
+      ...defined({ bootId: boot, previous }),
     };
   }
 
@@ -86,7 +86,7 @@ export class ClusterRecord {
   recordInstance(): void {
     this.#file = {
       ...this.#file,
-      ...(this.instance.instance === undefined ? {} : { instance: this.instance.instance }),
+      ...defined({ instance: this.instance.instance }),
     };
     this.#write();
   }

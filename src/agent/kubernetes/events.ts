@@ -20,6 +20,7 @@ import type { CoreV1Api, CoreV1Event } from '@kubernetes/client-node';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Clock } from '../../core/clock.ts';
+import { defined } from '../../core/defined.ts';
 import { messageOf } from '../../core/errors.ts';
 import { TokenBucketRateLimiter } from '../../core/rate-limited-queue.ts';
 import { failureOfError, isNamespaceTerminating } from '../../sources/kubernetes/api-failure.ts';
@@ -37,7 +38,7 @@ export function podInvolved(pod: { uid: string; namespace: string; name: string 
 }
 
 export function nodeInvolved(name: string, uid?: string): Involved {
-  return { kind: 'Node', namespace: 'default', name, ...(uid === undefined ? {} : { uid }) };
+  return { kind: 'Node', namespace: 'default', name, ...defined({ uid }) };
 }
 
 export const COMPONENT = 'warren';
@@ -165,7 +166,7 @@ export class ClusterEvents {
         kind: about.kind,
         namespace: about.namespace,
         name: about.name,
-        ...(about.uid === undefined ? {} : { uid: about.uid }),
+        ...defined({ uid: about.uid }),
       },
       reason,
       message,
@@ -195,7 +196,7 @@ export class ClusterEvents {
       if (!this.#refusalsLogged.has(key)) {
         this.#refusalsLogged.add(key);
         this.#o.logger.warn(
-          { code, reason, err: message, ...(missing === undefined ? {} : { missingPermission: missing }) },
+          { code, reason, err: message, ...defined({ missingPermission: missing }) },
           missing !== undefined
             ? `the API server refused an Event: the service account may not ${missing}; not retried`
             : 'the API server refused an Event; not retried',

@@ -19,6 +19,7 @@
 import type { Logger } from 'pino';
 import type { Allocator } from '../../allocator/allocator.ts';
 import type { Clock } from '../../core/clock.ts';
+import { defined } from '../../core/defined.ts';
 import { messageOf } from '../../core/errors.ts';
 import { PeriodicTask } from '../../core/periodic-task.ts';
 import type { NodeItem } from '../../sources/kubernetes/node-source.ts';
@@ -91,7 +92,7 @@ export class KubernetesNodes {
     return {
       gone: [...this.#gone].sort(),
       forgotten: [...this.#forgotten],
-      ...(this.#lastError === undefined ? {} : { lastError: this.#lastError }),
+      ...defined({ lastError: this.#lastError }),
     };
   }
 
@@ -100,7 +101,7 @@ export class KubernetesNodes {
     try {
       const known = new Set<string>();
       for (const a of await this.#o.store.list()) known.add(a.node);
-      for (const p of await this.#o.store.pools()) if (p.affinity !== undefined) known.add(p.affinity);
+      for (const p of await this.#o.store.ledgers()) if (p.affinity !== undefined) known.add(p.affinity);
       // On a two-tier store the node's own store knows only its blocks: the cluster's claims name the rest.
       for (const holder of (await this.#o.store.cluster?.owners.holders()) ?? []) known.add(holder);
       for (const name of known) if (!names.has(name) && name !== this.#o.node) this.#gone.add(name);

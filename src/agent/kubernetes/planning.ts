@@ -10,6 +10,7 @@
  * directory's, fed by the pod source): an ADD whose pod is cached costs no API request.
  */
 import type { PlanningStatus, WarrenPoolReport } from '../../api/status.ts';
+import { defined } from '../../core/defined.ts';
 import { isPlainObject } from '../../core/validate.ts';
 import { formatSelector } from '../../sources/kubernetes/label-selector.ts';
 import type { KubeObjectMeta, ListWatch } from '../../sources/kubernetes/list-watch.ts';
@@ -83,7 +84,7 @@ export class KubernetesPlanning {
               listed: this.catalog.listed,
               list: this.catalog.entries().map(poolReport),
               nodeLabelsRead: this.nodeLabels.labels() !== undefined,
-              ...(writer === undefined ? {} : { statusWriter: writer }),
+              ...defined({ statusWriter: writer }),
             },
           }),
       ...(sticky === undefined ? {} : { stickyRelease: sticky.release.status() }),

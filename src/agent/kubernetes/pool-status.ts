@@ -18,6 +18,7 @@
  */
 import type { Logger } from 'pino';
 import type { Clock } from '../../core/clock.ts';
+import { defined } from '../../core/defined.ts';
 import { messageOf } from '../../core/errors.ts';
 import { PeriodicTask, type PeriodicTaskStatus } from '../../core/periodic-task.ts';
 import { isPlainObject } from '../../core/validate.ts';
@@ -77,7 +78,7 @@ export class PoolStatusWriter {
       do {
         const page = await this.#o.tier.published(
           { pool: range.pool },
-          { limit: PAGE, ...(from === undefined ? {} : { continue: from }) },
+          { limit: PAGE, ...defined({ continue: from }) },
         );
         for (const block of page.items) {
           used += block.counts.allocated;
@@ -104,7 +105,7 @@ export class PoolStatusWriter {
       const generation = typeof meta.generation === 'number' ? meta.generation : undefined;
       const shown = {
         ...(typeof figures === 'string' ? { problem: figures } : figures),
-        ...(generation === undefined ? {} : { observedGeneration: generation }),
+        ...defined({ observedGeneration: generation }),
       };
       const current = isPlainObject(entry.object.status) ? entry.object.status : {};
       const { updatedAt: _at, ...before } = current;
@@ -126,7 +127,7 @@ export class PoolStatusWriter {
     return {
       rounds: this.#rounds,
       written: this.#written,
-      ...(chore.lastError === undefined ? {} : { lastError: chore.lastError }),
+      ...defined({ lastError: chore.lastError }),
       chore,
     };
   }

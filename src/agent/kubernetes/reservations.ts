@@ -24,6 +24,7 @@
  */
 import type { Logger } from 'pino';
 import type { Clock } from '../../core/clock.ts';
+import { defined } from '../../core/defined.ts';
 import { messageOf } from '../../core/errors.ts';
 import { PeriodicTask } from '../../core/periodic-task.ts';
 import { isPlainObject } from '../../core/validate.ts';
@@ -218,7 +219,7 @@ export class ClusterReservations {
       ),
       inUseHere: this.#inUseHere,
       statusWrites: this.#writes,
-      ...(this.#lastError === undefined ? {} : { lastError: this.#lastError }),
+      ...defined({ lastError: this.#lastError }),
     };
   }
 

@@ -19,6 +19,7 @@
  */
 import type { Logger } from 'pino';
 import type { Clock } from '../../core/clock.ts';
+import { defined } from '../../core/defined.ts';
 import { messageOf } from '../../core/errors.ts';
 import { PeriodicTask, type PeriodicTaskStatus } from '../../core/periodic-task.ts';
 import { isPlainObject } from '../../core/validate.ts';
@@ -155,7 +156,7 @@ export class StickyRelease {
     return {
       listed: this.#listed,
       ended: this.#ended,
-      ...(chore.lastError === undefined ? {} : { lastError: chore.lastError }),
+      ...defined({ lastError: chore.lastError }),
       chore,
     };
   }

@@ -7,6 +7,7 @@
  */
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { defined } from '../../core/defined.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
 import type { PoolReport } from '../../api/protocol.ts';
@@ -130,13 +131,12 @@ export function agentReadings(from: ReadingSources): MetricsReadings {
     },
     journal: () => ({ pending: from.pendingJournal(), setAside: setAsideCount(from.journalDir) }),
     queueDepth: () => from.queueDepth(),
-    ...(from.bookkeeping === undefined ? {} : { bookkeeping: from.bookkeeping }),
-    ...(from.cluster === undefined ? {} : { cluster: from.cluster }),
+    ...defined({ bookkeeping: from.bookkeeping, cluster: from.cluster }),
     warrenPools: () =>
       (from.warrenPools?.() ?? []).map((p) => ({
         name: p.name,
         ...(p.capacity === undefined ? {} : { capacity: Number(p.capacity) }),
-        ...(p.used === undefined ? {} : { used: p.used }),
+        ...defined({ used: p.used }),
       })),
     ready: () =>
       from.readiness().then(

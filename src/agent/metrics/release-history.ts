@@ -3,6 +3,7 @@
  * per address), and totals by source since start. Memory is bounded whatever the release rate.
  */
 import type { Clock } from '../../core/clock.ts';
+import { defined } from '../../core/defined.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { RELEASE_SOURCES, type ReleaseRecord, type ReleaseSource } from '../../api/dashboard.ts';
 import { NO_TELEMETRY, type Telemetry } from './telemetry.ts';
@@ -41,7 +42,7 @@ export class ReleaseHistory implements Telemetry {
         network: a.network,
         containerID: a.containerID,
         ifname: a.ifname,
-        ...(adapter === undefined ? {} : { adapter }),
+        ...defined({ adapter }),
       });
     }
     // Trim in batches, not on every push: amortised O(1).

@@ -34,6 +34,7 @@ import { existsSync } from 'node:fs';
 import { basename } from 'node:path';
 import type { Logger } from 'pino';
 import type { Clock } from '../../core/clock.ts';
+import { defined } from '../../core/defined.ts';
 import { messageOf } from '../../core/errors.ts';
 import { isGeneratedConfig } from '../../cni/derived-config.ts';
 import type { NodeLocalConfig } from '../../cni/node-local.ts';
@@ -224,11 +225,9 @@ export class CniConfigManager {
       confDir: this.#o.confDir,
       output: this.#output,
       cniVersionMax: this.#o.cniVersionMax,
-      ...(found.primary === undefined ? {} : { primary: found.primary }),
-      ...(found.network === undefined ? {} : { network: found.network }),
-      ...(found.problem === undefined ? {} : { problem: found.problem }),
+      ...defined({ primary: found.primary, network: found.network, problem: found.problem }),
       ...(found.notes.length === 0 ? {} : { notes: found.notes }),
-      ...(found.shadowedBy === undefined ? {} : { shadowedBy: found.shadowedBy }),
+      ...defined({ shadowedBy: found.shadowedBy }),
       ...(lastWrite === undefined
         ? {}
         : { lastWrite: { at: new Date(lastWrite.at).toISOString(), from: lastWrite.from, sha256: lastWrite.sha256 } }),

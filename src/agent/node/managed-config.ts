@@ -9,6 +9,7 @@ import type { Logger } from 'pino';
 import { DEFAULT_SOCKET } from '../../api/socket.ts';
 import { DEFAULT_JOURNAL_DIR } from '../../cni/journal-dir.ts';
 import type { Clock } from '../../core/clock.ts';
+import { defined } from '../../core/defined.ts';
 import type { Store } from '../../store/store.ts';
 import type { AgentOptions } from '../settings/options.ts';
 import { CniConfigManager } from './cni-config-manager.ts';
@@ -32,16 +33,13 @@ export function managedCniConfig(o: AgentOptions, deps: ManagedConfigDeps): CniC
   const journalDir = unlessDefault(o.journalDir, DEFAULT_JOURNAL_DIR);
   return new CniConfigManager({
     confDir: o.cniConfDir,
-    ...(o.primaryConfig === undefined ? {} : { primaryConfig: o.primaryConfig }),
+    ...defined({ primaryConfig: o.primaryConfig }),
     primaryWaitMs: o.primaryWaitSeconds * 1000,
-    ...(o.readinessIndicatorFile === undefined ? {} : { readinessIndicator: o.readinessIndicatorFile }),
+    ...defined({ readinessIndicator: o.readinessIndicatorFile }),
     cniVersionMax: o.cniVersionMax,
     cleanupOnExit: o.cleanupConfigOnExit,
     holdsAddresses: async (network) => (await store.list({ network, node: o.nodeName })).length > 0,
-    ...(takeover === undefined ? {} : { takeover }),
-    ...(handedBack === undefined ? {} : { handedBack }),
-    ...(socket === undefined ? {} : { socket }),
-    ...(journalDir === undefined ? {} : { journalDir }),
+    ...defined({ takeover, handedBack, socket, journalDir }),
     clock: deps.clock,
     logger: deps.logger,
   });

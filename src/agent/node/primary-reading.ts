@@ -5,6 +5,7 @@
  * (cni/derived-config.ts). Every way it can fail comes back as a reason naming the file.
  */
 import { readRegularFile, unreadReason } from '../../core/bounded-read.ts';
+import { defined } from '../../core/defined.ts';
 import { messageOf } from '../../core/errors.ts';
 import { MAX_CONFIG_BYTES } from '../../cni/config-limits.ts';
 import { type Derivation, deriveConfig } from '../../cni/derived-config.ts';
@@ -37,8 +38,7 @@ export function readPrimary(
     primaryName: primary.name,
     primaryText: text,
     cniVersionMax: o.cniVersionMax,
-    ...(o.socket === undefined ? {} : { socket: o.socket }),
-    ...(o.journalDir === undefined ? {} : { journalDir: o.journalDir }),
+    ...defined({ socket: o.socket, journalDir: o.journalDir }),
   });
   return derived.ok ? { kind: 'derived', derived } : { kind: 'unusable', reason: derived.reason };
 }

@@ -22,6 +22,7 @@ import { resolve } from 'node:path';
 import type { Logger } from 'pino';
 import { type BackoffPolicy, ExponentialBackoff } from '../../core/backoff.ts';
 import { type Clock, systemClock } from '../../core/clock.ts';
+import { defined } from '../../core/defined.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import type { PluginsStatus } from '../../api/status.ts';
 import { RegistrationClient, type RegistrationClientLike } from '../../sources/plugins/registration-client.ts';
@@ -155,7 +156,7 @@ export class PluginRegistry {
     const problem = this.#trust.dir(this.#dir);
     return {
       dir: this.#dir,
-      ...(problem === undefined ? {} : { problem }),
+      ...defined({ problem }),
       watcher: this.#watcher,
       registered: count('registered'),
       refused: count('refused'),

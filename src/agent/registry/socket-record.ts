@@ -8,6 +8,7 @@
  * name, or forgotten since is not poked by a retry it no longer has.
  */
 import type { CancelTimer } from '../../core/clock.ts';
+import { defined } from '../../core/defined.ts';
 import { messageOf } from '../../core/errors.ts';
 import type { PluginInfo } from '../../api/plugins/wire.ts';
 import type { PluginEntry, PluginState } from '../../api/status.ts';
@@ -82,9 +83,9 @@ export function entryOf(record: SocketRecord, registered: ActualPlugin | undefin
     ...(info === undefined ? {} : { type: info.type, name: info.name }),
     ...(registered === undefined ? {} : { endpoint: registered.plugin.endpoint, version: registered.plugin.version }),
     since: new Date(record.since).toISOString(),
-    ...(record.error === undefined ? {} : { error: record.error }),
+    ...defined({ error: record.error }),
     failures: record.failures,
     ...(record.wake.kind === 'at' ? { retryAt: new Date(record.wake.at).toISOString() } : {}),
-    ...(detail === undefined ? {} : { detail }),
+    ...defined({ detail }),
   };
 }

@@ -16,6 +16,7 @@
  */
 import type { Logger } from 'pino';
 import type { Clock } from '../../core/clock.ts';
+import { defined } from '../../core/defined.ts';
 import { momentOf } from '../../core/moment.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { isBookkeeping } from '../../ipam/bookkeeping.ts';
@@ -145,8 +146,7 @@ export class ReleaseApplier {
     const released: Allocation[] = [];
     for (const { owner, createdAtOrBefore, netns } of owners) {
       const limits = {
-        ...(createdAtOrBefore === undefined ? {} : { createdAtOrBefore }),
-        ...(netns === undefined ? {} : { netns }),
+        ...defined({ createdAtOrBefore, netns }),
       };
       released.push(...(await this.#o.allocator.release(owner, undefined, limits)));
     }

@@ -11,6 +11,7 @@ import type { Logger } from 'pino';
 import type { Allocator } from '../../allocator/allocator.ts';
 import { type BackoffPolicy, ExponentialBackoff } from '../../core/backoff.ts';
 import type { Clock } from '../../core/clock.ts';
+import { defined } from '../../core/defined.ts';
 import type { Allocation, Owner } from '../../ipam/allocation.ts';
 import type { MissedDeleteJournal } from '../../sources/missed-delete-journal.ts';
 import type { NetnsObserver } from '../../sources/netns.ts';
@@ -105,8 +106,7 @@ export function releasePipeline(settings: ReleaseSettings, deps: ReleasePipeline
     node,
     shared,
     exited,
-    ...(deps.onReleased === undefined ? {} : { onReleased: deps.onReleased }),
-    ...(telemetry === undefined ? {} : { telemetry }),
+    ...defined({ onReleased: deps.onReleased, telemetry }),
   });
   const pipeline = new ReleasePipeline({
     clock,
@@ -120,8 +120,7 @@ export function releasePipeline(settings: ReleaseSettings, deps: ReleasePipeline
     exited,
     scopes,
     counts,
-    ...(deps.recordedFor === undefined ? {} : { recordedFor: deps.recordedFor }),
-    ...(telemetry === undefined ? {} : { telemetry }),
+    ...defined({ recordedFor: deps.recordedFor, telemetry }),
   });
   return { pipeline, exited, scopes, counts };
 }
@@ -156,7 +155,7 @@ export function releaseCore(settings: ReleaseSettings, deps: ReleaseCoreDeps): R
     netnsGraceMs: settings.netnsGraceMs,
     releaseGoneNetns: settings.releaseGoneNetns,
     ...(settings.shared ? { onlyNode: settings.node } : {}),
-    ...(telemetry === undefined ? {} : { telemetry }),
+    ...defined({ telemetry }),
   });
   return { ...parts, intake, reconciler };
 }

@@ -13,6 +13,7 @@
  * - an entry goes when its container's addresses are released or the rule drops it.
  */
 import type { Clock } from '../../core/clock.ts';
+import { defined } from '../../core/defined.ts';
 import { type Moment, atOrBefore } from '../../core/moment.ts';
 import type { ReleaseIntent, RuntimeAdapterScope } from './intent.ts';
 
@@ -69,7 +70,7 @@ export class ExitedContainers {
       since: marked?.since ?? this.#clock.now(),
       observedAt,
       waitingFor,
-      ...(via === undefined ? {} : { via }),
+      ...defined({ via }),
     });
     return marked === undefined;
   }
@@ -84,7 +85,7 @@ export class ExitedContainers {
       kind: 'namespace-recheck',
       containerID,
       observedAt,
-      ...(via === undefined ? {} : { via }),
+      ...defined({ via }),
     }));
   }
 

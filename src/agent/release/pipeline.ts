@@ -46,6 +46,7 @@ import type { Logger } from 'pino';
 import type { ContainerdStatus } from '../../api/status.ts';
 import type { BackoffPolicy } from '../../core/backoff.ts';
 import type { Clock } from '../../core/clock.ts';
+import { defined } from '../../core/defined.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import { momentOf, shifted } from '../../core/moment.ts';
 import { type FlushOutcome, OrderedRetryQueue } from '../../core/ordered-retry-queue.ts';
@@ -166,7 +167,7 @@ export class ReleasePipeline {
     source?: ReleaseSource,
   ): Promise<{ pending: Pending; flushed: FlushOutcome }> {
     const key = keyOf(intent);
-    const pending: Pending = { intent, tries, failures: 0, ...(source === undefined ? {} : { source }) };
+    const pending: Pending = { intent, tries, failures: 0, ...defined({ source }) };
     this.#enqueue(key, pending);
     return { pending, flushed: await this.#queue.flush(key) };
   }
@@ -242,7 +243,7 @@ export class ReleasePipeline {
       if (!live.has(a.containerID) && this.#o.scopes.judgedBy(a, via)) absent.add(a.containerID);
     }
     for (const containerID of absent)
-      this.push({ kind: 'absent-at-resync', containerID, observedAt, cutoff, ...(via === undefined ? {} : { via }) });
+      this.push({ kind: 'absent-at-resync', containerID, observedAt, cutoff, ...defined({ via }) });
   }
 
   /** Looks again at every exited container's namespace; how many are waiting for theirs. */
@@ -290,8 +291,7 @@ export class ReleasePipeline {
     const retryAt = pending.failures > 0 ? this.#queue.state(key)?.retryAt : undefined;
     return {
       failures: pending.failures,
-      ...(pending.lastError === undefined ? {} : { lastError: pending.lastError }),
-      ...(retryAt === undefined ? {} : { retryAt }),
+      ...defined({ lastError: pending.lastError, retryAt }),
     };
   }
 

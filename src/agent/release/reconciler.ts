@@ -13,6 +13,7 @@
  */
 import type { Logger } from 'pino';
 import type { Clock } from '../../core/clock.ts';
+import { defined } from '../../core/defined.ts';
 import { messageOf } from '../../core/errors.ts';
 import { momentOf } from '../../core/moment.ts';
 import { PeriodicTask } from '../../core/periodic-task.ts';
@@ -178,13 +179,13 @@ export class ReleaseReconciler {
           ...intent.owner,
           failures: attempts.failures,
           ...(attempts.retryAt === undefined ? {} : { nextAttemptAt: new Date(attempts.retryAt).toISOString() }),
-          ...(attempts.lastError === undefined ? {} : { lastError: attempts.lastError }),
+          ...defined({ lastError: attempts.lastError }),
         };
       }),
       rejected: journal.rejected(),
       unread: journal.unread(),
       releasedFromJournal: pipeline.counts()['journal-del'].done,
-      ...(this.#last === undefined ? {} : { lastReconcile: this.#last }),
+      ...defined({ lastReconcile: this.#last }),
       recentErrors: this.#o.errors.list(),
     };
   }

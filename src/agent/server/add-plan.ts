@@ -11,6 +11,7 @@
  * - a planner refuses with WarrenError('INVALID_CONFIG', why) (CNI code 7), naming why;
  * - with no planners the plan is the config's, unchanged (an ADD without Kubernetes is as before).
  */
+import { defined } from '../../core/defined.ts';
 import type { IPAddress } from '../../ipam/address.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
 import type { NetConf } from '../../cni/netconf.ts';
@@ -84,6 +85,6 @@ export function podRefOf(args: { podNamespace?: string; podName?: string; podUID
   return {
     namespace: args.podNamespace,
     name: args.podName,
-    ...(args.podUID === undefined ? {} : { uid: args.podUID }),
+    ...defined({ uid: args.podUID }),
   };
 }

@@ -10,6 +10,7 @@
  * the ping alone is not enough).
  */
 import type { Clock } from '../../core/clock.ts';
+import { defined } from '../../core/defined.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import { isBlockKey } from '../../ipam/blocks.ts';
 import type { AcceptReport, Membership, Store } from '../../store/store.ts';
@@ -113,7 +114,7 @@ export class AgentStatusReader {
     // A store that answers can be read even while its commits fail.
     const failing = pingError === undefined ? this.#o.commits?.problem() : undefined;
     const error = pingError ?? failing;
-    const pools = pingError === undefined ? await this.#o.store.pools() : [];
+    const pools = pingError === undefined ? await this.#o.store.ledgers() : [];
     const bookkeeping = pingError === undefined ? await bookkeepingCounts(this.#o.store) : {};
     const cluster =
       this.#clusterStatus === undefined || pingError !== undefined ? undefined : await this.#clusterStatus.read(pools);
@@ -134,17 +135,17 @@ export class AgentStatusReader {
       store: {
         description: this.#o.store.description,
         healthy: error === undefined,
-        ...(error === undefined ? {} : { error }),
+        ...defined({ error }),
       },
       ready: notReady === undefined,
-      ...(notReady === undefined ? {} : { notReady }),
-      // Ranges, not blocks: a range split into blocks has a store pool of its own.
-      pools: pools.filter((p) => !isBlockKey(p.pool)).length,
+      ...defined({ notReady }),
+      // Ranges, not blocks: a range split into blocks has a ledger of its own.
+      pools: pools.filter((p) => !isBlockKey(p.ledger)).length,
       // The pools count every record holding an address; a bookkeeping record is no container's.
       allocations: pools.reduce((sum, p) => sum + p.allocated, 0) - bookkeepingTotal(bookkeeping),
       ...(bookkeepingTotal(bookkeeping) === 0 ? {} : { bookkeeping }),
       reconciler: this.#o.reconciler.status(),
-      ...(cluster === undefined ? {} : { cluster }),
+      ...defined({ cluster }),
       ...(this.#o.containerd === undefined ? {} : { containerd: this.#o.containerd() }),
       ...(this.#o.kubernetes === undefined ? {} : { kubernetes: this.#o.kubernetes() }),
       ...(this.#o.cniConfig === undefined ? {} : { cniConfig: this.#o.cniConfig() }),

@@ -19,6 +19,7 @@
  * read. A token this agent did not give is refused (BAD_REQUEST), never guessed at.
  */
 import type { Clock } from '../../core/clock.ts';
+import { defined } from '../../core/defined.ts';
 import { WarrenError } from '../../core/errors.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { isPlainObject } from '../../core/validate.ts';
@@ -81,7 +82,7 @@ function decode(text: string | undefined, kind: Token['k']): Token | undefined {
       k: 'cluster',
       b: value.b,
       o: value.o,
-      ...(value.t === undefined ? {} : { t: value.t }),
+      ...defined({ t: value.t }),
       ...(value.w === undefined ? {} : { w: value.w as number }),
     };
   throw refused();
@@ -94,14 +95,14 @@ export async function localPage(
   page: AllocationPageRequest,
 ): Promise<AllocationPage> {
   const token = decode(page.continue, 'local');
-  const after: ListCursor | undefined = token?.k === 'local' ? { pool: token.p, address: token.a } : undefined;
+  const after: ListCursor | undefined = token?.k === 'local' ? { ledger: token.p, address: token.a } : undefined;
   const read =
     store.listPage === undefined
       ? sliced(await store.list(filter), page.limit, after)
-      : await store.listPage(filter, { limit: page.limit, ...(after === undefined ? {} : { after }) });
+      : await store.listPage(filter, { limit: page.limit, ...defined({ after }) });
   return {
     items: read.items,
-    ...(read.next === undefined ? {} : { continue: encode({ k: 'local', p: read.next.pool, a: read.next.address }) }),
+    ...(read.next === undefined ? {} : { continue: encode({ k: 'local', p: read.next.ledger, a: read.next.address }) }),
   };
 }
 
@@ -110,11 +111,11 @@ function sliced(all: Allocation[], limit: number, after: ListCursor | undefined)
   const key = (a: { pool: string; address: string }): [string, string] => [a.pool, a.address];
   const before = (x: [string, string], y: [string, string]): boolean => x[0] < y[0] || (x[0] === y[0] && x[1] < y[1]);
   const sorted = all.sort((x, y) => (before(key(x), key(y)) ? -1 : before(key(y), key(x)) ? 1 : 0));
-  const rest = after === undefined ? sorted : sorted.filter((a) => before(key(after), key(a)));
+  const rest = after === undefined ? sorted : sorted.filter((a) => before([after.ledger, after.address], key(a)));
   const items = rest.slice(0, limit);
   const last = items.at(-1);
   return rest.length > limit && last !== undefined
-    ? { items, next: { pool: last.pool, address: last.address } }
+    ? { items, next: { ledger: last.pool, address: last.address } }
     : { items };
 }
 
@@ -123,7 +124,7 @@ function matches(a: Allocation, filter: AllocationFilter): boolean {
   const fields = ['network', 'containerID', 'ifname', 'podNamespace', 'podName', 'podUID', 'address'] as const;
   return (
     fields.every((field) => filter[field] === undefined || a[field] === filter[field]) &&
-    (filter.pool === undefined || a.pool === filter.pool)
+    (filter.ledger === undefined || a.pool === filter.ledger)
   );
 }
 
@@ -147,13 +148,12 @@ export async function clusterPage(
   // The first read is one block: its size says how many the next should be.
   let at: ClusterToken = token?.k === 'cluster' ? token : { k: 'cluster', b: 0, o: 0, w: 1 };
   const where = {
-    ...(filter.rangePool === undefined ? {} : { pool: filter.rangePool }),
-    ...(filter.node === undefined ? {} : { node: filter.node }),
+    ...defined({ pool: filter.rangePool, node: filter.node }),
   };
   const items: Allocation[] = [];
   for (;;) {
     const width = at.w ?? BLOCKS_PER_READ;
-    const read = await published(where, { limit: width, ...(at.t === undefined ? {} : { continue: at.t }) });
+    const read = await published(where, { limit: width, ...defined({ continue: at.t }) });
     // Who really holds each address: a lent one is shown as its borrower's container (cluster-holders.ts).
     const shown = await holdersOf(read.items, published, filter.node !== undefined);
     for (let b = at.b; b < read.items.length; b++) {

@@ -2,7 +2,7 @@
  * Who really holds each address in the cluster's published view, for `warren allocations
  * --cluster` (allocation-pages.ts): a lent address is published twice, as its lender's placeholder
  * (a bookkeeping record naming the borrower, ipam/bookkeeping.ts) and in the borrower's published
- * loan pool (ClusterTier.publishLoan) with the container using it. The listing shows one of them.
+ * loan ledger (ClusterTier.publishLoan) with the container using it. The listing shows one of them.
  *
  * Guarantees, for the blocks of one read of the view:
  * - listing every node: a lender's placeholder is shown as the container the borrower's loan
@@ -15,6 +15,7 @@
  *   has one holder), so the paging offsets into a read stay where they were;
  * - the borrower's loans are read once per read of the view, per range and borrower, page by page.
  */
+import { defined } from '../../core/defined.ts';
 import { parseIP } from '../../ipam/address.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { blockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
@@ -25,7 +26,7 @@ import type { PublishedView } from '../../store/cluster.ts';
 /** Loan publications read at a time. */
 const LOANS_PER_READ = 100;
 
-/** The key of the loan pool holding `address` in range `pool` (ipam/loan-key.ts, from the address's text). */
+/** The key of the loan ledger holding `address` in range `pool` (ipam/loan-key.ts, from the address's text). */
 function loanKeyOf(pool: string, address: string): string | undefined {
   const ip = parseIP(address);
   return ip === undefined ? undefined : blockKey(pool, `${address}/${ip.family === 4 ? 32 : 128}`);
@@ -51,7 +52,7 @@ export async function holdersOf(
     do {
       const page = await published(
         { pool, node: borrower },
-        { limit: LOANS_PER_READ, ...(token === undefined ? {} : { continue: token }) },
+        { limit: LOANS_PER_READ, ...defined({ continue: token }) },
       );
       for (const loan of page.items) {
         if (loan.loan !== true) continue;

@@ -11,11 +11,12 @@
  * - counts are of containers: a published bookkeeping record (ipam/bookkeeping.ts) is not an
  *   allocation; a lender's placeholder counts as `lent` by the publishing node. A publication
  *   trimmed for size keeps its counts (store/kubernetes/objects.ts), so the allocations are its
- *   count less the bookkeeping records it lists; a published loan pool (a borrowed address) is no
+ *   count less the bookkeeping records it lists; a published loan ledger (a borrowed address) is no
  *   block of its node, but the container in it is the node's allocation;
  * - the read pages through the view until it says there is no more; a failure is thrown, never a
  *   partial answer taken for the whole.
  */
+import { defined } from '../../core/defined.ts';
 import { bookkeepingNetwork, isBookkeeping } from '../../ipam/bookkeeping.ts';
 import type { PublishedView } from './allocation-pages.ts';
 
@@ -39,13 +40,13 @@ export async function publishedNodes(
   const lent = bookkeepingNetwork('lent');
   let token: string | undefined;
   do {
-    const page = await published({}, { limit: perRead, ...(token === undefined ? {} : { continue: token }) });
+    const page = await published({}, { limit: perRead, ...defined({ continue: token }) });
     for (const block of page.items) {
       if (block.node === self) continue;
       const entry = nodes.get(block.node) ?? { blocks: [], allocations: 0, lent: 0 };
       const kept = block.allocations.filter(isBookkeeping);
       nodes.set(block.node, entry);
-      // A loan pool is no block of the node's: its containers are the node's allocations all the same.
+      // A loan ledger is no block of the node's: its containers are the node's allocations all the same.
       if (block.loan === true) {
         entry.allocations += block.allocations.length - kept.length;
         continue;

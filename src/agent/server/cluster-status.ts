@@ -10,8 +10,9 @@
  * - Blocks are counted from the store's pools given, so status shows one reading of the store.
  */
 import type { Clock } from '../../core/clock.ts';
+import { defined } from '../../core/defined.ts';
 import { messageOf } from '../../core/errors.ts';
-import type { Membership, PoolSummary, Store } from '../../store/store.ts';
+import type { Membership, LedgerSummary, Store } from '../../store/store.ts';
 import type { AgentStatus } from '../../api/status.ts';
 
 export interface ClusterStatusOptions {
@@ -34,7 +35,7 @@ export class ClusterStatus {
   }
 
   /** The cluster's status now, its blocks counted from `pools` (the store's pools). */
-  async read(pools: readonly PoolSummary[]): Promise<NonNullable<AgentStatus['cluster']>> {
+  async read(pools: readonly LedgerSummary[]): Promise<NonNullable<AgentStatus['cluster']>> {
     const live = await this.#liveNodesNow();
     const problem = this.#o.problem?.();
     const readAt = this.#liveNodes?.at;
@@ -43,14 +44,14 @@ export class ClusterStatus {
       liveNodes: live.nodes,
       ownBlocks: pools.filter((p) => p.affinity === this.#o.node).length,
       thisNodeAnnounced: live.nodes.includes(this.#o.node),
-      ...(problem === undefined ? {} : { problem }),
+      ...defined({ problem }),
       ...(live.unread === undefined
         ? {}
         : {
             unread: live.unread,
             ...(readAt === undefined ? {} : { liveNodesReadAt: new Date(readAt).toISOString() }),
           }),
-      ...(fileCheck === undefined ? {} : { fileCheck }),
+      ...defined({ fileCheck }),
     };
   }
 

@@ -24,6 +24,7 @@
  *   names no network. The runtime would retry a failed DEL for ever, the address held meanwhile.
  */
 import { type Clock, systemClock } from '../../core/clock.ts';
+import { defined } from '../../core/defined.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import { momentOf, shifted } from '../../core/moment.ts';
 import { type IPAddress, formatIP, parseIP } from '../../ipam/address.ts';
@@ -284,12 +285,9 @@ export class CniService {
       owner,
       ranges: plan.ranges,
       requested: plan.requested,
-      ...(plan.holding === undefined ? {} : { holding: plan.holding }),
+      ...defined({ holding: plan.holding }),
       cooldownSeconds: conf.ipam.cooldownSeconds,
-      ...(args.podNamespace === undefined ? {} : { podNamespace: args.podNamespace }),
-      ...(args.podName === undefined ? {} : { podName: args.podName }),
-      ...(args.podUID === undefined ? {} : { podUID: args.podUID }),
-      ...(env.netns === undefined ? {} : { netns: env.netns }),
+      ...defined({ podNamespace: args.podNamespace, podName: args.podName, podUID: args.podUID, netns: env.netns }),
     });
     const result: IpamResult = {
       ips: assignments.map(({ range, allocation }) => ({

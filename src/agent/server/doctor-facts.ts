@@ -12,6 +12,7 @@
  * of seconds is worth fixing, not one of milliseconds.
  */
 import { readFileSync } from 'node:fs';
+import { defined } from '../../core/defined.ts';
 import { nodeHttp } from '../../core/node-http.ts';
 import { dirname, resolve } from 'node:path';
 import type { Clock } from '../../core/clock.ts';
@@ -96,28 +97,26 @@ export async function doctorFacts(d: DoctorFactsDeps): Promise<DoctorFacts> {
     journalDir: o.journalDir,
     cniConfDir: o.cniConfDir,
     manageCniConfig: o.manageCniConfig,
-    ...(metrics === undefined ? {} : { metrics }),
+    ...defined({ metrics }),
     ...(cniConfig === undefined
       ? {}
       : {
           cniConfig: {
             state: cniConfig.state,
             output: cniConfig.output,
-            ...(cniConfig.problem === undefined ? {} : { problem: cniConfig.problem }),
+            ...defined({ problem: cniConfig.problem }),
           },
         }),
-    ...(o.pluginsDir === undefined ? {} : { pluginsDir: o.pluginsDir }),
-    ...(reservations === undefined ? {} : { reservations }),
+    ...defined({ pluginsDir: o.pluginsDir, reservations }),
     ...(d.nodeLocalOnly === undefined ? {} : { nodeLocalOnly: derived === undefined ? {} : { derived } }),
-    ...(warrenPools === undefined ? {} : { warrenPools }),
+    ...defined({ warrenPools }),
     store: {
       kind: o.store,
       description: d.store.description,
       healthy: error === undefined,
-      ...(error === undefined ? {} : { error }),
+      ...defined({ error }),
       ...storeSettings(o),
-      ...(clusterProblem === undefined ? {} : { clusterProblem }),
-      ...(history === undefined ? {} : { history }),
+      ...defined({ clusterProblem, history }),
       ...(legacyShown ? { legacy } : {}),
     },
     netns: d.observer.directories(),
@@ -128,7 +127,7 @@ export async function doctorFacts(d: DoctorFactsDeps): Promise<DoctorFacts> {
           containerd: {
             socket: containerd.socket,
             state: containerd.state,
-            ...(containerd.lastError === undefined ? {} : { lastError: containerd.lastError }),
+            ...defined({ lastError: containerd.lastError }),
           },
         }),
     ...(o.store === 'etcd' && endpoint !== undefined ? { clockSkew: await etcdClockSkew(endpoint, o, d.clock) } : {}),

@@ -7,6 +7,7 @@
  * - what a container still uses (its recorded network namespace exists) is IN_USE unless `force`.
  * What it releases goes through the allocator's one release path and is told to telemetry.
  */
+import { defined } from '../../core/defined.ts';
 import { WarrenError } from '../../core/errors.ts';
 import { formatIP, parseIP } from '../../ipam/address.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
@@ -30,7 +31,7 @@ export async function operatorRelease(request: ReleaseRequest, o: ReleaseParts):
     if (ip === undefined)
       throw new WarrenError('BAD_REQUEST', `release: address "${request.address}" is not an IP address`);
     const address = formatIP(ip);
-    const held = await o.store.list({ address, ...(request.pool === undefined ? {} : { pool: request.pool }) });
+    const held = await o.store.list({ address, ...defined({ ledger: request.pool }) });
     if (held.length === 0) {
       throw new WarrenError(
         'NOT_FOUND',
@@ -69,7 +70,7 @@ export async function operatorRelease(request: ReleaseRequest, o: ReleaseParts):
       ...(await o.allocator.release({
         network: heldIn,
         containerID,
-        ...(ifname === undefined ? {} : { ifname }),
+        ...defined({ ifname }),
       })),
     );
   }

@@ -4,7 +4,7 @@
  * no I/O; the same rows give the same report, so the service reads and these only shape.
  *
  * - A range split into blocks is reported whole (its blocks summed) and block by block; only
- *   blocks with a node count towards the range's `blocks`. A holding's use pool is a row while a
+ *   blocks with a node count towards the range's `blocks`. A holding's use ledger is a row while a
  *   pod uses its address (or it rests), not after.
  * - A node is in the node report when it is announced, owns a block or holds an allocation; the
  *   report is sorted by node name. A bookkeeping record (ipam/bookkeeping.ts) is no node's
@@ -15,42 +15,43 @@
  * - An allocation query's `pool` is a range with every block it is split into; its address is
  *   compared in canonical form, and one that is not an IP address is a BAD_REQUEST.
  */
+import { defined } from '../../core/defined.ts';
 import { WarrenError } from '../../core/errors.ts';
 import { formatIP, parseIP } from '../../ipam/address.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { bookkeepingNetwork, isBookkeeping } from '../../ipam/bookkeeping.ts';
 import { isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
 import { isUseKey } from '../../ipam/holding-key.ts';
-import type { AllocationFilter, NodeRecord, PoolSummary } from '../../store/store.ts';
+import type { AllocationFilter, NodeRecord, LedgerSummary } from '../../store/store.ts';
 import type { PluginsStatus } from '../../api/status.ts';
 import type { AllocationQuery, NodeReport, PoolReport } from '../../api/protocol.ts';
 import type { PublishedNode } from './cluster-nodes.ts';
 
 /** Every pool; a range split into blocks is reported whole (its blocks summed) and block by block. */
-export function poolReports(summaries: readonly PoolSummary[]): PoolReport[] {
+export function poolReports(summaries: readonly LedgerSummary[]): PoolReport[] {
   // Block totals per range pool, in one pass.
   const totals = new Map<string, { allocated: number; resting: number; blocks: number }>();
   for (const b of summaries) {
-    if (!isBlockKey(b.pool)) continue;
-    const t = totals.get(rangePoolOfKey(b.pool)) ?? { allocated: 0, resting: 0, blocks: 0 };
+    if (!isBlockKey(b.ledger)) continue;
+    const t = totals.get(rangePoolOfKey(b.ledger)) ?? { allocated: 0, resting: 0, blocks: 0 };
     t.allocated += b.allocated;
     t.resting += b.resting;
     if (b.affinity !== undefined) t.blocks += 1;
-    totals.set(rangePoolOfKey(b.pool), t);
+    totals.set(rangePoolOfKey(b.ledger), t);
   }
-  // A use pool records pods' use of a held address: a row of its own only while a use is there.
+  // A use ledger records pods' use of a held address: a row of its own only while a use is there.
   // The store keeps the pool's row (its revision) after the use ended; the report does not.
-  const shown = summaries.filter((p) => !(isUseKey(p.pool) && p.allocated === 0 && p.resting === 0));
+  const shown = summaries.filter((p) => !(isUseKey(p.ledger) && p.allocated === 0 && p.resting === 0));
   return shown.map((p) => {
     let { allocated, resting } = p;
     let blocks = 0;
     if (p.description?.blockPrefix !== undefined) {
-      const t = totals.get(p.pool) ?? { allocated: 0, resting: 0, blocks: 0 };
+      const t = totals.get(p.ledger) ?? { allocated: 0, resting: 0, blocks: 0 };
       ({ allocated, resting, blocks } = t);
     }
     const capacity = p.description === undefined ? undefined : Number(p.description.capacity);
     return {
-      pool: p.pool,
+      pool: p.ledger,
       ...(p.description === undefined
         ? {}
         : {
@@ -62,7 +63,7 @@ export function poolReports(summaries: readonly PoolSummary[]): PoolReport[] {
       allocated,
       resting,
       ...(capacity === undefined || capacity === 0 ? {} : { utilisation: allocated / capacity }),
-      ...(p.affinity === undefined ? {} : { node: p.affinity }),
+      ...defined({ node: p.affinity }),
       ...(p.description?.blockPrefix === undefined ? {} : { blockPrefix: p.description.blockPrefix, blocks }),
     };
   });
@@ -71,7 +72,7 @@ export function poolReports(summaries: readonly PoolSummary[]): PoolReport[] {
 /** Nodes sharing the store: announced ones, and any that still own blocks or allocations. */
 export function nodeReports(
   live: readonly NodeRecord[],
-  summaries: readonly PoolSummary[],
+  summaries: readonly LedgerSummary[],
   allocations: readonly Allocation[],
   published: ReadonlyMap<string, PublishedNode> = new Map(),
 ): NodeReport[] {
@@ -91,13 +92,13 @@ export function nodeReports(
     Object.assign(entry(record.node), {
       alive: true,
       since: new Date(record.since).toISOString(),
-      ...(record.version === undefined ? {} : { version: record.version }),
+      ...defined({ version: record.version }),
     });
   const owners = new Map<string, string>();
   for (const p of summaries)
     if (p.affinity !== undefined) {
-      entry(p.affinity).blocks.push(p.pool);
-      owners.set(p.pool, p.affinity);
+      entry(p.affinity).blocks.push(p.ledger);
+      owners.set(p.ledger, p.affinity);
     }
   for (const a of allocations) {
     if (!isBookkeeping(a)) {

@@ -8,6 +8,7 @@
  * into reports by server/operator-reports.ts (pure); this service reads, decides who may ask what,
  * and acts.
  */
+import { defined } from '../../core/defined.ts';
 import { WarrenError } from '../../core/errors.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import type { Allocator } from '../../allocator/allocator.ts';
@@ -90,7 +91,7 @@ export class AgentService {
       generatedAt: new Date(this.#o.clock.now()).toISOString(),
       status,
       pools,
-      ...(known === undefined ? {} : { nodes: known }),
+      ...defined({ nodes: known }),
       releases: this.#history.recent(),
       releasesBySource: this.#history.totals(),
       ...(this.#o.plugins === undefined ? {} : { plugins: this.#o.plugins() }),
@@ -132,7 +133,7 @@ export class AgentService {
     const list = watched();
     return {
       watched: true,
-      reservations: reservationReports(list, list.length === 0 ? [] : await this.#o.store.pools()),
+      reservations: reservationReports(list, list.length === 0 ? [] : await this.#o.store.ledgers()),
     };
   }
 
@@ -143,7 +144,7 @@ export class AgentService {
    * dashboard and metrics, which refresh on their own, read none of it.
    */
   async pools(cluster = false): Promise<PoolReport[]> {
-    const reports = poolReports(await this.#o.store.pools());
+    const reports = poolReports(await this.#o.store.ledgers());
     const published = cluster ? this.#o.published : undefined;
     return published === undefined ? reports : withClusterFigures(reports, published);
   }
@@ -163,7 +164,7 @@ export class AgentService {
     const published = cluster ? this.#o.published : undefined;
     const [live, summaries, allocations, others] = await Promise.all([
       membership.liveNodes(),
-      this.#o.store.pools(),
+      this.#o.store.ledgers(),
       this.#o.store.list(),
       // This store knows its own blocks only: every other node's are read from the cluster, paged.
       published === undefined ? undefined : publishedNodes(published, this.#o.allocator.node),
@@ -188,7 +189,7 @@ export class AgentService {
     return {
       accepted: before ?? 'nothing: allocation was not stopped',
       ...report,
-      ...(after === undefined ? {} : { problem: after }),
+      ...defined({ problem: after }),
     };
   }
 

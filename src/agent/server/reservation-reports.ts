@@ -4,12 +4,13 @@
  * it: a range then hands nothing out, which `warren doctor` flags) and, by node, the addresses
  * still in use (the reservation's status). Pure: the caller reads the store's pool summaries.
  */
+import { defined } from '../../core/defined.ts';
 import { parseIP } from '../../ipam/address.ts';
 import { isBlockKey } from '../../ipam/blocks.ts';
 import { type Reservation, malformedEntries, parseReservedEntry } from '../../ipam/reserved.ts';
 import { RunSet } from '../../ipam/run-set.ts';
 import type { NodeInUse, ReservationCover, ReservationReport } from '../../api/protocol.ts';
-import type { PoolSummary } from '../../store/store.ts';
+import type { LedgerSummary } from '../../store/store.ts';
 
 /** A reservation and what every node wrote in its status. */
 export interface WatchedReservation {
@@ -18,19 +19,19 @@ export interface WatchedReservation {
 }
 
 /** The range pools of the summaries that say their span: what a reservation can cover. */
-function spans(pools: readonly PoolSummary[]) {
+function spans(pools: readonly LedgerSummary[]) {
   return pools.flatMap((p) => {
     const d = p.description;
-    if (isBlockKey(p.pool) || d === undefined) return [];
+    if (isBlockKey(p.ledger) || d === undefined) return [];
     const first = parseIP(d.first);
     const last = parseIP(d.last);
     if (first === undefined || last === undefined || first.family !== last.family) return [];
-    return [{ pool: p.pool, subnet: d.subnet, family: first.family, first: first.value, last: last.value }];
+    return [{ pool: p.ledger, subnet: d.subnet, family: first.family, first: first.value, last: last.value }];
   });
 }
 
 /** The ranges `r` holds addresses of, and how many. */
-export function coversOf(r: Reservation, pools: readonly PoolSummary[]): ReservationCover[] {
+export function coversOf(r: Reservation, pools: readonly LedgerSummary[]): ReservationCover[] {
   const sets = { 4: new RunSet(), 6: new RunSet() };
   for (const entry of r.addresses) {
     const span = parseReservedEntry(entry);
@@ -54,11 +55,11 @@ export function coversOf(r: Reservation, pools: readonly PoolSummary[]): Reserva
 
 export function reservationReports(
   watched: readonly WatchedReservation[],
-  pools: readonly PoolSummary[],
+  pools: readonly LedgerSummary[],
 ): ReservationReport[] {
   return watched.map(({ reservation, inUse }) => ({
     name: reservation.name,
-    ...(reservation.reason === undefined ? {} : { reason: reservation.reason }),
+    ...defined({ reason: reservation.reason }),
     addresses: reservation.addresses,
     malformed: malformedEntries(reservation),
     covers: coversOf(reservation, pools),

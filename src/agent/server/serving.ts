@@ -7,6 +7,7 @@
  */
 import type { Server } from 'node:http';
 import type { Logger } from 'pino';
+import { defined } from '../../core/defined.ts';
 import type { StoreKind } from '../../store/store.ts';
 import { WHEREABOUTS_STORE_KEYS } from '../../cni/node-local.ts';
 import { NetnsObserver } from '../../sources/netns.ts';
@@ -79,11 +80,9 @@ export function servingParts(deps: ServingDeps): Serving {
       observer: new NetnsObserver(o.netnsDirs),
       clock,
       version,
-      ...(containerd === undefined ? {} : { containerd }),
-      ...(cniConfig === undefined ? {} : { cniConfig }),
-      ...(metrics === undefined ? {} : { metrics }),
+      ...defined({ containerd, cniConfig, metrics }),
       ...(cluster === undefined ? {} : { clusterProblem: cluster.problem }),
-      ...(nodeLocalOnly === undefined ? {} : { nodeLocalOnly }),
+      ...defined({ nodeLocalOnly }),
       ...(parts.reservations === undefined ? {} : { reservations: () => service.reservations() }),
       warrenPools: () => {
         const pools = parts.kubernetes?.().planning?.pools;
@@ -94,15 +93,12 @@ export function servingParts(deps: ServingDeps): Serving {
   const cni = new CniService({
     allocator: parts.allocator,
     readiness: () => service.readiness(),
-    ...(addGate === undefined ? {} : { addGate }),
+    ...defined({ addGate }),
     storeKind,
-    ...(nodeLocalOnly === undefined ? {} : { nodeLocalOnly }),
+    ...defined({ nodeLocalOnly }),
     clock,
     gcGraceMs: o.gcGraceSeconds * 1000,
-    ...(beforeAdd === undefined ? {} : { beforeAdd }),
-    ...(runtimeOf === undefined ? {} : { runtimeOf }),
-    ...(planners === undefined ? {} : { planners }),
-    ...(afterAdd === undefined ? {} : { afterAdd }),
+    ...defined({ beforeAdd, runtimeOf, planners, afterAdd }),
     onIgnoredKeys: (network, keys) => {
       // Whereabouts' store keys are not ignored: the store serves them, or the config is for this node alone.
       const store = keys.filter(isStoreKeyLine);
@@ -127,7 +123,7 @@ export function servingParts(deps: ServingDeps): Serving {
         );
     },
     onFailure: onFailure ?? ((error, command) => logger.error({ err: error, command }, 'CNI call failed')),
-    ...(parts.telemetry === undefined ? {} : { telemetry: parts.telemetry }),
+    ...defined({ telemetry: parts.telemetry }),
   });
   const server = createApiServer({
     cni,

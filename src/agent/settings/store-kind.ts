@@ -10,6 +10,7 @@
  * agent instead (tests) comes with its kind stated, and is never a file of the agent's own.
  */
 import type { Clock } from '../../core/clock.ts';
+import { defined } from '../../core/defined.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import { SqliteStore } from '../../store/sqlite/store.ts';
 import type { PublishedView } from '../../store/cluster.ts';
@@ -124,7 +125,7 @@ async function openKubernetes(o: AgentOptions, opening: StoreOpening): Promise<O
       leaseSeconds: Math.ceil(o.nodeLeaseSeconds),
       clock,
       notice,
-      ...(opening.identity === undefined ? {} : { identity: opening.identity }),
+      ...defined({ identity: opening.identity }),
     });
     // Before anything is published: an API server that lost its data halts the tier here. One that
     // cannot be reached now is checked by the upkeep, before this node allocates (cluster/upkeep.ts).
@@ -159,9 +160,7 @@ async function openKubernetes(o: AgentOptions, opening: StoreOpening): Promise<O
 async function openEtcd(o: AgentOptions, opening: StoreOpening): Promise<OpenedStore> {
   const { openEtcdTiered } = await import('../../store/etcd-tier/tiered.ts');
   const tls = {
-    ...(o.etcdCa === undefined ? {} : { ca: o.etcdCa }),
-    ...(o.etcdCert === undefined ? {} : { cert: o.etcdCert }),
-    ...(o.etcdKey === undefined ? {} : { key: o.etcdKey }),
+    ...defined({ ca: o.etcdCa, cert: o.etcdCert, key: o.etcdKey }),
   };
   const local = sqliteOf(o, opening);
   try {
@@ -173,7 +172,7 @@ async function openEtcd(o: AgentOptions, opening: StoreOpening): Promise<OpenedS
       prefix: o.etcdPrefix,
       leaseSeconds: Math.ceil(o.nodeLeaseSeconds),
       notice: opening.notice,
-      ...(opening.identity === undefined ? {} : { identity: opening.identity }),
+      ...defined({ identity: opening.identity }),
       ...(Object.keys(tls).length === 0 ? {} : { tls }),
     });
     store.start();

@@ -10,6 +10,7 @@
  * It never calls the allocator: the allocator runs the steps in order and owns the ADD's flow.
  */
 import type { Clock } from '../../core/clock.ts';
+import { defined } from '../../core/defined.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import type { KeyedMutex } from '../../core/keyed-mutex.ts';
 import { momentOf } from '../../core/moment.ts';
@@ -19,9 +20,9 @@ import { rangePoolOfKey } from '../../ipam/blocks.ts';
 import { holderKeyProblem, isUseKey, useKey } from '../../ipam/holding-key.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
 import type { HoldingRecord } from '../../store/cluster-holdings.ts';
-import type { PoolOp, Store } from '../../store/store.ts';
+import type { LedgerOp, Store } from '../../store/store.ts';
 import { type AllocateRequest, type Assignment, recordOf } from '../assignment.ts';
-import type { PoolCache } from '../pool-cache.ts';
+import type { LedgerCache } from '../ledger-cache.ts';
 import type { HoldingRecords } from './holding-records.ts';
 import { placeholderOwner } from './placeholders.ts';
 
@@ -45,8 +46,8 @@ export interface HolderPlannerOptions {
   readonly records: HoldingRecords;
   readonly node: string;
   readonly clock: Clock;
-  readonly pools: PoolCache;
-  /** The allocator's locks: a use pool's commits take its key's. */
+  readonly ledgers: LedgerCache;
+  /** The allocator's locks: a use ledger's commits take its key's. */
   readonly locks: KeyedMutex;
   /** Releases this node's placeholder (holdings.ts), under the block's lock. */
   readonly releasePlaceholder: (key: string, block: string, address: string) => Promise<boolean>;
@@ -84,7 +85,7 @@ export class HolderPlanner {
       owner: placeholderOwner(key),
       ranges: [range],
       ...(requested === undefined ? {} : { requested: [requested] }),
-      ...(request.cooldownSeconds === undefined ? {} : { cooldownSeconds: request.cooldownSeconds }),
+      ...defined({ cooldownSeconds: request.cooldownSeconds }),
     };
     return { kind: 'make', placeholder, add };
   }
@@ -136,14 +137,14 @@ export class HolderPlanner {
 
   /** Records `request`'s pod as using `record`'s address on this node. */
   async #use(range: RangeSpec, record: HoldingRecord, request: AllocateRequest): Promise<Assignment> {
-    const { store, pools, locks, clock, node } = this.#o;
+    const { store, ledgers, locks, clock, node } = this.#o;
     const pool = useKey(range.pool, record.address, record.key);
     return locks.run(pool, async () => {
       for (let round = 1; round <= 5; round++) {
-        pools.forget(pool);
-        const read = await store.readPool(pool);
+        ledgers.forget(pool);
+        const read = await store.readLedger(pool);
         if (read.kind !== 'snapshot') continue;
-        const held = (await store.list({ pool })).find((a) => a.address === record.address);
+        const held = (await store.list({ ledger: pool })).find((a) => a.address === record.address);
         if (held !== undefined && sameOwner(held, request.owner)) {
           if (request.netns === undefined || held.netns === request.netns)
             return { range, allocation: held, fresh: false };
@@ -159,7 +160,7 @@ export class HolderPlanner {
             `the holding of ${record.key} holds ${record.address}, no address of ${range.pool}`,
           );
         const allocation = recordOf({ ...range, pool }, ip.value, request, node, momentOf(clock));
-        const ops: PoolOp[] = [];
+        const ops: LedgerOp[] = [];
         // Another attachment's use (an old pod of the holder whose release has not come): the holder's
         // current pod takes the address; the old attachment's release then finds nothing of its own.
         if (held !== undefined) ops.push({ op: 'release', address: held.address });
@@ -171,15 +172,15 @@ export class HolderPlanner {
     });
   }
 
-  /** Releases `use`, an earlier use of the same attachment in another use pool. */
+  /** Releases `use`, an earlier use of the same attachment in another use ledger. */
   async #releaseUse(use: Allocation): Promise<void> {
-    const { store, pools, locks } = this.#o;
+    const { store, ledgers, locks } = this.#o;
     await locks.run(use.pool, async () => {
-      pools.forget(use.pool);
-      const read = await store.readPool(use.pool);
+      ledgers.forget(use.pool);
+      const read = await store.readLedger(use.pool);
       if (read.kind !== 'snapshot') return;
       await store.commit(use.pool, read.revision, [{ op: 'release', address: use.address }]);
-      pools.forget(use.pool);
+      ledgers.forget(use.pool);
     });
   }
 }

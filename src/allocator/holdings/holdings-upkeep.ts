@@ -5,7 +5,7 @@
  *   the monotonic clock, never sooner, so a first ADD under way is not undone; a record owned here
  *   whose placeholder is missing (this node's store lost it) is held again when the address is free;
  *   a record whose placeholder this node's claim of a forgotten node's block wrote becomes this node's;
- * - as user: the uses this node's store records (use pools, ipam/holding-key.ts) are reported into
+ * - as user: the uses this node's store records (use ledgers, ipam/holding-key.ts) are reported into
  *   their records' `uses`, and entries of this node no longer recorded here are taken out, so the
  *   records show which pods use each address within one run of any change.
  *
@@ -14,15 +14,16 @@
  * only placeholders; a failure for one holding is reported and the others are still kept.
  */
 import type { Clock } from '../../core/clock.ts';
+import { defined } from '../../core/defined.ts';
 import { messageOf } from '../../core/errors.ts';
 import type { KeyedMutex } from '../../core/keyed-mutex.ts';
 import { momentOf } from '../../core/moment.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
-import { isUseKey, usePoolOf } from '../../ipam/holding-key.ts';
+import { isUseKey, useLedgerOf } from '../../ipam/holding-key.ts';
 import type { ClusterHoldings, HoldingRecord, HoldingUse } from '../../store/cluster-holdings.ts';
 import type { Store } from '../../store/store.ts';
-import type { PoolCache } from '../pool-cache.ts';
+import type { LedgerCache } from '../ledger-cache.ts';
 import { HELD_NETWORK, placeholderOwner } from './placeholders.ts';
 
 export interface HoldingsUpkeepOptions {
@@ -30,7 +31,7 @@ export interface HoldingsUpkeepOptions {
   readonly records: ClusterHoldings;
   readonly node: string;
   readonly clock: Clock;
-  readonly pools: PoolCache;
+  readonly ledgers: LedgerCache;
   readonly locks: KeyedMutex;
   /** Releases this node's placeholder (holdings.ts), under the block's lock. */
   readonly releasePlaceholder: (key: string, block: string, address: string) => Promise<boolean>;
@@ -123,10 +124,10 @@ export class HoldingsUpkeep {
 
   /** Writes the placeholder of `record` in its block again, if the address is free there. */
   async #holdAgain(record: HoldingRecord): Promise<boolean> {
-    const { store, pools, locks, node, clock } = this.#o;
+    const { store, ledgers, locks, node, clock } = this.#o;
     return locks.run(record.block, async () => {
-      pools.forget(record.block);
-      const read = await store.readPool(record.block);
+      ledgers.forget(record.block);
+      const read = await store.readLedger(record.block);
       if (read.kind !== 'snapshot' || read.allocations.includes(record.address)) return false;
       const now = momentOf(clock);
       const placeholder: Allocation = {
@@ -135,10 +136,10 @@ export class HoldingsUpkeep {
         ...placeholderOwner(record.key),
         node,
         createdAt: now.wall,
-        ...(now.stamp === undefined ? {} : { createdStamp: now.stamp }),
+        ...defined({ createdStamp: now.stamp }),
       };
       const result = await store.commit(record.block, read.revision, [{ op: 'allocate', allocation: placeholder }]);
-      pools.forget(record.block);
+      ledgers.forget(record.block);
       return result.kind === 'committed';
     });
   }
@@ -148,12 +149,12 @@ export class HoldingsUpkeep {
     const { store, records, node } = this.#o;
     // What this node's store records: uses by holding (`holder \0 range pool`).
     const local = new Map<string, { holder: string; rangePool: string; uses: HoldingUse[] }>();
-    for (const summary of await store.pools()) {
-      const use = usePoolOf(summary.pool);
-      if (use === undefined || !isUseKey(summary.pool) || summary.allocated === 0) continue;
+    for (const summary of await store.ledgers()) {
+      const use = useLedgerOf(summary.ledger);
+      if (use === undefined || !isUseKey(summary.ledger) || summary.allocated === 0) continue;
       const id = `${use.holder}\0${use.rangePool}`;
       const entry = local.get(id) ?? { holder: use.holder, rangePool: use.rangePool, uses: [] };
-      for (const a of await store.list({ pool: summary.pool }))
+      for (const a of await store.list({ ledger: summary.ledger }))
         if (a.address === use.address) entry.uses.push(useOf(a, node));
       local.set(id, entry);
     }
@@ -195,9 +196,7 @@ function useOf(a: Allocation, node: string): HoldingUse {
     network: a.network,
     containerID: a.containerID,
     ifname: a.ifname,
-    ...(a.podNamespace === undefined ? {} : { podNamespace: a.podNamespace }),
-    ...(a.podName === undefined ? {} : { podName: a.podName }),
-    ...(a.podUID === undefined ? {} : { podUID: a.podUID }),
+    ...defined({ podNamespace: a.podNamespace, podName: a.podName, podUID: a.podUID }),
     since: a.createdAt,
   };
 }

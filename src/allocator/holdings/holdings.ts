@@ -6,11 +6,11 @@
  *
  * How a holding is kept (per range pool; a dual-stack holder has one in each):
  * - the record in the cluster says the address is held (ClusterHoldings);
- * - the node whose store pool hands the address out (its block, or a loan pool) keeps a placeholder
+ * - the node whose ledger hands the address out (its block, or a loan ledger) keeps a placeholder
  *   allocation of it, owner (`warren.dev/held`, <holder key>, `held`): its picks never hand the
  *   address out, its block is never given back while it is there. The store's one-address-per-
  *   owner-and-range rule makes it one placeholder per holder and range on a node;
- * - each pod using it is recorded in its own node's store, in the use pool of the address
+ * - each pod using it is recorded in its own node's store, in the use ledger of the address
  *   (holding-key.ts), as the pod's own allocation: released by the pod's DEL, its GC, its runtime's
  *   delete or its pod-gone release like any other, which never reaches the placeholder nor the
  *   record. So two nodes can record a use at once (a VM's live migration), and an old pod's late
@@ -44,6 +44,7 @@
  *   other than the forgetting one, may miss them.
  */
 import type { Clock } from '../../core/clock.ts';
+import { defined } from '../../core/defined.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import type { KeyedMutex } from '../../core/keyed-mutex.ts';
 import { momentOf } from '../../core/moment.ts';
@@ -51,9 +52,9 @@ import type { IPAddress } from '../../ipam/address.ts';
 import { sameOwner } from '../../ipam/allocation.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
 import type { ClusterHoldings, HoldingRecord } from '../../store/cluster-holdings.ts';
-import type { PoolOp, Store } from '../../store/store.ts';
+import type { LedgerOp, Store } from '../../store/store.ts';
 import type { AllocateRequest, Assignment } from '../assignment.ts';
-import type { PoolCache } from '../pool-cache.ts';
+import type { LedgerCache } from '../ledger-cache.ts';
 import { type HolderAdd, HolderPlanner, type HoldingPlan } from './holder-plan.ts';
 import { HoldingRecords } from './holding-records.ts';
 import { type HoldingsReport, HoldingsUpkeep } from './holdings-upkeep.ts';
@@ -70,8 +71,8 @@ export interface HoldingsOptions {
   readonly where: string;
   readonly node: string;
   readonly clock: Clock;
-  readonly pools: PoolCache;
-  /** The allocator's locks: a use pool's commits take its key's. */
+  readonly ledgers: LedgerCache;
+  /** The allocator's locks: a use ledger's commits take its key's. */
   readonly locks: KeyedMutex;
 }
 
@@ -88,15 +89,23 @@ export class Holdings {
 
   constructor(options: HoldingsOptions) {
     this.#o = options;
-    const { store, records, where, node, clock, pools, locks } = options;
+    const { store, records, where, node, clock, ledgers, locks } = options;
     const releasePlaceholder = (key: string, block: string, address: string) =>
       this.releasePlaceholder(key, block, address);
     this.#records = new HoldingRecords(records, where, store.description);
-    this.#planner = new HolderPlanner({ store, records: this.#records, node, clock, pools, locks, releasePlaceholder });
+    this.#planner = new HolderPlanner({
+      store,
+      records: this.#records,
+      node,
+      clock,
+      ledgers,
+      locks,
+      releasePlaceholder,
+    });
     this.#upkeep =
       records === undefined
         ? undefined
-        : new HoldingsUpkeep({ store, records, node, clock, pools, locks, releasePlaceholder });
+        : new HoldingsUpkeep({ store, records, node, clock, ledgers, locks, releasePlaceholder });
   }
 
   /**
@@ -181,7 +190,7 @@ export class Holdings {
    * upkeep run read them (a claim costs no request more); read now at the first claim after a start
    * (TRY_AGAIN when the cluster cannot be reached then), like lending's migrated addresses.
    */
-  async claimOps(block: string): Promise<PoolOp[]> {
+  async claimOps(block: string): Promise<LedgerOp[]> {
     if (this.#records.kept === undefined) return [];
     const orphans = this.#orphans ?? (await this.#records.reach(`block ${block}`, 'read', () => this.readOrphans()));
     const now = momentOf(this.#o.clock);
@@ -195,7 +204,7 @@ export class Holdings {
           ...placeholderOwner(r.key),
           node: this.#o.node,
           createdAt: now.wall,
-          ...(now.stamp === undefined ? {} : { createdStamp: now.stamp }),
+          ...defined({ createdStamp: now.stamp }),
         },
       }));
   }
@@ -207,18 +216,18 @@ export class Holdings {
     for (const r of this.#orphans ?? []) if (r.block === block) await records.setOwner(r, this.#o.node);
   }
 
-  /** Releases this node's placeholder of holder `key` for `address` in store pool `block`, if it is there. */
+  /** Releases this node's placeholder of holder `key` for `address` in ledger `block`, if it is there. */
   async releasePlaceholder(key: string, block: string, address: string): Promise<boolean> {
-    const { store, pools, locks } = this.#o;
+    const { store, ledgers, locks } = this.#o;
     return locks.run(block, async () => {
       for (let round = 1; round <= 5; round++) {
-        pools.forget(block);
-        const read = await store.readPool(block);
+        ledgers.forget(block);
+        const read = await store.readLedger(block);
         if (read.kind !== 'snapshot') continue;
-        const held = (await store.list({ pool: block, address })).find((a) => sameOwner(a, placeholderOwner(key)));
+        const held = (await store.list({ ledger: block, address })).find((a) => sameOwner(a, placeholderOwner(key)));
         if (held === undefined) return false;
         const result = await store.commit(block, read.revision, [{ op: 'release', address }]);
-        pools.forget(block);
+        ledgers.forget(block);
         if (result.kind === 'committed') return true;
       }
       throw new WarrenError('TRY_AGAIN', `the placeholder of ${address} for ${key} kept changing; try again`);

@@ -1,6 +1,6 @@
 /**
- * The placeholder of a held address (holdings.ts): an allocation in the owner node's store pool that
- * hands the address out (its block, or a loan pool), owner (`warren.dev/held`, <holder key>, `held`).
+ * The placeholder of a held address (holdings.ts): an allocation in the owner node's ledger that
+ * hands the address out (its block, or a loan ledger), owner (`warren.dev/held`, <holder key>, `held`).
  * A bookkeeping record (ipam/bookkeeping.ts): no runtime, GC or pod-gone release takes it. With the
  * holder key as container and one interface name, the store's one-address-per-owner-and-range rule
  * makes it one placeholder per holder and range on a node. A holding whose owner node is forgotten

@@ -1,15 +1,15 @@
 /**
  * The borrowing side of lending, on a two-tier store (store/tiered/store.ts): a node whose blocks
  * are full and that finds no free block hands out addresses other nodes lent it. Lent addresses live
- * in loan pools of its own store (loans.ts), so handing one out is a local commit like any other,
- * with no request to the cluster; only when no loan pool is free does it ask the owners (its
+ * in loan ledgers of its own store (loans.ts), so handing one out is a local commit like any other,
+ * with no request to the cluster; only when no loan ledger is free does it ask the owners (its
  * address request, store/tiered/cluster-tier.ts) and wait for their grants, on the injected clock.
  *
  * Guarantees:
- * - a grant is adopted into its loan pool by one local commit, at the revision it was read at; a
+ * - a grant is adopted into its loan ledger by one local commit, at the revision it was read at; a
  *   grant that carries a holder (a migration: `warren migrate whereabouts`) is adopted as that
  *   holder's allocation, so the pod keeps its address and its release frees it like any other;
- * - a loan pool is used only while it is not marked given back (loan-return.ts); a grant of an
+ * - a loan ledger is used only while it is not marked given back (loan-return.ts); a grant of an
  *   address given back earlier takes the mark off again;
  * - the wait is bounded (`waitMs` on the clock): no grant in time answers false, for the caller to
  *   report the range full (POOL_EXHAUSTED); a cluster that cannot be reached is TRY_AGAIN naming it;
@@ -22,10 +22,10 @@ import { WarrenError, messageOf } from '../../core/errors.ts';
 import { parseIP } from '../../ipam/address.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
 import type { AddressRequest, ClusterRecords, Grant } from '../../store/cluster.ts';
-import type { AdmissionGuard, PoolDescription, PoolOp, PoolSummary, Store } from '../../store/store.ts';
+import type { AdmissionGuard, LedgerDescription, LedgerOp, LedgerSummary, Store } from '../../store/store.ts';
 import type { AllocateRequest, Decision } from '../assignment.ts';
-import type { PoolAssigner } from '../pool-assigner.ts';
-import type { PoolCache } from '../pool-cache.ts';
+import type { LedgerAssigner } from '../ledger-assigner.ts';
+import type { LedgerCache } from '../ledger-cache.ts';
 import { isLoanKey } from '../../ipam/loan-key.ts';
 import { RETURNED_NETWORK, loanAddressOf, loanKey, loanSpan } from './loans.ts';
 import { isMigrated } from './migrated.ts';
@@ -35,8 +35,8 @@ export interface BorrowerOptions {
   readonly tier: ClusterRecords;
   readonly node: string;
   readonly clock: Clock;
-  readonly pools: PoolCache;
-  readonly assigner: PoolAssigner;
+  readonly ledgers: LedgerCache;
+  readonly assigner: LedgerAssigner;
   /**
    * How long an ADD waits for a grant after asking (default 15 s: longer than the lenders' upkeep
    * interval, 10 s by default, and well inside the plugin's 30 s wait for the agent).
@@ -54,7 +54,7 @@ export interface BorrowerOptions {
   readonly demand: (pool: string) => number;
 }
 
-/** The range a loan pool belongs to, as much of it as adopting needs. */
+/** The range a loan ledger belongs to, as much of it as adopting needs. */
 export type LoanRange = Pick<RangeSpec, 'pool' | 'family'>;
 
 /** How often a wait looks at its request while hints come (a missed one costs at most this). */
@@ -74,20 +74,20 @@ export class Borrower {
   }
 
   /**
-   * One round in a free loan pool of `range` (`summaries`: the store's pools of the range), or
-   * undefined when no loan pool is free.
+   * One round in a free loan ledger of `range` (`summaries`: the store's pools of the range), or
+   * undefined when no loan ledger is free.
    */
   async fromLoans(
     range: RangeSpec,
     request: AllocateRequest,
-    summaries: readonly PoolSummary[],
+    summaries: readonly LedgerSummary[],
     guard?: AdmissionGuard,
   ): Promise<Decision | undefined> {
     for (const summary of summaries) {
-      // A loan pool holds one address: any allocation in it (a pod's, or the given-back mark) fills it.
+      // A loan ledger holds one address: any allocation in it (a pod's, or the given-back mark) fills it.
       if (summary.allocated > 0) continue;
       // With one-address blocks a key of one address is a block, never a loan (ipam/loan-key.ts).
-      const address = isLoanKey(summary.pool, range.blockPrefix) ? loanAddressOf(range, summary.pool) : undefined;
+      const address = isLoanKey(summary.ledger, range.blockPrefix) ? loanAddressOf(range, summary.ledger) : undefined;
       // A lender's config may span more of the range than this node's (range_start, range_end).
       if (address === undefined || address < range.first || address > range.last) continue;
       const decision = await this.#o.assigner.decide(loanSpan(range, address), range, request, undefined, guard);
@@ -97,7 +97,7 @@ export class Borrower {
   }
 
   /**
-   * Asks the owners of `range` for addresses: the number of loan pools adopted now (grants already
+   * Asks the owners of `range` for addresses: the number of loan ledgers adopted now (grants already
    * there and not yet adopted are adopted first, without asking); 0 when the caller must wait for
    * grants (`waitForGrants`, outside the range pool's lock).
    */
@@ -177,7 +177,7 @@ export class Borrower {
   }
 
   /**
-   * Adopts every grant of `request` that has no loan pool in use here: the number adopted. A grant
+   * Adopts every grant of `request` that has no loan ledger in use here: the number adopted. A grant
    * whose commit met a change is left for the next look. Migrated grants (with a holder) are left
    * to the lending round (migrated.ts), which knows where their pod's allocation belongs.
    */
@@ -187,33 +187,33 @@ export class Borrower {
     return adopted;
   }
 
-  /** Adopts the migrated `grant` into its loan pool, as its holder's allocation: whether it was. */
+  /** Adopts the migrated `grant` into its loan ledger, as its holder's allocation: whether it was. */
   adoptMigrated(range: LoanRange, grant: Grant): Promise<boolean> {
     return this.#adoptOne(range, grant);
   }
 
-  /** Whether `grant` is a loan this node could adopt now (its loan pool unused, or only marked given back). */
+  /** Whether `grant` is a loan this node could adopt now (its loan ledger unused, or only marked given back). */
   async #adoptable(range: LoanRange, grant: Grant): Promise<boolean> {
     const ip = parseIP(grant.address);
     if (isMigrated(grant) || ip === undefined || ip.family !== range.family) return false;
     const key = loanKey(range.pool, range.family, ip.value);
-    const read = await this.#o.store.readPool(key);
+    const read = await this.#o.store.readLedger(key);
     if (read.kind !== 'snapshot') return false;
     if (read.revision === 0 || read.allocations.length === 0) return true;
-    const held = await this.#o.store.list({ pool: key });
+    const held = await this.#o.store.list({ ledger: key });
     return held.length === 1 && held[0]?.network === RETURNED_NETWORK;
   }
 
   async #adoptOne(range: LoanRange, grant: Grant): Promise<boolean> {
-    const { store, pools, node } = this.#o;
+    const { store, ledgers, node } = this.#o;
     const ip = parseIP(grant.address);
     if (ip === undefined || ip.family !== range.family) return false;
     const key = loanKey(range.pool, range.family, ip.value);
-    const read = await store.readPool(key);
+    const read = await store.readLedger(key);
     if (read.kind !== 'snapshot') return false;
-    const ops: PoolOp[] = [];
+    const ops: LedgerOp[] = [];
     if (read.revision === 0) {
-      // The description makes the loan pool exist (listed among the range's pools) even while free.
+      // The description makes the loan ledger exist (listed among the range's pools) even while free.
       ops.push({ op: 'describe', description: loanDescription(grant.address) });
       // A migrated address is its holder's from the start: recorded once, at adoption, so a holder
       // released since (its pod gone) is never recorded again while the grant is still there.
@@ -221,14 +221,14 @@ export class Borrower {
         ops.push({ op: 'allocate', allocation: { ...grant.holder, pool: key, address: grant.address, node } });
     } else if (read.allocations.length > 0) {
       // In use, unless all it holds is the mark of an earlier give-back: granted again, it is taken off.
-      const held = await store.list({ pool: key });
+      const held = await store.list({ ledger: key });
       const mark = held.find((a) => a.network === RETURNED_NETWORK);
       if (mark === undefined || held.length > 1) return false;
       ops.push({ op: 'release', address: mark.address });
     }
     if (ops.length === 0) return false;
     const result = await store.commit(key, read.revision, ops);
-    pools.forget(key);
+    ledgers.forget(key);
     return result.kind === 'committed';
   }
 
@@ -247,7 +247,7 @@ export class Borrower {
   }
 }
 
-/** A loan pool's description for operators: one address (the subnet is the address's own). */
-function loanDescription(address: string): PoolDescription {
+/** A loan ledger's description for operators: one address (the subnet is the address's own). */
+function loanDescription(address: string): LedgerDescription {
   return { subnet: address, first: address, last: address, capacity: '1', cooldownSeconds: 0 };
 }

@@ -9,7 +9,7 @@
  * one answer while its own pods start.
  *
  * Which: in each block, the free addresses the lender's own picks reach last. Its picks go upward
- * from its cursor (next-after-last, ipam/pool-state.ts), wrapping at the block's end, so the
+ * from its cursor (next-after-last, ipam/ledger-state.ts), wrapping at the block's end, so the
  * addresses reached last lie just below the cursor: walk downward from the cursor and wrap at the
  * block's start. With no cursor, that is the highest addresses. Blocks with the most room give first.
  *
@@ -29,7 +29,7 @@ export interface LendableBlock {
   readonly span: Pick<RangeSpec, 'first' | 'last' | 'excluded'>;
   /** Addresses allocated or resting in the block (placeholders of earlier loans among them). */
   readonly taken: Iterable<bigint>;
-  /** Where the lender's own next pick starts after (ipam/pool-state.ts); undefined when never set. */
+  /** Where the lender's own next pick starts after (ipam/ledger-state.ts); undefined when never set. */
   readonly cursor?: bigint | undefined;
 }
 

@@ -28,8 +28,8 @@ import { blockKeyPrefix, isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts
 import { parsePoolKey } from '../../ipam/pool-key.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
 import type { AddressRequest, ClusterRecords, Grant } from '../../store/cluster.ts';
-import type { PoolOp, Store } from '../../store/store.ts';
-import type { PoolCache } from '../pool-cache.ts';
+import type { LedgerOp, Store } from '../../store/store.ts';
+import type { LedgerCache } from '../ledger-cache.ts';
 import { type GrantChoice, type LendableBlock, chooseGrants } from './grant-policy.ts';
 import { loanUser, userOf } from './loan-check.ts';
 import { LENT_NETWORK, MIGRATION_LENDER, loanAddressOf, placeholderOf } from './loans.ts';
@@ -39,7 +39,7 @@ export interface LenderOptions {
   readonly tier: ClusterRecords;
   readonly node: string;
   readonly clock: Clock;
-  readonly pools: PoolCache;
+  readonly ledgers: LedgerCache;
   /** The allocator's locks: local commits take the range pool's. */
   readonly locks: KeyedMutex;
   /** The range as this node's configs define it (its exclusions), when it has served it. */
@@ -80,9 +80,9 @@ export class Lender {
     const errors: string[] = [];
     // Only the ranges this node owns blocks of, one listing each: what it reads grows with its blocks.
     const ranges = new Set(
-      (await this.#o.store.pools())
-        .filter((p) => p.affinity === this.#o.node && isBlockKey(p.pool))
-        .map((p) => rangePoolOfKey(p.pool)),
+      (await this.#o.store.ledgers())
+        .filter((p) => p.affinity === this.#o.node && isBlockKey(p.ledger))
+        .map((p) => rangePoolOfKey(p.ledger)),
     );
     for (const pool of ranges) {
       for (const request of await this.#o.tier.openRequests(pool)) {
@@ -151,20 +151,20 @@ export class Lender {
     if (key === undefined) return [];
     const excluded = rangeOf(pool)?.excluded ?? [];
     const out: OwnBlock[] = [];
-    for (const summary of await store.pools(blockKeyPrefix(pool))) {
+    for (const summary of await store.ledgers(blockKeyPrefix(pool))) {
       const first = parseIP(summary.description?.first ?? '');
       const last = parseIP(summary.description?.last ?? '');
       if (summary.affinity !== node || first === undefined || last === undefined) continue;
       // A block of one address is not lent: the loan's key would be the block's (loans.ts).
-      if (loanAddressOf({ pool, family: key.family }, summary.pool) !== undefined) continue;
-      const read = await store.readPool(summary.pool);
+      if (loanAddressOf({ pool, family: key.family }, summary.ledger) !== undefined) continue;
+      const read = await store.readLedger(summary.ledger);
       if (read.kind !== 'snapshot') continue;
       const taken = [...read.allocations, ...read.resting.map((r) => r.address)]
         .map((t) => parseIP(t)?.value)
         .filter((v): v is bigint => v !== undefined);
       const cursor = read.cursor === undefined ? undefined : parseIP(read.cursor)?.value;
       out.push({
-        key: summary.pool,
+        key: summary.ledger,
         span: { first: first.value, last: last.value, excluded },
         taken,
         cursor,
@@ -181,19 +181,19 @@ export class Lender {
     blocks: readonly OwnBlock[],
     chosen: ReadonlyArray<GrantChoice & { readonly borrower: string }>,
   ): Promise<Array<{ block: string; text: string }>> {
-    const { store, pools, locks, clock } = this.#o;
+    const { store, ledgers, locks, clock } = this.#o;
     const held: Array<{ block: string; text: string }> = [];
     await locks.run(pool, async () => {
       for (const block of blocks) {
         const mine = chosen.filter((c) => c.block === block.key);
         if (mine.length === 0) continue;
         const now = momentOf(clock);
-        const ops: PoolOp[] = mine.map((c) => ({
+        const ops: LedgerOp[] = mine.map((c) => ({
           op: 'allocate',
           allocation: placeholderOf(block.key, block.family, c.address, c.borrower, now),
         }));
         const result = await store.commit(block.key, block.revision, ops);
-        pools.forget(block.key);
+        ledgers.forget(block.key);
         if (result.kind === 'committed')
           for (const c of mine)
             held.push({ block: block.key, text: formatIP({ family: block.family, value: c.address }) });
@@ -203,16 +203,16 @@ export class Lender {
   }
 
   async #releasePlaceholders(pool: string, held: ReadonlyArray<{ block: string; text: string }>): Promise<void> {
-    const { store, pools, locks } = this.#o;
+    const { store, ledgers, locks } = this.#o;
     await locks.run(pool, async () => {
       for (const block of new Set(held.map((h) => h.block))) {
-        const read = await store.readPool(block);
+        const read = await store.readLedger(block);
         if (read.kind !== 'snapshot') continue;
-        const ops: PoolOp[] = held
+        const ops: LedgerOp[] = held
           .filter((h) => h.block === block && read.allocations.includes(h.text))
           .map((h) => ({ op: 'release', address: h.text }));
         if (ops.length > 0) await store.commit(block, read.revision, ops);
-        pools.forget(block);
+        ledgers.forget(block);
       }
     });
   }

@@ -5,7 +5,7 @@
  * periodically (allocator.ts `lend`) and `promptly` once, to lend as requests change
  * (allocator.ts `lendPromptly`).
  *
- * - borrower.ts: loan pools, asking the owners and waiting for grants, adopting them;
+ * - borrower.ts: loan ledgers, asking the owners and waiting for grants, adopting them;
  * - lender.ts: answering other nodes' requests, placeholders, tidying orphans up;
  * - prompt-lending.ts: both answered as the tier tells of changed requests, not only on the timer;
  * - loan-return.ts: giving idle loans back;
@@ -20,6 +20,7 @@
  * it adopted and stops (marks the loan given back) before removing the grant.
  */
 import type { Clock } from '../../core/clock.ts';
+import { defined } from '../../core/defined.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import type { KeyedMutex } from '../../core/keyed-mutex.ts';
 import { bitsOf } from '../../ipam/address.ts';
@@ -27,10 +28,10 @@ import type { Block } from '../../ipam/blocks.ts';
 import { parsePoolKey } from '../../ipam/pool-key.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
 import type { AddressRequest, ClusterRecords } from '../../store/cluster.ts';
-import type { AdmissionGuard, PoolOp, Store } from '../../store/store.ts';
+import type { AdmissionGuard, LedgerOp, Store } from '../../store/store.ts';
 import type { AllocateRequest, Decision } from '../assignment.ts';
-import type { PoolAssigner } from '../pool-assigner.ts';
-import type { PoolCache } from '../pool-cache.ts';
+import type { LedgerAssigner } from '../ledger-assigner.ts';
+import type { LedgerCache } from '../ledger-cache.ts';
 import { Borrower } from './borrower.ts';
 import { Lender } from './lender.ts';
 import { LoanCheck } from './loan-check.ts';
@@ -45,8 +46,8 @@ export interface LendingOptions {
   readonly tier: ClusterRecords;
   readonly node: string;
   readonly clock: Clock;
-  readonly pools: PoolCache;
-  readonly assigner: PoolAssigner;
+  readonly ledgers: LedgerCache;
+  readonly assigner: LedgerAssigner;
   readonly locks: KeyedMutex;
   /** The range as this node's configs define it, when it has served it (its exclusions). */
   readonly rangeOf: (pool: string) => RangeSpec | undefined;
@@ -86,26 +87,26 @@ export class Lending {
 
   constructor(options: LendingOptions) {
     this.#o = options;
-    const { store, tier, node, clock, pools, assigner, locks, rangeOf, demand } = options;
+    const { store, tier, node, clock, ledgers, assigner, locks, rangeOf, demand } = options;
     this.#borrower = new Borrower({
       store,
       tier,
       node,
       clock,
-      pools,
+      ledgers,
       assigner,
       demand,
-      ...(options.waitMs === undefined ? {} : { waitMs: options.waitMs }),
+      ...defined({ waitMs: options.waitMs }),
     });
-    this.#lender = new Lender({ store, tier, node, clock, pools, locks, rangeOf });
-    this.#return = new LoanReturn({ store, tier, node, clock, pools, locks });
+    this.#lender = new Lender({ store, tier, node, clock, ledgers, locks, rangeOf });
+    this.#return = new LoanReturn({ store, tier, node, clock, ledgers, locks });
     this.#check = new LoanCheck({ store, tier, node, locks, rangeOf });
-    this.#migratedAddresses = new MigratedAddresses({ store, tier, node, clock, pools });
+    this.#migratedAddresses = new MigratedAddresses({ store, tier, node, clock, ledgers });
   }
 
-  /** One round in a free loan pool of `range` (a local read, no request), or undefined when none is free. */
+  /** One round in a free loan ledger of `range` (a local read, no request), or undefined when none is free. */
   async fromLoans(range: RangeSpec, request: AllocateRequest, guard?: AdmissionGuard): Promise<Decision | undefined> {
-    const summaries = await this.#o.store.pools(blockKeyPrefix(range.pool));
+    const summaries = await this.#o.store.ledgers(blockKeyPrefix(range.pool));
     return this.#borrower.fromLoans(range, request, summaries, guard);
   }
 
@@ -140,7 +141,7 @@ export class Lending {
    * (lender.ts), which is why the migration records before the attachments switch to Warren.
    * TRY_AGAIN when they were never read and the cluster cannot be reached.
    */
-  async migratedIn(range: RangeSpec, block: Block): Promise<PoolOp[]> {
+  async migratedIn(range: RangeSpec, block: Block): Promise<LedgerOp[]> {
     const { tier } = this.#o;
     let requests = this.#migrated;
     if (requests === undefined) {
@@ -201,7 +202,7 @@ export class Lending {
 
   /**
    * Records the addresses a migration granted this node as their holders' allocations (migrated.ts):
-   * in their blocks once this node knows how the range is split, in loan pools before.
+   * in their blocks once this node knows how the range is split, in loan ledgers before.
    */
   async #adoptMigrated(requests: readonly AddressRequest[], errors: string[]): Promise<number> {
     const { node, locks } = this.#o;
@@ -252,7 +253,7 @@ export class Lending {
   async #splitRange(pool: string): Promise<RangeSpec | undefined> {
     const configured = this.#o.rangeOf(pool);
     if (configured === undefined) return undefined;
-    const summary = (await this.#o.store.pools(pool)).find((p) => p.pool === pool);
+    const summary = (await this.#o.store.ledgers(pool)).find((p) => p.ledger === pool);
     const blockPrefix = summary?.description?.blockPrefix;
     return blockPrefix === undefined ? undefined : { ...configured, blockPrefix };
   }

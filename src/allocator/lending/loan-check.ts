@@ -1,5 +1,5 @@
 /**
- * The borrower's check of its loans in use: a loan pool (loans.ts) holding a container's
+ * The borrower's check of its loans in use: a loan ledger (loans.ts) holding a container's
  * allocation must keep its grant in this node's address request, for the grant is what keeps the
  * lender's placeholder (lender.ts releases a placeholder whose grant has been gone for its grace,
  * and would then hand the address out while this node's container still uses it). A grant removed
@@ -19,6 +19,7 @@
  * is kept while its borrower publishes a container using the loan (the borrower's agent may be
  * down, its container not), and said by name.
  */
+import { defined } from '../../core/defined.ts';
 import { messageOf } from '../../core/errors.ts';
 import type { KeyedMutex } from '../../core/keyed-mutex.ts';
 import { formatIP, parseIP } from '../../ipam/address.ts';
@@ -69,22 +70,22 @@ export class LoanCheck {
     return { restored, errors };
   }
 
-  /** Range pool → address → the allocations of containers in its loan pool (local reads only). */
+  /** Range pool → address → the allocations of containers in its loan ledger (local reads only). */
   async #loansInUse(): Promise<Map<string, Map<string, Allocation[]>>> {
     const { store } = this.#o;
-    const summaries = await store.pools();
+    const summaries = await store.ledgers();
     const blockPrefix = new Map<string, number>();
     for (const p of summaries)
-      if (!isBlockKey(p.pool) && p.description?.blockPrefix !== undefined)
-        blockPrefix.set(p.pool, p.description.blockPrefix);
+      if (!isBlockKey(p.ledger) && p.description?.blockPrefix !== undefined)
+        blockPrefix.set(p.ledger, p.description.blockPrefix);
     const inUse = new Map<string, Map<string, Allocation[]>>();
     for (const summary of summaries) {
-      if (summary.allocated === 0 || !isBlockKey(summary.pool) || summary.affinity !== undefined) continue;
-      const pool = rangePoolOfKey(summary.pool);
+      if (summary.allocated === 0 || !isBlockKey(summary.ledger) || summary.affinity !== undefined) continue;
+      const pool = rangePoolOfKey(summary.ledger);
       const family = parsePoolKey(pool)?.family;
-      if (family === undefined || !isLoanKey(summary.pool, blockPrefix.get(pool) ?? 0)) continue;
-      const value = loanAddressOf({ pool, family }, summary.pool);
-      const held = (await store.list({ pool: summary.pool })).filter((a) => !isBookkeeping(a));
+      if (family === undefined || !isLoanKey(summary.ledger, blockPrefix.get(pool) ?? 0)) continue;
+      const value = loanAddressOf({ pool, family }, summary.ledger);
+      const held = (await store.list({ ledger: summary.ledger })).filter((a) => !isBookkeeping(a));
       if (value === undefined || held.length === 0) continue;
       const byAddress = inUse.get(pool) ?? new Map<string, Allocation[]>();
       byAddress.set(formatIP({ family, value }), held);
@@ -154,10 +155,7 @@ export async function loanUser(
   const key = blockKey(pool, `${address}/${ip.family === 4 ? 32 : 128}`);
   let token: string | undefined;
   do {
-    const page = await tier.published(
-      { pool, node: borrower },
-      { limit: 100, ...(token === undefined ? {} : { continue: token }) },
-    );
+    const page = await tier.published({ pool, node: borrower }, { limit: 100, ...defined({ continue: token }) });
     const loan = page.items.find((b) => b.loan === true && b.key === key);
     if (loan !== undefined) return loan.allocations.find((a) => !isBookkeeping(a) && a.address === address);
     token = page.continue === '' ? undefined : page.continue;

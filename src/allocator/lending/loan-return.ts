@@ -1,5 +1,5 @@
 /**
- * Giving lent addresses back: a loan pool (loans.ts) that has held no allocation for a grace is
+ * Giving lent addresses back: a loan ledger (loans.ts) that has held no allocation for a grace is
  * marked given back in this node's store, then its grant is removed from this node's request, so
  * its lender releases the placeholder (lender.ts) and can use the address again. Run periodically
  * (allocator.ts `lend`).
@@ -9,7 +9,7 @@
  *   lock, before the grant is removed: no ADD of this node can take the address after its grant is
  *   gone (an allocation that landed first keeps the loan);
  * - a rest that is over counts as empty (rests end only when a pick passes them, and nothing picks
- *   in an idle loan pool); one still running keeps the loan;
+ *   in an idle loan ledger); one still running keeps the loan;
  * - a removal that lost (the request changed) is tried again on the next run; a failure for one
  *   loan is reported and the others are still tried.
  */
@@ -22,8 +22,8 @@ import { isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
 import { isLoanKey } from '../../ipam/loan-key.ts';
 import { parsePoolKey } from '../../ipam/pool-key.ts';
 import type { ClusterRecords } from '../../store/cluster.ts';
-import type { PoolOp, Store } from '../../store/store.ts';
-import { type PoolCache, restEnd } from '../pool-cache.ts';
+import type { LedgerOp, Store } from '../../store/store.ts';
+import { type LedgerCache, restEnd } from '../ledger-cache.ts';
 import { RETURNED_NETWORK, loanAddressOf, returnedMarkOf } from './loans.ts';
 
 export interface LoanReturnOptions {
@@ -31,7 +31,7 @@ export interface LoanReturnOptions {
   readonly tier: ClusterRecords;
   readonly node: string;
   readonly clock: Clock;
-  readonly pools: PoolCache;
+  readonly ledgers: LedgerCache;
   readonly locks: KeyedMutex;
 }
 
@@ -42,7 +42,7 @@ export interface LoansReturned {
 
 export class LoanReturn {
   readonly #o: LoanReturnOptions;
-  /** Loan pools seen idle, and since when (monotonic ms). */
+  /** Loan ledgers seen idle, and since when (monotonic ms). */
   readonly #idleSince = new Map<string, number>();
   /** Loans marked given back whose grant is still to be removed, by range pool. */
   readonly #pending = new Map<string, Set<string>>();
@@ -67,29 +67,29 @@ export class LoanReturn {
         this.#addPending(rangePoolOfKey(mark.pool), mark.address);
       this.#recovered = true;
     }
-    const summaries = await store.pools();
+    const summaries = await store.ledgers();
     // Each range's block size, from its description: with one-address blocks, a key of one address
     // is a block (this node's, or one whose claim vanished), never a loan (ipam/loan-key.ts).
     const blockPrefix = new Map<string, number>();
     for (const p of summaries)
-      if (!isBlockKey(p.pool) && p.description?.blockPrefix !== undefined)
-        blockPrefix.set(p.pool, p.description.blockPrefix);
+      if (!isBlockKey(p.ledger) && p.description?.blockPrefix !== undefined)
+        blockPrefix.set(p.ledger, p.description.blockPrefix);
     for (const summary of summaries) {
-      if (summary.allocated > 0 || !isBlockKey(summary.pool) || summary.affinity !== undefined) continue;
-      const range = rangeOfLoan(summary.pool);
-      if (range === undefined || !isLoanKey(summary.pool, blockPrefix.get(range.pool) ?? 0)) continue;
-      seen.add(summary.pool);
-      const since = this.#idleSince.get(summary.pool);
-      if (since === undefined) this.#idleSince.set(summary.pool, now);
+      if (summary.allocated > 0 || !isBlockKey(summary.ledger) || summary.affinity !== undefined) continue;
+      const range = rangeOfLoan(summary.ledger);
+      if (range === undefined || !isLoanKey(summary.ledger, blockPrefix.get(range.pool) ?? 0)) continue;
+      seen.add(summary.ledger);
+      const since = this.#idleSince.get(summary.ledger);
+      if (since === undefined) this.#idleSince.set(summary.ledger, now);
       if ((since ?? now) + graceMs > now) continue;
       try {
-        const address = await this.#mark(summary.pool);
+        const address = await this.#mark(summary.ledger);
         if (address !== undefined) {
-          this.#idleSince.delete(summary.pool);
+          this.#idleSince.delete(summary.ledger);
           this.#addPending(range.pool, address);
         }
       } catch (error) {
-        errors.push(`${summary.pool}: ${messageOf(error)}`);
+        errors.push(`${summary.ledger}: ${messageOf(error)}`);
       }
     }
     for (const key of this.#idleSince.keys()) if (!seen.has(key)) this.#idleSince.delete(key);
@@ -112,12 +112,12 @@ export class LoanReturn {
     this.#pending.set(pool, pending);
   }
 
-  /** Marks the loan pool given back if it is still idle: the address, or undefined when it is not. */
+  /** Marks the loan ledger given back if it is still idle: the address, or undefined when it is not. */
   async #mark(key: string): Promise<string | undefined> {
-    const { store, pools, locks, clock, node } = this.#o;
+    const { store, ledgers, locks, clock, node } = this.#o;
     return locks.run(rangePoolOfKey(key), async () => {
-      pools.forget(key);
-      const read = await store.readPool(key);
+      ledgers.forget(key);
+      const read = await store.readLedger(key);
       if (read.kind !== 'snapshot' || read.allocations.length > 0) return undefined;
       const mono = clock.monotonic();
       if (read.resting.some((r) => restEnd(r, clock) > mono)) return undefined;
@@ -125,7 +125,7 @@ export class LoanReturn {
       const value = range === undefined ? undefined : loanAddressOf(range, key);
       if (range === undefined || value === undefined) return undefined;
       const address = formatIP({ family: range.family, value });
-      const ops: PoolOp[] = read.resting.map((r) => ({ op: 'unrest', address: r.address }));
+      const ops: LedgerOp[] = read.resting.map((r) => ({ op: 'unrest', address: r.address }));
       ops.push({ op: 'allocate', allocation: returnedMarkOf(key, address, node, momentOf(clock)) });
       const result = await store.commit(key, read.revision, ops);
       return result.kind === 'committed' ? address : undefined;
@@ -133,7 +133,7 @@ export class LoanReturn {
   }
 
   /**
-   * Removes from this node's request the grants of `addresses` whose loan pool still carries the
+   * Removes from this node's request the grants of `addresses` whose loan ledger still carries the
    * mark (a grant of the address since took it off: that loan is in use again). Under the range
    * pool's lock, so no borrow takes a mark off between the look and the removal. False when the
    * write lost.
@@ -154,7 +154,7 @@ export class LoanReturn {
   }
 }
 
-/** The range pool and family of a loan pool key, or undefined when `key` is no loan pool. */
+/** The range pool and family of a loan ledger key, or undefined when `key` is no loan ledger. */
 function rangeOfLoan(key: string): { pool: string; family: 4 | 6 } | undefined {
   const pool = rangePoolOfKey(key);
   const parsed = parsePoolKey(pool);

@@ -5,17 +5,18 @@
  *   (`warren.dev/lent`, <borrower node>, <the address>) recorded with node <borrower>, so its own
  *   picks never hand it out and its published view says where the address went. The address as
  *   the interface name keeps one owner per address (the store's one-address-per-owner rule).
- * - The borrower keeps each lent address in a loan pool of its own SQLite, keyed
+ * - The borrower keeps each lent address in a loan ledger of its own SQLite, keyed
  *   `<range pool>#<address>/<32|128>` (ipam/loan-key.ts), and hands it out from there with no
  *   request to the cluster.
- * - A loan the borrower gave back is marked in its loan pool by an allocation of owner
+ * - A loan the borrower gave back is marked in its loan ledger by an allocation of owner
  *   (`warren.dev/returned`, <borrower node>, <the address>), node `warren.dev/returned`: the pool
  *   is then full, so no pick reaches it again, and the grant can be removed from the request
  *   without a pick racing it. A grant of the same address later releases the mark.
  *
  * Lending needs blocks larger than one address: where a range's blocks are one address each, a
- * loan pool's key would be a block's (ipam/loan-key.ts), so lenders lend nothing from such blocks.
+ * loan ledger's key would be a block's (ipam/loan-key.ts), so lenders lend nothing from such blocks.
  */
+import { defined } from '../../core/defined.ts';
 import type { Moment } from '../../core/moment.ts';
 import { type Family, formatIP } from '../../ipam/address.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
@@ -33,7 +34,7 @@ export const RETURNED_NETWORK = `${BOOKKEEPING_PREFIX}returned`;
 export const MIGRATION_LENDER = 'whereabouts';
 
 /**
- * The span of the loan pool of `address`: the range narrowed to one address, its exclusions kept,
+ * The span of the loan ledger of `address`: the range narrowed to one address, its exclusions kept,
  * so an address the borrower's config excludes is never handed out even when a lender lent it.
  */
 export function loanSpan(range: RangeSpec, address: bigint): RangeSpec {
@@ -60,11 +61,11 @@ export function placeholderOf(
     // this node is not what keeps resyncs, audits and GC off it: its network is (ipam/bookkeeping.ts).
     node: borrower,
     createdAt: now.wall,
-    ...(now.stamp === undefined ? {} : { createdStamp: now.stamp }),
+    ...defined({ createdStamp: now.stamp }),
   };
 }
 
-/** The borrower's (`node`'s) mark on its loan pool `pool` of `address`, given back. */
+/** The borrower's (`node`'s) mark on its loan ledger `pool` of `address`, given back. */
 export function returnedMarkOf(pool: string, address: string, node: string, now: Moment): Allocation {
   return {
     pool,
@@ -76,6 +77,6 @@ export function returnedMarkOf(pool: string, address: string, node: string, now:
     // leave it by its network (ipam/bookkeeping.ts).
     node: RETURNED_NETWORK,
     createdAt: now.wall,
-    ...(now.stamp === undefined ? {} : { createdStamp: now.stamp }),
+    ...defined({ createdStamp: now.stamp }),
   };
 }

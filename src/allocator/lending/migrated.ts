@@ -10,16 +10,16 @@
  * - adopting a migrated grant, once this node knows how the range is split (it served the range):
  *   the block holding the address, unclaimed, is claimed for this node with the holder's allocation
  *   (an ordinary own block); this node's already, the allocation is committed in it; another
- *   node's (which holds a placeholder for it, lender.ts), the address is adopted into a loan pool,
- *   except in a range of one-address blocks, where the loan pool's key would be the block's key:
+ *   node's (which holds a placeholder for it, lender.ts), the address is adopted into a loan ledger,
+ *   except in a range of one-address blocks, where the loan ledger's key would be the block's key:
  *   that is REFUSED (reported, nothing committed; the other node keeps the address held for the
  *   pod; once the pod's release emptied what this node recorded, the grant goes, and the
  *   other node's placeholder with it);
- * - before this node knows the split, the grant is adopted into its loan pool key (borrower.ts),
+ * - before this node knows the split, the grant is adopted into its loan ledger key (borrower.ts),
  *   so the pod's release frees it from the start; should the range turn out to be split into
  *   one-address blocks, that pool is the block itself, claimed for this node at a later round when
  *   nobody holds it (a claim skips what is already recorded), or left as it is when another node does;
- * - an address is recorded once: an address already recorded here (in its block or its loan pool) is
+ * - an address is recorded once: an address already recorded here (in its block or its loan ledger) is
  *   not recorded again; every commit is at the revision read, under the range pool's lock; a grant
  *   adopted into its block is then removed (the caller), so it is adopted once. (Left open: a pod
  *   released after its block's claim recorded it and before the next round removed its grant is
@@ -31,11 +31,11 @@ import { type Block, blockAt } from '../../ipam/blocks.ts';
 import { loanKey } from '../../ipam/loan-key.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
 import type { AddressRequest, ClusterRecords, Grant } from '../../store/cluster.ts';
-import type { PoolOp, Store } from '../../store/store.ts';
+import type { LedgerOp, Store } from '../../store/store.ts';
 import { momentOf } from '../../core/moment.ts';
 import type { Clock } from '../../core/clock.ts';
-import type { PoolCache } from '../pool-cache.ts';
-import { metadataOps } from '../pool-metadata.ts';
+import type { LedgerCache } from '../ledger-cache.ts';
+import { metadataOps } from '../ledger-metadata.ts';
 import { MIGRATION_LENDER, placeholderOf } from './loans.ts';
 
 export interface MigratedOptions {
@@ -43,7 +43,7 @@ export interface MigratedOptions {
   readonly tier: ClusterRecords;
   readonly node: string;
   readonly clock: Clock;
-  readonly pools: PoolCache;
+  readonly ledgers: LedgerCache;
 }
 
 /** A grant the migration wrote: its lender is `whereabouts` and it names the pod's allocation. */
@@ -56,9 +56,9 @@ export function isMigrated(grant: Grant): grant is Grant & { readonly holder: Al
  * block, this node's (now, or already): the grant has done its work, the caller removes it, so a
  * release of the pod is never followed by recording it again. `released`: recorded here once and
  * released since (one-address blocks): the caller removes the grant, so a node holding a
- * placeholder for it lets the address go. `held-loan`: in its loan pool
+ * placeholder for it lets the address go. `held-loan`: in its loan ledger
  * already (the grant stays: it is the loan). `loan`: another node holds its block (larger than one
- * address): the caller adopts it into its loan pool (borrower.ts).
+ * address): the caller adopts it into its loan ledger (borrower.ts).
  */
 export type Adoption = 'adopted' | 'held' | 'released' | 'held-loan' | 'refused' | 'retry' | 'loan';
 
@@ -74,13 +74,13 @@ export class MigratedAddresses {
    * holding the migration's grants): the holder's allocation for this node's, a placeholder for
    * another node's, nothing for an address the block already records here.
    */
-  async claimOps(range: RangeSpec, block: Block, requests: readonly AddressRequest[]): Promise<PoolOp[]> {
+  async claimOps(range: RangeSpec, block: Block, requests: readonly AddressRequest[]): Promise<LedgerOp[]> {
     const { store, node, clock } = this.#o;
-    const read = await store.readPool(block.key);
+    const read = await store.readLedger(block.key);
     const recorded = new Set(
       read.kind === 'snapshot' ? [...read.allocations, ...read.resting.map((r) => r.address)] : [],
     );
-    const ops: PoolOp[] = [];
+    const ops: LedgerOp[] = [];
     const now = momentOf(clock);
     for (const request of requests) {
       if (request.pool !== range.pool) continue;
@@ -91,7 +91,7 @@ export class MigratedAddresses {
         const text = formatIP(ip);
         if (recorded.has(text)) continue;
         recorded.add(text);
-        // Adopted into its loan pool before this node knew the range's split: recorded already.
+        // Adopted into its loan ledger before this node knew the range's split: recorded already.
         if (request.node === node && (await this.#inLoanPool(range, block, ip.value))) continue;
         // Granted to this node: the pod lives here, so the claim records its allocation itself.
         const allocation =
@@ -110,14 +110,14 @@ export class MigratedAddresses {
    * the others a claim holds.
    */
   async adopt(range: RangeSpec, grant: Grant, requests: readonly AddressRequest[]): Promise<Adoption> {
-    const { store, tier, node, pools } = this.#o;
+    const { store, tier, node, ledgers } = this.#o;
     const ip = parseIP(grant.address);
     if (ip === undefined || ip.family !== range.family || !isMigrated(grant)) return 'refused';
     const block = blockAt(range, ip.value);
-    const read = await store.readPool(block.key);
+    const read = await store.readLedger(block.key);
     if (read.kind !== 'snapshot') return 'retry';
     const recorded = read.allocations.includes(grant.address);
-    // Recorded in its own block of this node, or (larger blocks) in its loan pool: adopted already.
+    // Recorded in its own block of this node, or (larger blocks) in its loan ledger: adopted already.
     if (recorded && read.affinity === node) return 'held';
     if (!recorded && (await this.#inLoanPool(range, block, ip.value))) return 'held-loan';
     // A one-address block recorded here before (adopted while the split was unknown, or claimed)
@@ -126,7 +126,7 @@ export class MigratedAddresses {
     const claim = await tier.claimOf(block.key);
     if (claim !== undefined && claim.node !== node)
       return range.blockPrefix >= bitsOf(range.family) ? 'refused' : 'loan';
-    const ops: PoolOp[] =
+    const ops: LedgerOp[] =
       claim === undefined
         ? [{ op: 'claim', node }, ...metadataOps(block.span, 0), ...(await this.claimOps(range, block, requests))]
         : recorded
@@ -134,18 +134,18 @@ export class MigratedAddresses {
           : [{ op: 'allocate', allocation: { ...grant.holder, pool: block.key, address: grant.address, node } }];
     if (ops.length === 0) return 'held';
     const result = await store.commit(block.key, read.revision, ops);
-    pools.forget(block.key);
+    ledgers.forget(block.key);
     return result.kind === 'committed' ? 'adopted' : 'retry';
   }
 
   /**
-   * Whether the address was adopted into its loan pool here (a pool apart from `block`): the pool
+   * Whether the address was adopted into its loan ledger here (a pool apart from `block`): the pool
    * exists, even if the pod's release emptied it since (then it is never recorded again).
    */
   async #inLoanPool(range: RangeSpec, block: Block, value: bigint): Promise<boolean> {
     const key = loanKey(range.pool, range.family, value);
     if (key === block.key) return false;
-    const read = await this.#o.store.readPool(key);
+    const read = await this.#o.store.readLedger(key);
     return read.kind === 'snapshot' && read.revision > 0;
   }
 }

@@ -17,6 +17,7 @@
 import { readdirSync } from 'node:fs';
 import { readRegularFile, unreadReason } from '../../core/bounded-read.ts';
 import { join } from 'node:path';
+import { defined } from '../../core/defined.ts';
 import { messageOf } from '../../core/errors.ts';
 import { MAX_CONFIG_BYTES } from '../../api/limits.ts';
 import { isPlainObject } from '../../core/validate.ts';
@@ -89,12 +90,9 @@ export function readWarrenConfig(raw: unknown, generated = false): WarrenConfigR
     return {
       kind: 'parsed',
       network: conf.name,
-      ...(socket === undefined ? {} : { socket }),
-      ...(journalDir === undefined ? {} : { journalDir }),
-      ...(store === undefined ? {} : { store }),
-      ...(nodeLocal === undefined ? {} : { nodeLocal }),
+      ...defined({ socket, journalDir, store, nodeLocal }),
       ...(generated ? { pools: conf.ipam.ranges.map((range) => range.pool) } : {}),
-      ...(conf.ipam.pools === undefined ? {} : { warrenPools: conf.ipam.pools }),
+      ...defined({ warrenPools: conf.ipam.pools }),
       ignoredKeys,
     };
   } catch (error) {
@@ -171,5 +169,5 @@ export function scanConfDir(dir: string): ConfDirScan {
       });
     }
   }
-  return { dir, listing: { kind: 'listed' }, configs, malformed, others, ...(multus === undefined ? {} : { multus }) };
+  return { dir, listing: { kind: 'listed' }, configs, malformed, others, ...defined({ multus }) };
 }

@@ -17,6 +17,7 @@
  */
 import type { DoctorFacts } from '../../api/doctor.ts';
 import { type IgnoredKey, isNodeLocal, perNodeRefusal, whereaboutsStoreKeys } from '../../cni/node-local.ts';
+import { defined } from '../../core/defined.ts';
 import type { WarrenConfigReading } from './conf-dir.ts';
 import { type Finding, error, ok, warning } from './finding.ts';
 
@@ -67,7 +68,7 @@ export function storeScopeFindings(
   const served = {
     name: reading.network,
     ipam: {
-      ...(reading.nodeLocal === undefined ? {} : { nodeLocal: reading.nodeLocal }),
+      ...defined({ nodeLocal: reading.nodeLocal }),
       ranges: (reading.pools ?? []).map((pool) => ({ pool })),
     },
   };

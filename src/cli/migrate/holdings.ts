@@ -14,6 +14,7 @@
  * disagreeing with itself are each a `Problem` naming the object, and their addresses are not
  * held; every holding names one range pool and one address, and no (pool, address) is held twice.
  */
+import { defined } from '../../core/defined.ts';
 import { isWarrenError, messageOf } from '../../core/errors.ts';
 import { type Cidr, type IPAddress, contains, formatIP, networkOf, parseCidr } from '../../ipam/address.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
@@ -188,8 +189,7 @@ export function collectHoldings(objects: WhereaboutsObjects): Holdings {
         pool: range.range.pool,
         address: formatIP(a.address),
         containerID: a.containerID,
-        ...(a.pod === undefined ? {} : { pod: a.pod }),
-        ...(a.ifname === undefined ? {} : { ifname: a.ifname }),
+        ...defined({ pod: a.pod, ifname: a.ifname }),
         source: pool.ref,
         definitions: range.definitions,
       });
@@ -241,8 +241,7 @@ export function collectHoldings(objects: WhereaboutsObjects): Holdings {
       pool: only.range.range.pool,
       address,
       containerID: reservation.containerID,
-      ...(reservation.pod === undefined ? {} : { pod: reservation.pod }),
-      ...(reservation.ifname === undefined ? {} : { ifname: reservation.ifname }),
+      ...defined({ pod: reservation.pod, ifname: reservation.ifname }),
       source: reservation.ref,
       definitions: only.range.definitions,
     });

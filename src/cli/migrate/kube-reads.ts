@@ -10,6 +10,7 @@
  * failure is a TRY_AGAIN WarrenError naming the request, the status and the missing permission.
  */
 import { HttpMethod, IsomorphicFetchHttpLibrary, type KubeConfig, RequestContext } from '@kubernetes/client-node';
+import { defined } from '../../core/defined.ts';
 import { WarrenError } from '../../core/errors.ts';
 import {
   describeFailure,
@@ -81,7 +82,7 @@ export class KubeReader implements WhereaboutsReader {
     do {
       const query: Record<string, string> = {
         limit: String(PAGE_LIMIT),
-        ...(token === undefined ? {} : { continue: token }),
+        ...defined({ continue: token }),
       };
       const { status, body } = await this.#get(path, query);
       if (status === 404 && token === undefined) return [];

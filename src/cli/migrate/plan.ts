@@ -17,6 +17,7 @@
  * planned for one (pool, node) are gathered in one write.
  */
 import { LENT_NETWORK, MIGRATION_LENDER } from '../../allocator/lending/loans.ts';
+import { defined } from '../../core/defined.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { blockCidrOfKey } from '../../ipam/blocks.ts';
 import { parseIP } from '../../ipam/address.ts';
@@ -227,7 +228,7 @@ export function planMigration(input: PlanInput): Plan {
     const grant: Grant = {
       address: holder.address,
       lender: MIGRATION_LENDER,
-      ...(block === undefined ? {} : { block }),
+      ...defined({ block }),
       holder,
     };
     const key = `${holder.pool}\n${holder.node}`;

@@ -8,6 +8,7 @@
  * Guarantees: any JSON gives a value, never an exception; a malformed annotation reads as absent
  * (it can only narrow what is known, never invent an attachment).
  */
+import { defined } from '../../core/defined.ts';
 import { isPlainObject } from '../../core/validate.ts';
 import { parseIP, formatIP } from '../../ipam/address.ts';
 
@@ -56,7 +57,7 @@ function attachmentsOf(annotation: unknown): AttachmentStatus[] | undefined {
       const parsed = typeof ip === 'string' ? parseIP(ip.split('/')[0] ?? '') : undefined;
       return parsed === undefined ? [] : [formatIP(parsed)];
     });
-    attachments.push({ network, ...(ifname === undefined ? {} : { ifname }), addresses });
+    attachments.push({ network, ...defined({ ifname }), addresses });
   }
   return attachments;
 }
@@ -72,8 +73,8 @@ export function podFactsOf(pod: unknown): PodFacts | undefined {
   const attachments = attachmentsOf(annotations[NETWORK_STATUS_ANNOTATION]);
   return {
     uid,
-    ...(node === undefined ? {} : { node }),
+    ...defined({ node }),
     finished: phase === 'Succeeded' || phase === 'Failed',
-    ...(attachments === undefined ? {} : { attachments }),
+    ...defined({ attachments }),
   };
 }

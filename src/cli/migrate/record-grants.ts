@@ -12,6 +12,7 @@
  * `wanted` is written back as read; each planned grant ends `recorded`, `already-recorded` or
  * `conflict`, or the whole run fails with the tier's error.
  */
+import { defined } from '../../core/defined.ts';
 import { WarrenError } from '../../core/errors.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import type { AddressRequest, ClusterTier, Grant } from '../../store/tiered/cluster-tier.ts';
@@ -37,7 +38,7 @@ export async function readWarrenView(tier: ClusterTier, pools: ReadonlySet<strin
   for (const pool of pools) {
     const keys: string[] = [];
     for (let token: string | undefined, first = true; first || token !== undefined; first = false) {
-      const page = await tier.claimsIn(pool, { ...PAGE, ...(token === undefined ? {} : { continue: token }) });
+      const page = await tier.claimsIn(pool, { ...PAGE, ...defined({ continue: token }) });
       for (const claim of page.items) {
         keys.push(claim.key);
         lenders.add(claim.node);
@@ -46,7 +47,7 @@ export async function readWarrenView(tier: ClusterTier, pools: ReadonlySet<strin
     }
     blocks.set(pool, keys);
     for (let token: string | undefined, first = true; first || token !== undefined; first = false) {
-      const page = await tier.published({ pool }, { ...PAGE, ...(token === undefined ? {} : { continue: token }) });
+      const page = await tier.published({ pool }, { ...PAGE, ...defined({ continue: token }) });
       for (const block of page.items) for (const a of block.allocations) allocations.set(`${pool}\n${a.address}`, a);
       token = page.continue;
     }

@@ -17,6 +17,7 @@
  * WarrenError whose message starts with the object (kind and namespace/name, or its place in
  * the listing) and then the path of the offending field; it never throws anything else.
  */
+import { defined } from '../../core/defined.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import { describe, isPlainObject, quoted } from '../../core/validate.ts';
 import { type Cidr, type IPAddress, bitsOf, contains, formatIP, parseCidr } from '../../ipam/address.ts';
@@ -163,8 +164,7 @@ export function parseIpPool(object: unknown, index = 0): WhereaboutsPool {
         offset,
         address,
         containerID,
-        ...(pod === undefined ? {} : { pod }),
-        ...(ifname === undefined ? {} : { ifname }),
+        ...defined({ pod, ifname }),
       });
     }
   }
@@ -192,9 +192,7 @@ export function parseReservation(object: unknown, index = 0): Reservation {
     ref: refOf('OverlappingRangeIPReservation', namespace, name),
     namespace,
     name,
-    ...(containerID === undefined ? {} : { containerID }),
-    ...(pod === undefined ? {} : { pod }),
-    ...(ifname === undefined ? {} : { ifname }),
+    ...defined({ containerID, pod, ifname }),
   };
 }
 

@@ -18,6 +18,7 @@ import type { Logger } from 'pino';
 import type { BackoffPolicy } from '../../core/backoff.ts';
 import type { CancelTimer, Clock } from '../../core/clock.ts';
 import { AsyncChannel } from '../../core/async-channel.ts';
+import { defined } from '../../core/defined.ts';
 import { DirectoryWatcher } from '../../core/dir-watcher.ts';
 import { messageOf } from '../../core/errors.ts';
 import {
@@ -286,8 +287,7 @@ export class ContainerdEventSource {
       state: this.#state,
       since: new Date(this.#since).toISOString(),
       ...this.#counts,
-      ...(this.#lastError === undefined ? {} : { lastError: this.#lastError }),
-      ...(this.#lastResync === undefined ? {} : { lastResync: this.#lastResync }),
+      ...defined({ lastError: this.#lastError, lastResync: this.#lastResync }),
     };
   }
 }

@@ -24,6 +24,7 @@ import {
   RequestContext,
   Watch,
 } from '@kubernetes/client-node';
+import { defined } from '../../core/defined.ts';
 import { type ApiFailure, failureOfError, failureOfResponse, failureOfStatus, isExpired } from './api-failure.ts';
 
 /** The Watch's inactivity timeout beyond the server's own watch timeout. */
@@ -180,8 +181,7 @@ export class CollectionRequests<T> {
         resourceVersion,
         allowWatchBookmarks: true,
         timeoutSeconds: watchTimeoutSeconds(this.#o.watchTimeoutSeconds),
-        ...(this.#o.fieldSelector === undefined ? {} : { fieldSelector: this.#o.fieldSelector }),
-        ...(this.#o.labelSelector === undefined ? {} : { labelSelector: this.#o.labelSelector }),
+        ...defined({ fieldSelector: this.#o.fieldSelector, labelSelector: this.#o.labelSelector }),
       };
       this.#watch.watch(this.#o.path, query, onEvent, onDone).then(
         (opened) => {

@@ -32,6 +32,7 @@ import type { Logger } from 'pino';
 import { AsyncChannel } from '../../core/async-channel.ts';
 import { type BackoffPolicy, ExponentialBackoff } from '../../core/backoff.ts';
 import { type Clock, sleepOn } from '../../core/clock.ts';
+import { defined } from '../../core/defined.ts';
 import { type ApiFailure, describeFailure, missingPermission } from './api-failure.ts';
 import { CollectionRequests, type WatchEnd } from './collection-requests.ts';
 
@@ -173,11 +174,11 @@ export class ListWatch<T extends KubeObjectMeta> {
       since: iso(this.#since),
       relists: Math.max(0, this.#listings - 1),
       reconnects: this.#reconnects,
-      ...(this.#resourceVersion === undefined ? {} : { resourceVersion: this.#resourceVersion }),
+      ...defined({ resourceVersion: this.#resourceVersion }),
       ...(this.#lastListedAt === undefined ? {} : { lastListedAt: iso(this.#lastListedAt) }),
-      ...(this.#lastError === undefined ? {} : { lastError: this.#lastError }),
+      ...defined({ lastError: this.#lastError }),
       ...(this.#retryAt === undefined ? {} : { retryAt: iso(this.#retryAt) }),
-      ...(this.#forbidden === undefined ? {} : { forbidden: this.#forbidden }),
+      ...defined({ forbidden: this.#forbidden }),
     };
   }
 
@@ -299,7 +300,7 @@ export class ListWatch<T extends KubeObjectMeta> {
         verb,
         err: described,
         retryInMs: wait,
-        ...(forbidden === undefined ? {} : { missingPermission: forbidden }),
+        ...defined({ missingPermission: forbidden }),
       },
       forbidden === undefined
         ? `kubernetes: ${verb} failed; retrying`

@@ -14,6 +14,7 @@
  * and every range's pool key is its own; every problem is an INVALID_CONFIG error naming the pool and
  * the path of the key (`WarrenPool gold: spec.ranges[0].range ...`). Pure: no I/O.
  */
+import { defined } from '../../core/defined.ts';
 import { WarrenError } from '../../core/errors.ts';
 import { isPlainObject } from '../../core/validate.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
@@ -101,8 +102,7 @@ export function parseWarrenPool(object: unknown): PoolSpec {
       uid: typeof meta.uid === 'string' ? meta.uid : '',
       ranges,
       routes: parseRoutes(spec.routes, 'spec.routes'),
-      ...(nodeSelector === undefined ? {} : { nodeSelector }),
-      ...(namespaceSelector === undefined ? {} : { namespaceSelector }),
+      ...defined({ nodeSelector, namespaceSelector }),
       sticky: spec.sticky === true,
     };
   } catch (error) {

@@ -27,6 +27,7 @@ import { EMPTY, MESSAGES, METHODS, type RuntimeEvent, type RuntimeListing, encod
 import type { BackoffPolicy } from '../../core/backoff.ts';
 import type { CancelTimer, Clock } from '../../core/clock.ts';
 import { AsyncChannel } from '../../core/async-channel.ts';
+import { defined } from '../../core/defined.ts';
 import { LOCAL_SUBCHANNEL_POOL, closingInsecureCredentials } from '../closing-credentials.ts';
 import { messageOf } from '../../core/errors.ts';
 
@@ -184,9 +185,7 @@ export class EventSourceClient {
       state: this.#state,
       since: new Date(this.#since).toISOString(),
       ...this.#counts,
-      ...(this.#lastMalformed === undefined ? {} : { lastMalformed: this.#lastMalformed }),
-      ...(this.#lastError === undefined ? {} : { lastError: this.#lastError }),
-      ...(this.#lastResync === undefined ? {} : { lastResync: this.#lastResync }),
+      ...defined({ lastMalformed: this.#lastMalformed, lastError: this.#lastError, lastResync: this.#lastResync }),
     };
   }
 

@@ -23,6 +23,7 @@
  *   so no call reads a whole range but `claimsIn`'s pages.
  */
 import type { IKeyValue } from 'etcd3';
+import { defined } from '../../core/defined.ts';
 import { WarrenError } from '../../core/errors.ts';
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
 import type { BlockClaim, Page, RangeRecord, UnclaimResult } from '../tiered/cluster-tier.ts';
@@ -128,7 +129,7 @@ export class EtcdTierClaims {
         { limit: 1 },
         {
           keysOnly: true,
-          ...(from === undefined ? {} : { startAt: from }),
+          ...defined({ startAt: from }),
         },
       );
       const kv = page.kvs[0];

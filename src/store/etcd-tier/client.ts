@@ -13,6 +13,7 @@
  * - etcd3 and cockatiel are loaded only here, lazily, so the SQLite store never pays for gRPC.
  */
 import { readFileSync } from 'node:fs';
+import { defined } from '../../core/defined.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import { isEtcdEndpoint } from '../store.ts';
 import type { Etcd3 } from 'etcd3';
@@ -77,8 +78,7 @@ export async function openEtcdClient(options: EtcdClientOptions): Promise<{ clie
       : {
           credentials: {
             rootCertificate: ca ?? Buffer.alloc(0),
-            ...(key === undefined ? {} : { privateKey: key }),
-            ...(cert === undefined ? {} : { certChain: cert }),
+            ...defined({ privateKey: key, certChain: cert }),
           },
         }),
   });

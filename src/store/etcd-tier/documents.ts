@@ -1,17 +1,17 @@
 /**
  * The old one-tier etcd layout, read only to move it (etcd-tier/legacy-import.ts): the JSON the
- * old store kept per store pool (`units/<pool>`), and where an owner's record lived (`owners/...`).
+ * old store kept per ledger (`units/<pool>`), and where an owner's record lived (`owners/...`).
  * A document that does not parse is IO_FAILURE naming the pool, never taken for an empty one.
  */
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import { isPlainObject } from '../../core/validate.ts';
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
-import type { PoolDescription } from '../store.ts';
+import type { LedgerDescription } from '../store.ts';
 
 export interface UnitDoc {
   affinity?: string;
   cursor?: string;
-  description?: PoolDescription;
+  description?: LedgerDescription;
   /**
    * The pool's cooldown attribute. Documents written before it existed have only the copy inside
    * `description`, which stands in for it until the pool's metadata is next written.

@@ -18,6 +18,7 @@
  * counts for the store's continuity check (etcd-tier/continuity.ts): a member's status may lag.
  */
 import { readFileSync } from 'node:fs';
+import { defined } from '../../core/defined.ts';
 import { messageOf } from '../../core/errors.ts';
 import { nodeHttp } from '../../core/node-http.ts';
 import type { HistoryReading, StoreHistory } from '../store.ts';
@@ -99,7 +100,7 @@ export class EtcdHistory implements StoreHistory {
       dbSizeBytes: Number(status.dbSize),
       // etcd before 3.4 leaves it unset (read as 0): not known rather than empty.
       ...(Number.isFinite(inUse) && inUse > 0 ? { dbSizeInUseBytes: inUse } : {}),
-      ...(quotaBytes === undefined ? {} : { quotaBytes }),
+      ...defined({ quotaBytes }),
       alarms,
       noSpace: alarmed.alarms.some((a) => String(a.alarm).toUpperCase() === 'NOSPACE'),
     };

@@ -28,6 +28,7 @@
  * - keys are ASCII (percent-encoded), so the byte order etcd pages by is the string order.
  */
 import type { IKeyValue, IRangeResponse, ITxnRequest, ITxnResponse, KVClient } from 'etcd3';
+import { defined } from '../../core/defined.ts';
 import { WarrenError } from '../../core/errors.ts';
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
 import { type EtcdContinuity, STORE_LOST_RECOVERY } from './continuity.ts';
@@ -143,9 +144,7 @@ export class TierKv {
               value: Buffer.from(identity),
             },
           ];
-    const response = await this.call(what, () =>
-      this.#kv.txn({ ...request, ...(compare === undefined ? {} : { compare }) }),
-    );
+    const response = await this.call(what, () => this.#kv.txn({ ...request, ...defined({ compare }) }));
     if (!response.succeeded && identity !== undefined) await this.checkIdentity('read the store identity');
     return response;
   }

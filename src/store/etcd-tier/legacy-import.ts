@@ -32,13 +32,14 @@
  * Node deleted) frees them and removes its old documents (`forgetLegacyNode`); until then
  * `legacyLeft` counts them for `warren doctor`.
  */
+import { defined } from '../../core/defined.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { blockKeyPrefix, isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
 import type { LegacyLeft } from '../cluster.ts';
 import type { ClusterTier, RangeRecord } from '../tiered/cluster-tier.ts';
 import { type UnitDoc, ownerRecordKey, parseDoc } from './documents.ts';
-import type { PoolOp, Store } from '../store.ts';
+import type { LedgerOp, Store } from '../store.ts';
 import { recordFromKey, spaceOfPool } from '../tiered/ranges.ts';
 import type { TierKv } from './kv.ts';
 
@@ -71,7 +72,7 @@ interface OldDoc {
 async function eachDoc(kv: TierKv, what: string, visit: (d: OldDoc) => Promise<void>): Promise<void> {
   let from: string | undefined;
   do {
-    const page = await kv.page(what, UNITS, { limit: PAGE, ...(from === undefined ? {} : { continue: from }) });
+    const page = await kv.page(what, UNITS, { limit: PAGE, ...defined({ continue: from }) });
     for (const item of page.kvs) {
       const pool = kv.relative(item).slice(UNITS.length);
       await visit({ pool, revision: Number(item.mod_revision), doc: parseDoc(pool, item.value) });
@@ -120,7 +121,7 @@ async function nodeOfUnowned(kv: TierKv, d: OldDoc): Promise<string | undefined>
 }
 
 /** The one local commit importing block `d`. */
-function importOps(node: string, d: OldDoc, allocations: readonly Allocation[]): PoolOp[] {
+function importOps(node: string, d: OldDoc, allocations: readonly Allocation[]): LedgerOp[] {
   const { doc } = d;
   const cooldown = doc.cooldownSeconds ?? doc.description?.cooldownSeconds;
   return [
@@ -194,7 +195,7 @@ export async function importLegacy(o: LegacyImport): Promise<LegacyReport> {
   const imported: { d: OldDoc; owners: string[] }[] = [];
   for (const d of mine) {
     const { allocations, keys } = await recordsOf(kv, node, d);
-    const read = await local.readPool(d.pool);
+    const read = await local.readLedger(d.pool);
     if (read.revision === 0) {
       const result = await local.commit(d.pool, 0, importOps(node, d, allocations));
       // Serving without them would hand out addresses its containers hold: the start fails instead.
@@ -257,7 +258,7 @@ async function importRanges(local: Store, described: Map<string, UnitDoc['descri
   for (const rangePool of new Set(mine.map((d) => rangePoolOfKey(d.pool)))) {
     const description = described.get(rangePool);
     if (description?.blockPrefix === undefined) continue;
-    const summary = (await local.pools(rangePool)).find((p) => p.pool === rangePool);
+    const summary = (await local.ledgers(rangePool)).find((p) => p.ledger === rangePool);
     if (summary?.description !== undefined) continue;
     await local.commit(rangePool, summary?.revision ?? 0, [{ op: 'describe', description }]);
   }

@@ -18,6 +18,7 @@
  * Before it announces again after a lost lease, it checks the store is still the one it knew
  * (the etcd tier's identity check): an ordinary lease expiry re-announces; a wiped store halts.
  */
+import { defined } from '../../core/defined.ts';
 import { WarrenError } from '../../core/errors.ts';
 import type { Lease, Namespace } from 'etcd3';
 import type { EtcdContinuity } from './continuity.ts';
@@ -95,7 +96,7 @@ export class EtcdMembership implements Membership {
 
   async announce(node: string, info: AnnounceInfo): Promise<void> {
     const { previous, ...published } = info;
-    this.#announced = { node, record: { node, ...published }, ...(previous === undefined ? {} : { previous }) };
+    this.#announced = { node, record: { node, ...published }, ...defined({ previous }) };
     await this.#claim();
   }
 

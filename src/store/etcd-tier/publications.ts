@@ -13,6 +13,7 @@
  *   at a time, and only those naming the node are answered.
  */
 import type { IKeyValue } from 'etcd3';
+import { defined } from '../../core/defined.ts';
 import { WarrenError } from '../../core/errors.ts';
 import type { Page, PublishedBlock } from '../tiered/cluster-tier.ts';
 import { type TierKv, blockRecord, claimValue, lastSegment, nodeIndexOf, publishedOf, publishedRecord } from './kv.ts';
@@ -39,7 +40,7 @@ export class EtcdTierPublications {
   async publish(block: PublishedBlock): Promise<void> {
     const record = this.#kv.key(blockRecord(block.key));
     const { node, counts, allocations, publishedAt: at, revision } = block;
-    const value = { node, counts, allocations, at, ...(revision === undefined ? {} : { revision }) };
+    const value = { node, counts, allocations, at, ...defined({ revision }) };
     const response = await this.#kv.write(`publish block ${block.key}`, {
       compare: [{ key: record, target: 'Value', result: 'Equal', value: claimValue(block.node) }],
       success: [

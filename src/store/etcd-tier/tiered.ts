@@ -13,6 +13,7 @@
  * conflict, never taken.
  */
 import type { Clock } from '../../core/clock.ts';
+import { defined } from '../../core/defined.ts';
 import { claimAgain } from '../tiered/claim-again.ts';
 import type { Store, StoreHistory } from '../store.ts';
 import { TieredStore, type TieredStoreOptions } from '../tiered/store.ts';
@@ -96,8 +97,7 @@ export async function openEtcdTiered(o: EtcdTieredOptions): Promise<EtcdTieredSt
       node: o.node,
       clock: o.clock,
       notice,
-      ...(o.publishIntervalMs === undefined ? {} : { publishIntervalMs: o.publishIntervalMs }),
-      ...(o.claimCheckMs === undefined ? {} : { claimCheckMs: o.claimCheckMs }),
+      ...defined({ publishIntervalMs: o.publishIntervalMs, claimCheckMs: o.claimCheckMs }),
     });
   } catch (error) {
     await tier.close().catch(() => undefined);

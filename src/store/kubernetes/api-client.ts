@@ -28,6 +28,7 @@
 import { request as httpRequest, Agent as HttpAgent } from 'node:http';
 import { Agent as HttpsAgent, type RequestOptions, request as httpsRequest } from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
+import { defined } from '../../core/defined.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import { type ApiFailure, describeFailure, failureOfResponse, missingPermission } from './api-failure.ts';
 
@@ -122,11 +123,13 @@ export class KubeApiClient {
           : new HttpsAgent({
               keepAlive: true,
               maxSockets: 8,
-              ...(tls.ca === undefined ? {} : { ca: tls.ca }),
-              ...(tls.cert === undefined ? {} : { cert: tls.cert }),
-              ...(tls.key === undefined ? {} : { key: tls.key }),
-              ...(tls.rejectUnauthorized === undefined ? {} : { rejectUnauthorized: tls.rejectUnauthorized }),
-              ...(tls.servername === undefined ? {} : { servername: tls.servername }),
+              ...defined({
+                ca: tls.ca,
+                cert: tls.cert,
+                key: tls.key,
+                rejectUnauthorized: tls.rejectUnauthorized,
+                servername: tls.servername,
+              }),
             });
     return new KubeApiClient(
       options.kubeConfig,

@@ -16,6 +16,7 @@
  *   cut mid-way (`TypeError("terminated")`, `cause.code` `UND_ERR_SOCKET`), or the Watch's own
  *   inactivity timeout (`DOMException`, name `TimeoutError`).
  */
+import { defined } from '../../core/defined.ts';
 import { messageOf } from '../../core/errors.ts';
 import { isPlainObject as isRecord } from '../../core/validate.ts';
 
@@ -53,8 +54,7 @@ export function failureOfStatus(status: unknown, fallbackCode?: number): ApiFail
   const message = text ?? reason ?? (code === undefined ? 'an error without a Status' : `HTTP ${code}`);
   const causes = isRecord(status) ? causesOf(status.details) : [];
   return {
-    ...(code === undefined ? {} : { code }),
-    ...(reason === undefined ? {} : { reason }),
+    ...defined({ code, reason }),
     message,
     ...(causes.length === 0 ? {} : { causes }),
   };

@@ -17,6 +17,7 @@
  *   operator's word), through an unguarded Resource; their answers' revisions are still checked.
  */
 import { randomUUID } from 'node:crypto';
+import { defined } from '../../core/defined.ts';
 import { WarrenError } from '../../core/errors.ts';
 import { isPlainObject as isRecord } from '../../core/validate.ts';
 import { type Recovery, joined, left, recoveryOf } from '../tiered/recovery.ts';
@@ -48,7 +49,7 @@ function stateObject(identity: string, recovery: Recovery | undefined, version?:
   return {
     apiVersion: API_VERSION,
     kind: 'WarrenClusterState',
-    metadata: { name: STATE_NAME, ...(version === undefined ? {} : { resourceVersion: version }) },
+    metadata: { name: STATE_NAME, ...defined({ resourceVersion: version }) },
     spec: {
       identity,
       ...(recovery === undefined

@@ -6,6 +6,7 @@
  * undefined); the labels always agree with the spec and uses (owner node, range, holder, its kind,
  * one user label per node in `uses`), so listings select on the server what they read.
  */
+import { defined } from '../../core/defined.ts';
 import { isPlainObject as isRecord } from '../../core/validate.ts';
 import { parseHolderKey } from '../../ipam/holding-key.ts';
 import type { HoldingRecord, HoldingUse, NewHolding } from '../cluster-holdings.ts';
@@ -45,7 +46,7 @@ export function holdingObject(h: NewHolding, uses: readonly HoldingUse[], resour
       name: holdingName(h.key, h.pool),
       namespace: holdingNamespace(h.key) ?? '',
       labels,
-      ...(resourceVersion === undefined ? {} : { resourceVersion }),
+      ...defined({ resourceVersion }),
     },
     spec: { holder: h.key, pool: h.pool, address: h.address, node: h.owner, block: h.block },
     status: { uses: uses.map(useEntry) },
@@ -58,9 +59,7 @@ function useEntry(u: HoldingUse): Record<string, unknown> {
     network: u.network,
     containerID: u.containerID,
     ifname: u.ifname,
-    ...(u.podNamespace === undefined ? {} : { podNamespace: u.podNamespace }),
-    ...(u.podName === undefined ? {} : { podName: u.podName }),
-    ...(u.podUID === undefined ? {} : { podUID: u.podUID }),
+    ...defined({ podNamespace: u.podNamespace, podName: u.podName, podUID: u.podUID }),
     since: Math.max(0, Math.floor(u.since)),
   };
 }

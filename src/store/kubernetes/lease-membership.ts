@@ -29,6 +29,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../../core/clock.ts';
+import { defined } from '../../core/defined.ts';
 import { WarrenError, isWarrenError } from '../../core/errors.ts';
 import { describeInstance } from '../membership.ts';
 import { type Recovery, joinRecovery } from '../tiered/recovery.ts';
@@ -90,7 +91,7 @@ export class LeaseMembership implements Membership {
       node,
       instance,
       record: { node, ...published, instance },
-      ...(previous === undefined ? {} : { previous }),
+      ...defined({ previous }),
     };
     await this.#claim();
   }

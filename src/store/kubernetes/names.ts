@@ -26,7 +26,7 @@ export const API_VERSION = `${GROUP}/${VERSION}`;
 export const RANGE_LABEL = 'warren.dev/range';
 /** The node an object belongs to (blocks, requests, leases). */
 export const NODE_LABEL = 'warren.dev/node';
-/** Set (`true`) on the publication of a borrower's loan pool, which names no claim (ClusterTier.publishLoan). */
+/** Set (`true`) on the publication of a borrower's loan ledger, which names no claim (ClusterTier.publishLoan). */
 export const LOAN_LABEL = 'warren.dev/loan';
 /** Set on a request while it wants addresses (`true`), so open requests are listed by the server. */
 export const OPEN_LABEL = 'warren.dev/open';
@@ -34,7 +34,7 @@ export const OPEN_LABEL = 'warren.dev/open';
 export const LEASE_LABEL = 'warren.dev/lease';
 /** The kind of holder of a holding (`statefulset`, `ipamclaim`). */
 export const HOLDER_KIND_LABEL = 'warren.dev/holder-kind';
-/** The store pool holding a holding's address (its owner's block), so a block's holdings are selected by the server. */
+/** The ledger holding a holding's address (its owner's block), so a block's holdings are selected by the server. */
 export const BLOCK_LABEL = 'warren.dev/block';
 /** The holder of a holding (its key as a label value), so a holder's records are selected by the server. */
 export const HOLDER_LABEL = 'warren.dev/holder';

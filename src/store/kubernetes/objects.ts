@@ -15,6 +15,7 @@
  *   and its pool and node (the block's key and node say those) are left out, and read back from
  *   the block; a grant's holder reads back with the request's range and node as its pool and node.
  */
+import { defined } from '../../core/defined.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { blockCidrOfKey, blockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
 import { isPlainObject as isRecord } from '../../core/validate.ts';
@@ -171,7 +172,7 @@ export function publicationObject(
       allocated: block.counts.allocated,
       resting: block.counts.resting,
       publishedAt: Math.max(0, Math.floor(block.publishedAt)),
-      ...(block.revision === undefined ? {} : { revision: block.revision }),
+      ...defined({ revision: block.revision }),
       allocations: entries,
     },
   };
@@ -226,7 +227,7 @@ function grantEntry(g: Grant): Record<string, unknown> {
   return {
     address: g.address,
     lender: g.lender,
-    ...(g.block === undefined ? {} : { block: g.block }),
+    ...defined({ block: g.block }),
     ...(h === undefined
       ? {}
       : {
@@ -255,7 +256,7 @@ export function requestObject(
     metadata: {
       name,
       labels: requestLabels(r.pool, r.node, r.wanted, r.grants),
-      ...(version === undefined ? {} : { resourceVersion: version }),
+      ...defined({ resourceVersion: version }),
     },
     spec: { pool: r.pool, node: r.node, wanted: Math.max(0, Math.floor(r.wanted)), grants: r.grants.map(grantEntry) },
   };
@@ -270,7 +271,7 @@ function grantOf(entry: unknown, pool: string, node: string): Grant | undefined 
     address: entry.address,
     lender: entry.lender,
     ...(str(entry.block) ? { block: entry.block } : {}),
-    ...(holder === undefined ? {} : { holder }),
+    ...defined({ holder }),
   };
 }
 
@@ -289,7 +290,7 @@ export function spaceObject(name: string, space: string, admitted: readonly stri
   return {
     apiVersion: API_VERSION,
     kind: 'WarrenAddressSpace',
-    metadata: { name, ...(version === undefined ? {} : { resourceVersion: version }) },
+    metadata: { name, ...defined({ resourceVersion: version }) },
     spec: { space, admitted: [...admitted] },
   };
 }

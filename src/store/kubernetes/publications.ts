@@ -17,11 +17,12 @@
  *   delete is told (`notice`), not thrown: the claim is gone already, and the next owner's first
  *   write replaces what was left behind;
  * - a publication is kept within the object size limit (objects.ts);
- * - a loan pool's publication (`loan`, labelled `warren.dev/loan`) names no claim, so none is read:
+ * - a loan ledger's publication (`loan`, labelled `warren.dev/loan`) names no claim, so none is read:
  *   the address's latest borrower replaces whatever was published under its key; `withdrawLoan`
  *   deletes it only while it names the withdrawing node (a read, then a delete at its uid and
  *   resourceVersion: a replacement keeps the uid).
  */
+import { defined } from '../../core/defined.ts';
 import { messageOf, WarrenError } from '../../core/errors.ts';
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
 import type { BlockClaim, Page, PublishedBlock } from '../tiered/cluster-tier.ts';
@@ -134,7 +135,7 @@ export class KubePublications {
   }
 
   /**
-   * Deletes the publication of loan pool `key` while it is `node`'s: read, then deleted at the
+   * Deletes the publication of loan ledger `key` while it is `node`'s: read, then deleted at the
    * version read (uid and resourceVersion), since the address's next borrower replaces the object in
    * place (same uid). One that changed meanwhile is read again; another node's is left.
    */
@@ -156,7 +157,7 @@ export class KubePublications {
     throw new WarrenError('TRY_AGAIN', `loan ${key} kept changing while it was withdrawn`);
   }
 
-  /** The publication of block (or loan pool) `key`, whoever's it is: one read. */
+  /** The publication of block (or loan ledger) `key`, whoever's it is: one read. */
   async of(key: string): Promise<PublishedBlock | undefined> {
     const found = publishedOf(await this.#o.publications.get(`read the allocations of block ${key}`, blockName(key)));
     return found?.key === key ? found : undefined;
@@ -186,6 +187,6 @@ export class KubePublications {
           (filter.pool === undefined || rangePoolOfKey(b.key) === filter.pool) &&
           (filter.node === undefined || b.node === filter.node),
       );
-    return { items, ...(got.continue === undefined ? {} : { continue: got.continue }) };
+    return { items, ...defined({ continue: got.continue }) };
   }
 }

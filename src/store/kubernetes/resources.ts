@@ -11,6 +11,7 @@
  * of every write's answer and of every listing's first page is checked against what was seen
  * before the request left, so a store gone backwards is noticed by any call that can tell.
  */
+import { defined } from '../../core/defined.ts';
 import { WarrenError } from '../../core/errors.ts';
 import type { ApiAnswer, ApiRequest, KubeApiClient } from './api-client.ts';
 import { GROUP, VERSION } from './names.ts';
@@ -147,7 +148,7 @@ export class Resource {
     const answer = await this.#send(what, 'delete', {
       method: 'DELETE',
       path: this.#path(name),
-      ...(body === undefined ? {} : { body }),
+      ...defined({ body }),
     });
     if (answer.status === 200 || answer.status === 202) return 'deleted';
     if (answer.status === 409) return 'conflict';
@@ -170,7 +171,7 @@ export class Resource {
     const query = {
       ...(labelSelector === '' ? {} : { labelSelector }),
       limit: Math.max(1, Math.floor(limit)),
-      ...(from === undefined ? {} : { continue: from }),
+      ...defined({ continue: from }),
     };
     const floor = this.#revisions?.floor() ?? 0;
     const answer = await this.#send(what, 'list', { method: 'GET', path: this.#path(), query });
@@ -207,7 +208,7 @@ export class Resource {
       watch: 'true',
       allowWatchBookmarks: 'true',
       timeoutSeconds,
-      ...(from === undefined ? {} : { resourceVersion: from }),
+      ...defined({ resourceVersion: from }),
     };
     const answer = await this.#api.stream(
       what,

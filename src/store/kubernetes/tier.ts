@@ -19,7 +19,7 @@
  * - `publish` writes the block's publication (kubernetes/publications.ts: one request, two for a block's
  *   first), only while the block is claimed by the publishing node; `unclaim` deletes it after the
  *   claim (one request more when this tier published it, a read and a delete when not); a
- *   borrower's loan pool is published by `publishLoan` (no claim to check) and `withdrawLoan`;
+ *   borrower's loan ledger is published by `publishLoan` (no claim to check) and `withdrawLoan`;
  * - address requests are kubernetes/requests.ts's: an update is a PUT guarded by the version it was
  *   read at, and the server selects open requests and each lender's by label.
  * Every failure to reach the API server is TRY_AGAIN naming it (api-client.ts).
@@ -33,6 +33,7 @@
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Clock } from '../../core/clock.ts';
+import { defined } from '../../core/defined.ts';
 import { WarrenError } from '../../core/errors.ts';
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
 import type {
@@ -93,8 +94,7 @@ export async function openKubeTier(o: KubeTierOptions): Promise<KubeTier> {
     );
   const api = await KubeApiClient.open({
     kubeConfig: o.kubeConfig,
-    ...(o.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: o.requestTimeoutMs }),
-    ...(o.maxAnswerBytes === undefined ? {} : { maxAnswerBytes: o.maxAnswerBytes }),
+    ...defined({ requestTimeoutMs: o.requestTimeoutMs, maxAnswerBytes: o.maxAnswerBytes }),
   });
   return new KubeTier(api, o);
 }
@@ -245,7 +245,7 @@ export class KubeTier implements ClusterTier {
     const items = got.items
       .map(claimOfObject)
       .filter((c): c is BlockClaim => c !== undefined && rangePoolOfKey(c.key) === pool);
-    return { items, ...(got.continue === undefined ? {} : { continue: got.continue }) };
+    return { items, ...defined({ continue: got.continue }) };
   }
 
   async unclaim(claim: BlockClaim): Promise<UnclaimResult> {

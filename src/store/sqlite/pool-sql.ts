@@ -11,7 +11,7 @@
  */
 import type { DatabaseSync } from 'node:sqlite';
 import { INSERT_ALLOCATION, rowValues } from './rows.ts';
-import type { CommitResult, PoolOp, PoolRead, Revision } from '../store.ts';
+import type { CommitResult, LedgerOp, LedgerRead, Revision } from '../store.ts';
 
 /** Prepared once per connection: statement preparation costs more than the statements themselves. */
 export type Statements = ReturnType<typeof prepareStatements>;
@@ -54,7 +54,7 @@ export function prepareStatements(db: DatabaseSync) {
 }
 
 /** A pool as it stands, or `unchanged` at `knownRevision`. */
-export function readPoolIn(s: Statements, pool: string, knownRevision?: Revision): PoolRead {
+export function readLedgerIn(s: Statements, pool: string, knownRevision?: Revision): LedgerRead {
   const row = s.revision.get(pool) as
     | { revision: number; cursor: string | null; affinity: string | null; cooldown_seconds: number | null }
     | undefined;
@@ -77,7 +77,7 @@ export function readPoolIn(s: Statements, pool: string, knownRevision?: Revision
   }));
   return {
     kind: 'snapshot',
-    pool,
+    ledger: pool,
     revision,
     ...(row?.cursor ? { cursor: row.cursor } : {}),
     ...(row?.affinity ? { affinity: row.affinity } : {}),
@@ -93,7 +93,7 @@ export function commitIn(
   s: Statements,
   pool: string,
   expected: Revision,
-  ops: readonly PoolOp[],
+  ops: readonly LedgerOp[],
 ): CommitResult {
   s.begin.run();
   try {
@@ -125,7 +125,7 @@ export function commitIn(
 }
 
 /** Applies one op inside the open transaction; returns a reason when it cannot apply. */
-function applyOp(s: Statements, pool: string, op: PoolOp): string | undefined {
+function applyOp(s: Statements, pool: string, op: LedgerOp): string | undefined {
   switch (op.op) {
     case 'allocate': {
       const a = op.allocation;

@@ -2,13 +2,13 @@
  * An allocation as a row of the SQLite store's `allocations` table (sqlite/schema.ts), both ways,
  * and an allocation filter as the WHERE clause that selects the same rows: the one mapping between
  * the store's records and its columns. Absent optional fields are NULL and read back absent; a
- * creation stamp is kept only whole (both its columns set). Also the pools' summaries (`readPools`),
+ * creation stamp is kept only whole (both its columns set). Also the pools' summaries (`readLedgers`),
  * their counts read from the same tables.
  */
 import type { Allocation } from '../../ipam/allocation.ts';
 import { blockKeyPrefix } from '../../ipam/blocks.ts';
 import type { DatabaseSync } from 'node:sqlite';
-import type { AllocationFilter, ListCursor, ListPage, PoolDescription, PoolSummary } from '../store.ts';
+import type { AllocationFilter, ListCursor, ListPage, LedgerDescription, LedgerSummary } from '../store.ts';
 
 export interface AllocationRow {
   pool: string;
@@ -73,7 +73,7 @@ export function toAllocation(row: AllocationRow): Allocation {
 }
 
 const FILTER_COLUMNS: Record<Exclude<keyof AllocationFilter, 'rangePool'>, string> = {
-  pool: 'pool',
+  ledger: 'pool',
   network: 'network',
   containerID: 'container_id',
   ifname: 'ifname',
@@ -96,13 +96,13 @@ export function readPage(db: DatabaseSync, filter: AllocationFilter, limit: numb
     .prepare(`SELECT * FROM allocations ${where}${past} ORDER BY pool, address LIMIT ?`)
     .all(
       ...values,
-      ...(after === undefined ? [] : [after.pool, after.address]),
+      ...(after === undefined ? [] : [after.ledger, after.address]),
       limit + 1,
     ) as unknown as AllocationRow[];
   const items = rows.slice(0, limit).map(toAllocation);
   const last = items.at(-1);
   return rows.length > limit && last !== undefined
-    ? { items, next: { pool: last.pool, address: last.address } }
+    ? { items, next: { ledger: last.pool, address: last.address } }
     : { items };
 }
 
@@ -127,7 +127,7 @@ export function whereClause(filter: AllocationFilter): { where: string; values: 
 }
 
 /** Summaries of the pools whose key starts with `prefix`, in key order. */
-export function readPools(db: DatabaseSync, prefix: string): PoolSummary[] {
+export function readLedgers(db: DatabaseSync, prefix: string): LedgerSummary[] {
   const rows = db
     .prepare(
       `SELECT p.pool, p.revision, p.description, p.affinity,
@@ -144,11 +144,11 @@ export function readPools(db: DatabaseSync, prefix: string): PoolSummary[] {
     resting: number;
   }>;
   return rows.map((r) => ({
-    pool: r.pool,
+    ledger: r.pool,
     revision: Number(r.revision),
     allocated: Number(r.allocated),
     resting: Number(r.resting),
-    ...(r.description === null ? {} : { description: JSON.parse(r.description) as PoolDescription }),
+    ...(r.description === null ? {} : { description: JSON.parse(r.description) as LedgerDescription }),
     ...(r.affinity === null ? {} : { affinity: r.affinity }),
   }));
 }

@@ -19,8 +19,8 @@ import { type Clock, systemClock } from '../../core/clock.ts';
 import { WarrenError } from '../../core/errors.ts';
 import type { Allocation, Owner } from '../../ipam/allocation.ts';
 import { describeSqliteError, isBusy } from './errors.ts';
-import { type AllocationRow, readPage, readPools, toAllocation, whereClause } from './rows.ts';
-import { type Statements, commitIn, prepareStatements, readPoolIn } from './pool-sql.ts';
+import { type AllocationRow, readPage, readLedgers, toAllocation, whereClause } from './rows.ts';
+import { type Statements, commitIn, prepareStatements, readLedgerIn } from './pool-sql.ts';
 import { migrateSchema } from './schema.ts';
 import { WalSync } from './wal-sync.ts';
 import type {
@@ -29,9 +29,9 @@ import type {
   CommitResult,
   ListCursor,
   ListPage,
-  PoolOp,
-  PoolRead,
-  PoolSummary,
+  LedgerOp,
+  LedgerRead,
+  LedgerSummary,
   Revision,
   Store,
 } from '../store.ts';
@@ -147,14 +147,14 @@ export class SqliteStore implements Store {
     }
   }
 
-  readPool(pool: string, knownRevision?: Revision): Promise<PoolRead> {
-    return this.#run(() => readPoolIn(this.#stmt, pool, knownRevision));
+  readLedger(pool: string, knownRevision?: Revision): Promise<LedgerRead> {
+    return this.#run(() => readLedgerIn(this.#stmt, pool, knownRevision));
   }
 
   commit(
     pool: string,
     expected: Revision,
-    ops: readonly PoolOp[],
+    ops: readonly LedgerOp[],
     _guard?: unknown,
     options?: CommitOptions,
   ): Promise<CommitResult> {
@@ -193,8 +193,8 @@ export class SqliteStore implements Store {
     return (rows as unknown as AllocationRow[]).map(toAllocation);
   }
 
-  pools(prefix = ''): Promise<PoolSummary[]> {
-    return this.#run(() => readPools(this.#db, prefix));
+  ledgers(prefix = ''): Promise<LedgerSummary[]> {
+    return this.#run(() => readLedgers(this.#db, prefix));
   }
 
   /**

@@ -24,28 +24,28 @@ export async function claimAgain(
   let addresses = 0;
   let blocks = 0;
   const conflicts: string[] = [];
-  const pools = await local.pools();
-  const ranges = new Map(pools.filter((p) => !isBlockKey(p.pool)).map((p) => [p.pool, p.description]));
+  const pools = await local.ledgers();
+  const ranges = new Map(pools.filter((p) => !isBlockKey(p.ledger)).map((p) => [p.ledger, p.description]));
   const pinned = new Set<string>();
   for (const p of pools) {
-    if (!isBlockKey(p.pool) || p.affinity !== node) continue;
-    const rangePool = rangePoolOfKey(p.pool);
+    if (!isBlockKey(p.ledger) || p.affinity !== node) continue;
+    const rangePool = rangePoolOfKey(p.ledger);
     const d = ranges.get(rangePool);
     const blockPrefix = d?.blockPrefix;
-    if (blockPrefix !== undefined && isLoanKey(p.pool, blockPrefix)) continue; // a loan is no block of its own
+    if (blockPrefix !== undefined && isLoanKey(p.ledger, blockPrefix)) continue; // a loan is no block of its own
     if (d !== undefined && blockPrefix !== undefined && !pinned.has(rangePool)) {
       const { subnet, first, last } = d;
       await tier.pinRange({ pool: rangePool, space: spaceOfPool(rangePool), subnet, first, last, blockPrefix });
       pinned.add(rangePool);
     }
-    const result = await store.commit(p.pool, p.revision, [{ op: 'claim', node }]).catch((error: unknown) => ({
+    const result = await store.commit(p.ledger, p.revision, [{ op: 'claim', node }]).catch((error: unknown) => ({
       kind: 'conflict' as const,
       reason: messageOf(error),
     }));
     if (result.kind === 'committed') {
       blocks += 1;
       addresses += p.allocated;
-    } else conflicts.push(`block ${p.pool} was not claimed again: ${result.reason}`);
+    } else conflicts.push(`block ${p.ledger} was not claimed again: ${result.reason}`);
   }
   return { addresses, blocks, conflicts };
 }

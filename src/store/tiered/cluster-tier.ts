@@ -77,7 +77,7 @@ export interface ClusterTier extends ClusterRecords {
   /** Publishes a block's allocations (replacing what was published before). Owner only. */
   publish(block: PublishedBlock): Promise<void>;
   /**
-   * Publishes a loan pool of `block.node` (`block.loan`), replacing what any node published under
+   * Publishes a loan ledger of `block.node` (`block.loan`), replacing what any node published under
    * its key before (the address's last borrower). Absent on etcd, which publishes no loans (yet).
    */
   publishLoan?(block: PublishedBlock): Promise<void>;
@@ -87,7 +87,7 @@ export interface ClusterTier extends ClusterRecords {
    */
   publicationOf(key: string): Promise<PublishedBlock | undefined>;
   /**
-   * Removes the publication of loan pool `key` if it is still `node`'s (a loan given back, a node
+   * Removes the publication of loan ledger `key` if it is still `node`'s (a loan given back, a node
    * forgotten). Absent where `publishLoan` is.
    */
   withdrawLoan?(key: string, node: string): Promise<void>;

@@ -35,12 +35,13 @@
  * - what a file holds that the publication does not is kept: its containers are judged by the usual
  *   sources, never released here.
  */
+import { defined } from '../../core/defined.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
 import type { FileCheckStatus } from '../cluster.ts';
 import type { ClusterTier, PublishedBlock } from './cluster-tier.ts';
-import type { AcceptReport, Membership, PoolOp, Store } from '../store.ts';
+import type { AcceptReport, Membership, LedgerOp, Store } from '../store.ts';
 import { PAGE_LIMIT } from './ranges.ts';
 
 export interface FileCheckOptions {
@@ -153,7 +154,7 @@ export class TieredFileCheck {
   async status(): Promise<FileCheckStatus> {
     let restored = 0;
     for (const r of this.#restored.values()) {
-      const [held] = await this.#o.local.list({ pool: r.pool, address: r.address });
+      const [held] = await this.#o.local.list({ ledger: r.pool, address: r.address });
       if (held !== undefined && sameOwner(held, r)) restored++;
       else this.#restored.delete(`${r.pool} ${r.address}`); // released since: its container was proven gone
     }
@@ -173,10 +174,7 @@ export class TieredFileCheck {
     const blocks: PublishedBlock[] = [];
     let next: string | undefined;
     do {
-      const page = await tier.published(
-        { node },
-        { limit: PAGE_LIMIT, ...(next === undefined ? {} : { continue: next }) },
-      );
+      const page = await tier.published({ node }, { limit: PAGE_LIMIT, ...defined({ continue: next }) });
       blocks.push(...page.items.filter((b) => b.node === node && b.loan !== true));
       next = page.continue === '' ? undefined : page.continue;
     } while (next !== undefined);
@@ -211,15 +209,15 @@ export class TieredFileCheck {
    */
   async #merge(block: PublishedBlock): Promise<boolean> {
     const { local, node } = this.#o;
-    const read = await local.readPool(block.key);
+    const read = await local.readLedger(block.key);
     if (read.kind !== 'snapshot') throw new Error(`block ${block.key} read without its contents`);
     const ours = read.affinity === node;
     const byRevision = block.revision !== undefined;
     if (ours && byRevision && read.revision >= (block.revision ?? 0)) return false;
     // Nothing published in a block the file does not know: a claim it never recorded, not a file gone back.
     if (!ours && block.counts.allocated === 0 && block.allocations.length === 0) return false;
-    const here = new Map((await local.list({ pool: block.key })).map((a) => [a.address, a]));
-    const ops: PoolOp[] = ours ? [] : [{ op: 'claim', node }];
+    const here = new Map((await local.list({ ledger: block.key })).map((a) => [a.address, a]));
+    const ops: LedgerOp[] = ours ? [] : [{ op: 'claim', node }];
     const released = new Set<string>();
     const restored: Allocation[] = [];
     for (const published of block.allocations) {
@@ -270,7 +268,7 @@ export class TieredFileCheck {
    * It is published by the publisher's first run, which publishes every block this node holds.
    */
   async #recordUnrecorded(key: string): Promise<void> {
-    const read = await this.#o.local.readPool(key);
+    const read = await this.#o.local.readLedger(key);
     if (read.kind !== 'snapshot' || read.affinity === this.#o.node || read.allocations.length > 0) return;
     const result = await this.#o.local.commit(key, read.revision, [{ op: 'claim', node: this.#o.node }]);
     if (result.kind === 'committed') this.#unrecorded.add(key);
@@ -278,7 +276,7 @@ export class TieredFileCheck {
 
   /** Releases a stale record of a published owner in another block of its range (it moved after the copy). */
   async #releaseElsewhere(stale: Allocation): Promise<void> {
-    const read = await this.#o.local.readPool(stale.pool);
+    const read = await this.#o.local.readLedger(stale.pool);
     const result = await this.#o.local.commit(stale.pool, read.revision, [{ op: 'release', address: stale.address }]);
     if (result.kind === 'conflict')
       throw new WarrenError('TRY_AGAIN', `${stale.address} in ${stale.pool} could not be released: ${result.reason}`);

@@ -11,6 +11,7 @@
  * - a borrower's loan publication is not counted: its lender's placeholder already counts the address;
  * - figures are as published: up to a publication interval behind each owner.
  */
+import { defined } from '../../core/defined.ts';
 import type { PublishedView } from '../cluster.ts';
 
 /** Blocks read per request. */
@@ -40,7 +41,7 @@ export async function publishedFigures(
   let read = 0;
   do {
     const limit = Math.min(PAGE, maxBlocks - read);
-    const page = await published({ pool: rangePool }, { limit, ...(from === undefined ? {} : { continue: from }) });
+    const page = await published({ pool: rangePool }, { limit, ...defined({ continue: from }) });
     read += page.items.length;
     for (const block of page.items) {
       if (block.loan === true) continue;

@@ -11,7 +11,7 @@
  * - runs never overlap: `run` while one is in flight waits for it and runs again, so a `flush`
  *   publishes everything marked before it was called;
  * - a block this node does not hold (given back, vanished) is not published: its mark is dropped;
- * - a loan pool of this node (an address another node lent it: allocator/lending/) is published as
+ * - a loan ledger of this node (an address another node lent it: allocator/lending/) is published as
  *   a loan (`ClusterTier.publishLoan`) while a container holds or may hold it, so the cluster view
  *   shows who really holds a lent address; once given back (its pool carries the given-back mark,
  *   ipam/bookkeeping.ts) its publication is withdrawn. A tier without loans publishes none;
@@ -24,6 +24,7 @@
  *   revision its allocations were read at, or, if the block kept changing under the reads, one read
  *   after them; never one older than what it lists.
  */
+import { defined } from '../../core/defined.ts';
 import { messageOf } from '../../core/errors.ts';
 import type { Clock } from '../../core/clock.ts';
 import { isBlockKey } from '../../ipam/blocks.ts';
@@ -40,7 +41,7 @@ export interface TieredPublisherOptions {
   readonly clock: Clock;
   /** Whether this node holds block `key` now (may ask the cluster, and throw when it is away). */
   readonly holds: (key: string) => Promise<boolean>;
-  /** Whether `key` is a loan pool (one lent address) of its range, not a block. */
+  /** Whether `key` is a loan ledger (one lent address) of its range, not a block. */
   readonly isLoan?: (key: string) => Promise<boolean>;
   /** Keys of every block this node holds (throws when the cluster is away). */
   readonly everyOwnBlock: () => Promise<string[]>;
@@ -65,7 +66,7 @@ export class TieredPublisher {
     this.#o = options;
     const { local, tier, node, notice } = options;
     const publish = (key: string) => this.publishBlock(key);
-    this.fileCheck = new TieredFileCheck({ local, tier, node, publish, ...(notice === undefined ? {} : { notice }) });
+    this.fileCheck = new TieredFileCheck({ local, tier, node, publish, ...defined({ notice }) });
   }
 
   mark(key: string): void {
@@ -92,9 +93,9 @@ export class TieredPublisher {
       try {
         for (const key of await this.#o.everyOwnBlock()) this.#dirty.add(key);
         // And its loans (local pools of no node's affinity), whose last change may not have been published.
-        for (const p of await local.pools())
-          if (isBlockKey(p.pool) && p.affinity === undefined && (await this.#o.isLoan?.(p.pool)))
-            this.#dirty.add(p.pool);
+        for (const p of await local.ledgers())
+          if (isBlockKey(p.ledger) && p.affinity === undefined && (await this.#o.isLoan?.(p.ledger)))
+            this.#dirty.add(p.ledger);
         this.#resynced = true;
       } catch (error) {
         this.#failed("this node's blocks could not be read", error); // the next run tries again
@@ -127,14 +128,14 @@ export class TieredPublisher {
   async publishBlock(key: string): Promise<void> {
     const { local, tier, node, clock } = this.#o;
     const { allocations, revision } = await this.#picture(key);
-    const [summary] = (await local.pools(key)).filter((p) => p.pool === key);
+    const [summary] = (await local.ledgers(key)).filter((p) => p.ledger === key);
     await tier.publish({
       key,
       node,
       counts: { allocated: summary?.allocated ?? allocations.length, resting: summary?.resting ?? 0 },
       allocations,
       publishedAt: clock.now(),
-      ...(revision === undefined ? {} : { revision }),
+      ...defined({ revision }),
     });
   }
 
@@ -145,8 +146,8 @@ export class TieredPublisher {
    */
   async #picture(key: string): Promise<{ allocations: Allocation[]; revision: number | undefined }> {
     for (let round = 1; ; round++) {
-      const allocations = await this.#o.local.list({ pool: key });
-      const read = await this.#o.local.readPool(key);
+      const allocations = await this.#o.local.list({ ledger: key });
+      const read = await this.#o.local.readLedger(key);
       if (read.kind !== 'snapshot') return { allocations, revision: read.revision };
       const listed = new Set(allocations.map((a) => a.address));
       const same = read.allocations.length === listed.size && read.allocations.every((a) => listed.has(a));
@@ -154,13 +155,13 @@ export class TieredPublisher {
     }
   }
 
-  /** Publishes loan pool `key` as it is now, or withdraws it once given back (see the header). */
+  /** Publishes loan ledger `key` as it is now, or withdraws it once given back (see the header). */
   async #publishLoan(key: string): Promise<void> {
     const { local, tier, node, clock } = this.#o;
     if (tier.publishLoan === undefined || tier.withdrawLoan === undefined) return;
-    const allocations = await local.list({ pool: key });
+    const allocations = await local.list({ ledger: key });
     if (allocations.some((a) => isBookkeeping(a))) return tier.withdrawLoan(key, node);
-    const resting = (await local.pools(key)).find((p) => p.pool === key)?.resting ?? 0;
+    const resting = (await local.ledgers(key)).find((p) => p.ledger === key)?.resting ?? 0;
     await tier.publishLoan({
       key,
       node,

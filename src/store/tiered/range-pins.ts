@@ -13,7 +13,7 @@
  *   answer undefined and ask the cluster nothing.
  */
 import type { ClusterTier, RangeRecord } from './cluster-tier.ts';
-import type { CommitResult, PoolOp, Revision, Store } from '../store.ts';
+import type { CommitResult, LedgerOp, Revision, Store } from '../store.ts';
 import { spaceOfPool } from './ranges.ts';
 
 export class RangePins {
@@ -33,7 +33,7 @@ export class RangePins {
   async blockPrefix(rangePool: string): Promise<number | undefined> {
     const known = this.#ranges.get(rangePool)?.blockPrefix ?? this.#split.get(rangePool);
     if (known !== undefined) return known;
-    const blockPrefix = (await this.#local.pools(rangePool)).find((p) => p.pool === rangePool)?.description
+    const blockPrefix = (await this.#local.ledgers(rangePool)).find((p) => p.ledger === rangePool)?.description
       ?.blockPrefix;
     if (blockPrefix !== undefined) this.#split.set(rangePool, blockPrefix);
     return blockPrefix;
@@ -43,7 +43,7 @@ export class RangePins {
   async rangeOf(rangePool: string): Promise<RangeRecord | undefined> {
     const known = this.#ranges.get(rangePool);
     if (known !== undefined) return known;
-    const summary = (await this.#local.pools(rangePool)).find((p) => p.pool === rangePool);
+    const summary = (await this.#local.ledgers(rangePool)).find((p) => p.ledger === rangePool);
     const d = summary?.description;
     if (d?.blockPrefix === undefined) return undefined;
     const record = { pool: rangePool, space: spaceOfPool(rangePool), ...d, blockPrefix: d.blockPrefix };
@@ -62,8 +62,8 @@ export class RangePins {
   async commitDescribed(
     pool: string,
     expected: Revision,
-    ops: readonly PoolOp[],
-    described: Extract<PoolOp, { op: 'describe' }>,
+    ops: readonly LedgerOp[],
+    described: Extract<LedgerOp, { op: 'describe' }>,
   ): Promise<CommitResult> {
     const d = described.description;
     const { subnet, first, last } = d;

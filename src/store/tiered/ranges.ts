@@ -15,12 +15,13 @@
  * - `forgetNodeBlocks` removes each claim of the node only at the version read (uid and version
  *   preconditions): of two agents forgetting one node, each block is freed by exactly one, and a
  *   block claimed again by a live node in between is never removed. Grants the node had lent are
- *   dropped from the requests holding them, and the node's published loan pools are withdrawn.
+ *   dropped from the requests holding them, and the node's published loan ledgers are withdrawn.
  */
+import { defined } from '../../core/defined.ts';
 import type { BlockClaim, ClusterTier, Page, RangeRecord } from './cluster-tier.ts';
 import { blockCidrOfKey, blockKeyPrefix, rangePoolOfKey } from '../../ipam/blocks.ts';
 import { parsePoolKey } from '../../ipam/pool-key.ts';
-import type { PoolSummary, Store } from '../store.ts';
+import type { LedgerSummary, Store } from '../store.ts';
 import type { TieredClaims } from './claims.ts';
 
 /** The address space of a range pool as `spaces` names it (allocator/admission.ts): `v4`, `v4@<network_name>`. */
@@ -50,7 +51,7 @@ async function allPages<T>(read: (page: { limit: number; continue?: string }) =>
   const items: T[] = [];
   let next: string | undefined;
   do {
-    const page = await read({ limit: PAGE_LIMIT, ...(next === undefined ? {} : { continue: next }) });
+    const page = await read({ limit: PAGE_LIMIT, ...defined({ continue: next }) });
     items.push(...page.items);
     next = page.continue;
   } while (next !== undefined);
@@ -64,26 +65,30 @@ async function allPages<T>(read: (page: { limit: number; continue?: string }) =>
  * cluster cannot be reached and the range's claims were never read (a restart), the local record
  * of this node's claims stands in, so ADDs in its blocks go on.
  */
-export async function ownBlocks(claims: TieredClaims, rangePool: string, shown: PoolSummary[]): Promise<PoolSummary[]> {
+export async function ownBlocks(
+  claims: TieredClaims,
+  rangePool: string,
+  shown: LedgerSummary[],
+): Promise<LedgerSummary[]> {
   try {
     await claims.load(rangePool);
   } catch {
     return shown;
   }
-  const known = new Set(shown.map((p) => p.pool));
+  const known = new Set(shown.map((p) => p.ledger));
   const unseen = claims
     .of(rangePool)
     .filter((c) => !known.has(c.key))
-    .map((c): PoolSummary => ({ pool: c.key, revision: 0, allocated: 0, resting: 0, affinity: claims.node }));
-  return [...shown, ...unseen].sort((a, b) => (a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : 0));
+    .map((c): LedgerSummary => ({ ledger: c.key, revision: 0, allocated: 0, resting: 0, affinity: claims.node }));
+  return [...shown, ...unseen].sort((a, b) => (a.ledger < b.ledger ? -1 : a.ledger > b.ledger ? 1 : 0));
 }
 
 /** Ranges of address space `space` in which `node` holds a block by its own store's record, with what they hold. */
 export async function heldByNode(local: Store, node: string, space: string): Promise<Map<string, number>> {
   const held = new Map<string, number>();
-  for (const p of await local.pools()) {
-    const rangePool = rangePoolOfKey(p.pool);
-    if (p.pool === rangePool || p.affinity !== node || spaceOfPool(rangePool) !== space) continue;
+  for (const p of await local.ledgers()) {
+    const rangePool = rangePoolOfKey(p.ledger);
+    if (p.ledger === rangePool || p.affinity !== node || spaceOfPool(rangePool) !== space) continue;
     held.set(rangePool, (held.get(rangePool) ?? 0) + Math.max(1, p.allocated + p.resting));
   }
   return held;
@@ -95,7 +100,7 @@ export interface RangeParts {
   readonly claims: TieredClaims;
 }
 
-export async function rangeBlocks(parts: RangeParts, rangePool: string, counts: boolean): Promise<PoolSummary[]> {
+export async function rangeBlocks(parts: RangeParts, rangePool: string, counts: boolean): Promise<LedgerSummary[]> {
   const { local, tier, claims } = parts;
   await claims.load(rangePool);
   const started = claims.listingStarts();
@@ -103,8 +108,8 @@ export async function rangeBlocks(parts: RangeParts, rangePool: string, counts: 
   const published = new Map(
     counts ? (await allPages((page) => tier.published({ pool: rangePool }, page))).map((p) => [p.key, p.counts]) : [],
   );
-  const here = new Map((await local.pools(blockKeyPrefix(rangePool))).map((p) => [p.pool, p]));
-  const byKey = new Map<string, PoolSummary>();
+  const here = new Map((await local.ledgers(blockKeyPrefix(rangePool))).map((p) => [p.ledger, p]));
+  const byKey = new Map<string, LedgerSummary>();
   for (const [key, p] of here) {
     const { affinity: _local, ...rest } = p;
     byKey.set(key, claims.vanished(key) ? { ...rest, affinity: `${claims.node} (vanished)` } : rest);
@@ -114,7 +119,7 @@ export async function rangeBlocks(parts: RangeParts, rangePool: string, counts: 
     const mine = here.get(c.key);
     const theirs = published.get(c.key);
     byKey.set(c.key, {
-      pool: c.key,
+      ledger: c.key,
       revision: mine?.revision ?? 0,
       allocated: theirs?.allocated ?? mine?.allocated ?? 0,
       resting: theirs?.resting ?? mine?.resting ?? 0,
@@ -128,9 +133,9 @@ export async function rangeBlocks(parts: RangeParts, rangePool: string, counts: 
     const p = byKey.get(key);
     if (rangePoolOfKey(key) !== rangePool || p?.affinity !== undefined) continue;
     const { revision = 0, allocated = 0, resting = 0 } = p ?? {};
-    byKey.set(key, { pool: key, revision, allocated, resting, affinity: `${owner} (claim vanished)` });
+    byKey.set(key, { ledger: key, revision, allocated, resting, affinity: `${owner} (claim vanished)` });
   }
-  return [...byKey.values()].sort((a, b) => (a.pool < b.pool ? -1 : a.pool > b.pool ? 1 : 0));
+  return [...byKey.values()].sort((a, b) => (a.ledger < b.ledger ? -1 : a.ledger > b.ledger ? 1 : 0));
 }
 
 /** Frees the blocks of `node`, gone for good: the keys freed by this call. */
@@ -164,7 +169,7 @@ export async function forgetNodeBlocks(tier: ClusterTier, node: string): Promise
   return freed;
 }
 
-/** Withdraws the publications of `node`'s loan pools (it is gone: it holds no address), page by page. */
+/** Withdraws the publications of `node`'s loan ledgers (it is gone: it holds no address), page by page. */
 async function withdrawLoans(tier: ClusterTier, node: string): Promise<void> {
   if (tier.withdrawLoan === undefined) return;
   const loans = (await allPages((page) => tier.published({ node }, page))).filter((b) => b.loan === true);

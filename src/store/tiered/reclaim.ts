@@ -22,7 +22,7 @@
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
 import type { BlockClaim, ClusterTier, RangeRecord } from './cluster-tier.ts';
-import type { CommitResult, PoolOp, Revision, Store } from '../store.ts';
+import type { CommitResult, LedgerOp, Revision, Store } from '../store.ts';
 import { claimRefusal } from './claim-guard.ts';
 import type { TieredClaims } from './claims.ts';
 
@@ -75,10 +75,10 @@ export class ClaimKeeper {
    * Gives block `key` back (an `unclaim` commit at local revision `expected`): the claim is removed
    * only while it is still exactly this node's record, read again for its current version (ABA).
    */
-  async unclaim(key: string, expected: Revision, ops: readonly PoolOp[]): Promise<CommitResult> {
+  async unclaim(key: string, expected: Revision, ops: readonly LedgerOp[]): Promise<CommitResult> {
     const { local, claims, tier, node } = this.#p;
     const conflict = (reason: string): CommitResult => ({ kind: 'conflict', reason });
-    if ((await local.readPool(key)).revision !== expected) return conflict(`block ${key} changed`);
+    if ((await local.readLedger(key)).revision !== expected) return conflict(`block ${key} changed`);
     const current = await claims.current(key);
     if (current === undefined) {
       claims.drop(key);
@@ -103,11 +103,11 @@ export class ClaimKeeper {
 
   async #keep(lost: BlockClaim): Promise<Outcome> {
     const { local, tier, node } = this.#p;
-    const held = (await local.list({ pool: lost.key })).length;
+    const held = (await local.list({ ledger: lost.key })).length;
     const standing = await tier.claimOf(lost.key);
     if (standing?.node === node) return { kind: 'held', claim: standing, again: false };
     if (held === 0) {
-      const read = await local.readPool(lost.key);
+      const read = await local.readLedger(lost.key);
       if (read.kind === 'snapshot' && read.affinity === node)
         await local.commit(lost.key, read.revision, [{ op: 'unclaim' }]);
       return { kind: 'empty' };

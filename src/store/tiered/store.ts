@@ -14,7 +14,7 @@
  * - an allocation in a block of a range split in the cluster (its description carries a block
  *   size) needs this node's claim of the block: otherwise the commit is a conflict naming why (no
  *   address is handed out in another node's block on this store); releases need no claim, so a DEL
- *   in a block whose claim vanished still works; nor do loan and use pools (loan-key.ts, holding-key.ts);
+ *   in a block whose claim vanished still works; nor do loan and use ledgers (loan-key.ts, holding-key.ts);
  * - a `describe` with a block size on a range pool pins the range in the cluster (tiered/range-pins.ts):
  *   a range already split differently there writes the cluster's size into the local description and
  *   answers a conflict, so the allocator's next look at `pools(range)` sees the stored size (and refuses
@@ -22,7 +22,7 @@
  * - `pools(<range>#)` answers this node's blocks only (read from the cluster once per range, then
  *   cached), with local counts; the whole range is read only through `cluster.owners.rangeBlocks`,
  *   which block placement calls when this node's blocks are full;
- * - findByOwner, list and readPool are local: this node's allocations;
+ * - findByOwner, list and readLedger are local: this node's allocations;
  * - blocks whose local picture changed are published in batches every `publishIntervalMs` on the
  *   clock (tiered/publisher.ts), retried while the cluster is away; `flush` publishes now; the
  *   first run after `start` publishes every block this node holds, so what changed before a
@@ -41,6 +41,7 @@
  * `spaces.admit`). So an admission lost elsewhere stops this node's allocations within one check.
  */
 import type { Clock } from '../../core/clock.ts';
+import { defined } from '../../core/defined.ts';
 import { messageOf } from '../../core/errors.ts';
 import { PeriodicTask } from '../../core/periodic-task.ts';
 import { isBlockKey, rangePoolListed, rangePoolOfKey } from '../../ipam/blocks.ts';
@@ -53,9 +54,9 @@ import type {
   AllocationFilter,
   CommitOptions,
   CommitResult,
-  PoolOp,
-  PoolRead,
-  PoolSummary,
+  LedgerOp,
+  LedgerRead,
+  LedgerSummary,
   Revision,
   Store,
   StoreCluster,
@@ -79,10 +80,10 @@ export interface TieredStoreOptions {
   readonly claimCheckMs?: number;
 }
 
-const ADDRESSES_CHANGE = new Set<PoolOp['op']>(['allocate', 'release', 'relocate', 'unrest']);
+const ADDRESSES_CHANGE = new Set<LedgerOp['op']>(['allocate', 'release', 'relocate', 'unrest']);
 
 function conflict(reason: string, admissionLost?: true): CommitResult {
-  return { kind: 'conflict', reason, ...(admissionLost === undefined ? {} : { admissionLost }) };
+  return { kind: 'conflict', reason, ...defined({ admissionLost }) };
 }
 
 export class TieredStore implements Store {
@@ -129,7 +130,7 @@ export class TieredStore implements Store {
       node: o.node,
       clock: o.clock,
       holds: (key) => this.#claims.held(key),
-      // A range never split has no loan pools: 128 makes no key one.
+      // A range never split has no loan ledgers: 128 makes no key one.
       isLoan: async (key) => isLoanKey(key, (await this.#ranges.blockPrefix(rangePoolOfKey(key))) ?? 128),
       everyOwnBlock: async () => (await this.#claims.loadAll()).map((c) => c.key),
       notice: this.#notice,
@@ -147,7 +148,7 @@ export class TieredStore implements Store {
       },
       records: o.tier,
       fileCheck: () => this.#publisher.fileCheck.status(),
-      ...(o.tier.holdings === undefined ? {} : { holdings: o.tier.holdings }),
+      ...defined({ holdings: o.tier.holdings }),
     });
   }
 
@@ -185,14 +186,14 @@ export class TieredStore implements Store {
     }
   }
 
-  readPool(pool: string, knownRevision?: Revision): Promise<PoolRead> {
-    return this.#local.readPool(pool, knownRevision);
+  readLedger(pool: string, knownRevision?: Revision): Promise<LedgerRead> {
+    return this.#local.readLedger(pool, knownRevision);
   }
 
   async commit(
     pool: string,
     expected: Revision,
-    ops: readonly PoolOp[],
+    ops: readonly LedgerOp[],
     guard?: AdmissionGuard,
     options?: CommitOptions,
   ): Promise<CommitResult> {
@@ -214,7 +215,7 @@ export class TieredStore implements Store {
     return this.#committed(pool, await this.#local.commit(pool, expected, ops, undefined, options), ops);
   }
 
-  #committed(pool: string, result: CommitResult, ops: readonly PoolOp[]): CommitResult {
+  #committed(pool: string, result: CommitResult, ops: readonly LedgerOp[]): CommitResult {
     if (result.kind === 'committed' && ops.some((op) => ADDRESSES_CHANGE.has(op.op))) this.#publisher.mark(pool);
     return result;
   }
@@ -227,14 +228,14 @@ export class TieredStore implements Store {
       return `the claim of block ${key} by node ${this.#node} vanished from ${this.tier.description}`;
     const blockPrefix = await this.#ranges.blockPrefix(rangePool);
     if (blockPrefix === undefined) return undefined; // a range never split in the cluster
-    // A loan pool (lent by another node: allocator/lending/) or a use pool (holdings/) is this node's alone.
+    // A loan ledger (lent by another node: allocator/lending/) or a use ledger (holdings/) is this node's alone.
     if (isLoanKey(key, blockPrefix) || isUseKey(key)) return undefined;
     try {
       await this.#claims.load(rangePool);
     } catch {
       // The cluster is away and this range's claims were never read in this process (a restart):
       // the local record of the claims this node made stands in until the cluster answers.
-      const read = await this.#local.readPool(key);
+      const read = await this.#local.readLedger(key);
       return read.kind === 'snapshot' && read.affinity === this.#node
         ? undefined
         : `block ${key} is not claimed by node ${this.#node} (${this.tier.description} cannot be reached to check)`;
@@ -245,14 +246,14 @@ export class TieredStore implements Store {
   async #commitClaim(
     key: string,
     expected: Revision,
-    ops: readonly PoolOp[],
+    ops: readonly LedgerOp[],
     guard: AdmissionGuard | undefined,
   ): Promise<CommitResult> {
     const claimOp = ops.find((op) => op.op === 'claim');
     const node = claimOp?.op === 'claim' ? claimOp.node : this.#node;
     const rangePool = rangePoolOfKey(key);
     // A claim costs the cluster a write: check the local revision first so a stale round costs none.
-    if ((await this.#local.readPool(key)).revision !== expected) return conflict(`block ${key} changed`);
+    if ((await this.#local.readLedger(key)).revision !== expected) return conflict(`block ${key} changed`);
     await this.#claims.load(rangePool);
     // A range in which this node holds a block cannot be retired (it holds something: the cluster's
     // spaces refuse): only the first claim in a range asks whether the admission still stands.
@@ -290,12 +291,12 @@ export class TieredStore implements Store {
     return this.#local.list(filter);
   }
 
-  async pools(prefix?: string): Promise<PoolSummary[]> {
-    const local = await this.#local.pools(prefix);
+  async ledgers(prefix?: string): Promise<LedgerSummary[]> {
+    const local = await this.#local.ledgers(prefix);
     // `<range pool>#` exactly: the blocks of one range.
     const rangePool = rangePoolListed(prefix);
     const shown = local.map((p) => {
-      if (!isBlockKey(p.pool) || !this.#claims.vanished(p.pool)) return p;
+      if (!isBlockKey(p.ledger) || !this.#claims.vanished(p.ledger)) return p;
       const { affinity: _gone, ...rest } = p;
       return rest;
     });

@@ -36,7 +36,7 @@ async function setup(held: Allocation[] = []) {
   const clock = new ManualClock(1_000_000);
   const store = new SqliteStore({ path: ':memory:' });
   for (const a of held) {
-    const read = await store.readPool(a.pool);
+    const read = await store.readLedger(a.pool);
     await store.commit(a.pool, read.revision, [{ op: 'allocate', allocation: a }]);
   }
   let lists = 0;
@@ -124,7 +124,7 @@ describe('ClusterReservations', () => {
     assert.equal(writes.length, 1, 'nor once the object shows it');
     cluster.released([allocation('10.0.0.6', 'c6')]);
     assert.equal(clock.pendingTimers, 0, 'an address nobody reserved calls for no look');
-    const pool = (await store.readPool('net/10.0.0.0/24')).revision;
+    const pool = (await store.readLedger('net/10.0.0.0/24')).revision;
     await store.commit('net/10.0.0.0/24', pool, [{ op: 'release', address: '10.0.0.5' }]);
     cluster.released([allocation('10.0.0.5', 'c5')]);
     assert.equal(clock.pendingTimers, 1, 'a reserved one does');

@@ -29,8 +29,8 @@ function setup(maxLabelValues?: number) {
     ...(maxLabelValues === undefined ? {} : { maxLabelValues }),
     readings: {
       pools: async () =>
-        (await sqlite.pools()).map((p) => ({
-          pool: p.pool,
+        (await sqlite.ledgers()).map((p) => ({
+          pool: p.ledger,
           allocated: p.allocated,
           resting: p.resting,
           ...(p.description === undefined ? {} : { capacity: Number(p.description.capacity) }),

@@ -18,7 +18,7 @@ import { ManualClock } from '../../../src/core/clock.ts';
 import { parseNetConf } from '../../../src/cni/netconf.ts';
 import { parseReservation, renderReservation, reservationAddress } from '../../../src/cni/host-local-reservation.ts';
 import { SqliteStore } from '../../../src/store/sqlite/store.ts';
-import type { CommitResult, PoolOp } from '../../../src/store/store.ts';
+import type { CommitResult, LedgerOp } from '../../../src/store/store.ts';
 import { removeDir, tempDir, waitFor } from '../../helpers/processes.ts';
 import { silentLogger } from '../../helpers/logger.ts';
 
@@ -43,7 +43,7 @@ afterEach(async () => {
 /** A store whose commits fail while `failing` is set: the fault a real disk or etcd can give. */
 class FlakyStore extends SqliteStore {
   failing = false;
-  override async commit(pool: string, expected: number, ops: readonly PoolOp[]): Promise<CommitResult> {
+  override async commit(pool: string, expected: number, ops: readonly LedgerOp[]): Promise<CommitResult> {
     if (this.failing) throw new Error('disk I/O error (injected)');
     return super.commit(pool, expected, ops);
   }

@@ -69,7 +69,7 @@ async function setUp(options: { onlyNode?: string } = {}) {
   });
   // The range's pool is made by an ordinary ADD; the records go in beside it as lending commits them.
   await harness.allocator.allocate({ owner: owner('live'), ranges, netns: join(ns.seen, 'gone-too') });
-  const read = await store.readPool(POOL);
+  const read = await store.readLedger(POOL);
   const kept = records('n1', join(ns.seen, 'gone'), clock.now());
   await store.commit(
     POOL,

@@ -28,7 +28,7 @@ import { NetnsObserver } from '../../../src/sources/netns.ts';
 import type { NetnsRemoval } from '../../../src/sources/netns-removals.ts';
 import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 import type { Allocation } from '../../../src/ipam/allocation.ts';
-import type { AllocationFilter, CommitResult, PoolOp } from '../../../src/store/store.ts';
+import type { AllocationFilter, CommitResult, LedgerOp } from '../../../src/store/store.ts';
 import { tempDir, waitFor } from '../../helpers/processes.ts';
 import { releaseHarness } from './harness.ts';
 import { NetnsScopes } from '../../../src/agent/release/netns-scopes.ts';
@@ -37,7 +37,7 @@ import { NetnsScopes } from '../../../src/agent/release/netns-scopes.ts';
 class FlakyStore extends SqliteStore {
   failCommits = false;
   failListing: string | undefined;
-  override async commit(pool: string, expected: number, ops: readonly PoolOp[]): Promise<CommitResult> {
+  override async commit(pool: string, expected: number, ops: readonly LedgerOp[]): Promise<CommitResult> {
     if (this.failCommits) throw new Error('disk I/O error (injected)');
     return super.commit(pool, expected, ops);
   }

@@ -11,14 +11,14 @@ import { ManualClock } from '../../../src/core/clock.ts';
 import { recordMissedDelete } from '../../../src/plugin/journal-writer.ts';
 import { parseIpamConfig } from '../../../src/cni/ipam-config.ts';
 import { SqliteStore } from '../../../src/store/sqlite/store.ts';
-import type { CommitResult, PoolOp } from '../../../src/store/store.ts';
+import type { CommitResult, LedgerOp } from '../../../src/store/store.ts';
 import { waitFor } from '../../helpers/processes.ts';
 import { releaseHarness as harness } from './harness.ts';
 
 /** A store whose commits fail while `failing` is set: the fault a real disk or etcd can give. */
 class FlakyStore extends SqliteStore {
   failing = false;
-  override async commit(pool: string, expected: number, ops: readonly PoolOp[]): Promise<CommitResult> {
+  override async commit(pool: string, expected: number, ops: readonly LedgerOp[]): Promise<CommitResult> {
     if (this.failing) throw new Error('disk I/O error (injected)');
     return super.commit(pool, expected, ops);
   }

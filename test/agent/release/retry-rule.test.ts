@@ -12,14 +12,14 @@ import { parseIpamConfig } from '../../../src/cni/ipam-config.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { momentOf } from '../../../src/core/moment.ts';
 import { SqliteStore } from '../../../src/store/sqlite/store.ts';
-import type { CommitResult, PoolOp } from '../../../src/store/store.ts';
+import type { CommitResult, LedgerOp } from '../../../src/store/store.ts';
 import { releaseHarness } from './harness.ts';
 
 /** A store whose commits fail while told to, counting the commits tried. */
 class FlakyStore extends SqliteStore {
   failCommits = false;
   commits = 0;
-  override async commit(pool: string, expected: number, ops: readonly PoolOp[]): Promise<CommitResult> {
+  override async commit(pool: string, expected: number, ops: readonly LedgerOp[]): Promise<CommitResult> {
     this.commits += 1;
     if (this.failCommits) throw new Error('disk I/O error (injected)');
     return super.commit(pool, expected, ops);

@@ -102,7 +102,7 @@ describe('allocation pages of a store that cannot page, and of the published vie
           createdAt: i,
         };
         assert.equal(
-          (await sqlite.commit('p', (await sqlite.readPool('p')).revision, [{ op: 'allocate', allocation }])).kind,
+          (await sqlite.commit('p', (await sqlite.readLedger('p')).revision, [{ op: 'allocate', allocation }])).kind,
           'committed',
         );
       }

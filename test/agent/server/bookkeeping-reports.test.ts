@@ -38,7 +38,7 @@ describe('bookkeeping records in the node report', () => {
         { node: 'n1', since: 0 },
         { node: 'n2', since: 0 },
       ],
-      [{ pool: BLOCK, allocated: 3, resting: 0, affinity: 'n1', revision: 1 }],
+      [{ ledger: BLOCK, allocated: 3, resting: 0, affinity: 'n1', revision: 1 }],
       [
         record('10.8.0.1', 'net', 'c1', 'n1'),
         record('10.8.0.2', 'warren.dev/lent', 'n2', 'n2'),
@@ -69,7 +69,7 @@ describe('bookkeeping records through the API', () => {
       });
       assert.equal(added.kind, 'result');
       const pool = (await h.store.list())[0]?.pool ?? '';
-      const read = await h.store.readPool(pool);
+      const read = await h.store.readLedger(pool);
       await h.store.commit(pool, read.revision, [
         { op: 'allocate', allocation: record('10.8.0.200', 'warren.dev/lent', 'n2', 'n2', pool) },
         { op: 'allocate', allocation: record('10.8.0.201', 'warren.dev/lent', 'n3', 'n3', pool) },
@@ -121,7 +121,7 @@ describe('bookkeeping records in the dashboard and the metrics', () => {
   it('exports them by kind as warren_bookkeeping_addresses, read from the store when scraped', async () => {
     const store = new SqliteStore({ path: ':memory:' });
     const pool = '10.8.0.0/24';
-    await store.commit(pool, (await store.readPool(pool)).revision, [
+    await store.commit(pool, (await store.readLedger(pool)).revision, [
       { op: 'allocate', allocation: record('10.8.0.1', 'net', 'c1', 'n1', pool) },
       { op: 'allocate', allocation: record('10.8.0.2', 'warren.dev/lent', 'n2', 'n2', pool) },
       { op: 'allocate', allocation: record('10.8.0.3', 'warren.dev/returned', 'n1', 'warren.dev/returned', pool) },
@@ -158,7 +158,7 @@ describe('bookkeeping records in the doctor', () => {
     const store = new SqliteStore({ path: ':memory:' });
     try {
       const pool = '10.8.0.0/24';
-      await store.commit(pool, (await store.readPool(pool)).revision, [
+      await store.commit(pool, (await store.readLedger(pool)).revision, [
         { op: 'allocate', allocation: { ...record('10.8.0.1', 'net', 'c1', 'n1', pool), netns: '/var/run/netns/c1' } },
         { op: 'allocate', allocation: record('10.8.0.2', 'warren.dev/held', 'web-0', 'n1', pool) },
       ]);

@@ -82,7 +82,7 @@ for (const [name, open] of [
       const pool = ranges[0]?.pool ?? '';
       assert.deepEqual(shown(await listed(c, { rangePool: pool }, 100)), shown(every), 'the same whatever the page');
       assert.deepEqual(shown(await listed(c, { rangePool: pool })), shown(every));
-      // One node's listing: the borrower's own container, from its loan pool's publication.
+      // One node's listing: the borrower's own container, from its loan ledger's publication.
       assert.deepEqual(shown(await listed(c, { rangePool: pool, node: 'borrower' })), [`${b0} borrower b0`]);
     });
 

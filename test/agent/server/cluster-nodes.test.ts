@@ -39,7 +39,7 @@ describe('warren nodes on a store of per-node addresses', () => {
     const borrower = c.node('borrower').store;
     const reports = nodeReports(
       [],
-      await borrower.pools(),
+      await borrower.ledgers(),
       await borrower.list(),
       await publishedNodes(view, 'borrower', 1),
     );

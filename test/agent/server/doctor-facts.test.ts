@@ -90,7 +90,7 @@ describe('doctor facts', () => {
           ...(netns === undefined ? {} : { netns }),
         },
       });
-      const read = await store.readPool('10.0.0.0/24');
+      const read = await store.readLedger('10.0.0.0/24');
       assert.ok('revision' in read);
       const committed = await store.commit('10.0.0.0/24', read.revision, [
         allocation('a1', '/var/run/netns/cni-1'),

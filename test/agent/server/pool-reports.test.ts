@@ -11,7 +11,7 @@ import { useKey } from '../../../src/ipam/holding-key.ts';
 import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 
 describe('poolReports', () => {
-  it("keeps no row for a holding's use pool once its use ended", async (t) => {
+  it("keeps no row for a holding's use ledger once its use ended", async (t) => {
     const store = new SqliteStore({ path: ':memory:' });
     t.after(() => store.close());
     const [range] = parseIpamConfig({ type: 'warren', range: '10.34.17.0/24' }).ranges;
@@ -28,17 +28,17 @@ describe('poolReports', () => {
     };
     const used = await store.commit(use, 0, [{ op: 'allocate', allocation }]);
     assert.equal(used.kind, 'committed');
-    const listed = poolReports(await store.pools()).filter((p) => p.pool === use);
+    const listed = poolReports(await store.ledgers()).filter((p) => p.pool === use);
     assert.deepEqual(
       listed.map((p) => p.allocated),
       [1],
       'listed while a pod uses the address',
     );
-    const revision = (await store.pools(use)).find((p) => p.pool === use)?.revision ?? 0;
+    const revision = (await store.ledgers(use)).find((p) => p.ledger === use)?.revision ?? 0;
     const ended = await store.commit(use, revision, [{ op: 'release', address: '10.34.17.9' }]);
     assert.equal(ended.kind, 'committed');
     assert.deepEqual(
-      poolReports(await store.pools()).filter((p) => p.pool === use),
+      poolReports(await store.ledgers()).filter((p) => p.pool === use),
       [],
       'no row once the use ended',
     );

@@ -8,19 +8,19 @@ import { describe, it } from 'node:test';
 import type { DoctorFacts } from '../../../src/api/doctor.ts';
 import { coversOf, reservationReports } from '../../../src/agent/server/reservation-reports.ts';
 import { reservationFindings } from '../../../src/cli/doctor/reservation-checks.ts';
-import type { PoolSummary } from '../../../src/store/store.ts';
+import type { LedgerSummary } from '../../../src/store/store.ts';
 
-const range = (pool: string, subnet: string, first: string, last: string): PoolSummary => ({
-  pool,
+const range = (pool: string, subnet: string, first: string, last: string): LedgerSummary => ({
+  ledger: pool,
   revision: 1,
   allocated: 0,
   resting: 0,
   description: { subnet, first, last, capacity: '0', cooldownSeconds: 0 },
 });
-const POOLS: PoolSummary[] = [
+const POOLS: LedgerSummary[] = [
   range('net/10.0.0.0/29', '10.0.0.0/29', '10.0.0.1', '10.0.0.6'),
   range('net/fd00::/120', 'fd00::/120', 'fd00::1', 'fd00::ff'),
-  { pool: 'net/10.0.0.0/29#10.0.0.0/30', revision: 1, allocated: 0, resting: 0 },
+  { ledger: 'net/10.0.0.0/29#10.0.0.0/30', revision: 1, allocated: 0, resting: 0 },
 ];
 
 describe('reservation reports', () => {

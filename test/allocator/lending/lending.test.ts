@@ -60,7 +60,7 @@ describe('lending: a node with full blocks borrows', () => {
     assert.ok(first);
     const [lent] = await c.settle(c.node('borrower').allocator.allocate({ owner: owner('b0'), ranges: SMALL }));
     assert.ok(lent);
-    assert.match(lent.allocation.pool, /#10\.9\.0\.\d+\/32$/, 'handed out from a loan pool');
+    assert.match(lent.allocation.pool, /#10\.9\.0\.\d+\/32$/, 'handed out from a loan ledger');
     // The lender fills its block: every other address, never the lent one.
     const mine: string[] = [first.allocation.address];
     for (let i = 1; i < 13; i++) {
@@ -170,7 +170,7 @@ describe('lending: loans end', () => {
     c.clock.advance(1);
     await c.lendAll({ returnGraceMs: grace, orphanGraceMs: grace });
     assert.deepEqual((await c.tier.requestOf(POOL, 'borrower'))?.grants, [], 'the grant is removed');
-    // The borrower never hands it out again: its loan pool carries the given-back mark.
+    // The borrower never hands it out again: its loan ledger carries the given-back mark.
     const marks = await c.node('borrower').store.list({ network: RETURNED_NETWORK });
     assert.deepEqual(
       marks.map((m) => m.address),
@@ -210,7 +210,7 @@ describe('lending: loans end', () => {
     assert.ok(first);
     // What a lender that died after committing a placeholder, before writing the grant, leaves behind.
     const block = first.allocation.pool;
-    const read = await c.node('lender').store.readPool(block);
+    const read = await c.node('lender').store.readLedger(block);
     assert.equal(read.kind, 'snapshot');
     const placeholder = {
       pool: block,

@@ -20,7 +20,7 @@ import { openEtcdTier } from '../../../src/store/etcd-tier/tier.ts';
 import { type EtcdTieredStore, openEtcdTiered } from '../../../src/store/etcd-tier/tiered.ts';
 import { ForwardingStore } from '../../../src/store/forwarding-store.ts';
 import { SqliteStore } from '../../../src/store/sqlite/store.ts';
-import type { CommitResult, PoolOp, Revision, Store } from '../../../src/store/store.ts';
+import type { CommitResult, LedgerOp, Revision, Store } from '../../../src/store/store.ts';
 import { type EtcdCluster, startEtcd } from '../../helpers/etcd.ts';
 import { tempDir } from '../../helpers/processes.ts';
 
@@ -100,7 +100,7 @@ class CrashingStore extends ForwardingStore {
     super(inner);
     this.#crashAt = crashAt;
   }
-  override commit(pool: string, expected: Revision, ops: readonly PoolOp[]): Promise<CommitResult> {
+  override commit(pool: string, expected: Revision, ops: readonly LedgerOp[]): Promise<CommitResult> {
     this.#commits += 1;
     if (this.#commits === this.#crashAt) return Promise.reject(new Error('killed mid-import'));
     return this.inner.commit(pool, expected, ops);
@@ -133,7 +133,7 @@ describe('moving the old etcd layout to the two-tier store', () => {
       const record = (await n1.list({ containerID: 'n1-c4' }))[0] as Allocation;
       assert.equal(record.podUID, 'uid-n1-4', 'the full owner record came along');
       assert.equal(record.netns, '/var/run/netns/n1-c4');
-      const resting = await n1.readPool('10.77.0.0/24@legacy#10.77.0.0/28');
+      const resting = await n1.readLedger('10.77.0.0/24@legacy#10.77.0.0/28');
       assert.equal(resting.kind, 'snapshot');
       assert.deepEqual(resting.kind === 'snapshot' ? resting.resting.map((r) => r.address).sort() : [], [
         '10.77.0.1',

@@ -186,7 +186,7 @@ describe('an etcd that lost its data under the two-tier store', () => {
         node: 'n1',
         createdAt: 1,
       };
-      const read = await store.readPool(block);
+      const read = await store.readLedger(block);
       assert.equal((await store.commit(block, read.revision, [{ op: 'allocate', allocation }])).kind, 'committed');
       await store.flush();
       assert.equal((await raw.getAll().prefix(`${where.prefix}published/`).keys()).length, 1);
@@ -209,7 +209,7 @@ describe('an etcd that lost its data under the two-tier store', () => {
         (e: unknown) => isWarrenError(e, 'TRY_AGAIN') && /lost its data|went backwards/.test(e.message),
       );
       // Nor a publication: what changed stays pending.
-      const again = await store.readPool(block);
+      const again = await store.readLedger(block);
       const second = { ...allocation, address: '10.79.0.2', containerID: 'c2' };
       await store.commit(block, again.revision, [{ op: 'allocate', allocation: second }]);
       await store.flush();

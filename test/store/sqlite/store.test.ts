@@ -69,7 +69,7 @@ describe('SqliteStore specifics', () => {
         (await store.list()).map((a) => a.address),
         ['10.0.0.2'],
       );
-      const read = await store.readPool('10.0.0.0/24');
+      const read = await store.readLedger('10.0.0.0/24');
       assert.equal(read.revision, 3);
       assert.equal((await store.commit('10.0.0.0/24', 3, [{ op: 'claim', node: 'n1' }])).kind, 'committed');
     } finally {
@@ -115,7 +115,7 @@ describe('SqliteStore specifics', () => {
     v2.close();
     const store = new SqliteStore({ path });
     try {
-      const read = await store.readPool('10.0.0.0/24#10.0.0.0/28');
+      const read = await store.readLedger('10.0.0.0/24#10.0.0.0/28');
       assert.equal(read.kind, 'snapshot');
       if (read.kind === 'snapshot') {
         assert.deepEqual(
@@ -124,12 +124,12 @@ describe('SqliteStore specifics', () => {
         );
         assert.equal(read.cooldownSeconds, 45);
       }
-      const zero = await store.readPool('10.0.0.0/24#10.0.0.16/28');
+      const zero = await store.readLedger('10.0.0.0/24#10.0.0.16/28');
       assert.equal(zero.kind === 'snapshot' && zero.cooldownSeconds, 0);
-      const undescribed = await store.readPool('10.1.0.0/24');
+      const undescribed = await store.readLedger('10.1.0.0/24');
       assert.equal(undescribed.kind === 'snapshot' && undescribed.cooldownSeconds, undefined);
       assert.equal(
-        (await store.pools()).find((p) => p.pool === '10.0.0.0/24#10.0.0.0/28')?.description?.cooldownSeconds,
+        (await store.ledgers()).find((p) => p.ledger === '10.0.0.0/24#10.0.0.0/28')?.description?.cooldownSeconds,
         45,
         'the description is kept',
       );
@@ -144,7 +144,7 @@ describe('SqliteStore specifics', () => {
     db.close();
     // Opened again at the current version: nothing to upgrade, nothing lost.
     const again = new SqliteStore({ path });
-    const read = await again.readPool('10.0.0.0/24#10.0.0.0/28');
+    const read = await again.readLedger('10.0.0.0/24#10.0.0.0/28');
     assert.equal(read.kind === 'snapshot' && read.cooldownSeconds, 45);
     await again.close();
   });
@@ -196,7 +196,7 @@ describe('SqliteStore specifics', () => {
       ] as const;
       assert.equal((await store.commit('10.0.0.0/24', 2, ops)).kind, 'committed');
       assert.deepEqual(await store.findByOwner({ network: 'net', containerID: 'new', ifname: 'eth0' }), [stamped]);
-      const read = await store.readPool('10.0.0.0/24');
+      const read = await store.readLedger('10.0.0.0/24');
       assert.ok(read.kind === 'snapshot');
       assert.deepEqual(
         [...read.resting].sort((a, b) => (a.address < b.address ? -1 : 1)),

@@ -11,10 +11,10 @@ import { describe, it } from 'node:test';
 import { isWarrenError } from '../../../src/core/errors.ts';
 import { WalSync } from '../../../src/store/sqlite/wal-sync.ts';
 import { SqliteStore } from '../../../src/store/sqlite/store.ts';
-import type { PoolOp } from '../../../src/store/store.ts';
+import type { LedgerOp } from '../../../src/store/store.ts';
 import { tempDir } from '../../helpers/processes.ts';
 
-const allocate = (pool: string, address: string, containerID: string): PoolOp => ({
+const allocate = (pool: string, address: string, containerID: string): LedgerOp => ({
   op: 'allocate',
   allocation: {
     pool,

@@ -126,7 +126,7 @@ describe('TieredStore: nodes sharing a range', () => {
     const [held] = await n1.allocator.allocate({ owner: owner('a'), ranges: r });
     assert.ok(held);
     await n2.allocator.allocate({ owner: owner('b'), ranges: r }); // n2 knows the range is split
-    const read = await n2.store.readPool(held.allocation.pool);
+    const read = await n2.store.readLedger(held.allocation.pool);
     const result = await n2.store.commit(held.allocation.pool, read.revision, [
       { op: 'allocate', allocation: { ...held.allocation, address: '10.12.0.5', containerID: 'x', node: 'n2' } },
     ]);

@@ -182,7 +182,7 @@ describe('TieredStore: the node holding addresses in a block is its authority', 
     c.tier.deleteClaim(key, { publication: true });
     await n1.store.check();
     assert.equal(await c.tier.claimOf(key), undefined, 'not claimed again');
-    assert.equal((await n1.store.pools()).find((p) => p.pool === key)?.affinity, undefined);
+    assert.equal((await n1.store.ledgers()).find((p) => p.ledger === key)?.affinity, undefined);
     await n1.store.ping();
   });
 });
@@ -245,7 +245,7 @@ describe('TieredStore: a claim its store never recorded (the agent died between 
     const again = await c.restart(0);
     const grace = 60_000;
     assert.deepEqual(await again.allocator.returnEmptyBlocks(grace), { returned: [], errors: [] });
-    assert.equal((await again.store.pools()).find((p) => p.pool === stranded)?.affinity, 'n1', 'listed as held');
+    assert.equal((await again.store.ledgers()).find((p) => p.ledger === stranded)?.affinity, 'n1', 'listed as held');
     assert.ok(
       again.notices.some((m) => m.includes(stranded) && m.includes('did not record')),
       again.notices.join('\n'),

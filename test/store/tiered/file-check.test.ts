@@ -118,7 +118,7 @@ describe('TieredStore: a node whose file was restored from an older copy', () =>
     );
     const status = await again.store.cluster.fileCheck();
     assert.equal(status.adopted.length, 1, JSON.stringify(status));
-    const own = (await again.store.pools(`${r[0]?.pool}#`)).filter((p) => p.affinity === 'n1').map((p) => p.pool);
+    const own = (await again.store.ledgers(`${r[0]?.pool}#`)).filter((p) => p.affinity === 'n1').map((p) => p.ledger);
     assert.ok(own.includes(status.adopted[0] as string), `adopted block is held: ${own.join(' ')}`);
   });
 

@@ -266,7 +266,7 @@ export class MemoryTier implements ClusterTier {
 
   async publishLoan(block: PublishedBlock): Promise<void> {
     this.#reach('publishLoan');
-    // No claim names a loan pool: the address's latest borrower replaces what was published.
+    // No claim names a loan ledger: the address's latest borrower replaces what was published.
     this.#s.published.set(block.key, { ...block, loan: true });
     this.#s.rangeWritten.set(rangePoolOfKey(block.key), this.#s.version);
   }

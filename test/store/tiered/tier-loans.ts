@@ -1,6 +1,6 @@
 /**
  * The contract of a tier's loan publications (ClusterTier.publishLoan, withdrawLoan), run against
- * every tier that publishes loans: a borrower's loan pool is published with no claim, read back as
+ * every tier that publishes loans: a borrower's loan ledger is published with no claim, read back as
  * a loan under its node and range, replaced by the address's next borrower, and withdrawn only by
  * the node it names; `publish` keeps checking the claim whatever the block says of itself.
  */

@@ -148,7 +148,7 @@ describe("TieredStore: this node's claims", () => {
     );
     assert.equal((await c.tier.claimOf(key))?.node, 'n1');
     assert.deepEqual(
-      (await n1.store.list({ pool: key })).map((a) => a.address),
+      (await n1.store.list({ ledger: key })).map((a) => a.address),
       [first.allocation.address],
     );
     assert.equal((await n1.allocator.release(owner('a'))).length, 1, 'a DEL there still releases');

@@ -15,6 +15,7 @@
  */
 import type { Logger } from 'pino';
 import type { Clock } from '../../../core/clock.ts';
+import { defined } from '../../../core/defined.ts';
 import { messageOf } from '../../../core/errors.ts';
 import { DEFAULT_MAX_RETRIES, RateLimitedQueue } from '../../../core/rate-limited-queue.ts';
 import type { ClaimRef, ClaimView } from './claim-cache.ts';
@@ -95,7 +96,7 @@ export class ClaimStatusWriter {
       pending: this.#wanted.size,
       written: this.#written,
       gaveUp: this.#gaveUp,
-      ...(this.#lastError === undefined ? {} : { lastError: this.#lastError }),
+      ...defined({ lastError: this.#lastError }),
     };
   }
 

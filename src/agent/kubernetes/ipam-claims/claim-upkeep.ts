@@ -23,6 +23,7 @@
  */
 import type { Logger } from 'pino';
 import type { Clock } from '../../../core/clock.ts';
+import { defined } from '../../../core/defined.ts';
 import { messageOf } from '../../../core/errors.ts';
 import { PeriodicTask } from '../../../core/periodic-task.ts';
 import { DEFAULT_MAX_RETRIES, RateLimitedQueue } from '../../../core/rate-limited-queue.ts';
@@ -101,7 +102,7 @@ export class ClaimUpkeep {
     return {
       ended: this.#ended,
       pending: q.depth + q.delayed + q.processing,
-      ...(this.#lastError === undefined ? {} : { lastError: this.#lastError }),
+      ...defined({ lastError: this.#lastError }),
     };
   }
 

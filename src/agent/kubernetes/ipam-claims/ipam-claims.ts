@@ -15,6 +15,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { BackoffPolicy } from '../../../core/backoff.ts';
 import type { Clock } from '../../../core/clock.ts';
+import { defined } from '../../../core/defined.ts';
 import { isWarrenError, messageOf } from '../../../core/errors.ts';
 import { PeriodicTask } from '../../../core/periodic-task.ts';
 import type { IpamClaimsReport } from '../../../api/status.ts';
@@ -128,7 +129,7 @@ export class IpamClaims {
 
   status(): IpamClaimsReport {
     return {
-      ...(this.#served === undefined ? {} : { served: this.#served }),
+      ...defined({ served: this.#served }),
       watch: this.#watch.status(),
       cache: this.cache.status(),
       statusWrites: this.#writer.stats(),

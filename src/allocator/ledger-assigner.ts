@@ -1,11 +1,11 @@
 /**
- * One decide-and-commit round in one store pool: the engine (ipam/pool-state.ts) picks the next
+ * One decide-and-commit round in one ledger: the engine (ipam/ledger-state.ts) picks the next
  * address or judges a requested one, and the store commits the allocation at the revision the
  * picture was read at. A conflict forgets the picture and is reported, not retried: the caller's
  * commit loop decides whether to go round again.
  *
  * The commit carries, with the allocation, the cursor move, the end of rests that are over, and
- * the pool's metadata when it is first used or its config changed (pool-metadata.ts).
+ * the pool's metadata when it is first used or its config changed (ledger-metadata.ts).
  *
  * The commit is asked to be durable later (CommitOptions.durableLater): the range's lock is let go
  * before the disk sync, so the ADDs queued behind it commit meanwhile and share one sync. Whoever
@@ -17,21 +17,21 @@ import { WarrenError } from '../core/errors.ts';
 import { momentOf } from '../core/moment.ts';
 import { type IPAddress, formatIP } from '../ipam/address.ts';
 import type { RangeSpec } from '../ipam/range.ts';
-import type { RequestCheck } from '../ipam/pool-state.ts';
+import type { RequestCheck } from '../ipam/ledger-state.ts';
 import { ReservedAddresses } from '../ipam/reserved.ts';
-import type { AdmissionGuard, CommitOptions, PoolOp, Store } from '../store/store.ts';
+import type { AdmissionGuard, CommitOptions, LedgerOp, Store } from '../store/store.ts';
 import { type AllocateRequest, type Decision, recordOf } from './assignment.ts';
-import type { PoolCache } from './pool-cache.ts';
-import type { PoolMetadata } from './pool-metadata.ts';
+import type { LedgerCache } from './ledger-cache.ts';
+import type { LedgerMetadata } from './ledger-metadata.ts';
 
 const DURABLE_LATER: CommitOptions = { durableLater: true };
 
-export interface PoolAssignerOptions {
+export interface LedgerAssignerOptions {
   readonly store: Store;
   readonly clock: Clock;
   readonly node: string;
-  readonly pools: PoolCache;
-  readonly metadata: PoolMetadata;
+  readonly ledgers: LedgerCache;
+  readonly metadata: LedgerMetadata;
   /**
    * Use the cached picture without a read (blocks: a node is nearly always the only writer of its
    * blocks, and the commit's revision check catches the rare change).
@@ -41,14 +41,14 @@ export interface PoolAssignerOptions {
   readonly reserved?: ReservedAddresses | undefined;
 }
 
-export class PoolAssigner {
+export class LedgerAssigner {
   /** Everything a round needs; the cache and metadata are shared with the other parts. */
-  readonly #o: PoolAssignerOptions;
+  readonly #o: LedgerAssignerOptions;
 
   /** The durability of the latest commit answered before it was durable. */
   #unsynced: Promise<void> | undefined;
 
-  constructor(options: PoolAssignerOptions) {
+  constructor(options: LedgerAssignerOptions) {
     this.#o = options;
   }
 
@@ -63,7 +63,7 @@ export class PoolAssigner {
   }
 
   /**
-   * One round in the store pool `span.pool`: `span` is the range or one of its blocks, `range` what
+   * One round in the ledger `span.pool`: `span` is the range or one of its blocks, `range` what
    * the caller configured (its key names the pool in messages), `guard` the range's admission
    * (admission.ts) the commit carries.
    */
@@ -74,19 +74,19 @@ export class PoolAssigner {
     requested: IPAddress | undefined,
     guard?: AdmissionGuard,
   ): Promise<Decision> {
-    const { store, clock, pools, metadata } = this.#o;
+    const { store, clock, ledgers, metadata } = this.#o;
     const pool = span.pool;
     const trust = this.#o.trustCache && requested === undefined;
     const reserved = this.#o.reserved;
     // What may not be picked: the exclusions, and the reservations inside the span (a look-up).
     const blocked = reserved?.blocking(span);
     // A block that looks full from the cache is read again before it is called full.
-    let picture = await pools.load(pool, trust);
-    if (trust && picture.state.pick(span, blocked).kind === 'exhausted') picture = await pools.load(pool, false);
+    let picture = await ledgers.load(pool, trust);
+    if (trust && picture.state.pick(span, blocked).kind === 'exhausted') picture = await ledgers.load(pool, false);
     const now = momentOf(clock);
     // Rests are timed on the monotonic clock: a wall clock stepped back or forward neither keeps an
     // address resting nor frees it early.
-    const ops: PoolOp[] = picture.state
+    const ops: LedgerOp[] = picture.state
       .expireRests(clock.monotonic())
       .map((a) => ({ op: 'unrest', address: formatIP({ family: range.family, value: a }) }));
     let address: bigint;
@@ -115,7 +115,7 @@ export class PoolAssigner {
     // The store's syncs resolve in order, each covering every commit before it: the latest stands for all.
     if (result.kind === 'committed' && result.durable !== undefined) this.#unsynced = result.durable;
     if (result.kind === 'conflict') {
-      pools.forget(pool);
+      ledgers.forget(pool);
       return result.admissionLost === true ? { kind: 'conflict', admissionLost: true } : { kind: 'conflict' };
     }
     picture.revision = result.revision;
@@ -131,7 +131,7 @@ export class PoolAssigner {
 
 /** ` (held by pod ns/name, container c eth0)`: who holds `address` in `pool`, or '' when unknown. */
 async function holderOf(store: Store, pool: string, address: IPAddress): Promise<string> {
-  const [held] = await store.list({ pool, address: formatIP(address) }).catch(() => []);
+  const [held] = await store.list({ ledger: pool, address: formatIP(address) }).catch(() => []);
   if (held === undefined) return '';
   const pod = held.podName === undefined ? '' : `pod ${held.podNamespace ?? ''}/${held.podName}, `;
   return ` (held by ${pod}container ${held.containerID} ${held.ifname} of network ${held.network})`;

@@ -10,7 +10,7 @@ import fc from 'fast-check';
 import { type Family, formatIP, parseIP } from '../../src/ipam/address.ts';
 import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import { type RangeSpec, capacityOf } from '../../src/ipam/range.ts';
-import { PoolState, type RequestCheck } from '../../src/ipam/pool-state.ts';
+import { LedgerState, type RequestCheck } from '../../src/ipam/ledger-state.ts';
 
 function ip(text: string): bigint {
   const parsed = parseIP(text);
@@ -25,7 +25,7 @@ function rangeOf(ipam: Record<string, unknown>): RangeSpec {
 }
 
 /** Picks and allocates as the allocator does: the cursor follows every picked address. */
-function allocateNext(state: PoolState, range: RangeSpec): bigint | undefined {
+function allocateNext(state: LedgerState, range: RangeSpec): bigint | undefined {
   const pick = state.pick(range);
   if (pick.kind === 'exhausted') return undefined;
   state.markAllocated(pick.address);
@@ -33,7 +33,7 @@ function allocateNext(state: PoolState, range: RangeSpec): bigint | undefined {
   return pick.address;
 }
 
-function pickedAddress(state: PoolState, range: RangeSpec): bigint {
+function pickedAddress(state: LedgerState, range: RangeSpec): bigint {
   const pick = state.pick(range);
   assert.equal(pick.kind, 'picked');
   return pick.kind === 'picked' ? pick.address : -1n;
@@ -104,7 +104,7 @@ describe('draining a range', () => {
         const range = tryRange(ipam);
         if (range === undefined) return;
         drained++;
-        const state = new PoolState();
+        const state = new LedgerState();
         const picked = new Set<bigint>();
         for (let address = allocateNext(state, range); address !== undefined; address = allocateNext(state, range)) {
           assert.ok(!picked.has(address), `${formatIP({ family: range.family, value: address })} picked twice`);
@@ -184,7 +184,7 @@ describe('picking, releasing and resting', () => {
       fc.property(smallRange, fc.array(op, { maxLength: 60, size: 'max' }), (ipam, ops) => {
         const range = tryRange(ipam);
         if (range === undefined) return;
-        const state = new PoolState();
+        const state = new LedgerState();
         const model = new NaivePool(range);
         let now = 0;
         for (const o of ops) {
@@ -253,7 +253,7 @@ describe('picking, releasing and resting', () => {
 
   test('addresses are handed out in order from the first', () => {
     const range = rangeOf({ range: '10.0.0.0/29' });
-    const state = new PoolState();
+    const state = new LedgerState();
     const got = [1, 2, 3, 4, 5, 6].map(() => allocateNext(state, range));
     assert.deepEqual(
       got,
@@ -264,7 +264,7 @@ describe('picking, releasing and resting', () => {
 
   test('a released address is not handed out next while others are free', () => {
     const range = rangeOf({ range: '10.0.0.0/29' });
-    const state = new PoolState();
+    const state = new LedgerState();
     for (let i = 0; i < 3; i++) allocateNext(state, range);
     state.markReleased(ip('10.0.0.3'));
     assert.equal(allocateNext(state, range), ip('10.0.0.4'));
@@ -274,7 +274,7 @@ describe('picking, releasing and resting', () => {
 
   test('a released address is handed out again when it is the only free one', () => {
     const range = rangeOf({ range: '10.0.0.0/29' });
-    const state = new PoolState();
+    const state = new LedgerState();
     while (allocateNext(state, range) !== undefined);
     state.markReleased(ip('10.0.0.6'));
     assert.equal(allocateNext(state, range), ip('10.0.0.6'));
@@ -284,7 +284,7 @@ describe('picking, releasing and resting', () => {
 
   test('the search wraps around to the start, and the address at the cursor comes last', () => {
     const range = rangeOf({ range: '10.0.0.0/29' });
-    const state = new PoolState();
+    const state = new LedgerState();
     while (allocateNext(state, range) !== undefined);
     state.markReleased(ip('10.0.0.2'));
     state.markReleased(ip('10.0.0.5'));
@@ -297,7 +297,7 @@ describe('picking, releasing and resting', () => {
 
   test('a cursor at the last address or outside the range starts the search at the first', () => {
     const range = rangeOf({ range: '10.0.0.0/24', range_start: '10.0.0.10', range_end: '10.0.0.20' });
-    const state = new PoolState();
+    const state = new LedgerState();
     state.cursor = ip('10.0.0.20');
     assert.equal(pickedAddress(state, range), ip('10.0.0.10'));
     state.cursor = ip('10.0.0.200');
@@ -314,7 +314,7 @@ describe('picking, releasing and resting', () => {
       gateway: '10.0.0.1',
       exclude: ['10.0.0.2/31', '10.0.0.4/30', '10.0.0.9'],
     });
-    const state = new PoolState();
+    const state = new LedgerState();
     const got: bigint[] = [];
     for (let x = allocateNext(state, range); x !== undefined; x = allocateNext(state, range))
       got.push(x - ip('10.0.0.0'));
@@ -325,7 +325,7 @@ describe('picking, releasing and resting', () => {
 describe('cooldown', () => {
   test('a resting address cannot be picked until its rest ends', () => {
     const range = rangeOf({ range: '10.0.0.0/30' });
-    const state = new PoolState();
+    const state = new LedgerState();
     const a = allocateNext(state, range);
     const b = allocateNext(state, range);
     assert.ok(a !== undefined && b !== undefined);
@@ -345,7 +345,7 @@ describe('cooldown', () => {
 
   test('a release whose reusable time has already come frees the address at once', () => {
     const range = rangeOf({ range: '10.0.0.0/30' });
-    const state = new PoolState();
+    const state = new LedgerState();
     const a = allocateNext(state, range);
     assert.ok(a !== undefined);
     state.markReleased(a, 500, 500);
@@ -355,7 +355,7 @@ describe('cooldown', () => {
 
   test('rests end in the order of their reusable times, however they were released', () => {
     const range = rangeOf({ range: '10.0.0.0/29' });
-    const state = new PoolState();
+    const state = new LedgerState();
     const [a, b, c] = [1, 2, 3].map(() => allocateNext(state, range)) as [bigint, bigint, bigint];
     state.markReleased(a, 30, 0);
     state.markReleased(b, 10, 0);
@@ -367,7 +367,7 @@ describe('cooldown', () => {
 
   test('allocating a resting address (as a recovery does) ends its rest', () => {
     const range = rangeOf({ range: '10.0.0.0/29' });
-    const state = new PoolState();
+    const state = new LedgerState();
     const a = allocateNext(state, range);
     assert.ok(a !== undefined);
     state.markReleased(a, 100, 0);
@@ -388,7 +388,7 @@ describe('checkRequest', () => {
       gateway: '10.0.0.1',
       exclude: ['10.0.0.16/30'],
     });
-    const state = new PoolState();
+    const state = new LedgerState();
     state.markAllocated(ip('10.0.0.11'));
     state.markAllocated(ip('10.0.0.12'));
     state.markReleased(ip('10.0.0.12'), 10, 0);
@@ -411,7 +411,7 @@ describe('checkRequest', () => {
 describe('at scale', () => {
   test('a /16 filled with 65,000 addresses in scrambled order still picks, and its occupied set is one run', () => {
     const range = rangeOf({ range: '10.1.0.0/16' });
-    const state = new PoolState();
+    const state = new LedgerState();
     const count = 65_000;
     // 7919 is prime and does not divide 65,000, so i * 7919 mod 65,000 visits every offset once.
     for (let i = 0; i < count; i++) state.markAllocated(range.first + BigInt((i * 7919) % count));
@@ -430,7 +430,7 @@ describe('at scale', () => {
   test('a whole IPv6 /64 picks sequentially with one run, and finds one free address among 2^64', () => {
     const range = rangeOf({ range: 'fd00::/64', gateway: 'fd00::1' });
     assert.equal(capacityOf(range), (1n << 64n) - 2n);
-    const state = new PoolState();
+    const state = new LedgerState();
     for (let i = 0; i < 5_000; i++) assert.ok(allocateNext(state, range) !== undefined);
     assert.equal(state.cursor, ip('fd00::1389'), '5,000 addresses after the gateway');
     assert.equal(state.occupied.runCount, 1);

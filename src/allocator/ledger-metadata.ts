@@ -1,5 +1,5 @@
 /**
- * Operator metadata of a store pool: its description (subnet, allocatable span, capacity and, for a
+ * Operator metadata of a ledger: its description (subnet, allocatable span, capacity and, for a
  * range split into blocks, the block size; read by `warren pools`) and its cooldown attribute (what
  * a release applies when its caller has no config, e.g. a journaled DEL or a runtime event).
  *
@@ -10,33 +10,34 @@
  * range_end, another cooldown) each write theirs when they change; the last writer wins, as the
  * operator's most recent config should.
  */
+import { defined } from '../core/defined.ts';
 import { formatIP } from '../ipam/address.ts';
 import { type RangeSpec, capacityOf } from '../ipam/range.ts';
-import type { PoolDescription, PoolOp } from '../store/store.ts';
+import type { LedgerDescription, LedgerOp } from '../store/store.ts';
 
 /** The description of `span` (a range, or one block of it) for operators. */
-export function describeRange(span: RangeSpec, cooldownSeconds: number, blockPrefix?: number): PoolDescription {
+export function describeRange(span: RangeSpec, cooldownSeconds: number, blockPrefix?: number): LedgerDescription {
   return {
     subnet: span.subnet,
     first: formatIP({ family: span.family, value: span.first }),
     last: formatIP({ family: span.family, value: span.last }),
     capacity: String(capacityOf(span)),
     cooldownSeconds,
-    ...(blockPrefix === undefined ? {} : { blockPrefix }),
+    ...defined({ blockPrefix }),
   };
 }
 
 /** The ops that write a pool's metadata: its description and its cooldown attribute, together. */
-export function metadataOps(span: RangeSpec, cooldownSeconds: number, blockPrefix?: number): PoolOp[] {
+export function metadataOps(span: RangeSpec, cooldownSeconds: number, blockPrefix?: number): LedgerOp[] {
   return [
     { op: 'describe', description: describeRange(span, cooldownSeconds, blockPrefix) },
     { op: 'cooldown', seconds: cooldownSeconds },
   ];
 }
 
-export class PoolMetadata {
+export class LedgerMetadata {
   /**
-   * Per store pool, the span this process last wrote its description from. Kept apart from the
+   * Per ledger, the span this process last wrote its description from. Kept apart from the
    * pool pictures so that a conflict, which drops a picture, does not cause a rewrite.
    */
   readonly #describedFrom = new Map<string, RangeSpec>();
@@ -45,7 +46,7 @@ export class PoolMetadata {
    * The ops an allocation from `span` adds to its commit: none when this process already described
    * the pool from the same span and the store's cooldown (`recordedCooldown`) is the config's.
    */
-  opsFor(span: RangeSpec, cooldownSeconds: number, recordedCooldown: number | undefined): PoolOp[] {
+  opsFor(span: RangeSpec, cooldownSeconds: number, recordedCooldown: number | undefined): LedgerOp[] {
     const described = this.#describedFrom.get(span.pool);
     if (described !== undefined && recordedCooldown === cooldownSeconds && sameSpan(described, span)) return [];
     return metadataOps(span, cooldownSeconds);

@@ -30,7 +30,7 @@ interface Resting {
   readonly reusableAt: number;
 }
 
-export class PoolState {
+export class LedgerState {
   /** Allocated addresses and resting (cooling-down) ones: neither may be picked. */
   readonly occupied = new RunSet();
   /** Addresses released under a cooldown, ordered by when they become reusable. */

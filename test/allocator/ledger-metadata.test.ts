@@ -12,7 +12,7 @@ import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import { Allocator } from '../../src/allocator/allocator.ts';
 import { ForwardingStore } from '../../src/store/forwarding-store.ts';
 import { SqliteStore } from '../../src/store/sqlite/store.ts';
-import type { CommitResult, PoolOp, Revision, Store } from '../../src/store/store.ts';
+import type { CommitResult, LedgerOp, Revision, Store } from '../../src/store/store.ts';
 import { tieredStore } from '../store/tiered/nodes.ts';
 
 /**
@@ -20,13 +20,13 @@ import { tieredStore } from '../store/tiered/nodes.ts';
  * commit and counting pool listings.
  */
 function recordingStore(inner: Store = new SqliteStore({ path: ':memory:' })) {
-  const log = { metadata: [] as Array<[string, PoolOp['op']]>, listings: 0 };
+  const log = { metadata: [] as Array<[string, LedgerOp['op']]>, listings: 0 };
   const store: Store = new (class extends ForwardingStore {
-    override async pools(prefix?: string) {
+    override async ledgers(prefix?: string) {
       log.listings += 1;
-      return inner.pools(prefix);
+      return inner.ledgers(prefix);
     }
-    override async commit(pool: string, expected: Revision, ops: readonly PoolOp[]): Promise<CommitResult> {
+    override async commit(pool: string, expected: Revision, ops: readonly LedgerOp[]): Promise<CommitResult> {
       for (const op of ops) if (op.op === 'describe' || op.op === 'cooldown') log.metadata.push([pool, op.op]);
       return inner.commit(pool, expected, ops);
     }
@@ -47,7 +47,7 @@ describe('pool metadata', () => {
       ['10.0.0.0/24', 'describe'],
       ['10.0.0.0/24', 'cooldown'],
     ]);
-    const [summary] = await store.pools();
+    const [summary] = await store.ledgers();
     assert.deepEqual(summary?.description, {
       subnet: '10.0.0.0/24',
       first: '10.0.0.1',
@@ -73,7 +73,7 @@ describe('pool metadata', () => {
       cooldownSeconds: 60,
     });
     assert.equal(log.metadata.length, 6, JSON.stringify(log.metadata));
-    const [summary] = await store.pools();
+    const [summary] = await store.ledgers();
     assert.equal(summary?.description?.last, '10.0.0.99');
     assert.equal(summary?.description?.capacity, '99');
     assert.equal(summary?.description?.cooldownSeconds, 60);
@@ -101,7 +101,7 @@ describe('pool metadata', () => {
       [block, 'describe'],
       [block, 'cooldown'],
     ]);
-    const blocks = await store.pools(`${r[0]?.pool}#`);
+    const blocks = await store.ledgers(`${r[0]?.pool}#`);
     assert.deepEqual(
       blocks.map((p) => [p.description?.first, p.description?.last, p.description?.cooldownSeconds]),
       [['10.0.0.1', '10.0.0.15', 5]],
@@ -122,7 +122,7 @@ describe('the cooldown of a release', () => {
     const listings = log.listings;
     await restarted.release(owner('a'));
     assert.equal(log.listings, listings, 'a release reads no pool listing (no description) for its cooldown');
-    const read = await store.readPool('10.0.0.0/30');
+    const read = await store.readLedger('10.0.0.0/30');
     // On both clocks: the monotonic one times the rest (the manual clock's starts where its wall clock does).
     assert.deepEqual(read.kind === 'snapshot' && read.resting, [
       { address: '10.0.0.1', reusableAt: 1_060_000, reusableStamp: { boot: 'manual-boot', at: 1_060_000 } },
@@ -145,7 +145,7 @@ describe('the cooldown of a release', () => {
     await allocator.allocate({ owner: owner('a'), ranges: r, cooldownSeconds: 60 });
     await allocator.allocate({ owner: owner('b'), ranges: r, cooldownSeconds: 0 });
     await allocator.release(owner('a'));
-    const read = await store.readPool('10.0.0.0/24');
+    const read = await store.readLedger('10.0.0.0/24');
     assert.deepEqual(read.kind === 'snapshot' && [read.cooldownSeconds, read.resting], [0, []]);
   });
 });

@@ -1,6 +1,6 @@
 /**
- * The allocator's picture of each store pool it has touched: the revision it read or wrote, the
- * engine's state (ipam/pool-state.ts, its rests timed on the monotonic clock: restEnd) and the
+ * The allocator's picture of each ledger it has touched: the revision it read or wrote, the
+ * engine's state (ipam/ledger-state.ts, its rests timed on the monotonic clock: restEnd) and the
  * pool's cooldown attribute. A picture is either
  * revalidated against the store before use (cheap: the store answers `unchanged` when the revision
  * is the same) or, where the caller's commit checks the revision anyway, trusted as it is. Whoever
@@ -12,21 +12,21 @@
 import type { Clock } from '../core/clock.ts';
 import { momentOf, msBetween } from '../core/moment.ts';
 import { parseIP } from '../ipam/address.ts';
-import { PoolState } from '../ipam/pool-state.ts';
-import type { PoolSnapshot, RestingAddress, Revision, Store } from '../store/store.ts';
+import { LedgerState } from '../ipam/ledger-state.ts';
+import type { LedgerSnapshot, RestingAddress, Revision, Store } from '../store/store.ts';
 
-export interface PoolPicture {
+export interface LedgerPicture {
   revision: Revision;
-  readonly state: PoolState;
+  readonly state: LedgerState;
   /** The pool's cooldown attribute as last read or written; undefined when never set. */
   cooldownSeconds: number | undefined;
 }
 
-export class PoolCache {
+export class LedgerCache {
   /** Read to fill and revalidate pictures; this cache never writes. */
   readonly #store: Store;
-  /** Pools as last read or written, by store pool key. */
-  readonly #pictures = new Map<string, PoolPicture>();
+  /** Pools as last read or written, by ledger key. */
+  readonly #pictures = new Map<string, LedgerPicture>();
   /** Rests are timed on its monotonic clock (restEnd). */
   readonly #clock: Clock;
 
@@ -36,13 +36,13 @@ export class PoolCache {
   }
 
   /** The pool's picture: the cached one if `trust`, else revalidated against the store. */
-  async load(pool: string, trust = false): Promise<PoolPicture> {
+  async load(pool: string, trust = false): Promise<LedgerPicture> {
     const cached = this.#pictures.get(pool);
     if (trust && cached !== undefined) return cached;
-    const read = await this.#store.readPool(pool, cached?.revision);
+    const read = await this.#store.readLedger(pool, cached?.revision);
     if (read.kind === 'unchanged' && cached !== undefined) return cached;
     if (read.kind === 'unchanged') throw new Error(`store answered unchanged for uncached pool ${pool}`);
-    const fresh: PoolPicture = {
+    const fresh: LedgerPicture = {
       revision: read.revision,
       state: stateFrom(read, this.#clock),
       cooldownSeconds: read.cooldownSeconds,
@@ -73,8 +73,8 @@ export function restEnd(r: RestingAddress, clock: Clock): number {
   );
 }
 
-function stateFrom(snapshot: PoolSnapshot, clock: Clock): PoolState {
-  const state = new PoolState();
+function stateFrom(snapshot: LedgerSnapshot, clock: Clock): LedgerState {
+  const state = new LedgerState();
   for (const text of snapshot.allocations) {
     const ip = parseIP(text);
     if (ip !== undefined) state.occupied.add(ip.value);
