@@ -56,6 +56,23 @@ export type Deleted = 'deleted' | 'conflict' | 'missing';
 export interface ListPage {
   readonly items: readonly unknown[];
   readonly continue?: string;
+  /** The collection's resourceVersion the page was read at (every page of a listing has the first's). */
+  readonly resourceVersion?: string;
+}
+
+/** What a listing or a watch is narrowed to: a label selector, a field selector (`metadata.name=x`). */
+export interface Selectors {
+  readonly labelSelector?: string | undefined;
+  readonly fieldSelector?: string | undefined;
+}
+
+/** The query parameters of `selectors`, the empty ones left out. */
+function selectorQuery(selectors: Selectors): { labelSelector?: string; fieldSelector?: string } {
+  const { labelSelector, fieldSelector } = selectors;
+  return {
+    ...(labelSelector === undefined || labelSelector === '' ? {} : { labelSelector }),
+    ...(fieldSelector === undefined || fieldSelector === '' ? {} : { fieldSelector }),
+  };
 }
 
 /** Largest page asked for when a listing reads every page. */
@@ -161,15 +178,15 @@ export class Resource {
    * server no longer honours (410 Expired: its snapshot was compacted) is TRY_AGAIN: list from the start.
    */
   async list(what: string, labelSelector: string, limit: number, from?: string): Promise<ListPage> {
-    const page = await this.#page(what, labelSelector, limit, from);
+    const page = await this.#page(what, { labelSelector }, limit, from);
     if (page === 'expired')
       throw new WarrenError('TRY_AGAIN', `the listing to ${what} went on too long: its continue token expired`);
     return page;
   }
 
-  async #page(what: string, labelSelector: string, limit: number, from?: string): Promise<ListPage | 'expired'> {
+  async #page(what: string, selectors: Selectors, limit: number, from?: string): Promise<ListPage | 'expired'> {
     const query = {
-      ...(labelSelector === '' ? {} : { labelSelector }),
+      ...selectorQuery(selectors),
       limit: Math.max(1, Math.floor(limit)),
       ...defined({ continue: from }),
     };
@@ -182,9 +199,11 @@ export class Resource {
     const body = answer.body as { items?: unknown; metadata?: { continue?: unknown } } | undefined;
     const items = Array.isArray(body?.items) ? body.items : [];
     const next = body?.metadata?.continue;
+    const version = versionOf(answer.body);
     return {
       items,
       ...(typeof next === 'string' && next !== '' ? { continue: next } : {}),
+      ...(typeof version === 'string' && version !== '' ? { resourceVersion: version } : {}),
     };
   }
 
@@ -201,6 +220,7 @@ export class Resource {
     onEvent: (type: 'ADDED' | 'MODIFIED' | 'DELETED', object: unknown) => void,
     signal: AbortSignal,
     timeoutSeconds = 300,
+    selectors: Selectors = {},
   ): Promise<string | undefined | 'gone'> {
     let reached = from;
     let gone = false;
@@ -208,6 +228,7 @@ export class Resource {
       watch: 'true',
       allowWatchBookmarks: 'true',
       timeoutSeconds,
+      ...selectorQuery(selectors),
       ...defined({ resourceVersion: from }),
     };
     const answer = await this.#api.stream(
@@ -233,20 +254,31 @@ export class Resource {
 
   /** Every object matching `labelSelector`, read a page at a time (from the start again if a token expires). */
   async listAll(what: string, labelSelector: string): Promise<unknown[]> {
+    return (await this.listAt(what, { labelSelector })).items;
+  }
+
+  /**
+   * Every object matching `selectors`, read a page at a time (from the start again if a token
+   * expires), with the resourceVersion the listing was read at: where a watch of the same objects
+   * starts so that it misses nothing the listing did not have.
+   */
+  async listAt(what: string, selectors: Selectors): Promise<{ items: unknown[]; resourceVersion?: string }> {
     for (let attempt = 1; attempt <= 3; attempt++) {
       const out: unknown[] = [];
       let from: string | undefined;
+      let at: string | undefined;
       let expired = false;
       do {
-        const page = await this.#page(what, labelSelector, FULL_LIST_PAGE, from);
+        const page = await this.#page(what, selectors, FULL_LIST_PAGE, from);
         if (page === 'expired') {
           expired = true;
           break;
         }
         out.push(...page.items);
+        at ??= page.resourceVersion;
         from = page.continue;
       } while (from !== undefined);
-      if (!expired) return out;
+      if (!expired) return { items: out, ...defined({ resourceVersion: at }) };
     }
     throw new WarrenError('TRY_AGAIN', `the listing to ${what} kept outliving its continue tokens`);
   }

@@ -1,0 +1,277 @@
+/**
+ * What the cluster tier keeps in step with instead of polling: one collection of Warren's objects
+ * (narrowed by a label or field selector to what this node needs: its own blocks, the requests
+ * addressed to ranges it holds, one named object), listed once and then watched, held in memory.
+ * Readers ask the copy (`get`, `values`) and are told of each change (`listen`); nobody lists again
+ * to find out what changed. Written here, not taken from @kubernetes/client-node's informer: the
+ * tier speaks to the API server through its own client (api-client.ts: one per agent, the
+ * revisions it sees checked by continuity.ts, its requests counted), which the informer cannot use,
+ * and the informer stops on any error but 410.
+ *
+ * Guarantees:
+ * - requests: one listing (its pages) at start; then one watch at a time, from the resourceVersion
+ *   reached (of an object or a bookmark), each ended by the server after `timeoutSeconds` and
+ *   opened again from there; a listing again only when the server answers 410 Gone (the version is
+ *   older than it keeps), never on a timer. A watch the server ends at once is not opened again
+ *   sooner than 1 s after, and a failure (no connection, 5xx, 403) is retried from the version
+ *   reached after a backoff on the clock (1 s doubling to 30 s): the traffic is bounded whatever
+ *   the server does;
+ * - the copy is the collection as of the last event applied: after a listing (the first, or one
+ *   after 410), objects the listing lacks are told as deleted, new or changed ones as added or
+ *   modified, so a listener misses no change across a relisting, and is told none twice;
+ * - `synced()` resolves once the first listing is in the copy; before that `get` and `values`
+ *   answer from nothing and `isSynced` is false, so a caller that must not act on an empty copy
+ *   can tell;
+ * - an object `decode` refuses (malformed: another writer, another version) is left out of the
+ *   copy as if absent, and counted (`status().refused`);
+ * - a listener that throws is its own failure: the others are still told, and so is it next time;
+ * - `close` ends the watch and every timer; nothing is requested after it.
+ */
+import type { Clock } from '../../core/clock.ts';
+import { defined } from '../../core/defined.ts';
+import { messageOf } from '../../core/errors.ts';
+import type { Resource, Selectors } from './resources.ts';
+
+const FIRST_BACKOFF_MS = 1_000;
+const MAX_BACKOFF_MS = 30_000;
+/** How long the server keeps one watch open: inside the HTTP client's limit on a silent body. */
+const WATCH_TIMEOUT_SECONDS = 240;
+
+export interface CollectionWatchOptions<T> {
+  readonly resource: Resource;
+  /** What is watched, in messages: `the blocks of node n1` ("watch …", "list …"). */
+  readonly what: string;
+  readonly selectors?: Selectors;
+  /** The object as the reader uses it; undefined for one it cannot use (left out of the copy). */
+  readonly decode: (object: unknown) => T | undefined;
+  readonly clock: Clock;
+  readonly timeoutSeconds?: number;
+}
+
+export type CollectionChange<T> =
+  | { readonly type: 'added'; readonly name: string; readonly value: T }
+  | { readonly type: 'modified'; readonly name: string; readonly value: T; readonly previous: T }
+  | { readonly type: 'deleted'; readonly name: string; readonly previous: T };
+
+export interface CollectionWatchStatus {
+  /**
+   * `listing` until a listing is in the copy, `watching` while a watch is open or being opened
+   * again, `backing-off` after a failure.
+   */
+  readonly state: 'listing' | 'watching' | 'backing-off' | 'closed';
+  readonly synced: boolean;
+  /** Listings after the first (each after a 410 Gone). */
+  readonly relists: number;
+  /** Watches opened again from a kept resourceVersion. */
+  readonly reconnects: number;
+  readonly objects: number;
+  /** Objects decode refused, over the copy's life. */
+  readonly refused: number;
+  readonly resourceVersion?: string;
+  readonly lastError?: string;
+}
+
+interface Held<T> {
+  readonly value: T;
+  readonly version: string | undefined;
+}
+
+function metaOf(object: unknown): { name?: string; version?: string } {
+  const m = (object as { metadata?: { name?: unknown; resourceVersion?: unknown } } | undefined)?.metadata;
+  return {
+    ...(typeof m?.name === 'string' ? { name: m.name } : {}),
+    ...(typeof m?.resourceVersion === 'string' ? { version: m.resourceVersion } : {}),
+  };
+}
+
+export class KubeCollectionWatch<T> {
+  readonly #o: CollectionWatchOptions<T>;
+  readonly #copy = new Map<string, Held<T>>();
+  readonly #listeners = new Set<(change: CollectionChange<T>) => void>();
+  readonly #abort = new AbortController();
+  #state: CollectionWatchStatus['state'] = 'listing';
+  #synced = false;
+  #markSynced!: () => void;
+  readonly #syncedPromise = new Promise<void>((resolve) => {
+    this.#markSynced = resolve;
+  });
+  #relists = 0;
+  #reconnects = 0;
+  #refused = 0;
+  #version: string | undefined;
+  #lastError: string | undefined;
+  #started = false;
+
+  constructor(options: CollectionWatchOptions<T>) {
+    this.#o = options;
+  }
+
+  /** Lists, then watches, until `close`. Idempotent. */
+  start(): void {
+    if (this.#started || this.#abort.signal.aborted) return;
+    this.#started = true;
+    void this.#run(this.#abort.signal);
+  }
+
+  /** Resolves once the first listing is in the copy (never, if closed before). */
+  synced(): Promise<void> {
+    return this.#syncedPromise;
+  }
+
+  get isSynced(): boolean {
+    return this.#synced;
+  }
+
+  get(name: string): T | undefined {
+    return this.#copy.get(name)?.value;
+  }
+
+  values(): T[] {
+    return [...this.#copy.values()].map((h) => h.value);
+  }
+
+  /** Tells `listener` of every change from now on, until the function returned is called. */
+  listen(listener: (change: CollectionChange<T>) => void): () => void {
+    const own = (change: CollectionChange<T>) => listener(change);
+    this.#listeners.add(own);
+    return () => this.#listeners.delete(own);
+  }
+
+  status(): CollectionWatchStatus {
+    return {
+      state: this.#state,
+      synced: this.#synced,
+      relists: this.#relists,
+      reconnects: this.#reconnects,
+      objects: this.#copy.size,
+      refused: this.#refused,
+      ...defined({ resourceVersion: this.#version, lastError: this.#lastError }),
+    };
+  }
+
+  close(): void {
+    this.#state = 'closed';
+    this.#listeners.clear();
+    this.#abort.abort();
+  }
+
+  async #run(signal: AbortSignal): Promise<void> {
+    let failures = 0;
+    let listed = false;
+    while (!signal.aborted) {
+      const started = this.#clock.monotonic();
+      try {
+        if (!listed) {
+          this.#state = 'listing';
+          await this.#list();
+          listed = true;
+        }
+        this.#state = 'watching';
+        const reached = await this.#o.resource.watch(
+          `watch ${this.#o.what}`,
+          this.#version,
+          (type, object) => this.#apply(type, object),
+          signal,
+          this.#o.timeoutSeconds ?? WATCH_TIMEOUT_SECONDS,
+          this.#o.selectors ?? {},
+        );
+        failures = 0;
+        this.#lastError = undefined;
+        if (reached === 'gone') {
+          listed = false; // the version is older than the server keeps: list again, now
+          this.#relists += 1;
+          continue;
+        }
+        if (reached !== undefined) this.#version = reached;
+        this.#reconnects += 1;
+        const lasted = this.#clock.monotonic() - started;
+        if (lasted < FIRST_BACKOFF_MS) await this.#pause(FIRST_BACKOFF_MS - lasted, signal);
+      } catch (error) {
+        if (signal.aborted) break;
+        failures += 1;
+        this.#lastError = messageOf(error);
+        this.#state = 'backing-off';
+        await this.#pause(Math.min(MAX_BACKOFF_MS, FIRST_BACKOFF_MS * 2 ** (failures - 1)), signal);
+      }
+    }
+    this.#state = 'closed';
+  }
+
+  get #clock(): Clock {
+    return this.#o.clock;
+  }
+
+  /** Lists every page and makes the copy what the listing says, telling each difference. */
+  async #list(): Promise<void> {
+    const listing = await this.#o.resource.listAt(`list ${this.#o.what}`, this.#o.selectors ?? {});
+    const seen = new Set<string>();
+    for (const object of listing.items) {
+      const { name } = metaOf(object);
+      if (name === undefined) continue;
+      seen.add(name);
+      this.#apply('ADDED', object, true);
+    }
+    for (const [name, held] of [...this.#copy]) {
+      if (seen.has(name)) continue;
+      this.#copy.delete(name);
+      this.#tell({ type: 'deleted', name, previous: held.value });
+    }
+    if (listing.resourceVersion !== undefined) this.#version = listing.resourceVersion;
+    if (!this.#synced) {
+      this.#synced = true;
+      this.#markSynced();
+    }
+  }
+
+  #apply(type: 'ADDED' | 'MODIFIED' | 'DELETED', object: unknown, fromListing = false): void {
+    const { name, version } = metaOf(object);
+    if (!fromListing && version !== undefined) this.#version = version;
+    if (name === undefined) return;
+    const before = this.#copy.get(name);
+    if (type === 'DELETED') {
+      if (before === undefined) return;
+      this.#copy.delete(name);
+      this.#tell({ type: 'deleted', name, previous: before.value });
+      return;
+    }
+    // A listing repeats what the copy already has: an object at the same version is no change.
+    if (before !== undefined && version !== undefined && before.version === version) return;
+    const value = this.#o.decode(object);
+    if (value === undefined) {
+      this.#refused += 1;
+      if (before === undefined) return;
+      this.#copy.delete(name); // what it became cannot be used: as if gone
+      this.#tell({ type: 'deleted', name, previous: before.value });
+      return;
+    }
+    this.#copy.set(name, { value, version });
+    this.#tell(
+      before === undefined ? { type: 'added', name, value } : { type: 'modified', name, value, previous: before.value },
+    );
+  }
+
+  #tell(change: CollectionChange<T>): void {
+    for (const listener of [...this.#listeners]) {
+      try {
+        listener(change);
+      } catch {
+        // A listener's failure is its own: the others are still told.
+      }
+    }
+  }
+
+  #pause(ms: number, signal: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      if (signal.aborted) return resolve();
+      const cancel = this.#clock.setTimer(ms, () => {
+        signal.removeEventListener('abort', done);
+        resolve();
+      });
+      const done = () => {
+        cancel();
+        resolve();
+      };
+      signal.addEventListener('abort', done, { once: true });
+    });
+  }
+}
