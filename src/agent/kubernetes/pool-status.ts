@@ -22,7 +22,9 @@ import { defined } from '../../core/defined.ts';
 import { messageOf } from '../../core/errors.ts';
 import { PeriodicTask, type PeriodicTaskStatus } from '../../core/periodic-task.ts';
 import { isPlainObject } from '../../core/validate.ts';
+import type { PublishedView } from '../../store/cluster.ts';
 import type { StoreCluster } from '../../store/store.ts';
+import { publishedFigures } from '../../store/tiered/published-figures.ts';
 import type { CatalogEntry } from '../../sources/kubernetes/pool-catalog.ts';
 import { poolCapacity } from '../../sources/kubernetes/warren-pool.ts';
 
@@ -30,9 +32,6 @@ import { poolCapacity } from '../../sources/kubernetes/warren-pool.ts';
 export const POOL_STATUS_TASK = 'pool-status';
 /** Default time between two rounds (the agent's: three upkeep intervals, 30 s by default). */
 export const POOL_STATUS_INTERVAL_MS = 30_000;
-/** Published blocks read per request. */
-const PAGE = 100;
-
 export interface PoolFigures {
   readonly capacity: string;
   readonly used: number;
@@ -67,26 +66,22 @@ export class PoolStatusWriter {
     });
   }
 
-  /** What a pool's ranges hold, from the published blocks of each range. */
+  /**
+   * What a pool's ranges hold, from the published blocks of each range (every block: this chore is
+   * off every path, and its job is the whole pool), counted as published-figures.ts counts them: a
+   * lent address once, by its lender's placeholder, not again by the borrower's loan publication.
+   */
   async figures(entry: CatalogEntry): Promise<PoolFigures | string> {
     if (entry.spec instanceof Error) return entry.spec.message;
+    const published: PublishedView = (filter, page) => this.#o.tier.published(filter, page);
     let used = 0;
     let blocks = 0;
     const nodes = new Set<string>();
     for (const range of entry.spec.ranges) {
-      let from: string | undefined;
-      do {
-        const page = await this.#o.tier.published(
-          { pool: range.pool },
-          { limit: PAGE, ...defined({ continue: from }) },
-        );
-        for (const block of page.items) {
-          used += block.counts.allocated;
-          blocks += 1;
-          nodes.add(block.node);
-        }
-        from = page.continue;
-      } while (from !== undefined);
+      const f = await publishedFigures(published, range.pool, Number.POSITIVE_INFINITY);
+      used += f.allocated;
+      blocks += f.blocks;
+      for (const [node] of f.byNode) nodes.add(node);
     }
     return { capacity: String(poolCapacity(entry.spec.ranges)), used, blocks, nodes: nodes.size };
   }

@@ -93,6 +93,30 @@ describe('PoolStatusWriter', () => {
     assert.equal(t.writes.length, 0);
   });
 
+  it('counts a lent address once: the lender\'s placeholder, not the borrower\'s loan publication too', async () => {
+    const t = await setup();
+    // n1 lent one of its three addresses (its placeholder is one of the three); n2 publishes the loan.
+    const pool = '10.80.0.0/24@warrenpool:gold';
+    const key = `${pool}#10.80.0.5/32`;
+    assert.ok(t.tier.publishLoan);
+    await t.other.publishLoan?.({
+      key,
+      node: 'n2',
+      loan: true,
+      counts: { allocated: 1, resting: 0 },
+      allocations: [],
+      publishedAt: t.clock.now(),
+    });
+    const theirs = t.writer(t.other);
+    assert.equal(await t.other.membership.claimTask(POOL_STATUS_TASK), true);
+    await theirs.round();
+    const gold = t.writes.find((w) => (w.metadata as { name: string }).name === 'gold');
+    assert.deepEqual(
+      { ...(gold?.status as Record<string, unknown>), updatedAt: undefined },
+      { capacity: '254', used: 5, blocks: 2, nodes: 2, observedGeneration: 3, updatedAt: undefined },
+    );
+  });
+
   it('asks for nothing, not even the chore, while the cluster has no pools', async () => {
     const t = await setup();
     t.catalog.observe({ kind: 'listed', objects: [] });
