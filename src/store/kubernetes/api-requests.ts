@@ -49,8 +49,9 @@ export interface ApiRequestRate {
 
 /** The verb and resource of a request to the API server, from its method, path and query. */
 export function requestKindOf(method: string, path: string, watch = false): ApiRequestKind {
-  const parts = path.split('?')[0]?.split('/').filter((part) => part !== '') ?? [];
-  // `/api/v1/...` (the core group) or `/apis/<group>/<version>/...`.
+  const all = path.split('?')[0]?.split('/').filter((part) => part !== '') ?? [];
+  // `/api/v1/...` (the core group) or `/apis/<group>/<version>/...`, after the server's own prefix if any.
+  const parts = all.slice(Math.max(0, all.findIndex((part) => part === 'api' || part === 'apis')));
   const rest = parts[0] === 'api' ? parts.slice(2) : parts.slice(3);
   const namespaced = rest[0] === 'namespaces' && rest.length >= 3;
   const resource = (namespaced ? rest[2] : rest[0]) ?? 'discovery';
