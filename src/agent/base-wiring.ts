@@ -83,8 +83,7 @@ export async function openBase(o: AgentOptions, facts: StoreFacts, deps: BaseWir
   const kubeRequests = new ApiRequestCounter(clock);
   const userAgent = kubeUserAgent(WARREN_VERSION, o.nodeName);
   const { store: opened, published } =
-    deps.stated ??
-    (await openStore(o, { clock, notice: warn, kubeRequests, userAgent, ...defined({ identity }) }));
+    deps.stated ?? (await openStore(o, { clock, notice: warn, kubeRequests, userAgent, ...defined({ identity }) }));
   const history = new ReleaseHistory(clock);
   // Readings are taken from the parts the next step builds, when a scrape asks.
   const metrics =

@@ -27,7 +27,8 @@ export function describeApiRate(rate: ApiRequestRate): string {
  */
 function idle(rate: ApiRequestRate): boolean {
   return !rate.byKind.some(
-    (k) => k.verb !== 'get' && k.verb !== 'list' && k.verb !== 'watch' && k.resource !== 'leases' && k.resource !== 'events',
+    (k) =>
+      k.verb !== 'get' && k.verb !== 'list' && k.verb !== 'watch' && k.resource !== 'leases' && k.resource !== 'events',
   );
 }
 
@@ -36,7 +37,9 @@ export function kubeApiFindings(facts: DoctorFacts): Finding[] {
   if (rate === undefined) return [];
   const polled = idle(rate) ? rate.byKind.filter((k) => k.verb === 'list' && k.perMinute > IDLE_LIST_PER_MINUTE) : [];
   if (polled.length === 0)
-    return [ok('kube-api-rate', `API requests: ${describeApiRate(rate)}`, 'no resource is LISTed over and over while idle')];
+    return [
+      ok('kube-api-rate', `API requests: ${describeApiRate(rate)}`, 'no resource is LISTed over and over while idle'),
+    ];
   const named = polled.map((k) => `${k.resource} ${k.perMinute}/min`).join(', ');
   return [
     warning(

@@ -212,8 +212,7 @@ export class KubeApiClient {
     signal: AbortSignal,
   ): Promise<ApiAnswer> {
     const url = new URL(this.#server.pathname.replace(/\/+$/, '') + request.path, this.#server);
-    for (const [k, v] of Object.entries(request.query ?? {}))
-      if (v !== undefined) url.searchParams.set(k, String(v));
+    for (const [k, v] of Object.entries(request.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
     const headers = await this.#headers(what);
     const both = AbortSignal.any([this.#closing.signal, signal]);
     const send = url.protocol === 'http:' ? httpRequest : httpsRequest;

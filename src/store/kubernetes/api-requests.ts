@@ -49,9 +49,18 @@ export interface ApiRequestRate {
 
 /** The verb and resource of a request to the API server, from its method, path and query. */
 export function requestKindOf(method: string, path: string, watch = false): ApiRequestKind {
-  const all = path.split('?')[0]?.split('/').filter((part) => part !== '') ?? [];
+  const all =
+    path
+      .split('?')[0]
+      ?.split('/')
+      .filter((part) => part !== '') ?? [];
   // `/api/v1/...` (the core group) or `/apis/<group>/<version>/...`, after the server's own prefix if any.
-  const parts = all.slice(Math.max(0, all.findIndex((part) => part === 'api' || part === 'apis')));
+  const parts = all.slice(
+    Math.max(
+      0,
+      all.findIndex((part) => part === 'api' || part === 'apis'),
+    ),
+  );
   const rest = parts[0] === 'api' ? parts.slice(2) : parts.slice(3);
   const namespaced = rest[0] === 'namespaces' && rest.length >= 3;
   const resource = (namespaced ? rest[2] : rest[0]) ?? 'discovery';
@@ -102,14 +111,14 @@ export class ApiRequestCounter {
   readonly #startedAt: number;
   /** Since the start, by `verb resource code`: what the metric exposes. */
   readonly #totals = new Map<string, { kind: ApiRequestKind; code: ApiOutcome; count: number }>();
-  /** The last `windowMinutes` minutes, one bucket each, reused round the ring. */
+  /** The last `windowMinutes` minutes and the current one, one bucket each, reused round the ring. */
   readonly #ring: MinuteBucket[];
 
   constructor(clock: Clock, windowMinutes = 10) {
     this.#clock = clock;
     this.#windowMinutes = Math.max(1, Math.floor(windowMinutes));
     this.#startedAt = clock.monotonic();
-    this.#ring = Array.from({ length: this.#windowMinutes }, () => ({ minute: -1, counts: new Map() }));
+    this.#ring = Array.from({ length: this.#windowMinutes + 1 }, () => ({ minute: -1, counts: new Map() }));
   }
 
   /** One request sent, answered with `status` (undefined: no answer came). */
@@ -120,7 +129,7 @@ export class ApiRequestCounter {
     if (total === undefined) this.#totals.set(`${key} ${code}`, { kind, code, count: 1 });
     else total.count += 1;
     const minute = Math.floor(this.#clock.monotonic() / MINUTE_MS);
-    const bucket = this.#ring[minute % this.#windowMinutes] as MinuteBucket;
+    const bucket = this.#ring[minute % this.#ring.length] as MinuteBucket;
     if (bucket.minute !== minute) {
       bucket.minute = minute;
       bucket.counts.clear();
@@ -138,17 +147,22 @@ export class ApiRequestCounter {
     return [...this.#totals.values()].map(({ kind, code, count }) => ({ ...kind, code, count }));
   }
 
-  /** The rate over the last `windowMinutes` (the current minute's part included). */
+  /**
+   * The rate over the last `windowMinutes` up to now: the current minute's part, the whole minutes
+   * before it, and of the oldest minute the part still inside the window (its counts pro rata).
+   */
   rate(): ApiRequestRate {
     const now = this.#clock.monotonic();
     const current = Math.floor(now / MINUTE_MS);
-    const first = current - this.#windowMinutes + 1;
-    const spanMs = Math.max(MINUTE_MS, now - Math.max(this.#startedAt, first * MINUTE_MS));
+    const first = current - this.#windowMinutes;
+    const spanMs = Math.max(MINUTE_MS, Math.min(this.#windowMinutes * MINUTE_MS, now - this.#startedAt));
     const perMinute = (n: number): number => Math.round((n / spanMs) * MINUTE_MS * 100) / 100;
+    const oldestPart = 1 - (now - current * MINUTE_MS) / MINUTE_MS;
     const byKey = new Map<string, number>();
     for (const bucket of this.#ring) {
       if (bucket.minute < first || bucket.minute > current) continue;
-      for (const [key, n] of bucket.counts) byKey.set(key, (byKey.get(key) ?? 0) + n);
+      const weight = bucket.minute === first ? oldestPart : 1;
+      for (const [key, n] of bucket.counts) byKey.set(key, (byKey.get(key) ?? 0) + n * weight);
     }
     let all = 0;
     const verbs = new Map<ApiVerb, number>();
@@ -159,7 +173,9 @@ export class ApiRequestCounter {
       verbs.set(verb, (verbs.get(verb) ?? 0) + n);
       byKind.push({ verb, resource, perMinute: perMinute(n) });
     }
-    byKind.sort((a, b) => b.perMinute - a.perMinute || `${a.verb} ${a.resource}`.localeCompare(`${b.verb} ${b.resource}`));
+    byKind.sort(
+      (a, b) => b.perMinute - a.perMinute || `${a.verb} ${a.resource}`.localeCompare(`${b.verb} ${b.resource}`),
+    );
     return {
       minutes: Math.round((spanMs / MINUTE_MS) * 10) / 10,
       perMinute: perMinute(all),
