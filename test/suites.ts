@@ -193,6 +193,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/store/kubernetes/tier.test.ts',
   'test/store/kubernetes/api-client.test.ts',
   'test/store/kubernetes/api-client-idle.test.ts',
+  'test/store/kubernetes/api-requests.test.ts',
   'test/store/kubernetes/names.test.ts',
   'test/store/kubernetes/objects.test.ts',
   'test/store/tiered/memory-tier.test.ts',

@@ -22,6 +22,7 @@ import { RecentErrors } from './metrics/recent-errors.ts';
 import { ReleaseHistory } from './metrics/release-history.ts';
 import { NO_TELEMETRY, type Telemetry, fanOut } from './metrics/telemetry.ts';
 import { NodeHandBack } from './node/hand-back.ts';
+import { ApiRequestCounter, kubeUserAgent } from '../store/kubernetes/api-requests.ts';
 import { CommitHealth } from './server/commit-health.ts';
 import { WARREN_VERSION } from './server/version.ts';
 import { type ScrapedSides, scrapeReadings } from './serving-wiring.ts';
@@ -50,6 +51,10 @@ export interface Base {
   readonly metrics: AgentMetrics | undefined;
   readonly handBack: NodeHandBack;
   readonly upkeep: ClusterUpkeep | undefined;
+  /** Every request to the Kubernetes API server, whichever client sent it (api-requests.ts). */
+  readonly kubeRequests: ApiRequestCounter;
+  /** What those requests carry as User-Agent: `warren/<version> (node <name>)`. */
+  readonly userAgent: string;
 }
 
 /** The base before its upkeep starts, with the cluster record the upkeep keeps. */
@@ -75,8 +80,10 @@ export async function openBase(o: AgentOptions, facts: StoreFacts, deps: BaseWir
   const recordKey = clusterRecordKey({ ...o, store: facts.kind });
   const record = recordKey === undefined ? undefined : new ClusterRecord(o.stateDir, recordKey, warn);
   const identity = record?.identity;
+  const kubeRequests = new ApiRequestCounter(clock);
+  const userAgent = kubeUserAgent(WARREN_VERSION, o.nodeName);
   const { store: opened, published } =
-    deps.stated ?? (await openStore(o, { clock, notice: warn, ...defined({ identity }) }));
+    deps.stated ?? (await openStore(o, { clock, notice: warn, kubeRequests, userAgent, ...defined({ identity }) }));
   const history = new ReleaseHistory(clock);
   // Readings are taken from the parts the next step builds, when a scrape asks.
   const metrics =
@@ -84,6 +91,7 @@ export async function openBase(o: AgentOptions, facts: StoreFacts, deps: BaseWir
       ? undefined
       : new AgentMetrics({
           version: WARREN_VERSION,
+          kubeRequests,
           readings: scrapeReadings(o, facts, opened, deps.sides),
         });
   const handBack = new NodeHandBack(o.stateDir, clock);
@@ -99,5 +107,5 @@ export async function openBase(o: AgentOptions, facts: StoreFacts, deps: BaseWir
   const allocator = new Allocator({ store, clock, node: o.nodeName, blocks, reserved });
   const errors = new RecentErrors(clock, logger);
   const base = { facts, store, published, membership, allocator, reserved, errors, telemetry, commits, history };
-  return { ...base, metrics, handBack, record };
+  return { ...base, metrics, handBack, record, kubeRequests, userAgent };
 }

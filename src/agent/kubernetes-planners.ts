@@ -15,6 +15,7 @@ import type { Clock } from '../core/clock.ts';
 import { defined } from '../core/defined.ts';
 import { messageOf } from '../core/errors.ts';
 import type { ReservedAddresses } from '../ipam/reserved.ts';
+import type { RequestAccounting } from '../sources/kubernetes/counted-http.ts';
 import { type KubeObjectMeta, ListWatch } from '../sources/kubernetes/list-watch.ts';
 import type { Store } from '../store/store.ts';
 import { ADDRESSES_ANNOTATION, addressPlanner } from './kubernetes/address-planner.ts';
@@ -44,6 +45,8 @@ export interface KubernetesPlannersDeps {
   readonly backoff: ExponentialBackoff;
   /** The allocator's cluster-wide reservations: the addresses planner refuses a reserved address. */
   readonly reserved: ReservedAddresses | undefined;
+  /** Where every request to the API server is counted, and the User-Agent it carries. */
+  readonly accounting: RequestAccounting;
 }
 
 export interface KubernetesPlanners {
@@ -60,6 +63,7 @@ export function kubernetesPlanners(o: AgentOptions, deps: KubernetesPlannersDeps
   const watch = (path: string, fieldSelector?: string) =>
     new ListWatch<KubeObjectMeta>({
       kubeConfig,
+      accounting: deps.accounting,
       path,
       clock: deps.clock,
       logger,

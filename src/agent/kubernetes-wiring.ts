@@ -11,7 +11,6 @@
  * @kubernetes/client-node, whose loading costs more CPU than the whole rest of an agent start:
  * agent.ts imports it only when --kubernetes is on.
  */
-import { CoreV1Api } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Allocator } from '../allocator/allocator.ts';
 import { ExponentialBackoff } from '../core/backoff.ts';
@@ -19,6 +18,7 @@ import type { Clock } from '../core/clock.ts';
 import type { Allocation } from '../ipam/allocation.ts';
 import type { ReservedAddresses } from '../ipam/reserved.ts';
 import { failureOfError } from '../sources/kubernetes/api-failure.ts';
+import { type RequestAccounting, coreApiOf } from '../sources/kubernetes/counted-http.ts';
 import { loadKubeConfig } from '../sources/kubernetes/kubeconfig.ts';
 import { type KubeObjectMeta, ListWatch } from '../sources/kubernetes/list-watch.ts';
 import { NodeSource } from '../sources/kubernetes/node-source.ts';
@@ -49,6 +49,8 @@ export interface KubernetesWiringDeps {
   readonly telemetry: Telemetry;
   /** The allocator's cluster-wide reservations, filled by their watch. */
   readonly reserved?: ReservedAddresses | undefined;
+  /** Where every request to the API server is counted, and the User-Agent it carries. */
+  readonly accounting: RequestAccounting;
 }
 
 /** The object, or undefined when the API server answers 404. */
@@ -69,9 +71,10 @@ export function kubernetesParts(
 ): KubernetesParts {
   const kubeConfig = loadKubeConfig(o.kubeconfig);
   const logger = deps.logger.child({ source: 'kubernetes' });
-  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const { accounting } = deps;
+  const core = coreApiOf(kubeConfig, accounting);
   // The agent's one client for Warren's objects (statuses, IPAMClaims): opened at its first use.
-  const warrenApi = OnDemandClient.of(kubeConfig);
+  const warrenApi = OnDemandClient.of(kubeConfig, accounting);
   const events = new ClusterEvents({ api: core, node: o.nodeName, clock: deps.clock, logger });
   const backoff = new ExponentialBackoff({ initialMs: 1_000, maxMs: 30_000 });
   const directory = new PodDirectory({
@@ -80,6 +83,7 @@ export function kubernetesParts(
   });
   const pods = new PodSource({
     kubeConfig,
+    accounting,
     node: o.nodeName,
     clock: deps.clock,
     backoff,
@@ -93,6 +97,7 @@ export function kubernetesParts(
       : {
           watch: new ListWatch<KubeObjectMeta>({
             kubeConfig,
+            accounting,
             path: '/apis/warren.dev/v1alpha1/warrenreservations',
             clock: deps.clock,
             logger,
@@ -137,7 +142,7 @@ export function kubernetesParts(
     membership === undefined
       ? undefined
       : {
-          source: new NodeSource({ kubeConfig, clock: deps.clock, backoff, logger }),
+          source: new NodeSource({ kubeConfig, accounting, clock: deps.clock, backoff, logger }),
           forget: new KubernetesNodes({
             store: deps.store,
             membership,

@@ -36,6 +36,7 @@ import type { OpenedStore, StoreFacts } from './settings/store-kind.ts';
 import type { ListenAddress } from './settings/listen-address.ts';
 import type { KubernetesParts } from './kubernetes-parts.ts';
 import type { ReleaseWiring } from './release-wiring.ts';
+import type { ApiRequestCounter } from '../store/kubernetes/api-requests.ts';
 
 /** What the serving side serves from: the agent's parts and the sides built beside it. */
 export interface ServingSides {
@@ -59,6 +60,8 @@ export interface ServingSides {
   readonly cniConfig: CniConfigManager | undefined;
   /** Where metrics are served, once they are (set before the socket listens); undefined when off. */
   readonly metricsStatus: (() => MetricsEndpointStatus) | undefined;
+  /** Every request to the Kubernetes API server (api-requests.ts): its rate in status and doctor. */
+  readonly kubeRequests: ApiRequestCounter;
 }
 
 /** The API server and its services, answering from every side; not listening yet. */
@@ -114,6 +117,8 @@ export function servingSide(s: ServingSides): Serving {
     telemetry: s.telemetry,
     history: s.history,
     ...defined({ metrics: s.metricsStatus }),
+    // Only an agent that talks to an API server has a rate to show.
+    ...(o.kubernetes || facts.kind === 'kubernetes' ? { kubeApi: () => s.kubeRequests.rate() } : {}),
   });
 }
 

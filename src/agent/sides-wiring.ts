@@ -54,7 +54,8 @@ export async function buildSides(o: AgentOptions, base: Base, deps: SidesWiringD
     ReleaseWiring.open(o, { store, membership, allocator, clock, logger, errors: base.errors, telemetry, onFailure }),
     o.kubernetes ? import('./kubernetes-wiring.ts') : undefined,
   ]);
-  const kubernetesDeps = { store, membership, allocator, clock, logger, telemetry, reserved };
+  const accounting = { requests: base.kubeRequests, userAgent: base.userAgent };
+  const kubernetesDeps = { store, membership, allocator, clock, logger, telemetry, reserved, accounting };
   const kubernetes = kubernetesWiring?.kubernetesParts(o, kubernetesDeps, releases.pipeline);
   if (kubernetes !== undefined) releases.feedFrom(kubernetes);
   hold.releases = releases;

@@ -4,6 +4,7 @@
  */
 import type { NodeLocalConfig } from '../cni/node-local.ts';
 import type { HistoryReading, StoreKind } from '../store/store.ts';
+import type { ApiRequestRate } from '../store/kubernetes/api-requests.ts';
 import type { CniConfigStatus, ContainerdState, MetricsEndpointStatus } from './status.ts';
 
 /**
@@ -38,6 +39,8 @@ export interface DoctorFacts {
   readonly nodeLocalOnly?: { readonly derived?: NodeLocalConfig };
   /** Present when the agent watches WarrenPools (the kubernetes store): whether it has listed them, and their names. */
   readonly warrenPools?: { readonly listed: boolean; readonly names: readonly string[] };
+  /** The agent's own requests to the Kubernetes API server, a minute, when it talks to one. */
+  readonly kubeApi?: ApiRequestRate;
   readonly store: {
     readonly kind: StoreKind;
     readonly description: string;

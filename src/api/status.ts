@@ -8,6 +8,7 @@
 
 import type { PeriodicTaskStatus } from '../core/periodic-task.ts';
 import type { FileCheckStatus } from '../store/cluster.ts';
+import type { ApiRequestRate } from '../store/kubernetes/api-requests.ts';
 import type { CniConfigStatus } from './node-config-status.ts';
 
 export type { FileCheckStatus };
@@ -50,6 +51,8 @@ export interface AgentStatus {
   readonly plugins?: PluginCounts;
   /** Where metrics and the dashboard are served (as bound: port 0 resolved), or why they are not; absent when off. */
   readonly metrics?: MetricsEndpointStatus;
+  /** The agent's own requests to the Kubernetes API server, a minute, when it talks to one. */
+  readonly kubeApi?: ApiRequestRate;
 }
 
 /**

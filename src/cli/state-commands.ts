@@ -1,7 +1,4 @@
-/**
- * The commands that show what the agent reports of itself: `warren status`, `warren journal` and
- * `warren plugins`, as text for people or, with --json, the agent's answer as it is.
- */
+/** `warren status`, `warren journal` and `warren plugins`: what the agent reports of itself, as text or --json. */
 import { parseArgs } from 'node:util';
 import { WarrenError, isWarrenError, messageOf } from '../core/errors.ts';
 import type {
@@ -16,6 +13,7 @@ import type {
 import { REJECTED_DIR } from '../sources/missed-delete-journal.ts';
 import { COMMON, type CliContext } from './context.ts';
 import { type OfflineJournal, readJournalOffline } from './journal-offline.ts';
+import { describeApiRate } from './doctor/kube-api-checks.ts';
 import { jsonText, printable, safe, table } from './format.ts';
 import type { CliIO } from './io.ts';
 
@@ -124,6 +122,7 @@ export async function statusCommand(argv: readonly string[], io: CliIO, context:
               ? safe`metrics:     http://${s.metrics.address}/metrics, dashboard http://${s.metrics.address}/`
               : safe`metrics:     NOT SERVED: ${s.metrics.error}`,
           ]),
+      ...(s.kubeApi === undefined ? [] : [safe`kube api:    API requests: ${describeApiRate(s.kubeApi)}`]),
       ...(s.cluster === undefined ? [] : clusterLines(s.cluster)),
       ...s.reconciler.recentErrors.slice(-5).map((e) => safe`error:       ${e.at} ${e.message}`),
     ].join('\n')}\n`,

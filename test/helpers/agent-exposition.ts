@@ -5,7 +5,9 @@
  * series an agent can show is there, then parsed by the Prometheus project's parser.
  */
 import { AgentMetrics } from '../../src/agent/metrics/prometheus.ts';
+import { ManualClock } from '../../src/core/clock.ts';
 import type { Allocation } from '../../src/ipam/allocation.ts';
+import { ApiRequestCounter } from '../../src/store/kubernetes/api-requests.ts';
 import { parseExposition } from './prometheus.ts';
 
 export interface AgentExposition {
@@ -16,8 +18,12 @@ export interface AgentExposition {
 }
 
 export async function agentExposition(): Promise<AgentExposition> {
+  // The agent's requests to the Kubernetes API server: one LIST answered.
+  const kubeRequests = new ApiRequestCounter(new ManualClock(0));
+  kubeRequests.count({ verb: 'list', resource: 'warrenblocks' }, 200);
   const metrics = new AgentMetrics({
     version: '0.0.0-test',
+    kubeRequests,
     readings: {
       pools: async () => [
         { pool: '10.0.0.0/24', capacity: 254, allocated: 3, resting: 1, blocks: { owned: 2, borrowed: 1 } },

@@ -10,7 +10,11 @@
  *   again instead of failing every later write until the agent restarts;
  * - `close` closes the client if one opened; a later `get` opens a new one.
  */
-import { KubeApiClient } from '../../store/kubernetes/api-client.ts';
+import { defined } from '../../core/defined.ts';
+import { KubeApiClient, type KubeApiClientOptions } from '../../store/kubernetes/api-client.ts';
+
+/** Where the client's requests are counted, and the User-Agent they carry. */
+type KubeApiClientCounting = Pick<KubeApiClientOptions, 'requests' | 'userAgent'>;
 import type { KubeConfig } from '@kubernetes/client-node';
 
 export class OnDemandClient {
@@ -23,8 +27,8 @@ export class OnDemandClient {
   }
 
   /** A client of the kubeconfig's current cluster, opened at the first `get`. */
-  static of(kubeConfig: KubeConfig): OnDemandClient {
-    return new OnDemandClient(() => KubeApiClient.open({ kubeConfig }));
+  static of(kubeConfig: KubeConfig, accounting: KubeApiClientCounting = {}): OnDemandClient {
+    return new OnDemandClient(() => KubeApiClient.open({ kubeConfig, ...defined(accounting) }));
   }
 
   get(): Promise<KubeApiClient> {

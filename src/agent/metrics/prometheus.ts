@@ -15,10 +15,14 @@ import { RELEASE_SOURCES, type ReleaseSource } from '../../api/dashboard.ts';
 import type { AuditCounts, CommitResultKind, Telemetry } from './telemetry.ts';
 import { BoundedLabel, codeLabel, commandLabel } from './labels.ts';
 import type { MetricsReadings } from './readings.ts';
+import type { ApiRequestCounter } from '../../store/kubernetes/api-requests.ts';
+import { registerKubeApiRequests } from './kube-requests.ts';
 
 export interface AgentMetricsOptions {
   readonly version: string;
   readonly readings: MetricsReadings;
+  /** The agent's requests to the Kubernetes API server (kube-requests.ts); none: not exposed. */
+  readonly kubeRequests?: ApiRequestCounter;
   /** Most values a `pool` or `network` label takes before folding into `_other`; default 500. */
   readonly maxLabelValues?: number;
   /** Node process metrics (CPU, memory, event loop lag) under the same prefix; default on. */
@@ -68,6 +72,7 @@ export class AgentMetrics implements Telemetry {
       labelNames: ['version', 'node_version'],
       registers,
     }).set({ version: options.version, node_version: process.versions.node }, 1);
+    if (options.kubeRequests !== undefined) registerKubeApiRequests(this.registry, options.kubeRequests);
     this.#cni = new Histogram({
       name: 'warren_cni_request_duration_seconds',
       help:

@@ -27,6 +27,7 @@ import type { CommitHealth } from './commit-health.ts';
 import { pluginCounts } from './operator-reports.ts';
 import { bookkeepingCounts, bookkeepingTotal } from './bookkeeping-counts.ts';
 import { ClusterStatus } from './cluster-status.ts';
+import type { ApiRequestRate } from '../../store/kubernetes/api-requests.ts';
 
 /** What the agent's status is read from (operator-service.ts's options hold these and more). */
 export interface AgentStatusOptions {
@@ -57,6 +58,8 @@ export interface AgentStatusOptions {
   readonly plugins?: (() => PluginsStatus) | undefined;
   /** Where metrics and the dashboard are served, when on. */
   readonly metrics?: () => MetricsEndpointStatus;
+  /** The agent's requests to the Kubernetes API server, a minute, when it talks to one. */
+  readonly kubeApi?: (() => ApiRequestRate) | undefined;
   /**
    * On a cluster store: why this node must not allocate (also in `notReady`), and the operator's
    * word that the store as it is now is the one to use (`warren store accept`).
@@ -151,6 +154,7 @@ export class AgentStatusReader {
       ...(this.#o.cniConfig === undefined ? {} : { cniConfig: this.#o.cniConfig() }),
       ...(this.#o.plugins === undefined ? {} : { plugins: pluginCounts(this.#o.plugins()) }),
       ...(this.#o.metrics === undefined ? {} : { metrics: this.#o.metrics() }),
+      ...(this.#o.kubeApi === undefined ? {} : { kubeApi: this.#o.kubeApi() }),
     };
     return { status, readable: pingError === undefined };
   }

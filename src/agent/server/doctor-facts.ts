@@ -25,6 +25,7 @@ import type { NodeLocalConfig } from '../../cni/node-local.ts';
 import type { NetnsObserver } from '../../sources/netns.ts';
 import type { Store, StoreHistory } from '../../store/store.ts';
 import type { AgentOptions } from '../settings/options.ts';
+import type { ApiRequestRate } from '../../store/kubernetes/api-requests.ts';
 
 export interface DoctorFactsDeps {
   readonly options: AgentOptions;
@@ -43,6 +44,8 @@ export interface DoctorFactsDeps {
   readonly reservations?: () => Promise<ReservationsReport>;
   /** The WarrenPools the agent watches, when it does (the kubernetes store). */
   readonly warrenPools?: () => DoctorFacts['warrenPools'];
+  /** The agent's requests to the Kubernetes API server, when it talks to one. */
+  readonly kubeApi?: (() => ApiRequestRate) | undefined;
 }
 
 /** What doctor judges of the reservations: a range held back whole, entries that reserve nothing. */
@@ -109,7 +112,7 @@ export async function doctorFacts(d: DoctorFactsDeps): Promise<DoctorFacts> {
         }),
     ...defined({ pluginsDir: o.pluginsDir, reservations }),
     ...(d.nodeLocalOnly === undefined ? {} : { nodeLocalOnly: derived === undefined ? {} : { derived } }),
-    ...defined({ warrenPools }),
+    ...defined({ warrenPools, kubeApi: d.kubeApi?.() }),
     store: {
       kind: o.store,
       description: d.store.description,

@@ -84,6 +84,7 @@ export function servingParts(deps: ServingDeps): Serving {
       ...(cluster === undefined ? {} : { clusterProblem: cluster.problem }),
       ...defined({ nodeLocalOnly }),
       ...(parts.reservations === undefined ? {} : { reservations: () => service.reservations() }),
+      ...(parts.kubeApi === undefined ? {} : { kubeApi: parts.kubeApi }),
       warrenPools: () => {
         const pools = parts.kubernetes?.().planning?.pools;
         return pools === undefined ? undefined : { listed: pools.listed, names: pools.list.map((p) => p.name) };

@@ -16,6 +16,7 @@ import { SqliteStore } from '../../store/sqlite/store.ts';
 import type { PublishedView } from '../../store/cluster.ts';
 import type { Membership, Store, StoreKind } from '../../store/store.ts';
 import type { AgentOptions } from './options.ts';
+import type { ApiRequestCounter } from '../../store/kubernetes/api-requests.ts';
 
 export interface StoreFacts {
   readonly kind: StoreKind;
@@ -72,6 +73,9 @@ export interface StoreOpening {
    * was; Kubernetes: a block object of this node's that vanished).
    */
   readonly notice: (message: string) => void;
+  /** Told of every request to the Kubernetes API server, and the User-Agent they carry (api-requests.ts). */
+  readonly kubeRequests?: ApiRequestCounter;
+  readonly userAgent?: string;
 }
 
 /**
@@ -125,7 +129,7 @@ async function openKubernetes(o: AgentOptions, opening: StoreOpening): Promise<O
       leaseSeconds: Math.ceil(o.nodeLeaseSeconds),
       clock,
       notice,
-      ...defined({ identity: opening.identity }),
+      ...defined({ identity: opening.identity, requests: opening.kubeRequests, userAgent: opening.userAgent }),
     });
     // Before anything is published: an API server that lost its data halts the tier here. One that
     // cannot be reached now is checked by the upkeep, before this node allocates (cluster/upkeep.ts).

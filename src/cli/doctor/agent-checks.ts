@@ -13,6 +13,7 @@ import type { DoctorFacts } from '../../api/doctor.ts';
 import type { ContainerdConfigReading } from './containerd-config.ts';
 import { historyFindings } from './etcd-history.ts';
 import { reservationFindings } from './reservation-checks.ts';
+import { kubeApiFindings } from './kube-api-checks.ts';
 import { clockFindings, storeFindings } from './store-checks.ts';
 import { type Finding, error, ok, warning } from './finding.ts';
 import type { JournalDirCheck } from './observation.ts';
@@ -223,5 +224,6 @@ export function agentFindings(
     ...clockFindings(facts),
     ...metricsFindings(facts),
     ...reservationFindings(facts),
+    ...kubeApiFindings(facts),
   ];
 }

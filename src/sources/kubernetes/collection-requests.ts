@@ -15,16 +15,14 @@
  *   Watch gives no handle before that; its timeout bounds the wait). The Watch's inactivity timeout
  *   is set a minute beyond the server's own watch timeout, so only a dead connection hits it.
  *
+ * Each request is counted and carries the agent's User-Agent (`accounting`, counted-http.ts): the
+ * listing by its HTTP layer, the watch here, once, by how it opened (200, refused, or no answer).
+ *
  * The objects are the JSON the server sent (no client-side model classes: timestamps stay strings).
  */
-import {
-  type KubeConfig,
-  HttpMethod,
-  IsomorphicFetchHttpLibrary,
-  RequestContext,
-  Watch,
-} from '@kubernetes/client-node';
+import { type HttpLibrary, type KubeConfig, HttpMethod, RequestContext, Watch } from '@kubernetes/client-node';
 import { defined } from '../../core/defined.ts';
+import { type RequestAccounting, countedHttpLibrary, identifiedConfig } from './counted-http.ts';
 import { type ApiFailure, failureOfError, failureOfResponse, failureOfStatus, isExpired } from './api-failure.ts';
 
 /** The Watch's inactivity timeout beyond the server's own watch timeout. */
@@ -58,6 +56,8 @@ export interface CollectionOptions {
   readonly labelSelector?: string | undefined;
   /** How long the server keeps one watch open (its `timeoutSeconds`); see watchTimeoutSeconds. */
   readonly watchTimeoutSeconds?: number | undefined;
+  /** Where each request is counted, and what it says it is (counted-http.ts). */
+  readonly accounting?: RequestAccounting | undefined;
 }
 
 export type Listing<T> =
@@ -86,11 +86,13 @@ export interface WatchHandlers<T> {
 export class CollectionRequests<T> {
   readonly #o: CollectionOptions;
   readonly #watch: Watch;
-  readonly #http = new IsomorphicFetchHttpLibrary();
+  readonly #http: HttpLibrary;
 
   constructor(options: CollectionOptions) {
     this.#o = options;
-    this.#watch = new Watch(options.kubeConfig);
+    const accounting = options.accounting ?? {};
+    this.#http = countedHttpLibrary(accounting);
+    this.#watch = new Watch(identifiedConfig(options.kubeConfig, accounting.userAgent));
     // 2.0.1 keeps the inactivity timeout in a field its typings call private (default 30 s, re-armed
     // on every chunk); left at 30 s, every quiet half-minute would cut the watch.
     const timeoutMs = watchTimeoutSeconds(options.watchTimeoutSeconds) * 1000 + INACTIVITY_MARGIN_MS;
@@ -133,6 +135,13 @@ export class CollectionRequests<T> {
   /** One watch from `resourceVersion` (with bookmarks), until it ends, fails, expires or `signal` aborts. */
   watch(resourceVersion: string, handlers: WatchHandlers<T>, signal: AbortSignal): Promise<WatchEnd> {
     let delivered = false;
+    // Counted once, by how it opened: accepted (200), refused (its status) or no answer.
+    let counted = false;
+    const countOnce = (status: number | undefined): void => {
+      if (counted) return;
+      counted = true;
+      this.#o.accounting?.requests?.countRequest('GET', this.#o.path, true, status);
+    };
     return new Promise<WatchEnd>((resolve) => {
       let settled = false;
       let controller: AbortController | undefined;
@@ -171,9 +180,12 @@ export class CollectionRequests<T> {
         }
       };
       const onDone = (error: unknown): void => {
-        if (error === null || error === undefined) finish({ kind: 'ended', delivered });
-        else {
+        if (error === null || error === undefined) {
+          countOnce(200);
+          finish({ kind: 'ended', delivered });
+        } else {
           const failure = failureOfError(error);
+          countOnce(failure.code);
           finish(isExpired(failure) ? { kind: 'expired', failure } : { kind: 'failed', failure });
         }
       };
@@ -185,6 +197,7 @@ export class CollectionRequests<T> {
       };
       this.#watch.watch(this.#o.path, query, onEvent, onDone).then(
         (opened) => {
+          countOnce(200);
           controller = opened;
           if (settled) {
             opened.abort();

@@ -35,6 +35,7 @@ import { type Clock, sleepOn } from '../../core/clock.ts';
 import { defined } from '../../core/defined.ts';
 import { type ApiFailure, describeFailure, missingPermission } from './api-failure.ts';
 import { CollectionRequests, type WatchEnd } from './collection-requests.ts';
+import type { RequestAccounting } from './counted-http.ts';
 
 /** What any watched object carries: where the collection stands after it. */
 export interface KubeObjectMeta {
@@ -88,6 +89,8 @@ export interface ListWatchOptions {
    * WATCH_TIMEOUT_SECONDS, inside the HTTP client's own 300 s limit on a silent body).
    */
   readonly watchTimeoutSeconds?: number | undefined;
+  /** Where each request is counted, and the User-Agent it carries (counted-http.ts). */
+  readonly accounting?: RequestAccounting | undefined;
 }
 
 /**

@@ -9,6 +9,7 @@
  * a node that stays (status, labels) say nothing. Objects without a name are skipped.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
+import type { RequestAccounting } from './counted-http.ts';
 import type { Logger } from 'pino';
 import type { BackoffPolicy } from '../../core/backoff.ts';
 import type { Clock } from '../../core/clock.ts';
@@ -27,6 +28,8 @@ export interface NodeSourceStatus extends ListWatchStatus {
 
 export interface NodeSourceOptions {
   readonly kubeConfig: KubeConfig;
+  /** Where each request is counted, and the User-Agent it carries (counted-http.ts). */
+  readonly accounting?: RequestAccounting | undefined;
   readonly clock: Clock;
   /** Between failed attempts. Default 1 s doubling to 30 s. */
   readonly backoff?: BackoffPolicy;
@@ -52,6 +55,7 @@ export class NodeSource {
   constructor(options: NodeSourceOptions) {
     this.#lw = new ListWatch<WireNode>({
       kubeConfig: options.kubeConfig,
+      accounting: options.accounting,
       path: '/api/v1/nodes',
       clock: options.clock,
       logger: options.logger,

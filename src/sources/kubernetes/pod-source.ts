@@ -17,6 +17,7 @@
  *   `kubernetes.io/config.mirror`). An object without a UID, namespace or name is logged and skipped.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
+import type { RequestAccounting } from './counted-http.ts';
 import type { Logger } from 'pino';
 import type { BackoffPolicy } from '../../core/backoff.ts';
 import type { Clock } from '../../core/clock.ts';
@@ -60,6 +61,8 @@ export interface PodSourceStatus extends ListWatchStatus {
 
 export interface PodSourceOptions {
   readonly kubeConfig: KubeConfig;
+  /** Where each request is counted, and the User-Agent it carries (counted-http.ts). */
+  readonly accounting?: RequestAccounting | undefined;
   /** This node's name, as Kubernetes knows it (`spec.nodeName`). */
   readonly node: string;
   readonly clock: Clock;
@@ -122,6 +125,7 @@ export class PodSource {
     this.#o = options;
     this.#lw = new ListWatch<WirePod>({
       kubeConfig: options.kubeConfig,
+      accounting: options.accounting,
       path: '/api/v1/pods',
       fieldSelector: `spec.nodeName=${options.node}`,
       clock: options.clock,

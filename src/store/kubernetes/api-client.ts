@@ -23,7 +23,9 @@
  *   client's close; each line of its answer is handed on as it comes, none held after;
  * - credentials are applied to each request (a rotated service account token is picked up), while
  *   connections are kept alive and reused between requests (the library's own fetch layer opens a
- *   new connection pool per request).
+ *   new connection pool per request);
+ * - every request that left is counted once (`requests`, api-requests.ts: a resend after a stale
+ *   connection is one), and carries `userAgent`, so an audit log names the agent and its node.
  */
 import { request as httpRequest, Agent as HttpAgent } from 'node:http';
 import { Agent as HttpsAgent, type RequestOptions, request as httpsRequest } from 'node:https';
@@ -31,6 +33,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { defined } from '../../core/defined.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import { type ApiFailure, describeFailure, failureOfResponse, missingPermission } from './api-failure.ts';
+import { type ApiRequestCounter, asksWatch } from './api-requests.ts';
 
 /** Largest answer read; a larger one is cut off (TRY_AGAIN) rather than held in memory. */
 const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
@@ -76,6 +79,10 @@ export interface KubeApiClientOptions {
   readonly requestTimeoutMs?: number;
   /** Largest answer read, bytes (tests). Default 16 MiB. */
   readonly maxAnswerBytes?: number;
+  /** Told of every request sent (api-requests.ts); none: not counted. */
+  readonly requests?: ApiRequestCounter | undefined;
+  /** The User-Agent of every request: `warren/<version> (node <name>)`. Default `warren`. */
+  readonly userAgent?: string | undefined;
 }
 
 export class KubeApiClient {
@@ -84,15 +91,19 @@ export class KubeApiClient {
   readonly #timeoutMs: number;
   readonly #agent: HttpAgent;
   readonly #maxAnswerBytes: number;
+  readonly #requests: ApiRequestCounter | undefined;
+  readonly #userAgent: string;
   /** Aborts every request in flight when the client closes. */
   readonly #closing = new AbortController();
 
-  private constructor(config: KubeConfig, server: URL, agent: HttpAgent, timeoutMs: number, maxAnswerBytes: number) {
-    this.#config = config;
+  private constructor(server: URL, agent: HttpAgent, o: KubeApiClientOptions) {
+    this.#config = o.kubeConfig;
     this.#server = server;
     this.#agent = agent;
-    this.#timeoutMs = timeoutMs;
-    this.#maxAnswerBytes = maxAnswerBytes;
+    this.#timeoutMs = o.requestTimeoutMs ?? 10_000;
+    this.#maxAnswerBytes = o.maxAnswerBytes ?? MAX_ANSWER_BYTES;
+    this.#requests = o.requests;
+    this.#userAgent = o.userAgent ?? 'warren';
   }
 
   /** A client for the KubeConfig's current cluster; INVALID_CONFIG when it names none usable. */
@@ -131,13 +142,7 @@ export class KubeApiClient {
                 servername: tls.servername,
               }),
             });
-    return new KubeApiClient(
-      options.kubeConfig,
-      server,
-      agent,
-      options.requestTimeoutMs ?? 10_000,
-      options.maxAnswerBytes ?? MAX_ANSWER_BYTES,
-    );
+    return new KubeApiClient(server, agent, options);
   }
 
   /** The API server, as operators know it (`https://host:port`). */
@@ -166,6 +171,7 @@ export class KubeApiClient {
         raw = await this.#exchange(url, req.method, headers, payload, signal);
       }
     } catch (error) {
+      this.#requests?.countRequest(req.method, req.path, asksWatch(req.query?.watch), undefined);
       const why = signal.aborted
         ? this.#closing.signal.aborted
           ? 'the client was closed'
@@ -179,6 +185,7 @@ export class KubeApiClient {
         },
       );
     }
+    this.#requests?.countRequest(req.method, req.path, asksWatch(req.query?.watch), raw.status);
     let body: unknown;
     let json = false;
     if (raw.type.includes('json')) {
@@ -200,19 +207,22 @@ export class KubeApiClient {
    */
   async stream(
     what: string,
-    req: Omit<ApiRequest, 'method' | 'body'>,
+    request: Omit<ApiRequest, 'method' | 'body'>,
     onLine: (value: unknown) => void,
     signal: AbortSignal,
   ): Promise<ApiAnswer> {
-    const url = new URL(this.#server.pathname.replace(/\/+$/, '') + req.path, this.#server);
-    for (const [k, v] of Object.entries(req.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
+    const url = new URL(this.#server.pathname.replace(/\/+$/, '') + request.path, this.#server);
+    for (const [k, v] of Object.entries(request.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
     const headers = await this.#headers(what);
     const both = AbortSignal.any([this.#closing.signal, signal]);
     const send = url.protocol === 'http:' ? httpRequest : httpsRequest;
     const ended = { status: 200, body: undefined, json: false, failure: failureOfResponse(200, '') };
+    let answered = false;
     return new Promise<ApiAnswer>((resolve, reject) => {
       const req = send(url, { method: 'GET', headers, agent: this.#agent, signal: both }, (res) => {
         const status = res.statusCode ?? 0;
+        answered = true;
+        this.#requests?.countRequest('GET', request.path, true, status);
         let carry = '';
         let text = '';
         res.setEncoding('utf8');
@@ -239,6 +249,8 @@ export class KubeApiClient {
       req.on('error', (error) => (both.aborted ? resolve(ended) : reject(error)));
       req.end();
     }).catch((error: unknown) => {
+      // No answer at all (an answer cut later was counted when it began).
+      if (!answered) this.#requests?.countRequest('GET', request.path, true, undefined);
       throw new WarrenError(
         'TRY_AGAIN',
         `the Kubernetes API server ${this.server} could not be reached (${what}): ${messageOf(error)}`,
@@ -285,7 +297,7 @@ export class KubeApiClient {
     } catch (error) {
       throw new WarrenError('TRY_AGAIN', `no Kubernetes credentials to ${what}: ${messageOf(error)}`, { cause: error });
     }
-    const headers: Record<string, string> = { accept: 'application/json', 'user-agent': 'warren' };
+    const headers: Record<string, string> = { accept: 'application/json', 'user-agent': this.#userAgent };
     for (const [k, v] of Object.entries(auth.headers ?? {})) if (v !== undefined) headers[k.toLowerCase()] = String(v);
     if (typeof auth.auth === 'string') headers.authorization = `Basic ${Buffer.from(auth.auth).toString('base64')}`;
     return headers;

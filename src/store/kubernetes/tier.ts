@@ -47,6 +47,7 @@ import type {
   UnclaimResult,
 } from '../tiered/cluster-tier.ts';
 import { KubeApiClient } from './api-client.ts';
+import type { ApiRequestCounter } from './api-requests.ts';
 import { KubeHoldings } from './holdings.ts';
 import { KubePublications } from './publications.ts';
 import { KubeSpaces } from './spaces.ts';
@@ -74,6 +75,9 @@ export interface KubeTierOptions {
   readonly requestTimeoutMs?: number;
   /** Largest answer read, bytes (api-client.ts; tests). */
   readonly maxAnswerBytes?: number;
+  /** Told of every request sent, and the User-Agent they carry (api-client.ts). */
+  readonly requests?: ApiRequestCounter | undefined;
+  readonly userAgent?: string | undefined;
   /**
    * The store's identity this agent recorded when it last ran (its state directory): a store found
    * without it, or with another, lost its data while the agent was away, and is not written.
@@ -94,7 +98,12 @@ export async function openKubeTier(o: KubeTierOptions): Promise<KubeTier> {
     );
   const api = await KubeApiClient.open({
     kubeConfig: o.kubeConfig,
-    ...defined({ requestTimeoutMs: o.requestTimeoutMs, maxAnswerBytes: o.maxAnswerBytes }),
+    ...defined({
+      requestTimeoutMs: o.requestTimeoutMs,
+      maxAnswerBytes: o.maxAnswerBytes,
+      requests: o.requests,
+      userAgent: o.userAgent,
+    }),
   });
   return new KubeTier(api, o);
 }

@@ -87,6 +87,7 @@ export class RequestHandler {
       verb,
       resource,
       contentType: req.headers['content-type'],
+      userAgent: req.headers['user-agent'],
       status: 0,
     };
     this.records.push(record);

@@ -68,6 +68,8 @@ export interface RequestRecord {
   /** The resource (plural), with `/status` for the status subresource. */
   readonly resource: string | undefined;
   readonly contentType: string | undefined;
+  /** The User-Agent header sent, which names the client (Warren's: `warren/<version> (node <name>)`). */
+  readonly userAgent: string | undefined;
   /** The HTTP status answered (0 while a request body is still being read). */
   status: number;
 }
