@@ -4,8 +4,9 @@
  * - node announcement: tried once before serving (`announceFirst`), so that a second agent with
  *   this node's name is refused before it serves (ALREADY_RUNNING); when etcd cannot take it then
  *   (an etcd without a leader answers lease calls late) it is made on a later run; renewed on every
- *   run after, which also checks the store is still the one announced to and the announcement
- *   still this instance's;
+ *   run after (the membership decides when a renewal writes: the Kubernetes store's every third of
+ *   its lease, so an idle node is nearly silent), which also checks the store is still the one
+ *   announced to and the announcement still this instance's;
  * - giving back empty blocks this node has held empty for longer than the block grace;
  * - lending addresses between nodes on the two-tier store (allocator/lending/): answering other
  *   nodes' requests (also as they come where the store tells of them, prompt-lending.ts),
@@ -20,8 +21,10 @@
  * name), halted (the store lost its data, or the announcement was taken over), or the cluster in
  * recovery after its store lost its data (the marker of store/tiered/recovery.ts stands; until it was
  * read once, this node does not know, and does not allocate either); each is logged once, as an
- * error, when it is first seen. The marker is read on every run, before the announcement (a node
- * halted on a lost store adds itself to it then), and once before the agent serves. While this
+ * error, when it is first seen. The marker is asked for on every run, after the announcement (a node
+ * halted on a lost store adds itself to it then), and once before the agent serves; the membership
+ * decides when that reads the store (the Kubernetes store's: when the announcement was written, and
+ * while halted or while a marker stands). While this
  * node is halted or the cluster recovers, no other chore runs: nothing is claimed, given back or lent.
  *
  * `startUpkeep` is the upkeep as the agent's options configure it, started as the agent starts it.

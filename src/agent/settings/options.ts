@@ -56,6 +56,7 @@ export function resolveAgentOptions(
     stateDir: () => held('stateDir'),
     socket: () => held('socket'),
     kubernetes: () => held('kubernetes'),
+    store: () => held('store'),
   };
   for (const key of SETTING_KEYS) read(key);
   // The rules between settings.

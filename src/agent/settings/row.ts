@@ -19,6 +19,8 @@ export interface DefaultContext {
   readonly socket?: () => string;
   /** Whether the Kubernetes source is on (--kubernetes), asked by the store's default; without it, off. */
   readonly kubernetes?: () => boolean;
+  /** The store chosen (--store), asked by the node lease's default; without it, none. */
+  readonly store?: () => string;
 }
 
 /** A default that depends on the context: what --help says it is, and the rule. */

@@ -41,8 +41,13 @@ export const SERVING_ROWS = {
   nodeLeaseSeconds: {
     flag: 'node-lease',
     env: 'WARREN_NODE_LEASE',
-    about: "seconds a stopped agent's node stays listed alive (etcd lease TTL, or the Kubernetes Lease's duration)",
-    default: '10',
+    about:
+      "seconds a stopped agent's node stays listed alive (etcd lease TTL, or the Kubernetes Lease's duration; the " +
+      'Lease is written again each third of it, so the default makes one write per 100 s)',
+    default: {
+      says: '300 with --store kubernetes, 10 otherwise',
+      of: (c) => (c.store?.() === 'kubernetes' ? '300' : '10'),
+    },
     read: read.seconds(2),
   },
 } satisfies Record<string, Row<unknown>>;

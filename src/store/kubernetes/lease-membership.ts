@@ -7,22 +7,37 @@
  *   `holderIdentity` is the agent instance (a fresh id per start), the NodeRecord is its annotation
  *   `warren.dev/record`, and it lives until `renewTime + leaseDurationSeconds` (MicroTime, six
  *   fractional digits, as the API server demands). `renew` writes a new renewTime, guarded by the
- *   resourceVersion this instance last wrote.
+ *   resourceVersion this instance last wrote, only once a third of the lease has passed since the
+ *   last write (RENEW_FRACTION): asked on every upkeep run, it makes no request in between, so an
+ *   idle agent writes once per 100 s at the kubernetes store's default lease of 300 s
+ *   (settings/serving-rows.ts), and two renewals may fail before the lease lapses.
  * - One agent per node name: a Lease of another instance refuses `announce` (ALREADY_RUNNING) while
  *   unexpired; an expired one, this instance's own, or its previous start's on this boot is taken
  *   over by an RV-guarded PUT (so of two takers one wins); its previous start's on another boot is
  *   waited out up to the lease time (a clone may be renewing it).
  * - A Lease found held by another instance while this one runs halts this agent (sticky until
- *   `accept`) instead of fighting over it.
+ *   `accept`) instead of fighting over it; found at the next renewal, so within a third of the lease.
  * - The API server's data loss is noticed (kubernetes/continuity.ts): this instance's Lease gone, or back
  *   at a resourceVersion older than the one it last wrote, while its lease time runs, halts it as a
  *   store that lost its data; so do the store's identity object gone or replaced, and any answer
- *   gone backwards (kubernetes/cluster-state.ts, resources.ts). Each upkeep reads the identity object,
- *   which also carries the cluster's recovery marker (recovery.ts), and a node halted on a lost
- *   store adds itself to it. An ordinary expiry (the API server away longer than the lease) is
- *   none of this: the node announces itself again.
+ *   gone backwards (kubernetes/cluster-state.ts, resources.ts). The identity object, which also
+ *   carries the cluster's recovery marker (recovery.ts), is read by `keepRecovery` when the
+ *   announcement was written since it was last read, while this node is halted, and while a marker
+ *   stands (to see it lifted) — not on every upkeep run; a node halted on a lost store adds itself
+ *   to it. An ordinary expiry (the API server away longer than the lease) is none of this: the node
+ *   announces itself again.
  * - A chore (`claimTask`) is claimed only by a node announced and holding its Lease, on a store not
- *   halted; the chore's own Lease is task-leases.ts's.
+ *   halted; the chore's own Lease is task-leases.ts's, which is told when this node's announcement
+ *   was made anew (chores it held may have been taken meanwhile).
+ *
+ * Liveness is Warren's own Lease, not the kubelet's (kube-node-lease/<node>) nor the Node object's
+ * conditions: what depends on it is whether Warren's agent — not the kubelet — still holds the node
+ * name, its chores and its blocks (an agent crashed on a node whose kubelet runs must give up its
+ * chores; an agent serving on a node whose kubelet is down must keep its name), and which instance
+ * and boot holds it (the takeover rules above), which the kubelet's Lease does not say. The Node
+ * object is consulted besides where it decides: a node's blocks are freed only once Kubernetes no
+ * longer has its Node *and* its announcement lapsed (agent/kubernetes/nodes.ts). The cost of the
+ * Lease is kept to one write per 100 s by default instead (the kubelet's own is one per 10 s).
  *
  * Expiry compares the writer's renewTime with this node's wall clock: the nodes' clocks are assumed
  * to agree within a fraction of the lease (as they must for Kubernetes' own node leases).
@@ -36,8 +51,8 @@ import { type Recovery, joinRecovery } from '../tiered/recovery.ts';
 import type { AcceptReport, AnnounceInfo, Membership, NodeRecord } from '../store.ts';
 import type { KubeClusterState } from './cluster-state.ts';
 import { API_LOST_RECOVERY, type KubeContinuity, revisionOf } from './continuity.ts';
-import { LEASE_LABEL, NODE_LABEL, labelValue, nodeLeaseName, selectorOf } from './names.ts';
-import { type LeaseView, RECORD_ANNOTATION, leaseOf, microTime, recordOf } from './lease-objects.ts';
+import { LEASE_LABEL, nodeLeaseName, selectorOf } from './names.ts';
+import { type LeaseView, type Predecessor, announcementObject, leaseOf, recordOf } from './lease-objects.ts';
 import type { KubeObject } from './objects.ts';
 import type { Resource } from './resources.ts';
 import { TaskLeases } from './task-leases.ts';
@@ -46,6 +61,8 @@ import { TaskLeases } from './task-leases.ts';
 const MAX_ROUNDS = 5;
 /** How often a Lease being waited out is read again. */
 const WAIT_STEP_MS = 250;
+/** The part of the lease after which `renew` writes: two renewals may fail before it lapses. */
+const RENEW_FRACTION = 1 / 3;
 
 export interface LeaseMembershipOptions {
   readonly leases: Resource;
@@ -69,15 +86,14 @@ interface Announced {
   readonly previous?: string;
 }
 
-/** What a Lease's next write carries over from the one it replaces. */
-type Predecessor = Pick<LeaseView, 'version' | 'transitions' | 'acquired'>;
-
 export class LeaseMembership implements Membership {
   readonly #o: LeaseMembershipOptions;
   #announced: Announced | undefined;
   /** This instance's Lease as last written: what the next renewal is guarded by. */
   #held: LeaseView | undefined;
   readonly #tasks: TaskLeases;
+  /** Whether the identity object is to be read at the next `keepRecovery` (the announcement was written since). */
+  #stateDue = true;
 
   constructor(options: LeaseMembershipOptions) {
     this.#o = options;
@@ -109,7 +125,10 @@ export class LeaseMembership implements Membership {
   }
 
   async keepRecovery(): Promise<void> {
+    const halted = this.#o.continuity.halted() !== undefined;
+    if (!this.#stateDue && !halted && this.#o.state.recovery() === undefined) return;
     await this.#o.state.verify();
+    this.#stateDue = false;
     await joinRecovery({
       halt: this.#o.continuity.halted(),
       node: this.#announced?.node,
@@ -139,29 +158,22 @@ export class LeaseMembership implements Membership {
   }
 
   #body(a: Announced, lease: Predecessor | undefined, acquire: boolean): KubeObject {
-    const now = microTime(this.#o.clock.now());
-    return {
-      apiVersion: 'coordination.k8s.io/v1',
-      kind: 'Lease',
-      metadata: {
-        name: nodeLeaseName(a.node),
-        labels: { [LEASE_LABEL]: 'node', [NODE_LABEL]: labelValue(a.node) },
-        annotations: { [RECORD_ANNOTATION]: JSON.stringify(a.record) },
-        ...(lease === undefined ? {} : { resourceVersion: lease.version }),
-      },
-      spec: {
-        holderIdentity: a.instance,
-        leaseDurationSeconds: this.#o.leaseSeconds,
-        acquireTime: acquire || lease?.acquired === undefined ? now : lease.acquired,
-        renewTime: now,
-        leaseTransitions: lease === undefined ? 0 : lease.transitions + (acquire ? 1 : 0),
-      },
-    };
+    const at = { now: this.#o.clock.now(), leaseSeconds: this.#o.leaseSeconds };
+    return announcementObject({ node: a.node, instance: a.instance, record: a.record }, at, lease, acquire);
   }
 
-  #adopt(object: unknown): void {
+  /** Keeps the Lease as written; `anew` when it was not this instance's unexpired Lease before. */
+  #adopt(object: unknown, anew: boolean): void {
     const lease = leaseOf(object);
     if (lease !== undefined) this.#held = lease;
+    this.#stateDue = true;
+    if (anew) this.#tasks.forget(); // chores are held by a live announcement: another may have taken them
+  }
+
+  /** Whether a third of the lease has passed since this instance last wrote its Lease. */
+  #renewalDue(held: LeaseView): boolean {
+    const leaseMs = this.#o.leaseSeconds * 1000;
+    return this.#o.clock.now() >= held.expires - leaseMs + leaseMs * RENEW_FRACTION;
   }
 
   /** Creates the announcement, or takes over an expired one or this agent's own; refuses another's. */
@@ -175,7 +187,7 @@ export class LeaseMembership implements Membership {
     let waited = false;
     for (let round = 1; round <= MAX_ROUNDS; round++) {
       const created = await leases.create('announce this node', this.#body(a, undefined, true));
-      if (created.kind === 'created') return this.#adopt(created.object);
+      if (created.kind === 'created') return this.#adopt(created.object, true);
       const lease = leaseOf(await leases.get('read the node announcement', name));
       if (lease === undefined) continue; // gone since: create it again
       const holder = recordOf(lease);
@@ -185,7 +197,7 @@ export class LeaseMembership implements Membership {
       const expired = lease.expires <= this.#o.clock.now();
       if (mine || sameBoot || expired) {
         const taken = await leases.replace('take over the node announcement', this.#body(a, lease, !mine));
-        if (taken.kind === 'replaced') return this.#adopt(taken.object);
+        if (taken.kind === 'replaced') return this.#adopt(taken.object, !mine || expired);
         continue;
       }
       if (previous && !waited) {
@@ -242,9 +254,10 @@ export class LeaseMembership implements Membership {
     for (let round = 1; round <= 2; round++) {
       const held = this.#held;
       if (held === undefined) return this.#claim();
-      const renewed = await this.#o.leases.replace('renew the node announcement', this.#body(a, held, false));
-      if (renewed.kind === 'replaced') return this.#adopt(renewed.object);
+      if (round === 1 && !this.#renewalDue(held)) return;
       const alive = held.expires > this.#o.clock.now();
+      const renewed = await this.#o.leases.replace('renew the node announcement', this.#body(a, held, false));
+      if (renewed.kind === 'replaced') return this.#adopt(renewed.object, !alive);
       if (renewed.kind === 'missing') {
         if (alive) return this.#lost(name, 'is gone');
         this.#held = undefined;
@@ -311,7 +324,10 @@ export class LeaseMembership implements Membership {
 
   async claimTask(task: string): Promise<boolean> {
     const a = this.#announced;
-    if (a === undefined || this.#held === undefined || this.#o.continuity.halted() !== undefined) return false;
+    const held = this.#held;
+    if (a === undefined || held === undefined || this.#o.continuity.halted() !== undefined) return false;
+    // Lapsed while renewals failed: another node may have taken this node's chores meanwhile.
+    if (held.expires <= this.#o.clock.now()) this.#tasks.forget();
     return this.#tasks.claim(task, a.node);
   }
 

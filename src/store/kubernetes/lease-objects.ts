@@ -1,11 +1,13 @@
 /**
- * A coordination.k8s.io/v1 Lease as the kubernetes store reads it (lease-membership.ts): MicroTime
- * as the API server demands it (six fractional digits), when a Lease lapses, and the NodeRecord an
- * announcement carries in its annotation. Pure: no I/O; what does not parse reads as undefined.
+ * A coordination.k8s.io/v1 Lease as the kubernetes store reads and writes it (lease-membership.ts):
+ * MicroTime as the API server demands it (six fractional digits), when a Lease lapses, the NodeRecord
+ * an announcement carries in its annotation, and a node announcement as written. Pure: no I/O; what
+ * does not parse reads as undefined.
  */
 import { isPlainObject as isRecord } from '../../core/validate.ts';
 import type { NodeRecord } from '../store.ts';
-import { metaOf } from './objects.ts';
+import { LEASE_LABEL, NODE_LABEL, labelValue, nodeLeaseName } from './names.ts';
+import { type KubeObject, metaOf } from './objects.ts';
 
 export const RECORD_ANNOTATION = 'warren.dev/record';
 
@@ -62,4 +64,37 @@ export function recordOf(lease: LeaseView | undefined): NodeRecord | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** What a Lease's next write carries over from the one it replaces. */
+export type Predecessor = Pick<LeaseView, 'version' | 'transitions' | 'acquired'>;
+
+/**
+ * A node announcement written at `at.now` by `instance`: over `lease` (guarded by its
+ * resourceVersion) when there is one, acquired anew (a transition) when `acquire`.
+ */
+export function announcementObject(
+  a: { readonly node: string; readonly instance: string; readonly record: NodeRecord },
+  at: { readonly now: number; readonly leaseSeconds: number },
+  lease: Predecessor | undefined,
+  acquire: boolean,
+): KubeObject {
+  const now = microTime(at.now);
+  return {
+    apiVersion: 'coordination.k8s.io/v1',
+    kind: 'Lease',
+    metadata: {
+      name: nodeLeaseName(a.node),
+      labels: { [LEASE_LABEL]: 'node', [NODE_LABEL]: labelValue(a.node) },
+      annotations: { [RECORD_ANNOTATION]: JSON.stringify(a.record) },
+      ...(lease === undefined ? {} : { resourceVersion: lease.version }),
+    },
+    spec: {
+      holderIdentity: a.instance,
+      leaseDurationSeconds: at.leaseSeconds,
+      acquireTime: acquire || lease?.acquired === undefined ? now : lease.acquired,
+      renewTime: now,
+      leaseTransitions: lease === undefined ? 0 : lease.transitions + (acquire ? 1 : 0),
+    },
+  };
 }

@@ -16,6 +16,8 @@ import { waitFor } from '../../helpers/processes.ts';
 
 const NAMESPACE = 'warren-system';
 const LEASE_SECONDS = 20;
+/** When a renewal writes: a third of the lease after the last write. */
+const RENEWAL_MS = (LEASE_SECONDS * 1000) / 3;
 
 describe('Lease membership', () => {
   let fake: FakeKubeApi;
@@ -66,7 +68,7 @@ describe('Lease membership', () => {
     assert.equal(record.node, 'lease-shape');
     assert.equal(record.bootId, 'boot-a');
     const before = spec.renewTime;
-    clock.advance(1000);
+    clock.advance(RENEWAL_MS); // a renewal writes once a third of the lease has passed
     await t.membership.renew();
     const renewed = fake.object('leases', nodeLeaseName('lease-shape'), NAMESPACE);
     assert.notEqual(
@@ -82,6 +84,7 @@ describe('Lease membership', () => {
     const [old, restarted] = [await tier(), await tier()];
     await old.membership.announce('lease-restart', info('p-1', 'boot-a'));
     await restarted.membership.announce('lease-restart', info('p-2', 'boot-a', 'p-1'));
+    clock.advance(RENEWAL_MS); // the old one looks at its next renewal
     await old.membership.renew();
     assert.match(old.membership.halted() ?? '', /taken over/);
     await assert.rejects(old.membership.releaseTask('forget-node/x'), (e) => isWarrenError(e, 'TRY_AGAIN'));

@@ -1,0 +1,134 @@
+/**
+ * The cost of an idle node's membership on the Kubernetes store (issue 36, a silent control plane),
+ * counted on the fake API server over 30 minutes of a manual clock with the default lease (300 s)
+ * and upkeep interval (10 s): the node announcement is written at most once per 100 s, the store's
+ * identity object is read only when the announcement was written (not on every upkeep run), and
+ * a chore asked for on every run costs its holder no request once held, and the node refused it
+ * no request before the holder's announcement can have lapsed.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { KubeConfig } from '@kubernetes/client-node';
+import { ClusterUpkeep } from '../../../src/agent/cluster/upkeep.ts';
+import { RecentErrors } from '../../../src/agent/metrics/recent-errors.ts';
+import { ManualClock } from '../../../src/core/clock.ts';
+import { nodeLeaseName, taskLeaseName } from '../../../src/store/kubernetes/names.ts';
+import { type KubeTier, openKubeTier } from '../../../src/store/kubernetes/tier.ts';
+import { type FakeKubeApi, startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
+import type { RequestRecord } from '../../helpers/fake-kube-api/types.ts';
+import { silentLogger } from '../../helpers/logger.ts';
+
+const NAMESPACE = 'warren-system';
+const LEASE_SECONDS = 300;
+const UPKEEP_MS = 10_000;
+const IDLE_MS = 30 * 60_000;
+const TASK = 'pool-status';
+
+describe('an idle node on the Kubernetes store', () => {
+  let fake: FakeKubeApi;
+  const clock = new ManualClock(Date.now());
+  const opened: KubeTier[] = [];
+  const tier = async (): Promise<KubeTier> => {
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromFile(fake.kubeconfigPath);
+    const t = await openKubeTier({ kubeConfig, namespace: NAMESPACE, leaseSeconds: LEASE_SECONDS, clock });
+    opened.push(t);
+    return t;
+  };
+  const upkeepOf = (t: KubeTier, node: string): ClusterUpkeep =>
+    new ClusterUpkeep({
+      membership: t.membership,
+      allocator: { returnEmptyBlocks: async () => ({ returned: [], errors: [] }) },
+      clock,
+      logger: silentLogger,
+      errors: new RecentErrors(clock, silentLogger),
+      node,
+      version: 'test',
+      intervalMs: UPKEEP_MS,
+      blockGraceMs: 300_000,
+    });
+  const named = (records: readonly RequestRecord[], verb: string, name: string): number =>
+    records.filter((r) => r.verb === verb && r.resource === 'leases' && r.path.endsWith(`/${name}`)).length;
+  const counted = (records: readonly RequestRecord[], verb: string, resource: string): number =>
+    records.filter((r) => r.verb === verb && r.resource === resource).length;
+
+  before(async () => {
+    fake = await startFakeKubeApi({ crds: 'deploy' });
+  });
+  after(async () => {
+    for (const t of opened) await t.close();
+    await fake.stop();
+  });
+
+  it('writes its Lease at most once per 100 s, reads the identity only then, and asks for no chore it holds', async () => {
+    const [holderTier, otherTier] = [await tier(), await tier()];
+    const [holder, other] = [upkeepOf(holderTier, 'idle-a'), upkeepOf(otherTier, 'idle-b')];
+    await holder.announceFirst();
+    await other.announceFirst();
+    assert.equal(await holderTier.membership.claimTask(TASK), true, 'the first to ask holds the chore');
+    assert.equal(await otherTier.membership.claimTask(TASK), false);
+    fake.clearRequests();
+    const byNode = new Map<string, RequestRecord[]>([
+      ['idle-a', []],
+      ['idle-b', []],
+    ]);
+    for (let elapsed = 0; elapsed < IDLE_MS; elapsed += UPKEEP_MS) {
+      clock.advance(UPKEEP_MS);
+      for (const [node, upkeep, t] of [
+        ['idle-a', holder, holderTier],
+        ['idle-b', other, otherTier],
+      ] as const) {
+        const from = fake.requests.length;
+        await upkeep.run();
+        assert.equal(await t.membership.claimTask(TASK), node === 'idle-a', `${node} holds the chore or not`);
+        byNode.get(node)?.push(...fake.requests.slice(from));
+      }
+    }
+    const holderRequests = byNode.get('idle-a') ?? [];
+    const otherRequests = byNode.get('idle-b') ?? [];
+    const budget = IDLE_MS / 100_000;
+    for (const [node, records] of byNode) {
+      assert.ok(
+        named(records, 'update', nodeLeaseName(node)) <= budget,
+        `${node}: at most one write of its Lease per 100 s`,
+      );
+      assert.ok(
+        counted(records, 'get', 'warrenclusterstates') <= budget,
+        `${node}: the identity object read only when the Lease was written, not per upkeep run`,
+      );
+      assert.equal(counted(records, 'list', 'leases'), 0, `${node}: no listing`);
+    }
+    assert.equal(named(holderRequests, 'create', taskLeaseName(TASK)), 0, 'the holder asks for no chore it holds');
+    assert.equal(named(holderRequests, 'get', taskLeaseName(TASK)), 0, 'nor reads it');
+    assert.equal(
+      holderRequests.length,
+      named(holderRequests, 'update', nodeLeaseName('idle-a')) * 2,
+      'the holder makes no request but the renewal and the identity read that follows it',
+    );
+    // The other node asks again only once the holder's announcement, as it read it, can have lapsed.
+    assert.ok(
+      named(otherRequests, 'create', taskLeaseName(TASK)) <= IDLE_MS / (LEASE_SECONDS * 1000 - 100_000),
+      `the node refused a chore asks again only when its holder's announcement can have lapsed: ${named(otherRequests, 'create', taskLeaseName(TASK))}`,
+    );
+    assert.equal(holderTier.membership.halted(), undefined);
+    assert.equal(otherTier.membership.halted(), undefined);
+  });
+
+  it('takes a chore over once its holder stopped renewing and its announcement lapsed', async () => {
+    const [holderTier, otherTier] = [await tier(), await tier()];
+    await holderTier.membership.announce('gone-a', { since: clock.now(), version: 'test' });
+    await otherTier.membership.announce('gone-b', { since: clock.now(), version: 'test' });
+    assert.equal(await holderTier.membership.claimTask('gone-chore'), true);
+    assert.equal(await otherTier.membership.claimTask('gone-chore'), false);
+    // gone-a stops renewing; gone-b keeps its own announcement alive and keeps asking.
+    let taken = false;
+    for (let elapsed = 0; elapsed <= (LEASE_SECONDS + 20) * 1000 && !taken; elapsed += UPKEEP_MS) {
+      clock.advance(UPKEEP_MS);
+      await otherTier.membership.renew();
+      taken = await otherTier.membership.claimTask('gone-chore');
+    }
+    assert.ok(taken, 'the chore is taken over within a lease of its holder falling silent');
+    const chore = fake.object('leases', taskLeaseName('gone-chore'), NAMESPACE);
+    assert.equal((chore?.spec as Record<string, unknown> | undefined)?.holderIdentity, 'gone-b');
+  });
+});
