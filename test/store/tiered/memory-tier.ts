@@ -261,21 +261,29 @@ export class MemoryTier implements ClusterTier {
   watchClaims(node: string): ClusterWatch<ClaimsSeen> {
     const s = this.#s;
     const mine = (claims: Iterable<BlockClaim>) => [...claims].filter((c) => c.node === node);
-    return this.#watch(s.claimListeners, (changed) => changed === node, () => {
-      const held = s.heldClaims;
-      if (held !== undefined) return { claims: mine(held.claims), version: held.version };
-      return { claims: mine(s.claims.values()), version: s.version };
-    });
+    return this.#watch(
+      s.claimListeners,
+      (changed) => changed === node,
+      () => {
+        const held = s.heldClaims;
+        if (held !== undefined) return { claims: mine(held.claims), version: held.version };
+        return { claims: mine(s.claims.values()), version: s.version };
+      },
+    );
   }
 
   watchSpaces(): ClusterWatch<SpacesSeen> {
     const s = this.#s;
-    return this.#watch(s.spaceListeners, () => true, () => ({
-      admitted: (space: string) => ({
-        ranges: [...(s.admitted.get(space) ?? [])],
-        version: s.spaceWritten.get(space) ?? 0,
+    return this.#watch(
+      s.spaceListeners,
+      () => true,
+      () => ({
+        admitted: (space: string) => ({
+          ranges: [...(s.admitted.get(space) ?? [])],
+          version: s.spaceWritten.get(space) ?? 0,
+        }),
       }),
-    }));
+    );
   }
 
   /** A watch told through `listeners` of the changes `mine` says are its, showing `seen()` while the cluster is not away. */
