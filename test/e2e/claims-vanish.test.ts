@@ -21,10 +21,11 @@ import type { ClusterTier } from '../../src/store/tiered/cluster-tier.ts';
 import { type EtcdTier, openEtcdTier } from '../../src/store/etcd-tier/tier.ts';
 import { blockRecord } from '../../src/store/etcd-tier/kv.ts';
 import { blockName } from '../../src/store/kubernetes/names.ts';
+import { blockObject } from '../../src/store/kubernetes/objects.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { type CniReply, resultAddresses, warren } from '../helpers/cni.ts';
 import { type EtcdCluster, startEtcd } from '../helpers/etcd.ts';
-import { type FakeKubeApi, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
+import { type FakeKubeApi, type KubeObject as FakeObject, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
 import { cniCall, observeTier, startKubeNode } from '../helpers/kube-store.ts';
 import { CHILD_PATH, run, waitFor } from '../helpers/processes.ts';
 
@@ -101,9 +102,12 @@ describe('claims vanished behind a node (Kubernetes API)', () => {
     await publishedIn(observer, key, 2);
     // Both objects gone, as an API server whose etcd was restored from before the claim: nothing
     // tells cv5 the block is in use (telling that the data went back is the tier's detection), and
-    // it claims the block. What cv4 must then do is stop, not go on beside it.
+    // it holds the block. What cv4 must then do is stop, not go on beside it. cv5's claim stands
+    // there in the same instant as cv4's vanishes (as a restore shows it): cv4 learns of the
+    // deletion from its watch at once (issue 36), and would otherwise claim the block again first.
     assert.ok(api.deleteObject('warrenblocks', blockName(key)));
     assert.ok(api.deleteObject('warrenblockpublications', blockName(key)));
+    api.preload('warrenblocks', [blockObject(blockName(key), key, 'cv5') as FakeObject]);
     await addAll((id) => cniCall('ADD', n5, 'taken', ipam, id), ['b1']);
     assert.equal((await observer.claimOf(key))?.node, 'cv5');
     const halted = /range 10\.249\.0\.0\/27 is halted: the claim of block .* node cv5 holds the block now/;

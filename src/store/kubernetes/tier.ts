@@ -21,7 +21,11 @@
  *   claim (one request more when this tier published it, a read and a delete when not); a
  *   borrower's loan ledger is published by `publishLoan` (no claim to check) and `withdrawLoan`;
  * - address requests are kubernetes/requests.ts's: an update is a PUT guarded by the version it was
- *   read at, and the server selects open requests and each lender's by label.
+ *   read at, and the server selects open requests and each lender's by label;
+ * - a node's claims and the address spaces are watched (kubernetes/tier-watches.ts: listed once,
+ *   then watched from the version reached, listed again only after 410 Gone), and `ping` answers
+ *   from them: a watch open and synced means the API server answered; only when none is does
+ *   `ping` send a request (a listing of at most one range).
  * Every failure to reach the API server is TRY_AGAIN naming it (api-client.ts).
  *
  * An API server that lost its data (kubernetes/continuity.ts: an answer's resourceVersion gone backwards,
@@ -39,11 +43,14 @@ import { rangePoolOfKey } from '../../ipam/blocks.ts';
 import type {
   AddressRequest,
   BlockClaim,
+  ClaimsSeen,
   ClusterTier,
+  ClusterWatch,
   Grant,
   Page,
   PublishedBlock,
   RangeRecord,
+  SpacesSeen,
   UnclaimResult,
 } from '../tiered/cluster-tier.ts';
 import { KubeApiClient } from './api-client.ts';
@@ -57,6 +64,7 @@ import { LeaseMembership } from './lease-membership.ts';
 import { NODE_LABEL, RANGE_LABEL, blockName, labelValue, rangeName, selectorOf } from './names.ts';
 import { KubeRequests } from './requests.ts';
 import { KubeRequestWatch } from './request-watch.ts';
+import { KubeTierWatches } from './tier-watches.ts';
 import { blockObject, claimOfObject, rangeObject, rangeOf } from './objects.ts';
 import { FULL_LIST_PAGE, Resource, leaseKind, warrenKind } from './resources.ts';
 import type { AcceptReport } from '../store.ts';
@@ -119,6 +127,9 @@ export class KubeTier implements ClusterTier {
   readonly #requests: KubeRequests;
   readonly #publications: KubePublications;
   readonly #watch: KubeRequestWatch;
+  readonly #spaces: Resource;
+  /** This node's claims and the address spaces, watched; what `ping` answers from. */
+  readonly #watches: KubeTierWatches;
   /** Range records read or made: a record never changes once made, so it is read once. */
   readonly #pinned = new Map<string, RangeRecord>();
   readonly #continuity: KubeContinuity;
@@ -145,8 +156,10 @@ export class KubeTier implements ClusterTier {
       blocks: this.#blocks,
       notice: o.notice,
     });
+    this.#spaces = new Resource(api, warrenKind('warrenaddressspaces'), guarded);
+    this.#watches = new KubeTierWatches(o.clock);
     this.spaces = new KubeSpaces({
-      spaces: new Resource(api, warrenKind('warrenaddressspaces'), guarded),
+      spaces: this.#spaces,
       ranges: this.#ranges,
       blocks: this.#blocks,
     });
@@ -232,6 +245,14 @@ export class KubeTier implements ClusterTier {
         (c): c is BlockClaim =>
           c !== undefined && c.node === node && (pool === undefined || rangePoolOfKey(c.key) === pool),
       );
+  }
+
+  watchClaims(node: string): ClusterWatch<ClaimsSeen> {
+    return this.#watches.claims(this.#blocks, node);
+  }
+
+  watchSpaces(): ClusterWatch<SpacesSeen> {
+    return this.#watches.spaces(this.#spaces);
   }
 
   async claimHolders(): Promise<string[]> {
@@ -324,11 +345,13 @@ export class KubeTier implements ClusterTier {
   async ping(): Promise<void> {
     // Refused while halted; a listing's revision gone backwards halts.
     this.#continuity.refuseWhileHalted();
+    if (this.#watches.reachable()) return; // a watch open and synced: the API server answered it
     await this.#ranges.list('reach the API server', '', 1);
   }
 
   async close(): Promise<void> {
     this.#watch.close();
+    this.#watches.close();
     this.#api.close();
   }
 }

@@ -4,12 +4,15 @@
  *
  * Guarantees:
  * - a range's claims are read from the cluster once (`claimsOf(node, range)`), when the range is
- *   first touched (or all at once by `loadAll`), and after that only by the periodic `check`; what
- *   is read grows with this node's blocks, never with the range;
+ *   first touched (or all at once by `loadAll`); after that `check` compares them with what the
+ *   watch of this node's claims shows (`watch`: ClusterTier.watchClaims), with no request, and
+ *   lists them only while no watch is open and synced (the cluster away; etcd, which has none);
+ *   what is read grows with this node's blocks, never with the range;
  * - a claim is judged gone only on evidence newer than the claim: a listing that started after this
- *   process recorded it. A claim recorded while a listing is in flight (an ADD claiming a block as
- *   the check lists) is not in that listing and is left for the next check: every change to the
- *   cache is stamped from one counter, and a listing remembers the stamp it started at;
+ *   process recorded it, or a watch whose version reached the claim's. A claim recorded while a
+ *   listing is in flight (an ADD claiming a block as the check lists), or before the watch showed
+ *   it, is left for the next check: every change to the cache is stamped from one counter, and a
+ *   listing remembers the stamp it started at;
  * - a claim found gone (or replaced by another record) is dropped and remembered as lost, with the
  *   record it had: `holds` answers false for it, so no address is handed out in it until this node
  *   holds the block again (tiered/reclaim.ts re-creates it); one that another node's record took is
@@ -21,7 +24,7 @@
  *   record again before a give-back, so an unclaim never acts on a stale version of its own claim
  *   and never on another node's record (the uid must match).
  */
-import type { BlockClaim, ClusterTier } from './cluster-tier.ts';
+import type { BlockClaim, ClaimsSeen, ClusterTier, ClusterWatch } from './cluster-tier.ts';
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
 
 /** A claim of this node that left the cluster's listing, and what stands in its place. */
@@ -50,11 +53,18 @@ export class TieredClaims {
   readonly #refused = new Map<string, string>();
   /** Reads of one range in flight, so concurrent first touches read once. */
   readonly #loading = new Map<string, Promise<void>>();
+  /** The watch of this node's claims, from `watch` (the store's start) on. */
+  #watch: ClusterWatch<ClaimsSeen> | undefined;
 
   constructor(tier: ClusterTier, node: string) {
     this.#tier = tier;
     this.#node = node;
     this.node = node;
+  }
+
+  /** Judges this node's claims by what `watch` shows, while it is open and synced, instead of listing them. */
+  watch(watch: ClusterWatch<ClaimsSeen> | undefined): void {
+    this.#watch = watch;
   }
 
   /** A stamp for a listing about to start: entries changed after it are newer than what it reads. */
@@ -213,18 +223,29 @@ export class TieredClaims {
   }
 
   /**
-   * Compares the cached claims with the cluster's (one listing of this node's claims): answers the
-   * claims that vanished since the last check, judged only on this listing, and refreshes the
-   * versions of the others.
+   * Compares the cached claims with the cluster's (what the watch shows, or one listing of this
+   * node's claims while no watch is open and synced): answers the claims that vanished since the
+   * last check, judged only on evidence newer than each, and refreshes the versions of the others.
    */
   async check(): Promise<BlockClaim[]> {
     this.#refused.clear(); // looked at again by the next claim of each
+    const seen = this.#watch?.seen();
+    if (seen !== undefined) {
+      // The watch has every change up to its version: a claim at a later version it may not show yet.
+      const shows = (claim: BlockClaim) => Number(claim.version) <= seen.version;
+      return this.#judge(new Map(seen.claims.map((c) => [c.key, c])), (_key, claim) => shows(claim));
+    }
     const started = this.listingStarts();
     const now = new Map((await this.#tier.claimsOf(this.#node)).map((c) => [c.key, c]));
+    // Recorded after the listing started: the listing cannot show it, and says nothing of it.
+    return this.#judge(now, (key) => !this.#newerThan(key, started));
+  }
+
+  /** The cached claims against `now`, each judged only where `tells` says `now` can show it. */
+  #judge(now: Map<string, BlockClaim>, tells: (key: string, claim: BlockClaim) => boolean): BlockClaim[] {
     const gone: BlockClaim[] = [];
     for (const [key, claim] of this.#claims) {
-      // Recorded after the listing started: the listing cannot show it, and says nothing of it.
-      if (this.#newerThan(key, started)) continue;
+      if (!tells(key, claim)) continue;
       const seen = now.get(key);
       if (seen !== undefined && seen.uid === claim.uid) {
         this.#claims.set(key, seen);

@@ -20,7 +20,10 @@
  * - what `claimsOf(node)` reads grows with that node's blocks, not with the range;
  * - a block's publication is a record apart from its claim: it is removed with the claim when the
  *   claim is given back (`unclaim`), and stays when the claim is removed by someone else, so that
- *   `publicationOf` tells a claimer the block may still be in use.
+ *   `publicationOf` tells a claimer the block may still be in use;
+ * - a watch (`watchClaims`, `watchSpaces`) shows the cluster as of the version it names: every
+ *   change up to it is in, and none is missed across a cut (resumed from that version); it lists
+ *   only when opened and when its version is older than the cluster keeps, never on a timer.
  *
  * The records the allocator and the agent read and write directly (a block's claim, the published
  * view, address requests: `ClusterRecords`) are declared by the store's contract (store/cluster.ts),
@@ -54,6 +57,30 @@ export interface RangeRecord {
 
 export type UnclaimResult = 'released' | 'changed' | 'gone';
 
+/**
+ * A watch of what the cluster holds, kept in step by the tier (`watchClaims`, `watchSpaces`): what
+ * it shows now, and a call after each change it applies. `seen` answers undefined while no watch
+ * is open and synced (the cluster away, a relisting in flight): the reader then asks the cluster.
+ */
+export interface ClusterWatch<S> {
+  seen(): S | undefined;
+  /** Calls `listener` after each change applied; the function returned stops it. */
+  onChange(listener: () => void): () => void;
+  close(): void;
+}
+
+/** This node's claims as a watch shows them: every change up to cluster version `version` is in. */
+export interface ClaimsSeen {
+  readonly claims: readonly BlockClaim[];
+  readonly version: number;
+}
+
+/** The admissions of each address space as a watch shows them. */
+export interface SpacesSeen {
+  /** The ranges admitted in `space` and the version of its record ([] and 0 when it has none). */
+  admitted(space: string): { readonly ranges: readonly string[]; readonly version: number };
+}
+
 export interface ClusterTier extends ClusterRecords {
   /** Creates the range's record at first use, or answers the one already there (its block size wins). */
   pinRange(record: RangeRecord): Promise<RangeRecord>;
@@ -65,6 +92,19 @@ export interface ClusterTier extends ClusterRecords {
   claim(range: RangeRecord, key: string, node: string): Promise<BlockClaim | undefined>;
   /** Every claim of `node` (in range `pool` only, when given). */
   claimsOf(node: string, pool?: string): Promise<BlockClaim[]>;
+  /**
+   * A watch of `node`'s claims (what it reads grows with that node's blocks), resumed from the
+   * version reached, so that nothing is listed on a timer to learn that one vanished. Absent on
+   * etcd: there the node's claims are listed each check (a claim key and its node index are two
+   * prefixes; watching the index misses a claim key deleted by hand, watching every claim sends
+   * every node's claims to every node).
+   */
+  watchClaims?(node: string): ClusterWatch<ClaimsSeen>;
+  /**
+   * A watch of every address space's admissions (a handful of records, changed only when a range
+   * is admitted). Absent on etcd, whose spaces are read each check.
+   */
+  watchSpaces?(): ClusterWatch<SpacesSeen>;
   /**
    * Every node holding at least one claim, in any range, read page by page: for finding the nodes
    * a relisting of Kubernetes' Nodes no longer shows (a Node deleted while every agent was down).
@@ -100,7 +140,10 @@ export interface ClusterTier extends ClusterRecords {
    * IPAMClaims. Absent on a tier that cannot keep them (etcd, for now).
    */
   readonly holdings?: ClusterHoldings;
-  /** Throws when the cluster cannot be reached. */
+  /**
+   * Throws when the cluster cannot be reached. Where a watch of this tier is open and synced, that
+   * is the answer (the cluster answered it) and nothing is sent.
+   */
   ping(): Promise<void>;
   close(): Promise<void>;
 }

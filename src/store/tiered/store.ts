@@ -27,23 +27,26 @@
  *   clock (tiered/publisher.ts), retried while the cluster is away; `flush` publishes now; the
  *   first run after `start` publishes every block this node holds, so what changed before a
  *   restart and was not published yet is not lost;
- * - every `claimCheckMs` this node's claims are compared with the cluster's (tiered/claims.ts), and
- *   one vanished is claimed again or halts its range; a block nobody holds is claimed only if its
- *   publication allows (both: tiered/reclaim.ts);
+ * - this node's claims are compared with the cluster's (tiered/claims.ts) at each change the watch
+ *   of its claims shows (ClusterTier.watchClaims, opened by `start`: tiered/chores.ts), on the next
+ *   turn of the clock, and every `claimCheckMs`; one vanished is claimed again or halts its range;
+ *   a block nobody holds is claimed only if its publication allows (both: tiered/reclaim.ts). With
+ *   the watches open and synced a check sends nothing unless a claim is lost; without them (the
+ *   cluster away; etcd), each check lists this node's claims and reads its spaces;
  * - before its first allocation or claim in a block, the node's file is compared with what it
  *   published (tiered/file-check.ts): until then those commits throw TRY_AGAIN saying why; a claim
  *   of this node the file never recorded is recorded there as an empty block.
  *
  * Admission (AdmissionGuard) across nodes, without a request per ADD: `spaces` are the cluster's;
  * a commit that claims a block checks in the cluster that its range is still admitted, and the
- * periodic check reads the spaces of the guards seen again; a guard found retired makes every
- * commit carrying it a conflict with `admissionLost` until the range is admitted again (through
- * `spaces.admit`). So an admission lost elsewhere stops this node's allocations within one check.
+ * watch of the address spaces (or, without one, the periodic check) judges the guards seen again;
+ * a guard found retired makes every commit carrying it a conflict with `admissionLost` until the
+ * range is admitted again (through `spaces.admit`). So an admission lost elsewhere stops this
+ * node's allocations as soon as the watch shows it (within one check without one).
  */
 import type { Clock } from '../../core/clock.ts';
 import { defined } from '../../core/defined.ts';
 import { messageOf } from '../../core/errors.ts';
-import { PeriodicTask } from '../../core/periodic-task.ts';
 import { isBlockKey, rangePoolListed, rangePoolOfKey } from '../../ipam/blocks.ts';
 import type { Allocation, Owner } from '../../ipam/allocation.ts';
 import { isUseKey } from '../../ipam/holding-key.ts';
@@ -62,6 +65,7 @@ import type {
   StoreCluster,
 } from '../store.ts';
 import { TieredAdmissions } from './admissions.ts';
+import { TieredChores } from './chores.ts';
 import { TieredClaims } from './claims.ts';
 import { ClaimKeeper } from './reclaim.ts';
 import { TieredPublisher } from './publisher.ts';
@@ -94,17 +98,14 @@ export class TieredStore implements Store {
   readonly listPage?: NonNullable<Store['listPage']>;
   readonly #local: Store;
   readonly #node: string;
-  readonly #clock: Clock;
   readonly #notice: (message: string) => void;
-  readonly #publishMs: number;
-  readonly #checkMs: number;
   readonly #claims: TieredClaims;
   readonly #keeper: ClaimKeeper;
   readonly #publisher: TieredPublisher;
   readonly #ranges: RangePins;
   readonly #admissions: TieredAdmissions;
-  /** Publication and the claim check, on the clock from `start` to `close`. */
-  #chores: PeriodicTask<void>[] = [];
+  /** Publication, the claim check and the watches feeding it, from `start` to `close`. */
+  readonly #chores: TieredChores;
   #clusterProblem: string | undefined; // the cluster's failure at the last ping
 
   /** `extend`: what a backend adds to the cluster capability (etcd: its history and old layout). */
@@ -112,10 +113,7 @@ export class TieredStore implements Store {
     this.#local = o.local;
     this.tier = o.tier;
     this.#node = o.node;
-    this.#clock = o.clock;
     this.#notice = o.notice ?? (() => undefined);
-    this.#publishMs = o.publishIntervalMs ?? 2000;
-    this.#checkMs = o.claimCheckMs ?? 10_000;
     this.description = `${o.local.description}, blocks in ${o.tier.description}`;
     const listPage = o.local.listPage;
     if (listPage !== undefined) this.listPage = (filter, page) => listPage.call(o.local, filter, page);
@@ -136,6 +134,16 @@ export class TieredStore implements Store {
       notice: this.#notice,
     });
     this.#admissions = new TieredAdmissions(o.tier, (space) => heldByNode(o.local, o.node, space));
+    this.#chores = new TieredChores({
+      ...o,
+      claims: this.#claims,
+      keeper: this.#keeper,
+      admissions: this.#admissions,
+      publish: () => this.#publisher.run(),
+      publishMs: o.publishIntervalMs ?? 2000,
+      checkMs: o.claimCheckMs ?? 10_000,
+      notice: this.#notice,
+    });
     this.cluster = extend({
       membership: this.#publisher.fileCheck.accepting(o.tier.membership),
       spaces: this.#admissions.spaces,
@@ -152,11 +160,13 @@ export class TieredStore implements Store {
     });
   }
 
-  /** Compares the node's file with its publications, and starts publication and the claim check on the clock. */
+  /**
+   * Compares the node's file with its publications, opens the tier's watches, and starts
+   * publication and the claim check on the clock (tiered/chores.ts).
+   */
   start(): void {
     void this.#publisher.fileCheck.run();
-    this.#every(this.#publishMs, () => this.#publisher.run());
-    this.#every(this.#checkMs, () => this.check());
+    this.#chores.start();
   }
 
   /** Publishes now what is pending (after comparing the node's file with its publications, if not yet). */
@@ -169,21 +179,12 @@ export class TieredStore implements Store {
     return this.#publisher.pending;
   }
 
-  /** `run` an interval after start, then an interval after each run ends (neither run throws). */
-  #every(intervalMs: number, run: () => Promise<void>): void {
-    const chore = new PeriodicTask({ clock: this.#clock, intervalMs, run });
-    chore.start();
-    this.#chores.push(chore);
-  }
-
-  /** Holds this node's claims and guards to the cluster's; tells `notice`, never throws (the next check retries). */
-  async check(): Promise<void> {
-    try {
-      await this.#keeper.check();
-      await this.#admissions.checkAll();
-    } catch (error) {
-      this.#notice(`checking the claims of node ${this.#node} failed, retrying: ${messageOf(error)}`);
-    }
+  /**
+   * Holds this node's claims and guards to the cluster's, after any check running; tells `notice`,
+   * never throws (the next check retries).
+   */
+  check(): Promise<void> {
+    return this.#chores.check();
   }
 
   readLedger(pool: string, knownRevision?: Revision): Promise<LedgerRead> {
@@ -330,8 +331,7 @@ export class TieredStore implements Store {
   }
 
   async close(): Promise<void> {
-    for (const chore of this.#chores) chore.stop();
-    this.#chores = [];
+    this.#chores.stop();
     await this.#publisher.run();
     await this.#local.close();
     await this.tier.close();

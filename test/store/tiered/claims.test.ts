@@ -5,14 +5,17 @@
  * when its claim vanishes, or halts the range when another node took it; a claimer never takes a
  * block whose vanished owner's publication lists allocations or whose owner is alive; and a claim
  * the node's store never recorded (a crash between the claim and the local commit) is recorded and
- * given back after the grace. On the memory tier with injected clocks; the same on real agents is in
- * test/e2e/claims-vanish.test.ts.
+ * given back after the grace. Started, a store learns of a vanished claim and a retired range from
+ * the tier's watches (issue 36), judges no claim a lagging watch does not show yet, and asks nothing
+ * while idle. On the memory tier with injected clocks; the same on real agents is in
+ * test/e2e/claims-vanish.test.ts, and on the fake API server in test/store/tiered/kube.test.ts.
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { isWarrenError } from '../../../src/core/errors.ts';
 import { blockCidrOfKey } from '../../../src/ipam/blocks.ts';
 import type { BlockClaim, ClusterTier } from '../../../src/store/tiered/cluster-tier.ts';
+import { waitFor } from '../../helpers/processes.ts';
 import { type TieredCluster, type TieredClusterOptions, owner, rangesOf, tieredCluster } from './nodes.ts';
 
 const clusters: TieredCluster[] = [];
@@ -253,5 +256,88 @@ describe('TieredStore: a claim its store never recorded (the agent died between 
     c.clock.advance(grace);
     assert.deepEqual(await again.allocator.returnEmptyBlocks(grace), { returned: [stranded], errors: [] });
     assert.equal(await c.tier.claimOf(stranded), undefined, 'given back');
+  });
+});
+
+describe('TieredStore, started: what it must know it learns from the watches (issue 36)', () => {
+  it('acts on a claim deleted by hand on the next turn of the clock, and asks nothing in an idle window', async () => {
+    const c = cluster(['n1']);
+    const [n1] = c.nodes;
+    assert.ok(n1);
+    n1.store.start();
+    const r = rangesOf({ range: '10.48.0.0/24', block_size: 28, network_name: 'watched' });
+    const [first] = await n1.allocator.allocate({ owner: owner('a'), ranges: r });
+    const key = first?.allocation.pool ?? '';
+    c.clock.advance(10_000); // published, and the first checks run
+    await n1.store.flush();
+    await n1.store.check();
+    const before = new Map(c.tier.calls);
+    c.clock.advance(120_000); // idle: twelve checks, sixty publication rounds
+    await n1.store.check();
+    await n1.store.ping();
+    const asked = [...c.tier.calls].filter(([what, n]) => n !== before.get(what) && what !== 'ping');
+    assert.deepEqual(asked, [], 'no listing of claims, no reading of spaces while idle');
+    const uid = (await c.tier.claimOf(key))?.uid;
+    c.tier.deleteClaim(key, { publication: true });
+    await new Promise((resolve) => setImmediate(resolve)); // the watch's event
+    c.clock.advance(0); // the next turn: no periodic check is due, the one the watch set runs
+    const again = await waitFor('claimed again', async () => {
+      const now = await c.tier.claimOf(key);
+      return now?.node === 'n1' ? now : undefined;
+    });
+    assert.notEqual(again?.uid, uid);
+    assert.ok(n1.notices.some((m) => m.includes(`block ${key}`) && m.includes('claimed it again')));
+  });
+
+  it('never judges a claim the watch does not show yet, and judges it once the watch passed it', async () => {
+    const c = cluster(['n1']);
+    const [n1] = c.nodes;
+    assert.ok(n1);
+    n1.store.start();
+    const r = rangesOf({ range: '10.49.0.0/24', block_size: 30 });
+    for (const id of ['a', 'b', 'c']) await n1.allocator.allocate({ owner: owner(id), ranges: r });
+    const release = c.tier.holdClaimWatches(); // the watch lags: a claim made now is not in it yet
+    const [d] = await n1.allocator.allocate({ owner: owner('d'), ranges: r });
+    const key = d?.allocation.pool ?? '';
+    assert.equal(blockCidrOfKey(key), '10.49.0.4/30');
+    await n1.store.check();
+    assert.ok(!n1.notices.some((m) => m.includes('vanished')), n1.notices.join('\n'));
+    release();
+    await n1.store.check();
+    assert.ok(!n1.notices.some((m) => m.includes('vanished')), n1.notices.join('\n'));
+    c.tier.deleteClaim(key);
+    await n1.store.check();
+    assert.ok(
+      n1.notices.some((m) => m.includes(`block ${key}`) && m.includes('vanished')),
+      n1.notices.join('\n'),
+    );
+  });
+
+  it('stops allocating in a range another node retired as soon as the watch shows it, with no check', async () => {
+    const c = cluster(['n1', 'n2']);
+    const [n1, n2] = c.nodes;
+    assert.ok(n1 && n2);
+    n1.store.start();
+    const narrow = rangesOf({ range: '10.50.0.0/24', network_name: 'green' });
+    await n1.allocator.allocate({ owner: owner('a'), ranges: narrow });
+    const [range] = narrow;
+    assert.ok(range);
+    const reading = await c.tier.spaces.read('v4@green');
+    assert.ok(await n2.store.cluster.spaces.admit(reading, '10.50.0.0/16@green', [range.pool]));
+    await new Promise((resolve) => setImmediate(resolve)); // the watch's event
+    await assert.rejects(
+      n1.allocator.allocate({ owner: owner('b'), ranges: narrow }),
+      (e: unknown) => isWarrenError(e, 'INVALID_CONFIG') && /overlaps range 10\.50\.0\.0\/16/.test(e.message),
+    );
+  });
+
+  it('closes its watches with the store', async () => {
+    const c = cluster(['n1']);
+    const [n1] = c.nodes;
+    assert.ok(n1);
+    n1.store.start();
+    assert.equal(c.tier.watches, 2);
+    await c.restart(0);
+    assert.equal(c.tier.watches, 0);
   });
 });

@@ -1,23 +1,25 @@
 /**
  * The two-tier store on the Kubernetes tier, through the fake API server (which speaks the real
  * wire protocol and serves deploy/crds/): the Store conformance suite, the common ADD and DEL
- * counted in API requests by the server itself, and placement in a range whose published
- * allocations are far larger than one answer may be.
+ * counted in API requests by the server itself, placement in a range whose published
+ * allocations are far larger than one answer may be, and a started store's watches (issue 36):
+ * nothing asked in an idle window, a claim deleted by hand claimed again from the watch, one
+ * listing after 410 Gone, resumed across a cut, and the API server away and back.
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { after, describe, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { Allocator } from '../../../src/allocator/allocator.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { KubeApiClient } from '../../../src/store/kubernetes/api-client.ts';
 import { openKubeTier } from '../../../src/store/kubernetes/tier.ts';
-import { RANGE_LABEL, labelValue } from '../../../src/store/kubernetes/names.ts';
+import { RANGE_LABEL, blockName, labelValue } from '../../../src/store/kubernetes/names.ts';
 import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 import type { Store } from '../../../src/store/store.ts';
 import { TieredStore } from '../../../src/store/tiered/store.ts';
 import { type FakeKubeApi, startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
-import { tempDir } from '../../helpers/processes.ts';
+import { tempDir, waitFor } from '../../helpers/processes.ts';
 import { storeConformance } from '../conformance.ts';
 import { owner, rangesOf } from './nodes.ts';
 
@@ -124,5 +126,130 @@ describe('TieredStore on the Kubernetes tier', () => {
       await heavy.close();
       await fake.stop();
     }
+  });
+});
+
+describe('TieredStore on the Kubernetes tier, started: silent while idle, told by its watches (issue 36)', () => {
+  const watchClock = new ManualClock(Date.now());
+  let fake: FakeKubeApi;
+  let store: TieredStore;
+  let allocator: Allocator;
+  const notices: string[] = [];
+  const node = 'watch-n1';
+  const r = rangesOf({ range: '10.32.0.0/16', network_name: 'tiered-kube-watch' });
+
+  before(async () => {
+    fake = await startFakeKubeApi({ crds: 'deploy' });
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromFile(fake.kubeconfigPath);
+    const tier = await openKubeTier({ kubeConfig, namespace: 'warren-system', leaseSeconds: 15, clock: watchClock });
+    const local = new SqliteStore({ path: join(tempDir(), 'warren.db') });
+    store = new TieredStore({ local, tier, node, clock: watchClock, notice: (m) => notices.push(m) });
+    store.start();
+    allocator = new Allocator({ store, clock: watchClock, node, blocks: true });
+  });
+  after(async () => {
+    await store.close();
+    await fake.stop();
+  });
+
+  const since = (from: number, verb: string, resource: string) =>
+    fake.requests.slice(from).filter((q) => q.verb === verb && q.resource === resource);
+  /** Steps the clock while waiting: the watches' pauses and the chores run on it. */
+  const stepping = <T>(what: string, probe: () => Promise<T | undefined>, stepMs = 1_000) =>
+    waitFor(what, async () => {
+      watchClock.advance(stepMs);
+      return probe();
+    });
+  /** Deletes `key`'s block object by hand and waits for this node to claim it again (a new object). */
+  async function deletedAndClaimedAgain(key: string): Promise<void> {
+    const before = await store.tier.claimOf(key);
+    assert.ok(before);
+    assert.ok(fake.deleteObject('warrenblocks', blockName(key)));
+    await stepping(
+      'claimed again',
+      async () => {
+        const now = await store.tier.claimOf(key);
+        return now !== undefined && now.uid !== before.uid && now.node === node ? now : undefined;
+      },
+      0,
+    );
+  }
+  let key = '';
+
+  it('lists no block, reads no space and sends no ping in an idle window; a claim deleted by hand is claimed again at once', async () => {
+    const [first] = await allocator.allocate({ owner: owner('idle'), ranges: r });
+    key = first?.allocation.pool ?? '';
+    await waitFor('both watches open', () => (fake.watchCount() >= 2 ? true : undefined));
+    await store.flush();
+    const from = fake.requests.length;
+    for (let i = 0; i < 12; i++) {
+      watchClock.advance(10_000); // twelve claim checks, sixty publication rounds
+      await store.check();
+    }
+    await store.ping();
+    assert.equal(store.clusterProblem(), undefined);
+    assert.deepEqual(
+      fake.requests.slice(from).map((q) => `${q.verb} ${q.resource}`),
+      [],
+      'nothing asked while idle',
+    );
+    await deletedAndClaimedAgain(key);
+    assert.deepEqual(since(from, 'list', 'warrenblocks'), [], 'told by the watch, not by a listing');
+    assert.ok(
+      notices.some((m) => m.includes(`block ${key}`) && m.includes('claimed it again')),
+      notices.join('\n'),
+    );
+  });
+
+  it('lists again exactly once after 410 Gone, and keeps its claims across it', async () => {
+    const from = fake.requests.length;
+    fake.expireNextWatch(); // the next watch opened is answered 410 Gone
+    fake.endWatches();
+    await stepping('a watch relisted and both open again', async () =>
+      since(from, 'list', 'warrenblocks').length + since(from, 'list', 'warrenaddressspaces').length >= 1 &&
+      since(from, 'watch', 'warrenblocks').length >= 1 &&
+      since(from, 'watch', 'warrenaddressspaces').length >= 1
+        ? true
+        : undefined,
+    );
+    for (let i = 0; i < 6; i++) {
+      watchClock.advance(10_000);
+      await store.check();
+    }
+    const relists = since(from, 'list', 'warrenblocks').length + since(from, 'list', 'warrenaddressspaces').length;
+    assert.equal(relists, 1, 'one listing, by the watch answered 410');
+    assert.ok(!notices.some((m) => m.includes('vanished') && m.includes('no address is handed out')));
+    const [next] = await allocator.allocate({ owner: owner('after-410'), ranges: r });
+    assert.equal(next?.allocation.pool, key, 'its block serves on');
+  });
+
+  it('resumes across a watch cut from the version reached, and still acts on a claim deleted', async () => {
+    const from = fake.requests.length;
+    fake.breakWatches();
+    await stepping('watched again', async () => (since(from, 'watch', 'warrenblocks').length >= 1 ? true : undefined));
+    await deletedAndClaimedAgain(key);
+    assert.deepEqual(since(from, 'list', 'warrenblocks'), [], 'resumed, not listed');
+    assert.ok(since(from, 'watch', 'warrenblocks').every((q) => q.query.resourceVersion !== undefined));
+  });
+
+  it('says the API server is away while it is, and keeps its claims once it is back', async () => {
+    await fake.setUnavailable(true);
+    await stepping('away told', async () => {
+      await store.ping();
+      return store.clusterProblem();
+    });
+    const [during] = await allocator.allocate({ owner: owner('while-away'), ranges: r });
+    assert.equal(during?.allocation.pool, key, 'an ADD in its own block while the API server is away');
+    await fake.setUnavailable(false);
+    await stepping(
+      'back',
+      async () => {
+        await store.ping();
+        return store.clusterProblem() === undefined && fake.watchCount() >= 2 ? true : undefined;
+      },
+      5_000,
+    );
+    await deletedAndClaimedAgain(key);
   });
 });

@@ -14,7 +14,10 @@
  * - spaces: an admission applies only if no admission of the space changed and no block of a
  *   retired range was claimed, given back or published since the reading; `held` counts each
  *   claimed block at least 1 (as the Kubernetes tier does);
- * - membership and chores on the injected Clock (memory-membership.ts).
+ * - membership and chores on the injected Clock (memory-membership.ts);
+ * - watches (`watchClaims`, `watchSpaces`) show the cluster as it is now, at its version, and call
+ *   their listeners on a later turn after each change, as a watch's event comes; while the cluster
+ *   is away they show nothing (undefined), as a watch cut; `holdClaimWatches` makes them lag.
  */
 import type { Clock } from '../../../src/core/clock.ts';
 import { WarrenError } from '../../../src/core/errors.ts';
@@ -22,11 +25,14 @@ import { rangePoolOfKey } from '../../../src/ipam/blocks.ts';
 import type {
   AddressRequest,
   BlockClaim,
+  ClaimsSeen,
   ClusterTier,
+  ClusterWatch,
   Grant,
   Page,
   PublishedBlock,
   RangeRecord,
+  SpacesSeen,
   UnclaimResult,
 } from '../../../src/store/tiered/cluster-tier.ts';
 import type { AddressSpaces, AdmissionGuard, SpaceReading } from '../../../src/store/store.ts';
@@ -57,6 +63,22 @@ class ClusterState {
   readonly calls = new Map<string, number>();
   /** Told of each request written (watchRequests), after the write, as a watch would. */
   readonly requestListeners = new Set<(request: AddressRequest) => void>();
+
+  /** Told after each change of a claim (watchClaims), of the node whose claim changed. */
+  readonly claimListeners = new Set<(node: string) => void>();
+  /** Told after each change of an admission (watchSpaces). */
+  readonly spaceListeners = new Set<() => void>();
+  /** What claim watches show while held (holdClaimWatches): the cluster's claims and version then. */
+  heldClaims: { claims: BlockClaim[]; version: number } | undefined;
+
+  /** A claim of `node` changed: the watches are told on a later turn, as a watch's event comes. */
+  changedClaim(node: string): void {
+    for (const listener of [...this.claimListeners]) queueMicrotask(() => listener(node));
+  }
+
+  changedSpace(): void {
+    for (const listener of [...this.spaceListeners]) queueMicrotask(() => listener());
+  }
 
   /** A request written: its listeners are told on a later turn, as a watch's event comes. */
   wroteRequest(request: AddressRequest): void {
@@ -127,6 +149,7 @@ class MemorySpaces implements AddressSpaces {
     for (const r of retire) admitted.delete(r);
     s.admitted.set(reading.space, admitted);
     if (changes) s.spaceWritten.set(reading.space, s.next());
+    if (changes) s.changedSpace();
     return { space: reading.space, rangePool };
   }
 }
@@ -186,7 +209,9 @@ export class MemoryTier implements ClusterTier {
    * of vanished claims.
    */
   deleteClaim(key: string, o: { publication?: boolean } = {}): void {
+    const claim = this.#s.claims.get(key);
     this.#s.claims.delete(key);
+    if (claim !== undefined) this.#s.changedClaim(claim.node);
     if (o.publication === true) this.#s.published.delete(key);
     this.#s.touchRange(rangePoolOfKey(key));
   }
@@ -217,6 +242,7 @@ export class MemoryTier implements ClusterTier {
     const claim: BlockClaim = { key, node, uid: `uid-${this.#s.uid}`, version: String(this.#s.next()) };
     this.#s.claims.set(key, claim);
     this.#s.touchRange(range.pool);
+    this.#s.changedClaim(node);
     return claim;
   }
 
@@ -230,6 +256,70 @@ export class MemoryTier implements ClusterTier {
     return [...this.#s.claims.values()].filter(
       (c) => c.node === node && (pool === undefined || rangePoolOfKey(c.key) === pool),
     );
+  }
+
+  watchClaims(node: string): ClusterWatch<ClaimsSeen> {
+    const s = this.#s;
+    const mine = (claims: Iterable<BlockClaim>) => [...claims].filter((c) => c.node === node);
+    return this.#watch(
+      s.claimListeners,
+      (changed) => changed === node,
+      () => {
+        const held = s.heldClaims;
+        if (held !== undefined) return { claims: mine(held.claims), version: held.version };
+        return { claims: mine(s.claims.values()), version: s.version };
+      },
+    );
+  }
+
+  watchSpaces(): ClusterWatch<SpacesSeen> {
+    const s = this.#s;
+    return this.#watch(
+      s.spaceListeners,
+      () => true,
+      () => ({
+        admitted: (space: string) => ({
+          ranges: [...(s.admitted.get(space) ?? [])],
+          version: s.spaceWritten.get(space) ?? 0,
+        }),
+      }),
+    );
+  }
+
+  /** A watch told through `listeners` of the changes `mine` says are its, showing `seen()` while the cluster is not away. */
+  #watch<S, C>(listeners: Set<(changed: C) => void>, mine: (changed: C) => boolean, seen: () => S): ClusterWatch<S> {
+    const own = new Set<(changed: C) => void>();
+    return {
+      seen: () => (this.#s.away ? undefined : seen()),
+      onChange: (listener) => {
+        const told = (changed: C) => {
+          if (mine(changed)) listener();
+        };
+        own.add(told);
+        listeners.add(told);
+        return () => listeners.delete(told);
+      },
+      close: () => {
+        for (const told of own) listeners.delete(told);
+      },
+    };
+  }
+
+  /**
+   * Makes every claim watch show the claims as they are now until the function returned is called
+   * (a watch whose events have not come yet): for tests of judgments on a lagging watch.
+   */
+  holdClaimWatches(): () => void {
+    this.#s.heldClaims = { claims: [...this.#s.claims.values()], version: this.#s.version };
+    return () => {
+      this.#s.heldClaims = undefined;
+      for (const node of new Set([...this.#s.claims.values()].map((c) => c.node))) this.#s.changedClaim(node);
+    };
+  }
+
+  /** Watches open, every session of the cluster counted. */
+  get watches(): number {
+    return this.#s.claimListeners.size + this.#s.spaceListeners.size;
   }
 
   async claimHolders(): Promise<string[]> {
@@ -251,6 +341,7 @@ export class MemoryTier implements ClusterTier {
     this.#s.claims.delete(claim.key);
     this.#s.published.delete(claim.key);
     this.#s.touchRange(rangePoolOfKey(claim.key));
+    this.#s.changedClaim(claim.node);
     return 'released';
   }
 

@@ -1,0 +1,112 @@
+/**
+ * The watches of the Kubernetes tier (tier.ts: `ClusterTier.watchClaims`, `watchSpaces`), each a
+ * KubeCollectionWatch (collection-watch.ts: listed once, then watched from the resourceVersion
+ * reached, listed again only after 410 Gone) seen through the contract's `ClusterWatch`:
+ * - a node's claims: the WarrenBlocks labelled with its node (`warren.dev/node`), so what it
+ *   reads and is sent grows with that node's blocks; a block relabelled or deleted leaves it;
+ * - the address spaces: every WarrenAddressSpace, unselected (one object per network name and
+ *   family, a handful, written only when a range is admitted), one watch however many spaces the
+ *   node uses, so a space first used later needs no watch of its own;
+ * - `reachable`: whether one of them is open and synced, which says the API server answered it
+ *   (the tier's ping then sends nothing).
+ * `seen` answers undefined while its watch is not open and synced (listing, backing off after a
+ * failure, closed): the reader asks the API server instead.
+ */
+import type { Clock } from '../../core/clock.ts';
+import type { BlockClaim, ClaimsSeen, ClusterWatch, SpacesSeen } from '../tiered/cluster-tier.ts';
+import { type CollectionWatchStatus, KubeCollectionWatch } from './collection-watch.ts';
+import { NODE_LABEL, labelValue, selectorOf, spaceName } from './names.ts';
+import { admittedOf, claimOfObject, metaOf } from './objects.ts';
+import type { Resource } from './resources.ts';
+
+/** An address space's record as the watch keeps it. */
+interface SpaceSeen {
+  readonly ranges: readonly string[];
+  readonly version: number;
+}
+
+function spaceOfObject(object: unknown): SpaceSeen | undefined {
+  const ranges = admittedOf(object);
+  const meta = metaOf(object);
+  return ranges === undefined || meta === undefined ? undefined : { ranges, version: Number(meta.resourceVersion) };
+}
+
+/** The watch as the contract sees it: what it shows while open and synced, its changes, its end. */
+function contractOf<T, S>(
+  watch: KubeCollectionWatch<T>,
+  seen: (w: KubeCollectionWatch<T>) => S,
+  closed: () => void,
+): ClusterWatch<S> {
+  return {
+    seen: () => (isLive(watch) ? seen(watch) : undefined),
+    onChange: (listener) => watch.listen(() => listener()),
+    close: () => {
+      watch.close();
+      closed();
+    },
+  };
+}
+
+/** What the tier asks of any of its watches, whatever it holds. */
+interface Watched {
+  status(): CollectionWatchStatus;
+  close(): void;
+}
+
+function isLive(watch: Watched): boolean {
+  const { synced, state } = watch.status();
+  return synced && state === 'watching';
+}
+
+export class KubeTierWatches {
+  readonly #clock: Clock;
+  readonly #open = new Set<Watched>();
+
+  constructor(clock: Clock) {
+    this.#clock = clock;
+  }
+
+  /** Watches `node`'s claims in `blocks` (WarrenBlocks). */
+  claims(blocks: Resource, node: string): ClusterWatch<ClaimsSeen> {
+    const watch = new KubeCollectionWatch<BlockClaim>({
+      resource: blocks,
+      what: `the blocks of node ${node}`,
+      selectors: { labelSelector: selectorOf({ [NODE_LABEL]: labelValue(node) }) },
+      decode: (object) => {
+        const claim = claimOfObject(object);
+        return claim?.node === node ? claim : undefined;
+      },
+      clock: this.#clock,
+    });
+    return this.#opened(watch, (w) => ({ claims: w.values(), version: Number(w.status().resourceVersion ?? 0) }));
+  }
+
+  /** Watches every address space in `spaces` (WarrenAddressSpaces). */
+  spaces(spaces: Resource): ClusterWatch<SpacesSeen> {
+    const watch = new KubeCollectionWatch<SpaceSeen>({
+      resource: spaces,
+      what: 'the address spaces',
+      decode: spaceOfObject,
+      clock: this.#clock,
+    });
+    return this.#opened(watch, (w) => ({
+      admitted: (space: string) => w.get(spaceName(space)) ?? { ranges: [], version: 0 },
+    }));
+  }
+
+  #opened<T, S>(watch: KubeCollectionWatch<T>, seen: (w: KubeCollectionWatch<T>) => S): ClusterWatch<S> {
+    this.#open.add(watch);
+    watch.start();
+    return contractOf(watch, seen, () => this.#open.delete(watch));
+  }
+
+  /** Whether a watch is open and synced: the API server answered it. */
+  reachable(): boolean {
+    return [...this.#open].some(isLive);
+  }
+
+  close(): void {
+    for (const watch of this.#open) watch.close();
+    this.#open.clear();
+  }
+}
