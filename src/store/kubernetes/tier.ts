@@ -21,7 +21,8 @@
  *   claim (one request more when this tier published it, a read and a delete when not); a
  *   borrower's loan ledger is published by `publishLoan` (no claim to check) and `withdrawLoan`;
  * - address requests are kubernetes/requests.ts's: an update is a PUT guarded by the version it was
- *   read at, and the server selects open requests and each lender's by label.
+ *   read at, and the server selects open requests and each lender's by label; what the allocator
+ *   reads of them periodically it reads from watches of what it needs (kubernetes/request-watch.ts).
  * Every failure to reach the API server is TRY_AGAIN naming it (api-client.ts).
  *
  * An API server that lost its data (kubernetes/continuity.ts: an answer's resourceVersion gone backwards,
@@ -55,10 +56,11 @@ import { KubeContinuity } from './continuity.ts';
 import { LeaseMembership } from './lease-membership.ts';
 import { NODE_LABEL, RANGE_LABEL, blockName, labelValue, rangeName, selectorOf } from './names.ts';
 import { KubeRequests } from './requests.ts';
-import { KubeRequestWatch } from './request-watch.ts';
+import { KubeRequestViews } from './request-watch.ts';
 import { blockObject, claimOfObject, rangeObject, rangeOf } from './objects.ts';
 import { FULL_LIST_PAGE, Resource, leaseKind, warrenKind } from './resources.ts';
 import type { AcceptReport } from '../store.ts';
+import type { RecordView, RequestChange, RequestScope } from '../cluster.ts';
 
 /** Rounds of read-and-write against an object that keeps changing, before TRY_AGAIN. */
 const MAX_ROUNDS = 5;
@@ -109,7 +111,7 @@ export class KubeTier implements ClusterTier {
   readonly #blocks: Resource;
   readonly #requests: KubeRequests;
   readonly #publications: KubePublications;
-  readonly #watch: KubeRequestWatch;
+  readonly #watch: KubeRequestViews;
   /** Range records read or made: a record never changes once made, so it is read once. */
   readonly #pinned = new Map<string, RangeRecord>();
   readonly #continuity: KubeContinuity;
@@ -130,7 +132,7 @@ export class KubeTier implements ClusterTier {
     this.#requests = new KubeRequests(requests);
     const clusterState = new Resource(api, warrenKind('warrenclusterstates'), continuity.observer(false));
     this.#state = new KubeClusterState(clusterState, continuity, () => o.clock.now(), o.identity);
-    this.#watch = new KubeRequestWatch(requests, o.clock);
+    this.#watch = new KubeRequestViews(requests, o.clock);
     this.#publications = new KubePublications({
       publications: new Resource(api, warrenKind('warrenblockpublications'), guarded),
       blocks: this.#blocks,
@@ -308,8 +310,8 @@ export class KubeTier implements ClusterTier {
     return this.#requests.updateRequest(request, grants, wanted);
   }
 
-  watchRequests(listener: (request: AddressRequest) => void): () => void {
-    return this.#watch.listen(listener);
+  watchRequests(scope: RequestScope, listener?: (change: RequestChange) => void): RecordView<AddressRequest> {
+    return this.#watch.view(scope, listener);
   }
 
   async ping(): Promise<void> {
