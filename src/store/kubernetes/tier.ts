@@ -143,7 +143,7 @@ export class KubeTier implements ClusterTier {
       ranges: this.#ranges,
       blocks: this.#blocks,
     });
-    this.holdings = new KubeHoldings(api);
+    this.holdings = new KubeHoldings(api, o.clock);
     this.membership = new LeaseMembership({
       leases: new Resource(api, leaseKind(o.namespace), guarded),
       leaseSeconds: o.leaseSeconds,
@@ -322,6 +322,7 @@ export class KubeTier implements ClusterTier {
 
   async close(): Promise<void> {
     this.#watch.close();
+    this.holdings.close();
     this.#api.close();
   }
 }
