@@ -39,7 +39,7 @@ const WATCHED = ['warrenaddressrequests', 'warrenaddressholdings'];
 /** The LISTs of requests and holdings the fake served since it was last cleared. */
 function lists(fake: FakeKubeApi): string[] {
   return fake.requests
-    .filter((q) => q.verb === 'list' && WATCHED.includes(q.resource))
+    .filter((q) => q.verb === 'list' && WATCHED.includes(q.resource ?? ''))
     .map((q) => `${q.resource} ${q.query.labelSelector ?? ''}`);
 }
 
@@ -89,7 +89,7 @@ describe('lending and holdings on watches (Kubernetes tier, fake API server)', (
     assert.deepEqual(lists(fake), [], 'no periodic LIST');
     const writes = fake.requests.filter((q) => q.verb !== 'get' && q.verb !== 'list' && q.verb !== 'watch');
     assert.deepEqual(
-      writes.filter((q) => WATCHED.includes(q.resource)),
+      writes.filter((q) => WATCHED.includes(q.resource ?? '')),
       [],
       'nothing written: nothing changed',
     );
