@@ -50,14 +50,14 @@ const AGENT = [
   ...needs(['get', 'list', 'watch'], 'k8s.cni.cncf.io', 'ipamclaims'),
   need('patch', 'k8s.cni.cncf.io', 'ipamclaims/status'),
   ...needs(['get', 'list', 'create'], 'warren.dev', 'warrenranges'),
-  ...needs(['get', 'list', 'create', 'delete'], 'warren.dev', 'warrenblocks'),
+  ...needs(['get', 'list', 'watch', 'create', 'delete'], 'warren.dev', 'warrenblocks'),
   ...needs(['get', 'list', 'create', 'update', 'delete'], 'warren.dev', 'warrenblockpublications'),
   ...needs(['get', 'list', 'watch', 'create', 'update'], 'warren.dev', 'warrenaddressrequests'),
-  ...needs(['get', 'create', 'update'], 'warren.dev', 'warrenaddressspaces'),
+  ...needs(['get', 'list', 'watch', 'create', 'update'], 'warren.dev', 'warrenaddressspaces'),
   ...needs(['get', 'create', 'update'], 'warren.dev', 'warrenclusterstates'),
   ...needs(['list', 'watch'], 'warren.dev', 'warrenreservations'),
   need('patch', 'warren.dev', 'warrenreservations/status'),
-  ...needs(['get', 'list', 'create', 'update', 'delete'], 'warren.dev', 'warrenaddressholdings'),
+  ...needs(['get', 'list', 'watch', 'create', 'update', 'delete'], 'warren.dev', 'warrenaddressholdings'),
   ...needs(['list', 'watch'], 'apps', 'statefulsets'),
   ...needs(['get', 'list', 'create', 'update', 'delete'], 'coordination.k8s.io', 'leases', 'namespace'),
 ].sort();
@@ -135,6 +135,7 @@ const RESOURCE_VERBS: Record<string, string> = {
   remove: 'delete',
   list: 'list',
   listAll: 'list',
+  listAt: 'list',
   watch: 'watch',
 };
 /** The names the kubernetes store holds its Resources by (fields, options, locals), and what each serves. */
@@ -189,7 +190,17 @@ function resourceCalls(file: string, text: string): string[] {
   // A Resource handed on keeps its name.
   for (const m of text.matchAll(/(?:(\w+):|const (\w+) =) this\.(?:#o\.)?#?(\w+)[,;\n]/g)) {
     const [, key, local, from] = m as unknown as [string, string | undefined, string | undefined, string];
-    if (HOLDERS[from] !== undefined) assert.equal(key ?? local, from, `${file}: ${from} handed on under its own name`);
+    // (A collection watch's `resource` is the one other name: attributed where the watch is made, above.)
+    if (HOLDERS[from] !== undefined && key !== 'resource')
+      assert.equal(key ?? local, from, `${file}: ${from} handed on under its own name`);
+  }
+  // A collection watch (collection-watch.ts) given a Resource lists it and watches it.
+  for (const made of text.matchAll(/new KubeCollectionWatch(?:<[^(]*>)?\(/g)) {
+    const args = argumentsAt(text, (made.index ?? 0) + made[0].length - 1);
+    const given = /\bresource:\s*(?:this\.(?:#o\.)?)?(#?\w+)/.exec(args);
+    assert.ok(given, `${file}: a KubeCollectionWatch made without a Resource this test can name`);
+    const holder = holderOf(given[1] as string);
+    for (const verb of ['list', 'watch']) found.push(need(verb, holder.group, holder.plural, holder.scope));
   }
   for (const m of text.matchAll(/(?<![\w$])(#?\w+)\.(\w+)\(/g)) {
     const [, name, method] = m as unknown as [string, string, string];
