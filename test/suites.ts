@@ -189,6 +189,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/store/tiered/recovery.test.ts',
   'test/store/etcd-tier/history-reading.test.ts',
   'test/store/kubernetes/lease-membership.test.ts',
+  'test/store/scale/idle-budget.test.ts',
   'test/store/kubernetes/tier.test.ts',
   'test/store/kubernetes/api-client.test.ts',
   'test/store/kubernetes/api-client-idle.test.ts',
