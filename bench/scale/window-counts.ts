@@ -17,7 +17,10 @@ export interface WindowCounts {
   readonly byKind: ReadonlyMap<string, number>;
   /** Each node's requests by `"<verb> <resource>"`. */
   readonly perNode: ReadonlyMap<string, ReadonlyMap<string, number>>;
-  /** Watch events delivered to the nodes, by resource (bookmarks included, as the wire carries them). */
+  /**
+   * Watch events delivered to the nodes, by `"<resource> <type>"` (BOOKMARKs apart: the fake sends
+   * them on real time, not on the harness's clock).
+   */
   readonly watchEvents: ReadonlyMap<string, number>;
 }
 
@@ -39,7 +42,8 @@ export function windowCounts(
   const watchEvents = new Map<string, number>();
   for (const e of events) {
     if (e.client === undefined || !perNode.has(e.client)) continue;
-    watchEvents.set(e.resource, (watchEvents.get(e.resource) ?? 0) + e.count);
+    const key = `${e.resource} ${e.type}`;
+    watchEvents.set(key, (watchEvents.get(key) ?? 0) + e.count);
   }
   return { nodes: nodes.length, seconds, byKind, perNode, watchEvents };
 }
@@ -88,7 +92,7 @@ export function describeWindow(c: WindowCounts): string {
   }
   lines.push(`  ${'all requests'.padEnd(44)} ${fixed(requestsPerNodeMinute(c)).padStart(7)}`);
   lines.push(`writes per node per 100 s: ${fixed(writesPerNode100s(c))}; LISTs in the window: ${listsIn(c)}`);
-  const events = [...c.watchEvents].map(([resource, n]) => `${resource} ${n}`).join(', ');
+  const events = [...c.watchEvents].map(([kind, n]) => `${kind} ${n}`).join(', ');
   lines.push(`watch events delivered to the nodes: ${events === '' ? 'none' : events}`);
   return lines.join('\n');
 }
