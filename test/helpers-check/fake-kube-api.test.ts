@@ -294,6 +294,35 @@ describe('fake Kubernetes API, read by @kubernetes/client-node', () => {
     fresh.abort();
   });
 
+  it('attributes requests and delivered watch events to the client whose own token made them', async (t) => {
+    const { fake, api } = await started(t);
+    const clientOf = (name: string): KubeConfig => {
+      const kc = new KubeConfig();
+      kc.loadFromFile(fake.clientKubeconfig(name));
+      return kc;
+    };
+    const [a, b] = [clientOf('node-a'), clientOf('node-b')];
+    const onA = await watch(a, '/api/v1/pods', { fieldSelector: 'spec.nodeName=node-a' });
+    const onB = await watch(b, '/api/v1/pods', { fieldSelector: 'spec.nodeName=node-b' });
+    await api.listPodForAllNamespaces();
+    fake.createPod(pod('ns1', 'x', 'node-a'));
+    fake.setPodPhase('ns1', 'x', 'Running');
+    await until('two events on node-a', onA.events, 2);
+    assert.deepEqual(
+      fake.requests.map((r) => `${r.verb} ${r.resource} ${r.client ?? '-'}`),
+      ['watch pods node-a', 'watch pods node-b', 'list pods -'],
+    );
+    assert.deepEqual(fake.watchEvents(), [
+      { resource: 'pods', client: 'node-a', type: 'ADDED', count: 1 },
+      { resource: 'pods', client: 'node-a', type: 'MODIFIED', count: 1 },
+    ]);
+    assert.equal(onB.events.length, 0, 'a change to node-a is delivered to node-a alone');
+    fake.clearRequests();
+    assert.deepEqual(fake.watchEvents(), []);
+    onA.abort();
+    onB.abort();
+  });
+
   it('sends a BOOKMARK, holding only kind, apiVersion and resourceVersion, only to watches that allowed bookmarks', async (t) => {
     const { fake, kc } = await started(t);
     const from = fake.resourceVersion();

@@ -19,6 +19,11 @@
  * past it, watches ended and resumed ones answered 410 Gone, so clients relist), expired resource versions, broken or ended watch streams, RBAC refusals (on
  * any verb and resource, subresources included), a namespace being deleted, an unreachable server,
  * a per-write latency; and read the requests (records and counts per verb and resource).
+ * A harness of many simulated nodes gives each its own kubeconfig (`clientKubeconfig(name)`: a
+ * bearer token of its own, accepted as the server's) and reads every request and every watch event
+ * delivered by client (`RequestRecord.client`, `watchEvents()`): a real API server tells clients
+ * apart by their credentials too (its audit log's user), and the token does it here whatever
+ * User-Agent the client sends.
  *
  * Guarantees, as the real server gives them:
  * - One global resourceVersion, a string of an increasing integer; every change gets the next one.
@@ -54,6 +59,7 @@
 export { startFakeKubeApi } from './fake-kube-api/fake-api.ts';
 export type {
   CrdObject,
+  DeliveredEvents,
   ExpiredAs,
   FakeKubeApi,
   FakeKubeApiOptions,

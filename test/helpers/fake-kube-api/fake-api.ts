@@ -22,6 +22,7 @@ import { RequestHandler } from './server.ts';
 import type { Served } from './served.ts';
 import type {
   CrdObject,
+  DeliveredEvents,
   ExpiredAs,
   FakeKubeApi,
   FakeSnapshot,
@@ -98,6 +99,7 @@ class FakeKubeApiServer implements FakeKubeApi {
   clearRequests(): void {
     this.#handler.records.length = 0;
     this.#handler.counts = new Map();
+    this.#hub.delivered.clear();
   }
 
   requestCounts(): Record<string, number> {
@@ -122,6 +124,17 @@ class FakeKubeApiServer implements FakeKubeApi {
     };
     writeFileSync(path, `${JSON.stringify(config, null, 2)}\n`, { mode: 0o600 });
     return path;
+  }
+
+  clientKubeconfig(name: string): string {
+    const known = [...this.#handler.clients].find(([, client]) => client === name)?.[0];
+    const token = known ?? `${this.token}-${randomBytes(8).toString('hex')}`;
+    this.#handler.clients.set(token, name);
+    return this.writeKubeconfig({ token });
+  }
+
+  watchEvents(): readonly DeliveredEvents[] {
+    return [...this.#hub.delivered.values()].map((d) => ({ ...d }));
   }
 
   resourceVersion(): string {

@@ -46,6 +46,8 @@ export class RequestHandler {
   readonly expiredAs: ExpiredAs;
   readonly forbidden = new Set<string>();
   readonly records: RequestRecord[] = [];
+  /** Bearer tokens of named clients (FakeKubeApi.clientKubeconfig), accepted as the server's own. */
+  readonly clients = new Map<string, string>();
   counts = new Map<string, number>();
   writeLatencyMs: number;
   down: Unavailability | undefined;
@@ -80,6 +82,8 @@ export class RequestHandler {
         : named.family === 'core'
           ? named.resource
           : `${named.served.plural}${named.subresource === undefined ? '' : `/${named.subresource}`}`;
+    const token = /^Bearer (.*)$/.exec(req.headers.authorization ?? '')?.[1];
+    const client = token === undefined ? undefined : this.clients.get(token);
     const record: RequestRecord = {
       method,
       path: url.pathname,
@@ -88,6 +92,7 @@ export class RequestHandler {
       resource,
       contentType: req.headers['content-type'],
       userAgent: req.headers['user-agent'],
+      client,
       status: 0,
     };
     this.records.push(record);
@@ -96,7 +101,7 @@ export class RequestHandler {
     try {
       if (this.down === '503')
         throw failure(503, 'ServiceUnavailable', 'the server is currently unable to handle the request');
-      if (req.headers.authorization !== `Bearer ${this.#token}`) throw failure(401, 'Unauthorized', 'Unauthorized');
+      if (token !== this.#token && client === undefined) throw failure(401, 'Unauthorized', 'Unauthorized');
       if (route === undefined) throw failure(404, 'NotFound', 'the server could not find the requested resource', {});
       if (route.family === 'unknown') {
         record.status = 404;
@@ -163,6 +168,7 @@ export class RequestHandler {
           encode: (object: KubeObject) => object,
           since: 0,
           autoBookmarks: false,
+          client: record.client,
           badRv: (text: string) => failure(400, 'BadRequest', `invalid resource version: ${JSON.stringify(text)}`),
         };
         return this.#d.hub.open(request, query, res, this.expiredAs, () => (record.status = 200));
@@ -252,6 +258,7 @@ export class RequestHandler {
           encode: (object: KubeObject) => s.encode(object),
           since: s.since,
           autoBookmarks: true,
+          client: record.client,
           badRv: (text: string) =>
             failure(
               500,

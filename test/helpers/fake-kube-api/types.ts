@@ -70,8 +70,21 @@ export interface RequestRecord {
   readonly contentType: string | undefined;
   /** The User-Agent header sent, which names the client (Warren's: `warren/<version> (node <name>)`). */
   readonly userAgent: string | undefined;
+  /**
+   * Which client sent it: the name a kubeconfig of `clientKubeconfig(name)` identifies (its bearer
+   * token is that client's own); undefined for the server's one token (and for a refused token).
+   */
+  readonly client: string | undefined;
   /** The HTTP status answered (0 while a request body is still being read). */
   status: number;
+}
+
+/** How many watch events of one type went to one client's watches of one resource. */
+export interface DeliveredEvents {
+  readonly resource: string;
+  readonly client: string | undefined;
+  readonly type: WatchEventType;
+  count: number;
 }
 
 /** A CustomResourceDefinition (apiextensions.k8s.io/v1) as written in YAML or JSON. */
@@ -124,6 +137,18 @@ export interface FakeKubeApi {
   requestCounts(): Record<string, number>;
   /** Writes another kubeconfig for this server, e.g. with a wrong token; returns its path. */
   writeKubeconfig(options?: { token?: string }): string;
+  /**
+   * A kubeconfig for client `name` (a simulated node of a scale harness): its bearer token is its
+   * own, accepted as the server's, so every request and watch event is attributed to `name`
+   * (`RequestRecord.client`, `watchEvents()`). The same name gives the same token; returns its path.
+   */
+  clientKubeconfig(name: string): string;
+  /**
+   * Watch events written to watch streams since the start or the last `clearRequests()`, by
+   * resource (plural), watching client (undefined: the server's one token) and event type, in
+   * first-seen order. Events a stream never got (ended, destroyed) are not counted.
+   */
+  watchEvents(): readonly DeliveredEvents[];
   /** The current global resourceVersion. */
   resourceVersion(): string;
   /** Open watch streams, optionally of one resource (plural). */

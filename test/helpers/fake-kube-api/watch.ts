@@ -11,11 +11,13 @@
  * - BOOKMARKs only to watches that asked (`allowWatchBookmarks=true`): on `bookmark()`, and for
  *   custom resources and Leases also every `bookmarkEveryMs` and 1.5 s before `timeoutSeconds` ends
  *   the stream cleanly.
+ * Every event written to a stream is counted by resource, watching client and type
+ * (`delivered`), so a harness measures the fan-out of a change: how many watchers it reached.
  */
 import type { ServerResponse } from 'node:http';
 import type { Change, ObjectStore } from './objects.ts';
 import { KubeError, badRequest, failure } from './status.ts';
-import type { ExpiredAs, KubeObject, KubeStatus, WatchEventType } from './types.ts';
+import type { DeliveredEvents, ExpiredAs, KubeObject, KubeStatus, WatchEventType } from './types.ts';
 
 export interface WireEvent {
   readonly type: WatchEventType;
@@ -24,6 +26,8 @@ export interface WireEvent {
 
 export interface Watcher {
   readonly resource: string;
+  /** The client watching (RequestRecord.client), to whom its events are counted. */
+  readonly client: string | undefined;
   readonly matches: (object: KubeObject) => boolean;
   readonly bookmarks: boolean;
   /** The kind and apiVersion a BOOKMARK names. */
@@ -65,6 +69,8 @@ export interface WatchRequest {
   readonly autoBookmarks: boolean;
   /** Invalid RV text: the core resources answer 400, custom resources 500 with strconv's text. */
   readonly badRv: (text: string) => KubeError;
+  /** The client asking (RequestRecord.client). */
+  readonly client: string | undefined;
 }
 
 export class WatchHub {
@@ -73,6 +79,8 @@ export class WatchHub {
   /** Refusals queued by `expireNextWatch`, consumed one per watch request. */
   readonly pendingExpiries: ExpiredAs[] = [];
   bookmarkEveryMs = 60_000;
+  /** Events written to streams, by `resource client type` (FakeKubeApi.watchEvents). */
+  readonly delivered = new Map<string, DeliveredEvents>();
 
   constructor(store: ObjectStore) {
     this.#store = store;
@@ -128,6 +136,7 @@ export class WatchHub {
     }
     const watcher: Watcher = {
       resource: request.resource,
+      client: request.client,
       matches: request.matches,
       bookmarks: isTrue(query.get('allowWatchBookmarks')),
       kind: request.kind,
@@ -201,5 +210,9 @@ export class WatchHub {
     if (watcher.res.writableEnded || watcher.res.destroyed) return;
     const object = event.type === 'ERROR' ? event.object : watcher.encode(event.object as KubeObject);
     watcher.res.write(`${JSON.stringify({ type: event.type, object })}\n`);
+    const key = `${watcher.resource} ${watcher.client ?? ''} ${event.type}`;
+    const counted = this.delivered.get(key);
+    if (counted !== undefined) counted.count++;
+    else this.delivered.set(key, { resource: watcher.resource, client: watcher.client, type: event.type, count: 1 });
   }
 }
