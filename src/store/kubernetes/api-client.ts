@@ -1,7 +1,8 @@
 /**
  * How the cluster tier reaches the Kubernetes API server: one request at a time, JSON in and out,
- * over one keep-alive connection pool, with the credentials and TLS settings of a KubeConfig from
- * @kubernetes/client-node. Apart from kubernetes/tier.ts and its parts, which decide what is asked.
+ * over keep-alive connections (a pool for requests, one for watches), with the credentials and TLS
+ * settings of a KubeConfig from @kubernetes/client-node. Apart from kubernetes/tier.ts and its
+ * parts, which decide what is asked.
  *
  * Guarantees:
  * - every request has a deadline (`requestTimeoutMs`, default 10 s) and a bounded answer (16 MiB);
@@ -20,20 +21,22 @@
  *   `404 page not found`) says the CRDs of warren.dev are not installed; a 403 names the permission
  *   missing; anything else is IO_FAILURE with the server's Status;
  * - `stream` (a watch) has no deadline of its own beyond the server's `timeoutSeconds` and the
- *   client's close; each line of its answer is handed on as it comes, none held after;
+ *   client's close; each line of its answer is handed on as it comes, none held after; watches
+ *   have connections of their own, as many as are open, so requests never wait behind them (nor
+ *   they behind requests: connection.ts);
  * - credentials are applied to each request (a rotated service account token is picked up), while
  *   connections are kept alive and reused between requests (the library's own fetch layer opens a
  *   new connection pool per request);
  * - every request that left is counted once (`requests`, api-requests.ts: a resend after a stale
  *   connection is one), and carries `userAgent`, so an audit log names the agent and its node.
  */
-import { request as httpRequest, Agent as HttpAgent } from 'node:http';
-import { Agent as HttpsAgent, type RequestOptions, request as httpsRequest } from 'node:https';
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { defined } from '../../core/defined.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import { type ApiFailure, describeFailure, failureOfResponse, missingPermission } from './api-failure.ts';
 import { type ApiRequestCounter, asksWatch } from './api-requests.ts';
+import { type ConnectionPools, connectionOf, credentialHeaders } from './connection.ts';
 
 /** Largest answer read; a larger one is cut off (TRY_AGAIN) rather than held in memory. */
 const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
@@ -89,17 +92,18 @@ export class KubeApiClient {
   readonly #config: KubeConfig;
   readonly #server: URL;
   readonly #timeoutMs: number;
-  readonly #agent: HttpAgent;
+  /** Connections for requests, and for watches (streams), apart. */
+  readonly #pools: ConnectionPools;
   readonly #maxAnswerBytes: number;
   readonly #requests: ApiRequestCounter | undefined;
   readonly #userAgent: string;
   /** Aborts every request in flight when the client closes. */
   readonly #closing = new AbortController();
 
-  private constructor(server: URL, agent: HttpAgent, o: KubeApiClientOptions) {
+  private constructor(server: URL, pools: ConnectionPools, o: KubeApiClientOptions) {
     this.#config = o.kubeConfig;
     this.#server = server;
-    this.#agent = agent;
+    this.#pools = pools;
     this.#timeoutMs = o.requestTimeoutMs ?? 10_000;
     this.#maxAnswerBytes = o.maxAnswerBytes ?? MAX_ANSWER_BYTES;
     this.#requests = o.requests;
@@ -108,41 +112,8 @@ export class KubeApiClient {
 
   /** A client for the KubeConfig's current cluster; INVALID_CONFIG when it names none usable. */
   static async open(options: KubeApiClientOptions): Promise<KubeApiClient> {
-    const cluster = options.kubeConfig.getCurrentCluster();
-    if (cluster === null) throw new WarrenError('INVALID_CONFIG', 'the kubeconfig names no current cluster');
-    let server: URL;
-    try {
-      server = new URL(cluster.server);
-    } catch {
-      throw new WarrenError(
-        'INVALID_CONFIG',
-        `the kubeconfig's cluster server ${JSON.stringify(cluster.server)} is no URL`,
-      );
-    }
-    const tls: RequestOptions = {};
-    try {
-      await options.kubeConfig.applyToHTTPSOptions(tls);
-    } catch (error) {
-      throw new WarrenError('INVALID_CONFIG', `the kubeconfig cannot be used: ${messageOf(error)}`, { cause: error });
-    }
-    // A proxy is the library's business (its agent speaks it); otherwise one keep-alive pool of our own.
-    const agent =
-      cluster.proxyUrl !== undefined && tls.agent instanceof HttpAgent
-        ? tls.agent
-        : server.protocol === 'http:'
-          ? new HttpAgent({ keepAlive: true, maxSockets: 8 })
-          : new HttpsAgent({
-              keepAlive: true,
-              maxSockets: 8,
-              ...defined({
-                ca: tls.ca,
-                cert: tls.cert,
-                key: tls.key,
-                rejectUnauthorized: tls.rejectUnauthorized,
-                servername: tls.servername,
-              }),
-            });
-    return new KubeApiClient(server, agent, options);
+    const { server, pools } = await connectionOf(options.kubeConfig);
+    return new KubeApiClient(server, pools, options);
   }
 
   /** The API server, as operators know it (`https://host:port`). */
@@ -219,7 +190,7 @@ export class KubeApiClient {
     const ended = { status: 200, body: undefined, json: false, failure: failureOfResponse(200, '') };
     let answered = false;
     return new Promise<ApiAnswer>((resolve, reject) => {
-      const req = send(url, { method: 'GET', headers, agent: this.#agent, signal: both }, (res) => {
+      const req = send(url, { method: 'GET', headers, agent: this.#pools.watches, signal: both }, (res) => {
         const status = res.statusCode ?? 0;
         answered = true;
         this.#requests?.countRequest('GET', request.path, true, status);
@@ -286,21 +257,12 @@ export class KubeApiClient {
   /** Closes kept connections and fails requests in flight (TRY_AGAIN). */
   close(): void {
     this.#closing.abort();
-    this.#agent.destroy();
+    this.#pools.requests.destroy();
+    this.#pools.watches.destroy();
   }
 
-  async #headers(what: string): Promise<Record<string, string>> {
-    // The credentials as the library gives them now: a token file is read again when it rotates.
-    const auth: RequestOptions = {};
-    try {
-      await this.#config.applyToHTTPSOptions(auth);
-    } catch (error) {
-      throw new WarrenError('TRY_AGAIN', `no Kubernetes credentials to ${what}: ${messageOf(error)}`, { cause: error });
-    }
-    const headers: Record<string, string> = { accept: 'application/json', 'user-agent': this.#userAgent };
-    for (const [k, v] of Object.entries(auth.headers ?? {})) if (v !== undefined) headers[k.toLowerCase()] = String(v);
-    if (typeof auth.auth === 'string') headers.authorization = `Basic ${Buffer.from(auth.auth).toString('base64')}`;
-    return headers;
+  #headers(what: string): Promise<Record<string, string>> {
+    return credentialHeaders(this.#config, what, this.#userAgent);
   }
 
   #exchange(
@@ -314,7 +276,7 @@ export class KubeApiClient {
     const max = this.#maxAnswerBytes;
     return new Promise((resolve, reject) => {
       let answered = false;
-      const req = send(url, { method, headers, agent: this.#agent, signal }, (res) => {
+      const req = send(url, { method, headers, agent: this.#pools.requests, signal }, (res) => {
         answered = true;
         const chunks: Buffer[] = [];
         let size = 0;

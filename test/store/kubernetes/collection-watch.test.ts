@@ -148,6 +148,19 @@ describe('KubeCollectionWatch', () => {
     await waitFor('j dropped', () => w.get('j') === undefined || undefined);
   });
 
+  it('leaves room for requests however many watches one client keeps open (no pool of connections starved)', async () => {
+    // An agent keeps about ten watches open; each holds its connection for minutes. Requests must
+    // still go out beside them (the pool of requests once had 8 connections, shared with watches).
+    const many = Array.from({ length: 12 }, (_, i) => watch({ labelSelector: `kind=many-${i}` }));
+    for (const w of many) w.start();
+    await Promise.all(many.map((w) => w.synced()));
+    await waitFor('every watch open', () => (api.watchCount('leases') >= 12 + 0 ? true : undefined));
+    await leases.create('make m', lease('m', 'n1', { kind: 'many-3' }));
+    await waitFor('m seen through its watch', () => many[3]?.get('m'));
+    assert.equal((await leases.get('read m', 'm')) !== undefined, true, 'a request answered beside 12 open watches');
+    for (const w of many) w.close();
+  });
+
   it('requests nothing after close', async () => {
     const w = watch({ labelSelector: 'kind=v' }, 1);
     w.start();

@@ -1,0 +1,86 @@
+/**
+ * Where the cluster tier's client (api-client.ts) finds the Kubernetes API server and how it is let
+ * in, from a KubeConfig of @kubernetes/client-node: the server's URL, the keep-alive connections it
+ * is reached over, and the credentials each request carries. The client itself is the exchange:
+ * what is sent and what an answer means.
+ *
+ * Guarantees:
+ * - a KubeConfig that names no usable cluster, server or TLS settings is INVALID_CONFIG saying so,
+ *   before any connection is made;
+ * - two pools of connections: REQUEST_SOCKETS for requests, and one without a cap for watches, each
+ *   of which holds its connection for minutes (an agent keeps about ten open), so that no watch
+ *   waits for a request's connection, nor a request for a watch's (a watch once took the eighth and
+ *   last connection, and the Lease renewal behind it waited for ever); behind a proxy, the
+ *   library's agent, which speaks it, serves both;
+ * - credentials are read from the KubeConfig for each request, so a rotated service-account token
+ *   is picked up; a KubeConfig that cannot give them then is TRY_AGAIN naming what was being done.
+ */
+import { Agent as HttpAgent } from 'node:http';
+import { Agent as HttpsAgent, type RequestOptions } from 'node:https';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { defined } from '../../core/defined.ts';
+import { WarrenError, messageOf } from '../../core/errors.ts';
+
+/** Connections requests share. */
+const REQUEST_SOCKETS = 8;
+
+export interface ConnectionPools {
+  readonly requests: HttpAgent;
+  readonly watches: HttpAgent;
+}
+
+/** The API server of the KubeConfig's current cluster, and the pools it is reached over. */
+export async function connectionOf(config: KubeConfig): Promise<{ server: URL; pools: ConnectionPools }> {
+  const cluster = config.getCurrentCluster();
+  if (cluster === null) throw new WarrenError('INVALID_CONFIG', 'the kubeconfig names no current cluster');
+  let server: URL;
+  try {
+    server = new URL(cluster.server);
+  } catch {
+    throw new WarrenError(
+      'INVALID_CONFIG',
+      `the kubeconfig's cluster server ${JSON.stringify(cluster.server)} is no URL`,
+    );
+  }
+  const tls: RequestOptions = {};
+  try {
+    await config.applyToHTTPSOptions(tls);
+  } catch (error) {
+    throw new WarrenError('INVALID_CONFIG', `the kubeconfig cannot be used: ${messageOf(error)}`, { cause: error });
+  }
+  const pool = (maxSockets: number): HttpAgent =>
+    cluster.proxyUrl !== undefined && tls.agent instanceof HttpAgent
+      ? tls.agent
+      : server.protocol === 'http:'
+        ? new HttpAgent({ keepAlive: true, maxSockets })
+        : new HttpsAgent({
+            keepAlive: true,
+            maxSockets,
+            ...defined({
+              ca: tls.ca,
+              cert: tls.cert,
+              key: tls.key,
+              rejectUnauthorized: tls.rejectUnauthorized,
+              servername: tls.servername,
+            }),
+          });
+  return { server, pools: { requests: pool(REQUEST_SOCKETS), watches: pool(Number.POSITIVE_INFINITY) } };
+}
+
+/** The headers of one request: the credentials as the KubeConfig gives them now, and who asks. */
+export async function credentialHeaders(
+  config: KubeConfig,
+  what: string,
+  userAgent: string,
+): Promise<Record<string, string>> {
+  const auth: RequestOptions = {};
+  try {
+    await config.applyToHTTPSOptions(auth);
+  } catch (error) {
+    throw new WarrenError('TRY_AGAIN', `no Kubernetes credentials to ${what}: ${messageOf(error)}`, { cause: error });
+  }
+  const headers: Record<string, string> = { accept: 'application/json', 'user-agent': userAgent };
+  for (const [k, v] of Object.entries(auth.headers ?? {})) if (v !== undefined) headers[k.toLowerCase()] = String(v);
+  if (typeof auth.auth === 'string') headers.authorization = `Basic ${Buffer.from(auth.auth).toString('base64')}`;
+  return headers;
+}
