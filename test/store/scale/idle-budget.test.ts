@@ -13,6 +13,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ScaleCluster } from '../../../bench/scale/cluster.ts';
+import { SCALE_NAMESPACE } from '../../../bench/scale/simulated-node.ts';
+import { nodeLeaseName } from '../../../src/store/kubernetes/names.ts';
 import { holdBlocks, idleWindow } from '../../../bench/scale/scenarios.ts';
 import { describeWindow, idleBudgetBreaches, listsIn } from '../../../bench/scale/window-counts.ts';
 
@@ -40,6 +42,24 @@ describe(`${NODES} idle nodes on one shared range (issue 36's idle budget)`, () 
     const shown = breaches.slice(0, 5).join('\n');
     assert.equal(listsIn(idle), 0, `LISTs in the idle window:\n${table}\nnodes over the budget:\n${shown}`);
     assert.deepEqual(breaches, [], `nodes over the idle budget:\n${shown}\n${table}`);
+  });
+
+  it('keeps every node announced through the window: silence is not a stopped upkeep', async () => {
+    // The budget is a ceiling; a node that wrote nothing because its upkeep hung would meet it. Each
+    // node renews its Lease once a third of the lease has passed, so each was renewed within that
+    // (and one upkeep interval) of the window's end, and none is refused or halted.
+    const now = cluster.clock.now();
+    const late = cluster.nodes.flatMap((node) => {
+      const lease = cluster.api.object('leases', nodeLeaseName(node.name), SCALE_NAMESPACE);
+      const spec = lease?.spec as { renewTime?: string; leaseDurationSeconds?: number } | undefined;
+      const renewed = spec?.renewTime === undefined ? Number.NaN : Date.parse(spec.renewTime);
+      const third = ((spec?.leaseDurationSeconds ?? 0) * 1000) / 3;
+      const problem = node.problem();
+      return renewed >= now - third - 10_000 && problem === undefined
+        ? []
+        : [`${node.name}: renewed ${(now - renewed) / 1000} s ago${problem === undefined ? '' : `, ${problem}`}`];
+    });
+    assert.deepEqual(late, [], 'nodes whose announcement was not kept');
   });
 
   it('no address is held twice across every node', async () => {
