@@ -4,7 +4,9 @@
  * ordinal (`spec.ordinals.start` <= ordinal < start + `spec.replicas`), once that has lasted the
  * grace (`--sticky-release-grace`, on the monotonic clock): a scale-down undone within it keeps the
  * addresses. ONE agent of the cluster at a time does it (the chore `sticky-release`, a Lease, as
- * the pool status writer), from a list-watch of the StatefulSets, one round per interval.
+ * the pool status writer), from a list-watch of the StatefulSets, one round per interval. While it
+ * holds the chore it keeps a watch of the StatefulSets' holdings (by their kind's label) and reads
+ * it each round: no listing on the interval, and nobody else watches them.
  *
  * Guarantees:
  * - never judged by what cannot be seen: nothing ends before the StatefulSets were listed, and an
@@ -26,6 +28,7 @@ import { isPlainObject } from '../../core/validate.ts';
 import { parseHolderKey } from '../../ipam/holding-key.ts';
 import type { ListWatchItem } from '../../sources/kubernetes/list-watch.ts';
 import type { ClusterHoldings, HoldingRecord } from '../../store/cluster-holdings.ts';
+import type { RecordView } from '../../store/cluster.ts';
 import type { Membership } from '../../store/store.ts';
 
 /** The chore whose holder ends uncovered ordinals' holdings. */
@@ -40,7 +43,7 @@ interface Coverage {
 }
 
 export interface StickyReleaseOptions {
-  readonly records: Pick<ClusterHoldings, 'list'>;
+  readonly records: Pick<ClusterHoldings, 'list' | 'watch'>;
   /** Ends a holder's holdings (allocator.holdings.endHolding). */
   readonly endHolding: (key: string) => Promise<readonly HoldingRecord[]>;
   readonly membership: Pick<Membership, 'claimTask' | 'liveNodes'>;
@@ -75,6 +78,8 @@ export class StickyRelease {
   readonly #uncoveredSince = new Map<string, number>();
   readonly #task: PeriodicTask<string[]>;
   #ended = 0;
+  /** The StatefulSets' holdings, watched while this agent holds the chore. */
+  #holdings: RecordView<HoldingRecord> | undefined;
 
   constructor(options: StickyReleaseOptions) {
     this.#o = options;
@@ -116,11 +121,14 @@ export class StickyRelease {
     const { records, membership, clock, graceMs } = this.#o;
     if (!(await membership.claimTask(STICKY_RELEASE_TASK))) {
       this.#uncoveredSince.clear(); // another agent counts; this one starts afresh if it takes over
+      this.#stopWatching();
       return [];
     }
+    // Read from the watch once its first listing is in; listed (once or twice) until then.
+    this.#holdings ??= records.watch({ kind: 'statefulset' });
+    const holdings = this.#holdings.synced ? this.#holdings.values() : await records.list({ kind: 'statefulset' });
     const byKey = new Map<string, HoldingRecord[]>();
-    for (const record of await records.list({ kind: 'statefulset' }))
-      byKey.set(record.key, [...(byKey.get(record.key) ?? []), record]);
+    for (const record of holdings) byKey.set(record.key, [...(byKey.get(record.key) ?? []), record]);
     const now = clock.monotonic();
     let live: Set<string> | undefined;
     const ended: string[] = [];
@@ -147,8 +155,17 @@ export class StickyRelease {
   }
 
   /** Rounds until `signal` aborts, one per interval; settles once the round under way ended. */
-  run(signal: AbortSignal): Promise<void> {
-    return this.#task.runUntil(signal);
+  async run(signal: AbortSignal): Promise<void> {
+    try {
+      await this.#task.runUntil(signal);
+    } finally {
+      this.#stopWatching();
+    }
+  }
+
+  #stopWatching(): void {
+    this.#holdings?.close();
+    this.#holdings = undefined;
   }
 
   status(): { listed: boolean; ended: number; lastError?: string; chore: PeriodicTaskStatus } {

@@ -56,6 +56,22 @@ describe('ending the holdings of ordinals a StatefulSet no longer covers', () =>
     return { c, a, release, advance, keys: async () => (await c.tier.holdings.list({})).map((r) => r.key).sort() };
   };
 
+  it("reads the StatefulSets' holdings from a watch while it holds the chore: no listing per round", async () => {
+    const { c, release, advance } = await setup();
+    const b = c.nodes[1] as TieredNode;
+    for (const i of [0, 1]) await hold(b, 'web', i);
+    release.observe({ kind: 'listed', objects: [statefulSet('web', 1)] });
+    const listed = () => c.tier.calls.get('holdings.list') ?? 0;
+    const before = listed();
+    for (let round = 0; round < 5; round++) {
+      assert.deepEqual(await release.round(), []);
+      await advance(10_000);
+    }
+    assert.equal(listed(), before, 'no listing of the holdings in five rounds');
+    await advance(GRACE_MS);
+    assert.deepEqual(await release.round(), ['statefulset/db/web/1'], 'judged from the watch all the same');
+  });
+
   it('ends the holding of an ordinal scaled below after the grace, not before, and its address goes back', async () => {
     const { c, a, release, advance, keys } = await setup();
     const b = c.nodes[1] as TieredNode;
