@@ -203,13 +203,15 @@ export class KubeApiClient {
    * A GET whose answer is read as it comes, one JSON value a line (a watch): `onLine` is given each,
    * and the promise settles when the server ends it (its status; for a status other than 200, the
    * answer's body too, as `send` gives it). TRY_AGAIN when it could not be made or was cut off;
-   * `signal` (or the client's close) ends it quietly, as an end.
+   * `signal` (or the client's close) ends it quietly, as an end. `onAnswer` is told the status as
+   * soon as the answer's head arrived, before any line: the server took the request.
    */
   async stream(
     what: string,
     request: Omit<ApiRequest, 'method' | 'body'>,
     onLine: (value: unknown) => void,
     signal: AbortSignal,
+    onAnswer?: (status: number) => void,
   ): Promise<ApiAnswer> {
     const url = new URL(this.#server.pathname.replace(/\/+$/, '') + request.path, this.#server);
     for (const [k, v] of Object.entries(request.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
@@ -223,6 +225,7 @@ export class KubeApiClient {
         const status = res.statusCode ?? 0;
         answered = true;
         this.#requests?.countRequest('GET', request.path, true, status);
+        onAnswer?.(status);
         let carry = '';
         let text = '';
         res.setEncoding('utf8');

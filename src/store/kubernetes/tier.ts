@@ -22,9 +22,10 @@
  *   borrower's loan ledger is published by `publishLoan` (no claim to check) and `withdrawLoan`;
  * - address requests are kubernetes/requests.ts's: an update is a PUT guarded by the version it was
  *   read at, and the server selects open requests and each lender's by label;
- * - a node's claims and the address spaces are watched (kubernetes/tier-watches.ts: listed once,
- *   then watched from the version reached, listed again only after 410 Gone), and `ping` answers
- *   from them: a watch open and synced means the API server answered; only when none is does
+ * - a node's claims, the address spaces, this node's Lease and the state object are watched
+ *   (kubernetes/tier-watches.ts: listed once, then watched from the version reached, listed again
+ *   only after 410 Gone), and `ping` answers from them: a watch synced and open (its answer's head
+ *   arrived, not one being opened again) means the API server answered; only when none is does
  *   `ping` send a request (a listing of at most one range).
  * Every failure to reach the API server is TRY_AGAIN naming it (api-client.ts).
  *
@@ -66,7 +67,7 @@ import { KubeRequests } from './requests.ts';
 import { KubeRequestWatch } from './request-watch.ts';
 import { KubeTierWatches } from './tier-watches.ts';
 import { blockObject, claimOfObject, rangeObject, rangeOf } from './objects.ts';
-import { FULL_LIST_PAGE, Resource, leaseKind, warrenKind } from './resources.ts';
+import { FULL_LIST_PAGE, Resource, coreKind, leaseKind, warrenKind } from './resources.ts';
 import type { AcceptReport } from '../store.ts';
 
 /** Rounds of read-and-write against an object that keeps changing, before TRY_AGAIN. */
@@ -166,6 +167,8 @@ export class KubeTier implements ClusterTier {
     this.holdings = new KubeHoldings(api);
     this.membership = new LeaseMembership({
       leases: new Resource(api, leaseKind(o.namespace), guarded),
+      nodes: new Resource(api, coreKind('nodes')),
+      watches: this.#watches,
       leaseSeconds: o.leaseSeconds,
       clock: o.clock,
       continuity,
