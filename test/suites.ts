@@ -193,6 +193,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/store/kubernetes/lease-membership.test.ts',
   'test/store/kubernetes/tier.test.ts',
   'test/store/kubernetes/api-client.test.ts',
+  'test/store/kubernetes/announcement-watch.test.ts',
   'test/store/kubernetes/api-client-idle.test.ts',
   'test/store/kubernetes/api-requests.test.ts',
   'test/store/kubernetes/names.test.ts',

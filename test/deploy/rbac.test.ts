@@ -50,16 +50,16 @@ const AGENT = [
   ...needs(['get', 'list', 'watch'], 'k8s.cni.cncf.io', 'ipamclaims'),
   need('patch', 'k8s.cni.cncf.io', 'ipamclaims/status'),
   ...needs(['get', 'list', 'create'], 'warren.dev', 'warrenranges'),
-  ...needs(['get', 'list', 'create', 'delete'], 'warren.dev', 'warrenblocks'),
+  ...needs(['get', 'list', 'watch', 'create', 'delete'], 'warren.dev', 'warrenblocks'),
   ...needs(['get', 'list', 'create', 'update', 'delete'], 'warren.dev', 'warrenblockpublications'),
   ...needs(['get', 'list', 'watch', 'create', 'update'], 'warren.dev', 'warrenaddressrequests'),
-  ...needs(['get', 'create', 'update'], 'warren.dev', 'warrenaddressspaces'),
-  ...needs(['get', 'create', 'update'], 'warren.dev', 'warrenclusterstates'),
+  ...needs(['get', 'list', 'watch', 'create', 'update'], 'warren.dev', 'warrenaddressspaces'),
+  ...needs(['get', 'list', 'watch', 'create', 'update'], 'warren.dev', 'warrenclusterstates'),
   ...needs(['list', 'watch'], 'warren.dev', 'warrenreservations'),
   need('patch', 'warren.dev', 'warrenreservations/status'),
   ...needs(['get', 'list', 'create', 'update', 'delete'], 'warren.dev', 'warrenaddressholdings'),
   ...needs(['list', 'watch'], 'apps', 'statefulsets'),
-  ...needs(['get', 'list', 'create', 'update', 'delete'], 'coordination.k8s.io', 'leases', 'namespace'),
+  ...needs(['get', 'list', 'watch', 'create', 'update', 'delete'], 'coordination.k8s.io', 'leases', 'namespace'),
 ].sort();
 
 /** What `warren migrate whereabouts` reads (it writes through the cluster tier, as the agent). */
@@ -135,6 +135,7 @@ const RESOURCE_VERBS: Record<string, string> = {
   remove: 'delete',
   list: 'list',
   listAll: 'list',
+  listAt: 'list',
   watch: 'watch',
 };
 /** The names the kubernetes store holds its Resources by (fields, options, locals), and what each serves. */
@@ -148,6 +149,7 @@ const HOLDERS: Record<string, { group: string; plural: string; scope: Scope }> =
   holdings: { group: 'warren.dev', plural: 'warrenaddressholdings', scope: 'cluster' },
   leases: { group: 'coordination.k8s.io', plural: 'leases', scope: 'namespace' },
   pools: { group: 'warren.dev', plural: 'warrenpools', scope: 'cluster' },
+  nodes: { group: '', plural: 'nodes', scope: 'cluster' },
 };
 
 function sources(dir: string): string[] {
@@ -184,6 +186,7 @@ function resourceCalls(file: string, text: string): string[] {
     const [, name, how, plural] = m as unknown as [string, string, string, string];
     const holder = holderOf(name);
     if (how === 'leaseKind') assert.equal(holder.plural, 'leases', `${file}: ${name} holds Leases`);
+    else if (how === 'coreKind') assert.deepEqual([holder.group, holder.plural], ['', plural], `${file}: ${name}`);
     else assert.deepEqual([how, plural], ['warrenKind', holder.plural], `${file}: ${name} holds ${holder.plural}`);
   }
   // A Resource handed on keeps its name.
@@ -199,6 +202,11 @@ function resourceCalls(file: string, text: string): string[] {
     found.push(
       need(RESOURCE_VERBS[method] as string, holder.group, `${holder.plural}${status ? '/status' : ''}`, holder.scope),
     );
+  }
+  // A Resource handed to the tier's watches (tier-watches.ts: a KubeCollectionWatch) is listed and watched.
+  for (const m of text.matchAll(/#?watches\.(?:one|claims|spaces)\(\s*(?:this\.)?(?:#?o\.)?(#?\w+)/g)) {
+    const holder = holderOf(m[1] as string);
+    found.push(...needs(['list', 'watch'], holder.group, holder.plural, holder.scope));
   }
   return found;
 }
