@@ -12,11 +12,10 @@
  *   (settings/serving-rows.ts), and two renewals may fail before the lease lapses.
  * - One agent per node name: a Lease of another instance refuses `announce` (ALREADY_RUNNING) while
  *   unexpired; an expired one, this instance's own, or its previous start's on this boot is taken
- *   over by an RV-guarded PUT (so of two takers one wins); so is its previous start's on another
- *   boot when Kubernetes' Node of this name reports this agent's boot ID (the machine registered as
- *   this node booted since that start: one GET of the Node, at announce only; lease-takeover.ts),
- *   and otherwise it is waited out up to the lease time (a clone may be renewing it), so an agent
- *   after a power loss serves as soon as its kubelet reported the new boot, not a lease later.
+ *   over by an RV-guarded PUT (so of two takers one wins); so is its previous start's on another boot
+ *   when Kubernetes' Node of this name reports this agent's boot ID (the machine booted since that
+ *   start: one GET of the Node, at announce only; lease-takeover.ts), so an agent serves after a power
+ *   loss once its kubelet reported the boot; else it is waited out, up to the lease (a clone may renew it).
  * - Once announced, this node's Lease and the store's state object are watched (tier-watches.ts
  *   `one`, field selector `metadata.name`: listed once, then watched, no periodic request). The
  *   Lease found held by another instance while this one runs halts this agent (sticky until
@@ -139,8 +138,7 @@ export class LeaseMembership implements Membership {
 
   async keepRecovery(): Promise<void> {
     const halted = this.#o.continuity.halted() !== undefined;
-    // A marker standing is seen lifted on the state object's watch while it is live.
-    const marker = this.#o.state.recovery() !== undefined && !this.#o.state.following();
+    const marker = this.#o.state.recovery() !== undefined && !this.#o.state.following(); // else seen on its watch
     if (!this.#stateDue && !halted && !marker) return;
     await this.#o.state.verify();
     this.#stateDue = false;
@@ -199,6 +197,7 @@ export class LeaseMembership implements Membership {
     });
   }
 
+  /** This node's name was taken by another instance: stop rather than fight over it. */
   #takenOver(a: Announced, name: string, lease: LeaseView): void {
     this.#held = undefined;
     this.#o.continuity.halt('taken-over', takenOverMessage(a.node, name, recordOf(lease)));

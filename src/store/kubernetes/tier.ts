@@ -36,8 +36,6 @@
  * until an operator accepts the store; `accept` claims again the blocks this node's file holds
  * (`onAccept`, as on etcd).
  */
-import type { KubeConfig } from '@kubernetes/client-node';
-import type { Clock } from '../../core/clock.ts';
 import { defined } from '../../core/defined.ts';
 import { WarrenError } from '../../core/errors.ts';
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
@@ -55,7 +53,6 @@ import type {
   UnclaimResult,
 } from '../tiered/cluster-tier.ts';
 import { KubeApiClient } from './api-client.ts';
-import type { ApiRequestCounter } from './api-requests.ts';
 import { KubeHoldings } from './holdings.ts';
 import { KubePublications } from './publications.ts';
 import { KubeSpaces } from './spaces.ts';
@@ -65,6 +62,7 @@ import { LeaseMembership } from './lease-membership.ts';
 import { NODE_LABEL, RANGE_LABEL, blockName, labelValue, rangeName, selectorOf } from './names.ts';
 import { KubeRequests } from './requests.ts';
 import { KubeRequestWatch } from './request-watch.ts';
+import { type KubeTierOptions, checkTierOptions } from './tier-options.ts';
 import { KubeTierWatches } from './tier-watches.ts';
 import { blockObject, claimOfObject, rangeObject, rangeOf } from './objects.ts';
 import { FULL_LIST_PAGE, Resource, coreKind, leaseKind, warrenKind } from './resources.ts';
@@ -73,38 +71,10 @@ import type { AcceptReport } from '../store.ts';
 /** Rounds of read-and-write against an object that keeps changing, before TRY_AGAIN. */
 const MAX_ROUNDS = 5;
 
-export interface KubeTierOptions {
-  readonly kubeConfig: KubeConfig;
-  /** Where the Leases live: the agent's namespace. */
-  readonly namespace: string;
-  readonly leaseSeconds: number;
-  readonly clock: Clock;
-  readonly notice?: (message: string) => void;
-  /** Deadline of each request, milliseconds (api-client.ts). */
-  readonly requestTimeoutMs?: number;
-  /** Largest answer read, bytes (api-client.ts; tests). */
-  readonly maxAnswerBytes?: number;
-  /** Told of every request sent, and the User-Agent they carry (api-client.ts). */
-  readonly requests?: ApiRequestCounter | undefined;
-  readonly userAgent?: string | undefined;
-  /**
-   * The store's identity this agent recorded when it last ran (its state directory): a store found
-   * without it, or with another, lost its data while the agent was away, and is not written.
-   */
-  readonly identity?: string | undefined;
-}
+export type { KubeTierOptions };
 
 export async function openKubeTier(o: KubeTierOptions): Promise<KubeTier> {
-  if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(o.namespace))
-    throw new WarrenError(
-      'INVALID_CONFIG',
-      `the Kubernetes namespace ${JSON.stringify(o.namespace)} is not a valid name`,
-    );
-  if (!(Number.isInteger(o.leaseSeconds) && o.leaseSeconds > 0))
-    throw new WarrenError(
-      'INVALID_CONFIG',
-      `the lease time must be a whole number of seconds > 0, not ${o.leaseSeconds}`,
-    );
+  checkTierOptions(o);
   const api = await KubeApiClient.open({
     kubeConfig: o.kubeConfig,
     ...defined({
