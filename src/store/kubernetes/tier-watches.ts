@@ -12,8 +12,9 @@
  * - `reachable`: whether one of them is synced and open, its answer's head arrived (collection-watch.ts
  *   `watching`, not `opening`: a watch being opened again says nothing of the server yet), which
  *   says the API server answered it (the tier's ping then sends nothing).
- * `seen` answers undefined while its watch is not open and synced (listing, backing off after a
- * failure, closed): the reader asks the API server instead.
+ * `seen` answers undefined while its watch is not synced and open or being opened again from the
+ * version reached (listing, backing off after a failure, closed): the reader asks the API server
+ * instead.
  */
 import type { Clock } from '../../core/clock.ts';
 import type { BlockClaim, ClaimsSeen, ClusterWatch, SpacesSeen } from '../tiered/cluster-tier.ts';
@@ -41,7 +42,7 @@ function contractOf<T, S>(
   closed: () => void,
 ): ClusterWatch<S> {
   return {
-    seen: () => (isLive(watch) ? seen(watch) : undefined),
+    seen: () => (isCurrent(watch) ? seen(watch) : undefined),
     onChange: (listener) => watch.listen(() => listener()),
     close: () => {
       watch.close();
@@ -53,7 +54,7 @@ function contractOf<T, S>(
 /** A watch of one object, as membership uses it: its changes, whether it is live, its end. */
 export interface OneWatched<T> {
   listen(listener: (change: CollectionChange<T>) => void): () => void;
-  /** Synced and open: what it told is the object as the API server has it now. */
+  /** Synced, and open or being opened again from where it was: it misses no change of the object. */
   live(): boolean;
   close(): void;
 }
@@ -64,9 +65,19 @@ interface Watched {
   close(): void;
 }
 
+/** Synced and open, its answer's head arrived: the API server answered it just now. */
 function isLive(watch: Watched): boolean {
   const { synced, state } = watch.status();
   return synced && state === 'watching';
+}
+
+/**
+ * Synced and open or being opened again from the version reached: its copy misses no change (a
+ * watch resumed from there delivers every later one), though the server may not be answering.
+ */
+function isCurrent(watch: Watched): boolean {
+  const { synced, state } = watch.status();
+  return synced && (state === 'watching' || state === 'opening');
 }
 
 export class KubeTierWatches {
@@ -118,7 +129,7 @@ export class KubeTierWatches {
     watch.start();
     return {
       listen: (listener) => watch.listen(listener),
-      live: () => isLive(watch),
+      live: () => isCurrent(watch),
       close: () => {
         watch.close();
         this.#open.delete(watch);
