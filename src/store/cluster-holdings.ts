@@ -19,6 +19,7 @@
  *   record, never removed by a stale reader;
  * - `setUses` replaces the uses of one node only if the record is still at the version read.
  */
+import type { RecordView } from './cluster.ts';
 
 /** A pod using a held address, as the node it runs on reported it. */
 export interface HoldingUse {
@@ -69,12 +70,7 @@ export interface ClusterHoldings {
    * using them (`user`, as `uses` says), the kind of holder (`kind`: `statefulset`, `ipamclaim`),
    * the ledger holding the address (`block`). With no filter, every record.
    */
-  list(filter: {
-    readonly owner?: string;
-    readonly user?: string;
-    readonly kind?: string;
-    readonly block?: string;
-  }): Promise<HoldingRecord[]>;
+  list(filter: HoldingFilter): Promise<HoldingRecord[]>;
   /**
    * Makes `node` the record's owner if it is still at `record.version` (the block's new holder,
    * its old one forgotten); undefined when it changed or is gone.
@@ -87,4 +83,28 @@ export interface ClusterHoldings {
   setUses(record: HoldingRecord, node: string, uses: readonly HoldingUse[]): Promise<HoldingRecord | undefined>;
   /** Deletes the record if it is still `record` (its uid). */
   remove(record: HoldingRecord): Promise<RemoveResult>;
+  /**
+   * The records of `filter` (as `list` selects them) kept in a view: listed once, then watched
+   * (on Kubernetes: a label selector, resumed from the version reached, listed again only on 410
+   * Gone), so an upkeep reads them with no request. Ended by its `close`, or the tier's.
+   */
+  watch(filter: HoldingFilter): RecordView<HoldingRecord>;
+}
+
+/** What `list` and `watch` select records by (ClusterHoldings.list). */
+export interface HoldingFilter {
+  readonly owner?: string;
+  readonly user?: string;
+  readonly kind?: string;
+  readonly block?: string;
+}
+
+/** Whether `record` is one `filter` selects: what every implementation keeps, however it selects. */
+export function inHoldingFilter(filter: HoldingFilter, record: HoldingRecord): boolean {
+  return (
+    (filter.owner === undefined || record.owner === filter.owner) &&
+    (filter.user === undefined || record.uses.some((u) => u.node === filter.user)) &&
+    (filter.kind === undefined || record.key.startsWith(`${filter.kind}/`)) &&
+    (filter.block === undefined || record.block === filter.block)
+  );
 }

@@ -103,12 +103,38 @@ export interface ClusterRecords {
    */
   updateRequest(request: AddressRequest, grants: readonly Grant[], wanted: number): Promise<AddressRequest | undefined>;
   /**
-   * Tells `listener` of address requests created or changed, soon after (a watch), until the
-   * function returned is called (or the tier closes). A hint only: it may come late, twice, or not
-   * at all (a watch reconnecting); a lender answers on it and a borrower looks at its request on it
-   * at once, while the periodic readings stay what correctness rests on.
+   * Keeps the requests of `scope` in a view, listed once and then watched (resumed from the version
+   * reached, listed again only when the cluster no longer keeps that version), so the periodic
+   * readings read the view and make no request; `listener` is told of each request that entered,
+   * changed in or left the scope (`gone`), as the watch tells it. Until `synced`, the view answers
+   * from nothing: a reader falls back to the listings above. Closed by `close` (or the tier's).
    */
-  watchRequests(listener: (request: AddressRequest) => void): () => void;
+  watchRequests(scope: RequestScope, listener?: (change: RequestChange) => void): RecordView<AddressRequest>;
+}
+
+/** The address requests a view keeps (ClusterRecords.watchRequests): each selected on the server where it can be. */
+export type RequestScope =
+  /** The open requests (wanted > 0) of these range pools: a lender's, the ranges it holds blocks of. */
+  | { readonly open: readonly string[] }
+  /** The requests granting something lent by `lentBy` (a node, or a migration's `whereabouts`). */
+  | { readonly lentBy: string }
+  /** The requests of node `node`, one per range it asked in. */
+  | { readonly node: string };
+
+/** A request as a view's watch told it: `gone` when it left the scope (deleted, or no longer selected). */
+export interface RequestChange {
+  readonly request: AddressRequest;
+  readonly gone: boolean;
+}
+
+/** Records of the cluster kept in step by a watch (ClusterRecords.watchRequests, ClusterHoldings.watch). */
+export interface RecordView<T> {
+  /** Whether the view holds its scope as of its watch (its first listing is in); before, it holds nothing. */
+  readonly synced: boolean;
+  /** The records in scope, as of the last change the watch told. */
+  values(): T[];
+  /** Ends the watch; nothing is told after it. */
+  close(): void;
 }
 
 /** The published view alone: what exhaustion, the pools' status and listings read. */
@@ -138,4 +164,11 @@ export interface LegacyLeft {
   readonly blocks: Readonly<Record<string, number>>;
   /** Old range documents. */
   readonly ranges: number;
+}
+
+/** Whether `request` is in `scope` (RequestScope): what every tier's view keeps, however it selects. */
+export function inRequestScope(scope: RequestScope, request: AddressRequest): boolean {
+  if ('open' in scope) return request.wanted > 0 && scope.open.includes(request.pool);
+  if ('lentBy' in scope) return request.grants.some((g) => g.lender === scope.lentBy);
+  return request.node === scope.node;
 }

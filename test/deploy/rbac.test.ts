@@ -57,7 +57,7 @@ const AGENT = [
   ...needs(['get', 'list', 'watch', 'create', 'update'], 'warren.dev', 'warrenclusterstates'),
   ...needs(['list', 'watch'], 'warren.dev', 'warrenreservations'),
   need('patch', 'warren.dev', 'warrenreservations/status'),
-  ...needs(['get', 'list', 'create', 'update', 'delete'], 'warren.dev', 'warrenaddressholdings'),
+  ...needs(['get', 'list', 'watch', 'create', 'update', 'delete'], 'warren.dev', 'warrenaddressholdings'),
   ...needs(['list', 'watch'], 'apps', 'statefulsets'),
   ...needs(['get', 'list', 'watch', 'create', 'update', 'delete'], 'coordination.k8s.io', 'leases', 'namespace'),
 ].sort();
@@ -192,7 +192,19 @@ function resourceCalls(file: string, text: string): string[] {
   // A Resource handed on keeps its name.
   for (const m of text.matchAll(/(?:(\w+):|const (\w+) =) this\.(?:#o\.)?#?(\w+)[,;\n]/g)) {
     const [, key, local, from] = m as unknown as [string, string | undefined, string | undefined, string];
-    if (HOLDERS[from] !== undefined) assert.equal(key ?? local, from, `${file}: ${from} handed on under its own name`);
+    // (A collection watch's `resource` is the one other name: attributed where the watch is made, above.)
+    if (HOLDERS[from] !== undefined && key !== 'resource')
+      assert.equal(key ?? local, from, `${file}: ${from} handed on under its own name`);
+  }
+  // A collection watch (collection-watch.ts) given a Resource lists it and watches it.
+  for (const made of text.matchAll(/new KubeCollectionWatch(?:<[^(]*>)?\(/g)) {
+    const args = argumentsAt(text, (made.index ?? 0) + made[0].length - 1);
+    // A watch of one object of any Resource (tier-watches.ts `one`) is attributed where `one` is called, below.
+    if (/\bresource,/.test(args) && /\bone<T>\(resource: Resource/.test(text)) continue;
+    const given = /\bresource:\s*(?:this\.(?:#o\.)?)?(#?\w+)/.exec(args);
+    assert.ok(given, `${file}: a KubeCollectionWatch made without a Resource this test can name`);
+    const holder = holderOf(given[1] as string);
+    for (const verb of ['list', 'watch']) found.push(need(verb, holder.group, holder.plural, holder.scope));
   }
   for (const m of text.matchAll(/(?<![\w$])(#?\w+)\.(\w+)\(/g)) {
     const [, name, method] = m as unknown as [string, string, string];
@@ -203,8 +215,8 @@ function resourceCalls(file: string, text: string): string[] {
       need(RESOURCE_VERBS[method] as string, holder.group, `${holder.plural}${status ? '/status' : ''}`, holder.scope),
     );
   }
-  // A Resource handed to the tier's watches (tier-watches.ts: a KubeCollectionWatch) is listed and watched.
-  for (const m of text.matchAll(/#?watches\.(?:one|claims|spaces)\(\s*(?:this\.)?(?:#?o\.)?(#?\w+)/g)) {
+  // A Resource handed to the tier's watch of one object (tier-watches.ts `one`) is listed and watched.
+  for (const m of text.matchAll(/#?watches\.one\(\s*(?:this\.)?(?:#?o\.)?(#?\w+)/g)) {
     const holder = holderOf(m[1] as string);
     found.push(...needs(['list', 'watch'], holder.group, holder.plural, holder.scope));
   }

@@ -9,6 +9,9 @@
  *   their records' `uses`, and entries of this node no longer recorded here are taken out, so the
  *   records show which pods use each address within one run of any change.
  *
+ * The records it reads every run (owned here, used here) come from watches' copies
+ * (watched-holdings.ts): an idle node's upkeep makes no request; it writes only what changed.
+ *
  * Guarantees: placeholders are read before records (a placeholder is written before its record,
  * so one read here whose record exists is seen with it); it never releases a pod's allocation,
  * only placeholders; a failure for one holding is reported and the others are still kept.

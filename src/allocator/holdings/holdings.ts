@@ -21,7 +21,8 @@
  * answers with the held address (its use recorded), or with a placeholder for the allocator to
  * allocate itself, then `adopt` to make it held. Nothing here calls the allocator back. The parts:
  * holder-plan.ts (the ADD of a holder), holdings-upkeep.ts (the upkeep), holding-records.ts (the
- * cluster's records as this node reaches them), placeholders.ts (the placeholder's owner); this
+ * cluster's records as this node reaches them), watched-holdings.ts (the upkeep's listings served
+ * from watches), placeholders.ts (the placeholder's owner); this
  * file wires them and keeps the holdings' lifecycle: ends, orphans, placeholders released.
  *
  * Guarantees:
@@ -59,6 +60,7 @@ import { type HolderAdd, HolderPlanner, type HoldingPlan } from './holder-plan.t
 import { HoldingRecords } from './holding-records.ts';
 import { type HoldingsReport, HoldingsUpkeep } from './holdings-upkeep.ts';
 import { ORPHANED, placeholderOwner } from './placeholders.ts';
+import { WatchedHoldings } from './watched-holdings.ts';
 
 export type { HolderAdd, HoldingPlan } from './holder-plan.ts';
 export { HELD_NETWORK, ORPHANED, isHeldPlaceholder, placeholderOwner } from './placeholders.ts';
@@ -89,7 +91,9 @@ export class Holdings {
 
   constructor(options: HoldingsOptions) {
     this.#o = options;
-    const { store, records, where, node, clock, ledgers, locks } = options;
+    const { store, where, node, clock, ledgers, locks } = options;
+    // The upkeep's listings (owned, used, orphaned) read watches' copies (watched-holdings.ts).
+    const records = options.records === undefined ? undefined : new WatchedHoldings(options.records, node);
     const releasePlaceholder = (key: string, block: string, address: string) =>
       this.releasePlaceholder(key, block, address);
     this.#records = new HoldingRecords(records, where, store.description);

@@ -78,13 +78,9 @@ export class Lender {
   async run(graceMs: number, migrated: readonly AddressRequest[]): Promise<LendReport> {
     const lent: string[] = [];
     const errors: string[] = [];
-    // Only the ranges this node owns blocks of, one listing each: what it reads grows with its blocks.
-    const ranges = new Set(
-      (await this.#o.store.ledgers())
-        .filter((p) => p.affinity === this.#o.node && isBlockKey(p.ledger))
-        .map((p) => rangePoolOfKey(p.ledger)),
-    );
-    for (const pool of ranges) {
+    // Only the ranges this node owns blocks of, one reading each (of a watch's copy, while one is
+    // open: watched-requests.ts): what it reads grows with its blocks.
+    for (const pool of await this.ownRanges()) {
       for (const request of await this.#o.tier.openRequests(pool)) {
         if (request.node === this.#o.node) continue;
         try {
@@ -96,6 +92,15 @@ export class Lender {
     }
     const { released, kept } = await this.#tidy(graceMs, migrated, errors);
     return { lent, released, kept, errors };
+  }
+
+  /** The ranges this node owns blocks of (local reads). */
+  async ownRanges(): Promise<Set<string>> {
+    return new Set(
+      (await this.#o.store.ledgers())
+        .filter((p) => p.affinity === this.#o.node && isBlockKey(p.ledger))
+        .map((p) => rangePoolOfKey(p.ledger)),
+    );
   }
 
   /**

@@ -3,11 +3,13 @@
  * Store.cluster): the parts wired for the allocator. Block placement (block-assigner.ts) uses
  * `fromLoans`, `borrow` and `migratedIn` on the ADD path; the agent's cluster upkeep calls `run`
  * periodically (allocator.ts `lend`) and `promptly` once, to lend as requests change
- * (allocator.ts `lendPromptly`).
+ * (allocator.ts `lendPromptly`). While `promptly` runs, the rounds read the requests from its
+ * watches (watched-requests.ts): an idle node's rounds make no request to the cluster.
  *
  * - borrower.ts: loan ledgers, asking the owners and waiting for grants, adopting them;
  * - lender.ts: answering other nodes' requests, placeholders, tidying orphans up;
  * - prompt-lending.ts: both answered as the tier tells of changed requests, not only on the timer;
+ * - watched-requests.ts: the requests the rounds read, from watches of what this node needs;
  * - loan-return.ts: giving idle loans back;
  * - loan-check.ts: writing back the grant of a loan in use that someone else removed;
  * - migrated.ts: the addresses a migration recorded, adopted or held in a block claimed;
@@ -39,6 +41,7 @@ import { LoanReturn } from './loan-return.ts';
 import { MIGRATION_LENDER } from './loans.ts';
 import { MigratedAddresses, isMigrated } from './migrated.ts';
 import { PromptLending } from './prompt-lending.ts';
+import { WatchedRequests } from './watched-requests.ts';
 import { blockKeyPrefix } from '../../ipam/blocks.ts';
 
 export interface LendingOptions {
@@ -76,6 +79,8 @@ export class Lending {
   readonly #lender: Lender;
   readonly #return: LoanReturn;
   readonly #check: LoanCheck;
+  /** The cluster's records, the requests read from watches while prompt lending runs. */
+  readonly #requests: WatchedRequests;
   /**
    * The requests holding a migration's grants, as last read (each upkeep run reads them): a claim
    * looks here, so claiming a block costs no request more; read at the first claim after a start.
@@ -87,7 +92,10 @@ export class Lending {
 
   constructor(options: LendingOptions) {
     this.#o = options;
-    const { store, tier, node, clock, ledgers, assigner, locks, rangeOf, demand } = options;
+    const { store, node, clock, ledgers, assigner, locks, rangeOf, demand } = options;
+    // Every part reads the requests through the watches while they are open (watched-requests.ts).
+    const tier = new WatchedRequests(options.tier, node);
+    this.#requests = tier;
     this.#borrower = new Borrower({
       store,
       tier,
@@ -116,8 +124,9 @@ export class Lending {
    * `signal` already aborted: the upkeep's rounds and the borrower's polls alone, as before.
    */
   promptly(signal: AbortSignal, report: (lent: readonly string[], errors: readonly string[]) => void): boolean {
-    const { tier, node, clock } = this.#o;
-    return new PromptLending({ tier, node, clock, lender: this.#lender, borrower: this.#borrower, report }).start(
+    const { node, clock } = this.#o;
+    const requests = this.#requests;
+    return new PromptLending({ requests, node, clock, lender: this.#lender, borrower: this.#borrower, report }).start(
       signal,
     );
   }
@@ -143,6 +152,8 @@ export class Lending {
    */
   async migratedIn(range: RangeSpec, block: Block): Promise<LedgerOp[]> {
     const { tier } = this.#o;
+    // A block of the range is being claimed: its open requests are watched from now on.
+    this.#requests.include(range.pool);
     let requests = this.#migrated;
     if (requests === undefined) {
       try {
@@ -173,6 +184,7 @@ export class Lending {
       errors.push(`reading migrated addresses: ${messageOf(error)}`);
     }
     const adopted = migrated === undefined ? 0 : await this.#adoptMigrated(migrated, errors);
+    this.#requests.cover(await this.#lender.ownRanges());
     const lending = await this.#lender.run(o.orphanGraceMs, migrated ?? []).catch((error: unknown) => {
       errors.push(`lending: ${messageOf(error)}`);
       return { lent: [], released: [], kept: [], errors: [] };
@@ -196,7 +208,7 @@ export class Lending {
   }
 
   async #readMigrated(): Promise<readonly AddressRequest[]> {
-    this.#migrated = await this.#o.tier.requestsLentBy(MIGRATION_LENDER);
+    this.#migrated = await this.#requests.requestsLentBy(MIGRATION_LENDER);
     return this.#migrated;
   }
 
@@ -230,7 +242,7 @@ export class Lending {
         // write is done again next round, which finds the allocation recorded).
         if (done.length > 0) {
           const kept = request.grants.filter((g) => !(isMigrated(g) && done.includes(g.address)));
-          await this.#o.tier.updateRequest(request, kept, request.wanted);
+          await this.#requests.updateRequest(request, kept, request.wanted);
         }
       } catch (error) {
         errors.push(`adopting migrated addresses of ${request.pool}: ${messageOf(error)}`);

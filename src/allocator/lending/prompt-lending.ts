@@ -1,13 +1,15 @@
 /**
- * Lending on the requests as they change, not only on the upkeep's timer: on a tier that tells of
- * changed requests (ClusterRecords.watchRequests, store/cluster.ts), a lender answers another node's open request as it
- * comes, and a borrower waiting for grants looks at its request as it changes (borrower.ts `hint`).
+ * Lending on the requests as they change, not only on the upkeep's timer: on the watches of the
+ * requests this node needs (watched-requests.ts: the open requests of the ranges it holds blocks
+ * of, its own), a lender answers another node's open request as its watch event comes, and a
+ * borrower waiting for grants looks at its request as it changes (borrower.ts `hint`).
  * Before, a node with no room polled its request every 250 ms and waited for a lender's next
  * upkeep run (10 s): a burst that had to ask ran at 10 ADD/s (issue 26).
  *
  * Guarantees:
- * - only hints are acted on here; the upkeep's lending round (lender.ts `run`) still lists open
- *   requests, so a hint lost costs time, never an answer;
+ * - only hints are acted on here; the upkeep's lending round (lender.ts `run`) still reads the open
+ *   requests (from the same watch's copy, which misses no change: a listing again after 410), so
+ *   a hint whose answer failed costs time, never an answer;
  * - an answer is written as the lender's round writes it (placeholder first, the grant guarded by
  *   the version told), so answering on a hint is as safe as on the round, and a request changed
  *   since is left;
@@ -18,15 +20,17 @@
  * - stops when `signal` aborts: no answer starts after, the tier is no longer listened to.
  */
 import type { Clock } from '../../core/clock.ts';
-import type { AddressRequest, ClusterRecords } from '../../store/cluster.ts';
+import type { AddressRequest, RequestChange } from '../../store/cluster.ts';
 import type { Borrower } from './borrower.ts';
 import type { Lender } from './lender.ts';
+import type { WatchedRequests } from './watched-requests.ts';
 
 /** Longest random wait before answering a request told (see the header). */
 export const JITTER_MS = 40;
 
 export interface PromptLendingOptions {
-  readonly tier: ClusterRecords;
+  /** The requests, watched while this runs (watched-requests.ts). */
+  readonly requests: WatchedRequests;
   readonly node: string;
   readonly clock: Clock;
   readonly lender: Lender;
@@ -49,17 +53,15 @@ export class PromptLending {
     this.#o = options;
   }
 
-  /** Listens to the tier until `signal` aborts; false when it already has (timers alone). */
+  /** Listens to the watches until `signal` aborts; false when it already has (timers alone). */
   start(signal: AbortSignal): boolean {
-    const { tier, borrower } = this.#o;
-    if (signal.aborted) return false;
-    const stop = tier.watchRequests((request) => this.#hint(request));
+    const { requests, borrower } = this.#o;
+    if (!requests.open(signal, (change) => this.#hint(change))) return false;
     borrower.watched(true);
     signal.addEventListener(
       'abort',
       () => {
         this.#stopped = true;
-        stop();
         borrower.watched(false);
         this.#told.clear();
       },
@@ -68,15 +70,15 @@ export class PromptLending {
     return true;
   }
 
-  #hint(request: AddressRequest): void {
+  #hint({ request, gone }: RequestChange): void {
     if (this.#stopped) return;
     if (request.node === this.#o.node) {
-      this.#o.borrower.hint(request);
+      if (!gone) this.#o.borrower.hint(request);
       return;
     }
     const told = this.#told.get(request.pool) ?? new Map<string, AddressRequest>();
-    // The latest word on a request: answered elsewhere (nothing wanted) means nothing to do here.
-    if (request.wanted > 0) told.set(request.node, request);
+    // The latest word on a request: answered elsewhere (nothing wanted, or no longer open) means nothing to do here.
+    if (request.wanted > 0 && !gone) told.set(request.node, request);
     else told.delete(request.node);
     if (told.size === 0) {
       this.#told.delete(request.pool);

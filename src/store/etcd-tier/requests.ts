@@ -9,12 +9,23 @@
  *   grant written in between is read again, a few times, then TRY_AGAIN);
  * - requests are few (one per node that ran out of room, per range): the listings read them all,
  *   page by page;
- * - `watch` (ClusterTier.watchRequests, a hint) keeps one etcd watch of the requests' prefix while
- *   anyone listens (the etcd client re-establishes it after a disconnect), none while no one does.
+ * - `view` (ClusterRecords.watchRequests) keeps one etcd watch of the requests' prefix while any
+ *   view is open, none while none is; each view lists the requests once the watch is open and then
+ *   applies its events, keeping those of its scope (etcd selects by key, not value: every agent's
+ *   watch sees every request's change, which are few). The etcd client resumes a watch cut from the
+ *   revision reached; a view is unsynced from the cut until it has listed again, so its readers
+ *   list meanwhile (the only poll left on etcd: while a watch is down).
  */
 import type { IKeyValue, Namespace, Watcher } from 'etcd3';
 import { WarrenError } from '../../core/errors.ts';
-import type { AddressRequest, Grant } from '../tiered/cluster-tier.ts';
+import {
+  type AddressRequest,
+  type Grant,
+  type RecordView,
+  type RequestChange,
+  type RequestScope,
+  inRequestScope,
+} from '../cluster.ts';
 import { type TierKv, requestRecord, requestsOf, revisionOf } from './kv.ts';
 
 interface RequestValue {
@@ -29,12 +40,30 @@ function requestOf(kv: IKeyValue): AddressRequest {
   return { pool: value.pool, node: value.node, wanted: value.wanted, grants: value.grants, version: kv.mod_revision };
 }
 
+/** One view's copy (ClusterRecords.watchRequests): its requests by `pool \0 node`, with what it tells. */
+interface EtcdView {
+  readonly scope: RequestScope;
+  readonly copy: Map<string, AddressRequest>;
+  readonly listener: ((change: RequestChange) => void) | undefined;
+  synced: boolean;
+}
+
+const idOf = (pool: string, node: string): string => `${pool}\0${node}`;
+
+/** The range and node a request's key names (`…requests/<pool>/<node>`), or undefined for another key. */
+function idOfKey(key: string): string | undefined {
+  const m = /(?:^|\/)requests\/([^/]+)\/([^/]+)$/.exec(key);
+  return m?.[1] === undefined || m[2] === undefined
+    ? undefined
+    : idOf(decodeURIComponent(m[1]), decodeURIComponent(m[2]));
+}
+
 export class EtcdTierRequests {
   readonly #kv: TierKv;
   /** The tier's namespace (its prefix), which watches are made in. */
   readonly #ns: Namespace | undefined;
-  readonly #listeners = new Set<(request: AddressRequest) => void>();
-  /** The watch while anyone listens (its creation under way, then the watcher). */
+  readonly #views = new Set<EtcdView>();
+  /** The watch while any view is open (its creation under way, then the watcher). */
   #watcher: Promise<Watcher | undefined> | undefined;
 
   constructor(kv: TierKv, ns?: Namespace) {
@@ -42,51 +71,110 @@ export class EtcdTierRequests {
     this.#ns = ns;
   }
 
-  /** See the header; the function returned stops telling `listener`. */
-  watch(listener: (request: AddressRequest) => void): () => void {
-    const own = (request: AddressRequest) => listener(request);
-    this.#listeners.add(own);
-    if (this.#watcher === undefined && this.#ns !== undefined) {
-      this.#watcher = this.#ns
-        .watch()
-        .prefix(requestsOf())
-        .create()
-        .then(
-          (watcher) => {
-            watcher.on('put', (kv) => this.#tell(kv as IKeyValue));
-            // Told, not thrown: the client reconnects, and a hint lost costs time only.
-            watcher.on('error', () => {});
-            return watcher;
-          },
-          () => undefined,
-        );
-    }
-    return () => {
-      this.#listeners.delete(own);
-      if (this.#listeners.size === 0) this.stopWatching();
+  /** See the header; the view answers from nothing until its listing is in. */
+  view(scope: RequestScope, listener?: (change: RequestChange) => void): RecordView<AddressRequest> {
+    const view: EtcdView = { scope, copy: new Map(), listener, synced: false };
+    this.#views.add(view);
+    if (this.#watcher === undefined && this.#ns !== undefined) this.#watcher = this.#startWatch(this.#ns);
+    void this.#watcher?.then((w) => (w === undefined ? undefined : this.#list(view)));
+    return {
+      get synced() {
+        return view.synced;
+      },
+      values: () => [...view.copy.values()],
+      close: () => {
+        view.synced = false;
+        view.copy.clear();
+        if (this.#views.delete(view) && this.#views.size === 0) this.stopWatching();
+      },
     };
   }
 
-  /** Ends the watch, if any (the tier closes, or no one listens). */
+  #startWatch(ns: Namespace): Promise<Watcher | undefined> {
+    return ns
+      .watch()
+      .prefix(requestsOf())
+      .create()
+      .then(
+        (watcher) => {
+          watcher.on('put', (kv) => this.#put(kv as IKeyValue));
+          watcher.on('delete', (kv) => this.#delete((kv as IKeyValue).key.toString('utf8')));
+          // The client resumes the watch from the revision reached; the views list again on its return.
+          watcher.on('disconnected', () => {
+            for (const view of this.#views) view.synced = false;
+          });
+          watcher.on('connected', () => {
+            for (const view of this.#views) if (!view.synced) void this.#list(view);
+          });
+          watcher.on('error', () => {});
+          return watcher;
+        },
+        () => undefined,
+      );
+  }
+
+  /** Lists the requests into `view` (the watch already open, so nothing after the listing is missed). */
+  async #list(view: EtcdView): Promise<void> {
+    let listed: AddressRequest[];
+    try {
+      listed = await this.#all();
+    } catch {
+      return; // unsynced: its readers list for themselves until the watch comes back
+    }
+    if (!this.#views.has(view)) return;
+    const seen = new Set<string>();
+    for (const request of listed) {
+      const id = idOf(request.pool, request.node);
+      seen.add(id);
+      const held = view.copy.get(id);
+      // An event applied meanwhile is newer than the listing.
+      if (held !== undefined && Number(held.version) >= Number(request.version)) continue;
+      this.#apply(view, id, request);
+    }
+    for (const [id, request] of [...view.copy])
+      if (!seen.has(id)) {
+        view.copy.delete(id);
+        view.listener?.({ request, gone: true });
+      }
+    view.synced = true;
+  }
+
+  /** Ends the watch, if any (the tier closes, or no view is open). */
   stopWatching(): void {
     const watcher = this.#watcher;
     this.#watcher = undefined;
     void watcher?.then((w) => w?.cancel()).catch(() => {});
   }
 
-  #tell(kv: IKeyValue): void {
+  #put(kv: IKeyValue): void {
     let request: AddressRequest;
     try {
       request = requestOf(kv);
     } catch {
       return; // not a request's value: nothing to tell
     }
-    for (const listener of [...this.#listeners]) {
-      try {
-        listener(request);
-      } catch {
-        // A listener's failure is its own: the others are still told.
-      }
+    for (const view of [...this.#views]) this.#apply(view, idOf(request.pool, request.node), request);
+  }
+
+  #delete(key: string): void {
+    const id = idOfKey(key);
+    if (id === undefined) return;
+    for (const view of [...this.#views]) {
+      const held = view.copy.get(id);
+      if (held === undefined) continue;
+      view.copy.delete(id);
+      tell(view, { request: held, gone: true });
+    }
+  }
+
+  #apply(view: EtcdView, id: string, request: AddressRequest): void {
+    const held = view.copy.get(id);
+    if (inRequestScope(view.scope, request)) {
+      view.copy.set(id, request);
+      tell(view, { request, gone: false });
+    } else if (held !== undefined) {
+      view.copy.delete(id);
+      tell(view, { request: held, gone: true });
     }
   }
 
@@ -136,5 +224,14 @@ export class EtcdTierRequests {
     const at = revisionOf(request.version);
     if (at === undefined) return undefined;
     return this.#write({ pool: request.pool, node: request.node, wanted, grants: [...grants] }, at);
+  }
+}
+
+/** Tells a view's listener; its failure is its own. */
+function tell(view: EtcdView, change: RequestChange): void {
+  try {
+    view.listener?.(change);
+  } catch {
+    // A listener's failure is its own: the others are still told.
   }
 }

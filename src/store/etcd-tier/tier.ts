@@ -36,6 +36,7 @@ import type { AcceptReport, Store } from '../store.ts';
 import { type LegacyReport, forgetLegacyNode, importLegacy, legacyLeft } from './legacy-import.ts';
 import { EtcdTierPublications } from './publications.ts';
 import { EtcdTierRequests } from './requests.ts';
+import type { RecordView, RequestChange, RequestScope } from '../cluster.ts';
 import { EtcdTierSpaces } from './spaces.ts';
 import { TierKv } from './kv.ts';
 
@@ -218,8 +219,8 @@ export class EtcdTier implements ClusterTier {
     await this.#kv.checkIdentity('ping');
   }
 
-  watchRequests(listener: (request: AddressRequest) => void): () => void {
-    return this.#requests.watch(listener);
+  watchRequests(scope: RequestScope, listener?: (change: RequestChange) => void): RecordView<AddressRequest> {
+    return this.#requests.view(scope, listener);
   }
 
   async close(): Promise<void> {

@@ -8,10 +8,23 @@
  * - `remove` deletes with the uid precondition: a record made again since is another uid (409);
  * - `setUses` is a PUT at the resourceVersion read (409: undefined), the user labels rewritten with
  *   the uses, so `list({ user })` selects on the server.
- * Listings across namespaces read the cluster-wide collection, by label, a page at a time.
+ * Listings across namespaces read the cluster-wide collection, by label, a page at a time; `watch`
+ * keeps one such selection in a KubeCollectionWatch (collection-watch.ts), so an upkeep reads it
+ * with no request.
  */
 import { WarrenError } from '../../core/errors.ts';
-import type { ClusterHoldings, HoldingRecord, HoldingUse, NewHolding, RemoveResult } from '../cluster-holdings.ts';
+import type { Clock } from '../../core/clock.ts';
+import {
+  type ClusterHoldings,
+  type HoldingFilter,
+  type HoldingRecord,
+  type HoldingUse,
+  type NewHolding,
+  type RemoveResult,
+  inHoldingFilter,
+} from '../cluster-holdings.ts';
+import type { RecordView } from '../cluster.ts';
+import { KubeCollectionWatch } from './collection-watch.ts';
 import { holdingNamespace, holdingObject, holdingOf } from './holding-objects.ts';
 import type { KubeApiClient } from './api-client.ts';
 import {
@@ -33,8 +46,13 @@ export class KubeHoldings implements ClusterHoldings {
   /** Every namespace's holdings: the cluster-wide collection, for listings. */
   readonly #holdings: Resource;
 
-  constructor(api: KubeApiClient) {
+  readonly #clock: Clock;
+  /** The watches open (`watch`), ended with the tier. */
+  readonly #watches = new Set<KubeCollectionWatch<HoldingRecord>>();
+
+  constructor(api: KubeApiClient, clock: Clock) {
     this.#api = api;
+    this.#clock = clock;
     this.#holdings = new Resource(api, warrenKind('warrenaddressholdings'));
   }
 
@@ -70,24 +88,40 @@ export class KubeHoldings implements ClusterHoldings {
     return items.map(holdingOf).filter((r): r is HoldingRecord => r?.key === key);
   }
 
-  async list(filter: { owner?: string; user?: string; kind?: string; block?: string }): Promise<HoldingRecord[]> {
-    const labels: Record<string, string> = {
-      ...(filter.owner === undefined ? {} : { [NODE_LABEL]: labelValue(filter.owner) }),
-      ...(filter.user === undefined ? {} : { [userLabel(filter.user)]: 'true' }),
-      ...(filter.kind === undefined ? {} : { [HOLDER_KIND_LABEL]: labelValue(filter.kind) }),
-      ...(filter.block === undefined ? {} : { [BLOCK_LABEL]: labelValue(filter.block) }),
+  async list(filter: HoldingFilter): Promise<HoldingRecord[]> {
+    const items = await this.#holdings.listAll('list address holdings', selectorOf(labelsOf(filter)));
+    return items.map(holdingOf).filter((r): r is HoldingRecord => r !== undefined && inHoldingFilter(filter, r));
+  }
+
+  watch(filter: HoldingFilter): RecordView<HoldingRecord> {
+    const watch = new KubeCollectionWatch<HoldingRecord>({
+      resource: this.#holdings,
+      what: `address holdings (${selectorOf(labelsOf(filter)) || 'all'})`,
+      selectors: { labelSelector: selectorOf(labelsOf(filter)) },
+      decode: (object) => {
+        const record = holdingOf(object);
+        return record !== undefined && inHoldingFilter(filter, record) ? record : undefined;
+      },
+      clock: this.#clock,
+    });
+    this.#watches.add(watch);
+    watch.start();
+    return {
+      get synced() {
+        return watch.isSynced && watch.status().state !== 'closed';
+      },
+      values: () => watch.values(),
+      close: () => {
+        this.#watches.delete(watch);
+        watch.close();
+      },
     };
-    const items = await this.#holdings.listAll('list address holdings', selectorOf(labels));
-    return items
-      .map(holdingOf)
-      .filter(
-        (r): r is HoldingRecord =>
-          r !== undefined &&
-          (filter.owner === undefined || r.owner === filter.owner) &&
-          (filter.user === undefined || r.uses.some((u) => u.node === filter.user)) &&
-          (filter.kind === undefined || r.key.startsWith(`${filter.kind}/`)) &&
-          (filter.block === undefined || r.block === filter.block),
-      );
+  }
+
+  /** Ends every watch (the tier closes). */
+  close(): void {
+    for (const watch of this.#watches) watch.close();
+    this.#watches.clear();
   }
 
   async setOwner(record: HoldingRecord, node: string): Promise<HoldingRecord | undefined> {
@@ -116,4 +150,14 @@ export class KubeHoldings implements ClusterHoldings {
     });
     return done === 'deleted' ? 'removed' : done === 'conflict' ? 'changed' : 'gone';
   }
+}
+
+/** The labels `filter` selects by on the server (holding-objects.ts writes them). */
+function labelsOf(filter: HoldingFilter): Record<string, string> {
+  return {
+    ...(filter.owner === undefined ? {} : { [NODE_LABEL]: labelValue(filter.owner) }),
+    ...(filter.user === undefined ? {} : { [userLabel(filter.user)]: 'true' }),
+    ...(filter.kind === undefined ? {} : { [HOLDER_KIND_LABEL]: labelValue(filter.kind) }),
+    ...(filter.block === undefined ? {} : { [BLOCK_LABEL]: labelValue(filter.block) }),
+  };
 }

@@ -21,7 +21,8 @@
  *   claim (one request more when this tier published it, a read and a delete when not); a
  *   borrower's loan ledger is published by `publishLoan` (no claim to check) and `withdrawLoan`;
  * - address requests are kubernetes/requests.ts's: an update is a PUT guarded by the version it was
- *   read at, and the server selects open requests and each lender's by label;
+ *   read at, and the server selects open requests and each lender's by label; what the allocator
+ *   reads of them periodically it reads from watches of what it needs (kubernetes/request-watch.ts);
  * - a node's claims, the address spaces, this node's Lease and the state object are watched
  *   (kubernetes/tier-watches.ts: listed once, then watched from the version reached, listed again
  *   only after 410 Gone), and `ping` answers from them: a watch synced and open (its answer's head
@@ -61,12 +62,13 @@ import { KubeContinuity } from './continuity.ts';
 import { LeaseMembership } from './lease-membership.ts';
 import { NODE_LABEL, RANGE_LABEL, blockName, labelValue, rangeName, selectorOf } from './names.ts';
 import { KubeRequests } from './requests.ts';
-import { KubeRequestWatch } from './request-watch.ts';
+import { KubeRequestViews } from './request-watch.ts';
 import { type KubeTierOptions, checkTierOptions } from './tier-options.ts';
 import { KubeTierWatches } from './tier-watches.ts';
 import { blockObject, claimOfObject, rangeObject, rangeOf } from './objects.ts';
 import { FULL_LIST_PAGE, Resource, coreKind, leaseKind, warrenKind } from './resources.ts';
 import type { AcceptReport } from '../store.ts';
+import type { RecordView, RequestChange, RequestScope } from '../cluster.ts';
 
 /** Rounds of read-and-write against an object that keeps changing, before TRY_AGAIN. */
 const MAX_ROUNDS = 5;
@@ -97,7 +99,7 @@ export class KubeTier implements ClusterTier {
   readonly #blocks: Resource;
   readonly #requests: KubeRequests;
   readonly #publications: KubePublications;
-  readonly #watch: KubeRequestWatch;
+  readonly #watch: KubeRequestViews;
   readonly #spaces: Resource;
   /** This node's claims and the address spaces, watched; what `ping` answers from. */
   readonly #watches: KubeTierWatches;
@@ -121,7 +123,7 @@ export class KubeTier implements ClusterTier {
     this.#requests = new KubeRequests(requests);
     const clusterState = new Resource(api, warrenKind('warrenclusterstates'), continuity.observer(false));
     this.#state = new KubeClusterState(clusterState, continuity, () => o.clock.now(), o.identity);
-    this.#watch = new KubeRequestWatch(requests, o.clock);
+    this.#watch = new KubeRequestViews(requests, o.clock);
     this.#publications = new KubePublications({
       publications: new Resource(api, warrenKind('warrenblockpublications'), guarded),
       blocks: this.#blocks,
@@ -134,7 +136,7 @@ export class KubeTier implements ClusterTier {
       ranges: this.#ranges,
       blocks: this.#blocks,
     });
-    this.holdings = new KubeHoldings(api);
+    this.holdings = new KubeHoldings(api, o.clock);
     this.membership = new LeaseMembership({
       leases: new Resource(api, leaseKind(o.namespace), guarded),
       nodes: new Resource(api, coreKind('nodes')),
@@ -311,8 +313,8 @@ export class KubeTier implements ClusterTier {
     return this.#requests.updateRequest(request, grants, wanted);
   }
 
-  watchRequests(listener: (request: AddressRequest) => void): () => void {
-    return this.#watch.listen(listener);
+  watchRequests(scope: RequestScope, listener?: (change: RequestChange) => void): RecordView<AddressRequest> {
+    return this.#watch.view(scope, listener);
   }
 
   async ping(): Promise<void> {
@@ -325,6 +327,7 @@ export class KubeTier implements ClusterTier {
   async close(): Promise<void> {
     this.#watch.close();
     this.#watches.close();
+    this.holdings.close();
     this.#api.close();
   }
 }

@@ -93,7 +93,7 @@ describe('PoolStatusWriter', () => {
     assert.equal(t.writes.length, 0);
   });
 
-  it('counts a lent address once: the lender\'s placeholder, not the borrower\'s loan publication too', async () => {
+  it("counts a lent address once: the lender's placeholder, not the borrower's loan publication too", async () => {
     const t = await setup();
     // n1 lent one of its three addresses (its placeholder is one of the three); n2 publishes the loan.
     const pool = '10.80.0.0/24@warrenpool:gold';

@@ -105,23 +105,23 @@ describe('KubeTier', () => {
     const requests = () => fake.watchCount('warrenaddressrequests');
     await waitFor('no watch of requests left from before', () => (requests() === 0 ? true : undefined));
     const t = await tier();
-    const stops = [t.watchRequests(() => {}), t.watchRequests(() => {})];
+    const views = [t.watchRequests({ node: 'w1' }, () => {}), t.watchRequests({ node: 'w1' }, () => {})];
     await waitFor('the watch open', () => (requests() === 1 ? true : undefined));
-    stops[0]?.();
+    views[0]?.close();
     assert.equal(requests(), 1, 'still listened to');
-    stops[1]?.();
+    views[1]?.close();
     await waitFor('the watch closed', () => (requests() === 0 ? true : undefined));
-    t.watchRequests(() => {});
+    t.watchRequests({ node: 'w1' }, () => {});
     await waitFor('opened again', () => (requests() === 1 ? true : undefined));
     await t.close();
     await waitFor('closed with the tier', () => (requests() === 0 ? true : undefined));
   });
 
-  it('opens the watch of requests again after it is cut, from nothing after its version expired, and tells on', async () => {
+  it('opens the watch of requests again after it is cut, listing again after its version expired, and tells on', async () => {
     const [t, other] = [await tier(), await tier()];
     const r = range();
     const told: AddressRequest[] = [];
-    const stop = t.watchRequests((q) => {
+    const view = t.watchRequests({ open: [r.pool] }, ({ request: q }) => {
       if (q.pool === r.pool) told.push(q);
     });
     try {
@@ -129,17 +129,29 @@ describe('KubeTier', () => {
       await waitFor('the ask told', () => told.find((q) => q.node === 'watched-1'));
       told.length = 0;
       // Cut; the watch opened again (after its 1 s pause on the clock) from the version reached is
-      // answered 410 Expired, so it is opened once more from nothing: the request there is told again.
+      // answered 410 Expired, so the requests are listed again: the one there, unchanged, is kept
+      // in the view and not told again (collection-watch.ts tells differences only).
+      const lists = () => fake.requests.filter((q) => q.verb === 'list' && q.resource === 'warrenaddressrequests');
+      const before = lists().length;
       fake.expireNextWatch();
       fake.breakWatches();
-      await waitFor('watched again from nothing', () => {
+      await waitFor('listed again', () => {
         clock.advance(1_000);
-        return told.find((q) => q.node === 'watched-1');
+        return lists().length > before ? true : undefined;
       });
+      assert.ok(
+        view.values().some((q) => q.node === 'watched-1'),
+        'kept across the listing again',
+      );
       await other.ask(r.pool, 'watched-2', 1);
       await waitFor('a later ask told', () => told.find((q) => q.node === 'watched-2'));
+      assert.deepEqual(
+        told.map((q) => q.node),
+        ['watched-2'],
+        'nothing told twice',
+      );
     } finally {
-      stop();
+      view.close();
     }
   });
 

@@ -3,13 +3,16 @@
  * one record per (key, pool), made once; removed only as read (uid); uses replaced per node only at
  * the version read. Versions come from the cluster's one counter.
  */
-import type {
-  ClusterHoldings,
-  HoldingRecord,
-  HoldingUse,
-  NewHolding,
-  RemoveResult,
+import {
+  type ClusterHoldings,
+  type HoldingFilter,
+  type HoldingRecord,
+  type HoldingUse,
+  type NewHolding,
+  type RemoveResult,
+  inHoldingFilter,
 } from '../../../src/store/cluster-holdings.ts';
+import type { RecordView } from '../../../src/store/cluster.ts';
 
 export interface HoldingsState {
   readonly holdings: Map<string, HoldingRecord>;
@@ -49,15 +52,24 @@ export class MemoryHoldings implements ClusterHoldings {
     return [...this.#s.holdings.values()].filter((h) => h.key === key);
   }
 
-  async list(filter: { owner?: string; user?: string; kind?: string; block?: string }): Promise<HoldingRecord[]> {
+  async list(filter: HoldingFilter): Promise<HoldingRecord[]> {
     this.#reach('holdings.list');
-    return [...this.#s.holdings.values()].filter(
-      (h) =>
-        (filter.owner === undefined || h.owner === filter.owner) &&
-        (filter.user === undefined || h.uses.some((u) => u.node === filter.user)) &&
-        (filter.kind === undefined || h.key.startsWith(`${filter.kind}/`)) &&
-        (filter.block === undefined || h.block === filter.block),
-    );
+    return [...this.#s.holdings.values()].filter((h) => inHoldingFilter(filter, h));
+  }
+
+  /** A view as a watch keeps it, synced from the start: the records of `filter` as they are now. */
+  watch(filter: HoldingFilter): RecordView<HoldingRecord> {
+    const holdings = this.#s.holdings;
+    let open = true;
+    return {
+      get synced() {
+        return open;
+      },
+      values: () => (open ? [...holdings.values()].filter((h) => inHoldingFilter(filter, h)) : []),
+      close: () => {
+        open = false;
+      },
+    };
   }
 
   async setOwner(record: HoldingRecord, node: string): Promise<HoldingRecord | undefined> {

@@ -37,6 +37,7 @@ import type {
 } from '../../../src/store/tiered/cluster-tier.ts';
 import type { AddressSpaces, AdmissionGuard, SpaceReading } from '../../../src/store/store.ts';
 import type { HoldingRecord } from '../../../src/store/cluster-holdings.ts';
+import { type RecordView, type RequestChange, type RequestScope, inRequestScope } from '../../../src/store/cluster.ts';
 import { MemoryHoldings } from './memory-holdings.ts';
 import { MemoryCluster, MemoryMembership } from './memory-membership.ts';
 
@@ -61,8 +62,8 @@ class ClusterState {
   readonly rangeWritten = new Map<string, number>();
   /** Calls answered, by method: what a test counts. */
   readonly calls = new Map<string, number>();
-  /** Told of each request written (watchRequests), after the write, as a watch would. */
-  readonly requestListeners = new Set<(request: AddressRequest) => void>();
+  /** The views of requests open (watchRequests), each told of the requests written, as a watch would. */
+  readonly requestViews = new Set<MemoryRequestView>();
 
   /** Told after each change of a claim (watchClaims), of the node whose claim changed. */
   readonly claimListeners = new Set<(node: string) => void>();
@@ -80,9 +81,9 @@ class ClusterState {
     for (const listener of [...this.spaceListeners]) queueMicrotask(() => listener());
   }
 
-  /** A request written: its listeners are told on a later turn, as a watch's event comes. */
-  wroteRequest(request: AddressRequest): void {
-    for (const listener of [...this.requestListeners]) queueMicrotask(() => listener(request));
+  /** A request written (`gone`: deleted): each view is told on a later turn, as a watch's event comes. */
+  wroteRequest(request: AddressRequest, gone = false): void {
+    for (const view of [...this.requestViews]) queueMicrotask(() => view.told(request, gone));
   }
   /** `key \0 pool` → the holding's record (memory-holdings.ts). */
   readonly holdings = new Map<string, HoldingRecord>();
@@ -193,9 +194,9 @@ export class MemoryTier implements ClusterTier {
     this.#s.away = value;
   }
 
-  /** How many listen to requests (watchRequests), every session of the cluster counted. */
+  /** How many views of requests with a listener are open (watchRequests), every session of the cluster counted. */
   get requestListeners(): number {
-    return this.#s.requestListeners.size;
+    return [...this.#s.requestViews].filter((v) => v.listened).length;
   }
 
   /** Calls answered so far, by method name (every session of the cluster counted). */
@@ -218,7 +219,9 @@ export class MemoryTier implements ClusterTier {
 
   /** Removes a node's address request as someone else would (a hand edit, a tool): for tests of lost grants. */
   deleteRequest(pool: string, node: string): void {
+    const request = this.#s.requests.get(`${pool}\0${node}`);
     this.#s.requests.delete(`${pool}\0${node}`);
+    if (request !== undefined) this.#s.wroteRequest(request, true);
   }
 
   #reach(what: string): void {
@@ -429,10 +432,11 @@ export class MemoryTier implements ClusterTier {
     return updated;
   }
 
-  watchRequests(listener: (request: AddressRequest) => void): () => void {
-    const own = (request: AddressRequest) => listener(request);
-    this.#s.requestListeners.add(own);
-    return () => this.#s.requestListeners.delete(own);
+  watchRequests(scope: RequestScope, listener?: (change: RequestChange) => void): RecordView<AddressRequest> {
+    const views = this.#s.requestViews;
+    const view = new MemoryRequestView(scope, this.#s.requests, listener, () => views.delete(view));
+    views.add(view);
+    return view;
   }
 
   async ping(): Promise<void> {
@@ -440,4 +444,65 @@ export class MemoryTier implements ClusterTier {
   }
 
   async close(): Promise<void> {}
+}
+
+/**
+ * A view of the requests of a scope (ClusterRecords.watchRequests), as a watch keeps it: synced a
+ * turn after it opens (its listing), then told of each request written; what it answers is the
+ * cluster's requests in scope as of the last write told.
+ */
+class MemoryRequestView implements RecordView<AddressRequest> {
+  readonly #scope: RequestScope;
+  readonly #listener: ((change: RequestChange) => void) | undefined;
+  readonly #closed: () => void;
+  readonly #copy = new Map<string, AddressRequest>();
+  #synced = false;
+  #open = true;
+
+  constructor(
+    scope: RequestScope,
+    requests: ReadonlyMap<string, AddressRequest>,
+    listener: ((change: RequestChange) => void) | undefined,
+    closed: () => void,
+  ) {
+    this.#scope = scope;
+    this.#listener = listener;
+    this.#closed = closed;
+    queueMicrotask(() => {
+      if (!this.#open) return;
+      for (const request of requests.values()) this.told(request, false);
+      this.#synced = true;
+    });
+  }
+
+  get listened(): boolean {
+    return this.#listener !== undefined;
+  }
+
+  get synced(): boolean {
+    return this.#open && this.#synced;
+  }
+
+  values(): AddressRequest[] {
+    return [...this.#copy.values()];
+  }
+
+  told(request: AddressRequest, gone: boolean): void {
+    if (!this.#open) return;
+    const id = `${request.pool}\0${request.node}`;
+    const held = this.#copy.get(id);
+    if (!gone && inRequestScope(this.#scope, request)) {
+      this.#copy.set(id, request);
+      this.#listener?.({ request, gone: false });
+    } else if (held !== undefined) {
+      this.#copy.delete(id);
+      this.#listener?.({ request: held, gone: true });
+    }
+  }
+
+  close(): void {
+    this.#open = false;
+    this.#copy.clear();
+    this.#closed();
+  }
 }

@@ -21,7 +21,7 @@ export function requestWatchContract({ tier, range, node, blockOf }: ContractPar
     const r = range();
     const [asker, lender] = [node(), node()];
     const told: AddressRequest[] = [];
-    const stop = b.watchRequests((q) => {
+    const view = b.watchRequests({ node: asker }, ({ request: q }) => {
       if (q.pool === r.pool) told.push(q);
     });
     try {
@@ -33,7 +33,31 @@ export function requestWatchContract({ tier, range, node, blockOf }: ContractPar
       const seen = await waitFor('the grant told', () => told.find((q) => q.wanted === 1));
       assert.deepEqual(seen, granted, 'told as written: its grants and its version');
     } finally {
-      stop();
+      view.close();
+    }
+  });
+
+  it('keeps the requests of a scope in a view: an open request leaves the open view when granted in full', async () => {
+    const [a, b] = [await tier(), await tier()];
+    const r = range();
+    const [asker, lender] = [node(), node()];
+    const changes: Array<{ node: string; wanted: number; gone: boolean }> = [];
+    const view = b.watchRequests({ open: [r.pool] }, ({ request, gone }) =>
+      changes.push({ node: request.node, wanted: request.wanted, gone }),
+    );
+    try {
+      await waitFor('the view synced', () => (view.synced ? true : undefined));
+      const asked = await a.ask(r.pool, asker, 1);
+      await waitFor('the ask in the view', () => view.values().find((q) => q.node === asker));
+      const granted = await a.updateRequest(asked, [{ address: '10.0.0.9', lender, block: blockOf(r, 0) }], 0);
+      assert.ok(granted);
+      await waitFor('the request gone from the view', () => (view.values().length === 0 ? true : undefined));
+      assert.deepEqual(changes, [
+        { node: asker, wanted: 1, gone: false },
+        { node: asker, wanted: 1, gone: true },
+      ]);
+    } finally {
+      view.close();
     }
   });
 }
