@@ -1,7 +1,8 @@
 /**
  * How the cluster tier reaches the Kubernetes API server: one request at a time, JSON in and out,
- * over one keep-alive connection pool, with the credentials and TLS settings of a KubeConfig from
- * @kubernetes/client-node. Apart from kubernetes/tier.ts and its parts, which decide what is asked.
+ * over keep-alive connection pools (one for requests, one for watches), with the credentials and
+ * TLS settings of a KubeConfig from @kubernetes/client-node. Apart from kubernetes/tier.ts and its
+ * parts, which decide what is asked.
  *
  * Guarantees:
  * - every request has a deadline (`requestTimeoutMs`, default 10 s) and a bounded answer (16 MiB);
@@ -20,7 +21,9 @@
  *   `404 page not found`) says the CRDs of warren.dev are not installed; a 403 names the permission
  *   missing; anything else is IO_FAILURE with the server's Status;
  * - `stream` (a watch) has no deadline of its own beyond the server's `timeoutSeconds` and the
- *   client's close; each line of its answer is handed on as it comes, none held after;
+ *   client's close; each line of its answer is handed on as it comes, none held after; it holds a
+ *   connection of a pool of its own, apart from the requests' (8 connections at most), so however
+ *   many watches are open a request never waits for one of them to end;
  * - credentials are applied to each request (a rotated service account token is picked up), while
  *   connections are kept alive and reused between requests (the library's own fetch layer opens a
  *   new connection pool per request);
@@ -32,7 +35,7 @@ import { Agent as HttpsAgent, type RequestOptions, request as httpsRequest } fro
 import type { KubeConfig } from '@kubernetes/client-node';
 import { defined } from '../../core/defined.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
-import { type ApiFailure, describeFailure, failureOfResponse, missingPermission } from './api-failure.ts';
+import { type ApiFailure, failureOfResponse, refusalOf } from './api-failure.ts';
 import { type ApiRequestCounter, asksWatch } from './api-requests.ts';
 
 /** Largest answer read; a larger one is cut off (TRY_AGAIN) rather than held in memory. */
@@ -90,16 +93,19 @@ export class KubeApiClient {
   readonly #server: URL;
   readonly #timeoutMs: number;
   readonly #agent: HttpAgent;
+  /** The watches' connections: each holds one as long as it is open. */
+  readonly #streams: HttpAgent;
   readonly #maxAnswerBytes: number;
   readonly #requests: ApiRequestCounter | undefined;
   readonly #userAgent: string;
   /** Aborts every request in flight when the client closes. */
   readonly #closing = new AbortController();
 
-  private constructor(server: URL, agent: HttpAgent, o: KubeApiClientOptions) {
+  private constructor(server: URL, [agent, streams]: [HttpAgent, HttpAgent], o: KubeApiClientOptions) {
     this.#config = o.kubeConfig;
     this.#server = server;
     this.#agent = agent;
+    this.#streams = streams;
     this.#timeoutMs = o.requestTimeoutMs ?? 10_000;
     this.#maxAnswerBytes = o.maxAnswerBytes ?? MAX_ANSWER_BYTES;
     this.#requests = o.requests;
@@ -125,15 +131,15 @@ export class KubeApiClient {
     } catch (error) {
       throw new WarrenError('INVALID_CONFIG', `the kubeconfig cannot be used: ${messageOf(error)}`, { cause: error });
     }
-    // A proxy is the library's business (its agent speaks it); otherwise one keep-alive pool of our own.
-    const agent =
+    // A proxy is the library's business (its agent speaks it); otherwise keep-alive pools of our own.
+    const pool = (maxSockets: number): HttpAgent =>
       cluster.proxyUrl !== undefined && tls.agent instanceof HttpAgent
         ? tls.agent
         : server.protocol === 'http:'
-          ? new HttpAgent({ keepAlive: true, maxSockets: 8 })
+          ? new HttpAgent({ keepAlive: true, maxSockets })
           : new HttpsAgent({
               keepAlive: true,
-              maxSockets: 8,
+              maxSockets,
               ...defined({
                 ca: tls.ca,
                 cert: tls.cert,
@@ -142,7 +148,7 @@ export class KubeApiClient {
                 servername: tls.servername,
               }),
             });
-    return new KubeApiClient(server, agent, options);
+    return new KubeApiClient(server, [pool(8), pool(Number.POSITIVE_INFINITY)], options);
   }
 
   /** The API server, as operators know it (`https://host:port`). */
@@ -221,7 +227,7 @@ export class KubeApiClient {
     const ended = { status: 200, body: undefined, json: false, failure: failureOfResponse(200, '') };
     let answered = false;
     return new Promise<ApiAnswer>((resolve, reject) => {
-      const req = send(url, { method: 'GET', headers, agent: this.#agent, signal: both }, (res) => {
+      const req = send(url, { method: 'GET', headers, agent: this.#streams, signal: both }, (res) => {
         const status = res.statusCode ?? 0;
         answered = true;
         this.#requests?.countRequest('GET', request.path, true, status);
@@ -267,29 +273,14 @@ export class KubeApiClient {
    * what was asked for (`create warrenblocks.warren.dev`), for a refusal without a body.
    */
   refusal(what: string, answer: ApiAnswer, verb: string, resource: string): WarrenError {
-    const f = answer.failure;
-    const said = describeFailure(f);
-    if (answer.status === 429 || answer.status >= 500)
-      return new WarrenError('TRY_AGAIN', `the Kubernetes API server ${this.server} failed to ${what}: ${said}`);
-    if (answer.status === 404 && !answer.json)
-      return new WarrenError(
-        'IO_FAILURE',
-        `the Kubernetes API server ${this.server} does not serve ${resource} (${what}): ` +
-          `are the CustomResourceDefinitions of warren.dev installed (deploy/crds)?`,
-      );
-    if (answer.status === 403)
-      return new WarrenError(
-        'IO_FAILURE',
-        `the Kubernetes API server ${this.server} refused to ${what}: ${said} (grant Warren's service account ` +
-          `"${missingPermission(f, verb, resource)}", as deploy/ does)`,
-      );
-    return new WarrenError('IO_FAILURE', `the Kubernetes API server ${this.server} refused to ${what}: ${said}`);
+    return refusalOf(this.server, what, answer, verb, resource);
   }
 
   /** Closes kept connections and fails requests in flight (TRY_AGAIN). */
   close(): void {
     this.#closing.abort();
     this.#agent.destroy();
+    this.#streams.destroy();
   }
 
   async #headers(what: string): Promise<Record<string, string>> {

@@ -51,12 +51,22 @@ describe("a node's announcement and the store's state, watched", () => {
     bootId,
     ...(previous === undefined ? {} : { previous }),
   });
-  /** Announces `node`, and waits until its Lease and the state object are watched (open on the server). */
+  /** Announces `node`, and waits until its Lease and the state object are watched (answered by the server). */
   const announced = async (t: KubeTier, node: string, instance: string): Promise<void> => {
-    const [leases, states] = [fake.watchCount('leases'), fake.watchCount('warrenclusterstates')];
+    const from = fake.requests.length;
     await t.membership.announce(node, info(instance, 'boot-a'));
+    const open = (resource: string, name: string) =>
+      fake.requests
+        .slice(from)
+        .some(
+          (r) =>
+            r.verb === 'watch' &&
+            r.resource === resource &&
+            r.query.fieldSelector === `metadata.name=${name}` &&
+            r.status === 200,
+        );
     await waitFor('the watches of the Lease and the state object', () =>
-      fake.watchCount('leases') > leases && fake.watchCount('warrenclusterstates') > states ? true : undefined,
+      open('leases', nodeLeaseName(node)) && open('warrenclusterstates', 'store') ? true : undefined,
     );
   };
 
