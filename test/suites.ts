@@ -195,6 +195,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/store/scale/idle-budget.test.ts',
   'test/store/kubernetes/tier.test.ts',
   'test/store/kubernetes/api-client.test.ts',
+  'test/store/kubernetes/announcement-watch.test.ts',
   'test/store/kubernetes/api-client-idle.test.ts',
   'test/store/kubernetes/api-requests.test.ts',
   'test/store/kubernetes/names.test.ts',

@@ -54,12 +54,12 @@ const AGENT = [
   ...needs(['get', 'list', 'create', 'update', 'delete'], 'warren.dev', 'warrenblockpublications'),
   ...needs(['get', 'list', 'watch', 'create', 'update'], 'warren.dev', 'warrenaddressrequests'),
   ...needs(['get', 'list', 'watch', 'create', 'update'], 'warren.dev', 'warrenaddressspaces'),
-  ...needs(['get', 'create', 'update'], 'warren.dev', 'warrenclusterstates'),
+  ...needs(['get', 'list', 'watch', 'create', 'update'], 'warren.dev', 'warrenclusterstates'),
   ...needs(['list', 'watch'], 'warren.dev', 'warrenreservations'),
   need('patch', 'warren.dev', 'warrenreservations/status'),
   ...needs(['get', 'list', 'watch', 'create', 'update', 'delete'], 'warren.dev', 'warrenaddressholdings'),
   ...needs(['list', 'watch'], 'apps', 'statefulsets'),
-  ...needs(['get', 'list', 'create', 'update', 'delete'], 'coordination.k8s.io', 'leases', 'namespace'),
+  ...needs(['get', 'list', 'watch', 'create', 'update', 'delete'], 'coordination.k8s.io', 'leases', 'namespace'),
 ].sort();
 
 /** What `warren migrate whereabouts` reads (it writes through the cluster tier, as the agent). */
@@ -149,6 +149,7 @@ const HOLDERS: Record<string, { group: string; plural: string; scope: Scope }> =
   holdings: { group: 'warren.dev', plural: 'warrenaddressholdings', scope: 'cluster' },
   leases: { group: 'coordination.k8s.io', plural: 'leases', scope: 'namespace' },
   pools: { group: 'warren.dev', plural: 'warrenpools', scope: 'cluster' },
+  nodes: { group: '', plural: 'nodes', scope: 'cluster' },
 };
 
 function sources(dir: string): string[] {
@@ -185,6 +186,7 @@ function resourceCalls(file: string, text: string): string[] {
     const [, name, how, plural] = m as unknown as [string, string, string, string];
     const holder = holderOf(name);
     if (how === 'leaseKind') assert.equal(holder.plural, 'leases', `${file}: ${name} holds Leases`);
+    else if (how === 'coreKind') assert.deepEqual([holder.group, holder.plural], ['', plural], `${file}: ${name}`);
     else assert.deepEqual([how, plural], ['warrenKind', holder.plural], `${file}: ${name} holds ${holder.plural}`);
   }
   // A Resource handed on keeps its name.
@@ -197,6 +199,8 @@ function resourceCalls(file: string, text: string): string[] {
   // A collection watch (collection-watch.ts) given a Resource lists it and watches it.
   for (const made of text.matchAll(/new KubeCollectionWatch(?:<[^(]*>)?\(/g)) {
     const args = argumentsAt(text, (made.index ?? 0) + made[0].length - 1);
+    // A watch of one object of any Resource (tier-watches.ts `one`) is attributed where `one` is called, below.
+    if (/\bresource,/.test(args) && /\bone<T>\(resource: Resource/.test(text)) continue;
     const given = /\bresource:\s*(?:this\.(?:#o\.)?)?(#?\w+)/.exec(args);
     assert.ok(given, `${file}: a KubeCollectionWatch made without a Resource this test can name`);
     const holder = holderOf(given[1] as string);
@@ -210,6 +214,11 @@ function resourceCalls(file: string, text: string): string[] {
     found.push(
       need(RESOURCE_VERBS[method] as string, holder.group, `${holder.plural}${status ? '/status' : ''}`, holder.scope),
     );
+  }
+  // A Resource handed to the tier's watch of one object (tier-watches.ts `one`) is listed and watched.
+  for (const m of text.matchAll(/#?watches\.one\(\s*(?:this\.)?(?:#?o\.)?(#?\w+)/g)) {
+    const holder = holderOf(m[1] as string);
+    found.push(...needs(['list', 'watch'], holder.group, holder.plural, holder.scope));
   }
   return found;
 }

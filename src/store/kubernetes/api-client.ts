@@ -34,7 +34,7 @@ import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { WarrenError, messageOf } from '../../core/errors.ts';
-import { type ApiFailure, describeFailure, failureOfResponse, missingPermission } from './api-failure.ts';
+import { type ApiFailure, failureOfResponse, refusalOf } from './api-failure.ts';
 import { type ApiRequestCounter, asksWatch } from './api-requests.ts';
 import { type ConnectionPools, connectionOf, credentialHeaders } from './connection.ts';
 
@@ -174,13 +174,15 @@ export class KubeApiClient {
    * A GET whose answer is read as it comes, one JSON value a line (a watch): `onLine` is given each,
    * and the promise settles when the server ends it (its status; for a status other than 200, the
    * answer's body too, as `send` gives it). TRY_AGAIN when it could not be made or was cut off;
-   * `signal` (or the client's close) ends it quietly, as an end.
+   * `signal` (or the client's close) ends it quietly, as an end. `onAnswer` is told the status as
+   * soon as the answer's head arrived, before any line: the server took the request.
    */
   async stream(
     what: string,
     request: Omit<ApiRequest, 'method' | 'body'>,
     onLine: (value: unknown) => void,
     signal: AbortSignal,
+    onAnswer?: (status: number) => void,
   ): Promise<ApiAnswer> {
     const url = new URL(this.#server.pathname.replace(/\/+$/, '') + request.path, this.#server);
     for (const [k, v] of Object.entries(request.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
@@ -194,6 +196,7 @@ export class KubeApiClient {
         const status = res.statusCode ?? 0;
         answered = true;
         this.#requests?.countRequest('GET', request.path, true, status);
+        onAnswer?.(status);
         let carry = '';
         let text = '';
         res.setEncoding('utf8');
@@ -235,23 +238,7 @@ export class KubeApiClient {
    * what was asked for (`create warrenblocks.warren.dev`), for a refusal without a body.
    */
   refusal(what: string, answer: ApiAnswer, verb: string, resource: string): WarrenError {
-    const f = answer.failure;
-    const said = describeFailure(f);
-    if (answer.status === 429 || answer.status >= 500)
-      return new WarrenError('TRY_AGAIN', `the Kubernetes API server ${this.server} failed to ${what}: ${said}`);
-    if (answer.status === 404 && !answer.json)
-      return new WarrenError(
-        'IO_FAILURE',
-        `the Kubernetes API server ${this.server} does not serve ${resource} (${what}): ` +
-          `are the CustomResourceDefinitions of warren.dev installed (deploy/crds)?`,
-      );
-    if (answer.status === 403)
-      return new WarrenError(
-        'IO_FAILURE',
-        `the Kubernetes API server ${this.server} refused to ${what}: ${said} (grant Warren's service account ` +
-          `"${missingPermission(f, verb, resource)}", as deploy/ does)`,
-      );
-    return new WarrenError('IO_FAILURE', `the Kubernetes API server ${this.server} refused to ${what}: ${said}`);
+    return refusalOf(this.server, what, answer, verb, resource);
   }
 
   /** Closes kept connections and fails requests in flight (TRY_AGAIN). */

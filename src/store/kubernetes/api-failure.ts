@@ -17,7 +17,7 @@
  *   inactivity timeout (`DOMException`, name `TimeoutError`).
  */
 import { defined } from '../../core/defined.ts';
-import { messageOf } from '../../core/errors.ts';
+import { WarrenError, messageOf } from '../../core/errors.ts';
 import { isPlainObject as isRecord } from '../../core/validate.ts';
 
 export interface ApiFailure {
@@ -153,4 +153,36 @@ export function describeFailure(failure: ApiFailure): string {
       : `HTTP ${failure.code}${failure.reason === undefined ? '' : ` ${failure.reason}`}`;
   if (head === undefined || failure.message.startsWith(head)) return failure.message;
   return `${head}: ${failure.message}`;
+}
+
+/**
+ * The WarrenError an answer of the API server `server` the caller did not expect means (the
+ * guarantees of api-client.ts `refusal`): 429 and 5xx TRY_AGAIN; a 404 that is not a Status, the
+ * CRDs not installed; a 403, the permission missing; anything else IO_FAILURE with the Status.
+ * `resource` names what was asked for (`create warrenblocks.warren.dev`), for a refusal without a body.
+ */
+export function refusalOf(
+  server: string,
+  what: string,
+  answer: { readonly status: number; readonly json: boolean; readonly failure: ApiFailure },
+  verb: string,
+  resource: string,
+): WarrenError {
+  const f = answer.failure;
+  const said = describeFailure(f);
+  if (answer.status === 429 || answer.status >= 500)
+    return new WarrenError('TRY_AGAIN', `the Kubernetes API server ${server} failed to ${what}: ${said}`);
+  if (answer.status === 404 && !answer.json)
+    return new WarrenError(
+      'IO_FAILURE',
+      `the Kubernetes API server ${server} does not serve ${resource} (${what}): ` +
+        `are the CustomResourceDefinitions of warren.dev installed (deploy/crds)?`,
+    );
+  if (answer.status === 403)
+    return new WarrenError(
+      'IO_FAILURE',
+      `the Kubernetes API server ${server} refused to ${what}: ${said} (grant Warren's service account ` +
+        `"${missingPermission(f, verb, resource)}", as deploy/ does)`,
+    );
+  return new WarrenError('IO_FAILURE', `the Kubernetes API server ${server} refused to ${what}: ${said}`);
 }

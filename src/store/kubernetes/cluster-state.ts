@@ -14,7 +14,12 @@
  *   no object at all, creates it with a new identity and the marker, so an agent started afterwards
  *   sees the marker before it allocates;
  * - these writes go out while the agent is halted (they only ever stop allocation, or record the
- *   operator's word), through an unguarded Resource; their answers' revisions are still checked.
+ *   operator's word), through an unguarded Resource; their answers' revisions are still checked;
+ * - once `follow` is called (by membership, when the node is announced) the object is watched
+ *   (tier-watches.ts `one`: listed once, then watched, no periodic request): a marker written or
+ *   lifted by another node is `recovery()` as soon as the watch tells it, and the object deleted
+ *   or its identity replaced halts the agent then, not at the next read. `following` says whether
+ *   that watch is live, so a reader need not read the object to see a marker lifted.
  */
 import { randomUUID } from 'node:crypto';
 import { defined } from '../../core/defined.ts';
@@ -25,6 +30,7 @@ import { API_LOST_RECOVERY, type KubeContinuity } from './continuity.ts';
 import { API_VERSION } from './names.ts';
 import { type KubeObject, metaOf } from './objects.ts';
 import type { Resource } from './resources.ts';
+import type { KubeTierWatches, OneWatched } from './tier-watches.ts';
 
 /** The one object's name. */
 export const STATE_NAME = 'store';
@@ -67,12 +73,32 @@ export class KubeClusterState {
   #expected: string | undefined;
   /** The marker as last read. */
   #recovery: Recovery | undefined;
+  /** The object watched, once `follow` was called. */
+  #followed: OneWatched<StateView> | undefined;
 
   constructor(clusterState: Resource, continuity: KubeContinuity, now: () => number, expected?: string) {
     this.#clusterState = clusterState;
     this.#continuity = continuity;
     this.#now = now;
     this.#expected = expected;
+  }
+
+  /** Watches the object from now on (idempotent): its changes are taken as they come. */
+  follow(watches: KubeTierWatches): void {
+    if (this.#followed !== undefined) return;
+    this.#followed = watches.one(this.#clusterState, 'the store identity', STATE_NAME, stateOf);
+    this.#followed.listen((change) => this.#judge(change.type === 'deleted' ? undefined : change.value));
+  }
+
+  /** Whether the object's watch is live: `recovery()` is the marker as the API server has it now. */
+  following(): boolean {
+    return this.#followed?.live() ?? false;
+  }
+
+  /** Stops watching the object. */
+  unfollow(): void {
+    this.#followed?.close();
+    this.#followed = undefined;
   }
 
   recovery(): Recovery | undefined {
@@ -106,10 +132,23 @@ export class KubeClusterState {
       );
       state = created.kind === 'created' ? stateOf(created.object) : await this.#read();
     }
+    if (state === undefined && known === undefined && c.halted() === undefined)
+      throw new WarrenError('TRY_AGAIN', 'the store identity was created and deleted at once');
+    this.#judge(state, known);
+    // Compared once: from now on what this process verified counts, or the operator's accept.
+    if (c.halted() === undefined) this.#expected = undefined;
+  }
+
+  /**
+   * Takes what the object is now (read, or told by its watch): keeps its marker, halts when the
+   * identity `known` is gone or replaced, and records the identity when none was known.
+   */
+  #judge(state: StateView | undefined, known = this.#continuity.identity): void {
+    const c = this.#continuity;
     this.#recovery = state?.recovery;
     if (c.halted() !== undefined) return;
     if (state === undefined) {
-      if (known === undefined) throw new WarrenError('TRY_AGAIN', 'the store identity was created and deleted at once');
+      if (known === undefined) return; // nothing known yet: verify decides whether to make it
       c.halt(
         'store-lost',
         `${c.where} lost its data: its WarrenClusterState ${STATE_NAME} (store identity ${known}) is gone. ` +
@@ -126,8 +165,6 @@ export class KubeClusterState {
       return;
     }
     c.identity = state.identity;
-    // Compared once: from now on what this process verified counts, or the operator's accept.
-    this.#expected = undefined;
   }
 
   /** Adds `nodes` to the marker, writing it when there is none (and the object, on a wiped store). */

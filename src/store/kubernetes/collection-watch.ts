@@ -55,10 +55,12 @@ export type CollectionChange<T> =
 
 export interface CollectionWatchStatus {
   /**
-   * `listing` until a listing is in the copy, `watching` while a watch is open or being opened
-   * again, `backing-off` after a failure.
+   * `listing` until a listing is in the copy; `opening` while a watch is asked for and the server
+   * has not answered it yet (after a listing, and each time one ended and is opened again);
+   * `watching` once the server answered 200 to the watch, until it ends; `backing-off` after a
+   * failure. Only `watching` says the API server answered this watch just now.
    */
-  readonly state: 'listing' | 'watching' | 'backing-off' | 'closed';
+  readonly state: 'listing' | 'opening' | 'watching' | 'backing-off' | 'closed';
   readonly synced: boolean;
   /** Listings after the first (each after a 410 Gone). */
   readonly relists: number;
@@ -166,7 +168,7 @@ export class KubeCollectionWatch<T> {
           await this.#list();
           listed = true;
         }
-        this.#state = 'watching';
+        this.#state = 'opening';
         const reached = await this.#o.resource.watch(
           `watch ${this.#o.what}`,
           this.#version,
@@ -174,7 +176,11 @@ export class KubeCollectionWatch<T> {
           signal,
           this.#o.timeoutSeconds ?? WATCH_TIMEOUT_SECONDS,
           this.#o.selectors ?? {},
+          () => {
+            if (!signal.aborted) this.#state = 'watching';
+          },
         );
+        if (!signal.aborted) this.#state = 'opening'; // ended: open again (after a pause, or a listing)
         failures = 0;
         this.#lastError = undefined;
         if (reached === 'gone') {

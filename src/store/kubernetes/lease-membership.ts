@@ -1,7 +1,6 @@
 /**
- * Agents' membership of the cluster on the Kubernetes API: coordination.k8s.io/v1 Leases in the
- * agent's namespace (the contract of Membership in store.ts, as etcd-tier/membership.ts keeps it on
- * etcd).
+ * Agents' membership of the cluster on the Kubernetes API: coordination.k8s.io/v1 Leases in the agent's
+ * namespace (the contract of Membership in store.ts, as etcd-tier/membership.ts keeps it on etcd).
  *
  * - A node's announcement is the Lease `nodeLeaseName(node)`, labelled `warren.dev/lease=node`:
  *   `holderIdentity` is the agent instance (a fresh id per start), the NodeRecord is its annotation
@@ -13,19 +12,25 @@
  *   (settings/serving-rows.ts), and two renewals may fail before the lease lapses.
  * - One agent per node name: a Lease of another instance refuses `announce` (ALREADY_RUNNING) while
  *   unexpired; an expired one, this instance's own, or its previous start's on this boot is taken
- *   over by an RV-guarded PUT (so of two takers one wins); its previous start's on another boot is
- *   waited out up to the lease time (a clone may be renewing it).
- * - A Lease found held by another instance while this one runs halts this agent (sticky until
- *   `accept`) instead of fighting over it; found at the next renewal, so within a third of the lease.
- * - The API server's data loss is noticed (kubernetes/continuity.ts): this instance's Lease gone, or back
- *   at a resourceVersion older than the one it last wrote, while its lease time runs, halts it as a
- *   store that lost its data; so do the store's identity object gone or replaced, and any answer
- *   gone backwards (kubernetes/cluster-state.ts, resources.ts). The identity object, which also
- *   carries the cluster's recovery marker (recovery.ts), is read by `keepRecovery` when the
- *   announcement was written since it was last read, while this node is halted, and while a marker
- *   stands (to see it lifted) — not on every upkeep run; a node halted on a lost store adds itself
- *   to it. An ordinary expiry (the API server away longer than the lease) is none of this: the node
- *   announces itself again.
+ *   over by an RV-guarded PUT (so of two takers one wins); so is its previous start's on another boot
+ *   when Kubernetes' Node of this name reports this agent's boot ID (the machine booted since that
+ *   start: one GET of the Node, at announce only; lease-takeover.ts), so an agent serves after a power
+ *   loss once its kubelet reported the boot; else it is waited out, up to the lease (a clone may renew it).
+ * - Once announced, this node's Lease and the store's state object are watched (tier-watches.ts
+ *   `one`, field selector `metadata.name`: listed once, then watched, no periodic request). The
+ *   Lease found held by another instance while this one runs halts this agent (sticky until
+ *   `accept`) instead of fighting over it: seen on the watch as it happens, or at the next renewal.
+ * - The API server's data loss is noticed (kubernetes/continuity.ts): this instance's Lease gone (on
+ *   the watch, or at a renewal), or back at a resourceVersion older than the one it last wrote (at
+ *   a renewal), while its lease time runs, halts it as a store that lost its data; so do the
+ *   store's identity object gone or replaced (on its watch, or read), and any answer gone backwards
+ *   (cluster-state.ts, resources.ts; announcement-watch.ts judges the watch). The identity object,
+ *   which also carries the cluster's recovery marker (recovery.ts), is read by `keepRecovery` when
+ *   the announcement was written since it was last read, while this node is halted, and while a
+ *   marker stands and its watch is not live (to see it lifted), not on every upkeep run; a marker
+ *   written or lifted by another node is known from the watch as it happens; a node halted on a
+ *   lost store adds itself to it. An ordinary expiry (the API server away longer than the lease)
+ *   is none of this: the node announces itself again.
  * - A chore (`claimTask`) is claimed only by a node announced and holding its Lease, on a store not
  *   halted; the chore's own Lease is task-leases.ts's, which is told when this node's announcement
  *   was made anew (chores it held may have been taken meanwhile).
@@ -50,22 +55,27 @@ import { describeInstance } from '../membership.ts';
 import { type Recovery, joinRecovery } from '../tiered/recovery.ts';
 import type { AcceptReport, AnnounceInfo, Membership, NodeRecord } from '../store.ts';
 import type { KubeClusterState } from './cluster-state.ts';
+import { verdictOf, watchAnnouncement } from './announcement-watch.ts';
 import { API_LOST_RECOVERY, type KubeContinuity, revisionOf } from './continuity.ts';
 import { LEASE_LABEL, nodeLeaseName, selectorOf } from './names.ts';
 import { type LeaseView, type Predecessor, announcementObject, leaseOf, recordOf } from './lease-objects.ts';
+import { holderRebooted, takenOverMessage, waitOut } from './lease-takeover.ts';
 import type { KubeObject } from './objects.ts';
 import type { Resource } from './resources.ts';
 import { TaskLeases } from './task-leases.ts';
+import type { KubeTierWatches } from './tier-watches.ts';
 
 /** Rounds of create-or-take-over against a Lease that keeps changing, before TRY_AGAIN. */
 const MAX_ROUNDS = 5;
-/** How often a Lease being waited out is read again. */
-const WAIT_STEP_MS = 250;
 /** The part of the lease after which `renew` writes: two renewals may fail before it lapses. */
 const RENEW_FRACTION = 1 / 3;
 
 export interface LeaseMembershipOptions {
   readonly leases: Resource;
+  /** Kubernetes' Nodes (core/v1): the boot a node's kubelet reports, read at announce only. */
+  readonly nodes?: Resource | undefined;
+  /** Where this node's Lease and the state object are watched from once announced. */
+  readonly watches?: KubeTierWatches | undefined;
   readonly leaseSeconds: number;
   readonly clock: Clock;
   /** What the tier has seen of the API server; halted here. */
@@ -94,6 +104,8 @@ export class LeaseMembership implements Membership {
   readonly #tasks: TaskLeases;
   /** Whether the identity object is to be read at the next `keepRecovery` (the announcement was written since). */
   #stateDue = true;
+  /** Stops the watches of this node's Lease and the state object, once announced. */
+  #unwatch: (() => void) | undefined;
 
   constructor(options: LeaseMembershipOptions) {
     this.#o = options;
@@ -126,7 +138,8 @@ export class LeaseMembership implements Membership {
 
   async keepRecovery(): Promise<void> {
     const halted = this.#o.continuity.halted() !== undefined;
-    if (!this.#stateDue && !halted && this.#o.state.recovery() === undefined) return;
+    const marker = this.#o.state.recovery() !== undefined && !this.#o.state.following(); // else seen on its watch
+    if (!this.#stateDue && !halted && !marker) return;
     await this.#o.state.verify();
     this.#stateDue = false;
     await joinRecovery({
@@ -168,6 +181,26 @@ export class LeaseMembership implements Membership {
     if (lease !== undefined) this.#held = lease;
     this.#stateDue = true;
     if (anew) this.#tasks.forget(); // chores are held by a live announcement: another may have taken them
+    this.#follow();
+  }
+
+  /** Watches this node's Lease and the state object from the first announcement on (idempotent). */
+  #follow(): void {
+    const [a, watches] = [this.#announced, this.#o.watches];
+    if (a === undefined || watches === undefined || this.#unwatch !== undefined) return;
+    this.#unwatch = watchAnnouncement({ ...this.#o, watches }, a.node, (change, name) => {
+      const held = this.#held;
+      if (this.#announced !== a || held === undefined || this.#o.continuity.halted() !== undefined) return;
+      const verdict = verdictOf(change, held, a.instance, this.#o.clock.now());
+      if (verdict === 'gone') this.#lost(name, 'is gone');
+      if (verdict === 'taken-over' && change.type !== 'deleted') this.#takenOver(a, name, change.value);
+    });
+  }
+
+  /** This node's name was taken by another instance: stop rather than fight over it. */
+  #takenOver(a: Announced, name: string, lease: LeaseView): void {
+    this.#held = undefined;
+    this.#o.continuity.halt('taken-over', takenOverMessage(a.node, name, recordOf(lease)));
   }
 
   /** Whether a third of the lease has passed since this instance last wrote its Lease. */
@@ -185,6 +218,8 @@ export class LeaseMembership implements Membership {
     const leases = this.#o.leases;
     const name = nodeLeaseName(a.node);
     let waited = false;
+    /** Kubernetes' Node says this machine booted since the previous start that holds the Lease. */
+    let rebooted = false;
     for (let round = 1; round <= MAX_ROUNDS; round++) {
       const created = await leases.create('announce this node', this.#body(a, undefined, true));
       if (created.kind === 'created') return this.#adopt(created.object, true);
@@ -195,14 +230,15 @@ export class LeaseMembership implements Membership {
       const previous = a.previous !== undefined && lease.holder === a.previous;
       const sameBoot = previous && holder?.bootId !== undefined && holder.bootId === a.record.bootId;
       const expired = lease.expires <= this.#o.clock.now();
-      if (mine || sameBoot || expired) {
+      if (mine || sameBoot || expired || (previous && rebooted)) {
         const taken = await leases.replace('take over the node announcement', this.#body(a, lease, !mine));
         if (taken.kind === 'replaced') return this.#adopt(taken.object, !mine || expired);
         continue;
       }
       if (previous && !waited) {
         waited = true;
-        await this.#waitOut(name, lease, holder);
+        rebooted = await holderRebooted(this.#o, a.node, a.record.bootId, holder);
+        if (!rebooted) await waitOut(this.#o, name, lease, holder);
         continue;
       }
       const refusal =
@@ -216,22 +252,6 @@ export class LeaseMembership implements Membership {
       'TRY_AGAIN',
       `the announcement of node ${a.node} kept changing while this agent announced itself; try again`,
     );
-  }
-
-  /** This agent's previous start on another boot holds the Lease: wait until it lapses or changes. */
-  async #waitOut(name: string, lease: LeaseView, holder: NodeRecord | undefined): Promise<void> {
-    const boundMs = this.#o.leaseSeconds * 1000 + 2000;
-    this.#o.notice?.(
-      `this node's announcement is held by ${describeInstance(holder)}, this agent's previous start on another ` +
-        `boot (a reboot, or a machine cloned with this state directory): waiting up to ` +
-        `${Math.ceil(boundMs / 1000)} s for its lease to lapse`,
-    );
-    const start = this.#o.clock.monotonic();
-    while (this.#o.clock.monotonic() - start < boundMs) {
-      const now = leaseOf(await this.#o.leases.get('read the node announcement', name));
-      if (now === undefined || now.version !== lease.version || now.expires <= this.#o.clock.now()) return;
-      await new Promise<void>((resolve) => this.#o.clock.setTimer(WAIT_STEP_MS, resolve));
-    }
   }
 
   /**
@@ -272,17 +292,7 @@ export class LeaseMembership implements Membership {
       const [now, last] = [revisionOf(lease.version), revisionOf(held.version)];
       if (now !== undefined && last !== undefined && now < last)
         return this.#lost(name, `is back at resourceVersion ${now}, older than ${last} it last wrote`);
-      if (lease.holder !== a.instance) {
-        this.#held = undefined;
-        this.#o.continuity.halt(
-          'taken-over',
-          `this node's announcement (node ${a.node}, Lease ${name}) was taken over by ` +
-            `${describeInstance(recordOf(lease))}: two agents share this node name, and this one stopped allocating ` +
-            `rather than fight over it (stop one of them, give it another --node-name, then run ` +
-            `\`warren store accept\` on the one that stays)`,
-        );
-        return;
-      }
+      if (lease.holder !== a.instance) return this.#takenOver(a, name, lease);
       this.#held = lease; // renewed by this instance meanwhile (a renewal that timed out but landed)
     }
   }
@@ -293,6 +303,8 @@ export class LeaseMembership implements Membership {
     const held = this.#held;
     this.#announced = undefined;
     this.#held = undefined;
+    this.#unwatch?.();
+    this.#unwatch = undefined;
     if (a === undefined || held === undefined) return;
     const name = nodeLeaseName(a.node);
     let pre = { uid: held.uid, resourceVersion: held.version };

@@ -46,6 +46,11 @@ export function leaseKind(namespace: string): ResourceKind {
   return { plural: 'leases', group: 'coordination.k8s.io', version: 'v1', namespace };
 }
 
+/** A kind of the core group (`/api/v1`): `nodes`. */
+export function coreKind(plural: string): ResourceKind {
+  return { plural, group: '', version: 'v1' };
+}
+
 export type Created = { readonly kind: 'created'; readonly object: unknown } | { readonly kind: 'exists' };
 export type Replaced =
   | { readonly kind: 'replaced'; readonly object: unknown }
@@ -75,6 +80,9 @@ function selectorQuery(selectors: Selectors): { labelSelector?: string; fieldSel
   };
 }
 
+/** Where the core group (group '') is served. */
+const CORE_ROOT = '/api';
+
 /** Largest page asked for when a listing reads every page. */
 export const FULL_LIST_PAGE = 500;
 
@@ -95,15 +103,17 @@ export class Resource {
     this.#revisions = revisions;
   }
 
-  /** `group/plural`, as RBAC names it (`warrenblocks.warren.dev`). */
+  /** `plural.group`, as RBAC names it (`warrenblocks.warren.dev`; `nodes` in the core group). */
   get resource(): string {
-    return `${this.#kind.plural}.${this.#kind.group}`;
+    return this.#kind.group === '' ? this.#kind.plural : `${this.#kind.plural}.${this.#kind.group}`;
   }
 
   #path(name?: string): string {
     const k = this.#kind;
     const ns = k.namespace === undefined ? '' : `/namespaces/${encodeURIComponent(k.namespace)}`;
     const one = name === undefined ? '' : `/${encodeURIComponent(name)}`;
+    // The core group is served under /api, every other under /apis/<group>.
+    if (k.group === '') return `${CORE_ROOT}/${k.version}${ns}/${k.plural}${one}`;
     return `/apis/${k.group}/${k.version}${ns}/${k.plural}${one}`;
   }
 
@@ -213,6 +223,7 @@ export class Resource {
    * `timeoutSeconds`) or `signal` aborts: each ADDED or MODIFIED object and each DELETED one to
    * `onEvent`. Resolves with the resourceVersion reached (of an object or a bookmark), or 'gone'
    * when `from` is too old (410, as a status or an ERROR event): watch again from nothing.
+   * `onOpen` is called once the server answered 200 to it, before any event: the watch is open.
    */
   async watch(
     what: string,
@@ -221,6 +232,7 @@ export class Resource {
     signal: AbortSignal,
     timeoutSeconds = 300,
     selectors: Selectors = {},
+    onOpen?: () => void,
   ): Promise<string | undefined | 'gone'> {
     let reached = from;
     let gone = false;
@@ -246,6 +258,9 @@ export class Resource {
           onEvent(event.type, event.object);
       },
       signal,
+      (status) => {
+        if (status === 200) onOpen?.();
+      },
     );
     if (answer.status === 410 || gone) return 'gone';
     if (answer.status !== 200) throw this.#refuse(what, answer, 'watch');

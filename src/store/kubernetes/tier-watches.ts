@@ -7,14 +7,18 @@
  * - the address spaces: every WarrenAddressSpace, unselected (one object per network name and
  *   family, a handful, written only when a range is admitted), one watch however many spaces the
  *   node uses, so a space first used later needs no watch of its own;
- * - `reachable`: whether one of them is open and synced, which says the API server answered it
- *   (the tier's ping then sends nothing).
- * `seen` answers undefined while its watch is not open and synced (listing, backing off after a
- * failure, closed): the reader asks the API server instead.
+ * - one named object (`one`, a field selector `metadata.name=<name>`): this node's Lease and the
+ *   store's state object, which membership follows (lease-membership.ts, cluster-state.ts);
+ * - `reachable`: whether one of them is synced and open, its answer's head arrived (collection-watch.ts
+ *   `watching`, not `opening`: a watch being opened again says nothing of the server yet), which
+ *   says the API server answered it (the tier's ping then sends nothing).
+ * `seen` answers undefined while its watch is not synced and open or being opened again from the
+ * version reached (listing, backing off after a failure, closed): the reader asks the API server
+ * instead.
  */
 import type { Clock } from '../../core/clock.ts';
 import type { BlockClaim, ClaimsSeen, ClusterWatch, SpacesSeen } from '../tiered/cluster-tier.ts';
-import { type CollectionWatchStatus, KubeCollectionWatch } from './collection-watch.ts';
+import { type CollectionChange, type CollectionWatchStatus, KubeCollectionWatch } from './collection-watch.ts';
 import { NODE_LABEL, labelValue, selectorOf, spaceName } from './names.ts';
 import { admittedOf, claimOfObject, metaOf } from './objects.ts';
 import type { Resource } from './resources.ts';
@@ -38,7 +42,7 @@ function contractOf<T, S>(
   closed: () => void,
 ): ClusterWatch<S> {
   return {
-    seen: () => (isLive(watch) ? seen(watch) : undefined),
+    seen: () => (isCurrent(watch) ? seen(watch) : undefined),
     onChange: (listener) => watch.listen(() => listener()),
     close: () => {
       watch.close();
@@ -47,15 +51,33 @@ function contractOf<T, S>(
   };
 }
 
+/** A watch of one object, as membership uses it: its changes, whether it is live, its end. */
+export interface OneWatched<T> {
+  listen(listener: (change: CollectionChange<T>) => void): () => void;
+  /** Synced, and open or being opened again from where it was: it misses no change of the object. */
+  live(): boolean;
+  close(): void;
+}
+
 /** What the tier asks of any of its watches, whatever it holds. */
 interface Watched {
   status(): CollectionWatchStatus;
   close(): void;
 }
 
+/** Synced and open, its answer's head arrived: the API server answered it just now. */
 function isLive(watch: Watched): boolean {
   const { synced, state } = watch.status();
   return synced && state === 'watching';
+}
+
+/**
+ * Synced and open or being opened again from the version reached: its copy misses no change (a
+ * watch resumed from there delivers every later one), though the server may not be answering.
+ */
+function isCurrent(watch: Watched): boolean {
+  const { synced, state } = watch.status();
+  return synced && (state === 'watching' || state === 'opening');
 }
 
 export class KubeTierWatches {
@@ -94,13 +116,34 @@ export class KubeTierWatches {
     }));
   }
 
+  /** Watches the one object `name` of `resource` (a field selector), held as `decode` makes it. */
+  one<T>(resource: Resource, what: string, name: string, decode: (object: unknown) => T | undefined): OneWatched<T> {
+    const watch = new KubeCollectionWatch<T>({
+      resource,
+      what,
+      selectors: { fieldSelector: `metadata.name=${name}` },
+      decode,
+      clock: this.#clock,
+    });
+    this.#open.add(watch);
+    watch.start();
+    return {
+      listen: (listener) => watch.listen(listener),
+      live: () => isCurrent(watch),
+      close: () => {
+        watch.close();
+        this.#open.delete(watch);
+      },
+    };
+  }
+
   #opened<T, S>(watch: KubeCollectionWatch<T>, seen: (w: KubeCollectionWatch<T>) => S): ClusterWatch<S> {
     this.#open.add(watch);
     watch.start();
     return contractOf(watch, seen, () => this.#open.delete(watch));
   }
 
-  /** Whether a watch is open and synced: the API server answered it. */
+  /** Whether a watch is synced and open (its answer's head arrived): the API server answered it. */
   reachable(): boolean {
     return [...this.#open].some(isLive);
   }

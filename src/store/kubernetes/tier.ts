@@ -23,9 +23,10 @@
  * - address requests are kubernetes/requests.ts's: an update is a PUT guarded by the version it was
  *   read at, and the server selects open requests and each lender's by label; what the allocator
  *   reads of them periodically it reads from watches of what it needs (kubernetes/request-watch.ts);
- * - a node's claims and the address spaces are watched (kubernetes/tier-watches.ts: listed once,
- *   then watched from the version reached, listed again only after 410 Gone), and `ping` answers
- *   from them: a watch open and synced means the API server answered; only when none is does
+ * - a node's claims, the address spaces, this node's Lease and the state object are watched
+ *   (kubernetes/tier-watches.ts: listed once, then watched from the version reached, listed again
+ *   only after 410 Gone), and `ping` answers from them: a watch synced and open (its answer's head
+ *   arrived, not one being opened again) means the API server answered; only when none is does
  *   `ping` send a request (a listing of at most one range).
  * Every failure to reach the API server is TRY_AGAIN naming it (api-client.ts).
  *
@@ -36,8 +37,6 @@
  * until an operator accepts the store; `accept` claims again the blocks this node's file holds
  * (`onAccept`, as on etcd).
  */
-import type { KubeConfig } from '@kubernetes/client-node';
-import type { Clock } from '../../core/clock.ts';
 import { defined } from '../../core/defined.ts';
 import { WarrenError } from '../../core/errors.ts';
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
@@ -55,7 +54,6 @@ import type {
   UnclaimResult,
 } from '../tiered/cluster-tier.ts';
 import { KubeApiClient } from './api-client.ts';
-import type { ApiRequestCounter } from './api-requests.ts';
 import { KubeHoldings } from './holdings.ts';
 import { KubePublications } from './publications.ts';
 import { KubeSpaces } from './spaces.ts';
@@ -65,47 +63,20 @@ import { LeaseMembership } from './lease-membership.ts';
 import { NODE_LABEL, RANGE_LABEL, blockName, labelValue, rangeName, selectorOf } from './names.ts';
 import { KubeRequests } from './requests.ts';
 import { KubeRequestViews } from './request-watch.ts';
+import { type KubeTierOptions, checkTierOptions } from './tier-options.ts';
 import { KubeTierWatches } from './tier-watches.ts';
 import { blockObject, claimOfObject, rangeObject, rangeOf } from './objects.ts';
-import { FULL_LIST_PAGE, Resource, leaseKind, warrenKind } from './resources.ts';
+import { FULL_LIST_PAGE, Resource, coreKind, leaseKind, warrenKind } from './resources.ts';
 import type { AcceptReport } from '../store.ts';
 import type { RecordView, RequestChange, RequestScope } from '../cluster.ts';
 
 /** Rounds of read-and-write against an object that keeps changing, before TRY_AGAIN. */
 const MAX_ROUNDS = 5;
 
-export interface KubeTierOptions {
-  readonly kubeConfig: KubeConfig;
-  /** Where the Leases live: the agent's namespace. */
-  readonly namespace: string;
-  readonly leaseSeconds: number;
-  readonly clock: Clock;
-  readonly notice?: (message: string) => void;
-  /** Deadline of each request, milliseconds (api-client.ts). */
-  readonly requestTimeoutMs?: number;
-  /** Largest answer read, bytes (api-client.ts; tests). */
-  readonly maxAnswerBytes?: number;
-  /** Told of every request sent, and the User-Agent they carry (api-client.ts). */
-  readonly requests?: ApiRequestCounter | undefined;
-  readonly userAgent?: string | undefined;
-  /**
-   * The store's identity this agent recorded when it last ran (its state directory): a store found
-   * without it, or with another, lost its data while the agent was away, and is not written.
-   */
-  readonly identity?: string | undefined;
-}
+export type { KubeTierOptions };
 
 export async function openKubeTier(o: KubeTierOptions): Promise<KubeTier> {
-  if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(o.namespace))
-    throw new WarrenError(
-      'INVALID_CONFIG',
-      `the Kubernetes namespace ${JSON.stringify(o.namespace)} is not a valid name`,
-    );
-  if (!(Number.isInteger(o.leaseSeconds) && o.leaseSeconds > 0))
-    throw new WarrenError(
-      'INVALID_CONFIG',
-      `the lease time must be a whole number of seconds > 0, not ${o.leaseSeconds}`,
-    );
+  checkTierOptions(o);
   const api = await KubeApiClient.open({
     kubeConfig: o.kubeConfig,
     ...defined({
@@ -168,6 +139,8 @@ export class KubeTier implements ClusterTier {
     this.holdings = new KubeHoldings(api, o.clock);
     this.membership = new LeaseMembership({
       leases: new Resource(api, leaseKind(o.namespace), guarded),
+      nodes: new Resource(api, coreKind('nodes')),
+      watches: this.#watches,
       leaseSeconds: o.leaseSeconds,
       clock: o.clock,
       continuity,

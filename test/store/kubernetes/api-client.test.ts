@@ -1,7 +1,8 @@
 /**
  * The cluster tier's HTTP layer (src/store/kubernetes/api-client.ts) against a plain HTTPS server:
  * connections are kept alive between requests, the kubeconfig's credentials go with each request,
- * and what the server answers comes back as a value, Status parsed.
+ * what the server answers comes back as a value, Status parsed, and watches held open never keep a
+ * request waiting for a connection.
  */
 import assert from 'node:assert/strict';
 import { type Server, createServer } from 'node:https';
@@ -9,7 +10,7 @@ import { after, before, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { isWarrenError } from '../../../src/core/errors.ts';
 import { KubeApiClient } from '../../../src/store/kubernetes/api-client.ts';
-import { removeDir, tempDir } from '../../helpers/processes.ts';
+import { removeDir, tempDir, waitFor } from '../../helpers/processes.ts';
 import { issueServerCertificate } from '../../helpers/tls.ts';
 
 describe('KubeApiClient', () => {
@@ -38,6 +39,11 @@ describe('KubeApiClient', () => {
             code: 409,
           };
           res.writeHead(409, { 'Content-Type': 'application/json' }).end(JSON.stringify(status));
+          return;
+        }
+        if (req.url?.startsWith('/watch')) {
+          res.writeHead(200, { 'Content-Type': 'application/json' }); // held open: a watch with nothing to tell
+          res.write('');
           return;
         }
         if (req.url?.startsWith('/missing')) {
@@ -83,6 +89,28 @@ describe('KubeApiClient', () => {
     assert.equal(last?.auth, 'Bearer secret-token');
     assert.equal(last?.path, '/ok/9?limit=5');
     assert.equal(last?.body, '{"i":9}');
+  });
+
+  it('answers a request while more watches are open than the request pool has connections', async () => {
+    const stop = new AbortController();
+    const answered: number[] = [];
+    const streams = Array.from({ length: 12 }, (_, i) =>
+      client.stream(
+        'watch',
+        { path: `/watch/${i}` },
+        () => {},
+        stop.signal,
+        (status) => answered.push(status),
+      ),
+    );
+    // With one pool of 8 the last 4 watches are never answered: the wait is bounded only against a hang.
+    await waitFor('every watch answered, each on a connection of its own', () =>
+      answered.length === streams.length ? true : undefined,
+    );
+    const answer = await client.send('test', { method: 'GET', path: '/ok/beside-watches' });
+    assert.equal(answer.status, 200, 'a request beside 12 open watches is answered');
+    stop.abort();
+    await Promise.all(streams);
   });
 
   it('answers a Status as a failure with its reason, and tells an unknown path (text 404) apart', async () => {

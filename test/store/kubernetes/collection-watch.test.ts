@@ -1,7 +1,8 @@
 /**
  * KubeCollectionWatch against the fake API server: one listing, then watches resumed from the
  * version reached and never a listing again but after 410 Gone; the copy and the changes told
- * across a relisting; selectors narrowing both; refused objects left out; nothing after close.
+ * across a relisting; selectors narrowing both; refused objects left out; nothing after close;
+ * `opening` until the server answered a watch, `watching` only once it did.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -148,19 +149,6 @@ describe('KubeCollectionWatch', () => {
     await waitFor('j dropped', () => w.get('j') === undefined || undefined);
   });
 
-  it('leaves room for requests however many watches one client keeps open (no pool of connections starved)', async () => {
-    // An agent keeps about ten watches open; each holds its connection for minutes. Requests must
-    // still go out beside them (the pool of requests once had 8 connections, shared with watches).
-    const many = Array.from({ length: 12 }, (_, i) => watch({ labelSelector: `kind=many-${i}` }));
-    for (const w of many) w.start();
-    await Promise.all(many.map((w) => w.synced()));
-    await waitFor('every watch open', () => (api.watchCount('leases') >= 12 + 0 ? true : undefined));
-    await leases.create('make m', lease('m', 'n1', { kind: 'many-3' }));
-    await waitFor('m seen through its watch', () => many[3]?.get('m'));
-    assert.equal((await leases.get('read m', 'm')) !== undefined, true, 'a request answered beside 12 open watches');
-    for (const w of many) w.close();
-  });
-
   it('requests nothing after close', async () => {
     const w = watch({ labelSelector: 'kind=v' }, 1);
     w.start();
@@ -176,5 +164,29 @@ describe('KubeCollectionWatch', () => {
     await waitFor('k seen by the other', () => other.get('k') !== undefined || undefined);
     assert.equal(leaseRequests('list', since).length, 1, 'only the other listed');
     assert.equal(w.status().state, 'closed');
+  });
+
+  it("says 'opening' until the server answered the watch, 'watching' once it did, and 'opening' again when it ended", async () => {
+    const open: (() => void)[] = [];
+    const ends: (() => void)[] = [];
+    const held = {
+      listAt: async () => ({ items: [], resourceVersion: '1' }),
+      watch: (...args: unknown[]) =>
+        new Promise<string | undefined>((resolve) => {
+          open.push(args[6] as () => void);
+          ends.push(() => resolve(undefined));
+        }),
+    } as unknown as Resource;
+    const w = new KubeCollectionWatch<Holder>({ resource: held, what: 'held watches', decode, clock: systemClock });
+    watches.push(w);
+    w.start();
+    await w.synced();
+    await waitFor('the watch asked for', () => open.length > 0 || undefined);
+    assert.equal(w.status().state, 'opening', 'asked for, not answered: the server said nothing yet');
+    open[0]?.();
+    assert.equal(w.status().state, 'watching');
+    ends[0]?.();
+    await waitFor('the watch ended', () => (w.status().state === 'opening' ? true : undefined));
+    w.close();
   });
 });

@@ -4,7 +4,9 @@
  * and upkeep interval (10 s): the node announcement is written at most once per 100 s, the store's
  * identity object is read only when the announcement was written (not on every upkeep run), and
  * a chore asked for on every run costs its holder no request once held, and the node refused it
- * no request before the holder's announcement can have lapsed.
+ * no request before the holder's announcement can have lapsed. The watches of the node's Lease and
+ * the state object are open before the idle window and ask nothing in it (the server ends a watch
+ * after 240 s of real time, which the manual clock does not pass).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -17,6 +19,7 @@ import { type KubeTier, openKubeTier } from '../../../src/store/kubernetes/tier.
 import { type FakeKubeApi, startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
 import type { RequestRecord } from '../../helpers/fake-kube-api/types.ts';
 import { silentLogger } from '../../helpers/logger.ts';
+import { waitFor } from '../../helpers/processes.ts';
 
 const NAMESPACE = 'warren-system';
 const LEASE_SECONDS = 300;
@@ -67,6 +70,10 @@ describe('an idle node on the Kubernetes store', () => {
     await other.announceFirst();
     assert.equal(await holderTier.membership.claimTask(TASK), true, 'the first to ask holds the chore');
     assert.equal(await otherTier.membership.claimTask(TASK), false);
+    // Each node watches its Lease and the state object once announced: opened before the idle window.
+    await waitFor('the watches open', () =>
+      fake.watchCount('leases') >= 2 && fake.watchCount('warrenclusterstates') >= 2 ? true : undefined,
+    );
     fake.clearRequests();
     const byNode = new Map<string, RequestRecord[]>([
       ['idle-a', []],

@@ -114,6 +114,58 @@ describe('Lease membership', () => {
     await rebooted.membership.withdraw();
   });
 
+  /** A Node as the kubelet registers it, reporting `bootID` (or none). */
+  const nodeReporting = (name: string, bootID?: string): void => {
+    fake.createNode(name);
+    if (bootID !== undefined) fake.updateNode(name, (n) => Object.assign(n, { status: { nodeInfo: { bootID } } }));
+  };
+
+  it("takes over at once its previous start's announcement from another boot when the Node reports this boot", async () => {
+    const notices: string[] = [];
+    const [crashed, rebooted] = [await tier(), await tier((m) => notices.push(m))];
+    await crashed.membership.announce('lease-power-loss', info('r-1', 'boot-old'));
+    nodeReporting('lease-power-loss', 'boot-new'); // the kubelet of the machine, booted again, reported it
+    const started = clock.monotonic();
+    await rebooted.membership.announce('lease-power-loss', info('r-2', 'boot-new', 'r-1'));
+    assert.equal(clock.monotonic(), started, 'no wait: the clock was not moved and the announcement is made');
+    const lease = fake.object('leases', nodeLeaseName('lease-power-loss'), NAMESPACE);
+    assert.equal((lease?.spec as Record<string, unknown> | undefined)?.holderIdentity, 'r-2');
+    assert.ok(!notices.some((m) => /waiting up to/.test(m)), 'nothing waited out');
+    assert.match(notices.join('\n'), /reports this machine's boot/);
+    await rebooted.membership.withdraw();
+  });
+
+  for (const [title, bootID] of [
+    ['another boot ID', 'boot-of-a-clone'],
+    ['no Node', undefined],
+  ] as const) {
+    it(`waits out its previous start's announcement from another boot when Kubernetes shows ${title}`, async () => {
+      const node = `lease-wait-${bootID === undefined ? 'none' : 'clone'}`;
+      const notices: string[] = [];
+      const [clone, restarted] = [await tier(), await tier((m) => notices.push(m))];
+      await clone.membership.announce(node, info('w-1', 'boot-a'));
+      if (bootID !== undefined) nodeReporting(node, bootID);
+      let settled = false;
+      const announced = restarted.membership.announce(node, info('w-2', 'boot-b', 'w-1')).finally(() => {
+        settled = true;
+      });
+      await waitFor('the wait to be announced', () => (notices.length > 0 ? true : undefined));
+      assert.match(notices[0] ?? '', /waiting up to/);
+      clock.advance(LEASE_SECONDS * 500);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      assert.equal(settled, false, 'still waiting half a lease later');
+      clock.advance(LEASE_SECONDS * 500 + 500);
+      await waitFor('the announcement after the lease lapsed', () => {
+        clock.advance(250);
+        return settled ? true : undefined;
+      });
+      await announced;
+      const lease = fake.object('leases', nodeLeaseName(node), NAMESPACE);
+      assert.equal((lease?.spec as Record<string, unknown> | undefined)?.holderIdentity, 'w-2');
+      await restarted.membership.withdraw();
+    });
+  }
+
   it('refuses a second agent with the node name, and halts the first if its announcement is taken later', async () => {
     const [first, second] = [await tier(), await tier()];
     await first.membership.announce('lease-twin', info('t-1', 'boot-a'));

@@ -1,0 +1,99 @@
+/**
+ * What an agent does about its node's announcement (lease-membership.ts) held by its own previous
+ * start made on another boot (a crash or a power loss left it; a clean stop deletes it): that holder
+ * is either gone with the boot it ran on (a reboot) or alive on a machine cloned with this one's state
+ * directory, and only Kubernetes can tell which.
+ *
+ * - `holderRebooted`: one GET of the Node named as this node (core/v1, `/api/v1/nodes/<name>`): its
+ *   `status.nodeInfo.bootID` is the boot the kubelet registered under that name reports. Equal to
+ *   this agent's own boot ID, the machine registered as this node has booted since the holder
+ *   started (the holder recorded another boot), so the holder cannot be alive on it: the caller takes
+ *   the Lease over at once. Anything else — another boot ID (a clone's kubelet, or a kubelet that
+ *   has not reported this boot yet), no Node, no bootID, no right to read Nodes, no answer — says
+ *   nothing, and the caller waits. A clone whose kubelet registered under the same name and last
+ *   reported this machine's boot is taken over, then halts at once on its Lease's watch (taken over:
+ *   it stops allocating) rather than fighting over it.
+ * - `waitOut`: the wait, a read of the Lease every 250 ms of the clock, until it lapses or changes,
+ *   at most the lease time and 2 s.
+ * - `takenOverMessage`: what a node's agent says when its Lease was taken by another instance.
+ */
+import type { Clock } from '../../core/clock.ts';
+import { isPlainObject as isRecord } from '../../core/validate.ts';
+import { describeInstance } from '../membership.ts';
+import type { NodeRecord } from '../store.ts';
+import { type LeaseView, leaseOf } from './lease-objects.ts';
+import type { Resource } from './resources.ts';
+
+/** How often a Lease being waited out is read again. */
+const WAIT_STEP_MS = 250;
+
+/** The boot ID the Node object reports (`status.nodeInfo.bootID`); undefined when it says none. */
+export function bootIdOfNode(object: unknown): string | undefined {
+  if (!isRecord(object) || !isRecord(object.status) || !isRecord(object.status.nodeInfo)) return undefined;
+  const id = object.status.nodeInfo.bootID;
+  return typeof id === 'string' && id !== '' ? id : undefined;
+}
+
+/**
+ * Whether Kubernetes' Node `node` reports `bootId`, this agent's boot, so that `holder` (a start on
+ * another boot) is gone: false when it cannot tell. Says so when it is.
+ */
+export async function holderRebooted(
+  o: { readonly nodes?: Resource | undefined; readonly notice?: ((message: string) => void) | undefined },
+  node: string,
+  bootId: string | undefined,
+  holder: NodeRecord | undefined,
+): Promise<boolean> {
+  if (o.nodes === undefined || bootId === undefined) return false;
+  let reported: string | undefined;
+  try {
+    reported = bootIdOfNode(await o.nodes.get(`read the boot of node ${node}`, node));
+  } catch {
+    return false; // no right to read Nodes, or no answer: the wait decides, as without Kubernetes' word
+  }
+  if (reported !== bootId) return false;
+  o.notice?.(
+    `this node's announcement is held by ${describeInstance(holder)}, this agent's previous start on another ` +
+      `boot; Kubernetes' Node ${node} reports this machine's boot (${bootId}), so that start is gone: taking ` +
+      `the announcement over`,
+  );
+  return true;
+}
+
+export interface WaitOutOptions {
+  readonly leases: Resource;
+  readonly leaseSeconds: number;
+  readonly clock: Clock;
+  readonly notice?: ((message: string) => void) | undefined;
+}
+
+/** This agent's previous start on another boot holds the Lease: wait until it lapses or changes. */
+export async function waitOut(
+  o: WaitOutOptions,
+  name: string,
+  lease: LeaseView,
+  holder: NodeRecord | undefined,
+): Promise<void> {
+  const boundMs = o.leaseSeconds * 1000 + 2000;
+  o.notice?.(
+    `this node's announcement is held by ${describeInstance(holder)}, this agent's previous start on another ` +
+      `boot (a reboot, or a machine cloned with this state directory): waiting up to ` +
+      `${Math.ceil(boundMs / 1000)} s for its lease to lapse`,
+  );
+  const start = o.clock.monotonic();
+  while (o.clock.monotonic() - start < boundMs) {
+    const now = leaseOf(await o.leases.get('read the node announcement', name));
+    if (now === undefined || now.version !== lease.version || now.expires <= o.clock.now()) return;
+    await new Promise<void>((resolve) => o.clock.setTimer(WAIT_STEP_MS, resolve));
+  }
+}
+
+/** Why this agent halted: its node's Lease `name` is held by `holder`, another instance. */
+export function takenOverMessage(node: string, name: string, holder: NodeRecord | undefined): string {
+  return (
+    `this node's announcement (node ${node}, Lease ${name}) was taken over by ` +
+    `${describeInstance(holder)}: two agents share this node name, and this one stopped allocating ` +
+    `rather than fight over it (stop one of them, give it another --node-name, then run ` +
+    `\`warren store accept\` on the one that stays)`
+  );
+}

@@ -1,0 +1,173 @@
+/**
+ * This node's announcement and the store's state object watched (src/store/kubernetes/
+ * announcement-watch.ts, issue 36), on the fake API server with a manual clock that is never moved
+ * to a renewal: the Lease taken over by another instance, or deleted while its lease runs, halts the
+ * node from the watch alone; a recovery marker another node writes, or lifts, is this node's
+ * `recovery()` from the watch alone; and the tier's ping, answered from the watches, sends nothing
+ * while they are open.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { KubeConfig } from '@kubernetes/client-node';
+import { ManualClock } from '../../../src/core/clock.ts';
+import { verdictOf } from '../../../src/store/kubernetes/announcement-watch.ts';
+import { KubeApiClient } from '../../../src/store/kubernetes/api-client.ts';
+import { KubeClusterState } from '../../../src/store/kubernetes/cluster-state.ts';
+import { KubeContinuity } from '../../../src/store/kubernetes/continuity.ts';
+import type { LeaseView } from '../../../src/store/kubernetes/lease-objects.ts';
+import { nodeLeaseName } from '../../../src/store/kubernetes/names.ts';
+import { Resource, warrenKind } from '../../../src/store/kubernetes/resources.ts';
+import { type KubeTier, openKubeTier } from '../../../src/store/kubernetes/tier.ts';
+import { type FakeKubeApi, startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
+import { waitFor } from '../../helpers/processes.ts';
+
+const NAMESPACE = 'warren-system';
+const LEASE_SECONDS = 300;
+
+describe("a node's announcement and the store's state, watched", () => {
+  let fake: FakeKubeApi;
+  const clock = new ManualClock(Date.now());
+  const opened: KubeTier[] = [];
+  const closers: (() => void)[] = [];
+  const kubeConfig = (): KubeConfig => {
+    const k = new KubeConfig();
+    k.loadFromFile(fake.kubeconfigPath);
+    return k;
+  };
+  const tier = async (): Promise<KubeTier> => {
+    const t = await openKubeTier({
+      kubeConfig: kubeConfig(),
+      namespace: NAMESPACE,
+      leaseSeconds: LEASE_SECONDS,
+      clock,
+    });
+    opened.push(t);
+    return t;
+  };
+  const info = (instance: string, bootId: string, previous?: string) => ({
+    since: clock.now(),
+    version: 'test',
+    instance,
+    bootId,
+    ...(previous === undefined ? {} : { previous }),
+  });
+  /** Announces `node`, and waits until its Lease and the state object are watched (answered by the server). */
+  const announced = async (t: KubeTier, node: string, instance: string): Promise<void> => {
+    const from = fake.requests.length;
+    await t.membership.announce(node, info(instance, 'boot-a'));
+    const open = (resource: string, name: string) =>
+      fake.requests
+        .slice(from)
+        .some(
+          (r) =>
+            r.verb === 'watch' &&
+            r.resource === resource &&
+            r.query.fieldSelector === `metadata.name=${name}` &&
+            r.status === 200,
+        );
+    await waitFor('the watches of the Lease and the state object', () =>
+      open('leases', nodeLeaseName(node)) && open('warrenclusterstates', 'store') ? true : undefined,
+    );
+  };
+
+  before(async () => {
+    fake = await startFakeKubeApi({ crds: 'deploy' });
+  });
+  after(async () => {
+    for (const close of closers) close();
+    for (const t of opened) await t.close();
+    await fake.stop();
+  });
+
+  it('halts a node whose Lease another instance took over, without waiting for its renewal', async () => {
+    const [old, restarted] = [await tier(), await tier()];
+    await announced(old, 'watch-takeover', 'o-1');
+    // Its next start on the same boot takes the Lease over at once; the old one renews nothing.
+    await restarted.membership.announce('watch-takeover', info('o-2', 'boot-a', 'o-1'));
+    const halted = await waitFor('the old instance to halt', () => old.membership.halted());
+    assert.match(halted, /taken over by agent instance o-2/);
+    assert.equal(restarted.membership.halted(), undefined);
+    await restarted.membership.withdraw();
+  });
+
+  it('halts a node whose live Lease is deleted (the API server lost it), without waiting for its renewal', async () => {
+    const t = await tier();
+    await announced(t, 'watch-gone', 'g-1');
+    assert.ok(fake.deleteObject('leases', nodeLeaseName('watch-gone'), NAMESPACE));
+    const halted = await waitFor('the node to halt', () => t.membership.halted());
+    assert.match(halted, /lost its data: this node's Lease .* is gone/);
+  });
+
+  it('sees a recovery marker another node writes, and lifts, from the watch alone', async () => {
+    const t = await tier();
+    await announced(t, 'watch-marker', 'm-1');
+    await t.membership.keepRecovery();
+    assert.equal(t.membership.recovery(), undefined);
+    // Another node's agent writes the marker through its own client.
+    const api = await KubeApiClient.open({ kubeConfig: kubeConfig() });
+    closers.push(() => api.close());
+    const other = new KubeContinuity('the fake API server', () => clock.now());
+    const state = new KubeClusterState(new Resource(api, warrenKind('warrenclusterstates')), other, () => clock.now());
+    await state.verify();
+    await state.join(['watch-other'], 'its store lost its data (a test)');
+    const seen = await waitFor('the marker on this node', () => t.membership.recovery());
+    assert.deepEqual(seen.pending, ['watch-other']);
+    const before = fake.requestCounts()['get warrenclusterstates'] ?? 0;
+    await t.membership.keepRecovery();
+    assert.equal(
+      fake.requestCounts()['get warrenclusterstates'] ?? 0,
+      before,
+      'a marker standing is not read again while its watch is live',
+    );
+    await state.leave('watch-other');
+    await waitFor('the marker lifted on this node', () => (t.membership.recovery() === undefined ? true : undefined));
+    assert.equal(t.membership.halted(), undefined);
+    await t.membership.withdraw();
+  });
+
+  it('answers ping from the open watches, with no request', async () => {
+    const t = await tier();
+    await announced(t, 'watch-ping', 'p-1');
+    await waitFor('a watch open', async () => {
+      const from = fake.requests.length;
+      await t.ping();
+      return fake.requests.length === from ? true : undefined;
+    });
+    await t.membership.withdraw();
+  });
+});
+
+describe('what a change of the Lease on its watch means', () => {
+  const lease = (version: string, holder: string, expires = 2_000): LeaseView => ({
+    name: 'n',
+    uid: 'u',
+    version,
+    holder,
+    expires,
+    transitions: 0,
+    acquired: undefined,
+    annotations: {},
+  });
+  const held = lease('10', 'me');
+
+  it('another holder at or after the last write: taken over; before it: nothing', () => {
+    assert.equal(
+      verdictOf({ type: 'modified', name: 'n', value: lease('11', 'x'), previous: held }, held, 'me', 1_000),
+      'taken-over',
+    );
+    assert.equal(
+      verdictOf({ type: 'modified', name: 'n', value: lease('9', 'x'), previous: held }, held, 'me', 1_000),
+      undefined,
+    );
+    assert.equal(
+      verdictOf({ type: 'modified', name: 'n', value: lease('12', 'me'), previous: held }, held, 'me', 1_000),
+      undefined,
+    );
+  });
+
+  it('deleted while the lease runs: gone; after it lapsed, or from before the last write: nothing', () => {
+    assert.equal(verdictOf({ type: 'deleted', name: 'n', previous: held }, held, 'me', 1_000), 'gone');
+    assert.equal(verdictOf({ type: 'deleted', name: 'n', previous: held }, held, 'me', 3_000), undefined);
+    assert.equal(verdictOf({ type: 'deleted', name: 'n', previous: lease('8', 'me') }, held, 'me', 1_000), undefined);
+  });
+});
