@@ -8,7 +8,8 @@
  *
  * Prints, per node per minute by verb and resource, what the idle window and the churn cost the API
  * server, writes per node per 100 s, LISTs, watch events delivered, ADD p50/p99 during churn, and
- * memory per simulated node (this process's RSS over N, the fake API server included). The counts
+ * memory per simulated node (this process's RSS over N, the fake API server included), the fan-out
+ * of the changes (watch events per change, by resource) and of one block claim (fan-out.ts). The counts
  * come from the fake's per-client records, so they do not depend on the machine; the times do.
  *
  * Options: --nodes N (50), --idle-minutes M (5), --churn R ADDs+DELs per clock second (0: none),
@@ -18,7 +19,8 @@
 import { parseArgs } from 'node:util';
 import { ScaleCluster } from './scale/cluster.ts';
 import { churn, holdBlocks, idleWindow } from './scale/scenarios.ts';
-import { describeWindow, writesPerNode100s } from './scale/window-counts.ts';
+import { describeProbe, probeBlockClaim } from './scale/fan-out.ts';
+import { describeFanOut, describeWindow, writesPerNode100s } from './scale/window-counts.ts';
 import { describeLoad, machineLine, underLoad } from './machine.ts';
 
 const { values } = parseArgs({
@@ -62,7 +64,7 @@ const { load } = await underLoad(async () => {
       started = performance.now();
       const idle = await idleWindow(cluster, idleSeconds, stepMs);
       const took = ((performance.now() - started) / 1000).toFixed(1);
-      console.log(`\nIdle (${took} s of real time):\n${describeWindow(idle)}`);
+      console.log(`\nIdle (${took} s of real time):\n${describeWindow(idle)}\n${describeFanOut(idle)}`);
     }
     const rss = process.memoryUsage().rss;
     console.log(`\nmemory: RSS ${mib(rss)} MiB, ${mib((rss - baseline) / nodes)} MiB per simulated node`);
@@ -72,6 +74,7 @@ const { load } = await underLoad(async () => {
       const { counts } = report;
       const writesPerSecond = (writesPerNode100s(counts) * nodes) / 100;
       console.log(`\nChurn at ${rate}/s for ${counts.seconds} s of clock:\n${describeWindow(counts)}`);
+      console.log(describeFanOut(counts, report.adds + report.dels));
       console.log(`writes/s over the cluster: ${writesPerSecond.toFixed(1)}`);
       console.log(
         `ADDs ${report.adds}, DELs ${report.dels}, failed ${report.failed}${report.failures.map((f) => `\n  ${f}`).join('')}`,
@@ -80,6 +83,7 @@ const { load } = await underLoad(async () => {
       console.log(`audit: ${report.held} addresses held, ${report.duplicates.length} duplicates`);
       for (const d of report.duplicates.slice(0, 10)) console.log(`  DUPLICATE ${d}`);
     }
+    console.log(`\n${describeProbe(await probeBlockClaim(cluster), nodes)}`);
     if (cluster.unsettled > 0) console.log(`warning: ${cluster.unsettled} requests left unanswered by a settle`);
   } finally {
     await cluster.stop();
