@@ -47,6 +47,28 @@ const mib = (bytes: number): string => (bytes / 2 ** 20).toFixed(1);
 const percentile = (sorted: readonly number[], p: number): string =>
   sorted.length === 0 ? '–' : (sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? 0).toFixed(1);
 
+/** What a node may watch: every custom resource of deploy/crds and the Leases. */
+const WATCHABLE = [
+  'warrenblocks',
+  'warrenaddressrequests',
+  'warrenaddressholdings',
+  'warrenaddressspaces',
+  'warrenblockpublications',
+  'warrenranges',
+  'warrenclusterstates',
+  'warrenpools',
+  'warrenreservations',
+  'leases',
+];
+
+/** The watches open on the fake per node, by resource ("warrenblocks 1.00, …; 9.00 in all"). */
+function openWatches(cluster: ScaleCluster): string {
+  const n = cluster.nodes.length;
+  const open = WATCHABLE.map((r) => [r, cluster.api.watchCount(r)] as const).filter(([, count]) => count > 0);
+  const all = open.reduce((total, [, count]) => total + count, 0);
+  return `${open.map(([r, count]) => `${r} ${(count / n).toFixed(2)}`).join(', ')}; ${(all / n).toFixed(2)} in all`;
+}
+
 console.log(machineLine());
 const baseline = process.memoryUsage().rss;
 const { load } = await underLoad(async () => {
@@ -68,6 +90,7 @@ const { load } = await underLoad(async () => {
     }
     const rss = process.memoryUsage().rss;
     console.log(`\nmemory: RSS ${mib(rss)} MiB, ${mib((rss - baseline) / nodes)} MiB per simulated node`);
+    console.log(`open watches per node: ${openWatches(cluster)}`);
     const rate = number('churn');
     if (rate > 0) {
       const report = await churn(cluster, { rate, seconds: number('churn-seconds') });
