@@ -8,7 +8,8 @@
  *
  * Prints, per node per minute by verb and resource, what the idle window and the churn cost the API
  * server, writes per node per 100 s, LISTs, watch events delivered, ADD p50/p99 during churn, and
- * memory per simulated node (this process's RSS over N, the fake API server included). The counts
+ * memory per simulated node (this process's RSS over N, the fake API server included), the fan-out
+ * of the changes (watch events per change, by resource) and of one block claim (fan-out.ts). The counts
  * come from the fake's per-client records, so they do not depend on the machine; the times do.
  *
  * Options: --nodes N (50), --idle-minutes M (5), --churn R ADDs+DELs per clock second (0: none),
@@ -18,7 +19,8 @@
 import { parseArgs } from 'node:util';
 import { ScaleCluster } from './scale/cluster.ts';
 import { churn, holdBlocks, idleWindow } from './scale/scenarios.ts';
-import { describeWindow, writesPerNode100s } from './scale/window-counts.ts';
+import { describeProbe, probeBlockClaim } from './scale/fan-out.ts';
+import { describeFanOut, describeWindow, writesPerNode100s } from './scale/window-counts.ts';
 import { describeLoad, machineLine, underLoad } from './machine.ts';
 
 const { values } = parseArgs({
@@ -45,6 +47,28 @@ const mib = (bytes: number): string => (bytes / 2 ** 20).toFixed(1);
 const percentile = (sorted: readonly number[], p: number): string =>
   sorted.length === 0 ? '–' : (sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? 0).toFixed(1);
 
+/** What a node may watch: every custom resource of deploy/crds and the Leases. */
+const WATCHABLE = [
+  'warrenblocks',
+  'warrenaddressrequests',
+  'warrenaddressholdings',
+  'warrenaddressspaces',
+  'warrenblockpublications',
+  'warrenranges',
+  'warrenclusterstates',
+  'warrenpools',
+  'warrenreservations',
+  'leases',
+];
+
+/** The watches open on the fake per node, by resource ("warrenblocks 1.00, …; 9.00 in all"). */
+function openWatches(cluster: ScaleCluster): string {
+  const n = cluster.nodes.length;
+  const open = WATCHABLE.map((r) => [r, cluster.api.watchCount(r)] as const).filter(([, count]) => count > 0);
+  const all = open.reduce((total, [, count]) => total + count, 0);
+  return `${open.map(([r, count]) => `${r} ${(count / n).toFixed(2)}`).join(', ')}; ${(all / n).toFixed(2)} in all`;
+}
+
 console.log(machineLine());
 const baseline = process.memoryUsage().rss;
 const { load } = await underLoad(async () => {
@@ -62,16 +86,18 @@ const { load } = await underLoad(async () => {
       started = performance.now();
       const idle = await idleWindow(cluster, idleSeconds, stepMs);
       const took = ((performance.now() - started) / 1000).toFixed(1);
-      console.log(`\nIdle (${took} s of real time):\n${describeWindow(idle)}`);
+      console.log(`\nIdle (${took} s of real time):\n${describeWindow(idle)}\n${describeFanOut(idle)}`);
     }
     const rss = process.memoryUsage().rss;
     console.log(`\nmemory: RSS ${mib(rss)} MiB, ${mib((rss - baseline) / nodes)} MiB per simulated node`);
+    console.log(`open watches per node: ${openWatches(cluster)}`);
     const rate = number('churn');
     if (rate > 0) {
       const report = await churn(cluster, { rate, seconds: number('churn-seconds') });
       const { counts } = report;
       const writesPerSecond = (writesPerNode100s(counts) * nodes) / 100;
       console.log(`\nChurn at ${rate}/s for ${counts.seconds} s of clock:\n${describeWindow(counts)}`);
+      console.log(describeFanOut(counts, report.adds + report.dels));
       console.log(`writes/s over the cluster: ${writesPerSecond.toFixed(1)}`);
       console.log(
         `ADDs ${report.adds}, DELs ${report.dels}, failed ${report.failed}${report.failures.map((f) => `\n  ${f}`).join('')}`,
@@ -80,6 +106,7 @@ const { load } = await underLoad(async () => {
       console.log(`audit: ${report.held} addresses held, ${report.duplicates.length} duplicates`);
       for (const d of report.duplicates.slice(0, 10)) console.log(`  DUPLICATE ${d}`);
     }
+    console.log(`\n${describeProbe(await probeBlockClaim(cluster), nodes)}`);
     if (cluster.unsettled > 0) console.log(`warning: ${cluster.unsettled} requests left unanswered by a settle`);
   } finally {
     await cluster.stop();

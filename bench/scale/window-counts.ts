@@ -2,8 +2,10 @@
  * What a window of clock time cost the API server, per simulated node, read from the fake's request
  * records and watch event counts (each attributed to its node by the node's own token): requests
  * per node per minute by verb and resource, writes per node per 100 s, LISTs, watch events
- * delivered by resource, and the nodes that broke the idle budget of issue 36 (no periodic LIST, at
- * most one write per 100 s). Pure: no I/O; the harness and the idle-budget test print the same text.
+ * delivered by resource, the fan-out of the window's changes (per resource: the changes the nodes
+ * made, the watch events delivered to the nodes per change, and how many nodes got any), and the nodes
+ * that broke the idle budget of issue 36 (no periodic LIST, at most one write per 100 s). Pure: no
+ * I/O; the harness and the idle-budget test print the same text.
  */
 import type { DeliveredEvents, RequestRecord } from '../../test/helpers/fake-kube-api.ts';
 
@@ -22,6 +24,18 @@ export interface WindowCounts {
    * them on real time, not on the harness's clock).
    */
   readonly watchEvents: ReadonlyMap<string, number>;
+  /** The fan-out of the window's changes, by resource (plural, a subresource's writes its object's). */
+  readonly fanOut: ReadonlyMap<string, FanOut>;
+}
+
+/** What the nodes' changes of one resource cost in watch events over a window. */
+export interface FanOut {
+  /** The nodes' writes answered 2xx: each one change of an object (one RV). */
+  readonly changes: number;
+  /** Watch events of the resource delivered to the nodes, BOOKMARKs apart. */
+  readonly delivered: number;
+  /** Nodes that got at least one such event in the window. */
+  readonly nodesReached: number;
 }
 
 export function windowCounts(
@@ -45,7 +59,59 @@ export function windowCounts(
     const key = `${e.resource} ${e.type}`;
     watchEvents.set(key, (watchEvents.get(key) ?? 0) + e.count);
   }
-  return { nodes: nodes.length, seconds, byKind, perNode, watchEvents };
+  return { nodes: nodes.length, seconds, byKind, perNode, watchEvents, fanOut: fanOutOf(records, events, perNode) };
+}
+
+/** Per resource: the nodes' changes (their 2xx writes) and the watch events (no BOOKMARK) they got. */
+function fanOutOf(
+  records: readonly RequestRecord[],
+  events: readonly DeliveredEvents[],
+  nodes: ReadonlyMap<string, unknown>,
+): Map<string, FanOut> {
+  const changes = new Map<string, number>();
+  for (const r of records) {
+    if (r.client === undefined || !nodes.has(r.client) || r.status < 200 || r.status > 299) continue;
+    if (r.verb === undefined || !WRITES.has(r.verb) || r.resource === undefined) continue;
+    const object = r.resource.split('/')[0] ?? r.resource;
+    changes.set(object, (changes.get(object) ?? 0) + 1);
+  }
+  const delivered = new Map<string, number>();
+  const reached = new Map<string, Set<string>>();
+  for (const e of events) {
+    if (e.client === undefined || !nodes.has(e.client) || e.type === 'BOOKMARK' || e.count === 0) continue;
+    delivered.set(e.resource, (delivered.get(e.resource) ?? 0) + e.count);
+    reached.set(e.resource, (reached.get(e.resource) ?? new Set()).add(e.client));
+  }
+  const resources = [...new Set([...changes.keys(), ...delivered.keys()])].sort();
+  return new Map(
+    resources.map((resource) => [
+      resource,
+      {
+        changes: changes.get(resource) ?? 0,
+        delivered: delivered.get(resource) ?? 0,
+        nodesReached: reached.get(resource)?.size ?? 0,
+      },
+    ]),
+  );
+}
+
+/**
+ * The fan-out as lines, one per resource: its changes, the events delivered per change (and per
+ * `operations`, the ADDs and DELs of a churn, when given), the nodes any event reached.
+ */
+export function describeFanOut(c: WindowCounts, operations?: number): string {
+  const lines = ['fan-out of the changes (watch events delivered to the nodes, BOOKMARKs apart), by resource:'];
+  for (const [resource, f] of c.fanOut) {
+    const perChange = f.changes === 0 ? '–' : fixed(f.delivered / f.changes);
+    const perOperation =
+      operations === undefined || operations === 0 ? '' : `, ${fixed(f.delivered / operations)} per ADD/DEL`;
+    lines.push(
+      `  ${resource.padEnd(32)} ${String(f.changes).padStart(6)} changes, ${String(f.delivered).padStart(7)} events` +
+        ` (${perChange} per change${perOperation}), to ${f.nodesReached} of ${c.nodes} nodes`,
+    );
+  }
+  if (c.fanOut.size === 0) lines.push('  none');
+  return lines.join('\n');
 }
 
 const isWrite = (kind: string): boolean => WRITES.has(kind.split(' ')[0] ?? '');
