@@ -25,9 +25,9 @@
  *   a renewal), while its lease time runs, halts it as a store that lost its data; so do the
  *   store's identity object gone or replaced (on its watch, or read), and any answer gone backwards
  *   (cluster-state.ts, resources.ts; announcement-watch.ts judges the watch). The identity object,
- *   which also carries the cluster's recovery marker (recovery.ts), is read by `keepRecovery` when
- *   the announcement was written since it was last read, while this node is halted, and while a
- *   marker stands and its watch is not live (to see it lifted), not on every upkeep run; a marker
+ *   which also carries the cluster's recovery marker (recovery.ts), is read by `keepRecovery` only
+ *   while its watch is not live (after the announcement was written, or to see a marker lifted)
+ *   and while this node is halted, never per upkeep run; a marker
  *   written or lifted by another node is known from the watch as it happens; a node halted on a
  *   lost store adds itself to it. An ordinary expiry (the API server away longer than the lease)
  *   is none of this: the node announces itself again.
@@ -138,8 +138,9 @@ export class LeaseMembership implements Membership {
 
   async keepRecovery(): Promise<void> {
     const halted = this.#o.continuity.halted() !== undefined;
-    const marker = this.#o.state.recovery() !== undefined && !this.#o.state.following(); // else seen on its watch
-    if (!this.#stateDue && !halted && !marker) return;
+    const following = this.#o.state.following(); // the watch tells of a marker and of the identity
+    const marker = this.#o.state.recovery() !== undefined && !following;
+    if ((!this.#stateDue || following) && !halted && !marker) return;
     await this.#o.state.verify();
     this.#stateDue = false;
     await joinRecovery({
