@@ -261,6 +261,7 @@ export const E2E_FILES: readonly string[] = [
   'test/e2e/kube-status-away.test.ts',
   'test/e2e/node-disk-restored.test.ts',
   'test/e2e/kube-store-default.test.ts',
+  'test/e2e/kube-idle.test.ts',
   'test/e2e/kube-pools.test.ts',
   'test/e2e/kube-reservations.test.ts',
   'test/e2e/kube-store.test.ts',

@@ -98,6 +98,7 @@ export function servingSide(s: ServingSides): Serving {
       : {
           cluster: {
             problem: () => upkeep.problem(),
+            upkeep: () => upkeep.status(),
             // What accept wrote went through: the commits that failed on the lost store say nothing now.
             accept: () =>
               upkeep.accept().then((report) => {

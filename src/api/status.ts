@@ -220,6 +220,8 @@ export interface ClusterStatus {
    * from an older copy, or lost, takes back what the cluster lists for it.
    */
   readonly fileCheck?: FileCheckStatus;
+  /** The cluster chores (announcement, give-back, lending, holdings): their runs, one per upkeep interval. */
+  readonly upkeep?: PeriodicTaskStatus;
 }
 
 /** The missed-delete journal and the reconcile loop that drains it. Times are ISO 8601. */

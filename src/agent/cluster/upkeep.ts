@@ -32,7 +32,7 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../../core/clock.ts';
 import { messageOf } from '../../core/errors.ts';
-import { PeriodicTask } from '../../core/periodic-task.ts';
+import { PeriodicTask, type PeriodicTaskStatus } from '../../core/periodic-task.ts';
 import type { Allocator } from '../../allocator/allocator.ts';
 import { WarrenError, isWarrenError } from '../../core/errors.ts';
 import { recoveryProblem } from '../../store/tiered/recovery.ts';
@@ -119,6 +119,11 @@ export class ClusterUpkeep {
       if (lent.length > 0) this.#o.logger.info({ lent }, 'lent addresses between nodes');
       for (const error of errors) this.#o.errors.add(`lending addresses failed: ${error}`);
     });
+  }
+
+  /** The chores' runs: one per interval, each reading what the watches keep (no request unless something changed). */
+  status(): PeriodicTaskStatus {
+    return this.#task.status();
   }
 
   /** Why this node must not allocate now; undefined when it may. */

@@ -11,6 +11,7 @@
  */
 import type { Clock } from '../../core/clock.ts';
 import { defined } from '../../core/defined.ts';
+import type { PeriodicTaskStatus } from '../../core/periodic-task.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import { isBlockKey } from '../../ipam/blocks.ts';
 import type { AcceptReport, Membership, Store } from '../../store/store.ts';
@@ -64,7 +65,12 @@ export interface AgentStatusOptions {
    * On a cluster store: why this node must not allocate (also in `notReady`), and the operator's
    * word that the store as it is now is the one to use (`warren store accept`).
    */
-  readonly cluster?: { readonly problem: () => string | undefined; readonly accept: () => Promise<AcceptReport> };
+  readonly cluster?: {
+    readonly problem: () => string | undefined;
+    readonly accept: () => Promise<AcceptReport>;
+    /** The cluster chores' runs (agent/cluster/upkeep.ts). */
+    readonly upkeep?: () => PeriodicTaskStatus;
+  };
 }
 
 export class AgentStatusReader {
@@ -88,6 +94,7 @@ export class AgentStatusReader {
             node,
             clock: options.clock,
             ...(options.cluster === undefined ? {} : { problem: options.cluster.problem }),
+            ...defined({ upkeep: options.cluster?.upkeep }),
           });
   }
 

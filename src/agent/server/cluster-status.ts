@@ -14,6 +14,7 @@ import { defined } from '../../core/defined.ts';
 import { messageOf } from '../../core/errors.ts';
 import type { Membership, LedgerSummary, Store } from '../../store/store.ts';
 import type { AgentStatus } from '../../api/status.ts';
+import type { PeriodicTaskStatus } from '../../core/periodic-task.ts';
 
 export interface ClusterStatusOptions {
   readonly membership: Membership;
@@ -23,6 +24,8 @@ export interface ClusterStatusOptions {
   readonly clock: Clock;
   /** Why this node must not allocate on the cluster store; undefined when it may. */
   readonly problem?: () => string | undefined;
+  /** The cluster chores' runs. */
+  readonly upkeep?: () => PeriodicTaskStatus;
 }
 
 export class ClusterStatus {
@@ -40,6 +43,7 @@ export class ClusterStatus {
     const problem = this.#o.problem?.();
     const readAt = this.#liveNodes?.at;
     const fileCheck = await this.#o.store.cluster?.fileCheck();
+    const upkeep = this.#o.upkeep?.();
     return {
       liveNodes: live.nodes,
       ownBlocks: pools.filter((p) => p.affinity === this.#o.node).length,
@@ -51,7 +55,7 @@ export class ClusterStatus {
             unread: live.unread,
             ...(readAt === undefined ? {} : { liveNodesReadAt: new Date(readAt).toISOString() }),
           }),
-      ...defined({ fileCheck }),
+      ...defined({ fileCheck, upkeep }),
     };
   }
 
