@@ -32,6 +32,7 @@ export interface Clock {
  */
 export function sleepOn(clock: Clock, ms: number, signal: AbortSignal): Promise<void> {
   return new Promise<void>((resolve) => {
+    if (signal.aborted) return resolve(); // its abort was told already: nothing would end the wait
     const done = (): void => {
       signal.removeEventListener('abort', done);
       cancel();

@@ -27,13 +27,16 @@
  * - a listener that throws is its own failure: the others are still told, and so is it next time;
  * - `close` ends the watch and every timer; nothing is requested after it.
  */
-import type { Clock } from '../../core/clock.ts';
+import { ExponentialBackoff } from '../../core/backoff.ts';
+import { type Clock, sleepOn } from '../../core/clock.ts';
 import { defined } from '../../core/defined.ts';
 import { messageOf } from '../../core/errors.ts';
 import type { Resource, Selectors } from './resources.ts';
 
-const FIRST_BACKOFF_MS = 1_000;
-const MAX_BACKOFF_MS = 30_000;
+/** Between failed attempts: 1 s doubling to 30 s. */
+const BACKOFF = new ExponentialBackoff({ initialMs: 1_000, maxMs: 30_000 });
+/** A watch that ended sooner than this is not opened again before it has lasted as long. */
+const MIN_WATCH_MS = 1_000;
 /** How long the server keeps one watch open: inside the HTTP client's limit on a silent body. */
 const WATCH_TIMEOUT_SECONDS = 240;
 
@@ -191,13 +194,13 @@ export class KubeCollectionWatch<T> {
         if (reached !== undefined) this.#version = reached;
         this.#reconnects += 1;
         const lasted = this.#clock.monotonic() - started;
-        if (lasted < FIRST_BACKOFF_MS) await this.#pause(FIRST_BACKOFF_MS - lasted, signal);
+        if (lasted < MIN_WATCH_MS) await sleepOn(this.#clock, MIN_WATCH_MS - lasted, signal);
       } catch (error) {
         if (signal.aborted) break;
         failures += 1;
         this.#lastError = messageOf(error);
         this.#state = 'backing-off';
-        await this.#pause(Math.min(MAX_BACKOFF_MS, FIRST_BACKOFF_MS * 2 ** (failures - 1)), signal);
+        await sleepOn(this.#clock, BACKOFF.delay(failures), signal);
       }
     }
     this.#state = 'closed';
@@ -264,20 +267,5 @@ export class KubeCollectionWatch<T> {
         // A listener's failure is its own: the others are still told.
       }
     }
-  }
-
-  #pause(ms: number, signal: AbortSignal): Promise<void> {
-    return new Promise((resolve) => {
-      if (signal.aborted) return resolve();
-      const cancel = this.#clock.setTimer(ms, () => {
-        signal.removeEventListener('abort', done);
-        resolve();
-      });
-      const done = () => {
-        cancel();
-        resolve();
-      };
-      signal.addEventListener('abort', done, { once: true });
-    });
   }
 }
