@@ -13,6 +13,7 @@
  *   API server, and a chore run twice by a cut-off holder and its successor is what an election
  *   through the API server allows anyway (the chores are idempotent).
  * - Releasing deletes the Lease, refused while the store is halted (its data may be lost).
+ * - A chore is read before it is created or taken over, so a node refused it writes nothing.
  * - Nothing is asked when nothing can have changed: a chore this node holds is answered from memory
  *   (`forget` when its announcement was made anew; `forgetLapsed` drops the chores a lapse of it may
  *   have lost), and one another node holds is not asked about again before it can have lapsed, as
@@ -99,10 +100,13 @@ export class TaskLeases {
   async #ask(task: string, node: string): Promise<number | undefined> {
     const leases = this.#o.leases;
     for (let round = 1; round <= 2; round++) {
-      const created = await leases.create('claim a task', this.#body(task, node));
-      if (created.kind === 'created') return this.#lapsesOwn(created.object);
+      // Read first: a node refused a chore writes nothing (issue 36), not a create refused with 409.
       const lease = leaseOf(await leases.get('read a task', taskLeaseName(task)));
-      if (lease === undefined) continue; // released since: claim it again
+      if (lease === undefined) {
+        const created = await leases.create('claim a task', this.#body(task, node));
+        if (created.kind === 'created') return this.#lapsesOwn(created.object);
+        continue; // created by another meanwhile: read it
+      }
       if (lease.holder === node) return lease.expires;
       const lapses = await this.#lapses(lease);
       if (lapses > this.#o.clock.now()) {
