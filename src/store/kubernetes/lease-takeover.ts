@@ -1,8 +1,10 @@
 /**
- * What an agent does about its node's announcement (lease-membership.ts) held by its own previous
- * start made on another boot (a crash or a power loss left it; a clean stop deletes it): that holder
- * is either gone with the boot it ran on (a reboot) or alive on a machine cloned with this one's state
- * directory, and only Kubernetes can tell which.
+ * What an agent does about its node's announcement (lease-membership.ts) found held by another at
+ * announce (`Takeover`: take it, wait, ping its holder, or refuse; its rules are on the class), and
+ * in particular about one held by its own previous start made on another boot (a crash or a power
+ * loss left it; a clean stop deletes it): that holder is either gone with the boot it ran on (a
+ * reboot) or alive on a machine cloned with this one's state directory, and only Kubernetes can
+ * tell which.
  *
  * - `holderRebooted`: one GET of the Node named as this node (core/v1, `/api/v1/nodes/<name>`): its
  *   `status.nodeInfo.bootID` is the boot the kubelet registered under that name reports. Equal to
@@ -14,7 +16,7 @@
  *   reported this machine's boot is taken over, then halts at once on its Lease's watch (taken over:
  *   it stops allocating) rather than fighting over it.
  * - `waitOut`: the wait, a read of the Lease every 250 ms of the clock, until it lapses or changes,
- *   at most the lease time and 2 s.
+ *   at most the lease time and 2 s; a lapsed one is then pinged (lease-ping.ts), as any lapsed Lease.
  * - `takenOverMessage`: what a node's agent says when its Lease was taken by another instance, or
  *   vacated by a node that pinged it and had no answer (lease-ping.ts).
  */
