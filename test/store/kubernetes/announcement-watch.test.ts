@@ -98,6 +98,36 @@ describe("a node's announcement and the store's state, watched", () => {
     assert.match(halted, /lost its data: this node's Lease .* is gone/);
   });
 
+  // Issue 36: an idle node renews nothing, so the renewal that once read its Lease back no longer
+  // finds a restore; its watch, relisting after the 410 a restored API server answers, does.
+  it('halts an idle node whose Lease the API server restored to before its announcement (gone at the relisting)', async () => {
+    const snapshot = fake.snapshot();
+    const t = await tier();
+    await announced(t, 'watch-restored-gone', 'rg-1');
+    clock.advance(LEASE_SECONDS * 1000 + 1000); // idle for longer than its lease: lapsed, still held
+    fake.restoreSnapshot(snapshot, { bumpRevision: 1000 });
+    // The watch the restart ended is opened again a second of the clock after it opened.
+    const halted = await waitFor('the node to halt', () => t.membership.halted() ?? void clock.advance(1000));
+    assert.match(halted, /lost its data: this node's Lease .* is gone/);
+  });
+
+  it('halts an idle node whose Lease the API server restored to an older version (back, at the relisting)', async () => {
+    const t = await tier();
+    await announced(t, 'watch-restored-back', 'rb-1');
+    const snapshot = fake.snapshot();
+    // The Lease written again after the snapshot (a chore held: a renewal), and seen on the watch.
+    assert.equal(await t.membership.claimTask('watch-restored-chore'), true);
+    clock.advance(LEASE_SECONDS * 400);
+    await t.membership.renew();
+    const renewed = fake.object('leases', nodeLeaseName('watch-restored-back'), NAMESPACE)?.metadata.resourceVersion;
+    await waitFor('the renewal seen', () =>
+      fake.watchEvents().some((e) => e.resource === 'leases' && e.type === 'MODIFIED') ? true : undefined,
+    );
+    fake.restoreSnapshot(snapshot, { bumpRevision: 1000 });
+    const halted = await waitFor('the node to halt', () => t.membership.halted() ?? void clock.advance(1000));
+    assert.match(halted, new RegExp(`is back at resourceVersion \\d+, older than ${renewed}`));
+  });
+
   it('sees a recovery marker another node writes, and lifts, from the watch alone', async () => {
     const t = await tier();
     await announced(t, 'watch-marker', 'm-1');
