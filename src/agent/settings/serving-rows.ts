@@ -5,6 +5,7 @@
  */
 import { dirname, join } from 'node:path';
 import { DEFAULT_SOCKET } from '../../api/socket.ts';
+import { DEFAULT_PING_SECONDS } from '../../store/kubernetes/lease-ping.ts';
 import { agentSocket } from './node-rows.ts';
 import * as read from './readers.ts';
 import type { Row } from './row.ts';
@@ -57,7 +58,7 @@ export const SERVING_ROWS = {
     about:
       'seconds an agent has to answer a ping on its Kubernetes Lease (kubernetes store): a node whose Lease lapsed ' +
       'is asked before its name is taken over or its blocks freed, and counts as gone only when it does not answer',
-    default: '30',
+    default: String(DEFAULT_PING_SECONDS),
     read: read.seconds(1),
   },
 } satisfies Record<string, Row<unknown>>;
