@@ -24,7 +24,8 @@ export interface CliContext {
   /** The socket the agent listens on: --socket, else WARREN_SOCKET, else the agent's default. */
   readonly socket: (flag: string | undefined) => string;
   /** The agent behind `socket(flag)`; a command waits at most 30 s for an answer. */
-  readonly client: (flag: string | undefined) => ApiClient;
+  /** A client of the agent's socket; a request waits `timeoutMs` at most (30 s unless said). */
+  readonly client: (flag: string | undefined, timeoutMs?: number) => ApiClient;
   /** Where the agent's plugin registry looks: WARREN_PLUGINS_DIR (empty: off), else beside its socket. */
   readonly pluginsDir: () => string | undefined;
   /** The agent's missed-delete journal directory: --journal-dir, else WARREN_JOURNAL_DIR, else its default. */
@@ -61,7 +62,7 @@ export function cliContext(env: NodeJS.ProcessEnv): CliContext {
   const socket = (flag: string | undefined): string => agentSocket(flag, context());
   return {
     socket,
-    client: (flag) => new ApiClient({ socket: socket(flag), timeoutMs: 30_000 }),
+    client: (flag, timeoutMs = 30_000) => new ApiClient({ socket: socket(flag), timeoutMs }),
     pluginsDir: () => readRow(SETTINGS.pluginsDir, undefined, context()),
     journalDir: (flag) => readRow(SETTINGS.journalDir, flag, context()),
     kubeconfig: (flag) => flag ?? env.WARREN_KUBECONFIG ?? env.KUBECONFIG?.split(':')[0],

@@ -126,11 +126,15 @@ export async function acceptStoreCommand(argv: readonly string[], io: CliIO, con
   return result.problem === undefined ? 0 : 1;
 }
 
+/** How long `warren node forget` waits for the agent: the ping of a lapsed node's agent fits in it. */
+const FORGET_TIMEOUT_MS = 120_000;
+
 export async function forgetNodeCommand(argv: readonly string[], io: CliIO, context: CliContext): Promise<number> {
   const { values, positionals } = parseArgs({ args: [...argv], options: COMMON, strict: true, allowPositionals: true });
   if (positionals.length !== 1) throw new UsageError('node forget takes exactly one node name');
   const node = positionals[0] as string;
-  const result = await context.client(values.socket).forgetNode({ node });
+  // On the kubernetes store a node whose Lease lapsed is pinged first: its agent has --node-ping (30 s) to answer.
+  const result = await context.client(values.socket, FORGET_TIMEOUT_MS).forgetNode({ node });
   if (values.json) {
     io.out(jsonText(result));
     return 0;

@@ -92,8 +92,18 @@ export interface Membership {
   keepRecovery(): Promise<void>;
   /** Takes a forgotten node off the recovery marker (`warren node forget`); accept does so for its own. */
   leaveRecovery(node: string): Promise<void>;
-  /** Nodes whose agent is alive now. */
+  /**
+   * Nodes whose agent may be alive: etcd, those whose lease runs; Kubernetes, those announced and
+   * not found gone (an idle agent does not renew its Lease: kubernetes/lease-ping.ts). What must not
+   * free a live node's things reads this; what frees them asks `alive`.
+   */
   liveNodes(): Promise<NodeRecord[]>;
+  /**
+   * Whether `node`'s agent is alive, asked now: etcd, its lease runs; Kubernetes, its Lease runs
+   * or it answers a ping within the ping time (a wait of up to that long), and one that does not is
+   * marked gone. False for a node not announced.
+   */
+  alive(node: string): Promise<boolean>;
   /**
    * Checks the store is still the one announced to and the announcement still this instance's
    * (halting when not), and announces again if it was lost (the store was away longer than its lease).

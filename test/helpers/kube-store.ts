@@ -45,7 +45,16 @@ export function kubeStoreArgs(
     '--kube-namespace',
     KUBE_NAMESPACE,
     ...(timers === 'test'
-      ? ['--node-lease', String(LEASE_SECONDS), '--upkeep-interval', '1', '--reconcile-interval', '1']
+      ? [
+          '--node-lease',
+          String(LEASE_SECONDS),
+          '--node-ping',
+          '2',
+          '--upkeep-interval',
+          '1',
+          '--reconcile-interval',
+          '1',
+        ]
       : []),
     ...extra,
   ];

@@ -5,8 +5,9 @@
  *   this node's name is refused before it serves (ALREADY_RUNNING); when etcd cannot take it then
  *   (an etcd without a leader answers lease calls late) it is made on a later run; renewed on every
  *   run after (the membership decides when a renewal writes: the Kubernetes store's every third of
- *   its lease, so an idle node is nearly silent), which also checks the store is still the one
- *   announced to and the announcement still this instance's;
+ *   its lease, and only while the node holds a cluster chore, so an idle node writes nothing; its
+ *   liveness is asked by a ping when it matters, kubernetes/lease-ping.ts), which also checks the
+ *   store is still the one announced to and the announcement still this instance's;
  * - giving back empty blocks this node has held empty for longer than the block grace;
  * - lending addresses between nodes on the two-tier store (allocator/lending/): answering other
  *   nodes' requests (also as they come where the store tells of them, prompt-lending.ts),

@@ -1,17 +1,24 @@
 /**
- * Nodes that left the cluster (etcd store only): when Kubernetes no longer has a Node and that
- * node's announcement in etcd has expired, exactly one agent — the one that claims the chore
- * `forget-node/<name>` in etcd — forgets it: its allocations are released and its blocks freed
- * for other nodes; an Event on the Node records it. A node that comes back announces itself again
- * (which gives the chore up) and claims blocks anew.
+ * Nodes that left the cluster, on a store shared by nodes (etcd or the Kubernetes API): when
+ * Kubernetes no longer has a Node and that node's agent is gone, exactly one agent — the one that
+ * claims the chore `forget-node/<name>` — forgets it: its allocations are released and its blocks
+ * freed for other nodes; an Event on the Node records it. A node that comes back announces itself
+ * again (which gives the chore up) and claims blocks anew.
+ *
+ * Whether the agent is gone is asked of the membership only by the chore's winner, after the Node
+ * was read gone (`Membership.alive`: on etcd its lease; on the Kubernetes store its Lease if it
+ * runs, else a ping its agent answers within the ping time, kubernetes/lease-ping.ts), so one
+ * node's departure costs one ping, not one per agent. The kubelet's Lease (kube-node-lease/<name>)
+ * is not asked: it is deleted with its Node, and it tells of the kubelet, not of Warren's agent.
  *
  * Guarantees:
- * - a node Kubernetes still lists, this node, or a node whose agent is alive is never forgotten;
- * - a node seen gone whose announcement has not expired yet is looked at again every `recheckMs`
- *   until it expires or the node is listed again;
+ * - a node Kubernetes still lists, this node, or a node whose agent is alive (answers) is never
+ *   forgotten;
+ * - a node seen gone whose agent is alive is looked at again every `recheckMs` by the chore's
+ *   winner until its agent is gone or the node is listed again;
  * - deletions missed while this agent was away are found after each listing: nodes that hold
  *   allocations or blocks in the store but are not listed;
- * - a failure (etcd away) is logged and retried at the next recheck; nothing is judged from a
+ * - a failure (the store away) is logged and retried at the next recheck; nothing is judged from a
  *   listing that did not come. A forget that fails after this agent won the chore is retried by
  *   this agent: asking again for a chore it holds wins it again (claimTask), while the others,
  *   refused, leave the node to it.
@@ -46,7 +53,7 @@ export interface KubernetesNodesOptions {
 }
 
 export interface KubernetesNodesStatus {
-  /** Nodes seen gone from Kubernetes and not forgotten yet (waiting for their announcement to expire). */
+  /** Nodes seen gone from Kubernetes and not forgotten yet (their agent still alive, or not asked yet). */
   readonly gone: readonly string[];
   /** Nodes this agent forgot since it started. */
   readonly forgotten: readonly string[];
@@ -120,9 +127,7 @@ export class KubernetesNodes {
   async #forgetExpired(): Promise<void> {
     if (this.#gone.size === 0) return;
     try {
-      const alive = new Set((await this.#o.membership.liveNodes()).map((n) => n.node));
       for (const name of [...this.#gone]) {
-        if (alive.has(name)) continue; // its announcement has not expired: look again later
         if (this.#o.nodeExists !== undefined && (await this.#o.nodeExists(name))) {
           this.#gone.delete(name); // back in the cluster (the listing was older than it)
           continue;
@@ -134,6 +139,7 @@ export class KubernetesNodes {
           this.#gone.delete(name);
           continue;
         }
+        if (await this.#o.membership.alive(name)) continue; // its agent runs: look again later
         const { released, blocks } = await this.#o.allocator.forgetNode(name);
         this.#o.telemetry?.released('node-forget', released, `node ${name} was deleted from Kubernetes`);
         this.#gone.delete(name);

@@ -201,12 +201,11 @@ export class AgentService {
         'BAD_REQUEST',
         `store ${this.#o.store.description} is not shared by nodes; there is no node to forget`,
       );
-    const live = await membership.liveNodes();
-    if (live.some((n) => n.node === node)) {
+    if (await membership.alive(node)) {
       throw new WarrenError(
         'BAD_REQUEST',
-        `node ${node} is alive (its agent holds its announcement); stop that agent first, or wait for its ` +
-          `lease to lapse`,
+        `node ${node} is alive (its agent holds its announcement, and renews it or answers a ping); stop that ` +
+          `agent first, or wait for its lease to lapse`,
       );
     }
     const forgotten = await this.#o.allocator.forgetNode(node);

@@ -5,6 +5,7 @@
  */
 import { dirname, join } from 'node:path';
 import { DEFAULT_SOCKET } from '../../api/socket.ts';
+import { DEFAULT_PING_SECONDS } from '../../store/kubernetes/lease-ping.ts';
 import { agentSocket } from './node-rows.ts';
 import * as read from './readers.ts';
 import type { Row } from './row.ts';
@@ -42,13 +43,23 @@ export const SERVING_ROWS = {
     flag: 'node-lease',
     env: 'WARREN_NODE_LEASE',
     about:
-      "seconds a stopped agent's node stays listed alive (etcd lease TTL, or the Kubernetes Lease's duration; the " +
-      'Lease is written again each third of it, so the default makes one write per 100 s)',
+      "seconds a stopped agent's node stays listed alive (etcd lease TTL), or the Kubernetes Lease's duration: " +
+      'written at announce and, only while the node holds a cluster chore, again each third of it (one write per ' +
+      '100 s by default); an idle node writes nothing, and a lapsed Lease is pinged (--node-ping)',
     default: {
       says: '300 with --store kubernetes, 10 otherwise',
       of: (c) => (c.store?.() === 'kubernetes' ? '300' : '10'),
     },
     read: read.seconds(2),
+  },
+  nodePingSeconds: {
+    flag: 'node-ping',
+    env: 'WARREN_NODE_PING',
+    about:
+      'seconds an agent has to answer a ping on its Kubernetes Lease (kubernetes store): a node whose Lease lapsed ' +
+      'is asked before its name is taken over or its blocks freed, and counts as gone only when it does not answer',
+    default: String(DEFAULT_PING_SECONDS),
+    read: read.seconds(1),
   },
 } satisfies Record<string, Row<unknown>>;
 

@@ -127,6 +127,7 @@ async function openKubernetes(o: AgentOptions, opening: StoreOpening): Promise<O
       kubeConfig,
       namespace: o.kubeNamespace,
       leaseSeconds: Math.ceil(o.nodeLeaseSeconds),
+      pingSeconds: o.nodePingSeconds,
       clock,
       notice,
       ...defined({ identity: opening.identity, requests: opening.kubeRequests, userAgent: opening.userAgent }),

@@ -314,6 +314,10 @@ export class EtcdMembership implements Membership {
     return out.sort((a, b) => (a.node < b.node ? -1 : 1));
   }
 
+  async alive(node: string): Promise<boolean> {
+    return (await this.liveNodes()).some((n) => n.node === node);
+  }
+
   async withdraw(): Promise<void> {
     const lease = this.#lease;
     this.#announced = undefined;

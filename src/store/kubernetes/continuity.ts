@@ -18,8 +18,9 @@
  *   restore with `etcdutl snapshot restore --bump-revision` keeps the revision going forward: then
  *   the next two signs are the ones that notice;
  * - the store's identity object (a WarrenClusterState, kubernetes/cluster-state.ts) gone or different;
- * - this node's own Lease gone, or back at an older resourceVersion, while this agent holds it and
- *   its lease time has not run out (lease-membership.ts): nobody but its agent removes a live Lease;
+ * - this node's own Lease gone while this agent holds it, lapsed or not (an idle agent renews nothing:
+ *   nobody but its agent removes its Lease; others take it over by a PUT, or vacate it), or back at
+ *   an older resourceVersion (lease-membership.ts; announcement-watch.ts sees both on the watch);
  * - this node's Lease held by another agent instance: then it is not the store that changed but the
  *   node's name that is taken (kind 'taken-over').
  *

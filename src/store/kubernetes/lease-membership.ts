@@ -2,64 +2,55 @@
  * Agents' membership of the cluster on the Kubernetes API: coordination.k8s.io/v1 Leases in the agent's
  * namespace (the contract of Membership in store.ts, as etcd-tier/membership.ts keeps it on etcd).
  *
- * - A node's announcement is the Lease `nodeLeaseName(node)`, labelled `warren.dev/lease=node`:
- *   `holderIdentity` is the agent instance (a fresh id per start), the NodeRecord is its annotation
- *   `warren.dev/record`, and it lives until `renewTime + leaseDurationSeconds` (MicroTime, six
- *   fractional digits, as the API server demands). `renew` writes a new renewTime, guarded by the
- *   resourceVersion this instance last wrote, only once a third of the lease has passed since the
- *   last write (RENEW_FRACTION): asked on every upkeep run, it makes no request in between, so an
- *   idle agent writes once per 100 s at the kubernetes store's default lease of 300 s
- *   (settings/serving-rows.ts), and two renewals may fail before the lease lapses.
- * - One agent per node name: a Lease of another instance refuses `announce` (ALREADY_RUNNING) while
- *   unexpired; an expired one, this instance's own, or its previous start's on this boot is taken
- *   over by an RV-guarded PUT (so of two takers one wins); so is its previous start's on another boot
- *   when Kubernetes' Node of this name reports this agent's boot ID (the machine booted since that
- *   start: one GET of the Node, at announce only; lease-takeover.ts), so an agent serves after a power
- *   loss once its kubelet reported the boot; else it is waited out, up to the lease (a clone may renew it).
- * - Once announced, this node's Lease and the store's state object are watched (tier-watches.ts
- *   `one`, field selector `metadata.name`: listed once, then watched, no periodic request). The
- *   Lease found held by another instance while this one runs halts this agent (sticky until
- *   `accept`) instead of fighting over it: seen on the watch as it happens, or at the next renewal.
- * - The API server's data loss is noticed (kubernetes/continuity.ts): this instance's Lease gone (on
- *   the watch, or at a renewal), or back at a resourceVersion older than the one it last wrote (at
- *   a renewal), while its lease time runs, halts it as a store that lost its data; so do the
- *   store's identity object gone or replaced (on its watch, or read), and any answer gone backwards
- *   (cluster-state.ts, resources.ts; announcement-watch.ts judges the watch). The identity object,
- *   which also carries the cluster's recovery marker (recovery.ts), is read by `keepRecovery` only
- *   while its watch is not live (after the announcement was written, or to see a marker lifted)
- *   and while this node is halted, never per upkeep run; a marker
- *   written or lifted by another node is known from the watch as it happens; a node halted on a
- *   lost store adds itself to it. An ordinary expiry (the API server away longer than the lease)
- *   is none of this: the node announces itself again.
+ * - A node's announcement is the Lease `nodeLeaseName(node)`, labelled `warren.dev/lease=node`, held
+ *   by the agent instance (a fresh id per start), its NodeRecord in the annotation `warren.dev/record`.
+ *   It is written at announce, then only while this node holds a chore (task-leases.ts `holding`):
+ *   `renew`, asked every upkeep run, writes a renewTime (guarded by the resourceVersion last written)
+ *   once a third of the lease passed, so the few chore holders write once per 100 s at the default
+ *   lease (300 s) and a node holding none writes nothing while idle (issue 36: O(chores), not
+ *   O(nodes)). A lapsed Lease therefore proves nothing: liveness is asked (lease-ping.ts) — `alive`
+ *   pings a lapsed holder, which counts as gone only when it does not answer; `liveNodes` lists the
+ *   nodes announced and not found gone. What frees a node's things asks; what only spares them reads.
+ * - One agent per node name (lease-takeover.ts `Takeover`): another instance's Lease refuses
+ *   `announce` (ALREADY_RUNNING) while it runs or when its holder answers a ping; this instance's own,
+ *   its previous start's on this boot, a vacated one, one whose holder did not answer, or its previous
+ *   start's on another boot that Kubernetes' Node says is over (bootID) is taken over by an RV-guarded
+ *   PUT (of two takers one wins); that previous start's is otherwise waited out while it runs.
+ * - Once announced, this node's Lease and the store's state object are watched (announcement-watch.ts:
+ *   listed once, then watched, no periodic request). There this agent answers pings (each once, at
+ *   most one answer per 5 s), and sees its Lease held by another instance or vacated, which halts it
+ *   (sticky until `accept`) instead of fighting over it; a chore holder's renewal sees the same.
+ * - The API server's data loss is noticed (continuity.ts): this instance's Lease gone at any time,
+ *   lapsed or not (nobody but this agent removes it: on the watch, a relisting's deletions included,
+ *   or at a renewal), or back at an older resourceVersion (on the watch; at a renewal) halts it as a
+ *   store that lost its data; so do the identity object gone or replaced, and any answer gone
+ *   backwards (cluster-state.ts, resources.ts). The identity object, with the recovery marker
+ *   (recovery.ts), is read by `keepRecovery` only while its watch is not live (after the announcement
+ *   was written, or to see a marker lifted) and while halted; a node halted on a lost store joins it.
  * - A chore (`claimTask`) is claimed only by a node announced and holding its Lease, on a store not
- *   halted; the chore's own Lease is task-leases.ts's, which is told when this node's announcement
- *   was made anew (chores it held may have been taken meanwhile).
+ *   halted (task-leases.ts, told when this announcement was made anew or lapsed).
  *
- * Liveness is Warren's own Lease, not the kubelet's (kube-node-lease/<node>) nor the Node object's
- * conditions: what depends on it is whether Warren's agent — not the kubelet — still holds the node
- * name, its chores and its blocks (an agent crashed on a node whose kubelet runs must give up its
- * chores; an agent serving on a node whose kubelet is down must keep its name), and which instance
- * and boot holds it (the takeover rules above), which the kubelet's Lease does not say. The Node
- * object is consulted besides where it decides: a node's blocks are freed only once Kubernetes no
- * longer has its Node *and* its announcement lapsed (agent/kubernetes/nodes.ts). The cost of the
- * Lease is kept to one write per 100 s by default instead (the kubelet's own is one per 10 s).
- *
- * Expiry compares the writer's renewTime with this node's wall clock: the nodes' clocks are assumed
- * to agree within a fraction of the lease (as they must for Kubernetes' own node leases).
+ * Liveness is Warren's own Lease, asked, not the kubelet's (kube-node-lease/<node>) nor the Node's
+ * conditions: what depends on it is whether Warren's agent — not the kubelet — holds the node name,
+ * its chores and its blocks, and which instance and boot holds it. The Node is consulted where it
+ * decides: a node's blocks are freed only once Kubernetes has no Node of it *and* its agent does not
+ * answer (agent/kubernetes/nodes.ts). Expiry compares the writer's renewTime with this node's clock
+ * (the nodes' clocks agree within a fraction of the lease, as Kubernetes' own node leases need); a
+ * ping's deadline is on the asker's clock alone.
  */
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../../core/clock.ts';
 import { defined } from '../../core/defined.ts';
 import { WarrenError, isWarrenError } from '../../core/errors.ts';
-import { describeInstance } from '../membership.ts';
 import { type Recovery, joinRecovery } from '../tiered/recovery.ts';
 import type { AcceptReport, AnnounceInfo, Membership, NodeRecord } from '../store.ts';
 import type { KubeClusterState } from './cluster-state.ts';
-import { verdictOf, watchAnnouncement } from './announcement-watch.ts';
+import { watchAnnouncement } from './announcement-watch.ts';
 import { API_LOST_RECOVERY, type KubeContinuity, revisionOf } from './continuity.ts';
-import { LEASE_LABEL, nodeLeaseName, selectorOf } from './names.ts';
+import { nodeLeaseName } from './names.ts';
 import { type LeaseView, type Predecessor, announcementObject, leaseOf, recordOf } from './lease-objects.ts';
-import { holderRebooted, takenOverMessage, waitOut } from './lease-takeover.ts';
+import { DEFAULT_PING_SECONDS, PingAnswers, announcedNodes, nodeAlive } from './lease-ping.ts';
+import { Takeover, takenOverMessage } from './lease-takeover.ts';
 import type { KubeObject } from './objects.ts';
 import type { Resource } from './resources.ts';
 import { TaskLeases } from './task-leases.ts';
@@ -77,6 +68,8 @@ export interface LeaseMembershipOptions {
   /** Where this node's Lease and the state object are watched from once announced. */
   readonly watches?: KubeTierWatches | undefined;
   readonly leaseSeconds: number;
+  /** How long another node's agent has to answer a ping before it counts as gone (default 30 s). */
+  readonly pingSeconds?: number | undefined;
   readonly clock: Clock;
   /** What the tier has seen of the API server; halted here. */
   readonly continuity: KubeContinuity;
@@ -106,10 +99,15 @@ export class LeaseMembership implements Membership {
   #stateDue = true;
   /** Stops the watches of this node's Lease and the state object, once announced. */
   #unwatch: (() => void) | undefined;
+  /** Answers the pings its watch sees on this node's Lease. */
+  readonly #answers: PingAnswers;
+  readonly #pingMs: number;
 
   constructor(options: LeaseMembershipOptions) {
     this.#o = options;
     this.#tasks = new TaskLeases(options);
+    this.#pingMs = (options.pingSeconds ?? DEFAULT_PING_SECONDS) * 1000;
+    this.#answers = new PingAnswers(options.clock, this.#pingMs, (id) => this.#answer(id));
   }
 
   async announce(node: string, info: AnnounceInfo): Promise<void> {
@@ -189,25 +187,41 @@ export class LeaseMembership implements Membership {
   #follow(): void {
     const [a, watches] = [this.#announced, this.#o.watches];
     if (a === undefined || watches === undefined || this.#unwatch !== undefined) return;
-    this.#unwatch = watchAnnouncement({ ...this.#o, watches }, a.node, (change, name) => {
-      const held = this.#held;
-      if (this.#announced !== a || held === undefined || this.#o.continuity.halted() !== undefined) return;
-      const verdict = verdictOf(change, held, a.instance, this.#o.clock.now());
-      if (verdict === 'gone') this.#lost(name, 'is gone');
-      if (verdict === 'taken-over' && change.type !== 'deleted') this.#takenOver(a, name, change.value);
+    this.#unwatch = watchAnnouncement({ ...this.#o, watches }, a.node, a.instance, {
+      held: () => (this.#announced !== a || this.#o.continuity.halted() !== undefined ? undefined : this.#held),
+      lost: (name, how) => this.#lost(name, how),
+      takenOver: (name, lease) => this.#takenOver(a, name, lease),
+      own: (lease) => {
+        this.#held = lease;
+        this.#answers.seen(lease);
+      },
     });
+  }
+
+  /** Answers ping `id` on this node's Lease: its renewal, with the pong. True once written. */
+  async #answer(id: string): Promise<boolean> {
+    const [a, held] = [this.#announced, this.#held];
+    if (a === undefined || held === undefined || this.#o.continuity.halted() !== undefined) return false;
+    const at = { now: this.#o.clock.now(), leaseSeconds: this.#o.leaseSeconds };
+    const body = announcementObject({ node: a.node, instance: a.instance, record: a.record }, at, held, false, id);
+    const answered = await this.#o.leases.replace('answer a ping of the node announcement', body);
+    if (answered.kind !== 'replaced') return false; // changed since (its watch tells) or gone
+    this.#tasks.forgetLapsed(held.expires);
+    this.#adopt(answered.object, false);
+    return true;
   }
 
   /** This node's name was taken by another instance: stop rather than fight over it. */
   #takenOver(a: Announced, name: string, lease: LeaseView): void {
     this.#held = undefined;
-    this.#o.continuity.halt('taken-over', takenOverMessage(a.node, name, recordOf(lease)));
+    const message = takenOverMessage(a.node, name, recordOf(lease), lease.holder === undefined);
+    this.#o.continuity.halt('taken-over', message);
   }
 
-  /** Whether a third of the lease has passed since this instance last wrote its Lease. */
+  /** Whether this node holds a chore and a third of the lease has passed since this instance last wrote its Lease. */
   #renewalDue(held: LeaseView): boolean {
     const leaseMs = this.#o.leaseSeconds * 1000;
-    return this.#o.clock.now() >= held.expires - leaseMs + leaseMs * RENEW_FRACTION;
+    return this.#tasks.holding() && this.#o.clock.now() >= held.expires - leaseMs + leaseMs * RENEW_FRACTION;
   }
 
   /** Creates the announcement, or takes over an expired one or this agent's own; refuses another's. */
@@ -217,37 +231,27 @@ export class LeaseMembership implements Membership {
     await this.#o.state.verify();
     this.#o.continuity.refuseWhileHalted();
     const leases = this.#o.leases;
-    const name = nodeLeaseName(a.node);
-    let waited = false;
-    /** Kubernetes' Node says this machine booted since the previous start that holds the Lease. */
-    let rebooted = false;
+    const takeover = new Takeover({ ...this.#o, pingMs: this.#pingMs }, a);
     for (let round = 1; round <= MAX_ROUNDS; round++) {
       const created = await leases.create('announce this node', this.#body(a, undefined, true));
       if (created.kind === 'created') return this.#adopt(created.object, true);
-      const lease = leaseOf(await leases.get('read the node announcement', name));
+      const lease = leaseOf(await leases.get('read the node announcement', nodeLeaseName(a.node)));
       if (lease === undefined) continue; // gone since: create it again
-      const holder = recordOf(lease);
+      const judged = await takeover.judge(lease);
+      if (judged.kind === 'again') continue;
+      if (judged.kind === 'refuse') {
+        this.#o.continuity.halt(
+          'taken-over',
+          `${judged.refusal}; this agent stopped allocating (then \`warren store accept\`)`,
+        );
+        throw new WarrenError('ALREADY_RUNNING', judged.refusal);
+      }
       const mine = lease.holder === a.instance;
-      const previous = a.previous !== undefined && lease.holder === a.previous;
-      const sameBoot = previous && holder?.bootId !== undefined && holder.bootId === a.record.bootId;
-      const expired = lease.expires <= this.#o.clock.now();
-      if (mine || sameBoot || expired || (previous && rebooted)) {
-        const taken = await leases.replace('take over the node announcement', this.#body(a, lease, !mine));
-        if (taken.kind === 'replaced') return this.#adopt(taken.object, !mine || expired);
-        continue;
-      }
-      if (previous && !waited) {
-        waited = true;
-        rebooted = await holderRebooted(this.#o, a.node, a.record.bootId, holder);
-        if (!rebooted) await waitOut(this.#o, name, lease, holder);
-        continue;
-      }
-      const refusal =
-        `node ${a.node} is already announced in the Kubernetes API (Lease ${name}) by ${describeInstance(holder)}: ` +
-        `two agents must not share a node name (give this one another --node-name; if that agent is gone, its ` +
-        `Lease lapses within ${this.#o.leaseSeconds} s of its last renewal)`;
-      this.#o.continuity.halt('taken-over', `${refusal}; this agent stopped allocating (then \`warren store accept\`)`);
-      throw new WarrenError('ALREADY_RUNNING', refusal);
+      const taken = await leases.replace('take over the node announcement', this.#body(a, judged.over, !mine));
+      if (taken.kind !== 'replaced') continue; // answered after all, or changed: look again
+      if (judged.notice !== undefined) this.#o.notice?.(judged.notice);
+      if (mine) this.#tasks.forgetLapsed(lease.expires);
+      return this.#adopt(taken.object, !mine);
     }
     throw new WarrenError(
       'TRY_AGAIN',
@@ -276,20 +280,15 @@ export class LeaseMembership implements Membership {
       const held = this.#held;
       if (held === undefined) return this.#claim();
       if (round === 1 && !this.#renewalDue(held)) return;
-      const alive = held.expires > this.#o.clock.now();
       const renewed = await this.#o.leases.replace('renew the node announcement', this.#body(a, held, false));
-      if (renewed.kind === 'replaced') return this.#adopt(renewed.object, !alive);
-      if (renewed.kind === 'missing') {
-        if (alive) return this.#lost(name, 'is gone');
-        this.#held = undefined;
-        return this.#claim(); // lapsed while the API server was away, and removed: announce again
+      if (renewed.kind === 'replaced') {
+        this.#tasks.forgetLapsed(held.expires); // lapsed while renewals failed: chores may have passed on
+        return this.#adopt(renewed.object, false);
       }
+      // Nobody but this agent removes its Lease, lapsed or not: the API server lost it.
+      if (renewed.kind === 'missing') return this.#lost(name, 'is gone');
       const lease = leaseOf(await this.#o.leases.get('read the node announcement', name));
-      if (lease === undefined) {
-        if (alive) return this.#lost(name, 'is gone');
-        this.#held = undefined;
-        return this.#claim();
-      }
+      if (lease === undefined) return this.#lost(name, 'is gone');
       const [now, last] = [revisionOf(lease.version), revisionOf(held.version)];
       if (now !== undefined && last !== undefined && now < last)
         return this.#lost(name, `is back at resourceVersion ${now}, older than ${last} it last wrote`);
@@ -306,6 +305,7 @@ export class LeaseMembership implements Membership {
     this.#held = undefined;
     this.#unwatch?.();
     this.#unwatch = undefined;
+    this.#answers.close();
     if (a === undefined || held === undefined) return;
     const name = nodeLeaseName(a.node);
     let pre = { uid: held.uid, resourceVersion: held.version };
@@ -323,16 +323,8 @@ export class LeaseMembership implements Membership {
     }
   }
 
-  async liveNodes(): Promise<NodeRecord[]> {
-    const items = await this.#o.leases.listAll('list live nodes', selectorOf({ [LEASE_LABEL]: 'node' }));
-    const now = this.#o.clock.now();
-    const out: NodeRecord[] = [];
-    for (const item of items) {
-      const lease = leaseOf(item);
-      const record = recordOf(lease);
-      if (lease !== undefined && record !== undefined && lease.expires > now) out.push(record);
-    }
-    return out.sort((x, y) => (x.node < y.node ? -1 : x.node > y.node ? 1 : 0));
+  liveNodes(): Promise<NodeRecord[]> {
+    return announcedNodes(this.#o.leases);
   }
 
   async claimTask(task: string): Promise<boolean> {
@@ -340,8 +332,16 @@ export class LeaseMembership implements Membership {
     const held = this.#held;
     if (a === undefined || held === undefined || this.#o.continuity.halted() !== undefined) return false;
     // Lapsed while renewals failed: another node may have taken this node's chores meanwhile.
-    if (held.expires <= this.#o.clock.now()) this.#tasks.forget();
+    this.#tasks.forgetLapsed(held.expires);
     return this.#tasks.claim(task, a.node);
+  }
+
+  /** This node's agent, or another one asked (lease-ping.ts `nodeAlive`: pinged when lapsed). */
+  alive(node: string): Promise<boolean> {
+    const a = this.#announced;
+    if (a?.node === node && this.#held !== undefined) return Promise.resolve(true);
+    const asker = a === undefined ? 'unannounced' : `${a.node}/${a.instance}`;
+    return nodeAlive({ ...this.#o, pingMs: this.#pingMs }, node, asker);
   }
 
   releaseTask(task: string): Promise<void> {

@@ -1,8 +1,9 @@
 /**
  * A coordination.k8s.io/v1 Lease as the kubernetes store reads and writes it (lease-membership.ts):
  * MicroTime as the API server demands it (six fractional digits), when a Lease lapses, the NodeRecord
- * an announcement carries in its annotation, and a node announcement as written. Pure: no I/O; what
- * does not parse reads as undefined.
+ * an announcement carries in its annotation, a node announcement as written, and the two writes of
+ * a ping (lease-ping.ts): the asker's annotation on another's Lease, and the prover's vacating of a
+ * Lease whose holder did not answer. Pure: no I/O; what does not parse reads as undefined.
  */
 import { isPlainObject as isRecord } from '../../core/validate.ts';
 import type { NodeRecord } from '../store.ts';
@@ -10,6 +11,10 @@ import { LEASE_LABEL, NODE_LABEL, labelValue, nodeLeaseName } from './names.ts';
 import { type KubeObject, metaOf } from './objects.ts';
 
 export const RECORD_ANNOTATION = 'warren.dev/record';
+/** A ping on a node announcement: `<asker>/<id>`, written by a node that wants its holder to answer. */
+export const PING_ANNOTATION = 'warren.dev/ping';
+/** The holder's answer: the ping it answers, written with a fresh renewTime. */
+export const PONG_ANNOTATION = 'warren.dev/pong';
 
 /** `ms` since the epoch as a Kubernetes MicroTime: RFC 3339 with exactly six fractional digits. */
 export function microTime(ms: number): string {
@@ -71,13 +76,15 @@ export type Predecessor = Pick<LeaseView, 'version' | 'transitions' | 'acquired'
 
 /**
  * A node announcement written at `at.now` by `instance`: over `lease` (guarded by its
- * resourceVersion) when there is one, acquired anew (a transition) when `acquire`.
+ * resourceVersion) when there is one, acquired anew (a transition) when `acquire`, answering the
+ * ping `pong` when given.
  */
 export function announcementObject(
   a: { readonly node: string; readonly instance: string; readonly record: NodeRecord },
   at: { readonly now: number; readonly leaseSeconds: number },
   lease: Predecessor | undefined,
   acquire: boolean,
+  pong?: string,
 ): KubeObject {
   const now = microTime(at.now);
   return {
@@ -86,7 +93,10 @@ export function announcementObject(
     metadata: {
       name: nodeLeaseName(a.node),
       labels: { [LEASE_LABEL]: 'node', [NODE_LABEL]: labelValue(a.node) },
-      annotations: { [RECORD_ANNOTATION]: JSON.stringify(a.record) },
+      annotations: {
+        [RECORD_ANNOTATION]: JSON.stringify(a.record),
+        ...(pong === undefined ? {} : { [PONG_ANNOTATION]: pong }),
+      },
       ...(lease === undefined ? {} : { resourceVersion: lease.version }),
     },
     spec: {
@@ -97,4 +107,35 @@ export function announcementObject(
       leaseTransitions: lease === undefined ? 0 : lease.transitions + (acquire ? 1 : 0),
     },
   };
+}
+
+/** The Lease `object` as read, with its annotations changed by `change`, guarded by its resourceVersion. */
+function amended(object: unknown, change: (annotations: Record<string, string>) => void): KubeObject | undefined {
+  const meta = metaOf(object);
+  if (meta === undefined || !isRecord(object)) return undefined;
+  const annotations = { ...(meta.annotations ?? {}) };
+  change(annotations);
+  const metadata = isRecord(object.metadata) ? object.metadata : {};
+  return { ...object, metadata: { ...metadata, annotations } } as KubeObject;
+}
+
+/** The Lease `object` as read, carrying the ping `id` (an RV-guarded PUT: of two writers one wins). */
+export function pingedObject(object: unknown, id: string): KubeObject | undefined {
+  return amended(object, (annotations) => {
+    annotations[PING_ANNOTATION] = id;
+  });
+}
+
+/**
+ * The Lease `object` as read, held by nobody: its holder did not answer a ping, so it is gone. It
+ * stays a node announcement (its record kept, for the operator) that nothing lists as alive and
+ * any agent of that node takes over at once.
+ */
+export function vacatedObject(object: unknown): KubeObject | undefined {
+  const lease = amended(object, (annotations) => {
+    delete annotations[PING_ANNOTATION];
+  });
+  if (lease === undefined || !isRecord(lease.spec)) return undefined;
+  const { holderIdentity: _gone, ...spec } = lease.spec;
+  return { ...lease, spec };
 }

@@ -1,8 +1,10 @@
 /**
- * What an agent does about its node's announcement (lease-membership.ts) held by its own previous
- * start made on another boot (a crash or a power loss left it; a clean stop deletes it): that holder
- * is either gone with the boot it ran on (a reboot) or alive on a machine cloned with this one's state
- * directory, and only Kubernetes can tell which.
+ * What an agent does about its node's announcement (lease-membership.ts) found held by another at
+ * announce (`Takeover`: take it, wait, ping its holder, or refuse; its rules are on the class), and
+ * in particular about one held by its own previous start made on another boot (a crash or a power
+ * loss left it; a clean stop deletes it): that holder is either gone with the boot it ran on (a
+ * reboot) or alive on a machine cloned with this one's state directory, and only Kubernetes can
+ * tell which.
  *
  * - `holderRebooted`: one GET of the Node named as this node (core/v1, `/api/v1/nodes/<name>`): its
  *   `status.nodeInfo.bootID` is the boot the kubelet registered under that name reports. Equal to
@@ -14,14 +16,16 @@
  *   reported this machine's boot is taken over, then halts at once on its Lease's watch (taken over:
  *   it stops allocating) rather than fighting over it.
  * - `waitOut`: the wait, a read of the Lease every 250 ms of the clock, until it lapses or changes,
- *   at most the lease time and 2 s.
- * - `takenOverMessage`: what a node's agent says when its Lease was taken by another instance.
+ *   at most the lease time and 2 s; a lapsed one is then pinged (lease-ping.ts), as any lapsed Lease.
+ * - `takenOverMessage`: what a node's agent says when its Lease was taken by another instance, or
+ *   vacated by a node that pinged it and had no answer (lease-ping.ts).
  */
 import type { Clock } from '../../core/clock.ts';
 import { isPlainObject as isRecord } from '../../core/validate.ts';
 import { describeInstance } from '../membership.ts';
 import type { NodeRecord } from '../store.ts';
-import { type LeaseView, leaseOf } from './lease-objects.ts';
+import { type LeaseView, leaseOf, recordOf } from './lease-objects.ts';
+import { type PingOptions, pingAnnouncement } from './lease-ping.ts';
 import type { Resource } from './resources.ts';
 
 /** How often a Lease being waited out is read again. */
@@ -88,12 +92,98 @@ export async function waitOut(
   }
 }
 
-/** Why this agent halted: its node's Lease `name` is held by `holder`, another instance. */
-export function takenOverMessage(node: string, name: string, holder: NodeRecord | undefined): string {
+/**
+ * Why this agent halted: its node's Lease `name` is held by `holder`, another instance, or by
+ * nobody (`vacated`: another node pinged this agent, had no answer in time, and counted it gone).
+ */
+export function takenOverMessage(node: string, name: string, holder: NodeRecord | undefined, vacated = false): string {
+  if (vacated)
+    return (
+      `this node's announcement (node ${node}, Lease ${name}) was found gone by another node: this agent did ` +
+      `not answer its ping in time (cut off from the API server?), so its blocks may have been freed; it ` +
+      `stopped allocating (check this node's agent and its reach to the API server, then run ` +
+      `\`warren store accept\`)`
+    );
   return (
     `this node's announcement (node ${node}, Lease ${name}) was taken over by ` +
     `${describeInstance(holder)}: two agents share this node name, and this one stopped allocating ` +
     `rather than fight over it (stop one of them, give it another --node-name, then run ` +
     `\`warren store accept\` on the one that stays)`
   );
+}
+
+/** What to do with a node announcement found held at announce (`Takeover.judge`). */
+export type Judged =
+  | { readonly kind: 'take'; readonly over: LeaseView; readonly notice?: string }
+  | { readonly kind: 'again' }
+  | { readonly kind: 'refuse'; readonly refusal: string };
+
+/** The start of an agent announcing its node, as the takeover rules need it. */
+export interface Claimant {
+  readonly node: string;
+  readonly instance: string;
+  readonly previous?: string;
+  readonly record: NodeRecord;
+}
+
+export interface TakeoverOptions extends PingOptions {
+  readonly leaseSeconds: number;
+  readonly nodes?: Resource | undefined;
+  readonly notice?: ((message: string) => void) | undefined;
+}
+
+/**
+ * One announcement's rounds against a Lease another holds (lease-membership.ts `#claim`): taken
+ * over when it is this instance's own, its previous start's on this boot, held by nobody (vacated),
+ * or its previous start's on another boot the Node says is over; that previous start's otherwise
+ * waited out while its lease runs (once); a lapsed one of any other holder is pinged, and taken over
+ * (guarded by the ping's reading) when unanswered; anything else is refused.
+ */
+export class Takeover {
+  readonly #o: TakeoverOptions;
+  readonly #a: Claimant;
+  #waited = false;
+  /** Kubernetes' Node says this machine booted since the previous start that holds the Lease. */
+  #rebooted = false;
+
+  constructor(options: TakeoverOptions, claimant: Claimant) {
+    this.#o = options;
+    this.#a = claimant;
+  }
+
+  async judge(lease: LeaseView): Promise<Judged> {
+    const a = this.#a;
+    const holder = recordOf(lease);
+    const previous = a.previous !== undefined && lease.holder === a.previous;
+    const sameBoot = previous && holder?.bootId !== undefined && holder.bootId === a.record.bootId;
+    const expired = lease.expires <= this.#o.clock.now();
+    // Held by nobody: vacated by a node that found its holder gone (lease-ping.ts).
+    if (lease.holder === a.instance || sameBoot || lease.holder === undefined || (previous && this.#rebooted))
+      return { kind: 'take', over: lease };
+    if (previous && !this.#waited) {
+      this.#waited = true;
+      this.#rebooted = await holderRebooted(this.#o, a.node, a.record.bootId, holder);
+      if (!this.#rebooted && !expired) await waitOut(this.#o, lease.name, lease, holder);
+      return { kind: 'again' };
+    }
+    const pingSeconds = this.#o.pingMs / 1000;
+    if (expired) {
+      // Lapsed proves nothing (an idle agent does not renew): its agent is asked.
+      const asked = await pingAnnouncement(this.#o, lease.name, lease.holder, `${a.node}/${a.instance}`);
+      if (asked.kind === 'changed') return { kind: 'again' };
+      if (asked.kind === 'unanswered') {
+        const notice =
+          `node ${a.node}'s announcement was held by ${describeInstance(holder)}, which did not answer a ping ` +
+          `within ${pingSeconds} s: taking it over`;
+        return { kind: 'take', over: asked.lease, notice };
+      }
+    }
+    const refusal =
+      `node ${a.node} is already announced in the Kubernetes API (Lease ${lease.name}) by ` +
+      `${describeInstance(holder)}, ` +
+      `${expired ? 'which answered a ping' : 'which renewed it within its lease'}: two agents must not share a ` +
+      `node name (give this one another --node-name; if that agent is gone, its name is taken over once it ` +
+      `does not answer a ping within ${pingSeconds} s)`;
+    return { kind: 'refuse', refusal };
+  }
 }

@@ -13,6 +13,8 @@ export interface KubeTierOptions {
   /** Where the Leases live: the agent's namespace. */
   readonly namespace: string;
   readonly leaseSeconds: number;
+  /** How long another node's agent has to answer a ping before it counts as gone (lease-ping.ts; default 30). */
+  readonly pingSeconds?: number | undefined;
   readonly clock: Clock;
   readonly notice?: (message: string) => void;
   /** Deadline of each request, milliseconds (api-client.ts). */

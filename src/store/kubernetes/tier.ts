@@ -142,6 +142,7 @@ export class KubeTier implements ClusterTier {
       nodes: new Resource(api, coreKind('nodes')),
       watches: this.#watches,
       leaseSeconds: o.leaseSeconds,
+      pingSeconds: o.pingSeconds,
       clock: o.clock,
       continuity,
       state: this.#state,

@@ -140,6 +140,7 @@ export class TieredFileCheck {
       },
       identity: () => membership.identity(),
       liveNodes: () => membership.liveNodes(),
+      alive: (node) => membership.alive(node),
       renew: () => membership.renew(),
       withdraw: () => membership.withdraw(),
       claimTask: (task) => membership.claimTask(task),

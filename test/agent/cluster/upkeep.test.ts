@@ -30,6 +30,7 @@ describe('ClusterUpkeep', () => {
         if (renewFails) throw new Error('lease lost');
       },
       liveNodes: async () => [],
+      alive: async () => false,
       withdraw: async () => undefined,
       claimTask: async () => false,
       releaseTask: async () => undefined,
@@ -105,6 +106,7 @@ describe('ClusterUpkeep', () => {
         calls.push('renew');
       },
       liveNodes: async () => [],
+      alive: async () => false,
       withdraw: async () => undefined,
       claimTask: async () => false,
       releaseTask: async () => undefined,

@@ -1,7 +1,8 @@
 /**
  * The cost of an idle node's membership on the Kubernetes store (issue 36, a silent control plane),
  * counted on the fake API server over 30 minutes of a manual clock with the default lease (300 s)
- * and upkeep interval (10 s): the node announcement is written at most once per 100 s, the store's
+ * and upkeep interval (10 s): the node announcement is written at most once per 100 s by the node
+ * holding a chore, and never by the node holding none (issue 36: liveness on demand), the store's
  * identity object is read only when the announcement was written (not on every upkeep run), and
  * a chore asked for on every run costs its holder no request once held, and the node refused it
  * no request before the holder's announcement can have lapsed. The watches of the node's Lease and
@@ -118,6 +119,15 @@ describe('an idle node on the Kubernetes store', () => {
       named(otherRequests, 'create', taskLeaseName(TASK)) <= IDLE_MS / (LEASE_SECONDS * 1000 - 100_000),
       `the node refused a chore asks again only when its holder's announcement can have lapsed: ${named(otherRequests, 'create', taskLeaseName(TASK))}`,
     );
+    // Issue 36, liveness on demand: the node that holds no chore writes nothing at all in 30 minutes
+    // (not its Lease, not a create of the chore refused with 409); the holder renews once per 100 s.
+    const writes = otherRequests.filter((r) => !['get', 'list', 'watch'].includes(r.verb ?? ''));
+    assert.deepEqual(
+      writes.map((r) => `${r.verb} ${r.path}`),
+      [],
+      'the node holding no chore writes nothing',
+    );
+    assert.ok(named(holderRequests, 'update', nodeLeaseName('idle-a')) >= IDLE_MS / 100_000 - 1, 'the holder renews');
     assert.equal(holderTier.membership.halted(), undefined);
     assert.equal(otherTier.membership.halted(), undefined);
   });

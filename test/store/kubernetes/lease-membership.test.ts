@@ -1,8 +1,13 @@
 /**
  * Membership on Leases (src/store/kubernetes/lease-membership.ts) through the fake API server: an
  * agent's restart takes its own announcement over at once on the same boot, waits out its previous
- * start's on another boot (a clone may be renewing it), and a renewal finds a takeover and halts;
+ * start's on another boot while it runs (a clone may hold it), then takes it over once that start
+ * does not answer a ping; a live twin answers and is not taken over; an instance taken over halts;
  * the Lease is written as the API server demands (MicroTime, holder, duration, the record).
+ *
+ * Issue 36 (liveness on demand): a lapsed Lease no longer proves its holder gone, so the tests whose
+ * holder must be gone close its tier (a crash: its watch, which answers pings, stops), and the clock
+ * is moved while an announcement pings (`driven`).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -16,6 +21,8 @@ import { waitFor } from '../../helpers/processes.ts';
 
 const NAMESPACE = 'warren-system';
 const LEASE_SECONDS = 20;
+/** How long a pinged agent has to answer. */
+const PING_SECONDS = 2;
 /** When a renewal writes: a third of the lease after the last write. */
 const RENEWAL_MS = (LEASE_SECONDS * 1000) / 3;
 
@@ -30,6 +37,7 @@ describe('Lease membership', () => {
       kubeConfig,
       namespace: NAMESPACE,
       leaseSeconds: LEASE_SECONDS,
+      pingSeconds: PING_SECONDS,
       clock,
       ...(notice === undefined ? {} : { notice }),
     });
@@ -45,6 +53,21 @@ describe('Lease membership', () => {
     pid: 1,
     ...(previous === undefined ? {} : { previous }),
   });
+
+  /** `work` settled, the clock moved 250 ms at a time meanwhile (a ping's wait, a wait-out). */
+  const driven = async <T>(work: Promise<T>): Promise<T> => {
+    let settled = false;
+    const done = work.finally(() => {
+      settled = true;
+    });
+    done.catch(() => undefined);
+    await waitFor('the work to settle with the clock moving', () => {
+      if (settled) return true;
+      clock.advance(250);
+      return undefined;
+    });
+    return done;
+  };
 
   before(async () => {
     fake = await startFakeKubeApi({ crds: 'deploy' });
@@ -68,7 +91,9 @@ describe('Lease membership', () => {
     assert.equal(record.node, 'lease-shape');
     assert.equal(record.bootId, 'boot-a');
     const before = spec.renewTime;
-    clock.advance(RENEWAL_MS); // a renewal writes once a third of the lease has passed
+    // A renewal writes once a third of the lease has passed, while the node holds a chore (issue 36).
+    assert.equal(await t.membership.claimTask('lease-shape-chore'), true);
+    clock.advance(RENEWAL_MS);
     await t.membership.renew();
     const renewed = fake.object('leases', nodeLeaseName('lease-shape'), NAMESPACE);
     assert.notEqual(
@@ -76,6 +101,7 @@ describe('Lease membership', () => {
       before,
       'a renewal writes a new renewTime',
     );
+    await t.membership.releaseTask('lease-shape-chore');
     await t.membership.withdraw();
     assert.equal(fake.object('leases', nodeLeaseName('lease-shape'), NAMESPACE), undefined);
   });
@@ -84,8 +110,8 @@ describe('Lease membership', () => {
     const [old, restarted] = [await tier(), await tier()];
     await old.membership.announce('lease-restart', info('p-1', 'boot-a'));
     await restarted.membership.announce('lease-restart', info('p-2', 'boot-a', 'p-1'));
-    clock.advance(RENEWAL_MS); // the old one looks at its next renewal
-    await old.membership.renew();
+    // The old one, idle, renews nothing: its watch of the Lease sees it taken.
+    await waitFor('the old one halted', () => old.membership.halted());
     assert.match(old.membership.halted() ?? '', /taken over/);
     await assert.rejects(old.membership.releaseTask('forget-node/x'), (e) => isWarrenError(e, 'TRY_AGAIN'));
     assert.equal(await old.membership.claimTask('forget-node/x'), false, 'a halted agent takes no chore');
@@ -96,6 +122,7 @@ describe('Lease membership', () => {
     const notices: string[] = [];
     const [clone, rebooted] = [await tier(), await tier((m) => notices.push(m))];
     await clone.membership.announce('lease-reboot', info('q-1', 'boot-a'));
+    await clone.close(); // gone with its boot: it answers no ping
     let settled = false;
     const announced = rebooted.membership.announce('lease-reboot', info('q-2', 'boot-b', 'q-1')).finally(() => {
       settled = true;
@@ -144,6 +171,7 @@ describe('Lease membership', () => {
       const notices: string[] = [];
       const [clone, restarted] = [await tier(), await tier((m) => notices.push(m))];
       await clone.membership.announce(node, info('w-1', 'boot-a'));
+      await clone.close(); // gone: it answers no ping
       if (bootID !== undefined) nodeReporting(node, bootID);
       let settled = false;
       const announced = restarted.membership.announce(node, info('w-2', 'boot-b', 'w-1')).finally(() => {
@@ -166,7 +194,7 @@ describe('Lease membership', () => {
     });
   }
 
-  it('refuses a second agent with the node name, and halts the first if its announcement is taken later', async () => {
+  it('refuses a second agent with the node name, again once the Lease lapsed while the first answers its ping', async () => {
     const [first, second] = [await tier(), await tier()];
     await first.membership.announce('lease-twin', info('t-1', 'boot-a'));
     await assert.rejects(second.membership.announce('lease-twin', info('t-2', 'boot-z')), (e) => {
@@ -176,10 +204,33 @@ describe('Lease membership', () => {
     });
     assert.match(second.membership.halted() ?? '', /already announced/, 'the refused one does not write either');
     clock.advance(LEASE_SECONDS * 1000 + 1000);
-    await second.membership.accept();
+    // Issue 36: the first, idle, let its Lease lapse; before, the second took it over here. Now the
+    // first answers the second's ping, and the second is refused again.
+    await assert.rejects(driven(second.membership.accept()), (e) => {
+      assert.ok(isWarrenError(e, 'ALREADY_RUNNING'));
+      assert.match(e.message, /answered a ping/);
+      return true;
+    });
+    assert.equal(first.membership.halted(), undefined, 'the first serves on');
+    const lease = fake.object('leases', nodeLeaseName('lease-twin'), NAMESPACE);
+    assert.equal((lease?.spec as Record<string, unknown> | undefined)?.holderIdentity, 't-1');
+    assert.match(String(lease?.metadata.annotations?.['warren.dev/pong']), /^lease-twin\/t-2\//, 'its answer');
+    await first.membership.withdraw();
+  });
+
+  it('takes over a twin that does not answer its ping within the ping time, not before', async () => {
+    const notices: string[] = [];
+    const [first, second] = [await tier(), await tier((m) => notices.push(m))];
+    await first.membership.announce('lease-dead-twin', info('d-1', 'boot-a'));
+    await first.close(); // killed: no withdrawal, no answer
+    clock.advance(LEASE_SECONDS * 1000 + 1000);
+    const started = clock.monotonic();
+    await driven(second.membership.announce('lease-dead-twin', info('d-2', 'boot-z')));
+    assert.ok(clock.monotonic() - started >= PING_SECONDS * 1000, 'the ping time was waited out');
+    const lease = fake.object('leases', nodeLeaseName('lease-dead-twin'), NAMESPACE);
+    assert.equal((lease?.spec as Record<string, unknown> | undefined)?.holderIdentity, 'd-2');
+    assert.match(notices.join('\n'), /did not answer a ping/);
     assert.equal(second.membership.halted(), undefined);
-    await first.membership.renew();
-    assert.match(first.membership.halted() ?? '', /taken over by agent instance t-2/);
     await second.membership.withdraw();
   });
 });

@@ -52,6 +52,7 @@ describe('KubeTier', () => {
       kubeConfig: kubeConfigOf(fake, o.server),
       namespace: NAMESPACE,
       leaseSeconds: LEASE_SECONDS,
+      pingSeconds: 2,
       clock,
       ...(o.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: o.requestTimeoutMs }),
       ...(o.notice === undefined ? {} : { notice: o.notice }),
@@ -75,6 +76,10 @@ describe('KubeTier', () => {
     // kubectl delete warrenblock: the WarrenBlock alone, its WarrenBlockPublication stays.
     removeClaimByHand: async (key) => {
       fake.deleteObject('warrenblocks', blockName(key));
+    },
+    // Its watch, which answers pings, ends with it; its Lease stays, as a kill -9 leaves it.
+    crash: async (t) => {
+      await (t as KubeTier).close();
     },
   });
   tierLoanConformance('kubernetes (fake API server)', { create: () => tier() });

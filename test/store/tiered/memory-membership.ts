@@ -113,6 +113,10 @@ export class MemoryMembership implements Membership {
       .filter((r): r is NodeRecord => r !== undefined);
   }
 
+  async alive(node: string): Promise<boolean> {
+    return (await this.liveNodes()).some((n) => n.node === node);
+  }
+
   async renew(): Promise<void> {
     this.#reach();
     const a = this.#announced;

@@ -1,0 +1,133 @@
+/**
+ * Forgetting nodes deleted from Kubernetes on the kubernetes store, where an idle agent renews no
+ * Lease (issue 36, liveness on demand: src/store/kubernetes/lease-ping.ts): agents on the fake API
+ * server and a manual clock, each with its own tier. A node whose Node is deleted and whose agent
+ * stopped is forgotten by exactly one agent once its Lease lapsed and the ping went unanswered; a
+ * node whose Node is deleted but whose agent still runs answers, and keeps its blocks.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { KubeConfig } from '@kubernetes/client-node';
+import { KubernetesNodes } from '../../../src/agent/kubernetes/nodes.ts';
+import { AsyncChannel } from '../../../src/core/async-channel.ts';
+import { ManualClock } from '../../../src/core/clock.ts';
+import type { NodeItem } from '../../../src/sources/kubernetes/node-source.ts';
+import type { Store } from '../../../src/store/store.ts';
+import { nodeLeaseName } from '../../../src/store/kubernetes/names.ts';
+import { type KubeTier, openKubeTier } from '../../../src/store/kubernetes/tier.ts';
+import { type FakeKubeApi, startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
+import { silentLogger } from '../../helpers/logger.ts';
+import { waitFor } from '../../helpers/processes.ts';
+
+const NAMESPACE = 'warren-system';
+const LEASE_SECONDS = 300;
+const PING_SECONDS = 30;
+const RECHECK_MS = 60_000;
+
+describe('KubernetesNodes on the kubernetes store, liveness asked', () => {
+  let fake: FakeKubeApi;
+  const opened: KubeTier[] = [];
+  const aborts: AbortController[] = [];
+  const runs: Array<Promise<void>> = [];
+
+  before(async () => {
+    fake = await startFakeKubeApi({ crds: 'deploy' });
+  });
+  after(async () => {
+    for (const a of aborts) a.abort();
+    await Promise.allSettled(runs);
+    for (const t of opened) await t.close();
+    await fake.stop();
+  });
+
+  /** A node's agent on its own tier, announced, its Lease watched (where it answers pings). */
+  const announced = async (clock: ManualClock, node: string): Promise<KubeTier> => {
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromFile(fake.kubeconfigPath);
+    const t = await openKubeTier({
+      kubeConfig,
+      namespace: NAMESPACE,
+      leaseSeconds: LEASE_SECONDS,
+      pingSeconds: PING_SECONDS,
+      clock,
+    });
+    opened.push(t);
+    const from = fake.requests.length;
+    await t.membership.announce(node, { since: clock.now(), version: 'test', instance: `i-${node}` });
+    await waitFor('the watch of its Lease', () =>
+      fake.requests.slice(from).some((r) => r.verb === 'watch' && r.resource === 'leases') ? true : undefined,
+    );
+    return t;
+  };
+
+  /** An agent of `node` forgetting nodes from the items pushed to it; `forgot` records what it forgot. */
+  const forgetter = (clock: ManualClock, node: string, tier: KubeTier, forgot: string[]) => {
+    const nodes = new KubernetesNodes({
+      store: {} as Store, // read only at a listing, which these tests do not push
+      membership: tier.membership,
+      allocator: {
+        forgetNode: async (name) => {
+          forgot.push(`${name} by ${node}`);
+          return { released: [], blocks: [] };
+        },
+      },
+      clock,
+      logger: silentLogger,
+      node,
+      recheckMs: RECHECK_MS,
+      nodeExists: async () => false, // the Node is deleted
+    });
+    const items = new AsyncChannel<NodeItem>();
+    const abort = new AbortController();
+    abort.signal.addEventListener('abort', () => items.close(), { once: true });
+    aborts.push(abort);
+    runs.push(nodes.run(items, abort.signal));
+    return { nodes, items };
+  };
+
+  it('forgets a node whose Node is deleted and whose agent stopped, by exactly one agent, once the ping went unanswered', async () => {
+    const clock = new ManualClock(Date.now());
+    const [a, b, lost] = [
+      await announced(clock, 'kl-a'),
+      await announced(clock, 'kl-b'),
+      await announced(clock, 'kl-lost'),
+    ];
+    await lost.close(); // its agent stopped (kill -9: its Lease stays)
+    clock.advance(LEASE_SECONDS * 1000 + 1000); // every Lease lapsed: nobody holds a chore
+    const forgot: string[] = [];
+    const agents = [forgetter(clock, 'kl-a', a, forgot), forgetter(clock, 'kl-b', b, forgot)];
+    for (const agent of agents) agent.items.push({ kind: 'node-deleted', name: 'kl-lost' });
+    const started = clock.monotonic();
+    await waitFor('kl-lost forgotten', () => (forgot.length > 0 ? true : void clock.advance(1000)));
+    assert.ok(clock.monotonic() - started >= PING_SECONDS * 1000, 'only after the ping time');
+    for (let i = 0; i < 5; i++) clock.advance(RECHECK_MS);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.equal(forgot.length, 1, `exactly one agent forgot it: ${forgot.join(', ')}`);
+    assert.deepEqual(
+      agents.map((x) => x.nodes.status().gone),
+      [[], []],
+      'neither looks at it again',
+    );
+  });
+
+  it('keeps the blocks of a node whose Node is deleted while its agent runs: it answers the ping', async () => {
+    const clock = new ManualClock(Date.now());
+    const [a, running] = [await announced(clock, 'kr-a'), await announced(clock, 'kr-running')];
+    clock.advance(LEASE_SECONDS * 1000 + 1000); // idle: its Lease lapsed, unrenewed
+    const forgot: string[] = [];
+    const agent = forgetter(clock, 'kr-a', a, forgot);
+    const pongs = () =>
+      fake.requests.filter((r) => r.verb === 'update' && r.path.endsWith(`/${nodeLeaseName('kr-running')}`)).length;
+    const before = pongs();
+    agent.items.push({ kind: 'node-deleted', name: 'kr-running' });
+    // The winner of the chore pings; the running agent answers.
+    await waitFor('the ping answered', () => (pongs() >= before + 2 ? true : void clock.advance(1000)));
+    for (let i = 0; i < 3; i++) {
+      clock.advance(RECHECK_MS);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    assert.deepEqual(forgot, [], 'not forgotten');
+    assert.deepEqual(agent.nodes.status().gone, ['kr-running'], 'looked at again while its Node is gone');
+    assert.equal(running.membership.halted(), undefined, 'it serves on');
+  });
+});
