@@ -99,8 +99,7 @@ export class LeaseMembership implements Membership {
   #stateDue = true;
   /** Stops the watches of this node's Lease and the state object, once announced. */
   #unwatch: (() => void) | undefined;
-  /** Answers the pings its watch sees on this node's Lease. */
-  readonly #answers: PingAnswers;
+  readonly #answers: PingAnswers; // answers the pings its watch sees on this node's Lease
   readonly #pingMs: number;
 
   constructor(options: LeaseMembershipOptions) {
