@@ -1,27 +1,28 @@
 /**
  * The addresses a node's publication announced it hands out next (`ahead`: tiered/publication-need.ts),
- * when its file went back (tiered/file-check.ts). An ADD that took one needed no write, so the
+ * when its agent starts again (tiered/file-check.ts). An ADD that took one needed no write, so the
  * cluster cannot name its container: what it can say is that the address may be in use.
  *
  * Guarantees:
- * - a file older than the publication (restored from a copy, or lost) records each announced
- *   address as a placeholder (a bookkeeping record, network `warren.dev/announced`: no runtime,
- *   journal, pod source or GC releases it), in place of whatever the file held there: the address
- *   was free when the publication was written, so a record of the file's is stale. They stay until
- *   an operator accepts the store as it is (`warren store accept` releases them all, and the blocks
- *   are published again) or releases them one by one. Before publications announced addresses, an
- *   ADD between two publications was lost with the file; now only one outside what was announced is
- *   (until the next run, as before);
- * - a file at least as new as the publication (a restart, or a copy taken after it was written)
- *   cannot tell which announced addresses were taken after its own revision: while any is free in it,
- *   its cursor is moved to the last one announced, so the picker reaches them last, after one turn
- *   of the block, not first. That turn is what is left of the window on such a copy.
+ * - each announced address the file does not hold as an allocation is recorded as a placeholder (a
+ *   bookkeeping record, network `warren.dev/announced`: no runtime, journal, pod source or GC
+ *   releases it). In a file older than the publication (restored from a copy, or lost) it replaces
+ *   whatever the file held there: the address was free when the publication was written, so a
+ *   record of the file's is stale. In a file as new (an agent killed before it published, a copy
+ *   taken after the publication: a VM snapshot), the file's records stay: the file cannot tell an
+ *   announced address free in it from one taken after its copy was taken;
+ * - they stay until an operator accepts the store as it is (`warren store accept` releases them
+ *   all, and their blocks are published again) or releases them one by one: before publications
+ *   announced addresses, an ADD between two publications was lost with the file; now only one
+ *   outside what was announced is (until the next run, as before);
+ * - an agent that stops cleanly publishes its blocks announcing nothing (tiered/publisher.ts), so a
+ *   restart keeps no placeholder: only a kill, a crash or a copy costs them.
  */
 import { WarrenError } from '../../core/errors.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { bookkeepingNetwork } from '../../ipam/bookkeeping.ts';
 import type { PublishedBlock } from './cluster-tier.ts';
-import type { LedgerOp, LedgerSnapshot, Store } from '../store.ts';
+import type { LedgerOp, Store } from '../store.ts';
 
 /** The network of an announced address's placeholder. */
 export const ANNOUNCED_NETWORK = bookkeepingNetwork('announced');
@@ -32,38 +33,28 @@ function placeholder(key: string, address: string, node: string, createdAt: numb
 }
 
 /**
- * The ops recording `block`'s announced addresses as placeholders in a file older than it: `here`
- * is what the file holds in the block by address, `released` the addresses the merge releases
- * already (added to).
+ * The ops recording `block`'s announced addresses as placeholders in the file: `here` is what the
+ * file holds in the block by address; with `stale` (the publication is newer), a record of the
+ * file's at an announced address is released first (`released`: what the merge releases already,
+ * added to); without, it is kept.
  */
 export function announcedOps(
   block: PublishedBlock,
   node: string,
   here: ReadonlyMap<string, Allocation>,
-  released: Set<string>,
+  o: { readonly stale: boolean; readonly released: Set<string> },
 ): LedgerOp[] {
   const ops: LedgerOp[] = [];
   for (const address of block.ahead ?? []) {
     const held = here.get(address);
-    if (held !== undefined && !released.has(address)) {
-      if (held.network === ANNOUNCED_NETWORK) continue; // a merge that failed later wrote it already
+    if (held !== undefined && !o.released.has(address)) {
+      if (held.network === ANNOUNCED_NETWORK || !o.stale) continue; // written before, or the file's own
       ops.push({ op: 'release', address });
-      released.add(address);
+      o.released.add(address);
     }
     ops.push({ op: 'allocate', allocation: placeholder(block.key, address, node, block.publishedAt) });
   }
   return ops;
-}
-
-/** Moves the cursor of a file at least as new as `block` past what it announced (see the header). */
-export async function passAnnounced(local: Store, block: PublishedBlock, read: LedgerSnapshot): Promise<void> {
-  const last = block.ahead?.at(-1);
-  if (last === undefined || read.cursor === last) return;
-  const occupied = new Set([...read.allocations, ...read.resting.map((r) => r.address)]);
-  if ((block.ahead ?? []).every((address) => occupied.has(address))) return;
-  const result = await local.commit(block.key, read.revision, [{ op: 'cursor', address: last }]);
-  if (result.kind === 'conflict')
-    throw new WarrenError('TRY_AGAIN', `block ${block.key}'s cursor could not be moved: ${result.reason}`);
 }
 
 /** Releases every announced address's placeholder (an operator accepted), marking each block for publishing. */

@@ -14,8 +14,10 @@
  * - an address taken outside `ahead` (a requested IP, a freed address the cursor reached first), a
  *   listed address taken by another owner, or any bookkeeping record (a loan's placeholder, a held
  *   address: named at once, for the nodes that read them) is not covered: written at the next run;
- * - `ahead` running low (fewer than half of what a fresh list would hold left free) is written at the
- *   next run too, so that the ADDs to come find their addresses announced before they are taken;
+ * - `ahead` running low (fewer than a quarter of what a fresh list would hold left free) is written
+ *   at the next run too, so that the ADDs to come find their addresses announced before they are
+ *   taken; a burst that takes the rest within one run goes outside them, and costs the one write per
+ *   block and run it cost before;
  * - every other difference (covered ADDs, releases) is written once the settle interval has passed
  *   since the block was last written, or with the next write it needs anyway.
  */
@@ -60,7 +62,7 @@ export function publicationNeed(written: WrittenBlock | undefined, now: BlockNow
     if (listed !== undefined || isBookkeeping(a) || !written.ahead.has(a.address)) return 'write';
   }
   const left = [...written.ahead].filter((address) => !taken.has(address) && now.ahead.includes(address)).length;
-  if (left * 2 < now.ahead.length) return 'write';
+  if (left * 4 < now.ahead.length) return 'write';
   return differs ? 'settle' : 'none';
 }
 

@@ -82,7 +82,7 @@ export interface TieredStoreOptions {
   readonly notice?: (message: string) => void;
   /** How often changed blocks are published, ms (default 2000). */
   readonly publishIntervalMs?: number;
-  /** Addresses a block's publication announces as handed out next (tiered/publisher.ts; default 8). */
+  /** Addresses a block's publication announces as handed out next (tiered/publisher.ts; default 16). */
   readonly publishAhead?: number;
   /** Most time a change that leaves its block covered waits for its write, ms (default 600000). */
   readonly publishSettleMs?: number;
@@ -177,9 +177,9 @@ export class TieredStore implements Store {
     this.#chores.start();
   }
 
-  /** Publishes every pending block now, covered or not (after the file check, if not yet run). */
-  flush(): Promise<void> {
-    return this.#publisher.run({ all: true });
+  /** Publishes every pending block now, covered or not (`due`: only those a run on the clock would). */
+  flush(o: { due?: boolean } = {}): Promise<void> {
+    return this.#publisher.run({ all: o.due !== true });
   }
 
   /** Blocks waiting to be published. */
@@ -340,7 +340,7 @@ export class TieredStore implements Store {
 
   async close(): Promise<void> {
     this.#chores.stop();
-    await this.#publisher.run({ all: true });
+    await this.#publisher.run({ all: true, closing: true });
     await this.#local.close();
     await this.tier.close();
   }
