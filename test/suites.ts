@@ -208,6 +208,8 @@ export const UNIT_FILES: readonly string[] = [
   'test/store/tiered/claims.test.ts',
   'test/store/tiered/file-check.test.ts',
   'test/store/tiered/kube.test.ts',
+  'test/store/tiered/publication-need.test.ts',
+  'test/store/tiered/publish-ahead.test.ts',
   'test/store/tiered/store.test.ts',
   'test/store/tiered/upkeep.test.ts',
   'test/suites.test.ts',

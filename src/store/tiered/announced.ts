@@ -4,25 +4,27 @@
  * cluster cannot name its container: what it can say is that the address may be in use.
  *
  * Guarantees:
- * - each announced address the file does not hold as an allocation is recorded as a placeholder (a
- *   bookkeeping record, network `warren.dev/announced`: no runtime, journal, pod source or GC
- *   releases it). In a file older than the publication (restored from a copy, or lost) it replaces
- *   whatever the file held there: the address was free when the publication was written, so a
- *   record of the file's is stale. In a file as new (an agent killed before it published, a copy
- *   taken after the publication: a VM snapshot), the file's records stay: the file cannot tell an
- *   announced address free in it from one taken after its copy was taken;
- * - they stay until an operator accepts the store as it is (`warren store accept` releases them
- *   all, and their blocks are published again) or releases them one by one: before publications
- *   announced addresses, an ADD between two publications was lost with the file; now only one
- *   outside what was announced is (until the next run, as before);
- * - an agent that stops cleanly publishes its blocks announcing nothing (tiered/publisher.ts), so a
- *   restart keeps no placeholder: only a kill, a crash or a copy costs them.
+ * - a file older than the publication (restored from a copy, or lost) records each announced
+ *   address as a placeholder (a bookkeeping record, network `warren.dev/announced`: no runtime,
+ *   journal, pod source or GC releases it), in place of whatever the file held there: the address
+ *   was free when the publication was written, so a record of the file's is stale. They stay until
+ *   an operator accepts the store as it is (`warren store accept` releases them, and their blocks
+ *   are published again). Before publications announced addresses, an ADD between two
+ *   publications was lost with such a file; now only one outside what was announced is (until the
+ *   next run, as before);
+ * - a file as new as the publication cannot tell a copy (a snapshot of a running node, taken after
+ *   the publication) from itself after a restart or a kill, which is far more common: placeholders
+ *   there would hold addresses after every crash until an operator came. Its cursor is moved to
+ *   the last address announced instead, so the picker reaches them last: after every address of
+ *   the block free beyond them, not first. What is left of the window on such a copy is that: ADDs
+ *   that took announced addresses after the copy and before the node's next write (at most the
+ *   settle interval), handed out again only once the rest of the block's free addresses are.
  */
 import { WarrenError } from '../../core/errors.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { bookkeepingNetwork } from '../../ipam/bookkeeping.ts';
 import type { PublishedBlock } from './cluster-tier.ts';
-import type { LedgerOp, Store } from '../store.ts';
+import type { LedgerOp, LedgerSnapshot, Store } from '../store.ts';
 
 /** The network of an announced address's placeholder. */
 export const ANNOUNCED_NETWORK = bookkeepingNetwork('announced');
@@ -33,28 +35,38 @@ function placeholder(key: string, address: string, node: string, createdAt: numb
 }
 
 /**
- * The ops recording `block`'s announced addresses as placeholders in the file: `here` is what the
- * file holds in the block by address; with `stale` (the publication is newer), a record of the
- * file's at an announced address is released first (`released`: what the merge releases already,
- * added to); without, it is kept.
+ * The ops recording `block`'s announced addresses as placeholders in a file older than it: `here`
+ * is what the file holds in the block by address, `released` the addresses the merge releases
+ * already (added to).
  */
 export function announcedOps(
   block: PublishedBlock,
   node: string,
   here: ReadonlyMap<string, Allocation>,
-  o: { readonly stale: boolean; readonly released: Set<string> },
+  released: Set<string>,
 ): LedgerOp[] {
   const ops: LedgerOp[] = [];
   for (const address of block.ahead ?? []) {
     const held = here.get(address);
-    if (held !== undefined && !o.released.has(address)) {
-      if (held.network === ANNOUNCED_NETWORK || !o.stale) continue; // written before, or the file's own
+    if (held !== undefined && !released.has(address)) {
+      if (held.network === ANNOUNCED_NETWORK) continue; // a merge that failed later wrote it already
       ops.push({ op: 'release', address });
-      o.released.add(address);
+      released.add(address);
     }
     ops.push({ op: 'allocate', allocation: placeholder(block.key, address, node, block.publishedAt) });
   }
   return ops;
+}
+
+/** Moves the cursor of a file as new as `block`'s publication past what it announced (see the header). */
+export async function passAnnounced(local: Store, block: PublishedBlock, read: LedgerSnapshot): Promise<void> {
+  const last = block.ahead?.at(-1);
+  if (last === undefined || read.cursor === last) return;
+  const occupied = new Set([...read.allocations, ...read.resting.map((r) => r.address)]);
+  if ((block.ahead ?? []).every((address) => occupied.has(address))) return;
+  const result = await local.commit(block.key, read.revision, [{ op: 'cursor', address: last }]);
+  if (result.kind === 'conflict')
+    throw new WarrenError('TRY_AGAIN', `block ${block.key}'s cursor could not be moved: ${result.reason}`);
 }
 
 /** Releases every announced address's placeholder (an operator accepted), marking each block for publishing. */

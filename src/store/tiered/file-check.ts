@@ -34,9 +34,9 @@
  *   `accepting` answers);
  * - what a file holds that the publication does not is kept: its containers are judged by the usual
  *   sources, never released here;
- * - the addresses a publication announced as handed out next (`ahead`) that the file does not hold
- *   are kept as placeholders until an operator accepts, whether the publication is newer than the
- *   file or not (tiered/announced.ts says why); a block whose file kept some is published again.
+ * - the addresses a newer publication announced as handed out next (`ahead`) are kept as
+ *   placeholders until an operator accepts; a file as new as the publication moves its cursor past
+ *   them instead (tiered/announced.ts says why, and what that leaves).
  */
 import { defined } from '../../core/defined.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
@@ -45,7 +45,7 @@ import { rangePoolOfKey } from '../../ipam/blocks.ts';
 import type { FileCheckStatus } from '../cluster.ts';
 import type { ClusterTier, PublishedBlock } from './cluster-tier.ts';
 import type { AcceptReport, LedgerOp, Membership, Store } from '../store.ts';
-import { ANNOUNCED_NETWORK, announcedOps, releaseAnnounced } from './announced.ts';
+import { ANNOUNCED_NETWORK, announcedOps, passAnnounced, releaseAnnounced } from './announced.ts';
 import { PAGE_LIMIT } from './ranges.ts';
 
 export interface FileCheckOptions {
@@ -80,8 +80,6 @@ export class TieredFileCheck {
   readonly #withheld = new Map<string, string>();
   /** Placeholders written for announced addresses (told in the notice). */
   #announced = 0;
-  /** Blocks whose file, as new as their publication, kept what it announced (told in the notice). */
-  readonly #announcing = new Set<string>();
 
   constructor(options: FileCheckOptions) {
     this.#o = options;
@@ -212,11 +210,6 @@ export class TieredFileCheck {
         ? ''
         : `; ${this.#announced} addresses it had announced it hands out next are kept as placeholders ` +
           'until an operator accepts (`warren store accept`)';
-    if (this.#announcing.size > 0 && this.#merged.size === 0)
-      this.#o.notice?.(
-        `node ${node}'s agent stopped without publishing blocks ${[...this.#announcing].join(', ')} as they ` +
-          `are (killed, or its file is a copy)${announced}`,
-      );
     if (this.#merged.size > 0)
       this.#o.notice?.(
         `node ${node}'s file held less than it had published in ${tier.description} (restored from an older ` +
@@ -237,7 +230,10 @@ export class TieredFileCheck {
     if (read.kind !== 'snapshot') throw new Error(`block ${block.key} read without its contents`);
     const ours = read.affinity === node;
     const byRevision = block.revision !== undefined;
-    if (ours && byRevision && read.revision >= (block.revision ?? 0)) return this.#keepAnnounced(block, read.revision);
+    if (ours && byRevision && read.revision >= (block.revision ?? 0)) {
+      await passAnnounced(local, block, read);
+      return false;
+    }
     // Nothing published in a block the file does not know: a claim it never recorded, not a file gone back.
     const announced = block.ahead?.length ?? 0;
     if (!ours && block.counts.allocated === 0 && block.allocations.length === 0 && announced === 0) return false;
@@ -270,7 +266,7 @@ export class TieredFileCheck {
       ops.push({ op: 'allocate', allocation: record });
       restored.push(record);
     }
-    const announcing = byRevision ? announcedOps(block, node, here, { stale: true, released }) : [];
+    const announcing = byRevision ? announcedOps(block, node, here, released) : [];
     ops.push(...announcing);
     this.#announced += announcing.filter((op) => op.op === 'allocate').length;
     const unnamed = block.counts.allocated - block.allocations.length;
@@ -287,24 +283,6 @@ export class TieredFileCheck {
     for (const r of restored) this.#restored.set(`${r.pool} ${r.address}`, r);
     if (!ours) this.#adopted.add(block.key);
     this.#merged.add(block.key);
-    return true;
-  }
-
-  /**
-   * Keeps what `block`'s publication announced in a file at least as new as it (tiered/announced.ts);
-   * true when it wrote placeholders (the block is then published again, naming them).
-   */
-  async #keepAnnounced(block: PublishedBlock, revision: number): Promise<boolean> {
-    const { local, node } = this.#o;
-    if ((block.ahead?.length ?? 0) === 0) return false;
-    const here = new Map((await local.list({ ledger: block.key })).map((a) => [a.address, a]));
-    const ops = announcedOps(block, node, here, { stale: false, released: new Set() });
-    if (ops.length === 0) return false;
-    const result = await local.commit(block.key, revision, ops);
-    if (result.kind === 'conflict')
-      throw new WarrenError('TRY_AGAIN', `block ${block.key} could not keep what it announced: ${result.reason}`);
-    this.#announced += ops.length;
-    this.#announcing.add(block.key);
     return true;
   }
 

@@ -72,13 +72,19 @@ export function publicationNeed(written: WrittenBlock | undefined, now: BlockNow
  * block's CIDR bounds it: an address the range keeps out (its network address, an exclusion) may be
  * announced and never taken, which costs nothing but a place in the list.
  */
-export function aheadOf(key: string, cursor: string | undefined, occupied: ReadonlySet<string>, count: number): string[] {
+export function aheadOf(
+  key: string,
+  cursor: string | undefined,
+  occupied: ReadonlySet<string>,
+  count: number,
+): string[] {
   const cidr = parseCidr(blockCidrOfKey(key) ?? '');
   if (cidr === undefined || count <= 0) return [];
   const family = cidr.address.family;
   const [first, last] = [networkOf(cidr), lastOf(cidr)];
   const at = cursor === undefined ? undefined : parseIP(cursor);
-  const start = at === undefined || at.family !== family || at.value < first || at.value >= last ? first : at.value + 1n;
+  const start =
+    at === undefined || at.family !== family || at.value < first || at.value >= last ? first : at.value + 1n;
   const found: string[] = [];
   const size = last - first + 1n;
   for (let step = 0n; step < size && found.length < count; step++) {

@@ -17,9 +17,7 @@
  *   figures and listings lag by up to the settle interval, and over-cover meanwhile: a released
  *   address stays listed (a file gone back keeps it as its container's record until the container
  *   is proven gone, as any other: a leak bounded by that proof, in recovery only);
- * - `run({ all: true })` (`flush`, close) publishes every marked block, covered or not; the run
- *   of a close (`closing`) publishes every block it announced addresses in again announcing none,
- *   so that the next start keeps no placeholder for them (tiered/announced.ts);
+ * - `run({ all: true })` (`flush`, close) publishes every marked block, covered or not;
  * - nothing is lost while the cluster is away: a block whose write failed stays marked and the run
  *   ends (the next one retries it, and every block marked since);
  * - runs never overlap: `run` while one is in flight waits for it and runs again, so a `flush`
@@ -94,8 +92,6 @@ export class TieredPublisher {
   #failing = false;
   /** Whether every own block was marked once (the first run after opening). */
   #resynced = false;
-  /** Whether the store is closing: publications announce nothing from then on. */
-  #closing = false;
 
   constructor(options: TieredPublisherOptions) {
     this.#o = options;
@@ -118,14 +114,8 @@ export class TieredPublisher {
    * Publishes the marked blocks that need it now, or with `all` every marked block (after any run in
    * flight). Never throws: failures stay marked.
    */
-  run(options: { all?: boolean; closing?: boolean } = {}): Promise<void> {
-    const next = this.#running.then(() => {
-      if (options.closing === true) {
-        this.#closing = true;
-        for (const [key, written] of this.#written) if (written.ahead.size > 0) this.#dirty.add(key);
-      }
-      return this.#publishAll(options.all === true || this.#closing);
-    });
+  run(options: { all?: boolean } = {}): Promise<void> {
+    const next = this.#running.then(() => this.#publishAll(options.all === true));
     this.#running = next;
     return next;
   }
@@ -213,7 +203,7 @@ export class TieredPublisher {
    * stands (newer than the list, never older).
    */
   async #picture(key: string): Promise<Picture> {
-    const count = this.#closing ? 0 : (this.#o.ahead ?? DEFAULT_AHEAD);
+    const count = this.#o.ahead ?? DEFAULT_AHEAD;
     for (let round = 1; ; round++) {
       const allocations = await this.#o.local.list({ ledger: key });
       const read = await this.#o.local.readLedger(key);

@@ -340,7 +340,7 @@ export class TieredStore implements Store {
 
   async close(): Promise<void> {
     this.#chores.stop();
-    await this.#publisher.run({ all: true, closing: true });
+    await this.#publisher.run({ all: true });
     await this.#local.close();
     await this.tier.close();
   }

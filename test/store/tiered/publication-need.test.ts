@@ -5,12 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Allocation } from '../../../src/ipam/allocation.ts';
-import {
-  type WrittenBlock,
-  aheadOf,
-  ownerOf,
-  publicationNeed,
-} from '../../../src/store/tiered/publication-need.ts';
+import { type WrittenBlock, aheadOf, ownerOf, publicationNeed } from '../../../src/store/tiered/publication-need.ts';
 
 const KEY = '10.70.0.0/24#10.70.0.0/28';
 
