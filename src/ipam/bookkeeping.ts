@@ -6,9 +6,9 @@
  * 'warren.dev/lent'; a borrower's mark on a loan it gave back, 'warren.dev/returned'; a held
  * address, 'warren.dev/held'; an address a node had announced it hands out next, kept after its
  * file went back, 'warren.dev/announced': store/tiered/announced.ts), a prefix no CNI network of a
- * container carries (a CNI network name holds no '/'). So one predicate tells them apart everywhere: a runtime's resync, the audit, the
- * GC and the pod-gone releases never release one as a container that is gone, and listings and
- * counts show them as what they are, not as containers.
+ * container carries (a CNI network name holds no '/'). So one predicate tells them apart
+ * everywhere: a runtime's resync, the audit, the GC and the pod-gone releases never release one as
+ * a container that is gone, and listings and counts show them as what they are, not as containers.
  */
 
 /** The prefix of the network of every bookkeeping record. */
