@@ -45,8 +45,9 @@ export interface BlockNow {
 /** `write`: at this run; `settle`: once the settle interval has passed; `none`: nothing to publish. */
 export type PublicationNeed = 'write' | 'settle' | 'none';
 
+/** Who holds an allocation, and where (a relocated one is written at the next run, as before). */
 export function ownerOf(a: Allocation): string {
-  return `${a.network}\0${a.containerID}\0${a.ifname}`;
+  return `${a.network}\0${a.containerID}\0${a.ifname}\0${a.netns ?? ''}`;
 }
 
 /** What block `now` needs, `written` being what was last written of it (undefined: never, since start). */
@@ -69,19 +70,23 @@ export function publicationNeed(written: WrittenBlock | undefined, now: BlockNow
 /**
  * The next `count` addresses of block `key` free in its picture (neither allocated nor resting),
  * in pick order: after `cursor` to the block's end, then from its start (the picker's wrap). The
- * block's CIDR bounds it: an address the range keeps out (its network address, an exclusion) may be
- * announced and never taken, which costs nothing but a place in the list.
+ * block's CIDR bounds it, within the range's first and last address when given (`span`): an
+ * address the range excludes may be announced and never taken, which costs a place in the list.
  */
 export function aheadOf(
   key: string,
   cursor: string | undefined,
   occupied: ReadonlySet<string>,
   count: number,
+  span?: { readonly first: string; readonly last: string },
 ): string[] {
   const cidr = parseCidr(blockCidrOfKey(key) ?? '');
   if (cidr === undefined || count <= 0) return [];
   const family = cidr.address.family;
-  const [first, last] = [networkOf(cidr), lastOf(cidr)];
+  const [low, high] = [parseIP(span?.first ?? ''), parseIP(span?.last ?? '')];
+  const first = low?.family === family && low.value > networkOf(cidr) ? low.value : networkOf(cidr);
+  const last = high?.family === family && high.value < lastOf(cidr) ? high.value : lastOf(cidr);
+  if (first > last) return [];
   const at = cursor === undefined ? undefined : parseIP(cursor);
   const start =
     at === undefined || at.family !== family || at.value < first || at.value >= last ? first : at.value + 1n;

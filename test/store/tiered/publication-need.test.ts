@@ -25,6 +25,11 @@ describe('aheadOf', () => {
     assert.deepEqual(aheadOf(KEY, ip(12), occupied, 4), [ip(13), ip(15), ip(0), ip(2)]);
   });
 
+  it("keeps within the range's first and last address (the network address is never announced)", () => {
+    const span = { first: ip(1), last: ip(14) };
+    assert.deepEqual(aheadOf(KEY, ip(13), new Set(), 3, span), [ip(14), ip(1), ip(2)]);
+  });
+
   it('starts at the block start without a cursor, and is capped by what the block has free', () => {
     const occupied = new Set(Array.from({ length: 14 }, (_, i) => ip(i)));
     assert.deepEqual(aheadOf(KEY, undefined, occupied, 8), [ip(14), ip(15)]);
@@ -56,9 +61,11 @@ describe('publicationNeed', () => {
     assert.equal(publicationNeed(written([a1], ahead), now), 'write');
   });
 
-  it('writes a listed address handed to another owner', () => {
+  it('writes a listed address handed to another owner, or moved to another network namespace', () => {
     const now = { allocations: [allocation(ip(1), 'another')], ahead };
     assert.equal(publicationNeed(written([a1], ahead), now), 'write');
+    const moved = { allocations: [{ ...a1, netns: '/run/netns/again' }], ahead };
+    assert.equal(publicationNeed(written([a1], ahead), moved), 'write');
   });
 
   it('writes a bookkeeping record at once, even on an announced address (a loan, a holding)', () => {
