@@ -86,6 +86,11 @@ export class TieredPublisher {
   readonly #dirty = new Set<string>();
   /** What was last written of each block since start: what decides whether a change needs a write. */
   readonly #written = new Map<string, WrittenBlock>();
+  /**
+   * Marked blocks whose changes were all covered, and when (monotonic) they settle: not read again
+   * before then unless marked again, so a block waiting costs no read of the node's store per run.
+   */
+  readonly #settling = new Map<string, number>();
   /** The run in flight, if any: runs follow each other. */
   #running: Promise<void> = Promise.resolve();
   /** Whether the last run failed: an outage is told once. */
@@ -103,6 +108,7 @@ export class TieredPublisher {
 
   mark(key: string): void {
     this.#dirty.add(key);
+    this.#settling.delete(key);
   }
 
   /** Blocks waiting to be published. */
@@ -139,7 +145,10 @@ export class TieredPublisher {
     }
     for (const key of [...this.#dirty]) {
       if (this.fileCheck.withholds(key)) continue; // kept marked: published once accepted
+      const settles = this.#settling.get(key);
+      if (!all && settles !== undefined && this.#o.clock.monotonic() < settles) continue;
       this.#dirty.delete(key);
+      this.#settling.delete(key);
       try {
         if (!(await holds(key))) {
           this.#written.delete(key);
@@ -172,8 +181,10 @@ export class TieredPublisher {
     const need = all ? 'write' : publicationNeed(written, picture);
     if (need === 'none') return;
     const settleMs = this.#o.settleMs ?? DEFAULT_SETTLE_MS;
-    if (need === 'settle' && this.#o.clock.monotonic() - (written?.atMs ?? 0) < settleMs) {
+    const settles = (written?.atMs ?? 0) + settleMs;
+    if (need === 'settle' && this.#o.clock.monotonic() < settles) {
       this.#dirty.add(key); // covered: written once settled, or with the next write it needs
+      this.#settling.set(key, settles);
       return;
     }
     await this.#write(key, picture);
