@@ -280,6 +280,7 @@ export const E2E_FILES: readonly string[] = [
   'test/e2e/plugin-registry.test.ts',
   'test/e2e/plugins-trust.test.ts',
   'test/e2e/proc-paths.test.ts',
+  'test/e2e/publish-ahead.test.ts',
   'test/e2e/readd-netns.test.ts',
   'test/e2e/runtime-adapter.test.ts',
   'test/e2e/shared-range-figures.test.ts',
