@@ -168,6 +168,8 @@ function fileCheckLines(f: FileCheckStatus | undefined): string[] {
         safe`runtime, pod gone, GC); blocks ${f.merged.join(', ')}` +
         (f.adopted.length === 0 ? '' : safe`; adopted ${f.adopted.join(', ')}`),
     );
+  const announced = `${f.announced ?? 0} announced addresses held (no container named): warren store accept`;
+  if ((f.announced ?? 0) > 0) lines.push(safe`file:        ${announced}`);
   for (const d of f.disagreements) lines.push(safe`file:        DISAGREES with what it published: ${d}`);
   for (const w of f.withheld)
     lines.push(safe`file:        NOT ALLOCATING in block ${w} (warren store accept, once checked)`);

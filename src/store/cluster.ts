@@ -41,6 +41,14 @@ export interface PublishedBlock {
    */
   readonly revision?: number;
   /**
+   * Addresses of the block its owner may hand out next, not yet listed in `allocations` (in pick
+   * order from its cursor: tiered/publication-need.ts): an ADD that takes one needs no write now, so
+   * a reader counts them as possibly in use wherever a duplicate could follow (a claimer of a block
+   * nobody holds, a file gone back), and as free in figures. Absent or empty: only `allocations`
+   * (and publications of older Warrens).
+   */
+  readonly ahead?: readonly string[];
+  /**
    * A borrower's loan ledger (one address another node lent `node`: allocator/lending/), published so
    * the cluster view shows who holds a lent address, not only its lender's placeholder. Its key
    * (`<range pool>#<address>/32`) names no claim. Absent: a claimed block.
@@ -156,6 +164,11 @@ export interface FileCheckStatus {
   readonly disagreements: readonly string[];
   /** Blocks where nothing is handed out until `warren store accept`, each with why. */
   readonly withheld: readonly string[];
+  /**
+   * Placeholders the file holds for addresses a newer publication announced (tiered/file-check.ts):
+   * kept until `warren store accept` releases them. Absent: none.
+   */
+  readonly announced?: number;
 }
 
 /** What is left of an older layout the store moves from (etcd's one-tier store), for `warren doctor`. */

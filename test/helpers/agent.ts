@@ -49,6 +49,15 @@ export interface AgentStart {
   readonly entry?: readonly string[];
 }
 
+/**
+ * A test's agent publishes every change at the next run and announces nothing, as agents did before
+ * issue 36 (part 2): tests that read the published view wait seconds, not the settle interval, and
+ * the addresses handed out after a restart are the ones they name. What publications announce, and
+ * when covered changes are written, is tested on the fake API server (test/store/tiered/publish-ahead.test.ts);
+ * a test of the defaults sets these in its `env`.
+ */
+const PUBLISH_AS_BEFORE = { WARREN_PUBLISH_SETTLE: '0', WARREN_PUBLISH_AHEAD: '0' };
+
 export async function startAgent(options: AgentStart = {}): Promise<AgentHandle> {
   const dir = options.dir ?? tempDir('warren-agent-');
   const socket = join(dir, 'warren.sock');
@@ -79,7 +88,7 @@ export async function startAgent(options: AgentStart = {}): Promise<AgentHandle>
       ],
       {
         cwd: REPO,
-        env: { ...process.env, PATH: CHILD_PATH, ...options.env },
+        env: { ...process.env, PATH: CHILD_PATH, ...PUBLISH_AS_BEFORE, ...options.env },
         stdio: ['ignore', 'pipe', 'pipe'],
       },
     ),

@@ -150,7 +150,7 @@ async function openKubernetes(o: AgentOptions, opening: StoreOpening): Promise<O
           );
         await super.close();
       }
-    })({ local, tier, node: o.nodeName, clock, notice });
+    })({ local, tier, node: o.nodeName, clock, notice, ...publishing(o) });
     // What `warren store accept` writes back after the API server lost its data: this node's claims.
     tier.onAccept((node) => claimAgain(store, local, tier, node));
     store.start();
@@ -159,6 +159,11 @@ async function openKubernetes(o: AgentOptions, opening: StoreOpening): Promise<O
     await local.close();
     throw error;
   }
+}
+
+/** How a two-tier store publishes (tiered/publisher.ts): what it announces, how long a covered change waits. */
+function publishing(o: AgentOptions): { publishAhead: number; publishSettleMs: number } {
+  return { publishAhead: o.publishAhead, publishSettleMs: o.publishSettleSeconds * 1000 };
 }
 
 /** The two-tier store on etcd: the node's SQLite file beside the etcd tier, under --etcd-prefix. */
@@ -177,6 +182,7 @@ async function openEtcd(o: AgentOptions, opening: StoreOpening): Promise<OpenedS
       prefix: o.etcdPrefix,
       leaseSeconds: Math.ceil(o.nodeLeaseSeconds),
       notice: opening.notice,
+      ...publishing(o),
       ...defined({ identity: opening.identity }),
       ...(Object.keys(tls).length === 0 ? {} : { tls }),
     });

@@ -66,6 +66,24 @@ export const SHARED_STORE_CHORE_ROWS = {
     default: '300',
     read: read.seconds(0),
   },
+  publishAhead: {
+    flag: 'publish-ahead',
+    env: 'WARREN_PUBLISH_AHEAD',
+    about:
+      'addresses of each block a publication announces this node hands out next: an ADD taking one needs no write ' +
+      '(a node whose file went back to before the publication keeps them until accepted); 0 for none',
+    default: '16',
+    read: read.wholeNumber(256),
+  },
+  publishSettleSeconds: {
+    flag: 'publish-settle',
+    env: 'WARREN_PUBLISH_SETTLE',
+    about:
+      "seconds a block's change its publication covers (an announced address taken, an address released) waits for " +
+      "its write: the cluster's figures lag by up to this; 0 writes every change at the next run",
+    default: '600',
+    read: read.seconds(0),
+  },
   upkeepIntervalSeconds: {
     flag: 'upkeep-interval',
     env: 'WARREN_UPKEEP_INTERVAL',

@@ -25,9 +25,11 @@ function publicationOfKv(kv: IKeyValue, key: string): PublishedBlock {
     allocations: PublishedBlock['allocations'];
     at: number;
     revision?: number;
+    ahead?: string[];
   };
   const revision = v.revision === undefined ? {} : { revision: v.revision };
-  return { key, node: v.node, counts: v.counts, allocations: v.allocations, publishedAt: v.at, ...revision };
+  const ahead = Array.isArray(v.ahead) && v.ahead.length > 0 ? { ahead: v.ahead } : {};
+  return { key, node: v.node, counts: v.counts, allocations: v.allocations, publishedAt: v.at, ...revision, ...ahead };
 }
 
 export class EtcdTierPublications {
@@ -40,7 +42,8 @@ export class EtcdTierPublications {
   async publish(block: PublishedBlock): Promise<void> {
     const record = this.#kv.key(blockRecord(block.key));
     const { node, counts, allocations, publishedAt: at, revision } = block;
-    const value = { node, counts, allocations, at, ...defined({ revision }) };
+    const ahead = block.ahead === undefined || block.ahead.length === 0 ? {} : { ahead: block.ahead };
+    const value = { node, counts, allocations, at, ...defined({ revision }), ...ahead };
     const response = await this.#kv.write(`publish block ${block.key}`, {
       compare: [{ key: record, target: 'Value', result: 'Equal', value: claimValue(block.node) }],
       success: [

@@ -26,6 +26,8 @@ export interface EtcdTieredOptions extends EtcdTierOptions {
   readonly node: string;
   readonly clock: Clock;
   readonly publishIntervalMs?: number;
+  readonly publishAhead?: number;
+  readonly publishSettleMs?: number;
   readonly claimCheckMs?: number;
 }
 
@@ -97,7 +99,12 @@ export async function openEtcdTiered(o: EtcdTieredOptions): Promise<EtcdTieredSt
       node: o.node,
       clock: o.clock,
       notice,
-      ...defined({ publishIntervalMs: o.publishIntervalMs, claimCheckMs: o.claimCheckMs }),
+      ...defined({
+        publishIntervalMs: o.publishIntervalMs,
+        publishAhead: o.publishAhead,
+        publishSettleMs: o.publishSettleMs,
+        claimCheckMs: o.claimCheckMs,
+      }),
     });
   } catch (error) {
     await tier.close().catch(() => undefined);

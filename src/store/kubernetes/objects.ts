@@ -173,6 +173,7 @@ export function publicationObject(
       resting: block.counts.resting,
       publishedAt: Math.max(0, Math.floor(block.publishedAt)),
       ...defined({ revision: block.revision }),
+      ...(block.ahead === undefined || block.ahead.length === 0 ? {} : { ahead: [...block.ahead] }),
       allocations: entries,
     },
   };
@@ -211,8 +212,15 @@ export function publishedOf(object: unknown): PublishedBlock | undefined {
     allocations,
     publishedAt: s.publishedAt,
     ...(int(s.revision) ? { revision: s.revision } : {}),
+    ...aheadOf(s.ahead),
     ...(loanLabelled(object) ? { loan: true as const } : {}),
   };
+}
+
+/** A publication's `ahead` addresses (strings only), or nothing when it lists none. */
+function aheadOf(ahead: unknown): { ahead?: string[] } {
+  const addresses = Array.isArray(ahead) ? ahead.filter(str) : [];
+  return addresses.length === 0 ? {} : { ahead: addresses };
 }
 
 function loanLabelled(object: unknown): boolean {

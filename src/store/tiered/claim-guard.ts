@@ -6,8 +6,9 @@
  * claim on every tier.
  *
  * `claimRefusal` answers why a node must not claim such a block, read before the claim is made:
- * - another node's publication of the block lists allocations: those addresses may be in use, and
- *   the owner claims the block again by name (tiered/reclaim.ts);
+ * - another node's publication of the block lists allocations, or announces addresses its owner
+ *   hands out next (`ahead`: one taken since needed no write, tiered/publication-need.ts): those
+ *   addresses may be in use, and the owner claims the block again by name (tiered/reclaim.ts);
  * - another node's publication lists none, but that node's agent is alive (its Lease, its etcd
  *   announcement): it may have allocated since it last published, and it will claim the block again.
  * A block with no publication, or only this node's own, or one of a node gone (no agent alive) that
@@ -25,12 +26,14 @@ export async function claimRefusal(
   if (published === undefined || published.node === node || published.loan === true) return undefined;
   const owner = published.node;
   const listed = Math.max(published.counts.allocated, published.allocations.length);
+  const announced = published.ahead?.length ?? 0;
   const vanished = `block ${key} is claimed by nobody, but node ${owner} published it: its claim vanished`;
-  if (listed > 0)
+  if (listed > 0 || announced > 0)
     return {
       owner,
       reason:
-        `${vanished} while its publication lists ${listed} allocations, which may be in use: ` +
+        `${vanished} while its publication lists ${listed} allocations` +
+        `${announced === 0 ? '' : ` and announces ${announced} addresses handed out next`}, which may be in use: ` +
         `node ${owner} claims it again`,
     };
   if ((await tier.membership.liveNodes()).some((n) => n.node === owner))

@@ -33,7 +33,10 @@
  *   over, until an operator accepts the store as it is (`warren store accept`: the membership
  *   `accepting` answers);
  * - what a file holds that the publication does not is kept: its containers are judged by the usual
- *   sources, never released here.
+ *   sources, never released here;
+ * - the addresses a newer publication announced as handed out next (`ahead`) are kept as
+ *   placeholders until an operator accepts; a file as new as the publication moves its cursor past
+ *   them instead (tiered/announced.ts says why, and what that leaves).
  */
 import { defined } from '../../core/defined.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
@@ -41,7 +44,8 @@ import type { Allocation } from '../../ipam/allocation.ts';
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
 import type { FileCheckStatus } from '../cluster.ts';
 import type { ClusterTier, PublishedBlock } from './cluster-tier.ts';
-import type { AcceptReport, Membership, LedgerOp, Store } from '../store.ts';
+import type { AcceptReport, LedgerOp, Membership, Store } from '../store.ts';
+import { ANNOUNCED_NETWORK, announcedOps, passAnnounced, releaseAnnounced } from './announced.ts';
 import { PAGE_LIMIT } from './ranges.ts';
 
 export interface FileCheckOptions {
@@ -50,6 +54,8 @@ export interface FileCheckOptions {
   readonly node: string;
   /** Publishes block `key` now, as the file holds it (throws when it cannot). */
   readonly publish: (key: string) => Promise<void>;
+  /** Marks block `key` changed, for the publisher's next runs. */
+  readonly mark: (key: string) => void;
   readonly notice?: (message: string) => void;
 }
 
@@ -72,6 +78,8 @@ export class TieredFileCheck {
   readonly #disagreements = new Set<string>();
   /** Block → why no address is handed out in it until an operator accepts. */
   readonly #withheld = new Map<string, string>();
+  /** Placeholders written for announced addresses (told in the notice). */
+  #announced = 0;
 
   constructor(options: FileCheckOptions) {
     this.#o = options;
@@ -130,12 +138,14 @@ export class TieredFileCheck {
   /** `membership`, whose `accept` (`warren store accept`) also lifts the withheld blocks. */
   accepting(membership: Membership): Membership {
     const withheld = this.#withheld;
+    const { local, mark } = this.#o;
     return {
       announce: (node, info) => membership.announce(node, info),
       halted: () => membership.halted(),
       async accept(): Promise<AcceptReport> {
         const report = await membership.accept();
         withheld.clear();
+        await releaseAnnounced(local, mark);
         return report;
       },
       identity: () => membership.identity(),
@@ -159,10 +169,12 @@ export class TieredFileCheck {
       if (held !== undefined && sameOwner(held, r)) restored++;
       else this.#restored.delete(`${r.pool} ${r.address}`); // released since: its container was proven gone
     }
+    const announced = (await this.#o.local.list({ network: ANNOUNCED_NETWORK })).length;
     return {
       compared: this.#compared,
       ...(this.#compared ? {} : { problem: this.#problem }),
       restored,
+      ...(announced === 0 ? {} : { announced }),
       adopted: [...this.#adopted],
       merged: [...this.#merged],
       disagreements: [...this.#disagreements],
@@ -194,13 +206,18 @@ export class TieredFileCheck {
           `${[...this.#unrecorded].join(', ')}; recorded as empty blocks, given back after the block grace`,
       );
     const restored = this.#restored.size;
+    const announced =
+      this.#announced === 0
+        ? ''
+        : `; ${this.#announced} addresses it had announced it hands out next are kept as placeholders ` +
+          'until an operator accepts (`warren store accept`)';
     if (this.#merged.size > 0)
       this.#o.notice?.(
         `node ${node}'s file held less than it had published in ${tier.description} (restored from an older ` +
           `copy, or lost): ${restored} allocations taken from the publications of blocks ` +
           `${[...this.#merged].join(', ')}` +
           `${this.#adopted.size === 0 ? '' : ` (adopted: ${[...this.#adopted].join(', ')})`}; ` +
-          'they are kept until their containers are proven gone',
+          `they are kept until their containers are proven gone${announced}`,
       );
   }
 
@@ -214,9 +231,13 @@ export class TieredFileCheck {
     if (read.kind !== 'snapshot') throw new Error(`block ${block.key} read without its contents`);
     const ours = read.affinity === node;
     const byRevision = block.revision !== undefined;
-    if (ours && byRevision && read.revision >= (block.revision ?? 0)) return false;
+    if (ours && byRevision && read.revision >= (block.revision ?? 0)) {
+      await passAnnounced(local, block, read);
+      return false;
+    }
     // Nothing published in a block the file does not know: a claim it never recorded, not a file gone back.
-    if (!ours && block.counts.allocated === 0 && block.allocations.length === 0) return false;
+    const announced = block.ahead?.length ?? 0;
+    if (!ours && block.counts.allocated === 0 && block.allocations.length === 0 && announced === 0) return false;
     const here = new Map((await local.list({ ledger: block.key })).map((a) => [a.address, a]));
     const ops: LedgerOp[] = ours ? [] : [{ op: 'claim', node }];
     const released = new Set<string>();
@@ -246,6 +267,9 @@ export class TieredFileCheck {
       ops.push({ op: 'allocate', allocation: record });
       restored.push(record);
     }
+    const announcing = byRevision ? announcedOps(block, node, here, released) : [];
+    ops.push(...announcing);
+    this.#announced += announcing.filter((op) => op.op === 'allocate').length;
     const unnamed = block.counts.allocated - block.allocations.length;
     if (unnamed > 0)
       this.#withheld.set(

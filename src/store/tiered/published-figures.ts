@@ -9,7 +9,10 @@
  *   blocks at a time and at most `maxBlocks` blocks: a range larger than that is said to be read in
  *   part (`partial`), never read whole on one request's account;
  * - a borrower's loan publication is not counted: its lender's placeholder already counts the address;
- * - figures are as published: up to a publication interval behind each owner.
+ * - figures are as published: up to the settle interval behind each owner (tiered/publisher.ts: an
+ *   ADD of an address the publication announced, or a DEL, is written within it; any other change
+ *   at the next run). Announced addresses (`ahead`) are not counted: they are free until taken;
+ *   a released address is counted until written.
  */
 import { defined } from '../../core/defined.ts';
 import type { PublishedView } from '../cluster.ts';

@@ -24,7 +24,9 @@
  *   which block placement calls when this node's blocks are full;
  * - findByOwner, list and readLedger are local: this node's allocations;
  * - blocks whose local picture changed are published in batches every `publishIntervalMs` on the
- *   clock (tiered/publisher.ts), retried while the cluster is away; `flush` publishes now; the
+ *   clock (tiered/publisher.ts), retried while the cluster is away; a change its publication covers
+ *   already (an announced address taken, one released) waits up to `publishSettleMs`; `flush`
+ *   publishes every pending block now; the
  *   first run after `start` publishes every block this node holds, so what changed before a
  *   restart and was not published yet is not lost;
  * - this node's claims are compared with the cluster's (tiered/claims.ts) at each change the watch
@@ -80,6 +82,10 @@ export interface TieredStoreOptions {
   readonly notice?: (message: string) => void;
   /** How often changed blocks are published, ms (default 2000). */
   readonly publishIntervalMs?: number;
+  /** Addresses a block's publication announces as handed out next (tiered/publisher.ts; default 16). */
+  readonly publishAhead?: number;
+  /** Most time a change that leaves its block covered waits for its write, ms (default 600000). */
+  readonly publishSettleMs?: number;
   /** How often this node's claims are compared with the cluster's, ms (default 10000). */
   readonly claimCheckMs?: number;
 }
@@ -132,6 +138,8 @@ export class TieredStore implements Store {
       isLoan: async (key) => isLoanKey(key, (await this.#ranges.blockPrefix(rangePoolOfKey(key))) ?? 128),
       everyOwnBlock: async () => (await this.#claims.loadAll()).map((c) => c.key),
       notice: this.#notice,
+      ahead: o.publishAhead,
+      settleMs: o.publishSettleMs,
     });
     this.#admissions = new TieredAdmissions(o.tier, (space) => heldByNode(o.local, o.node, space));
     this.#chores = new TieredChores({
@@ -169,9 +177,9 @@ export class TieredStore implements Store {
     this.#chores.start();
   }
 
-  /** Publishes now what is pending (after comparing the node's file with its publications, if not yet). */
-  flush(): Promise<void> {
-    return this.#publisher.run();
+  /** Publishes every pending block now, covered or not (`due`: only those a run on the clock would). */
+  flush(o: { due?: boolean } = {}): Promise<void> {
+    return this.#publisher.run({ all: o.due !== true });
   }
 
   /** Blocks waiting to be published. */
@@ -332,7 +340,7 @@ export class TieredStore implements Store {
 
   async close(): Promise<void> {
     this.#chores.stop();
-    await this.#publisher.run();
+    await this.#publisher.run({ all: true });
     await this.#local.close();
     await this.tier.close();
   }

@@ -9,10 +9,18 @@ import { copyFileSync, existsSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { isWarrenError } from '../../../src/core/errors.ts';
+import { claimRefusal } from '../../../src/store/tiered/claim-guard.ts';
 import { type IPAddress, parseIP } from '../../../src/ipam/address.ts';
 import type { RangeSpec } from '../../../src/ipam/range.ts';
 import { removeDir, tempDir } from '../../helpers/processes.ts';
-import { type TieredCluster, type TieredNode, owner, rangesOf, tieredCluster } from './nodes.ts';
+import {
+  type TieredCluster,
+  type TieredClusterOptions,
+  type TieredNode,
+  owner,
+  rangesOf,
+  tieredCluster,
+} from './nodes.ts';
 
 const clusters: TieredCluster[] = [];
 const copies: string[] = [];
@@ -21,8 +29,8 @@ after(async () => {
   for (const d of copies) removeDir(d);
 });
 
-function cluster(names: readonly string[]): TieredCluster {
-  const c = tieredCluster(names);
+function cluster(names: readonly string[], options: TieredClusterOptions = {}): TieredCluster {
+  const c = tieredCluster(names, options);
   clusters.push(c);
   return c;
 }
@@ -123,7 +131,8 @@ describe('TieredStore: a node whose file was restored from an older copy', () =>
   });
 
   it('replaces a record of the copy that the newer publication shows released and handed to another', async () => {
-    const c = cluster(['n1']);
+    // Announcing nothing, as before: the one-block range has no room left beside announced placeholders.
+    const c = cluster(['n1'], { publishAhead: 0 });
     const r = rangesOf({ range: '10.43.0.0/28', block_size: 28 });
     const [x] = await allocate(c.nodes[0] as TieredNode, r, ['old']);
     await c.restart(0);
@@ -167,7 +176,8 @@ describe('TieredStore: a node whose file was lost', () => {
 
 describe('TieredStore: publishing after a restore', () => {
   it('never writes the older view over the newer one while the file is not compared', async () => {
-    const c = cluster(['n1']);
+    // Announcing nothing, as before: what is published here is the containers' records only.
+    const c = cluster(['n1'], { publishAhead: 0 });
     const r = rangesOf({ range: '10.45.0.0/28', block_size: 28 });
     await allocate(c.nodes[0] as TieredNode, r, ['a']);
     await c.restart(0);
@@ -222,5 +232,78 @@ describe('TieredStore: a publication cut to fit one object', () => {
     await again.store.flush();
     const now = (await c.tier.published({ node: 'n1' })).items[0];
     assert.deepEqual(now?.allocations.map((x) => x.containerID).sort(), ['b', 'new']);
+  });
+});
+
+describe('TieredStore: addresses its publication announced, after the file went back (issue 36)', () => {
+  /** Closes node n1 with the cluster away (its close publishes nothing: as a crash) and restores `copy`. */
+  const crashAndRestore = (c: TieredCluster, copy: string) => {
+    c.tier.away = true;
+    return c.restart(0, () => {
+      restore(c, 'n1', copy);
+      c.tier.away = false;
+    });
+  };
+
+  it('keeps them as placeholders: an ADD that needed no write is not handed out again, until accepted', async () => {
+    const c = cluster(['n1']);
+    const r = rangesOf({ range: '10.48.0.0/28', block_size: 28 });
+    await allocate(c.nodes[0] as TieredNode, r, ['a']);
+    await c.restart(0);
+    const copy = backUp(c, 'n1');
+    const n1 = c.nodes[0] as TieredNode;
+    await allocate(n1, r, ['b']);
+    await n1.store.flush(); // published after the copy: the file is older than the publication
+    const announced = await allocate(n1, r, ['c', 'd']); // announced: no write
+    assert.equal(n1.store.pendingPublication, 1, 'not published');
+    const again = await crashAndRestore(c, copy);
+
+    const filled = await fill(again, r, 'new-');
+    assert.deepEqual(
+      filled.filter((a) => announced.includes(a)),
+      [],
+      `handed out again: ${filled.join(' ')}`,
+    );
+    const status = await again.store.cluster.fileCheck();
+    assert.equal(status.restored, 1, 'b, named by the publication');
+    assert.ok((status.announced ?? 0) >= 2, JSON.stringify(status));
+    assert.match(again.notices.join('\n'), /14 addresses it had announced it hands out next are kept as placeholders/);
+
+    await again.store.cluster.membership.accept();
+    assert.equal((await again.store.cluster.fileCheck()).announced, undefined, 'released by the accept');
+    assert.equal((await allocate(again, r, ['after'])).length, 1);
+  });
+
+  it('hands them out last when the copy is as new as the publication (a snapshot of a running node)', async () => {
+    const c = cluster(['n1']);
+    const r = rangesOf({ range: '10.49.0.0/24', block_size: 26 });
+    const n1 = c.nodes[0] as TieredNode;
+    await allocate(n1, r, ['a']);
+    await n1.store.flush();
+    const copy = backUp(c, 'n1'); // as new as the publication
+    const announced = await allocate(n1, r, ['b', 'c']);
+    const again = await crashAndRestore(c, copy);
+
+    const next = await allocate(again, r, ['d', 'e', 'f']);
+    assert.deepEqual(
+      next.filter((a) => announced.includes(a)),
+      [],
+      `handed out again: ${next.join(' ')}`,
+    );
+    assert.equal((await again.store.cluster.fileCheck()).announced, undefined, 'no placeholder: a kill looks the same');
+  });
+
+  it('lets no other node claim a block whose vanished claim left a publication that announces addresses', async () => {
+    const c = cluster(['n1', 'n2']);
+    const r = rangesOf({ range: '10.50.0.0/28', block_size: 28 });
+    const n1 = c.nodes[0] as TieredNode;
+    await allocate(n1, r, ['a']);
+    await n1.allocator.release(owner('a'));
+    await n1.store.flush();
+    const [block] = (await c.tier.published({ node: 'n1' })).items;
+    assert.ok(block !== undefined && block.allocations.length === 0 && (block.ahead?.length ?? 0) > 0);
+    c.tier.deleteClaim(block.key); // by hand: the publication stays, and n1's agent is not alive
+    const refused = await claimRefusal(c.tier, block.key, 'n2');
+    assert.match(refused?.reason ?? '', /lists 0 allocations and announces \d+ addresses handed out next/);
   });
 });

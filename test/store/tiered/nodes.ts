@@ -39,6 +39,9 @@ export interface TieredCluster {
 
 export interface TieredClusterOptions {
   readonly publishIntervalMs?: number;
+  /** Addresses a publication announces (tiered/publisher.ts; 0: none, as before issue 36's part 2). */
+  readonly publishAhead?: number;
+  readonly publishSettleMs?: number;
   /** What a node's store sees of its session of the cluster (a test's wrapper around it). */
   readonly wrap?: (tier: ClusterTier, node: string) => ClusterTier;
 }
@@ -56,6 +59,8 @@ export function tieredCluster(names: readonly string[], o: TieredClusterOptions 
       clock,
       notice: (m) => notices.push(m),
       ...(o.publishIntervalMs === undefined ? {} : { publishIntervalMs: o.publishIntervalMs }),
+      ...(o.publishAhead === undefined ? {} : { publishAhead: o.publishAhead }),
+      ...(o.publishSettleMs === undefined ? {} : { publishSettleMs: o.publishSettleMs }),
     });
     return { name, store, allocator: new Allocator({ store, clock, node: name, blocks: true }), notices };
   };

@@ -239,6 +239,22 @@ export function tierConformance(name: string, factory: TierFactory): void {
       assert.deepEqual((await t.published({ node: node() })).items, []);
     });
 
+    it('carries the addresses a publication announces, in their order, and none once published without', async () => {
+      const t = await tier();
+      const r = range();
+      await t.pinRange(r);
+      const owner = node();
+      const key = blockOf(r, 1);
+      assert.ok(await t.claim(r, key, owner));
+      const ahead = [20, 19, 21].map((n) => allocation(key, owner, n).address);
+      const base = { key, node: owner, counts: { allocated: 0, resting: 0 }, publishedAt: 1_700_000_000_500 };
+      await t.publish({ ...base, allocations: [], ahead });
+      assert.deepEqual((await t.publicationOf(key))?.ahead, ahead);
+      assert.deepEqual((await t.published({ node: owner })).items[0]?.ahead, ahead);
+      await t.publish({ ...base, allocations: [] });
+      assert.equal((await t.publicationOf(key))?.ahead, undefined);
+    });
+
     it("answers a block's publication by its key, whoever's it is, and none once given back", async () => {
       const t = await tier();
       const r = range();
