@@ -77,6 +77,16 @@ export class EtcdContinuity extends StoreContinuity {
     this.raise(revision);
   }
 
+  /**
+   * A revision a watch's answer carried (etcd-tier/key-watch.ts): it raises the floor and never
+   * halts. A watch may be served by a member that lags the one the calls reach, and a wiped etcd
+   * accepts a resumed watch silently: what a resumed watch shows is judged by the identity read
+   * that follows its resumption, answered by a member with a quorum behind it.
+   */
+  saw(revision: number): void {
+    if (Number.isFinite(revision)) this.raise(revision);
+  }
+
   /** The operator's word: the store as it is now is the one to use. Forgets everything seen. */
   override accept(): void {
     super.accept();
