@@ -21,6 +21,9 @@
  *   store it knew: a wiped or restored etcd accepts a resumed watch and stays silent) answered;
  *   before that the reader asks etcd itself;
  * - each answer's revision is handed to `observe` (the floor of etcd-tier/continuity.ts rises);
+ * - each time the copy becomes synced again (its first reading watched, a reading after a
+ *   compaction, a cut resumed and verified) `whenSynced` listeners are told: a change the copy
+ *   could not replay (made and undone while it was cut) is judged then, not a timer later;
  * - a listener that throws is its own failure: the others are still told;
  * - `close` ends the watch and every timer; nothing is requested after it.
  */
@@ -77,6 +80,7 @@ export class EtcdKeyWatch {
   /** The copy: relative key → its key-value as last read or told. */
   readonly #copy = new Map<string, IKeyValue>();
   readonly #listeners = new Set<(change: KeyChange) => void>();
+  readonly #syncedListeners = new Set<() => void>();
   readonly #abort = new AbortController();
   #state: KeyWatchStatus['state'] = 'reading';
   /** Every change up to this revision is in the copy. */
@@ -120,6 +124,13 @@ export class EtcdKeyWatch {
     return () => this.#listeners.delete(own);
   }
 
+  /** Tells `listener` each time the copy becomes synced again, until the function returned is called. */
+  whenSynced(listener: () => void): () => void {
+    const own = () => listener();
+    this.#syncedListeners.add(own);
+    return () => this.#syncedListeners.delete(own);
+  }
+
   status(): KeyWatchStatus {
     return {
       state: this.#state,
@@ -136,6 +147,7 @@ export class EtcdKeyWatch {
     this.#state = 'closed';
     this.#synced = false;
     this.#listeners.clear();
+    this.#syncedListeners.clear();
     this.#abort.abort();
     // A watcher etcd ended is no longer the client's: cancelling it would wait for an end that never comes.
     if (watcher !== undefined && watcher.id !== null) void watcher.cancel().catch(() => undefined);
@@ -224,7 +236,21 @@ export class EtcdKeyWatch {
   /** The watch answered: live, and synced unless an answer must still reach a revision. */
   #live(): void {
     this.#state = 'watching';
-    this.#synced = this.#revision >= this.#until;
+    this.#sync(this.#revision >= this.#until);
+  }
+
+  /** Synced or not; telling the listeners when it becomes synced. */
+  #sync(synced: boolean): void {
+    const was = this.#synced;
+    this.#synced = synced;
+    if (!synced || was) return;
+    for (const listener of [...this.#syncedListeners]) {
+      try {
+        listener();
+      } catch {
+        // A listener's failure is its own.
+      }
+    }
   }
 
   /** After a cut: live again once the store is verified to be the one known (retried while connected). */
@@ -257,7 +283,7 @@ export class EtcdKeyWatch {
     const revision = Number(response.header.revision);
     this.#o.observe(revision);
     if (revision > this.#revision) this.#revision = revision;
-    if (this.#state === 'watching' && !this.#synced && this.#revision >= this.#until) this.#synced = true;
+    if (this.#state === 'watching' && !this.#synced && this.#revision >= this.#until) this.#sync(true);
   }
 
   /** The copy becomes a reading at `revision`: what it lacks told as deleted, what is new or changed as put. */

@@ -13,7 +13,9 @@
  *   admitted), one watch however many spaces the node uses;
  * - one key (`one`): the store's identity, this node's announcement and the recovery marker, which
  *   membership follows (membership.ts) instead of reading them at every renewal.
- * `seen` answers undefined while any of its watches is not synced (reading, opening, resumed but not
+ * Each is told to `onChange` listeners at every change it applies and each time it is synced
+ * again (a change made and undone while cut shows no change, yet must be judged). `seen` answers
+ * undefined while any of its watches is not synced (reading, opening, resumed but not
  * verified, backing off, closed): the reader then asks etcd. A watch resumed after a cut counts again
  * only once the store was checked (`verify`: its identity record read, once for every watch resumed
  * meanwhile), since a wiped or restored etcd accepts a resumed watch and says nothing.
@@ -100,6 +102,10 @@ export class EtcdTierWatches {
     /** Block key → the watch of its claim key. */
     const claims = new Map<string, EtcdKeyWatch>();
     const index = this.watch(`the claims index of node ${node}`, nodeIndexOf(node), true);
+    const synced = () => index.synced && [...claims.values()].every((w) => w.synced);
+    // Synced again as a whole: told once, when the last of its watches is.
+    const resynced = () => (synced() ? changed() : undefined);
+    const stopSynced = index.whenSynced(resynced);
     const stopIndex = index.listen((change) => {
       const block = lastSegment(change.key);
       const held = claims.get(block);
@@ -108,6 +114,7 @@ export class EtcdTierWatches {
         const from = { kind: 'from', revision: Number(change.kv.mod_revision) } as const;
         const watch = this.watch(`the claim of block ${block}`, blockRecord(block), false, from);
         watch.listen(changed);
+        watch.whenSynced(resynced);
         claims.set(block, watch);
       } else if (change.type === 'delete' && held !== undefined) {
         this.end(held);
@@ -117,7 +124,7 @@ export class EtcdTierWatches {
     });
     return {
       seen: () => {
-        if (!index.synced || [...claims.values()].some((w) => !w.synced)) return undefined;
+        if (!synced()) return undefined;
         const seen: BlockClaim[] = [];
         for (const [block, watch] of claims) {
           const kv = watch.get(blockRecord(block));
@@ -132,6 +139,7 @@ export class EtcdTierWatches {
       },
       close: () => {
         stopIndex();
+        stopSynced();
         listeners.clear();
         for (const watch of claims.values()) this.end(watch);
         claims.clear();
@@ -158,7 +166,12 @@ export class EtcdTierWatches {
               },
             }
           : undefined,
-      onChange: (listener) => watch.listen(() => listener()),
+      onChange: (listener) => {
+        const stops = [watch.listen(() => listener()), watch.whenSynced(listener)];
+        return () => {
+          for (const stop of stops) stop();
+        };
+      },
       close: () => this.end(watch),
     };
   }

@@ -133,7 +133,7 @@ export class EtcdTier implements ClusterTier {
     });
     this.#claims = new EtcdTierClaims(this.#kv);
     this.spaces = new EtcdTierSpaces(this.#kv);
-    this.#requests = new EtcdTierRequests(this.#kv, this.#ns);
+    this.#requests = new EtcdTierRequests(this.#kv, this.#watches);
     this.#publications = new EtcdTierPublications(this.#kv);
     this.history = new EtcdHistory(client, this.#ns, { ...o, timeout }, call);
   }

@@ -8,7 +8,9 @@
  * - a watch cut (the agent's connection to etcd broken) while the claim is deleted and etcd's history
  *   is compacted past the watch's revision: the resumed watch is refused (etcd's 410 Gone), read
  *   again and watched again, and the deletion it could not replay is still acted on;
- * - the address spaces' watch tells another node's admission retiring a range before any check.
+ * - the address spaces' watch tells another node's admission retiring a range before any check;
+ * - a view of the address requests outlives a compaction the same way: what changed while it was
+ *   cut is in it, and so is what changes after.
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -16,6 +18,7 @@ import { after, before, describe, it } from 'node:test';
 import { Etcd3 } from 'etcd3';
 import { systemClock } from '../../../src/core/clock.ts';
 import { blockRecord } from '../../../src/store/etcd-tier/kv.ts';
+import { openEtcdTier } from '../../../src/store/etcd-tier/tier.ts';
 import { type EtcdTieredStore, openEtcdTiered } from '../../../src/store/etcd-tier/tiered.ts';
 import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 import { type EtcdCluster, startEtcd } from '../../helpers/etcd.ts';
@@ -163,6 +166,37 @@ describe('the etcd tier learns from watches', () => {
       );
     } finally {
       await store.close();
+    }
+  });
+});
+
+describe('the address requests a node follows', () => {
+  it('keeps its view across a cut during which etcd compacted past the watch, and follows it after', async () => {
+    const relay = await startTcpCut(etcd.endpoints[0] as string);
+    const prefix = `/watches-${process.pid}-requests/`;
+    const [follower, asker] = [
+      await openEtcdTier({ endpoints: [relay.url], prefix, leaseSeconds: 15 }),
+      await openEtcdTier({ endpoints: etcd.endpoints, prefix, leaseSeconds: 15 }),
+    ];
+    const view = follower.watchRequests({ node: 'r2' });
+    try {
+      await asker.ask(`${RANGE}@r`, 'r2', 1);
+      await waitFor('the first ask in the view', () => (view.synced && view.values().length === 1 ? true : undefined));
+      await relay.cut();
+      const asked = await asker.ask(`${RANGE}@r`, 'r2', 2);
+      for (let i = 0; i < 5; i++) await raw.put(`${prefix}noise/${i}`).value(String(i));
+      await raw.kv.compact({ revision: Number(asked.version) + 5, physical: true });
+      await relay.restore();
+      await waitFor('the ask made while cut in the view', () =>
+        view.synced && view.values()[0]?.wanted === 2 ? true : undefined,
+      );
+      await asker.ask(`${RANGE}@r`, 'r2', 3);
+      await waitFor('the ask made after in the view', () => (view.values()[0]?.wanted === 3 ? true : undefined));
+    } finally {
+      view.close();
+      await follower.close();
+      await asker.close();
+      await relay.stop();
     }
   });
 });
