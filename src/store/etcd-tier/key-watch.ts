@@ -6,7 +6,7 @@
  * told of each change (`listen`).
  *
  * Guarantees:
- * - requests: one reading when it opens (none when it opens from what the caller read, `from`); then
+ * - requests: one reading when it opens (none when it opens `from` a revision, its copy empty); then
  *   one watch on the namespace's shared stream, from the revision after it. The etcd client resumes
  *   a watch cut (a member gone, the stream broken) itself, and this watch resumes it from the
  *   revision its events reached (the client's own resumption would start after the revision its
@@ -39,11 +39,6 @@ export type KeyChange =
   | { readonly type: 'put'; readonly key: string; readonly kv: IKeyValue; readonly previous?: IKeyValue }
   | { readonly type: 'delete'; readonly key: string; readonly previous: IKeyValue };
 
-/** Where the copy starts: what the caller read at `revision`; or nothing, from `revision` on. */
-export type WatchStart =
-  | { readonly kind: 'read'; readonly kvs: readonly IKeyValue[]; readonly revision: number }
-  | { readonly kind: 'from'; readonly revision: number };
-
 export interface EtcdKeyWatchOptions {
   readonly ns: Namespace;
   readonly kv: TierKv;
@@ -53,11 +48,12 @@ export interface EtcdKeyWatchOptions {
   readonly key: string;
   readonly prefix: boolean;
   /**
-   * Without it, the copy starts from a reading. With `from`, it starts empty and is synced once the
-   * watch's answers reached `revision` (events before it were made before the watch was asked for,
-   * and are delivered by it).
+   * Without it, the copy starts from a reading. With it, the copy starts empty and is synced once
+   * the watch's answers reached this revision: the caller knows nothing of the keys was made before
+   * it (a claim key, from its index key's revision: one transaction made both), and the watch
+   * delivers every event from it on.
    */
-  readonly start?: WatchStart;
+  readonly from?: number;
   readonly clock: Clock;
   /** Whether the store is still the one known, asked before a watch resumed after a cut counts again. */
   readonly verify: () => Promise<void>;
@@ -154,12 +150,11 @@ export class EtcdKeyWatch {
   }
 
   async #run(signal: AbortSignal): Promise<void> {
-    const start = this.#o.start;
-    let read = start !== undefined;
-    if (start?.kind === 'read') this.#replace(start.kvs, start.revision);
-    if (start?.kind === 'from') {
-      this.#revision = start.revision - 1;
-      this.#until = start.revision;
+    const from = this.#o.from;
+    let read = from !== undefined;
+    if (from !== undefined) {
+      this.#revision = from - 1;
+      this.#until = from;
     }
     let failures = 0;
     while (!signal.aborted) {

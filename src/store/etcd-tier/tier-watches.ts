@@ -23,7 +23,7 @@
 import type { Namespace } from 'etcd3';
 import type { Clock } from '../../core/clock.ts';
 import type { BlockClaim, ClaimsSeen, ClusterWatch, SpacesSeen } from '../tiered/cluster-tier.ts';
-import { EtcdKeyWatch, type WatchStart } from './key-watch.ts';
+import { EtcdKeyWatch } from './key-watch.ts';
 import { type TierKv, blockRecord, lastSegment, nodeIndexOf, spacesOf } from './kv.ts';
 
 export interface EtcdTierWatchesParts {
@@ -56,7 +56,7 @@ export class EtcdTierWatches {
   }
 
   /** A watch of `key` (or of the keys under it), started; closed with the tier. */
-  watch(what: string, key: string, prefix: boolean, start?: WatchStart): EtcdKeyWatch {
+  watch(what: string, key: string, prefix: boolean, from?: number): EtcdKeyWatch {
     const { ns, kv, clock, observe } = this.#p;
     const watch = new EtcdKeyWatch({
       ns,
@@ -67,7 +67,7 @@ export class EtcdTierWatches {
       clock,
       observe,
       verify: () => this.#verify(),
-      ...(start === undefined ? {} : { start }),
+      ...(from === undefined ? {} : { from }),
     });
     this.#open.add(watch);
     watch.start();
@@ -111,8 +111,12 @@ export class EtcdTierWatches {
       const held = claims.get(block);
       if (change.type === 'put' && held === undefined) {
         // From the index key's revision: the claim's own transaction put the claim key there too.
-        const from = { kind: 'from', revision: Number(change.kv.mod_revision) } as const;
-        const watch = this.watch(`the claim of block ${block}`, blockRecord(block), false, from);
+        const watch = this.watch(
+          `the claim of block ${block}`,
+          blockRecord(block),
+          false,
+          Number(change.kv.mod_revision),
+        );
         watch.listen(changed);
         watch.whenSynced(resynced);
         claims.set(block, watch);
