@@ -275,8 +275,12 @@ export class EtcdKeyWatch {
         this.#tell({ type: 'delete', key, previous });
       }
     }
-    const revision = Number(response.header.revision);
-    this.#o.observe(revision);
+    this.#o.observe(Number(response.header.revision));
+    // An answer with events is complete up to its last event: a watch catching up may be sent the
+    // rest of them in the next answer under the same header. One without (a progress notice) is
+    // complete up to its header.
+    const last = response.events.at(-1)?.kv.mod_revision;
+    const revision = Number(last ?? response.header.revision);
     if (revision > this.#revision) this.#revision = revision;
     if (this.#state === 'watching' && !this.#synced && this.#revision >= this.#until) this.#sync(true);
   }
