@@ -84,7 +84,8 @@ describe('an idle agent on the etcd store', () => {
       .map((m) => `${m} ${made(m)}`)
       .join(', ');
     process.stdout.write(
-      `# idle over ${WINDOW_MS / 1000} s (${runsAfter - runsBefore} runs): ${shown}; LeaseKeepAlive messages ${keepAlives}\n`,
+      `# idle over ${WINDOW_MS / 1000} s (${runsAfter - runsBefore} runs): ${shown || 'no request'}; ` +
+        `LeaseKeepAlive messages ${keepAlives}; ${after.watchers} watchers on ${after.watchStreams} streams\n`,
     );
     assert.ok(runsAfter - runsBefore >= 10, `the chores ran meanwhile: ${runsAfter - runsBefore} runs`);
     for (const method of ['Range', 'Txn', 'Put', 'DeleteRange', 'LeaseGrant', 'Compact'])

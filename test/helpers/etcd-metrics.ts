@@ -11,6 +11,9 @@ export interface EtcdRequests {
   readonly started: Map<string, number>;
   /** Method → messages received from clients. */
   readonly received: Map<string, number>;
+  /** Watchers open (`etcd_debugging_mvcc_watcher_total`), and the gRPC streams they share. */
+  readonly watchers: number;
+  readonly watchStreams: number;
 }
 
 const SAMPLE = /^(grpc_server_started_total|grpc_server_msg_received_total)\{([^}]*)\}\s+(\S+)$/;
@@ -31,7 +34,9 @@ function body(url: string): Promise<string> {
 export async function etcdRequests(endpoint: string): Promise<EtcdRequests> {
   const started = new Map<string, number>();
   const received = new Map<string, number>();
-  for (const line of (await body(new URL('/metrics', endpoint).href)).split('\n')) {
+  const text = await body(new URL('/metrics', endpoint).href);
+  const gauge = (name: string) => Number(new RegExp(`^${name}\\s+(\\S+)$`, 'm').exec(text)?.[1] ?? Number.NaN);
+  for (const line of text.split('\n')) {
     const m = SAMPLE.exec(line);
     if (m === null) continue;
     const method = /grpc_method="([^"]+)"/.exec(m[2] ?? '')?.[1];
@@ -39,5 +44,10 @@ export async function etcdRequests(endpoint: string): Promise<EtcdRequests> {
     const into = m[1] === 'grpc_server_started_total' ? started : received;
     into.set(method, (into.get(method) ?? 0) + Number(m[3]));
   }
-  return { started, received };
+  return {
+    started,
+    received,
+    watchers: gauge('etcd_debugging_mvcc_watcher_total'),
+    watchStreams: gauge('etcd_debugging_mvcc_watch_stream_total'),
+  };
 }
