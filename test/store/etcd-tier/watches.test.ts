@@ -8,6 +8,7 @@
  * - a watch cut (the agent's connection to etcd broken) while the claim is deleted and etcd's history
  *   is compacted past the watch's revision: the resumed watch is refused (etcd's 410 Gone), read
  *   again and watched again, and the deletion it could not replay is still acted on;
+ * - readiness (`ping`) sends nothing while the identity and the announcement are followed;
  * - the address spaces' watch tells another node's admission retiring a range before any check;
  * - a view of the address requests outlives a compaction the same way: what changed while it was
  *   cut is in it, and so is what changes after.
@@ -22,6 +23,7 @@ import { openEtcdTier } from '../../../src/store/etcd-tier/tier.ts';
 import { type EtcdTieredStore, openEtcdTiered } from '../../../src/store/etcd-tier/tiered.ts';
 import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 import { type EtcdCluster, startEtcd } from '../../helpers/etcd.ts';
+import { etcdRequests } from '../../helpers/etcd-metrics.ts';
 import { tempDir, waitFor } from '../../helpers/processes.ts';
 import { type TcpCut, startTcpCut } from '../../helpers/tcp-cut.ts';
 
@@ -145,6 +147,23 @@ describe('the etcd tier learns from watches', () => {
     } finally {
       await store.close();
       await relay.stop();
+    }
+  });
+
+  it('answers readiness probes from its watches: twenty pings, no request', async () => {
+    const store = await open(etcd.endpoints);
+    try {
+      await store.cluster.membership.announce('w1', { since: 1, version: 'test' });
+      await waitFor('the identity and announcement followed', () =>
+        store.etcd.membership.followed() ? true : undefined,
+      );
+      const ranges = async () => (await etcdRequests(etcd.endpoints[0] as string)).started.get('Range') ?? 0;
+      const before = await ranges();
+      for (let i = 0; i < 20; i++) await store.ping();
+      assert.equal((await ranges()) - before, 0, 'no Range for a ping');
+      assert.equal(store.clusterProblem(), undefined);
+    } finally {
+      await store.close();
     }
   });
 
