@@ -8,6 +8,10 @@
  * the Kubernetes one (test/store/tiered/tier-conformance.ts). Each part's header says how it keeps
  * the contract's guarantees.
  *
+ * What it must know between its own calls it learns from etcd watches (tier-watches.ts: its node's
+ * claims, the address spaces, the requests, its identity, announcement and recovery marker), so an
+ * idle agent reads and writes nothing; `ping` answers from them while they are live.
+ *
  * A store that lost its data (etcd-tier/continuity.ts: revision backwards, another cluster, the identity
  * record gone or replaced, this node's name taken) halts the tier: every write (claims, give-backs,
  * publications, requests, admissions) is refused with TRY_AGAIN naming why (etcd-tier/kv.ts `write`),
