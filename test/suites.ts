@@ -255,6 +255,7 @@ export const E2E_FILES: readonly string[] = [
   'test/e2e/dashboard-browser.test.ts',
   'test/e2e/del-invalid-config.test.ts',
   'test/e2e/doctor.test.ts',
+  'test/e2e/etcd-idle.test.ts',
   'test/e2e/etcd-leader-loss.test.ts',
   'test/e2e/etcd-upgrade.test.ts',
   'test/e2e/gc-runtimes.test.ts',
@@ -303,6 +304,7 @@ export const E2E_FILES: readonly string[] = [
   'test/store/etcd-tier/tiered.test.ts',
   'test/store/etcd-tier/tier.test.ts',
   'test/store/etcd-tier/tasks.test.ts',
+  'test/store/etcd-tier/watches.test.ts',
 ];
 
 // containerd's helpers (test/helpers/containerd.ts, cri.ts) share /run/containerd, which the one

@@ -34,6 +34,8 @@ export type { Halt, HaltKind } from '../tiered/continuity.ts';
 export class EtcdContinuity extends StoreContinuity {
   /** The cluster every response so far came from. */
   #clusterId: string | undefined;
+  /** Accepts so far: a response to a call sent before the last one says nothing of the store accepted. */
+  #accepts = 0;
 
   /**
    * Runs one etcd call: a transport failure becomes TRY_AGAIN naming `where` and `what`, and the
@@ -41,6 +43,7 @@ export class EtcdContinuity extends StoreContinuity {
    */
   async call<T>(where: string, what: string, body: () => Promise<T>): Promise<T> {
     const floor = this.floor();
+    const accepts = this.#accepts;
     let result: T;
     try {
       result = await body();
@@ -49,7 +52,9 @@ export class EtcdContinuity extends StoreContinuity {
       throw new WarrenError('TRY_AGAIN', `${where} unreachable (${what}): ${messageOf(error)}`, { cause: error });
     }
     const header = (result as { header?: { cluster_id: string; revision: string } } | undefined)?.header;
-    if (typeof header === 'object' && header !== null) this.observe(header, floor);
+    // Sent before the operator accepted the store: its floor is the old store's (a watch's check of
+    // the store, in flight across the accept, would halt it again).
+    if (typeof header === 'object' && header !== null && accepts === this.#accepts) this.observe(header, floor);
     return result;
   }
 
@@ -77,9 +82,20 @@ export class EtcdContinuity extends StoreContinuity {
     this.raise(revision);
   }
 
+  /**
+   * A revision a watch's answer carried (etcd-tier/key-watch.ts): it raises the floor and never
+   * halts. A watch may be served by a member that lags the one the calls reach, and a wiped etcd
+   * accepts a resumed watch silently: what a resumed watch shows is judged by the identity read
+   * that follows its resumption, answered by a member with a quorum behind it.
+   */
+  saw(revision: number): void {
+    if (Number.isFinite(revision)) this.raise(revision);
+  }
+
   /** The operator's word: the store as it is now is the one to use. Forgets everything seen. */
   override accept(): void {
     super.accept();
+    this.#accepts += 1;
     this.#clusterId = undefined;
   }
 }

@@ -214,14 +214,40 @@ export class TierKv {
     return out;
   }
 
-  /** The values of `keys` (absent ones left out), read in transactions of at most 100 reads. */
-  async getMany(what: string, keys: readonly string[]): Promise<IKeyValue[]> {
+  /**
+   * Every key under `prefix` (or the one key `key`, when `prefix` is false) at one revision, page by
+   * page (the first page's revision is the one every later page is read at): what a watch starts
+   * from (etcd-tier/key-watch.ts), the revision its events follow.
+   */
+  async snapshot(what: string, key: string, prefix: boolean): Promise<{ kvs: IKeyValue[]; revision: number }> {
+    const end = prefix ? { range_end: prefixEnd(this.key(key)) } : {};
+    const out: IKeyValue[] = [];
+    let start = this.key(key);
+    let revision: number | undefined;
+    for (;;) {
+      const at = revision === undefined ? {} : { revision };
+      const response = await this.call(what, () =>
+        this.#kv.range({ key: start, ...end, ...(prefix ? { limit: DEFAULT_LIMIT } : {}), ...at }),
+      );
+      revision ??= Number(response.header.revision);
+      out.push(...response.kvs);
+      const last = response.kvs.at(-1);
+      if (!response.more || last === undefined) return { kvs: out, revision };
+      start = Buffer.concat([last.key, Buffer.from([0])]);
+    }
+  }
+
+  /**
+   * The values of `keys` (absent ones left out), read in transactions of at most 100 reads; at
+   * `revision` when given (a snapshot's).
+   */
+  async getMany(what: string, keys: readonly string[], revision?: number): Promise<IKeyValue[]> {
     const out: IKeyValue[] = [];
     for (let i = 0; i < keys.length; i += 100) {
       const chunk = keys.slice(i, i + 100);
       const response = await this.txn(what, {
         compare: [],
-        success: chunk.map((k) => ({ request_range: { key: this.key(k) } })),
+        success: chunk.map((k) => ({ request_range: { key: this.key(k), ...defined({ revision }) } })),
         failure: [],
       });
       for (const r of response.responses) out.push(...(r.response_range?.kvs ?? []));

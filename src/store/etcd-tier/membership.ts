@@ -17,11 +17,17 @@
  *   writing and says so) instead of fighting over it.
  * Before it announces again after a lost lease, it checks the store is still the one it knew
  * (the etcd tier's identity check): an ordinary lease expiry re-announces; a wiped store halts.
+ * Once announced it follows the store's identity, its announcement and the recovery marker by
+ * watch (followed-keys.ts): while that is live, `renew` and `keepRecovery` act on the copies and read
+ * nothing, so an idle node's only traffic is its lease's keep-alives (LeaseKeepAlive messages on the
+ * lease's stream: no read or write of the keyspace). Otherwise they read, as before.
  */
 import { defined } from '../../core/defined.ts';
 import { WarrenError } from '../../core/errors.ts';
 import type { Lease, Namespace } from 'etcd3';
 import type { EtcdContinuity } from './continuity.ts';
+import { claimantOf, nodeKey, recordOf, taskKey } from './announcements.ts';
+import { type FollowKey, FollowedKeys } from './followed-keys.ts';
 import type { EtcdRecovery } from './recovery.ts';
 import { type Recovery, joinRecovery } from '../tiered/recovery.ts';
 import type { AcceptReport, AnnounceInfo, Membership, NodeRecord } from '../store.ts';
@@ -44,42 +50,12 @@ export interface EtcdMembershipOptions {
   readonly recovery: EtcdRecovery;
   /** The nodes the store names as holding blocks: put on a recovery marker this node writes. */
   readonly holders: () => Promise<string[]>;
+  /** A started watch of one key (tier-watches.ts), for what is followed once announced; none: read each time. */
+  readonly follow?: FollowKey;
   /** Told what the operator should know while announcing (waiting out a lease). */
   readonly notice?: ((message: string) => void) | undefined;
   /** Waits this long (polling for a lease to lapse); injectable for tests. */
   readonly wait?: (ms: number) => Promise<void>;
-}
-
-const enc = encodeURIComponent;
-
-/** Where the claim of a cluster chore (`forget-node/n3`) lives in etcd. */
-function taskKey(task: string): string {
-  return `tasks/${task.split('/').map(enc).join('/')}`;
-}
-
-function nodeKey(node: string): string {
-  return `nodes/${enc(node)}`;
-}
-
-/** The node that holds a chore's claim; undefined for a value Warren did not write. */
-function claimantOf(value: Buffer | undefined): string | undefined {
-  try {
-    const node: unknown =
-      value === undefined ? undefined : (JSON.parse(value.toString('utf8')) as { node?: unknown }).node;
-    return typeof node === 'string' ? node : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-function recordOf(value: Buffer | string | undefined): NodeRecord | undefined {
-  if (value === undefined) return undefined;
-  try {
-    const record = JSON.parse(value.toString()) as NodeRecord;
-    return typeof record === 'object' && record !== null && typeof record.node === 'string' ? record : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 // Not unref()ed: while an agent starts, this wait may be all that keeps its process alive.
@@ -89,6 +65,10 @@ export class EtcdMembership implements Membership {
   readonly #o: EtcdMembershipOptions;
   #lease: Lease | undefined;
   #announced: { node: string; record: NodeRecord; previous?: string } | undefined;
+  /** What is followed by watch once announced: the identity, this node's announcement, the marker. */
+  #followed: FollowedKeys | undefined;
+  /** Whether the lease's last keep-alive was answered (etcd answers this node now). */
+  #keptAlive = false;
 
   constructor(options: EtcdMembershipOptions) {
     this.#o = options;
@@ -98,6 +78,19 @@ export class EtcdMembership implements Membership {
     const { previous, ...published } = info;
     this.#announced = { node, record: { node, ...published }, ...defined({ previous }) };
     await this.#claim();
+    this.#follow(node);
+  }
+
+  /** Opens the watches of what renew and keepRecovery would read, once. */
+  #follow(node: string): void {
+    const follow = this.#o.follow;
+    if (follow === undefined || this.#followed !== undefined) return;
+    this.#followed = new FollowedKeys(follow, node, nodeKey(node), (marker) => this.#o.recovery.seen(marker));
+  }
+
+  /** Whether what renew reads is followed live (followed-keys.ts): etcd answers, the copies stand for a read. */
+  followed(): boolean {
+    return this.#followed?.live(this.#o.continuity.identity, this.#keptAlive) === true;
   }
 
   halted(): string | undefined {
@@ -113,10 +106,13 @@ export class EtcdMembership implements Membership {
   }
 
   async keepRecovery(): Promise<void> {
+    const halt = this.#o.continuity.halted();
+    // Read while halted (this node may join the marker) or while the watch does not follow it.
+    const live = halt === undefined && this.#followed?.recoveryFollowed() === true;
     await joinRecovery({
-      halt: this.#o.continuity.halted(),
+      halt,
       node: this.#announced?.node,
-      recovery: await this.#o.recovery.read(),
+      recovery: live ? this.#o.recovery.current() : await this.#o.recovery.read(),
       holders: () => this.#o.holders(),
       join: (nodes, reason) => this.#o.recovery.join(nodes, reason),
     });
@@ -223,8 +219,17 @@ export class EtcdMembership implements Membership {
   #adopt(lease: Lease): void {
     const old = this.#lease;
     this.#lease = lease;
+    this.#keptAlive = true; // granted just now
+    const alive = (answered: boolean) => () => {
+      if (this.#lease === lease) this.#keptAlive = answered;
+    };
+    lease.on('keepaliveSucceeded', alive(true));
+    lease.on('keepaliveFailed', alive(false));
     lease.on('lost', () => {
-      if (this.#lease === lease) this.#lease = undefined;
+      if (this.#lease === lease) {
+        this.#lease = undefined;
+        this.#keptAlive = false;
+      }
     });
     if (old !== undefined && old !== lease) old.release();
   }
@@ -256,10 +261,13 @@ export class EtcdMembership implements Membership {
   async renew(): Promise<void> {
     const announced = this.#announced;
     if (announced === undefined) return;
-    await this.#o.verifyIdentity();
+    const followed = this.followed();
+    // Followed: the identity is the one known (else it is read, and halts) and the announcement is the copy's.
+    if (!followed) await this.#o.verifyIdentity();
     if (this.#o.continuity.halted() !== undefined) return;
-    const response = await this.#o.call('read the announcement', () => this.#o.ns.get(nodeKey(announced.node)).exec());
-    const kv = response.kvs[0];
+    const kv = followed
+      ? this.#followed?.announcement()
+      : (await this.#o.call('read the announcement', () => this.#o.ns.get(nodeKey(announced.node)).exec())).kvs[0];
     const holder = recordOf(kv?.value);
     if (kv !== undefined && holder?.instance !== announced.record.instance) {
       this.#o.continuity.halt(

@@ -1,6 +1,7 @@
 /**
  * The recovery marker on etcd (recovery.ts): the key `recovery` under the store's prefix, a JSON
- * Recovery, read every upkeep interval by every agent.
+ * Recovery, followed by a watch once the node announced (membership.ts tells `seen`), and read
+ * at an upkeep run only while that watch is not synced or the node is halted.
  *
  * Guarantees: the marker is changed only by a transaction comparing the key's mod revision with the
  * one read (created only where there is none), so two nodes joining or leaving at once both land;
@@ -43,6 +44,11 @@ export class EtcdRecovery {
 
   current(): Recovery | undefined {
     return this.#recovery;
+  }
+
+  /** The marker as a watch shows it now (its value; undefined once deleted). */
+  seen(value: Buffer | undefined): void {
+    this.#recovery = parse(value);
   }
 
   async #get(): Promise<{ recovery: Recovery | undefined; mod: string }> {

@@ -9,14 +9,15 @@
  *   grant written in between is read again, a few times, then TRY_AGAIN);
  * - requests are few (one per node that ran out of room, per range): the listings read them all,
  *   page by page;
- * - `view` (ClusterRecords.watchRequests) keeps one etcd watch of the requests' prefix while any
- *   view is open, none while none is; each view lists the requests once the watch is open and then
- *   applies its events, keeping those of its scope (etcd selects by key, not value: every agent's
- *   watch sees every request's change, which are few). The etcd client resumes a watch cut from the
- *   revision reached; a view is unsynced from the cut until it has listed again, so its readers
- *   list meanwhile (the only poll left on etcd: while a watch is down).
+ * - `view` (ClusterRecords.watchRequests) keeps one watch of the requests' prefix while any view
+ *   is open, none while none is (tier-watches.ts, key-watch.ts: read once, then watched from that
+ *   revision, resumed from the revision reached after a cut, read again only after etcd compacted
+ *   it); each view keeps the requests of its scope from the watch's copy and changes (etcd selects
+ *   by key, not value: every agent's watch sees every request's change, which are few), so a view
+ *   opened while the watch runs costs no request. A view is synced while its watch is; meanwhile
+ *   its readers list for themselves.
  */
-import type { IKeyValue, Namespace, Watcher } from 'etcd3';
+import type { IKeyValue } from 'etcd3';
 import { WarrenError } from '../../core/errors.ts';
 import {
   type AddressRequest,
@@ -26,7 +27,9 @@ import {
   type RequestScope,
   inRequestScope,
 } from '../cluster.ts';
+import type { EtcdKeyWatch, KeyChange } from './key-watch.ts';
 import { type TierKv, requestRecord, requestsOf, revisionOf } from './kv.ts';
+import type { EtcdTierWatches } from './tier-watches.ts';
 
 interface RequestValue {
   readonly pool: string;
@@ -40,12 +43,20 @@ function requestOf(kv: IKeyValue): AddressRequest {
   return { pool: value.pool, node: value.node, wanted: value.wanted, grants: value.grants, version: kv.mod_revision };
 }
 
+/** The request a watched key holds; undefined for a value that is not one. */
+function decode(kv: IKeyValue): AddressRequest | undefined {
+  try {
+    return requestOf(kv);
+  } catch {
+    return undefined;
+  }
+}
+
 /** One view's copy (ClusterRecords.watchRequests): its requests by `pool \0 node`, with what it tells. */
 interface EtcdView {
   readonly scope: RequestScope;
   readonly copy: Map<string, AddressRequest>;
   readonly listener: ((change: RequestChange) => void) | undefined;
-  synced: boolean;
 }
 
 const idOf = (pool: string, node: string): string => `${pool}\0${node}`;
@@ -60,99 +71,58 @@ function idOfKey(key: string): string | undefined {
 
 export class EtcdTierRequests {
   readonly #kv: TierKv;
-  /** The tier's namespace (its prefix), which watches are made in. */
-  readonly #ns: Namespace | undefined;
+  /** The tier's watches, which the requests' watch is made by. */
+  readonly #watches: EtcdTierWatches | undefined;
   readonly #views = new Set<EtcdView>();
-  /** The watch while any view is open (its creation under way, then the watcher). */
-  #watcher: Promise<Watcher | undefined> | undefined;
+  /** The watch while any view is open, and what stops telling its changes here. */
+  #watch: { readonly watch: EtcdKeyWatch; readonly stop: () => void } | undefined;
 
-  constructor(kv: TierKv, ns?: Namespace) {
+  constructor(kv: TierKv, watches?: EtcdTierWatches) {
     this.#kv = kv;
-    this.#ns = ns;
+    this.#watches = watches;
   }
 
-  /** See the header; the view answers from nothing until its listing is in. */
+  /** See the header; the view answers from nothing until its watch has read. */
   view(scope: RequestScope, listener?: (change: RequestChange) => void): RecordView<AddressRequest> {
-    const view: EtcdView = { scope, copy: new Map(), listener, synced: false };
+    const view: EtcdView = { scope, copy: new Map(), listener };
     this.#views.add(view);
-    if (this.#watcher === undefined && this.#ns !== undefined) this.#watcher = this.#startWatch(this.#ns);
-    void this.#watcher?.then((w) => (w === undefined ? undefined : this.#list(view)));
+    if (this.#watch === undefined && this.#watches !== undefined) {
+      const watch = this.#watches.watch('the address requests', requestsOf(), true);
+      this.#watch = { watch, stop: watch.listen((change) => this.#changed(change)) };
+    }
+    const watch = this.#watch?.watch;
+    // What the watch holds already; what it reads or is told later comes through #changed.
+    for (const kv of watch?.values() ?? []) {
+      const request = decode(kv);
+      if (request !== undefined) this.#apply(view, idOf(request.pool, request.node), request);
+    }
     return {
       get synced() {
-        return view.synced;
+        return watch?.synced === true;
       },
       values: () => [...view.copy.values()],
       close: () => {
-        view.synced = false;
         view.copy.clear();
         if (this.#views.delete(view) && this.#views.size === 0) this.stopWatching();
       },
     };
   }
 
-  #startWatch(ns: Namespace): Promise<Watcher | undefined> {
-    return ns
-      .watch()
-      .prefix(requestsOf())
-      .create()
-      .then(
-        (watcher) => {
-          watcher.on('put', (kv) => this.#put(kv as IKeyValue));
-          watcher.on('delete', (kv) => this.#delete((kv as IKeyValue).key.toString('utf8')));
-          // The client resumes the watch from the revision reached; the views list again on its return.
-          watcher.on('disconnected', () => {
-            for (const view of this.#views) view.synced = false;
-          });
-          watcher.on('connected', () => {
-            for (const view of this.#views) if (!view.synced) void this.#list(view);
-          });
-          watcher.on('error', () => {});
-          return watcher;
-        },
-        () => undefined,
-      );
-  }
-
-  /** Lists the requests into `view` (the watch already open, so nothing after the listing is missed). */
-  async #list(view: EtcdView): Promise<void> {
-    let listed: AddressRequest[];
-    try {
-      listed = await this.#all();
-    } catch {
-      return; // unsynced: its readers list for themselves until the watch comes back
-    }
-    if (!this.#views.has(view)) return;
-    const seen = new Set<string>();
-    for (const request of listed) {
-      const id = idOf(request.pool, request.node);
-      seen.add(id);
-      const held = view.copy.get(id);
-      // An event applied meanwhile is newer than the listing.
-      if (held !== undefined && Number(held.version) >= Number(request.version)) continue;
-      this.#apply(view, id, request);
-    }
-    for (const [id, request] of [...view.copy])
-      if (!seen.has(id)) {
-        view.copy.delete(id);
-        view.listener?.({ request, gone: true });
-      }
-    view.synced = true;
-  }
-
   /** Ends the watch, if any (the tier closes, or no view is open). */
   stopWatching(): void {
-    const watcher = this.#watcher;
-    this.#watcher = undefined;
-    void watcher?.then((w) => w?.cancel()).catch(() => {});
+    const held = this.#watch;
+    this.#watch = undefined;
+    held?.stop();
+    if (held !== undefined) this.#watches?.end(held.watch);
   }
 
-  #put(kv: IKeyValue): void {
-    let request: AddressRequest;
-    try {
-      request = requestOf(kv);
-    } catch {
-      return; // not a request's value: nothing to tell
+  #changed(change: KeyChange): void {
+    if (change.type === 'delete') {
+      this.#delete(change.key);
+      return;
     }
+    const request = decode(change.kv);
+    if (request === undefined) return; // not a request's value: nothing to tell
     for (const view of [...this.#views]) this.#apply(view, idOf(request.pool, request.node), request);
   }
 

@@ -8,6 +8,10 @@
  * the Kubernetes one (test/store/tiered/tier-conformance.ts). Each part's header says how it keeps
  * the contract's guarantees.
  *
+ * What it must know between its own calls it learns from etcd watches (tier-watches.ts: its node's
+ * claims, the address spaces, the requests, its identity, announcement and recovery marker), so an
+ * idle agent reads and writes nothing; `ping` answers from them while they are live.
+ *
  * A store that lost its data (etcd-tier/continuity.ts: revision backwards, another cluster, the identity
  * record gone or replaced, this node's name taken) halts the tier: every write (claims, give-backs,
  * publications, requests, admissions) is refused with TRY_AGAIN naming why (etcd-tier/kv.ts `write`),
@@ -15,14 +19,18 @@
  */
 import type { KVClient, Namespace } from 'etcd3';
 import type { Etcd3 } from 'etcd3';
+import { type Clock, systemClock } from '../../core/clock.ts';
 import type {
   AddressRequest,
   BlockClaim,
+  ClaimsSeen,
   ClusterTier,
+  ClusterWatch,
   Grant,
   Page,
   PublishedBlock,
   RangeRecord,
+  SpacesSeen,
   UnclaimResult,
 } from '../tiered/cluster-tier.ts';
 import { EtcdTierClaims } from './claims.ts';
@@ -39,6 +47,7 @@ import { EtcdTierRequests } from './requests.ts';
 import type { RecordView, RequestChange, RequestScope } from '../cluster.ts';
 import { EtcdTierSpaces } from './spaces.ts';
 import { TierKv } from './kv.ts';
+import { EtcdTierWatches } from './tier-watches.ts';
 
 export interface EtcdTierOptions extends EtcdClientOptions {
   /**
@@ -56,6 +65,8 @@ export interface EtcdTierOptions extends EtcdClientOptions {
   readonly identity?: string | undefined;
   /** Least time between two readings of etcd's history and room (etcd-history.ts), ms. Default 60000. */
   readonly historyIntervalMs?: number;
+  /** What the watches back off on (tier-watches.ts). Default the system clock. */
+  readonly clock?: Clock;
 }
 
 export async function openEtcdTier(o: EtcdTierOptions): Promise<EtcdTier> {
@@ -76,6 +87,8 @@ export class EtcdTier implements ClusterTier {
   readonly #claims: EtcdTierClaims;
   readonly #requests: EtcdTierRequests;
   readonly #publications: EtcdTierPublications;
+  /** The watches this tier keeps instead of reading again (tier-watches.ts). */
+  readonly #watches: EtcdTierWatches;
   /** The identity recorded at the agent's last run; compared at the first verification only. */
   #expectedIdentity: string | undefined;
   readonly #verifyIdentity: () => Promise<void>;
@@ -98,6 +111,17 @@ export class EtcdTier implements ClusterTier {
     };
     this.#ns = client.namespace(o.prefix);
     const call = <T>(what: string, body: () => Promise<T>) => this.#kv.call(what, body);
+    this.#watches = new EtcdTierWatches({
+      ns: this.#ns,
+      kv: this.#kv,
+      clock: o.clock ?? systemClock,
+      observe: (revision) => continuity.saw(revision),
+      // A halted tier writes nothing whatever its watches show: the check is what halts it.
+      verify: () =>
+        this.#kv.checkIdentity('check the store after a watch resumed').catch((error: unknown) => {
+          if (continuity.halted() === undefined) throw error;
+        }),
+    });
     this.membership = new EtcdMembership({
       ns: this.#ns,
       leaseSeconds: o.leaseSeconds,
@@ -108,11 +132,12 @@ export class EtcdTier implements ClusterTier {
       republish: (node) => this.#republish(node),
       recovery: new EtcdRecovery({ ns: this.#ns, call }),
       holders: () => this.claimHolders(),
+      follow: (what, key) => this.#watches.watch(what, key, false),
       notice: o.notice,
     });
     this.#claims = new EtcdTierClaims(this.#kv);
     this.spaces = new EtcdTierSpaces(this.#kv);
-    this.#requests = new EtcdTierRequests(this.#kv, this.#ns);
+    this.#requests = new EtcdTierRequests(this.#kv, this.#watches);
     this.#publications = new EtcdTierPublications(this.#kv);
     this.history = new EtcdHistory(client, this.#ns, { ...o, timeout }, call);
   }
@@ -131,6 +156,14 @@ export class EtcdTier implements ClusterTier {
 
   claimsOf(node: string, pool?: string): Promise<BlockClaim[]> {
     return this.#claims.claimsOf(node, pool);
+  }
+
+  watchClaims(node: string): ClusterWatch<ClaimsSeen> {
+    return this.#watches.claims(node);
+  }
+
+  watchSpaces(): ClusterWatch<SpacesSeen> {
+    return this.#watches.spaces();
   }
 
   claimHolders(): Promise<string[]> {
@@ -216,6 +249,9 @@ export class EtcdTier implements ClusterTier {
   async ping(): Promise<void> {
     // Refused while halted; halts on a response gone backwards or an identity record gone.
     this.#kv.refuseWhileHalted();
+    // The watches of the identity and the announcement live, and the lease kept alive: etcd
+    // answered just now, and the identity is the one known; nothing to send.
+    if (this.membership.followed()) return;
     await this.#kv.checkIdentity('ping');
   }
 
@@ -225,6 +261,7 @@ export class EtcdTier implements ClusterTier {
 
   async close(): Promise<void> {
     this.#requests.stopWatching();
+    this.#watches.close();
     await this.membership.withdraw();
     this.#client.close();
   }

@@ -4,7 +4,7 @@
  * commits carried and learns that one was retired (another node admitted an overlapping range)
  * when it claims a block of the range, and from the watch of the address spaces (`watch`:
  * ClusterTier.watchSpaces) as soon as it shows the change; without a watch open and synced (the
- * cluster away; etcd, which has none), at each periodic check.
+ * cluster away, a tier with none), at each periodic check.
  *
  * Guarantees:
  * - a guard found retired makes every later commit carrying it a conflict with `admissionLost`,

@@ -6,7 +6,7 @@
  * - a range's claims are read from the cluster once (`claimsOf(node, range)`), when the range is
  *   first touched (or all at once by `loadAll`); after that `check` compares them with what the
  *   watch of this node's claims shows (`watch`: ClusterTier.watchClaims), with no request, and
- *   lists them only while no watch is open and synced (the cluster away; etcd, which has none);
+ *   lists them only while no watch is open and synced (the cluster away, a tier with none);
  *   what is read grows with this node's blocks, never with the range;
  * - a claim is judged gone only on evidence newer than the claim: a listing that started after this
  *   process recorded it, or a watch whose version reached the claim's. A claim recorded while a

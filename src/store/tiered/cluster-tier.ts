@@ -94,15 +94,15 @@ export interface ClusterTier extends ClusterRecords {
   claimsOf(node: string, pool?: string): Promise<BlockClaim[]>;
   /**
    * A watch of `node`'s claims (what it reads grows with that node's blocks), resumed from the
-   * version reached, so that nothing is listed on a timer to learn that one vanished. Absent on
-   * etcd: there the node's claims are listed each check (a claim key and its node index are two
-   * prefixes; watching the index misses a claim key deleted by hand, watching every claim sends
-   * every node's claims to every node).
+   * version reached, so that nothing is listed on a timer to learn that one vanished. On etcd a
+   * watch of the node's index and one of each claim key it names (etcd-tier/tier-watches.ts: the
+   * index alone misses a claim key deleted by hand; every claim would send every node's claims to
+   * every node). Absent where a tier cannot watch: its claims are then listed each check.
    */
   watchClaims?(node: string): ClusterWatch<ClaimsSeen>;
   /**
    * A watch of every address space's admissions (a handful of records, changed only when a range
-   * is admitted). Absent on etcd, whose spaces are read each check.
+   * is admitted). Absent where a tier cannot watch: its spaces are then read each check.
    */
   watchSpaces?(): ClusterWatch<SpacesSeen>;
   /**

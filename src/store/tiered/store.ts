@@ -34,7 +34,7 @@
  *   turn of the clock, and every `claimCheckMs`; one vanished is claimed again or halts its range;
  *   a block nobody holds is claimed only if its publication allows (both: tiered/reclaim.ts). With
  *   the watches open and synced a check sends nothing unless a claim is lost; without them (the
- *   cluster away; etcd), each check lists this node's claims and reads its spaces;
+ *   cluster away, or a tier that has none), each check lists this node's claims and reads its spaces;
  * - before its first allocation or claim in a block, the node's file is compared with what it
  *   published (tiered/file-check.ts): until then those commits throw TRY_AGAIN saying why; a claim
  *   of this node the file never recorded is recorded there as an empty block.

@@ -37,4 +37,32 @@ describe('EtcdContinuity', () => {
     c.observe(header(1, 'b'), c.floor());
     assert.equal(c.halted(), undefined, 'after accept, the present store is the one');
   });
+
+  it('a call sent before the operator accepted the store and answered after it does not halt it again', async () => {
+    const c = new EtcdContinuity();
+    c.observe(header(6), 0);
+    c.observe(header(1), c.floor()); // the store wiped: halted
+    let answer!: (value: { header: ReturnType<typeof header> }) => void;
+    // A watch resumed on the wiped store checks it: its read is in flight as the operator accepts.
+    const inFlight = c.call(
+      'etcd tier',
+      'check the store after a watch resumed',
+      () => new Promise((r) => (answer = r)),
+    );
+    c.accept();
+    answer({ header: header(1) });
+    await inFlight;
+    assert.equal(c.halted(), undefined, 'the accepted store stands');
+    await c.call('etcd tier', 'read', async () => ({ header: header(2) }));
+    assert.equal(c.floor(), 2, 'calls sent after the accept count');
+  });
+
+  it('a revision a watch showed raises the floor and never halts', () => {
+    const c = new EtcdContinuity();
+    c.observe(header(6), 0);
+    c.saw(9);
+    c.saw(3);
+    assert.equal(c.halted(), undefined);
+    assert.equal(c.floor(), 9);
+  });
 });

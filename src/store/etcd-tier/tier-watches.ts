@@ -1,0 +1,187 @@
+/**
+ * The watches of the etcd tier (tier.ts: `ClusterTier.watchClaims`, `watchSpaces`, and the keys
+ * membership follows), each made of EtcdKeyWatch (key-watch.ts: read once, then watched from the
+ * revision reached, read again only when etcd compacted it), seen through the contract's
+ * `ClusterWatch`:
+ * - a node's claims: the node's index, nodes-blocks/<node>/, and beside it one watch of each claim
+ *   key it names, blocks/<range>/<block>, from the revision of the index key (the claim's own
+ *   transaction wrote both), so what it reads and is sent grows with that node's blocks, never with
+ *   a range: a claim key deleted by hand (its index key stays) is told by its own watch; a block
+ *   given back leaves the index, and its claim's watch ends. All of them share the namespace's one
+ *   gRPC stream;
+ * - the address spaces: every admission, spaces/ (a handful of keys, written only when a range is
+ *   admitted), one watch however many spaces the node uses;
+ * - one key (`one`): the store's identity, this node's announcement and the recovery marker, which
+ *   membership follows (membership.ts) instead of reading them at every renewal.
+ * Each is told to `onChange` listeners at every change it applies and each time it is synced
+ * again (a change made and undone while cut shows no change, yet must be judged). `seen` answers
+ * undefined while any of its watches is not synced (reading, opening, resumed but not
+ * verified, backing off, closed): the reader then asks etcd. A watch resumed after a cut counts again
+ * only once the store was checked (`verify`: its identity record read, once for every watch resumed
+ * meanwhile), since a wiped or restored etcd accepts a resumed watch and says nothing.
+ */
+import type { Namespace } from 'etcd3';
+import type { Clock } from '../../core/clock.ts';
+import type { BlockClaim, ClaimsSeen, ClusterWatch, SpacesSeen } from '../tiered/cluster-tier.ts';
+import { EtcdKeyWatch } from './key-watch.ts';
+import { type TierKv, blockRecord, lastSegment, nodeIndexOf, spacesOf } from './kv.ts';
+
+export interface EtcdTierWatchesParts {
+  readonly ns: Namespace;
+  readonly kv: TierKv;
+  readonly clock: Clock;
+  /** Checks the store is still the one known (its identity record); a halt is no failure here. */
+  readonly verify: () => Promise<void>;
+  /** Told each revision a watch's answer carried (the continuity floor). */
+  readonly observe: (revision: number) => void;
+}
+
+function claimOf(key: string, value: Buffer, create: string, mod: string): BlockClaim | undefined {
+  try {
+    const node = (JSON.parse(value.toString('utf8')) as { node?: unknown }).node;
+    return typeof node === 'string' ? { key, node, uid: create, version: mod } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export class EtcdTierWatches {
+  readonly #p: EtcdTierWatchesParts;
+  readonly #open = new Set<EtcdKeyWatch>();
+  /** The check of the store under way, shared by every watch resumed meanwhile. */
+  #verifying: Promise<void> | undefined;
+
+  constructor(parts: EtcdTierWatchesParts) {
+    this.#p = parts;
+  }
+
+  /** A watch of `key` (or of the keys under it), started; closed with the tier. */
+  watch(what: string, key: string, prefix: boolean, from?: number): EtcdKeyWatch {
+    const { ns, kv, clock, observe } = this.#p;
+    const watch = new EtcdKeyWatch({
+      ns,
+      kv,
+      what,
+      key,
+      prefix,
+      clock,
+      observe,
+      verify: () => this.#verify(),
+      ...(from === undefined ? {} : { from }),
+    });
+    this.#open.add(watch);
+    watch.start();
+    return watch;
+  }
+
+  /** Ends a watch this made. */
+  end(watch: EtcdKeyWatch): void {
+    watch.close();
+    this.#open.delete(watch);
+  }
+
+  #verify(): Promise<void> {
+    this.#verifying ??= this.#p.verify().finally(() => {
+      this.#verifying = undefined;
+    });
+    return this.#verifying;
+  }
+
+  /** Watches `node`'s claims: its index, and each claim key it names. */
+  claims(node: string): ClusterWatch<ClaimsSeen> {
+    const listeners = new Set<() => void>();
+    const changed = (): void => {
+      for (const listener of [...listeners]) {
+        try {
+          listener();
+        } catch {
+          // A listener's failure is its own.
+        }
+      }
+    };
+    /** Block key → the watch of its claim key. */
+    const claims = new Map<string, EtcdKeyWatch>();
+    const index = this.watch(`the claims index of node ${node}`, nodeIndexOf(node), true);
+    const synced = () => index.synced && [...claims.values()].every((w) => w.synced);
+    // Synced again as a whole: told once, when the last of its watches is.
+    const resynced = () => (synced() ? changed() : undefined);
+    const stopSynced = index.whenSynced(resynced);
+    const stopIndex = index.listen((change) => {
+      const block = lastSegment(change.key);
+      const held = claims.get(block);
+      if (change.type === 'put' && held === undefined) {
+        // From the index key's revision: the claim's own transaction put the claim key there too.
+        const watch = this.watch(
+          `the claim of block ${block}`,
+          blockRecord(block),
+          false,
+          Number(change.kv.mod_revision),
+        );
+        watch.listen(changed);
+        watch.whenSynced(resynced);
+        claims.set(block, watch);
+      } else if (change.type === 'delete' && held !== undefined) {
+        this.end(held);
+        claims.delete(block);
+        changed();
+      }
+    });
+    return {
+      seen: () => {
+        if (!synced()) return undefined;
+        const seen: BlockClaim[] = [];
+        for (const [block, watch] of claims) {
+          const kv = watch.get(blockRecord(block));
+          const claim = kv === undefined ? undefined : claimOf(block, kv.value, kv.create_revision, kv.mod_revision);
+          if (claim?.node === node) seen.push(claim);
+        }
+        return { claims: seen, version: index.revision };
+      },
+      onChange: (listener) => {
+        listeners.add(listener);
+        return () => listeners.delete(listener);
+      },
+      close: () => {
+        stopIndex();
+        stopSynced();
+        listeners.clear();
+        for (const watch of claims.values()) this.end(watch);
+        claims.clear();
+        this.end(index);
+      },
+    };
+  }
+
+  /** Watches every admission of every address space. */
+  spaces(): ClusterWatch<SpacesSeen> {
+    const watch = this.watch('the address spaces', 'spaces/', true);
+    return {
+      seen: () =>
+        watch.synced
+          ? {
+              admitted: (space) => {
+                const prefix = spacesOf(space);
+                const ranges = watch
+                  .values()
+                  .map((kv) => kv.key.toString('utf8'))
+                  .filter((key) => key.startsWith(prefix))
+                  .map(lastSegment);
+                return { ranges, version: watch.revision };
+              },
+            }
+          : undefined,
+      onChange: (listener) => {
+        const stops = [watch.listen(() => listener()), watch.whenSynced(listener)];
+        return () => {
+          for (const stop of stops) stop();
+        };
+      },
+      close: () => this.end(watch),
+    };
+  }
+
+  close(): void {
+    for (const watch of this.#open) watch.close();
+    this.#open.clear();
+  }
+}

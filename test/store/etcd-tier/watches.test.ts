@@ -1,0 +1,233 @@
+/**
+ * The etcd tier's watches (src/store/etcd-tier/tier-watches.ts, key-watch.ts) on a real etcd member,
+ * through the two-tier store `--store etcd` opens, with its periodic claim check set an hour apart
+ * so that only a watch can tell it anything:
+ * - a claim key deleted by hand (etcdctl del) is told by the watch of that claim, and the node
+ *   claims the block again at once: blocks claimed before the store started (read when the watch
+ *   opened) and after (watched from the claim's own revision);
+ * - a watch cut (the agent's connection to etcd broken) while the claim is deleted and etcd's history
+ *   is compacted past the watch's revision: the resumed watch is refused (etcd's 410 Gone), read
+ *   again and watched again, and the deletion it could not replay is still acted on;
+ * - readiness (`ping`) sends nothing while the identity and the announcement are followed;
+ * - the address spaces' watch tells another node's admission retiring a range before any check;
+ * - a view of the address requests outlives a compaction the same way: what changed while it was
+ *   cut is in it, and so is what changes after.
+ */
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { Etcd3 } from 'etcd3';
+import { systemClock } from '../../../src/core/clock.ts';
+import { blockRecord } from '../../../src/store/etcd-tier/kv.ts';
+import { openEtcdTier } from '../../../src/store/etcd-tier/tier.ts';
+import { type EtcdTieredStore, openEtcdTiered } from '../../../src/store/etcd-tier/tiered.ts';
+import { SqliteStore } from '../../../src/store/sqlite/store.ts';
+import { type EtcdCluster, startEtcd } from '../../helpers/etcd.ts';
+import { etcdRequests } from '../../helpers/etcd-metrics.ts';
+import { tempDir, waitFor } from '../../helpers/processes.ts';
+import { type TcpCut, startTcpCut } from '../../helpers/tcp-cut.ts';
+
+const HOUR_MS = 3_600_000;
+let etcd: EtcdCluster;
+let raw: Etcd3;
+before(async () => {
+  etcd = await startEtcd(1);
+  raw = new Etcd3({ hosts: etcd.endpoints });
+});
+after(async () => {
+  raw?.close();
+  await etcd?.stop();
+});
+
+let serial = 0;
+function open(endpoints: readonly string[], notices: string[] = []): Promise<EtcdTieredStore> {
+  serial += 1;
+  return openEtcdTiered({
+    local: new SqliteStore({ path: join(tempDir(), 'warren.db') }),
+    node: 'w1',
+    clock: systemClock,
+    endpoints: [...endpoints],
+    prefix: `/watches-${process.pid}-${serial}/`,
+    leaseSeconds: 15,
+    claimCheckMs: HOUR_MS,
+    notice: (m) => notices.push(m),
+  });
+}
+
+const RANGE = '10.81.0.0/24';
+const blockOf = (third: number) => `${RANGE}#10.81.0.${third}/28`;
+
+/** Describes the range (blocks of /28), claims `block` for w1 and allocates its first address. */
+async function claimAndAllocate(store: EtcdTieredStore, block: string): Promise<void> {
+  const description = {
+    subnet: RANGE,
+    first: '10.81.0.1',
+    last: '10.81.0.254',
+    capacity: '254',
+    cooldownSeconds: 0,
+    blockPrefix: 28,
+  };
+  const range = await store.readLedger(RANGE);
+  if (range.revision === 0)
+    assert.equal((await store.commit(RANGE, range.revision, [{ op: 'describe', description }])).kind, 'committed');
+  assert.equal((await store.commit(block, 0, [{ op: 'claim', node: 'w1' }])).kind, 'committed');
+  const address = block.split('#')[1]?.replace(/\.(\d+)\/28$/, (_m, n: string) => `.${Number(n) + 1}`) as string;
+  const allocation = { pool: block, address, network: 'net', containerID: `c-${address}`, ifname: 'eth0', node: 'w1' };
+  const read = await store.readLedger(block);
+  const made = await store.commit(block, read.revision, [
+    { op: 'allocate', allocation: { ...allocation, createdAt: 1 } },
+  ]);
+  assert.equal(made.kind, 'committed');
+}
+
+/** Deletes w1's claim key of `block` as an operator would (etcdctl del), and answers its uid then. */
+async function deleteByHand(store: EtcdTieredStore, block: string): Promise<string> {
+  const key = `${prefixOf(store)}${blockRecord(block)}`;
+  const kv = (await raw.get(key).exec()).kvs[0];
+  assert.equal(JSON.parse(kv?.value.toString('utf8') ?? '{}').node, 'w1');
+  assert.equal((await raw.delete().key(key)).deleted, '1');
+  return kv?.create_revision as string;
+}
+
+function prefixOf(store: EtcdTieredStore): string {
+  return /prefix (\S+)$/.exec(store.etcd.description)?.[1] as string;
+}
+
+function claimedAgain(store: EtcdTieredStore, block: string, uid: string): Promise<true> {
+  return waitFor(`w1 to claim ${block} again`, async () => {
+    const kv = (await raw.get(`${prefixOf(store)}${blockRecord(block)}`).exec()).kvs[0];
+    const node = JSON.parse(kv?.value.toString('utf8') ?? '{}').node;
+    return node === 'w1' && kv?.create_revision !== uid ? true : undefined;
+  });
+}
+
+describe('the etcd tier learns from watches', () => {
+  it('claims a block again as soon as its claim key is deleted by hand, with no check on the timer', async () => {
+    const notices: string[] = [];
+    const store = await open(etcd.endpoints, notices);
+    try {
+      await store.cluster.membership.announce('w1', { since: 1, version: 'test' });
+      const early = blockOf(0);
+      const late = blockOf(16);
+      await claimAndAllocate(store, early); // read when the watch opens
+      store.start();
+      await claimAndAllocate(store, late); // watched from the claim's own revision
+      for (const block of [early, late]) {
+        // The watch may still be opening: deleted until it tells, each time the claim is made again.
+        const uid = await deleteByHand(store, block);
+        await claimedAgain(store, block, uid);
+      }
+      assert.ok(
+        notices.some((m) => /vanished .* claimed it again/.test(m)),
+        `told the operator: ${notices.join('\n')}`,
+      );
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('misses nothing across a cut during which etcd compacted past the watch: read again, the deletion acted on', async () => {
+    const relay: TcpCut = await startTcpCut(etcd.endpoints[0] as string);
+    const store = await open([relay.url]);
+    try {
+      await store.cluster.membership.announce('w1', { since: 1, version: 'test' });
+      const block = blockOf(32);
+      await claimAndAllocate(store, block);
+      store.start();
+      // The watch is live once a deletion by hand is acted on through it.
+      await claimedAgain(store, block, await deleteByHand(store, block));
+      await relay.cut();
+      const uid = await deleteByHand(store, block);
+      // More history, then all of it compacted: the watch cannot be resumed where it was.
+      for (let i = 0; i < 5; i++) await raw.put(`${prefixOf(store)}noise/${i}`).value(String(i));
+      const revision = Number((await raw.get(`${prefixOf(store)}noise/4`).exec()).header.revision);
+      await raw.kv.compact({ revision, physical: true });
+      await relay.restore();
+      await claimedAgain(store, block, uid);
+    } finally {
+      await store.close();
+      await relay.stop();
+    }
+  });
+
+  it('answers readiness probes from its watches: twenty pings, no request', async () => {
+    const store = await open(etcd.endpoints);
+    try {
+      await store.cluster.membership.announce('w1', { since: 1, version: 'test' });
+      await waitFor('the identity and announcement followed', () =>
+        store.etcd.membership.followed() ? true : undefined,
+      );
+      const ranges = async () => (await etcdRequests(etcd.endpoints[0] as string)).started.get('Range') ?? 0;
+      const before = await ranges();
+      for (let i = 0; i < 20; i++) await store.ping();
+      assert.equal((await ranges()) - before, 0, 'no Range for a ping');
+      assert.equal(store.clusterProblem(), undefined);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("tells another node's admission retiring a range before any check reads the address spaces", async () => {
+    const store = await open(etcd.endpoints);
+    try {
+      await store.cluster.membership.announce('w1', { since: 1, version: 'test' });
+      const space = 'net/v4';
+      const reading = await store.cluster.spaces.read(space);
+      const guard = await store.cluster.spaces.admit(reading, `${RANGE}@a`, []);
+      assert.ok(guard !== undefined);
+      store.start();
+      assert.equal(await commitGuarded(store, guard), 'committed');
+      // Another node admits another range of the space, retiring this one (it holds nothing).
+      const other = await store.etcd.spaces.read(space);
+      assert.ok(await store.etcd.spaces.admit(other, `${RANGE}@b`, [`${RANGE}@a`]));
+      await waitFor('the retirement told by the watch', async () =>
+        (await commitGuarded(store, guard)) === 'admission lost' ? true : undefined,
+      );
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+describe('the address requests a node follows', () => {
+  it('keeps its view across a cut during which etcd compacted past the watch, and follows it after', async () => {
+    const relay = await startTcpCut(etcd.endpoints[0] as string);
+    const prefix = `/watches-${process.pid}-requests/`;
+    const [follower, asker] = [
+      await openEtcdTier({ endpoints: [relay.url], prefix, leaseSeconds: 15 }),
+      await openEtcdTier({ endpoints: etcd.endpoints, prefix, leaseSeconds: 15 }),
+    ];
+    const view = follower.watchRequests({ node: 'r2' });
+    try {
+      await asker.ask(`${RANGE}@r`, 'r2', 1);
+      await waitFor('the first ask in the view', () => (view.synced && view.values().length === 1 ? true : undefined));
+      await relay.cut();
+      const asked = await asker.ask(`${RANGE}@r`, 'r2', 2);
+      for (let i = 0; i < 5; i++) await raw.put(`${prefix}noise/${i}`).value(String(i));
+      await raw.kv.compact({ revision: Number(asked.version) + 5, physical: true });
+      await relay.restore();
+      await waitFor('the ask made while cut in the view', () =>
+        view.synced && view.values()[0]?.wanted === 2 ? true : undefined,
+      );
+      await asker.ask(`${RANGE}@r`, 'r2', 3);
+      await waitFor('the ask made after in the view', () => (view.values()[0]?.wanted === 3 ? true : undefined));
+    } finally {
+      view.close();
+      await follower.close();
+      await asker.close();
+      await relay.stop();
+    }
+  });
+});
+
+/** A commit of a pool outside any block under `guard`: what the store answers of the admission. */
+async function commitGuarded(
+  store: EtcdTieredStore,
+  guard: { space: string; rangePool: string },
+): Promise<'committed' | 'admission lost' | string> {
+  const pool = `${guard.rangePool}-cursor`;
+  const read = await store.readLedger(pool);
+  const result = await store.commit(pool, read.revision, [{ op: 'cursor', address: '10.81.0.9' }], guard);
+  if (result.kind === 'committed') return 'committed';
+  return result.kind === 'conflict' && result.admissionLost === true ? 'admission lost' : result.kind;
+}
