@@ -222,7 +222,9 @@ describe('TieredStore on the Kubernetes tier, started: silent while idle, told b
       await store.check();
     }
     const listings = [...since(from, 'list', 'warrenblocks'), ...since(from, 'list', 'warrenaddressspaces')];
-    const shown = fake.requests.slice(from).map((q) => `${q.verb} ${q.resource} ${JSON.stringify(q.query)} ${q.status}`);
+    const shown = fake.requests
+      .slice(from)
+      .map((q) => `${q.verb} ${q.resource} ${JSON.stringify(q.query)} ${q.status}`);
     assert.equal(listings.length, 1, `one listing, by the watch answered 410:\n${shown.join('\n')}`);
     assert.ok(!notices.some((m) => m.includes('vanished') && m.includes('no address is handed out')));
     const [next] = await allocator.allocate({ owner: owner('after-410'), ranges: r });
