@@ -82,6 +82,8 @@ export interface LedgerDescription {
   readonly cooldownSeconds: number;
   /** For a range split into blocks: the block prefix length, fixed at first use. */
   readonly blockPrefix?: number;
+  /** For a range whose blocks grow: the prefix length of the largest block, fixed with `blockPrefix`. */
+  readonly largestBlockPrefix?: number;
 }
 
 export type LedgerOp =

@@ -6,6 +6,7 @@
  * How each guarantee of ClusterTier is kept:
  * - one claim per block: a claim creates the WarrenBlock named `blockName(key)` (names.ts), so the
  *   API server lets one creation of it succeed and answers AlreadyExists to the others (one request);
+ *   where blocks grow, no two claims overlap either (kubernetes/block-claims.ts);
  * - give back only what was claimed (ABA): `unclaim` deletes with the preconditions uid and
  *   resourceVersion; a block given back and claimed again is a new object with a new uid. The block
  *   object is the claim alone (spec; no status) and never changes once made;
@@ -61,11 +62,12 @@ import { KubeClusterState } from './cluster-state.ts';
 import { KubeContinuity } from './continuity.ts';
 import { LeaseMembership } from './lease-membership.ts';
 import { NODE_LABEL, RANGE_LABEL, blockName, labelValue, rangeName, selectorOf } from './names.ts';
+import { claimBlock } from './block-claims.ts';
 import { KubeRequests } from './requests.ts';
 import { KubeRequestViews } from './request-watch.ts';
 import { type KubeTierOptions, checkTierOptions } from './tier-options.ts';
 import { KubeTierWatches } from './tier-watches.ts';
-import { blockObject, claimOfObject, rangeObject, rangeOf } from './objects.ts';
+import { claimOfObject, rangeObject, rangeOf } from './objects.ts';
 import { FULL_LIST_PAGE, Resource, coreKind, leaseKind, warrenKind } from './resources.ts';
 import type { AcceptReport } from '../store.ts';
 import type { RecordView, RequestChange, RequestScope } from '../cluster.ts';
@@ -192,15 +194,8 @@ export class KubeTier implements ClusterTier {
     return record;
   }
 
-  async claim(range: RangeRecord, key: string, node: string): Promise<BlockClaim | undefined> {
-    if (rangePoolOfKey(key) !== range.pool)
-      throw new WarrenError('IO_FAILURE', `block ${key} is not a block of range ${range.pool}`);
-    const created = await this.#blocks.create(`claim block ${key}`, blockObject(blockName(key), key, node));
-    if (created.kind === 'exists') return undefined;
-    const claim = claimOfObject(created.object);
-    if (claim === undefined)
-      throw new WarrenError('IO_FAILURE', `the API server answered the claim of block ${key} with no object`);
-    return claim;
+  claim(range: RangeRecord, key: string, node: string): Promise<BlockClaim | undefined> {
+    return claimBlock(this.#blocks, range, key, node);
   }
 
   async claimOf(key: string): Promise<BlockClaim | undefined> {

@@ -12,7 +12,10 @@
  *
  * Guarantees every implementation keeps (checked by test/store/tiered/tier-conformance.ts):
  * - a block is claimed by at most one node: `claim` creates the block's record under a name derived
- *   from the block, so of two claims of one block exactly one succeeds;
+ *   from the block, so of two claims of one block exactly one succeeds; in a range whose blocks grow
+ *   (RangeRecord.largestBlockPrefix) no two claims overlap either: of two claims of blocks sharing
+ *   an address (one holds the other), the later one is refused, each tier in its terms, with a cost
+ *   bounded by the range's block sizes, not by its blocks;
  * - `unclaim` removes a claim only if it is still exactly the one named (uid and resourceVersion):
  *   a block given back and claimed again by another node in between is never removed (ABA);
  * - a range's record is created once; its block size never changes after;
@@ -53,6 +56,12 @@ export interface RangeRecord {
   readonly first: string;
   readonly last: string;
   readonly blockPrefix: number;
+  /**
+   * The largest block of the range (ipam/range.ts growthBlockPrefix), where its blocks grow: blocks
+   * are then aligned CIDRs of any prefix from this one to `blockPrefix`. Absent: one size. Fixed
+   * with `blockPrefix` by the first node that used the range.
+   */
+  readonly largestBlockPrefix?: number;
 }
 
 export type UnclaimResult = 'released' | 'changed' | 'gone';

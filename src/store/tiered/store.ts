@@ -268,8 +268,13 @@ export class TieredStore implements Store {
     if (claim === undefined) {
       // Ours already (a claim whose local commit never happened: a crash in between) is ours to use.
       const held = await this.tier.claimOf(key);
-      // Claimed by nobody: the tier refused it for its range's admission (etcd); admit again.
-      if (held === undefined) return conflict(`block ${key} was not claimed: is its range still admitted?`, true);
+      // Claimed by nobody: the tier refused it for its range's admission (etcd), or, where blocks
+      // grow, for a block overlapping it claimed first; admit again (a look-up when it stands).
+      if (held === undefined)
+        return conflict(
+          `block ${key} was not claimed: another block holds some of it, or its range is not admitted`,
+          true,
+        );
       if (held.node !== node) return conflict(`block ${key} is claimed by node ${held.node}`);
       claim = held;
     }

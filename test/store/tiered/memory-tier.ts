@@ -21,7 +21,7 @@
  */
 import type { Clock } from '../../../src/core/clock.ts';
 import { WarrenError } from '../../../src/core/errors.ts';
-import { rangePoolOfKey } from '../../../src/ipam/blocks.ts';
+import { blockKeysOverlap, rangePoolOfKey } from '../../../src/ipam/blocks.ts';
 import type {
   AddressRequest,
   BlockClaim,
@@ -241,6 +241,9 @@ export class MemoryTier implements ClusterTier {
     this.#reach('claim');
     if (rangePoolOfKey(key) !== range.pool) throw new Error(`block ${key} is not in range ${range.pool}`);
     if (this.#s.claims.has(key)) return undefined;
+    // Blocks that grow: a claim sharing an address with one made before it is refused.
+    if (range.largestBlockPrefix !== undefined && [...this.#s.claims.keys()].some((k) => blockKeysOverlap(k, key)))
+      return undefined;
     this.#s.uid += 1;
     const claim: BlockClaim = { key, node, uid: `uid-${this.#s.uid}`, version: String(this.#s.next()) };
     this.#s.claims.set(key, claim);
