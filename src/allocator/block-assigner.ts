@@ -23,7 +23,11 @@
  *   adaptiveBlockPrefix), and the size pinned in the store wins over that default (only a size the
  *   config set is refused when it disagrees);
  * - the first ADD of a range reads only this node's blocks (`pools(<range>#)` answers those); the
- *   range's claims are read (cluster.owners.rangeBlocks) only when this node's blocks are full;
+ *   range's claims are read (cluster.owners.rangeBlocks) only when this node's blocks are full, and
+ *   not when the range is marked fully claimed (cluster.owners.fullyClaimed: one request, where the
+ *   cluster keeps the mark): a node whose reading finds no block free marks it, then reads once more
+ *   (a give-back in between is seen, or takes the mark off after it), and one that finds one free
+ *   takes it off;
  * - an address in another node's block is that node's to hand out: after its own blocks, a node
  *   tries the addresses others lent it (lending/, a local look), and the `borrow` placement asks the
  *   owners to lend some and waits for them (lending/borrower.ts); a claim holds the addresses a
@@ -33,7 +37,7 @@ import { WarrenError } from '../core/errors.ts';
 import type { IPAddress } from '../ipam/address.ts';
 import { type Block, blockCapacity, blockKeyPrefix, blockOfKey, blockPrefixes, blocksHolding } from '../ipam/blocks.ts';
 import { withReservations } from '../ipam/reserved.ts';
-import { type RangeSpec, adaptiveBlockPrefix, growthBlockPrefix } from '../ipam/range.ts';
+import { type RangeSpec, adaptiveBlockPrefix, capacityOf, growthBlockPrefix } from '../ipam/range.ts';
 import type { AdmissionGuard, Store, StoreCluster } from '../store/store.ts';
 import type { AllocateRequest, Decision } from './assignment.ts';
 import { CONFLICT, retryOnConflict } from './commit-loop.ts';
@@ -115,20 +119,21 @@ export class BlockAssigner {
     // Then addresses other nodes lent this one: a local look, no request to the cluster.
     const loaned = await this.#o.lending?.fromLoans(range, request, guard);
     if (loaned !== undefined) return loaned;
-    // Own blocks are full (or there are none): look at the whole range again.
-    const summaries = await this.#cluster.owners.rangeBlocks(range.pool, { counts: false });
-    // Placed with the reservations as exclusions: a block they hold back whole is never claimed
-    // (it could hand nothing out); the blocks decided on are the range's own again.
-    const placed = placeInBlocks({
-      range: withReservations(range, assigner.reserved) ?? range,
-      node,
-      summaries,
-      known: own.get(range.pool) ?? [],
-      wantedPrefix: wantedBlockPrefix(range, this.#o.demand?.(range.pool) ?? 1, heldCapacity(range, summaries, node)),
-    });
-    const { mine } = placed;
-    const placement = asRange(range, placed.placement);
-    own.set(range.pool, mine);
+    // Own blocks are full (or there are none): look at the whole range again, unless it is marked
+    // fully claimed (one request, not a read of every claim): then borrow.
+    const owners = this.#cluster.owners;
+    if ((await owners.fullyClaimed?.(range.pool).catch(() => false)) === true)
+      return this.#o.lending === undefined || this.#holdsAll(range) ? { kind: 'full' } : this.#o.lending.borrow(range);
+    let placement = await this.#place(range);
+    if ((placement.kind === 'borrow' || placement.kind === 'full') && owners.markFullyClaimed !== undefined) {
+      // Marked, then read once more: a block given back meanwhile is seen here, or its give-back
+      // (after its deletion) sees the mark and takes it off (kubernetes/fully-claimed.ts).
+      if (await owners.markFullyClaimed(range.pool, true).catch(() => false)) {
+        placement = await this.#place(range);
+        if (placement.kind === 'claim' || placement.kind === 'own')
+          await owners.markFullyClaimed(range.pool, false).catch(() => false);
+      }
+    }
     switch (placement.kind) {
       case 'own':
         return { kind: 'conflict' }; // decide again, trying the newly found blocks first
@@ -145,7 +150,7 @@ export class BlockAssigner {
         ]);
         this.#o.ledgers.forget(block.key);
         if (claim.kind === 'committed') {
-          own.set(range.pool, [block.key, ...mine]);
+          own.set(range.pool, [block.key, ...(own.get(range.pool) ?? [])]);
           this.#o.metadata.written(block.span);
           await this.#o.holdings?.adoptBlock(block.key).catch(() => undefined); // the upkeep adopts too
         }
@@ -209,6 +214,34 @@ export class BlockAssigner {
       await this.#o.holdings?.adoptBlock(block.key).catch(() => undefined); // the upkeep adopts too
     }
     return { kind: 'conflict' };
+  }
+
+  /** Whether this node's blocks, as last seen, are the whole range: nobody else has any to lend. */
+  #holdsAll(range: RangeSpec): boolean {
+    const reserved = withReservations(range, this.#o.assigner.reserved) ?? range;
+    let held = 0n;
+    for (const key of this.#o.own.get(range.pool) ?? []) {
+      const block = blockOfKey(reserved, key);
+      if (block !== undefined) held += blockCapacity(block);
+    }
+    return held >= capacityOf(reserved);
+  }
+
+  /** Reads the range's claims and places a block there (placement.ts); this node's blocks as the claims show them. */
+  async #place(range: RangeSpec): Promise<Placement> {
+    const { node, own, assigner } = this.#o;
+    const summaries = await this.#cluster.owners.rangeBlocks(range.pool, { counts: false });
+    // Placed with the reservations as exclusions: a block they hold back whole is never claimed
+    // (it could hand nothing out); the blocks decided on are the range's own again.
+    const placed = placeInBlocks({
+      range: withReservations(range, assigner.reserved) ?? range,
+      node,
+      summaries,
+      known: own.get(range.pool) ?? [],
+      wantedPrefix: wantedBlockPrefix(range, this.#o.demand?.(range.pool) ?? 1, heldCapacity(range, summaries, node)),
+    });
+    own.set(range.pool, placed.mine);
+    return asRange(range, placed.placement);
   }
 
   async #refreshOwn(range: RangeSpec): Promise<readonly string[]> {

@@ -257,6 +257,16 @@ export interface BlockOwners {
    * blocks this node's store knows; `counts`: with the holders' published counts, else this node's only.
    */
   rangeBlocks(rangePool: string, options: { readonly counts: boolean }): Promise<LedgerSummary[]>;
+  /**
+   * Whether the range is marked fully claimed (ClusterTier.fullyClaimed: one request), so placement
+   * borrows without reading every claim; absent where the cluster keeps no such mark.
+   */
+  fullyClaimed?(rangePool: string): Promise<boolean>;
+  /**
+   * Marks the range fully claimed or takes the mark off (ClusterTier.markFullyClaimed); with
+   * `fullyClaimed`. False when the range keeps no mark (its claims are one page: read as cheaply).
+   */
+  markFullyClaimed?(rangePool: string, full: boolean): Promise<boolean>;
   /** Every node holding a block of any range (tier.claimHolders): read when Nodes are relisted. */
   holders(): Promise<string[]>;
   /** Gives back every block `node` holds (a node gone for good) and drops what it lent: the keys freed. */

@@ -6,7 +6,9 @@
  * How each guarantee of ClusterTier is kept:
  * - one claim per block: a claim creates the WarrenBlock named `blockName(key)` (names.ts), so the
  *   API server lets one creation of it succeed and answers AlreadyExists to the others (one request);
- *   where blocks grow, no two claims overlap either (kubernetes/block-claims.ts);
+ *   where blocks grow, no two claims overlap either (kubernetes/block-claims.ts); a range found with
+ *   no block free is marked so on its WarrenRange, and every give-back takes the mark off
+ *   (kubernetes/fully-claimed.ts), so a full range is known in one GET;
  * - give back only what was claimed (ABA): `unclaim` deletes with the preconditions uid and
  *   resourceVersion; a block given back and claimed again is a new object with a new uid. The block
  *   object is the claim alone (spec; no status) and never changes once made;
@@ -63,6 +65,8 @@ import { KubeContinuity } from './continuity.ts';
 import { LeaseMembership } from './lease-membership.ts';
 import { NODE_LABEL, RANGE_LABEL, blockName, labelValue, rangeName, selectorOf } from './names.ts';
 import { claimBlock } from './block-claims.ts';
+import { FullyClaimedMarks } from './fully-claimed.ts';
+import { isPagedRange } from '../tiered/ranges.ts';
 import { KubeRequests } from './requests.ts';
 import { KubeRequestViews } from './request-watch.ts';
 import { type KubeTierOptions, checkTierOptions } from './tier-options.ts';
@@ -108,6 +112,8 @@ export class KubeTier implements ClusterTier {
   /** Range records read or made: a record never changes once made, so it is read once. */
   readonly #pinned = new Map<string, RangeRecord>();
   readonly #continuity: KubeContinuity;
+  /** Which ranges a node found with no block free (an annotation of their WarrenRange). */
+  readonly #fullyClaimed: FullyClaimedMarks;
   readonly #state: KubeClusterState;
   /** What the operator's accept writes back (onAccept); nothing until the store on this tier says. */
   #republish: (node: string) => Promise<AcceptReport> = async () => ({ addresses: 0, blocks: 0, conflicts: [] });
@@ -121,6 +127,7 @@ export class KubeTier implements ClusterTier {
     const guarded = continuity.observer(true);
     this.#ranges = new Resource(api, warrenKind('warrenranges'), guarded);
     this.#blocks = new Resource(api, warrenKind('warrenblocks'), guarded);
+    this.#fullyClaimed = new FullyClaimedMarks(this.#ranges, o.clock);
     const requests = new Resource(api, warrenKind('warrenaddressrequests'), guarded);
     this.#requests = new KubeRequests(requests);
     const clusterState = new Resource(api, warrenKind('warrenclusterstates'), continuity.observer(false));
@@ -256,7 +263,18 @@ export class KubeTier implements ClusterTier {
     });
     if (done !== 'deleted') return done === 'conflict' ? 'changed' : 'gone';
     await this.#publications.unpublish(claim);
+    // A block is free again: off with the mark (read only on ranges of more than a page of claims).
+    const pinned = this.#pinned.get(rangePoolOfKey(claim.key));
+    if (pinned === undefined || isPagedRange(pinned)) await this.#fullyClaimed.mark(rangePoolOfKey(claim.key), false);
     return 'released';
+  }
+
+  fullyClaimed(pool: string): Promise<boolean> {
+    return this.#fullyClaimed.fullyClaimed(pool);
+  }
+
+  markFullyClaimed(pool: string, full: boolean): Promise<void> {
+    return this.#fullyClaimed.mark(pool, full);
   }
 
   async publish(block: PublishedBlock): Promise<void> {

@@ -121,8 +121,19 @@ export interface ClusterTier extends ClusterRecords {
   claimHolders(): Promise<string[]>;
   /** One page of the claims of range `pool`, for placement when a node needs a new block. */
   claimsIn(pool: string, page?: { limit: number; continue?: string }): Promise<Page<BlockClaim>>;
-  /** Removes the claim if it is still exactly `claim` (see the guarantees). */
+  /**
+   * Removes the claim if it is still exactly `claim` (see the guarantees); a claim removed takes off
+   * its range's fully-claimed mark (`markFullyClaimed`), where the tier keeps one.
+   */
   unclaim(claim: BlockClaim): Promise<UnclaimResult>;
+  /**
+   * Whether range `pool` is marked fully claimed (a node found no block free, and none was given back
+   * since), read in one request: what placement asks before it reads the range's claims. A hint: a
+   * mark too old to believe reads as false. Absent on etcd, whose claims are read page by page.
+   */
+  fullyClaimed?(pool: string): Promise<boolean>;
+  /** Marks range `pool` fully claimed (`full`) or takes the mark off. Present with `fullyClaimed`. */
+  markFullyClaimed?(pool: string, full: boolean): Promise<void>;
   /** Publishes a block's allocations (replacing what was published before). Owner only. */
   publish(block: PublishedBlock): Promise<void>;
   /**

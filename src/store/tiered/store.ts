@@ -70,7 +70,7 @@ import { TieredClaims } from './claims.ts';
 import { ClaimKeeper } from './reclaim.ts';
 import { TieredPublisher } from './publisher.ts';
 import { RangePins } from './range-pins.ts';
-import { forgetNodeBlocks, heldByNode, ownBlocks, rangeBlocks, recordFromKey } from './ranges.ts';
+import { forgetNodeBlocks, fullyClaimedOf, heldByNode, ownBlocks, rangeBlocks, recordFromKey } from './ranges.ts';
 
 export interface TieredStoreOptions {
   readonly local: Store;
@@ -150,6 +150,7 @@ export class TieredStore implements Store {
       owners: {
         rangeBlocks: (rangePool, options) =>
           rangeBlocks({ local: this.#local, tier: this.tier, claims: this.#claims }, rangePool, options.counts),
+        ...fullyClaimedOf(o.tier, (pool) => this.#ranges.rangeOf(pool)),
         holders: () => this.tier.claimHolders(),
         forgetNode: (node) => forgetNodeBlocks(this.tier, node),
         adoptClaims: () => this.#publisher.fileCheck.run(),

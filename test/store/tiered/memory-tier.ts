@@ -51,6 +51,8 @@ class ClusterState {
   uid = 0;
   readonly ranges = new Map<string, RangeRecord>();
   readonly claims = new Map<string, BlockClaim>();
+  /** Ranges a node found with no block free, and no block given back since (ClusterTier.fullyClaimed). */
+  readonly fullyClaimed = new Set<string>();
   readonly published = new Map<string, PublishedBlock>();
   /** `pool \0 node` → the request. */
   readonly requests = new Map<string, AddressRequest>();
@@ -346,9 +348,21 @@ export class MemoryTier implements ClusterTier {
     if (held.uid !== claim.uid || held.version !== claim.version) return 'changed';
     this.#s.claims.delete(claim.key);
     this.#s.published.delete(claim.key);
+    this.#s.fullyClaimed.delete(rangePoolOfKey(claim.key));
     this.#s.touchRange(rangePoolOfKey(claim.key));
     this.#s.changedClaim(claim.node);
     return 'released';
+  }
+
+  async fullyClaimed(pool: string): Promise<boolean> {
+    this.#reach('fullyClaimed');
+    return this.#s.fullyClaimed.has(pool);
+  }
+
+  async markFullyClaimed(pool: string, full: boolean): Promise<void> {
+    this.#reach('markFullyClaimed');
+    if (full) this.#s.fullyClaimed.add(pool);
+    else this.#s.fullyClaimed.delete(pool);
   }
 
   async publish(block: PublishedBlock): Promise<void> {
