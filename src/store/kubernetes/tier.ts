@@ -265,7 +265,8 @@ export class KubeTier implements ClusterTier {
     await this.#publications.unpublish(claim);
     // A block is free again: off with the mark (read only on ranges of more than a page of claims).
     const pinned = this.#pinned.get(rangePoolOfKey(claim.key));
-    if (pinned === undefined || isPagedRange(pinned)) await this.#fullyClaimed.mark(rangePoolOfKey(claim.key), false);
+    if (pinned === undefined || isPagedRange(pinned))
+      await this.#fullyClaimed.mark(rangePoolOfKey(claim.key), false).catch(() => undefined); // a hint: trusted 10 min
     return 'released';
   }
 
