@@ -66,6 +66,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/agent/settings/store-kind.test.ts',
   'test/agent/settings/store-settings.test.ts',
   'test/agent/store-wrappers.test.ts',
+  'test/allocator/growing-blocks.test.ts',
   'test/allocator/allocator.test.ts',
   'test/allocator/reservations.test.ts',
   'test/allocator/exhaustion.test.ts',
