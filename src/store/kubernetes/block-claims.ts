@@ -14,16 +14,17 @@
  *
  * Guarantee: of two overlapping claims, at most one stands. The later creation's listing follows
  * it, and so sees the earlier one (listings without a resourceVersion are read from etcd, not a
- * cache): the later one always gives way; the earlier never does for it. Not yet kept: a claim
- * whose maker died between its creation and its listing (one request) is left beside the one it
- * overlaps, and its maker's restart would adopt it as a claim its file never recorded
- * (tiered/file-check.ts); an upkeep that lists each own grown block's enclosing label once at start
- * would close that window.
+ * cache): the later one always gives way; the earlier never does for it. A claim whose maker died
+ * between its creation and its listing is left beside the one it overlaps, until its maker reads
+ * it: the listing of a node's claims (`standingClaims`, for tier.claimsOf: once per range at start,
+ * and what the file check adopts) and a claim of a block that exists already and is the node's own
+ * make the same check of it, and give it back when it lost, so a node never adopts a claim that
+ * lost.
  */
 import { WarrenError } from '../../core/errors.ts';
 import { blockCidrOfKey, blockKeysOverlap, enclosingBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
 import type { BlockClaim, RangeRecord } from '../tiered/cluster-tier.ts';
-import { blockObject, claimOfObject } from './objects.ts';
+import { blockObject, claimOfObject, metaOf } from './objects.ts';
 import { ENCLOSING_LABEL, RANGE_LABEL, blockName, labelValue, selectorOf } from './names.ts';
 import type { Resource } from './resources.ts';
 
@@ -39,29 +40,62 @@ export async function claimBlock(
   const largest = range.largestBlockPrefix;
   const enclosing = largest === undefined ? undefined : enclosingBlockKey(key, largest);
   const created = await blocks.create(`claim block ${key}`, blockObject(blockName(key), key, node, enclosing));
-  if (created.kind === 'exists') return undefined;
+  if (created.kind === 'exists') {
+    // This node's own, made before a crash (the caller then takes it as its own): it must stand.
+    const held =
+      enclosing === undefined ? undefined : claimOfObject(await blocks.get(`read block ${key}`, blockName(key)));
+    if (held?.node === node && enclosing !== undefined) await giveWayIfLater(blocks, range.pool, held, enclosing);
+    return undefined;
+  }
   const claim = claimOfObject(created.object);
   if (claim === undefined)
     throw new WarrenError('IO_FAILURE', `the API server answered the claim of block ${key} with no object`);
-  if (enclosing !== undefined && (await overlapsEarlier(blocks, range, claim, enclosing))) {
-    await blocks.remove(`give back block ${key}, which overlaps one claimed first`, blockName(key), {
-      uid: claim.uid,
-      resourceVersion: claim.version,
-    });
-    return undefined;
+  return enclosing !== undefined && (await giveWayIfLater(blocks, range.pool, claim, enclosing)) ? undefined : claim;
+}
+
+/**
+ * The claims among block objects `items` (a listing of one node's) that stand: one carrying an
+ * enclosing block's label that a claim made earlier overlaps is given back and left out. One
+ * listing per enclosing block among them.
+ */
+export async function standingClaims(blocks: Resource, items: readonly unknown[]): Promise<BlockClaim[]> {
+  const standing: BlockClaim[] = [];
+  for (const item of items) {
+    const claim = claimOfObject(item);
+    if (claim === undefined) continue;
+    const enclosing = enclosingOf(claim.key, metaOf(item)?.labels?.[ENCLOSING_LABEL]);
+    if (enclosing !== undefined && (await giveWayIfLater(blocks, rangePoolOfKey(claim.key), claim, enclosing)))
+      continue;
+    standing.push(claim);
   }
-  return claim;
+  return standing;
+}
+
+/** The key of the enclosing block of block `key` that `label` (its ENCLOSING_LABEL) names, if any. */
+function enclosingOf(key: string, label: string | undefined): string | undefined {
+  if (label === undefined) return undefined;
+  const prefix = Number(blockCidrOfKey(key)?.split('/')[1]);
+  for (let largest = prefix; largest >= 0; largest--) {
+    const enclosing = enclosingBlockKey(key, largest);
+    if (labelValue(blockCidrOfKey(enclosing) ?? '') === label) return enclosing;
+  }
+  return undefined;
+}
+
+/** Gives `claim` back when a claim made before it overlaps it: whether it did. */
+async function giveWayIfLater(blocks: Resource, pool: string, claim: BlockClaim, enclosing: string): Promise<boolean> {
+  if (!(await overlapsEarlier(blocks, pool, claim, enclosing))) return false;
+  await blocks.remove(`give back block ${claim.key}, which overlaps one claimed first`, blockName(claim.key), {
+    uid: claim.uid,
+    resourceVersion: claim.version,
+  });
+  return true;
 }
 
 /** Whether a claim created before `claim` shares an address with it: all such lie in `enclosing`. */
-async function overlapsEarlier(
-  blocks: Resource,
-  range: RangeRecord,
-  claim: BlockClaim,
-  enclosing: string,
-): Promise<boolean> {
+async function overlapsEarlier(blocks: Resource, pool: string, claim: BlockClaim, enclosing: string): Promise<boolean> {
   const labels = {
-    [RANGE_LABEL]: labelValue(range.pool),
+    [RANGE_LABEL]: labelValue(pool),
     [ENCLOSING_LABEL]: labelValue(blockCidrOfKey(enclosing) ?? ''),
   };
   const items = await blocks.listAll(`list the blocks overlapping ${claim.key}`, selectorOf(labels));

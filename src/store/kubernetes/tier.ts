@@ -64,7 +64,7 @@ import { KubeClusterState } from './cluster-state.ts';
 import { KubeContinuity } from './continuity.ts';
 import { LeaseMembership } from './lease-membership.ts';
 import { NODE_LABEL, RANGE_LABEL, blockName, labelValue, rangeName, selectorOf } from './names.ts';
-import { claimBlock } from './block-claims.ts';
+import { claimBlock, standingClaims } from './block-claims.ts';
 import { FullyClaimedMarks } from './fully-claimed.ts';
 import { isPagedRange } from '../tiered/ranges.ts';
 import { KubeRequests } from './requests.ts';
@@ -216,12 +216,10 @@ export class KubeTier implements ClusterTier {
       ...(pool === undefined ? {} : { [RANGE_LABEL]: labelValue(pool) }),
     };
     const items = await this.#blocks.listAll(`list the blocks of node ${node}`, selectorOf(labels));
-    return items
-      .map(claimOfObject)
-      .filter(
-        (c): c is BlockClaim =>
-          c !== undefined && c.node === node && (pool === undefined || rangePoolOfKey(c.key) === pool),
-      );
+    // A grown block that lost to an overlapping one claimed first (its maker died before it looked) is given back.
+    return (await standingClaims(this.#blocks, items)).filter(
+      (c) => c.node === node && (pool === undefined || rangePoolOfKey(c.key) === pool),
+    );
   }
 
   watchClaims(node: string): ClusterWatch<ClaimsSeen> {

@@ -2,8 +2,9 @@
  * What `warren store accept` writes back after the cluster store lost its data, on either tier
  * (etcd-tier/tiered.ts, and the kubernetes store's wiring): this node claims again every block
  * its own SQLite file holds, each range's block sizes first (as this node split it, its smallest and
- * largest block, so another node splits it alike). The addresses are in the file, so nothing else is written back; the claims go
- * through the two-tier store's commit, so they are recorded and the blocks published again.
+ * largest block, so another node splits it alike). The addresses are in the file, so nothing else
+ * is written back; the claims go through the two-tier store's commit, so they are recorded and the
+ * blocks published again.
  *
  * Guarantees: a block another node claimed meanwhile is never taken: it is reported as a conflict,
  * for the operator to resolve; a loan (another node's block lent here) is not claimed.
