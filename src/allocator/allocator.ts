@@ -148,7 +148,9 @@ export class Allocator {
     const [records, where] = [cluster?.holdings, cluster?.records.description ?? store.description];
     this.holdings = new Holdings({ store, records, where, node, clock, ledgers, locks: this.#locks });
     const parts = { ledgers, metadata, own, assigner: this.#assigner, lending, holdings: this.holdings };
-    this.#blocks = blocks ? new BlockAssigner({ store, node, maxAttempts, ...parts }) : null;
+    this.#blocks = blocks
+      ? new BlockAssigner({ store, node, maxAttempts, ...parts, demand: (pool) => this.#ranges.demand(pool) })
+      : null;
     this.#releaser = new Releaser({ store, clock, maxAttempts, ledgers, locks: this.#locks });
     this.#giveBack = new EmptyBlockGiveBack({ store, clock, node, ledgers, own, locks: this.#locks });
     this.#ledgers = ledgers;

@@ -10,11 +10,24 @@
  * Also pins a range's block size in the store at first use: two configs that split one range
  * differently would put one address in two blocks, so a config that disagrees is refused.
  *
+ * Claims are amortised: a range whose config sets no block_size pins, beside its smallest block, the
+ * largest a node may claim (ipam/range.ts growthBlockPrefix: a /24 has /31 to /27), and a node
+ * claims a block as large as what it needs now (`wantedBlockPrefix`): at least the ADDs under way in
+ * the range (a burst of 30 on a fresh node claims one block of 32), and at least twice what its own
+ * blocks hold, all full when it claims (a node that keeps filling its blocks gets larger ones, so
+ * its claims grow geometrically: O(log n) claims for n addresses). A node that does not fill its
+ * blocks keeps claiming the smallest, so a small range shared by many nodes is not handed out in
+ * large pieces to nodes that do not use them. A range pinned before blocks grew keeps its one size.
+ *
  * - a range whose config sets no block_size is split by its size (ipam/range.ts
  *   adaptiveBlockPrefix), and the size pinned in the store wins over that default (only a size the
  *   config set is refused when it disagrees);
  * - the first ADD of a range reads only this node's blocks (`pools(<range>#)` answers those); the
- *   range's claims are read (cluster.owners.rangeBlocks) only when this node's blocks are full;
+ *   range's claims are read (cluster.owners.rangeBlocks) only when this node's blocks are full, and
+ *   not when the range is marked fully claimed (cluster.owners.fullyClaimed: one request, where the
+ *   cluster keeps the mark): a node whose reading finds no block free marks it, then reads once more
+ *   (a give-back in between is seen, or takes the mark off after it), and one that finds one free
+ *   takes it off;
  * - an address in another node's block is that node's to hand out: after its own blocks, a node
  *   tries the addresses others lent it (lending/, a local look), and the `borrow` placement asks the
  *   owners to lend some and waits for them (lending/borrower.ts); a claim holds the addresses a
@@ -22,9 +35,9 @@
  */
 import { WarrenError } from '../core/errors.ts';
 import type { IPAddress } from '../ipam/address.ts';
-import { type Block, blockAt, blockKeyPrefix, blockOfKey } from '../ipam/blocks.ts';
+import { type Block, blockCapacity, blockKeyPrefix, blockOfKey, blockPrefixes, blocksHolding } from '../ipam/blocks.ts';
 import { withReservations } from '../ipam/reserved.ts';
-import { type RangeSpec, adaptiveBlockPrefix } from '../ipam/range.ts';
+import { type RangeSpec, adaptiveBlockPrefix, capacityOf, growthBlockPrefix } from '../ipam/range.ts';
 import type { AdmissionGuard, Store, StoreCluster } from '../store/store.ts';
 import type { AllocateRequest, Decision } from './assignment.ts';
 import { CONFLICT, retryOnConflict } from './commit-loop.ts';
@@ -48,6 +61,8 @@ export interface BlockAssignerOptions {
   readonly lending?: Lending | undefined;
   /** Holdings (holdings/): a claim holds the addresses held in its block (their owner forgotten). */
   readonly holdings?: Holdings | undefined;
+  /** ADDs under way in a range pool (at least 1): how large a block a claim asks for. */
+  readonly demand?: ((rangePool: string) => number) | undefined;
 }
 
 export class BlockAssigner {
@@ -56,7 +71,7 @@ export class BlockAssigner {
   /** The cluster's side of the store: who owns which block of a range, and the claims' records. */
   readonly #cluster: StoreCluster;
   /** Range pools whose block size this process has checked against the store, and that size. */
-  readonly #pinned = new Map<string, number>();
+  readonly #pinned = new Map<string, Split>();
 
   constructor(options: BlockAssignerOptions) {
     // Blocks need a cluster that keeps their owners apart from the addresses (the two-tier store):
@@ -86,9 +101,8 @@ export class BlockAssigner {
     if (requested !== undefined) {
       if (requested.value < range.first || requested.value > range.last)
         return assigner.decide(range, range, request, requested, guard); // reports "outside"
-      const block = blockAt(range, requested.value);
-      const unheld = await this.#holdRequested(range, block, request);
-      return unheld ?? assigner.decide(block.span, range, request, requested, guard);
+      const held = await this.#holdRequested(range, requested.value, request);
+      return 'kind' in held ? held : assigner.decide(held.span, range, request, requested, guard);
     }
     const owned = own.get(range.pool) ?? (await this.#refreshOwn(range));
     for (const key of owned) {
@@ -105,19 +119,21 @@ export class BlockAssigner {
     // Then addresses other nodes lent this one: a local look, no request to the cluster.
     const loaned = await this.#o.lending?.fromLoans(range, request, guard);
     if (loaned !== undefined) return loaned;
-    // Own blocks are full (or there are none): look at the whole range again.
-    const summaries = await this.#cluster.owners.rangeBlocks(range.pool, { counts: false });
-    // Placed with the reservations as exclusions: a block they hold back whole is never claimed
-    // (it could hand nothing out); the blocks decided on are the range's own again.
-    const placed = placeInBlocks({
-      range: withReservations(range, assigner.reserved) ?? range,
-      node,
-      summaries,
-      known: own.get(range.pool) ?? [],
-    });
-    const { mine } = placed;
-    const placement = asRange(range, placed.placement);
-    own.set(range.pool, mine);
+    // Own blocks are full (or there are none): look at the whole range again, unless it is marked
+    // fully claimed (one request, not a read of every claim): then borrow.
+    const owners = this.#cluster.owners;
+    if ((await owners.fullyClaimed?.(range.pool).catch(() => false)) === true)
+      return this.#o.lending === undefined || this.#holdsAll(range) ? { kind: 'full' } : this.#o.lending.borrow(range);
+    let placement = await this.#place(range);
+    if ((placement.kind === 'borrow' || placement.kind === 'full') && owners.markFullyClaimed !== undefined) {
+      // Marked, then read once more: a block given back meanwhile is seen here, or its give-back
+      // (after its deletion) sees the mark and takes it off (kubernetes/fully-claimed.ts).
+      if (await owners.markFullyClaimed(range.pool, true).catch(() => false)) {
+        placement = await this.#place(range);
+        if (placement.kind === 'claim' || placement.kind === 'own')
+          await owners.markFullyClaimed(range.pool, false).catch(() => false);
+      }
+    }
     switch (placement.kind) {
       case 'own':
         return { kind: 'conflict' }; // decide again, trying the newly found blocks first
@@ -134,7 +150,7 @@ export class BlockAssigner {
         ]);
         this.#o.ledgers.forget(block.key);
         if (claim.kind === 'committed') {
-          own.set(range.pool, [block.key, ...mine]);
+          own.set(range.pool, [block.key, ...(own.get(range.pool) ?? [])]);
           this.#o.metadata.written(block.span);
           await this.#o.holdings?.adoptBlock(block.key).catch(() => undefined); // the upkeep adopts too
         }
@@ -158,26 +174,32 @@ export class BlockAssigner {
   }
 
   /**
-   * A requested address is handed out only by the node holding its block: a
-   * block nobody holds is claimed first (then decide again); one held by another node is refused by
-   * name, since only its owner may hand its addresses out (lent ones included). Undefined when the
-   * block is this node's.
+   * A requested address is handed out only by the node holding its block: a block nobody holds is
+   * claimed first, the smallest that holds the address (then decide again); one held by another node
+   * is refused by name, since only its owner may hand its addresses out (lent ones included).
+   * Answers this node's block that holds the address. Reads one claim per block size of the range.
    */
-  async #holdRequested(range: RangeSpec, block: Block, request: AllocateRequest): Promise<Decision | undefined> {
+  async #holdRequested(range: RangeSpec, address: bigint, request: AllocateRequest): Promise<Decision | Block> {
     const { store, node, own } = this.#o;
-    if ((own.get(range.pool) ?? (await this.#refreshOwn(range))).includes(block.key)) return undefined;
-    const claim = await this.#cluster.records.claimOf(block.key);
-    if (claim?.node === node) {
-      await this.#refreshOwn(range);
-      return { kind: 'conflict' };
+    const candidates = blocksHolding(range, address);
+    const owned = own.get(range.pool) ?? (await this.#refreshOwn(range));
+    const mine = candidates.find((b) => owned.includes(b.key));
+    if (mine !== undefined) return mine;
+    for (const candidate of candidates) {
+      const claim = await this.#cluster.records.claimOf(candidate.key);
+      if (claim?.node === node) {
+        await this.#refreshOwn(range);
+        return { kind: 'conflict' };
+      }
+      if (claim !== undefined) {
+        throw new WarrenError(
+          'ADDRESS_UNAVAILABLE',
+          `the requested address is in block ${candidate.cidr} of ${range.pool}, held by node ${claim.node}: ` +
+            'only the node holding a block hands out its addresses',
+        );
+      }
     }
-    if (claim !== undefined) {
-      throw new WarrenError(
-        'ADDRESS_UNAVAILABLE',
-        `the requested address is in block ${block.cidr} of ${range.pool}, held by node ${claim.node}: ` +
-          'only the node holding a block hands out its addresses',
-      );
-    }
+    const block = candidates[0] as Block;
     const read = await store.readLedger(block.key);
     const claimed = await store.commit(block.key, read.revision, [
       { op: 'claim', node },
@@ -194,6 +216,34 @@ export class BlockAssigner {
     return { kind: 'conflict' };
   }
 
+  /** Whether this node's blocks, as last seen, are the whole range: nobody else has any to lend. */
+  #holdsAll(range: RangeSpec): boolean {
+    const reserved = withReservations(range, this.#o.assigner.reserved) ?? range;
+    let held = 0n;
+    for (const key of this.#o.own.get(range.pool) ?? []) {
+      const block = blockOfKey(reserved, key);
+      if (block !== undefined) held += blockCapacity(block);
+    }
+    return held >= capacityOf(reserved);
+  }
+
+  /** Reads the range's claims and places a block there (placement.ts); this node's blocks as the claims show them. */
+  async #place(range: RangeSpec): Promise<Placement> {
+    const { node, own, assigner } = this.#o;
+    const summaries = await this.#cluster.owners.rangeBlocks(range.pool, { counts: false });
+    // Placed with the reservations as exclusions: a block they hold back whole is never claimed
+    // (it could hand nothing out); the blocks decided on are the range's own again.
+    const placed = placeInBlocks({
+      range: withReservations(range, assigner.reserved) ?? range,
+      node,
+      summaries,
+      known: own.get(range.pool) ?? [],
+      wantedPrefix: wantedBlockPrefix(range, this.#o.demand?.(range.pool) ?? 1, heldCapacity(range, summaries, node)),
+    });
+    own.set(range.pool, placed.mine);
+    return asRange(range, placed.placement);
+  }
+
   async #refreshOwn(range: RangeSpec): Promise<readonly string[]> {
     const mine = ownBlocks(range, this.#o.node, await this.#o.store.ledgers(blockKeyPrefix(range.pool)));
     this.#o.own.set(range.pool, mine);
@@ -202,17 +252,16 @@ export class BlockAssigner {
 
   /**
    * The block size of a range is fixed when the range is first used in the store, in the range
-   * pool's description; once this process has seen it agree, it does not look again. Answers the
-   * range as split in the store.
+   * pool's description, with the largest size its blocks may grow to (none when the config sets
+   * block_size); once this process has seen it agree, it does not look again. Answers the range as
+   * split in the store.
    */
   async #pinBlockSize(configured: RangeSpec): Promise<RangeSpec> {
     const { store, maxAttempts } = this.#o;
     const adapts = configured.blockSizeSet !== true;
-    const wanted = adapts
-      ? { ...configured, blockPrefix: adaptiveBlockPrefix(configured.family, configured.first, configured.last) }
-      : configured;
+    const wanted = adapts ? adaptiveSplit(configured) : configured;
     const pinned = this.#pinned.get(configured.pool);
-    if (pinned === wanted.blockPrefix || (adapts && pinned !== undefined)) return { ...wanted, blockPrefix: pinned };
+    if (pinned !== undefined && (adapts || pinned.blockPrefix === wanted.blockPrefix)) return splitAs(wanted, pinned);
     let range = wanted;
     await retryOnConflict({ subject: `pool ${range.pool}`, action: 'record its block size' }, maxAttempts, async () => {
       const summary = (await store.ledgers(range.pool)).find((p) => p.ledger === range.pool);
@@ -227,21 +276,72 @@ export class BlockAssigner {
               `block_size ${range.blockPrefix}`,
           );
         }
-        this.#pinned.set(range.pool, fixed);
+        // The largest block too is the store's: every node reads the same bounds (none: no growth).
+        const split = { blockPrefix: fixed, largestBlockPrefix: summary?.description?.largestBlockPrefix };
+        range = splitAs(range, split);
+        this.#pinned.set(range.pool, split);
         return undefined;
       }
-      const result = await store.commit(range.pool, summary?.revision ?? 0, metadataOps(range, 0, range.blockPrefix));
+      const ops = metadataOps(range, 0, range.blockPrefix, range.largestBlockPrefix);
+      const result = await store.commit(range.pool, summary?.revision ?? 0, ops);
       if (result.kind === 'conflict') return CONFLICT;
-      this.#pinned.set(range.pool, range.blockPrefix);
+      this.#pinned.set(range.pool, { blockPrefix: range.blockPrefix, largestBlockPrefix: range.largestBlockPrefix });
       return undefined;
     });
     return range;
   }
 }
 
+/** How a range is split in the store: its smallest block and the largest its blocks may grow to. */
+interface Split {
+  readonly blockPrefix: number;
+  readonly largestBlockPrefix?: number | undefined;
+}
+
+/** A range whose config sets no block_size, split by its size (ipam/range.ts), its blocks growing where they may. */
+function adaptiveSplit(configured: RangeSpec): RangeSpec {
+  const { family, first, last } = configured;
+  const blockPrefix = adaptiveBlockPrefix(family, first, last);
+  return splitAs(configured, { blockPrefix, largestBlockPrefix: growthBlockPrefix(family, first, last, blockPrefix) });
+}
+
+function splitAs(range: RangeSpec, split: Split): RangeSpec {
+  const { largestBlockPrefix: _was, ...rest } = range;
+  const largest = split.largestBlockPrefix;
+  return largest === undefined || largest >= split.blockPrefix
+    ? { ...rest, blockPrefix: split.blockPrefix }
+    : { ...rest, blockPrefix: split.blockPrefix, largestBlockPrefix: largest };
+}
+
+/**
+ * The size of block a node asks for when its own blocks of `range` are full: one that holds at
+ * least the ADDs under way (`demand`) and at least twice what the node's blocks hold (`held`), the
+ * smallest such, or the range's largest. A range whose blocks do not grow has one size.
+ */
+export function wantedBlockPrefix(range: RangeSpec, demand: number, held: bigint): number {
+  const want = BigInt(Math.max(1, demand)) > 2n * held ? BigInt(Math.max(1, demand)) : 2n * held;
+  const bits = BigInt(range.family === 4 ? 32 : 128);
+  const prefixes = blockPrefixes(range);
+  return prefixes.find((p) => 1n << (bits - BigInt(p)) >= want) ?? (prefixes[prefixes.length - 1] as number);
+}
+
+/** What `node`'s blocks of `range` can hand out, as the summaries show them. */
+function heldCapacity(
+  range: RangeSpec,
+  summaries: readonly { ledger: string; affinity?: string }[],
+  node: string,
+): bigint {
+  let held = 0n;
+  for (const s of summaries) {
+    const block = s.affinity === node ? blockOfKey(range, s.ledger) : undefined;
+    if (block !== undefined) held += blockCapacity(block);
+  }
+  return held;
+}
+
 /** A placement's block as a block of `range` itself (placement saw it with reservations as exclusions). */
 function asRange(range: RangeSpec, placement: Placement): Placement {
   if (placement.kind !== 'claim') return placement;
   const block = placement.block;
-  return { ...placement, block: blockOfKey(range, block.key) ?? blockAt(range, block.span.first) };
+  return { ...placement, block: blockOfKey(range, block.key) ?? block };
 }

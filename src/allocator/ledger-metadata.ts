@@ -16,21 +16,31 @@ import { type RangeSpec, capacityOf } from '../ipam/range.ts';
 import type { LedgerDescription, LedgerOp } from '../store/store.ts';
 
 /** The description of `span` (a range, or one block of it) for operators. */
-export function describeRange(span: RangeSpec, cooldownSeconds: number, blockPrefix?: number): LedgerDescription {
+export function describeRange(
+  span: RangeSpec,
+  cooldownSeconds: number,
+  blockPrefix?: number,
+  largestBlockPrefix?: number,
+): LedgerDescription {
   return {
     subnet: span.subnet,
     first: formatIP({ family: span.family, value: span.first }),
     last: formatIP({ family: span.family, value: span.last }),
     capacity: String(capacityOf(span)),
     cooldownSeconds,
-    ...defined({ blockPrefix }),
+    ...defined({ blockPrefix, largestBlockPrefix }),
   };
 }
 
 /** The ops that write a pool's metadata: its description and its cooldown attribute, together. */
-export function metadataOps(span: RangeSpec, cooldownSeconds: number, blockPrefix?: number): LedgerOp[] {
+export function metadataOps(
+  span: RangeSpec,
+  cooldownSeconds: number,
+  blockPrefix?: number,
+  largestBlockPrefix?: number,
+): LedgerOp[] {
   return [
-    { op: 'describe', description: describeRange(span, cooldownSeconds, blockPrefix) },
+    { op: 'describe', description: describeRange(span, cooldownSeconds, blockPrefix, largestBlockPrefix) },
     { op: 'cooldown', seconds: cooldownSeconds },
   ];
 }

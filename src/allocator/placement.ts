@@ -6,13 +6,16 @@
  * The order, each step only when the one before has nothing:
  * 1. own blocks: a block claimed by this node that the caller did not know of is tried first
  *    (another process of this node, or an earlier round, claimed it);
- * 2. claim: the lowest block nobody has claimed (ipam/blocks.ts firstUnclaimedBlock), at the
- *    revision the summary shows, so two nodes racing for it cannot both win;
+ * 2. claim: the lowest free block of the size the caller wants (`wantedPrefix`: a node that keeps
+ *    filling its blocks asks for larger ones, block-assigner.ts `wantedBlockPrefix`), else the
+ *    largest free smaller one, down to the range's smallest (ipam/blocks.ts firstFreeBlock: aligned,
+ *    overlapping no claimed block), at the revision the summary shows, so two nodes racing for it
+ *    cannot both win (the cluster tier refuses the later of two overlapping claims);
  * 3. borrow: an address in another node's block, the block with the most room first, so borrowing
  *    spreads over nodes instead of filling one;
  * 4. full: no block of the range has a free address.
  */
-import { type Block, blockCapacity, blockOfKey, firstUnclaimedBlock } from '../ipam/blocks.ts';
+import { type Block, blockCapacity, blockOfKey, blockPrefixes, firstFreeBlock } from '../ipam/blocks.ts';
 import type { RangeSpec } from '../ipam/range.ts';
 import type { LedgerSummary, Revision } from '../store/store.ts';
 
@@ -30,6 +33,8 @@ export interface PlacementInput {
   readonly summaries: readonly LedgerSummary[];
   /** Keys of this node's blocks as the caller knew them; all of them were full. */
   readonly known: readonly string[];
+  /** The size of block to claim (a prefix length of the range's blocks); the range's smallest when absent. */
+  readonly wantedPrefix?: number;
 }
 
 export interface PlacementDecision {
@@ -56,7 +61,7 @@ export function placeInBlocks(input: PlacementInput): PlacementDecision {
     else others.push({ block, room: blockCapacity(block) - BigInt(summary.allocated + summary.resting) });
   }
   if (mine.some((key) => !known.includes(key))) return { mine, placement: { kind: 'own' } };
-  const free = firstUnclaimedBlock(range, claimed);
+  const free = freeBlock(range, claimed, input.wantedPrefix ?? range.blockPrefix);
   if (free !== undefined) {
     const revision = summaries.find((p) => p.ledger === free.key)?.revision ?? 0;
     return { mine, placement: { kind: 'claim', block: free, revision } };
@@ -67,4 +72,14 @@ export function placeInBlocks(input: PlacementInput): PlacementDecision {
     .sort((a, b) => (a.room > b.room ? -1 : a.room < b.room ? 1 : 0))
     .map((o) => o.block);
   return { mine, placement: from.length === 0 ? { kind: 'full' } : { kind: 'borrow', from } };
+}
+
+/** The lowest free block of `wantedPrefix` bits, else of the largest smaller size that has one. */
+function freeBlock(range: RangeSpec, claimed: readonly Block[], wantedPrefix: number): Block | undefined {
+  for (const prefix of blockPrefixes(range).reverse()) {
+    if (prefix < wantedPrefix) continue;
+    const free = firstFreeBlock(range, claimed, prefix);
+    if (free !== undefined) return free;
+  }
+  return undefined;
 }

@@ -3,7 +3,9 @@
  * what is excluded from it, its pool and its block size. Pure values; cni/ipam-range.ts builds
  * them from a network config.
  *
- * Guarantees: capacityOf counts each unusable address once, however exclusions overlap.
+ * Guarantees: capacityOf counts each unusable address once, however exclusions overlap; a range's
+ * largest block (largestBlockPrefix) is never more than an eighth of it nor more than the family's
+ * default block, so growing blocks never hand one node most of a small range.
  */
 import { type Family, type IPAddress, bitsOf } from './address.ts';
 
@@ -29,6 +31,13 @@ export interface RangeSpec {
    * `block_size`, or the family's default, never shorter than the range's own prefix.
    */
   readonly blockPrefix: number;
+  /**
+   * Prefix length of the largest block a node may claim in this range, when blocks grow with a
+   * node's demand (ipam/blocks.ts: aligned blocks of any prefix from this one to `blockPrefix`, never
+   * overlapping); absent, every block is `/blockPrefix`. Pinned with the block size at the range's
+   * first use in the store, so every node reads the same bounds.
+   */
+  readonly largestBlockPrefix?: number;
   /**
    * Whether the config set `block_size`: a store that sizes blocks to the range
    * (adaptiveBlockPrefix) keeps a size the config set, and sizes the others itself.
@@ -56,6 +65,33 @@ export function adaptiveBlockPrefix(family: Family, first: bigint, last: bigint)
   let hostBits = 0;
   while (1n << BigInt(hostBits + 1) <= span / BigInt(MIN_BLOCKS_PER_RANGE)) hostBits += 1;
   return Math.max(DEFAULT_BLOCK_PREFIX[family], bitsOf(family) - hostBits);
+}
+
+/** A grown block holds at most this share of its range (1/8): a /24 grows blocks up to /27. */
+export const LARGEST_BLOCK_SHARE = 8;
+
+/**
+ * The largest block a node may claim in a range whose blocks grow (RangeSpec.largestBlockPrefix),
+ * or undefined when they do not: the largest power of two no more than an eighth of the span
+ * `first`..`last` (rounded up to a power of two), never larger than the family's default block
+ * (DEFAULT_BLOCK_PREFIX) and never smaller than `blockPrefix`. Blocks of one address never grow (a
+ * range that small is lent address by address: allocator/lending/). So a /24 (blocks of /31) grows
+ * them up to /27, a /20 (/27) up to /26, and a /16 keeps /26. Pure.
+ */
+export function growthBlockPrefix(
+  family: Family,
+  first: bigint,
+  last: bigint,
+  blockPrefix: number,
+): number | undefined {
+  const bits = bitsOf(family);
+  if (blockPrefix >= bits) return undefined;
+  const span = last >= first ? last - first + 1n : 1n;
+  let spanBits = 0;
+  while (1n << BigInt(spanBits) < span) spanBits += 1;
+  const shareBits = Math.log2(LARGEST_BLOCK_SHARE);
+  const largest = Math.min(blockPrefix, Math.max(DEFAULT_BLOCK_PREFIX[family], bits - (spanBits - shareBits)));
+  return largest < blockPrefix ? largest : undefined;
 }
 
 /** How many addresses a range can hand out (before what is allocated). */

@@ -1,7 +1,8 @@
 /**
  * The records the nodes of a cluster share, as the store's contract names them (`Store.cluster`,
  * store.ts): a block's claim, the blocks as their owners published them, the requests by which a
- * node with no room asks the owners for addresses, and what a node's file check found. The
+ * node with no room asks the owners for addresses, what a node's file check found, and (etcd) the
+ * history of writes waiting to be compacted (StoreCluster.history). The
  * backends keep them (tiered/cluster-tier.ts: the cluster tier, whose contract extends
  * `ClusterRecords` and states the guarantees; etcd-tier/, kubernetes/); the allocator and the agent
  * read and write them through `Store.cluster` only, never through a backend's tier.
@@ -184,4 +185,34 @@ export function inRequestScope(scope: RequestScope, request: AddressRequest): bo
   if ('open' in scope) return request.wanted > 0 && scope.open.includes(request.pool);
   if ('lentBy' in scope) return request.grants.some((g) => g.lender === scope.lentBy);
   return request.node === scope.node;
+}
+
+/**
+ * What a store that keeps every write in a history until it is compacted (etcd) knows of that
+ * history and of the room left for it, as read from one member (etcd-tier/history.ts). Without
+ * compaction the history grows with every write until the database reaches its quota, and then
+ * the store refuses every write.
+ */
+export interface HistoryReading {
+  /** The member whose quota was asked (the first endpoint); the sizes are those of the member that answered. */
+  readonly endpoint: string;
+  /** The store's current revision: one per write since it was made. */
+  readonly revision: number;
+  /** Whether any revision was ever compacted away (revision 1 no longer readable). */
+  readonly compacted: boolean;
+  /** The database file's size, which the quota bounds, bytes. */
+  readonly dbSizeBytes: number;
+  /** What of it is in use; the rest a defragmentation gives back. Absent when the member does not say. */
+  readonly dbSizeInUseBytes?: number;
+  /** The member's quota (etcd's --quota-backend-bytes), bytes; absent when it could not be read. */
+  readonly quotaBytes?: number;
+  /** Raised alarms, e.g. `NOSPACE on member 8e9e05c52164694d`. */
+  readonly alarms: readonly string[];
+  /** A NOSPACE alarm is raised: the store refuses every write until an operator disarms it. */
+  readonly noSpace: boolean;
+}
+
+/** Reads the history's state, at most once per its interval (an older reading is answered until then). */
+export interface StoreHistory {
+  read(): Promise<HistoryReading>;
 }

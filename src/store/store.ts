@@ -34,7 +34,7 @@
 import type { BootStamp } from '../core/moment.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
 import type { ClusterHoldings } from './cluster-holdings.ts';
-import type { ClusterRecords, FileCheckStatus, LegacyLeft } from './cluster.ts';
+import type { ClusterRecords, FileCheckStatus, LegacyLeft, StoreHistory } from './cluster.ts';
 import type { Membership } from './membership.ts';
 
 /** Opaque, strictly increasing per ledger; 0 for a ledger never written. */
@@ -82,6 +82,8 @@ export interface LedgerDescription {
   readonly cooldownSeconds: number;
   /** For a range split into blocks: the block prefix length, fixed at first use. */
   readonly blockPrefix?: number;
+  /** For a range whose blocks grow: the prefix length of the largest block, fixed with `blockPrefix`. */
+  readonly largestBlockPrefix?: number;
 }
 
 export type LedgerOp =
@@ -215,35 +217,7 @@ export interface ListPage {
   readonly next?: ListCursor;
 }
 
-/**
- * What a store that keeps every write in a history until it is compacted (etcd) knows of that
- * history and of the room left for it, as read from one member (etcd-tier/history.ts). Without
- * compaction the history grows with every write until the database reaches its quota, and then
- * the store refuses every write.
- */
-export interface HistoryReading {
-  /** The member whose quota was asked (the first endpoint); the sizes are those of the member that answered. */
-  readonly endpoint: string;
-  /** The store's current revision: one per write since it was made. */
-  readonly revision: number;
-  /** Whether any revision was ever compacted away (revision 1 no longer readable). */
-  readonly compacted: boolean;
-  /** The database file's size, which the quota bounds, bytes. */
-  readonly dbSizeBytes: number;
-  /** What of it is in use; the rest a defragmentation gives back. Absent when the member does not say. */
-  readonly dbSizeInUseBytes?: number;
-  /** The member's quota (etcd's --quota-backend-bytes), bytes; absent when it could not be read. */
-  readonly quotaBytes?: number;
-  /** Raised alarms, e.g. `NOSPACE on member 8e9e05c52164694d`. */
-  readonly alarms: readonly string[];
-  /** A NOSPACE alarm is raised: the store refuses every write until an operator disarms it. */
-  readonly noSpace: boolean;
-}
-
-/** Reads the history's state, at most once per its interval (an older reading is answered until then). */
-export interface StoreHistory {
-  read(): Promise<HistoryReading>;
-}
+export type { HistoryReading, StoreHistory } from './cluster.ts';
 
 /**
  * What the two-tier store (tiered/store.ts: block owners apart from addresses) offers block placement, node
@@ -255,6 +229,16 @@ export interface BlockOwners {
    * blocks this node's store knows; `counts`: with the holders' published counts, else this node's only.
    */
   rangeBlocks(rangePool: string, options: { readonly counts: boolean }): Promise<LedgerSummary[]>;
+  /**
+   * Whether the range is marked fully claimed (ClusterTier.fullyClaimed: one request), so placement
+   * borrows without reading every claim; absent where the cluster keeps no such mark.
+   */
+  fullyClaimed?(rangePool: string): Promise<boolean>;
+  /**
+   * Marks the range fully claimed or takes the mark off (ClusterTier.markFullyClaimed); with
+   * `fullyClaimed`. False when the range keeps no mark (its claims are one page: read as cheaply).
+   */
+  markFullyClaimed?(rangePool: string, full: boolean): Promise<boolean>;
   /** Every node holding a block of any range (tier.claimHolders): read when Nodes are relisted. */
   holders(): Promise<string[]>;
   /** Gives back every block `node` holds (a node gone for good) and drops what it lent: the keys freed. */

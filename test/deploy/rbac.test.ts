@@ -49,7 +49,7 @@ const AGENT = [
   need('update', 'warren.dev', 'warrenpools/status'),
   ...needs(['get', 'list', 'watch'], 'k8s.cni.cncf.io', 'ipamclaims'),
   need('patch', 'k8s.cni.cncf.io', 'ipamclaims/status'),
-  ...needs(['get', 'list', 'create'], 'warren.dev', 'warrenranges'),
+  ...needs(['get', 'list', 'create', 'update'], 'warren.dev', 'warrenranges'),
   ...needs(['get', 'list', 'watch', 'create', 'delete'], 'warren.dev', 'warrenblocks'),
   ...needs(['get', 'list', 'create', 'update', 'delete'], 'warren.dev', 'warrenblockpublications'),
   ...needs(['get', 'list', 'watch', 'create', 'update'], 'warren.dev', 'warrenaddressrequests'),

@@ -8,7 +8,10 @@
  *
  * Guarantees (the contract's, src/store/tiered/cluster-tier.ts, and how):
  * - a block is claimed at most once: `claim` is a transaction creating blocks/<range>/<block> only
- *   if its create revision is 0, with the node's index key in the same transaction;
+ *   if its create revision is 0, with the node's index key in the same transaction; in a range whose
+ *   blocks grow, the same transaction compares that no block sharing an address with it exists
+ *   (ipam/blocks.ts overlappingBlockKeys: at most 2^(smallest - its prefix + 1) keys, 34 for a /27
+ *   in a /24), so of two overlapping claims only one commits;
  * - a claim stands only if its range was admitted in its address space at the claim's revision (read
  *   in the same transaction; a space with no admission at all admits everything): so a claim and an
  *   admission retiring its range, racing, never both stand (see `claim`);
@@ -25,7 +28,7 @@
 import type { IKeyValue } from 'etcd3';
 import { defined } from '../../core/defined.ts';
 import { WarrenError } from '../../core/errors.ts';
-import { rangePoolOfKey } from '../../ipam/blocks.ts';
+import { overlappingBlockKeys, rangePoolOfKey } from '../../ipam/blocks.ts';
 import type { BlockClaim, Page, RangeRecord, UnclaimResult } from '../tiered/cluster-tier.ts';
 import {
   type TierKv,
@@ -73,8 +76,20 @@ export class EtcdTierClaims {
     const record = this.#kv.key(blockRecord(key));
     const space = this.#kv.key(spacesOf(range.space));
     // Read in the claim's own transaction: whether the range is still admitted in its address space.
+    // Blocks that grow: none of the blocks sharing an address with this one may exist either.
+    const overlapping =
+      range.largestBlockPrefix === undefined
+        ? []
+        : overlappingBlockKeys(key, range.largestBlockPrefix, range.blockPrefix).map((k) =>
+            this.#kv.key(blockRecord(k)),
+          );
     const response = await this.#kv.write(`claim block ${key}`, {
-      compare: [{ key: record, target: 'Create', result: 'Equal', create_revision: 0 }],
+      compare: [record, ...overlapping].map((k) => ({
+        key: k,
+        target: 'Create' as const,
+        result: 'Equal' as const,
+        create_revision: 0,
+      })),
       success: [
         { request_put: { key: record, value: claimValue(node) } },
         { request_put: { key: this.#kv.key(nodeIndex(node, key)), value: Buffer.alloc(0) } },

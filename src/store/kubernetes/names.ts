@@ -36,6 +36,11 @@ export const LEASE_LABEL = 'warren.dev/lease';
 export const HOLDER_KIND_LABEL = 'warren.dev/holder-kind';
 /** The ledger holding a holding's address (its owner's block), so a block's holdings are selected by the server. */
 export const BLOCK_LABEL = 'warren.dev/block';
+/**
+ * On a block of a range whose blocks grow: the largest block holding it (its CIDR as a label value),
+ * so the claims that may overlap a block are selected by the server (kubernetes/tier.ts `claim`).
+ */
+export const ENCLOSING_LABEL = 'warren.dev/enclosing-block';
 /** The holder of a holding (its key as a label value), so a holder's records are selected by the server. */
 export const HOLDER_LABEL = 'warren.dev/holder';
 /** Prefix of the label a holding carries once per node using it: `user.warren.dev/<node>`. */

@@ -20,7 +20,16 @@ import type { Allocation } from '../../ipam/allocation.ts';
 import { blockCidrOfKey, blockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
 import { isPlainObject as isRecord } from '../../core/validate.ts';
 import type { AddressRequest, BlockClaim, Grant, PublishedBlock, RangeRecord } from '../tiered/cluster-tier.ts';
-import { API_VERSION, LOAN_LABEL, OPEN_LABEL, RANGE_LABEL, NODE_LABEL, labelValue, lenderLabel } from './names.ts';
+import {
+  API_VERSION,
+  ENCLOSING_LABEL,
+  LOAN_LABEL,
+  OPEN_LABEL,
+  RANGE_LABEL,
+  NODE_LABEL,
+  labelValue,
+  lenderLabel,
+} from './names.ts';
 
 /** Bytes a publication's allocations may take: etcd takes 1,572,864 per write; room is left for the rest. */
 export const PUBLICATION_BUDGET_BYTES = 1_400_000;
@@ -73,7 +82,15 @@ export function rangeObject(name: string, r: RangeRecord): KubeObject {
     apiVersion: API_VERSION,
     kind: 'WarrenRange',
     metadata: { name, labels: { [RANGE_LABEL]: labelValue(r.pool) } },
-    spec: { pool: r.pool, space: r.space, subnet: r.subnet, first: r.first, last: r.last, blockPrefix: r.blockPrefix },
+    spec: {
+      pool: r.pool,
+      space: r.space,
+      subnet: r.subnet,
+      first: r.first,
+      last: r.last,
+      blockPrefix: r.blockPrefix,
+      ...defined({ largestBlockPrefix: r.largestBlockPrefix }),
+    },
   };
 }
 
@@ -81,16 +98,30 @@ export function rangeOf(object: unknown): RangeRecord | undefined {
   const s = specOf(object);
   if (s === undefined || !str(s.pool) || !str(s.space) || !str(s.subnet) || !str(s.first) || !str(s.last)) return;
   if (!int(s.blockPrefix)) return undefined;
-  return { pool: s.pool, space: s.space, subnet: s.subnet, first: s.first, last: s.last, blockPrefix: s.blockPrefix };
+  const { pool, space, subnet, first, last, blockPrefix } = s;
+  const largest = int(s.largestBlockPrefix) ? { largestBlockPrefix: s.largestBlockPrefix } : {};
+  return { pool, space, subnet, first, last, blockPrefix, ...largest };
 }
 
 // --- blocks ---
 
-export function blockObject(name: string, key: string, node: string): KubeObject {
+/**
+ * A block's claim object. In a range whose blocks grow, `enclosing` is the largest block holding it
+ * (ipam/blocks.ts enclosingBlockKey), labelled so that the claims that may overlap it are one
+ * listing by label away (kubernetes/tier.ts `claim`).
+ */
+export function blockObject(name: string, key: string, node: string, enclosing?: string): KubeObject {
+  const labels = { [RANGE_LABEL]: labelValue(rangePoolOfKey(key)), [NODE_LABEL]: labelValue(node) };
   return {
     apiVersion: API_VERSION,
     kind: 'WarrenBlock',
-    metadata: { name, labels: { [RANGE_LABEL]: labelValue(rangePoolOfKey(key)), [NODE_LABEL]: labelValue(node) } },
+    metadata: {
+      name,
+      labels:
+        enclosing === undefined
+          ? labels
+          : { ...labels, [ENCLOSING_LABEL]: labelValue(blockCidrOfKey(enclosing) ?? '') },
+    },
     spec: { pool: rangePoolOfKey(key), cidr: blockCidrOfKey(key) ?? '', node },
   };
 }

@@ -6,6 +6,9 @@
  * How each guarantee of ClusterTier is kept:
  * - one claim per block: a claim creates the WarrenBlock named `blockName(key)` (names.ts), so the
  *   API server lets one creation of it succeed and answers AlreadyExists to the others (one request);
+ *   where blocks grow, no two claims overlap either (kubernetes/block-claims.ts); a range found with
+ *   no block free is marked so on its WarrenRange, and every give-back takes the mark off
+ *   (kubernetes/fully-claimed.ts), so a full range is known in one GET;
  * - give back only what was claimed (ABA): `unclaim` deletes with the preconditions uid and
  *   resourceVersion; a block given back and claimed again is a new object with a new uid. The block
  *   object is the claim alone (spec; no status) and never changes once made;
@@ -61,11 +64,14 @@ import { KubeClusterState } from './cluster-state.ts';
 import { KubeContinuity } from './continuity.ts';
 import { LeaseMembership } from './lease-membership.ts';
 import { NODE_LABEL, RANGE_LABEL, blockName, labelValue, rangeName, selectorOf } from './names.ts';
+import { claimBlock, standingClaims } from './block-claims.ts';
+import { FullyClaimedMarks } from './fully-claimed.ts';
+import { isPagedRange } from '../tiered/ranges.ts';
 import { KubeRequests } from './requests.ts';
 import { KubeRequestViews } from './request-watch.ts';
 import { type KubeTierOptions, checkTierOptions } from './tier-options.ts';
 import { KubeTierWatches } from './tier-watches.ts';
-import { blockObject, claimOfObject, rangeObject, rangeOf } from './objects.ts';
+import { claimOfObject, rangeObject, rangeOf } from './objects.ts';
 import { FULL_LIST_PAGE, Resource, coreKind, leaseKind, warrenKind } from './resources.ts';
 import type { AcceptReport } from '../store.ts';
 import type { RecordView, RequestChange, RequestScope } from '../cluster.ts';
@@ -106,6 +112,8 @@ export class KubeTier implements ClusterTier {
   /** Range records read or made: a record never changes once made, so it is read once. */
   readonly #pinned = new Map<string, RangeRecord>();
   readonly #continuity: KubeContinuity;
+  /** Which ranges a node found with no block free (an annotation of their WarrenRange). */
+  readonly #fullyClaimed: FullyClaimedMarks;
   readonly #state: KubeClusterState;
   /** What the operator's accept writes back (onAccept); nothing until the store on this tier says. */
   #republish: (node: string) => Promise<AcceptReport> = async () => ({ addresses: 0, blocks: 0, conflicts: [] });
@@ -119,6 +127,7 @@ export class KubeTier implements ClusterTier {
     const guarded = continuity.observer(true);
     this.#ranges = new Resource(api, warrenKind('warrenranges'), guarded);
     this.#blocks = new Resource(api, warrenKind('warrenblocks'), guarded);
+    this.#fullyClaimed = new FullyClaimedMarks(this.#ranges, o.clock);
     const requests = new Resource(api, warrenKind('warrenaddressrequests'), guarded);
     this.#requests = new KubeRequests(requests);
     const clusterState = new Resource(api, warrenKind('warrenclusterstates'), continuity.observer(false));
@@ -193,15 +202,8 @@ export class KubeTier implements ClusterTier {
     return record;
   }
 
-  async claim(range: RangeRecord, key: string, node: string): Promise<BlockClaim | undefined> {
-    if (rangePoolOfKey(key) !== range.pool)
-      throw new WarrenError('IO_FAILURE', `block ${key} is not a block of range ${range.pool}`);
-    const created = await this.#blocks.create(`claim block ${key}`, blockObject(blockName(key), key, node));
-    if (created.kind === 'exists') return undefined;
-    const claim = claimOfObject(created.object);
-    if (claim === undefined)
-      throw new WarrenError('IO_FAILURE', `the API server answered the claim of block ${key} with no object`);
-    return claim;
+  claim(range: RangeRecord, key: string, node: string): Promise<BlockClaim | undefined> {
+    return claimBlock(this.#blocks, range, key, node);
   }
 
   async claimOf(key: string): Promise<BlockClaim | undefined> {
@@ -215,12 +217,10 @@ export class KubeTier implements ClusterTier {
       ...(pool === undefined ? {} : { [RANGE_LABEL]: labelValue(pool) }),
     };
     const items = await this.#blocks.listAll(`list the blocks of node ${node}`, selectorOf(labels));
-    return items
-      .map(claimOfObject)
-      .filter(
-        (c): c is BlockClaim =>
-          c !== undefined && c.node === node && (pool === undefined || rangePoolOfKey(c.key) === pool),
-      );
+    // A grown block that lost to an overlapping one claimed first (its maker died before it looked) is given back.
+    return (await standingClaims(this.#blocks, items)).filter(
+      (c) => c.node === node && (pool === undefined || rangePoolOfKey(c.key) === pool),
+    );
   }
 
   watchClaims(node: string): ClusterWatch<ClaimsSeen> {
@@ -262,7 +262,19 @@ export class KubeTier implements ClusterTier {
     });
     if (done !== 'deleted') return done === 'conflict' ? 'changed' : 'gone';
     await this.#publications.unpublish(claim);
+    // A block is free again: off with the mark (read only on ranges of more than a page of claims).
+    const pinned = this.#pinned.get(rangePoolOfKey(claim.key));
+    if (pinned === undefined || isPagedRange(pinned))
+      await this.#fullyClaimed.mark(rangePoolOfKey(claim.key), false).catch(() => undefined); // a hint: trusted 10 min
     return 'released';
+  }
+
+  fullyClaimed(pool: string): Promise<boolean> {
+    return this.#fullyClaimed.fullyClaimed(pool);
+  }
+
+  markFullyClaimed(pool: string, full: boolean): Promise<void> {
+    return this.#fullyClaimed.mark(pool, full);
   }
 
   async publish(block: PublishedBlock): Promise<void> {

@@ -1,13 +1,15 @@
 /**
  * What `warren store accept` writes back after the cluster store lost its data, on either tier
  * (etcd-tier/tiered.ts, and the kubernetes store's wiring): this node claims again every block
- * its own SQLite file holds, each range's block size first (as this node split it, so another node
- * splits it alike). The addresses are in the file, so nothing else is written back; the claims go
- * through the two-tier store's commit, so they are recorded and the blocks published again.
+ * its own SQLite file holds, each range's block sizes first (as this node split it, its smallest and
+ * largest block, so another node splits it alike). The addresses are in the file, so nothing else
+ * is written back; the claims go through the two-tier store's commit, so they are recorded and the
+ * blocks published again.
  *
  * Guarantees: a block another node claimed meanwhile is never taken: it is reported as a conflict,
  * for the operator to resolve; a loan (another node's block lent here) is not claimed.
  */
+import { defined } from '../../core/defined.ts';
 import { messageOf } from '../../core/errors.ts';
 import { isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
 import { isLoanKey } from '../../ipam/loan-key.ts';
@@ -34,8 +36,18 @@ export async function claimAgain(
     const blockPrefix = d?.blockPrefix;
     if (blockPrefix !== undefined && isLoanKey(p.ledger, blockPrefix)) continue; // a loan is no block of its own
     if (d !== undefined && blockPrefix !== undefined && !pinned.has(rangePool)) {
-      const { subnet, first, last } = d;
-      await tier.pinRange({ pool: rangePool, space: spaceOfPool(rangePool), subnet, first, last, blockPrefix });
+      // Its largest block size too: a range pinned again without it would read grown blocks as none.
+      const { subnet, first, last, largestBlockPrefix } = d;
+      const space = spaceOfPool(rangePool);
+      await tier.pinRange({
+        pool: rangePool,
+        space,
+        subnet,
+        first,
+        last,
+        blockPrefix,
+        ...defined({ largestBlockPrefix }),
+      });
       pinned.add(rangePool);
     }
     const result = await store.commit(p.ledger, p.revision, [{ op: 'claim', node }]).catch((error: unknown) => ({

@@ -12,7 +12,10 @@
  *
  * Guarantees every implementation keeps (checked by test/store/tiered/tier-conformance.ts):
  * - a block is claimed by at most one node: `claim` creates the block's record under a name derived
- *   from the block, so of two claims of one block exactly one succeeds;
+ *   from the block, so of two claims of one block exactly one succeeds; in a range whose blocks grow
+ *   (RangeRecord.largestBlockPrefix) no two claims overlap either: of two claims of blocks sharing
+ *   an address (one holds the other), the later one is refused, each tier in its terms, with a cost
+ *   bounded by the range's block sizes, not by its blocks;
  * - `unclaim` removes a claim only if it is still exactly the one named (uid and resourceVersion):
  *   a block given back and claimed again by another node in between is never removed (ABA);
  * - a range's record is created once; its block size never changes after;
@@ -53,6 +56,12 @@ export interface RangeRecord {
   readonly first: string;
   readonly last: string;
   readonly blockPrefix: number;
+  /**
+   * The largest block of the range (ipam/range.ts growthBlockPrefix), where its blocks grow: blocks
+   * are then aligned CIDRs of any prefix from this one to `blockPrefix`. Absent: one size. Fixed
+   * with `blockPrefix` by the first node that used the range.
+   */
+  readonly largestBlockPrefix?: number;
 }
 
 export type UnclaimResult = 'released' | 'changed' | 'gone';
@@ -112,8 +121,19 @@ export interface ClusterTier extends ClusterRecords {
   claimHolders(): Promise<string[]>;
   /** One page of the claims of range `pool`, for placement when a node needs a new block. */
   claimsIn(pool: string, page?: { limit: number; continue?: string }): Promise<Page<BlockClaim>>;
-  /** Removes the claim if it is still exactly `claim` (see the guarantees). */
+  /**
+   * Removes the claim if it is still exactly `claim` (see the guarantees); a claim removed takes off
+   * its range's fully-claimed mark (`markFullyClaimed`), where the tier keeps one.
+   */
   unclaim(claim: BlockClaim): Promise<UnclaimResult>;
+  /**
+   * Whether range `pool` is marked fully claimed (a node found no block free, and none was given back
+   * since), read in one request: what placement asks before it reads the range's claims. A hint: a
+   * mark too old to believe reads as false. Absent on etcd, whose claims are read page by page.
+   */
+  fullyClaimed?(pool: string): Promise<boolean>;
+  /** Marks range `pool` fully claimed (`full`) or takes the mark off. Present with `fullyClaimed`. */
+  markFullyClaimed?(pool: string, full: boolean): Promise<void>;
   /** Publishes a block's allocations (replacing what was published before). Owner only. */
   publish(block: PublishedBlock): Promise<void>;
   /**

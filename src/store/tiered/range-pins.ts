@@ -9,9 +9,12 @@
  * - a `describe` with a block size pins the range first: a range already split differently in the cluster
  *   writes the cluster's size into the local description and answers a conflict naming it, so the
  *   allocator's next look at `pools(range)` sees the stored size (and refuses a config that asks for another);
+ * - the largest block size (RangeRecord.largestBlockPrefix) is pinned with the block size, and the
+ *   cluster's wins alike: a range pinned before blocks grew has none, and its blocks keep one size;
  * - a range whose local description names no block size was never split: `blockPrefix` and `rangeOf`
  *   answer undefined and ask the cluster nothing.
  */
+import { defined } from '../../core/defined.ts';
 import type { ClusterTier, RangeRecord } from './cluster-tier.ts';
 import type { CommitResult, LedgerOp, Revision, Store } from '../store.ts';
 import { spaceOfPool } from './ranges.ts';
@@ -46,14 +49,15 @@ export class RangePins {
     const summary = (await this.#local.ledgers(rangePool)).find((p) => p.ledger === rangePool);
     const d = summary?.description;
     if (d?.blockPrefix === undefined) return undefined;
-    const record = { pool: rangePool, space: spaceOfPool(rangePool), ...d, blockPrefix: d.blockPrefix };
+    const { subnet, first, last, blockPrefix, largestBlockPrefix } = d;
     const pinned = await this.#tier.pinRange({
-      pool: record.pool,
-      space: record.space,
-      subnet: record.subnet,
-      first: record.first,
-      last: record.last,
-      blockPrefix: record.blockPrefix,
+      pool: rangePool,
+      space: spaceOfPool(rangePool),
+      subnet,
+      first,
+      last,
+      blockPrefix,
+      ...defined({ largestBlockPrefix }),
     });
     this.#ranges.set(rangePool, pinned);
     return pinned;
@@ -67,12 +71,27 @@ export class RangePins {
   ): Promise<CommitResult> {
     const d = described.description;
     const { subnet, first, last } = d;
-    const asked: RangeRecord = { pool, space: spaceOfPool(pool), subnet, first, last, blockPrefix: d.blockPrefix ?? 0 };
+    const asked: RangeRecord = {
+      pool,
+      space: spaceOfPool(pool),
+      subnet,
+      first,
+      last,
+      blockPrefix: d.blockPrefix ?? 0,
+      ...defined({ largestBlockPrefix: d.largestBlockPrefix }),
+    };
     const pinned = await this.#tier.pinRange(asked);
     this.#ranges.set(pool, pinned);
-    if (pinned.blockPrefix === asked.blockPrefix) return this.#local.commit(pool, expected, ops);
-    // Split differently in the cluster: record the cluster's size so the next look at the range sees it.
-    const description = { ...d, blockPrefix: pinned.blockPrefix };
+    if (pinned.blockPrefix === asked.blockPrefix && pinned.largestBlockPrefix === asked.largestBlockPrefix)
+      return this.#local.commit(pool, expected, ops);
+    // Split differently in the cluster (or pinned before blocks grew): record the cluster's sizes so
+    // the next look at the range sees them.
+    const { largestBlockPrefix: _asked, ...rest } = d;
+    const description = {
+      ...rest,
+      blockPrefix: pinned.blockPrefix,
+      ...defined({ largestBlockPrefix: pinned.largestBlockPrefix }),
+    };
     const fixed = ops.map((op) => (op === described ? { op: 'describe' as const, description } : op));
     await this.#local.commit(pool, expected, fixed);
     return {

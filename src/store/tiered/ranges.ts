@@ -12,6 +12,9 @@
  *   node does not claim it again on its own and go on allocating where someone removed its claim;
  *   its claim listed again as this node's (the listing started after the judgment) holds it again;
  * - a block the claim guard refused (another node's publication of it) shows held by that node;
+ * - `fullyClaimedOf` passes on the tier's fully-claimed mark of a range (one request instead of
+ *   `rangeBlocks`' pages, for a range with no block free), where the tier keeps one, for a range of
+ *   more than one page of blocks;
  * - `forgetNodeBlocks` removes each claim of the node only at the version read (uid and version
  *   preconditions): of two agents forgetting one node, each block is freed by exactly one, and a
  *   block claimed again by a live node in between is never removed. Grants the node had lent are
@@ -20,8 +23,9 @@
 import { defined } from '../../core/defined.ts';
 import type { BlockClaim, ClusterTier, Page, RangeRecord } from './cluster-tier.ts';
 import { blockCidrOfKey, blockKeyPrefix, rangePoolOfKey } from '../../ipam/blocks.ts';
+import { bitsOf, parseIP } from '../../ipam/address.ts';
 import { parsePoolKey } from '../../ipam/pool-key.ts';
-import type { LedgerSummary, Store } from '../store.ts';
+import type { BlockOwners, LedgerSummary, Store } from '../store.ts';
 import type { TieredClaims } from './claims.ts';
 
 /** The address space of a range pool as `spaces` names it (allocator/admission.ts): `v4`, `v4@<network_name>`. */
@@ -174,4 +178,46 @@ async function withdrawLoans(tier: ClusterTier, node: string): Promise<void> {
   if (tier.withdrawLoan === undefined) return;
   const loans = (await allPages((page) => tier.published({ node }, page))).filter((b) => b.loan === true);
   for (const b of loans) await tier.withdrawLoan(b.key, node);
+}
+
+/**
+ * The fully-claimed mark of the tier's ranges, where it keeps one (BlockOwners.fullyClaimed), for
+ * ranges of more than PAGE_LIMIT smallest blocks: a smaller range's claims are one page, one
+ * request, as the mark is, so for it the mark is neither read nor written. `rangeOf`: the range as
+ * pinned (undefined: never split, no mark).
+ */
+export function fullyClaimedOf(
+  tier: ClusterTier,
+  rangeOf: (rangePool: string) => Promise<RangeRecord | undefined>,
+): Pick<BlockOwners, 'fullyClaimed' | 'markFullyClaimed'> {
+  const { fullyClaimed, markFullyClaimed } = tier;
+  if (fullyClaimed === undefined || markFullyClaimed === undefined) return {};
+  const pages = async (pool: string) => {
+    const range = await rangeOf(pool);
+    return range !== undefined && isPagedRange(range);
+  };
+  return {
+    fullyClaimed: async (pool) => (await pages(pool)) && fullyClaimed.call(tier, pool),
+    markFullyClaimed: async (pool, full) => {
+      if (!(await pages(pool))) return false;
+      await markFullyClaimed.call(tier, pool, full);
+      return true;
+    },
+  };
+}
+
+/**
+ * Whether range `r` may hold more than one page of claims (PAGE_LIMIT smallest blocks): where a
+ * fully-claimed mark saves requests.
+ */
+export function isPagedRange(r: RangeRecord): boolean {
+  return blocksOf(r) > BigInt(PAGE_LIMIT);
+}
+
+/** How many smallest blocks range `r` spans at most. */
+function blocksOf(r: RangeRecord): bigint {
+  const first = parseIP(r.first);
+  const last = parseIP(r.last);
+  if (first === undefined || last === undefined || last.value < first.value) return 0n;
+  return ((last.value - first.value) >> BigInt(bitsOf(first.family) - r.blockPrefix)) + 1n;
 }

@@ -72,7 +72,7 @@ import { TieredClaims } from './claims.ts';
 import { ClaimKeeper } from './reclaim.ts';
 import { TieredPublisher } from './publisher.ts';
 import { RangePins } from './range-pins.ts';
-import { forgetNodeBlocks, heldByNode, ownBlocks, rangeBlocks, recordFromKey } from './ranges.ts';
+import { forgetNodeBlocks, fullyClaimedOf, heldByNode, ownBlocks, rangeBlocks, recordFromKey } from './ranges.ts';
 
 export interface TieredStoreOptions {
   readonly local: Store;
@@ -158,6 +158,7 @@ export class TieredStore implements Store {
       owners: {
         rangeBlocks: (rangePool, options) =>
           rangeBlocks({ local: this.#local, tier: this.tier, claims: this.#claims }, rangePool, options.counts),
+        ...fullyClaimedOf(o.tier, (pool) => this.#ranges.rangeOf(pool)),
         holders: () => this.tier.claimHolders(),
         forgetNode: (node) => forgetNodeBlocks(this.tier, node),
         adoptClaims: () => this.#publisher.fileCheck.run(),
@@ -276,8 +277,13 @@ export class TieredStore implements Store {
     if (claim === undefined) {
       // Ours already (a claim whose local commit never happened: a crash in between) is ours to use.
       const held = await this.tier.claimOf(key);
-      // Claimed by nobody: the tier refused it for its range's admission (etcd); admit again.
-      if (held === undefined) return conflict(`block ${key} was not claimed: is its range still admitted?`, true);
+      // Claimed by nobody: the tier refused it for its range's admission (etcd), or, where blocks
+      // grow, for a block overlapping it claimed first; admit again (a look-up when it stands).
+      if (held === undefined)
+        return conflict(
+          `block ${key} was not claimed: another block holds some of it, or its range is not admitted`,
+          true,
+        );
       if (held.node !== node) return conflict(`block ${key} is claimed by node ${held.node}`);
       claim = held;
     }

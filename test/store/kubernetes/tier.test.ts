@@ -13,6 +13,7 @@ import { blockKey } from '../../../src/ipam/blocks.ts';
 import type { AddressRequest, RangeRecord } from '../../../src/store/tiered/cluster-tier.ts';
 import { type KubeTier, openKubeTier } from '../../../src/store/kubernetes/tier.ts';
 import { blockName } from '../../../src/store/kubernetes/names.ts';
+import { blockObject } from '../../../src/store/kubernetes/objects.ts';
 import { type FakeKubeApi, startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
 import { waitFor } from '../../helpers/processes.ts';
 import { holdingsConformance } from '../tiered/holdings-conformance.ts';
@@ -203,6 +204,28 @@ describe('KubeTier', () => {
     await assert.rejects(t.publish(block), /its object is gone/);
     assert.equal(await t.claimOf(key), undefined);
     assert.equal(await t.unclaim(claim), 'gone');
+  });
+
+  it('gives back a grown claim its maker left beside an earlier one it overlaps, once its maker reads it', async () => {
+    // The maker died between its create and its listing: the claim stands beside the one made first.
+    const t = await tier();
+    const r: RangeRecord = { ...range(), blockPrefix: 31, largestBlockPrefix: 27 };
+    await t.pinRange(r);
+    assert.ok(await t.claim(r, blockKey(r.pool, '10.9.0.40/31'), 'n1'));
+    const large = blockKey(r.pool, '10.9.0.32/27');
+    const object = blockObject(blockName(large), large, 'n2', large);
+    const leftBehind = () => fake.preload('warrenblocks', [JSON.parse(JSON.stringify(object))]);
+    leftBehind();
+    assert.deepEqual(await t.claimsOf('n2', r.pool), [], 'its listing of its claims gives it back');
+    assert.equal(fake.object('warrenblocks', blockName(large)), undefined);
+    leftBehind();
+    assert.equal(await t.claim(r, large, 'n2'), undefined, 'claimed again as its own, it is given back');
+    assert.equal(fake.object('warrenblocks', blockName(large)), undefined);
+    assert.deepEqual(
+      (await t.claimsOf('n1', r.pool)).map((c) => c.key),
+      [blockKey(r.pool, '10.9.0.40/31')],
+      'the claim made first stands',
+    );
   });
 
   it('gives a published block back at the version it was claimed at, and its publication with it', async () => {

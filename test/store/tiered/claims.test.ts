@@ -14,7 +14,9 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { isWarrenError } from '../../../src/core/errors.ts';
 import { blockCidrOfKey } from '../../../src/ipam/blocks.ts';
-import type { BlockClaim, ClusterTier } from '../../../src/store/tiered/cluster-tier.ts';
+import type { BlockClaim, ClusterTier, RangeRecord } from '../../../src/store/tiered/cluster-tier.ts';
+import { claimAgain } from '../../../src/store/tiered/claim-again.ts';
+import type { Store } from '../../../src/store/store.ts';
 import { waitFor } from '../../helpers/processes.ts';
 import { type TieredCluster, type TieredClusterOptions, owner, rangesOf, tieredCluster } from './nodes.ts';
 
@@ -339,5 +341,46 @@ describe('TieredStore, started: what it must know it learns from the watches (is
     assert.equal(c.tier.watches, 2);
     await c.restart(0);
     assert.equal(c.tier.watches, 0);
+  });
+});
+
+describe('claimAgain (warren store accept)', () => {
+  it('pins each range again with its largest block size, so grown blocks stay blocks of it', async () => {
+    const pool = '10.61.0.0/24';
+    const description = {
+      subnet: pool,
+      first: '10.61.0.1',
+      last: '10.61.0.254',
+      capacity: '254',
+      cooldownSeconds: 0,
+      blockPrefix: 31,
+      largestBlockPrefix: 27,
+    };
+    const summaries = [
+      { ledger: pool, revision: 1, allocated: 0, resting: 0, description },
+      { ledger: `${pool}#10.61.0.32/27`, revision: 3, allocated: 5, resting: 0, affinity: 'n1' },
+    ];
+    const pinned: RangeRecord[] = [];
+    const claimed: string[] = [];
+    const report = await claimAgain(
+      {
+        commit: async (key) => {
+          claimed.push(key);
+          return { kind: 'committed', revision: 4 };
+        },
+      },
+      { ledgers: async () => summaries } as unknown as Store,
+      {
+        pinRange: async (r) => {
+          pinned.push(r);
+          return r;
+        },
+      },
+      'n1',
+    );
+    assert.deepEqual(claimed, [`${pool}#10.61.0.32/27`]);
+    assert.equal(report.blocks, 1);
+    assert.equal(pinned[0]?.blockPrefix, 31);
+    assert.equal(pinned[0]?.largestBlockPrefix, 27);
   });
 });

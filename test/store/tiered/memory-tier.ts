@@ -21,7 +21,7 @@
  */
 import type { Clock } from '../../../src/core/clock.ts';
 import { WarrenError } from '../../../src/core/errors.ts';
-import { rangePoolOfKey } from '../../../src/ipam/blocks.ts';
+import { blockKeysOverlap, rangePoolOfKey } from '../../../src/ipam/blocks.ts';
 import type {
   AddressRequest,
   BlockClaim,
@@ -51,6 +51,8 @@ class ClusterState {
   uid = 0;
   readonly ranges = new Map<string, RangeRecord>();
   readonly claims = new Map<string, BlockClaim>();
+  /** Ranges a node found with no block free, and no block given back since (ClusterTier.fullyClaimed). */
+  readonly fullyClaimed = new Set<string>();
   readonly published = new Map<string, PublishedBlock>();
   /** `pool \0 node` → the request. */
   readonly requests = new Map<string, AddressRequest>();
@@ -241,6 +243,9 @@ export class MemoryTier implements ClusterTier {
     this.#reach('claim');
     if (rangePoolOfKey(key) !== range.pool) throw new Error(`block ${key} is not in range ${range.pool}`);
     if (this.#s.claims.has(key)) return undefined;
+    // Blocks that grow: a claim sharing an address with one made before it is refused.
+    if (range.largestBlockPrefix !== undefined && [...this.#s.claims.keys()].some((k) => blockKeysOverlap(k, key)))
+      return undefined;
     this.#s.uid += 1;
     const claim: BlockClaim = { key, node, uid: `uid-${this.#s.uid}`, version: String(this.#s.next()) };
     this.#s.claims.set(key, claim);
@@ -343,9 +348,21 @@ export class MemoryTier implements ClusterTier {
     if (held.uid !== claim.uid || held.version !== claim.version) return 'changed';
     this.#s.claims.delete(claim.key);
     this.#s.published.delete(claim.key);
+    this.#s.fullyClaimed.delete(rangePoolOfKey(claim.key));
     this.#s.touchRange(rangePoolOfKey(claim.key));
     this.#s.changedClaim(claim.node);
     return 'released';
+  }
+
+  async fullyClaimed(pool: string): Promise<boolean> {
+    this.#reach('fullyClaimed');
+    return this.#s.fullyClaimed.has(pool);
+  }
+
+  async markFullyClaimed(pool: string, full: boolean): Promise<void> {
+    this.#reach('markFullyClaimed');
+    if (full) this.#s.fullyClaimed.add(pool);
+    else this.#s.fullyClaimed.delete(pool);
   }
 
   async publish(block: PublishedBlock): Promise<void> {

@@ -13,7 +13,7 @@ import { after, describe, it } from 'node:test';
 import type { ManualClock } from '../../../src/core/clock.ts';
 import { isWarrenError } from '../../../src/core/errors.ts';
 import type { Allocation } from '../../../src/ipam/allocation.ts';
-import { blockKey } from '../../../src/ipam/blocks.ts';
+import { blockKey, blockKeysOverlap } from '../../../src/ipam/blocks.ts';
 import type { ClusterTier, RangeRecord } from '../../../src/store/tiered/cluster-tier.ts';
 import { requestWatchContract } from './tier-watch-contract.ts';
 import { waitFor } from '../../helpers/processes.ts';
@@ -112,6 +112,58 @@ export function tierConformance(name: string, factory: TierFactory): void {
       assert.equal(won.length, 1);
       assert.equal(won[0]?.key, key);
       assert.deepEqual(await b.claimOf(key), won[0]);
+    });
+
+    it('pins the largest block size of a range whose blocks grow with its block size', async () => {
+      const t = await tier();
+      const r: RangeRecord = { ...range(31), largestBlockPrefix: 27 };
+      assert.deepEqual(await t.pinRange(r), r);
+      const { largestBlockPrefix: _none, ...fixed } = r;
+      assert.deepEqual(await (await tier()).pinRange(fixed), r, 'the first pin wins, its largest size too');
+    });
+
+    it('refuses a claim sharing an address with an earlier one where blocks grow, either way round', async () => {
+      const [a, b] = [await tier(), await tier()];
+      const r: RangeRecord = { ...range(31), largestBlockPrefix: 27 };
+      await a.pinRange(r);
+      const third = r.subnet.split('.')[1];
+      const large = blockKey(r.pool, `10.${third}.0.32/27`);
+      const inside = blockKey(r.pool, `10.${third}.0.40/31`);
+      const beside = blockKey(r.pool, `10.${third}.0.64/28`);
+      assert.ok(await a.claim(r, large, node()));
+      assert.equal(await b.claim(r, inside, node()), undefined, 'a small block inside a claimed large one');
+      assert.ok(await b.claim(r, beside, node()), 'a block apart from it');
+      const small = blockKey(r.pool, `10.${third}.0.2/31`);
+      assert.ok(await b.claim(r, small, node()));
+      assert.equal(
+        await a.claim(r, blockKey(r.pool, `10.${third}.0.0/27`), node()),
+        undefined,
+        'a large block over a claimed small one',
+      );
+      assert.equal(
+        await a.claimOf(blockKey(r.pool, `10.${third}.0.0/27`)),
+        undefined,
+        'the refused claim left nothing',
+      );
+    });
+
+    it('lets at most one of racing overlapping claims stand where blocks grow', async () => {
+      const [a, b] = [await tier(), await tier()];
+      const r: RangeRecord = { ...range(31), largestBlockPrefix: 27 };
+      await a.pinRange(r);
+      const third = r.subnet.split('.')[1];
+      const keys = ['0/27', '0/28', '8/29', '4/30', '6/31', '16/28'].map((c) => blockKey(r.pool, `10.${third}.0.${c}`));
+      const claims = await Promise.all(keys.map((k, i) => (i % 2 === 0 ? a : b).claim(r, k, node())));
+      const standing = (await Promise.all(keys.map((k) => a.claimOf(k)))).filter((c) => c !== undefined);
+      assert.ok(standing.length >= 1, 'one of them stands');
+      for (const x of standing)
+        for (const y of standing)
+          assert.ok(x === y || !blockKeysOverlap(x.key, y.key), `${x.key} and ${y.key} overlap`);
+      for (const c of claims.filter((c) => c !== undefined))
+        assert.ok(
+          standing.some((s) => s.uid === c.uid),
+          `claim ${c.key} was answered as made but does not stand`,
+        );
     });
 
     it('gives a claim back only while it is exactly the one named, and a re-claim is another claim (ABA)', async () => {
