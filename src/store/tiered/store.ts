@@ -21,14 +21,12 @@
  *   a config that asks for another);
  * - `pools(<range>#)` answers this node's blocks only (read from the cluster once per range, then
  *   cached), with local counts; the whole range is read only through `cluster.owners.rangeBlocks`,
- *   which block placement calls when this node's blocks are full;
- * - findByOwner, list and readLedger are local: this node's allocations;
+ *   which block placement calls when this node's blocks are full; findByOwner, list, readLedger: local;
  * - blocks whose local picture changed are published in batches every `publishIntervalMs` on the
  *   clock (tiered/publisher.ts), retried while the cluster is away; a change its publication covers
  *   already (an announced address taken, one released) waits up to `publishSettleMs`; `flush`
- *   publishes every pending block now; the
- *   first run after `start` publishes every block this node holds, so what changed before a
- *   restart and was not published yet is not lost;
+ *   publishes every pending block now; the first run after `start` publishes every block this node
+ *   holds, so what changed before a restart and was not published yet is not lost;
  * - this node's claims are compared with the cluster's (tiered/claims.ts) at each change the watch
  *   of its claims shows (ClusterTier.watchClaims, opened by `start`: tiered/chores.ts), on the next
  *   turn of the clock, and every `claimCheckMs`; one vanished is claimed again or halts its range;
@@ -100,8 +98,7 @@ export class TieredStore implements Store {
   readonly description: string;
   readonly tier: ClusterTier;
   readonly cluster: StoreCluster;
-  /** This node's allocations a page at a time, as `list` answers them: the local store's. */
-  readonly listPage?: NonNullable<Store['listPage']>;
+  readonly listPage?: NonNullable<Store['listPage']>; // this node's allocations a page at a time: local's
   readonly #local: Store;
   readonly #node: string;
   readonly #notice: (message: string) => void;
@@ -110,8 +107,7 @@ export class TieredStore implements Store {
   readonly #publisher: TieredPublisher;
   readonly #ranges: RangePins;
   readonly #admissions: TieredAdmissions;
-  /** Publication, the claim check and the watches feeding it, from `start` to `close`. */
-  readonly #chores: TieredChores;
+  readonly #chores: TieredChores; // publication, the claim check and its watches, `start` to `close`
   #clusterProblem: string | undefined; // the cluster's failure at the last ping
 
   /** `extend`: what a backend adds to the cluster capability (etcd: its history and old layout). */
