@@ -1,13 +1,13 @@
 /**
  * The agent's footprint, for the DaemonSet's resource requests: an agent as the DaemonSet runs it
- * (metrics on, the manifest's NODE_OPTIONS), its CPU and resident memory idle, then through a pod
+ * (metrics on, the manifest's NODE_OPTIONS and MALLOC_ARENA_MAX), its CPU and resident memory idle, then through a pod
  * burst — 200 ADDs through the installed forwarder with 20 in flight, then their 200 DELs — with
  * the CPU it used in the burst (utime + stime of all its threads, /proc/PID/stat), the cores that
  * makes over the burst's wall time, and its peak resident memory (VmHWM); then through a
  * node-reboot herd: 1,000 ADDs at once, 250 pods × 4 networks (Multus' secondary networks, each its
  * own range and interface), every one through the installed forwarder, its peak resident memory
  * measured alone (VmHWM reset through /proc/PID/clear_refs before it), with the calls that failed
- * and the slowest answer. Medians over the rounds (peaks: the largest); each round a fresh agent.
+ * and the slowest answer; then idle again, the herd's attachments held. Medians over the rounds (peaks: the largest); each round a fresh agent.
  *
  * Beside the agents, Node's own floor: `node -e` idle, its resident memory after the same wait.
  *
@@ -20,9 +20,9 @@
  * answered after the ~10 ms a real one takes), its Node object created first.
  *
  * Alone: node bench/footprint.ts [--rounds N] [--idle-seconds S] [--store sqlite|kubernetes|both]
- *        [--kubernetes] [--node-options '...'] [--json]
- * (--kubernetes: the kubernetes store alone, as before; --node-options: the agent's NODE_OPTIONS
- * instead of the manifest's, '' for none.)
+ *        [--kubernetes] [--node-options='...'] [--malloc-arena-max=N] [--json]
+ * (--kubernetes: the kubernetes store alone, as before; --node-options and --malloc-arena-max: the
+ * agent's NODE_OPTIONS and MALLOC_ARENA_MAX instead of the manifest's, '' for none.)
  */
 import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -66,13 +66,24 @@ export interface Footprint {
   /** The slowest herd call, spawn to exit, ms. */
   readonly herdSlowestMs: number;
   readonly herdFailures: number;
+  /** Resident memory idle again after the herd, its 1,000 attachments and 4 more ranges held. */
+  readonly afterHerdRssMiB: number;
   readonly failures: number;
 }
 
-/** NODE_OPTIONS as the DaemonSet's manifest sets it for the agent ('' when it sets none). */
-export function manifestNodeOptions(): string {
+/** The variables of the runtime (not Warren's settings) the DaemonSet's manifest gives the agent. */
+export const RUNTIME_ENV = ['NODE_OPTIONS', 'MALLOC_ARENA_MAX'] as const;
+export type RuntimeEnv = Partial<Record<(typeof RUNTIME_ENV)[number], string>>;
+
+/** RUNTIME_ENV as the DaemonSet's manifest sets it for the agent (each absent when it sets none). */
+export function manifestRuntimeEnv(): RuntimeEnv {
   const manifest = readFileSync(join(REPO, 'deploy', 'base', '10-daemonset.yaml'), 'utf8');
-  return /- name: NODE_OPTIONS\n\s+value: "([^"]*)"/.exec(manifest)?.[1] ?? '';
+  const env: RuntimeEnv = {};
+  for (const name of RUNTIME_ENV) {
+    const value = new RegExp(`- name: ${name}\\n\\s+value: "([^"]*)"`).exec(manifest)?.[1];
+    if (value !== undefined) env[name] = value;
+  }
+  return env;
 }
 
 /** VmRSS split as /proc/PID/status states it, MiB. */
@@ -98,7 +109,7 @@ const cniEnv = (command: string, id: string, ifname: string) => ({
 });
 
 /** The herd: HERD_PODS pods × HERD_NETWORKS networks, every ADD in flight at once. */
-async function herd(forwarder: string, socket: string) {
+export async function herd(forwarder: string, socket: string) {
   const started = performance.now();
   const batches = await Promise.all(
     Array.from({ length: HERD_NETWORKS }, (_, n) =>
@@ -128,14 +139,15 @@ async function round(
   forwarder: string,
   idleSeconds: number,
   store: StoreUnderTest,
-  nodeOptions: string,
+  runtimeEnv: RuntimeEnv,
 ): Promise<Footprint> {
   const api = store === 'kubernetes' ? await benchApi() : undefined;
   api?.createNode('bench');
   // As the tests start an agent (test/helpers/agent.ts), metrics on; on the DaemonSet's store when asked.
   const agent = await benchAgent({
     ...(api === undefined ? {} : { args: kubeStoreArgs(api, 'bench', [], 'default') }),
-    env: { NODE_OPTIONS: nodeOptions },
+    // Unset where not given: the bench's own environment does not leak into the agent's.
+    env: { NODE_OPTIONS: '', MALLOC_ARENA_MAX: '', ...runtimeEnv },
   });
   const { pid, socket } = agent;
   try {
@@ -173,6 +185,8 @@ async function round(
 
     resetPeak(pid);
     const h = await herd(forwarder, socket);
+    const herdPeakRssMiB = residentMiB(pid).peak;
+    await new Promise((resolve) => setTimeout(resolve, idleSeconds * 1000));
     return {
       idleCores,
       idleRssMiB,
@@ -181,10 +195,11 @@ async function round(
       burstCores: burstCpuSeconds / burstWallSeconds,
       burstWallSeconds,
       peakRssMiB,
-      herdPeakRssMiB: residentMiB(pid).peak,
+      herdPeakRssMiB,
       herdWallSeconds: h.wallSeconds,
       herdSlowestMs: h.slowestMs,
       herdFailures: h.failures,
+      afterHerdRssMiB: residentMiB(pid).rss,
       failures,
     };
   } finally {
@@ -197,11 +212,11 @@ export async function footprint(
   rounds: number,
   idleSeconds: number,
   store: StoreUnderTest = 'sqlite',
-  nodeOptions: string = manifestNodeOptions(),
+  runtimeEnv: RuntimeEnv = manifestRuntimeEnv(),
 ): Promise<Footprint> {
   const forwarder = installedForwarder();
   const all: Footprint[] = [];
-  for (let i = 0; i < rounds; i++) all.push(await round(forwarder, idleSeconds, store, nodeOptions));
+  for (let i = 0; i < rounds; i++) all.push(await round(forwarder, idleSeconds, store, runtimeEnv));
   const median = (f: (x: Footprint) => number) => quantile(all.map(f), 0.5);
   const largest = (f: (x: Footprint) => number) => Math.max(...all.map(f));
   return {
@@ -216,6 +231,7 @@ export async function footprint(
     herdWallSeconds: median((f) => f.herdWallSeconds),
     herdSlowestMs: largest((f) => f.herdSlowestMs),
     herdFailures: all.reduce((n, f) => n + f.herdFailures, 0),
+    afterHerdRssMiB: median((f) => f.afterHerdRssMiB),
     failures: all.reduce((n, f) => n + f.failures, 0),
   };
 }
@@ -246,6 +262,7 @@ function describe(store: StoreUnderTest, rounds: number, f: Footprint): string[]
     `  herd ${HERD_PODS * HERD_NETWORKS} ADDs at once (${HERD_PODS} pods × ${HERD_NETWORKS} networks): ` +
       `${f.herdWallSeconds.toFixed(2)} s, slowest ${f.herdSlowestMs.toFixed(0)} ms, ${f.herdFailures} failed; ` +
       `peak resident ${f.herdPeakRssMiB.toFixed(0)} MiB`,
+    `  idle after the herd  ${f.afterHerdRssMiB.toFixed(0)} MiB resident (its attachments and 4 more ranges held)`,
   ];
 }
 
@@ -257,12 +274,15 @@ if (import.meta.main) {
       store: { type: 'string', default: 'both' },
       kubernetes: { type: 'boolean', default: false },
       'node-options': { type: 'string' },
+      'malloc-arena-max': { type: 'string' },
       json: { type: 'boolean', default: false },
     },
   });
   const rounds = Number(values.rounds);
   const idleSeconds = Number(values['idle-seconds']);
-  const nodeOptions = values['node-options'] ?? manifestNodeOptions();
+  const runtimeEnv: RuntimeEnv = { ...manifestRuntimeEnv() };
+  if (values['node-options'] !== undefined) runtimeEnv.NODE_OPTIONS = values['node-options'];
+  if (values['malloc-arena-max'] !== undefined) runtimeEnv.MALLOC_ARENA_MAX = values['malloc-arena-max'];
   const stores: StoreUnderTest[] = values.kubernetes
     ? ['kubernetes']
     : values.store === 'both'
@@ -273,11 +293,11 @@ if (import.meta.main) {
   const loadBefore = loadavg();
   const node = await nodeBaseline(idleSeconds);
   const figures: Partial<Record<StoreUnderTest, Footprint>> = {};
-  for (const store of stores) figures[store] = await footprint(rounds, idleSeconds, store, nodeOptions);
-  if (values.json) console.log(JSON.stringify({ node, nodeOptions, ...figures, loadBefore, loadAfter: loadavg() }));
+  for (const store of stores) figures[store] = await footprint(rounds, idleSeconds, store, runtimeEnv);
+  if (values.json) console.log(JSON.stringify({ node, runtimeEnv, ...figures, loadBefore, loadAfter: loadavg() }));
   else {
     console.log(machineLine());
-    console.log(`load ${loadBefore} → ${loadavg()}; the agent's NODE_OPTIONS: ${JSON.stringify(nodeOptions)}`);
+    console.log(`load ${loadBefore} → ${loadavg()}; the agent's runtime environment: ${JSON.stringify(runtimeEnv)}`);
     console.log(
       `node -e idle          ${node.rss.toFixed(0)} MiB resident (${node.anon.toFixed(0)} MiB anonymous): Node's floor`,
     );
