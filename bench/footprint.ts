@@ -1,6 +1,6 @@
 /**
  * The agent's footprint, for the DaemonSet's resource requests: an agent as the DaemonSet runs it
- * (metrics on, the manifest's NODE_OPTIONS and MALLOC_ARENA_MAX), its CPU and resident memory idle, then through a pod
+ * (metrics on, the runtime variables the manifest sets: NODE_OPTIONS, glibc's MALLOC_*), its CPU and resident memory idle, then through a pod
  * burst — 200 ADDs through the installed forwarder with 20 in flight, then their 200 DELs — with
  * the CPU it used in the burst (utime + stime of all its threads, /proc/PID/stat), the cores that
  * makes over the burst's wall time, and its peak resident memory (VmHWM); then through a
@@ -20,9 +20,10 @@
  * answered after the ~10 ms a real one takes), its Node object created first.
  *
  * Alone: node bench/footprint.ts [--rounds N] [--idle-seconds S] [--store sqlite|kubernetes|both]
- *        [--kubernetes] [--node-options='...'] [--malloc-arena-max=N] [--json]
+ *        [--kubernetes] [--bare] [--node-options='...'] [--malloc-arena-max=N] [--json]
  * (--kubernetes: the kubernetes store alone, as before; --node-options and --malloc-arena-max: the
- * agent's NODE_OPTIONS and MALLOC_ARENA_MAX instead of the manifest's, '' for none.)
+ * agent's NODE_OPTIONS and MALLOC_ARENA_MAX instead of the manifest's, '' for none; --bare: none
+ * of the manifest's runtime variables, as before issue 36.)
  */
 import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -72,7 +73,12 @@ export interface Footprint {
 }
 
 /** The variables of the runtime (not Warren's settings) the DaemonSet's manifest gives the agent. */
-export const RUNTIME_ENV = ['NODE_OPTIONS', 'MALLOC_ARENA_MAX'] as const;
+export const RUNTIME_ENV = [
+  'NODE_OPTIONS',
+  'MALLOC_ARENA_MAX',
+  'MALLOC_MMAP_THRESHOLD_',
+  'MALLOC_TRIM_THRESHOLD_',
+] as const;
 export type RuntimeEnv = Partial<Record<(typeof RUNTIME_ENV)[number], string>>;
 
 /** RUNTIME_ENV as the DaemonSet's manifest sets it for the agent (each absent when it sets none). */
@@ -146,8 +152,9 @@ async function round(
   // As the tests start an agent (test/helpers/agent.ts), metrics on; on the DaemonSet's store when asked.
   const agent = await benchAgent({
     ...(api === undefined ? {} : { args: kubeStoreArgs(api, 'bench', [], 'default') }),
-    // Unset where not given: the bench's own environment does not leak into the agent's.
-    env: { NODE_OPTIONS: '', MALLOC_ARENA_MAX: '', ...runtimeEnv },
+    // Each variable unset where not given (or given empty: an empty MALLOC_MMAP_THRESHOLD_ would be 0),
+    // so the bench's own environment does not leak into the agent's.
+    env: Object.fromEntries(RUNTIME_ENV.map((name) => [name, runtimeEnv[name] || undefined])),
   });
   const { pid, socket } = agent;
   try {
@@ -275,12 +282,13 @@ if (import.meta.main) {
       kubernetes: { type: 'boolean', default: false },
       'node-options': { type: 'string' },
       'malloc-arena-max': { type: 'string' },
+      bare: { type: 'boolean', default: false },
       json: { type: 'boolean', default: false },
     },
   });
   const rounds = Number(values.rounds);
   const idleSeconds = Number(values['idle-seconds']);
-  const runtimeEnv: RuntimeEnv = { ...manifestRuntimeEnv() };
+  const runtimeEnv: RuntimeEnv = values.bare ? {} : { ...manifestRuntimeEnv() };
   if (values['node-options'] !== undefined) runtimeEnv.NODE_OPTIONS = values['node-options'];
   if (values['malloc-arena-max'] !== undefined) runtimeEnv.MALLOC_ARENA_MAX = values['malloc-arena-max'];
   const stores: StoreUnderTest[] = values.kubernetes
