@@ -57,6 +57,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/agent/release/rule.test.ts',
   'test/agent/server/add-plan.test.ts',
   'test/agent/server/cni-service.test.ts',
+  'test/agent/server/connection-gate.test.ts',
   'test/agent/server/pool-reports.test.ts',
   'test/agent/server/allocation-pages.test.ts',
   'test/agent/server/bookkeeping-reports.test.ts',

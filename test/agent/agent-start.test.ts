@@ -2,17 +2,31 @@
  * What an agent start costs: it loads only the client libraries its options use. Loading every
  * one of them (etcd3, @kubernetes/client-node, @grpc/grpc-js) cost each start about a second of
  * CPU before the agent could serve (issue 24); the start's CPU and wall time are measured in
- * `npm run bench` (bench/agent-start.ts).
+ * `npm run bench` (bench/agent-start.ts). From the bundle (dist/cli, `npm run build`), the parts of
+ * @kubernetes/client-node Warren uses are in a chunk of their own, loaded only with the kubernetes
+ * store or sources, and no file of the package is loaded at all: its index would load every
+ * generated API and model (issue 36: ~15 MiB of an idle agent, bench/footprint.ts).
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { startAgent } from '../helpers/agent.ts';
+import { startFakeKubeApi } from '../helpers/fake-kube-api.ts';
+import { kubeStoreArgs } from '../helpers/kube-store.ts';
 import { REPO, tempDir } from '../helpers/processes.ts';
 
 const TRACER = join(REPO, 'test', 'helpers', 'module-trace.ts');
 const CLIENT_LIBRARIES = ['etcd3', '@kubernetes/client-node', '@grpc/grpc-js'] as const;
+
+/** Whether the agent ran from the bundle (dist/cli), not the sources. */
+const fromBundle = (modules: readonly string[]): boolean => modules.some((url) => url.endsWith('/dist/cli/main.mjs'));
+
+/** The bundle's chunks among `modules` that hold the Kubernetes client (its KubeConfig). */
+const kubernetesClientChunks = (modules: readonly string[]): string[] =>
+  [...new Set(modules)].filter(
+    (url) => url.includes('/dist/cli/') && readFileSync(new URL(url), 'utf8').includes('KubeConfig = class'),
+  );
 
 /** The npm packages among the modules an agent started with `args` had loaded once it served. */
 async function packagesLoadedBy(args: readonly string[]): Promise<{ packages: Set<string>; modules: string[] }> {
@@ -53,12 +67,27 @@ describe('an agent start', () => {
     );
     for (const library of CLIENT_LIBRARIES)
       assert.ok(!packages.has(library), `${library} loaded; packages: ${[...packages].join(', ')}`);
+    assert.deepEqual(kubernetesClientChunks(modules), [], 'the bundled Kubernetes client loaded');
   });
 
   it('with the default store and no Kubernetes loads neither etcd3 nor @kubernetes/client-node', async () => {
     // startAgent's other defaults: the plugin registry on, containerd off (no containerd here).
-    const { packages } = await packagesLoadedBy([]);
+    const { packages, modules } = await packagesLoadedBy([]);
     for (const library of ['etcd3', '@kubernetes/client-node'])
       assert.ok(!packages.has(library), `${library} loaded; packages: ${[...packages].join(', ')}`);
+    assert.deepEqual(kubernetesClientChunks(modules), [], 'the bundled Kubernetes client loaded');
+  });
+
+  it('on the kubernetes store with the Kubernetes sources on, from the bundle, loads no file of @kubernetes/client-node', async (t) => {
+    const api = await startFakeKubeApi({ crds: 'deploy' });
+    try {
+      api.createNode('test-node');
+      const { packages, modules } = await packagesLoadedBy(['--warm-up', '0', ...kubeStoreArgs(api, 'test-node')]);
+      if (!fromBundle(modules)) return t.skip('the agent ran from the sources (no bundle, or one older than them)');
+      assert.ok(!packages.has('@kubernetes/client-node'), `packages: ${[...packages].join(', ')}`);
+      assert.equal(kubernetesClientChunks(modules).length, 1, 'the bundled client, in a chunk of its own');
+    } finally {
+      await api.stop();
+    }
   });
 });

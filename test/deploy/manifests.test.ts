@@ -183,6 +183,21 @@ describe('the DaemonSet', () => {
     }
   });
 
+  it("keeps the agent's memory small: V8's young generation capped, glibc's malloc on two arenas with fixed thresholds, no heap cap", () => {
+    // What bench/footprint.ts measures the agent with (it reads these two from this manifest).
+    const nodeOptions = String(agentEnv.get('NODE_OPTIONS')?.value ?? '').split(' ');
+    assert.ok(nodeOptions.includes('--max-semi-space-size=1'), `NODE_OPTIONS ${nodeOptions.join(' ')}`);
+    assert.equal(
+      nodeOptions.some((o) => o.startsWith('--max-old-space-size')),
+      false,
+      'the old generation is the heap the agent needs: a cap would crash it on a large listing',
+    );
+    assert.equal(agentEnv.get('MALLOC_ARENA_MAX')?.value, '2');
+    // Fixed, so glibc does not raise them after a burst and keep its large blocks, freed, for good.
+    assert.equal(agentEnv.get('MALLOC_MMAP_THRESHOLD_')?.value, '65536');
+    assert.equal(agentEnv.get('MALLOC_TRIM_THRESHOLD_')?.value, '131072');
+  });
+
   it('mounts the host paths the agent shares with the plugin and the runtime, where the agent looks by default', () => {
     const mounts = hostMounts(agent);
     const expect = (mountPath: string, hostPath: string) =>

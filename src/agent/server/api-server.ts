@@ -15,6 +15,9 @@
  *   `X-Warren-Fallback` and no body when the TypeScript plugin must run the call itself. Every
  *   failure of such a call, a body too large included, is a fallback, never an error answer the
  *   forwarder would have to understand.
+ * - At most `connectionsServedAtOnce` connections (one per CNI call) are served at once; the rest
+ *   wait unread, first come first served (connection-gate.ts): a herd of calls is answered a slice
+ *   at a time, never held whole.
  */
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { nodeHttp } from '../../core/node-http.ts';
@@ -27,6 +30,7 @@ import { answerForwardedCall } from '../../api/forwarded-call.ts';
 import type { AgentApi } from '../../api/protocol.ts';
 import { PATHS, matchRoute } from '../../api/routes.ts';
 import type { CniService } from './cni-service.ts';
+import { gateConnections } from './connection-gate.ts';
 import type { AgentService } from './operator-service.ts';
 
 export interface ApiServerOptions {
@@ -41,6 +45,8 @@ export interface ApiServerOptions {
   readonly onError: (error: unknown, route: string) => void;
   /** Largest request body read; default MAX_REQUEST_BYTES (a CNI call with the largest config). */
   readonly maxBodyBytes?: number;
+  /** Connections served at once, the rest waiting (connection-gate.ts); default CONNECTIONS_SERVED_AT_ONCE. */
+  readonly connectionsServedAtOnce?: number;
 }
 
 /** The agent's services as the one API the routes run against; without a service, CNI calls only. */
@@ -116,6 +122,7 @@ export function createApiServer(options: ApiServerOptions): Server {
   });
   // A CNI call waits on the store; keep-alive connections from the CLI are not held open.
   server.keepAliveTimeout = 1_000;
+  gateConnections(server, options.connectionsServedAtOnce);
   return server;
 }
 

@@ -173,9 +173,10 @@ export class ApiRequestCounter {
       verbs.set(verb, (verbs.get(verb) ?? 0) + n);
       byKind.push({ verb, resource, perMinute: perMinute(n) });
     }
-    byKind.sort(
-      (a, b) => b.perMinute - a.perMinute || `${a.verb} ${a.resource}`.localeCompare(`${b.verb} ${b.resource}`),
-    );
+    // Ties in code-unit order: localeCompare would wake ICU's collator, whose data (pages of the Node
+    // binary and their tables, ~3 MiB) an agent then holds for its life, for ASCII names.
+    const nameOf = (k: ApiRequestKind): string => `${k.verb} ${k.resource}`;
+    byKind.sort((a, b) => b.perMinute - a.perMinute || (nameOf(a) < nameOf(b) ? -1 : nameOf(a) > nameOf(b) ? 1 : 0));
     return {
       minutes: Math.round((spanMs / MINUTE_MS) * 10) / 10,
       perMinute: perMinute(all),
