@@ -192,6 +192,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/store/kubernetes/collection-watch.test.ts',
   'test/store/kubernetes/idle-membership.test.ts',
   'test/store/kubernetes/lease-membership.test.ts',
+  'test/store/scale/api-places.test.ts',
   'test/store/scale/idle-budget.test.ts',
   'test/store/kubernetes/tier.test.ts',
   'test/store/kubernetes/api-client.test.ts',

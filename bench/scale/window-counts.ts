@@ -4,10 +4,12 @@
  * per node per minute by verb and resource, writes per node per 100 s, LISTs, watch events
  * delivered by resource, the fan-out of the window's changes (per resource: the changes the nodes
  * made, the watch events delivered to the nodes per change, and how many nodes got any), and the nodes
- * that broke the idle budget of issue 36 (no periodic LIST, at most one write per 100 s). Pure: no
+ * that broke the idle budget of issue 36 (no periodic LIST, at most one write per 100 s). The records
+ * are the fake's (fake-control.ts) or made from the nodes' own counters (client-counts.ts). Pure: no
  * I/O; the harness and the idle-budget test print the same text.
  */
-import type { DeliveredEvents, RequestRecord } from '../../test/helpers/fake-kube-api.ts';
+import type { DeliveredEvents } from '../../test/helpers/fake-kube-api.ts';
+import type { CountedRequest } from './fake-control.ts';
 
 const WRITES = new Set(['create', 'update', 'patch', 'delete', 'deletecollection']);
 
@@ -39,7 +41,7 @@ export interface FanOut {
 }
 
 export function windowCounts(
-  records: readonly RequestRecord[],
+  records: readonly CountedRequest[],
   events: readonly DeliveredEvents[],
   nodes: readonly string[],
   seconds: number,
@@ -64,7 +66,7 @@ export function windowCounts(
 
 /** Per resource: the nodes' changes (their 2xx writes) and the watch events (no BOOKMARK) they got. */
 function fanOutOf(
-  records: readonly RequestRecord[],
+  records: readonly CountedRequest[],
   events: readonly DeliveredEvents[],
   nodes: ReadonlyMap<string, unknown>,
 ): Map<string, FanOut> {

@@ -50,7 +50,7 @@ describe(`${NODES} idle nodes on one shared range (issue 36's idle budget)`, () 
     // (and one upkeep interval) of the window's end, and none is refused or halted.
     const now = cluster.clock.now();
     const late = cluster.nodes.flatMap((node) => {
-      const lease = cluster.api.object('leases', nodeLeaseName(node.name), SCALE_NAMESPACE);
+      const lease = cluster.api.fake?.object('leases', nodeLeaseName(node.name), SCALE_NAMESPACE);
       const spec = lease?.spec as { renewTime?: string; leaseDurationSeconds?: number } | undefined;
       const renewed = spec?.renewTime === undefined ? Number.NaN : Date.parse(spec.renewTime);
       const third = ((spec?.leaseDurationSeconds ?? 0) * 1000) / 3;
