@@ -27,9 +27,9 @@
  * --counts server|client (server where it counts), --memory (databases in memory),
  * --lose N nodes killed and their Nodes deleted (0), --forget (one node re-joins with an empty file).
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import type { ApiChoice } from './scale/api-server.ts';
+import { type ApiChoice, ChildProcessApi } from './scale/api-server.ts';
 import { ScaleCluster } from './scale/cluster.ts';
 import { describeAudit, describeNodeForget, describeNodeLoss, nodeForget, nodeLoss } from './scale/node-events.ts';
 import { churn, holdBlocks, idleWindow } from './scale/scenarios.ts';
@@ -97,6 +97,31 @@ async function openWatches(cluster: ScaleCluster): Promise<string> {
   return `${open.map(([r, count]) => `${r} ${(count / n).toFixed(2)}`).join(', ')}; ${(all / n).toFixed(2)} in all`;
 }
 
+/** A process's resident memory (MiB) and open files, from /proc; undefined when it cannot be read. */
+function processUse(pid: number | 'self'): { rssMiB: number; files: number } | undefined {
+  try {
+    const rss = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+    return { rssMiB: Number(rss) / 1024, files: readdirSync(`/proc/${pid}/fd`).length };
+  } catch {
+    return undefined;
+  }
+}
+
+/** What this process and the fake's (with `--api child`) hold, per node. */
+function describeUse(cluster: ScaleCluster): string {
+  const per = (n: number): string => (n / nodes).toFixed(1);
+  const own = processUse('self');
+  const parts = [own === undefined ? '' : `this process ${own.files} open files (${per(own.files)} a node)`];
+  const pid = cluster.api instanceof ChildProcessApi ? cluster.api.pid : undefined;
+  const fake = pid === undefined ? undefined : processUse(pid);
+  if (fake !== undefined)
+    parts.push(
+      `the fake's process ${fake.files} open files (${per(fake.files)} a node), RSS ${fake.rssMiB.toFixed(1)} MiB ` +
+        `(${(fake.rssMiB / nodes).toFixed(2)} MiB a node)`,
+    );
+  return parts.filter((p) => p !== '').join('; ');
+}
+
 /** This process's open-file limit (soft / hard), from /proc. */
 function openFileLimit(): string {
   const line = readFileSync('/proc/self/limits', 'utf8')
@@ -141,6 +166,7 @@ const { load } = await underLoad(async () => {
       `\nmemory: RSS ${mib(rss)} MiB, ${mib((rss - baseline) / nodes)} MiB per simulated node (this process)`,
     );
     console.log(`open watches per node: ${await openWatches(cluster)}`);
+    console.log(describeUse(cluster));
     const rate = number('churn');
     if (rate > 0) {
       started = performance.now();
