@@ -160,6 +160,7 @@ const { load } = await underLoad(async () => {
       const idle = await idleWindow(cluster, idleSeconds, stepMs);
       const took = ((performance.now() - started) / 1000).toFixed(1);
       console.log(`\nIdle (${took} s of real time):\n${describeWindow(idle)}\n${describeFanOut(idle)}`);
+      console.log(describeAudit(await cluster.audit()));
     }
     const rss = process.memoryUsage().rss;
     console.log(
