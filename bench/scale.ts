@@ -32,7 +32,7 @@ import { parseArgs } from 'node:util';
 import { type ApiChoice, ChildProcessApi } from './scale/api-server.ts';
 import { ScaleCluster } from './scale/cluster.ts';
 import { describeAudit, describeNodeForget, describeNodeLoss, nodeForget, nodeLoss } from './scale/node-events.ts';
-import { churn, holdBlocks, idleWindow } from './scale/scenarios.ts';
+import { churn, counted, holdBlocks, idleWindow } from './scale/scenarios.ts';
 import { describeProbe, probeBlockClaim } from './scale/fan-out.ts';
 import { describeFanOut, describeWindow, writesPerNode100s } from './scale/window-counts.ts';
 import { describeLoad, machineLine, underLoad } from './machine.ts';
@@ -150,8 +150,11 @@ const { load } = await underLoad(async () => {
   try {
     console.log(`${nodes} nodes started in ${((performance.now() - started) / 1000).toFixed(1)} s`);
     started = performance.now();
-    await holdBlocks(cluster, number('per-node'));
+    const hold = await counted(cluster, 0, () => holdBlocks(cluster, number('per-node')));
     console.log(`each holds ${number('per-node')} addresses (${((performance.now() - started) / 1000).toFixed(1)} s)`);
+    // What the first claims cost, in all (no clock passed: no rate).
+    const kinds = [...hold.byKind].sort(([, a], [, b]) => b - a);
+    console.log(`  their requests: ${kinds.map(([kind, n]) => `${kind} ${n}`).join(', ')}`);
     // Start-up's own requests (the first claims and publications, the first chores) end before the window.
     await cluster.advance(60_000, stepMs);
     const idleSeconds = number('idle-minutes') * 60;
