@@ -41,6 +41,8 @@ export interface NodeLossReport {
   readonly left: number;
   /** Who forgot each lost node (the nodes whose Node handling says so). */
   readonly forgottenBy: ReadonlyMap<string, readonly string[]>;
+  /** The running nodes' last errors in forgetting, with how many nodes report each. */
+  readonly errors: ReadonlyMap<string, number>;
   readonly counts: WindowCounts;
   readonly audit: AuditReport;
 }
@@ -73,14 +75,19 @@ export async function nodeLoss(cluster: ScaleCluster, o: NodeLossOptions): Promi
     }
   });
   const forgottenBy = new Map<string, string[]>(lost.map((name) => [name, []]));
-  for (const node of cluster.nodes)
-    for (const name of node.nodes.status().forgotten) forgottenBy.get(name)?.push(node.name);
+  const errors = new Map<string, number>();
+  for (const node of cluster.nodes) {
+    const status = node.nodes.status();
+    for (const name of status.forgotten) forgottenBy.get(name)?.push(node.name);
+    if (status.lastError !== undefined) errors.set(status.lastError, (errors.get(status.lastError) ?? 0) + 1);
+  }
   return {
     lost,
     blocks,
     freedAfterSeconds,
     left,
     forgottenBy,
+    errors,
     counts: { ...counts, seconds: elapsed / 1000 },
     audit: await cluster.audit(),
   };
@@ -185,6 +192,7 @@ export function describeNodeLoss(r: NodeLossReport): string {
   return [
     `Node loss: ${r.lost.length} nodes killed and their Nodes deleted: ${freed}`,
     `forgotten: ${by.slice(0, 5).join('; ')}${by.length > 5 ? '; …' : ''}`,
+    ...[...r.errors].map(([error, n]) => `  last error on ${n} nodes: ${error}`),
     describeAudit(r.audit),
   ].join('\n');
 }
