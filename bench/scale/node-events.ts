@@ -26,7 +26,7 @@ const LOOK_EVERY_MS = 10_000;
 export interface NodeLossOptions {
   /** Nodes lost (the last ones running). */
   readonly count: number;
-  /** Clock allowed for their blocks to be freed (default 900 s: three default Lease lifetimes). */
+  /** Clock allowed for their blocks to be freed (default 1,800 s). */
   readonly maxSeconds?: number;
   readonly stepMs?: number;
 }
@@ -48,7 +48,7 @@ export interface NodeLossReport {
 }
 
 export async function nodeLoss(cluster: ScaleCluster, o: NodeLossOptions): Promise<NodeLossReport> {
-  const maxMs = (o.maxSeconds ?? 900) * 1000;
+  const maxMs = (o.maxSeconds ?? 1800) * 1000;
   const stepMs = o.stepMs ?? 1000;
   const lost = cluster.nodes.slice(-o.count).map((n) => n.name);
   const held = async (): Promise<number> => {
