@@ -188,7 +188,7 @@ export class ScaleCluster {
     const names = [...new Set([...window.nodes, ...this.nodes].map((n) => n.name))];
     const server = this.serverCounts ? await this.api.counts() : undefined;
     if (server !== undefined) return windowCounts(server.records, server.events, names, seconds);
-    return windowCounts(window.client.requests(this.nodes), [], names, seconds);
+    return windowCounts(window.client.requests(this.nodes), undefined, names, seconds);
   }
 
   /** An ADD on node `i` for container `id`: its wall time in ms (it throws as the allocator does). */
