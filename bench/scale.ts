@@ -1,24 +1,39 @@
 /**
- * The scale harness of issue 36 (`npm run bench:scale -- --nodes 500 --idle-minutes 10 --churn 100`):
+ * The scale harness of issue 36 (`npm run bench:scale -- --nodes 1000 --idle-minutes 5 --churn 100`):
  * N simulated nodes (bench/scale/simulated-node.ts: each a TieredStore on its own SQLite file with
- * its own client, its allocator and its cluster upkeep, built as the agent builds them) in this one
- * process against the fake API server, on one ManualClock. Every node allocates a few addresses of
- * one shared range (so each holds a block); then an idle window of clock; then churn (ADDs and DELs
- * at a rate across the nodes) and the auditor (no address held twice across every node's file).
+ * its own client, its allocator and its cluster upkeep, built as the agent builds them) in this
+ * process against an API server (bench/scale/api-server.ts), on one ManualClock. Every node allocates
+ * a few addresses of one shared range (so each holds a block); then an idle window of clock; then
+ * churn (ADDs and DELs at a rate across the nodes), node loss and node forget when asked
+ * (bench/scale/node-events.ts), each checked by the independent auditor (bench/scale/auditor.ts: no
+ * address held twice across every node's file and the cluster's objects).
  *
  * Prints, per node per minute by verb and resource, what the idle window and the churn cost the API
  * server, writes per node per 100 s, LISTs, watch events delivered, ADD p50/p99 during churn, and
- * memory per simulated node (this process's RSS over N, the fake API server included), the fan-out
- * of the changes (watch events per change, by resource) and of one block claim (fan-out.ts). The counts
- * come from the fake's per-client records, so they do not depend on the machine; the times do.
+ * memory per simulated node (this process's RSS growth over N; the fake's own process apart with
+ * `--api child`), the fan-out of the changes (watch events per change, by resource) and of one
+ * block claim (fan-out.ts). On the fake the counts are its per-client records, the same on every
+ * machine; with `--kubeconfig` (or `--counts client`) they are the nodes' own request counters.
+ *
+ * Open files: each node holds 12–16 connections (11 watches, each on its own, and its requests')
+ * and, with a file, 3 more (the database, its WAL and shm): at 1,200 nodes with `--memory`, 16.1
+ * open files a node here and 13.1 in the fake's process, against a hard limit of 20,000. `npm run bench:scale` raises the soft
+ * RLIMIT_NOFILE to the hard one first; the limit is printed. With `--api child` (the default) the
+ * fake's process holds the server's ends, so neither process holds both ends of a connection.
  *
  * Options: --nodes N (50), --idle-minutes M (5), --churn R ADDs+DELs per clock second (0: none),
  * --churn-seconds S (60), --per-node K addresses each node holds (2), --range CIDR (10.0.0.0/14),
- * --block-size P (28), --step-seconds S clock step (1).
+ * --block-size P (28), --step-seconds S clock step (1), --api in-process|child (child),
+ * --kubeconfig FILE (any API server, Warren's CRDs installed: the nodes all use this file),
+ * --counts server|client (server where it counts), --memory (databases in memory),
+ * --lose N nodes killed and their Nodes deleted (0), --forget (one node re-joins with an empty file).
  */
+import { readFileSync, readdirSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { type ApiChoice, ChildProcessApi } from './scale/api-server.ts';
 import { ScaleCluster } from './scale/cluster.ts';
-import { churn, holdBlocks, idleWindow } from './scale/scenarios.ts';
+import { describeAudit, describeNodeForget, describeNodeLoss, nodeForget, nodeLoss } from './scale/node-events.ts';
+import { churn, counted, holdBlocks, idleWindow } from './scale/scenarios.ts';
 import { describeProbe, probeBlockClaim } from './scale/fan-out.ts';
 import { describeFanOut, describeWindow, writesPerNode100s } from './scale/window-counts.ts';
 import { describeLoad, machineLine, underLoad } from './machine.ts';
@@ -33,6 +48,12 @@ const { values } = parseArgs({
     range: { type: 'string', default: '10.0.0.0/14' },
     'block-size': { type: 'string', default: '28' },
     'step-seconds': { type: 'string', default: '1' },
+    api: { type: 'string', default: 'child' },
+    kubeconfig: { type: 'string' },
+    counts: { type: 'string', default: 'server' },
+    memory: { type: 'boolean', default: false },
+    lose: { type: 'string', default: '0' },
+    forget: { type: 'boolean', default: false },
   },
 });
 const number = (name: keyof typeof values): number => {
@@ -40,6 +61,12 @@ const number = (name: keyof typeof values): number => {
   if (!Number.isFinite(n) || n < 0) throw new Error(`--${name}: not a number: ${values[name]}`);
   return n;
 };
+function apiChoice(): ApiChoice {
+  if (values.kubeconfig !== undefined) return { place: 'kubeconfig', path: values.kubeconfig };
+  if (values.api === 'child' || values.api === 'in-process') return { place: values.api };
+  throw new Error(`--api: in-process or child, not ${values.api}`);
+}
+if (values.counts !== 'server' && values.counts !== 'client') throw new Error('--counts: server or client');
 
 const nodes = number('nodes');
 const stepMs = number('step-seconds') * 1000;
@@ -61,24 +88,74 @@ const WATCHABLE = [
   'leases',
 ];
 
-/** The watches open on the fake per node, by resource ("warrenblocks 1.00, …; 9.00 in all"). */
-function openWatches(cluster: ScaleCluster): string {
+/** The watches open on the server per node, by resource ("warrenblocks 1.00, …; 9.00 in all"). */
+async function openWatches(cluster: ScaleCluster): Promise<string> {
   const n = cluster.nodes.length;
-  const open = WATCHABLE.map((r) => [r, cluster.api.watchCount(r)] as const).filter(([, count]) => count > 0);
+  const counts = await cluster.api.watchCounts(WATCHABLE);
+  if (counts === undefined) return 'not counted (the server is not the fake)';
+  const open = Object.entries(counts).filter(([, count]) => count > 0);
   const all = open.reduce((total, [, count]) => total + count, 0);
   return `${open.map(([r, count]) => `${r} ${(count / n).toFixed(2)}`).join(', ')}; ${(all / n).toFixed(2)} in all`;
 }
 
+/** A process's resident memory (MiB) and open files, from /proc; undefined when it cannot be read. */
+function processUse(pid: number | 'self'): { rssMiB: number; files: number } | undefined {
+  try {
+    const rss = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+    return { rssMiB: Number(rss) / 1024, files: readdirSync(`/proc/${pid}/fd`).length };
+  } catch {
+    return undefined;
+  }
+}
+
+/** What this process and the fake's (with `--api child`) hold, per node. */
+function describeUse(cluster: ScaleCluster): string {
+  const per = (n: number): string => (n / nodes).toFixed(1);
+  const own = processUse('self');
+  const parts = [own === undefined ? '' : `this process ${own.files} open files (${per(own.files)} a node)`];
+  const pid = cluster.api instanceof ChildProcessApi ? cluster.api.pid : undefined;
+  const fake = pid === undefined ? undefined : processUse(pid);
+  if (fake !== undefined)
+    parts.push(
+      `the fake's process ${fake.files} open files (${per(fake.files)} a node), RSS ${fake.rssMiB.toFixed(1)} MiB ` +
+        `(${(fake.rssMiB / nodes).toFixed(2)} MiB a node)`,
+    );
+  return parts.filter((p) => p !== '').join('; ');
+}
+
+/** This process's open-file limit (soft / hard), from /proc. */
+function openFileLimit(): string {
+  const line = readFileSync('/proc/self/limits', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('Max open files'));
+  const [soft, hard] = line?.split(/\s{2,}/).slice(1, 3) ?? ['?', '?'];
+  return `open files: soft ${soft}, hard ${hard}`;
+}
+
+const choice = apiChoice();
 console.log(machineLine());
+console.log(
+  `${openFileLimit()}; API server: ${choice.place}; counts: ${choice.place === 'kubeconfig' ? 'client' : values.counts}`,
+);
 const baseline = process.memoryUsage().rss;
 const { load } = await underLoad(async () => {
   let started = performance.now();
-  const cluster = await ScaleCluster.start({ nodes, range: values.range, blockSize: number('block-size') });
+  const cluster = await ScaleCluster.start({
+    nodes,
+    range: values.range,
+    blockSize: number('block-size'),
+    api: choice,
+    counts: values.counts as 'server' | 'client',
+    memory: values.memory,
+  });
   try {
     console.log(`${nodes} nodes started in ${((performance.now() - started) / 1000).toFixed(1)} s`);
     started = performance.now();
-    await holdBlocks(cluster, number('per-node'));
+    const hold = await counted(cluster, 0, () => holdBlocks(cluster, number('per-node')));
     console.log(`each holds ${number('per-node')} addresses (${((performance.now() - started) / 1000).toFixed(1)} s)`);
+    // What the first claims cost, in all (no clock passed: no rate).
+    const kinds = [...hold.byKind].sort(([, a], [, b]) => b - a);
+    console.log(`  their requests: ${kinds.map(([kind, n]) => `${kind} ${n}`).join(', ')}`);
     // Start-up's own requests (the first claims and publications, the first chores) end before the window.
     await cluster.advance(60_000, stepMs);
     const idleSeconds = number('idle-minutes') * 60;
@@ -87,26 +164,48 @@ const { load } = await underLoad(async () => {
       const idle = await idleWindow(cluster, idleSeconds, stepMs);
       const took = ((performance.now() - started) / 1000).toFixed(1);
       console.log(`\nIdle (${took} s of real time):\n${describeWindow(idle)}\n${describeFanOut(idle)}`);
+      console.log(describeAudit(await cluster.audit()));
     }
     const rss = process.memoryUsage().rss;
-    console.log(`\nmemory: RSS ${mib(rss)} MiB, ${mib((rss - baseline) / nodes)} MiB per simulated node`);
-    console.log(`open watches per node: ${openWatches(cluster)}`);
+    console.log(
+      `\nmemory: RSS ${mib(rss)} MiB, ${mib((rss - baseline) / nodes)} MiB per simulated node (this process)`,
+    );
+    console.log(`open watches per node: ${await openWatches(cluster)}`);
+    console.log(describeUse(cluster));
     const rate = number('churn');
     if (rate > 0) {
+      started = performance.now();
       const report = await churn(cluster, { rate, seconds: number('churn-seconds') });
       const { counts } = report;
       const writesPerSecond = (writesPerNode100s(counts) * nodes) / 100;
-      console.log(`\nChurn at ${rate}/s for ${counts.seconds} s of clock:\n${describeWindow(counts)}`);
+      const took = ((performance.now() - started) / 1000).toFixed(1);
+      console.log(
+        `\nChurn at ${rate}/s for ${counts.seconds} s of clock (${took} s of real time):\n${describeWindow(counts)}`,
+      );
       console.log(describeFanOut(counts, report.adds + report.dels));
       console.log(`writes/s over the cluster: ${writesPerSecond.toFixed(1)}`);
       console.log(
         `ADDs ${report.adds}, DELs ${report.dels}, failed ${report.failed}${report.failures.map((f) => `\n  ${f}`).join('')}`,
       );
       console.log(`ADD ms p50 ${percentile(report.addMs, 0.5)}, p99 ${percentile(report.addMs, 0.99)}`);
-      console.log(`audit: ${report.held} addresses held, ${report.duplicates.length} duplicates`);
-      for (const d of report.duplicates.slice(0, 10)) console.log(`  DUPLICATE ${d}`);
+      console.log(describeAudit(report.audit));
     }
-    console.log(`\n${describeProbe(await probeBlockClaim(cluster), nodes)}`);
+    const probe = await probeBlockClaim(cluster);
+    console.log(
+      `\n${probe === undefined ? 'fan-out of one block claim: not counted (the server is not the fake)' : describeProbe(probe, nodes)}`,
+    );
+    if (number('lose') > 0) {
+      started = performance.now();
+      const loss = await nodeLoss(cluster, { count: number('lose'), stepMs });
+      const took = ((performance.now() - started) / 1000).toFixed(1);
+      console.log(`\n${describeNodeLoss(loss)}\n(${took} s of real time) ${describeWindow(loss.counts)}`);
+    }
+    if (values.forget) {
+      started = performance.now();
+      const forget = await nodeForget(cluster, { stepMs });
+      const took = ((performance.now() - started) / 1000).toFixed(1);
+      console.log(`\n${describeNodeForget(forget)}\n(${took} s of real time) ${describeWindow(forget.counts)}`);
+    }
     if (cluster.unsettled > 0) console.log(`warning: ${cluster.unsettled} requests left unanswered by a settle`);
   } finally {
     await cluster.stop();

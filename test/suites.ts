@@ -200,6 +200,8 @@ export const UNIT_FILES: readonly string[] = [
   'test/store/scale/idle-budget.test.ts',
   'test/store/scale/claim-burst.test.ts',
   'test/store/scale/full-range.test.ts',
+  'test/store/scale/api-places.test.ts',
+  'test/store/scale/node-events.test.ts',
   'test/store/kubernetes/tier.test.ts',
   'test/store/kubernetes/api-client.test.ts',
   'test/store/kubernetes/announcement-watch.test.ts',

@@ -1,28 +1,38 @@
 /**
- * The scale harness's cluster: the fake API server (test/helpers/fake-kube-api.ts, Warren's CRDs
- * served), N simulated nodes on it (simulated-node.ts), one shared range and one ManualClock for
- * all of them, and the auditor.
+ * The scale harness's cluster: an API server (api-server.ts: the fake in this process or in a child
+ * process of its own, or any server a kubeconfig names), N simulated nodes on it
+ * (simulated-node.ts), one shared range and one ManualClock for all of them, the Node directory the
+ * nodes are told of (which Nodes Kubernetes has), and the auditor (auditor.ts).
  *
  * Guarantees:
- * - time moves only in `advance`: the clock is stepped (every timer due fires, in order) and after
- *   each step the harness waits until the cluster is quiet — every request answered and none new
- *   for a few polls — so what a window of clock time costs does not depend on the machine's speed;
+ * - time moves only in `advance`: the server's clock is set (a fake's), then the nodes' clock is
+ *   stepped (every timer due fires, in order), and after each step the harness waits until the
+ *   cluster is quiet — on a fake, every request answered and none new for a few polls; on a server
+ *   that counts nothing for the harness, the nodes' own request counts unchanged for a few polls —
+ *   so what a window of clock time costs does not depend on the machine's speed;
  * - `add` and `del` are an ADD and a DEL as the CNI service makes them of the allocator
  *   (allocate, release by owner), with the ADD's wall time measured;
- * - `audit` is independent of the allocator's own bookkeeping: it lists every node's SQLite file
- *   (through each node's store) and finds every address held by two owners (a lender's placeholder
- *   for an address it lent out is the lender's record of the loan, not a holder, and is left out).
+ * - a window (`beginWindow`, `endWindow`) is counted by the server where it counts per client (the
+ *   fake, in either process) and by the nodes' own counters otherwise (client-counts.ts), or by the
+ *   counters when `counts: 'client'` asks; both give the same table (window-counts.ts);
+ * - `nodes` are the running nodes; `crash` takes one out as a killed agent goes, `deleteNode` tells
+ *   every running node Kubernetes deleted a Node, `rejoin` starts a node of that name again with
+ *   an empty file (its Node back);
+ * - `audit` is independent of the allocator's own bookkeeping (auditor.ts).
  */
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { LENT_NETWORK } from '../../src/allocator/lending/loans.ts';
 import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import { ManualClock } from '../../src/core/clock.ts';
+import { isWarrenError } from '../../src/core/errors.ts';
 import type { Owner } from '../../src/ipam/allocation.ts';
 import type { RangeSpec } from '../../src/ipam/range.ts';
-import { type FakeKubeApi, startFakeKubeApi } from '../../test/helpers/fake-kube-api.ts';
 import { removeDir, tempDir } from '../../test/helpers/processes.ts';
+import { type ApiChoice, type ScaleApiServer, startApiServer } from './api-server.ts';
+import { type AuditReport, Auditor } from './auditor.ts';
+import { ClientCountWindow, countedSoFar } from './client-counts.ts';
 import { SimulatedNode } from './simulated-node.ts';
+import { type WindowCounts, windowCounts } from './window-counts.ts';
 
 export interface ScaleClusterOptions {
   readonly nodes: number;
@@ -34,64 +44,86 @@ export interface ScaleClusterOptions {
   readonly startConcurrency?: number;
   /** Agent flags every node gets (settings' keys, as text). */
   readonly flags?: Readonly<Record<string, string>>;
+  /** Where the API server is (default: the fake, in this process). */
+  readonly api?: ApiChoice;
+  /** Who counts a window: the server where it can (default), or the nodes' own counters. */
+  readonly counts?: 'server' | 'client';
+  /** Each node's database in memory instead of a file. */
+  readonly memory?: boolean;
 }
 
 /** How long the cluster must stay silent (real ms) after a clock step to count as quiet. */
 const QUIET_MS = 10;
 /** Quiet polls in a row that make the cluster settled. */
 const QUIET_POLLS = 2;
+/** The same where only the nodes' counters tell (a request in flight is not counted yet): longer. */
+const CLIENT_QUIET_MS = 40;
+const CLIENT_QUIET_POLLS = 3;
+/** Clock between two starts of a node refused its name (a DaemonSet pod's restart). */
+const RESTART_MS = 10_000;
 /** How long a settle waits for requests still unanswered before it gives up on them. */
 const SETTLE_DEADLINE_MS = 60_000;
 
 export const nodeName = (i: number): string => `node-${String(i).padStart(4, '0')}`;
 
 export class ScaleCluster {
-  readonly api: FakeKubeApi;
+  readonly api: ScaleApiServer;
   readonly clock: ManualClock;
+  /** The running nodes. */
   readonly nodes: SimulatedNode[] = [];
   readonly ranges: readonly RangeSpec[];
   /** Requests left unanswered by a settle that reached its deadline (should stay 0). */
   unsettled = 0;
+  readonly #o: ScaleClusterOptions;
   readonly #dir: string;
-  /** Records before this index are answered; those after it are looked at by the next settle. */
-  #answered = 0;
+  readonly #auditor: Auditor;
+  /** Nodes Kubernetes no longer has (the Node directory's deletions). */
+  readonly #deleted = new Set<string>();
+  /** The nodes running when the window began, and their counters' readings then. */
+  #window: { nodes: readonly SimulatedNode[]; client: ClientCountWindow } | undefined;
 
-  private constructor(api: FakeKubeApi, clock: ManualClock, ranges: readonly RangeSpec[], dir: string) {
+  private constructor(api: ScaleApiServer, clock: ManualClock, o: ScaleClusterOptions, dir: string, auditor: Auditor) {
     this.api = api;
     this.clock = clock;
-    this.ranges = ranges;
+    this.#o = o;
+    const ipam = { type: 'warren', range: o.range, ...(o.blockSize === undefined ? {} : { block_size: o.blockSize }) };
+    this.ranges = parseIpamConfig(ipam).ranges;
     this.#dir = dir;
+    this.#auditor = auditor;
   }
 
   static async start(o: ScaleClusterOptions): Promise<ScaleCluster> {
     // A whole second: the Leases' MicroTimes and the objects' timestamps read alike.
     const clock = new ManualClock(Math.floor(Date.now() / 1000) * 1000);
-    const api = await startFakeKubeApi({ crds: 'deploy', now: () => new Date(clock.now()) });
-    const ipam = { type: 'warren', range: o.range, ...(o.blockSize === undefined ? {} : { block_size: o.blockSize }) };
-    const cluster = new ScaleCluster(api, clock, parseIpamConfig(ipam).ranges, tempDir('warren-scale-'));
+    const api = await startApiServer(o.api ?? { place: 'in-process' }, clock.now());
+    let cluster: ScaleCluster | undefined;
     try {
+      const auditor = await Auditor.open(api.adminKubeconfig);
+      cluster = new ScaleCluster(api, clock, o, tempDir('warren-scale-'), auditor);
       const batch = o.startConcurrency ?? 25;
       for (let first = 0; first < o.nodes; first += batch) {
         const names = Array.from({ length: Math.min(batch, o.nodes - first) }, (_, k) => nodeName(first + k));
-        const opened = await Promise.all(names.map((name) => cluster.#open(name, o.flags)));
+        const opened = await Promise.all(names.map((name) => (cluster as ScaleCluster).#open(name, name)));
         cluster.nodes.push(...opened);
       }
       await cluster.settle();
       return cluster;
     } catch (error) {
-      await cluster.stop();
+      if (cluster !== undefined) await cluster.stop();
+      else await api.stop();
       throw error;
     }
   }
 
-  #open(name: string, flags: Readonly<Record<string, string>> | undefined): Promise<SimulatedNode> {
-    const kubeconfig = this.api.clientKubeconfig(name);
+  async #open(name: string, dir: string): Promise<SimulatedNode> {
     return SimulatedNode.open({
       name,
-      kubeconfig,
-      dir: join(this.#dir, name),
+      kubeconfig: await this.api.kubeconfigFor(name),
+      dir: join(this.#dir, dir),
       clock: this.clock,
-      ...(flags === undefined ? {} : { flags }),
+      nodeExists: (node) => !this.#deleted.has(node),
+      ...(this.#o.flags === undefined ? {} : { flags: this.#o.flags }),
+      ...(this.#o.memory === undefined ? {} : { memory: this.#o.memory }),
     });
   }
 
@@ -100,25 +132,32 @@ export class ScaleCluster {
     return this.ranges[0]?.pool ?? '';
   }
 
+  /** Whether the window is counted by the server (else by the nodes' own counters). */
+  get serverCounts(): boolean {
+    return this.api.place !== 'kubeconfig' && this.#o.counts !== 'client';
+  }
+
   /**
-   * Waits until every request made so far is answered and none came for QUIET_POLLS polls of
-   * QUIET_MS (an open watch counts as answered once its 200 went out).
+   * Waits until the cluster is quiet: every request made so far answered and none new for a few
+   * polls (an open watch counts as answered once its 200 went out); where the server counts nothing
+   * for the harness, until the nodes' counts stop moving.
    */
   async settle(): Promise<void> {
-    const records = this.api.requests;
+    const client = this.api.place === 'kubeconfig';
+    const [pollMs, polls] = client ? [CLIENT_QUIET_MS, CLIENT_QUIET_POLLS] : [QUIET_MS, QUIET_POLLS];
     const deadline = Date.now() + SETTLE_DEADLINE_MS;
     let quiet = 0;
-    let seen = records.length;
-    while (quiet < QUIET_POLLS) {
-      await delay(QUIET_MS);
-      if (this.#answered > records.length) this.#answered = 0; // the records were cleared
-      while (this.#answered < records.length && records[this.#answered]?.status !== 0) this.#answered++;
-      const busy = this.#answered < records.length || records.length !== seen;
-      seen = records.length;
+    let seen = client ? countedSoFar(this.nodes) : ((await this.api.progress())?.records ?? 0);
+    while (quiet < polls) {
+      await delay(pollMs);
+      const progress = client ? undefined : await this.api.progress();
+      const made = progress?.records ?? countedSoFar(this.nodes);
+      const unanswered = progress?.unanswered ?? 0;
+      const busy = unanswered > 0 || made !== seen;
+      seen = made;
       quiet = busy ? 0 : quiet + 1;
       if (busy && Date.now() > deadline) {
-        this.unsettled += records.length - this.#answered;
-        this.#answered = records.length;
+        this.unsettled += unanswered;
         return;
       }
     }
@@ -128,9 +167,28 @@ export class ScaleCluster {
   async advance(ms: number, stepMs: number, each?: (elapsedMs: number) => Promise<void>): Promise<void> {
     for (let elapsed = 0; elapsed < ms; elapsed += stepMs) {
       if (each !== undefined) await each(elapsed);
-      this.clock.advance(Math.min(stepMs, ms - elapsed));
+      const step = Math.min(stepMs, ms - elapsed);
+      await this.api.setNow(this.clock.now() + step);
+      this.clock.advance(step);
       await this.settle();
     }
+  }
+
+  /** A window begins: the server's counts cleared, the nodes' counters read. */
+  async beginWindow(): Promise<void> {
+    await this.api.clearCounts();
+    this.#window = { nodes: [...this.nodes], client: new ClientCountWindow(this.nodes) };
+  }
+
+  /** What the window since `beginWindow` cost, per node running in it. */
+  async endWindow(seconds: number): Promise<WindowCounts> {
+    const window = this.#window;
+    if (window === undefined) throw new Error('no window begun');
+    // The nodes running at its start, and those started in it (a node re-joined).
+    const names = [...new Set([...window.nodes, ...this.nodes].map((n) => n.name))];
+    const server = this.serverCounts ? await this.api.counts() : undefined;
+    if (server !== undefined) return windowCounts(server.records, server.events, names, seconds);
+    return windowCounts(window.client.requests(this.nodes), undefined, names, seconds);
   }
 
   /** An ADD on node `i` for container `id`: its wall time in ms (it throws as the allocator does). */
@@ -152,27 +210,69 @@ export class ScaleCluster {
     return node;
   }
 
-  /**
-   * Addresses held twice across every node's file ("address: node/container, node/container"),
-   * and how many addresses the nodes hold in all.
-   */
-  async audit(): Promise<{ readonly held: number; readonly duplicates: readonly string[] }> {
-    const owners = new Map<string, string[]>();
-    let held = 0;
-    for (const node of this.nodes) {
-      for (const a of await node.store.list({ rangePool: this.pool })) {
-        if (a.network === LENT_NETWORK) continue;
-        held++;
-        owners.set(a.address, [...(owners.get(a.address) ?? []), `${node.name}/${a.containerID}`]);
-      }
-    }
-    const duplicates = [...owners].filter(([, o]) => o.length > 1).map(([address, o]) => `${address}: ${o.join(', ')}`);
-    return { held, duplicates };
+  /** Node `name` stopped as a killed agent stops, taken out of `nodes`. */
+  async crash(name: string): Promise<void> {
+    const i = this.nodes.findIndex((n) => n.name === name);
+    if (i < 0) throw new Error(`no running node ${name}`);
+    const [node] = this.nodes.splice(i, 1);
+    await node?.crash();
   }
 
-  /** Closes every node (their Leases withdrawn), then the fake, and removes the nodes' files. */
+  /** Kubernetes deleted Node `name`: every running node is told. */
+  deleteNode(name: string): void {
+    this.#deleted.add(name);
+    for (const node of this.nodes) node.nodeGone(name);
+  }
+
+  /**
+   * Node `name` started again with an empty file (a new state directory), its Node back in
+   * Kubernetes (every running node told), the clock driven meanwhile in steps of `stepMs`: a start
+   * refused because the node's name is still held (ALREADY_RUNNING: its killed predecessor's Lease
+   * has not lapsed) is tried again after RESTART_MS of clock, as a DaemonSet restarts its pod.
+   * Gives the node's index in `nodes` and the starts it took; throws past `maxMs` of clock.
+   */
+  async rejoin(name: string, maxMs: number, stepMs = 1000): Promise<{ index: number; starts: number }> {
+    this.#deleted.delete(name);
+    for (const node of this.nodes) node.nodeBack(name);
+    const began = this.clock.now();
+    const within = (): boolean => this.clock.now() - began <= maxMs;
+    for (let starts = 1; within(); starts++) {
+      let outcome: { node: SimulatedNode } | { error: unknown } | undefined;
+      void this.#open(name, `${name}-rejoined-${starts}`).then(
+        (node) => {
+          outcome = { node };
+        },
+        (error: unknown) => {
+          outcome = { error };
+        },
+      );
+      await this.settle();
+      while (outcome === undefined && within()) await this.advance(stepMs, stepMs);
+      if (outcome === undefined) break;
+      if ('node' in outcome) {
+        this.nodes.push(outcome.node);
+        return { index: this.nodes.length - 1, starts };
+      }
+      if (!isWarrenError(outcome.error, 'ALREADY_RUNNING')) throw outcome.error;
+      await this.advance(RESTART_MS, stepMs);
+    }
+    throw new Error(`node ${name} did not start again within ${maxMs / 1000} s of clock`);
+  }
+
+  /** The blocks the cluster says node `name` holds (keys). */
+  async blocksOf(name: string): Promise<string[]> {
+    return [...(await this.#auditor.claims())].filter(([, node]) => node === name).map(([key]) => key);
+  }
+
+  /** The independent audit of the running nodes' files and the cluster's objects (auditor.ts). */
+  audit(): Promise<AuditReport> {
+    return this.#auditor.audit(this.nodes, this.pool);
+  }
+
+  /** Closes every running node (their Leases withdrawn), then the server, and removes the nodes' files. */
   async stop(): Promise<void> {
     for (const node of this.nodes) await node.close().catch(() => undefined);
+    this.#auditor.close();
     await this.api.stop();
     removeDir(this.#dir);
   }

@@ -1,16 +1,19 @@
 /**
- * What the scale harness drives on its cluster (cluster.ts), each returning what the window cost:
+ * What the scale harness drives on its cluster (cluster.ts), one function per scenario, each
+ * returning what its window cost:
  * - `holdBlocks`: every node allocates a few addresses, so each holds a block of the shared range;
  * - `idleWindow`: the clock advanced with nothing to do, the requests of that window counted per
  *   node (start-up and the first allocations are outside it);
  * - `churn`: ADDs and DELs at a given rate per clock second, spread over the nodes by a seeded
  *   generator (the same seed, the same sequence), each node keeping at most a few containers; ADD
- *   times measured; then the auditor.
+ *   times measured; then the auditor;
+ * - node loss and node forget: node-events.ts.
  * The bench (bench/scale.ts) and the idle-budget test (test/store/scale/idle-budget.test.ts) run the
  * same scenarios, so the figures in BENCHMARKS.md and the budgets asserted in CI are one measure.
  */
+import type { AuditReport } from './auditor.ts';
 import type { ScaleCluster } from './cluster.ts';
-import { type WindowCounts, windowCounts } from './window-counts.ts';
+import type { WindowCounts } from './window-counts.ts';
 
 /** Every node allocates `perNode` addresses (containers `<node>-hold-<k>`), a few nodes at a time. */
 export async function holdBlocks(cluster: ScaleCluster, perNode: number, concurrency = 25): Promise<void> {
@@ -26,11 +29,14 @@ export async function holdBlocks(cluster: ScaleCluster, perNode: number, concurr
 }
 
 /** The requests the window cost, from a clean count at its start. */
-async function counted(cluster: ScaleCluster, seconds: number, drive: () => Promise<void>): Promise<WindowCounts> {
-  cluster.api.clearRequests();
+export async function counted(
+  cluster: ScaleCluster,
+  seconds: number,
+  drive: () => Promise<void>,
+): Promise<WindowCounts> {
+  await cluster.beginWindow();
   await drive();
-  const names = cluster.nodes.map((n) => n.name);
-  return windowCounts(cluster.api.requests, cluster.api.watchEvents(), names, seconds);
+  return cluster.endWindow(seconds);
 }
 
 /** `seconds` of clock with nothing to do, in steps of `stepMs`. */
@@ -58,6 +64,8 @@ export interface ChurnReport {
   readonly addMs: readonly number[];
   readonly held: number;
   readonly duplicates: readonly string[];
+  /** The auditor's whole report. */
+  readonly audit: AuditReport;
 }
 
 /** A small, fast, seeded generator (mulberry32): the same seed, the same churn. */
@@ -121,7 +129,7 @@ export async function churn(cluster: ScaleCluster, o: ChurnOptions): Promise<Chu
     await Promise.all(calls);
   };
   const counts = await counted(cluster, o.seconds, () => cluster.advance(o.seconds * 1000, 1000, second));
-  const { held, duplicates } = await cluster.audit();
+  const audit = await cluster.audit();
   addMs.sort((a, b) => a - b);
-  return { counts, adds, dels, failed, failures, addMs, held, duplicates };
+  return { counts, adds, dels, failed, failures, addMs, held: audit.held, duplicates: audit.duplicates, audit };
 }

@@ -4,10 +4,12 @@
  * per node per minute by verb and resource, writes per node per 100 s, LISTs, watch events
  * delivered by resource, the fan-out of the window's changes (per resource: the changes the nodes
  * made, the watch events delivered to the nodes per change, and how many nodes got any), and the nodes
- * that broke the idle budget of issue 36 (no periodic LIST, at most one write per 100 s). Pure: no
+ * that broke the idle budget of issue 36 (no periodic LIST, at most one write per 100 s). The records
+ * are the fake's (fake-control.ts) or made from the nodes' own counters (client-counts.ts). Pure: no
  * I/O; the harness and the idle-budget test print the same text.
  */
-import type { DeliveredEvents, RequestRecord } from '../../test/helpers/fake-kube-api.ts';
+import type { DeliveredEvents } from '../../test/helpers/fake-kube-api.ts';
+import type { CountedRequest } from './fake-control.ts';
 
 const WRITES = new Set(['create', 'update', 'patch', 'delete', 'deletecollection']);
 
@@ -24,6 +26,8 @@ export interface WindowCounts {
    * them on real time, not on the harness's clock).
    */
   readonly watchEvents: ReadonlyMap<string, number>;
+  /** Whether watch events were counted at all (not by the nodes' own counters: client-counts.ts). */
+  readonly eventsCounted: boolean;
   /** The fan-out of the window's changes, by resource (plural, a subresource's writes its object's). */
   readonly fanOut: ReadonlyMap<string, FanOut>;
 }
@@ -39,8 +43,8 @@ export interface FanOut {
 }
 
 export function windowCounts(
-  records: readonly RequestRecord[],
-  events: readonly DeliveredEvents[],
+  records: readonly CountedRequest[],
+  counted: readonly DeliveredEvents[] | undefined,
   nodes: readonly string[],
   seconds: number,
 ): WindowCounts {
@@ -53,18 +57,20 @@ export function windowCounts(
     counts.set(key, (counts.get(key) ?? 0) + 1);
     byKind.set(key, (byKind.get(key) ?? 0) + 1);
   }
+  const events = counted ?? [];
   const watchEvents = new Map<string, number>();
   for (const e of events) {
     if (e.client === undefined || !perNode.has(e.client)) continue;
     const key = `${e.resource} ${e.type}`;
     watchEvents.set(key, (watchEvents.get(key) ?? 0) + e.count);
   }
-  return { nodes: nodes.length, seconds, byKind, perNode, watchEvents, fanOut: fanOutOf(records, events, perNode) };
+  const fanOut = fanOutOf(records, events, perNode);
+  return { nodes: nodes.length, seconds, byKind, perNode, watchEvents, eventsCounted: counted !== undefined, fanOut };
 }
 
 /** Per resource: the nodes' changes (their 2xx writes) and the watch events (no BOOKMARK) they got. */
 function fanOutOf(
-  records: readonly RequestRecord[],
+  records: readonly CountedRequest[],
   events: readonly DeliveredEvents[],
   nodes: ReadonlyMap<string, unknown>,
 ): Map<string, FanOut> {
@@ -100,7 +106,11 @@ function fanOutOf(
  * `operations`, the ADDs and DELs of a churn, when given), the nodes any event reached.
  */
 export function describeFanOut(c: WindowCounts, operations?: number): string {
-  const lines = ['fan-out of the changes (watch events delivered to the nodes, BOOKMARKs apart), by resource:'];
+  const lines = [
+    c.eventsCounted
+      ? 'fan-out of the changes (watch events delivered to the nodes, BOOKMARKs apart), by resource:'
+      : 'the changes, by resource (watch events not counted: the nodes count requests only):',
+  ];
   for (const [resource, f] of c.fanOut) {
     const perChange = f.changes === 0 ? '–' : fixed(f.delivered / f.changes);
     const perOperation =
@@ -159,6 +169,7 @@ export function describeWindow(c: WindowCounts): string {
   lines.push(`  ${'all requests'.padEnd(44)} ${fixed(requestsPerNodeMinute(c)).padStart(7)}`);
   lines.push(`writes per node per 100 s: ${fixed(writesPerNode100s(c))}; LISTs in the window: ${listsIn(c)}`);
   const events = [...c.watchEvents].map(([kind, n]) => `${kind} ${n}`).join(', ');
-  lines.push(`watch events delivered to the nodes: ${events === '' ? 'none' : events}`);
+  const shown = !c.eventsCounted ? 'not counted (the nodes count requests only)' : events === '' ? 'none' : events;
+  lines.push(`watch events delivered to the nodes: ${shown}`);
   return lines.join('\n');
 }

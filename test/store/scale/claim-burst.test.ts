@@ -11,6 +11,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { fakeOf } from '../../../bench/scale/api-server.ts';
 import { ScaleCluster } from '../../../bench/scale/cluster.ts';
 import type { RequestRecord } from '../../helpers/fake-kube-api.ts';
 
@@ -34,19 +35,19 @@ describe(`a burst of ${BURST} ADDs on a fresh node on a /24 (issue 36's claims, 
   });
 
   it(`costs at most ${BURST / 10} writes, its publication included, when the ADDs arrive at once`, async () => {
-    cluster.api.clearRequests();
+    fakeOf(cluster).clearRequests();
     await Promise.all(Array.from({ length: BURST }, (_, k) => cluster.add(0, `burst-${k}`)));
     await cluster.advance(5_000, 1000); // the publication of what the burst allocated
-    const writes = writesOf(cluster.api.requests, 'node-0000');
+    const writes = writesOf(fakeOf(cluster).requests, 'node-0000');
     assert.ok(writes.length <= BURST / 10, `${writes.length} writes for ${BURST} ADDs:\n${writes.join('\n')}`);
     assert.equal(writes.filter((w) => w === 'create warrenblocks').length, 1, 'one claim');
   });
 
   it('grows the blocks of a node that keeps filling them: ADDs one after another claim O(log n) blocks', async () => {
-    cluster.api.clearRequests();
+    fakeOf(cluster).clearRequests();
     for (let k = 0; k < BURST; k++) await cluster.add(1, `one-by-one-${k}`);
     await cluster.advance(5_000, 1000);
-    const claims = writesOf(cluster.api.requests, 'node-0001').filter((w) => w === 'create warrenblocks');
+    const claims = writesOf(fakeOf(cluster).requests, 'node-0001').filter((w) => w === 'create warrenblocks');
     assert.ok(claims.length <= 5, `${claims.length} claims for ${BURST} ADDs one after another (16 with /31 blocks)`);
   });
 

@@ -11,6 +11,7 @@
 import assert from 'node:assert/strict';
 import { setTimeout as delay } from 'node:timers/promises';
 import { describe, it } from 'node:test';
+import { fakeOf } from '../../../bench/scale/api-server.ts';
 import { ScaleCluster } from '../../../bench/scale/cluster.ts';
 import { blockOfKey, firstUnclaimedBlock } from '../../../src/ipam/blocks.ts';
 import { openKubeTier } from '../../../src/store/kubernetes/tier.ts';
@@ -24,7 +25,7 @@ async function readsPerAdd(range: string, blockSize: number, adds: number): Prom
   const cluster = await ScaleCluster.start({ nodes: 3, range, blockSize });
   try {
     await cluster.add(2, 'lender-first'); // pins the range and claims its first block: it lends
-    const kubeConfig = loadKubeConfig(cluster.api.clientKubeconfig('claimer'));
+    const kubeConfig = loadKubeConfig(fakeOf(cluster).clientKubeconfig('claimer'));
     const tier = await openKubeTier({ kubeConfig, namespace: SCALE_NAMESPACE, leaseSeconds: 90, clock: cluster.clock });
     const spec = { ...(cluster.ranges[0] as (typeof cluster.ranges)[0]), blockPrefix: blockSize };
     const record = await tier.pinRange({ pool: spec.pool, space: '', subnet: '', first: '', last: '', blockPrefix: 0 });
@@ -41,9 +42,11 @@ async function readsPerAdd(range: string, blockSize: number, adds: number): Prom
     await added(cluster, 1, 'finds-it-full'); // the node that finds the range full marks it
     const reads: string[] = [];
     for (let k = 0; k < adds; k++) {
-      const before = cluster.api.requests.length;
+      const before = fakeOf(cluster).requests.length;
       await added(cluster, 0, `full-${k}`);
-      const mine = cluster.api.requests.slice(before).filter((r) => r.client === 'node-0000');
+      const mine = fakeOf(cluster)
+        .requests.slice(before)
+        .filter((r) => r.client === 'node-0000');
       reads.push(mine.flatMap((r) => (isRangeRead(r) ? [`${r.verb} ${r.resource}`] : [])).join(', '));
     }
     return reads;

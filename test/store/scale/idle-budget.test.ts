@@ -57,8 +57,7 @@ describe(`${NODES} idle nodes on one shared range (issue 36's idle budget)`, () 
 
   it('no node writes but the chore holder, which renews its Lease at most once per 100 s', () => {
     const holders = new Set(
-      cluster.api
-        .objects('leases')
+      (cluster.api.fake?.objects('leases') ?? [])
         .filter((l) => l.metadata.labels?.['warren.dev/lease'] === 'task')
         .map((l) => String((l.spec as { holderIdentity?: string } | undefined)?.holderIdentity)),
     );
@@ -77,7 +76,7 @@ describe(`${NODES} idle nodes on one shared range (issue 36's idle budget)`, () 
   it('keeps every node announced through the window: silence is not a lost name', () => {
     // Nothing renews an idle node's Lease: it stays held by its instance, lapsed, and the node serves.
     const lost = cluster.nodes.flatMap((node) => {
-      const lease = cluster.api.object('leases', nodeLeaseName(node.name), SCALE_NAMESPACE);
+      const lease = cluster.api.fake?.object('leases', nodeLeaseName(node.name), SCALE_NAMESPACE);
       const holder = (lease?.spec as { holderIdentity?: string } | undefined)?.holderIdentity;
       const problem = node.problem();
       return holder !== undefined && problem === undefined ? [] : [`${node.name}: held by ${holder}, ${problem}`];
