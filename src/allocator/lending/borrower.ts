@@ -11,15 +11,20 @@
  *   holder's allocation, so the pod keeps its address and its release frees it like any other;
  * - a loan ledger is used only while it is not marked given back (loan-return.ts); a grant of an
  *   address given back earlier takes the mark off again;
- * - the wait is bounded (`waitMs` on the clock): no grant in time answers false, for the caller to
- *   report the range full (POOL_EXHAUSTED); a cluster that cannot be reached is TRY_AGAIN naming it;
+ * - the wait ends as soon as the request is answered: a grant to adopt, or `wanted` lower than this
+ *   node asked (an owner gave an empty block back for it, give-back.ts `forRequest`, which block
+ *   placement then claims; the only answer in a range of one-address blocks, which lend nothing);
+ * - the wait is bounded (`waitMs` on the clock): at its end the caller decides once more (a block
+ *   freed without the request saying so, by a lender stopped between its two writes or by the
+ *   grace, is claimed then), and a wait begun after it answers false, for the caller to report the
+ *   range full (POOL_EXHAUSTED); a cluster that cannot be reached is TRY_AGAIN naming it;
  * - asking and adopting run under the range pool's lock (allocator.ts): no two borrows of one range
  *   at once; the wait for grants runs outside it (reads only), so a lending round adopting grants of
  *   the range is not held up by an ADD waiting there.
  */
 import type { Clock } from '../../core/clock.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
-import { parseIP } from '../../ipam/address.ts';
+import { bitsOf, parseIP } from '../../ipam/address.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
 import type { AddressRequest, ClusterRecords, Grant } from '../../store/cluster.ts';
 import type { AdmissionGuard, LedgerDescription, LedgerOp, LedgerSummary, Store } from '../../store/store.ts';
@@ -68,6 +73,8 @@ export class Borrower {
   readonly #hinted = new Map<string, { request: AddressRequest; seq: number }>();
   /** Waits under way, by range pool: each woken by a hint of its range's request. */
   readonly #waiting = new Map<string, Set<() => void>>();
+  /** What this node's request of each range pool wanted when it last asked: less since is an answer. */
+  readonly #asked = new Map<string, number>();
 
   constructor(options: BorrowerOptions) {
     this.#o = options;
@@ -105,12 +112,16 @@ export class Borrower {
     const { tier, node } = this.#o;
     const wanted = Math.max(1, this.#o.demand(range.pool));
     const request = await this.#reach(range, 'read its address request', () => tier.requestOf(range.pool, node));
-    if (request !== undefined) {
+    // Where blocks are one address, a loan's key would be a block's: nothing is lent, so nothing adopted.
+    if (request !== undefined && lendsIn(range)) {
       const adopted = await this.adopt(range, request);
       if (adopted > 0) return adopted;
     }
-    if (request === undefined || request.wanted < wanted)
-      await this.#reach(range, 'ask for addresses', () => tier.ask(range.pool, node, wanted));
+    const asked =
+      request === undefined || request.wanted < wanted
+        ? await this.#reach(range, 'ask for addresses', () => tier.ask(range.pool, node, wanted))
+        : request;
+    this.#asked.set(range.pool, asked.wanted);
     return 0;
   }
 
@@ -138,23 +149,28 @@ export class Borrower {
     const { tier, node, clock } = this.#o;
     const waitMs = this.#o.waitMs ?? 15_000;
     const deadline = since + waitMs;
+    if (clock.monotonic() >= deadline) return false;
     let looked = 0; // the last hint this wait looked at: each once (one that came before it too)
     while (clock.monotonic() < deadline) {
       const told = this.#hinted.get(range.pool);
       if (told !== undefined && told.seq > looked) {
         looked = told.seq;
-        if (await this.#holdsAdoptable(range, told.request)) return true;
+        if (await this.#answered(range, told.request)) return true;
       }
       const pollMs = this.#o.pollMs ?? (this.#watched ? WATCHED_POLL_MS : 250);
       const woken = await this.#nap(range.pool, Math.min(pollMs, deadline - clock.monotonic()));
       if (woken) continue; // the hint is looked at first thing
       const request = await this.#reach(range, 'read its address request', () => tier.requestOf(range.pool, node));
-      if (request !== undefined && (await this.#holdsAdoptable(range, request))) return true;
+      if (request !== undefined && (await this.#answered(range, request))) return true;
     }
-    return false;
+    // Decide once more before the ADD is refused: a block freed without the request saying so.
+    return true;
   }
 
-  async #holdsAdoptable(range: RangeSpec, request: AddressRequest): Promise<boolean> {
+  /** Whether `request` answers this node's ask: a grant to adopt, or less wanted than it asked. */
+  async #answered(range: RangeSpec, request: AddressRequest): Promise<boolean> {
+    if (request.wanted < (this.#asked.get(range.pool) ?? 0)) return true;
+    if (!lendsIn(range)) return false;
     for (const grant of request.grants) if (await this.#adoptable(range, grant)) return true;
     return false;
   }
@@ -245,6 +261,11 @@ export class Borrower {
       );
     }
   }
+}
+
+/** Whether addresses of `range` can be lent: its blocks are larger than one address (loans.ts). */
+function lendsIn(range: RangeSpec): boolean {
+  return range.blockPrefix < bitsOf(range.family);
 }
 
 /** A loan ledger's description for operators: one address (the subnet is the address's own). */

@@ -17,7 +17,13 @@
  *   a placeholder like a loan of this node's: the node takes over as its lender; one granted to
  *   this node itself is left to adopting (migrated.ts), which records it as its pod's allocation;
  * - what is lent follows grant-policy.ts; local commits run under the range pool's lock, requests
- *   to the cluster outside it.
+ *   to the cluster outside it;
+ * - before lending, an empty block no larger than what is still wanted is given back at once
+ *   (give-back.ts `forRequest`): the asker claims it (block placement) rather than wait for the
+ *   grace; it is what answers a range of one-address blocks, which lend nothing. The request's
+ *   `wanted` drops by what was given back, which is what tells the asker to look again
+ *   (borrower.ts); the block is unclaimed first, so a lender stopped between the two writes leaves
+ *   a free block, never an address on two nodes.
  */
 import type { Clock } from '../../core/clock.ts';
 import { messageOf } from '../../core/errors.ts';
@@ -29,6 +35,7 @@ import { parsePoolKey } from '../../ipam/pool-key.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
 import type { AddressRequest, ClusterRecords, Grant } from '../../store/cluster.ts';
 import type { LedgerOp, Store } from '../../store/store.ts';
+import type { RoomGiven } from '../give-back.ts';
 import type { LedgerCache } from '../ledger-cache.ts';
 import { type GrantChoice, type LendableBlock, chooseGrants } from './grant-policy.ts';
 import { loanUser, userOf } from './loan-check.ts';
@@ -44,6 +51,8 @@ export interface LenderOptions {
   readonly locks: KeyedMutex;
   /** The range as this node's configs define it (its exclusions), when it has served it. */
   readonly rangeOf: (pool: string) => RangeSpec | undefined;
+  /** Gives back at once this node's empty blocks of a range for a request (give-back.ts `forRequest`). */
+  readonly giveBack?: ((pool: string, wanted: number) => Promise<RoomGiven>) | undefined;
 }
 
 export interface LendReport {
@@ -124,29 +133,30 @@ export class Lender {
 
   /** Grants what the policy allows from this node's blocks of the request's range. */
   async #answer(request: AddressRequest): Promise<string[]> {
-    const blocks = await this.#ownBlocks(request.pool);
-    if (blocks.length === 0) return [];
-    const chosen = chooseGrants(blocks, request.wanted);
-    if (chosen.length === 0) return [];
-    const held = await this.#hold(
-      request.pool,
-      blocks,
-      chosen.map((c) => ({ ...c, borrower: request.node })),
-    );
-    if (held.length === 0) return [];
+    const room = (await this.#o.giveBack?.(request.pool, request.wanted)) ?? { returned: [], addresses: 0 };
+    const given = room.returned.map((key) => `block ${key} given back for ${request.node}`);
+    const blocks = request.wanted > room.addresses ? await this.#ownBlocks(request.pool) : [];
+    const chosen = chooseGrants(blocks, request.wanted - room.addresses);
+    const held =
+      chosen.length === 0
+        ? []
+        : await this.#hold(
+            request.pool,
+            blocks,
+            chosen.map((c) => ({ ...c, borrower: request.node })),
+          );
+    if (held.length === 0 && room.addresses === 0) return [];
     const grants: Grant[] = held.map((g) => ({ address: g.text, lender: this.#o.node, block: g.block }));
     let written: AddressRequest | undefined;
     try {
-      written = await this.#o.tier.updateRequest(
-        request,
-        [...request.grants, ...grants],
-        Math.max(0, request.wanted - grants.length),
-      );
+      const wanted = Math.max(0, request.wanted - room.addresses - grants.length);
+      written = await this.#o.tier.updateRequest(request, [...request.grants, ...grants], wanted);
     } finally {
       // Lost or failed: the placeholders go now, not after the grace (the tidy-up is the fallback).
       if (written === undefined) await this.#releasePlaceholders(request.pool, held);
     }
-    return written === undefined ? [] : held.map((g) => `${g.text} → ${request.node}`);
+    // A block given back stays given back (free to claim) whether or not the request said so.
+    return written === undefined ? given : [...given, ...held.map((g) => `${g.text} → ${request.node}`)];
   }
 
   /** This node's blocks of `pool`, read from its store now, with what the policy needs. */

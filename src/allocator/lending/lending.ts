@@ -7,7 +7,8 @@
  * watches (watched-requests.ts): an idle node's rounds make no request to the cluster.
  *
  * - borrower.ts: loan ledgers, asking the owners and waiting for grants, adopting them;
- * - lender.ts: answering other nodes' requests, placeholders, tidying orphans up;
+ * - lender.ts: answering other nodes' requests (empty blocks given back at once, then loans),
+ *   placeholders, tidying orphans up;
  * - prompt-lending.ts: both answered as the tier tells of changed requests, not only on the timer;
  * - watched-requests.ts: the requests the rounds read, from watches of what this node needs;
  * - loan-return.ts: giving idle loans back;
@@ -25,13 +26,13 @@ import type { Clock } from '../../core/clock.ts';
 import { defined } from '../../core/defined.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import type { KeyedMutex } from '../../core/keyed-mutex.ts';
-import { bitsOf } from '../../ipam/address.ts';
 import type { Block } from '../../ipam/blocks.ts';
 import { parsePoolKey } from '../../ipam/pool-key.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
 import type { AddressRequest, ClusterRecords } from '../../store/cluster.ts';
 import type { AdmissionGuard, LedgerOp, Store } from '../../store/store.ts';
 import type { AllocateRequest, Decision } from '../assignment.ts';
+import type { RoomGiven } from '../give-back.ts';
 import type { LedgerAssigner } from '../ledger-assigner.ts';
 import type { LedgerCache } from '../ledger-cache.ts';
 import { Borrower } from './borrower.ts';
@@ -58,6 +59,8 @@ export interface LendingOptions {
   readonly waitMs?: number;
   /** ADDs under way in a range pool: how many addresses to ask for at once. */
   readonly demand: (pool: string) => number;
+  /** Gives back at once this node's empty blocks of a range another node asks for (give-back.ts). */
+  readonly giveBack?: ((pool: string, wanted: number) => Promise<RoomGiven>) | undefined;
 }
 
 export interface LendingReport {
@@ -106,7 +109,7 @@ export class Lending {
       demand,
       ...defined({ waitMs: options.waitMs }),
     });
-    this.#lender = new Lender({ store, tier, node, clock, ledgers, locks, rangeOf });
+    this.#lender = new Lender({ store, tier, node, clock, ledgers, locks, rangeOf, giveBack: options.giveBack });
     this.#return = new LoanReturn({ store, tier, node, clock, ledgers, locks });
     this.#check = new LoanCheck({ store, tier, node, locks, rangeOf });
     this.#migratedAddresses = new MigratedAddresses({ store, tier, node, clock, ledgers });
@@ -136,8 +139,8 @@ export class Lending {
    * adopted, or `conflict` with `wait` (wait for grants outside the range's locks, then decide again).
    */
   async borrow(range: RangeSpec): Promise<Decision> {
-    // Blocks of one address are never lent (loans.ts): with every one claimed, the range is full here.
-    if (range.blockPrefix >= bitsOf(range.family)) return { kind: 'full' };
+    // Blocks of one address are never lent (loans.ts), but asked, their owners give empty ones back
+    // at once (lender.ts): the wait ends when the request says so, and placement claims the block.
     if ((await this.#borrower.ask(range)) > 0) return { kind: 'conflict' };
     return { kind: 'conflict', wait: (since) => this.#borrower.waitForGrants(range, since) };
   }
