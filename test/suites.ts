@@ -194,6 +194,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/store/kubernetes/idle-membership.test.ts',
   'test/store/kubernetes/lease-membership.test.ts',
   'test/store/scale/idle-budget.test.ts',
+  'test/store/scale/tiny-range.test.ts',
   'test/store/kubernetes/tier.test.ts',
   'test/store/kubernetes/api-client.test.ts',
   'test/store/kubernetes/announcement-watch.test.ts',
