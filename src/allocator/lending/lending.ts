@@ -21,6 +21,14 @@
  * or lendable: the lender holds a placeholder for as long as the grant exists (written before it,
  * released only after it is gone for a grace), and the borrower hands out only addresses whose grant
  * it adopted and stops (marks the loan given back) before removing the grant.
+ *
+ * Every address usable (issue 36): an owner asked gives back its empty blocks no larger than what
+ * is wanted at once (give-back.ts `forRequest`), then lends from the rest, whatever the block size;
+ * the asker's wait ends on the answer and it claims or adopts. A free address is out of reach of a
+ * node that asks only while it is: an idle loan (its borrower's alone, until the return grace), a
+ * placeholder whose grant is gone (until the orphan grace), an address resting after its release,
+ * or in a block whose owner cannot be reached. Free addresses in blocks of nodes that use them are
+ * not stranded: they are lent when asked for; an idle node's empty blocks go back after the grace.
  */
 import type { Clock } from '../../core/clock.ts';
 import { defined } from '../../core/defined.ts';
