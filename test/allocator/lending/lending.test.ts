@@ -155,6 +155,52 @@ describe('lending: a node with full blocks borrows', () => {
   });
 });
 
+describe('lending: an owner asked gives an empty block back at once (issue 36)', () => {
+  // Four blocks of a /27: .1-.7 (7 addresses), .8-.15, .16-.23, .24-.30.
+  const QUARTERS = rangesOf({ range: '10.40.0.0/27', block_size: 29 });
+  const pool = QUARTERS[0]?.pool ?? '';
+  /** n1 holds one block, emptied (its address released after `cooldownSeconds`); n2 asks for `wanted`. */
+  async function emptiedAndAsked(names: [string, string], wanted: number, cooldownSeconds = 0) {
+    const c = cluster(names);
+    const [a] = await c.node(names[0]).allocator.allocate({ owner: owner('a'), ranges: QUARTERS });
+    assert.ok(a);
+    await c.node(names[0]).allocator.release(owner('a'), cooldownSeconds);
+    await c.tier.ask(pool, names[1], wanted);
+    const report = await c.node(names[0]).allocator.lend({ returnGraceMs: 3_600_000, orphanGraceMs: 3_600_000 });
+    assert.deepEqual(report.errors, []);
+    const request = await c.tier.requestOf(pool, names[1]);
+    return { c, block: a.allocation.pool, report, request };
+  }
+
+  it('gives back a block no larger than what is wanted, and says so in the request', async () => {
+    const { c, block, report, request } = await emptiedAndAsked(['g1', 'g2'], 7);
+    assert.equal(await c.tier.claimOf(block), undefined, 'given back before its grace');
+    assert.deepEqual(report.lent, [`block ${block} given back for g2`]);
+    assert.deepEqual([request?.wanted, request?.grants.length], [0, 0], 'answered: nothing more wanted');
+    const [got] = await c.settle(c.node('g2').allocator.allocate({ owner: owner('b'), ranges: QUARTERS }));
+    assert.equal(got?.allocation.pool, block, 'the asker claims it');
+    await c.assertNoDuplicate(pool);
+  });
+
+  it('lends from an empty block larger than what is wanted, and keeps it', async () => {
+    const { c, block, report, request } = await emptiedAndAsked(['h1', 'h2'], 1);
+    assert.equal((await c.tier.claimOf(block))?.node, 'h1');
+    assert.equal(report.lent.length, 1);
+    assert.deepEqual([request?.wanted, request?.grants.length], [0, 1]);
+    await c.assertNoDuplicate(pool);
+  });
+
+  it('keeps an empty block whose address still rests after its release', async () => {
+    const { c, block, request } = await emptiedAndAsked(['k1', 'k2'], 7, 60);
+    assert.equal((await c.tier.claimOf(block))?.node, 'k1', 'the rest is kept: not given back');
+    assert.ok(
+      (request?.grants ?? []).every((g) => g.address !== '10.40.0.1'),
+      'the resting address never lent',
+    );
+    await c.assertNoDuplicate(pool);
+  });
+});
+
 describe('lending: loans end', () => {
   it('gives an idle loan back after the grace, and its lender can use the address again', async () => {
     const c = cluster(['lender', 'borrower']);
