@@ -250,6 +250,40 @@ describe('lending: loans end', () => {
     assert.equal(again?.allocation.pool, a?.allocation.pool, 'the block still serves');
   });
 
+  it('never hands an address out twice through a lender killed mid-lend and restarted', async () => {
+    const c = cluster(['lender', 'borrower']);
+    const [first] = await c.node('lender').allocator.allocate({ owner: owner('l0'), ranges: SMALL });
+    assert.ok(first);
+    // Killed after a placeholder for the borrower, before its grant (what #answer commits first).
+    const block = first.allocation.pool;
+    const read = await c.node('lender').store.readLedger(block);
+    assert.equal(read.kind, 'snapshot');
+    const orphan = '10.9.0.14';
+    const placeholder = {
+      ...{ pool: block, address: orphan, network: LENT_NETWORK, containerID: 'borrower', ifname: orphan },
+      ...{ node: 'borrower', createdAt: momentOf(c.clock).wall },
+    };
+    assert.equal(
+      (await c.node('lender').store.commit(block, read.revision, [{ op: 'allocate', allocation: placeholder }])).kind,
+      'committed',
+    );
+    const lender = await c.restart('lender');
+    const [lent] = await c.settle(c.node('borrower').allocator.allocate({ owner: owner('b0'), ranges: SMALL }));
+    assert.ok(lent);
+    assert.notEqual(lent.allocation.address, orphan, 'the orphan is lent to nobody');
+    // Killed again after the grant: the placeholder is in its file, the restarted lender keeps it.
+    const again = await c.restart('lender');
+    assert.notEqual(again, lender);
+    const got: string[] = [first.allocation.address];
+    for (let i = 1; i < 14; i++) {
+      const taken = await again.allocator.allocate({ owner: owner(`l${i}`), ranges: SMALL }).catch(() => []);
+      for (const a of taken) got.push(a.allocation.address);
+    }
+    assert.ok(!got.includes(lent.allocation.address), 'the restarted lender handed the loan out');
+    assert.ok(!got.includes(orphan), 'the orphan was handed out before its grace');
+    await c.assertNoDuplicate(POOL);
+  });
+
   it('leaves nothing lent for ever after a crash between the placeholder and the grant', async () => {
     const c = cluster(['lender', 'borrower']);
     const [first] = await c.node('lender').allocator.allocate({ owner: owner('l0'), ranges: SMALL });
