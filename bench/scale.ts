@@ -17,7 +17,7 @@
  * --block-size P (28), --step-seconds S clock step (1).
  *
  * `--tiny-range` runs issue 36's tiny range instead (scale/tiny-range.ts): the nodes share
- * --tiny-cidr (10.0.0.0/24) at the store's own block size, skewed bursts past full
+ * --tiny-cidr (10.0.0.0/24) at the store's own block size (or --tiny-block-size), skewed bursts past full
  * (--tiny-bursts, 6), --tiny-idle-minutes (10) idle, a last burst; prints the false exhaustions,
  * borrow p50/p99 on the ManualClock, ADD wall p50/p99, stranded after the idle window, duplicates.
  */
@@ -43,6 +43,7 @@ const { values } = parseArgs({
     'tiny-cidr': { type: 'string', default: '10.0.0.0/24' },
     'tiny-bursts': { type: 'string', default: '6' },
     'tiny-idle-minutes': { type: 'string', default: '10' },
+    'tiny-block-size': { type: 'string' },
   },
 });
 const number = (name: keyof typeof values): number => {
@@ -101,7 +102,8 @@ console.log(machineLine());
 if (values['tiny-range'] === true) {
   const { load } = await underLoad(async () => {
     const started = performance.now();
-    const cluster = await ScaleCluster.start({ nodes, range: values['tiny-cidr'] });
+    const blockSize = values['tiny-block-size'] === undefined ? {} : { blockSize: number('tiny-block-size') };
+    const cluster = await ScaleCluster.start({ nodes, range: values['tiny-cidr'], ...blockSize });
     try {
       const idleSeconds = number('tiny-idle-minutes') * 60;
       const report = await tinyRange(cluster, { bursts: number('tiny-bursts'), idleSeconds });

@@ -1,6 +1,7 @@
 /**
- * Giving back empty blocks: a block this node claimed and that has held no allocation for a grace
- * period loses its affinity, so a node that needs a block can claim it. Run periodically by the
+ * Giving back empty blocks: a block this node claimed and that has held no allocation of its own
+ * for a grace period (none, or only placeholders of addresses it lent: lending/loans.ts) loses its
+ * affinity once it is empty, so a node that needs a block can claim it. Run periodically by the
  * agent's cluster upkeep (`run`), and at once for another node that asks for room (`forRequest`,
  * lending/lender.ts): an empty block no larger than what it asks for is given back without
  * waiting for the grace, so a block that cannot be lent (one address: its loan's key would be the
@@ -21,6 +22,7 @@ import { messageOf } from '../core/errors.ts';
 import type { KeyedMutex } from '../core/keyed-mutex.ts';
 import { blockKeyPrefix, isBlockKey, rangePoolOfKey } from '../ipam/blocks.ts';
 import type { LedgerSummary, Store } from '../store/store.ts';
+import { LENT_NETWORK } from './lending/loans.ts';
 import type { OwnBlocks } from './own-blocks.ts';
 import { type LedgerCache, restEnd } from './ledger-cache.ts';
 
@@ -48,7 +50,7 @@ export interface EmptyBlockGiveBackOptions {
 export class EmptyBlockGiveBack {
   /** The store and the shared state a give-back must keep true (pictures, own blocks, locks). */
   readonly #o: EmptyBlockGiveBackOptions;
-  /** Own blocks seen empty, and since when (ms): the grace runs from the first empty sighting. */
+  /** Own blocks seen unused (empty, or holding only addresses lent out), and since when (ms). */
   readonly #emptySince = new Map<string, number>();
 
   constructor(options: EmptyBlockGiveBackOptions) {
@@ -70,7 +72,12 @@ export class EmptyBlockGiveBack {
     const seen = new Set<string>();
     for (const summary of mine) {
       seen.add(summary.ledger);
-      if (summary.allocated > 0) {
+      // Unused by this node: nothing but addresses lent out. The grace runs from then; the block
+      // goes back only once those are back too (empty).
+      const unused =
+        summary.allocated === 0 ||
+        (await store.list({ ledger: summary.ledger, network: LENT_NETWORK })).length === summary.allocated;
+      if (!unused) {
         this.#emptySince.delete(summary.ledger);
         continue;
       }
@@ -78,7 +85,7 @@ export class EmptyBlockGiveBack {
       if (since === undefined) {
         this.#emptySince.set(summary.ledger, now);
         if (graceMs > 0) continue;
-      } else if (now - since < graceMs) {
+      } else if (now - since < graceMs || summary.allocated > 0) {
         continue;
       }
       try {

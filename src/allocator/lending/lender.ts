@@ -12,7 +12,11 @@
  * - a placeholder whose grant is in no request (given back by the borrower, or never written: a
  *   crash between placeholder and grant) is released once it has been missing for `graceMs` on the
  *   monotonic clock, so nothing stays lent for ever, and never sooner, so an answer under way (its
- *   placeholder committed, its grant not yet written) is not undone;
+ *   placeholder committed, its grant not yet written) is not undone; one whose grant this process
+ *   saw and that is gone since (a loan given back) after GIVEN_BACK_GRACE_MS when that is shorter:
+ *   three of the borrower's upkeep intervals, in which its loan check (loan-check.ts) writes back a
+ *   grant someone else removed while the loan is in use, so the address is not stranded for the
+ *   whole grace (issue 36); a placeholder is never released while its borrower publishes it in use;
  * - an address a migration recorded (grant lender `whereabouts`) in a block of this node is held as
  *   a placeholder like a loan of this node's: the node takes over as its lender; one granted to
  *   this node itself is left to adopting (migrated.ts), which records it as its pod's allocation;
@@ -40,6 +44,9 @@ import type { LedgerCache } from '../ledger-cache.ts';
 import { type GrantChoice, type LendableBlock, chooseGrants } from './grant-policy.ts';
 import { loanUser, userOf } from './loan-check.ts';
 import { LENT_NETWORK, MIGRATION_LENDER, loanAddressOf, placeholderOf } from './loans.ts';
+
+/** How long a placeholder whose grant was seen is kept once the grant is gone (see the header). */
+export const GIVEN_BACK_GRACE_MS = 30_000;
 
 export interface LenderOptions {
   readonly store: Store;
@@ -77,6 +84,8 @@ export class Lender {
   readonly #missingSince = new Map<string, number>();
   /** Placeholders kept for a loan in use whose grant is gone, already said (`pool address`). */
   readonly #told = new Set<string>();
+  /** Placeholders this process saw granted (`pool address`): their grant gone is a loan given back. */
+  readonly #grantSeen = new Set<string>();
 
   constructor(options: LenderOptions) {
     this.#o = options;
@@ -265,11 +274,13 @@ export class Lender {
       seen.add(id);
       if (granted.has(grantKey(rangePoolOfKey(placeholder.pool), placeholder.containerID, placeholder.address))) {
         this.#missingSince.delete(id);
+        this.#grantSeen.add(id);
         continue;
       }
       const since = this.#missingSince.get(id);
       if (since === undefined) this.#missingSince.set(id, now);
-      if ((since ?? now) + graceMs > now) continue;
+      const grace = this.#grantSeen.has(id) ? Math.min(graceMs, GIVEN_BACK_GRACE_MS) : graceMs;
+      if ((since ?? now) + grace > now) continue;
       try {
         // The borrower still publishes a container using it: kept, never handed out twice (loan-check.ts).
         const user = await loanUser(
@@ -291,6 +302,7 @@ export class Lender {
           { block: placeholder.pool, text: placeholder.address },
         ]);
         released.push(`${placeholder.address} (lent to ${placeholder.containerID})`);
+        this.#grantSeen.delete(id);
         this.#missingSince.delete(id);
         this.#told.delete(id);
       } catch (error) {
@@ -299,6 +311,7 @@ export class Lender {
     }
     for (const id of this.#missingSince.keys()) if (!seen.has(id)) this.#missingSince.delete(id);
     for (const id of this.#told) if (!this.#missingSince.has(id)) this.#told.delete(id);
+    for (const id of this.#grantSeen) if (!seen.has(id)) this.#grantSeen.delete(id);
     return { released, kept };
   }
 

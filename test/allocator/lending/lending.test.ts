@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
+import { GIVEN_BACK_GRACE_MS } from '../../../src/allocator/lending/lender.ts';
 import { LENT_NETWORK, RETURNED_NETWORK } from '../../../src/allocator/lending/loans.ts';
 import { momentOf } from '../../../src/core/moment.ts';
 import { isWarrenError } from '../../../src/core/errors.ts';
@@ -233,6 +234,46 @@ describe('lending: loans end', () => {
       got.push(a?.allocation.address ?? '');
     }
     assert.ok(got.includes(lent.allocation.address), 'the address came back to its lender');
+    await c.assertNoDuplicate(POOL);
+  });
+
+  it('releases the placeholder of a loan given back after GIVEN_BACK_GRACE_MS, not the whole grace (issue 36)', async () => {
+    const c = cluster(['lender', 'borrower']);
+    await c.node('lender').allocator.allocate({ owner: owner('l0'), ranges: SMALL });
+    const [lent] = await c.settle(c.node('borrower').allocator.allocate({ owner: owner('b0'), ranges: SMALL }));
+    assert.ok(lent);
+    const grace = 600_000;
+    await c.lendAll({ returnGraceMs: 0, orphanGraceMs: grace }); // the lender sees the grant
+    await c.node('borrower').allocator.release(owner('b0'));
+    await c.lendAll({ returnGraceMs: 0, orphanGraceMs: grace });
+    await c.lendAll({ returnGraceMs: 0, orphanGraceMs: grace });
+    assert.deepEqual((await c.tier.requestOf(POOL, 'borrower'))?.grants, [], 'given back');
+    c.clock.advance(GIVEN_BACK_GRACE_MS - 1);
+    await c.lendAll({ returnGraceMs: 0, orphanGraceMs: grace });
+    assert.equal((await c.node('lender').store.list({ network: LENT_NETWORK })).length, 1, 'released too soon');
+    c.clock.advance(1);
+    await c.lendAll({ returnGraceMs: 0, orphanGraceMs: grace });
+    assert.deepEqual(await c.node('lender').store.list({ network: LENT_NETWORK }), []);
+    await c.assertNoDuplicate(POOL);
+  });
+
+  it('runs the block grace from when the block holds only addresses lent out (issue 36)', async () => {
+    const c = cluster(['lender', 'borrower']);
+    await c.node('lender').allocator.allocate({ owner: owner('l0'), ranges: SMALL });
+    const [lent] = await c.settle(c.node('borrower').allocator.allocate({ owner: owner('b0'), ranges: SMALL }));
+    assert.ok(lent);
+    const grace = 300_000;
+    await c.node('lender').allocator.release(owner('l0'));
+    assert.deepEqual((await c.node('lender').allocator.returnEmptyBlocks(grace)).returned, []);
+    c.clock.advance(grace);
+    assert.deepEqual((await c.node('lender').allocator.returnEmptyBlocks(grace)).returned, [], 'a loan stands');
+    await c.node('borrower').allocator.release(owner('b0'));
+    await c.lendAll({ returnGraceMs: 0, orphanGraceMs: grace });
+    await c.lendAll({ returnGraceMs: 0, orphanGraceMs: grace });
+    c.clock.advance(GIVEN_BACK_GRACE_MS);
+    await c.lendAll({ returnGraceMs: 0, orphanGraceMs: grace });
+    const { returned } = await c.node('lender').allocator.returnEmptyBlocks(grace);
+    assert.equal(returned.length, 1, 'given back as soon as it is empty: unused for the grace already');
     await c.assertNoDuplicate(POOL);
   });
 
