@@ -226,10 +226,19 @@ export async function audit(cluster: ScaleCluster): Promise<Audit & { readonly d
   for (const a of all) {
     if (a.network !== LENT_NETWORK || pods.has(a.address)) continue;
     const loan = all.find((x) => x.holder === a.containerID && x.address === a.address && x.pool !== a.pool);
-    if (loan === undefined || loan.network === RETURNED_NETWORK)
-      stranded.set(a.address, `lent by ${a.holder} to ${a.containerID}, loan given back`);
+    const how = loan === undefined ? 'idle or gone' : loan.network === RETURNED_NETWORK ? 'given back' : undefined;
+    if (how !== undefined) stranded.set(a.address, `lent by ${a.holder} to ${a.containerID}, loan ${how}`);
   }
-  const strandedWhy = [...stranded].slice(0, 5).map(([address, why]) => `${address} ${why}`);
+  // How many for each reason (the nodes' names left out), then a few examples.
+  const reasons = new Map<string, number>();
+  for (const why of stranded.values()) {
+    const reason = why.replace(/node-\d+/g, 'n').replace(/^in \S+,/, 'in a block,');
+    reasons.set(reason, (reasons.get(reason) ?? 0) + 1);
+  }
+  const strandedWhy = [
+    ...[...reasons].map(([reason, count]) => `${count}× ${reason}`),
+    ...[...stranded].slice(0, 3).map(([address, why]) => `e.g. ${address} ${why}`),
+  ];
   return { used, free, stranded: stranded.size, strandedWhy, claimedBlocks: claimed.length, dups };
 }
 

@@ -18,6 +18,8 @@
  *   freed without the request saying so, by a lender stopped between its two writes or by the
  *   grace, is claimed then), and a wait begun after it answers false, for the caller to report the
  *   range full (POOL_EXHAUSTED); a cluster that cannot be reached is TRY_AGAIN naming it;
+ * - a request no ADD waits on any more is withdrawn by lending's upkeep (`withdraw`): nothing more
+ *   wanted, grants never adopted removed, so lenders do not keep addresses for an ask that is over;
  * - asking and adopting run under the range pool's lock (allocator.ts): no two borrows of one range
  *   at once; the wait for grants runs outside it (reads only), so a lending round adopting grants of
  *   the range is not held up by an ADD waiting there.
@@ -201,6 +203,40 @@ export class Borrower {
     let adopted = 0;
     for (const grant of request.grants) if (!isMigrated(grant) && (await this.#adoptOne(range, grant))) adopted += 1;
     return adopted;
+  }
+
+  /**
+   * Withdraws `request` when no ADD of this node waits in its range: grants never adopted are
+   * removed (their lenders take the addresses back, lender.ts) and nothing more is wanted, so an ask
+   * whose ADDs were served otherwise (a block given back, claimed) or gave up strands nothing. The
+   * caller holds the range pool's lock (adopting takes it too): no grant removed here was adopted.
+   * How many grants it removed; undefined when it left the request as it was.
+   */
+  async withdraw(range: LoanRange, request: AddressRequest): Promise<number | undefined> {
+    if ((this.#waiting.get(range.pool)?.size ?? 0) > 0) return undefined;
+    const unadopted: string[] = [];
+    for (const grant of request.grants)
+      if (!isMigrated(grant) && (await this.#unused(range, grant))) unadopted.push(grant.address);
+    if (unadopted.length === 0 && request.wanted === 0) return undefined;
+    const kept = request.grants.filter((g) => !unadopted.includes(g.address));
+    const written = await this.#o.tier.updateRequest(request, kept, 0);
+    return written === undefined ? undefined : unadopted.length;
+  }
+
+  /**
+   * Whether `grant` is not adopted here: its loan ledger never written, or holding only the mark of
+   * an earlier give-back (which keeps every pick off it). An idle loan adopted is not: only its
+   * return (loan-return.ts, mark first) may remove its grant.
+   */
+  async #unused(range: LoanRange, grant: Grant): Promise<boolean> {
+    const ip = parseIP(grant.address);
+    if (ip === undefined || ip.family !== range.family) return false;
+    const key = loanKey(range.pool, range.family, ip.value);
+    const read = await this.#o.store.readLedger(key);
+    if (read.kind !== 'snapshot') return false;
+    if (read.revision === 0) return true;
+    const held = await this.#o.store.list({ ledger: key });
+    return held.length === 1 && held[0]?.network === RETURNED_NETWORK;
   }
 
   /** Adopts the migrated `grant` into its loan ledger, as its holder's allocation: whether it was. */

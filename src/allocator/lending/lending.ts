@@ -195,6 +195,7 @@ export class Lending {
       errors.push(`reading migrated addresses: ${messageOf(error)}`);
     }
     const adopted = migrated === undefined ? 0 : await this.#adoptMigrated(migrated, errors);
+    await this.#withdrawIdle(errors);
     this.#requests.cover(await this.#lender.ownRanges());
     const lending = await this.#lender.run(o.orphanGraceMs, migrated ?? []).catch((error: unknown) => {
       errors.push(`lending: ${messageOf(error)}`);
@@ -216,6 +217,20 @@ export class Lending {
       restored: [...checked.restored, ...lending.kept],
       errors: [...errors, ...lending.errors, ...returning.errors, ...checked.errors],
     };
+  }
+
+  /** Withdraws this node's requests no ADD waits on (borrower.ts `withdraw`), as the watch has them. */
+  async #withdrawIdle(errors: string[]): Promise<void> {
+    for (const request of this.#requests.ownRequests() ?? []) {
+      const key = parsePoolKey(request.pool);
+      if (key === undefined || (request.wanted === 0 && request.grants.every((g) => isMigrated(g)))) continue;
+      const range = { pool: request.pool, family: key.family };
+      try {
+        await this.#o.locks.run(request.pool, () => this.#borrower.withdraw(range, request));
+      } catch (error) {
+        errors.push(`withdrawing the address request of ${request.pool}: ${messageOf(error)}`);
+      }
+    }
   }
 
   async #readMigrated(): Promise<readonly AddressRequest[]> {
