@@ -99,14 +99,9 @@ export class Lender {
     // Only the ranges this node owns blocks of, one reading each (of a watch's copy, while one is
     // open: watched-requests.ts): what it reads grows with its blocks.
     for (const pool of await this.ownRanges()) {
-      for (const request of await this.#o.tier.openRequests(pool)) {
-        if (request.node === this.#o.node) continue;
-        try {
-          lent.push(...(await this.#answer(request)));
-        } catch (error) {
-          errors.push(`request of ${request.node} for ${request.pool}: ${messageOf(error)}`);
-        }
-      }
+      const answered = await this.answer(await this.#o.tier.openRequests(pool));
+      lent.push(...answered.lent);
+      errors.push(...answered.errors);
     }
     const { released, kept } = await this.#tidy(graceMs, migrated, errors);
     return { lent, released, kept, errors };
@@ -145,15 +140,8 @@ export class Lender {
     const room = (await this.#o.giveBack?.(request.pool, request.wanted)) ?? { returned: [], addresses: 0 };
     const given = room.returned.map((key) => `block ${key} given back for ${request.node}`);
     const blocks = request.wanted > room.addresses ? await this.#ownBlocks(request.pool) : [];
-    const chosen = chooseGrants(blocks, request.wanted - room.addresses);
-    const held =
-      chosen.length === 0
-        ? []
-        : await this.#hold(
-            request.pool,
-            blocks,
-            chosen.map((c) => ({ ...c, borrower: request.node })),
-          );
+    const chosen = chooseGrants(blocks, request.wanted - room.addresses).map((c) => ({ ...c, borrower: request.node }));
+    const held = await this.#hold(request.pool, blocks, chosen);
     if (held.length === 0 && room.addresses === 0) return [];
     const grants: Grant[] = held.map((g) => ({ address: g.text, lender: this.#o.node, block: g.block }));
     let written: AddressRequest | undefined;
@@ -164,8 +152,19 @@ export class Lender {
       // Lost or failed: the placeholders go now, not after the grace (the tidy-up is the fallback).
       if (written === undefined) await this.#releasePlaceholders(request.pool, held);
     }
+    if (written === undefined && room.addresses > 0) await this.#tellRoom(request, room.addresses);
     // A block given back stays given back (free to claim) whether or not the request said so.
     return written === undefined ? given : [...given, ...held.map((g) => `${g.text} → ${request.node}`)];
+  }
+
+  /** After a lost write, lowers the request's `wanted` by the room given back for it: the asker's wait ends on it. */
+  async #tellRoom(request: AddressRequest, addresses: number): Promise<void> {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const now = await this.#o.tier.requestOf(request.pool, request.node);
+      if (now === undefined || now.wanted === 0) return;
+      if ((await this.#o.tier.updateRequest(now, now.grants, Math.max(0, now.wanted - addresses))) !== undefined)
+        return;
+    }
   }
 
   /** This node's blocks of `pool`, read from its store now, with what the policy needs. */
