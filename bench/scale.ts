@@ -27,6 +27,11 @@
  * --kubeconfig FILE (any API server, Warren's CRDs installed: the nodes all use this file),
  * --counts server|client (server where it counts), --memory (databases in memory),
  * --lose N nodes killed and their Nodes deleted (0), --forget (one node re-joins with an empty file).
+ *
+ * `--tiny-range` runs issue 36's tiny range instead (scale/tiny-range.ts): the nodes share
+ * --tiny-cidr (10.0.0.0/24) at the store's own block size (or --tiny-block-size), skewed bursts past full
+ * (--tiny-bursts, 6), --tiny-idle-minutes (10) idle, a last burst; prints the false exhaustions,
+ * borrow p50/p99 on the ManualClock, ADD wall p50/p99, stranded after the idle window, duplicates.
  */
 import { readFileSync, readdirSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -34,6 +39,7 @@ import { type ApiChoice, ChildProcessApi } from './scale/api-server.ts';
 import { ScaleCluster } from './scale/cluster.ts';
 import { describeAudit, describeNodeForget, describeNodeLoss, nodeForget, nodeLoss } from './scale/node-events.ts';
 import { churn, counted, holdBlocks, idleWindow } from './scale/scenarios.ts';
+import { type TinyRangeReport, tinyRange } from './scale/tiny-range.ts';
 import { describeProbe, probeBlockClaim } from './scale/fan-out.ts';
 import { describeFanOut, describeWindow, writesPerNode100s } from './scale/window-counts.ts';
 import { describeLoad, machineLine, underLoad } from './machine.ts';
@@ -54,6 +60,11 @@ const { values } = parseArgs({
     memory: { type: 'boolean', default: false },
     lose: { type: 'string', default: '0' },
     forget: { type: 'boolean', default: false },
+    'tiny-range': { type: 'boolean', default: false },
+    'tiny-cidr': { type: 'string', default: '10.0.0.0/24' },
+    'tiny-bursts': { type: 'string', default: '6' },
+    'tiny-idle-minutes': { type: 'string', default: '10' },
+    'tiny-block-size': { type: 'string' },
   },
 });
 const number = (name: keyof typeof values): number => {
@@ -98,6 +109,24 @@ async function openWatches(cluster: ScaleCluster): Promise<string> {
   return `${open.map(([r, count]) => `${r} ${(count / n).toFixed(2)}`).join(', ')}; ${(all / n).toFixed(2)} in all`;
 }
 
+/** The tiny range's figures (scale/tiny-range.ts), as lines. */
+function describeTiny(r: TinyRangeReport): string {
+  const { idle, drained } = r;
+  return [
+    `range ${values['tiny-cidr']}: ${r.capacity} addresses, /${r.blockPrefix} blocks, ${nodes} nodes`,
+    `ADDs ${r.adds}: served ${r.served}, refused as full ${r.exhausted} (false: ${r.falseExhaustions}), ` +
+      `other failures ${r.failed}${r.failures.map((f) => `\n  ${f}`).join('')}`,
+    `borrow (ADDs that waited for other nodes: ${r.borrowMs.length}), ManualClock ms: ` +
+      `p50 ${percentile(r.borrowMs, 0.5)}, p99 ${percentile(r.borrowMs, 0.99)}, max ${percentile(r.borrowMs, 1)}`,
+    `ADD wall ms: p50 ${percentile(r.addWallMs, 0.5)}, p99 ${percentile(r.addWallMs, 0.99)}`,
+    `after ${values['tiny-idle-minutes']} min idle: ${idle.used} used, ${idle.free} free, ${idle.claimedBlocks} blocks ` +
+      `claimed, stranded ${idle.stranded} (${((100 * idle.stranded) / r.capacity).toFixed(2)}%)` +
+      idle.strandedWhy.map((w) => `\n  ${w}`).join(''),
+    `after the last burst: ${drained.used} used, ${drained.free} free; duplicates ${r.duplicates.length}`,
+    ...r.duplicates.slice(0, 10).map((d) => `  DUPLICATE ${d}`),
+  ].join('\n');
+}
+
 /** A process's resident memory (MiB) and open files, from /proc; undefined when it cannot be read. */
 function processUse(pid: number | 'self'): { rssMiB: number; files: number } | undefined {
   try {
@@ -137,6 +166,24 @@ console.log(machineLine());
 console.log(
   `${openFileLimit()}; API server: ${choice.place}; counts: ${choice.place === 'kubeconfig' ? 'client' : values.counts}`,
 );
+if (values['tiny-range'] === true) {
+  const { load } = await underLoad(async () => {
+    const started = performance.now();
+    const blockSize = values['tiny-block-size'] === undefined ? {} : { blockSize: number('tiny-block-size') };
+    const cluster = await ScaleCluster.start({ nodes, range: values['tiny-cidr'], ...blockSize, api: choice });
+    try {
+      const idleSeconds = number('tiny-idle-minutes') * 60;
+      const report = await tinyRange(cluster, { bursts: number('tiny-bursts'), idleSeconds });
+      console.log(describeTiny(report));
+      console.log(`(${((performance.now() - started) / 1000).toFixed(1)} s of real time)`);
+      if (cluster.unsettled > 0) console.log(`warning: ${cluster.unsettled} requests left unanswered by a settle`);
+    } finally {
+      await cluster.stop();
+    }
+  });
+  console.log(describeLoad(load));
+  process.exit(0);
+}
 const baseline = process.memoryUsage().rss;
 const { load } = await underLoad(async () => {
   let started = performance.now();

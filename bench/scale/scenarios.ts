@@ -7,7 +7,9 @@
  * - `churn`: ADDs and DELs at a given rate per clock second, spread over the nodes by a seeded
  *   generator (the same seed, the same sequence), each node keeping at most a few containers; ADD
  *   times measured; then the auditor;
- * - node loss and node forget: node-events.ts.
+ * - node loss and node forget: node-events.ts;
+ * - `tinyRange` (tiny-range.ts): issue 36's tiny range, skewed bursts on a /24 shared by every node,
+ *   counting false exhaustions, borrow latency, stranded addresses after an idle window, duplicates.
  * The bench (bench/scale.ts) and the idle-budget test (test/store/scale/idle-budget.test.ts) run the
  * same scenarios, so the figures in BENCHMARKS.md and the budgets asserted in CI are one measure.
  */
@@ -69,7 +71,7 @@ export interface ChurnReport {
 }
 
 /** A small, fast, seeded generator (mulberry32): the same seed, the same churn. */
-function generator(seed: number): () => number {
+export function generator(seed: number): () => number {
   let state = seed >>> 0;
   return () => {
     state = (state + 0x6d2b79f5) >>> 0;

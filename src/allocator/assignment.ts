@@ -102,9 +102,12 @@ export function matchRequested(
 
 /**
  * How many times one ADD waits for other nodes (a conflict's `wait`, all within one deadline)
- * before reporting the range full: grants that came may go to other ADDs under way meanwhile.
+ * before reporting the range full: grants that came may go to other ADDs under way meanwhile, and
+ * a block given back may be claimed by another node first (16, not 4: under a burst on a tiny range
+ * each answer wakes every wait of the node, and 4 refused ADDs while addresses were still coming,
+ * issue 36; the deadline is what bounds the ADD).
  */
-export const MAX_WAITS = 4;
+export const MAX_WAITS = 16;
 
 /** A round's answer: wait for `until` outside the range's locks, then decide again (false: nothing came). */
 export class Waiting {

@@ -11,15 +11,22 @@
  *   holder's allocation, so the pod keeps its address and its release frees it like any other;
  * - a loan ledger is used only while it is not marked given back (loan-return.ts); a grant of an
  *   address given back earlier takes the mark off again;
- * - the wait is bounded (`waitMs` on the clock): no grant in time answers false, for the caller to
- *   report the range full (POOL_EXHAUSTED); a cluster that cannot be reached is TRY_AGAIN naming it;
+ * - the wait ends as soon as the request is answered: a grant to adopt, or `wanted` lower than this
+ *   node asked (an owner gave an empty block back for it, give-back.ts `forRequest`, which block
+ *   placement then claims; the only answer in a range of one-address blocks, which lend nothing);
+ * - the wait is bounded (`waitMs` on the clock): at its end the caller decides once more (a block
+ *   freed without the request saying so, by a lender stopped between its two writes or by the
+ *   grace, is claimed then), and a wait begun after it answers false, for the caller to report the
+ *   range full (POOL_EXHAUSTED); a cluster that cannot be reached is TRY_AGAIN naming it;
+ * - a request no ADD waits on any more is withdrawn by lending's upkeep (`withdraw`): nothing more
+ *   wanted, grants never adopted removed, so lenders do not keep addresses for an ask that is over;
  * - asking and adopting run under the range pool's lock (allocator.ts): no two borrows of one range
  *   at once; the wait for grants runs outside it (reads only), so a lending round adopting grants of
  *   the range is not held up by an ADD waiting there.
  */
 import type { Clock } from '../../core/clock.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
-import { parseIP } from '../../ipam/address.ts';
+import { bitsOf, parseIP } from '../../ipam/address.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
 import type { AddressRequest, ClusterRecords, Grant } from '../../store/cluster.ts';
 import type { AdmissionGuard, LedgerDescription, LedgerOp, LedgerSummary, Store } from '../../store/store.ts';
@@ -68,6 +75,8 @@ export class Borrower {
   readonly #hinted = new Map<string, { request: AddressRequest; seq: number }>();
   /** Waits under way, by range pool: each woken by a hint of its range's request. */
   readonly #waiting = new Map<string, Set<() => void>>();
+  /** What this node's request of each range pool wanted when it last asked: less since is an answer. */
+  readonly #asked = new Map<string, number>();
 
   constructor(options: BorrowerOptions) {
     this.#o = options;
@@ -105,12 +114,16 @@ export class Borrower {
     const { tier, node } = this.#o;
     const wanted = Math.max(1, this.#o.demand(range.pool));
     const request = await this.#reach(range, 'read its address request', () => tier.requestOf(range.pool, node));
-    if (request !== undefined) {
+    // Where blocks are one address, a loan's key would be a block's: nothing is lent, so nothing adopted.
+    if (request !== undefined && lendsIn(range)) {
       const adopted = await this.adopt(range, request);
       if (adopted > 0) return adopted;
     }
-    if (request === undefined || request.wanted < wanted)
-      await this.#reach(range, 'ask for addresses', () => tier.ask(range.pool, node, wanted));
+    const asked =
+      request === undefined || request.wanted < wanted
+        ? await this.#reach(range, 'ask for addresses', () => tier.ask(range.pool, node, wanted))
+        : request;
+    this.#asked.set(range.pool, asked.wanted);
     return 0;
   }
 
@@ -138,23 +151,28 @@ export class Borrower {
     const { tier, node, clock } = this.#o;
     const waitMs = this.#o.waitMs ?? 15_000;
     const deadline = since + waitMs;
+    if (clock.monotonic() >= deadline) return false;
     let looked = 0; // the last hint this wait looked at: each once (one that came before it too)
     while (clock.monotonic() < deadline) {
       const told = this.#hinted.get(range.pool);
       if (told !== undefined && told.seq > looked) {
         looked = told.seq;
-        if (await this.#holdsAdoptable(range, told.request)) return true;
+        if (await this.#answered(range, told.request)) return true;
       }
       const pollMs = this.#o.pollMs ?? (this.#watched ? WATCHED_POLL_MS : 250);
       const woken = await this.#nap(range.pool, Math.min(pollMs, deadline - clock.monotonic()));
       if (woken) continue; // the hint is looked at first thing
       const request = await this.#reach(range, 'read its address request', () => tier.requestOf(range.pool, node));
-      if (request !== undefined && (await this.#holdsAdoptable(range, request))) return true;
+      if (request !== undefined && (await this.#answered(range, request))) return true;
     }
-    return false;
+    // Decide once more before the ADD is refused: a block freed without the request saying so.
+    return true;
   }
 
-  async #holdsAdoptable(range: RangeSpec, request: AddressRequest): Promise<boolean> {
+  /** Whether `request` answers this node's ask: a grant to adopt, or less wanted than it asked. */
+  async #answered(range: RangeSpec, request: AddressRequest): Promise<boolean> {
+    if (request.wanted < (this.#asked.get(range.pool) ?? 0)) return true;
+    if (!lendsIn(range)) return false;
     for (const grant of request.grants) if (await this.#adoptable(range, grant)) return true;
     return false;
   }
@@ -185,6 +203,40 @@ export class Borrower {
     let adopted = 0;
     for (const grant of request.grants) if (!isMigrated(grant) && (await this.#adoptOne(range, grant))) adopted += 1;
     return adopted;
+  }
+
+  /**
+   * Withdraws `request` when no ADD of this node waits in its range: grants never adopted are
+   * removed (their lenders take the addresses back, lender.ts) and nothing more is wanted, so an ask
+   * whose ADDs were served otherwise (a block given back, claimed) or gave up strands nothing. The
+   * caller holds the range pool's lock (adopting takes it too): no grant removed here was adopted.
+   * How many grants it removed; undefined when it left the request as it was.
+   */
+  async withdraw(range: LoanRange, request: AddressRequest): Promise<number | undefined> {
+    if ((this.#waiting.get(range.pool)?.size ?? 0) > 0) return undefined;
+    const unadopted: string[] = [];
+    for (const grant of request.grants)
+      if (!isMigrated(grant) && (await this.#unused(range, grant))) unadopted.push(grant.address);
+    if (unadopted.length === 0 && request.wanted === 0) return undefined;
+    const kept = request.grants.filter((g) => !unadopted.includes(g.address));
+    const written = await this.#o.tier.updateRequest(request, kept, 0);
+    return written === undefined ? undefined : unadopted.length;
+  }
+
+  /**
+   * Whether `grant` is not adopted here: its loan ledger never written, or holding only the mark of
+   * an earlier give-back (which keeps every pick off it). An idle loan adopted is not: only its
+   * return (loan-return.ts, mark first) may remove its grant.
+   */
+  async #unused(range: LoanRange, grant: Grant): Promise<boolean> {
+    const ip = parseIP(grant.address);
+    if (ip === undefined || ip.family !== range.family) return false;
+    const key = loanKey(range.pool, range.family, ip.value);
+    const read = await this.#o.store.readLedger(key);
+    if (read.kind !== 'snapshot') return false;
+    if (read.revision === 0) return true;
+    const held = await this.#o.store.list({ ledger: key });
+    return held.length === 1 && held[0]?.network === RETURNED_NETWORK;
   }
 
   /** Adopts the migrated `grant` into its loan ledger, as its holder's allocation: whether it was. */
@@ -245,6 +297,11 @@ export class Borrower {
       );
     }
   }
+}
+
+/** Whether addresses of `range` can be lent: its blocks are larger than one address (loans.ts). */
+function lendsIn(range: RangeSpec): boolean {
+  return range.blockPrefix < bitsOf(range.family);
 }
 
 /** A loan ledger's description for operators: one address (the subnet is the address's own). */

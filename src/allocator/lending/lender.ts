@@ -12,12 +12,22 @@
  * - a placeholder whose grant is in no request (given back by the borrower, or never written: a
  *   crash between placeholder and grant) is released once it has been missing for `graceMs` on the
  *   monotonic clock, so nothing stays lent for ever, and never sooner, so an answer under way (its
- *   placeholder committed, its grant not yet written) is not undone;
+ *   placeholder committed, its grant not yet written) is not undone; one whose grant this process
+ *   saw and that is gone since (a loan given back) after GIVEN_BACK_GRACE_MS when that is shorter:
+ *   three of the borrower's upkeep intervals, in which its loan check (loan-check.ts) writes back a
+ *   grant someone else removed while the loan is in use, so the address is not stranded for the
+ *   whole grace (issue 36); a placeholder is never released while its borrower publishes it in use;
  * - an address a migration recorded (grant lender `whereabouts`) in a block of this node is held as
  *   a placeholder like a loan of this node's: the node takes over as its lender; one granted to
  *   this node itself is left to adopting (migrated.ts), which records it as its pod's allocation;
  * - what is lent follows grant-policy.ts; local commits run under the range pool's lock, requests
- *   to the cluster outside it.
+ *   to the cluster outside it;
+ * - before lending, an empty block no larger than what is still wanted is given back at once
+ *   (give-back.ts `forRequest`): the asker claims it (block placement) rather than wait for the
+ *   grace; it is what answers a range of one-address blocks, which lend nothing. The request's
+ *   `wanted` drops by what was given back, which is what tells the asker to look again
+ *   (borrower.ts); the block is unclaimed first, so a lender stopped between the two writes leaves
+ *   a free block, never an address on two nodes.
  */
 import type { Clock } from '../../core/clock.ts';
 import { messageOf } from '../../core/errors.ts';
@@ -29,10 +39,14 @@ import { parsePoolKey } from '../../ipam/pool-key.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
 import type { AddressRequest, ClusterRecords, Grant } from '../../store/cluster.ts';
 import type { LedgerOp, Store } from '../../store/store.ts';
+import type { RoomGiven } from '../give-back.ts';
 import type { LedgerCache } from '../ledger-cache.ts';
 import { type GrantChoice, type LendableBlock, chooseGrants } from './grant-policy.ts';
 import { loanUser, userOf } from './loan-check.ts';
 import { LENT_NETWORK, MIGRATION_LENDER, loanAddressOf, placeholderOf } from './loans.ts';
+
+/** How long a placeholder whose grant was seen is kept once the grant is gone (see the header). */
+export const GIVEN_BACK_GRACE_MS = 30_000;
 
 export interface LenderOptions {
   readonly store: Store;
@@ -44,6 +58,8 @@ export interface LenderOptions {
   readonly locks: KeyedMutex;
   /** The range as this node's configs define it (its exclusions), when it has served it. */
   readonly rangeOf: (pool: string) => RangeSpec | undefined;
+  /** Gives back at once this node's empty blocks of a range for a request (give-back.ts `forRequest`). */
+  readonly giveBack?: ((pool: string, wanted: number) => Promise<RoomGiven>) | undefined;
 }
 
 export interface LendReport {
@@ -68,6 +84,8 @@ export class Lender {
   readonly #missingSince = new Map<string, number>();
   /** Placeholders kept for a loan in use whose grant is gone, already said (`pool address`). */
   readonly #told = new Set<string>();
+  /** Placeholders this process saw granted (`pool address`): their grant gone is a loan given back. */
+  readonly #grantSeen = new Set<string>();
 
   constructor(options: LenderOptions) {
     this.#o = options;
@@ -81,14 +99,9 @@ export class Lender {
     // Only the ranges this node owns blocks of, one reading each (of a watch's copy, while one is
     // open: watched-requests.ts): what it reads grows with its blocks.
     for (const pool of await this.ownRanges()) {
-      for (const request of await this.#o.tier.openRequests(pool)) {
-        if (request.node === this.#o.node) continue;
-        try {
-          lent.push(...(await this.#answer(request)));
-        } catch (error) {
-          errors.push(`request of ${request.node} for ${request.pool}: ${messageOf(error)}`);
-        }
-      }
+      const answered = await this.answer(await this.#o.tier.openRequests(pool));
+      lent.push(...answered.lent);
+      errors.push(...answered.errors);
     }
     const { released, kept } = await this.#tidy(graceMs, migrated, errors);
     return { lent, released, kept, errors };
@@ -124,29 +137,34 @@ export class Lender {
 
   /** Grants what the policy allows from this node's blocks of the request's range. */
   async #answer(request: AddressRequest): Promise<string[]> {
-    const blocks = await this.#ownBlocks(request.pool);
-    if (blocks.length === 0) return [];
-    const chosen = chooseGrants(blocks, request.wanted);
-    if (chosen.length === 0) return [];
-    const held = await this.#hold(
-      request.pool,
-      blocks,
-      chosen.map((c) => ({ ...c, borrower: request.node })),
-    );
-    if (held.length === 0) return [];
+    const room = (await this.#o.giveBack?.(request.pool, request.wanted)) ?? { returned: [], addresses: 0 };
+    const given = room.returned.map((key) => `block ${key} given back for ${request.node}`);
+    const blocks = request.wanted > room.addresses ? await this.#ownBlocks(request.pool) : [];
+    const chosen = chooseGrants(blocks, request.wanted - room.addresses).map((c) => ({ ...c, borrower: request.node }));
+    const held = await this.#hold(request.pool, blocks, chosen);
+    if (held.length === 0 && room.addresses === 0) return [];
     const grants: Grant[] = held.map((g) => ({ address: g.text, lender: this.#o.node, block: g.block }));
     let written: AddressRequest | undefined;
     try {
-      written = await this.#o.tier.updateRequest(
-        request,
-        [...request.grants, ...grants],
-        Math.max(0, request.wanted - grants.length),
-      );
+      const wanted = Math.max(0, request.wanted - room.addresses - grants.length);
+      written = await this.#o.tier.updateRequest(request, [...request.grants, ...grants], wanted);
     } finally {
       // Lost or failed: the placeholders go now, not after the grace (the tidy-up is the fallback).
       if (written === undefined) await this.#releasePlaceholders(request.pool, held);
     }
-    return written === undefined ? [] : held.map((g) => `${g.text} → ${request.node}`);
+    if (written === undefined && room.addresses > 0) await this.#tellRoom(request, room.addresses);
+    // A block given back stays given back (free to claim) whether or not the request said so.
+    return written === undefined ? given : [...given, ...held.map((g) => `${g.text} → ${request.node}`)];
+  }
+
+  /** After a lost write, lowers the request's `wanted` by the room given back for it: the asker's wait ends on it. */
+  async #tellRoom(request: AddressRequest, addresses: number): Promise<void> {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const now = await this.#o.tier.requestOf(request.pool, request.node);
+      if (now === undefined || now.wanted === 0) return;
+      if ((await this.#o.tier.updateRequest(now, now.grants, Math.max(0, now.wanted - addresses))) !== undefined)
+        return;
+    }
   }
 
   /** This node's blocks of `pool`, read from its store now, with what the policy needs. */
@@ -255,11 +273,13 @@ export class Lender {
       seen.add(id);
       if (granted.has(grantKey(rangePoolOfKey(placeholder.pool), placeholder.containerID, placeholder.address))) {
         this.#missingSince.delete(id);
+        this.#grantSeen.add(id);
         continue;
       }
       const since = this.#missingSince.get(id);
       if (since === undefined) this.#missingSince.set(id, now);
-      if ((since ?? now) + graceMs > now) continue;
+      const grace = this.#grantSeen.has(id) ? Math.min(graceMs, GIVEN_BACK_GRACE_MS) : graceMs;
+      if ((since ?? now) + grace > now) continue;
       try {
         // The borrower still publishes a container using it: kept, never handed out twice (loan-check.ts).
         const user = await loanUser(
@@ -281,6 +301,7 @@ export class Lender {
           { block: placeholder.pool, text: placeholder.address },
         ]);
         released.push(`${placeholder.address} (lent to ${placeholder.containerID})`);
+        this.#grantSeen.delete(id);
         this.#missingSince.delete(id);
         this.#told.delete(id);
       } catch (error) {
@@ -289,6 +310,7 @@ export class Lender {
     }
     for (const id of this.#missingSince.keys()) if (!seen.has(id)) this.#missingSince.delete(id);
     for (const id of this.#told) if (!this.#missingSince.has(id)) this.#told.delete(id);
+    for (const id of this.#grantSeen) if (!seen.has(id)) this.#grantSeen.delete(id);
     return { released, kept };
   }
 

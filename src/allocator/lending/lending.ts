@@ -7,7 +7,8 @@
  * watches (watched-requests.ts): an idle node's rounds make no request to the cluster.
  *
  * - borrower.ts: loan ledgers, asking the owners and waiting for grants, adopting them;
- * - lender.ts: answering other nodes' requests, placeholders, tidying orphans up;
+ * - lender.ts: answering other nodes' requests (empty blocks given back at once, then loans),
+ *   placeholders, tidying orphans up;
  * - prompt-lending.ts: both answered as the tier tells of changed requests, not only on the timer;
  * - watched-requests.ts: the requests the rounds read, from watches of what this node needs;
  * - loan-return.ts: giving idle loans back;
@@ -20,18 +21,26 @@
  * or lendable: the lender holds a placeholder for as long as the grant exists (written before it,
  * released only after it is gone for a grace), and the borrower hands out only addresses whose grant
  * it adopted and stops (marks the loan given back) before removing the grant.
+ *
+ * Every address usable (issue 36): an owner asked gives back its empty blocks no larger than what
+ * is wanted at once (give-back.ts `forRequest`), then lends from the rest, whatever the block size;
+ * the asker's wait ends on the answer and it claims or adopts. A free address is out of reach of a
+ * node that asks only while it is: an idle loan (its borrower's alone, until the return grace), a
+ * placeholder whose grant is gone (until the orphan grace), an address resting after its release,
+ * or in a block whose owner cannot be reached. Free addresses in blocks of nodes that use them are
+ * not stranded: they are lent when asked for; an idle node's empty blocks go back after the grace.
  */
 import type { Clock } from '../../core/clock.ts';
 import { defined } from '../../core/defined.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import type { KeyedMutex } from '../../core/keyed-mutex.ts';
-import { bitsOf } from '../../ipam/address.ts';
 import type { Block } from '../../ipam/blocks.ts';
 import { parsePoolKey } from '../../ipam/pool-key.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
 import type { AddressRequest, ClusterRecords } from '../../store/cluster.ts';
 import type { AdmissionGuard, LedgerOp, Store } from '../../store/store.ts';
 import type { AllocateRequest, Decision } from '../assignment.ts';
+import type { RoomGiven } from '../give-back.ts';
 import type { LedgerAssigner } from '../ledger-assigner.ts';
 import type { LedgerCache } from '../ledger-cache.ts';
 import { Borrower } from './borrower.ts';
@@ -58,6 +67,8 @@ export interface LendingOptions {
   readonly waitMs?: number;
   /** ADDs under way in a range pool: how many addresses to ask for at once. */
   readonly demand: (pool: string) => number;
+  /** Gives back at once this node's empty blocks of a range another node asks for (give-back.ts). */
+  readonly giveBack?: ((pool: string, wanted: number) => Promise<RoomGiven>) | undefined;
 }
 
 export interface LendingReport {
@@ -106,7 +117,7 @@ export class Lending {
       demand,
       ...defined({ waitMs: options.waitMs }),
     });
-    this.#lender = new Lender({ store, tier, node, clock, ledgers, locks, rangeOf });
+    this.#lender = new Lender({ store, tier, node, clock, ledgers, locks, rangeOf, giveBack: options.giveBack });
     this.#return = new LoanReturn({ store, tier, node, clock, ledgers, locks });
     this.#check = new LoanCheck({ store, tier, node, locks, rangeOf });
     this.#migratedAddresses = new MigratedAddresses({ store, tier, node, clock, ledgers });
@@ -136,8 +147,8 @@ export class Lending {
    * adopted, or `conflict` with `wait` (wait for grants outside the range's locks, then decide again).
    */
   async borrow(range: RangeSpec): Promise<Decision> {
-    // Blocks of one address are never lent (loans.ts): with every one claimed, the range is full here.
-    if (range.blockPrefix >= bitsOf(range.family)) return { kind: 'full' };
+    // Blocks of one address are never lent (loans.ts), but asked, their owners give empty ones back
+    // at once (lender.ts): the wait ends when the request says so, and placement claims the block.
     if ((await this.#borrower.ask(range)) > 0) return { kind: 'conflict' };
     return { kind: 'conflict', wait: (since) => this.#borrower.waitForGrants(range, since) };
   }
@@ -184,6 +195,7 @@ export class Lending {
       errors.push(`reading migrated addresses: ${messageOf(error)}`);
     }
     const adopted = migrated === undefined ? 0 : await this.#adoptMigrated(migrated, errors);
+    await this.#withdrawIdle(errors);
     this.#requests.cover(await this.#lender.ownRanges());
     const lending = await this.#lender.run(o.orphanGraceMs, migrated ?? []).catch((error: unknown) => {
       errors.push(`lending: ${messageOf(error)}`);
@@ -205,6 +217,20 @@ export class Lending {
       restored: [...checked.restored, ...lending.kept],
       errors: [...errors, ...lending.errors, ...returning.errors, ...checked.errors],
     };
+  }
+
+  /** Withdraws this node's requests no ADD waits on (borrower.ts `withdraw`), as the watch has them. */
+  async #withdrawIdle(errors: string[]): Promise<void> {
+    for (const request of this.#requests.ownRequests() ?? []) {
+      const key = parsePoolKey(request.pool);
+      if (key === undefined || (request.wanted === 0 && request.grants.every((g) => isMigrated(g)))) continue;
+      const range = { pool: request.pool, family: key.family };
+      try {
+        await this.#o.locks.run(request.pool, () => this.#borrower.withdraw(range, request));
+      } catch (error) {
+        errors.push(`withdrawing the address request of ${request.pool}: ${messageOf(error)}`);
+      }
+    }
   }
 
   async #readMigrated(): Promise<readonly AddressRequest[]> {

@@ -122,6 +122,11 @@ export class WatchedRequests implements ClusterRecords {
     return view.values().filter((r) => r.grants.some((g) => g.lender === lender));
   }
 
+  /** This node's own requests, from the watch while it is synced; undefined when there is none to read. */
+  ownRequests(): readonly AddressRequest[] | undefined {
+    return this.#served({ node: this.#node })?.values();
+  }
+
   async requestOf(pool: string, node: string): Promise<AddressRequest | undefined> {
     const view = this.#served({ node });
     if (view === undefined) return this.#tier.requestOf(pool, node);

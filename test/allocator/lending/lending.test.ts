@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
+import { GIVEN_BACK_GRACE_MS } from '../../../src/allocator/lending/lender.ts';
 import { LENT_NETWORK, RETURNED_NETWORK } from '../../../src/allocator/lending/loans.ts';
 import { momentOf } from '../../../src/core/moment.ts';
 import { isWarrenError } from '../../../src/core/errors.ts';
@@ -155,6 +156,52 @@ describe('lending: a node with full blocks borrows', () => {
   });
 });
 
+describe('lending: an owner asked gives an empty block back at once (issue 36)', () => {
+  // Four blocks of a /27: .1-.7 (7 addresses), .8-.15, .16-.23, .24-.30.
+  const QUARTERS = rangesOf({ range: '10.40.0.0/27', block_size: 29 });
+  const pool = QUARTERS[0]?.pool ?? '';
+  /** n1 holds one block, emptied (its address released after `cooldownSeconds`); n2 asks for `wanted`. */
+  async function emptiedAndAsked(names: [string, string], wanted: number, cooldownSeconds = 0) {
+    const c = cluster(names);
+    const [a] = await c.node(names[0]).allocator.allocate({ owner: owner('a'), ranges: QUARTERS });
+    assert.ok(a);
+    await c.node(names[0]).allocator.release(owner('a'), cooldownSeconds);
+    await c.tier.ask(pool, names[1], wanted);
+    const report = await c.node(names[0]).allocator.lend({ returnGraceMs: 3_600_000, orphanGraceMs: 3_600_000 });
+    assert.deepEqual(report.errors, []);
+    const request = await c.tier.requestOf(pool, names[1]);
+    return { c, block: a.allocation.pool, report, request };
+  }
+
+  it('gives back a block no larger than what is wanted, and says so in the request', async () => {
+    const { c, block, report, request } = await emptiedAndAsked(['g1', 'g2'], 7);
+    assert.equal(await c.tier.claimOf(block), undefined, 'given back before its grace');
+    assert.deepEqual(report.lent, [`block ${block} given back for g2`]);
+    assert.deepEqual([request?.wanted, request?.grants.length], [0, 0], 'answered: nothing more wanted');
+    const [got] = await c.settle(c.node('g2').allocator.allocate({ owner: owner('b'), ranges: QUARTERS }));
+    assert.equal(got?.allocation.pool, block, 'the asker claims it');
+    await c.assertNoDuplicate(pool);
+  });
+
+  it('lends from an empty block larger than what is wanted, and keeps it', async () => {
+    const { c, block, report, request } = await emptiedAndAsked(['h1', 'h2'], 1);
+    assert.equal((await c.tier.claimOf(block))?.node, 'h1');
+    assert.equal(report.lent.length, 1);
+    assert.deepEqual([request?.wanted, request?.grants.length], [0, 1]);
+    await c.assertNoDuplicate(pool);
+  });
+
+  it('keeps an empty block whose address still rests after its release', async () => {
+    const { c, block, request } = await emptiedAndAsked(['k1', 'k2'], 7, 60);
+    assert.equal((await c.tier.claimOf(block))?.node, 'k1', 'the rest is kept: not given back');
+    assert.ok(
+      (request?.grants ?? []).every((g) => g.address !== '10.40.0.1'),
+      'the resting address never lent',
+    );
+    await c.assertNoDuplicate(pool);
+  });
+});
+
 describe('lending: loans end', () => {
   it('gives an idle loan back after the grace, and its lender can use the address again', async () => {
     const c = cluster(['lender', 'borrower']);
@@ -190,6 +237,46 @@ describe('lending: loans end', () => {
     await c.assertNoDuplicate(POOL);
   });
 
+  it('releases the placeholder of a loan given back after GIVEN_BACK_GRACE_MS, not the whole grace (issue 36)', async () => {
+    const c = cluster(['lender', 'borrower']);
+    await c.node('lender').allocator.allocate({ owner: owner('l0'), ranges: SMALL });
+    const [lent] = await c.settle(c.node('borrower').allocator.allocate({ owner: owner('b0'), ranges: SMALL }));
+    assert.ok(lent);
+    const grace = 600_000;
+    await c.lendAll({ returnGraceMs: 0, orphanGraceMs: grace }); // the lender sees the grant
+    await c.node('borrower').allocator.release(owner('b0'));
+    await c.lendAll({ returnGraceMs: 0, orphanGraceMs: grace });
+    await c.lendAll({ returnGraceMs: 0, orphanGraceMs: grace });
+    assert.deepEqual((await c.tier.requestOf(POOL, 'borrower'))?.grants, [], 'given back');
+    c.clock.advance(GIVEN_BACK_GRACE_MS - 1);
+    await c.lendAll({ returnGraceMs: 0, orphanGraceMs: grace });
+    assert.equal((await c.node('lender').store.list({ network: LENT_NETWORK })).length, 1, 'released too soon');
+    c.clock.advance(1);
+    await c.lendAll({ returnGraceMs: 0, orphanGraceMs: grace });
+    assert.deepEqual(await c.node('lender').store.list({ network: LENT_NETWORK }), []);
+    await c.assertNoDuplicate(POOL);
+  });
+
+  it('runs the block grace from when the block holds only addresses lent out (issue 36)', async () => {
+    const c = cluster(['lender', 'borrower']);
+    await c.node('lender').allocator.allocate({ owner: owner('l0'), ranges: SMALL });
+    const [lent] = await c.settle(c.node('borrower').allocator.allocate({ owner: owner('b0'), ranges: SMALL }));
+    assert.ok(lent);
+    const grace = 300_000;
+    await c.node('lender').allocator.release(owner('l0'));
+    assert.deepEqual((await c.node('lender').allocator.returnEmptyBlocks(grace)).returned, []);
+    c.clock.advance(grace);
+    assert.deepEqual((await c.node('lender').allocator.returnEmptyBlocks(grace)).returned, [], 'a loan stands');
+    await c.node('borrower').allocator.release(owner('b0'));
+    await c.lendAll({ returnGraceMs: 0, orphanGraceMs: grace });
+    await c.lendAll({ returnGraceMs: 0, orphanGraceMs: grace });
+    c.clock.advance(GIVEN_BACK_GRACE_MS);
+    await c.lendAll({ returnGraceMs: 0, orphanGraceMs: grace });
+    const { returned } = await c.node('lender').allocator.returnEmptyBlocks(grace);
+    assert.equal(returned.length, 1, 'given back as soon as it is empty: unused for the grace already');
+    await c.assertNoDuplicate(POOL);
+  });
+
   it('never takes an empty block of one address for an idle loan to give back', async () => {
     // Without block_size a /28 is split into one-address blocks, whose keys look like loans' keys.
     const c = cluster(['n1']);
@@ -202,6 +289,40 @@ describe('lending: loans end', () => {
     assert.deepEqual(await c.node('n1').store.list({ network: RETURNED_NETWORK }), []);
     const [again] = await c.node('n1').allocator.allocate({ owner: owner('b'), ranges: tiny });
     assert.equal(again?.allocation.pool, a?.allocation.pool, 'the block still serves');
+  });
+
+  it('never hands an address out twice through a lender killed mid-lend and restarted', async () => {
+    const c = cluster(['lender', 'borrower']);
+    const [first] = await c.node('lender').allocator.allocate({ owner: owner('l0'), ranges: SMALL });
+    assert.ok(first);
+    // Killed after a placeholder for the borrower, before its grant (what #answer commits first).
+    const block = first.allocation.pool;
+    const read = await c.node('lender').store.readLedger(block);
+    assert.equal(read.kind, 'snapshot');
+    const orphan = '10.9.0.14';
+    const placeholder = {
+      ...{ pool: block, address: orphan, network: LENT_NETWORK, containerID: 'borrower', ifname: orphan },
+      ...{ node: 'borrower', createdAt: momentOf(c.clock).wall },
+    };
+    assert.equal(
+      (await c.node('lender').store.commit(block, read.revision, [{ op: 'allocate', allocation: placeholder }])).kind,
+      'committed',
+    );
+    const lender = await c.restart('lender');
+    const [lent] = await c.settle(c.node('borrower').allocator.allocate({ owner: owner('b0'), ranges: SMALL }));
+    assert.ok(lent);
+    assert.notEqual(lent.allocation.address, orphan, 'the orphan is lent to nobody');
+    // Killed again after the grant: the placeholder is in its file, the restarted lender keeps it.
+    const again = await c.restart('lender');
+    assert.notEqual(again, lender);
+    const got: string[] = [first.allocation.address];
+    for (let i = 1; i < 14; i++) {
+      const taken = await again.allocator.allocate({ owner: owner(`l${i}`), ranges: SMALL }).catch(() => []);
+      for (const a of taken) got.push(a.allocation.address);
+    }
+    assert.ok(!got.includes(lent.allocation.address), 'the restarted lender handed the loan out');
+    assert.ok(!got.includes(orphan), 'the orphan was handed out before its grace');
+    await c.assertNoDuplicate(POOL);
   });
 
   it('leaves nothing lent for ever after a crash between the placeholder and the grant', async () => {

@@ -9,6 +9,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
+import { GIVEN_BACK_GRACE_MS } from '../../../src/allocator/lending/lender.ts';
+import { LENT_NETWORK } from '../../../src/allocator/lending/loans.ts';
 import { JITTER_MS } from '../../../src/allocator/lending/prompt-lending.ts';
 import { quiet } from '../../helpers/event-loop.ts';
 import { owner, rangesOf } from '../../store/tiered/nodes.ts';
@@ -104,6 +106,27 @@ describe('prompt lending: answered as asked, adopted as granted', () => {
     const [b] = await c.settle(c.node('q2').allocator.allocate({ owner: owner('b0'), ranges: SMALL }));
     assert.ok(b);
     assert.ok((c.tier.calls.get('openRequests') ?? 0) > lends, 'answered by a lending round');
+    await c.assertNoDuplicate(POOL);
+  });
+
+  it('withdraws an ask no ADD waits on any more: grants never adopted go back to their lender (issue 36)', async () => {
+    const { c, errors } = prompt(['w1', 'w2']);
+    await c.node('w1').allocator.allocate({ owner: owner('a0'), ranges: SMALL });
+    await c.node('w2').allocator.allocate({ owner: owner('x'), ranges: rangesOf({ range: '10.20.0.0/24' }) });
+    // What an ask whose ADDs were served otherwise, or gave up, leaves: wanted, then granted.
+    await c.tier.ask(POOL, 'w2', 3);
+    await quiet();
+    c.clock.advance(JITTER_MS);
+    await quiet();
+    assert.equal((await c.tier.requestOf(POOL, 'w2'))?.grants.length, 3, 'granted, never adopted');
+    await c.lendAll({ returnGraceMs: 3_600_000, orphanGraceMs: 3_600_000 });
+    const request = await c.tier.requestOf(POOL, 'w2');
+    assert.deepEqual([request?.wanted, request?.grants.length], [0, 0], 'withdrawn by w2’s upkeep');
+    await c.lendAll({ returnGraceMs: 3_600_000, orphanGraceMs: 3_600_000 }); // w1 sees the grants gone
+    c.clock.advance(GIVEN_BACK_GRACE_MS);
+    await c.lendAll({ returnGraceMs: 3_600_000, orphanGraceMs: 3_600_000 });
+    assert.deepEqual(await c.node('w1').store.list({ network: LENT_NETWORK }), [], 'the lender has them back');
+    assert.deepEqual(errors, []);
     await c.assertNoDuplicate(POOL);
   });
 });

@@ -1,0 +1,247 @@
+/**
+ * Issue 36's tiny range, as a scale scenario (`npm run bench:scale -- --tiny-range --nodes 200`,
+ * and test/store/scale/tiny-range.test.ts at 20 nodes): one small range (a /24, a /26 in CI) shared
+ * by every node, its block size the store's own (adaptive: /31 on a /24, one address on a /26),
+ * demand skewed (80% of the pods on 10% of the nodes) and in bursts, each burst taking the range
+ * past full, DELs between them, then a window of idle clock and a last burst that drains the range.
+ *
+ * What it measures, by an auditor independent of the allocator (every node's file, read through its
+ * store, and the claims in the cluster, read as any node reads them):
+ * - false exhaustions: ADDs refused with POOL_EXHAUSTED while an address of the range was free
+ *   anywhere. A burst only adds, so an address free once it is over was free all through it: each
+ *   refusal of a burst is false while one is (min(refused, free at its end));
+ * - borrow latency: each ADD's time on the harness's ManualClock from its call to its answer (0 for
+ *   one served from the node's own room; the others asked other nodes), p50/p99 of those that
+ *   waited; the clock is stepped by STEP_MS (the resolution; COARSE_STEP_MS past FINE_MS) once the
+ *   cluster is quiet, so the figure does not depend on the machine;
+ * - stranded after the idle window: free addresses in claimed blocks that hold no pod of their
+ *   owner, in loans their borrower does not use, or held by a lender for a loan no longer held
+ *   (`stranded` below), as a share of the range;
+ * - duplicates: an address held by two pods across every node's file.
+ */
+import { isWarrenError } from '../../src/core/errors.ts';
+import { formatIP } from '../../src/ipam/address.ts';
+import type { Allocation } from '../../src/ipam/allocation.ts';
+import { blockKeyPrefix, blockOfKey } from '../../src/ipam/blocks.ts';
+import { isBookkeeping } from '../../src/ipam/bookkeeping.ts';
+import { capacityOf } from '../../src/ipam/range.ts';
+import { isLoanKey, loanAddressOf } from '../../src/ipam/loan-key.ts';
+import { LENT_NETWORK, RETURNED_NETWORK } from '../../src/allocator/lending/loans.ts';
+import { type ScaleCluster, ownerOf } from './cluster.ts';
+import { generator } from './scenarios.ts';
+
+/** Clock step while ADDs wait (ms): the resolution of the borrow latency. */
+export const STEP_MS = 10;
+/** How long after a burst starts the clock takes STEP_MS steps; COARSE_STEP_MS after. */
+const FINE_MS = 1_000;
+const COARSE_STEP_MS = 250;
+
+export interface TinyRangeOptions {
+  /** Bursts before the idle window. */
+  readonly bursts?: number;
+  /** Idle clock before the last burst, seconds (600: the issue's ten minutes). */
+  readonly idleSeconds?: number;
+  readonly seed?: number;
+}
+
+export interface TinyRangeReport {
+  readonly capacity: number;
+  readonly blockPrefix: number | undefined;
+  readonly adds: number;
+  readonly served: number;
+  /** Refused as full, in all; and of those, refused while an address was free (false). */
+  readonly exhausted: number;
+  readonly falseExhaustions: number;
+  /** Refusals other than POOL_EXHAUSTED, with the first few reasons. */
+  readonly failed: number;
+  readonly failures: readonly string[];
+  /** Clock ms of the ADDs that waited for other nodes, ascending. */
+  readonly borrowMs: readonly number[];
+  /** Wall ms of every ADD, ascending. */
+  readonly addWallMs: readonly number[];
+  /** After the idle window, before the last burst: the audit. */
+  readonly idle: Audit;
+  /** After the last burst: every address of the range in use, or the false exhaustions counted. */
+  readonly drained: Audit;
+  readonly duplicates: readonly string[];
+}
+
+export interface Audit {
+  readonly used: number;
+  readonly free: number;
+  /** Free addresses no node can hand out until a grace ends (see the header). */
+  readonly stranded: number;
+  readonly strandedWhy: readonly string[];
+  readonly claimedBlocks: number;
+}
+
+/** The scenario (see the header). The cluster's nodes are fresh: they hold nothing of its range. */
+export async function tinyRange(cluster: ScaleCluster, o: TinyRangeOptions = {}): Promise<TinyRangeReport> {
+  const random = generator(o.seed ?? 36);
+  const range = cluster.ranges[0];
+  if (range === undefined) throw new Error('the cluster has no range');
+  const capacity = Number(capacityOf(range));
+  const n = cluster.nodes.length;
+  const hot = Math.max(1, Math.round(n / 10));
+  const live = cluster.nodes.map(() => [] as string[]);
+  const state = { serial: 0, adds: 0, served: 0, exhausted: 0, falseExhaustions: 0, failed: 0 };
+  const failures: string[] = [];
+  const borrowMs: number[] = [];
+  const addWallMs: number[] = [];
+  const pick = (): number =>
+    random() < 0.8 ? Math.floor(random() * hot) : hot + Math.floor(random() * Math.max(1, n - hot));
+
+  /** `count` ADDs at once, the clock stepped until every one is answered; then the false refusals. */
+  const burst = async (count: number): Promise<void> => {
+    let pending = 0;
+    let refused = 0;
+    const calls = Array.from({ length: count }, async () => {
+      const i = Math.min(n - 1, pick());
+      const id = `tiny-${state.serial++}`;
+      pending++;
+      state.adds++;
+      const [clock0, wall0] = [cluster.clock.monotonic(), performance.now()];
+      try {
+        await cluster.nodes[i]?.allocator.allocate({ owner: ownerOf(id), ranges: cluster.ranges });
+        live[i]?.push(id);
+        state.served++;
+        const waited = cluster.clock.monotonic() - clock0;
+        if (waited > 0) borrowMs.push(waited);
+      } catch (error) {
+        if (isWarrenError(error, 'POOL_EXHAUSTED')) refused++;
+        else {
+          state.failed++;
+          if (failures.length < 5) failures.push(String(error));
+        }
+      } finally {
+        addWallMs.push(performance.now() - wall0);
+        pending--;
+      }
+    });
+    await cluster.settle();
+    // Fine steps while answers come (the latency's resolution), coarse ones through the waits of a
+    // range truly full (an ADD waits the borrower's 15 s before it is refused).
+    const started = cluster.clock.monotonic();
+    while (pending > 0) {
+      const step = cluster.clock.monotonic() - started < FINE_MS ? STEP_MS : COARSE_STEP_MS;
+      await cluster.advance(step, step);
+    }
+    await Promise.all(calls);
+    state.exhausted += refused;
+    if (refused > 0) state.falseExhaustions += Math.min(refused, (await audit(cluster)).free);
+  };
+
+  /** DELs of a `share` of the live pods, chosen at random. */
+  const dels = async (share: number): Promise<void> => {
+    const calls: Promise<void>[] = [];
+    for (const [i, mine] of live.entries()) {
+      for (const id of [...mine]) {
+        if (random() >= share) continue;
+        mine.splice(mine.indexOf(id), 1);
+        calls.push(cluster.del(i, id));
+      }
+    }
+    await Promise.all(calls);
+    await cluster.settle();
+  };
+
+  const bursts = o.bursts ?? 6;
+  for (let b = 0; b < bursts; b++) {
+    // Past full: what is live plus three quarters of the range, at once.
+    await burst(Math.ceil(capacity * 0.75));
+    await dels(0.5);
+    await cluster.advance(20_000, 1000); // the upkeep's rounds run between bursts
+  }
+  // Every cold node's pods end, the hot nodes keep theirs; then the idle window.
+  await dels(0.5);
+  for (let i = hot; i < n; i++) for (const id of (live[i] ?? []).splice(0)) await cluster.del(i, id);
+  await cluster.advance((o.idleSeconds ?? 600) * 1000, 5000);
+  const idle = await audit(cluster);
+  // The last burst asks for more than is free: every free address must be handed out.
+  await burst(idle.free + Math.ceil(capacity / 10));
+  const drained = await audit(cluster);
+  borrowMs.sort((a, b) => a - b);
+  addWallMs.sort((a, b) => a - b);
+  const blockPrefix = await pinnedBlockPrefix(cluster);
+  return { capacity, blockPrefix, ...state, failures, borrowMs, addWallMs, idle, drained, duplicates: drained.dups };
+}
+
+/** The block size the store pinned for the range (the range pool's description). */
+async function pinnedBlockPrefix(cluster: ScaleCluster): Promise<number | undefined> {
+  for (const node of cluster.nodes) {
+    const summary = (await node.store.ledgers(cluster.pool)).find((p) => p.ledger === cluster.pool);
+    if (summary?.description?.blockPrefix !== undefined) return summary.description.blockPrefix;
+  }
+  return undefined;
+}
+
+/**
+ * The auditor: pods by address across every node's file (two for one address: a duplicate), the
+ * claims of the range as the cluster has them, and what is free and stranded.
+ */
+export async function audit(cluster: ScaleCluster): Promise<Audit & { readonly dups: readonly string[] }> {
+  const range = cluster.ranges[0];
+  if (range === undefined) throw new Error('the cluster has no range');
+  const blockPrefix = (await pinnedBlockPrefix(cluster)) ?? range.blockPrefix;
+  const split = { ...range, blockPrefix };
+  const pods = new Map<string, string[]>();
+  const all: Array<Allocation & { readonly holder: string }> = [];
+  for (const node of cluster.nodes) {
+    for (const a of await node.store.list({ rangePool: cluster.pool })) {
+      all.push({ ...a, holder: node.name });
+      if (!isBookkeeping(a)) pods.set(a.address, [...(pods.get(a.address) ?? []), `${node.name}/${a.containerID}`]);
+    }
+  }
+  const dups = [...pods].filter(([, o]) => o.length > 1).map(([address, o]) => `${address}: ${o.join(', ')}`);
+  const used = pods.size;
+  const free = Number(capacityOf(range)) - used;
+  // The claims as the cluster has them (a node's reading of the range, claims only).
+  const first = cluster.nodes[0];
+  const claims =
+    first === undefined ? [] : await first.store.cluster?.owners.rangeBlocks(cluster.pool, { counts: false });
+  const claimed = (claims ?? []).filter((p) => p.affinity !== undefined);
+  const stranded = new Map<string, string>();
+  const podsOf = (holder: string, pool: string) =>
+    all.filter((a) => a.holder === holder && a.pool === pool && !isBookkeeping(a)).length;
+  for (const claim of claimed) {
+    const block = blockOfKey(split, claim.ledger);
+    if (block === undefined || podsOf(claim.affinity ?? '', claim.ledger) > 0) continue;
+    for (let v = block.span.first; v <= block.span.last; v++) {
+      const address = formatIP({ family: range.family, value: v });
+      if (!pods.has(address) && !excluded(split, v))
+        stranded.set(address, `in ${claim.ledger}, held by ${claim.affinity} with no pod of its own`);
+    }
+  }
+  // Loans: a loan ledger held with no pod and not given back (no mark), which only its borrower can use.
+  for (const node of cluster.nodes) {
+    for (const p of await node.store.ledgers(blockKeyPrefix(cluster.pool))) {
+      const value = isLoanKey(p.ledger, blockPrefix) ? loanAddressOf(range, p.ledger) : undefined;
+      if (value === undefined || p.affinity !== undefined) continue;
+      const address = formatIP({ family: range.family, value });
+      const held = all.filter((a) => a.holder === node.name && a.pool === p.ledger);
+      if (held.length === 0 && !pods.has(address)) stranded.set(address, `an idle loan of ${node.name}`);
+    }
+  }
+  // Placeholders for a loan its borrower no longer holds (given back, its grant gone): free, yet held.
+  for (const a of all) {
+    if (a.network !== LENT_NETWORK || pods.has(a.address)) continue;
+    const loan = all.find((x) => x.holder === a.containerID && x.address === a.address && x.pool !== a.pool);
+    const how = loan === undefined ? 'idle or gone' : loan.network === RETURNED_NETWORK ? 'given back' : undefined;
+    if (how !== undefined) stranded.set(a.address, `lent by ${a.holder} to ${a.containerID}, loan ${how}`);
+  }
+  // How many for each reason (the nodes' names left out), then a few examples.
+  const reasons = new Map<string, number>();
+  for (const why of stranded.values()) {
+    const reason = why.replace(/node-\d+/g, 'n').replace(/^in \S+,/, 'in a block,');
+    reasons.set(reason, (reasons.get(reason) ?? 0) + 1);
+  }
+  const strandedWhy = [
+    ...[...reasons].map(([reason, count]) => `${count}× ${reason}`),
+    ...[...stranded].slice(0, 3).map(([address, why]) => `e.g. ${address} ${why}`),
+  ];
+  return { used, free, stranded: stranded.size, strandedWhy, claimedBlocks: claimed.length, dups };
+}
+
+function excluded(range: { readonly excluded: ReadonlyArray<readonly [bigint, bigint]> }, v: bigint): boolean {
+  return range.excluded.some(([a, b]) => v >= a && v <= b);
+}
