@@ -35,7 +35,16 @@
  */
 import { WarrenError } from '../core/errors.ts';
 import type { IPAddress } from '../ipam/address.ts';
-import { type Block, blockCapacity, blockKeyPrefix, blockOfKey, blockPrefixes, blocksHolding } from '../ipam/blocks.ts';
+import {
+  type Block,
+  blockCapacity,
+  blockKeyPrefix,
+  blockOfKey,
+  blockPrefixes,
+  blocksHolding,
+  type RangeSplit,
+  splitRange,
+} from '../ipam/blocks.ts';
 import { withReservations } from '../ipam/reserved.ts';
 import { type RangeSpec, adaptiveBlockPrefix, capacityOf, growthBlockPrefix } from '../ipam/range.ts';
 import type { AdmissionGuard, Store, StoreCluster } from '../store/store.ts';
@@ -71,7 +80,7 @@ export class BlockAssigner {
   /** The cluster's side of the store: who owns which block of a range, and the claims' records. */
   readonly #cluster: StoreCluster;
   /** Range pools whose block size this process has checked against the store, and that size. */
-  readonly #pinned = new Map<string, Split>();
+  readonly #pinned = new Map<string, RangeSplit>();
 
   constructor(options: BlockAssignerOptions) {
     // Blocks need a cluster that keeps their owners apart from the addresses (the two-tier store):
@@ -261,7 +270,8 @@ export class BlockAssigner {
     const adapts = configured.blockSizeSet !== true;
     const wanted = adapts ? adaptiveSplit(configured) : configured;
     const pinned = this.#pinned.get(configured.pool);
-    if (pinned !== undefined && (adapts || pinned.blockPrefix === wanted.blockPrefix)) return splitAs(wanted, pinned);
+    if (pinned !== undefined && (adapts || pinned.blockPrefix === wanted.blockPrefix))
+      return splitRange(wanted, pinned);
     let range = wanted;
     await retryOnConflict({ subject: `pool ${range.pool}`, action: 'record its block size' }, maxAttempts, async () => {
       const summary = (await store.ledgers(range.pool)).find((p) => p.ledger === range.pool);
@@ -278,7 +288,7 @@ export class BlockAssigner {
         }
         // The largest block too is the store's: every node reads the same bounds (none: no growth).
         const split = { blockPrefix: fixed, largestBlockPrefix: summary?.description?.largestBlockPrefix };
-        range = splitAs(range, split);
+        range = splitRange(range, split);
         this.#pinned.set(range.pool, split);
         return undefined;
       }
@@ -292,25 +302,14 @@ export class BlockAssigner {
   }
 }
 
-/** How a range is split in the store: its smallest block and the largest its blocks may grow to. */
-interface Split {
-  readonly blockPrefix: number;
-  readonly largestBlockPrefix?: number | undefined;
-}
-
 /** A range whose config sets no block_size, split by its size (ipam/range.ts), its blocks growing where they may. */
 function adaptiveSplit(configured: RangeSpec): RangeSpec {
   const { family, first, last } = configured;
   const blockPrefix = adaptiveBlockPrefix(family, first, last);
-  return splitAs(configured, { blockPrefix, largestBlockPrefix: growthBlockPrefix(family, first, last, blockPrefix) });
-}
-
-function splitAs(range: RangeSpec, split: Split): RangeSpec {
-  const { largestBlockPrefix: _was, ...rest } = range;
-  const largest = split.largestBlockPrefix;
-  return largest === undefined || largest >= split.blockPrefix
-    ? { ...rest, blockPrefix: split.blockPrefix }
-    : { ...rest, blockPrefix: split.blockPrefix, largestBlockPrefix: largest };
+  return splitRange(configured, {
+    blockPrefix,
+    largestBlockPrefix: growthBlockPrefix(family, first, last, blockPrefix),
+  });
 }
 
 /**

@@ -73,6 +73,21 @@ export interface Block {
   readonly span: RangeSpec;
 }
 
+/** How a range is split in the store: its smallest block and the largest its blocks may grow to. */
+export interface RangeSplit {
+  readonly blockPrefix: number;
+  readonly largestBlockPrefix?: number | undefined;
+}
+
+/** `range` split as `split` says (a largest block no larger than the smallest: blocks do not grow). Pure. */
+export function splitRange(range: RangeSpec, split: RangeSplit): RangeSpec {
+  const { largestBlockPrefix: _was, ...rest } = range;
+  const largest = split.largestBlockPrefix;
+  return largest === undefined || largest >= split.blockPrefix
+    ? { ...rest, blockPrefix: split.blockPrefix }
+    : { ...rest, blockPrefix: split.blockPrefix, largestBlockPrefix: largest };
+}
+
 /** The prefix lengths a block of `range` may have, the smallest block's first. */
 export function blockPrefixes(range: RangeSpec): number[] {
   const largest = Math.min(range.largestBlockPrefix ?? range.blockPrefix, range.blockPrefix);

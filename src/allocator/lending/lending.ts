@@ -52,6 +52,7 @@ import { MigratedAddresses, isMigrated } from './migrated.ts';
 import { PromptLending } from './prompt-lending.ts';
 import { WatchedRequests } from './watched-requests.ts';
 import { blockKeyPrefix } from '../../ipam/blocks.ts';
+import { splitInStore } from './split-range.ts';
 
 export interface LendingOptions {
   readonly store: Store;
@@ -287,12 +288,9 @@ export class Lending {
     );
   }
 
-  /** The range as split in the store (its pinned block size), once this node served it; else undefined. */
+  /** The range as split in the store (its pinned block sizes), once this node served it; else undefined. */
   async #splitRange(pool: string): Promise<RangeSpec | undefined> {
     const configured = this.#o.rangeOf(pool);
-    if (configured === undefined) return undefined;
-    const summary = (await this.#o.store.ledgers(pool)).find((p) => p.ledger === pool);
-    const blockPrefix = summary?.description?.blockPrefix;
-    return blockPrefix === undefined ? undefined : { ...configured, blockPrefix };
+    return configured === undefined ? undefined : splitInStore(this.#o.store, configured);
   }
 }

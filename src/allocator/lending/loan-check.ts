@@ -24,7 +24,7 @@ import { messageOf } from '../../core/errors.ts';
 import type { KeyedMutex } from '../../core/keyed-mutex.ts';
 import { formatIP, parseIP } from '../../ipam/address.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
-import { blockAt, blockKey, isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
+import { blockKey, blocksHolding, isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
 import { isBookkeeping } from '../../ipam/bookkeeping.ts';
 import { isLoanKey } from '../../ipam/loan-key.ts';
 import { parsePoolKey } from '../../ipam/pool-key.ts';
@@ -32,6 +32,7 @@ import type { RangeSpec } from '../../ipam/range.ts';
 import type { ClusterRecords, Grant } from '../../store/cluster.ts';
 import type { Store } from '../../store/store.ts';
 import { loanAddressOf } from './loans.ts';
+import { splitInStore } from './split-range.ts';
 
 export interface LoanCheckOptions {
   readonly store: Store;
@@ -128,14 +129,20 @@ export class LoanCheck {
     return lines;
   }
 
-  /** The grant of `address` from the claim of its block now: its owner is its lender. */
+  /**
+   * The grant of `address` from the claim of its block now: its owner is its lender. Where the
+   * range's blocks grow, the block holding it may be of any size: the smallest first.
+   */
   async #grantFromClaim(pool: string, address: string): Promise<Grant | undefined> {
-    const range = this.#o.rangeOf(pool);
+    const configured = this.#o.rangeOf(pool);
     const ip = parseIP(address);
-    if (range === undefined || ip === undefined || ip.family !== range.family) return undefined;
-    const block = blockAt(range, ip.value);
-    const claim = await this.#o.tier.claimOf(block.key);
-    return claim === undefined ? undefined : { address, lender: claim.node, block: block.key };
+    if (configured === undefined || ip === undefined || ip.family !== configured.family) return undefined;
+    const range = (await splitInStore(this.#o.store, configured)) ?? configured;
+    for (const block of blocksHolding(range, ip.value)) {
+      const claim = await this.#o.tier.claimOf(block.key);
+      if (claim !== undefined) return { address, lender: claim.node, block: block.key };
+    }
+    return undefined;
   }
 }
 

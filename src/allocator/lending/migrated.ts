@@ -27,11 +27,11 @@
  */
 import { formatIP, bitsOf, parseIP } from '../../ipam/address.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
-import { type Block, blockAt } from '../../ipam/blocks.ts';
+import { type Block, blockAt, blocksHolding } from '../../ipam/blocks.ts';
 import { loanKey } from '../../ipam/loan-key.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
-import type { AddressRequest, ClusterRecords, Grant } from '../../store/cluster.ts';
-import type { LedgerOp, Store } from '../../store/store.ts';
+import type { AddressRequest, BlockClaim, ClusterRecords, Grant } from '../../store/cluster.ts';
+import type { LedgerOp, LedgerRead, Store } from '../../store/store.ts';
 import { momentOf } from '../../core/moment.ts';
 import type { Clock } from '../../core/clock.ts';
 import type { LedgerCache } from '../ledger-cache.ts';
@@ -110,11 +110,10 @@ export class MigratedAddresses {
    * the others a claim holds.
    */
   async adopt(range: RangeSpec, grant: Grant, requests: readonly AddressRequest[]): Promise<Adoption> {
-    const { store, tier, node, ledgers } = this.#o;
+    const { store, node, ledgers } = this.#o;
     const ip = parseIP(grant.address);
     if (ip === undefined || ip.family !== range.family || !isMigrated(grant)) return 'refused';
-    const block = blockAt(range, ip.value);
-    const read = await store.readLedger(block.key);
+    const { block, read } = await this.#recordedBlock(range, ip.value);
     if (read.kind !== 'snapshot') return 'retry';
     const recorded = read.allocations.includes(grant.address);
     // Recorded in its own block of this node, or (larger blocks) in its loan ledger: adopted already.
@@ -123,7 +122,7 @@ export class MigratedAddresses {
     // A one-address block recorded here before (adopted while the split was unknown, or claimed)
     // and emptied since: the pod's release freed it; recording it again would undo that.
     if (!recorded && read.revision > 0 && range.blockPrefix >= bitsOf(range.family)) return 'released';
-    const claim = await tier.claimOf(block.key);
+    const claim = await this.#claimOf(range, block, ip.value);
     if (claim !== undefined && claim.node !== node)
       return range.blockPrefix >= bitsOf(range.family) ? 'refused' : 'loan';
     const ops: LedgerOp[] =
@@ -136,6 +135,38 @@ export class MigratedAddresses {
     const result = await store.commit(block.key, read.revision, ops);
     ledgers.forget(block.key);
     return result.kind === 'committed' ? 'adopted' : 'retry';
+  }
+
+  /**
+   * The block of `value` this node's file records (where the range's blocks grow, a grown block of
+   * this node may hold it), else the smallest block holding it: local reads only.
+   */
+  async #recordedBlock(range: RangeSpec, value: bigint): Promise<{ block: Block; read: LedgerRead }> {
+    const [smallest, ...larger] = blocksHolding(range, value);
+    const first = smallest ?? blockAt(range, value);
+    const read = await this.#o.store.readLedger(first.key);
+    if (read.kind !== 'snapshot' || read.revision > 0) return { block: first, read };
+    for (const block of larger) {
+      const grown = await this.#o.store.readLedger(block.key);
+      if (grown.kind === 'snapshot' && grown.revision > 0) return { block, read: grown };
+    }
+    return { block: first, read };
+  }
+
+  /**
+   * The claim of the block holding `value`: `block`'s, else (blocks growing) the first of the
+   * others holding it that is claimed. A claim of `block` made while another node holds a block
+   * around it is refused by the tier, so claiming the smallest when none is found is safe.
+   */
+  async #claimOf(range: RangeSpec, block: Block, value: bigint): Promise<BlockClaim | undefined> {
+    const own = await this.#o.tier.claimOf(block.key);
+    if (own !== undefined) return own;
+    for (const other of blocksHolding(range, value)) {
+      if (other.key === block.key) continue;
+      const claim = await this.#o.tier.claimOf(other.key);
+      if (claim !== undefined) return claim;
+    }
+    return undefined;
   }
 
   /**

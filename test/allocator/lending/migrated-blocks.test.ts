@@ -153,3 +153,32 @@ describe('lending: migrated addresses in their blocks', () => {
     await c.assertNoDuplicate(POOL);
   });
 });
+
+describe('lending: migrated addresses in blocks that grew', () => {
+  const GROWING = rangesOf({ range: '10.13.0.0/24' }); // no block_size: /31 blocks growing up to /27
+  const GROWING_POOL = GROWING[0]?.pool ?? '';
+
+  it("are adopted as loans when another node's grown block holds them, not claimed again and again", async () => {
+    const c = new LendingCluster(['n1', 'n2']);
+    clusters.push(c);
+    // A burst on n1 claims one block large enough for all of it: a grown block, not a /31.
+    const burst = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => c.node('n1').allocator.allocate({ owner: owner(`b${i}`), ranges: GROWING })),
+    );
+    const grown = burst[0]?.[0]?.allocation.pool ?? '';
+    assert.match(grown, /\/(2[7-9]|30)$/, `a grown block (${grown})`);
+    const used = new Set(burst.map((a) => a[0]?.allocation.address));
+    // An address of that block past its smallest /31, free on n1, recorded by a migration for n2's pod.
+    const [base = '', prefix = ''] = grown.split('#')[1]?.split('/') ?? [];
+    const last = Number(base.split('.')[3]) + 2 ** (32 - Number(prefix)) - 1;
+    const address = `10.13.0.${last}`;
+    assert.ok(!used.has(address), `${address} is free on n1`);
+    await c.node('n2').allocator.allocate({ owner: owner('n2-first'), ranges: GROWING }); // n2 knows the split
+    await recordMigrated(c, GROWING_POOL, { node: 'n2', address, pod: 'web-9' });
+    for (let round = 0; round < 3; round++) await c.lendAll();
+    const [held] = await c.node('n2').allocator.held(owner('sandbox-web-9'));
+    assert.equal(held?.address, address, "n2 holds its pod's migrated address");
+    assert.equal((await c.tier.claimOf(`${GROWING_POOL}#${address}/31`))?.node, undefined, 'no /31 claimed inside');
+    await c.assertNoDuplicate(GROWING_POOL);
+  });
+});
