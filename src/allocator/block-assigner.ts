@@ -81,6 +81,7 @@ export class BlockAssigner {
   readonly #cluster: StoreCluster;
   /** Range pools whose block size this process has checked against the store, and that size. */
   readonly #pinned = new Map<string, RangeSplit>();
+  readonly #racesLost = new Set<string>(); // range pools whose last claim lost: placement.ts `spread`
 
   constructor(options: BlockAssignerOptions) {
     // Blocks need a cluster that keeps their owners apart from the addresses (the two-tier store):
@@ -158,6 +159,7 @@ export class BlockAssigner {
           ...((await this.#o.holdings?.claimOps(block.key)) ?? []),
         ]);
         this.#o.ledgers.forget(block.key);
+        this.#racesLost[claim.kind === 'committed' ? 'delete' : 'add'](range.pool); // lost: look elsewhere
         if (claim.kind === 'committed') {
           own.set(range.pool, [block.key, ...(own.get(range.pool) ?? [])]);
           this.#o.metadata.written(block.span);
@@ -248,6 +250,7 @@ export class BlockAssigner {
       summaries,
       known: own.get(range.pool) ?? [],
       wantedPrefix: wantedBlockPrefix(range, this.#o.demand?.(range.pool) ?? 1, heldCapacity(range, summaries, node)),
+      spread: this.#racesLost.has(range.pool),
     });
     own.set(range.pool, placed.mine);
     return asRange(range, placed.placement);

@@ -15,6 +15,7 @@
  *    spreads over nodes instead of filling one;
  * 4. full: no block of the range has a free address.
  */
+import { bitsOf } from '../ipam/address.ts';
 import { type Block, blockCapacity, blockOfKey, blockPrefixes, firstFreeBlock } from '../ipam/blocks.ts';
 import type { RangeSpec } from '../ipam/range.ts';
 import type { LedgerSummary, Revision } from '../store/store.ts';
@@ -35,6 +36,12 @@ export interface PlacementInput {
   readonly known: readonly string[];
   /** The size of block to claim (a prefix length of the range's blocks); the range's smallest when absent. */
   readonly wantedPrefix?: number;
+  /**
+   * Whether this node lost a race for a block of the range since its last claim: then the free
+   * block is searched from a place of the range this node's name picks (`spreadStart`), not from
+   * the range's start, so nodes starting together stop racing each other for the same lowest block.
+   */
+  readonly spread?: boolean;
 }
 
 export interface PlacementDecision {
@@ -61,7 +68,8 @@ export function placeInBlocks(input: PlacementInput): PlacementDecision {
     else others.push({ block, room: blockCapacity(block) - BigInt(summary.allocated + summary.resting) });
   }
   if (mine.some((key) => !known.includes(key))) return { mine, placement: { kind: 'own' } };
-  const free = freeBlock(range, claimed, input.wantedPrefix ?? range.blockPrefix);
+  const start = input.spread === true ? spreadStart(range, node) : undefined;
+  const free = freeBlock(range, claimed, input.wantedPrefix ?? range.blockPrefix, start);
   if (free !== undefined) {
     const revision = summaries.find((p) => p.ledger === free.key)?.revision ?? 0;
     return { mine, placement: { kind: 'claim', block: free, revision } };
@@ -74,12 +82,32 @@ export function placeInBlocks(input: PlacementInput): PlacementDecision {
   return { mine, placement: from.length === 0 ? { kind: 'full' } : { kind: 'borrow', from } };
 }
 
-/** The lowest free block of `wantedPrefix` bits, else of the largest smaller size that has one. */
-function freeBlock(range: RangeSpec, claimed: readonly Block[], wantedPrefix: number): Block | undefined {
+/** The lowest free block of `wantedPrefix` bits, else of the largest smaller size that has one (from `start`). */
+function freeBlock(
+  range: RangeSpec,
+  claimed: readonly Block[],
+  wantedPrefix: number,
+  start?: bigint,
+): Block | undefined {
   for (const prefix of blockPrefixes(range).reverse()) {
     if (prefix < wantedPrefix) continue;
-    const free = firstFreeBlock(range, claimed, prefix);
+    const free = firstFreeBlock(range, claimed, prefix, start);
     if (free !== undefined) return free;
   }
   return undefined;
+}
+
+/**
+ * Where `node` starts looking for a free block after losing a race: the start of one of the range's
+ * largest blocks, picked by a hash of the node's name (FNV-1a), so nodes spread over the range and
+ * a node keeps growing its blocks in one region. Pure.
+ */
+export function spreadStart(range: RangeSpec, node: string): bigint {
+  let hash = 0x811c9dc5;
+  for (const byte of Buffer.from(node)) hash = Math.imul(hash ^ byte, 0x01000193) >>> 0;
+  const largest = Math.min(...blockPrefixes(range));
+  const size = 1n << BigInt(bitsOf(range.family) - largest);
+  const base = (range.first / size) * size;
+  const regions = (range.last - base) / size + 1n;
+  return base + (BigInt(hash) % regions) * size;
 }

@@ -165,10 +165,30 @@ export function firstUnclaimedBlock(range: RangeSpec, claimed: Iterable<Block>):
 
 /**
  * The lowest aligned block of `prefix` bits that overlaps no claimed block and has at least one
- * allocatable address, or undefined when there is none of that size. Costs O((claimed blocks +
+ * allocatable address, or undefined when there is none of that size. With `start`, the lowest at or
+ * after it, else (wrapping) the lowest from the range's start. Costs O((claimed blocks +
  * exclusions) · log): each candidate passed over holds a claimed block or starts past an exclusion.
  */
-export function firstFreeBlock(range: RangeSpec, claimed: Iterable<Block>, prefix: number): Block | undefined {
+export function firstFreeBlock(
+  range: RangeSpec,
+  claimed: Iterable<Block>,
+  prefix: number,
+  start?: bigint,
+): Block | undefined {
+  const blocks = [...claimed];
+  if (start !== undefined && start > range.first && start <= range.last) {
+    const after = firstFreeBlockFrom(range, blocks, prefix, start);
+    if (after !== undefined) return after;
+  }
+  return firstFreeBlockFrom(range, blocks, prefix, range.first);
+}
+
+function firstFreeBlockFrom(
+  range: RangeSpec,
+  claimed: readonly Block[],
+  prefix: number,
+  start: bigint,
+): Block | undefined {
   const taken = new RunSet();
   for (const b of claimed) {
     const [from, to] = extentOf(b);
@@ -177,7 +197,7 @@ export function firstFreeBlock(range: RangeSpec, claimed: Iterable<Block>, prefi
   const runs = taken.runs();
   const excluded = exclusionSet(range);
   const size = 1n << BigInt(bitsOf(range.family) - prefix);
-  let from = range.first;
+  let from = start;
   for (;;) {
     const address = firstFree(taken, excluded, from, range.last);
     if (address === undefined) return undefined;

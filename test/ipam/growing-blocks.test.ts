@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { wantedBlockPrefix } from '../../src/allocator/block-assigner.ts';
-import { placeInBlocks } from '../../src/allocator/placement.ts';
+import { placeInBlocks, spreadStart } from '../../src/allocator/placement.ts';
 import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import {
   type Block,
@@ -152,5 +152,40 @@ describe('placement of a block of the wanted size', () => {
     assert.equal(wantedBlockPrefix(slash24, 1, 3n), 29, 'full blocks of 3: a block of 8');
     assert.equal(wantedBlockPrefix(slash24, 1, 100n), 27, 'never beyond the largest');
     assert.equal(wantedBlockPrefix(rangeOf({ range: '10.0.0.0/24', block_size: 31 }), 30, 0n), 31, 'no growth');
+  });
+});
+
+describe('nodes that lost a race for a block spread over the range (placement.ts spread)', () => {
+  const wide = rangeOf({ range: '10.64.0.0/14', block_size: 28 });
+
+  it('searches from the start given, and wraps to the range start when nothing is free after it', () => {
+    const claimed = [firstFreeBlock(wide, [], 28) as Block];
+    const start = wide.first + 4096n;
+    assert.equal(firstFreeBlock(wide, claimed, 28, start)?.cidr, '10.64.16.0/28');
+    const lastBlock = firstFreeBlock(wide, [], 28, wide.last) as Block;
+    assert.equal(firstFreeBlock(wide, [lastBlock, ...claimed], 28, wide.last)?.cidr, '10.64.0.16/28', 'wrapped');
+  });
+
+  it('starts each node at an aligned block of its own, inside the range, the same for one name', () => {
+    const starts = new Set<bigint>();
+    for (let i = 0; i < 200; i++) {
+      const start = spreadStart(wide, `node-${i}`);
+      assert.ok(start >= wide.first && start <= wide.last, `node-${i} inside the range`);
+      assert.equal(start % 16n, 0n, 'aligned to a block');
+      assert.equal(spreadStart(wide, `node-${i}`), start, 'the same for one name');
+      starts.add(start);
+    }
+    assert.ok(starts.size >= 195, `200 nodes start at ${starts.size} places`);
+    const grown = spreadStart(slash24, 'node-7');
+    assert.equal(grown % 32n, 0n, 'where blocks grow: aligned to the largest block (/27)');
+  });
+
+  it('claims from there once it lost a race, and from the lowest free block before', () => {
+    const input = { range: wide, node: 'node-3', summaries: [], known: [] };
+    const lowest = placeInBlocks(input).placement;
+    assert.equal(lowest.kind === 'claim' && lowest.block.cidr, '10.64.0.0/28');
+    const spread = placeInBlocks({ ...input, spread: true }).placement;
+    assert.ok(spread.kind === 'claim');
+    assert.equal(spread.block.span.first, spreadStart(wide, 'node-3'));
   });
 });
