@@ -5,29 +5,14 @@
  * never hands the address out a second time (allocator/lending/loan-check.ts).
  */
 import assert from 'node:assert/strict';
-import { after, describe, it } from 'node:test';
-import { KubeConfig } from '@kubernetes/client-node';
+import { describe, it } from 'node:test';
 import { LENT_NETWORK } from '../../../src/allocator/lending/loans.ts';
-import type { ManualClock } from '../../../src/core/clock.ts';
-import { openKubeTier } from '../../../src/store/kubernetes/tier.ts';
 import { requestName } from '../../../src/store/kubernetes/names.ts';
-import { type FakeKubeApi, startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
 import { owner, rangesOf } from '../../store/tiered/nodes.ts';
+import { kubeLending } from './kube-sessions.ts';
 import { LendingCluster } from './lending-nodes.ts';
 
-const fakeReady: Promise<FakeKubeApi> = startFakeKubeApi({ crds: 'deploy' });
-const clusters: LendingCluster[] = [];
-after(async () => {
-  for (const c of clusters) await c.close();
-  await (await fakeReady).stop();
-});
-
-async function session(clock: ManualClock) {
-  const fake = await fakeReady;
-  const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromFile(fake.kubeconfigPath);
-  return openKubeTier({ kubeConfig, namespace: 'warren-system', leaseSeconds: 15, clock });
-}
+const { fakeReady, clusters, session } = kubeLending();
 
 const GRACE = 60_000;
 

@@ -10,31 +10,14 @@
  * the request leaves a free block, never an address on two nodes.
  */
 import assert from 'node:assert/strict';
-import { after, describe, it } from 'node:test';
-import { KubeConfig } from '@kubernetes/client-node';
+import { describe, it } from 'node:test';
 import { JITTER_MS } from '../../../src/allocator/lending/prompt-lending.ts';
-import type { ManualClock } from '../../../src/core/clock.ts';
-import { openKubeTier } from '../../../src/store/kubernetes/tier.ts';
 import { quiet } from '../../helpers/event-loop.ts';
-import { type FakeKubeApi, startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
 import { owner, rangesOf } from '../../store/tiered/nodes.ts';
+import { kubeLending } from './kube-sessions.ts';
 import { LendingCluster, STEP_MS, WAIT_MS } from './lending-nodes.ts';
 
-const fakeReady: Promise<FakeKubeApi> = startFakeKubeApi({ crds: 'deploy' });
-const clusters: LendingCluster[] = [];
-const aborts: AbortController[] = [];
-after(async () => {
-  for (const a of aborts) a.abort();
-  for (const c of clusters) await c.close();
-  await (await fakeReady).stop();
-});
-
-async function session(clock: ManualClock) {
-  const fake = await fakeReady;
-  const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromFile(fake.kubeconfigPath);
-  return openKubeTier({ kubeConfig, namespace: 'warren-system', leaseSeconds: 15, clock });
-}
+const { fakeReady, clusters, aborts, session } = kubeLending();
 
 /**
  * Two nodes sharing `cidr` (a /27: 30 one-address blocks), each holding 15 of them; then `b`

@@ -6,31 +6,15 @@
  * no round; a watch answered 410 Gone lists once; a watch cut loses nothing.
  */
 import assert from 'node:assert/strict';
-import { after, describe, it } from 'node:test';
-import { KubeConfig } from '@kubernetes/client-node';
+import { describe, it } from 'node:test';
 import { JITTER_MS } from '../../../src/allocator/lending/prompt-lending.ts';
-import type { ManualClock } from '../../../src/core/clock.ts';
-import { openKubeTier } from '../../../src/store/kubernetes/tier.ts';
-import { type FakeKubeApi, startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
+import type { FakeKubeApi } from '../../helpers/fake-kube-api.ts';
 import { waitFor } from '../../helpers/processes.ts';
 import { owner, rangesOf } from '../../store/tiered/nodes.ts';
+import { kubeLending } from './kube-sessions.ts';
 import { LendingCluster } from './lending-nodes.ts';
 
-const fakeReady: Promise<FakeKubeApi> = startFakeKubeApi({ crds: 'deploy' });
-const clusters: LendingCluster[] = [];
-const aborts: AbortController[] = [];
-after(async () => {
-  for (const a of aborts) a.abort();
-  for (const c of clusters) await c.close();
-  await (await fakeReady).stop();
-});
-
-async function session(clock: ManualClock) {
-  const fake = await fakeReady;
-  const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromFile(fake.kubeconfigPath);
-  return openKubeTier({ kubeConfig, namespace: 'warren-system', leaseSeconds: 15, clock });
-}
+const { fakeReady, clusters, aborts, session } = kubeLending();
 
 const GRACE = 60_000;
 const UPKEEP_MS = 10_000;
