@@ -3,7 +3,9 @@
  * with its own credentials on the fake API server (so each request is told apart by client) and a
  * manual clock. Exactly one — the holder of the chore `nodes` — lists and watches Nodes, and a Node
  * deleted is forgotten once, by it. When it stops, another agent takes the chore once its Lease
- * lapsed, opens the watch, and its first listing finds the Node deleted while nobody watched.
+ * lapsed, opens the watch, and its first listing finds the Node deleted while nobody watched — also
+ * one whose `forget-node` chore the stopped holder had claimed (its agent was alive then): the next
+ * holder, refused, asks again at its rechecks and forgets it once that claim lapsed.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -13,12 +15,12 @@ import { KubernetesNodes } from '../../../src/agent/kubernetes/nodes.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { NodeSource } from '../../../src/sources/kubernetes/node-source.ts';
 import type { Store } from '../../../src/store/store.ts';
+import { taskLeaseName } from '../../../src/store/kubernetes/names.ts';
 import { type KubeTier, openKubeTier } from '../../../src/store/kubernetes/tier.ts';
 import { type FakeKubeApi, startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
 import { silentLogger } from '../../helpers/logger.ts';
 import { waitFor } from '../../helpers/processes.ts';
 
-const NAMESPACE = 'warren-system';
 const LEASE_SECONDS = 300;
 const INTERVAL_MS = 10_000;
 
@@ -41,20 +43,28 @@ describe('NodeWatch: only the holder of the chore `nodes` watches Nodes', () => 
   /** Nodes gone from Kubernetes that still hold blocks in the store, as the cluster's claims say. */
   const holders = new Set<string>();
   const forgot: string[] = [];
+  /** Each test's agents in a namespace of their own: their chores' Leases apart from the other test's. */
+  let namespace = 'warren-nw-1';
   const store = {
     list: async () => [],
     ledgers: async () => [],
     cluster: { owners: { holders: async () => [...holders] } },
   } as unknown as Store;
 
-  /** The agent of `node`: its own tier and credentials, announced, its NodeWatch running. */
-  const agent = async (clock: ManualClock, node: string) => {
+  /** A node's agent on its own tier and credentials, announced (where it answers pings). */
+  const announced = async (clock: ManualClock, node: string) => {
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromFile(fake.clientKubeconfig(node));
-    const tier = await openKubeTier({ kubeConfig, namespace: NAMESPACE, leaseSeconds: LEASE_SECONDS, clock });
+    const tier = await openKubeTier({ kubeConfig, namespace, leaseSeconds: LEASE_SECONDS, clock });
     opened.push(tier);
     fake.createNode(node);
     await tier.membership.announce(node, { since: clock.now(), version: 'test', instance: `i-${node}` });
+    return { kubeConfig, tier };
+  };
+
+  /** The agent of `node`, announced, its NodeWatch running. */
+  const agent = async (clock: ManualClock, node: string) => {
+    const { kubeConfig, tier } = await announced(clock, node);
     const forget = new KubernetesNodes({
       store,
       membership: tier.membership,
@@ -82,7 +92,7 @@ describe('NodeWatch: only the holder of the chore `nodes` watches Nodes', () => 
     aborts.push(abort);
     const run = watch.run(abort.signal);
     runs.push(run);
-    return { node, tier, watch, abort, run };
+    return { node, tier, watch, forget, abort, run };
   };
 
   /** The clients that opened a watch of Nodes since `from` (an index into the fake's requests). */
@@ -144,5 +154,55 @@ describe('NodeWatch: only the holder of the chore `nodes` watches Nodes', () => 
     assert.deepEqual(forgot, [`gone-1 by ${holder.node}`, `gone-2 by ${successor.node}`]);
     assert.deepEqual(nodeWatchers(from), [successor.node], 'only the next holder opened a watch of Nodes');
     assert.equal(fake.watchCount('nodes'), 1);
+    for (const a of survivors) {
+      a.abort.abort();
+      await a.run;
+    }
+  });
+
+  it('forgets a node whose forget-node chore the stopped holder kept: the next holder asks again until it lapsed', async () => {
+    const clock = new ManualClock(Date.now());
+    namespace = 'warren-nw-2';
+    forgot.length = 0;
+    holders.clear();
+    holders.add('hx');
+    const x = await announced(clock, 'hx'); // its agent runs: its Node is deleted first
+    const agents = [await agent(clock, 'hx-a'), await agent(clock, 'hx-b')];
+    for (const a of agents) await a.watch.check();
+    const holder = agents.find((a) => a.watch.status().watcher) as (typeof agents)[number];
+    await waitFor('the holder to watch the Nodes', () => (nodeWatchers().includes(holder.node) ? true : undefined));
+    clock.advance(200_000);
+    const chore = taskLeaseName('forget-node/hx');
+    const asked = (client: string, verb: string, from: number) =>
+      fake.requests.slice(from).some((r) => r.client === client && r.verb === verb && r.path.endsWith(`/${chore}`));
+    const deleted = fake.requests.length;
+    fake.deleteNode('hx');
+    // The holder claims forget-node/hx, finds its agent alive (its Lease runs) and keeps it to look at again.
+    await waitFor('the holder to claim the chore of forgetting hx', () =>
+      fake.requests
+        .slice(deleted)
+        .some((r) => r.client === holder.node && r.verb === 'create' && r.resource === 'leases')
+        ? true
+        : undefined,
+    );
+    // Both stop before the holder finished (kill -9: their Leases stay).
+    holder.abort.abort();
+    await holder.run;
+    await holder.tier.close();
+    await x.tier.close();
+    clock.advance(101_000); // `nodes` lapsed with the holder's announcement; forget-node/hx not yet
+    const successor = agents.find((a) => a !== holder) as (typeof agents)[number];
+    const from = fake.requests.length;
+    await successor.watch.check();
+    assert.equal(successor.watch.status().watcher, true, 'the other agent took the chore `nodes`');
+    await waitFor('the successor to be refused forget-node/hx after its first listing', () =>
+      asked(successor.node, 'get', from) ? true : undefined,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.deepEqual(forgot, [], 'not forgotten while the stopped holder still holds its chore');
+    await waitFor('hx forgotten by the successor once that chore lapsed and the ping went unanswered', () =>
+      forgot.length > 0 ? true : void clock.advance(5_000),
+    );
+    assert.deepEqual(forgot, [`hx by ${successor.node}`]);
   });
 });
