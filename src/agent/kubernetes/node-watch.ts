@@ -16,7 +16,8 @@
  *   the Nodes, and that first listing finds the deletions no agent watched meanwhile (nodes.ts:
  *   nodes holding allocations or blocks in the store but not listed);
  * - a failed ask (the store away) is logged and changes nothing: the watch stays as it was until an
- *   ask answers.
+ *   ask answers; a forgetting loop that fails is logged and opened again at the next ask, rather
+ *   than stopping the agent that happens to hold the chore.
  */
 import type { Logger } from 'pino';
 import type { Clock } from '../../core/clock.ts';
@@ -61,6 +62,8 @@ export class NodeWatch {
   /** The last source's state once closed, so the status still says what it saw. */
   #closed: NodeSourceStatus | undefined;
   readonly #started: string;
+  /** Set once `run` ended: no ask opens a watch after it. */
+  #stopped = false;
 
   constructor(options: NodeWatchOptions) {
     this.#o = options;
@@ -78,6 +81,7 @@ export class NodeWatch {
   /** Asks for the chore until `signal` aborts; settles once the watch, if open, is closed. */
   async run(signal: AbortSignal): Promise<void> {
     await this.#task.runUntil(signal);
+    this.#stopped = true;
     await this.#close();
   }
 
@@ -93,7 +97,9 @@ export class NodeWatch {
   }
 
   async #keep(): Promise<void> {
+    if (this.#stopped) return;
     const held = await this.#o.membership.claimTask(NODES_TASK);
+    if (this.#stopped) return;
     if (held && this.#open?.ended === true) await this.#close();
     if (held && this.#open === undefined) {
       const abort = new AbortController();
