@@ -27,6 +27,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/agent/kubernetes/ipam-claims/claim-upkeep.test.ts',
   'test/agent/kubernetes/ipam-claims/vm-claims.test.ts',
   'test/agent/kubernetes/nodes-tiered.test.ts',
+  'test/agent/kubernetes/node-watch.test.ts',
   'test/agent/kubernetes/nodes-liveness.test.ts',
   'test/agent/kubernetes/releases.test.ts',
   'test/agent/kubernetes/pod-directory.test.ts',

@@ -11,10 +11,10 @@ import type { KubernetesStatus, WarrenPoolReport } from '../api/status.ts';
 import { defined } from '../core/defined.ts';
 import type { Allocation } from '../ipam/allocation.ts';
 import type { KubeObjectMeta, ListWatch } from '../sources/kubernetes/list-watch.ts';
-import type { NodeSource } from '../sources/kubernetes/node-source.ts';
 import type { PodSource } from '../sources/kubernetes/pod-source.ts';
 import type { ClusterEvents } from './kubernetes/events.ts';
 import type { IpamClaims } from './kubernetes/ipam-claims/ipam-claims.ts';
+import type { NodeWatch } from './kubernetes/node-watch.ts';
 import type { KubernetesNodes } from './kubernetes/nodes.ts';
 import type { KubernetesPlanning } from './kubernetes/planning.ts';
 import type { KubernetesReleases } from './kubernetes/releases.ts';
@@ -26,7 +26,8 @@ export interface KubernetesParts {
   readonly pods: PodSource;
   readonly releases: KubernetesReleases;
   readonly events: ClusterEvents;
-  readonly nodes?: { readonly source: NodeSource; readonly forget: KubernetesNodes } | undefined;
+  /** The watch of Nodes, open only while this agent holds the chore `nodes`, and the forgetting it feeds. */
+  readonly nodes?: { readonly watch: NodeWatch; readonly forget: KubernetesNodes } | undefined;
   /** What the ADD planners read (pods, namespaces, WarrenPools) and the planners themselves. */
   readonly planning: KubernetesPlanning;
   /** The ADD planners, in order (add-plan.ts): pools (and sticky), addresses, then IPAMClaims. */
@@ -69,8 +70,7 @@ export function startLoops(
   supervise('the Kubernetes pod source', kube.releases.run(kube.pods.events(signal), signal));
   supervise('the Kubernetes namespace and WarrenPool watches', kube.planning.run(signal));
   if (kube.claims !== undefined) supervise('the IPAMClaim watch', kube.claims.run(signal));
-  if (kube.nodes !== undefined)
-    supervise('the Kubernetes node source', kube.nodes.forget.run(kube.nodes.source.events(signal), signal));
+  if (kube.nodes !== undefined) supervise('the chore of watching Kubernetes nodes', kube.nodes.watch.run(signal));
   const reservations = kube.reservations;
   if (reservations !== undefined)
     supervise('the watch of WarrenReservations', reservations.cluster.run(reservations.watch.events(signal), signal));
@@ -94,7 +94,7 @@ export function statusOf(kube: KubernetesPartsBuilt): KubernetesStatus {
   const pods = kube.pods.status();
   const events = kube.events.status();
   const nodes =
-    kube.nodes === undefined ? undefined : { ...kube.nodes.source.status(), ...nodesOf(kube.nodes.forget.status()) };
+    kube.nodes === undefined ? undefined : { ...kube.nodes.watch.status(), ...nodesOf(kube.nodes.forget.status()) };
   const planning = kube.planning.status();
   const reservations = kube.reservations === undefined ? undefined : reservationsOf(kube.reservations);
   const ipamClaims = kube.claims?.status();

@@ -2,7 +2,8 @@
  * The Kubernetes side of the agent, built beside the release and serving sides (agent.ts) as
  * `KubernetesParts` (kubernetes-parts.ts): its sources, which feed the release pipeline (a
  * `ReleaseFeed`, release-wiring.ts): the pod source and the pod releases it drives, and, with a
- * store shared by nodes, the node source and the forgetting of gone nodes; the Events they report
+ * store shared by nodes, the watch of Nodes (opened only by the agent holding the chore `nodes`,
+ * kubernetes/node-watch.ts) and the forgetting of gone nodes; the Events they report
  * with; the watch of WarrenReservations into the allocator's reservations, whose status it writes;
  * and the ADD planners the serving side consults (kubernetes-planners.ts: WarrenPools, sticky
  * addresses, addresses, IPAMClaims). `start` hands every loop to the release wiring's supervision,
@@ -27,6 +28,7 @@ import type { Membership, Store } from '../store/store.ts';
 import { type KubernetesParts, type KubernetesPartsBuilt, startLoops, statusOf } from './kubernetes-parts.ts';
 import { kubernetesPlanners } from './kubernetes-planners.ts';
 import { ClusterEvents } from './kubernetes/events.ts';
+import { NodeWatch } from './kubernetes/node-watch.ts';
 import { KubernetesNodes } from './kubernetes/nodes.ts';
 import { OnDemandClient } from './kubernetes/on-demand-client.ts';
 import { PodDirectory } from './kubernetes/pod-directory.ts';
@@ -138,22 +140,34 @@ export function kubernetesParts(
     },
   });
   const membership = deps.membership;
-  const nodes =
+  const forget =
     membership === undefined
       ? undefined
+      : new KubernetesNodes({
+          store: deps.store,
+          membership,
+          allocator: deps.allocator,
+          clock: deps.clock,
+          logger,
+          node: o.nodeName,
+          recheckMs: o.nodeLeaseSeconds * 1000,
+          events,
+          nodeExists: async (name) => (await orNotFound(core.readNode({ name }))) !== undefined,
+          telemetry: deps.telemetry,
+        });
+  // Only the holder of the chore `nodes` watches the Nodes (node-watch.ts): one watch per cluster.
+  const nodes =
+    membership === undefined || forget === undefined
+      ? undefined
       : {
-          source: new NodeSource({ kubeConfig, accounting, clock: deps.clock, backoff, logger }),
-          forget: new KubernetesNodes({
-            store: deps.store,
+          forget,
+          watch: new NodeWatch({
             membership,
-            allocator: deps.allocator,
+            openSource: () => new NodeSource({ kubeConfig, accounting, clock: deps.clock, backoff, logger }),
+            forget,
             clock: deps.clock,
             logger,
-            node: o.nodeName,
-            recheckMs: o.nodeLeaseSeconds * 1000,
-            events,
-            nodeExists: async (name) => (await orNotFound(core.readNode({ name }))) !== undefined,
-            telemetry: deps.telemetry,
+            intervalMs: o.upkeepIntervalSeconds * 1000,
           }),
         };
   const parts: KubernetesPartsBuilt = {

@@ -103,8 +103,8 @@ export async function statusCommand(argv: readonly string[], io: CliIO, context:
             ...(s.kubernetes.nodes === undefined
               ? []
               : [
-                  safe`nodes:       ${s.kubernetes.nodes.state}; gone ` +
-                    safe`${s.kubernetes.nodes.gone.join(', ') || 'none'}; forgotten here ` +
+                  safe`nodes:       ${s.kubernetes.nodes.watcher ? s.kubernetes.nodes.state : 'watched elsewhere'}` +
+                    safe`; gone ${s.kubernetes.nodes.gone.join(', ') || 'none'}; forgotten here ` +
                     safe`${s.kubernetes.nodes.forgotten.join(', ') || 'none'}`,
                 ]),
           ]),

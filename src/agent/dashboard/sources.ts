@@ -231,9 +231,9 @@ function kubernetesCard(k: KubernetesStatus, now: string): Html {
         'Nodes',
         nodes === undefined
           ? undefined
-          : html`${badge(listWatchTone(nodes.state), nodes.state)} · ${nodes.gone.length} gone · ${
-              nodes.forgotten.length
-            } forgotten${
+          : html`${
+              nodes.watcher ? badge(listWatchTone(nodes.state), nodes.state) : badge('idle', 'watched elsewhere')
+            } · ${nodes.gone.length} gone · ${nodes.forgotten.length} forgotten${
               nodes.forgetError === undefined ? '' : html` · <span class="error">${nodes.forgetError}</span>`
             }`,
       ],

@@ -5,19 +5,29 @@
  * freed for other nodes; an Event on the Node records it. A node that comes back announces itself
  * again (which gives the chore up) and claims blocks anew.
  *
+ * Only one agent of the cluster runs this at a time: the holder of the chore `nodes`, the one that
+ * watches the Nodes (node-watch.ts opens the source and `run`s this while it holds the chore, and
+ * stops both when it loses it); every other agent neither watches Nodes nor asks for the per-node
+ * chores. A deletion thus costs one chore request and one ping, not one per agent.
+ *
  * Whether the agent is gone is asked of the membership only by the chore's winner, after the Node
  * was read gone (`Membership.alive`: on etcd its lease; on the Kubernetes store its Lease if it
- * runs, else a ping its agent answers within the ping time, kubernetes/lease-ping.ts), so one
- * node's departure costs one ping, not one per agent. The kubelet's Lease (kube-node-lease/<name>)
- * is not asked: it is deleted with its Node, and it tells of the kubelet, not of Warren's agent.
+ * runs, else a ping its agent answers within the ping time, kubernetes/lease-ping.ts). The
+ * kubelet's Lease (kube-node-lease/<name>) is not asked: it is deleted with its Node, and it tells
+ * of the kubelet, not of Warren's agent.
  *
  * Guarantees:
  * - a node Kubernetes still lists, this node, or a node whose agent is alive (answers) is never
  *   forgotten;
  * - a node seen gone whose agent is alive is looked at again every `recheckMs` by the chore's
  *   winner until its agent is gone or the node is listed again;
- * - deletions missed while this agent was away are found after each listing: nodes that hold
+ * - deletions missed while no agent watched (the `nodes` chore between holders, or this agent away)
+ *   are found after each listing — a new holder's first listing among them: nodes that hold
  *   allocations or blocks in the store but are not listed;
+ * - a node whose `forget-node` chore another agent holds (a former holder of `nodes` that stopped
+ *   or died before it finished) is left to it, and asked for again at each recheck (a refusal is
+ *   answered from memory until the holder's claim can have lapsed), so the node is forgotten once
+ *   that claim lapses even though its holder no longer watches;
  * - a failure (the store away) is logged and retried at the next recheck; nothing is judged from a
  *   listing that did not come. A forget that fails after this agent won the chore is retried by
  *   this agent: asking again for a chore it holds wins it again (claimTask), while the others,
@@ -63,6 +73,14 @@ export interface KubernetesNodesStatus {
 export class KubernetesNodes {
   readonly #o: KubernetesNodesOptions;
   readonly #gone = new Set<string>();
+  /** Gone nodes a listing found still holding allocations or blocks in the store. */
+  readonly #foundInStore = new Set<string>();
+  /**
+   * Of those, the ones whose `forget-node` chore another agent held when last asked (a former
+   * watcher): asked again at each recheck, since no other agent watches to find them again should
+   * that one have stopped before it finished.
+   */
+  readonly #othersChore = new Set<string>();
   readonly #forgotten: string[] = [];
   #lastError: string | undefined;
   /** One look at a time: a listing and a recheck never forget side by side. */
@@ -86,6 +104,7 @@ export class KubernetesNodes {
           break;
         case 'node-added':
           this.#gone.delete(item.name);
+          this.#othersChore.delete(item.name);
           break;
         default: {
           const never: never = item;
@@ -104,14 +123,18 @@ export class KubernetesNodes {
   }
 
   async #listed(names: ReadonlySet<string>): Promise<void> {
-    for (const name of this.#gone) if (names.has(name)) this.#gone.delete(name);
+    for (const name of [...this.#gone, ...this.#othersChore]) if (names.has(name)) this.#settled(name);
     try {
       const known = new Set<string>();
       for (const a of await this.#o.store.list()) known.add(a.node);
       for (const p of await this.#o.store.ledgers()) if (p.affinity !== undefined) known.add(p.affinity);
       // On a two-tier store the node's own store knows only its blocks: the cluster's claims name the rest.
       for (const holder of (await this.#o.store.cluster?.owners.holders()) ?? []) known.add(holder);
-      for (const name of known) if (!names.has(name) && name !== this.#o.node) this.#gone.add(name);
+      for (const name of known)
+        if (!names.has(name) && name !== this.#o.node) {
+          this.#gone.add(name);
+          this.#foundInStore.add(name);
+        }
     } catch (error) {
       this.#failed(error);
       return;
@@ -125,24 +148,31 @@ export class KubernetesNodes {
   }
 
   async #forgetExpired(): Promise<void> {
-    if (this.#gone.size === 0) return;
+    if (this.#gone.size + this.#othersChore.size === 0) return;
     try {
-      for (const name of [...this.#gone]) {
+      for (const name of new Set([...this.#gone, ...this.#othersChore])) {
         if (this.#o.nodeExists !== undefined && (await this.#o.nodeExists(name))) {
-          this.#gone.delete(name); // back in the cluster (the listing was older than it)
+          this.#settled(name); // back in the cluster (the listing was older than it)
           continue;
         }
         if (!(await this.#o.membership.claimTask(`forget-node/${name}`))) {
           // Another agent holds the chore (or this one is not announced yet): it is theirs to
-          // finish. Should it die first, the claim goes with its lease and the node is found
-          // again by the check after the next listing (it still holds blocks or allocations).
+          // finish. Should it stop first, its claim lapses and the next recheck here takes it up.
           this.#gone.delete(name);
+          if (this.#foundInStore.has(name)) this.#othersChore.add(name);
           continue;
         }
+        // Won: this agent's to finish, shown as gone until it is forgotten.
+        const afterRefusal = this.#othersChore.delete(name);
+        this.#gone.add(name);
         if (await this.#o.membership.alive(name)) continue; // its agent runs: look again later
         const { released, blocks } = await this.#o.allocator.forgetNode(name);
+        if (afterRefusal && released.length + blocks.length === 0) {
+          this.#settled(name); // the agent that held its chore had forgotten it: not said twice
+          continue;
+        }
         this.#o.telemetry?.released('node-forget', released, `node ${name} was deleted from Kubernetes`);
-        this.#gone.delete(name);
+        this.#settled(name);
         this.#forgotten.push(name);
         this.#o.logger.info(
           { source: 'kubernetes', node: name, released: released.map((a) => a.address), blocks },
@@ -160,6 +190,13 @@ export class KubernetesNodes {
     } catch (error) {
       this.#failed(error);
     }
+  }
+
+  /** Nothing left to do about `name`: listed again, or forgotten. */
+  #settled(name: string): void {
+    this.#gone.delete(name);
+    this.#foundInStore.delete(name);
+    this.#othersChore.delete(name);
   }
 
   #failed(error: unknown): void {
