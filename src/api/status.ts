@@ -105,12 +105,9 @@ export interface KubernetesStatus {
     readonly forbidden?: string;
     readonly lastError?: string;
   };
-  /**
-   * With a store shared by nodes: the watch of Nodes (open only on the agent holding the chore
-   * `nodes`, `watcher`), the Nodes gone from Kubernetes, and those this agent forgot.
-   */
+  /** With a store shared by nodes: Nodes gone from Kubernetes, and those this agent forgot. */
   readonly nodes?: ListWatchStatus & {
-    readonly watcher: boolean;
+    readonly watcher: boolean; // the Nodes are watched here: this agent holds the chore `nodes`
     readonly gone: readonly string[];
     readonly forgotten: readonly string[];
     readonly forgetError?: string;
