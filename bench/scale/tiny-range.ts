@@ -17,7 +17,8 @@
  * - stranded after the idle window: free addresses in claimed blocks that hold no pod of their
  *   owner, in loans their borrower does not use, or held by a lender for a loan no longer held
  *   (`stranded` below), as a share of the range;
- * - duplicates: an address held by two pods across every node's file.
+ * - duplicates: the harness's independent auditor (auditor.ts: every node's file and the cluster's
+ *   objects) after the idle window and after the last burst.
  */
 import { isWarrenError } from '../../src/core/errors.ts';
 import { formatIP } from '../../src/ipam/address.ts';
@@ -157,13 +158,15 @@ export async function tinyRange(cluster: ScaleCluster, o: TinyRangeOptions = {})
   for (let i = hot; i < n; i++) for (const id of (live[i] ?? []).splice(0)) await cluster.del(i, id);
   await cluster.advance((o.idleSeconds ?? 600) * 1000, 5000);
   const idle = await audit(cluster);
+  const idleDuplicates = (await cluster.audit()).duplicates;
   // The last burst asks for more than is free: every free address must be handed out.
   await burst(idle.free + Math.ceil(capacity / 10));
   const drained = await audit(cluster);
+  const duplicates = [...new Set([...idleDuplicates, ...(await cluster.audit()).duplicates])];
   borrowMs.sort((a, b) => a - b);
   addWallMs.sort((a, b) => a - b);
   const blockPrefix = await pinnedBlockPrefix(cluster);
-  return { capacity, blockPrefix, ...state, failures, borrowMs, addWallMs, idle, drained, duplicates: drained.dups };
+  return { capacity, blockPrefix, ...state, failures, borrowMs, addWallMs, idle, drained, duplicates };
 }
 
 /** The block size the store pinned for the range (the range pool's description). */
@@ -176,23 +179,22 @@ async function pinnedBlockPrefix(cluster: ScaleCluster): Promise<number | undefi
 }
 
 /**
- * The auditor: pods by address across every node's file (two for one address: a duplicate), the
- * claims of the range as the cluster has them, and what is free and stranded.
+ * What the range holds: the addresses pods hold across every node's file, the claims of the range as the
+ * cluster has them, and what is free and stranded (duplicates are the auditor's: auditor.ts).
  */
-export async function audit(cluster: ScaleCluster): Promise<Audit & { readonly dups: readonly string[] }> {
+export async function audit(cluster: ScaleCluster): Promise<Audit> {
   const range = cluster.ranges[0];
   if (range === undefined) throw new Error('the cluster has no range');
   const blockPrefix = (await pinnedBlockPrefix(cluster)) ?? range.blockPrefix;
   const split = { ...range, blockPrefix };
-  const pods = new Map<string, string[]>();
+  const pods = new Set<string>(); // addresses a pod holds, on any node
   const all: Array<Allocation & { readonly holder: string }> = [];
   for (const node of cluster.nodes) {
     for (const a of await node.store.list({ rangePool: cluster.pool })) {
       all.push({ ...a, holder: node.name });
-      if (!isBookkeeping(a)) pods.set(a.address, [...(pods.get(a.address) ?? []), `${node.name}/${a.containerID}`]);
+      if (!isBookkeeping(a)) pods.add(a.address);
     }
   }
-  const dups = [...pods].filter(([, o]) => o.length > 1).map(([address, o]) => `${address}: ${o.join(', ')}`);
   const used = pods.size;
   const free = Number(capacityOf(range)) - used;
   // The claims as the cluster has them (a node's reading of the range, claims only).
@@ -239,7 +241,7 @@ export async function audit(cluster: ScaleCluster): Promise<Audit & { readonly d
     ...[...reasons].map(([reason, count]) => `${count}× ${reason}`),
     ...[...stranded].slice(0, 3).map(([address, why]) => `e.g. ${address} ${why}`),
   ];
-  return { used, free, stranded: stranded.size, strandedWhy, claimedBlocks: claimed.length, dups };
+  return { used, free, stranded: stranded.size, strandedWhy, claimedBlocks: claimed.length };
 }
 
 function excluded(range: { readonly excluded: ReadonlyArray<readonly [bigint, bigint]> }, v: bigint): boolean {
