@@ -23,8 +23,7 @@ export const DEFAULT_MIGRATION_NAMESPACE = 'warren';
 export interface CliContext {
   /** The socket the agent listens on: --socket, else WARREN_SOCKET, else the agent's default. */
   readonly socket: (flag: string | undefined) => string;
-  /** The agent behind `socket(flag)`; a command waits at most 30 s for an answer. */
-  /** A client of the agent's socket; a request waits `timeoutMs` at most (30 s unless said). */
+  /** The agent behind `socket(flag)`; a request waits `timeoutMs` at most for an answer (30 s unless said). */
   readonly client: (flag: string | undefined, timeoutMs?: number) => ApiClient;
   /** Where the agent's plugin registry looks: WARREN_PLUGINS_DIR (empty: off), else beside its socket. */
   readonly pluginsDir: () => string | undefined;
