@@ -16,7 +16,9 @@
  *   root's (refused without a word: it is not talked to). An endpoint of such a user is refused.
  * - A refusal (PluginInfo that cannot be used, or its handler's) is told to the plugin with the
  *   reason, and its record waits for the socket to be replaced; a refusal for a name another
- *   socket holds waits for that name to be let go (the host is told of every name let go).
+ *   socket holds waits for that name to be let go (the host is told of every name let go). A
+ *   refusal that could not be told (the notify failed or timed out) is a failure: the socket is
+ *   asked again after its backoff and told again, so no plugin waits unanswered.
  * - A (type, name) pair is held by at most one socket, from the moment it passes the checks until
  *   its plugin is unregistered, or its registration fails or is refused.
  * - A handler that throws from unregister is logged; the plugin is unregistered all the same.
@@ -202,8 +204,14 @@ export class PluginOperationExecutor {
     try {
       await client.notify({ registered: false, error: reason });
     } catch (error) {
-      // It was refused either way; a plugin that will not hear why is not Warren's failure.
-      this.#o.logger.debug({ socket, err: messageOf(error) }, 'a refused plugin could not be told why');
+      // Refused either way; but a plugin that did not hear why would wait for an answer for good:
+      // it is asked again after its backoff, and told again, until it hears (or its socket goes).
+      record.failures++;
+      this.#retryLater(record);
+      this.#o.logger.debug(
+        { socket, failures: record.failures, err: messageOf(error) },
+        'a refused plugin could not be told why; telling it again after a backoff',
+      );
     }
   }
 
@@ -219,24 +227,24 @@ export class PluginOperationExecutor {
     record.failures++;
     const repeated = record.error === error;
     record.error = error;
-    if (this.#stopped) {
-      setWake(record, { kind: 'now' });
-    } else {
-      const delay = this.#o.backoff.delay(record.failures);
-      const cancel = this.#o.clock.setTimer(delay, () => this.#host.poke(record.socket));
-      setWake(record, {
-        kind: 'at',
-        at: this.#o.clock.now() + delay,
-        due: this.#o.clock.monotonic() + delay,
-        cancel,
-      });
-    }
+    this.#retryLater(record);
     this.#setState(record, 'retrying');
     const at = record.wake.kind === 'at' ? new Date(record.wake.at).toISOString() : undefined;
     const fields = { socket: record.socket, failures: record.failures, retryAt: at, error };
     // The first failure, or a new one, is news; the same failure again is not.
     if (repeated) this.#o.logger.debug(fields, 'plugin registration failed again');
     else this.#o.logger.warn(fields, 'plugin registration failed; will retry');
+  }
+
+  /** Has the socket asked again once the backoff for its failures so far is over (not once stopped). */
+  #retryLater(record: SocketRecord): void {
+    if (this.#stopped) {
+      setWake(record, { kind: 'now' });
+      return;
+    }
+    const delay = this.#o.backoff.delay(record.failures);
+    const cancel = this.#o.clock.setTimer(delay, () => this.#host.poke(record.socket));
+    setWake(record, { kind: 'at', at: this.#o.clock.now() + delay, due: this.#o.clock.monotonic() + delay, cancel });
   }
 
   async #handlerUnregister(handler: PluginHandler, plugin: RegisteredPlugin): Promise<void> {

@@ -34,8 +34,6 @@ export type { Halt, HaltKind } from '../tiered/continuity.ts';
 export class EtcdContinuity extends StoreContinuity {
   /** The cluster every response so far came from. */
   #clusterId: string | undefined;
-  /** Accepts so far: a response to a call sent before the last one says nothing of the store accepted. */
-  #accepts = 0;
 
   /**
    * Runs one etcd call: a transport failure becomes TRY_AGAIN naming `where` and `what`, and the
@@ -43,7 +41,7 @@ export class EtcdContinuity extends StoreContinuity {
    */
   async call<T>(where: string, what: string, body: () => Promise<T>): Promise<T> {
     const floor = this.floor();
-    const accepts = this.#accepts;
+    const accepts = this.accepts;
     let result: T;
     try {
       result = await body();
@@ -54,7 +52,7 @@ export class EtcdContinuity extends StoreContinuity {
     const header = (result as { header?: { cluster_id: string; revision: string } } | undefined)?.header;
     // Sent before the operator accepted the store: its floor is the old store's (a watch's check of
     // the store, in flight across the accept, would halt it again).
-    if (typeof header === 'object' && header !== null && accepts === this.#accepts) this.observe(header, floor);
+    if (typeof header === 'object' && header !== null && accepts === this.accepts) this.observe(header, floor);
     return result;
   }
 
@@ -95,7 +93,6 @@ export class EtcdContinuity extends StoreContinuity {
   /** The operator's word: the store as it is now is the one to use. Forgets everything seen. */
   override accept(): void {
     super.accept();
-    this.#accepts += 1;
     this.#clusterId = undefined;
   }
 }

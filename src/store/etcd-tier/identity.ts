@@ -7,7 +7,8 @@
  *
  * Guarantees: an agent that knows an identity (verified in this process, or recorded in its state
  * directory at its last run) never creates one: it halts instead. Of two agents creating it at
- * once, one wins and both adopt the winner's.
+ * once, one wins and both adopt the winner's. A check whose read was out while the operator accepted
+ * the store judges nothing: what it knew was the old store's.
  */
 import { randomUUID } from 'node:crypto';
 import type { Namespace } from 'etcd3';
@@ -36,8 +37,12 @@ export interface IdentityCheck {
  */
 export async function verifyIdentity(c: IdentityCheck): Promise<void> {
   if (c.continuity.halted() !== undefined) return;
+  const accepts = c.continuity.accepts;
   const known = c.continuity.identity ?? c.expected;
   const response = await c.call('read the store identity', () => c.ns.get(IDENTITY_KEY).exec());
+  // The operator accepted the store while the read was out: what was known before says nothing of
+  // the store accepted (the check that follows the accept judges it).
+  if (c.continuity.accepts !== accepts) return;
   let found = response.kvs[0]?.value.toString('utf8');
   if (found === undefined && known === undefined) {
     const made = randomUUID();
@@ -48,6 +53,7 @@ export async function verifyIdentity(c: IdentityCheck): Promise<void> {
         .else(c.ns.get(IDENTITY_KEY))
         .commit(),
     );
+    if (c.continuity.accepts !== accepts) return;
     found = created.succeeded ? made : created.responses[0]?.response_range?.kvs[0]?.value.toString('utf8');
     if (found === undefined)
       throw new WarrenError(

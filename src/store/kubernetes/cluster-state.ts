@@ -123,14 +123,18 @@ export class KubeClusterState {
    */
   async verify(): Promise<void> {
     const c = this.#continuity;
+    const accepts = c.accepts;
     const known = c.identity ?? this.#expected;
     let state = await this.#read();
+    // The operator accepted the store while the read was out: the check that follows the accept judges.
+    if (c.accepts !== accepts) return;
     if (state === undefined && known === undefined && c.halted() === undefined) {
       const created = await this.#clusterState.create(
         'record the store identity',
         stateObject(randomUUID(), undefined),
       );
       state = created.kind === 'created' ? stateOf(created.object) : await this.#read();
+      if (c.accepts !== accepts) return;
     }
     if (state === undefined && known === undefined && c.halted() === undefined)
       throw new WarrenError('TRY_AGAIN', 'the store identity was created and deleted at once');

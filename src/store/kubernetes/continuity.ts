@@ -54,8 +54,12 @@ export class KubeContinuity extends StoreContinuity {
   /** What Resource is told and asks: guarded ones refuse writes while halted, unguarded ones only report. */
   observer(guarded: boolean): RevisionObserver {
     return {
-      floor: () => this.floor(),
-      observe: (resourceVersion, floor, what) => this.observe(resourceVersion, floor, what),
+      floor: () => ({ revision: this.floor(), accepts: this.accepts }),
+      // An answer to a request sent before the operator accepted the store is judged against nothing
+      // seen since: its floor is the old store's, and the old store is what was accepted away.
+      observe: (resourceVersion, floor, what) => {
+        if (floor.accepts === this.accepts) this.observe(resourceVersion, floor.revision, what);
+      },
       beforeWrite: guarded ? () => this.refuseWhileHalted() : () => undefined,
     };
   }

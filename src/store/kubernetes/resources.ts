@@ -23,9 +23,16 @@ import type { KubeObject } from './objects.ts';
  * may go out (throws when not).
  */
 export interface RevisionObserver {
-  floor(): number;
-  observe(resourceVersion: unknown, floor: number, what: string): void;
+  /** What was seen when a request left, handed back with its answer (opaque to the Resource). */
+  floor(): RevisionFloor;
+  observe(resourceVersion: unknown, floor: RevisionFloor, what: string): void;
   beforeWrite(what: string): void;
+}
+
+/** The highest revision seen, and how many times the store was accepted, when a request left. */
+export interface RevisionFloor {
+  readonly revision: number;
+  readonly accepts: number;
 }
 
 export interface ResourceKind {
@@ -132,9 +139,10 @@ export class Resource {
   /** Sends a write, refused first while the store must not be written; the answer's revision checked. */
   async #write(what: string, verb: string, req: ApiRequest): Promise<ApiAnswer> {
     this.#revisions?.beforeWrite(what);
-    const floor = this.#revisions?.floor() ?? 0;
+    const floor = this.#revisions?.floor();
     const answer = await this.#send(what, verb, req);
-    if (answer.status === 200 || answer.status === 201) this.#revisions?.observe(versionOf(answer.body), floor, what);
+    if (floor !== undefined && (answer.status === 200 || answer.status === 201))
+      this.#revisions?.observe(versionOf(answer.body), floor, what);
     return answer;
   }
 
@@ -200,12 +208,12 @@ export class Resource {
       limit: Math.max(1, Math.floor(limit)),
       ...defined({ continue: from }),
     };
-    const floor = this.#revisions?.floor() ?? 0;
+    const floor = this.#revisions?.floor();
     const answer = await this.#send(what, 'list', { method: 'GET', path: this.#path(), query });
     if (answer.status === 410 && from !== undefined) return 'expired';
     if (answer.status !== 200) throw this.#refuse(what, answer, 'list');
     // A first page is read from etcd at its current revision; later pages at the first one's.
-    if (from === undefined) this.#revisions?.observe(versionOf(answer.body), floor, what);
+    if (from === undefined && floor !== undefined) this.#revisions?.observe(versionOf(answer.body), floor, what);
     const body = answer.body as { items?: unknown; metadata?: { continue?: unknown } } | undefined;
     const items = Array.isArray(body?.items) ? body.items : [];
     const next = body?.metadata?.continue;

@@ -26,6 +26,8 @@ export class StoreContinuity {
   /** The store's identity once verified or created. */
   #identity: string | undefined;
   #halt: Halt | undefined;
+  /** Accepts so far: what a check sent before the last one read says nothing of the store accepted. */
+  #accepts = 0;
   readonly #now: () => number;
 
   constructor(now: () => number = Date.now) {
@@ -40,6 +42,11 @@ export class StoreContinuity {
   /** Records a revision seen (the floor rises, never falls). */
   protected raise(revision: number): void {
     if (revision > this.#revision) this.#revision = revision;
+  }
+
+  /** How many times the operator accepted the store: a check compares it across its reads. */
+  get accepts(): number {
+    return this.#accepts;
   }
 
   get identity(): string | undefined {
@@ -66,6 +73,7 @@ export class StoreContinuity {
 
   /** The operator's word: the store as it is now is the one to use. Forgets everything seen. */
   accept(): void {
+    this.#accepts += 1;
     this.#halt = undefined;
     this.#revision = 0;
     this.#identity = undefined;

@@ -533,6 +533,33 @@ describe('plugin registry: refusals', () => {
     });
   }
 
+  it('never leaves a refused plugin unanswered: a refusal whose NotifyRegistrationStatus failed is told again after the backoff', async () => {
+    const r = rig();
+    const plugin = r.handshake.serve(
+      r.path('p.sock'),
+      { value: { type: 'csi.storage', name: 'p', endpoint: '', supportedVersions: ['v1'] } },
+      { error: 'deadline exceeded' },
+    );
+    r.events.push({ kind: 'socket', path: r.path('p.sock'), ino: 1 });
+    await r.until('the first refusal', () => plugin.notified.length === 1);
+    await r.settle();
+    assert.equal(r.entry('p.sock')?.state, 'refused');
+    assert.equal(r.entry('p.sock')?.failures, 1);
+    plugin.notify = { value: undefined };
+    r.clock.advance(499);
+    await r.settle();
+    assert.equal(plugin.notified.length, 1, 'not before its backoff is over');
+    r.clock.advance(1);
+    await r.until('told again', () => plugin.notified.length === 2);
+    await r.settle();
+    assert.equal(plugin.notified[1]?.registered, false);
+    assert.match(plugin.notified[1]?.error ?? '', /unknown plugin type "csi.storage"/);
+    r.clock.advance(600_000);
+    await r.settle();
+    assert.equal(plugin.notified.length, 2, 'once it heard why, it is not asked again until replaced');
+    assert.equal(r.entry('p.sock')?.state, 'refused');
+  });
+
   it('a name already registered for the type by another socket: the newcomer is refused, naming the holder', async () => {
     const r = rig();
     r.socket('first.sock', { name: 'podman' });

@@ -5,7 +5,9 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import type { Namespace } from 'etcd3';
 import { EtcdContinuity } from '../../../src/store/etcd-tier/continuity.ts';
+import { verifyIdentity } from '../../../src/store/etcd-tier/identity.ts';
 
 const header = (revision: number, cluster = 'c1') => ({ cluster_id: cluster, revision: String(revision) });
 
@@ -55,6 +57,25 @@ describe('EtcdContinuity', () => {
     assert.equal(c.halted(), undefined, 'the accepted store stands');
     await c.call('etcd tier', 'read', async () => ({ header: header(2) }));
     assert.equal(c.floor(), 2, 'calls sent after the accept count');
+  });
+
+  it('an identity check whose read was out while the operator accepted the store does not halt it again', async () => {
+    const c = new EtcdContinuity();
+    c.identity = 'id-old';
+    let answer!: (value: { kvs: never[] }) => void;
+    // A watch resumed on the wiped store checks its identity: the read is in flight as the operator accepts.
+    const ns = { get: () => ({ exec: () => new Promise((r) => (answer = r)) }) } as unknown as Namespace;
+    const check = verifyIdentity({
+      ns,
+      call: (_what, body) => body(),
+      continuity: c,
+      where: 'etcd test',
+      key: '/p/identity',
+    });
+    c.accept();
+    answer({ kvs: [] });
+    await check;
+    assert.equal(c.halted(), undefined, 'the accepted store stands: the identity known before it says nothing');
   });
 
   it('a revision a watch showed raises the floor and never halts', () => {

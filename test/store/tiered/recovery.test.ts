@@ -46,7 +46,21 @@ describe('KubeContinuity', () => {
     c.observer(false).beforeWrite('write the recovery marker'); // the marker still goes out
     c.accept();
     assert.equal(c.halted(), undefined);
-    c.observer(true).observe('41', 0, 'after accept');
+    c.observer(true).observe('41', c.observer(true).floor(), 'after accept');
     assert.equal(c.halted(), undefined, 'after accept, the store as it is now is the one');
+  });
+
+  it('an answer to a request sent before the operator accepted the store, answered after, does not halt it again', () => {
+    const c = new KubeContinuity('API server test');
+    const observer = c.observer(true);
+    observer.observe('500', observer.floor(), 'claim');
+    const sentBefore = observer.floor(); // a listing leaves; the store is wiped and halts meanwhile
+    observer.observe('3', observer.floor(), 'renew the node announcement');
+    assert.ok(c.halted());
+    c.accept();
+    observer.observe('4', sentBefore, 'the listing sent before the accept');
+    assert.equal(c.halted(), undefined, 'the accepted store stands');
+    observer.observe('5', observer.floor(), 'a read after the accept');
+    assert.equal(c.floor(), 5, 'answers to requests sent after the accept count');
   });
 });
