@@ -12,7 +12,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -72,7 +72,8 @@ if (process.env.NODE_TEST_CONTEXT !== undefined && isTestFile(process.argv[1])) 
   after(() => {
     setTimeout(() => {
       process.stderr.write(
-        `test file still alive ${FILE_EXIT_GRACE_MS / 1000} s after its tests ended: exiting, with its children\n`,
+        `test file ${relative(REPO, resolve(process.argv[1] ?? '?'))} still alive ${FILE_EXIT_GRACE_MS / 1000} s ` +
+          `after its tests ended: exiting, with its children\n`,
       );
       process.exit();
     }, FILE_EXIT_GRACE_MS).unref();
