@@ -2,7 +2,7 @@
  * List-then-watch over one Kubernetes collection, forever: an `AsyncIterable` that stops on an
  * `AbortSignal`. It lists `path` (with a field and label selector), yields the whole listing as one
  * `listed` item, then watches from the listing's resourceVersion with bookmarks and yields each
- * change. It is the loop an informer (client-go's, @kubernetes/client-node's) is not: that one stops on any error but
+ * change. It is the loop @kubernetes/client-node's informer is not: that one stops on any error but
  * 410 and never restarts itself.
  *
  * Guarantees:
