@@ -2,8 +2,9 @@
  * The agent's sides, built side by side on its base (agent.ts's start, step 3): the release side
  * (release-wiring.ts) and, when --kubernetes is on, the Kubernetes side on its pipeline and fed into
  * it (kubernetes-wiring.ts, loaded only then: an agent without it loads none of its code); the
- * node's host-local takeover and CNI config manager; and the serving side over all of them (serving-wiring.ts), not listening yet. No side builds another: each is built
- * here from the base and what is built before it. The takeover runs from here on; everything else
+ * node's host-local takeover and CNI config manager; and the serving side over all of them
+ * (serving-wiring.ts), not listening yet. No side builds another: each is built here from the base
+ * and what is built before it. The takeover runs from here on; everything else
  * is started by the agent's next step. Each part stop() must undo is handed to `hold` the moment it
  * exists (held-parts.ts), so a start that fails after it still stops it.
  */
