@@ -183,6 +183,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/scripts/check-line-length.test.ts',
   'test/scripts/install-scripts.test.ts',
   'test/sources/kubernetes/api-failure.test.ts',
+  'test/sources/kubernetes/collection-requests.test.ts',
   'test/sources/kubernetes/kubeconfig-file.test.ts',
   'test/sources/kubernetes/kubeconfig.test.ts',
   'test/sources/kubernetes/list-watch.test.ts',

@@ -6,8 +6,10 @@
  *
  * Guarantees:
  * - neither request throws: a listing answers the objects and the listing's resourceVersion, or a
- *   failure; a watch answers how it ended (the server ended it, 410 Gone, another failure, or the
- *   abort), once;
+ *   failure; it is read in pages of LIST_PAGE objects (`limit`, then `continue` while the server
+ *   gives one), so no answer outgrows the client's cap; a continue token that expired is a failure
+ *   (the loop lists again after its backoff); a watch answers how it ended (the server ended it,
+ *   410 Gone, another failure, or the abort), once;
  * - a watch hands on ADDED, MODIFIED and DELETED events and BOOKMARKs in the order the server sent
  *   them, and nothing after it ended; an ERROR event ends it (410 in its Status: `expired`);
  * - `accepted` is told once the server accepted the watch (200, the stream open), and never after
@@ -49,6 +51,19 @@ export const WATCH_TIMEOUT_SECONDS = 240;
 /** The watch timeout asked of the server: `configured` (default WATCH_TIMEOUT_SECONDS), at most that. */
 export function watchTimeoutSeconds(configured: number | undefined): number {
   return Math.min(configured ?? WATCH_TIMEOUT_SECONDS, WATCH_TIMEOUT_SECONDS);
+}
+
+/**
+ * Objects asked for per page of a listing, as client-go's reflector asks: each answer stays far
+ * below the client's cap on an answer (16 MiB) however large the collection (a cluster's Nodes).
+ * A server may ignore it and answer whole.
+ */
+const LIST_PAGE = 500;
+
+/** A page of a listing, as far as it is read here. */
+interface ListBody {
+  readonly items?: unknown;
+  readonly metadata?: { readonly resourceVersion?: unknown; readonly continue?: unknown };
 }
 
 export interface CollectionOptions {
@@ -122,19 +137,29 @@ export class CollectionRequests<T> {
   async #list(): Promise<Listing<T>> {
     try {
       const client = await this.#client.get();
-      const answer = await client.send(`list ${this.#o.path}`, {
-        method: 'GET',
-        path: this.#o.path,
-        query: this.#selectors(),
-      });
-      if (answer.status !== 200) return { kind: 'failed', failure: answer.failure };
-      const list = answer.body as { items?: unknown; metadata?: { resourceVersion?: unknown } } | undefined;
-      const items = list?.items;
-      const version = list?.metadata?.resourceVersion;
-      if (!(Array.isArray(items) || items === null) || typeof version !== 'string' || version === '') {
-        return { kind: 'failed', failure: { message: 'the listing has no items or no metadata.resourceVersion' } };
-      }
-      return { kind: 'listed', objects: (items ?? []) as T[], resourceVersion: version };
+      const objects: T[] = [];
+      let from: string | undefined;
+      let version: unknown;
+      do {
+        const answer = await client.send(`list ${this.#o.path}`, {
+          method: 'GET',
+          path: this.#o.path,
+          query: { ...this.#selectors(), limit: LIST_PAGE, continue: from },
+        });
+        if (answer.status !== 200) return { kind: 'failed', failure: answer.failure };
+        const page = answer.body as ListBody | undefined;
+        const items = page?.items;
+        if (!(Array.isArray(items) || items === null))
+          return { kind: 'failed', failure: { message: 'the listing has no items' } };
+        objects.push(...((items ?? []) as T[]));
+        // Every page is served at the first page's resourceVersion (the listing's snapshot).
+        version ??= page?.metadata?.resourceVersion;
+        const next = page?.metadata?.continue;
+        from = typeof next === 'string' && next !== '' ? next : undefined;
+      } while (from !== undefined);
+      if (typeof version !== 'string' || version === '')
+        return { kind: 'failed', failure: { message: 'the listing has no metadata.resourceVersion' } };
+      return { kind: 'listed', objects, resourceVersion: version };
     } catch (error) {
       return { kind: 'failed', failure: failureOfError(error) };
     }
