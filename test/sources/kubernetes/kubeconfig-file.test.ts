@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { isWarrenError } from '../../../src/core/errors.ts';
-import { KubeCredentials, TOKEN_REREAD_MS } from '../../../src/sources/kubernetes/kube-credentials.ts';
+import { KubeCredentials, REREAD_MS } from '../../../src/sources/kubernetes/kube-credentials.ts';
 import { parseKubeconfig } from '../../../src/sources/kubernetes/kubeconfig-file.ts';
 import { tempDir } from '../../helpers/processes.ts';
 
@@ -183,13 +183,13 @@ describe('KubeCredentials', () => {
     );
     assert.equal((await applied(credentials)).headers.Authorization, 'Bearer first');
     writeFileSync(tokenFile, 'second\n');
-    now += TOKEN_REREAD_MS - 1;
+    now += REREAD_MS - 1;
     assert.equal((await applied(credentials)).headers.Authorization, 'Bearer first', 'not read for every request');
     now += 1;
     assert.equal((await applied(credentials)).headers.Authorization, 'Bearer second');
   });
 
-  it('reads the CA and client certificate files when applied, naming a file it cannot read', async () => {
+  it('reads the CA file when applied and again after a minute, naming a file it cannot read', async () => {
     const dir = tempDir();
     writeFileSync(join(dir, 'ca.crt'), 'CA PEM');
     const selection = parseKubeconfig(
@@ -202,8 +202,14 @@ describe('KubeCredentials', () => {
       join(dir, 'kubeconfig'),
       dir,
     );
-    const options = await applied(new KubeCredentials(selection));
+    let now = 0;
+    const credentials = new KubeCredentials(selection, { now: () => now });
+    const options = await applied(credentials);
     assert.equal(String(options.ca), 'CA PEM');
+    writeFileSync(join(dir, 'ca.crt'), 'CA PEM, renewed');
+    assert.equal(String((await applied(credentials)).ca), 'CA PEM', 'not read again for every request');
+    now += REREAD_MS;
+    assert.equal(String((await applied(credentials)).ca), 'CA PEM, renewed');
     assert.equal(options.rejectUnauthorized, false);
     assert.equal(options.headers.Authorization, `Basic ${Buffer.from('u:p').toString('base64')}`);
     const missing = parseKubeconfig(
