@@ -76,6 +76,8 @@ export interface CollectionOptions {
   readonly labelSelector?: string | undefined;
   /** How long the server keeps one watch open (its `timeoutSeconds`); see watchTimeoutSeconds. */
   readonly watchTimeoutSeconds?: number | undefined;
+  /** How long a watch may stay silent before it counts as dead, ms (tests). Default the watch timeout + 60 s. */
+  readonly watchSilenceMs?: number | undefined;
   /** Where each request is counted, and what it says it is (for a client opened here). */
   readonly accounting?: RequestAccounting | undefined;
 }
@@ -181,7 +183,8 @@ export class CollectionRequests<T> {
       ended ??= end;
       closing.abort();
     };
-    const silentMs = watchTimeoutSeconds(this.#o.watchTimeoutSeconds) * 1000 + INACTIVITY_MARGIN_MS;
+    const silentMs =
+      this.#o.watchSilenceMs ?? watchTimeoutSeconds(this.#o.watchTimeoutSeconds) * 1000 + INACTIVITY_MARGIN_MS;
     let silence: NodeJS.Timeout | undefined;
     const heard = (): void => {
       clearTimeout(silence);

@@ -3,10 +3,14 @@
  * each next page by the `continue` the server gave, with the same selectors, until it gives none;
  * the objects of every page in order, at the first page's resourceVersion. Against a stub client
  * (the fake API server answers core lists whole, as a real one may). A cluster's Nodes listed
- * whole outgrow the client's 16 MiB cap on an answer at a few thousand nodes.
+ * whole outgrow the client's 16 MiB cap on an answer at a few thousand nodes. And a watch whose
+ * connection stays silent past its limit is closed and ends as a failure (a dead connection),
+ * against the fake API server, which sends a pods watch nothing while nothing changes.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
+import { loadKubeConfig } from '../../../src/sources/kubernetes/kubeconfig.ts';
 import { CollectionRequests } from '../../../src/sources/kubernetes/collection-requests.ts';
 import { OnDemandClient } from '../../../src/sources/kubernetes/on-demand-client.ts';
 import type { ApiAnswer, ApiRequest, KubeApiClient } from '../../../src/store/kubernetes/api-client.ts';
@@ -80,5 +84,39 @@ describe('CollectionRequests.list', () => {
       kind: 'failed',
       failure: { code: 410, reason: 'Expired', message: 'too old' },
     });
+  });
+});
+
+describe('CollectionRequests.watch', () => {
+  it('ends a watch silent past its limit as a failure (Timeout), after the server accepted it', async (t) => {
+    const api = await startFakeKubeApi();
+    t.after(() => api.stop());
+    const requests = new CollectionRequests({
+      kubeConfig: loadKubeConfig(api.kubeconfigPath),
+      path: '/api/v1/pods',
+      watchSilenceMs: 300,
+    });
+    t.after(() => requests.close());
+    const listing = await requests.list(new AbortController().signal);
+    assert.equal(listing.kind, 'listed');
+    let accepted = 0;
+    const handlers = {
+      change: () => assert.fail('no change was made'),
+      bookmark: () => undefined,
+      accepted: () => {
+        accepted += 1;
+      },
+      unknown: () => undefined,
+    };
+    const startedAt = Date.now();
+    const end = await requests.watch(
+      listing.kind === 'listed' ? listing.resourceVersion : '',
+      handlers,
+      new AbortController().signal,
+    );
+    assert.equal(end.kind, 'failed');
+    assert.equal(end.kind === 'failed' ? end.failure.reason : undefined, 'Timeout');
+    assert.ok(Date.now() - startedAt >= 250, 'not before the silence limit');
+    assert.equal(accepted, 1);
   });
 });
