@@ -8,7 +8,7 @@
  * bin/warren runs while it is newer than every source it was made of. Run by `npm run build`, and
  * before test, start and bench.
  */
-import { type Plugin, build, buildSync } from 'esbuild';
+import { build, buildSync } from 'esbuild';
 import { execFileSync } from 'node:child_process';
 import {
   chmodSync,
@@ -165,58 +165,20 @@ export const CLI_BUNDLE_INPUTS = join(CLI_BUNDLE_DIR, 'inputs.txt');
 /**
  * The command line and the agent, bundled into dist/cli/: main.mjs and chunks, ES modules split
  * where the sources import dynamically, so a command loads only what it runs and the agent only
- * the client libraries its options use (agent.ts, release-wiring.ts). npm packages stay outside (imported
- * from node_modules as from the sources: protobufjs does not survive bundling, and CommonJS
- * packages bundled into ES modules fail on their dynamic requires), but for one: the parts of
- * @kubernetes/client-node that Warren uses are bundled, and the rest left out
- * (kubernetesClientBundled). What it saves is the type
- * stripping, resolution and loading of some 150 files at every start (an agent
- * started in 0.27 s of CPU from the bundle against 0.79 s from the sources, both after the lazy
- * imports; BENCHMARKS.md).
+ * the client libraries its options use (agent.ts, release-wiring.ts). npm packages stay outside
+ * (imported from node_modules as from the sources: protobufjs does not survive bundling, and
+ * CommonJS packages bundled into ES modules fail on their dynamic requires). What it saves is the
+ * type stripping, resolution and loading of some 150 files at every start (an agent started in
+ * 0.27 s of CPU from the bundle against 0.79 s from the sources, both after the lazy imports;
+ * BENCHMARKS.md). @kubernetes/client-node, which was bundled here in part to keep its 870 models
+ * out of the agent, is no longer imported by the agent at all (sources/kubernetes/kubeconfig.ts
+ * says why; test/agent/without-kubernetes-client.test.ts holds it to that).
  *
  * The sources read files beside themselves (package.json for the version, the .proto files)
  * through `import.meta.url`: in the bundle each such URL is made relative to the source file it
  * was written in, so the bundle reads the same files wherever the tree is (src/ stays beside
  * dist/, in the image too). inputs.txt lists the sources, for bin/warren's freshness check.
  */
-const KUBERNETES_CLIENT = '@kubernetes/client-node';
-/** Where the client's own files lie, whatever links node_modules/ passes through (its real path). */
-const KUBERNETES_CLIENT_FILES = `/node_modules/${KUBERNETES_CLIENT}/`;
-
-/**
- * Every npm package outside the bundle but @kubernetes/client-node (an ES module package), which is
- * bundled with its modules marked free of side effects, so that only those Warren's code reaches
- * are kept. Imported whole, its index loads every generated API and model (some 870 modules,
- * 24 MB of source that V8 holds for as long as the process lives): on the kubernetes store that
- * was ~15 MiB of heap and resident memory of an idle agent (bench/footprint.ts) for a client
- * of which it uses KubeConfig, Watch, the HTTP layer and CoreV1Api. Its own imports (undici,
- * js-yaml, openid-client...) stay outside, resolved from node_modules as before; the one module it
- * imports for its side effects alone, a File polyfill for Node 18, has nothing to do on Node 24.
- */
-const kubernetesClientBundled: Plugin = {
-  name: 'kubernetes-client-bundled',
-  setup(plugin) {
-    plugin.onResolve({ filter: /^[^./]/ }, (args) =>
-      args.path === KUBERNETES_CLIENT || args.path.startsWith(`${KUBERNETES_CLIENT}/`)
-        ? undefined
-        : { path: args.path, external: true },
-    );
-    plugin.onResolve({ filter: /.*/ }, async (args) => {
-      if (args.pluginData === KUBERNETES_CLIENT) return undefined;
-      const ours = args.path.startsWith(KUBERNETES_CLIENT) || args.importer.includes(KUBERNETES_CLIENT_FILES);
-      if (!ours) return undefined;
-      const resolved = await plugin.resolve(args.path, {
-        kind: args.kind,
-        importer: args.importer,
-        resolveDir: args.resolveDir,
-        pluginData: KUBERNETES_CLIENT,
-      });
-      if (resolved.errors.length > 0) return { errors: resolved.errors };
-      return { path: resolved.path, sideEffects: false };
-    });
-  },
-};
-
 export async function buildCli(): Promise<void> {
   rmSync(CLI_BUNDLE_DIR, { recursive: true, force: true });
   const result = await build({
@@ -231,8 +193,8 @@ export async function buildCli(): Promise<void> {
     metafile: true,
     legalComments: 'none',
     logLevel: 'warning',
+    packages: 'external',
     plugins: [
-      kubernetesClientBundled,
       {
         name: 'source-relative-import-meta-url',
         setup(plugin) {

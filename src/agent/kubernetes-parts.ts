@@ -4,8 +4,8 @@
  * two things every part of it is asked for together: its state, as GET /v1/status shows it
  * (`statusOf`), and its loops, each handed to the release wiring's supervision (`startLoops`).
  * Types and plain functions of the parts only: it loads nothing, so agent.ts and serving-wiring.ts
- * name the side without loading @kubernetes/client-node (kubernetes-wiring.ts is imported only when
- * --kubernetes is on).
+ * name the side without loading it (kubernetes-wiring.ts, its sources and clients, is imported only
+ * when --kubernetes is on).
  */
 import type { KubernetesStatus, WarrenPoolReport } from '../api/status.ts';
 import { defined } from '../core/defined.ts';

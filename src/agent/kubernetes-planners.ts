@@ -7,7 +7,6 @@
  * naming a claim is refused, never given an address its VM would not keep. Imported only by
  * kubernetes-wiring.ts, so loaded only when --kubernetes is on.
  */
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Allocator } from '../allocator/allocator.ts';
 import type { ExponentialBackoff } from '../core/backoff.ts';
@@ -15,14 +14,14 @@ import type { Clock } from '../core/clock.ts';
 import { defined } from '../core/defined.ts';
 import { messageOf } from '../core/errors.ts';
 import type { ReservedAddresses } from '../ipam/reserved.ts';
-import type { RequestAccounting } from '../sources/kubernetes/counted-http.ts';
 import { type KubeObjectMeta, ListWatch } from '../sources/kubernetes/list-watch.ts';
 import type { Store } from '../store/store.ts';
 import { ADDRESSES_ANNOTATION, addressPlanner } from './kubernetes/address-planner.ts';
 import { ClaimApi } from './kubernetes/ipam-claims/claim-api.ts';
 import { ipamClaimPlanner } from './kubernetes/ipam-claims/claim-planner.ts';
 import { IpamClaims, storeClaimHoldings } from './kubernetes/ipam-claims/ipam-claims.ts';
-import type { OnDemandClient } from './kubernetes/on-demand-client.ts';
+import type { OnDemandClient, RequestAccounting } from '../sources/kubernetes/on-demand-client.ts';
+import type { KubeAccess } from '../store/kubernetes/kube-access.ts';
 import type { PodDirectory } from './kubernetes/pod-directory.ts';
 import { KubernetesPlanning } from './kubernetes/planning.ts';
 import { PoolStatusWriter } from './kubernetes/pool-status.ts';
@@ -37,7 +36,7 @@ export interface KubernetesPlannersDeps {
   readonly allocator: Allocator;
   readonly clock: Clock;
   readonly logger: Logger;
-  readonly kubeConfig: KubeConfig;
+  readonly kubeConfig: KubeAccess;
   /** The agent's one client for Warren's objects (statuses, IPAMClaims). */
   readonly warrenApi: OnDemandClient;
   /** The pods (fed by the pod source) and namespaces the planners read. */
@@ -63,6 +62,7 @@ export function kubernetesPlanners(o: AgentOptions, deps: KubernetesPlannersDeps
   const watch = (path: string, fieldSelector?: string) =>
     new ListWatch<KubeObjectMeta>({
       kubeConfig,
+      client: warrenApi,
       accounting: deps.accounting,
       path,
       clock: deps.clock,
@@ -123,6 +123,7 @@ export function kubernetesPlanners(o: AgentOptions, deps: KubernetesPlannersDeps
       ? undefined
       : new IpamClaims({
           kubeConfig,
+          client: warrenApi,
           api: new ClaimApi(warrenApi),
           pod: (ref) => directory.pod(ref),
           holdings: storeClaimHoldings(deps.store, deps.allocator.holdings),

@@ -8,9 +8,10 @@
  * and the ADD planners the serving side consults (kubernetes-planners.ts: WarrenPools, sticky
  * addresses, addresses, IPAMClaims). `start` hands every loop to the release wiring's supervision,
  * so a loop that fails or ends before the abort is a failure of the agent, and the pipeline stops
- * only after them. A module of its own because it is the agent's one way into
- * @kubernetes/client-node, whose loading costs more CPU than the whole rest of an agent start:
- * agent.ts imports it only when --kubernetes is on.
+ * only after them. Everything it asks of the API server goes through one client, opened at its
+ * first use (sources/kubernetes/on-demand-client.ts), with the credentials of Warren's own
+ * kubeconfig loader (sources/kubernetes/kubeconfig.ts): @kubernetes/client-node is not loaded by
+ * the agent. A module of its own, imported by agent.ts only when --kubernetes is on.
  */
 import type { Logger } from 'pino';
 import type { Allocator } from '../allocator/allocator.ts';
@@ -19,10 +20,11 @@ import type { Clock } from '../core/clock.ts';
 import type { Allocation } from '../ipam/allocation.ts';
 import type { ReservedAddresses } from '../ipam/reserved.ts';
 import { failureOfError } from '../sources/kubernetes/api-failure.ts';
-import { type RequestAccounting, coreApiOf } from '../sources/kubernetes/counted-http.ts';
+import { CoreApi } from '../sources/kubernetes/core-api.ts';
 import { loadKubeConfig } from '../sources/kubernetes/kubeconfig.ts';
 import { type KubeObjectMeta, ListWatch } from '../sources/kubernetes/list-watch.ts';
 import { NodeSource } from '../sources/kubernetes/node-source.ts';
+import { OnDemandClient, type RequestAccounting } from '../sources/kubernetes/on-demand-client.ts';
 import { PodSource } from '../sources/kubernetes/pod-source.ts';
 import type { Membership, Store } from '../store/store.ts';
 import { type KubernetesParts, type KubernetesPartsBuilt, startLoops, statusOf } from './kubernetes-parts.ts';
@@ -30,7 +32,6 @@ import { kubernetesPlanners } from './kubernetes-planners.ts';
 import { ClusterEvents } from './kubernetes/events.ts';
 import { NodeWatch } from './kubernetes/node-watch.ts';
 import { KubernetesNodes } from './kubernetes/nodes.ts';
-import { OnDemandClient } from './kubernetes/on-demand-client.ts';
 import { PodDirectory } from './kubernetes/pod-directory.ts';
 import { KubernetesReleases } from './kubernetes/releases.ts';
 import { reservationStatusWriter } from './kubernetes/reservation-status.ts';
@@ -74,9 +75,9 @@ export function kubernetesParts(
   const kubeConfig = loadKubeConfig(o.kubeconfig);
   const logger = deps.logger.child({ source: 'kubernetes' });
   const { accounting } = deps;
-  const core = coreApiOf(kubeConfig, accounting);
-  // The agent's one client for Warren's objects (statuses, IPAMClaims): opened at its first use.
+  // The agent's one client beside its store's (sources, reads, Events, statuses): opened at its first use.
   const warrenApi = OnDemandClient.of(kubeConfig, accounting);
+  const core = new CoreApi(warrenApi);
   const events = new ClusterEvents({ api: core, node: o.nodeName, clock: deps.clock, logger });
   const backoff = new ExponentialBackoff({ initialMs: 1_000, maxMs: 30_000 });
   const directory = new PodDirectory({
@@ -85,6 +86,7 @@ export function kubernetesParts(
   });
   const pods = new PodSource({
     kubeConfig,
+    client: warrenApi,
     accounting,
     node: o.nodeName,
     clock: deps.clock,
@@ -99,6 +101,7 @@ export function kubernetesParts(
       : {
           watch: new ListWatch<KubeObjectMeta>({
             kubeConfig,
+            client: warrenApi,
             accounting,
             path: '/apis/warren.dev/v1alpha1/warrenreservations',
             clock: deps.clock,
@@ -163,7 +166,8 @@ export function kubernetesParts(
           forget,
           watch: new NodeWatch({
             membership,
-            openSource: () => new NodeSource({ kubeConfig, accounting, clock: deps.clock, backoff, logger }),
+            openSource: () =>
+              new NodeSource({ kubeConfig, client: warrenApi, accounting, clock: deps.clock, backoff, logger }),
             forget,
             clock: deps.clock,
             logger,

@@ -14,7 +14,7 @@
  * `onFailure`.
  *
  * A source that is off costs nothing: its client library (@grpc/grpc-js, protobufjs) is imported by
- * `open` only when its option is on (agent.ts does the same for @kubernetes/client-node). Loading
+ * `open` only when its option is on (sides-wiring.ts does the same for the Kubernetes side). Loading
  * them all cost an agent start more than a second of CPU before it could serve.
  */
 import type { Logger } from 'pino';

@@ -6,7 +6,7 @@
  * cluster's upkeep says when this node must not allocate — and the metrics address's endpoint
  * over the same service. Nothing here decides anything: it only says which part answers what.
  * Neither side is built here: this file reads them (type imports only), so the wirings stay side
- * by side and @kubernetes/client-node is still loaded only when the Kubernetes side is on.
+ * by side and the Kubernetes side's code is still loaded only when that side is on.
  */
 import type { Logger } from 'pino';
 import { defined } from '../core/defined.ts';

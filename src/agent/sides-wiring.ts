@@ -1,10 +1,10 @@
 /**
  * The agent's sides, built side by side on its base (agent.ts's start, step 3): the release side
  * (release-wiring.ts) and, when --kubernetes is on, the Kubernetes side on its pipeline and fed into
- * it (kubernetes-wiring.ts, loaded only then: @kubernetes/client-node costs an agent start more CPU
- * than all the rest); the node's host-local takeover and CNI config manager; and the serving side
- * over all of them (serving-wiring.ts), not listening yet. No side builds another: each is built
- * here from the base and what is built before it. The takeover runs from here on; everything else
+ * it (kubernetes-wiring.ts, loaded only then: an agent without it loads none of its code); the
+ * node's host-local takeover and CNI config manager; and the serving side over all of them
+ * (serving-wiring.ts), not listening yet. No side builds another: each is built here from the base
+ * and what is built before it. The takeover runs from here on; everything else
  * is started by the agent's next step. Each part stop() must undo is handed to `hold` the moment it
  * exists (held-parts.ts), so a start that fails after it still stops it.
  */
@@ -49,7 +49,7 @@ export interface SidesWiringDeps {
 export async function buildSides(o: AgentOptions, base: Base, deps: SidesWiringDeps): Promise<Built> {
   const { store, membership, allocator, reserved, telemetry, handBack } = base;
   const { clock, logger, onFailure, hold } = deps;
-  // @kubernetes/client-node costs an agent start more CPU than all the rest: loaded only when on.
+  // The Kubernetes side's code is loaded only when it is on.
   const [releases, kubernetesWiring] = await Promise.all([
     ReleaseWiring.open(o, { store, membership, allocator, clock, logger, errors: base.errors, telemetry, onFailure }),
     o.kubernetes ? import('./kubernetes-wiring.ts') : undefined,

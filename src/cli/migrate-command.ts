@@ -13,9 +13,9 @@
  * failure; 2 a usage error.
  */
 import { parseArgs } from 'node:util';
-import type { KubeConfig } from '@kubernetes/client-node';
 import { type Clock, systemClock } from '../core/clock.ts';
 import { loadKubeConfig } from '../sources/kubernetes/kubeconfig.ts';
+import type { KubeAccess } from '../store/kubernetes/kube-access.ts';
 import type { ClusterTier } from '../store/tiered/cluster-tier.ts';
 import { type CliContext, cliContext } from './context.ts';
 import type { CliIO } from './io.ts';
@@ -27,12 +27,12 @@ import { UsageError } from './usage.ts';
 export interface MigrateDeps {
   readonly clock?: Clock;
   /** Opens the cluster tier (tests); default the kubernetes store's. */
-  readonly openTier?: (o: { kubeConfig: KubeConfig; namespace: string; clock: Clock }) => Promise<ClusterTier>;
-  readonly reader?: (kubeConfig: KubeConfig) => WhereaboutsReader;
+  readonly openTier?: (o: { kubeConfig: KubeAccess; namespace: string; clock: Clock }) => Promise<ClusterTier>;
+  readonly reader?: (kubeConfig: KubeAccess) => WhereaboutsReader;
 }
 
 async function openKubernetesTier(o: {
-  kubeConfig: KubeConfig;
+  kubeConfig: KubeAccess;
   namespace: string;
   clock: Clock;
 }): Promise<ClusterTier> {

@@ -1,7 +1,7 @@
 /**
  * Events on the pod (or the Node), where operators look (`kubectl describe pod`, `kubectl get
- * events`): core/v1 Events reporting component `warren` and this node, sent with
- * @kubernetes/client-node.
+ * events`): core/v1 Events reporting component `warren` and this node, sent through the agent's
+ * client (sources/kubernetes/core-api.ts).
  *
  * Guarantees:
  * - never a storm: an Event repeated for one pod (same reason and message) within `aggregateMs` is
@@ -16,8 +16,6 @@
  *   namespace being deleted (its Status cause `NamespaceTerminating`) is a refusal, not a missing
  *   permission.
  */
-import type { CoreV1Api, CoreV1Event } from '@kubernetes/client-node';
-import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Clock } from '../../core/clock.ts';
 import { defined } from '../../core/defined.ts';
@@ -43,13 +41,30 @@ export function nodeInvolved(name: string, uid?: string): Involved {
 
 export const COMPONENT = 'warren';
 
+/**
+ * The two calls Events are sent with (sources/kubernetes/core-api.ts `CoreApi`): a create, and a
+ * merge patch of an Event sent before; a failure is thrown as api-failure.ts reads it.
+ */
+export interface EventsApi {
+  createNamespacedEvent(p: { namespace: string; body: object }): Promise<unknown>;
+  patchNamespacedEvent(p: { name: string; namespace: string; body: object }): Promise<unknown>;
+}
+
+/** A core/v1 Event as sent (timestamps as RFC 3339 text, as the server stores them). */
+interface EventObject {
+  readonly apiVersion: 'v1';
+  readonly kind: 'Event';
+  readonly metadata: { readonly name: string; readonly namespace: string };
+  readonly [field: string]: unknown;
+}
+
 export type EventType = 'Normal' | 'Warning';
 
 /** The two verbs on events this module uses (and the ClusterRole grants). */
 type EventVerb = 'create' | 'patch';
 
 export interface ClusterEventsOptions {
-  readonly api: Pick<CoreV1Api, 'createNamespacedEvent' | 'patchNamespacedEvent'>;
+  readonly api: EventsApi;
   readonly node: string;
   readonly clock: Clock;
   readonly logger: Logger;
@@ -124,10 +139,7 @@ export class ClusterEvents {
         earlier.count += 1;
         earlier.lastAt = now;
         const body = { count: earlier.count, lastTimestamp: kubeTime(now) };
-        await this.#o.api.patchNamespacedEvent(
-          { name: earlier.name, namespace: earlier.namespace, body },
-          setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-        );
+        await this.#o.api.patchNamespacedEvent({ name: earlier.name, namespace: earlier.namespace, body });
         this.#status.aggregated += 1;
       } else {
         const event = this.#event(about, type, reason, message, now);
@@ -150,7 +162,7 @@ export class ClusterEvents {
     return { ...this.#status, ...(forbidden === '' ? {} : { forbidden }) };
   }
 
-  #event(about: Involved, type: EventType, reason: string, message: string, now: number): CoreV1Event {
+  #event(about: Involved, type: EventType, reason: string, message: string, now: number): EventObject {
     const at = new Date(now);
     return {
       apiVersion: 'v1',

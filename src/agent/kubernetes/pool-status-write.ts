@@ -8,7 +8,7 @@
  */
 import type { KubeObject } from '../../store/kubernetes/objects.ts';
 import { Resource, warrenKind } from '../../store/kubernetes/resources.ts';
-import type { OnDemandClient } from './on-demand-client.ts';
+import type { OnDemandClient } from '../../sources/kubernetes/on-demand-client.ts';
 
 export function poolStatusWrite(client: OnDemandClient): (object: Record<string, unknown>) => Promise<boolean> {
   return async (object) => {

@@ -8,7 +8,7 @@
  * (a 403 names the missing permission). Through the agent's client for Warren's objects, opened
  * at the first use, not before, and again after an opening that failed (on-demand-client.ts).
  */
-import type { OnDemandClient } from './on-demand-client.ts';
+import type { OnDemandClient } from '../../sources/kubernetes/on-demand-client.ts';
 import type { NodeInUse } from './reservations.ts';
 
 export interface ReservationStatusWriter {

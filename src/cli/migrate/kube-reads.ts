@@ -1,23 +1,21 @@
 /**
- * The reads the migration makes of the Kubernetes API, through @kubernetes/client-node's HTTP layer
- * (its TLS and credentials): whereabouts' IPPools and OverlappingRangeIPReservations and the
- * NetworkAttachmentDefinitions, in every namespace, and one pod by name. Read only: the migration
- * writes through the cluster tier alone.
+ * The reads the migration makes of the Kubernetes API, through the store's API client (its TLS,
+ * credentials and deadlines; store/kubernetes/api-client.ts): whereabouts' IPPools and
+ * OverlappingRangeIPReservations and the NetworkAttachmentDefinitions, in every namespace, and one
+ * pod by name. Read only: the migration writes through the cluster tier alone.
  *
  * Guarantees: listings are read in pages (`limit`, then `continue` while the server gives one);
  * a resource whose API the cluster does not serve (404 on the collection) lists as empty, so a
  * cluster without OverlappingRangeIPReservations migrates what its IPPools hold; any other
  * failure is a TRY_AGAIN WarrenError naming the request, the status and the missing permission.
  */
-import { HttpMethod, IsomorphicFetchHttpLibrary, type KubeConfig, RequestContext } from '@kubernetes/client-node';
 import { defined } from '../../core/defined.ts';
 import { WarrenError } from '../../core/errors.ts';
-import {
-  describeFailure,
-  failureOfError,
-  failureOfResponse,
-  missingPermission,
-} from '../../sources/kubernetes/api-failure.ts';
+import { describeFailure, failureOfError, missingPermission } from '../../sources/kubernetes/api-failure.ts';
+import { OnDemandClient } from '../../sources/kubernetes/on-demand-client.ts';
+import type { ApiAnswer } from '../../store/kubernetes/api-client.ts';
+import type { ApiFailure } from '../../store/kubernetes/api-failure.ts';
+import type { KubeAccess } from '../../store/kubernetes/kube-access.ts';
 
 const PAGE_LIMIT = 500;
 
@@ -43,31 +41,22 @@ export interface WhereaboutsReader {
 }
 
 export class KubeReader implements WhereaboutsReader {
-  readonly #config: KubeConfig;
-  readonly #http = new IsomorphicFetchHttpLibrary();
+  readonly #client: OnDemandClient;
 
-  constructor(config: KubeConfig) {
-    this.#config = config;
+  constructor(config: KubeAccess) {
+    this.#client = OnDemandClient.of(config, { userAgent: 'warren-migrate' });
   }
 
-  async #get(path: string, query: Record<string, string>): Promise<{ status: number; body: string }> {
-    const cluster = this.#config.getCurrentCluster();
-    if (cluster === null) throw new WarrenError('INVALID_CONFIG', 'the kubeconfig names no current cluster');
-    const url = new URL(cluster.server.replace(/\/+$/, '') + path);
-    for (const [key, value] of Object.entries(query)) url.searchParams.set(key, value);
+  async #get(path: string, query: Record<string, string>): Promise<ApiAnswer> {
     try {
-      const context = new RequestContext(url.toString(), HttpMethod.GET);
-      await this.#config.applySecurityAuthentication(context);
-      context.setHeaderParam('Accept', 'application/json');
-      const response = await this.#http.send(context).toPromise();
-      return { status: response.httpStatusCode, body: await response.body.text() };
+      const client = await this.#client.get();
+      return await client.send(`GET ${path}`, { method: 'GET', path, query });
     } catch (error) {
       throw new WarrenError('TRY_AGAIN', `GET ${path}: ${describeFailure(failureOfError(error))}`, { cause: error });
     }
   }
 
-  #failed(path: string, verb: string, resource: string, status: number, body: string): WarrenError {
-    const failure = failureOfResponse(status, body);
+  #failed(path: string, verb: string, resource: string, failure: ApiFailure): WarrenError {
     const missing = missingPermission(failure, verb, resource);
     return new WarrenError(
       'TRY_AGAIN',
@@ -84,10 +73,10 @@ export class KubeReader implements WhereaboutsReader {
         limit: String(PAGE_LIMIT),
         ...defined({ continue: token }),
       };
-      const { status, body } = await this.#get(path, query);
-      if (status === 404 && token === undefined) return [];
-      if (status !== 200) throw this.#failed(path, 'list', resource, status, body);
-      const list = parseJson(body, path) as { items?: unknown; metadata?: { continue?: unknown } };
+      const answer = await this.#get(path, query);
+      if (answer.status === 404 && token === undefined) return [];
+      if (answer.status !== 200) throw this.#failed(path, 'list', resource, answer.failure);
+      const list = jsonOf(answer, path) as { items?: unknown; metadata?: { continue?: unknown } };
       if (!Array.isArray(list.items) && list.items !== null)
         throw new WarrenError('TRY_AGAIN', `GET ${path}: the answer holds no items`);
       items.push(...(list.items ?? []));
@@ -99,17 +88,16 @@ export class KubeReader implements WhereaboutsReader {
 
   async pod(namespace: string, name: string): Promise<unknown> {
     const path = `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(name)}`;
-    const { status, body } = await this.#get(path, {});
-    if (status === 404) return undefined;
-    if (status !== 200) throw this.#failed(path, 'get', 'pods', status, body);
-    return parseJson(body, path);
+    const answer = await this.#get(path, {});
+    if (answer.status === 404) return undefined;
+    if (answer.status !== 200) throw this.#failed(path, 'get', 'pods', answer.failure);
+    return jsonOf(answer, path);
   }
 }
 
-function parseJson(body: string, path: string): unknown {
-  try {
-    return JSON.parse(body);
-  } catch {
+/** The answer's JSON object; TRY_AGAIN when it is none. */
+function jsonOf(answer: { readonly body: unknown; readonly json: boolean }, path: string): Record<string, unknown> {
+  if (!answer.json || typeof answer.body !== 'object' || answer.body === null)
     throw new WarrenError('TRY_AGAIN', `GET ${path}: the answer is not JSON`);
-  }
+  return answer.body as Record<string, unknown>;
 }

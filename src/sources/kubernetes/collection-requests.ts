@@ -1,37 +1,42 @@
 /**
  * The two requests list-then-watch is made of, over one Kubernetes collection: one listing and one
- * watch, each made once, through @kubernetes/client-node's HTTP layer (its TLS and credentials).
+ * watch, each made once, through the store's API client (store/kubernetes/api-client.ts: its
+ * keep-alive connections, TLS and credentials), shared or opened at first use (on-demand-client.ts).
  * No retry, no backoff, no state between requests: list-watch.ts decides what follows what.
  *
  * Guarantees:
  * - neither request throws: a listing answers the objects and the listing's resourceVersion, or a
- *   failure; a watch answers how it ended (the server ended it, 410 Gone, another failure, or the
- *   abort), once;
+ *   failure; it is read in pages of LIST_PAGE objects (`limit`, then `continue` while the server
+ *   gives one), so no answer outgrows the client's cap; a continue token that expired is a failure
+ *   (the loop lists again after its backoff); a watch answers how it ended (the server ended it,
+ *   410 Gone, another failure, or the abort), once;
  * - a watch hands on ADDED, MODIFIED and DELETED events and BOOKMARKs in the order the server sent
  *   them, and nothing after it ended; an ERROR event ends it (410 in its Status: `expired`);
  * - `accepted` is told once the server accepted the watch (200, the stream open), and never after
  *   the watch ended;
- * - an ended watch's stream is closed: at once, or when its response head arrives (the library's
- *   Watch gives no handle before that; its timeout bounds the wait). The Watch's inactivity timeout
- *   is set a minute beyond the server's own watch timeout, so only a dead connection hits it.
+ * - an ended watch's stream is closed at once; a listing the caller aborted answers at once (the
+ *   request ends on its own deadline, or with the client);
+ * - a watch silent for a minute beyond the server's own watch timeout is a dead connection: it is
+ *   closed and ends as a failure (`Timeout`), so the loop backs off and watches again.
  *
- * Each request is counted and carries the agent's User-Agent (`accounting`, counted-http.ts): the
- * listing by its HTTP layer, the watch here, once, by how it opened (200, refused, or no answer).
+ * Each request is counted and carries the agent's User-Agent (`accounting`, on-demand-client.ts),
+ * by the client, once, by how it ended (its status, or unreachable).
  *
  * The objects are the JSON the server sent (no client-side model classes: timestamps stay strings).
  */
-import { type HttpLibrary, type KubeConfig, HttpMethod, RequestContext, Watch } from '@kubernetes/client-node';
+import type { KubeApiClient } from '../../store/kubernetes/api-client.ts';
+import type { KubeAccess } from '../../store/kubernetes/kube-access.ts';
 import { defined } from '../../core/defined.ts';
-import { type RequestAccounting, countedHttpLibrary, identifiedConfig } from './counted-http.ts';
-import { type ApiFailure, failureOfError, failureOfResponse, failureOfStatus, isExpired } from './api-failure.ts';
+import { OnDemandClient, type RequestAccounting } from './on-demand-client.ts';
+import { type ApiFailure, failureOfError, failureOfStatus, isExpired } from './api-failure.ts';
 
-/** The Watch's inactivity timeout beyond the server's own watch timeout. */
+/** How long a watch may stay silent beyond the server's own watch timeout before it counts as dead. */
 const INACTIVITY_MARGIN_MS = 60_000;
 
 /**
- * How long the body of a response may stay silent before undici's fetch, under the library's
- * Watch, cuts it (UND_ERR_BODY_TIMEOUT; undici's default `bodyTimeout`, which the kubeconfig's
- * dispatcher keeps).
+ * The most a watch's answer may stay silent: the longest watch timeout asked of the server plus
+ * INACTIVITY_MARGIN_MS. (The name is the limit undici's fetch put on a silent body, 300 s, when the
+ * sources went through @kubernetes/client-node; the watch timeout is still kept a minute inside it.)
  */
 export const FETCH_BODY_TIMEOUT_SECONDS = 300;
 
@@ -48,15 +53,32 @@ export function watchTimeoutSeconds(configured: number | undefined): number {
   return Math.min(configured ?? WATCH_TIMEOUT_SECONDS, WATCH_TIMEOUT_SECONDS);
 }
 
+/**
+ * Objects asked for per page of a listing, as client-go's reflector asks: each answer stays far
+ * below the client's cap on an answer (16 MiB) however large the collection (a cluster's Nodes).
+ * A server may ignore it and answer whole.
+ */
+const LIST_PAGE = 500;
+
+/** A page of a listing, as far as it is read here. */
+interface ListBody {
+  readonly items?: unknown;
+  readonly metadata?: { readonly resourceVersion?: unknown; readonly continue?: unknown };
+}
+
 export interface CollectionOptions {
-  readonly kubeConfig: KubeConfig;
+  readonly kubeConfig: KubeAccess;
+  /** The client to ask through (the agent's one); none: one of the kubeconfig's, opened at first use. */
+  readonly client?: OnDemandClient | undefined;
   /** The collection, e.g. `/api/v1/pods`. */
   readonly path: string;
   readonly fieldSelector?: string | undefined;
   readonly labelSelector?: string | undefined;
   /** How long the server keeps one watch open (its `timeoutSeconds`); see watchTimeoutSeconds. */
   readonly watchTimeoutSeconds?: number | undefined;
-  /** Where each request is counted, and what it says it is (counted-http.ts). */
+  /** How long a watch may stay silent before it counts as dead, ms (tests). Default the watch timeout + 60 s. */
+  readonly watchSilenceMs?: number | undefined;
+  /** Where each request is counted, and what it says it is (for a client opened here). */
   readonly accounting?: RequestAccounting | undefined;
 }
 
@@ -85,128 +107,155 @@ export interface WatchHandlers<T> {
 
 export class CollectionRequests<T> {
   readonly #o: CollectionOptions;
-  readonly #watch: Watch;
-  readonly #http: HttpLibrary;
+  readonly #client: OnDemandClient;
+  /** Whether the client was opened here, and is closed with these requests. */
+  readonly #ownClient: boolean;
 
   constructor(options: CollectionOptions) {
     this.#o = options;
-    const accounting = options.accounting ?? {};
-    this.#http = countedHttpLibrary(accounting);
-    this.#watch = new Watch(identifiedConfig(options.kubeConfig, accounting.userAgent));
-    // 2.0.1 keeps the inactivity timeout in a field its typings call private (default 30 s, re-armed
-    // on every chunk); left at 30 s, every quiet half-minute would cut the watch.
-    const timeoutMs = watchTimeoutSeconds(options.watchTimeoutSeconds) * 1000 + INACTIVITY_MARGIN_MS;
-    if (typeof Reflect.get(this.#watch, 'requestTimeoutMs') === 'number')
-      Reflect.set(this.#watch, 'requestTimeoutMs', timeoutMs);
+    this.#ownClient = options.client === undefined;
+    this.#client = options.client ?? OnDemandClient.of(options.kubeConfig, defined(options.accounting ?? {}));
   }
 
-  #url(): URL {
-    const cluster = this.#o.kubeConfig.getCurrentCluster();
-    if (cluster === null) throw new Error('the kubeconfig names no current cluster');
-    const url = new URL(cluster.server.replace(/\/+$/, '') + this.#o.path);
-    if (this.#o.fieldSelector !== undefined) url.searchParams.set('fieldSelector', this.#o.fieldSelector);
-    if (this.#o.labelSelector !== undefined) url.searchParams.set('labelSelector', this.#o.labelSelector);
-    return url;
+  #selectors(): Record<string, string | undefined> {
+    return { fieldSelector: this.#o.fieldSelector, labelSelector: this.#o.labelSelector };
   }
 
   /** One listing, as the server sent it. */
   async list(signal: AbortSignal): Promise<Listing<T>> {
+    let onAbort = (): void => undefined;
+    const aborted = new Promise<Listing<T>>((resolve) => {
+      onAbort = () => resolve({ kind: 'failed', failure: { message: 'the listing was aborted' } });
+      if (signal.aborted) onAbort();
+      else signal.addEventListener('abort', onAbort, { once: true });
+    });
     try {
-      const context = new RequestContext(this.#url().toString(), HttpMethod.GET);
-      await this.#o.kubeConfig.applySecurityAuthentication(context);
-      context.setHeaderParam('Accept', 'application/json');
-      context.setSignal(signal);
-      const response = await this.#http.send(context).toPromise();
-      const text = await response.body.text();
-      if (response.httpStatusCode !== 200)
-        return { kind: 'failed', failure: failureOfResponse(response.httpStatusCode, text) };
-      const list: unknown = JSON.parse(text);
-      const items = (list as { items?: unknown }).items;
-      const version = (list as { metadata?: { resourceVersion?: unknown } }).metadata?.resourceVersion;
-      if (!(Array.isArray(items) || items === null) || typeof version !== 'string' || version === '') {
-        return { kind: 'failed', failure: { message: 'the listing has no items or no metadata.resourceVersion' } };
-      }
-      return { kind: 'listed', objects: (items ?? []) as T[], resourceVersion: version };
+      return await Promise.race([this.#list(), aborted]);
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  async #list(): Promise<Listing<T>> {
+    try {
+      const client = await this.#client.get();
+      const objects: T[] = [];
+      let from: string | undefined;
+      let version: unknown;
+      do {
+        const answer = await client.send(`list ${this.#o.path}`, {
+          method: 'GET',
+          path: this.#o.path,
+          query: { ...this.#selectors(), limit: LIST_PAGE, continue: from },
+        });
+        if (answer.status !== 200) return { kind: 'failed', failure: answer.failure };
+        const page = answer.body as ListBody | undefined;
+        const items = page?.items;
+        if (!(Array.isArray(items) || items === null))
+          return { kind: 'failed', failure: { message: 'the listing has no items' } };
+        objects.push(...((items ?? []) as T[]));
+        // Every page is served at the first page's resourceVersion (the listing's snapshot).
+        version ??= page?.metadata?.resourceVersion;
+        const next = page?.metadata?.continue;
+        from = typeof next === 'string' && next !== '' ? next : undefined;
+      } while (from !== undefined);
+      if (typeof version !== 'string' || version === '')
+        return { kind: 'failed', failure: { message: 'the listing has no metadata.resourceVersion' } };
+      return { kind: 'listed', objects, resourceVersion: version };
     } catch (error) {
       return { kind: 'failed', failure: failureOfError(error) };
     }
   }
 
   /** One watch from `resourceVersion` (with bookmarks), until it ends, fails, expires or `signal` aborts. */
-  watch(resourceVersion: string, handlers: WatchHandlers<T>, signal: AbortSignal): Promise<WatchEnd> {
+  async watch(resourceVersion: string, handlers: WatchHandlers<T>, signal: AbortSignal): Promise<WatchEnd> {
+    if (signal.aborted) return { kind: 'aborted' };
+    let client: KubeApiClient;
+    try {
+      client = await this.#client.get();
+    } catch (error) {
+      return signal.aborted ? { kind: 'aborted' } : { kind: 'failed', failure: failureOfError(error) };
+    }
     let delivered = false;
-    // Counted once, by how it opened: accepted (200), refused (its status) or no answer.
-    let counted = false;
-    const countOnce = (status: number | undefined): void => {
-      if (counted) return;
-      counted = true;
-      this.#o.accounting?.requests?.countRequest('GET', this.#o.path, true, status);
+    let ended: WatchEnd | undefined;
+    const closing = new AbortController();
+    const stop = (end: WatchEnd): void => {
+      ended ??= end;
+      closing.abort();
     };
-    return new Promise<WatchEnd>((resolve) => {
-      let settled = false;
-      let controller: AbortController | undefined;
-      const finish = (end: WatchEnd): void => {
-        if (settled) return;
-        settled = true;
-        signal.removeEventListener('abort', onAbort);
-        controller?.abort();
-        resolve(end);
-      };
-      const onAbort = (): void => finish({ kind: 'aborted' });
-      signal.addEventListener('abort', onAbort, { once: true });
-
-      const onEvent = (type: string, object: unknown): void => {
-        if (settled) return;
-        switch (type) {
-          case 'ADDED':
-          case 'MODIFIED':
-          case 'DELETED': {
-            delivered = true;
-            const kind = type === 'ADDED' ? 'added' : type === 'MODIFIED' ? 'modified' : 'deleted';
-            handlers.change(kind, object as T);
-            return;
-          }
-          case 'BOOKMARK':
-            delivered = true;
-            handlers.bookmark(object);
-            return;
-          case 'ERROR': {
-            const failure = failureOfStatus(object);
-            finish(isExpired(failure) ? { kind: 'expired', failure } : { kind: 'failed', failure });
-            return;
-          }
-          default:
-            handlers.unknown(type);
+    const silentMs =
+      this.#o.watchSilenceMs ?? watchTimeoutSeconds(this.#o.watchTimeoutSeconds) * 1000 + INACTIVITY_MARGIN_MS;
+    let silence: NodeJS.Timeout | undefined;
+    const heard = (): void => {
+      clearTimeout(silence);
+      silence = setTimeout(() => {
+        const message = `no data from the API server within the watch inactivity timeout (${silentMs} ms)`;
+        stop({ kind: 'failed', failure: { reason: 'Timeout', message } });
+      }, silentMs);
+      silence.unref();
+    };
+    const onAbort = (): void => stop({ kind: 'aborted' });
+    signal.addEventListener('abort', onAbort, { once: true });
+    const onLine = (line: unknown): void => {
+      if (ended !== undefined) return;
+      heard();
+      const event = line as { type?: unknown; object?: unknown } | null;
+      const type = typeof event?.type === 'string' ? event.type : String(event?.type);
+      switch (type) {
+        case 'ADDED':
+        case 'MODIFIED':
+        case 'DELETED': {
+          delivered = true;
+          const kind = type === 'ADDED' ? 'added' : type === 'MODIFIED' ? 'modified' : 'deleted';
+          handlers.change(kind, event?.object as T);
+          return;
         }
-      };
-      const onDone = (error: unknown): void => {
-        if (error === null || error === undefined) {
-          countOnce(200);
-          finish({ kind: 'ended', delivered });
-        } else {
-          const failure = failureOfError(error);
-          countOnce(failure.code);
-          finish(isExpired(failure) ? { kind: 'expired', failure } : { kind: 'failed', failure });
+        case 'BOOKMARK':
+          delivered = true;
+          handlers.bookmark(event?.object);
+          return;
+        case 'ERROR': {
+          const failure = failureOfStatus(event?.object);
+          stop(isExpired(failure) ? { kind: 'expired', failure } : { kind: 'failed', failure });
+          return;
         }
-      };
-      const query = {
-        resourceVersion,
-        allowWatchBookmarks: true,
-        timeoutSeconds: watchTimeoutSeconds(this.#o.watchTimeoutSeconds),
-        ...defined({ fieldSelector: this.#o.fieldSelector, labelSelector: this.#o.labelSelector }),
-      };
-      this.#watch.watch(this.#o.path, query, onEvent, onDone).then(
-        (opened) => {
-          countOnce(200);
-          controller = opened;
-          if (settled) {
-            opened.abort();
-            return;
-          }
-          handlers.accepted();
+        default:
+          handlers.unknown(type);
+      }
+    };
+    const query = {
+      watch: 'true',
+      resourceVersion,
+      allowWatchBookmarks: 'true',
+      timeoutSeconds: watchTimeoutSeconds(this.#o.watchTimeoutSeconds),
+      ...this.#selectors(),
+    };
+    heard();
+    try {
+      const answer = await client.stream(
+        `watch ${this.#o.path}`,
+        { path: this.#o.path, query },
+        onLine,
+        closing.signal,
+        (status) => {
+          if (status === 200 && ended === undefined) handlers.accepted();
         },
-        (error: unknown) => finish({ kind: 'failed', failure: failureOfError(error) }),
       );
-    });
+      if (ended !== undefined) return ended;
+      if (answer.status === 200) return { kind: 'ended', delivered };
+      const failure = answer.failure;
+      return isExpired(failure) ? { kind: 'expired', failure } : { kind: 'failed', failure };
+    } catch (error) {
+      if (ended !== undefined) return ended;
+      return { kind: 'failed', failure: failureOfError(error) };
+    } finally {
+      clearTimeout(silence);
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /** Closes the client, when it was opened here (a shared one is its owner's to close). */
+  close(): void {
+    if (this.#ownClient) this.#client.close();
   }
 }

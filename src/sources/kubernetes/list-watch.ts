@@ -19,23 +19,22 @@
  *   policy's delay on the injected clock, forever; the count of failures in a row resets when a
  *   listing succeeds or a watch is accepted. A 403 names the missing permission in `status()`;
  * - an abort ends the iterable promptly: the backoff timer is cancelled, a listing in flight is
- *   aborted, the watch stream is closed. (A watch whose response head has not arrived yet is closed
- *   when it arrives: the library's Watch gives no handle before that; its timeout bounds the wait.)
+ *   aborted, the watch stream is closed.
  *
  * The requests themselves, each made once, are collection-requests.ts's; this module is the loop
  * and its policy around them. The objects are the JSON the server sent (no client-side model
  * classes: timestamps stay strings), the same for listed and watched objects; `T` describes them,
  * and the consumer validates what it uses.
  */
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { AsyncChannel } from '../../core/async-channel.ts';
 import { type BackoffPolicy, ExponentialBackoff } from '../../core/backoff.ts';
 import { type Clock, sleepOn } from '../../core/clock.ts';
 import { defined } from '../../core/defined.ts';
+import type { KubeAccess } from '../../store/kubernetes/kube-access.ts';
 import { type ApiFailure, describeFailure, missingPermission } from './api-failure.ts';
 import { CollectionRequests, type WatchEnd } from './collection-requests.ts';
-import type { RequestAccounting } from './counted-http.ts';
+import type { OnDemandClient, RequestAccounting } from './on-demand-client.ts';
 
 /** What any watched object carries: where the collection stands after it. */
 export interface KubeObjectMeta {
@@ -73,7 +72,9 @@ export interface ListWatchStatus {
 }
 
 export interface ListWatchOptions {
-  readonly kubeConfig: KubeConfig;
+  readonly kubeConfig: KubeAccess;
+  /** The client to ask through (the agent's one); none: one opened here, closed when the iteration ends. */
+  readonly client?: OnDemandClient | undefined;
   /** The collection, e.g. `/api/v1/pods`. */
   readonly path: string;
   readonly fieldSelector?: string;
@@ -83,23 +84,14 @@ export interface ListWatchOptions {
   readonly backoff?: BackoffPolicy | undefined;
   readonly logger: Logger;
   /**
-   * How long the server keeps one watch open (its `timeoutSeconds`); the Watch's inactivity timeout
-   * is set a minute beyond it, so a quiet but healthy watch is ended by the server, cleanly, and
+   * How long the server keeps one watch open (its `timeoutSeconds`); the client's inactivity timeout
+   * is a minute beyond it, so a quiet but healthy watch is ended by the server, cleanly, and
    * only a dead connection by the timeout. Default and most: 240 (collection-requests.ts
-   * WATCH_TIMEOUT_SECONDS, inside the HTTP client's own 300 s limit on a silent body).
+   * WATCH_TIMEOUT_SECONDS, a minute inside the client's limit on a silent watch).
    */
   readonly watchTimeoutSeconds?: number | undefined;
-  /** Where each request is counted, and the User-Agent it carries (counted-http.ts). */
+  /** Where each request is counted, and the User-Agent it carries (on-demand-client.ts). */
   readonly accounting?: RequestAccounting | undefined;
-}
-
-/**
- * Whether the HTTP client cut a watch whose body stayed silent past its limit (undici's
- * UND_ERR_BODY_TIMEOUT): a quiet watch, not a failure. The server's timeoutSeconds is meant to end
- * it first (collection-requests.ts); a clock stepped or a loaded machine may still let this win.
- */
-function isIdleCut(failure: ApiFailure): boolean {
-  return failure.reason === 'UND_ERR_BODY_TIMEOUT';
 }
 
 /**
@@ -159,6 +151,7 @@ export class ListWatch<T extends KubeObjectMeta> {
     if (signal.aborted) stop.abort();
     const running = this.#run(channel, stop.signal).finally(() => {
       this.#setState('stopped');
+      this.#requests.close();
       channel.close();
     });
     try {
@@ -236,15 +229,6 @@ export class ListWatch<T extends KubeObjectMeta> {
           this.#resourceVersion = undefined;
           break;
         case 'failed':
-          if (isIdleCut(end.failure)) {
-            // The HTTP client cut a watch that had nothing to say: nothing failed; go on from where
-            // it was, at once, as after the server's own timeout.
-            this.#o.logger.debug(
-              { path: this.#o.path, err: describeFailure(end.failure) },
-              'kubernetes: idle watch resumed',
-            );
-            break;
-          }
           await this.#backOff(end.failure, 'watch', signal);
           break;
         default: {

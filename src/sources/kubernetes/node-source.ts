@@ -8,8 +8,8 @@
  * `node-deleted` come once per appearance and disappearance of a name between listings; changes to
  * a node that stays (status, labels) say nothing. Objects without a name are skipped.
  */
-import type { KubeConfig } from '@kubernetes/client-node';
-import type { RequestAccounting } from './counted-http.ts';
+import type { KubeAccess } from '../../store/kubernetes/kube-access.ts';
+import type { OnDemandClient, RequestAccounting } from './on-demand-client.ts';
 import type { Logger } from 'pino';
 import type { BackoffPolicy } from '../../core/backoff.ts';
 import type { Clock } from '../../core/clock.ts';
@@ -27,8 +27,10 @@ export interface NodeSourceStatus extends ListWatchStatus {
 }
 
 export interface NodeSourceOptions {
-  readonly kubeConfig: KubeConfig;
-  /** Where each request is counted, and the User-Agent it carries (counted-http.ts). */
+  readonly kubeConfig: KubeAccess;
+  /** The client to ask through (the agent's one); none: one of the kubeconfig's. */
+  readonly client?: OnDemandClient | undefined;
+  /** Where each request is counted, and the User-Agent it carries (on-demand-client.ts). */
   readonly accounting?: RequestAccounting | undefined;
   readonly clock: Clock;
   /** Between failed attempts. Default 1 s doubling to 30 s. */
@@ -55,6 +57,7 @@ export class NodeSource {
   constructor(options: NodeSourceOptions) {
     this.#lw = new ListWatch<WireNode>({
       kubeConfig: options.kubeConfig,
+      client: options.client,
       accounting: options.accounting,
       path: '/api/v1/nodes',
       clock: options.clock,

@@ -16,8 +16,8 @@
  *   pod shows through its mirror pod, whose `mirrorOf` is the static pod's UID (the annotation
  *   `kubernetes.io/config.mirror`). An object without a UID, namespace or name is logged and skipped.
  */
-import type { KubeConfig } from '@kubernetes/client-node';
-import type { RequestAccounting } from './counted-http.ts';
+import type { KubeAccess } from '../../store/kubernetes/kube-access.ts';
+import type { OnDemandClient, RequestAccounting } from './on-demand-client.ts';
 import type { Logger } from 'pino';
 import type { BackoffPolicy } from '../../core/backoff.ts';
 import type { Clock } from '../../core/clock.ts';
@@ -60,8 +60,10 @@ export interface PodSourceStatus extends ListWatchStatus {
 }
 
 export interface PodSourceOptions {
-  readonly kubeConfig: KubeConfig;
-  /** Where each request is counted, and the User-Agent it carries (counted-http.ts). */
+  readonly kubeConfig: KubeAccess;
+  /** The client to ask through (the agent's one); none: one of the kubeconfig's. */
+  readonly client?: OnDemandClient | undefined;
+  /** Where each request is counted, and the User-Agent it carries (on-demand-client.ts). */
   readonly accounting?: RequestAccounting | undefined;
   /** This node's name, as Kubernetes knows it (`spec.nodeName`). */
   readonly node: string;
@@ -125,6 +127,7 @@ export class PodSource {
     this.#o = options;
     this.#lw = new ListWatch<WirePod>({
       kubeConfig: options.kubeConfig,
+      client: options.client,
       accounting: options.accounting,
       path: '/api/v1/pods',
       fieldSelector: `spec.nodeName=${options.node}`,

@@ -1,7 +1,7 @@
 /**
  * How the cluster tier reaches the Kubernetes API server: one request at a time, JSON in and out,
  * over keep-alive connections (a pool for requests, one for watches), with the credentials and TLS
- * settings of a KubeConfig from @kubernetes/client-node. Apart from kubernetes/tier.ts and its
+ * settings of a kubeconfig (kube-access.ts). Apart from kubernetes/tier.ts and its
  * parts, which decide what is asked.
  *
  * Guarantees:
@@ -32,11 +32,11 @@
  */
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import type { KubeConfig } from '@kubernetes/client-node';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import { type ApiFailure, failureOfResponse, refusalOf } from './api-failure.ts';
 import { type ApiRequestCounter, asksWatch } from './api-requests.ts';
 import { type ConnectionPools, connectionOf, credentialHeaders } from './connection.ts';
+import type { KubeAccess } from './kube-access.ts';
 
 /** Largest answer read; a larger one is cut off (TRY_AGAIN) rather than held in memory. */
 const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
@@ -77,7 +77,7 @@ export interface ApiAnswer {
 }
 
 export interface KubeApiClientOptions {
-  readonly kubeConfig: KubeConfig;
+  readonly kubeConfig: KubeAccess;
   /** Deadline of each request, milliseconds. Default 10000. */
   readonly requestTimeoutMs?: number;
   /** Largest answer read, bytes (tests). Default 16 MiB. */
@@ -89,7 +89,7 @@ export interface KubeApiClientOptions {
 }
 
 export class KubeApiClient {
-  readonly #config: KubeConfig;
+  readonly #config: KubeAccess;
   readonly #server: URL;
   readonly #timeoutMs: number;
   /** Connections for requests, and for watches (streams), apart. */

@@ -2,19 +2,17 @@
  * A failed request to the Kubernetes API, as a value: what a list-then-watch loop needs to decide
  * (relist on 410, name the missing permission on 403, back off on anything else), what an
  * operator reads in the status, and the Status' causes, by which an expected refusal (a namespace
- * being terminated) is told from a failure. @kubernetes/client-node 2.0.1 reports failures in
- * four shapes, all read here so that no other module guesses at them:
+ * being terminated) is told from a failure. Failures come in these shapes, all read here so that
+ * no other module guesses at them:
  *
- * - a list through the library's HTTP layer: a `ResponseContext` whose `httpStatusCode` is not
- *   2xx, the body a `Status` (JSON text); the typed clients turn the same into an `ApiException`
- *   with `code` (the HTTP status) and `body` (the text; none for 401);
- * - a watch refused with an HTTP status: `done(err)` with an `Error` whose `statusCode` is the
- *   status and whose message is only the status text ("Gone", "Forbidden"): the body is dropped;
- * - a watch refused inside the stream: the callback receives type `ERROR` and a `Status` object
- *   (`code: 410, reason: "Expired"`), then the stream ends cleanly (`done(null)`);
- * - no answer: undici's `TypeError("fetch failed")` with `cause.code` (`ECONNREFUSED`), a stream
- *   cut mid-way (`TypeError("terminated")`, `cause.code` `UND_ERR_SOCKET`), or the Watch's own
- *   inactivity timeout (`DOMException`, name `TimeoutError`).
+ * - an answer (api-client.ts `ApiAnswer`) whose status is not 2xx, the body a `Status` (JSON
+ *   text): `failureOfResponse`; thrown by the agent's core reads and Events as an error with a
+ *   numeric `code` and the `body` text (sources/kubernetes/core-api.ts `ApiStatusError`, the shape
+ *   of @kubernetes/client-node's `ApiException`, which tools and tests still use);
+ * - a watch refused inside the stream: an `ERROR` event carrying a `Status` object
+ *   (`code: 410, reason: "Expired"`): `failureOfStatus`;
+ * - no answer: the client's TRY_AGAIN, its cause the network error with its `code`
+ *   (`ECONNREFUSED`); a watch silent past its inactivity timeout (reason `Timeout`).
  */
 import { defined } from '../../core/defined.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
@@ -94,7 +92,7 @@ export function failureOfResponse(httpStatus: number, body: string): ApiFailure 
   return { code: httpStatus, message: text === '' ? `HTTP ${httpStatus}` : `HTTP ${httpStatus}: ${text}` };
 }
 
-/** Anything client-node throws or hands to a watch's `done`. */
+/** Anything a request threw: an error carrying an HTTP status, or one with a network cause. */
 export function failureOfError(error: unknown): ApiFailure {
   if (isRecord(error) || error instanceof Error) {
     const e = error as { statusCode?: unknown; code?: unknown; body?: unknown; name?: unknown; cause?: unknown };

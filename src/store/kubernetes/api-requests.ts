@@ -1,6 +1,6 @@
 /**
  * The agent's own Kubernetes API requests, counted: every request either client sends (the cluster
- * store's KubeApiClient, and the Kubernetes sources' @kubernetes/client-node requests) is told here
+ * store's KubeApiClient, and the agent's own one for its sources, reads and Events) is told here
  * once, by verb, resource and outcome, so an operator sees what the agent costs the API server
  * (`warren_kube_api_requests_total`, and the rate in `warren status` and `warren doctor`).
  *

@@ -1,6 +1,6 @@
 /**
  * Where the cluster tier's client (api-client.ts) finds the Kubernetes API server and how it is let
- * in, from a KubeConfig of @kubernetes/client-node: the server's URL, the keep-alive connections it
+ * in, from a kubeconfig (kube-access.ts): the server's URL, the keep-alive connections it
  * is reached over, and the credentials each request carries. The client itself is the exchange:
  * what is sent and what an answer means.
  *
@@ -17,9 +17,9 @@
  */
 import { Agent as HttpAgent } from 'node:http';
 import { Agent as HttpsAgent, type RequestOptions } from 'node:https';
-import type { KubeConfig } from '@kubernetes/client-node';
 import { defined } from '../../core/defined.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
+import type { KubeAccess } from './kube-access.ts';
 
 /** Connections requests share. */
 const REQUEST_SOCKETS = 8;
@@ -30,7 +30,7 @@ export interface ConnectionPools {
 }
 
 /** The API server of the KubeConfig's current cluster, and the pools it is reached over. */
-export async function connectionOf(config: KubeConfig): Promise<{ server: URL; pools: ConnectionPools }> {
+export async function connectionOf(config: KubeAccess): Promise<{ server: URL; pools: ConnectionPools }> {
   const cluster = config.getCurrentCluster();
   if (cluster === null) throw new WarrenError('INVALID_CONFIG', 'the kubeconfig names no current cluster');
   let server: URL;
@@ -69,7 +69,7 @@ export async function connectionOf(config: KubeConfig): Promise<{ server: URL; p
 
 /** The headers of one request: the credentials as the KubeConfig gives them now, and who asks. */
 export async function credentialHeaders(
-  config: KubeConfig,
+  config: KubeAccess,
   what: string,
   userAgent: string,
 ): Promise<Record<string, string>> {

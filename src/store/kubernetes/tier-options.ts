@@ -3,13 +3,13 @@
  * request: a namespace that is not a valid name, a lease time that is not a whole number of seconds
  * above 0 (INVALID_CONFIG naming the value).
  */
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { Clock } from '../../core/clock.ts';
 import { WarrenError } from '../../core/errors.ts';
 import type { ApiRequestCounter } from './api-requests.ts';
+import type { KubeAccess } from './kube-access.ts';
 
 export interface KubeTierOptions {
-  readonly kubeConfig: KubeConfig;
+  readonly kubeConfig: KubeAccess;
   /** Where the Leases live: the agent's namespace. */
   readonly namespace: string;
   readonly leaseSeconds: number;

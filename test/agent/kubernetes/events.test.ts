@@ -6,7 +6,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Writable } from 'node:stream';
-import { ApiException, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { ApiException, KubeConfig } from '@kubernetes/client-node';
+import { CoreApi } from '../../../src/sources/kubernetes/core-api.ts';
+import { OnDemandClient } from '../../../src/sources/kubernetes/on-demand-client.ts';
 import { pino } from 'pino';
 import { ClusterEvents, nodeInvolved, podInvolved } from '../../../src/agent/kubernetes/events.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
@@ -16,16 +18,21 @@ import { silentLogger } from '../../helpers/logger.ts';
 
 describe('Events on the pod', () => {
   let api: FakeKubeApi;
-  let core: CoreV1Api;
+  let core: CoreApi;
+  let client: OnDemandClient;
   const pod = podInvolved({ uid: 'u-1', namespace: 'default', name: 'web-0' });
 
   before(async () => {
     api = await startFakeKubeApi();
     const kc = new KubeConfig();
     kc.loadFromFile(api.kubeconfigPath);
-    core = kc.makeApiClient(CoreV1Api);
+    client = OnDemandClient.of(kc);
+    core = new CoreApi(client);
   });
-  after(async () => api?.stop());
+  after(async () => {
+    client?.close();
+    await api?.stop();
+  });
 
   const events = (clock: ManualClock, over: { burst?: number; perMinute?: number } = {}) =>
     new ClusterEvents({ api: core, node: 'n1', clock, logger: silentLogger, ...over });
@@ -157,7 +164,7 @@ describe('Events on the pod', () => {
       patchNamespacedEvent: async () => {
         throw new Error('not called');
       },
-    } as unknown as Pick<CoreV1Api, 'createNamespacedEvent' | 'patchNamespacedEvent'>;
+    } as unknown as Pick<CoreApi, 'createNamespacedEvent' | 'patchNamespacedEvent'>;
   };
   const shop = podInvolved({ uid: 'u-w', namespace: 'shop', name: 'web-1' });
 

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { isWarrenError } from '../../../src/core/errors.ts';
-import { OnDemandClient } from '../../../src/agent/kubernetes/on-demand-client.ts';
+import { OnDemandClient } from '../../../src/sources/kubernetes/on-demand-client.ts';
 import { poolStatusWrite } from '../../../src/agent/kubernetes/pool-status-write.ts';
 import { startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
 import { removeDir, tempDir } from '../../helpers/processes.ts';

@@ -7,7 +7,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { KubeConfig } from '@kubernetes/client-node';
+import { CoreApi } from '../../../src/sources/kubernetes/core-api.ts';
+import { OnDemandClient } from '../../../src/sources/kubernetes/on-demand-client.ts';
 import { Allocator } from '../../../src/allocator/allocator.ts';
 import { ClusterEvents } from '../../../src/agent/kubernetes/events.ts';
 import { KubernetesReleases, REASON_FAILED, REASON_RELEASED } from '../../../src/agent/kubernetes/releases.ts';
@@ -46,15 +48,20 @@ class StuckPodStore extends SqliteStore {
 
 describe('KubernetesReleases', () => {
   let api: FakeKubeApi;
-  let core: CoreV1Api;
+  let core: CoreApi;
+  let client: OnDemandClient;
 
   before(async () => {
     api = await startFakeKubeApi();
     const kc = new KubeConfig();
     kc.loadFromFile(api.kubeconfigPath);
-    core = kc.makeApiClient(CoreV1Api);
+    client = OnDemandClient.of(kc);
+    core = new CoreApi(client);
   });
-  after(async () => api?.stop());
+  after(async () => {
+    client?.close();
+    await api?.stop();
+  });
 
   /** The release side of one agent, running until the returned `stop`. */
   const wire = (clock: ManualClock, maxRetries = 5) => {

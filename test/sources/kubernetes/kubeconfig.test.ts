@@ -7,17 +7,17 @@ import assert from 'node:assert/strict';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type TestContext, describe, it } from 'node:test';
-import type { KubeConfig } from '@kubernetes/client-node';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { isWarrenError } from '../../../src/core/errors.ts';
 import { SERVICE_ACCOUNT_DIR, loadKubeConfig } from '../../../src/sources/kubernetes/kubeconfig.ts';
 import { PodSource } from '../../../src/sources/kubernetes/pod-source.ts';
+import type { KubeAccess } from '../../../src/store/kubernetes/kube-access.ts';
 import { type FakeKubeApi, startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
 import { tempDir, waitFor } from '../../helpers/processes.ts';
 import { silentLogger } from '../../helpers/logger.ts';
 
 /** Lists this node's pods through `kubeConfig`: the names listed. */
-async function listedWith(kubeConfig: KubeConfig): Promise<string[]> {
+async function listedWith(kubeConfig: KubeAccess): Promise<string[]> {
   const source = new PodSource({ kubeConfig, node: 'node-1', clock: new ManualClock(), logger: silentLogger });
   for await (const item of source.events(new AbortController().signal)) {
     if (item.kind === 'listed') return [...item.pods.values()].map((p) => p.name);

@@ -17,7 +17,7 @@ import { WarrenError } from '../../../core/errors.ts';
 import type { ApiAnswer, KubeApiClient } from '../../../store/kubernetes/api-client.ts';
 import type { ClaimRef } from './claim-cache.ts';
 import type { PatchOutcome, WantedClaimStatus } from './claim-status.ts';
-import type { OnDemandClient } from '../on-demand-client.ts';
+import type { OnDemandClient } from '../../../sources/kubernetes/on-demand-client.ts';
 
 const RESOURCE = 'ipamclaims.k8s.cni.cncf.io';
 

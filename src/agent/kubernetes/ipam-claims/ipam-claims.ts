@@ -11,13 +11,14 @@
  * hammered with failing listings. Until then an ADD naming a claim reads it with a GET,
  * which says the CRD is missing (code 7).
  */
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { BackoffPolicy } from '../../../core/backoff.ts';
 import type { Clock } from '../../../core/clock.ts';
 import { defined } from '../../../core/defined.ts';
 import { isWarrenError, messageOf } from '../../../core/errors.ts';
 import { PeriodicTask } from '../../../core/periodic-task.ts';
+import type { OnDemandClient } from '../../../sources/kubernetes/on-demand-client.ts';
+import type { KubeAccess } from '../../../store/kubernetes/kube-access.ts';
 import type { IpamClaimsReport } from '../../../api/status.ts';
 import { ListWatch } from '../../../sources/kubernetes/list-watch.ts';
 import type { Store } from '../../../store/store.ts';
@@ -30,7 +31,9 @@ import { ClaimStatusWriter } from './claim-status.ts';
 import { type ClaimHoldings, ClaimUpkeep } from './claim-upkeep.ts';
 
 export interface IpamClaimsOptions {
-  readonly kubeConfig: KubeConfig;
+  readonly kubeConfig: KubeAccess;
+  /** The client the claims' watch asks through (the agent's one); none: one of the kubeconfig's. */
+  readonly client?: OnDemandClient | undefined;
   readonly api: Pick<ClaimApi, 'get' | 'patchStatus' | 'served'>;
   /** The pod an ADD is for, from the agent's pod watch (PodDirectory.pod). */
   readonly pod: ClaimPlannerOptions['pod'];
@@ -72,6 +75,7 @@ export class IpamClaims {
     this.planners = [this.planner];
     this.#watch = new ListWatch({
       kubeConfig: o.kubeConfig,
+      client: o.client,
       path: IPAMCLAIMS_PATH,
       clock: o.clock,
       logger,

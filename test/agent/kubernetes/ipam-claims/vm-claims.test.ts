@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { ClaimApi } from '../../../../src/agent/kubernetes/ipam-claims/claim-api.ts';
-import { OnDemandClient } from '../../../../src/agent/kubernetes/on-demand-client.ts';
+import { OnDemandClient } from '../../../../src/sources/kubernetes/on-demand-client.ts';
 import { IpamClaims, storeClaimHoldings } from '../../../../src/agent/kubernetes/ipam-claims/ipam-claims.ts';
 import { PodDirectory, podViewOf } from '../../../../src/agent/kubernetes/pod-directory.ts';
 import { CniService } from '../../../../src/agent/server/cni-service.ts';

@@ -1,7 +1,9 @@
 /**
- * A Kubernetes API client opened at its first use: the agent's one client for Warren's objects,
- * made once by the wiring and shared by its occasional writers (WarrenPool and WarrenReservation
- * statuses, IPAMClaims), closed when the agent stops. An agent that never writes one never connects.
+ * A Kubernetes API client opened at its first use: the agent's one client for everything it asks
+ * of the API server beside its store (which has its own), made once by the wiring and shared by the
+ * Kubernetes sources (their lists and watches), the reads of pods, namespaces and Nodes, Events,
+ * and the occasional writers (WarrenPool and WarrenReservation statuses, IPAMClaims); closed when
+ * the agent stops. A source given none opens its own (tests, the command line).
  *
  * Guarantees:
  * - one client at a time: callers asking while it opens share that opening;
@@ -12,10 +14,10 @@
  */
 import { defined } from '../../core/defined.ts';
 import { KubeApiClient, type KubeApiClientOptions } from '../../store/kubernetes/api-client.ts';
+import type { KubeAccess } from '../../store/kubernetes/kube-access.ts';
 
 /** Where the client's requests are counted, and the User-Agent they carry. */
-type KubeApiClientCounting = Pick<KubeApiClientOptions, 'requests' | 'userAgent'>;
-import type { KubeConfig } from '@kubernetes/client-node';
+export type RequestAccounting = Pick<KubeApiClientOptions, 'requests' | 'userAgent'>;
 
 export class OnDemandClient {
   readonly #open: () => Promise<KubeApiClient>;
@@ -27,7 +29,7 @@ export class OnDemandClient {
   }
 
   /** A client of the kubeconfig's current cluster, opened at the first `get`. */
-  static of(kubeConfig: KubeConfig, accounting: KubeApiClientCounting = {}): OnDemandClient {
+  static of(kubeConfig: KubeAccess, accounting: RequestAccounting = {}): OnDemandClient {
     return new OnDemandClient(() => KubeApiClient.open({ kubeConfig, ...defined(accounting) }));
   }
 
