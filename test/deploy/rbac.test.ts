@@ -119,6 +119,14 @@ const CALLS: ReadonlyArray<{ pattern: RegExp; needs: ReadonlyArray<string> }> = 
     needs: [need('list', 'k8s.cni.cncf.io', 'network-attachment-definitions')],
   },
   { pattern: /`\/api\/v1\/namespaces\/\$\{[^}]+\}\/pods\/\$\{[^}]+\}`/, needs: [need('get', '', 'pods')] },
+  // The agent's core reads and Events on the store's client (src/sources/kubernetes/core-api.ts).
+  { pattern: /`\/api\/v1\/namespaces\/\$\{[^}]+\}`/, needs: [need('get', '', 'namespaces')] },
+  { pattern: /`\/api\/v1\/nodes\/\$\{[^}]+\}`/, needs: [need('get', '', 'nodes')] },
+  { pattern: /`\/api\/v1\/namespaces\/\$\{[^}]+\}\/events`/, needs: [need('create', '', 'events')] },
+  {
+    pattern: /`\/api\/v1\/namespaces\/\$\{[^}]+\}\/events\/\$\{[^}]+\}`/,
+    needs: [need('patch', '', 'events')],
+  },
 ];
 /** Any other client-node call on CoreV1Api would show up here and must be added to CALLS. */
 const ANY_CALL =
