@@ -26,7 +26,11 @@
  * --block-size P (28), --step-seconds S clock step (1), --api in-process|child (child),
  * --kubeconfig FILE (any API server, Warren's CRDs installed: the nodes all use this file),
  * --counts server|client (server where it counts), --memory (databases in memory),
- * --lose N nodes killed and their Nodes deleted (0), --forget (one node re-joins with an empty file).
+ * --lose N nodes killed and their Nodes deleted (0), --forget (one node re-joins with an empty file),
+ * --node-processes K: the nodes in K node groups, child processes of their own (node-groups.ts: each
+ * group's clock stepped in lockstep with this one's, the counts those of one process; default 1 up
+ * to 800 nodes, else one group per 800), 1 keeping them in this process; the fake's own process
+ * (~13 open files a node) then bounds N near 1,400.
  *
  * `--tiny-range` runs issue 36's tiny range instead (scale/tiny-range.ts): the nodes share
  * --tiny-cidr (10.0.0.0/24) at the store's own block size (or --tiny-block-size), skewed bursts past full

@@ -146,7 +146,8 @@ class NodeGroup implements NodeProcess {
         },
       });
       this.#child.send({ id, op, args } satisfies NodeGroupRequest, (error) => {
-        if (error === null || !this.#waiting.has(id)) return;
+        // A channel closed by a group that died: its exit refuses the question, with its stderr.
+        if (error === null || !this.#waiting.has(id) || !this.#child.connected) return;
         this.#waiting.get(id)?.reject(error);
         this.#waiting.delete(id);
       });
