@@ -149,7 +149,8 @@ function describeUse(cluster: ScaleCluster<ScaleNode>): string {
   const per = (n: number, of = nodes): string => (n / of).toFixed(1);
   const own = processUse('self');
   const here = cluster.host.processes.length === 0 ? nodes : 0;
-  const parts = [own === undefined ? '' : `this process ${own.files} open files (${per(own.files)} a node)`];
+  const mine = here === 0 ? '' : ` (${per(own?.files ?? 0)} a node)`;
+  const parts = [own === undefined ? '' : `this process ${own.files} open files${mine}`];
   for (const [i, group] of cluster.host.processes.entries()) {
     const use = processUse(group.pid);
     if (use === undefined) continue;
