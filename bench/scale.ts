@@ -26,17 +26,24 @@
  * --block-size P (28), --step-seconds S clock step (1), --api in-process|child (child),
  * --kubeconfig FILE (any API server, Warren's CRDs installed: the nodes all use this file),
  * --counts server|client (server where it counts), --memory (databases in memory),
- * --lose N nodes killed and their Nodes deleted (0), --forget (one node re-joins with an empty file).
+ * --lose N nodes killed and their Nodes deleted (0), --forget (one node re-joins with an empty file),
+ * --node-processes K: the nodes in K node groups, child processes of their own (node-groups.ts: each
+ * group's clock stepped in lockstep with this one's, the counts those of one process; default 1 up
+ * to 800 nodes, else one group per 800), 1 keeping them in this process; the fake's own process
+ * (~13 open files a node) then bounds N near 1,400.
  *
  * `--tiny-range` runs issue 36's tiny range instead (scale/tiny-range.ts): the nodes share
  * --tiny-cidr (10.0.0.0/24) at the store's own block size (or --tiny-block-size), skewed bursts past full
  * (--tiny-bursts, 6), --tiny-idle-minutes (10) idle, a last burst; prints the false exhaustions,
  * borrow p50/p99 on the ManualClock, ADD wall p50/p99, stranded after the idle window, duplicates.
  */
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { type ApiChoice, ChildProcessApi } from './scale/api-server.ts';
-import { ScaleCluster } from './scale/cluster.ts';
+import { ScaleCluster, type ScaleClusterOptions } from './scale/cluster.ts';
+import { defaultNodeProcesses } from './scale/node-groups.ts';
+import type { ScaleNode } from './scale/node-host.ts';
+import { processUse } from './scale/process-use.ts';
 import { describeAudit, describeNodeForget, describeNodeLoss, nodeForget, nodeLoss } from './scale/node-events.ts';
 import { churn, counted, holdBlocks, idleWindow } from './scale/scenarios.ts';
 import { type TinyRangeReport, tinyRange } from './scale/tiny-range.ts';
@@ -65,6 +72,7 @@ const { values } = parseArgs({
     'tiny-bursts': { type: 'string', default: '6' },
     'tiny-idle-minutes': { type: 'string', default: '10' },
     'tiny-block-size': { type: 'string' },
+    'node-processes': { type: 'string' },
   },
 });
 const number = (name: keyof typeof values): number => {
@@ -80,6 +88,11 @@ function apiChoice(): ApiChoice {
 if (values.counts !== 'server' && values.counts !== 'client') throw new Error('--counts: server or client');
 
 const nodes = number('nodes');
+const nodeProcesses =
+  values['node-processes'] === undefined ? defaultNodeProcesses(nodes) : Math.max(1, number('node-processes'));
+/** The cluster, its nodes in this process (one node process) or in node groups. */
+const startCluster = (o: ScaleClusterOptions): Promise<ScaleCluster<ScaleNode>> =>
+  nodeProcesses > 1 ? ScaleCluster.startGrouped(o, nodeProcesses) : ScaleCluster.start(o);
 const stepMs = number('step-seconds') * 1000;
 const mib = (bytes: number): string => (bytes / 2 ** 20).toFixed(1);
 const percentile = (sorted: readonly number[], p: number): string =>
@@ -100,7 +113,7 @@ const WATCHABLE = [
 ];
 
 /** The watches open on the server per node, by resource ("warrenblocks 1.00, …; 9.00 in all"). */
-async function openWatches(cluster: ScaleCluster): Promise<string> {
+async function openWatches(cluster: ScaleCluster<ScaleNode>): Promise<string> {
   const n = cluster.nodes.length;
   const counts = await cluster.api.watchCounts(WATCHABLE);
   if (counts === undefined) return 'not counted (the server is not the fake)';
@@ -127,29 +140,47 @@ function describeTiny(r: TinyRangeReport): string {
   ].join('\n');
 }
 
-/** A process's resident memory (MiB) and open files, from /proc; undefined when it cannot be read. */
-function processUse(pid: number | 'self'): { rssMiB: number; files: number } | undefined {
-  try {
-    const rss = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
-    return { rssMiB: Number(rss) / 1024, files: readdirSync(`/proc/${pid}/fd`).length };
-  } catch {
-    return undefined;
-  }
-}
+/** The fake's process, where it runs in one of its own. */
+const fakePid = (cluster: ScaleCluster<ScaleNode>): number | undefined =>
+  cluster.api instanceof ChildProcessApi ? cluster.api.pid : undefined;
 
-/** What this process and the fake's (with `--api child`) hold, per node. */
-function describeUse(cluster: ScaleCluster): string {
-  const per = (n: number): string => (n / nodes).toFixed(1);
+/** What this process, each node group's and the fake's (with `--api child`) hold, per node. */
+function describeUse(cluster: ScaleCluster<ScaleNode>): string {
+  const per = (n: number, of = nodes): string => (n / of).toFixed(1);
   const own = processUse('self');
-  const parts = [own === undefined ? '' : `this process ${own.files} open files (${per(own.files)} a node)`];
-  const pid = cluster.api instanceof ChildProcessApi ? cluster.api.pid : undefined;
+  const here = cluster.host.processes.length === 0 ? nodes : 0;
+  const mine = here === 0 ? '' : ` (${per(own?.files ?? 0)} a node)`;
+  const parts = [own === undefined ? '' : `this process ${own.files} open files${mine}`];
+  for (const [i, group] of cluster.host.processes.entries()) {
+    const use = processUse(group.pid);
+    if (use === undefined) continue;
+    parts.push(
+      `node group ${i} (${group.nodes} nodes): ${use.files} open files (${per(use.files, group.nodes)} a node), ` +
+        `RSS ${use.rssMiB.toFixed(1)} MiB, ${mib(((use.rssMiB - group.baselineRssMiB) * 2 ** 20) / group.nodes)} MiB ` +
+        `per simulated node`,
+    );
+  }
+  const pid = fakePid(cluster);
   const fake = pid === undefined ? undefined : processUse(pid);
   if (fake !== undefined)
     parts.push(
       `the fake's process ${fake.files} open files (${per(fake.files)} a node), RSS ${fake.rssMiB.toFixed(1)} MiB ` +
         `(${(fake.rssMiB / nodes).toFixed(2)} MiB a node)`,
     );
-  return parts.filter((p) => p !== '').join('; ');
+  return parts.filter((p) => p !== '').join(here === 0 ? '\n  ' : '; ');
+}
+
+/** CPU seconds each process spent so far: this one, each node group, the fake's. */
+function describeCpu(cluster: ScaleCluster<ScaleNode>): string {
+  const seconds = (pid: number | 'self' | undefined): string =>
+    pid === undefined ? '' : (processUse(pid)?.cpuSeconds.toFixed(1) ?? '?');
+  const groups = cluster.host.processes.map((g) => seconds(g.pid));
+  const fake = seconds(fakePid(cluster));
+  return (
+    `CPU seconds: this process ${seconds('self')}` +
+    (groups.length === 0 ? '' : `, node groups ${groups.join(' + ')}`) +
+    (fake === '' ? '' : `, the fake's ${fake}`)
+  );
 }
 
 /** This process's open-file limit (soft / hard), from /proc. */
@@ -163,10 +194,14 @@ function openFileLimit(): string {
 
 const choice = apiChoice();
 console.log(machineLine());
+const where = nodeProcesses > 1 ? `${nodeProcesses} node processes` : 'this process';
 console.log(
-  `${openFileLimit()}; API server: ${choice.place}; counts: ${choice.place === 'kubeconfig' ? 'client' : values.counts}`,
+  `${openFileLimit()}; API server: ${choice.place}; counts: ${choice.place === 'kubeconfig' ? 'client' : values.counts}; ` +
+    `nodes in ${where}`,
 );
 if (values['tiny-range'] === true) {
+  // The tiny range reads each node's store beyond its file's allocations (its ledgers, its claims).
+  if (nodeProcesses > 1) throw new Error('--tiny-range runs its nodes in this process: --node-processes 1');
   const { load } = await underLoad(async () => {
     const started = performance.now();
     const blockSize = values['tiny-block-size'] === undefined ? {} : { blockSize: number('tiny-block-size') };
@@ -187,7 +222,7 @@ if (values['tiny-range'] === true) {
 const baseline = process.memoryUsage().rss;
 const { load } = await underLoad(async () => {
   let started = performance.now();
-  const cluster = await ScaleCluster.start({
+  const cluster = await startCluster({
     nodes,
     range: values.range,
     blockSize: number('block-size'),
@@ -214,8 +249,10 @@ const { load } = await underLoad(async () => {
       console.log(describeAudit(await cluster.audit()));
     }
     const rss = process.memoryUsage().rss;
+    const inHere = cluster.host.processes.length === 0;
     console.log(
-      `\nmemory: RSS ${mib(rss)} MiB, ${mib((rss - baseline) / nodes)} MiB per simulated node (this process)`,
+      `\nmemory: RSS ${mib(rss)} MiB` +
+        (inHere ? `, ${mib((rss - baseline) / nodes)} MiB per simulated node (this process)` : ' (this process)'),
     );
     console.log(`open watches per node: ${await openWatches(cluster)}`);
     console.log(describeUse(cluster));
@@ -254,6 +291,7 @@ const { load } = await underLoad(async () => {
       console.log(`\n${describeNodeForget(forget)}\n(${took} s of real time) ${describeWindow(forget.counts)}`);
     }
     if (cluster.unsettled > 0) console.log(`warning: ${cluster.unsettled} requests left unanswered by a settle`);
+    console.log(describeCpu(cluster));
   } finally {
     await cluster.stop();
   }

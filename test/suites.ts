@@ -208,6 +208,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/store/scale/api-places.test.ts',
   'test/store/scale/node-events.test.ts',
   'test/store/scale/tiny-range.test.ts',
+  'test/store/scale/node-groups.test.ts',
   'test/store/kubernetes/tier.test.ts',
   'test/store/kubernetes/api-client.test.ts',
   'test/store/kubernetes/announcement-watch.test.ts',

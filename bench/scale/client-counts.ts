@@ -17,14 +17,14 @@ import type { CountedRequest } from './fake-control.ts';
 /** A node as its own counter sees it. */
 export interface CountingNode {
   readonly name: string;
-  readonly kubeRequests: ApiRequestCounter;
+  readonly kubeRequests: Pick<ApiRequestCounter, 'totals'>;
 }
 
 type Reading = Map<string, number>;
 
 const keyOf = (verb: string, resource: string, code: ApiOutcome): string => `${verb} ${resource} ${code}`;
 
-function read(counter: ApiRequestCounter): Reading {
+function read(counter: Pick<ApiRequestCounter, 'totals'>): Reading {
   return new Map(counter.totals().map((t) => [keyOf(t.verb, t.resource, t.code), t.count]));
 }
 

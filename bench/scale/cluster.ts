@@ -1,21 +1,25 @@
 /**
  * The scale harness's cluster: an API server (api-server.ts: the fake in this process or in a child
  * process of its own, or any server a kubeconfig names), N simulated nodes on it
- * (simulated-node.ts), one shared range and one ManualClock for all of them, the Node directory the
- * nodes are told of (which Nodes Kubernetes has), and the auditor (auditor.ts).
+ * (simulated-node.ts) — in this process (`start`) or in K node groups, child processes of their own
+ * (`startGrouped`, node-groups.ts), wherever a host (node-host.ts) runs them — one shared range and
+ * one ManualClock for all of them (a group's clock stepped in lockstep with it), the Node
+ * directory the nodes are told of (which Nodes Kubernetes has), and the auditor (auditor.ts).
  *
  * Guarantees:
  * - time moves only in `advance`: the server's clock is set (a fake's), then the nodes' clock is
- *   stepped (every timer due fires, in order), and after each step the harness waits until the
+ *   stepped (every timer due fires, in order; every group's, each answering once its nodes are
+ *   quiet), and after each step the harness waits until the
  *   cluster is quiet — on a fake, every request answered and none new for a few polls; on a server
  *   that counts nothing for the harness, the nodes' own request counts unchanged for a few polls —
  *   so what a window of clock time costs does not depend on the machine's speed;
  * - `add` and `del` are an ADD and a DEL as the CNI service makes them of the allocator
- *   (allocate, release by owner), with the ADD's wall time measured;
+ *   (allocate, release by owner), with the ADD's wall time measured where the node runs;
  * - a window (`beginWindow`, `endWindow`) is counted by the server where it counts per client (the
  *   fake, in either process) and by the nodes' own counters otherwise (client-counts.ts), or by the
  *   counters when `counts: 'client'` asks; both give the same table (window-counts.ts);
- * - `nodes` are the running nodes; `crash` takes one out as a killed agent goes, `deleteNode` tells
+ * - `nodes` are the running nodes (the nodes themselves in this process, stand-ins that ask their
+ *   group for what the auditor reads otherwise); `crash` takes one out as a killed agent goes, `deleteNode` tells
  *   every running node Kubernetes deleted a Node, `rejoin` starts a node of that name again with
  *   an empty file (its Node back);
  * - `audit` is independent of the allocator's own bookkeeping (auditor.ts).
@@ -31,7 +35,9 @@ import { removeDir, tempDir } from '../../test/helpers/processes.ts';
 import { type ApiChoice, type ScaleApiServer, startApiServer } from './api-server.ts';
 import { type AuditReport, Auditor } from './auditor.ts';
 import { ClientCountWindow, countedSoFar } from './client-counts.ts';
-import { SimulatedNode } from './simulated-node.ts';
+import { NodeGroups, type RemoteNode } from './node-groups.ts';
+import { LocalNodes, type NodeForgetting, type NodeHost, type ScaleNode } from './node-host.ts';
+import type { SimulatedNode } from './simulated-node.ts';
 import { type WindowCounts, windowCounts } from './window-counts.ts';
 
 export interface ScaleClusterOptions {
@@ -66,65 +72,92 @@ const SETTLE_DEADLINE_MS = 60_000;
 
 export const nodeName = (i: number): string => `node-${String(i).padStart(4, '0')}`;
 
-export class ScaleCluster {
+/** The shared range of `cidr` (its blocks of prefix `blockSize`, the store's adaptive size if absent). */
+export function scaleRanges(cidr: string, blockSize?: number): readonly RangeSpec[] {
+  const ipam = { type: 'warren', range: cidr, ...(blockSize === undefined ? {} : { block_size: blockSize }) };
+  return parseIpamConfig(ipam).ranges;
+}
+
+/** Where the cluster's nodes run, given its clock and ranges. */
+type HostOf<N extends ScaleNode> = (clock: ManualClock, ranges: readonly RangeSpec[]) => Promise<NodeHost<N>>;
+
+export class ScaleCluster<N extends ScaleNode = SimulatedNode> {
   readonly api: ScaleApiServer;
   readonly clock: ManualClock;
   /** The running nodes. */
-  readonly nodes: SimulatedNode[] = [];
+  readonly nodes: N[] = [];
   readonly ranges: readonly RangeSpec[];
+  /** Where the nodes run: this process, or node groups (child processes). */
+  readonly host: NodeHost<N>;
   /** Requests left unanswered by a settle that reached its deadline (should stay 0). */
   unsettled = 0;
   readonly #o: ScaleClusterOptions;
   readonly #dir: string;
   readonly #auditor: Auditor;
-  /** Nodes Kubernetes no longer has (the Node directory's deletions). */
-  readonly #deleted = new Set<string>();
   /** The nodes running when the window began, and their counters' readings then. */
-  #window: { nodes: readonly SimulatedNode[]; client: ClientCountWindow } | undefined;
+  #window: { nodes: readonly N[]; client: ClientCountWindow } | undefined;
 
-  private constructor(api: ScaleApiServer, clock: ManualClock, o: ScaleClusterOptions, dir: string, auditor: Auditor) {
+  private constructor(
+    api: ScaleApiServer,
+    clock: ManualClock,
+    parts: { o: ScaleClusterOptions; ranges: readonly RangeSpec[]; host: NodeHost<N> },
+    dir: string,
+    auditor: Auditor,
+  ) {
     this.api = api;
     this.clock = clock;
-    this.#o = o;
-    const ipam = { type: 'warren', range: o.range, ...(o.blockSize === undefined ? {} : { block_size: o.blockSize }) };
-    this.ranges = parseIpamConfig(ipam).ranges;
+    this.#o = parts.o;
+    this.ranges = parts.ranges;
+    this.host = parts.host;
     this.#dir = dir;
     this.#auditor = auditor;
   }
 
-  static async start(o: ScaleClusterOptions): Promise<ScaleCluster> {
+  /** The cluster with its nodes in this process, on its own clock. */
+  static start(o: ScaleClusterOptions): Promise<ScaleCluster<SimulatedNode>> {
+    return ScaleCluster.#start(o, async (clock, ranges) => new LocalNodes({ clock, ranges, ...nodeOptions(o) }));
+  }
+
+  /** The cluster with its nodes dealt in turn to `processes` node groups (node-groups.ts). */
+  static startGrouped(o: ScaleClusterOptions, processes: number): Promise<ScaleCluster<RemoteNode>> {
+    const settings = { range: o.range, ...(o.blockSize === undefined ? {} : { blockSize: o.blockSize }) };
+    return ScaleCluster.#start(o, (clock) =>
+      NodeGroups.start({ processes, nowMs: clock.now(), ...settings, ...nodeOptions(o) }),
+    );
+  }
+
+  static async #start<N extends ScaleNode>(o: ScaleClusterOptions, hostOf: HostOf<N>): Promise<ScaleCluster<N>> {
     // A whole second: the Leases' MicroTimes and the objects' timestamps read alike.
     const clock = new ManualClock(Math.floor(Date.now() / 1000) * 1000);
+    const ranges = scaleRanges(o.range, o.blockSize);
     const api = await startApiServer(o.api ?? { place: 'in-process' }, clock.now());
-    let cluster: ScaleCluster | undefined;
+    let cluster: ScaleCluster<N> | undefined;
+    let host: NodeHost<N> | undefined;
     try {
       const auditor = await Auditor.open(api.adminKubeconfig);
-      cluster = new ScaleCluster(api, clock, o, tempDir('warren-scale-'), auditor);
-      const batch = o.startConcurrency ?? 25;
+      host = await hostOf(clock, ranges);
+      cluster = new ScaleCluster(api, clock, { o, ranges, host }, tempDir('warren-scale-'), auditor);
+      const started = cluster;
+      const batch = o.startConcurrency ?? 25 * Math.max(1, host.processes.length);
       for (let first = 0; first < o.nodes; first += batch) {
         const names = Array.from({ length: Math.min(batch, o.nodes - first) }, (_, k) => nodeName(first + k));
-        const opened = await Promise.all(names.map((name) => (cluster as ScaleCluster).#open(name, name)));
+        const opened = await Promise.all(names.map((name) => started.#open(name, name)));
         cluster.nodes.push(...opened);
       }
       await cluster.settle();
       return cluster;
     } catch (error) {
       if (cluster !== undefined) await cluster.stop();
-      else await api.stop();
+      else {
+        await host?.close();
+        await api.stop();
+      }
       throw error;
     }
   }
 
-  async #open(name: string, dir: string): Promise<SimulatedNode> {
-    return SimulatedNode.open({
-      name,
-      kubeconfig: await this.api.kubeconfigFor(name),
-      dir: join(this.#dir, dir),
-      clock: this.clock,
-      nodeExists: (node) => !this.#deleted.has(node),
-      ...(this.#o.flags === undefined ? {} : { flags: this.#o.flags }),
-      ...(this.#o.memory === undefined ? {} : { memory: this.#o.memory }),
-    });
+  async #open(name: string, dir: string): Promise<N> {
+    return this.host.open(name, join(this.#dir, dir), await this.api.kubeconfigFor(name));
   }
 
   /** The pool of the shared range. */
@@ -147,11 +180,11 @@ export class ScaleCluster {
     const [pollMs, polls] = client ? [CLIENT_QUIET_MS, CLIENT_QUIET_POLLS] : [QUIET_MS, QUIET_POLLS];
     const deadline = Date.now() + SETTLE_DEADLINE_MS;
     let quiet = 0;
-    let seen = client ? countedSoFar(this.nodes) : ((await this.api.progress())?.records ?? 0);
+    let seen = client ? await this.#countedSoFar() : ((await this.api.progress())?.records ?? 0);
     while (quiet < polls) {
       await delay(pollMs);
       const progress = client ? undefined : await this.api.progress();
-      const made = progress?.records ?? countedSoFar(this.nodes);
+      const made = progress?.records ?? (await this.#countedSoFar());
       const unanswered = progress?.unanswered ?? 0;
       const busy = unanswered > 0 || made !== seen;
       seen = made;
@@ -163,6 +196,12 @@ export class ScaleCluster {
     }
   }
 
+  /** Every request the nodes counted so far, their counters read afresh. */
+  async #countedSoFar(): Promise<number> {
+    await this.host.readCounters();
+    return countedSoFar(this.nodes);
+  }
+
   /** Advances the clock by `ms` in steps of `stepMs`, settling after each; `each` runs before a step. */
   async advance(ms: number, stepMs: number, each?: (elapsedMs: number) => Promise<void>): Promise<void> {
     for (let elapsed = 0; elapsed < ms; elapsed += stepMs) {
@@ -170,6 +209,7 @@ export class ScaleCluster {
       const step = Math.min(stepMs, ms - elapsed);
       await this.api.setNow(this.clock.now() + step);
       this.clock.advance(step);
+      await this.host.stepped(step);
       await this.settle();
     }
   }
@@ -177,6 +217,7 @@ export class ScaleCluster {
   /** A window begins: the server's counts cleared, the nodes' counters read. */
   async beginWindow(): Promise<void> {
     await this.api.clearCounts();
+    await this.host.readCounters();
     this.#window = { nodes: [...this.nodes], client: new ClientCountWindow(this.nodes) };
   }
 
@@ -188,23 +229,21 @@ export class ScaleCluster {
     const names = [...new Set([...window.nodes, ...this.nodes].map((n) => n.name))];
     const server = this.serverCounts ? await this.api.counts() : undefined;
     if (server !== undefined) return windowCounts(server.records, server.events, names, seconds);
+    await this.host.readCounters();
     return windowCounts(window.client.requests(this.nodes), undefined, names, seconds);
   }
 
   /** An ADD on node `i` for container `id`: its wall time in ms (it throws as the allocator does). */
-  async add(i: number, id: string): Promise<number> {
-    const node = this.#node(i);
-    const started = performance.now();
-    await node.allocator.allocate({ owner: ownerOf(id), ranges: this.ranges });
-    return performance.now() - started;
+  add(i: number, id: string): Promise<number> {
+    return this.host.add(this.#node(i).name, ownerOf(id));
   }
 
   /** A DEL on node `i` for container `id`. */
   async del(i: number, id: string): Promise<void> {
-    await this.#node(i).allocator.release(ownerOf(id));
+    await this.host.del(this.#node(i).name, ownerOf(id));
   }
 
-  #node(i: number): SimulatedNode {
+  #node(i: number): N {
     const node = this.nodes[i];
     if (node === undefined) throw new Error(`no node ${i}`);
     return node;
@@ -214,14 +253,18 @@ export class ScaleCluster {
   async crash(name: string): Promise<void> {
     const i = this.nodes.findIndex((n) => n.name === name);
     if (i < 0) throw new Error(`no running node ${name}`);
-    const [node] = this.nodes.splice(i, 1);
-    await node?.crash();
+    this.nodes.splice(i, 1);
+    await this.host.crash(name);
   }
 
   /** Kubernetes deleted Node `name`: every running node is told. */
-  deleteNode(name: string): void {
-    this.#deleted.add(name);
-    for (const node of this.nodes) node.nodeGone(name);
+  deleteNode(name: string): Promise<void> {
+    return this.host.nodeGone(name);
+  }
+
+  /** Every running node's handling of deleted Nodes: what it forgot, its last error. */
+  forgetting(): Promise<NodeForgetting[]> {
+    return this.host.forgetting();
   }
 
   /**
@@ -232,12 +275,11 @@ export class ScaleCluster {
    * Gives the node's index in `nodes` and the starts it took; throws past `maxMs` of clock.
    */
   async rejoin(name: string, maxMs: number, stepMs = 1000): Promise<{ index: number; starts: number }> {
-    this.#deleted.delete(name);
-    for (const node of this.nodes) node.nodeBack(name);
+    await this.host.nodeBack(name);
     const began = this.clock.now();
     const within = (): boolean => this.clock.now() - began <= maxMs;
     for (let starts = 1; within(); starts++) {
-      let outcome: { node: SimulatedNode } | { error: unknown } | undefined;
+      let outcome: { node: N } | { error: unknown } | undefined;
       void this.#open(name, `${name}-rejoined-${starts}`).then(
         (node) => {
           outcome = { node };
@@ -271,7 +313,7 @@ export class ScaleCluster {
 
   /** Closes every running node (their Leases withdrawn), then the server, and removes the nodes' files. */
   async stop(): Promise<void> {
-    for (const node of this.nodes) await node.close().catch(() => undefined);
+    await this.host.close().catch(() => undefined);
     this.#auditor.close();
     await this.api.stop();
     removeDir(this.#dir);
@@ -280,3 +322,11 @@ export class ScaleCluster {
 
 /** The owner of container `id`'s address, as a CNI ADD names it. */
 export const ownerOf = (id: string): Owner => ({ network: 'scale', containerID: id, ifname: 'eth0' });
+
+/** What every node of `o` gets beyond its name: agent flags, a database in memory. */
+function nodeOptions(o: ScaleClusterOptions): { flags?: Readonly<Record<string, string>>; memory?: boolean } {
+  return {
+    ...(o.flags === undefined ? {} : { flags: o.flags }),
+    ...(o.memory === undefined ? {} : { memory: o.memory }),
+  };
+}

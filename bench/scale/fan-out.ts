@@ -12,6 +12,7 @@
  */
 import type { DeliveredEvents } from '../../test/helpers/fake-kube-api.ts';
 import type { ScaleCluster } from './cluster.ts';
+import type { ScaleNode } from './node-host.ts';
 import type { ServerCounts } from './fake-control.ts';
 
 /** Resources whose objects are a block or say what a block holds. */
@@ -57,7 +58,7 @@ const writeOf = (verb: string | undefined): boolean =>
  * Node `index` made to claim a block; what each resource's changes reached. Undefined where the
  * server counts no watch events for the harness (`--kubeconfig`): the nodes' counters count none.
  */
-export async function probeBlockClaim(cluster: ScaleCluster, index = 0): Promise<FanOutProbe | undefined> {
+export async function probeBlockClaim(cluster: ScaleCluster<ScaleNode>, index = 0): Promise<FanOutProbe | undefined> {
   const node = cluster.nodes[index]?.name ?? '';
   await cluster.settle();
   await cluster.api.clearCounts();

@@ -17,6 +17,7 @@
 import { BOOKKEEPING_PREFIX } from '../../src/ipam/bookkeeping.ts';
 import type { AuditReport } from './auditor.ts';
 import type { ScaleCluster } from './cluster.ts';
+import type { ScaleNode } from './node-host.ts';
 import { counted } from './scenarios.ts';
 import type { WindowCounts } from './window-counts.ts';
 
@@ -47,7 +48,7 @@ export interface NodeLossReport {
   readonly audit: AuditReport;
 }
 
-export async function nodeLoss(cluster: ScaleCluster, o: NodeLossOptions): Promise<NodeLossReport> {
+export async function nodeLoss(cluster: ScaleCluster<ScaleNode>, o: NodeLossOptions): Promise<NodeLossReport> {
   const maxMs = (o.maxSeconds ?? 1800) * 1000;
   const stepMs = o.stepMs ?? 1000;
   const lost = cluster.nodes.slice(-o.count).map((n) => n.name);
@@ -63,7 +64,7 @@ export async function nodeLoss(cluster: ScaleCluster, o: NodeLossOptions): Promi
   let left = blocks;
   let freedAfterSeconds: number | undefined;
   const counts = await counted(cluster, 0, async () => {
-    for (const name of lost) cluster.deleteNode(name);
+    for (const name of lost) await cluster.deleteNode(name);
     while (elapsed < maxMs) {
       await cluster.advance(LOOK_EVERY_MS, stepMs);
       elapsed += LOOK_EVERY_MS;
@@ -76,9 +77,8 @@ export async function nodeLoss(cluster: ScaleCluster, o: NodeLossOptions): Promi
   });
   const forgottenBy = new Map<string, string[]>(lost.map((name) => [name, []]));
   const errors = new Map<string, number>();
-  for (const node of cluster.nodes) {
-    const status = node.nodes.status();
-    for (const name of status.forgotten) forgottenBy.get(name)?.push(node.name);
+  for (const status of await cluster.forgetting()) {
+    for (const name of status.forgotten) forgottenBy.get(name)?.push(status.node);
     if (status.lastError !== undefined) errors.set(status.lastError, (errors.get(status.lastError) ?? 0) + 1);
   }
   return {
@@ -120,7 +120,10 @@ export interface NodeForgetReport {
   readonly audit: AuditReport;
 }
 
-export async function nodeForget(cluster: ScaleCluster, o: NodeForgetOptions = {}): Promise<NodeForgetReport> {
+export async function nodeForget(
+  cluster: ScaleCluster<ScaleNode>,
+  o: NodeForgetOptions = {},
+): Promise<NodeForgetReport> {
   const maxMs = (o.maxSeconds ?? 900) * 1000;
   const stepMs = o.stepMs ?? 1000;
   const node = cluster.nodes[o.index ?? 0];
@@ -138,7 +141,7 @@ export async function nodeForget(cluster: ScaleCluster, o: NodeForgetOptions = {
   let adds = 0;
   await cluster.crash(name);
   const counts = await counted(cluster, 0, async () => {
-    cluster.deleteNode(name);
+    await cluster.deleteNode(name);
     await cluster.advance(5_000, stepMs);
     const rejoined = await cluster.rejoin(name, maxMs, stepMs);
     starts = rejoined.starts;

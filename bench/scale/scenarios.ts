@@ -15,10 +15,11 @@
  */
 import type { AuditReport } from './auditor.ts';
 import type { ScaleCluster } from './cluster.ts';
+import type { ScaleNode } from './node-host.ts';
 import type { WindowCounts } from './window-counts.ts';
 
 /** Every node allocates `perNode` addresses (containers `<node>-hold-<k>`), a few nodes at a time. */
-export async function holdBlocks(cluster: ScaleCluster, perNode: number, concurrency = 25): Promise<void> {
+export async function holdBlocks(cluster: ScaleCluster<ScaleNode>, perNode: number, concurrency = 25): Promise<void> {
   for (let first = 0; first < cluster.nodes.length; first += concurrency) {
     const batch = cluster.nodes.slice(first, first + concurrency);
     await Promise.all(
@@ -32,7 +33,7 @@ export async function holdBlocks(cluster: ScaleCluster, perNode: number, concurr
 
 /** The requests the window cost, from a clean count at its start. */
 export async function counted(
-  cluster: ScaleCluster,
+  cluster: ScaleCluster<ScaleNode>,
   seconds: number,
   drive: () => Promise<void>,
 ): Promise<WindowCounts> {
@@ -42,7 +43,7 @@ export async function counted(
 }
 
 /** `seconds` of clock with nothing to do, in steps of `stepMs`. */
-export function idleWindow(cluster: ScaleCluster, seconds: number, stepMs = 1000): Promise<WindowCounts> {
+export function idleWindow(cluster: ScaleCluster<ScaleNode>, seconds: number, stepMs = 1000): Promise<WindowCounts> {
   return counted(cluster, seconds, () => cluster.advance(seconds * 1000, stepMs));
 }
 
@@ -83,7 +84,7 @@ export function generator(seed: number): () => number {
 }
 
 /** ADDs and DELs at `rate` per clock second for `seconds`, one clock second at a time; then the audit. */
-export async function churn(cluster: ScaleCluster, o: ChurnOptions): Promise<ChurnReport> {
+export async function churn(cluster: ScaleCluster<ScaleNode>, o: ChurnOptions): Promise<ChurnReport> {
   const random = generator(o.seed ?? 36);
   const max = o.perNodeMax ?? 4;
   const live = cluster.nodes.map(() => [] as string[]);
