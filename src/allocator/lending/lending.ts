@@ -101,6 +101,8 @@ export class Lending {
   readonly #migratedAddresses: MigratedAddresses;
   /** Migrated addresses whose adoption was refused, already reported (`pool address`). */
   readonly #refused = new Set<string>();
+  /** Range pools this node held idle loans of at the last round: their open requests are watched too. */
+  #idleLoansIn: readonly string[] = [];
 
   constructor(options: LendingOptions) {
     this.#o = options;
@@ -151,7 +153,22 @@ export class Lending {
     // Blocks of one address are never lent (loans.ts), but asked, their owners give empty ones back
     // at once (lender.ts): the wait ends when the request says so, and placement claims the block.
     if ((await this.#borrower.ask(range)) > 0) return { kind: 'conflict' };
-    return { kind: 'conflict', wait: (since) => this.#borrower.waitForGrants(range, since) };
+    const wait = async (since: number): Promise<boolean> => {
+      if (await this.#borrower.waitForGrants(range, since)) return true;
+      // The last ADD of the range here gives up: the ask is withdrawn now, not at the next upkeep
+      // round, so no lender grants an address to a node where no ADD waits for it.
+      if (this.#o.demand(range.pool) <= 1) await this.#withdraw(range).catch(() => undefined);
+      return false;
+    };
+    return { kind: 'conflict', wait };
+  }
+
+  /** Withdraws this node's request of `range` (borrower.ts `withdraw`), under the range pool's lock. */
+  async #withdraw(range: RangeSpec): Promise<void> {
+    await this.#o.locks.run(range.pool, async () => {
+      const request = await this.#requests.requestOf(range.pool, this.#o.node);
+      if (request !== undefined) await this.#borrower.withdraw(range, request);
+    });
   }
 
   /**
@@ -185,7 +202,7 @@ export class Lending {
   /**
    * One round of lending's upkeep: adopts migrated addresses granted to this node, answers other
    * nodes' requests and tidies placeholders up (`orphanGraceMs`), gives back loans idle for
-   * `returnGraceMs`, and checks the grants of loans in use (loan-check.ts).
+   * `returnGraceMs` (at once where another node asks), and checks the grants of loans in use (loan-check.ts).
    */
   async run(o: { readonly returnGraceMs: number; readonly orphanGraceMs: number }): Promise<LendingReport> {
     const errors: string[] = [];
@@ -197,15 +214,17 @@ export class Lending {
     }
     const adopted = migrated === undefined ? 0 : await this.#adoptMigrated(migrated, errors);
     await this.#withdrawIdle(errors);
-    this.#requests.cover(await this.#lender.ownRanges());
+    this.#requests.cover([...(await this.#lender.ownRanges()), ...this.#idleLoansIn]);
     const lending = await this.#lender.run(o.orphanGraceMs, migrated ?? []).catch((error: unknown) => {
       errors.push(`lending: ${messageOf(error)}`);
       return { lent: [], released: [], kept: [], errors: [] };
     });
-    const returning = await this.#return.run(o.returnGraceMs).catch((error: unknown) => {
+    const asked = (pool: string) => this.#requests.askedElsewhere(pool);
+    const returning = await this.#return.run(o.returnGraceMs, asked).catch((error: unknown) => {
       errors.push(`giving loans back: ${messageOf(error)}`);
-      return { returned: [], errors: [] };
+      return { returned: [], idleIn: [], errors: [] };
     });
+    this.#idleLoansIn = returning.idleIn;
     const checked = await this.#check.run().catch((error: unknown) => {
       errors.push(`checking the grants of loans in use: ${messageOf(error)}`);
       return { restored: [], errors: [] };

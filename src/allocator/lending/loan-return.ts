@@ -2,7 +2,9 @@
  * Giving lent addresses back: a loan ledger (loans.ts) that has held no allocation for a grace is
  * marked given back in this node's store, then its grant is removed from this node's request, so
  * its lender releases the placeholder (lender.ts) and can use the address again. Run periodically
- * (allocator.ts `lend`).
+ * (allocator.ts `lend`). In a range another node asks for addresses of (an open request), an idle
+ * loan goes back without waiting for the grace (issue 36: a free address out of reach of the asker
+ * for the whole 300 s grace was a refusal while the range had room).
  *
  * Guarantees:
  * - the mark is committed at the revision at which the pool was read empty, under the range pool's
@@ -37,6 +39,8 @@ export interface LoanReturnOptions {
 
 export interface LoansReturned {
   readonly returned: string[];
+  /** The range pools this node holds idle loans of, still to go back (their open requests are worth a watch). */
+  readonly idleIn: string[];
   readonly errors: string[];
 }
 
@@ -56,12 +60,17 @@ export class LoanReturn {
     this.#o = options;
   }
 
-  async run(graceMs: number): Promise<LoansReturned> {
+  /**
+   * Gives back loans idle for `graceMs`, at once in a range another node asks for addresses of
+   * (`asked`): an idle loan is of no use here, and its lender can lend it to the asker.
+   */
+  async run(graceMs: number, asked: (pool: string) => boolean = () => false): Promise<LoansReturned> {
     const { store, clock } = this.#o;
     const returned: string[] = [];
     const errors: string[] = [];
     const now = clock.monotonic();
     const seen = new Set<string>();
+    const idleIn = new Set<string>();
     if (!this.#recovered) {
       for (const mark of await store.list({ network: RETURNED_NETWORK }))
         this.#addPending(rangePoolOfKey(mark.pool), mark.address);
@@ -81,7 +90,10 @@ export class LoanReturn {
       seen.add(summary.ledger);
       const since = this.#idleSince.get(summary.ledger);
       if (since === undefined) this.#idleSince.set(summary.ledger, now);
-      if ((since ?? now) + graceMs > now) continue;
+      if ((since ?? now) + (asked(range.pool) ? 0 : graceMs) > now) {
+        idleIn.add(range.pool);
+        continue;
+      }
       try {
         const address = await this.#mark(summary.ledger);
         if (address !== undefined) {
@@ -103,7 +115,7 @@ export class LoanReturn {
         errors.push(`giving back ${[...addresses].join(', ')} of ${pool}: ${messageOf(error)}`);
       }
     }
-    return { returned, errors };
+    return { returned, idleIn: [...idleIn], errors };
   }
 
   #addPending(pool: string, address: string): void {

@@ -3,8 +3,9 @@
  * requests it reads periodically served from watches of what this node needs instead of listings
  * (issue 36: an idle agent makes no periodic LIST). While open (`open`, prompt-lending.ts), it keeps
  * four views (ClusterRecords.watchRequests):
- * - the open requests of the ranges this node holds blocks of (`cover`: the lender's round sets
- *   them, a claim adds its range at once), which the lender answers (lender.ts);
+ * - the open requests of the ranges this node holds blocks or idle loans of (`cover`: lending's
+ *   round sets them, a claim adds its range at once), which the lender answers (lender.ts) and
+ *   which send idle loans back at once (loan-return.ts, `askedElsewhere`);
  * - the requests lent to by this node, whose grants keep its placeholders (lender.ts tidy-up);
  * - the requests lent to by a migration (`whereabouts`), what migrated.ts adopts and holds;
  * - this node's own requests, which its borrower waits on, checks (loan-check.ts) and gives back
@@ -108,6 +109,15 @@ export class WatchedRequests implements ClusterRecords {
     else if (scope.lentBy === this.#node) view = views.lent;
     else if (scope.lentBy === MIGRATION_LENDER) view = views.migrated;
     return view?.synced === true ? view : undefined;
+  }
+
+  /**
+   * Whether another node asks for addresses of `pool` now, as the open requests' view has it; false
+   * when no synced view covers `pool` (a reading that costs no request).
+   */
+  askedElsewhere(pool: string): boolean {
+    const view = this.#served({ open: [pool] });
+    return view?.values().some((r) => r.pool === pool && r.node !== this.#node && r.wanted > 0) ?? false;
   }
 
   async openRequests(pool?: string): Promise<AddressRequest[]> {
