@@ -109,10 +109,13 @@ export async function tinyRange(cluster: ScaleCluster, o: TinyRangeOptions = {})
       state.adds++;
       const [clock0, wall0] = [cluster.clock.monotonic(), performance.now()];
       try {
-        await cluster.nodes[i]?.allocator.allocate({ owner: ownerOf(id), ranges: cluster.ranges });
+        const [got] =
+          (await cluster.nodes[i]?.allocator.allocate({ owner: ownerOf(id), ranges: cluster.ranges })) ?? [];
         live[i]?.push(id);
         state.served++;
         const waited = cluster.clock.monotonic() - clock0;
+        if (process.env.TINY_DEBUG !== undefined && waited >= 1000)
+          console.log(`DEBUG served ${id} on ${cluster.nodes[i]?.name} at +${waited} ms from ${got?.allocation.pool}`);
         if (waited > 0) borrowMs.push(waited);
       } catch (error) {
         if (isWarrenError(error, 'POOL_EXHAUSTED')) {

@@ -45,6 +45,7 @@ import type { LedgerCache } from '../ledger-cache.ts';
 import { type GrantChoice, type LendableBlock, chooseGrants } from './grant-policy.ts';
 import { loanUser, userOf } from './loan-check.ts';
 import { LENT_NETWORK, MIGRATION_LENDER, loanAddressOf, placeholderOf } from './loans.ts';
+import { releasePlaceholders, takeBack } from './take-back.ts';
 
 /** How long a placeholder whose grant was seen is kept once the grant is gone (see the header). */
 export const GIVEN_BACK_GRACE_MS = 30_000;
@@ -151,7 +152,7 @@ export class Lender {
       written = await this.#o.tier.updateRequest(request, [...request.grants, ...grants], wanted);
     } finally {
       // Lost or failed: the placeholders go now, not after the grace (the tidy-up is the fallback).
-      if (written === undefined) await this.#releasePlaceholders(request.pool, held);
+      if (written === undefined) await releasePlaceholders(this.#o, request.pool, held);
     }
     if (written === undefined && room.addresses > 0) await this.#tellRoom(request, room.addresses);
     // Written is seen: withdrawn before a tidy-up read it, its placeholder goes after GIVEN_BACK_GRACE_MS.
@@ -228,19 +229,9 @@ export class Lender {
     return held;
   }
 
-  async #releasePlaceholders(pool: string, held: ReadonlyArray<{ block: string; text: string }>): Promise<void> {
-    const { store, ledgers, locks } = this.#o;
-    await locks.run(pool, async () => {
-      for (const block of new Set(held.map((h) => h.block))) {
-        const read = await store.readLedger(block);
-        if (read.kind !== 'snapshot') continue;
-        const ops: LedgerOp[] = held
-          .filter((h) => h.block === block && read.allocations.includes(h.text))
-          .map((h) => ({ op: 'release', address: h.text }));
-        if (ops.length > 0) await store.commit(block, read.revision, ops);
-        ledgers.forget(block);
-      }
-    });
+  /** Takes back the grants their borrowers flagged given back, placeholders released at once (take-back.ts). */
+  takeBack(requests: readonly AddressRequest[]): Promise<string[]> {
+    return takeBack(this.#o, requests);
   }
 
   /**
@@ -258,7 +249,12 @@ export class Lender {
     // Grants of this node are read only while it holds placeholders (a lender's own records say so).
     const placeholders = await store.list({ network: LENT_NETWORK });
     const lentBy: Array<[string, readonly AddressRequest[]]> = [[MIGRATION_LENDER, requests]];
-    if (placeholders.length > 0) lentBy.push([node, await tier.requestsLentBy(node)]);
+    const released: string[] = [];
+    if (placeholders.length > 0) {
+      const mine = await tier.requestsLentBy(node);
+      released.push(...(await this.takeBack(mine)));
+      lentBy.push([node, mine]);
+    }
     for (const [lender, lent] of lentBy)
       for (const request of lent)
         for (const grant of request.grants) {
@@ -268,7 +264,6 @@ export class Lender {
         }
     await this.#holdMigrated(migrated, errors);
     const now = clock.monotonic();
-    const released: string[] = [];
     const kept: string[] = [];
     const seen = new Set<string>();
     for (const placeholder of placeholders) {
@@ -300,7 +295,7 @@ export class Lender {
           this.#told.add(id);
           continue;
         }
-        await this.#releasePlaceholders(rangePoolOfKey(placeholder.pool), [
+        await releasePlaceholders(this.#o, rangePoolOfKey(placeholder.pool), [
           { block: placeholder.pool, text: placeholder.address },
         ]);
         released.push(`${placeholder.address} (lent to ${placeholder.containerID})`);

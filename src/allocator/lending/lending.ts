@@ -103,6 +103,8 @@ export class Lending {
   readonly #refused = new Set<string>();
   /** Range pools this node held idle loans of at the last round: their open requests are watched too. */
   #idleLoansIn: readonly string[] = [];
+  /** Whether a pass giving idle loans back as another node asks is under way. */
+  #givingBack = false;
 
   constructor(options: LendingOptions) {
     this.#o = options;
@@ -140,9 +142,22 @@ export class Lending {
   promptly(signal: AbortSignal, report: (lent: readonly string[], errors: readonly string[]) => void): boolean {
     const { node, clock } = this.#o;
     const requests = this.#requests;
-    return new PromptLending({ requests, node, clock, lender: this.#lender, borrower: this.#borrower, report }).start(
-      signal,
-    );
+    const asked = (pool: string) => this.#giveBackIdle(pool, report);
+    const [lender, borrower] = [this.#lender, this.#borrower];
+    return new PromptLending({ requests, node, clock, lender, borrower, report, asked }).start(signal);
+  }
+
+  /** Gives back at once this node's idle loans of `pool`, which another node asks in (one pass at a time). */
+  #giveBackIdle(pool: string, report: (lent: readonly string[], errors: readonly string[]) => void): void {
+    if (!this.#idleLoansIn.includes(pool) || this.#givingBack) return;
+    this.#givingBack = true;
+    this.#return
+      .run(Number.POSITIVE_INFINITY, (p) => p === pool)
+      .then((r) => report([], r.errors))
+      .catch((error: unknown) => report([], [`giving loans of ${pool} back: ${messageOf(error)}`]))
+      .finally(() => {
+        this.#givingBack = false;
+      });
   }
 
   /**

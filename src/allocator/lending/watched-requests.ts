@@ -18,8 +18,9 @@
  *   what a reading answers is never less than what the cluster held when the view was last told;
  * - the open requests' view follows the ranges covered: opened again (one listing) only when the
  *   set changes, none while this node holds no block;
- * - `open`'s listener is told each change of this node's requests and of the open requests of the
- *   ranges covered, as the watches tell them (store/cluster.ts RequestChange);
+ * - `open`'s listener is told each change of this node's requests, of the requests lent to by
+ *   this node and of the open requests of the ranges covered, as the watches tell them
+ *   (store/cluster.ts RequestChange);
  * - once the signal aborts, every view is closed and nothing more is told.
  */
 import type {
@@ -64,7 +65,7 @@ export class WatchedRequests implements ClusterRecords {
     const node = this.#node;
     this.#views = {
       own: this.#tier.watchRequests({ node }, listener),
-      lent: this.#tier.watchRequests({ lentBy: node }),
+      lent: this.#tier.watchRequests({ lentBy: node }, listener),
       migrated: this.#tier.watchRequests({ lentBy: MIGRATION_LENDER }),
       open: { pools: this.#pools, view: this.#tier.watchRequests({ open: [...this.#pools] }, listener) },
       tell: listener,

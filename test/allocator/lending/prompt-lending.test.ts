@@ -149,7 +149,7 @@ describe('prompt lending: what an asker needs is not kept where no pod uses it (
     assert.deepEqual(errors, []);
   });
 
-  it('frees a placeholder whose grant was withdrawn before the lender read it after GIVEN_BACK_GRACE_MS', async () => {
+  it('takes back at once the grants of an ask withdrawn, never adopted: flagged given back, not removed', async () => {
     const { c, errors } = prompt(['h1', 'h2']);
     await c.node('h1').allocator.allocate({ owner: owner('a0'), ranges: SMALL });
     await c.node('h2').allocator.allocate({ owner: owner('x'), ranges: rangesOf({ range: '10.21.0.0/24' }) });
@@ -158,16 +158,35 @@ describe('prompt lending: what an asker needs is not kept where no pod uses it (
     c.clock.advance(JITTER_MS);
     await quiet();
     assert.equal((await c.tier.requestOf(POOL, 'h2'))?.grants.length, 2, 'granted as told, never adopted');
-    // h2's round withdraws the ask before any round of h1 read the grants it wrote.
-    assert.deepEqual(
-      (await c.node('h2').allocator.lend({ returnGraceMs: 3_600_000, orphanGraceMs: 3_600_000 })).errors,
-      [],
-    );
+    // h2's round withdraws the ask: h1, told, takes the grants back with the clock standing still.
+    const hour = { returnGraceMs: 3_600_000, orphanGraceMs: 3_600_000 };
+    assert.deepEqual((await c.node('h2').allocator.lend(hour)).errors, []);
+    await quiet();
     assert.deepEqual((await c.tier.requestOf(POOL, 'h2'))?.grants, []);
-    await c.lendAll({ returnGraceMs: 3_600_000, orphanGraceMs: 3_600_000 });
-    c.clock.advance(GIVEN_BACK_GRACE_MS);
-    await c.lendAll({ returnGraceMs: 3_600_000, orphanGraceMs: 3_600_000 });
-    assert.deepEqual(await c.node('h1').store.list({ network: LENT_NETWORK }), [], 'not kept for the whole grace');
+    assert.deepEqual(await c.node('h1').store.list({ network: LENT_NETWORK }), [], 'not kept for any grace');
+    assert.deepEqual(errors, []);
+    await c.assertNoDuplicate(POOL);
+  });
+
+  it('frees a placeholder whose grant it wrote and someone else removed unread after GIVEN_BACK_GRACE_MS', async () => {
+    const { c, errors } = prompt(['h3', 'h4']);
+    await c.node('h3').allocator.allocate({ owner: owner('a0'), ranges: SMALL });
+    await c.node('h4').allocator.allocate({ owner: owner('x'), ranges: rangesOf({ range: '10.21.0.0/24' }) });
+    await c.tier.ask(POOL, 'h4', 2);
+    await quiet();
+    c.clock.advance(JITTER_MS);
+    await quiet();
+    assert.equal((await c.tier.requestOf(POOL, 'h4'))?.grants.length, 2, 'granted as told, never adopted');
+    c.tier.deleteRequest(POOL, 'h4'); // before any round of h3 read the grants it wrote
+    await quiet();
+    const hour = { returnGraceMs: 3_600_000, orphanGraceMs: 3_600_000 };
+    await c.node('h3').allocator.lend(hour);
+    c.clock.advance(GIVEN_BACK_GRACE_MS - 1);
+    await c.node('h3').allocator.lend(hour);
+    assert.equal((await c.node('h3').store.list({ network: LENT_NETWORK })).length, 2, 'released too soon');
+    c.clock.advance(1);
+    await c.node('h3').allocator.lend(hour);
+    assert.deepEqual(await c.node('h3').store.list({ network: LENT_NETWORK }), [], 'not kept for the whole grace');
     assert.deepEqual(errors, []);
     await c.assertNoDuplicate(POOL);
   });
