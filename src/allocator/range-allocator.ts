@@ -65,6 +65,11 @@ export class RangeAllocator {
     return this.#inFlight.get(pool) ?? 1;
   }
 
+  /** How many ADDs are under way in range pool `pool` (0 when none). */
+  underWay(pool: string): number {
+    return this.#inFlight.get(pool) ?? 0;
+  }
+
   /** An address in `range` for `request` (`requested` when it names one), by the usual path. */
   async allocate(range: RangeSpec, request: AllocateRequest, requested: IPAddress | undefined): Promise<Assignment> {
     this.#served.set(range.pool, range);

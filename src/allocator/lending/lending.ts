@@ -68,6 +68,8 @@ export interface LendingOptions {
   readonly waitMs?: number;
   /** ADDs under way in a range pool: how many addresses to ask for at once. */
   readonly demand: (pool: string) => number;
+  /** ADDs under way in a range pool (0 when none): its idle loans are kept for them. */
+  readonly underWay?: (pool: string) => number;
   /** Gives back at once this node's empty blocks of a range another node asks for (give-back.ts). */
   readonly giveBack?: ((pool: string, wanted: number) => Promise<RoomGiven>) | undefined;
 }
@@ -143,13 +145,16 @@ export class Lending {
     const { node, clock } = this.#o;
     const requests = this.#requests;
     const asked = (pool: string) => this.#giveBackIdle(pool, report);
+    const changed = (pool: string) => {
+      this.#return.flagPending(pool).catch((error: unknown) => report([], [`giving loans back: ${messageOf(error)}`]));
+    };
     const [lender, borrower] = [this.#lender, this.#borrower];
-    return new PromptLending({ requests, node, clock, lender, borrower, report, asked }).start(signal);
+    return new PromptLending({ requests, node, clock, lender, borrower, report, asked, changed }).start(signal);
   }
 
   /** Gives back at once this node's idle loans of `pool`, which another node asks in (one pass at a time). */
   #giveBackIdle(pool: string, report: (lent: readonly string[], errors: readonly string[]) => void): void {
-    if (!this.#idleLoansIn.includes(pool) || this.#givingBack) return;
+    if (!this.#idleLoansIn.includes(pool) || this.#givingBack || this.#underWay(pool) > 0) return;
     this.#givingBack = true;
     this.#return
       .run(Number.POSITIVE_INFINITY, (p) => p === pool)
@@ -172,10 +177,14 @@ export class Lending {
       if (await this.#borrower.waitForGrants(range, since)) return true;
       // The last ADD of the range here gives up: the ask is withdrawn now, not at the next upkeep
       // round, so no lender grants an address to a node where no ADD waits for it.
-      if (this.#o.demand(range.pool) <= 1) await this.#withdraw(range).catch(() => undefined);
+      if (this.#underWay(range.pool) <= 1) await this.#withdraw(range).catch(() => undefined);
       return false;
     };
     return { kind: 'conflict', wait };
+  }
+
+  #underWay(pool: string): number {
+    return this.#o.underWay?.(pool) ?? 0;
   }
 
   /** Withdraws this node's request of `range` (borrower.ts `withdraw`), under the range pool's lock. */
@@ -234,7 +243,7 @@ export class Lending {
       errors.push(`lending: ${messageOf(error)}`);
       return { lent: [], released: [], kept: [], errors: [] };
     });
-    const asked = (pool: string) => this.#requests.askedElsewhere(pool);
+    const asked = (pool: string) => this.#requests.askedElsewhere(pool) && this.#underWay(pool) === 0;
     const returning = await this.#return.run(o.returnGraceMs, asked).catch((error: unknown) => {
       errors.push(`giving loans back: ${messageOf(error)}`);
       return { returned: [], idleIn: [], errors: [] };

@@ -110,15 +110,25 @@ export class LoanReturn {
     for (const key of this.#idleSince.keys()) if (!seen.has(key)) this.#idleSince.delete(key);
     for (const [pool, addresses] of this.#pending) {
       try {
-        if (await this.#flagGrants(pool, addresses)) {
-          returned.push(...addresses);
-          this.#pending.delete(pool);
-        }
+        returned.push(...(await this.flagPending(pool)));
       } catch (error) {
         errors.push(`giving back ${[...addresses].join(', ')} of ${pool}: ${messageOf(error)}`);
       }
     }
     return { returned, idleIn: [...idleIn], errors };
+  }
+
+  /**
+   * Flags the grants of this node's loans of `pool` marked given back and not flagged yet (`run`
+   * does too; lending calls this as its request changes, for a flag whose write lost). What it flagged.
+   */
+  async flagPending(pool: string): Promise<string[]> {
+    const pending = this.#pending.get(pool);
+    const addresses = [...(pending ?? [])];
+    if (pending === undefined || !(await this.#flagGrants(pool, new Set(addresses)))) return [];
+    for (const address of addresses) pending.delete(address); // marked meanwhile: left for the next call
+    if (pending.size === 0) this.#pending.delete(pool);
+    return addresses;
   }
 
   #addPending(pool: string, address: string): void {

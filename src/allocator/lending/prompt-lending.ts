@@ -42,6 +42,8 @@ export interface PromptLendingOptions {
   readonly report: (lent: readonly string[], errors: readonly string[]) => void;
   /** Told that another node asks for addresses of a range (its idle loans there go back: loan-return.ts). */
   readonly asked?: (pool: string) => void;
+  /** Told that this node's request of a range changed (a loan given back whose flag lost is flagged again). */
+  readonly changed?: (pool: string) => void;
   /** The random moment before an answer, ms (tests: 0). */
   readonly jitter?: () => number;
 }
@@ -79,6 +81,7 @@ export class PromptLending {
     if (this.#stopped) return;
     if (request.node === this.#o.node) {
       if (!gone) this.#o.borrower.hint(request);
+      if (!gone) this.#o.changed?.(request.pool);
       return;
     }
     // A loan of this node's given back: taken back at once, and what it frees lent to who asks.
