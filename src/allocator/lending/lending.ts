@@ -43,7 +43,7 @@ import type { AllocateRequest, Decision } from '../assignment.ts';
 import type { RoomGiven } from '../give-back.ts';
 import type { LedgerAssigner } from '../ledger-assigner.ts';
 import type { LedgerCache } from '../ledger-cache.ts';
-import { Borrower } from './borrower.ts';
+import { Borrower, type LoanRange } from './borrower.ts';
 import { Lender } from './lender.ts';
 import { LoanCheck } from './loan-check.ts';
 import { LoanReturn } from './loan-return.ts';
@@ -145,6 +145,7 @@ export class Lending {
     const { node, clock } = this.#o;
     const requests = this.#requests;
     const asked = (pool: string) => this.#giveBackIdle(pool, report);
+    // This node's request changed: a flag of a loan given back whose write lost is written again.
     const changed = (pool: string) => {
       this.#return.flagPending(pool).catch((error: unknown) => report([], [`giving loans back: ${messageOf(error)}`]));
     };
@@ -188,7 +189,7 @@ export class Lending {
   }
 
   /** Withdraws this node's request of `range` (borrower.ts `withdraw`), under the range pool's lock. */
-  async #withdraw(range: RangeSpec): Promise<void> {
+  async #withdraw(range: LoanRange): Promise<void> {
     await this.#o.locks.run(range.pool, async () => {
       const request = await this.#requests.requestOf(range.pool, this.#o.node);
       if (request !== undefined) await this.#borrower.withdraw(range, request);
@@ -238,7 +239,8 @@ export class Lending {
     }
     const adopted = migrated === undefined ? 0 : await this.#adoptMigrated(migrated, errors);
     await this.#withdrawIdle(errors);
-    this.#requests.cover([...(await this.#lender.ownRanges()), ...this.#idleLoansIn]);
+    const own = await this.#lender.ownRanges();
+    this.#requests.cover([...own, ...this.#idleLoansIn]);
     const lending = await this.#lender.run(o.orphanGraceMs, migrated ?? []).catch((error: unknown) => {
       errors.push(`lending: ${messageOf(error)}`);
       return { lent: [], released: [], kept: [], errors: [] };
@@ -249,6 +251,7 @@ export class Lending {
       return { returned: [], idleIn: [], errors: [] };
     });
     this.#idleLoansIn = returning.idleIn;
+    this.#requests.cover([...own, ...this.#idleLoansIn]); // watched from now, not from the next round
     const checked = await this.#check.run().catch((error: unknown) => {
       errors.push(`checking the grants of loans in use: ${messageOf(error)}`);
       return { restored: [], errors: [] };
