@@ -109,28 +109,14 @@ export async function tinyRange(cluster: ScaleCluster, o: TinyRangeOptions = {})
       state.adds++;
       const [clock0, wall0] = [cluster.clock.monotonic(), performance.now()];
       try {
-        const [got] =
-          (await cluster.nodes[i]?.allocator.allocate({ owner: ownerOf(id), ranges: cluster.ranges })) ?? [];
+        await cluster.nodes[i]?.allocator.allocate({ owner: ownerOf(id), ranges: cluster.ranges });
         live[i]?.push(id);
         state.served++;
         const waited = cluster.clock.monotonic() - clock0;
-        if (process.env.TINY_DEBUG !== undefined && waited >= 1000)
-          console.log(`DEBUG served ${id} on ${cluster.nodes[i]?.name} at +${waited} ms from ${got?.allocation.pool}`);
         if (waited > 0) borrowMs.push(waited);
       } catch (error) {
-        if (isWarrenError(error, 'POOL_EXHAUSTED')) {
-          refused++;
-          if (process.env.TINY_DEBUG !== undefined) {
-            const node = cluster.nodes[i];
-            const req = await node?.store.cluster?.records.requestOf(cluster.pool, node.name);
-            const loans = new Set((await node?.store.ledgers(blockKeyPrefix(cluster.pool)))?.map((p) => p.ledger));
-            const unadopted = (req?.grants ?? []).filter((g) => ![...loans].some((l) => l.includes(`#${g.address}/`)));
-            console.log(
-              `DEBUG refused ${id} on ${node?.name} at +${cluster.clock.monotonic() - clock0} ms; request wanted ` +
-                `${req?.wanted} grants ${req?.grants.length} unadopted ${unadopted.map((g) => g.address).join(',')}`,
-            );
-          }
-        } else {
+        if (isWarrenError(error, 'POOL_EXHAUSTED')) refused++;
+        else {
           state.failed++;
           if (failures.length < 5) failures.push(String(error));
         }
