@@ -170,6 +170,7 @@ export class Allocator {
       // The refusal of an ADD whose range is full, naming what fills it (here and across the cluster).
       exhaustion: new Exhaustion({ store, node, clock, reserved: options.reserved }),
       ledgers,
+      settled: (pool) => this.#lending?.settled(pool),
     });
   }
 

@@ -42,6 +42,8 @@ export interface RangeAllocatorOptions {
   readonly assigner: LedgerAssigner;
   readonly exhaustion: Exhaustion;
   readonly ledgers: LedgerCache;
+  /** Told when the last ADD under way in a range pool ended (lending gives idle loans back then). */
+  readonly settled?: (pool: string) => void;
 }
 
 export class RangeAllocator {
@@ -79,7 +81,10 @@ export class RangeAllocator {
     } finally {
       const left = (this.#inFlight.get(range.pool) ?? 1) - 1;
       if (left > 0) this.#inFlight.set(range.pool, left);
-      else this.#inFlight.delete(range.pool);
+      else {
+        this.#inFlight.delete(range.pool);
+        this.#o.settled?.(range.pool);
+      }
     }
   }
 

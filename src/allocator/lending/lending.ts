@@ -18,17 +18,18 @@
  * - loans.ts: the records of a loan on both sides.
  *
  * Guarantee of the whole: an address is held by at most one node's store at a time, as handed out
- * or lendable: the lender holds a placeholder for as long as the grant exists (written before it,
- * released only after it is gone for a grace), and the borrower hands out only addresses whose grant
- * it adopted and stops (marks the loan given back) before removing the grant.
+ * or lendable: the lender holds a placeholder for as long as the grant exists (written before it;
+ * released after the grant is gone for a grace, or at once once the borrower flagged it given back,
+ * take-back.ts), and the borrower hands out only addresses whose grant it adopted and marks a loan
+ * given back before it flags or removes its grant.
  *
  * Every address usable (issue 36): an owner asked gives back its empty blocks no larger than what
  * is wanted at once (give-back.ts `forRequest`), then lends from the rest, whatever the block size;
- * the asker's wait ends on the answer and it claims or adopts. A free address is out of reach of a
- * node that asks only while it is: an idle loan (its borrower's alone, until the return grace), a
- * placeholder whose grant is gone (until the orphan grace), an address resting after its release,
- * or in a block whose owner cannot be reached. Free addresses in blocks of nodes that use them are
- * not stranded: they are lent when asked for; an idle node's empty blocks go back after the grace.
+ * the asker's wait ends on the answer and it claims or adopts. A loan goes back as soon as it is
+ * idle while another node asks in its range, and an ask as its last ADD gives up; what is given
+ * back is taken back at once. A free address is out of reach of a node that asks only while it is
+ * resting after its release, held by a placeholder whose grant went unexplained (a grace), or in a
+ * block whose owner cannot be reached, or does not use it but lends from it (kept whole).
  */
 import type { Clock } from '../../core/clock.ts';
 import { defined } from '../../core/defined.ts';
@@ -74,6 +75,8 @@ export interface LendingOptions {
   readonly giveBack?: ((pool: string, wanted: number) => Promise<RoomGiven>) | undefined;
 }
 
+/** Told what an answer lent and what failed. */
+type Report = (lent: readonly string[], errors: readonly string[]) => void;
 export interface LendingReport {
   readonly lent: string[];
   readonly released: string[];
@@ -95,10 +98,7 @@ export class Lending {
   readonly #check: LoanCheck;
   /** The cluster's records, the requests read from watches while prompt lending runs. */
   readonly #requests: WatchedRequests;
-  /**
-   * The requests holding a migration's grants, as last read (each upkeep run reads them): a claim
-   * looks here, so claiming a block costs no request more; read at the first claim after a start.
-   */
+  /** A migration's grants as last read (each run reads them; a claim looks here, at no request). */
   #migrated: readonly AddressRequest[] | undefined;
   readonly #migratedAddresses: MigratedAddresses;
   /** Migrated addresses whose adoption was refused, already reported (`pool address`). */
@@ -107,6 +107,8 @@ export class Lending {
   #idleLoansIn: readonly string[] = [];
   /** Whether a pass giving idle loans back as another node asks is under way. */
   #givingBack = false;
+  /** Where prompt lending reports (set while it runs). */
+  #report: Report | undefined;
 
   constructor(options: LendingOptions) {
     this.#o = options;
@@ -114,16 +116,8 @@ export class Lending {
     // Every part reads the requests through the watches while they are open (watched-requests.ts).
     const tier = new WatchedRequests(options.tier, node);
     this.#requests = tier;
-    this.#borrower = new Borrower({
-      store,
-      tier,
-      node,
-      clock,
-      ledgers,
-      assigner,
-      demand,
-      ...defined({ waitMs: options.waitMs }),
-    });
+    const waitMs = defined({ waitMs: options.waitMs });
+    this.#borrower = new Borrower({ store, tier, node, clock, ledgers, assigner, demand, ...waitMs });
     this.#lender = new Lender({ store, tier, node, clock, ledgers, locks, rangeOf, giveBack: options.giveBack });
     this.#return = new LoanReturn({ store, tier, node, clock, ledgers, locks });
     this.#check = new LoanCheck({ store, tier, node, locks, rangeOf });
@@ -141,9 +135,10 @@ export class Lending {
    * them (prompt-lending.ts): `report` is told what an answer lent and what failed. False when
    * `signal` already aborted: the upkeep's rounds and the borrower's polls alone, as before.
    */
-  promptly(signal: AbortSignal, report: (lent: readonly string[], errors: readonly string[]) => void): boolean {
+  promptly(signal: AbortSignal, report: Report): boolean {
     const { node, clock } = this.#o;
     const requests = this.#requests;
+    this.#report = report;
     const asked = (pool: string) => this.#giveBackIdle(pool, report);
     // This node's request changed: a flag of a loan given back whose write lost is written again.
     const changed = (pool: string) => {
@@ -153,9 +148,17 @@ export class Lending {
     return new PromptLending({ requests, node, clock, lender, borrower, report, asked, changed }).start(signal);
   }
 
+  /**
+   * The last ADD of range `pool` here ended: while another node asks in it, the idle loans go back
+   * now (an ask told while ADDs were under way here let them be, for those ADDs).
+   */
+  settled(pool: string): void {
+    if (this.#report !== undefined && this.#requests.askedElsewhere(pool)) this.#giveBackIdle(pool, this.#report, true);
+  }
+
   /** Gives back at once this node's idle loans of `pool`, which another node asks in (one pass at a time). */
-  #giveBackIdle(pool: string, report: (lent: readonly string[], errors: readonly string[]) => void): void {
-    if (!this.#idleLoansIn.includes(pool) || this.#givingBack || this.#underWay(pool) > 0) return;
+  #giveBackIdle(pool: string, report: Report, anyway = false): void {
+    if (!(anyway || this.#idleLoansIn.includes(pool)) || this.#givingBack || this.#underWay(pool) > 0) return;
     this.#givingBack = true;
     this.#return
       .run(Number.POSITIVE_INFINITY, (p) => p === pool)
