@@ -46,7 +46,7 @@ import type { ScaleNode } from './scale/node-host.ts';
 import { processUse } from './scale/process-use.ts';
 import { describeAudit, describeNodeForget, describeNodeLoss, nodeForget, nodeLoss } from './scale/node-events.ts';
 import { churn, counted, holdBlocks, idleWindow } from './scale/scenarios.ts';
-import { type TinyRangeReport, tinyRange } from './scale/tiny-range.ts';
+import { type TinyRangeReport, describeWhere, tinyRange } from './scale/tiny-range.ts';
 import { describeProbe, probeBlockClaim } from './scale/fan-out.ts';
 import { describeFanOut, describeWindow, writesPerNode100s } from './scale/window-counts.ts';
 import { describeLoad, machineLine, underLoad } from './machine.ts';
@@ -129,12 +129,14 @@ function describeTiny(r: TinyRangeReport): string {
     `range ${values['tiny-cidr']}: ${r.capacity} addresses, /${r.blockPrefix} blocks, ${nodes} nodes`,
     `ADDs ${r.adds}: served ${r.served}, refused as full ${r.exhausted} (false: ${r.falseExhaustions}), ` +
       `other failures ${r.failed}${r.failures.map((f) => `\n  ${f}`).join('')}`,
+    ...r.falseWhere.map((w) => `  false refusals' free addresses: ${w}`),
     `borrow (ADDs that waited for other nodes: ${r.borrowMs.length}), ManualClock ms: ` +
       `p50 ${percentile(r.borrowMs, 0.5)}, p99 ${percentile(r.borrowMs, 0.99)}, max ${percentile(r.borrowMs, 1)}`,
     `ADD wall ms: p50 ${percentile(r.addWallMs, 0.5)}, p99 ${percentile(r.addWallMs, 0.99)}`,
     `after ${values['tiny-idle-minutes']} min idle: ${idle.used} used, ${idle.free} free, ${idle.claimedBlocks} blocks ` +
       `claimed, stranded ${idle.stranded} (${((100 * idle.stranded) / r.capacity).toFixed(2)}%)` +
-      idle.strandedWhy.map((w) => `\n  ${w}`).join(''),
+      idle.strandedWhy.map((w) => `\n  ${w}`).join('') +
+      `\n  every free address: ${describeWhere(idle.freeWhere)}`,
     `after the last burst: ${drained.used} used, ${drained.free} free; duplicates ${r.duplicates.length}`,
     ...r.duplicates.slice(0, 10).map((d) => `  DUPLICATE ${d}`),
   ].join('\n');

@@ -25,9 +25,10 @@ import { formatIP } from '../../src/ipam/address.ts';
 import type { Allocation } from '../../src/ipam/allocation.ts';
 import { blockKeyPrefix, blockOfKey } from '../../src/ipam/blocks.ts';
 import { isBookkeeping } from '../../src/ipam/bookkeeping.ts';
-import { capacityOf } from '../../src/ipam/range.ts';
+import { type RangeSpec, capacityOf } from '../../src/ipam/range.ts';
 import { isLoanKey, loanAddressOf } from '../../src/ipam/loan-key.ts';
 import { LENT_NETWORK, RETURNED_NETWORK } from '../../src/allocator/lending/loans.ts';
+import { splitInStore } from '../../src/allocator/lending/split-range.ts';
 import { type ScaleCluster, ownerOf } from './cluster.ts';
 import { generator } from './scenarios.ts';
 
@@ -53,6 +54,8 @@ export interface TinyRangeReport {
   /** Refused as full, in all; and of those, refused while an address was free (false). */
   readonly exhausted: number;
   readonly falseExhaustions: number;
+  /** For each burst with false refusals, where its free addresses were at its end (`whereFree`). */
+  readonly falseWhere: readonly string[];
   /** Refusals other than POOL_EXHAUSTED, with the first few reasons. */
   readonly failed: number;
   readonly failures: readonly string[];
@@ -73,6 +76,8 @@ export interface Audit {
   /** Free addresses no node can hand out until a grace ends (see the header). */
   readonly stranded: number;
   readonly strandedWhy: readonly string[];
+  /** Every free address by where it is (`whereFree`). */
+  readonly freeWhere: Readonly<Record<string, number>>;
   readonly claimedBlocks: number;
 }
 
@@ -89,6 +94,7 @@ export async function tinyRange(cluster: ScaleCluster, o: TinyRangeOptions = {})
   const failures: string[] = [];
   const borrowMs: number[] = [];
   const addWallMs: number[] = [];
+  const falseWhere: string[] = [];
   const pick = (): number =>
     random() < 0.8 ? Math.floor(random() * hot) : hot + Math.floor(random() * Math.max(1, n - hot));
 
@@ -129,7 +135,13 @@ export async function tinyRange(cluster: ScaleCluster, o: TinyRangeOptions = {})
     }
     await Promise.all(calls);
     state.exhausted += refused;
-    if (refused > 0) state.falseExhaustions += Math.min(refused, (await audit(cluster)).free);
+    if (refused > 0) {
+      const after = await audit(cluster);
+      state.falseExhaustions += Math.min(refused, after.free);
+      if (after.free > 0) {
+        falseWhere.push(`${refused} refused, ${after.free} free: ${describeWhere(after.freeWhere)}`);
+      }
+    }
   };
 
   /** DELs of a `share` of the live pods, chosen at random. */
@@ -165,28 +177,32 @@ export async function tinyRange(cluster: ScaleCluster, o: TinyRangeOptions = {})
   const duplicates = [...new Set([...idleDuplicates, ...(await cluster.audit()).duplicates])];
   borrowMs.sort((a, b) => a - b);
   addWallMs.sort((a, b) => a - b);
-  const blockPrefix = await pinnedBlockPrefix(cluster);
-  return { capacity, blockPrefix, ...state, failures, borrowMs, addWallMs, idle, drained, duplicates };
+  const blockPrefix = (await pinnedSplit(cluster))?.blockPrefix;
+  return { capacity, blockPrefix, ...state, failures, falseWhere, borrowMs, addWallMs, idle, drained, duplicates };
 }
 
-/** The block size the store pinned for the range (the range pool's description). */
-async function pinnedBlockPrefix(cluster: ScaleCluster): Promise<number | undefined> {
+/** The range as the store split it (its pinned smallest and largest block), as the first node that served it reads it. */
+async function pinnedSplit(cluster: ScaleCluster): Promise<RangeSpec | undefined> {
+  const range = cluster.ranges[0];
+  if (range === undefined) return undefined;
   for (const node of cluster.nodes) {
-    const summary = (await node.store.ledgers(cluster.pool)).find((p) => p.ledger === cluster.pool);
-    if (summary?.description?.blockPrefix !== undefined) return summary.description.blockPrefix;
+    const split = await splitInStore(node.store, range);
+    if (split !== undefined) return split;
   }
   return undefined;
 }
 
 /**
  * What the range holds: the addresses pods hold across every node's file, the claims of the range as the
- * cluster has them, and what is free and stranded (duplicates are the auditor's: auditor.ts).
+ * cluster has them, and what is free and stranded (duplicates are the auditor's: auditor.ts); and, for
+ * every free address, where it is (`freeWhere`: what kept a node that asked from it).
  */
 export async function audit(cluster: ScaleCluster): Promise<Audit> {
   const range = cluster.ranges[0];
   if (range === undefined) throw new Error('the cluster has no range');
-  const blockPrefix = (await pinnedBlockPrefix(cluster)) ?? range.blockPrefix;
-  const split = { ...range, blockPrefix };
+  // The range as the store split it: its smallest and its largest block, so a grown block's claim is read.
+  const split = (await pinnedSplit(cluster)) ?? range;
+  const blockPrefix = split.blockPrefix;
   const pods = new Set<string>(); // addresses a pod holds, on any node
   const all: Array<Allocation & { readonly holder: string }> = [];
   for (const node of cluster.nodes) {
@@ -215,22 +231,29 @@ export async function audit(cluster: ScaleCluster): Promise<Audit> {
     }
   }
   // Loans: a loan ledger held with no pod and not given back (no mark), which only its borrower can use.
+  const idleLoans = new Map<string, string>(); // address → its borrower
   for (const node of cluster.nodes) {
     for (const p of await node.store.ledgers(blockKeyPrefix(cluster.pool))) {
       const value = isLoanKey(p.ledger, blockPrefix) ? loanAddressOf(range, p.ledger) : undefined;
       if (value === undefined || p.affinity !== undefined) continue;
       const address = formatIP({ family: range.family, value });
       const held = all.filter((a) => a.holder === node.name && a.pool === p.ledger);
-      if (held.length === 0 && !pods.has(address)) stranded.set(address, `an idle loan of ${node.name}`);
+      if (held.length === 0 && !pods.has(address)) {
+        stranded.set(address, `an idle loan of ${node.name}`);
+        idleLoans.set(address, node.name);
+      }
     }
   }
   // Placeholders for a loan its borrower no longer holds (given back, its grant gone): free, yet held.
+  const placeholders = new Map<string, string>(); // address → how its loan stands
   for (const a of all) {
     if (a.network !== LENT_NETWORK || pods.has(a.address)) continue;
     const loan = all.find((x) => x.holder === a.containerID && x.address === a.address && x.pool !== a.pool);
     const how = loan === undefined ? 'idle or gone' : loan.network === RETURNED_NETWORK ? 'given back' : undefined;
     if (how !== undefined) stranded.set(a.address, `lent by ${a.holder} to ${a.containerID}, loan ${how}`);
+    placeholders.set(a.address, loan === undefined ? 'not adopted or gone' : (how ?? 'in use'));
   }
+  const freeWhere = await whereFree(cluster, split, { pods, all, claimed, idleLoans, placeholders, podsOf });
   // How many for each reason (the nodes' names left out), then a few examples.
   const reasons = new Map<string, number>();
   for (const why of stranded.values()) {
@@ -241,7 +264,67 @@ export async function audit(cluster: ScaleCluster): Promise<Audit> {
     ...[...reasons].map(([reason, count]) => `${count}× ${reason}`),
     ...[...stranded].slice(0, 3).map(([address, why]) => `e.g. ${address} ${why}`),
   ];
-  return { used, free, stranded: stranded.size, strandedWhy, claimedBlocks: claimed.length };
+  return { used, free, stranded: stranded.size, strandedWhy, freeWhere, claimedBlocks: claimed.length };
+}
+
+/**
+ * Where each free address of the range is, counted by kind: an idle loan at its borrower, a lender's
+ * placeholder (its loan given back, or not adopted), resting in its block, free in a block its owner
+ * uses or in one it does not (an idle block, by size), in no claimed block. Owners and borrowers are
+ * said hot (the tenth of the nodes that gets 80% of the pods) or cold.
+ */
+async function whereFree(
+  cluster: ScaleCluster,
+  split: RangeSpec,
+  seen: {
+    readonly pods: ReadonlySet<string>;
+    readonly all: ReadonlyArray<Allocation & { readonly holder: string }>;
+    readonly claimed: ReadonlyArray<{ readonly ledger: string; readonly affinity?: string | undefined }>;
+    readonly idleLoans: ReadonlyMap<string, string>;
+    readonly placeholders: ReadonlyMap<string, string>;
+    readonly podsOf: (holder: string, pool: string) => number;
+  },
+): Promise<Record<string, number>> {
+  const hot = Math.max(1, Math.round(cluster.nodes.length / 10));
+  const heat = (name: string | undefined) => (cluster.nodes.findIndex((n) => n.name === name) < hot ? 'hot' : 'cold');
+  const blockOf = new Map<bigint, { key: string; owner: string; prefix: number }>();
+  const resting = new Set<string>();
+  for (const claim of seen.claimed) {
+    const block = blockOfKey(split, claim.ledger);
+    if (block === undefined) continue;
+    for (let v = block.span.first; v <= block.span.last; v++)
+      blockOf.set(v, { key: claim.ledger, owner: claim.affinity ?? '', prefix: block.prefix });
+    const owner = cluster.nodes.find((n) => n.name === claim.affinity);
+    const read = await owner?.store.readLedger(claim.ledger);
+    if (read?.kind === 'snapshot') for (const r of read.resting) resting.add(r.address);
+  }
+  const counts: Record<string, number> = {};
+  for (let v = split.first; v <= split.last; v++) {
+    const address = formatIP({ family: split.family, value: v });
+    if (seen.pods.has(address) || excluded(split, v)) continue;
+    const block = blockOf.get(v);
+    const borrower = seen.idleLoans.get(address);
+    const placeholder = seen.placeholders.get(address);
+    let kind: string;
+    if (borrower !== undefined) kind = `an idle loan at a ${heat(borrower)} borrower`;
+    else if (placeholder !== undefined) kind = `a placeholder, its loan ${placeholder}`;
+    else if (resting.has(address)) kind = 'resting';
+    else if (block === undefined) kind = 'in no claimed block';
+    else {
+      const uses = seen.podsOf(block.owner, block.key) > 0 ? 'a block its owner uses' : 'an idle block';
+      kind = `free in ${uses} (/${block.prefix}, ${heat(block.owner)} owner)`;
+    }
+    counts[kind] = (counts[kind] ?? 0) + 1;
+  }
+  return counts;
+}
+
+/** `freeWhere` as one line, most first. */
+export function describeWhere(where: Readonly<Record<string, number>>): string {
+  return Object.entries(where)
+    .sort((a, b) => b[1] - a[1])
+    .map(([kind, count]) => `${count} ${kind}`)
+    .join('; ');
 }
 
 function excluded(range: { readonly excluded: ReadonlyArray<readonly [bigint, bigint]> }, v: bigint): boolean {

@@ -141,6 +141,7 @@ export class Allocator {
             // What this process served and how many ADDs wait, as the range allocator knows them.
             rangeOf: (pool) => withReservations(this.#ranges.served(pool), options.reserved),
             demand: (pool) => this.#ranges.demand(pool),
+            underWay: (pool) => this.#ranges.underWay(pool),
             // Another node asking for room gets this node's empty blocks at once (give-back.ts).
             giveBack: (pool, wanted) => this.#giveBack.forRequest(pool, wanted),
             ...defined({ waitMs: options.lendWaitMs }),
@@ -169,6 +170,7 @@ export class Allocator {
       // The refusal of an ADD whose range is full, naming what fills it (here and across the cluster).
       exhaustion: new Exhaustion({ store, node, clock, reserved: options.reserved }),
       ledgers,
+      settled: (pool) => this.#lending?.settled(pool),
     });
   }
 

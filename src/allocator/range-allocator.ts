@@ -42,6 +42,8 @@ export interface RangeAllocatorOptions {
   readonly assigner: LedgerAssigner;
   readonly exhaustion: Exhaustion;
   readonly ledgers: LedgerCache;
+  /** Told when the last ADD under way in a range pool ended (lending gives idle loans back then). */
+  readonly settled?: (pool: string) => void;
 }
 
 export class RangeAllocator {
@@ -65,6 +67,11 @@ export class RangeAllocator {
     return this.#inFlight.get(pool) ?? 1;
   }
 
+  /** How many ADDs are under way in range pool `pool` (0 when none). */
+  underWay(pool: string): number {
+    return this.#inFlight.get(pool) ?? 0;
+  }
+
   /** An address in `range` for `request` (`requested` when it names one), by the usual path. */
   async allocate(range: RangeSpec, request: AllocateRequest, requested: IPAddress | undefined): Promise<Assignment> {
     this.#served.set(range.pool, range);
@@ -74,7 +81,10 @@ export class RangeAllocator {
     } finally {
       const left = (this.#inFlight.get(range.pool) ?? 1) - 1;
       if (left > 0) this.#inFlight.set(range.pool, left);
-      else this.#inFlight.delete(range.pool);
+      else {
+        this.#inFlight.delete(range.pool);
+        this.#o.settled?.(range.pool);
+      }
     }
   }
 

@@ -66,6 +66,12 @@ export interface Grant {
   readonly block?: string;
   /** Who holds the address already (migration): the requester records it as this allocation. */
   readonly holder?: Allocation;
+  /**
+   * Set by the borrower once its loan is given back for good (its loan ledger marked given back
+   * first, allocator/lending/loan-return.ts): never adopted again; its lender removes it and lets
+   * go of the placeholder at once, without the grace a grant gone unexplained waits (lender.ts).
+   */
+  readonly returned?: true;
 }
 
 /** A node's request for addresses of one range: one record per (range, node). */

@@ -10,7 +10,8 @@
  *   grant that carries a holder (a migration: `warren migrate whereabouts`) is adopted as that
  *   holder's allocation, so the pod keeps its address and its release frees it like any other;
  * - a loan ledger is used only while it is not marked given back (loan-return.ts); a grant of an
- *   address given back earlier takes the mark off again;
+ *   address given back earlier takes the mark off again once the mark is GIVEN_BACK_GRACE_MS old,
+ *   and a grant flagged given back (Grant.returned) is never adopted;
  * - the wait ends as soon as the request is answered: a grant to adopt, or `wanted` lower than this
  *   node asked (an owner gave an empty block back for it, give-back.ts `forRequest`, which block
  *   placement then claims; the only answer in a range of one-address blocks, which lend nothing);
@@ -18,23 +19,27 @@
  *   freed without the request saying so, by a lender stopped between its two writes or by the
  *   grace, is claimed then), and a wait begun after it answers false, for the caller to report the
  *   range full (POOL_EXHAUSTED); a cluster that cannot be reached is TRY_AGAIN naming it;
- * - a request no ADD waits on any more is withdrawn by lending's upkeep (`withdraw`): nothing more
- *   wanted, grants never adopted removed, so lenders do not keep addresses for an ask that is over;
+ * - a request no ADD waits on any more is withdrawn (`withdraw`: by lending's upkeep, and as the
+ *   last ADD of the range gives up, lending.ts): nothing more wanted, grants never adopted marked
+ *   and flagged given back, so lenders take the addresses back at once for an ask that is over;
  * - asking and adopting run under the range pool's lock (allocator.ts): no two borrows of one range
  *   at once; the wait for grants runs outside it (reads only), so a lending round adopting grants of
  *   the range is not held up by an ADD waiting there.
  */
 import type { Clock } from '../../core/clock.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
+import { momentOf } from '../../core/moment.ts';
 import { bitsOf, parseIP } from '../../ipam/address.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
+import type { Allocation } from '../../ipam/allocation.ts';
 import type { AddressRequest, ClusterRecords, Grant } from '../../store/cluster.ts';
 import type { AdmissionGuard, LedgerDescription, LedgerOp, LedgerSummary, Store } from '../../store/store.ts';
 import type { AllocateRequest, Decision } from '../assignment.ts';
 import type { LedgerAssigner } from '../ledger-assigner.ts';
 import type { LedgerCache } from '../ledger-cache.ts';
 import { isLoanKey } from '../../ipam/loan-key.ts';
-import { RETURNED_NETWORK, loanAddressOf, loanKey, loanSpan } from './loans.ts';
+import { RETURNED_NETWORK, loanAddressOf, loanKey, loanSpan, returnedMarkOf } from './loans.ts';
+import { GIVEN_BACK_GRACE_MS } from './lender.ts';
 import { isMigrated } from './migrated.ts';
 
 export interface BorrowerOptions {
@@ -201,42 +206,59 @@ export class Borrower {
    */
   async adopt(range: LoanRange, request: AddressRequest): Promise<number> {
     let adopted = 0;
-    for (const grant of request.grants) if (!isMigrated(grant) && (await this.#adoptOne(range, grant))) adopted += 1;
+    for (const grant of request.grants)
+      if (!isMigrated(grant) && grant.returned !== true && (await this.#adoptOne(range, grant))) adopted += 1;
     return adopted;
   }
 
   /**
    * Withdraws `request` when no ADD of this node waits in its range: grants never adopted are
-   * removed (their lenders take the addresses back, lender.ts) and nothing more is wanted, so an ask
-   * whose ADDs were served otherwise (a block given back, claimed) or gave up strands nothing. The
-   * caller holds the range pool's lock (adopting takes it too): no grant removed here was adopted.
-   * How many grants it removed; undefined when it left the request as it was.
+   * flagged given back (their lenders take the addresses back at once, take-back.ts) and nothing
+   * more is wanted, so an ask whose ADDs were served otherwise (a block given back, claimed) or gave
+   * up strands nothing. The caller holds the range pool's lock (adopting takes it too): no grant
+   * flagged here was adopted. How many grants it flagged or removed; undefined when it left the
+   * request as it was.
    */
   async withdraw(range: LoanRange, request: AddressRequest): Promise<number | undefined> {
     if ((this.#waiting.get(range.pool)?.size ?? 0) > 0) return undefined;
-    const unadopted: string[] = [];
-    for (const grant of request.grants)
-      if (!isMigrated(grant) && (await this.#unused(range, grant))) unadopted.push(grant.address);
-    if (unadopted.length === 0 && request.wanted === 0) return undefined;
-    const kept = request.grants.filter((g) => !unadopted.includes(g.address));
-    const written = await this.#o.tier.updateRequest(request, kept, 0);
-    return written === undefined ? undefined : unadopted.length;
+    const ending = new Map<Grant, 'flag' | 'remove'>();
+    for (const grant of request.grants) {
+      const what = isMigrated(grant) || grant.returned === true ? 'keep' : await this.#withdrawn(range, grant);
+      if (what !== 'keep') ending.set(grant, what);
+    }
+    if (ending.size === 0 && request.wanted === 0) return undefined;
+    const grants = request.grants.flatMap((g) => {
+      const what = ending.get(g);
+      return what === undefined ? [g] : what === 'remove' ? [] : [{ ...g, returned: true as const }];
+    });
+    const written = await this.#o.tier.updateRequest(request, grants, 0);
+    return written === undefined ? undefined : ending.size;
   }
 
   /**
-   * Whether `grant` is not adopted here: its loan ledger never written, or holding only the mark of
-   * an earlier give-back (which keeps every pick off it). An idle loan adopted is not: only its
-   * return (loan-return.ts, mark first) may remove its grant.
+   * What withdrawing does with `grant`: `flag` when it is not adopted here and its loan ledger
+   * carries a young mark (written now if the ledger never was: a lagging copy of the request
+   * showing the grant unflagged cannot have it adopted, `#markTakenOff`), `remove` when the ledger
+   * holds only an older mark (its lender keeps the placeholder for its grace), `keep` when it is
+   * adopted (an idle loan adopted goes back by loan-return.ts only, mark first).
    */
-  async #unused(range: LoanRange, grant: Grant): Promise<boolean> {
+  async #withdrawn(range: LoanRange, grant: Grant): Promise<'flag' | 'remove' | 'keep'> {
+    const { store, ledgers, node, clock } = this.#o;
     const ip = parseIP(grant.address);
-    if (ip === undefined || ip.family !== range.family) return false;
+    if (ip === undefined || ip.family !== range.family) return 'keep';
     const key = loanKey(range.pool, range.family, ip.value);
-    const read = await this.#o.store.readLedger(key);
-    if (read.kind !== 'snapshot') return false;
-    if (read.revision === 0) return true;
-    const held = await this.#o.store.list({ ledger: key });
-    return held.length === 1 && held[0]?.network === RETURNED_NETWORK;
+    const read = await store.readLedger(key);
+    if (read.kind !== 'snapshot') return 'keep';
+    if (read.revision === 0) {
+      const mark = returnedMarkOf(key, grant.address, node, momentOf(clock));
+      const describe: LedgerOp = { op: 'describe', description: loanDescription(grant.address) };
+      const result = await store.commit(key, 0, [describe, { op: 'allocate', allocation: mark }]);
+      ledgers.forget(key);
+      return result.kind === 'committed' ? 'flag' : 'keep';
+    }
+    const held = await store.list({ ledger: key });
+    if (held.length !== 1 || held[0]?.network !== RETURNED_NETWORK) return 'keep';
+    return this.#markTakenOff(held[0]) ? 'remove' : 'flag';
   }
 
   /** Adopts the migrated `grant` into its loan ledger, as its holder's allocation: whether it was. */
@@ -247,13 +269,22 @@ export class Borrower {
   /** Whether `grant` is a loan this node could adopt now (its loan ledger unused, or only marked given back). */
   async #adoptable(range: LoanRange, grant: Grant): Promise<boolean> {
     const ip = parseIP(grant.address);
-    if (isMigrated(grant) || ip === undefined || ip.family !== range.family) return false;
+    if (isMigrated(grant) || grant.returned === true || ip === undefined || ip.family !== range.family) return false;
     const key = loanKey(range.pool, range.family, ip.value);
     const read = await this.#o.store.readLedger(key);
     if (read.kind !== 'snapshot') return false;
     if (read.revision === 0 || read.allocations.length === 0) return true;
     const held = await this.#o.store.list({ ledger: key });
-    return held.length === 1 && held[0]?.network === RETURNED_NETWORK;
+    return held.length === 1 && this.#markTakenOff(held[0]);
+  }
+
+  /**
+   * Whether a grant may take `mark` (a give-back's, loans.ts) off its loan ledger: once it is
+   * GIVEN_BACK_GRACE_MS old. A younger one may be of a grant flagged given back that a copy of the
+   * request lagging behind still shows unflagged, whose lender may have let go of the address.
+   */
+  #markTakenOff(mark: Allocation | undefined): boolean {
+    return mark?.network === RETURNED_NETWORK && this.#o.clock.now() - mark.createdAt >= GIVEN_BACK_GRACE_MS;
   }
 
   async #adoptOne(range: LoanRange, grant: Grant): Promise<boolean> {
@@ -275,7 +306,7 @@ export class Borrower {
       // In use, unless all it holds is the mark of an earlier give-back: granted again, it is taken off.
       const held = await store.list({ ledger: key });
       const mark = held.find((a) => a.network === RETURNED_NETWORK);
-      if (mark === undefined || held.length > 1) return false;
+      if (mark === undefined || held.length > 1 || !this.#markTakenOff(mark)) return false;
       ops.push({ op: 'release', address: mark.address });
     }
     if (ops.length === 0) return false;

@@ -13,10 +13,11 @@
  *   crash between placeholder and grant) is released once it has been missing for `graceMs` on the
  *   monotonic clock, so nothing stays lent for ever, and never sooner, so an answer under way (its
  *   placeholder committed, its grant not yet written) is not undone; one whose grant this process
- *   saw and that is gone since (a loan given back) after GIVEN_BACK_GRACE_MS when that is shorter:
- *   three of the borrower's upkeep intervals, in which its loan check (loan-check.ts) writes back a
- *   grant someone else removed while the loan is in use, so the address is not stranded for the
- *   whole grace (issue 36); a placeholder is never released while its borrower publishes it in use;
+ *   saw or wrote and that is gone since (a loan given back, an ask withdrawn) after
+ *   GIVEN_BACK_GRACE_MS when that is shorter: three of the borrower's upkeep intervals, in which
+ *   its loan check (loan-check.ts) writes back a grant someone else removed while the loan is in
+ *   use, so the address is not stranded for the whole grace (issue 36); a placeholder is never
+ *   released while its borrower publishes it in use;
  * - an address a migration recorded (grant lender `whereabouts`) in a block of this node is held as
  *   a placeholder like a loan of this node's: the node takes over as its lender; one granted to
  *   this node itself is left to adopting (migrated.ts), which records it as its pod's allocation;
@@ -44,6 +45,7 @@ import type { LedgerCache } from '../ledger-cache.ts';
 import { type GrantChoice, type LendableBlock, chooseGrants } from './grant-policy.ts';
 import { loanUser, userOf } from './loan-check.ts';
 import { LENT_NETWORK, MIGRATION_LENDER, loanAddressOf, placeholderOf } from './loans.ts';
+import { releasePlaceholders, takeBack } from './take-back.ts';
 
 /** How long a placeholder whose grant was seen is kept once the grant is gone (see the header). */
 export const GIVEN_BACK_GRACE_MS = 30_000;
@@ -73,10 +75,7 @@ export interface LendReport {
 }
 
 /** One of this node's blocks as lending reads it. */
-interface OwnBlock extends LendableBlock {
-  readonly revision: number;
-  readonly family: 4 | 6;
-}
+type OwnBlock = LendableBlock & { readonly revision: number; readonly family: 4 | 6 };
 
 export class Lender {
   readonly #o: LenderOptions;
@@ -84,18 +83,22 @@ export class Lender {
   readonly #missingSince = new Map<string, number>();
   /** Placeholders kept for a loan in use whose grant is gone, already said (`pool address`). */
   readonly #told = new Set<string>();
-  /** Placeholders this process saw granted (`pool address`): their grant gone is a loan given back. */
+  /** Placeholders this process saw (or wrote) granted, `pool address`: their grant gone is a loan given back. */
   readonly #grantSeen = new Set<string>();
 
   constructor(options: LenderOptions) {
     this.#o = options;
   }
 
-  /** Answers the open requests, holds migrated addresses, releases orphaned placeholders. */
-  /** `migrated`: the requests holding grants of a migration (lender `whereabouts`), as just read. */
+  /**
+   * Releases orphaned placeholders and holds migrated addresses, then answers the open requests.
+   * `migrated`: the requests holding grants of a migration (lender `whereabouts`), as just read.
+   */
   async run(graceMs: number, migrated: readonly AddressRequest[]): Promise<LendReport> {
     const lent: string[] = [];
     const errors: string[] = [];
+    // Placeholders whose grant is gone first: what they free is lent in this same round.
+    const { released, kept } = await this.#tidy(graceMs, migrated, errors);
     // Only the ranges this node owns blocks of, one reading each (of a watch's copy, while one is
     // open: watched-requests.ts): what it reads grows with its blocks.
     for (const pool of await this.ownRanges()) {
@@ -103,7 +106,6 @@ export class Lender {
       lent.push(...answered.lent);
       errors.push(...answered.errors);
     }
-    const { released, kept } = await this.#tidy(graceMs, migrated, errors);
     return { lent, released, kept, errors };
   }
 
@@ -150,9 +152,11 @@ export class Lender {
       written = await this.#o.tier.updateRequest(request, [...request.grants, ...grants], wanted);
     } finally {
       // Lost or failed: the placeholders go now, not after the grace (the tidy-up is the fallback).
-      if (written === undefined) await this.#releasePlaceholders(request.pool, held);
+      if (written === undefined) await releasePlaceholders(this.#o, request.pool, held);
     }
     if (written === undefined && room.addresses > 0) await this.#tellRoom(request, room.addresses);
+    // Written is seen: withdrawn before a tidy-up read it, its placeholder goes after GIVEN_BACK_GRACE_MS.
+    if (written !== undefined) for (const g of held) this.#grantSeen.add(`${g.block} ${g.text}`);
     // A block given back stays given back (free to claim) whether or not the request said so.
     return written === undefined ? given : [...given, ...held.map((g) => `${g.text} → ${request.node}`)];
   }
@@ -225,19 +229,9 @@ export class Lender {
     return held;
   }
 
-  async #releasePlaceholders(pool: string, held: ReadonlyArray<{ block: string; text: string }>): Promise<void> {
-    const { store, ledgers, locks } = this.#o;
-    await locks.run(pool, async () => {
-      for (const block of new Set(held.map((h) => h.block))) {
-        const read = await store.readLedger(block);
-        if (read.kind !== 'snapshot') continue;
-        const ops: LedgerOp[] = held
-          .filter((h) => h.block === block && read.allocations.includes(h.text))
-          .map((h) => ({ op: 'release', address: h.text }));
-        if (ops.length > 0) await store.commit(block, read.revision, ops);
-        ledgers.forget(block);
-      }
-    });
+  /** Takes back the grants their borrowers flagged given back, placeholders released at once (take-back.ts). */
+  takeBack(requests: readonly AddressRequest[]): Promise<string[]> {
+    return takeBack(this.#o, requests);
   }
 
   /**
@@ -255,7 +249,12 @@ export class Lender {
     // Grants of this node are read only while it holds placeholders (a lender's own records say so).
     const placeholders = await store.list({ network: LENT_NETWORK });
     const lentBy: Array<[string, readonly AddressRequest[]]> = [[MIGRATION_LENDER, requests]];
-    if (placeholders.length > 0) lentBy.push([node, await tier.requestsLentBy(node)]);
+    const released: string[] = [];
+    if (placeholders.length > 0) {
+      const mine = await tier.requestsLentBy(node);
+      released.push(...(await this.takeBack(mine)));
+      lentBy.push([node, mine]);
+    }
     for (const [lender, lent] of lentBy)
       for (const request of lent)
         for (const grant of request.grants) {
@@ -265,7 +264,6 @@ export class Lender {
         }
     await this.#holdMigrated(migrated, errors);
     const now = clock.monotonic();
-    const released: string[] = [];
     const kept: string[] = [];
     const seen = new Set<string>();
     for (const placeholder of placeholders) {
@@ -297,7 +295,7 @@ export class Lender {
           this.#told.add(id);
           continue;
         }
-        await this.#releasePlaceholders(rangePoolOfKey(placeholder.pool), [
+        await releasePlaceholders(this.#o, rangePoolOfKey(placeholder.pool), [
           { block: placeholder.pool, text: placeholder.address },
         ]);
         released.push(`${placeholder.address} (lent to ${placeholder.containerID})`);

@@ -18,17 +18,18 @@
  * - loans.ts: the records of a loan on both sides.
  *
  * Guarantee of the whole: an address is held by at most one node's store at a time, as handed out
- * or lendable: the lender holds a placeholder for as long as the grant exists (written before it,
- * released only after it is gone for a grace), and the borrower hands out only addresses whose grant
- * it adopted and stops (marks the loan given back) before removing the grant.
+ * or lendable: the lender holds a placeholder for as long as the grant exists (written before it;
+ * released after the grant is gone for a grace, or at once once the borrower flagged it given back,
+ * take-back.ts), and the borrower hands out only addresses whose grant it adopted and marks a loan
+ * given back before it flags or removes its grant.
  *
  * Every address usable (issue 36): an owner asked gives back its empty blocks no larger than what
  * is wanted at once (give-back.ts `forRequest`), then lends from the rest, whatever the block size;
- * the asker's wait ends on the answer and it claims or adopts. A free address is out of reach of a
- * node that asks only while it is: an idle loan (its borrower's alone, until the return grace), a
- * placeholder whose grant is gone (until the orphan grace), an address resting after its release,
- * or in a block whose owner cannot be reached. Free addresses in blocks of nodes that use them are
- * not stranded: they are lent when asked for; an idle node's empty blocks go back after the grace.
+ * the asker's wait ends on the answer and it claims or adopts. A loan goes back as soon as it is
+ * idle while another node asks in its range, and an ask as its last ADD gives up; what is given
+ * back is taken back at once. A free address is out of reach of a node that asks only while it is
+ * resting after its release, held by a placeholder whose grant went unexplained (a grace), or in a
+ * block whose owner cannot be reached, or does not use it but lends from it (kept whole).
  */
 import type { Clock } from '../../core/clock.ts';
 import { defined } from '../../core/defined.ts';
@@ -43,7 +44,7 @@ import type { AllocateRequest, Decision } from '../assignment.ts';
 import type { RoomGiven } from '../give-back.ts';
 import type { LedgerAssigner } from '../ledger-assigner.ts';
 import type { LedgerCache } from '../ledger-cache.ts';
-import { Borrower } from './borrower.ts';
+import { Borrower, type LoanRange } from './borrower.ts';
 import { Lender } from './lender.ts';
 import { LoanCheck } from './loan-check.ts';
 import { LoanReturn } from './loan-return.ts';
@@ -68,10 +69,14 @@ export interface LendingOptions {
   readonly waitMs?: number;
   /** ADDs under way in a range pool: how many addresses to ask for at once. */
   readonly demand: (pool: string) => number;
+  /** ADDs under way in a range pool (0 when none): its idle loans are kept for them. */
+  readonly underWay?: (pool: string) => number;
   /** Gives back at once this node's empty blocks of a range another node asks for (give-back.ts). */
   readonly giveBack?: ((pool: string, wanted: number) => Promise<RoomGiven>) | undefined;
 }
 
+/** Told what an answer lent and what failed. */
+type Report = (lent: readonly string[], errors: readonly string[]) => void;
 export interface LendingReport {
   readonly lent: string[];
   readonly released: string[];
@@ -93,14 +98,17 @@ export class Lending {
   readonly #check: LoanCheck;
   /** The cluster's records, the requests read from watches while prompt lending runs. */
   readonly #requests: WatchedRequests;
-  /**
-   * The requests holding a migration's grants, as last read (each upkeep run reads them): a claim
-   * looks here, so claiming a block costs no request more; read at the first claim after a start.
-   */
+  /** A migration's grants as last read (each run reads them; a claim looks here, at no request). */
   #migrated: readonly AddressRequest[] | undefined;
   readonly #migratedAddresses: MigratedAddresses;
   /** Migrated addresses whose adoption was refused, already reported (`pool address`). */
   readonly #refused = new Set<string>();
+  /** Range pools this node held idle loans of at the last round: their open requests are watched too. */
+  #idleLoansIn: readonly string[] = [];
+  /** Whether a pass giving idle loans back as another node asks is under way. */
+  #givingBack = false;
+  /** Where prompt lending reports (set while it runs). */
+  #report: Report | undefined;
 
   constructor(options: LendingOptions) {
     this.#o = options;
@@ -108,16 +116,8 @@ export class Lending {
     // Every part reads the requests through the watches while they are open (watched-requests.ts).
     const tier = new WatchedRequests(options.tier, node);
     this.#requests = tier;
-    this.#borrower = new Borrower({
-      store,
-      tier,
-      node,
-      clock,
-      ledgers,
-      assigner,
-      demand,
-      ...defined({ waitMs: options.waitMs }),
-    });
+    const waitMs = defined({ waitMs: options.waitMs });
+    this.#borrower = new Borrower({ store, tier, node, clock, ledgers, assigner, demand, ...waitMs });
     this.#lender = new Lender({ store, tier, node, clock, ledgers, locks, rangeOf, giveBack: options.giveBack });
     this.#return = new LoanReturn({ store, tier, node, clock, ledgers, locks });
     this.#check = new LoanCheck({ store, tier, node, locks, rangeOf });
@@ -135,12 +135,38 @@ export class Lending {
    * them (prompt-lending.ts): `report` is told what an answer lent and what failed. False when
    * `signal` already aborted: the upkeep's rounds and the borrower's polls alone, as before.
    */
-  promptly(signal: AbortSignal, report: (lent: readonly string[], errors: readonly string[]) => void): boolean {
+  promptly(signal: AbortSignal, report: Report): boolean {
     const { node, clock } = this.#o;
     const requests = this.#requests;
-    return new PromptLending({ requests, node, clock, lender: this.#lender, borrower: this.#borrower, report }).start(
-      signal,
-    );
+    this.#report = report;
+    const asked = (pool: string) => this.#giveBackIdle(pool, report);
+    // This node's request changed: a flag of a loan given back whose write lost is written again.
+    const changed = (pool: string) => {
+      this.#return.flagPending(pool).catch((error: unknown) => report([], [`giving loans back: ${messageOf(error)}`]));
+    };
+    const [lender, borrower] = [this.#lender, this.#borrower];
+    return new PromptLending({ requests, node, clock, lender, borrower, report, asked, changed }).start(signal);
+  }
+
+  /**
+   * The last ADD of range `pool` here ended: while another node asks in it, the idle loans go back
+   * now (an ask told while ADDs were under way here let them be, for those ADDs).
+   */
+  settled(pool: string): void {
+    if (this.#report !== undefined && this.#requests.askedElsewhere(pool)) this.#giveBackIdle(pool, this.#report, true);
+  }
+
+  /** Gives back at once this node's idle loans of `pool`, which another node asks in (one pass at a time). */
+  #giveBackIdle(pool: string, report: Report, anyway = false): void {
+    if (!(anyway || this.#idleLoansIn.includes(pool)) || this.#givingBack || this.#underWay(pool) > 0) return;
+    this.#givingBack = true;
+    this.#return
+      .run(Number.POSITIVE_INFINITY, (p) => p === pool)
+      .then((r) => report([], r.errors))
+      .catch((error: unknown) => report([], [`giving loans of ${pool} back: ${messageOf(error)}`]))
+      .finally(() => {
+        this.#givingBack = false;
+      });
   }
 
   /**
@@ -151,7 +177,26 @@ export class Lending {
     // Blocks of one address are never lent (loans.ts), but asked, their owners give empty ones back
     // at once (lender.ts): the wait ends when the request says so, and placement claims the block.
     if ((await this.#borrower.ask(range)) > 0) return { kind: 'conflict' };
-    return { kind: 'conflict', wait: (since) => this.#borrower.waitForGrants(range, since) };
+    const wait = async (since: number): Promise<boolean> => {
+      if (await this.#borrower.waitForGrants(range, since)) return true;
+      // The last ADD of the range here gives up: the ask is withdrawn now, not at the next upkeep
+      // round, so no lender grants an address to a node where no ADD waits for it.
+      if (this.#underWay(range.pool) <= 1) await this.#withdraw(range).catch(() => undefined);
+      return false;
+    };
+    return { kind: 'conflict', wait };
+  }
+
+  #underWay(pool: string): number {
+    return this.#o.underWay?.(pool) ?? 0;
+  }
+
+  /** Withdraws this node's request of `range` (borrower.ts `withdraw`), under the range pool's lock. */
+  async #withdraw(range: LoanRange): Promise<void> {
+    await this.#o.locks.run(range.pool, async () => {
+      const request = await this.#requests.requestOf(range.pool, this.#o.node);
+      if (request !== undefined) await this.#borrower.withdraw(range, request);
+    });
   }
 
   /**
@@ -185,7 +230,7 @@ export class Lending {
   /**
    * One round of lending's upkeep: adopts migrated addresses granted to this node, answers other
    * nodes' requests and tidies placeholders up (`orphanGraceMs`), gives back loans idle for
-   * `returnGraceMs`, and checks the grants of loans in use (loan-check.ts).
+   * `returnGraceMs` (at once where another node asks), and checks the grants of loans in use (loan-check.ts).
    */
   async run(o: { readonly returnGraceMs: number; readonly orphanGraceMs: number }): Promise<LendingReport> {
     const errors: string[] = [];
@@ -197,15 +242,19 @@ export class Lending {
     }
     const adopted = migrated === undefined ? 0 : await this.#adoptMigrated(migrated, errors);
     await this.#withdrawIdle(errors);
-    this.#requests.cover(await this.#lender.ownRanges());
+    const own = await this.#lender.ownRanges();
+    this.#requests.cover([...own, ...this.#idleLoansIn]);
     const lending = await this.#lender.run(o.orphanGraceMs, migrated ?? []).catch((error: unknown) => {
       errors.push(`lending: ${messageOf(error)}`);
       return { lent: [], released: [], kept: [], errors: [] };
     });
-    const returning = await this.#return.run(o.returnGraceMs).catch((error: unknown) => {
+    const asked = (pool: string) => this.#requests.askedElsewhere(pool) && this.#underWay(pool) === 0;
+    const returning = await this.#return.run(o.returnGraceMs, asked).catch((error: unknown) => {
       errors.push(`giving loans back: ${messageOf(error)}`);
-      return { returned: [], errors: [] };
+      return { returned: [], idleIn: [], errors: [] };
     });
+    this.#idleLoansIn = returning.idleIn;
+    this.#requests.cover([...own, ...this.#idleLoansIn]); // watched from now, not from the next round
     const checked = await this.#check.run().catch((error: unknown) => {
       errors.push(`checking the grants of loans in use: ${messageOf(error)}`);
       return { restored: [], errors: [] };

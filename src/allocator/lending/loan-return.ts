@@ -1,16 +1,21 @@
 /**
  * Giving lent addresses back: a loan ledger (loans.ts) that has held no allocation for a grace is
- * marked given back in this node's store, then its grant is removed from this node's request, so
- * its lender releases the placeholder (lender.ts) and can use the address again. Run periodically
- * (allocator.ts `lend`).
+ * marked given back in this node's store, then its grant is flagged given back in this node's
+ * request (Grant.returned), so its lender takes it back and releases the placeholder at once
+ * (lender.ts `takeBack`) and can use the address again. Run periodically
+ * (allocator.ts `lend`). In a range another node asks for addresses of (an open request), an idle
+ * loan goes back without waiting for the grace (issue 36: a free address out of reach of the asker
+ * for the whole 300 s grace was a refusal while the range had room).
  *
  * Guarantees:
  * - the mark is committed at the revision at which the pool was read empty, under the range pool's
- *   lock, before the grant is removed: no ADD of this node can take the address after its grant is
- *   gone (an allocation that landed first keeps the loan);
+ *   lock, before the grant is flagged: no ADD of this node can take the address after (an
+ *   allocation that landed first keeps the loan), nor a grant take the mark off before it is
+ *   GIVEN_BACK_GRACE_MS old (borrower.ts: a copy of the request lagging behind may still show the
+ *   grant unflagged while its lender lets go of the address);
  * - a rest that is over counts as empty (rests end only when a pick passes them, and nothing picks
  *   in an idle loan ledger); one still running keeps the loan;
- * - a removal that lost (the request changed) is tried again on the next run; a failure for one
+ * - a flag that lost (the request changed) is tried again on the next run; a failure for one
  *   loan is reported and the others are still tried.
  */
 import type { Clock } from '../../core/clock.ts';
@@ -21,10 +26,10 @@ import { formatIP } from '../../ipam/address.ts';
 import { isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
 import { isLoanKey } from '../../ipam/loan-key.ts';
 import { parsePoolKey } from '../../ipam/pool-key.ts';
-import type { ClusterRecords } from '../../store/cluster.ts';
+import type { ClusterRecords, Grant } from '../../store/cluster.ts';
 import type { LedgerOp, Store } from '../../store/store.ts';
 import { type LedgerCache, restEnd } from '../ledger-cache.ts';
-import { RETURNED_NETWORK, loanAddressOf, returnedMarkOf } from './loans.ts';
+import { MIGRATION_LENDER, RETURNED_NETWORK, loanAddressOf, returnedMarkOf } from './loans.ts';
 
 export interface LoanReturnOptions {
   readonly store: Store;
@@ -37,6 +42,8 @@ export interface LoanReturnOptions {
 
 export interface LoansReturned {
   readonly returned: string[];
+  /** The range pools this node holds idle loans of, still to go back (their open requests are worth a watch). */
+  readonly idleIn: string[];
   readonly errors: string[];
 }
 
@@ -56,12 +63,17 @@ export class LoanReturn {
     this.#o = options;
   }
 
-  async run(graceMs: number): Promise<LoansReturned> {
+  /**
+   * Gives back loans idle for `graceMs`, at once in a range another node asks for addresses of
+   * (`asked`): an idle loan is of no use here, and its lender can lend it to the asker.
+   */
+  async run(graceMs: number, asked: (pool: string) => boolean = () => false): Promise<LoansReturned> {
     const { store, clock } = this.#o;
     const returned: string[] = [];
     const errors: string[] = [];
     const now = clock.monotonic();
     const seen = new Set<string>();
+    const idleIn = new Set<string>();
     if (!this.#recovered) {
       for (const mark of await store.list({ network: RETURNED_NETWORK }))
         this.#addPending(rangePoolOfKey(mark.pool), mark.address);
@@ -81,7 +93,10 @@ export class LoanReturn {
       seen.add(summary.ledger);
       const since = this.#idleSince.get(summary.ledger);
       if (since === undefined) this.#idleSince.set(summary.ledger, now);
-      if ((since ?? now) + graceMs > now) continue;
+      if ((since ?? now) + (asked(range.pool) ? 0 : graceMs) > now) {
+        idleIn.add(range.pool);
+        continue;
+      }
       try {
         const address = await this.#mark(summary.ledger);
         if (address !== undefined) {
@@ -95,15 +110,25 @@ export class LoanReturn {
     for (const key of this.#idleSince.keys()) if (!seen.has(key)) this.#idleSince.delete(key);
     for (const [pool, addresses] of this.#pending) {
       try {
-        if (await this.#removeGrants(pool, addresses)) {
-          returned.push(...addresses);
-          this.#pending.delete(pool);
-        }
+        returned.push(...(await this.flagPending(pool)));
       } catch (error) {
         errors.push(`giving back ${[...addresses].join(', ')} of ${pool}: ${messageOf(error)}`);
       }
     }
-    return { returned, errors };
+    return { returned, idleIn: [...idleIn], errors };
+  }
+
+  /**
+   * Flags the grants of this node's loans of `pool` marked given back and not flagged yet (`run`
+   * does too; lending calls this as its request changes, for a flag whose write lost). What it flagged.
+   */
+  async flagPending(pool: string): Promise<string[]> {
+    const pending = this.#pending.get(pool);
+    const addresses = [...(pending ?? [])];
+    if (pending === undefined || !(await this.#flagGrants(pool, new Set(addresses)))) return [];
+    for (const address of addresses) pending.delete(address); // marked meanwhile: left for the next call
+    if (pending.size === 0) this.#pending.delete(pool);
+    return addresses;
   }
 
   #addPending(pool: string, address: string): void {
@@ -133,12 +158,12 @@ export class LoanReturn {
   }
 
   /**
-   * Removes from this node's request the grants of `addresses` whose loan ledger still carries the
-   * mark (a grant of the address since took it off: that loan is in use again). Under the range
+   * Flags given back, in this node's request, the grants of `addresses` whose loan ledger still
+   * carries the mark (a grant of the address since took it off: that loan is in use again). Under the range
    * pool's lock, so no borrow takes a mark off between the look and the removal. False when the
    * write lost.
    */
-  async #removeGrants(pool: string, addresses: ReadonlySet<string>): Promise<boolean> {
+  async #flagGrants(pool: string, addresses: ReadonlySet<string>): Promise<boolean> {
     const { tier, node, store, locks } = this.#o;
     return locks.run(pool, async () => {
       const marked = new Set(
@@ -147,9 +172,14 @@ export class LoanReturn {
           .map((a) => a.address),
       );
       const request = await tier.requestOf(pool, node);
-      if (request === undefined || !request.grants.some((g) => marked.has(g.address))) return true;
-      const kept = request.grants.filter((g) => !marked.has(g.address));
-      return (await tier.updateRequest(request, kept, request.wanted)) !== undefined;
+      const ending = (g: Grant) => marked.has(g.address) && g.returned !== true;
+      if (request === undefined || !request.grants.some(ending)) return true;
+      // A node's grant is flagged given back, for its lender to take back at once (lender.ts
+      // `takeBack`); a migration's, which no node takes back, is removed.
+      const grants = request.grants.flatMap((g) =>
+        !ending(g) ? [g] : g.lender === MIGRATION_LENDER ? [] : [{ ...g, returned: true as const }],
+      );
+      return (await tier.updateRequest(request, grants, request.wanted)) !== undefined;
     });
   }
 }

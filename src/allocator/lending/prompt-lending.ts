@@ -17,6 +17,9 @@
  *   told meanwhile answered together after it; each answer waits a random moment (0 to JITTER_MS),
  *   so that of the lenders told one request, the first to grant tells the others (its write is a
  *   change too) and they drop it rather than all writing and all but one losing;
+ * - a loan its borrower flagged given back is taken back as told (take-back.ts), and what that
+ *   frees is lent to the range's open requests at once; another node asking tells the borrowing
+ *   side (`asked`), which gives its idle loans of that range back (loan-return.ts);
  * - stops when `signal` aborts: no answer starts after, the tier is no longer listened to.
  */
 import type { Clock } from '../../core/clock.ts';
@@ -37,6 +40,10 @@ export interface PromptLendingOptions {
   readonly borrower: Borrower;
   /** Told what an answer lent, and what failed. */
   readonly report: (lent: readonly string[], errors: readonly string[]) => void;
+  /** Told that another node asks for addresses of a range (its idle loans there go back: loan-return.ts). */
+  readonly asked?: (pool: string) => void;
+  /** Told that this node's request of a range changed (a loan given back whose flag lost is flagged again). */
+  readonly changed?: (pool: string) => void;
   /** The random moment before an answer, ms (tests: 0). */
   readonly jitter?: () => number;
 }
@@ -74,8 +81,13 @@ export class PromptLending {
     if (this.#stopped) return;
     if (request.node === this.#o.node) {
       if (!gone) this.#o.borrower.hint(request);
+      if (!gone) this.#o.changed?.(request.pool);
       return;
     }
+    // A loan of this node's given back: taken back at once, and what it frees lent to who asks.
+    if (!gone && request.grants.some((g) => g.returned === true && g.lender === this.#o.node)) this.#takeBack(request);
+    // Another node asks: an idle loan of this node's in the range is of more use there.
+    if (!gone && request.wanted > 0) this.#o.asked?.(request.pool);
     const told = this.#told.get(request.pool) ?? new Map<string, AddressRequest>();
     // The latest word on a request: answered elsewhere (nothing wanted, or no longer open) means nothing to do here.
     if (request.wanted > 0 && !gone) told.set(request.node, request);
@@ -86,6 +98,16 @@ export class PromptLending {
     }
     this.#told.set(request.pool, told);
     this.#schedule(request.pool);
+  }
+
+  #takeBack(request: AddressRequest): void {
+    const { lender, requests, report } = this.#o;
+    const answer = async () => {
+      if ((await lender.takeBack([request])).length === 0 || this.#stopped) return;
+      const { lent, errors } = await lender.answer(await requests.openRequests(request.pool));
+      report(lent, errors);
+    };
+    answer().catch((error: unknown) => report([], [`taking back loans given back in ${request.pool}: ${error}`]));
   }
 
   #schedule(pool: string): void {

@@ -3,8 +3,9 @@
  * requests it reads periodically served from watches of what this node needs instead of listings
  * (issue 36: an idle agent makes no periodic LIST). While open (`open`, prompt-lending.ts), it keeps
  * four views (ClusterRecords.watchRequests):
- * - the open requests of the ranges this node holds blocks of (`cover`: the lender's round sets
- *   them, a claim adds its range at once), which the lender answers (lender.ts);
+ * - the open requests of the ranges this node holds blocks or idle loans of (`cover`: lending's
+ *   round sets them, a claim adds its range at once), which the lender answers (lender.ts) and
+ *   which send idle loans back at once (loan-return.ts, `askedElsewhere`);
  * - the requests lent to by this node, whose grants keep its placeholders (lender.ts tidy-up);
  * - the requests lent to by a migration (`whereabouts`), what migrated.ts adopts and holds;
  * - this node's own requests, which its borrower waits on, checks (loan-check.ts) and gives back
@@ -17,8 +18,9 @@
  *   what a reading answers is never less than what the cluster held when the view was last told;
  * - the open requests' view follows the ranges covered: opened again (one listing) only when the
  *   set changes, none while this node holds no block;
- * - `open`'s listener is told each change of this node's requests and of the open requests of the
- *   ranges covered, as the watches tell them (store/cluster.ts RequestChange);
+ * - `open`'s listener is told each change of this node's requests, of the requests lent to by
+ *   this node and of the open requests of the ranges covered, as the watches tell them
+ *   (store/cluster.ts RequestChange);
  * - once the signal aborts, every view is closed and nothing more is told.
  */
 import type {
@@ -63,7 +65,7 @@ export class WatchedRequests implements ClusterRecords {
     const node = this.#node;
     this.#views = {
       own: this.#tier.watchRequests({ node }, listener),
-      lent: this.#tier.watchRequests({ lentBy: node }),
+      lent: this.#tier.watchRequests({ lentBy: node }, listener),
       migrated: this.#tier.watchRequests({ lentBy: MIGRATION_LENDER }),
       open: { pools: this.#pools, view: this.#tier.watchRequests({ open: [...this.#pools] }, listener) },
       tell: listener,
@@ -108,6 +110,15 @@ export class WatchedRequests implements ClusterRecords {
     else if (scope.lentBy === this.#node) view = views.lent;
     else if (scope.lentBy === MIGRATION_LENDER) view = views.migrated;
     return view?.synced === true ? view : undefined;
+  }
+
+  /**
+   * Whether another node asks for addresses of `pool` now, as the open requests' view has it; false
+   * when no synced view covers `pool` (a reading that costs no request).
+   */
+  askedElsewhere(pool: string): boolean {
+    const view = this.#served({ open: [pool] });
+    return view?.values().some((r) => r.pool === pool && r.node !== this.#node && r.wanted > 0) ?? false;
   }
 
   async openRequests(pool?: string): Promise<AddressRequest[]> {

@@ -267,6 +267,7 @@ function grantEntry(g: Grant): Record<string, unknown> {
     address: g.address,
     lender: g.lender,
     ...defined({ block: g.block }),
+    ...(g.returned === true ? { returned: true } : {}),
     ...(h === undefined
       ? {}
       : {
@@ -310,6 +311,7 @@ function grantOf(entry: unknown, pool: string, node: string): Grant | undefined 
     address: entry.address,
     lender: entry.lender,
     ...(str(entry.block) ? { block: entry.block } : {}),
+    ...(entry.returned === true ? { returned: true as const } : {}),
     ...defined({ holder }),
   };
 }

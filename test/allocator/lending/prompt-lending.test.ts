@@ -14,7 +14,7 @@ import { LENT_NETWORK } from '../../../src/allocator/lending/loans.ts';
 import { JITTER_MS } from '../../../src/allocator/lending/prompt-lending.ts';
 import { quiet } from '../../helpers/event-loop.ts';
 import { owner, rangesOf } from '../../store/tiered/nodes.ts';
-import { LendingCluster, STEP_MS } from './lending-nodes.ts';
+import { LendingCluster, STEP_MS, WAIT_MS } from './lending-nodes.ts';
 
 const clusters: LendingCluster[] = [];
 const aborts: AbortController[] = [];
@@ -126,6 +126,87 @@ describe('prompt lending: answered as asked, adopted as granted', () => {
     c.clock.advance(GIVEN_BACK_GRACE_MS);
     await c.lendAll({ returnGraceMs: 3_600_000, orphanGraceMs: 3_600_000 });
     assert.deepEqual(await c.node('w1').store.list({ network: LENT_NETWORK }), [], 'the lender has them back');
+    assert.deepEqual(errors, []);
+    await c.assertNoDuplicate(POOL);
+  });
+});
+
+describe('prompt lending: what an asker needs is not kept where no pod uses it (issue 36)', () => {
+  it('withdraws the ask as the last ADD waiting in the range gives up, not at the next lending round', async () => {
+    const { c, errors } = prompt(['g1', 'g2']);
+    for (let i = 0; i < 14; i++) await c.node('g1').allocator.allocate({ owner: owner(`a${i}`), ranges: SMALL });
+    const add = c.node('g2').allocator.allocate({ owner: owner('b0'), ranges: SMALL });
+    add.catch(() => {});
+    await quiet();
+    assert.equal((await c.tier.requestOf(POOL, 'g2'))?.wanted, 1, 'asked');
+    for (let waited = 0; waited <= WAIT_MS; waited += STEP_MS) {
+      c.clock.advance(STEP_MS);
+      await quiet();
+    }
+    await assert.rejects(add, { code: 'POOL_EXHAUSTED' });
+    // No lending round ran: a lender told of the request later grants nothing to a node no ADD waits on.
+    assert.equal((await c.tier.requestOf(POOL, 'g2'))?.wanted, 0, 'withdrawn as the ADD gave up');
+    assert.deepEqual(errors, []);
+  });
+
+  it('takes back at once the grants of an ask withdrawn, never adopted: flagged given back, not removed', async () => {
+    const { c, errors } = prompt(['h1', 'h2']);
+    await c.node('h1').allocator.allocate({ owner: owner('a0'), ranges: SMALL });
+    await c.node('h2').allocator.allocate({ owner: owner('x'), ranges: rangesOf({ range: '10.21.0.0/24' }) });
+    await c.tier.ask(POOL, 'h2', 2);
+    await quiet();
+    c.clock.advance(JITTER_MS);
+    await quiet();
+    assert.equal((await c.tier.requestOf(POOL, 'h2'))?.grants.length, 2, 'granted as told, never adopted');
+    // h2's round withdraws the ask: h1, told, takes the grants back with the clock standing still.
+    const hour = { returnGraceMs: 3_600_000, orphanGraceMs: 3_600_000 };
+    assert.deepEqual((await c.node('h2').allocator.lend(hour)).errors, []);
+    await quiet();
+    assert.deepEqual((await c.tier.requestOf(POOL, 'h2'))?.grants, []);
+    assert.deepEqual(await c.node('h1').store.list({ network: LENT_NETWORK }), [], 'not kept for any grace');
+    assert.deepEqual(errors, []);
+    await c.assertNoDuplicate(POOL);
+  });
+
+  it('frees a placeholder whose grant it wrote and someone else removed unread after GIVEN_BACK_GRACE_MS', async () => {
+    const { c, errors } = prompt(['h3', 'h4']);
+    await c.node('h3').allocator.allocate({ owner: owner('a0'), ranges: SMALL });
+    await c.node('h4').allocator.allocate({ owner: owner('x'), ranges: rangesOf({ range: '10.21.0.0/24' }) });
+    await c.tier.ask(POOL, 'h4', 2);
+    await quiet();
+    c.clock.advance(JITTER_MS);
+    await quiet();
+    assert.equal((await c.tier.requestOf(POOL, 'h4'))?.grants.length, 2, 'granted as told, never adopted');
+    c.tier.deleteRequest(POOL, 'h4'); // before any round of h3 read the grants it wrote
+    await quiet();
+    const hour = { returnGraceMs: 3_600_000, orphanGraceMs: 3_600_000 };
+    await c.node('h3').allocator.lend(hour);
+    c.clock.advance(GIVEN_BACK_GRACE_MS - 1);
+    await c.node('h3').allocator.lend(hour);
+    assert.equal((await c.node('h3').store.list({ network: LENT_NETWORK })).length, 2, 'released too soon');
+    c.clock.advance(1);
+    await c.node('h3').allocator.lend(hour);
+    assert.deepEqual(await c.node('h3').store.list({ network: LENT_NETWORK }), [], 'not kept for the whole grace');
+    assert.deepEqual(errors, []);
+    await c.assertNoDuplicate(POOL);
+  });
+
+  it('gives an idle loan back at once when another node asks in its range, not after the grace', async () => {
+    const { c, errors } = prompt(['k1', 'k2', 'k3']);
+    await c.node('k1').allocator.allocate({ owner: owner('a0'), ranges: SMALL });
+    const { value } = await promptly(c, c.node('k2').allocator.allocate({ owner: owner('b0'), ranges: SMALL }));
+    assert.match(value[0]?.allocation.pool ?? '', /#10\.19\.0\.\d+\/32$/, 'k2 borrowed');
+    // k1 fills the rest of its block: it has nothing more to lend.
+    for (let i = 1; i < 13; i++) await c.node('k1').allocator.allocate({ owner: owner(`a${i}`), ranges: SMALL });
+    await c.node('k2').allocator.release(owner('b0'));
+    const hour = { returnGraceMs: 3_600_000, orphanGraceMs: 3_600_000 };
+    await c.lendAll(hour); // k2's loan is idle; its range's open requests are watched from now on
+    await c.node('k3').allocator.allocate({ owner: owner('x'), ranges: rangesOf({ range: '10.22.0.0/24' }) });
+    await c.tier.ask(POOL, 'k3', 1);
+    await quiet();
+    await c.lendAll(hour);
+    await c.lendAll(hour);
+    assert.deepEqual((await c.tier.requestOf(POOL, 'k2'))?.grants, [], 'given back while k3 asks');
     assert.deepEqual(errors, []);
     await c.assertNoDuplicate(POOL);
   });

@@ -427,6 +427,24 @@ export function tierConformance(name: string, factory: TierFactory): void {
       assert.deepEqual(await t.requestsLentBy(node()), []);
     });
 
+    it('keeps a grant flagged given back (Grant.returned) as written, and a grant with no flag without one', async () => {
+      const t = await tier();
+      const r = range();
+      const [asker, lender] = [node(), node()];
+      const asked = await t.ask(r.pool, asker, 2);
+      const grants = [
+        { address: '10.0.0.6', lender, block: blockOf(r, 0), returned: true as const },
+        { address: '10.0.0.7', lender, block: blockOf(r, 0) },
+      ];
+      const written = await t.updateRequest(asked, grants, 0);
+      assert.deepEqual(written?.grants, grants);
+      assert.deepEqual((await t.requestOf(r.pool, asker))?.grants, grants);
+      assert.deepEqual(
+        (await t.requestsLentBy(lender)).flatMap((q) => q.grants),
+        grants,
+      );
+    });
+
     requestWatchContract({ tier, range, node, blockOf });
 
     it('admits a range into its space once of two racing admissions, and says which ranges hold something', async () => {
