@@ -26,7 +26,9 @@
  * --block-size P (28), --step-seconds S clock step (1), --api in-process|child (child),
  * --kubeconfig FILE (any API server, Warren's CRDs installed: the nodes all use this file),
  * --counts server|client (server where it counts), --memory (databases in memory),
- * --lose N nodes killed and their Nodes deleted (0), --forget (one node re-joins with an empty file).
+ * --lose N nodes killed and their Nodes deleted (0), --forget (one node re-joins with an empty file),
+ * --http2 (the fake offers HTTP/2 by ALPN, as a kube-apiserver does: each node's client then holds
+ * one connection for all its requests and watches; without it, HTTP/1.1 only).
  *
  * `--tiny-range` runs issue 36's tiny range instead (scale/tiny-range.ts): the nodes share
  * --tiny-cidr (10.0.0.0/24) at the store's own block size (or --tiny-block-size), skewed bursts past full
@@ -60,6 +62,7 @@ const { values } = parseArgs({
     memory: { type: 'boolean', default: false },
     lose: { type: 'string', default: '0' },
     forget: { type: 'boolean', default: false },
+    http2: { type: 'boolean', default: false },
     'tiny-range': { type: 'boolean', default: false },
     'tiny-cidr': { type: 'string', default: '10.0.0.0/24' },
     'tiny-bursts': { type: 'string', default: '6' },
@@ -74,7 +77,7 @@ const number = (name: keyof typeof values): number => {
 };
 function apiChoice(): ApiChoice {
   if (values.kubeconfig !== undefined) return { place: 'kubeconfig', path: values.kubeconfig };
-  if (values.api === 'child' || values.api === 'in-process') return { place: values.api };
+  if (values.api === 'child' || values.api === 'in-process') return { place: values.api, http2: values.http2 };
   throw new Error(`--api: in-process or child, not ${values.api}`);
 }
 if (values.counts !== 'server' && values.counts !== 'client') throw new Error('--counts: server or client');
@@ -107,6 +110,17 @@ async function openWatches(cluster: ScaleCluster): Promise<string> {
   const open = Object.entries(counts).filter(([, count]) => count > 0);
   const all = open.reduce((total, [, count]) => total + count, 0);
   return `${open.map(([r, count]) => `${r} ${(count / n).toFixed(2)}`).join(', ')}; ${(all / n).toFixed(2)} in all`;
+}
+
+/** The clients' connections the fake holds (the nodes' and the auditor's), per node. */
+async function describeConnections(cluster: ScaleCluster): Promise<string> {
+  const c = await cluster.api.connections();
+  if (c === undefined) return 'connections at the server: not counted (the server is not the fake)';
+  const n = cluster.nodes.length;
+  return (
+    `connections at the fake (${values.http2 ? 'HTTP/2 offered' : 'HTTP/1.1 only'}): ${c.open} open ` +
+    `(${(c.open / n).toFixed(2)} a node), ${c.accepted} accepted since start, ${c.http2Sessions} HTTP/2 sessions`
+  );
 }
 
 /** The tiny range's figures (scale/tiny-range.ts), as lines. */
@@ -164,7 +178,8 @@ function openFileLimit(): string {
 const choice = apiChoice();
 console.log(machineLine());
 console.log(
-  `${openFileLimit()}; API server: ${choice.place}; counts: ${choice.place === 'kubeconfig' ? 'client' : values.counts}`,
+  `${openFileLimit()}; API server: ${choice.place}${values.http2 ? ' (HTTP/2 offered)' : ''}; ` +
+    `counts: ${choice.place === 'kubeconfig' ? 'client' : values.counts}`,
 );
 if (values['tiny-range'] === true) {
   const { load } = await underLoad(async () => {
@@ -218,6 +233,7 @@ const { load } = await underLoad(async () => {
       `\nmemory: RSS ${mib(rss)} MiB, ${mib((rss - baseline) / nodes)} MiB per simulated node (this process)`,
     );
     console.log(`open watches per node: ${await openWatches(cluster)}`);
+    console.log(await describeConnections(cluster));
     console.log(describeUse(cluster));
     const rate = number('churn');
     if (rate > 0) {
