@@ -173,6 +173,16 @@ describe('KubeApiClient stays on HTTP/1.1', () => {
     assert.equal(client.http2, false);
     assert.equal(api.connectionCounts().http2Sessions, 0);
   });
+
+  it('where the environment says WARREN_KUBE_HTTP2=0 and the options say nothing', async () => {
+    const api = await fakeWith(true);
+    process.env.WARREN_KUBE_HTTP2 = '0';
+    ended.push(() => delete process.env.WARREN_KUBE_HTTP2);
+    const client = await clientOf(api);
+    await new Resource(client, leaseKind(NS)).create('make a', lease('a', 'n1'));
+    assert.equal(client.http2, false);
+    assert.equal(api.connectionCounts().http2Sessions, 0);
+  });
 });
 
 describe('KubeApiClient over HTTP/2, against a server that refuses or goes away', () => {
