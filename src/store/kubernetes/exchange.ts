@@ -79,6 +79,8 @@ export function openHttp1(
 /** Settles when `body` ended, fails when it was cut off before its end. */
 function untilEnd(body: Readable, onData: (chunk: Buffer) => void): Promise<void> {
   return new Promise<void>((resolve, reject) => {
+    // Cut off before its reader came (a reset right behind the head): no event will say so again.
+    if (body.destroyed) return reject(body.errored ?? new Error('the answer was cut off'));
     let done = false;
     body.on('data', onData);
     body.once('end', () => {

@@ -15,7 +15,7 @@
  *   it again once: it was refused (REFUSED_STREAM), or is above the last stream a GOAWAY named, or
  *   the session was gone before the stream could be sent. Any other failure is not StaleConnection;
  * - a request past its deadline makes the session prove it is alive: no PING answer within
- *   PING_TIMEOUT_MS and it is destroyed (its watches end as cut off and are watched again by their
+ *   PING_TIMEOUT_MS (15 s) and it is destroyed (its watches end as cut off and are watched again by their
  *   owners), so a dead connection does not take every later request with it;
  * - the session holds the process open only while a stream is open on it, as an idle keep-alive
  *   socket of node:http does not;
@@ -33,8 +33,15 @@ import {
 import { type ConnectionOptions, connect as connectTls } from 'node:tls';
 import { type OpenedAnswer, StaleConnection } from './exchange.ts';
 
-/** How long a session suspected dead (a request's deadline passed) has to answer a PING. */
-const PING_TIMEOUT_MS = 5_000;
+/**
+ * How long a session suspected dead (a request's deadline passed) has to answer a PING: client-go's
+ * PingTimeout, long enough for a busy server (a PING is answered by its event loop) to be kept.
+ */
+const PING_TIMEOUT_MS = 15_000;
+
+/** What the server may send on one stream, and on the session, before it is read (Go's client's). */
+const STREAM_WINDOW_BYTES = 4 * 1024 * 1024;
+const SESSION_WINDOW_BYTES = 16 * 1024 * 1024;
 
 /** Headers HTTP/2 forbids (RFC 9113 §8.2.2); the request's own credentials never need them. */
 const CONNECTION_HEADERS = new Set([
@@ -157,7 +164,12 @@ export class SharedSession {
       this.#http1 = true;
       return undefined;
     }
-    const session = connectHttp2(this.#server.origin, { createConnection: () => socket });
+    const session = connectHttp2(this.#server.origin, {
+      createConnection: () => socket,
+      settings: { initialWindowSize: STREAM_WINDOW_BYTES },
+    });
+    // Go's client windows: a LIST of megabytes is not held back by 64 KiB windows, one round trip each.
+    session.on('connect', () => session.setLocalWindowSize(SESSION_WINDOW_BYTES));
     this.#open.set(session, 0);
     session.unref();
     const drop = (): void => {

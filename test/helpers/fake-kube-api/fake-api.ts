@@ -434,7 +434,8 @@ export async function startFakeKubeApi(options: FakeKubeApiOptions = {}): Promis
     const certificate = issueServerCertificate(dir);
     const tls = { key: certificate.keyPem, cert: certificate.certPem };
     let server: Server;
-    if (options.http2 === true) server = createSecureServer({ ...tls, allowHTTP1: true });
+    // A Go server holds no cap like Node's 10 MB a session (answers queued for a slow reader count).
+    if (options.http2 === true) server = createSecureServer({ ...tls, allowHTTP1: true, maxSessionMemory: 256 });
     else {
       const https = createServer(tls);
       // A real kube-apiserver keeps an idle connection 90 s (its http.Server IdleTimeout), not Node's 5 s:
