@@ -67,6 +67,8 @@ export class SharedSession {
   #closed = false;
   /** The last stream a GOAWAY named, per session that received one. */
   readonly #lastStream = new WeakMap<ClientHttp2Session, number>();
+  /** Sessions whose PING is awaited: one PING at a time proves a session alive. */
+  readonly #pinging = new WeakSet<ClientHttp2Session>();
   /** Streams open, per session: it holds the process open while any is. */
   readonly #open = new WeakMap<ClientHttp2Session, number>();
 
@@ -116,7 +118,11 @@ export class SharedSession {
     }
     this.#track(session, stream);
     if (signal.aborted) stream.destroy(signal.reason);
-    else signal.addEventListener('abort', () => this.#suspect(session, signal), { once: true });
+    else {
+      const suspect = (): void => this.#suspect(session, signal);
+      signal.addEventListener('abort', suspect, { once: true });
+      stream.once('close', () => signal.removeEventListener('abort', suspect));
+    }
     return new Promise<OpenedAnswer>((resolve, reject) => {
       let answered = false;
       stream.once('response', (head: IncomingHttpHeaders) => {
@@ -207,15 +213,18 @@ export class SharedSession {
   /** A stream was cut by its signal: when that was a deadline, the session must answer a PING. */
   #suspect(session: ClientHttp2Session, signal: AbortSignal): void {
     if (!(signal.reason instanceof DOMException && signal.reason.name === 'TimeoutError')) return;
-    if (session.destroyed || session.closed) return;
+    if (session.destroyed || session.closed || this.#pinging.has(session)) return;
+    this.#pinging.add(session);
     const timer = setTimeout(() => session.destroy(new Error('the API server did not answer a PING')), PING_TIMEOUT_MS);
     timer.unref();
-    try {
-      session.ping((error) => {
-        if (error === null) clearTimeout(timer);
-      });
-    } catch {
+    const answered = (): void => {
       clearTimeout(timer);
+      this.#pinging.delete(session);
+    };
+    try {
+      if (!session.ping((error) => error === null && answered())) answered();
+    } catch {
+      answered();
     }
   }
 }
