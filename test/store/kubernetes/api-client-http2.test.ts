@@ -189,15 +189,19 @@ describe('KubeApiClient over HTTP/2, against a server that refuses or goes away'
   /** A bare HTTP/2 server: `onStream` is given each stream with its number on its session (from 1). */
   async function bareServer(
     onStream: (stream: ServerHttp2Stream, nth: number, session: number) => void,
-  ): Promise<{ url: string; caPem: string; streams: () => number; sessions: () => number }> {
+  ): Promise<{ url: string; caPem: string; streams: () => number; sessions: () => number; pings: () => number }> {
     const dir = tempDir('warren-h2-');
     ended.push(() => removeDir(dir));
     const certificate = issueServerCertificate(dir);
     const server: Http2SecureServer = createSecureServer({ key: certificate.keyPem, cert: certificate.certPem });
     let streams = 0;
     let sessions = 0;
+    let pings = 0;
     server.on('session', (session) => {
       const n = ++sessions;
+      session.on('ping', () => {
+        pings++;
+      });
       let nth = 0;
       session.on('error', () => undefined);
       session.on('stream', (stream) => {
@@ -225,12 +229,14 @@ describe('KubeApiClient over HTTP/2, against a server that refuses or goes away'
       caPem: certificate.caPem,
       streams: () => streams,
       sessions: () => sessions,
+      pings: () => pings,
     };
   }
 
   async function clientFor(
     server: { url: string; caPem: string },
     requests: ApiRequestCounter,
+    requestTimeoutMs = 2_000,
   ): Promise<KubeApiClient> {
     const config = new KubeConfig();
     config.loadFromOptions({
@@ -239,7 +245,7 @@ describe('KubeApiClient over HTTP/2, against a server that refuses or goes away'
       contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
       currentContext: 'x',
     });
-    const client = await KubeApiClient.open({ kubeConfig: config, requests, requestTimeoutMs: 2_000 });
+    const client = await KubeApiClient.open({ kubeConfig: config, requests, requestTimeoutMs });
     ended.push(() => client.close());
     return client;
   }
@@ -300,5 +306,31 @@ describe('KubeApiClient over HTTP/2, against a server that refuses or goes away'
       counter.totals().map((t) => `${t.code} ${t.count}`),
       ['unreachable 1'],
     );
+  });
+
+  it('makes the session answer one PING after a deadline, and keeps it when it does', async () => {
+    const server = await bareServer((stream, nth) => {
+      if (nth !== 2 && nth !== 3) ok(stream); // the second and third are never answered
+    });
+    const client = await clientFor(server, new ApiRequestCounter(new ManualClock(0)), 500);
+    assert.equal((await client.send('first', { method: 'GET', path: '/a' })).status, 200);
+    const late = [
+      client.send('second', { method: 'GET', path: '/b' }),
+      client.send('third', { method: 'GET', path: '/c' }),
+    ];
+    for (const request of late) await assert.rejects(request, (e) => isWarrenError(e, 'TRY_AGAIN'));
+    await waitFor('the PING', () => server.pings() === 1 || undefined);
+    assert.equal((await client.send('fourth', { method: 'GET', path: '/d' })).status, 200);
+    assert.equal(server.sessions(), 1);
+    assert.equal(server.pings(), 1, 'one PING at a time, whatever the deadlines passed');
+  });
+
+  it('sends no PING for requests answered within their deadline (regression: their deadline fired later)', async () => {
+    const server = await bareServer((stream) => ok(stream));
+    const client = await clientFor(server, new ApiRequestCounter(new ManualClock(0)), 100);
+    for (const path of ['/a', '/b', '/c'])
+      assert.equal((await client.send('read', { method: 'GET', path })).status, 200);
+    await new Promise((resolve) => setTimeout(resolve, 300)); // past every deadline: nothing may happen
+    assert.equal(server.pings(), 0);
   });
 });
