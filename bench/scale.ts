@@ -20,6 +20,9 @@
  * open files a node here and 13.1 in the fake's process, against a hard limit of 20,000. `npm run bench:scale` raises the soft
  * RLIMIT_NOFILE to the hard one first; the limit is printed. With `--api child` (the default) the
  * fake's process holds the server's ends, so neither process holds both ends of a connection.
+ * With `--http2` each node holds one connection for all it asks: at 2,000 nodes with `--memory`,
+ * 1.0 open file a node in the fake's process and 4.0 here (its connection, and 3 files that
+ * `--memory` still opens: the database `:memory:` is a file in the node's directory).
  *
  * Options: --nodes N (50), --idle-minutes M (5), --churn R ADDs+DELs per clock second (0: none),
  * --churn-seconds S (60), --per-node K addresses each node holds (2), --range CIDR (10.0.0.0/14),
