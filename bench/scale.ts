@@ -20,6 +20,9 @@
  * open files a node here and 13.1 in the fake's process, against a hard limit of 20,000. `npm run bench:scale` raises the soft
  * RLIMIT_NOFILE to the hard one first; the limit is printed. With `--api child` (the default) the
  * fake's process holds the server's ends, so neither process holds both ends of a connection.
+ * With `--http2` each node holds one connection for all it asks: at 2,000 nodes with `--memory`,
+ * 1.0 open file a node in the fake's process and 4.0 here (its connection, and 3 files that
+ * `--memory` still opens: the database `:memory:` is a file in the node's directory).
  *
  * Options: --nodes N (50), --idle-minutes M (5), --churn R ADDs+DELs per clock second (0: none),
  * --churn-seconds S (60), --per-node K addresses each node holds (2), --range CIDR (10.0.0.0/14),
@@ -29,8 +32,11 @@
  * --lose N nodes killed and their Nodes deleted (0), --forget (one node re-joins with an empty file),
  * --node-processes K: the nodes in K node groups, child processes of their own (node-groups.ts: each
  * group's clock stepped in lockstep with this one's, the counts those of one process; default 1 up
- * to 800 nodes, else one group per 800), 1 keeping them in this process; the fake's own process
- * (~13 open files a node) then bounds N near 1,400.
+ * to 800 nodes, else one group per 800), 1 keeping them in this process; over HTTP/1.1 the fake's
+ * own process (~13 open files a node) then bounds N near 1,400,
+ * --http2 (the fake offers HTTP/2 by ALPN, as a kube-apiserver does: each node's client then holds
+ * one connection for all its requests and watches, one open file a node at the fake; without it,
+ * HTTP/1.1 only).
  *
  * `--tiny-range` runs issue 36's tiny range instead (scale/tiny-range.ts): the nodes share
  * --tiny-cidr (10.0.0.0/24) at the store's own block size (or --tiny-block-size), skewed bursts past full
@@ -67,6 +73,7 @@ const { values } = parseArgs({
     memory: { type: 'boolean', default: false },
     lose: { type: 'string', default: '0' },
     forget: { type: 'boolean', default: false },
+    http2: { type: 'boolean', default: false },
     'tiny-range': { type: 'boolean', default: false },
     'tiny-cidr': { type: 'string', default: '10.0.0.0/24' },
     'tiny-bursts': { type: 'string', default: '6' },
@@ -82,7 +89,7 @@ const number = (name: keyof typeof values): number => {
 };
 function apiChoice(): ApiChoice {
   if (values.kubeconfig !== undefined) return { place: 'kubeconfig', path: values.kubeconfig };
-  if (values.api === 'child' || values.api === 'in-process') return { place: values.api };
+  if (values.api === 'child' || values.api === 'in-process') return { place: values.api, http2: values.http2 };
   throw new Error(`--api: in-process or child, not ${values.api}`);
 }
 if (values.counts !== 'server' && values.counts !== 'client') throw new Error('--counts: server or client');
@@ -120,6 +127,17 @@ async function openWatches(cluster: ScaleCluster<ScaleNode>): Promise<string> {
   const open = Object.entries(counts).filter(([, count]) => count > 0);
   const all = open.reduce((total, [, count]) => total + count, 0);
   return `${open.map(([r, count]) => `${r} ${(count / n).toFixed(2)}`).join(', ')}; ${(all / n).toFixed(2)} in all`;
+}
+
+/** The clients' connections the fake holds (the nodes' and the auditor's), per node. */
+async function describeConnections(cluster: ScaleCluster<ScaleNode>): Promise<string> {
+  const c = await cluster.api.connections();
+  if (c === undefined) return 'connections at the server: not counted (the server is not the fake)';
+  const n = cluster.nodes.length;
+  return (
+    `connections at the fake (${values.http2 ? 'HTTP/2 offered' : 'HTTP/1.1 only'}): ${c.open} open ` +
+    `(${(c.open / n).toFixed(2)} a node), ${c.accepted} accepted since start, ${c.http2Sessions} HTTP/2 sessions`
+  );
 }
 
 /** The tiny range's figures (scale/tiny-range.ts), as lines. */
@@ -198,8 +216,8 @@ const choice = apiChoice();
 console.log(machineLine());
 const where = nodeProcesses > 1 ? `${nodeProcesses} node processes` : 'this process';
 console.log(
-  `${openFileLimit()}; API server: ${choice.place}; counts: ${choice.place === 'kubeconfig' ? 'client' : values.counts}; ` +
-    `nodes in ${where}`,
+  `${openFileLimit()}; API server: ${choice.place}${values.http2 ? ' (HTTP/2 offered)' : ''}; ` +
+    `counts: ${choice.place === 'kubeconfig' ? 'client' : values.counts}; nodes in ${where}`,
 );
 if (values['tiny-range'] === true) {
   // The tiny range reads each node's store beyond its file's allocations (its ledgers, its claims).
@@ -257,6 +275,7 @@ const { load } = await underLoad(async () => {
         (inHere ? `, ${mib((rss - baseline) / nodes)} MiB per simulated node (this process)` : ' (this process)'),
     );
     console.log(`open watches per node: ${await openWatches(cluster)}`);
+    console.log(await describeConnections(cluster));
     console.log(describeUse(cluster));
     const rate = number('churn');
     if (rate > 0) {

@@ -213,6 +213,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/store/kubernetes/api-client.test.ts',
   'test/store/kubernetes/announcement-watch.test.ts',
   'test/store/kubernetes/api-client-idle.test.ts',
+  'test/store/kubernetes/api-client-http2.test.ts',
   'test/store/kubernetes/api-requests.test.ts',
   'test/store/kubernetes/names.test.ts',
   'test/store/kubernetes/objects.test.ts',

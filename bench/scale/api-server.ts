@@ -10,6 +10,10 @@
  *   counts come from each node's own request counter (client-counts.ts) and a settle waits for
  *   those counts to stop moving.
  *
+ * The fake serves HTTPS over HTTP/1.1, or with `http2` (`--http2`) offers HTTP/2 by ALPN beside it,
+ * as a kube-apiserver does: then each node's client multiplexes its requests and watches over one
+ * connection, where over HTTP/1.1 it holds one per watch and a pool for requests.
+ *
  * Guarantees: every node gets a kubeconfig of its own where the server can tell nodes apart (the
  * fake's per-client tokens), the file given to all nodes otherwise; `progress`, `counts` and
  * `watchCounts` answer undefined where the server counts nothing; `stop` ends what `start` began
@@ -18,7 +22,7 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
-import type { FakeKubeApi } from '../../test/helpers/fake-kube-api.ts';
+import type { ConnectionCounts, FakeKubeApi } from '../../test/helpers/fake-kube-api.ts';
 import type { ControlAnswer, ControlRequest } from './fake-api-process.ts';
 import { FakeControl, type ServerCounts, type ServerProgress } from './fake-control.ts';
 
@@ -40,6 +44,8 @@ export interface ScaleApiServer {
   counts(): Promise<ServerCounts | undefined>;
   /** Open watch streams, by resource. */
   watchCounts(resources: readonly string[]): Promise<Record<string, number> | undefined>;
+  /** The clients' TLS connections to the server. */
+  connections(): Promise<ConnectionCounts | undefined>;
   stop(): Promise<void>;
 }
 
@@ -81,6 +87,9 @@ class InProcessApi implements ScaleApiServer {
   async watchCounts(resources: readonly string[]): Promise<Record<string, number>> {
     return this.#control.watchCounts(resources);
   }
+  async connections(): Promise<ConnectionCounts> {
+    return this.#control.connections();
+  }
   stop(): Promise<void> {
     return this.#control.stop();
   }
@@ -107,9 +116,9 @@ export class ChildProcessApi implements ScaleApiServer {
     return this.#child.pid;
   }
 
-  static async start(nowMs: number): Promise<ChildProcessApi> {
+  static async start(nowMs: number, http2 = false): Promise<ChildProcessApi> {
     const entry = fileURLToPath(new URL('./fake-api-process.ts', import.meta.url));
-    const child = fork(entry, [String(nowMs)], {
+    const child = fork(entry, [String(nowMs), ...(http2 ? ['http2'] : [])], {
       serialization: 'advanced',
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
@@ -172,6 +181,9 @@ export class ChildProcessApi implements ScaleApiServer {
   async watchCounts(resources: readonly string[]): Promise<Record<string, number>> {
     return (await this.#ask('watchCounts', resources)) as Record<string, number>;
   }
+  async connections(): Promise<ConnectionCounts> {
+    return (await this.#ask('connections')) as ConnectionCounts;
+  }
 
   /** Asks the child to stop; kills it by its PID if it has not exited within CHILD_STOP_MS. */
   async stop(): Promise<void> {
@@ -210,21 +222,24 @@ class KubeconfigApi implements ScaleApiServer {
   async watchCounts(): Promise<undefined> {
     return undefined;
   }
+  async connections(): Promise<undefined> {
+    return undefined;
+  }
   async stop(): Promise<void> {}
 }
 
 export type ApiChoice =
-  | { readonly place: 'in-process' }
-  | { readonly place: 'child' }
+  | { readonly place: 'in-process'; readonly http2?: boolean }
+  | { readonly place: 'child'; readonly http2?: boolean }
   | { readonly place: 'kubeconfig'; readonly path: string };
 
 /** The API server of `choice`, its clock (a fake's) at `nowMs`. */
 export async function startApiServer(choice: ApiChoice, nowMs: number): Promise<ScaleApiServer> {
   switch (choice.place) {
     case 'in-process':
-      return new InProcessApi(await FakeControl.start(nowMs));
+      return new InProcessApi(await FakeControl.start(nowMs, choice.http2 ?? false));
     case 'child':
-      return ChildProcessApi.start(nowMs);
+      return ChildProcessApi.start(nowMs, choice.http2 ?? false);
     case 'kubeconfig':
       return new KubeconfigApi(choice.path);
     default: {

@@ -9,7 +9,8 @@
  * stops the fake, answers, and the process exits; the process exits too when the harness goes
  * (the channel closes), so no fake outlives its harness.
  *
- * Run by the harness only: `node bench/scale/fake-api-process.ts <clock ms>`.
+ * Run by the harness only: `node bench/scale/fake-api-process.ts <clock ms> [http2]` (`http2`: the
+ * fake offers HTTP/2 by ALPN beside HTTP/1.1).
  */
 import { FakeControl } from './fake-control.ts';
 
@@ -23,6 +24,7 @@ export interface ControlRequest {
     | 'clearCounts'
     | 'counts'
     | 'watchCounts'
+    | 'connections'
     | 'stop';
   readonly args: readonly unknown[];
 }
@@ -54,6 +56,8 @@ function answer(control: FakeControl, request: ControlRequest): unknown {
       return control.counts();
     case 'watchCounts':
       return control.watchCounts(first as string[]);
+    case 'connections':
+      return control.connections();
     case 'stop':
       return undefined; // handled by the caller
     default: {
@@ -63,7 +67,7 @@ function answer(control: FakeControl, request: ControlRequest): unknown {
   }
 }
 
-const control = await FakeControl.start(Number(process.argv[2] ?? Date.now()));
+const control = await FakeControl.start(Number(process.argv[2] ?? Date.now()), process.argv[3] === 'http2');
 process.on('disconnect', () => {
   void control.stop().finally(() => process.exit(0));
 });

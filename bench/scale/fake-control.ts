@@ -15,7 +15,12 @@
  * - `counts` carries only the fields the window's arithmetic reads (window-counts.ts), so a
  *   window's records cross a process boundary small.
  */
-import type { DeliveredEvents, FakeKubeApi, RequestRecord } from '../../test/helpers/fake-kube-api.ts';
+import type {
+  ConnectionCounts,
+  DeliveredEvents,
+  FakeKubeApi,
+  RequestRecord,
+} from '../../test/helpers/fake-kube-api.ts';
 import { startFakeKubeApi } from '../../test/helpers/fake-kube-api.ts';
 
 /** A request as a window counts it (window-counts.ts). */
@@ -45,11 +50,12 @@ export class FakeControl {
     this.#nowMs = nowMs;
   }
 
-  /** Starts a fake serving Warren's CRDs, its clock at `nowMs` until set. */
-  static async start(nowMs: number): Promise<FakeControl> {
+  /** Starts a fake serving Warren's CRDs, its clock at `nowMs` until set (`http2`: offered by ALPN). */
+  static async start(nowMs: number, http2 = false): Promise<FakeControl> {
     let control: FakeControl | undefined;
     const api = await startFakeKubeApi({
       crds: 'deploy',
+      http2,
       now: () => new Date(control === undefined ? nowMs : control.#nowMs),
     });
     control = new FakeControl(api, nowMs);
@@ -96,6 +102,10 @@ export class FakeControl {
   /** Open watch streams by resource, for the resources given. */
   watchCounts(resources: readonly string[]): Record<string, number> {
     return Object.fromEntries(resources.map((r) => [r, this.api.watchCount(r)]));
+  }
+
+  connections(): ConnectionCounts {
+    return this.api.connectionCounts();
   }
 
   stop(): Promise<void> {

@@ -58,6 +58,7 @@
  */
 export { startFakeKubeApi } from './fake-kube-api/fake-api.ts';
 export type {
+  ConnectionCounts,
   CrdObject,
   DeliveredEvents,
   ExpiredAs,

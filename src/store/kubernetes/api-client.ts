@@ -1,8 +1,11 @@
 /**
  * How the cluster tier reaches the Kubernetes API server: one request at a time, JSON in and out,
- * over keep-alive connections (a pool for requests, one for watches), with the credentials and TLS
- * settings of a kubeconfig (kube-access.ts). Apart from kubernetes/tier.ts and its
- * parts, which decide what is asked.
+ * with the credentials and TLS settings of a kubeconfig (kube-access.ts). Over HTTP/2
+ * when the server offers it by ALPN (a kube-apiserver does): every request and watch is a stream of
+ * one shared connection (http2-session.ts), unless `http2: false` (or WARREN_KUBE_HTTP2=0). Over
+ * HTTP/1.1 otherwise (plain http, a proxy, a server that picks it): keep-alive connections, a pool
+ * for requests and one for watches (connection.ts). Apart from kubernetes/tier.ts and its parts,
+ * which decide what is asked.
  *
  * Guarantees:
  * - every request has a deadline (`requestTimeoutMs`, default 10 s) and a bounded answer (16 MiB);
@@ -11,7 +14,9 @@
  *   same deadline. That failure means the server had closed the idle connection before it read the
  *   request (its idle timeout raced the send), so the request was never handled and sending it again
  *   is safe whatever its method: the standard behaviour of HTTP clients (Go's net/http, browsers).
- *   A failure on a fresh connection, or after the answer began, is never retried here;
+ *   Over HTTP/2 the same holds for a stream the server refused (REFUSED_STREAM) or left above the
+ *   last stream its GOAWAY named (RFC 9113 §6.8: not processed). Any other failure, on a fresh
+ *   connection, or after the answer began, is never retried here;
  * - any failure to get an answer (refused, reset, TLS, DNS, the deadline, the client closed) is a
  *   WarrenError TRY_AGAIN (CNI code 11) naming the API server and what was being done;
  * - every HTTP answer comes back as a value (`ApiAnswer`): what a status means is the caller's to
@@ -21,39 +26,37 @@
  *   `404 page not found`) says the CRDs of warren.dev are not installed; a 403 names the permission
  *   missing; anything else is IO_FAILURE with the server's Status;
  * - `stream` (a watch) has no deadline of its own beyond the server's `timeoutSeconds` and the
- *   client's close; each line of its answer is handed on as it comes, none held after; watches
- *   have connections of their own, as many as are open, so requests never wait behind them (nor
- *   they behind requests: connection.ts);
+ *   client's close; each line of its answer is handed on as it comes, none held after; over
+ *   HTTP/1.1 watches have connections of their own, as many as are open, so requests never wait
+ *   behind them (nor they behind requests: connection.ts); over HTTP/2 each is a stream of the
+ *   shared session, and when that session is cut the watch ends as cut off (its owner watches again);
  * - credentials are applied to each request (a rotated service account token is picked up), while
  *   connections are kept alive and reused between requests (the library's own fetch layer opens a
  *   new connection pool per request);
  * - every request that left is counted once (`requests`, api-requests.ts: a resend after a stale
  *   connection is one), and carries `userAgent`, so an audit log names the agent and its node.
  */
-import { request as httpRequest } from 'node:http';
-import { request as httpsRequest } from 'node:https';
+import type { Agent } from 'node:http';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import { type ApiFailure, failureOfResponse, refusalOf } from './api-failure.ts';
 import { type ApiRequestCounter, asksWatch } from './api-requests.ts';
 import { type ConnectionPools, connectionOf, credentialHeaders } from './connection.ts';
+import {
+  type HttpMethod,
+  type OpenedAnswer,
+  StaleConnection,
+  openHttp1,
+  readAll,
+  readLines,
+  untilAborted,
+} from './exchange.ts';
+import { SharedSession } from './http2-session.ts';
 import type { KubeAccess } from './kube-access.ts';
 
 /** Largest answer read; a larger one is cut off (TRY_AGAIN) rather than held in memory. */
 const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
 
-/** One line of a stream as JSON, or the line itself when it is none. */
-function parseLine(line: string): unknown {
-  try {
-    return JSON.parse(line);
-  } catch {
-    return line;
-  }
-}
-
-/** A failure on a reused connection before any byte of the answer: the server had closed it idle. */
-class StaleConnection extends Error {}
-
-export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+export type { HttpMethod };
 
 export interface ApiRequest {
   readonly method: HttpMethod;
@@ -86,25 +89,42 @@ export interface KubeApiClientOptions {
   readonly requests?: ApiRequestCounter | undefined;
   /** The User-Agent of every request: `warren/<version> (node <name>)`. Default `warren`. */
   readonly userAgent?: string | undefined;
+  /**
+   * Whether HTTP/2 is spoken to an https server that offers it. Default true, unless the
+   * environment variable WARREN_KUBE_HTTP2 is `0` or `false`.
+   */
+  readonly http2?: boolean | undefined;
+}
+
+/** Whether HTTP/2 is on when the options do not say: WARREN_KUBE_HTTP2 turns it off. */
+function http2ByDefault(): boolean {
+  const set = process.env.WARREN_KUBE_HTTP2?.trim().toLowerCase();
+  return set !== '0' && set !== 'false' && set !== 'off';
 }
 
 export class KubeApiClient {
   readonly #config: KubeAccess;
   readonly #server: URL;
   readonly #timeoutMs: number;
-  /** Connections for requests, and for watches (streams), apart. */
+  /** Connections for requests, and for watches (streams), apart: HTTP/1.1. */
   readonly #pools: ConnectionPools;
+  /** The one HTTP/2 connection, where it may be tried. */
+  readonly #session: SharedSession | undefined;
   readonly #maxAnswerBytes: number;
   readonly #requests: ApiRequestCounter | undefined;
   readonly #userAgent: string;
   /** Aborts every request in flight when the client closes. */
   readonly #closing = new AbortController();
 
-  private constructor(server: URL, pools: ConnectionPools, o: KubeApiClientOptions) {
+  private constructor(connection: Awaited<ReturnType<typeof connectionOf>>, o: KubeApiClientOptions) {
     this.#config = o.kubeConfig;
-    this.#server = server;
-    this.#pools = pools;
+    this.#server = connection.server;
+    this.#pools = connection.pools;
     this.#timeoutMs = o.requestTimeoutMs ?? 10_000;
+    this.#session =
+      connection.http2 === undefined
+        ? undefined
+        : new SharedSession(connection.server, connection.http2, this.#timeoutMs);
     this.#maxAnswerBytes = o.maxAnswerBytes ?? MAX_ANSWER_BYTES;
     this.#requests = o.requests;
     this.#userAgent = o.userAgent ?? 'warren';
@@ -112,8 +132,8 @@ export class KubeApiClient {
 
   /** A client for the KubeConfig's current cluster; INVALID_CONFIG when it names none usable. */
   static async open(options: KubeApiClientOptions): Promise<KubeApiClient> {
-    const { server, pools } = await connectionOf(options.kubeConfig);
-    return new KubeApiClient(server, pools, options);
+    const connection = await connectionOf(options.kubeConfig, options.http2 ?? http2ByDefault());
+    return new KubeApiClient(connection, options);
   }
 
   /** The API server, as operators know it (`https://host:port`). */
@@ -121,10 +141,14 @@ export class KubeApiClient {
     return this.#server.origin;
   }
 
+  /** Whether the requests go over one HTTP/2 connection (known after the first request). */
+  get http2(): boolean {
+    return this.#session?.speaksHttp2 ?? false;
+  }
+
   /** One request; its answer whatever the status, or TRY_AGAIN when none came (`what` says what for). */
   async send(what: string, req: ApiRequest): Promise<ApiAnswer> {
-    const url = new URL(this.#server.pathname.replace(/\/+$/, '') + req.path, this.#server);
-    for (const [k, v] of Object.entries(req.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
+    const url = this.#url(req);
     const headers = await this.#headers(what);
     const payload = req.body === undefined ? undefined : Buffer.from(JSON.stringify(req.body));
     if (payload !== undefined) {
@@ -134,12 +158,16 @@ export class KubeApiClient {
     const signal = AbortSignal.any([this.#closing.signal, AbortSignal.timeout(this.#timeoutMs)]);
     let raw: { status: number; type: string; text: string };
     try {
+      const exchange = async (): Promise<typeof raw> => {
+        const answer = await this.#open(url, req.method, headers, payload, this.#pools.requests, signal);
+        return { status: answer.status, type: answer.type, text: await readAll(answer.body, this.#maxAnswerBytes) };
+      };
       try {
-        raw = await this.#exchange(url, req.method, headers, payload, signal);
+        raw = await exchange();
       } catch (error) {
         // Never handled (see the header): once more, on another connection.
         if (!(error instanceof StaleConnection) || signal.aborted) throw error;
-        raw = await this.#exchange(url, req.method, headers, payload, signal);
+        raw = await exchange();
       }
     } catch (error) {
       this.#requests?.countRequest(req.method, req.path, asksWatch(req.query?.watch), undefined);
@@ -184,45 +212,33 @@ export class KubeApiClient {
     signal: AbortSignal,
     onAnswer?: (status: number) => void,
   ): Promise<ApiAnswer> {
-    const url = new URL(this.#server.pathname.replace(/\/+$/, '') + request.path, this.#server);
-    for (const [k, v] of Object.entries(request.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
+    const url = this.#url(request);
     const headers = await this.#headers(what);
     const both = AbortSignal.any([this.#closing.signal, signal]);
-    const send = url.protocol === 'http:' ? httpRequest : httpsRequest;
     const ended = { status: 200, body: undefined, json: false, failure: failureOfResponse(200, '') };
     let answered = false;
-    return new Promise<ApiAnswer>((resolve, reject) => {
-      const req = send(url, { method: 'GET', headers, agent: this.#pools.watches, signal: both }, (res) => {
-        const status = res.statusCode ?? 0;
-        answered = true;
-        this.#requests?.countRequest('GET', request.path, true, status);
-        onAnswer?.(status);
-        let carry = '';
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => {
-          if (status !== 200) {
-            if (text.length < 65_536) text += chunk;
-            return;
-          }
-          const lines = (carry + chunk).split('\n');
-          carry = lines.pop() ?? '';
-          for (const line of lines) if (line.trim() !== '') onLine(parseLine(line));
-        });
-        res.on('error', (error) => (both.aborted ? resolve(ended) : reject(error)));
-        res.on('aborted', () => (both.aborted ? resolve(ended) : reject(new Error('the watch was cut off'))));
-        res.on('end', () => {
-          if (status === 200) return resolve(ended);
-          let body: unknown = text;
-          try {
-            body = JSON.parse(text);
-          } catch {}
-          resolve({ status, body, json: typeof body !== 'string', failure: failureOfResponse(status, text) });
-        });
-      });
-      req.on('error', (error) => (both.aborted ? resolve(ended) : reject(error)));
-      req.end();
-    }).catch((error: unknown) => {
+    try {
+      const answer = await this.#open(url, 'GET', headers, undefined, this.#pools.watches, both);
+      answered = true;
+      this.#requests?.countRequest('GET', request.path, true, answer.status);
+      onAnswer?.(answer.status);
+      if (answer.status !== 200) {
+        const text = await readAll(answer.body, 65_536, true);
+        let body: unknown = text;
+        try {
+          body = JSON.parse(text);
+        } catch {}
+        return {
+          status: answer.status,
+          body,
+          json: typeof body !== 'string',
+          failure: failureOfResponse(answer.status, text),
+        };
+      }
+      await readLines(answer.body, onLine);
+      return ended;
+    } catch (error) {
+      if (both.aborted) return ended;
       // No answer at all (an answer cut later was counted when it began).
       if (!answered) this.#requests?.countRequest('GET', request.path, true, undefined);
       throw new WarrenError(
@@ -230,7 +246,7 @@ export class KubeApiClient {
         `the Kubernetes API server ${this.server} could not be reached (${what}): ${messageOf(error)}`,
         { cause: error },
       );
-    });
+    }
   }
 
   /**
@@ -244,52 +260,33 @@ export class KubeApiClient {
   /** Closes kept connections and fails requests in flight (TRY_AGAIN). */
   close(): void {
     this.#closing.abort();
+    this.#session?.close();
     this.#pools.requests.destroy();
     this.#pools.watches.destroy();
+  }
+
+  #url(req: Pick<ApiRequest, 'path' | 'query'>): URL {
+    const url = new URL(this.#server.pathname.replace(/\/+$/, '') + req.path, this.#server);
+    for (const [k, v] of Object.entries(req.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
+    return url;
   }
 
   #headers(what: string): Promise<Record<string, string>> {
     return credentialHeaders(this.#config, what, this.#userAgent);
   }
 
-  #exchange(
+  /** One exchange's answer head and body, over the shared HTTP/2 session or else `agent`'s HTTP/1.1. */
+  async #open(
     url: URL,
     method: HttpMethod,
     headers: Record<string, string>,
     payload: Buffer | undefined,
+    agent: Agent,
     signal: AbortSignal,
-  ): Promise<{ status: number; type: string; text: string }> {
-    const send = url.protocol === 'http:' ? httpRequest : httpsRequest;
-    const max = this.#maxAnswerBytes;
-    return new Promise((resolve, reject) => {
-      let answered = false;
-      const req = send(url, { method, headers, agent: this.#pools.requests, signal }, (res) => {
-        answered = true;
-        const chunks: Buffer[] = [];
-        let size = 0;
-        res.on('data', (chunk: Buffer) => {
-          size += chunk.length;
-          if (size > max) {
-            res.destroy(new Error(`the answer exceeds ${max} bytes`));
-            return;
-          }
-          chunks.push(chunk);
-        });
-        res.on('error', reject);
-        res.on('aborted', () => reject(new Error('the answer was cut off')));
-        res.on('end', () =>
-          resolve({
-            status: res.statusCode ?? 0,
-            type: String(res.headers['content-type'] ?? ''),
-            text: Buffer.concat(chunks).toString('utf8'),
-          }),
-        );
-      });
-      req.on('error', (error: NodeJS.ErrnoException) => {
-        const stale = !answered && req.reusedSocket && (error.code === 'ECONNRESET' || error.code === 'EPIPE');
-        reject(stale ? new StaleConnection(error.message, { cause: error }) : error);
-      });
-      req.end(payload);
-    });
+  ): Promise<OpenedAnswer> {
+    const session = this.#session === undefined ? undefined : await untilAborted(this.#session.session(), signal);
+    if (session !== undefined && this.#session !== undefined)
+      return this.#session.open(session, method, url.pathname + url.search, headers, payload, signal);
+    return openHttp1(url, method, headers, payload, agent, signal);
   }
 }

@@ -7,6 +7,8 @@
  * Guarantees:
  * - a KubeConfig that names no usable cluster, server or TLS settings is INVALID_CONFIG saying so,
  *   before any connection is made;
+ * - HTTP/2 is tried only where it can be spoken: an https server reached directly (no proxy), and
+ *   `http2` not turned off (http2-session.ts); the pools below serve everything else;
  * - two pools of connections: REQUEST_SOCKETS for requests, and one without a cap for watches, each
  *   of which holds its connection for minutes (an agent keeps about ten open), so that no watch
  *   waits for a request's connection, nor a request for a watch's (a watch once took the eighth and
@@ -19,6 +21,7 @@ import { Agent as HttpAgent } from 'node:http';
 import { Agent as HttpsAgent, type RequestOptions } from 'node:https';
 import { defined } from '../../core/defined.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
+import type { TlsSettings } from './http2-session.ts';
 import type { KubeAccess } from './kube-access.ts';
 
 /** Connections requests share. */
@@ -29,8 +32,16 @@ export interface ConnectionPools {
   readonly watches: HttpAgent;
 }
 
-/** The API server of the KubeConfig's current cluster, and the pools it is reached over. */
-export async function connectionOf(config: KubeAccess): Promise<{ server: URL; pools: ConnectionPools }> {
+/** Where the API server is and how it is reached. */
+export interface Connection {
+  readonly server: URL;
+  readonly pools: ConnectionPools;
+  /** The TLS settings of an HTTP/2 session to it; undefined: HTTP/1.1 only (plain http, a proxy, off). */
+  readonly http2: TlsSettings | undefined;
+}
+
+/** The API server of the KubeConfig's current cluster, and how it is reached (`http2`: whether to try h2). */
+export async function connectionOf(config: KubeAccess, http2: boolean): Promise<Connection> {
   const cluster = config.getCurrentCluster();
   if (cluster === null) throw new WarrenError('INVALID_CONFIG', 'the kubeconfig names no current cluster');
   let server: URL;
@@ -48,23 +59,25 @@ export async function connectionOf(config: KubeAccess): Promise<{ server: URL; p
   } catch (error) {
     throw new WarrenError('INVALID_CONFIG', `the kubeconfig cannot be used: ${messageOf(error)}`, { cause: error });
   }
+  const proxy = cluster.proxyUrl !== undefined && tls.agent instanceof HttpAgent ? tls.agent : undefined;
+  const settings: TlsSettings = defined({
+    ca: tls.ca,
+    cert: tls.cert,
+    key: tls.key,
+    rejectUnauthorized: tls.rejectUnauthorized,
+    servername: tls.servername,
+  });
   const pool = (maxSockets: number): HttpAgent =>
-    cluster.proxyUrl !== undefined && tls.agent instanceof HttpAgent
-      ? tls.agent
+    proxy !== undefined
+      ? proxy
       : server.protocol === 'http:'
         ? new HttpAgent({ keepAlive: true, maxSockets })
-        : new HttpsAgent({
-            keepAlive: true,
-            maxSockets,
-            ...defined({
-              ca: tls.ca,
-              cert: tls.cert,
-              key: tls.key,
-              rejectUnauthorized: tls.rejectUnauthorized,
-              servername: tls.servername,
-            }),
-          });
-  return { server, pools: { requests: pool(REQUEST_SOCKETS), watches: pool(Number.POSITIVE_INFINITY) } };
+        : new HttpsAgent({ keepAlive: true, maxSockets, ...settings });
+  return {
+    server,
+    pools: { requests: pool(REQUEST_SOCKETS), watches: pool(Number.POSITIVE_INFINITY) },
+    http2: http2 && proxy === undefined && server.protocol === 'https:' ? settings : undefined,
+  };
 }
 
 /** The headers of one request: the credentials as the KubeConfig gives them now, and who asks. */

@@ -1,13 +1,18 @@
 /**
  * The handle a test holds (`FakeKubeApi`): the listener's lifecycle, kubeconfigs, the cluster as the
  * test drives it (pods, nodes, CRDs, preloaded objects), and the faults it injects. Requests go to
- * server.ts.
+ * server.ts. It serves HTTPS, HTTP/1.1 only by default; with `http2` it offers h2 and http/1.1 by
+ * ALPN (node:http2's secure server with allowHTTP1), as a kube-apiserver does, and each request or
+ * watch of an HTTP/2 client is a stream, recorded and counted as a request over HTTP/1.1 is. Either
+ * way it counts the TLS connections clients made (`connectionCounts`).
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { type Server, createServer } from 'node:https';
+import { createServer } from 'node:https';
+import { type ServerHttp2Session, createSecureServer } from 'node:http2';
 import type { AddressInfo } from 'node:net';
+import type { Server, TLSSocket } from 'node:tls';
 import { join } from 'node:path';
 import { removeDir, tempDir } from '../processes.ts';
 import { issueServerCertificate } from '../tls.ts';
@@ -23,6 +28,7 @@ import type { Served } from './served.ts';
 import type {
   CrdObject,
   DeliveredEvents,
+  ConnectionCounts,
   ExpiredAs,
   FakeKubeApi,
   FakeSnapshot,
@@ -57,6 +63,11 @@ class FakeKubeApiServer implements FakeKubeApi {
   readonly #handler: RequestHandler;
   #listening = true;
   #stopped = false;
+  /** Clients' TLS connections open now, and how many were ever accepted. */
+  readonly #sockets = new Set<TLSSocket>();
+  #accepted = 0;
+  /** HTTP/2 sessions open now (`goAway`). */
+  readonly #sessions = new Set<ServerHttp2Session>();
 
   constructor(
     server: Server,
@@ -90,6 +101,20 @@ class FakeKubeApiServer implements FakeKubeApi {
     for (const crd of crds) this.registerCrd(crd);
     this.kubeconfigPath = this.writeKubeconfig();
     server.on('request', (req: IncomingMessage, res: ServerResponse) => void this.#handler.handle(req, res));
+    server.on('secureConnection', (socket: TLSSocket) => {
+      this.#accepted++;
+      this.#sockets.add(socket);
+      socket.on('close', () => this.#sockets.delete(socket));
+    });
+    server.on('session', (session: ServerHttp2Session) => {
+      this.#sessions.add(session);
+      session.on('close', () => this.#sessions.delete(session));
+    });
+    server.on('sessionError', () => undefined); // a client gone mid-session is no fault of the fake
+  }
+
+  connectionCounts(): ConnectionCounts {
+    return { open: this.#sockets.size, accepted: this.#accepted, http2Sessions: this.#sessions.size };
   }
 
   get requests(): readonly RequestRecord[] {
@@ -337,6 +362,14 @@ class FakeKubeApiServer implements FakeKubeApi {
     this.#hub.close('destroy');
   }
 
+  cutConnections(): void {
+    for (const socket of this.#sockets) socket.destroy();
+  }
+
+  goAway(): void {
+    for (const session of this.#sessions) session.close();
+  }
+
   endWatches(): void {
     this.#hub.close('end');
   }
@@ -386,7 +419,7 @@ class FakeKubeApiServer implements FakeKubeApi {
     if (!this.#listening) return;
     this.#listening = false;
     const closed = new Promise<void>((resolveClose) => this.#server.close(() => resolveClose()));
-    this.#server.closeAllConnections();
+    this.cutConnections();
     await closed;
   }
 }
@@ -399,10 +432,17 @@ export async function startFakeKubeApi(options: FakeKubeApiOptions = {}): Promis
   const dir = tempDir('warren-kube-api-');
   try {
     const certificate = issueServerCertificate(dir);
-    const server = createServer({ key: certificate.keyPem, cert: certificate.certPem });
-    // A real kube-apiserver keeps an idle connection 90 s (its http.Server IdleTimeout), not Node's 5 s:
-    // clients reuse connections across pauses that long, and tests see what they would.
-    server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+    const tls = { key: certificate.keyPem, cert: certificate.certPem };
+    let server: Server;
+    // A Go server holds no cap like Node's 10 MB a session (answers queued for a slow reader count).
+    if (options.http2 === true) server = createSecureServer({ ...tls, allowHTTP1: true, maxSessionMemory: 256 });
+    else {
+      const https = createServer(tls);
+      // A real kube-apiserver keeps an idle connection 90 s (its http.Server IdleTimeout), not Node's 5 s:
+      // clients reuse connections across pauses that long, and tests see what they would.
+      https.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+      server = https;
+    }
     await new Promise<void>((resolveListen, reject) => {
       server.once('error', reject);
       server.listen(0, '127.0.0.1', () => {

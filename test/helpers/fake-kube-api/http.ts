@@ -3,9 +3,13 @@
  * takes them, 413 with `Connection: close` beyond) and replies with the apiserver's headers:
  * compact JSON and one newline, `Content-Type: application/json` without charset, an Audit-Id and the
  * priority-and-fairness headers; unknown paths get the mux's text/plain `404 page not found`.
+ * Over HTTP/2 (the fake's `http2` option) the same answers go without the headers HTTP/2 forbids
+ * (`Connection`, `Transfer-Encoding`), and an answer cut off is its stream reset (INTERNAL_ERROR),
+ * as Go's server resets a stream whose handler failed, where over HTTP/1.1 the connection dies.
  */
 import { randomUUID } from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import { Http2ServerResponse, constants } from 'node:http2';
 import { parseYaml } from './crds.ts';
 import { badRequest, failure } from './status.ts';
 
@@ -24,9 +28,37 @@ export function headers(): Record<string, string> {
   };
 }
 
+const CONNECTION_HEADERS = new Set(['connection', 'transfer-encoding', 'keep-alive', 'upgrade']);
+
+/** Whether the answer travels over HTTP/2 (the compatibility API's response). */
+function overHttp2(res: ServerResponse): boolean {
+  return (res as unknown) instanceof Http2ServerResponse;
+}
+
+/** Writes the answer's head; over HTTP/2 without the headers it forbids. */
+export function writeHead(res: ServerResponse, code: number, head: OutgoingHttpHeaders): void {
+  if (!overHttp2(res)) return void res.writeHead(code, head);
+  res.writeHead(
+    code,
+    Object.fromEntries(Object.entries(head).filter(([k]) => !CONNECTION_HEADERS.has(k.toLowerCase()))),
+  );
+}
+
+/** Cuts the answer off before its end: the connection dies (HTTP/1.1), or the stream is reset (HTTP/2). */
+export function cutAnswer(res: ServerResponse): void {
+  if (overHttp2(res)) (res as unknown as Http2ServerResponse).stream.close(constants.NGHTTP2_INTERNAL_ERROR);
+  else res.destroy();
+}
+
+/** Whether the answer can take no more (ended, or cut off). */
+export function answerGone(res: ServerResponse): boolean {
+  if (res.writableEnded) return true;
+  return overHttp2(res) ? (res as unknown as Http2ServerResponse).stream.destroyed : res.destroyed;
+}
+
 export function replyJson(res: ServerResponse, code: number, body: unknown, extra: Record<string, string> = {}): void {
   const text = `${JSON.stringify(body)}\n`;
-  res.writeHead(code, { ...headers(), ...extra, 'Content-Length': Buffer.byteLength(text) });
+  writeHead(res, code, { ...headers(), ...extra, 'Content-Length': Buffer.byteLength(text) });
   res.end(text);
 }
 

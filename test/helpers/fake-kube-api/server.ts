@@ -11,7 +11,7 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CORE, CORE_PATCH_TYPES, type CoreResources } from './core.ts';
-import { mediaType, readJson, readObject, replyJson, replyNotFoundText } from './http.ts';
+import { cutAnswer, mediaType, readJson, readObject, replyJson, replyNotFoundText } from './http.ts';
 import { list } from './lists.ts';
 import type { ObjectStore } from './objects.ts';
 import { CRDS, type CrdRegistry } from './registry.ts';
@@ -130,7 +130,7 @@ export class RequestHandler {
           ? error.status
           : failure(500, 'InternalError', `Internal error occurred: ${String(error)}`).status;
       if (res.headersSent) {
-        res.destroy();
+        cutAnswer(res);
         return;
       }
       record.status = status.code;

@@ -111,6 +111,21 @@ export interface FakeKubeApiOptions {
    * `Infinity`: only when the test calls `establishCrds()`.
    */
   readonly crdEstablishMs?: number;
+  /**
+   * Offer HTTP/2 by ALPN beside HTTP/1.1, as a kube-apiserver does (an HTTP/2 client multiplexes
+   * every request and watch over one connection); default false: HTTP/1.1 only.
+   */
+  readonly http2?: boolean;
+}
+
+/** The TLS connections clients made to the fake. */
+export interface ConnectionCounts {
+  /** Open now. */
+  readonly open: number;
+  /** Accepted since the fake started. */
+  readonly accepted: number;
+  /** HTTP/2 sessions open now (0 when the fake serves HTTP/1.1 only). */
+  readonly http2Sessions: number;
 }
 
 /** A copy of the fake's storage (`FakeKubeApi.snapshot`), opaque to tests. */
@@ -153,6 +168,8 @@ export interface FakeKubeApi {
   resourceVersion(): string;
   /** Open watch streams, optionally of one resource (plural). */
   watchCount(resource?: string): number;
+  /** The TLS connections clients made: open now, and accepted since the start. */
+  connectionCounts(): ConnectionCounts;
 
   createPod(pod: KubeObject): KubeObject;
   getPod(namespace: string, name: string): KubeObject | undefined;
@@ -230,6 +247,17 @@ export interface FakeKubeApi {
   breakWatches(): void;
   /** Ends every open watch stream cleanly, as the server does when a watch times out. */
   endWatches(): void;
+  /**
+   * Cuts every client connection (TLS) at once, as a restarted load balancer in front of the API
+   * server does: every request in flight and every watch on them is cut off.
+   */
+  cutConnections(): void;
+  /**
+   * Sends GOAWAY (NO_ERROR) on every HTTP/2 session, naming the last stream it began, as an API
+   * server shutting down gracefully does: streams open finish (a request in flight is answered, a
+   * watch goes on), new ones must go to a new connection. HTTP/1.1 connections are untouched.
+   */
+  goAway(): void;
   /**
    * Marks a namespace as being deleted: every create in it is refused as the API server's
    * NamespaceLifecycle admission refuses it (403 Forbidden with the cause `NamespaceTerminating`).

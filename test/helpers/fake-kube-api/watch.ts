@@ -15,6 +15,7 @@
  * (`delivered`), so a harness measures the fan-out of a change: how many watchers it reached.
  */
 import type { ServerResponse } from 'node:http';
+import { answerGone, cutAnswer, writeHead } from './http.ts';
 import type { Change, ObjectStore } from './objects.ts';
 import { KubeError, badRequest, failure } from './status.ts';
 import type { DeliveredEvents, ExpiredAs, KubeObject, KubeStatus, WatchEventType } from './types.ts';
@@ -124,7 +125,7 @@ export class WatchHub {
     if (as === 'status') throw new KubeError(expired);
 
     onOpen();
-    res.writeHead(200, {
+    writeHead(res, 200, {
       'Content-Type': 'application/json',
       'Cache-Control': 'no-cache, private',
       'Transfer-Encoding': 'chunked',
@@ -196,7 +197,7 @@ export class WatchHub {
       if (resource !== undefined && watcher.resource !== resource) continue;
       this.forget(watcher);
       if (how === 'end') watcher.res.end();
-      else watcher.res.destroy();
+      else cutAnswer(watcher.res);
     }
   }
 
@@ -207,7 +208,7 @@ export class WatchHub {
   }
 
   #send(watcher: Watcher, event: WireEvent): void {
-    if (watcher.res.writableEnded || watcher.res.destroyed) return;
+    if (answerGone(watcher.res)) return;
     const object = event.type === 'ERROR' ? event.object : watcher.encode(event.object as KubeObject);
     watcher.res.write(`${JSON.stringify({ type: event.type, object })}\n`);
     const key = `${watcher.resource} ${watcher.client ?? ''} ${event.type}`;
