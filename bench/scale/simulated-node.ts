@@ -123,7 +123,7 @@ export class SimulatedNode {
   /** Opens the node's store and starts its upkeep, as an agent's start steps 2 does (agent.ts). */
   static async open(o: SimulatedNodeOptions): Promise<SimulatedNode> {
     mkdirSync(o.dir, { recursive: true, mode: 0o700 });
-    const options = resolveAgentOptions(
+    const resolved = resolveAgentOptions(
       {
         nodeName: o.name,
         store: 'kubernetes',
@@ -139,6 +139,8 @@ export class SimulatedNode {
       process.getuid?.() ?? 0,
       o.dir,
     );
+    // The agent resolves --database against its directory; SQLite's ':memory:' must reach it as is.
+    const options = o.memory === true ? { ...resolved, database: ':memory:' } : resolved;
     const facts = storeFacts(options);
     const clock = o.clock;
     const logger = silentLogger;
