@@ -154,9 +154,11 @@ export class TierKv {
    * halts when it is not the one known; throws TRY_AGAIN naming why while halted.
    */
   async checkIdentity(what: string): Promise<void> {
+    const accepts = this.#continuity.accepts;
     const identity = this.#continuity.identity;
     const now = (await this.get(what, IDENTITY_KEY))?.value.toString('utf8');
-    if (identity !== undefined && now !== identity)
+    // Accepted while the read was out: the identity known before says nothing of the store accepted.
+    if (identity !== undefined && now !== identity && this.#continuity.accepts === accepts)
       this.#continuity.halt(
         'store-lost',
         `etcd at prefix ${this.#prefix.toString('utf8')} lost its data: its identity record is ` +

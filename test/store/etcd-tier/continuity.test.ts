@@ -5,9 +5,10 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { Namespace } from 'etcd3';
+import type { KVClient, Namespace } from 'etcd3';
 import { EtcdContinuity } from '../../../src/store/etcd-tier/continuity.ts';
 import { verifyIdentity } from '../../../src/store/etcd-tier/identity.ts';
+import { TierKv } from '../../../src/store/etcd-tier/kv.ts';
 
 const header = (revision: number, cluster = 'c1') => ({ cluster_id: cluster, revision: String(revision) });
 
@@ -76,6 +77,18 @@ describe('EtcdContinuity', () => {
     answer({ kvs: [] });
     await check;
     assert.equal(c.halted(), undefined, 'the accepted store stands: the identity known before it says nothing');
+  });
+
+  it("a commit's identity check whose read was out while the operator accepted the store does not halt it again", async () => {
+    const c = new EtcdContinuity();
+    c.identity = 'id-old';
+    let answer!: (value: { kvs: never[]; header: ReturnType<typeof header> }) => void;
+    const kv = { range: () => new Promise((r) => (answer = r)) } as unknown as KVClient;
+    const check = new TierKv(kv, '/p/', c).checkIdentity('read the store identity');
+    c.accept();
+    answer({ kvs: [], header: header(1) });
+    await check;
+    assert.equal(c.halted(), undefined, 'the accepted store stands');
   });
 
   it('a revision a watch showed raises the floor and never halts', () => {
