@@ -149,6 +149,31 @@ describe('prompt lending: what an asker needs is not kept where no pod uses it (
     assert.deepEqual(errors, []);
   });
 
+  it('withdraws the ask as the watch tells of a change once its last ADD ended, not at the next lending round', async () => {
+    // Before, a grant written after the ADDs were served (a lender's answer racing another's) and a
+    // `wanted` left over stayed in the request until the asker's upkeep round: the address was held
+    // for a node no ADD waits on, and an asker elsewhere served up to 10 s late (issue 36's bench).
+    const { c, errors } = prompt(['s1', 's2']);
+    await c.node('s1').allocator.allocate({ owner: owner('a0'), ranges: SMALL });
+    const { value } = await promptly(c, c.node('s2').allocator.allocate({ owner: owner('b0'), ranges: SMALL }));
+    assert.match(value[0]?.allocation.pool ?? '', /#10\.19\.0\.\d+\/32$/, 's2 borrowed');
+    const served = await c.tier.requestOf(POOL, 's2');
+    assert.ok(served);
+    const granted = new Set(served.grants.map((g) => g.address));
+    const late = { address: ['10.19.0.13', '10.19.0.14'].find((a) => !granted.has(a)) ?? '', lender: 's1' };
+    assert.ok(await c.tier.updateRequest(served, [...served.grants, late], 2), 'a late grant and more wanted');
+    await quiet(); // no lending round, the clock standing still
+    const request = await c.tier.requestOf(POOL, 's2');
+    assert.equal(request?.wanted, 0, 'nothing more wanted');
+    assert.deepEqual(
+      request?.grants.filter((g) => g.address === late.address),
+      [],
+      'the grant never adopted flagged given back, and its lender, told, took it back',
+    );
+    assert.deepEqual(errors, []);
+    await c.assertNoDuplicate(POOL);
+  });
+
   it('takes back at once the grants of an ask withdrawn, never adopted: flagged given back, not removed', async () => {
     const { c, errors } = prompt(['h1', 'h2']);
     await c.node('h1').allocator.allocate({ owner: owner('a0'), ranges: SMALL });
