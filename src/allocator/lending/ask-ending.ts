@@ -12,16 +12,27 @@
  * - a request is read from the watch of this node's own requests as the ADD ends: ending an ADD
  *   costs the cluster no read, and a write only when the request still wants or holds something;
  * - one give-back pass at a time; an ask told during one runs another after it, so none is lost
- *   to the upkeep round.
+ *   to the upkeep round;
+ * - a grant flagged given back that its lender did not take back within FLAGGED_KEPT_MS (an agent
+ *   older than the flag, in a rolling upgrade, or one down) is removed by this node's upkeep round,
+ *   so mixed versions never leak an address: the old protocol's lender lets go of a removed grant's
+ *   placeholder after its grace.
  */
+import type { Clock } from '../../core/clock.ts';
 import { messageOf } from '../../core/errors.ts';
 import type { KeyedMutex } from '../../core/keyed-mutex.ts';
 import { parsePoolKey } from '../../ipam/pool-key.ts';
-import type { AddressRequest } from '../../store/cluster.ts';
+import type { AddressRequest, Grant } from '../../store/cluster.ts';
 import type { Borrower, LoanRange } from './borrower.ts';
 import type { LoanReturn } from './loan-return.ts';
 import { isMigrated } from './migrated.ts';
 import type { WatchedRequests } from './watched-requests.ts';
+
+/**
+ * How long a grant flagged given back stands before this node removes it itself: its lender, told,
+ * takes it back at once (take-back.ts); one that does not is older than the flag, or down.
+ */
+export const FLAGGED_KEPT_MS = 60_000;
 
 /** Told what failed. */
 type Report = (lent: readonly string[], errors: readonly string[]) => void;
@@ -32,6 +43,7 @@ export interface AskEndingOptions {
   readonly loanReturn: LoanReturn;
   readonly node: string;
   readonly locks: KeyedMutex;
+  readonly clock: Clock;
   /** ADDs under way in a range pool (0 when none). */
   readonly underWay: (pool: string) => number;
 }
@@ -44,6 +56,8 @@ export class AskEnding {
   #givingBack = false;
   /** Range pools asked in during the pass under way: each given back again after it. */
   readonly #again = new Set<string>();
+  /** Grants flagged given back in this node's requests, and since when (monotonic ms; `#removeStale`). */
+  readonly #flaggedSince = new Map<string, number>();
   /** Range pools an ADD of this process asked in: their request is this process's to withdraw as it changes. */
   readonly #askedIn = new Set<string>();
 
@@ -117,19 +131,52 @@ export class AskEnding {
     });
   }
 
-  /** Withdraws this node's requests no ADD waits on (borrower.ts `withdraw`), as the watch has them. */
+  /**
+   * Withdraws this node's requests no ADD waits on (borrower.ts `withdraw`), as the watch has them;
+   * first removes the grants flagged given back that stood FLAGGED_KEPT_MS (`#removeStale`).
+   */
   async withdrawIdle(errors: string[]): Promise<void> {
-    for (const request of this.#o.requests.ownRequests() ?? []) {
+    const own = this.#o.requests.ownRequests() ?? [];
+    const flagged = new Set(own.flatMap((r) => r.grants.filter((g) => g.returned === true).map((g) => flagKey(r, g))));
+    for (const key of this.#flaggedSince.keys()) if (!flagged.has(key)) this.#flaggedSince.delete(key);
+    for (const request of own) {
       const key = parsePoolKey(request.pool);
       if (key === undefined || !withdrawable(request)) continue;
       const range = { pool: request.pool, family: key.family };
       try {
+        if (await this.#removeStale(request)) continue; // the request changed: withdrawn next time
         await this.#o.locks.run(request.pool, () => this.#o.borrower.withdraw(range, request));
       } catch (error) {
         errors.push(`withdrawing the address request of ${request.pool}: ${messageOf(error)}`);
       }
     }
   }
+
+  /**
+   * Removes from `request` its grants flagged given back that have stood FLAGGED_KEPT_MS since this
+   * process first saw them flagged: their lender did not take them back (an agent older than the
+   * flag, or one down). Its placeholder then goes as a grant gone does (lender.ts: 30 s after it sees
+   * it gone); the loan ledger here keeps its mark, so the address is never adopted on a copy lagging
+   * behind. Whether it wrote.
+   */
+  async #removeStale(request: AddressRequest): Promise<boolean> {
+    const now = this.#o.clock.monotonic();
+    const stale = new Set<Grant>();
+    for (const grant of request.grants) {
+      if (grant.returned !== true) continue;
+      const since = this.#flaggedSince.get(flagKey(request, grant)) ?? now;
+      this.#flaggedSince.set(flagKey(request, grant), since);
+      if (now - since >= FLAGGED_KEPT_MS) stale.add(grant);
+    }
+    if (stale.size === 0) return false;
+    const kept = request.grants.filter((g) => !stale.has(g));
+    return (await this.#o.requests.updateRequest(request, kept, request.wanted)) !== undefined;
+  }
+}
+
+/** The key of a flagged grant in `request`, for how long it has stood. */
+function flagKey(request: AddressRequest, grant: Grant): string {
+  return `${request.pool} ${grant.address} ${grant.lender}`;
 }
 
 /** Whether withdrawing `request` may change it: something still wanted, or a grant a node lent. */

@@ -124,7 +124,7 @@ export class Lending {
     this.#migratedAddresses = new MigratedAddresses({ store, tier, node, clock, ledgers });
     const underWay = (pool: string) => options.underWay?.(pool) ?? 0;
     const [borrower, loanReturn] = [this.#borrower, this.#return];
-    this.#ending = new AskEnding({ requests: tier, borrower, loanReturn, node, locks, underWay });
+    this.#ending = new AskEnding({ requests: tier, borrower, loanReturn, node, locks, clock, underWay });
   }
 
   /** One round in a free loan ledger of `range` (a local read, no request), or undefined when none is free. */

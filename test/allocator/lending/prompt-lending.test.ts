@@ -9,6 +9,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
+import { FLAGGED_KEPT_MS } from '../../../src/allocator/lending/ask-ending.ts';
 import { GIVEN_BACK_GRACE_MS } from '../../../src/allocator/lending/lender.ts';
 import { LENT_NETWORK } from '../../../src/allocator/lending/loans.ts';
 import { JITTER_MS } from '../../../src/allocator/lending/prompt-lending.ts';
@@ -172,6 +173,34 @@ describe('prompt lending: what an asker needs is not kept where no pod uses it (
     );
     assert.deepEqual(errors, []);
     await c.assertNoDuplicate(POOL);
+  });
+
+  it('removes itself a grant flagged given back that its lender did not take back in FLAGGED_KEPT_MS', async () => {
+    // The lender an agent older than the flag (a rolling upgrade) or down: before, the flagged grant
+    // stood for good, and the lender's placeholder with it; removed, an old lender lets go of it
+    // after its grace, as it does of any grant gone.
+    const { c, errors } = prompt(['f1']);
+    await c.node('f1').allocator.allocate({ owner: owner('x'), ranges: rangesOf({ range: '10.23.0.0/24' }) });
+    const asked = await c.tier.ask(POOL, 'f1', 1);
+    const flagged = {
+      address: '10.19.0.9',
+      lender: 'f-old',
+      block: '10.19.0.0/28#10.19.0.0/28',
+      returned: true as const,
+    };
+    assert.ok(await c.tier.updateRequest(asked, [flagged], 0));
+    await quiet();
+    const hour = { returnGraceMs: 3_600_000, orphanGraceMs: 3_600_000 };
+    const grants = async () => (await c.tier.requestOf(POOL, 'f1'))?.grants ?? [];
+    await c.node('f1').allocator.lend(hour);
+    assert.deepEqual(await grants(), [flagged], 'its lender may still take it back');
+    c.clock.advance(FLAGGED_KEPT_MS - 1);
+    await c.node('f1').allocator.lend(hour);
+    assert.deepEqual(await grants(), [flagged], 'removed too soon');
+    c.clock.advance(1);
+    await c.node('f1').allocator.lend(hour);
+    assert.deepEqual(await grants(), [], 'removed by the borrower once it stood FLAGGED_KEPT_MS');
+    assert.deepEqual(errors, []);
   });
 
   it('takes back at once the grants of an ask withdrawn, never adopted: flagged given back, not removed', async () => {
