@@ -50,6 +50,8 @@ export interface ScaleClusterOptions {
   readonly counts?: 'server' | 'client';
   /** Each node's database in memory instead of a file. */
   readonly memory?: boolean;
+  /** Each node's prompt-lending jitter, by node name (default: the agent's random one; tests seed it). */
+  readonly lendJitter?: (node: string) => () => number;
 }
 
 /** How long the cluster must stay silent (real ms) after a clock step to count as quiet. */
@@ -124,6 +126,7 @@ export class ScaleCluster {
       nodeExists: (node) => !this.#deleted.has(node),
       ...(this.#o.flags === undefined ? {} : { flags: this.#o.flags }),
       ...(this.#o.memory === undefined ? {} : { memory: this.#o.memory }),
+      ...(this.#o.lendJitter === undefined ? {} : { lendJitter: this.#o.lendJitter(name) }),
     });
   }
 

@@ -69,6 +69,8 @@ export interface LendingOptions {
   readonly rangeOf: (pool: string) => RangeSpec | undefined;
   /** How long an ADD waits for grants (default 15 s, borrower.ts). */
   readonly waitMs?: number;
+  /** Prompt lending's random moment before an answer, ms (default: prompt-lending.ts). */
+  readonly jitter?: (() => number) | undefined;
   /** ADDs under way in a range pool: how many addresses to ask for at once. */
   readonly demand: (pool: string) => number;
   /** ADDs under way in a range pool (0 when none): its idle loans are kept for them. */
@@ -150,7 +152,10 @@ export class Lending {
       void this.#ending.changed(pool, report);
     };
     const [lender, borrower] = [this.#lender, this.#borrower];
-    return new PromptLending({ requests, node, clock, lender, borrower, report, asked, changed }).start(signal);
+    const jitter = defined({ jitter: this.#o.jitter });
+    return new PromptLending({ requests, node, clock, lender, borrower, report, asked, changed, ...jitter }).start(
+      signal,
+    );
   }
 
   /**
