@@ -70,9 +70,12 @@ export class AskEnding {
     this.#askedIn.add(pool);
   }
 
-  /** Another node asks in `pool`: this node's idle loans there go back, unless its own ADDs are under way. */
+  /**
+   * Another node asks in `pool`: this node's idle loans there go back, unless its own ADDs are under
+   * way (where it held idle loans at the last round, or asked: loans may have gone idle since).
+   */
   asked(pool: string, report: Report): void {
-    if (this.idleLoansIn.includes(pool)) this.#giveBackIdle(pool, report);
+    if (this.idleLoansIn.includes(pool) || this.#askedIn.has(pool)) this.#giveBackIdle(pool, report);
   }
 
   /** The last ADD of range `pool` here ended: the ask withdrawn, then idle loans given back if asked elsewhere. */

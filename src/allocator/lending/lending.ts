@@ -177,6 +177,9 @@ export class Lending {
     // at once (lender.ts): the wait ends when the request says so, and placement claims the block.
     if ((await this.#borrower.ask(range)) > 0) return { kind: 'conflict' };
     this.#ending.asking(range.pool);
+    // Its open requests are watched from now on: another node asking there is told to this one,
+    // which gives back what it holds idle as its ADDs end (ask-ending.ts).
+    this.#requests.include(range.pool);
     const wait = async (since: number): Promise<boolean> => {
       if (await this.#borrower.waitForGrants(range, since)) return true;
       // The last ADD of the range here gives up: the ask is withdrawn now, not at the next upkeep
@@ -235,7 +238,7 @@ export class Lending {
     const adopted = migrated === undefined ? 0 : await this.#adoptMigrated(migrated, errors);
     await this.#ending.withdrawIdle(errors);
     const own = await this.#lender.ownRanges();
-    this.#requests.cover([...own, ...this.#ending.idleLoansIn]);
+    this.#requests.cover([...own, ...this.#ending.idleLoansIn, ...this.#borrowingIn()]);
     const lending = await this.#lender.run(o.orphanGraceMs, migrated ?? []).catch((error: unknown) => {
       errors.push(`lending: ${messageOf(error)}`);
       return { lent: [], released: [], kept: [], errors: [] };
@@ -246,7 +249,8 @@ export class Lending {
       return { returned: [], idleIn: [], errors: [] };
     });
     this.#ending.idleLoansIn = returning.idleIn;
-    this.#requests.cover([...own, ...this.#ending.idleLoansIn]); // watched from now, not from the next round
+    // Watched from now, not from the next round.
+    this.#requests.cover([...own, ...this.#ending.idleLoansIn, ...this.#borrowingIn()]);
     const checked = await this.#check.run().catch((error: unknown) => {
       errors.push(`checking the grants of loans in use: ${messageOf(error)}`);
       return { restored: [], errors: [] };
@@ -259,6 +263,12 @@ export class Lending {
       restored: [...checked.restored, ...lending.kept],
       errors: [...errors, ...lending.errors, ...returning.errors, ...checked.errors],
     };
+  }
+
+  /** The ranges this node asks in or holds loans of, as its request says (grants or something wanted). */
+  #borrowingIn(): string[] {
+    const own = this.#requests.ownRequests() ?? [];
+    return own.filter((r) => r.wanted > 0 || r.grants.some((g) => !isMigrated(g))).map((r) => r.pool);
   }
 
   async #readMigrated(): Promise<readonly AddressRequest[]> {

@@ -15,6 +15,7 @@ import { LENT_NETWORK } from '../../../src/allocator/lending/loans.ts';
 import { JITTER_MS } from '../../../src/allocator/lending/prompt-lending.ts';
 import { quiet } from '../../helpers/event-loop.ts';
 import { owner, rangesOf } from '../../store/tiered/nodes.ts';
+import { WATCHED_POLL_MS } from '../../../src/allocator/lending/borrower.ts';
 import { LendingCluster, STEP_MS, WAIT_MS } from './lending-nodes.ts';
 
 const clusters: LendingCluster[] = [];
@@ -241,6 +242,57 @@ describe('prompt lending: what an asker needs is not kept where no pod uses it (
     c.clock.advance(1);
     await c.node('h3').allocator.lend(hour);
     assert.deepEqual(await c.node('h3').store.list({ network: LENT_NETWORK }), [], 'not kept for the whole grace');
+    assert.deepEqual(errors, []);
+    await c.assertNoDuplicate(POOL);
+  });
+
+  it('gives the idle loans back as its last ADD in the range ends while another node asks there', async () => {
+    const { c, errors } = prompt(['e1', 'e2', 'e3']);
+    await c.node('e1').allocator.allocate({ owner: owner('a0'), ranges: SMALL });
+    const loans: string[] = [];
+    for (const b of ['b0', 'b1']) {
+      const { value } = await promptly(c, c.node('e2').allocator.allocate({ owner: owner(b), ranges: SMALL }));
+      assert.match(value[0]?.allocation.pool ?? '', /#10\.19\.0\.\d+\/32$/, 'e2 borrowed');
+      loans.push(value[0]?.allocation.address ?? '');
+    }
+    // e1 fills the rest of its block: it has nothing more to lend.
+    for (let i = 1; i < 12; i++) await c.node('e1').allocator.allocate({ owner: owner(`a${i}`), ranges: SMALL });
+    const add = c.node('e2').allocator.allocate({ owner: owner('b2'), ranges: SMALL });
+    let ended = false;
+    add
+      .finally(() => {
+        ended = true;
+      })
+      .catch(() => {});
+    await quiet();
+    assert.equal(ended, false, 'an ADD of e2 waits for grants in the range');
+    // Both loans idle while it waits, and another node asks: they are kept, for that ADD.
+    for (const b of ['b0', 'b1']) await c.node('e2').allocator.release(owner(b));
+    await c.node('e3').allocator.allocate({ owner: owner('x'), ranges: rangesOf({ range: '10.24.0.0/24' }) });
+    await c.tier.ask(POOL, 'e3', 1);
+    await quiet();
+    const loanGrants = async () =>
+      ((await c.tier.requestOf(POOL, 'e2'))?.grants ?? []).filter((g) => loans.includes(g.address));
+    assert.deepEqual(
+      (await loanGrants()).map((g) => g.returned),
+      [undefined, undefined],
+      'kept while an ADD of e2 is under way in the range',
+    );
+    // The ADD's look at its request (no hint: a poll) finds a loan idle and takes it; no lending round.
+    for (let waited = 0; waited < WATCHED_POLL_MS && !ended; waited += STEP_MS) {
+      c.clock.advance(STEP_MS);
+      await quiet();
+    }
+    const [served] = await add;
+    assert.ok(served !== undefined && loans.includes(served.allocation.address), 'served from an idle loan');
+    await quiet();
+    const other = loans.find((a) => a !== served.allocation.address);
+    assert.ok(!(await loanGrants()).some((g) => g.address === other), 'the other given back as the ADD ended');
+    const lent = (await c.node('e1').store.list({ network: LENT_NETWORK })).map((a) => [a.address, a.node]);
+    assert.ok(
+      lent.some(([a, n]) => a === other && n === 'e3'),
+      `e1 took it back and lent it on to e3, which asks: ${JSON.stringify(lent)}`,
+    );
     assert.deepEqual(errors, []);
     await c.assertNoDuplicate(POOL);
   });
