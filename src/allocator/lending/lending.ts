@@ -28,7 +28,8 @@
  * is wanted at once (give-back.ts `forRequest`), then lends from the rest, whatever the block size;
  * the asker's wait ends on the answer and it claims or adopts. A loan goes back as soon as it is
  * idle while another node asks in its range, and an ask as its last ADD ends or gives up; what is
- * given back is taken back at once, or removed by the borrower after FLAGGED_KEPT_MS (ask-ending.ts). A free address is out of reach of a node that asks only while it is
+ * given back is taken back at once, or removed by the borrower after FLAGGED_KEPT_MS
+ * (ask-ending.ts). A free address is out of reach of a node that asks only while it is
  * resting after its release, held by a placeholder whose grant went unexplained (a grace), or in a
  * block whose owner cannot be reached, or does not use it but lends from it (kept whole).
  */
