@@ -178,9 +178,6 @@ export class Lending {
     // at once (lender.ts): the wait ends when the request says so, and placement claims the block.
     if ((await this.#borrower.ask(range)) > 0) return { kind: 'conflict' };
     this.#ending.asking(range.pool);
-    // Its open requests are watched from now on: another node asking there is told to this one,
-    // which gives back what it holds idle as its ADDs end (ask-ending.ts).
-    this.#requests.include(range.pool);
     const wait = async (since: number): Promise<boolean> => {
       if (await this.#borrower.waitForGrants(range, since)) return true;
       // The last ADD of the range here gives up: the ask is withdrawn now, not at the next upkeep

@@ -4,7 +4,7 @@
  * (issue 36: an idle agent makes no periodic LIST). While open (`open`, prompt-lending.ts), it keeps
  * four views (ClusterRecords.watchRequests):
  * - the open requests of the ranges this node holds blocks of, asks in or borrows from (`cover`:
- *   lending's round sets them, a claim or an ask adds its range at once), which the lender answers
+ *   lending's round sets them, a claim adds its range at once), which the lender answers
  *   (lender.ts) and which send idle loans back at once (ask-ending.ts, `askedElsewhere`);
  * - the requests lent to by this node, whose grants keep its placeholders (lender.ts tidy-up);
  * - the requests lent to by a migration (`whereabouts`), what migrated.ts adopts and holds;

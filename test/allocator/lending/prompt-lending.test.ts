@@ -257,6 +257,7 @@ describe('prompt lending: what an asker needs is not kept where no pod uses it (
     }
     // e1 fills the rest of its block: it has nothing more to lend.
     for (let i = 1; i < 12; i++) await c.node('e1').allocator.allocate({ owner: owner(`a${i}`), ranges: SMALL });
+    await c.lendAll({ returnGraceMs: 3_600_000, orphanGraceMs: 3_600_000 }); // e2 watches the range it borrows in
     const add = c.node('e2').allocator.allocate({ owner: owner('b2'), ranges: SMALL });
     let ended = false;
     add
