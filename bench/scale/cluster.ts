@@ -56,6 +56,8 @@ export interface ScaleClusterOptions {
   readonly counts?: 'server' | 'client';
   /** Each node's database in memory instead of a file. */
   readonly memory?: boolean;
+  /** Each node's prompt-lending jitter, by node name (default: the agent's random one; tests seed it). */
+  readonly lendJitter?: (node: string) => () => number;
 }
 
 /** How long the cluster must stay silent (real ms) after a clock step to count as quiet. */
@@ -115,7 +117,11 @@ export class ScaleCluster<N extends ScaleNode = SimulatedNode> {
 
   /** The cluster with its nodes in this process, on its own clock. */
   static start(o: ScaleClusterOptions): Promise<ScaleCluster<SimulatedNode>> {
-    return ScaleCluster.#start(o, async (clock, ranges) => new LocalNodes({ clock, ranges, ...nodeOptions(o) }));
+    const jitter = o.lendJitter === undefined ? {} : { lendJitter: o.lendJitter };
+    return ScaleCluster.#start(
+      o,
+      async (clock, ranges) => new LocalNodes({ clock, ranges, ...nodeOptions(o), ...jitter }),
+    );
   }
 
   /** The cluster with its nodes dealt in turn to `processes` node groups (node-groups.ts). */

@@ -70,6 +70,8 @@ export interface LocalNodesOptions {
   readonly ranges: readonly RangeSpec[];
   readonly flags?: Readonly<Record<string, string>>;
   readonly memory?: boolean;
+  /** Each node's lending jitter, by name (tests seed it); this process only: a function crosses no IPC. */
+  readonly lendJitter?: (node: string) => () => number;
 }
 
 /** The nodes in this process, on the cluster's clock. */
@@ -94,6 +96,7 @@ export class LocalNodes implements NodeHost<SimulatedNode> {
       nodeExists: (node) => !this.#deleted.has(node),
       ...(this.#o.flags === undefined ? {} : { flags: this.#o.flags }),
       ...(this.#o.memory === undefined ? {} : { memory: this.#o.memory }),
+      ...(this.#o.lendJitter === undefined ? {} : { lendJitter: this.#o.lendJitter(name) }),
     });
     this.#running.set(name, node);
     return node;

@@ -56,6 +56,8 @@ export interface SimulatedNodeOptions {
   readonly memory?: boolean;
   /** Whether Kubernetes has the Node `name` now (the harness's Node directory). */
   readonly nodeExists: (name: string) => boolean;
+  /** Prompt lending's random moment before an answer, ms (the agent's: random; a test seeds it). */
+  readonly lendJitter?: () => number;
 }
 
 /** Node items pushed by the harness, read by the node's KubernetesNodes until its stop. */
@@ -153,6 +155,7 @@ export class SimulatedNode {
         throw new Error('a simulated node serves no metrics');
       },
       released: NO_TELEMETRY,
+      ...(o.lendJitter === undefined ? {} : { lendJitter: o.lendJitter }),
     });
     const abort = new AbortController();
     try {

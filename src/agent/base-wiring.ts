@@ -71,6 +71,8 @@ export interface BaseWiringDeps {
   readonly sides: () => ScrapedSides;
   /** Released addresses, told to the parts that keep something of them once they are built. */
   readonly released: Telemetry;
+  /** Prompt lending's random moment before an answer, ms (AllocatorOptions.lendJitter; tests seed it). */
+  readonly lendJitter?: () => number;
 }
 
 export async function openBase(o: AgentOptions, facts: StoreFacts, deps: BaseWiringDeps): Promise<OpenedBase> {
@@ -104,7 +106,8 @@ export async function openBase(o: AgentOptions, facts: StoreFacts, deps: BaseWir
   const blocks = facts.shared && deps.blocks;
   // Cluster-wide reservations (ipam/reserved.ts): filled by their watch when Kubernetes is on.
   const reserved = new ReservedAddresses();
-  const allocator = new Allocator({ store, clock, node: o.nodeName, blocks, reserved });
+  const lendJitter = deps.lendJitter;
+  const allocator = new Allocator({ store, clock, node: o.nodeName, blocks, reserved, ...defined({ lendJitter }) });
   const errors = new RecentErrors(clock, logger);
   const base = { facts, store, published, membership, allocator, reserved, errors, telemetry, commits, history };
   return { ...base, metrics, handBack, record, kubeRequests, userAgent };

@@ -69,6 +69,11 @@ export interface AllocatorOptions {
   readonly blocks?: boolean;
   /** How long an ADD waits for other nodes to lend it addresses (two-tier store; default 15 s). */
   readonly lendWaitMs?: number;
+  /**
+   * The random moment a lender waits before answering a request it was told of, ms (default
+   * 0 to JITTER_MS, lending/prompt-lending.ts): a harness seeds it for an outcome that repeats.
+   */
+  readonly lendJitter?: () => number;
   /** Cluster-wide reservations (ipam/reserved.ts): never handed out; what is held stays held. */
   readonly reserved?: ReservedAddresses;
 }
@@ -144,7 +149,7 @@ export class Allocator {
             underWay: (pool) => this.#ranges.underWay(pool),
             // Another node asking for room gets this node's empty blocks at once (give-back.ts).
             giveBack: (pool, wanted) => this.#giveBack.forRequest(pool, wanted),
-            ...defined({ waitMs: options.lendWaitMs }),
+            ...defined({ waitMs: options.lendWaitMs, jitter: options.lendJitter }),
           })
         : undefined;
     const lending = this.#lending;

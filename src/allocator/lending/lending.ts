@@ -12,6 +12,7 @@
  * - prompt-lending.ts: both answered as the tier tells of changed requests, not only on the timer;
  * - watched-requests.ts: the requests the rounds read, from watches of what this node needs;
  * - loan-return.ts: giving idle loans back;
+ * - ask-ending.ts: an ask withdrawn as its last ADD ends or gives up, idle loans given back as asked;
  * - loan-check.ts: writing back the grant of a loan in use that someone else removed;
  * - migrated.ts: the addresses a migration recorded, adopted or held in a block claimed;
  * - grant-policy.ts: how many addresses and which a lender lends;
@@ -26,8 +27,9 @@
  * Every address usable (issue 36): an owner asked gives back its empty blocks no larger than what
  * is wanted at once (give-back.ts `forRequest`), then lends from the rest, whatever the block size;
  * the asker's wait ends on the answer and it claims or adopts. A loan goes back as soon as it is
- * idle while another node asks in its range, and an ask as its last ADD gives up; what is given
- * back is taken back at once. A free address is out of reach of a node that asks only while it is
+ * idle while another node asks in its range, and an ask as its last ADD ends or gives up; what is
+ * given back is taken back at once, or removed by the borrower after FLAGGED_KEPT_MS
+ * (ask-ending.ts). A free address is out of reach of a node that asks only while it is
  * resting after its release, held by a placeholder whose grant went unexplained (a grace), or in a
  * block whose owner cannot be reached, or does not use it but lends from it (kept whole).
  */
@@ -44,7 +46,8 @@ import type { AllocateRequest, Decision } from '../assignment.ts';
 import type { RoomGiven } from '../give-back.ts';
 import type { LedgerAssigner } from '../ledger-assigner.ts';
 import type { LedgerCache } from '../ledger-cache.ts';
-import { Borrower, type LoanRange } from './borrower.ts';
+import { AskEnding } from './ask-ending.ts';
+import { Borrower } from './borrower.ts';
 import { Lender } from './lender.ts';
 import { LoanCheck } from './loan-check.ts';
 import { LoanReturn } from './loan-return.ts';
@@ -67,6 +70,8 @@ export interface LendingOptions {
   readonly rangeOf: (pool: string) => RangeSpec | undefined;
   /** How long an ADD waits for grants (default 15 s, borrower.ts). */
   readonly waitMs?: number;
+  /** Prompt lending's random moment before an answer, ms (default: prompt-lending.ts). */
+  readonly jitter?: (() => number) | undefined;
   /** ADDs under way in a range pool: how many addresses to ask for at once. */
   readonly demand: (pool: string) => number;
   /** ADDs under way in a range pool (0 when none): its idle loans are kept for them. */
@@ -103,10 +108,8 @@ export class Lending {
   readonly #migratedAddresses: MigratedAddresses;
   /** Migrated addresses whose adoption was refused, already reported (`pool address`). */
   readonly #refused = new Set<string>();
-  /** Range pools this node held idle loans of at the last round: their open requests are watched too. */
-  #idleLoansIn: readonly string[] = [];
-  /** Whether a pass giving idle loans back as another node asks is under way. */
-  #givingBack = false;
+  /** This node's asks withdrawn and idle loans given back as asks end (ask-ending.ts). */
+  readonly #ending: AskEnding;
   /** Where prompt lending reports (set while it runs). */
   #report: Report | undefined;
 
@@ -122,6 +125,9 @@ export class Lending {
     this.#return = new LoanReturn({ store, tier, node, clock, ledgers, locks });
     this.#check = new LoanCheck({ store, tier, node, locks, rangeOf });
     this.#migratedAddresses = new MigratedAddresses({ store, tier, node, clock, ledgers });
+    const underWay = (pool: string) => options.underWay?.(pool) ?? 0;
+    const [borrower, loanReturn] = [this.#borrower, this.#return];
+    this.#ending = new AskEnding({ requests: tier, borrower, loanReturn, node, locks, clock, underWay });
   }
 
   /** One round in a free loan ledger of `range` (a local read, no request), or undefined when none is free. */
@@ -139,34 +145,28 @@ export class Lending {
     const { node, clock } = this.#o;
     const requests = this.#requests;
     this.#report = report;
-    const asked = (pool: string) => this.#giveBackIdle(pool, report);
-    // This node's request changed: a flag of a loan given back whose write lost is written again.
+    const asked = (pool: string) => this.#ending.asked(pool, report);
+    // This node's request changed: a flag of a loan given back whose write lost is written again,
+    // and an ask no ADD waits on any more is withdrawn (ask-ending.ts).
     const changed = (pool: string) => {
       this.#return.flagPending(pool).catch((error: unknown) => report([], [`giving loans back: ${messageOf(error)}`]));
+      void this.#ending.changed(pool, report);
     };
     const [lender, borrower] = [this.#lender, this.#borrower];
-    return new PromptLending({ requests, node, clock, lender, borrower, report, asked, changed }).start(signal);
+    const jitter = defined({ jitter: this.#o.jitter });
+    return new PromptLending({ requests, node, clock, lender, borrower, report, asked, changed, ...jitter }).start(
+      signal,
+    );
   }
 
   /**
-   * The last ADD of range `pool` here ended: while another node asks in it, the idle loans go back
-   * now (an ask told while ADDs were under way here let them be, for those ADDs).
+   * The last ADD of range `pool` here ended: this node's ask there is withdrawn now, and while
+   * another node asks in it, the idle loans go back (ask-ending.ts). Before, an ask whose ADDs were
+   * over kept the grants it did not adopt until the upkeep round: an asker elsewhere was served up
+   * to that round's 10 s late (issue 36).
    */
   settled(pool: string): void {
-    if (this.#report !== undefined && this.#requests.askedElsewhere(pool)) this.#giveBackIdle(pool, this.#report, true);
-  }
-
-  /** Gives back at once this node's idle loans of `pool`, which another node asks in (one pass at a time). */
-  #giveBackIdle(pool: string, report: Report, anyway = false): void {
-    if (!(anyway || this.#idleLoansIn.includes(pool)) || this.#givingBack || this.#underWay(pool) > 0) return;
-    this.#givingBack = true;
-    this.#return
-      .run(Number.POSITIVE_INFINITY, (p) => p === pool)
-      .then((r) => report([], r.errors))
-      .catch((error: unknown) => report([], [`giving loans of ${pool} back: ${messageOf(error)}`]))
-      .finally(() => {
-        this.#givingBack = false;
-      });
+    if (this.#report !== undefined) this.#ending.settled(pool, this.#report);
   }
 
   /**
@@ -177,11 +177,12 @@ export class Lending {
     // Blocks of one address are never lent (loans.ts), but asked, their owners give empty ones back
     // at once (lender.ts): the wait ends when the request says so, and placement claims the block.
     if ((await this.#borrower.ask(range)) > 0) return { kind: 'conflict' };
+    this.#ending.asking(range.pool);
     const wait = async (since: number): Promise<boolean> => {
       if (await this.#borrower.waitForGrants(range, since)) return true;
       // The last ADD of the range here gives up: the ask is withdrawn now, not at the next upkeep
       // round, so no lender grants an address to a node where no ADD waits for it.
-      if (this.#underWay(range.pool) <= 1) await this.#withdraw(range).catch(() => undefined);
+      if (this.#underWay(range.pool) <= 1) await this.#ending.withdraw(range).catch(() => undefined);
       return false;
     };
     return { kind: 'conflict', wait };
@@ -189,14 +190,6 @@ export class Lending {
 
   #underWay(pool: string): number {
     return this.#o.underWay?.(pool) ?? 0;
-  }
-
-  /** Withdraws this node's request of `range` (borrower.ts `withdraw`), under the range pool's lock. */
-  async #withdraw(range: LoanRange): Promise<void> {
-    await this.#o.locks.run(range.pool, async () => {
-      const request = await this.#requests.requestOf(range.pool, this.#o.node);
-      if (request !== undefined) await this.#borrower.withdraw(range, request);
-    });
   }
 
   /**
@@ -241,9 +234,9 @@ export class Lending {
       errors.push(`reading migrated addresses: ${messageOf(error)}`);
     }
     const adopted = migrated === undefined ? 0 : await this.#adoptMigrated(migrated, errors);
-    await this.#withdrawIdle(errors);
+    await this.#ending.withdrawIdle(errors);
     const own = await this.#lender.ownRanges();
-    this.#requests.cover([...own, ...this.#idleLoansIn]);
+    this.#requests.cover([...own, ...this.#ending.idleLoansIn, ...this.#borrowingIn()]);
     const lending = await this.#lender.run(o.orphanGraceMs, migrated ?? []).catch((error: unknown) => {
       errors.push(`lending: ${messageOf(error)}`);
       return { lent: [], released: [], kept: [], errors: [] };
@@ -253,8 +246,9 @@ export class Lending {
       errors.push(`giving loans back: ${messageOf(error)}`);
       return { returned: [], idleIn: [], errors: [] };
     });
-    this.#idleLoansIn = returning.idleIn;
-    this.#requests.cover([...own, ...this.#idleLoansIn]); // watched from now, not from the next round
+    this.#ending.idleLoansIn = returning.idleIn;
+    // Watched from now, not from the next round.
+    this.#requests.cover([...own, ...this.#ending.idleLoansIn, ...this.#borrowingIn()]);
     const checked = await this.#check.run().catch((error: unknown) => {
       errors.push(`checking the grants of loans in use: ${messageOf(error)}`);
       return { restored: [], errors: [] };
@@ -269,18 +263,10 @@ export class Lending {
     };
   }
 
-  /** Withdraws this node's requests no ADD waits on (borrower.ts `withdraw`), as the watch has them. */
-  async #withdrawIdle(errors: string[]): Promise<void> {
-    for (const request of this.#requests.ownRequests() ?? []) {
-      const key = parsePoolKey(request.pool);
-      if (key === undefined || (request.wanted === 0 && request.grants.every((g) => isMigrated(g)))) continue;
-      const range = { pool: request.pool, family: key.family };
-      try {
-        await this.#o.locks.run(request.pool, () => this.#borrower.withdraw(range, request));
-      } catch (error) {
-        errors.push(`withdrawing the address request of ${request.pool}: ${messageOf(error)}`);
-      }
-    }
+  /** The ranges this node asks in or holds loans of, as its request says (grants or something wanted). */
+  #borrowingIn(): string[] {
+    const own = this.#requests.ownRequests() ?? [];
+    return own.filter((r) => r.wanted > 0 || r.grants.some((g) => !isMigrated(g))).map((r) => r.pool);
   }
 
   async #readMigrated(): Promise<readonly AddressRequest[]> {

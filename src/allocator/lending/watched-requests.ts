@@ -3,9 +3,9 @@
  * requests it reads periodically served from watches of what this node needs instead of listings
  * (issue 36: an idle agent makes no periodic LIST). While open (`open`, prompt-lending.ts), it keeps
  * four views (ClusterRecords.watchRequests):
- * - the open requests of the ranges this node holds blocks or idle loans of (`cover`: lending's
- *   round sets them, a claim adds its range at once), which the lender answers (lender.ts) and
- *   which send idle loans back at once (loan-return.ts, `askedElsewhere`);
+ * - the open requests of the ranges this node holds blocks of, asks in or borrows from (`cover`:
+ *   lending's round sets them, a claim adds its range at once), which the lender answers
+ *   (lender.ts) and which send idle loans back at once (ask-ending.ts, `askedElsewhere`);
  * - the requests lent to by this node, whose grants keep its placeholders (lender.ts tidy-up);
  * - the requests lent to by a migration (`whereabouts`), what migrated.ts adopts and holds;
  * - this node's own requests, which its borrower waits on, checks (loan-check.ts) and gives back

@@ -9,11 +9,13 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
+import { FLAGGED_KEPT_MS } from '../../../src/allocator/lending/ask-ending.ts';
 import { GIVEN_BACK_GRACE_MS } from '../../../src/allocator/lending/lender.ts';
 import { LENT_NETWORK } from '../../../src/allocator/lending/loans.ts';
 import { JITTER_MS } from '../../../src/allocator/lending/prompt-lending.ts';
 import { quiet } from '../../helpers/event-loop.ts';
 import { owner, rangesOf } from '../../store/tiered/nodes.ts';
+import { WATCHED_POLL_MS } from '../../../src/allocator/lending/borrower.ts';
 import { LendingCluster, STEP_MS, WAIT_MS } from './lending-nodes.ts';
 
 const clusters: LendingCluster[] = [];
@@ -149,6 +151,59 @@ describe('prompt lending: what an asker needs is not kept where no pod uses it (
     assert.deepEqual(errors, []);
   });
 
+  it('withdraws the ask as the watch tells of a change once its last ADD ended, not at the next lending round', async () => {
+    // Before, a grant written after the ADDs were served (a lender's answer racing another's) and a
+    // `wanted` left over stayed in the request until the asker's upkeep round: the address was held
+    // for a node no ADD waits on, and an asker elsewhere served up to 10 s late (issue 36's bench).
+    const { c, errors } = prompt(['s1', 's2']);
+    await c.node('s1').allocator.allocate({ owner: owner('a0'), ranges: SMALL });
+    const { value } = await promptly(c, c.node('s2').allocator.allocate({ owner: owner('b0'), ranges: SMALL }));
+    assert.match(value[0]?.allocation.pool ?? '', /#10\.19\.0\.\d+\/32$/, 's2 borrowed');
+    const served = await c.tier.requestOf(POOL, 's2');
+    assert.ok(served);
+    const granted = new Set(served.grants.map((g) => g.address));
+    const late = { address: ['10.19.0.13', '10.19.0.14'].find((a) => !granted.has(a)) ?? '', lender: 's1' };
+    assert.ok(await c.tier.updateRequest(served, [...served.grants, late], 2), 'a late grant and more wanted');
+    await quiet(); // no lending round, the clock standing still
+    const request = await c.tier.requestOf(POOL, 's2');
+    assert.equal(request?.wanted, 0, 'nothing more wanted');
+    assert.deepEqual(
+      request?.grants.filter((g) => g.address === late.address),
+      [],
+      'the grant never adopted flagged given back, and its lender, told, took it back',
+    );
+    assert.deepEqual(errors, []);
+    await c.assertNoDuplicate(POOL);
+  });
+
+  it('removes itself a grant flagged given back that its lender did not take back in FLAGGED_KEPT_MS', async () => {
+    // The lender an agent older than the flag (a rolling upgrade) or down: before, the flagged grant
+    // stood for good, and the lender's placeholder with it; removed, an old lender lets go of it
+    // after its grace, as it does of any grant gone.
+    const { c, errors } = prompt(['f1']);
+    await c.node('f1').allocator.allocate({ owner: owner('x'), ranges: rangesOf({ range: '10.23.0.0/24' }) });
+    const asked = await c.tier.ask(POOL, 'f1', 1);
+    const flagged = {
+      address: '10.19.0.9',
+      lender: 'f-old',
+      block: '10.19.0.0/28#10.19.0.0/28',
+      returned: true as const,
+    };
+    assert.ok(await c.tier.updateRequest(asked, [flagged], 0));
+    await quiet();
+    const hour = { returnGraceMs: 3_600_000, orphanGraceMs: 3_600_000 };
+    const grants = async () => (await c.tier.requestOf(POOL, 'f1'))?.grants ?? [];
+    await c.node('f1').allocator.lend(hour);
+    assert.deepEqual(await grants(), [flagged], 'its lender may still take it back');
+    c.clock.advance(FLAGGED_KEPT_MS - 1);
+    await c.node('f1').allocator.lend(hour);
+    assert.deepEqual(await grants(), [flagged], 'removed too soon');
+    c.clock.advance(1);
+    await c.node('f1').allocator.lend(hour);
+    assert.deepEqual(await grants(), [], 'removed by the borrower once it stood FLAGGED_KEPT_MS');
+    assert.deepEqual(errors, []);
+  });
+
   it('takes back at once the grants of an ask withdrawn, never adopted: flagged given back, not removed', async () => {
     const { c, errors } = prompt(['h1', 'h2']);
     await c.node('h1').allocator.allocate({ owner: owner('a0'), ranges: SMALL });
@@ -187,6 +242,58 @@ describe('prompt lending: what an asker needs is not kept where no pod uses it (
     c.clock.advance(1);
     await c.node('h3').allocator.lend(hour);
     assert.deepEqual(await c.node('h3').store.list({ network: LENT_NETWORK }), [], 'not kept for the whole grace');
+    assert.deepEqual(errors, []);
+    await c.assertNoDuplicate(POOL);
+  });
+
+  it('gives the idle loans back as its last ADD in the range ends while another node asks there', async () => {
+    const { c, errors } = prompt(['e1', 'e2', 'e3']);
+    await c.node('e1').allocator.allocate({ owner: owner('a0'), ranges: SMALL });
+    const loans: string[] = [];
+    for (const b of ['b0', 'b1']) {
+      const { value } = await promptly(c, c.node('e2').allocator.allocate({ owner: owner(b), ranges: SMALL }));
+      assert.match(value[0]?.allocation.pool ?? '', /#10\.19\.0\.\d+\/32$/, 'e2 borrowed');
+      loans.push(value[0]?.allocation.address ?? '');
+    }
+    // e1 fills the rest of its block: it has nothing more to lend.
+    for (let i = 1; i < 12; i++) await c.node('e1').allocator.allocate({ owner: owner(`a${i}`), ranges: SMALL });
+    await c.lendAll({ returnGraceMs: 3_600_000, orphanGraceMs: 3_600_000 }); // e2 watches the range it borrows in
+    const add = c.node('e2').allocator.allocate({ owner: owner('b2'), ranges: SMALL });
+    let ended = false;
+    add
+      .finally(() => {
+        ended = true;
+      })
+      .catch(() => {});
+    await quiet();
+    assert.equal(ended, false, 'an ADD of e2 waits for grants in the range');
+    // Both loans idle while it waits, and another node asks: they are kept, for that ADD.
+    for (const b of ['b0', 'b1']) await c.node('e2').allocator.release(owner(b));
+    await c.node('e3').allocator.allocate({ owner: owner('x'), ranges: rangesOf({ range: '10.24.0.0/24' }) });
+    await c.tier.ask(POOL, 'e3', 1);
+    await quiet();
+    const loanGrants = async () =>
+      ((await c.tier.requestOf(POOL, 'e2'))?.grants ?? []).filter((g) => loans.includes(g.address));
+    assert.deepEqual(
+      (await loanGrants()).map((g) => g.returned),
+      [undefined, undefined],
+      'kept while an ADD of e2 is under way in the range',
+    );
+    // The ADD's look at its request (no hint: a poll) finds a loan idle and takes it; no lending round.
+    for (let waited = 0; waited < WATCHED_POLL_MS && !ended; waited += STEP_MS) {
+      c.clock.advance(STEP_MS);
+      await quiet();
+    }
+    const [served] = await add;
+    assert.ok(served !== undefined && loans.includes(served.allocation.address), 'served from an idle loan');
+    await quiet();
+    const other = loans.find((a) => a !== served.allocation.address);
+    assert.ok(!(await loanGrants()).some((g) => g.address === other), 'the other given back as the ADD ended');
+    const lent = (await c.node('e1').store.list({ network: LENT_NETWORK })).map((a) => [a.address, a.node]);
+    assert.ok(
+      lent.some(([a, n]) => a === other && n === 'e3'),
+      `e1 took it back and lent it on to e3, which asks: ${JSON.stringify(lent)}`,
+    );
     assert.deepEqual(errors, []);
     await c.assertNoDuplicate(POOL);
   });
