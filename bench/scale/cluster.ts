@@ -26,10 +26,8 @@
  */
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { parseIpamConfig } from '../../src/cni/ipam-config.ts';
 import { ManualClock } from '../../src/core/clock.ts';
 import { isWarrenError } from '../../src/core/errors.ts';
-import type { Owner } from '../../src/ipam/allocation.ts';
 import type { RangeSpec } from '../../src/ipam/range.ts';
 import { removeDir, tempDir } from '../../test/helpers/processes.ts';
 import { type ApiChoice, type ScaleApiServer, startApiServer } from './api-server.ts';
@@ -38,6 +36,7 @@ import { ClientCountWindow, countedSoFar } from './client-counts.ts';
 import { NodeGroups, type RemoteNode } from './node-groups.ts';
 import { LocalNodes, type NodeForgetting, type NodeHost, type ScaleNode } from './node-host.ts';
 import type { SimulatedNode } from './simulated-node.ts';
+import { ownerOf, scaleRanges } from './shared-range.ts';
 import { type WindowCounts, windowCounts } from './window-counts.ts';
 
 export interface ScaleClusterOptions {
@@ -73,12 +72,6 @@ const RESTART_MS = 10_000;
 const SETTLE_DEADLINE_MS = 60_000;
 
 export const nodeName = (i: number): string => `node-${String(i).padStart(4, '0')}`;
-
-/** The shared range of `cidr` (its blocks of prefix `blockSize`, the store's adaptive size if absent). */
-export function scaleRanges(cidr: string, blockSize?: number): readonly RangeSpec[] {
-  const ipam = { type: 'warren', range: cidr, ...(blockSize === undefined ? {} : { block_size: blockSize }) };
-  return parseIpamConfig(ipam).ranges;
-}
 
 /** Where the cluster's nodes run, given its clock and ranges. */
 type HostOf<N extends ScaleNode> = (clock: ManualClock, ranges: readonly RangeSpec[]) => Promise<NodeHost<N>>;
@@ -325,9 +318,6 @@ export class ScaleCluster<N extends ScaleNode = SimulatedNode> {
     removeDir(this.#dir);
   }
 }
-
-/** The owner of container `id`'s address, as a CNI ADD names it. */
-export const ownerOf = (id: string): Owner => ({ network: 'scale', containerID: id, ifname: 'eth0' });
 
 /** What every node of `o` gets beyond its name: agent flags, a database in memory. */
 function nodeOptions(o: ScaleClusterOptions): { flags?: Readonly<Record<string, string>>; memory?: boolean } {

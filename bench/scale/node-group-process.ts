@@ -21,7 +21,7 @@ import { isWarrenError, messageOf } from '../../src/core/errors.ts';
 import type { Allocation } from '../../src/ipam/allocation.ts';
 import type { ApiRequestTotal } from '../../src/store/kubernetes/api-requests.ts';
 import { countedSoFar } from './client-counts.ts';
-import { ownerOf, scaleRanges } from './cluster.ts';
+import { ownerOf, scaleRanges } from './shared-range.ts';
 import { type NodeForgetting, forgettingOf, LocalNodes } from './node-host.ts';
 import type { SimulatedNode } from './simulated-node.ts';
 

@@ -29,7 +29,8 @@ import { type RangeSpec, capacityOf } from '../../src/ipam/range.ts';
 import { isLoanKey, loanAddressOf } from '../../src/ipam/loan-key.ts';
 import { LENT_NETWORK, RETURNED_NETWORK } from '../../src/allocator/lending/loans.ts';
 import { splitInStore } from '../../src/allocator/lending/split-range.ts';
-import { type ScaleCluster, ownerOf } from './cluster.ts';
+import type { ScaleCluster } from './cluster.ts';
+import { ownerOf } from './shared-range.ts';
 import { generator } from './scenarios.ts';
 
 /** Clock step while ADDs wait (ms): the resolution of the borrow latency. */
