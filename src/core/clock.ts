@@ -22,7 +22,11 @@ export interface Clock {
   monotonic(): number;
   /** The boot's ID (Linux's boot_id); undefined where it cannot be read, and then no stamp orders anything. */
   readonly boot: string | undefined;
-  /** Calls `fn` once, `ms` from now (on the monotonic clock); the returned function cancels it. */
+  /**
+   * Calls `fn` once, `ms` from now on the monotonic clock, and never before: when `fn` runs,
+   * `monotonic()` has passed its reading at the call plus `ms` (callers compare against that
+   * due time). The returned function cancels it.
+   */
   setTimer(ms: number, fn: () => void): CancelTimer;
 }
 
@@ -68,8 +72,21 @@ export const systemClock: Clock = {
     return bootID.id;
   },
   setTimer(ms, fn) {
-    const t = setTimeout(fn, Math.max(0, ms));
-    t.unref?.();
+    // Node starts a timeout from the event loop's cached time, which lags the monotonic clock by
+    // however long the current turn of the loop has run (hundreds of ms on a loaded machine), so it
+    // can fire that much before `ms` has passed on this clock. A timer that fires early waits out
+    // the rest; a caller that checks its due time is never woken before it.
+    const due = systemClock.monotonic() + Math.max(0, ms);
+    let t: NodeJS.Timeout;
+    const arm = (delay: number): void => {
+      t = setTimeout(() => {
+        const left = due - systemClock.monotonic();
+        if (left > 0) arm(Math.ceil(left));
+        else fn();
+      }, delay);
+      t.unref?.();
+    };
+    arm(Math.max(0, ms));
     return () => clearTimeout(t);
   },
 };

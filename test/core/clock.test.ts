@@ -1,7 +1,7 @@
 /**
  * The injected clock: ManualClock fires timers in time order (ties in the order they were set) as
  * `advance` passes them, never goes back, and shows timers set during a firing within the same
- * span; systemClock's timers really fire.
+ * span; systemClock's timers really fire, and never before their time on the monotonic clock.
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -207,6 +207,33 @@ describe('systemClock', () => {
     } finally {
       clearTimeout(deadline);
     }
+  });
+
+  test('a systemClock timer never fires before its time on the monotonic clock (a due check never sees it early)', async () => {
+    // Node counts a timeout from its loop's whole-millisecond time, so a timer set late in a
+    // millisecond can fire up to one millisecond before `ms` have passed on the monotonic clock; a
+    // caller that checks its due time then (the plugin registry's retry) would never be woken
+    // again. Each timer here is set in the last tenth of a millisecond, where that shows.
+    const keepAlive = setTimeout(() => undefined, HANG_BOUND_MS);
+    const early: number[] = [];
+    try {
+      for (let i = 0; i < 60; i++) {
+        while (systemClock.monotonic() % 1 < 0.9) {
+          // waits for the end of a millisecond: a few microseconds at most
+        }
+        const due = systemClock.monotonic() + 2;
+        await new Promise<void>((resolve) =>
+          systemClock.setTimer(2, () => {
+            const left = due - systemClock.monotonic();
+            if (left > 0) early.push(left);
+            resolve();
+          }),
+        );
+      }
+    } finally {
+      clearTimeout(keepAlive);
+    }
+    assert.deepEqual(early, [], 'timers fired this many ms before their due time');
   });
 
   test('a cancelled systemClock timer does not fire', async () => {

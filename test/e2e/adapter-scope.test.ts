@@ -10,6 +10,8 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { encodeEvent, encodeListing } from '../../src/api/plugins/event-codec.ts';
 import type { PluginsStatus } from '../../src/api/status.ts';
+import type { RegistrationStatus } from '../../src/api/plugins/wire.ts';
+import { messageOf } from '../../src/core/errors.ts';
 import { requestJson } from '../../src/core/unix-http.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { warren } from '../helpers/cni.ts';
@@ -46,6 +48,20 @@ async function add(agent: AgentHandle, containerID: string, netns: string): Prom
     },
   });
   assert.equal(r.code, 0, r.stdout + r.stderr);
+}
+
+/** What `adapter` was first told; failing, what the agent shows of it and the agent's log. */
+async function told(agent: AgentHandle, adapter: ScriptedAdapter, what: string): Promise<RegistrationStatus> {
+  try {
+    return await waitFor(`${what} to be told`, () => adapter.notified[0]);
+  } catch (error) {
+    const entry = (await plugins(agent).catch(() => undefined))?.plugins.find((p) => p.socket === adapter.socket);
+    const log = agent.log();
+    throw new Error(
+      `${messageOf(error)}; the agent shows it as ${JSON.stringify(entry)}; the end of its log:\n${log.slice(-6_000)}`,
+      { cause: error },
+    );
+  }
 }
 
 const held = async (agent: AgentHandle): Promise<string[]> =>
@@ -94,9 +110,12 @@ describe("an adapter that claims containerd's namespaces", { skip }, () => {
     adapters.push(greedy);
     greedy.answer = async () => encodeListing({ ids: [], netnsPrefixes: ['/var/run/netns/'] });
     await greedy.start();
-    const told = await waitFor('the greedy adapter to be told', () => greedy.notified[0]);
-    assert.equal(told.registered, false);
-    assert.match(told.error, /"\/var\/run\/netns\/" overlaps "\/var\/run\/netns\/cni-", which containerd answers for/);
+    const greedyTold = await told(agent, greedy, 'the greedy adapter');
+    assert.equal(greedyTold.registered, false);
+    assert.match(
+      greedyTold.error,
+      /"\/var\/run\/netns\/" overlaps "\/var\/run\/netns\/cni-", which containerd answers for/,
+    );
     const entry = (await plugins(agent)).plugins.find((p) => p.socket === greedy.socket);
     assert.equal(entry?.state, 'refused');
     assert.match(entry?.error ?? '', /containerd answers for/);
@@ -119,12 +138,12 @@ describe("an adapter that claims containerd's namespaces", { skip }, () => {
     first.answer = async () => encodeListing({ ids: [], netnsPrefixes: ['/run/netns/wrn6-first-'] });
     second.answer = async () => encodeListing({ ids: [], netnsPrefixes: ['/var/run/netns/wrn6-'] });
     await first.start();
-    assert.deepEqual(await waitFor('the first adapter to be told', () => first.notified[0]), {
+    assert.deepEqual(await told(agent, first, 'the first adapter'), {
       registered: true,
       error: '',
     });
     await second.start();
-    const refused = await waitFor('the second adapter to be told', () => second.notified[0]);
+    const refused = await told(agent, second, 'the second adapter');
     assert.equal(refused.registered, false);
     assert.match(refused.error, /overlaps "\/run\/netns\/wrn6-first-", which the runtime adapter "first" answers for/);
   });
