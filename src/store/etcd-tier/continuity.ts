@@ -17,6 +17,8 @@
  *   store that changed but the node's name that is taken.
  *
  * A halt is sticky: nothing clears it but `accept` (the operator's word, `warren store accept`).
+ * Every call is judged through a check begun before it left (tiered/continuity.ts StoreCheck): a
+ * response to a call sent before the operator's accept judges nothing after it.
  * An ordinary lease expiry (etcd away longer than the lease) is none of these: the revision, the
  * cluster and the identity are what they were, and the node announces itself again.
  */
@@ -40,8 +42,7 @@ export class EtcdContinuity extends StoreContinuity {
    * response's header is checked against what was seen before the call left.
    */
   async call<T>(where: string, what: string, body: () => Promise<T>): Promise<T> {
-    const floor = this.floor();
-    const accepts = this.accepts;
+    const check = this.begin();
     let result: T;
     try {
       result = await body();
@@ -50,12 +51,13 @@ export class EtcdContinuity extends StoreContinuity {
       throw new WarrenError('TRY_AGAIN', `${where} unreachable (${what}): ${messageOf(error)}`, { cause: error });
     }
     const header = (result as { header?: { cluster_id: string; revision: string } } | undefined)?.header;
-    // Sent before the operator accepted the store: its floor is the old store's (a watch's check of
-    // the store, in flight across the accept, would halt it again).
-    if (typeof header === 'object' && header !== null && accepts === this.accepts) this.observe(header, floor);
+    // Sent before the operator accepted the store, the check drops it: its floor is the old store's
+    // (a watch's check of the store, in flight across the accept, would halt it again).
+    if (typeof header === 'object' && header !== null) check.observe(what, (floor) => this.observe(header, floor));
     return result;
   }
 
+  /** Judges a response's header against `floor`, the revision seen when its request left. */
   observe(header: Pick<IResponseHeader, 'cluster_id' | 'revision'> | undefined, floor: number): void {
     if (header === undefined) return;
     const revision = Number(header.revision);

@@ -8,7 +8,8 @@
  * Guarantees: an agent that knows an identity (verified in this process, or recorded in its state
  * directory at its last run) never creates one: it halts instead. Of two agents creating it at
  * once, one wins and both adopt the winner's. A check whose read was out while the operator accepted
- * the store judges nothing: what it knew was the old store's.
+ * the store judges nothing and creates nothing: what it knew was the old store's (it halts and
+ * records the identity only through its StoreCheck, tiered/continuity.ts, which drops both then).
  */
 import { randomUUID } from 'node:crypto';
 import type { Namespace } from 'etcd3';
@@ -37,12 +38,12 @@ export interface IdentityCheck {
  */
 export async function verifyIdentity(c: IdentityCheck): Promise<void> {
   if (c.continuity.halted() !== undefined) return;
-  const accepts = c.continuity.accepts;
+  const check = c.continuity.begin();
   const known = c.continuity.identity ?? c.expected;
   const response = await c.call('read the store identity', () => c.ns.get(IDENTITY_KEY).exec());
   // The operator accepted the store while the read was out: what was known before says nothing of
-  // the store accepted (the check that follows the accept judges it).
-  if (c.continuity.accepts !== accepts) return;
+  // the store accepted (the check that follows the accept judges it), and nothing is created in it.
+  if (check.outdated) return;
   let found = response.kvs[0]?.value.toString('utf8');
   if (found === undefined && known === undefined) {
     const made = randomUUID();
@@ -53,7 +54,7 @@ export async function verifyIdentity(c: IdentityCheck): Promise<void> {
         .else(c.ns.get(IDENTITY_KEY))
         .commit(),
     );
-    if (c.continuity.accepts !== accepts) return;
+    if (check.outdated) return;
     found = created.succeeded ? made : created.responses[0]?.response_range?.kvs[0]?.value.toString('utf8');
     if (found === undefined)
       throw new WarrenError(
@@ -62,19 +63,19 @@ export async function verifyIdentity(c: IdentityCheck): Promise<void> {
       );
   }
   if (found === undefined) {
-    c.continuity.halt(
+    check.halt(
       'store-lost',
       `${c.where} lost its data: its identity record ${c.key} (${known}) is gone. ${STORE_LOST_RECOVERY}`,
     );
     return;
   }
   if (known !== undefined && found !== known) {
-    c.continuity.halt(
+    check.halt(
       'store-lost',
       `${c.where} is not the store this agent knew: its identity is ${found}, not ${known} (it was wiped and ` +
         `recreated, or the endpoints reach another store). ${STORE_LOST_RECOVERY}`,
     );
     return;
   }
-  c.continuity.identity = found;
+  check.verified(found);
 }

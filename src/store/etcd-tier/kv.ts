@@ -22,7 +22,8 @@
  *   data, or this node's name was taken): every write (`write`) is refused with TRY_AGAIN naming why
  *   while halted, and once the store's identity is known every write also compares it, so no claim
  *   or publication lands in a wiped or replaced etcd even before anything else noticed (a write that
- *   fails on it halts);
+ *   fails on it halts, unless the operator accepted the store while its identity was read: the
+ *   identity known before is the old store's, and the check begun before the read drops the halt);
  * - a page answers at most `limit` records (default 500), and a `continue` (the last key answered)
  *   exactly when etcd said more remain; the next page starts after that key;
  * - keys are ASCII (percent-encoded), so the byte order etcd pages by is the string order.
@@ -154,12 +155,13 @@ export class TierKv {
    * halts when it is not the one known; throws TRY_AGAIN naming why while halted.
    */
   async checkIdentity(what: string): Promise<void> {
-    const accepts = this.#continuity.accepts;
+    const check = this.#continuity.begin();
     const identity = this.#continuity.identity;
     const now = (await this.get(what, IDENTITY_KEY))?.value.toString('utf8');
-    // Accepted while the read was out: the identity known before says nothing of the store accepted.
-    if (identity !== undefined && now !== identity && this.#continuity.accepts === accepts)
-      this.#continuity.halt(
+    // Accepted while the read was out, the check drops the halt: the identity known before says
+    // nothing of the store accepted.
+    if (identity !== undefined && now !== identity)
+      check.halt(
         'store-lost',
         `etcd at prefix ${this.#prefix.toString('utf8')} lost its data: its identity record is ` +
           `${now === undefined ? 'gone' : `${now}, not ${identity}`}. ${STORE_LOST_RECOVERY}`,

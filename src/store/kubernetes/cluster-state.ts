@@ -19,12 +19,16 @@
  *   (tier-watches.ts `one`: listed once, then watched, no periodic request): a marker written or
  *   lifted by another node is `recovery()` as soon as the watch tells it, and the object deleted
  *   or its identity replaced halts the agent then, not at the next read. `following` says whether
- *   that watch is live, so a reader need not read the object to see a marker lifted.
+ *   that watch is live, so a reader need not read the object to see a marker lifted;
+ * - a verification whose read was out while the operator accepted the store judges nothing and
+ *   creates nothing (what it knew was the old store's): it halts and records the identity only
+ *   through the StoreCheck begun before its read (tiered/continuity.ts), which drops both then.
  */
 import { randomUUID } from 'node:crypto';
 import { defined } from '../../core/defined.ts';
 import { WarrenError } from '../../core/errors.ts';
 import { isPlainObject as isRecord } from '../../core/validate.ts';
+import type { StoreCheck } from '../tiered/continuity.ts';
 import { type Recovery, joined, left, recoveryOf } from '../tiered/recovery.ts';
 import { API_LOST_RECOVERY, type KubeContinuity } from './continuity.ts';
 import { API_VERSION } from './names.ts';
@@ -87,7 +91,9 @@ export class KubeClusterState {
   follow(watches: KubeTierWatches): void {
     if (this.#followed !== undefined) return;
     this.#followed = watches.one(this.#clusterState, 'the store identity', STATE_NAME, stateOf);
-    this.#followed.listen((change) => this.#judge(change.type === 'deleted' ? undefined : change.value));
+    this.#followed.listen((change) =>
+      this.#judge(change.type === 'deleted' ? undefined : change.value, this.#continuity.begin()),
+    );
   }
 
   /** Whether the object's watch is live: `recovery()` is the marker as the API server has it now. */
@@ -123,37 +129,38 @@ export class KubeClusterState {
    */
   async verify(): Promise<void> {
     const c = this.#continuity;
-    const accepts = c.accepts;
+    const check = c.begin();
     const known = c.identity ?? this.#expected;
     let state = await this.#read();
     // The operator accepted the store while the read was out: the check that follows the accept judges.
-    if (c.accepts !== accepts) return;
+    if (check.outdated) return;
     if (state === undefined && known === undefined && c.halted() === undefined) {
       const created = await this.#clusterState.create(
         'record the store identity',
         stateObject(randomUUID(), undefined),
       );
       state = created.kind === 'created' ? stateOf(created.object) : await this.#read();
-      if (c.accepts !== accepts) return;
+      if (check.outdated) return;
     }
     if (state === undefined && known === undefined && c.halted() === undefined)
       throw new WarrenError('TRY_AGAIN', 'the store identity was created and deleted at once');
-    this.#judge(state, known);
+    this.#judge(state, check, known);
     // Compared once: from now on what this process verified counts, or the operator's accept.
     if (c.halted() === undefined) this.#expected = undefined;
   }
 
   /**
    * Takes what the object is now (read, or told by its watch): keeps its marker, halts when the
-   * identity `known` is gone or replaced, and records the identity when none was known.
+   * identity `known` is gone or replaced, and records the identity when none was known; both through
+   * `check`, begun before the read (or at the watch's event).
    */
-  #judge(state: StateView | undefined, known = this.#continuity.identity): void {
+  #judge(state: StateView | undefined, check: StoreCheck, known = this.#continuity.identity): void {
     const c = this.#continuity;
     this.#recovery = state?.recovery;
     if (c.halted() !== undefined) return;
     if (state === undefined) {
       if (known === undefined) return; // nothing known yet: verify decides whether to make it
-      c.halt(
+      check.halt(
         'store-lost',
         `${c.where} lost its data: its WarrenClusterState ${STATE_NAME} (store identity ${known}) is gone. ` +
           API_LOST_RECOVERY,
@@ -161,14 +168,14 @@ export class KubeClusterState {
       return;
     }
     if (known !== undefined && state.identity !== known) {
-      c.halt(
+      check.halt(
         'store-lost',
         `${c.where} is not the store this agent knew: its identity is ${state.identity}, not ${known} (its data ` +
           `was wiped and the identity made again, or the agent reaches another cluster). ${API_LOST_RECOVERY}`,
       );
       return;
     }
-    c.identity = state.identity;
+    check.verified(state.identity);
   }
 
   /** Adds `nodes` to the marker, writing it when there is none (and the object, on a wiped store). */

@@ -25,6 +25,9 @@
  *   node's name that is taken (kind 'taken-over').
  *
  * A halt is sticky: nothing clears it but `accept` (the operator's word, `warren store accept`).
+ * Every answer is judged through a check begun before its request left (tiered/continuity.ts
+ * StoreCheck, the floor a Resource hands back): an answer to a request sent before the operator's
+ * accept judges nothing after it.
  */
 import { StoreContinuity } from '../tiered/continuity.ts';
 import type { RevisionObserver } from './resources.ts';
@@ -46,20 +49,19 @@ export class KubeContinuity extends StoreContinuity {
   readonly #where: string;
 
   /** `where` names the API server in messages. */
-  constructor(where: string, now: () => number = Date.now) {
-    super(now);
+  constructor(where: string, now: () => number = Date.now, debug?: (message: string) => void) {
+    super(now, debug);
     this.#where = where;
   }
 
   /** What Resource is told and asks: guarded ones refuse writes while halted, unguarded ones only report. */
   observer(guarded: boolean): RevisionObserver {
     return {
-      floor: () => ({ revision: this.floor(), accepts: this.accepts }),
+      floor: () => this.begin(),
       // An answer to a request sent before the operator accepted the store is judged against nothing
-      // seen since: its floor is the old store's, and the old store is what was accepted away.
-      observe: (resourceVersion, floor, what) => {
-        if (floor.accepts === this.accepts) this.observe(resourceVersion, floor.revision, what);
-      },
+      // seen since (the check drops it): its floor is the old store's, which was accepted away.
+      observe: (resourceVersion, check, what) =>
+        check.observe(what, (floor) => this.observe(resourceVersion, floor, what)),
       beforeWrite: guarded ? () => this.refuseWhileHalted() : () => undefined,
     };
   }

@@ -9,10 +9,13 @@
  * retries (the tier decides what a conflict means). Given a RevisionObserver (kubernetes/continuity.ts),
  * every write is asked about first (refused while the store must not be written), and the revision
  * of every write's answer and of every listing's first page is checked against what was seen
- * before the request left, so a store gone backwards is noticed by any call that can tell.
+ * before the request left, so a store gone backwards is noticed by any call that can tell (an
+ * answer to a request sent before the operator accepted the store judges nothing: the check the
+ * observer handed out when it left drops it).
  */
 import { defined } from '../../core/defined.ts';
 import { WarrenError } from '../../core/errors.ts';
+import type { StoreCheck } from '../tiered/continuity.ts';
 import type { ApiAnswer, ApiRequest, KubeApiClient } from './api-client.ts';
 import { GROUP, VERSION } from './names.ts';
 import type { KubeObject } from './objects.ts';
@@ -23,16 +26,13 @@ import type { KubeObject } from './objects.ts';
  * may go out (throws when not).
  */
 export interface RevisionObserver {
-  /** What was seen when a request left, handed back with its answer (opaque to the Resource). */
-  floor(): RevisionFloor;
-  observe(resourceVersion: unknown, floor: RevisionFloor, what: string): void;
+  /**
+   * The check begun when a request left, handed back with its answer (opaque to the Resource): the
+   * highest revision seen then, and dropped when the store was accepted since (tiered/continuity.ts).
+   */
+  floor(): StoreCheck;
+  observe(resourceVersion: unknown, floor: StoreCheck, what: string): void;
   beforeWrite(what: string): void;
-}
-
-/** The highest revision seen, and how many times the store was accepted, when a request left. */
-export interface RevisionFloor {
-  readonly revision: number;
-  readonly accepts: number;
 }
 
 export interface ResourceKind {

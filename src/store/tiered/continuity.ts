@@ -6,8 +6,15 @@
  * (etcd-tier/continuity.ts: response headers and cluster_id; kubernetes/continuity.ts:
  * resourceVersions, its WarrenClusterState and its Lease) and extends this.
  *
+ * A judgement of what a read answered goes through a StoreCheck, begun (`begin`) before the read
+ * leaves: the operator may accept the store while the read is out, and then what the check knew
+ * (the floor, the identity) was the old store's, and what it concludes says nothing of the store
+ * accepted. A check knows that by itself, so no site that halts on an answer compares accepts.
+ *
  * Guarantees: the first halt's reason stands until `accept`; nothing else clears a halt; `accept`
- * forgets everything seen (the store as it is now is the one to use); the floor only rises.
+ * forgets everything seen (the store as it is now is the one to use); the floor only rises; a check
+ * begun before an accept halts nothing, records no identity and judges no answer after it (each
+ * dropped outcome said at debug), and one begun after it counts as any other.
  */
 import { WarrenError } from '../../core/errors.ts';
 
@@ -20,18 +27,39 @@ export interface Halt {
   readonly at: number;
 }
 
+/**
+ * One check of the store, begun before its read leaves (`StoreContinuity.begin`), through which
+ * what the read answered is judged. Once the operator accepted the store since it began, it is
+ * outdated: its halt, its identity and its judgement of an answer are dropped.
+ */
+export interface StoreCheck {
+  /** The highest revision seen when the check began: an answer below it went backwards. */
+  readonly floor: number;
+  /** Whether the operator accepted the store since the check began (what it read is the old store's). */
+  readonly outdated: boolean;
+  /** Stops writes until `accept` (the first halt's reason stands); nothing when outdated. */
+  halt(kind: HaltKind, message: string): void;
+  /** Records the store's identity the check verified or created; nothing when outdated. */
+  verified(identity: string): void;
+  /** Judges the answer to `what` against the check's floor; nothing when outdated. */
+  observe(what: string, judge: (floor: number) => void): void;
+}
+
 export class StoreContinuity {
   /** Highest revision an answer that carries the store's current one showed; 0 before the first. */
   #revision = 0;
   /** The store's identity once verified or created. */
   #identity: string | undefined;
   #halt: Halt | undefined;
-  /** Accepts so far: what a check sent before the last one read says nothing of the store accepted. */
+  /** Accepts so far: a check begun before the last one judges nothing of the store accepted. */
   #accepts = 0;
   readonly #now: () => number;
+  /** Told of each outcome an outdated check dropped (the agent's log at debug). */
+  readonly #debug: (message: string) => void;
 
-  constructor(now: () => number = Date.now) {
+  constructor(now: () => number = Date.now, debug: (message: string) => void = () => undefined) {
     this.#now = now;
+    this.#debug = debug;
   }
 
   /** The floor an answer must not go below: what was seen when its request was sent. */
@@ -44,9 +72,31 @@ export class StoreContinuity {
     if (revision > this.#revision) this.#revision = revision;
   }
 
-  /** How many times the operator accepted the store: a check compares it across its reads. */
-  get accepts(): number {
-    return this.#accepts;
+  /** A check of the store, begun now: what its read answers is judged through it. */
+  begin(): StoreCheck {
+    const accepts = this.#accepts;
+    const floor = this.#revision;
+    const outdated = (): boolean => this.#accepts !== accepts;
+    const dropped = (outcome: string): boolean => {
+      if (!outdated()) return false;
+      this.#debug(`a store check begun before the operator accepted the store judges nothing after it: ${outcome}`);
+      return true;
+    };
+    return {
+      floor,
+      get outdated() {
+        return outdated();
+      },
+      halt: (kind, message) => {
+        if (!dropped(`not halted (${kind}): ${message}`)) this.halt(kind, message);
+      },
+      verified: (identity) => {
+        if (!dropped(`identity ${identity} not recorded`)) this.#identity = identity;
+      },
+      observe: (what, judge) => {
+        if (!dropped(`the answer to "${what}" not judged`)) judge(floor);
+      },
+    };
   }
 
   get identity(): string | undefined {
@@ -57,7 +107,10 @@ export class StoreContinuity {
     this.#identity = value;
   }
 
-  /** Stops writes until `accept`; the first halt's reason stands. */
+  /**
+   * Stops writes until `accept`; the first halt's reason stands. For what is seen now (a refusal, a
+   * watch's event); a halt on what a read answered goes through the check begun before it (`begin`).
+   */
   halt(kind: HaltKind, message: string): void {
     this.#halt ??= { kind, message, at: this.#now() };
   }
