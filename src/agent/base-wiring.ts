@@ -78,6 +78,7 @@ export interface BaseWiringDeps {
 export async function openBase(o: AgentOptions, facts: StoreFacts, deps: BaseWiringDeps): Promise<OpenedBase> {
   const { clock, logger } = deps;
   const warn = (message: string): void => logger.warn(message);
+  const debug = (message: string): void => logger.debug(message);
   // On a cluster store: which start of this agent last announced the node, and the store's identity then.
   const recordKey = clusterRecordKey({ ...o, store: facts.kind });
   const record = recordKey === undefined ? undefined : new ClusterRecord(o.stateDir, recordKey, warn);
@@ -85,7 +86,8 @@ export async function openBase(o: AgentOptions, facts: StoreFacts, deps: BaseWir
   const kubeRequests = new ApiRequestCounter(clock);
   const userAgent = kubeUserAgent(WARREN_VERSION, o.nodeName);
   const { store: opened, published } =
-    deps.stated ?? (await openStore(o, { clock, notice: warn, kubeRequests, userAgent, ...defined({ identity }) }));
+    deps.stated ??
+    (await openStore(o, { clock, notice: warn, debug, kubeRequests, userAgent, ...defined({ identity }) }));
   const history = new ReleaseHistory(clock);
   // Readings are taken from the parts the next step builds, when a scrape asks.
   const metrics =

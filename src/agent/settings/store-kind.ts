@@ -73,6 +73,8 @@ export interface StoreOpening {
    * was; Kubernetes: a block object of this node's that vanished).
    */
   readonly notice: (message: string) => void;
+  /** Told what is logged at debug (the cluster store: an outcome a check begun before an accept dropped). */
+  readonly debug?: (message: string) => void;
   /** Told of every request to the Kubernetes API server, and the User-Agent they carry (api-requests.ts). */
   readonly kubeRequests?: ApiRequestCounter;
   readonly userAgent?: string;
@@ -130,7 +132,12 @@ async function openKubernetes(o: AgentOptions, opening: StoreOpening): Promise<O
       pingSeconds: o.nodePingSeconds,
       clock,
       notice,
-      ...defined({ identity: opening.identity, requests: opening.kubeRequests, userAgent: opening.userAgent }),
+      ...defined({
+        identity: opening.identity,
+        requests: opening.kubeRequests,
+        userAgent: opening.userAgent,
+        debug: opening.debug,
+      }),
     });
     // Before anything is published: an API server that lost its data halts the tier here. One that
     // cannot be reached now is checked by the upkeep, before this node allocates (cluster/upkeep.ts).
@@ -183,7 +190,7 @@ async function openEtcd(o: AgentOptions, opening: StoreOpening): Promise<OpenedS
       leaseSeconds: Math.ceil(o.nodeLeaseSeconds),
       notice: opening.notice,
       ...publishing(o),
-      ...defined({ identity: opening.identity }),
+      ...defined({ identity: opening.identity, debug: opening.debug }),
       ...(Object.keys(tls).length === 0 ? {} : { tls }),
     });
     store.start();

@@ -58,6 +58,8 @@ export interface EtcdTierOptions extends EtcdClientOptions {
   /** Lifetime of an announcement not renewed, seconds. */
   readonly leaseSeconds: number;
   readonly notice?: (message: string) => void;
+  /** Told what the agent logs at debug: an outcome a store check begun before an accept dropped. */
+  readonly debug?: (message: string) => void;
   /**
    * The store's identity this agent recorded when it last ran (its state directory): a store found
    * without it, or with another, lost its data while the agent was away, and is not written.
@@ -98,7 +100,7 @@ export class EtcdTier implements ClusterTier {
   constructor(client: Etcd3, o: EtcdTierOptions, timeout = 2000) {
     this.description = `etcd tier ${o.endpoints.join(',')} prefix ${o.prefix}`;
     this.#client = client;
-    const continuity = new EtcdContinuity();
+    const continuity = new EtcdContinuity(Date.now, o.debug);
     this.#expectedIdentity = o.identity;
     const kvClient: KVClient = client.kv;
     this.#kv = new TierKv(kvClient, o.prefix, continuity);

@@ -17,6 +17,8 @@ export interface KubeTierOptions {
   readonly pingSeconds?: number | undefined;
   readonly clock: Clock;
   readonly notice?: (message: string) => void;
+  /** Told what the agent logs at debug: an outcome a store check begun before an accept dropped. */
+  readonly debug?: (message: string) => void;
   /** Deadline of each request, milliseconds (api-client.ts). */
   readonly requestTimeoutMs?: number;
   /** Largest answer read, bytes (api-client.ts; tests). */

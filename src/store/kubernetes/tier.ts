@@ -121,7 +121,7 @@ export class KubeTier implements ClusterTier {
   constructor(api: KubeApiClient, o: KubeTierOptions) {
     this.#api = api;
     this.description = `Kubernetes API ${api.server} (warren.dev custom resources; Leases in namespace ${o.namespace})`;
-    const continuity = new KubeContinuity(`the Kubernetes API server ${api.server}`, () => o.clock.now());
+    const continuity = new KubeContinuity(`the Kubernetes API server ${api.server}`, () => o.clock.now(), o.debug);
     this.#continuity = continuity;
     // Every Resource of the tier reports the revisions it sees; all but the state object's refuse writes while halted.
     const guarded = continuity.observer(true);
