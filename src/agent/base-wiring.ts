@@ -19,6 +19,7 @@ import type { ClusterUpkeep } from './cluster/upkeep.ts';
 import { MeasuredStore } from './metrics/measured-store.ts';
 import { AgentMetrics } from './metrics/prometheus.ts';
 import { RecentErrors } from './metrics/recent-errors.ts';
+import { FailureHistory } from './metrics/failure-history.ts';
 import { ReleaseHistory } from './metrics/release-history.ts';
 import { NO_TELEMETRY, type Telemetry, fanOut } from './metrics/telemetry.ts';
 import { NodeHandBack } from './node/hand-back.ts';
@@ -48,6 +49,8 @@ export interface Base {
   readonly telemetry: Telemetry;
   readonly commits: CommitHealth;
   readonly history: ReleaseHistory;
+  /** The failed CNI calls, for the dashboard. */
+  readonly failures: FailureHistory;
   readonly metrics: AgentMetrics | undefined;
   readonly handBack: NodeHandBack;
   readonly upkeep: ClusterUpkeep | undefined;
@@ -89,6 +92,7 @@ export async function openBase(o: AgentOptions, facts: StoreFacts, deps: BaseWir
     deps.stated ??
     (await openStore(o, { clock, notice: warn, debug, kubeRequests, userAgent, ...defined({ identity }) }));
   const history = new ReleaseHistory(clock);
+  const failures = new FailureHistory(clock);
   // Readings are taken from the parts the next step builds, when a scrape asks.
   const metrics =
     o.metricsAddress === undefined
@@ -99,7 +103,7 @@ export async function openBase(o: AgentOptions, facts: StoreFacts, deps: BaseWir
           readings: scrapeReadings(o, facts, opened, deps.sides),
         });
   const handBack = new NodeHandBack(o.stateDir, clock);
-  const telemetry = fanOut(history, metrics ?? NO_TELEMETRY, deps.released);
+  const telemetry = fanOut(history, failures, metrics ?? NO_TELEMETRY, deps.released);
   // Counting commits costs a clock read per commit: only when someone can read the figures.
   // Readiness follows the commits the allocator makes, not only the ping (server/commit-health.ts).
   const commits = new CommitHealth(clock);
@@ -111,6 +115,18 @@ export async function openBase(o: AgentOptions, facts: StoreFacts, deps: BaseWir
   const lendJitter = deps.lendJitter;
   const allocator = new Allocator({ store, clock, node: o.nodeName, blocks, reserved, ...defined({ lendJitter }) });
   const errors = new RecentErrors(clock, logger);
-  const base = { facts, store, published, membership, allocator, reserved, errors, telemetry, commits, history };
+  const base = {
+    facts,
+    store,
+    published,
+    membership,
+    allocator,
+    reserved,
+    errors,
+    telemetry,
+    commits,
+    history,
+    failures,
+  };
   return { ...base, metrics, handBack, record, kubeRequests, userAgent };
 }

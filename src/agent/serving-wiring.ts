@@ -22,6 +22,7 @@ import { type ServedMetrics, serveMetrics } from './metrics/http-server.ts';
 import type { AgentMetrics } from './metrics/prometheus.ts';
 import { type MetricsReadings, agentReadings } from './metrics/readings.ts';
 import { bookkeepingCounts } from './server/bookkeeping-counts.ts';
+import type { FailureHistory } from './metrics/failure-history.ts';
 import type { ReleaseHistory } from './metrics/release-history.ts';
 import type { Telemetry } from './metrics/telemetry.ts';
 import { type CniConfigManager, readinessProblem } from './node/cni-config-manager.ts';
@@ -51,6 +52,7 @@ export interface ServingSides {
   readonly commits: CommitHealth;
   readonly telemetry: Telemetry;
   readonly history: ReleaseHistory;
+  readonly failures: FailureHistory;
   readonly releases: ReleaseWiring;
   readonly kubernetes: KubernetesParts | undefined;
   /** On a cluster store: announces the node and says when it must not allocate. */
@@ -117,6 +119,7 @@ export function servingSide(s: ServingSides): Serving {
     },
     telemetry: s.telemetry,
     history: s.history,
+    failures: s.failures,
     ...defined({ metrics: s.metricsStatus }),
     // Only an agent that talks to an API server has a rate to show.
     ...(o.kubernetes || facts.kind === 'kubernetes' ? { kubeApi: () => s.kubeRequests.rate() } : {}),

@@ -43,6 +43,29 @@ export interface ReleaseRecord {
   readonly adapter?: string;
 }
 
+/** One CNI call answered with an error, for the failed-calls list. */
+export interface CniFailure {
+  /** When (ISO 8601). */
+  readonly at: string;
+  /** ADD, DEL, CHECK, GC, STATUS; '' when the call named none the spec has. */
+  readonly command: string;
+  /** The CNI error code answered (docs/error-codes.md). */
+  readonly code: number;
+  /** The network config's name ('' when the config had none or did not parse). */
+  readonly network: string;
+  /** The message answered, as the runtime (and Multus, which turns every code into 999) shows it. */
+  readonly message: string;
+  readonly containerID: string;
+}
+
+/** Failed CNI calls since start, by command, code and network. */
+export interface CniFailureCount {
+  readonly command: string;
+  readonly code: number;
+  readonly network: string;
+  readonly count: number;
+}
+
 /** Everything the dashboard shows, in one answer. */
 export interface DashboardData {
   readonly generatedAt: string;
@@ -55,6 +78,10 @@ export interface DashboardData {
   readonly releases: readonly ReleaseRecord[];
   /** Releases since start, by source. */
   readonly releasesBySource: Readonly<Record<ReleaseSource, number>>;
+  /** Failed CNI calls since start, by command, code and network, most first (absent from older agents). */
+  readonly failuresByCode?: readonly CniFailureCount[];
+  /** The latest failed CNI calls, newest first. */
+  readonly failures?: readonly CniFailure[];
   /** The plugin registry's sockets, when it is on. */
   readonly plugins?: PluginsStatus;
 }

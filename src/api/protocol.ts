@@ -81,14 +81,32 @@ export interface PoolReport {
 }
 
 export interface ClusterPoolFigures {
+  /** In use across the cluster (a lent address once, at its lender). */
   readonly allocated: number;
   readonly resting: number;
+  /** Of `allocated`, in use on a node that borrowed it from another node's block. */
+  readonly lent?: number;
+  /** Decimal: capacity − allocated − resting; absent when the capacity is unknown or the figures partial. */
+  readonly free?: string;
   /** allocated / capacity, 0..1; absent when the capacity is unknown. */
   readonly utilisation?: number;
   readonly nodes: number;
   readonly blocks: number;
+  /** Each node's share, in name order (a node that only borrows holds no block). */
+  readonly byNode?: readonly ClusterNodeShare[];
   readonly partial?: true;
   readonly error?: string;
+}
+
+export interface ClusterNodeShare {
+  readonly node: string;
+  /** Its claimed blocks. */
+  readonly blocks: number;
+  /** In use in its blocks, lent out included. */
+  readonly allocated: number;
+  readonly resting: number;
+  /** Addresses of other nodes' blocks it holds on loan. */
+  readonly borrowed: number;
 }
 
 export interface NodeReport {

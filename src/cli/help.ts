@@ -41,7 +41,16 @@ export const COMMANDS: readonly CommandHelp[] = [
     ownHelp: true,
   },
   { name: 'status', synopsis: '[--json]', summary: ["show the agent's state"], common: true },
-  { name: 'pools', synopsis: '[--json]', summary: ['show utilisation per pool'], common: true },
+  {
+    name: 'pools',
+    synopsis: '[--by-node] [--json]',
+    summary: [
+      'show each pool: capacity, allocated, resting, and for a range shared by nodes the',
+      "range across the cluster (used, free, lent); --by-node: each node's share of it",
+    ],
+    flags: [['--by-node', "each node's share of every range shared by nodes: blocks, allocated, resting, borrowed"]],
+    common: true,
+  },
   {
     name: 'allocations',
     synopsis: '[filters] [--cluster] [--json]',

@@ -1,6 +1,7 @@
 /**
- * The commands about the address space: `warren pools` (utilisation per pool and block, and the
- * WarrenPools the agent watches with their capacity, use and selectors),
+ * The commands about the address space: `warren pools` (utilisation per pool and block, a shared
+ * range across the cluster and, with `--by-node`, each node's share; the WarrenPools the agent
+ * watches with their capacity, use and selectors; capacities as people read them, count-text.ts),
  * `warren nodes` (who shares the store, alive or not, and their blocks), `warren node forget`
  * (free what a node gone for good held) and `warren store accept` (after the agent stopped
  * allocating on a store that lost its data: use it as it is now).
@@ -9,13 +10,15 @@ import { parseArgs } from 'node:util';
 import type { ApiClient } from '../api/client.ts';
 import type { ClusterPoolFigures } from '../api/protocol.ts';
 import { blockCidrOfKey } from '../ipam/blocks.ts';
+import { countText } from '../ipam/count-text.ts';
 import { COMMON, type CliContext } from './context.ts';
 import { jsonText, percent, safe, table } from './format.ts';
 import type { CliIO } from './io.ts';
 import { UsageError } from './usage.ts';
 
 export async function poolsCommand(argv: readonly string[], io: CliIO, context: CliContext): Promise<number> {
-  const { values } = parseArgs({ args: [...argv], options: COMMON, strict: true });
+  const options = { ...COMMON, 'by-node': { type: 'boolean', default: false } } as const;
+  const { values } = parseArgs({ args: [...argv], options, strict: true });
   const agent = context.client(values.socket);
   const list = await agent.pools();
   if (values.json) {
@@ -26,6 +29,7 @@ export async function poolsCommand(argv: readonly string[], io: CliIO, context: 
   const objects = (await agent.status()).kubernetes?.planning?.pools?.list ?? [];
   if (list.length === 0) io.out('no pools yet: a pool appears with its first allocation\n');
   else printPools(list, io);
+  if (values['by-node']) printShares(list, io);
   if (objects.length > 0) {
     io.out('\nWarrenPools:\n');
     io.out(
@@ -34,7 +38,7 @@ export async function poolsCommand(argv: readonly string[], io: CliIO, context: 
         objects.map((p) => [
           p.name,
           p.ranges.join(' '),
-          p.problem === undefined ? (p.capacity ?? '-') : 'INVALID',
+          p.problem === undefined ? (p.capacity === undefined ? '-' : countText(p.capacity)) : 'INVALID',
           p.used === undefined ? '-' : String(p.used),
           p.nodes === undefined ? '-' : String(p.nodes),
           p.nodeSelector ?? '(every node)',
@@ -55,7 +59,7 @@ function printPools(list: Awaited<ReturnType<ApiClient['pools']>>, io: CliIO): v
       list.map((p) => [
         p.pool,
         p.first === undefined ? '-' : `${p.first}-${p.last}`,
-        p.capacity ?? '-',
+        p.capacity === undefined ? '-' : countText(p.capacity),
         String(p.allocated),
         String(p.resting),
         percent(p.utilisation),
@@ -68,20 +72,45 @@ function printPools(list: Awaited<ReturnType<ApiClient['pools']>>, io: CliIO): v
   if (list.some((p) => p.cluster !== undefined))
     io.out(
       "ALLOCATED, RESTING and USED of a shared range are this node's blocks; CLUSTER is the range across " +
-        'every node, as published\n',
+        'every node, as published (lent: in use on a node that borrowed it; --by-node: each node)\n',
     );
   for (const p of list)
     if (p.cluster?.error !== undefined)
       io.out(safe`${p.pool}: the cluster's figures could not be read: ${p.cluster.error}\n`);
 }
 
-/** `30/30 (100%) on 2 nodes`; `?` when the cluster could not be read; `-` for a range of this node alone. */
+/**
+ * `28/254 (11%) on 2 nodes, 224 free, 3 lent`; `?` when the cluster could not be read; `-` for a
+ * range of this node alone.
+ */
 function clusterCell(c: ClusterPoolFigures | undefined, capacity: string | undefined): string {
   if (c === undefined) return '-';
   if (c.error !== undefined) return '?';
-  const of = capacity === undefined ? '' : `/${capacity}`;
+  const of = capacity === undefined ? '' : `/${countText(capacity)}`;
   const part = c.partial === true ? ` in ${c.blocks} blocks read` : '';
-  return `${c.allocated}${of} (${percent(c.utilisation)}) on ${c.nodes} ${c.nodes === 1 ? 'node' : 'nodes'}${part}`;
+  const free = c.free === undefined ? '' : `, ${countText(c.free)} free`;
+  const lent = c.lent === undefined || c.lent === 0 ? '' : `, ${c.lent} lent`;
+  const nodes = `${c.nodes} ${c.nodes === 1 ? 'node' : 'nodes'}`;
+  return `${c.allocated}${of} (${percent(c.utilisation)}) on ${nodes}${part}${free}${lent}`;
+}
+
+/** `--by-node`: under each range shared by nodes, what each node holds of it. */
+function printShares(list: Awaited<ReturnType<ApiClient['pools']>>, io: CliIO): void {
+  for (const p of list) {
+    const shares = p.cluster?.byNode;
+    if (shares === undefined) continue;
+    io.out(safe`\n${p.pool} by node:\n`);
+    if (shares.length === 0) {
+      io.out('no node has published a block of it\n');
+      continue;
+    }
+    io.out(
+      table(
+        ['NODE', 'BLOCKS', 'ALLOCATED', 'RESTING', 'BORROWED'],
+        shares.map((s) => [s.node, String(s.blocks), String(s.allocated), String(s.resting), String(s.borrowed)]),
+      ),
+    );
+  }
 }
 
 export async function nodesCommand(argv: readonly string[], io: CliIO, context: CliContext): Promise<number> {

@@ -68,7 +68,7 @@ describe('the refusal of an ADD in a full range shared by nodes', () => {
 });
 
 describe('publishedFigures', () => {
-  it('sums what the owners published by node, leaves loans out, and says when it read only part', async () => {
+  it('sums what the owners published by node, counts loans as lent (not again as allocated), and says when it read only part', async () => {
     const clock = new ManualClock(0);
     const tier = new MemoryTier({ clock });
     const range = { pool: 'r', space: 's', subnet: '10.14.0.0/24', first: '10.14.0.1', last: '10.14.0.254' };
@@ -95,9 +95,10 @@ describe('publishedFigures', () => {
       allocated: 10,
       resting: 1,
       blocks: 3,
+      lent: 1,
       byNode: [
-        ['n1', 5],
-        ['n2', 5],
+        { node: 'n1', blocks: 1, allocated: 5, resting: 0, borrowed: 0 },
+        { node: 'n2', blocks: 2, allocated: 5, resting: 1, borrowed: 1 },
       ],
       partial: false,
     });

@@ -44,9 +44,29 @@ describe('warren CLI', () => {
     assert.equal(json.allocations, 3);
   });
 
-  it('shows pool utilisation', async () => {
+  it('shows pool utilisation, an IPv6 /64 as people read it', async () => {
+    const v6Call = {
+      command: 'ADD',
+      containerID: 'cli-v6',
+      netns: '/x',
+      ifname: 'eth0',
+      config: {
+        cniVersion: '1.0.0',
+        name: 'clinet6',
+        ipam: { type: 'warren', socket: agent.socket, range: 'fd00:219::/64' },
+      },
+    };
+    const v6 = await warren(v6Call);
+    assert.equal(v6.code, 0, v6.stdout);
     const r = await cli('pools');
     assert.match(r.stdout, /10\.219\.0\.0\/28\s+10\.219\.0\.1-10\.219\.0\.14\s+7\s+3\s+0\s+42\.9%/);
+    assert.match(r.stdout, /^fd00:219::\/64\s+\S+\s+2\^64 − \d+\s+1\s+0\s+<?0\.0%/m, r.stdout);
+    const v6Pool = (
+      JSON.parse((await cli('pools', '--json')).stdout) as Array<{ pool: string; capacity: string }>
+    ).find((p) => p.pool === 'fd00:219::/64');
+    assert.match(v6Pool?.capacity ?? '', /^1844674407370955\d{4}$/, 'the JSON keeps the exact decimal');
+    const del = await warren({ ...v6Call, command: 'DEL' });
+    assert.equal(del.code, 0, del.stdout); // the other tests count this network's three
     const [pool] = JSON.parse((await cli('pools', '--json')).stdout);
     assert.deepEqual([pool.pool, pool.capacity, pool.allocated], ['10.219.0.0/28', '7', 3]);
   });

@@ -70,6 +70,15 @@ describe('the dashboard in Chromium', { skip }, () => {
     for (const id of ['dash-1', 'dash-2', 'dash-3', 'dash-4'])
       assertServed(await client.cni(cni('ADD', id)), `ADD ${id}`);
     assertServed(await client.cni(cni('DEL', 'dash-1')), 'DEL dash-1');
+    // One refused ADD: a range that is no subnet, on a network of its own.
+    const bad = cni('ADD', 'dash-bad');
+    const badConfig = {
+      cniVersion: '1.0.0',
+      name: 'dash-bad-net',
+      type: 'warren',
+      ipam: { type: 'warren', range: '10.77.0.0/33' },
+    };
+    assert.equal((await client.cni({ ...bad, config: badConfig })).kind, 'error');
     assert.equal((await client.release({ containerID: 'dash-2' })).released.length, 1);
 
     const data = (await (await fetch(`${origin}/dashboard.json`)).json()) as DashboardData;
@@ -161,6 +170,12 @@ describe('the dashboard in Chromium', { skip }, () => {
     assert.equal(await shown(page, 'release-count', 'data-source', 'cni-del'), 'cni-del1');
     assert.equal(await shown(page, 'release-count', 'data-source', 'operator'), 'operator1');
     assert.equal(await page.getAttribute('[data-testid="ready"]', 'data-ready'), 'true');
+    assert.match((await shown(page, 'failure-count', 'data-network', 'dash-bad-net')) ?? '', /^dash-bad-netADD\s*71$/);
+    assert.match(
+      (await page.locator('[data-testid="failure-row"]').first().textContent()) ?? '',
+      /dash-bad-netADD7\s*ipam\.range: "10\.77\.0\.0\/33" is not a CIDR/,
+      'the latest failed call, with the message the runtime was given',
+    );
 
     // One more ADD: the page shows it by itself, in place (the marker survives: no reload).
     await page.evaluate(() => {

@@ -156,6 +156,8 @@ describe('metrics after a scripted run', { skip }, () => {
     assert.equal(calls('ADD', '7'), 1);
     assert.equal(calls('DEL', '0'), 2);
     assert.equal(calls('GC', '0'), 1);
+    // The refused ADD, by its network too (what the dashboard's failed calls count).
+    assert.equal(value('warren_cni_failures_total', { command: 'ADD', code: '7', network: 'metrics-net' }), 1);
 
     // What is left: m-5 alone.
     assert.equal(value('warren_pool_allocated_addresses', { pool: RANGE }), 1);

@@ -70,11 +70,28 @@ describe('a range shared by two nodes, full', () => {
     assert.equal(text.code, 0, text.stderr);
     assert.match(
       text.stdout,
-      /^10\.249\.0\.0\/27 +10\.249\.0\.1-10\.249\.0\.30 +30 +15 +0 +50\.0% +30\/30 \(100\.0%\) on 2 nodes +1 blocks of \/28$/m,
+      /^10\.249\.0\.0\/27 +10\.249\.0\.1-10\.249\.0\.30 +30 +15 +0 +50\.0% +30\/30 \(100\.0%\) on 2 nodes, 0 free +1 blocks of \/28$/m,
       `this node's half and the full range, side by side:\n${text.stdout}`,
     );
     assert.match(text.stdout, /CLUSTER is the range across every node/);
     const [range] = (JSON.parse((await pools(fa, '--json')).stdout) as PoolReport[]).filter((p) => p.pool === POOL);
-    assert.deepEqual(range?.cluster, { allocated: 30, resting: 0, utilisation: 1, nodes: 2, blocks: 2 });
+    assert.deepEqual(range?.cluster, {
+      allocated: 30,
+      resting: 0,
+      lent: 0,
+      free: '0',
+      utilisation: 1,
+      nodes: 2,
+      blocks: 2,
+      byNode: [
+        { node: 'fa', blocks: 1, allocated: 15, resting: 0, borrowed: 0 },
+        { node: 'fb', blocks: 1, allocated: 15, resting: 0, borrowed: 0 },
+      ],
+    });
+    const shares = await pools(fa, '--by-node');
+    assert.match(
+      shares.stdout,
+      /^10\.249\.0\.0\/27 by node:\nNODE +BLOCKS +ALLOCATED +RESTING +BORROWED\nfa +1 +15 +0 +0\nfb +1 +15 +0 +0$/m,
+    );
   });
 });

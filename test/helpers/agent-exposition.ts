@@ -47,6 +47,7 @@ export async function agentExposition(): Promise<AgentExposition> {
   };
   metrics.cniCall('ADD', 0, 0.001);
   metrics.cniCall('DEL', 11, 0.002);
+  metrics.cniFailed({ command: 'DEL', code: 11, network: 'net-a', message: 'try again', containerID: 'c1' });
   metrics.allocated([allocation]);
   metrics.released('cni-del', [allocation]);
   metrics.commit(0.001, 'committed');

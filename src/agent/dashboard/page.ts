@@ -24,6 +24,7 @@ import { healthSection } from './health.ts';
 import { nodesSection, poolsSection } from './pools.ts';
 import { warrenPoolsSection } from './warren-pools.ts';
 import { releasesSection } from './releases.ts';
+import { failuresSection } from './failures.ts';
 import { sourcesSection } from './sources.ts';
 import { REFRESH_SCRIPT, REFRESH_SCRIPT_PATH, refreshScriptTag } from './refresh-script.ts';
 import { STYLE, STYLE_PATH } from './style.ts';
@@ -84,5 +85,6 @@ ${poolsSection(data)}
 ${warrenPoolsSection(data)}
 ${nodesSection(data)}
 ${releasesSection(data)}
+${failuresSection(data)}
 ${sourcesSection(data)}`;
 }

@@ -1,6 +1,8 @@
 /**
  * The status of every WarrenPool — capacity (allocatable addresses of its ranges), use (addresses
- * handed out) and the blocks and nodes holding them — written by ONE agent of the cluster at a time
+ * handed out, resting, lent between nodes, free; capacity and free also as people read them, which
+ * `kubectl get warrenpools` shows) and the blocks and nodes holding them — written by ONE agent of
+ * the cluster at a time
  * (the chore `pool-status`, a Lease, as node forget elects its agent), from the blocks the agents
  * publish, at a bounded rate: one round per interval (default 30 s), each reading the published
  * blocks of the pools' ranges a page at a time and writing only the statuses that changed.
@@ -25,6 +27,7 @@ import { isPlainObject } from '../../core/validate.ts';
 import type { PublishedView } from '../../store/cluster.ts';
 import type { StoreCluster } from '../../store/store.ts';
 import { publishedFigures } from '../../store/tiered/published-figures.ts';
+import { countText } from '../../ipam/count-text.ts';
 import type { CatalogEntry } from '../../sources/kubernetes/pool-catalog.ts';
 import { poolCapacity } from '../../sources/kubernetes/warren-pool.ts';
 
@@ -33,8 +36,16 @@ export const POOL_STATUS_TASK = 'pool-status';
 /** Default time between two rounds (the agent's: three upkeep intervals, 30 s by default). */
 export const POOL_STATUS_INTERVAL_MS = 30_000;
 export interface PoolFigures {
+  /** Decimal (an IPv6 range holds more than an integer), and as people read it (`2^64`: count-text.ts). */
   readonly capacity: string;
+  readonly capacityText: string;
   readonly used: number;
+  readonly resting: number;
+  /** Of `used`, in use on a node that borrowed it from another node's block. */
+  readonly lent: number;
+  /** capacity − used − resting, decimal and as people read it. */
+  readonly free: string;
+  readonly freeText: string;
   readonly blocks: number;
   readonly nodes: number;
 }
@@ -74,16 +85,30 @@ export class PoolStatusWriter {
   async figures(entry: CatalogEntry): Promise<PoolFigures | string> {
     if (entry.spec instanceof Error) return entry.spec.message;
     const published: PublishedView = (filter, page) => this.#o.tier.published(filter, page);
-    let used = 0;
-    let blocks = 0;
+    let [used, resting, lent, blocks] = [0, 0, 0, 0];
     const nodes = new Set<string>();
     for (const range of entry.spec.ranges) {
       const f = await publishedFigures(published, range.pool, Number.POSITIVE_INFINITY);
       used += f.allocated;
+      resting += f.resting;
+      lent += f.lent;
       blocks += f.blocks;
-      for (const [node] of f.byNode) nodes.add(node);
+      for (const share of f.byNode) if (share.blocks > 0) nodes.add(share.node);
     }
-    return { capacity: String(poolCapacity(entry.spec.ranges)), used, blocks, nodes: nodes.size };
+    const capacity = poolCapacity(entry.spec.ranges);
+    const left = capacity - BigInt(used) - BigInt(resting);
+    const free = String(left < 0n ? 0n : left);
+    return {
+      capacity: String(capacity),
+      capacityText: countText(String(capacity)),
+      used,
+      resting,
+      lent,
+      free,
+      freeText: countText(free),
+      blocks,
+      nodes: nodes.size,
+    };
   }
 
   /** One round: when this agent holds the chore, the statuses that changed written. Answers how many. */

@@ -12,7 +12,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { RELEASE_SOURCES, type ReleaseSource } from '../../api/dashboard.ts';
-import type { AuditCounts, CommitResultKind, Telemetry } from './telemetry.ts';
+import type { AuditCounts, CommitResultKind, FailedCall, Telemetry } from './telemetry.ts';
 import { BoundedLabel, codeLabel, commandLabel } from './labels.ts';
 import type { MetricsReadings } from './readings.ts';
 import type { ApiRequestCounter } from '../../store/kubernetes/api-requests.ts';
@@ -39,6 +39,7 @@ export class AgentMetrics implements Telemetry {
   readonly #networks: BoundedLabel;
   readonly #cni: Histogram<'command' | 'code'>;
   readonly #allocations: Counter<'network'>;
+  readonly #failures: Counter<'command' | 'code' | 'network'>;
   readonly #releases: Counter<'source'>;
   readonly #retries: Counter<'source'>;
   readonly #commits: Histogram<'result'>;
@@ -80,6 +81,12 @@ export class AgentMetrics implements Telemetry {
         'seconds from request to answer.',
       labelNames: ['command', 'code'],
       buckets: DURATION_BUCKETS,
+      registers,
+    });
+    this.#failures = new Counter({
+      name: 'warren_cni_failures_total',
+      help: 'CNI calls answered with an error, by command, CNI error code and network (the config name).',
+      labelNames: ['command', 'code', 'network'],
       registers,
     });
     this.#allocations = new Counter({
@@ -231,6 +238,11 @@ export class AgentMetrics implements Telemetry {
 
   cniCall(command: string, code: number, seconds: number): void {
     this.#cni.observe({ command: commandLabel(command), code: codeLabel(code) }, seconds);
+  }
+
+  cniFailed(failure: FailedCall): void {
+    const labels = { command: commandLabel(failure.command), code: codeLabel(failure.code) };
+    this.#failures.inc({ ...labels, network: this.#networks.of(failure.network) });
   }
 
   allocated(allocations: readonly Allocation[]): void {

@@ -23,6 +23,7 @@ export class ReleaseHistory implements Telemetry {
   }
 
   cniCall = NO_TELEMETRY.cniCall;
+  cniFailed = NO_TELEMETRY.cniFailed;
   allocated = NO_TELEMETRY.allocated;
   commit = NO_TELEMETRY.commit;
   retried = NO_TELEMETRY.retried;

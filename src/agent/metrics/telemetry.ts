@@ -1,5 +1,6 @@
 /**
- * What the agent's parts tell about their work, as it happens: CNI calls, addresses released and
+ * What the agent's parts tell about their work, as it happens: CNI calls (and the failed ones'
+ * network and message), addresses released and
  * by whom, store commits, failed release attempts, audits. One narrow interface so that the parts
  * (the CNI service, the release pipeline, the store) know nothing of Prometheus; `NO_TELEMETRY`
  * is what they are given when metrics are off, and `fanOut` joins several listeners (metrics and
@@ -8,7 +9,7 @@
  * Every method is cheap and never throws: it runs on the hot path of ADD.
  */
 import type { Allocation } from '../../ipam/allocation.ts';
-import type { ReleaseSource } from '../../api/dashboard.ts';
+import type { CniFailure, ReleaseSource } from '../../api/dashboard.ts';
 
 export type { ReleaseSource } from '../../api/dashboard.ts';
 export { RELEASE_SOURCES } from '../../api/dashboard.ts';
@@ -29,6 +30,8 @@ export interface Telemetry {
    * success), seconds taken.
    */
   cniCall(command: string, code: number, seconds: number): void;
+  /** One CNI call answered with an error (after `cniCall`): which network, what was said. */
+  cniFailed(failure: FailedCall): void;
   /** Addresses newly allocated (committed). */
   allocated(allocations: readonly Allocation[]): void;
   /** Addresses released (committed), by whom and why; `adapter` names the runtime adapter for `plugin`. */
@@ -41,10 +44,14 @@ export interface Telemetry {
   audited(counts: AuditCounts): void;
 }
 
+/** A CNI call that failed, as its listeners are told it (they stamp the time on their clock); untrusted text. */
+export type FailedCall = Omit<CniFailure, 'at'>;
+
 const nothing = (): void => {};
 
 export const NO_TELEMETRY: Telemetry = {
   cniCall: nothing,
+  cniFailed: nothing,
   allocated: nothing,
   released: nothing,
   commit: nothing,
@@ -59,6 +66,7 @@ export function fanOut(...listeners: readonly Telemetry[]): Telemetry {
   if (live.length === 1) return live[0] as Telemetry;
   return {
     cniCall: (command, code, seconds) => live.forEach((l) => l.cniCall(command, code, seconds)),
+    cniFailed: (failure) => live.forEach((l) => l.cniFailed(failure)),
     allocated: (allocations) => live.forEach((l) => l.allocated(allocations)),
     released: (source, allocations, reason, adapter) =>
       live.forEach((l) => l.released(source, allocations, reason, adapter)),

@@ -4,6 +4,9 @@
  * blocks only, so its figures are its share: a node that can allocate nothing showed "50% used"
  * while the range was full across two nodes (issue 34).
  *
+ * The figures: allocated, resting, lent (in use on a node that borrowed it) and free across the
+ * cluster, and each node's share, so an operator sees where a range's addresses are.
+ *
  * Guarantees: a range's figures are read a page at a time and bounded (published-figures.ts), one
  * range after another; a range whose publications cannot be read (the cluster is away) carries the
  * error instead, and the rest of the report is this node's as always. Blocks are left as they are.
@@ -32,12 +35,20 @@ async function figuresOf(report: PoolReport, published: PublishedView): Promise<
   try {
     const f = await publishedFigures(published, report.pool);
     const capacity = report.capacity === undefined ? 0 : Number(report.capacity);
+    // Free in bigint: an IPv6 range's capacity is past what a double keeps exactly.
+    const free =
+      report.capacity === undefined || !/^\d+$/.test(report.capacity) || f.partial
+        ? undefined
+        : BigInt(report.capacity) - BigInt(f.allocated) - BigInt(f.resting);
     return {
       allocated: f.allocated,
       resting: f.resting,
+      lent: f.lent,
+      ...(free === undefined ? {} : { free: String(free < 0n ? 0n : free) }),
       ...(capacity === 0 ? {} : { utilisation: f.allocated / capacity }),
-      nodes: f.byNode.length,
+      nodes: f.byNode.filter((s) => s.blocks > 0).length,
       blocks: f.blocks,
+      byNode: f.byNode,
       ...(f.partial ? { partial: true as const } : {}),
     };
   } catch (error) {

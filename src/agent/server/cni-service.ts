@@ -40,7 +40,8 @@ import { type NodeLocalConfig, perNodeRefusal } from '../../cni/node-local.ts';
 import { type CniCommand, type IpamResult, SPEC_VERSION, renderResult, versionResult } from '../../cni/spec.ts';
 import { isExpected, toCniError } from '../../api/errors.ts';
 import type { CniOutcome, CniRequest } from '../../api/protocol.ts';
-import { NO_TELEMETRY, type Telemetry } from '../metrics/telemetry.ts';
+import type { CniErrorObject } from '../../cni/errors.ts';
+import { type FailedCall, NO_TELEMETRY, type Telemetry } from '../metrics/telemetry.ts';
 import { SETTINGS } from '../settings/table.ts';
 import { type AddOutcome, type AddPlanner, podRefOf, runPlanners } from './add-plan.ts';
 import { cniCallOf, ownerOf } from './cni-call.ts';
@@ -144,11 +145,9 @@ export class CniService {
     const started = performance.now();
     const outcome = await this.#handle(request);
     const code = outcome.kind === 'error' ? outcome.output.code : 0;
-    this.#telemetry.cniCall(
-      typeof request?.command === 'string' ? request.command : '',
-      code,
-      (performance.now() - started) / 1000,
-    );
+    const command = typeof request?.command === 'string' ? request.command : '';
+    this.#telemetry.cniCall(command, code, (performance.now() - started) / 1000);
+    if (outcome.kind === 'error') this.#telemetry.cniFailed(failureOf(request, command, outcome.output));
     return outcome;
   }
 
@@ -327,4 +326,18 @@ export class CniService {
       }
     }
   }
+}
+
+/** A failed call as the dashboard lists it: each field only when the caller sent one of its kind. */
+function failureOf(request: CniRequest, command: string, error: CniErrorObject): FailedCall {
+  const config: unknown = request?.config;
+  const name = typeof config === 'object' && config !== null ? (config as { name?: unknown }).name : undefined;
+  const containerID = request?.containerID;
+  return {
+    command: printable(command),
+    code: error.code,
+    network: typeof name === 'string' ? printable(name) : '',
+    message: error.msg,
+    containerID: typeof containerID === 'string' ? printable(containerID) : '',
+  };
 }

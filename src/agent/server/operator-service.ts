@@ -32,6 +32,7 @@ import { type AgentStatusOptions, AgentStatusReader } from './agent-status.ts';
 import { allocationFilterOf, nodeReports, poolReports } from './operator-reports.ts';
 import { type PublishedView, type RecentReads, clusterPage, localPage, recentReads } from './allocation-pages.ts';
 import { type WatchedReservation, reservationReports } from './reservation-reports.ts';
+import type { FailureHistory } from '../metrics/failure-history.ts';
 import { ReleaseHistory } from '../metrics/release-history.ts';
 import { publishedNodes } from './cluster-nodes.ts';
 import { withClusterFigures } from './cluster-pools.ts';
@@ -44,6 +45,8 @@ export interface AgentServiceOptions extends AgentStatusOptions {
   readonly telemetry?: Telemetry;
   /** The last releases and totals by source, for the dashboard. */
   readonly history?: ReleaseHistory;
+  /** The failed CNI calls, for the dashboard. */
+  readonly failures?: FailureHistory;
   /** The agent's own setup, for `warren doctor`. */
   readonly doctor?: () => Promise<DoctorFacts>;
   /** `warren uninstall`: hands the node back to the primary's IPAM (node/hand-back.ts). */
@@ -94,6 +97,9 @@ export class AgentService {
       ...defined({ nodes: known }),
       releases: this.#history.recent(),
       releasesBySource: this.#history.totals(),
+      ...(this.#o.failures === undefined
+        ? {}
+        : { failuresByCode: this.#o.failures.counts(), failures: this.#o.failures.recent() }),
       ...(this.#o.plugins === undefined ? {} : { plugins: this.#o.plugins() }),
     };
   }

@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { AgentStatus, PluginsStatus } from '../../../src/api/status.ts';
+import type { CniFailure } from '../../../src/api/dashboard.ts';
 import { clockTime, formatDuration, utilisationOf } from '../../../src/agent/dashboard/figures.ts';
 import { Html, escapeHtml, html } from '../../../src/agent/dashboard/html.ts';
 import { DASHBOARD_ASSETS, renderDashboardBody, renderDashboardPage } from '../../../src/agent/dashboard/page.ts';
@@ -101,9 +102,9 @@ describe('dashboard page', () => {
       assert.match(page, /<rect class="fill low" width="1\.18%" height="100%"\/>/);
     });
 
-    it('shows an IPv6 /64 capacity exactly, and 2 addresses of it as "<0.1%", not 0%', () => {
+    it('shows an IPv6 /64 capacity as 2^64 (not a 20-digit number), and 2 addresses of it as "<0.1%", not 0%', () => {
       const page = renderDashboardBody(dashboardData({ pools: [range('fd00:1::/64', 2, '18446744073709551616')] }));
-      assert.equal(textOf(page, 'pool-utilisation', ['data-pool', 'fd00:1::/64']), '2 / 18446744073709551616 (<0.1%)');
+      assert.equal(textOf(page, 'pool-utilisation', ['data-pool', 'fd00:1::/64']), '2 / 2^64 (<0.1%)');
     });
 
     it('rounds half up, and never says 100% while an address is free nor 0% while one is used', () => {
@@ -166,7 +167,7 @@ describe('dashboard page', () => {
         'pool-row 10.6.0.0/24',
         'block-row 10.7.0.0/16#10.7.0.0/26 node-c',
       ]);
-      assert.equal(textOf(page, 'pool-utilisation', ['data-pool', '10.5.0.0/16']), '70 / 65534 (0.1%)');
+      assert.equal(textOf(page, 'pool-utilisation', ['data-pool', '10.5.0.0/16']), '70 / 65,534 (0.1%)');
       assert.equal(textOf(page, 'pool-resting', ['data-pool', '10.5.0.0/16']), '4');
       assert.equal(textOf(page, 'pool-utilisation', ['data-pool', '10.5.0.0/16#10.5.0.0/26']), '60 / 62 (96.8%)');
       assert.match(page, /3 claimed, \/26 each/);
@@ -364,6 +365,69 @@ describe('dashboard page', () => {
       assert.equal(textOf(page, 'node-blocks'), '2');
       assert.equal(textOf(page, 'node-allocations'), '70');
       assert.match(page, /title="10\.5\.0\.0\/16#10\.5\.0\.128\/26">10\.5\.0\.128\/26</);
+    });
+  });
+
+  describe('failed calls and networks', () => {
+    const failure = (over: Partial<CniFailure> = {}): CniFailure => ({
+      at: '2025-03-04T10:19:00.000Z',
+      command: 'ADD',
+      code: 11,
+      network: 'macvlan-conf',
+      message: 'pool 10.9.0.0/29@tenant has no free address on node node-a (6 allocated here, 0 resting after release)',
+      containerID: 'c'.repeat(64),
+      ...over,
+    });
+
+    it('counts failed calls by network, command and code, and lists the latest with their messages, escaped', () => {
+      const page = renderDashboardBody(
+        dashboardData({
+          failuresByCode: [
+            { network: 'macvlan-conf', command: 'ADD', code: 11, count: 3 },
+            { network: '', command: 'DEL', code: 7, count: 1 },
+          ],
+          failures: [failure({ message: '<img src=x onerror=alert(1)> is not a range' }), failure()],
+        }),
+      );
+      assert.equal(textOf(page, 'failures-total'), '4');
+      const counts = all(page, 'failure-count').map((t) => [attrOf(t, 'data-network'), attrOf(t, 'data-code')]);
+      assert.deepEqual(counts, [
+        ['macvlan-conf', '11'],
+        ['', '7'],
+      ]);
+      assert.match(textOf(page, 'failure-count', ['data-network', '']) ?? '', /^\(none\)DEL\s*71$/);
+      assert.equal(all(page, 'failure-row').length, 2);
+      assert.doesNotMatch(page, /<img/, 'a message is text, never markup');
+      assert.match(page, /&lt;img src=x onerror=alert\(1\)&gt; is not a range/);
+      assert.match(page, /has no free address on node node-a/);
+    });
+
+    it('says no call failed on a fresh agent, and shows no section for an older agent that reports none', () => {
+      const fresh = renderDashboardBody(dashboardData({ failuresByCode: [], failures: [] }));
+      assert.match(textOf(fresh, 'failures-empty') ?? '', /No CNI call failed/);
+      assert.doesNotMatch(renderDashboardBody(dashboardData()), /data-testid="failures"/);
+    });
+
+    it("names each pool's network_name, and a shared range's figures across the cluster", () => {
+      const page = renderDashboardBody(
+        dashboardData({
+          pools: [
+            range('10.9.0.0/24@tenant', 3, '254', {
+              blockPrefix: 29,
+              blocks: 1,
+              cluster: { allocated: 28, resting: 2, lent: 3, free: '224', nodes: 2, blocks: 4 },
+            }),
+            range('10.8.0.0/24', 1, '254'),
+          ],
+        }),
+      );
+      const networks = all(page, 'pool-network').length;
+      assert.equal(networks, 2);
+      assert.match(page, /<td data-testid="pool-network">tenant<\/td>/);
+      assert.equal(
+        textOf(page, 'pool-cluster', ['data-pool', '10.9.0.0/24@tenant']),
+        'cluster: 28 / 254 on 2 nodes · 224 free · 3 lent',
+      );
     });
   });
 

@@ -71,7 +71,12 @@ describe('PoolStatusWriter', () => {
     const byName = new Map(t.writes.map((w) => [(w.metadata as { name: string }).name, w.status]));
     assert.deepEqual(byName.get('gold'), {
       capacity: '254',
+      capacityText: '254',
       used: 5,
+      resting: 0,
+      lent: 0,
+      free: '249',
+      freeText: '249',
       blocks: 2,
       nodes: 2,
       observedGeneration: 3,
@@ -93,7 +98,7 @@ describe('PoolStatusWriter', () => {
     assert.equal(t.writes.length, 0);
   });
 
-  it("counts a lent address once: the lender's placeholder, not the borrower's loan publication too", async () => {
+  it("counts a lent address once in use (the lender's placeholder, not the borrower's loan publication too), and says it is lent", async () => {
     const t = await setup();
     // n1 lent one of its three addresses (its placeholder is one of the three); n2 publishes the loan.
     const pool = '10.80.0.0/24@warrenpool:gold';
@@ -113,7 +118,19 @@ describe('PoolStatusWriter', () => {
     const gold = t.writes.find((w) => (w.metadata as { name: string }).name === 'gold');
     assert.deepEqual(
       { ...(gold?.status as Record<string, unknown>), updatedAt: undefined },
-      { capacity: '254', used: 5, blocks: 2, nodes: 2, observedGeneration: 3, updatedAt: undefined },
+      {
+        capacity: '254',
+        capacityText: '254',
+        used: 5,
+        resting: 0,
+        lent: 1,
+        free: '249',
+        freeText: '249',
+        blocks: 2,
+        nodes: 2,
+        observedGeneration: 3,
+        updatedAt: undefined,
+      },
     );
   });
 
