@@ -148,6 +148,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/deploy/alerts.test.ts',
   'test/deploy/release-files.test.ts',
   'test/docs/doc-claims.test.ts',
+  'test/docs/whereabouts-keys.test.ts',
   'test/docs/links.test.ts',
   'test/docs/error-codes.test.ts',
   'test/docs/metrics.test.ts',
