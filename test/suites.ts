@@ -261,6 +261,7 @@ export const E2E_FILES: readonly string[] = [
   'test/deploy/image-arm64.test.ts',
   'test/deploy/systemd.test.ts',
   'test/e2e/beside-multus.test.ts',
+  'test/e2e/multus-quickstart.test.ts',
   'test/e2e/bridge.test.ts',
   'test/e2e/chaos.test.ts',
   'test/e2e/cluster-overlap.test.ts',
