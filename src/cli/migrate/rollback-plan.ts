@@ -160,13 +160,18 @@ export interface Merged {
 
 /** Where an existing record is judged against the holder. */
 function judge(
-  record: { containerID?: string; pod?: PodRef } | undefined,
+  record: { containerID?: string; pod?: PodRef; ifname?: string } | undefined,
   a: Allocation,
   replaceable: Replaceable,
   what: string,
 ): Verdict {
   if (record === undefined) return { outcome: 'write' };
-  if (sameOwner(record, a)) return { outcome: 'present' };
+  if (sameOwner(record, a))
+    // Whereabouts releases by container and interface: a record without the interface (older
+    // whereabouts) would never be released by the pod's DEL.
+    return record.ifname === a.ifname
+      ? { outcome: 'present' }
+      : { outcome: 'write', detail: `${what}'s record gets its interface, ${a.ifname}` };
   const owner =
     `${record.pod === undefined ? 'no pod' : `pod ${record.pod.namespace}/${record.pod.name}`}, ` +
     `container ${(record.containerID ?? '?').slice(0, 12)}`;
@@ -186,7 +191,7 @@ export function mergeIpPool(
 ): Merged {
   const verdicts = new Map<string, Verdict>();
   let base: IPAddress | undefined;
-  let records: Map<string, { containerID?: string; pod?: PodRef; offset: string }>;
+  let records: Map<string, { containerID?: string; pod?: PodRef; ifname?: string; offset: string }>;
   if (existing === undefined) {
     base = parseIP(target.rangeText.slice(0, target.rangeText.indexOf('/')));
     records = new Map();
