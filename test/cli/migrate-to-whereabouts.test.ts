@@ -15,6 +15,7 @@ import { collectHoldings } from '../../src/cli/migrate/holdings.ts';
 import { KubeReader } from '../../src/cli/migrate/kube-reads.ts';
 import { KubeWriter } from '../../src/cli/migrate/kube-writes.ts';
 import { migrateWhereabouts } from '../../src/cli/migrate/migrate.ts';
+import { migrateCommand } from '../../src/cli/migrate-command.ts';
 import { type RollbackOptions, rollBackToWhereabouts } from '../../src/cli/migrate/rollback.ts';
 import { rollbackExitStatus, rollbackText } from '../../src/cli/migrate/rollback-report.ts';
 import { readWarrenHeld } from '../../src/cli/migrate/warren-held.ts';
@@ -136,13 +137,12 @@ const NEW_PODS = [
   { name: 'new-db-0', namespace: 'team-b', network: 'blue-net', node: 'node-b' },
 ];
 
-/** What Warren holds for containers in every warren-type network: `pool address pod node container ifname`. */
+/** What Warren holds for containers in every network of the definitions (switched or not): `pool address pod node container ifname`. */
 async function warrenHolds(c: LendingCluster, fake: FakeKubeApi): Promise<string[]> {
   const pools = new Set(
     fake
       .objects(NADS)
       .flatMap((o) => parseAttachmentDefinition(o) ?? [])
-      .filter((d) => d.ipamType === 'warren')
       .flatMap((d) => d.ipam.ranges.map((r) => r.pool)),
   );
   const held = await readWarrenHeld(c.cluster, pools);
@@ -343,5 +343,56 @@ describe('warren migrate to-whereabouts (fake API server)', () => {
       'kube-system',
     );
     assert.notEqual((reservation?.spec as { containerid?: string } | undefined)?.containerid, 'sandbox-db-9');
+  });
+
+  it('the rehearsal in the README: migrate, switch, run pods, roll back, switch back, and whereabouts holds what Warren held', async () => {
+    const s = await whereaboutsCluster();
+    const c = s.cluster;
+    // The command line, as the operator runs it, on the nodes' cluster (closed by the test, not the command).
+    const tier = new Proxy(c.cluster, {
+      get: (target, key) => {
+        if (key === 'close') return async () => {};
+        const value = Reflect.get(target, key, target) as unknown;
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const warren = async (...argv: string[]) => {
+      const out: string[] = [];
+      const io = { out: (t: string) => out.push(t), err: (t: string) => out.push(t), env: {} };
+      const code = await migrateCommand([...argv, '--kubeconfig', s.fake.kubeconfigPath], io, {
+        openTier: async () => tier,
+      });
+      return { code, out: out.join('') };
+    };
+    const network = ['--network', 'macvlan-a'];
+
+    // 1. Migrate: see the plan, then record.
+    assert.equal((await warren('whereabouts', '--dry-run')).code, 0);
+    assert.equal((await warren('whereabouts')).code, 0);
+    // 2. Switch the definition's type to warren; its agents adopt what was recorded.
+    switchType(s.fake, ['macvlan-a'], 'warren');
+    await c.lendAll();
+    // 3. Run pods: they get Warren's addresses.
+    const added = await runPods(s.fake, c, NEW_PODS.slice(0, 3));
+    // 4. Roll back: see what would be written, then write it.
+    const dry = await warren('to-whereabouts', ...network, '--dry-run');
+    assert.equal(dry.code, 0, dry.out);
+    assert.match(dry.out, /dry run: nothing is written/);
+    for (const a of added) assert.match(dry.out, new RegExp(`${a.replaceAll('.', '\\.')} .*would write`));
+    const back = await warren('to-whereabouts', ...network);
+    assert.equal(back.code, 0, back.out);
+    assert.match(back.out, /IPPool kube-system\/192\.168\.2\.224-28/);
+    // 5. Switch back to whereabouts; once more, to catch a pod Warren served in between: nothing to write.
+    switchType(s.fake, ['macvlan-a'], 'whereabouts');
+    const again = await warren('to-whereabouts', ...network, '--json');
+    assert.equal(again.code, 0, again.out);
+    const counts = (JSON.parse(again.out) as { counts: Record<string, number> }).counts;
+    assert.equal(counts.written, 0);
+    assert.equal(counts.present, 2 + added.length, 'web-0 and web-2, migrated, and the pods run on Warren');
+
+    // Whereabouts' records of the range are Warren's, each for the container, pod and interface Warren held it for.
+    const held = (await warrenHolds(c, s.fake)).filter((h) => h.startsWith('192.168.2.224/28 '));
+    const readBackOf = (await readBack(s)).recorded.filter((h) => h.startsWith('192.168.2.224/28 '));
+    assert.deepEqual(readBackOf, held);
   });
 });

@@ -3,7 +3,9 @@
  * networks map to, and what each object becomes once Warren's holders are merged into it.
  *
  * - The networks: the NetworkAttachmentDefinitions whose IPAM type is `warren` (read as the forward
- *   migration reads them, whereabouts-objects.ts), all of them or those `--network`/`--nad` names.
+ *   migration reads them, whereabouts-objects.ts), or those `--network`/`--nad` names, whether
+ *   `warren` or already switched back to `whereabouts` (a run after the switch catches what Warren
+ *   handed out just before it).
  *   Each range is one IPPool, named as whereabouts names it (whereabouts-names.ts) after the range's
  *   subnet and the config's `network_name`; its `spec.range` is the subnet, so an allocation's key
  *   is its offset from the network address, as whereabouts computes it.
@@ -90,15 +92,17 @@ export function rollbackTargets(
   for (const [index, object] of listed.entries()) {
     try {
       const d = parseAttachmentDefinition(object, index);
-      if (d !== undefined && d.ipamType === 'warren') definitions.push(d);
+      if (d !== undefined) definitions.push(d);
     } catch (error) {
       problems.push({ object: `NetworkAttachmentDefinition #${index + 1}`, message: messageOf(error) });
     }
   }
+  // Named, a definition switched back already is taken too: a run after the switch catches what
+  // Warren handed out just before it.
   const chosen = (d: AttachmentDefinition): boolean =>
-    (selection.networks.length === 0 && selection.definitions.length === 0) ||
-    selection.networks.includes(d.network) ||
-    selection.definitions.includes(`${d.namespace}/${d.name}`);
+    selection.networks.length === 0 && selection.definitions.length === 0
+      ? d.ipamType === 'warren'
+      : selection.networks.includes(d.network) || selection.definitions.includes(`${d.namespace}/${d.name}`);
   for (const network of selection.networks)
     if (!definitions.some((d) => d.network === network))
       problems.push({
@@ -107,7 +111,10 @@ export function rollbackTargets(
       });
   for (const ref of selection.definitions)
     if (!definitions.some((d) => `${d.namespace}/${d.name}` === ref))
-      problems.push({ object: `NetworkAttachmentDefinition ${ref}`, message: 'not found, or its IPAM is not warren' });
+      problems.push({
+        object: `NetworkAttachmentDefinition ${ref}`,
+        message: 'not found, or its IPAM is neither warren nor whereabouts',
+      });
   const byName = new Map<string, { target: RollbackTarget; pools: Set<string> }>();
   for (const d of definitions.filter(chosen)) {
     if (endsWithKey(d, 'node_slice_size')) {
