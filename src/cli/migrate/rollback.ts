@@ -98,7 +98,9 @@ export async function rollBackToWhereabouts(o: RollbackOptions): Promise<Rollbac
         ...problems,
         {
           object: 'whereabouts',
-          message: `its objects are in several namespaces (${[...namespaces].join(', ')}): name one with --whereabouts-namespace`,
+          message:
+            `its objects are in several namespaces (${[...namespaces].join(', ')}): ` +
+            'name one with --whereabouts-namespace',
         },
       ],
     };
@@ -260,6 +262,7 @@ async function written(
   }
   throw new WarrenError(
     'TRY_AGAIN',
-    `${namespace}/${name} changed ${MAX_ATTEMPTS} times while the rollback wrote it; run it again (what it wrote stays written)`,
+    `${namespace}/${name} changed ${MAX_ATTEMPTS} times while the rollback wrote it; ` +
+      'run it again (what it wrote stays written)',
   );
 }
