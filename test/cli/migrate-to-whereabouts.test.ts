@@ -13,9 +13,16 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { collectHoldings } from '../../src/cli/migrate/holdings.ts';
 import { KubeReader } from '../../src/cli/migrate/kube-reads.ts';
-import { KubeWriter } from '../../src/cli/migrate/kube-writes.ts';
+import { type KubeObjectJson, KubeWriter } from '../../src/cli/migrate/kube-writes.ts';
 import { migrateWhereabouts } from '../../src/cli/migrate/migrate.ts';
+import { runCli } from '../../src/cli/main.ts';
 import { migrateCommand } from '../../src/cli/migrate-command.ts';
+import {
+  WHEREABOUTS_API_VERSION,
+  mergeIpPool,
+  mergeReservation,
+  reservationNameOf,
+} from '../../src/cli/migrate/rollback-plan.ts';
 import { type RollbackOptions, rollBackToWhereabouts } from '../../src/cli/migrate/rollback.ts';
 import { rollbackExitStatus, rollbackText } from '../../src/cli/migrate/rollback-report.ts';
 import { readWarrenHeld } from '../../src/cli/migrate/warren-held.ts';
@@ -394,5 +401,106 @@ describe('warren migrate to-whereabouts (fake API server)', () => {
     const held = (await warrenHolds(c, s.fake)).filter((h) => h.startsWith('192.168.2.224/28 '));
     const readBackOf = (await readBack(s)).recorded.filter((h) => h.startsWith('192.168.2.224/28 '));
     assert.deepEqual(readBackOf, held);
+  });
+});
+
+describe("merging into whereabouts' objects (pure)", () => {
+  const target = {
+    ipPool: '10.9.0.0-24',
+    rangeText: '10.9.0.0/24',
+    networkName: '',
+    pools: ['10.9.0.0/24'],
+    reservations: true,
+  };
+  const holder = (address: string, containerID: string, pod: string) => ({
+    pool: '10.9.0.0/24',
+    address,
+    network: 'n',
+    containerID,
+    ifname: 'net1',
+    podNamespace: 'default',
+    podName: pod,
+    node: 'node-a',
+    createdAt: 0,
+  });
+  const never = () => undefined;
+  const allocationsOf = (object: KubeObjectJson | undefined): unknown => {
+    assert.ok(object !== undefined, 'an object to write');
+    return (object.spec as { allocations: unknown }).allocations;
+  };
+
+  it('keys a new IPPool by the offset from the network address, and leaves one of the same container alone', () => {
+    const made = mergeIpPool(target, 'kube-system', undefined, [holder('10.9.0.12', 'c1', 'p1')], never);
+    assert.deepEqual(made.object?.spec, {
+      range: '10.9.0.0/24',
+      allocations: { '12': { id: 'c1', podref: 'default/p1', ifname: 'net1' } },
+    });
+    assert.deepEqual(made.object?.metadata, { name: '10.9.0.0-24', namespace: 'kube-system' });
+    const existing = {
+      ...made.object,
+      metadata: { name: '10.9.0.0-24', namespace: 'kube-system', resourceVersion: '7' },
+    };
+    const again = mergeIpPool(target, 'kube-system', existing as never, [holder('10.9.0.12', 'c1', 'p1')], never);
+    assert.equal(again.object, undefined, 'nothing to write');
+    assert.equal(again.verdicts.get('10.9.0.12')?.outcome, 'present');
+  });
+
+  it("counts offsets from the address an existing IPPool's range is written with, keeps its other records and its version", () => {
+    const existing = {
+      apiVersion: WHEREABOUTS_API_VERSION,
+      kind: 'IPPool',
+      metadata: { name: '10.9.0.0-24', namespace: 'kube-system', resourceVersion: '42' },
+      spec: { range: '10.9.0.5/24', allocations: { '1': { id: 'theirs', podref: 'default/other', ifname: 'net1' } } },
+    };
+    const merged = mergeIpPool(target, 'kube-system', existing, [holder('10.9.0.12', 'c1', 'p1')], never);
+    assert.equal(merged.object?.metadata.resourceVersion, '42');
+    assert.deepEqual(allocationsOf(merged.object), {
+      '1': { id: 'theirs', podref: 'default/other', ifname: 'net1' },
+      '7': { id: 'c1', podref: 'default/p1', ifname: 'net1' },
+    });
+    // 10.9.0.6 is the record of another container: a conflict unless its pod is judged gone.
+    const conflict = mergeIpPool(target, 'kube-system', existing, [holder('10.9.0.6', 'c2', 'p2')], never);
+    assert.equal(conflict.verdicts.get('10.9.0.6')?.outcome, 'conflict');
+    assert.equal(conflict.object, undefined);
+    const replaced = mergeIpPool(target, 'kube-system', existing, [holder('10.9.0.6', 'c2', 'p2')], () => 'gone');
+    assert.deepEqual(allocationsOf(replaced.object), {
+      '1': { id: 'c2', podref: 'default/p2', ifname: 'net1' },
+    });
+  });
+
+  it('gives a record of the same container its interface when whereabouts recorded none', () => {
+    const existing = {
+      metadata: { name: '10.9.0.3', namespace: 'kube-system', resourceVersion: '3' },
+      spec: { containerid: 'c1', podref: 'default/p1' },
+    };
+    const { object, verdict } = mergeReservation(
+      target,
+      'kube-system',
+      existing,
+      holder('10.9.0.3', 'c1', 'p1'),
+      never,
+    );
+    assert.equal(verdict.outcome, 'write');
+    assert.deepEqual(object?.spec, { containerid: 'c1', podref: 'default/p1', ifname: 'net1' });
+    assert.equal(object?.metadata.resourceVersion, '3');
+  });
+
+  it('names a reservation as whereabouts does, after network_name and with ":" written "-"', () => {
+    assert.equal(reservationNameOf({ ...target, networkName: 'blue' }, 'fd00:30::10'), 'blue-fd00-30--10');
+    assert.equal(reservationNameOf(target, '10.9.0.3'), '10.9.0.3');
+  });
+});
+
+describe('warren migrate to-whereabouts: the command line', () => {
+  it("refuses the way back's flags on the way in, and a --nad that is no namespace/name", async () => {
+    for (const argv of [
+      ['migrate', 'whereabouts', '--network', 'x'],
+      ['migrate', 'to-whereabouts', '--nad', 'no-slash'],
+    ]) {
+      const err: string[] = [];
+      const io = { out: () => {}, err: (t: string) => err.push(t), env: {} };
+      assert.equal(await runCli(argv, io), 2, argv.join(' '));
+      assert.match(err.join(''), /--network|--nad/);
+    }
   });
 });
