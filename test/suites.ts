@@ -120,6 +120,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/cli/journal-offline.test.ts',
   'test/cli/migrate-adoption.test.ts',
   'test/cli/migrate-whereabouts.test.ts',
+  'test/cli/migrate-to-whereabouts.test.ts',
   'test/cli/whereabouts-objects.test.ts',
   'test/cni/args.test.ts',
   'test/cni/derived-config.test.ts',

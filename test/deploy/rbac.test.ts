@@ -62,10 +62,15 @@ const AGENT = [
   ...needs(['get', 'list', 'watch', 'create', 'update', 'delete'], 'coordination.k8s.io', 'leases', 'namespace'),
 ].sort();
 
-/** What `warren migrate whereabouts` reads (it writes through the cluster tier, as the agent). */
+/**
+ * What `warren migrate whereabouts` reads (it writes through the cluster tier, as the agent), and
+ * what `warren migrate to-whereabouts` writes: whereabouts' objects, in its namespace.
+ */
 const MIGRATE = [
   ...needs(['list'], 'whereabouts.cni.cncf.io', 'ippools'),
   ...needs(['list'], 'whereabouts.cni.cncf.io', 'overlappingrangeipreservations'),
+  ...needs(['get', 'create', 'update'], 'whereabouts.cni.cncf.io', 'ippools'),
+  ...needs(['get', 'create', 'update'], 'whereabouts.cni.cncf.io', 'overlappingrangeipreservations'),
   ...needs(['list'], 'k8s.cni.cncf.io', 'network-attachment-definitions'),
   need('get', '', 'pods'),
 ].sort();
@@ -117,6 +122,13 @@ const CALLS: ReadonlyArray<{ pattern: RegExp; needs: ReadonlyArray<string> }> = 
   {
     pattern: /'\/apis\/k8s\.cni\.cncf\.io\/v1\/network-attachment-definitions'/,
     needs: [need('list', 'k8s.cni.cncf.io', 'network-attachment-definitions')],
+  },
+  // The way back (migrate to-whereabouts, kube-writes.ts) gets, creates and replaces whereabouts' objects.
+  {
+    pattern: /objectPath\(kind, namespace/,
+    needs: ['ippools', 'overlappingrangeipreservations'].flatMap((plural) =>
+      needs(['get', 'create', 'update'], 'whereabouts.cni.cncf.io', plural),
+    ),
   },
   { pattern: /`\/api\/v1\/namespaces\/\$\{[^}]+\}\/pods\/\$\{[^}]+\}`/, needs: [need('get', '', 'pods')] },
   // The agent's core reads and Events on the store's client (src/sources/kubernetes/core-api.ts).

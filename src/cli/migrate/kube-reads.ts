@@ -2,7 +2,8 @@
  * The reads the migration makes of the Kubernetes API, through the store's API client (its TLS,
  * credentials and deadlines; store/kubernetes/api-client.ts): whereabouts' IPPools and
  * OverlappingRangeIPReservations and the NetworkAttachmentDefinitions, in every namespace, and one
- * pod by name. Read only: the migration writes through the cluster tier alone.
+ * pod by name. Read only: the migration writes through the cluster tier alone (the way back,
+ * `migrate to-whereabouts`, writes whereabouts' objects through kube-writes.ts).
  *
  * Guarantees: listings are read in pages (`limit`, then `continue` while the server gives one);
  * a resource whose API the cluster does not serve (404 on the collection) lists as empty, so a
