@@ -139,3 +139,40 @@ describe('after warren migrate whereabouts', () => {
     });
   }
 });
+
+describe('a migrated address adopted before its node knew how the range is split', () => {
+  it('is never handed out again when that node claims the block holding it, and its release frees it once', async () => {
+    // node-a's first lending round adopts db-0's 10.20.0.8 into a loan ledger (node-a had not yet
+    // served the range, so it did not know the split); its first ADD then claims the block holding
+    // 10.20.0.8. The claim used to skip the address (recorded in the loan ledger) and leave it free
+    // in the block: the ADD handed it out a second time.
+    const c = new LendingCluster(['node-a', 'node-b', 'node-c']);
+    clusters.push(c);
+    await migrateWhereabouts({ reader: new FixtureReader(), tier: c.tier, dryRun: false, now: 1_000 });
+    const ranges = [rangeOf('blue-net', '10.20.0.0/24')];
+    await c.lendAll();
+    const node = c.node('node-a');
+    const handedOut: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const owner = { network: 'blue-net', containerID: `new-${i}`, ifname: 'net1' };
+      const [one] = await c.settle(node.allocator.allocate({ owner, ranges }));
+      assert.ok(one !== undefined);
+      handedOut.push(one.allocation.address);
+      await c.lendAll();
+    }
+    assert.ok(!handedOut.includes('10.20.0.8'), `10.20.0.8 handed out while team-b/db-0 lives: ${handedOut.join(' ')}`);
+    await c.assertNoDuplicate(ranges[0]?.pool ?? '');
+    const db0 = containerOf('team-b/db-0');
+    const held = (await node.allocator.held({ network: 'blue-net', containerID: db0 })).map((a) => a.address);
+    assert.deepEqual(held, ['10.20.0.8'], "db-0's address recorded once on node-a");
+    const released = await node.allocator.release({ network: 'blue-net', containerID: db0 });
+    assert.deepEqual(
+      released.map((a) => a.address),
+      ['10.20.0.8'],
+    );
+    const owner = { network: 'blue-net', containerID: 'after', ifname: 'net1' };
+    const [next] = await c.settle(node.allocator.allocate({ owner, ranges }));
+    assert.ok(next !== undefined);
+    await c.assertNoDuplicate(ranges[0]?.pool ?? '');
+  });
+});

@@ -16,7 +16,10 @@
  *   pod; once the pod's release emptied what this node recorded, the grant goes, and the
  *   other node's placeholder with it);
  * - before this node knows the split, the grant is adopted into its loan ledger key (borrower.ts),
- *   so the pod's release frees it from the start; should the range turn out to be split into
+ *   so the pod's release frees it from the start; when this node then claims the block holding it,
+ *   the claim records the pod's allocation in the block too (never free in a block of this node
+ *   while the pod lives), and the next adoption lets the loan ledger's record go (a node stopped
+ *   between the two holds it twice for the same pod, never for two); should the range turn out to be split into
  *   one-address blocks, that pool is the block itself, claimed for this node at a later round when
  *   nobody holds it (a claim skips what is already recorded), or left as it is when another node does;
  * - an address is recorded once: an address already recorded here (in its block or its loan ledger) is
@@ -91,8 +94,14 @@ export class MigratedAddresses {
         const text = formatIP(ip);
         if (recorded.has(text)) continue;
         recorded.add(text);
-        // Adopted into its loan ledger before this node knew the range's split: recorded already.
-        if (request.node === node && (await this.#inLoanPool(range, block, ip.value))) continue;
+        // Adopted into its loan ledger before this node knew the range's split: while its pod holds
+        // it there, the block claimed holds it too, as the same pod's allocation (else the block
+        // would count it free and hand it out again); adopting then lets the loan's record go.
+        if (request.node === node && (await this.#inLoanPool(range, block, ip.value))) {
+          const [held] = await this.#loanRecords(range, ip.value);
+          if (held !== undefined) ops.push({ op: 'allocate', allocation: { ...held, pool: block.key, node } });
+          continue;
+        }
         // Granted to this node: the pod lives here, so the claim records its allocation itself.
         const allocation =
           request.node === node && grant.holder !== undefined
@@ -117,7 +126,7 @@ export class MigratedAddresses {
     if (read.kind !== 'snapshot') return 'retry';
     const recorded = read.allocations.includes(grant.address);
     // Recorded in its own block of this node, or (larger blocks) in its loan ledger: adopted already.
-    if (recorded && read.affinity === node) return 'held';
+    if (recorded && read.affinity === node) return (await this.#letLoanGo(range, block, ip.value)) ? 'held' : 'retry';
     if (!recorded && (await this.#inLoanPool(range, block, ip.value))) return 'held-loan';
     // A one-address block recorded here before (adopted while the split was unknown, or claimed)
     // and emptied since: the pod's release freed it; recording it again would undo that.
@@ -167,6 +176,28 @@ export class MigratedAddresses {
       if (claim !== undefined) return claim;
     }
     return undefined;
+  }
+
+  /** What this node's loan ledger of `value` (other than its block) records now: its pod's allocation, or nothing. */
+  async #loanRecords(range: RangeSpec, value: bigint): Promise<Allocation[]> {
+    const key = loanKey(range.pool, range.family, value);
+    return this.#o.store.list({ ledger: key, address: formatIP({ family: range.family, value }) });
+  }
+
+  /**
+   * Lets the loan ledger's record of an address go once its own block of this node records it
+   * (claimOps moved it there): the address is recorded once, in its block. False when that commit
+   * met a newer revision (the next round tries again); the block keeps the address either way.
+   */
+  async #letLoanGo(range: RangeSpec, block: Block, value: bigint): Promise<boolean> {
+    const key = loanKey(range.pool, range.family, value);
+    if (key === block.key || (await this.#loanRecords(range, value)).length === 0) return true;
+    const read = await this.#o.store.readLedger(key);
+    if (read.kind !== 'snapshot') return false;
+    const address = formatIP({ family: range.family, value });
+    const result = await this.#o.store.commit(key, read.revision, [{ op: 'release', address }]);
+    this.#o.ledgers.forget(key);
+    return result.kind === 'committed';
   }
 
   /**
