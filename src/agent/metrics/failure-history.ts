@@ -9,7 +9,7 @@
  */
 import type { Clock } from '../../core/clock.ts';
 import type { CniFailure, CniFailureCount } from '../../api/dashboard.ts';
-import { type FailedCall, NO_TELEMETRY, type Telemetry } from './telemetry.ts';
+import type { FailedCall, Telemetry } from './telemetry.ts';
 
 export const DEFAULT_FAILURES = 50;
 /** The most (command, code, network) keys counted apart. */
@@ -19,7 +19,8 @@ export const MAX_TEXT = 512;
 /** Where calls past the counted keys go. */
 export const OTHER_NETWORK = '(other)';
 
-export class FailureHistory implements Telemetry {
+/** Listens to failed calls alone (telemetry.ts `fanOut`). */
+export class FailureHistory implements Pick<Telemetry, 'cniFailed'> {
   readonly #clock: Clock;
   readonly #capacity: number;
   readonly #maxKeys: number;
@@ -32,13 +33,6 @@ export class FailureHistory implements Telemetry {
     this.#capacity = capacity;
     this.#maxKeys = maxKeys;
   }
-
-  cniCall = NO_TELEMETRY.cniCall;
-  allocated = NO_TELEMETRY.allocated;
-  released = NO_TELEMETRY.released;
-  commit = NO_TELEMETRY.commit;
-  retried = NO_TELEMETRY.retried;
-  audited = NO_TELEMETRY.audited;
 
   cniFailed(failure: FailedCall): void {
     const record: CniFailure = {

@@ -6,11 +6,12 @@ import type { Clock } from '../../core/clock.ts';
 import { defined } from '../../core/defined.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { RELEASE_SOURCES, type ReleaseRecord, type ReleaseSource } from '../../api/dashboard.ts';
-import { NO_TELEMETRY, type Telemetry } from './telemetry.ts';
+import type { Telemetry } from './telemetry.ts';
 
 export const DEFAULT_HISTORY = 100;
 
-export class ReleaseHistory implements Telemetry {
+/** Listens to releases alone (telemetry.ts `fanOut`). */
+export class ReleaseHistory implements Pick<Telemetry, 'released'> {
   readonly #clock: Clock;
   readonly #capacity: number;
   /** Oldest first; trimmed from the front. */
@@ -21,13 +22,6 @@ export class ReleaseHistory implements Telemetry {
     this.#clock = clock;
     this.#capacity = capacity;
   }
-
-  cniCall = NO_TELEMETRY.cniCall;
-  cniFailed = NO_TELEMETRY.cniFailed;
-  allocated = NO_TELEMETRY.allocated;
-  commit = NO_TELEMETRY.commit;
-  retried = NO_TELEMETRY.retried;
-  audited = NO_TELEMETRY.audited;
 
   released(source: ReleaseSource, allocations: readonly Allocation[], reason: string, adapter?: string): void {
     if (allocations.length === 0) return;

@@ -59,9 +59,22 @@ export const NO_TELEMETRY: Telemetry = {
   audited: nothing,
 };
 
-/** One listener that tells each of `listeners`, in order. */
-export function fanOut(...listeners: readonly Telemetry[]): Telemetry {
-  const live = listeners.filter((l) => l !== NO_TELEMETRY);
+/** A listener of some of the events (a dashboard's history listens to one), the others told to no one. */
+function complete(l: Partial<Telemetry>): Telemetry {
+  return {
+    cniCall: l.cniCall?.bind(l) ?? nothing,
+    cniFailed: l.cniFailed?.bind(l) ?? nothing,
+    allocated: l.allocated?.bind(l) ?? nothing,
+    released: l.released?.bind(l) ?? nothing,
+    commit: l.commit?.bind(l) ?? nothing,
+    retried: l.retried?.bind(l) ?? nothing,
+    audited: l.audited?.bind(l) ?? nothing,
+  };
+}
+
+/** One listener that tells each of `listeners`, in order; each is told only what it listens to. */
+export function fanOut(...listeners: readonly Partial<Telemetry>[]): Telemetry {
+  const live = listeners.filter((l) => l !== NO_TELEMETRY).map(complete);
   if (live.length === 0) return NO_TELEMETRY;
   if (live.length === 1) return live[0] as Telemetry;
   return {
