@@ -313,6 +313,7 @@ export const E2E_FILES: readonly string[] = [
   'test/plugin/plugin.test.ts',
   'test/scripts/build.test.ts',
   'test/sources/missed-delete-journal.test.ts',
+  'test/store/etcd-tier/etcd-requests.test.ts',
   'test/store/etcd-tier/history.test.ts',
   'test/store/etcd-tier/legacy-import.test.ts',
   'test/store/etcd-tier/overlap.test.ts',

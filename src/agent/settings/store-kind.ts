@@ -17,6 +17,7 @@ import type { PublishedView } from '../../store/cluster.ts';
 import type { Membership, Store, StoreKind } from '../../store/store.ts';
 import type { AgentOptions } from './options.ts';
 import type { ApiRequestCounter } from '../../store/kubernetes/api-requests.ts';
+import type { EtcdRequestCounter } from '../../store/etcd-tier/etcd-requests.ts';
 
 export interface StoreFacts {
   readonly kind: StoreKind;
@@ -75,6 +76,8 @@ export interface StoreOpening {
   readonly notice: (message: string) => void;
   /** Told of every request to the Kubernetes API server, and the User-Agent they carry (api-requests.ts). */
   readonly kubeRequests?: ApiRequestCounter;
+  /** Told of every request to etcd (etcd-requests.ts). */
+  readonly etcdRequests?: EtcdRequestCounter;
   readonly userAgent?: string;
 }
 
@@ -183,7 +186,7 @@ async function openEtcd(o: AgentOptions, opening: StoreOpening): Promise<OpenedS
       leaseSeconds: Math.ceil(o.nodeLeaseSeconds),
       notice: opening.notice,
       ...publishing(o),
-      ...defined({ identity: opening.identity }),
+      ...defined({ identity: opening.identity, requests: opening.etcdRequests }),
       ...(Object.keys(tls).length === 0 ? {} : { tls }),
     });
     store.start();
