@@ -86,6 +86,8 @@ export interface KubeApiClientOptions {
   readonly requestTimeoutMs?: number;
   /** Largest answer read, bytes (tests). Default 16 MiB. */
   readonly maxAnswerBytes?: number;
+  /** How long an HTTP/2 session suspected dead has to show it lives, ms (tests). Default 15000. */
+  readonly pingTimeoutMs?: number;
   /** Told of every request sent (api-requests.ts); none: not counted. */
   readonly requests?: ApiRequestCounter | undefined;
   /** The User-Agent of every request: `warren/<version> (node <name>)`. Default `warren`. */
@@ -125,7 +127,7 @@ export class KubeApiClient {
     this.#session =
       connection.http2 === undefined
         ? undefined
-        : new SharedSession(connection.server, connection.http2, this.#timeoutMs);
+        : new SharedSession(connection.server, connection.http2, this.#timeoutMs, o.pingTimeoutMs);
     this.#maxAnswerBytes = o.maxAnswerBytes ?? MAX_ANSWER_BYTES;
     this.#requests = o.requests;
     this.#userAgent = o.userAgent ?? 'warren';
