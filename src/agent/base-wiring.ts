@@ -24,6 +24,7 @@ import { ReleaseHistory } from './metrics/release-history.ts';
 import { NO_TELEMETRY, type Telemetry, fanOut } from './metrics/telemetry.ts';
 import { NodeHandBack } from './node/hand-back.ts';
 import { ApiRequestCounter, kubeUserAgent } from '../store/kubernetes/api-requests.ts';
+import { EtcdRequestCounter } from '../store/etcd-tier/etcd-requests.ts';
 import { CommitHealth } from './server/commit-health.ts';
 import { WARREN_VERSION } from './server/version.ts';
 import { type ScrapedSides, scrapeReadings } from './serving-wiring.ts';
@@ -56,6 +57,8 @@ export interface Base {
   readonly upkeep: ClusterUpkeep | undefined;
   /** Every request to the Kubernetes API server, whichever client sent it (api-requests.ts). */
   readonly kubeRequests: ApiRequestCounter;
+  /** Every request to etcd on the etcd store (etcd-requests.ts). */
+  readonly etcdRequests: EtcdRequestCounter;
   /** What those requests carry as User-Agent: `warren/<version> (node <name>)`. */
   readonly userAgent: string;
 }
@@ -87,10 +90,10 @@ export async function openBase(o: AgentOptions, facts: StoreFacts, deps: BaseWir
   const record = recordKey === undefined ? undefined : new ClusterRecord(o.stateDir, recordKey, warn);
   const identity = record?.identity;
   const kubeRequests = new ApiRequestCounter(clock);
+  const etcdRequests = new EtcdRequestCounter(clock);
   const userAgent = kubeUserAgent(WARREN_VERSION, o.nodeName);
-  const { store: opened, published } =
-    deps.stated ??
-    (await openStore(o, { clock, notice: warn, debug, kubeRequests, userAgent, ...defined({ identity }) }));
+  const opening = { clock, notice: warn, debug, kubeRequests, etcdRequests, userAgent, ...defined({ identity }) };
+  const { store: opened, published } = deps.stated ?? (await openStore(o, opening));
   const history = new ReleaseHistory(clock);
   const failures = new FailureHistory(clock);
   // Readings are taken from the parts the next step builds, when a scrape asks.
@@ -100,6 +103,7 @@ export async function openBase(o: AgentOptions, facts: StoreFacts, deps: BaseWir
       : new AgentMetrics({
           version: WARREN_VERSION,
           kubeRequests,
+          ...(facts.kind === 'etcd' ? { etcdRequests } : {}),
           readings: scrapeReadings(o, facts, opened, deps.sides),
         });
   const handBack = new NodeHandBack(o.stateDir, clock);
@@ -128,5 +132,5 @@ export async function openBase(o: AgentOptions, facts: StoreFacts, deps: BaseWir
     history,
     failures,
   };
-  return { ...base, metrics, handBack, record, kubeRequests, userAgent };
+  return { ...base, metrics, handBack, record, kubeRequests, etcdRequests, userAgent };
 }

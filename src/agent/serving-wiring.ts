@@ -38,6 +38,7 @@ import type { ListenAddress } from './settings/listen-address.ts';
 import type { KubernetesParts } from './kubernetes-parts.ts';
 import type { ReleaseWiring } from './release-wiring.ts';
 import type { ApiRequestCounter } from '../store/kubernetes/api-requests.ts';
+import type { EtcdRequestCounter } from '../store/etcd-tier/etcd-requests.ts';
 
 /** What the serving side serves from: the agent's parts and the sides built beside it. */
 export interface ServingSides {
@@ -64,6 +65,8 @@ export interface ServingSides {
   readonly metricsStatus: (() => MetricsEndpointStatus) | undefined;
   /** Every request to the Kubernetes API server (api-requests.ts): its rate in status and doctor. */
   readonly kubeRequests: ApiRequestCounter;
+  /** Every request to etcd (etcd-requests.ts): its rate in status and doctor, on the etcd store. */
+  readonly etcdRequests: EtcdRequestCounter;
 }
 
 /** The API server and its services, answering from every side; not listening yet. */
@@ -123,6 +126,7 @@ export function servingSide(s: ServingSides): Serving {
     ...defined({ metrics: s.metricsStatus }),
     // Only an agent that talks to an API server has a rate to show.
     ...(o.kubernetes || facts.kind === 'kubernetes' ? { kubeApi: () => s.kubeRequests.rate() } : {}),
+    ...(facts.kind === 'etcd' ? { etcdApi: () => s.etcdRequests.rate() } : {}),
   });
 }
 

@@ -4,6 +4,7 @@
  */
 import type { NodeLocalConfig } from '../cni/node-local.ts';
 import type { HistoryReading, StoreKind } from '../store/store.ts';
+import type { EtcdRequestRate } from '../store/etcd-tier/etcd-requests.ts';
 import type { ApiRequestRate } from '../store/kubernetes/api-requests.ts';
 import type { CniConfigStatus, ContainerdState, MetricsEndpointStatus } from './status.ts';
 
@@ -41,6 +42,8 @@ export interface DoctorFacts {
   readonly warrenPools?: { readonly listed: boolean; readonly names: readonly string[] };
   /** The agent's own requests to the Kubernetes API server, a minute, when it talks to one. */
   readonly kubeApi?: ApiRequestRate;
+  /** The agent's own requests to etcd, a minute, on the etcd store. */
+  readonly etcdApi?: EtcdRequestRate;
   readonly store: {
     readonly kind: StoreKind;
     readonly description: string;

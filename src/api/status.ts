@@ -8,6 +8,7 @@
 
 import type { PeriodicTaskStatus } from '../core/periodic-task.ts';
 import type { FileCheckStatus } from '../store/cluster.ts';
+import type { EtcdRequestRate } from '../store/etcd-tier/etcd-requests.ts';
 import type { ApiRequestRate } from '../store/kubernetes/api-requests.ts';
 import type { CniConfigStatus } from './node-config-status.ts';
 
@@ -53,12 +54,11 @@ export interface AgentStatus {
   readonly metrics?: MetricsEndpointStatus;
   /** The agent's own requests to the Kubernetes API server, a minute, when it talks to one. */
   readonly kubeApi?: ApiRequestRate;
+  /** The agent's own requests to etcd, a minute, on the etcd store. */
+  readonly etcdApi?: EtcdRequestRate;
 }
 
-/**
- * The metrics address: `http://address/metrics` and the dashboard at `http://address/`; `error`
- * when it could not be bound.
- */
+/** The metrics address: `http://address/metrics`, the dashboard at `http://address/`; `error` when not bound. */
 export interface MetricsEndpointStatus {
   readonly address: string;
   readonly error?: string;

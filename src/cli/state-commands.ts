@@ -13,7 +13,7 @@ import type {
 import { REJECTED_DIR } from '../sources/missed-delete-journal.ts';
 import { COMMON, type CliContext } from './context.ts';
 import { type OfflineJournal, readJournalOffline } from './journal-offline.ts';
-import { describeApiRate } from './doctor/kube-api-checks.ts';
+import { requestRateLines } from './request-rate-lines.ts';
 import { jsonText, printable, safe, table } from './format.ts';
 import type { CliIO } from './io.ts';
 
@@ -122,7 +122,7 @@ export async function statusCommand(argv: readonly string[], io: CliIO, context:
               ? safe`metrics:     http://${s.metrics.address}/metrics, dashboard http://${s.metrics.address}/`
               : safe`metrics:     NOT SERVED: ${s.metrics.error}`,
           ]),
-      ...(s.kubeApi === undefined ? [] : [safe`kube api:    API requests: ${describeApiRate(s.kubeApi)}`]),
+      ...requestRateLines(s),
       ...(s.cluster === undefined ? [] : clusterLines(s.cluster)),
       ...s.reconciler.recentErrors.slice(-5).map((e) => safe`error:       ${e.at} ${e.message}`),
     ].join('\n')}\n`,

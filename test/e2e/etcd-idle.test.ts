@@ -6,12 +6,14 @@
  * lease granted: what it must know it learns from the watches it opened (its claims, the address
  * spaces, its identity, announcement and the recovery marker), each read once when it opened. Its
  * only traffic is the lease's keep-alives (LeaseKeepAlive messages on the lease's stream: not a read
- * or a write of the keyspace), counted and shown apart.
+ * or a write of the keyspace), counted and shown apart; the agent's own count of its requests to etcd
+ * is in its status and doctor, which finds nothing read over and over.
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ApiClient } from '../../src/api/client.ts';
+import { etcdApiFindings } from '../../src/cli/doctor/etcd-api-checks.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { resultAddresses, warren } from '../helpers/cni.ts';
 import { type EtcdCluster, startEtcd } from '../helpers/etcd.ts';
@@ -90,5 +92,16 @@ describe('an idle agent on the etcd store', () => {
     assert.ok(runsAfter - runsBefore >= 10, `the chores ran meanwhile: ${runsAfter - runsBefore} runs`);
     for (const method of ['Range', 'Txn', 'Put', 'DeleteRange', 'LeaseGrant', 'Compact'])
       assert.equal(made(method), 0, `no ${method} while idle; etcd counted ${shown}`);
+    // The agent's own count says so too, in its status and doctor (etcd-requests.ts).
+    const [status, facts] = await Promise.all([client.status(), client.doctor()]);
+    for (const rate of [status.etcdApi, facts.etcdApi])
+      assert.ok(
+        rate?.byKind.some((k) => k.kind === 'lease-keepalive' && k.perMinute > 0),
+        JSON.stringify(rate),
+      );
+    assert.deepEqual(
+      etcdApiFindings(facts).map((f) => [f.id, f.severity]),
+      [['etcd-request-rate', 'ok']],
+    );
   });
 });

@@ -17,12 +17,16 @@ import { BoundedLabel, codeLabel, commandLabel } from './labels.ts';
 import type { MetricsReadings } from './readings.ts';
 import type { ApiRequestCounter } from '../../store/kubernetes/api-requests.ts';
 import { registerKubeApiRequests } from './kube-requests.ts';
+import type { EtcdRequestCounter } from '../../store/etcd-tier/etcd-requests.ts';
+import { registerEtcdRequests } from './etcd-requests.ts';
 
 export interface AgentMetricsOptions {
   readonly version: string;
   readonly readings: MetricsReadings;
   /** The agent's requests to the Kubernetes API server (kube-requests.ts); none: not exposed. */
   readonly kubeRequests?: ApiRequestCounter;
+  /** The agent's requests to etcd (etcd-requests.ts), on the etcd store; none: not exposed. */
+  readonly etcdRequests?: EtcdRequestCounter;
   /** Most values a `pool` or `network` label takes before folding into `_other`; default 500. */
   readonly maxLabelValues?: number;
   /** Node process metrics (CPU, memory, event loop lag) under the same prefix; default on. */
@@ -74,6 +78,7 @@ export class AgentMetrics implements Telemetry {
       registers,
     }).set({ version: options.version, node_version: process.versions.node }, 1);
     if (options.kubeRequests !== undefined) registerKubeApiRequests(this.registry, options.kubeRequests);
+    if (options.etcdRequests !== undefined) registerEtcdRequests(this.registry, options.etcdRequests);
     this.#cni = new Histogram({
       name: 'warren_cni_request_duration_seconds',
       help:

@@ -29,6 +29,7 @@ import { pluginCounts } from './operator-reports.ts';
 import { bookkeepingCounts, bookkeepingTotal } from './bookkeeping-counts.ts';
 import { ClusterStatus } from './cluster-status.ts';
 import type { ApiRequestRate } from '../../store/kubernetes/api-requests.ts';
+import type { EtcdRequestRate } from '../../store/etcd-tier/etcd-requests.ts';
 
 /** What the agent's status is read from (operator-service.ts's options hold these and more). */
 export interface AgentStatusOptions {
@@ -61,6 +62,8 @@ export interface AgentStatusOptions {
   readonly metrics?: () => MetricsEndpointStatus;
   /** The agent's requests to the Kubernetes API server, a minute, when it talks to one. */
   readonly kubeApi?: (() => ApiRequestRate) | undefined;
+  /** The agent's requests to etcd, a minute, on the etcd store. */
+  readonly etcdApi?: (() => EtcdRequestRate) | undefined;
   /**
    * On a cluster store: why this node must not allocate (also in `notReady`), and the operator's
    * word that the store as it is now is the one to use (`warren store accept`).
@@ -162,6 +165,7 @@ export class AgentStatusReader {
       ...(this.#o.plugins === undefined ? {} : { plugins: pluginCounts(this.#o.plugins()) }),
       ...(this.#o.metrics === undefined ? {} : { metrics: this.#o.metrics() }),
       ...(this.#o.kubeApi === undefined ? {} : { kubeApi: this.#o.kubeApi() }),
+      ...(this.#o.etcdApi === undefined ? {} : { etcdApi: this.#o.etcdApi() }),
     };
     return { status, readable: pingError === undefined };
   }

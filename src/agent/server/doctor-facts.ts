@@ -26,6 +26,7 @@ import type { NetnsObserver } from '../../sources/netns.ts';
 import type { Store, StoreHistory } from '../../store/store.ts';
 import type { AgentOptions } from '../settings/options.ts';
 import type { ApiRequestRate } from '../../store/kubernetes/api-requests.ts';
+import type { EtcdRequestRate } from '../../store/etcd-tier/etcd-requests.ts';
 
 export interface DoctorFactsDeps {
   readonly options: AgentOptions;
@@ -46,6 +47,8 @@ export interface DoctorFactsDeps {
   readonly warrenPools?: () => DoctorFacts['warrenPools'];
   /** The agent's requests to the Kubernetes API server, when it talks to one. */
   readonly kubeApi?: (() => ApiRequestRate) | undefined;
+  /** The agent's requests to etcd, on the etcd store. */
+  readonly etcdApi?: (() => EtcdRequestRate) | undefined;
 }
 
 /** What doctor judges of the reservations: a range held back whole, entries that reserve nothing. */
@@ -112,7 +115,7 @@ export async function doctorFacts(d: DoctorFactsDeps): Promise<DoctorFacts> {
         }),
     ...defined({ pluginsDir: o.pluginsDir, reservations }),
     ...(d.nodeLocalOnly === undefined ? {} : { nodeLocalOnly: derived === undefined ? {} : { derived } }),
-    ...defined({ warrenPools, kubeApi: d.kubeApi?.() }),
+    ...defined({ warrenPools, kubeApi: d.kubeApi?.(), etcdApi: d.etcdApi?.() }),
     store: {
       kind: o.store,
       description: d.store.description,

@@ -85,6 +85,7 @@ export function servingParts(deps: ServingDeps): Serving {
       ...defined({ nodeLocalOnly }),
       ...(parts.reservations === undefined ? {} : { reservations: () => service.reservations() }),
       ...(parts.kubeApi === undefined ? {} : { kubeApi: parts.kubeApi }),
+      ...(parts.etcdApi === undefined ? {} : { etcdApi: parts.etcdApi }),
       warrenPools: () => {
         const pools = parts.kubernetes?.().planning?.pools;
         return pools === undefined ? undefined : { listed: pools.listed, names: pools.list.map((p) => p.name) };

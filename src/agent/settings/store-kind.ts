@@ -17,6 +17,7 @@ import type { PublishedView } from '../../store/cluster.ts';
 import type { Membership, Store, StoreKind } from '../../store/store.ts';
 import type { AgentOptions } from './options.ts';
 import type { ApiRequestCounter } from '../../store/kubernetes/api-requests.ts';
+import type { EtcdRequestCounter } from '../../store/etcd-tier/etcd-requests.ts';
 
 export interface StoreFacts {
   readonly kind: StoreKind;
@@ -77,6 +78,8 @@ export interface StoreOpening {
   readonly debug?: (message: string) => void;
   /** Told of every request to the Kubernetes API server, and the User-Agent they carry (api-requests.ts). */
   readonly kubeRequests?: ApiRequestCounter;
+  /** Told of every request to etcd (etcd-requests.ts). */
+  readonly etcdRequests?: EtcdRequestCounter;
   readonly userAgent?: string;
 }
 
@@ -190,7 +193,7 @@ async function openEtcd(o: AgentOptions, opening: StoreOpening): Promise<OpenedS
       leaseSeconds: Math.ceil(o.nodeLeaseSeconds),
       notice: opening.notice,
       ...publishing(o),
-      ...defined({ identity: opening.identity, debug: opening.debug }),
+      ...defined({ identity: opening.identity, debug: opening.debug, requests: opening.etcdRequests }),
       ...(Object.keys(tls).length === 0 ? {} : { tls }),
     });
     store.start();

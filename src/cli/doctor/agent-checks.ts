@@ -14,6 +14,7 @@ import type { ContainerdConfigReading } from './containerd-config.ts';
 import { historyFindings } from './etcd-history.ts';
 import { reservationFindings } from './reservation-checks.ts';
 import { kubeApiFindings } from './kube-api-checks.ts';
+import { etcdApiFindings } from './etcd-api-checks.ts';
 import { clockFindings, storeFindings } from './store-checks.ts';
 import { type Finding, error, ok, warning } from './finding.ts';
 import type { JournalDirCheck } from './observation.ts';
@@ -225,5 +226,6 @@ export function agentFindings(
     ...metricsFindings(facts),
     ...reservationFindings(facts),
     ...kubeApiFindings(facts),
+    ...etcdApiFindings(facts),
   ];
 }

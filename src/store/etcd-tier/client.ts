@@ -8,15 +8,19 @@
  *   `https://host:port`, a TLS file that cannot be read, or a client certificate without its key
  *   (or a key without its certificate) is INVALID_CONFIG, naming what is wrong;
  * - every call that is not a stream has a deadline (the call timeout, default 2000 ms);
+ * - given a counter (`requests`, etcd-requests.ts), every message sent to etcd is counted where it
+ *   leaves: an interceptor on every call, unary or stream, whoever made it;
  * - a member that fails is skipped for half a second, and a failed call is tried again on another
  *   member a few times, quickly, so a leader election reads as a short delay, not an outage;
- * - etcd3 and cockatiel are loaded only here, lazily, so the SQLite store never pays for gRPC.
+ * - etcd3, cockatiel and gRPC are loaded only here, lazily, so the SQLite store never pays for them.
  */
 import { readFileSync } from 'node:fs';
 import { defined } from '../../core/defined.ts';
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import { isEtcdEndpoint } from '../store.ts';
+import type { Interceptor } from '@grpc/grpc-js';
 import type { Etcd3 } from 'etcd3';
+import { type EtcdRequestCounter, etcdRequestKindOf } from './etcd-requests.ts';
 
 export interface EtcdClientOptions {
   /** Client URLs, `http://host:port` or `https://host:port`. */
@@ -25,6 +29,22 @@ export interface EtcdClientOptions {
   readonly tls?: { readonly ca?: string; readonly cert?: string; readonly key?: string };
   /** Deadline of each call, milliseconds. Default 2000. */
   readonly callTimeoutMs?: number;
+  /** Told of every message sent to etcd (etcd-requests.ts); none: not counted. */
+  readonly requests?: EtcdRequestCounter | undefined;
+}
+
+/** An interceptor that tells `requests` of each message as it leaves, by its method and content. */
+async function countingInterceptor(requests: EtcdRequestCounter): Promise<Interceptor> {
+  const { InterceptingCall } = await import('@grpc/grpc-js');
+  return (options, nextCall) => {
+    const path = options.method_definition.path;
+    return new InterceptingCall(nextCall(options), {
+      sendMessage: (message, next) => {
+        requests.count(etcdRequestKindOf(path, message));
+        next(message);
+      },
+    });
+  };
 }
 
 /** A client for `options`, and the deadline of each of its calls in milliseconds. */
@@ -57,10 +77,12 @@ export async function openEtcdClient(options: EtcdClientOptions): Promise<{ clie
   if ((cert === undefined) !== (key === undefined))
     throw new WarrenError('INVALID_CONFIG', 'etcd TLS: a client certificate needs its key, and a key its certificate');
   const timeout = options.callTimeoutMs ?? 2000;
+  const counting =
+    options.requests === undefined ? {} : { interceptors: [await countingInterceptor(options.requests)] };
   const client = new Client({
     hosts: [...options.endpoints],
     dialTimeout: timeout,
-    defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + timeout }),
+    defaultCallOptions: (context) => ({ ...counting, ...(context.isStream ? {} : { deadline: Date.now() + timeout }) }),
     // A member that fails is skipped for half a second, not the client's default five: during a
     // leader election every member fails for a moment, and a long open breaker on all of them
     // would turn a one-second election into a five-second outage. A failed call is tried again

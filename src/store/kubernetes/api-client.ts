@@ -10,8 +10,9 @@
  * Guarantees:
  * - every request has a deadline (`requestTimeoutMs`, default 10 s) and a bounded answer (16 MiB);
  * - a request sent on a reused keep-alive connection that fails before any byte of its answer came
- *   (ECONNRESET, EPIPE: "socket hang up") is sent again once, on another connection, within the
- *   same deadline. That failure means the server had closed the idle connection before it read the
+ *   (ECONNRESET, EPIPE: "socket hang up") is sent again once, on a new connection made for it (never
+ *   another kept one, which the server may have closed alike: connection.ts), within the same
+ *   deadline. That failure means the server had closed the idle connection before it read the
  *   request (its idle timeout raced the send), so the request was never handled and sending it again
  *   is safe whatever its method: the standard behaviour of HTTP clients (Go's net/http, browsers).
  *   Over HTTP/2 the same holds for a stream the server refused (REFUSED_STREAM) or left above the
@@ -85,6 +86,8 @@ export interface KubeApiClientOptions {
   readonly requestTimeoutMs?: number;
   /** Largest answer read, bytes (tests). Default 16 MiB. */
   readonly maxAnswerBytes?: number;
+  /** How long an HTTP/2 session suspected dead has to show it lives, ms (tests). Default 15000. */
+  readonly pingTimeoutMs?: number;
   /** Told of every request sent (api-requests.ts); none: not counted. */
   readonly requests?: ApiRequestCounter | undefined;
   /** The User-Agent of every request: `warren/<version> (node <name>)`. Default `warren`. */
@@ -124,7 +127,7 @@ export class KubeApiClient {
     this.#session =
       connection.http2 === undefined
         ? undefined
-        : new SharedSession(connection.server, connection.http2, this.#timeoutMs);
+        : new SharedSession(connection.server, connection.http2, this.#timeoutMs, o.pingTimeoutMs);
     this.#maxAnswerBytes = o.maxAnswerBytes ?? MAX_ANSWER_BYTES;
     this.#requests = o.requests;
     this.#userAgent = o.userAgent ?? 'warren';
@@ -158,16 +161,16 @@ export class KubeApiClient {
     const signal = AbortSignal.any([this.#closing.signal, AbortSignal.timeout(this.#timeoutMs)]);
     let raw: { status: number; type: string; text: string };
     try {
-      const exchange = async (): Promise<typeof raw> => {
-        const answer = await this.#open(url, req.method, headers, payload, this.#pools.requests, signal);
+      const exchange = async (agent: Agent): Promise<typeof raw> => {
+        const answer = await this.#open(url, req.method, headers, payload, agent, signal);
         return { status: answer.status, type: answer.type, text: await readAll(answer.body, this.#maxAnswerBytes) };
       };
       try {
-        raw = await exchange();
+        raw = await exchange(this.#pools.requests);
       } catch (error) {
-        // Never handled (see the header): once more, on another connection.
+        // Never handled (see the header): once more, on a connection of its own.
         if (!(error instanceof StaleConnection) || signal.aborted) throw error;
-        raw = await exchange();
+        raw = await exchange(this.#pools.fresh);
       }
     } catch (error) {
       this.#requests?.countRequest(req.method, req.path, asksWatch(req.query?.watch), undefined);
@@ -263,6 +266,7 @@ export class KubeApiClient {
     this.#session?.close();
     this.#pools.requests.destroy();
     this.#pools.watches.destroy();
+    this.#pools.fresh.destroy();
   }
 
   #url(req: Pick<ApiRequest, 'path' | 'query'>): URL {

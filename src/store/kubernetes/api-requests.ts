@@ -13,9 +13,11 @@
  * - the outcome is a class of bounded cardinality: `2xx`, `404`, `409`, `410`, the other codes by
  *   their hundred (`4xx`, `5xx`), or `unreachable` when no answer came (refused, reset, timeout);
  * - the rate is read on the injected clock's monotonic time from a ring of per-minute buckets, the
- *   last `windowMinutes` of them: memory does not grow with time, only with the kinds of request.
+ *   last `windowMinutes` of them (core/minute-counts.ts): memory does not grow with time, only with
+ *   the kinds of request.
  */
 import type { Clock } from '../../core/clock.ts';
+import { MinuteCounts, mostFirst } from '../../core/minute-counts.ts';
 
 export type ApiVerb = 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete' | 'deletecollection';
 
@@ -96,29 +98,14 @@ export function outcomeOf(status: number | undefined): ApiOutcome {
   return `${Math.floor(status / 100) as 1 | 2 | 3 | 4 | 5}xx`;
 }
 
-const MINUTE_MS = 60_000;
-
-/** One minute's counts by `verb resource`. */
-interface MinuteBucket {
-  minute: number;
-  readonly counts: Map<string, number>;
-}
-
 export class ApiRequestCounter {
-  readonly #clock: Clock;
-  readonly #windowMinutes: number;
-  /** When counting began (monotonic): a young agent's rate is over its life, not the whole window. */
-  readonly #startedAt: number;
   /** Since the start, by `verb resource code`: what the metric exposes. */
   readonly #totals = new Map<string, { kind: ApiRequestKind; code: ApiOutcome; count: number }>();
-  /** The last `windowMinutes` minutes and the current one, one bucket each, reused round the ring. */
-  readonly #ring: MinuteBucket[];
+  /** The last minutes, by `verb resource`: the rate. */
+  readonly #recent: MinuteCounts;
 
   constructor(clock: Clock, windowMinutes = 10) {
-    this.#clock = clock;
-    this.#windowMinutes = Math.max(1, Math.floor(windowMinutes));
-    this.#startedAt = clock.monotonic();
-    this.#ring = Array.from({ length: this.#windowMinutes + 1 }, () => ({ minute: -1, counts: new Map() }));
+    this.#recent = new MinuteCounts(clock, windowMinutes);
   }
 
   /** One request sent, answered with `status` (undefined: no answer came). */
@@ -128,13 +115,7 @@ export class ApiRequestCounter {
     const total = this.#totals.get(`${key} ${code}`);
     if (total === undefined) this.#totals.set(`${key} ${code}`, { kind, code, count: 1 });
     else total.count += 1;
-    const minute = Math.floor(this.#clock.monotonic() / MINUTE_MS);
-    const bucket = this.#ring[minute % this.#ring.length] as MinuteBucket;
-    if (bucket.minute !== minute) {
-      bucket.minute = minute;
-      bucket.counts.clear();
-    }
-    bucket.counts.set(key, (bucket.counts.get(key) ?? 0) + 1);
+    this.#recent.add(key);
   }
 
   /** A request to `method path` (with `watch` asked or not), answered with `status`. */
@@ -147,38 +128,21 @@ export class ApiRequestCounter {
     return [...this.#totals.values()].map(({ kind, code, count }) => ({ ...kind, code, count }));
   }
 
-  /**
-   * The rate over the last `windowMinutes` up to now: the current minute's part, the whole minutes
-   * before it, and of the oldest minute the part still inside the window (its counts pro rata).
-   */
+  /** The rate over the last `windowMinutes` up to now (core/minute-counts.ts says how it is taken). */
   rate(): ApiRequestRate {
-    const now = this.#clock.monotonic();
-    const current = Math.floor(now / MINUTE_MS);
-    const first = current - this.#windowMinutes;
-    const spanMs = Math.max(MINUTE_MS, Math.min(this.#windowMinutes * MINUTE_MS, now - this.#startedAt));
-    const perMinute = (n: number): number => Math.round((n / spanMs) * MINUTE_MS * 100) / 100;
-    const oldestPart = 1 - (now - current * MINUTE_MS) / MINUTE_MS;
-    const byKey = new Map<string, number>();
-    for (const bucket of this.#ring) {
-      if (bucket.minute < first || bucket.minute > current) continue;
-      const weight = bucket.minute === first ? oldestPart : 1;
-      for (const [key, n] of bucket.counts) byKey.set(key, (byKey.get(key) ?? 0) + n * weight);
-    }
+    const { minutes, counts, perMinute } = this.#recent.window();
     let all = 0;
     const verbs = new Map<ApiVerb, number>();
     const byKind: (ApiRequestKind & { perMinute: number })[] = [];
-    for (const [key, n] of byKey) {
+    for (const [key, n] of counts) {
       const [verb, resource] = key.split(' ') as [ApiVerb, string];
       all += n;
       verbs.set(verb, (verbs.get(verb) ?? 0) + n);
       byKind.push({ verb, resource, perMinute: perMinute(n) });
     }
-    // Ties in code-unit order: localeCompare would wake ICU's collator, whose data (pages of the Node
-    // binary and their tables, ~3 MiB) an agent then holds for its life, for ASCII names.
-    const nameOf = (k: ApiRequestKind): string => `${k.verb} ${k.resource}`;
-    byKind.sort((a, b) => b.perMinute - a.perMinute || (nameOf(a) < nameOf(b) ? -1 : nameOf(a) > nameOf(b) ? 1 : 0));
+    byKind.sort(mostFirst((k) => `${k.verb} ${k.resource}`));
     return {
-      minutes: Math.round((spanMs / MINUTE_MS) * 10) / 10,
+      minutes,
       perMinute: perMinute(all),
       byVerb: Object.fromEntries([...verbs].map(([verb, n]) => [verb, perMinute(n)])),
       byKind,

@@ -14,6 +14,11 @@
  *   waits for a request's connection, nor a request for a watch's (a watch once took the eighth and
  *   last connection, and the Lease renewal behind it waited for ever); behind a proxy, the
  *   library's agent, which speaks it, serves both;
+ * - a third, `fresh`, keeps nothing: each request on it opens a new connection, closed after its
+ *   answer. A request sent again because its kept connection was stale goes there, so it cannot
+ *   draw another stale one from the pool (the server closes its idle connections alike, so when one
+ *   was stale the others kept as long may be too). Behind a proxy it is the library's agent, which
+ *   keeps no connection either;
  * - credentials are read from the KubeConfig for each request, so a rotated service-account token
  *   is picked up; a KubeConfig that cannot give them then is TRY_AGAIN naming what was being done.
  */
@@ -30,6 +35,8 @@ const REQUEST_SOCKETS = 8;
 export interface ConnectionPools {
   readonly requests: HttpAgent;
   readonly watches: HttpAgent;
+  /** No connection kept: a new one for each request (a request sent again after a stale one). */
+  readonly fresh: HttpAgent;
 }
 
 /** Where the API server is and how it is reached. */
@@ -67,15 +74,19 @@ export async function connectionOf(config: KubeAccess, http2: boolean): Promise<
     rejectUnauthorized: tls.rejectUnauthorized,
     servername: tls.servername,
   });
-  const pool = (maxSockets: number): HttpAgent =>
+  const pool = (keepAlive: boolean, maxSockets: number): HttpAgent =>
     proxy !== undefined
       ? proxy
       : server.protocol === 'http:'
-        ? new HttpAgent({ keepAlive: true, maxSockets })
-        : new HttpsAgent({ keepAlive: true, maxSockets, ...settings });
+        ? new HttpAgent({ keepAlive, maxSockets })
+        : new HttpsAgent({ keepAlive, maxSockets, ...settings });
   return {
     server,
-    pools: { requests: pool(REQUEST_SOCKETS), watches: pool(Number.POSITIVE_INFINITY) },
+    pools: {
+      requests: pool(true, REQUEST_SOCKETS),
+      watches: pool(true, Number.POSITIVE_INFINITY),
+      fresh: pool(false, Number.POSITIVE_INFINITY),
+    },
     http2: http2 && proxy === undefined && server.protocol === 'https:' ? settings : undefined,
   };
 }

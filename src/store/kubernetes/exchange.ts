@@ -17,7 +17,7 @@ import { type Agent, request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { Readable } from 'node:stream';
 
-/** A failure the server provably never handled: the request may be sent again on another connection. */
+/** A failure the server provably never handled: the request may be sent again on a new connection. */
 export class StaleConnection extends Error {}
 
 /** An answer's head and its body, read as it comes. */

@@ -14,9 +14,13 @@
  * - a stream the server provably never handled rejects with StaleConnection, so the caller may send
  *   it again once: it was refused (REFUSED_STREAM), or is above the last stream a GOAWAY named, or
  *   the session was gone before the stream could be sent. Any other failure is not StaleConnection;
- * - a request past its deadline makes the session prove it is alive: no PING answer within
- *   PING_TIMEOUT_MS (15 s) and it is destroyed (its watches end as cut off and are watched again by their
- *   owners), so a dead connection does not take every later request with it;
+ * - a request past its deadline makes the session prove it is alive: it is destroyed (its watches end
+ *   as cut off and are watched again by their owners) only when nothing at all came from it within
+ *   PING_TIMEOUT_MS (15 s) of its PING, neither the PING's answer nor any other byte, so a dead
+ *   connection does not take every later request with it, and a live one is never re-made: a busy
+ *   server still sending answers is alive whenever its PING's answer comes (under load it trailed the
+ *   answers queued before it by seconds), and so is a session whose answer arrived while this
+ *   process was too busy to read it (the verdict waits for the I/O already there);
  * - the session holds the process open only while a stream is open on it, as an idle keep-alive
  *   socket of node:http does not;
  * - `close` destroys the session; every stream open on it ends.
@@ -53,6 +57,15 @@ const CONNECTION_HEADERS = new Set([
   'upgrade',
 ]);
 
+/** Bytes read from the session's connection so far (0 once it is gone: its socket proxy then throws). */
+function bytesReadOf(session: ClientHttp2Session): number {
+  try {
+    return session.socket?.bytesRead ?? 0;
+  } catch {
+    return 0;
+  }
+}
+
 /** The TLS settings of the KubeConfig (connection.ts), for the session's own connection. */
 export type TlsSettings = Pick<ConnectionOptions, 'ca' | 'cert' | 'key' | 'rejectUnauthorized' | 'servername'>;
 
@@ -60,6 +73,7 @@ export class SharedSession {
   readonly #server: URL;
   readonly #tls: TlsSettings;
   readonly #connectTimeoutMs: number;
+  readonly #pingTimeoutMs: number;
   #session: ClientHttp2Session | undefined;
   #connecting: Promise<ClientHttp2Session | undefined> | undefined;
   /** The server chose HTTP/1.1: no session is made again. */
@@ -72,10 +86,11 @@ export class SharedSession {
   /** Streams open, per session: it holds the process open while any is. */
   readonly #open = new WeakMap<ClientHttp2Session, number>();
 
-  constructor(server: URL, tls: TlsSettings, connectTimeoutMs: number) {
+  constructor(server: URL, tls: TlsSettings, connectTimeoutMs: number, pingTimeoutMs = PING_TIMEOUT_MS) {
     this.#server = server;
     this.#tls = tls;
     this.#connectTimeoutMs = connectTimeoutMs;
+    this.#pingTimeoutMs = pingTimeoutMs;
   }
 
   /** Whether requests go over HTTP/2 (known once the first connection was made). */
@@ -215,12 +230,22 @@ export class SharedSession {
     if (!(signal.reason instanceof DOMException && signal.reason.name === 'TimeoutError')) return;
     if (session.destroyed || session.closed || this.#pinging.has(session)) return;
     this.#pinging.add(session);
-    const timer = setTimeout(() => session.destroy(new Error('the API server did not answer a PING')), PING_TIMEOUT_MS);
-    timer.unref();
+    const readBefore = bytesReadOf(session);
+    let settled = false;
     const answered = (): void => {
+      settled = true;
       clearTimeout(timer);
       this.#pinging.delete(session);
     };
+    const verdict = (): void => {
+      if (settled || session.destroyed) return;
+      // Something came since the PING: the connection carries, the server is only slow to answer.
+      if (bytesReadOf(session) !== readBefore) answered();
+      else session.destroy(new Error(`nothing came from the API server within ${this.#pingTimeoutMs} ms of a PING`));
+    };
+    // After this turn's I/O: an answer that came while this process was busy is read before the verdict.
+    const timer = setTimeout(() => setImmediate(verdict), this.#pingTimeoutMs);
+    timer.unref();
     try {
       if (!session.ping((error) => error === null && answered())) answered();
     } catch {

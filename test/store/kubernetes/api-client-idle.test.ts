@@ -1,8 +1,9 @@
 /**
  * The cluster tier's HTTP layer (src/store/kubernetes/api-client.ts) against a server that closes
  * kept-alive connections: a request sent on a reused connection the server closed before reading
- * it is sent again once, on a new connection, so an ADD does not fail with "socket hang up"; a
- * failure on a fresh connection is not sent again (the server may have handled it).
+ * it is sent again once, on a new connection made for it (never another kept one, which the server
+ * may have closed alike), so an ADD does not fail with "socket hang up"; a failure on a fresh
+ * connection is not sent again (the server may have handled it).
  *
  * The server speaks HTTP/1.1 by hand on a TCP socket, so each connection's fate is decided, not
  * left to a timer: it answers the first request of a connection and keeps the connection open,
@@ -90,6 +91,31 @@ describe('KubeApiClient on connections the server closed while idle', () => {
         [tally.answered - before.answered, tally.dropped - before.dropped, connections - before.connections],
         [2, 1, 2],
         'answered on the first connection, dropped on its reuse, answered again on a second connection',
+      );
+    } finally {
+      api.close();
+    }
+  });
+
+  it('a request whose kept-alive connection was closed is resent on a fresh connection, never on another kept one', async () => {
+    policy = 'answer-first-only';
+    const api = await client();
+    try {
+      // Two requests at once: two connections, each answered once and kept in the pool.
+      const opened = connections;
+      await Promise.all([
+        api.send('one', { method: 'GET', path: '/a' }),
+        api.send('two', { method: 'GET', path: '/b' }),
+      ]);
+      const before = { ...tally, connections };
+      assert.equal(connections - opened, 2, 'two kept connections');
+      // The server closes both unread on reuse; the resend must not draw the second one.
+      const third = await api.send('third', { method: 'GET', path: '/c' });
+      assert.equal(third.status, 200);
+      assert.deepEqual(
+        [tally.answered - before.answered, tally.dropped - before.dropped, connections - before.connections],
+        [1, 1, 1],
+        'dropped on one kept connection, answered on a new one',
       );
     } finally {
       api.close();
