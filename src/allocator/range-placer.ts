@@ -15,7 +15,8 @@
  *   it was claimed first) is remembered as taken and the next round probes the next block; after
  *   MAX_PROBES lost in a row, or when the known blocks leave none free, the range is read whole
  *   (every page), and the probes start over; `borrow` and `full` are decided only from the whole
- *   range, so a partial picture never reports a range full;
+ *   range, so a partial picture never reports a range full; a range so read with no block free is
+ *   read whole again, not probed, until a reading finds one or a claim in it wins;
  * - safety is the cluster tier's, as for any claim: a claim is the creation of the block's record by
  *   name (and, where blocks grow, refused when it overlaps one made first), so a probe never takes a
  *   block another node holds; the claim guard (tiered/claim-guard.ts) reads the block's publication
@@ -50,6 +51,12 @@ export class RangePlacer {
   readonly #racesLost = new Set<string>();
   /** Range pool → the blocks its probes found taken since it was last read whole or a claim won. */
   readonly #probedTaken = new Map<string, Set<string>>();
+  /**
+   * Range pools last read whole with no block free: read whole again (not probed) until a reading
+   * finds one or a claim wins, so a full range costs no lost probes on a tier with no fully-claimed
+   * mark (etcd), where every ADD on it reads the range.
+   */
+  readonly #noneFree = new Set<string>();
 
   constructor(options: RangePlacerOptions) {
     this.#o = options;
@@ -62,21 +69,26 @@ export class RangePlacer {
    */
   async place(range: RangeSpec, whole = false): Promise<Placement> {
     const taken = this.#probedTaken.get(range.pool) ?? new Set<string>();
-    const known = whole || taken.size >= MAX_PROBES ? undefined : await this.#o.owners.knownBlocks(range.pool);
+    const probing = !whole && taken.size < MAX_PROBES && !this.#noneFree.has(range.pool);
+    const known = probing ? await this.#o.owners.knownBlocks(range.pool) : undefined;
     if (known !== undefined) {
       const probed = this.#decide(range, withTaken(known, taken), probeStart);
       if (probed.kind === 'claim' || probed.kind === 'own') return probed;
     }
     this.#probedTaken.delete(range.pool); // read whole: what the probes learnt is in it
     const summaries = await this.#o.owners.rangeBlocks(range.pool, { counts: false });
-    return this.#decide(range, summaries, this.#racesLost.has(range.pool) ? 'spread' : undefined);
+    const placed = this.#decide(range, summaries, this.#racesLost.has(range.pool) ? 'spread' : undefined);
+    this.#noneFree[placed.kind === 'borrow' || placed.kind === 'full' ? 'add' : 'delete'](range.pool);
+    return placed;
   }
 
   /** The outcome of a claim of block `key` placed by `place`: a lost one is probed past and spreads the next search. */
   claimed(rangePool: string, key: string, won: boolean): void {
     this.#racesLost[won ? 'delete' : 'add'](rangePool);
-    if (won) this.#probedTaken.delete(rangePool);
-    else this.#probedTaken.set(rangePool, (this.#probedTaken.get(rangePool) ?? new Set()).add(key));
+    if (won) {
+      this.#probedTaken.delete(rangePool);
+      this.#noneFree.delete(rangePool);
+    } else this.#probedTaken.set(rangePool, (this.#probedTaken.get(rangePool) ?? new Set()).add(key));
   }
 
   #decide(

@@ -45,10 +45,11 @@ function placer(known: LedgerSummary[] | undefined, all: LedgerSummary[]) {
   return { placer, reads };
 }
 
+/** Block `key` held by `node`, with room for 8 more addresses. */
 const held = (key: string, node: string): LedgerSummary => ({
   ledger: key,
   revision: 0,
-  allocated: 16,
+  allocated: 8,
   resting: 0,
   affinity: node,
 });
@@ -105,6 +106,22 @@ describe('claims placed by probing a large range (range-placer.ts)', () => {
     const placement = await p.place(tiny);
     assert.equal(reads.whole, 1, 'read whole when the known blocks leave none free');
     assert.ok(placement.kind === 'claim' && placement.block.key === both[1]);
+  });
+
+  it('reads a range found with no block free whole again, not by probes that would lose', async () => {
+    const tiny = rangeOf({ range: '10.0.0.0/27', block_size: 28 });
+    const both = [0n, 16n].map((offset) => held(alignedBlock(tiny, tiny.first + offset, 28).key, 'node-1'));
+    const { placer: p, reads } = placer([], both);
+    const first = await p.place(tiny);
+    assert.ok(first.kind === 'claim', 'probed: the node knows of no block taken');
+    p.claimed(tiny.pool, first.block.key, false);
+    const second = await p.place(tiny);
+    assert.ok(second.kind === 'claim');
+    p.claimed(tiny.pool, second.block.key, false);
+    assert.equal((await p.place(tiny)).kind, 'borrow', 'read whole: every block held by another node');
+    const known = reads.known;
+    assert.equal((await p.place(tiny)).kind, 'borrow');
+    assert.equal(reads.known, known, 'no probe of a range read whole with no block free');
   });
 
   it('reads a range of one page whole, as before (knownBlocks answers undefined)', async () => {
