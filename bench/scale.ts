@@ -253,11 +253,18 @@ const { load } = await underLoad(async () => {
   try {
     console.log(`${nodes} nodes started in ${((performance.now() - started) / 1000).toFixed(1)} s`);
     started = performance.now();
-    const hold = await counted(cluster, 0, () => holdBlocks(cluster, number('per-node')));
+    let claimMs: number[] = [];
+    const hold = await counted(cluster, 0, async () => {
+      claimMs = await holdBlocks(cluster, number('per-node'));
+    });
     console.log(`each holds ${number('per-node')} addresses (${((performance.now() - started) / 1000).toFixed(1)} s)`);
+    console.log(`  first ADD (its block's claim) ms p50 ${percentile(claimMs, 0.5)}, p99 ${percentile(claimMs, 0.99)}`);
     // What the first claims cost, in all (no clock passed: no rate).
     const kinds = [...hold.byKind].sort(([, a], [, b]) => b - a);
     console.log(`  their requests: ${kinds.map(([kind, n]) => `${kind} ${n}`).join(', ')}`);
+    const lists = kinds.filter(([kind]) => kind.startsWith('list ')).reduce((total, [, n]) => total + n, 0);
+    const blockLists = hold.byKind.get('list warrenblocks') ?? 0;
+    console.log(`  LISTs a node: ${(lists / nodes).toFixed(2)} (of WarrenBlocks ${(blockLists / nodes).toFixed(2)})`);
     // Start-up's own requests (the first claims and publications, the first chores) end before the window.
     await cluster.advance(60_000, stepMs);
     const idleSeconds = number('idle-minutes') * 60;

@@ -18,17 +18,30 @@ import type { ScaleCluster } from './cluster.ts';
 import type { ScaleNode } from './node-host.ts';
 import type { WindowCounts } from './window-counts.ts';
 
-/** Every node allocates `perNode` addresses (containers `<node>-hold-<k>`), a few nodes at a time. */
-export async function holdBlocks(cluster: ScaleCluster<ScaleNode>, perNode: number, concurrency = 25): Promise<void> {
+/**
+ * Every node allocates `perNode` addresses (containers `<node>-hold-<k>`), a few nodes at a time:
+ * answers each node's first ADD's wall time in ms, sorted (the ADD that claims its first block).
+ */
+export async function holdBlocks(
+  cluster: ScaleCluster<ScaleNode>,
+  perNode: number,
+  concurrency = 25,
+): Promise<number[]> {
+  const firstAddMs: number[] = [];
   for (let first = 0; first < cluster.nodes.length; first += concurrency) {
     const batch = cluster.nodes.slice(first, first + concurrency);
     await Promise.all(
       batch.map(async (node, k) => {
-        for (let j = 0; j < perNode; j++) await cluster.add(first + k, `${node.name}-hold-${j}`);
+        for (let j = 0; j < perNode; j++) {
+          const started = performance.now();
+          await cluster.add(first + k, `${node.name}-hold-${j}`);
+          if (j === 0) firstAddMs.push(performance.now() - started);
+        }
       }),
     );
   }
   await cluster.settle();
+  return firstAddMs.sort((a, b) => a - b);
 }
 
 /** The requests the window cost, from a clean count at its start. */

@@ -22,12 +22,14 @@
  * - a range whose config sets no block_size is split by its size (ipam/range.ts
  *   adaptiveBlockPrefix), and the size pinned in the store wins over that default (only a size the
  *   config set is refused when it disagrees);
- * - the first ADD of a range reads only this node's blocks (`pools(<range>#)` answers those); the
- *   range's claims are read (cluster.owners.rangeBlocks) only when this node's blocks are full, and
- *   not when the range is marked fully claimed (cluster.owners.fullyClaimed: one request, where the
- *   cluster keeps the mark): a node whose reading finds no block free marks it, then reads once more
- *   (a give-back in between is seen, or takes the mark off after it), and one that finds one free
- *   takes it off;
+ * - the first ADD of a range reads only this node's blocks (`pools(<range>#)` answers those); a
+ *   claim in a range of more than a page of claims is placed by probing what this node knows
+ *   (range-placer.ts: no other node's claim read, so first claims cost the same at any node count);
+ *   the range's claims are read (cluster.owners.rangeBlocks) only when this node's blocks are full
+ *   and probing found nothing (or the range is one page), and not when the range is marked fully
+ *   claimed (cluster.owners.fullyClaimed: one request, where the cluster keeps the mark): a node
+ *   whose reading finds no block free marks it, then reads once more (a give-back in between is
+ *   seen, or takes the mark off after it), and one that finds one free takes it off;
  * - an address in another node's block is that node's to hand out: after its own blocks, a node
  *   tries the addresses others lent it (lending/, a local look), and the `borrow` placement asks the
  *   owners to lend some and waits for them (lending/borrower.ts); a claim holds the addresses a
@@ -40,7 +42,6 @@ import {
   blockCapacity,
   blockKeyPrefix,
   blockOfKey,
-  blockPrefixes,
   blocksHolding,
   type RangeSplit,
   splitRange,
@@ -56,7 +57,10 @@ import type { OwnBlocks } from './own-blocks.ts';
 import type { LedgerAssigner } from './ledger-assigner.ts';
 import type { LedgerCache } from './ledger-cache.ts';
 import { type LedgerMetadata, metadataOps } from './ledger-metadata.ts';
-import { type Placement, ownBlocks, placeInBlocks } from './placement.ts';
+import { ownBlocks } from './placement.ts';
+import { RangePlacer } from './range-placer.ts';
+
+export { wantedBlockPrefix } from './placement.ts';
 
 export interface BlockAssignerOptions {
   readonly store: Store;
@@ -81,7 +85,8 @@ export class BlockAssigner {
   readonly #cluster: StoreCluster;
   /** Range pools whose block size this process has checked against the store, and that size. */
   readonly #pinned = new Map<string, RangeSplit>();
-  readonly #racesLost = new Set<string>(); // range pools whose last claim lost: placement.ts `spread`
+  /** Where a claim goes when this node's blocks are full: the range probed or read whole (range-placer.ts). */
+  readonly #placer: RangePlacer;
 
   constructor(options: BlockAssignerOptions) {
     // Blocks need a cluster that keeps their owners apart from the addresses (the two-tier store):
@@ -94,6 +99,7 @@ export class BlockAssigner {
       );
     this.#o = options;
     this.#cluster = cluster;
+    this.#placer = new RangePlacer({ ...options, owners: cluster.owners });
   }
 
   /**
@@ -134,12 +140,12 @@ export class BlockAssigner {
     const owners = this.#cluster.owners;
     if ((await owners.fullyClaimed?.(range.pool).catch(() => false)) === true)
       return this.#o.lending === undefined || this.#holdsAll(range) ? { kind: 'full' } : this.#o.lending.borrow(range);
-    let placement = await this.#place(range);
+    let placement = await this.#placer.place(range);
     if ((placement.kind === 'borrow' || placement.kind === 'full') && owners.markFullyClaimed !== undefined) {
       // Marked, then read once more: a block given back meanwhile is seen here, or its give-back
       // (after its deletion) sees the mark and takes it off (kubernetes/fully-claimed.ts).
       if (await owners.markFullyClaimed(range.pool, true).catch(() => false)) {
-        placement = await this.#place(range);
+        placement = await this.#placer.place(range, true);
         if (placement.kind === 'claim' || placement.kind === 'own')
           await owners.markFullyClaimed(range.pool, false).catch(() => false);
       }
@@ -159,7 +165,7 @@ export class BlockAssigner {
           ...((await this.#o.holdings?.claimOps(block.key)) ?? []),
         ]);
         this.#o.ledgers.forget(block.key);
-        this.#racesLost[claim.kind === 'committed' ? 'delete' : 'add'](range.pool); // lost: look elsewhere
+        this.#placer.claimed(range.pool, block.key, claim.kind === 'committed'); // lost: look elsewhere
         if (claim.kind === 'committed') {
           own.set(range.pool, [block.key, ...(own.get(range.pool) ?? [])]);
           this.#o.metadata.written(block.span);
@@ -238,24 +244,6 @@ export class BlockAssigner {
     return held >= capacityOf(reserved);
   }
 
-  /** Reads the range's claims and places a block there (placement.ts); this node's blocks as the claims show them. */
-  async #place(range: RangeSpec): Promise<Placement> {
-    const { node, own, assigner } = this.#o;
-    const summaries = await this.#cluster.owners.rangeBlocks(range.pool, { counts: false });
-    // Placed with the reservations as exclusions: a block they hold back whole is never claimed
-    // (it could hand nothing out); the blocks decided on are the range's own again.
-    const placed = placeInBlocks({
-      range: withReservations(range, assigner.reserved) ?? range,
-      node,
-      summaries,
-      known: own.get(range.pool) ?? [],
-      wantedPrefix: wantedBlockPrefix(range, this.#o.demand?.(range.pool) ?? 1, heldCapacity(range, summaries, node)),
-      spread: this.#racesLost.has(range.pool),
-    });
-    own.set(range.pool, placed.mine);
-    return asRange(range, placed.placement);
-  }
-
   async #refreshOwn(range: RangeSpec): Promise<readonly string[]> {
     const mine = ownBlocks(range, this.#o.node, await this.#o.store.ledgers(blockKeyPrefix(range.pool)));
     this.#o.own.set(range.pool, mine);
@@ -313,37 +301,4 @@ function adaptiveSplit(configured: RangeSpec): RangeSpec {
     blockPrefix,
     largestBlockPrefix: growthBlockPrefix(family, first, last, blockPrefix),
   });
-}
-
-/**
- * The size of block a node asks for when its own blocks of `range` are full: one that holds at
- * least the ADDs under way (`demand`) and at least twice what the node's blocks hold (`held`), the
- * smallest such, or the range's largest. A range whose blocks do not grow has one size.
- */
-export function wantedBlockPrefix(range: RangeSpec, demand: number, held: bigint): number {
-  const want = BigInt(Math.max(1, demand)) > 2n * held ? BigInt(Math.max(1, demand)) : 2n * held;
-  const bits = BigInt(range.family === 4 ? 32 : 128);
-  const prefixes = blockPrefixes(range);
-  return prefixes.find((p) => 1n << (bits - BigInt(p)) >= want) ?? (prefixes[prefixes.length - 1] as number);
-}
-
-/** What `node`'s blocks of `range` can hand out, as the summaries show them. */
-function heldCapacity(
-  range: RangeSpec,
-  summaries: readonly { ledger: string; affinity?: string }[],
-  node: string,
-): bigint {
-  let held = 0n;
-  for (const s of summaries) {
-    const block = s.affinity === node ? blockOfKey(range, s.ledger) : undefined;
-    if (block !== undefined) held += blockCapacity(block);
-  }
-  return held;
-}
-
-/** A placement's block as a block of `range` itself (placement saw it with reservations as exclusions). */
-function asRange(range: RangeSpec, placement: Placement): Placement {
-  if (placement.kind !== 'claim') return placement;
-  const block = placement.block;
-  return { ...placement, block: blockOfKey(range, block.key) ?? block };
 }

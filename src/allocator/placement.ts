@@ -14,6 +14,11 @@
  * 3. borrow: an address in another node's block, the block with the most room first, so borrowing
  *    spreads over nodes instead of filling one;
  * 4. full: no block of the range has a free address.
+ *
+ * The summaries may be a partial picture (allocator/range-placer.ts probing a large range: the
+ * blocks this node knows, not every claim): then only `own` and `claim` are acted on, the search
+ * starts where `start` says (`probeStart`: a block this node's name picks), and a claim of a block
+ * someone else holds is refused by the cluster tier, as any lost race is.
  */
 import { bitsOf } from '../ipam/address.ts';
 import { type Block, blockCapacity, blockOfKey, blockPrefixes, firstFreeBlock } from '../ipam/blocks.ts';
@@ -42,6 +47,8 @@ export interface PlacementInput {
    * the range's start, so nodes starting together stop racing each other for the same lowest block.
    */
   readonly spread?: boolean;
+  /** Where the free block is searched from, before wrapping to the range's start (overrides `spread`). */
+  readonly start?: bigint;
 }
 
 export interface PlacementDecision {
@@ -68,7 +75,7 @@ export function placeInBlocks(input: PlacementInput): PlacementDecision {
     else others.push({ block, room: blockCapacity(block) - BigInt(summary.allocated + summary.resting) });
   }
   if (mine.some((key) => !known.includes(key))) return { mine, placement: { kind: 'own' } };
-  const start = input.spread === true ? spreadStart(range, node) : undefined;
+  const start = input.start ?? (input.spread === true ? spreadStart(range, node) : undefined);
   const free = freeBlock(range, claimed, input.wantedPrefix ?? range.blockPrefix, start);
   if (free !== undefined) {
     const revision = summaries.find((p) => p.ledger === free.key)?.revision ?? 0;
@@ -103,11 +110,32 @@ function freeBlock(
  * a node keeps growing its blocks in one region. Pure.
  */
 export function spreadStart(range: RangeSpec, node: string): bigint {
+  return probeStart(range, node, Math.min(...blockPrefixes(range)));
+}
+
+/**
+ * Where `node` probes for a free block of `prefix` bits in a range it has not read
+ * (allocator/range-placer.ts): the start of one of the range's aligned blocks of that size, picked
+ * by a hash of the node's name, so nodes claiming at once spread over the whole range and a probe
+ * rarely meets another node's block (FNV-1a of the name). Pure.
+ */
+export function probeStart(range: RangeSpec, node: string, prefix: number): bigint {
   let hash = 0x811c9dc5;
   for (const byte of Buffer.from(node)) hash = Math.imul(hash ^ byte, 0x01000193) >>> 0;
-  const largest = Math.min(...blockPrefixes(range));
-  const size = 1n << BigInt(bitsOf(range.family) - largest);
+  const size = 1n << BigInt(bitsOf(range.family) - prefix);
   const base = (range.first / size) * size;
   const regions = (range.last - base) / size + 1n;
   return base + (BigInt(hash) % regions) * size;
+}
+
+/**
+ * The size of block a node asks for when its own blocks of `range` are full: one that holds at
+ * least the ADDs under way (`demand`) and at least twice what the node's blocks hold (`held`), the
+ * smallest such, or the range's largest. A range whose blocks do not grow has one size.
+ */
+export function wantedBlockPrefix(range: RangeSpec, demand: number, held: bigint): number {
+  const want = BigInt(Math.max(1, demand)) > 2n * held ? BigInt(Math.max(1, demand)) : 2n * held;
+  const bits = BigInt(range.family === 4 ? 32 : 128);
+  const prefixes = blockPrefixes(range);
+  return prefixes.find((p) => 1n << (bits - BigInt(p)) >= want) ?? (prefixes[prefixes.length - 1] as number);
 }

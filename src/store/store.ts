@@ -230,6 +230,13 @@ export interface BlockOwners {
    */
   rangeBlocks(rangePool: string, options: { readonly counts: boolean }): Promise<LedgerSummary[]>;
   /**
+   * The blocks of the range this node knows without reading other nodes' claims (its own, its
+   * store's, those it lost or may not claim), as `rangeBlocks` would show them: where a claim is
+   * placed by probing (allocator/range-placer.ts). Undefined for a range whose claims are one page
+   * (`rangeBlocks` reads it in one request) or never split.
+   */
+  knownBlocks(rangePool: string): Promise<LedgerSummary[] | undefined>;
+  /**
    * Whether the range is marked fully claimed (ClusterTier.fullyClaimed: one request), so placement
    * borrows without reading every claim; absent where the cluster keeps no such mark.
    */

@@ -5,7 +5,11 @@
  * Guarantees:
  * - `rangeBlocks` reads every page of the range's claims (and, with counts, of its published
  *   blocks), each page at most PAGE_LIMIT records; it is called only when this node's own blocks are
- *   full, so the common ADD never reads the range;
+ *   full, so the common ADD never reads the range; and in a range of more than a page only when
+ *   probing found nothing (allocator/range-placer.ts);
+ * - `knownBlocks` answers the same picture with no claim of another node in it, and reads nothing
+ *   but this node's claims of the range (once per range): what a claim placed by probing costs does
+ *   not grow with the range's claims; undefined for a range of one page (listed: one request);
  * - a block known here but claimed by nobody in the cluster shows without affinity, at its local
  *   revision, so a claim of it commits against the revision the node's store holds; except a block
  *   whose claim vanished while this node held it: that one shows held (`<node> (vanished)`), so this
@@ -21,7 +25,7 @@
  *   dropped from the requests holding them, and the node's published loan ledgers are withdrawn.
  */
 import { defined } from '../../core/defined.ts';
-import type { BlockClaim, ClusterTier, Page, RangeRecord } from './cluster-tier.ts';
+import type { BlockClaim, BlockCounts, ClusterTier, Page, RangeRecord } from './cluster-tier.ts';
 import { blockCidrOfKey, blockKeyPrefix, rangePoolOfKey } from '../../ipam/blocks.ts';
 import { bitsOf, parseIP } from '../../ipam/address.ts';
 import { parsePoolKey } from '../../ipam/pool-key.ts';
@@ -105,20 +109,52 @@ export interface RangeParts {
 }
 
 export async function rangeBlocks(parts: RangeParts, rangePool: string, counts: boolean): Promise<LedgerSummary[]> {
-  const { local, tier, claims } = parts;
+  const { tier, claims } = parts;
   await claims.load(rangePool);
   const started = claims.listingStarts();
   const claimed = await allPages((page) => tier.claimsIn(rangePool, page));
   const published = new Map(
     counts ? (await allPages((page) => tier.published({ pool: rangePool }, page))).map((p) => [p.key, p.counts]) : [],
   );
+  const shown = await summaries(parts, rangePool, claimed, published);
+  // This node's record, newer than any judgment that it vanished: held (one wrong judgment never wedges a range).
+  for (const c of claimed) claims.sawInRange(c, started);
+  return shown;
+}
+
+/**
+ * The blocks of range `rangePool` this node knows without reading the range's claims, as
+ * `rangeBlocks` shows them but with only this node's claims (read once per range): undefined for a
+ * range of one page of claims (`rangeBlocks` is then one request) or never split (`range`).
+ */
+export async function knownBlocks(
+  parts: RangeParts,
+  rangePool: string,
+  range: RangeRecord | undefined,
+): Promise<LedgerSummary[] | undefined> {
+  if (range === undefined || !isPagedRange(range)) return undefined;
+  await parts.claims.load(rangePool);
+  return summaries(parts, rangePool, parts.claims.of(rangePool), new Map());
+}
+
+/**
+ * The range's blocks as `claimed` (all of the range's, or this node's) show them over this node's
+ * store, with the holders' published counts where `published` has them; vanished and refused
+ * blocks shown held.
+ */
+async function summaries(
+  parts: RangeParts,
+  rangePool: string,
+  claimed: readonly BlockClaim[],
+  published: ReadonlyMap<string, BlockCounts>,
+): Promise<LedgerSummary[]> {
+  const { local, claims } = parts;
   const here = new Map((await local.ledgers(blockKeyPrefix(rangePool))).map((p) => [p.ledger, p]));
   const byKey = new Map<string, LedgerSummary>();
   for (const [key, p] of here) {
     const { affinity: _local, ...rest } = p;
     byKey.set(key, claims.vanished(key) ? { ...rest, affinity: `${claims.node} (vanished)` } : rest);
   }
-
   for (const c of claimed) {
     const mine = here.get(c.key);
     const theirs = published.get(c.key);
@@ -129,8 +165,6 @@ export async function rangeBlocks(parts: RangeParts, rangePool: string, counts: 
       resting: theirs?.resting ?? mine?.resting ?? 0,
       affinity: c.node,
     });
-    // This node's record, newer than any judgment that it vanished: held (one wrong judgment never wedges a range).
-    claims.sawInRange(c, started);
   }
   // Refused by the claim guard (another node's publication): shown held, so placement moves on.
   for (const [key, owner] of claims.refusals()) {
@@ -181,12 +215,27 @@ async function withdrawLoans(tier: ClusterTier, node: string): Promise<void> {
 }
 
 /**
+ * What the store's `cluster.owners` reads of its ranges: `rangeBlocks`, `knownBlocks` and the
+ * fully-claimed mark. `rangeOf`: the range as pinned (undefined: never split).
+ */
+export function rangeOwners(
+  parts: RangeParts,
+  rangeOf: (rangePool: string) => Promise<RangeRecord | undefined>,
+): Pick<BlockOwners, 'rangeBlocks' | 'knownBlocks' | 'fullyClaimed' | 'markFullyClaimed'> {
+  return {
+    rangeBlocks: (rangePool, options) => rangeBlocks(parts, rangePool, options.counts),
+    knownBlocks: async (rangePool) => knownBlocks(parts, rangePool, await rangeOf(rangePool)),
+    ...fullyClaimedOf(parts.tier, rangeOf),
+  };
+}
+
+/**
  * The fully-claimed mark of the tier's ranges, where it keeps one (BlockOwners.fullyClaimed), for
  * ranges of more than PAGE_LIMIT smallest blocks: a smaller range's claims are one page, one
  * request, as the mark is, so for it the mark is neither read nor written. `rangeOf`: the range as
  * pinned (undefined: never split, no mark).
  */
-export function fullyClaimedOf(
+function fullyClaimedOf(
   tier: ClusterTier,
   rangeOf: (rangePool: string) => Promise<RangeRecord | undefined>,
 ): Pick<BlockOwners, 'fullyClaimed' | 'markFullyClaimed'> {

@@ -21,7 +21,8 @@
  *   a config that asks for another);
  * - `pools(<range>#)` answers this node's blocks only (read from the cluster once per range, then
  *   cached), with local counts; the whole range is read only through `cluster.owners.rangeBlocks`,
- *   which block placement calls when this node's blocks are full; findByOwner, list, readLedger: local;
+ *   which block placement calls when this node's blocks are full and probing what this node knows
+ *   (`cluster.owners.knownBlocks`: no other node's claim read) found no block; findByOwner, list, readLedger: local;
  * - blocks whose local picture changed are published in batches every `publishIntervalMs` on the
  *   clock (tiered/publisher.ts), retried while the cluster is away; a change its publication covers
  *   already (an announced address taken, one released) waits up to `publishSettleMs`; `flush`
@@ -70,7 +71,7 @@ import { TieredClaims } from './claims.ts';
 import { ClaimKeeper } from './reclaim.ts';
 import { TieredPublisher } from './publisher.ts';
 import { RangePins } from './range-pins.ts';
-import { forgetNodeBlocks, fullyClaimedOf, heldByNode, ownBlocks, rangeBlocks, recordFromKey } from './ranges.ts';
+import { forgetNodeBlocks, heldByNode, ownBlocks, rangeOwners, recordFromKey } from './ranges.ts';
 
 export interface TieredStoreOptions {
   readonly local: Store;
@@ -152,9 +153,7 @@ export class TieredStore implements Store {
       membership: this.#publisher.fileCheck.accepting(o.tier.membership),
       spaces: this.#admissions.spaces,
       owners: {
-        rangeBlocks: (rangePool, options) =>
-          rangeBlocks({ local: this.#local, tier: this.tier, claims: this.#claims }, rangePool, options.counts),
-        ...fullyClaimedOf(o.tier, (pool) => this.#ranges.rangeOf(pool)),
+        ...rangeOwners({ local: this.#local, tier: this.tier, claims: this.#claims }, (p) => this.#ranges.rangeOf(p)),
         holders: () => this.tier.claimHolders(),
         forgetNode: (node) => forgetNodeBlocks(this.tier, node),
         adoptClaims: () => this.#publisher.fileCheck.run(),
