@@ -8,6 +8,7 @@ import { AgentMetrics } from '../../src/agent/metrics/prometheus.ts';
 import { ManualClock } from '../../src/core/clock.ts';
 import type { Allocation } from '../../src/ipam/allocation.ts';
 import { ApiRequestCounter } from '../../src/store/kubernetes/api-requests.ts';
+import { EtcdRequestCounter } from '../../src/store/etcd-tier/etcd-requests.ts';
 import { parseExposition } from './prometheus.ts';
 
 export interface AgentExposition {
@@ -21,9 +22,13 @@ export async function agentExposition(): Promise<AgentExposition> {
   // The agent's requests to the Kubernetes API server: one LIST answered.
   const kubeRequests = new ApiRequestCounter(new ManualClock(0));
   kubeRequests.count({ verb: 'list', resource: 'warrenblocks' }, 200);
+  // And to etcd (an agent has one or the other: both here, so every family is shown).
+  const etcdRequests = new EtcdRequestCounter(new ManualClock(0));
+  etcdRequests.count('range');
   const metrics = new AgentMetrics({
     version: '0.0.0-test',
     kubeRequests,
+    etcdRequests,
     readings: {
       pools: async () => [
         { pool: '10.0.0.0/24', capacity: 254, allocated: 3, resting: 1, blocks: { owned: 2, borrowed: 1 } },
