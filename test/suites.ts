@@ -323,6 +323,7 @@ export const E2E_FILES: readonly string[] = [
   'test/scripts/build.test.ts',
   'test/sources/missed-delete-journal.test.ts',
   'test/store/etcd-tier/etcd-requests.test.ts',
+  'test/helpers-check/etcd.test.ts',
   'test/store/etcd-tier/history.test.ts',
   'test/store/etcd-tier/legacy-import.test.ts',
   'test/store/etcd-tier/overlap.test.ts',

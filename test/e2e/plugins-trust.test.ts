@@ -103,7 +103,9 @@ describe('the plugin registry against another local user', { skip: isRoot() ? fa
       (await agent.allocations()).map((a) => a.containerID),
       ['owned-dir-victim'],
     );
-    assert.match(agent.log(), /the plugins directory is not trusted/);
+    await waitFor('the distrust in the agent log', () =>
+      /the plugins directory is not trusted/.test(agent.log()) ? true : undefined,
+    );
 
     const doctor = await run(process.execPath, [WARREN_BIN, 'doctor', '--socket', agent.socket, '--json']);
     const findings = (JSON.parse(doctor.stdout) as { findings: Finding[] }).findings;
@@ -145,6 +147,8 @@ describe('the plugin registry against another local user', { skip: isRoot() ? fa
       (await agent.allocations()).map((a) => a.containerID),
       ['owned-socket-victim'],
     );
-    assert.match(agent.log(), /plugin refused/);
+    // The log line is written as the refusal is made, but reaches this process through the agent's
+    // stderr pipe after the status may already say so: waited for, with a deadline.
+    await waitFor('the refusal in the agent log', () => (/plugin refused/.test(agent.log()) ? true : undefined));
   });
 });

@@ -8,9 +8,9 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { get as httpGet } from 'node:http';
 import { get as httpsGet } from 'node:https';
-import { createServer } from 'node:net';
+import { type Server, createServer } from 'node:net';
 import { join } from 'node:path';
-import { HANG_BOUND_MS, run, tempDir, track, untilReady, waitFor } from './processes.ts';
+import { HANG_BOUND_MS, StopWaiting, run, tempDir, track, untilReady, waitFor } from './processes.ts';
 
 export const ETCD_BIN = '/usr/bin/etcd';
 export const ETCDCTL_BIN = '/usr/bin/etcdctl';
@@ -48,16 +48,37 @@ export interface EtcdCluster {
 
 /** A port free at the moment of asking (the kernel's choice). */
 export async function freePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === 'object' && address !== null ? resolvePort(address.port) : reject(new Error('no port')),
+  const [port] = await freePorts(1);
+  return port as number;
+}
+
+/**
+ * `n` ports free at the moment of asking, all different: each is held open until all are chosen.
+ * (Asked one after another, the kernel may hand out the port it just freed again: two members of
+ * one cluster on one URL, which etcd refuses as "has duplicate url".)
+ */
+export async function freePorts(n: number): Promise<number[]> {
+  const servers: Server[] = [];
+  try {
+    const ports: number[] = [];
+    for (let i = 0; i < n; i++) {
+      const server = createServer();
+      servers.push(server);
+      ports.push(
+        await new Promise<number>((resolvePort, reject) => {
+          server.once('error', reject);
+          server.listen(0, '127.0.0.1', () => {
+            const address = server.address();
+            if (typeof address === 'object' && address !== null) resolvePort(address.port);
+            else reject(new Error('no port'));
+          });
+        }),
       );
-    });
-  });
+    }
+    return ports;
+  } finally {
+    await Promise.all(servers.map((server) => new Promise<void>((closed) => server.close(() => closed()))));
+  }
 }
 
 /** PEM files for serving clients over TLS and requiring client certificates. */
@@ -78,8 +99,9 @@ export async function startEtcd(size = 1, tls?: EtcdTls, extraArgs: readonly str
   const dir = tempDir('warren-etcd-');
   const scheme = tls === undefined ? 'http' : 'https';
   const members: EtcdMember[] = [];
+  const ports = await freePorts(2 * size);
   for (let i = 1; i <= size; i++) {
-    const [client, peer] = [await freePort(), await freePort()];
+    const [client, peer] = [ports[2 * i - 2] as number, ports[2 * i - 1] as number];
     members.push({
       name: `m${i}`,
       clientURL: `${scheme}://127.0.0.1:${client}`,
@@ -165,7 +187,12 @@ export async function startEtcd(size = 1, tls?: EtcdTls, extraArgs: readonly str
     members.map((m) => m.process as ChildProcess),
     async () => {
       for (const m of members)
-        await waitFor(`etcd member ${m.name} healthy`, async () => ((await healthy(m)) ? true : undefined));
+        await waitFor(`etcd member ${m.name} healthy`, async () => {
+          // A member that exited (its stderr is printed) will not become healthy: said at once.
+          const exited = members.find((x) => x.process?.exitCode !== null || x.process?.signalCode !== null);
+          if (exited !== undefined) throw new StopWaiting(`etcd member ${exited.name} exited`);
+          return (await healthy(m)) ? true : undefined;
+        });
     },
   );
 
