@@ -18,6 +18,23 @@ export interface BlockClaim {
   readonly uid: string;
   /** The record's version; `unclaim` removes it only at this version. */
   readonly version: string;
+  /**
+   * Set while `node` offers the block to that node, which holds every address in use in it as a
+   * loan (allocator/lending/handover.ts): `node` hands out nothing in it meanwhile.
+   */
+  readonly offeredTo?: string;
+  /**
+   * Set while `node` takes the block over from that node and has not recorded it in its file yet:
+   * no node hands out anything in it until it is cleared (tiered/handover.ts).
+   */
+  readonly takenFrom?: string;
+}
+
+/** Who a block's claim names, as a handover moves it (ClusterTier.moveClaim). */
+export interface ClaimState {
+  readonly node: string;
+  readonly offeredTo?: string;
+  readonly takenFrom?: string;
 }
 
 /** Counts published with a block's allocations, for placement and operators. */
@@ -72,6 +89,12 @@ export interface Grant {
    * go of the placeholder at once, without the grace a grant gone unexplained waits (lender.ts).
    */
   readonly returned?: true;
+  /**
+   * Set by the lender on every grant of its block `block` when it offers the whole block to the
+   * borrower (allocator/lending/handover.ts): the borrower takes the block over, its loans becoming
+   * its own allocations. A reader that does not know it keeps the loans as they are.
+   */
+  readonly offered?: true;
 }
 
 /** A node's request for addresses of one range: one record per (range, node). */

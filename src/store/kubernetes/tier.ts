@@ -46,6 +46,7 @@ import { rangePoolOfKey } from '../../ipam/blocks.ts';
 import type {
   AddressRequest,
   BlockClaim,
+  ClaimState,
   ClaimsSeen,
   ClusterTier,
   ClusterWatch,
@@ -64,7 +65,7 @@ import { KubeClusterState } from './cluster-state.ts';
 import { KubeContinuity } from './continuity.ts';
 import { LeaseMembership } from './lease-membership.ts';
 import { NODE_LABEL, RANGE_LABEL, blockName, labelValue, rangeName, selectorOf } from './names.ts';
-import { claimBlock, standingClaims } from './block-claims.ts';
+import { claimBlock, moveClaim, standingClaims } from './block-claims.ts';
 import { FullyClaimedMarks } from './fully-claimed.ts';
 import { isPagedRange } from '../tiered/ranges.ts';
 import { KubeRequests } from './requests.ts';
@@ -204,6 +205,10 @@ export class KubeTier implements ClusterTier {
 
   claim(range: RangeRecord, key: string, node: string): Promise<BlockClaim | undefined> {
     return claimBlock(this.#blocks, range, key, node);
+  }
+
+  moveClaim(claim: BlockClaim, state: ClaimState): Promise<BlockClaim | undefined> {
+    return moveClaim(this.#blocks, claim, state);
   }
 
   async claimOf(key: string): Promise<BlockClaim | undefined> {

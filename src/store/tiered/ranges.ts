@@ -80,9 +80,10 @@ export async function ownBlocks(
     return shown;
   }
   const known = new Set(shown.map((p) => p.ledger));
+  // A block in a handover is not one to hand out from (tiered/handover.ts).
   const unseen = claims
     .of(rangePool)
-    .filter((c) => !known.has(c.key))
+    .filter((c) => !known.has(c.key) && !claims.handingOver(c.key))
     .map((c): LedgerSummary => ({ ledger: c.key, revision: 0, allocated: 0, resting: 0, affinity: claims.node }));
   return [...shown, ...unseen].sort((a, b) => (a.ledger < b.ledger ? -1 : a.ledger > b.ledger ? 1 : 0));
 }
