@@ -128,7 +128,8 @@ export async function rangeBlocks(parts: RangeParts, rangePool: string, counts: 
       revision: mine?.revision ?? 0,
       allocated: theirs?.allocated ?? mine?.allocated ?? 0,
       resting: theirs?.resting ?? mine?.resting ?? 0,
-      affinity: c.node,
+      // In a handover (tiered/handover.ts): held, but nobody's to hand out from yet.
+      affinity: c.offeredTo === undefined && c.takenFrom === undefined ? c.node : `${c.node} (handing over)`,
     });
     // This node's record, newer than any judgment that it vanished: held (one wrong judgment never wedges a range).
     claims.sawInRange(c, started);

@@ -1,0 +1,283 @@
+/**
+ * Blocks handed over to their borrower (issue 36: every address of a tiny range usable): a block
+ * whose owner has held no pod of its own in it for the grace, and every address in use in which is
+ * lent to one borrower, becomes that borrower's, its loans of it the borrower's own allocations
+ * there. Before, such a block was kept whole by its owner for as long as one loan of it was in use,
+ * its other free addresses out of use by either node (stranded: a cold node's /31, a hot node's /28).
+ * The cluster's steps, and why every crash point is safe, are the store's (store/tiered/handover.ts);
+ * this is what the allocator does around them, in the lending rounds (lending.ts `run`):
+ * - owner (`offerIdle`): a block of this node holding only placeholders lent to one node, no rest
+ *   still running, and every one granted in that node's request (a loan it holds, not given back) for
+ *   `graceMs` is offered to it, read again under the range pool's lock (which every allocation of
+ *   this process takes: none lands in the block between that reading and the offer); then the grants of the
+ *   block in the borrower's request are flagged `offered` (Grant.offered), again each round while
+ *   the offer stands, and the offer is taken back once OFFER_WAIT_MS passed without a take (an
+ *   older borrower never takes one);
+ * - borrower (`takeOffered`): every block its request's grants say offered is taken (the claim
+ *   moved, then one local transaction at the revisions read: the block recorded as this node's
+ *   with the pods' allocations of its loan ledgers, each loan ledger left with a `handed` mark so no
+ *   pick reaches the address there again and no grant takes the mark off, loans.ts); then the grants
+ *   of the block are dropped from the request (a lost write: the next round). A take already under
+ *   way (the claim taken, the file not yet written: a crash in between) is finished the same way.
+ * Blocks lent to two or more nodes are not handed over: they stay their owner's until all but one
+ * of the loans come back (the tiny range's audit counts them: bench/scale/tiny-range.ts).
+ */
+import type { Clock } from '../../core/clock.ts';
+import { messageOf } from '../../core/errors.ts';
+import type { KeyedMutex } from '../../core/keyed-mutex.ts';
+import { momentOf } from '../../core/moment.ts';
+import { formatIP } from '../../ipam/address.ts';
+import type { Allocation } from '../../ipam/allocation.ts';
+import { blockOfKey, isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
+import { isBookkeeping } from '../../ipam/bookkeeping.ts';
+import type { RangeSpec } from '../../ipam/range.ts';
+import type { AddressRequest, BlockClaim, Grant } from '../../store/cluster.ts';
+import type { BlockHandover, LedgerCommit, LedgerOp, Store } from '../../store/store.ts';
+import type { LedgerCache } from '../ledger-cache.ts';
+import { restEnd } from '../ledger-cache.ts';
+import { metadataOps } from '../ledger-metadata.ts';
+import { LENT_NETWORK, loanKey, returnedMarkOf } from './loans.ts';
+import { isMigrated } from './migrated.ts';
+import type { WatchedRequests } from './watched-requests.ts';
+
+/** How long an offer stands untaken before its owner takes it back (an older borrower never takes one). */
+export const OFFER_WAIT_MS = 60_000;
+
+export interface HandoverOptions {
+  readonly store: Store;
+  readonly requests: WatchedRequests;
+  readonly node: string;
+  readonly clock: Clock;
+  readonly ledgers: LedgerCache;
+  readonly locks: KeyedMutex;
+  /** The range as split in the store, once this node served it (its exclusions, its block sizes). */
+  readonly splitRange: (pool: string) => Promise<RangeSpec | undefined>;
+}
+
+export interface HandoverReport {
+  /** Blocks offered, taken back or taken this round, said for the log. */
+  readonly handed: string[];
+  readonly errors: string[];
+}
+
+export class BlockHandovers {
+  readonly #o: HandoverOptions;
+  /** Own blocks seen holding only placeholders lent to one node, and since when (monotonic ms), by key. */
+  readonly #lentOnlySince = new Map<string, number>();
+  /** Offers of this node standing, and since when (monotonic ms), by block key. */
+  readonly #offeredSince = new Map<string, number>();
+
+  constructor(options: HandoverOptions) {
+    this.#o = options;
+  }
+
+  /** One round: blocks offered to this node taken over, then its idle lent blocks offered (`graceMs`). */
+  async run(graceMs: number): Promise<HandoverReport> {
+    const [taken, offered] = [await this.takeOffered(), await this.offerIdle(graceMs)];
+    return { handed: [...taken.handed, ...offered.handed], errors: [...taken.errors, ...offered.errors] };
+  }
+
+  /** The owner's side (see the header): offers idle lent blocks, tends and takes back offers. */
+  async offerIdle(graceMs: number): Promise<HandoverReport> {
+    const handover = this.#o.store.cluster?.handover;
+    const report: HandoverReport = { handed: [], errors: [] };
+    if (handover === undefined) return report;
+    const { store, node, clock } = this.#o;
+    const now = clock.monotonic();
+    await this.#tend(handover, report);
+    const seen = new Set<string>();
+    for (const summary of await store.ledgers()) {
+      if (summary.affinity !== node || !isBlockKey(summary.ledger) || summary.allocated === 0) continue;
+      const held = await store.list({ ledger: summary.ledger });
+      if (!held.every((a) => a.network === LENT_NETWORK)) continue;
+      const borrowers = new Set(held.map((a) => a.containerID));
+      const [to] = borrowers;
+      if (borrowers.size !== 1 || to === undefined) continue;
+      seen.add(summary.ledger);
+      const since = this.#lentOnlySince.get(summary.ledger) ?? now;
+      this.#lentOnlySince.set(summary.ledger, since);
+      if (now - since < graceMs) continue;
+      try {
+        if (await this.#offer(handover, summary.ledger, to, held)) {
+          this.#offeredSince.set(summary.ledger, now);
+          report.handed.push(`block ${summary.ledger} offered to ${to}`);
+        }
+      } catch (error) {
+        report.errors.push(`offering block ${summary.ledger} to ${to}: ${messageOf(error)}`);
+      }
+    }
+    for (const key of this.#lentOnlySince.keys()) if (!seen.has(key)) this.#lentOnlySince.delete(key);
+    return report;
+  }
+
+  /** Offers block `key` to `to` if its loans are all granted to `to` and still all it holds (under the lock). */
+  async #offer(handover: BlockHandover, key: string, to: string, held: readonly Allocation[]): Promise<boolean> {
+    const { store, requests, node, locks, ledgers, clock } = this.#o;
+    const pool = rangePoolOfKey(key);
+    const request = await requests.requestOf(pool, to);
+    const granted = (a: Allocation) =>
+      request?.grants.some((g) => g.address === a.address && g.lender === node && g.block === key && usable(g));
+    if (request === undefined || !held.every(granted)) return false;
+    const offered = await locks.run(pool, () =>
+      handover.offer(key, to, async () => {
+        ledgers.forget(key);
+        const read = await store.readLedger(key);
+        const mono = clock.monotonic();
+        if (read.kind !== 'snapshot' || read.resting.some((r) => restEnd(r, clock) > mono)) return false;
+        const now = await store.list({ ledger: key });
+        return now.length === held.length && now.every((a) => a.network === LENT_NETWORK && a.containerID === to);
+      }),
+    );
+    if (offered === undefined) return false;
+    await this.#flag(offered);
+    return true;
+  }
+
+  /** Flags the grants of the offered block in its borrower's request; whether they are flagged now. */
+  async #flag(claim: BlockClaim): Promise<boolean> {
+    const { requests, node } = this.#o;
+    const to = claim.offeredTo;
+    if (to === undefined) return false;
+    const request = await requests.requestOf(rangePoolOfKey(claim.key), to);
+    const ofBlock = (g: Grant) => g.lender === node && g.block === claim.key;
+    if (request === undefined || !request.grants.some(ofBlock)) return false;
+    if (request.grants.every((g) => !ofBlock(g) || g.offered === true)) return true;
+    const grants = request.grants.map((g) => (ofBlock(g) ? { ...g, offered: true as const } : g));
+    return (await requests.updateRequest(request, grants, request.wanted)) !== undefined;
+  }
+
+  /** Standing offers: flagged again where a write lost them, taken back once OFFER_WAIT_MS passed untaken. */
+  async #tend(handover: BlockHandover, report: HandoverReport): Promise<void> {
+    const now = this.#o.clock.monotonic();
+    const standing = new Set<string>();
+    for (const claim of handover.offered()) {
+      standing.add(claim.key);
+      const since = this.#offeredSince.get(claim.key) ?? now;
+      this.#offeredSince.set(claim.key, since);
+      try {
+        // Nothing left to hand over (every loan came back), or not taken in time: the block is this node's again.
+        if (now - since >= OFFER_WAIT_MS || !(await this.#flag(claim))) {
+          if (await handover.retract(claim.key)) {
+            this.#offeredSince.delete(claim.key);
+            this.#lentOnlySince.delete(claim.key);
+            report.handed.push(`offer of block ${claim.key} to ${claim.offeredTo} taken back`);
+          }
+        }
+      } catch (error) {
+        report.errors.push(`tending the offer of block ${claim.key}: ${messageOf(error)}`);
+      }
+    }
+    for (const key of this.#offeredSince.keys()) if (!standing.has(key)) this.#offeredSince.delete(key);
+  }
+
+  /** The borrower's side (see the header): takes every block its requests' grants say offered. */
+  async takeOffered(): Promise<HandoverReport> {
+    const handover = this.#o.store.cluster?.handover;
+    const report: HandoverReport = { handed: [], errors: [] };
+    if (handover === undefined) return report;
+    const own = await this.#ownRequests().catch((error: unknown) => {
+      report.errors.push(`reading this node's requests: ${messageOf(error)}`);
+      return [];
+    });
+    for (const request of own) {
+      if (request.node !== this.#o.node) continue;
+      const blocks = new Set(
+        request.grants.filter((g) => g.offered === true && g.block !== undefined).map((g) => g.block),
+      );
+      for (const key of blocks) {
+        if (key === undefined) continue;
+        try {
+          const outcome = await this.#take(handover, request.pool, key);
+          if (outcome === 'conflict') continue; // the next round looks again
+          if (outcome === 'taken') report.handed.push(`block ${key} taken over`);
+          await this.#dropGrants(request.pool, key, outcome === 'taken');
+        } catch (error) {
+          report.errors.push(`taking block ${key} over: ${messageOf(error)}`);
+        }
+      }
+    }
+    return report;
+  }
+
+  /** This node's requests, from the watch; without one, read for each range it holds others' addresses of. */
+  async #ownRequests(): Promise<readonly AddressRequest[]> {
+    const { requests, store, node } = this.#o;
+    const watched = requests.ownRequests();
+    if (watched !== undefined) return watched;
+    const loans = (await store.ledgers()).filter((p) => p.affinity === undefined && isBlockKey(p.ledger));
+    const read = [];
+    for (const pool of new Set(loans.map((p) => rangePoolOfKey(p.ledger))))
+      read.push(await requests.requestOf(pool, node));
+    return read.filter((r) => r !== undefined);
+  }
+
+  async #take(handover: BlockHandover, pool: string, key: string) {
+    const range = await this.#o.splitRange(pool);
+    const block = range === undefined ? undefined : blockOfKey(range, key);
+    if (block === undefined) return 'conflict';
+    // No lock: the local commit is at the revisions its moves read (a loan changed meanwhile, by a DEL
+    // or a pick, makes it a conflict, tried again next round), and nothing is handed out in the block
+    // here until the take is done (the store's claims cache says so).
+    return handover.take(key, () => this.#moves(block.span, key));
+  }
+
+  /**
+   * The local commits recording block `key` (span `span`) as this node's: each loan ledger of one
+   * of its addresses emptied and marked `handed` (its pod's allocation, if any, moving into the
+   * block), then the block itself, described and claimed, holding those allocations.
+   */
+  async #moves(span: RangeSpec, key: string): Promise<LedgerCommit[]> {
+    const { store, node, clock, ledgers } = this.#o;
+    const commits: LedgerCommit[] = [];
+    const moved: Allocation[] = [];
+    const now = momentOf(clock);
+    for (let v = span.first; v <= span.last; v++) {
+      const loan = loanKey(span.pool, span.family, v);
+      ledgers.forget(loan);
+      const read = await store.readLedger(loan);
+      if (read.kind !== 'snapshot' || read.revision === 0) continue;
+      const held = await store.list({ ledger: loan });
+      const text = formatIP({ family: span.family, value: v });
+      const ops: LedgerOp[] = [
+        ...held.map((a) => ({ op: 'release' as const, address: a.address })),
+        ...read.resting.map((r) => ({ op: 'unrest' as const, address: r.address })),
+        { op: 'allocate', allocation: returnedMarkOf(loan, text, node, now, true) },
+      ];
+      commits.push({ ledger: loan, expected: read.revision, ops });
+      moved.push(...held.filter((a) => !isBookkeeping(a)));
+    }
+    ledgers.forget(key);
+    const read = await store.readLedger(key);
+    const revision = read.kind === 'snapshot' ? read.revision : 0;
+    const ops: LedgerOp[] = [
+      ...metadataOps(span, 0),
+      { op: 'claim', node },
+      ...moved.map((a): LedgerOp => ({ op: 'allocate', allocation: { ...a, pool: key } })),
+    ];
+    commits.push({ ledger: key, expected: revision, ops });
+    return commits;
+  }
+
+  /** Drops the grants of block `key` from this node's request of `pool` (`taken`), or only their offer flags. */
+  async #dropGrants(pool: string, key: string, taken: boolean): Promise<void> {
+    const { requests, node } = this.#o;
+    const request = await requests.requestOf(pool, node);
+    if (request === undefined) return;
+    const ofBlock = (g: Grant) => g.block === key && g.offered === true;
+    if (!request.grants.some(ofBlock)) return;
+    const grants = taken
+      ? request.grants.filter((g) => !ofBlock(g))
+      : request.grants.map((g) => (ofBlock(g) ? withoutOffer(g) : g));
+    await requests.updateRequest(request, grants, request.wanted);
+  }
+}
+
+/** A grant its borrower holds as a loan: not given back, not a migration's. */
+function usable(g: Grant): boolean {
+  return g.returned !== true && !isMigrated(g);
+}
+
+function withoutOffer(g: Grant): Grant {
+  const { offered: _offered, ...rest } = g;
+  return rest;
+}
