@@ -232,7 +232,7 @@ export class BlockHandovers {
     const moved: Allocation[] = [];
     const now = momentOf(clock);
     for (let v = span.first; v <= span.last; v++) {
-      const loan = loanKey(span.pool, span.family, v);
+      const loan = loanKey(rangePoolOfKey(key), span.family, v);
       ledgers.forget(loan);
       const read = await store.readLedger(loan);
       if (read.kind !== 'snapshot' || read.revision === 0) continue;

@@ -59,7 +59,7 @@ import { PromptLending } from './prompt-lending.ts';
 import { WatchedRequests } from './watched-requests.ts';
 import { blockKeyPrefix } from '../../ipam/blocks.ts';
 import { BlockHandovers } from './handover.ts';
-import { splitInStore } from './split-range.ts';
+import { describedInStore, splitInStore } from './split-range.ts';
 
 export interface LendingOptions {
   readonly store: Store;
@@ -138,7 +138,7 @@ export class Lending {
     const underWay = (pool: string) => options.underWay?.(pool) ?? 0;
     const [borrower, loanReturn] = [this.#borrower, this.#return];
     this.#ending = new AskEnding({ requests: tier, borrower, loanReturn, node, locks, clock, underWay });
-    const splitRange = (pool: string) => this.#splitRange(pool);
+    const splitRange = async (pool: string) => (await this.#splitRange(pool)) ?? describedInStore(store, pool);
     this.#handovers = new BlockHandovers({ store, requests: tier, node, clock, ledgers, locks, splitRange });
   }
 
