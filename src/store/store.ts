@@ -309,7 +309,7 @@ export interface StoreCluster {
    * keeps none yet: StatefulSet ordinals and IPAMClaims need the Kubernetes store.
    */
   readonly holdings?: ClusterHoldings;
-  /** Blocks handed over between nodes (allocator/lending/handover.ts). Absent where the tier cannot move a claim (etcd). */
+  /** Blocks handed over between nodes (allocator/lending/handover.ts). Absent where the tier cannot move a claim. */
   readonly handover?: BlockHandover;
   /** The history of writes that must be compacted, for `warren doctor`: etcd only (Kubernetes compacts its own). */
   readonly history?: StoreHistory;

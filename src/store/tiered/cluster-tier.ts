@@ -132,7 +132,7 @@ export interface ClusterTier extends ClusterRecords {
    * A handover's step (tiered/handover.ts): rewrites the claim as `state` (its node, `offeredTo`,
    * `takenFrom`) if it is still exactly `claim` (uid and version), keeping its uid; the claim as
    * written, or undefined when it changed or is gone. Absent where a tier cannot move a claim in
-   * one guarded write (etcd, for now): its blocks are never handed over.
+   * one guarded write: its blocks are never handed over.
    */
   moveClaim?(claim: BlockClaim, state: ClaimState): Promise<BlockClaim | undefined>;
   /**

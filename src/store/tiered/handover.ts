@@ -32,8 +32,8 @@
  * Older nodes: an older borrower never reads the `offered` flag, so never takes a block; an older
  * node reads an offered claim as its owner's and a taken one as the borrower's (both true). The
  * offer needs the tier to keep `offeredTo` (the Kubernetes CRD of this version): a claim written back
- * without it is not an offer, and is taken back. etcd cannot move a claim yet (no `moveClaim`): no
- * handover there.
+ * without it is not an offer, and is taken back. On etcd an older node reads a claim key's value
+ * by its `node` alone, as above.
  */
 import { bookkeepingNetwork } from '../../ipam/bookkeeping.ts';
 import type { BlockClaim, ClusterTier } from './cluster-tier.ts';
