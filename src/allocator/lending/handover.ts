@@ -112,9 +112,9 @@ export class BlockHandovers {
 
   /** Offers block `key` to `to` if its loans are all granted to `to` and still all it holds (under the lock). */
   async #offer(handover: BlockHandover, key: string, to: string, held: readonly Allocation[]): Promise<boolean> {
-    const { store, requests, node, locks, ledgers, clock } = this.#o;
+    const { store, node, locks, ledgers, clock } = this.#o;
     const pool = rangePoolOfKey(key);
-    const request = await requests.requestOf(pool, to);
+    const request = await this.#requestOf(pool, to);
     const granted = (a: Allocation) =>
       request?.grants.some((g) => g.address === a.address && g.lender === node && g.block === key && usable(g));
     if (request === undefined || !held.every(granted)) return false;
@@ -133,17 +133,25 @@ export class BlockHandovers {
     return true;
   }
 
-  /** Flags the grants of the offered block in its borrower's request; whether they are flagged now. */
-  async #flag(claim: BlockClaim): Promise<boolean> {
+  /**
+   * Flags the grants of the offered block in its borrower's request: `none` when it has none left (every
+   * loan of the block came back: nothing to hand over), `lost` when the write lost (flagged next round).
+   */
+  async #flag(claim: BlockClaim): Promise<'flagged' | 'lost' | 'none'> {
     const { requests, node } = this.#o;
     const to = claim.offeredTo;
-    if (to === undefined) return false;
-    const request = await requests.requestOf(rangePoolOfKey(claim.key), to);
+    if (to === undefined) return 'none';
+    const request = await this.#requestOf(rangePoolOfKey(claim.key), to);
     const ofBlock = (g: Grant) => g.lender === node && g.block === claim.key;
-    if (request === undefined || !request.grants.some(ofBlock)) return false;
-    if (request.grants.every((g) => !ofBlock(g) || g.offered === true)) return true;
+    if (request === undefined || !request.grants.some(ofBlock)) return 'none';
+    if (request.grants.every((g) => !ofBlock(g) || g.offered === true)) return 'flagged';
     const grants = request.grants.map((g) => (ofBlock(g) ? { ...g, offered: true as const } : g));
-    return (await requests.updateRequest(request, grants, request.wanted)) !== undefined;
+    return (await requests.updateRequest(request, grants, request.wanted)) === undefined ? 'lost' : 'flagged';
+  }
+
+  /** `to`'s request of `pool` granting something of this node's: from the watch of those, while it is open. */
+  async #requestOf(pool: string, to: string): Promise<AddressRequest | undefined> {
+    return (await this.#o.requests.requestsLentBy(this.#o.node)).find((r) => r.pool === pool && r.node === to);
   }
 
   /** Standing offers: flagged again where a write lost them, taken back once OFFER_WAIT_MS passed untaken. */
@@ -156,7 +164,7 @@ export class BlockHandovers {
       this.#offeredSince.set(claim.key, since);
       try {
         // Nothing left to hand over (every loan came back), or not taken in time: the block is this node's again.
-        if (now - since >= OFFER_WAIT_MS || !(await this.#flag(claim))) {
+        if (now - since >= OFFER_WAIT_MS || (await this.#flag(claim)) === 'none') {
           if (await handover.retract(claim.key)) {
             this.#offeredSince.delete(claim.key);
             this.#lentOnlySince.delete(claim.key);
