@@ -37,6 +37,32 @@ export interface ClaimState {
   readonly takenFrom?: string;
 }
 
+/** What a handover step came to. */
+export type TakeOutcome = 'taken' | 'not offered' | 'conflict';
+
+/**
+ * A block handed over from its owner to the node holding its addresses in use as loans, as the
+ * allocator uses it (StoreCluster.handover, store.ts; the steps and why each crash point is
+ * safe: tiered/handover.ts).
+ */
+export interface BlockHandover {
+  /**
+   * Offers this node's block `key` to node `to`: nothing is handed out in it here from the call on;
+   * `stillFits` (under the caller's lock) reads it again and says whether it may still go. The claim
+   * as offered, or undefined when it was not (then it is this node's to use again).
+   */
+  offer(key: string, to: string, stillFits: () => Promise<boolean>): Promise<BlockClaim | undefined>;
+  /** Takes back this node's offer of `key` not taken: whether the block is this node's to use again. */
+  retract(key: string): Promise<boolean>;
+  /** This node's claims offered to another node, as its claims cache has them. */
+  offered(): BlockClaim[];
+  /**
+   * Takes block `key` over, offered to this node (or taken by it already: resumed); `record` commits
+   * it in this node's file with this node's loans of it (Store.commitAll), whether it did.
+   */
+  take(key: string, record: (claim: BlockClaim) => Promise<boolean>): Promise<TakeOutcome>;
+}
+
 /** Counts published with a block's allocations, for placement and operators. */
 export interface BlockCounts {
   readonly allocated: number;

@@ -34,7 +34,7 @@
 import type { BootStamp } from '../core/moment.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
 import type { ClusterHoldings } from './cluster-holdings.ts';
-import type { BlockClaim, ClusterRecords, FileCheckStatus, LegacyLeft, StoreHistory } from './cluster.ts';
+import type { BlockHandover, ClusterRecords, FileCheckStatus, LegacyLeft, StoreHistory } from './cluster.ts';
 import type { Membership } from './membership.ts';
 
 /** Opaque, strictly increasing per ledger; 0 for a ledger never written. */
@@ -130,11 +130,7 @@ export type CommitResult =
 
 /** How a commit is answered. */
 /** One ledger's part of a commit to several (Store.commitAll). */
-export interface LedgerCommit {
-  readonly ledger: string;
-  readonly expected: Revision;
-  readonly ops: readonly LedgerOp[];
-}
+export type LedgerCommit = { readonly ledger: string; readonly expected: Revision; readonly ops: readonly LedgerOp[] };
 
 export interface CommitOptions {
   /**
@@ -261,32 +257,6 @@ export interface BlockOwners {
  * What a store shared by the nodes of a cluster offers beyond its ledgers (`Store.cluster`): present
  * exactly when the store is shared, so a consumer asks once, and never reaches past it to a tier.
  */
-/** What a handover step came to. */
-export type TakeOutcome = 'taken' | 'not offered' | 'conflict';
-
-/**
- * A block handed over from its owner to the node holding its addresses in use as loans, as the
- * allocator uses it (StoreCluster.handover; the steps and why each crash point is safe:
- * tiered/handover.ts).
- */
-export interface BlockHandover {
-  /**
-   * Offers this node's block `key` to node `to`: nothing is handed out in it here from the call on;
-   * `stillFits` (under the caller's lock) reads it again and says whether it may still go. The claim
-   * as offered, or undefined when it was not (then it is this node's to use again).
-   */
-  offer(key: string, to: string, stillFits: () => Promise<boolean>): Promise<BlockClaim | undefined>;
-  /** Takes back this node's offer of `key` not taken: whether the block is this node's to use again. */
-  retract(key: string): Promise<boolean>;
-  /** This node's claims offered to another node, as its claims cache has them. */
-  offered(): BlockClaim[];
-  /**
-   * Takes block `key` over, offered to this node (or taken by it already: resumed), `moves` the local
-   * commits recording it with this node's loans of it (read under the caller's lock); see the header.
-   */
-  take(key: string, moves: (claim: BlockClaim) => Promise<readonly LedgerCommit[]>): Promise<TakeOutcome>;
-}
-
 export interface StoreCluster {
   /** Agents' liveness and one-off chores. */
   readonly membership: Membership;
@@ -338,9 +308,8 @@ export interface Store {
     options?: CommitOptions,
   ): Promise<CommitResult>;
   /**
-   * Applies `commits` in one transaction, in order: every ledger at its expected revision, or none
-   * (`conflict`). Local only: no cluster check, nothing published (a handover moving a borrower's
-   * loans into the block it takes over: tiered/handover.ts). Present where the store can (SQLite).
+   * Applies `commits` in one transaction, in order, every ledger at its expected revision, or none
+   * (`conflict`); no cluster check (a handover's loans moved into a block: tiered/handover.ts).
    */
   commitAll?(commits: readonly LedgerCommit[]): Promise<CommitResult>;
   /** Allocations of one owner; ifname undefined matches every interface. */

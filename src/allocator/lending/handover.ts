@@ -31,8 +31,8 @@ import type { Allocation } from '../../ipam/allocation.ts';
 import { blockOfKey, isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
 import { isBookkeeping } from '../../ipam/bookkeeping.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
-import type { AddressRequest, BlockClaim, Grant } from '../../store/cluster.ts';
-import type { BlockHandover, LedgerCommit, LedgerOp, Store } from '../../store/store.ts';
+import type { AddressRequest, BlockClaim, BlockHandover, Grant } from '../../store/cluster.ts';
+import type { LedgerCommit, LedgerOp, Store } from '../../store/store.ts';
 import type { LedgerCache } from '../ledger-cache.ts';
 import { restEnd } from '../ledger-cache.ts';
 import { metadataOps } from '../ledger-metadata.ts';
@@ -226,7 +226,9 @@ export class BlockHandovers {
     // No lock: the local commit is at the revisions its moves read (a loan changed meanwhile, by a DEL
     // or a pick, makes it a conflict, tried again next round), and nothing is handed out in the block
     // here until the take is done (the store's claims cache says so).
-    return handover.take(key, () => this.#moves(block.span, key));
+    const { store } = this.#o;
+    const record = async () => (await store.commitAll?.(await this.#moves(block.span, key)))?.kind === 'committed';
+    return handover.take(key, record);
   }
 
   /**

@@ -83,7 +83,7 @@ export interface LendingOptions {
   readonly giveBack?: ((pool: string, wanted: number) => Promise<RoomGiven>) | undefined;
 }
 
-/** A round's graces, ms: idle loans, orphaned placeholders, blocks lent to one node (handover.ts; default: orphans'). */
+/** A round's graces, ms: idle loans, orphaned placeholders, blocks lent to one node (handover.ts; else orphans'). */
 export type LendGraces = { readonly returnGraceMs: number; readonly orphanGraceMs: number; handoverGraceMs?: number };
 
 /** Told what an answer lent and what failed. */

@@ -127,16 +127,11 @@ export function blockObject(name: string, key: string, node: string, enclosing?:
 }
 
 /** The block key and node a block object names, or undefined for one Warren did not write. */
-function blockSpecOf(
-  object: unknown,
-): { key: string; node: string; offeredTo?: string; takenFrom?: string } | undefined {
+function blockSpecOf(object: unknown): Omit<BlockClaim, 'uid' | 'version'> | undefined {
   const s = specOf(object);
   if (s === undefined || !str(s.pool) || !str(s.cidr) || !str(s.node) || s.cidr === '') return undefined;
-  const handover = {
-    offeredTo: str(s.offeredTo) ? s.offeredTo : undefined,
-    takenFrom: str(s.takenFrom) ? s.takenFrom : undefined,
-  };
-  return { key: blockKey(s.pool, s.cidr), node: s.node, ...defined(handover) };
+  const [offeredTo, takenFrom] = [s.offeredTo, s.takenFrom].map((v) => (str(v) ? v : undefined));
+  return { key: blockKey(s.pool, s.cidr), node: s.node, ...defined({ offeredTo, takenFrom }) };
 }
 
 export function claimOfObject(object: unknown): BlockClaim | undefined {

@@ -207,9 +207,7 @@ export class KubeTier implements ClusterTier {
     return claimBlock(this.#blocks, range, key, node);
   }
 
-  moveClaim(claim: BlockClaim, state: ClaimState): Promise<BlockClaim | undefined> {
-    return moveClaim(this.#blocks, claim, state);
-  }
+  readonly moveClaim = (claim: BlockClaim, state: ClaimState) => moveClaim(this.#blocks, claim, state);
 
   async claimOf(key: string): Promise<BlockClaim | undefined> {
     const claim = claimOfObject(await this.#blocks.get(`read block ${key}`, blockName(key)));

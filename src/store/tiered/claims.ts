@@ -146,7 +146,7 @@ export class TieredClaims {
     return this.#claims.has(key) && !this.handingOver(key);
   }
 
-  /** Whether block `key` is in a handover here: offered (or about to be) by this node, or taken and not yet recorded. */
+  /** Whether block `key` is in a handover: offered (or about to be) by this node, or taken and not yet recorded. */
   handingOver(key: string): boolean {
     const claim = this.#claims.get(key);
     return this.#offering.has(key) || claim?.offeredTo !== undefined || claim?.takenFrom !== undefined;

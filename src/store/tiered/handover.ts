@@ -38,7 +38,8 @@
 import { bookkeepingNetwork } from '../../ipam/bookkeeping.ts';
 import type { BlockClaim, ClusterTier } from './cluster-tier.ts';
 import type { TieredClaims } from './claims.ts';
-import type { BlockHandover, LedgerCommit, LedgerOp, Store, TakeOutcome } from '../store.ts';
+import type { BlockHandover, TakeOutcome } from '../cluster.ts';
+import type { LedgerOp, Store } from '../store.ts';
 
 export interface HandoverParts {
   readonly local: Store;
@@ -93,7 +94,7 @@ export class TieredHandover implements BlockHandover {
     return this.#p.claims.all().filter((c) => c.offeredTo !== undefined);
   }
 
-  async take(key: string, moves: (claim: BlockClaim) => Promise<readonly LedgerCommit[]>): Promise<TakeOutcome> {
+  async take(key: string, record: (claim: BlockClaim) => Promise<boolean>): Promise<TakeOutcome> {
     const { tier, claims, node, local } = this.#p;
     if (tier.moveClaim === undefined || local.commitAll === undefined) return 'not offered';
     let claim = await tier.claimOf(key);
@@ -107,12 +108,7 @@ export class TieredHandover implements BlockHandover {
     }
     if (claim.node !== node || claim.takenFrom === undefined) return 'not offered';
     const read = await local.readLedger(key);
-    if (read.kind !== 'snapshot' || read.affinity !== node) {
-      const commits = await moves(claim);
-      const result = await local.commitAll(commits);
-      if (result.kind !== 'committed') return 'conflict';
-      for (const c of commits) this.#p.mark(c.ledger);
-    }
+    if ((read.kind !== 'snapshot' || read.affinity !== node) && !(await record(claim))) return 'conflict';
     const settled = await tier.moveClaim(claim, { node });
     if (settled === undefined) return 'conflict';
     claims.record(settled);

@@ -58,6 +58,7 @@ import type {
   AllocationFilter,
   CommitOptions,
   CommitResult,
+  LedgerCommit,
   LedgerOp,
   LedgerRead,
   LedgerSummary,
@@ -256,6 +257,12 @@ export class TieredStore implements Store {
         : `block ${key} is not claimed by node ${this.#node} (${this.tier.description} cannot be reached to check)`;
     }
     return this.#claims.holds(key) ? undefined : `block ${key} is not claimed by node ${this.#node}`;
+  }
+
+  async commitAll(commits: readonly LedgerCommit[]): Promise<CommitResult> {
+    const result = (await this.#local.commitAll?.(commits)) ?? conflict(`${this.#local.description} cannot`);
+    if (result.kind === 'committed') for (const c of commits) this.#publisher.mark(c.ledger);
+    return result;
   }
 
   findByOwner(owner: Omit<Owner, 'ifname'> & { ifname?: string }): Promise<Allocation[]> {
