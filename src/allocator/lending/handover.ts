@@ -1,24 +1,26 @@
 /**
  * Blocks handed over to their borrower (issue 36: every address of a tiny range usable): a block
  * whose owner has held no pod of its own in it for the grace, and every address in use in which is
- * lent to one borrower, becomes that borrower's, its loans of it the borrower's own allocations
- * there. Before, such a block was kept whole by its owner for as long as one loan of it was in use,
- * its other free addresses out of use by either node (stranded: a cold node's /31, a hot node's /28).
- * The cluster's steps, and why every crash point is safe, are the store's (store/tiered/handover.ts);
+ * lent to one node, becomes that node's, its loans of it that node's own allocations there. Before,
+ * such a block was kept whole by its owner for as long as one loan of it was in use, its other free
+ * addresses out of use by either node (stranded: a cold node's /31, a hot node's grown /28). The
+ * cluster's steps, and why every crash point is safe, are the store's (store/tiered/handover.ts);
  * this is what the allocator does around them, in the lending rounds (lending.ts `run`):
- * - owner (`offerIdle`): a block of this node holding only placeholders lent to one node, no rest
- *   still running, and every one granted in that node's request (a loan it holds, not given back) for
- *   `graceMs` is offered to it, read again under the range pool's lock (which every allocation of
- *   this process takes: none lands in the block between that reading and the offer); then the grants of the
- *   block in the borrower's request are flagged `offered` (Grant.offered), again each round while
- *   the offer stands, and the offer is taken back once OFFER_WAIT_MS passed without a take (an
- *   older borrower never takes one);
- * - borrower (`takeOffered`): every block its request's grants say offered is taken (the claim
- *   moved, then one local transaction at the revisions read: the block recorded as this node's
- *   with the pods' allocations of its loan ledgers, each loan ledger left with a `handed` mark so no
- *   pick reaches the address there again and no grant takes the mark off, loans.ts); then the grants
- *   of the block are dropped from the request (a lost write: the next round). A take already under
- *   way (the claim taken, the file not yet written: a crash in between) is finished the same way.
+ * - owner (`offerIdle`): a block of this node that has held only placeholders for `graceMs` (the
+ *   block grace, as for giving an empty block back), now all lent to one node, with no rest still
+ *   running and every placeholder granted in that node's request (a loan it holds, not given back),
+ *   is offered to it, read again under the range pool's lock (which every allocation of this process
+ *   takes: none lands in the block between that reading and the offer); then the grants of the block
+ *   in the borrower's request are flagged `offered` (Grant.offered), again each round while the offer
+ *   stands, and the offer is taken back once no loan of it is left, or OFFER_WAIT_MS passed without a
+ *   take (an older borrower never takes one);
+ * - borrower (`takeOffered`): every block its request's grants say offered is taken (the claim moved,
+ *   then one local transaction at the revisions read: the block recorded as this node's with the
+ *   pods' allocations of its loan ledgers, each loan ledger left with a `handed` mark so no pick
+ *   reaches the address there again and no grant takes the mark off, loans.ts); then the grants of
+ *   the block are dropped from the request (a lost write: the next round). A take already under way
+ *   (the claim taken, the file not yet written: a crash in between) is finished the same way.
+ * The rounds read requests from the watches (watched-requests.ts): an idle node makes no request.
  * Blocks lent to two or more nodes are not handed over: they stay their owner's until all but one
  * of the loans come back (the tiny range's audit counts them: bench/scale/tiny-range.ts).
  */
@@ -62,7 +64,7 @@ export interface HandoverReport {
 
 export class BlockHandovers {
   readonly #o: HandoverOptions;
-  /** Own blocks seen holding only placeholders lent to one node, and since when (monotonic ms), by key. */
+  /** Own blocks seen holding only placeholders (of loans to any number of nodes), and since when (monotonic ms). */
   readonly #lentOnlySince = new Map<string, number>();
   /** Offers of this node standing, and since when (monotonic ms), by block key. */
   readonly #offeredSince = new Map<string, number>();
@@ -90,13 +92,14 @@ export class BlockHandovers {
       if (summary.affinity !== node || !isBlockKey(summary.ledger) || summary.allocated === 0) continue;
       const held = await store.list({ ledger: summary.ledger });
       if (!held.every((a) => a.network === LENT_NETWORK)) continue;
-      const borrowers = new Set(held.map((a) => a.containerID));
-      const [to] = borrowers;
-      if (borrowers.size !== 1 || to === undefined) continue;
+      // The grace runs from when the block holds nothing of this node's own, however many nodes it
+      // lends to then: one whose other loans came back goes over as soon as one borrower is left.
       seen.add(summary.ledger);
       const since = this.#lentOnlySince.get(summary.ledger) ?? now;
       this.#lentOnlySince.set(summary.ledger, since);
-      if (now - since < graceMs) continue;
+      const borrowers = new Set(held.map((a) => a.containerID));
+      const [to] = borrowers;
+      if (borrowers.size !== 1 || to === undefined || now - since < graceMs) continue;
       try {
         if (await this.#offer(handover, summary.ledger, to, held)) {
           this.#offeredSince.set(summary.ledger, now);
