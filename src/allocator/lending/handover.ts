@@ -28,7 +28,8 @@ import type { Clock } from '../../core/clock.ts';
 import { messageOf } from '../../core/errors.ts';
 import type { KeyedMutex } from '../../core/keyed-mutex.ts';
 import { momentOf } from '../../core/moment.ts';
-import { formatIP } from '../../ipam/address.ts';
+import { formatIP, parseIP } from '../../ipam/address.ts';
+import { isLoanKey } from '../../ipam/loan-key.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { blockOfKey, isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
 import { isBookkeeping } from '../../ipam/bookkeeping.ts';
@@ -226,12 +227,28 @@ export class BlockHandovers {
     const range = await this.#o.splitRange(pool);
     const block = range === undefined ? undefined : blockOfKey(range, key);
     if (block === undefined) return 'conflict';
+    // A fresh offer is not taken while none of its loans here is in use: the block would only sit idle
+    // here instead of there (the offer is taken back, the idle loans go back as such).
+    const claim = await this.#o.requests.claimOf(key);
+    if (claim?.offeredTo === this.#o.node && !(await this.#inUse(range?.blockPrefix ?? 0, block.span)))
+      return 'conflict';
     // No lock: the local commit is at the revisions its moves read (a loan changed meanwhile, by a DEL
     // or a pick, makes it a conflict, tried again next round), and nothing is handed out in the block
     // here until the take is done (the store's claims cache says so).
     const { store } = this.#o;
     const record = async () => (await store.commitAll?.(await this.#moves(block.span, key)))?.kind === 'committed';
     return handover.take(key, record);
+  }
+
+  /** Whether a pod of this node holds one of its loans of an address of `span`. */
+  async #inUse(blockPrefix: number, span: RangeSpec): Promise<boolean> {
+    const held = await this.#o.store.list({ rangePool: rangePoolOfKey(span.pool) });
+    return held.some((a) => {
+      const v = parseIP(a.address)?.value;
+      return (
+        !isBookkeeping(a) && isLoanKey(a.pool, blockPrefix) && v !== undefined && v >= span.first && v <= span.last
+      );
+    });
   }
 
   /**

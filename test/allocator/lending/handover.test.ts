@@ -129,6 +129,20 @@ describe('lending: a block holding only one node’s loans is handed over to it 
     await c.assertNoDuplicate(POOL);
   });
 
+  it('is not taken by a borrower none of whose loans of the block is in use (it would only sit idle there)', async () => {
+    const c = cluster(['lender', 'borrower']);
+    const { block } = await lentOnly(c);
+    await rounds(c, 1);
+    c.clock.advance(GRACE);
+    await c.node('borrower').allocator.release(owner('b0'));
+    await rounds(c, 1); // the loan stays (idle for less than its grace); the block is offered
+    assert.equal((await c.tier.claimOf(block))?.offeredTo, 'borrower', 'offered');
+    await rounds(c);
+    const claim = await c.tier.claimOf(block);
+    assert.deepEqual([claim?.node, claim?.takenFrom], ['lender', undefined], 'not taken');
+    await c.assertNoDuplicate(POOL);
+  });
+
   it('takes an offer back that its borrower never takes (an older agent), and uses the block again', async () => {
     const c = cluster(['lender', 'borrower']);
     const { block } = await lentOnly(c);
