@@ -227,6 +227,9 @@ export class BlockHandovers {
     const range = await this.#o.splitRange(pool);
     const block = range === undefined ? undefined : blockOfKey(range, key);
     if (block === undefined) return 'conflict';
+    const { store } = this.#o;
+    // A store that cannot record the block with its loans in one commit never takes the claim.
+    if (store.commitAll === undefined) return 'not offered';
     // A fresh offer is not taken while none of its loans here is in use: the block would only sit idle
     // here instead of there (the offer is taken back, the idle loans go back as such).
     const claim = await this.#o.requests.claimOf(key);
@@ -235,7 +238,6 @@ export class BlockHandovers {
     // No lock: the local commit is at the revisions its moves read (a loan changed meanwhile, by a DEL
     // or a pick, makes it a conflict, tried again next round), and nothing is handed out in the block
     // here until the take is done (the store's claims cache says so).
-    const { store } = this.#o;
     const record = async () => (await store.commitAll?.(await this.#moves(block.span, key)))?.kind === 'committed';
     return handover.take(key, record);
   }
