@@ -8,13 +8,15 @@
  * this is what the allocator does around them, in the lending rounds (lending.ts `run`):
  * - owner (`offerIdle`): a block of this node that has held only placeholders for `graceMs` (the
  *   block grace, as for giving an empty block back), now all lent to one node, with no rest still
- *   running and every placeholder granted in that node's request (a loan it holds, not given back),
- *   is offered to it, read again under the range pool's lock (which every allocation of this process
- *   takes: none lands in the block between that reading and the offer); then the grants of the block
- *   in the borrower's request are flagged `offered` (Grant.offered), again each round while the offer
- *   stands, and the offer is taken back once no loan of it is left, or OFFER_WAIT_MS passed without a
- *   take (an older borrower never takes one);
- * - borrower (`takeOffered`): every block its request's grants say offered is taken (the claim moved,
+ *   running, every placeholder granted in that node's request (a loan it holds, not given back), and
+ *   no other node asking in the range (lending from the block serves it better then), is offered to
+ *   it, read again under the range pool's lock (which every allocation of this process takes: none
+ *   lands in the block between that reading and the offer); then the grants of the block in the
+ *   borrower's request are flagged `offered` (Grant.offered), again each round while the offer
+ *   stands, and the offer is taken back once no loan of it is left, or OFFER_WAIT_MS passed without
+ *   a take (an older borrower never takes one);
+ * - borrower (`takeOffered`, each round and as its request changes): every block its request's
+ *   grants say offered, one of whose loans is in use here, is taken (the claim moved,
  *   then one local transaction at the revisions read: the block recorded as this node's with the
  *   pods' allocations of its loan ledgers, each loan ledger left with a `handed` mark so no pick
  *   reaches the address there again and no grant takes the mark off, loans.ts); then the grants of
@@ -67,6 +69,8 @@ export class BlockHandovers {
   readonly #o: HandoverOptions;
   /** Own blocks seen holding only placeholders (of loans to any number of nodes), and since when (monotonic ms). */
   readonly #lentOnlySince = new Map<string, number>();
+  /** The borrower's run under way (a round's, or one a change of its request started). */
+  #taking: Promise<HandoverReport> | undefined;
   /** Offers of this node standing, and since when (monotonic ms), by block key. */
   readonly #offeredSince = new Map<string, number>();
 
@@ -101,6 +105,9 @@ export class BlockHandovers {
       const borrowers = new Set(held.map((a) => a.containerID));
       const [to] = borrowers;
       if (borrowers.size !== 1 || to === undefined || now - since < graceMs) continue;
+      // Not while another node asks in the range: this node lends from the block then (an offered
+      // block is nobody's to hand out from until it is taken).
+      if (this.#o.requests.askedElsewhere(rangePoolOfKey(summary.ledger))) continue;
       try {
         if (await this.#offer(handover, summary.ledger, to, held)) {
           this.#offeredSince.set(summary.ledger, now);
@@ -182,8 +189,15 @@ export class BlockHandovers {
     for (const key of this.#offeredSince.keys()) if (!standing.has(key)) this.#offeredSince.delete(key);
   }
 
-  /** The borrower's side (see the header): takes every block its requests' grants say offered. */
-  async takeOffered(): Promise<HandoverReport> {
+  /** The borrower's side (see the header): takes every block its requests' grants say offered, one run at a time. */
+  takeOffered(): Promise<HandoverReport> {
+    this.#taking ??= this.#takeOffered().finally(() => {
+      this.#taking = undefined;
+    });
+    return this.#taking;
+  }
+
+  async #takeOffered(): Promise<HandoverReport> {
     const handover = this.#o.store.cluster?.handover;
     const report: HandoverReport = { handed: [], errors: [] };
     if (handover === undefined) return report;

@@ -162,6 +162,8 @@ export class Lending {
     // and an ask no ADD waits on any more is withdrawn (ask-ending.ts).
     const changed = (pool: string) => {
       this.#return.flagPending(pool).catch((error: unknown) => report([], [`giving loans back: ${messageOf(error)}`]));
+      // A block offered to this node is taken as the offer shows, not at the next round (handover.ts).
+      void this.#handovers.takeOffered().then((taken) => report([], taken.errors));
       void this.#ending.changed(pool, report);
     };
     const [lender, borrower] = [this.#lender, this.#borrower];
