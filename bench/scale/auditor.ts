@@ -12,15 +12,15 @@
  * - a node that is not running (crashed, lost) has no file the auditor can trust: what the cluster
  *   published for it stands for its addresses until its blocks are freed (its publications deleted
  *   with its claims), so each of its published allocations is a holder;
- * - a lender's placeholder for an address it lent (`warren.dev/lent`), a borrower's mark of a loan
- *   given back (`warren.dev/returned`) and of one whose address moved into a block it took over
- *   (`warren.dev/handed`: the pod's allocation is then in that block) are bookkeeping, not holders;
+ * - a lender's placeholder for an address it lent (`warren.dev/lent`) and a borrower's mark of a loan
+ *   given back (`warren.dev/returned`, also left on a loan whose address moved into a block the
+ *   borrower took over) are bookkeeping, not holders;
  * - a holder is `node/container`: the same container on the same node twice (its file and its
  *   publication) is one holder; two holders of one address are a duplicate.
  * Besides duplicates it counts `strays`: addresses a running node's file holds in a block the
  * cluster says is another node's (or no node's), not lent to it — where a duplicate would come from.
  */
-import { HANDED_NETWORK, LENT_NETWORK, RETURNED_NETWORK } from '../../src/allocator/lending/loans.ts';
+import { LENT_NETWORK, RETURNED_NETWORK } from '../../src/allocator/lending/loans.ts';
 import { KubeApiClient } from '../../src/store/kubernetes/api-client.ts';
 import { API_VERSION } from '../../src/store/kubernetes/names.ts';
 import { claimOfObject, publishedOf } from '../../src/store/kubernetes/objects.ts';
@@ -49,7 +49,7 @@ export interface AuditReport {
 }
 
 const PAGE = 500;
-const NOT_HOLDERS = new Set([LENT_NETWORK, RETURNED_NETWORK, HANDED_NETWORK]);
+const NOT_HOLDERS = new Set([LENT_NETWORK, RETURNED_NETWORK]);
 
 export class Auditor {
   readonly #client: KubeApiClient;

@@ -4,8 +4,7 @@
  *
  * Every such record has a network under `warren.dev/` (a lender's placeholder for a lent address,
  * 'warren.dev/lent'; a borrower's mark on a loan it gave back, 'warren.dev/returned'; a held
- * address, 'warren.dev/held'; a borrower's mark on a loan whose address became its own when it took
- * the lender's block over, 'warren.dev/handed'; an address a node had announced it hands out next, kept after its
+ * address, 'warren.dev/held'; an address a node had announced it hands out next, kept after its
  * file went back, 'warren.dev/announced': store/tiered/announced.ts), a prefix no CNI network of a
  * container carries (a CNI network name holds no '/'). So one predicate tells them apart
  * everywhere: a runtime's resync, the audit, the GC and the pod-gone releases never release one as
@@ -19,7 +18,7 @@ export const BOOKKEEPING_PREFIX = 'warren.dev/';
  * The kinds of bookkeeping record known here, each the network `warren.dev/<kind>`: counts read
  * them by network (a store filters by network exactly, not by prefix).
  */
-export const BOOKKEEPING_KINDS = ['lent', 'returned', 'handed', 'held', 'announced'] as const;
+export const BOOKKEEPING_KINDS = ['lent', 'returned', 'held', 'announced'] as const;
 
 /** The network of bookkeeping records of `kind`. */
 export function bookkeepingNetwork(kind: string): string {

@@ -13,13 +13,15 @@
  *   it, read again under the range pool's lock (which every allocation of this process takes: none
  *   lands in the block between that reading and the offer); then the grants of the block in the
  *   borrower's request are flagged `offered` (Grant.offered), again each round while the offer
- *   stands, and the offer is taken back once no loan of it is left, or OFFER_WAIT_MS passed without
- *   a take (an older borrower never takes one);
+ *   stands; the offer is taken back once no loan of it is left, the borrower declined it (took the
+ *   flags off), or OFFER_WAIT_MS passed without a take (an older borrower never takes one), the
+ *   block's grace for giving it back running on meanwhile (give-back.ts);
  * - borrower (`takeOffered`, each round and as its request changes): every block its request's
- *   grants say offered, one of whose loans is in use here, is taken (the claim moved,
- *   then one local transaction at the revisions read: the block recorded as this node's with the
- *   pods' allocations of its loan ledgers, each loan ledger left with a `handed` mark so no pick
- *   reaches the address there again and no grant takes the mark off, loans.ts); then the grants of
+ *   grants say offered, one of whose loans is in use here, is taken (the others are declined: the
+ *   block would only sit idle here): the claim moved, then one local transaction at the revisions
+ *   read, the block recorded as this node's with the pods' allocations of its loan ledgers, each loan
+ *   ledger left with a given-back mark so no pick reaches the address there again (borrower.ts never
+ *   adopts a grant flagged offered, so no grant of the block takes the mark off); then the grants of
  *   the block are dropped from the request (a lost write: the next round). A take already under way
  *   (the claim taken, the file not yet written: a crash in between) is finished the same way.
  * The rounds read requests from the watches (watched-requests.ts): an idle node makes no request.
@@ -71,6 +73,8 @@ export class BlockHandovers {
   readonly #lentOnlySince = new Map<string, number>();
   /** The borrower's run under way (a round's, or one a change of its request started). */
   #taking: Promise<HandoverReport> | undefined;
+  /** Offers of this node whose grants it flagged (written): flags gone since are the borrower's no. */
+  readonly #flagged = new Set<string>();
   /** Offers of this node standing, and since when (monotonic ms), by block key. */
   readonly #offeredSince = new Map<string, number>();
 
@@ -156,8 +160,12 @@ export class BlockHandovers {
     const ofBlock = (g: Grant) => g.lender === node && g.block === claim.key;
     if (request === undefined || !request.grants.some(ofBlock)) return 'none';
     if (request.grants.every((g) => !ofBlock(g) || g.offered === true)) return 'flagged';
+    // Flagged once and the flags gone since: the borrower declined (none of its loans of it in use).
+    if (this.#flagged.has(claim.key)) return 'none';
     const grants = request.grants.map((g) => (ofBlock(g) ? { ...g, offered: true as const } : g));
-    return (await requests.updateRequest(request, grants, request.wanted)) === undefined ? 'lost' : 'flagged';
+    if ((await requests.updateRequest(request, grants, request.wanted)) === undefined) return 'lost';
+    this.#flagged.add(claim.key);
+    return 'flagged';
   }
 
   /** `to`'s request of `pool` granting something of this node's: from the watch of those, while it is open. */
@@ -187,6 +195,7 @@ export class BlockHandovers {
       }
     }
     for (const key of this.#offeredSince.keys()) if (!standing.has(key)) this.#offeredSince.delete(key);
+    for (const key of this.#flagged) if (!standing.has(key)) this.#flagged.delete(key);
   }
 
   /** The borrower's side (see the header): takes every block its requests' grants say offered, one run at a time. */
@@ -244,11 +253,12 @@ export class BlockHandovers {
     const { store } = this.#o;
     // A store that cannot record the block with its loans in one commit never takes the claim.
     if (store.commitAll === undefined) return 'not offered';
-    // A fresh offer is not taken while none of its loans here is in use: the block would only sit idle
-    // here instead of there (the offer is taken back, the idle loans go back as such).
+    // A fresh offer is declined while none of its loans here is in use: the block would only sit idle
+    // here instead of there. Its flags go (as for an offer no longer standing), which tells the owner
+    // to take it back; the idle loans go back as such.
     const claim = await this.#o.requests.claimOf(key);
     if (claim?.offeredTo === this.#o.node && !(await this.#inUse(range?.blockPrefix ?? 0, block.span)))
-      return 'conflict';
+      return 'not offered';
     // No lock: the local commit is at the revisions its moves read (a loan changed meanwhile, by a DEL
     // or a pick, makes it a conflict, tried again next round), and nothing is handed out in the block
     // here until the take is done (the store's claims cache says so).
@@ -269,7 +279,7 @@ export class BlockHandovers {
 
   /**
    * The local commits recording block `key` (span `span`) as this node's: each loan ledger of one
-   * of its addresses emptied and marked `handed` (its pod's allocation, if any, moving into the
+   * of its addresses emptied and marked given back (its pod's allocation, if any, moving into the
    * block), then the block itself, described and claimed, holding those allocations.
    */
   async #moves(span: RangeSpec, key: string): Promise<LedgerCommit[]> {
@@ -287,7 +297,7 @@ export class BlockHandovers {
       const ops: LedgerOp[] = [
         ...held.map((a) => ({ op: 'release' as const, address: a.address })),
         ...read.resting.map((r) => ({ op: 'unrest' as const, address: r.address })),
-        { op: 'allocate', allocation: returnedMarkOf(loan, text, node, now, true) },
+        { op: 'allocate', allocation: returnedMarkOf(loan, text, node, now) },
       ];
       commits.push({ ledger: loan, expected: read.revision, ops });
       moved.push(...held.filter((a) => !isBookkeeping(a)));

@@ -10,7 +10,7 @@
  *   request to the cluster.
  * - A block whose owner holds nothing of its own in it, and every address in use in which is lent to
  *   one borrower, is handed over to that borrower (handover.ts): its loans become its allocations in
- *   the block, each loan ledger left with a mark (`warren.dev/handed`).
+ *   the block, each loan ledger left with a given-back mark; a grant flagged offered is never adopted.
  * - A loan the borrower gave back is marked in its loan ledger by an allocation of owner
  *   (`warren.dev/returned`, <borrower node>, <the address>), node `warren.dev/returned`: the pool
  *   is then full, so no pick reaches it again, and the grant can be removed from the request
@@ -33,12 +33,6 @@ export { loanAddressOf, loanKey } from '../../ipam/loan-key.ts';
 export const LENT_NETWORK = `${BOOKKEEPING_PREFIX}lent`;
 /** The network of a borrower's mark on a loan it gave back. */
 export const RETURNED_NETWORK = `${BOOKKEEPING_PREFIX}returned`;
-/**
- * The network of a borrower's mark on a loan ledger whose address moved into a block it took over
- * (handover.ts): the ledger stays full, so no pick reaches the address there, and no grant takes
- * the mark off (only a given-back mark comes off, borrower.ts).
- */
-export const HANDED_NETWORK = `${BOOKKEEPING_PREFIX}handed`;
 /** The lender named in grants that `warren migrate whereabouts` wrote: no node lent them. */
 export const MIGRATION_LENDER = 'whereabouts';
 
@@ -74,12 +68,12 @@ export function placeholderOf(
   };
 }
 
-/** The borrower's (`node`'s) mark on its loan ledger `pool` of `address`, given back (or `handed`: handover.ts). */
-export function returnedMarkOf(pool: string, address: string, node: string, now: Moment, handed?: true): Allocation {
+/** The borrower's (`node`'s) mark on its loan ledger `pool` of `address`, given back (or moved into its block). */
+export function returnedMarkOf(pool: string, address: string, node: string, now: Moment): Allocation {
   return {
     pool,
     address,
-    network: handed === true ? HANDED_NETWORK : RETURNED_NETWORK,
+    network: RETURNED_NETWORK,
     containerID: node,
     ifname: address,
     // No node's name (node names hold no '/'): a node forget never reaches it. Resyncs, audits and GC

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { HANDED_NETWORK, LENT_NETWORK } from '../../../src/allocator/lending/loans.ts';
+import { RETURNED_NETWORK, LENT_NETWORK } from '../../../src/allocator/lending/loans.ts';
 import { owner, rangesOf } from '../../store/tiered/nodes.ts';
 import { LendingCluster } from './lending-nodes.ts';
 import { kubeLending } from './kube-sessions.ts';
@@ -46,7 +46,7 @@ describe('a block handed over to its borrower (Kubernetes tier, fake API server)
     assert.deepEqual(await c.cluster.claimsOf('lender'), []);
     const [pod] = await c.node('borrower').store.findByOwner(owner('b0'));
     assert.deepEqual([pod?.pool, pod?.address], [block, lent.allocation.address]);
-    assert.equal((await c.node('borrower').store.list({ network: HANDED_NETWORK })).length, 1);
+    assert.equal((await c.node('borrower').store.list({ network: RETURNED_NETWORK })).length, 1);
     assert.deepEqual(await c.node('lender').store.list({ network: LENT_NETWORK }), []);
     assert.deepEqual((await c.cluster.requestOf(pool, 'borrower'))?.grants ?? [], []);
     await c.node('lender').store.ping();

@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { HANDED_NETWORK, LENT_NETWORK } from '../../../src/allocator/lending/loans.ts';
+import { RETURNED_NETWORK, LENT_NETWORK } from '../../../src/allocator/lending/loans.ts';
 import { OFFER_WAIT_MS } from '../../../src/allocator/lending/handover.ts';
 import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 import { owner, rangesOf } from '../../store/tiered/nodes.ts';
@@ -65,9 +65,9 @@ async function assertHandedOver(c: LendingCluster, block: string, address: strin
   assert.deepEqual((await c.tier.requestOf(POOL, 'borrower'))?.grants ?? [], [], 'no grant left');
   assert.deepEqual(await c.node('lender').store.list({ network: LENT_NETWORK }), [], 'no placeholder left');
   assert.equal(
-    (await c.node('borrower').store.list({ network: HANDED_NETWORK })).length,
+    (await c.node('borrower').store.list({ network: RETURNED_NETWORK })).length,
     1,
-    'the loan ledger is marked handed',
+    'the loan ledger is marked given back',
   );
   await c.node('lender').store.ping(); // not halted: the lender let go of the block, never claimed it again
   await c.assertNoDuplicate(POOL);
@@ -140,6 +140,28 @@ describe('lending: a block holding only one node’s loans is handed over to it 
     await rounds(c);
     const claim = await c.tier.claimOf(block);
     assert.deepEqual([claim?.node, claim?.takenFrom], ['lender', undefined], 'not taken');
+    await c.assertNoDuplicate(POOL);
+  });
+
+  it('keeps the block grace running through an offer declined: the block goes back as soon as its loan does', async () => {
+    const c = cluster(['lender', 'borrower']);
+    const { block } = await lentOnly(c);
+    await rounds(c, 1);
+    assert.deepEqual((await c.node('lender').allocator.returnEmptyBlocks(GRACE)).returned, []);
+    c.clock.advance(GRACE);
+    await c.node('borrower').allocator.release(owner('b0'));
+    assert.deepEqual(await round(c, 'lender'), []);
+    assert.equal((await c.tier.claimOf(block))?.offeredTo, 'borrower', 'offered');
+    // The give-back looks while the block is offered (not this node's to use then).
+    assert.deepEqual((await c.node('lender').allocator.returnEmptyBlocks(GRACE)).returned, []);
+    await rounds(c, 2); // declined (the loan is idle), taken back
+    const claim = await c.tier.claimOf(block);
+    assert.deepEqual([claim?.node, claim?.offeredTo], ['lender', undefined], 'declined and taken back');
+    assert.deepEqual((await c.node('lender').allocator.returnEmptyBlocks(GRACE)).returned, [], 'a loan stands');
+    for (let i = 0; i < 3; i++) await c.lendAll({ returnGraceMs: 0, orphanGraceMs: GRACE }); // the loan goes back
+    assert.deepEqual(await c.node('lender').store.list({ network: LENT_NETWORK }), []);
+    const { returned } = await c.node('lender').allocator.returnEmptyBlocks(GRACE);
+    assert.deepEqual(returned, [block], 'unused for the grace already: given back at once');
     await c.assertNoDuplicate(POOL);
   });
 
