@@ -11,7 +11,7 @@
  *   (kubernetes/fully-claimed.ts), so a full range is known in one GET;
  * - give back only what was claimed (ABA): `unclaim` deletes with the preconditions uid and
  *   resourceVersion; a block given back and claimed again is a new object with a new uid. The block
- *   object is the claim alone (spec; no status) and never changes once made;
+ *   object is the claim alone (spec; no status), changed only by a handover (`moveClaim`, guarded);
  * - what a listing of claims reads does not grow with the addresses: a block's published allocations
  *   are another object, its WarrenBlockPublication (same name, same labels), so `claimsIn` and
  *   `claimsOf` read claims only (a few hundred bytes each) and `published` reads the publications;
