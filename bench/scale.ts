@@ -40,8 +40,8 @@
  *
  * `--tiny-range` runs issue 36's tiny range instead (scale/tiny-range.ts): the nodes share
  * --tiny-cidr (10.0.0.0/24) at the store's own block size (or --tiny-block-size), skewed bursts past full
- * (--tiny-bursts, 6), --tiny-idle-minutes (10) idle, a last burst; prints the false exhaustions,
- * borrow p50/p99 on the ManualClock, ADD wall p50/p99, stranded after the idle window, duplicates.
+ * (--tiny-bursts, 6), --tiny-idle-minutes (10) idle, a last burst (--tiny-seed, 36: the demand's
+ * draws); prints the false exhaustions, borrow p50/p99 on the ManualClock, ADD wall p50/p99, stranded after the idle window, duplicates.
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -79,6 +79,7 @@ const { values } = parseArgs({
     'tiny-bursts': { type: 'string', default: '6' },
     'tiny-idle-minutes': { type: 'string', default: '10' },
     'tiny-block-size': { type: 'string' },
+    'tiny-seed': { type: 'string' },
     'node-processes': { type: 'string' },
   },
 });
@@ -228,7 +229,8 @@ if (values['tiny-range'] === true) {
     const cluster = await ScaleCluster.start({ nodes, range: values['tiny-cidr'], ...blockSize, api: choice });
     try {
       const idleSeconds = number('tiny-idle-minutes') * 60;
-      const report = await tinyRange(cluster, { bursts: number('tiny-bursts'), idleSeconds });
+      const seed = values['tiny-seed'] === undefined ? {} : { seed: number('tiny-seed') };
+      const report = await tinyRange(cluster, { bursts: number('tiny-bursts'), idleSeconds, ...seed });
       console.log(describeTiny(report));
       console.log(`(${((performance.now() - started) / 1000).toFixed(1)} s of real time)`);
       if (cluster.unsettled > 0) console.log(`warning: ${cluster.unsettled} requests left unanswered by a settle`);

@@ -83,6 +83,8 @@ export const UNIT_FILES: readonly string[] = [
   'test/allocator/holdings/holdings-upkeep.test.ts',
   'test/allocator/lending/grant-policy.test.ts',
   'test/allocator/lending/lending.test.ts',
+  'test/allocator/lending/handover.test.ts',
+  'test/allocator/lending/handover-kube.test.ts',
   'test/allocator/lending/loan-check.test.ts',
   'test/allocator/lending/loan-check-kube.test.ts',
   'test/allocator/lending/tiny-range-kube.test.ts',

@@ -13,7 +13,8 @@
  *   published for it stands for its addresses until its blocks are freed (its publications deleted
  *   with its claims), so each of its published allocations is a holder;
  * - a lender's placeholder for an address it lent (`warren.dev/lent`) and a borrower's mark of a loan
- *   given back (`warren.dev/returned`) are bookkeeping, not holders;
+ *   given back (`warren.dev/returned`, also left on a loan whose address moved into a block the
+ *   borrower took over) are bookkeeping, not holders;
  * - a holder is `node/container`: the same container on the same node twice (its file and its
  *   publication) is one holder; two holders of one address are a duplicate.
  * Besides duplicates it counts `strays`: addresses a running node's file holds in a block the

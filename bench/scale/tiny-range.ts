@@ -225,10 +225,18 @@ export async function audit(cluster: ScaleCluster): Promise<Audit> {
   for (const claim of claimed) {
     const block = blockOfKey(split, claim.ledger);
     if (block === undefined || podsOf(claim.affinity ?? '', claim.ledger) > 0) continue;
+    // The nodes its placeholders lend to: one, and the block is handed over to it after the grace
+    // (src/allocator/lending/handover.ts); two or more, and it stays its owner's.
+    const borrowers = new Set(
+      all
+        .filter((a) => a.holder === claim.affinity && a.pool === claim.ledger && a.network === LENT_NETWORK)
+        .map((a) => a.containerID),
+    ).size;
+    const lending = borrowers === 0 ? '' : `, lending to ${borrowers === 1 ? 'one node' : `${borrowers} nodes`}`;
     for (let v = block.span.first; v <= block.span.last; v++) {
       const address = formatIP({ family: range.family, value: v });
       if (!pods.has(address) && !excluded(split, v))
-        stranded.set(address, `in ${claim.ledger}, held by ${claim.affinity} with no pod of its own`);
+        stranded.set(address, `in ${claim.ledger}, held by ${claim.affinity} with no pod of its own${lending}`);
     }
   }
   // Loans: a loan ledger held with no pod and not given back (no mark), which only its borrower can use.

@@ -41,7 +41,7 @@ import { type ForgottenNode, forgetNode } from './forget-node.ts';
 import { type GcOutcome, type RuntimeOf, gcCandidates, gcScope, releaseEach } from './gc.ts';
 import { type BlockReturn, EmptyBlockGiveBack } from './give-back.ts';
 import { Holdings } from './holdings/holdings.ts';
-import { Lending, type LendingReport } from './lending/lending.ts';
+import { type LendGraces, Lending, type LendingReport } from './lending/lending.ts';
 import { OwnBlocks } from './own-blocks.ts';
 import { LedgerAssigner } from './ledger-assigner.ts';
 import { LedgerCache } from './ledger-cache.ts';
@@ -288,7 +288,7 @@ export class Allocator {
   }
 
   /** One round of lending (lending/lending.ts): answers requests, tidies placeholders, gives idle loans back. */
-  async lend(o: { readonly returnGraceMs: number; readonly orphanGraceMs: number }): Promise<LendingReport> {
+  async lend(o: LendGraces): Promise<LendingReport> {
     return this.#lending?.run(o) ?? { lent: [], released: [], returned: [], adopted: 0, errors: [] };
   }
 

@@ -95,8 +95,10 @@ export class EmptyBlockGiveBack {
         errors.push(`${summary.ledger}: ${messageOf(error)}`);
       }
     }
-    // Blocks no longer ours (given back, forgotten) stop their grace.
-    for (const key of this.#emptySince.keys()) if (!seen.has(key)) this.#emptySince.delete(key);
+    // Blocks no longer ours (given back, forgotten) stop their grace; one offered to another node
+    // (lending/handover.ts) keeps it, so an offer taken back does not start the grace again.
+    const offered = new Set(store.cluster?.handover?.offered().map((c) => c.key));
+    for (const key of this.#emptySince.keys()) if (!seen.has(key) && !offered.has(key)) this.#emptySince.delete(key);
     return { returned, errors };
   }
 

@@ -18,6 +18,49 @@ export interface BlockClaim {
   readonly uid: string;
   /** The record's version; `unclaim` removes it only at this version. */
   readonly version: string;
+  /**
+   * Set while `node` offers the block to that node, which holds every address in use in it as a
+   * loan (allocator/lending/handover.ts): `node` hands out nothing in it meanwhile.
+   */
+  readonly offeredTo?: string;
+  /**
+   * Set while `node` takes the block over from that node and has not recorded it in its file yet:
+   * no node hands out anything in it until it is cleared (tiered/handover.ts).
+   */
+  readonly takenFrom?: string;
+}
+
+/** Who a block's claim names, as a handover moves it (ClusterTier.moveClaim). */
+export interface ClaimState {
+  readonly node: string;
+  readonly offeredTo?: string;
+  readonly takenFrom?: string;
+}
+
+/** What a handover step came to. */
+export type TakeOutcome = 'taken' | 'not offered' | 'conflict';
+
+/**
+ * A block handed over from its owner to the node holding its addresses in use as loans, as the
+ * allocator uses it (StoreCluster.handover, store.ts; the steps and why each crash point is
+ * safe: tiered/handover.ts).
+ */
+export interface BlockHandover {
+  /**
+   * Offers this node's block `key` to node `to`: nothing is handed out in it here from the call on;
+   * `stillFits` (under the caller's lock) reads it again and says whether it may still go. The claim
+   * as offered, or undefined when it was not (then it is this node's to use again).
+   */
+  offer(key: string, to: string, stillFits: () => Promise<boolean>): Promise<BlockClaim | undefined>;
+  /** Takes back this node's offer of `key` not taken: whether the block is this node's to use again. */
+  retract(key: string): Promise<boolean>;
+  /** This node's claims offered to another node, as its claims cache has them. */
+  offered(): BlockClaim[];
+  /**
+   * Takes block `key` over, offered to this node (or taken by it already: resumed); `record` commits
+   * it in this node's file with this node's loans of it (Store.commitAll), whether it did.
+   */
+  take(key: string, record: (claim: BlockClaim) => Promise<boolean>): Promise<TakeOutcome>;
 }
 
 /** Counts published with a block's allocations, for placement and operators. */
@@ -72,6 +115,12 @@ export interface Grant {
    * go of the placeholder at once, without the grace a grant gone unexplained waits (lender.ts).
    */
   readonly returned?: true;
+  /**
+   * Set by the lender on every grant of its block `block` when it offers the whole block to the
+   * borrower (allocator/lending/handover.ts): the borrower takes the block over, its loans becoming
+   * its own allocations. A reader that does not know it keeps the loans as they are.
+   */
+  readonly offered?: true;
 }
 
 /** A node's request for addresses of one range: one record per (range, node). */

@@ -3,8 +3,10 @@
  * timing for the metrics, commit health for readiness), which override only what they watch. The
  * forwarding lives in this one place, so a member added to Store reaches every wrapper; optional
  * members and arguments a wrapper forgot would not be caught by the compiler (one such slip once
- * kept every cluster agent from starting). Two are optional: `cluster` (everything a shared store
- * offers, as one member) and `listPage` (a store that can page). test/agent/store-wrappers.test.ts
+ * kept every cluster agent from starting). Three are optional: `cluster` (everything a shared store
+ * offers, as one member), `listPage` (a store that can page) and `commitAll` (one that commits to
+ * several ledgers at once: a handover's, store/tiered/handover.ts; a wrapper that dropped it once
+ * left every block a borrower took stuck half taken). test/agent/store-wrappers.test.ts
  * holds the wrappers to it.
  */
 import type { Allocation, Owner } from '../ipam/allocation.ts';
@@ -25,6 +27,7 @@ export class ForwardingStore implements Store {
   readonly description: string;
   readonly cluster?: StoreCluster;
   readonly listPage?: (filter: AllocationFilter, page: { limit: number; after?: ListCursor }) => Promise<ListPage>;
+  readonly commitAll?: NonNullable<Store['commitAll']>;
 
   /** `cluster`: the wrapper's own view of the inner store's cluster, when it watches part of it. */
   constructor(inner: Store, cluster: StoreCluster | undefined = inner.cluster) {
@@ -33,6 +36,8 @@ export class ForwardingStore implements Store {
     if (cluster !== undefined) this.cluster = cluster;
     const listPage = inner.listPage;
     if (listPage !== undefined) this.listPage = (filter, page) => listPage.call(inner, filter, page);
+    const commitAll = inner.commitAll;
+    if (commitAll !== undefined) this.commitAll = (commits) => commitAll.call(inner, commits);
   }
 
   readLedger(pool: string, knownRevision?: Revision): Promise<LedgerRead> {

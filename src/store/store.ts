@@ -34,7 +34,7 @@
 import type { BootStamp } from '../core/moment.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
 import type { ClusterHoldings } from './cluster-holdings.ts';
-import type { ClusterRecords, FileCheckStatus, LegacyLeft, StoreHistory } from './cluster.ts';
+import type { BlockHandover, ClusterRecords, FileCheckStatus, LegacyLeft, StoreHistory } from './cluster.ts';
 import type { Membership } from './membership.ts';
 
 /** Opaque, strictly increasing per ledger; 0 for a ledger never written. */
@@ -129,6 +129,9 @@ export type CommitResult =
   | { readonly kind: 'conflict'; readonly reason: string; readonly admissionLost?: true };
 
 /** How a commit is answered. */
+/** One ledger's part of a commit to several (Store.commitAll). */
+export type LedgerCommit = { readonly ledger: string; readonly expected: Revision; readonly ops: readonly LedgerOp[] };
+
 export interface CommitOptions {
   /**
    * Answer as soon as the commit is applied (every later read sees it), before it is durable: a
@@ -283,6 +286,8 @@ export interface StoreCluster {
    * keeps none yet: StatefulSet ordinals and IPAMClaims need the Kubernetes store.
    */
   readonly holdings?: ClusterHoldings;
+  /** Blocks handed over between nodes (allocator/lending/handover.ts). Absent where the tier cannot move a claim. */
+  readonly handover?: BlockHandover;
   /** The history of writes that must be compacted, for `warren doctor`: etcd only (Kubernetes compacts its own). */
   readonly history?: StoreHistory;
   /** What is left of etcd's old one-tier layout (etcd-tier/legacy-import.ts), for `warren doctor`: etcd only. */
@@ -309,6 +314,11 @@ export interface Store {
     guard?: AdmissionGuard,
     options?: CommitOptions,
   ): Promise<CommitResult>;
+  /**
+   * Applies `commits` in one transaction, in order, every ledger at its expected revision, or none
+   * (`conflict`); no cluster check (a handover's loans moved into a block: tiered/handover.ts).
+   */
+  commitAll?(commits: readonly LedgerCommit[]): Promise<CommitResult>;
   /** Allocations of one owner; ifname undefined matches every interface. */
   findByOwner(owner: Omit<Owner, 'ifname'> & { ifname?: string }): Promise<Allocation[]>;
   list(filter?: AllocationFilter): Promise<Allocation[]>;

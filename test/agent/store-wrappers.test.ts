@@ -84,6 +84,18 @@ describe('the store wrappers', () => {
       assert.equal(outer.cluster?.spaces, undefined);
     });
 
+    it(`${name} passes on commitAll, so a block a borrower takes over is never left half taken`, async () => {
+      const { store, calls } = recordingStore();
+      const commits = [{ ledger: 'p', expected: 1, ops: [] }];
+      const commitAll = async (c: unknown) => {
+        calls.push(['commitAll', [c]]);
+        return { kind: 'committed' as const, revision: 2 };
+      };
+      await wrap({ ...store, commitAll } as Store).commitAll?.(commits);
+      assert.deepEqual(calls, [['commitAll', [commits]]]);
+      assert.equal(wrap(store).commitAll, undefined, 'none where the store has none');
+    });
+
     it(`${name} passes on etcd's history, so doctor still sees an etcd that never compacts`, () => {
       const { store } = recordingStore();
       const history = { read: async () => ({}) as never };

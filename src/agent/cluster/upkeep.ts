@@ -240,9 +240,10 @@ export class ClusterUpkeep {
     const grace = this.#o.blockGraceMs;
     const report = await this.#o.allocator.lend?.({ returnGraceMs: grace, orphanGraceMs: grace });
     if (report === undefined) return;
-    const { lent, released, returned, adopted } = report;
+    const { lent, released, returned, adopted, handed = [] } = report;
     if (lent.length + released.length + returned.length + adopted > 0)
       this.#o.logger.info({ lent, released, returned, adopted }, 'lent addresses between nodes');
+    if (handed.length > 0) this.#o.logger.info({ handed }, 'handed blocks over to the nodes using them');
     // A grant someone else removed while its loan is in use here: said by name in the log and the
     // status (recent errors), never left to the lender to hand the address out a second time.
     for (const line of report.restored ?? []) {

@@ -11,7 +11,8 @@
  *   holder's allocation, so the pod keeps its address and its release frees it like any other;
  * - a loan ledger is used only while it is not marked given back (loan-return.ts); a grant of an
  *   address given back earlier takes the mark off again once the mark is GIVEN_BACK_GRACE_MS old,
- *   and a grant flagged given back (Grant.returned) is never adopted;
+ *   and a grant flagged given back (Grant.returned), or offered with its whole block (Grant.offered:
+ *   handover.ts takes the block), is never adopted;
  * - the wait ends as soon as the request is answered: a grant to adopt, or `wanted` lower than this
  *   node asked (an owner gave an empty block back for it, give-back.ts `forRequest`, which block
  *   placement then claims; the only answer in a range of one-address blocks, which lend nothing);
@@ -207,7 +208,7 @@ export class Borrower {
   async adopt(range: LoanRange, request: AddressRequest): Promise<number> {
     let adopted = 0;
     for (const grant of request.grants)
-      if (!isMigrated(grant) && grant.returned !== true && (await this.#adoptOne(range, grant))) adopted += 1;
+      if (!isMigrated(grant) && !ended(grant) && (await this.#adoptOne(range, grant))) adopted += 1;
     return adopted;
   }
 
@@ -269,7 +270,7 @@ export class Borrower {
   /** Whether `grant` is a loan this node could adopt now (its loan ledger unused, or only marked given back). */
   async #adoptable(range: LoanRange, grant: Grant): Promise<boolean> {
     const ip = parseIP(grant.address);
-    if (isMigrated(grant) || grant.returned === true || ip === undefined || ip.family !== range.family) return false;
+    if (isMigrated(grant) || ended(grant) || ip === undefined || ip.family !== range.family) return false;
     const key = loanKey(range.pool, range.family, ip.value);
     const read = await this.#o.store.readLedger(key);
     if (read.kind !== 'snapshot') return false;
@@ -328,6 +329,11 @@ export class Borrower {
       );
     }
   }
+}
+
+/** Whether `grant` is no loan to adopt: given back, or of a block offered whole to this node (handover.ts). */
+function ended(grant: Grant): boolean {
+  return grant.returned === true || grant.offered === true;
 }
 
 /** Whether addresses of `range` can be lent: its blocks are larger than one address (loans.ts). */

@@ -12,6 +12,7 @@
  * - prompt-lending.ts: both answered as the tier tells of changed requests, not only on the timer;
  * - watched-requests.ts: the requests the rounds read, from watches of what this node needs;
  * - loan-return.ts: giving idle loans back;
+ * - handover.ts: a block holding only loans of one node handed over to it, taken over as offered;
  * - ask-ending.ts: an ask withdrawn as its last ADD ends or gives up, idle loans given back as asked;
  * - loan-check.ts: writing back the grant of a loan in use that someone else removed;
  * - migrated.ts: the addresses a migration recorded, adopted or held in a block claimed;
@@ -31,7 +32,8 @@
  * given back is taken back at once, or removed by the borrower after FLAGGED_KEPT_MS
  * (ask-ending.ts). A free address is out of reach of a node that asks only while it is
  * resting after its release, held by a placeholder whose grant went unexplained (a grace), or in a
- * block whose owner cannot be reached, or does not use it but lends from it (kept whole).
+ * block whose owner cannot be reached, or does not use it but lends from it to two or more nodes
+ * (kept whole; one lent to one node only is handed over to it after the grace, handover.ts).
  */
 import type { Clock } from '../../core/clock.ts';
 import { defined } from '../../core/defined.ts';
@@ -56,7 +58,8 @@ import { MigratedAddresses, isMigrated } from './migrated.ts';
 import { PromptLending } from './prompt-lending.ts';
 import { WatchedRequests } from './watched-requests.ts';
 import { blockKeyPrefix } from '../../ipam/blocks.ts';
-import { splitInStore } from './split-range.ts';
+import { BlockHandovers } from './handover.ts';
+import { describedInStore, splitInStore } from './split-range.ts';
 
 export interface LendingOptions {
   readonly store: Store;
@@ -80,6 +83,9 @@ export interface LendingOptions {
   readonly giveBack?: ((pool: string, wanted: number) => Promise<RoomGiven>) | undefined;
 }
 
+/** A round's graces, ms: idle loans, orphaned placeholders, blocks lent to one node (handover.ts; else orphans'). */
+export type LendGraces = { readonly returnGraceMs: number; readonly orphanGraceMs: number; handoverGraceMs?: number };
+
 /** Told what an answer lent and what failed. */
 type Report = (lent: readonly string[], errors: readonly string[]) => void;
 export interface LendingReport {
@@ -92,6 +98,8 @@ export interface LendingReport {
    * grant written back; as lender, the placeholder kept while the borrower publishes it in use.
    */
   readonly restored?: string[];
+  /** Blocks offered, taken back or taken over (handover.ts). */
+  readonly handed?: string[];
   readonly errors: string[];
 }
 
@@ -110,6 +118,8 @@ export class Lending {
   readonly #refused = new Set<string>();
   /** This node's asks withdrawn and idle loans given back as asks end (ask-ending.ts). */
   readonly #ending: AskEnding;
+  /** Blocks handed over to their borrower, both sides (handover.ts). */
+  readonly #handovers: BlockHandovers;
   /** Where prompt lending reports (set while it runs). */
   #report: Report | undefined;
 
@@ -128,6 +138,8 @@ export class Lending {
     const underWay = (pool: string) => options.underWay?.(pool) ?? 0;
     const [borrower, loanReturn] = [this.#borrower, this.#return];
     this.#ending = new AskEnding({ requests: tier, borrower, loanReturn, node, locks, clock, underWay });
+    const splitRange = async (pool: string) => (await this.#splitRange(pool)) ?? describedInStore(store, pool);
+    this.#handovers = new BlockHandovers({ store, requests: tier, node, clock, ledgers, locks, splitRange });
   }
 
   /** One round in a free loan ledger of `range` (a local read, no request), or undefined when none is free. */
@@ -150,6 +162,8 @@ export class Lending {
     // and an ask no ADD waits on any more is withdrawn (ask-ending.ts).
     const changed = (pool: string) => {
       this.#return.flagPending(pool).catch((error: unknown) => report([], [`giving loans back: ${messageOf(error)}`]));
+      // A block offered to this node is taken as the offer shows, not at the next round (handover.ts).
+      void this.#handovers.takeOffered().then((taken) => report([], taken.errors));
       void this.#ending.changed(pool, report);
     };
     const [lender, borrower] = [this.#lender, this.#borrower];
@@ -225,7 +239,7 @@ export class Lending {
    * nodes' requests and tidies placeholders up (`orphanGraceMs`), gives back loans idle for
    * `returnGraceMs` (at once where another node asks), and checks the grants of loans in use (loan-check.ts).
    */
-  async run(o: { readonly returnGraceMs: number; readonly orphanGraceMs: number }): Promise<LendingReport> {
+  async run(o: LendGraces): Promise<LendingReport> {
     const errors: string[] = [];
     let migrated: readonly AddressRequest[] | undefined;
     try {
@@ -253,13 +267,15 @@ export class Lending {
       errors.push(`checking the grants of loans in use: ${messageOf(error)}`);
       return { restored: [], errors: [] };
     });
+    const handed = await this.#handovers.run(o.handoverGraceMs ?? o.orphanGraceMs);
     return {
       lent: lending.lent,
       released: lending.released,
       returned: returning.returned,
       adopted,
       restored: [...checked.restored, ...lending.kept],
-      errors: [...errors, ...lending.errors, ...returning.errors, ...checked.errors],
+      handed: handed.handed,
+      errors: [...errors, ...lending.errors, ...returning.errors, ...checked.errors, ...handed.errors],
     };
   }
 

@@ -8,6 +8,9 @@
  * - The borrower keeps each lent address in a loan ledger of its own SQLite, keyed
  *   `<range pool>#<address>/<32|128>` (ipam/loan-key.ts), and hands it out from there with no
  *   request to the cluster.
+ * - A block whose owner holds nothing of its own in it, and every address in use in which is lent to
+ *   one borrower, is handed over to that borrower (handover.ts): its loans become its allocations in
+ *   the block, each loan ledger left with a given-back mark; a grant flagged offered is never adopted.
  * - A loan the borrower gave back is marked in its loan ledger by an allocation of owner
  *   (`warren.dev/returned`, <borrower node>, <the address>), node `warren.dev/returned`: the pool
  *   is then full, so no pick reaches it again, and the grant can be removed from the request
@@ -65,7 +68,7 @@ export function placeholderOf(
   };
 }
 
-/** The borrower's (`node`'s) mark on its loan ledger `pool` of `address`, given back. */
+/** The borrower's (`node`'s) mark on its loan ledger `pool` of `address`, given back (or moved into its block). */
 export function returnedMarkOf(pool: string, address: string, node: string, now: Moment): Allocation {
   return {
     pool,

@@ -1,6 +1,6 @@
 /**
  * Block claims and range records on the etcd cluster tier (`ClusterTier.pinRange`, `claim`,
- * `claimOf`, `claimsOf`, `claimHolders`, `claimsIn`, `unclaim`): one key per claimed block,
+ * `claimOf`, `claimsOf`, `claimHolders`, `claimsIn`, `unclaim`, `moveClaim`): one key per claimed block,
  * blocks/<range>/<block key>, holding its node, with the node's index key beside it,
  * nodes-blocks/<node>/<range>/<block key>, and one key per range record, ranges/<range> (the layout
  * is in etcd-tier/kv.ts). etcd-tier/tier.ts wires it into the tier beside publications, requests and
@@ -20,6 +20,8 @@
  *   only if the claim is exactly the one named ('changed' otherwise, 'gone' when there is none). A
  *   block given back and claimed again has another create revision, so the old claim never removes
  *   the new one (ABA);
+ * - `moveClaim` (a handover) is a transaction comparing the same two revisions: it rewrites the
+ *   claim key's value (its node, `offeredTo`, `takenFrom`) and moves the node's index key with it;
  * - a range record is created if absent, never rewritten: the first block size wins;
  * - every listing pages (at most `limit` records a response); `claimsOf(node)` reads that node's
  *   index keys and their claims, `claimHolders` the index keys only (skipping each node's others),
@@ -29,11 +31,13 @@ import type { IKeyValue } from 'etcd3';
 import { defined } from '../../core/defined.ts';
 import { WarrenError } from '../../core/errors.ts';
 import { overlappingBlockKeys, rangePoolOfKey } from '../../ipam/blocks.ts';
-import type { BlockClaim, Page, RangeRecord, UnclaimResult } from '../tiered/cluster-tier.ts';
+import type { BlockClaim, ClaimState, Page, RangeRecord, UnclaimResult } from '../tiered/cluster-tier.ts';
 import {
   type TierKv,
   blockRecord,
   blocksOf,
+  claimOfValue,
+  claimStateValue,
   claimValue,
   lastSegment,
   nodeIndex,
@@ -46,9 +50,7 @@ import {
 } from './kv.ts';
 
 function claimOfKv(kv: IKeyValue, key: string): BlockClaim | undefined {
-  const node = (JSON.parse(kv.value.toString('utf8')) as { node?: unknown }).node;
-  if (typeof node !== 'string') return undefined;
-  return { key, node, uid: kv.create_revision, version: kv.mod_revision };
+  return claimOfValue(key, kv.value, kv.create_revision, kv.mod_revision);
 }
 
 export class EtcdTierClaims {
@@ -166,6 +168,31 @@ export class EtcdTierClaims {
       if (claim !== undefined) items.push(claim);
     }
     return got.continue === undefined ? { items } : { items, continue: got.continue };
+  }
+
+  async moveClaim(claim: BlockClaim, state: ClaimState): Promise<BlockClaim | undefined> {
+    const record = this.#kv.key(blockRecord(claim.key));
+    const [uid, version] = [revisionOf(claim.uid), revisionOf(claim.version)];
+    if (uid === undefined || version === undefined) return undefined;
+    const index = (node: string) => this.#kv.key(nodeIndex(node, claim.key));
+    // A claim that changes node moves its index key in the same transaction (claimsOf, the watches).
+    const moved =
+      state.node === claim.node
+        ? []
+        : [
+            { request_delete_range: { key: index(claim.node) } },
+            { request_put: { key: index(state.node), value: Buffer.alloc(0) } },
+          ];
+    const response = await this.#kv.write(`hand block ${claim.key} over`, {
+      compare: [
+        { key: record, target: 'Create', result: 'Equal', create_revision: uid },
+        { key: record, target: 'Mod', result: 'Equal', mod_revision: version },
+      ],
+      success: [{ request_put: { key: record, value: claimStateValue(state) } }, ...moved],
+      failure: [],
+    });
+    if (!response.succeeded) return undefined;
+    return { key: claim.key, uid: claim.uid, version: response.header.revision, ...state };
   }
 
   async unclaim(claim: BlockClaim): Promise<UnclaimResult> {

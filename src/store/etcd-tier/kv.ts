@@ -32,6 +32,7 @@ import type { IKeyValue, IRangeResponse, ITxnRequest, ITxnResponse, KVClient } f
 import { defined } from '../../core/defined.ts';
 import { WarrenError } from '../../core/errors.ts';
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
+import type { BlockClaim, ClaimState } from '../cluster.ts';
 import { type EtcdContinuity, STORE_LOST_RECOVERY } from './continuity.ts';
 import { IDENTITY_KEY } from './identity.ts';
 
@@ -54,6 +55,25 @@ export const spaceRecord = (space: string, pool: string): string => `${spacesOf(
 /** The value of a claim key: compared byte for byte by `publish` and `unclaim`, so always written by this function. */
 export function claimValue(node: string): Buffer {
   return Buffer.from(JSON.stringify({ node }));
+}
+
+/** The value of a claim key in a handover's state (ClusterTier.moveClaim): `claimValue` once settled. */
+export function claimStateValue(state: ClaimState): Buffer {
+  const { node, offeredTo, takenFrom } = state;
+  return Buffer.from(JSON.stringify({ node, ...defined({ offeredTo, takenFrom }) }));
+}
+
+/** The claim a claim key's value names (its create and mod revisions: uid and version), or undefined. */
+export function claimOfValue(key: string, value: Buffer, uid: string, version: string): BlockClaim | undefined {
+  try {
+    const v = JSON.parse(value.toString('utf8')) as { node?: unknown; offeredTo?: unknown; takenFrom?: unknown };
+    if (typeof v.node !== 'string') return undefined;
+    const offeredTo = typeof v.offeredTo === 'string' ? v.offeredTo : undefined;
+    const takenFrom = typeof v.takenFrom === 'string' ? v.takenFrom : undefined;
+    return { key, node: v.node, uid, version, ...defined({ offeredTo, takenFrom }) };
+  } catch {
+    return undefined;
+  }
 }
 
 /** The last segment of a key, decoded (the block key, node or range it names). */

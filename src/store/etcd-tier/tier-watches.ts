@@ -24,7 +24,7 @@ import type { Namespace } from 'etcd3';
 import type { Clock } from '../../core/clock.ts';
 import type { BlockClaim, ClaimsSeen, ClusterWatch, SpacesSeen } from '../tiered/cluster-tier.ts';
 import { EtcdKeyWatch } from './key-watch.ts';
-import { type TierKv, blockRecord, lastSegment, nodeIndexOf, spacesOf } from './kv.ts';
+import { type TierKv, blockRecord, claimOfValue, lastSegment, nodeIndexOf, spacesOf } from './kv.ts';
 
 export interface EtcdTierWatchesParts {
   readonly ns: Namespace;
@@ -34,15 +34,6 @@ export interface EtcdTierWatchesParts {
   readonly verify: () => Promise<void>;
   /** Told each revision a watch's answer carried (the continuity floor). */
   readonly observe: (revision: number) => void;
-}
-
-function claimOf(key: string, value: Buffer, create: string, mod: string): BlockClaim | undefined {
-  try {
-    const node = (JSON.parse(value.toString('utf8')) as { node?: unknown }).node;
-    return typeof node === 'string' ? { key, node, uid: create, version: mod } : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 export class EtcdTierWatches {
@@ -132,7 +123,8 @@ export class EtcdTierWatches {
         const seen: BlockClaim[] = [];
         for (const [block, watch] of claims) {
           const kv = watch.get(blockRecord(block));
-          const claim = kv === undefined ? undefined : claimOf(block, kv.value, kv.create_revision, kv.mod_revision);
+          const claim =
+            kv === undefined ? undefined : claimOfValue(block, kv.value, kv.create_revision, kv.mod_revision);
           if (claim?.node === node) seen.push(claim);
         }
         return { claims: seen, version: index.revision };

@@ -32,6 +32,7 @@ import type {
   RangeRecord,
   SpacesSeen,
   UnclaimResult,
+  ClaimState,
 } from '../tiered/cluster-tier.ts';
 import { EtcdTierClaims } from './claims.ts';
 import { type EtcdClientOptions, openEtcdClient } from './client.ts';
@@ -154,6 +155,10 @@ export class EtcdTier implements ClusterTier {
 
   claimOf(key: string): Promise<BlockClaim | undefined> {
     return this.#claims.claimOf(key);
+  }
+
+  moveClaim(claim: BlockClaim, state: ClaimState): Promise<BlockClaim | undefined> {
+    return this.#claims.moveClaim(claim, state);
   }
 
   claimsOf(node: string, pool?: string): Promise<BlockClaim[]> {

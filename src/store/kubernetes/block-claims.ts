@@ -1,16 +1,18 @@
 /**
  * A block's claim on the Kubernetes API (ClusterTier.claim for kubernetes/tier.ts): the WarrenBlock
  * named `blockName(key)` created, so of two claims of one block the API server lets exactly one
- * creation succeed (AlreadyExists to the others), in one request.
+ * creation succeed (AlreadyExists to the others), in one request; moved by a handover
+ * (ClusterTier.moveClaim: allocator/lending/handover.ts) by an update guarded by its resourceVersion.
  *
  * Where a range's blocks grow (RangeRecord.largestBlockPrefix: aligned blocks of several sizes,
  * ipam/blocks.ts), two claims of different blocks may share addresses, and names alone do not
  * collide. So a block carries the label of the largest block holding it (`warren.dev/enclosing-block`:
  * every block that may overlap it carries the same), and a claim, once created, lists the blocks
  * under that label (one request, at most a few dozen objects: bounded by the range's block sizes,
- * never by its blocks). A block overlapping it that was created earlier — a smaller resourceVersion:
- * a block object never changes once made, so its resourceVersion is its creation's — makes it give
- * way: it is deleted at its uid and resourceVersion and answered as not made.
+ * never by its blocks). A block overlapping it that was created earlier — a smaller resourceVersion
+ * of its creation: the object's own until a handover changed it, then the one the handover kept in
+ * an annotation (objects.ts createdVersionOf) — makes it give way: it is deleted at its uid and
+ * resourceVersion and answered as not made.
  *
  * Guarantee: of two overlapping claims, at most one stands. The later creation's listing follows
  * it, and so sees the earlier one (listings without a resourceVersion are read from etcd, not a
@@ -23,9 +25,20 @@
  */
 import { WarrenError } from '../../core/errors.ts';
 import { blockCidrOfKey, blockKeysOverlap, enclosingBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
+import type { ClaimState } from '../cluster.ts';
 import type { BlockClaim, RangeRecord } from '../tiered/cluster-tier.ts';
-import { blockObject, claimOfObject, metaOf } from './objects.ts';
-import { ENCLOSING_LABEL, RANGE_LABEL, blockName, labelValue, selectorOf } from './names.ts';
+import { type KubeObject, blockObject, claimOfObject, metaOf, specOf } from './objects.ts';
+import { defined } from '../../core/defined.ts';
+import {
+  API_VERSION,
+  CREATED_VERSION_ANNOTATION,
+  ENCLOSING_LABEL,
+  NODE_LABEL,
+  RANGE_LABEL,
+  blockName,
+  labelValue,
+  selectorOf,
+} from './names.ts';
 import type { Resource } from './resources.ts';
 
 /** Claims block `key` of `range` for `node`: undefined when a claim of it, or overlapping it made first, exists. */
@@ -99,13 +112,64 @@ async function overlapsEarlier(blocks: Resource, pool: string, claim: BlockClaim
     [ENCLOSING_LABEL]: labelValue(blockCidrOfKey(enclosing) ?? ''),
   };
   const items = await blocks.listAll(`list the blocks overlapping ${claim.key}`, selectorOf(labels));
-  return items
-    .map(claimOfObject)
-    .some(
-      (c) =>
-        c !== undefined &&
-        c.key !== claim.key &&
-        blockKeysOverlap(c.key, claim.key) &&
-        Number(c.version) < Number(claim.version),
+  const created = Number(createdVersionOf(items.find((i) => claimOfObject(i)?.key === claim.key)) ?? claim.version);
+  return items.some((item) => {
+    const c = claimOfObject(item);
+    return (
+      c !== undefined &&
+      c.key !== claim.key &&
+      blockKeysOverlap(c.key, claim.key) &&
+      Number(createdVersionOf(item) ?? c.version) < created
     );
+  });
+}
+
+/**
+ * Moves `claim` to `state` (a handover's step) if it is still exactly `claim` (uid and
+ * resourceVersion): the claim as written, or undefined when it changed or is gone.
+ */
+export async function moveClaim(
+  blocks: Resource,
+  claim: BlockClaim,
+  state: ClaimState,
+): Promise<BlockClaim | undefined> {
+  const object = await blocks.get(`read block ${claim.key}`, blockName(claim.key));
+  const now = claimOfObject(object);
+  if (now === undefined || now.uid !== claim.uid || now.version !== claim.version) return undefined;
+  const body = movedBlockObject(object, state);
+  if (body === undefined) return undefined;
+  const written = await blocks.replace(`hand block ${claim.key} over`, body);
+  return written.kind === 'replaced' ? claimOfObject(written.object) : undefined;
+}
+
+/**
+ * The resourceVersion of a block object's creation: the object's own until a handover first changed
+ * it, then the one kept in CREATED_VERSION_ANNOTATION (block-claims.ts orders overlapping claims by it).
+ */
+export function createdVersionOf(object: unknown): string | undefined {
+  const meta = metaOf(object);
+  return meta?.annotations?.[CREATED_VERSION_ANNOTATION] ?? meta?.resourceVersion;
+}
+
+/**
+ * The block object `object` (as read) moved to `state` (ClusterTier.moveClaim), guarded by its
+ * resourceVersion: its node label follows the node, and its creation's version is kept.
+ */
+export function movedBlockObject(object: unknown, state: ClaimState): KubeObject | undefined {
+  const meta = metaOf(object);
+  const s = specOf(object);
+  if (meta === undefined || s === undefined) return undefined;
+  const { offeredTo: _o, takenFrom: _t, ...spec } = s;
+  const kept = (object as KubeObject).metadata;
+  const created = createdVersionOf(object) ?? meta.resourceVersion;
+  return {
+    apiVersion: API_VERSION,
+    kind: 'WarrenBlock',
+    metadata: {
+      ...kept,
+      labels: { ...(meta.labels ?? {}), [NODE_LABEL]: labelValue(state.node) },
+      annotations: { ...(meta.annotations ?? {}), [CREATED_VERSION_ANNOTATION]: created },
+    },
+    spec: { ...spec, node: state.node, ...defined({ offeredTo: state.offeredTo, takenFrom: state.takenFrom }) },
+  };
 }

@@ -26,6 +26,8 @@ export const API_VERSION = `${GROUP}/${VERSION}`;
 export const RANGE_LABEL = 'warren.dev/range';
 /** The node an object belongs to (blocks, requests, leases). */
 export const NODE_LABEL = 'warren.dev/node';
+/** On a block object a handover changed: the resourceVersion of its creation (block-claims.ts). */
+export const CREATED_VERSION_ANNOTATION = 'warren.dev/created-version';
 /** Set (`true`) on the publication of a borrower's loan ledger, which names no claim (ClusterTier.publishLoan). */
 export const LOAN_LABEL = 'warren.dev/loan';
 /** Set on a request while it wants addresses (`true`), so open requests are listed by the server. */

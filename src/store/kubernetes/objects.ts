@@ -71,7 +71,7 @@ export function metaOf(object: unknown): (ObjectMeta & { uid: string; resourceVe
   };
 }
 
-function specOf(object: unknown): Record<string, unknown> | undefined {
+export function specOf(object: unknown): Record<string, unknown> | undefined {
   return isRecord(object) && isRecord(object.spec) ? object.spec : undefined;
 }
 
@@ -127,17 +127,18 @@ export function blockObject(name: string, key: string, node: string, enclosing?:
 }
 
 /** The block key and node a block object names, or undefined for one Warren did not write. */
-function blockSpecOf(object: unknown): { key: string; node: string } | undefined {
+function blockSpecOf(object: unknown): Omit<BlockClaim, 'uid' | 'version'> | undefined {
   const s = specOf(object);
   if (s === undefined || !str(s.pool) || !str(s.cidr) || !str(s.node) || s.cidr === '') return undefined;
-  return { key: blockKey(s.pool, s.cidr), node: s.node };
+  const [offeredTo, takenFrom] = [s.offeredTo, s.takenFrom].map((v) => (str(v) ? v : undefined));
+  return { key: blockKey(s.pool, s.cidr), node: s.node, ...defined({ offeredTo, takenFrom }) };
 }
 
 export function claimOfObject(object: unknown): BlockClaim | undefined {
   const meta = metaOf(object);
   const spec = blockSpecOf(object);
   if (meta === undefined || spec === undefined) return undefined;
-  return { key: spec.key, node: spec.node, uid: meta.uid, version: meta.resourceVersion };
+  return { ...spec, uid: meta.uid, version: meta.resourceVersion };
 }
 
 const ALLOCATION_TEXT = ['podNamespace', 'podName', 'podUID', 'netns'] as const;
@@ -268,6 +269,7 @@ function grantEntry(g: Grant): Record<string, unknown> {
     lender: g.lender,
     ...defined({ block: g.block }),
     ...(g.returned === true ? { returned: true } : {}),
+    ...(g.offered === true ? { offered: true } : {}),
     ...(h === undefined
       ? {}
       : {
@@ -312,6 +314,7 @@ function grantOf(entry: unknown, pool: string, node: string): Grant | undefined 
     lender: entry.lender,
     ...(str(entry.block) ? { block: entry.block } : {}),
     ...(entry.returned === true ? { returned: true as const } : {}),
+    ...(entry.offered === true ? { offered: true as const } : {}),
     ...defined({ holder }),
   };
 }

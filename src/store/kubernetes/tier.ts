@@ -11,7 +11,7 @@
  *   (kubernetes/fully-claimed.ts), so a full range is known in one GET;
  * - give back only what was claimed (ABA): `unclaim` deletes with the preconditions uid and
  *   resourceVersion; a block given back and claimed again is a new object with a new uid. The block
- *   object is the claim alone (spec; no status) and never changes once made;
+ *   object is the claim alone (spec; no status), changed only by a handover (`moveClaim`, guarded);
  * - what a listing of claims reads does not grow with the addresses: a block's published allocations
  *   are another object, its WarrenBlockPublication (same name, same labels), so `claimsIn` and
  *   `claimsOf` read claims only (a few hundred bytes each) and `published` reads the publications;
@@ -46,6 +46,7 @@ import { rangePoolOfKey } from '../../ipam/blocks.ts';
 import type {
   AddressRequest,
   BlockClaim,
+  ClaimState,
   ClaimsSeen,
   ClusterTier,
   ClusterWatch,
@@ -64,7 +65,7 @@ import { KubeClusterState } from './cluster-state.ts';
 import { KubeContinuity } from './continuity.ts';
 import { LeaseMembership } from './lease-membership.ts';
 import { NODE_LABEL, RANGE_LABEL, blockName, labelValue, rangeName, selectorOf } from './names.ts';
-import { claimBlock, standingClaims } from './block-claims.ts';
+import { claimBlock, moveClaim, standingClaims } from './block-claims.ts';
 import { FullyClaimedMarks } from './fully-claimed.ts';
 import { isPagedRange } from '../tiered/ranges.ts';
 import { KubeRequests } from './requests.ts';
@@ -205,6 +206,8 @@ export class KubeTier implements ClusterTier {
   claim(range: RangeRecord, key: string, node: string): Promise<BlockClaim | undefined> {
     return claimBlock(this.#blocks, range, key, node);
   }
+
+  readonly moveClaim = (claim: BlockClaim, state: ClaimState) => moveClaim(this.#blocks, claim, state);
 
   async claimOf(key: string): Promise<BlockClaim | undefined> {
     const claim = claimOfObject(await this.#blocks.get(`read block ${key}`, blockName(key)));

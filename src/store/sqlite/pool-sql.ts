@@ -3,7 +3,8 @@
  * resting addresses, cursor, affinity, cool-down) and a commit of ops against an expected revision.
  *
  * Guarantees:
- * - A commit is one IMMEDIATE transaction: the revision check and its bump are one statement, then every op;
+ * - A commit (of one pool, or of several: `commitAllIn`) is one IMMEDIATE transaction: each pool's
+ *   revision check and its bump are one statement, then its ops;
  *   any op that cannot apply (an address taken, a container already holding one, a relocation of what it does
  *   not hold) or any failure rolls the whole transaction back, so a commit is all or nothing.
  * - A read at the revision the caller knows answers `unchanged` without reading the addresses.
@@ -11,7 +12,7 @@
  */
 import type { DatabaseSync } from 'node:sqlite';
 import { INSERT_ALLOCATION, rowValues } from './rows.ts';
-import type { CommitResult, LedgerOp, LedgerRead, Revision } from '../store.ts';
+import type { CommitResult, LedgerCommit, LedgerOp, LedgerRead, Revision } from '../store.ts';
 
 /** Prepared once per connection: statement preparation costs more than the statements themselves. */
 export type Statements = ReturnType<typeof prepareStatements>;
@@ -95,29 +96,47 @@ export function commitIn(
   expected: Revision,
   ops: readonly LedgerOp[],
 ): CommitResult {
+  const result = commitAllIn(db, s, [{ ledger: pool, expected, ops }]);
+  return result.kind === 'committed' ? { kind: 'committed', revision: result.revisions[0] ?? expected + 1 } : result;
+}
+
+/**
+ * Commits to several pools in one transaction, in order (Store.commitAll): every pool at its
+ * expected revision, or none of them.
+ */
+export function commitAllIn(
+  db: DatabaseSync,
+  s: Statements,
+  commits: readonly LedgerCommit[],
+):
+  | { readonly kind: 'committed'; readonly revisions: Revision[] }
+  | { readonly kind: 'conflict'; readonly reason: string } {
   s.begin.run();
   try {
-    // The revision check and its bump are one statement: a pool row exists from its first commit
-    // on (revision 1), so revision 0 means "no row yet".
-    const bumped = expected === 0 ? s.createPool.run(pool) : s.bumpRevision.run(pool, expected);
-    if (Number(bumped.changes) !== 1) {
-      const row = s.revision.get(pool) as { revision: number } | undefined;
-      s.rollback.run();
-      return {
-        kind: 'conflict',
-        reason: `pool ${pool} is at revision ${row === undefined ? 0 : Number(row.revision)}, not ${expected}`,
-      };
-    }
-    const revision = expected + 1;
-    for (const op of ops) {
-      const conflict = applyOp(s, pool, op);
-      if (conflict !== undefined) {
+    const revisions: Revision[] = [];
+    for (const { ledger: pool, expected, ops } of commits) {
+      // The revision check and its bump are one statement: a pool row exists from its first commit
+      // on (revision 1), so revision 0 means "no row yet".
+      const bumped = expected === 0 ? s.createPool.run(pool) : s.bumpRevision.run(pool, expected);
+      if (Number(bumped.changes) !== 1) {
+        const row = s.revision.get(pool) as { revision: number } | undefined;
         s.rollback.run();
-        return { kind: 'conflict', reason: conflict };
+        return {
+          kind: 'conflict',
+          reason: `pool ${pool} is at revision ${row === undefined ? 0 : Number(row.revision)}, not ${expected}`,
+        };
+      }
+      revisions.push(expected + 1);
+      for (const op of ops) {
+        const conflict = applyOp(s, pool, op);
+        if (conflict !== undefined) {
+          s.rollback.run();
+          return { kind: 'conflict', reason: conflict };
+        }
       }
     }
     s.commit.run();
-    return { kind: 'committed', revision };
+    return { kind: 'committed', revisions };
   } catch (error) {
     if (db.isTransaction) s.rollback.run();
     throw error;

@@ -20,13 +20,14 @@ import { WarrenError } from '../../core/errors.ts';
 import type { Allocation, Owner } from '../../ipam/allocation.ts';
 import { describeSqliteError, isBusy } from './errors.ts';
 import { type AllocationRow, readPage, readLedgers, toAllocation, whereClause } from './rows.ts';
-import { type Statements, commitIn, prepareStatements, readLedgerIn } from './pool-sql.ts';
+import { type Statements, commitAllIn, commitIn, prepareStatements, readLedgerIn } from './pool-sql.ts';
 import { migrateSchema } from './schema.ts';
 import { WalSync } from './wal-sync.ts';
 import type {
   AllocationFilter,
   CommitOptions,
   CommitResult,
+  LedgerCommit,
   ListCursor,
   ListPage,
   LedgerOp,
@@ -164,6 +165,15 @@ export class SqliteStore implements Store {
       if (options?.durableLater === true) return { ...result, durable: this.#walSync.sync() };
       this.#walSync.syncNow();
       return result;
+    });
+  }
+
+  commitAll(commits: readonly LedgerCommit[]): Promise<CommitResult> {
+    return this.#run(() => {
+      const result = commitAllIn(this.#db, this.#stmt, commits);
+      if (result.kind !== 'committed') return result;
+      this.#walSync?.syncNow();
+      return { kind: 'committed', revision: result.revisions.at(-1) ?? 0 };
     });
   }
 

@@ -20,6 +20,8 @@
  * - a listing of the range that shows this node's record of a block judged lost (placement's
  *   `rangeBlocks`, started after the judgment) restores it: one wrong judgment never keeps a block
  *   out of use, so it never wedges a range;
+ * - a block in a handover (tiered/handover.ts: offered by this node, or taken by it and not yet
+ *   recorded in its file) is held but not `holds`: nothing is handed out in it here;
  * - a claim's version is refreshed at each check (publishing moves it), and `current` reads the
  *   record again before a give-back, so an unclaim never acts on a stale version of its own claim
  *   and never on another node's record (the uid must match).
@@ -51,6 +53,8 @@ export class TieredClaims {
   readonly #lost = new Map<string, LostClaim>();
   /** Blocks nobody holds this node may not claim (tiered/claim-guard.ts) → their publisher, till the next check. */
   readonly #refused = new Map<string, string>();
+  /** Blocks this node is about to offer to another (tiered/handover.ts): held, but not to hand out from. */
+  readonly #offering = new Set<string>();
   /** Reads of one range in flight, so concurrent first touches read once. */
   readonly #loading = new Map<string, Promise<void>>();
   /** The watch of this node's claims, from `watch` (the store's start) on. */
@@ -133,9 +137,25 @@ export class TieredClaims {
     this.#saw(claim, stamp);
   }
 
-  /** Whether this node holds block `key` (its range loaded first). */
+  /**
+   * Whether this node holds block `key` (its range loaded first) and may hand out addresses in it:
+   * not while it is being handed over (offered by this node, or taken by it and not yet recorded in
+   * its file: tiered/handover.ts).
+   */
   holds(key: string): boolean {
-    return this.#claims.has(key);
+    return this.#claims.has(key) && !this.handingOver(key);
+  }
+
+  /** Whether block `key` is in a handover: offered (or about to be) by this node, or taken and not yet recorded. */
+  handingOver(key: string): boolean {
+    const claim = this.#claims.get(key);
+    return this.#offering.has(key) || claim?.offeredTo !== undefined || claim?.takenFrom !== undefined;
+  }
+
+  /** Marks block `key` as about to be offered (`on`), before its claim says so: nothing is handed out in it. */
+  offering(key: string, on: boolean): void {
+    if (on) this.#offering.add(key);
+    else this.#offering.delete(key);
   }
 
   /** Whether this node holds block `key`, its range's claims loaded first (may ask the cluster). */

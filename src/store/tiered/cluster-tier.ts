@@ -17,7 +17,8 @@
  *   an address (one holds the other), the later one is refused, each tier in its terms, with a cost
  *   bounded by the range's block sizes, not by its blocks;
  * - `unclaim` removes a claim only if it is still exactly the one named (uid and resourceVersion):
- *   a block given back and claimed again by another node in between is never removed (ABA);
+ *   a block given back and claimed again by another node in between is never removed (ABA); so
+ *   does `moveClaim` rewrite one (a handover), and a claim it moved keeps its uid;
  * - a range's record is created once; its block size never changes after;
  * - no listing reads more than `limit` records in one response: listings page;
  * - what `claimsOf(node)` reads grows with that node's blocks, not with the range;
@@ -33,7 +34,7 @@
  * which this extends; an older layout a tier moves from is that tier's own (etcd-tier/legacy-import.ts).
  */
 import type { ClusterHoldings } from '../cluster-holdings.ts';
-import type { BlockClaim, ClusterRecords, Page, PublishedBlock } from '../cluster.ts';
+import type { BlockClaim, ClaimState, ClusterRecords, Page, PublishedBlock } from '../cluster.ts';
 import type { AddressSpaces, Membership } from '../store.ts';
 
 // The records the allocator and the agent use are the store's contract (store/cluster.ts); named here too.
@@ -41,6 +42,7 @@ export type {
   AddressRequest,
   BlockClaim,
   BlockCounts,
+  ClaimState,
   Grant,
   Page,
   PublishedBlock,
@@ -126,6 +128,13 @@ export interface ClusterTier extends ClusterRecords {
    * its range's fully-claimed mark (`markFullyClaimed`), where the tier keeps one.
    */
   unclaim(claim: BlockClaim): Promise<UnclaimResult>;
+  /**
+   * A handover's step (tiered/handover.ts): rewrites the claim as `state` (its node, `offeredTo`,
+   * `takenFrom`) if it is still exactly `claim` (uid and version), keeping its uid; the claim as
+   * written, or undefined when it changed or is gone. Absent where a tier cannot move a claim in
+   * one guarded write: its blocks are never handed over.
+   */
+  moveClaim?(claim: BlockClaim, state: ClaimState): Promise<BlockClaim | undefined>;
   /**
    * Whether range `pool` is marked fully claimed (a node found no block free, and none was given back
    * since), read in one request: what placement asks before it reads the range's claims. A hint: a

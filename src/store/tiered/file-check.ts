@@ -192,7 +192,8 @@ export class TieredFileCheck {
       next = page.continue === '' ? undefined : page.continue;
     } while (next !== undefined);
     // One listing of this node's claims: what is read grows with its own blocks.
-    const claimed = new Set((await tier.claimsOf(node)).map((c) => c.key));
+    // A claim this node is taking over is recorded by the handover (tiered/handover.ts), never as an empty block.
+    const claimed = new Set((await tier.claimsOf(node)).filter((c) => c.takenFrom === undefined).map((c) => c.key));
     for (const block of blocks) {
       // A claim gone or another node's is not this check's to judge: the claim check is (tiered/claims.ts).
       if (!claimed.has(block.key)) continue;

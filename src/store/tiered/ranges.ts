@@ -84,9 +84,10 @@ export async function ownBlocks(
     return shown;
   }
   const known = new Set(shown.map((p) => p.ledger));
+  // A block in a handover is not one to hand out from (tiered/handover.ts).
   const unseen = claims
     .of(rangePool)
-    .filter((c) => !known.has(c.key))
+    .filter((c) => !known.has(c.key) && !claims.handingOver(c.key))
     .map((c): LedgerSummary => ({ ledger: c.key, revision: 0, allocated: 0, resting: 0, affinity: claims.node }));
   return [...shown, ...unseen].sort((a, b) => (a.ledger < b.ledger ? -1 : a.ledger > b.ledger ? 1 : 0));
 }
@@ -163,7 +164,8 @@ async function summaries(
       revision: mine?.revision ?? 0,
       allocated: theirs?.allocated ?? mine?.allocated ?? 0,
       resting: theirs?.resting ?? mine?.resting ?? 0,
-      affinity: c.node,
+      // In a handover (tiered/handover.ts): held, but nobody's to hand out from yet.
+      affinity: c.offeredTo === undefined && c.takenFrom === undefined ? c.node : `${c.node} (handing over)`,
     });
   }
   // Refused by the claim guard (another node's publication): shown held, so placement moves on.

@@ -14,6 +14,8 @@
  *   other record is gone and this node holds the block again;
  * - a block in which this node holds no address is left to the cluster: its local affinity is
  *   removed, so the node neither allocates in it nor gives it back;
+ * - a block handed over (tiered/handover.ts: another node's claim stands, and all this node holds in
+ *   it are placeholders of addresses lent to that node) is let go of here, never claimed again;
  * - while the cluster cannot take the claim (away, or the tier refused it), the block stays out
  *   of use here and the next check tries again.
  * Each outcome is told to `notice` once per block and outcome. The keeper also applies the
@@ -24,6 +26,7 @@ import { rangePoolOfKey } from '../../ipam/blocks.ts';
 import type { BlockClaim, ClusterTier, RangeRecord } from './cluster-tier.ts';
 import type { CommitResult, LedgerOp, Revision, Store } from '../store.ts';
 import { claimRefusal } from './claim-guard.ts';
+import { handedOver } from './handover.ts';
 import type { TieredClaims } from './claims.ts';
 
 export interface ClaimKeeperParts {
@@ -40,6 +43,7 @@ type Outcome =
   | { readonly kind: 'held'; readonly claim: BlockClaim; readonly again: boolean }
   | { readonly kind: 'taken'; readonly by: string }
   | { readonly kind: 'empty' }
+  | { readonly kind: 'handed'; readonly to: string }
   | { readonly kind: 'waiting'; readonly why: string };
 
 export class ClaimKeeper {
@@ -106,6 +110,9 @@ export class ClaimKeeper {
     const held = (await local.list({ ledger: lost.key })).length;
     const standing = await tier.claimOf(lost.key);
     if (standing?.node === node) return { kind: 'held', claim: standing, again: false };
+    // Handed over (tiered/handover.ts): only placeholders of addresses lent to the node holding it now.
+    if (standing !== undefined && held > 0 && (await handedOver(local, lost.key, node, standing)))
+      return { kind: 'handed', to: standing.node };
     if (held === 0) {
       const read = await local.readLedger(lost.key);
       if (read.kind === 'snapshot' && read.affinity === node)
@@ -143,6 +150,11 @@ export class ClaimKeeper {
         claims.forget(key);
         this.#told.delete(key);
         this.#p.notice(`${gone}; it held no address here, so it is left to the cluster`);
+        return;
+      case 'handed':
+        claims.forget(key);
+        this.#told.delete(key);
+        this.#p.notice(`block ${key} was handed over to node ${outcome.to}, which held its addresses in use`);
         return;
       case 'waiting':
         this.#tell(

@@ -36,7 +36,8 @@
  *   cluster away, or a tier that has none), each check lists this node's claims and reads its spaces;
  * - before its first allocation or claim in a block, the node's file is compared with what it
  *   published (tiered/file-check.ts): until then those commits throw TRY_AGAIN saying why; a claim
- *   of this node the file never recorded is recorded there as an empty block.
+ *   of this node the file never recorded is recorded there as an empty block;
+ * - `cluster.handover` hands a block over to the node holding its addresses in use (tiered/handover.ts).
  *
  * Admission (AdmissionGuard) across nodes, without a request per ADD: `spaces` are the cluster's;
  * a commit that claims a block checks in the cluster that its range is still admitted, and the
@@ -58,6 +59,7 @@ import type {
   AllocationFilter,
   CommitOptions,
   CommitResult,
+  LedgerCommit,
   LedgerOp,
   LedgerRead,
   LedgerSummary,
@@ -66,8 +68,10 @@ import type {
   StoreCluster,
 } from '../store.ts';
 import { TieredAdmissions } from './admissions.ts';
+import { type ClaimCommitParts, commitClaim, conflict } from './claim-commit.ts';
 import { TieredChores } from './chores.ts';
 import { TieredClaims } from './claims.ts';
+import { TieredHandover } from './handover.ts';
 import { ClaimKeeper } from './reclaim.ts';
 import { TieredPublisher } from './publisher.ts';
 import { RangePins } from './range-pins.ts';
@@ -91,10 +95,6 @@ export interface TieredStoreOptions {
 
 const ADDRESSES_CHANGE = new Set<LedgerOp['op']>(['allocate', 'release', 'relocate', 'unrest']);
 
-function conflict(reason: string, admissionLost?: true): CommitResult {
-  return { kind: 'conflict', reason, ...defined({ admissionLost }) };
-}
-
 export class TieredStore implements Store {
   readonly description: string;
   readonly tier: ClusterTier;
@@ -109,6 +109,7 @@ export class TieredStore implements Store {
   readonly #ranges: RangePins;
   readonly #admissions: TieredAdmissions;
   readonly #chores: TieredChores; // publication, the claim check and its watches, `start` to `close`
+  readonly #claimParts: ClaimCommitParts; // what a `claim` commit needs (tiered/claim-commit.ts)
   #clusterProblem: string | undefined; // the cluster's failure at the last ping
 
   /** `extend`: what a backend adds to the cluster capability (etcd: its history and old layout). */
@@ -139,6 +140,9 @@ export class TieredStore implements Store {
       settleMs: o.publishSettleMs,
     });
     this.#admissions = new TieredAdmissions(o.tier, (space) => heldByNode(o.local, o.node, space));
+    const mark = (key: string) => this.#publisher.mark(key);
+    const parts = { claims: this.#claims, keeper: this.#keeper, admissions: this.#admissions, ranges: this.#ranges };
+    this.#claimParts = { ...o, ...parts, mark };
     this.#chores = new TieredChores({
       ...o,
       claims: this.#claims,
@@ -160,8 +164,13 @@ export class TieredStore implements Store {
       },
       records: o.tier,
       fileCheck: () => this.#publisher.fileCheck.status(),
-      ...defined({ holdings: o.tier.holdings }),
+      ...defined({ holdings: o.tier.holdings, handover: this.#handover(o) }),
     });
+  }
+
+  #handover(o: TieredStoreOptions): TieredHandover | undefined {
+    const mark = (key: string) => this.#publisher.mark(key);
+    return o.tier.moveClaim === undefined ? undefined : new TieredHandover({ ...o, claims: this.#claims, mark });
   }
 
   /**
@@ -211,7 +220,8 @@ export class TieredStore implements Store {
     }
     const allocates = ops.some((op) => op.op === 'allocate');
     if (allocates || ops.some((op) => op.op === 'claim')) await this.#publisher.fileCheck.compare(pool, allocates);
-    if (ops.some((op) => op.op === 'claim')) return this.#commitClaim(pool, expected, ops, guard);
+    if (ops.some((op) => op.op === 'claim'))
+      return this.#committed(pool, await commitClaim(this.#claimParts, pool, expected, ops, guard), ops);
     if (ops.some((op) => op.op === 'unclaim')) return this.#keeper.unclaim(pool, expected, ops);
     if (ops.some((op) => op.op === 'allocate')) {
       const refused = await this.#refusal(pool);
@@ -248,49 +258,10 @@ export class TieredStore implements Store {
     return this.#claims.holds(key) ? undefined : `block ${key} is not claimed by node ${this.#node}`;
   }
 
-  async #commitClaim(
-    key: string,
-    expected: Revision,
-    ops: readonly LedgerOp[],
-    guard: AdmissionGuard | undefined,
-  ): Promise<CommitResult> {
-    const claimOp = ops.find((op) => op.op === 'claim');
-    const node = claimOp?.op === 'claim' ? claimOp.node : this.#node;
-    const rangePool = rangePoolOfKey(key);
-    // A claim costs the cluster a write: check the local revision first so a stale round costs none.
-    if ((await this.#local.readLedger(key)).revision !== expected) return conflict(`block ${key} changed`);
-    await this.#claims.load(rangePool);
-    // A range in which this node holds a block cannot be retired (it holds something: the cluster's
-    // spaces refuse): only the first claim in a range asks whether the admission still stands.
-    const first = guard !== undefined && this.#claims.of(rangePool).length === 0;
-    const lost = first ? await this.#admissions.check(guard) : undefined;
-    if (lost !== undefined) return conflict(lost, true);
-    const range = (await this.#ranges.rangeOf(rangePool)) ?? (await this.tier.pinRange(recordFromKey(key)));
-    const refused = await this.#keeper.mayClaim(key, node);
-    if (refused !== undefined) return conflict(refused);
-    let claim = await this.tier.claim(range, key, node);
-    if (claim === undefined) {
-      // Ours already (a claim whose local commit never happened: a crash in between) is ours to use.
-      const held = await this.tier.claimOf(key);
-      // Claimed by nobody: the tier refused it for its range's admission (etcd), or, where blocks
-      // grow, for a block overlapping it claimed first; admit again (a look-up when it stands).
-      if (held === undefined)
-        return conflict(
-          `block ${key} was not claimed: another block holds some of it, or its range is not admitted`,
-          true,
-        );
-      if (held.node !== node) return conflict(`block ${key} is claimed by node ${held.node}`);
-      claim = held;
-    }
-    const result = await this.#local.commit(key, expected, ops);
-    if (result.kind === 'conflict') {
-      // Not recorded here: give the block back, or it would stay claimed by a node that never uses it.
-      await this.tier.unclaim(claim).catch(() => undefined);
-      return result;
-    }
-    if (node === this.#node) this.#claims.record(claim);
-    this.#publisher.mark(key);
-    return this.#committed(key, result, ops);
+  async commitAll(commits: readonly LedgerCommit[]): Promise<CommitResult> {
+    const result = (await this.#local.commitAll?.(commits)) ?? conflict(`${this.#local.description} cannot`);
+    if (result.kind === 'committed') for (const c of commits) this.#publisher.mark(c.ledger);
+    return result;
   }
 
   findByOwner(owner: Omit<Owner, 'ifname'> & { ifname?: string }): Promise<Allocation[]> {
@@ -306,7 +277,8 @@ export class TieredStore implements Store {
     // `<range pool>#` exactly: the blocks of one range.
     const rangePool = rangePoolListed(prefix);
     const shown = local.map((p) => {
-      if (!isBlockKey(p.ledger) || !this.#claims.vanished(p.ledger)) return p;
+      // Not this node's to use: a block whose claim vanished, or one in a handover (tiered/handover.ts).
+      if (!isBlockKey(p.ledger) || !(this.#claims.vanished(p.ledger) || this.#claims.handingOver(p.ledger))) return p;
       const { affinity: _gone, ...rest } = p;
       return rest;
     });

@@ -8,9 +8,10 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { Allocator } from '../../../src/allocator/allocator.ts';
-import { LENT_NETWORK, MIGRATION_LENDER, RETURNED_NETWORK } from '../../../src/allocator/lending/loans.ts';
+import { LENT_NETWORK, MIGRATION_LENDER } from '../../../src/allocator/lending/loans.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
 import type { Allocation } from '../../../src/ipam/allocation.ts';
+import { isBookkeeping } from '../../../src/ipam/bookkeeping.ts';
 import type { ClusterTier } from '../../../src/store/tiered/cluster-tier.ts';
 import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 import { TieredStore } from '../../../src/store/tiered/store.ts';
@@ -133,7 +134,8 @@ export class LendingCluster {
    */
   async assertNoDuplicate(pool: string): Promise<string[]> {
     const all = await this.everything();
-    const handedOut = all.filter((a) => a.network !== LENT_NETWORK && a.network !== RETURNED_NETWORK);
+    // Placeholders, given-back and handed-over marks (every bookkeeping record) hold no container.
+    const handedOut = all.filter((a) => !isBookkeeping(a));
     const seen = new Map<string, string>();
     for (const a of handedOut) {
       const other = seen.get(a.address);

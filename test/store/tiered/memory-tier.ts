@@ -8,6 +8,7 @@
  * - a block is claimed at most once: `claim` of a claimed block answers undefined;
  * - `unclaim` removes a claim only at exactly its uid and version ('changed' otherwise, 'gone'
  *   when there is none): a block given back and claimed again is never removed by the old claim;
+ *   `moveClaim` rewrites one (a handover) only there too, keeping its uid;
  * - a range record is created once, the first block size wins;
  * - every listing answers at most `limit` records (default 500) and a `continue` when more remain;
  * - versions are one counter for the whole cluster (as resourceVersion), strictly increasing;
@@ -25,6 +26,7 @@ import { blockKeysOverlap, rangePoolOfKey } from '../../../src/ipam/blocks.ts';
 import type {
   AddressRequest,
   BlockClaim,
+  ClaimState,
   ClaimsSeen,
   ClusterTier,
   ClusterWatch,
@@ -352,6 +354,17 @@ export class MemoryTier implements ClusterTier {
     this.#s.touchRange(rangePoolOfKey(claim.key));
     this.#s.changedClaim(claim.node);
     return 'released';
+  }
+
+  async moveClaim(claim: BlockClaim, state: ClaimState): Promise<BlockClaim | undefined> {
+    this.#reach('moveClaim');
+    const held = this.#s.claims.get(claim.key);
+    if (held === undefined || held.uid !== claim.uid || held.version !== claim.version) return undefined;
+    const moved: BlockClaim = { key: claim.key, uid: claim.uid, version: String(this.#s.next()), ...state };
+    this.#s.claims.set(claim.key, moved);
+    this.#s.changedClaim(held.node);
+    if (state.node !== held.node) this.#s.changedClaim(state.node);
+    return moved;
   }
 
   async fullyClaimed(pool: string): Promise<boolean> {

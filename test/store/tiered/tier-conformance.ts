@@ -187,6 +187,46 @@ export function tierConformance(name: string, factory: TierFactory): void {
       assert.deepEqual(await t.claimOf(key), again);
     });
 
+    it('moves a claim (a handover) only while it is exactly the one named, keeping its uid; listings follow its node', async (c) => {
+      const t = await tier();
+      if (t.moveClaim === undefined) return c.skip('this tier cannot move a claim: no handover');
+      const r = range();
+      await t.pinRange(r);
+      const key = blockOf(r, 3);
+      const [owner, borrower] = [node(), node()];
+      const claim = await t.claim(r, key, owner);
+      assert.ok(claim);
+      assert.equal(
+        await t.moveClaim({ ...claim, version: `${claim.version}0` }, { node: owner, offeredTo: borrower }),
+        undefined,
+      );
+      const offered = await t.moveClaim(claim, { node: owner, offeredTo: borrower });
+      assert.deepEqual([offered?.node, offered?.offeredTo, offered?.uid], [owner, borrower, claim.uid]);
+      assert.ok(offered);
+      assert.equal(await t.moveClaim(claim, { node: borrower }), undefined, 'a stale version moves nothing');
+      assert.equal(await t.unclaim(claim), 'changed', 'nor gives it back');
+      const taken = await t.moveClaim(offered, { node: borrower, takenFrom: owner });
+      assert.deepEqual(
+        [taken?.node, taken?.takenFrom, taken?.offeredTo, taken?.uid],
+        [borrower, owner, undefined, claim.uid],
+      );
+      assert.deepEqual(await t.claimOf(key), taken);
+      assert.deepEqual(
+        (await t.claimsOf(owner)).map((x) => x.key),
+        [],
+        "no longer the owner's",
+      );
+      assert.deepEqual(
+        (await t.claimsOf(borrower)).map((x) => [x.key, x.takenFrom]),
+        [[key, owner]],
+      );
+      assert.ok(taken);
+      const settled = await t.moveClaim(taken, { node: borrower });
+      assert.deepEqual([settled?.node, settled?.takenFrom, settled?.uid], [borrower, undefined, claim.uid]);
+      assert.ok(settled);
+      assert.equal(await t.unclaim(settled), 'released');
+    });
+
     it('reads only the claims of the node asked for, of one range when asked', async () => {
       const t = await tier();
       const [r1, r2] = [range(), range()];
@@ -427,7 +467,7 @@ export function tierConformance(name: string, factory: TierFactory): void {
       assert.deepEqual(await t.requestsLentBy(node()), []);
     });
 
-    it('keeps a grant flagged given back (Grant.returned) as written, and a grant with no flag without one', async () => {
+    it('keeps a grant flagged given back (Grant.returned) or offered as written, and a grant with no flag without one', async () => {
       const t = await tier();
       const r = range();
       const [asker, lender] = [node(), node()];
@@ -435,6 +475,7 @@ export function tierConformance(name: string, factory: TierFactory): void {
       const grants = [
         { address: '10.0.0.6', lender, block: blockOf(r, 0), returned: true as const },
         { address: '10.0.0.7', lender, block: blockOf(r, 0) },
+        { address: '10.0.0.8', lender, block: blockOf(r, 0), offered: true as const },
       ];
       const written = await t.updateRequest(asked, grants, 0);
       assert.deepEqual(written?.grants, grants);
