@@ -128,10 +128,9 @@ export type CommitResult =
    */
   | { readonly kind: 'conflict'; readonly reason: string; readonly admissionLost?: true };
 
-/** How a commit is answered. */
 /** One ledger's part of a commit to several (Store.commitAll). */
 export type LedgerCommit = { readonly ledger: string; readonly expected: Revision; readonly ops: readonly LedgerOp[] };
-
+/** How a commit is answered. */
 export interface CommitOptions {
   /**
    * Answer as soon as the commit is applied (every later read sees it), before it is durable: a
