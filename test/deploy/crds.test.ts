@@ -129,7 +129,8 @@ describe("Warren's custom resource definitions (deploy/crds/)", () => {
     }
     const block = crds.find((crd) => crd.spec.names.kind === 'WarrenBlock');
     const spec = block === undefined ? undefined : nodeAt(theVersion(block).schema?.openAPIV3Schema ?? {}, '.spec');
-    assert.deepEqual(Object.keys(spec?.properties ?? {}).sort(), ['cidr', 'node', 'pool']);
+    // A claim and its handover to a borrower (offeredTo, takenFrom: allocator/lending/handover.ts).
+    assert.deepEqual(Object.keys(spec?.properties ?? {}).sort(), ['cidr', 'node', 'offeredTo', 'pool', 'takenFrom']);
   });
 
   it("give an operator's kind a status subresource (the agents write only it) and a spec the agents never write", () => {

@@ -50,7 +50,7 @@ const AGENT = [
   ...needs(['get', 'list', 'watch'], 'k8s.cni.cncf.io', 'ipamclaims'),
   need('patch', 'k8s.cni.cncf.io', 'ipamclaims/status'),
   ...needs(['get', 'list', 'create', 'update'], 'warren.dev', 'warrenranges'),
-  ...needs(['get', 'list', 'watch', 'create', 'delete'], 'warren.dev', 'warrenblocks'),
+  ...needs(['get', 'list', 'watch', 'create', 'update', 'delete'], 'warren.dev', 'warrenblocks'),
   ...needs(['get', 'list', 'create', 'update', 'delete'], 'warren.dev', 'warrenblockpublications'),
   ...needs(['get', 'list', 'watch', 'create', 'update'], 'warren.dev', 'warrenaddressrequests'),
   ...needs(['get', 'list', 'watch', 'create', 'update'], 'warren.dev', 'warrenaddressspaces'),
