@@ -372,7 +372,10 @@ describe('whereabouts example configs', () => {
             if (wanted[i] !== undefined) continue;
             const value = ip(got[i]?.allocation.address ?? '');
             const start = probeStart(range, 'node-a', range.blockPrefix);
-            assert.ok(value >= start && value <= range.last, `${got[i]?.allocation.address}: in the block node-a picks, or after`);
+            assert.ok(
+              value >= start && value <= range.last,
+              `${got[i]?.allocation.address}: in the block node-a picks, or after`,
+            );
             assert.ok(value !== range.gateway?.value, 'never the gateway');
           }
           if (expected.whereaboutsFirst !== undefined) {
