@@ -137,6 +137,10 @@ export class ReleaseWiring {
       ...deps,
       journal,
       observer: new NetnsObserver(o.netnsDirs),
+      // Where containerd is followed; read when a pass runs (its source is made below, after the core).
+      ...(modules.containerd === undefined
+        ? {}
+        : { sandboxes: async () => (await this.#source?.podSandboxes()) ?? [] }),
       onReleased: (intent, released, why) => {
         for (const feed of this.#feeds) feed.released(intent, released, why);
       },

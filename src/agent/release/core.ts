@@ -27,6 +27,7 @@ import { JournalIntake } from './journal.ts';
 import { CONTAINERD_CRI_NETNS_PREFIXES, NetnsScopes } from './netns-scopes.ts';
 import { ReleasePipeline } from './pipeline.ts';
 import { ReleaseReconciler } from './reconciler.ts';
+import type { SandboxLookup } from './sandbox-netns.ts';
 
 /** The release side's settings, in the units its parts take. */
 export interface ReleaseSettings {
@@ -130,6 +131,8 @@ export interface ReleaseCoreDeps extends Omit<ReleasePipelineDeps, 'recordedFor'
   readonly errors: RecentErrors;
   /** The missed-delete journal, prepared. */
   readonly journal: MissedDeleteJournal;
+  /** The runtime's sandboxes of a pod (containerd's, when followed): the reconcile pass records their namespaces. */
+  readonly sandboxes?: SandboxLookup;
 }
 
 /** The pipeline and its parts, the journal intake feeding it, and the reconcile pass. */
@@ -155,7 +158,7 @@ export function releaseCore(settings: ReleaseSettings, deps: ReleaseCoreDeps): R
     netnsGraceMs: settings.netnsGraceMs,
     releaseGoneNetns: settings.releaseGoneNetns,
     ...(settings.shared ? { onlyNode: settings.node } : {}),
-    ...defined({ telemetry }),
+    ...defined({ telemetry, sandboxes: deps.sandboxes }),
   });
   return { ...parts, intake, reconciler };
 }

@@ -5,7 +5,9 @@
  *   only this node's allocations on a store shared by nodes, whose namespaces are not visible
  *   here), as `netns-gone` intents;
  * - exited containers, looked at again (`namespace-recheck`);
- * - a rescan of the journal, for watch events the kernel dropped.
+ * - a rescan of the journal, for watch events the kernel dropped;
+ * - before the sweep, the network namespaces of addresses no CNI ADD recorded (migrated ones), from
+ *   the runtime's sandboxes, where containerd is followed (sandbox-netns.ts).
  * The pass releases nothing itself: the pipeline decides and applies. One pass at a time; each
  * waits for the work it queued (and the work under way when it began) to be applied or to back
  * off, and reports what the pipeline did meanwhile. Also serves the audit, and `--fix` through the
@@ -28,6 +30,7 @@ import type { JournalIntake } from './journal.ts';
 import type { ReleasePipeline } from './pipeline.ts';
 import type { ReleaseIntent } from './intent.ts';
 import type { Telemetry } from '../metrics/telemetry.ts';
+import { type SandboxLookup, recordSandboxNamespaces } from './sandbox-netns.ts';
 
 // The shapes `warren status` and `warren journal` answer are the API's.
 export type { ReconcileReport, ReconcilerStatus } from '../../api/status.ts';
@@ -51,6 +54,8 @@ export interface ReleaseReconcilerOptions {
   readonly onlyNode?: string;
   /** Told what every audit found (metrics). */
   readonly telemetry?: Telemetry;
+  /** The runtime's sandboxes of a pod, where the runtime is followed: namespaces recorded (sandbox-netns.ts). */
+  readonly sandboxes?: SandboxLookup | undefined;
 }
 
 export class ReleaseReconciler {
@@ -83,6 +88,11 @@ export class ReleaseReconciler {
     const started = this.#o.clock.now();
     const before = pipeline.counts();
     const unobservable = new Set<string>();
+    const { sandboxes: lookup, store, logger, errors } = this.#o;
+    if (lookup !== undefined)
+      await recordSandboxNamespaces({ store, lookup, node: this.#o.onlyNode, logger, errors }).catch((error) =>
+        errors.add(`recording sandboxes' namespaces failed: ${messageOf(error)}`),
+      );
     if (this.#o.releaseGoneNetns) {
       try {
         for (const intent of this.#sweep(await this.audit(false), unobservable)) pipeline.push(intent);

@@ -56,6 +56,13 @@ export type ContainerEvent =
       readonly exitStatus: number;
     };
 
+/** A container as listed: its ID, labels and runtime spec (an Any whose value is the spec's JSON). */
+export interface ListedContainer {
+  readonly id: string;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly spec?: { readonly type_url: string; readonly value: Uint8Array } | null;
+}
+
 export type Decoded =
   | { readonly kind: 'event'; readonly event: ContainerEvent }
   /** Well-formed but not something Warren acts on (another type, an exec process). */
@@ -208,7 +215,15 @@ export class ContainerdClient {
   }
 
   /** IDs of the containers in one namespace. */
-  listContainers(namespace: string, timeoutMs = 10_000): Promise<Set<string>> {
+  async listContainers(namespace: string, timeoutMs = 10_000): Promise<Set<string>> {
+    return new Set((await this.containers(namespace, [], timeoutMs)).map((c) => c.id));
+  }
+
+  /**
+   * The containers of one namespace that match any of `filters` (containerd's filter syntax), with
+   * their labels and the bytes of their runtime spec.
+   */
+  containers(namespace: string, filters: readonly string[], timeoutMs = 10_000): Promise<ListedContainer[]> {
     const metadata = new Metadata();
     metadata.set(NAMESPACE_HEADER, namespace);
     return new Promise((resolve, reject) => {
@@ -218,14 +233,14 @@ export class ContainerdClient {
           Buffer.from(T.ListContainersRequest.encode(T.ListContainersRequest.create(request)).finish()),
         (bytes: Buffer) =>
           T.ListContainersResponse.toObject(T.ListContainersResponse.decode(bytes), { defaults: true }) as {
-            containers: Array<{ id: string }>;
+            containers: ListedContainer[];
           },
-        { filters: [] },
+        { filters: [...filters] },
         metadata,
         { deadline: Date.now() + timeoutMs },
         (error, response) => {
           if (error) reject(error);
-          else resolve(new Set((response?.containers ?? []).map((c) => c.id)));
+          else resolve(response?.containers ?? []);
         },
       );
     });

@@ -30,6 +30,7 @@ import {
   subscribeFilters,
 } from './client.ts';
 import type { ContainerdState, ContainerdStatus } from '../../api/status.ts';
+import { type PodSandbox, podSandboxes } from './pod-sandboxes.ts';
 
 export type ContainerdItem =
   | { readonly kind: 'event'; readonly event: ContainerEvent }
@@ -278,6 +279,15 @@ export class ContainerdEventSource {
         throw new Error(`unhandled decode ${JSON.stringify(never)}`);
       }
     }
+  }
+
+  /** The pod sandboxes in the namespaces followed (pod-sandboxes.ts); none while not subscribed. */
+  async podSandboxes(): Promise<PodSandbox[]> {
+    const client = this.#client;
+    if (client === undefined || this.#state !== 'subscribed') return [];
+    const found: PodSandbox[] = [];
+    for (const ns of this.#o.namespaces) found.push(...(await podSandboxes(client, ns)));
+    return found;
   }
 
   status(): ContainerdSourceStatus {

@@ -12,6 +12,7 @@ import { Allocator } from '../../../src/allocator/allocator.ts';
 import { RecentErrors } from '../../../src/agent/metrics/recent-errors.ts';
 import { NO_TELEMETRY } from '../../../src/agent/metrics/telemetry.ts';
 import { releaseCore, releaseSettings } from '../../../src/agent/release/core.ts';
+import type { SandboxLookup } from '../../../src/agent/release/sandbox-netns.ts';
 import { type AgentOptions, resolveAgentOptions } from '../../../src/agent/settings/options.ts';
 import type { ManualClock } from '../../../src/core/clock.ts';
 import { MissedDeleteJournal } from '../../../src/sources/missed-delete-journal.ts';
@@ -29,6 +30,8 @@ export interface HarnessOptions {
   readonly releaseGoneNetns?: boolean;
   /** Judge only this node's allocations (a store shared by nodes); the harness's node when set. */
   readonly onlyNode?: string;
+  /** The runtime's sandboxes of a pod, as containerd would answer (release/sandbox-netns.ts). */
+  readonly sandboxes?: SandboxLookup;
   /** More of the agent's flags, as its command line would give them (the API harness: its socket and state). */
   readonly flags?: Partial<Record<keyof AgentOptions, string>>;
 }
@@ -77,6 +80,7 @@ export async function releaseHarness(clock: ManualClock, store: Store, options: 
     observer,
     journal,
     telemetry: NO_TELEMETRY,
+    ...(options.sandboxes === undefined ? {} : { sandboxes: options.sandboxes }),
   });
   const abort = new AbortController();
   const consuming = intake.consume(abort.signal, (intent) => pipeline.push(intent));
