@@ -6,12 +6,19 @@
  * the sandbox is removed.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ContainerdClient } from '../../src/sources/containerd/client.ts';
 import { podSandboxes } from '../../src/sources/containerd/pod-sandboxes.ts';
-import { CRI_NAMESPACE, type CriContainerd, criBinDir, haveCriContainerd, startCriContainerd } from '../helpers/cri.ts';
+import {
+  CRI_NAMESPACE,
+  type CriContainerd,
+  criBinDir,
+  haveCriContainerd,
+  startCriContainerd,
+  writeBridgePrimary,
+} from '../helpers/cri.ts';
 import { bridgeName, deleteLink } from '../helpers/netns.ts';
 import { isRoot, removeDir, tempDir } from '../helpers/processes.ts';
 
@@ -34,24 +41,7 @@ describe("a pod's sandbox and its network namespace, from containerd's CRI", { s
 
   before(async () => {
     containerd = await startCriContainerd({ binDir: criBinDir(), confDir });
-    const temp = join(confDir, '.primary.tmp');
-    writeFileSync(
-      temp,
-      JSON.stringify({
-        cniVersion: '1.0.0',
-        name: NETWORK,
-        plugins: [
-          {
-            type: 'bridge',
-            bridge,
-            isGateway: true,
-            ipMasq: false,
-            ipam: { type: 'host-local', subnet: SUBNET, dataDir: dataRoot },
-          },
-        ],
-      }),
-    );
-    renameSync(temp, join(confDir, '10-bridge.conflist'));
+    writeBridgePrimary(confDir, { network: NETWORK, bridge, subnet: SUBNET, dataDir: dataRoot });
     client = new ContainerdClient(containerd.socket);
   });
   after(async () => {

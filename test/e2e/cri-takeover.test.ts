@@ -7,12 +7,19 @@
  * out an address Warren holds. Waits are on events with deadlines; nothing sleeps.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, readdirSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { AgentStatus } from '../../src/api/status.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
-import { type CriContainerd, CriError, criBinDir, haveCriContainerd, startCriContainerd } from '../helpers/cri.ts';
+import {
+  type CriContainerd,
+  CriError,
+  criBinDir,
+  haveCriContainerd,
+  startCriContainerd,
+  writeBridgePrimary,
+} from '../helpers/cri.ts';
 import { bridgeName, deleteLink } from '../helpers/netns.ts';
 import { WARREN_BIN, isRoot, removeDir, run, tempDir, waitFor } from '../helpers/processes.ts';
 
@@ -78,24 +85,7 @@ describe("a node taken over from host-local and handed back, under containerd's 
   before(async () => {
     writeFileSync(indicator, '');
     containerd = await startCriContainerd({ binDir, confDir });
-    const temp = join(confDir, '.primary.tmp');
-    writeFileSync(
-      temp,
-      JSON.stringify({
-        cniVersion: '1.0.0',
-        name: NETWORK,
-        plugins: [
-          {
-            type: 'bridge',
-            bridge,
-            isGateway: true,
-            ipMasq: false,
-            ipam: { type: 'host-local', subnet: SUBNET, dataDir: dataRoot },
-          },
-        ],
-      }),
-    );
-    renameSync(temp, join(confDir, '10-bridge.conflist'));
+    writeBridgePrimary(confDir, { network: NETWORK, bridge, subnet: SUBNET, dataDir: dataRoot });
   });
 
   after(async () => {

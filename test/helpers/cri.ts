@@ -797,3 +797,32 @@ function removeNetns(path: string): void {
     // already gone
   }
 }
+
+/**
+ * Writes a node's primary network as the tests' CRI runs use it, a bridge with host-local
+ * addresses, into `confDir` as `10-bridge.conflist`: written aside and renamed, so containerd never
+ * reads half of it.
+ */
+export function writeBridgePrimary(
+  confDir: string,
+  o: { readonly network: string; readonly bridge: string; readonly subnet: string; readonly dataDir: string },
+): void {
+  const temp = join(confDir, '.primary.tmp');
+  writeFileSync(
+    temp,
+    JSON.stringify({
+      cniVersion: '1.0.0',
+      name: o.network,
+      plugins: [
+        {
+          type: 'bridge',
+          bridge: o.bridge,
+          isGateway: true,
+          ipMasq: false,
+          ipam: { type: 'host-local', subnet: o.subnet, dataDir: o.dataDir },
+        },
+      ],
+    }),
+  );
+  renameSync(temp, join(confDir, '10-bridge.conflist'));
+}

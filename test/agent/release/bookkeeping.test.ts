@@ -7,7 +7,6 @@
  * manual clock, through the agent's own release parts (harness.ts).
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, realpathSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { gcCandidates } from '../../../src/allocator/gc.ts';
@@ -16,24 +15,12 @@ import { momentOf, shifted } from '../../../src/core/moment.ts';
 import { parseIpamConfig } from '../../../src/cni/ipam-config.ts';
 import type { Allocation } from '../../../src/ipam/allocation.ts';
 import { isBookkeeping } from '../../../src/ipam/bookkeeping.ts';
-import { NetnsObserver } from '../../../src/sources/netns.ts';
 import { SqliteStore } from '../../../src/store/sqlite/store.ts';
-import { tempDir } from '../../helpers/processes.ts';
-import { releaseHarness } from './harness.ts';
+import { releaseHarness, watchedNetns } from './harness.ts';
 
 const ranges = parseIpamConfig({ type: 'warren', range: '10.9.0.0/24' }).ranges;
 const POOL = ranges[0]?.pool ?? '';
 const owner = (containerID: string) => ({ network: 'net', containerID, ifname: 'eth0' });
-
-/** A netns directory the observer can see (a mount point in a fake mountinfo). */
-function watchedNetns() {
-  const root = realpathSync(tempDir('warren-bk-'));
-  const seen = join(root, 'netns');
-  mkdirSync(seen);
-  const mountinfo = join(root, 'mountinfo');
-  writeFileSync(mountinfo, `22 1 8:1 / / rw - ext4 /dev/sda1 rw\n100 22 0:50 / ${seen} rw - tmpfs tmpfs rw\n`);
-  return { seen, observer: new NetnsObserver([seen], mountinfo) };
-}
 
 /**
  * A held address recorded with this node's name, a pod and a namespace that is gone: everything a
@@ -60,7 +47,7 @@ function records(node: string, netns: string, at: number): Allocation[] {
 async function setUp(options: { onlyNode?: string } = {}) {
   const clock = new ManualClock(1_000_000);
   const store = new SqliteStore({ path: ':memory:' });
-  const ns = watchedNetns();
+  const ns = watchedNetns('warren-bk-');
   const harness = await releaseHarness(clock, store, {
     node: 'n1',
     observer: ns.observer,

@@ -7,6 +7,7 @@
  * agent's settings or parts: a journal that rescans only when told, its own namespace observer, the
  * reconcile pass's netns sweep and node filter. Not a test file itself; the release tests share it.
  */
+import { mkdirSync, realpathSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Allocator } from '../../../src/allocator/allocator.ts';
 import { RecentErrors } from '../../../src/agent/metrics/recent-errors.ts';
@@ -100,4 +101,14 @@ export async function releaseHarness(clock: ManualClock, store: Store, options: 
       pipeline.stop();
     },
   };
+}
+
+/** A netns directory the observer can see (a mount point in a fake mountinfo), under a temp dir. */
+export function watchedNetns(prefix: string): { readonly seen: string; readonly observer: NetnsObserver } {
+  const root = realpathSync(tempDir(prefix));
+  const seen = join(root, 'netns');
+  mkdirSync(seen);
+  const mountinfo = join(root, 'mountinfo');
+  writeFileSync(mountinfo, `22 1 8:1 / / rw - ext4 /dev/sda1 rw\n100 22 0:50 / ${seen} rw - tmpfs tmpfs rw\n`);
+  return { seen, observer: new NetnsObserver([seen], mountinfo) };
 }

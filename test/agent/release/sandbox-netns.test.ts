@@ -7,30 +7,18 @@
  * pod-gone grace); never another sandbox's, and a runtime that fails is said, never thrown.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import type { SandboxLookup } from '../../../src/agent/release/sandbox-netns.ts';
 import { parseIpamConfig } from '../../../src/cni/ipam-config.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
 import type { Allocation } from '../../../src/ipam/allocation.ts';
-import { NetnsObserver } from '../../../src/sources/netns.ts';
 import { SqliteStore } from '../../../src/store/sqlite/store.ts';
-import { tempDir } from '../../helpers/processes.ts';
-import { releaseHarness } from './harness.ts';
+import { releaseHarness, watchedNetns } from './harness.ts';
 
 const ranges = parseIpamConfig({ type: 'warren', range: '10.31.0.0/24' }).ranges;
 const POOL = ranges[0]?.pool ?? '';
-
-/** A netns directory the observer can see (a mount point in a fake mountinfo). */
-function watchedNetns() {
-  const root = realpathSync(tempDir('warren-sbx-'));
-  const seen = join(root, 'netns');
-  mkdirSync(seen);
-  const mountinfo = join(root, 'mountinfo');
-  writeFileSync(mountinfo, `22 1 8:1 / / rw - ext4 /dev/sda1 rw\n100 22 0:50 / ${seen} rw - tmpfs tmpfs rw\n`);
-  return { seen, observer: new NetnsObserver([seen], mountinfo) };
-}
 
 /** An address as `warren migrate whereabouts` left it adopted: its pod and sandbox, no namespace. */
 function migrated(address: string, containerID: string, podUID: string, at: number): Allocation {
@@ -51,7 +39,7 @@ function migrated(address: string, containerID: string, podUID: string, at: numb
 async function setUp(lookup: SandboxLookup) {
   const clock = new ManualClock(1_000_000);
   const store = new SqliteStore({ path: ':memory:' });
-  const ns = watchedNetns();
+  const ns = watchedNetns('warren-sbx-');
   const harness = await releaseHarness(clock, store, {
     node: 'n1',
     observer: ns.observer,
