@@ -1,37 +1,59 @@
 /**
- * Overlapping ranges of one network_name. An address is unique within a network_name whatever the
- * ranges of its configs say. Pools are keyed by subnet, so two configs of one network_name whose
- * ranges overlap differently (a /25 inside a /24) would each hand out the shared addresses: such a
- * range is refused (INVALID_CONFIG, CNI 7) while the other holds any address, naming both.
+ * Overlapping ranges of one network_name, served as whereabouts serves them: two configs whose
+ * ranges overlap (a /24 and a /26 inside it) are both served, and an address is handed out at most
+ * once across all of them. Each range is served from the admitted pools that cover it, its
+ * segments (range-cover.ts says the rule: admitted pools never overlap, and an address's pool
+ * changes only while that pool is empty). This file follows the rule against a store and keeps each
+ * range's cover, so the check runs at a range's first use, not per ADD.
  *
- * Checked when this process first allocates in a range, and again after it admitted an overlapping
- * one. The caller runs `admit` and the allocation after it under the lock of the range's address
- * space (`addressSpaceOf`), so within this process an overlap admitted here cannot race an
- * allocation in the other.
+ * On a store several agents share (`Store.cluster.spaces`) the admissions are the store's: each is a
+ * compare-and-set on the space's reading, and every allocation commit carries the guard of its
+ * segment's admission. A commit in a pool another agent retired since (it was empty, and a range
+ * containing it was admitted) fails with `admissionLost`; the caller `forget`s it and the range's
+ * cover is decided again, now inside the containing pool. So two agents never hand out one address
+ * from two pools, at first use at once or long after either cached its cover.
  *
- * On a store one process writes alone (SQLite) that lock is the whole story. On a store several
- * agents share (`Store.cluster.spaces`) each agent admits on its own, so the admission is kept in the
- * store: admitting a range retires, in one transaction, the overlapping ranges that hold nothing,
- * and fails if any of them (or the space's admissions) was written since it was read; every
- * allocation commit carries the admission as a guard and fails once the range was retired. An agent
- * whose cached admission was retired by another agent finds out at its next commit (`forget`), and
- * admits again: refused while the other range holds an address, and, within that same ADD, while
- * the other range is admitted at all. Without that second rule two agents racing to first use would
- * retire each other's empty range in turn until both gave up; with it the one that lost its
- * admission is refused, and the other is served. So two agents can never both hand out from ranges
- * that overlap, at first use at once or long after either cached its admission.
+ * On a store one process writes alone (SQLite), the admitted pools are those that hold an address
+ * and those this process admitted since it started. The caller runs `cover` and the allocation under
+ * the lock of the range's address space (`addressSpaceOf`), and an admission here drops the covers
+ * kept of every range it overlaps, so no admission races an allocation.
+ *
+ * A range kept apart (`enable_overlapping_ranges: false`, an isolated pool key) is its own pool and
+ * address space: it is never carved, served from another pool or checked against other ranges.
  */
 import { WarrenError } from '../core/errors.ts';
 import { formatCidr } from '../ipam/address.ts';
 import { rangePoolOfKey } from '../ipam/blocks.ts';
-import type { RangeSpec } from '../ipam/range.ts';
 import { type PoolKey, parsePoolKey, poolsOverlap } from '../ipam/pool-key.ts';
-import type { AddressSpaces, AdmissionGuard, Store } from '../store/store.ts';
+import type { RangeSpec } from '../ipam/range.ts';
+import type { AddressSpaces, AdmissionGuard, SpaceReading, Store } from '../store/store.ts';
 import { CONFLICT, retryOnConflict } from './commit-loop.ts';
+import { type CoverPlan, planCover, servedFrom } from './range-cover.ts';
 
-/** The lock key of one address space: a network_name and an address family. */
+/** One pool a range is served from: the range restricted to that pool, and the guard its commits carry. */
+export interface Segment {
+  readonly range: RangeSpec;
+  readonly guard: AdmissionGuard | undefined;
+}
+
+/** One pool of a cover, with its admission's guard (undefined where the store keeps no admissions). */
+export interface Covering {
+  readonly pool: string;
+  readonly key: PoolKey;
+  readonly guard: AdmissionGuard | undefined;
+}
+
+/**
+ * Admissions followed for one cover before giving up: each admits a piece of the range (at most
+ * its host bits per pool inside it) or the range itself. Beyond this the store keeps changing.
+ */
+const MAX_ADMISSIONS_PER_COVER = 2 * 128 + 8;
+
+/** The lock key of one address space: a network_name and an address family (a pool kept apart is one). */
 export function addressSpaceOf(range: RangeSpec): string {
-  return `space:v${range.family}:${parsePoolKey(range.pool)?.networkName ?? ''}`;
+  const key = parsePoolKey(range.pool);
+  if (key?.isolated === true) return `space:${range.pool}`;
+  return `space:v${range.family}:${key?.networkName ?? ''}`;
 }
 
 /** The store's name of the address space of a range pool: `v4`, or `v4@<network_name>`. */
@@ -40,17 +62,14 @@ function spaceNameOf(key: PoolKey): string {
 }
 
 export class OverlapAdmission {
-  /** Read for what every range holds, when a range is first checked. */
+  /** Read for what every range holds, when a range is first covered. */
   readonly #store: Store;
   /** Rounds of read-and-admit against a store whose space keeps changing, before TRY_AGAIN. */
   readonly #maxAttempts: number;
-  /**
-   * Range pools checked against the overlapping ranges of their network_name, each with the guard
-   * its commits carry (undefined where the store keeps no admissions).
-   */
-  readonly #admitted = new Map<string, AdmissionGuard | undefined>();
-  /** Range pools whose admission another agent retired during the ADD now running (see header). */
-  readonly #retired = new Set<string>();
+  /** The cover of each range pool served: the pools (with their guards) its addresses live in. */
+  readonly #covers = new Map<string, readonly Covering[]>();
+  /** On a store without admissions: the pools this process admitted (with those holding an address). */
+  readonly #admittedHere = new Set<string>();
 
   constructor(store: Store, maxAttempts: number) {
     this.#store = store;
@@ -58,68 +77,68 @@ export class OverlapAdmission {
   }
 
   /**
-   * Returns when `range` may allocate, with the guard its commits must carry (undefined when the
-   * store keeps no admissions); throws INVALID_CONFIG naming the overlapping range in use.
+   * The segments `range` is served from, in address order: one, the range itself, unless ranges of
+   * its network_name overlap it. Throws TRY_AGAIN when the address space kept changing.
    */
-  async admit(range: RangeSpec): Promise<AdmissionGuard | undefined> {
-    if (this.#admitted.has(range.pool)) return this.#admitted.get(range.pool);
-    const me = parsePoolKey(range.pool);
-    if (me === undefined) return undefined;
-    const spaces = this.#store.cluster?.spaces;
-    let guard: AdmissionGuard | undefined;
-    try {
-      guard =
+  async cover(range: RangeSpec): Promise<readonly Segment[]> {
+    let covering = this.#covers.get(range.pool);
+    if (covering === undefined) {
+      const me = parsePoolKey(range.pool);
+      if (me === undefined) return [{ range, guard: undefined }];
+      const spaces = this.#store.cluster?.spaces;
+      covering =
         spaces === undefined
-          ? await this.#admitInProcess(range, me)
-          : await this.#admitInStore(spaces, range, me, this.#retired.has(range.pool));
-    } finally {
-      this.#retired.delete(range.pool);
+          ? await this.#coverHere(range, me)
+          : await coverInSpaces(spaces, range.pool, this.#maxAttempts);
+      this.#covers.set(range.pool, covering);
     }
-    // Overlapping ranges admitted earlier are checked again before their next allocation.
-    for (const key of [...this.#admitted.keys()]) {
-      const other = parsePoolKey(key);
-      if (other !== undefined && poolsOverlap(me, other)) this.#admitted.delete(key);
+    const segments: Segment[] = [];
+    for (const c of covering) {
+      const served = servedFrom(range, c.pool, c.key);
+      if (served !== undefined) segments.push({ range: served, guard: c.guard });
     }
-    this.#admitted.set(range.pool, guard);
-    return guard;
+    return segments;
   }
 
   /**
-   * Forgets an admission the store says another agent retired, so the next `admit` decides again;
-   * that next one also refuses while an overlapping range is admitted, holding addresses or not.
+   * Forgets every cover served from `pool`, whose admission the store says another agent retired,
+   * so the next `cover` decides again.
    */
-  forget(rangePool: string): void {
-    this.#admitted.delete(rangePool);
-    this.#retired.add(rangePool);
+  forget(pool: string): void {
+    for (const [range, covering] of this.#covers) if (covering.some((c) => c.pool === pool)) this.#covers.delete(range);
   }
 
-  async #admitInProcess(range: RangeSpec, me: PoolKey): Promise<undefined> {
-    const inUse = new Map<string, number>();
+  /** The cover on a store this process writes alone: admissions kept in this process (see the header). */
+  async #coverHere(range: RangeSpec, me: PoolKey): Promise<Covering[]> {
+    const held = new Map<string, number>();
     for (const p of await this.#store.ledgers()) {
       const key = rangePoolOfKey(p.ledger);
-      inUse.set(key, (inUse.get(key) ?? 0) + p.allocated + p.resting);
+      held.set(key, (held.get(key) ?? 0) + p.allocated + p.resting);
     }
-    refuseIfHeld(range, me, inUse);
-    return undefined;
+    for (let step = 0; step < MAX_ADMISSIONS_PER_COVER; step++) {
+      const admitted = [...this.#admittedHere, ...[...held].filter(([, n]) => n > 0).map(([k]) => k)];
+      const plan = planCover(range.pool, me, admitted, held);
+      if (plan.kind === 'covered') {
+        return plan.pools.flatMap((pool) => {
+          const key = parsePoolKey(pool);
+          return key === undefined ? [] : [{ pool, key, guard: undefined }];
+        });
+      }
+      for (const retired of plan.retire) this.#admittedHere.delete(retired);
+      this.#admittedHere.add(plan.pool);
+      this.#forgetOverlapping(plan.pool);
+    }
+    throw new WarrenError('TRY_AGAIN', `the ranges of ${nameOf(me)} could not be arranged to serve ${range.subnet}`);
   }
 
-  async #admitInStore(spaces: AddressSpaces, range: RangeSpec, me: PoolKey, retired: boolean): Promise<AdmissionGuard> {
-    return retryOnConflict(
-      { subject: `the ranges of ${nameOf(me)}`, action: `admit range ${range.subnet}` },
-      this.#maxAttempts,
-      async () => {
-        const reading = await spaces.read(spaceNameOf(me));
-        refuseIfHeld(range, me, reading.held);
-        const overlapping = new Set<string>();
-        for (const key of [...reading.held.keys(), ...reading.admitted]) {
-          const other = parsePoolKey(key);
-          if (key === range.pool || other === undefined || !poolsOverlap(me, other)) continue;
-          if (retired && reading.admitted.includes(key)) refuseAsRetired(range, me, other);
-          overlapping.add(key);
-        }
-        return (await spaces.admit(reading, range.pool, [...overlapping])) ?? CONFLICT;
-      },
-    );
+  /** Forgets the covers of every range overlapping pool `admitted` (admitted here just now). */
+  #forgetOverlapping(admitted: string): void {
+    const key = parsePoolKey(admitted);
+    if (key === undefined) return;
+    for (const range of [...this.#covers.keys()]) {
+      const other = parsePoolKey(range);
+      if (other !== undefined && poolsOverlap(key, other)) this.#covers.delete(range);
+    }
   }
 }
 
@@ -127,28 +146,52 @@ function nameOf(key: PoolKey): string {
   return key.networkName === '' ? 'no network_name' : `network_name "${key.networkName}"`;
 }
 
-const REMEDY =
-  'an address must be unique within a network_name, so use the same range in every config of this ' +
-  'network_name, give one of them its own network_name, or release the other range first';
-
-/** Throws INVALID_CONFIG for a range whose admission another agent retired for `other`. */
-function refuseAsRetired(range: RangeSpec, me: PoolKey, other: PoolKey): never {
-  throw new WarrenError(
-    'INVALID_CONFIG',
-    `range ${range.subnet} overlaps range ${formatCidr(other.family, other.network, other.prefixLength)}, ` +
-      `which another agent started to use while this ADD ran (both ${nameOf(me)}); ${REMEDY}`,
+/**
+ * The pools that serve range pool `rangePool` among the address spaces a shared store keeps,
+ * admitting what the rule asks (range-cover.ts), in address order, each with its guard. The
+ * allocator covers a range with it at the range's first use; `warren migrate` to learn where a
+ * migrated address lives. Throws TRY_AGAIN when the address space kept changing.
+ */
+export async function coverInSpaces(
+  spaces: AddressSpaces,
+  rangePool: string,
+  maxAttempts: number,
+): Promise<Covering[]> {
+  const me = parsePoolKey(rangePool);
+  if (me === undefined) throw new Error(`${rangePool} is not a range pool key`);
+  if (me.isolated === true) return [{ pool: rangePool, key: me, guard: undefined }];
+  const space = spaceNameOf(me);
+  return retryOnConflict(
+    {
+      subject: `the ranges of ${nameOf(me)}`,
+      action: `admit range ${formatCidr(me.family, me.network, me.prefixLength)}`,
+    },
+    maxAttempts,
+    async () => {
+      for (let step = 0; step < MAX_ADMISSIONS_PER_COVER; step++) {
+        const reading = await spaces.read(space);
+        const plan = planCover(rangePool, me, reading.admitted, reading.held);
+        if (plan.kind === 'covered') return await guarded(spaces, reading, plan);
+        if ((await spaces.admit(reading, plan.pool, plan.retire)) === undefined) return CONFLICT;
+      }
+      return CONFLICT;
+    },
   );
 }
 
-/** Throws INVALID_CONFIG when a range overlapping `range` differently holds an address. */
-function refuseIfHeld(range: RangeSpec, me: PoolKey, held: ReadonlyMap<string, number>): void {
-  for (const [key, count] of held) {
-    const other = parsePoolKey(key);
-    if (key === range.pool || count === 0 || other === undefined || !poolsOverlap(me, other)) continue;
-    throw new WarrenError(
-      'INVALID_CONFIG',
-      `range ${range.subnet} overlaps range ${formatCidr(other.family, other.network, other.prefixLength)}, ` +
-        `which holds ${count} addresses (both ${nameOf(me)}); ${REMEDY}`,
-    );
+/** The pools of a cover with their guards (an admitted pool's guard costs no write). */
+async function guarded(
+  spaces: AddressSpaces,
+  reading: SpaceReading,
+  plan: Extract<CoverPlan, { kind: 'covered' }>,
+): Promise<Covering[] | typeof CONFLICT> {
+  const covering: Covering[] = [];
+  for (const pool of plan.pools) {
+    const key = parsePoolKey(pool);
+    if (key === undefined) continue;
+    const guard = await spaces.admit(reading, pool, []);
+    if (guard === undefined) return CONFLICT;
+    covering.push({ pool, key, guard });
   }
+  return covering;
 }

@@ -10,7 +10,8 @@
  * here …); across the cluster 30 of 30 allocated (n1 14, n2 16)", not a pool that looks half empty.
  * Those figures are read off the common path, bounded, and kept `FIGURES_KEPT_MS` per range, so a
  * full range refusing ADD after ADD (a runtime retrying) costs the cluster one read per interval;
- * when they cannot be read the refusal says so and why.
+ * when they cannot be read the refusal says so and why. A range served from several pools (ranges
+ * of its network_name overlap it: admission.ts) is refused with each pool's figures, the first few.
  */
 import type { Clock } from '../core/clock.ts';
 import { WarrenError, messageOf } from '../core/errors.ts';
@@ -22,6 +23,9 @@ import type { Store } from '../store/store.ts';
 
 /** How long a range's figures across the cluster are kept for the next refusal, on the monotonic clock. */
 export const FIGURES_KEPT_MS = 10_000;
+
+/** Pools a refusal of a range served from several describes one by one. */
+const MAX_SEGMENTS_SHOWN = 4;
 
 export interface ExhaustionOptions {
   readonly store: Store;
@@ -39,8 +43,25 @@ export class Exhaustion {
     this.#o = options;
   }
 
-  /** The POOL_EXHAUSTED refusal of an ADD in `range`. */
-  async error(range: RangeSpec): Promise<WarrenError> {
+  /**
+   * The POOL_EXHAUSTED refusal of an ADD in `range`, served from `segments` (the range restricted to
+   * each pool it is served from, admission.ts) when ranges of its network_name overlap it.
+   */
+  async error(range: RangeSpec, segments: readonly RangeSpec[] = [range]): Promise<WarrenError> {
+    const only = segments[0];
+    if (segments.length === 1 && only !== undefined && only.pool === range.pool) return this.#poolError(range);
+    const shown = segments.slice(0, MAX_SEGMENTS_SHOWN);
+    const each: string[] = [];
+    for (const segment of shown) each.push((await this.#poolError(segment)).message);
+    const more = segments.length > shown.length ? `; and ${segments.length - shown.length} more pools` : '';
+    return new WarrenError(
+      'POOL_EXHAUSTED',
+      `pool ${range.pool} has no free address in any of the ${segments.length} pools its span is served from ` +
+        `(ranges of its network_name overlap): ${each.join('; ')}${more}`,
+    );
+  }
+
+  async #poolError(range: RangeSpec): Promise<WarrenError> {
     const { store, reserved, node } = this.#o;
     const summaries = (await store.ledgers(range.pool)).filter((p) => inRangePool(p.ledger, range.pool));
     const allocated = summaries.reduce((n, p) => n + p.allocated, 0);

@@ -11,7 +11,8 @@
  * Guarantees: every problem is an INVALID_CONFIG error whose message starts with the path of the
  * offending key, or of the object holding several unknown keys, all of which it names; unknown
  * keys are refused, never ignored; no two ranges of one config share an address, whatever
- * `enable_overlapping_ranges` says; a parsed network_name can always be encoded in a pool key.
+ * `enable_overlapping_ranges` says (across configs it keeps whereabouts' meaning: false keeps the
+ * config's ranges apart, pools of their own); a parsed network_name can always be encoded in a pool key.
  *
  * One range is read in ipam-range.ts, `routes` and `dns` in routes-and-dns.ts, `pools` (and the
  * network names that are the pools' own) in pool-names.ts, the keys of whereabouts itself in
@@ -146,14 +147,10 @@ export function parseIpamConfig(value: unknown, path = 'ipam'): IpamConfig {
     checkIgnored(value[key], ignored.check, `${path}.${key}`);
     ignoredKeys.push({ path: `${path}.${key}`, reason: ignored.reason });
   }
-  // Whereabouts' defaults (true, false) describe what it does; Warren always does the safe thing,
-  // so only the other value is worth a word.
-  if (optionalBoolean(value.enable_overlapping_ranges, `${path}.enable_overlapping_ranges`) === false) {
-    ignoredKeys.push({
-      path: `${path}.enable_overlapping_ranges`,
-      reason: 'Warren keeps every address unique within a network_name whatever this says',
-    });
-  }
+  // Whereabouts' meaning: false keeps this config's ranges apart from the other ranges of the
+  // network_name (each its own pool, never checked against the others); true, the default, keeps an
+  // address unique across all of them (allocator/admission.ts).
+  const apart = optionalBoolean(value.enable_overlapping_ranges, `${path}.enable_overlapping_ranges`) === false;
   if (optionalBoolean(value.exclude_gateway, `${path}.exclude_gateway`) === false) {
     ignoredKeys.push({
       path: `${path}.exclude_gateway`,
@@ -218,7 +215,7 @@ export function parseIpamConfig(value: unknown, path = 'ipam'): IpamConfig {
       gateway: undefined,
       block_size: value.block_size,
     };
-    ranges.push(parseRange(raw, path, networkName, topL3, sharedGateway));
+    ranges.push(parseRange(raw, path, { networkName, apart }, topL3, sharedGateway));
     rangePaths.push(`${path}.range`);
   }
   if (value.ipRanges !== undefined) {
@@ -237,7 +234,7 @@ export function parseIpamConfig(value: unknown, path = 'ipam'): IpamConfig {
         gateway: item.gateway,
         block_size: item.block_size ?? value.block_size,
       };
-      ranges.push(parseRange(raw, at, networkName, l3, sharedGateway));
+      ranges.push(parseRange(raw, at, { networkName, apart }, l3, sharedGateway));
       rangePaths.push(`${at}.range`);
     });
   }

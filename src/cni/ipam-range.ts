@@ -1,7 +1,9 @@
 /**
  * One range of a network config's IPAM section, read with whereabouts' meaning (the masked
  * network, its usable addresses, range_start and range_end, exclusions, the gateway, Warren's
- * block_size), and the rule that no two ranges of one config share an address.
+ * block_size), and the rule that no two ranges of one config share an address. A range of a config
+ * with `enable_overlapping_ranges: false` (`apart`) gets a pool key of its own address space
+ * (ipam/pool-key.ts), as whereabouts keeps such a range out of its cluster-wide reservations.
  *
  * Guarantees: every problem is an INVALID_CONFIG error whose message starts with the path of the
  * offending key; a range that parses has at least one allocatable address and a pool key.
@@ -43,7 +45,7 @@ export interface RawRange {
 export function parseRange(
   raw: RawRange,
   path: string,
-  networkName: string,
+  network: { readonly networkName: string; readonly apart: boolean },
   l3: boolean,
   sharedGateway?: IPAddress,
 ): RangeSpec {
@@ -148,7 +150,7 @@ export function parseRange(
     last,
     excluded,
     gateway,
-    pool: poolKeyOf(spec, networkName),
+    pool: poolKeyOf(spec, network.networkName, network.apart),
     blockPrefix,
     ...(raw.block_size === undefined ? {} : { blockSizeSet: true as const }),
   };

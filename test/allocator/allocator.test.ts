@@ -264,37 +264,8 @@ describe('Allocator', () => {
   });
 });
 
-describe('Allocator: overlapping ranges of one network_name', () => {
-  const refusedAsOverlap = (ours: string, theirs: string) => (error: unknown) =>
-    isWarrenError(error, 'INVALID_CONFIG') && error.message.includes(`range ${ours} overlaps range ${theirs}`);
-
-  it('never hands out one address twice from two configs whose ranges overlap differently', async () => {
-    const { allocator } = setup();
-    const wide = ranges({ range: '10.232.2.0/24' });
-    const narrow = ranges({ range: '10.232.2.0/25' });
-    const [a] = await allocator.allocate({ owner: owner('a'), ranges: wide });
-    assert.equal(a?.allocation.address, '10.232.2.1');
-    await assert.rejects(
-      allocator.allocate({ owner: owner('b', 'eth0', 'other-conf'), ranges: narrow }),
-      refusedAsOverlap('10.232.2.0/25', '10.232.2.0/24'),
-    );
-  });
-
-  it('refuses a /24 inside a /23 of the same network_name, even with enable_overlapping_ranges', async () => {
-    const { allocator } = setup();
-    await allocator.allocate({
-      owner: owner('a'),
-      ranges: ranges({ range: '10.232.0.0/23', network_name: 'blue', enable_overlapping_ranges: true }),
-    });
-    await assert.rejects(
-      allocator.allocate({
-        owner: owner('b'),
-        ranges: ranges({ range: '10.232.1.0/24', network_name: 'blue', enable_overlapping_ranges: true }),
-      }),
-      refusedAsOverlap('10.232.1.0/24', '10.232.0.0/23'),
-    );
-  });
-
+// Ranges that overlap within one network_name: overlap.test.ts.
+describe('Allocator: ranges of different network_names, and gateways', () => {
   it('keeps overlapping ranges of different network_names apart, as separate address spaces', async () => {
     const { allocator } = setup();
     const [a] = await allocator.allocate({
@@ -309,21 +280,6 @@ describe('Allocator: overlapping ranges of one network_name', () => {
       a?.allocation.address,
       b?.allocation.address,
       'the same address in two address spaces is not a duplicate',
-    );
-  });
-
-  it('admits a new overlapping range once the old one holds nothing, and then refuses the old one', async () => {
-    const { allocator } = setup();
-    const wide = ranges({ range: '10.232.2.0/24' });
-    const narrow = ranges({ range: '10.232.2.0/25' });
-    await allocator.allocate({ owner: owner('a'), ranges: wide });
-    await allocator.release(owner('a'));
-    // The operator moved the network from the /24 to the /25: it drained, so the /25 may start.
-    const [b] = await allocator.allocate({ owner: owner('b'), ranges: narrow });
-    assert.ok(b !== undefined);
-    await assert.rejects(
-      allocator.allocate({ owner: owner('c'), ranges: wide }),
-      refusedAsOverlap('10.232.2.0/24', '10.232.2.0/25'),
     );
   });
 

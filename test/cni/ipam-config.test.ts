@@ -605,7 +605,7 @@ describe('whereabouts keys Warren ignores', () => {
     );
   });
 
-  test('enable_overlapping_ranges and exclude_gateway are reported only when they ask for what Warren never does', () => {
+  test('exclude_gateway is reported only when it asks for what Warren never does; enable_overlapping_ranges is honoured', () => {
     assert.deepEqual(
       parseIpamConfig({ ...base, enable_overlapping_ranges: true, exclude_gateway: true }).ignoredKeys,
       [],
@@ -613,8 +613,18 @@ describe('whereabouts keys Warren ignores', () => {
     const config = parseIpamConfig({ ...base, enable_overlapping_ranges: false, exclude_gateway: false });
     assert.deepEqual(
       config.ignoredKeys.map((k) => k.path),
-      ['ipam.enable_overlapping_ranges', 'ipam.exclude_gateway'],
+      ['ipam.exclude_gateway'],
     );
+    // false keeps the range apart from the network_name's other ranges: a pool key of its own space.
+    assert.equal(only(config).pool, `${only(parseIpamConfig(base)).subnet}@@`);
+    const named = parseIpamConfig({ ...base, network_name: 'blue', enable_overlapping_ranges: false });
+    assert.deepEqual(parsePoolKey(only(named).pool), {
+      family: 4,
+      network: only(named).network,
+      prefixLength: only(named).prefixLength,
+      networkName: 'blue',
+      isolated: true,
+    });
     rejects({ ...base, exclude_gateway: 'true' }, 'ipam.exclude_gateway', /boolean/);
   });
 
@@ -755,14 +765,18 @@ describe('network_name and pool keys', () => {
         fc.bigInt({ min: 0n, max: (1n << 128n) - 1n }),
         fc.nat(128),
         name,
-        (v6, value, length, networkName) => {
+        fc.boolean(),
+        (v6, value, length, networkName, apart) => {
           const family = v6 ? 6 : 4;
           const bits = v6 ? 128 : 32;
           const prefixLength = length % (bits + 1);
           const host = (1n << BigInt(bits - prefixLength)) - 1n;
           const network = value & ((1n << BigInt(bits)) - 1n) & ~host;
           const subnet = { family, network, prefixLength } as const;
-          assert.deepEqual(parsePoolKey(poolKeyOf(subnet, networkName)), { ...subnet, networkName });
+          assert.deepEqual(
+            parsePoolKey(poolKeyOf(subnet, networkName, apart)),
+            apart ? { ...subnet, networkName, isolated: true } : { ...subnet, networkName },
+          );
         },
       ),
       { numRuns: 300 },
@@ -785,6 +799,8 @@ describe('network_name and pool keys', () => {
       assert.equal(parsePoolKey(key), undefined, key);
     }
     assert.deepEqual(parsePoolKey('fd00::/64@a@b'), undefined, 'a name cannot hold a second "@"');
+    assert.deepEqual(parsePoolKey('fd00::/64@@a@'), undefined, 'a range kept apart has one name, "@"-free');
+    assert.deepEqual(parsePoolKey('fd00::/64@@')?.isolated, true, 'a range kept apart, without a network_name');
     assert.deepEqual(parsePoolKey('fd00::/64'), {
       family: 6,
       network: ip('fd00::'),
@@ -1102,6 +1118,7 @@ describe('parseIpamConfig on arbitrary input', () => {
             network: range.network,
             prefixLength: range.prefixLength,
             networkName: config.networkName,
+            ...(raw.enable_overlapping_ranges === false ? { isolated: true } : {}),
           });
         }
         config.ranges.forEach((a, i) =>

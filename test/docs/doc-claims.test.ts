@@ -21,7 +21,12 @@ import { codeSpans, docPage, tableColumn } from './doc-tables.ts';
 /** A range as a config writes it, with no other key. */
 function rangeOf(range: string): RangeSpec {
   const raw = { range, range_start: undefined, range_end: undefined, exclude: undefined };
-  return parseRange({ ...raw, gateway: undefined, block_size: undefined }, 'ipam', 'docs', false);
+  return parseRange(
+    { ...raw, gateway: undefined, block_size: undefined },
+    'ipam',
+    { networkName: 'docs', apart: false },
+    false,
+  );
 }
 
 describe('docs/ipam-keys.md, block_size', () => {

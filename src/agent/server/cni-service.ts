@@ -32,7 +32,7 @@ import type { Owner } from '../../ipam/allocation.ts';
 import { inSubnet } from '../../ipam/range.ts';
 import type { StoreKind } from '../../store/store.ts';
 import { type Allocator, type RuntimeOf, attachmentKey } from '../../allocator/allocator.ts';
-import { rangePoolOfKey } from '../../ipam/blocks.ts';
+import { heldInRange } from '../../ipam/shared-pools.ts';
 import { type CniEnv, parseCniArgs, printable } from '../../cni/args.ts';
 import { delTargetOf } from '../../cni/del-target.ts';
 import { type NetConf, declaredVersion, parseNetConf } from '../../cni/netconf.ts';
@@ -308,7 +308,7 @@ export class CniService {
     if (conf.ipam.pools !== undefined && held.length === 0)
       throw new WarrenError('ALLOCATION_MISSING', `container ${owner.containerID} (${owner.ifname}) holds no address`);
     for (const range of conf.ipam.ranges) {
-      const mine = held.find((a) => rangePoolOfKey(a.pool) === range.pool);
+      const mine = held.find((a) => heldInRange(range, a));
       if (mine === undefined) {
         throw new WarrenError(
           'ALLOCATION_MISSING',

@@ -16,7 +16,7 @@ import type { KeyedMutex } from '../../core/keyed-mutex.ts';
 import { momentOf } from '../../core/moment.ts';
 import { type IPAddress, formatIP, parseIP } from '../../ipam/address.ts';
 import { type Allocation, sameOwner } from '../../ipam/allocation.ts';
-import { rangePoolOfKey } from '../../ipam/blocks.ts';
+import { heldInRange } from '../../ipam/shared-pools.ts';
 import { holderKeyProblem, isUseKey, useKey } from '../../ipam/holding-key.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
 import type { HoldingRecord } from '../../store/cluster-holdings.ts';
@@ -70,7 +70,7 @@ export class HolderPlanner {
     const problem = holderKeyProblem(key);
     if (problem !== undefined) throw new WarrenError('INVALID_CONFIG', problem);
     const records = this.#o.records.of(key);
-    const mine = (await this.#o.store.findByOwner(request.owner)).find((a) => rangePoolOfKey(a.pool) === range.pool);
+    const mine = (await this.#o.store.findByOwner(request.owner)).find((a) => heldInRange(range, a));
     // The attachment ADDed before without the holding (its network made sticky since): its address stays its own.
     if (mine !== undefined && !isUseKey(mine.pool))
       throw new WarrenError(

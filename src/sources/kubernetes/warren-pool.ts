@@ -91,7 +91,7 @@ export function parseWarrenPool(object: unknown): PoolSpec {
         // The range's own, else the pool's (as ipRanges entries take the config's block_size).
         block_size: item.block_size ?? spec.blockSize,
       };
-      ranges.push(parseRange(raw, at, network, item.enable_l3 === true));
+      ranges.push(parseRange(raw, at, { networkName: network, apart: false }, item.enable_l3 === true));
       paths.push(`${at}.range`);
     });
     refuseOverlaps(ranges, paths, false);

@@ -1,0 +1,87 @@
+/**
+ * The cover rule of overlapping ranges (allocator/range-cover.ts), on random ranges of one address
+ * space admitted in random order with random pools holding addresses: admitted pools never overlap
+ * one another, and every range is covered exactly (its pools overlap it and together contain it).
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import { carve, coverAfterAdmissions, planCover } from '../../src/allocator/range-cover.ts';
+import { type PoolKey, parsePoolKey, poolKeyOf, subnetWithin, subnetsOverlap } from '../../src/ipam/pool-key.ts';
+
+const BASE = 0x0ae80000n; // 10.232.0.0
+
+/** A random subnet of 10.232.0.0/16, /16 to /30. */
+const subnet = fc
+  .tuple(fc.integer({ min: 16, max: 30 }), fc.integer({ min: 0, max: 0xffff }))
+  .map(([prefixLength, offset]) => {
+    const size = 1n << BigInt(32 - prefixLength);
+    return { family: 4 as const, network: BASE + (BigInt(offset) / size) * size, prefixLength };
+  });
+
+const keyOf = (s: { family: 4; network: bigint; prefixLength: number }) => poolKeyOf(s, 'blue');
+const parsed = (key: string): PoolKey => {
+  const k = parsePoolKey(key);
+  assert.ok(k, key);
+  return k;
+};
+const size = (k: PoolKey) => 1n << BigInt(32 - k.prefixLength);
+
+describe('range-cover: overlapping ranges of one network_name', () => {
+  it('keeps admitted pools apart and covers every range exactly, whatever the order and what is held', () => {
+    fc.assert(
+      fc.property(fc.array(fc.tuple(subnet, fc.boolean()), { minLength: 1, maxLength: 12 }), (steps) => {
+        let admitted: readonly string[] = [];
+        const held = new Map<string, number>();
+        for (const [s, holds] of steps) {
+          const key = keyOf(s);
+          const me = parsed(key);
+          const outcome = coverAfterAdmissions(key, me, admitted, held);
+          admitted = outcome.admitted;
+          const pools = outcome.pools.map(parsed);
+          // Apart: no two admitted pools overlap.
+          admitted.forEach((a, i) =>
+            admitted.slice(i + 1).forEach((b) => assert.ok(!subnetsOverlap(parsed(a), parsed(b)), `${a} and ${b}`)),
+          );
+          // Exact: each pool is admitted and overlaps the range; inside it, they add up to it.
+          let covered = 0n;
+          for (const [i, p] of pools.entries()) {
+            assert.ok(admitted.includes(outcome.pools[i] as string));
+            assert.ok(subnetsOverlap(p, me));
+            covered += subnetWithin(p, me) ? size(p) : size(me);
+          }
+          assert.equal(covered, size(me), `${key} covered by ${outcome.pools.join(', ')}`);
+          // The range's addresses land in one of its pools: mark one as held sometimes.
+          if (holds) held.set(outcome.pools[0] as string, 1);
+        }
+      }),
+      { numRuns: 400 },
+    );
+  });
+
+  it('serves a range inside an admitted pool from it, and admits a range around empty pools whole', () => {
+    const outer = keyOf({ family: 4, network: BASE, prefixLength: 24 });
+    const inner = keyOf({ family: 4, network: BASE + 64n, prefixLength: 26 });
+    assert.deepEqual(planCover(inner, parsed(inner), [outer], new Map()), { kind: 'covered', pools: [outer] });
+    assert.deepEqual(planCover(outer, parsed(outer), [inner], new Map()), {
+      kind: 'admit',
+      pool: outer,
+      retire: [inner],
+    });
+    assert.deepEqual(planCover(outer, parsed(outer), [inner], new Map([[inner, 3]])), {
+      kind: 'admit',
+      pool: keyOf({ family: 4, network: BASE, prefixLength: 26 }),
+      retire: [],
+    });
+  });
+
+  it('carves a /16 around a /30 into 14 pieces, the largest aligned subnets', () => {
+    const outer = { family: 4 as const, network: BASE, prefixLength: 16 };
+    const pieces = carve(outer, [{ family: 4, network: BASE + 4n, prefixLength: 30 }]);
+    assert.equal(pieces.length, 14);
+    assert.equal(
+      pieces.reduce((n, p) => n + (1n << BigInt(32 - p.prefixLength)), 0n),
+      (1n << 16n) - 4n,
+    );
+  });
+});
