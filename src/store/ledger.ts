@@ -99,7 +99,7 @@ export type CommitResult =
 
 /** One ledger's part of a commit to several (Store.commitAll). */
 export type LedgerCommit = { readonly ledger: string; readonly expected: Revision; readonly ops: readonly LedgerOp[] };
-/** How a commit is answered. */
+/** How a commit is made and answered. */
 export interface CommitOptions {
   /**
    * Answer as soon as the commit is applied (every later read sees it), before it is durable: a
@@ -109,6 +109,13 @@ export interface CommitOptions {
    * durable commits, as without it.
    */
   readonly durableLater?: boolean;
+  /**
+   * Commits to other ledgers applied first, in the same transaction: those and this one each at its
+   * expected revision, or none (`conflict`). Given only to a store that offers `commitAll`, which
+   * honours it; a claim in `ops` on a store shared by nodes is still made in the cluster first (a
+   * block claimed with what a loan ledger of this node held: allocator/lending/migrated.ts).
+   */
+  readonly precededBy?: readonly LedgerCommit[];
 }
 
 export interface LedgerSummary {
