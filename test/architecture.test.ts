@@ -73,11 +73,12 @@ export const STORE_PARTS: Record<string, readonly string[]> = {
   'etcd-tier': ['', 'tiered'],
   kubernetes: ['', 'tiered'],
 };
-/** The files directly in src/store: the contracts (the store's, membership's, the cluster's) and the forwarding wrapper. */
+/** The files directly in src/store: the contracts (the store's and its ledger's, membership's, the cluster's) and the forwarding wrapper. */
 export const STORE_ROOT: readonly string[] = [
   'cluster-holdings.ts',
   'cluster.ts',
   'forwarding-store.ts',
+  'ledger.ts',
   'membership.ts',
   'store.ts',
 ];

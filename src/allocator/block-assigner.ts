@@ -48,11 +48,12 @@ import {
 } from '../ipam/blocks.ts';
 import { withReservations } from '../ipam/reserved.ts';
 import { type RangeSpec, adaptiveBlockPrefix, capacityOf, growthBlockPrefix } from '../ipam/range.ts';
-import type { AdmissionGuard, Store, StoreCluster } from '../store/store.ts';
+import type { AdmissionGuard, CommitResult, Revision, Store, StoreCluster } from '../store/store.ts';
 import type { AllocateRequest, Decision } from './assignment.ts';
 import { CONFLICT, retryOnConflict } from './commit-loop.ts';
 import type { Holdings } from './holdings/holdings.ts';
 import type { Lending } from './lending/lending.ts';
+import { commitOptionsOf } from './lending/migrated.ts';
 import type { OwnBlocks } from './own-blocks.ts';
 import type { LedgerAssigner } from './ledger-assigner.ts';
 import type { LedgerCache } from './ledger-cache.ts';
@@ -112,7 +113,7 @@ export class BlockAssigner {
     requested: IPAddress | undefined,
     guard?: AdmissionGuard,
   ): Promise<Decision> {
-    const { store, node, own, assigner } = this.#o;
+    const { own, assigner } = this.#o;
     const range = await this.#pinBlockSize(configured);
     if (requested !== undefined) {
       if (requested.value < range.first || requested.value > range.last)
@@ -156,21 +157,8 @@ export class BlockAssigner {
       case 'claim': {
         const { block, revision } = placement;
         const cooldownSeconds = request.cooldownSeconds ?? 0;
-        const claim = await store.commit(block.key, revision, [
-          { op: 'claim', node },
-          ...metadataOps(block.span, cooldownSeconds),
-          // Addresses a migration recorded in the block are held with the claim, in one commit,
-          // as are the addresses held in it (holdings of a node forgotten).
-          ...((await this.#o.lending?.migratedIn(range, block)) ?? []),
-          ...((await this.#o.holdings?.claimOps(block.key)) ?? []),
-        ]);
-        this.#o.ledgers.forget(block.key);
+        const claim = await this.#claim(range, block, revision, cooldownSeconds);
         this.#placer.claimed(range.pool, block.key, claim.kind === 'committed'); // lost: look elsewhere
-        if (claim.kind === 'committed') {
-          own.set(range.pool, [block.key, ...(own.get(range.pool) ?? [])]);
-          this.#o.metadata.written(block.span);
-          await this.#o.holdings?.adoptBlock(block.key).catch(() => undefined); // the upkeep adopts too
-        }
         // Either way, decide again with the new picture; admitting the range again first when the
         // claim found it no longer admitted (etcd's tier reads the admission in the claim's transaction).
         return claim.kind === 'conflict' && claim.admissionLost === true
@@ -218,19 +206,36 @@ export class BlockAssigner {
     }
     const block = candidates[0] as Block;
     const read = await store.readLedger(block.key);
-    const claimed = await store.commit(block.key, read.revision, [
-      { op: 'claim', node },
-      ...metadataOps(block.span, request.cooldownSeconds ?? 0),
-      ...((await this.#o.lending?.migratedIn(range, block)) ?? []),
-      ...((await this.#o.holdings?.claimOps(block.key)) ?? []),
-    ]);
+    await this.#claim(range, block, read.revision, request.cooldownSeconds ?? 0);
+    return { kind: 'conflict' };
+  }
+
+  /** Claims `block` for this node at `revision`, with what it must hold from the claim on. */
+  async #claim(range: RangeSpec, block: Block, revision: Revision, cooldownSeconds: number): Promise<CommitResult> {
+    const { store, node, own } = this.#o;
+    const migrated = await this.#o.lending?.migratedIn(range, block);
+    const claimed = await store.commit(
+      block.key,
+      revision,
+      [
+        { op: 'claim', node },
+        ...metadataOps(block.span, cooldownSeconds),
+        // Addresses a migration recorded in the block are held with the claim, in one commit (the
+        // loan ledgers it takes them over from let go in its transaction), as are the addresses held
+        // in it (holdings of a node forgotten).
+        ...(migrated?.ops ?? []),
+        ...((await this.#o.holdings?.claimOps(block.key)) ?? []),
+      ],
+      undefined,
+      commitOptionsOf(migrated),
+    );
     this.#o.ledgers.forget(block.key);
     if (claimed.kind === 'committed') {
       own.set(range.pool, [block.key, ...(own.get(range.pool) ?? [])]);
       this.#o.metadata.written(block.span);
       await this.#o.holdings?.adoptBlock(block.key).catch(() => undefined); // the upkeep adopts too
     }
-    return { kind: 'conflict' };
+    return claimed;
   }
 
   /** Whether this node's blocks, as last seen, are the whole range: nobody else has any to lend. */

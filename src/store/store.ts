@@ -31,125 +31,33 @@
  * `<range pool>#<block CIDR>` (the codec is ipam/store-key.ts); the store needs no other notion of
  * blocks than that key and `AllocationFilter.rangePool`.
  */
-import type { BootStamp } from '../core/moment.ts';
 import type { Allocation, Owner } from '../ipam/allocation.ts';
 import type { ClusterHoldings } from './cluster-holdings.ts';
 import type { BlockHandover, ClusterRecords, FileCheckStatus, LegacyLeft, StoreHistory } from './cluster.ts';
 import type { Membership } from './membership.ts';
+import type {
+  CommitOptions,
+  CommitResult,
+  LedgerCommit,
+  LedgerOp,
+  LedgerRead,
+  LedgerSummary,
+  Revision,
+} from './ledger.ts';
 
-/** Opaque, strictly increasing per ledger; 0 for a ledger never written. */
-export type Revision = number;
-
-export interface RestingAddress {
-  readonly address: string;
-  /** Milliseconds since the epoch, on the releaser's wall clock: for people, and the last resort. */
-  readonly reusableAt: number;
-  /**
-   * The same instant on the releasing boot's monotonic clock: what times the rest within that boot
-   * (allocator/ledger-cache.ts). Absent in rests recorded by older Warrens.
-   */
-  readonly reusableStamp?: BootStamp;
-}
-
-export interface LedgerSnapshot {
-  readonly kind: 'snapshot';
-  readonly ledger: string;
-  readonly revision: Revision;
-  readonly cursor?: string;
-  /** The node that claimed this ledger (a block), if any. */
-  readonly affinity?: string;
-  /**
-   * Seconds an address released here rests when the releaser has no config of its own to say
-   * (journal, runtime events), as last set by a `cooldown` op; absent when never set.
-   */
-  readonly cooldownSeconds?: number;
-  readonly allocations: readonly string[];
-  readonly resting: readonly RestingAddress[];
-}
-
-export type LedgerRead = LedgerSnapshot | { readonly kind: 'unchanged'; readonly revision: Revision };
-
-/**
- * Facts about a ledger kept for operators (utilisation), written when the range or block is first
- * used and when its config changes. Read by operators' listings only: the cooldown a release applies
- * is the ledger's `cooldownSeconds` attribute, not this copy.
- */
-export interface LedgerDescription {
-  readonly subnet: string;
-  readonly first: string;
-  readonly last: string;
-  readonly capacity: string;
-  readonly cooldownSeconds: number;
-  /** For a range split into blocks: the block prefix length, fixed at first use. */
-  readonly blockPrefix?: number;
-  /** For a range whose blocks grow: the prefix length of the largest block, fixed with `blockPrefix`. */
-  readonly largestBlockPrefix?: number;
-}
-
-export type LedgerOp =
-  | { readonly op: 'allocate'; readonly allocation: Allocation }
-  | {
-      readonly op: 'release';
-      readonly address: string;
-      readonly reusableAt?: number;
-      readonly reusableStamp?: BootStamp;
-    }
-  /**
-   * Records where the holder of `allocation.address` lives now: `allocation` is the record as held,
-   * with its new network namespace (`netns`). The owner (network, containerID, ifname) must be the
-   * one holding the address in this ledger, or the commit is a conflict.
-   * A re-ADD of an attachment in a new namespace (a container restarted without a DEL) uses it.
-   */
-  | { readonly op: 'relocate'; readonly allocation: Allocation }
-  | { readonly op: 'unrest'; readonly address: string }
-  | { readonly op: 'cursor'; readonly address: string }
-  | { readonly op: 'describe'; readonly description: LedgerDescription }
-  /** Sets the ledger's `cooldownSeconds` attribute. */
-  | { readonly op: 'cooldown'; readonly seconds: number }
-  /** Sets the ledger's affinity to `node` (claiming a block). */
-  | { readonly op: 'claim'; readonly node: string }
-  /** Clears the ledger's affinity (giving a block back). */
-  | { readonly op: 'unclaim' };
-
-export type CommitResult =
-  | {
-      readonly kind: 'committed';
-      readonly revision: Revision;
-      /**
-       * Present only when the commit asked `durableLater` and the store makes it durable after
-       * answering: resolves once the commit survives power loss, rejects (IO_FAILURE) when it could
-       * not be made so. Absent: the commit was durable when it was answered.
-       */
-      readonly durable?: Promise<void>;
-    }
-  /**
-   * `admissionLost`: the commit's guard no longer holds (another range of its address space was
-   * admitted since), so admit the range again before the next round instead of only re-reading.
-   */
-  | { readonly kind: 'conflict'; readonly reason: string; readonly admissionLost?: true };
-
-/** One ledger's part of a commit to several (Store.commitAll). */
-export type LedgerCommit = { readonly ledger: string; readonly expected: Revision; readonly ops: readonly LedgerOp[] };
-/** How a commit is answered. */
-export interface CommitOptions {
-  /**
-   * Answer as soon as the commit is applied (every later read sees it), before it is durable: a
-   * store that can then makes it durable together with the commits around it (one disk sync for
-   * several) and says so in `CommitResult.durable`. The caller tells nobody outside the process
-   * of the commit before that resolves. A store, or a store wrapper, that ignores this answers
-   * durable commits, as without it.
-   */
-  readonly durableLater?: boolean;
-}
-
-export interface LedgerSummary {
-  readonly ledger: string;
-  readonly revision: Revision;
-  readonly allocated: number;
-  readonly resting: number;
-  readonly description?: LedgerDescription;
-  readonly affinity?: string;
-}
+// A ledger's reading and commit shapes (ledger.ts), named from here as every store's.
+export type {
+  CommitOptions,
+  CommitResult,
+  LedgerCommit,
+  LedgerDescription,
+  LedgerOp,
+  LedgerRead,
+  LedgerSnapshot,
+  LedgerSummary,
+  RestingAddress,
+  Revision,
+} from './ledger.ts';
 
 export type { AcceptReport, AnnounceInfo, Membership, NodeRecord } from './membership.ts';
 

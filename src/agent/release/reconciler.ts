@@ -7,7 +7,8 @@
  * - exited containers, looked at again (`namespace-recheck`);
  * - a rescan of the journal, for watch events the kernel dropped;
  * - before the sweep, the network namespaces of addresses no CNI ADD recorded (migrated ones), from
- *   the runtime's sandboxes, where containerd is followed (sandbox-netns.ts).
+ *   the runtime's sandboxes, where containerd is followed (sandbox-netns.ts), on the same listing
+ *   of the store the sweep then audits: a pass lists the store once.
  * The pass releases nothing itself: the pipeline decides and applies. One pass at a time; each
  * waits for the work it queued (and the work under way when it began) to be applied or to back
  * off, and reports what the pipeline did meanwhile. Also serves the audit, and `--fix` through the
@@ -89,13 +90,19 @@ export class ReleaseReconciler {
     const before = pipeline.counts();
     const unobservable = new Set<string>();
     const { sandboxes: lookup, store, logger, errors } = this.#o;
+    // One listing a pass: the namespaces are recorded on it and the sweep audits what that answers.
+    // Where recording fails (or containerd is not followed) the audit lists for itself.
+    let listed: readonly Allocation[] | undefined;
     if (lookup !== undefined)
-      await recordSandboxNamespaces({ store, lookup, node: this.#o.onlyNode, logger, errors }).catch((error) =>
-        errors.add(`recording sandboxes' namespaces failed: ${messageOf(error)}`),
-      );
+      listed = await this.#listed()
+        .then((all) => recordSandboxNamespaces({ store, lookup, listed: all, logger, errors }))
+        .catch((error) => {
+          errors.add(`recording sandboxes' namespaces failed: ${messageOf(error)}`);
+          return undefined;
+        });
     if (this.#o.releaseGoneNetns) {
       try {
-        for (const intent of this.#sweep(await this.audit(false), unobservable)) pipeline.push(intent);
+        for (const intent of this.#sweep(await this.audit(false, listed), unobservable)) pipeline.push(intent);
       } catch (error) {
         this.#o.errors.add(`namespace sweep failed: ${messageOf(error)}`);
       }
@@ -133,13 +140,21 @@ export class ReleaseReconciler {
     return held.filter((a) => a.netns !== undefined && this.#o.observer.observe(a.netns, cache).kind === 'exists');
   }
 
-  /** Audits every allocation; with `fix`, releases the provably stale ones and nothing else. */
-  async audit(fix: boolean): Promise<AuditReport> {
+  /** This node's allocations (all on a store of one node). */
+  #listed(): Promise<readonly Allocation[]> {
+    return this.#o.store.list({ node: this.#o.onlyNode });
+  }
+
+  /**
+   * Audits every allocation (of `listed` when given: the pass's listing; else of a listing made
+   * now); with `fix`, releases the provably stale ones and nothing else.
+   */
+  async audit(fix: boolean, listed?: readonly Allocation[]): Promise<AuditReport> {
     const { journal, pipeline } = this.#o;
     // Bookkeeping records (ipam/bookkeeping.ts) have no namespace or pod to judge them by: they are
     // never stale, suspect or unobservable, so the audit (and the sweep and --fix after it) skips them.
     const report = audit(
-      (await this.#o.store.list({ node: this.#o.onlyNode })).filter((a) => !isBookkeeping(a)),
+      (listed ?? (await this.#listed())).filter((a) => !isBookkeeping(a)),
       {
         journalOwners: journal.owners(),
         observer: this.#o.observer,

@@ -6,7 +6,9 @@
  * containerd's word or the pod-gone grace (45 s on a real node). Each reconcile pass, this node's
  * allocations that name a pod UID and no namespace are looked up in the runtime (the pod's CRI
  * sandbox: pod-sandboxes.ts) and the namespace of the sandbox they were made for is recorded, by a
- * `relocate` commit naming their holder; from then on they are judged like any other.
+ * `relocate` commit naming their holder; from then on they are judged like any other. The pass
+ * hands in its one listing of this node's allocations and audits the listing this answers, so a
+ * pass lists the store once (the namespaces recorded are in it, as a second listing would show them).
  *
  * Guarantees:
  * - only this node's allocations that are not bookkeeping, name a pod UID and have no namespace;
@@ -16,7 +18,9 @@
  *   whose pod is the allocation's, and only when that sandbox names one: never another sandbox's
  *   of the pod (a sandbox re-made), never a guess;
  * - a commit that meets a newer revision, or a lookup that fails, is left for the next pass; a
- *   failure is said in the agent's recent errors, never thrown.
+ *   failure is said in the agent's recent errors, never thrown;
+ * - the listing answered is the one handed in, each allocation whose namespace was committed
+ *   replaced by itself with that namespace (a `relocate` changes nothing else), nothing else changed.
  */
 import type { Logger } from 'pino';
 import { messageOf } from '../../core/errors.ts';
@@ -35,44 +39,44 @@ export type SandboxLookup = () => Promise<readonly PodSandbox[]>;
 export interface SandboxNetnsOptions {
   readonly store: Store;
   readonly lookup: SandboxLookup;
-  /** This node's allocations only (a store shared by nodes). */
-  readonly node?: string | undefined;
+  /** This node's allocations as the pass listed them (only this node's on a store shared by nodes). */
+  readonly listed: readonly Allocation[];
   readonly logger: Logger;
   readonly errors: RecentErrors;
 }
 
-/** Records the namespaces found; answers how many allocations got one. */
-export async function recordSandboxNamespaces(o: SandboxNetnsOptions): Promise<number> {
-  const all = await o.store.list({ node: o.node });
+/** Records the namespaces found; answers `listed` with them (see the header). */
+export async function recordSandboxNamespaces(o: SandboxNetnsOptions): Promise<readonly Allocation[]> {
   const byPod = new Map<string, Allocation[]>();
-  for (const a of all) {
+  for (const a of o.listed) {
     if (a.netns !== undefined || a.podUID === undefined || isBookkeeping(a)) continue;
     if (!byPod.has(a.podUID) && byPod.size >= MAX_PODS_A_PASS) continue;
     byPod.set(a.podUID, [...(byPod.get(a.podUID) ?? []), a]);
   }
-  if (byPod.size === 0) return 0;
+  if (byPod.size === 0) return o.listed;
   let sandboxes: readonly PodSandbox[];
   try {
     sandboxes = await o.lookup();
   } catch (error) {
     o.errors.add(`listing the runtime's pod sandboxes failed: ${messageOf(error)}`);
-    return 0;
+    return o.listed;
   }
-  let recorded = 0;
+  const recorded = new Map<Allocation, Allocation>();
   for (const [podUID, held] of byPod) {
     for (const a of held) {
       const netns = sandboxes.find((s) => s.id === a.containerID && s.podUID === podUID)?.netns;
       if (netns === undefined) continue;
       const read = await o.store.readLedger(a.pool);
       if (read.kind !== 'snapshot') continue;
-      const result = await o.store.commit(a.pool, read.revision, [{ op: 'relocate', allocation: { ...a, netns } }]);
+      const moved = { ...a, netns };
+      const result = await o.store.commit(a.pool, read.revision, [{ op: 'relocate', allocation: moved }]);
       if (result.kind !== 'committed') continue;
-      recorded += 1;
+      recorded.set(a, moved);
       o.logger.info(
         { address: a.address, pool: a.pool, containerID: a.containerID, podUID, netns },
         "recorded the network namespace of a migrated address's sandbox",
       );
     }
   }
-  return recorded;
+  return recorded.size === 0 ? o.listed : o.listed.map((a) => recorded.get(a) ?? a);
 }

@@ -43,7 +43,7 @@ import type { Block } from '../../ipam/blocks.ts';
 import { parsePoolKey } from '../../ipam/pool-key.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
 import type { AddressRequest, ClusterRecords } from '../../store/cluster.ts';
-import type { AdmissionGuard, LedgerOp, Store } from '../../store/store.ts';
+import type { AdmissionGuard, Store } from '../../store/store.ts';
 import type { AllocateRequest, Decision } from '../assignment.ts';
 import type { RoomGiven } from '../give-back.ts';
 import type { LedgerAssigner } from '../ledger-assigner.ts';
@@ -54,7 +54,7 @@ import { Lender } from './lender.ts';
 import { LoanCheck } from './loan-check.ts';
 import { LoanReturn } from './loan-return.ts';
 import { MIGRATION_LENDER } from './loans.ts';
-import { MigratedAddresses, isMigrated } from './migrated.ts';
+import { MigratedAddresses, type MigratedInBlock, isMigrated } from './migrated.ts';
 import { PromptLending } from './prompt-lending.ts';
 import { WatchedRequests } from './watched-requests.ts';
 import { blockKeyPrefix } from '../../ipam/blocks.ts';
@@ -212,9 +212,10 @@ export class Lending {
    * as their lender (lender.ts keeps them while their grants stand). The grants as the last upkeep
    * run read them (a claim costs no request more); a grant written since is held by the next run
    * (lender.ts), which is why the migration records before the attachments switch to Warren.
-   * TRY_AGAIN when they were never read and the cluster cannot be reached.
+   * TRY_AGAIN when they were never read and the cluster cannot be reached. With the ops, the loan
+   * ledgers let go in the claim's transaction (migrated.ts: commitOptionsOf).
    */
-  async migratedIn(range: RangeSpec, block: Block): Promise<LedgerOp[]> {
+  async migratedIn(range: RangeSpec, block: Block): Promise<MigratedInBlock> {
     const { tier } = this.#o;
     // A block of the range is being claimed: its open requests are watched from now on.
     this.#requests.include(range.pool);
@@ -231,7 +232,7 @@ export class Lending {
         );
       }
     }
-    return this.#migratedAddresses.claimOps(range, block, requests);
+    return this.#migratedAddresses.inClaim(range, block, requests);
   }
 
   /**

@@ -17,9 +17,15 @@
  *   other node's placeholder with it);
  * - before this node knows the split, the grant is adopted into its loan ledger key (borrower.ts),
  *   so the pod's release frees it from the start; when this node then claims the block holding it,
- *   the claim records the pod's allocation in the block too (never free in a block of this node
- *   while the pod lives), and the next adoption lets the loan ledger's record go (a node stopped
- *   between the two holds it twice for the same pod, never for two); should the range turn out to be split into
+ *   the claim takes the pod's allocation over into the block (never free in a block of this node
+ *   while the pod lives). Where the store commits to several ledgers at once (Store.commitAll: the
+ *   SQLite store, and the two-tier store in its node's SQLite file: every store the agent runs on),
+ *   the loan ledger's record is let go in the claim's own transaction (CommitOptions.precededBy),
+ *   the ledger left with a given-back mark (loans.ts) so no pick reaches the address there again:
+ *   recorded once at every moment, as the store's one-address-per-owner-and-range guarantee
+ *   (store.ts) requires. A store without commitAll is given two commits: the claim recording it in
+ *   the block, and the next adoption letting the loan ledger's record go (#letLoanGo; a store
+ *   keeping that guarantee refuses the first, as a conflict). Should the range turn out to be split into
  *   one-address blocks, that pool is the block itself, claimed for this node at a later round when
  *   nobody holds it (a claim skips what is already recorded), or left as it is when another node does;
  * - an address is recorded once: an address already recorded here (in its block or its loan ledger) is
@@ -30,16 +36,17 @@
  */
 import { formatIP, bitsOf, parseIP } from '../../ipam/address.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
+import { isBookkeeping } from '../../ipam/bookkeeping.ts';
 import { type Block, blockAt, blocksHolding } from '../../ipam/blocks.ts';
 import { loanKey } from '../../ipam/loan-key.ts';
 import type { RangeSpec } from '../../ipam/range.ts';
 import type { AddressRequest, BlockClaim, ClusterRecords, Grant } from '../../store/cluster.ts';
-import type { LedgerOp, LedgerRead, Store } from '../../store/store.ts';
+import type { CommitOptions, LedgerCommit, LedgerOp, LedgerRead, Store } from '../../store/store.ts';
 import { momentOf } from '../../core/moment.ts';
 import type { Clock } from '../../core/clock.ts';
 import type { LedgerCache } from '../ledger-cache.ts';
 import { metadataOps } from '../ledger-metadata.ts';
-import { MIGRATION_LENDER, placeholderOf } from './loans.ts';
+import { MIGRATION_LENDER, placeholderOf, returnedMarkOf } from './loans.ts';
 
 export interface MigratedOptions {
   readonly store: Store;
@@ -47,6 +54,20 @@ export interface MigratedOptions {
   readonly node: string;
   readonly clock: Clock;
   readonly ledgers: LedgerCache;
+}
+
+/**
+ * What a claim of a block commits for the migrated addresses in it: `ops` in the block, after
+ * `precededBy` (the loan ledgers whose records the block takes over) in the same transaction.
+ */
+export interface MigratedInBlock {
+  readonly ops: readonly LedgerOp[];
+  readonly precededBy: readonly LedgerCommit[];
+}
+
+/** The options a claim's commit takes for `migrated` (none when no loan ledger is let go with it). */
+export function commitOptionsOf(migrated: MigratedInBlock | undefined): CommitOptions | undefined {
+  return migrated === undefined || migrated.precededBy.length === 0 ? undefined : { precededBy: migrated.precededBy };
 }
 
 /** A grant the migration wrote: its lender is `whereabouts` and it names the pod's allocation. */
@@ -73,17 +94,19 @@ export class MigratedAddresses {
   }
 
   /**
-   * The ops a claim of `block` commits for the migrated addresses in it (`requests`: the requests
+   * What a claim of `block` commits for the migrated addresses in it (`requests`: the requests
    * holding the migration's grants): the holder's allocation for this node's, a placeholder for
-   * another node's, nothing for an address the block already records here.
+   * another node's, nothing for an address the block already records here; and, where the store
+   * commits to several ledgers at once, the loan ledgers whose records the block takes over.
    */
-  async claimOps(range: RangeSpec, block: Block, requests: readonly AddressRequest[]): Promise<LedgerOp[]> {
+  async inClaim(range: RangeSpec, block: Block, requests: readonly AddressRequest[]): Promise<MigratedInBlock> {
     const { store, node, clock } = this.#o;
     const read = await store.readLedger(block.key);
     const recorded = new Set(
       read.kind === 'snapshot' ? [...read.allocations, ...read.resting.map((r) => r.address)] : [],
     );
     const ops: LedgerOp[] = [];
+    const precededBy: LedgerCommit[] = [];
     const now = momentOf(clock);
     for (const request of requests) {
       if (request.pool !== range.pool) continue;
@@ -95,11 +118,15 @@ export class MigratedAddresses {
         if (recorded.has(text)) continue;
         recorded.add(text);
         // Adopted into its loan ledger before this node knew the range's split: while its pod holds
-        // it there, the block claimed holds it too, as the same pod's allocation (else the block
-        // would count it free and hand it out again); adopting then lets the loan's record go.
+        // it there, the block claimed takes it over as the same pod's allocation (else the block
+        // would count it free and hand it out again), the loan ledger's record let go in the
+        // claim's transaction (see the header).
         if (request.node === node && (await this.#inLoanPool(range, block, ip.value))) {
           const [held] = await this.#loanRecords(range, ip.value);
-          if (held !== undefined) ops.push({ op: 'allocate', allocation: { ...held, pool: block.key, node } });
+          if (held === undefined) continue;
+          ops.push({ op: 'allocate', allocation: { ...held, pool: block.key, node } });
+          const letGo = store.commitAll === undefined ? undefined : await this.#loanLetGo(range, ip.value);
+          if (letGo !== undefined) precededBy.push(letGo);
           continue;
         }
         // Granted to this node: the pod lives here, so the claim records its allocation itself.
@@ -110,7 +137,7 @@ export class MigratedAddresses {
         ops.push({ op: 'allocate', allocation });
       }
     }
-    return ops;
+    return { ops, precededBy };
   }
 
   /**
@@ -134,14 +161,15 @@ export class MigratedAddresses {
     const claim = await this.#claimOf(range, block, ip.value);
     if (claim !== undefined && claim.node !== node)
       return range.blockPrefix >= bitsOf(range.family) ? 'refused' : 'loan';
+    const migrated = claim === undefined ? await this.inClaim(range, block, requests) : undefined;
     const ops: LedgerOp[] =
-      claim === undefined
-        ? [{ op: 'claim', node }, ...metadataOps(block.span, 0), ...(await this.claimOps(range, block, requests))]
+      migrated !== undefined
+        ? [{ op: 'claim', node }, ...metadataOps(block.span, 0), ...migrated.ops]
         : recorded
           ? []
           : [{ op: 'allocate', allocation: { ...grant.holder, pool: block.key, address: grant.address, node } }];
     if (ops.length === 0) return 'held';
-    const result = await store.commit(block.key, read.revision, ops);
+    const result = await store.commit(block.key, read.revision, ops, undefined, commitOptionsOf(migrated));
     ledgers.forget(block.key);
     return result.kind === 'committed' ? 'adopted' : 'retry';
   }
@@ -178,26 +206,53 @@ export class MigratedAddresses {
     return undefined;
   }
 
-  /** What this node's loan ledger of `value` (other than its block) records now: its pod's allocation, or nothing. */
+  /**
+   * What this node's loan ledger of `value` (other than its block) records now: its pod's
+   * allocation, or nothing (a given-back mark is no record of a pod).
+   */
   async #loanRecords(range: RangeSpec, value: bigint): Promise<Allocation[]> {
     const key = loanKey(range.pool, range.family, value);
-    return this.#o.store.list({ ledger: key, address: formatIP({ family: range.family, value }) });
+    const held = await this.#o.store.list({ ledger: key, address: formatIP({ family: range.family, value }) });
+    return held.filter((a) => !isBookkeeping(a));
   }
 
   /**
    * Lets the loan ledger's record of an address go once its own block of this node records it
-   * (claimOps moved it there): the address is recorded once, in its block. False when that commit
+   * (a claim on a store without commitAll recorded it there and left it: see the header; elsewhere
+   * nothing is left, and this is a look): the address is recorded once, in its block. False when that commit
    * met a newer revision (the next round tries again); the block keeps the address either way.
    */
   async #letLoanGo(range: RangeSpec, block: Block, value: bigint): Promise<boolean> {
     const key = loanKey(range.pool, range.family, value);
     if (key === block.key || (await this.#loanRecords(range, value)).length === 0) return true;
-    const read = await this.#o.store.readLedger(key);
-    if (read.kind !== 'snapshot') return false;
-    const address = formatIP({ family: range.family, value });
-    const result = await this.#o.store.commit(key, read.revision, [{ op: 'release', address }]);
+    const letGo = await this.#loanLetGo(range, value);
+    if (letGo === undefined) return false;
+    const result = await this.#o.store.commit(letGo.ledger, letGo.expected, letGo.ops);
     this.#o.ledgers.forget(key);
     return result.kind === 'committed';
+  }
+
+  /**
+   * The commit letting the loan ledger's record of `value` go, at the revision read now: the ledger
+   * is left holding a given-back mark (loans.ts), as a handover leaves it (handover.ts), so no pick
+   * of this node reaches the address there again while its block holds it.
+   */
+  async #loanLetGo(range: RangeSpec, value: bigint): Promise<LedgerCommit | undefined> {
+    const { store, ledgers, node, clock } = this.#o;
+    const key = loanKey(range.pool, range.family, value);
+    const read = await store.readLedger(key);
+    if (read.kind !== 'snapshot') return undefined;
+    ledgers.forget(key);
+    const address = formatIP({ family: range.family, value });
+    const mark = returnedMarkOf(key, address, node, momentOf(clock));
+    return {
+      ledger: key,
+      expected: read.revision,
+      ops: [
+        { op: 'release', address },
+        { op: 'allocate', allocation: mark },
+      ],
+    };
   }
 
   /**

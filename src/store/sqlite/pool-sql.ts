@@ -88,16 +88,22 @@ export function readLedgerIn(s: Statements, pool: string, knownRevision?: Revisi
   };
 }
 
-/** Commits `ops` to `pool` if it is at `expected` (see the header); a conflict names what stood in the way. */
+/**
+ * Commits `ops` to `pool` if it is at `expected`, after `precededBy` (CommitOptions) in the same
+ * transaction (see the header); a conflict names what stood in the way.
+ */
 export function commitIn(
   db: DatabaseSync,
   s: Statements,
   pool: string,
   expected: Revision,
   ops: readonly LedgerOp[],
+  precededBy: readonly LedgerCommit[] = [],
 ): CommitResult {
-  const result = commitAllIn(db, s, [{ ledger: pool, expected, ops }]);
-  return result.kind === 'committed' ? { kind: 'committed', revision: result.revisions[0] ?? expected + 1 } : result;
+  const result = commitAllIn(db, s, [...precededBy, { ledger: pool, expected, ops }]);
+  return result.kind === 'committed'
+    ? { kind: 'committed', revision: result.revisions.at(-1) ?? expected + 1 }
+    : result;
 }
 
 /**

@@ -160,7 +160,7 @@ export class SqliteStore implements Store {
     options?: CommitOptions,
   ): Promise<CommitResult> {
     return this.#run(() => {
-      const result = commitIn(this.#db, this.#stmt, pool, expected, ops);
+      const result = commitIn(this.#db, this.#stmt, pool, expected, ops, options?.precededBy);
       if (result.kind !== 'committed' || this.#walSync === undefined) return result;
       if (options?.durableLater === true) return { ...result, durable: this.#walSync.sync() };
       this.#walSync.syncNow();

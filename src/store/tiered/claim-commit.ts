@@ -4,11 +4,13 @@
  * costs no request; the first claim of a range checks that its admission still stands; a block
  * nobody holds is claimed only if its publication allows (tiered/claim-guard.ts); a claim of this
  * node whose local commit never happened (a crash in between) is this node's to use; a claim whose
- * local commit lost is given back, so no block stays claimed by a node that never uses it.
+ * local commit lost is given back, so no block stays claimed by a node that never uses it. Commits
+ * to other ledgers the caller names (`precededBy`, CommitOptions) are made in the local commit's
+ * transaction, before it: all or none.
  */
 import { defined } from '../../core/defined.ts';
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
-import type { AdmissionGuard, CommitResult, LedgerOp, Revision, Store } from '../store.ts';
+import type { AdmissionGuard, CommitResult, LedgerCommit, LedgerOp, Revision, Store } from '../store.ts';
 import type { TieredAdmissions } from './admissions.ts';
 import type { TieredClaims } from './claims.ts';
 import type { ClusterTier } from './cluster-tier.ts';
@@ -38,6 +40,7 @@ export async function commitClaim(
   expected: Revision,
   ops: readonly LedgerOp[],
   guard: AdmissionGuard | undefined,
+  precededBy?: readonly LedgerCommit[],
 ): Promise<CommitResult> {
   const claimOp = ops.find((op) => op.op === 'claim');
   const node = claimOp?.op === 'claim' ? claimOp.node : p.node;
@@ -67,7 +70,7 @@ export async function commitClaim(
     if (held.node !== node) return conflict(`block ${key} is claimed by node ${held.node}`);
     claim = held;
   }
-  const result = await p.local.commit(key, expected, ops);
+  const result = await p.local.commit(key, expected, ops, undefined, precededBy && { precededBy });
   if (result.kind === 'conflict') {
     // Not recorded here: give the block back, or it would stay claimed by a node that never uses it.
     await p.tier.unclaim(claim).catch(() => undefined);

@@ -10,7 +10,8 @@
  * - a `claim` commit claims the block in the cluster first (its range pinned there once, cached):
  *   a block another node claimed is a conflict; an `unclaim` removes the claim only while it is
  *   still exactly this node's record (uid, read again for its current version), never another
- *   node's (ABA): a claim gone or replaced is a conflict;
+ *   node's (ABA): a claim gone or replaced is a conflict; a commit's `precededBy` (other ledgers of
+ *   the node's file) is made in its local transaction (a claim's: after the cluster's claim);
  * - an allocation in a block of a range split in the cluster (its description carries a block
  *   size) needs this node's claim of the block: otherwise the commit is a conflict naming why (no
  *   address is handed out in another node's block on this store); releases need no claim, so a DEL
@@ -221,17 +222,24 @@ export class TieredStore implements Store {
     const allocates = ops.some((op) => op.op === 'allocate');
     if (allocates || ops.some((op) => op.op === 'claim')) await this.#publisher.fileCheck.compare(pool, allocates);
     if (ops.some((op) => op.op === 'claim'))
-      return this.#committed(pool, await commitClaim(this.#claimParts, pool, expected, ops, guard), ops);
+      return this.#committed(
+        pool,
+        await commitClaim(this.#claimParts, pool, expected, ops, guard, options?.precededBy),
+        ops,
+        options,
+      );
     if (ops.some((op) => op.op === 'unclaim')) return this.#keeper.unclaim(pool, expected, ops);
     if (ops.some((op) => op.op === 'allocate')) {
       const refused = await this.#refusal(pool);
       if (refused !== undefined) return conflict(refused);
     }
-    return this.#committed(pool, await this.#local.commit(pool, expected, ops, undefined, options), ops);
+    return this.#committed(pool, await this.#local.commit(pool, expected, ops, undefined, options), ops, options);
   }
 
-  #committed(pool: string, result: CommitResult, ops: readonly LedgerOp[]): CommitResult {
-    if (result.kind === 'committed' && ops.some((op) => ADDRESSES_CHANGE.has(op.op))) this.#publisher.mark(pool);
+  #committed(pool: string, result: CommitResult, ops: readonly LedgerOp[], options?: CommitOptions): CommitResult {
+    if (result.kind !== 'committed') return result;
+    if (ops.some((op) => ADDRESSES_CHANGE.has(op.op))) this.#publisher.mark(pool);
+    for (const c of options?.precededBy ?? []) this.#publisher.mark(c.ledger);
     return result;
   }
 

@@ -92,6 +92,31 @@ describe('network namespaces of migrated addresses, from the runtime', () => {
     }
   });
 
+  it('lists the store once a pass: the sweep audits the listing the namespaces were recorded on', async () => {
+    let goneNs = '';
+    const t = await setUp(async () => [{ id: 'sandbox-d', podUID: 'uid-d', netns: goneNs }]);
+    try {
+      goneNs = join(t.ns.seen, 'cni-gone'); // in the watched directory, never made: provably gone
+      const read = await t.store.readLedger(POOL);
+      await t.store.commit(POOL, read.revision, [
+        { op: 'allocate', allocation: migrated('10.31.0.70', 'sandbox-d', 'uid-d', t.clock.now()) },
+      ]);
+      const list = t.store.list.bind(t.store);
+      let listings = 0;
+      t.store.list = (filter) => {
+        listings += 1;
+        return list(filter);
+      };
+      await t.harness.reconciler.tick();
+      t.store.list = list;
+      assert.equal(listings, 1, 'one listing for the namespaces and the sweep');
+      // The namespace recorded is gone already: the sweep judged the listing with it recorded.
+      assert.equal(await held(t.store, '10.31.0.70'), undefined, 'released in the pass that recorded it');
+    } finally {
+      await t.harness.done();
+    }
+  });
+
   it('says a runtime that fails in the errors and goes on', async () => {
     const t = await setUp(async () => {
       throw new Error('containerd: connection refused');

@@ -6,7 +6,7 @@
  * own SQLite file, one MemoryTier, the allocator with blocks, a ManualClock.
  */
 import assert from 'node:assert/strict';
-import { after, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { RETURNED_NETWORK, LENT_NETWORK } from '../../../src/allocator/lending/loans.ts';
 import { OFFER_WAIT_MS } from '../../../src/allocator/lending/handover.ts';
 import { SqliteStore } from '../../../src/store/sqlite/store.ts';
@@ -14,15 +14,7 @@ import { owner, rangesOf } from '../../store/tiered/nodes.ts';
 import { MemoryTier } from '../../store/tiered/memory-tier.ts';
 import { LendingCluster } from './lending-nodes.ts';
 
-const clusters: LendingCluster[] = [];
-function cluster(names: readonly string[]): LendingCluster {
-  const c = new LendingCluster(names);
-  clusters.push(c);
-  return c;
-}
-after(async () => {
-  for (const c of clusters) await c.close();
-});
+const cluster = LendingCluster.closedAfterFile();
 
 // One /28 block of 14 addresses for every node.
 const SMALL = rangesOf({ range: '10.9.0.0/28', block_size: 28 });

@@ -4,9 +4,11 @@
  * that splits ranges into blocks, on one ManualClock. `settle` drives an ADD that waits for grants:
  * it runs every node's lending round and steps the clock until the ADD is answered (bounded by
  * HANG_BOUND_MS of real time), each step once the process is quiet (no real work in flight).
+ * `LendingCluster.closedAfterFile` makes the clusters of one test file, each closed when its tests end.
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
+import { after } from 'node:test';
 import { Allocator } from '../../../src/allocator/allocator.ts';
 import { LENT_NETWORK, MIGRATION_LENDER } from '../../../src/allocator/lending/loans.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
@@ -43,6 +45,22 @@ export class LendingCluster {
 
   constructor(names: readonly string[]) {
     for (const name of names) this.nodes.push(this.#node(name, this.tier.session()));
+  }
+
+  /**
+   * A maker of clusters for the test file that calls this (at its top level): every cluster it
+   * makes is closed once the file's tests end (node:test `after`).
+   */
+  static closedAfterFile(): (names: readonly string[]) => LendingCluster {
+    const made: LendingCluster[] = [];
+    after(async () => {
+      for (const c of made) await c.close();
+    });
+    return (names) => {
+      const c = new LendingCluster(names);
+      made.push(c);
+      return c;
+    };
   }
 
   /** The same nodes on another cluster: each node's tier a session of it, and one more to look with. */

@@ -5,7 +5,7 @@
  * MemoryTier for the cluster, the allocator with blocks, a ManualClock.
  */
 import assert from 'node:assert/strict';
-import { after, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { GIVEN_BACK_GRACE_MS } from '../../../src/allocator/lending/lender.ts';
 import { LENT_NETWORK, RETURNED_NETWORK } from '../../../src/allocator/lending/loans.ts';
 import { momentOf } from '../../../src/core/moment.ts';
@@ -14,15 +14,7 @@ import { owner, rangesOf } from '../../store/tiered/nodes.ts';
 import { flush } from '../../helpers/event-loop.ts';
 import { LendingCluster, STEP_MS, WAIT_MS } from './lending-nodes.ts';
 
-const clusters: LendingCluster[] = [];
-function cluster(names: readonly string[]): LendingCluster {
-  const c = new LendingCluster(names);
-  clusters.push(c);
-  return c;
-}
-after(async () => {
-  for (const c of clusters) await c.close();
-});
+const cluster = LendingCluster.closedAfterFile();
 
 // whereabouts' commonest setup: one /28 for every node; block_size 28 makes it one block.
 const SMALL = rangesOf({ range: '10.9.0.0/28', block_size: 28 });

@@ -62,6 +62,26 @@ describe('lending: migrated addresses in their blocks', () => {
     await c.assertNoDuplicate(POOL);
   });
 
+  it("take over, in their block's claim, a loan ledger's record made before the split was known: never a claim refused for good", async () => {
+    const c = new LendingCluster(['n1', 'n2']);
+    clusters.push(c);
+    await migrate(c, 'n2', '10.12.0.5', 'web-0');
+    // n2's round adopts the grant before n2 served the range: into the address's loan ledger.
+    await c.lendAll();
+    const held = async () =>
+      (await c.node('n2').allocator.held(owner('sandbox-web-0'))).map((a) => `${a.pool} ${a.address}`);
+    assert.deepEqual(await held(), [`${POOL}#10.12.0.5/32 10.12.0.5`]);
+    // n2's first ADD claims the block holding it. The pod may hold one address of the range, so
+    // the claim recording it in the block while the loan ledger still did was refused, every try.
+    const [first] = await c.settle(c.node('n2').allocator.allocate({ owner: owner('p0'), ranges: SMALL }));
+    assert.equal(first?.allocation.pool, BLOCK);
+    assert.notEqual(first?.allocation.address, '10.12.0.5');
+    assert.deepEqual(await held(), [`${BLOCK} 10.12.0.5`], 'recorded once, in its block, from the claim on');
+    await c.lendAll();
+    assert.deepEqual(await held(), [`${BLOCK} 10.12.0.5`]);
+    await c.assertNoDuplicate(POOL);
+  });
+
   it('are recorded in the block their node already holds, never as a placeholder lent to itself', async () => {
     const c = new LendingCluster(['n1', 'n2']);
     clusters.push(c);

@@ -10,7 +10,6 @@
 import assert from 'node:assert/strict';
 import { type Http2SecureServer, type ServerHttp2Stream, constants, createSecureServer } from 'node:http2';
 import { afterEach, describe, it } from 'node:test';
-import { KubeConfig } from '@kubernetes/client-node';
 import { ManualClock, systemClock } from '../../../src/core/clock.ts';
 import { isWarrenError } from '../../../src/core/errors.ts';
 import { loadKubeConfig } from '../../../src/sources/kubernetes/kubeconfig.ts';
@@ -20,6 +19,7 @@ import { KubeCollectionWatch } from '../../../src/store/kubernetes/collection-wa
 import { Resource, leaseKind } from '../../../src/store/kubernetes/resources.ts';
 import { type FakeKubeApi, startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
 import { removeDir, tempDir, waitFor } from '../../helpers/processes.ts';
+import { type TlsServerAddress, openKubeClientOf } from '../../helpers/kube-tls-client.ts';
 import { issueServerCertificate } from '../../helpers/tls.ts';
 
 const NS = 'h2-test';
@@ -234,18 +234,11 @@ describe('KubeApiClient over HTTP/2, against a server that refuses or goes away'
   }
 
   async function clientFor(
-    server: { url: string; caPem: string },
+    server: TlsServerAddress,
     requests: ApiRequestCounter,
     requestTimeoutMs = 2_000,
   ): Promise<KubeApiClient> {
-    const config = new KubeConfig();
-    config.loadFromOptions({
-      clusters: [{ name: 'c', server: server.url, caData: Buffer.from(server.caPem).toString('base64') }],
-      users: [{ name: 'u', token: 't' }],
-      contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-      currentContext: 'x',
-    });
-    const client = await KubeApiClient.open({ kubeConfig: config, requests, requestTimeoutMs });
+    const client = await openKubeClientOf(server, { requests, requestTimeoutMs });
     ended.push(() => client.close());
     return client;
   }

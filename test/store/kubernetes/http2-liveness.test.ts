@@ -14,9 +14,9 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { Worker } from 'node:worker_threads';
 import { afterEach, describe, it } from 'node:test';
-import { KubeConfig } from '@kubernetes/client-node';
 import { isWarrenError } from '../../../src/core/errors.ts';
-import { KubeApiClient } from '../../../src/store/kubernetes/api-client.ts';
+import type { KubeApiClient } from '../../../src/store/kubernetes/api-client.ts';
+import { openKubeClientOf } from '../../helpers/kube-tls-client.ts';
 import { removeDir, tempDir, waitFor } from '../../helpers/processes.ts';
 import { issueServerCertificate } from '../../helpers/tls.ts';
 
@@ -117,14 +117,7 @@ async function workerServer(dropPings: boolean, delayPingsMs = 0): Promise<Worke
 
 /** A client whose requests have 300 ms and whose suspected session has 1 s to show it lives. */
 async function clientFor(server: WorkerServer): Promise<KubeApiClient> {
-  const config = new KubeConfig();
-  config.loadFromOptions({
-    clusters: [{ name: 'c', server: server.url, caData: Buffer.from(server.caPem).toString('base64') }],
-    users: [{ name: 'u', token: 't' }],
-    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-    currentContext: 'x',
-  });
-  const client = await KubeApiClient.open({ kubeConfig: config, requestTimeoutMs: 300, pingTimeoutMs: 1_000 });
+  const client = await openKubeClientOf(server, { requestTimeoutMs: 300, pingTimeoutMs: 1_000 });
   ended.push(() => client.close());
   return client;
 }

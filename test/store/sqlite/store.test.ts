@@ -244,4 +244,46 @@ describe('SqliteStore specifics', () => {
       db.close();
     }
   });
+
+  it("makes a commit's precededBy in its transaction, first: an owner's address moved between two ledgers of one range, or nothing", async () => {
+    const store = new SqliteStore({ path: ':memory:' });
+    const pod = { address: '10.1.0.5', network: 'n', containerID: 'pod', ifname: 'eth0', node: 'a', createdAt: 1 };
+    const loan = 'r#10.1.0.5/32';
+    const block = 'r#10.1.0.0/28';
+    await store.commit(loan, 0, [{ op: 'allocate', allocation: { ...pod, pool: loan } }]);
+    const moveAt = (loanRevision: number) =>
+      store.commit(
+        block,
+        0,
+        [
+          { op: 'claim', node: 'a' },
+          { op: 'allocate', allocation: { ...pod, pool: block } },
+        ],
+        undefined,
+        {
+          precededBy: [{ ledger: loan, expected: loanRevision, ops: [{ op: 'release', address: pod.address }] }],
+        },
+      );
+    // The loan ledger moved on since it was read: neither ledger changes.
+    assert.equal((await moveAt(7)).kind, 'conflict');
+    assert.deepEqual(
+      (await store.list({ containerID: 'pod' })).map((a) => a.pool),
+      [loan],
+    );
+    // One address per owner and range: without the loan ledger's release first, the block could not take it.
+    assert.equal(
+      (await store.commit(block, 0, [{ op: 'allocate', allocation: { ...pod, pool: block } }])).kind,
+      'conflict',
+    );
+    const moved = await moveAt(1);
+    assert.equal(moved.kind, 'committed');
+    assert.deepEqual(moved.kind === 'committed' && moved.revision, 1, "the block's own revision");
+    assert.deepEqual(
+      (await store.list({ containerID: 'pod' })).map((a) => a.pool),
+      [block],
+    );
+    const read = await store.readLedger(loan);
+    assert.equal(read.kind === 'snapshot' && read.revision, 2);
+    await store.close();
+  });
 });
