@@ -75,6 +75,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/allocator/growing-blocks.test.ts',
   'test/allocator/allocator.test.ts',
   'test/allocator/overlap.test.ts',
+  'test/allocator/overlap-model.test.ts',
   'test/allocator/range-cover.test.ts',
   'test/allocator/reservations.test.ts',
   'test/allocator/exhaustion.test.ts',

@@ -150,12 +150,15 @@ function nameOf(key: PoolKey): string {
  * The pools that serve range pool `rangePool` among the address spaces a shared store keeps,
  * admitting what the rule asks (range-cover.ts), in address order, each with its guard. The
  * allocator covers a range with it at the range's first use; `warren migrate` to learn where a
- * migrated address lives. Throws TRY_AGAIN when the address space kept changing.
+ * migrated address lives. `retired`: told of the pools an admission made here retired (covers kept
+ * of them are stale at once, before any watch shows it). Throws TRY_AGAIN when the address space
+ * kept changing.
  */
 export async function coverInSpaces(
   spaces: AddressSpaces,
   rangePool: string,
   maxAttempts: number,
+  retired?: (pools: readonly string[]) => void,
 ): Promise<Covering[]> {
   const me = parsePoolKey(rangePool);
   if (me === undefined) throw new Error(`${rangePool} is not a range pool key`);
@@ -173,6 +176,7 @@ export async function coverInSpaces(
         const plan = planCover(rangePool, me, reading.admitted, reading.held);
         if (plan.kind === 'covered') return await guarded(spaces, reading, plan);
         if ((await spaces.admit(reading, plan.pool, plan.retire)) === undefined) return CONFLICT;
+        if (plan.retire.length > 0) retired?.(plan.retire);
       }
       return CONFLICT;
     },

@@ -99,6 +99,20 @@ describe('Allocator: nested ranges of one network_name on one node (SQLite)', ()
     assert.notEqual(inner?.allocation.address, wide?.allocation.address);
   });
 
+  it('never serves a range from its own pool again once a range around it retired it (the cover kept is dropped)', async () => {
+    const { allocator, store } = setup();
+    const inner = ranges({ range: '10.232.9.8/29', network_name: 'm' });
+    const outer = ranges({ range: '10.232.9.0/27', network_name: 'm' });
+    await allocator.allocate({ owner: owner('r0', 'inner'), ranges: inner });
+    await allocator.release(owner('r0', 'inner'));
+    await allocator.allocate({ owner: owner('s0', 'outer'), ranges: outer });
+    const [again] = await allocator.allocate({ owner: owner('r1', 'inner'), ranges: inner });
+    assert.equal(again?.allocation.pool, '10.232.9.0/27@m', 'served from the /27 that retired the /29');
+    await fill(allocator, { range: '10.232.9.0/27', network_name: 'm' }, 'outer');
+    const all = (await store.list()).map((a) => a.address);
+    assert.equal(new Set(all).size, all.length, `no address twice: ${all.join(' ')}`);
+  });
+
   it('keeps a range with enable_overlapping_ranges false apart, as whereabouts does: its own pool, not checked', async () => {
     const { allocator } = setup();
     const [wide] = await allocator.allocate({ owner: owner('a', 'wide'), ranges: ranges({ range: '10.232.6.0/24' }) });

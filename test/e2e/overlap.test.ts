@@ -31,6 +31,16 @@ describe('overlapping ranges', () => {
     const second = await add('o2', conf('narrow', { range: '10.232.2.0/25' }));
     assert.deepEqual(resultAddresses(second), ['10.232.2.2'], second.stdout);
     assert.match(second.stdout, /10\.232\.2\.2\/25/, 'the result carries the /25’s own prefix');
+    // CHECK finds the /25's address in the /24's pool, where it lives.
+    const narrowConf = conf('narrow', { range: '10.232.2.0/25' });
+    const check = await warren({
+      command: 'CHECK',
+      containerID: 'o2',
+      netns: '/var/run/netns/x',
+      ifname: 'eth0',
+      config: { ...narrowConf, prevResult: second.json },
+    });
+    assert.equal(check.code, 0, check.stdout + check.stderr);
 
     const one = await add(
       'o3',

@@ -77,6 +77,36 @@ describe('TieredStore on the Kubernetes tier', () => {
     }
   });
 
+  for (const first of ['inner', 'outer'] as const) {
+    it(`makes no API request on the common ADD of nested ranges of one network_name, the ${first} used first (issue 37)`, async () => {
+      const fake = await fakeReady;
+      const store = await tiered(`kube-nest-${first}`);
+      try {
+        const allocator = new Allocator({ store, clock, node: `kube-nest-${first}`, blocks: true });
+        const third = first === 'inner' ? 32 : 48;
+        const name = `nest-kube-${first}`;
+        const inner = rangesOf({ range: `10.31.${third + 4}.0/22`, network_name: name });
+        const outer = rangesOf({ range: `10.31.${third}.0/20`, network_name: name });
+        // The inner range first, holding an address: the /20 is then carved around it (blocks of 8
+        // to 32); the outer first: the /22 is served from the /20's pool.
+        const order = first === 'inner' ? [inner, outer] : [outer, inner];
+        for (const [i, r] of order.entries()) await allocator.allocate({ owner: owner(`first${i}`), ranges: r });
+        fake.clearRequests();
+        for (let i = 0; i < 3; i++) {
+          await allocator.allocate({ owner: owner(`in${i}`), ranges: inner });
+          await allocator.allocate({ owner: owner(`out${i}`), ranges: outer });
+        }
+        await allocator.release(owner('in0'));
+        assert.deepEqual(
+          fake.requests.map((q) => `${q.method} ${q.path}`),
+          [],
+        );
+      } finally {
+        await store.close();
+      }
+    });
+  }
+
   it('lets a node claim a block in a range whose published allocations pass what one answer may carry', async () => {
     // The defect: each claim listed carried its block's published allocations, so at 1,000,000
     // allocations a page of a range's claims passed the client's cap and every ADD needing a block
