@@ -92,6 +92,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/allocator/lending/loan-check.test.ts',
   'test/allocator/lending/loan-check-kube.test.ts',
   'test/allocator/lending/tiny-range-kube.test.ts',
+  'test/allocator/lending/nested-borrow.test.ts',
   'test/allocator/lending/watched-requests-kube.test.ts',
   'test/allocator/lending/prompt-lending.test.ts',
   'test/allocator/lending/migrated.test.ts',
