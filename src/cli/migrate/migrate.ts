@@ -8,7 +8,8 @@
  * and a grant recorded anywhere else would let that pool hand them out again.
  *
  * Guarantees: a dry run makes no write to the tier (not even an admission of a range) and none to
- * the API server (the reader only reads); a pod is read once however many addresses it holds, at most POD_READS at a time.
+ * the API server (the reader only reads); a pod is read once however many addresses it holds, at
+ * most POD_READS at a time.
  */
 import type { ClusterTier } from '../../store/tiered/cluster-tier.ts';
 import { collectHoldings } from './holdings.ts';

@@ -101,10 +101,11 @@ export function attribute(targets: readonly RollbackTarget[], held: WarrenHeld):
       holders.get(target)?.push(only);
       continue;
     }
+    const whose = at.map((a) => `container ${a.containerID.slice(0, 12)} on ${a.node}`);
     problems.push({
       pool: at.map((a) => a.pool).join(' and '),
       address: only.address,
-      message: `Warren holds it for ${at.map((a) => `container ${a.containerID.slice(0, 12)} on ${a.node}`).join(' and for ')}`,
+      message: `Warren holds it for ${whose.join(' and for ')}`,
     });
   }
   const bookkeeping = new Map<RollbackTarget, Array<{ address: string; what: string }>>(targets.map((t) => [t, []]));
