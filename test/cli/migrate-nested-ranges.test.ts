@@ -9,14 +9,18 @@
  * - back, each allocation Warren made, through either definition, lands in its own definition's
  *   IPPool, and every one in the network_name's reservations (the fake API server, the Kubernetes
  *   tier).
+ * Also: an address two nested IPPools hold for two attachments is a problem, held in neither; a
+ * range kept apart (`enable_overlapping_ranges: false`) is rolled back without reservations.
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
+import { collectHoldings } from '../../src/cli/migrate/holdings.ts';
 import { KubeReader } from '../../src/cli/migrate/kube-reads.ts';
 import { KubeWriter } from '../../src/cli/migrate/kube-writes.ts';
 import { migrateWhereabouts } from '../../src/cli/migrate/migrate.ts';
 import { MIGRATION_LENDER } from '../../src/cli/migrate/plan.ts';
 import { exitStatusOf } from '../../src/cli/migrate/report.ts';
+import { rollbackTargets } from '../../src/cli/migrate/rollback-plan.ts';
 import { rollBackToWhereabouts } from '../../src/cli/migrate/rollback.ts';
 import { rollbackExitStatus, rollbackText } from '../../src/cli/migrate/rollback-report.ts';
 import { parseAttachmentDefinition } from '../../src/cli/migrate/whereabouts-objects.ts';
@@ -289,6 +293,41 @@ describe('warren migrate to-whereabouts, nested ranges of one network_name (fake
       pods
         .map((p) => `${p.nad === 'outer' ? 'nest-10.50.0.0-24' : 'nest-10.50.0.64-26'} ${got.get(p.pod)} written`)
         .sort(),
+    );
+  });
+});
+
+describe('nested ranges in the plans (pure)', () => {
+  it('reports an address two nested IPPools hold for two attachments, and holds it in neither', () => {
+    // Before, each IPPool's record was held in its own range pool: both were granted, in two pools.
+    const cluster = nestedCluster();
+    const outer = cluster.ipPools.items[0]?.spec as { allocations: Record<string, unknown> };
+    outer.allocations['70'] = { id: 'sandbox-other', podref: 'default/other', ifname: 'net1' };
+    const { holdings, problems } = collectHoldings({
+      definitions: cluster.definitions.items,
+      ipPools: cluster.ipPools.items,
+      reservations: cluster.reservations.items,
+    });
+    assert.ok(!holdings.some((h) => h.address === '10.50.0.70'));
+    assert.ok(
+      problems.some((p) => /10\.50\.0\.70 is also held by/.test(p.message)),
+      JSON.stringify(problems),
+    );
+  });
+
+  it('gives a range kept apart (enable_overlapping_ranges false) no reservations', () => {
+    // Before, the key was read as "ignored" to decide this; Warren reads it now, so every range got them.
+    const apart = definition('apart', 'net-apart', '10.60.0.0/24', 'warren');
+    const config = JSON.parse(apart.spec.config) as { ipam: Record<string, unknown> };
+    config.ipam.enable_overlapping_ranges = false;
+    apart.spec.config = JSON.stringify(config);
+    const { targets } = rollbackTargets([apart, definition('outer', 'net-outer', '10.50.0.0/24', 'warren')], {
+      networks: [],
+      definitions: [],
+    });
+    assert.deepEqual(
+      targets.map((t) => `${t.ipPool} ${t.reservations}`),
+      ['nest-10.60.0.0-24 false', 'nest-10.50.0.0-24 true'],
     );
   });
 });
