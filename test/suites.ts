@@ -127,6 +127,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/cli/journal-command.test.ts',
   'test/cli/journal-offline.test.ts',
   'test/cli/migrate-adoption.test.ts',
+  'test/cli/migrate-nested-ranges.test.ts',
   'test/cli/migrate-whereabouts.test.ts',
   'test/cli/migrate-to-whereabouts.test.ts',
   'test/cli/whereabouts-objects.test.ts',

@@ -10,10 +10,14 @@
  * IPPools lost is held from the reservation; one naming another pod than its IPPool is reported.
  *
  * Guarantees: nothing here throws on what the cluster holds; an object that cannot be read, an
- * IPPool no definition configures, a reservation that fits no range or two, and whereabouts
- * disagreeing with itself are each a `Problem` naming the object, and their addresses are not
- * held; every holding names one range pool and one address, and no (pool, address) is held twice.
+ * IPPool no definition configures, a reservation that fits no range or two (but nested ranges of
+ * one network_name: those keep one reservation of an address, which is theirs alike), and
+ * whereabouts disagreeing with itself are each a `Problem` naming the object, and their addresses
+ * are not held; every holding names one range pool and one address, and no address is held twice
+ * in one address space (ranges of one network_name, allocator/admission.ts `addressSpaceOf`): two
+ * nested ranges holding it for two attachments is a clash, as in one range.
  */
+import { addressSpaceOf } from '../../allocator/admission.ts';
 import { defined } from '../../core/defined.ts';
 import { isWarrenError, messageOf } from '../../core/errors.ts';
 import { type Cidr, type IPAddress, contains, formatIP, networkOf, parseCidr } from '../../ipam/address.ts';
@@ -31,7 +35,10 @@ import {
 
 /** One address whereabouts holds, placed in a Warren range pool. */
 export interface Holding {
-  /** Warren's range pool key (ipam/pool-key.ts). */
+  /**
+   * Warren's range pool key (ipam/pool-key.ts) of the range that holds it; once placed
+   * (serving-pools.ts), the pool serving the address.
+   */
   readonly pool: string;
   readonly address: string;
   readonly containerID: string;
@@ -158,8 +165,10 @@ export function collectHoldings(objects: WhereaboutsObjects): Holdings {
   const ranges = configuredRanges(definitions);
   const held = new Map<string, Holding>();
   const clashes = new Set<string>();
-  const hold = (holding: Holding): void => {
-    const key = `${holding.pool}\n${holding.address}`;
+  /** Where an address of `range` is held: its address space's, nested ranges of one network_name alike. */
+  const keyOf = (range: RangeSpec, address: string): string => `${addressSpaceOf(range)}\n${address}`;
+  const hold = (range: RangeSpec, holding: Holding): void => {
+    const key = keyOf(range, holding.address);
     const before = held.get(key);
     if (before === undefined) held.set(key, holding);
     else if (!sameOwner(before, holding)) {
@@ -185,7 +194,7 @@ export function collectHoldings(objects: WhereaboutsObjects): Holdings {
       return;
     }
     for (const a of pool.allocations) {
-      hold({
+      hold(range.range, {
         pool: range.range.pool,
         address: formatIP(a.address),
         containerID: a.containerID,
@@ -208,19 +217,24 @@ export function collectHoldings(objects: WhereaboutsObjects): Holdings {
     const readings = readReservationName(reservation.name, networkNames).flatMap((reading) =>
       rangeHolding(reading.address, reading.networkName, ranges).map((range) => ({ ...reading, range })),
     );
-    const [only] = readings;
-    if (only === undefined || readings.length > 1) {
+    // Nested ranges of one network_name keep one reservation of an address: it reads as theirs alike.
+    const spaces = new Set(readings.map((r) => keyOf(r.range.range, formatIP(r.address))));
+    const inner = readings.reduce<(typeof readings)[number] | undefined>(
+      (found, r) => (found === undefined || r.range.range.prefixLength > found.range.range.prefixLength ? r : found),
+      undefined,
+    );
+    if (inner === undefined || spaces.size > 1) {
       problems.push({
         object: reservation.ref,
         message:
-          only === undefined
+          inner === undefined
             ? 'its name is no address of a range the NetworkAttachmentDefinitions configure: not migrated'
             : `its name reads as addresses of several ranges (${readings.map((r) => r.range.range.pool).join(', ')})`,
       });
       return;
     }
-    const address = formatIP(only.address);
-    const key = `${only.range.range.pool}\n${address}`;
+    const address = formatIP(inner.address);
+    const key = keyOf(inner.range.range, address);
     const before = held.get(key);
     if (before !== undefined) {
       // The usual case: the reservation repeats what the IPPool holds.
@@ -237,13 +251,14 @@ export function collectHoldings(objects: WhereaboutsObjects): Holdings {
       problems.push({ object: reservation.ref, message: `no containerid: ${address} cannot be given an owner` });
       return;
     }
-    hold({
-      pool: only.range.range.pool,
+    hold(inner.range.range, {
+      pool: inner.range.range.pool,
       address,
       containerID: reservation.containerID,
       ...defined({ pod: reservation.pod, ifname: reservation.ifname }),
       source: reservation.ref,
-      definitions: only.range.definitions,
+      // Any of the nested ranges' definitions may hold it: the pod's network-status says which (plan.ts).
+      definitions: [...new Set(readings.flatMap((r) => r.range.definitions))],
     });
   });
 

@@ -3,9 +3,13 @@
  * definitions (a WhereaboutsReader), the pods holding addresses, and what Warren's cluster tier
  * holds of those ranges; plan (holdings.ts, plan.ts); and, unless it is a dry run, record the
  * grants (record-grants.ts). The command line (migrate-command.ts) only opens the two and prints.
+ * Before planning, each address is placed in the pool that serves it (serving-pools.ts): with
+ * nested ranges of one network_name, an inner range's addresses live in the outer range's pool,
+ * and a grant recorded anywhere else would let that pool hand them out again.
  *
- * Guarantees: a dry run makes no write to the tier and none to the API server (the reader only
- * reads); a pod is read once however many addresses it holds, at most POD_READS at a time.
+ * Guarantees: a dry run makes no write to the tier (not even an admission of a range) and none to
+ * the API server (the reader only reads); a pod is read once however many addresses it holds, at
+ * most POD_READS at a time.
  */
 import type { ClusterTier } from '../../store/tiered/cluster-tier.ts';
 import { collectHoldings } from './holdings.ts';
@@ -14,6 +18,7 @@ import { type PodFacts, podFactsOf } from './pod-facts.ts';
 import { planMigration, podKey } from './plan.ts';
 import { readWarrenView, recordGrants } from './record-grants.ts';
 import type { MigrationReport } from './report.ts';
+import { servingPools } from './serving-pools.ts';
 import type { PodRef } from './whereabouts-objects.ts';
 
 /** Pods read at once. */
@@ -47,7 +52,11 @@ export async function migrateWhereabouts(o: MigrationOptions): Promise<Migration
     await o.reader.list('ipPools'),
     await o.reader.list('reservations'),
   ];
-  const { holdings, problems } = collectHoldings({ definitions, ipPools, reservations });
+  const collected = collectHoldings({ definitions, ipPools, reservations });
+  const { problems } = collected;
+  const ranges = collected.definitions.flatMap((d) => d.ipam.ranges.map((r) => r.pool));
+  const poolOf = await servingPools(o.tier.spaces, ranges, o.dryRun);
+  const holdings = collected.holdings.map((h) => ({ ...h, pool: poolOf(h.pool, h.address) }));
   const pods = await readPods(
     o.reader,
     holdings.flatMap((h) => (h.pod === undefined ? [] : [h.pod])),

@@ -9,8 +9,10 @@
  *   allocation the agent made of one): nothing to do, so a second run records nothing twice.
  * - Warren holds it for anyone else (a published allocation of a block, a lent address, another
  *   grant): a conflict, reported and never overwritten.
- * - Otherwise: a grant to record in the request of (range pool, the pod's node), lender
- *   `whereabouts`, holder the attachment (network, container, interface, pod and its UID).
+ * - Otherwise: a grant to record in the request of (the pool serving the address, the pod's node),
+ *   lender `whereabouts`, holder the attachment (network, container, interface, pod and its UID).
+ *   The pool is the holding's, placed by serving-pools.ts (for nested ranges of one network_name,
+ *   the outer range's pool); the checks against what Warren holds look in that same pool.
  *
  * Guarantees: every holding gets exactly one entry; a grant is planned only for a live, scheduled
  * pod whose attachment (network and interface) is known for certain, never guessed; the grants

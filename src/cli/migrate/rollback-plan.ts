@@ -24,6 +24,8 @@ import { defined } from '../../core/defined.ts';
 import { messageOf } from '../../core/errors.ts';
 import { type IPAddress, parseIP } from '../../ipam/address.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
+import { parsePoolKey } from '../../ipam/pool-key.ts';
+import type { RangeSpec } from '../../ipam/range.ts';
 import type { Problem } from './holdings.ts';
 import type { KubeObjectJson } from './kube-writes.ts';
 import { ipPoolName, reservationName } from './whereabouts-names.ts';
@@ -63,11 +65,18 @@ export interface RollbackTarget {
   /** `spec.range`: the range's subnet, canonical. */
   readonly rangeText: string;
   readonly networkName: string;
-  /** Warren's range pools whose addresses go into it. */
+  /** Warren's range pools of its range (the definitions' ranges' own pool keys). */
   readonly pools: readonly string[];
   /** Whether whereabouts keeps OverlappingRangeIPReservations for it (its default). */
   readonly reservations: boolean;
+  /** The ranges of its definitions, as the agent reads them: which addresses are its (rollback-attribution.ts). */
+  readonly ranges: readonly RangeSpec[];
+  /** The CNI network names of its definitions: an allocation's `network` says which definition made it. */
+  readonly networks: readonly string[];
 }
+
+/** What a merge needs of a target: the object's name, range and network_name. */
+export type TargetObject = Pick<RollbackTarget, 'ipPool' | 'rangeText' | 'networkName'>;
 
 export interface Selection {
   /** CNI network names (`--network`). */
@@ -115,7 +124,7 @@ export function rollbackTargets(
         object: `NetworkAttachmentDefinition ${ref}`,
         message: 'not found, or its IPAM is neither warren nor whereabouts',
       });
-  const byName = new Map<string, { target: RollbackTarget; pools: Set<string> }>();
+  const byName = new Map<string, { target: RollbackTarget; ranges: Map<string, RangeSpec>; networks: Set<string> }>();
   for (const d of definitions.filter(chosen)) {
     if (endsWithKey(d, 'node_slice_size')) {
       problems.push({
@@ -127,20 +136,31 @@ export function rollbackTargets(
     for (const range of d.ipam.ranges) {
       const name = ipPoolName(range.subnet, d.ipam.networkName);
       const held = byName.get(name);
-      const reservations = !endsWithKey(d, 'enable_overlapping_ranges');
       if (held === undefined) {
         const target = {
           ipPool: name,
           rangeText: range.subnet,
           networkName: d.ipam.networkName,
           pools: [],
-          reservations,
+          // `enable_overlapping_ranges: false` (a range kept apart: an isolated pool key): whereabouts
+          // checks no reservation for it, and writes none.
+          reservations: parsePoolKey(range.pool)?.isolated !== true,
+          ranges: [],
+          networks: [],
         };
-        byName.set(name, { target, pools: new Set([range.pool]) });
-      } else held.pools.add(range.pool);
+        byName.set(name, { target, ranges: new Map([[range.pool, range]]), networks: new Set([d.network]) });
+      } else {
+        if (!held.ranges.has(range.pool)) held.ranges.set(range.pool, range);
+        held.networks.add(d.network);
+      }
     }
   }
-  const targets = [...byName.values()].map(({ target, pools }) => ({ ...target, pools: [...pools] }));
+  const targets = [...byName.values()].map(({ target, ranges, networks }) => ({
+    ...target,
+    pools: [...ranges.keys()],
+    ranges: [...ranges.values()],
+    networks: [...networks],
+  }));
   return { targets, problems };
 }
 
@@ -190,7 +210,7 @@ function judge(
 
 /** `allocations` merged into the IPPool `existing` (undefined: none yet) of `target`. */
 export function mergeIpPool(
-  target: RollbackTarget,
+  target: TargetObject,
   namespace: string,
   existing: KubeObjectJson | undefined,
   allocations: readonly Allocation[],
@@ -243,7 +263,7 @@ export function mergeIpPool(
 
 /** The OverlappingRangeIPReservation of `a` in `target`'s network, merged into `existing`. */
 export function mergeReservation(
-  target: RollbackTarget,
+  target: TargetObject,
   namespace: string,
   existing: KubeObjectJson | undefined,
   a: Allocation,
@@ -264,7 +284,7 @@ export function mergeReservation(
 }
 
 /** The name whereabouts gives the reservation of `address` in `target`'s network. */
-export function reservationNameOf(target: RollbackTarget, address: string): string {
+export function reservationNameOf(target: Pick<TargetObject, 'networkName'>, address: string): string {
   const ip = parseIP(address);
   if (ip === undefined) throw new Error(`not an address: ${address}`);
   return reservationName(ip, target.networkName);

@@ -1,8 +1,10 @@
 /**
  * The way back from Warren to whereabouts, end to end (`warren migrate to-whereabouts`): read the
  * definitions of type warren and whereabouts' objects (a WhereaboutsReader, as the forward
- * migration reads them), what Warren holds of those ranges (warren-held.ts), plan each object's
- * merge (rollback-plan.ts) and, unless it is a dry run, write it (a WhereaboutsWriter).
+ * migration reads them), what Warren holds of those ranges (warren-held.ts: in every pool that may
+ * serve them, and given to the IPPool of the definition that made each, rollback-attribution.ts),
+ * plan each object's merge (rollback-plan.ts) and, unless it is a dry run, write it (a
+ * WhereaboutsWriter).
  *
  * Whereabouts' namespace: `--whereabouts-namespace`, else the one namespace its objects are in,
  * else `kube-system` (whereabouts' own default, WHEREABOUTS_NAMESPACE).
@@ -19,11 +21,12 @@
  */
 import { WarrenError, messageOf } from '../../core/errors.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
-import type { ClusterRecords } from '../../store/cluster.ts';
+import type { ClusterTier } from '../../store/tiered/cluster-tier.ts';
 import type { Problem } from './holdings.ts';
 import type { WhereaboutsReader } from './kube-reads.ts';
 import type { KubeObjectJson, WhereaboutsKind, WhereaboutsWriter } from './kube-writes.ts';
 import { type PodFacts, podFactsOf } from './pod-facts.ts';
+import { attribute, poolsToRead } from './rollback-attribution.ts';
 import { podKey } from './plan.ts';
 import {
   type Merged,
@@ -48,7 +51,8 @@ export const WHEREABOUTS_DEFAULT_NAMESPACE = 'kube-system';
 export interface RollbackOptions {
   readonly reader: WhereaboutsReader;
   readonly writer: WhereaboutsWriter;
-  readonly tier: ClusterRecords;
+  /** Read only: its records, and its address spaces (which pools serve the ranges). */
+  readonly tier: ClusterTier;
   readonly selection: Selection;
   /** Whereabouts' namespace, when given (`--whereabouts-namespace`). */
   readonly namespace?: string | undefined;
@@ -108,13 +112,13 @@ export async function rollBackToWhereabouts(o: RollbackOptions): Promise<Rollbac
     ipPools: byName(ipPoolsListed, namespace),
     reservations: byName(reservationsListed, namespace),
   };
-  const held = await readWarrenHeld(o.tier, new Set(targets.flatMap((t) => t.pools)));
+  const held = attribute(targets, await readWarrenHeld(o.tier, await poolsToRead(o.tier.spaces, targets)));
   for (const p of held.problems)
     problems.push({ object: `${p.pool} ${p.address}`, message: `${p.message}: not written` });
   const entries: RollbackEntry[] = [];
   const plans = targets.map((target) => {
-    const allocations = held.holders.filter((h) => target.pools.includes(h.pool)).map((h) => h.allocation);
-    for (const b of held.bookkeeping.filter((k) => target.pools.includes(k.pool)))
+    const allocations = held.holders.get(target) ?? [];
+    for (const b of held.bookkeeping.get(target) ?? [])
       entries.push({
         ipPool: target.ipPool,
         address: b.address,
