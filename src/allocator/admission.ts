@@ -2,21 +2,23 @@
  * Overlapping ranges of one network_name, served as whereabouts serves them: two configs whose
  * ranges overlap (a /24 and a /26 inside it) are both served, and an address is handed out at most
  * once across all of them. Each range is served from the admitted pools that cover it, its
- * segments (range-cover.ts says the rule: admitted pools never overlap, and an address's pool
- * changes only while that pool is empty). This file follows the rule against a store and keeps each
+ * segments (range-cover.ts says the rule: admitted pools never overlap, and are never retired, so
+ * an address's pool never changes). This file follows the rule against a store and keeps each
  * range's cover, so the check runs at a range's first use, not per ADD.
  *
  * On a store several agents share (`Store.cluster.spaces`) the admissions are the store's: each is a
- * compare-and-set on the space's reading, and every allocation commit carries the guard of its
- * segment's admission. A commit in a pool another agent retired since (it was empty, and a range
- * containing it was admitted) fails with `admissionLost`; the caller `forget`s it and the range's
- * cover is decided again, now inside the containing pool. So two agents never hand out one address
- * from two pools, at first use at once or long after either cached its cover.
+ * compare-and-set on the space's reading, so of two agents admitting at once the second decides
+ * again on what the first wrote, and every allocation commit carries the guard of its segment's
+ * admission. This version never retires a pool, but an agent of the version before it retires a
+ * range that holds nothing when it admits one overlapping it: a commit in such a pool fails with
+ * `admissionLost`, the caller `forget`s it, and the range's cover is decided again. So two agents
+ * never hand out one address from two pools, at first use at once or long after either cached its
+ * cover.
  *
  * On a store one process writes alone (SQLite), the admitted pools are those that hold an address
- * and those this process admitted since it started. The caller runs `cover` and the allocation under
- * the lock of the range's address space (`addressSpaceOf`), and an admission here drops the covers
- * kept of every range it overlaps, so no admission races an allocation.
+ * and those this process admitted since it started (a restart forgets the empty ones, which nothing
+ * else writes). The caller runs `cover` and the allocation under the lock of the range's address
+ * space (`addressSpaceOf`), so no admission races an allocation.
  *
  * A range kept apart (`enable_overlapping_ranges: false`, an isolated pool key) is its own pool and
  * address space: it is never carved, served from another pool or checked against other ranges.
@@ -24,7 +26,7 @@
 import { WarrenError } from '../core/errors.ts';
 import { formatCidr } from '../ipam/address.ts';
 import { rangePoolOfKey } from '../ipam/blocks.ts';
-import { type PoolKey, parsePoolKey, poolsOverlap } from '../ipam/pool-key.ts';
+import { type PoolKey, parsePoolKey } from '../ipam/pool-key.ts';
 import type { RangeSpec } from '../ipam/range.ts';
 import type { AddressSpaces, AdmissionGuard, SpaceReading, Store } from '../store/store.ts';
 import { CONFLICT, retryOnConflict } from './commit-loop.ts';
@@ -101,8 +103,8 @@ export class OverlapAdmission {
   }
 
   /**
-   * Forgets every cover served from `pool`, whose admission the store says another agent retired,
-   * so the next `cover` decides again.
+   * Forgets every cover served from `pool`, whose admission the store says another agent retired
+   * (an agent of the version before this one), so the next `cover` decides again.
    */
   forget(pool: string): void {
     for (const [range, covering] of this.#covers) if (covering.some((c) => c.pool === pool)) this.#covers.delete(range);
@@ -117,28 +119,18 @@ export class OverlapAdmission {
     }
     for (let step = 0; step < MAX_ADMISSIONS_PER_COVER; step++) {
       const admitted = [...this.#admittedHere, ...[...held].filter(([, n]) => n > 0).map(([k]) => k)];
-      const plan = planCover(range.pool, me, admitted, held);
+      const plan = planCover(range.pool, me, admitted);
       if (plan.kind === 'covered') {
+        // Admitted here from now on, held or not: a cover kept names them until this process ends.
+        for (const pool of plan.pools) this.#admittedHere.add(pool);
         return plan.pools.flatMap((pool) => {
           const key = parsePoolKey(pool);
           return key === undefined ? [] : [{ pool, key, guard: undefined }];
         });
       }
-      for (const retired of plan.retire) this.#admittedHere.delete(retired);
       this.#admittedHere.add(plan.pool);
-      this.#forgetOverlapping(plan.pool);
     }
     throw new WarrenError('TRY_AGAIN', `the ranges of ${nameOf(me)} could not be arranged to serve ${range.subnet}`);
-  }
-
-  /** Forgets the covers of every range overlapping pool `admitted` (admitted here just now). */
-  #forgetOverlapping(admitted: string): void {
-    const key = parsePoolKey(admitted);
-    if (key === undefined) return;
-    for (const range of [...this.#covers.keys()]) {
-      const other = parsePoolKey(range);
-      if (other !== undefined && poolsOverlap(key, other)) this.#covers.delete(range);
-    }
   }
 }
 
@@ -150,15 +142,12 @@ function nameOf(key: PoolKey): string {
  * The pools that serve range pool `rangePool` among the address spaces a shared store keeps,
  * admitting what the rule asks (range-cover.ts), in address order, each with its guard. The
  * allocator covers a range with it at the range's first use; `warren migrate` to learn where a
- * migrated address lives. `retired`: told of the pools an admission made here retired (covers kept
- * of them are stale at once, before any watch shows it). Throws TRY_AGAIN when the address space
- * kept changing.
+ * migrated address lives. Throws TRY_AGAIN when the address space kept changing.
  */
 export async function coverInSpaces(
   spaces: AddressSpaces,
   rangePool: string,
   maxAttempts: number,
-  retired?: (pools: readonly string[]) => void,
 ): Promise<Covering[]> {
   const me = parsePoolKey(rangePool);
   if (me === undefined) throw new Error(`${rangePool} is not a range pool key`);
@@ -173,10 +162,9 @@ export async function coverInSpaces(
     async () => {
       for (let step = 0; step < MAX_ADMISSIONS_PER_COVER; step++) {
         const reading = await spaces.read(space);
-        const plan = planCover(rangePool, me, reading.admitted, reading.held);
+        const plan = planCover(rangePool, me, reading.admitted);
         if (plan.kind === 'covered') return await guarded(spaces, reading, plan);
-        if ((await spaces.admit(reading, plan.pool, plan.retire)) === undefined) return CONFLICT;
-        if (plan.retire.length > 0) retired?.(plan.retire);
+        if ((await spaces.admit(reading, plan.pool, [])) === undefined) return CONFLICT;
       }
       return CONFLICT;
     },

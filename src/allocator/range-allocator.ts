@@ -134,8 +134,8 @@ export class RangeAllocator {
         { subject: `pool ${range.pool}`, action: 'allocate' },
         this.#o.maxAttempts,
         async (attempt) => {
-          // Kept after the first use; decided again only after a commit said another agent retired
-          // a segment's pool (it was empty, and a range containing it was admitted).
+          // Kept after the first use; decided again only after a commit said a segment's pool was
+          // retired (by an agent of an earlier version, which retired empty ranges: admission.ts).
           const segments = await admission.cover(range);
           const alone = segments.length === 1 && segments[0]?.range.pool === range.pool;
           // With blocks the first round skips the owner look-up: the commit itself refuses a second

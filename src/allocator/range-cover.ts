@@ -8,18 +8,20 @@
  * from the admitted pools that cover it, its segments:
  * - admitted itself, or inside an admitted pool: that one pool (restricted to the range's span);
  * - overlapping no admitted pool: admit it;
- * - holding admitted pools that all hold nothing: admit it, retiring them;
- * - holding admitted pools, one of which holds an address: what they leave of it is split into the
- *   largest aligned subnets (pieces); each is admitted as a pool of its own, one after another, and
- *   the range is served from the inner pools and the pieces.
- * Admission only adds pools, or replaces pools that hold nothing by one containing them. So the
- * pool an address lives in changes only while that pool is empty, and every range containing the
- * address is served from that same pool: one address, one pool, one ledger that decides it.
+ * - holding admitted pools: what they leave of it is split into the largest aligned subnets
+ *   (pieces); each is admitted as a pool of its own, one after another, and the range is served
+ *   from the inner pools and the pieces.
+ * Admission only adds pools; it never retires one, even one that holds nothing now. So the pool an
+ * address lives in never changes, and every range containing the address is served from that same
+ * pool: one address, one pool, one ledger that decides it. (Retiring an empty pool into a range
+ * around it would rest on the store counting what a pool holds exactly, at the instant of the
+ * admission: a migration's grants not yet adopted, or a block claimed meanwhile, are not counted
+ * by the Kubernetes tier; a range widened later is served from the old pool and the pieces.)
  *
  * Guarantees: `planCover` answers `covered` only with pools that are admitted, overlap the range and
- * together contain all of it; a plan to admit names a pool that overlaps no admitted pool but those
- * it retires, so following plans keeps admitted pools apart; carving a subnet gives at most
- * (its host bits) pieces per inner pool.
+ * together contain all of it; a plan to admit names a pool that overlaps no admitted pool, so
+ * following plans keeps admitted pools apart; carving a subnet gives at most (its host bits) pieces
+ * per inner pool.
  */
 import { bitsOf, formatCidr } from '../ipam/address.ts';
 import {
@@ -36,18 +38,13 @@ import { DEFAULT_BLOCK_PREFIX, type RangeSpec } from '../ipam/range.ts';
 /** What to do to serve a range: it is covered by these admitted pools, or admit one more first. */
 export type CoverPlan =
   | { readonly kind: 'covered'; readonly pools: readonly string[] }
-  | { readonly kind: 'admit'; readonly pool: string; readonly retire: readonly string[] };
+  | { readonly kind: 'admit'; readonly pool: string };
 
 /**
- * The plan for range pool `key` (parsed: `me`), given the pools admitted in its address space and
- * what every pool holds (`held`: absent means nothing). A pool kept apart (isolated) is its own cover.
+ * The plan for range pool `key` (parsed: `me`), given the pools admitted in its address space. A
+ * pool kept apart (isolated) is its own cover.
  */
-export function planCover(
-  key: string,
-  me: PoolKey,
-  admitted: Iterable<string>,
-  held: ReadonlyMap<string, number>,
-): CoverPlan {
+export function planCover(key: string, me: PoolKey, admitted: Iterable<string>): CoverPlan {
   if (me.isolated === true) return { kind: 'covered', pools: [key] };
   const overlapping: Array<{ key: string; pool: PoolKey }> = [];
   for (const other of new Set(admitted)) {
@@ -57,15 +54,13 @@ export function planCover(
   }
   const outer = overlapping.find((o) => subnetWithin(me, o.pool));
   if (outer !== undefined) return { kind: 'covered', pools: [outer.key] };
-  if (overlapping.every((o) => (held.get(o.key) ?? 0) === 0)) {
-    return { kind: 'admit', pool: key, retire: overlapping.map((o) => o.key) };
-  }
+  if (overlapping.length === 0) return { kind: 'admit', pool: key };
   const pieces = carve(
     me,
     overlapping.map((o) => o.pool),
   );
   const piece = pieces[0];
-  if (piece !== undefined) return { kind: 'admit', pool: poolKeyOf(piece, me.networkName), retire: [] };
+  if (piece !== undefined) return { kind: 'admit', pool: poolKeyOf(piece, me.networkName) };
   overlapping.sort((a, b) => (a.pool.network < b.pool.network ? -1 : a.pool.network > b.pool.network ? 1 : 0));
   return { kind: 'covered', pools: overlapping.map((o) => o.key) };
 }
@@ -78,13 +73,11 @@ export function coverAfterAdmissions(
   key: string,
   me: PoolKey,
   admitted: readonly string[],
-  held: ReadonlyMap<string, number>,
 ): { readonly pools: readonly string[]; readonly admitted: readonly string[] } {
   const now = new Set(admitted);
   for (;;) {
-    const plan = planCover(key, me, now, held);
+    const plan = planCover(key, me, now);
     if (plan.kind === 'covered') return { pools: plan.pools, admitted: [...now] };
-    for (const retired of plan.retire) now.delete(retired);
     now.add(plan.pool);
   }
 }

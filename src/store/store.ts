@@ -88,7 +88,8 @@ export interface AdmissionGuard {
  * Admission of ranges into their address space, for stores shared by several processes, where an
  * admission cached by one process must not outlive another process admitting an overlapping range.
  * Ranges admitted in one space at one time never overlap each other: admitting a range retires the
- * ranges it names, atomically.
+ * ranges it names, atomically. (This version's allocator names none: it carves a range around the
+ * pools admitted before it, allocator/range-cover.ts; agents of earlier versions retired empty ones.)
  */
 export interface AddressSpaces {
   read(space: string): Promise<SpaceReading>;

@@ -87,30 +87,39 @@ describe('Allocator: nested ranges of one network_name on one node (SQLite)', ()
     assert.deepEqual([...pools].sort(), ['10.232.4.0/26', '10.232.4.128/25', '10.232.4.64/26']);
   });
 
-  it('admits the outer range whole when the inner one holds nothing, and serves the inner one from it', async () => {
+  it('carves the outer range around an inner pool that holds nothing now: a pool, once admitted, stays', async () => {
     const { allocator } = setup();
     const narrow = ranges({ range: '10.232.5.0/25' });
     await allocator.allocate({ owner: owner('a', 'narrow'), ranges: narrow });
     await allocator.release(owner('a', 'narrow'));
     const [wide] = await allocator.allocate({ owner: owner('b', 'wide'), ranges: ranges({ range: '10.232.5.0/24' }) });
     const [inner] = await allocator.allocate({ owner: owner('c', 'narrow'), ranges: narrow });
-    assert.equal(wide?.allocation.pool, '10.232.5.0/24');
-    assert.equal(inner?.allocation.pool, '10.232.5.0/24', 'the drained /25 was retired into the /24');
+    assert.equal(wide?.allocation.pool, '10.232.5.0/25', 'the /24 is served from the /25 first, then its piece');
+    assert.equal(inner?.allocation.pool, '10.232.5.0/25', 'the /25 keeps its own pool');
     assert.notEqual(inner?.allocation.address, wide?.allocation.address);
   });
 
-  it('never serves a range from its own pool again once a range around it retired it (the cover kept is dropped)', async () => {
-    const { allocator, store } = setup();
+  it('after a restart, keeps the pool a kept cover names though it drained, so a range around it never shares its addresses', async () => {
+    const { store, clock } = setup();
     const inner = ranges({ range: '10.232.9.8/29', network_name: 'm' });
-    const outer = ranges({ range: '10.232.9.0/27', network_name: 'm' });
-    await allocator.allocate({ owner: owner('r0', 'inner'), ranges: inner });
+    const before = new Allocator({ store, clock, node: 'n1' });
+    await before.allocate({ owner: owner('r0', 'inner'), ranges: inner });
+    // A restart: what the old process admitted in memory is gone; the /29 holds an address.
+    const allocator = new Allocator({ store, clock, node: 'n1' });
+    await allocator.allocate({ owner: owner('r1', 'inner'), ranges: inner });
     await allocator.release(owner('r0', 'inner'));
-    await allocator.allocate({ owner: owner('s0', 'outer'), ranges: outer });
-    const [again] = await allocator.allocate({ owner: owner('r1', 'inner'), ranges: inner });
-    assert.equal(again?.allocation.pool, '10.232.9.0/27@m', 'served from the /27 that retired the /29');
+    await allocator.release(owner('r1', 'inner'));
+    // The /29 holds nothing now, and its cover is kept: the /27 must not be admitted whole over it.
+    await allocator.allocate({
+      owner: owner('s0', 'outer'),
+      ranges: ranges({ range: '10.232.9.0/27', network_name: 'm' }),
+    });
+    const [again] = await allocator.allocate({ owner: owner('r2', 'inner'), ranges: inner });
+    assert.equal(again?.allocation.pool, '10.232.9.8/29@m');
     await fill(allocator, { range: '10.232.9.0/27', network_name: 'm' }, 'outer');
     const all = (await store.list()).map((a) => a.address);
     assert.equal(new Set(all).size, all.length, `no address twice: ${all.join(' ')}`);
+    assert.equal(all.length, 30, 'every address of the /27 once');
   });
 
   it('keeps a range with enable_overlapping_ranges false apart, as whereabouts does: its own pool, not checked', async () => {

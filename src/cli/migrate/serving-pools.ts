@@ -37,7 +37,6 @@ interface Cover {
 /** An address space as a dry run follows it: read once, then changed on the copy only. */
 interface SpaceCopy {
   admitted: readonly string[];
-  readonly held: ReadonlyMap<string, number>;
 }
 
 /**
@@ -65,10 +64,10 @@ export async function servingPools(
       let copy = copies.get(space);
       if (copy === undefined) {
         const reading = await spaces.read(space);
-        copy = { admitted: reading.admitted, held: reading.held };
+        copy = { admitted: reading.admitted };
         copies.set(space, copy);
       }
-      const after = coverAfterAdmissions(pool, key, copy.admitted, copy.held);
+      const after = coverAfterAdmissions(pool, key, copy.admitted);
       copy.admitted = after.admitted;
       covers.set(
         pool,
