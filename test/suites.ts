@@ -340,6 +340,7 @@ export const E2E_FILES: readonly string[] = [
   'test/store/etcd-tier/tier.test.ts',
   'test/store/etcd-tier/tasks.test.ts',
   'test/store/etcd-tier/watches.test.ts',
+  'test/soak/short-soak.test.ts',
 ];
 
 // containerd's helpers (test/helpers/containerd.ts, cri.ts) share /run/containerd, which the one
