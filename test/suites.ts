@@ -245,6 +245,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/store/tiered/publish-ahead.test.ts',
   'test/store/tiered/store.test.ts',
   'test/store/tiered/upkeep.test.ts',
+  'test/soak/auditor.test.ts',
   'test/suites.test.ts',
 ];
 

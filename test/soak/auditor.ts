@@ -18,7 +18,17 @@
 import { DatabaseSync } from 'node:sqlite';
 import { existsSync } from 'node:fs';
 import { type GroundTruth, PROOF_SOURCES, type ProofSource, type Sandbox } from './ground-truth.ts';
-import type { SoakNode } from './soak-node.ts';
+
+/** What the auditor needs of a node: its file, and when an agent of it ran (soak-node.ts). */
+export interface AuditedNode {
+  readonly index: number;
+  readonly name: string;
+  readonly database: string;
+  /** True while its state directory is being copied or put back. */
+  readonly busy: boolean;
+  /** When an agent of the node could first act on something proven at `at` (undefined: none since). */
+  firstRunningAt(at: number): number | undefined;
+}
 
 export interface Violation {
   readonly step: number;
@@ -52,7 +62,7 @@ export function readRecords(database: string): Map<string, string> | undefined {
 }
 
 export class Auditor {
-  readonly #nodes: readonly SoakNode[];
+  readonly #nodes: readonly AuditedNode[];
   readonly #truth: GroundTruth;
   readonly #boundMs: number;
   readonly violations: Violation[] = [];
@@ -60,7 +70,7 @@ export class Auditor {
   readonly #reported = new Set<string>();
   step = 0;
 
-  constructor(nodes: readonly SoakNode[], truth: GroundTruth, boundMs: number) {
+  constructor(nodes: readonly AuditedNode[], truth: GroundTruth, boundMs: number) {
     this.#nodes = nodes;
     this.#truth = truth;
     this.#boundMs = boundMs;
@@ -95,7 +105,7 @@ export class Auditor {
     }
   }
 
-  #judge(node: SoakNode, s: Sandbox, records: Map<string, string>, now: number): void {
+  #judge(node: AuditedNode, s: Sandbox, records: Map<string, string>, now: number): void {
     const record = records.get(s.id);
     if (record !== undefined) s.held = true;
     if (s.state === 'live') {
@@ -120,7 +130,7 @@ export class Auditor {
   /** The release latency of one sandbox, from when a running agent could act to the look that saw it. */
   latencyOf(s: Sandbox): number | undefined {
     if (s.goneAt === undefined || s.releasedAt === undefined || !s.held || s.lostWithDisk === true) return undefined;
-    const node = this.#nodes[s.node] as SoakNode;
+    const node = this.#nodes[s.node] as AuditedNode;
     const from = node.firstRunningAt(s.goneAt) ?? s.goneAt;
     return Math.max(0, s.releasedAt - from);
   }

@@ -38,7 +38,7 @@ export class SoakNode {
   #agent: AgentHandle | undefined;
   /** Bumped at every start: a call that saw another incarnation end raced a fault. */
   #incarnation = 0;
-  /** When the running agent started (ms, wall clock of the harness); undefined while stopped. */
+  /** When the running agent was spawned (ms, wall clock of the harness); undefined while stopped. */
   #upSince: number | undefined;
   /** Every span the agent ran (ms, the harness's clock; `end` absent while it runs). */
   readonly upSpans: Array<{ start: number; end?: number }> = [];
@@ -92,6 +92,8 @@ export class SoakNode {
 
   async start(): Promise<void> {
     if (this.#agent !== undefined) return;
+    // From the spawn: what an agent does before it answers (the journal's drain) counts as its time.
+    const spawned = Date.now();
     this.#agent = await startAgent({
       dir: this.stateDir,
       args: [
@@ -106,8 +108,8 @@ export class SoakNode {
       ],
     });
     this.#incarnation += 1;
-    this.#upSince = Date.now();
-    this.upSpans.push({ start: this.#upSince });
+    this.#upSince = spawned;
+    this.upSpans.push({ start: spawned });
   }
 
   #ended(): void {
