@@ -22,8 +22,11 @@ export type Step =
   | { readonly kind: 'force-delete'; readonly pod: number }
   /** The pod's sandbox crashed: its netns gone with no DEL, and a new sandbox (new container ID) ADDed. */
   | { readonly kind: 'crash-loop'; readonly pod: number }
-  /** kill -9 of the node's agent, whatever it is doing (ADDs in flight included). */
-  | { readonly kind: 'kill'; readonly node: number }
+  /**
+   * kill -9 of the node's agent `afterMs` after the step is reached, whatever it is doing: the
+   * calls of the steps just before are then on their way (ADDs in flight, mid-commit, mid-reply).
+   */
+  | { readonly kind: 'kill'; readonly node: number; readonly afterMs: number }
   /** The stopped agent started again on its state directory. */
   | { readonly kind: 'start'; readonly node: number }
   /** SIGTERM, wait for the exit, start again. */
@@ -34,6 +37,9 @@ export type Step =
   | { readonly kind: 'restore-state'; readonly node: number };
 
 export type StepKind = Step['kind'];
+
+/** A kill fires this long after its step at most: the ADDs just sent are then in flight (a plugin call takes ~10-50 ms). */
+const KILL_WITHIN_MS = 60;
 
 /** The steps that are faults (the rest are the workload). */
 export const FAULT_KINDS: ReadonlySet<StepKind> = new Set(['kill', 'restart', 'restore-state']);
@@ -91,9 +97,9 @@ export function planSoak(o: PlanOptions): Step[] {
       steps.push({ kind, node });
       return;
     }
-    steps.push({ kind: 'kill', node });
+    steps.push({ kind: 'kill', node, afterMs: random.int(0, KILL_WITHIN_MS) });
     down.add(node);
-    downFor.set(node, random.int(0, 4));
+    downFor.set(node, random.int(0, 2));
     if (kind === 'restore-state') {
       steps.push({ kind: 'restore-state', node });
       copied.delete(node);
@@ -140,6 +146,7 @@ export function describeStep(step: Step): string {
     case 'crash-loop':
       return `${step.kind} pod ${step.pod}`;
     case 'kill':
+      return `kill node ${step.node} ${step.afterMs} ms after the step`;
     case 'start':
     case 'restart':
     case 'copy-state':

@@ -172,6 +172,8 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       const node = nodes[step.node] as SoakNode;
       switch (step.kind) {
         case 'kill':
+          // A seeded moment, not a wait for an event: the fault lands wherever the calls then are.
+          await new Promise((resolve) => setTimeout(resolve, step.afterMs));
           if (node.callsInFlight > 0) count(counts.faults, 'kill with its CNI calls in flight');
           return node.kill();
         case 'start':
