@@ -69,7 +69,8 @@ const flags = (steps: number) =>
     `--netns-grace ${settings.netnsGraceSeconds}`,
   ].join(' ');
 
-async function run(steps: readonly Step[]): Promise<SoakReport> {
+/** `logs`: print the agents' logs on a failure (the first run's; a shrinking probe's are not). */
+async function run(steps: readonly Step[], logs: boolean): Promise<SoakReport> {
   return runSoak({
     seed,
     steps,
@@ -78,13 +79,13 @@ async function run(steps: readonly Step[]): Promise<SoakReport> {
     inFlight: Math.max(1, number('in-flight')),
     boundMs,
     settleMs: boundMs + 30_000,
-    log: (line) => process.stderr.write(`${line}\n`),
+    ...(logs ? { log: (line: string) => process.stderr.write(`${line}\n`) } : {}),
   });
 }
 
 const first = values.steps === undefined ? plan.length : Math.min(plan.length, number('steps'));
 console.log(`# soak seed ${seed}: ${first} steps on ${nodes} nodes (SQLite store each)`);
-const report = await run(plan.slice(0, first));
+const report = await run(plan.slice(0, first), true);
 console.log(formatReport(report, plan, `npm run soak -- ${flags(first)}`));
 if (report.violations.length > 0 && values.shrink) {
   // Halving: the shortest prefix found that still fails. Real processes make a failure depend on
@@ -93,7 +94,7 @@ if (report.violations.length > 0 && values.shrink) {
   let passing = 0;
   while (failing - passing > 1) {
     const k = Math.floor((failing + passing) / 2);
-    const probe = await run(plan.slice(0, k));
+    const probe = await run(plan.slice(0, k), false);
     console.log(`# shrink: first ${k} steps ${probe.violations.length > 0 ? 'fail' : 'pass'}`);
     if (probe.violations.length > 0) failing = k;
     else passing = k;
