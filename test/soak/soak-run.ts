@@ -92,6 +92,8 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       const s = truth.newSandbox(pod, nodeIndex);
       const node = nodeOf(s);
       node.createNetns(s.id);
+      const incarnation = node.incarnation;
+      const wasUp = node.isUp;
       const reply = await node.cni('ADD', s.id, pod);
       const ips = (reply.json?.ips ?? []) as Array<{ address?: string }>;
       const address = ips[0]?.address?.split('/')[0];
@@ -100,7 +102,10 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
         count(counts.operations, 'ADD answered an address');
         return;
       }
-      if (typeof reply.json?.code === 'number') count(counts.operations, `ADD answered CNI error ${reply.json.code}`);
+      const ran =
+        wasUp && node.incarnation === incarnation ? 'its agent running throughout' : 'its agent down or killed';
+      if (typeof reply.json?.code === 'number')
+        count(counts.operations, `ADD answered CNI error ${reply.json.code} (${ran})`);
       else
         audit.lost(
           `ADD ${s.id} on ${node.name} answered neither an address nor a CNI error: ${reply.stdout}${reply.stderr}`,
