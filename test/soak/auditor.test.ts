@@ -12,7 +12,7 @@ import { tempDir } from '../helpers/processes.ts';
 import { type AuditedNode, Auditor } from './auditor.ts';
 import { GroundTruth } from './ground-truth.ts';
 
-/** A node whose file holds `records` (container ID → address) and whose agent has run since time 0. */
+/** A node whose file holds `records` (container ID → address) and whose agent has run all along. */
 function node(
   index: number,
   records: Record<string, string>,
@@ -26,7 +26,7 @@ function node(
     db.close();
   };
   write(records);
-  return { index, name: `node-${index}`, database, busy: false, firstRunningAt: (at) => at, write };
+  return { index, name: `node-${index}`, database, busy: false, runningMs: (from, to) => to - from, write };
 }
 
 describe('the soak auditor', () => {

@@ -38,8 +38,6 @@ export class SoakNode {
   #agent: AgentHandle | undefined;
   /** Bumped at every start: a call that saw another incarnation end raced a fault. */
   #incarnation = 0;
-  /** When the running agent was spawned (ms, wall clock of the harness); undefined while stopped. */
-  #upSince: number | undefined;
   /** Every span the agent ran (ms, the harness's clock; `end` absent while it runs). */
   readonly upSpans: Array<{ start: number; end?: number }> = [];
   #copies: string[] = [];
@@ -73,10 +71,6 @@ export class SoakNode {
     return this.#incarnation;
   }
 
-  get upSince(): number | undefined {
-    return this.#upSince;
-  }
-
   get isUp(): boolean {
     return this.#agent !== undefined;
   }
@@ -108,25 +102,21 @@ export class SoakNode {
       ],
     });
     this.#incarnation += 1;
-    this.#upSince = spawned;
     this.upSpans.push({ start: spawned });
   }
 
   #ended(): void {
     this.#agent = undefined;
-    this.#upSince = undefined;
     this.#incarnation += 1;
     const span = this.upSpans[this.upSpans.length - 1];
     if (span !== undefined && span.end === undefined) span.end = Date.now();
   }
 
-  /**
-   * When an agent of this node could first act on something proven at `at`: `at` itself if an
-   * agent ran then, else the next start; undefined if none has started since.
-   */
-  firstRunningAt(at: number): number | undefined {
-    for (const span of this.upSpans) if (span.end === undefined || span.end > at) return Math.max(at, span.start);
-    return undefined;
+  /** How long an agent of this node ran within [from, to] (ms): the time it had to act. */
+  runningMs(from: number, to: number): number {
+    let total = 0;
+    for (const span of this.upSpans) total += Math.max(0, Math.min(to, span.end ?? to) - Math.max(from, span.start));
+    return total;
   }
 
   /** kill -9, and wait until the process is gone. */
