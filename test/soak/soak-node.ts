@@ -21,9 +21,14 @@ export interface ReleaseSettings {
   readonly netnsGraceSeconds: number;
 }
 
-const mounted = new Set<string>();
+/** Each node's netns mount → the node's directory, both removed at exit if `close()` never ran. */
+const mounted = new Map<string, string>();
 process.on('exit', () => {
-  for (const dir of mounted) spawnSync('umount', ['-l', dir]);
+  for (const [mount, root] of mounted) {
+    spawnSync('umount', ['-l', mount]);
+    // The helpers' own cleanup ran first and could not remove the mount point while mounted.
+    rmSync(root, { recursive: true, force: true });
+  }
 });
 
 export class SoakNode {
@@ -60,7 +65,7 @@ export class SoakNode {
       encoding: 'utf8',
     });
     if (r.status !== 0) throw new Error(`mount tmpfs on ${this.netnsDir} failed: ${r.stderr}`);
-    mounted.add(this.netnsDir);
+    mounted.set(this.netnsDir, this.#root);
   }
 
   get database(): string {
