@@ -72,6 +72,9 @@ export class Auditor {
   /** Things reported once (a live sandbox missing stays missing): the key of each. */
   readonly #reported = new Set<string>();
   step = 0;
+  /** Looks at a node's file, and those that could not read it (busy past the timeout): a look skipped checks nothing. */
+  looks = 0;
+  unreadable = 0;
 
   constructor(nodes: readonly AuditedNode[], truth: GroundTruth, boundMs: number) {
     this.#nodes = nodes;
@@ -91,6 +94,8 @@ export class Auditor {
     for (const node of this.#nodes) {
       if (node.busy) continue;
       const records = readRecords(node.database);
+      this.looks += 1;
+      if (records === undefined) this.unreadable += 1;
       const sandboxes = this.#truth.on(node.index);
       const holders = new Map<string, string[]>();
       for (const s of sandboxes) {

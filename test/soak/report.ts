@@ -11,6 +11,7 @@ export function formatReport(report: SoakReport, steps: readonly Step[], rerun: 
     `soak seed ${report.seed}: ${report.stepsRun} steps in ${(report.durationMs / 1000).toFixed(1)} s`,
     `faults: ${JSON.stringify(report.faults)}`,
     `operations: ${JSON.stringify(report.operations)}`,
+    `auditor's looks at the nodes' files: ${report.looks.total} (${report.looks.unreadable} could not read it)`,
     'release latency, the agent running, from provable to its record gone from the file (wall max: downtime included):',
     '  source    count    p50 ms    p99 ms    max ms  wall max ms',
     ...report.latencies.map(

@@ -44,6 +44,8 @@ describe('the short soak on the SQLite store', {
     console.log(text.replace(/^/gm, '# '));
     assert.deepEqual(report.violations, [], text);
     assert.equal(report.stepsRun, steps.length);
+    // A look that cannot read a file checks nothing: the verdict stands on looks that did.
+    assert.ok(report.looks.unreadable * 10 < report.looks.total, `looks: ${JSON.stringify(report.looks)}`);
     assert.ok((report.faults.kill ?? 0) >= 10, `kills: ${JSON.stringify(report.faults)}`);
     assert.ok((report.faults['restore-state'] ?? 0) >= 1, `restores: ${JSON.stringify(report.faults)}`);
   });

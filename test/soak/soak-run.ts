@@ -38,6 +38,8 @@ export interface SoakReport {
   readonly operations: Readonly<Record<string, number>>;
   readonly violations: readonly Violation[];
   readonly latencies: readonly LatencyFigures[];
+  /** The auditor's looks at the nodes' files, and how many could not read one. */
+  readonly looks: { readonly total: number; readonly unreadable: number };
   readonly durationMs: number;
 }
 
@@ -247,6 +249,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     operations: counts.operations,
     violations: a.violations,
     latencies: a.latencies(),
+    looks: { total: a.looks, unreadable: a.unreadable },
     durationMs: Date.now() - began,
   };
 }
