@@ -246,6 +246,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/store/tiered/publish-ahead.test.ts',
   'test/store/tiered/store.test.ts',
   'test/store/tiered/upkeep.test.ts',
+  'test/soak/auditor.test.ts',
   'test/suites.test.ts',
 ];
 
@@ -341,6 +342,7 @@ export const E2E_FILES: readonly string[] = [
   'test/store/etcd-tier/tier.test.ts',
   'test/store/etcd-tier/tasks.test.ts',
   'test/store/etcd-tier/watches.test.ts',
+  'test/soak/short-soak.test.ts',
 ];
 
 // containerd's helpers (test/helpers/containerd.ts, cri.ts) share /run/containerd, which the one

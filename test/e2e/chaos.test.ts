@@ -20,6 +20,7 @@ import type { Allocation } from '../../src/ipam/allocation.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { resultAddresses, warren } from '../helpers/cni.ts';
 import { HANG_BOUND_MS, waitFor } from '../helpers/processes.ts';
+import { mulberry32 } from '../helpers/random.ts';
 
 const LIFECYCLES = Number(process.env.WARREN_CHAOS_LIFECYCLES ?? 1000);
 const LIVE_AT_END = 40;
@@ -34,18 +35,6 @@ const GC_EVERY_CALLS = 25;
  * landed after a GC had taken its list made that GC free a live container's address.
  */
 const GC_GRACE = 60;
-
-/** A small seeded PRNG, so a failing run can be replayed with WARREN_CHAOS_SEED. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe('chaos', () => {
   const agents: AgentHandle[] = [];

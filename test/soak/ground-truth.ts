@@ -1,0 +1,87 @@
+/**
+ * The workload's ground truth: every sandbox the harness created, which node and pod it is on,
+ * the address its ADD answered, and when it was proven gone and how (its DEL answered by the
+ * agent, its DEL journaled by the plugin, its netns removed, or its record brought back by a
+ * restored state directory). Written only by the harness from what it did and what the plugin
+ * answered; never from Warren's store.
+ */
+
+/** What proved a sandbox gone: the release's source, as the auditor reports latencies. */
+export type ProofSource = 'del' | 'journal' | 'netns' | 'restored';
+
+export const PROOF_SOURCES: readonly ProofSource[] = ['del', 'journal', 'netns', 'restored'];
+
+export type SandboxState =
+  /** ADD sent, no answer yet. */
+  | 'adding'
+  /** ADD answered with an address; the sandbox runs with it. */
+  | 'live'
+  /** Proven gone; its address must be released. */
+  | 'gone';
+
+export interface Sandbox {
+  readonly id: string;
+  readonly pod: number;
+  readonly node: number;
+  state: SandboxState;
+  /** The address its ADD answered. */
+  address?: string;
+  /** When it was proven gone (ms since the epoch, the harness's clock). */
+  goneAt?: number;
+  source?: ProofSource;
+  /** When the auditor first saw its record gone from its node's store after `goneAt`. */
+  releasedAt?: number;
+  /** Its record was seen in the store, or its ADD answered an address: its release is measured. */
+  held: boolean;
+  /**
+   * Lost with its node's disk: ADDed after the copy that was put back, so its node's file never
+   * held it after the restore. The harness tears it down (a SQLite node has no other copy of it).
+   */
+  lostWithDisk?: boolean;
+}
+
+export class GroundTruth {
+  readonly #sandboxes = new Map<string, Sandbox>();
+  /** The pod's current sandbox (its newest), if it has one. */
+  readonly #current = new Map<number, string>();
+  #next = 0;
+
+  newSandbox(pod: number, node: number): Sandbox {
+    const id = `p${pod}s${this.#next++}`;
+    const sandbox: Sandbox = { id, pod, node, state: 'adding', held: false };
+    this.#sandboxes.set(id, sandbox);
+    this.#current.set(pod, id);
+    return sandbox;
+  }
+
+  /** The pod's newest sandbox, whatever its state. */
+  current(pod: number): Sandbox | undefined {
+    const id = this.#current.get(pod);
+    return id === undefined ? undefined : this.#sandboxes.get(id);
+  }
+
+  get(id: string): Sandbox | undefined {
+    return this.#sandboxes.get(id);
+  }
+
+  all(): Sandbox[] {
+    return [...this.#sandboxes.values()];
+  }
+
+  on(node: number): Sandbox[] {
+    return this.all().filter((s) => s.node === node);
+  }
+
+  markLive(sandbox: Sandbox, address: string): void {
+    sandbox.state = 'live';
+    sandbox.address = address;
+    sandbox.held = true;
+  }
+
+  markGone(sandbox: Sandbox, source: ProofSource, at: number): void {
+    sandbox.state = 'gone';
+    sandbox.source = source;
+    sandbox.goneAt = at;
+    delete sandbox.releasedAt;
+  }
+}

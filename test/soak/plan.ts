@@ -1,0 +1,160 @@
+/**
+ * The soak's plan: the sequence of workload operations and faults, a pure function of the seed.
+ * The plan is drawn before anything runs, against a model of what the harness intends (which pods
+ * it started on which node, which agents it stopped, which state copies it took), never against
+ * what happened, so one seed always gives the same steps and a prefix of a plan is the plan of a
+ * shorter run (`--steps K` replays the first K steps; shrinking halves K). What real processes do
+ * with the steps (which ADD an agent's death catches mid-flight) varies with timing.
+ *
+ * Guarantees of every plan: a node stopped by a fault is started again within a few steps, and
+ * its state directory is copied or put back only while it is stopped; a restore puts back the
+ * newest copy of that node's directory; the plan ends with every node's start planned.
+ */
+import { SeededRandom } from '../helpers/random.ts';
+
+/** Pods are numbered from 0 in the order the plan creates them; a pod lives on one node. */
+export type Step =
+  /** A new pod: its first sandbox is ADDed (CNI_CONTAINERID new, its own netns file). */
+  | { readonly kind: 'create'; readonly node: number; readonly pod: number }
+  /** The pod deleted: DEL of its sandbox, then its netns removed (the runtime's teardown). */
+  | { readonly kind: 'delete'; readonly pod: number }
+  /** The pod force-deleted: its netns removed, and no DEL ever sent. */
+  | { readonly kind: 'force-delete'; readonly pod: number }
+  /** The pod's sandbox crashed: its netns gone with no DEL, and a new sandbox (new container ID) ADDed. */
+  | { readonly kind: 'crash-loop'; readonly pod: number }
+  /**
+   * kill -9 of the node's agent `afterMs` after the step is reached, whatever it is doing: the
+   * calls of the steps just before are then on their way (ADDs in flight, mid-commit, mid-reply).
+   */
+  | { readonly kind: 'kill'; readonly node: number; readonly afterMs: number }
+  /** The stopped agent started again on its state directory. */
+  | { readonly kind: 'start'; readonly node: number }
+  /** SIGTERM, wait for the exit, start again. */
+  | { readonly kind: 'restart'; readonly node: number }
+  /** While the agent is stopped: a copy of its state directory (database, WAL, journal). */
+  | { readonly kind: 'copy-state'; readonly node: number }
+  /** While the agent is stopped: its state directory replaced by its newest copy. */
+  | { readonly kind: 'restore-state'; readonly node: number };
+
+export type StepKind = Step['kind'];
+
+/** A kill fires this long after its step at most: the ADDs just sent are then in flight (a plugin call takes ~10-50 ms). */
+const KILL_WITHIN_MS = 60;
+
+/** The steps that are faults (the rest are the workload). */
+export const FAULT_KINDS: ReadonlySet<StepKind> = new Set(['kill', 'restart', 'restore-state']);
+
+export interface PlanOptions {
+  readonly seed: number;
+  readonly nodes: number;
+  /** Faults to place (kill, restart, restore); the plan ends after the last one's recovery. */
+  readonly faults: number;
+  /** Pods alive at once per node, at most (the range must hold them, with room for churn). */
+  readonly podsPerNode: number;
+  /** Workload steps between two faults, on average. */
+  readonly operationsPerFault: number;
+}
+
+/** The steps of one seed. */
+export function planSoak(o: PlanOptions): Step[] {
+  const random = new SeededRandom(o.seed);
+  const steps: Step[] = [];
+  /** Pods the plan believes running, per node. */
+  const running: number[][] = Array.from({ length: o.nodes }, () => []);
+  const down = new Set<number>();
+  const copied = new Set<number>();
+  let pods = 0;
+  let faults = 0;
+  /** Steps left before a stopped node is started (per node). */
+  const downFor = new Map<number, number>();
+
+  const operation = (): void => {
+    // Any node, its agent up or not: a pod's call to a stopped agent is part of the workload.
+    const node = random.int(0, o.nodes - 1);
+    const here = running[node] as number[];
+    const kind = random.weighted({
+      create: here.length < o.podsPerNode ? 5 : 0,
+      delete: here.length > 0 ? 2.5 : 0,
+      'force-delete': here.length > 0 ? 1.5 : 0,
+      'crash-loop': here.length > 0 ? 1 : 0,
+    });
+    if (kind === 'create') {
+      here.push(pods);
+      steps.push({ kind, node, pod: pods++ });
+      return;
+    }
+    const pod = random.pick(here);
+    if (kind !== 'crash-loop') here.splice(here.indexOf(pod), 1);
+    steps.push({ kind, pod });
+  };
+
+  const fault = (): void => {
+    const node = random.int(0, o.nodes - 1);
+    if (down.has(node)) return;
+    faults += 1;
+    const kind = random.weighted({ kill: 5, restart: 2, 'restore-state': copied.has(node) ? 2 : 0 });
+    if (kind === 'restart') {
+      steps.push({ kind, node });
+      return;
+    }
+    steps.push({ kind: 'kill', node, afterMs: random.int(0, KILL_WITHIN_MS) });
+    down.add(node);
+    downFor.set(node, random.int(0, 2));
+    if (kind === 'restore-state') {
+      steps.push({ kind: 'restore-state', node });
+      copied.delete(node);
+    } else if (random.chance(0.5)) {
+      steps.push({ kind: 'copy-state', node });
+      copied.add(node);
+    }
+  };
+
+  const startDue = (): void => {
+    for (const [node, left] of downFor) {
+      if (left > 0) {
+        downFor.set(node, left - 1);
+        continue;
+      }
+      downFor.delete(node);
+      down.delete(node);
+      steps.push({ kind: 'start', node });
+    }
+  };
+
+  while (faults < o.faults) {
+    const between = random.int(1, Math.max(1, 2 * o.operationsPerFault - 1));
+    for (let i = 0; i < between; i++) {
+      operation();
+      startDue();
+    }
+    fault();
+  }
+  for (const node of [...downFor.keys()]) {
+    downFor.delete(node);
+    steps.push({ kind: 'start', node });
+  }
+  return steps;
+}
+
+/** One line per step, as a failure prints the sequence that led to it. */
+export function describeStep(step: Step): string {
+  switch (step.kind) {
+    case 'create':
+      return `create pod ${step.pod} on node ${step.node}`;
+    case 'delete':
+    case 'force-delete':
+    case 'crash-loop':
+      return `${step.kind} pod ${step.pod}`;
+    case 'kill':
+      return `kill node ${step.node} ${step.afterMs} ms after the step`;
+    case 'start':
+    case 'restart':
+    case 'copy-state':
+    case 'restore-state':
+      return `${step.kind} node ${step.node}`;
+    default: {
+      const never: never = step;
+      return String(never);
+    }
+  }
+}

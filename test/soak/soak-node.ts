@@ -1,0 +1,228 @@
+/**
+ * One node of the soak: a real agent process on its own state directory and SQLite file, its own
+ * range and network name, and its own netns directory, a private tmpfs mount (so the agent's
+ * observer, which judges only mount points, may judge it) holding one plain file per sandbox: a
+ * file removed is a namespace gone, as `ip netns del` makes it. Faults act on the process (kill -9,
+ * SIGTERM) and on its state directory (copied and put back only while the agent is stopped).
+ *
+ * Cleanup: the agent is killed by PID, the mount unmounted and the directories removed by
+ * `close()`, and by a process exit handler if the run never gets there.
+ */
+import { spawnSync } from 'node:child_process';
+import { cpSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { type AgentHandle, startAgent } from '../helpers/agent.ts';
+import { type CniReply, warren } from '../helpers/cni.ts';
+import { tempDir } from '../helpers/processes.ts';
+
+/** How the agents judge namespaces: how often they sweep, and how long a new allocation is spared. */
+export interface ReleaseSettings {
+  readonly reconcileIntervalSeconds: number;
+  readonly netnsGraceSeconds: number;
+}
+
+/** Each node's netns mount → the node's directory, both removed at exit if `close()` never ran. */
+const mounted = new Map<string, string>();
+process.on('exit', () => {
+  for (const [mount, root] of mounted) {
+    spawnSync('umount', ['-l', mount]);
+    // The helpers' own cleanup ran first and could not remove the mount point while mounted.
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
+export class SoakNode {
+  readonly index: number;
+  readonly name: string;
+  readonly network: string;
+  readonly range: string;
+  readonly stateDir: string;
+  readonly netnsDir: string;
+  readonly #root: string;
+  readonly #settings: ReleaseSettings;
+  #agent: AgentHandle | undefined;
+  /** Bumped at every start: a call that saw another incarnation end raced a fault. */
+  #incarnation = 0;
+  /** Every span the agent ran (ms, the harness's clock; `end` absent while it runs). */
+  readonly upSpans: Array<{ start: number; end?: number }> = [];
+  #copies: string[] = [];
+  #calls = 0;
+  /** True while the state directory is being copied or put back: nobody reads it then. */
+  busy = false;
+
+  constructor(index: number, range: string, settings: ReleaseSettings) {
+    this.index = index;
+    this.name = `soak-node-${index}`;
+    this.network = `soak-${index}`;
+    this.range = range;
+    this.#settings = settings;
+    this.#root = tempDir('warren-soak-');
+    this.stateDir = join(this.#root, 'state');
+    this.netnsDir = join(this.#root, 'netns');
+    mkdirSync(this.stateDir, { mode: 0o700 });
+    mkdirSync(this.netnsDir);
+    const r = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=4m,mode=0755', 'tmpfs', this.netnsDir], {
+      encoding: 'utf8',
+    });
+    if (r.status !== 0) throw new Error(`mount tmpfs on ${this.netnsDir} failed: ${r.stderr}`);
+    mounted.set(this.netnsDir, this.#root);
+  }
+
+  get database(): string {
+    return join(this.stateDir, 'warren.db');
+  }
+
+  get incarnation(): number {
+    return this.#incarnation;
+  }
+
+  get isUp(): boolean {
+    return this.#agent !== undefined;
+  }
+
+  get socket(): string {
+    return join(this.stateDir, 'warren.sock');
+  }
+
+  /** The agent's log across its incarnations is not kept; this is the running one's. */
+  log(): string {
+    return this.#agent?.log() ?? '';
+  }
+
+  async start(): Promise<void> {
+    if (this.#agent !== undefined) return;
+    // From the spawn: what an agent does before it answers (the journal's drain) counts as its time.
+    const spawned = Date.now();
+    this.#agent = await startAgent({
+      dir: this.stateDir,
+      args: [
+        '--node-name',
+        this.name,
+        '--netns-dirs',
+        this.netnsDir,
+        '--netns-grace',
+        String(this.#settings.netnsGraceSeconds),
+        '--reconcile-interval',
+        String(this.#settings.reconcileIntervalSeconds),
+      ],
+    });
+    this.#incarnation += 1;
+    this.upSpans.push({ start: spawned });
+  }
+
+  #ended(): void {
+    this.#agent = undefined;
+    this.#incarnation += 1;
+    const span = this.upSpans[this.upSpans.length - 1];
+    if (span !== undefined && span.end === undefined) span.end = Date.now();
+  }
+
+  /** How long an agent of this node ran within [from, to] (ms): the time it had to act. */
+  runningMs(from: number, to: number): number {
+    let total = 0;
+    for (const span of this.upSpans) total += Math.max(0, Math.min(to, span.end ?? to) - Math.max(from, span.start));
+    return total;
+  }
+
+  /** kill -9, and wait until the process is gone. */
+  async kill(): Promise<void> {
+    const agent = this.#agent;
+    if (agent === undefined) return;
+    this.#ended();
+    await agent.kill();
+  }
+
+  /** SIGTERM and wait for the exit (a hang is killed and thrown by the helper). */
+  async stop(): Promise<void> {
+    const agent = this.#agent;
+    if (agent === undefined) return;
+    this.#ended();
+    await agent.stop();
+  }
+
+  /** A copy of the stopped agent's state directory (database, WAL, journal), as a backup takes it. */
+  copyState(): string {
+    if (this.#agent !== undefined) throw new Error(`${this.name}: copy-state while the agent runs`);
+    const copy = join(this.#root, `copy-${this.#copies.length}`);
+    this.busy = true;
+    try {
+      cpSync(this.stateDir, copy, { recursive: true, filter: (src) => !src.endsWith('.sock') });
+    } finally {
+      this.busy = false;
+    }
+    this.#copies.push(copy);
+    return copy;
+  }
+
+  /** The newest copy's path, or undefined when none was taken. */
+  get newestCopy(): string | undefined {
+    return this.#copies[this.#copies.length - 1];
+  }
+
+  /** Replaces the stopped agent's state directory by its newest copy. */
+  restoreState(): void {
+    const copy = this.newestCopy;
+    if (this.#agent !== undefined) throw new Error(`${this.name}: restore-state while the agent runs`);
+    if (copy === undefined) throw new Error(`${this.name}: restore-state with no copy`);
+    this.busy = true;
+    try {
+      for (const entry of readdirSync(this.stateDir))
+        rmSync(join(this.stateDir, entry), { recursive: true, force: true });
+      cpSync(copy, this.stateDir, { recursive: true });
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  netnsPath(containerID: string): string {
+    return join(this.netnsDir, containerID);
+  }
+
+  createNetns(containerID: string): string {
+    const path = this.netnsPath(containerID);
+    writeFileSync(path, '');
+    return path;
+  }
+
+  removeNetns(containerID: string): void {
+    rmSync(this.netnsPath(containerID), { force: true });
+  }
+
+  /** CNI calls to this node not answered yet. */
+  get callsInFlight(): number {
+    return this.#calls;
+  }
+
+  /** A CNI call through the installed plugin, as a runtime makes it. */
+  async cni(command: 'ADD' | 'DEL', containerID: string, pod: number): Promise<CniReply> {
+    this.#calls += 1;
+    try {
+      return await this.#call(command, containerID, pod);
+    } finally {
+      this.#calls -= 1;
+    }
+  }
+
+  #call(command: 'ADD' | 'DEL', containerID: string, pod: number): Promise<CniReply> {
+    return warren({
+      command,
+      containerID,
+      netns: this.netnsPath(containerID),
+      ifname: 'eth0',
+      args: `IgnoreUnknown=1;K8S_POD_NAMESPACE=soak;K8S_POD_NAME=pod-${pod};K8S_POD_UID=uid-${pod};K8S_POD_INFRA_CONTAINER_ID=${containerID}`,
+      config: {
+        cniVersion: '1.0.0',
+        name: this.network,
+        ipam: { type: 'warren', socket: this.socket, journal_dir: join(this.stateDir, 'journal'), range: this.range },
+      },
+    });
+  }
+
+  /** Kills the agent by PID, unmounts the netns directory and removes every directory. */
+  async close(): Promise<void> {
+    await this.kill();
+    spawnSync('umount', [this.netnsDir]);
+    mounted.delete(this.netnsDir);
+    rmSync(this.#root, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,255 @@
+/**
+ * One soak run on the node's own store (SQLite): N real agents as N nodes, the real plugin
+ * executable, the plan of a seed (plan.ts) carried out step by step, and the auditor (auditor.ts)
+ * looking after every step and every POLL_MS between them. The runtime it plays is kubelet's:
+ * operations on one pod run one after another, on different pods at once (up to `inFlight`); a
+ * failed ADD is followed by the DEL of its sandbox and its netns removed (the runtime's cleanup);
+ * a DEL that fails is retried; a pod deleted is DELed, then its netns removed.
+ *
+ * Every process started is killed by PID and every directory and mount removed in `finally`, also
+ * when a step throws. Every wait is bounded: a step's own helpers bound theirs (HANG_BOUND_MS), and
+ * the end waits for the last releases at most `settleMs` (polling the files, as the latency
+ * measurement does).
+ */
+import { cniBinDir } from '../helpers/cni.ts';
+import { Auditor, type LatencyFigures, type Violation, readRecords } from './auditor.ts';
+import { GroundTruth, type Sandbox } from './ground-truth.ts';
+import { FAULT_KINDS, type Step, describeStep } from './plan.ts';
+import { type ReleaseSettings, SoakNode } from './soak-node.ts';
+
+export interface SoakOptions {
+  readonly seed: number;
+  readonly steps: readonly Step[];
+  readonly nodes: number;
+  readonly settings: ReleaseSettings;
+  /** Operations in flight at once, at most. */
+  readonly inFlight: number;
+  /** The release bound the auditor holds every proven-gone sandbox to (ms). */
+  readonly boundMs: number;
+  /** How long the end waits for the last releases before it reports them unreleased (ms). */
+  readonly settleMs: number;
+  readonly log?: (line: string) => void;
+}
+
+export interface SoakReport {
+  readonly seed: number;
+  readonly stepsRun: number;
+  readonly faults: Readonly<Record<string, number>>;
+  readonly operations: Readonly<Record<string, number>>;
+  readonly violations: readonly Violation[];
+  readonly latencies: readonly LatencyFigures[];
+  /** The auditor's looks at the nodes' files, and how many could not read one. */
+  readonly looks: { readonly total: number; readonly unreadable: number };
+  readonly durationMs: number;
+}
+
+const POLL_MS = 100;
+const DEL_TRIES = 5;
+
+/** Each node's range: a /27 of its own (30 addresses), so churn reuses addresses soon. */
+function rangeOf(node: number): string {
+  return `10.238.${node}.0/27`;
+}
+
+export async function runSoak(o: SoakOptions): Promise<SoakReport> {
+  cniBinDir(); // builds and installs the plugin once, before the clock starts
+  const began = Date.now();
+  const truth = new GroundTruth();
+  const nodes: SoakNode[] = [];
+  const counts = { faults: {} as Record<string, number>, operations: {} as Record<string, number> };
+  const count = (table: Record<string, number>, key: string) => (table[key] = (table[key] ?? 0) + 1);
+  let auditor: Auditor | undefined;
+  let poller: NodeJS.Timeout | undefined;
+  const inFlight = new Set<Promise<void>>();
+  const podChains = new Map<number, Promise<void>>();
+  let stepsRun = 0;
+  try {
+    for (let i = 0; i < o.nodes; i++) nodes.push(new SoakNode(i, rangeOf(i), o.settings));
+    await Promise.all(nodes.map((n) => n.start()));
+    const audit = new Auditor(nodes, truth, o.boundMs);
+    auditor = audit;
+    poller = setInterval(() => audit.check(), POLL_MS);
+    const nodeOf = (s: Sandbox) => nodes[s.node] as SoakNode;
+
+    /** DEL until it succeeds (a runtime retries it); journaled or answered, it proves the sandbox gone. */
+    const del = async (s: Sandbox): Promise<void> => {
+      const node = nodeOf(s);
+      const incarnation = node.incarnation;
+      const wasUp = node.isUp;
+      // Gone from the moment its DEL is sent: the agent may release it before the answer arrives.
+      truth.markGone(s, 'del', Date.now());
+      let reply: Awaited<ReturnType<SoakNode['cni']>> | undefined;
+      for (let attempt = 1; attempt <= DEL_TRIES; attempt++) {
+        reply = await node.cni('DEL', s.id, s.pod);
+        if (reply.code === 0) break;
+      }
+      if (reply?.code !== 0) audit.lost(`DEL ${s.id} on ${node.name}: ${reply?.stdout}${reply?.stderr}`);
+      // Answered by the agent that ran when it was sent, or else journaled (the agent was down, or died meanwhile).
+      const answered = wasUp && node.incarnation === incarnation;
+      if (!answered) s.source = 'journal';
+      node.removeNetns(s.id);
+    };
+
+    const add = async (pod: number, nodeIndex: number): Promise<void> => {
+      const s = truth.newSandbox(pod, nodeIndex);
+      const node = nodeOf(s);
+      node.createNetns(s.id);
+      const incarnation = node.incarnation;
+      const wasUp = node.isUp;
+      const reply = await node.cni('ADD', s.id, pod);
+      const ips = (reply.json?.ips ?? []) as Array<{ address?: string }>;
+      const address = ips[0]?.address?.split('/')[0];
+      if (reply.code === 0 && address !== undefined) {
+        truth.markLive(s, address);
+        count(counts.operations, 'ADD answered an address');
+        return;
+      }
+      const ran =
+        wasUp && node.incarnation === incarnation ? 'its agent running throughout' : 'its agent down or killed';
+      if (typeof reply.json?.code === 'number')
+        count(counts.operations, `ADD answered CNI error ${reply.json.code} (${ran})`);
+      else
+        audit.lost(
+          `ADD ${s.id} on ${node.name} answered neither an address nor a CNI error: ${reply.stdout}${reply.stderr}`,
+        );
+      await del(s); // the runtime's cleanup of a failed ADD
+    };
+
+    const forceGone = (s: Sandbox | undefined): void => {
+      if (s?.state !== 'live') return;
+      truth.markGone(s, 'netns', Date.now());
+      nodeOf(s).removeNetns(s.id);
+    };
+
+    const operation = async (step: Step): Promise<void> => {
+      switch (step.kind) {
+        case 'create':
+          return add(step.pod, step.node);
+        case 'delete': {
+          const s = truth.current(step.pod);
+          if (s?.state === 'live') await del(s);
+          return;
+        }
+        case 'force-delete':
+          return forceGone(truth.current(step.pod));
+        case 'crash-loop': {
+          const s = truth.current(step.pod);
+          if (s === undefined) return;
+          forceGone(s);
+          return add(step.pod, s.node);
+        }
+        default:
+          throw new Error(`not an operation: ${describeStep(step)}`);
+      }
+    };
+
+    const settle = async (): Promise<void> => {
+      await Promise.all([...inFlight]);
+    };
+
+    /** Before its state is put back: the node's calls in flight end (its agent is dead), then the truth follows the file. */
+    const restore = async (node: SoakNode): Promise<void> => {
+      await settle();
+      node.restoreState();
+      const copy = readRecords(node.database);
+      if (copy === undefined) throw new Error(`${node.name}: the restored file cannot be read`);
+      const now = Date.now();
+      for (const s of truth.on(node.index)) {
+        if (s.state === 'live' && !copy.has(s.id)) {
+          // ADDed after the copy: the restored file never held it, and nothing else on a SQLite
+          // node knows it. The node's runtime tears it down (as a node rebooted onto an old disk).
+          truth.markGone(s, 'restored', now);
+          s.lostWithDisk = true;
+          s.releasedAt = now;
+          node.removeNetns(s.id);
+        } else if (s.state === 'gone' && copy.has(s.id)) {
+          truth.markGone(s, 'restored', now); // its record is back: to be released again
+        }
+      }
+    };
+
+    const fault = async (step: Step): Promise<void> => {
+      if (
+        step.kind === 'create' ||
+        step.kind === 'delete' ||
+        step.kind === 'force-delete' ||
+        step.kind === 'crash-loop'
+      )
+        throw new Error(`not a fault: ${describeStep(step)}`);
+      const node = nodes[step.node] as SoakNode;
+      switch (step.kind) {
+        case 'kill':
+          // A seeded moment, not a wait for an event: the fault lands wherever the calls then are.
+          await new Promise((resolve) => setTimeout(resolve, step.afterMs));
+          if (node.callsInFlight > 0) count(counts.faults, 'kill with its CNI calls in flight');
+          return node.kill();
+        case 'start':
+          return node.start();
+        case 'restart':
+          await node.stop();
+          return node.start();
+        case 'copy-state':
+          node.copyState();
+          return;
+        case 'restore-state':
+          return restore(node);
+        default: {
+          const never: never = step;
+          throw new Error(`unknown step ${String(never)}`);
+        }
+      }
+    };
+
+    for (const [i, step] of o.steps.entries()) {
+      audit.step = i;
+      if (
+        step.kind === 'create' ||
+        step.kind === 'delete' ||
+        step.kind === 'force-delete' ||
+        step.kind === 'crash-loop'
+      ) {
+        count(counts.operations, step.kind);
+        while (inFlight.size >= o.inFlight) await Promise.race(inFlight);
+        const pod = step.pod;
+        const run = (podChains.get(pod) ?? Promise.resolve()).then(() => operation(step));
+        podChains.set(pod, run);
+        const tracked: Promise<void> = run.finally(() => inFlight.delete(tracked));
+        inFlight.add(tracked);
+      } else {
+        if (FAULT_KINDS.has(step.kind)) count(counts.faults, step.kind);
+        await fault(step);
+      }
+      stepsRun = i + 1;
+      audit.check();
+    }
+    await settle();
+    audit.step = o.steps.length;
+    for (const node of nodes) await node.start();
+    // The last releases: polled with a deadline (the netns sweep runs on its interval).
+    const end = Date.now() + o.settleMs;
+    while (Date.now() < end) {
+      audit.check();
+      if (audit.unreleased().length === 0) break;
+      await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+    }
+    audit.check();
+    audit.final();
+    if (audit.violations.length > 0)
+      for (const node of nodes) o.log?.(`--- ${node.name}'s last agent log (end) ---\n${node.log().slice(-4_000)}`);
+  } finally {
+    if (poller !== undefined) clearInterval(poller);
+    await Promise.allSettled([...inFlight]);
+    for (const node of nodes) await node.close();
+  }
+  const a = auditor as Auditor;
+  return {
+    seed: o.seed,
+    stepsRun,
+    faults: counts.faults,
+    operations: counts.operations,
+    violations: a.violations,
+    latencies: a.latencies(),
+    looks: { total: a.looks, unreadable: a.unreadable },
+    durationMs: Date.now() - began,
+  };
+}
