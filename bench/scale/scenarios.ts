@@ -17,6 +17,7 @@ import type { AuditReport } from './auditor.ts';
 import type { ScaleCluster } from './cluster.ts';
 import type { ScaleNode } from './node-host.ts';
 import type { WindowCounts } from './window-counts.ts';
+import { mulberry32 } from '../../test/helpers/random.ts';
 
 /**
  * Every node allocates `perNode` addresses (containers `<node>-hold-<k>`), a few nodes at a time:
@@ -84,17 +85,8 @@ export interface ChurnReport {
   readonly audit: AuditReport;
 }
 
-/** A small, fast, seeded generator (mulberry32): the same seed, the same churn. */
-export function generator(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** A small, fast, seeded generator (mulberry32, one for the tests and benches): the same seed, the same churn. */
+export const generator = mulberry32;
 
 /** ADDs and DELs at `rate` per clock second for `seconds`, one clock second at a time; then the audit. */
 export async function churn(cluster: ScaleCluster<ScaleNode>, o: ChurnOptions): Promise<ChurnReport> {
