@@ -6,8 +6,7 @@
  * the sandbox is removed.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { ContainerdClient } from '../../src/sources/containerd/client.ts';
 import { podSandboxes } from '../../src/sources/containerd/pod-sandboxes.ts';
@@ -15,22 +14,18 @@ import {
   CRI_NAMESPACE,
   type CriContainerd,
   criBinDir,
-  haveCriContainerd,
+  criSkip,
+  removeCachedResults,
   startCriContainerd,
   writeBridgePrimary,
 } from '../helpers/cri.ts';
 import { bridgeName, deleteLink } from '../helpers/netns.ts';
-import { isRoot, removeDir, tempDir } from '../helpers/processes.ts';
+import { removeDir, tempDir } from '../helpers/processes.ts';
 
-const skip = !isRoot()
-  ? 'needs root'
-  : !haveCriContainerd()
-    ? 'needs containerd, runc, busybox-static and the reference CNI plugins'
-    : false;
+const skip = criSkip();
 
 const NETWORK = 'wrn-cri-sandboxes';
 const SUBNET = '10.252.31.0/24';
-const CNI_RESULTS = '/var/lib/cni/results';
 
 describe("a pod's sandbox and its network namespace, from containerd's CRI", { skip }, () => {
   const dataRoot = tempDir('warren-crisb-hl-');
@@ -46,8 +41,7 @@ describe("a pod's sandbox and its network namespace, from containerd's CRI", { s
   });
   after(async () => {
     client?.close();
-    const cached = existsSync(CNI_RESULTS) ? readdirSync(CNI_RESULTS) : [];
-    for (const name of cached) if (name.startsWith(`${NETWORK}-`)) rmSync(join(CNI_RESULTS, name), { force: true });
+    removeCachedResults(NETWORK);
     await containerd?.stop();
     await deleteLink(bridge);
     for (const dir of [dataRoot, confDir]) removeDir(dir);

@@ -7,7 +7,7 @@
  * out an address Warren holds. Waits are on events with deadlines; nothing sleeps.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, readdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { AgentStatus } from '../../src/api/status.ts';
@@ -16,24 +16,20 @@ import {
   type CriContainerd,
   CriError,
   criBinDir,
-  haveCriContainerd,
+  criSkip,
+  removeCachedResults,
   startCriContainerd,
   writeBridgePrimary,
 } from '../helpers/cri.ts';
 import { bridgeName, deleteLink } from '../helpers/netns.ts';
-import { WARREN_BIN, isRoot, removeDir, run, tempDir, waitFor } from '../helpers/processes.ts';
+import { WARREN_BIN, removeDir, run, tempDir, waitFor } from '../helpers/processes.ts';
 
-const skip = !isRoot()
-  ? 'needs root'
-  : !haveCriContainerd()
-    ? 'needs containerd, runc, busybox-static and the reference CNI plugins'
-    : false;
+const skip = criSkip();
 
 const NETWORK = 'wrn-cri-takeover';
 const SUBNET = '10.252.24.0/24';
 const OUTPUT = '00-warren.conflist';
 const DEADLINE_MS = 30_000;
-const CNI_RESULTS = '/var/lib/cni/results';
 
 describe("a node taken over from host-local and handed back, under containerd's CRI", { skip }, () => {
   const stateDir = tempDir('warren-crito-agent-');
@@ -89,8 +85,7 @@ describe("a node taken over from host-local and handed back, under containerd's 
   });
 
   after(async () => {
-    const cached = existsSync(CNI_RESULTS) ? readdirSync(CNI_RESULTS) : [];
-    for (const name of cached) if (name.startsWith(`${NETWORK}-`)) rmSync(join(CNI_RESULTS, name), { force: true });
+    removeCachedResults(NETWORK);
     await containerd?.stop();
     await agent?.kill();
     await deleteLink(bridge);

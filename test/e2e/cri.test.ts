@@ -11,32 +11,25 @@
  * empty or invalid. Waits are on events with deadlines; nothing sleeps.
  */
 import assert from 'node:assert/strict';
-import {
-  type FSWatcher,
-  existsSync,
-  readFileSync,
-  readdirSync,
-  renameSync,
-  rmSync,
-  unlinkSync,
-  watch,
-  writeFileSync,
-} from 'node:fs';
+import { type FSWatcher, existsSync, readFileSync, renameSync, unlinkSync, watch, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { AgentStatus } from '../../src/api/status.ts';
 import type { Allocation } from '../../src/ipam/allocation.ts';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { warren } from '../helpers/cni.ts';
-import { type CriContainerd, CriError, criBinDir, haveCriContainerd, startCriContainerd } from '../helpers/cri.ts';
+import {
+  type CriContainerd,
+  CriError,
+  criBinDir,
+  criSkip,
+  removeCachedResults,
+  startCriContainerd,
+} from '../helpers/cri.ts';
 import { bridgeName, deleteLink } from '../helpers/netns.ts';
-import { HANG_BOUND_MS, isRoot, removeDir, run, tempDir, waitFor, WARREN_BIN } from '../helpers/processes.ts';
+import { HANG_BOUND_MS, removeDir, run, tempDir, waitFor, WARREN_BIN } from '../helpers/processes.ts';
 
-const skip = !isRoot()
-  ? 'needs root'
-  : !haveCriContainerd()
-    ? 'needs containerd, runc, busybox-static and the reference CNI plugins'
-    : false;
+const skip = criSkip();
 
 const OUTPUT = '00-warren.conflist';
 const PRIMARY = '10-bridge.conflist';
@@ -45,7 +38,6 @@ const DEADLINE_MS = HANG_BOUND_MS;
 /** Network names of this file alone: libcni's cache entries are named after them. */
 const NETWORK = 'wrn-cri-e2e';
 const RENAMED = 'wrn-cri-e2e-renamed';
-const CNI_RESULTS = '/var/lib/cni/results';
 
 describe("Warren's CNI config under containerd's CRI", { skip }, () => {
   // One bridge per subnet: the bridge plugin refuses a bridge that has another subnet's gateway.
@@ -166,8 +158,7 @@ describe("Warren's CNI config under containerd's CRI", { skip }, () => {
     seen?.close();
     // libcni's cache entries of this file's networks, even of sandboxes whose ADD failed midway
     // (before the harness's stop, which removes the cache dir once it is empty).
-    const cached = existsSync(CNI_RESULTS) ? readdirSync(CNI_RESULTS) : [];
-    for (const name of cached) if (name.startsWith(`${NETWORK}-`)) rmSync(join(CNI_RESULTS, name), { force: true });
+    removeCachedResults(NETWORK);
     await containerd?.stop();
     await agent?.kill();
     for (const bridge of bridges.values()) await deleteLink(bridge);

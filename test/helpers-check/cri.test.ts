@@ -33,22 +33,18 @@ import {
   type SandboxStatus,
   cgroupDirsOf,
   criBinDir,
-  haveCriContainerd,
+  criSkip,
+  CNI_RESULTS_DIR,
   shimSocketPath,
   startCriContainerd,
 } from '../helpers/cri.ts';
 import { addressesIn, bridgeName, deleteLink } from '../helpers/netns.ts';
-import { isGone, isRoot, tempDir, waitFor } from '../helpers/processes.ts';
+import { isGone, tempDir, waitFor } from '../helpers/processes.ts';
 
-const skip = !isRoot()
-  ? 'needs root'
-  : !haveCriContainerd()
-    ? 'needs containerd, runc, busybox-static and the reference CNI plugins'
-    : false;
+const skip = criSkip();
 
 const NETNS_DIR = '/var/run/netns';
 const SHIM_SOCKET_DIR = '/run/containerd/s';
-const CNI_RESULTS_DIR = '/var/lib/cni/results';
 const NETWORK = 'wrn-cri-check';
 
 function names(dir: string): Set<string> {

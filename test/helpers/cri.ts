@@ -50,6 +50,7 @@ import {
   WARREN_BIN,
   StopWaiting,
   isGone,
+  isRoot,
   removeDir,
   run,
   tempDir,
@@ -70,7 +71,8 @@ const NETNS_DIR = '/var/run/netns';
 const SHIM_SOCKET_DIR = '/run/containerd/s';
 const RUN_DIR = '/run/containerd';
 const CNI_CACHE_DIR = '/var/lib/cni';
-const CNI_RESULTS_DIR = join(CNI_CACHE_DIR, 'results');
+/** Where the CRI's libcni keeps each attachment's cached result (a test removes its own). */
+export const CNI_RESULTS_DIR = join(CNI_CACHE_DIR, 'results');
 const CGROUP_ROOT = '/sys/fs/cgroup';
 
 export function haveCriContainerd(): boolean {
@@ -81,6 +83,21 @@ export function haveCriContainerd(): boolean {
     existsSync('/usr/sbin/runc') &&
     existsSync(join(REFERENCE_PLUGINS, 'bridge'))
   );
+}
+
+/**
+ * Removes libcni's cached results of `network`'s attachments, even of sandboxes whose ADD failed
+ * midway (before the harness's stop, which removes the cache directory once it is empty).
+ */
+export function removeCachedResults(network: string): void {
+  for (const name of listNames(CNI_RESULTS_DIR))
+    if (name.startsWith(`${network}-`)) rmSync(join(CNI_RESULTS_DIR, name), { force: true });
+}
+
+/** Why a test of the CRI containerd cannot run here (the `skip` of its describe), or false. */
+export function criSkip(): string | false {
+  if (!isRoot()) return 'needs root';
+  return haveCriContainerd() ? false : 'needs containerd, runc, busybox-static and the reference CNI plugins';
 }
 
 // ---------------------------------------------------------------------------------------------
