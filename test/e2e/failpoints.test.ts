@@ -209,16 +209,20 @@ describe('agents dying in a crash window (failpoints), started again on their st
       await diesAt(armedNode, 'publication-unwritten');
       // The block's first write is the one that died: the cluster has no picture of it at all.
       assert.deepEqual(await publishedBlocks(observer, range), [], 'the death came before the first publication');
-      // The ADD is answered before the publication run that dies (its allocation committed first).
-      // Rarely a run falls between the block's claim and the allocation's commit, and the death
-      // is on the empty block's write: the ADD fails, and the block alone is left to publish.
+      // The publication run (every 2 s) that dies may come after the ADD was answered, between the
+      // allocation's commit and the answer (the ADD fails, its allocation recorded), or, rarely,
+      // between the block's claim and the allocation's commit (the ADD fails, the block alone recorded).
       const answered = reply.code === 0 ? assertServed(reply, 'pub-1') : undefined;
-      if (answered === undefined) assertFailed(reply, 'the ADD whose agent died before its allocation');
-      t.diagnostic(answered === undefined ? `the ADD failed: ${reply.stdout}` : `pub-1 answered ${answered}`);
+      if (answered === undefined) assertFailed(reply, 'the ADD whose agent died before answering');
 
       const restarted = await start(node, { dir: armedNode.dir });
       const held = (await restarted.allocations('?network=pub')).map((a) => `${a.containerID} ${a.address}`);
-      assert.deepEqual(held, answered === undefined ? [] : [`pub-1 ${answered}`], 'the file kept what it answered');
+      if (answered !== undefined) assert.deepEqual(held, [`pub-1 ${answered}`], 'the file kept what it answered');
+      else assert.ok(held.length <= 1 && held.every((h) => h.startsWith('pub-1 ')), held.join(', '));
+      t.diagnostic(
+        `pub-1 ${answered === undefined ? `failed: ${reply.stdout.trim()}` : `answered ${answered}`}; ` +
+          `the file holds ${held.length === 0 ? 'the block alone' : held.join(', ')}`,
+      );
       const [block] = await localBlocks(restarted, node, range);
       assert.ok(block !== undefined, 'the file holds the block');
       const published = await waitFor('the restart to publish the block as its file holds it', async () => {
@@ -302,6 +306,7 @@ describe('agents dying in a crash window (failpoints), started again on their st
         ).filter((p) => p.node === lender && p.pool.startsWith(`${range}#`));
         assert.ok(pool?.capacity !== undefined, 'the lender reports its block');
         const free = Number(pool.capacity) - pool.allocated - pool.resting;
+        t.diagnostic(`the lender's block: ${pool.capacity} addresses, ${pool.allocated} allocated, ${free} free`);
         await Promise.all(Array.from({ length: free }, (_, i) => addServed(nodeL, network, ipam, `l-fill-${i}`)));
         const both: Allocation[] = [
           ...(await nodeL.allocations(`?network=${network}`)),
