@@ -9,13 +9,15 @@
  *   address; the block stays the node's (another node never takes it or its addresses), the ADD
  *   after the restart is served from it, and the cluster's claims are the nodes' blocks, none leaked;
  * - publication-unwritten (a block changed, its picture not yet published): the restart's first
- *   publication writes the allocation the cluster never saw;
+ *   publication writes the block as the file holds it, the allocation the cluster never saw
+ *   included (the ADD answered or not: the run that dies may fall before or after its answer);
  * - loan-unnoted, then loan-ungranted (a lender dying after its grant is written, then between its
  *   placeholder and the grant): the grant written stays lent past the grace that frees the
  *   placeholder never granted, and no address is held by two nodes, the lender's later ADDs included;
  * - journal-unacknowledged (a journaled DEL released, its file not yet removed; SQLite store):
  *   every DEL is applied, every file removed, and the DELs read again after their containers were
- *   ADDed anew release none of the new addresses.
+ *   ADDed anew (the files as the death left them, put back: a late reading of them) release none
+ *   of the new addresses.
  */
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
