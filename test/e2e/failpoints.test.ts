@@ -278,21 +278,32 @@ describe('agents dying in a crash window (failpoints), started again on their st
         const file = new SqliteStore({ path: join(lenderDir, 'warren.db') });
         const placeholders = (await file.list({ network: LENT_NETWORK })).map((p) => p.address);
         await file.close();
+        // Usually one; two when a watch's hint and the upkeep answered the request at once (each
+        // holds its own placeholder; of two grant writes only one could have won).
         const orphans = placeholders.filter((p) => p !== lentFirst);
         assert.ok(placeholders.includes(lentFirst), `the first loan's placeholder stayed: ${placeholders.join(', ')}`);
-        assert.equal(orphans.length, 1, `one placeholder whose grant was never written: ${placeholders.join(', ')}`);
-        const orphan = orphans[0] as string;
+        assert.ok(orphans.length >= 1, `a placeholder whose grant was never written: ${placeholders.join(', ')}`);
+        const granted = async () => new Set((await observer.requestOf(range, borrower))?.grants.map((g) => g.address));
+        const grantedAtDeath = await granted();
+        assert.deepEqual(
+          orphans.filter((o) => grantedAtDeath.has(o)),
+          [],
+          'their grants were never written',
+        );
 
         const nodeL = await start(lender, { dir: lenderDir, extra: grace });
         const second = await asked; // served by the restarted lender, or over at the borrower's wait: either way, once
         const lentLater = second.code === 0 ? resultAddresses(second) : [];
         t.diagnostic(
-          `lent before: ${lentFirst}; orphaned: ${orphan}; b-2 ${second.code === 0 ? `served ${lentLater}` : `refused: ${second.stdout}`}`,
+          `lent before: ${lentFirst}; orphaned: ${orphans.join(', ')}; b-2 ${second.code === 0 ? `served ${lentLater}` : `refused: ${second.stdout}`}`,
         );
         const lentNow = async () => (await nodeL.allocations(`?network=${LENT_NETWORK}`)).map((p) => p.address);
-        await waitFor(`the placeholder of ${orphan}, never granted, to be freed`, async () =>
-          (await lentNow()).includes(orphan) ? undefined : true,
-        );
+        // Freed, or (freed, then lent anew to the borrower's open request) granted since.
+        await waitFor(`the placeholders of ${orphans.join(', ')}, never granted, to be freed`, async () => {
+          const lent = await lentNow();
+          const grants = await granted();
+          return orphans.every((o) => !lent.includes(o) || grants.has(o)) ? true : undefined;
+        });
         // Freed past the grace, seen missing since the restart's first tidy-up: the grant written
         // was read there too, and stays lent.
         const lent = await lentNow();
