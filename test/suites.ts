@@ -293,6 +293,7 @@ export const E2E_FILES: readonly string[] = [
   'test/e2e/etcd-idle.test.ts',
   'test/e2e/etcd-leader-loss.test.ts',
   'test/e2e/etcd-upgrade.test.ts',
+  'test/e2e/failpoints.test.ts',
   'test/e2e/gc-runtimes.test.ts',
   'test/e2e/journal-clock-step.test.ts',
   'test/e2e/journal.test.ts',

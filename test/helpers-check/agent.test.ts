@@ -4,7 +4,8 @@
  * exits kills it and throws an error saying which, and a test file that hangs with a real agent
  * running is ended by the suite's file timeout (scripts/test.ts, which npm test runs) or by a signal,
  * leaving no process behind. Without these, one slow start on a loaded machine kept a file's
- * process alive until CI gave up.
+ * process alive until CI gave up. And an agent a test expects to die (a failpoint's death):
+ * started without waiting for it to answer, its death awaited as an event with a deadline.
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -88,6 +89,22 @@ describe('a failing startAgent', () => {
       return true;
     });
     assert.deepEqual(liveChildren(), before);
+    assert.deepEqual(processesUsing(dir), []);
+  });
+});
+
+describe('an agent awaited to die (failpoints)', () => {
+  it('is answered at once without waiting for readiness, and exited() reports its death or throws while it runs', async () => {
+    const dir = tempDir('warren-hc-agent-dies-');
+    const { env } = neverAnswers(dir);
+    const agent = await startAgent({ dir, env, awaitReady: false });
+    try {
+      await assert.rejects(agent.exited(200), new RegExp(`agent ${agent.pid} still runs 200 ms later`));
+      agent.child.kill('SIGKILL');
+      assert.deepEqual(await agent.exited(), { code: null, signal: 'SIGKILL' });
+    } finally {
+      await agent.kill();
+    }
     assert.deepEqual(processesUsing(dir), []);
   });
 });

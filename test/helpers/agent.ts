@@ -30,6 +30,11 @@ export interface AgentHandle {
   stop(): Promise<number | null>;
   /** SIGKILL and wait until the process is gone. */
   kill(): Promise<void>;
+  /**
+   * Waits for the agent to exit on its own (a failpoint's death: test/e2e/failpoints.test.ts) and
+   * answers how; throws after `deadlineMs` (default HANG_BOUND_MS) while it still runs.
+   */
+  exited(deadlineMs?: number): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   allocations(query?: string): Promise<Allocation[]>;
 }
 
@@ -47,6 +52,11 @@ export interface AgentStart {
   readonly readyWithinMs?: number;
   /** The script run with the agent's flags instead of `bin/warren agent` (a benchmark's own build). */
   readonly entry?: readonly string[];
+  /**
+   * false: answer as soon as the agent is spawned, without waiting for it to answer /v1/status (an
+   * agent armed to die as it starts, whose death the test awaits with `exited`). Default true.
+   */
+  readonly awaitReady?: boolean;
 }
 
 /**
@@ -96,7 +106,10 @@ export async function startAgent(options: AgentStart = {}): Promise<AgentHandle>
   let output = '';
   child.stdout?.on('data', (c: Buffer) => (output += c.toString()));
   child.stderr?.on('data', (c: Buffer) => (output += c.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  const exited = exit.then(({ code }) => code);
   const pid = child.pid as number;
   const handle: AgentHandle = {
     dir,
@@ -122,11 +135,19 @@ export async function startAgent(options: AgentStart = {}): Promise<AgentHandle>
       await waitFor(`agent ${pid} to die`, () => (isGone(pid) ? true : undefined));
       await exited;
     },
+    async exited(deadlineMs = HANG_BOUND_MS) {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), deadlineMs)));
+      const outcome = await Promise.race([exit, late]).finally(() => clearTimeout(timer));
+      if (outcome !== 'late') return outcome;
+      throw new Error(`agent ${pid} still runs ${deadlineMs} ms later; its log:\n${excerpt(output)}`);
+    },
     async allocations(query = '') {
       const r = await requestJson({ socket, method: 'GET', path: `/v1/allocations${query}` });
       return r.body as Allocation[];
     },
   };
+  if (options.awaitReady === false) return handle;
   await untilReady(child, async () => {
     try {
       await waitFor(

@@ -64,11 +64,12 @@ export function kubeStoreArgs(
 export async function startKubeNode(
   api: FakeKubeApi,
   node: string,
-  options: { dir?: string; extra?: readonly string[] } = {},
+  options: { dir?: string; extra?: readonly string[]; env?: NodeJS.ProcessEnv } = {},
 ): Promise<AgentHandle> {
   if (options.dir === undefined) api.createNode(node);
   return startAgent({
     ...(options.dir === undefined ? {} : { dir: options.dir }),
+    ...(options.env === undefined ? {} : { env: options.env }),
     args: kubeStoreArgs(api, node, options.extra),
   });
 }
