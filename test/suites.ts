@@ -247,6 +247,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/store/tiered/store.test.ts',
   'test/store/tiered/upkeep.test.ts',
   'test/soak/auditor.test.ts',
+  'test/soak/plan.test.ts',
   'test/suites.test.ts',
 ];
 
