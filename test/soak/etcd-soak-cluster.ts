@@ -1,85 +1,35 @@
 /**
- * The soak on the etcd store: a real 3-member etcd cluster (Debian's etcd-server, test/helpers/etcd.ts)
- * under every agent (`--store etcd`, one prefix), the faults etcd itself suffers, and what the
- * auditor reads of it.
+ * A real 3-member etcd cluster (Debian's etcd-server, test/helpers/etcd.ts `startEtcd(3)`) under
+ * the soak's agents, the faults etcd itself suffers, and what the soak reads of it through a client
+ * of its own (the etcd3 library, never Warren's tier):
+ * - a member killed -9, and every killed member started again on its data (`killMember`,
+ *   `killLeader`: the member all live members name as leader at that moment, `startMembers`);
+ * - a backup and its restore: `snapshot` (`etcdctl snapshot save` from a live member) and
+ *   `restoreSnapshot` (every member killed, its data directory replaced by `etcdctl snapshot
+ *   restore` of the newest snapshot, and all started again: the disaster recovery of a whole
+ *   cluster); what the operator does next is etcd-operator.ts's;
+ * - keys deleted by hand with `etcdctl del`: a node's claim (`deleteClaim`), a node's announcement
+ *   (`deleteAnnouncement`);
+ * - reads: every claim, every grant not returned and the recovery marker (`holdings`, judged by
+ *   cluster-holdings.ts), and the containers a node published (`publishedBy`).
  *
- * The faults, each as the product promises to survive it (docs/etcd.md, docs/recovery.md):
- * - a member killed -9, and started again on its data a few steps later: the other two keep a
- *   quorum, the agents' calls fail over to them;
- * - the leader killed -9 (the member all members name as leader at that moment), started again
- *   later: an election, a short delay;
- * - etcd's data restored from an older snapshot (`etcdctl snapshot save` earlier; now every member
- *   killed and its data directory replaced by `etcdctl snapshot restore`, the standard procedure),
- *   then the recovery of docs/recovery.md followed with the real CLI, as
- *   test/e2e/store-restored-etcd.test.ts does: `warren status` on every node until each has noticed,
- *   `warren store accept` on every node that stopped or that the recovery marker waits for, and
- *   `warren status` until none says it is in recovery. Promised: no address handed out twice, every
- *   container keeps its address;
- * - a claim key deleted by hand (`etcdctl del`): its owner claims it again at once from its watch
- *   (or when its agent is back);
- * - a node's announcement deleted by hand (`etcdctl del`): its agent announces itself again.
- *
- * What the auditor reads (`holdings`): every claim key (`blocks/`) and every grant not returned of
- * every address request (`requests/`), and the recovery marker, through a client of its own (the
- * etcd3 library, not Warren's tier), judged by cluster-holdings.ts.
- *
- * Every etcd member is started by test/helpers/etcd.ts and stopped by PID by `close()` (SIGKILL),
- * also after a step threw; snapshots live in a temp dir removed at exit.
+ * Every member is started by the helper and stopped by PID (SIGKILL) by `close()`; the snapshots
+ * live in a temp dir `close()` removes (and the helpers remove at exit).
  */
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Etcd3 } from 'etcd3';
 import { ETCDCTL_BIN, type EtcdCluster, type EtcdMember, startEtcd } from '../helpers/etcd.ts';
-import { CHILD_PATH, WARREN_BIN, removeDir, run, tempDir, waitFor } from '../helpers/processes.ts';
+import { removeDir, run, tempDir, waitFor } from '../helpers/processes.ts';
 import type { ClaimRecord, ClusterHoldings, GrantRecord } from './cluster-holdings.ts';
 
 /** The key prefix every soak agent shares. */
 export const ETCD_SOAK_PREFIX = '/warren-soak/';
 
-/** What the recovery needs of a node: its name and its agent's socket (the CLI asks it). */
-export interface RecoveringNode {
-  readonly name: string;
-  readonly socket: string;
-}
-
-/** What a recovery did, for the step's log line and the auditor. */
-export interface RecoveryReport {
-  /** The nodes `warren store accept` ran on, with what it printed. */
-  readonly accepted: ReadonlyArray<{ readonly node: string; readonly said: string }>;
-  /** Nodes that never said they noticed, and accepts that named a conflict: the auditor's to report. */
-  readonly problems: readonly string[];
-}
-
 const enc = encodeURIComponent;
 
 function etcdctlEnv(): NodeJS.ProcessEnv {
   return { ...process.env, ETCDCTL_API: '3' };
-}
-
-function cli(socket: string, ...args: string[]) {
-  return run(process.execPath, [WARREN_BIN, ...args, '--socket', socket], {
-    env: { ...process.env, PATH: CHILD_PATH },
-  });
-}
-
-/** What `warren status --json` says of the cluster store; undefined when the agent did not answer. */
-async function clusterProblem(node: RecoveringNode): Promise<{ problem?: string } | undefined> {
-  const s = await cli(node.socket, 'status', '--json');
-  try {
-    return (JSON.parse(s.stdout) as { cluster?: { problem?: string } }).cluster ?? {};
-  } catch {
-    return undefined;
-  }
-}
-
-/** The agent stopped on a store that lost its data (continuity.ts, identity.ts): `warren store accept` is its way out. */
-function stoppedOnLostStore(problem: string): boolean {
-  return !inRecovery(problem) && problem.includes('warren store accept');
-}
-
-/** The agent waits for the cluster's recovery marker (tiered/recovery.ts). */
-function inRecovery(problem: string): boolean {
-  return problem.startsWith('the cluster store is in recovery');
 }
 
 /** A block key's CIDR: what follows its `#` (the store key's part; test/soak reads it, not Warren's codec). */
@@ -111,23 +61,9 @@ export class SoakEtcd {
     return this.#cluster.members.length;
   }
 
-  /** The store flags of every agent (with --node-name, its netns dirs and release settings from the harness). */
-  agentArgs(): string[] {
-    return [
-      '--store',
-      'etcd',
-      '--etcd-endpoints',
-      this.#cluster.endpoints.join(','),
-      '--etcd-prefix',
-      ETCD_SOAK_PREFIX,
-      // The cluster chores (renewal, the store's identity check, blocks given back) every second,
-      // as the e2e tests on etcd run them: a loss is noticed within a step or two.
-      '--upkeep-interval',
-      '1',
-      // Empty blocks given back after 5 s rather than 300: claims and give-backs race the faults.
-      '--block-grace',
-      '5',
-    ];
+  /** Every member's client URL, for the agents' --etcd-endpoints. */
+  get endpoints(): readonly string[] {
+    return this.#cluster.endpoints;
   }
 
   #member(index: number): EtcdMember {
@@ -248,52 +184,6 @@ export class SoakEtcd {
     return before > snapshot.revision;
   }
 
-  /**
-   * The recovery of docs/recovery.md ("When etcd lost its data") with the real CLI: every node's
-   * `warren status` until it says the store lost its data or the cluster is in recovery; `warren
-   * store accept` on each node that stopped or that the recovery marker waits for; again until no
-   * node has a problem. Each wait is bounded by the hang bound; what did not happen is returned
-   * as a problem, not thrown, so the soak goes on and the auditor reports it.
-   */
-  async recover(nodes: readonly RecoveringNode[]): Promise<RecoveryReport> {
-    const problems: string[] = [];
-    const accepted: Array<{ node: string; said: string }> = [];
-    try {
-      await waitFor('every agent to notice that etcd went back', async () => {
-        for (const node of nodes) {
-          const problem = (await clusterProblem(node))?.problem ?? '';
-          if (!stoppedOnLostStore(problem) && !inRecovery(problem)) return undefined;
-        }
-        return true;
-      });
-    } catch (error) {
-      problems.push(`after etcd was restored from an older snapshot: ${String(error)}`);
-    }
-    const done = new Set<string>();
-    try {
-      await waitFor('the recovery to end on every node', async () => {
-        const pending = new Set((await this.holdings())?.recoveryPending ?? []);
-        let left = 0;
-        for (const node of nodes) {
-          const problem = (await clusterProblem(node))?.problem;
-          if (problem === undefined) continue;
-          left += 1;
-          if (done.has(node.name) || !(stoppedOnLostStore(problem) || pending.has(node.name))) continue;
-          const out = await cli(node.socket, 'store', 'accept');
-          if (out.code !== 0) continue; // asked again at the next round
-          done.add(node.name);
-          const said = `${out.stdout}${out.stderr}`.trim();
-          accepted.push({ node: node.name, said });
-          if (/CONFLICT/.test(said)) problems.push(`warren store accept on ${node.name} named a conflict: ${said}`);
-        }
-        return left === 0 ? true : undefined;
-      });
-    } catch (error) {
-      problems.push(`the recovery did not end: ${String(error)}`);
-    }
-    return { accepted, problems };
-  }
-
   /** `etcdctl del` of one claim key of `node` (its `pick`-th, modulo how many it has); the key, or undefined if it holds none. */
   async deleteClaim(node: string, pick: number): Promise<string | undefined> {
     const index = await this.#client
@@ -351,6 +241,18 @@ export class SoakEtcd {
     } catch {
       return undefined; // a member away, an election: the next look reads it
     }
+  }
+
+  /** The containers of `node`'s allocations in its publications. */
+  async publishedBy(node: string): Promise<Set<string>> {
+    const publications = await this.#client.getAll().prefix(`${ETCD_SOAK_PREFIX}published/`).strings();
+    const out = new Set<string>();
+    for (const value of Object.values(publications)) {
+      const p = JSON.parse(value) as { node?: string; allocations?: Array<{ containerID?: string; node?: string }> };
+      if (p.node !== node) continue;
+      for (const a of p.allocations ?? []) if (typeof a.containerID === 'string') out.add(a.containerID);
+    }
+    return out;
   }
 
   /** Every member killed by PID, the auditor's client closed, the snapshots removed. */

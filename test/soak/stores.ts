@@ -3,15 +3,8 @@
  * yet throws when opened or planned, saying so.
  */
 import type { StoreBackend, StoreName } from './store.ts';
+import { etcdBackend } from './store-etcd.ts';
 import { sqliteBackend } from './store-sqlite.ts';
-
-/** Registration point of the etcd store: replace by the backend of test/soak/store-etcd.ts. */
-const etcdBackend: StoreBackend = {
-  name: 'etcd',
-  open: async () => {
-    throw new Error('the soak on the etcd store is not built yet (test/soak/store-etcd.ts)');
-  },
-};
 
 /** Registration point of the kubernetes store (test/soak/store-kube.ts). */
 const kubernetesBackend: StoreBackend = {

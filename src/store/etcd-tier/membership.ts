@@ -128,12 +128,16 @@ export class EtcdMembership implements Membership {
     const announced = this.#announced;
     if (announced === undefined)
       throw new WarrenError('TRY_AGAIN', 'this agent has not announced a node yet: there is nothing to accept');
-    // Only a store that lost its data lacks what this node held; a name taken over lost nothing.
+    // Only a store that lost its data lacks what this node held; a name taken over lost nothing. A
+    // node the recovery marker waits for lost its claims made since the backup all the same, though it
+    // may not have noticed (started again since, or stopped by the marker before it read the store).
     const lost = this.#o.continuity.halted()?.kind === 'store-lost';
     this.#o.continuity.accept();
     // The announcement first: an accept that another live instance's announcement refuses writes nothing.
     await this.#claim();
-    const report = lost ? await this.#o.republish(announced.node) : { addresses: 0, blocks: 0, conflicts: [] };
+    const waitedFor = (await this.#o.recovery.read())?.pending.includes(announced.node) === true;
+    const report =
+      lost || waitedFor ? await this.#o.republish(announced.node) : { addresses: 0, blocks: 0, conflicts: [] };
     // Its blocks are claimed again: this node no longer holds the cluster in recovery.
     await this.#o.recovery.leave(announced.node);
     return report;
