@@ -384,4 +384,50 @@ describe('claimAgain (warren store accept)', () => {
     assert.equal(pinned[0]?.blockPrefix, 31);
     assert.equal(pinned[0]?.largestBlockPrefix, 27);
   });
+
+  it("claims a block again whose file record moved meanwhile (an address released), and reports only the cluster's no", async () => {
+    // Found by the soak on etcd: the agent released an address in the block between the accept's
+    // listing and its claim, and the block was reported as a CONFLICT and left unclaimed.
+    const pool = '10.62.0.0/24';
+    const description = { subnet: pool, first: '10.62.0.1', last: '10.62.0.254', capacity: '254', blockPrefix: 28 };
+    const moved = `${pool}#10.62.0.0/28`;
+    const taken = `${pool}#10.62.0.16/28`;
+    const summaries = [
+      { ledger: pool, revision: 1, allocated: 0, resting: 0, description },
+      { ledger: moved, revision: 2, allocated: 3, resting: 0, affinity: 'n1' },
+      { ledger: taken, revision: 5, allocated: 1, resting: 0, affinity: 'n1' },
+    ];
+    const revisions = new Map([
+      [moved, 3],
+      [taken, 5],
+    ]);
+    const tried: string[] = [];
+    const report = await claimAgain(
+      {
+        commit: async (key, expected) => {
+          tried.push(`${key}@${expected}`);
+          if (key === taken) return { kind: 'conflict', reason: 'claimed by n2' };
+          return expected === revisions.get(key)
+            ? { kind: 'committed', revision: Number(expected) + 1 }
+            : { kind: 'conflict', reason: `pool ${key} is at revision ${revisions.get(key)}, not ${expected}` };
+        },
+      },
+      {
+        ledgers: async () => summaries,
+        readLedger: async (key: string) => ({
+          kind: 'snapshot',
+          ledger: key,
+          revision: revisions.get(key),
+          affinity: 'n1',
+          allocations: [],
+          resting: [],
+        }),
+      } as unknown as Store,
+      { pinRange: async (r) => r },
+      'n1',
+    );
+    assert.deepEqual(tried, [`${moved}@2`, `${moved}@3`, `${taken}@5`]);
+    assert.equal(report.blocks, 1);
+    assert.deepEqual(report.conflicts, [`block ${taken} was not claimed again: claimed by n2`]);
+  });
 });
