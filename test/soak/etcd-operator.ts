@@ -8,8 +8,9 @@
  *   (again if it stopped again) or is one the marker waits for (once per recovery).
  * Nothing is run while no marker stands: an idle look is one etcd read a second.
  *
- * What it saw goes to the run's log, and what an operator would have to look at (an accept that
- * names a CONFLICT: two nodes' claims of one block) to `problems`, which the auditor reports.
+ * What it saw goes to the run's log; an accept that names a CONFLICT is counted in the report's
+ * faults table (the auditor judges duplicates and claims themselves); what never happened (no
+ * agent noticed a restore) goes to `problems`, which the auditor reports.
  */
 import { join } from 'node:path';
 import { CHILD_PATH, WARREN_BIN, run } from '../helpers/processes.ts';
@@ -47,6 +48,7 @@ export class EtcdOperator {
   readonly #nodes: readonly StoreNode[];
   readonly #marker: () => Promise<readonly string[] | undefined>;
   readonly #log: (line: string) => void;
+  readonly #count: (what: string) => void;
   /** Nodes accepted in the recovery under way (cleared when its marker is gone). */
   readonly #accepted = new Set<string>();
   readonly problems: string[] = [];
@@ -64,10 +66,12 @@ export class EtcdOperator {
     nodes: readonly StoreNode[],
     marker: () => Promise<readonly string[] | undefined>,
     log: (line: string) => void,
+    count: (what: string) => void,
   ) {
     this.#nodes = nodes;
     this.#marker = marker;
     this.#log = log;
+    this.#count = count;
   }
 
   start(): void {
@@ -117,7 +121,10 @@ export class EtcdOperator {
       this.#accepted.add(node.name);
       this.accepts += 1;
       this.#log(`etcd operator: warren store accept on ${node.name}: ${said}`);
-      if (/CONFLICT/.test(said)) this.problems.push(`warren store accept on ${node.name} named a conflict: ${said}`);
+      // A CONFLICT is a block the node holds that it could not claim again: another node's claim, or
+      // (seen after restores) another node's stale publication of it, which the node's claim check
+      // then claims again past. The auditor judges what matters (duplicates, claims): counted here.
+      if (/CONFLICT/.test(said)) this.#count('warren store accept named a CONFLICT');
     }
   }
 

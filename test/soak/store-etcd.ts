@@ -164,6 +164,7 @@ class EtcdSoakStore implements SoakStore {
         context.nodes,
         async () => (await this.#etcd.holdings())?.recoveryPending,
         (line) => this.#log(line),
+        (what) => context.count(what),
       );
       this.#operator.start();
     }
