@@ -149,6 +149,25 @@ describe('TieredStore: the node holding addresses in a block is its authority', 
     await n1.store.ping();
   });
 
+  it('claims again, after its restart, a block whose claim vanished while its agent was down', async () => {
+    // Found by the soak on etcd (seed 3838): a claim deleted by hand just before the agent restarted
+    // was never claimed again: the new process took its claims from the cluster alone, so nothing
+    // told it this block of its file was lost, and the live address there lay in no claim.
+    const c = cluster(['n1']);
+    const r = rangesOf({ range: '10.48.0.0/24', block_size: 28 });
+    const [first] = await (c.nodes[0] as NonNullable<(typeof c.nodes)[0]>).allocator.allocate({
+      owner: owner('a'),
+      ranges: r,
+    });
+    const key = first?.allocation.pool ?? '';
+    c.tier.deleteClaim(key, { publication: true });
+    const again = await c.restart(0);
+    await again.store.check();
+    assert.equal((await c.tier.claimOf(key))?.node, 'n1', 'claimed again under its own name');
+    const [next] = await again.allocator.allocate({ owner: owner('b'), ranges: r });
+    assert.equal(next?.allocation.pool, key);
+  });
+
   it('halts the range when another node holds the block now: ADD answers TRY_AGAIN and ping names the range', async () => {
     const c = cluster(['n1', 'n2']);
     const [n1, n2] = c.nodes;
