@@ -248,6 +248,8 @@ export const UNIT_FILES: readonly string[] = [
   'test/store/tiered/store.test.ts',
   'test/store/tiered/upkeep.test.ts',
   'test/soak/auditor.test.ts',
+  'test/soak/cluster-holdings.test.ts',
+  'test/soak/plan.test.ts',
   'test/suites.test.ts',
 ];
 
@@ -345,6 +347,7 @@ export const E2E_FILES: readonly string[] = [
   'test/store/etcd-tier/tasks.test.ts',
   'test/store/etcd-tier/watches.test.ts',
   'test/soak/short-soak.test.ts',
+  'test/soak/short-soak-etcd.test.ts',
 ];
 
 // containerd's helpers (test/helpers/containerd.ts, cri.ts) share /run/containerd, which the one

@@ -135,3 +135,22 @@ export function describeInstance(record: NodeRecord | undefined): string {
     `agent instance ${record.instance} ` + `(${[...where, `since ${new Date(record.since).toISOString()}`].join(', ')})`
   );
 }
+
+/**
+ * Whether `holder`, another instance's announcement of this node, was made on this machine and boot
+ * (its host and boot id are `self`'s) by a process that no longer runs: that agent is gone, and its
+ * announcement may be taken over at once like this agent's own previous start. It names no instance
+ * this state directory recorded when the directory was put back from a copy older than the last
+ * start (docs/recovery.md, "A node's disk restored"). A pid that runs (reused, or another agent's)
+ * keeps it refused.
+ */
+export function goneFromThisBoot(holder: NodeRecord | undefined, self: NodeRecord): boolean {
+  if (holder?.bootId === undefined || holder.bootId !== self.bootId || holder.host !== self.host) return false;
+  if (holder.pid === undefined || holder.pid === self.pid) return false;
+  try {
+    process.kill(holder.pid, 0);
+    return false;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ESRCH';
+  }
+}

@@ -51,6 +51,18 @@ describe('the agent process', () => {
     assert.equal((await run(process.execPath, [WARREN_BIN, 'status', '--socket', again.socket])).code, 0);
   });
 
+  it('exits on SIGTERM even when something still holds its event loop open after the stop', async () => {
+    // Found by the soak on etcd: an agent logged "stopped" and never exited (a connection to an
+    // etcd member outlived the store's close). Here a referenced timer, loaded before the agent, holds it.
+    const dir = tempDir('warren-held-open-');
+    const holder = join(dir, 'hold-open.mjs');
+    writeFileSync(holder, 'setInterval(() => {}, 60_000);\n');
+    const agent = await startAgent({ dir, env: { NODE_OPTIONS: `--import ${holder}` } });
+    agents.push(agent);
+    assert.equal(await agent.stop(), 0);
+    assert.match(agent.log(), /stopped, but something still held the process open after 5 s: exiting/);
+  });
+
   it('refuses a second agent on the same state directory', async () => {
     const agent = await start();
     const second = await run(process.execPath, [

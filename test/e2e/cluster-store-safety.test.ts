@@ -13,7 +13,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { cpSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Etcd3 } from 'etcd3';
@@ -488,6 +488,31 @@ describe('one agent per node name on one etcd', () => {
       cluster?: { thisNodeAnnounced: boolean };
     };
     assert.equal(status.ready, true);
+    assert.equal(status.cluster?.thisNodeAnnounced, true);
+  });
+
+  it('an agent killed with -9 whose state directory was put back from a copy older than its last start starts again at once', async () => {
+    // Found by the soak on etcd (seed 11): the copy records the start before the killed one, so the
+    // killed one's announcement (its lease still alive) named no instance the agent knew, and it
+    // refused to start (ALREADY_RUNNING) until the lease lapsed. Its process is gone on this boot.
+    const args = nodeArgs('restored-dir-node', etcd, '/store-safety-restored-dir/', ['--node-lease', '60']);
+    const first = await startAgent({ args });
+    await first.kill();
+    const copy = tempDir('warren-state-copy-');
+    cpSync(first.dir, copy, { recursive: true, filter: (src) => !src.endsWith('.sock') });
+    const second = await startAgent({ dir: first.dir, args });
+    const net = network(second, 'restoreddir', '10.241.11.0/24');
+    assert.equal((await net.call('ADD', 'r1')).code, 0);
+    await second.kill();
+    rmSync(first.dir, { recursive: true, force: true });
+    cpSync(copy, first.dir, { recursive: true });
+
+    const third = await startAgent({ dir: first.dir, args });
+    agents.push(third);
+    assert.equal((await net.call('ADD', 'r2')).code, 0);
+    const status = JSON.parse((await cli(third, 'status', '--json')).stdout) as {
+      cluster?: { thisNodeAnnounced: boolean };
+    };
     assert.equal(status.cluster?.thisNodeAnnounced, true);
   });
 });

@@ -10,7 +10,7 @@ import { DatabaseSync } from 'node:sqlite';
 import { describe, it } from 'node:test';
 import { tempDir } from '../helpers/processes.ts';
 import { type AuditedNode, Auditor } from './auditor.ts';
-import { GroundTruth } from './ground-truth.ts';
+import { GroundTruth, type Sandbox } from './ground-truth.ts';
 
 /** A node whose file holds `records` (container ID → address) and whose agent has run all along. */
 function node(
@@ -41,6 +41,39 @@ describe('the soak auditor', () => {
     assert.deepEqual(
       auditor.violations.map((v) => v.what),
       ['node-0: 10.0.0.1 held by live sandboxes p0s0, p1s1'],
+    );
+  });
+
+  it('finds two live sandboxes of different nodes on one address when the nodes share one range', () => {
+    const truth = new GroundTruth();
+    const nodes = [node(0, { p0s0: '10.0.0.1' }), node(1, { p1s1: '10.0.0.1' })];
+    truth.markLive(truth.newSandbox(0, 0), '10.0.0.1');
+    truth.markLive(truth.newSandbox(1, 1), '10.0.0.1');
+    const auditor = new Auditor(nodes, truth, 10_000, { sharedRange: true });
+    auditor.check();
+    assert.deepEqual(
+      auditor.violations.map((v) => v.what),
+      ['all nodes: 10.0.0.1 held by live sandboxes p0s0, p1s1'],
+    );
+  });
+
+  it('spares a live sandbox whose file was put back until its store writes it back, and finds one never back', () => {
+    const truth = new GroundTruth();
+    const n = node(0, {});
+    const [back, never] = [0, 1].map((pod) => truth.newSandbox(pod, 0)) as [Sandbox, Sandbox];
+    truth.markLive(back, '10.0.0.1');
+    truth.markLive(never, '10.0.0.2');
+    back.returning = true;
+    never.returning = true;
+    const auditor = new Auditor([n], truth, 10_000);
+    auditor.check();
+    assert.equal(auditor.violations.length, 0, JSON.stringify(auditor.violations));
+    n.write({ p0s0: '10.0.0.1' });
+    auditor.check();
+    auditor.final();
+    assert.deepEqual(
+      auditor.violations.map((v) => v.what),
+      ["live sandbox p1s1's 10.0.0.2 never came back to its node's file after the file was put back"],
     );
   });
 

@@ -3,15 +3,19 @@
  * workload's ground truth (which sandbox the harness believes holds which address, which are
  * proven gone and since when) and each node's SQLite file, opened read-only for every look (never
  * the agent's API, never its logs). It checks, after every step and at the end:
- * - no address held by two live sandboxes of one node (each node's file is its own address space);
- * - no live sandbox's record gone from its node's file, or holding another address than its ADD said;
+ * - no address held by two live sandboxes of one node (each node's file is its own address space),
+ *   or of any nodes when they share one range (a cluster store: `sharedRange`);
+ * - no live sandbox's record gone from its node's file, or holding another address than its ADD said
+ *   (but one whose file was put back and whose store writes it back at the start: `returning`,
+ *   until it is back; at the end, every one is back);
  * - every sandbox proven gone released (its record gone from the file), measured as the time an
  *   agent of its node ran between the proof and the first look that finds its record gone (the
  *   node's downtime is the fault's, not the agent's; the wall-clock figure is reported beside it);
  *   at the end, none still held and none over the bound;
  * - no operation lost (the harness reports ADDs with neither an address nor a CNI error, DELs that
  *   never succeeded: `lost()`);
- * - at the end, no record in any file but a live sandbox's (nothing leaked).
+ * - at the end, no record in any file but a live sandbox's (nothing leaked);
+ * - what a cluster store's own look at its objects found (`report()`, store.ts `auditCluster`).
  *
  * A look is a poll: a release is seen at most one poll interval (plus a step) late, which the
  * latency figures include.
@@ -64,10 +68,16 @@ export function readRecords(database: string): Map<string, string> | undefined {
   }
 }
 
+export interface AuditorOptions {
+  /** Every node hands out addresses of one range: two live sandboxes on one address anywhere are a duplicate. */
+  readonly sharedRange?: boolean;
+}
+
 export class Auditor {
   readonly #nodes: readonly AuditedNode[];
   readonly #truth: GroundTruth;
   readonly #boundMs: number;
+  readonly #sharedRange: boolean;
   readonly violations: Violation[] = [];
   /** Things reported once (a live sandbox missing stays missing): the key of each. */
   readonly #reported = new Set<string>();
@@ -76,10 +86,16 @@ export class Auditor {
   looks = 0;
   unreadable = 0;
 
-  constructor(nodes: readonly AuditedNode[], truth: GroundTruth, boundMs: number) {
+  constructor(nodes: readonly AuditedNode[], truth: GroundTruth, boundMs: number, options: AuditorOptions = {}) {
     this.#nodes = nodes;
     this.#truth = truth;
     this.#boundMs = boundMs;
+    this.#sharedRange = options.sharedRange ?? false;
+  }
+
+  /** A violation found elsewhere (the cluster's objects), reported once per key. */
+  report(key: string, what: string): void {
+    this.#violation(`cluster ${key}`, what);
   }
 
   #violation(key: string, what: string): void {
@@ -91,32 +107,42 @@ export class Auditor {
   /** Every check that holds at any moment, on every node's file. */
   check(): void {
     const now = Date.now();
+    if (this.#sharedRange) this.#duplicates('all nodes', this.#truth.all());
     for (const node of this.#nodes) {
       if (node.busy) continue;
       const records = readRecords(node.database);
       this.looks += 1;
       if (records === undefined) this.unreadable += 1;
       const sandboxes = this.#truth.on(node.index);
-      const holders = new Map<string, string[]>();
-      for (const s of sandboxes) {
-        if (s.state !== 'live' || s.address === undefined) continue;
-        holders.set(s.address, [...(holders.get(s.address) ?? []), s.id]);
-      }
-      for (const [address, ids] of holders)
-        if (ids.length > 1)
-          this.#violation(
-            `dup ${node.index} ${address} ${ids}`,
-            `${node.name}: ${address} held by live sandboxes ${ids.join(', ')}`,
-          );
+      if (!this.#sharedRange) this.#duplicates(node.name, sandboxes);
       if (records === undefined) continue;
       for (const s of sandboxes) this.#judge(node, s, records, now);
     }
   }
 
+  /** Two live sandboxes among `sandboxes` (one address space, `where`) on one address. */
+  #duplicates(where: string, sandboxes: readonly Sandbox[]): void {
+    const holders = new Map<string, string[]>();
+    for (const s of sandboxes) {
+      if (s.state !== 'live' || s.address === undefined) continue;
+      holders.set(s.address, [...(holders.get(s.address) ?? []), s.id]);
+    }
+    for (const [address, ids] of holders)
+      if (ids.length > 1)
+        this.#violation(
+          `dup ${where} ${address} ${ids}`,
+          `${where}: ${address} held by live sandboxes ${ids.join(', ')}`,
+        );
+  }
+
   #judge(node: AuditedNode, s: Sandbox, records: Map<string, string>, now: number): void {
     const record = records.get(s.id);
-    if (record !== undefined) s.held = true;
+    if (record !== undefined) {
+      s.held = true;
+      delete s.returning;
+    }
     if (s.state === 'live') {
+      if (record === undefined && s.returning === true) return;
       if (record === undefined)
         this.#violation(`released ${s.id}`, `${node.name}: live sandbox ${s.id}'s ${s.address} is gone from the file`);
       else if (record !== s.address)
@@ -155,6 +181,12 @@ export class Auditor {
   final(): void {
     for (const s of this.unreleased())
       this.#violation(`unreleased ${s.id}`, `sandbox ${s.id} (gone by ${s.source}) still held at the end`);
+    for (const s of this.#truth.all())
+      if (s.state === 'live' && s.returning === true)
+        this.#violation(
+          `not back ${s.id}`,
+          `live sandbox ${s.id}'s ${s.address} never came back to its node's file after the file was put back`,
+        );
     for (const s of this.#truth.all()) {
       const latency = this.latencyOf(s);
       if (latency !== undefined && latency > this.#boundMs)

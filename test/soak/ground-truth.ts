@@ -38,6 +38,12 @@ export interface Sandbox {
    * held it after the restore. The harness tears it down (a SQLite node has no other copy of it).
    */
   lostWithDisk?: boolean;
+  /**
+   * Live, ADDed after the copy its node's file was put back from, and kept by the store outside the
+   * file (a cluster store's publication): its record is written back at the agent's start, and is
+   * not judged missing until then. Cleared when the auditor sees the record again.
+   */
+  returning?: boolean;
 }
 
 export class GroundTruth {

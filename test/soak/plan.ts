@@ -8,9 +8,13 @@
  *
  * Guarantees of every plan: a node stopped by a fault is started again within a few steps, and
  * its state directory is copied or put back only while it is stopped; a restore puts back the
- * newest copy of that node's directory; the plan ends with every node's start planned.
+ * newest copy of that node's directory; the plan ends with every node's start planned. The store's
+ * own faults (store.ts: a cluster store's API server stopped, restored, ...) are drawn by its
+ * planner from the same generator, a share of the faults; a store without faults of its own draws
+ * nothing, so its plans are the ones drawn before the store seam.
  */
 import { SeededRandom } from '../helpers/random.ts';
+import type { StorePlan, StoreStep } from './store.ts';
 
 /** Pods are numbered from 0 in the order the plan creates them; a pod lives on one node. */
 export type Step =
@@ -34,7 +38,9 @@ export type Step =
   /** While the agent is stopped: a copy of its state directory (database, WAL, journal). */
   | { readonly kind: 'copy-state'; readonly node: number }
   /** While the agent is stopped: its state directory replaced by its newest copy. */
-  | { readonly kind: 'restore-state'; readonly node: number };
+  | { readonly kind: 'restore-state'; readonly node: number }
+  /** One of the store's own steps (its backend's to run). */
+  | StoreStep;
 
 export type StepKind = Step['kind'];
 
@@ -43,6 +49,16 @@ const KILL_WITHIN_MS = 60;
 
 /** The steps that are faults (the rest are the workload). */
 export const FAULT_KINDS: ReadonlySet<StepKind> = new Set(['kill', 'restart', 'restore-state']);
+
+/** Whether a step is a fault: a node's (FAULT_KINDS) or the store's own. */
+export function isFault(step: Step): boolean {
+  return step.kind === 'store' ? step.fault : FAULT_KINDS.has(step.kind);
+}
+
+/** A fault's name in the report's faults table: the node's step kind, or the store's action. */
+export function faultName(step: Step): string {
+  return step.kind === 'store' ? step.action : step.kind;
+}
 
 export interface PlanOptions {
   readonly seed: number;
@@ -53,6 +69,8 @@ export interface PlanOptions {
   readonly podsPerNode: number;
   /** Workload steps between two faults, on average. */
   readonly operationsPerFault: number;
+  /** The store's own faults; absent: only the nodes' faults. */
+  readonly store?: StorePlan;
 }
 
 /** The steps of one seed. */
@@ -67,6 +85,7 @@ export function planSoak(o: PlanOptions): Step[] {
   let faults = 0;
   /** Steps left before a stopped node is started (per node). */
   const downFor = new Map<number, number>();
+  const storePlanner = o.store?.planner();
 
   const operation = (): void => {
     // Any node, its agent up or not: a pod's call to a stopped agent is part of the workload.
@@ -89,6 +108,12 @@ export function planSoak(o: PlanOptions): Step[] {
   };
 
   const fault = (): void => {
+    if (storePlanner !== undefined && random.chance(o.store?.share ?? 0)) {
+      const drawn = storePlanner.fault(random);
+      if (drawn.length > 0) faults += 1;
+      steps.push(...drawn);
+      return;
+    }
     const node = random.int(0, o.nodes - 1);
     if (down.has(node)) return;
     faults += 1;
@@ -126,6 +151,7 @@ export function planSoak(o: PlanOptions): Step[] {
     for (let i = 0; i < between; i++) {
       operation();
       startDue();
+      if (storePlanner !== undefined) steps.push(...storePlanner.due(random));
     }
     fault();
   }
@@ -133,6 +159,7 @@ export function planSoak(o: PlanOptions): Step[] {
     downFor.delete(node);
     steps.push({ kind: 'start', node });
   }
+  if (storePlanner !== undefined) steps.push(...storePlanner.end());
   return steps;
 }
 
@@ -152,6 +179,8 @@ export function describeStep(step: Step): string {
     case 'copy-state':
     case 'restore-state':
       return `${step.kind} node ${step.node}`;
+    case 'store':
+      return `store: ${step.action}${step.arg === undefined ? '' : ` ${step.arg}`}`;
     default: {
       const never: never = step;
       return String(never);

@@ -3,7 +3,7 @@
  * failure the seed, the command that replays it and the steps up to the last violation (faults
  * marked), so a failure is reproducible from its report alone.
  */
-import { FAULT_KINDS, type Step, describeStep } from './plan.ts';
+import { type Step, describeStep, isFault } from './plan.ts';
 import type { SoakReport } from './soak-run.ts';
 
 export function formatReport(report: SoakReport, steps: readonly Step[], rerun: string): string {
@@ -28,6 +28,6 @@ export function formatReport(report: SoakReport, steps: readonly Step[], rerun: 
   const last = Math.min(steps.length - 1, Math.max(...report.violations.map((v) => v.step)));
   lines.push(`the steps up to step ${last} (faults marked *):`);
   for (const [i, step] of steps.slice(0, last + 1).entries())
-    lines.push(`  ${String(i).padStart(4)}${FAULT_KINDS.has(step.kind) ? '*' : ' '} ${describeStep(step)}`);
+    lines.push(`  ${String(i).padStart(4)}${isFault(step) ? '*' : ' '} ${describeStep(step)}`);
   return lines.join('\n');
 }

@@ -1,6 +1,7 @@
 /**
- * One node of the soak: a real agent process on its own state directory and SQLite file, its own
- * range and network name, and its own netns directory, a private tmpfs mount (so the agent's
+ * One node of the soak: a real agent process on its own state directory and SQLite file, on the
+ * run's store (store.ts: its flags, and the network name and range it gives the node: the node's
+ * own on SQLite, one shared by all on a cluster store), and its own netns directory, a private tmpfs mount (so the agent's
  * observer, which judges only mount points, may judge it) holding one plain file per sandbox: a
  * file removed is a namespace gone, as `ip netns del` makes it. Faults act on the process (kill -9,
  * SIGTERM) and on its state directory (copied and put back only while the agent is stopped).
@@ -14,6 +15,7 @@ import { join } from 'node:path';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { type CniReply, warren } from '../helpers/cni.ts';
 import { tempDir } from '../helpers/processes.ts';
+import type { SoakStore } from './store.ts';
 
 /** How the agents judge namespaces: how often they sweep, and how long a new allocation is spared. */
 export interface ReleaseSettings {
@@ -40,6 +42,7 @@ export class SoakNode {
   readonly netnsDir: string;
   readonly #root: string;
   readonly #settings: ReleaseSettings;
+  readonly #store: SoakStore;
   #agent: AgentHandle | undefined;
   /** Bumped at every start: a call that saw another incarnation end raced a fault. */
   #incarnation = 0;
@@ -50,12 +53,14 @@ export class SoakNode {
   /** True while the state directory is being copied or put back: nobody reads it then. */
   busy = false;
 
-  constructor(index: number, range: string, settings: ReleaseSettings) {
+  constructor(index: number, store: SoakStore, settings: ReleaseSettings) {
     this.index = index;
     this.name = `soak-node-${index}`;
-    this.network = `soak-${index}`;
-    this.range = range;
+    const network = store.network(index);
+    this.network = network.name;
+    this.range = network.range;
     this.#settings = settings;
+    this.#store = store;
     this.#root = tempDir('warren-soak-');
     this.stateDir = join(this.#root, 'state');
     this.netnsDir = join(this.#root, 'netns');
@@ -104,7 +109,9 @@ export class SoakNode {
         String(this.#settings.netnsGraceSeconds),
         '--reconcile-interval',
         String(this.#settings.reconcileIntervalSeconds),
+        ...this.#store.agentArgs(this),
       ],
+      env: this.#store.agentEnv(this),
     });
     this.#incarnation += 1;
     this.upSpans.push({ start: spawned });

@@ -1,7 +1,8 @@
 /**
- * One soak run on the node's own store (SQLite): N real agents as N nodes, the real plugin
- * executable, the plan of a seed (plan.ts) carried out step by step, and the auditor (auditor.ts)
- * looking after every step and every POLL_MS between them. The runtime it plays is kubelet's:
+ * One soak run on a store (store.ts; SQLite unless said): the store's own processes, N real
+ * agents as N nodes, the real plugin executable, the plan of a seed (plan.ts) carried out step by
+ * step (the store's own steps run by its backend), and the auditor (auditor.ts) looking after every
+ * step and every POLL_MS between them, and at the cluster's objects every CLUSTER_AUDIT_MS. The runtime it plays is kubelet's:
  * operations on one pod run one after another, on different pods at once (up to `inFlight`); a
  * failed ADD is followed by the DEL of its sandbox and its netns removed (the runtime's cleanup);
  * a DEL that fails is retried; a pod deleted is DELed, then its netns removed.
@@ -14,8 +15,10 @@
 import { cniBinDir } from '../helpers/cni.ts';
 import { Auditor, type LatencyFigures, type Violation, readRecords } from './auditor.ts';
 import { GroundTruth, type Sandbox } from './ground-truth.ts';
-import { FAULT_KINDS, type Step, describeStep } from './plan.ts';
+import { type Step, describeStep, faultName, isFault } from './plan.ts';
 import { type ReleaseSettings, SoakNode } from './soak-node.ts';
+import type { SoakStore, StoreBackend } from './store.ts';
+import { sqliteBackend } from './store-sqlite.ts';
 
 export interface SoakOptions {
   readonly seed: number;
@@ -28,6 +31,8 @@ export interface SoakOptions {
   readonly boundMs: number;
   /** How long the end waits for the last releases before it reports them unreleased (ms). */
   readonly settleMs: number;
+  /** The store the agents run on (default SQLite, each node its own). */
+  readonly store?: StoreBackend;
   readonly log?: (line: string) => void;
 }
 
@@ -44,12 +49,9 @@ export interface SoakReport {
 }
 
 const POLL_MS = 100;
+/** How often the cluster's objects are audited (a cluster store's; a look is several API reads). */
+const CLUSTER_AUDIT_MS = 1_000;
 const DEL_TRIES = 5;
-
-/** Each node's range: a /27 of its own (30 addresses), so churn reuses addresses soon. */
-function rangeOf(node: number): string {
-  return `10.238.${node}.0/27`;
-}
 
 export async function runSoak(o: SoakOptions): Promise<SoakReport> {
   cniBinDir(); // builds and installs the plugin once, before the clock starts
@@ -63,12 +65,29 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
   const inFlight = new Set<Promise<void>>();
   const podChains = new Map<number, Promise<void>>();
   let stepsRun = 0;
+  let store: SoakStore | undefined;
+  /** The cluster audit runs between store faults only; this holds the one running. */
+  let clusterAudit: Promise<void> = Promise.resolve();
+  let clusterAuditAt = 0;
   try {
-    for (let i = 0; i < o.nodes; i++) nodes.push(new SoakNode(i, rangeOf(i), o.settings));
+    store = await (o.store ?? sqliteBackend).open(o.nodes);
+    const theStore = store;
+    for (let i = 0; i < o.nodes; i++) nodes.push(new SoakNode(i, store, o.settings));
     await Promise.all(nodes.map((n) => n.start()));
-    const audit = new Auditor(nodes, truth, o.boundMs);
+    const audit = new Auditor(nodes, truth, o.boundMs, { sharedRange: store.sharedRange });
     auditor = audit;
     poller = setInterval(() => audit.check(), POLL_MS);
+    const auditCluster = async (): Promise<void> => {
+      await clusterAudit;
+      clusterAuditAt = Date.now();
+      clusterAudit = theStore.auditCluster(truth).then(
+        (found) => {
+          for (const v of found) audit.report(v.key, v.what);
+        },
+        (error: Error) => o.log?.(`cluster audit: could not look (${error.message})`),
+      );
+      await clusterAudit;
+    };
     const nodeOf = (s: Sandbox) => nodes[s.node] as SoakNode;
 
     /** DEL until it succeeds (a runtime retries it); journaled or answered, it proves the sandbox gone. */
@@ -147,28 +166,45 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       await Promise.all([...inFlight]);
     };
 
-    /** Before its state is put back: the node's calls in flight end (its agent is dead), then the truth follows the file. */
+    /**
+     * Before its state is put back: the node's calls in flight end (its agent is dead), then the
+     * truth follows the file, and what the store keeps outside it (a cluster store's published
+     * allocations, written back at the agent's start: docs/recovery.md).
+     */
     const restore = async (node: SoakNode): Promise<void> => {
       await settle();
+      const outside = await theStore.heldOutsideFile(node);
       node.restoreState();
       const copy = readRecords(node.database);
       if (copy === undefined) throw new Error(`${node.name}: the restored file cannot be read`);
       const now = Date.now();
       for (const s of truth.on(node.index)) {
-        if (s.state === 'live' && !copy.has(s.id)) {
-          // ADDed after the copy: the restored file never held it, and nothing else on a SQLite
-          // node knows it. The node's runtime tears it down (as a node rebooted onto an old disk).
+        const comesBack = copy.has(s.id) || outside.has(s.id);
+        if (s.state === 'live' && !copy.has(s.id) && outside.has(s.id)) {
+          s.returning = true; // its record is written back at the agent's start
+        } else if (s.state === 'live' && !comesBack) {
+          // ADDed after the copy: the restored file never held it, and nothing else knows it (on a
+          // cluster store: not published yet). The node's runtime tears it down (as a node
+          // rebooted onto an old disk).
           truth.markGone(s, 'restored', now);
           s.lostWithDisk = true;
           s.releasedAt = now;
           node.removeNetns(s.id);
-        } else if (s.state === 'gone' && copy.has(s.id)) {
+        } else if (s.state === 'gone' && comesBack) {
           truth.markGone(s, 'restored', now); // its record is back: to be released again
         }
       }
     };
 
     const fault = async (step: Step): Promise<void> => {
+      if (step.kind === 'store') {
+        await clusterAudit; // never a look at the cluster during its fault
+        return theStore.runStep(step, {
+          nodes,
+          count: (what) => count(counts.faults, what),
+          log: (line) => o.log?.(line),
+        });
+      }
       if (
         step.kind === 'create' ||
         step.kind === 'delete' ||
@@ -216,11 +252,12 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
         const tracked: Promise<void> = run.finally(() => inFlight.delete(tracked));
         inFlight.add(tracked);
       } else {
-        if (FAULT_KINDS.has(step.kind)) count(counts.faults, step.kind);
+        if (isFault(step)) count(counts.faults, faultName(step));
         await fault(step);
       }
       stepsRun = i + 1;
       audit.check();
+      if (Date.now() - clusterAuditAt >= CLUSTER_AUDIT_MS) await auditCluster();
     }
     await settle();
     audit.step = o.steps.length;
@@ -233,6 +270,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       await new Promise((resolve) => setTimeout(resolve, POLL_MS));
     }
     audit.check();
+    await auditCluster();
     audit.final();
     if (audit.violations.length > 0)
       for (const node of nodes) o.log?.(`--- ${node.name}'s last agent log (end) ---\n${node.log().slice(-4_000)}`);
@@ -240,6 +278,8 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     if (poller !== undefined) clearInterval(poller);
     await Promise.allSettled([...inFlight]);
     for (const node of nodes) await node.close();
+    await clusterAudit.catch(() => {});
+    await store?.close();
   }
   const a = auditor as Auditor;
   return {

@@ -1,25 +1,27 @@
 /**
- * The soak's driver (`npm run soak -- --faults N --seed S`): plans a seed's steps, runs them on
- * real agents over their own SQLite files (soak-run.ts) and prints the auditor's verdict and the
+ * The soak's driver (`npm run soak -- --store kubernetes --faults N --seed S`): plans a seed's
+ * steps, runs them on real agents on the store named (soak-run.ts, store.ts) and prints the auditor's verdict and the
  * release latencies. Exit 0 when the auditor found nothing, 1 when it did (with the seed, the
  * replay command and the steps), 2 on bad flags. Needs root (a tmpfs per node for its netns
  * directory) and a build (`node scripts/build.ts`, done by the npm script).
  *
- * Flags: --faults N (kills, restarts, restores; default 100), --seed S (default: from the clock,
+ * Flags: --store sqlite|kubernetes|etcd (sqlite: each node its own file; the others a cluster the
+ * nodes share, with that store's own faults), --faults N (kills, restarts, restores, the store's own; default 100), --seed S (default: from the clock,
  * printed), --steps K (replay only the first K steps of the seed's plan), --shrink (on failure,
  * halve K while a prefix still fails, and print the shortest failing prefix found), --nodes N (2),
  * --ops-per-fault N (6), --pods-per-node N (12), --in-flight N (4), --bound-ms MS (10000),
  * --reconcile-interval S (1) and --netns-grace S (1) for the agents.
- *
- * Only the node's own store (SQLite) for now; the kubernetes and etcd stores are not driven yet.
  */
 import { parseArgs } from 'node:util';
 import { type Step, planSoak } from './plan.ts';
 import { formatReport } from './report.ts';
 import { type SoakReport, runSoak } from './soak-run.ts';
+import { STORE_NAMES, type StoreName } from './store.ts';
+import { STORES } from './stores.ts';
 
 const { values } = parseArgs({
   options: {
+    store: { type: 'string', default: 'sqlite' },
     faults: { type: 'string', default: '100' },
     seed: { type: 'string' },
     steps: { type: 'string' },
@@ -43,6 +45,11 @@ function number(flag: keyof typeof values): number {
   return value;
 }
 
+if (!(STORE_NAMES as readonly string[]).includes(values.store)) {
+  process.stderr.write(`--store must be one of ${STORE_NAMES.join(', ')}, not ${values.store}\n`);
+  process.exit(2);
+}
+const store = STORES[values.store as StoreName];
 const seed = values.seed === undefined ? Date.now() % 1_000_000 : number('seed');
 const nodes = Math.max(1, number('nodes'));
 const plan = planSoak({
@@ -51,12 +58,14 @@ const plan = planSoak({
   faults: number('faults'),
   podsPerNode: number('pods-per-node'),
   operationsPerFault: number('ops-per-fault'),
+  ...(store.plan === undefined ? {} : { store: store.plan }),
 });
 const settings = { reconcileIntervalSeconds: number('reconcile-interval'), netnsGraceSeconds: number('netns-grace') };
 const boundMs = number('bound-ms');
 
 const flags = (steps: number) =>
   [
+    `--store ${store.name}`,
     `--seed ${seed}`,
     `--faults ${values.faults}`,
     `--steps ${steps}`,
@@ -79,12 +88,13 @@ async function run(steps: readonly Step[], logs: boolean): Promise<SoakReport> {
     inFlight: Math.max(1, number('in-flight')),
     boundMs,
     settleMs: boundMs + 30_000,
+    store,
     ...(logs ? { log: (line: string) => process.stderr.write(`${line}\n`) } : {}),
   });
 }
 
 const first = values.steps === undefined ? plan.length : Math.min(plan.length, number('steps'));
-console.log(`# soak seed ${seed}: ${first} steps on ${nodes} nodes (SQLite store each)`);
+console.log(`# soak seed ${seed}: ${first} steps on ${nodes} nodes (store ${store.name})`);
 const report = await run(plan.slice(0, first), true);
 console.log(formatReport(report, plan, `npm run soak -- ${flags(first)}`));
 if (report.violations.length > 0 && values.shrink) {

@@ -10,7 +10,9 @@
  *   agent with the same --node-name (cloned machines share host names) never starts;
  * - the previous start of this agent (recorded in its state directory) made on this boot is dead
  *   (its state directory's lock is ours): its announcement is taken over at once and its lease
- *   revoked, so a restart after kill -9 does not wait for the lease. Made on another boot (a reboot,
+ *   revoked, so a restart after kill -9 does not wait for the lease; so is one of any instance made
+ *   on this machine and boot whose process is gone (a state directory put back from an older copy
+ *   records an older start). Made on another boot (a reboot,
  *   or a machine cloned with its state directory), it may be alive elsewhere: its lease is waited
  *   out (up to the lease time plus a margin), and refused if it is still renewed;
  * - an announcement found taken by another instance while this one runs halts this agent (it stops
@@ -31,7 +33,7 @@ import { type FollowKey, FollowedKeys } from './followed-keys.ts';
 import type { EtcdRecovery } from './recovery.ts';
 import { type Recovery, joinRecovery } from '../tiered/recovery.ts';
 import type { AcceptReport, AnnounceInfo, Membership, NodeRecord } from '../store.ts';
-import { describeInstance } from '../membership.ts';
+import { describeInstance, goneFromThisBoot } from '../membership.ts';
 
 export interface EtcdMembershipOptions {
   /** The store's namespace (its key prefix). */
@@ -126,12 +128,16 @@ export class EtcdMembership implements Membership {
     const announced = this.#announced;
     if (announced === undefined)
       throw new WarrenError('TRY_AGAIN', 'this agent has not announced a node yet: there is nothing to accept');
-    // Only a store that lost its data lacks what this node held; a name taken over lost nothing.
+    // Only a store that lost its data lacks what this node held; a name taken over lost nothing. A
+    // node the recovery marker waits for lost its claims made since the backup all the same, though it
+    // may not have noticed (started again since, or stopped by the marker before it read the store).
     const lost = this.#o.continuity.halted()?.kind === 'store-lost';
     this.#o.continuity.accept();
     // The announcement first: an accept that another live instance's announcement refuses writes nothing.
     await this.#claim();
-    const report = lost ? await this.#o.republish(announced.node) : { addresses: 0, blocks: 0, conflicts: [] };
+    const waitedFor = (await this.#o.recovery.read())?.pending.includes(announced.node) === true;
+    const report =
+      lost || waitedFor ? await this.#o.republish(announced.node) : { addresses: 0, blocks: 0, conflicts: [] };
     // Its blocks are claimed again: this node no longer holds the cluster in recovery.
     await this.#o.recovery.leave(announced.node);
     return report;
@@ -180,7 +186,8 @@ export class EtcdMembership implements Membership {
       const holder = recordOf(kv.value);
       const mine = holder?.instance !== undefined && holder.instance === announced.record.instance;
       const previous = holder?.instance !== undefined && holder.instance === announced.previous;
-      if (mine || (previous && holder.bootId !== undefined && holder.bootId === announced.record.bootId)) {
+      const sameBoot = previous && holder.bootId !== undefined && holder.bootId === announced.record.bootId;
+      if (mine || sameBoot || goneFromThisBoot(holder, announced.record)) {
         const taken = await this.#o.call('announce node', () =>
           this.#o.ns
             .if(key, 'Mod', '==', Number(kv.mod_revision))

@@ -14,7 +14,7 @@ import { messageOf } from '../../core/errors.ts';
 import { isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
 import { isLoanKey } from '../../ipam/loan-key.ts';
 import type { ClusterTier } from './cluster-tier.ts';
-import type { AcceptReport, Store } from '../store.ts';
+import type { AcceptReport, CommitResult, Revision, Store } from '../store.ts';
 import { spaceOfPool } from './ranges.ts';
 
 export async function claimAgain(
@@ -50,14 +50,43 @@ export async function claimAgain(
       });
       pinned.add(rangePool);
     }
-    const result = await store.commit(p.ledger, p.revision, [{ op: 'claim', node }]).catch((error: unknown) => ({
-      kind: 'conflict' as const,
-      reason: messageOf(error),
-    }));
+    const result = await claimAtLatest(store, local, p.ledger, p.revision, node);
+    if (result.kind === 'not held') continue;
     if (result.kind === 'committed') {
       blocks += 1;
       addresses += p.allocated;
     } else conflicts.push(`block ${p.ledger} was not claimed again: ${result.reason}`);
   }
   return { addresses, blocks, conflicts };
+}
+
+/** How many times a block whose file record changed meanwhile is read again and claimed again. */
+const LOCAL_ROUNDS = 5;
+
+/**
+ * Claims block `ledger` at the file's revision `revision`, read again while only the file moved
+ * (the agent releasing or handing out an address in it meanwhile: found by the soak on etcd, where
+ * that was reported as a CONFLICT and the block left unclaimed); a conflict at an unchanged
+ * revision is the cluster's (another node's claim), answered as it is. A block the file no longer
+ * holds for this node needs no claim.
+ */
+async function claimAtLatest(
+  store: Pick<Store, 'commit'>,
+  local: Store,
+  ledger: string,
+  revision: Revision,
+  node: string,
+): Promise<CommitResult | { readonly kind: 'conflict'; readonly reason: string } | { readonly kind: 'not held' }> {
+  let at = revision;
+  for (let round = 1; ; round++) {
+    const result = await store.commit(ledger, at, [{ op: 'claim', node }]).catch((error: unknown) => ({
+      kind: 'conflict' as const,
+      reason: messageOf(error),
+    }));
+    if (result.kind === 'committed' || round >= LOCAL_ROUNDS) return result;
+    const read = await local.readLedger(ledger);
+    if (read.revision === at) return result; // the file did not move: the cluster said no
+    if (read.kind === 'snapshot' && read.affinity !== node) return { kind: 'not held' };
+    at = read.revision;
+  }
 }

@@ -174,6 +174,17 @@ export class TieredClaims {
     return [...this.#lost.values()];
   }
 
+  /**
+   * A block this node's file holds as its own, with addresses, that the cluster's claims of this
+   * node do not show once its range is read (the claim vanished while no process of this node
+   * watched it, e.g. deleted just before a restart): judged lost like a claim seen to vanish.
+   */
+  missing(key: string): void {
+    if (this.#claims.has(key) || this.#lost.has(key) || !this.#loaded.has(rangePoolOfKey(key))) return;
+    this.#lost.set(key, { claim: { key, node: this.#node, uid: '', version: '' } });
+    this.#touch(key);
+  }
+
   /** Records that another node's record stands where this node's claim of `key` was. */
   taken(key: string, by: string): void {
     const lost = this.#lost.get(key);

@@ -22,7 +22,8 @@
  * claimer's guard (tiered/claim-guard.ts: `mayClaim`) and gives this node's claims back (`unclaim`).
  */
 import { WarrenError, messageOf } from '../../core/errors.ts';
-import { rangePoolOfKey } from '../../ipam/blocks.ts';
+import { isBlockKey, rangePoolOfKey } from '../../ipam/blocks.ts';
+import { isLoanKey } from '../../ipam/loan-key.ts';
 import type { BlockClaim, ClusterTier, RangeRecord } from './cluster-tier.ts';
 import type { CommitResult, LedgerOp, Revision, Store } from '../store.ts';
 import { claimRefusal } from './claim-guard.ts';
@@ -48,6 +49,8 @@ type Outcome =
 
 export class ClaimKeeper {
   readonly #p: ClaimKeeperParts;
+  /** Whether this process compared its file's blocks with the cluster's claims (`#compareFile`). */
+  #fileCompared = false;
   /** Block key → the outcome last told for it, so each is told once. */
   readonly #told = new Map<string, string>();
 
@@ -94,8 +97,29 @@ export class ClaimKeeper {
     return local.commit(key, expected, ops);
   }
 
+  /**
+   * Once per process (found by the soak on etcd): the blocks its file holds as this node's, with
+   * addresses, against its claims in the cluster, so a claim that vanished before this process
+   * watched it is claimed again like one seen to vanish. Loans are no blocks of their own.
+   */
+  async #compareFile(): Promise<void> {
+    if (this.#fileCompared) return;
+    const { local, claims, node } = this.#p;
+    const pools = await local.ledgers();
+    const prefixes = new Map(pools.map((p) => [p.ledger, p.description?.blockPrefix]));
+    for (const p of pools) {
+      if (!isBlockKey(p.ledger) || p.affinity !== node || p.allocated === 0) continue;
+      const blockPrefix = prefixes.get(rangePoolOfKey(p.ledger));
+      if (blockPrefix !== undefined && isLoanKey(p.ledger, blockPrefix)) continue;
+      await claims.load(rangePoolOfKey(p.ledger));
+      claims.missing(p.ledger);
+    }
+    this.#fileCompared = true;
+  }
+
   /** One check: this node's claims against the cluster's, and every lost claim acted on. */
   async check(): Promise<void> {
+    await this.#compareFile();
     await this.#p.claims.check();
     for (const lost of this.#p.claims.lost()) {
       const outcome = await this.#keep(lost.claim).catch(

@@ -149,6 +149,25 @@ describe('TieredStore: the node holding addresses in a block is its authority', 
     await n1.store.ping();
   });
 
+  it('claims again, after its restart, a block whose claim vanished while its agent was down', async () => {
+    // Found by the soak on etcd (seed 3838): a claim deleted by hand just before the agent restarted
+    // was never claimed again: the new process took its claims from the cluster alone, so nothing
+    // told it this block of its file was lost, and the live address there lay in no claim.
+    const c = cluster(['n1']);
+    const r = rangesOf({ range: '10.48.0.0/24', block_size: 28 });
+    const [first] = await (c.nodes[0] as NonNullable<(typeof c.nodes)[0]>).allocator.allocate({
+      owner: owner('a'),
+      ranges: r,
+    });
+    const key = first?.allocation.pool ?? '';
+    c.tier.deleteClaim(key, { publication: true });
+    const again = await c.restart(0);
+    await again.store.check();
+    assert.equal((await c.tier.claimOf(key))?.node, 'n1', 'claimed again under its own name');
+    const [next] = await again.allocator.allocate({ owner: owner('b'), ranges: r });
+    assert.equal(next?.allocation.pool, key);
+  });
+
   it('halts the range when another node holds the block now: ADD answers TRY_AGAIN and ping names the range', async () => {
     const c = cluster(['n1', 'n2']);
     const [n1, n2] = c.nodes;
@@ -383,5 +402,51 @@ describe('claimAgain (warren store accept)', () => {
     assert.equal(report.blocks, 1);
     assert.equal(pinned[0]?.blockPrefix, 31);
     assert.equal(pinned[0]?.largestBlockPrefix, 27);
+  });
+
+  it("claims a block again whose file record moved meanwhile (an address released), and reports only the cluster's no", async () => {
+    // Found by the soak on etcd: the agent released an address in the block between the accept's
+    // listing and its claim, and the block was reported as a CONFLICT and left unclaimed.
+    const pool = '10.62.0.0/24';
+    const description = { subnet: pool, first: '10.62.0.1', last: '10.62.0.254', capacity: '254', blockPrefix: 28 };
+    const moved = `${pool}#10.62.0.0/28`;
+    const taken = `${pool}#10.62.0.16/28`;
+    const summaries = [
+      { ledger: pool, revision: 1, allocated: 0, resting: 0, description },
+      { ledger: moved, revision: 2, allocated: 3, resting: 0, affinity: 'n1' },
+      { ledger: taken, revision: 5, allocated: 1, resting: 0, affinity: 'n1' },
+    ];
+    const revisions = new Map([
+      [moved, 3],
+      [taken, 5],
+    ]);
+    const tried: string[] = [];
+    const report = await claimAgain(
+      {
+        commit: async (key, expected) => {
+          tried.push(`${key}@${expected}`);
+          if (key === taken) return { kind: 'conflict', reason: 'claimed by n2' };
+          return expected === revisions.get(key)
+            ? { kind: 'committed', revision: Number(expected) + 1 }
+            : { kind: 'conflict', reason: `pool ${key} is at revision ${revisions.get(key)}, not ${expected}` };
+        },
+      },
+      {
+        ledgers: async () => summaries,
+        readLedger: async (key: string) => ({
+          kind: 'snapshot',
+          ledger: key,
+          revision: revisions.get(key),
+          affinity: 'n1',
+          allocations: [],
+          resting: [],
+        }),
+      } as unknown as Store,
+      { pinRange: async (r) => r },
+      'n1',
+    );
+    assert.deepEqual(tried, [`${moved}@2`, `${moved}@3`, `${taken}@5`]);
+    assert.equal(report.blocks, 1);
+    assert.deepEqual(report.conflicts, [`block ${taken} was not claimed again: claimed by n2`]);
   });
 });

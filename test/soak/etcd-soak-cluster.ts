@@ -1,0 +1,264 @@
+/**
+ * A real 3-member etcd cluster (Debian's etcd-server, test/helpers/etcd.ts `startEtcd(3)`) under
+ * the soak's agents, the faults etcd itself suffers, and what the soak reads of it through a client
+ * of its own (the etcd3 library, never Warren's tier):
+ * - a member killed -9, and every killed member started again on its data (`killMember`,
+ *   `killLeader`: the member all live members name as leader at that moment, `startMembers`);
+ * - a backup and its restore: `snapshot` (`etcdctl snapshot save` from a live member) and
+ *   `restoreSnapshot` (every member killed, its data directory replaced by `etcdctl snapshot
+ *   restore` of the newest snapshot, and all started again: the disaster recovery of a whole
+ *   cluster); what the operator does next is etcd-operator.ts's;
+ * - keys deleted by hand with `etcdctl del`: a node's claim (`deleteClaim`), a node's announcement
+ *   (`deleteAnnouncement`);
+ * - reads: every claim, every grant not returned and the recovery marker (`holdings`, judged by
+ *   cluster-holdings.ts), and the containers a node published (`publishedBy`).
+ *
+ * Every member is started by the helper and stopped by PID (SIGKILL) by `close()`; the snapshots
+ * live in a temp dir `close()` removes (and the helpers remove at exit).
+ */
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { Etcd3 } from 'etcd3';
+import { ETCDCTL_BIN, type EtcdCluster, type EtcdMember, startEtcd } from '../helpers/etcd.ts';
+import { removeDir, run, tempDir, waitFor } from '../helpers/processes.ts';
+import type { ClaimRecord, ClusterHoldings, GrantRecord } from './cluster-holdings.ts';
+
+/** The key prefix every soak agent shares. */
+export const ETCD_SOAK_PREFIX = '/warren-soak/';
+
+const enc = encodeURIComponent;
+
+function etcdctlEnv(): NodeJS.ProcessEnv {
+  return { ...process.env, ETCDCTL_API: '3' };
+}
+
+/** A block key's CIDR: what follows its `#` (the store key's part; test/soak reads it, not Warren's codec). */
+function cidrOfBlockKey(block: string): string {
+  return block.slice(block.lastIndexOf('#') + 1);
+}
+
+export class SoakEtcd {
+  readonly #cluster: EtcdCluster;
+  /** The auditor's own client, on every member. */
+  readonly #client: Etcd3;
+  readonly #snapshots: string;
+  #snapshot: { path: string; revision: number } | undefined;
+  /** Members killed by a fault and not started again yet. */
+  readonly #down = new Set<EtcdMember>();
+
+  private constructor(cluster: EtcdCluster) {
+    this.#cluster = cluster;
+    this.#client = new Etcd3({ hosts: cluster.endpoints, dialTimeout: 2_000 });
+    this.#snapshots = tempDir('warren-soak-etcd-snapshots-');
+  }
+
+  /** Three members on loopback, healthy. */
+  static async start(): Promise<SoakEtcd> {
+    return new SoakEtcd(await startEtcd(3));
+  }
+
+  get members(): number {
+    return this.#cluster.members.length;
+  }
+
+  /** Every member's client URL, for the agents' --etcd-endpoints. */
+  get endpoints(): readonly string[] {
+    return this.#cluster.endpoints;
+  }
+
+  #member(index: number): EtcdMember {
+    const member = this.#cluster.members[index % this.#cluster.members.length];
+    if (member === undefined) throw new Error(`no etcd member ${index}`);
+    return member;
+  }
+
+  /** kill -9 of member `index` (modulo the size); the plan keeps at most one down, so a quorum stays. */
+  async killMember(index: number): Promise<string> {
+    const member = this.#member(index);
+    await this.#cluster.kill(member);
+    this.#down.add(member);
+    return member.name;
+  }
+
+  /** kill -9 of the member every member names as leader now. */
+  async killLeader(): Promise<string> {
+    const leader = await this.#leader();
+    await this.#cluster.kill(leader);
+    this.#down.add(leader);
+    return leader.name;
+  }
+
+  /** Every member a fault killed, started again on its data. */
+  async startMembers(): Promise<string[]> {
+    const down = [...this.#down];
+    await Promise.all(down.map((m) => this.#cluster.restart(m)));
+    for (const m of down) this.#down.delete(m);
+    return down.map((m) => m.name);
+  }
+
+  /** The member the live members agree leads, asked of each through a client on it alone. */
+  async #leader(): Promise<EtcdMember> {
+    const up = this.#cluster.members.filter((m) => !this.#down.has(m));
+    return waitFor('one etcd leader the live members agree on', async () => {
+      const seen: Array<{ member: EtcdMember; id: string; leader: string }> = [];
+      for (const member of up) {
+        const client = new Etcd3({ hosts: [member.clientURL], dialTimeout: 2_000 });
+        try {
+          const status = await client.maintenance.status();
+          seen.push({ member, id: String(status.header.member_id), leader: String(status.leader) });
+        } catch {
+          return undefined;
+        } finally {
+          client.close();
+        }
+      }
+      const leaders = new Set(seen.map((s) => s.leader));
+      return leaders.size === 1 ? seen.find((s) => s.id === s.leader)?.member : undefined;
+    });
+  }
+
+  /** `etcdctl snapshot save` from a live member: the backup a later restore puts back. */
+  async snapshot(): Promise<number> {
+    const member = this.#cluster.members.find((m) => !this.#down.has(m));
+    if (member === undefined) throw new Error('no etcd member up to take a snapshot from');
+    const path = join(this.#snapshots, `snapshot-${Date.now()}.db`);
+    await this.#cluster.snapshot(member, path);
+    const status = await run(ETCDCTL_BIN, ['snapshot', 'status', path, '-w', 'json'], { env: etcdctlEnv() });
+    if (status.code !== 0) throw new Error(`etcdctl snapshot status failed: ${status.stderr}`);
+    const revision = Number((JSON.parse(status.stdout) as { revision: number }).revision);
+    if (this.#snapshot !== undefined) rmSync(this.#snapshot.path, { force: true });
+    this.#snapshot = { path, revision };
+    return revision;
+  }
+
+  get hasSnapshot(): boolean {
+    return this.#snapshot !== undefined;
+  }
+
+  /** The store's revision now (a read through the auditor's client). */
+  async #revision(): Promise<number> {
+    const response = await this.#client.get(`${ETCD_SOAK_PREFIX}identity`).exec();
+    return Number(response.header.revision);
+  }
+
+  /**
+   * Every member killed, its data directory replaced by `etcdctl snapshot restore` of the newest
+   * snapshot (same name, peer URL and cluster token as the helper starts it with), and all started
+   * again: the disaster recovery of a whole cluster. True when the data went back (writes were
+   * made since the snapshot), so the agents must notice and the recovery follow.
+   */
+  async restoreSnapshot(): Promise<boolean> {
+    const snapshot = this.#snapshot;
+    if (snapshot === undefined) throw new Error('restore with no snapshot taken');
+    const before = await waitFor('the etcd revision before the restore', () => this.#revision().catch(() => undefined));
+    const members = this.#cluster.members;
+    for (const m of members) await this.#cluster.kill(m);
+    const initialCluster = members.map((m) => `${m.name}=${m.peerURL}`).join(',');
+    for (const m of members) {
+      rmSync(m.dataDir, { recursive: true, force: true });
+      const restored = await run(
+        ETCDCTL_BIN,
+        [
+          'snapshot',
+          'restore',
+          snapshot.path,
+          '--name',
+          m.name,
+          '--data-dir',
+          m.dataDir,
+          '--initial-cluster',
+          initialCluster,
+          '--initial-advertise-peer-urls',
+          m.peerURL,
+          // The token test/helpers/etcd.ts starts every member with: the restored cluster is the same one.
+          '--initial-cluster-token',
+          `warren-test-${process.pid}`,
+        ],
+        { env: etcdctlEnv() },
+      );
+      if (restored.code !== 0) throw new Error(`etcdctl snapshot restore failed for ${m.name}: ${restored.stderr}`);
+    }
+    // Together: one member alone has no quorum and is never healthy.
+    await Promise.all(members.map((m) => this.#cluster.restart(m)));
+    this.#down.clear();
+    return before > snapshot.revision;
+  }
+
+  /** `etcdctl del` of one claim key of `node` (its `pick`-th, modulo how many it has); the key, or undefined if it holds none. */
+  async deleteClaim(node: string, pick: number): Promise<string | undefined> {
+    const index = await this.#client
+      .getAll()
+      .prefix(`${ETCD_SOAK_PREFIX}nodes-blocks/${enc(node)}/`)
+      .keys();
+    if (index.length === 0) return undefined;
+    const indexKey = index.sort()[pick % index.length] as string;
+    // nodes-blocks/<node>/<range>/<block> → blocks/<range>/<block>
+    const relative = indexKey.slice(ETCD_SOAK_PREFIX.length).split('/').slice(2).join('/');
+    const claim = `${ETCD_SOAK_PREFIX}blocks/${relative}`;
+    await this.#etcdctl('del', claim);
+    return decodeURIComponent(relative);
+  }
+
+  /** `etcdctl del` of `node`'s announcement. */
+  async deleteAnnouncement(node: string): Promise<void> {
+    await this.#etcdctl('del', `${ETCD_SOAK_PREFIX}nodes/${enc(node)}`);
+  }
+
+  async #etcdctl(...args: string[]): Promise<void> {
+    const endpoints = this.#cluster.members.filter((m) => !this.#down.has(m)).map((m) => m.clientURL);
+    const out = await run(ETCDCTL_BIN, ['--endpoints', endpoints.join(','), ...args], { env: etcdctlEnv() });
+    if (out.code !== 0) throw new Error(`etcdctl ${args.join(' ')} failed: ${out.stderr}`);
+  }
+
+  /** The claims, the grants not returned, and the recovery marker; undefined when etcd could not be read. */
+  async holdings(): Promise<ClusterHoldings | undefined> {
+    try {
+      const [blocks, requests, marker] = await Promise.all([
+        this.#client.getAll().prefix(`${ETCD_SOAK_PREFIX}blocks/`).strings(),
+        this.#client.getAll().prefix(`${ETCD_SOAK_PREFIX}requests/`).strings(),
+        this.#client.get(`${ETCD_SOAK_PREFIX}recovery`).string(),
+      ]);
+      const claims: ClaimRecord[] = [];
+      for (const [key, value] of Object.entries(blocks)) {
+        const block = decodeURIComponent(key.slice(key.lastIndexOf('/') + 1));
+        const v = JSON.parse(value) as { node?: unknown; offeredTo?: unknown; takenFrom?: unknown };
+        const nodes = [v.node, v.offeredTo, v.takenFrom].filter((n): n is string => typeof n === 'string');
+        claims.push({ block, cidr: cidrOfBlockKey(block), nodes });
+      }
+      const grants: GrantRecord[] = [];
+      for (const value of Object.values(requests)) {
+        const r = JSON.parse(value) as {
+          node: string;
+          grants?: Array<{ address: string; lender: string; returned?: boolean }>;
+        };
+        for (const g of r.grants ?? [])
+          if (g.returned !== true)
+            grants.push({ borrower: r.node, address: g.address.split('/')[0] as string, lender: g.lender });
+      }
+      const pending =
+        marker === null ? undefined : ((JSON.parse(marker) as { pending?: string[] }).pending ?? []).slice();
+      return { claims, grants, ...(pending === undefined ? {} : { recoveryPending: pending }) };
+    } catch {
+      return undefined; // a member away, an election: the next look reads it
+    }
+  }
+
+  /** The containers of `node`'s allocations in its publications. */
+  async publishedBy(node: string): Promise<Set<string>> {
+    const publications = await this.#client.getAll().prefix(`${ETCD_SOAK_PREFIX}published/`).strings();
+    const out = new Set<string>();
+    for (const value of Object.values(publications)) {
+      const p = JSON.parse(value) as { node?: string; allocations?: Array<{ containerID?: string; node?: string }> };
+      if (p.node !== node) continue;
+      for (const a of p.allocations ?? []) if (typeof a.containerID === 'string') out.add(a.containerID);
+    }
+    return out;
+  }
+
+  /** Every member killed by PID, the auditor's client closed, the snapshots removed. */
+  async close(): Promise<void> {
+    this.#client.close();
+    await this.#cluster.stop();
+    removeDir(this.#snapshots);
+  }
+}

@@ -1,0 +1,282 @@
+/**
+ * The soak on the etcd store (`--store etcd`): every agent on one real 3-member etcd cluster
+ * (etcd-soak-cluster.ts) under one prefix, every node on ONE network name and ONE range, so an
+ * address handed out twice across nodes is a duplicate the auditor sees; and etcd's own faults,
+ * each with what Warren promises under it (docs/etcd.md, docs/recovery.md):
+ * - `member-kill` (a member killed -9; the plan keeps at most one down, so a quorum stays) and
+ *   `leader-kill` (the leader killed -9), each started again on its data a few steps later
+ *   (`members-start`): ADD and DEL go on, calls fail over to the live members;
+ * - `restore` (every member's data replaced by `etcdctl snapshot restore` of the backup taken by an
+ *   earlier `snapshot`): the agents notice, stop allocating and mark the cluster in recovery; the
+ *   operator (etcd-operator.ts) follows docs/recovery.md with the real CLI. Promised: no address
+ *   handed out twice, every container keeps its address. The step returns once the recovery has
+ *   begun (the marker seen or an accept made), not when it ends: a node it waits for may be down;
+ * - `claim-delete` (`etcdctl del` of one claim key of a node): the owner claims it again at once;
+ * - `announcement-delete` (`etcdctl del` of a node's announcement): the agent announces itself again.
+ *
+ * The auditor's look at etcd (`auditCluster`, cluster-holdings.ts): no two nodes' claims overlap;
+ * every live sandbox's address lies in a block its node claims or was granted to it (a loan), within
+ * COVER_BOUND_MS of its agent's running time (a claim deleted is made again; a node down makes it
+ * when back); not judged while a recovery marker stands (the claims come back with the accepts).
+ * A node's state directory put back (plan.ts `restore-state`): the containers it published come
+ * back at its start (`heldOutsideFile`).
+ *
+ * The agents publish as the e2e tests' agents do (test/helpers/agent.ts: every change at the next
+ * run, nothing announced ahead), so `heldOutsideFile` is what the file gets back.
+ */
+import type { SeededRandom } from '../helpers/random.ts';
+import { type ClusterHoldings, UncoveredClock, overlappingClaims } from './cluster-holdings.ts';
+import { EtcdOperator } from './etcd-operator.ts';
+import { ETCD_SOAK_PREFIX, SoakEtcd } from './etcd-soak-cluster.ts';
+import type { GroundTruth } from './ground-truth.ts';
+import { waitFor } from '../helpers/processes.ts';
+import type {
+  SoakStore,
+  StoreBackend,
+  StoreFaultContext,
+  StoreFaultPlanner,
+  StoreNode,
+  StorePlan,
+  StoreStep,
+} from './store.ts';
+
+/** How long a live sandbox's address may lie outside its node's claims, in its agent's running time. */
+export const COVER_BOUND_MS = 10_000;
+
+/** The actions of the etcd store's steps. */
+export type EtcdAction =
+  | 'member-kill'
+  | 'leader-kill'
+  | 'members-start'
+  | 'snapshot'
+  | 'restore'
+  | 'claim-delete'
+  | 'announcement-delete';
+
+const step = (action: EtcdAction, fault: boolean, arg?: number): StoreStep => ({
+  kind: 'store',
+  action,
+  fault,
+  ...(arg === undefined ? {} : { arg }),
+});
+
+/**
+ * The planner's model: whether a member is down (started again 1-3 operations later) and whether
+ * a backup was taken since the last restore (one is taken, now and then, by `due`).
+ */
+function etcdPlanner(): StoreFaultPlanner {
+  let downFor: number | undefined;
+  let snapshot = false;
+  return {
+    fault(random: SeededRandom): StoreStep[] {
+      const action = random.weighted({
+        'member-kill': downFor === undefined ? 3 : 0,
+        'leader-kill': downFor === undefined ? 3 : 0,
+        restore: downFor === undefined && snapshot ? 1.5 : 0,
+        'claim-delete': 3,
+        'announcement-delete': 1,
+      });
+      switch (action) {
+        case 'member-kill':
+        case 'leader-kill':
+          downFor = random.int(1, 3);
+          return [step(action, true, action === 'member-kill' ? random.int(0, 2) : undefined)];
+        case 'restore':
+          snapshot = false;
+          return [step('restore', true)];
+        case 'claim-delete':
+        case 'announcement-delete':
+          // Which node (modulo the nodes) and which of its claims: the run's to resolve.
+          return [step(action, true, random.int(0, 999))];
+      }
+    },
+    due(random: SeededRandom): StoreStep[] {
+      const out: StoreStep[] = [];
+      if (downFor !== undefined && downFor-- <= 0) {
+        downFor = undefined;
+        out.push(step('members-start', false));
+      }
+      if (!snapshot && random.chance(0.08)) {
+        snapshot = true;
+        out.push(step('snapshot', false));
+      }
+      return out;
+    },
+    end(): StoreStep[] {
+      const last = downFor === undefined ? [] : [step('members-start', false)];
+      downFor = undefined;
+      return last;
+    },
+  };
+}
+
+export const etcdPlan: StorePlan = { share: 0.4, planner: etcdPlanner };
+
+/** A node the run passes: a SoakNode, whose agents' running time bounds the wait for a claim. */
+interface RunningNode extends StoreNode {
+  runningMs?(from: number, to: number): number;
+}
+
+class EtcdSoakStore implements SoakStore {
+  readonly sharedRange = true;
+  readonly #etcd: SoakEtcd;
+  readonly #clock = new UncoveredClock();
+  /** The run's nodes by index, as the harness hands them over (agentArgs, runStep). */
+  readonly #nodes = new Map<number, RunningNode>();
+  #operator: EtcdOperator | undefined;
+  #log: (line: string) => void = () => {};
+
+  constructor(etcd: SoakEtcd) {
+    this.#etcd = etcd;
+  }
+
+  network(): { name: string; range: string } {
+    return { name: 'soak-etcd', range: '10.239.0.0/26' };
+  }
+
+  agentArgs(node: StoreNode): readonly string[] {
+    this.#nodes.set(node.index, node);
+    return [
+      '--store',
+      'etcd',
+      '--etcd-endpoints',
+      this.#etcd.endpoints.join(','),
+      '--etcd-prefix',
+      ETCD_SOAK_PREFIX,
+      // The cluster chores (renewal, the store's identity check, blocks given back) every second,
+      // as the e2e tests on etcd run them: a loss is noticed within a step or two.
+      '--upkeep-interval',
+      '1',
+      // Empty blocks given back after 5 s rather than 300: claims and give-backs race the faults.
+      '--block-grace',
+      '5',
+    ];
+  }
+
+  agentEnv(): NodeJS.ProcessEnv {
+    return {};
+  }
+
+  /** The operator, started with the run's nodes at the first step that needs one. */
+  #operatorOf(context: StoreFaultContext): EtcdOperator {
+    if (this.#operator === undefined) {
+      this.#operator = new EtcdOperator(
+        context.nodes,
+        async () => (await this.#etcd.holdings())?.recoveryPending,
+        (line) => this.#log(line),
+        (what) => context.count(what),
+      );
+      this.#operator.start();
+    }
+    return this.#operator;
+  }
+
+  async runStep(s: StoreStep, context: StoreFaultContext): Promise<void> {
+    this.#log = context.log;
+    for (const node of context.nodes) this.#nodes.set(node.index, node);
+    const nodeOf = (arg: number | undefined) => context.nodes[(arg ?? 0) % context.nodes.length] as StoreNode;
+    const pickOf = (arg: number | undefined) => Math.floor((arg ?? 0) / context.nodes.length);
+    const action = s.action as EtcdAction;
+    switch (action) {
+      case 'member-kill':
+        context.log(`etcd: member ${await this.#etcd.killMember(s.arg ?? 0)} killed -9`);
+        return;
+      case 'leader-kill':
+        context.log(`etcd: the leader, ${await this.#etcd.killLeader()}, killed -9`);
+        return;
+      case 'members-start':
+        context.log(`etcd: started again: ${(await this.#etcd.startMembers()).join(', ') || 'none down'}`);
+        return;
+      case 'snapshot':
+        context.log(`etcd: snapshot saved at revision ${await this.#etcd.snapshot()}`);
+        return;
+      case 'restore':
+        return this.#restore(context);
+      case 'claim-delete': {
+        const node = nodeOf(s.arg);
+        const deleted = await this.#etcd.deleteClaim(node.name, pickOf(s.arg));
+        if (deleted === undefined) context.count('claim-delete: the node held no claim');
+        context.log(`etcd: claim ${deleted ?? '(none)'} of ${node.name} deleted by hand`);
+        return;
+      }
+      case 'announcement-delete': {
+        const node = nodeOf(s.arg);
+        await this.#etcd.deleteAnnouncement(node.name);
+        context.log(`etcd: the announcement of ${node.name} deleted by hand`);
+        return;
+      }
+      default: {
+        const never: never = action;
+        throw new Error(`the etcd store has no step ${String(never)}`);
+      }
+    }
+  }
+
+  /** The backup put back; then, when the data went back, until the recovery has begun. */
+  async #restore(context: StoreFaultContext): Promise<void> {
+    const operator = this.#operatorOf(context);
+    const acceptsBefore = operator.accepts;
+    const wentBack = await this.#etcd.restoreSnapshot();
+    this.#clock.reset();
+    context.log(
+      `etcd: every member restored from the snapshot (${wentBack ? 'the data went back' : 'no write since'})`,
+    );
+    if (!wentBack) {
+      context.count('restore with no write since the snapshot');
+      return;
+    }
+    try {
+      await waitFor('the agents to notice that etcd went back (a recovery marker, or an accept)', async () =>
+        operator.accepts > acceptsBefore || (await this.#etcd.holdings())?.recoveryPending !== undefined
+          ? true
+          : undefined,
+      );
+    } catch (error) {
+      operator.problems.push(`after etcd was restored from an older snapshot: ${String(error)}`);
+    }
+  }
+
+  async heldOutsideFile(node: StoreNode): Promise<ReadonlySet<string>> {
+    return this.#etcd.publishedBy(node.name);
+  }
+
+  async auditCluster(truth: GroundTruth): Promise<ReadonlyArray<{ readonly key: string; readonly what: string }>> {
+    const found: Array<{ key: string; what: string }> = (this.#operator?.problems ?? []).map((what) => ({
+      key: what,
+      what,
+    }));
+    const holdings = await this.#etcd.holdings();
+    if (holdings === undefined) return found;
+    for (const what of overlappingClaims(holdings)) found.push({ key: what, what });
+    if (holdings.recoveryPending !== undefined) {
+      this.#clock.reset(); // the claims come back with the accepts
+      return found;
+    }
+    return [...found, ...this.#uncovered(holdings, truth)];
+  }
+
+  #uncovered(holdings: ClusterHoldings, truth: GroundTruth): Array<{ key: string; what: string }> {
+    const names = new Map([...this.#nodes.values()].map((n) => [n.name, n]));
+    const held = truth
+      .all()
+      .filter((s) => s.state === 'live' && s.address !== undefined)
+      .map((s) => ({
+        sandbox: s.id,
+        node: this.#nodes.get(s.node)?.name ?? `node ${s.node}`,
+        address: s.address as string,
+      }));
+    const running = (name: string, from: number, to: number) => names.get(name)?.runningMs?.(from, to) ?? to - from;
+    return this.#clock.judge(holdings, held, Date.now(), COVER_BOUND_MS, running);
+  }
+
+  async close(): Promise<void> {
+    await this.#operator?.stop();
+    await this.#etcd.close();
+  }
+}
+
+export const etcdBackend: StoreBackend = {
+  name: 'etcd',
+  plan: etcdPlan,
+  open: async () => new EtcdSoakStore(await SoakEtcd.start()),
+};

@@ -1,0 +1,105 @@
+/**
+ * The soak's store seam: what a run needs to know of the store its agents run on, one backend per
+ * store (`--store sqlite|kubernetes|etcd`). A backend says, per store:
+ * - the plan's side (`StoreBackend.plan`): the store's own fault steps, drawn by a planner from the
+ *   plan's one seeded generator, so the plan stays a pure function of the seed and the options; a
+ *   store without faults of its own (SQLite) draws nothing, and its plans are what they were;
+ * - the run's side (`StoreBackend.open`, a `SoakStore`): the store's own processes (started by
+ *   `open`, stopped by `close`), each node's network name and range (a cluster store gives every
+ *   node ONE network and ONE range, so an address handed out twice across nodes is a duplicate the
+ *   auditor sees), the agents' store flags and environment, how to run the store's fault steps, and
+ *   what the auditor reads besides each node's local file (a cluster store is tiered: allocations in
+ *   each node's file, blocks and claims in the cluster).
+ *
+ * Guarantees a backend gives: `close()` stops every process `open()` started (by PID) and removes
+ * its directories, also after a fault step threw; a fault step returns with the store whole or in
+ * the state its step says (stopped), never half-way; the planner's `end()` leaves the store whole.
+ */
+import type { SeededRandom } from '../helpers/random.ts';
+import type { GroundTruth } from './ground-truth.ts';
+
+export const STORE_NAMES = ['sqlite', 'kubernetes', 'etcd'] as const;
+export type StoreName = (typeof STORE_NAMES)[number];
+
+/** One of the store's own steps, as its planner draws it and its backend runs it. */
+export interface StoreStep {
+  readonly kind: 'store';
+  /** The backend's name of the step ('api-stop', 'member-kill', ...), its own to interpret. */
+  readonly action: string;
+  /** A fault (counted, marked in a failure's steps), or its recovery (the store started again). */
+  readonly fault: boolean;
+  /** The step's one number, when it has one (which member, how long after the step), drawn by the planner. */
+  readonly arg?: number;
+}
+
+/**
+ * Draws the store's fault steps for one plan. It keeps its own model of what it planned (the store
+ * stopped, a snapshot taken), never of what happened, as plan.ts does for the nodes.
+ */
+export interface StoreFaultPlanner {
+  /** The steps of one fault, drawn now; none when no fault of the store can be drawn now. */
+  fault(random: SeededRandom): StoreStep[];
+  /** After every workload operation: the steps due now (a store stopped a few steps ago started again). */
+  due(random: SeededRandom): StoreStep[];
+  /** The plan's last steps: the store whole again. */
+  end(): StoreStep[];
+}
+
+export interface StorePlan {
+  /** The share of the plan's faults that are the store's own (the rest are the nodes'). */
+  readonly share: number;
+  planner(): StoreFaultPlanner;
+}
+
+/** What a backend needs of a node: its number, its name, its state directory. */
+export interface StoreNode {
+  readonly index: number;
+  readonly name: string;
+  readonly stateDir: string;
+}
+
+/** The network config of a node's CNI calls (besides the socket and journal, which are the node's). */
+export interface NodeNetwork {
+  readonly name: string;
+  readonly range: string;
+}
+
+/** What a fault step may act on and report. */
+export interface StoreFaultContext {
+  /** The run's nodes, to stop, start or ask (`warren` CLI on their sockets). */
+  readonly nodes: readonly StoreNode[];
+  /** Counts something that happened in the step, in the report's faults table. */
+  count(what: string): void;
+  log(line: string): void;
+}
+
+/** The store of one run, its processes running. */
+export interface SoakStore {
+  /** Every node on one network and range: duplicates are judged across nodes. */
+  readonly sharedRange: boolean;
+  network(node: number): NodeNetwork;
+  /** The agent's store flags (`--store ...`), after the soak's own (node name, netns, release settings). */
+  agentArgs(node: StoreNode): readonly string[];
+  agentEnv(node: StoreNode): NodeJS.ProcessEnv;
+  runStep(step: StoreStep, context: StoreFaultContext): Promise<void>;
+  /**
+   * The containers of `node` whose addresses the store keeps outside the node's file (a cluster
+   * store's published allocations), read while its agent is stopped: a file put back from an older
+   * copy gets them back at the agent's start (docs/recovery.md); SQLite: none.
+   */
+  heldOutsideFile(node: StoreNode): Promise<ReadonlySet<string>>;
+  /**
+   * The auditor's look at the cluster's objects against the ground truth: one line per violation,
+   * keyed so it is reported once. SQLite: none. Called between steps, never during a store fault.
+   */
+  auditCluster(truth: GroundTruth): Promise<ReadonlyArray<{ readonly key: string; readonly what: string }>>;
+  close(): Promise<void>;
+}
+
+export interface StoreBackend {
+  readonly name: StoreName;
+  /** The store's own faults; absent: none (the plan draws only the nodes' faults). */
+  readonly plan?: StorePlan;
+  /** Starts the store's processes for a run of `nodes` nodes. */
+  open(nodes: number): Promise<SoakStore>;
+}
