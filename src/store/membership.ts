@@ -17,6 +17,8 @@ export interface NodeRecord {
   readonly pid?: number;
   /** The kernel's boot id of the agent's machine: tells a restart on this boot from a clone's or a reboot's. */
   readonly bootId?: string;
+  /** The pid namespace `pid` is in (`pid:[inode]`): another container's pid says nothing here. */
+  readonly pidNamespace?: string;
 }
 
 /** What an agent announces about itself; `previous` is not published. */
@@ -28,6 +30,7 @@ export interface AnnounceInfo {
   readonly host?: string;
   readonly pid?: number;
   readonly bootId?: string;
+  readonly pidNamespace?: string;
   /**
    * The instance this agent's state directory recorded at its last start. An announcement held by
    * it is this agent's own, left by a process that died (kill -9) while its lease runs on: taken
@@ -141,11 +144,14 @@ export function describeInstance(record: NodeRecord | undefined): string {
  * (its host and boot id are `self`'s) by a process that no longer runs: that agent is gone, and its
  * announcement may be taken over at once like this agent's own previous start. It names no instance
  * this state directory recorded when the directory was put back from a copy older than the last
- * start (docs/recovery.md, "A node's disk restored"). A pid that runs (reused, or another agent's)
- * keeps it refused.
+ * start (docs/recovery.md, "A node's disk restored"). A pid that runs (reused, or another agent's),
+ * or one recorded in another pid namespace (or by an agent that recorded none), keeps it refused.
  */
 export function goneFromThisBoot(holder: NodeRecord | undefined, self: NodeRecord): boolean {
   if (holder?.bootId === undefined || holder.bootId !== self.bootId || holder.host !== self.host) return false;
+  // A pid is looked up only in the namespace it was recorded in: an agent in another container
+  // (a DaemonSet's old pod while its new one starts) runs whatever this namespace says.
+  if (holder.pidNamespace === undefined || holder.pidNamespace !== self.pidNamespace) return false;
   if (holder.pid === undefined || holder.pid === self.pid) return false;
   try {
     process.kill(holder.pid, 0);

@@ -7,7 +7,7 @@
  * still read as untrusted input, and a file that does not parse is named and ignored, never fatal.
  */
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, readlinkSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { writeFileAtomic } from '../../core/atomic-file.ts';
@@ -29,6 +29,15 @@ interface RecordFile {
 function bootId(): string | undefined {
   try {
     return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** This process's pid namespace (`pid:[inode]`): a recorded pid names a process only in it. */
+function pidNamespace(): string | undefined {
+  try {
+    return readlinkSync('/proc/self/ns/pid');
   } catch {
     return undefined;
   }
@@ -73,7 +82,7 @@ export class ClusterRecord {
       instance: randomUUID(),
       host: hostname(),
       pid: process.pid,
-      ...defined({ bootId: boot, previous }),
+      ...defined({ bootId: boot, pidNamespace: pidNamespace(), previous }),
     };
   }
 
