@@ -118,3 +118,61 @@ describe("the API server's etcd restored from an older snapshot under the agents
     assert.equal(new Set(all).size, all.length, `an address handed out twice: ${all.join(', ')}`);
   });
 });
+
+describe('a node the recovery marker waits for, that did not notice the loss itself', () => {
+  // The soak on etcd found it there (seed 11); the kubernetes store had the same rule: a node
+  // started again after the restore only waits for the marker, and its accept wrote back none of
+  // its blocks claimed since the snapshot; once the marker was gone another node could claim one
+  // of them and hand out an address a container of the first still held.
+  let api: FakeKubeApi;
+  const agents: AgentHandle[] = [];
+  before(async () => {
+    api = await startFakeKubeApi({ crds: 'deploy' });
+  });
+  after(async () => {
+    for (const agent of agents) await agent.kill();
+    await api?.stop();
+  });
+
+  it("claims its blocks again at its accept, so no other node hands out its containers' addresses", async () => {
+    const n1 = await startKubeNode(api, 'kw-n1');
+    const n2 = await startKubeNode(api, 'kw-n2');
+    agents.push(n1, n2);
+    // n1 holds a block in the snapshot (the marker names it), and claims more after it.
+    for (const id of ['w0', 'w0b']) assert.equal((await add(n1, id)).code, 0);
+    const snapshot = api.snapshot();
+    const held: string[] = [];
+    for (const id of ['w1', 'w2', 'w3', 'w4']) {
+      const reply = await add(n1, id);
+      assert.equal(reply.code, 0, reply.stdout);
+      held.push(...resultAddresses(reply));
+    }
+    assert.equal((await add(n2, 'v1')).code, 0);
+    await n1.kill();
+    api.restoreSnapshot(snapshot);
+    await waitFor('n2 to notice the store went back', async () => ((await problem(n2)) ? true : undefined));
+
+    const again = await startKubeNode(api, 'kw-n1', { dir: n1.dir });
+    agents.push(again);
+    await waitFor('n1 to stop, on the lost store or for the recovery', async () =>
+      (await problem(again)) ? true : undefined,
+    );
+    await waitFor('the marker to wait for n1', () => (marker(api)?.pending.includes('kw-n1') ? true : undefined));
+    const accepted = await cli(again, 'store', 'accept');
+    assert.match(accepted.stdout, /wrote back 6 addresses and [1-9][0-9]* block claims/, accepted.stdout);
+    // Exit 1: this node accepted, and the marker still waits for n2.
+    assert.match(accepted.stdout, /still not allocating: .*waiting for kw-n2$/m);
+    const other = await cli(n2, 'store', 'accept');
+    assert.equal(other.code, 0, other.stdout + other.stderr);
+    for (const agent of [again, n2])
+      await waitFor('the recovery to end', async () => ((await problem(agent)) === undefined ? true : undefined));
+    const given: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      const reply = await add(n2, `v-${i}`);
+      if (reply.code === 0) given.push(...resultAddresses(reply));
+    }
+    assert.ok(given.length > 0, 'n2 hands out addresses again');
+    for (const address of held)
+      assert.ok(!given.includes(address), `${address}, n1's container's, handed out again by n2`);
+  });
+});

@@ -157,14 +157,14 @@ export class LeaseMembership implements Membership {
     const a = this.#announced;
     if (a === undefined)
       throw new WarrenError('TRY_AGAIN', 'this agent has not announced a node yet: there is nothing to accept');
-    // Only a store that lost its data lacks what this node held; a name taken over lost nothing.
-    const lost = this.#o.continuity.halted()?.kind === 'store-lost';
+    // Claims lost: the store lost its data, or its marker waits for this node (started since, unaware).
+    const lost =
+      this.#o.continuity.halted()?.kind === 'store-lost' || this.#o.state.recovery()?.pending.includes(a.node);
     this.#o.continuity.accept();
     this.#held = undefined;
     await this.#claim();
     const report = lost ? await this.#o.republish(a.node) : { addresses: 0, blocks: 0, conflicts: [] };
-    // Its blocks are claimed again: this node no longer holds the cluster in recovery.
-    await this.#o.state.leave(a.node);
+    await this.#o.state.leave(a.node); // its blocks claimed again, it no longer holds the cluster in recovery
     return report;
   }
 
