@@ -23,6 +23,11 @@ export interface ReleaseSettings {
   readonly netnsGraceSeconds: number;
 }
 
+/** How long a refused start is retried, from the first spawn (ms): the lease and the ping, with room. */
+const REFUSED_START_BOUND_MS = 60_000;
+/** The pause before a refused agent is started again (ms), as a runtime's restart backoff. */
+const RESTART_BACKOFF_MS = 1_000;
+
 /** Each node's netns mount → the node's directory, both removed at exit if `close()` never ran. */
 const mounted = new Map<string, string>();
 process.on('exit', () => {
@@ -38,6 +43,8 @@ export class SoakNode {
   readonly name: string;
   readonly network: string;
   readonly range: string;
+  /** More fields of the network config's `ipam`, as the store gives them. */
+  readonly #ipam: Readonly<Record<string, unknown>>;
   readonly stateDir: string;
   readonly netnsDir: string;
   readonly #root: string;
@@ -50,6 +57,8 @@ export class SoakNode {
   readonly upSpans: Array<{ start: number; end?: number }> = [];
   #copies: string[] = [];
   #calls = 0;
+  /** Starts the agent refused because its node's name was still announced (retried): see `start`. */
+  startsRefused = 0;
   /** True while the state directory is being copied or put back: nobody reads it then. */
   busy = false;
 
@@ -59,6 +68,7 @@ export class SoakNode {
     const network = store.network(index);
     this.network = network.name;
     this.range = network.range;
+    this.#ipam = network.ipam ?? {};
     this.#settings = settings;
     this.#store = store;
     this.#root = tempDir('warren-soak-');
@@ -98,7 +108,26 @@ export class SoakNode {
     if (this.#agent !== undefined) return;
     // From the spawn: what an agent does before it answers (the journal's drain) counts as its time.
     const spawned = Date.now();
-    this.#agent = await startAgent({
+    for (;;) {
+      try {
+        this.#agent = await this.#spawn();
+        break;
+      } catch (error) {
+        // On a cluster store, an agent started on a state directory put back from an older copy
+        // does not know the instance that announced the node last, and refuses while that
+        // announcement's lease runs: the runtime restarts it (a DaemonSet's crash loop).
+        const refused = /ALREADY_RUNNING: node \S+ is already announced/.test((error as Error).message);
+        if (!refused || Date.now() - spawned > REFUSED_START_BOUND_MS) throw error;
+        this.startsRefused += 1;
+        await new Promise((resolve) => setTimeout(resolve, RESTART_BACKOFF_MS));
+      }
+    }
+    this.#incarnation += 1;
+    this.upSpans.push({ start: spawned });
+  }
+
+  #spawn(): Promise<AgentHandle> {
+    return startAgent({
       dir: this.stateDir,
       args: [
         '--node-name',
@@ -113,8 +142,6 @@ export class SoakNode {
       ],
       env: this.#store.agentEnv(this),
     });
-    this.#incarnation += 1;
-    this.upSpans.push({ start: spawned });
   }
 
   #ended(): void {
@@ -220,7 +247,13 @@ export class SoakNode {
       config: {
         cniVersion: '1.0.0',
         name: this.network,
-        ipam: { type: 'warren', socket: this.socket, journal_dir: join(this.stateDir, 'journal'), range: this.range },
+        ipam: {
+          type: 'warren',
+          socket: this.socket,
+          journal_dir: join(this.stateDir, 'journal'),
+          range: this.range,
+          ...this.#ipam,
+        },
       },
     });
   }

@@ -34,6 +34,8 @@ export interface SoakOptions {
   /** The store the agents run on (default SQLite, each node its own). */
   readonly store?: StoreBackend;
   readonly log?: (line: string) => void;
+  /** Told each step as it begins (`--trace`): where a run that hangs stands. */
+  readonly trace?: (line: string) => void;
 }
 
 export interface SoakReport {
@@ -143,14 +145,18 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     const operation = async (step: Step): Promise<void> => {
       switch (step.kind) {
         case 'create':
+          theStore.pods?.created(step.pod, (nodes[step.node] as SoakNode).name);
           return add(step.pod, step.node);
         case 'delete': {
           const s = truth.current(step.pod);
           if (s?.state === 'live') await del(s);
+          theStore.pods?.deleted(step.pod);
           return;
         }
         case 'force-delete':
-          return forceGone(truth.current(step.pod));
+          forceGone(truth.current(step.pod));
+          theStore.pods?.deleted(step.pod);
+          return;
         case 'crash-loop': {
           const s = truth.current(step.pod);
           if (s === undefined) return;
@@ -238,6 +244,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
 
     for (const [i, step] of o.steps.entries()) {
       audit.step = i;
+      o.trace?.(`${new Date().toISOString()} step ${i}: ${describeStep(step)} (${inFlight.size} in flight)`);
       if (
         step.kind === 'create' ||
         step.kind === 'delete' ||
@@ -272,6 +279,9 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     audit.check();
     await auditCluster();
     audit.final();
+    for (const node of nodes)
+      for (let i = 0; i < node.startsRefused; i++)
+        count(counts.faults, 'agent start refused (its name still announced), restarted');
     if (audit.violations.length > 0)
       for (const node of nodes) o.log?.(`--- ${node.name}'s last agent log (end) ---\n${node.log().slice(-4_000)}`);
   } finally {

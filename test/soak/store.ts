@@ -62,6 +62,19 @@ export interface StoreNode {
 export interface NodeNetwork {
   readonly name: string;
   readonly range: string;
+  /** More fields of the network config's `ipam` (a cluster store's `block_size`). */
+  readonly ipam?: Readonly<Record<string, unknown>>;
+}
+
+/**
+ * The pods as the store's cluster keeps them, when it does (the kubernetes store: pod objects the
+ * agents' pod source watches). The harness tells it what the workload does to a pod.
+ */
+export interface PodObjects {
+  /** Before the pod's first ADD: pod `pod-N` (uid `uid-N`, namespace `soak`) bound to `node`. */
+  created(pod: number, node: string): void;
+  /** The pod deleted in the API (its sandbox torn down, or force-deleted). */
+  deleted(pod: number): void;
 }
 
 /** What a fault step may act on and report. */
@@ -93,6 +106,8 @@ export interface SoakStore {
    * keyed so it is reported once. SQLite: none. Called between steps, never during a store fault.
    */
   auditCluster(truth: GroundTruth): Promise<ReadonlyArray<{ readonly key: string; readonly what: string }>>;
+  /** The pod objects, when the store keeps them; absent: pods exist only as the CNI calls' args. */
+  readonly pods?: PodObjects;
   close(): Promise<void>;
 }
 

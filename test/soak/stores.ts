@@ -3,6 +3,7 @@
  * yet throws when opened or planned, saying so.
  */
 import type { StoreBackend, StoreName } from './store.ts';
+import { kubernetesBackend } from './store-kube.ts';
 import { sqliteBackend } from './store-sqlite.ts';
 
 /** Registration point of the etcd store: replace by the backend of test/soak/store-etcd.ts. */
@@ -10,14 +11,6 @@ const etcdBackend: StoreBackend = {
   name: 'etcd',
   open: async () => {
     throw new Error('the soak on the etcd store is not built yet (test/soak/store-etcd.ts)');
-  },
-};
-
-/** Registration point of the kubernetes store (test/soak/store-kube.ts). */
-const kubernetesBackend: StoreBackend = {
-  name: 'kubernetes',
-  open: async () => {
-    throw new Error('the soak on the kubernetes store is not built yet (test/soak/store-kube.ts)');
   },
 };
 
