@@ -345,6 +345,7 @@ export const E2E_FILES: readonly string[] = [
   'test/store/etcd-tier/tasks.test.ts',
   'test/store/etcd-tier/watches.test.ts',
   'test/soak/short-soak.test.ts',
+  'test/soak/short-soak-kube.test.ts',
 ];
 
 // containerd's helpers (test/helpers/containerd.ts, cri.ts) share /run/containerd, which the one
