@@ -58,11 +58,10 @@ export class KubeClusterAudit {
   }
 
   /**
-   * One look. `calmSince`: since when the API server has run with no restore to recover from; a
-   * suspicion counts only from then. Returns the violations found now, keyed.
+   * One look at `now`. `calmSince`: since when the API server has run with no restore to recover
+   * from; a suspicion counts only from then. Returns the violations found now, keyed.
    */
-  look(truth: GroundTruth, calmSince: number | undefined): Array<{ key: string; what: string }> {
-    const now = Date.now();
+  look(truth: GroundTruth, calmSince: number | undefined, now = Date.now()): Array<{ key: string; what: string }> {
     if (calmSince === undefined) {
       this.#suspect.clear();
       return [];

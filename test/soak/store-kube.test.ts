@@ -3,11 +3,16 @@
  * seeds (the API server never stopped twice nor restored while stopped, a restore only from a
  * snapshot kept and always followed by the recovery procedure, the plan ending with the API server
  * up), the operator's reading of `warren status` (which node must run `warren store accept`, on the
- * agents' own wording), and the cluster audit's address arithmetic.
+ * agents' own wording), and the cluster audit (on objects written into the fake API server's
+ * storage, at times given, not waited for).
  */
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
-import { cidrContains } from './kube-cluster-audit.ts';
+import { after, before, describe, it } from 'node:test';
+import { blockName } from '../../src/store/kubernetes/names.ts';
+import { blockObject, publicationObject } from '../../src/store/kubernetes/objects.ts';
+import { type FakeKubeApi, type KubeObject as FakeObject, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
+import { GroundTruth } from './ground-truth.ts';
+import { KubeClusterAudit, cidrContains } from './kube-cluster-audit.ts';
 import { planSoak } from './plan.ts';
 import { judgeProblem } from './store-kube.ts';
 import { kubePlan } from './store-kube-plan.ts';
@@ -106,5 +111,59 @@ describe("the cluster audit's address arithmetic", () => {
     assert.ok(cidrContains('10.239.0.16/28', '10.239.0.31'));
     assert.ok(!cidrContains('10.239.0.16/28', '10.239.0.32'));
     assert.ok(!cidrContains('10.239.0.16/28', '10.239.0.15'));
+  });
+});
+
+describe("the cluster audit's look at the claims", () => {
+  const POOL = '10.239.0.0/24';
+  const key = (cidr: string) => `${POOL}#${cidr}`;
+  let api: FakeKubeApi;
+  before(async () => {
+    api = await startFakeKubeApi({ crds: 'deploy' });
+    api.preload('warrenblocks', [
+      blockObject(blockName(key('10.239.0.0/28')), key('10.239.0.0/28'), 'soak-node-0') as FakeObject,
+      blockObject(blockName(key('10.239.0.16/28')), key('10.239.0.16/28'), 'soak-node-1') as FakeObject,
+    ]);
+  });
+  after(() => api?.stop());
+
+  it("finds a live sandbox's address staying in another node's block, and not one in its own or lent to it", () => {
+    const truth = new GroundTruth();
+    truth.markLive(truth.newSandbox(0, 0), '10.239.0.3'); // node 0's own block
+    const foreign = truth.newSandbox(1, 0);
+    truth.markLive(foreign, '10.239.0.17'); // node 1's block, no loan
+    const audit = new KubeClusterAudit(api, (i) => `soak-node-${i}`);
+    const t0 = 1_000_000;
+    assert.deepEqual(audit.look(truth, t0, t0), [], 'not at first sight: a handover or a loan lags');
+    assert.deepEqual(audit.look(truth, t0, t0 + 9_000), []);
+    assert.deepEqual(
+      audit.look(truth, t0, t0 + 10_000).map((v) => v.what),
+      [
+        "soak-node-0: live sandbox p1s1's 10.239.0.17 lies in block 10.239.0.0/24#10.239.0.16/28 claimed by soak-node-1 (not offered to, nor lent to soak-node-0) for 10000 ms",
+      ],
+    );
+    assert.deepEqual(audit.look(truth, undefined, t0 + 11_000), [], 'nothing judged while the API is away');
+    assert.deepEqual(audit.look(truth, t0 + 11_000, t0 + 20_000), [], 'counted again from the calm');
+    const loan = publicationObject(blockName(`${POOL}#10.239.0.17/32`), {
+      key: `${POOL}#10.239.0.17/32`,
+      node: 'soak-node-0',
+      counts: { allocated: 1, resting: 0 },
+      allocations: [
+        {
+          pool: POOL,
+          address: '10.239.0.17',
+          network: 'soak',
+          containerID: foreign.id,
+          ifname: 'eth0',
+          node: 'soak-node-0',
+          createdAt: t0,
+        },
+      ],
+      publishedAt: t0,
+      loan: true,
+    }).object;
+    api.preload('warrenblockpublications', [loan as FakeObject]);
+    assert.deepEqual(audit.look(truth, t0, t0 + 40_000), [], "lent to its node: in its node's loan ledger");
+    assert.deepEqual([...audit.publishedContainers('soak-node-0')], [foreign.id]);
   });
 });

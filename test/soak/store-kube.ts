@@ -217,7 +217,7 @@ class KubeSoakStore implements SoakStore {
       });
       // Exit 1 with "still not allocating" while other nodes have not accepted yet: accepted all the same.
       const done = /accepted the store as it is now/.test(accepted.stdout);
-      this.#context?.count(done ? 'store accept (docs/recovery.md)' : 'store accept refused');
+      this.#context?.count(done ? 'store accept (docs/recovery.md)' : 'store accept refused (tried again)');
       if (!done) this.#context?.log(`${node.name}: warren store accept: ${accepted.stdout}${accepted.stderr}`);
     }
   }
