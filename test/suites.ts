@@ -214,6 +214,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/store/tiered/recovery.test.ts',
   'test/store/etcd-tier/history-reading.test.ts',
   'test/store/kubernetes/collection-watch.test.ts',
+  'test/store/kubernetes/exchange.test.ts',
   'test/store/kubernetes/http2-liveness.test.ts',
   'test/store/kubernetes/idle-membership.test.ts',
   'test/store/kubernetes/lease-membership.test.ts',
