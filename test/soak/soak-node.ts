@@ -57,6 +57,15 @@ export class SoakNode {
   readonly upSpans: Array<{ start: number; end?: number }> = [];
   #copies: string[] = [];
   #calls = 0;
+  /** Whether the harness wants the agent running (started, and not killed or stopped since). */
+  #wanted = false;
+
+  get wanted(): boolean {
+    return this.#wanted;
+  }
+
+  /** The agent's exits nobody asked for (not a kill or stop of the harness), with its log's end. */
+  readonly crashes: Array<{ at: number; what: string; log: string }> = [];
   /** Starts the agent refused because its node's name was still announced (retried): see `start`. */
   startsRefused = 0;
   /** True while the state directory is being copied or put back: nobody reads it then. */
@@ -105,12 +114,20 @@ export class SoakNode {
   }
 
   async start(): Promise<void> {
+    this.#wanted = true;
     if (this.#agent !== undefined) return;
     // From the spawn: what an agent does before it answers (the journal's drain) counts as its time.
     const spawned = Date.now();
     for (;;) {
       try {
-        this.#agent = await this.#spawn();
+        const agent = await this.#spawn();
+        this.#agent = agent;
+        agent.child.once('exit', (code, signal) => {
+          if (this.#agent !== agent) return; // stopped or killed by the harness
+          // An exit nobody asked for: the agent died by itself. Reported, and its span ends here.
+          this.crashes.push({ at: Date.now(), what: `exit ${code ?? signal}`, log: agent.log().slice(-3_000) });
+          this.#ended();
+        });
         break;
       } catch (error) {
         // On a cluster store, an agent started on a state directory put back from an older copy
@@ -160,6 +177,7 @@ export class SoakNode {
 
   /** kill -9, and wait until the process is gone. */
   async kill(): Promise<void> {
+    this.#wanted = false;
     const agent = this.#agent;
     if (agent === undefined) return;
     this.#ended();
@@ -168,6 +186,7 @@ export class SoakNode {
 
   /** SIGTERM and wait for the exit (a hang is killed and thrown by the helper). */
   async stop(): Promise<void> {
+    this.#wanted = false;
     const agent = this.#agent;
     if (agent === undefined) return;
     this.#ended();

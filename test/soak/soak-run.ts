@@ -168,6 +168,27 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       }
     };
 
+    /**
+     * An agent that died by itself is a violation (with its log's end); the run starts it again,
+     * as its DaemonSet or systemd unit would, so the releases it owes are still measured.
+     */
+    const crashesSeen = new Map<number, number>();
+    const restartCrashed = async (): Promise<void> => {
+      for (const node of nodes) {
+        const seen = crashesSeen.get(node.index) ?? 0;
+        if (node.crashes.length === seen) continue;
+        crashesSeen.set(node.index, node.crashes.length);
+        for (const crash of node.crashes.slice(seen)) {
+          audit.report(
+            `crash ${node.index} ${crash.at}`,
+            `${node.name}: the agent exited by itself (${crash.what}); its log's end:\n${crash.log}`,
+          );
+          count(counts.faults, 'agent exited by itself (a defect), started again');
+        }
+        if (node.wanted && !node.isUp) await node.start();
+      }
+    };
+
     const settle = async (): Promise<void> => {
       await Promise.all([...inFlight]);
     };
@@ -202,12 +223,29 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       }
     };
 
+    const lostOutsideFiles = (kept: (node: SoakNode) => ReadonlySet<string>): void => {
+      const now = Date.now();
+      for (const node of nodes) {
+        const file = readRecords(node.database) ?? new Map<string, string>();
+        const still = kept(node);
+        for (const s of truth.on(node.index)) {
+          if (s.state !== 'live' || s.returning !== true || file.has(s.id) || still.has(s.id)) continue;
+          truth.markGone(s, 'restored', now);
+          s.lostWithDisk = true;
+          s.releasedAt = now;
+          node.removeNetns(s.id);
+          count(counts.faults, 'sandbox lost with its file and the store (torn down)');
+        }
+      }
+    };
+
     const fault = async (step: Step): Promise<void> => {
       if (step.kind === 'store') {
         await clusterAudit; // never a look at the cluster during its fault
         return theStore.runStep(step, {
           nodes,
           count: (what) => count(counts.faults, what),
+          lostOutsideFiles,
           log: (line) => o.log?.(line),
         });
       }
@@ -263,6 +301,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
         await fault(step);
       }
       stepsRun = i + 1;
+      await restartCrashed();
       audit.check();
       if (Date.now() - clusterAuditAt >= CLUSTER_AUDIT_MS) await auditCluster();
     }

@@ -143,6 +143,10 @@ class KubeSoakStore implements SoakStore {
         this.#accepting = false;
         this.#calmSince = undefined;
         this.#api.restoreSnapshot(snapshot);
+        // A node whose file was put back and not compared yet took back nothing: what the
+        // snapshot does not publish of it is lost with both (docs/recovery.md: objects written
+        // since the backup are not in it).
+        context.lostOutsideFiles((node) => this.#audit.publishedContainers(node.name));
         return;
       }
       case 'api-recover':

@@ -83,6 +83,13 @@ export interface StoreFaultContext {
   readonly nodes: readonly StoreNode[];
   /** Counts something that happened in the step, in the report's faults table. */
   count(what: string): void;
+  /**
+   * The store lost what it kept outside the nodes' files (a cluster store restored from an older
+   * snapshot): every live sandbox whose record was to come back from it (its node's file put back
+   * from an older copy, not compared yet) and that `kept(node)` no longer lists is lost with both,
+   * and its runtime tears it down, as on a node's old disk.
+   */
+  lostOutsideFiles(kept: (node: StoreNode) => ReadonlySet<string>): void;
   log(line: string): void;
 }
 
