@@ -25,6 +25,8 @@ export interface ReleaseSettings {
 
 /** How long a refused start is retried, from the first spawn (ms): the lease and the ping, with room. */
 const REFUSED_START_BOUND_MS = 60_000;
+/** Copies of a state directory tried before a file vanishing mid-copy fails the run. */
+const COPY_TRIES = 5;
 /** The pause before a refused agent is started again (ms), as a runtime's restart backoff. */
 const RESTART_BACKOFF_MS = 1_000;
 
@@ -199,7 +201,18 @@ export class SoakNode {
     const copy = join(this.#root, `copy-${this.#copies.length}`);
     this.busy = true;
     try {
-      cpSync(this.stateDir, copy, { recursive: true, filter: (src) => !src.endsWith('.sock') });
+      // The agent is stopped, but the plugin journals the DELs sent meanwhile into the directory
+      // (a temporary file, renamed into place): a file gone between the listing and its copy is
+      // one of those, and the copy is taken again, as a backup tool retries a file that vanished.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          cpSync(this.stateDir, copy, { recursive: true, filter: (src) => !src.endsWith('.sock') });
+          break;
+        } catch (error) {
+          rmSync(copy, { recursive: true, force: true });
+          if ((error as NodeJS.ErrnoException).code !== 'ENOENT' || attempt >= COPY_TRIES) throw error;
+        }
+      }
     } finally {
       this.busy = false;
     }
