@@ -6,7 +6,7 @@
  * gone from the API whose sandbox is gone is a provable orphan, as the agents' pod source judges it).
  * Every node on ONE network and ONE range (10.239.0.0/24 in blocks of 16): an address handed out
  * twice across nodes is a duplicate the auditor sees. The timers are the e2e tests' (lease 2 s,
- * upkeep 1 s: test/helpers/kube-store.ts).
+ * upkeep 1 s: test/helpers/kube-store.ts); the publication settings are the defaults (`agentEnv`).
  *
  * Its faults (drawn by store-kube-plan.ts) and what the harness does for each:
  * - the API server stopped and started again: the agents serve from what they hold; an ADD that
@@ -96,8 +96,14 @@ class KubeSoakStore implements SoakStore {
     ];
   }
 
+  /**
+   * The publication settings a node runs with (their defaults), not the tests' (test/helpers/agent.ts
+   * publishes every change at once and announces nothing): with nothing announced, an address handed
+   * out since the last publication is unprotected when its block's claim is deleted by hand or lost
+   * with a restore, which docs/recovery.md says of `ahead` 0 (seed 4242 found those duplicates).
+   */
   agentEnv(): NodeJS.ProcessEnv {
-    return {};
+    return { WARREN_PUBLISH_SETTLE: undefined, WARREN_PUBLISH_AHEAD: undefined };
   }
 
   readonly pods = {
