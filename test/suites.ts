@@ -216,6 +216,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/store/tiered/recovery.test.ts',
   'test/store/etcd-tier/history-reading.test.ts',
   'test/store/kubernetes/collection-watch.test.ts',
+  'test/store/kubernetes/exchange.test.ts',
   'test/store/kubernetes/http2-liveness.test.ts',
   'test/store/kubernetes/idle-membership.test.ts',
   'test/store/kubernetes/lease-membership.test.ts',
@@ -251,6 +252,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/soak/auditor.test.ts',
   'test/soak/cluster-holdings.test.ts',
   'test/soak/plan.test.ts',
+  'test/soak/store-kube.test.ts',
   'test/suites.test.ts',
 ];
 
@@ -349,6 +351,7 @@ export const E2E_FILES: readonly string[] = [
   'test/store/etcd-tier/watches.test.ts',
   'test/soak/short-soak.test.ts',
   'test/soak/short-soak-etcd.test.ts',
+  'test/soak/short-soak-kube.test.ts',
 ];
 
 // containerd's helpers (test/helpers/containerd.ts, cri.ts) share /run/containerd, which the one

@@ -23,6 +23,13 @@ export interface ReleaseSettings {
   readonly netnsGraceSeconds: number;
 }
 
+/** How long a refused start is retried, from the first spawn (ms): the lease and the ping, with room. */
+const REFUSED_START_BOUND_MS = 60_000;
+/** Copies of a state directory tried before a file vanishing mid-copy fails the run. */
+const COPY_TRIES = 5;
+/** The pause before a refused agent is started again (ms), as a runtime's restart backoff. */
+const RESTART_BACKOFF_MS = 1_000;
+
 /** Each node's netns mount → the node's directory, both removed at exit if `close()` never ran. */
 const mounted = new Map<string, string>();
 process.on('exit', () => {
@@ -38,6 +45,8 @@ export class SoakNode {
   readonly name: string;
   readonly network: string;
   readonly range: string;
+  /** More fields of the network config's `ipam`, as the store gives them. */
+  readonly #ipam: Readonly<Record<string, unknown>>;
   readonly stateDir: string;
   readonly netnsDir: string;
   readonly #root: string;
@@ -50,6 +59,17 @@ export class SoakNode {
   readonly upSpans: Array<{ start: number; end?: number }> = [];
   #copies: string[] = [];
   #calls = 0;
+  /** Whether the harness wants the agent running (started, and not killed or stopped since). */
+  #wanted = false;
+
+  get wanted(): boolean {
+    return this.#wanted;
+  }
+
+  /** The agent's exits nobody asked for (not a kill or stop of the harness), with its log's end. */
+  readonly crashes: Array<{ at: number; what: string; log: string }> = [];
+  /** Starts the agent refused because its node's name was still announced (retried): see `start`. */
+  startsRefused = 0;
   /** True while the state directory is being copied or put back: nobody reads it then. */
   busy = false;
 
@@ -59,6 +79,7 @@ export class SoakNode {
     const network = store.network(index);
     this.network = network.name;
     this.range = network.range;
+    this.#ipam = network.ipam ?? {};
     this.#settings = settings;
     this.#store = store;
     this.#root = tempDir('warren-soak-');
@@ -95,10 +116,37 @@ export class SoakNode {
   }
 
   async start(): Promise<void> {
+    this.#wanted = true;
     if (this.#agent !== undefined) return;
     // From the spawn: what an agent does before it answers (the journal's drain) counts as its time.
     const spawned = Date.now();
-    this.#agent = await startAgent({
+    for (;;) {
+      try {
+        const agent = await this.#spawn();
+        this.#agent = agent;
+        agent.child.once('exit', (code, signal) => {
+          if (this.#agent !== agent) return; // stopped or killed by the harness
+          // An exit nobody asked for: the agent died by itself. Reported, and its span ends here.
+          this.crashes.push({ at: Date.now(), what: `exit ${code ?? signal}`, log: agent.log().slice(-3_000) });
+          this.#ended();
+        });
+        break;
+      } catch (error) {
+        // On a cluster store, an agent started on a state directory put back from an older copy
+        // does not know the instance that announced the node last, and refuses while that
+        // announcement's lease runs: the runtime restarts it (a DaemonSet's crash loop).
+        const refused = /ALREADY_RUNNING: node \S+ is already announced/.test((error as Error).message);
+        if (!refused || Date.now() - spawned > REFUSED_START_BOUND_MS) throw error;
+        this.startsRefused += 1;
+        await new Promise((resolve) => setTimeout(resolve, RESTART_BACKOFF_MS));
+      }
+    }
+    this.#incarnation += 1;
+    this.upSpans.push({ start: spawned });
+  }
+
+  #spawn(): Promise<AgentHandle> {
+    return startAgent({
       dir: this.stateDir,
       args: [
         '--node-name',
@@ -113,8 +161,6 @@ export class SoakNode {
       ],
       env: this.#store.agentEnv(this),
     });
-    this.#incarnation += 1;
-    this.upSpans.push({ start: spawned });
   }
 
   #ended(): void {
@@ -133,6 +179,7 @@ export class SoakNode {
 
   /** kill -9, and wait until the process is gone. */
   async kill(): Promise<void> {
+    this.#wanted = false;
     const agent = this.#agent;
     if (agent === undefined) return;
     this.#ended();
@@ -141,6 +188,7 @@ export class SoakNode {
 
   /** SIGTERM and wait for the exit (a hang is killed and thrown by the helper). */
   async stop(): Promise<void> {
+    this.#wanted = false;
     const agent = this.#agent;
     if (agent === undefined) return;
     this.#ended();
@@ -153,7 +201,18 @@ export class SoakNode {
     const copy = join(this.#root, `copy-${this.#copies.length}`);
     this.busy = true;
     try {
-      cpSync(this.stateDir, copy, { recursive: true, filter: (src) => !src.endsWith('.sock') });
+      // The agent is stopped, but the plugin journals the DELs sent meanwhile into the directory
+      // (a temporary file, renamed into place): a file gone between the listing and its copy is
+      // one of those, and the copy is taken again, as a backup tool retries a file that vanished.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          cpSync(this.stateDir, copy, { recursive: true, filter: (src) => !src.endsWith('.sock') });
+          break;
+        } catch (error) {
+          rmSync(copy, { recursive: true, force: true });
+          if ((error as NodeJS.ErrnoException).code !== 'ENOENT' || attempt >= COPY_TRIES) throw error;
+        }
+      }
     } finally {
       this.busy = false;
     }
@@ -220,7 +279,13 @@ export class SoakNode {
       config: {
         cniVersion: '1.0.0',
         name: this.network,
-        ipam: { type: 'warren', socket: this.socket, journal_dir: join(this.stateDir, 'journal'), range: this.range },
+        ipam: {
+          type: 'warren',
+          socket: this.socket,
+          journal_dir: join(this.stateDir, 'journal'),
+          range: this.range,
+          ...this.#ipam,
+        },
       },
     });
   }

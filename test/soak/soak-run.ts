@@ -34,6 +34,8 @@ export interface SoakOptions {
   /** The store the agents run on (default SQLite, each node its own). */
   readonly store?: StoreBackend;
   readonly log?: (line: string) => void;
+  /** Told each step as it begins (`--trace`): where a run that hangs stands. */
+  readonly trace?: (line: string) => void;
 }
 
 export interface SoakReport {
@@ -143,14 +145,18 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     const operation = async (step: Step): Promise<void> => {
       switch (step.kind) {
         case 'create':
+          theStore.pods?.created(step.pod, (nodes[step.node] as SoakNode).name);
           return add(step.pod, step.node);
         case 'delete': {
           const s = truth.current(step.pod);
           if (s?.state === 'live') await del(s);
+          theStore.pods?.deleted(step.pod);
           return;
         }
         case 'force-delete':
-          return forceGone(truth.current(step.pod));
+          forceGone(truth.current(step.pod));
+          theStore.pods?.deleted(step.pod);
+          return;
         case 'crash-loop': {
           const s = truth.current(step.pod);
           if (s === undefined) return;
@@ -159,6 +165,27 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
         }
         default:
           throw new Error(`not an operation: ${describeStep(step)}`);
+      }
+    };
+
+    /**
+     * An agent that died by itself is a violation (with its log's end); the run starts it again,
+     * as its DaemonSet or systemd unit would, so the releases it owes are still measured.
+     */
+    const crashesSeen = new Map<number, number>();
+    const restartCrashed = async (): Promise<void> => {
+      for (const node of nodes) {
+        const seen = crashesSeen.get(node.index) ?? 0;
+        if (node.crashes.length === seen) continue;
+        crashesSeen.set(node.index, node.crashes.length);
+        for (const crash of node.crashes.slice(seen)) {
+          audit.report(
+            `crash ${node.index} ${crash.at}`,
+            `${node.name}: the agent exited by itself (${crash.what}); its log's end:\n${crash.log}`,
+          );
+          count(counts.faults, 'agent exited by itself (a defect), started again');
+        }
+        if (node.wanted && !node.isUp) await node.start();
       }
     };
 
@@ -196,12 +223,29 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       }
     };
 
+    const lostOutsideFiles = (kept: (node: SoakNode) => ReadonlySet<string>): void => {
+      const now = Date.now();
+      for (const node of nodes) {
+        const file = readRecords(node.database) ?? new Map<string, string>();
+        const still = kept(node);
+        for (const s of truth.on(node.index)) {
+          if (s.state !== 'live' || s.returning !== true || file.has(s.id) || still.has(s.id)) continue;
+          truth.markGone(s, 'restored', now);
+          s.lostWithDisk = true;
+          s.releasedAt = now;
+          node.removeNetns(s.id);
+          count(counts.faults, 'sandbox lost with its file and the store (torn down)');
+        }
+      }
+    };
+
     const fault = async (step: Step): Promise<void> => {
       if (step.kind === 'store') {
         await clusterAudit; // never a look at the cluster during its fault
         return theStore.runStep(step, {
           nodes,
           count: (what) => count(counts.faults, what),
+          lostOutsideFiles,
           log: (line) => o.log?.(line),
         });
       }
@@ -238,6 +282,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
 
     for (const [i, step] of o.steps.entries()) {
       audit.step = i;
+      o.trace?.(`${new Date().toISOString()} step ${i}: ${describeStep(step)} (${inFlight.size} in flight)`);
       if (
         step.kind === 'create' ||
         step.kind === 'delete' ||
@@ -256,6 +301,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
         await fault(step);
       }
       stepsRun = i + 1;
+      await restartCrashed();
       audit.check();
       if (Date.now() - clusterAuditAt >= CLUSTER_AUDIT_MS) await auditCluster();
     }
@@ -272,6 +318,9 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     audit.check();
     await auditCluster();
     audit.final();
+    for (const node of nodes)
+      for (let i = 0; i < node.startsRefused; i++)
+        count(counts.faults, 'agent start refused (its name still announced), restarted');
     if (audit.violations.length > 0)
       for (const node of nodes) o.log?.(`--- ${node.name}'s last agent log (end) ---\n${node.log().slice(-4_000)}`);
   } finally {

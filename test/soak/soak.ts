@@ -1,14 +1,15 @@
 /**
  * The soak's driver (`npm run soak -- --store kubernetes --faults N --seed S`): plans a seed's
- * steps, runs them on real agents on the store named (soak-run.ts, store.ts) and prints the auditor's verdict and the
- * release latencies. Exit 0 when the auditor found nothing, 1 when it did (with the seed, the
- * replay command and the steps), 2 on bad flags. Needs root (a tmpfs per node for its netns
- * directory) and a build (`node scripts/build.ts`, done by the npm script).
+ * steps, runs them on real agents on the store named (soak-run.ts, store.ts) and prints the
+ * auditor's verdict and the release latencies. Exit 0 when the auditor found nothing, 1 when it did
+ * (with the seed, the replay command and the steps), 2 on bad flags. Needs root (a tmpfs per node
+ * for its netns directory) and a build (`node scripts/build.ts`, done by the npm script).
  *
  * Flags: --store sqlite|kubernetes|etcd (sqlite: each node its own file; the others a cluster the
- * nodes share, with that store's own faults), --faults N (kills, restarts, restores, the store's own; default 100), --seed S (default: from the clock,
- * printed), --steps K (replay only the first K steps of the seed's plan), --shrink (on failure,
- * halve K while a prefix still fails, and print the shortest failing prefix found), --nodes N (2),
+ * nodes share, with that store's own faults), --faults N (kills, restarts, restores, the store's
+ * own; default 100), --seed S (default: from the clock, printed), --steps K (replay only the first
+ * K steps of the seed's plan), --shrink (on failure, halve K while a prefix still fails, and print
+ * the shortest failing prefix found), --trace (each step on stderr as it begins), --nodes N (2),
  * --ops-per-fault N (6), --pods-per-node N (12), --in-flight N (4), --bound-ms MS (10000),
  * --reconcile-interval S (1) and --netns-grace S (1) for the agents.
  */
@@ -26,6 +27,7 @@ const { values } = parseArgs({
     seed: { type: 'string' },
     steps: { type: 'string' },
     shrink: { type: 'boolean', default: false },
+    trace: { type: 'boolean', default: false },
     nodes: { type: 'string', default: '2' },
     'ops-per-fault': { type: 'string', default: '6' },
     'pods-per-node': { type: 'string', default: '12' },
@@ -90,6 +92,7 @@ async function run(steps: readonly Step[], logs: boolean): Promise<SoakReport> {
     settleMs: boundMs + 30_000,
     store,
     ...(logs ? { log: (line: string) => process.stderr.write(`${line}\n`) } : {}),
+    ...(values.trace ? { trace: (line: string) => process.stderr.write(`${line}\n`) } : {}),
   });
 }
 

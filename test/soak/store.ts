@@ -62,6 +62,19 @@ export interface StoreNode {
 export interface NodeNetwork {
   readonly name: string;
   readonly range: string;
+  /** More fields of the network config's `ipam` (a cluster store's `block_size`). */
+  readonly ipam?: Readonly<Record<string, unknown>>;
+}
+
+/**
+ * The pods as the store's cluster keeps them, when it does (the kubernetes store: pod objects the
+ * agents' pod source watches). The harness tells it what the workload does to a pod.
+ */
+export interface PodObjects {
+  /** Before the pod's first ADD: pod `pod-N` (uid `uid-N`, namespace `soak`) bound to `node`. */
+  created(pod: number, node: string): void;
+  /** The pod deleted in the API (its sandbox torn down, or force-deleted). */
+  deleted(pod: number): void;
 }
 
 /** What a fault step may act on and report. */
@@ -70,6 +83,13 @@ export interface StoreFaultContext {
   readonly nodes: readonly StoreNode[];
   /** Counts something that happened in the step, in the report's faults table. */
   count(what: string): void;
+  /**
+   * The store lost what it kept outside the nodes' files (a cluster store restored from an older
+   * snapshot): every live sandbox whose record was to come back from it (its node's file put back
+   * from an older copy, not compared yet) and that `kept(node)` no longer lists is lost with both,
+   * and its runtime tears it down, as on a node's old disk.
+   */
+  lostOutsideFiles(kept: (node: StoreNode) => ReadonlySet<string>): void;
   log(line: string): void;
 }
 
@@ -93,6 +113,8 @@ export interface SoakStore {
    * keyed so it is reported once. SQLite: none. Called between steps, never during a store fault.
    */
   auditCluster(truth: GroundTruth): Promise<ReadonlyArray<{ readonly key: string; readonly what: string }>>;
+  /** The pod objects, when the store keeps them; absent: pods exist only as the CNI calls' args. */
+  readonly pods?: PodObjects;
   close(): Promise<void>;
 }
 

@@ -62,16 +62,29 @@ export function openHttp1(
 ): Promise<OpenedAnswer> {
   const send = url.protocol === 'http:' ? httpRequest : httpsRequest;
   return new Promise((resolve, reject) => {
-    let answered = false;
-    const req = send(url, { method, headers, agent, signal }, (res) => {
-      answered = true;
+    let answered: Readable | undefined;
+    // Not the request's own `signal` option: aborted while the last chunk of a kept-alive answer is
+    // read (a watch stopped on its ERROR line, just as the server ends it), it destroys the socket
+    // with the abort's error after the request let go of the socket's error listener, and the
+    // process dies of an uncaught AbortError. An answer is ended by destroying its body instead
+    // (its reader is told it was cut off), a request with no answer yet by destroying it.
+    const aborted = (): void => {
+      if (answered === undefined) req.destroy(signal.reason as Error);
+      else answered.destroy();
+    };
+    const req = send(url, { method, headers, agent }, (res) => {
+      answered = res;
+      res.once('close', () => signal.removeEventListener('abort', aborted));
       resolve({ status: res.statusCode ?? 0, type: String(res.headers['content-type'] ?? ''), body: res });
     });
     req.on('error', (error: NodeJS.ErrnoException) => {
-      if (answered) return; // the body's reader is told
+      if (answered !== undefined) return; // the body's reader is told
+      signal.removeEventListener('abort', aborted);
       const stale = req.reusedSocket && (error.code === 'ECONNRESET' || error.code === 'EPIPE');
       reject(stale ? new StaleConnection(error.message, { cause: error }) : error);
     });
+    if (signal.aborted) aborted();
+    else signal.addEventListener('abort', aborted, { once: true });
     req.end(payload);
   });
 }

@@ -1,0 +1,281 @@
+/**
+ * The soak on the kubernetes store: the fake API server (test/helpers/fake-kube-api.ts, in this
+ * process, the real wire protocol) with the CRDs of deploy/crds, a Node object per soak node, and
+ * the agents on `--store kubernetes` with the pod source on (each pod of the workload a pod object
+ * bound to its node: created before its first ADD, deleted when the workload deletes it, so a pod
+ * gone from the API whose sandbox is gone is a provable orphan, as the agents' pod source judges it).
+ * Every node on ONE network and ONE range (10.239.0.0/24 in blocks of 16): an address handed out
+ * twice across nodes is a duplicate the auditor sees. The timers are the e2e tests' (lease 2 s,
+ * upkeep 1 s: test/helpers/kube-store.ts); the publication settings are the defaults (`agentEnv`).
+ *
+ * Its faults (drawn by store-kube-plan.ts) and what the harness does for each:
+ * - the API server stopped and started again: the agents serve from what they hold; an ADD that
+ *   needs the API answers a CNI error (counted by the run);
+ * - watch streams or every connection cut;
+ * - the API server's etcd restored from an older snapshot: the agents that notice stop allocating
+ *   (ADD 11, counted), and at `api-recover` the operator follows docs/recovery.md with the real CLI
+ *   (`warren status`, then `warren store accept` on each node that stopped); from then on a node
+ *   that stops later for that restore (it was down, it noticed late) is accepted as it says so;
+ * - a WarrenBlock deleted by hand (`kubectl delete warrenblock`) whose owner's agent runs: its owner
+ *   claims it again, and no other node hands out its addresses (test/e2e/claims-vanish.test.ts).
+ * A node that stops allocating with no restore behind it is a violation, as is a stop for another
+ * reason than the store's data going back.
+ *
+ * Cleanup: `close()` stops the operator's timer and the API server (its certificates and
+ * kubeconfigs removed); the agents are the nodes' (soak-node.ts).
+ */
+import { join } from 'node:path';
+import { requestJson } from '../../src/core/unix-http.ts';
+import { blockName } from '../../src/store/kubernetes/names.ts';
+import { type FakeKubeApi, type FakeSnapshot, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
+import { KUBE_NAMESPACE, LEASE_SECONDS } from '../helpers/kube-store.ts';
+import { CHILD_PATH, WARREN_BIN, run } from '../helpers/processes.ts';
+import type { GroundTruth } from './ground-truth.ts';
+import { KubeClusterAudit } from './kube-cluster-audit.ts';
+import type { KubeAction } from './store-kube-plan.ts';
+import { kubePlan } from './store-kube-plan.ts';
+import type { SoakStore, StoreBackend, StoreFaultContext, StoreNode, StoreStep } from './store.ts';
+
+const NETWORK = { name: 'soak', range: '10.239.0.0/24', ipam: { block_size: 28 } } as const;
+const POD_NAMESPACE = 'soak';
+/** How often the connections are cut while the API server's listener closes (ms). */
+const CUT_EVERY_MS = 50;
+/** How often the operator looks at the nodes' status once it follows the recovery procedure. */
+const OPERATOR_MS = 1_000;
+/** What `warren status` says of a node that stopped because the store's data went back. */
+const STORE_WENT_BACK = /lost its data|went backwards/;
+
+class KubeSoakStore implements SoakStore {
+  readonly sharedRange = true;
+  readonly #api: FakeKubeApi;
+  readonly #audit: KubeClusterAudit;
+  /** Every node an agent was started for, by index (its socket is in its state directory). */
+  readonly #nodes = new Map<number, StoreNode>();
+  #snapshot: FakeSnapshot | undefined;
+  #restores = 0;
+  /** Whether the operator accepts a stopped node (after `api-recover`, until the next restore). */
+  #accepting = false;
+  #up = true;
+  /** Since when the API server ran with nothing to recover from; undefined while it does not. */
+  #calmSince: number | undefined = Date.now();
+  readonly #unexpected: Array<{ key: string; what: string }> = [];
+  readonly #operator: NodeJS.Timeout;
+  #operating: Promise<void> = Promise.resolve();
+  #context: StoreFaultContext | undefined;
+
+  constructor(api: FakeKubeApi, nodes: number) {
+    this.#api = api;
+    for (let i = 0; i < nodes; i++) api.createNode(nodeName(i));
+    this.#audit = new KubeClusterAudit(api, nodeName);
+    this.#operator = setInterval(() => {
+      this.#operating = this.#operating.then(() => this.#operate()).catch(() => {});
+    }, OPERATOR_MS);
+  }
+
+  network(): typeof NETWORK {
+    return NETWORK;
+  }
+
+  agentArgs(node: StoreNode): readonly string[] {
+    this.#nodes.set(node.index, node);
+    return [
+      '--store',
+      'kubernetes',
+      '--kubernetes',
+      'on',
+      '--kubeconfig',
+      this.#api.clientKubeconfig(node.name),
+      '--kube-namespace',
+      KUBE_NAMESPACE,
+      '--node-lease',
+      String(LEASE_SECONDS),
+      '--node-ping',
+      '2',
+      '--upkeep-interval',
+      '1',
+    ];
+  }
+
+  /**
+   * The publication settings a node runs with (their defaults), not the tests' (test/helpers/agent.ts
+   * publishes every change at once and announces nothing): with nothing announced, an address handed
+   * out since the last publication is unprotected when its block's claim is deleted by hand or lost
+   * with a restore, which docs/recovery.md says of `ahead` 0 (seed 4242 found those duplicates).
+   */
+  agentEnv(): NodeJS.ProcessEnv {
+    return { WARREN_PUBLISH_SETTLE: undefined, WARREN_PUBLISH_AHEAD: undefined };
+  }
+
+  readonly pods = {
+    created: (pod: number, node: string): void => {
+      this.#api.createPod({
+        metadata: { name: `pod-${pod}`, namespace: POD_NAMESPACE, uid: `uid-${pod}` },
+        spec: { nodeName: node, containers: [{ name: 'c', image: 'busybox' }] },
+        status: { phase: 'Running' },
+      });
+    },
+    deleted: (pod: number): void => {
+      // Gone already when a restore took the API server back to before it was created.
+      if (this.#api.getPod(POD_NAMESPACE, `pod-${pod}`) !== undefined)
+        this.#api.deletePod(POD_NAMESPACE, `pod-${pod}`, { force: true });
+    },
+  };
+
+  async runStep(step: StoreStep, context: StoreFaultContext): Promise<void> {
+    this.#context = context;
+    const action = step.action as KubeAction;
+    switch (action) {
+      case 'api-stop':
+        this.#up = false;
+        this.#calmSince = undefined;
+        return this.#takeAway(step.arg === 1 ? '503' : 'refuse');
+      case 'api-start':
+        await this.#api.setUnavailable(false);
+        this.#up = true;
+        if (this.#restores === 0 || this.#accepting) this.#calmSince = Date.now();
+        return;
+      case 'watch-cut':
+        if (step.arg === 1) this.#api.cutConnections();
+        else this.#api.breakWatches();
+        return;
+      case 'api-snapshot':
+        this.#snapshot = this.#api.snapshot();
+        return;
+      case 'api-restore': {
+        const snapshot = this.#snapshot;
+        if (snapshot === undefined) throw new Error('api-restore with no snapshot kept');
+        this.#snapshot = undefined;
+        this.#restores += 1;
+        this.#accepting = false;
+        this.#calmSince = undefined;
+        this.#api.restoreSnapshot(snapshot);
+        // A node whose file was put back and not compared yet took back nothing: what the
+        // snapshot does not publish of it is lost with both (docs/recovery.md: objects written
+        // since the backup are not in it).
+        context.lostOutsideFiles((node) => this.#audit.publishedContainers(node.name));
+        return;
+      }
+      case 'api-recover':
+        // docs/recovery.md, "When the API server lost its data": no newer backup, so the store is
+        // accepted as it is on every node that stopped; then status until no node is in recovery.
+        this.#accepting = true;
+        this.#operating = this.#operating.then(() => this.#operate());
+        await this.#operating;
+        if (this.#up) this.#calmSince = Date.now();
+        return;
+      case 'claim-delete': {
+        const running = this.#audit.claims().filter((c) => this.#isServing(c.node));
+        if (running.length === 0) return context.count('claim-delete with no block claimed');
+        const claim = running[(step.arg ?? 0) % running.length];
+        if (claim !== undefined) this.#api.deleteObject('warrenblocks', blockName(claim.key));
+        return;
+      }
+      default: {
+        const never: never = action;
+        throw new Error(`the kubernetes store has no step ${String(never)}`);
+      }
+    }
+  }
+
+  /**
+   * The API server taken away. Its listener's close waits for every connection to end, and a TLS
+   * connection still in its handshake when the others are cut is not among them: it is then served
+   * as usual (keep-alive 90 s, a watch for ever), and the close never ends. Cutting the
+   * connections until the close ends is what a restarting apiserver does to them anyway.
+   */
+  async #takeAway(how: '503' | 'refuse'): Promise<void> {
+    let closed = false;
+    const away = this.#api.setUnavailable(true, how).finally(() => (closed = true));
+    while (!closed) {
+      await Promise.race([away, new Promise((resolve) => setTimeout(resolve, CUT_EVERY_MS))]);
+      if (!closed) this.#api.cutConnections();
+    }
+    await away;
+  }
+
+  /** Whether `node`'s agent was started and its socket answers (judged by its last status). */
+  #isServing(node: string): boolean {
+    return [...this.#nodes.values()].some((n) => n.name === node && this.#lastStatus.get(n.index) === 'up');
+  }
+
+  readonly #lastStatus = new Map<number, 'up' | 'down'>();
+
+  /** One round of the operator: each node's status; `warren store accept` where the procedure says. */
+  async #operate(): Promise<void> {
+    for (const node of this.#nodes.values()) {
+      let problem: string | undefined;
+      try {
+        const r = await requestJson({ socket: socketOf(node), method: 'GET', path: '/v1/status', timeoutMs: 5_000 });
+        problem = (r.body as { cluster?: { problem?: string } }).cluster?.problem;
+        this.#lastStatus.set(node.index, 'up');
+      } catch {
+        this.#lastStatus.set(node.index, 'down');
+        continue;
+      }
+      const verdict = judgeProblem(node.name, problem);
+      if (verdict === 'serving' || verdict === 'waiting') continue;
+      if (this.#restores === 0 || verdict === 'other') {
+        this.#unexpected.push({
+          key: `halt ${node.name} ${problem}`,
+          what: `${node.name} stopped allocating with ${this.#restores === 0 ? 'no restore of the API server behind it' : 'another reason than a restore'}: ${problem}`,
+        });
+        continue;
+      }
+      if (!this.#accepting) continue;
+      const accepted = await run(process.execPath, [WARREN_BIN, 'store', 'accept', '--socket', socketOf(node)], {
+        env: { ...process.env, PATH: CHILD_PATH },
+      });
+      // Exit 1 with "still not allocating" while other nodes have not accepted yet: accepted all the same.
+      const done = /accepted the store as it is now/.test(accepted.stdout);
+      this.#context?.count(done ? 'store accept (docs/recovery.md)' : 'store accept refused (tried again)');
+      if (!done) this.#context?.log(`${node.name}: warren store accept: ${accepted.stdout}${accepted.stderr}`);
+    }
+  }
+
+  async heldOutsideFile(node: StoreNode): Promise<ReadonlySet<string>> {
+    return this.#audit.publishedContainers(node.name);
+  }
+
+  async auditCluster(truth: GroundTruth): Promise<ReadonlyArray<{ key: string; what: string }>> {
+    const found = [...this.#unexpected, ...this.#audit.look(truth, this.#calmSince)];
+    this.#unexpected.length = 0;
+    return found;
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.#operator);
+    await this.#operating.catch(() => {});
+    await this.#api.stop();
+  }
+}
+
+/**
+ * What a node's `cluster.problem` says, for the procedure: it allocates (none, or a passing state:
+ * not announced yet, the marker not read yet, an accept under way); it waits for other nodes to
+ * accept; it must accept (it stopped because the store went back, or the marker lists it); or it
+ * stopped for another reason.
+ */
+export function judgeProblem(node: string, problem: string | undefined): 'serving' | 'waiting' | 'accept' | 'other' {
+  if (problem === undefined) return 'serving';
+  const waiting = /is in recovery since .*waiting for (.*)$/.exec(problem);
+  if (waiting !== null) return (waiting[1] ?? '').split(', ').includes(node) ? 'accept' : 'waiting';
+  // Passing states first: "the recovery marker has not been read yet (another node may have found
+  // the store lost its data)" names the loss without being one.
+  if (/not announced|has not been read yet|is accepting the cluster store/.test(problem)) return 'serving';
+  if (STORE_WENT_BACK.test(problem)) return 'accept';
+  return 'other';
+}
+
+function nodeName(index: number): string {
+  return `soak-node-${index}`;
+}
+
+function socketOf(node: StoreNode): string {
+  return join(node.stateDir, 'warren.sock');
+}
+
+export const kubernetesBackend: StoreBackend = {
+  name: 'kubernetes',
+  plan: kubePlan,
+  open: async (nodes) => new KubeSoakStore(await startFakeKubeApi({ crds: 'deploy' }), nodes),
+};
