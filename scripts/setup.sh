@@ -6,6 +6,7 @@
 # its runtime libraries for fuzzing it (libFuzzer); Debian's chromium for the dashboard's browser
 # test (driven by playwright-core, which downloads no browser of its own); kubectl, which renders
 # deploy/; the Prometheus project's Python client, whose parser reads the metrics in the tests;
+# libfaketime, with which the soak steps a node's wall clock under its running processes;
 # qemu-user and an arm64 cross compiler for the arm64 image; Node 24; the npm packages; and the arm64 image's
 # inputs (Node for arm64, Debian's arm64 libraries). Safe to run again.
 set -euo pipefail
@@ -13,7 +14,7 @@ cd "$(dirname "$0")/.."
 
 export DEBIAN_FRONTEND=noninteractive
 need_apt=()
-for pkg in containernetworking-plugins iproute2 util-linux procps etcd-server etcd-client containerd runc podman busybox-static gcc libc6-dev musl-tools clang libclang-rt-14-dev chromium python3-prometheus-client systemd; do
+for pkg in containernetworking-plugins iproute2 util-linux procps etcd-server etcd-client containerd runc podman busybox-static gcc libc6-dev musl-tools clang libclang-rt-14-dev chromium python3-prometheus-client systemd libfaketime; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need_apt+=("$pkg")
 done
 # kubectl renders deploy/ (`kubectl kustomize`, offline) in test/deploy/kustomize.test.ts: Debian's
