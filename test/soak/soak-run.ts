@@ -101,6 +101,12 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       truth.markGone(s, 'del', Date.now());
       let reply: Awaited<ReturnType<SoakNode['cni']>> | undefined;
       for (let attempt = 1; attempt <= DEL_TRIES; attempt++) {
+        if (attempt > 1 && node.diskFull) {
+          // A full disk fails a DEL (the agent cannot commit, the plugin cannot journal); the runtime
+          // retries it, and it is proven gone from the DEL that can succeed.
+          await node.diskFreed();
+          truth.markGone(s, 'del', Date.now());
+        }
         reply = await node.cni('DEL', s.id, s.pod);
         if (reply.code === 0) break;
       }
@@ -273,6 +279,15 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
           return;
         case 'restore-state':
           return restore(node);
+        case 'clock-step':
+          node.clock.step(step.seconds);
+          return;
+        case 'disk-full':
+          node.fillDisk();
+          return;
+        case 'disk-freed':
+          node.freeDisk();
+          return;
         default: {
           const never: never = step;
           throw new Error(`unknown step ${String(never)}`);
