@@ -141,6 +141,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/core/async-channel.test.ts',
   'test/core/atomic-file.test.ts',
   'test/core/backoff.test.ts',
+  'test/core/failpoints.test.ts',
   'test/core/bounded-read.test.ts',
   'test/core/clock.test.ts',
   'test/core/dir-watcher.test.ts',

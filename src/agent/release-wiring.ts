@@ -115,6 +115,8 @@ export class ReleaseWiring {
   readonly #registry: PluginRegistry | undefined;
   readonly #logger: Logger;
   readonly #onFailure: ((error: Error) => void) | undefined;
+  /** The reconcile pass sweeps gone namespaces (release/core.ts releaseSettings). */
+  readonly #sweepsNetns: boolean;
   /** Loops that run until the abort signal: the journal, containerd, a feed's, netns directory watches. */
   #loops: Array<Promise<void>> = [];
 
@@ -133,7 +135,9 @@ export class ReleaseWiring {
     this.#onFailure = deps.onFailure;
     const journal = new MissedDeleteJournal({ dir: o.journalDir, clock: deps.clock });
     journal.prepare();
-    const core = releaseCore(releaseSettings(o, deps.membership !== undefined), {
+    const settings = releaseSettings(o, deps.membership !== undefined);
+    this.#sweepsNetns = settings.releaseGoneNetns;
+    const core = releaseCore(settings, {
       ...deps,
       journal,
       observer: new NetnsObserver(o.netnsDirs),
@@ -237,10 +241,12 @@ export class ReleaseWiring {
         ),
       );
     for (const feed of this.#feeds) feed.start(signal, (what, loop) => this.#loops.push(supervised(what, loop)));
-    if (this.#source === undefined && this.#feeds.length === 0 && this.#registry === undefined) return;
-    // A namespace file disappearing is the moment an exited container's (or a gone pod's) address
-    // becomes free.
+    if (!this.#sweepsNetns && this.#source === undefined && this.#feeds.length === 0 && this.#registry === undefined)
+      return;
+    // A namespace file disappearing is the moment its allocations (and an exited container's, or a
+    // gone pod's) become provably free: the sweep looks at once, not at the next interval.
     const removed = (): void => {
+      if (this.#sweepsNetns) this.reconciler.soon();
       if (this.pipeline.hasExited) this.pipeline.recheckExited();
       for (const feed of this.#feeds) feed.namespaceRemoved();
     };

@@ -11,6 +11,7 @@ import { SETTINGS } from '../agent/settings/table.ts';
 import { settingsHelp } from './format.ts';
 import type { CliIO } from './io.ts';
 import { messageOf } from '../core/errors.ts';
+import { armFailpoints } from '../core/failpoints.ts';
 
 /** The exit code of an agent that stopped because something failed (main.ts: 1, the operation failed). */
 const EXIT_FAILED = 1;
@@ -50,6 +51,8 @@ export async function runAgent(
     if (typeof value === 'string') flags[key] = value;
   }
   const resolved = resolveAgentOptions(flags, io.env);
+  // Fault tests only (core/failpoints.ts): a bad name is refused here, as a bad flag is.
+  armFailpoints(io.env);
   const logger = pino({ level: resolved.logLevel, base: { node: resolved.nodeName } });
   // Anything thrown that nothing caught leaves the agent in a state nobody knows: it ends the
   // process, saying what, with a non-zero exit, so the supervisor starts a whole agent again

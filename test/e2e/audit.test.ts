@@ -53,10 +53,8 @@ describe('audit', { skip }, () => {
       { containerID: 'orphan', address: '10.222.0.12' },
       { containerID: 'procns', address: '10.222.0.13', netns: '/proc/999999/ns/net', podUID: 'u3' },
     ]);
-    const agent = await startAgent({
-      dir,
-      args: ['--netns-dirs', '/var/run/netns', '--netns-grace', '0', '--reconcile-interval', '3600'],
-    });
+    // The sweep off: what is stale stays for the audit to report and --fix to release.
+    const agent = await startAgent({ dir, args: ['--netns-dirs', '/var/run/netns', '--netns-sweep', 'off'] });
     agents.push(agent);
     const audit = await run(process.execPath, [WARREN_BIN, 'audit', '--json', '--socket', agent.socket]);
     assert.equal(audit.code, 3, 'something stale and suspect is there: a script sees it in the exit code');
@@ -151,6 +149,35 @@ describe('audit', { skip }, () => {
     assert.equal((await agent.allocations()).length, 2);
     await deleteNetns(doomed.name);
     await waitFor('the sweep to release the gone namespace', async () =>
+      (await agent.allocations('?containerID=dies')).length === 0 ? true : undefined,
+    );
+    assert.deepEqual(
+      (await agent.allocations()).map((a) => a.containerID),
+      ['lives'],
+    );
+  });
+
+  it('with the defaults, releases what a namespace gone held as the agent starts and as soon as one is removed, not a pass later', async () => {
+    const live = await createNetns();
+    const doomed = await createNetns();
+    namespaces.push(live.name, doomed.name);
+    const dir = tempDir('warren-agent-');
+    await seedAllocations(dir, 'rnet', '10.226.0.0/24', [
+      { containerID: 'lives', address: '10.226.0.10', netns: live.path },
+      { containerID: 'dies', address: '10.226.0.11', netns: doomed.path },
+      // Its namespace went while no agent ran (or a restored disk brought the record back).
+      { containerID: 'went', address: '10.226.0.12', netns: `/var/run/netns/${uniqueName('wrn-went-', 24)}` },
+    ]);
+    // No runtime source, the default grace, and an hour between passes: only the pass at start and
+    // the directory's watch can release anything within the test.
+    const agent = await startAgent({ dir, args: ['--netns-dirs', '/var/run/netns', '--reconcile-interval', '3600'] });
+    agents.push(agent);
+    await waitFor('the pass at start to release the record whose namespace went', async () =>
+      (await agent.allocations('?containerID=went')).length === 0 ? true : undefined,
+    );
+    assert.deepEqual((await agent.allocations()).map((a) => a.containerID).sort(), ['dies', 'lives']);
+    await deleteNetns(doomed.name);
+    await waitFor('the removal to release what its namespace held', async () =>
       (await agent.allocations('?containerID=dies')).length === 0 ? true : undefined,
     );
     assert.deepEqual(

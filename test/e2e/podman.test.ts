@@ -149,6 +149,7 @@ describe('the podman adapter with real podman', { skip }, () => {
     };
   };
 
+  let agentArgs: string[] = [];
   before(async () => {
     const dir = tempDir('warren-podman-e2e-');
     pluginsDir = join(dir, 'plugins');
@@ -156,9 +157,19 @@ describe('the podman adapter with real podman', { skip }, () => {
     socketLink = join(dir, 'agent-link.sock');
     writeFileSync(unwritable, 'not a directory\n');
     mkdirSync(pluginsDir);
-    agent = await startAgent({
-      args: ['--plugins-dir', pluginsDir, '--netns-dirs', '/run/netns', '--containerd-grace', '0'],
-    });
+    agentArgs = [
+      '--plugins-dir',
+      pluginsDir,
+      '--netns-dirs',
+      '/run/netns',
+      '--netns-sweep',
+      'off',
+      '--containerd-grace',
+      '0',
+    ];
+    // The namespace sweep off: what these tests see released is the adapter's doing (a namespace
+    // removed would otherwise release its address at once, adapter or not: audit.test.ts).
+    agent = await startAgent({ args: agentArgs });
     podman = await startPodman({ cniPluginDirs: [cniBinDir()] });
     writeNetwork();
     adapter = await startAdapter();
@@ -278,10 +289,9 @@ describe('the podman adapter with real podman', { skip }, () => {
   it('is registered again when the agent restarts, and the resync releases what podman removed while the agent was down', async () => {
     await registered();
     const removed = await runContainer();
-    const args = ['--plugins-dir', pluginsDir, '--netns-dirs', '/run/netns', '--containerd-grace', '0'];
     await agent.stop();
     await podman.ok(['rm', '-f', '-t', '0', removed.id]);
-    agent = await startAgent({ dir: agent.dir, args });
+    agent = await startAgent({ dir: agent.dir, args: agentArgs });
     await registered();
     await waitFor('the container removed meanwhile to be released', async () =>
       (await heldBy(removed.id)).length === 0 ? true : undefined,

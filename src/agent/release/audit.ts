@@ -6,7 +6,12 @@
  *            is gone from a directory the agent can observe. `--fix` releases these, nothing else.
  *   suspect  nothing proves it used or unused: no namespace or pod was recorded (orphaned), or
  *            the namespace is where the agent cannot see. Reported, never released.
- *   healthy  its namespace exists, or it is younger than the grace period for ADDs in flight.
+ *   healthy  its namespace exists, or it is younger than `--netns-grace`.
+ *
+ * A namespace gone is proof at any age: a runtime creates the namespace before it calls ADD (the
+ * CNI contract), and an allocation is judged only once a listing of the store holds it, so its ADD
+ * committed while the namespace was there. The grace (0 by default) is for a runtime that calls
+ * ADD before its namespace appears in the directory.
  *
  * A source that cannot be observed never reads as "everything is gone".
  */
@@ -27,7 +32,7 @@ export interface AuditContext {
   readonly boot?: string | undefined;
   /** This node, where several share the store (allocation.ts createdMoment). */
   readonly node?: string | undefined;
-  /** Allocations younger than this are not judged by their namespace. */
+  /** Allocations younger than this are not judged by their namespace (`--netns-grace`). */
   readonly graceMs: number;
 }
 
@@ -51,7 +56,7 @@ export function judge(
   if (age < ctx.graceMs) {
     return {
       kind: 'healthy',
-      reason: `allocated ${Math.round(age / 1000)}s ago, within the grace period for ADDs in flight`,
+      reason: `allocated ${Math.round(age / 1000)}s ago, within --netns-grace`,
     };
   }
   const seen = ctx.observer.observe(allocation.netns, cache);

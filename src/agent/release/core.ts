@@ -62,7 +62,7 @@ export function releaseSettings(o: AgentOptions, shared: boolean): ReleaseSettin
     resyncGraceMs: o.containerdGraceSeconds * 1000,
     reconcileIntervalMs: o.reconcileIntervalSeconds * 1000,
     netnsGraceMs: o.netnsGraceSeconds * 1000,
-    releaseGoneNetns: o.netnsDirs.length > 0,
+    releaseGoneNetns: o.netnsDirs.length > 0 && o.netnsSweep,
     containerd: o.containerd,
   };
 }

@@ -20,6 +20,7 @@ import type {
 } from '../../sources/missed-delete-journal.ts';
 import type { RecentErrors } from '../metrics/recent-errors.ts';
 import type { ReleaseIntent } from './intent.ts';
+import { failpoint } from '../../core/failpoints.ts';
 
 export type JournalIntent = Extract<ReleaseIntent, { kind: 'journal-del' }>;
 
@@ -92,6 +93,7 @@ export class JournalIntake {
           recordedAt:
             entry.stamp === undefined ? { wall: entry.recordedAt } : { wall: entry.recordedAt, stamp: entry.stamp },
           ack: () => {
+            failpoint('journal-unacknowledged');
             this.#o.journal.complete(name);
             this.#pending.delete(name);
           },

@@ -9,7 +9,9 @@
  * - before the sweep, the network namespaces of addresses no CNI ADD recorded (migrated ones), from
  *   the runtime's sandboxes, where containerd is followed (sandbox-netns.ts), on the same listing
  *   of the store the sweep then audits: a pass lists the store once.
- * The pass releases nothing itself: the pipeline decides and applies. One pass at a time; each
+ * A pass runs as the agent starts, every interval after, and soon after a watched namespace
+ * directory loses an entry (`soon`). The pass releases nothing itself: the pipeline decides and
+ * applies. One pass at a time; each
  * waits for the work it queued (and the work under way when it began) to be applied or to back
  * off, and reports what the pipeline did meanwhile. Also serves the audit, and `--fix` through the
  * pipeline.
@@ -63,6 +65,8 @@ export class ReleaseReconciler {
   readonly #o: ReleaseReconcilerOptions;
   readonly #task: PeriodicTask<ReconcileReport>;
   #last: ReconcileReport | undefined;
+  /** A pass asked for by `soon` has not begun yet: another ask joins it. */
+  #soonQueued = false;
 
   constructor(options: ReleaseReconcilerOptions) {
     this.#o = options;
@@ -71,12 +75,26 @@ export class ReleaseReconciler {
       intervalMs: options.intervalMs,
       run: () => this.#pass(),
       onError: (error) => options.errors.add(`reconcile pass failed: ${messageOf(error)}`),
+      // What changed while no agent ran (a restored disk's records, namespaces removed meanwhile)
+      // is looked at as the agent starts, not an interval later.
+      runAtStart: true,
     });
   }
 
-  /** Runs a pass every interval until `signal` aborts. */
+  /** Runs a pass at once, then every interval until `signal` aborts. */
   start(signal: AbortSignal): void {
     this.#task.start(signal);
+  }
+
+  /**
+   * A pass as soon as the one under way (if any) ends: a namespace was removed, and what it held
+   * is provably free now. Asks made before that pass begins join it, so a burst of removals (a
+   * node draining) costs two passes at most, never one per removal.
+   */
+  soon(): void {
+    if (this.#soonQueued) return;
+    this.#soonQueued = true;
+    this.#task.runNow().catch((error: unknown) => this.#o.errors.add(`reconcile pass failed: ${messageOf(error)}`));
   }
 
   /** One pass now (after any pass under way). */
@@ -85,6 +103,8 @@ export class ReleaseReconciler {
   }
 
   async #pass(): Promise<ReconcileReport> {
+    // From here on a removal is one this pass may not see: it asks for the next.
+    this.#soonQueued = false;
     const { pipeline } = this.#o;
     const started = this.#o.clock.now();
     const before = pipeline.counts();

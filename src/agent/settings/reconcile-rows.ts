@@ -16,6 +16,13 @@ export const RECONCILE_ROWS = {
     emptyIsAValue: true,
     read: read.directories,
   },
+  netnsSweep: {
+    flag: 'netns-sweep',
+    env: 'WARREN_NETNS_SWEEP',
+    about: 'on: release what a namespace gone held at once; off: `warren audit --fix` releases it',
+    default: 'on',
+    read: read.onOff,
+  },
   reconcileIntervalSeconds: {
     flag: 'reconcile-interval',
     env: 'WARREN_RECONCILE_INTERVAL',
@@ -26,8 +33,8 @@ export const RECONCILE_ROWS = {
   netnsGraceSeconds: {
     flag: 'netns-grace',
     env: 'WARREN_NETNS_GRACE',
-    about: 'seconds before a new allocation is judged by its namespace',
-    default: '60',
+    about: 'seconds a new allocation is spared from judgment by its namespace (a runtime that pins it after ADD)',
+    default: '0',
     read: read.seconds(0),
   },
 } satisfies Record<string, Row<unknown>>;

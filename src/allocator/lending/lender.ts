@@ -46,6 +46,7 @@ import { type GrantChoice, type LendableBlock, chooseGrants } from './grant-poli
 import { loanUser, userOf } from './loan-check.ts';
 import { LENT_NETWORK, MIGRATION_LENDER, loanAddressOf, placeholderOf } from './loans.ts';
 import { releasePlaceholders, takeBack } from './take-back.ts';
+import { failpoint } from '../../core/failpoints.ts';
 
 /** How long a placeholder whose grant was seen is kept once the grant is gone (see the header). */
 export const GIVEN_BACK_GRACE_MS = 30_000;
@@ -149,7 +150,9 @@ export class Lender {
     let written: AddressRequest | undefined;
     try {
       const wanted = Math.max(0, request.wanted - room.addresses - grants.length);
+      if (held.length > 0) failpoint('loan-ungranted');
       written = await this.#o.tier.updateRequest(request, [...request.grants, ...grants], wanted);
+      if (written !== undefined && held.length > 0) failpoint('loan-unnoted');
     } finally {
       // Lost or failed: the placeholders go now, not after the grace (the tidy-up is the fallback).
       if (written === undefined) await releasePlaceholders(this.#o, request.pool, held);

@@ -17,6 +17,7 @@ import type { ClusterTier } from './cluster-tier.ts';
 import type { RangePins } from './range-pins.ts';
 import { recordFromKey } from './ranges.ts';
 import type { ClaimKeeper } from './reclaim.ts';
+import { failpoint } from '../../core/failpoints.ts';
 
 export interface ClaimCommitParts {
   readonly local: Store;
@@ -70,6 +71,7 @@ export async function commitClaim(
     if (held.node !== node) return conflict(`block ${key} is claimed by node ${held.node}`);
     claim = held;
   }
+  failpoint('claim-unrecorded');
   const result = await p.local.commit(key, expected, ops, undefined, precededBy && { precededBy });
   if (result.kind === 'conflict') {
     // Not recorded here: give the block back, or it would stay claimed by a node that never uses it.

@@ -46,6 +46,7 @@ import type { ClusterTier } from './cluster-tier.ts';
 import { TieredFileCheck } from './file-check.ts';
 import { type WrittenBlock, aheadOf, ownerOf, publicationNeed } from './publication-need.ts';
 import type { Store } from '../store.ts';
+import { failpoint } from '../../core/failpoints.ts';
 
 /** Addresses a publication announces by default (capped by what the block has free). */
 export const DEFAULT_AHEAD = 16;
@@ -194,6 +195,7 @@ export class TieredPublisher {
     const { local, tier, node, clock } = this.#o;
     const { allocations, revision, ahead } = picture;
     const [summary] = (await local.ledgers(key)).filter((p) => p.ledger === key);
+    failpoint('publication-unwritten');
     await tier.publish({
       key,
       node,

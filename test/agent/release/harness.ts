@@ -11,7 +11,7 @@ import { mkdirSync, realpathSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Allocator } from '../../../src/allocator/allocator.ts';
 import { RecentErrors } from '../../../src/agent/metrics/recent-errors.ts';
-import { NO_TELEMETRY } from '../../../src/agent/metrics/telemetry.ts';
+import { NO_TELEMETRY, type Telemetry } from '../../../src/agent/metrics/telemetry.ts';
 import { releaseCore, releaseSettings } from '../../../src/agent/release/core.ts';
 import type { SandboxLookup } from '../../../src/agent/release/sandbox-netns.ts';
 import { type AgentOptions, resolveAgentOptions } from '../../../src/agent/settings/options.ts';
@@ -35,6 +35,8 @@ export interface HarnessOptions {
   readonly sandboxes?: SandboxLookup;
   /** More of the agent's flags, as its command line would give them (the API harness: its socket and state). */
   readonly flags?: Partial<Record<keyof AgentOptions, string>>;
+  /** Told what every audit found (a pass sweeping namespaces audits once). */
+  readonly telemetry?: Telemetry;
 }
 
 /** `done` stops every loop and the pipeline. */
@@ -53,8 +55,8 @@ export async function releaseHarness(clock: ManualClock, store: Store, options: 
       containerd: 'off',
       containerdGraceSeconds: String((options.resyncGraceMs ?? 0) / 1000),
       netnsGraceSeconds: String((options.netnsGraceMs ?? 0) / 1000),
-      // Longer than any step of a test: only explicit tick() calls run passes, until a test moves
-      // the clock past it.
+      // Longer than any step of a test: only the pass at start and explicit tick() calls run
+      // passes, until a test moves the clock past it.
       reconcileIntervalSeconds: '60',
       metricsAddress: '',
       ...options.flags,
@@ -80,7 +82,7 @@ export async function releaseHarness(clock: ManualClock, store: Store, options: 
     errors,
     observer,
     journal,
-    telemetry: NO_TELEMETRY,
+    telemetry: options.telemetry ?? NO_TELEMETRY,
     ...(options.sandboxes === undefined ? {} : { sandboxes: options.sandboxes }),
   });
   const abort = new AbortController();

@@ -5,7 +5,10 @@
  * committed.
  */
 import assert from 'node:assert/strict';
-import { readdirSync } from 'node:fs';
+import { readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Allocator } from '../../../src/allocator/allocator.ts';
+import { NO_TELEMETRY } from '../../../src/agent/metrics/telemetry.ts';
 import { describe, it } from 'node:test';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { recordMissedDelete } from '../../../src/plugin/journal-writer.ts';
@@ -13,7 +16,7 @@ import { parseIpamConfig } from '../../../src/cni/ipam-config.ts';
 import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 import type { CommitResult, LedgerOp } from '../../../src/store/store.ts';
 import { waitFor } from '../../helpers/processes.ts';
-import { releaseHarness as harness } from './harness.ts';
+import { releaseHarness as harness, watchedNetns } from './harness.ts';
 
 /** A store whose commits fail while `failing` is set: the fault a real disk or etcd can give. */
 class FlakyStore extends SqliteStore {
@@ -147,6 +150,59 @@ describe('ReleaseReconciler', () => {
         old?.allocation.address,
         'next-after-last: the given-up address rests',
       );
+    } finally {
+      await done();
+      await store.close();
+    }
+  });
+
+  it('sweeps as it starts: a record whose namespace went while no agent ran is released without waiting an interval', async () => {
+    const clock = new ManualClock(1_000_000);
+    const store = new SqliteStore({ path: ':memory:' });
+    const ns = watchedNetns('warren-start-');
+    const ranges = parseIpamConfig({ type: 'warren', range: '10.0.0.0/24' }).ranges;
+    // Made by an earlier agent (or brought back by a restored disk); its namespace is gone now.
+    await new Allocator({ store, clock, node: 'n' }).allocate({
+      owner: { network: 'net', containerID: 'gone', ifname: 'eth0' },
+      ranges,
+      netns: join(ns.seen, 'gone'),
+    });
+    const { done } = await harness(clock, store, { observer: ns.observer, releaseGoneNetns: true });
+    try {
+      // The clock never moves: only a pass at start can release it.
+      await waitFor('the pass at start to release it', async () =>
+        (await store.list()).length === 0 ? true : undefined,
+      );
+    } finally {
+      await done();
+      await store.close();
+    }
+  });
+
+  it('passes soon after a namespace is removed, and a burst of removals costs two passes, not one each', async () => {
+    const clock = new ManualClock(1_000_000);
+    const store = new SqliteStore({ path: ':memory:' });
+    const ns = watchedNetns('warren-soon-');
+    let audits = 0;
+    const telemetry = { ...NO_TELEMETRY, audited: () => (audits += 1) };
+    const { allocator, reconciler, done } = await harness(clock, store, {
+      observer: ns.observer,
+      releaseGoneNetns: true,
+      telemetry,
+    });
+    try {
+      await waitFor('the pass at start', () => (reconciler.status().lastReconcile === undefined ? undefined : true));
+      const ranges = parseIpamConfig({ type: 'warren', range: '10.0.0.0/24' }).ranges;
+      const netns = join(ns.seen, 'pod');
+      writeFileSync(netns, '');
+      await allocator.allocate({ owner: { network: 'net', containerID: 'c1', ifname: 'eth0' }, ranges, netns });
+      const before = audits;
+      rmSync(netns);
+      // What the netns directory watch does for each entry removed (release-wiring.ts).
+      for (let i = 0; i < 5; i++) reconciler.soon();
+      await waitFor('the removal to release it', async () => ((await store.list()).length === 0 ? true : undefined));
+      await reconciler.tick(); // runs after every pass asked for: they have all ended
+      assert.equal(audits - before, 3, 'the first ask starts a pass, the rest join one more, then the tick');
     } finally {
       await done();
       await store.close();
