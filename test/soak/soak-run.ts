@@ -36,6 +36,8 @@ export interface SoakOptions {
   readonly log?: (line: string) => void;
   /** Told each step as it begins (`--trace`): where a run that hangs stands. */
   readonly trace?: (line: string) => void;
+  /** Told every PROGRESS_STEPS steps how far the run is (a long run's only sign of life). */
+  readonly progress?: (line: string) => void;
 }
 
 export interface SoakReport {
@@ -54,6 +56,7 @@ const POLL_MS = 100;
 /** How often the cluster's objects are audited (a cluster store's; a look is several API reads). */
 const CLUSTER_AUDIT_MS = 1_000;
 const DEL_TRIES = 5;
+const PROGRESS_STEPS = 1_000;
 
 export async function runSoak(o: SoakOptions): Promise<SoakReport> {
   cniBinDir(); // builds and installs the plugin once, before the clock starts
@@ -316,6 +319,11 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
         await fault(step);
       }
       stepsRun = i + 1;
+      if (stepsRun % PROGRESS_STEPS === 0)
+        o.progress?.(
+          `# step ${stepsRun} of ${o.steps.length}, ${Math.round((Date.now() - began) / 1000)} s, ` +
+            `${audit.violations.length} violations so far`,
+        );
       await restartCrashed();
       audit.check();
       if (Date.now() - clusterAuditAt >= CLUSTER_AUDIT_MS) await auditCluster();

@@ -109,6 +109,7 @@ async function run(steps: readonly Step[], logs: boolean): Promise<SoakReport> {
     store,
     ...(logs ? { log: (line: string) => process.stderr.write(`${line}\n`) } : {}),
     ...(values.trace ? { trace: (line: string) => process.stderr.write(`${line}\n`) } : {}),
+    ...(logs ? { progress: (line: string) => process.stderr.write(`${line}\n`) } : {}),
   });
 }
 
