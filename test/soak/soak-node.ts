@@ -35,11 +35,10 @@ const RESTART_BACKOFF_MS = 1_000;
 /** Each node's mounts (netns, state) → the node's directory, all removed at exit if `close()` never ran. */
 const mounted = new Map<string, string>();
 process.on('exit', () => {
-  for (const [mount, root] of mounted) {
-    spawnSync('umount', ['-l', mount]);
-    // The helpers' own cleanup ran first and could not remove the mount point while mounted.
-    rmSync(root, { recursive: true, force: true });
-  }
+  // Every mount first: a node's directory cannot be removed while one of its mounts stands.
+  for (const mount of mounted.keys()) spawnSync('umount', ['-l', mount]);
+  // The helpers' own cleanup ran first and could not remove the mount points while mounted.
+  for (const root of new Set(mounted.values())) rmSync(root, { recursive: true, force: true });
 });
 
 export class SoakNode {
@@ -76,8 +75,8 @@ export class SoakNode {
   busy = false;
   /** The node's wall clock, as its processes see it. */
   readonly clock: SteppedWallClock;
-  /** While the disk is full: the promise its freeing resolves. */
-  #full: { readonly freed: Promise<void>; readonly free: () => void } | undefined;
+  /** While the disk is full: the DELs that failed on it, sent again once it has room. */
+  #full: Array<() => Promise<void>> | undefined;
 
   constructor(index: number, store: SoakStore, settings: ReleaseSettings) {
     this.index = index;
@@ -108,25 +107,25 @@ export class SoakNode {
   fillDisk(): void {
     if (this.#full !== undefined) return;
     fillDisk(this.stateDir);
-    let free = (): void => undefined;
-    const freed = new Promise<void>((resolve) => (free = resolve));
-    this.#full = { freed, free };
-  }
-
-  /** Frees the node's disk; what waited for it goes on. */
-  freeDisk(): void {
-    freeDisk(this.stateDir);
-    this.#full?.free();
-    this.#full = undefined;
+    this.#full = [];
   }
 
   get diskFull(): boolean {
     return this.#full !== undefined;
   }
 
-  /** Resolves once the disk has room (at once when it has). */
-  diskFreed(): Promise<void> {
-    return this.#full?.freed ?? Promise.resolve();
+  /** A DEL that failed on the full disk: sent again when it is freed (as kubelet retries it). */
+  retryWhenFreed(del: () => Promise<void>): void {
+    if (this.#full === undefined) throw new Error(`${this.name}: a DEL parked while the disk has room`);
+    this.#full.push(del);
+  }
+
+  /** Frees the node's disk; returns the DELs to send again. */
+  freeDisk(): Array<() => Promise<void>> {
+    freeDisk(this.stateDir);
+    const parked = this.#full ?? [];
+    this.#full = undefined;
+    return parked;
   }
 
   get database(): string {

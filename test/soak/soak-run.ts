@@ -104,14 +104,15 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       truth.markGone(s, 'del', Date.now());
       let reply: Awaited<ReturnType<SoakNode['cni']>> | undefined;
       for (let attempt = 1; attempt <= DEL_TRIES; attempt++) {
-        if (attempt > 1 && node.diskFull) {
-          // A full disk fails a DEL (the agent cannot commit, the plugin cannot journal); the runtime
-          // retries it, and it is proven gone from the DEL that can succeed.
-          await node.diskFreed();
-          truth.markGone(s, 'del', Date.now());
-        }
         reply = await node.cni('DEL', s.id, s.pod);
         if (reply.code === 0) break;
+        if (node.diskFull) {
+          // A full disk fails a DEL (the agent cannot commit, the plugin cannot journal): nothing is
+          // proven yet, and the runtime sends it again once the disk has room (its netns stays).
+          truth.markDeleting(s);
+          node.retryWhenFreed(() => del(s));
+          return;
+        }
       }
       if (reply?.code !== 0) audit.lost(`DEL ${s.id} on ${node.name}: ${reply?.stdout}${reply?.stderr}`);
       // Answered by the agent that ran when it was sent, or else journaled (the agent was down, or died meanwhile).
@@ -196,6 +197,12 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
         }
         if (node.wanted && !node.isUp) await node.start();
       }
+    };
+
+    /** An operation in flight: settled before a state is put back and at the end. */
+    const track = (run: Promise<void>): void => {
+      const tracked: Promise<void> = run.finally(() => inFlight.delete(tracked));
+      inFlight.add(tracked);
     };
 
     const settle = async (): Promise<void> => {
@@ -289,7 +296,8 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
           node.fillDisk();
           return;
         case 'disk-freed':
-          node.freeDisk();
+          // The DELs that failed meanwhile go again at once, whatever else is in flight.
+          for (const again of node.freeDisk()) track(again());
           return;
         default: {
           const never: never = step;
@@ -312,8 +320,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
         const pod = step.pod;
         const run = (podChains.get(pod) ?? Promise.resolve()).then(() => operation(step));
         podChains.set(pod, run);
-        const tracked: Promise<void> = run.finally(() => inFlight.delete(tracked));
-        inFlight.add(tracked);
+        track(run);
       } else {
         if (isFault(step)) count(counts.faults, faultName(step));
         await fault(step);
