@@ -17,7 +17,12 @@ export type SandboxState =
   /** ADD answered with an address; the sandbox runs with it. */
   | 'live'
   /** Proven gone; its address must be released. */
-  | 'gone';
+  | 'gone'
+  /**
+   * Its DEL failed on a full disk (the agent could not commit, the plugin could not journal): not
+   * live any more, not proven gone yet; the runtime sends the DEL again once the disk has room.
+   */
+  | 'deleting';
 
 export interface Sandbox {
   readonly id: string;
@@ -82,6 +87,12 @@ export class GroundTruth {
     sandbox.state = 'live';
     sandbox.address = address;
     sandbox.held = true;
+  }
+
+  markDeleting(sandbox: Sandbox): void {
+    sandbox.state = 'deleting';
+    delete sandbox.goneAt;
+    delete sandbox.releasedAt;
   }
 
   markGone(sandbox: Sandbox, source: ProofSource, at: number): void {

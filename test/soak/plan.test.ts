@@ -69,4 +69,29 @@ describe('the soak plan and the store seam', () => {
     }
     assert.equal(down, false, 'the plan ends with the store started');
   });
+
+  it("draws the nodes' own faults only when asked: clocks within a day, a full disk freed before anything else befalls its node", () => {
+    const options: PlanOptions = { ...SHORT_SOAK, faults: 400, nodeFaults: ['clock', 'disk'] };
+    const steps = planSoak(options);
+    assert.deepEqual(planSoak(options), steps, 'a pure function of the seed and the options');
+    const offsets = new Map<number, number>();
+    const full = new Set<number>();
+    for (const step of steps) {
+      if (step.kind === 'clock-step') {
+        const offset = (offsets.get(step.node) ?? 0) + step.seconds;
+        assert.ok(Math.abs(offset) <= 86_400, `node ${step.node}'s clock ${offset} s off`);
+        offsets.set(step.node, offset);
+      } else if (step.kind === 'disk-full') {
+        assert.ok(!full.has(step.node), 'filled twice');
+        full.add(step.node);
+      } else if (step.kind === 'disk-freed') {
+        assert.ok(full.delete(step.node), 'freed while not full');
+      } else if ('node' in step && step.kind !== 'create') {
+        assert.ok(!full.has(step.node), `${step.kind} of node ${step.node} while its disk is full`);
+      }
+    }
+    assert.deepEqual([...full], [], 'every disk freed by the end');
+    assert.ok(steps.some((s) => s.kind === 'clock-step') && steps.some((s) => s.kind === 'disk-full'));
+    assert.equal(steps.filter(isFault).length - steps.filter((s) => s.kind === 'restore-state').length, 400);
+  });
 });

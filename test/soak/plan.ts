@@ -11,7 +11,9 @@
  * newest copy of that node's directory; the plan ends with every node's start planned. The store's
  * own faults (store.ts: a cluster store's API server stopped, restored, ...) are drawn by its
  * planner from the same generator, a share of the faults; a store without faults of its own draws
- * nothing, so its plans are the ones drawn before the store seam.
+ * nothing, so its plans are the ones drawn before the store seam. The nodes' faults beyond their
+ * agents' deaths (a wall clock stepped, a disk full for a few steps and then freed) are drawn only
+ * when asked for, for the same reason; a full disk is freed before its node is killed or restarted.
  */
 import { SeededRandom } from '../helpers/random.ts';
 import type { StorePlan, StoreStep } from './store.ts';
@@ -39,6 +41,12 @@ export type Step =
   | { readonly kind: 'copy-state'; readonly node: number }
   /** While the agent is stopped: its state directory replaced by its newest copy. */
   | { readonly kind: 'restore-state'; readonly node: number }
+  /** NTP stepped the node's wall clock by `seconds` (back when negative), its processes running. */
+  | { readonly kind: 'clock-step'; readonly node: number; readonly seconds: number }
+  /** The node's disk full: its agent's next write (a commit, a journal entry) fails with ENOSPC. */
+  | { readonly kind: 'disk-full'; readonly node: number }
+  /** The node's disk has room again. */
+  | { readonly kind: 'disk-freed'; readonly node: number }
   /** One of the store's own steps (its backend's to run). */
   | StoreStep;
 
@@ -48,7 +56,22 @@ export type StepKind = Step['kind'];
 const KILL_WITHIN_MS = 60;
 
 /** The steps that are faults (the rest are the workload). */
-export const FAULT_KINDS: ReadonlySet<StepKind> = new Set(['kill', 'restart', 'restore-state']);
+export const FAULT_KINDS: ReadonlySet<StepKind> = new Set([
+  'kill',
+  'restart',
+  'restore-state',
+  'clock-step',
+  'disk-full',
+]);
+
+/** The nodes' faults beyond their agents' deaths, each drawn only when asked for (so older plans stay as drawn). */
+export type NodeFault = 'clock' | 'disk';
+export const NODE_FAULTS: readonly NodeFault[] = ['clock', 'disk'];
+/** The share of node faults that are these, when asked for. */
+const NODE_FAULT_SHARE = 0.2;
+/** Wall-clock steps NTP makes (seconds); a node's clock is kept within a day of the real one. */
+const CLOCK_STEPS = [-3600, -600, 600, 3600, -86_400, 86_400];
+const MAX_CLOCK_OFFSET = 86_400;
 
 /** Whether a step is a fault: a node's (FAULT_KINDS) or the store's own. */
 export function isFault(step: Step): boolean {
@@ -71,6 +94,8 @@ export interface PlanOptions {
   readonly operationsPerFault: number;
   /** The store's own faults; absent: only the nodes' faults. */
   readonly store?: StorePlan;
+  /** Node faults beyond kills, restarts and restores (NODE_FAULTS); absent or empty: none. */
+  readonly nodeFaults?: readonly NodeFault[];
 }
 
 /** The steps of one seed. */
@@ -86,6 +111,11 @@ export function planSoak(o: PlanOptions): Step[] {
   /** Steps left before a stopped node is started (per node). */
   const downFor = new Map<number, number>();
   const storePlanner = o.store?.planner();
+  const nodeFaults = o.nodeFaults ?? [];
+  /** Each node's wall-clock offset as the plan stepped it (seconds). */
+  const offsets = new Map<number, number>();
+  /** Steps left before a full disk is freed (per node). */
+  const fullFor = new Map<number, number>();
 
   const operation = (): void => {
     // Any node, its agent up or not: a pod's call to a stopped agent is part of the workload.
@@ -115,7 +145,22 @@ export function planSoak(o: PlanOptions): Step[] {
       return;
     }
     const node = random.int(0, o.nodes - 1);
-    if (down.has(node)) return;
+    // A full disk is freed before anything else befalls its node (an agent started on it could not start).
+    if (down.has(node) || fullFor.has(node)) return;
+    if (nodeFaults.length > 0 && random.chance(NODE_FAULT_SHARE)) {
+      faults += 1;
+      if (random.pick(nodeFaults) === 'disk') {
+        steps.push({ kind: 'disk-full', node });
+        fullFor.set(node, random.int(1, 4));
+        return;
+      }
+      const offset = offsets.get(node) ?? 0;
+      let seconds = random.pick(CLOCK_STEPS);
+      if (Math.abs(offset + seconds) > MAX_CLOCK_OFFSET) seconds = -seconds;
+      offsets.set(node, offset + seconds);
+      steps.push({ kind: 'clock-step', node, seconds });
+      return;
+    }
     faults += 1;
     const kind = random.weighted({ kill: 5, restart: 2, 'restore-state': copied.has(node) ? 2 : 0 });
     if (kind === 'restart') {
@@ -131,6 +176,16 @@ export function planSoak(o: PlanOptions): Step[] {
     } else if (random.chance(0.5)) {
       steps.push({ kind: 'copy-state', node });
       copied.add(node);
+    }
+  };
+
+  const freeDue = (): void => {
+    for (const [node, left] of fullFor) {
+      if (left > 0) fullFor.set(node, left - 1);
+      else {
+        fullFor.delete(node);
+        steps.push({ kind: 'disk-freed', node });
+      }
     }
   };
 
@@ -150,10 +205,15 @@ export function planSoak(o: PlanOptions): Step[] {
     const between = random.int(1, Math.max(1, 2 * o.operationsPerFault - 1));
     for (let i = 0; i < between; i++) {
       operation();
+      freeDue();
       startDue();
       if (storePlanner !== undefined) steps.push(...storePlanner.due(random));
     }
     fault();
+  }
+  for (const node of [...fullFor.keys()]) {
+    fullFor.delete(node);
+    steps.push({ kind: 'disk-freed', node });
   }
   for (const node of [...downFor.keys()]) {
     downFor.delete(node);
@@ -179,6 +239,11 @@ export function describeStep(step: Step): string {
     case 'copy-state':
     case 'restore-state':
       return `${step.kind} node ${step.node}`;
+    case 'clock-step':
+      return `wall clock of node ${step.node} stepped ${step.seconds > 0 ? '+' : ''}${step.seconds} s`;
+    case 'disk-full':
+    case 'disk-freed':
+      return `${step.kind} on node ${step.node}`;
     case 'store':
       return `store: ${step.action}${step.arg === undefined ? '' : ` ${step.arg}`}`;
     default: {

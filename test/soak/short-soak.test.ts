@@ -1,7 +1,8 @@
 /**
  * The short soak, held to every change: a fixed seed's ~200 steps (workload operations and
  * faults: kill -9 with CNI calls in flight, restarts, a state directory put back from an older
- * copy) on two real agents over their own SQLite files, through the real plugin executable, with
+ * copy, a node's wall clock stepped, its disk full and freed) on two real agents over their own
+ * SQLite files, on the agents' own defaults, through the real plugin executable, with
  * the independent auditor (test/soak/auditor.ts) looking after every step. It passes when the
  * auditor finds nothing: no address held by two live sandboxes, no live sandbox's record gone, no
  * operation lost, every sandbox proven gone released (within a hang's bound here: the 10 s promise
@@ -17,7 +18,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { isRoot } from '../helpers/processes.ts';
-import { planSoak } from './plan.ts';
+import { NODE_FAULTS, planSoak } from './plan.ts';
 import { formatReport } from './report.ts';
 import { runSoak } from './soak-run.ts';
 
@@ -36,12 +37,19 @@ describe('the short soak on the SQLite store', {
   it(`seed ${SEED}, ${FAULTS} faults: no duplicate, no live address released, no operation lost, every orphan released, nothing leaked`, {
     timeout: 10 * 60_000,
   }, async () => {
-    const steps = planSoak({ seed: SEED, nodes: 2, faults: FAULTS, podsPerNode: 12, operationsPerFault: 6 });
+    const steps = planSoak({
+      seed: SEED,
+      nodes: 2,
+      faults: FAULTS,
+      podsPerNode: 12,
+      operationsPerFault: 6,
+      nodeFaults: NODE_FAULTS,
+    });
     const report = await runSoak({
       seed: SEED,
       steps,
       nodes: 2,
-      settings: { reconcileIntervalSeconds: 1, netnsGraceSeconds: 1 },
+      settings: {}, // the agents' defaults, as a node runs them
       inFlight: 4,
       boundMs: RELEASE_HANG_BOUND_MS,
       settleMs: RELEASE_HANG_BOUND_MS + 30_000,
@@ -55,5 +63,7 @@ describe('the short soak on the SQLite store', {
     assert.ok(report.looks.unreadable * 10 < report.looks.total, `looks: ${JSON.stringify(report.looks)}`);
     assert.ok((report.faults.kill ?? 0) >= 10, `kills: ${JSON.stringify(report.faults)}`);
     assert.ok((report.faults['restore-state'] ?? 0) >= 1, `restores: ${JSON.stringify(report.faults)}`);
+    assert.ok((report.faults['disk-full'] ?? 0) >= 1, `full disks: ${JSON.stringify(report.faults)}`);
+    assert.ok((report.faults['clock-step'] ?? 0) >= 1, `clock steps: ${JSON.stringify(report.faults)}`);
   });
 });

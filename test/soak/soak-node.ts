@@ -4,23 +4,27 @@
  * own on SQLite, one shared by all on a cluster store), and its own netns directory, a private tmpfs mount (so the agent's
  * observer, which judges only mount points, may judge it) holding one plain file per sandbox: a
  * file removed is a namespace gone, as `ip netns del` makes it. Faults act on the process (kill -9,
- * SIGTERM) and on its state directory (copied and put back only while the agent is stopped).
+ * SIGTERM), on its state directory (copied and put back only while the agent is stopped; a tmpfs
+ * of its own, which a fault fills to the last byte and frees: disk-ballast.ts) and on its wall
+ * clock (stepped under the agent and the plugin: wall-clock.ts).
  *
  * Cleanup: the agent is killed by PID, the mount unmounted and the directories removed by
  * `close()`, and by a process exit handler if the run never gets there.
  */
 import { spawnSync } from 'node:child_process';
 import { cpSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { type CniReply, warren } from '../helpers/cni.ts';
 import { tempDir } from '../helpers/processes.ts';
+import { STATE_DISK_SIZE, fillDisk, freeDisk, isBallast } from './disk-ballast.ts';
 import type { SoakStore } from './store.ts';
+import { SteppedWallClock } from './wall-clock.ts';
 
-/** How the agents judge namespaces: how often they sweep, and how long a new allocation is spared. */
+/** How the agents judge namespaces: how often they sweep, and how long a new allocation is spared (unset: the agent's defaults). */
 export interface ReleaseSettings {
-  readonly reconcileIntervalSeconds: number;
-  readonly netnsGraceSeconds: number;
+  readonly reconcileIntervalSeconds?: number;
+  readonly netnsGraceSeconds?: number;
 }
 
 /** How long a refused start is retried, from the first spawn (ms): the lease and the ping, with room. */
@@ -30,14 +34,13 @@ const COPY_TRIES = 5;
 /** The pause before a refused agent is started again (ms), as a runtime's restart backoff. */
 const RESTART_BACKOFF_MS = 1_000;
 
-/** Each node's netns mount → the node's directory, both removed at exit if `close()` never ran. */
+/** Each node's mounts (netns, state) → the node's directory, all removed at exit if `close()` never ran. */
 const mounted = new Map<string, string>();
 process.on('exit', () => {
-  for (const [mount, root] of mounted) {
-    spawnSync('umount', ['-l', mount]);
-    // The helpers' own cleanup ran first and could not remove the mount point while mounted.
-    rmSync(root, { recursive: true, force: true });
-  }
+  // Every mount first: a node's directory cannot be removed while one of its mounts stands.
+  for (const mount of mounted.keys()) spawnSync('umount', ['-l', mount]);
+  // The helpers' own cleanup ran first and could not remove the mount points while mounted.
+  for (const root of new Set(mounted.values())) rmSync(root, { recursive: true, force: true });
 });
 
 export class SoakNode {
@@ -72,6 +75,10 @@ export class SoakNode {
   startsRefused = 0;
   /** True while the state directory is being copied or put back: nobody reads it then. */
   busy = false;
+  /** The node's wall clock, as its processes see it. */
+  readonly clock: SteppedWallClock;
+  /** While the disk is full: the DELs that failed on it, sent again once it has room. */
+  #full: Array<() => Promise<void>> | undefined;
 
   constructor(index: number, store: SoakStore, settings: ReleaseSettings) {
     this.index = index;
@@ -87,11 +94,40 @@ export class SoakNode {
     this.netnsDir = join(this.#root, 'netns');
     mkdirSync(this.stateDir, { mode: 0o700 });
     mkdirSync(this.netnsDir);
-    const r = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=4m,mode=0755', 'tmpfs', this.netnsDir], {
-      encoding: 'utf8',
-    });
-    if (r.status !== 0) throw new Error(`mount tmpfs on ${this.netnsDir} failed: ${r.stderr}`);
-    mounted.set(this.netnsDir, this.#root);
+    this.#mount(this.netnsDir, 'size=4m,mode=0755');
+    this.#mount(this.stateDir, `size=${STATE_DISK_SIZE},mode=0700`);
+    this.clock = new SteppedWallClock(this.#root);
+  }
+
+  #mount(dir: string, options: string): void {
+    const r = spawnSync('mount', ['-t', 'tmpfs', '-o', options, 'tmpfs', dir], { encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`mount tmpfs on ${dir} failed: ${r.stderr}`);
+    mounted.set(dir, this.#root);
+  }
+
+  /** Fills the node's disk to the last byte (the agent's next write fails). */
+  fillDisk(): void {
+    if (this.#full !== undefined) return;
+    fillDisk(this.stateDir);
+    this.#full = [];
+  }
+
+  get diskFull(): boolean {
+    return this.#full !== undefined;
+  }
+
+  /** A DEL that failed on the full disk: sent again when it is freed (as kubelet retries it). */
+  retryWhenFreed(del: () => Promise<void>): void {
+    if (this.#full === undefined) throw new Error(`${this.name}: a DEL parked while the disk has room`);
+    this.#full.push(del);
+  }
+
+  /** Frees the node's disk; returns the DELs to send again. */
+  freeDisk(): Array<() => Promise<void>> {
+    freeDisk(this.stateDir);
+    const parked = this.#full ?? [];
+    this.#full = undefined;
+    return parked;
   }
 
   get database(): string {
@@ -153,13 +189,15 @@ export class SoakNode {
         this.name,
         '--netns-dirs',
         this.netnsDir,
-        '--netns-grace',
-        String(this.#settings.netnsGraceSeconds),
-        '--reconcile-interval',
-        String(this.#settings.reconcileIntervalSeconds),
+        ...(this.#settings.netnsGraceSeconds === undefined
+          ? []
+          : ['--netns-grace', String(this.#settings.netnsGraceSeconds)]),
+        ...(this.#settings.reconcileIntervalSeconds === undefined
+          ? []
+          : ['--reconcile-interval', String(this.#settings.reconcileIntervalSeconds)]),
         ...this.#store.agentArgs(this),
       ],
-      env: this.#store.agentEnv(this),
+      env: { ...this.#store.agentEnv(this), ...this.clock.env() },
     });
   }
 
@@ -206,7 +244,10 @@ export class SoakNode {
       // one of those, and the copy is taken again, as a backup tool retries a file that vanished.
       for (let attempt = 1; ; attempt++) {
         try {
-          cpSync(this.stateDir, copy, { recursive: true, filter: (src) => !src.endsWith('.sock') });
+          cpSync(this.stateDir, copy, {
+            recursive: true,
+            filter: (src) => !src.endsWith('.sock') && !isBallast(basename(src)),
+          });
           break;
         } catch (error) {
           rmSync(copy, { recursive: true, force: true });
@@ -275,6 +316,7 @@ export class SoakNode {
       containerID,
       netns: this.netnsPath(containerID),
       ifname: 'eth0',
+      env: this.clock.env(),
       args: `IgnoreUnknown=1;K8S_POD_NAMESPACE=soak;K8S_POD_NAME=pod-${pod};K8S_POD_UID=uid-${pod};K8S_POD_INFRA_CONTAINER_ID=${containerID}`,
       config: {
         cniVersion: '1.0.0',
@@ -290,11 +332,13 @@ export class SoakNode {
     });
   }
 
-  /** Kills the agent by PID, unmounts the netns directory and removes every directory. */
+  /** Kills the agent by PID, unmounts the netns and state directories and removes every directory. */
   async close(): Promise<void> {
     await this.kill();
-    spawnSync('umount', [this.netnsDir]);
-    mounted.delete(this.netnsDir);
+    for (const dir of [this.netnsDir, this.stateDir]) {
+      spawnSync('umount', [dir]);
+      mounted.delete(dir);
+    }
     rmSync(this.#root, { recursive: true, force: true });
   }
 }

@@ -36,6 +36,8 @@ export interface SoakOptions {
   readonly log?: (line: string) => void;
   /** Told each step as it begins (`--trace`): where a run that hangs stands. */
   readonly trace?: (line: string) => void;
+  /** Told every PROGRESS_STEPS steps how far the run is (a long run's only sign of life). */
+  readonly progress?: (line: string) => void;
 }
 
 export interface SoakReport {
@@ -54,6 +56,7 @@ const POLL_MS = 100;
 /** How often the cluster's objects are audited (a cluster store's; a look is several API reads). */
 const CLUSTER_AUDIT_MS = 1_000;
 const DEL_TRIES = 5;
+const PROGRESS_STEPS = 1_000;
 
 export async function runSoak(o: SoakOptions): Promise<SoakReport> {
   cniBinDir(); // builds and installs the plugin once, before the clock starts
@@ -103,6 +106,13 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       for (let attempt = 1; attempt <= DEL_TRIES; attempt++) {
         reply = await node.cni('DEL', s.id, s.pod);
         if (reply.code === 0) break;
+        if (node.diskFull) {
+          // A full disk fails a DEL (the agent cannot commit, the plugin cannot journal): nothing is
+          // proven yet, and the runtime sends it again once the disk has room (its netns stays).
+          truth.markDeleting(s);
+          node.retryWhenFreed(() => del(s));
+          return;
+        }
       }
       if (reply?.code !== 0) audit.lost(`DEL ${s.id} on ${node.name}: ${reply?.stdout}${reply?.stderr}`);
       // Answered by the agent that ran when it was sent, or else journaled (the agent was down, or died meanwhile).
@@ -189,6 +199,12 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       }
     };
 
+    /** An operation in flight: settled before a state is put back and at the end. */
+    const track = (run: Promise<void>): void => {
+      const tracked: Promise<void> = run.finally(() => inFlight.delete(tracked));
+      inFlight.add(tracked);
+    };
+
     const settle = async (): Promise<void> => {
       await Promise.all([...inFlight]);
     };
@@ -273,6 +289,16 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
           return;
         case 'restore-state':
           return restore(node);
+        case 'clock-step':
+          node.clock.step(step.seconds);
+          return;
+        case 'disk-full':
+          node.fillDisk();
+          return;
+        case 'disk-freed':
+          // The DELs that failed meanwhile go again at once, whatever else is in flight.
+          for (const again of node.freeDisk()) track(again());
+          return;
         default: {
           const never: never = step;
           throw new Error(`unknown step ${String(never)}`);
@@ -294,13 +320,17 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
         const pod = step.pod;
         const run = (podChains.get(pod) ?? Promise.resolve()).then(() => operation(step));
         podChains.set(pod, run);
-        const tracked: Promise<void> = run.finally(() => inFlight.delete(tracked));
-        inFlight.add(tracked);
+        track(run);
       } else {
         if (isFault(step)) count(counts.faults, faultName(step));
         await fault(step);
       }
       stepsRun = i + 1;
+      if (stepsRun % PROGRESS_STEPS === 0)
+        o.progress?.(
+          `# step ${stepsRun} of ${o.steps.length}, ${Math.round((Date.now() - began) / 1000)} s, ` +
+            `${audit.violations.length} violations so far`,
+        );
       await restartCrashed();
       audit.check();
       if (Date.now() - clusterAuditAt >= CLUSTER_AUDIT_MS) await auditCluster();

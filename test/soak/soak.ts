@@ -11,10 +11,12 @@
  * K steps of the seed's plan), --shrink (on failure, halve K while a prefix still fails, and print
  * the shortest failing prefix found), --trace (each step on stderr as it begins), --nodes N (2),
  * --ops-per-fault N (6), --pods-per-node N (12), --in-flight N (4), --bound-ms MS (10000),
- * --reconcile-interval S (1) and --netns-grace S (1) for the agents.
+ * --node-faults clock,disk|none (the nodes' faults beyond their agents' deaths: wall clocks stepped,
+ * disks full; default both), --reconcile-interval S and --netns-grace S for the agents (unset:
+ * the agents' own defaults, as a node runs them).
  */
 import { parseArgs } from 'node:util';
-import { type Step, planSoak } from './plan.ts';
+import { NODE_FAULTS, type NodeFault, type Step, planSoak } from './plan.ts';
 import { formatReport } from './report.ts';
 import { type SoakReport, runSoak } from './soak-run.ts';
 import { STORE_NAMES, type StoreName } from './store.ts';
@@ -33,8 +35,9 @@ const { values } = parseArgs({
     'pods-per-node': { type: 'string', default: '12' },
     'in-flight': { type: 'string', default: '4' },
     'bound-ms': { type: 'string', default: '10000' },
-    'reconcile-interval': { type: 'string', default: '1' },
-    'netns-grace': { type: 'string', default: '1' },
+    'reconcile-interval': { type: 'string' },
+    'netns-grace': { type: 'string' },
+    'node-faults': { type: 'string', default: NODE_FAULTS.join(',') },
   },
 });
 
@@ -52,6 +55,12 @@ if (!(STORE_NAMES as readonly string[]).includes(values.store)) {
   process.exit(2);
 }
 const store = STORES[values.store as StoreName];
+const nodeFaults = values['node-faults'] === 'none' ? [] : values['node-faults'].split(',');
+for (const fault of nodeFaults)
+  if (!(NODE_FAULTS as readonly string[]).includes(fault)) {
+    process.stderr.write(`--node-faults takes ${NODE_FAULTS.join(',')} or none, not ${fault}\n`);
+    process.exit(2);
+  }
 const seed = values.seed === undefined ? Date.now() % 1_000_000 : number('seed');
 const nodes = Math.max(1, number('nodes'));
 const plan = planSoak({
@@ -60,9 +69,14 @@ const plan = planSoak({
   faults: number('faults'),
   podsPerNode: number('pods-per-node'),
   operationsPerFault: number('ops-per-fault'),
+  nodeFaults: nodeFaults as NodeFault[],
   ...(store.plan === undefined ? {} : { store: store.plan }),
 });
-const settings = { reconcileIntervalSeconds: number('reconcile-interval'), netnsGraceSeconds: number('netns-grace') };
+// Unset: the agents run on their own defaults, as a node runs them.
+const settings = {
+  ...(values['reconcile-interval'] === undefined ? {} : { reconcileIntervalSeconds: number('reconcile-interval') }),
+  ...(values['netns-grace'] === undefined ? {} : { netnsGraceSeconds: number('netns-grace') }),
+};
 const boundMs = number('bound-ms');
 
 const flags = (steps: number) =>
@@ -76,8 +90,11 @@ const flags = (steps: number) =>
     `--pods-per-node ${values['pods-per-node']}`,
     `--in-flight ${values['in-flight']}`,
     `--bound-ms ${boundMs}`,
-    `--reconcile-interval ${settings.reconcileIntervalSeconds}`,
-    `--netns-grace ${settings.netnsGraceSeconds}`,
+    `--node-faults ${nodeFaults.length === 0 ? 'none' : nodeFaults.join(',')}`,
+    ...(settings.reconcileIntervalSeconds === undefined
+      ? []
+      : [`--reconcile-interval ${settings.reconcileIntervalSeconds}`]),
+    ...(settings.netnsGraceSeconds === undefined ? [] : [`--netns-grace ${settings.netnsGraceSeconds}`]),
   ].join(' ');
 
 /** `logs`: print the agents' logs on a failure (the first run's; a shrinking probe's are not). */
@@ -93,6 +110,7 @@ async function run(steps: readonly Step[], logs: boolean): Promise<SoakReport> {
     store,
     ...(logs ? { log: (line: string) => process.stderr.write(`${line}\n`) } : {}),
     ...(values.trace ? { trace: (line: string) => process.stderr.write(`${line}\n`) } : {}),
+    ...(logs ? { progress: (line: string) => process.stderr.write(`${line}\n`) } : {}),
   });
 }
 
