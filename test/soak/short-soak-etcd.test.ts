@@ -22,13 +22,13 @@ import { existsSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { ETCD_BIN } from '../helpers/etcd.ts';
 import { isRoot } from '../helpers/processes.ts';
-import { planSoak } from './plan.ts';
+import { NODE_FAULTS, planSoak } from './plan.ts';
 import { formatReport } from './report.ts';
 import { runSoak } from './soak-run.ts';
 import { etcdBackend, etcdPlan } from './store-etcd.ts';
 
 const SEED = 3807;
-const FAULTS = 30;
+const FAULTS = 60;
 /** A hang's bound, as the short soak on SQLite holds (short-soak.test.ts says why not 10 s). */
 const RELEASE_HANG_BOUND_MS = 60_000;
 
@@ -44,13 +44,14 @@ describe('the short soak on the etcd store', { skip }, () => {
       faults: FAULTS,
       podsPerNode: 12,
       operationsPerFault: 6,
+      nodeFaults: NODE_FAULTS,
       store: etcdPlan,
     });
     const report = await runSoak({
       seed: SEED,
       steps,
       nodes: 2,
-      settings: { reconcileIntervalSeconds: 1, netnsGraceSeconds: 1 },
+      settings: {}, // the agents' defaults, as a node runs them
       inFlight: 4,
       boundMs: RELEASE_HANG_BOUND_MS,
       settleMs: RELEASE_HANG_BOUND_MS + 30_000,

@@ -20,14 +20,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { isRoot } from '../helpers/processes.ts';
-import { planSoak } from './plan.ts';
+import { NODE_FAULTS, planSoak } from './plan.ts';
 import { formatReport } from './report.ts';
 import { runSoak } from './soak-run.ts';
 import { kubernetesBackend } from './store-kube.ts';
 import { kubePlan } from './store-kube-plan.ts';
 
 const SEED = 3812;
-const FAULTS = 30;
+const FAULTS = 60;
 const NODES = 3;
 /** A hang's bound, not the promise's (see short-soak.test.ts). */
 const RELEASE_HANG_BOUND_MS = 60_000;
@@ -38,13 +38,20 @@ describe('the short soak on the kubernetes store', {
   it(`seed ${SEED}, ${FAULTS} faults on ${NODES} nodes sharing one range: no duplicate, no live address released, no operation lost, every orphan released, nothing leaked`, {
     timeout: 10 * 60_000,
   }, async () => {
-    const plan = { seed: SEED, nodes: NODES, faults: FAULTS, podsPerNode: 12, operationsPerFault: 6 };
+    const plan = {
+      seed: SEED,
+      nodes: NODES,
+      faults: FAULTS,
+      podsPerNode: 12,
+      operationsPerFault: 6,
+      nodeFaults: NODE_FAULTS,
+    };
     const steps = planSoak({ ...plan, store: kubePlan });
     const report = await runSoak({
       seed: SEED,
       steps,
       nodes: NODES,
-      settings: { reconcileIntervalSeconds: 1, netnsGraceSeconds: 1 },
+      settings: {}, // the agents' defaults, as a node runs them
       inFlight: 4,
       boundMs: RELEASE_HANG_BOUND_MS,
       settleMs: RELEASE_HANG_BOUND_MS + 30_000,

