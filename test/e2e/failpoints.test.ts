@@ -33,7 +33,7 @@ import type { ClusterTier } from '../../src/store/tiered/cluster-tier.ts';
 import { type AgentHandle, type AgentStart, startAgent } from '../helpers/agent.ts';
 import { type CniReply, resultAddresses } from '../helpers/cni.ts';
 import { type EtcdCluster, startEtcd } from '../helpers/etcd.ts';
-import { claims as etcdClaims } from '../helpers/etcd-tiered.ts';
+import { claims as etcdClaims, etcdStoreArgs } from '../helpers/etcd-tiered.ts';
 import { type FakeKubeApi, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
 import {
   LENT_NETWORK,
@@ -353,16 +353,7 @@ describe('agents dying in a crash window (failpoints), started again on their st
       const args = (node: string) => [
         '--node-name',
         node,
-        '--store',
-        'etcd',
-        '--etcd-endpoints',
-        etcd.endpoints.join(','),
-        '--etcd-prefix',
-        prefix,
-        '--reconcile-interval',
-        '1',
-        '--upkeep-interval',
-        '1',
+        ...etcdStoreArgs(etcd.endpoints, prefix, ['--reconcile-interval', '1']),
       ];
       await claimUnrecorded(
         {

@@ -86,3 +86,21 @@ export async function assertConsistent(tier: EtcdTier, network: string, rangePoo
   for (const a of allocations)
     assert.equal(held.get(a.pool), a.node, `${a.address} published in block ${a.pool}, claimed by ${held.get(a.pool)}`);
 }
+
+/**
+ * The store flags of an agent on store `etcd`, its keys under `prefix`, with the cluster chores
+ * every second (a loss noticed within a step or two); `extra` after them.
+ */
+export function etcdStoreArgs(endpoints: readonly string[], prefix: string, extra: readonly string[] = []): string[] {
+  return [
+    '--store',
+    'etcd',
+    '--etcd-endpoints',
+    endpoints.join(','),
+    '--etcd-prefix',
+    prefix,
+    '--upkeep-interval',
+    '1',
+    ...extra,
+  ];
+}

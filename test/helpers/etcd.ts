@@ -236,27 +236,7 @@ export async function startEtcd(size = 1, tls?: EtcdTls, extraArgs: readonly str
     async restoreSnapshot(m, path) {
       if (members.length !== 1) throw new Error('restoreSnapshot() restores a single-member cluster only');
       await kill(m);
-      rmSync(m.dataDir, { recursive: true, force: true });
-      const restored = await run(
-        ETCDCTL_BIN,
-        [
-          'snapshot',
-          'restore',
-          path,
-          '--name',
-          m.name,
-          '--data-dir',
-          m.dataDir,
-          '--initial-cluster',
-          initialCluster,
-          '--initial-advertise-peer-urls',
-          m.peerURL,
-          '--initial-cluster-token',
-          `warren-test-${process.pid}`,
-        ],
-        { env: { ...process.env, ETCDCTL_API: '3' } },
-      );
-      if (restored.code !== 0) throw new Error(`etcdctl snapshot restore failed: ${restored.stderr}`);
+      await restoreMemberData(m, path, members);
       launch(m, 'new');
       await waitFor(
         `etcd member ${m.name} healthy after its restore`,
@@ -335,4 +315,33 @@ export async function makeTls(): Promise<EtcdTls> {
     clientCert: f('client.pem'),
     clientKey: f('client.key'),
   };
+}
+
+/**
+ * `etcdctl snapshot restore` of `path` into member `m`'s data directory (emptied first), as one of
+ * `members` (its name, peer URL and the cluster token `startEtcd` gives every member): the disaster
+ * recovery of a member; the cluster is the same one started again. The member must be stopped.
+ */
+export async function restoreMemberData(m: EtcdMember, path: string, members: readonly EtcdMember[]): Promise<void> {
+  rmSync(m.dataDir, { recursive: true, force: true });
+  const restored = await run(
+    ETCDCTL_BIN,
+    [
+      'snapshot',
+      'restore',
+      path,
+      '--name',
+      m.name,
+      '--data-dir',
+      m.dataDir,
+      '--initial-cluster',
+      members.map((each) => `${each.name}=${each.peerURL}`).join(','),
+      '--initial-advertise-peer-urls',
+      m.peerURL,
+      '--initial-cluster-token',
+      `warren-test-${process.pid}`,
+    ],
+    { env: { ...process.env, ETCDCTL_API: '3' } },
+  );
+  if (restored.code !== 0) throw new Error(`etcdctl snapshot restore failed for ${m.name}: ${restored.stderr}`);
 }

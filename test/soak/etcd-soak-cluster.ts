@@ -19,7 +19,7 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Etcd3 } from 'etcd3';
-import { ETCDCTL_BIN, type EtcdCluster, type EtcdMember, startEtcd } from '../helpers/etcd.ts';
+import { ETCDCTL_BIN, type EtcdCluster, type EtcdMember, restoreMemberData, startEtcd } from '../helpers/etcd.ts';
 import { removeDir, run, tempDir, waitFor } from '../helpers/processes.ts';
 import type { ClaimRecord, ClusterHoldings, GrantRecord } from './cluster-holdings.ts';
 
@@ -153,31 +153,7 @@ export class SoakEtcd {
     const before = await waitFor('the etcd revision before the restore', () => this.#revision().catch(() => undefined));
     const members = this.#cluster.members;
     for (const m of members) await this.#cluster.kill(m);
-    const initialCluster = members.map((m) => `${m.name}=${m.peerURL}`).join(',');
-    for (const m of members) {
-      rmSync(m.dataDir, { recursive: true, force: true });
-      const restored = await run(
-        ETCDCTL_BIN,
-        [
-          'snapshot',
-          'restore',
-          snapshot.path,
-          '--name',
-          m.name,
-          '--data-dir',
-          m.dataDir,
-          '--initial-cluster',
-          initialCluster,
-          '--initial-advertise-peer-urls',
-          m.peerURL,
-          // The token test/helpers/etcd.ts starts every member with: the restored cluster is the same one.
-          '--initial-cluster-token',
-          `warren-test-${process.pid}`,
-        ],
-        { env: etcdctlEnv() },
-      );
-      if (restored.code !== 0) throw new Error(`etcdctl snapshot restore failed for ${m.name}: ${restored.stderr}`);
-    }
+    for (const m of members) await restoreMemberData(m, snapshot.path, members);
     // Together: one member alone has no quorum and is never healthy.
     await Promise.all(members.map((m) => this.#cluster.restart(m)));
     this.#down.clear();

@@ -24,6 +24,7 @@
  * The agents publish as the e2e tests' agents do (test/helpers/agent.ts: every change at the next
  * run, nothing announced ahead), so `heldOutsideFile` is what the file gets back.
  */
+import { etcdStoreArgs } from '../helpers/etcd-tiered.ts';
 import type { SeededRandom } from '../helpers/random.ts';
 import { type ClusterHoldings, UncoveredClock, overlappingClaims } from './cluster-holdings.ts';
 import { EtcdOperator } from './etcd-operator.ts';
@@ -136,21 +137,8 @@ class EtcdSoakStore implements SoakStore {
 
   agentArgs(node: StoreNode): readonly string[] {
     this.#nodes.set(node.index, node);
-    return [
-      '--store',
-      'etcd',
-      '--etcd-endpoints',
-      this.#etcd.endpoints.join(','),
-      '--etcd-prefix',
-      ETCD_SOAK_PREFIX,
-      // The cluster chores (renewal, the store's identity check, blocks given back) every second,
-      // as the e2e tests on etcd run them: a loss is noticed within a step or two.
-      '--upkeep-interval',
-      '1',
-      // Empty blocks given back after 5 s rather than 300: claims and give-backs race the faults.
-      '--block-grace',
-      '5',
-    ];
+    // Empty blocks given back after 5 s rather than 300: claims and give-backs race the faults.
+    return etcdStoreArgs(this.#etcd.endpoints, ETCD_SOAK_PREFIX, ['--block-grace', '5']);
   }
 
   agentEnv(): NodeJS.ProcessEnv {
