@@ -162,14 +162,21 @@ export class SoakEtcd {
 
   /** `etcdctl del` of one claim key of `node` (its `pick`-th, modulo how many it has); the key, or undefined if it holds none. */
   async deleteClaim(node: string, pick: number): Promise<string | undefined> {
-    const index = await this.#client
-      .getAll()
-      .prefix(`${ETCD_SOAK_PREFIX}nodes-blocks/${enc(node)}/`)
-      .keys();
-    if (index.length === 0) return undefined;
-    const indexKey = index.sort()[pick % index.length] as string;
-    // nodes-blocks/<node>/<range>/<block> → blocks/<range>/<block>
-    const relative = indexKey.slice(ETCD_SOAK_PREFIX.length).split('/').slice(2).join('/');
+    const indexPrefix = `${ETCD_SOAK_PREFIX}nodes-blocks/${enc(node)}/`;
+    const published = new Set(
+      (await this.#client.getAll().prefix(`${ETCD_SOAK_PREFIX}published/`).keys()).map((k) =>
+        k.slice(`${ETCD_SOAK_PREFIX}published/`.length),
+      ),
+    );
+    // nodes-blocks/<node>/<range>/<block> → <range>/<block>; only a block its owner has published:
+    // its publication is what keeps another node off it once its claim is gone (a claim deleted
+    // before the block's first publication leaves nothing to: not a fault Warren survives yet).
+    const blocks = (await this.#client.getAll().prefix(indexPrefix).keys())
+      .map((k) => k.slice(indexPrefix.length))
+      .filter((relative) => published.has(relative))
+      .sort();
+    if (blocks.length === 0) return undefined;
+    const relative = blocks[pick % blocks.length] as string;
     const claim = `${ETCD_SOAK_PREFIX}blocks/${relative}`;
     await this.#etcdctl('del', claim);
     return decodeURIComponent(relative);

@@ -164,8 +164,17 @@ class KubeSoakStore implements SoakStore {
         if (this.#up) this.#calmSince = Date.now();
         return;
       case 'claim-delete': {
-        const running = this.#audit.claims().filter((c) => this.#isServing(c.node));
-        if (running.length === 0) return context.count('claim-delete with no block claimed');
+        // Only a block its owner has published: what keeps another node off a block whose claim
+        // vanished is its publication (docs/kubernetes-store.md, "A claim that vanishes"). A claim
+        // deleted before its block's first publication is written (a window of the first ADD's
+        // publication run) leaves nothing to keep another node off: not a fault Warren survives yet.
+        const running = this.#audit
+          .claims()
+          .filter(
+            (c) =>
+              this.#isServing(c.node) && this.#api.object('warrenblockpublications', blockName(c.key)) !== undefined,
+          );
+        if (running.length === 0) return context.count('claim-delete with no published block claimed');
         const claim = running[(step.arg ?? 0) % running.length];
         if (claim !== undefined) this.#api.deleteObject('warrenblocks', blockName(claim.key));
         return;
