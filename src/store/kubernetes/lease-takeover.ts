@@ -136,9 +136,8 @@ export interface TakeoverOptions extends PingOptions {
  * One announcement's rounds against a Lease another holds (lease-membership.ts `#claim`): taken
  * over when it is this instance's own, its previous start's on this boot, held by nobody (vacated),
  * or its previous start's on another boot the Node says is over; that previous start's otherwise
- * waited out while its lease runs (once); any other holder is pinged, lapsed or not (a renewal that
- * looks recent may be a clock stepped back), and taken over (guarded by the ping's reading) when
- * unanswered; one that answers is refused.
+ * waited out while its lease runs (once); a lapsed one of any other holder is pinged, and taken over
+ * (guarded by the ping's reading) when unanswered; anything else is refused.
  */
 export class Takeover {
   readonly #o: TakeoverOptions;
@@ -168,19 +167,21 @@ export class Takeover {
       return { kind: 'again' };
     }
     const pingSeconds = this.#o.pingMs / 1000;
-    // Its agent is asked, lapsed or not: lapsed proves nothing (an idle agent does not renew), and
-    // neither does a renewal that looks recent on this node's clock (stepped back since it was written).
-    const asked = await pingAnnouncement(this.#o, lease.name, lease.holder, `${a.node}/${a.instance}`);
-    if (asked.kind === 'changed') return { kind: 'again' };
-    if (asked.kind === 'unanswered') {
-      const notice =
-        `node ${a.node}'s announcement was held by ${describeInstance(holder)}, which did not answer a ping ` +
-        `within ${pingSeconds} s: taking it over`;
-      return { kind: 'take', over: asked.lease, notice };
+    if (expired) {
+      // Lapsed proves nothing (an idle agent does not renew): its agent is asked.
+      const asked = await pingAnnouncement(this.#o, lease.name, lease.holder, `${a.node}/${a.instance}`);
+      if (asked.kind === 'changed') return { kind: 'again' };
+      if (asked.kind === 'unanswered') {
+        const notice =
+          `node ${a.node}'s announcement was held by ${describeInstance(holder)}, which did not answer a ping ` +
+          `within ${pingSeconds} s: taking it over`;
+        return { kind: 'take', over: asked.lease, notice };
+      }
     }
     const refusal =
       `node ${a.node} is already announced in the Kubernetes API (Lease ${lease.name}) by ` +
-      `${describeInstance(holder)}, which answered a ping: two agents must not share a ` +
+      `${describeInstance(holder)}, ` +
+      `${expired ? 'which answered a ping' : 'which renewed it within its lease'}: two agents must not share a ` +
       `node name (give this one another --node-name; if that agent is gone, its name is taken over once it ` +
       `does not answer a ping within ${pingSeconds} s)`;
     return { kind: 'refuse', refusal };

@@ -197,7 +197,7 @@ describe('Lease membership', () => {
   it('refuses a second agent with the node name, again once the Lease lapsed while the first answers its ping', async () => {
     const [first, second] = [await tier(), await tier()];
     await first.membership.announce('lease-twin', info('t-1', 'boot-a'));
-    await assert.rejects(driven(second.membership.announce('lease-twin', info('t-2', 'boot-z'))), (e) => {
+    await assert.rejects(second.membership.announce('lease-twin', info('t-2', 'boot-z')), (e) => {
       assert.ok(isWarrenError(e, 'ALREADY_RUNNING'));
       assert.match(e.message, /agent instance t-1/);
       return true;
@@ -230,19 +230,6 @@ describe('Lease membership', () => {
     const lease = fake.object('leases', nodeLeaseName('lease-dead-twin'), NAMESPACE);
     assert.equal((lease?.spec as Record<string, unknown> | undefined)?.holderIdentity, 'd-2');
     assert.match(notices.join('\n'), /did not answer a ping/);
-    assert.equal(second.membership.halted(), undefined);
-    await second.membership.withdraw();
-  });
-
-  it('takes over a twin whose Lease looks renewed on this clock (stepped back since) when it does not answer its ping', async () => {
-    // Found by the soak (a node's wall clock stepped back): a renewal that looks recent here proved
-    // nothing, and the agent of a node whose clock went back an hour could not start for an hour.
-    const [first, second] = [await tier(), await tier()];
-    await first.membership.announce('lease-stepped', info('s-1', 'boot-a'));
-    await first.close(); // killed: no withdrawal, no answer; its Lease still within its lease
-    await driven(second.membership.announce('lease-stepped', info('s-2', 'boot-z')));
-    const lease = fake.object('leases', nodeLeaseName('lease-stepped'), NAMESPACE);
-    assert.equal((lease?.spec as Record<string, unknown> | undefined)?.holderIdentity, 's-2');
     assert.equal(second.membership.halted(), undefined);
     await second.membership.withdraw();
   });
