@@ -163,17 +163,10 @@ export class SoakEtcd {
   /** `etcdctl del` of one claim key of `node` (its `pick`-th, modulo how many it has); the key, or undefined if it holds none. */
   async deleteClaim(node: string, pick: number): Promise<string | undefined> {
     const indexPrefix = `${ETCD_SOAK_PREFIX}nodes-blocks/${enc(node)}/`;
-    const published = new Set(
-      (await this.#client.getAll().prefix(`${ETCD_SOAK_PREFIX}published/`).keys()).map((k) =>
-        k.slice(`${ETCD_SOAK_PREFIX}published/`.length),
-      ),
-    );
-    // nodes-blocks/<node>/<range>/<block> → <range>/<block>; only a block its owner has published:
-    // its publication is what keeps another node off it once its claim is gone (a claim deleted
-    // before the block's first publication leaves nothing to: not a fault Warren survives yet).
+    // nodes-blocks/<node>/<range>/<block> → <range>/<block>; any claim, published or not (a claim is
+    // published before its block's first address: tiered/claim-announcements.ts).
     const blocks = (await this.#client.getAll().prefix(indexPrefix).keys())
       .map((k) => k.slice(indexPrefix.length))
-      .filter((relative) => published.has(relative))
       .sort();
     if (blocks.length === 0) return undefined;
     const relative = blocks[pick % blocks.length] as string;

@@ -164,17 +164,10 @@ class KubeSoakStore implements SoakStore {
         if (this.#up) this.#calmSince = Date.now();
         return;
       case 'claim-delete': {
-        // Only a block its owner has published: what keeps another node off a block whose claim
-        // vanished is its publication (docs/kubernetes-store.md, "A claim that vanishes"). A claim
-        // deleted before its block's first publication is written (a window of the first ADD's
-        // publication run) leaves nothing to keep another node off: not a fault Warren survives yet.
-        const running = this.#audit
-          .claims()
-          .filter(
-            (c) =>
-              this.#isServing(c.node) && this.#api.object('warrenblockpublications', blockName(c.key)) !== undefined,
-          );
-        if (running.length === 0) return context.count('claim-delete with no published block claimed');
+        // Any claim, published or not: a claim is published before its block's first address is
+        // handed out (tiered/claim-announcements.ts), and that publication keeps another node off.
+        const running = this.#audit.claims().filter((c) => this.#isServing(c.node));
+        if (running.length === 0) return context.count('claim-delete with no block claimed');
         const claim = running[(step.arg ?? 0) % running.length];
         if (claim !== undefined) this.#api.deleteObject('warrenblocks', blockName(claim.key));
         return;

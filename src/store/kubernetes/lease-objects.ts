@@ -37,6 +37,8 @@ export interface LeaseView {
   readonly holder: string | undefined;
   /** When it lapses, ms since the epoch (0 when it says nothing readable). */
   readonly expires: number;
+  /** When it was last renewed, ms since the epoch (0 when it says nothing readable). */
+  readonly renewed: number;
   readonly transitions: number;
   readonly acquired: string | undefined;
   readonly annotations: Readonly<Record<string, string>>;
@@ -54,6 +56,7 @@ export function leaseOf(object: unknown): LeaseView | undefined {
     version: meta.resourceVersion,
     holder: typeof s.holderIdentity === 'string' ? s.holderIdentity : undefined,
     expires: Number.isNaN(renewed) ? 0 : renewed + seconds * 1000,
+    renewed: Number.isNaN(renewed) ? 0 : renewed,
     transitions: typeof s.leaseTransitions === 'number' ? s.leaseTransitions : 0,
     acquired: typeof s.acquireTime === 'string' ? s.acquireTime : undefined,
     annotations: meta.annotations ?? {},

@@ -136,8 +136,9 @@ export interface TakeoverOptions extends PingOptions {
  * One announcement's rounds against a Lease another holds (lease-membership.ts `#claim`): taken
  * over when it is this instance's own, its previous start's on this boot, held by nobody (vacated),
  * or its previous start's on another boot the Node says is over; that previous start's otherwise
- * waited out while its lease runs (once); a lapsed one of any other holder is pinged, and taken over
- * (guarded by the ping's reading) when unanswered; anything else is refused.
+ * waited out while its lease runs (once); a lapsed one of any other holder, or one renewed later than
+ * this node's clock says it is (a clock stepped back), is pinged, and taken over (guarded by the
+ * ping's reading) when unanswered; anything else is refused.
  */
 export class Takeover {
   readonly #o: TakeoverOptions;
@@ -156,7 +157,12 @@ export class Takeover {
     const holder = recordOf(lease);
     const previous = a.previous !== undefined && lease.holder === a.previous;
     const sameBoot = previous && holder?.bootId !== undefined && holder.bootId === a.record.bootId;
-    const expired = lease.expires <= this.#o.clock.now();
+    const now = this.#o.clock.now();
+    const expired = lease.expires <= now;
+    // Renewed later than this node's clock says it is now: the clock stepped back since (or the
+    // renewer's runs ahead), so it cannot tell whether the lease still runs (found by the soak: an
+    // agent whose node's clock went back a day could not start for a day). Asked, as a lapsed one.
+    const unknowable = lease.renewed > now;
     // Held by nobody: vacated by a node that found its holder gone (lease-ping.ts).
     if (lease.holder === a.instance || sameBoot || lease.holder === undefined || (previous && this.#rebooted))
       return { kind: 'take', over: lease };
@@ -167,7 +173,7 @@ export class Takeover {
       return { kind: 'again' };
     }
     const pingSeconds = this.#o.pingMs / 1000;
-    if (expired) {
+    if (expired || unknowable) {
       // Lapsed proves nothing (an idle agent does not renew): its agent is asked.
       const asked = await pingAnnouncement(this.#o, lease.name, lease.holder, `${a.node}/${a.instance}`);
       if (asked.kind === 'changed') return { kind: 'again' };
@@ -181,7 +187,8 @@ export class Takeover {
     const refusal =
       `node ${a.node} is already announced in the Kubernetes API (Lease ${lease.name}) by ` +
       `${describeInstance(holder)}, ` +
-      `${expired ? 'which answered a ping' : 'which renewed it within its lease'}: two agents must not share a ` +
+      `${expired || unknowable ? 'which answered a ping' : 'which renewed it within its lease'}: ` +
+      'two agents must not share a ' +
       `node name (give this one another --node-name; if that agent is gone, its name is taken over once it ` +
       `does not answer a ping within ${pingSeconds} s)`;
     return { kind: 'refuse', refusal };

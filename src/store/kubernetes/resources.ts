@@ -141,7 +141,10 @@ export class Resource {
     this.#revisions?.beforeWrite(what);
     const floor = this.#revisions?.floor();
     const answer = await this.#send(what, verb, req);
-    if (floor !== undefined && (answer.status === 200 || answer.status === 201))
+    // A PUT of the object as it is stands for no write: its answer carries the resourceVersion it was
+    // sent with (the object's last change), not the revision now (../KUBERNETES-API.md: "RV unchanged").
+    const unchanged = req.method === 'PUT' && versionOf(answer.body) === versionOf(req.body);
+    if (floor !== undefined && !unchanged && (answer.status === 200 || answer.status === 201))
       this.#revisions?.observe(versionOf(answer.body), floor, what);
     return answer;
   }

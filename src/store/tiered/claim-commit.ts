@@ -6,7 +6,8 @@
  * node whose local commit never happened (a crash in between) is this node's to use; a claim whose
  * local commit lost is given back, so no block stays claimed by a node that never uses it. Commits
  * to other ledgers the caller names (`precededBy`, CommitOptions) are made in the local commit's
- * transaction, before it: all or none.
+ * transaction, before it: all or none. A claim of this node is published before its commit returns,
+ * and no address of the block is handed out before (tiered/claim-announcements.ts).
  */
 import { defined } from '../../core/defined.ts';
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
@@ -17,6 +18,7 @@ import type { ClusterTier } from './cluster-tier.ts';
 import type { RangePins } from './range-pins.ts';
 import { recordFromKey } from './ranges.ts';
 import type { ClaimKeeper } from './reclaim.ts';
+import type { ClaimAnnouncements } from './claim-announcements.ts';
 import { failpoint } from '../../core/failpoints.ts';
 
 export interface ClaimCommitParts {
@@ -29,6 +31,9 @@ export interface ClaimCommitParts {
   readonly ranges: RangePins;
   /** Marks block `key` changed, for the publisher. */
   readonly mark: (key: string) => void;
+  /** Writes block `key`'s publication now, as the node's store holds it (TieredPublisher.publishBlock). */
+  readonly publish: (key: string) => Promise<void>;
+  readonly announcements: ClaimAnnouncements;
 }
 
 export function conflict(reason: string, admissionLost?: true): CommitResult {
@@ -72,13 +77,18 @@ export async function commitClaim(
     claim = held;
   }
   failpoint('claim-unrecorded');
-  const result = await p.local.commit(key, expected, ops, undefined, precededBy && { precededBy });
-  if (result.kind === 'conflict') {
-    // Not recorded here: give the block back, or it would stay claimed by a node that never uses it.
-    await p.tier.unclaim(claim).catch(() => undefined);
+  const made = claim;
+  const record = async (): Promise<CommitResult> => {
+    const result = await p.local.commit(key, expected, ops, undefined, precededBy && { precededBy });
+    if (result.kind === 'conflict') {
+      // Not recorded here: give the block back, or it would stay claimed by a node that never uses it.
+      await p.tier.unclaim(made).catch(() => undefined);
+      return result;
+    }
+    if (node === p.node) p.claims.record(made);
+    p.mark(key);
     return result;
-  }
-  if (node === p.node) p.claims.record(claim);
-  p.mark(key);
-  return result;
+  };
+  // This node's claim is published before any address of the block is handed out (claim-announcements.ts).
+  return node === p.node ? p.announcements.announced(key, record, () => p.publish(key)) : record();
 }

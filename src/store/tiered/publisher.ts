@@ -77,6 +77,8 @@ export interface TieredPublisherOptions {
   readonly ahead?: number | undefined;
   /** Most time a change that leaves its block covered waits for its write, ms (default DEFAULT_SETTLE_MS). */
   readonly settleMs?: number | undefined;
+  /** Told each time a publication of block `key` was written. */
+  readonly written?: ((key: string) => void) | undefined;
 }
 
 export class TieredPublisher {
@@ -207,6 +209,7 @@ export class TieredPublisher {
     });
     const owners = new Map(allocations.map((a) => [a.address, ownerOf(a)]));
     this.#written.set(key, { owners, ahead: new Set(ahead), atMs: clock.monotonic() });
+    this.#o.written?.(key);
   }
 
   /**

@@ -49,7 +49,7 @@
  */
 import type { Clock } from '../../core/clock.ts';
 import { defined } from '../../core/defined.ts';
-import { messageOf } from '../../core/errors.ts';
+import { WarrenError, messageOf } from '../../core/errors.ts';
 import { isBlockKey, rangePoolListed, rangePoolOfKey } from '../../ipam/blocks.ts';
 import type { Allocation, Owner } from '../../ipam/allocation.ts';
 import { isUseKey } from '../../ipam/holding-key.ts';
@@ -69,6 +69,7 @@ import type {
   StoreCluster,
 } from '../store.ts';
 import { TieredAdmissions } from './admissions.ts';
+import { ClaimAnnouncements } from './claim-announcements.ts';
 import { type ClaimCommitParts, commitClaim, conflict } from './claim-commit.ts';
 import { TieredChores } from './chores.ts';
 import { TieredClaims } from './claims.ts';
@@ -107,6 +108,8 @@ export class TieredStore implements Store {
   readonly #claims: TieredClaims;
   readonly #keeper: ClaimKeeper;
   readonly #publisher: TieredPublisher;
+  /** Claims of this node being published before their blocks' first addresses (claim-announcements.ts). */
+  readonly #announcements = new ClaimAnnouncements();
   readonly #ranges: RangePins;
   readonly #admissions: TieredAdmissions;
   readonly #chores: TieredChores; // publication, the claim check and its watches, `start` to `close`
@@ -139,11 +142,13 @@ export class TieredStore implements Store {
       notice: this.#notice,
       ahead: o.publishAhead,
       settleMs: o.publishSettleMs,
+      written: (key) => this.#announcements.written(key),
     });
     this.#admissions = new TieredAdmissions(o.tier, (space) => heldByNode(o.local, o.node, space));
     const mark = (key: string) => this.#publisher.mark(key);
+    const publish = (key: string) => this.#publisher.publishBlock(key);
     const parts = { claims: this.#claims, keeper: this.#keeper, admissions: this.#admissions, ranges: this.#ranges };
-    this.#claimParts = { ...o, ...parts, mark };
+    this.#claimParts = { ...o, ...parts, mark, publish, announcements: this.#announcements };
     this.#chores = new TieredChores({
       ...o,
       claims: this.#claims,
@@ -247,6 +252,8 @@ export class TieredStore implements Store {
   async #refusal(key: string): Promise<string | undefined> {
     const rangePool = rangePoolOfKey(key);
     this.#keeper.refuseHalted(rangePool);
+    const unannounced = await this.#announcements.refusal(key);
+    if (unannounced !== undefined) throw new WarrenError('TRY_AGAIN', unannounced);
     if (this.#claims.vanished(key))
       return `the claim of block ${key} by node ${this.#node} vanished from ${this.tier.description}`;
     const blockPrefix = await this.#ranges.blockPrefix(rangePool);

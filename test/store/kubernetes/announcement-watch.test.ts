@@ -173,6 +173,7 @@ describe('what a change of the Lease on its watch means', () => {
     uid: 'u',
     version,
     holder,
+    renewed: expires - 15_000,
     expires,
     transitions: 0,
     acquired: undefined,

@@ -21,6 +21,8 @@ import {
 } from '../../../src/store/kubernetes/api-requests.ts';
 import { Resource, warrenKind } from '../../../src/store/kubernetes/resources.ts';
 import { type FakeKubeApi, startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
+import type { KubeObject } from '../../../src/store/kubernetes/objects.ts';
+import { KubeContinuity } from '../../../src/store/kubernetes/continuity.ts';
 
 describe('ApiRequestCounter', () => {
   it('names each request by verb and resource, as an audit log does', () => {
@@ -187,6 +189,33 @@ describe('a request to the fake API server', () => {
         fake.requests.map((r) => r.userAgent),
         ['warren/9.9.9 (node node-a)', 'warren/9.9.9 (node node-a)'],
       );
+    } finally {
+      api.close();
+    }
+  });
+  it('never reads a PUT that changed nothing as data gone backwards (its answer keeps the old resourceVersion)', async () => {
+    // Found with publications written at claim time (issue 38): a block published again exactly as
+    // it stood answered its old resourceVersion, and the store halted as if its etcd was restored.
+    const config = new KubeConfig();
+    config.loadFromFile(fake.kubeconfigPath);
+    const api = await KubeApiClient.open({ kubeConfig: config });
+    try {
+      const continuity = new KubeContinuity('the fake');
+      const blocks = new Resource(api, warrenKind('warrenblocks'), continuity.observer(true));
+      const block = (name: string): KubeObject => ({
+        apiVersion: 'warren.dev/v1alpha1',
+        kind: 'WarrenBlock',
+        metadata: { name },
+        spec: { node: 'n1', pool: 'p', cidr: '10.0.0.0/28' },
+      });
+      const made = await blocks.create('create a block', block('noop-put'));
+      assert.equal(made.kind, 'created');
+      const object = made.kind === 'created' ? (made.object as KubeObject) : undefined;
+      for (let i = 0; i < 3; i++) await blocks.create('create another block', block(`noop-put-${i}`)); // it moves on
+      await blocks.list('list blocks', '', 10); // and this agent has seen it move
+      const again = await blocks.replace('write the block as it is', object as KubeObject);
+      assert.equal(again.kind, 'replaced');
+      assert.equal(continuity.halted(), undefined, continuity.halted()?.message);
     } finally {
       api.close();
     }

@@ -233,4 +233,30 @@ describe('Lease membership', () => {
     assert.equal(second.membership.halted(), undefined);
     await second.membership.withdraw();
   });
+  it('pings the holder of a Lease renewed later than this clock says it is (stepped back), and takes it over only unanswered', async () => {
+    // Found by the soak: an agent whose node's wall clock went back a day (NTP) could not start for a
+    // day, its Lease looking renewed within its lease on the stepped clock.
+    const [live, dead, second] = [await tier(), await tier(), await tier()];
+    await live.membership.announce('lease-stepped-live', info('l-1', 'boot-a'));
+    await dead.membership.announce('lease-stepped-dead', info('s-1', 'boot-a'));
+    await dead.close(); // killed: no withdrawal, no answer
+    clock.stepWall(-3_600_000);
+    try {
+      await driven(second.membership.announce('lease-stepped-dead', info('s-2', 'boot-z')));
+      const lease = fake.object('leases', nodeLeaseName('lease-stepped-dead'), NAMESPACE);
+      assert.equal((lease?.spec as Record<string, unknown> | undefined)?.holderIdentity, 's-2');
+      assert.equal(second.membership.halted(), undefined);
+      await second.membership.withdraw();
+      const twin = await tier();
+      await assert.rejects(driven(twin.membership.announce('lease-stepped-live', info('l-2', 'boot-z'))), (e) => {
+        assert.ok(isWarrenError(e, 'ALREADY_RUNNING'));
+        assert.match(e.message, /agent instance l-1 .*, which answered a ping/);
+        return true;
+      });
+      assert.equal(live.membership.halted(), undefined, 'the live one serves on');
+      await live.membership.withdraw();
+    } finally {
+      clock.stepWall(3_600_000);
+    }
+  });
 });

@@ -146,6 +146,7 @@ describe("the holder's answers to pings", () => {
     version: '1',
     holder: 'me',
     expires: 0,
+    renewed: 0,
     transitions: 0,
     acquired: undefined,
     annotations: { [PING_ANNOTATION]: id, ...(pong === undefined ? {} : { [PONG_ANNOTATION]: pong }) },

@@ -247,6 +247,52 @@ describe('TieredStore: a claimer of a block nobody holds', () => {
   });
 });
 
+describe('TieredStore: a claim is published before its first address is handed out (issue 38)', () => {
+  it('never lets another node hand out an address twice when a claim is deleted before the first publication run', async () => {
+    const c = cluster(['n1', 'n2']);
+    const [n1, n2] = c.nodes;
+    assert.ok(n1 && n2);
+    const r = rangesOf({ range: '10.48.0.0/24', block_size: 28 });
+    const [held] = await n1.allocator.allocate({ owner: owner('a'), ranges: r });
+    const key = held?.allocation.pool ?? '';
+    // No run of the publisher on the clock yet (no flush): only what the claim wrote is published.
+    assert.equal(n1.store.pendingPublication > 0, true, 'the ADD left its block marked for the next run');
+    c.tier.deleteClaim(key); // deleted by hand (or lost with a restore) within the first ADD's run
+    for (const id of ['x', 'y', 'z']) {
+      const [theirs] = await n2.allocator.allocate({ owner: owner(id), ranges: r });
+      assert.notEqual(theirs?.allocation.pool, key, `${theirs?.allocation.address} is not in n1's block`);
+    }
+    await n1.store.check();
+    assert.equal((await c.tier.claimOf(key))?.node, 'n1', 'its owner claims it again');
+  });
+
+  it('refuses addresses of a block whose claim could not be published, naming why, until it is', async () => {
+    let refuse = true;
+    const c = cluster(['n1'], {
+      wrap: (tier) =>
+        tierWith(tier, {
+          publish: async (p) => {
+            if (refuse) throw new Error('the cluster went away');
+            return tier.publish(p);
+          },
+        }),
+    });
+    const [n1] = c.nodes;
+    assert.ok(n1);
+    const r = rangesOf({ range: '10.49.0.0/24', block_size: 28 });
+    await assert.rejects(n1.allocator.allocate({ owner: owner('a'), ranges: r }), (error: unknown) => {
+      assert.ok(isWarrenError(error) && error.code === 'TRY_AGAIN', String(error));
+      assert.match(error.message, /was claimed, but its publication could not be written \(the cluster went away\)/);
+      return true;
+    });
+    assert.equal((await c.tier.claimsOf('n1')).length, 1, 'the claim stands, recorded on both tiers');
+    refuse = false;
+    await n1.store.flush(); // the publisher's next run writes it
+    const [a] = await n1.allocator.allocate({ owner: owner('a'), ranges: r });
+    assert.ok(a?.allocation.address.startsWith('10.49.0.'));
+  });
+});
+
 describe('TieredStore: a claim its store never recorded (the agent died between the two)', () => {
   it('is recorded as an empty block, listed, and given back after the block grace', async () => {
     const c = cluster(['n1']);
