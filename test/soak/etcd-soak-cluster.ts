@@ -175,6 +175,16 @@ export class SoakEtcd {
     return decodeURIComponent(relative);
   }
 
+  /**
+   * `etcdctl compact` at the revision now, as an operator (or the apiserver's compactor) does: every
+   * watch resumed from before it gets "required revision has been compacted"; the revision compacted at.
+   */
+  async compact(): Promise<number> {
+    const revision = await this.#revision();
+    await this.#etcdctl('compact', String(revision));
+    return revision;
+  }
+
   /** `etcdctl del` of `node`'s announcement. */
   async deleteAnnouncement(node: string): Promise<void> {
     await this.#etcdctl('del', `${ETCD_SOAK_PREFIX}nodes/${enc(node)}`);

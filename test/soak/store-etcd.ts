@@ -12,7 +12,9 @@
  *   handed out twice, every container keeps its address. The step returns once the recovery has
  *   begun (the marker seen or an accept made), not when it ends: a node it waits for may be down;
  * - `claim-delete` (`etcdctl del` of one claim key of a node): the owner claims it again at once;
- * - `announcement-delete` (`etcdctl del` of a node's announcement): the agent announces itself again.
+ * - `announcement-delete` (`etcdctl del` of a node's announcement): the agent announces itself again;
+ * - `compact` (`etcdctl compact` at the revision now): every watch resumed from before it is refused
+ *   as compacted; the agents list again and go on, nothing lost.
  *
  * The auditor's look at etcd (`auditCluster`, cluster-holdings.ts): no two nodes' claims overlap;
  * every live sandbox's address lies in a block its node claims or was granted to it (a loan), within
@@ -21,12 +23,15 @@
  * A node's state directory put back (plan.ts `restore-state`): the containers it published come
  * back at its start (`heldOutsideFile`).
  *
- * The agents publish as the e2e tests' agents do (test/helpers/agent.ts: every change at the next
- * run, nothing announced ahead), so `heldOutsideFile` is what the file gets back.
+ * The agents publish on their defaults (a claim published with the addresses it hands out next, a
+ * covered change written once settled): `heldOutsideFile` is what they published by name; a node's
+ * file put back from a copy older than its publications keeps the addresses they announced as
+ * placeholders, which the operator accepts once no live sandbox holds one (announced-placeholders.ts).
  */
 import { etcdStoreArgs } from '../helpers/etcd-tiered.ts';
 import type { SeededRandom } from '../helpers/random.ts';
 import { type ClusterHoldings, UncoveredClock, overlappingClaims } from './cluster-holdings.ts';
+import { acceptPlaceholders } from './announced-placeholders.ts';
 import { EtcdOperator } from './etcd-operator.ts';
 import { ETCD_SOAK_PREFIX, SoakEtcd } from './etcd-soak-cluster.ts';
 import type { GroundTruth } from './ground-truth.ts';
@@ -52,7 +57,8 @@ export type EtcdAction =
   | 'snapshot'
   | 'restore'
   | 'claim-delete'
-  | 'announcement-delete';
+  | 'announcement-delete'
+  | 'compact';
 
 const step = (action: EtcdAction, fault: boolean, arg?: number): StoreStep => ({
   kind: 'store',
@@ -76,6 +82,7 @@ function etcdPlanner(): StoreFaultPlanner {
         restore: downFor === undefined && snapshot ? 1.5 : 0,
         'claim-delete': 3,
         'announcement-delete': 1,
+        compact: 1.5,
       });
       switch (action) {
         case 'member-kill':
@@ -85,6 +92,8 @@ function etcdPlanner(): StoreFaultPlanner {
         case 'restore':
           snapshot = false;
           return [step('restore', true)];
+        case 'compact':
+          return [step('compact', true)];
         case 'claim-delete':
         case 'announcement-delete':
           // Which node (modulo the nodes) and which of its claims: the run's to resolve.
@@ -126,6 +135,8 @@ class EtcdSoakStore implements SoakStore {
   readonly #nodes = new Map<number, RunningNode>();
   #operator: EtcdOperator | undefined;
   #log: (line: string) => void = () => {};
+  /** The last fault step's context: what the operator's accepts are counted on. */
+  #context: StoreFaultContext | undefined;
 
   constructor(etcd: SoakEtcd) {
     this.#etcd = etcd;
@@ -141,8 +152,9 @@ class EtcdSoakStore implements SoakStore {
     return etcdStoreArgs(this.#etcd.endpoints, ETCD_SOAK_PREFIX, ['--block-grace', '5']);
   }
 
+  /** The publication settings a node runs with (their defaults), not the e2e tests' (store-kube.ts says why). */
   agentEnv(): NodeJS.ProcessEnv {
-    return {};
+    return { WARREN_PUBLISH_SETTLE: undefined, WARREN_PUBLISH_AHEAD: undefined };
   }
 
   /** The operator, started with the run's nodes at the first step that needs one. */
@@ -161,6 +173,7 @@ class EtcdSoakStore implements SoakStore {
 
   async runStep(s: StoreStep, context: StoreFaultContext): Promise<void> {
     this.#log = context.log;
+    this.#context = context;
     for (const node of context.nodes) this.#nodes.set(node.index, node);
     const nodeOf = (arg: number | undefined) => context.nodes[(arg ?? 0) % context.nodes.length] as StoreNode;
     const pickOf = (arg: number | undefined) => Math.floor((arg ?? 0) / context.nodes.length);
@@ -193,6 +206,9 @@ class EtcdSoakStore implements SoakStore {
         context.log(`etcd: the announcement of ${node.name} deleted by hand`);
         return;
       }
+      case 'compact':
+        context.log(`etcd: compacted at revision ${await this.#etcd.compact()}`);
+        return;
       default: {
         const never: never = action;
         throw new Error(`the etcd store has no step ${String(never)}`);
@@ -229,6 +245,8 @@ class EtcdSoakStore implements SoakStore {
   }
 
   async auditCluster(truth: GroundTruth): Promise<ReadonlyArray<{ readonly key: string; readonly what: string }>> {
+    // The operator's step after a node's disk was put back (announced-placeholders.ts).
+    for (const node of this.#nodes.values()) await acceptPlaceholders(node, truth, this.#context);
     const found: Array<{ key: string; what: string }> = (this.#operator?.problems ?? []).map((what) => ({
       key: what,
       what,

@@ -19,7 +19,7 @@ import { kubePlan } from './store-kube-plan.ts';
 import type { StoreStep } from './store.ts';
 
 describe("the kubernetes store's soak plan", () => {
-  it('never stops the API server twice, restores only a kept snapshot while up, recovers every restore, ends up', () => {
+  it('never stops the API server twice, restores only a kept snapshot while up, recovers every restore and Lease deleted, ends up', () => {
     for (let seed = 1; seed <= 40; seed++) {
       const steps = planSoak({ seed, nodes: 3, faults: 80, podsPerNode: 12, operationsPerFault: 6, store: kubePlan });
       let down = false;
@@ -44,6 +44,10 @@ describe("the kubernetes store's soak plan", () => {
             snapshot = false;
             recovering = true;
             break;
+          case 'lease-delete':
+            assert.ok(!recovering, where);
+            recovering = true;
+            break;
           case 'api-recover':
             assert.ok(recovering, where);
             recovering = false;
@@ -57,8 +61,8 @@ describe("the kubernetes store's soak plan", () => {
         s.kind === 'store' ? s.action : s.kind,
       ),
     );
-    for (const kind of ['api-stop', 'watch-cut', 'api-restore', 'api-recover', 'claim-delete', 'kill', 'restore-state'])
-      assert.ok(kinds.has(kind), `${kind} drawn in 200 faults`);
+    const drawn = ['api-stop', 'watch-cut', 'api-restore', 'api-recover', 'claim-delete', 'claim-edit', 'lease-delete'];
+    for (const kind of [...drawn, 'kill', 'restore-state']) assert.ok(kinds.has(kind), `${kind} drawn in 200 faults`);
   });
 });
 

@@ -17,20 +17,27 @@
  *   (`warren status`, then `warren store accept` on each node that stopped); from then on a node
  *   that stops later for that restore (it was down, it noticed late) is accepted as it says so;
  * - a WarrenBlock deleted by hand (`kubectl delete warrenblock`) whose owner's agent runs: its owner
- *   claims it again, and no other node hands out its addresses (test/e2e/claims-vanish.test.ts).
+ *   claims it again, and no other node hands out its addresses (test/e2e/claims-vanish.test.ts);
+ * - a WarrenBlock edited by hand to name another running node: that node never made the claim, so it
+ *   gives it back unused, and the owner claims it again (tiered/stray-claims.ts);
+ * - a node's Lease deleted by hand: its agent stops allocating (its Lease gone reads as the store's
+ *   data lost) until the operator accepts at `api-recover`, as after a restore.
  * A node that stops allocating with no restore behind it is a violation, as is a stop for another
- * reason than the store's data going back.
+ * reason than the store's data going back. A node whose file was put back from a copy older than its
+ * publications keeps the addresses they announced as placeholders: the operator accepts them once no
+ * live sandbox holds one (announced-placeholders.ts).
  *
  * Cleanup: `close()` stops the operator's timer and the API server (its certificates and
  * kubeconfigs removed); the agents are the nodes' (soak-node.ts).
  */
 import { join } from 'node:path';
 import { requestJson } from '../../src/core/unix-http.ts';
-import { blockName } from '../../src/store/kubernetes/names.ts';
+import { NODE_LABEL, blockName, labelValue, nodeLeaseName } from '../../src/store/kubernetes/names.ts';
 import { type FakeKubeApi, type FakeSnapshot, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
 import { KUBE_NAMESPACE, LEASE_SECONDS } from '../helpers/kube-store.ts';
 import { CHILD_PATH, WARREN_BIN, run } from '../helpers/processes.ts';
 import type { GroundTruth } from './ground-truth.ts';
+import { acceptPlaceholders } from './announced-placeholders.ts';
 import { KubeClusterAudit } from './kube-cluster-audit.ts';
 import type { KubeAction } from './store-kube-plan.ts';
 import { kubePlan } from './store-kube-plan.ts';
@@ -52,7 +59,8 @@ class KubeSoakStore implements SoakStore {
   /** Every node an agent was started for, by index (its socket is in its state directory). */
   readonly #nodes = new Map<number, StoreNode>();
   #snapshot: FakeSnapshot | undefined;
-  #restores = 0;
+  /** The store's losses so far: restores, and Leases deleted by hand (each a halt the operator accepts). */
+  #losses = 0;
   /** Whether the operator accepts a stopped node (after `api-recover`, until the next restore). */
   #accepting = false;
   #up = true;
@@ -132,11 +140,14 @@ class KubeSoakStore implements SoakStore {
       case 'api-start':
         await this.#api.setUnavailable(false);
         this.#up = true;
-        if (this.#restores === 0 || this.#accepting) this.#calmSince = Date.now();
+        if (this.#losses === 0 || this.#accepting) this.#calmSince = Date.now();
         return;
       case 'watch-cut':
         if (step.arg === 1) this.#api.cutConnections();
-        else this.#api.breakWatches();
+        else {
+          if (step.arg === 2) this.#api.compactHistory(); // a resume is answered 410 Gone: a relist
+          this.#api.breakWatches();
+        }
         return;
       case 'api-snapshot':
         this.#snapshot = this.#api.snapshot();
@@ -145,7 +156,7 @@ class KubeSoakStore implements SoakStore {
         const snapshot = this.#snapshot;
         if (snapshot === undefined) throw new Error('api-restore with no snapshot kept');
         this.#snapshot = undefined;
-        this.#restores += 1;
+        this.#losses += 1;
         this.#accepting = false;
         this.#calmSince = undefined;
         this.#api.restoreSnapshot(snapshot);
@@ -170,6 +181,33 @@ class KubeSoakStore implements SoakStore {
         if (running.length === 0) return context.count('claim-delete with no block claimed');
         const claim = running[(step.arg ?? 0) % running.length];
         if (claim !== undefined) this.#api.deleteObject('warrenblocks', blockName(claim.key));
+        return;
+      }
+      case 'claim-edit': {
+        // `kubectl edit warrenblock`: moved to another running node, label and spec. That node never
+        // made the claim and gives it back; its owner claims it again (tiered/stray-claims.ts).
+        const running = this.#audit.claims().filter((c) => this.#isServing(c.node));
+        const claim = running[(step.arg ?? 0) % Math.max(1, running.length)];
+        const others = [...this.#nodes.values()].filter((n) => n.name !== claim?.node && this.#isServing(n.name));
+        const other = others[(step.arg ?? 0) % Math.max(1, others.length)];
+        if (claim === undefined || other === undefined)
+          return context.count('claim-edit with no block or node to move it to');
+        this.#api.editObject('warrenblocks', blockName(claim.key), (o) => {
+          o.metadata.labels = { ...(o.metadata.labels ?? {}), [NODE_LABEL]: labelValue(other.name) };
+          (o.spec as Record<string, unknown>).node = other.name;
+        });
+        return;
+      }
+      case 'lease-delete': {
+        // `kubectl delete lease`: nobody but its agent removes a live Lease, so its agent reads it as
+        // the store's data lost and stops allocating until the operator accepts (docs/recovery.md).
+        const serving = [...this.#nodes.values()].filter((n) => this.#isServing(n.name));
+        const node = serving[(step.arg ?? 0) % Math.max(1, serving.length)];
+        if (node === undefined) return context.count('lease-delete with no node running');
+        this.#losses += 1;
+        this.#accepting = false;
+        this.#calmSince = undefined;
+        this.#api.deleteObject('leases', nodeLeaseName(node.name), KUBE_NAMESPACE);
         return;
       }
       default: {
@@ -216,10 +254,10 @@ class KubeSoakStore implements SoakStore {
       }
       const verdict = judgeProblem(node.name, problem);
       if (verdict === 'serving' || verdict === 'waiting') continue;
-      if (this.#restores === 0 || verdict === 'other') {
+      if (this.#losses === 0 || verdict === 'other') {
         this.#unexpected.push({
           key: `halt ${node.name} ${problem}`,
-          what: `${node.name} stopped allocating with ${this.#restores === 0 ? 'no restore of the API server behind it' : 'another reason than a restore'}: ${problem}`,
+          what: `${node.name} stopped allocating with ${this.#losses === 0 ? 'no restore of the API server, nor a Lease deleted, behind it' : 'another reason than a loss'}: ${problem}`,
         });
         continue;
       }
@@ -239,6 +277,9 @@ class KubeSoakStore implements SoakStore {
   }
 
   async auditCluster(truth: GroundTruth): Promise<ReadonlyArray<{ key: string; what: string }>> {
+    // The operator's step after a node's disk was put back (announced-placeholders.ts).
+    for (const node of this.#nodes.values())
+      if (this.#isServing(node.name)) await acceptPlaceholders(node, truth, this.#context);
     const found = [...this.#unexpected, ...this.#audit.look(truth, this.#calmSince)];
     this.#unexpected.length = 0;
     return found;

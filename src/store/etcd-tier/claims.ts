@@ -16,10 +16,10 @@
  *   in the same transaction; a space with no admission at all admits everything): so a claim and an
  *   admission retiring its range, racing, never both stand (see `claim`);
  * - `unclaim` is a transaction comparing the claim key's create revision (the uid) and mod revision
- *   (the version): it deletes the claim, its index key and its publication (etcd-tier/publications.ts)
- *   only if the claim is exactly the one named ('changed' otherwise, 'gone' when there is none). A
- *   block given back and claimed again has another create revision, so the old claim never removes
- *   the new one (ABA);
+ *   (the version): it deletes the claim, its index key and its publication (etcd-tier/publications.ts;
+ *   not another node's: read first) only if the claim is exactly the one named ('changed' otherwise,
+ *   'gone' when there is none). A block given back and claimed again has another create revision, so
+ *   the old claim never removes the new one (ABA);
  * - `moveClaim` (a handover) is a transaction comparing the same two revisions: it rewrites the
  *   claim key's value (its node, `offeredTo`, `takenFrom`) and moves the node's index key with it;
  * - a range record is created if absent, never rewritten: the first block size wins;
@@ -200,6 +200,10 @@ export class EtcdTierClaims {
     const uid = revisionOf(claim.uid);
     const version = revisionOf(claim.version);
     if (uid !== undefined && version !== undefined) {
+      // Another node's publication stays (a claim written for this node by hand: tiered/stray-claims.ts);
+      // only the claim's node publishes while it holds the claim, so it cannot change before the write.
+      const published = await this.#kv.get(`read the publication of ${claim.key}`, publishedRecord(claim.key));
+      const theirs = published !== undefined && publishedNode(published.value.toString('utf8')) !== claim.node;
       const response = await this.#kv.write(`give back block ${claim.key}`, {
         compare: [
           { key: record, target: 'Create', result: 'Equal', create_revision: uid },
@@ -209,7 +213,7 @@ export class EtcdTierClaims {
         success: [
           { request_delete_range: { key: record } },
           { request_delete_range: { key: this.#kv.key(nodeIndex(claim.node, claim.key)) } },
-          { request_delete_range: { key: this.#kv.key(publishedRecord(claim.key)) } },
+          ...(theirs ? [] : [{ request_delete_range: { key: this.#kv.key(publishedRecord(claim.key)) } }]),
         ],
         failure: [{ request_range: { key: record, count_only: true } }],
       });
@@ -218,5 +222,15 @@ export class EtcdTierClaims {
     }
     // A uid or version etcd never made names no claim: only whether one is there is left to say.
     return (await this.claimOf(claim.key)) === undefined ? 'gone' : 'changed';
+  }
+}
+
+/** The node a publication's value names; undefined when it is not one Warren writes. */
+function publishedNode(text: string): string | undefined {
+  try {
+    const value = JSON.parse(text) as { node?: unknown };
+    return typeof value.node === 'string' ? value.node : undefined;
+  } catch {
+    return undefined;
   }
 }

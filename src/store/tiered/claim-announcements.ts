@@ -66,6 +66,11 @@ export class ClaimAnnouncements {
     return this.#unwritten.get(key);
   }
 
+  /** Whether a claim of block `key` is being committed and announced now. */
+  claiming(key: string): boolean {
+    return this.#pending.has(key);
+  }
+
   /** Block `key`'s publication was written: an announcement that failed is made. */
   written(key: string): void {
     this.#unwritten.delete(key);

@@ -57,6 +57,8 @@ export class TieredClaims {
   readonly #offering = new Set<string>();
   /** Reads of one range in flight, so concurrent first touches read once. */
   readonly #loading = new Map<string, Promise<void>>();
+  /** This node's claims as the last check saw them (`checked`). */
+  #checked: readonly BlockClaim[] = [];
   /** The watch of this node's claims, from `watch` (the store's start) on. */
   #watch: ClusterWatch<ClaimsSeen> | undefined;
 
@@ -253,6 +255,11 @@ export class TieredClaims {
     return now;
   }
 
+  /** This node's claims as the last check saw them in the cluster (the watch, or its listing). */
+  checked(): readonly BlockClaim[] {
+    return this.#checked;
+  }
+
   /**
    * Compares the cached claims with the cluster's (what the watch shows, or one listing of this
    * node's claims while no watch is open and synced): answers the claims that vanished since the
@@ -264,10 +271,13 @@ export class TieredClaims {
     if (seen !== undefined) {
       // The watch has every change up to its version: a claim at a later version it may not show yet.
       const shows = (claim: BlockClaim) => Number(claim.version) <= seen.version;
+      this.#checked = seen.claims;
       return this.#judge(new Map(seen.claims.map((c) => [c.key, c])), (_key, claim) => shows(claim));
     }
     const started = this.listingStarts();
-    const now = new Map((await this.#tier.claimsOf(this.#node)).map((c) => [c.key, c]));
+    const listed = await this.#tier.claimsOf(this.#node);
+    this.#checked = listed;
+    const now = new Map(listed.map((c) => [c.key, c]));
     // Recorded after the listing started: the listing cannot show it, and says nothing of it.
     return this.#judge(now, (key) => !this.#newerThan(key, started));
   }

@@ -20,7 +20,9 @@
  * - a claim of this node that the file does not know and that no publication of this node lists
  *   addresses in (the cluster's claim made, the agent dead before the file's commit: a kill -9
  *   between the two) is recorded as this node's empty block: listed, used, and given back once it
- *   has stayed empty for the block grace (allocator/give-back.ts), instead of stranded;
+ *   has stayed empty for the block grace (allocator/give-back.ts), instead of stranded; unless another
+ *   node published the block in use (the claimer's guard, tiered/claim-guard.ts, refuses it): this
+ *   node never claimed it (an object edited by hand), and it is given back unused;
  * - where the file holds a published address for another owner, or the published owner at another
  *   address of the range: with the publication newer by revision, the file's record is stale (that
  *   owner released it after the copy was taken) and is replaced; a publication that names no
@@ -43,7 +45,8 @@ import { WarrenError, messageOf } from '../../core/errors.ts';
 import type { Allocation } from '../../ipam/allocation.ts';
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
 import type { FileCheckStatus } from '../cluster.ts';
-import type { ClusterTier, PublishedBlock } from './cluster-tier.ts';
+import type { BlockClaim, ClusterTier, PublishedBlock } from './cluster-tier.ts';
+import { giveBackStray } from './stray-claims.ts';
 import type { AcceptReport, LedgerOp, Membership, Store } from '../store.ts';
 import { ANNOUNCED_NETWORK, announcedOps, passAnnounced, releaseAnnounced } from './announced.ts';
 import { PAGE_LIMIT } from './ranges.ts';
@@ -193,14 +196,15 @@ export class TieredFileCheck {
     } while (next !== undefined);
     // One listing of this node's claims: what is read grows with its own blocks.
     // A claim this node is taking over is recorded by the handover (tiered/handover.ts), never as an empty block.
-    const claimed = new Set((await tier.claimsOf(node)).filter((c) => c.takenFrom === undefined).map((c) => c.key));
+    const claims = (await tier.claimsOf(node)).filter((c) => c.takenFrom === undefined);
+    const claimed = new Set(claims.map((c) => c.key));
     for (const block of blocks) {
       // A claim gone or another node's is not this check's to judge: the claim check is (tiered/claims.ts).
       if (!claimed.has(block.key)) continue;
       // A withheld block keeps its newer publication: the next start finds it again, until accepted.
       if ((await this.#merge(block)) && !this.#withheld.has(block.key)) await this.#o.publish(block.key);
     }
-    for (const key of claimed) await this.#recordUnrecorded(key);
+    for (const claim of claims) await this.#recordUnrecorded(claim);
     if (this.#unrecorded.size > 0)
       this.#o.notice?.(
         `node ${node} holds claims its store did not record (claimed just before the agent stopped): ` +
@@ -293,10 +297,14 @@ export class TieredFileCheck {
    * holds an address in it (a publication that listed some was merged above, which records it).
    * It is published by the publisher's first run, which publishes every block this node holds.
    */
-  async #recordUnrecorded(key: string): Promise<void> {
-    const read = await this.#o.local.readLedger(key);
-    if (read.kind !== 'snapshot' || read.affinity === this.#o.node || read.allocations.length > 0) return;
-    const result = await this.#o.local.commit(key, read.revision, [{ op: 'claim', node: this.#o.node }]);
+  async #recordUnrecorded(claim: BlockClaim): Promise<void> {
+    const { local, tier, node } = this.#o;
+    const key = claim.key;
+    const read = await local.readLedger(key);
+    if (read.kind !== 'snapshot' || read.affinity === node || read.allocations.length > 0) return;
+    // One this node never made, in a block another node uses, is given back unused (stray-claims.ts).
+    if (await giveBackStray(tier, claim, node, this.#o.notice)) return;
+    const result = await local.commit(key, read.revision, [{ op: 'claim', node }]);
     if (result.kind === 'committed') this.#unrecorded.add(key);
   }
 

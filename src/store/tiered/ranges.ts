@@ -68,21 +68,29 @@ async function allPages<T>(read: (page: { limit: number; continue?: string }) =>
 
 /**
  * The listing `pools(<range>#)` answers on the two-tier store: this node's blocks of the range, as
- * the cluster's claims say (read once per range), with the local summaries (`shown`, vanished
- * claims already without affinity); a claim with nothing recorded here yet shows empty. While the
- * cluster cannot be reached and the range's claims were never read (a restart), the local record
- * of this node's claims stands in, so ADDs in its blocks go on.
+ * the cluster's claims say (read once per range), with the local summaries (`shown`, vanished claims
+ * already without affinity). Before the node's file is compared with what it published (`compared`
+ * false), a claim with nothing recorded here yet shows empty: a commit in it compares the file
+ * first (tiered/file-check.ts), which records it, or gives it back when this node never made it in a
+ * block another node uses. Once compared, a claim naming this node that its file does not record is
+ * not listed: every claim this node makes is recorded before it is used (tiered/claim-commit.ts), so
+ * one seen after is a stray (an object edited by hand: listing it handed that node's addresses out
+ * again, found by the soak; tiered/stray-claims.ts). While the cluster cannot be reached and the
+ * range's claims were never read (a restart), the local record of this node's claims stands in, so
+ * ADDs in its blocks go on.
  */
 export async function ownBlocks(
   claims: TieredClaims,
   rangePool: string,
   shown: LedgerSummary[],
+  compared: boolean,
 ): Promise<LedgerSummary[]> {
   try {
     await claims.load(rangePool);
   } catch {
     return shown;
   }
+  if (compared) return shown;
   const known = new Set(shown.map((p) => p.ledger));
   // A block in a handover is not one to hand out from (tiered/handover.ts).
   const unseen = claims
@@ -107,6 +115,8 @@ export interface RangeParts {
   readonly local: Store;
   readonly tier: ClusterTier;
   readonly claims: TieredClaims;
+  /** Whether the node's file was compared with what it published (tiered/file-check.ts). */
+  readonly compared: () => boolean;
 }
 
 export async function rangeBlocks(parts: RangeParts, rangePool: string, counts: boolean): Promise<LedgerSummary[]> {
@@ -164,8 +174,8 @@ async function summaries(
       revision: mine?.revision ?? 0,
       allocated: theirs?.allocated ?? mine?.allocated ?? 0,
       resting: theirs?.resting ?? mine?.resting ?? 0,
-      // In a handover (tiered/handover.ts): held, but nobody's to hand out from yet.
-      affinity: c.offeredTo === undefined && c.takenFrom === undefined ? c.node : `${c.node} (handing over)`,
+      // Before the file is compared, every claim of this node counts as recorded (ownBlocks says why).
+      affinity: affinityOf(c, claims.node, !parts.compared() || mine?.affinity === claims.node),
     });
   }
   // Refused by the claim guard (another node's publication): shown held, so placement moves on.
@@ -176,6 +186,18 @@ async function summaries(
     byKey.set(key, { ledger: key, revision, allocated, resting, affinity: `${owner} (claim vanished)` });
   }
   return [...byKey.values()].sort((a, b) => (a.ledger < b.ledger ? -1 : a.ledger > b.ledger ? 1 : 0));
+}
+
+/**
+ * Whose to hand out from claim `c` is, for placement: its node's; in a handover (tiered/handover.ts)
+ * held but nobody's yet; one naming this node that its file (once compared) does not record
+ * claiming held but not this node's (a claim it never made: stray-claims.ts; its own are recorded
+ * before use, and the file check records those a crash or a lost file left unrecorded).
+ */
+function affinityOf(c: BlockClaim, node: string, recorded: boolean): string {
+  if (c.offeredTo !== undefined || c.takenFrom !== undefined) return `${c.node} (handing over)`;
+  if (c.node === node && !recorded) return `${c.node} (not recorded by it)`;
+  return c.node;
 }
 
 /** Frees the blocks of `node`, gone for good: the keys freed by this call. */

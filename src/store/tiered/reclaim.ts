@@ -18,6 +18,8 @@
  *   it are placeholders of addresses lent to that node) is let go of here, never claimed again;
  * - while the cluster cannot take the claim (away, or the tier refused it), the block stays out
  *   of use here and the next check tries again.
+ * A claim naming this node that its file does not record claiming, in a block another node uses, is
+ * given back at the check that first sees it (tiered/stray-claims.ts: never made by this node).
  * Each outcome is told to `notice` once per block and outcome. The keeper also applies the
  * claimer's guard (tiered/claim-guard.ts: `mayClaim`) and gives this node's claims back (`unclaim`).
  */
@@ -28,6 +30,7 @@ import type { BlockClaim, ClusterTier, RangeRecord } from './cluster-tier.ts';
 import type { CommitResult, LedgerOp, Revision, Store } from '../store.ts';
 import { claimRefusal } from './claim-guard.ts';
 import { handedOver } from './handover.ts';
+import { giveBackStray } from './stray-claims.ts';
 import type { TieredClaims } from './claims.ts';
 
 export interface ClaimKeeperParts {
@@ -38,6 +41,8 @@ export interface ClaimKeeperParts {
   /** The range as pinned in the cluster (what a claim of its block needs). */
   readonly rangeOf: (key: string) => Promise<RangeRecord>;
   readonly notice: (message: string) => void;
+  /** Whether this node is committing a claim of block `key` now (recorded in its file once done). */
+  readonly claiming?: ((key: string) => boolean) | undefined;
 }
 
 type Outcome =
@@ -51,6 +56,8 @@ export class ClaimKeeper {
   readonly #p: ClaimKeeperParts;
   /** Whether this process compared its file's blocks with the cluster's claims (`#compareFile`). */
   #fileCompared = false;
+  /** Block key → the claim (uid and version) last judged a stray or not (`#strays`). */
+  readonly #judged = new Map<string, string>();
   /** Block key → the outcome last told for it, so each is told once. */
   readonly #told = new Map<string, string>();
 
@@ -126,6 +133,24 @@ export class ClaimKeeper {
         (error: unknown): Outcome => ({ kind: 'waiting', why: messageOf(error) }),
       );
       this.#apply(lost.claim, outcome);
+    }
+    await this.#strays();
+  }
+
+  /**
+   * This node's claims its file does not record claiming, each judged once (by uid and version):
+   * one in a block another node uses was never made by this node, and is given back (stray-claims.ts).
+   */
+  async #strays(): Promise<void> {
+    const { local, claims, tier, node } = this.#p;
+    for (const claim of claims.checked()) {
+      const seen = `${claim.uid} ${claim.version}`;
+      if (claim.node !== node || claim.offeredTo !== undefined || claim.takenFrom !== undefined) continue;
+      if (this.#judged.get(claim.key) === seen || this.#p.claiming?.(claim.key) === true) continue;
+      const read = await local.readLedger(claim.key);
+      if (read.kind !== 'snapshot' || read.affinity === node || read.allocations.length > 0) continue;
+      this.#judged.set(claim.key, seen);
+      if (await giveBackStray(tier, claim, node, this.#p.notice).catch(() => false)) claims.drop(claim.key);
     }
   }
 

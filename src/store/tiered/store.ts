@@ -129,7 +129,8 @@ export class TieredStore implements Store {
     this.#ranges = new RangePins(o.local, o.tier);
     const rangeOf = async (key: string) =>
       (await this.#ranges.rangeOf(rangePoolOfKey(key))) ?? this.tier.pinRange(recordFromKey(key));
-    this.#keeper = new ClaimKeeper({ ...o, claims: this.#claims, notice: this.#notice, rangeOf });
+    const claiming = (key: string) => this.#announcements.claiming(key);
+    this.#keeper = new ClaimKeeper({ ...o, claims: this.#claims, notice: this.#notice, rangeOf, claiming });
     this.#publisher = new TieredPublisher({
       local: o.local,
       tier: o.tier,
@@ -163,7 +164,15 @@ export class TieredStore implements Store {
       membership: this.#publisher.fileCheck.accepting(o.tier.membership),
       spaces: this.#admissions.spaces,
       owners: {
-        ...rangeOwners({ local: this.#local, tier: this.tier, claims: this.#claims }, (p) => this.#ranges.rangeOf(p)),
+        ...rangeOwners(
+          {
+            local: this.#local,
+            tier: this.tier,
+            claims: this.#claims,
+            compared: () => this.#publisher.fileCheck.compared,
+          },
+          (p) => this.#ranges.rangeOf(p),
+        ),
         holders: () => this.tier.claimHolders(),
         forgetNode: (node) => forgetNodeBlocks(this.tier, node),
         adoptClaims: () => this.#publisher.fileCheck.run(),
@@ -270,7 +279,11 @@ export class TieredStore implements Store {
         ? undefined
         : `block ${key} is not claimed by node ${this.#node} (${this.tier.description} cannot be reached to check)`;
     }
-    return this.#claims.holds(key) ? undefined : `block ${key} is not claimed by node ${this.#node}`;
+    if (!this.#claims.holds(key)) return `block ${key} is not claimed by node ${this.#node}`;
+    // Claimed for this node, but never by it (its file does not record it): tiered/stray-claims.ts.
+    const read = await this.#local.readLedger(key);
+    if (read.kind === 'snapshot' && read.affinity === this.#node) return undefined;
+    return `block ${key} is claimed for node ${this.#node}, which never recorded claiming it: not handed out from`;
   }
 
   async commitAll(commits: readonly LedgerCommit[]): Promise<CommitResult> {
@@ -298,7 +311,7 @@ export class TieredStore implements Store {
       return rest;
     });
     if (rangePool === undefined) return shown;
-    return ownBlocks(this.#claims, rangePool, shown);
+    return ownBlocks(this.#claims, rangePool, shown, this.#publisher.fileCheck.compared);
   }
 
   /**

@@ -315,6 +315,17 @@ class FakeKubeApiServer implements FakeKubeApi {
     return true;
   }
 
+  editObject(plural: string, name: string, change: (object: KubeObject) => void, namespace?: string): boolean {
+    const s = this.#servedByPlural(plural);
+    const key = s.namespaced ? `${namespace}/${name}` : name;
+    const old = this.#store.get(s.plural, key);
+    if (old === undefined) return false;
+    const edited = structuredClone(old);
+    change(edited);
+    this.#store.commit(s.plural, key, 'MODIFIED', edited, old);
+    return true;
+  }
+
   setWriteLatency(ms: number): void {
     this.#handler.writeLatencyMs = ms;
   }

@@ -214,6 +214,11 @@ export interface FakeKubeApi {
    * DELETED at a new RV); false when there is none.
    */
   deleteObject(plural: string, name: string, namespace?: string): boolean;
+  /**
+   * Changes a stored object as someone else's edit would (`kubectl edit`: watchers see MODIFIED at a
+   * new RV; no validation); false when there is none.
+   */
+  editObject(plural: string, name: string, change: (object: KubeObject) => void, namespace?: string): boolean;
   /** Changes the latency applied to each write from now on. */
   setWriteLatency(ms: number): void;
   /**

@@ -293,6 +293,59 @@ describe('TieredStore: a claim is published before its first address is handed o
   });
 });
 
+describe('TieredStore: a claim edited by hand to name another node (issue 38)', () => {
+  /** Block `key`'s claim rewritten to name `node`, as `kubectl edit warrenblock` or `etcdctl put` would. */
+  async function editClaim(c: TieredCluster, key: string, node: string): Promise<void> {
+    c.tier.deleteClaim(key);
+    const subnet = rangePoolOfKey(key).split('#')[0] ?? '';
+    const range = { pool: rangePoolOfKey(key), space: 'v4', subnet, first: '', last: '', blockPrefix: 28 };
+    assert.ok(await c.tier.claim(await c.tier.pinRange(range), key, node));
+  }
+
+  it("never hands out the addresses of a block claimed for it by hand while another node's containers hold them", async () => {
+    const c = cluster(['n1', 'n2']);
+    const [n1, n2] = c.nodes;
+    assert.ok(n1 && n2);
+    const r = rangesOf({ range: '10.50.0.0/24', block_size: 28 });
+    const [held] = await n1.allocator.allocate({ owner: owner('a'), ranges: r });
+    const key = held?.allocation.pool ?? '';
+    await n1.store.flush();
+    await n2.allocator.allocate({ owner: owner('first'), ranges: r }); // n2 serving, its file compared
+    await editClaim(c, key, 'n2');
+    for (const id of ['x', 'y', 'z']) {
+      const [theirs] = await n2.allocator.allocate({ owner: owner(id), ranges: r });
+      assert.notEqual(theirs?.allocation.pool, key, `${theirs?.allocation.address} is not in n1's block`);
+    }
+    await n2.store.check(); // n2 gives back the claim it never made
+    assert.ok(
+      n2.notices.some(
+        (m) => m.includes(`block ${key}`) && m.includes('never recorded claiming it') && m.includes('given back'),
+      ),
+      n2.notices.join('\n'),
+    );
+    await n1.store.check();
+    assert.equal((await c.tier.claimOf(key))?.node, 'n1', 'its owner claims it again');
+  });
+
+  it('gives such a claim back at its start, never recording it as its own', async () => {
+    const c = cluster(['n1', 'n2']);
+    const [n1] = c.nodes;
+    assert.ok(n1);
+    const r = rangesOf({ range: '10.51.0.0/24', block_size: 28 });
+    const [held] = await n1.allocator.allocate({ owner: owner('a'), ranges: r });
+    const key = held?.allocation.pool ?? '';
+    await n1.store.flush();
+    await editClaim(c, key, 'n2');
+    const n2 = await c.restart(1);
+    for (const id of ['x', 'y']) {
+      const [theirs] = await n2.allocator.allocate({ owner: owner(id), ranges: r });
+      assert.notEqual(theirs?.allocation.pool, key, `${theirs?.allocation.address} is not in n1's block`);
+    }
+    assert.equal(await c.tier.claimOf(key), undefined, 'given back');
+    assert.notEqual((await n2.store.ledgers()).find((p) => p.ledger === key)?.affinity, 'n2', 'never recorded');
+  });
+});
+
 describe('TieredStore: a claim its store never recorded (the agent died between the two)', () => {
   it('is recorded as an empty block, listed, and given back after the block grace', async () => {
     const c = cluster(['n1']);

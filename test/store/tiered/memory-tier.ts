@@ -349,7 +349,8 @@ export class MemoryTier implements ClusterTier {
     if (held === undefined) return 'gone';
     if (held.uid !== claim.uid || held.version !== claim.version) return 'changed';
     this.#s.claims.delete(claim.key);
-    this.#s.published.delete(claim.key);
+    // As every tier: the claim's node's publication goes with it, another node's stays.
+    if (this.#s.published.get(claim.key)?.node === claim.node) this.#s.published.delete(claim.key);
     this.#s.fullyClaimed.delete(rangePoolOfKey(claim.key));
     this.#s.touchRange(rangePoolOfKey(claim.key));
     this.#s.changedClaim(claim.node);

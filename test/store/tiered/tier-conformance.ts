@@ -397,6 +397,27 @@ export function tierConformance(name: string, factory: TierFactory): void {
       await t.publish({ key, node: owner, counts: { allocated: 1, resting: 0 }, publishedAt: 10, allocations: [held] });
     });
 
+    it("leaves another node's publication when a claim written for a node by hand is given back", async (c) => {
+      if (factory.removeClaimByHand === undefined) return c.skip('the factory cannot remove a claim by hand');
+      const t = await tier();
+      const r = range();
+      await t.pinRange(r);
+      const [owner, other] = [node(), node()];
+      const key = blockOf(r, 4);
+      assert.ok(await t.claim(r, key, owner));
+      const held = allocation(key, owner, 65);
+      await t.publish({ key, node: owner, counts: { allocated: 1, resting: 0 }, publishedAt: 9, allocations: [held] });
+      await factory.removeClaimByHand(key);
+      const stray = await t.claim(r, key, other); // as an object edited by hand to name another node
+      assert.ok(stray);
+      assert.equal(await t.unclaim(stray), 'released');
+      assert.deepEqual(
+        (await t.publicationOf(key))?.allocations.map((a) => a.address),
+        [held.address],
+        "the owner's publication stays (tiered/stray-claims.ts)",
+      );
+    });
+
     it('refuses to publish a block the publishing node does not hold', async () => {
       const t = await tier();
       const r = range();

@@ -1,0 +1,39 @@
+/**
+ * A claim naming this node that this node never made: the cluster says the block is this node's,
+ * its file does not record claiming it, and another node published the block in use. Every claim
+ * this node makes passes the claimer's guard first (tiered/claim-guard.ts: never a block another
+ * node published in use, nor one of a live node), so such a claim was written by someone else: an
+ * object edited by hand (a WarrenBlock's `spec.node`, an etcd claim key's value), or re-created by
+ * hand under the wrong name. Using it would hand out addresses the other node's containers hold
+ * (found by the soak, issue 38), so it is never used (tiered/ranges.ts lists it as nobody's to hand
+ * out from) and is given back, so its owner can claim it again.
+ *
+ * Guarantees: only a claim of exactly this record (uid, version) is removed, never one written since
+ * (ClusterTier.unclaim); a claim the guard allows (no other node's publication in use, its owner not
+ * alive) is left alone (the file check records it as an empty block, given back after the block
+ * grace); each give-back is told once, naming the block and the node whose publication kept it.
+ */
+import type { BlockClaim, ClusterTier } from './cluster-tier.ts';
+import { claimRefusal } from './claim-guard.ts';
+
+/**
+ * Gives `claim` (this node's in the cluster, not in its file) back if another node uses its block:
+ * true when it must not be used (given back, or changed since: judged again at the next look).
+ */
+export async function giveBackStray(
+  tier: ClusterTier,
+  claim: BlockClaim,
+  node: string,
+  notice: ((message: string) => void) | undefined,
+): Promise<boolean> {
+  const refused = await claimRefusal(tier, claim.key, node);
+  if (refused === undefined) return false;
+  const outcome = await tier.unclaim(claim);
+  notice?.(
+    `block ${claim.key} is claimed for node ${node} in ${tier.description}, which never recorded claiming it, ` +
+      `while node ${refused.owner} published it in use: ` +
+      `${outcome === 'released' ? 'given back' : `not given back (the claim ${outcome})`}, never used ` +
+      '(an object edited by hand?)',
+  );
+  return true;
+}
