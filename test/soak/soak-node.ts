@@ -8,6 +8,12 @@
  * of its own, which a fault fills to the last byte and frees: disk-ballast.ts) and on its wall
  * clock (stepped under the agent and the plugin: wall-clock.ts).
  *
+ * What the auditor needs to judge whether a release is explained (`witness`, auditor.ts): each
+ * agent's release lines read from its log as they arrive (agent-log.ts: only those lines are kept),
+ * the DELs sent to the node and whether an agent ran or was starting then (one that could take
+ * it), the times its file was put back from a copy, and the running agent's release counter read
+ * from its metrics endpoint.
+ *
  * Cleanup: the agent is killed by PID, the mount unmounted and the directories removed by
  * `close()`, and by a process exit handler if the run never gets there.
  */
@@ -17,6 +23,8 @@ import { basename, join } from 'node:path';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { type CniReply, warren } from '../helpers/cni.ts';
 import { tempDir } from '../helpers/processes.ts';
+import { AgentReleaseLog, releasesCounted } from './agent-log.ts';
+import type { ReleaseWitness } from './auditor.ts';
 import { STATE_DISK_SIZE, fillDisk, freeDisk, isBallast } from './disk-ballast.ts';
 import type { SoakStore } from './store.ts';
 import { SteppedWallClock } from './wall-clock.ts';
@@ -79,6 +87,22 @@ export class SoakNode {
   readonly clock: SteppedWallClock;
   /** While the disk is full: the DELs that failed on it, sent again once it has room. */
   #full: Array<() => Promise<void>> | undefined;
+  /** True from the spawn until the agent answers: a DEL sent then may reach it. */
+  #starting = false;
+  /** The agents' release lines, read from their logs as they arrive. */
+  readonly releaseLog = new AgentReleaseLog();
+  /** The DELs sent, by container: when, to which incarnation, and whether an agent could take it. */
+  readonly #dels = new Map<string, Array<{ at: number; incarnation: number; reachable: boolean }>>();
+  /** When the file was put back from a copy (the records it lost were not released by an agent). */
+  readonly #restores: number[] = [];
+  /** What the auditor reads to judge a release explained (auditor.ts `ReleaseWitness`). */
+  readonly witness: ReleaseWitness = {
+    take: (containerID, address, from, to) => this.releaseLog.take(containerID, address, from, to),
+    delSent: (containerID, since) => this.#dels.get(containerID)?.find((d) => d.reachable && d.at >= since),
+    forget: (containerID) => this.#dels.delete(containerID),
+    restoredWithin: (from, to) => this.#restores.some((at) => at >= from && at <= to),
+    releasesCounted: () => this.#releasesCounted(),
+  };
 
   constructor(index: number, store: SoakStore, settings: ReleaseSettings) {
     this.index = index;
@@ -157,6 +181,7 @@ export class SoakNode {
     // From the spawn: what an agent does before it answers (the journal's drain) counts as its time.
     const spawned = Date.now();
     for (;;) {
+      this.#starting = true;
       try {
         const agent = await this.#spawn();
         this.#agent = agent;
@@ -174,11 +199,33 @@ export class SoakNode {
         const refused = /ALREADY_RUNNING: node \S+ is already announced/.test((error as Error).message);
         if (!refused || Date.now() - spawned > REFUSED_START_BOUND_MS) throw error;
         this.startsRefused += 1;
+        this.#starting = false; // the refused agent has exited: a DEL now is journaled
         await new Promise((resolve) => setTimeout(resolve, RESTART_BACKOFF_MS));
+      } finally {
+        if (this.#agent === undefined) this.#starting = false;
       }
     }
+    this.#starting = false;
     this.#incarnation += 1;
     this.upSpans.push({ start: spawned });
+    const agent = this.#agent;
+    // What it logged before this line ran arrived since the spawn; the rest is read as it comes.
+    if (agent !== undefined) this.releaseLog.follow(this.#incarnation, agent.log(), spawned, agent.child.stdout);
+  }
+
+  /** The running agent's incarnation and the sum of its `warren_releases_total`, or why it cannot be read. */
+  async #releasesCounted(): Promise<{ incarnation: number; total: number } | string> {
+    if (this.#agent === undefined) return 'its agent is not running';
+    const incarnation = this.#incarnation;
+    const address = this.releaseLog.metricsAddress(incarnation);
+    if (address === undefined) return 'its agent never said where it serves metrics';
+    try {
+      const reply = await fetch(`http://${address}/metrics`, { signal: AbortSignal.timeout(10_000) });
+      if (!reply.ok) return `its metrics endpoint answered ${reply.status}`;
+      return { incarnation, total: releasesCounted(await reply.text()) };
+    } catch (error) {
+      return `its metrics endpoint could not be read: ${(error as Error).message}`;
+    }
   }
 
   #spawn(): Promise<AgentHandle> {
@@ -276,6 +323,7 @@ export class SoakNode {
       for (const entry of readdirSync(this.stateDir))
         rmSync(join(this.stateDir, entry), { recursive: true, force: true });
       cpSync(copy, this.stateDir, { recursive: true });
+      this.#restores.push(Date.now());
     } finally {
       this.busy = false;
     }
@@ -302,6 +350,13 @@ export class SoakNode {
 
   /** A CNI call through the installed plugin, as a runtime makes it. */
   async cni(command: 'ADD' | 'DEL', containerID: string, pod: number): Promise<CniReply> {
+    if (command === 'DEL') {
+      const sent = this.#dels.get(containerID) ?? [];
+      // While it starts, the agent it may reach is the next incarnation (start counts it on success).
+      const incarnation = this.#starting ? this.#incarnation + 1 : this.#incarnation;
+      sent.push({ at: Date.now(), incarnation, reachable: this.isUp || this.#starting });
+      this.#dels.set(containerID, sent);
+    }
     this.#calls += 1;
     try {
       return await this.#call(command, containerID, pod);
