@@ -14,6 +14,7 @@ import { tempDir } from '../helpers/processes.ts';
 import { AgentReleaseLog } from './agent-log.ts';
 import { type AuditedNode, Auditor, type ReleaseWitness } from './auditor.ts';
 import { GroundTruth, type Sandbox } from './ground-truth.ts';
+import { type ReleaseEvent, releaseEventOf } from './release-events.ts';
 
 /** A node whose file holds `records` (container ID → address) and whose agent has run all along. */
 function node(
@@ -46,6 +47,7 @@ interface Told {
   readonly dels: Array<{ id: string; at: number; incarnation: number; reachable: boolean }>;
   readonly restores: number[];
   counter: { incarnation: number; total: number } | string;
+  events?: ReleaseEvent[];
 }
 
 /** `node`, with a witness of what `told` says. */
@@ -57,6 +59,7 @@ function witnessed(index: number, records: Record<string, string>): ReturnType<t
     forget: () => {},
     restoredWithin: (from, to) => told.restores.some((at) => at >= from && at <= to),
     releasesCounted: async () => told.counter,
+    releaseEvents: async () => told.events,
   };
   return { ...node(index, records), witness, told };
 }
@@ -210,7 +213,7 @@ describe('the soak auditor', () => {
     assert.deepEqual(auditor.violations, []);
     assert.deepEqual(auditor.explanations().by, { 'netns line': 1, 'journal line': 1, DEL: 1, 'file put back': 1 });
     n.told.counter = { incarnation: 2, total: 3 }; // the two lines and the DEL: the file put back is no agent's
-    await auditor.countersAtEnd();
+    await auditor.agentsAtEnd();
     assert.deepEqual(auditor.violations, []);
   });
 
@@ -232,7 +235,7 @@ describe('the soak auditor', () => {
     auditor.final();
     n.told.counter = { incarnation: 4, total: 1 };
     m.told.counter = 'its agent is not running';
-    await auditor.countersAtEnd();
+    await auditor.agentsAtEnd();
     assert.deepEqual(
       auditor.violations.map((v) => v.what),
       ["node-0: its agent's warren_releases_total says 1, but 2 of its releases were observed"],
@@ -241,5 +244,40 @@ describe('the soak auditor', () => {
       'node-0: its last agent counted 1 releases; 2 observed were its',
       'node-1: not read (its agent is not running)',
     ]);
+  });
+
+  it('says how many of the releases its agents logged have their Event on the pod', async () => {
+    const truth = new GroundTruth();
+    const n = witnessed(0, { p0s0: '10.0.0.1', p1s1: '10.0.0.2' });
+    const auditor = new Auditor([n], truth, 10_000);
+    const [told, untold] = [0, 1].map((pod) => truth.newSandbox(pod, 0)) as [Sandbox, Sandbox];
+    truth.markLive(told, '10.0.0.1');
+    truth.markLive(untold, '10.0.0.2');
+    auditor.check();
+    const proof = Date.now() - 1_000;
+    truth.markGone(told, 'netns', proof);
+    truth.markGone(untold, 'netns', proof);
+    for (const [id, address] of [
+      ['p0s0', '10.0.0.1'],
+      ['p1s1', '10.0.0.2'],
+    ])
+      n.told.log.read(
+        1,
+        JSON.stringify({ msg: 'released', source: 'kubernetes', containerID: id, addresses: [address] }),
+        proof + 1,
+      );
+    n.told.events = [
+      releaseEventOf({ message: 'released 10.0.0.1: pod deleted', involvedObject: { name: 'pod-0' } }),
+      releaseEventOf({ message: 'released 10.0.0.2: pod deleted', involvedObject: { name: 'pod-7' } }),
+    ];
+    n.write({});
+    auditor.check();
+    auditor.final();
+    await auditor.agentsAtEnd();
+    assert.equal(auditor.violations.length, 0, JSON.stringify(auditor.violations));
+    assert.equal(
+      auditor.explanations().events,
+      '1 of the 2 releases its agents logged have their Event on the pod; missing: p1s1 (pod-1 10.0.0.2)',
+    );
   });
 });

@@ -30,10 +30,12 @@
  *     the one that saw it gone (no agent released it: the copy never held it);
  *   else "released without an explanation", once LATE_MS has passed (at the end, at once). A
  *   sandbox torn down with its disk (`lostWithDisk`) was never released by an agent and is not judged.
- * - at the end (`countersAtEnd`), each running agent's `warren_releases_total` (all sources) at
+ * - at the end (`agentsAtEnd`), each running agent's `warren_releases_total` (all sources) at
  *   least the releases observed that it explained (by its line, or a DEL sent to it): each agent
  *   counts from its start, and an agent killed takes its count along, so only the last one of each
- *   node is held to it.
+ *   node is held to it. Where the agents write Events (the kubernetes store, its pod source on), the
+ *   releases their lines explained are looked up among the release Events on the pods: a figure,
+ *   not a violation (`#eventsAtEnd` says why).
  *
  * A look is a poll: a release is seen at most one poll interval (plus a step) late, which the
  * latency figures include.
@@ -41,6 +43,7 @@
 import { DatabaseSync } from 'node:sqlite';
 import { existsSync } from 'node:fs';
 import type { ReleaseLine } from './agent-log.ts';
+import type { ReleaseEvent } from './release-events.ts';
 import { type GroundTruth, PROOF_SOURCES, type ProofSource, type Sandbox } from './ground-truth.ts';
 
 /** What the auditor needs of a node: its file, and when an agent of it ran (soak-node.ts). */
@@ -68,6 +71,8 @@ export interface ReleaseWitness {
   restoredWithin(from: number, to: number): boolean;
   /** The running agent's incarnation and the sum of its release counter, or why it cannot be read. */
   releasesCounted(): Promise<{ readonly incarnation: number; readonly total: number } | string>;
+  /** The release Events on the pods (release-events.ts), why they cannot be read, or undefined where none are written. */
+  releaseEvents(): Promise<readonly ReleaseEvent[] | string | undefined>;
 }
 
 /** How long after the look that saw a release its agent's line may be read (the log is a pipe the harness reads between looks). */
@@ -78,6 +83,8 @@ export interface ExplanationFigures {
   readonly by: Readonly<Record<string, number>>;
   /** Each node's last agent: its release counter against the releases observed that it explained. */
   readonly counters: readonly string[];
+  /** On the kubernetes store: the releases its agents logged that have their Event on the pod. */
+  readonly events?: string;
 }
 
 export interface Violation {
@@ -139,6 +146,9 @@ export class Auditor {
   /** Releases each agent incarnation explained (node index → incarnation → count): its counter must say as many. */
   readonly #byIncarnation = new Map<number, Map<number, number>>();
   readonly #counters: string[] = [];
+  /** Releases a line explained (the release pipeline's, which writes an Event on the pod where the store is Kubernetes'). */
+  readonly #logged: Array<{ readonly pod: string; readonly address: string; readonly id: string }> = [];
+  #events: string | undefined;
 
   constructor(nodes: readonly AuditedNode[], truth: GroundTruth, boundMs: number, options: AuditorOptions = {}) {
     this.#nodes = nodes;
@@ -183,6 +193,8 @@ export class Auditor {
       const explained = this.#explanationOf(witness, u.s, u.releasedAt, u.lastHeld);
       if (explained !== undefined) {
         this.#explainedBy[explained.by] = (this.#explainedBy[explained.by] ?? 0) + 1;
+        if (explained.by.endsWith(' line') && u.s.address !== undefined)
+          this.#logged.push({ pod: `pod-${u.s.pod}`, address: u.s.address, id: u.s.id });
         if (explained.incarnation !== undefined) {
           const counts = this.#byIncarnation.get(node.index) ?? new Map<number, number>();
           counts.set(explained.incarnation, (counts.get(explained.incarnation) ?? 0) + 1);
@@ -222,10 +234,16 @@ export class Auditor {
   }
 
   /**
-   * Each node's running agent's release counter against the releases observed that it explained
-   * (after `final`). A counter that cannot be read is said in the figures, not a violation.
+   * After `final`: each node's running agent's release counter against the releases observed that
+   * it explained (a counter that cannot be read is said in the figures, not a violation), and where
+   * the agents write Events, the releases they logged against the Events on the pods (a figure).
    */
-  async countersAtEnd(): Promise<void> {
+  async agentsAtEnd(): Promise<void> {
+    await this.#countersAtEnd();
+    await this.#eventsAtEnd();
+  }
+
+  async #countersAtEnd(): Promise<void> {
     for (const node of this.#nodes) {
       if (node.witness === undefined) continue;
       const counted = await node.witness.releasesCounted();
@@ -245,9 +263,41 @@ export class Auditor {
     }
   }
 
-  /** How the releases observed were explained, and what the counters said (`countersAtEnd`). */
+  /**
+   * The releases a line explained, against the release Events on their pods. A figure, not a
+   * violation: an Event is a report the agent never waits on (src/agent/kubernetes/events.ts), and
+   * the soak injects each way one is lost — sent while the API server is stopped (dropped), written
+   * before its etcd is restored from an older snapshot (gone with it), over the rate limit, or not
+   * sent yet when its agent is killed.
+   */
+  async #eventsAtEnd(): Promise<void> {
+    const witness = this.#nodes.find((n) => n.witness !== undefined)?.witness;
+    const events = await witness?.releaseEvents();
+    if (events === undefined) return;
+    if (typeof events === 'string') {
+      this.#events = `not read (${events})`;
+      return;
+    }
+    const missing = this.#logged.filter((r) => !events.some((e) => e.pod === r.pod && e.addresses.includes(r.address)));
+    this.#events =
+      `${this.#logged.length - missing.length} of the ${this.#logged.length} releases its agents logged have ` +
+      `their Event on the pod${
+        missing.length === 0
+          ? ''
+          : `; missing: ${missing
+              .slice(0, 5)
+              .map((r) => `${r.id} (${r.pod} ${r.address})`)
+              .join(', ')}`
+      }`;
+  }
+
+  /** How the releases observed were explained, and what the counters and Events said (`agentsAtEnd`). */
   explanations(): ExplanationFigures {
-    return { by: { ...this.#explainedBy }, counters: [...this.#counters] };
+    return {
+      by: { ...this.#explainedBy },
+      counters: [...this.#counters],
+      ...(this.#events === undefined ? {} : { events: this.#events }),
+    };
   }
 
   /** Two live sandboxes among `sandboxes` (one address space, `where`) on one address. */

@@ -22,6 +22,7 @@ export function formatReport(report: SoakReport, steps: readonly Step[], rerun: 
     ),
     `releases observed, explained by: ${JSON.stringify(report.explanations.by)}`,
     ...report.explanations.counters.map((c) => `  counter: ${c}`),
+    ...(report.explanations.events === undefined ? [] : [`  Events: ${report.explanations.events}`]),
   ];
   if (report.violations.length === 0) {
     lines.push('auditor: no violation');

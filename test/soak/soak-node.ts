@@ -11,8 +11,8 @@
  * What the auditor needs to judge whether a release is explained (`witness`, auditor.ts): each
  * agent's release lines read from its log as they arrive (agent-log.ts: only those lines are kept),
  * the DELs sent to the node and whether an agent ran or was starting then (one that could take
- * it), the times its file was put back from a copy, and the running agent's release counter read
- * from its metrics endpoint.
+ * it), the times its file was put back from a copy, the running agent's release counter read
+ * from its metrics endpoint, and on the kubernetes store the release Events on the pods.
  *
  * Cleanup: the agent is killed by PID, the mount unmounted and the directories removed by
  * `close()`, and by a process exit handler if the run never gets there.
@@ -25,6 +25,7 @@ import { type CniReply, warren } from '../helpers/cni.ts';
 import { tempDir } from '../helpers/processes.ts';
 import { AgentReleaseLog, releasesCounted } from './agent-log.ts';
 import type { ReleaseWitness } from './auditor.ts';
+import { type ReleaseEvent, readReleaseEvents } from './release-events.ts';
 import { STATE_DISK_SIZE, fillDisk, freeDisk, isBallast } from './disk-ballast.ts';
 import type { SoakStore } from './store.ts';
 import { SteppedWallClock } from './wall-clock.ts';
@@ -41,6 +42,8 @@ const REFUSED_START_BOUND_MS = 60_000;
 const COPY_TRIES = 5;
 /** The pause before a refused agent is started again (ms), as a runtime's restart backoff. */
 const RESTART_BACKOFF_MS = 1_000;
+/** The namespace of every pod the node's CNI calls name (K8S_POD_NAMESPACE). */
+const POD_NAMESPACE = 'soak';
 
 /** Each node's mounts (netns, state) → the node's directory, all removed at exit if `close()` never ran. */
 const mounted = new Map<string, string>();
@@ -102,6 +105,7 @@ export class SoakNode {
     forget: (containerID) => this.#dels.delete(containerID),
     restoredWithin: (from, to) => this.#restores.some((at) => at >= from && at <= to),
     releasesCounted: () => this.#releasesCounted(),
+    releaseEvents: () => this.#releaseEvents(),
   };
 
   constructor(index: number, store: SoakStore, settings: ReleaseSettings) {
@@ -211,6 +215,22 @@ export class SoakNode {
     const agent = this.#agent;
     // What it logged before this line ran arrived since the spawn; the rest is read as it comes.
     if (agent !== undefined) this.releaseLog.follow(this.#incarnation, agent.log(), spawned, agent.child.stdout);
+  }
+
+  /**
+   * The release Events in the pods' namespace, read through the node's kubeconfig where its agent
+   * runs the Kubernetes pod source (the one that writes them); undefined where it does not.
+   */
+  async #releaseEvents(): Promise<readonly ReleaseEvent[] | string | undefined> {
+    const args = this.#store.agentArgs(this);
+    const kubeconfig = args[args.indexOf('--kubeconfig') + 1];
+    if (!args.includes('--kubeconfig') || kubeconfig === undefined || args[args.indexOf('--kubernetes') + 1] !== 'on')
+      return undefined;
+    try {
+      return await readReleaseEvents(kubeconfig, POD_NAMESPACE);
+    } catch (error) {
+      return `the Events could not be read: ${(error as Error).message}`;
+    }
   }
 
   /** The running agent's incarnation and the sum of its `warren_releases_total`, or why it cannot be read. */
@@ -372,7 +392,7 @@ export class SoakNode {
       netns: this.netnsPath(containerID),
       ifname: 'eth0',
       env: this.clock.env(),
-      args: `IgnoreUnknown=1;K8S_POD_NAMESPACE=soak;K8S_POD_NAME=pod-${pod};K8S_POD_UID=uid-${pod};K8S_POD_INFRA_CONTAINER_ID=${containerID}`,
+      args: `IgnoreUnknown=1;K8S_POD_NAMESPACE=${POD_NAMESPACE};K8S_POD_NAME=pod-${pod};K8S_POD_UID=uid-${pod};K8S_POD_INFRA_CONTAINER_ID=${containerID}`,
       config: {
         cniVersion: '1.0.0',
         name: this.network,

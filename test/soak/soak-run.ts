@@ -350,7 +350,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     audit.check();
     await auditCluster();
     audit.final();
-    await audit.countersAtEnd();
+    await audit.agentsAtEnd();
     for (const node of nodes)
       for (let i = 0; i < node.startsRefused; i++)
         count(counts.faults, 'agent start refused (its name still announced), restarted');
