@@ -37,7 +37,7 @@ function node(
 function unexplained(id: string, address: string, source: string): string {
   return (
     `node-0: sandbox ${id}'s ${address} (gone by ${source}) released without an explanation (no release line of ` +
-    'its agent names it, no DEL was sent for it while an agent ran, its file was not put back)'
+    'its agent names it, no DEL was sent for it while an agent ran, its file was not put back, its agent was not killed)'
   );
 }
 
@@ -46,18 +46,20 @@ interface Told {
   readonly log: AgentReleaseLog;
   readonly dels: Array<{ id: string; at: number; incarnation: number; reachable: boolean }>;
   readonly restores: number[];
+  readonly kills: number[];
   counter: { incarnation: number; total: number } | string;
   events?: ReleaseEvent[];
 }
 
 /** `node`, with a witness of what `told` says. */
 function witnessed(index: number, records: Record<string, string>): ReturnType<typeof node> & { told: Told } {
-  const told: Told = { log: new AgentReleaseLog(), dels: [], restores: [], counter: 'not told' };
+  const told: Told = { log: new AgentReleaseLog(), dels: [], restores: [], kills: [], counter: 'not told' };
   const witness: ReleaseWitness = {
     take: (id, address, from, to) => told.log.take(id, address, from, to),
     delSent: (id, since) => told.dels.find((d) => d.id === id && d.reachable && d.at >= since),
     forget: () => {},
     restoredWithin: (from, to) => told.restores.some((at) => at >= from && at <= to),
+    killedWithin: (from, to) => told.kills.some((at) => at >= from && at <= to),
     releasesCounted: async () => told.counter,
     releaseEvents: async () => told.events,
   };
@@ -215,6 +217,22 @@ describe('the soak auditor', () => {
     n.told.counter = { incarnation: 2, total: 3 }; // the two lines and the DEL: the file put back is no agent's
     await auditor.agentsAtEnd();
     assert.deepEqual(auditor.violations, []);
+  });
+
+  it('takes a release observed across a kill -9 of its agent as committed before its line could be written', () => {
+    const truth = new GroundTruth();
+    const n = witnessed(0, { p0s0: '10.0.0.1' });
+    const auditor = new Auditor([n], truth, 10_000);
+    const s = truth.newSandbox(0, 0);
+    truth.markLive(s, '10.0.0.1');
+    auditor.check();
+    truth.markGone(s, 'netns', Date.now());
+    n.told.kills.push(Date.now());
+    n.write({});
+    auditor.check();
+    auditor.final();
+    assert.equal(auditor.violations.length, 0, JSON.stringify(auditor.violations));
+    assert.deepEqual(auditor.explanations().by, { 'agent killed before its line': 1 });
   });
 
   it("finds an agent's release counter below the releases observed that it explained, and says when it cannot read one", async () => {

@@ -11,7 +11,7 @@
  * What the auditor needs to judge whether a release is explained (`witness`, auditor.ts): each
  * agent's release lines read from its log as they arrive (agent-log.ts: only those lines are kept),
  * the DELs sent to the node and whether an agent ran or was starting then (one that could take
- * it), the times its file was put back from a copy, the running agent's release counter read
+ * it), the times its file was put back from a copy and its agent killed -9, the running agent's release counter read
  * from its metrics endpoint, and on the kubernetes store the release Events on the pods.
  *
  * Cleanup: the agent is killed by PID, the mount unmounted and the directories removed by
@@ -98,12 +98,15 @@ export class SoakNode {
   readonly #dels = new Map<string, Array<{ at: number; incarnation: number; reachable: boolean }>>();
   /** When the file was put back from a copy (the records it lost were not released by an agent). */
   readonly #restores: number[] = [];
+  /** Each kill -9, from the signal to the process gone: a release committed then may never be logged. */
+  readonly #kills: Array<{ readonly from: number; readonly to: number }> = [];
   /** What the auditor reads to judge a release explained (auditor.ts `ReleaseWitness`). */
   readonly witness: ReleaseWitness = {
     take: (containerID, address, from, to) => this.releaseLog.take(containerID, address, from, to),
     delSent: (containerID, since) => this.#dels.get(containerID)?.find((d) => d.reachable && d.at >= since),
     forget: (containerID) => this.#dels.delete(containerID),
     restoredWithin: (from, to) => this.#restores.some((at) => at >= from && at <= to),
+    killedWithin: (from, to) => this.#kills.some((k) => k.to >= from && k.from <= to),
     releasesCounted: () => this.#releasesCounted(),
     releaseEvents: () => this.#releaseEvents(),
   };
@@ -202,6 +205,8 @@ export class SoakNode {
         // announcement's lease runs: the runtime restarts it (a DaemonSet's crash loop).
         const refused = /ALREADY_RUNNING: node \S+ is already announced/.test((error as Error).message);
         if (!refused || Date.now() - spawned > REFUSED_START_BOUND_MS) throw error;
+        // What it released before it refused is in the log the error carries (its start and end).
+        this.releaseLog.follow(this.#incarnation + 1, (error as Error).message, spawned, null);
         this.startsRefused += 1;
         this.#starting = false; // the refused agent has exited: a DEL now is journaled
         await new Promise((resolve) => setTimeout(resolve, RESTART_BACKOFF_MS));
@@ -287,8 +292,10 @@ export class SoakNode {
     this.#wanted = false;
     const agent = this.#agent;
     if (agent === undefined) return;
+    const from = Date.now();
     this.#ended();
     await agent.kill();
+    this.#kills.push({ from, to: Date.now() });
   }
 
   /** SIGTERM and wait for the exit (a hang is killed and thrown by the helper). */
