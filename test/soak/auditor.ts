@@ -30,8 +30,9 @@
  *     the one that saw it gone (no agent released it: the copy never held it);
  *   - its node's agent killed -9 between those two looks (a release committed just before the
  *     kill may never reach the log; counted apart in the figures, so a run shows how often);
- *   else "released without an explanation", once LATE_MS has passed (at the end, at once). A
- *   sandbox torn down with its disk (`lostWithDisk`) was never released by an agent and is not judged.
+ *   else "released without an explanation", once LATE_MS has passed (at the end, `agentsAtEnd`
+ *   waits up to LATE_MS for the last lines). A sandbox torn down with its disk (`lostWithDisk`) was
+ *   never released by an agent and is not judged.
  * - at the end (`agentsAtEnd`), each running agent's `warren_releases_total` (all sources) at
  *   least the releases observed that it explained (by its line, or a DEL sent to it): each agent
  *   counts from its start, and an agent killed takes its count along, so only the last one of each
@@ -81,6 +82,8 @@ export interface ReleaseWitness {
 
 /** How long after the look that saw a release its agent's line may be read (the log is a pipe the harness reads between looks). */
 export const LATE_MS = 10_000;
+/** How often the end looks again for the lines of the last releases. */
+const END_POLL_MS = 100;
 
 /** How the releases observed were explained: by the source of the line, `del`, or `file put back`. */
 export interface ExplanationFigures {
@@ -241,11 +244,19 @@ export class Auditor {
   }
 
   /**
-   * After `final`: each node's running agent's release counter against the releases observed that
+   * After `final`: the releases not explained yet given up to `waitMs` for their lines, then judged;
+   * each node's running agent's release counter against the releases observed that
    * it explained (a counter that cannot be read is said in the figures, not a violation), and where
    * the agents write Events, the releases they logged against the Events on the pods (a figure).
    */
-  async agentsAtEnd(): Promise<void> {
+  async agentsAtEnd(waitMs = LATE_MS): Promise<void> {
+    // The last looks' releases: their lines may still be in the pipe, read between looks.
+    const deadline = Date.now() + waitMs;
+    while (this.#unexplained.length > 0 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, END_POLL_MS));
+      this.#explain(Date.now(), false);
+    }
+    this.#explain(Date.now(), true);
     await this.#countersAtEnd();
     await this.#eventsAtEnd();
   }
@@ -370,7 +381,6 @@ export class Auditor {
 
   /** The end: every gone sandbox released within the bound, nothing in any file but live sandboxes. */
   final(): void {
-    this.#explain(Date.now(), true);
     for (const s of this.unreleased())
       this.#violation(`unreleased ${s.id}`, `sandbox ${s.id} (gone by ${s.source}) still held at the end`);
     for (const s of this.#truth.all())
