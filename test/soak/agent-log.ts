@@ -24,6 +24,11 @@ export interface ReleaseLine {
   readonly incarnation: number;
   /** When the harness read it (ms, the harness's clock: the agent's own may be stepped). */
   readonly arrivedAt: number;
+  /**
+   * The earliest it can have been written: `arrivedAt`, but for what an agent wrote before the
+   * harness could listen (read at once when its start ends: written since its spawn).
+   */
+  readonly earliest: number;
   /** The source it names: journal, netns, containerd, plugin, kubernetes. */
   readonly source: string;
   readonly containerID?: string;
@@ -35,7 +40,7 @@ const MAX_KEPT = 20_000;
 const MAX_LINE_CHARS = 64 * 1024;
 
 /** The release a pino line says, or undefined when it says none. */
-export function releaseOf(entry: unknown): Omit<ReleaseLine, 'incarnation' | 'arrivedAt'> | undefined {
+export function releaseOf(entry: unknown): Omit<ReleaseLine, 'incarnation' | 'arrivedAt' | 'earliest'> | undefined {
   if (typeof entry !== 'object' || entry === null) return undefined;
   const e = entry as Record<string, unknown>;
   const strings = (v: unknown): string[] =>
@@ -69,11 +74,12 @@ export class AgentReleaseLog {
   dropped = 0;
 
   /**
-   * Reads an incarnation's log: what it wrote before the harness could listen (`backlog`, dated
-   * `startedAt`: it arrived between the spawn and now), then `stream` as it comes.
+   * Reads an incarnation's log: what it wrote before the harness could listen (`backlog`: written
+   * between its spawn at `startedAt` and now), then `stream` as it comes.
    */
   follow(incarnation: number, backlog: string, startedAt: number, stream: Readable | null): void {
-    for (const line of backlog.split('\n')) this.read(incarnation, line, startedAt);
+    const now = Date.now();
+    for (const line of backlog.split('\n')) this.read(incarnation, line, now, startedAt);
     if (stream === null) return;
     let partial = backlog.slice(backlog.lastIndexOf('\n') + 1);
     // The backlog's unfinished line was read as a line above only if it parsed; it is finished now.
@@ -87,8 +93,8 @@ export class AgentReleaseLog {
     });
   }
 
-  /** One line of incarnation `incarnation`'s log, read at `at`. */
-  read(incarnation: number, line: string, at: number): void {
+  /** One line of incarnation `incarnation`'s log, read at `at` and written no earlier than `earliest`. */
+  read(incarnation: number, line: string, at: number, earliest = at): void {
     if (!line.startsWith('{') || line.length > MAX_LINE_CHARS) return;
     let entry: unknown;
     try {
@@ -101,7 +107,7 @@ export class AgentReleaseLog {
       this.#metrics.set(incarnation, e.address);
     const release = releaseOf(entry);
     if (release === undefined) return;
-    this.#lines.push({ ...release, incarnation, arrivedAt: at });
+    this.#lines.push({ ...release, incarnation, arrivedAt: at, earliest: Math.min(earliest, at) });
     if (this.#lines.length > MAX_KEPT) {
       this.#lines.shift();
       this.dropped += 1;
@@ -109,11 +115,12 @@ export class AgentReleaseLog {
   }
 
   /**
-   * Removes and returns the first line read within [from, to] that names `containerID`, or else
-   * `address` without naming another container: the line that explains that release.
+   * Removes and returns the first line written within [from, to] (as far as its read can tell:
+   * `earliest`..`arrivedAt`) that names `containerID`, or else `address` without naming another
+   * container: the line that explains that release.
    */
   take(containerID: string, address: string | undefined, from: number, to: number): ReleaseLine | undefined {
-    const within = (l: ReleaseLine) => l.arrivedAt >= from && l.arrivedAt <= to;
+    const within = (l: ReleaseLine) => l.arrivedAt >= from && l.earliest <= to;
     let at = this.#lines.findIndex((l) => within(l) && l.containerID === containerID);
     if (at < 0 && address !== undefined)
       at = this.#lines.findIndex(

@@ -74,6 +74,8 @@ export interface ReleaseWitness {
   restoredWithin(from: number, to: number): boolean;
   /** Whether the node's agent was killed -9 within [from, to]. */
   killedWithin(from: number, to: number): boolean;
+  /** True while an agent of the node starts: what it logs meanwhile is read when its start ends. */
+  starting(): boolean;
   /** The running agent's incarnation and the sum of its release counter, or why it cannot be read. */
   releasesCounted(): Promise<{ readonly incarnation: number; readonly total: number } | string>;
   /** The release Events on the pods (release-events.ts), why they cannot be read, or undefined where none are written. */
@@ -210,10 +212,12 @@ export class Auditor {
         witness.forget(u.s.id);
         return false;
       }
-      if (!final && now <= u.releasedAt + LATE_MS) return true;
+      if (!final && (now <= u.releasedAt + LATE_MS || witness.starting())) return true;
+      const gone = u.s.goneAt ?? 0;
       this.#violation(
         `unexplained ${u.s.id} ${u.releasedAt}`,
-        `${node.name}: sandbox ${u.s.id}'s ${u.s.address} (gone by ${u.s.source}) released without an explanation ` +
+        `${node.name}: sandbox ${u.s.id}'s ${u.s.address} (gone by ${u.s.source}; last seen held ` +
+          `${u.lastHeld - gone} ms and seen released ${u.releasedAt - gone} ms after its proof) released without an explanation ` +
           '(no release line of its agent names it, no DEL was sent for it while an agent ran, its file was not put ' +
           'back, its agent was not killed)',
       );

@@ -107,6 +107,7 @@ export class SoakNode {
     forget: (containerID) => this.#dels.delete(containerID),
     restoredWithin: (from, to) => this.#restores.some((at) => at >= from && at <= to),
     killedWithin: (from, to) => this.#kills.some((k) => k.to >= from && k.from <= to),
+    starting: () => this.#starting,
     releasesCounted: () => this.#releasesCounted(),
     releaseEvents: () => this.#releaseEvents(),
   };
