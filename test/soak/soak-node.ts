@@ -11,8 +11,9 @@
  * What the auditor needs to judge whether a release is explained (`witness`, auditor.ts): each
  * agent's release lines read from its log as they arrive (agent-log.ts: only those lines are kept),
  * the DELs sent to the node and whether an agent ran or was starting then (one that could take
- * it), the times its file was put back from a copy and its agent killed -9, the running agent's release counter read
- * from its metrics endpoint, and on the kubernetes store the release Events on the pods.
+ * it), the times its file was put back from a copy and its agent killed -9, the running agent's
+ * release counter read from its metrics endpoint, and on the kubernetes store the release Events
+ * on the pods.
  *
  * Cleanup: the agent is killed by PID, the mount unmounted and the directories removed by
  * `close()`, and by a process exit handler if the run never gets there.
