@@ -12,7 +12,7 @@ import { DatabaseSync } from 'node:sqlite';
 import { describe, it } from 'node:test';
 import { tempDir } from '../helpers/processes.ts';
 import { AgentReleaseLog } from './agent-log.ts';
-import { type AuditedNode, Auditor, type ReleaseWitness } from './auditor.ts';
+import { type AuditedNode, Auditor, REPLACED_UNLOGGED, type ReleaseWitness } from './auditor.ts';
 import { GroundTruth, type Sandbox } from './ground-truth.ts';
 import { type ReleaseEvent, releaseEventOf } from './release-events.ts';
 
@@ -242,6 +242,28 @@ describe('the soak auditor', () => {
     await end;
     assert.equal(auditor.violations.length, 0, JSON.stringify(auditor.violations));
     assert.deepEqual(auditor.explanations().by, { 'netns line': 1 });
+  });
+
+  it("counts apart a restored record replaced on its address by another container's, and judges any other replaced one", async () => {
+    const truth = new GroundTruth();
+    const n = witnessed(0, { p0s0: '10.0.0.1', p1s1: '10.0.0.2' });
+    const auditor = new Auditor([n], truth, 10_000);
+    const [restored, swept] = [0, 1].map((pod) => truth.newSandbox(pod, 0)) as [Sandbox, Sandbox];
+    truth.markLive(restored, '10.0.0.1');
+    truth.markLive(swept, '10.0.0.2');
+    auditor.check();
+    truth.markGone(restored, 'restored', Date.now());
+    truth.markGone(swept, 'netns', Date.now());
+    // The file check took the publications' holders over both (src/store/tiered/file-check.ts).
+    n.write({ later1: '10.0.0.1', later2: '10.0.0.2' });
+    auditor.check();
+    auditor.final();
+    await auditor.agentsAtEnd(0);
+    assert.deepEqual(auditor.explanations().by, { [REPLACED_UNLOGGED]: 1 });
+    assert.deepEqual(
+      auditor.violations.filter((v) => v.what.includes('without an explanation')).map((v) => v.what.slice(0, 30)),
+      ["node-0: sandbox p1s1's 10.0.0."],
+    );
   });
 
   it('takes a release observed across a kill -9 of its agent as committed before its line could be written', () => {
