@@ -93,6 +93,8 @@ export const LATE_MS = 10_000;
 /** A release observed whose explanation is not found yet. */
 interface UnexplainedRelease {
   readonly s: Sandbox;
+  /** The address its record held in the file (else its ADD's). */
+  readonly address: string | undefined;
   /** The look that saw its record gone, and the last that saw it held (ms). */
   readonly releasedAt: number;
   readonly lastHeld: number;
@@ -165,7 +167,7 @@ export class Auditor {
   looks = 0;
   unreadable = 0;
   /** The last look that saw each sandbox's record (ms): a file put back after it explains its loss. */
-  readonly #lastHeld = new Map<string, number>();
+  readonly #lastHeld = new Map<string, { readonly at: number; readonly address: string }>();
   /** Releases observed whose explanation is not found yet: judged each look, LATE_MS at most. */
   #unexplained: UnexplainedRelease[] = [];
   /** Explained releases by what explained them. */
@@ -220,8 +222,8 @@ export class Auditor {
       const explained = this.#explanationOf(witness, u);
       if (explained !== undefined) {
         this.#explainedBy[explained.by] = (this.#explainedBy[explained.by] ?? 0) + 1;
-        if (explained.by.endsWith(' line') && u.s.address !== undefined)
-          this.#logged.push({ pod: `pod-${u.s.pod}`, address: u.s.address, id: u.s.id });
+        if (explained.by.endsWith(' line') && u.address !== undefined)
+          this.#logged.push({ pod: `pod-${u.s.pod}`, address: u.address, id: u.s.id });
         if (explained.incarnation !== undefined) {
           const counts = this.#byIncarnation.get(node.index) ?? new Map<number, number>();
           counts.set(explained.incarnation, (counts.get(explained.incarnation) ?? 0) + 1);
@@ -234,7 +236,7 @@ export class Auditor {
       const gone = u.s.goneAt ?? 0;
       this.#violation(
         `unexplained ${u.s.id} ${u.releasedAt}`,
-        `${node.name}: sandbox ${u.s.id}'s ${u.s.address} (gone by ${u.s.source}; last seen held ` +
+        `${node.name}: sandbox ${u.s.id}'s ${u.address} (gone by ${u.s.source}; last seen held ` +
           `${u.lastHeld - gone} ms and seen released ${u.releasedAt - gone} ms after its proof) released without an explanation ` +
           '(no release line of its agent names it, no DEL was sent for it while an agent ran, its file was not put ' +
           'back, its agent was not killed)',
@@ -247,7 +249,7 @@ export class Auditor {
   /** What explains one release (see the header), and the incarnation whose counter counts it. */
   #explanationOf(
     witness: ReleaseWitness,
-    { s, releasedAt, lastHeld, replaced }: UnexplainedRelease,
+    { s, address, releasedAt, lastHeld, replaced }: UnexplainedRelease,
   ): { by: string; incarnation?: number } | undefined {
     const since = s.goneAt ?? 0;
     const until = releasedAt + LATE_MS;
@@ -255,7 +257,7 @@ export class Auditor {
     if (own !== undefined) return { by: `${own.source} line`, incarnation: own.incarnation };
     const del = witness.delSent(s.id, since);
     if (del !== undefined && del.at <= releasedAt) return { by: 'DEL', incarnation: del.incarnation };
-    const line = witness.take(s.id, s.address, since, until);
+    const line = witness.take(s.id, address, since, until);
     if (line !== undefined) return { by: `${line.source} line`, incarnation: line.incarnation };
     if (witness.restoredWithin(lastHeld, releasedAt)) return { by: 'file put back' };
     // Committed, then killed before the line was written: the kill is the harness's own act.
@@ -360,7 +362,7 @@ export class Auditor {
     if (record !== undefined) {
       s.held = true;
       delete s.returning;
-      if (node.witness !== undefined) this.#lastHeld.set(s.id, now);
+      if (node.witness !== undefined) this.#lastHeld.set(s.id, { at: now, address: record });
     }
     if (s.state === 'live') {
       if (record === undefined && s.returning === true) return;
@@ -376,8 +378,11 @@ export class Auditor {
     if (s.state !== 'gone' || s.releasedAt !== undefined || record !== undefined) return;
     s.releasedAt = now;
     if (node.witness === undefined || !s.held || s.lostWithDisk === true) return;
-    const replaced = [...records].some(([id, address]) => address === s.address && id !== s.id);
-    this.#unexplained.push({ s, releasedAt: now, lastHeld: this.#lastHeld.get(s.id) ?? 0, replaced });
+    // The address its record held in the file (an ADD killed before its answer leaves none in the truth).
+    const last = this.#lastHeld.get(s.id);
+    const address = last?.address ?? s.address;
+    const replaced = [...records].some(([id, a]) => a === address && id !== s.id);
+    this.#unexplained.push({ s, address, releasedAt: now, lastHeld: last?.at ?? 0, replaced });
     this.#lastHeld.delete(s.id);
   }
 
