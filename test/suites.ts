@@ -249,6 +249,7 @@ export const UNIT_FILES: readonly string[] = [
   'test/store/tiered/publish-ahead.test.ts',
   'test/store/tiered/store.test.ts',
   'test/store/tiered/upkeep.test.ts',
+  'test/soak/agent-log.test.ts',
   'test/soak/auditor.test.ts',
   'test/soak/cluster-holdings.test.ts',
   'test/soak/plan.test.ts',

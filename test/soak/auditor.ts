@@ -2,7 +2,7 @@
  * The soak's independent auditor. Its verdicts rest on what is outside Warren's bookkeeping: the
  * workload's ground truth (which sandbox the harness believes holds which address, which are
  * proven gone and since when) and each node's SQLite file, opened read-only for every look (never
- * the agent's API, never its logs). It checks, after every step and at the end:
+ * the agent's API; its logs only to judge a release explained, never whether one happened). It checks, after every step and at the end:
  * - no address held by two live sandboxes of one node (each node's file is its own address space),
  *   or of any nodes when they share one range (a cluster store: `sharedRange`);
  * - no live sandbox's record gone from its node's file, or holding another address than its ADD said
@@ -15,13 +15,44 @@
  * - no operation lost (the harness reports ADDs with neither an address nor a CNI error, DELs that
  *   never succeeded: `lost()`);
  * - at the end, no record in any file but a live sandbox's (nothing leaked);
- * - what a cluster store's own look at its objects found (`report()`, store.ts `auditCluster`).
+ * - what a cluster store's own look at its objects found (`report()`, store.ts `auditCluster`);
+ * - every release it observes explained (where the node keeps a `witness`): for each sandbox proven
+ *   gone whose record it saw held and then saw gone, one of
+ *   - a release line of the node's agent naming the sandbox's container, or else its address
+ *     without naming another container, with its source (agent-log.ts reads them from the agent's
+ *     log: journal, netns, containerd, plugin, kubernetes), read after the proof and at most
+ *     LATE_MS after the look that saw the record gone; each line explains one release;
+ *   - the DEL the harness sent for it, at or after the proof, while an agent of its node ran or was
+ *     starting (so could take it): a DEL is the runtime's own word and the agent logs none of its
+ *     own (`warren_releases_total{source="cni-del"}` counts it); a DEL sent while no agent ran was
+ *     journaled by the plugin, and its release must be the journal's line;
+ *   - its node's file put back from an older copy between the last look that saw the record and
+ *     the one that saw it gone (no agent released it: the copy never held it);
+ *   - its node's agent killed -9 between those two looks (a release committed just before the
+ *     kill may never reach the log; counted apart in the figures, so a run shows how often);
+ *   - a record a restore brought back (`restored`) replaced in the file by another container's on
+ *     its address: the two-tier store's check of a file gone back takes a newer publication over
+ *     it (src/store/tiered/file-check.ts, "the file's record is stale ... and is replaced"). The
+ *     agent logs that only as a notice counting the allocations taken from the publications of the
+ *     blocks it names, never the container or address it replaced: a release no line explains (a
+ *     finding of seed 3807, etcd, 60 faults), counted apart (REPLACED_UNLOGGED) until it is logged;
+ *   else "released without an explanation", once LATE_MS has passed (at the end, `agentsAtEnd`
+ *   waits up to LATE_MS for the last lines). A sandbox torn down with its disk (`lostWithDisk`) was
+ *   never released by an agent and is not judged.
+ * - at the end (`agentsAtEnd`), each running agent's `warren_releases_total` (all sources) at
+ *   least the releases observed that it explained (by its line, or a DEL sent to it): each agent
+ *   counts from its start, and an agent killed takes its count along, so only the last one of each
+ *   node is held to it. Where the agents write Events (the kubernetes store, its pod source on), the
+ *   releases their lines explained are looked up among the release Events on the pods: a figure,
+ *   not a violation (`#eventsAtEnd` says why).
  *
  * A look is a poll: a release is seen at most one poll interval (plus a step) late, which the
  * latency figures include.
  */
 import { DatabaseSync } from 'node:sqlite';
 import { existsSync } from 'node:fs';
+import type { ReleaseLine } from './agent-log.ts';
+import type { ReleaseEvent } from './release-events.ts';
 import { type GroundTruth, PROOF_SOURCES, type ProofSource, type Sandbox } from './ground-truth.ts';
 
 /** What the auditor needs of a node: its file, and when an agent of it ran (soak-node.ts). */
@@ -33,6 +64,56 @@ export interface AuditedNode {
   readonly busy: boolean;
   /** How long an agent of the node ran within [from, to] (ms). */
   runningMs(from: number, to: number): number;
+  /** What explains the node's releases; absent: they are not judged for an explanation. */
+  readonly witness?: ReleaseWitness;
+}
+
+/** What a node keeps that explains a release (soak-node.ts). */
+export interface ReleaseWitness {
+  /** Removes and returns the agent's release line read within [from, to] naming the container, else the address. */
+  take(containerID: string, address: string | undefined, from: number, to: number): ReleaseLine | undefined;
+  /** A DEL for the container sent at or after `since` while an agent ran or was starting. */
+  delSent(containerID: string, since: number): { readonly at: number; readonly incarnation: number } | undefined;
+  /** The container is judged: its DELs need not be kept. */
+  forget(containerID: string): void;
+  /** Whether the node's file was put back from a copy within [from, to]. */
+  restoredWithin(from: number, to: number): boolean;
+  /** Whether the node's agent was killed -9 within [from, to]. */
+  killedWithin(from: number, to: number): boolean;
+  /** True while an agent of the node starts: what it logs meanwhile is read when its start ends. */
+  starting(): boolean;
+  /** The running agent's incarnation and the sum of its release counter, or why it cannot be read. */
+  releasesCounted(): Promise<{ readonly incarnation: number; readonly total: number } | string>;
+  /** The release Events on the pods (release-events.ts), why they cannot be read, or undefined where none are written. */
+  releaseEvents(): Promise<readonly ReleaseEvent[] | string | undefined>;
+}
+
+/** How long after the look that saw a release its agent's line may be read (the log is a pipe the harness reads between looks). */
+export const LATE_MS = 10_000;
+/** A release observed whose explanation is not found yet. */
+interface UnexplainedRelease {
+  readonly s: Sandbox;
+  /** The address its record held in the file (else its ADD's). */
+  readonly address: string | undefined;
+  /** The look that saw its record gone, and the last that saw it held (ms). */
+  readonly releasedAt: number;
+  readonly lastHeld: number;
+  /** Another container's record on its address in the look that saw its own gone. */
+  readonly replaced: boolean;
+}
+
+/** How a restored record replaced by a newer publication is counted (the header says why it is apart). */
+export const REPLACED_UNLOGGED = 'replaced by a newer publication, unlogged';
+/** How often the end looks again for the lines of the last releases. */
+const END_POLL_MS = 100;
+
+/** How the releases observed were explained: by the source of the line, `del`, or `file put back`. */
+export interface ExplanationFigures {
+  readonly by: Readonly<Record<string, number>>;
+  /** Each node's last agent: its release counter against the releases observed that it explained. */
+  readonly counters: readonly string[];
+  /** On the kubernetes store: the releases its agents logged that have their Event on the pod. */
+  readonly events?: string;
 }
 
 export interface Violation {
@@ -85,6 +166,18 @@ export class Auditor {
   /** Looks at a node's file, and those that could not read it (busy past the timeout): a look skipped checks nothing. */
   looks = 0;
   unreadable = 0;
+  /** The last look that saw each sandbox's record (ms): a file put back after it explains its loss. */
+  readonly #lastHeld = new Map<string, { readonly at: number; readonly address: string }>();
+  /** Releases observed whose explanation is not found yet: judged each look, LATE_MS at most. */
+  #unexplained: UnexplainedRelease[] = [];
+  /** Explained releases by what explained them. */
+  readonly #explainedBy: Record<string, number> = {};
+  /** Releases each agent incarnation explained (node index → incarnation → count): its counter must say as many. */
+  readonly #byIncarnation = new Map<number, Map<number, number>>();
+  readonly #counters: string[] = [];
+  /** Releases a line explained (the release pipeline's, which writes an Event on the pod where the store is Kubernetes'). */
+  readonly #logged: Array<{ readonly pod: string; readonly address: string; readonly id: string }> = [];
+  #events: string | undefined;
 
   constructor(nodes: readonly AuditedNode[], truth: GroundTruth, boundMs: number, options: AuditorOptions = {}) {
     this.#nodes = nodes;
@@ -118,6 +211,135 @@ export class Auditor {
       if (records === undefined) continue;
       for (const s of sandboxes) this.#judge(node, s, records, now);
     }
+    this.#explain(now, false);
+  }
+
+  /** The releases observed and not explained yet: explained now, or a violation once `final` or LATE_MS past. */
+  #explain(now: number, final: boolean): void {
+    this.#unexplained = this.#unexplained.filter((u) => {
+      const node = this.#nodes[u.s.node] as AuditedNode;
+      const witness = node.witness as ReleaseWitness;
+      const explained = this.#explanationOf(witness, u);
+      if (explained !== undefined) {
+        this.#explainedBy[explained.by] = (this.#explainedBy[explained.by] ?? 0) + 1;
+        if (explained.by.endsWith(' line') && u.address !== undefined)
+          this.#logged.push({ pod: `pod-${u.s.pod}`, address: u.address, id: u.s.id });
+        if (explained.incarnation !== undefined) {
+          const counts = this.#byIncarnation.get(node.index) ?? new Map<number, number>();
+          counts.set(explained.incarnation, (counts.get(explained.incarnation) ?? 0) + 1);
+          this.#byIncarnation.set(node.index, counts);
+        }
+        witness.forget(u.s.id);
+        return false;
+      }
+      if (!final && (now <= u.releasedAt + LATE_MS || witness.starting())) return true;
+      const gone = u.s.goneAt ?? 0;
+      this.#violation(
+        `unexplained ${u.s.id} ${u.releasedAt}`,
+        `${node.name}: sandbox ${u.s.id}'s ${u.address} (gone by ${u.s.source}; last seen held ` +
+          `${u.lastHeld - gone} ms and seen released ${u.releasedAt - gone} ms after its proof) released without an explanation ` +
+          '(no release line of its agent names it, no DEL was sent for it while an agent ran, its file was not put ' +
+          'back, its agent was not killed)',
+      );
+      witness.forget(u.s.id);
+      return false;
+    });
+  }
+
+  /** What explains one release (see the header), and the incarnation whose counter counts it. */
+  #explanationOf(
+    witness: ReleaseWitness,
+    { s, address, releasedAt, lastHeld, replaced }: UnexplainedRelease,
+  ): { by: string; incarnation?: number } | undefined {
+    const since = s.goneAt ?? 0;
+    const until = releasedAt + LATE_MS;
+    const own = witness.take(s.id, undefined, since, until);
+    if (own !== undefined) return { by: `${own.source} line`, incarnation: own.incarnation };
+    const del = witness.delSent(s.id, since);
+    if (del !== undefined && del.at <= releasedAt) return { by: 'DEL', incarnation: del.incarnation };
+    const line = witness.take(s.id, address, since, until);
+    if (line !== undefined) return { by: `${line.source} line`, incarnation: line.incarnation };
+    if (witness.restoredWithin(lastHeld, releasedAt)) return { by: 'file put back' };
+    // Committed, then killed before the line was written: the kill is the harness's own act.
+    if (witness.killedWithin(lastHeld, releasedAt)) return { by: 'agent killed before its line' };
+    // The file check's replacement of a restored record (see the header): unlogged, counted apart.
+    if (replaced && s.source === 'restored') return { by: REPLACED_UNLOGGED };
+    return undefined;
+  }
+
+  /**
+   * After `final`: the releases not explained yet given up to `waitMs` for their lines, then judged;
+   * each node's running agent's release counter against the releases observed that
+   * it explained (a counter that cannot be read is said in the figures, not a violation), and where
+   * the agents write Events, the releases they logged against the Events on the pods (a figure).
+   */
+  async agentsAtEnd(waitMs = LATE_MS): Promise<void> {
+    // The last looks' releases: their lines may still be in the pipe, read between looks.
+    const deadline = Date.now() + waitMs;
+    while (this.#unexplained.length > 0 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, END_POLL_MS));
+      this.#explain(Date.now(), false);
+    }
+    this.#explain(Date.now(), true);
+    await this.#countersAtEnd();
+    await this.#eventsAtEnd();
+  }
+
+  async #countersAtEnd(): Promise<void> {
+    for (const node of this.#nodes) {
+      if (node.witness === undefined) continue;
+      const counted = await node.witness.releasesCounted();
+      if (typeof counted === 'string') {
+        this.#counters.push(`${node.name}: not read (${counted})`);
+        continue;
+      }
+      const observed = this.#byIncarnation.get(node.index)?.get(counted.incarnation) ?? 0;
+      this.#counters.push(
+        `${node.name}: its last agent counted ${counted.total} releases; ${observed} observed were its`,
+      );
+      if (counted.total < observed)
+        this.#violation(
+          `counter ${node.index}`,
+          `${node.name}: its agent's warren_releases_total says ${counted.total}, but ${observed} of its releases were observed`,
+        );
+    }
+  }
+
+  /**
+   * The releases a line explained, against the release Events on their pods. A figure, not a
+   * violation: an Event is a report the agent never waits on (src/agent/kubernetes/events.ts), and
+   * the soak injects each way one is lost — sent while the API server is stopped (dropped), written
+   * before its etcd is restored from an older snapshot (gone with it), over the rate limit, or not
+   * sent yet when its agent is killed.
+   */
+  async #eventsAtEnd(): Promise<void> {
+    const witness = this.#nodes.find((n) => n.witness !== undefined)?.witness;
+    const events = await witness?.releaseEvents();
+    if (events === undefined) return;
+    if (typeof events === 'string') {
+      this.#events = `not read (${events})`;
+      return;
+    }
+    const missing = this.#logged.filter((r) => !events.some((e) => e.pod === r.pod && e.addresses.includes(r.address)));
+    this.#events =
+      `${this.#logged.length - missing.length} of the ${this.#logged.length} releases its agents logged have ` +
+      `their Event on the pod${
+        missing.length === 0
+          ? ''
+          : `; missing: ${missing
+              .slice(0, 5)
+              .map((r) => `${r.id} (${r.pod} ${r.address})`)
+              .join(', ')}`
+      }`;
+  }
+
+  /** How the releases observed were explained, and what the counters and Events said (`agentsAtEnd`). */
+  explanations(): ExplanationFigures {
+    return {
+      by: { ...this.#explainedBy },
+      counters: [...this.#counters],
+      ...(this.#events === undefined ? {} : { events: this.#events }),
+    };
   }
 
   /** Two live sandboxes among `sandboxes` (one address space, `where`) on one address. */
@@ -140,6 +362,7 @@ export class Auditor {
     if (record !== undefined) {
       s.held = true;
       delete s.returning;
+      if (node.witness !== undefined) this.#lastHeld.set(s.id, { at: now, address: record });
     }
     if (s.state === 'live') {
       if (record === undefined && s.returning === true) return;
@@ -154,6 +377,13 @@ export class Auditor {
     }
     if (s.state !== 'gone' || s.releasedAt !== undefined || record !== undefined) return;
     s.releasedAt = now;
+    if (node.witness === undefined || !s.held || s.lostWithDisk === true) return;
+    // The address its record held in the file (an ADD killed before its answer leaves none in the truth).
+    const last = this.#lastHeld.get(s.id);
+    const address = last?.address ?? s.address;
+    const replaced = [...records].some(([id, a]) => a === address && id !== s.id);
+    this.#unexplained.push({ s, address, releasedAt: now, lastHeld: last?.at ?? 0, replaced });
+    this.#lastHeld.delete(s.id);
   }
 
   /** Sandboxes proven gone whose records are still held. */

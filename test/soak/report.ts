@@ -1,5 +1,7 @@
 /**
- * A soak run said in words: what ran, what was injected, the release latencies per source, and on
+ * A soak run said in words: what ran, what was injected, the release latencies per source, what
+ * explained the releases observed (the agents' release lines by source, the DELs, a file put back)
+ * and each node's last agent's release counter against them, and on
  * failure the seed, the command that replays it and the steps up to the last violation (faults
  * marked), so a failure is reproducible from its report alone.
  */
@@ -18,6 +20,9 @@ export function formatReport(report: SoakReport, steps: readonly Step[], rerun: 
       (l) =>
         `  ${l.source.padEnd(8)} ${String(l.count).padStart(6)} ${String(l.p50Ms).padStart(9)} ${String(l.p99Ms).padStart(9)} ${String(l.maxMs).padStart(9)} ${String(l.wallMaxMs).padStart(12)}`,
     ),
+    `releases observed, explained by: ${JSON.stringify(report.explanations.by)}`,
+    ...report.explanations.counters.map((c) => `  counter: ${c}`),
+    ...(report.explanations.events === undefined ? [] : [`  Events: ${report.explanations.events}`]),
   ];
   if (report.violations.length === 0) {
     lines.push('auditor: no violation');

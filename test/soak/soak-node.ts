@@ -8,6 +8,13 @@
  * of its own, which a fault fills to the last byte and frees: disk-ballast.ts) and on its wall
  * clock (stepped under the agent and the plugin: wall-clock.ts).
  *
+ * What the auditor needs to judge whether a release is explained (`witness`, auditor.ts): each
+ * agent's release lines read from its log as they arrive (agent-log.ts: only those lines are kept),
+ * the DELs sent to the node and whether an agent ran or was starting then (one that could take
+ * it), the times its file was put back from a copy and its agent killed -9, the running agent's
+ * release counter read from its metrics endpoint, and on the kubernetes store the release Events
+ * on the pods.
+ *
  * Cleanup: the agent is killed by PID, the mount unmounted and the directories removed by
  * `close()`, and by a process exit handler if the run never gets there.
  */
@@ -17,6 +24,9 @@ import { basename, join } from 'node:path';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { type CniReply, warren } from '../helpers/cni.ts';
 import { tempDir } from '../helpers/processes.ts';
+import { AgentReleaseLog, releasesCounted } from './agent-log.ts';
+import type { ReleaseWitness } from './auditor.ts';
+import { type ReleaseEvent, readReleaseEvents } from './release-events.ts';
 import { STATE_DISK_SIZE, fillDisk, freeDisk, isBallast } from './disk-ballast.ts';
 import type { SoakStore } from './store.ts';
 import { SteppedWallClock } from './wall-clock.ts';
@@ -33,6 +43,8 @@ const REFUSED_START_BOUND_MS = 60_000;
 const COPY_TRIES = 5;
 /** The pause before a refused agent is started again (ms), as a runtime's restart backoff. */
 const RESTART_BACKOFF_MS = 1_000;
+/** The namespace of every pod the node's CNI calls name (K8S_POD_NAMESPACE). */
+const POD_NAMESPACE = 'soak';
 
 /** Each node's mounts (netns, state) → the node's directory, all removed at exit if `close()` never ran. */
 const mounted = new Map<string, string>();
@@ -79,6 +91,27 @@ export class SoakNode {
   readonly clock: SteppedWallClock;
   /** While the disk is full: the DELs that failed on it, sent again once it has room. */
   #full: Array<() => Promise<void>> | undefined;
+  /** True from the spawn until the agent answers: a DEL sent then may reach it. */
+  #starting = false;
+  /** The agents' release lines, read from their logs as they arrive. */
+  readonly releaseLog = new AgentReleaseLog();
+  /** The DELs sent, by container: when, to which incarnation, and whether an agent could take it. */
+  readonly #dels = new Map<string, Array<{ at: number; incarnation: number; reachable: boolean }>>();
+  /** When the file was put back from a copy (the records it lost were not released by an agent). */
+  readonly #restores: number[] = [];
+  /** Each kill -9, from the signal to the process gone: a release committed then may never be logged. */
+  readonly #kills: Array<{ readonly from: number; readonly to: number }> = [];
+  /** What the auditor reads to judge a release explained (auditor.ts `ReleaseWitness`). */
+  readonly witness: ReleaseWitness = {
+    take: (containerID, address, from, to) => this.releaseLog.take(containerID, address, from, to),
+    delSent: (containerID, since) => this.#dels.get(containerID)?.find((d) => d.reachable && d.at >= since),
+    forget: (containerID) => this.#dels.delete(containerID),
+    restoredWithin: (from, to) => this.#restores.some((at) => at >= from && at <= to),
+    killedWithin: (from, to) => this.#kills.some((k) => k.to >= from && k.from <= to),
+    starting: () => this.#starting,
+    releasesCounted: () => this.#releasesCounted(),
+    releaseEvents: () => this.#releaseEvents(),
+  };
 
   constructor(index: number, store: SoakStore, settings: ReleaseSettings) {
     this.index = index;
@@ -157,6 +190,7 @@ export class SoakNode {
     // From the spawn: what an agent does before it answers (the journal's drain) counts as its time.
     const spawned = Date.now();
     for (;;) {
+      this.#starting = true;
       try {
         const agent = await this.#spawn();
         this.#agent = agent;
@@ -173,12 +207,52 @@ export class SoakNode {
         // announcement's lease runs: the runtime restarts it (a DaemonSet's crash loop).
         const refused = /ALREADY_RUNNING: node \S+ is already announced/.test((error as Error).message);
         if (!refused || Date.now() - spawned > REFUSED_START_BOUND_MS) throw error;
+        // What it released before it refused is in the log the error carries (its start and end).
+        this.releaseLog.follow(this.#incarnation + 1, (error as Error).message, spawned, null);
         this.startsRefused += 1;
+        this.#starting = false; // the refused agent has exited: a DEL now is journaled
         await new Promise((resolve) => setTimeout(resolve, RESTART_BACKOFF_MS));
+      } finally {
+        if (this.#agent === undefined) this.#starting = false;
       }
     }
+    this.#starting = false;
     this.#incarnation += 1;
     this.upSpans.push({ start: spawned });
+    const agent = this.#agent;
+    // What it logged before this line ran arrived since the spawn; the rest is read as it comes.
+    if (agent !== undefined) this.releaseLog.follow(this.#incarnation, agent.log(), spawned, agent.child.stdout);
+  }
+
+  /**
+   * The release Events in the pods' namespace, read through the node's kubeconfig where its agent
+   * runs the Kubernetes pod source (the one that writes them); undefined where it does not.
+   */
+  async #releaseEvents(): Promise<readonly ReleaseEvent[] | string | undefined> {
+    const args = this.#store.agentArgs(this);
+    const kubeconfig = args[args.indexOf('--kubeconfig') + 1];
+    if (!args.includes('--kubeconfig') || kubeconfig === undefined || args[args.indexOf('--kubernetes') + 1] !== 'on')
+      return undefined;
+    try {
+      return await readReleaseEvents(kubeconfig, POD_NAMESPACE);
+    } catch (error) {
+      return `the Events could not be read: ${(error as Error).message}`;
+    }
+  }
+
+  /** The running agent's incarnation and the sum of its `warren_releases_total`, or why it cannot be read. */
+  async #releasesCounted(): Promise<{ incarnation: number; total: number } | string> {
+    if (this.#agent === undefined) return 'its agent is not running';
+    const incarnation = this.#incarnation;
+    const address = this.releaseLog.metricsAddress(incarnation);
+    if (address === undefined) return 'its agent never said where it serves metrics';
+    try {
+      const reply = await fetch(`http://${address}/metrics`, { signal: AbortSignal.timeout(10_000) });
+      if (!reply.ok) return `its metrics endpoint answered ${reply.status}`;
+      return { incarnation, total: releasesCounted(await reply.text()) };
+    } catch (error) {
+      return `its metrics endpoint could not be read: ${(error as Error).message}`;
+    }
   }
 
   #spawn(): Promise<AgentHandle> {
@@ -220,8 +294,10 @@ export class SoakNode {
     this.#wanted = false;
     const agent = this.#agent;
     if (agent === undefined) return;
+    const from = Date.now();
     this.#ended();
     await agent.kill();
+    this.#kills.push({ from, to: Date.now() });
   }
 
   /** SIGTERM and wait for the exit (a hang is killed and thrown by the helper). */
@@ -276,6 +352,7 @@ export class SoakNode {
       for (const entry of readdirSync(this.stateDir))
         rmSync(join(this.stateDir, entry), { recursive: true, force: true });
       cpSync(copy, this.stateDir, { recursive: true });
+      this.#restores.push(Date.now());
     } finally {
       this.busy = false;
     }
@@ -302,6 +379,13 @@ export class SoakNode {
 
   /** A CNI call through the installed plugin, as a runtime makes it. */
   async cni(command: 'ADD' | 'DEL', containerID: string, pod: number): Promise<CniReply> {
+    if (command === 'DEL') {
+      const sent = this.#dels.get(containerID) ?? [];
+      // While it starts, the agent it may reach is the next incarnation (start counts it on success).
+      const incarnation = this.#starting ? this.#incarnation + 1 : this.#incarnation;
+      sent.push({ at: Date.now(), incarnation, reachable: this.isUp || this.#starting });
+      this.#dels.set(containerID, sent);
+    }
     this.#calls += 1;
     try {
       return await this.#call(command, containerID, pod);
@@ -317,7 +401,7 @@ export class SoakNode {
       netns: this.netnsPath(containerID),
       ifname: 'eth0',
       env: this.clock.env(),
-      args: `IgnoreUnknown=1;K8S_POD_NAMESPACE=soak;K8S_POD_NAME=pod-${pod};K8S_POD_UID=uid-${pod};K8S_POD_INFRA_CONTAINER_ID=${containerID}`,
+      args: `IgnoreUnknown=1;K8S_POD_NAMESPACE=${POD_NAMESPACE};K8S_POD_NAME=pod-${pod};K8S_POD_UID=uid-${pod};K8S_POD_INFRA_CONTAINER_ID=${containerID}`,
       config: {
         cniVersion: '1.0.0',
         name: this.network,

@@ -13,7 +13,7 @@
  * measurement does).
  */
 import { cniBinDir } from '../helpers/cni.ts';
-import { Auditor, type LatencyFigures, type Violation, readRecords } from './auditor.ts';
+import { Auditor, type ExplanationFigures, type LatencyFigures, type Violation, readRecords } from './auditor.ts';
 import { GroundTruth, type Sandbox } from './ground-truth.ts';
 import { type Step, describeStep, faultName, isFault } from './plan.ts';
 import { type ReleaseSettings, SoakNode } from './soak-node.ts';
@@ -47,6 +47,8 @@ export interface SoakReport {
   readonly operations: Readonly<Record<string, number>>;
   readonly violations: readonly Violation[];
   readonly latencies: readonly LatencyFigures[];
+  /** How the releases observed were explained, and the agents' release counters at the end. */
+  readonly explanations: ExplanationFigures;
   /** The auditor's looks at the nodes' files, and how many could not read one. */
   readonly looks: { readonly total: number; readonly unreadable: number };
   readonly durationMs: number;
@@ -348,6 +350,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     audit.check();
     await auditCluster();
     audit.final();
+    await audit.agentsAtEnd();
     for (const node of nodes)
       for (let i = 0; i < node.startsRefused; i++)
         count(counts.faults, 'agent start refused (its name still announced), restarted');
@@ -368,6 +371,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     operations: counts.operations,
     violations: a.violations,
     latencies: a.latencies(),
+    explanations: a.explanations(),
     looks: { total: a.looks, unreadable: a.unreadable },
     durationMs: Date.now() - began,
   };
