@@ -107,9 +107,12 @@ class KubeSoakStore implements SoakStore {
   }
 
   readonly pods = {
-    created: (pod: number, node: string): void => {
+    created: (pod: number, node: string, uid: string): void => {
+      // A pod of that name a restore of the API server brought back is the old replica's: deleted first.
+      if (this.#api.getPod(POD_NAMESPACE, `pod-${pod}`) !== undefined)
+        this.#api.deletePod(POD_NAMESPACE, `pod-${pod}`, { force: true });
       this.#api.createPod({
-        metadata: { name: `pod-${pod}`, namespace: POD_NAMESPACE, uid: `uid-${pod}` },
+        metadata: { name: `pod-${pod}`, namespace: POD_NAMESPACE, uid },
         spec: { nodeName: node, containers: [{ name: 'c', image: 'busybox' }] },
         status: { phase: 'Running' },
       });
@@ -120,6 +123,45 @@ class KubeSoakStore implements SoakStore {
         this.#api.deletePod(POD_NAMESPACE, `pod-${pod}`, { force: true });
     },
   };
+
+  /**
+   * A node lost for good is forgotten as Kubernetes forgets a machine that is gone: its Node object
+   * deleted (by the cloud's node controller, or `kubectl delete node` by its operator; its pods were
+   * deleted by the harness first, as the pod GC deletes a deleted Node's), after which exactly one
+   * agent, the holder of the chore `forget-node/NAME`, frees its blocks once its Lease lapsed and a
+   * ping went unanswered (DESIGN C9, docs/kubernetes.md "Nodes"). `warren node forget` is the etcd
+   * store's way in the soak (store-etcd.ts), so both paths run. Back, it registers its Node again.
+   */
+  readonly lostNodes = {
+    forget: async (lost: StoreNode): Promise<number> => {
+      this.#forgotten.add(lost.name);
+      this.#deleteNodes();
+      return Date.now();
+    },
+    held: async (node: StoreNode) => ({
+      blocks: this.#audit
+        .claims()
+        .filter((c) => c.node === node.name)
+        .map((c) => c.key.slice(c.key.lastIndexOf('#') + 1)),
+      containers: this.#audit.publishedContainers(node.name),
+    }),
+    returned: (node: StoreNode): void => {
+      this.#forgotten.delete(node.name);
+      if (!this.#nodeExists(node.name)) this.#api.createNode(node.name);
+    },
+  };
+
+  /** Nodes lost, their Node objects deleted, not back yet. */
+  readonly #forgotten = new Set<string>();
+
+  #nodeExists(name: string): boolean {
+    return this.#api.objects('nodes').some((n) => n.metadata.name === name);
+  }
+
+  /** The Node of every node lost and not back deleted, again after a restore of the API server brought it back. */
+  #deleteNodes(): void {
+    for (const name of this.#forgotten) if (this.#nodeExists(name)) this.#api.deleteNode(name);
+  }
 
   async runStep(step: StoreStep, context: StoreFaultContext): Promise<void> {
     this.#context = context;
@@ -149,6 +191,7 @@ class KubeSoakStore implements SoakStore {
         this.#accepting = false;
         this.#calmSince = undefined;
         this.#api.restoreSnapshot(snapshot);
+        this.#deleteNodes(); // a machine gone for good stays gone: its Node is deleted again
         // A node whose file was put back and not compared yet took back nothing: what the
         // snapshot does not publish of it is lost with both (docs/recovery.md: objects written
         // since the backup are not in it).
@@ -279,5 +322,6 @@ function socketOf(node: StoreNode): string {
 export const kubernetesBackend: StoreBackend = {
   name: 'kubernetes',
   plan: kubePlan,
+  forgetsNodes: true,
   open: async (nodes) => new KubeSoakStore(await startFakeKubeApi({ crds: 'deploy' }), nodes),
 };
