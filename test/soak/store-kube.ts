@@ -18,6 +18,9 @@
  *   that stops later for that restore (it was down, it noticed late) is accepted as it says so;
  * - a WarrenBlock deleted by hand (`kubectl delete warrenblock`) whose owner's agent runs: its owner
  *   claims it again, and no other node hands out its addresses (test/e2e/claims-vanish.test.ts).
+ * - a node's state directory put back (plan.ts `restore-state`) keeps the addresses its publication
+ *   announced as placeholders: the operator accepts the store on it (docs/recovery.md) once no live
+ *   sandbox holds any of them.
  * A node that stops allocating with no restore behind it is a violation, as is a stop for another
  * reason than the store's data going back.
  *
@@ -30,6 +33,7 @@ import { blockName } from '../../src/store/kubernetes/names.ts';
 import { type FakeKubeApi, type FakeSnapshot, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
 import { KUBE_NAMESPACE, LEASE_SECONDS } from '../helpers/kube-store.ts';
 import { CHILD_PATH, WARREN_BIN, run } from '../helpers/processes.ts';
+import { readRecords } from './auditor.ts';
 import type { GroundTruth } from './ground-truth.ts';
 import { KubeClusterAudit } from './kube-cluster-audit.ts';
 import type { KubeAction } from './store-kube-plan.ts';
@@ -154,8 +158,15 @@ class KubeSoakStore implements SoakStore {
   /** Nodes lost, their Node objects deleted, not back yet. */
   readonly #forgotten = new Set<string>();
 
+  /** Whether the Node object exists (the fake keeps no reader of one; `objects` serves the CRDs only). */
   #nodeExists(name: string): boolean {
-    return this.#api.objects('nodes').some((n) => n.metadata.name === name);
+    try {
+      this.#api.updateNode(name, () => {}); // a write that changes nothing: a no-op on the Node
+      return true;
+    } catch (error) {
+      if (/no nodes /.test((error as Error).message)) return false;
+      throw error;
+    }
   }
 
   /** The Node of every node lost and not back deleted, again after a restore of the API server brought it back. */
@@ -249,15 +260,22 @@ class KubeSoakStore implements SoakStore {
   async #operate(): Promise<void> {
     for (const node of this.#nodes.values()) {
       let problem: string | undefined;
+      let announced = 0;
       try {
         const r = await requestJson({ socket: socketOf(node), method: 'GET', path: '/v1/status', timeoutMs: 5_000 });
-        problem = (r.body as { cluster?: { problem?: string } }).cluster?.problem;
+        const cluster = (r.body as { cluster?: { problem?: string; fileCheck?: { announced?: number } } }).cluster;
+        problem = cluster?.problem;
+        announced = cluster?.fileCheck?.announced ?? 0;
         this.#lastStatus.set(node.index, 'up');
       } catch {
         this.#lastStatus.set(node.index, 'down');
         continue;
       }
       const verdict = judgeProblem(node.name, problem);
+      if (verdict === 'serving' && announced > 0 && this.#announcedUnheld(node)) {
+        await this.#accept(node, 'store accept of announced addresses held (docs/recovery.md)');
+        continue;
+      }
       if (verdict === 'serving' || verdict === 'waiting') continue;
       if (this.#restores === 0 || verdict === 'other') {
         this.#unexpected.push({
@@ -267,21 +285,45 @@ class KubeSoakStore implements SoakStore {
         continue;
       }
       if (!this.#accepting) continue;
-      const accepted = await run(process.execPath, [WARREN_BIN, 'store', 'accept', '--socket', socketOf(node)], {
-        env: { ...process.env, PATH: CHILD_PATH },
-      });
-      // Exit 1 with "still not allocating" while other nodes have not accepted yet: accepted all the same.
-      const done = /accepted the store as it is now/.test(accepted.stdout);
-      this.#context?.count(done ? 'store accept (docs/recovery.md)' : 'store accept refused (tried again)');
-      if (!done) this.#context?.log(`${node.name}: warren store accept: ${accepted.stdout}${accepted.stderr}`);
+      await this.#accept(node, 'store accept (docs/recovery.md)');
     }
   }
+
+  async #accept(node: StoreNode, what: string): Promise<void> {
+    const accepted = await run(process.execPath, [WARREN_BIN, 'store', 'accept', '--socket', socketOf(node)], {
+      env: { ...process.env, PATH: CHILD_PATH },
+    });
+    // Exit 1 with "still not allocating" while other nodes have not accepted yet: accepted all the same.
+    const done = /accepted the store as it is now/.test(accepted.stdout);
+    this.#context?.count(done ? what : 'store accept refused (tried again)');
+    if (!done) this.#context?.log(`${node.name}: warren store accept: ${accepted.stdout}${accepted.stderr}`);
+  }
+
+  /**
+   * docs/recovery.md, a node's disk restored: the addresses its publication announced are held as
+   * placeholders (a record whose container is its address) until the operator has checked that no
+   * running container holds them and runs `warren store accept`. The check is the workload's truth:
+   * no live sandbox on any of them (the harness tore down every one its restored file lost).
+   */
+  #announcedUnheld(node: StoreNode): boolean {
+    const truth = this.#truth;
+    const records = readRecords(join(node.stateDir, 'warren.db'));
+    if (truth === undefined || records === undefined) return false;
+    const held = new Set(
+      truth.all().flatMap((s) => (s.state === 'live' && s.address !== undefined ? [s.address] : [])),
+    );
+    return [...records].every(([id, address]) => id !== address || !held.has(address));
+  }
+
+  /** The workload's truth, as the auditor's first look hands it over. */
+  #truth: GroundTruth | undefined;
 
   async heldOutsideFile(node: StoreNode): Promise<ReadonlySet<string>> {
     return this.#audit.publishedContainers(node.name);
   }
 
   async auditCluster(truth: GroundTruth): Promise<ReadonlyArray<{ key: string; what: string }>> {
+    this.#truth = truth;
     const found = [...this.#unexpected, ...this.#audit.look(truth, this.#calmSince)];
     this.#unexpected.length = 0;
     return found;
