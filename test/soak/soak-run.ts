@@ -418,6 +418,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     await settle();
     audit.step = o.steps.length;
     for (const node of nodes) await node.start();
+    await theStore.settle?.();
     // The last releases: polled with a deadline (the netns sweep runs on its interval).
     const end = Date.now() + o.settleMs;
     while (Date.now() < end) {

@@ -46,6 +46,8 @@ const POD_NAMESPACE = 'soak';
 const CUT_EVERY_MS = 50;
 /** How often the operator looks at the nodes' status once it follows the recovery procedure. */
 const OPERATOR_MS = 1_000;
+/** How long the end waits for the operator's last accepts (ms). */
+const SETTLE_BOUND_MS = 30_000;
 /** What `warren status` says of a node that stopped because the store's data went back. */
 const STORE_WENT_BACK = /lost its data|went backwards/;
 
@@ -258,6 +260,7 @@ class KubeSoakStore implements SoakStore {
 
   /** One round of the operator: each node's status; `warren store accept` where the procedure says. */
   async #operate(): Promise<void> {
+    this.#announcedLeft = 0;
     for (const node of this.#nodes.values()) {
       let problem: string | undefined;
       let announced = 0;
@@ -273,7 +276,8 @@ class KubeSoakStore implements SoakStore {
       }
       const verdict = judgeProblem(node.name, problem);
       if (verdict === 'serving' && announced > 0 && this.#announcedUnheld(node)) {
-        await this.#accept(node, 'store accept of announced addresses held (docs/recovery.md)');
+        if (!(await this.#accept(node, 'store accept of announced addresses held (docs/recovery.md)')))
+          this.#announcedLeft += 1;
         continue;
       }
       if (verdict === 'serving' || verdict === 'waiting') continue;
@@ -289,7 +293,8 @@ class KubeSoakStore implements SoakStore {
     }
   }
 
-  async #accept(node: StoreNode, what: string): Promise<void> {
+  /** Whether the accept was made. */
+  async #accept(node: StoreNode, what: string): Promise<boolean> {
     const accepted = await run(process.execPath, [WARREN_BIN, 'store', 'accept', '--socket', socketOf(node)], {
       env: { ...process.env, PATH: CHILD_PATH },
     });
@@ -297,6 +302,21 @@ class KubeSoakStore implements SoakStore {
     const done = /accepted the store as it is now/.test(accepted.stdout);
     this.#context?.count(done ? what : 'store accept refused (tried again)');
     if (!done) this.#context?.log(`${node.name}: warren store accept: ${accepted.stdout}${accepted.stderr}`);
+    return done;
+  }
+
+  /** Nodes whose announced placeholders the last round could not accept yet. */
+  #announcedLeft = 0;
+
+  /** The end: the operator's rounds until no announced placeholder is left to accept (bounded). */
+  async settle(): Promise<void> {
+    const until = Date.now() + SETTLE_BOUND_MS;
+    do {
+      this.#operating = this.#operating.then(() => this.#operate()).catch(() => {});
+      await this.#operating;
+      if (this.#announcedLeft === 0) return;
+      await new Promise((resolve) => setTimeout(resolve, OPERATOR_MS));
+    } while (Date.now() < until);
   }
 
   /**

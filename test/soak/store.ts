@@ -139,6 +139,11 @@ export interface SoakStore {
   auditCluster(truth: GroundTruth): Promise<ReadonlyArray<{ readonly key: string; readonly what: string }>>;
   /** The pod objects, when the store keeps them; absent: pods exist only as the CNI calls' args. */
   readonly pods?: PodObjects;
+  /**
+   * The run's end, every agent started: the store's operator does what is left for it to do (a
+   * kubernetes node's announced placeholders accepted), bounded; absent: nothing is left.
+   */
+  settle?(): Promise<void>;
   /** How a node lost for good is forgotten; absent: the store has no nodes to forget (SQLite). */
   readonly lostNodes?: LostNodes;
   close(): Promise<void>;
