@@ -65,6 +65,8 @@ const POLL_MS = 100;
 const CLUSTER_AUDIT_MS = 1_000;
 const DEL_TRIES = 5;
 const PROGRESS_STEPS = 1_000;
+/** How long past the release bound a lost node's return waits for its forget to be done (ms). */
+const RETURN_WAIT_MS = 20_000;
 
 export async function runSoak(o: SoakOptions): Promise<SoakReport> {
   cniBinDir(); // builds and installs the plugin once, before the clock starts
@@ -84,6 +86,8 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
   let clusterAuditAt = 0;
   /** The watches of a forgotten node's releases (`watchForgotten`), ended with the run. */
   const forgetWatches = new Set<Promise<void>>();
+  /** The watch of each forgotten node's releases, by node: its return waits for it (bounded). */
+  const forgetWatchOf = new Map<number, Promise<void>>();
   let watching = true;
   try {
     store = await (o.store ?? sqliteBackend).open(o.nodes);
@@ -304,6 +308,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       for (const s of owed) truth.markGone(s, 'forget', at);
       const watch: Promise<void> = watchForgotten(lost, owed).finally(() => forgetWatches.delete(watch));
       forgetWatches.add(watch);
+      forgetWatchOf.set(lost.index, watch);
     };
 
     /** Polls the cluster until it holds none of `owed` for the lost node (or the run ends). */
@@ -325,8 +330,24 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       }
     };
 
-    /** The lost node back as a new machine of its name: its state directory empty, its agent started. */
+    /**
+     * The lost node back as a new machine of its name: its state directory empty, its agent started.
+     * A new machine is brought up once the old one is forgotten (the cluster freed what it held, or
+     * RETURN_WAIT_MS passed: then the auditor reports the releases late or missing): a machine back
+     * before any agent acted on its forget (a Node deleted and registered again within the Lease's
+     * lapse) is not forgotten at all, and its blocks stay its own.
+     */
     const returnNode = async (node: SoakNode): Promise<void> => {
+      const forgotten = forgetWatchOf.get(node.index);
+      forgetWatchOf.delete(node.index);
+      if (forgotten !== undefined) {
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([
+          forgotten,
+          new Promise((resolve) => (timer = setTimeout(resolve, o.boundMs + RETURN_WAIT_MS))),
+        ]);
+        clearTimeout(timer);
+      }
       node.busy = true;
       try {
         for (const entry of readdirSync(node.stateDir))
