@@ -18,6 +18,8 @@
  *   that stops later for that restore (it was down, it noticed late) is accepted as it says so;
  * - a WarrenBlock deleted by hand (`kubectl delete warrenblock`) whose owner's agent runs: its owner
  *   claims it again, and no other node hands out its addresses (test/e2e/claims-vanish.test.ts).
+ * - a node lost for good (plan.ts `node-lost`): its Node deleted (`lostNodes`), and, while a
+ *   recovery waits for it, `warren node forget` on another node (docs/recovery.md);
  * - a node's state directory put back (plan.ts `restore-state`) keeps the addresses its publication
  *   announced as placeholders: the operator accepts the store on it (docs/recovery.md) once no live
  *   sandbox holds any of them.
@@ -275,6 +277,7 @@ class KubeSoakStore implements SoakStore {
         continue;
       }
       const verdict = judgeProblem(node.name, problem);
+      if (this.#accepting && (await this.#forgetWaitedFor(node, problem))) continue;
       if (verdict === 'serving' && announced > 0 && this.#announcedUnheld(node)) {
         if (!(await this.#accept(node, 'store accept of announced addresses held (docs/recovery.md)')))
           this.#announcedLeft += 1;
@@ -291,6 +294,28 @@ class KubeSoakStore implements SoakStore {
       if (!this.#accepting) continue;
       await this.#accept(node, 'store accept (docs/recovery.md)');
     }
+  }
+
+  /**
+   * docs/recovery.md: the recovery waits for every node listed to accept the store or be forgotten
+   * with `warren node forget`. A node lost for good (its Node deleted: `lostNodes`) never accepts,
+   * and its Node's deletion does not take it off the list (reported), so the operator forgets it on
+   * `node`'s agent. Whether a node listed was forgotten so (the others are left to the accepts).
+   */
+  async #forgetWaitedFor(node: StoreNode, problem: string | undefined): Promise<boolean> {
+    const waiting = /is in recovery since .*waiting for (.*)$/.exec(problem ?? '');
+    const lost = (waiting?.[1] ?? '').split(', ').filter((name) => this.#forgotten.has(name));
+    for (const name of lost) {
+      const out = await run(process.execPath, [WARREN_BIN, 'node', 'forget', name, '--socket', socketOf(node)], {
+        env: { ...process.env, PATH: CHILD_PATH },
+      });
+      const done = out.code === 0;
+      this.#context?.count(
+        done ? 'warren node forget of a lost node the recovery waits for' : 'warren node forget refused (tried again)',
+      );
+      if (!done) this.#context?.log(`${node.name}: warren node forget ${name}: ${out.stdout}${out.stderr}`);
+    }
+    return lost.length > 0;
   }
 
   /** Whether the accept was made. */
