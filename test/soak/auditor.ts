@@ -53,7 +53,7 @@ import { DatabaseSync } from 'node:sqlite';
 import { existsSync } from 'node:fs';
 import type { ReleaseLine } from './agent-log.ts';
 import type { ReleaseEvent } from './release-events.ts';
-import { type GroundTruth, PROOF_SOURCES, type ProofSource, type Sandbox } from './ground-truth.ts';
+import { type GroundTruth, PROOF_SOURCES, type ProofSource, type Sandbox, releasedInCluster } from './ground-truth.ts';
 
 /** What the auditor needs of a node: its file, and when an agent of it ran (soak-node.ts). */
 export interface AuditedNode {
@@ -376,6 +376,7 @@ export class Auditor {
       return;
     }
     if (s.state !== 'gone' || s.releasedAt !== undefined || record !== undefined) return;
+    if (releasedInCluster(s)) return; // its node lost: the harness judges it in the cluster
     s.releasedAt = now;
     if (node.witness === undefined || !s.held || s.lostWithDisk === true) return;
     // The address its record held in the file (an ADD killed before its answer leaves none in the truth).
@@ -398,6 +399,8 @@ export class Auditor {
    */
   latencyOf(s: Sandbox): number | undefined {
     if (s.goneAt === undefined || s.releasedAt === undefined || !s.held || s.lostWithDisk === true) return undefined;
+    // Its node lost: any other node's agent frees its blocks, so the wall clock from the forget.
+    if (releasedInCluster(s)) return s.releasedAt - s.goneAt;
     return (this.#nodes[s.node] as AuditedNode).runningMs(s.goneAt, s.releasedAt);
   }
 

@@ -27,6 +27,9 @@ import type { ClaimRecord, ClusterHoldings, GrantRecord } from './cluster-holdin
 export const ETCD_SOAK_PREFIX = '/warren-soak/';
 
 const enc = encodeURIComponent;
+/** etcdctl commands that timed out are run again this many times at most, this far apart (ms). */
+const ETCDCTL_TRIES = 5;
+const ETCDCTL_AGAIN_MS = 1_000;
 
 function etcdctlEnv(): NodeJS.ProcessEnv {
   return { ...process.env, ETCDCTL_API: '3' };
@@ -190,10 +193,20 @@ export class SoakEtcd {
     await this.#etcdctl('del', `${ETCD_SOAK_PREFIX}nodes/${enc(node)}`);
   }
 
+  /**
+   * One etcdctl command on the live members, run again when it timed out (an election under way,
+   * the leader just killed: etcdctl's own 5 s deadline passes on a loaded machine), as an operator
+   * runs it again; any other failure, or ETCDCTL_TRIES timeouts, throws.
+   */
   async #etcdctl(...args: string[]): Promise<void> {
-    const endpoints = this.#cluster.members.filter((m) => !this.#down.has(m)).map((m) => m.clientURL);
-    const out = await run(ETCDCTL_BIN, ['--endpoints', endpoints.join(','), ...args], { env: etcdctlEnv() });
-    if (out.code !== 0) throw new Error(`etcdctl ${args.join(' ')} failed: ${out.stderr}`);
+    for (let attempt = 1; ; attempt++) {
+      const endpoints = this.#cluster.members.filter((m) => !this.#down.has(m)).map((m) => m.clientURL);
+      const out = await run(ETCDCTL_BIN, ['--endpoints', endpoints.join(','), ...args], { env: etcdctlEnv() });
+      if (out.code === 0) return;
+      if (!/context deadline exceeded/.test(out.stderr) || attempt >= ETCDCTL_TRIES)
+        throw new Error(`etcdctl ${args.join(' ')} failed: ${out.stderr}`);
+      await new Promise((resolve) => setTimeout(resolve, ETCDCTL_AGAIN_MS));
+    }
   }
 
   /** The claims, the grants not returned, and the recovery marker; undefined when etcd could not be read. */

@@ -2,14 +2,25 @@
  * The workload's ground truth: every sandbox the harness created, which node and pod it is on,
  * the address its ADD answered, and when it was proven gone and how (its DEL answered by the
  * agent, its DEL journaled by the plugin, its netns removed, or its record brought back by a
- * restored state directory). Written only by the harness from what it did and what the plugin
- * answered; never from Warren's store.
+ * restored state directory, or its node lost and forgotten). Written only by the harness from what
+ * it did and what the plugin answered; never from Warren's store. A pod keeps its number (its name,
+ * `pod-N`) across a StatefulSet re-creation, and gets a new UID at each (`podUid`).
  */
 
 /** What proved a sandbox gone: the release's source, as the auditor reports latencies. */
-export type ProofSource = 'del' | 'journal' | 'netns' | 'restored';
+/**
+ * What proved a sandbox gone: the release's source, as the auditor reports latencies. `forget`: its
+ * node lost and forgotten by the operator (its release is judged in the cluster, where another
+ * node's agent frees the lost node's blocks, on the wall clock from the forget: `releasedInCluster`).
+ */
+export type ProofSource = 'del' | 'journal' | 'netns' | 'restored' | 'forget';
 
-export const PROOF_SOURCES: readonly ProofSource[] = ['del', 'journal', 'netns', 'restored'];
+export const PROOF_SOURCES: readonly ProofSource[] = ['del', 'journal', 'netns', 'restored', 'forget'];
+
+/** Whether a sandbox's release is judged in the cluster (its node lost), not in its node's file. */
+export function releasedInCluster(sandbox: Sandbox): boolean {
+  return sandbox.source === 'forget';
+}
 
 export type SandboxState =
   /** ADD sent, no answer yet. */
@@ -27,6 +38,8 @@ export type SandboxState =
 export interface Sandbox {
   readonly id: string;
   readonly pod: number;
+  /** The UID of the pod it was made for (a pod re-created has a new one). */
+  readonly uid: string;
   readonly node: number;
   state: SandboxState;
   /** The address its ADD answered. */
@@ -55,11 +68,25 @@ export class GroundTruth {
   readonly #sandboxes = new Map<string, Sandbox>();
   /** The pod's current sandbox (its newest), if it has one. */
   readonly #current = new Map<number, string>();
+  /** Re-creations of each pod (none: its first UID). */
+  readonly #generations = new Map<number, number>();
   #next = 0;
+
+  /** The pod's UID now: `uid-N` until it is re-created, `uid-N-G` after its G-th re-creation. */
+  podUid(pod: number): string {
+    const generation = this.#generations.get(pod) ?? 0;
+    return generation === 0 ? `uid-${pod}` : `uid-${pod}-${generation}`;
+  }
+
+  /** The pod made again under its name (a StatefulSet replica): a new UID; returns it. */
+  recreated(pod: number): string {
+    this.#generations.set(pod, (this.#generations.get(pod) ?? 0) + 1);
+    return this.podUid(pod);
+  }
 
   newSandbox(pod: number, node: number): Sandbox {
     const id = `p${pod}s${this.#next++}`;
-    const sandbox: Sandbox = { id, pod, node, state: 'adding', held: false };
+    const sandbox: Sandbox = { id, pod, uid: this.podUid(pod), node, state: 'adding', held: false };
     this.#sandboxes.set(id, sandbox);
     this.#current.set(pod, id);
     return sandbox;

@@ -22,7 +22,7 @@ import { existsSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { ETCD_BIN } from '../helpers/etcd.ts';
 import { isRoot } from '../helpers/processes.ts';
-import { NODE_FAULTS, planSoak } from './plan.ts';
+import { NODE_FAULTS, WORKLOAD_EXTRAS, planSoak } from './plan.ts';
 import { formatReport } from './report.ts';
 import { runSoak } from './soak-run.ts';
 import { etcdBackend, etcdPlan } from './store-etcd.ts';
@@ -45,6 +45,8 @@ describe('the short soak on the etcd store', { skip }, () => {
       podsPerNode: 12,
       operationsPerFault: 6,
       nodeFaults: NODE_FAULTS,
+      // The workload's extra kinds too, as `npm run soak` draws them by default (its replay is this run).
+      workload: WORKLOAD_EXTRAS,
       store: etcdPlan,
     });
     const report = await runSoak({

@@ -20,7 +20,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { isRoot } from '../helpers/processes.ts';
-import { NODE_FAULTS, planSoak } from './plan.ts';
+import { NODE_FAULTS, WORKLOAD_EXTRAS, planSoak } from './plan.ts';
 import { formatReport } from './report.ts';
 import { runSoak } from './soak-run.ts';
 import { kubernetesBackend } from './store-kube.ts';
@@ -45,6 +45,8 @@ describe('the short soak on the kubernetes store', {
       podsPerNode: 12,
       operationsPerFault: 6,
       nodeFaults: NODE_FAULTS,
+      // The workload's extra kinds too, as `npm run soak` draws them by default (its replay is this run).
+      workload: WORKLOAD_EXTRAS,
     };
     const steps = planSoak({ ...plan, store: kubePlan });
     const report = await runSoak({

@@ -18,7 +18,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { isRoot } from '../helpers/processes.ts';
-import { NODE_FAULTS, planSoak } from './plan.ts';
+import { NODE_FAULTS, WORKLOAD_EXTRAS, planSoak } from './plan.ts';
 import { formatReport } from './report.ts';
 import { runSoak } from './soak-run.ts';
 
@@ -44,6 +44,9 @@ describe('the short soak on the SQLite store', {
       podsPerNode: 12,
       operationsPerFault: 6,
       nodeFaults: NODE_FAULTS,
+      // The workload's extra kinds too, as `npm run soak` draws them by default (its replay is this
+      // run); a node lost needs a store that forgets nodes, so soak.ts drops it on SQLite.
+      workload: WORKLOAD_EXTRAS.filter((extra) => extra !== 'node-lost'),
     });
     const report = await runSoak({
       seed: SEED,

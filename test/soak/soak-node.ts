@@ -377,8 +377,8 @@ export class SoakNode {
     return this.#calls;
   }
 
-  /** A CNI call through the installed plugin, as a runtime makes it. */
-  async cni(command: 'ADD' | 'DEL', containerID: string, pod: number): Promise<CniReply> {
+  /** A CNI call through the installed plugin, as a runtime makes it (for pod `pod-N` of UID `uid`). */
+  async cni(command: 'ADD' | 'DEL', containerID: string, pod: number, uid = `uid-${pod}`): Promise<CniReply> {
     if (command === 'DEL') {
       const sent = this.#dels.get(containerID) ?? [];
       // While it starts, the agent it may reach is the next incarnation (start counts it on success).
@@ -388,20 +388,20 @@ export class SoakNode {
     }
     this.#calls += 1;
     try {
-      return await this.#call(command, containerID, pod);
+      return await this.#call(command, containerID, pod, uid);
     } finally {
       this.#calls -= 1;
     }
   }
 
-  #call(command: 'ADD' | 'DEL', containerID: string, pod: number): Promise<CniReply> {
+  #call(command: 'ADD' | 'DEL', containerID: string, pod: number, uid: string): Promise<CniReply> {
     return warren({
       command,
       containerID,
       netns: this.netnsPath(containerID),
       ifname: 'eth0',
       env: this.clock.env(),
-      args: `IgnoreUnknown=1;K8S_POD_NAMESPACE=${POD_NAMESPACE};K8S_POD_NAME=pod-${pod};K8S_POD_UID=uid-${pod};K8S_POD_INFRA_CONTAINER_ID=${containerID}`,
+      args: `IgnoreUnknown=1;K8S_POD_NAMESPACE=${POD_NAMESPACE};K8S_POD_NAME=pod-${pod};K8S_POD_UID=${uid};K8S_POD_INFRA_CONTAINER_ID=${containerID}`,
       config: {
         cniVersion: '1.0.0',
         name: this.network,

@@ -5,19 +5,27 @@
  * step and every POLL_MS between them, and at the cluster's objects every CLUSTER_AUDIT_MS. The runtime it plays is kubelet's:
  * operations on one pod run one after another, on different pods at once (up to `inFlight`); a
  * failed ADD is followed by the DEL of its sandbox and its netns removed (the runtime's cleanup);
- * a DEL that fails is retried; a pod deleted is DELed, then its netns removed.
+ * a DEL that fails is retried; a pod deleted is DELed, then its netns removed; a pod re-created
+ * (a StatefulSet replica) is deleted so, then made again under its name with a new UID and sandbox.
+ * A node lost (its machine dead: agent killed, every netns gone, no DEL) keeps its sandboxes live,
+ * their addresses held, until the store's operator forgets it; from then they are gone by `forget`
+ * and judged released when the cluster no longer holds them for the node (its claims freed, its
+ * publications withdrawn: `watchForgotten`); the node comes back with an empty state directory.
  *
  * Every process started is killed by PID and every directory and mount removed in `finally`, also
  * when a step throws. Every wait is bounded: a step's own helpers bound theirs (HANG_BOUND_MS), and
  * the end waits for the last releases at most `settleMs` (polling the files, as the latency
  * measurement does).
  */
+import { readdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { cniBinDir } from '../helpers/cni.ts';
 import { Auditor, type ExplanationFigures, type LatencyFigures, type Violation, readRecords } from './auditor.ts';
 import { GroundTruth, type Sandbox } from './ground-truth.ts';
-import { type Step, describeStep, faultName, isFault } from './plan.ts';
+import { cidrContains } from './kube-cluster-audit.ts';
+import { type Step, describeStep, faultName, isFault, isOperation } from './plan.ts';
 import { type ReleaseSettings, SoakNode } from './soak-node.ts';
-import type { SoakStore, StoreBackend } from './store.ts';
+import type { LostNodes, SoakStore, StoreBackend } from './store.ts';
 import { sqliteBackend } from './store-sqlite.ts';
 
 export interface SoakOptions {
@@ -59,6 +67,8 @@ const POLL_MS = 100;
 const CLUSTER_AUDIT_MS = 1_000;
 const DEL_TRIES = 5;
 const PROGRESS_STEPS = 1_000;
+/** How long past the release bound a lost node's return waits for its forget to be done (ms). */
+const RETURN_WAIT_MS = 20_000;
 
 export async function runSoak(o: SoakOptions): Promise<SoakReport> {
   cniBinDir(); // builds and installs the plugin once, before the clock starts
@@ -76,6 +86,11 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
   /** The cluster audit runs between store faults only; this holds the one running. */
   let clusterAudit: Promise<void> = Promise.resolve();
   let clusterAuditAt = 0;
+  /** The watches of a forgotten node's releases (`watchForgotten`), ended with the run. */
+  const forgetWatches = new Set<Promise<void>>();
+  /** The watch of each forgotten node's releases, by node: its return waits for it (bounded). */
+  const forgetWatchOf = new Map<number, Promise<void>>();
+  let watching = true;
   try {
     store = await (o.store ?? sqliteBackend).open(o.nodes);
     const theStore = store;
@@ -106,7 +121,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       truth.markGone(s, 'del', Date.now());
       let reply: Awaited<ReturnType<SoakNode['cni']>> | undefined;
       for (let attempt = 1; attempt <= DEL_TRIES; attempt++) {
-        reply = await node.cni('DEL', s.id, s.pod);
+        reply = await node.cni('DEL', s.id, s.pod, s.uid);
         if (reply.code === 0) break;
         if (node.diskFull) {
           // A full disk fails a DEL (the agent cannot commit, the plugin cannot journal): nothing is
@@ -129,7 +144,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       node.createNetns(s.id);
       const incarnation = node.incarnation;
       const wasUp = node.isUp;
-      const reply = await node.cni('ADD', s.id, pod);
+      const reply = await node.cni('ADD', s.id, pod, s.uid);
       const ips = (reply.json?.ips ?? []) as Array<{ address?: string }>;
       const address = ips[0]?.address?.split('/')[0];
       if (reply.code === 0 && address !== undefined) {
@@ -157,7 +172,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     const operation = async (step: Step): Promise<void> => {
       switch (step.kind) {
         case 'create':
-          theStore.pods?.created(step.pod, (nodes[step.node] as SoakNode).name);
+          theStore.pods?.created(step.pod, (nodes[step.node] as SoakNode).name, truth.podUid(step.pod));
           return add(step.pod, step.node);
         case 'delete': {
           const s = truth.current(step.pod);
@@ -174,6 +189,17 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
           if (s === undefined) return;
           forceGone(s);
           return add(step.pod, s.node);
+        }
+        case 'recreate': {
+          // The StatefulSet's replica: the old pod deleted (its sandbox DELed, or force-deleted and
+          // never DELed), then a pod of the same name, a new UID, a new sandbox, on the node drawn.
+          const s = truth.current(step.pod);
+          if (step.forced) forceGone(s);
+          else if (s?.state === 'live') await del(s);
+          theStore.pods?.deleted(step.pod);
+          const uid = truth.recreated(step.pod);
+          theStore.pods?.created(step.pod, (nodes[step.node] as SoakNode).name, uid);
+          return add(step.pod, step.node);
         }
         default:
           throw new Error(`not an operation: ${describeStep(step)}`);
@@ -257,23 +283,97 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       }
     };
 
+    const lostNodesOf = (): LostNodes => {
+      if (theStore.lostNodes === undefined) throw new Error('a node lost on a store that forgets no node');
+      return theStore.lostNodes;
+    };
+
+    /** The machine died: its agent killed, its calls ended, every netns of it gone (no DEL). */
+    const loseNode = async (node: SoakNode): Promise<void> => {
+      await node.kill();
+      await settle();
+      for (const s of truth.on(node.index)) node.removeNetns(s.id);
+    };
+
+    /**
+     * The operator forgets the lost node: its pods' objects deleted (the pod GC's, its Node gone),
+     * the store's forget; every sandbox it still held is gone by `forget` from then.
+     */
+    const forgetNode = async (lost: SoakNode, from: SoakNode): Promise<void> => {
+      for (const s of truth.on(lost.index)) if (truth.current(s.pod) === s) theStore.pods?.deleted(s.pod);
+      const at = await lostNodesOf().forget(lost, from, storeContext);
+      const owed = truth
+        .on(lost.index)
+        .filter(
+          (s) => s.state === 'live' || s.state === 'deleting' || (s.state === 'gone' && s.releasedAt === undefined),
+        );
+      for (const s of owed) truth.markGone(s, 'forget', at);
+      const watch: Promise<void> = watchForgotten(lost, owed).finally(() => forgetWatches.delete(watch));
+      forgetWatches.add(watch);
+      forgetWatchOf.set(lost.index, watch);
+    };
+
+    /** Polls the cluster until it holds none of `owed` for the lost node (or the run ends). */
+    const watchForgotten = async (lost: SoakNode, owed: Sandbox[]): Promise<void> => {
+      let pending = owed;
+      while (pending.length > 0 && watching) {
+        const held = await lostNodesOf()
+          .held(lost)
+          .catch(() => undefined);
+        const now = Date.now();
+        if (held !== undefined)
+          for (const s of pending) {
+            const inBlock =
+              s.address !== undefined && held.blocks.some((cidr) => cidrContains(cidr, s.address as string));
+            if (!inBlock && !held.containers.has(s.id)) s.releasedAt = now;
+          }
+        pending = pending.filter((s) => s.releasedAt === undefined);
+        await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+      }
+    };
+
+    /**
+     * The lost node back as a new machine of its name: its state directory empty, its agent started.
+     * A new machine is brought up once the old one is forgotten (the cluster freed what it held, or
+     * RETURN_WAIT_MS passed: then the auditor reports the releases late or missing): a machine back
+     * before any agent acted on its forget (a Node deleted and registered again within the Lease's
+     * lapse) is not forgotten at all, and its blocks stay its own.
+     */
+    const returnNode = async (node: SoakNode): Promise<void> => {
+      const forgotten = forgetWatchOf.get(node.index);
+      forgetWatchOf.delete(node.index);
+      if (forgotten !== undefined) {
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([
+          forgotten,
+          new Promise((resolve) => (timer = setTimeout(resolve, o.boundMs + RETURN_WAIT_MS))),
+        ]);
+        clearTimeout(timer);
+      }
+      node.busy = true;
+      try {
+        for (const entry of readdirSync(node.stateDir))
+          rmSync(join(node.stateDir, entry), { recursive: true, force: true });
+      } finally {
+        node.busy = false;
+      }
+      lostNodesOf().returned(node);
+      await node.start();
+    };
+
+    const storeContext = {
+      nodes,
+      count: (what: string) => count(counts.faults, what),
+      lostOutsideFiles,
+      log: (line: string) => o.log?.(line),
+    };
+
     const fault = async (step: Step): Promise<void> => {
       if (step.kind === 'store') {
         await clusterAudit; // never a look at the cluster during its fault
-        return theStore.runStep(step, {
-          nodes,
-          count: (what) => count(counts.faults, what),
-          lostOutsideFiles,
-          log: (line) => o.log?.(line),
-        });
+        return theStore.runStep(step, storeContext);
       }
-      if (
-        step.kind === 'create' ||
-        step.kind === 'delete' ||
-        step.kind === 'force-delete' ||
-        step.kind === 'crash-loop'
-      )
-        throw new Error(`not a fault: ${describeStep(step)}`);
+      if (isOperation(step)) throw new Error(`not a fault: ${describeStep(step)}`);
       const node = nodes[step.node] as SoakNode;
       switch (step.kind) {
         case 'kill':
@@ -301,6 +401,12 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
           // The DELs that failed meanwhile go again at once, whatever else is in flight.
           for (const again of node.freeDisk()) track(again());
           return;
+        case 'node-lost':
+          return loseNode(node);
+        case 'node-forget':
+          return forgetNode(node, nodes[step.from] as SoakNode);
+        case 'node-return':
+          return returnNode(node);
         default: {
           const never: never = step;
           throw new Error(`unknown step ${String(never)}`);
@@ -311,12 +417,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     for (const [i, step] of o.steps.entries()) {
       audit.step = i;
       o.trace?.(`${new Date().toISOString()} step ${i}: ${describeStep(step)} (${inFlight.size} in flight)`);
-      if (
-        step.kind === 'create' ||
-        step.kind === 'delete' ||
-        step.kind === 'force-delete' ||
-        step.kind === 'crash-loop'
-      ) {
+      if (isOperation(step)) {
         count(counts.operations, step.kind);
         while (inFlight.size >= o.inFlight) await Promise.race(inFlight);
         const pod = step.pod;
@@ -340,6 +441,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     await settle();
     audit.step = o.steps.length;
     for (const node of nodes) await node.start();
+    await theStore.settle?.();
     // The last releases: polled with a deadline (the netns sweep runs on its interval).
     const end = Date.now() + o.settleMs;
     while (Date.now() < end) {
@@ -347,6 +449,8 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       if (audit.unreleased().length === 0) break;
       await new Promise((resolve) => setTimeout(resolve, POLL_MS));
     }
+    watching = false;
+    await Promise.all([...forgetWatches]);
     audit.check();
     await auditCluster();
     audit.final();
@@ -358,6 +462,8 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       for (const node of nodes) o.log?.(`--- ${node.name}'s last agent log (end) ---\n${node.log().slice(-4_000)}`);
   } finally {
     if (poller !== undefined) clearInterval(poller);
+    watching = false;
+    await Promise.allSettled([...forgetWatches]);
     await Promise.allSettled([...inFlight]);
     for (const node of nodes) await node.close();
     await clusterAudit.catch(() => {});

@@ -12,11 +12,13 @@
  * the shortest failing prefix found), --trace (each step on stderr as it begins), --nodes N (2),
  * --ops-per-fault N (6), --pods-per-node N (12), --in-flight N (4), --bound-ms MS (10000),
  * --node-faults clock,disk|none (the nodes' faults beyond their agents' deaths: wall clocks stepped,
- * disks full; default both), --reconcile-interval S and --netns-grace S for the agents (unset:
+ * disks full; default both), --workload recreate,node-lost|none (the workload's kinds beyond
+ * create, delete, force-delete and crash loops: StatefulSet re-creation, a node lost and forgotten,
+ * the latter only on a store that forgets nodes; default both), --reconcile-interval S and --netns-grace S for the agents (unset:
  * the agents' own defaults, as a node runs them).
  */
 import { parseArgs } from 'node:util';
-import { NODE_FAULTS, type NodeFault, type Step, planSoak } from './plan.ts';
+import { NODE_FAULTS, type NodeFault, type Step, WORKLOAD_EXTRAS, type WorkloadExtra, planSoak } from './plan.ts';
 import { formatReport } from './report.ts';
 import { type SoakReport, runSoak } from './soak-run.ts';
 import { STORE_NAMES, type StoreName } from './store.ts';
@@ -38,6 +40,7 @@ const { values } = parseArgs({
     'reconcile-interval': { type: 'string' },
     'netns-grace': { type: 'string' },
     'node-faults': { type: 'string', default: NODE_FAULTS.join(',') },
+    workload: { type: 'string', default: WORKLOAD_EXTRAS.join(',') },
   },
 });
 
@@ -61,6 +64,14 @@ for (const fault of nodeFaults)
     process.stderr.write(`--node-faults takes ${NODE_FAULTS.join(',')} or none, not ${fault}\n`);
     process.exit(2);
   }
+const asked = values.workload === 'none' ? [] : values.workload.split(',');
+for (const extra of asked)
+  if (!(WORKLOAD_EXTRAS as readonly string[]).includes(extra)) {
+    process.stderr.write(`--workload takes ${WORKLOAD_EXTRAS.join(',')} or none, not ${extra}\n`);
+    process.exit(2);
+  }
+// A node lost is forgotten by the store's operator: a store without nodes to forget (SQLite) never loses one.
+const workload = (asked as WorkloadExtra[]).filter((extra) => extra !== 'node-lost' || store.forgetsNodes === true);
 const seed = values.seed === undefined ? Date.now() % 1_000_000 : number('seed');
 const nodes = Math.max(1, number('nodes'));
 const plan = planSoak({
@@ -70,6 +81,7 @@ const plan = planSoak({
   podsPerNode: number('pods-per-node'),
   operationsPerFault: number('ops-per-fault'),
   nodeFaults: nodeFaults as NodeFault[],
+  workload,
   ...(store.plan === undefined ? {} : { store: store.plan }),
 });
 // Unset: the agents run on their own defaults, as a node runs them.
@@ -91,6 +103,7 @@ const flags = (steps: number) =>
     `--in-flight ${values['in-flight']}`,
     `--bound-ms ${boundMs}`,
     `--node-faults ${nodeFaults.length === 0 ? 'none' : nodeFaults.join(',')}`,
+    `--workload ${workload.length === 0 ? 'none' : workload.join(',')}`,
     ...(settings.reconcileIntervalSeconds === undefined
       ? []
       : [`--reconcile-interval ${settings.reconcileIntervalSeconds}`]),

@@ -23,6 +23,12 @@
  * A node's state directory put back (plan.ts `restore-state`): the containers it published come
  * back at its start (`heldOutsideFile`).
  *
+ * A node lost for good (plan.ts `node-lost`) is forgotten as docs/etcd.md says an operator does:
+ * `warren node forget NAME` on another node's agent (the real CLI), asked again while it is refused
+ * because the node's announcement has not lapsed yet (its lease, 10 s); after a restore that brought
+ * back a node forgotten and not back yet, forgotten again (docs/recovery.md: the marker waits for
+ * it until then).
+ *
  * The agents publish on their defaults (a claim published with the addresses it hands out next, a
  * covered change written once settled): `heldOutsideFile` is what they published by name; a node's
  * file put back from a copy older than its publications keeps the addresses they announced as
@@ -35,7 +41,8 @@ import { acceptPlaceholders } from './announced-placeholders.ts';
 import { EtcdOperator } from './etcd-operator.ts';
 import { ETCD_SOAK_PREFIX, SoakEtcd } from './etcd-soak-cluster.ts';
 import type { GroundTruth } from './ground-truth.ts';
-import { waitFor } from '../helpers/processes.ts';
+import { join } from 'node:path';
+import { CHILD_PATH, WARREN_BIN, run, waitFor } from '../helpers/processes.ts';
 import type {
   SoakStore,
   StoreBackend,
@@ -45,6 +52,10 @@ import type {
   StorePlan,
   StoreStep,
 } from './store.ts';
+
+/** How long `warren node forget` is asked again while the node is still alive (its lease, 10 s, with room). */
+const FORGET_BOUND_MS = 60_000;
+const FORGET_AGAIN_MS = 1_000;
 
 /** How long a live sandbox's address may lie outside its node's claims, in its agent's running time. */
 export const COVER_BOUND_MS = 10_000;
@@ -137,6 +148,8 @@ class EtcdSoakStore implements SoakStore {
   #log: (line: string) => void = () => {};
   /** The last fault step's context: what the operator's accepts are counted on. */
   #context: StoreFaultContext | undefined;
+  /** Nodes lost and forgotten, not back yet: the node asked, to forget them again after a restore. */
+  readonly #forgotten = new Map<string, { lost: StoreNode; from: StoreNode }>();
 
   constructor(etcd: SoakEtcd) {
     this.#etcd = etcd;
@@ -229,6 +242,11 @@ class EtcdSoakStore implements SoakStore {
       context.count('restore with no write since the snapshot');
       return;
     }
+    // The snapshot may hold a node forgotten since: the operator forgets it again (the marker waits for it).
+    for (const { lost, from } of this.#forgotten.values()) {
+      await this.lostNodes.forget(lost, from, context);
+      context.count('node forgotten again after the restore');
+    }
     try {
       await waitFor('the agents to notice that etcd went back (a recovery marker, or an accept)', async () =>
         operator.accepts > acceptsBefore || (await this.#etcd.holdings())?.recoveryPending !== undefined
@@ -239,6 +257,46 @@ class EtcdSoakStore implements SoakStore {
       operator.problems.push(`after etcd was restored from an older snapshot: ${String(error)}`);
     }
   }
+
+  readonly lostNodes = {
+    forget: async (lost: StoreNode, from: StoreNode, context: StoreFaultContext): Promise<number> => {
+      this.#forgotten.set(lost.name, { lost, from });
+      const askable = [from, ...context.nodes.filter((n) => n.name !== lost.name && n.name !== from.name)];
+      const until = Date.now() + FORGET_BOUND_MS;
+      for (let attempt = 0; ; attempt++) {
+        const asked = askable[attempt % askable.length] as StoreNode;
+        const at = Date.now();
+        const out = await run(
+          process.execPath,
+          [WARREN_BIN, 'node', 'forget', lost.name, '--socket', join(asked.stateDir, 'warren.sock')],
+          { env: { ...process.env, PATH: CHILD_PATH } },
+        );
+        const said = `${out.stdout}${out.stderr}`.trim().replace(/\s+/g, ' ');
+        if (out.code === 0) {
+          context.log(`etcd operator: warren node forget ${lost.name} on ${asked.name}: ${said}`);
+          context.count('warren node forget (docs/etcd.md)');
+          return at;
+        }
+        // Alive (its announcement's lease not lapsed yet), or the node asked is down or in recovery: again.
+        if (Date.now() > until)
+          throw new Error(`warren node forget ${lost.name} refused for ${FORGET_BOUND_MS} ms: ${said}`);
+        if (/is alive/.test(said)) context.count('warren node forget refused: the node still alive (asked again)');
+        else context.log(`etcd operator: warren node forget ${lost.name} on ${asked.name} failed: ${said}`);
+        await new Promise((resolve) => setTimeout(resolve, FORGET_AGAIN_MS));
+      }
+    },
+    held: async (node: StoreNode) => {
+      const holdings = await this.#etcd.holdings();
+      if (holdings === undefined) return undefined;
+      return {
+        blocks: holdings.claims.filter((c) => c.nodes[0] === node.name).map((c) => c.cidr),
+        containers: await this.#etcd.publishedBy(node.name),
+      };
+    },
+    returned: (node: StoreNode): void => {
+      this.#forgotten.delete(node.name);
+    },
+  };
 
   async heldOutsideFile(node: StoreNode): Promise<ReadonlySet<string>> {
     return this.#etcd.publishedBy(node.name);
@@ -284,5 +342,6 @@ class EtcdSoakStore implements SoakStore {
 export const etcdBackend: StoreBackend = {
   name: 'etcd',
   plan: etcdPlan,
+  forgetsNodes: true,
   open: async () => new EtcdSoakStore(await SoakEtcd.start()),
 };

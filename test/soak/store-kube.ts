@@ -21,11 +21,14 @@
  * - a WarrenBlock edited by hand to name another running node: that node never made the claim, so it
  *   gives it back unused, and the owner claims it again (tiered/stray-claims.ts);
  * - a node's Lease deleted by hand: its agent stops allocating (its Lease gone reads as the store's
- *   data lost) until the operator accepts at `api-recover`, as after a restore.
+ *   data lost) until the operator accepts at `api-recover`, as after a restore;
+ * - a node lost for good (plan.ts `node-lost`): its Node deleted (`lostNodes`), and, while a
+ *   recovery waits for it, `warren node forget` on another node (docs/recovery.md).
  * A node that stops allocating with no restore behind it is a violation, as is a stop for another
- * reason than the store's data going back. A node whose file was put back from a copy older than its
- * publications keeps the addresses they announced as placeholders: the operator accepts them once no
- * live sandbox holds one (announced-placeholders.ts).
+ * reason than the store's data going back.
+ * A node's state directory put back (plan.ts `restore-state`) keeps the addresses its publication
+ * announced as placeholders: the operator accepts the store on it (docs/recovery.md) once no live
+ * sandbox holds any of them (announced-placeholders.ts).
  *
  * Cleanup: `close()` stops the operator's timer and the API server (its certificates and
  * kubeconfigs removed); the agents are the nodes' (soak-node.ts).
@@ -37,7 +40,7 @@ import { type FakeKubeApi, type FakeSnapshot, startFakeKubeApi } from '../helper
 import { KUBE_NAMESPACE, LEASE_SECONDS } from '../helpers/kube-store.ts';
 import { CHILD_PATH, WARREN_BIN, run } from '../helpers/processes.ts';
 import type { GroundTruth } from './ground-truth.ts';
-import { acceptPlaceholders } from './announced-placeholders.ts';
+import { placeholdersOf, storeAccept } from './announced-placeholders.ts';
 import { KubeClusterAudit } from './kube-cluster-audit.ts';
 import type { KubeAction } from './store-kube-plan.ts';
 import { kubePlan } from './store-kube-plan.ts';
@@ -49,6 +52,8 @@ const POD_NAMESPACE = 'soak';
 const CUT_EVERY_MS = 50;
 /** How often the operator looks at the nodes' status once it follows the recovery procedure. */
 const OPERATOR_MS = 1_000;
+/** How long the end waits for the operator's last accepts (ms). */
+const SETTLE_BOUND_MS = 30_000;
 /** What `warren status` says of a node that stopped because the store's data went back. */
 const STORE_WENT_BACK = /lost its data|went backwards/;
 
@@ -115,9 +120,12 @@ class KubeSoakStore implements SoakStore {
   }
 
   readonly pods = {
-    created: (pod: number, node: string): void => {
+    created: (pod: number, node: string, uid: string): void => {
+      // A pod of that name a restore of the API server brought back is the old replica's: deleted first.
+      if (this.#api.getPod(POD_NAMESPACE, `pod-${pod}`) !== undefined)
+        this.#api.deletePod(POD_NAMESPACE, `pod-${pod}`, { force: true });
       this.#api.createPod({
-        metadata: { name: `pod-${pod}`, namespace: POD_NAMESPACE, uid: `uid-${pod}` },
+        metadata: { name: `pod-${pod}`, namespace: POD_NAMESPACE, uid },
         spec: { nodeName: node, containers: [{ name: 'c', image: 'busybox' }] },
         status: { phase: 'Running' },
       });
@@ -128,6 +136,52 @@ class KubeSoakStore implements SoakStore {
         this.#api.deletePod(POD_NAMESPACE, `pod-${pod}`, { force: true });
     },
   };
+
+  /**
+   * A node lost for good is forgotten as Kubernetes forgets a machine that is gone: its Node object
+   * deleted (by the cloud's node controller, or `kubectl delete node` by its operator; its pods were
+   * deleted by the harness first, as the pod GC deletes a deleted Node's), after which exactly one
+   * agent, the holder of the chore `forget-node/NAME`, frees its blocks once its Lease lapsed and a
+   * ping went unanswered (DESIGN C9, docs/kubernetes.md "Nodes"). `warren node forget` is the etcd
+   * store's way in the soak (store-etcd.ts), so both paths run. Back, it registers its Node again.
+   */
+  readonly lostNodes = {
+    forget: async (lost: StoreNode): Promise<number> => {
+      this.#forgotten.add(lost.name);
+      this.#deleteNodes();
+      return Date.now();
+    },
+    held: async (node: StoreNode) => ({
+      blocks: this.#audit
+        .claims()
+        .filter((c) => c.node === node.name)
+        .map((c) => c.key.slice(c.key.lastIndexOf('#') + 1)),
+      containers: this.#audit.publishedContainers(node.name),
+    }),
+    returned: (node: StoreNode): void => {
+      this.#forgotten.delete(node.name);
+      if (!this.#nodeExists(node.name)) this.#api.createNode(node.name);
+    },
+  };
+
+  /** Nodes lost, their Node objects deleted, not back yet. */
+  readonly #forgotten = new Set<string>();
+
+  /** Whether the Node object exists (the fake keeps no reader of one; `objects` serves the CRDs only). */
+  #nodeExists(name: string): boolean {
+    try {
+      this.#api.updateNode(name, () => {}); // a write that changes nothing: a no-op on the Node
+      return true;
+    } catch (error) {
+      if (/no nodes /.test((error as Error).message)) return false;
+      throw error;
+    }
+  }
+
+  /** The Node of every node lost and not back deleted, again after a restore of the API server brought it back. */
+  #deleteNodes(): void {
+    for (const name of this.#forgotten) if (this.#nodeExists(name)) this.#api.deleteNode(name);
+  }
 
   async runStep(step: StoreStep, context: StoreFaultContext): Promise<void> {
     this.#context = context;
@@ -160,6 +214,7 @@ class KubeSoakStore implements SoakStore {
         this.#accepting = false;
         this.#calmSince = undefined;
         this.#api.restoreSnapshot(snapshot);
+        this.#deleteNodes(); // a machine gone for good stays gone: its Node is deleted again
         // A node whose file was put back and not compared yet took back nothing: what the
         // snapshot does not publish of it is lost with both (docs/recovery.md: objects written
         // since the backup are not in it).
@@ -242,17 +297,27 @@ class KubeSoakStore implements SoakStore {
 
   /** One round of the operator: each node's status; `warren store accept` where the procedure says. */
   async #operate(): Promise<void> {
+    this.#announcedLeft = 0;
     for (const node of this.#nodes.values()) {
       let problem: string | undefined;
+      let announced = 0;
       try {
         const r = await requestJson({ socket: socketOf(node), method: 'GET', path: '/v1/status', timeoutMs: 5_000 });
-        problem = (r.body as { cluster?: { problem?: string } }).cluster?.problem;
+        const cluster = (r.body as { cluster?: { problem?: string; fileCheck?: { announced?: number } } }).cluster;
+        problem = cluster?.problem;
+        announced = cluster?.fileCheck?.announced ?? 0;
         this.#lastStatus.set(node.index, 'up');
       } catch {
         this.#lastStatus.set(node.index, 'down');
         continue;
       }
       const verdict = judgeProblem(node.name, problem);
+      if (this.#accepting && (await this.#forgetWaitedFor(node, problem))) continue;
+      if (verdict === 'serving' && announced > 0 && this.#announcedUnheld(node)) {
+        if (!(await this.#accept(node, 'store accept of announced addresses held (docs/recovery.md)')))
+          this.#announcedLeft += 1;
+        continue;
+      }
       if (verdict === 'serving' || verdict === 'waiting') continue;
       if (this.#losses === 0 || verdict === 'other') {
         this.#unexpected.push({
@@ -262,24 +327,65 @@ class KubeSoakStore implements SoakStore {
         continue;
       }
       if (!this.#accepting) continue;
-      const accepted = await run(process.execPath, [WARREN_BIN, 'store', 'accept', '--socket', socketOf(node)], {
-        env: { ...process.env, PATH: CHILD_PATH },
-      });
-      // Exit 1 with "still not allocating" while other nodes have not accepted yet: accepted all the same.
-      const done = /accepted the store as it is now/.test(accepted.stdout);
-      this.#context?.count(done ? 'store accept (docs/recovery.md)' : 'store accept refused (tried again)');
-      if (!done) this.#context?.log(`${node.name}: warren store accept: ${accepted.stdout}${accepted.stderr}`);
+      await this.#accept(node, 'store accept (docs/recovery.md)');
     }
   }
+
+  /**
+   * docs/recovery.md: the recovery waits for every node listed to accept the store or be forgotten
+   * with `warren node forget`. A node lost for good (its Node deleted: `lostNodes`) never accepts,
+   * and its Node's deletion does not take it off the list (reported), so the operator forgets it on
+   * `node`'s agent. Whether a node listed was forgotten so (the others are left to the accepts).
+   */
+  async #forgetWaitedFor(node: StoreNode, problem: string | undefined): Promise<boolean> {
+    const waiting = /is in recovery since .*waiting for (.*)$/.exec(problem ?? '');
+    const lost = (waiting?.[1] ?? '').split(', ').filter((name) => this.#forgotten.has(name));
+    for (const name of lost) {
+      const out = await run(process.execPath, [WARREN_BIN, 'node', 'forget', name, '--socket', socketOf(node)], {
+        env: { ...process.env, PATH: CHILD_PATH },
+      });
+      const done = out.code === 0;
+      this.#context?.count(
+        done ? 'warren node forget of a lost node the recovery waits for' : 'warren node forget refused (tried again)',
+      );
+      if (!done) this.#context?.log(`${node.name}: warren node forget ${name}: ${out.stdout}${out.stderr}`);
+    }
+    return lost.length > 0;
+  }
+
+  /** Whether the accept was made. */
+  #accept(node: StoreNode, what: string): Promise<boolean> {
+    return storeAccept(node, this.#context, what);
+  }
+
+  /** Nodes whose announced placeholders the last round could not accept yet. */
+  #announcedLeft = 0;
+
+  /** The end: the operator's rounds until no announced placeholder is left to accept (bounded). */
+  async settle(): Promise<void> {
+    const until = Date.now() + SETTLE_BOUND_MS;
+    do {
+      this.#operating = this.#operating.then(() => this.#operate()).catch(() => {});
+      await this.#operating;
+      if (this.#announcedLeft === 0) return;
+      await new Promise((resolve) => setTimeout(resolve, OPERATOR_MS));
+    } while (Date.now() < until);
+  }
+
+  /** Whether `node`'s announced placeholders may be accepted (announced-placeholders.ts). */
+  #announcedUnheld(node: StoreNode): boolean {
+    return this.#truth !== undefined && placeholdersOf(node, this.#truth) !== 'held';
+  }
+
+  /** The workload's truth, as the auditor's first look hands it over. */
+  #truth: GroundTruth | undefined;
 
   async heldOutsideFile(node: StoreNode): Promise<ReadonlySet<string>> {
     return this.#audit.publishedContainers(node.name);
   }
 
   async auditCluster(truth: GroundTruth): Promise<ReadonlyArray<{ key: string; what: string }>> {
-    // The operator's step after a node's disk was put back (announced-placeholders.ts).
-    for (const node of this.#nodes.values())
-      if (this.#isServing(node.name)) await acceptPlaceholders(node, truth, this.#context);
+    this.#truth = truth;
     const found = [...this.#unexpected, ...this.#audit.look(truth, this.#calmSince)];
     this.#unexpected.length = 0;
     return found;
@@ -320,5 +426,6 @@ function socketOf(node: StoreNode): string {
 export const kubernetesBackend: StoreBackend = {
   name: 'kubernetes',
   plan: kubePlan,
+  forgetsNodes: true,
   open: async (nodes) => new KubeSoakStore(await startFakeKubeApi({ crds: 'deploy' }), nodes),
 };

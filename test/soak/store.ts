@@ -71,8 +71,11 @@ export interface NodeNetwork {
  * agents' pod source watches). The harness tells it what the workload does to a pod.
  */
 export interface PodObjects {
-  /** Before the pod's first ADD: pod `pod-N` (uid `uid-N`, namespace `soak`) bound to `node`. */
-  created(pod: number, node: string): void;
+  /**
+   * Before the pod's first ADD: pod `pod-N` (namespace `soak`) of UID `uid` bound to `node`; again
+   * under the same name with a new UID when it is re-created (a StatefulSet replica).
+   */
+  created(pod: number, node: string, uid: string): void;
   /** The pod deleted in the API (its sandbox torn down, or force-deleted). */
   deleted(pod: number): void;
 }
@@ -91,6 +94,27 @@ export interface StoreFaultContext {
    */
   lostOutsideFiles(kept: (node: StoreNode) => ReadonlySet<string>): void;
   log(line: string): void;
+}
+
+/**
+ * A node lost for good, as a cluster store's operator handles it (plan.ts `node-lost`): forgotten,
+ * and what the cluster still holds of it read, to judge its addresses released.
+ */
+export interface LostNodes {
+  /**
+   * The operator forgets `lost` (its agent killed, its machine gone), asking `from` when the store's
+   * way asks an agent; returns the moment the forget was made (ms), from which its releases count.
+   */
+  forget(lost: StoreNode, from: StoreNode, context: StoreFaultContext): Promise<number>;
+  /**
+   * What the cluster still holds for `node`: the CIDRs of the blocks it claims and the containers its
+   * publications list; undefined when the cluster cannot be read now.
+   */
+  held(
+    node: StoreNode,
+  ): Promise<{ readonly blocks: readonly string[]; readonly containers: ReadonlySet<string> } | undefined>;
+  /** The node back as a new machine of the same name, before its agent starts. */
+  returned(node: StoreNode): void;
 }
 
 /** The store of one run, its processes running. */
@@ -115,6 +139,13 @@ export interface SoakStore {
   auditCluster(truth: GroundTruth): Promise<ReadonlyArray<{ readonly key: string; readonly what: string }>>;
   /** The pod objects, when the store keeps them; absent: pods exist only as the CNI calls' args. */
   readonly pods?: PodObjects;
+  /**
+   * The run's end, every agent started: the store's operator does what is left for it to do (a
+   * kubernetes node's announced placeholders accepted), bounded; absent: nothing is left.
+   */
+  settle?(): Promise<void>;
+  /** How a node lost for good is forgotten; absent: the store has no nodes to forget (SQLite). */
+  readonly lostNodes?: LostNodes;
   close(): Promise<void>;
 }
 
@@ -122,6 +153,8 @@ export interface StoreBackend {
   readonly name: StoreName;
   /** The store's own faults; absent: none (the plan draws only the nodes' faults). */
   readonly plan?: StorePlan;
+  /** Whether its runs may lose a node for good and forget it (its `SoakStore.lostNodes`). */
+  readonly forgetsNodes?: boolean;
   /** Starts the store's processes for a run of `nodes` nodes. */
   open(nodes: number): Promise<SoakStore>;
 }
