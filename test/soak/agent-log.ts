@@ -9,7 +9,9 @@
  * - `missed delete released` with `released: [addresses]` non-empty: `journal` (a journaled DEL);
  * - `released: network namespace is gone` with `containerID` and `addresses`: `netns` (the sweep);
  * - `released` with `source` (containerd, plugin, kubernetes), `containerID` or `podUID`, and
- *   `addresses`: that source.
+ *   `addresses`: that source;
+ * - the two-tier store's notice `file check: released the record of container C (ifname) at A ...`:
+ *   `file-check` (a stale record of a file put back, replaced by the newer publication's holder).
  * A line that released nothing (`released: []`, a dropped journal file) explains nothing and is not
  * kept.
  *
@@ -60,10 +62,17 @@ export function releaseOf(entry: unknown): Omit<ReleaseLine, 'incarnation' | 'ar
       if (addresses.length === 0 || typeof e.source !== 'string') return undefined;
       return { source: e.source, ...containerID, addresses };
     }
-    default:
-      return undefined;
+    default: {
+      // The two-tier store's file check, releasing a stale record of a file gone back (its notice).
+      const checked = typeof e.msg === 'string' ? FILE_CHECK_RELEASE.exec(e.msg) : null;
+      if (checked === null) return undefined;
+      return { source: 'file-check', containerID: checked[1] as string, addresses: [checked[2] as string] };
+    }
   }
 }
+
+/** The file check's notice of a record it released (src/store/tiered/file-check.ts `#told`). */
+const FILE_CHECK_RELEASE = /^file check: released the record of container (\S+) \(\S+\) at (\S+) /;
 
 /** One node's release lines across its agents' incarnations, and where the running one serves metrics. */
 export class AgentReleaseLog {

@@ -12,7 +12,7 @@ import { DatabaseSync } from 'node:sqlite';
 import { describe, it } from 'node:test';
 import { tempDir } from '../helpers/processes.ts';
 import { AgentReleaseLog } from './agent-log.ts';
-import { type AuditedNode, Auditor, REPLACED_UNLOGGED, type ReleaseWitness } from './auditor.ts';
+import { type AuditedNode, Auditor, type ReleaseWitness } from './auditor.ts';
 import { GroundTruth, type Sandbox } from './ground-truth.ts';
 import { type ReleaseEvent, releaseEventOf } from './release-events.ts';
 
@@ -244,7 +244,7 @@ describe('the soak auditor', () => {
     assert.deepEqual(auditor.explanations().by, { 'netns line': 1 });
   });
 
-  it("counts apart a restored record replaced on its address by another container's, and judges any other replaced one", async () => {
+  it("judges a restored record replaced on its address by another container's by the file check's line", async () => {
     const truth = new GroundTruth();
     const n = witnessed(0, { p0s0: '10.0.0.1', p1s1: '10.0.0.2' });
     const auditor = new Auditor([n], truth, 10_000);
@@ -254,12 +254,15 @@ describe('the soak auditor', () => {
     auditor.check();
     truth.markGone(restored, 'restored', Date.now());
     truth.markGone(swept, 'netns', Date.now());
-    // The file check took the publications' holders over both (src/store/tiered/file-check.ts).
+    // The file check took the publications' holders over both (src/store/tiered/file-check.ts), and
+    // named the first it released (its notice, as the agent logs it).
     n.write({ later1: '10.0.0.1', later2: '10.0.0.2' });
+    const msg = 'file check: released the record of container p0s0 (eth0) at 10.0.0.1 in block b: stale, ...';
+    n.told.log.read(1, JSON.stringify({ level: 40, msg }), Date.now());
     auditor.check();
     auditor.final();
     await auditor.agentsAtEnd(0);
-    assert.deepEqual(auditor.explanations().by, { [REPLACED_UNLOGGED]: 1 });
+    assert.deepEqual(auditor.explanations().by, { 'file-check line': 1 });
     assert.deepEqual(
       auditor.violations.filter((v) => v.what.includes('without an explanation')).map((v) => v.what.slice(0, 30)),
       ["node-0: sandbox p1s1's 10.0.0."],

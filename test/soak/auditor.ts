@@ -30,12 +30,6 @@
  *     the one that saw it gone (no agent released it: the copy never held it);
  *   - its node's agent killed -9 between those two looks (a release committed just before the
  *     kill may never reach the log; counted apart in the figures, so a run shows how often);
- *   - a record a restore brought back (`restored`) replaced in the file by another container's on
- *     its address: the two-tier store's check of a file gone back takes a newer publication over
- *     it (src/store/tiered/file-check.ts, "the file's record is stale ... and is replaced"). The
- *     agent logs that only as a notice counting the allocations taken from the publications of the
- *     blocks it names, never the container or address it replaced: a release no line explains (a
- *     finding of seed 3807, etcd, 60 faults), counted apart (REPLACED_UNLOGGED) until it is logged;
  *   else "released without an explanation", once LATE_MS has passed (at the end, `agentsAtEnd`
  *   waits up to LATE_MS for the last lines). A sandbox torn down with its disk (`lostWithDisk`) was
  *   never released by an agent and is not judged.
@@ -98,12 +92,8 @@ interface UnexplainedRelease {
   /** The look that saw its record gone, and the last that saw it held (ms). */
   readonly releasedAt: number;
   readonly lastHeld: number;
-  /** Another container's record on its address in the look that saw its own gone. */
-  readonly replaced: boolean;
 }
 
-/** How a restored record replaced by a newer publication is counted (the header says why it is apart). */
-export const REPLACED_UNLOGGED = 'replaced by a newer publication, unlogged';
 /** How often the end looks again for the lines of the last releases. */
 const END_POLL_MS = 100;
 
@@ -249,7 +239,7 @@ export class Auditor {
   /** What explains one release (see the header), and the incarnation whose counter counts it. */
   #explanationOf(
     witness: ReleaseWitness,
-    { s, address, releasedAt, lastHeld, replaced }: UnexplainedRelease,
+    { s, address, releasedAt, lastHeld }: UnexplainedRelease,
   ): { by: string; incarnation?: number } | undefined {
     const since = s.goneAt ?? 0;
     const until = releasedAt + LATE_MS;
@@ -262,8 +252,6 @@ export class Auditor {
     if (witness.restoredWithin(lastHeld, releasedAt)) return { by: 'file put back' };
     // Committed, then killed before the line was written: the kill is the harness's own act.
     if (witness.killedWithin(lastHeld, releasedAt)) return { by: 'agent killed before its line' };
-    // The file check's replacement of a restored record (see the header): unlogged, counted apart.
-    if (replaced && s.source === 'restored') return { by: REPLACED_UNLOGGED };
     return undefined;
   }
 
@@ -382,8 +370,7 @@ export class Auditor {
     // The address its record held in the file (an ADD killed before its answer leaves none in the truth).
     const last = this.#lastHeld.get(s.id);
     const address = last?.address ?? s.address;
-    const replaced = [...records].some(([id, a]) => a === address && id !== s.id);
-    this.#unexplained.push({ s, address, releasedAt: now, lastHeld: last?.at ?? 0, replaced });
+    this.#unexplained.push({ s, address, releasedAt: now, lastHeld: last?.at ?? 0 });
     this.#lastHeld.delete(s.id);
   }
 

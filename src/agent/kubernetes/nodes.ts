@@ -167,6 +167,8 @@ export class KubernetesNodes {
         this.#gone.add(name);
         if (await this.#o.membership.alive(name)) continue; // its agent runs: look again later
         const { released, blocks } = await this.#o.allocator.forgetNode(name);
+        // Its blocks are given up: a recovery no longer waits for it to accept (as `warren node forget`).
+        if (this.#o.membership.recovery() !== undefined) await this.#o.membership.leaveRecovery(name);
         if (afterRefusal && released.length + blocks.length === 0) {
           this.#settled(name); // the agent that held its chore had forgotten it: not said twice
           continue;

@@ -247,6 +247,8 @@ export class TieredFileCheck {
     const ops: LedgerOp[] = ours ? [] : [{ op: 'claim', node }];
     const released = new Set<string>();
     const restored: Allocation[] = [];
+    /** Records of the file this merge releases, each told once it committed (`#told`). */
+    const replaced: Allocation[] = [];
     for (const published of block.allocations) {
       const record: Allocation = { ...published, pool: block.key, node };
       const held = here.get(record.address);
@@ -267,12 +269,15 @@ export class TieredFileCheck {
         if (s.pool === block.key) {
           if (!released.has(s.address)) ops.push({ op: 'release', address: s.address });
           released.add(s.address);
-        } else await this.#releaseElsewhere(s);
+          replaced.push(s);
+        } else this.#told(await this.#releaseElsewhere(s));
       }
       ops.push({ op: 'allocate', allocation: record });
       restored.push(record);
     }
+    const before = new Set(released);
     const announcing = byRevision ? announcedOps(block, node, here, released) : [];
+    for (const address of released) if (!before.has(address)) replaced.push(...[here.get(address) ?? []].flat());
     ops.push(...announcing);
     this.#announced += announcing.filter((op) => op.op === 'allocate').length;
     const unnamed = block.counts.allocated - block.allocations.length;
@@ -287,6 +292,7 @@ export class TieredFileCheck {
     if (result.kind === 'conflict')
       throw new WarrenError('TRY_AGAIN', `block ${block.key} could not be merged: ${result.reason}`);
     for (const r of restored) this.#restored.set(`${r.pool} ${r.address}`, r);
+    for (const r of replaced) this.#told(r);
     if (!ours) this.#adopted.add(block.key);
     this.#merged.add(block.key);
     return true;
@@ -308,11 +314,23 @@ export class TieredFileCheck {
     if (result.kind === 'committed') this.#unrecorded.add(key);
   }
 
-  /** Releases a stale record of a published owner in another block of its range (it moved after the copy). */
-  async #releaseElsewhere(stale: Allocation): Promise<void> {
+  /**
+   * Tells one record of the file a merge released (replaced by the newer publication's, or by an
+   * announced address's placeholder), naming its container and address: every release is explained.
+   */
+  #told(stale: Allocation): void {
+    this.#o.notice?.(
+      `file check: released the record of container ${stale.containerID} (${stale.ifname}) at ${stale.address} ` +
+        `in block ${stale.pool}: stale, the newer publication of node ${this.#o.node} has the address otherwise`,
+    );
+  }
+
+  /** Releases a stale record of a published owner in another block of its range (it moved after the copy): that record. */
+  async #releaseElsewhere(stale: Allocation): Promise<Allocation> {
     const read = await this.#o.local.readLedger(stale.pool);
     const result = await this.#o.local.commit(stale.pool, read.revision, [{ op: 'release', address: stale.address }]);
     if (result.kind === 'conflict')
       throw new WarrenError('TRY_AGAIN', `${stale.address} in ${stale.pool} could not be released: ${result.reason}`);
+    return stale;
   }
 }

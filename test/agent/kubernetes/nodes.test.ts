@@ -116,4 +116,40 @@ describe('KubernetesNodes', () => {
     assert.deepEqual(n1.nodes.status(), { gone: [], forgotten: ['n3'] }, 'the error is over');
     assert.deepEqual(n2.nodes.status().forgotten, [], 'exactly one agent forgot n3');
   });
+
+  it('takes a node it forgot off the list a recovery waits for, as `warren node forget` does', async () => {
+    // Found by the soak (issue 38): a node deleted from Kubernetes while the cluster was in recovery
+    // was forgotten, and the recovery waited for it to accept for ever.
+    const clock = new ManualClock(1_000_000);
+    const store = await open('/kn-recovery/', 'n1');
+    const real = store.cluster.membership as Membership;
+    await real.announce('n1', { since: clock.now(), version: 'test' });
+    const left: string[] = [];
+    const membership = new Proxy(real, {
+      get(target, property) {
+        if (property === 'recovery') return () => ({ since: clock.now(), reason: 'test', waiting: ['n1', 'n4'] });
+        if (property === 'leaveRecovery') return async (node: string) => void left.push(node);
+        const value = Reflect.get(target, property, target);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const allocator = new Allocator({ store, clock, node: 'n1', blocks: true });
+    const nodes = new KubernetesNodes({
+      store,
+      membership,
+      allocator,
+      clock,
+      logger: silentLogger,
+      node: 'n1',
+      recheckMs: RECHECK_MS,
+    });
+    const items = new AsyncChannel<NodeItem>();
+    const abort = new AbortController();
+    abort.signal.addEventListener('abort', () => items.close(), { once: true });
+    aborts.push(abort);
+    runs.push(nodes.run(items, abort.signal));
+    items.push({ kind: 'node-deleted', name: 'n4' });
+    await waitFor('n1 to forget n4', () => (nodes.status().forgotten.includes('n4') ? true : undefined));
+    assert.deepEqual(left, ['n4']);
+  });
 });

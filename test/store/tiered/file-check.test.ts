@@ -153,6 +153,11 @@ describe('TieredStore: a node whose file was restored from an older copy', () =>
       .filter((a) => a.address === x)
       .map((a) => a.containerID);
     assert.deepEqual(holders, ['new']);
+    // Every release explained (found by the soak, issue 38): the record replaced is named, not counted.
+    assert.ok(
+      again.notices.some((m) => m.includes(`released the record of container old (eth0) at ${x} `)),
+      again.notices.join('\n'),
+    );
   });
 });
 
