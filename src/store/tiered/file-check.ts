@@ -325,7 +325,7 @@ export class TieredFileCheck {
     );
   }
 
-  /** Releases a stale record of a published owner in another block of its range (it moved after the copy): that record. */
+  /** Releases a stale record of a published owner in another block of its range (it moved after the copy). */
   async #releaseElsewhere(stale: Allocation): Promise<Allocation> {
     const read = await this.#o.local.readLedger(stale.pool);
     const result = await this.#o.local.commit(stale.pool, read.revision, [{ op: 'release', address: stale.address }]);
