@@ -179,6 +179,36 @@ describe('ReleaseReconciler', () => {
     }
   });
 
+  it('releases a record of a gone namespace made, on the wall clock alone, after what a stepped-back clock reads now', async () => {
+    // Found by the soak (issue 38): a record a publication brought back carries its wall-clock time
+    // only; once the node's clock stepped back an hour it read as made in the future, and the sweep
+    // kept it as "within --netns-grace" (0 s) until the clock caught up.
+    const clock = new ManualClock(1_000_000_000);
+    const store = new SqliteStore({ path: ':memory:' });
+    const ns = watchedNetns('warren-stepped-');
+    const at = clock.now() + 3_600_000; // before the step back, as the clock read then
+    const allocation = {
+      pool: '10.0.0.0/24',
+      address: '10.0.0.9',
+      network: 'net',
+      containerID: 'restored',
+      ifname: 'eth0',
+      node: 'n',
+      netns: join(ns.seen, 'restored'),
+      createdAt: at,
+    };
+    assert.equal((await store.commit('10.0.0.0/24', 0, [{ op: 'allocate', allocation }])).kind, 'committed');
+    const { done } = await harness(clock, store, { observer: ns.observer, releaseGoneNetns: true });
+    try {
+      await waitFor('the pass at start to release it', async () =>
+        (await store.list()).length === 0 ? true : undefined,
+      );
+    } finally {
+      await done();
+      await store.close();
+    }
+  });
+
   it('passes soon after a namespace is removed, and a burst of removals costs two passes, not one each', async () => {
     const clock = new ManualClock(1_000_000);
     const store = new SqliteStore({ path: ':memory:' });
