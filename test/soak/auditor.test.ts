@@ -285,6 +285,24 @@ describe('the soak auditor', () => {
     assert.deepEqual(auditor.explanations().by, { 'agent killed before its line': 1 });
   });
 
+  it('takes a release whose agent was killed just after it as committed with its line still in the buffer', async () => {
+    // Found by the short soak (seed 3801): a kill -9 20 ms after the release took its line along.
+    const truth = new GroundTruth();
+    const n = witnessed(0, { p0s0: '10.0.0.1' });
+    const auditor = new Auditor([n], truth, 10_000);
+    const s = truth.newSandbox(0, 0);
+    truth.markLive(s, '10.0.0.1');
+    auditor.check();
+    truth.markGone(s, 'netns', Date.now());
+    n.write({});
+    auditor.check();
+    n.told.kills.push(Date.now() + 20);
+    auditor.final();
+    await auditor.agentsAtEnd(0);
+    assert.equal(auditor.violations.length, 0, JSON.stringify(auditor.violations));
+    assert.deepEqual(auditor.explanations().by, { 'agent killed before its line': 1 });
+  });
+
   it("finds an agent's release counter below the releases observed that it explained, and says when it cannot read one", async () => {
     const truth = new GroundTruth();
     const [n, m] = [witnessed(0, { p0s0: '10.0.0.1', p1s1: '10.0.0.2' }), witnessed(1, {})];

@@ -28,8 +28,9 @@
  *     journaled by the plugin, and its release must be the journal's line;
  *   - its node's file put back from an older copy between the last look that saw the record and
  *     the one that saw it gone (no agent released it: the copy never held it);
- *   - its node's agent killed -9 between those two looks (a release committed just before the
- *     kill may never reach the log; counted apart in the figures, so a run shows how often);
+ *   - its node's agent killed -9 between those two looks, or within KILL_FLUSH_MS after (a release
+ *     committed just before the kill may never reach the log: the agent logs asynchronously;
+ *     counted apart in the figures, so a run shows how often);
  *   else "released without an explanation", once LATE_MS has passed (at the end, `agentsAtEnd`
  *   waits up to LATE_MS for the last lines). A sandbox torn down with its disk (`lostWithDisk`) was
  *   never released by an agent and is not judged.
@@ -84,6 +85,8 @@ export interface ReleaseWitness {
 
 /** How long after the look that saw a release its agent's line may be read (the log is a pipe the harness reads between looks). */
 export const LATE_MS = 10_000;
+/** How long after a release a kill -9 of its agent may still take the release's line with it (ms). */
+const KILL_FLUSH_MS = 1_000;
 /** A release observed whose explanation is not found yet. */
 interface UnexplainedRelease {
   readonly s: Sandbox;
@@ -251,7 +254,9 @@ export class Auditor {
     if (line !== undefined) return { by: `${line.source} line`, incarnation: line.incarnation };
     if (witness.restoredWithin(lastHeld, releasedAt)) return { by: 'file put back' };
     // Committed, then killed before the line was written: the kill is the harness's own act.
-    if (witness.killedWithin(lastHeld, releasedAt)) return { by: 'agent killed before its line' };
+    // Or just after: the agent logs asynchronously (pino), so a line still in its buffer dies with a
+    // kill -9 that comes within KILL_FLUSH_MS of the release (seed 3801: a kill 20 ms after it).
+    if (witness.killedWithin(lastHeld, releasedAt + KILL_FLUSH_MS)) return { by: 'agent killed before its line' };
     return undefined;
   }
 

@@ -37,7 +37,7 @@
 import { etcdStoreArgs } from '../helpers/etcd-tiered.ts';
 import type { SeededRandom } from '../helpers/random.ts';
 import { type ClusterHoldings, UncoveredClock, overlappingClaims } from './cluster-holdings.ts';
-import { acceptPlaceholders } from './announced-placeholders.ts';
+import { acceptPlaceholders, storeAccept } from './announced-placeholders.ts';
 import { EtcdOperator } from './etcd-operator.ts';
 import { ETCD_SOAK_PREFIX, SoakEtcd } from './etcd-soak-cluster.ts';
 import type { GroundTruth } from './ground-truth.ts';
@@ -282,6 +282,9 @@ class EtcdSoakStore implements SoakStore {
           throw new Error(`warren node forget ${lost.name} refused for ${FORGET_BOUND_MS} ms: ${said}`);
         if (/is alive/.test(said)) context.count('warren node forget refused: the node still alive (asked again)');
         else context.log(`etcd operator: warren node forget ${lost.name} on ${asked.name} failed: ${said}`);
+        // The node asked stopped allocating for a restore it saw: it accepts first (docs/recovery.md).
+        if (/store went backwards|lost its data/.test(said))
+          await storeAccept(asked, context, 'store accept (docs/recovery.md)');
         await new Promise((resolve) => setTimeout(resolve, FORGET_AGAIN_MS));
       }
     },
