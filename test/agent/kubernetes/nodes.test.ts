@@ -44,11 +44,18 @@ describe('KubernetesNodes', () => {
     return store;
   };
 
-  /** An agent of `node` forgetting nodes from the items pushed to its channel. */
-  const agent = async (prefix: string, node: string, clock: ManualClock, forgetNode?: Allocator['forgetNode']) => {
+  /** An agent of `node` forgetting nodes from the items pushed to its channel (its membership as `seen`). */
+  const agent = async (
+    prefix: string,
+    node: string,
+    clock: ManualClock,
+    forgetNode?: Allocator['forgetNode'],
+    seen: (membership: Membership) => Membership = (m) => m,
+  ) => {
     const store = await open(prefix, node);
-    const membership = store.cluster.membership as Membership;
-    await membership.announce(node, { since: clock.now(), version: 'test' });
+    const real = store.cluster.membership as Membership;
+    await real.announce(node, { since: clock.now(), version: 'test' });
+    const membership = seen(real);
     const allocator = new Allocator({ store, clock, node, blocks: true });
     const nodes = new KubernetesNodes({
       store,
@@ -121,33 +128,17 @@ describe('KubernetesNodes', () => {
     // Found by the soak (issue 38): a node deleted from Kubernetes while the cluster was in recovery
     // was forgotten, and the recovery waited for it to accept for ever.
     const clock = new ManualClock(1_000_000);
-    const store = await open('/kn-recovery/', 'n1');
-    const real = store.cluster.membership as Membership;
-    await real.announce('n1', { since: clock.now(), version: 'test' });
     const left: string[] = [];
-    const membership = new Proxy(real, {
-      get(target, property) {
-        if (property === 'recovery') return () => ({ since: clock.now(), reason: 'test', waiting: ['n1', 'n4'] });
-        if (property === 'leaveRecovery') return async (node: string) => void left.push(node);
-        const value = Reflect.get(target, property, target);
-        return typeof value === 'function' ? value.bind(target) : value;
-      },
+    const { nodes, items } = await agent('/kn-recovery/', 'n1', clock, undefined, (real) => {
+      return new Proxy(real, {
+        get(target, property) {
+          if (property === 'recovery') return () => ({ since: clock.now(), reason: 'test', waiting: ['n1', 'n4'] });
+          if (property === 'leaveRecovery') return async (node: string) => void left.push(node);
+          const value = Reflect.get(target, property, target);
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      });
     });
-    const allocator = new Allocator({ store, clock, node: 'n1', blocks: true });
-    const nodes = new KubernetesNodes({
-      store,
-      membership,
-      allocator,
-      clock,
-      logger: silentLogger,
-      node: 'n1',
-      recheckMs: RECHECK_MS,
-    });
-    const items = new AsyncChannel<NodeItem>();
-    const abort = new AbortController();
-    abort.signal.addEventListener('abort', () => items.close(), { once: true });
-    aborts.push(abort);
-    runs.push(nodes.run(items, abort.signal));
     items.push({ kind: 'node-deleted', name: 'n4' });
     await waitFor('n1 to forget n4', () => (nodes.status().forgotten.includes('n4') ? true : undefined));
     assert.deepEqual(left, ['n4']);

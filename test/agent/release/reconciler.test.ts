@@ -27,6 +27,23 @@ class FlakyStore extends SqliteStore {
   }
 }
 
+/** A reconciler started on `store`, its pass at start awaited until the store holds nothing; then closed. */
+async function releasedAtStart(
+  clock: ManualClock,
+  store: SqliteStore,
+  observer: ReturnType<typeof watchedNetns>['observer'],
+): Promise<void> {
+  const { done } = await harness(clock, store, { observer, releaseGoneNetns: true });
+  try {
+    await waitFor('the pass at start to release it', async () =>
+      (await store.list()).length === 0 ? true : undefined,
+    );
+  } finally {
+    await done();
+    await store.close();
+  }
+}
+
 describe('ReleaseReconciler', () => {
   it('keeps a failing intent on disk, backs off, and releases it on a later tick', async () => {
     const clock = new ManualClock(1_000_000);
@@ -167,16 +184,8 @@ describe('ReleaseReconciler', () => {
       ranges,
       netns: join(ns.seen, 'gone'),
     });
-    const { done } = await harness(clock, store, { observer: ns.observer, releaseGoneNetns: true });
-    try {
-      // The clock never moves: only a pass at start can release it.
-      await waitFor('the pass at start to release it', async () =>
-        (await store.list()).length === 0 ? true : undefined,
-      );
-    } finally {
-      await done();
-      await store.close();
-    }
+    // The clock never moves: only a pass at start can release it.
+    await releasedAtStart(clock, store, ns.observer);
   });
 
   it('releases a record of a gone namespace made, on the wall clock alone, after what a stepped-back clock reads now', async () => {
@@ -198,15 +207,7 @@ describe('ReleaseReconciler', () => {
       createdAt: at,
     };
     assert.equal((await store.commit('10.0.0.0/24', 0, [{ op: 'allocate', allocation }])).kind, 'committed');
-    const { done } = await harness(clock, store, { observer: ns.observer, releaseGoneNetns: true });
-    try {
-      await waitFor('the pass at start to release it', async () =>
-        (await store.list()).length === 0 ? true : undefined,
-      );
-    } finally {
-      await done();
-      await store.close();
-    }
+    await releasedAtStart(clock, store, ns.observer);
   });
 
   it('passes soon after a namespace is removed, and a burst of removals costs two passes, not one each', async () => {
