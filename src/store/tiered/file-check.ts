@@ -46,7 +46,7 @@ import type { Allocation } from '../../ipam/allocation.ts';
 import { rangePoolOfKey } from '../../ipam/blocks.ts';
 import type { FileCheckStatus } from '../cluster.ts';
 import type { BlockClaim, ClusterTier, PublishedBlock } from './cluster-tier.ts';
-import { giveBackStray } from './stray-claims.ts';
+import { giveBackStray, unrecordedIn } from './stray-claims.ts';
 import type { AcceptReport, LedgerOp, Membership, Store } from '../store.ts';
 import { ANNOUNCED_NETWORK, announcedOps, passAnnounced, releaseAnnounced } from './announced.ts';
 import { PAGE_LIMIT } from './ranges.ts';
@@ -306,8 +306,8 @@ export class TieredFileCheck {
   async #recordUnrecorded(claim: BlockClaim): Promise<void> {
     const { local, tier, node } = this.#o;
     const key = claim.key;
-    const read = await local.readLedger(key);
-    if (read.kind !== 'snapshot' || read.affinity === node || read.allocations.length > 0) return;
+    const read = await unrecordedIn(local, key, node);
+    if (read === undefined) return;
     // One this node never made, in a block another node uses, is given back unused (stray-claims.ts).
     if (await giveBackStray(tier, claim, node, this.#o.notice)) return;
     const result = await local.commit(key, read.revision, [{ op: 'claim', node }]);

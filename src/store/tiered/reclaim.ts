@@ -30,7 +30,7 @@ import type { BlockClaim, ClusterTier, RangeRecord } from './cluster-tier.ts';
 import type { CommitResult, LedgerOp, Revision, Store } from '../store.ts';
 import { claimRefusal } from './claim-guard.ts';
 import { handedOver } from './handover.ts';
-import { giveBackStray } from './stray-claims.ts';
+import { giveBackStray, unrecordedIn } from './stray-claims.ts';
 import type { TieredClaims } from './claims.ts';
 
 export interface ClaimKeeperParts {
@@ -147,8 +147,7 @@ export class ClaimKeeper {
       const seen = `${claim.uid} ${claim.version}`;
       if (claim.node !== node || claim.offeredTo !== undefined || claim.takenFrom !== undefined) continue;
       if (this.#judged.get(claim.key) === seen || this.#p.claiming?.(claim.key) === true) continue;
-      const read = await local.readLedger(claim.key);
-      if (read.kind !== 'snapshot' || read.affinity === node || read.allocations.length > 0) continue;
+      if ((await unrecordedIn(local, claim.key, node)) === undefined) continue;
       this.#judged.set(claim.key, seen);
       if (await giveBackStray(tier, claim, node, this.#p.notice).catch(() => false)) claims.drop(claim.key);
     }

@@ -14,7 +14,18 @@
  * grace); each give-back is told once, naming the block and the node whose publication kept it.
  */
 import type { BlockClaim, ClusterTier } from './cluster-tier.ts';
+import type { LedgerSnapshot, Store } from '../store.ts';
 import { claimRefusal } from './claim-guard.ts';
+
+/**
+ * Block `key` as `node`'s file holds it when the file does not record claiming it and holds no
+ * address in it (a claim of `node` there is unrecorded: a crash between claim and commit, a file
+ * lost, or a stray); undefined when the file records it or holds something there.
+ */
+export async function unrecordedIn(local: Store, key: string, node: string): Promise<LedgerSnapshot | undefined> {
+  const read = await local.readLedger(key);
+  return read.kind !== 'snapshot' || read.affinity === node || read.allocations.length > 0 ? undefined : read;
+}
 
 /**
  * Gives `claim` (this node's in the cluster, not in its file) back if another node uses its block:
