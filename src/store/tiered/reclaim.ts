@@ -147,8 +147,8 @@ export class ClaimKeeper {
       const seen = `${claim.uid} ${claim.version}`;
       if (claim.node !== node || claim.offeredTo !== undefined || claim.takenFrom !== undefined) continue;
       if (this.#judged.get(claim.key) === seen || this.#p.claiming?.(claim.key) === true) continue;
+      this.#judged.set(claim.key, seen); // a claim edited since has another version: judged again
       if ((await unrecordedIn(local, claim.key, node)) === undefined) continue;
-      this.#judged.set(claim.key, seen);
       if (await giveBackStray(tier, claim, node, this.#p.notice).catch(() => false)) claims.drop(claim.key);
     }
   }
