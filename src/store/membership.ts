@@ -61,6 +61,12 @@ export interface Recovery {
   readonly pending: readonly string[];
 }
 
+/** What the asker of `Membership.alive` knows of the node. */
+export interface AliveQuestion {
+  /** Kubernetes deleted its Node, or an operator named it to forget. */
+  readonly toldGone?: boolean;
+}
+
 export interface Membership {
   /**
    * Announces `node` as alive for as long as this process keeps its lease. Refuses
@@ -104,9 +110,11 @@ export interface Membership {
   /**
    * Whether `node`'s agent is alive, asked now: etcd, its lease runs; Kubernetes, its Lease runs
    * or it answers a ping within the ping time (a wait of up to that long), and one that does not is
-   * marked gone. False for a node not announced.
+   * marked gone. False for a node not announced. `toldGone`: the caller was told the node is gone
+   * (its Node deleted, an operator's forget), so on Kubernetes a running Lease is pinged too (it
+   * tells of a renewal in the past); etcd's lease is kept alive by the agent itself, and says now.
    */
-  alive(node: string): Promise<boolean>;
+  alive(node: string, told?: AliveQuestion): Promise<boolean>;
   /**
    * Checks the store is still the one announced to and the announcement still this instance's
    * (halting when not), and announces again if it was lost (the store was away longer than its lease).

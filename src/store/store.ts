@@ -59,7 +59,7 @@ export type {
   Revision,
 } from './ledger.ts';
 
-export type { AcceptReport, AnnounceInfo, Membership, NodeRecord } from './membership.ts';
+export type { AcceptReport, AliveQuestion, AnnounceInfo, Membership, NodeRecord } from './membership.ts';
 
 /**
  * What the store holds for one address space (a network_name and family), read at one revision:

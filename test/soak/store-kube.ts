@@ -141,9 +141,10 @@ class KubeSoakStore implements SoakStore {
    * A node lost for good is forgotten as Kubernetes forgets a machine that is gone: its Node object
    * deleted (by the cloud's node controller, or `kubectl delete node` by its operator; its pods were
    * deleted by the harness first, as the pod GC deletes a deleted Node's), after which exactly one
-   * agent, the holder of the chore `forget-node/NAME`, frees its blocks once its Lease lapsed and a
-   * ping went unanswered (DESIGN C9, docs/kubernetes.md "Nodes"). `warren node forget` is the etcd
-   * store's way in the soak (store-etcd.ts), so both paths run. Back, it registers its Node again.
+   * agent, the holder of the chore `forget-node/NAME`, frees its blocks once a ping of its Lease
+   * went unanswered, lapsed or not (DESIGN C9, docs/kubernetes.md "Nodes"). `warren node forget` is
+   * the etcd store's way in the soak (store-etcd.ts), so both paths run. Back, it registers its Node
+   * again.
    */
   readonly lostNodes = {
     forget: async (lost: StoreNode): Promise<number> => {

@@ -11,14 +11,15 @@
  * chores. A deletion thus costs one chore request and one ping, not one per agent.
  *
  * Whether the agent is gone is asked of the membership only by the chore's winner, after the Node
- * was read gone (`Membership.alive`: on etcd its lease; on the Kubernetes store its Lease if it
- * runs, else a ping its agent answers within the ping time, kubernetes/lease-ping.ts). The
+ * was read gone (`Membership.alive`, told the node is gone: on etcd its lease; on the Kubernetes
+ * store a ping its agent answers within the ping time, its Lease running or not — a renewal tells
+ * of the past, kubernetes/lease-ping.ts), and read gone again after that answer's wait. The
  * kubelet's Lease (kube-node-lease/<name>) is not asked: it is deleted with its Node, and it tells
  * of the kubelet, not of Warren's agent.
  *
  * Guarantees:
- * - a node Kubernetes still lists, this node, or a node whose agent is alive (answers) is never
- *   forgotten;
+ * - a node Kubernetes still lists (or lists again by the end of the ping), this node, or a node
+ *   whose agent is alive (answers) is never forgotten;
  * - a node seen gone whose agent is alive is looked at again every `recheckMs` by the chore's
  *   winner until its agent is gone or the node is listed again;
  * - deletions missed while no agent watched (the `nodes` chore between holders, or this agent away)
@@ -165,7 +166,11 @@ export class KubernetesNodes {
         // Won: this agent's to finish, shown as gone until it is forgotten.
         const afterRefusal = this.#othersChore.delete(name);
         this.#gone.add(name);
-        if (await this.#o.membership.alive(name)) continue; // its agent runs: look again later
+        if (await this.#o.membership.alive(name, { toldGone: true })) continue; // its agent runs: look again later
+        if (this.#o.nodeExists !== undefined && (await this.#o.nodeExists(name))) {
+          this.#settled(name); // registered again while its agent was asked (a ping waits up to --node-ping)
+          continue;
+        }
         const { released, blocks } = await this.#o.allocator.forgetNode(name);
         // Its blocks are given up: a recovery no longer waits for it to accept (as `warren node forget`).
         if (this.#o.membership.recovery() !== undefined) await this.#o.membership.leaveRecovery(name);

@@ -207,7 +207,7 @@ export class AgentService {
         'BAD_REQUEST',
         `store ${this.#o.store.description} is not shared by nodes; there is no node to forget`,
       );
-    if (await membership.alive(node)) {
+    if (await membership.alive(node, { toldGone: true })) {
       throw new WarrenError(
         'BAD_REQUEST',
         `node ${node} is alive (its agent holds its announcement, and renews it or answers a ping); stop that ` +

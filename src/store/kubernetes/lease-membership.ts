@@ -43,7 +43,7 @@ import type { Clock } from '../../core/clock.ts';
 import { defined } from '../../core/defined.ts';
 import { WarrenError, isWarrenError } from '../../core/errors.ts';
 import { type Recovery, joinRecovery } from '../tiered/recovery.ts';
-import type { AcceptReport, AnnounceInfo, Membership, NodeRecord } from '../store.ts';
+import type { AcceptReport, AliveQuestion, AnnounceInfo, Membership, NodeRecord } from '../store.ts';
 import type { KubeClusterState } from './cluster-state.ts';
 import { watchAnnouncement } from './announcement-watch.ts';
 import { API_LOST_RECOVERY, type KubeContinuity, revisionOf } from './continuity.ts';
@@ -335,12 +335,12 @@ export class LeaseMembership implements Membership {
     return this.#tasks.claim(task, a.node);
   }
 
-  /** This node's agent, or another one asked (lease-ping.ts `nodeAlive`: pinged when lapsed). */
-  alive(node: string): Promise<boolean> {
+  /** This node's agent, or another one asked (lease-ping.ts `nodeAlive`: pinged when lapsed, or when told gone). */
+  alive(node: string, told?: AliveQuestion): Promise<boolean> {
     const a = this.#announced;
     if (a?.node === node && this.#held !== undefined) return Promise.resolve(true);
     const asker = a === undefined ? 'unannounced' : `${a.node}/${a.instance}`;
-    return nodeAlive({ ...this.#o, pingMs: this.#pingMs }, node, asker);
+    return nodeAlive({ ...this.#o, pingMs: this.#pingMs }, node, asker, told?.toldGone === true);
   }
 
   releaseTask(task: string): Promise<void> {

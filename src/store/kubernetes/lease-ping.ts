@@ -102,16 +102,21 @@ export async function announcedNodes(leases: Resource): Promise<NodeRecord[]> {
 
 /**
  * Whether the agent announcing `node` is alive, as `asker` finds out: no Lease, or one vacated,
- * says gone; one whose lease runs says alive (its holder renewed it lately); a lapsed one is pinged,
- * and vacated (holder cleared, RV-guarded by the ping's last reading) when unanswered, so that the
+ * says gone; one whose lease runs says alive (its holder renewed it lately) unless `evenIfRenewed`;
+ * a lapsed one (or any held one, with `evenIfRenewed`) is pinged, and vacated (holder cleared,
+ * RV-guarded by the ping's last reading) when unanswered, so that the
  * next asker knows without waiting and no agent of that node keeps it (its own watch sees the
  * Lease held by nobody: it stops allocating, as taken over).
+ *
+ * `evenIfRenewed` is for a caller told the node is gone (its Node deleted, an operator's `warren
+ * node forget`): a renewal tells of the past, the node may have died since, and its running Lease
+ * would keep it for up to --node-lease (300 s). The ping is the proof either way.
  */
-export async function nodeAlive(o: PingOptions, node: string, asker: string): Promise<boolean> {
+export async function nodeAlive(o: PingOptions, node: string, asker: string, evenIfRenewed = false): Promise<boolean> {
   const name = nodeLeaseName(node);
   const lease = leaseOf(await o.leases.get('read a node announcement', name));
   if (lease?.holder === undefined) return false;
-  if (lease.expires > o.clock.now()) return true;
+  if (!evenIfRenewed && lease.expires > o.clock.now()) return true;
   const asked = await pingAnnouncement(o, name, lease.holder, asker);
   switch (asked.kind) {
     case 'answered':

@@ -153,7 +153,7 @@ export class TieredFileCheck {
       },
       identity: () => membership.identity(),
       liveNodes: () => membership.liveNodes(),
-      alive: (node) => membership.alive(node),
+      alive: (node, told) => membership.alive(node, told),
       renew: () => membership.renew(),
       withdraw: () => membership.withdraw(),
       claimTask: (task) => membership.claimTask(task),

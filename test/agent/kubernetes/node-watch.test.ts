@@ -15,7 +15,7 @@ import { KubernetesNodes } from '../../../src/agent/kubernetes/nodes.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { NodeSource } from '../../../src/sources/kubernetes/node-source.ts';
 import type { Store } from '../../../src/store/store.ts';
-import { taskLeaseName } from '../../../src/store/kubernetes/names.ts';
+import { nodeLeaseName, taskLeaseName } from '../../../src/store/kubernetes/names.ts';
 import { type KubeTier, openKubeTier } from '../../../src/store/kubernetes/tier.ts';
 import { type FakeKubeApi, startFakeKubeApi } from '../../helpers/fake-kube-api.ts';
 import { silentLogger } from '../../helpers/logger.ts';
@@ -177,14 +177,31 @@ describe('NodeWatch: only the holder of the chore `nodes` watches Nodes', () => 
       fake.requests.slice(from).some((r) => r.client === client && r.verb === verb && r.path.endsWith(`/${chore}`));
     const deleted = fake.requests.length;
     fake.deleteNode('hx');
-    // The holder claims forget-node/hx, finds its agent alive (its Lease runs) and keeps it to look at again.
-    await waitFor('the holder to claim the chore of forgetting hx', () =>
+    // The holder claims forget-node/hx, pings its agent (its Node was deleted: a running Lease is
+    // asked too), is answered and keeps it to look at again.
+    const lease = nodeLeaseName('hx');
+    const leaseRequests = (client: string, verb: string) =>
       fake.requests
         .slice(deleted)
-        .some((r) => r.client === holder.node && r.verb === 'create' && r.resource === 'leases')
-        ? true
-        : undefined,
+        .filter((r) => r.client === client && r.verb === verb && r.path.endsWith(`/${lease}`));
+    await waitFor("hx to answer the holder's ping", () =>
+      leaseRequests('hx', 'update').length > 0 ? true : void clock.advance(1_000),
     );
+    const answered = fake.requests.length;
+    await waitFor('the holder to read the answer', () =>
+      fake.requests
+        .slice(answered)
+        .some((r) => r.client === holder.node && r.verb === 'get' && r.path.endsWith(`/${lease}`))
+        ? true
+        : void clock.advance(1_000),
+    );
+    assert.ok(
+      fake.requests
+        .slice(deleted)
+        .some((r) => r.client === holder.node && r.verb === 'create' && r.resource === 'leases'),
+      'the holder claimed the chore of forgetting hx',
+    );
+    assert.deepEqual(forgot, [], 'an agent that answers is not forgotten');
     // Both stop before the holder finished (kill -9: their Leases stay).
     holder.abort.abort();
     await holder.run;

@@ -2,8 +2,9 @@
  * Forgetting nodes deleted from Kubernetes on the kubernetes store, where an idle agent renews no
  * Lease (issue 36, liveness on demand: src/store/kubernetes/lease-ping.ts): agents on the fake API
  * server and a manual clock, each with its own tier. A node whose Node is deleted and whose agent
- * stopped is forgotten by exactly one agent once its Lease lapsed and the ping went unanswered; a
- * node whose Node is deleted but whose agent still runs answers, and keeps its blocks.
+ * stopped is forgotten by exactly one agent once the ping went unanswered (its Lease lapsed or
+ * not); a node whose Node is deleted but whose agent still runs answers, and keeps its blocks; one
+ * whose Node is registered again while it is pinged is not forgotten.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -61,7 +62,13 @@ describe('KubernetesNodes on the kubernetes store, liveness asked', () => {
   };
 
   /** An agent of `node` forgetting nodes from the items pushed to it; `forgot` records what it forgot. */
-  const forgetter = (clock: ManualClock, node: string, tier: KubeTier, forgot: string[]) => {
+  const forgetter = (
+    clock: ManualClock,
+    node: string,
+    tier: KubeTier,
+    forgot: string[],
+    nodeExists: (name: string) => Promise<boolean> = async () => false, // the Node is deleted
+  ) => {
     const nodes = new KubernetesNodes({
       store: {} as Store, // read only at a listing, which these tests do not push
       membership: tier.membership,
@@ -75,7 +82,7 @@ describe('KubernetesNodes on the kubernetes store, liveness asked', () => {
       logger: silentLogger,
       node,
       recheckMs: RECHECK_MS,
-      nodeExists: async () => false, // the Node is deleted
+      nodeExists,
     });
     const items = new AsyncChannel<NodeItem>();
     const abort = new AbortController();
@@ -129,5 +136,45 @@ describe('KubernetesNodes on the kubernetes store, liveness asked', () => {
     assert.deepEqual(forgot, [], 'not forgotten');
     assert.deepEqual(agent.nodes.status().gone, ['kr-running'], 'looked at again while its Node is gone');
     assert.equal(running.membership.halted(), undefined, 'it serves on');
+  });
+
+  it('forgets a node deleted from Kubernetes whose agent died while its Lease still ran after one ping, not after the Lease', async () => {
+    const clock = new ManualClock(Date.now());
+    const [a, lost] = [await announced(clock, 'kd-a'), await announced(clock, 'kd-lost')];
+    await lost.close(); // died just after its last renewal: its Lease runs for LEASE_SECONDS more
+    const forgot: string[] = [];
+    const agent = forgetter(clock, 'kd-a', a, forgot);
+    const started = clock.monotonic();
+    agent.items.push({ kind: 'node-deleted', name: 'kd-lost' });
+    await waitFor('kd-lost forgotten', () => (forgot.length > 0 ? true : void clock.advance(1000)));
+    const waited = clock.monotonic() - started;
+    assert.ok(waited >= PING_SECONDS * 1000, `only after the ping time (${waited} ms)`);
+    assert.ok(waited < LEASE_SECONDS * 1000, `before its Lease would have lapsed (${waited} ms)`);
+    assert.deepEqual(forgot, ['kd-lost by kd-a']);
+  });
+
+  it('does not forget a node whose Node is registered again while its agent is pinged', async () => {
+    const clock = new ManualClock(Date.now());
+    const [a, lost] = [await announced(clock, 'kb-a'), await announced(clock, 'kb-back')];
+    await lost.close();
+    const forgot: string[] = [];
+    let registered = false;
+    const agent = forgetter(clock, 'kb-a', a, forgot, async () => registered);
+    const pings = () =>
+      fake.requests.filter((r) => r.verb === 'update' && r.path.endsWith(`/${nodeLeaseName('kb-back')}`)).length;
+    const before = pings();
+    agent.items.push({ kind: 'node-deleted', name: 'kb-back' });
+    await waitFor('the ping written', () => (pings() > before ? true : undefined));
+    registered = true; // the machine came back and its kubelet registered its Node again
+    const vacated = () =>
+      fake.requests.filter((r) => r.verb === 'update' && r.path.endsWith(`/${nodeLeaseName('kb-back')}`)).length >=
+      before + 2;
+    await waitFor('the ping unanswered (its Lease vacated)', () => (vacated() ? true : void clock.advance(1000)));
+    for (let i = 0; i < 3; i++) {
+      clock.advance(RECHECK_MS);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    assert.deepEqual(forgot, [], 'a node listed again is not forgotten');
+    assert.deepEqual(agent.nodes.status().gone, [], 'nor looked at again');
   });
 });
