@@ -28,6 +28,8 @@ export const ETCD_SOAK_PREFIX = '/warren-soak/';
 
 const enc = encodeURIComponent;
 /** etcdctl commands that timed out are run again this many times at most, this far apart (ms). */
+/** What etcdctl says while the members elect a leader: worth running the command again. */
+const ELECTION_UNDER_WAY = /context deadline exceeded|request timed out|leader changed|no leader/;
 const ETCDCTL_TRIES = 5;
 const ETCDCTL_AGAIN_MS = 1_000;
 
@@ -200,16 +202,17 @@ export class SoakEtcd {
   }
 
   /**
-   * One etcdctl command on the live members, run again when it timed out (an election under way,
-   * the leader just killed: etcdctl's own 5 s deadline passes on a loaded machine), as an operator
-   * runs it again; any other failure, or ETCDCTL_TRIES timeouts, throws.
+   * One etcdctl command on the live members, run again when it timed out or found no leader (an
+   * election under way, the leader just killed: etcdctl's own 5 s deadline passes on a loaded
+   * machine, or the server's own request timeout, or "leader changed"), as an operator runs it
+   * again; any other failure, or ETCDCTL_TRIES such failures, throws.
    */
   async #etcdctl(...args: string[]): Promise<void> {
     for (let attempt = 1; ; attempt++) {
       const endpoints = this.#cluster.members.filter((m) => !this.#down.has(m)).map((m) => m.clientURL);
       const out = await run(ETCDCTL_BIN, ['--endpoints', endpoints.join(','), ...args], { env: etcdctlEnv() });
       if (out.code === 0) return;
-      if (!/context deadline exceeded/.test(out.stderr) || attempt >= ETCDCTL_TRIES)
+      if (!ELECTION_UNDER_WAY.test(out.stderr) || attempt >= ETCDCTL_TRIES)
         throw new Error(`etcdctl ${args.join(' ')} failed: ${out.stderr}`);
       await new Promise((resolve) => setTimeout(resolve, ETCDCTL_AGAIN_MS));
     }
