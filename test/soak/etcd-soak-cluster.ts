@@ -27,9 +27,9 @@ import type { ClaimRecord, ClusterHoldings, GrantRecord } from './cluster-holdin
 export const ETCD_SOAK_PREFIX = '/warren-soak/';
 
 const enc = encodeURIComponent;
-/** etcdctl commands that timed out are run again this many times at most, this far apart (ms). */
 /** What etcdctl says while the members elect a leader: worth running the command again. */
 const ELECTION_UNDER_WAY = /context deadline exceeded|request timed out|leader changed|no leader/;
+/** etcdctl commands that timed out are run again this many times at most, this far apart (ms). */
 const ETCDCTL_TRIES = 5;
 const ETCDCTL_AGAIN_MS = 1_000;
 
