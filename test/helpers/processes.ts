@@ -102,6 +102,31 @@ function watchSignals(): void {
   }
 }
 
+/**
+ * For a process that stops its own way on a signal (the soak: after the step under way, cleaning up
+ * as it ends): the first SIGTERM, SIGINT or SIGHUP calls `stop` instead of killing the children at
+ * once; a second one kills them and exits, as without this.
+ */
+export function stopOnSignals(stop: (signal: NodeJS.Signals) => void): void {
+  watching = true;
+  let stopping = false;
+  for (const [signal, number] of [
+    ['SIGTERM', 15],
+    ['SIGINT', 2],
+    ['SIGHUP', 1],
+  ] as const) {
+    process.on(signal, () => {
+      if (!stopping) {
+        stopping = true;
+        stop(signal);
+        return;
+      }
+      cleanUp();
+      process.exit(128 + number);
+    });
+  }
+}
+
 export function track(child: ChildProcess): ChildProcess {
   watchSignals();
   live.add(child);

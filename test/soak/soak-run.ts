@@ -46,6 +46,12 @@ export interface SoakOptions {
   readonly trace?: (line: string) => void;
   /** Told every PROGRESS_STEPS steps how far the run is (a long run's only sign of life). */
   readonly progress?: (line: string) => void;
+  /**
+   * Aborted: no step begins after the one running (Ctrl-C, SIGTERM); the run ends as a prefix of
+   * the plan does (`--steps`), every node started, the last releases awaited, the verdict on the
+   * steps run.
+   */
+  readonly stop?: AbortSignal;
 }
 
 export interface SoakReport {
@@ -415,6 +421,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     };
 
     for (const [i, step] of o.steps.entries()) {
+      if (o.stop?.aborted === true) break;
       audit.step = i;
       o.trace?.(`${new Date().toISOString()} step ${i}: ${describeStep(step)} (${inFlight.size} in flight)`);
       if (isOperation(step)) {
@@ -439,7 +446,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       if (Date.now() - clusterAuditAt >= CLUSTER_AUDIT_MS) await auditCluster();
     }
     await settle();
-    audit.step = o.steps.length;
+    audit.step = stepsRun;
     for (const node of nodes) await node.start();
     await theStore.settle?.();
     // The last releases: polled with a deadline (the netns sweep runs on its interval).

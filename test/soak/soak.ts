@@ -16,8 +16,12 @@
  * create, delete, force-delete and crash loops: StatefulSet re-creation, a node lost and forgotten,
  * the latter only on a store that forgets nodes; default both), --reconcile-interval S and --netns-grace S for the agents (unset:
  * the agents' own defaults, as a node runs them).
+ *
+ * `kill -TERM <pid>` of this process stops the run after the step under way, with the verdict on
+ * the steps run (Ctrl-C in a terminal signals the agents of the process group too, and they stop).
  */
 import { parseArgs } from 'node:util';
+import { stopOnSignals } from '../helpers/processes.ts';
 import { NODE_FAULTS, type NodeFault, type Step, WORKLOAD_EXTRAS, type WorkloadExtra, planSoak } from './plan.ts';
 import { formatReport } from './report.ts';
 import { type SoakReport, runSoak } from './soak-run.ts';
@@ -110,9 +114,22 @@ const flags = (steps: number) =>
     ...(settings.netnsGraceSeconds === undefined ? [] : [`--netns-grace ${settings.netnsGraceSeconds}`]),
   ].join(' ');
 
+/**
+ * SIGINT, SIGTERM or SIGHUP stops the run after the step under way: it ends as a prefix does, with
+ * every process it started stopped and its tmpfs unmounted, and prints the verdict on the steps run
+ * (a long run stopped for the machine's sake keeps what it proved). A second signal kills what it
+ * started and exits at once.
+ */
+const stop = new AbortController();
+stopOnSignals((signal) => {
+  process.stderr.write(`# ${signal}: stopping after the step under way; the verdict is on the steps run\n`);
+  stop.abort();
+});
+
 /** `logs`: print the agents' logs on a failure (the first run's; a shrinking probe's are not). */
 async function run(steps: readonly Step[], logs: boolean): Promise<SoakReport> {
   return runSoak({
+    stop: stop.signal,
     seed,
     steps,
     nodes,
@@ -130,8 +147,10 @@ async function run(steps: readonly Step[], logs: boolean): Promise<SoakReport> {
 const first = values.steps === undefined ? plan.length : Math.min(plan.length, number('steps'));
 console.log(`# soak seed ${seed}: ${first} steps on ${nodes} nodes (store ${store.name})`);
 const report = await run(plan.slice(0, first), true);
-console.log(formatReport(report, plan, `npm run soak -- ${flags(first)}`));
-if (report.violations.length > 0 && values.shrink) {
+if (report.stepsRun < first)
+  console.log(`# stopped by a signal after ${report.stepsRun} of ${first} steps: the verdict below is on those`);
+console.log(formatReport(report, plan, `npm run soak -- ${flags(report.stepsRun)}`));
+if (report.violations.length > 0 && values.shrink && !stop.signal.aborted) {
   // Halving: the shortest prefix found that still fails. Real processes make a failure depend on
   // timing too, so a prefix that passed once is not proven to pass: this narrows, it does not prove.
   let failing = Math.min(first, Math.max(...report.violations.map((v) => v.step)) + 1);
