@@ -31,6 +31,8 @@ const enc = encodeURIComponent;
 const ELECTION_UNDER_WAY = /context deadline exceeded|request timed out|leader changed|no leader/;
 /** etcdctl commands that timed out are run again this many times at most, this far apart (ms). */
 const ETCDCTL_TRIES = 5;
+/** Reads through the auditor's client that failed on gRPC are run again this many times at most. */
+const READ_TRIES = 10;
 const ETCDCTL_AGAIN_MS = 1_000;
 
 function etcdctlEnv(): NodeJS.ProcessEnv {
@@ -140,6 +142,22 @@ export class SoakEtcd {
     return this.#snapshot !== undefined;
   }
 
+  /**
+   * A read through the auditor's client that a member killed or an election under way can fail
+   * (the client's connection to the dead member: gRPC UNAVAILABLE, a deadline), run again on the
+   * others as an operator's command is; any other error, or READ_TRIES such failures, throws.
+   */
+  async #reading<T>(read: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await read();
+      } catch (error) {
+        if (!(error instanceof Error && error.name.startsWith('GRPC')) || attempt >= READ_TRIES) throw error;
+        await new Promise((resolve) => setTimeout(resolve, ETCDCTL_AGAIN_MS));
+      }
+    }
+  }
+
   /** The store's revision now (a read through the auditor's client). */
   async #revision(): Promise<number> {
     const response = await this.#client.get(`${ETCD_SOAK_PREFIX}identity`).exec();
@@ -170,7 +188,7 @@ export class SoakEtcd {
     const indexPrefix = `${ETCD_SOAK_PREFIX}nodes-blocks/${enc(node)}/`;
     // nodes-blocks/<node>/<range>/<block> → <range>/<block>; any claim, published or not (a claim is
     // published before its block's first address: tiered/claim-announcements.ts).
-    const blocks = (await this.#client.getAll().prefix(indexPrefix).keys())
+    const blocks = (await this.#reading(() => this.#client.getAll().prefix(indexPrefix).keys()))
       .map((k) => k.slice(indexPrefix.length))
       .sort();
     if (blocks.length === 0) return undefined;
@@ -187,7 +205,7 @@ export class SoakEtcd {
    * history compacted past it before a restore) leaves the history as compacted as asked: no error.
    */
   async compact(): Promise<number> {
-    const revision = await this.#revision();
+    const revision = await this.#reading(() => this.#revision());
     try {
       await this.#etcdctl('compact', String(revision));
     } catch (error) {
@@ -253,7 +271,9 @@ export class SoakEtcd {
 
   /** The containers of `node`'s allocations in its publications. */
   async publishedBy(node: string): Promise<Set<string>> {
-    const publications = await this.#client.getAll().prefix(`${ETCD_SOAK_PREFIX}published/`).strings();
+    const publications = await this.#reading(() =>
+      this.#client.getAll().prefix(`${ETCD_SOAK_PREFIX}published/`).strings(),
+    );
     const out = new Set<string>();
     for (const value of Object.values(publications)) {
       const p = JSON.parse(value) as { node?: string; allocations?: Array<{ containerID?: string; node?: string }> };
