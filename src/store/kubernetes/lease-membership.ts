@@ -223,14 +223,14 @@ export class LeaseMembership implements Membership {
     return this.#tasks.holding() && this.#o.clock.now() >= held.expires - leaseMs + leaseMs * RENEW_FRACTION;
   }
 
-  /** Creates the announcement, or takes over an expired one or this agent's own; refuses another's. */
-  async #claim(): Promise<void> {
+  /** Creates the announcement, or takes over an expired one or this agent's own; refuses others' (`late`: Takeover). */
+  async #claim(late = false): Promise<void> {
     const a = this.#announced;
     if (a === undefined) return;
     await this.#o.state.verify();
     this.#o.continuity.refuseWhileHalted();
     const leases = this.#o.leases;
-    const takeover = new Takeover({ ...this.#o, pingMs: this.#pingMs }, a);
+    const takeover = new Takeover({ ...this.#o, pingMs: this.#pingMs }, a, late);
     for (let round = 1; round <= MAX_ROUNDS; round++) {
       const created = await leases.create('announce this node', this.#body(a, undefined, true));
       if (created.kind === 'created') return this.#adopt(created.object, true);
@@ -277,7 +277,7 @@ export class LeaseMembership implements Membership {
     const name = nodeLeaseName(a.node);
     for (let round = 1; round <= 2; round++) {
       const held = this.#held;
-      if (held === undefined) return this.#claim();
+      if (held === undefined) return this.#claim(true);
       if (round === 1 && !this.#renewalDue(held)) return;
       const renewed = await this.#o.leases.replace('renew the node announcement', this.#body(a, held, false));
       if (renewed.kind === 'replaced') {

@@ -138,7 +138,11 @@ export interface TakeoverOptions extends PingOptions {
  * or its previous start's on another boot the Node says is over; that previous start's otherwise
  * waited out while its lease runs (once); a lapsed one of any other holder, or one renewed later than
  * this node's clock says it is (a clock stepped back), is pinged, and taken over (guarded by the
- * ping's reading) when unanswered; anything else is refused.
+ * ping's reading) when unanswered; anything else is refused. An announcement made late (`late`:
+ * the API server was away when the agent started, so it announces from its renewals while it runs)
+ * pings a running one too: its refusal would stop a running agent until an operator accepts, where
+ * a start's only ends that start (found by the soak: a start with its state directory put back, the
+ * API server away, then a Lease its killed predecessor had renewed a second before).
  */
 export class Takeover {
   readonly #o: TakeoverOptions;
@@ -147,9 +151,12 @@ export class Takeover {
   /** Kubernetes' Node says this machine booted since the previous start that holds the Lease. */
   #rebooted = false;
 
-  constructor(options: TakeoverOptions, claimant: Claimant) {
+  readonly #late: boolean;
+
+  constructor(options: TakeoverOptions, claimant: Claimant, late = false) {
     this.#o = options;
     this.#a = claimant;
+    this.#late = late;
   }
 
   async judge(lease: LeaseView): Promise<Judged> {
@@ -173,7 +180,8 @@ export class Takeover {
       return { kind: 'again' };
     }
     const pingSeconds = this.#o.pingMs / 1000;
-    if (expired || unknowable) {
+    const asks = expired || unknowable || this.#late;
+    if (asks) {
       // Lapsed proves nothing (an idle agent does not renew): its agent is asked.
       const asked = await pingAnnouncement(this.#o, lease.name, lease.holder, `${a.node}/${a.instance}`);
       if (asked.kind === 'changed') return { kind: 'again' };
@@ -187,7 +195,7 @@ export class Takeover {
     const refusal =
       `node ${a.node} is already announced in the Kubernetes API (Lease ${lease.name}) by ` +
       `${describeInstance(holder)}, ` +
-      `${expired || unknowable ? 'which answered a ping' : 'which renewed it within its lease'}: ` +
+      `${asks ? 'which answered a ping' : 'which renewed it within its lease'}: ` +
       'two agents must not share a ' +
       `node name (give this one another --node-name; if that agent is gone, its name is taken over once it ` +
       `does not answer a ping within ${pingSeconds} s)`;

@@ -259,4 +259,45 @@ describe('Lease membership', () => {
       clock.stepWall(3_600_000);
     }
   });
+
+  it('an agent that announces late (the API server away at its start) pings a Lease renewed within its lease and takes it over unanswered, instead of stopping for an operator', async () => {
+    // Found by the soak (kubernetes, seed 3838): a start with its state directory put back, while the
+    // API server was away, then a Lease its killed predecessor had renewed a second before.
+    const [killed, late] = [await tier(), await tier()];
+    await killed.membership.announce('lease-late', info('k-1', 'boot-a'));
+    await killed.close(); // kill -9: its Lease runs for LEASE_SECONDS more, unanswered
+    await fake.setUnavailable(true, '503');
+    try {
+      await assert.rejects(late.membership.announce('lease-late', info('k-2', 'boot-z')));
+    } finally {
+      await fake.setUnavailable(false);
+    }
+    const started = clock.monotonic();
+    await driven(late.membership.renew());
+    assert.ok(clock.monotonic() - started >= PING_SECONDS * 1000, 'after the ping time');
+    assert.ok(clock.monotonic() - started < LEASE_SECONDS * 1000, 'not after the Lease lapsed');
+    assert.equal(late.membership.halted(), undefined, 'allocating: no operator needed');
+    const lease = fake.object('leases', nodeLeaseName('lease-late'), NAMESPACE);
+    assert.equal((lease?.spec as Record<string, unknown> | undefined)?.holderIdentity, 'k-2');
+    await late.membership.withdraw();
+  });
+
+  it('an agent that announces late is still refused by a live twin, which answers its ping', async () => {
+    const [live, late] = [await tier(), await tier()];
+    await live.membership.announce('lease-late-twin', info('w-1', 'boot-a'));
+    await fake.setUnavailable(true, '503');
+    try {
+      await assert.rejects(late.membership.announce('lease-late-twin', info('w-2', 'boot-z')));
+    } finally {
+      await fake.setUnavailable(false);
+    }
+    await assert.rejects(driven(late.membership.renew()), (e) => {
+      assert.ok(isWarrenError(e, 'ALREADY_RUNNING'));
+      assert.match(e.message, /agent instance w-1 .*, which answered a ping/);
+      return true;
+    });
+    assert.match(late.membership.halted() ?? '', /already announced/, 'the late one stops allocating');
+    assert.equal(live.membership.halted(), undefined, 'the live one serves on');
+    await live.membership.withdraw();
+  });
 });
