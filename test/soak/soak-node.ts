@@ -19,7 +19,7 @@
  * `close()`, and by a process exit handler if the run never gets there.
  */
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, createWriteStream, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { type AgentHandle, startAgent } from '../helpers/agent.ts';
 import { type CniReply, warren } from '../helpers/cni.ts';
@@ -35,6 +35,8 @@ import { SteppedWallClock } from './wall-clock.ts';
 export interface ReleaseSettings {
   readonly reconcileIntervalSeconds?: number;
   readonly netnsGraceSeconds?: number;
+  /** Where each agent's whole log is kept (`--keep-logs`), a file per node appended by each start. */
+  readonly logsDir?: string;
 }
 
 /** How long a refused start is retried, from the first spawn (ms): the lease and the ping, with room. */
@@ -222,6 +224,11 @@ export class SoakNode {
     const agent = this.#agent;
     // What it logged before this line ran arrived since the spawn; the rest is read as it comes.
     if (agent !== undefined) this.releaseLog.follow(this.#incarnation, agent.log(), spawned, agent.child.stdout);
+    if (agent !== undefined && this.#settings.logsDir !== undefined) {
+      const file = createWriteStream(join(this.#settings.logsDir, `${this.name}.log`), { flags: 'a' });
+      file.write(`--- start ${this.#incarnation} at ${new Date(spawned).toISOString()} ---\n${agent.log()}`);
+      agent.child.stdout?.pipe(file);
+    }
   }
 
   /**

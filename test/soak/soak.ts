@@ -15,11 +15,13 @@
  * disks full; default both), --workload recreate,node-lost|none (the workload's kinds beyond
  * create, delete, force-delete and crash loops: StatefulSet re-creation, a node lost and forgotten,
  * the latter only on a store that forgets nodes; default both), --reconcile-interval S and --netns-grace S for the agents (unset:
- * the agents' own defaults, as a node runs them).
+ * the agents' own defaults, as a node runs them), --keep-logs DIR (each agent's whole log kept in
+ * DIR/NODE.log, every start of it appended: what a failure's diagnosis reads).
  *
  * `kill -TERM <pid>` of this process stops the run after the step under way, with the verdict on
  * the steps run (Ctrl-C in a terminal signals the agents of the process group too, and they stop).
  */
+import { mkdirSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { stopOnSignals } from '../helpers/processes.ts';
 import { NODE_FAULTS, type NodeFault, type Step, WORKLOAD_EXTRAS, type WorkloadExtra, planSoak } from './plan.ts';
@@ -42,6 +44,7 @@ const { values } = parseArgs({
     'in-flight': { type: 'string', default: '4' },
     'bound-ms': { type: 'string', default: '10000' },
     'reconcile-interval': { type: 'string' },
+    'keep-logs': { type: 'string' },
     'netns-grace': { type: 'string' },
     'node-faults': { type: 'string', default: NODE_FAULTS.join(',') },
     workload: { type: 'string', default: WORKLOAD_EXTRAS.join(',') },
@@ -92,7 +95,9 @@ const plan = planSoak({
 const settings = {
   ...(values['reconcile-interval'] === undefined ? {} : { reconcileIntervalSeconds: number('reconcile-interval') }),
   ...(values['netns-grace'] === undefined ? {} : { netnsGraceSeconds: number('netns-grace') }),
+  ...(values['keep-logs'] === undefined ? {} : { logsDir: values['keep-logs'] }),
 };
+if (settings.logsDir !== undefined) mkdirSync(settings.logsDir, { recursive: true });
 const boundMs = number('bound-ms');
 
 const flags = (steps: number) =>
