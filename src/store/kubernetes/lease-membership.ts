@@ -112,13 +112,10 @@ export class LeaseMembership implements Membership {
   async announce(node: string, info: AnnounceInfo): Promise<void> {
     const { previous, ...published } = info;
     const instance = info.instance ?? randomUUID();
-    this.#announced = {
-      node,
-      instance,
-      record: { node, ...published, instance },
-      ...defined({ previous }),
-    };
-    await this.#claim();
+    // The same instance again, not holding it: its start's failed (API away) and it may serve: late (Takeover).
+    const late = this.#announced?.node === node && this.#announced.instance === instance && !this.#held;
+    this.#announced = { node, instance, record: { node, ...published, instance }, ...defined({ previous }) };
+    await this.#claim(late);
   }
 
   halted(): string | undefined {
