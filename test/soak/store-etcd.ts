@@ -12,6 +12,9 @@
  *   handed out twice, every container keeps its address. The step returns once the recovery has
  *   begun (the marker seen or an accept made), not when it ends: a node it waits for may be down;
  * - `claim-delete` (`etcdctl del` of one claim key of a node): the owner claims it again at once;
+ * - `publication-delete` (`etcdctl del` of one block's publication key, among the blocks whose owner's
+ *   agent runs, judged by its announcement): the owner's watch of that key tells it, and it writes the
+ *   publication again at its next publication run (2 s), its block idle or not;
  * - `announcement-delete` (`etcdctl del` of a node's announcement): the agent announces itself again;
  * - `compact` (`etcdctl compact` at the revision now): every watch resumed from before it is refused
  *   as compacted; the agents list again and go on, nothing lost.
@@ -68,6 +71,7 @@ export type EtcdAction =
   | 'snapshot'
   | 'restore'
   | 'claim-delete'
+  | 'publication-delete'
   | 'announcement-delete'
   | 'compact';
 
@@ -92,6 +96,7 @@ function etcdPlanner(): StoreFaultPlanner {
         'leader-kill': downFor === undefined ? 3 : 0,
         restore: downFor === undefined && snapshot ? 1.5 : 0,
         'claim-delete': 3,
+        'publication-delete': 1,
         'announcement-delete': 1,
         compact: 1.5,
       });
@@ -106,6 +111,7 @@ function etcdPlanner(): StoreFaultPlanner {
         case 'compact':
           return [step('compact', true)];
         case 'claim-delete':
+        case 'publication-delete':
         case 'announcement-delete':
           // Which node (modulo the nodes) and which of its claims: the run's to resolve.
           return [step(action, true, random.int(0, 999))];
@@ -211,6 +217,12 @@ class EtcdSoakStore implements SoakStore {
         const deleted = await this.#etcd.deleteClaim(node.name, pickOf(s.arg));
         if (deleted === undefined) context.count('claim-delete: the node held no claim');
         context.log(`etcd: claim ${deleted ?? '(none)'} of ${node.name} deleted by hand`);
+        return;
+      }
+      case 'publication-delete': {
+        const deleted = await this.#etcd.deletePublication(s.arg ?? 0);
+        if (deleted === undefined) context.count('publication-delete: no block published by a running agent');
+        context.log(`etcd: publication ${deleted ?? '(none)'} deleted by hand`);
         return;
       }
       case 'announcement-delete': {

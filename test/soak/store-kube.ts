@@ -18,6 +18,9 @@
  *   that stops later for that restore (it was down, it noticed late) is accepted as it says so;
  * - a WarrenBlock deleted by hand (`kubectl delete warrenblock`) whose owner's agent runs: its owner
  *   claims it again, and no other node hands out its addresses (test/e2e/claims-vanish.test.ts);
+ * - a WarrenBlockPublication deleted by hand (`kubectl delete warrenblockpublication`) whose owner's
+ *   agent runs: its watch of its publications tells it, and it writes the publication again at its
+ *   next publication run (2 s), its block idle or not (test/store/tiered/kube.test.ts);
  * - a WarrenBlock edited by hand to name another running node: that node never made the claim, so it
  *   gives it back unused, and the owner claims it again (tiered/stray-claims.ts);
  * - a node's Lease deleted by hand: its agent stops allocating (its Lease gone reads as the store's
@@ -237,6 +240,15 @@ class KubeSoakStore implements SoakStore {
         if (running.length === 0) return context.count('claim-delete with no block claimed');
         const claim = running[(step.arg ?? 0) % running.length];
         if (claim !== undefined) this.#api.deleteObject('warrenblocks', blockName(claim.key));
+        return;
+      }
+      case 'publication-delete': {
+        // `kubectl delete warrenblockpublication`: a block's (not a loan's) whose owner's agent runs.
+        const running = this.#audit.publications().filter((p) => p.loan !== true && this.#isServing(p.node));
+        if (running.length === 0) return context.count('publication-delete with no block published');
+        const published = running[(step.arg ?? 0) % running.length];
+        if (published !== undefined) this.#api.deleteObject('warrenblockpublications', blockName(published.key));
+        context.log(`kubernetes: the publication of block ${published?.key} of ${published?.node} deleted by hand`);
         return;
       }
       case 'claim-edit': {
