@@ -156,6 +156,7 @@ export class TieredStore implements Store {
       keeper: this.#keeper,
       admissions: this.#admissions,
       publish: () => this.#publisher.run(),
+      republish: (key) => this.#publisher.vanished(key),
       publishMs: o.publishIntervalMs ?? 2000,
       checkMs: o.claimCheckMs ?? 10_000,
       notice: this.#notice,
