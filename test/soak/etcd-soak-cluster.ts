@@ -185,7 +185,7 @@ export class SoakEtcd {
    * blocks (not loans) published by a node whose agent runs (its announcement stands); the block and
    * its node, or undefined if there is none.
    */
-  async deletePublication(pick: number): Promise<string | undefined> {
+  async deletePublication(pick: number): Promise<{ readonly block: string; readonly node: string } | undefined> {
     const [published, announced] = await Promise.all([
       this.#client.getAll().prefix(`${ETCD_SOAK_PREFIX}published/`).strings(),
       this.#client.getAll().prefix(`${ETCD_SOAK_PREFIX}nodes/`).keys(),
@@ -201,7 +201,26 @@ export class SoakEtcd {
     const [key, value] = candidates[pick % candidates.length] as [string, string];
     await this.#etcdctl('del', key);
     const block = decodeURIComponent(key.slice(key.lastIndexOf('/') + 1));
-    return `${block} of ${(JSON.parse(value) as { node: string }).node}`;
+    return { block, node: (JSON.parse(value) as { node: string }).node };
+  }
+
+  /**
+   * Whether block `block`'s publication by `node` stands ('published'), or its claim is no longer
+   * `node`'s ('unclaimed'), or neither ('missing'); undefined when etcd could not be read.
+   */
+  async publicationState(block: string, node: string): Promise<'published' | 'unclaimed' | 'missing' | undefined> {
+    const range = encodeURIComponent(block.slice(0, block.indexOf('#')));
+    const at = (what: string) => `${ETCD_SOAK_PREFIX}${what}/${range}/${encodeURIComponent(block)}`;
+    try {
+      const [published, claim] = await Promise.all([
+        this.#client.get(at('published')).string(),
+        this.#client.get(at('blocks')).string(),
+      ]);
+      if (published !== null && (JSON.parse(published) as { node?: string }).node === node) return 'published';
+      return claim !== null && (JSON.parse(claim) as { node?: string }).node === node ? 'missing' : 'unclaimed';
+    } catch {
+      return undefined; // a member away, an election: asked again
+    }
   }
 
   /**
