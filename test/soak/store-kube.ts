@@ -294,8 +294,8 @@ class KubeSoakStore implements SoakStore {
   /**
    * After a publication deleted by hand: waits until its owner writes it again (its watch of its
    * publications tells it; the next publication run writes it), the block given back or its agent
-   * stopped meanwhile, or REPUBLISH_BOUND_MS; not written by then with the API server up and nothing
-   * to recover from is a violation.
+   * stopped meanwhile, or REPUBLISH_BOUND_MS; not written by then with the API server up, nothing
+   * to recover from and its node allocating (no cluster problem in its status) is a violation.
    */
   async #writtenAgain(key: string, node: string, context: StoreFaultContext): Promise<void> {
     const from = Date.now();
@@ -310,10 +310,27 @@ class KubeSoakStore implements SoakStore {
     }
     if (this.#calmSince === undefined)
       return context.count('publication-delete: not written again while the API server was away or in recovery');
+    // A node that stopped allocating (its store's data lost, a recovery it waits for) writes nothing.
+    const owner = [...this.#nodes.values()].find((n) => n.name === node);
+    const problem = owner === undefined ? undefined : await this.#problemOf(owner);
+    if (problem !== undefined) {
+      context.log(`kubernetes: ${node} has not written the publication of ${key} again: ${problem}`);
+      return context.count('publication-delete: not written again while its node stopped allocating');
+    }
     this.#unexpected.push({
       key: `publication ${key}`,
       what: `${node} did not write the publication of block ${key} again within ${REPUBLISH_BOUND_MS} ms of its deletion by hand`,
     });
+  }
+
+  /** What `node`'s `warren status` says stops it (cluster.problem); undefined when nothing, or it did not answer. */
+  async #problemOf(node: StoreNode): Promise<string | undefined> {
+    try {
+      const r = await requestJson({ socket: socketOf(node), method: 'GET', path: '/v1/status', timeoutMs: 5_000 });
+      return (r.body as { cluster?: { problem?: string } }).cluster?.problem;
+    } catch {
+      return undefined;
+    }
   }
 
   /**

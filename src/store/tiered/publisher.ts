@@ -120,12 +120,13 @@ export class TieredPublisher {
 
   /**
    * The publication of block `key` vanished from the cluster (the watch of this node's says so):
-   * forgotten as written, and marked, so the next run writes it again (see the header). A block not
-   * written since start (given back, or not written yet) is left as it is: the first run writes
-   * every block held.
+   * forgotten as written, and marked, so the next run writes it again (see the header), whoever
+   * wrote it last (this publisher, or the write-back of an operator's accept); a block this node
+   * no longer holds (given back, handed over) is then dropped by that run, with no request.
    */
   vanished(key: string): void {
-    if (this.#written.delete(key)) this.mark(key);
+    this.#written.delete(key);
+    this.mark(key);
   }
 
   /** Blocks waiting to be published. */
