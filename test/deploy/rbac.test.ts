@@ -51,7 +51,7 @@ const AGENT = [
   need('patch', 'k8s.cni.cncf.io', 'ipamclaims/status'),
   ...needs(['get', 'list', 'create', 'update'], 'warren.dev', 'warrenranges'),
   ...needs(['get', 'list', 'watch', 'create', 'update', 'delete'], 'warren.dev', 'warrenblocks'),
-  ...needs(['get', 'list', 'create', 'update', 'delete'], 'warren.dev', 'warrenblockpublications'),
+  ...needs(['get', 'list', 'watch', 'create', 'update', 'delete'], 'warren.dev', 'warrenblockpublications'),
   ...needs(['get', 'list', 'watch', 'create', 'update'], 'warren.dev', 'warrenaddressrequests'),
   ...needs(['get', 'list', 'watch', 'create', 'update'], 'warren.dev', 'warrenaddressspaces'),
   ...needs(['get', 'list', 'watch', 'create', 'update'], 'warren.dev', 'warrenclusterstates'),

@@ -8,8 +8,8 @@
  *   `restoreSnapshot` (every member killed, its data directory replaced by `etcdctl snapshot
  *   restore` of the newest snapshot, and all started again: the disaster recovery of a whole
  *   cluster); what the operator does next is etcd-operator.ts's;
- * - keys deleted by hand with `etcdctl del`: a node's claim (`deleteClaim`), a node's announcement
- *   (`deleteAnnouncement`);
+ * - keys deleted by hand with `etcdctl del`: a node's claim (`deleteClaim`), a block's publication
+ *   (`deletePublication`), a node's announcement (`deleteAnnouncement`);
  * - reads: every claim, every grant not returned and the recovery marker (`holdings`, judged by
  *   cluster-holdings.ts), and the containers a node published (`publishedBy`).
  *
@@ -196,6 +196,49 @@ export class SoakEtcd {
     const claim = `${ETCD_SOAK_PREFIX}blocks/${relative}`;
     await this.#etcdctl('del', claim);
     return decodeURIComponent(relative);
+  }
+
+  /**
+   * `etcdctl del` of one block's publication key (its `pick`-th, modulo how many there are) among the
+   * blocks (not loans) published by a node whose agent runs (its announcement stands); the block and
+   * its node, or undefined if there is none.
+   */
+  async deletePublication(pick: number): Promise<{ readonly block: string; readonly node: string } | undefined> {
+    const [published, announced] = await Promise.all([
+      this.#client.getAll().prefix(`${ETCD_SOAK_PREFIX}published/`).strings(),
+      this.#client.getAll().prefix(`${ETCD_SOAK_PREFIX}nodes/`).keys(),
+    ]);
+    const running = new Set(announced.map((k) => decodeURIComponent(k.slice(`${ETCD_SOAK_PREFIX}nodes/`.length))));
+    const candidates = Object.entries(published)
+      .filter(([, value]) => {
+        const p = JSON.parse(value) as { node?: string; loan?: boolean };
+        return p.loan !== true && typeof p.node === 'string' && running.has(p.node);
+      })
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    if (candidates.length === 0) return undefined;
+    const [key, value] = candidates[pick % candidates.length] as [string, string];
+    await this.#etcdctl('del', key);
+    const block = decodeURIComponent(key.slice(key.lastIndexOf('/') + 1));
+    return { block, node: (JSON.parse(value) as { node: string }).node };
+  }
+
+  /**
+   * Whether block `block`'s publication by `node` stands ('published'), or its claim is no longer
+   * `node`'s ('unclaimed'), or neither ('missing'); undefined when etcd could not be read.
+   */
+  async publicationState(block: string, node: string): Promise<'published' | 'unclaimed' | 'missing' | undefined> {
+    const range = encodeURIComponent(block.slice(0, block.indexOf('#')));
+    const at = (what: string) => `${ETCD_SOAK_PREFIX}${what}/${range}/${encodeURIComponent(block)}`;
+    try {
+      const [published, claim] = await Promise.all([
+        this.#client.get(at('published')).string(),
+        this.#client.get(at('blocks')).string(),
+      ]);
+      if (published !== null && (JSON.parse(published) as { node?: string }).node === node) return 'published';
+      return claim !== null && (JSON.parse(claim) as { node?: string }).node === node ? 'missing' : 'unclaimed';
+    } catch {
+      return undefined; // a member away, an election: asked again
+    }
   }
 
   /**

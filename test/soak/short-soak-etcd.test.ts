@@ -5,7 +5,8 @@
  * nodes' faults (kill -9 with CNI calls in flight, restarts, a state directory put back from an
  * older copy, whose published containers come back) and etcd's own (a member killed -9 and started
  * again, the leader killed, the whole cluster restored from an older snapshot and recovered by the
- * procedure of docs/recovery.md with the real CLI, a claim and an announcement deleted by hand). It
+ * procedure of docs/recovery.md with the real CLI, a claim, a publication (written again by its owner)
+ * and an announcement deleted by hand). It
  * passes when the auditor finds nothing: no address held by two live sandboxes on any nodes, no
  * live sandbox's record gone, no operation lost, every sandbox proven gone released (within a
  * hang's bound here; `npm run soak` measures the 10 s), nothing leaked at the end, no two nodes'
@@ -65,7 +66,16 @@ describe('the short soak on the etcd store', { skip }, () => {
     assert.deepEqual(report.violations, [], text);
     assert.equal(report.stepsRun, steps.length);
     assert.ok(report.looks.unreadable * 10 < report.looks.total, `looks: ${JSON.stringify(report.looks)}`);
-    for (const fault of ['kill', 'restore-state', 'member-kill', 'leader-kill', 'restore', 'claim-delete'])
+    const drawn = [
+      'kill',
+      'restore-state',
+      'member-kill',
+      'leader-kill',
+      'restore',
+      'claim-delete',
+      'publication-delete',
+    ];
+    for (const fault of drawn)
       assert.ok((report.faults[fault] ?? 0) >= 1, `${fault}: ${JSON.stringify(report.faults)}`);
   });
 });

@@ -12,6 +12,11 @@
  *   handed out twice, every container keeps its address. The step returns once the recovery has
  *   begun (the marker seen or an accept made), not when it ends: a node it waits for may be down;
  * - `claim-delete` (`etcdctl del` of one claim key of a node): the owner claims it again at once;
+ * - `publication-delete` (`etcdctl del` of one block's publication key, among the blocks whose owner's
+ *   agent runs, judged by its announcement): the owner's watch of that key tells it, and it writes the
+ *   publication again at its next publication run (2 s), its block idle or not; the step waits for
+ *   it (REPUBLISH_BOUND_MS), and one not written again by then, with no recovery under way, is a
+ *   violation;
  * - `announcement-delete` (`etcdctl del` of a node's announcement): the agent announces itself again;
  * - `compact` (`etcdctl compact` at the revision now): every watch resumed from before it is refused
  *   as compacted; the agents list again and go on, nothing lost.
@@ -57,6 +62,10 @@ import type {
 const FORGET_BOUND_MS = 60_000;
 const FORGET_AGAIN_MS = 1_000;
 
+/** How long the owner of a publication deleted by hand may take to write it again (ms; its runs are 2 s apart). */
+const REPUBLISH_BOUND_MS = 15_000;
+const REPUBLISH_POLL_MS = 200;
+
 /** How long a live sandbox's address may lie outside its node's claims, in its agent's running time. */
 export const COVER_BOUND_MS = 10_000;
 
@@ -68,6 +77,7 @@ export type EtcdAction =
   | 'snapshot'
   | 'restore'
   | 'claim-delete'
+  | 'publication-delete'
   | 'announcement-delete'
   | 'compact';
 
@@ -92,6 +102,7 @@ function etcdPlanner(): StoreFaultPlanner {
         'leader-kill': downFor === undefined ? 3 : 0,
         restore: downFor === undefined && snapshot ? 1.5 : 0,
         'claim-delete': 3,
+        'publication-delete': 1,
         'announcement-delete': 1,
         compact: 1.5,
       });
@@ -106,6 +117,7 @@ function etcdPlanner(): StoreFaultPlanner {
         case 'compact':
           return [step('compact', true)];
         case 'claim-delete':
+        case 'publication-delete':
         case 'announcement-delete':
           // Which node (modulo the nodes) and which of its claims: the run's to resolve.
           return [step(action, true, random.int(0, 999))];
@@ -213,6 +225,12 @@ class EtcdSoakStore implements SoakStore {
         context.log(`etcd: claim ${deleted ?? '(none)'} of ${node.name} deleted by hand`);
         return;
       }
+      case 'publication-delete': {
+        const deleted = await this.#etcd.deletePublication(s.arg ?? 0);
+        if (deleted === undefined) return context.count('publication-delete: no block published by a running agent');
+        context.log(`etcd: the publication of block ${deleted.block} of ${deleted.node} deleted by hand`);
+        return this.#writtenAgain(deleted.block, deleted.node, context);
+      }
       case 'announcement-delete': {
         const node = nodeOf(s.arg);
         await this.#etcd.deleteAnnouncement(node.name);
@@ -227,6 +245,29 @@ class EtcdSoakStore implements SoakStore {
         throw new Error(`the etcd store has no step ${String(never)}`);
       }
     }
+  }
+
+  /**
+   * After a publication deleted by hand: waits until its owner writes it again (its watch of the
+   * publication key tells it; the next publication run writes it), its block given back meanwhile,
+   * or REPUBLISH_BOUND_MS; not written by then with no recovery marker standing is a violation.
+   */
+  async #writtenAgain(block: string, node: string, context: StoreFaultContext): Promise<void> {
+    const from = Date.now();
+    while (Date.now() - from < REPUBLISH_BOUND_MS) {
+      const state = await this.#etcd.publicationState(block, node);
+      if (state === 'published') {
+        context.log(`etcd: ${node} wrote the publication of block ${block} again after ${Date.now() - from} ms`);
+        return context.count('publication written again by its owner');
+      }
+      if (state === 'unclaimed') return context.count('publication-delete: its block given back first');
+      await new Promise((resolve) => setTimeout(resolve, REPUBLISH_POLL_MS));
+    }
+    if ((await this.#etcd.holdings())?.recoveryPending !== undefined)
+      return context.count('publication-delete: not written again while etcd is in recovery');
+    this.#operatorOf(context).problems.push(
+      `${node} did not write the publication of block ${block} again within ${REPUBLISH_BOUND_MS} ms of its deletion by hand`,
+    );
   }
 
   /** The backup put back; then, when the data went back, until the recovery has begun. */

@@ -14,6 +14,9 @@
  *   `api-recover` 1-3 operations later (the operator follows docs/recovery.md);
  * - `claim-delete` (a WarrenBlock deleted by hand, `kubectl delete warrenblock`; arg picks which,
  *   among the blocks whose owner's agent runs, when the step runs);
+ * - `publication-delete` (a WarrenBlockPublication deleted by hand, `kubectl delete
+ *   warrenblockpublication`; arg picks which, among the blocks whose owner's agent runs, when the
+ *   step runs);
  * - `claim-edit` (a WarrenBlock edited by hand to name another node, its `spec.node` and node label,
  *   as `kubectl edit` by someone moving it; arg picks which block and which other running node);
  * - `lease-delete` (a node's Lease deleted by hand, `kubectl delete lease`; arg picks which running
@@ -35,6 +38,7 @@ export type KubeAction =
   | 'api-restore'
   | 'api-recover'
   | 'claim-delete'
+  | 'publication-delete'
   | 'claim-edit'
   | 'lease-delete';
 
@@ -61,6 +65,7 @@ export const kubePlan: StorePlan = {
           'watch-cut': 3,
           'api-restore': snapshotKept ? 1.5 : 0,
           'claim-delete': 2,
+          'publication-delete': 1,
           'claim-edit': 1,
           'lease-delete': 1,
         });
@@ -75,6 +80,7 @@ export const kubePlan: StorePlan = {
             recoverIn = random.int(1, 3);
             return [step('api-restore', true)];
           case 'claim-delete':
+          case 'publication-delete':
           case 'claim-edit':
             return [step(kind, true, random.int(0, 999))];
           case 'lease-delete':

@@ -18,6 +18,11 @@
  *   that stops later for that restore (it was down, it noticed late) is accepted as it says so;
  * - a WarrenBlock deleted by hand (`kubectl delete warrenblock`) whose owner's agent runs: its owner
  *   claims it again, and no other node hands out its addresses (test/e2e/claims-vanish.test.ts);
+ * - a WarrenBlockPublication deleted by hand (`kubectl delete warrenblockpublication`) whose owner's
+ *   agent runs: its watch of its publications tells it, and it writes the publication again at its
+ *   next publication run (2 s), its block idle or not (test/store/tiered/kube.test.ts); the step
+ *   waits for it (REPUBLISH_BOUND_MS), and one not written again by then, with the API server up
+ *   and nothing to recover from, is a violation;
  * - a WarrenBlock edited by hand to name another running node: that node never made the claim, so it
  *   gives it back unused, and the owner claims it again (tiered/stray-claims.ts);
  * - a node's Lease deleted by hand: its agent stops allocating (its Lease gone reads as the store's
@@ -54,6 +59,9 @@ const CUT_EVERY_MS = 50;
 const OPERATOR_MS = 1_000;
 /** How long the end waits for the operator's last accepts (ms). */
 const SETTLE_BOUND_MS = 30_000;
+/** How long the owner of a publication deleted by hand may take to write it again (ms; its runs are 2 s apart). */
+const REPUBLISH_BOUND_MS = 15_000;
+const REPUBLISH_POLL_MS = 200;
 /** What `warren status` says of a node that stopped because the store's data went back. */
 const STORE_WENT_BACK = /lost its data|went backwards/;
 
@@ -239,6 +247,16 @@ class KubeSoakStore implements SoakStore {
         if (claim !== undefined) this.#api.deleteObject('warrenblocks', blockName(claim.key));
         return;
       }
+      case 'publication-delete': {
+        // `kubectl delete warrenblockpublication`: a block's (not a loan's) whose owner's agent runs.
+        const running = this.#audit.publications().filter((p) => p.loan !== true && this.#isServing(p.node));
+        if (running.length === 0) return context.count('publication-delete with no block published');
+        const published = running[(step.arg ?? 0) % running.length];
+        if (published === undefined) return;
+        this.#api.deleteObject('warrenblockpublications', blockName(published.key));
+        context.log(`kubernetes: the publication of block ${published.key} of ${published.node} deleted by hand`);
+        return this.#writtenAgain(published.key, published.node, context);
+      }
       case 'claim-edit': {
         // `kubectl edit warrenblock`: moved to another running node, label and spec. That node never
         // made the claim and gives it back; its owner claims it again (tiered/stray-claims.ts).
@@ -270,6 +288,48 @@ class KubeSoakStore implements SoakStore {
         const never: never = action;
         throw new Error(`the kubernetes store has no step ${String(never)}`);
       }
+    }
+  }
+
+  /**
+   * After a publication deleted by hand: waits until its owner writes it again (its watch of its
+   * publications tells it; the next publication run writes it), the block given back or its agent
+   * stopped meanwhile, or REPUBLISH_BOUND_MS; not written by then with the API server up, nothing
+   * to recover from and its node allocating (no cluster problem in its status) is a violation.
+   */
+  async #writtenAgain(key: string, node: string, context: StoreFaultContext): Promise<void> {
+    const from = Date.now();
+    while (Date.now() - from < REPUBLISH_BOUND_MS) {
+      if (this.#audit.publications().some((p) => p.key === key && p.node === node)) {
+        context.log(`kubernetes: ${node} wrote the publication of block ${key} again after ${Date.now() - from} ms`);
+        return context.count('publication written again by its owner');
+      }
+      if (!this.#audit.claims().some((c) => c.key === key && c.node === node) || !this.#isServing(node))
+        return context.count('publication-delete: its block given back, or its agent stopped, first');
+      await new Promise((resolve) => setTimeout(resolve, REPUBLISH_POLL_MS));
+    }
+    if (this.#calmSince === undefined)
+      return context.count('publication-delete: not written again while the API server was away or in recovery');
+    // A node that stopped allocating (its store's data lost, a recovery it waits for) writes nothing.
+    const owner = [...this.#nodes.values()].find((n) => n.name === node);
+    const problem = owner === undefined ? undefined : await this.#problemOf(owner);
+    if (problem !== undefined) {
+      context.log(`kubernetes: ${node} has not written the publication of ${key} again: ${problem}`);
+      return context.count('publication-delete: not written again while its node stopped allocating');
+    }
+    this.#unexpected.push({
+      key: `publication ${key}`,
+      what: `${node} did not write the publication of block ${key} again within ${REPUBLISH_BOUND_MS} ms of its deletion by hand`,
+    });
+  }
+
+  /** What `node`'s `warren status` says stops it (cluster.problem); undefined when nothing, or it did not answer. */
+  async #problemOf(node: StoreNode): Promise<string | undefined> {
+    try {
+      const r = await requestJson({ socket: socketOf(node), method: 'GET', path: '/v1/status', timeoutMs: 5_000 });
+      return (r.body as { cluster?: { problem?: string } }).cluster?.problem;
+    } catch {
+      return undefined;
     }
   }
 

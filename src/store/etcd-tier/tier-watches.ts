@@ -9,6 +9,10 @@
  *   a range: a claim key deleted by hand (its index key stays) is told by its own watch; a block
  *   given back leaves the index, and its claim's watch ends. All of them share the namespace's one
  *   gRPC stream;
+ * - a node's publications: its index again, and beside it one watch of the publication key of each
+ *   block it names, published/<range>/<block>, from the revision of the index key (the publication
+ *   is written after the claim), each told to `onGone` when that key is deleted (or read again without
+ *   it after a compaction); a block given back leaves the index, and its publication's watch ends;
  * - the address spaces: every admission, spaces/ (a handful of keys, written only when a range is
  *   admitted), one watch however many spaces the node uses;
  * - one key (`one`): the store's identity, this node's announcement and the recovery marker, which
@@ -22,9 +26,9 @@
  */
 import type { Namespace } from 'etcd3';
 import type { Clock } from '../../core/clock.ts';
-import type { BlockClaim, ClaimsSeen, ClusterWatch, SpacesSeen } from '../tiered/cluster-tier.ts';
+import type { BlockClaim, ClaimsSeen, ClusterWatch, PublicationsWatch, SpacesSeen } from '../tiered/cluster-tier.ts';
 import { EtcdKeyWatch } from './key-watch.ts';
-import { type TierKv, blockRecord, claimOfValue, lastSegment, nodeIndexOf, spacesOf } from './kv.ts';
+import { type TierKv, blockRecord, claimOfValue, lastSegment, nodeIndexOf, publishedRecord, spacesOf } from './kv.ts';
 
 export interface EtcdTierWatchesParts {
   readonly ns: Namespace;
@@ -139,6 +143,53 @@ export class EtcdTierWatches {
         listeners.clear();
         for (const watch of claims.values()) this.end(watch);
         claims.clear();
+        this.end(index);
+      },
+    };
+  }
+
+  /** Watches `node`'s publications: its index, and the publication key of each block it names. */
+  publications(node: string): PublicationsWatch {
+    const listeners = new Set<(key: string) => void>();
+    const gone = (block: string): void => {
+      for (const listener of [...listeners]) {
+        try {
+          listener(block);
+        } catch {
+          // A listener's failure is its own.
+        }
+      }
+    };
+    /** Block key → the watch of its publication key. */
+    const published = new Map<string, EtcdKeyWatch>();
+    const index = this.watch(`the publications index of node ${node}`, nodeIndexOf(node), true);
+    const stopIndex = index.listen((change) => {
+      const block = lastSegment(change.key);
+      const held = published.get(block);
+      if (change.type === 'put' && held === undefined) {
+        const watch = this.watch(
+          `the publication of block ${block}`,
+          publishedRecord(block),
+          false,
+          Number(change.kv.mod_revision),
+        );
+        watch.listen((c) => (c.type === 'delete' ? gone(block) : undefined));
+        published.set(block, watch);
+      } else if (change.type === 'delete' && held !== undefined) {
+        this.end(held);
+        published.delete(block);
+      }
+    });
+    return {
+      onGone: (listener) => {
+        listeners.add(listener);
+        return () => listeners.delete(listener);
+      },
+      close: () => {
+        stopIndex();
+        listeners.clear();
+        for (const watch of published.values()) this.end(watch);
+        published.clear();
         this.end(index);
       },
     };

@@ -26,6 +26,7 @@ import type {
   ClaimsSeen,
   ClusterTier,
   ClusterWatch,
+  PublicationsWatch,
   Grant,
   Page,
   PublishedBlock,
@@ -171,6 +172,10 @@ export class EtcdTier implements ClusterTier {
 
   watchSpaces(): ClusterWatch<SpacesSeen> {
     return this.#watches.spaces();
+  }
+
+  watchPublications(node: string): PublicationsWatch {
+    return this.#watches.publications(node);
   }
 
   claimHolders(): Promise<string[]> {

@@ -51,6 +51,11 @@ export class KubePublications {
     this.#o = options;
   }
 
+  /** The WarrenBlockPublications, for the watch of a node's (tier-watches.ts). */
+  get resource(): Resource {
+    return this.#o.publications;
+  }
+
   async publish(block: PublishedBlock): Promise<void> {
     const { publications } = this.#o;
     const name = blockName(block.key);

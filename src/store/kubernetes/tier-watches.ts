@@ -4,6 +4,9 @@
  * reached, listed again only after 410 Gone) seen through the contract's `ClusterWatch`:
  * - a node's claims: the WarrenBlocks labelled with its node (`warren.dev/node`), so what it
  *   reads and is sent grows with that node's blocks; a block relabelled or deleted leaves it;
+ * - a node's publications: the WarrenBlockPublications labelled with its node, told to `onGone` as
+ *   each is deleted (or becomes another node's), so what it reads and is sent grows with that node's
+ *   blocks; the owner's own writes come back as events it ignores (no request);
  * - the address spaces: every WarrenAddressSpace, unselected (one object per network name and
  *   family, a handful, written only when a range is admitted), one watch however many spaces the
  *   node uses, so a space first used later needs no watch of its own;
@@ -17,10 +20,10 @@
  * instead.
  */
 import type { Clock } from '../../core/clock.ts';
-import type { BlockClaim, ClaimsSeen, ClusterWatch, SpacesSeen } from '../tiered/cluster-tier.ts';
+import type { BlockClaim, ClaimsSeen, ClusterWatch, PublicationsWatch, SpacesSeen } from '../tiered/cluster-tier.ts';
 import { type CollectionChange, type CollectionWatchStatus, KubeCollectionWatch } from './collection-watch.ts';
 import { NODE_LABEL, labelValue, selectorOf, spaceName } from './names.ts';
-import { admittedOf, claimOfObject, metaOf } from './objects.ts';
+import { admittedOf, claimOfObject, metaOf, publishedOf } from './objects.ts';
 import type { Resource } from './resources.ts';
 
 /** An address space's record as the watch keeps it. */
@@ -101,6 +104,26 @@ export class KubeTierWatches {
       clock: this.#clock,
     });
     return this.#opened(watch, (w) => ({ claims: w.values(), version: Number(w.status().resourceVersion ?? 0) }));
+  }
+
+  /** Watches `node`'s publications in `publications` (WarrenBlockPublications): each one gone, by block key. */
+  publications(publications: Resource, node: string): PublicationsWatch {
+    const watch = new KubeCollectionWatch<string>({
+      resource: publications,
+      what: `the publications of node ${node}`,
+      selectors: { labelSelector: selectorOf({ [NODE_LABEL]: labelValue(node) }) },
+      decode: (object) => {
+        const published = publishedOf(object);
+        return published?.node === node ? published.key : undefined;
+      },
+      clock: this.#clock,
+    });
+    const { close } = this.#opened(watch, () => undefined);
+    return {
+      onGone: (listener) =>
+        watch.listen((change) => (change.type === 'deleted' ? listener(change.previous) : undefined)),
+      close,
+    };
   }
 
   /** Watches every address space in `spaces` (WarrenAddressSpaces). */

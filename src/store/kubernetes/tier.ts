@@ -141,11 +141,7 @@ export class KubeTier implements ClusterTier {
     });
     this.#spaces = new Resource(api, warrenKind('warrenaddressspaces'), guarded);
     this.#watches = new KubeTierWatches(o.clock);
-    this.spaces = new KubeSpaces({
-      spaces: this.#spaces,
-      ranges: this.#ranges,
-      blocks: this.#blocks,
-    });
+    this.spaces = new KubeSpaces({ spaces: this.#spaces, ranges: this.#ranges, blocks: this.#blocks });
     this.holdings = new KubeHoldings(api, o.clock);
     this.membership = new LeaseMembership({
       leases: new Resource(api, leaseKind(o.namespace), guarded),
@@ -233,6 +229,8 @@ export class KubeTier implements ClusterTier {
   watchSpaces(): ClusterWatch<SpacesSeen> {
     return this.#watches.spaces(this.#spaces);
   }
+
+  readonly watchPublications = (node: string) => this.#watches.publications(this.#publications.resource, node);
 
   async claimHolders(): Promise<string[]> {
     const items = await this.#blocks.listAll('list the nodes holding blocks', '');

@@ -11,6 +11,8 @@
  *   (a claim deleted by hand is acted on at once, not a check later); changes shown before it runs
  *   share it. The check also runs every `checkMs`, which sends nothing while the watches are open
  *   and synced and no claim is lost (tiered/claims.ts, tiered/admissions.ts);
+ * - a publication of this node's that the tier's watch shows vanished (ClusterTier.watchPublications)
+ *   is told to `republish`, written again at the next publication run (one write, no request per ADD);
  * - no chore throws: a failed check is told to `notice`, and the next one retries;
  * - `stop` ends every timer and closes the watches: nothing runs or is requested after it.
  */
@@ -19,7 +21,7 @@ import { messageOf } from '../../core/errors.ts';
 import { PeriodicTask } from '../../core/periodic-task.ts';
 import type { TieredAdmissions } from './admissions.ts';
 import type { TieredClaims } from './claims.ts';
-import type { ClaimsSeen, ClusterTier, ClusterWatch, SpacesSeen } from './cluster-tier.ts';
+import type { ClusterTier } from './cluster-tier.ts';
 import type { ClaimKeeper } from './reclaim.ts';
 
 export interface TieredChoresParts {
@@ -31,6 +33,8 @@ export interface TieredChoresParts {
   readonly admissions: TieredAdmissions;
   /** Publishes the blocks whose local picture changed (tiered/publisher.ts). */
   readonly publish: () => Promise<void>;
+  /** Told the block key of each publication of this node's that vanished (tiered/publisher.ts `vanished`). */
+  readonly republish: (key: string) => void;
   readonly publishMs: number;
   readonly checkMs: number;
   readonly notice: (message: string) => void;
@@ -40,8 +44,8 @@ export class TieredChores {
   readonly #p: TieredChoresParts;
   /** Publication and the claim check, on the clock. */
   #tasks: PeriodicTask<void>[] = [];
-  /** The watches of this node's claims and of the address spaces. */
-  #watches: ClusterWatch<ClaimsSeen | SpacesSeen>[] = [];
+  /** The watches of this node's claims, of its publications and of the address spaces. */
+  #watches: Array<{ close(): void }> = [];
   /** The check running or last run. */
   #checking: Promise<void> = Promise.resolve();
   /** Cancels the check set on the clock by a change a watch showed, not run yet. */
@@ -59,7 +63,9 @@ export class TieredChores {
     claims.watch(claimsWatch);
     admissions.watch(spacesWatch);
     claimsWatch?.onChange(() => this.#checkSoon());
-    this.#watches = [claimsWatch, spacesWatch].filter((w) => w !== undefined);
+    const publicationsWatch = tier.watchPublications?.(node);
+    publicationsWatch?.onGone(this.#p.republish);
+    this.#watches = [claimsWatch, spacesWatch, publicationsWatch].filter((w) => w !== undefined);
     this.#every(publishMs, this.#p.publish);
     this.#every(checkMs, () => this.check());
   }

@@ -25,7 +25,7 @@
  * - a block's publication is a record apart from its claim: it is removed with the claim when the
  *   claim is given back (`unclaim`), and stays when the claim is removed by someone else, so that
  *   `publicationOf` tells a claimer the block may still be in use;
- * - a watch (`watchClaims`, `watchSpaces`) shows the cluster as of the version it names: every
+ * - a watch (`watchClaims`, `watchSpaces`, `watchPublications`) shows the cluster as of the version it names: every
  *   change up to it is in, and none is missed across a cut (resumed from that version); it lists
  *   only when opened and when its version is older than the cluster keeps, never on a timer.
  *
@@ -86,6 +86,17 @@ export interface ClaimsSeen {
   readonly version: number;
 }
 
+/**
+ * A watch of one node's block publications (`watchPublications`): told the block key of each that
+ * vanished (deleted by someone else, replaced by another node's), listed again after a cut so that
+ * none deleted meanwhile is missed. Its owner's own give-back is told too (the reader judges it).
+ */
+export interface PublicationsWatch {
+  /** Calls `listener` with the block key of each publication gone; the function returned stops it. */
+  onGone(listener: (key: string) => void): () => void;
+  close(): void;
+}
+
 /** The admissions of each address space as a watch shows them. */
 export interface SpacesSeen {
   /** The ranges admitted in `space` and the version of its record ([] and 0 when it has none). */
@@ -111,6 +122,14 @@ export interface ClusterTier extends ClusterRecords {
    * every node). Absent where a tier cannot watch: its claims are then listed each check.
    */
   watchClaims?(node: string): ClusterWatch<ClaimsSeen>;
+  /**
+   * A watch of `node`'s block publications (what it reads grows with that node's blocks), so that
+   * one deleted by hand is written again at the owner's next publication run (tiered/publisher.ts
+   * `vanished`): with no request per ADD and none while idle. On etcd a watch of each publication key
+   * of the blocks the node's index names (etcd-tier/tier-watches.ts). Absent where a tier cannot
+   * watch: a publication deleted is written again only with its block's next write.
+   */
+  watchPublications?(node: string): PublicationsWatch;
   /**
    * A watch of every address space's admissions (a handful of records, changed only when a range
    * is admitted). Absent where a tier cannot watch: its spaces are then read each check.

@@ -23,6 +23,10 @@
  * - runs never overlap: `run` while one is in flight waits for it and runs again, so a `flush`
  *   publishes everything marked before it was called;
  * - a block this node does not hold (given back, vanished) is not published: its mark is dropped;
+ * - a publication of a held block that vanished from the cluster (deleted by hand: `vanished`, told
+ *   by the tier's watch of this node's publications) is written again at the next run, as a block
+ *   never written since start, whatever its changes since: it is what keeps another node off the
+ *   block should its claim vanish too, and what a node whose disk went back takes back;
  * - a loan ledger of this node (an address another node lent it: allocator/lending/) is published as
  *   a loan (`ClusterTier.publishLoan`) while a container holds or may hold it, so the cluster view
  *   shows who really holds a lent address; once given back (its pool carries the given-back mark,
@@ -112,6 +116,17 @@ export class TieredPublisher {
   mark(key: string): void {
     this.#dirty.add(key);
     this.#settling.delete(key);
+  }
+
+  /**
+   * The publication of block `key` vanished from the cluster (the watch of this node's says so):
+   * forgotten as written, and marked, so the next run writes it again (see the header), whoever
+   * wrote it last (this publisher, or the write-back of an operator's accept); a block this node
+   * no longer holds (given back, handed over) is then dropped by that run, with no request.
+   */
+  vanished(key: string): void {
+    this.#written.delete(key);
+    this.mark(key);
   }
 
   /** Blocks waiting to be published. */

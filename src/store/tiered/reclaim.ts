@@ -6,7 +6,7 @@
  * paused), the keeper acts on it, run by run:
  * - a block in which this node's store holds addresses is claimed again under its own name (the
  *   tier's create-by-name: of this node and any other claimer, exactly one wins), so no other node
- *   takes it and hands its addresses out a second time;
+ *   takes it and hands its addresses out a second time; and published again (`republish`);
  * - if another node's record stands there already, the block's whole range is halted on this node
  *   (TieredClaims.halted: ADD in it answers TRY_AGAIN naming why, and the store's ping fails so
  *   readiness and status say it): two nodes believe they hold one block, and only an operator can
@@ -41,6 +41,12 @@ export interface ClaimKeeperParts {
   /** The range as pinned in the cluster (what a claim of its block needs). */
   readonly rangeOf: (key: string) => Promise<RangeRecord>;
   readonly notice: (message: string) => void;
+  /**
+   * Told block `key` was claimed again: its publication is written again at the next publication run
+   * (tiered/publisher.ts `vanished`), since whatever removed the claim (the cluster's data gone back)
+   * may have removed or aged its publication too, and nothing else would write it while the block is idle.
+   */
+  readonly republish?: ((key: string) => void) | undefined;
   /** Whether this node is committing a claim of block `key` now (recorded in its file once done). */
   readonly claiming?: ((key: string) => boolean) | undefined;
 }
@@ -184,11 +190,12 @@ export class ClaimKeeper {
       case 'held':
         claims.record(outcome.claim);
         this.#told.delete(key);
-        if (outcome.again)
-          this.#p.notice(
-            `${gone} (deleted by someone, or the cluster's data went back): it holds addresses here, ` +
-              `so node ${node} claimed it again`,
-          );
+        if (!outcome.again) return;
+        this.#p.republish?.(key);
+        this.#p.notice(
+          `${gone} (deleted by someone, or the cluster's data went back): it holds addresses here, ` +
+            `so node ${node} claimed it again`,
+        );
         return;
       case 'taken':
         claims.taken(key, outcome.by);

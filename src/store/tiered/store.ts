@@ -130,7 +130,8 @@ export class TieredStore implements Store {
     const rangeOf = async (key: string) =>
       (await this.#ranges.rangeOf(rangePoolOfKey(key))) ?? this.tier.pinRange(recordFromKey(key));
     const claiming = (key: string) => this.#announcements.claiming(key);
-    this.#keeper = new ClaimKeeper({ ...o, claims: this.#claims, notice: this.#notice, rangeOf, claiming });
+    const republish = (key: string) => this.#publisher.vanished(key); // its publication vanished, or its claim
+    this.#keeper = new ClaimKeeper({ ...o, claims: this.#claims, notice: this.#notice, rangeOf, claiming, republish });
     this.#publisher = new TieredPublisher({
       local: o.local,
       tier: o.tier,
@@ -152,10 +153,9 @@ export class TieredStore implements Store {
     this.#claimParts = { ...o, ...parts, mark, publish, announcements: this.#announcements };
     this.#chores = new TieredChores({
       ...o,
-      claims: this.#claims,
-      keeper: this.#keeper,
-      admissions: this.#admissions,
+      ...parts,
       publish: () => this.#publisher.run(),
+      republish,
       publishMs: o.publishIntervalMs ?? 2000,
       checkMs: o.claimCheckMs ?? 10_000,
       notice: this.#notice,

@@ -11,7 +11,7 @@ import { Etcd3 } from 'etcd3';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { blockKey } from '../../../src/ipam/blocks.ts';
 import { type EtcdTier, openEtcdTier } from '../../../src/store/etcd-tier/tier.ts';
-import { blockRecord } from '../../../src/store/etcd-tier/kv.ts';
+import { blockRecord, publishedRecord } from '../../../src/store/etcd-tier/kv.ts';
 import { SqliteStore } from '../../../src/store/sqlite/store.ts';
 import type { Store } from '../../../src/store/store.ts';
 import { TieredStore } from '../../../src/store/tiered/store.ts';
@@ -41,6 +41,15 @@ tierConformance('etcd (one member)', {
     const client = new Etcd3({ hosts: etcd.endpoints });
     try {
       await client.delete().key(`${RUN_PREFIX}${blockRecord(key)}`);
+    } finally {
+      client.close();
+    }
+  },
+  // etcdctl del of the publication key: the publication alone.
+  removePublicationByHand: async (key) => {
+    const client = new Etcd3({ hosts: etcd.endpoints });
+    try {
+      await client.delete().key(`${RUN_PREFIX}${publishedRecord(key)}`);
     } finally {
       client.close();
     }

@@ -8,6 +8,8 @@
  * - a watch cut (the agent's connection to etcd broken) while the claim is deleted and etcd's history
  *   is compacted past the watch's revision: the resumed watch is refused (etcd's 410 Gone), read
  *   again and watched again, and the deletion it could not replay is still acted on;
+ * - a publication key deleted by hand (etcdctl del) is told by the watch of that publication, and the
+ *   node writes it again at its next publication run though its block stays idle;
  * - readiness (`ping`) sends nothing while the identity and the announcement are followed;
  * - the address spaces' watch tells another node's admission retiring a range before any check;
  * - a view of the address requests outlives a compaction the same way: what changed while it was
@@ -18,7 +20,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Etcd3 } from 'etcd3';
 import { systemClock } from '../../../src/core/clock.ts';
-import { blockRecord } from '../../../src/store/etcd-tier/kv.ts';
+import { blockRecord, publishedRecord } from '../../../src/store/etcd-tier/kv.ts';
 import { openEtcdTier } from '../../../src/store/etcd-tier/tier.ts';
 import { type EtcdTieredStore, openEtcdTiered } from '../../../src/store/etcd-tier/tiered.ts';
 import { SqliteStore } from '../../../src/store/sqlite/store.ts';
@@ -121,6 +123,33 @@ describe('the etcd tier learns from watches', () => {
         notices.some((m) => /vanished .* claimed it again/.test(m)),
         `told the operator: ${notices.join('\n')}`,
       );
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('never leaves a publication key deleted by hand unwritten while its block is idle: written again at the next run', async () => {
+    const store = await open(etcd.endpoints);
+    try {
+      await store.cluster.membership.announce('w1', { since: 1, version: 'test' });
+      const early = blockOf(0);
+      const late = blockOf(16);
+      await claimAndAllocate(store, early); // read when the watch opens
+      store.start();
+      await claimAndAllocate(store, late); // watched from the claim's index key's revision
+      // Published with its claim (announcing the address taken since: tiered/claim-announcements.ts).
+      const publication = async (block: string) =>
+        (await raw.get(`${prefixOf(store)}${publishedRecord(block)}`).exec()).kvs[0]?.mod_revision;
+      for (const block of [early, late]) {
+        const written = await waitFor(`w1 to publish ${block}`, () => publication(block));
+        assert.equal(
+          (await raw.delete().key(`${prefixOf(store)}${publishedRecord(block)}`)).deleted,
+          '1',
+          'deleted by hand',
+        );
+        const again = await waitFor(`w1 to publish ${block} again`, () => publication(block));
+        assert.ok(Number(again) > Number(written));
+      }
     } finally {
       await store.close();
     }

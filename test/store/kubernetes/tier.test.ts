@@ -78,6 +78,10 @@ describe('KubeTier', () => {
     removeClaimByHand: async (key) => {
       fake.deleteObject('warrenblocks', blockName(key));
     },
+    // kubectl delete warrenblockpublication: the publication alone.
+    removePublicationByHand: async (key) => {
+      fake.deleteObject('warrenblockpublications', blockName(key));
+    },
     // Its watch, which answers pings, ends with it; its Lease stays, as a kill -9 leaves it.
     crash: async (t) => {
       await (t as KubeTier).close();

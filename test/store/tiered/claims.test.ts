@@ -149,6 +149,27 @@ describe('TieredStore: the node holding addresses in a block is its authority', 
     await n1.store.ping();
   });
 
+  it('never leaves a block it claimed again unpublished while the block stays idle (its publication gone with its claim)', async () => {
+    const c = cluster(['n1']);
+    const [n1] = c.nodes;
+    assert.ok(n1);
+    const r = rangesOf({ range: '10.43.0.0/24', block_size: 28 });
+    const [first] = await n1.allocator.allocate({ owner: owner('a'), ranges: r });
+    const key = first?.allocation.pool ?? '';
+    await n1.store.flush();
+    assert.ok(await c.tier.publicationOf(key));
+    c.tier.deleteClaim(key, { publication: true }); // as a cluster restored from before both
+    await n1.store.check();
+    assert.equal((await c.tier.claimOf(key))?.node, 'n1', 'claimed again');
+    await n1.store.flush({ due: true }); // the next publication run, nothing changed in the block
+    const published = await c.tier.publicationOf(key);
+    assert.equal(published?.node, 'n1', 'published again with its claim');
+    assert.deepEqual(
+      published?.allocations.map((a) => a.containerID),
+      [first?.allocation.containerID],
+    );
+  });
+
   it('claims again, after its restart, a block whose claim vanished while its agent was down', async () => {
     // Found by the soak on etcd (seed 3838): a claim deleted by hand just before the agent restarted
     // was never claimed again: the new process took its claims from the cluster alone, so nothing

@@ -13,6 +13,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { Allocator } from '../../../src/allocator/allocator.ts';
 import { ManualClock } from '../../../src/core/clock.ts';
 import { KubeApiClient } from '../../../src/store/kubernetes/api-client.ts';
+import { publishedOf } from '../../../src/store/kubernetes/objects.ts';
 import { openKubeTier } from '../../../src/store/kubernetes/tier.ts';
 import { RANGE_LABEL, blockName, labelValue } from '../../../src/store/kubernetes/names.ts';
 import { SqliteStore } from '../../../src/store/sqlite/store.ts';
@@ -288,5 +289,26 @@ describe('TieredStore on the Kubernetes tier, started: silent while idle, told b
       5_000,
     );
     await deletedAndClaimedAgain(key);
+  });
+
+  it('never leaves a publication deleted by hand unwritten while its block is idle: written again at the next run, told by the watch', async () => {
+    await store.flush();
+    const publication = () =>
+      fake
+        .objects('warrenblockpublications')
+        .map(publishedOf)
+        .find((p) => p?.key === key);
+    const before = publication();
+    assert.ok(before !== undefined && before.allocations.length > 0, 'published, listing its allocations');
+    const from = fake.requests.length;
+    assert.ok(fake.deleteObject('warrenblockpublications', blockName(key)));
+    // The publication run is every 2 s: a few runs, and no change in the block meanwhile.
+    const again = await stepping('the publication written again', async () => publication(), 1_000);
+    assert.deepEqual(
+      again.allocations.map((a) => a.containerID),
+      before.allocations.map((a) => a.containerID),
+    );
+    assert.deepEqual(since(from, 'list', 'warrenblockpublications'), [], 'told by the watch, not by a listing');
+    assert.equal(since(from, 'create', 'warrenblockpublications').length, 1, 'one write');
   });
 });

@@ -31,6 +31,11 @@ export interface TierFactory {
    */
   removeClaimByHand?(key: string): Promise<void>;
   /**
+   * Removes block `key`'s publication as someone else would (kubectl delete of the
+   * WarrenBlockPublication; etcdctl del of the publication key): what `watchPublications` tells is tested.
+   */
+  removePublicationByHand?(key: string): Promise<void>;
+  /**
    * On a store whose liveness is asked, not read from a lapse (the Kubernetes store, issue 36: an
    * idle agent does not renew its Lease, a lapsed one is pinged): ends the agent of `tier` as a
    * crash would (no withdrawal, no more answers). Absent: a lapsed announcement is a gone agent.
@@ -395,6 +400,43 @@ export function tierConformance(name: string, factory: TierFactory): void {
       assert.notEqual(again.uid, first.uid);
       assert.equal(await (await tier()).claim(r, key, node()), undefined, 'and no one else then');
       await t.publish({ key, node: owner, counts: { allocated: 1, resting: 0 }, publishedAt: 10, allocations: [held] });
+    });
+
+    it("tells the watch of a node's publications each one removed by someone else, and not another node's", async (c) => {
+      const remove = factory.removePublicationByHand;
+      if (remove === undefined) return c.skip('the factory cannot remove a publication by hand');
+      const t = await tier();
+      if (t.watchPublications === undefined) return c.skip('the tier has no watch of publications');
+      const r = range();
+      await t.pinRange(r);
+      const [owner, other] = [node(), node()];
+      const [early, late, others] = [blockOf(r, 4), blockOf(r, 5), blockOf(r, 6)];
+      const publish = (key: string, by: string) =>
+        t.publish({ key, node: by, counts: { allocated: 0, resting: 0 }, publishedAt: 9, allocations: [] });
+      assert.ok(await t.claim(r, early, owner));
+      await publish(early, owner); // before the watch opens
+      const gone: string[] = [];
+      const watch = t.watchPublications(owner);
+      watch.onGone((key) => gone.push(key));
+      try {
+        assert.ok(await t.claim(r, late, owner));
+        await publish(late, owner); // after it opened
+        assert.ok(await t.claim(r, others, other));
+        await publish(others, other);
+        await remove(others);
+        for (const key of [early, late]) {
+          // The watch may still be opening: removed again (written again first) until it tells.
+          await waitFor(`the removal of ${key}'s publication told`, async () => {
+            if (gone.includes(key)) return true;
+            await publish(key, owner);
+            await remove(key);
+            return undefined;
+          });
+        }
+        assert.ok(!gone.includes(others), "another node's publication is not this node's watch's");
+      } finally {
+        watch.close();
+      }
     });
 
     it("leaves another node's publication when a claim written for a node by hand is given back", async (c) => {
